@@ -1,0 +1,97 @@
+// Package approval decides whether an action needs a person's sign-off, and
+// binds an approval to the content that was approved.
+package approval
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"path"
+	"time"
+
+	"github.com/musterhq/muster/shared/action"
+)
+
+// Values of Rule.Approval and Policy.Default.
+const (
+	Required = "required"
+	None     = "none"
+)
+
+// Rule matches actions by kind glob and cluster glob ("" or "*" match all).
+type Rule struct {
+	Kind     string `mapstructure:"kind" yaml:"kind"`
+	Cluster  string `mapstructure:"cluster" yaml:"cluster"`
+	Approval string `mapstructure:"approval" yaml:"approval"`
+}
+
+// Policy is the approval configuration of the core.
+type Policy struct {
+	// Default applies when no rule matches: "required" (the default) or "none".
+	Default string `mapstructure:"default" yaml:"default"`
+	// SelfApproval lets the requester approve their own action.
+	SelfApproval bool `mapstructure:"self_approval" yaml:"self_approval"`
+	// TTL is how long an action may wait for approval before it expires.
+	TTL   time.Duration `mapstructure:"ttl" yaml:"ttl"`
+	Rules []Rule        `mapstructure:"rules" yaml:"rules"`
+}
+
+// DefaultPolicy requires approval by another person within 24 hours.
+func DefaultPolicy() Policy {
+	return Policy{Default: Required, TTL: 24 * time.Hour}
+}
+
+// Validate returns one error per bad field.
+func (p Policy) Validate() []error {
+	var errs []error
+	if p.Default != Required && p.Default != None {
+		errs = append(errs, fmt.Errorf("approval.default: %q is not %q or %q", p.Default, Required, None))
+	}
+	if p.TTL <= 0 {
+		errs = append(errs, fmt.Errorf("approval.ttl: must be positive, got %s", p.TTL))
+	}
+	for i, r := range p.Rules {
+		if r.Approval != Required && r.Approval != None {
+			errs = append(errs, fmt.Errorf("approval.rules[%d].approval: %q is not %q or %q", i, r.Approval, Required, None))
+		}
+		for _, g := range []string{r.Kind, r.Cluster} {
+			if _, err := path.Match(g, ""); err != nil {
+				errs = append(errs, fmt.Errorf("approval.rules[%d]: bad glob %q", i, g))
+			}
+		}
+	}
+	return errs
+}
+
+// NeedsApproval reports whether an action of kind on cluster must be approved.
+// The first matching rule decides; otherwise Default does.
+func (p Policy) NeedsApproval(kind, cluster string) bool {
+	for _, r := range p.Rules {
+		if glob(r.Kind, kind) && glob(r.Cluster, cluster) {
+			return r.Approval != None
+		}
+	}
+	return p.Default != None
+}
+
+func glob(pattern, s string) bool {
+	if pattern == "" || pattern == "*" {
+		return true
+	}
+	ok, err := path.Match(pattern, s)
+	return err == nil && ok
+}
+
+// Digest is a fingerprint of what an approver signs off: kind, args
+// (canonical), cluster and node. An action whose digest no longer matches its
+// approval must be approved again before it is pushed.
+func Digest(a *action.Action) string {
+	args, err := action.NormalizeArgs(a.Args)
+	if err != nil {
+		args = a.Args
+	}
+	b, _ := json.Marshal([]string{a.Kind, string(args), a.ClusterID, a.NodeID})
+	sum := sha256.Sum256(b)
+	return hex.EncodeToString(sum[:])
+}

@@ -1,0 +1,212 @@
+// Package store declares how the core persists clusters, nodes, actions, their
+// history, events and tokens. The orchestrator and the API see only these
+// interfaces; core/store/sqlite implements them (a PostgreSQL implementation
+// can be added beside it without touching either).
+//
+// All work happens inside Read (a consistent snapshot) or Update (one write
+// transaction). A change and the events describing it are written by the same
+// Update, so the event log never disagrees with the data.
+package store
+
+import (
+	"context"
+	"errors"
+	"time"
+
+	"github.com/musterhq/muster/shared/action"
+)
+
+// Errors every implementation returns (wrapped), matched with errors.Is.
+var (
+	ErrNotFound = errors.New("not found")
+	ErrExists   = errors.New("already exists")
+)
+
+// Store is the core's persistence.
+type Store interface {
+	// Read runs fn against a consistent snapshot.
+	Read(ctx context.Context, fn func(r Reader) error) error
+	// Update runs fn in one write transaction: all of it commits, or none.
+	Update(ctx context.Context, fn func(tx Tx) error) error
+	// Subscribe returns a channel that receives the sequence number of the
+	// newest event after every commit that appended events. The channel is
+	// buffered (1) and coalesces: a slow reader sees the latest number. The
+	// returned func unsubscribes.
+	Subscribe() (<-chan int64, func())
+	// RowsWritten counts rows inserted, updated or deleted since Open (for
+	// metrics and the idle-pass benchmark).
+	RowsWritten() int64
+	Close() error
+}
+
+// Reader reads within a Read or an Update.
+type Reader interface {
+	Clusters(ctx context.Context) ([]Cluster, error)
+	Cluster(ctx context.Context, id string) (*Cluster, error)
+	// Nodes lists the nodes of a cluster, or of every cluster when clusterID is "".
+	Nodes(ctx context.Context, clusterID string) ([]Node, error)
+	Node(ctx context.Context, clusterID, nodeID string) (*Node, error)
+
+	// Action returns the action with exactly this id (ErrNotFound otherwise).
+	Action(ctx context.Context, id string) (*Record, error)
+	// ActionIDsWithPrefix returns up to max ids that start with prefix.
+	ActionIDsWithPrefix(ctx context.Context, prefix string, max int) ([]string, error)
+	ListActions(ctx context.Context, q ListQuery) ([]Record, error)
+	History(ctx context.Context, actionID string) ([]action.Transition, error)
+	// OpenActions lists the non-final actions of one node, oldest creation first
+	// (created_ts, then insertion order).
+	OpenActions(ctx context.Context, clusterID, nodeID string) ([]Record, error)
+	// ApprovalsBefore lists PENDING_APPROVE actions created before t.
+	ApprovalsBefore(ctx context.Context, t time.Time) ([]Record, error)
+
+	Events(ctx context.Context, since int64, limit int) ([]Event, error)
+
+	Tokens(ctx context.Context) ([]Token, error)
+	TokenByHash(ctx context.Context, hash string) (*Token, error)
+}
+
+// Tx writes within an Update.
+type Tx interface {
+	Reader
+	PutCluster(ctx context.Context, c *Cluster) error
+	PutNode(ctx context.Context, n *Node) error
+	DeleteNode(ctx context.Context, clusterID, nodeID string) error
+	// InsertAction stores a new record (ErrExists when the id is taken).
+	InsertAction(ctx context.Context, r *Record) error
+	// UpdateAction replaces the stored record with the same id.
+	UpdateAction(ctx context.Context, r *Record) error
+	AppendHistory(ctx context.Context, actionID string, t action.Transition) error
+	// AppendEvent stores e, setting e.Seq and (when zero) e.TS.
+	AppendEvent(ctx context.Context, e *Event) error
+	InsertToken(ctx context.Context, t *Token) error
+	DeleteToken(ctx context.Context, name string) error
+}
+
+// Record is an action as the core keeps it: the shared record and the
+// core-only bookkeeping beside it.
+type Record struct {
+	action.Action
+	// ApprovalDigest is approval.Digest of the content that was approved.
+	ApprovalDigest string
+	// CancelRequested is set by a cancel call until the agent confirms a final state.
+	CancelRequested bool
+	// SeenOnAgent is set once the core has seen the agent hold the action in a
+	// non-final state; only such an action can become LOST.
+	SeenOnAgent bool
+}
+
+// Cluster status values.
+const (
+	ClusterHealthy = "HEALTHY"
+	ClusterAlert   = "ALERT"
+)
+
+// Cluster is a named set of nodes.
+type Cluster struct {
+	ID           string    `json:"id"`
+	Status       string    `json:"status"`
+	StatusReason string    `json:"status_reason"`
+	UpdatedTS    time.Time `json:"updated_ts"`
+}
+
+// Node status values.
+const (
+	NodeUp      = "UP"
+	NodeDown    = "DOWN"
+	NodeUnknown = "UNKNOWN"
+)
+
+// Node sources.
+const (
+	SourceStatic = "static"
+	SourceGossip = "gossip"
+)
+
+// Node is one agent as the core knows it.
+type Node struct {
+	ClusterID    string     `json:"cluster_id"`
+	ID           string     `json:"id"`
+	Addr         string     `json:"addr"`
+	Source       string     `json:"source"`
+	Status       string     `json:"status"`
+	StatusReason string     `json:"status_reason"`
+	StoreID      string     `json:"store_id"`
+	Cursor       int64      `json:"cursor"`
+	Kinds        []string   `json:"kinds"`
+	Version      string     `json:"version"`
+	LastContact  *time.Time `json:"last_contact"`
+	UpdatedTS    time.Time  `json:"updated_ts"`
+}
+
+// ListQuery selects and orders actions. Empty fields do not filter.
+type ListQuery struct {
+	ClusterID string
+	NodeID    string
+	States    []action.State
+	Kinds     []string
+	// Sort keys in order; the id is always the last tie-breaker.
+	Sort []SortKey
+	// Marker is the id of the last action of the previous page.
+	Marker string
+	Limit  int
+}
+
+// SortKey is one column of an ORDER BY.
+type SortKey struct {
+	Field string // one of SortFields
+	Desc  bool
+}
+
+// SortFields are the fields an action list may be sorted by.
+var SortFields = []string{"created_ts", "updated_ts", "id", "state", "kind", "node_id", "cluster_id"}
+
+// Event types (DESIGN.md §5).
+const (
+	EventActionCreated         = "action.created"
+	EventActionApproved        = "action.approved"
+	EventActionRejected        = "action.rejected"
+	EventActionExpired         = "action.expired"
+	EventActionStateChanged    = "action.state_changed"
+	EventActionCancelRequested = "action.cancel_requested"
+	EventActionConflict        = "action.conflict"
+	EventActionLost            = "action.lost"
+	EventNodeUp                = "node.up"
+	EventNodeDown              = "node.down"
+	EventNodeJoined            = "node.joined"
+	EventNodeLeft              = "node.left"
+	EventClusterAlert          = "cluster.alert"
+	EventClusterHealthy        = "cluster.healthy"
+	EventTokenCreated          = "token.created"
+	EventTokenRevoked          = "token.revoked"
+)
+
+// Event is one line of the audit trail.
+type Event struct {
+	Seq        int64     `json:"seq"`
+	TS         time.Time `json:"ts"`
+	Type       string    `json:"type"`
+	Actor      string    `json:"actor"`
+	ClientAddr string    `json:"client_addr,omitempty"`
+	ClusterID  string    `json:"cluster_id,omitempty"`
+	NodeID     string    `json:"node_id,omitempty"`
+	ActionID   string    `json:"action_id,omitempty"`
+	Message    string    `json:"message"`
+	// Data is extra detail as a JSON object (for a conflict: the old kind and args).
+	Data map[string]any `json:"data,omitempty"`
+}
+
+// Roles a token may hold.
+const (
+	RoleViewer   = "viewer"
+	RoleOperator = "operator"
+	RoleApprover = "approver"
+	RoleAdmin    = "admin"
+)
+
+// Token is an API identity. Only a hash of the secret is stored.
+type Token struct {
+	Name      string    `json:"name"`
+	Roles     []string  `json:"roles"`
+	Hash      string    `json:"-"`
+	CreatedTS time.Time `json:"created_ts"`
+}

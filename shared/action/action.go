@@ -1,0 +1,145 @@
+package action
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"regexp"
+	"time"
+
+	"github.com/google/uuid"
+)
+
+// Origin says where an action was created.
+const (
+	OriginCore  = "core"
+	OriginAgent = "agent"
+)
+
+// Limits shared by both APIs.
+const (
+	MaxOutput     = 64 << 10 // the last 64 KiB of output are kept
+	MaxArgs       = 64 << 10 // args larger than this are refused
+	MaxTimeoutS   = 7 * 24 * 3600
+	MinPrefix     = 8
+	MaxKindLength = 200
+)
+
+// Action is the record of DESIGN.md §3, identical in both APIs.
+type Action struct {
+	ID          string          `json:"id"`
+	ClusterID   string          `json:"cluster_id"`
+	NodeID      string          `json:"node_id"`
+	Kind        string          `json:"kind"`
+	Args        json.RawMessage `json:"args"`
+	State       State           `json:"state"`
+	StateReason string          `json:"state_reason"`
+	Progress    json.RawMessage `json:"progress"`
+	Output      string          `json:"output"`
+	Origin      string          `json:"origin"`
+	Requester   string          `json:"requester"`
+	ApprovedBy  string          `json:"approved_by"`
+	TimeoutS    int             `json:"timeout_s"`
+	CreatedTS   time.Time       `json:"created_ts"`
+	ScheduledTS *time.Time      `json:"scheduled_ts"`
+	StartedTS   *time.Time      `json:"started_ts"`
+	FinishedTS  *time.Time      `json:"finished_ts"`
+	UpdatedTS   time.Time       `json:"updated_ts"`
+
+	// RetryOf links an action made by retry to the one it repeats (core only).
+	RetryOf string `json:"retry_of,omitempty"`
+	// History lists every transition; filled only by "show" calls.
+	History []Transition `json:"history,omitempty"`
+}
+
+// Transition is one line of an action's history.
+type Transition struct {
+	TS     time.Time `json:"ts"`
+	From   State     `json:"from"`
+	To     State     `json:"to"`
+	Actor  string    `json:"actor"`
+	Reason string    `json:"reason"`
+}
+
+// Reasons used by more than one package.
+const (
+	ReasonTimeout     = "timeout"
+	ReasonInterrupted = "interrupted"
+	ReasonCancelled   = "cancelled"
+)
+
+// Errors returned by validation.
+var (
+	ErrInvalid = errors.New("invalid action")
+)
+
+var kindRE = regexp.MustCompile(`^[a-z0-9]([a-z0-9.-]*[a-z0-9])?(/[A-Za-z0-9][A-Za-z0-9._-]*)+$`)
+
+// ValidKind reports whether k looks like "domain/name".
+func ValidKind(k string) bool {
+	return len(k) <= MaxKindLength && kindRE.MatchString(k)
+}
+
+// ValidID reports whether id is a UUID in its canonical textual form.
+func ValidID(id string) bool {
+	u, err := uuid.Parse(id)
+	return err == nil && u.String() == id
+}
+
+// NewID returns a fresh UUID v4.
+func NewID() string { return uuid.NewString() }
+
+// NormalizeArgs checks that raw is a JSON object (or empty, meaning {}) of at
+// most MaxArgs bytes, and returns it in canonical form: keys sorted, no
+// insignificant white space. Two args are the same when their canonical forms
+// are byte-equal.
+func NormalizeArgs(raw json.RawMessage) (json.RawMessage, error) {
+	if len(bytes.TrimSpace(raw)) == 0 || bytes.Equal(bytes.TrimSpace(raw), []byte("null")) {
+		return json.RawMessage("{}"), nil
+	}
+	if len(raw) > MaxArgs {
+		return nil, fmt.Errorf("%w: args larger than %d bytes", ErrInvalid, MaxArgs)
+	}
+	var obj map[string]any
+	dec := json.NewDecoder(bytes.NewReader(raw))
+	dec.UseNumber()
+	if err := dec.Decode(&obj); err != nil || obj == nil {
+		return nil, fmt.Errorf("%w: args must be a JSON object", ErrInvalid)
+	}
+	out, err := json.Marshal(obj) // encoding/json sorts map keys
+	if err != nil {
+		return nil, fmt.Errorf("%w: args: %v", ErrInvalid, err)
+	}
+	return out, nil
+}
+
+// SameContent reports whether two records carry the same kind and args.
+func SameContent(a, b *Action) bool {
+	if a.Kind != b.Kind {
+		return false
+	}
+	x, err1 := NormalizeArgs(a.Args)
+	y, err2 := NormalizeArgs(b.Args)
+	return err1 == nil && err2 == nil && bytes.Equal(x, y)
+}
+
+// ClipOutput keeps the last MaxOutput bytes of s, cut on a rune boundary.
+func ClipOutput(s string) string {
+	if len(s) <= MaxOutput {
+		return s
+	}
+	s = s[len(s)-MaxOutput:]
+	for i := 0; i < len(s) && i < 4; i++ {
+		if s[i]&0xC0 != 0x80 { // not a continuation byte
+			return s[i:]
+		}
+	}
+	return s
+}
+
+// UTC returns t rounded to microseconds in UTC, the precision both stores keep.
+func UTC(t time.Time) time.Time { return t.UTC().Round(time.Microsecond) }
+
+// TimePtr returns a pointer to UTC(t).
+func TimePtr(t time.Time) *time.Time { u := UTC(t); return &u }

@@ -1,0 +1,147 @@
+// Package sqlite opens muster's SQLite databases one way: WAL, synchronous=FULL,
+// a busy timeout, foreign keys, immediate write transactions, one writer
+// connection beside a pool of readers, and embedded migrations applied in order.
+// Every write goes through InTx.
+package sqlite
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"io/fs"
+	"net/url"
+	"path"
+	"sort"
+	"strconv"
+	"strings"
+
+	_ "github.com/mattn/go-sqlite3" // registers the "sqlite3" driver
+)
+
+// DB is a SQLite database with one writer connection and a pool of readers.
+type DB struct {
+	// W is the only connection that writes. Use InTx.
+	W *sql.DB
+	// R serves reads; under WAL they never wait for the writer.
+	R *sql.DB
+}
+
+const pragmas = "_journal_mode=WAL&_synchronous=FULL&_busy_timeout=5000&_foreign_keys=on"
+
+// Open opens (creating if needed) the database at file and applies the
+// migrations found in migrations (files named NNN_name.sql, applied in order
+// of NNN, each in its own transaction, tracked by PRAGMA user_version).
+func Open(ctx context.Context, file string, migrations fs.FS) (*DB, error) {
+	base := "file:" + (&url.URL{Path: file}).EscapedPath() + "?" + pragmas
+	w, err := sql.Open("sqlite3", base+"&_txlock=immediate")
+	if err != nil {
+		return nil, fmt.Errorf("open %s: %w", file, err)
+	}
+	w.SetMaxOpenConns(1)
+	w.SetMaxIdleConns(1)
+	w.SetConnMaxLifetime(0)
+	w.SetConnMaxIdleTime(0)
+	if err := w.PingContext(ctx); err != nil {
+		w.Close()
+		return nil, fmt.Errorf("open %s: %w", file, err)
+	}
+	db := &DB{W: w}
+	if migrations != nil {
+		if err := db.migrate(ctx, migrations); err != nil {
+			w.Close()
+			return nil, fmt.Errorf("migrate %s: %w", file, err)
+		}
+	}
+	r, err := sql.Open("sqlite3", base+"&_txlock=deferred&_query_only=1")
+	if err != nil {
+		w.Close()
+		return nil, fmt.Errorf("open %s: %w", file, err)
+	}
+	r.SetMaxOpenConns(4)
+	r.SetMaxIdleConns(4)
+	db.R = r
+	return db, nil
+}
+
+// Close closes the readers, then the writer (which checkpoints the WAL).
+func (db *DB) Close() error {
+	var errs []error
+	if db.R != nil {
+		errs = append(errs, db.R.Close())
+	}
+	errs = append(errs, db.W.Close())
+	return errors.Join(errs...)
+}
+
+// InTx runs fn in one write transaction. It commits when fn returns nil, and
+// rolls back when fn returns an error or panics (the panic goes on).
+func (db *DB) InTx(ctx context.Context, fn func(tx *sql.Tx) error) (err error) {
+	tx, err := db.W.BeginTx(ctx, nil)
+	if err != nil {
+		return fmt.Errorf("begin: %w", err)
+	}
+	defer func() {
+		if p := recover(); p != nil {
+			_ = tx.Rollback()
+			panic(p)
+		}
+		if err != nil {
+			_ = tx.Rollback()
+		}
+	}()
+	if err = fn(tx); err != nil {
+		return err
+	}
+	if err = tx.Commit(); err != nil {
+		return fmt.Errorf("commit: %w", err)
+	}
+	return nil
+}
+
+type migration struct {
+	version int
+	name    string
+}
+
+func (db *DB) migrate(ctx context.Context, migrations fs.FS) error {
+	entries, err := fs.Glob(migrations, "*.sql")
+	if err != nil {
+		return err
+	}
+	var ms []migration
+	for _, e := range entries {
+		base := path.Base(e)
+		num, _, ok := strings.Cut(base, "_")
+		v, err := strconv.Atoi(num)
+		if !ok || err != nil || v <= 0 {
+			return fmt.Errorf("migration %q: name must be NNN_name.sql", base)
+		}
+		ms = append(ms, migration{v, e})
+	}
+	sort.Slice(ms, func(i, j int) bool { return ms[i].version < ms[j].version })
+	var current int
+	if err := db.W.QueryRowContext(ctx, "PRAGMA user_version").Scan(&current); err != nil {
+		return err
+	}
+	for _, m := range ms {
+		if m.version <= current {
+			continue
+		}
+		body, err := fs.ReadFile(migrations, m.name)
+		if err != nil {
+			return err
+		}
+		err = db.InTx(ctx, func(tx *sql.Tx) error {
+			if _, err := tx.ExecContext(ctx, string(body)); err != nil {
+				return fmt.Errorf("%s: %w", m.name, err)
+			}
+			_, err := tx.ExecContext(ctx, fmt.Sprintf("PRAGMA user_version = %d", m.version))
+			return err
+		})
+		if err != nil {
+			return err
+		}
+	}
+	return nil
+}

@@ -1,0 +1,104 @@
+package sqlite
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"os"
+	"path/filepath"
+	"testing"
+)
+
+func setup(t *testing.T) (*DB, string) {
+	t.Helper()
+	file := filepath.Join(t.TempDir(), "test.db")
+	db, err := Open(context.Background(), file, os.DirFS("testdata/migrations"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { db.Close() })
+	return db, file
+}
+
+func TestOpenAppliesPragmasAndMigrations(t *testing.T) {
+	t.Parallel()
+	db, _ := setup(t)
+	ctx := context.Background()
+	var mode string
+	var sync, fk, version int
+	if err := db.W.QueryRowContext(ctx, "PRAGMA journal_mode").Scan(&mode); err != nil || mode != "wal" {
+		t.Fatalf("journal_mode = %q, %v", mode, err)
+	}
+	if err := db.W.QueryRowContext(ctx, "PRAGMA synchronous").Scan(&sync); err != nil || sync != 2 {
+		t.Fatalf("synchronous = %d, %v (want 2, FULL)", sync, err)
+	}
+	if err := db.W.QueryRowContext(ctx, "PRAGMA foreign_keys").Scan(&fk); err != nil || fk != 1 {
+		t.Fatalf("foreign_keys = %d, %v", fk, err)
+	}
+	if err := db.W.QueryRowContext(ctx, "PRAGMA user_version").Scan(&version); err != nil || version != 2 {
+		t.Fatalf("user_version = %d, %v", version, err)
+	}
+	if _, err := db.W.ExecContext(ctx, "INSERT INTO items (name, size) VALUES ('a', 1)"); err != nil {
+		t.Fatalf("migrated schema: %v", err)
+	}
+}
+
+func TestReopenDoesNotReapplyMigrations(t *testing.T) {
+	t.Parallel()
+	db, file := setup(t)
+	ctx := context.Background()
+	if _, err := db.W.ExecContext(ctx, "INSERT INTO items (name) VALUES ('kept')"); err != nil {
+		t.Fatal(err)
+	}
+	db.Close()
+	db2, err := Open(ctx, file, os.DirFS("testdata/migrations"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db2.Close()
+	var n int
+	if err := db2.R.QueryRowContext(ctx, "SELECT count(*) FROM items").Scan(&n); err != nil || n != 1 {
+		t.Fatalf("rows after reopen = %d, %v", n, err)
+	}
+}
+
+func TestInTxRollsBackOnErrorAndPanic(t *testing.T) {
+	t.Parallel()
+	db, _ := setup(t)
+	ctx := context.Background()
+	boom := errors.New("boom")
+	err := db.InTx(ctx, func(tx *sql.Tx) error {
+		if _, err := tx.Exec("INSERT INTO items (name) VALUES ('x')"); err != nil {
+			return err
+		}
+		return boom
+	})
+	if !errors.Is(err, boom) {
+		t.Fatalf("InTx error = %v", err)
+	}
+	func() {
+		defer func() { _ = recover() }()
+		_ = db.InTx(ctx, func(tx *sql.Tx) error {
+			_, _ = tx.Exec("INSERT INTO items (name) VALUES ('y')")
+			panic("bad")
+		})
+	}()
+	var n int
+	if err := db.R.QueryRowContext(ctx, "SELECT count(*) FROM items").Scan(&n); err != nil || n != 0 {
+		t.Fatalf("rows after rollbacks = %d, %v", n, err)
+	}
+	if err := db.InTx(ctx, func(tx *sql.Tx) error {
+		_, err := tx.Exec("INSERT INTO items (name) VALUES ('z')")
+		return err
+	}); err != nil {
+		t.Fatalf("writer unusable after rollback: %v", err)
+	}
+}
+
+func TestReaderCannotWrite(t *testing.T) {
+	t.Parallel()
+	db, _ := setup(t)
+	if _, err := db.R.Exec("INSERT INTO items (name) VALUES ('r')"); err == nil {
+		t.Fatal("reader pool accepted a write")
+	}
+}

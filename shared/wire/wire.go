@@ -1,0 +1,81 @@
+// Package wire holds the request and response bodies of the agent and core
+// HTTP APIs (other than the action record itself, which lives in
+// shared/action), and the JSON error envelope both APIs answer with.
+package wire
+
+import (
+	"encoding/json"
+	"time"
+
+	"github.com/musterhq/muster/shared/action"
+)
+
+// Error codes carried in the error envelope.
+const (
+	CodeBadRequest    = "bad_request"
+	CodeUnauthorized  = "unauthorized"
+	CodeForbidden     = "forbidden"
+	CodeNotFound      = "not_found"
+	CodeConflict      = "conflict"
+	CodeGone          = "gone"
+	CodeTooLarge      = "too_large"
+	CodeUnprocessable = "unprocessable"
+	CodeTooMany       = "too_many_requests"
+	CodeInternal      = "internal"
+	CodeUnavailable   = "unavailable"
+)
+
+// ErrorBody is the envelope of every error answer: {"error": {"code", "message"}}.
+// Some errors carry details (a 409 from the agent carries its record; an
+// ambiguous prefix carries the matching ids; a wrong state carries the state).
+type ErrorBody struct {
+	Error ErrorDetail `json:"error"`
+}
+
+// ErrorDetail is the inside of the envelope.
+type ErrorDetail struct {
+	Code    string          `json:"code"`
+	Message string          `json:"message"`
+	Matches []string        `json:"matches,omitempty"`
+	State   action.State    `json:"state,omitempty"`
+	Record  *action.Action  `json:"record,omitempty"`
+	Extra   json.RawMessage `json:"extra,omitempty"`
+}
+
+// AgentInfo answers GET /api/v1/info on the agent.
+type AgentInfo struct {
+	NodeID    string               `json:"node_id"`
+	ClusterID string               `json:"cluster_id"`
+	Version   string               `json:"version"`
+	StoreID   string               `json:"store_id"`
+	Kinds     []string             `json:"kinds"`
+	Queue     map[action.State]int `json:"queue"`
+}
+
+// PushRequest is the body of POST /api/v1/actions on the agent. Only these
+// fields may be set by a caller; any other field is refused.
+type PushRequest struct {
+	ID         string          `json:"id,omitempty"`
+	Kind       string          `json:"kind"`
+	Args       json.RawMessage `json:"args,omitempty"`
+	TimeoutS   int             `json:"timeout_s,omitempty"`
+	CreatedTS  *time.Time      `json:"created_ts,omitempty"`
+	Origin     string          `json:"origin,omitempty"`
+	Requester  string          `json:"requester,omitempty"`
+	ApprovedBy string          `json:"approved_by,omitempty"`
+	ClusterID  string          `json:"cluster_id,omitempty"`
+	NodeID     string          `json:"node_id,omitempty"`
+}
+
+// ChangesPage answers GET /api/v1/actions on the agent.
+type ChangesPage struct {
+	Actions    []action.Action `json:"actions"`
+	NextCursor int64           `json:"next_cursor"`
+	// More is true when the page was cut by limit and more changes follow.
+	More bool `json:"more"`
+}
+
+// Health answers the liveness probes.
+type Health struct {
+	Status string `json:"status"`
+}
