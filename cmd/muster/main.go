@@ -1,0 +1,23 @@
+// Command muster is the one binary of muster: the agent, the core, the
+// development cluster and the client. This package only wires: it reads flags,
+// environment and configuration files, builds plain config structs and hands
+// them to the agent and core packages.
+package main
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"os/signal"
+	"syscall"
+)
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	err := newRootCmd().ExecuteContext(ctx)
+	stop()
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "muster:", err)
+		os.Exit(exitCode(err))
+	}
+}

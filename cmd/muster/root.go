@@ -1,0 +1,81 @@
+package main
+
+import (
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"strings"
+
+	"github.com/spf13/cobra"
+
+	"github.com/musterhq/muster/shared/version"
+)
+
+// exitError carries a specific exit code (2 for usage and configuration errors).
+type exitError struct {
+	code int
+	err  error
+}
+
+func (e *exitError) Error() string { return e.err.Error() }
+func (e *exitError) Unwrap() error { return e.err }
+
+func exitCode(err error) int {
+	var ee *exitError
+	if errors.As(err, &ee) {
+		return ee.code
+	}
+	return 1
+}
+
+func newRootCmd() *cobra.Command {
+	root := &cobra.Command{
+		Use:           "muster",
+		Short:         "Run operational actions on fleets of machines",
+		SilenceUsage:  true,
+		SilenceErrors: true,
+	}
+	root.SetFlagErrorFunc(func(c *cobra.Command, err error) error {
+		return &exitError{code: 2, err: fmt.Errorf("%w (see '%s --help')", err, c.CommandPath())}
+	})
+	root.AddCommand(newVersionCmd())
+	for _, add := range extraCommands {
+		root.AddCommand(add())
+	}
+	return root
+}
+
+// extraCommands lets each command file register itself from init, so that
+// adding a command never means editing this file.
+var extraCommands []func() *cobra.Command
+
+func register(f func() *cobra.Command) { extraCommands = append(extraCommands, f) }
+
+func newVersionCmd() *cobra.Command {
+	return &cobra.Command{
+		Use:   "version",
+		Short: "Print the version",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			fmt.Fprintln(cmd.OutOrStdout(), "muster", version.Version)
+			return nil
+		},
+	}
+}
+
+// newLogger builds the process logger from log.level and log.format.
+func newLogger(level, format string) (*slog.Logger, error) {
+	var lv slog.Level
+	if err := lv.UnmarshalText([]byte(level)); err != nil {
+		return nil, fmt.Errorf("log.level: %q is not debug, info, warn or error", level)
+	}
+	opts := &slog.HandlerOptions{Level: lv}
+	switch strings.ToLower(format) {
+	case "", "text":
+		return slog.New(slog.NewTextHandler(os.Stderr, opts)), nil
+	case "json":
+		return slog.New(slog.NewJSONHandler(os.Stderr, opts)), nil
+	}
+	return nil, fmt.Errorf("log.format: %q is not text or json", format)
+}
