@@ -14,12 +14,6 @@ import (
 	"gopkg.in/yaml.v3"
 )
 
-// LogConfig is the log section shared by the agent and the core.
-type LogConfig struct {
-	Level  string `mapstructure:"level" yaml:"level"`
-	Format string `mapstructure:"format" yaml:"format"`
-}
-
 // loadConfig fills out (a pointer to a struct already holding the defaults)
 // from, in increasing priority: the defaults, the YAML file named by --config,
 // MUSTER_* environment variables (MUSTER_API_ADDR for api.addr), and the flags

@@ -9,6 +9,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/musterhq/muster/shared/config"
 	"github.com/musterhq/muster/shared/version"
 )
 
@@ -64,18 +65,13 @@ func newVersionCmd() *cobra.Command {
 	}
 }
 
-// newLogger builds the process logger from log.level and log.format.
-func newLogger(level, format string) (*slog.Logger, error) {
+// newLogger builds the process logger from a validated log section.
+func newLogger(l config.Log) *slog.Logger {
 	var lv slog.Level
-	if err := lv.UnmarshalText([]byte(level)); err != nil {
-		return nil, fmt.Errorf("log.level: %q is not debug, info, warn or error", level)
-	}
+	_ = lv.UnmarshalText([]byte(l.Level))
 	opts := &slog.HandlerOptions{Level: lv}
-	switch strings.ToLower(format) {
-	case "", "text":
-		return slog.New(slog.NewTextHandler(os.Stderr, opts)), nil
-	case "json":
-		return slog.New(slog.NewJSONHandler(os.Stderr, opts)), nil
+	if strings.EqualFold(l.Format, "json") {
+		return slog.New(slog.NewJSONHandler(os.Stderr, opts))
 	}
-	return nil, fmt.Errorf("log.format: %q is not text or json", format)
+	return slog.New(slog.NewTextHandler(os.Stderr, opts))
 }

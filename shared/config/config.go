@@ -1,0 +1,74 @@
+// Package config holds the configuration sections the agent and the core
+// share (logging, TLS files), with their validation. Reading configuration
+// sources is cmd/muster's job; this package only describes and checks.
+package config
+
+import (
+	"fmt"
+	"log/slog"
+	"net"
+	"strings"
+)
+
+// Log is the log section: level (debug, info, warn, error) and format (text, json).
+type Log struct {
+	Level  string `mapstructure:"level" yaml:"level"`
+	Format string `mapstructure:"format" yaml:"format"`
+}
+
+// DefaultLog logs at info level as text.
+func DefaultLog() Log { return Log{Level: "info", Format: "text"} }
+
+// Validate returns one error per bad field.
+func (l Log) Validate() []error {
+	var errs []error
+	var lv slog.Level
+	if err := lv.UnmarshalText([]byte(l.Level)); err != nil {
+		errs = append(errs, fmt.Errorf("log.level: %q is not debug, info, warn or error", l.Level))
+	}
+	switch strings.ToLower(l.Format) {
+	case "text", "json":
+	default:
+		errs = append(errs, fmt.Errorf("log.format: %q is not text or json", l.Format))
+	}
+	return errs
+}
+
+// TLS names the files of a TLS endpoint.
+type TLS struct {
+	CertFile     string `mapstructure:"cert_file" yaml:"cert_file"`
+	KeyFile      string `mapstructure:"key_file" yaml:"key_file"`
+	ClientCAFile string `mapstructure:"client_ca_file" yaml:"client_ca_file"`
+}
+
+// Enabled reports whether a certificate is configured.
+func (t TLS) Enabled() bool { return t.CertFile != "" || t.KeyFile != "" }
+
+// Validate checks that cert and key come together. prefix names the section.
+func (t TLS) Validate(prefix string) []error {
+	if (t.CertFile == "") != (t.KeyFile == "") {
+		return []error{fmt.Errorf("%s: cert_file and key_file must be set together", prefix)}
+	}
+	return nil
+}
+
+// ValidateAddr checks a host:port listen address.
+func ValidateAddr(key, addr string) error {
+	if _, _, err := net.SplitHostPort(addr); err != nil {
+		return fmt.Errorf("%s: %q is not host:port", key, addr)
+	}
+	return nil
+}
+
+// IsLoopback reports whether a listen address only binds loopback.
+func IsLoopback(addr string) bool {
+	host, _, err := net.SplitHostPort(addr)
+	if err != nil {
+		return false
+	}
+	if host == "localhost" {
+		return true
+	}
+	ip := net.ParseIP(host)
+	return ip != nil && ip.IsLoopback()
+}
