@@ -1,0 +1,347 @@
+package sqlite
+
+import (
+	"context"
+	"database/sql"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/musterhq/muster/core/store"
+	"github.com/musterhq/muster/shared/action"
+)
+
+// reader answers the store.Reader queries inside one transaction.
+type reader struct {
+	tx *sql.Tx
+}
+
+var _ store.Reader = (*reader)(nil)
+
+// micros is the stored form of a time.
+func micros(t time.Time) int64 { return t.UTC().Round(time.Microsecond).UnixMicro() }
+
+// fromMicros is the inverse of micros.
+func fromMicros(v int64) time.Time { return time.UnixMicro(v).UTC() }
+
+func nullMicros(t *time.Time) sql.NullInt64 {
+	if t == nil {
+		return sql.NullInt64{}
+	}
+	return sql.NullInt64{Int64: micros(*t), Valid: true}
+}
+
+func fromNullMicros(v sql.NullInt64) *time.Time {
+	if !v.Valid {
+		return nil
+	}
+	t := fromMicros(v.Int64)
+	return &t
+}
+
+func rawOrNil(s string) json.RawMessage {
+	if s == "" {
+		return nil
+	}
+	return json.RawMessage(s)
+}
+
+func (r *reader) Clusters(ctx context.Context) ([]store.Cluster, error) {
+	rows, err := r.tx.QueryContext(ctx, `SELECT id, status, status_reason, updated_ts FROM clusters ORDER BY id`)
+	if err != nil {
+		return nil, fmt.Errorf("clusters: %w", err)
+	}
+	defer rows.Close()
+	var out []store.Cluster
+	for rows.Next() {
+		c, err := scanCluster(rows)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, *c)
+	}
+	return out, rows.Err()
+}
+
+func (r *reader) Cluster(ctx context.Context, id string) (*store.Cluster, error) {
+	row := r.tx.QueryRowContext(ctx, `SELECT id, status, status_reason, updated_ts FROM clusters WHERE id = ?`, id)
+	c, err := scanCluster(row)
+	if errors.Is(err, sql.ErrNoRows) {
+		return nil, fmt.Errorf("cluster %q: %w", id, store.ErrNotFound)
+	}
+	return c, err
+}
+
+type scanner interface{ Scan(dest ...any) error }
+
+func scanCluster(s scanner) (*store.Cluster, error) {
+	var c store.Cluster
+	var ts int64
+	if err := s.Scan(&c.ID, &c.Status, &c.StatusReason, &ts); err != nil {
+		return nil, err
+	}
+	c.UpdatedTS = fromMicros(ts)
+	return &c, nil
+}
+
+const nodeColumns = `cluster_id, id, addr, source, status, status_reason, store_id, cursor, kinds, version, last_contact, updated_ts`
+
+func (r *reader) Nodes(ctx context.Context, clusterID string) ([]store.Node, error) {
+	q := `SELECT ` + nodeColumns + ` FROM nodes`
+	var args []any
+	if clusterID != "" {
+		q += ` WHERE cluster_id = ?`
+		args = append(args, clusterID)
+	}
+	rows, err := r.tx.QueryContext(ctx, q+` ORDER BY cluster_id, id`, args...)
+	if err != nil {
+		return nil, fmt.Errorf("nodes: %w", err)
+	}
+	defer rows.Close()
+	var out []store.Node
+	for rows.Next() {
+		n, err := scanNode(rows)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, *n)
+	}
+	return out, rows.Err()
+}
+
+func (r *reader) Node(ctx context.Context, clusterID, nodeID string) (*store.Node, error) {
+	row := r.tx.QueryRowContext(ctx, `SELECT `+nodeColumns+` FROM nodes WHERE cluster_id = ? AND id = ?`, clusterID, nodeID)
+	n, err := scanNode(row)
+	if errors.Is(err, sql.ErrNoRows) {
+		return nil, fmt.Errorf("node %s/%s: %w", clusterID, nodeID, store.ErrNotFound)
+	}
+	return n, err
+}
+
+func scanNode(s scanner) (*store.Node, error) {
+	var n store.Node
+	var kinds string
+	var last sql.NullInt64
+	var ts int64
+	err := s.Scan(&n.ClusterID, &n.ID, &n.Addr, &n.Source, &n.Status, &n.StatusReason,
+		&n.StoreID, &n.Cursor, &kinds, &n.Version, &last, &ts)
+	if err != nil {
+		return nil, err
+	}
+	if err := json.Unmarshal([]byte(kinds), &n.Kinds); err != nil {
+		return nil, fmt.Errorf("node %s/%s: kinds: %w", n.ClusterID, n.ID, err)
+	}
+	if len(n.Kinds) == 0 {
+		n.Kinds = nil
+	}
+	n.LastContact = fromNullMicros(last)
+	n.UpdatedTS = fromMicros(ts)
+	return &n, nil
+}
+
+const actionColumns = `id, cluster_id, node_id, kind, args, state, state_reason, progress, output,
+	origin, requester, approved_by, timeout_s, created_ts, scheduled_ts, started_ts, finished_ts,
+	updated_ts, retry_of, approval_digest, cancel_requested, seen_on_agent`
+
+func scanRecord(s scanner) (*store.Record, error) {
+	var rec store.Record
+	var args, progress, state string
+	var created, updated int64
+	var scheduled, started, finished sql.NullInt64
+	err := s.Scan(&rec.ID, &rec.ClusterID, &rec.NodeID, &rec.Kind, &args, &state, &rec.StateReason,
+		&progress, &rec.Output, &rec.Origin, &rec.Requester, &rec.ApprovedBy, &rec.TimeoutS,
+		&created, &scheduled, &started, &finished, &updated, &rec.RetryOf, &rec.ApprovalDigest,
+		&rec.CancelRequested, &rec.SeenOnAgent)
+	if err != nil {
+		return nil, err
+	}
+	rec.Args = rawOrNil(args)
+	rec.Progress = rawOrNil(progress)
+	rec.State = action.State(state)
+	rec.CreatedTS = fromMicros(created)
+	rec.UpdatedTS = fromMicros(updated)
+	rec.ScheduledTS = fromNullMicros(scheduled)
+	rec.StartedTS = fromNullMicros(started)
+	rec.FinishedTS = fromNullMicros(finished)
+	return &rec, nil
+}
+
+func (r *reader) records(ctx context.Context, q string, args ...any) ([]store.Record, error) {
+	rows, err := r.tx.QueryContext(ctx, q, args...)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var out []store.Record
+	for rows.Next() {
+		rec, err := scanRecord(rows)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, *rec)
+	}
+	return out, rows.Err()
+}
+
+// Action returns the record with exactly this id. Its History is not filled:
+// History reads it.
+func (r *reader) Action(ctx context.Context, id string) (*store.Record, error) {
+	row := r.tx.QueryRowContext(ctx, `SELECT `+actionColumns+` FROM actions WHERE id = ?`, id)
+	rec, err := scanRecord(row)
+	if errors.Is(err, sql.ErrNoRows) {
+		return nil, fmt.Errorf("action %q: %w", id, store.ErrNotFound)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("action %q: %w", id, err)
+	}
+	return rec, nil
+}
+
+func (r *reader) ActionIDsWithPrefix(ctx context.Context, prefix string, max int) ([]string, error) {
+	if max <= 0 {
+		return nil, nil
+	}
+	// The range condition lets SQLite walk the unique index on id; 0xFF sorts
+	// after every byte of UTF-8 text.
+	rows, err := r.tx.QueryContext(ctx,
+		`SELECT id FROM actions WHERE id >= ?1 AND id < ?2 AND substr(id, 1, length(?1)) = ?1 ORDER BY id LIMIT ?3`,
+		prefix, prefix+"\xff", max)
+	if err != nil {
+		return nil, fmt.Errorf("actions with prefix %q: %w", prefix, err)
+	}
+	defer rows.Close()
+	var out []string
+	for rows.Next() {
+		var id string
+		if err := rows.Scan(&id); err != nil {
+			return nil, err
+		}
+		out = append(out, id)
+	}
+	return out, rows.Err()
+}
+
+func (r *reader) History(ctx context.Context, actionID string) ([]action.Transition, error) {
+	rows, err := r.tx.QueryContext(ctx,
+		`SELECT ts, from_state, to_state, actor, reason FROM action_history WHERE action_id = ? ORDER BY seq`, actionID)
+	if err != nil {
+		return nil, fmt.Errorf("history of %q: %w", actionID, err)
+	}
+	defer rows.Close()
+	var out []action.Transition
+	for rows.Next() {
+		var t action.Transition
+		var ts int64
+		var from, to string
+		if err := rows.Scan(&ts, &from, &to, &t.Actor, &t.Reason); err != nil {
+			return nil, err
+		}
+		t.TS, t.From, t.To = fromMicros(ts), action.State(from), action.State(to)
+		out = append(out, t)
+	}
+	return out, rows.Err()
+}
+
+// OpenActions lists the non-final actions of a node, oldest creation first.
+func (r *reader) OpenActions(ctx context.Context, clusterID, nodeID string) ([]store.Record, error) {
+	out, err := r.records(ctx, `SELECT `+actionColumns+` FROM actions
+		WHERE cluster_id = ? AND node_id = ? AND state IN (?, ?, ?, ?)
+		ORDER BY created_ts, seq`,
+		clusterID, nodeID, action.PendingApprove, action.PendingSchedule, action.New, action.Running)
+	if err != nil {
+		return nil, fmt.Errorf("open actions of %s/%s: %w", clusterID, nodeID, err)
+	}
+	return out, nil
+}
+
+// ApprovalsBefore lists PENDING_APPROVE actions created before t, oldest first.
+func (r *reader) ApprovalsBefore(ctx context.Context, t time.Time) ([]store.Record, error) {
+	out, err := r.records(ctx, `SELECT `+actionColumns+` FROM actions
+		WHERE state = ? AND created_ts < ? ORDER BY created_ts, seq`, action.PendingApprove, micros(t))
+	if err != nil {
+		return nil, fmt.Errorf("approvals before %s: %w", t, err)
+	}
+	return out, nil
+}
+
+// Events lists events with a sequence number above since, oldest first; a
+// limit of 0 or less means no limit.
+func (r *reader) Events(ctx context.Context, since int64, limit int) ([]store.Event, error) {
+	if limit <= 0 {
+		limit = -1
+	}
+	rows, err := r.tx.QueryContext(ctx, `SELECT seq, ts, type, actor, client_addr, cluster_id, node_id,
+		action_id, message, data FROM events WHERE seq > ? ORDER BY seq LIMIT ?`, since, limit)
+	if err != nil {
+		return nil, fmt.Errorf("events: %w", err)
+	}
+	defer rows.Close()
+	var out []store.Event
+	for rows.Next() {
+		var e store.Event
+		var ts int64
+		var data string
+		if err := rows.Scan(&e.Seq, &ts, &e.Type, &e.Actor, &e.ClientAddr, &e.ClusterID, &e.NodeID,
+			&e.ActionID, &e.Message, &data); err != nil {
+			return nil, err
+		}
+		e.TS = fromMicros(ts)
+		if data != "" {
+			if err := json.Unmarshal([]byte(data), &e.Data); err != nil {
+				return nil, fmt.Errorf("event %d: data: %w", e.Seq, err)
+			}
+		}
+		out = append(out, e)
+	}
+	return out, rows.Err()
+}
+
+func (r *reader) Tokens(ctx context.Context) ([]store.Token, error) {
+	rows, err := r.tx.QueryContext(ctx, `SELECT name, roles, hash, created_ts FROM tokens ORDER BY name`)
+	if err != nil {
+		return nil, fmt.Errorf("tokens: %w", err)
+	}
+	defer rows.Close()
+	var out []store.Token
+	for rows.Next() {
+		t, err := scanToken(rows)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, *t)
+	}
+	return out, rows.Err()
+}
+
+func (r *reader) TokenByHash(ctx context.Context, hash string) (*store.Token, error) {
+	row := r.tx.QueryRowContext(ctx, `SELECT name, roles, hash, created_ts FROM tokens WHERE hash = ?`, hash)
+	t, err := scanToken(row)
+	if errors.Is(err, sql.ErrNoRows) {
+		return nil, fmt.Errorf("token: %w", store.ErrNotFound)
+	}
+	return t, err
+}
+
+func scanToken(s scanner) (*store.Token, error) {
+	var t store.Token
+	var roles string
+	var ts int64
+	if err := s.Scan(&t.Name, &roles, &t.Hash, &ts); err != nil {
+		return nil, err
+	}
+	if err := json.Unmarshal([]byte(roles), &t.Roles); err != nil {
+		return nil, fmt.Errorf("token %q: roles: %w", t.Name, err)
+	}
+	if len(t.Roles) == 0 {
+		t.Roles = nil
+	}
+	t.CreatedTS = fromMicros(ts)
+	return &t, nil
+}
+
+// placeholders returns "?, ?, ?" for n values.
+func placeholders(n int) string {
+	return strings.TrimSuffix(strings.Repeat("?, ", n), ", ")
+}

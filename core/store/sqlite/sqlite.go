@@ -1,0 +1,178 @@
+// Package sqlite implements core/store on one SQLite file (<data_dir>/core.db),
+// opened through shared/sqlite: WAL, one writer connection, a pool of readers
+// and the embedded migrations of this package.
+//
+// Times are stored as integer microseconds since the Unix epoch in UTC, so
+// ordering by a time column is ordering by time. JSON fields (args, progress,
+// kinds, roles, event data) are stored as text.
+package sqlite
+
+import (
+	"context"
+	"database/sql"
+	"embed"
+	"errors"
+	"fmt"
+	"io/fs"
+	"path/filepath"
+	"sync"
+	"sync/atomic"
+
+	sqlite3 "github.com/mattn/go-sqlite3"
+
+	"github.com/musterhq/muster/core/store"
+	shsqlite "github.com/musterhq/muster/shared/sqlite"
+)
+
+//go:embed migrations/*.sql
+var migrationFiles embed.FS
+
+// FileName is the name of the database file inside the core's data directory.
+const FileName = "core.db"
+
+// ErrInvalidQuery is returned (wrapped) for a list query the store cannot run,
+// such as an unknown sort field.
+var ErrInvalidQuery = errors.New("invalid query")
+
+// Store is a store.Store on SQLite.
+type Store struct {
+	db   *shsqlite.DB
+	rows atomic.Int64
+
+	mu      sync.Mutex
+	subs    map[int]chan int64
+	nextSub int
+	latest  int64
+	closed  bool
+}
+
+var _ store.Store = (*Store)(nil)
+
+// Open opens (creating it if needed) the store in dataDir/core.db.
+func Open(ctx context.Context, dataDir string) (*Store, error) {
+	return OpenFile(ctx, filepath.Join(dataDir, FileName))
+}
+
+// OpenFile opens (creating it if needed) the store in the database file file.
+func OpenFile(ctx context.Context, file string) (*Store, error) {
+	migrations, err := fs.Sub(migrationFiles, "migrations")
+	if err != nil {
+		return nil, err
+	}
+	db, err := shsqlite.Open(ctx, file, migrations)
+	if err != nil {
+		return nil, err
+	}
+	s := &Store{db: db, subs: map[int]chan int64{}}
+	if err := db.R.QueryRowContext(ctx, "SELECT COALESCE(MAX(seq), 0) FROM events").Scan(&s.latest); err != nil {
+		db.Close()
+		return nil, fmt.Errorf("open %s: %w", file, err)
+	}
+	return s, nil
+}
+
+// Read runs fn in a read transaction on the reader pool: one consistent
+// snapshot of the database.
+func (s *Store) Read(ctx context.Context, fn func(r store.Reader) error) error {
+	tx, err := s.db.R.BeginTx(ctx, &sql.TxOptions{ReadOnly: true})
+	if err != nil {
+		return fmt.Errorf("begin read: %w", err)
+	}
+	defer func() { _ = tx.Rollback() }()
+	return fn(&reader{tx: tx})
+}
+
+// Update runs fn in one write transaction. Subscribers are notified after the
+// commit when fn appended events.
+func (s *Store) Update(ctx context.Context, fn func(tx store.Tx) error) error {
+	w := &writer{reader: reader{}}
+	err := s.db.InTx(ctx, func(tx *sql.Tx) error {
+		w.tx = tx
+		return fn(w)
+	})
+	if err != nil {
+		return err
+	}
+	s.rows.Add(w.rows)
+	if w.lastEvent > 0 {
+		s.notify(w.lastEvent)
+	}
+	return nil
+}
+
+// Subscribe returns a channel receiving the newest event sequence number after
+// every commit that appended events. The channel holds one value and
+// coalesces: a slow reader sees the latest number. The returned func
+// unsubscribes and closes the channel; Close closes every channel left.
+func (s *Store) Subscribe() (<-chan int64, func()) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	ch := make(chan int64, 1)
+	if s.closed {
+		close(ch)
+		return ch, func() {}
+	}
+	id := s.nextSub
+	s.nextSub++
+	s.subs[id] = ch
+	return ch, func() {
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		if c, ok := s.subs[id]; ok {
+			delete(s.subs, id)
+			close(c)
+		}
+	}
+}
+
+func (s *Store) notify(seq int64) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if seq > s.latest {
+		s.latest = seq
+	}
+	for _, ch := range s.subs {
+		select { // drop a value the reader has not taken yet: the newest wins
+		case <-ch:
+		default:
+		}
+		ch <- s.latest
+	}
+}
+
+// RowsWritten counts the rows inserted, updated or deleted by committed
+// Updates since Open.
+func (s *Store) RowsWritten() int64 { return s.rows.Load() }
+
+// Close closes subscriber channels and the database.
+func (s *Store) Close() error {
+	s.mu.Lock()
+	if s.closed {
+		s.mu.Unlock()
+		return nil
+	}
+	s.closed = true
+	for id, ch := range s.subs {
+		delete(s.subs, id)
+		close(ch)
+	}
+	s.mu.Unlock()
+	return s.db.Close()
+}
+
+// translate maps SQLite constraint errors onto the store's sentinels.
+func translate(err error, what string) error {
+	if err == nil {
+		return nil
+	}
+	var se sqlite3.Error
+	if errors.As(err, &se) {
+		switch se.ExtendedCode {
+		case sqlite3.ErrConstraintPrimaryKey, sqlite3.ErrConstraintUnique:
+			return fmt.Errorf("%s: %w", what, store.ErrExists)
+		case sqlite3.ErrConstraintForeignKey:
+			return fmt.Errorf("%s: %w (foreign key)", what, store.ErrNotFound)
+		}
+	}
+	return fmt.Errorf("%s: %w", what, err)
+}

@@ -1,0 +1,199 @@
+package sqlite
+
+import (
+	"context"
+	"database/sql"
+	"encoding/json"
+	"fmt"
+	"time"
+
+	"github.com/musterhq/muster/core/store"
+	"github.com/musterhq/muster/shared/action"
+)
+
+// writer is the store.Tx of one Update. It counts the rows it changes and
+// remembers the newest event it appended.
+type writer struct {
+	reader
+	rows      int64
+	lastEvent int64
+}
+
+var _ store.Tx = (*writer)(nil)
+
+func (w *writer) exec(ctx context.Context, what, q string, args ...any) (sql.Result, int64, error) {
+	res, err := w.tx.ExecContext(ctx, q, args...)
+	if err != nil {
+		return nil, 0, translate(err, what)
+	}
+	n, err := res.RowsAffected()
+	if err != nil {
+		return nil, 0, fmt.Errorf("%s: %w", what, err)
+	}
+	w.rows += n
+	return res, n, nil
+}
+
+func now() time.Time { return time.Now().UTC().Round(time.Microsecond) }
+
+// jsonList encodes a list of strings, an empty one as [].
+func jsonList(v []string) (string, error) {
+	if len(v) == 0 {
+		return "[]", nil
+	}
+	b, err := json.Marshal(v)
+	return string(b), err
+}
+
+// PutCluster creates or replaces a cluster. A zero UpdatedTS is set to now.
+func (w *writer) PutCluster(ctx context.Context, c *store.Cluster) error {
+	if c.UpdatedTS.IsZero() {
+		c.UpdatedTS = now()
+	}
+	_, _, err := w.exec(ctx, fmt.Sprintf("put cluster %q", c.ID),
+		`INSERT INTO clusters (id, status, status_reason, updated_ts) VALUES (?, ?, ?, ?)
+		ON CONFLICT (id) DO UPDATE SET status = excluded.status,
+			status_reason = excluded.status_reason, updated_ts = excluded.updated_ts`,
+		c.ID, c.Status, c.StatusReason, micros(c.UpdatedTS))
+	return err
+}
+
+// PutNode creates or replaces a node; its cluster must exist (ErrNotFound
+// otherwise). A zero UpdatedTS is set to now.
+func (w *writer) PutNode(ctx context.Context, n *store.Node) error {
+	if n.UpdatedTS.IsZero() {
+		n.UpdatedTS = now()
+	}
+	kinds, err := jsonList(n.Kinds)
+	if err != nil {
+		return fmt.Errorf("put node %s/%s: kinds: %w", n.ClusterID, n.ID, err)
+	}
+	_, _, err = w.exec(ctx, fmt.Sprintf("put node %s/%s", n.ClusterID, n.ID),
+		`INSERT INTO nodes (`+nodeColumns+`) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+		ON CONFLICT (cluster_id, id) DO UPDATE SET addr = excluded.addr, source = excluded.source,
+			status = excluded.status, status_reason = excluded.status_reason,
+			store_id = excluded.store_id, cursor = excluded.cursor, kinds = excluded.kinds,
+			version = excluded.version, last_contact = excluded.last_contact,
+			updated_ts = excluded.updated_ts`,
+		n.ClusterID, n.ID, n.Addr, n.Source, n.Status, n.StatusReason, n.StoreID, n.Cursor, kinds,
+		n.Version, nullMicros(n.LastContact), micros(n.UpdatedTS))
+	return err
+}
+
+// DeleteNode removes a node (ErrNotFound when there is none). Its actions stay.
+func (w *writer) DeleteNode(ctx context.Context, clusterID, nodeID string) error {
+	what := fmt.Sprintf("delete node %s/%s", clusterID, nodeID)
+	_, n, err := w.exec(ctx, what, `DELETE FROM nodes WHERE cluster_id = ? AND id = ?`, clusterID, nodeID)
+	if err == nil && n == 0 {
+		err = fmt.Errorf("%s: %w", what, store.ErrNotFound)
+	}
+	return err
+}
+
+func (w *writer) actionArgs(r *store.Record) []any {
+	return []any{r.ClusterID, r.NodeID, r.Kind, string(r.Args), string(r.State), r.StateReason,
+		string(r.Progress), r.Output, r.Origin, r.Requester, r.ApprovedBy, r.TimeoutS,
+		micros(r.CreatedTS), nullMicros(r.ScheduledTS), nullMicros(r.StartedTS),
+		nullMicros(r.FinishedTS), micros(r.UpdatedTS), r.RetryOf, r.ApprovalDigest,
+		r.CancelRequested, r.SeenOnAgent}
+}
+
+// InsertAction stores a new record (ErrExists when its id is taken). A zero
+// CreatedTS is set to now, a zero UpdatedTS to CreatedTS. History is not
+// stored: AppendHistory does that.
+func (w *writer) InsertAction(ctx context.Context, r *store.Record) error {
+	if r.CreatedTS.IsZero() {
+		r.CreatedTS = now()
+	}
+	if r.UpdatedTS.IsZero() {
+		r.UpdatedTS = r.CreatedTS
+	}
+	_, _, err := w.exec(ctx, fmt.Sprintf("insert action %q", r.ID),
+		`INSERT INTO actions (`+actionColumns+`)
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+		append([]any{r.ID}, w.actionArgs(r)...)...)
+	return err
+}
+
+// UpdateAction replaces every field of the stored record with the same id
+// (ErrNotFound when there is none).
+func (w *writer) UpdateAction(ctx context.Context, r *store.Record) error {
+	what := fmt.Sprintf("update action %q", r.ID)
+	_, n, err := w.exec(ctx, what, `UPDATE actions SET cluster_id = ?, node_id = ?, kind = ?, args = ?,
+		state = ?, state_reason = ?, progress = ?, output = ?, origin = ?, requester = ?,
+		approved_by = ?, timeout_s = ?, created_ts = ?, scheduled_ts = ?, started_ts = ?,
+		finished_ts = ?, updated_ts = ?, retry_of = ?, approval_digest = ?, cancel_requested = ?,
+		seen_on_agent = ? WHERE id = ?`,
+		append(w.actionArgs(r), r.ID)...)
+	if err == nil && n == 0 {
+		err = fmt.Errorf("%s: %w", what, store.ErrNotFound)
+	}
+	return err
+}
+
+// AppendHistory adds one transition to an action's history (ErrNotFound when
+// the action does not exist). A zero TS is set to now.
+func (w *writer) AppendHistory(ctx context.Context, actionID string, t action.Transition) error {
+	if t.TS.IsZero() {
+		t.TS = now()
+	}
+	_, _, err := w.exec(ctx, fmt.Sprintf("history of %q", actionID),
+		`INSERT INTO action_history (action_id, ts, from_state, to_state, actor, reason) VALUES (?, ?, ?, ?, ?, ?)`,
+		actionID, micros(t.TS), string(t.From), string(t.To), t.Actor, t.Reason)
+	return err
+}
+
+// AppendEvent stores e and sets e.Seq and, when zero, e.TS.
+func (w *writer) AppendEvent(ctx context.Context, e *store.Event) error {
+	if e.TS.IsZero() {
+		e.TS = now()
+	}
+	var data string
+	if len(e.Data) > 0 {
+		b, err := json.Marshal(e.Data)
+		if err != nil {
+			return fmt.Errorf("event %s: data: %w", e.Type, err)
+		}
+		data = string(b)
+	}
+	res, _, err := w.exec(ctx, "append event "+e.Type,
+		`INSERT INTO events (ts, type, actor, client_addr, cluster_id, node_id, action_id, message, data)
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+		micros(e.TS), e.Type, e.Actor, e.ClientAddr, e.ClusterID, e.NodeID, e.ActionID, e.Message, data)
+	if err != nil {
+		return err
+	}
+	seq, err := res.LastInsertId()
+	if err != nil {
+		return fmt.Errorf("append event %s: %w", e.Type, err)
+	}
+	e.Seq = seq
+	w.lastEvent = seq
+	return nil
+}
+
+// InsertToken stores a new token (ErrExists when the name or the hash is
+// taken). A zero CreatedTS is set to now.
+func (w *writer) InsertToken(ctx context.Context, t *store.Token) error {
+	if t.CreatedTS.IsZero() {
+		t.CreatedTS = now()
+	}
+	roles, err := jsonList(t.Roles)
+	if err != nil {
+		return fmt.Errorf("insert token %q: roles: %w", t.Name, err)
+	}
+	_, _, err = w.exec(ctx, fmt.Sprintf("insert token %q", t.Name),
+		`INSERT INTO tokens (name, roles, hash, created_ts) VALUES (?, ?, ?, ?)`,
+		t.Name, roles, t.Hash, micros(t.CreatedTS))
+	return err
+}
+
+// DeleteToken removes a token (ErrNotFound when there is none).
+func (w *writer) DeleteToken(ctx context.Context, name string) error {
+	what := fmt.Sprintf("delete token %q", name)
+	_, n, err := w.exec(ctx, what, `DELETE FROM tokens WHERE name = ?`, name)
+	if err == nil && n == 0 {
+		err = fmt.Errorf("%s: %w", what, store.ErrNotFound)
+	}
+	return err
+}
