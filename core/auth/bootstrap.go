@@ -1,0 +1,92 @@
+package auth
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"os"
+	"path/filepath"
+
+	"github.com/musterhq/muster/core/store"
+)
+
+// AdminTokenFile is the name, inside the data directory, of the file that
+// receives the first admin token.
+const AdminTokenFile = "admin.token"
+
+// BootstrapName is the name of the first admin token.
+const BootstrapName = "admin"
+
+// Bootstrap gives an empty store its first identity: when the store holds no
+// token at all, it creates an admin token named "admin", writes its secret to
+// <dataDir>/admin.token (mode 0600) and logs the path of that file, never the
+// secret. On a store that has tokens it does nothing. The check and the insert
+// run in one transaction, so two cores starting on one database make one token.
+func Bootstrap(ctx context.Context, st store.Store, dataDir string, log *slog.Logger) error {
+	secret, err := NewSecret()
+	if err != nil {
+		return err
+	}
+	path := filepath.Join(dataDir, AdminTokenFile)
+	created := false
+	err = st.Update(ctx, func(tx store.Tx) error {
+		created = false
+		toks, err := tx.Tokens(ctx)
+		if err != nil {
+			return fmt.Errorf("list tokens: %w", err)
+		}
+		if len(toks) > 0 {
+			return nil
+		}
+		// The file is written before the token is stored: should the commit
+		// fail, the file holds a secret that opens nothing, and the next start
+		// writes a new one; the other order could store a token nobody has.
+		if err := writeSecretFile(path, secret); err != nil {
+			return err
+		}
+		created = true
+		return insertToken(ctx, tx, BootstrapName, []string{store.RoleAdmin}, secret, "core", "")
+	})
+	if err != nil {
+		return fmt.Errorf("bootstrap admin token: %w", err)
+	}
+	if created {
+		log.Info("created the first admin token; its secret is in this file (mode 0600)", "path", path, "name", BootstrapName)
+	}
+	return nil
+}
+
+// writeSecretFile writes secret to path with mode 0600, atomically: a reader
+// never sees a half-written file, and a file that existed with a wider mode is
+// replaced rather than reused.
+func writeSecretFile(path, secret string) error {
+	dir := filepath.Dir(path)
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return fmt.Errorf("create data dir: %w", err)
+	}
+	f, err := os.CreateTemp(dir, ".admin.token-*")
+	if err != nil {
+		return fmt.Errorf("write admin token: %w", err)
+	}
+	tmp := f.Name()
+	defer os.Remove(tmp) // no-op after the rename
+	if err := f.Chmod(0o600); err != nil {
+		f.Close()
+		return fmt.Errorf("write admin token: %w", err)
+	}
+	if _, err := f.WriteString(secret + "\n"); err != nil {
+		f.Close()
+		return fmt.Errorf("write admin token: %w", err)
+	}
+	if err := f.Sync(); err != nil {
+		f.Close()
+		return fmt.Errorf("write admin token: %w", err)
+	}
+	if err := f.Close(); err != nil {
+		return fmt.Errorf("write admin token: %w", err)
+	}
+	if err := os.Rename(tmp, path); err != nil {
+		return fmt.Errorf("write admin token: %w", err)
+	}
+	return nil
+}

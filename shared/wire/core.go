@@ -1,0 +1,127 @@
+package wire
+
+import (
+	"encoding/json"
+	"time"
+
+	"github.com/musterhq/muster/shared/action"
+)
+
+// CreateActionRequest is the body of POST /api/v1/actions on the core. Only
+// these fields may be set by a caller; any other field (state, requester,
+// approved_by, timestamps...) is refused with 400.
+type CreateActionRequest struct {
+	// ID is optional; the core makes a UUID when it is empty.
+	ID        string          `json:"id,omitempty"`
+	ClusterID string          `json:"cluster_id"`
+	NodeID    string          `json:"node_id"`
+	Kind      string          `json:"kind"`
+	Args      json.RawMessage `json:"args,omitempty"`
+	// TimeoutS is optional; 0 leaves it to the agent's default.
+	TimeoutS int `json:"timeout_s,omitempty"`
+}
+
+// ActionList answers GET /api/v1/actions on the core. NextMarker is empty on
+// the last page; otherwise it is passed as marker to get the next one.
+type ActionList struct {
+	Actions    []action.Action `json:"actions"`
+	NextMarker string          `json:"next_marker"`
+}
+
+// NodeCounts counts the nodes of a cluster by status.
+type NodeCounts struct {
+	Total   int `json:"total"`
+	Up      int `json:"up"`
+	Down    int `json:"down"`
+	Unknown int `json:"unknown"`
+}
+
+// Cluster is one cluster in GET /api/v1/clusters. Nodes is filled only by
+// GET /api/v1/clusters/{c}.
+type Cluster struct {
+	ID           string     `json:"id"`
+	Status       string     `json:"status"`
+	StatusReason string     `json:"status_reason"`
+	UpdatedTS    time.Time  `json:"updated_ts"`
+	NodeCounts   NodeCounts `json:"node_counts"`
+	Nodes        []Node     `json:"nodes,omitempty"`
+}
+
+// ClusterList answers GET /api/v1/clusters.
+type ClusterList struct {
+	Clusters []Cluster `json:"clusters"`
+}
+
+// Node is one agent as the core knows it.
+type Node struct {
+	ClusterID    string     `json:"cluster_id"`
+	ID           string     `json:"id"`
+	Addr         string     `json:"addr"`
+	Source       string     `json:"source"`
+	Status       string     `json:"status"`
+	StatusReason string     `json:"status_reason"`
+	StoreID      string     `json:"store_id"`
+	Kinds        []string   `json:"kinds"`
+	Version      string     `json:"version"`
+	LastContact  *time.Time `json:"last_contact"`
+	UpdatedTS    time.Time  `json:"updated_ts"`
+}
+
+// NodeList answers GET /api/v1/nodes.
+type NodeList struct {
+	Nodes []Node `json:"nodes"`
+}
+
+// Accepted answers the calls that only ask for work to happen later (202).
+type Accepted struct {
+	Status  string `json:"status"`
+	Message string `json:"message,omitempty"`
+}
+
+// Event is one line of the core's audit trail.
+type Event struct {
+	Seq        int64          `json:"seq"`
+	TS         time.Time      `json:"ts"`
+	Type       string         `json:"type"`
+	Actor      string         `json:"actor"`
+	ClientAddr string         `json:"client_addr,omitempty"`
+	ClusterID  string         `json:"cluster_id,omitempty"`
+	NodeID     string         `json:"node_id,omitempty"`
+	ActionID   string         `json:"action_id,omitempty"`
+	Message    string         `json:"message"`
+	Data       map[string]any `json:"data,omitempty"`
+}
+
+// EventList answers GET /api/v1/events. Next is the since value that reads
+// on after this page (the seq of its last event, or the since asked for when
+// the page is empty).
+type EventList struct {
+	Events []Event `json:"events"`
+	Next   int64   `json:"next"`
+}
+
+// CreateTokenRequest is the body of POST /api/v1/tokens.
+type CreateTokenRequest struct {
+	Name  string   `json:"name"`
+	Roles []string `json:"roles"`
+}
+
+// TokenSecret answers POST /api/v1/tokens: the only answer that ever carries
+// a token's secret.
+type TokenSecret struct {
+	Name  string   `json:"name"`
+	Roles []string `json:"roles"`
+	Token string   `json:"token"`
+}
+
+// Token is a token as listed: never its secret, nor its hash.
+type Token struct {
+	Name      string    `json:"name"`
+	Roles     []string  `json:"roles"`
+	CreatedTS time.Time `json:"created_ts"`
+}
+
+// TokenList answers GET /api/v1/tokens.
+type TokenList struct {
+	Tokens []Token `json:"tokens"`
+}
