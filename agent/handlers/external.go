@@ -1,0 +1,344 @@
+package handlers
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/musterhq/muster/shared/action"
+)
+
+// External declares a kind run by outside commands (actions.external in the
+// agent's configuration). Commands are argv lists, never shell strings; args
+// are never put on a command line: the record goes on stdin.
+type External struct {
+	Kind       string        `mapstructure:"kind" yaml:"kind"`
+	Run        []string      `mapstructure:"run" yaml:"run"`
+	Check      []string      `mapstructure:"check" yaml:"check,omitempty"`
+	Timeout    time.Duration `mapstructure:"timeout" yaml:"timeout,omitempty"`
+	Idempotent bool          `mapstructure:"idempotent" yaml:"idempotent,omitempty"`
+	// CheckInterval is how often check runs (default 5s).
+	CheckInterval time.Duration `mapstructure:"check_interval" yaml:"check_interval,omitempty"`
+}
+
+// Validate returns one error per bad field; i is its index in the list.
+func (e External) Validate(i int) []error {
+	var errs []error
+	key := fmt.Sprintf("actions.external[%d]", i)
+	if !action.ValidKind(e.Kind) {
+		errs = append(errs, fmt.Errorf("%s.kind: %q is not of the form domain/name", key, e.Kind))
+	}
+	if strings.HasPrefix(e.Kind, "muster.io/") {
+		errs = append(errs, fmt.Errorf("%s.kind: the muster.io/ prefix is reserved for built-in kinds", key))
+	}
+	if len(e.Run) == 0 || e.Run[0] == "" {
+		errs = append(errs, fmt.Errorf("%s.run: an argv list such as [\"/usr/local/bin/backup\", \"start\"] is required", key))
+	}
+	if len(e.Check) > 0 && e.Check[0] == "" {
+		errs = append(errs, fmt.Errorf("%s.check: the first element must be a program", key))
+	}
+	if e.Timeout < 0 || e.CheckInterval < 0 {
+		errs = append(errs, fmt.Errorf("%s: timeout and check_interval must not be negative", key))
+	}
+	return errs
+}
+
+// Env is what the agent tells external commands about itself.
+type Env struct {
+	NodeID    string
+	ClusterID string
+	// Grace is how long a process has between SIGTERM and SIGKILL.
+	Grace time.Duration
+}
+
+// Phases of an external action, kept in its progress.
+const (
+	phaseLaunching = "launching" // committed before run starts: a crash after this may have started it
+	phaseRunning   = "running"   // run has started
+	phaseChecking  = "checking"  // run returned 0; check is polled (safe to resume)
+)
+
+type extProgress struct {
+	Phase string          `json:"phase"`
+	Check json.RawMessage `json:"check,omitempty"`
+}
+
+// checkReport is what check prints.
+type checkReport struct {
+	State    string          `json:"state"`
+	Message  string          `json:"message"`
+	Progress json.RawMessage `json:"progress"`
+}
+
+type externalHandler struct {
+	spec External
+	env  Env
+}
+
+// extState is the in-memory part of one run.
+type extState struct {
+	proc      *process
+	checkOut  *bytes.Buffer
+	nextCheck time.Time
+}
+
+const pollEvery = 100 * time.Millisecond
+
+func (h *externalHandler) Validate(args json.RawMessage) error {
+	if _, err := action.NormalizeArgs(args); err != nil {
+		return fmt.Errorf("%w: %v", ErrBadArgs, err)
+	}
+	return nil
+}
+
+func (h *externalHandler) Step(ctx context.Context, x *Exec) Result {
+	var p extProgress
+	_ = json.Unmarshal(x.Progress, &p)
+	st, _ := x.State.(*extState)
+
+	if ctx.Err() != nil {
+		if st != nil && st.proc != nil && !st.proc.exited() {
+			st.proc.stop(h.grace())
+			return Result{Status: Running, After: pollEvery}
+		}
+		return Result{Status: Failed, Message: "stopped"}
+	}
+
+	if st == nil {
+		st = &extState{}
+		x.State = st
+		if x.Resumed && (p.Phase == phaseLaunching || p.Phase == phaseRunning) {
+			if !h.spec.Idempotent {
+				x.Printf("muster: the agent stopped while the command ran; it cannot be resumed safely")
+				return Result{Status: Failed, Message: action.ReasonInterrupted}
+			}
+			x.Printf("muster: the agent stopped while the command ran; running it again (idempotent kind)")
+			p.Phase = ""
+		}
+	}
+
+	switch p.Phase {
+	case "":
+		// Commit "launching" before starting anything: after a crash, the
+		// resumed run knows the command may have started.
+		x.SetProgress(extProgress{Phase: phaseLaunching})
+		return Result{Status: Running}
+	case phaseLaunching:
+		proc, err := startProcess(h.spec.Run, x, h.env, x)
+		if err != nil {
+			x.Printf("muster: %v", err)
+			return Result{Status: Failed, Message: err.Error()}
+		}
+		st.proc = proc
+		x.SetProgress(extProgress{Phase: phaseRunning})
+		return Result{Status: Running, After: pollEvery}
+	case phaseRunning:
+		if st.proc == nil || !st.proc.exited() {
+			return Result{Status: Running, After: pollEvery}
+		}
+		code, err := st.proc.result()
+		st.proc = nil
+		if err != nil || code != 0 {
+			return Result{Status: Failed, Message: exitMessage("run", code, err)}
+		}
+		if len(h.spec.Check) == 0 {
+			return Result{Status: Done}
+		}
+		x.SetProgress(extProgress{Phase: phaseChecking})
+		return Result{Status: Running}
+	case phaseChecking:
+		return h.check(x, st, p)
+	}
+	return Result{Status: Failed, Message: fmt.Sprintf("unknown phase %q in progress", p.Phase)}
+}
+
+func (h *externalHandler) check(x *Exec, st *extState, p extProgress) Result {
+	if st.proc == nil {
+		if wait := time.Until(st.nextCheck); wait > 0 {
+			return Result{Status: Running, After: wait}
+		}
+		st.checkOut = &bytes.Buffer{}
+		proc, err := startProcess(h.spec.Check, x, h.env, &cappedWriter{w: st.checkOut})
+		if err != nil {
+			return Result{Status: Failed, Message: err.Error()}
+		}
+		st.proc = proc
+		return Result{Status: Running, After: pollEvery}
+	}
+	if !st.proc.exited() {
+		return Result{Status: Running, After: pollEvery}
+	}
+	code, err := st.proc.result()
+	st.proc = nil
+	st.nextCheck = time.Now().Add(h.checkInterval())
+	out := st.checkOut.Bytes()
+	if err != nil || code != 0 {
+		return Result{Status: Failed, Message: exitMessage("check", code, err)}
+	}
+	rep, perr := parseCheck(out)
+	if perr != nil {
+		x.Printf("muster: %v", perr)
+		return Result{Status: Failed, Message: perr.Error()}
+	}
+	if rep.Message != "" {
+		x.Printf("%s", rep.Message)
+	}
+	switch rep.State {
+	case "DONE":
+		return Result{Status: Done}
+	case "FAILED":
+		msg := rep.Message
+		if msg == "" {
+			msg = "check reported FAILED"
+		}
+		return Result{Status: Failed, Message: msg}
+	}
+	if len(rep.Progress) > 0 {
+		p.Check = rep.Progress
+		x.SetProgress(p)
+	}
+	return Result{Status: Running, After: h.checkInterval()}
+}
+
+// parseCheck reads the last non-empty line of check's stdout.
+func parseCheck(out []byte) (*checkReport, error) {
+	lines := strings.Split(strings.TrimSpace(string(out)), "\n")
+	last := strings.TrimSpace(lines[len(lines)-1])
+	var rep checkReport
+	if err := json.Unmarshal([]byte(last), &rep); err != nil {
+		return nil, fmt.Errorf("check printed %q, not {\"state\":\"RUNNING|DONE|FAILED\",...}", clip(last, 200))
+	}
+	switch rep.State {
+	case "RUNNING", "DONE", "FAILED":
+		return &rep, nil
+	}
+	return nil, fmt.Errorf("check reported state %q, not RUNNING, DONE or FAILED", rep.State)
+}
+
+func clip(s string, n int) string {
+	if len(s) > n {
+		return s[:n] + "…"
+	}
+	return s
+}
+
+func exitMessage(what string, code int, err error) string {
+	if err != nil {
+		return fmt.Sprintf("%s: %v", what, err)
+	}
+	return fmt.Sprintf("%s exited with status %d", what, code)
+}
+
+func (h *externalHandler) grace() time.Duration {
+	if h.env.Grace > 0 {
+		return h.env.Grace
+	}
+	return 10 * time.Second
+}
+
+func (h *externalHandler) checkInterval() time.Duration {
+	if h.spec.CheckInterval > 0 {
+		return h.spec.CheckInterval
+	}
+	return 5 * time.Second
+}
+
+// cappedWriter keeps the first MiB of check's stdout (it is read only after
+// the process has exited).
+type cappedWriter struct{ w *bytes.Buffer }
+
+func (c *cappedWriter) Write(p []byte) (int, error) {
+	if c.w.Len() < 1<<20 {
+		c.w.Write(p)
+	}
+	return len(p), nil
+}
+
+// process is one external command in its own process group.
+type process struct {
+	cmd    *exec.Cmd
+	done   chan struct{}
+	err    error
+	termAt time.Time
+	killed bool
+}
+
+// startProcess starts argv with the action record on stdin and the MUSTER_*
+// variables in its environment. stdout goes to out, stderr to the output.
+func startProcess(argv []string, x *Exec, env Env, out interface{ Write([]byte) (int, error) }) (*process, error) {
+	rec, err := json.Marshal(x.Action)
+	if err != nil {
+		return nil, err
+	}
+	cmd := exec.Command(argv[0], argv[1:]...)
+	cmd.Stdin = bytes.NewReader(rec)
+	cmd.Stdout = out
+	cmd.Stderr = x
+	cmd.Env = append(os.Environ(),
+		"MUSTER_ACTION_ID="+x.Action.ID,
+		"MUSTER_ACTION_KIND="+x.Action.Kind,
+		"MUSTER_NODE_ID="+env.NodeID,
+		"MUSTER_CLUSTER_ID="+env.ClusterID,
+	)
+	// Its own process group, so that cancel and timeout reach the whole tree;
+	// and it dies with the agent, so a restarted agent never finds it running
+	// beside a second copy.
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
+	// Wait returns this long after the process exits even if a grandchild
+	// still holds its output open.
+	cmd.WaitDelay = time.Second
+	if err := cmd.Start(); err != nil {
+		return nil, fmt.Errorf("start %s: %w", argv[0], err)
+	}
+	p := &process{cmd: cmd, done: make(chan struct{})}
+	go func() {
+		p.err = cmd.Wait()
+		close(p.done)
+	}()
+	return p, nil
+}
+
+func (p *process) exited() bool {
+	select {
+	case <-p.done:
+		return true
+	default:
+		return false
+	}
+}
+
+// result returns the exit code, or an error when it did not exit normally.
+func (p *process) result() (int, error) {
+	<-p.done
+	var ee *exec.ExitError
+	if errors.As(p.err, &ee) {
+		if ws, ok := ee.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
+			return -1, fmt.Errorf("killed by %s", ws.Signal())
+		}
+		return ee.ExitCode(), nil
+	}
+	if p.err != nil && !errors.Is(p.err, exec.ErrWaitDelay) {
+		return -1, p.err
+	}
+	return p.cmd.ProcessState.ExitCode(), nil
+}
+
+// stop sends SIGTERM to the process group, and SIGKILL once grace has passed.
+func (p *process) stop(grace time.Duration) {
+	pgid := -p.cmd.Process.Pid
+	switch {
+	case p.termAt.IsZero():
+		p.termAt = time.Now()
+		_ = syscall.Kill(pgid, syscall.SIGTERM)
+	case !p.killed && time.Since(p.termAt) >= grace:
+		p.killed = true
+		_ = syscall.Kill(pgid, syscall.SIGKILL)
+	}
+}
