@@ -1,0 +1,321 @@
+// Package runner is the agent's sequential executor: it takes the oldest NEW
+// action from the queue, runs it step by step through its handler, commits
+// after every step, and only then takes the next one. It is a service with
+// Start and Stop; Stop lets the step in progress finish and commit.
+package runner
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"sync"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/musterhq/muster/agent/handlers"
+	"github.com/musterhq/muster/agent/queue"
+	"github.com/musterhq/muster/shared/action"
+)
+
+// Queue is what the runner needs of the queue.
+type Queue interface {
+	Claim(ctx context.Context, actor string) (a *action.Action, resumed, cancelRequested bool, err error)
+	SaveStep(ctx context.Context, id, actor string, s queue.Step) (*action.Action, error)
+}
+
+var _ Queue = (*queue.Queue)(nil)
+
+// Causes of an action's context ending.
+var (
+	errCancelled = errors.New("cancelled")
+	errTimeout   = errors.New("timeout")
+)
+
+// Config configures a Runner.
+type Config struct {
+	Queue    Queue
+	Handlers *handlers.Registry
+	// Actor names the runner in history rows (the node id).
+	Actor string
+	// DefaultTimeout applies when an action has no timeout_s and its kind none.
+	DefaultTimeout time.Duration
+	// Idle is how often an idle runner looks at the queue without a Wake (default 1s).
+	Idle    time.Duration
+	Log     *slog.Logger
+	Metrics *Metrics
+}
+
+// Runner executes actions one at a time.
+type Runner struct {
+	cfg  Config
+	wake chan struct{}
+
+	mu        sync.Mutex
+	current   string
+	cancelRun context.CancelCauseFunc
+	cancelled map[string]bool // cancel requests that arrived before the run began
+
+	startOnce, stopOnce sync.Once
+	stop, done          chan struct{}
+}
+
+// New returns a runner; it starts nothing.
+func New(cfg Config) *Runner {
+	if cfg.Idle <= 0 {
+		cfg.Idle = time.Second
+	}
+	if cfg.Log == nil {
+		cfg.Log = slog.New(slog.DiscardHandler)
+	}
+	if cfg.DefaultTimeout <= 0 {
+		cfg.DefaultTimeout = time.Hour
+	}
+	return &Runner{
+		cfg:       cfg,
+		wake:      make(chan struct{}, 1),
+		cancelled: map[string]bool{},
+		stop:      make(chan struct{}),
+		done:      make(chan struct{}),
+	}
+}
+
+// Start starts the loop. ctx is only used for values; Stop ends the loop.
+func (r *Runner) Start(context.Context) error {
+	r.startOnce.Do(func() { go r.loop() })
+	return nil
+}
+
+// Stop lets the step in progress finish and commit, then returns. The action
+// stays RUNNING and is resumed by the next start. Stop is idempotent.
+func (r *Runner) Stop() {
+	r.stopOnce.Do(func() { close(r.stop) })
+	started := true
+	r.startOnce.Do(func() { started = false; close(r.done) })
+	if started {
+		<-r.done
+	}
+}
+
+// Wake tells the runner that the queue changed.
+func (r *Runner) Wake() {
+	select {
+	case r.wake <- struct{}{}:
+	default:
+	}
+}
+
+// Cancel asks the runner to cancel the action id if it runs it now or is
+// about to. The queue has already recorded the request.
+func (r *Runner) Cancel(id string) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.current == id && r.cancelRun != nil {
+		r.cancelRun(errCancelled)
+		return
+	}
+	r.cancelled[id] = true
+}
+
+func (r *Runner) loop() {
+	defer close(r.done)
+	backoff := r.cfg.Idle
+	for {
+		select {
+		case <-r.stop:
+			return
+		default:
+		}
+		a, resumed, cancelReq, err := r.cfg.Queue.Claim(context.Background(), r.cfg.Actor)
+		if err != nil {
+			r.cfg.Log.Error("claim the next action", "err", err)
+			if !r.wait(backoff) {
+				return
+			}
+			continue
+		}
+		if a == nil {
+			if !r.wait(r.cfg.Idle) {
+				return
+			}
+			continue
+		}
+		if !r.run(a, resumed, cancelReq) {
+			return
+		}
+	}
+}
+
+// wait waits for d, a wake-up or stop; it returns false on stop.
+func (r *Runner) wait(d time.Duration) bool {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-r.stop:
+		return false
+	case <-r.wake:
+		return true
+	case <-t.C:
+		return true
+	}
+}
+
+// run runs one action to its end; it returns false when the runner was
+// stopped in between two steps (the action stays RUNNING).
+func (r *Runner) run(a *action.Action, resumed, cancelReq bool) bool {
+	log := r.cfg.Log.With("action", a.ID, "kind", a.Kind)
+	if resumed {
+		log.Info("resuming action after restart")
+	}
+	h, ok := r.cfg.Handlers.Get(a.Kind)
+	if !ok {
+		_, err := r.save(a.ID, queue.Step{State: action.Failed, Reason: "unknown kind " + a.Kind, Progress: a.Progress, Output: a.Output})
+		return err == nil || r.stopped()
+	}
+
+	ctx, cancel := context.WithCancelCause(context.Background())
+	defer cancel(nil)
+	timeout := time.Duration(a.TimeoutS) * time.Second
+	if timeout <= 0 {
+		timeout = r.cfg.Handlers.Timeout(a.Kind)
+	}
+	if timeout <= 0 {
+		timeout = r.cfg.DefaultTimeout
+	}
+	started := time.Now()
+	if a.StartedTS != nil {
+		started = *a.StartedTS
+	}
+	deadline := started.Add(timeout)
+	if !time.Now().Before(deadline) {
+		cancel(errTimeout) // resumed past its deadline: no step may succeed
+	}
+	timer := time.AfterFunc(time.Until(deadline), func() { cancel(errTimeout) })
+	defer timer.Stop()
+
+	r.mu.Lock()
+	r.current, r.cancelRun = a.ID, cancel
+	if cancelReq || r.cancelled[a.ID] {
+		cancel(errCancelled)
+	}
+	delete(r.cancelled, a.ID)
+	r.mu.Unlock()
+	defer func() {
+		r.mu.Lock()
+		r.current, r.cancelRun = "", nil
+		r.mu.Unlock()
+	}()
+
+	x := handlers.NewExec(a, resumed)
+	for {
+		t0 := time.Now()
+		res := h.Step(ctx, x)
+		r.cfg.Metrics.observeStep(a.Kind, time.Since(t0))
+
+		step := queue.Step{State: action.Running, Progress: x.Progress, Output: x.Output()}
+		if res.Status != handlers.Running {
+			switch context.Cause(ctx) {
+			case errCancelled:
+				step.State, step.Reason = action.Cancelled, action.ReasonCancelled
+			case errTimeout:
+				step.State, step.Reason = action.Failed, action.ReasonTimeout
+			default:
+				step.State = action.Done
+				if res.Status == handlers.Failed {
+					step.State, step.Reason = action.Failed, res.Message
+				}
+			}
+		}
+		if _, err := r.save(a.ID, step); err != nil {
+			return false // stopped while the store refused the write; resumed on restart
+		}
+		if step.State.Final() {
+			log.Info("action finished", "state", step.State, "reason", step.Reason)
+			r.cfg.Metrics.finished(a.Kind, step.State)
+			return true
+		}
+		// Between steps: the next step is due, or the action was cancelled or
+		// timed out (step at once so the handler can stop), or the agent stops.
+		wait := time.NewTimer(max(res.After, 0))
+		var ctxDone <-chan struct{}
+		if ctx.Err() == nil {
+			ctxDone = ctx.Done()
+		}
+		select {
+		case <-wait.C:
+		case <-ctxDone:
+			wait.Stop()
+		case <-r.stop:
+			wait.Stop()
+			log.Info("agent stopping; action stays RUNNING and resumes at next start")
+			return false
+		}
+	}
+}
+
+// save commits a step, retrying while the store fails (a full disk, a locked
+// file) until it succeeds or the runner stops.
+func (r *Runner) save(id string, s queue.Step) (*action.Action, error) {
+	backoff := 100 * time.Millisecond
+	for {
+		rec, err := r.cfg.Queue.SaveStep(context.Background(), id, r.cfg.Actor, s)
+		if err == nil {
+			return rec, nil
+		}
+		if errors.Is(err, action.ErrTransition) || errors.Is(err, queue.ErrNotFound) {
+			r.cfg.Log.Error("step refused by the queue", "action", id, "err", err)
+			return nil, nil
+		}
+		r.cfg.Log.Error("save step; retrying", "action", id, "err", err)
+		select {
+		case <-r.stop:
+			return nil, err
+		case <-time.After(backoff):
+		}
+		backoff = min(2*backoff, 5*time.Second)
+	}
+}
+
+func (r *Runner) stopped() bool {
+	select {
+	case <-r.stop:
+		return true
+	default:
+		return false
+	}
+}
+
+// Metrics are the runner's Prometheus metrics.
+type Metrics struct {
+	steps    *prometheus.HistogramVec
+	finishes *prometheus.CounterVec
+}
+
+// NewMetrics registers the runner's metrics on reg.
+func NewMetrics(reg prometheus.Registerer) *Metrics {
+	m := &Metrics{
+		steps: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name:    "muster_agent_step_duration_seconds",
+			Help:    "Time a handler took for one step.",
+			Buckets: prometheus.ExponentialBuckets(0.0001, 4, 10),
+		}, []string{"kind"}),
+		finishes: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "muster_agent_actions_finished_total",
+			Help: "Actions that reached a final state, by kind and state.",
+		}, []string{"kind", "state"}),
+	}
+	reg.MustRegister(m.steps, m.finishes)
+	return m
+}
+
+func (m *Metrics) observeStep(kind string, d time.Duration) {
+	if m != nil {
+		m.steps.WithLabelValues(kind).Observe(d.Seconds())
+	}
+}
+
+func (m *Metrics) finished(kind string, st action.State) {
+	if m != nil {
+		m.finishes.WithLabelValues(kind, string(st)).Inc()
+	}
+}

@@ -1,0 +1,166 @@
+package runner
+
+import (
+	"context"
+	"encoding/json"
+	"testing"
+	"time"
+
+	"github.com/musterhq/muster/agent/handlers"
+	"github.com/musterhq/muster/agent/queue"
+	"github.com/musterhq/muster/shared/action"
+)
+
+func setup(t *testing.T, dir string) (*queue.Queue, *Runner) {
+	t.Helper()
+	q, err := queue.Open(context.Background(), dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	reg, err := handlers.NewRegistry(nil, handlers.Env{NodeID: "n1"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := New(Config{Queue: q, Handlers: reg, Actor: "n1", Idle: 20 * time.Millisecond})
+	t.Cleanup(func() { r.Stop(); q.Close() })
+	return q, r
+}
+
+func enqueue(t *testing.T, q *queue.Queue, kind, args string, timeoutS int) string {
+	t.Helper()
+	a := &action.Action{ID: action.NewID(), Kind: kind, Args: json.RawMessage(args), Origin: action.OriginAgent, TimeoutS: timeoutS}
+	if _, _, err := q.Enqueue(context.Background(), a, "test"); err != nil {
+		t.Fatal(err)
+	}
+	return a.ID
+}
+
+// waitState polls the queue until the action is in want, or fails at the deadline.
+func waitState(t *testing.T, q *queue.Queue, id string, want action.State) *action.Action {
+	t.Helper()
+	deadline := time.Now().Add(15 * time.Second)
+	for {
+		a, err := q.Get(context.Background(), id)
+		if err == nil && a.State == want {
+			return a
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("action %s: state %v, want %s (err %v)", id, a, want, err)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+func TestRunsInCreationOrderOneAtATime(t *testing.T) {
+	t.Parallel()
+	q, r := setup(t, t.TempDir())
+	var ids []string
+	for i := 0; i < 5; i++ {
+		ids = append(ids, enqueue(t, q, handlers.KindSleep, `{"seconds":0.05}`, 0))
+	}
+	if err := r.Start(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	var prev *action.Action
+	for _, id := range ids {
+		a := waitState(t, q, id, action.Done)
+		if prev != nil && a.StartedTS.Before(*prev.FinishedTS) {
+			t.Fatalf("%s started at %s before %s finished at %s", a.ID, a.StartedTS, prev.ID, prev.FinishedTS)
+		}
+		prev = a
+	}
+}
+
+func TestCancelRunningAction(t *testing.T) {
+	t.Parallel()
+	q, r := setup(t, t.TempDir())
+	id := enqueue(t, q, handlers.KindSleep, `{"seconds":3600}`, 0)
+	_ = r.Start(context.Background())
+	waitState(t, q, id, action.Running)
+	if _, running, err := q.Cancel(context.Background(), id, "api"); err != nil || !running {
+		t.Fatalf("cancel: running=%v err=%v", running, err)
+	}
+	r.Cancel(id)
+	a := waitState(t, q, id, action.Cancelled)
+	if a.StateReason != action.ReasonCancelled {
+		t.Fatalf("reason %q", a.StateReason)
+	}
+}
+
+func TestCancelRequestedBeforeTheRunStarts(t *testing.T) {
+	t.Parallel()
+	q, r := setup(t, t.TempDir())
+	id := enqueue(t, q, handlers.KindSleep, `{"seconds":3600}`, 0)
+	// The request reaches the runner before it claims the action.
+	r.Cancel(id)
+	_ = r.Start(context.Background())
+	waitState(t, q, id, action.Cancelled)
+}
+
+func TestTimeoutFailsTheAction(t *testing.T) {
+	t.Parallel()
+	q, r := setup(t, t.TempDir())
+	id := enqueue(t, q, handlers.KindSleep, `{"seconds":3600}`, 1)
+	_ = r.Start(context.Background())
+	a := waitState(t, q, id, action.Failed)
+	if a.StateReason != action.ReasonTimeout {
+		t.Fatalf("reason %q, want timeout", a.StateReason)
+	}
+	if d := a.FinishedTS.Sub(*a.StartedTS); d < time.Second || d > 5*time.Second {
+		t.Fatalf("timed out after %s, want about 1s", d)
+	}
+}
+
+func TestStopLeavesRunningAndRestartResumesAtTheSameDeadline(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	q, r := setup(t, dir)
+	id := enqueue(t, q, handlers.KindSleep, `{"seconds":1.5}`, 0)
+	_ = r.Start(context.Background())
+	running := waitState(t, q, id, action.Running)
+	// Wait until the deadline is in progress, then stop the runner.
+	deadline := time.Now().Add(10 * time.Second)
+	for len(running.Progress) < 5 && time.Now().Before(deadline) {
+		time.Sleep(5 * time.Millisecond)
+		running, _ = q.Get(context.Background(), id)
+	}
+	r.Stop()
+	a, _ := q.Get(context.Background(), id)
+	if a.State != action.Running {
+		t.Fatalf("after stop: %s", a.State)
+	}
+	var p struct{ Deadline time.Time }
+	_ = json.Unmarshal(a.Progress, &p)
+	q.Close()
+
+	q2, r2 := setup(t, dir)
+	_ = r2.Start(context.Background())
+	done := waitState(t, q2, id, action.Done)
+	if done.FinishedTS.Before(p.Deadline) {
+		t.Fatalf("finished at %s, before the original deadline %s", done.FinishedTS, p.Deadline)
+	}
+	if done.FinishedTS.Sub(p.Deadline) > 2*time.Second {
+		t.Fatalf("finished %s after the original deadline: the wait restarted", done.FinishedTS.Sub(p.Deadline))
+	}
+}
+
+func TestFailAndUnknownKind(t *testing.T) {
+	t.Parallel()
+	q, r := setup(t, t.TempDir())
+	failed := enqueue(t, q, handlers.KindFail, `{"message":"boom"}`, 0)
+	unknown := enqueue(t, q, "example.com/gone", `{}`, 0)
+	_ = r.Start(context.Background())
+	if a := waitState(t, q, failed, action.Failed); a.StateReason != "boom" {
+		t.Fatalf("reason %q", a.StateReason)
+	}
+	if a := waitState(t, q, unknown, action.Failed); a.StateReason == "" {
+		t.Fatal("unknown kind failed without a reason")
+	}
+}
+
+func TestStopIsIdempotentAndWorksUnstarted(t *testing.T) {
+	t.Parallel()
+	_, r := setup(t, t.TempDir())
+	r.Stop()
+	r.Stop()
+}
