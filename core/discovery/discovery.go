@@ -1,0 +1,277 @@
+// Package discovery tells the core which nodes exist: the static list of the
+// core's configuration, and (later) the gossip pool. Each source gives a
+// snapshot of the nodes it knows; Sync writes the union into the store, adding
+// new nodes as UNKNOWN and keeping what the orchestrator learnt about known
+// ones (cursor, store id, status).
+package discovery
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"reflect"
+	"sort"
+	"time"
+
+	"github.com/musterhq/muster/core/store"
+)
+
+// ClusterSpec is one entry of the core's `clusters:` configuration.
+type ClusterSpec struct {
+	ID    string     `mapstructure:"id" yaml:"id"`
+	Nodes []NodeSpec `mapstructure:"nodes" yaml:"nodes"`
+}
+
+// NodeSpec is one node of a ClusterSpec.
+type NodeSpec struct {
+	ID   string `mapstructure:"id" yaml:"id"`
+	Addr string `mapstructure:"addr" yaml:"addr"`
+}
+
+// Node is a node as a source sees it.
+type Node struct {
+	ClusterID string
+	ID        string
+	Addr      string
+	Source    string // store.SourceStatic or store.SourceGossip
+}
+
+// Source is one way of discovering nodes.
+type Source interface {
+	// Name is the store.Node source this Source reports (store.SourceStatic, ...).
+	// Sync removes the stored nodes of this source that the snapshot lacks.
+	Name() string
+	// Snapshot returns the nodes the source knows now.
+	Snapshot() []Node
+	// Changes receives a value (coalesced) whenever Snapshot would answer
+	// differently. A nil channel means the source never changes.
+	Changes() <-chan struct{}
+}
+
+// StaticSource is the fixed list of the configuration.
+type StaticSource struct {
+	clusters []string
+	nodes    []Node
+}
+
+var _ Source = (*StaticSource)(nil)
+
+// Static returns the source of the configured clusters. A cluster listed
+// without nodes still exists.
+func Static(clusters []ClusterSpec) *StaticSource {
+	s := &StaticSource{}
+	for _, c := range clusters {
+		s.clusters = append(s.clusters, c.ID)
+		for _, n := range c.Nodes {
+			s.nodes = append(s.nodes, Node{ClusterID: c.ID, ID: n.ID, Addr: n.Addr, Source: store.SourceStatic})
+		}
+	}
+	return s
+}
+
+// Name is store.SourceStatic.
+func (s *StaticSource) Name() string { return store.SourceStatic }
+
+// Snapshot returns the configured nodes.
+func (s *StaticSource) Snapshot() []Node { return append([]Node(nil), s.nodes...) }
+
+// Changes is nil: the configuration does not change while the core runs.
+func (s *StaticSource) Changes() <-chan struct{} { return nil }
+
+// Clusters lists the configured cluster ids, including clusters without nodes.
+func (s *StaticSource) Clusters() []string { return append([]string(nil), s.clusters...) }
+
+// Result says what a Sync changed.
+type Result struct {
+	Joined []Node // nodes added
+	Left   []Node // nodes removed
+	Moved  []Node // known nodes whose address or source changed
+}
+
+// Clusters returns the ids of the clusters that gained, lost or changed a
+// node, sorted: the clusters to nudge.
+func (r Result) Clusters() []string {
+	seen := map[string]bool{}
+	for _, list := range [][]Node{r.Joined, r.Left, r.Moved} {
+		for _, n := range list {
+			seen[n.ClusterID] = true
+		}
+	}
+	out := make([]string, 0, len(seen))
+	for c := range seen {
+		out = append(out, c)
+	}
+	sort.Strings(out)
+	return out
+}
+
+// Empty reports whether the Sync changed nothing.
+func (r Result) Empty() bool { return len(r.Joined)+len(r.Left)+len(r.Moved) == 0 }
+
+type key struct{ cluster, node string }
+
+// Sync makes the store's nodes match the union of the sources, in one
+// transaction, writing nothing when they already match. When two sources name
+// the same node, the first one given wins. Clusters are created HEALTHY as
+// needed (extra lists clusters to create even without nodes). A new node is
+// UNKNOWN and gets a node.joined event; a stored node of one of these
+// sources that no source reports any more is deleted (its actions stay) with
+// a node.left event. Nodes of other sources are left alone; known nodes keep
+// their cursor, store id and status.
+func Sync(ctx context.Context, st store.Store, extra []string, sources ...Source) (Result, error) {
+	want := map[key]Node{}
+	var order []key
+	owned := map[string]bool{}
+	for _, src := range sources {
+		owned[src.Name()] = true
+		for _, n := range src.Snapshot() {
+			k := key{n.ClusterID, n.ID}
+			if _, ok := want[k]; ok {
+				continue
+			}
+			if n.Source == "" {
+				n.Source = src.Name()
+			}
+			want[k] = n
+			order = append(order, k)
+		}
+	}
+	var res Result
+	plan := func(ctx context.Context, r store.Reader) (clusters []string, err error) {
+		res = Result{}
+		have := map[string]bool{}
+		cs, err := r.Clusters(ctx)
+		if err != nil {
+			return nil, err
+		}
+		for _, c := range cs {
+			have[c.ID] = true
+		}
+		nodes, err := r.Nodes(ctx, "")
+		if err != nil {
+			return nil, err
+		}
+		stored := map[key]store.Node{}
+		for _, n := range nodes {
+			k := key{n.ClusterID, n.ID}
+			stored[k] = n
+			if _, ok := want[k]; !ok && owned[n.Source] {
+				res.Left = append(res.Left, Node{ClusterID: n.ClusterID, ID: n.ID, Addr: n.Addr, Source: n.Source})
+			}
+		}
+		for _, k := range order {
+			n := want[k]
+			old, ok := stored[k]
+			switch {
+			case !ok:
+				res.Joined = append(res.Joined, n)
+			case old.Addr != n.Addr || old.Source != n.Source:
+				res.Moved = append(res.Moved, n)
+			}
+			if !have[n.ClusterID] {
+				have[n.ClusterID] = true
+				clusters = append(clusters, n.ClusterID)
+			}
+		}
+		for _, c := range extra {
+			if !have[c] {
+				have[c] = true
+				clusters = append(clusters, c)
+			}
+		}
+		return clusters, nil
+	}
+	var newClusters []string
+	err := st.Read(ctx, func(r store.Reader) error {
+		var err error
+		newClusters, err = plan(ctx, r)
+		return err
+	})
+	if err != nil {
+		return Result{}, fmt.Errorf("discovery: %w", err)
+	}
+	if res.Empty() && len(newClusters) == 0 {
+		return res, nil
+	}
+	err = st.Update(ctx, func(tx store.Tx) error {
+		newClusters, err := plan(ctx, tx)
+		if err != nil {
+			return err
+		}
+		for _, c := range newClusters {
+			if err := tx.PutCluster(ctx, &store.Cluster{ID: c, Status: store.ClusterHealthy}); err != nil {
+				return err
+			}
+		}
+		for _, n := range res.Joined {
+			err := tx.PutNode(ctx, &store.Node{ClusterID: n.ClusterID, ID: n.ID, Addr: n.Addr,
+				Source: n.Source, Status: store.NodeUnknown})
+			if err != nil {
+				return err
+			}
+			if err := tx.AppendEvent(ctx, &store.Event{Type: store.EventNodeJoined, Actor: "core",
+				ClusterID: n.ClusterID, NodeID: n.ID,
+				Message: fmt.Sprintf("node %s joined at %s (%s)", n.ID, n.Addr, n.Source)}); err != nil {
+				return err
+			}
+		}
+		for _, n := range res.Moved {
+			cur, err := tx.Node(ctx, n.ClusterID, n.ID)
+			if err != nil {
+				return err
+			}
+			cur.Addr, cur.Source, cur.UpdatedTS = n.Addr, n.Source, time.Time{}
+			if err := tx.PutNode(ctx, cur); err != nil {
+				return err
+			}
+		}
+		for _, n := range res.Left {
+			if err := tx.DeleteNode(ctx, n.ClusterID, n.ID); err != nil {
+				return err
+			}
+			if err := tx.AppendEvent(ctx, &store.Event{Type: store.EventNodeLeft, Actor: "core",
+				ClusterID: n.ClusterID, NodeID: n.ID,
+				Message: fmt.Sprintf("node %s left (%s)", n.ID, n.Source)}); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return Result{}, fmt.Errorf("discovery: %w", err)
+	}
+	return res, nil
+}
+
+// Watch syncs whenever one of the sources reports a change, and calls nudge
+// for every cluster a sync changed. It blocks until ctx ends and returns nil
+// then. A failed sync is logged and retried at the next change.
+func Watch(ctx context.Context, st store.Store, log *slog.Logger, nudge func(clusterID string), extra []string, sources ...Source) error {
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	cases := []reflect.SelectCase{{Dir: reflect.SelectRecv, Chan: reflect.ValueOf(ctx.Done())}}
+	for _, src := range sources {
+		if ch := src.Changes(); ch != nil {
+			cases = append(cases, reflect.SelectCase{Dir: reflect.SelectRecv, Chan: reflect.ValueOf(ch)})
+		}
+	}
+	for {
+		chosen, _, ok := reflect.Select(cases)
+		if chosen == 0 {
+			return nil
+		}
+		if !ok { // a closed source reports nothing more
+			cases = append(cases[:chosen], cases[chosen+1:]...)
+			continue
+		}
+		res, err := Sync(ctx, st, extra, sources...)
+		if err != nil {
+			log.Warn("node discovery sync failed", "err", err)
+			continue
+		}
+		for _, c := range res.Clusters() {
+			nudge(c)
+		}
+	}
+}

@@ -1,0 +1,251 @@
+package discovery
+
+import (
+	"context"
+	"slices"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/musterhq/muster/core/store"
+	"github.com/musterhq/muster/core/store/sqlite"
+)
+
+func setup(t *testing.T) store.Store {
+	t.Helper()
+	st, err := sqlite.Open(context.Background(), t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { st.Close() })
+	return st
+}
+
+func nodes(t *testing.T, st store.Store) map[string]store.Node {
+	t.Helper()
+	out := map[string]store.Node{}
+	err := st.Read(context.Background(), func(r store.Reader) error {
+		ns, err := r.Nodes(context.Background(), "")
+		for _, n := range ns {
+			out[n.ClusterID+"/"+n.ID] = n
+		}
+		return err
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return out
+}
+
+func eventTypes(t *testing.T, st store.Store) []string {
+	t.Helper()
+	var out []string
+	err := st.Read(context.Background(), func(r store.Reader) error {
+		evs, err := r.Events(context.Background(), 0, 0)
+		for _, e := range evs {
+			out = append(out, e.Type+" "+e.ClusterID+"/"+e.NodeID)
+		}
+		return err
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return out
+}
+
+var specs = []ClusterSpec{
+	{ID: "db", Nodes: []NodeSpec{{ID: "db-1", Addr: "10.0.0.1:7420"}, {ID: "db-2", Addr: "10.0.0.2:7420"}}},
+	{ID: "web", Nodes: []NodeSpec{{ID: "web-1", Addr: "10.0.1.1:7420"}}},
+	{ID: "empty"},
+}
+
+func TestStaticSnapshot(t *testing.T) {
+	t.Parallel()
+	s := Static(specs)
+	want := []Node{
+		{"db", "db-1", "10.0.0.1:7420", store.SourceStatic},
+		{"db", "db-2", "10.0.0.2:7420", store.SourceStatic},
+		{"web", "web-1", "10.0.1.1:7420", store.SourceStatic},
+	}
+	if got := s.Snapshot(); !slices.Equal(got, want) {
+		t.Fatalf("Snapshot = %+v", got)
+	}
+	if got := s.Clusters(); !slices.Equal(got, []string{"db", "web", "empty"}) {
+		t.Fatalf("Clusters = %v", got)
+	}
+	if s.Changes() != nil || s.Name() != store.SourceStatic {
+		t.Fatal("a static source reports changes or has the wrong name")
+	}
+}
+
+func TestSyncAddsNodesOnceAsUnknown(t *testing.T) {
+	t.Parallel()
+	st := setup(t)
+	ctx := context.Background()
+	src := Static(specs)
+	res, err := Sync(ctx, st, src.Clusters(), src)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(res.Joined) != 3 || !slices.Equal(res.Clusters(), []string{"db", "web"}) {
+		t.Fatalf("result %+v", res)
+	}
+	got := nodes(t, st)
+	if len(got) != 3 {
+		t.Fatalf("nodes %+v", got)
+	}
+	for k, n := range got {
+		if n.Status != store.NodeUnknown || n.Source != store.SourceStatic || n.Addr == "" {
+			t.Errorf("%s = %+v", k, n)
+		}
+	}
+	err = st.Read(ctx, func(r store.Reader) error {
+		cs, err := r.Clusters(ctx)
+		if len(cs) != 3 {
+			t.Errorf("clusters %+v (the empty cluster must exist too)", cs)
+		}
+		return err
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ev := eventTypes(t, st); len(ev) != 3 || ev[0] != "node.joined db/db-1" {
+		t.Fatalf("events %v", ev)
+	}
+
+	rows := st.RowsWritten()
+	res, err = Sync(ctx, st, src.Clusters(), src)
+	if err != nil || !res.Empty() {
+		t.Fatalf("second sync: %+v, %v", res, err)
+	}
+	if st.RowsWritten() != rows {
+		t.Fatalf("a sync with nothing new wrote %d rows", st.RowsWritten()-rows)
+	}
+}
+
+func TestSyncKeepsWhatTheOrchestratorLearnt(t *testing.T) {
+	t.Parallel()
+	st := setup(t)
+	ctx := context.Background()
+	if _, err := Sync(ctx, st, nil, Static(specs)); err != nil {
+		t.Fatal(err)
+	}
+	err := st.Update(ctx, func(tx store.Tx) error {
+		n, err := tx.Node(ctx, "db", "db-1")
+		if err != nil {
+			return err
+		}
+		n.Status, n.Cursor, n.StoreID = store.NodeUp, 42, "sid"
+		return tx.PutNode(ctx, n)
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	moved := []ClusterSpec{{ID: "db", Nodes: []NodeSpec{{ID: "db-1", Addr: "10.9.9.9:7420"}}}}
+	res, err := Sync(ctx, st, nil, Static(moved))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(res.Moved) != 1 || len(res.Left) != 2 || len(res.Joined) != 0 {
+		t.Fatalf("result %+v", res)
+	}
+	got := nodes(t, st)
+	n := got["db/db-1"]
+	if n.Addr != "10.9.9.9:7420" || n.Cursor != 42 || n.StoreID != "sid" || n.Status != store.NodeUp {
+		t.Fatalf("moved node lost its state: %+v", n)
+	}
+	if _, ok := got["db/db-2"]; ok || len(got) != 1 {
+		t.Fatalf("removed nodes still stored: %+v", got)
+	}
+	ev := eventTypes(t, st)
+	if !slices.Contains(ev, "node.left db/db-2") || !slices.Contains(ev, "node.left web/web-1") {
+		t.Fatalf("events %v", ev)
+	}
+}
+
+// fakeSource is a changing source, like the gossip pool.
+type fakeSource struct {
+	name string
+	mu   sync.Mutex
+	list []Node
+	ch   chan struct{}
+}
+
+func (f *fakeSource) Name() string { return f.name }
+func (f *fakeSource) Snapshot() []Node {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return slices.Clone(f.list)
+}
+func (f *fakeSource) Changes() <-chan struct{} { return f.ch }
+func (f *fakeSource) set(list ...Node) {
+	f.mu.Lock()
+	f.list = list
+	f.mu.Unlock()
+	select {
+	case f.ch <- struct{}{}:
+	default:
+	}
+}
+
+func TestSyncMergesSources(t *testing.T) {
+	t.Parallel()
+	st := setup(t)
+	ctx := context.Background()
+	gossip := &fakeSource{name: store.SourceGossip, list: []Node{
+		{ClusterID: "db", ID: "db-1", Addr: "gossip-addr:7420"}, // also static: static wins
+		{ClusterID: "db", ID: "db-3", Addr: "10.0.0.3:7420"},
+	}}
+	if _, err := Sync(ctx, st, nil, Static(specs), gossip); err != nil {
+		t.Fatal(err)
+	}
+	got := nodes(t, st)
+	if got["db/db-1"].Addr != "10.0.0.1:7420" || got["db/db-1"].Source != store.SourceStatic {
+		t.Fatalf("the first source does not win: %+v", got["db/db-1"])
+	}
+	if got["db/db-3"].Source != store.SourceGossip {
+		t.Fatalf("gossip node: %+v", got["db/db-3"])
+	}
+	// A sync of the static source alone leaves gossip nodes alone.
+	res, err := Sync(ctx, st, nil, Static(specs))
+	if err != nil || !res.Empty() {
+		t.Fatalf("static-only sync: %+v, %v", res, err)
+	}
+	if _, ok := nodes(t, st)["db/db-3"]; !ok {
+		t.Fatal("a static sync removed a gossip node")
+	}
+}
+
+func TestWatchSyncsAndNudgesOnChange(t *testing.T) {
+	t.Parallel()
+	st := setup(t)
+	ctx, cancel := context.WithCancel(context.Background())
+	gossip := &fakeSource{name: store.SourceGossip, ch: make(chan struct{}, 1)}
+	nudged := make(chan string, 10)
+	done := make(chan error, 1)
+	go func() {
+		done <- Watch(ctx, st, nil, func(c string) { nudged <- c }, nil, Static(specs), gossip)
+	}()
+	gossip.set(Node{ClusterID: "web", ID: "web-9", Addr: "10.0.1.9:7420"})
+	select {
+	case c := <-nudged:
+		// The first sync also adds the static nodes: db or web comes first.
+		if c != "db" && c != "web" {
+			t.Fatalf("nudged %q", c)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("no nudge after a source change")
+	}
+	if _, ok := nodes(t, st)["web/web-9"]; !ok {
+		t.Fatal("the changed source was not synced")
+	}
+	cancel()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatal(err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("Watch did not return when its context ended")
+	}
+}
