@@ -1,0 +1,246 @@
+// Package agent wires one node's agent: the SQLite action queue, the runner
+// and its handlers, retention, the local API and its metrics. New builds it;
+// Run serves until its context ends, then stops in reverse order.
+package agent
+
+import (
+	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"sort"
+	"sync"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+
+	"github.com/musterhq/muster/agent/api"
+	"github.com/musterhq/muster/agent/handlers"
+	"github.com/musterhq/muster/agent/queue"
+	"github.com/musterhq/muster/agent/runner"
+	"github.com/musterhq/muster/shared/action"
+	"github.com/musterhq/muster/shared/version"
+)
+
+// Agent is one node's agent.
+type Agent struct {
+	cfg Config
+	log *slog.Logger
+
+	mu    sync.Mutex
+	addr  net.Addr
+	ready chan struct{}
+}
+
+// New checks cfg and returns an agent; it opens and starts nothing.
+func New(cfg Config, log *slog.Logger) (*Agent, error) {
+	if errs := cfg.Validate(); len(errs) > 0 {
+		return nil, fmt.Errorf("invalid configuration: %w", errors.Join(errs...))
+	}
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	return &Agent{cfg: cfg, log: log.With("node", cfg.NodeID), ready: make(chan struct{})}, nil
+}
+
+// Addr returns the API's bound address once Ready is closed.
+func (a *Agent) Addr() net.Addr {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return a.addr
+}
+
+// Ready is closed once the API listens.
+func (a *Agent) Ready() <-chan struct{} { return a.ready }
+
+// Run opens the queue, starts the runner, retention and the API, and serves
+// until ctx ends. Then it stops taking requests, lets the step in progress
+// commit, and closes the queue.
+func (a *Agent) Run(ctx context.Context) error {
+	cfg := a.cfg
+	if err := os.MkdirAll(cfg.DataDir, 0o700); err != nil {
+		return fmt.Errorf("data_dir: %w", err)
+	}
+	q, err := queue.Open(ctx, cfg.DataDir)
+	if err != nil {
+		return fmt.Errorf("open queue: %w", err)
+	}
+	defer q.Close()
+
+	reg, err := handlers.NewRegistry(cfg.Actions.External, handlers.Env{
+		NodeID: cfg.NodeID, ClusterID: cfg.ClusterID, Grace: cfg.Actions.KillGrace,
+	})
+	if err != nil {
+		return err
+	}
+
+	prom := prometheus.NewRegistry()
+	prom.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	prom.MustRegister(newQueueCollector(q))
+
+	run := runner.New(runner.Config{
+		Queue: q, Handlers: reg, Actor: cfg.NodeID, DefaultTimeout: cfg.Actions.DefaultTimeout,
+		Log: a.log, Metrics: runner.NewMetrics(prom),
+	})
+	ret := newRetention(q, queue.Retention{
+		Retention: cfg.Actions.Retention, Max: cfg.Actions.RetentionMax, Tombstones: cfg.Actions.TombstoneRetention,
+	}, cfg.Actions.PurgeInterval, a.log)
+
+	srv := api.New(api.Config{
+		NodeID: cfg.NodeID, ClusterID: cfg.ClusterID, Version: version.Version,
+		DefaultTimeout: cfg.Actions.DefaultTimeout,
+		Queue:          q, Runner: run, Kinds: reg, Gatherer: prom, Log: a.log,
+	})
+	httpSrv := &http.Server{Handler: srv.Handler(), ReadHeaderTimeout: 10 * time.Second}
+	ln, err := a.listen(cfg.API)
+	if err != nil {
+		return err
+	}
+
+	if err := run.Start(ctx); err != nil {
+		ln.Close()
+		return err
+	}
+	defer run.Stop()
+	if err := ret.Start(ctx); err != nil {
+		ln.Close()
+		return err
+	}
+	defer ret.Stop()
+
+	serveErr := make(chan error, 1)
+	go func() { serveErr <- httpSrv.Serve(ln) }()
+	a.mu.Lock()
+	a.addr = ln.Addr()
+	a.mu.Unlock()
+	close(a.ready)
+	a.log.Info("agent started", "api", ln.Addr().String(), "cluster", cfg.ClusterID,
+		"store_id", q.StoreID(), "kinds", len(reg.Kinds()), "version", version.Version)
+
+	select {
+	case <-ctx.Done():
+	case err := <-serveErr:
+		if !errors.Is(err, http.ErrServerClosed) {
+			return fmt.Errorf("api: %w", err)
+		}
+	}
+	a.log.Info("agent stopping")
+	shutCtx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	_ = httpSrv.Shutdown(shutCtx)
+	// The deferred calls stop retention, then the runner (its step in
+	// progress commits), then close the queue.
+	return nil
+}
+
+// listen opens the API listener, with TLS when configured.
+func (a *Agent) listen(c APIConfig) (net.Listener, error) {
+	ln, err := net.Listen("tcp", c.Addr)
+	if err != nil {
+		return nil, fmt.Errorf("api.addr: %w", err)
+	}
+	if !c.TLS.Enabled() {
+		return ln, nil
+	}
+	cert, err := tls.LoadX509KeyPair(c.TLS.CertFile, c.TLS.KeyFile)
+	if err != nil {
+		ln.Close()
+		return nil, fmt.Errorf("api.tls: %w", err)
+	}
+	tc := &tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12}
+	if c.TLS.ClientCAFile != "" {
+		pem, err := os.ReadFile(c.TLS.ClientCAFile)
+		if err != nil {
+			ln.Close()
+			return nil, fmt.Errorf("api.tls.client_ca_file: %w", err)
+		}
+		pool := x509.NewCertPool()
+		if !pool.AppendCertsFromPEM(pem) {
+			ln.Close()
+			return nil, fmt.Errorf("api.tls.client_ca_file: no certificate in %s", c.TLS.ClientCAFile)
+		}
+		tc.ClientCAs, tc.ClientAuth = pool, tls.RequireAndVerifyClientCert
+	}
+	return tls.NewListener(ln, tc), nil
+}
+
+// queueCollector exports the queue depth by state.
+type queueCollector struct {
+	q    *queue.Queue
+	desc *prometheus.Desc
+}
+
+func newQueueCollector(q *queue.Queue) *queueCollector {
+	return &queueCollector{q: q, desc: prometheus.NewDesc("muster_agent_queue_actions",
+		"Actions in the agent's queue, by state.", []string{"state"}, nil)}
+}
+
+func (c *queueCollector) Describe(ch chan<- *prometheus.Desc) { ch <- c.desc }
+
+func (c *queueCollector) Collect(ch chan<- prometheus.Metric) {
+	counts, err := c.q.Counts(context.Background())
+	if err != nil {
+		return
+	}
+	for _, s := range []action.State{action.New, action.Running, action.Done, action.Failed, action.Cancelled} {
+		ch <- prometheus.MustNewConstMetric(c.desc, prometheus.GaugeValue, float64(counts[s]), string(s))
+	}
+}
+
+// retention purges finished records in the background.
+type retention struct {
+	q        *queue.Queue
+	r        queue.Retention
+	interval time.Duration
+	log      *slog.Logger
+
+	startOnce, stopOnce sync.Once
+	stop, done          chan struct{}
+}
+
+func newRetention(q *queue.Queue, r queue.Retention, interval time.Duration, log *slog.Logger) *retention {
+	return &retention{q: q, r: r, interval: interval, log: log, stop: make(chan struct{}), done: make(chan struct{})}
+}
+
+func (r *retention) Start(context.Context) error {
+	r.startOnce.Do(func() { go r.loop() })
+	return nil
+}
+
+func (r *retention) Stop() {
+	r.stopOnce.Do(func() { close(r.stop) })
+	started := true
+	r.startOnce.Do(func() { started = false; close(r.done) })
+	if started {
+		<-r.done
+	}
+}
+
+func (r *retention) loop() {
+	defer close(r.done)
+	t := time.NewTicker(r.interval)
+	defer t.Stop()
+	for {
+		n, tn, err := r.q.Purge(context.Background(), r.r)
+		if err != nil {
+			r.log.Error("retention", "err", err)
+		} else if n+tn > 0 {
+			r.log.Info("retention purged", "records", n, "tombstones", tn)
+		}
+		select {
+		case <-r.stop:
+			return
+		case <-t.C:
+		}
+	}
+}
+
+func sortErrors(errs []error) {
+	sort.SliceStable(errs, func(i, j int) bool { return errs[i].Error() < errs[j].Error() })
+}

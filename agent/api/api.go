@@ -1,0 +1,330 @@
+// Package api serves the agent's local HTTP API (DESIGN.md §4): queue an
+// action, list what changed since a cursor, show one action, cancel, and the
+// health and metrics probes. Every answer that reports a change is sent after
+// the change is committed.
+package api
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"strconv"
+	"time"
+
+	"github.com/labstack/echo/v5"
+	"github.com/labstack/echo/v5/middleware"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"github.com/musterhq/muster/agent/handlers"
+	"github.com/musterhq/muster/agent/queue"
+	"github.com/musterhq/muster/shared/action"
+	"github.com/musterhq/muster/shared/jsonbody"
+	"github.com/musterhq/muster/shared/wire"
+)
+
+// Queue is what the API needs of the action queue.
+type Queue interface {
+	Enqueue(ctx context.Context, a *action.Action, actor string) (*action.Action, bool, error)
+	Get(ctx context.Context, id string) (*action.Action, error)
+	Changes(ctx context.Context, since int64, limit int) ([]action.Action, int64, bool, error)
+	Ack(ctx context.Context, cursor int64) error
+	Cancel(ctx context.Context, id, actor string) (*action.Action, bool, error)
+	Counts(ctx context.Context) (map[action.State]int, error)
+	StoreID() string
+}
+
+var _ Queue = (*queue.Queue)(nil)
+
+// Runner is what the API needs of the runner.
+type Runner interface {
+	Wake()
+	Cancel(id string)
+}
+
+// Kinds is what the API needs of the handler registry.
+type Kinds interface {
+	Get(kind string) (handlers.Handler, bool)
+	Kinds() []string
+	Timeout(kind string) time.Duration
+}
+
+var _ Kinds = (*handlers.Registry)(nil)
+
+// Limits of the API.
+const (
+	MaxBody      = 1 << 20
+	DefaultLimit = 500
+	MaxLimit     = 5000
+)
+
+// Config configures the API.
+type Config struct {
+	NodeID, ClusterID, Version string
+	// DefaultTimeout applies to actions without timeout_s whose kind has none.
+	DefaultTimeout time.Duration
+	Queue          Queue
+	Runner         Runner
+	Kinds          Kinds
+	Gatherer       prometheus.Gatherer
+	Log            *slog.Logger
+}
+
+// Server is the agent API.
+type Server struct {
+	cfg  Config
+	echo *echo.Echo
+}
+
+// New builds the API; serving it is the caller's job (Handler).
+func New(cfg Config) *Server {
+	if cfg.Log == nil {
+		cfg.Log = slog.New(slog.DiscardHandler)
+	}
+	s := &Server{cfg: cfg, echo: echo.New()}
+	s.echo.Logger = cfg.Log
+	s.echo.HTTPErrorHandler = s.handleError
+	s.echo.Use(middleware.Recover())
+	s.echo.GET("/api/v1/health", s.health)
+	s.echo.GET("/api/v1/info", s.info)
+	s.echo.GET("/api/v1/actions", s.changes)
+	s.echo.POST("/api/v1/actions", s.push)
+	s.echo.GET("/api/v1/actions/:id", s.show)
+	s.echo.POST("/api/v1/actions/:id/cancel", s.cancel)
+	if cfg.Gatherer != nil {
+		s.echo.GET("/metrics", echo.WrapHandler(promhttp.HandlerFor(cfg.Gatherer, promhttp.HandlerOpts{})))
+	}
+	return s
+}
+
+// Handler returns the HTTP handler.
+func (s *Server) Handler() http.Handler { return s.echo }
+
+func (s *Server) health(c *echo.Context) error {
+	return c.JSON(http.StatusOK, wire.Health{Status: "ok"})
+}
+
+func (s *Server) info(c *echo.Context) error {
+	counts, err := s.cfg.Queue.Counts(c.Request().Context())
+	if err != nil {
+		return err
+	}
+	return c.JSON(http.StatusOK, wire.AgentInfo{
+		NodeID: s.cfg.NodeID, ClusterID: s.cfg.ClusterID, Version: s.cfg.Version,
+		StoreID: s.cfg.Queue.StoreID(), Kinds: s.cfg.Kinds.Kinds(), Queue: counts,
+	})
+}
+
+func (s *Server) changes(c *echo.Context) error {
+	ctx := c.Request().Context()
+	since := int64(0)
+	if v := c.QueryParam("since"); v != "" {
+		n, err := strconv.ParseInt(v, 10, 64)
+		if err != nil || n < 0 {
+			return apiErr(http.StatusBadRequest, wire.CodeBadRequest, "since must be a non-negative integer cursor")
+		}
+		since = n
+	}
+	limit := DefaultLimit
+	if v := c.QueryParam("limit"); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 1 || n > MaxLimit {
+			return apiErr(http.StatusBadRequest, wire.CodeBadRequest, fmt.Sprintf("limit must be between 1 and %d", MaxLimit))
+		}
+		limit = n
+	}
+	switch c.QueryParam("ack") {
+	case "", "0":
+	case "1":
+		if c.QueryParam("since") == "" {
+			return apiErr(http.StatusBadRequest, wire.CodeBadRequest, "ack=1 acknowledges the since cursor: since is required")
+		}
+		if err := s.cfg.Queue.Ack(ctx, since); err != nil {
+			return err
+		}
+	default:
+		return apiErr(http.StatusBadRequest, wire.CodeBadRequest, "ack must be 0 or 1")
+	}
+	acts, next, more, err := s.cfg.Queue.Changes(ctx, since, limit)
+	if err != nil {
+		return err
+	}
+	return c.JSON(http.StatusOK, wire.ChangesPage{Actions: acts, NextCursor: next, More: more})
+}
+
+func (s *Server) push(c *echo.Context) error {
+	body, err := jsonbody.Read(c.Request().Body, MaxBody)
+	if err != nil {
+		return err
+	}
+	a, err := DecodePush(body, s.cfg.NodeID, s.cfg.ClusterID)
+	if err != nil {
+		return err
+	}
+	h, ok := s.cfg.Kinds.Get(a.Kind)
+	if !ok {
+		return apiErr(http.StatusUnprocessableEntity, wire.CodeUnprocessable, fmt.Sprintf("unknown kind %q on this agent", a.Kind))
+	}
+	if err := h.Validate(a.Args); err != nil {
+		return apiErr(http.StatusUnprocessableEntity, wire.CodeUnprocessable, err.Error())
+	}
+	if a.TimeoutS == 0 {
+		d := s.cfg.Kinds.Timeout(a.Kind)
+		if d <= 0 {
+			d = s.cfg.DefaultTimeout
+		}
+		a.TimeoutS = max(1, int(d/time.Second))
+	}
+	actor := a.Requester
+	if actor == "" {
+		actor = "api"
+	}
+	rec, created, err := s.cfg.Queue.Enqueue(c.Request().Context(), a, actor)
+	if err != nil {
+		return err
+	}
+	if !created {
+		return c.JSON(http.StatusOK, rec)
+	}
+	s.cfg.Runner.Wake()
+	return c.JSON(http.StatusCreated, rec)
+}
+
+// DecodePush decodes and checks the body of POST /api/v1/actions. It returns
+// the action to queue (with a new id when none was given), or an error that
+// maps to a 4xx. node and cluster are the agent's own ids.
+func DecodePush(body []byte, node, cluster string) (*action.Action, error) {
+	var req wire.PushRequest
+	if err := jsonbody.Decode(body, &req); err != nil {
+		return nil, err
+	}
+	bad := func(format string, args ...any) error {
+		return apiErr(http.StatusBadRequest, wire.CodeBadRequest, fmt.Sprintf(format, args...))
+	}
+	if req.ID == "" {
+		req.ID = action.NewID()
+	} else if !action.ValidID(req.ID) {
+		return nil, bad("id %q is not a UUID in canonical form", req.ID)
+	}
+	if req.Kind == "" {
+		return nil, bad("kind is required")
+	}
+	if !action.ValidKind(req.Kind) {
+		return nil, bad("kind %q is not of the form domain/name", req.Kind)
+	}
+	args, err := action.NormalizeArgs(req.Args)
+	if err != nil {
+		return nil, bad("%v", err)
+	}
+	if req.TimeoutS < 0 || req.TimeoutS > action.MaxTimeoutS {
+		return nil, bad("timeout_s must be between 1 and %d (or absent for the default)", action.MaxTimeoutS)
+	}
+	switch req.Origin {
+	case "":
+		req.Origin = action.OriginAgent
+	case action.OriginAgent, action.OriginCore:
+	default:
+		return nil, bad("origin must be %q or %q", action.OriginCore, action.OriginAgent)
+	}
+	if req.NodeID != "" && req.NodeID != node {
+		return nil, apiErr(http.StatusUnprocessableEntity, wire.CodeUnprocessable,
+			fmt.Sprintf("this agent is node %q, not %q", node, req.NodeID))
+	}
+	if req.ClusterID != "" && req.ClusterID != cluster {
+		return nil, apiErr(http.StatusUnprocessableEntity, wire.CodeUnprocessable,
+			fmt.Sprintf("this agent is in cluster %q, not %q", cluster, req.ClusterID))
+	}
+	a := &action.Action{
+		ID: req.ID, ClusterID: cluster, NodeID: node, Kind: req.Kind, Args: args,
+		Origin: req.Origin, Requester: req.Requester, ApprovedBy: req.ApprovedBy, TimeoutS: req.TimeoutS,
+	}
+	if req.CreatedTS != nil {
+		a.CreatedTS = action.UTC(*req.CreatedTS)
+	}
+	return a, nil
+}
+
+func (s *Server) show(c *echo.Context) error {
+	id := c.Param("id")
+	a, err := s.cfg.Queue.Get(c.Request().Context(), id)
+	if err != nil {
+		return err
+	}
+	return c.JSON(http.StatusOK, a)
+}
+
+func (s *Server) cancel(c *echo.Context) error {
+	id := c.Param("id")
+	a, running, err := s.cfg.Queue.Cancel(c.Request().Context(), id, "api")
+	if err != nil {
+		if errors.Is(err, queue.ErrFinal) && a != nil {
+			return &apiError{status: http.StatusConflict, code: wire.CodeConflict, msg: err.Error(), state: a.State}
+		}
+		return err
+	}
+	if running {
+		s.cfg.Runner.Cancel(id)
+	}
+	return c.JSON(http.StatusAccepted, a)
+}
+
+// apiError is an error with its answer.
+type apiError struct {
+	status int
+	code   string
+	msg    string
+	state  action.State
+	record *action.Action
+}
+
+func (e *apiError) Error() string { return e.msg }
+
+func apiErr(status int, code, msg string) error { return &apiError{status: status, code: code, msg: msg} }
+
+// handleError is the API's one error handler: it maps errors to a status and
+// the JSON envelope.
+func (s *Server) handleError(c *echo.Context, err error) {
+	if r, _ := echo.UnwrapResponse(c.Response()); r != nil && r.Committed {
+		return
+	}
+	e := classify(err)
+	if e.status == http.StatusInternalServerError {
+		s.cfg.Log.Error("agent api request failed", "method", c.Request().Method, "path", c.Request().URL.Path, "err", err)
+	}
+	body := wire.ErrorBody{Error: wire.ErrorDetail{Code: e.code, Message: e.msg, State: e.state, Record: e.record}}
+	if werr := c.JSON(e.status, body); werr != nil {
+		s.cfg.Log.Debug("write error answer", "err", werr)
+	}
+}
+
+func classify(err error) *apiError {
+	var ae *apiError
+	if errors.As(err, &ae) {
+		return ae
+	}
+	var ce *queue.ConflictError
+	switch {
+	case errors.As(err, &ce):
+		return &apiError{status: http.StatusConflict, code: wire.CodeConflict,
+			msg: "this id is already queued with another kind or args", record: ce.Existing}
+	case errors.Is(err, queue.ErrGone):
+		return &apiError{status: http.StatusGone, code: wire.CodeGone, msg: err.Error()}
+	case errors.Is(err, queue.ErrNotFound):
+		return &apiError{status: http.StatusNotFound, code: wire.CodeNotFound, msg: err.Error()}
+	case errors.Is(err, queue.ErrFinal):
+		return &apiError{status: http.StatusConflict, code: wire.CodeConflict, msg: err.Error()}
+	case errors.Is(err, jsonbody.ErrTooLarge):
+		return &apiError{status: http.StatusRequestEntityTooLarge, code: wire.CodeTooLarge, msg: err.Error()}
+	case errors.Is(err, jsonbody.ErrInvalid):
+		return &apiError{status: http.StatusBadRequest, code: wire.CodeBadRequest, msg: err.Error()}
+	}
+	switch code := echo.StatusCode(err); code {
+	case http.StatusNotFound:
+		return &apiError{status: code, code: wire.CodeNotFound, msg: "no such route"}
+	case http.StatusMethodNotAllowed:
+		return &apiError{status: code, code: wire.CodeBadRequest, msg: "method not allowed"}
+	}
+	return &apiError{status: http.StatusInternalServerError, code: wire.CodeInternal, msg: "internal error"}
+}

@@ -1,0 +1,322 @@
+package api
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/musterhq/muster/agent/handlers"
+	"github.com/musterhq/muster/agent/queue"
+	"github.com/musterhq/muster/agent/runner"
+	"github.com/musterhq/muster/shared/action"
+	"github.com/musterhq/muster/shared/wire"
+)
+
+type fixture struct {
+	url string
+	q   *queue.Queue
+}
+
+func setup(t *testing.T) *fixture {
+	t.Helper()
+	q, err := queue.Open(context.Background(), t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	reg, _ := handlers.NewRegistry(nil, handlers.Env{NodeID: "n1", ClusterID: "c1"})
+	prom := prometheus.NewRegistry()
+	run := runner.New(runner.Config{Queue: q, Handlers: reg, Actor: "n1", Idle: 20 * time.Millisecond, Metrics: runner.NewMetrics(prom)})
+	_ = run.Start(context.Background())
+	srv := New(Config{NodeID: "n1", ClusterID: "c1", Version: "test", DefaultTimeout: time.Hour,
+		Queue: q, Runner: run, Kinds: reg, Gatherer: prom})
+	ts := httptest.NewServer(srv.Handler())
+	t.Cleanup(func() { ts.Close(); run.Stop(); q.Close() })
+	return &fixture{url: ts.URL, q: q}
+}
+
+func (f *fixture) do(t *testing.T, method, path, body string) (int, []byte) {
+	t.Helper()
+	req, _ := http.NewRequest(method, f.url+path, strings.NewReader(body))
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, b
+}
+
+func decode[T any](t *testing.T, b []byte) T {
+	t.Helper()
+	var v T
+	if err := json.Unmarshal(b, &v); err != nil {
+		t.Fatalf("decode %s: %v", b, err)
+	}
+	return v
+}
+
+func (f *fixture) count(t *testing.T) int {
+	t.Helper()
+	acts, _, _, err := f.q.Changes(context.Background(), 0, 10000)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return len(acts)
+}
+
+func TestPushStatusCodes(t *testing.T) {
+	t.Parallel()
+	f := setup(t)
+	id := action.NewID()
+	body := fmt.Sprintf(`{"id":%q,"kind":"muster.io/debug.sleep","args":{"seconds":3600}}`, id)
+
+	st, b := f.do(t, "POST", "/api/v1/actions", body)
+	if st != http.StatusCreated {
+		t.Fatalf("first push: %d %s", st, b)
+	}
+	rec := decode[action.Action](t, b)
+	if rec.ID != id || rec.State != action.New || rec.NodeID != "n1" || rec.ClusterID != "c1" || rec.TimeoutS != 3600 {
+		t.Fatalf("record %+v", rec)
+	}
+	// Same id, same content (other key order and spacing): 200 with the record.
+	st, b = f.do(t, "POST", "/api/v1/actions", fmt.Sprintf(`{"id":%q,"kind":"muster.io/debug.sleep","args":{ "seconds" : 3600 }}`, id))
+	if st != http.StatusOK || decode[action.Action](t, b).ID != id {
+		t.Fatalf("repeat push: %d %s", st, b)
+	}
+	// Same id, other content: 409 with the agent's record.
+	st, b = f.do(t, "POST", "/api/v1/actions", fmt.Sprintf(`{"id":%q,"kind":"muster.io/debug.sleep","args":{"seconds":1}}`, id))
+	env := decode[wire.ErrorBody](t, b)
+	if st != http.StatusConflict || env.Error.Code != wire.CodeConflict || env.Error.Record == nil || string(env.Error.Record.Args) != `{"seconds":3600}` {
+		t.Fatalf("conflicting push: %d %s", st, b)
+	}
+	// Unknown kind: 422.
+	st, b = f.do(t, "POST", "/api/v1/actions", `{"kind":"example.com/nope"}`)
+	if st != http.StatusUnprocessableEntity || decode[wire.ErrorBody](t, b).Error.Code != wire.CodeUnprocessable {
+		t.Fatalf("unknown kind: %d %s", st, b)
+	}
+	// Bad args for a known kind: 422.
+	st, _ = f.do(t, "POST", "/api/v1/actions", `{"kind":"muster.io/debug.sleep","args":{"seconds":"x"}}`)
+	if st != http.StatusUnprocessableEntity {
+		t.Fatalf("bad args: %d", st)
+	}
+	// Another node's action: 422.
+	st, _ = f.do(t, "POST", "/api/v1/actions", `{"kind":"muster.io/debug.ping","node_id":"other"}`)
+	if st != http.StatusUnprocessableEntity {
+		t.Fatalf("other node: %d", st)
+	}
+	if n := f.count(t); n != 1 {
+		t.Fatalf("%d actions stored, want 1", n)
+	}
+}
+
+func TestPushOfTombstonedIDIsGone(t *testing.T) {
+	t.Parallel()
+	f := setup(t)
+	now := time.Now()
+	f.q.SetClock(func() time.Time { return now })
+	id := action.NewID()
+	st, _ := f.do(t, "POST", "/api/v1/actions", fmt.Sprintf(`{"id":%q,"kind":"muster.io/debug.ping"}`, id))
+	if st != http.StatusCreated {
+		t.Fatal(st)
+	}
+	waitFinal(t, f, id)
+	now = now.Add(31 * 24 * time.Hour)
+	if n, _, err := f.q.Purge(context.Background(), queue.Retention{Retention: 24 * time.Hour, Max: 30 * 24 * time.Hour, Tombstones: 90 * 24 * time.Hour}); err != nil || n != 1 {
+		t.Fatalf("purge %d %v", n, err)
+	}
+	st, b := f.do(t, "POST", "/api/v1/actions", fmt.Sprintf(`{"id":%q,"kind":"muster.io/debug.ping"}`, id))
+	if st != http.StatusGone || decode[wire.ErrorBody](t, b).Error.Code != wire.CodeGone {
+		t.Fatalf("push of a purged id: %d %s", st, b)
+	}
+}
+
+func waitFinal(t *testing.T, f *fixture, id string) action.Action {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for time.Now().Before(deadline) {
+		st, b := f.do(t, "GET", "/api/v1/actions/"+id, "")
+		if st == http.StatusOK {
+			if a := decode[action.Action](t, b); a.State.Final() {
+				return a
+			}
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	t.Fatalf("action %s not final in time", id)
+	return action.Action{}
+}
+
+func TestBadInputIsRefusedAndStoresNothing(t *testing.T) {
+	t.Parallel()
+	f := setup(t)
+	cases := []struct {
+		name, body string
+		status     int
+	}{
+		{"invalid json", `{"kind":`, 400},
+		{"not an object", `[1,2]`, 400},
+		{"empty body", ``, 400},
+		{"unknown field", `{"kind":"muster.io/debug.ping","state":"DONE"}`, 400},
+		{"missing kind", `{"args":{}}`, 400},
+		{"malformed kind", `{"kind":"ping"}`, 400},
+		{"args not an object", `{"kind":"muster.io/debug.ping","args":[1]}`, 400},
+		{"args a string", `{"kind":"muster.io/debug.ping","args":"x"}`, 400},
+		{"id not a uuid", `{"id":"abc","kind":"muster.io/debug.ping"}`, 400},
+		{"negative timeout", `{"kind":"muster.io/debug.ping","timeout_s":-1}`, 400},
+		{"absurd timeout", `{"kind":"muster.io/debug.ping","timeout_s":999999999}`, 400},
+		{"bad origin", `{"kind":"muster.io/debug.ping","origin":"mars"}`, 400},
+		{"trailing data", `{"kind":"muster.io/debug.ping"} {}`, 400},
+		{"too large", `{"kind":"muster.io/debug.ping","args":{"x":"` + strings.Repeat("a", MaxBody) + `"}}`, 413},
+		{"unknown kind", `{"kind":"example.com/unknown"}`, 422},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			st, b := f.do(t, "POST", "/api/v1/actions", c.body)
+			if st != c.status {
+				t.Fatalf("status %d, want %d (%s)", st, c.status, b)
+			}
+			env := decode[wire.ErrorBody](t, b)
+			if env.Error.Code == "" || env.Error.Message == "" {
+				t.Fatalf("no error envelope: %s", b)
+			}
+		})
+	}
+	if n := f.count(t); n != 0 {
+		t.Fatalf("bad input stored %d actions", n)
+	}
+}
+
+func TestChangesCursorAndAck(t *testing.T) {
+	t.Parallel()
+	f := setup(t)
+	for i := 0; i < 3; i++ {
+		if st, _ := f.do(t, "POST", "/api/v1/actions", `{"kind":"muster.io/debug.sleep","args":{"seconds":3600}}`); st != 201 {
+			t.Fatal(st)
+		}
+	}
+	st, b := f.do(t, "GET", "/api/v1/actions?limit=2", "")
+	page := decode[wire.ChangesPage](t, b)
+	if st != 200 || len(page.Actions) != 2 || !page.More {
+		t.Fatalf("page 1: %d %s", st, b)
+	}
+	_, b = f.do(t, "GET", fmt.Sprintf("/api/v1/actions?since=%d&ack=1", page.NextCursor), "")
+	page2 := decode[wire.ChangesPage](t, b)
+	if len(page2.Actions) == 0 || page2.More {
+		t.Fatalf("page 2: %s", b)
+	}
+	for _, bad := range []string{"since=-1", "since=x", "limit=0", "limit=100000", "ack=1", "ack=2&since=1"} {
+		if st, _ := f.do(t, "GET", "/api/v1/actions?"+bad, ""); st != 400 {
+			t.Errorf("%s: status %d, want 400", bad, st)
+		}
+	}
+}
+
+func TestShowAndCancel(t *testing.T) {
+	t.Parallel()
+	f := setup(t)
+	_, b := f.do(t, "POST", "/api/v1/actions", `{"kind":"muster.io/debug.sleep","args":{"seconds":3600}}`)
+	id := decode[action.Action](t, b).ID
+	_, b = f.do(t, "POST", "/api/v1/actions", `{"kind":"muster.io/debug.ping"}`)
+	queued := decode[action.Action](t, b).ID
+
+	// The sleep runs; the ping waits behind it. Cancel the waiting one: at once.
+	st, b := f.do(t, "POST", "/api/v1/actions/"+queued+"/cancel", "")
+	if st != http.StatusAccepted || decode[action.Action](t, b).State != action.Cancelled {
+		t.Fatalf("cancel NEW: %d %s", st, b)
+	}
+	// Cancel the running one: it ends CANCELLED once the handler returns.
+	st, _ = f.do(t, "POST", "/api/v1/actions/"+id+"/cancel", "")
+	if st != http.StatusAccepted {
+		t.Fatalf("cancel RUNNING: %d", st)
+	}
+	if a := waitFinal(t, f, id); a.State != action.Cancelled {
+		t.Fatalf("state %s", a.State)
+	}
+	// Again: 409 with the state.
+	st, b = f.do(t, "POST", "/api/v1/actions/"+id+"/cancel", "")
+	if env := decode[wire.ErrorBody](t, b); st != http.StatusConflict || env.Error.State != action.Cancelled {
+		t.Fatalf("cancel final: %d %s", st, b)
+	}
+	// Show has the history.
+	st, b = f.do(t, "GET", "/api/v1/actions/"+id, "")
+	a := decode[action.Action](t, b)
+	if st != 200 || len(a.History) != 3 || a.History[2].To != action.Cancelled {
+		t.Fatalf("show: %d %+v", st, a.History)
+	}
+	if st, _ := f.do(t, "GET", "/api/v1/actions/"+action.NewID(), ""); st != 404 {
+		t.Fatalf("unknown id: %d", st)
+	}
+	if st, _ := f.do(t, "POST", "/api/v1/actions/"+action.NewID()+"/cancel", ""); st != 404 {
+		t.Fatalf("cancel unknown id: %d", st)
+	}
+}
+
+func TestInfoHealthMetrics(t *testing.T) {
+	t.Parallel()
+	f := setup(t)
+	_, b := f.do(t, "POST", "/api/v1/actions", `{"kind":"muster.io/debug.ping"}`)
+	waitFinal(t, f, decode[action.Action](t, b).ID)
+	st, b := f.do(t, "GET", "/api/v1/info", "")
+	info := decode[wire.AgentInfo](t, b)
+	if st != 200 || info.NodeID != "n1" || info.ClusterID != "c1" || !action.ValidID(info.StoreID) || len(info.Kinds) != 3 || info.Queue[action.Done] != 1 {
+		t.Fatalf("info: %d %s", st, b)
+	}
+	if st, _ := f.do(t, "GET", "/api/v1/health", ""); st != 200 {
+		t.Fatalf("health %d", st)
+	}
+	st, b = f.do(t, "GET", "/metrics", "")
+	if st != 200 || !bytes.Contains(b, []byte(`muster_agent_actions_finished_total{kind="muster.io/debug.ping",state="DONE"} 1`)) ||
+		!bytes.Contains(b, []byte("muster_agent_step_duration_seconds")) {
+		t.Fatalf("metrics: %d\n%s", st, b)
+	}
+	st, b = f.do(t, "GET", "/api/v1/nope", "")
+	if st != 404 || decode[wire.ErrorBody](t, b).Error.Code != wire.CodeNotFound {
+		t.Fatalf("unknown route: %d %s", st, b)
+	}
+}
+
+// FuzzDecodePush checks that no body makes decoding panic, and that every
+// body it accepts yields a queueable action.
+func FuzzDecodePush(f *testing.F) {
+	for _, s := range []string{
+		`{"kind":"muster.io/debug.ping"}`,
+		`{"id":"3f0c8a52-7e4e-4a8e-9a4e-4f5a3b0f2c11","kind":"muster.io/debug.sleep","args":{"seconds":30},"timeout_s":60}`,
+		`{"kind":"example.com/db.backup","args":{"a":[1,2,{"b":null}]},"origin":"core","requester":"alice","approved_by":"bob","created_ts":"2026-11-22T10:00:00Z"}`,
+		`{"kind":"muster.io/debug.ping","node_id":"n1","cluster_id":"c1"}`,
+		`{"kind":"muster.io/debug.ping","state":"DONE"}`,
+		`{"kind":1}`, `[]`, `null`, ``, `{"args":"x"}`, `{"kind":"a/b","args":{}}{}`,
+		`{"kind":"a/b","timeout_s":1e99}`, "{\"kind\":\"a/b\",\"args\":{\"\xff\":1}}",
+	} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, body []byte) {
+		a, err := DecodePush(body, "n1", "c1")
+		if err != nil {
+			if a != nil {
+				t.Fatal("error with a result")
+			}
+			if st := classify(err).status; st < 400 || st > 499 {
+				t.Fatalf("decode error maps to %d: %v", st, err)
+			}
+			return
+		}
+		if !action.ValidID(a.ID) || !action.ValidKind(a.Kind) || a.NodeID != "n1" || a.ClusterID != "c1" {
+			t.Fatalf("accepted an invalid action %+v", a)
+		}
+		if a.TimeoutS < 0 || a.TimeoutS > action.MaxTimeoutS {
+			t.Fatalf("accepted timeout %d", a.TimeoutS)
+		}
+		if n, err := action.NormalizeArgs(a.Args); err != nil || !bytes.Equal(n, a.Args) {
+			t.Fatalf("accepted args %s are not canonical", a.Args)
+		}
+	})
+}

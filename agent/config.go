@@ -1,0 +1,121 @@
+package agent
+
+import (
+	"fmt"
+	"time"
+
+	"github.com/musterhq/muster/agent/handlers"
+	"github.com/musterhq/muster/shared/action"
+	"github.com/musterhq/muster/shared/config"
+)
+
+// Config is the agent's configuration (DESIGN.md §6).
+type Config struct {
+	NodeID    string        `mapstructure:"node_id" yaml:"node_id"`
+	ClusterID string        `mapstructure:"cluster_id" yaml:"cluster_id"`
+	DataDir   string        `mapstructure:"data_dir" yaml:"data_dir"`
+	API       APIConfig     `mapstructure:"api" yaml:"api"`
+	Actions   ActionsConfig `mapstructure:"actions" yaml:"actions"`
+	Gossip    GossipConfig  `mapstructure:"gossip" yaml:"gossip"`
+	Log       config.Log    `mapstructure:"log" yaml:"log"`
+}
+
+// APIConfig is the agent API's listener.
+type APIConfig struct {
+	Addr string     `mapstructure:"addr" yaml:"addr"`
+	TLS  config.TLS `mapstructure:"tls" yaml:"tls"`
+	// Insecure allows a plaintext listener on a non-loopback address.
+	Insecure bool `mapstructure:"insecure" yaml:"insecure"`
+}
+
+// ActionsConfig holds timeouts, retention and the external kinds.
+type ActionsConfig struct {
+	DefaultTimeout     time.Duration `mapstructure:"default_timeout" yaml:"default_timeout"`
+	Retention          time.Duration `mapstructure:"retention" yaml:"retention"`
+	RetentionMax       time.Duration `mapstructure:"retention_max" yaml:"retention_max"`
+	TombstoneRetention time.Duration `mapstructure:"tombstone_retention" yaml:"tombstone_retention"`
+	// PurgeInterval is how often retention runs.
+	PurgeInterval time.Duration `mapstructure:"purge_interval" yaml:"purge_interval"`
+	// KillGrace is how long an external command has between SIGTERM and SIGKILL.
+	KillGrace time.Duration        `mapstructure:"kill_grace" yaml:"kill_grace"`
+	External  []handlers.External `mapstructure:"external" yaml:"external"`
+}
+
+// GossipConfig is the agent's membership in the gossip pool.
+type GossipConfig struct {
+	Enabled      bool     `mapstructure:"enabled" yaml:"enabled"`
+	BindAddr     string   `mapstructure:"bind_addr" yaml:"bind_addr"`
+	AdvertiseAPI string   `mapstructure:"advertise_api" yaml:"advertise_api"`
+	Join         []string `mapstructure:"join" yaml:"join"`
+	KeyFile      string   `mapstructure:"key_file" yaml:"key_file"`
+	Insecure     bool     `mapstructure:"insecure" yaml:"insecure"`
+}
+
+// DefaultConfig returns the defaults of DESIGN.md §4 and §6.
+func DefaultConfig() Config {
+	return Config{
+		API: APIConfig{Addr: "127.0.0.1:7420"},
+		Actions: ActionsConfig{
+			DefaultTimeout:     time.Hour,
+			Retention:          7 * 24 * time.Hour,
+			RetentionMax:       30 * 24 * time.Hour,
+			TombstoneRetention: 90 * 24 * time.Hour,
+			PurgeInterval:      time.Minute,
+			KillGrace:          10 * time.Second,
+			External:           []handlers.External{},
+		},
+		Gossip: GossipConfig{BindAddr: "0.0.0.0:7946", Join: []string{}},
+		Log:    config.DefaultLog(),
+	}
+}
+
+// Validate returns one error per bad field, named by its configuration key.
+func (c *Config) Validate() []error {
+	var errs []error
+	if c.NodeID == "" {
+		errs = append(errs, fmt.Errorf("node_id: required (this node's name, e.g. db-1)"))
+	}
+	if c.ClusterID == "" {
+		errs = append(errs, fmt.Errorf("cluster_id: required (the cluster this node belongs to)"))
+	}
+	if c.DataDir == "" {
+		errs = append(errs, fmt.Errorf("data_dir: required (the queue is <data_dir>/agent.db)"))
+	}
+	if err := config.ValidateAddr("api.addr", c.API.Addr); err != nil {
+		errs = append(errs, err)
+	}
+	errs = append(errs, c.API.TLS.Validate("api.tls")...)
+	if c.API.Addr != "" && !c.API.TLS.Enabled() && !c.API.Insecure && !config.IsLoopback(c.API.Addr) {
+		errs = append(errs, fmt.Errorf("api.addr: %s is not a loopback address; configure api.tls or set api.insecure: true", c.API.Addr))
+	}
+	a := c.Actions
+	for key, d := range map[string]time.Duration{
+		"actions.default_timeout":     a.DefaultTimeout,
+		"actions.retention":           a.Retention,
+		"actions.retention_max":       a.RetentionMax,
+		"actions.tombstone_retention": a.TombstoneRetention,
+		"actions.purge_interval":      a.PurgeInterval,
+		"actions.kill_grace":          a.KillGrace,
+	} {
+		if d <= 0 {
+			errs = append(errs, fmt.Errorf("%s: must be a positive duration such as 10s or 24h, got %s", key, d))
+		}
+	}
+	if a.DefaultTimeout > action.MaxTimeoutS*time.Second {
+		errs = append(errs, fmt.Errorf("actions.default_timeout: at most %s", action.MaxTimeoutS*time.Second))
+	}
+	if a.RetentionMax < a.Retention {
+		errs = append(errs, fmt.Errorf("actions.retention_max: %s is shorter than actions.retention %s", a.RetentionMax, a.Retention))
+	}
+	for i, e := range a.External {
+		errs = append(errs, e.Validate(i)...)
+	}
+	if c.Gossip.Enabled {
+		if c.Gossip.KeyFile == "" && !c.Gossip.Insecure {
+			errs = append(errs, fmt.Errorf("gossip.key_file: required when gossip is enabled (or set gossip.insecure: true)"))
+		}
+	}
+	errs = append(errs, c.Log.Validate()...)
+	sortErrors(errs)
+	return errs
+}
