@@ -37,7 +37,7 @@ type ActionsConfig struct {
 	// PurgeInterval is how often retention runs.
 	PurgeInterval time.Duration `mapstructure:"purge_interval" yaml:"purge_interval"`
 	// KillGrace is how long an external command has between SIGTERM and SIGKILL.
-	KillGrace time.Duration        `mapstructure:"kill_grace" yaml:"kill_grace"`
+	KillGrace time.Duration       `mapstructure:"kill_grace" yaml:"kill_grace"`
 	External  []handlers.External `mapstructure:"external" yaml:"external"`
 }
 

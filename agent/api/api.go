@@ -281,7 +281,9 @@ type apiError struct {
 
 func (e *apiError) Error() string { return e.msg }
 
-func apiErr(status int, code, msg string) error { return &apiError{status: status, code: code, msg: msg} }
+func apiErr(status int, code, msg string) error {
+	return &apiError{status: status, code: code, msg: msg}
+}
 
 // handleError is the API's one error handler: it maps errors to a status and
 // the JSON envelope.
