@@ -1,0 +1,234 @@
+// Package e2e tests muster as a black box: it builds the muster binary,
+// starts real agent and core processes with their own data directories and
+// ports, kills them with SIGKILL, restarts them, and speaks only HTTP.
+package e2e
+
+import (
+	"bufio"
+	"context"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/musterhq/muster/shared/client"
+)
+
+var binary string
+
+func TestMain(m *testing.M) {
+	dir, err := os.MkdirTemp("", "muster-e2e-bin-")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	binary = filepath.Join(dir, "muster")
+	args := []string{"build", "-o", binary}
+	if raceEnabled {
+		args = append(args, "-race")
+	}
+	cmd := exec.Command("go", append(args, "../cmd/muster")...)
+	cmd.Stdout, cmd.Stderr = os.Stdout, os.Stderr
+	if err := cmd.Run(); err != nil {
+		fmt.Fprintln(os.Stderr, "build muster:", err)
+		os.Exit(1)
+	}
+	code := m.Run()
+	os.RemoveAll(dir)
+	os.Exit(code)
+}
+
+// proc is one running muster process.
+type proc struct {
+	t       *testing.T
+	name    string
+	args    []string
+	env     []string
+	logPath string
+
+	mu   sync.Mutex
+	cmd  *exec.Cmd
+	done chan struct{}
+	addr string // the API address it printed
+}
+
+var startedRE = regexp.MustCompile(`msg="(?:agent|core) started".* api=(\S+)`)
+
+// start runs `muster args...` and waits until it logs that its API listens.
+func start(t *testing.T, name string, env []string, args ...string) *proc {
+	t.Helper()
+	p := &proc{t: t, name: name, args: args, env: env, logPath: filepath.Join(t.TempDir(), name+".log")}
+	p.launch()
+	t.Cleanup(func() { p.kill() })
+	return p
+}
+
+func (p *proc) launch() {
+	p.t.Helper()
+	logf, err := os.OpenFile(p.logPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
+	if err != nil {
+		p.t.Fatal(err)
+	}
+	cmd := exec.Command(binary, p.args...)
+	cmd.Env = append(os.Environ(), p.env...)
+	pr, pw := io.Pipe()
+	cmd.Stdout = logf
+	cmd.Stderr = io.MultiWriter(logf, pw)
+	if err := cmd.Start(); err != nil {
+		p.t.Fatal(err)
+	}
+	done := make(chan struct{})
+	addrCh := make(chan string, 1)
+	go func() {
+		sc := bufio.NewScanner(pr)
+		for sc.Scan() {
+			if m := startedRE.FindStringSubmatch(sc.Text()); m != nil {
+				select {
+				case addrCh <- m[1]:
+				default:
+				}
+			}
+		}
+	}()
+	go func() {
+		_ = cmd.Wait()
+		pw.Close()
+		logf.Close()
+		close(done)
+	}()
+	p.mu.Lock()
+	p.cmd, p.done = cmd, done
+	p.mu.Unlock()
+	select {
+	case a := <-addrCh:
+		p.mu.Lock()
+		p.addr = a
+		p.mu.Unlock()
+	case <-done:
+		p.t.Fatalf("%s exited before it was ready:\n%s", p.name, p.logs())
+	case <-time.After(60 * time.Second):
+		p.t.Fatalf("%s not ready in time:\n%s", p.name, p.logs())
+	}
+	// Wait for the API to answer, not only to be bound.
+	waitFor(p.t, 20*time.Second, p.name+" health", func() bool {
+		resp, err := http.Get("http://" + p.Addr() + "/api/v1/health")
+		if err != nil {
+			resp, err = http.Get("http://" + p.Addr() + "/health")
+		}
+		if err != nil {
+			return false
+		}
+		resp.Body.Close()
+		return resp.StatusCode == 200
+	})
+}
+
+// Addr is the API's host:port.
+func (p *proc) Addr() string {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.addr
+}
+
+// kill sends SIGKILL and waits for the process to be gone.
+func (p *proc) kill() {
+	p.mu.Lock()
+	cmd, done := p.cmd, p.done
+	p.mu.Unlock()
+	if cmd == nil {
+		return
+	}
+	_ = cmd.Process.Signal(syscall.SIGKILL)
+	<-done
+}
+
+// stop sends SIGTERM and returns the exit code.
+func (p *proc) stop() int {
+	p.t.Helper()
+	p.mu.Lock()
+	cmd, done := p.cmd, p.done
+	p.mu.Unlock()
+	_ = cmd.Process.Signal(syscall.SIGTERM)
+	select {
+	case <-done:
+	case <-time.After(30 * time.Second):
+		p.t.Fatalf("%s did not stop on SIGTERM:\n%s", p.name, p.logs())
+	}
+	return cmd.ProcessState.ExitCode()
+}
+
+// restart starts the process again with the same arguments (same port when
+// the first run was given a fixed one).
+func (p *proc) restart() {
+	p.t.Helper()
+	p.launch()
+}
+
+func (p *proc) logs() string {
+	b, _ := os.ReadFile(p.logPath)
+	return string(b)
+}
+
+// waitFor polls cond until it holds or the deadline passes.
+func waitFor(t *testing.T, within time.Duration, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(within)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out after %s waiting for %s", within, what)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// agentProc starts `muster agent` with a config file made from the defaults
+// and extra YAML, on a free loopback port that stays the same across restarts.
+func agentProc(t *testing.T, node, extraYAML string) (*proc, *client.Agent, string) {
+	t.Helper()
+	dir := t.TempDir()
+	port := freePort(t)
+	cfg := fmt.Sprintf("node_id: %s\ncluster_id: e2e\ndata_dir: %s\napi:\n  addr: 127.0.0.1:%d\n%s", node, filepath.Join(dir, "data"), port, extraYAML)
+	path := filepath.Join(dir, "agent.yaml")
+	if err := os.WriteFile(path, []byte(cfg), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	p := start(t, node, nil, "agent", "--config", path)
+	return p, client.NewAgent(p.Addr(), &http.Client{Timeout: 10 * time.Second}), dir
+}
+
+func freePort(t *testing.T) int {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	return l.Addr().(*net.TCPAddr).Port
+}
+
+func ctxT(t *testing.T) context.Context {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	t.Cleanup(cancel)
+	return ctx
+}
+
+func lines(path string) []string {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return nil
+	}
+	s := strings.TrimSpace(string(b))
+	if s == "" {
+		return nil
+	}
+	return strings.Split(s, "\n")
+}
