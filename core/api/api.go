@@ -1,0 +1,169 @@
+// Package api serves the core's REST API (DESIGN.md §5): clusters, nodes,
+// actions and their approval, the event log and its live stream, and API
+// tokens. Every route but /health and /metrics needs a bearer token whose
+// roles grant the route's permission (see core/auth).
+//
+// Every state-changing call runs in one store.Update that changes the record,
+// appends its history and an event naming the caller and its address.
+package api
+
+import (
+	"log/slog"
+	"net/http"
+	"sync"
+
+	"github.com/labstack/echo/v5"
+	"github.com/labstack/echo/v5/middleware"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"github.com/musterhq/muster/core/approval"
+	"github.com/musterhq/muster/core/auth"
+	"github.com/musterhq/muster/core/store"
+)
+
+// Limits of the API.
+const (
+	// MaxBody is the largest request body accepted (413 beyond).
+	MaxBody = 1 << 20
+	// DefaultListLimit and MaxListLimit bound GET /api/v1/actions.
+	DefaultListLimit = 50
+	MaxListLimit     = 500
+	// DefaultEventLimit and MaxEventLimit bound GET /api/v1/events.
+	DefaultEventLimit = 100
+	MaxEventLimit     = 1000
+	// DefaultMaxSSEPerToken caps concurrent event streams of one token when
+	// Config.MaxSSEPerToken is zero.
+	DefaultMaxSSEPerToken = 8
+)
+
+// Config is what the API needs beyond the store.
+type Config struct {
+	// Policy decides which actions need approval and who may approve them.
+	Policy approval.Policy
+	// MaxSSEPerToken caps the concurrent /events/stream connections of one
+	// token (429 beyond). Zero means DefaultMaxSSEPerToken.
+	MaxSSEPerToken int
+	// Gatherer is served on /metrics. Nil serves an empty registry.
+	Gatherer prometheus.Gatherer
+	// Registerer, when set, receives the API's own metrics.
+	Registerer prometheus.Registerer
+}
+
+// Nudger asks the orchestrator for a pass of one cluster now. It must not
+// block: the API calls it after its transaction has committed.
+type Nudger interface {
+	Nudge(clusterID string)
+}
+
+// Server is the core API. Build it with New, serve Handler, and call Close
+// when the HTTP server shuts down so that event streams end.
+type Server struct {
+	cfg   Config
+	st    store.Store
+	nudge Nudger
+	log   *slog.Logger
+	echo  *echo.Echo
+	// perms records the permission of every authenticated route, by
+	// "METHOD path"; public routes map to "".
+	perms map[string]auth.Permission
+
+	mu      sync.Mutex
+	streams map[string]int // open event streams by token name
+	done    chan struct{}  // closed by Close
+	closed  bool
+
+	metrics *metrics
+}
+
+// New builds the API. It starts nothing.
+func New(cfg Config, st store.Store, n Nudger, log *slog.Logger) *Server {
+	if cfg.MaxSSEPerToken <= 0 {
+		cfg.MaxSSEPerToken = DefaultMaxSSEPerToken
+	}
+	if cfg.Policy.Default == "" {
+		cfg.Policy = approval.DefaultPolicy()
+	}
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	s := &Server{
+		cfg:     cfg,
+		st:      st,
+		nudge:   n,
+		log:     log,
+		perms:   map[string]auth.Permission{},
+		streams: map[string]int{},
+		done:    make(chan struct{}),
+		metrics: newMetrics(cfg.Registerer),
+	}
+	e := echo.NewWithConfig(echo.Config{
+		Logger:                       log,
+		HTTPErrorHandler:             s.handleError,
+		NoGroupAutoRegister404Routes: true,
+	})
+	e.Use(s.metrics.middleware)
+	e.Use(middleware.Recover())
+	e.Use(middleware.BodyLimit(MaxBody))
+	s.echo = e
+	s.routes()
+	return s
+}
+
+// Handler returns the http.Handler serving every route.
+func (s *Server) Handler() http.Handler { return s.echo }
+
+// Close ends every open event stream and refuses new ones. Call it when the
+// HTTP server shuts down (for instance with http.Server.RegisterOnShutdown):
+// Shutdown waits for handlers to return, and a stream only returns when its
+// client leaves or the API closes. Close is idempotent.
+func (s *Server) Close() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if !s.closed {
+		s.closed = true
+		close(s.done)
+	}
+}
+
+func (s *Server) routes() {
+	s.public(http.MethodGet, "/health", s.health)
+	gatherer := s.cfg.Gatherer
+	if gatherer == nil {
+		gatherer = prometheus.NewRegistry()
+	}
+	s.public(http.MethodGet, "/metrics", echo.WrapHandler(promhttp.HandlerFor(gatherer, promhttp.HandlerOpts{})))
+
+	s.add(http.MethodGet, "/api/v1/clusters", auth.Read, s.listClusters)
+	s.add(http.MethodGet, "/api/v1/clusters/:cluster", auth.Read, s.showCluster)
+	s.add(http.MethodPost, "/api/v1/clusters/:cluster/orchestrate", auth.Orchestrate, s.orchestrate)
+	s.add(http.MethodGet, "/api/v1/nodes", auth.Read, s.listNodes)
+
+	s.add(http.MethodGet, "/api/v1/actions", auth.Read, s.listActions)
+	s.add(http.MethodPost, "/api/v1/actions", auth.Create, s.createAction)
+	s.add(http.MethodGet, "/api/v1/actions/:id", auth.Read, s.showAction)
+	s.add(http.MethodPost, "/api/v1/actions/:id/approve", auth.Approve, s.approveAction)
+	s.add(http.MethodPost, "/api/v1/actions/:id/reject", auth.Reject, s.rejectAction)
+	s.add(http.MethodPost, "/api/v1/actions/:id/cancel", auth.Cancel, s.cancelAction)
+	s.add(http.MethodPost, "/api/v1/actions/:id/retry", auth.Retry, s.retryAction)
+
+	s.add(http.MethodGet, "/api/v1/events", auth.Read, s.listEvents)
+	s.add(http.MethodGet, "/api/v1/events/stream", auth.Read, s.streamEvents)
+
+	s.add(http.MethodPost, "/api/v1/tokens", auth.Tokens, s.createToken)
+	s.add(http.MethodGet, "/api/v1/tokens", auth.Tokens, s.listTokens)
+	s.add(http.MethodDelete, "/api/v1/tokens/:name", auth.Tokens, s.revokeToken)
+
+}
+
+// add registers an authenticated route needing permission p.
+func (s *Server) add(method, path string, p auth.Permission, h echo.HandlerFunc) {
+	s.perms[method+" "+path] = p
+	s.echo.Add(method, path, h, s.authenticate, s.authorize(p))
+}
+
+// public registers a route open to anyone.
+func (s *Server) public(method, path string, h echo.HandlerFunc) {
+	s.perms[method+" "+path] = ""
+	s.echo.Add(method, path, h)
+}

@@ -1,0 +1,144 @@
+package api
+
+import (
+	"errors"
+	"fmt"
+	"net/http"
+
+	"github.com/labstack/echo/v5"
+
+	"github.com/musterhq/muster/core/store"
+	"github.com/musterhq/muster/shared/wire"
+)
+
+func (s *Server) health(c *echo.Context) error {
+	return c.JSON(http.StatusOK, wire.Health{Status: "ok"})
+}
+
+func toWireNode(n store.Node) wire.Node {
+	kinds := n.Kinds
+	if kinds == nil {
+		kinds = []string{}
+	}
+	return wire.Node{
+		ClusterID: n.ClusterID, ID: n.ID, Addr: n.Addr, Source: n.Source, Status: n.Status,
+		StatusReason: n.StatusReason, StoreID: n.StoreID, Kinds: kinds, Version: n.Version,
+		LastContact: n.LastContact, UpdatedTS: n.UpdatedTS,
+	}
+}
+
+func toWireCluster(c store.Cluster, nodes []store.Node) wire.Cluster {
+	out := wire.Cluster{ID: c.ID, Status: c.Status, StatusReason: c.StatusReason, UpdatedTS: c.UpdatedTS}
+	for _, n := range nodes {
+		if n.ClusterID != c.ID {
+			continue
+		}
+		out.NodeCounts.Total++
+		switch n.Status {
+		case store.NodeUp:
+			out.NodeCounts.Up++
+		case store.NodeDown:
+			out.NodeCounts.Down++
+		default:
+			out.NodeCounts.Unknown++
+		}
+	}
+	return out
+}
+
+func (s *Server) listClusters(c *echo.Context) error {
+	ctx := c.Request().Context()
+	out := wire.ClusterList{Clusters: []wire.Cluster{}}
+	err := s.st.Read(ctx, func(r store.Reader) error {
+		cs, err := r.Clusters(ctx)
+		if err != nil {
+			return err
+		}
+		nodes, err := r.Nodes(ctx, "")
+		if err != nil {
+			return err
+		}
+		for _, cl := range cs {
+			out.Clusters = append(out.Clusters, toWireCluster(cl, nodes))
+		}
+		return nil
+	})
+	if err != nil {
+		return err
+	}
+	return c.JSON(http.StatusOK, out)
+}
+
+func (s *Server) showCluster(c *echo.Context) error {
+	ctx := c.Request().Context()
+	id := c.Param("cluster")
+	var out wire.Cluster
+	err := s.st.Read(ctx, func(r store.Reader) error {
+		cl, err := r.Cluster(ctx, id)
+		if err != nil {
+			return notFound(err, "cluster %q", id)
+		}
+		nodes, err := r.Nodes(ctx, id)
+		if err != nil {
+			return err
+		}
+		out = toWireCluster(*cl, nodes)
+		out.Nodes = []wire.Node{}
+		for _, n := range nodes {
+			out.Nodes = append(out.Nodes, toWireNode(n))
+		}
+		return nil
+	})
+	if err != nil {
+		return err
+	}
+	return c.JSON(http.StatusOK, out)
+}
+
+func (s *Server) listNodes(c *echo.Context) error {
+	ctx := c.Request().Context()
+	cluster := c.QueryParam("cluster")
+	out := wire.NodeList{Nodes: []wire.Node{}}
+	err := s.st.Read(ctx, func(r store.Reader) error {
+		if cluster != "" {
+			if _, err := r.Cluster(ctx, cluster); err != nil {
+				return notFound(err, "cluster %q", cluster)
+			}
+		}
+		nodes, err := r.Nodes(ctx, cluster)
+		if err != nil {
+			return err
+		}
+		for _, n := range nodes {
+			out.Nodes = append(out.Nodes, toWireNode(n))
+		}
+		return nil
+	})
+	if err != nil {
+		return err
+	}
+	return c.JSON(http.StatusOK, out)
+}
+
+// orchestrate asks for a pass of one cluster now (202); the pass runs later.
+func (s *Server) orchestrate(c *echo.Context) error {
+	ctx := c.Request().Context()
+	id := c.Param("cluster")
+	err := s.st.Read(ctx, func(r store.Reader) error {
+		_, err := r.Cluster(ctx, id)
+		return notFound(err, "cluster %q", id)
+	})
+	if err != nil {
+		return err
+	}
+	s.nudgeCluster(id)
+	return c.JSON(http.StatusAccepted, wire.Accepted{Status: "accepted", Message: "orchestration pass of " + id + " requested"})
+}
+
+// notFound names what was not found; other errors pass unchanged.
+func notFound(err error, format string, args ...any) error {
+	if errors.Is(err, store.ErrNotFound) {
+		return fmt.Errorf("%s: %w", fmt.Sprintf(format, args...), store.ErrNotFound)
+	}
+	return err
+}

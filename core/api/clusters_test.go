@@ -1,0 +1,88 @@
+package api
+
+import (
+	"net/http"
+	"strings"
+	"testing"
+
+	"github.com/musterhq/muster/core/approval"
+	"github.com/musterhq/muster/shared/wire"
+)
+
+func TestClusters(t *testing.T) {
+	t.Parallel()
+	e := setup(t)
+	var l wire.ClusterList
+	e.call(http.MethodGet, "/api/v1/clusters", "viewer", nil, http.StatusOK, &l)
+	if len(l.Clusters) != 2 || l.Clusters[0].ID != "prod" || l.Clusters[1].ID != "stage" {
+		t.Fatalf("clusters %+v", l.Clusters)
+	}
+	if got, want := l.Clusters[0].NodeCounts, (wire.NodeCounts{Total: 2, Up: 1, Down: 1}); got != want {
+		t.Fatalf("prod counts %+v, want %+v", got, want)
+	}
+	if got, want := l.Clusters[1].NodeCounts, (wire.NodeCounts{Total: 1, Unknown: 1}); got != want {
+		t.Fatalf("stage counts %+v, want %+v", got, want)
+	}
+	if l.Clusters[0].Nodes != nil {
+		t.Fatal("the list carries nodes")
+	}
+
+	var c wire.Cluster
+	e.call(http.MethodGet, "/api/v1/clusters/prod", "viewer", nil, http.StatusOK, &c)
+	if c.ID != "prod" || len(c.Nodes) != 2 || c.Nodes[0].ID != "db-1" || strings.Join(c.Nodes[0].Kinds, ",") != kindPing+","+kindSleep {
+		t.Fatalf("show prod %+v", c)
+	}
+	e.fail(http.MethodGet, "/api/v1/clusters/nope", "viewer", nil, http.StatusNotFound)
+
+	var nodes wire.NodeList
+	e.call(http.MethodGet, "/api/v1/nodes", "viewer", nil, http.StatusOK, &nodes)
+	if len(nodes.Nodes) != 3 {
+		t.Fatalf("nodes %+v", nodes)
+	}
+	e.call(http.MethodGet, "/api/v1/nodes?cluster=stage", "viewer", nil, http.StatusOK, &nodes)
+	if len(nodes.Nodes) != 1 || nodes.Nodes[0].ID != "s-1" {
+		t.Fatalf("stage nodes %+v", nodes)
+	}
+	e.fail(http.MethodGet, "/api/v1/nodes?cluster=nope", "viewer", nil, http.StatusNotFound)
+}
+
+func TestOrchestrateNudges(t *testing.T) {
+	t.Parallel()
+	e := setup(t)
+	e.call(http.MethodPost, "/api/v1/clusters/stage/orchestrate", "op", nil, http.StatusAccepted, nil)
+	if e.nudges.count("stage") != 1 {
+		t.Fatal("orchestrate did not nudge")
+	}
+	e.fail(http.MethodPost, "/api/v1/clusters/nope/orchestrate", "op", nil, http.StatusNotFound)
+	if e.nudges.count("nope") != 0 {
+		t.Fatal("an unknown cluster was nudged")
+	}
+}
+
+func TestHealthMetricsAndUnknownRoutes(t *testing.T) {
+	t.Parallel()
+	e := setup(t)
+	var h wire.Health
+	e.call(http.MethodGet, "/health", "", nil, http.StatusOK, &h)
+	if h.Status != "ok" {
+		t.Fatalf("health %+v", h)
+	}
+	e.call(http.MethodGet, "/api/v1/clusters", "viewer", nil, http.StatusOK, nil)
+	status, body := e.do(http.MethodGet, "/metrics", "", nil)
+	if status != http.StatusOK || !strings.Contains(string(body), `muster_core_api_requests_total{code="200",method="GET",route="/api/v1/clusters"}`) {
+		t.Fatalf("metrics: %d %s", status, body)
+	}
+	d := e.fail(http.MethodGet, "/api/v1/nothing", "viewer", nil, http.StatusNotFound)
+	if d.Code != wire.CodeNotFound {
+		t.Fatalf("unknown route envelope %+v", d)
+	}
+	e.fail(http.MethodPut, "/api/v1/actions", "op", nil, http.StatusMethodNotAllowed)
+}
+
+func TestNewDefaults(t *testing.T) {
+	t.Parallel()
+	s := New(Config{}, nil, nil, nil)
+	if s.cfg.MaxSSEPerToken != DefaultMaxSSEPerToken || s.cfg.Policy.Default != approval.Required {
+		t.Fatalf("defaults %+v", s.cfg)
+	}
+}

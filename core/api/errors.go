@@ -1,0 +1,150 @@
+package api
+
+import (
+	"errors"
+	"fmt"
+	"net/http"
+	"strings"
+
+	"github.com/labstack/echo/v5"
+
+	"github.com/musterhq/muster/core/auth"
+	"github.com/musterhq/muster/core/store"
+	"github.com/musterhq/muster/shared/action"
+	"github.com/musterhq/muster/shared/wire"
+)
+
+// Errors of the API, matched with errors.Is. The error handler maps them, and
+// those of core/store, core/auth and shared/action, to a status and a code.
+var (
+	ErrBadRequest    = errors.New("bad request")
+	ErrForbidden     = errors.New("forbidden")
+	ErrWrongState    = errors.New("wrong state")
+	ErrAmbiguous     = errors.New("ambiguous id prefix")
+	ErrUnprocessable = errors.New("unprocessable")
+	ErrTooLarge      = errors.New("request body too large")
+	ErrTooMany       = errors.New("too many requests")
+	ErrConflict      = errors.New("conflict")
+)
+
+// stateError is a call on an action in a state that does not allow it.
+type stateError struct {
+	id    string
+	state action.State
+	what  string
+}
+
+func (e *stateError) Error() string {
+	return fmt.Sprintf("%s: action %s is %s", e.what, e.id, e.state)
+}
+func (e *stateError) Unwrap() error { return ErrWrongState }
+
+func wrongState(r *store.Record, what string) error {
+	return &stateError{id: r.ID, state: r.State, what: what}
+}
+
+// ambiguousError is a prefix that names more than one action.
+type ambiguousError struct {
+	prefix  string
+	matches []string
+}
+
+func (e *ambiguousError) Error() string {
+	return fmt.Sprintf("id prefix %q matches %d actions", e.prefix, len(e.matches))
+}
+func (e *ambiguousError) Unwrap() error { return ErrAmbiguous }
+
+func badRequest(format string, args ...any) error {
+	return fmt.Errorf("%w: "+format, append([]any{ErrBadRequest}, args...)...)
+}
+
+// classify maps an error to its status and code.
+func classify(err error) (int, string) {
+	switch {
+	case errors.Is(err, ErrBadRequest), errors.Is(err, action.ErrInvalid), errors.Is(err, auth.ErrInvalid):
+		return http.StatusBadRequest, wire.CodeBadRequest
+	case errors.Is(err, auth.ErrUnauthenticated):
+		return http.StatusUnauthorized, wire.CodeUnauthorized
+	case errors.Is(err, ErrForbidden):
+		return http.StatusForbidden, wire.CodeForbidden
+	case errors.Is(err, store.ErrNotFound):
+		return http.StatusNotFound, wire.CodeNotFound
+	case errors.Is(err, ErrWrongState), errors.Is(err, ErrAmbiguous), errors.Is(err, ErrConflict),
+		errors.Is(err, store.ErrExists), errors.Is(err, action.ErrTransition):
+		return http.StatusConflict, wire.CodeConflict
+	case errors.Is(err, ErrTooLarge):
+		return http.StatusRequestEntityTooLarge, wire.CodeTooLarge
+	case errors.Is(err, ErrUnprocessable):
+		return http.StatusUnprocessableEntity, wire.CodeUnprocessable
+	case errors.Is(err, ErrTooMany):
+		return http.StatusTooManyRequests, wire.CodeTooMany
+	}
+	switch code := echo.StatusCode(err); code {
+	case http.StatusNotFound:
+		return code, wire.CodeNotFound
+	case http.StatusMethodNotAllowed:
+		return code, wire.CodeBadRequest
+	case http.StatusRequestEntityTooLarge:
+		return code, wire.CodeTooLarge
+	case http.StatusBadRequest:
+		return code, wire.CodeBadRequest
+	case http.StatusUnauthorized:
+		return code, wire.CodeUnauthorized
+	case http.StatusForbidden:
+		return code, wire.CodeForbidden
+	case http.StatusServiceUnavailable:
+		return code, wire.CodeUnavailable
+	}
+	return http.StatusInternalServerError, wire.CodeInternal
+}
+
+// handleError is the one echo error handler: every error answer is the
+// envelope of shared/wire.
+func (s *Server) handleError(c *echo.Context, err error) {
+	if r, _ := echo.UnwrapResponse(c.Response()); r != nil && r.Committed {
+		return
+	}
+	status, code := classify(err)
+	body := wire.ErrorBody{Error: wire.ErrorDetail{Code: code, Message: err.Error()}}
+	switch status {
+	case http.StatusInternalServerError:
+		// The cause goes to the log, not to the caller.
+		s.log.Error("api request failed", "method", c.Request().Method, "path", c.Request().URL.Path, "err", err)
+		body.Error.Message = "internal error"
+	case http.StatusUnauthorized:
+		c.Response().Header().Set("WWW-Authenticate", `Bearer realm="muster"`)
+	}
+	if echo.StatusCode(err) != 0 && !isOurs(err) {
+		// echo's own errors (404 route, 405, 413) carry terse texts.
+		body.Error.Message = strings.ToLower(http.StatusText(status))
+	}
+	var se *stateError
+	if errors.As(err, &se) {
+		body.Error.State = se.state
+	}
+	var ae *ambiguousError
+	if errors.As(err, &ae) {
+		body.Error.Matches = ae.matches
+	}
+	if c.Request().Method == http.MethodHead {
+		err = c.NoContent(status)
+	} else {
+		err = c.JSON(status, body)
+	}
+	if err != nil {
+		s.log.Debug("write error answer", "err", err)
+	}
+}
+
+// isOurs reports whether err carries one of this package's classifications
+// (so its message is meant for the caller).
+func isOurs(err error) bool {
+	for _, e := range []error{ErrBadRequest, ErrForbidden, ErrWrongState, ErrAmbiguous, ErrUnprocessable,
+		ErrTooLarge, ErrTooMany, ErrConflict, store.ErrNotFound, store.ErrExists, auth.ErrUnauthenticated,
+		auth.ErrInvalid, action.ErrInvalid} {
+		if errors.Is(err, e) {
+			return true
+		}
+	}
+	return false
+}

@@ -1,0 +1,277 @@
+package api
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"strconv"
+	"time"
+
+	"github.com/labstack/echo/v5"
+
+	"github.com/musterhq/muster/core/store"
+	"github.com/musterhq/muster/shared/wire"
+)
+
+// streamBatch is how many events a stream reads from the store at a time.
+const streamBatch = 500
+
+// KeepAlive is how often an idle event stream sends a comment line, so that
+// proxies keep it open and a vanished client is noticed.
+var KeepAlive = 15 * time.Second
+
+func toWireEvent(e store.Event) wire.Event {
+	return wire.Event{
+		Seq: e.Seq, TS: e.TS, Type: e.Type, Actor: e.Actor, ClientAddr: e.ClientAddr,
+		ClusterID: e.ClusterID, NodeID: e.NodeID, ActionID: e.ActionID, Message: e.Message, Data: e.Data,
+	}
+}
+
+// eventFilter keeps the events a caller asked for (?action_id=, ?cluster=).
+type eventFilter struct{ actionID, clusterID string }
+
+func newEventFilter(c *echo.Context) eventFilter {
+	return eventFilter{actionID: c.QueryParam("action_id"), clusterID: c.QueryParam("cluster")}
+}
+
+func (f eventFilter) keep(e *store.Event) bool {
+	return (f.actionID == "" || e.ActionID == f.actionID) && (f.clusterID == "" || e.ClusterID == f.clusterID)
+}
+
+func parseSeq(name, v string) (int64, error) {
+	n, err := strconv.ParseInt(v, 10, 64)
+	if err != nil || n < 0 {
+		return 0, badRequest("%s must be a non-negative event sequence number, not %q", name, v)
+	}
+	return n, nil
+}
+
+// listEvents answers GET /api/v1/events?since=&limit=: events with a sequence
+// number above since, oldest first.
+func (s *Server) listEvents(c *echo.Context) error {
+	var since int64
+	var err error
+	if v := c.QueryParam("since"); v != "" {
+		if since, err = parseSeq("since", v); err != nil {
+			return err
+		}
+	}
+	limit := DefaultEventLimit
+	if v := c.QueryParam("limit"); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 1 {
+			return badRequest("limit must be a positive integer, not %q", v)
+		}
+		limit = min(n, MaxEventLimit)
+	}
+	f := newEventFilter(c)
+	ctx := c.Request().Context()
+	var evs []store.Event
+	if err := s.st.Read(ctx, func(r store.Reader) error {
+		var err error
+		evs, err = r.Events(ctx, since, limit)
+		return err
+	}); err != nil {
+		return err
+	}
+	out := wire.EventList{Events: []wire.Event{}, Next: since}
+	for i := range evs {
+		out.Next = evs[i].Seq
+		if f.keep(&evs[i]) {
+			out.Events = append(out.Events, toWireEvent(evs[i]))
+		}
+	}
+	return c.JSON(http.StatusOK, out)
+}
+
+// latestSeq returns the sequence number of the newest event (0 when there is
+// none) with O(log n) indexed reads: "is there an event after k" is monotone
+// in k, so a galloping then binary search finds the last k for which it holds.
+func latestSeq(ctx context.Context, r store.Reader) (int64, error) {
+	// firstAfter returns the seq of the first event after k, if any.
+	firstAfter := func(k int64) (int64, bool, error) {
+		evs, err := r.Events(ctx, k, 1)
+		if err != nil || len(evs) == 0 {
+			return 0, false, err
+		}
+		return evs[0].Seq, true, nil
+	}
+	lo, ok, err := firstAfter(0)
+	if err != nil || !ok {
+		return 0, err
+	}
+	// Invariant: an event exists at lo; none exists after hi.
+	var hi int64
+	for step := int64(1); ; step *= 2 {
+		next, ok, err := firstAfter(lo + step)
+		if err != nil {
+			return 0, err
+		}
+		if !ok {
+			hi = lo + step
+			break
+		}
+		lo = next
+	}
+	for lo < hi {
+		mid := lo + (hi-lo+1)/2
+		next, ok, err := firstAfter(mid - 1)
+		if err != nil {
+			return 0, err
+		}
+		if ok {
+			lo = next // next >= mid > lo
+		} else {
+			hi = mid - 1
+		}
+	}
+	return lo, nil
+}
+
+// acquireStream counts one more stream for a token, or refuses it.
+func (s *Server) acquireStream(name string) (release func(), err error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed {
+		return nil, echo.ErrServiceUnavailable
+	}
+	if s.streams[name] >= s.cfg.MaxSSEPerToken {
+		return nil, fmt.Errorf("%w: token %s already has %d event streams open", ErrTooMany, name, s.streams[name])
+	}
+	s.streams[name]++
+	s.metrics.streams.Inc()
+	return func() {
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		if s.streams[name]--; s.streams[name] <= 0 {
+			delete(s.streams, name)
+		}
+		s.metrics.streams.Dec()
+	}, nil
+}
+
+// streamEvents answers GET /api/v1/events/stream with Server-Sent Events.
+// Each event is one SSE message whose id is its sequence number and whose
+// data is the event as JSON. It starts after Last-Event-ID (the header a
+// reconnecting EventSource sends), else after ?since=, else with the events
+// appended after the connection was made. Headers are sent only once that
+// starting point is fixed, so a client that has them misses nothing that
+// follows. The stream ends when the client leaves or the API closes.
+func (s *Server) streamEvents(c *echo.Context) error {
+	ctx := c.Request().Context()
+	start := c.Request().Header.Get("Last-Event-ID")
+	name := "Last-Event-ID"
+	if start == "" {
+		start, name = c.QueryParam("since"), "since"
+	}
+	var since int64 = -1
+	if start != "" {
+		n, err := parseSeq(name, start)
+		if err != nil {
+			return err
+		}
+		since = n
+	}
+	f := newEventFilter(c)
+	release, err := s.acquireStream(caller(c).Name)
+	if err != nil {
+		return err
+	}
+	defer release()
+
+	// Subscribe before reading the starting point: a commit in between
+	// is then signalled, and read from the store.
+	notify, unsubscribe := s.st.Subscribe()
+	defer unsubscribe()
+	if since < 0 {
+		if err := s.st.Read(ctx, func(r store.Reader) error {
+			var err error
+			since, err = latestSeq(ctx, r)
+			return err
+		}); err != nil {
+			return err
+		}
+	}
+
+	w := c.Response()
+	h := w.Header()
+	h.Set("Content-Type", "text/event-stream")
+	h.Set("Cache-Control", "no-cache")
+	h.Set("Connection", "keep-alive")
+	h.Set("X-Accel-Buffering", "no")
+	w.WriteHeader(http.StatusOK)
+	rc := http.NewResponseController(w)
+	if _, err := fmt.Fprint(w, ": stream open\n\n"); err != nil {
+		return nil
+	}
+	if err := rc.Flush(); err != nil {
+		return nil
+	}
+
+	keepAlive := time.NewTicker(KeepAlive)
+	defer keepAlive.Stop()
+	for {
+		var err error
+		since, err = s.sendEvents(ctx, w, f, since)
+		if err != nil {
+			// The client left, or the store failed mid-stream: the status is
+			// sent already, so all that is left is to end the stream.
+			if ctx.Err() == nil {
+				s.log.Debug("event stream ended", "err", err)
+			}
+			return nil
+		}
+		if err := rc.Flush(); err != nil {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-s.done:
+			return nil
+		case <-notify:
+		case <-keepAlive.C:
+			if _, err := fmt.Fprint(w, ": keep-alive\n\n"); err != nil {
+				return nil
+			}
+		}
+	}
+}
+
+// sendEvents writes every event after since and returns the last seq written.
+func (s *Server) sendEvents(ctx context.Context, w http.ResponseWriter, f eventFilter, since int64) (int64, error) {
+	for {
+		var evs []store.Event
+		if err := s.st.Read(ctx, func(r store.Reader) error {
+			var err error
+			evs, err = r.Events(ctx, since, streamBatch)
+			return err
+		}); err != nil {
+			return since, err
+		}
+		for i := range evs {
+			since = evs[i].Seq
+			if !f.keep(&evs[i]) {
+				continue
+			}
+			b, err := json.Marshal(toWireEvent(evs[i]))
+			if err != nil {
+				return since, err
+			}
+			if _, err := fmt.Fprintf(w, "id: %d\ndata: %s\n\n", evs[i].Seq, b); err != nil {
+				return since, err
+			}
+		}
+		if len(evs) < streamBatch {
+			return since, nil
+		}
+	}
+}
+
+// openStreams returns how many event streams a token has open.
+func (s *Server) openStreams(name string) int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.streams[name]
+}

@@ -1,0 +1,179 @@
+package api
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"strings"
+	"testing"
+
+	"github.com/musterhq/muster/shared/wire"
+)
+
+// The callers of the role table: no token, then one token per role.
+var callers = []string{"none", "viewer", "op", "appr", "admin"}
+
+// roleTable gives, for every route, the status each caller gets when the
+// request is otherwise valid: 401 without a token, 403 without the
+// permission, the route's success status with it. Every registered route must
+// have a line here (TestRoleTable fails otherwise).
+var roleTable = map[string][5]int{ //        none viewer  op   appr admin
+	"GET /health":                                {200, 200, 200, 200, 200},
+	"GET /metrics":                               {200, 200, 200, 200, 200},
+	"GET /api/v1/clusters":                       {401, 200, 200, 200, 200},
+	"GET /api/v1/clusters/:cluster":              {401, 200, 200, 200, 200},
+	"POST /api/v1/clusters/:cluster/orchestrate": {401, 403, 202, 403, 202},
+	"GET /api/v1/nodes":                          {401, 200, 200, 200, 200},
+	"GET /api/v1/actions":                        {401, 200, 200, 200, 200},
+	"POST /api/v1/actions":                       {401, 403, 201, 403, 201},
+	"GET /api/v1/actions/:id":                    {401, 200, 200, 200, 200},
+	"POST /api/v1/actions/:id/approve":           {401, 403, 403, 200, 200},
+	"POST /api/v1/actions/:id/reject":            {401, 403, 403, 200, 200},
+	"POST /api/v1/actions/:id/cancel":            {401, 403, 200, 403, 200},
+	"POST /api/v1/actions/:id/retry":             {401, 403, 201, 403, 201},
+	"GET /api/v1/events":                         {401, 200, 200, 200, 200},
+	"GET /api/v1/events/stream":                  {401, 200, 200, 200, 200},
+	"POST /api/v1/tokens":                        {401, 403, 403, 403, 201},
+	"GET /api/v1/tokens":                         {401, 403, 403, 403, 200},
+	"DELETE /api/v1/tokens/:name":                {401, 403, 403, 403, 204},
+}
+
+// fixture makes what one call of a route needs (a fresh action in the right
+// state, a token to revoke...) and returns the concrete path and body.
+func (e *env) fixture(route string, n int) (string, any) {
+	_, path, _ := strings.Cut(route, " ")
+	path = strings.ReplaceAll(path, ":cluster", "prod")
+	body := any(nil)
+	switch route {
+	case "POST /api/v1/actions":
+		body = wire.CreateActionRequest{ClusterID: "prod", NodeID: "db-1", Kind: kindPing}
+	case "GET /api/v1/actions/:id", "POST /api/v1/actions/:id/approve",
+		"POST /api/v1/actions/:id/reject", "POST /api/v1/actions/:id/cancel":
+		a := e.create("op", wire.CreateActionRequest{})
+		path = strings.ReplaceAll(path, ":id", a.ID)
+	case "POST /api/v1/actions/:id/retry":
+		a := e.create("op", wire.CreateActionRequest{})
+		e.call(http.MethodPost, "/api/v1/actions/"+a.ID+"/cancel", "op", nil, http.StatusOK, nil)
+		path = strings.ReplaceAll(path, ":id", a.ID)
+	case "POST /api/v1/tokens":
+		body = wire.CreateTokenRequest{Name: fmt.Sprintf("new-%d", n), Roles: []string{"viewer"}}
+	case "DELETE /api/v1/tokens/:name":
+		name := fmt.Sprintf("gone-%d", n)
+		e.call(http.MethodPost, "/api/v1/tokens", "admin", wire.CreateTokenRequest{Name: name, Roles: []string{"viewer"}}, http.StatusCreated, nil)
+		path = strings.ReplaceAll(path, ":name", name)
+	}
+	return path, body
+}
+
+func TestRoleTable(t *testing.T) {
+	t.Parallel()
+	e := setup(t)
+	registered := map[string]bool{}
+	for _, r := range e.srv.echo.Router().Routes() {
+		key := r.Method + " " + r.Path
+		registered[key] = true
+		if _, ok := roleTable[key]; !ok {
+			t.Errorf("route %s has no line in the role table", key)
+		}
+		if _, ok := e.srv.perms[key]; !ok {
+			t.Errorf("route %s was registered without a permission", key)
+		}
+	}
+	for key := range roleTable {
+		if !registered[key] {
+			t.Errorf("the role table names %s, which is not registered", key)
+		}
+	}
+	if t.Failed() {
+		t.FailNow()
+	}
+	n := 0
+	for route, want := range roleTable {
+		for i, who := range callers {
+			n++
+			t.Run(fmt.Sprintf("%s as %s", route, who), func(t *testing.T) {
+				path, body := e.fixture(route, n)
+				method, _, _ := strings.Cut(route, " ")
+				if who == "none" {
+					who = ""
+				}
+				if route == "GET /api/v1/events/stream" {
+					if got := streamStatus(t, e, path, who); got != want[i] {
+						t.Fatalf("status %d, want %d", got, want[i])
+					}
+					return
+				}
+				status, b := e.do(method, path, who, body)
+				if status != want[i] {
+					t.Fatalf("status %d (%s), want %d", status, b, want[i])
+				}
+			})
+		}
+	}
+}
+
+// streamStatus opens the event stream and returns its status without waiting
+// for events.
+func streamStatus(t *testing.T, e *env, path, who string) int {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, e.ts.URL+path, nil)
+	if who != "" {
+		req.Header.Set("Authorization", "Bearer "+e.secrets[who])
+	}
+	resp, err := e.ts.Client().Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	return resp.StatusCode
+}
+
+func TestUnauthenticated(t *testing.T) {
+	t.Parallel()
+	e := setup(t)
+	revoked := e.secrets["viewer"]
+	e.call(http.MethodDelete, "/api/v1/tokens/viewer", "admin", nil, http.StatusNoContent, nil)
+	for name, header := range map[string]string{
+		"missing":      "",
+		"not bearer":   "Basic " + e.secrets["op"],
+		"no secret":    "Bearer",
+		"malformed":    "Bearer not-a-token",
+		"unknown":      "Bearer mst_AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA",
+		"revoked":      "Bearer " + revoked,
+		"truncated":    "Bearer " + e.secrets["op"][:20],
+		"with garbage": "Bearer " + e.secrets["op"] + "x",
+	} {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			req, _ := http.NewRequest(http.MethodGet, e.ts.URL+"/api/v1/actions", nil)
+			if header != "" {
+				req.Header.Set("Authorization", header)
+			}
+			resp, err := e.ts.Client().Do(req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer resp.Body.Close()
+			if resp.StatusCode != http.StatusUnauthorized {
+				t.Fatalf("status %d, want 401", resp.StatusCode)
+			}
+			if resp.Header.Get("WWW-Authenticate") == "" {
+				t.Error("401 without WWW-Authenticate")
+			}
+			var env wire.ErrorBody
+			b, _ := io.ReadAll(resp.Body)
+			if err := json.Unmarshal(b, &env); err != nil || env.Error.Code != wire.CodeUnauthorized {
+				t.Fatalf("body %s is not the unauthorized envelope", b)
+			}
+			if strings.Contains(string(b), "mst_") {
+				t.Fatalf("the answer repeats the token: %s", b)
+			}
+		})
+	}
+	// The valid token still works.
+	e.call(http.MethodGet, "/api/v1/actions", "op", nil, http.StatusOK, nil)
+}

@@ -1,0 +1,314 @@
+package client
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"strconv"
+	"strings"
+
+	"github.com/musterhq/muster/shared/action"
+	"github.com/musterhq/muster/shared/wire"
+)
+
+// Core calls the core's API with a bearer token.
+type Core struct {
+	base  string
+	token string
+	http  *http.Client
+}
+
+// NewCore returns a client for the core at addr ("host:port" or a URL),
+// authenticating with token. A nil hc uses a client without a timeout;
+// callers pass contexts (an event stream has no end).
+func NewCore(addr, token string, hc *http.Client) *Core {
+	if hc == nil {
+		hc = &http.Client{}
+	}
+	return &Core{base: BaseURL(addr), token: token, http: hc}
+}
+
+// Addr returns the base URL the client talks to.
+func (c *Core) Addr() string { return c.base }
+
+func (c *Core) call(ctx context.Context, method, path string, in, out any) (int, error) {
+	return doWith(ctx, c.http, method, c.base+path, c.token, in, out)
+}
+
+// Health calls GET /health.
+func (c *Core) Health(ctx context.Context) error {
+	_, err := c.call(ctx, http.MethodGet, "/health", nil, nil)
+	return err
+}
+
+// Clusters calls GET /api/v1/clusters.
+func (c *Core) Clusters(ctx context.Context) ([]wire.Cluster, error) {
+	var out wire.ClusterList
+	_, err := c.call(ctx, http.MethodGet, "/api/v1/clusters", nil, &out)
+	return out.Clusters, err
+}
+
+// Cluster calls GET /api/v1/clusters/{id}: the cluster with its nodes.
+func (c *Core) Cluster(ctx context.Context, id string) (*wire.Cluster, error) {
+	var out wire.Cluster
+	_, err := c.call(ctx, http.MethodGet, "/api/v1/clusters/"+url.PathEscape(id), nil, &out)
+	return &out, err
+}
+
+// Orchestrate calls POST /api/v1/clusters/{id}/orchestrate: a pass soon.
+func (c *Core) Orchestrate(ctx context.Context, id string) error {
+	_, err := c.call(ctx, http.MethodPost, "/api/v1/clusters/"+url.PathEscape(id)+"/orchestrate", nil, nil)
+	return err
+}
+
+// Nodes calls GET /api/v1/nodes, for one cluster or ("") all of them.
+func (c *Core) Nodes(ctx context.Context, cluster string) ([]wire.Node, error) {
+	q := url.Values{}
+	if cluster != "" {
+		q.Set("cluster", cluster)
+	}
+	var out wire.NodeList
+	_, err := c.call(ctx, http.MethodGet, "/api/v1/nodes"+query(q), nil, &out)
+	return out.Nodes, err
+}
+
+// ActionFilter selects, orders and pages GET /api/v1/actions. Zero fields
+// do not filter.
+type ActionFilter struct {
+	Cluster string
+	Node    string
+	States  []action.State
+	Kinds   []string
+	// Sort is like "created_ts:desc,id:asc".
+	Sort   string
+	Limit  int
+	Marker string
+}
+
+func (f ActionFilter) values() url.Values {
+	q := url.Values{}
+	set := func(k, v string) {
+		if v != "" {
+			q.Set(k, v)
+		}
+	}
+	set("cluster", f.Cluster)
+	set("node", f.Node)
+	states := make([]string, len(f.States))
+	for i, s := range f.States {
+		states[i] = string(s)
+	}
+	set("state", strings.Join(states, ","))
+	set("kind", strings.Join(f.Kinds, ","))
+	set("sort", f.Sort)
+	set("marker", f.Marker)
+	if f.Limit > 0 {
+		q.Set("limit", strconv.Itoa(f.Limit))
+	}
+	return q
+}
+
+// Actions calls GET /api/v1/actions: one page.
+func (c *Core) Actions(ctx context.Context, f ActionFilter) (*wire.ActionList, error) {
+	var out wire.ActionList
+	_, err := c.call(ctx, http.MethodGet, "/api/v1/actions"+query(f.values()), nil, &out)
+	return &out, err
+}
+
+// CreateAction calls POST /api/v1/actions.
+func (c *Core) CreateAction(ctx context.Context, req *wire.CreateActionRequest) (*action.Action, error) {
+	var out action.Action
+	_, err := c.call(ctx, http.MethodPost, "/api/v1/actions", req, &out)
+	return &out, err
+}
+
+// Action calls GET /api/v1/actions/{id}: ref is an id or a unique prefix of
+// at least 8 characters. The answer carries the history.
+func (c *Core) Action(ctx context.Context, ref string) (*action.Action, error) {
+	var out action.Action
+	_, err := c.call(ctx, http.MethodGet, "/api/v1/actions/"+url.PathEscape(ref), nil, &out)
+	return &out, err
+}
+
+func (c *Core) actionCall(ctx context.Context, ref, verb string) (*action.Action, int, error) {
+	var out action.Action
+	status, err := c.call(ctx, http.MethodPost, "/api/v1/actions/"+url.PathEscape(ref)+"/"+verb, nil, &out)
+	return &out, status, err
+}
+
+// Approve calls POST /api/v1/actions/{id}/approve.
+func (c *Core) Approve(ctx context.Context, ref string) (*action.Action, error) {
+	a, _, err := c.actionCall(ctx, ref, "approve")
+	return a, err
+}
+
+// Reject calls POST /api/v1/actions/{id}/reject.
+func (c *Core) Reject(ctx context.Context, ref string) (*action.Action, error) {
+	a, _, err := c.actionCall(ctx, ref, "reject")
+	return a, err
+}
+
+// Cancel calls POST /api/v1/actions/{id}/cancel. requested is true when the
+// agent holds the action and the cancel was only requested (202); false
+// when the action was cancelled at once.
+func (c *Core) Cancel(ctx context.Context, ref string) (a *action.Action, requested bool, err error) {
+	a, status, err := c.actionCall(ctx, ref, "cancel")
+	return a, status == http.StatusAccepted, err
+}
+
+// Retry calls POST /api/v1/actions/{id}/retry and returns the new action.
+func (c *Core) Retry(ctx context.Context, ref string) (*action.Action, error) {
+	a, _, err := c.actionCall(ctx, ref, "retry")
+	return a, err
+}
+
+// EventFilter narrows the event log and its stream. Zero fields do not filter.
+type EventFilter struct {
+	ActionID string
+	Cluster  string
+}
+
+func (f EventFilter) values() url.Values {
+	q := url.Values{}
+	if f.ActionID != "" {
+		q.Set("action_id", f.ActionID)
+	}
+	if f.Cluster != "" {
+		q.Set("cluster", f.Cluster)
+	}
+	return q
+}
+
+// Events calls GET /api/v1/events: up to limit events after since.
+func (c *Core) Events(ctx context.Context, since int64, limit int, f EventFilter) (*wire.EventList, error) {
+	q := f.values()
+	q.Set("since", strconv.FormatInt(since, 10))
+	if limit > 0 {
+		q.Set("limit", strconv.Itoa(limit))
+	}
+	var out wire.EventList
+	_, err := c.call(ctx, http.MethodGet, "/api/v1/events"+query(q), nil, &out)
+	return &out, err
+}
+
+// CreateToken calls POST /api/v1/tokens. The answer carries the secret, the
+// only time it is ever shown.
+func (c *Core) CreateToken(ctx context.Context, name string, roles []string) (*wire.TokenSecret, error) {
+	var out wire.TokenSecret
+	_, err := c.call(ctx, http.MethodPost, "/api/v1/tokens", wire.CreateTokenRequest{Name: name, Roles: roles}, &out)
+	return &out, err
+}
+
+// Tokens calls GET /api/v1/tokens.
+func (c *Core) Tokens(ctx context.Context) ([]wire.Token, error) {
+	var out wire.TokenList
+	_, err := c.call(ctx, http.MethodGet, "/api/v1/tokens", nil, &out)
+	return out.Tokens, err
+}
+
+// RevokeToken calls DELETE /api/v1/tokens/{name}.
+func (c *Core) RevokeToken(ctx context.Context, name string) error {
+	_, err := c.call(ctx, http.MethodDelete, "/api/v1/tokens/"+url.PathEscape(name), nil, nil)
+	return err
+}
+
+func query(q url.Values) string {
+	if len(q) == 0 {
+		return ""
+	}
+	return "?" + q.Encode()
+}
+
+// Stream opens GET /api/v1/events/stream. With since < 0 it delivers the
+// events appended after it returns; otherwise those after since (sent as
+// Last-Event-ID, as a reconnecting EventSource would). When Stream returns,
+// the core has fixed the starting point: nothing appended later is missed.
+// The stream ends when ctx ends or Close is called.
+func (c *Core) Stream(ctx context.Context, since int64, f EventFilter) (*EventStream, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, c.base+"/api/v1/events/stream"+query(f.values()), nil)
+	if err != nil {
+		return nil, err
+	}
+	req.Header.Set("Accept", "text/event-stream")
+	req.Header.Set("Authorization", "Bearer "+c.token)
+	if since >= 0 {
+		req.Header.Set("Last-Event-ID", strconv.FormatInt(since, 10))
+	}
+	resp, err := c.http.Do(req)
+	if err != nil {
+		return nil, err
+	}
+	if resp.StatusCode != http.StatusOK {
+		defer resp.Body.Close()
+		return nil, decodeError(resp)
+	}
+	if ct := resp.Header.Get("Content-Type"); !strings.HasPrefix(ct, "text/event-stream") {
+		resp.Body.Close()
+		return nil, fmt.Errorf("event stream: unexpected content type %q", ct)
+	}
+	return &EventStream{body: resp.Body, r: bufio.NewReader(resp.Body), last: since}, nil
+}
+
+// EventStream reads Server-Sent Events from the core. It is not safe for
+// concurrent use; Close may be called from another goroutine to end Next.
+type EventStream struct {
+	body io.ReadCloser
+	r    *bufio.Reader
+	last int64
+}
+
+// ErrStreamClosed is returned by Next once the stream has ended.
+var ErrStreamClosed = errors.New("event stream closed")
+
+// LastID returns the sequence number of the last event read (what to pass
+// as since to resume).
+func (s *EventStream) LastID() int64 { return s.last }
+
+// Close ends the stream.
+func (s *EventStream) Close() error { return s.body.Close() }
+
+// Next blocks until the next event arrives and returns it. When the server
+// ends the stream it returns an error wrapping ErrStreamClosed.
+func (s *EventStream) Next() (*wire.Event, error) {
+	var data []string
+	var id string
+	for {
+		line, err := s.r.ReadString('\n')
+		if err != nil {
+			return nil, fmt.Errorf("%w: %v", ErrStreamClosed, err)
+		}
+		line = strings.TrimRight(line, "\r\n")
+		if line == "" { // end of one message
+			if len(data) == 0 {
+				id = ""
+				continue
+			}
+			var ev wire.Event
+			if err := json.Unmarshal([]byte(strings.Join(data, "\n")), &ev); err != nil {
+				return nil, fmt.Errorf("event stream: decode event %s: %w", id, err)
+			}
+			if n, err := strconv.ParseInt(id, 10, 64); err == nil {
+				s.last = n
+			} else {
+				s.last = ev.Seq
+			}
+			return &ev, nil
+		}
+		if strings.HasPrefix(line, ":") { // comment (keep-alive)
+			continue
+		}
+		field, value, _ := strings.Cut(line, ":")
+		value = strings.TrimPrefix(value, " ")
+		switch field {
+		case "data":
+			data = append(data, value)
+		case "id":
+			id = value
+		}
+	}
+}
