@@ -15,7 +15,7 @@ import (
 	"github.com/musterhq/muster/shared/wire"
 )
 
-func noApproval(c *Config) { c.Policy.Default = approval.None }
+func noApproval(c *Config)   { c.Policy.Default = approval.None }
 func selfApproval(c *Config) { c.Policy.SelfApproval = true }
 
 func TestCreateNeedsApproval(t *testing.T) {
