@@ -1,0 +1,77 @@
+package orchestrate
+
+import (
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/musterhq/muster/core/store"
+)
+
+// metrics are the orchestrator's Prometheus series.
+type metrics struct {
+	passes    *prometheus.CounterVec
+	duration  prometheus.Histogram
+	nodeSyncs *prometheus.CounterVec
+	pushes    *prometheus.CounterVec
+	changes   prometheus.Counter
+	expired   prometheus.Counter
+}
+
+func newMetrics(reg prometheus.Registerer, st store.Store) (*metrics, error) {
+	m := &metrics{
+		passes: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "muster_core_orchestrate_passes_total",
+			Help: "Cluster passes by result: idle (wrote nothing), wrote, or error.",
+		}, []string{"result"}),
+		duration: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Name:    "muster_core_orchestrate_pass_duration_seconds",
+			Help:    "Duration of one cluster pass.",
+			Buckets: prometheus.ExponentialBuckets(0.005, 2, 12),
+		}),
+		nodeSyncs: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "muster_core_orchestrate_node_syncs_total",
+			Help: "Node syncs by resulting node status.",
+		}, []string{"status"}),
+		pushes: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "muster_core_orchestrate_pushes_total",
+			Help: "Actions pushed to agents, by the agent's HTTP status (error: no answer).",
+		}, []string{"status"}),
+		changes: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "muster_core_orchestrate_changes_total",
+			Help: "Records, nodes and clusters written by passes.",
+		}),
+		expired: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "muster_core_orchestrate_approvals_expired_total",
+			Help: "Actions cancelled because their approval expired.",
+		}),
+	}
+	if reg == nil {
+		return m, nil
+	}
+	rows := prometheus.NewCounterFunc(prometheus.CounterOpts{
+		Name: "muster_core_store_rows_written_total",
+		Help: "Rows inserted, updated or deleted in the core store since it opened.",
+	}, func() float64 { return float64(st.RowsWritten()) })
+	for _, c := range []prometheus.Collector{m.passes, m.duration, m.nodeSyncs, m.pushes, m.changes, m.expired, rows} {
+		if err := reg.Register(c); err != nil {
+			return nil, err
+		}
+	}
+	return m, nil
+}
+
+func (m *metrics) observePass(d time.Duration, rep Report, err error) {
+	m.duration.Observe(d.Seconds())
+	switch {
+	case err != nil:
+		m.passes.WithLabelValues("error").Inc()
+	case rep.Changes > 0:
+		m.passes.WithLabelValues("wrote").Inc()
+	default:
+		m.passes.WithLabelValues("idle").Inc()
+	}
+	m.changes.Add(float64(rep.Changes))
+	m.nodeSyncs.WithLabelValues(store.NodeUp).Add(float64(rep.Nodes - rep.Down))
+	m.nodeSyncs.WithLabelValues(store.NodeDown).Add(float64(rep.Down))
+}

@@ -1,0 +1,431 @@
+// Package orchestrate is the only part of the core that talks to agents. A
+// pass of one cluster (DESIGN.md §5) pulls every node's changed actions,
+// reconciles them with the core's records (the agent wins every conflict),
+// pushes PENDING_SCHEDULE actions and pending cancels, and commits all of it
+// in one transaction, or nothing when nothing changed.
+//
+// The Orchestrator schedules passes: every cluster every Interval (with
+// jitter) on a bounded pool, never two passes of one cluster at once, and an
+// early pass when a cluster is nudged. It also expires approvals.
+package orchestrate
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"math/rand/v2"
+	"net/http"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/musterhq/muster/core/store"
+	"github.com/musterhq/muster/shared/action"
+)
+
+// Config tunes the orchestrator. Zero fields take the DefaultConfig values.
+type Config struct {
+	// Interval between two passes of one cluster; each wait is jittered ±10%.
+	Interval time.Duration
+	// Workers bounds the passes running at once, over all clusters.
+	Workers int
+	// MaxQueuedPerNode bounds the NEW and RUNNING actions of one agent.
+	MaxQueuedPerNode int
+	// FullSyncEvery: every this many passes, a cluster's passes list every
+	// record of every agent and compare id sets (LOST detection).
+	FullSyncEvery int
+	// AgentTimeout bounds every request to an agent.
+	AgentTimeout time.Duration
+	// ApprovalTTL: a PENDING_APPROVE action older than this is CANCELLED
+	// with reason "expired". Zero disables the sweep.
+	ApprovalTTL time.Duration
+	// SweepEvery is the period of the approval-expiry sweep (default Interval).
+	SweepEvery time.Duration
+	// NodeConcurrency bounds the nodes of one pass synced at once.
+	NodeConcurrency int
+	// PageSize is the limit of one GET actions page.
+	PageSize int
+	// Debounce delays a nudged pass so that a burst of nudges makes one pass.
+	Debounce time.Duration
+	// HTTPClient reaches the agents (with the agents' TLS settings). Nil
+	// uses a plain client; requests carry their own timeouts.
+	HTTPClient *http.Client
+	// Scheme is put before agent addresses that have none: "http" (default)
+	// or "https".
+	Scheme string
+}
+
+// DefaultConfig returns the defaults of DESIGN.md §6.
+func DefaultConfig() Config {
+	return Config{
+		Interval:         10 * time.Second,
+		Workers:          8,
+		MaxQueuedPerNode: 16,
+		FullSyncEvery:    6,
+		AgentTimeout:     5 * time.Second,
+		ApprovalTTL:      24 * time.Hour,
+		NodeConcurrency:  16,
+		PageSize:         500,
+		Debounce:         50 * time.Millisecond,
+		Scheme:           "http",
+	}
+}
+
+func (c *Config) fill() {
+	d := DefaultConfig()
+	if c.Interval <= 0 {
+		c.Interval = d.Interval
+	}
+	if c.Workers <= 0 {
+		c.Workers = d.Workers
+	}
+	if c.MaxQueuedPerNode <= 0 {
+		c.MaxQueuedPerNode = d.MaxQueuedPerNode
+	}
+	if c.FullSyncEvery <= 0 {
+		c.FullSyncEvery = d.FullSyncEvery
+	}
+	if c.AgentTimeout <= 0 {
+		c.AgentTimeout = d.AgentTimeout
+	}
+	if c.SweepEvery <= 0 {
+		c.SweepEvery = c.Interval
+	}
+	if c.NodeConcurrency <= 0 {
+		c.NodeConcurrency = d.NodeConcurrency
+	}
+	if c.PageSize <= 0 {
+		c.PageSize = d.PageSize
+	}
+	if c.Debounce <= 0 {
+		c.Debounce = d.Debounce
+	}
+	if c.Scheme == "" {
+		c.Scheme = d.Scheme
+	}
+}
+
+// Errors of the service.
+var (
+	ErrStarted = errors.New("orchestrator already started")
+	ErrStopped = errors.New("orchestrator stopped")
+)
+
+// Orchestrator runs passes. Build it with New, run it with Start, end it with
+// Stop. Pass and ExpireApprovals may also be called directly.
+type Orchestrator struct {
+	cfg     Config
+	st      store.Store
+	log     *slog.Logger
+	hc      *http.Client
+	metrics *metrics
+
+	mu       sync.Mutex
+	clusters map[string]*clusterState
+	nudged   map[string]bool
+	state    int // 0 new, 1 started, 2 stopped
+	cancel   context.CancelFunc
+	wg       sync.WaitGroup
+
+	wake chan struct{}
+}
+
+// clusterState is what the orchestrator keeps in memory about a cluster
+// between passes. mu is held by a pass.
+type clusterState struct {
+	id          string
+	mu          sync.Mutex
+	passes      int
+	lastContact map[string]time.Time // node id → last answer (written only with other changes)
+	strays      map[string]string    // action id → node id: CANCELLED in the core, not on the agent
+}
+
+// New builds an orchestrator. It starts nothing. Its metrics go to reg
+// (none when reg is nil).
+func New(cfg Config, st store.Store, log *slog.Logger, reg prometheus.Registerer) (*Orchestrator, error) {
+	cfg.fill()
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	hc := cfg.HTTPClient
+	if hc == nil {
+		hc = &http.Client{}
+	}
+	m, err := newMetrics(reg, st)
+	if err != nil {
+		return nil, fmt.Errorf("orchestrator metrics: %w", err)
+	}
+	return &Orchestrator{
+		cfg: cfg, st: st, log: log.With("component", "orchestrate"), hc: hc, metrics: m,
+		clusters: map[string]*clusterState{},
+		nudged:   map[string]bool{},
+		wake:     make(chan struct{}, 1),
+	}, nil
+}
+
+func (o *Orchestrator) agentURL(addr string) string {
+	if strings.Contains(addr, "://") {
+		return addr
+	}
+	return o.cfg.Scheme + "://" + addr
+}
+
+func (o *Orchestrator) cluster(id string) *clusterState {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	cs, ok := o.clusters[id]
+	if !ok {
+		cs = &clusterState{id: id, lastContact: map[string]time.Time{}, strays: map[string]string{}}
+		o.clusters[id] = cs
+	}
+	return cs
+}
+
+// Nudge asks for a pass of the cluster soon (after Debounce; nudges that come
+// while one is pending or running make one more pass, not one each). It
+// never blocks.
+func (o *Orchestrator) Nudge(clusterID string) {
+	o.mu.Lock()
+	o.nudged[clusterID] = true
+	o.mu.Unlock()
+	select {
+	case o.wake <- struct{}{}:
+	default:
+	}
+}
+
+// Start runs the scheduler and the approval sweep until ctx ends or Stop is
+// called. It returns at once.
+func (o *Orchestrator) Start(ctx context.Context) error {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	switch o.state {
+	case 1:
+		return ErrStarted
+	case 2:
+		return ErrStopped
+	}
+	o.state = 1
+	ctx, o.cancel = context.WithCancel(ctx)
+	o.wg.Add(2)
+	go func() { defer o.wg.Done(); o.schedule(ctx) }()
+	go func() { defer o.wg.Done(); o.sweep(ctx) }()
+	return nil
+}
+
+// Stop ends the scheduler, cancels running passes (they write nothing once
+// cancelled) and waits for them. It is idempotent.
+func (o *Orchestrator) Stop() {
+	o.mu.Lock()
+	if o.cancel != nil {
+		o.cancel()
+	}
+	o.state = 2
+	o.mu.Unlock()
+	o.wg.Wait()
+}
+
+// slot is the scheduler's view of one cluster; only the scheduler goroutine
+// touches it.
+type slot struct {
+	due     time.Time
+	running bool
+	again   bool // nudged while running
+}
+
+func (o *Orchestrator) jitter() time.Duration {
+	d := o.cfg.Interval
+	return d - d/10 + time.Duration(rand.Int64N(int64(d/5)+1))
+}
+
+// schedule is the scheduler loop: it starts due passes while fewer than
+// Workers run, and sleeps until the next one is due, a nudge or a pass ends.
+func (o *Orchestrator) schedule(ctx context.Context) {
+	var passes sync.WaitGroup
+	defer passes.Wait()
+	finished := make(chan string, o.cfg.Workers) // never blocks: at most Workers run
+	slots := map[string]*slot{}
+	busy := 0
+	refresh := func(now time.Time) {
+		var ids []string
+		err := o.st.Read(ctx, func(r store.Reader) error {
+			cs, err := r.Clusters(ctx)
+			for _, c := range cs {
+				ids = append(ids, c.ID)
+			}
+			return err
+		})
+		if err != nil {
+			if ctx.Err() == nil {
+				o.log.Warn("listing clusters failed", "err", err)
+			}
+			return
+		}
+		keep := map[string]bool{}
+		for _, id := range ids {
+			keep[id] = true
+			if _, ok := slots[id]; !ok {
+				slots[id] = &slot{due: now} // a new cluster gets a pass at once
+			}
+		}
+		for id, s := range slots {
+			if !keep[id] && !s.running {
+				delete(slots, id)
+			}
+		}
+	}
+	now := time.Now()
+	refresh(now)
+	nextRefresh := now.Add(o.cfg.Interval)
+	timer := time.NewTimer(time.Hour)
+	defer timer.Stop()
+	for {
+		now = time.Now()
+		if !now.Before(nextRefresh) {
+			refresh(now)
+			nextRefresh = now.Add(o.cfg.Interval)
+		}
+		for busy < o.cfg.Workers {
+			var next string
+			for id, s := range slots {
+				if !s.running && !s.due.After(now) && (next == "" || s.due.Before(slots[next].due)) {
+					next = id
+				}
+			}
+			if next == "" {
+				break
+			}
+			slots[next].running = true
+			busy++
+			passes.Add(1)
+			go func(id string) {
+				defer passes.Done()
+				rep, err := o.Pass(ctx, id)
+				switch {
+				case err != nil && ctx.Err() == nil:
+					o.log.Warn("pass failed", "cluster", id, "err", err)
+				case rep.Changes > 0:
+					o.log.Debug("pass", "cluster", id, "nodes", rep.Nodes, "down", rep.Down,
+						"pushed", rep.Pushed, "changes", rep.Changes, "events", rep.Events)
+				}
+				finished <- id
+			}(next)
+		}
+		wait := nextRefresh.Sub(now)
+		if busy < o.cfg.Workers {
+			for _, s := range slots {
+				if d := s.due.Sub(now); !s.running && d < wait {
+					wait = d
+				}
+			}
+		}
+		timer.Reset(max(wait, 0))
+		select {
+		case <-ctx.Done():
+			return
+		case <-timer.C:
+		case <-o.wake:
+			o.mu.Lock()
+			nudged := o.nudged
+			o.nudged = map[string]bool{}
+			o.mu.Unlock()
+			now = time.Now()
+			for id := range nudged {
+				s, ok := slots[id]
+				if !ok {
+					refresh(now)
+					if s, ok = slots[id]; !ok {
+						continue // not a cluster (yet)
+					}
+				}
+				if s.running {
+					s.again = true
+				} else if d := now.Add(o.cfg.Debounce); d.Before(s.due) {
+					s.due = d
+				}
+			}
+		case id := <-finished:
+			busy--
+			if s, ok := slots[id]; ok {
+				s.running = false
+				if s.again {
+					s.again, s.due = false, time.Now().Add(o.cfg.Debounce)
+				} else {
+					s.due = time.Now().Add(o.jitter())
+				}
+			}
+		}
+	}
+}
+
+// sweep runs ExpireApprovals every SweepEvery until ctx ends.
+func (o *Orchestrator) sweep(ctx context.Context) {
+	if o.cfg.ApprovalTTL <= 0 {
+		return
+	}
+	t := time.NewTicker(o.cfg.SweepEvery)
+	defer t.Stop()
+	for {
+		if _, err := o.ExpireApprovals(ctx); err != nil && ctx.Err() == nil {
+			o.log.Warn("approval expiry failed", "err", err)
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+	}
+}
+
+// ExpireApprovals cancels, with reason "expired" and an action.expired event,
+// every PENDING_APPROVE action created more than ApprovalTTL ago. It returns
+// how many it expired, and writes nothing when there are none.
+func (o *Orchestrator) ExpireApprovals(ctx context.Context) (int, error) {
+	if o.cfg.ApprovalTTL <= 0 {
+		return 0, nil
+	}
+	now := action.UTC(time.Now())
+	cutoff := now.Add(-o.cfg.ApprovalTTL)
+	plan := func(r store.Reader) ([]*change, error) {
+		recs, err := r.ApprovalsBefore(ctx, cutoff)
+		if err != nil {
+			return nil, err
+		}
+		var out []*change
+		for i := range recs {
+			if c := coreMove(&recs[i], action.Cancelled, ActorCore, ReasonExpired, now); c != nil {
+				c.events[len(c.events)-1].Type = store.EventActionExpired
+				out = append(out, c)
+			}
+		}
+		return out, nil
+	}
+	var changes []*change
+	err := o.st.Read(ctx, func(r store.Reader) error {
+		var err error
+		changes, err = plan(r)
+		return err
+	})
+	if err != nil || len(changes) == 0 {
+		return 0, err
+	}
+	err = o.st.Update(ctx, func(tx store.Tx) error {
+		var err error
+		if changes, err = plan(tx); err != nil {
+			return err
+		}
+		w := &writePlan{records: map[string]*change{}}
+		for _, c := range changes {
+			w.add(c)
+		}
+		return w.apply(ctx, tx)
+	})
+	if err != nil {
+		return 0, fmt.Errorf("expire approvals: %w", err)
+	}
+	o.metrics.expired.Add(float64(len(changes)))
+	return len(changes), nil
+}

@@ -1,0 +1,204 @@
+package orchestrate
+
+import (
+	"context"
+	"errors"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/musterhq/muster/core/store"
+	"github.com/musterhq/muster/shared/action"
+)
+
+// eventually polls cond until it holds or the deadline passes.
+func eventually(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+func (h *harness) start() {
+	h.t.Helper()
+	if err := h.o.Start(context.Background()); err != nil {
+		h.t.Fatal(err)
+	}
+}
+
+func TestStartPassesAtOnceAndNudgeIsPrompt(t *testing.T) {
+	t.Parallel()
+	h := setup(t, Config{Interval: time.Hour}, "n1")
+	h.start()
+	eventually(t, "the first pass", func() bool { return h.node("n1").Status == store.NodeUp })
+	id := h.create("n1", nil)
+	h.o.Nudge(cluster)
+	eventually(t, "the nudged pass to push", func() bool { return h.record(id).State == action.New })
+	h.o.Nudge("no-such-cluster") // harmless
+}
+
+func TestNudgesWhileAPassRunsMakeOneMorePass(t *testing.T) {
+	t.Parallel()
+	h := setup(t, Config{Interval: time.Hour, Debounce: time.Millisecond}, "n1")
+	var infos atomic.Int32
+	release := make(chan struct{})
+	entered := make(chan struct{}, 10)
+	h.agents["n1"].set(func(f *fakeAgent) {
+		f.infoHook = func(context.Context) {
+			if infos.Add(1) == 1 {
+				entered <- struct{}{}
+				<-release
+			}
+		}
+	})
+	h.start()
+	<-entered // the first pass is running, stuck in GET info
+	for range 20 {
+		h.o.Nudge(cluster)
+	}
+	close(release)
+	eventually(t, "the pass after the nudges", func() bool { return infos.Load() >= 2 })
+	// One more nudge makes exactly one more pass: had the 20 nudges made more
+	// than one, the count would pass 3.
+	h.o.Nudge(cluster)
+	eventually(t, "the last nudged pass", func() bool { return infos.Load() >= 3 })
+	h.o.Stop()
+	if n := infos.Load(); n != 3 {
+		t.Fatalf("%d passes, want 3", n)
+	}
+}
+
+func TestNeverTwoPassesOfOneClusterAtOnce(t *testing.T) {
+	t.Parallel()
+	h := setup(t, Config{Interval: 10 * time.Millisecond, Workers: 4, Debounce: time.Millisecond}, "n1")
+	var inflight, most, total atomic.Int32
+	ctx, cancel := context.WithCancel(context.Background())
+	h.agents["n1"].set(func(f *fakeAgent) {
+		f.infoHook = func(context.Context) {
+			n := inflight.Add(1)
+			// Once the test ends its direct passes, a cancelled pass may leave
+			// its request behind: only overlaps before that count.
+			for ctx.Err() == nil {
+				m := most.Load()
+				if n <= m || most.CompareAndSwap(m, n) {
+					break
+				}
+			}
+			time.Sleep(2 * time.Millisecond) // a slow agent widens the window for overlap
+			inflight.Add(-1)
+			total.Add(1)
+		}
+	})
+	h.start()
+	var wg sync.WaitGroup
+	wg.Add(2)
+	go func() { // nudges from the API
+		defer wg.Done()
+		for ctx.Err() == nil {
+			h.o.Nudge(cluster)
+			time.Sleep(time.Millisecond)
+		}
+	}()
+	go func() { // and direct passes
+		defer wg.Done()
+		for ctx.Err() == nil {
+			_, _ = h.o.Pass(ctx, cluster)
+		}
+	}()
+	eventually(t, "30 passes", func() bool { return total.Load() >= 30 })
+	cancel()
+	wg.Wait()
+	if m := most.Load(); m != 1 {
+		t.Fatalf("%d passes of one cluster ran at once", m)
+	}
+}
+
+func TestStartAndStop(t *testing.T) {
+	t.Parallel()
+	h := setup(t, Config{}, "n1")
+	h.o.Stop() // before Start: nothing to do
+	o, err := New(Config{}, h.st, nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := o.Start(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if err := o.Start(context.Background()); !errors.Is(err, ErrStarted) {
+		t.Fatalf("second Start: %v", err)
+	}
+	o.Stop()
+	o.Stop()
+	if err := o.Start(context.Background()); !errors.Is(err, ErrStopped) {
+		t.Fatalf("Start after Stop: %v", err)
+	}
+}
+
+func TestStopEndsARunningPass(t *testing.T) {
+	t.Parallel()
+	h := setup(t, Config{AgentTimeout: time.Hour}, "n1")
+	entered := make(chan struct{}, 1)
+	h.agents["n1"].set(func(f *fakeAgent) {
+		f.infoHook = func(ctx context.Context) {
+			entered <- struct{}{}
+			<-ctx.Done() // an agent that never answers
+		}
+	})
+	h.start()
+	<-entered
+	rows := h.st.RowsWritten()
+	stopped := make(chan struct{})
+	go func() { h.o.Stop(); close(stopped) }()
+	select {
+	case <-stopped:
+	case <-time.After(10 * time.Second):
+		t.Fatal("Stop did not end a pass stuck on an agent")
+	}
+	if h.st.RowsWritten() != rows {
+		t.Fatal("a pass cut short by Stop wrote")
+	}
+	if n := h.node("n1"); n.Status != store.NodeUnknown {
+		t.Fatalf("a pass cut short by Stop marked the node %s", n.Status)
+	}
+}
+
+func TestExpireApprovals(t *testing.T) {
+	t.Parallel()
+	h := setup(t, Config{ApprovalTTL: time.Hour}, "n1")
+	now := time.Now()
+	old := h.create("n1", func(r *store.Record) { r.State, r.CreatedTS = action.PendingApprove, now.Add(-2*time.Hour) })
+	young := h.create("n1", func(r *store.Record) { r.State, r.CreatedTS = action.PendingApprove, now.Add(-10*time.Minute) })
+	oldScheduled := h.create("n1", func(r *store.Record) { r.CreatedTS = now.Add(-3 * time.Hour) })
+	n, err := h.o.ExpireApprovals(context.Background())
+	if err != nil || n != 1 {
+		t.Fatalf("ExpireApprovals = %d, %v", n, err)
+	}
+	rec := h.record(old)
+	wantState(t, rec, action.Cancelled)
+	if rec.StateReason != ReasonExpired || rec.FinishedTS == nil || len(rec.History) != 1 || rec.History[0].Actor != ActorCore {
+		t.Fatalf("expired record %+v", rec)
+	}
+	wantState(t, h.record(young), action.PendingApprove)
+	wantState(t, h.record(oldScheduled), action.PendingSchedule)
+	if ev := h.events(); !slices.Equal(ev, []string{"action.expired " + old + " by core"}) {
+		t.Fatalf("events %v", ev)
+	}
+	rows := h.st.RowsWritten()
+	if n, err := h.o.ExpireApprovals(context.Background()); err != nil || n != 0 || h.st.RowsWritten() != rows {
+		t.Fatalf("second sweep: %d, %v, %d rows", n, err, h.st.RowsWritten()-rows)
+	}
+}
+
+func TestTheSweepRunsWhileStarted(t *testing.T) {
+	t.Parallel()
+	h := setup(t, Config{Interval: time.Hour, ApprovalTTL: time.Hour, SweepEvery: 10 * time.Millisecond}, "n1")
+	h.start()
+	id := h.create("n1", func(r *store.Record) { r.State, r.CreatedTS = action.PendingApprove, time.Now().Add(-2*time.Hour) })
+	eventually(t, "the sweep to expire the approval", func() bool { return h.record(id).State == action.Cancelled })
+}
