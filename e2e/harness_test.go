@@ -49,7 +49,7 @@ func TestMain(m *testing.M) {
 
 // proc is one running muster process.
 type proc struct {
-	t       *testing.T
+	t       testing.TB
 	name    string
 	args    []string
 	env     []string
@@ -64,7 +64,7 @@ type proc struct {
 var startedRE = regexp.MustCompile(`msg="(?:agent|core) started".* api=(\S+)`)
 
 // start runs `muster args...` and waits until it logs that its API listens.
-func start(t *testing.T, name string, env []string, args ...string) *proc {
+func start(t testing.TB, name string, env []string, args ...string) *proc {
 	t.Helper()
 	p := &proc{t: t, name: name, args: args, env: env, logPath: filepath.Join(t.TempDir(), name+".log")}
 	p.launch()
@@ -179,7 +179,7 @@ func (p *proc) logs() string {
 }
 
 // waitFor polls cond until it holds or the deadline passes.
-func waitFor(t *testing.T, within time.Duration, what string, cond func() bool) {
+func waitFor(t testing.TB, within time.Duration, what string, cond func() bool) {
 	t.Helper()
 	deadline := time.Now().Add(within)
 	for !cond() {
@@ -192,7 +192,7 @@ func waitFor(t *testing.T, within time.Duration, what string, cond func() bool) 
 
 // agentProc starts `muster agent` with a config file made from the defaults
 // and extra YAML, on a free loopback port that stays the same across restarts.
-func agentProc(t *testing.T, node, extraYAML string) (*proc, *client.Agent, string) {
+func agentProc(t testing.TB, node, extraYAML string) (*proc, *client.Agent, string) {
 	t.Helper()
 	dir := t.TempDir()
 	port := freePort(t)
@@ -205,7 +205,7 @@ func agentProc(t *testing.T, node, extraYAML string) (*proc, *client.Agent, stri
 	return p, client.NewAgent(p.Addr(), &http.Client{Timeout: 10 * time.Second}), dir
 }
 
-func freePort(t *testing.T) int {
+func freePort(t testing.TB) int {
 	t.Helper()
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -215,7 +215,7 @@ func freePort(t *testing.T) int {
 	return l.Addr().(*net.TCPAddr).Port
 }
 
-func ctxT(t *testing.T) context.Context {
+func ctxT(t testing.TB) context.Context {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	t.Cleanup(cancel)
 	return ctx

@@ -249,41 +249,44 @@ func (q *Queue) Counts(ctx context.Context) (map[action.State]int, error) {
 // same transaction. It returns nil when there is nothing to run.
 func (q *Queue) Claim(ctx context.Context, actor string) (a *action.Action, resumed, cancelRequested bool, err error) {
 	err = q.db.InTx(ctx, func(tx *sql.Tx) error {
-		row := tx.QueryRowContext(ctx, `SELECT `+columns+`, cancel_requested FROM actions
-			WHERE state = 'RUNNING' LIMIT 1`)
-		var cr int
-		cur, _, err := scanWith(row, &cr)
-		if err == nil {
-			a, resumed, cancelRequested = cur, true, cr != 0
-			return nil
-		} else if !errors.Is(err, ErrNotFound) {
-			return err
-		}
-		row = tx.QueryRowContext(ctx, `SELECT `+columns+`, cancel_requested FROM actions
-			WHERE state = 'NEW' ORDER BY created_us, accept_seq LIMIT 1`)
-		next, _, err := scanWith(row, &cr)
-		if errors.Is(err, ErrNotFound) {
-			return nil
-		} else if err != nil {
-			return err
-		}
-		now := action.UTC(q.now())
-		seq, err := bump(ctx, tx)
-		if err != nil {
-			return err
-		}
-		if _, err := tx.ExecContext(ctx, `UPDATE actions SET state = 'RUNNING', started_us = ?, updated_us = ?,
-			change_seq = ? WHERE id = ? AND state = 'NEW'`, micros(now), micros(now), seq, next.ID); err != nil {
-			return fmt.Errorf("claim: %w", err)
-		}
-		if err := addHistory(ctx, tx, next.ID, now, action.New, action.Running, actor, "started"); err != nil {
-			return err
-		}
-		next.State, next.StartedTS, next.UpdatedTS = action.Running, &now, now
-		a = next
-		return nil
+		a, resumed, cancelRequested, err = q.claimTx(ctx, tx, actor)
+		return err
 	})
 	return a, resumed, cancelRequested, err
+}
+
+func (q *Queue) claimTx(ctx context.Context, tx *sql.Tx, actor string) (*action.Action, bool, bool, error) {
+	row := tx.QueryRowContext(ctx, `SELECT `+columns+`, cancel_requested FROM actions
+		WHERE state = 'RUNNING' LIMIT 1`)
+	var cr int
+	cur, _, err := scanWith(row, &cr)
+	if err == nil {
+		return cur, true, cr != 0, nil
+	} else if !errors.Is(err, ErrNotFound) {
+		return nil, false, false, err
+	}
+	row = tx.QueryRowContext(ctx, `SELECT `+columns+`, cancel_requested FROM actions
+		WHERE state = 'NEW' ORDER BY created_us, accept_seq LIMIT 1`)
+	next, _, err := scanWith(row, &cr)
+	if errors.Is(err, ErrNotFound) {
+		return nil, false, false, nil
+	} else if err != nil {
+		return nil, false, false, err
+	}
+	now := action.UTC(q.now())
+	seq, err := bump(ctx, tx)
+	if err != nil {
+		return nil, false, false, err
+	}
+	if _, err := tx.ExecContext(ctx, `UPDATE actions SET state = 'RUNNING', started_us = ?, updated_us = ?,
+		change_seq = ? WHERE id = ? AND state = 'NEW'`, micros(now), micros(now), seq, next.ID); err != nil {
+		return nil, false, false, fmt.Errorf("claim: %w", err)
+	}
+	if err := addHistory(ctx, tx, next.ID, now, action.New, action.Running, actor, "started"); err != nil {
+		return nil, false, false, err
+	}
+	next.State, next.StartedTS, next.UpdatedTS = action.Running, &now, now
+	return next, false, cr != 0, nil
 }
 
 // Step is what one handler step changed.
@@ -299,52 +302,73 @@ type Step struct {
 // that changed nothing writes nothing. It returns the record as stored.
 func (q *Queue) SaveStep(ctx context.Context, id, actor string, s Step) (*action.Action, error) {
 	var out *action.Action
-	err := q.db.InTx(ctx, func(tx *sql.Tx) error {
-		cur, err := getTx(ctx, tx, id)
-		if err != nil {
-			return err
-		}
-		if cur.State != action.Running {
-			return fmt.Errorf("save step of %s: %w", id, action.CheckTransition(cur.State, s.State))
-		}
-		if s.State != action.Running {
-			if err := action.CheckTransition(cur.State, s.State); err != nil {
-				return err
-			}
-		}
-		progress := s.Progress
-		if len(progress) == 0 {
-			progress = cur.Progress
-		}
-		output := action.ClipOutput(s.Output)
-		if s.State == action.Running && string(progress) == string(cur.Progress) && output == cur.Output {
-			out = cur
-			return nil
-		}
-		now := action.UTC(q.now())
-		seq, err := bump(ctx, tx)
-		if err != nil {
-			return err
-		}
-		var finished *time.Time
-		if s.State.Final() {
-			finished = &now
-			if err := addHistory(ctx, tx, id, now, cur.State, s.State, actor, s.Reason); err != nil {
-				return err
-			}
-		}
-		_, err = tx.ExecContext(ctx, `UPDATE actions SET state = ?, state_reason = ?, progress = ?, output = ?,
-			finished_us = ?, updated_us = ?, change_seq = ? WHERE id = ?`,
-			s.State, s.Reason, string(progress), output, microsPtr(finished), micros(now), seq, id)
-		if err != nil {
-			return fmt.Errorf("save step: %w", err)
-		}
-		cur.State, cur.StateReason, cur.Progress, cur.Output = s.State, s.Reason, progress, output
-		cur.FinishedTS, cur.UpdatedTS = finished, now
-		out = cur
-		return nil
+	err := q.db.InTx(ctx, func(tx *sql.Tx) (err error) {
+		out, err = q.saveStepTx(ctx, tx, id, actor, s)
+		return err
 	})
 	return out, err
+}
+
+// Finish commits the final step of the RUNNING action id and, in the same
+// transaction, claims the next action as Claim does. Both are durable before
+// the caller starts the next action, and a busy queue costs one commit per
+// action fewer.
+func (q *Queue) Finish(ctx context.Context, id, actor string, s Step) (next *action.Action, cancelRequested bool, err error) {
+	if !s.State.Final() {
+		return nil, false, fmt.Errorf("finish %s: %w", id, action.CheckTransition(action.Running, s.State))
+	}
+	err = q.db.InTx(ctx, func(tx *sql.Tx) error {
+		if _, err := q.saveStepTx(ctx, tx, id, actor, s); err != nil {
+			return err
+		}
+		next, _, cancelRequested, err = q.claimTx(ctx, tx, actor)
+		return err
+	})
+	return next, cancelRequested, err
+}
+
+func (q *Queue) saveStepTx(ctx context.Context, tx *sql.Tx, id, actor string, s Step) (*action.Action, error) {
+	cur, err := getTx(ctx, tx, id)
+	if err != nil {
+		return nil, err
+	}
+	if cur.State != action.Running {
+		return nil, fmt.Errorf("save step of %s: %w", id, action.CheckTransition(cur.State, s.State))
+	}
+	if s.State != action.Running {
+		if err := action.CheckTransition(cur.State, s.State); err != nil {
+			return nil, err
+		}
+	}
+	progress := s.Progress
+	if len(progress) == 0 {
+		progress = cur.Progress
+	}
+	output := action.ClipOutput(s.Output)
+	if s.State == action.Running && string(progress) == string(cur.Progress) && output == cur.Output {
+		return cur, nil
+	}
+	now := action.UTC(q.now())
+	seq, err := bump(ctx, tx)
+	if err != nil {
+		return nil, err
+	}
+	var finished *time.Time
+	if s.State.Final() {
+		finished = &now
+		if err := addHistory(ctx, tx, id, now, cur.State, s.State, actor, s.Reason); err != nil {
+			return nil, err
+		}
+	}
+	_, err = tx.ExecContext(ctx, `UPDATE actions SET state = ?, state_reason = ?, progress = ?, output = ?,
+		finished_us = ?, updated_us = ?, change_seq = ? WHERE id = ?`,
+		s.State, s.Reason, string(progress), output, microsPtr(finished), micros(now), seq, id)
+	if err != nil {
+		return nil, fmt.Errorf("save step: %w", err)
+	}
+	cur.State, cur.StateReason, cur.Progress, cur.Output = s.State, s.Reason, progress, output
+	cur.FinishedTS, cur.UpdatedTS = finished, now
+	return cur, nil
 }
 
 // Cancel cancels a NEW action at once, or marks a RUNNING one for the

@@ -22,6 +22,7 @@ import (
 type Queue interface {
 	Claim(ctx context.Context, actor string) (a *action.Action, resumed, cancelRequested bool, err error)
 	SaveStep(ctx context.Context, id, actor string, s queue.Step) (*action.Action, error)
+	Finish(ctx context.Context, id, actor string, s queue.Step) (next *action.Action, cancelRequested bool, err error)
 }
 
 var _ Queue = (*queue.Queue)(nil)
@@ -120,13 +121,19 @@ func (r *Runner) Cancel(id string) {
 func (r *Runner) loop() {
 	defer close(r.done)
 	backoff := r.cfg.Idle
+	var next *action.Action // claimed by the transaction that finished the last one
+	var nextCancel bool
 	for {
 		select {
 		case <-r.stop:
 			return
 		default:
 		}
-		a, resumed, cancelReq, err := r.cfg.Queue.Claim(context.Background(), r.cfg.Actor)
+		a, resumed, cancelReq, err := next, false, nextCancel, error(nil)
+		next = nil
+		if a == nil {
+			a, resumed, cancelReq, err = r.cfg.Queue.Claim(context.Background(), r.cfg.Actor)
+		}
 		if err != nil {
 			r.cfg.Log.Error("claim the next action", "err", err)
 			if !r.wait(backoff) {
@@ -140,7 +147,8 @@ func (r *Runner) loop() {
 			}
 			continue
 		}
-		if !r.run(a, resumed, cancelReq) {
+		var ok bool
+		if next, nextCancel, ok = r.run(a, resumed, cancelReq); !ok {
 			return
 		}
 	}
@@ -160,9 +168,11 @@ func (r *Runner) wait(d time.Duration) bool {
 	}
 }
 
-// run runs one action to its end; it returns false when the runner was
-// stopped in between two steps (the action stays RUNNING).
-func (r *Runner) run(a *action.Action, resumed, cancelReq bool) bool {
+// run runs one action to its end and returns the next action, claimed in the
+// transaction that finished this one (nil when the queue was empty). It
+// returns ok false when the runner was stopped in between two steps (the
+// action stays RUNNING).
+func (r *Runner) run(a *action.Action, resumed, cancelReq bool) (next *action.Action, nextCancel, ok bool) {
 	log := r.cfg.Log.With("action", a.ID, "kind", a.Kind)
 	if resumed {
 		log.Info("resuming action after restart")
@@ -170,7 +180,7 @@ func (r *Runner) run(a *action.Action, resumed, cancelReq bool) bool {
 	h, ok := r.cfg.Handlers.Get(a.Kind)
 	if !ok {
 		_, err := r.save(a.ID, queue.Step{State: action.Failed, Reason: "unknown kind " + a.Kind, Progress: a.Progress, Output: a.Output})
-		return err == nil || r.stopped()
+		return nil, false, err == nil
 	}
 
 	ctx, cancel := context.WithCancelCause(context.Background())
@@ -226,13 +236,17 @@ func (r *Runner) run(a *action.Action, resumed, cancelReq bool) bool {
 				}
 			}
 		}
-		if _, err := r.save(a.ID, step); err != nil {
-			return false // stopped while the store refused the write; resumed on restart
-		}
 		if step.State.Final() {
+			next, nextCancel, err := r.finish(a.ID, step)
+			if err != nil {
+				return nil, false, false // stopped while the store refused the write
+			}
 			log.Info("action finished", "state", step.State, "reason", step.Reason)
 			r.cfg.Metrics.finished(a.Kind, step.State)
-			return true
+			return next, nextCancel, true
+		}
+		if _, err := r.save(a.ID, step); err != nil {
+			return nil, false, false // stopped while the store refused the write; resumed on restart
 		}
 		// Between steps: the next step is due, or the action was cancelled or
 		// timed out (step at once so the handler can stop), or the agent stops.
@@ -248,7 +262,7 @@ func (r *Runner) run(a *action.Action, resumed, cancelReq bool) bool {
 		case <-r.stop:
 			wait.Stop()
 			log.Info("agent stopping; action stays RUNNING and resumes at next start")
-			return false
+			return nil, false, false
 		}
 	}
 }
@@ -256,32 +270,41 @@ func (r *Runner) run(a *action.Action, resumed, cancelReq bool) bool {
 // save commits a step, retrying while the store fails (a full disk, a locked
 // file) until it succeeds or the runner stops.
 func (r *Runner) save(id string, s queue.Step) (*action.Action, error) {
+	var rec *action.Action
+	err := r.retry(id, func() (err error) {
+		rec, err = r.cfg.Queue.SaveStep(context.Background(), id, r.cfg.Actor, s)
+		return err
+	})
+	return rec, err
+}
+
+// finish commits the final step and claims the next action, with save's retries.
+func (r *Runner) finish(id string, s queue.Step) (next *action.Action, cancelReq bool, err error) {
+	err = r.retry(id, func() (err error) {
+		next, cancelReq, err = r.cfg.Queue.Finish(context.Background(), id, r.cfg.Actor, s)
+		return err
+	})
+	return next, cancelReq, err
+}
+
+func (r *Runner) retry(id string, write func() error) error {
 	backoff := 100 * time.Millisecond
 	for {
-		rec, err := r.cfg.Queue.SaveStep(context.Background(), id, r.cfg.Actor, s)
+		err := write()
 		if err == nil {
-			return rec, nil
+			return nil
 		}
 		if errors.Is(err, action.ErrTransition) || errors.Is(err, queue.ErrNotFound) {
 			r.cfg.Log.Error("step refused by the queue", "action", id, "err", err)
-			return nil, nil
+			return nil
 		}
 		r.cfg.Log.Error("save step; retrying", "action", id, "err", err)
 		select {
 		case <-r.stop:
-			return nil, err
+			return err
 		case <-time.After(backoff):
 		}
 		backoff = min(2*backoff, 5*time.Second)
-	}
-}
-
-func (r *Runner) stopped() bool {
-	select {
-	case <-r.stop:
-		return true
-	default:
-		return false
 	}
 }
 

@@ -27,7 +27,7 @@ type DB struct {
 	R *sql.DB
 }
 
-const pragmas = "_journal_mode=WAL&_synchronous=FULL&_busy_timeout=5000&_foreign_keys=on"
+const pragmas = "_journal_mode=WAL&_synchronous=FULL&_busy_timeout=5000&_foreign_keys=on&_stmt_cache_size=64"
 
 // Open opens (creating if needed) the database at file and applies the
 // migrations found in migrations (files named NNN_name.sql, applied in order
