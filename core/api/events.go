@@ -48,7 +48,8 @@ func parseSeq(name, v string) (int64, error) {
 }
 
 // listEvents answers GET /api/v1/events?since=&limit=: events with a sequence
-// number above since, oldest first.
+// number above since, oldest first; or, with ?tail=N instead of since, the
+// newest N events, oldest first.
 func (s *Server) listEvents(c *echo.Context) error {
 	var since int64
 	var err error
@@ -65,10 +66,31 @@ func (s *Server) listEvents(c *echo.Context) error {
 		}
 		limit = min(n, MaxEventLimit)
 	}
+	var tail int64
+	if v := c.QueryParam("tail"); v != "" {
+		if c.QueryParam("since") != "" {
+			return badRequest("since and tail exclude each other")
+		}
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 1 {
+			return badRequest("tail must be a positive integer, not %q", v)
+		}
+		tail = int64(min(n, MaxEventLimit))
+		limit = int(tail)
+	}
 	f := newEventFilter(c)
 	ctx := c.Request().Context()
 	var evs []store.Event
 	if err := s.st.Read(ctx, func(r store.Reader) error {
+		if tail > 0 {
+			// The last tail events: sequence numbers have no gaps but for
+			// rolled-back appends, so this is at most tail of them.
+			last, err := latestSeq(ctx, r)
+			if err != nil {
+				return err
+			}
+			since = max(0, last-tail)
+		}
 		var err error
 		evs, err = r.Events(ctx, since, limit)
 		return err

@@ -44,6 +44,11 @@ func TestListEvents(t *testing.T) {
 	if len(l.Events) != 2 {
 		t.Fatalf("action_id filter: %d events, want 2", len(l.Events))
 	}
+	e.call(http.MethodGet, "/api/v1/events?tail=3", "viewer", nil, http.StatusOK, &l)
+	if len(l.Events) != 3 || l.Events[2].Seq != last.Seq || l.Events[0].Seq != all[len(all)-3].Seq {
+		t.Fatalf("tail=3: %+v", l.Events)
+	}
+	e.fail(http.MethodGet, "/api/v1/events?tail=3&since=1", "viewer", nil, http.StatusBadRequest)
 	e.fail(http.MethodGet, "/api/v1/events?since=-1", "viewer", nil, http.StatusBadRequest)
 	e.fail(http.MethodGet, "/api/v1/events?limit=zero", "viewer", nil, http.StatusBadRequest)
 }

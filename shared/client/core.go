@@ -184,12 +184,18 @@ func (f EventFilter) values() url.Values {
 	return q
 }
 
-// Events calls GET /api/v1/events: up to limit events after since.
+// Events calls GET /api/v1/events: up to limit events after since, oldest
+// first. A negative since asks for the newest limit events instead.
 func (c *Core) Events(ctx context.Context, since int64, limit int, f EventFilter) (*wire.EventList, error) {
 	q := f.values()
-	q.Set("since", strconv.FormatInt(since, 10))
-	if limit > 0 {
-		q.Set("limit", strconv.Itoa(limit))
+	switch {
+	case since >= 0:
+		q.Set("since", strconv.FormatInt(since, 10))
+		if limit > 0 {
+			q.Set("limit", strconv.Itoa(limit))
+		}
+	case limit > 0:
+		q.Set("tail", strconv.Itoa(limit))
 	}
 	var out wire.EventList
 	_, err := c.call(ctx, http.MethodGet, "/api/v1/events"+query(q), nil, &out)

@@ -1,0 +1,151 @@
+package main
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/musterhq/muster/shared/client"
+)
+
+// DefaultCoreAddr is where the client looks for the core without MUSTER_ADDR.
+const DefaultCoreAddr = "http://127.0.0.1:7410"
+
+// clientFlags are the connection and output flags of every client command.
+type clientFlags struct {
+	addr   string
+	token  string
+	output string
+}
+
+// bindClientFlags adds --addr, --token and -o to a group of client commands.
+func bindClientFlags(cmd *cobra.Command) *clientFlags {
+	f := &clientFlags{}
+	p := cmd.PersistentFlags()
+	p.StringVar(&f.addr, "addr", "", "core API address (default $MUSTER_ADDR, else "+DefaultCoreAddr+")")
+	p.StringVar(&f.token, "token", "", "API token (default $MUSTER_TOKEN)")
+	p.StringVarP(&f.output, "output", "o", "table", "output format: table or json")
+	return f
+}
+
+// core returns a client of the core named by the flags and the environment.
+func (f *clientFlags) core() (*client.Core, error) {
+	if f.output != "table" && f.output != "json" {
+		return nil, usageError("-o %q: want table or json", f.output)
+	}
+	addr := firstNonEmpty(f.addr, os.Getenv("MUSTER_ADDR"), DefaultCoreAddr)
+	token := firstNonEmpty(f.token, os.Getenv("MUSTER_TOKEN"))
+	if token == "" {
+		return nil, usageError("no API token: set MUSTER_TOKEN (or pass --token)")
+	}
+	return client.NewCore(addr, token, &http.Client{}), nil
+}
+
+func (f *clientFlags) json() bool { return f.output == "json" }
+
+func firstNonEmpty(vs ...string) string {
+	for _, v := range vs {
+		if v != "" {
+			return v
+		}
+	}
+	return ""
+}
+
+// usageError is a mistake in the command line: exit code 2.
+func usageError(format string, args ...any) error {
+	return &exitError{code: 2, err: fmt.Errorf(format, args...)}
+}
+
+// exactArgs is cobra.ExactArgs with exit code 2 and the names of the arguments.
+func exactArgs(names ...string) cobra.PositionalArgs {
+	return func(cmd *cobra.Command, args []string) error {
+		if len(args) != len(names) {
+			return usageError("%s needs %d argument(s): %s (see '%s --help')", cmd.CommandPath(), len(names),
+				strings.Join(names, " "), cmd.CommandPath())
+		}
+		return nil
+	}
+}
+
+// noArgs is cobra.NoArgs with exit code 2.
+func noArgs(cmd *cobra.Command, args []string) error {
+	if len(args) > 0 {
+		return usageError("%s takes no arguments, got %q (see '%s --help')", cmd.CommandPath(), args[0], cmd.CommandPath())
+	}
+	return nil
+}
+
+// apiError turns a client error into one line for people.
+func apiError(c *client.Core, err error) error {
+	var ae *client.APIError
+	if errors.As(err, &ae) {
+		msg := ae.Detail.Message
+		if len(ae.Detail.Matches) > 0 {
+			msg += ": " + strings.Join(ae.Detail.Matches, ", ")
+		}
+		return fmt.Errorf("%s (%d %s)", msg, ae.Status, ae.Detail.Code)
+	}
+	if err != nil && !errors.Is(err, client.ErrStreamClosed) {
+		return fmt.Errorf("core at %s: %w", c.Addr(), err)
+	}
+	return err
+}
+
+// writeJSON prints v as indented JSON.
+func writeJSON(w io.Writer, v any) error {
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	return enc.Encode(v)
+}
+
+// table prints rows under a header, aligned in columns.
+type table struct{ tw *tabwriter.Writer }
+
+func newTable(w io.Writer, header ...string) *table {
+	t := &table{tw: tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)}
+	t.row(header...)
+	return t
+}
+
+func (t *table) row(cols ...string) {
+	for i, c := range cols {
+		if c == "" {
+			cols[i] = "-"
+		}
+	}
+	fmt.Fprintln(t.tw, strings.Join(cols, "\t"))
+}
+
+func (t *table) flush() error { return t.tw.Flush() }
+
+// shortID is how tables show action ids: a prefix every command accepts.
+func shortID(id string) string {
+	if len(id) > 8 {
+		return id[:8]
+	}
+	return id
+}
+
+// ts prints a time for people: UTC, to the second.
+func ts(t time.Time) string {
+	if t.IsZero() {
+		return ""
+	}
+	return t.UTC().Format("2006-01-02 15:04:05")
+}
+
+func tsPtr(t *time.Time) string {
+	if t == nil {
+		return ""
+	}
+	return ts(*t)
+}

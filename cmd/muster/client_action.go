@@ -1,0 +1,420 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"strings"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/musterhq/muster/shared/action"
+	"github.com/musterhq/muster/shared/client"
+	"github.com/musterhq/muster/shared/wire"
+)
+
+func init() { register(newActionCmd) }
+
+func newActionCmd() *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "action",
+		Short: "Create, list, approve and follow actions",
+		Long: `Create, list, approve and follow actions. An ACTION argument is an action id
+or a unique prefix of it of at least 8 characters.`,
+	}
+	f := bindClientFlags(cmd)
+	cmd.AddCommand(
+		newActionListCmd(f),
+		newActionShowCmd(f),
+		newActionCreateCmd(f),
+		newActionVerbCmd(f, "approve", "Approve an action waiting for approval (approver role)"),
+		newActionVerbCmd(f, "reject", "Reject an action waiting for approval (approver role)"),
+		newActionVerbCmd(f, "cancel", "Cancel an action (at once if the agent does not hold it yet)"),
+		newActionVerbCmd(f, "retry", "Create a new action with the content of a finished one"),
+		newActionWatchCmd(f),
+	)
+	return cmd
+}
+
+func newActionListCmd(f *clientFlags) *cobra.Command {
+	var flt client.ActionFilter
+	var states, kinds []string
+	var all bool
+	cmd := &cobra.Command{
+		Use:   "list",
+		Short: "List actions, newest first",
+		Example: `  muster action list --cluster prod --state RUNNING,NEW
+  muster action list --sort created_ts:asc --limit 10
+  muster action list --all -o json`,
+		Args: noArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			c, err := f.core()
+			if err != nil {
+				return err
+			}
+			for _, s := range states {
+				st, err := action.ParseState(strings.ToUpper(s))
+				if err != nil {
+					return usageError("--state: %v", err)
+				}
+				flt.States = append(flt.States, st)
+			}
+			flt.Kinds = kinds
+			page, err := c.Actions(cmd.Context(), flt)
+			if err != nil {
+				return apiError(c, err)
+			}
+			for all && page.NextMarker != "" {
+				flt.Marker = page.NextMarker
+				next, err := c.Actions(cmd.Context(), flt)
+				if err != nil {
+					return apiError(c, err)
+				}
+				page.Actions = append(page.Actions, next.Actions...)
+				page.NextMarker = next.NextMarker
+			}
+			if f.json() {
+				return writeJSON(cmd.OutOrStdout(), page)
+			}
+			t := newTable(cmd.OutOrStdout(), "ID", "CLUSTER", "NODE", "KIND", "STATE", "REQUESTER", "CREATED")
+			for _, a := range page.Actions {
+				t.row(shortID(a.ID), a.ClusterID, a.NodeID, a.Kind, string(a.State), a.Requester, ts(a.CreatedTS))
+			}
+			if err := t.flush(); err != nil {
+				return err
+			}
+			if page.NextMarker != "" {
+				fmt.Fprintf(cmd.ErrOrStderr(), "More actions follow: add --marker %s (or --all).\n", page.NextMarker)
+			}
+			return nil
+		},
+	}
+	fl := cmd.Flags()
+	fl.StringVar(&flt.Cluster, "cluster", "", "only this cluster")
+	fl.StringVar(&flt.Node, "node", "", "only this node")
+	fl.StringSliceVar(&states, "state", nil, "only these states (comma list)")
+	fl.StringSliceVar(&kinds, "kind", nil, "only these kinds (comma list)")
+	fl.StringVar(&flt.Sort, "sort", "", "order, like created_ts:desc,id:asc")
+	fl.IntVar(&flt.Limit, "limit", 0, "actions per page (default 50, at most 500)")
+	fl.StringVar(&flt.Marker, "marker", "", "start after this action id (the next_marker of the previous page)")
+	fl.BoolVar(&all, "all", false, "follow every page")
+	return cmd
+}
+
+func newActionShowCmd(f *clientFlags) *cobra.Command {
+	return &cobra.Command{
+		Use:   "show ACTION",
+		Short: "Show one action with its history",
+		Args:  exactArgs("ACTION"),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			c, err := f.core()
+			if err != nil {
+				return err
+			}
+			a, err := c.Action(cmd.Context(), args[0])
+			if err != nil {
+				return apiError(c, err)
+			}
+			if f.json() {
+				return writeJSON(cmd.OutOrStdout(), a)
+			}
+			return printAction(cmd.OutOrStdout(), a)
+		},
+	}
+}
+
+func printAction(w io.Writer, a *action.Action) error {
+	t := newTable(w, "ID", a.ID)
+	state := string(a.State)
+	if a.StateReason != "" {
+		state += " (" + a.StateReason + ")"
+	}
+	for _, kv := range [][2]string{
+		{"Cluster", a.ClusterID}, {"Node", a.NodeID}, {"Kind", a.Kind}, {"Args", string(a.Args)},
+		{"State", state}, {"Origin", a.Origin}, {"Requester", a.Requester}, {"Approved by", a.ApprovedBy},
+		{"Retry of", a.RetryOf}, {"Timeout", timeoutText(a.TimeoutS)}, {"Created", ts(a.CreatedTS)},
+		{"Scheduled", tsPtr(a.ScheduledTS)}, {"Started", tsPtr(a.StartedTS)}, {"Finished", tsPtr(a.FinishedTS)},
+		{"Updated", ts(a.UpdatedTS)},
+	} {
+		t.row(kv[0], kv[1])
+	}
+	if len(bytes.TrimSpace(a.Progress)) > 0 && string(a.Progress) != "{}" && string(a.Progress) != "null" {
+		t.row("Progress", string(a.Progress))
+	}
+	if err := t.flush(); err != nil {
+		return err
+	}
+	if a.Output != "" {
+		fmt.Fprintf(w, "\nOutput:\n%s", a.Output)
+		if !strings.HasSuffix(a.Output, "\n") {
+			fmt.Fprintln(w)
+		}
+	}
+	if len(a.History) > 0 {
+		fmt.Fprintln(w, "\nHistory:")
+		h := newTable(w, "TIME", "FROM", "TO", "ACTOR", "REASON")
+		for _, tr := range a.History {
+			h.row(ts(tr.TS), string(tr.From), string(tr.To), tr.Actor, tr.Reason)
+		}
+		return h.flush()
+	}
+	return nil
+}
+
+func timeoutText(s int) string {
+	if s == 0 {
+		return "agent default"
+	}
+	return (time.Duration(s) * time.Second).String()
+}
+
+// parseArgs builds the args object from --args (a JSON object) and the
+// --arg key=value pairs on top of it; a value is JSON when it parses as JSON,
+// else a string.
+func parseArgs(raw string, pairs []string) (json.RawMessage, error) {
+	obj := map[string]json.RawMessage{}
+	if raw != "" {
+		dec := json.NewDecoder(strings.NewReader(raw))
+		dec.UseNumber()
+		if err := dec.Decode(&obj); err != nil || obj == nil {
+			return nil, usageError("--args must be a JSON object, like '{\"seconds\": 30}'")
+		}
+	}
+	for _, p := range pairs {
+		k, v, ok := strings.Cut(p, "=")
+		if !ok || k == "" {
+			return nil, usageError("--arg %q: want key=value", p)
+		}
+		if json.Valid([]byte(v)) {
+			obj[k] = json.RawMessage(v)
+		} else {
+			s, _ := json.Marshal(v)
+			obj[k] = s
+		}
+	}
+	b, err := json.Marshal(obj)
+	if err != nil {
+		return nil, usageError("args: %v", err)
+	}
+	return b, nil
+}
+
+func newActionCreateCmd(f *clientFlags) *cobra.Command {
+	var req wire.CreateActionRequest
+	var rawArgs string
+	var pairs []string
+	var timeout time.Duration
+	cmd := &cobra.Command{
+		Use:   "create --cluster C --node N --kind K [--arg key=value]... [--args JSON]",
+		Short: "Create an action on one node",
+		Example: `  muster action create --cluster prod --node db-1 --kind muster.io/debug.sleep --arg seconds=30
+  muster action create --cluster prod --node db-1 --kind example.com/db.backup --args '{"full": true}' --timeout 2h`,
+		Args: noArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			for name, v := range map[string]string{"cluster": req.ClusterID, "node": req.NodeID, "kind": req.Kind} {
+				if v == "" {
+					return usageError("--%s is required (see 'muster action create --help')", name)
+				}
+			}
+			if timeout < 0 || timeout%time.Second != 0 {
+				return usageError("--timeout %s: want a whole number of seconds, like 90s or 2h", timeout)
+			}
+			req.TimeoutS = int(timeout / time.Second)
+			args, err := parseArgs(rawArgs, pairs)
+			if err != nil {
+				return err
+			}
+			req.Args = args
+			c, err := f.core()
+			if err != nil {
+				return err
+			}
+			a, err := c.CreateAction(cmd.Context(), &req)
+			if err != nil {
+				return apiError(c, err)
+			}
+			if f.json() {
+				return writeJSON(cmd.OutOrStdout(), a)
+			}
+			w := cmd.OutOrStdout()
+			fmt.Fprintf(w, "Created action %s (%s).\n", a.ID, a.State)
+			if a.State == action.PendingApprove {
+				fmt.Fprintf(w, "It waits for approval: muster action approve %s\n", shortID(a.ID))
+			}
+			return nil
+		},
+	}
+	fl := cmd.Flags()
+	fl.StringVar(&req.ClusterID, "cluster", "", "cluster of the node (required)")
+	fl.StringVar(&req.NodeID, "node", "", "node to run the action on (required)")
+	fl.StringVar(&req.Kind, "kind", "", "action kind, like muster.io/debug.ping (required)")
+	fl.StringArrayVar(&pairs, "arg", nil, "an argument key=value (repeatable; the value is JSON when valid, else a string)")
+	fl.StringVar(&rawArgs, "args", "", "all arguments as a JSON object (--arg values override its keys)")
+	fl.DurationVar(&timeout, "timeout", 0, "run time limit (default: the agent's)")
+	fl.StringVar(&req.ID, "id", "", "the action id to use (a UUID; default: a new one)")
+	return cmd
+}
+
+// newActionVerbCmd builds approve, reject, cancel and retry.
+func newActionVerbCmd(f *clientFlags, verb, short string) *cobra.Command {
+	return &cobra.Command{
+		Use:   verb + " ACTION",
+		Short: short,
+		Args:  exactArgs("ACTION"),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			c, err := f.core()
+			if err != nil {
+				return err
+			}
+			ctx := cmd.Context()
+			var a *action.Action
+			msg := ""
+			switch verb {
+			case "approve":
+				a, err = c.Approve(ctx, args[0])
+				msg = "Approved action %s (%s)."
+			case "reject":
+				a, err = c.Reject(ctx, args[0])
+				msg = "Rejected action %s (%s)."
+			case "cancel":
+				var requested bool
+				a, requested, err = c.Cancel(ctx, args[0])
+				msg = "Cancelled action %s (%s)."
+				if requested {
+					msg = "Cancel of action %s requested; the agent holds it (%s)."
+				}
+			case "retry":
+				a, err = c.Retry(ctx, args[0])
+				msg = "Created action %s (%s) to retry " + args[0] + "."
+			}
+			if err != nil {
+				return apiError(c, err)
+			}
+			if f.json() {
+				return writeJSON(cmd.OutOrStdout(), a)
+			}
+			fmt.Fprintf(cmd.OutOrStdout(), msg+"\n", a.ID, a.State)
+			return nil
+		},
+	}
+}
+
+// errActionNotDone is the exit of a watch whose action ended other than DONE.
+var errActionNotDone = errors.New("action did not succeed")
+
+func newActionWatchCmd(f *clientFlags) *cobra.Command {
+	return &cobra.Command{
+		Use:   "watch ACTION",
+		Short: "Print each state change of an action as it happens, until it is final",
+		Long: `Print each state change of an action as it happens, until it is final.
+The exit status is 0 when the action ends DONE and 1 otherwise, so that
+scripts can wait on an action. With -o json, each change prints the record
+as one JSON line.`,
+		Args: exactArgs("ACTION"),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			c, err := f.core()
+			if err != nil {
+				return err
+			}
+			return watchAction(cmd.Context(), c, args[0], cmd.OutOrStdout(), f.json())
+		},
+	}
+}
+
+// watchAction follows one action through the event stream. The stream is
+// opened before the action is read, so no change between the two is missed;
+// each event about the action re-reads it and prints the new history lines.
+func watchAction(ctx context.Context, c *client.Core, ref string, w io.Writer, asJSON bool) error {
+	a, err := c.Action(ctx, ref)
+	if err != nil {
+		return apiError(c, err)
+	}
+	id := a.ID
+	printed := 0
+	show := func(a *action.Action) error {
+		if asJSON {
+			if len(a.History) > printed {
+				printed = len(a.History)
+				rec := *a
+				rec.History = nil
+				b, err := json.Marshal(&rec)
+				if err != nil {
+					return err
+				}
+				_, err = fmt.Fprintf(w, "%s\n", b)
+				return err
+			}
+			return nil
+		}
+		for ; printed < len(a.History); printed++ {
+			tr := a.History[printed]
+			line := fmt.Sprintf("%s  %s  %s", ts(tr.TS), shortID(id), tr.To)
+			if tr.From == tr.To {
+				line = fmt.Sprintf("%s  %s  %s (%s)", ts(tr.TS), shortID(id), tr.To, tr.Reason)
+			} else if tr.Reason != "" {
+				line += "  " + tr.Reason
+			}
+			if tr.Actor != "" {
+				line += "  by " + tr.Actor
+			}
+			if _, err := fmt.Fprintln(w, line); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
+	since := int64(-1)
+	for attempt := 0; ; {
+		s, err := c.Stream(ctx, since, client.EventFilter{ActionID: id})
+		if err != nil {
+			return apiError(c, err)
+		}
+		err = func() error {
+			defer s.Close()
+			a, err := c.Action(ctx, id)
+			if err != nil {
+				return apiError(c, err)
+			}
+			for {
+				if err := show(a); err != nil {
+					return err
+				}
+				if a.State.Final() {
+					if a.State != action.Done {
+						reason := ""
+						if a.StateReason != "" {
+							reason = ": " + a.StateReason
+						}
+						return fmt.Errorf("%w: %s ended %s%s", errActionNotDone, id, a.State, reason)
+					}
+					return nil
+				}
+				if _, err := s.Next(); err != nil {
+					since = s.LastID()
+					return err
+				}
+				attempt = 0
+				if a, err = c.Action(ctx, id); err != nil {
+					return apiError(c, err)
+				}
+			}
+		}()
+		if !errors.Is(err, client.ErrStreamClosed) || ctx.Err() != nil {
+			return err
+		}
+		// The core closed the stream (a restart): resume where it ended.
+		attempt++
+		if attempt > 5 {
+			return fmt.Errorf("event stream of %s: %w", c.Addr(), err)
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(time.Duration(attempt) * time.Second):
+		}
+	}
+}

@@ -1,0 +1,137 @@
+package main
+
+import (
+	"fmt"
+	"strconv"
+
+	"github.com/spf13/cobra"
+
+	"github.com/musterhq/muster/shared/wire"
+)
+
+func init() {
+	register(newClusterCmd)
+	register(newNodeCmd)
+}
+
+func newClusterCmd() *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "cluster",
+		Short: "List clusters, show one, or ask for an orchestration pass",
+	}
+	f := bindClientFlags(cmd)
+	cmd.AddCommand(&cobra.Command{
+		Use:   "list",
+		Short: "List clusters with their status and node counts",
+		Args:  noArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			c, err := f.core()
+			if err != nil {
+				return err
+			}
+			cs, err := c.Clusters(cmd.Context())
+			if err != nil {
+				return apiError(c, err)
+			}
+			if f.json() {
+				return writeJSON(cmd.OutOrStdout(), wire.ClusterList{Clusters: cs})
+			}
+			t := newTable(cmd.OutOrStdout(), "CLUSTER", "STATUS", "NODES", "UP", "DOWN", "UNKNOWN", "REASON")
+			for _, cl := range cs {
+				n := cl.NodeCounts
+				t.row(cl.ID, cl.Status, strconv.Itoa(n.Total), strconv.Itoa(n.Up), strconv.Itoa(n.Down), strconv.Itoa(n.Unknown), cl.StatusReason)
+			}
+			return t.flush()
+		},
+	}, &cobra.Command{
+		Use:   "show CLUSTER",
+		Short: "Show one cluster and its nodes",
+		Args:  exactArgs("CLUSTER"),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			c, err := f.core()
+			if err != nil {
+				return err
+			}
+			cl, err := c.Cluster(cmd.Context(), args[0])
+			if err != nil {
+				return apiError(c, err)
+			}
+			if f.json() {
+				return writeJSON(cmd.OutOrStdout(), cl)
+			}
+			w := cmd.OutOrStdout()
+			fmt.Fprintf(w, "Cluster:  %s\nStatus:   %s\n", cl.ID, cl.Status)
+			if cl.StatusReason != "" {
+				fmt.Fprintf(w, "Reason:   %s\n", cl.StatusReason)
+			}
+			fmt.Fprintf(w, "Nodes:    %d (%d up, %d down, %d unknown)\n\n", cl.NodeCounts.Total, cl.NodeCounts.Up, cl.NodeCounts.Down, cl.NodeCounts.Unknown)
+			return nodeTable(cmd, cl.Nodes, false)
+		},
+	}, &cobra.Command{
+		Use:   "orchestrate CLUSTER",
+		Short: "Ask the core for an orchestration pass of a cluster now",
+		Args:  exactArgs("CLUSTER"),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			c, err := f.core()
+			if err != nil {
+				return err
+			}
+			if err := c.Orchestrate(cmd.Context(), args[0]); err != nil {
+				return apiError(c, err)
+			}
+			if f.json() {
+				return writeJSON(cmd.OutOrStdout(), wire.Accepted{Status: "accepted", Message: "orchestration pass of " + args[0] + " requested"})
+			}
+			fmt.Fprintf(cmd.OutOrStdout(), "Orchestration pass of %s requested.\n", args[0])
+			return nil
+		},
+	})
+	return cmd
+}
+
+func newNodeCmd() *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "node",
+		Short: "List the nodes the core knows",
+	}
+	f := bindClientFlags(cmd)
+	var cluster string
+	list := &cobra.Command{
+		Use:   "list",
+		Short: "List nodes, of every cluster or of one",
+		Args:  noArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			c, err := f.core()
+			if err != nil {
+				return err
+			}
+			nodes, err := c.Nodes(cmd.Context(), cluster)
+			if err != nil {
+				return apiError(c, err)
+			}
+			if f.json() {
+				return writeJSON(cmd.OutOrStdout(), wire.NodeList{Nodes: nodes})
+			}
+			return nodeTable(cmd, nodes, true)
+		},
+	}
+	list.Flags().StringVar(&cluster, "cluster", "", "only the nodes of this cluster")
+	cmd.AddCommand(list)
+	return cmd
+}
+
+func nodeTable(cmd *cobra.Command, nodes []wire.Node, withCluster bool) error {
+	header := []string{"NODE", "STATUS", "ADDR", "SOURCE", "VERSION", "LAST CONTACT", "KINDS", "REASON"}
+	if withCluster {
+		header = append([]string{"CLUSTER"}, header...)
+	}
+	t := newTable(cmd.OutOrStdout(), header...)
+	for _, n := range nodes {
+		row := []string{n.ID, n.Status, n.Addr, n.Source, n.Version, tsPtr(n.LastContact), strconv.Itoa(len(n.Kinds)), n.StatusReason}
+		if withCluster {
+			row = append([]string{n.ClusterID}, row...)
+		}
+		t.row(row...)
+	}
+	return t.flush()
+}

@@ -1,0 +1,489 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"log/slog"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/musterhq/muster/core/api"
+	"github.com/musterhq/muster/core/approval"
+	"github.com/musterhq/muster/core/auth"
+	"github.com/musterhq/muster/core/store"
+	"github.com/musterhq/muster/core/store/sqlite"
+	"github.com/musterhq/muster/shared/action"
+	"github.com/musterhq/muster/shared/wire"
+)
+
+// lockedBuffer is written by a running command and read by the test.
+type lockedBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (l *lockedBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *lockedBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
+}
+
+type cliEnv struct {
+	t       *testing.T
+	st      *sqlite.Store
+	url     string
+	secrets map[string]string
+}
+
+// setupCLI starts a real core API on a fresh SQLite store with cluster prod
+// (node db-1) and the tokens op (operator), appr (approver) and admin.
+func setupCLI(t *testing.T, policy approval.Policy) *cliEnv {
+	t.Helper()
+	ctx := context.Background()
+	st, err := sqlite.Open(ctx, t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { st.Close() })
+	srv := api.New(api.Config{Policy: policy}, st, nil, slog.New(slog.DiscardHandler))
+	ts := httptest.NewServer(srv.Handler())
+	t.Cleanup(func() { srv.Close(); ts.Close() })
+	now := time.Now().UTC()
+	if err := st.Update(ctx, func(tx store.Tx) error {
+		if err := tx.PutCluster(ctx, &store.Cluster{ID: "prod", Status: store.ClusterHealthy, UpdatedTS: now}); err != nil {
+			return err
+		}
+		return tx.PutNode(ctx, &store.Node{ClusterID: "prod", ID: "db-1", Addr: "127.0.0.1:7421", Source: store.SourceStatic,
+			Status: store.NodeUp, Kinds: []string{"muster.io/debug.ping", "muster.io/debug.sleep"}, UpdatedTS: now})
+	}); err != nil {
+		t.Fatal(err)
+	}
+	e := &cliEnv{t: t, st: st, url: ts.URL, secrets: map[string]string{}}
+	for name, role := range map[string]string{"op": "operator", "appr": "approver", "admin": "admin"} {
+		s, err := auth.CreateToken(ctx, st, name, []string{role}, "test", "")
+		if err != nil {
+			t.Fatal(err)
+		}
+		e.secrets[name] = s
+	}
+	return e
+}
+
+// run executes the muster command line as who against the test core and
+// returns its standard output, the error line main would print, and the
+// exit code.
+func (e *cliEnv) run(who string, args ...string) (string, string, int) {
+	e.t.Helper()
+	var out lockedBuffer
+	code, msg := e.runCtx(context.Background(), &out, who, args...)
+	return out.String(), msg, code
+}
+
+func (e *cliEnv) runCtx(ctx context.Context, out *lockedBuffer, who string, args ...string) (int, string) {
+	root := newRootCmd()
+	root.SetArgs(append(args, "--addr", e.url, "--token", e.secrets[who]))
+	root.SetOut(out)
+	root.SetErr(&lockedBuffer{})
+	if err := root.ExecuteContext(ctx); err != nil {
+		return exitCode(err), err.Error()
+	}
+	return 0, ""
+}
+
+// advance moves an action as an orchestration pass would: the record, a
+// history line and an event in one transaction.
+func (e *cliEnv) advance(id string, to action.State, reason string) {
+	e.t.Helper()
+	ctx := context.Background()
+	err := e.st.Update(ctx, func(tx store.Tx) error {
+		rec, err := tx.Action(ctx, id)
+		if err != nil {
+			return err
+		}
+		from := rec.State
+		rec.State, rec.StateReason = to, reason
+		if err := tx.UpdateAction(ctx, rec); err != nil {
+			return err
+		}
+		if err := tx.AppendHistory(ctx, id, action.Transition{TS: time.Now(), From: from, To: to, Actor: "db-1", Reason: reason}); err != nil {
+			return err
+		}
+		return tx.AppendEvent(ctx, &store.Event{Type: store.EventActionStateChanged, Actor: "db-1", ClusterID: rec.ClusterID,
+			NodeID: rec.NodeID, ActionID: id, Message: fmt.Sprintf("%s → %s", from, to)})
+	})
+	if err != nil {
+		e.t.Fatal(err)
+	}
+}
+
+func waitFor(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.After(10 * time.Second)
+	tick := time.NewTicker(5 * time.Millisecond)
+	defer tick.Stop()
+	for !cond() {
+		select {
+		case <-deadline:
+			t.Fatalf("timed out waiting for %s", what)
+		case <-tick.C:
+		}
+	}
+}
+
+func decode[T any](t *testing.T, s string) T {
+	t.Helper()
+	var v T
+	if err := json.Unmarshal([]byte(s), &v); err != nil {
+		t.Fatalf("output is not JSON: %v\n%s", err, s)
+	}
+	return v
+}
+
+func TestCLIClusterAndNodeList(t *testing.T) {
+	t.Parallel()
+	e := setupCLI(t, approval.DefaultPolicy())
+	out, msg, code := e.run("op", "cluster", "list")
+	if code != 0 || !regexp.MustCompile(`(?m)^CLUSTER\s+STATUS\s+NODES.*\nprod\s+HEALTHY\s+1\s+1\s+0\s+0\s+-`).MatchString(out) {
+		t.Fatalf("cluster list: %d %s\n%s", code, msg, out)
+	}
+	out, _, code = e.run("op", "cluster", "list", "-o", "json")
+	if l := decode[wire.ClusterList](t, out); code != 0 || len(l.Clusters) != 1 || l.Clusters[0].NodeCounts.Up != 1 {
+		t.Fatalf("cluster list -o json: %s", out)
+	}
+	out, _, code = e.run("op", "cluster", "show", "prod")
+	if code != 0 || !strings.Contains(out, "Cluster:  prod") || !regexp.MustCompile(`(?m)^db-1\s+UP\s+127.0.0.1:7421\s+static`).MatchString(out) {
+		t.Fatalf("cluster show: %s", out)
+	}
+	out, _, code = e.run("op", "cluster", "show", "prod", "-o", "json")
+	if c := decode[wire.Cluster](t, out); code != 0 || len(c.Nodes) != 1 {
+		t.Fatalf("cluster show -o json: %s", out)
+	}
+	out, _, code = e.run("op", "node", "list")
+	if code != 0 || !regexp.MustCompile(`(?m)^prod\s+db-1\s+UP`).MatchString(out) {
+		t.Fatalf("node list: %s", out)
+	}
+	out, _, code = e.run("op", "node", "list", "--cluster", "prod", "-o", "json")
+	if l := decode[wire.NodeList](t, out); code != 0 || len(l.Nodes) != 1 || len(l.Nodes[0].Kinds) != 2 {
+		t.Fatalf("node list -o json: %s", out)
+	}
+	out, _, code = e.run("op", "cluster", "orchestrate", "prod")
+	if code != 0 || !strings.Contains(out, "requested") {
+		t.Fatalf("cluster orchestrate: %d %s", code, out)
+	}
+	_, msg, code = e.run("op", "cluster", "show", "nope")
+	if code != 1 || !strings.Contains(msg, "404") || strings.Contains(msg, "\n") {
+		t.Fatalf("unknown cluster: exit %d, %q", code, msg)
+	}
+}
+
+func TestCLIActionLifecycle(t *testing.T) {
+	t.Parallel()
+	e := setupCLI(t, approval.DefaultPolicy())
+	out, msg, code := e.run("op", "action", "create", "--cluster", "prod", "--node", "db-1", "--kind", "muster.io/debug.sleep",
+		"--args", `{"a": 1, "seconds": 1}`, "--arg", "seconds=30", "--arg", "name=nightly", "--arg", `list=[1,2]`, "--timeout", "2m", "-o", "json")
+	if code != 0 {
+		t.Fatalf("create: %d %s", code, msg)
+	}
+	a := decode[action.Action](t, out)
+	var args bytes.Buffer
+	_ = json.Compact(&args, a.Args)
+	if args.String() != `{"a":1,"list":[1,2],"name":"nightly","seconds":30}` || a.TimeoutS != 120 || a.State != action.PendingApprove || a.Requester != "op" {
+		t.Fatalf("created %+v (args %s)", a, args.String())
+	}
+
+	out, _, code = e.run("op", "action", "create", "--cluster", "prod", "--node", "db-1", "--kind", "muster.io/debug.ping")
+	m := regexp.MustCompile(`^Created action ([0-9a-f-]{36}) \(PENDING_APPROVE\)\.\nIt waits for approval: muster action approve ([0-9a-f]{8})\n$`).FindStringSubmatch(out)
+	if code != 0 || m == nil || m[2] != m[1][:8] {
+		t.Fatalf("create (table): %q", out)
+	}
+	ping := m[1]
+
+	out, _, code = e.run("op", "action", "list")
+	if code != 0 || !regexp.MustCompile(`(?m)^`+a.ID[:8]+`\s+prod\s+db-1\s+muster.io/debug.sleep\s+PENDING_APPROVE\s+op\s+\d{4}-`).MatchString(out) {
+		t.Fatalf("list: %s", out)
+	}
+	out, _, code = e.run("op", "action", "list", "--kind", "muster.io/debug.ping", "-o", "json")
+	if l := decode[wire.ActionList](t, out); code != 0 || len(l.Actions) != 1 || l.Actions[0].ID != ping {
+		t.Fatalf("list --kind -o json: %s", out)
+	}
+	out, _, code = e.run("op", "action", "list", "--limit", "1", "--all", "-o", "json")
+	if l := decode[wire.ActionList](t, out); code != 0 || len(l.Actions) != 2 || l.NextMarker != "" {
+		t.Fatalf("list --all: %s", out)
+	}
+
+	out, _, code = e.run("appr", "action", "approve", a.ID[:8])
+	if code != 0 || out != "Approved action "+a.ID+" (PENDING_SCHEDULE).\n" {
+		t.Fatalf("approve: %d %q", code, out)
+	}
+	out, _, code = e.run("op", "action", "show", a.ID[:10])
+	if code != 0 || !regexp.MustCompile(`(?m)^Approved by\s+appr$`).MatchString(out) ||
+		!regexp.MustCompile(`(?m)^History:\n.*\n.*\n.*PENDING_APPROVE\s+PENDING_SCHEDULE\s+appr\s+approved$`).MatchString(out) {
+		t.Fatalf("show: %s", out)
+	}
+	out, _, code = e.run("op", "action", "cancel", a.ID, "-o", "json")
+	if c := decode[action.Action](t, out); code != 0 || c.State != action.Cancelled {
+		t.Fatalf("cancel: %s", out)
+	}
+	out, _, code = e.run("op", "action", "retry", a.ID)
+	if code != 0 || !regexp.MustCompile(`^Created action [0-9a-f-]{36} \(PENDING_APPROVE\) to retry `+a.ID+`\.\n$`).MatchString(out) {
+		t.Fatalf("retry: %q", out)
+	}
+	out, _, code = e.run("appr", "action", "reject", ping)
+	if code != 0 || !strings.HasPrefix(out, "Rejected action "+ping) {
+		t.Fatalf("reject: %q", out)
+	}
+}
+
+func TestCLIErrors(t *testing.T) {
+	t.Parallel()
+	e := setupCLI(t, approval.DefaultPolicy())
+	out, _, _ := e.run("op", "action", "create", "--cluster", "prod", "--node", "db-1", "--kind", "muster.io/debug.ping", "-o", "json")
+	a := decode[action.Action](t, out)
+	for _, c := range []struct {
+		name string
+		who  string
+		args []string
+		code int
+		msg  string
+	}{
+		{"unknown action", "op", []string{"action", "show", action.NewID()}, 1, "404 not_found"},
+		{"short prefix", "op", []string{"action", "show", "abc"}, 1, "400 bad_request"},
+		{"no permission", "op", []string{"action", "approve", a.ID}, 1, "403 forbidden"},
+		{"wrong state", "op", []string{"action", "retry", a.ID}, 1, "409 conflict"},
+		{"kind unknown to node", "op", []string{"action", "create", "--cluster", "prod", "--node", "db-1", "--kind", "x.io/y"}, 1, "422 unprocessable"},
+		{"bad token", "nobody", []string{"cluster", "list"}, 2, "no API token"},
+		{"bad output", "op", []string{"cluster", "list", "-o", "yaml"}, 2, "want table or json"},
+		{"missing argument", "op", []string{"action", "show"}, 2, "needs 1 argument"},
+		{"extra argument", "op", []string{"cluster", "list", "x"}, 2, "takes no arguments"},
+		{"unknown flag", "op", []string{"action", "list", "--colour"}, 2, "unknown flag"},
+		{"missing kind", "op", []string{"action", "create", "--cluster", "prod", "--node", "db-1"}, 2, "--kind is required"},
+		{"bad --args", "op", []string{"action", "create", "--cluster", "prod", "--node", "db-1", "--kind", "a/b", "--args", "[1]"}, 2, "--args must be a JSON object"},
+		{"bad --arg", "op", []string{"action", "create", "--cluster", "prod", "--node", "db-1", "--kind", "a/b", "--arg", "novalue"}, 2, "want key=value"},
+		{"bad state", "op", []string{"action", "list", "--state", "BOGUS"}, 2, "unknown state"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			t.Parallel()
+			_, msg, code := e.run(c.who, c.args...)
+			if code != c.code || !strings.Contains(msg, c.msg) || strings.Contains(msg, "\n") {
+				t.Fatalf("exit %d, error %q; want exit %d and one line with %q", code, msg, c.code, c.msg)
+			}
+		})
+	}
+}
+
+func TestCLIUnreachableCore(t *testing.T) {
+	t.Parallel()
+	e := setupCLI(t, approval.DefaultPolicy())
+	e.url = "http://127.0.0.1:1"
+	_, msg, code := e.run("op", "cluster", "list")
+	if code != 1 || !strings.Contains(msg, "core at http://127.0.0.1:1") {
+		t.Fatalf("exit %d, %q", code, msg)
+	}
+}
+
+func TestCLIReadsEnvironment(t *testing.T) {
+	// Not parallel: it sets the process environment.
+	e := setupCLI(t, approval.DefaultPolicy())
+	t.Setenv("MUSTER_ADDR", e.url)
+	t.Setenv("MUSTER_TOKEN", e.secrets["op"])
+	root := newRootCmd()
+	var out lockedBuffer
+	root.SetOut(&out)
+	root.SetArgs([]string{"cluster", "list", "-o", "json"})
+	if err := root.ExecuteContext(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if l := decode[wire.ClusterList](t, out.String()); len(l.Clusters) != 1 {
+		t.Fatalf("%s", out.String())
+	}
+	t.Setenv("MUSTER_TOKEN", "")
+	root = newRootCmd()
+	root.SetArgs([]string{"cluster", "list"})
+	if err := root.ExecuteContext(context.Background()); exitCode(err) != 2 {
+		t.Fatalf("without a token: %v", err)
+	}
+}
+
+func TestCLIWatch(t *testing.T) {
+	t.Parallel()
+	e := setupCLI(t, approval.Policy{Default: approval.None, TTL: time.Hour})
+	for _, c := range []struct {
+		final action.State
+		code  int
+	}{{action.Done, 0}, {action.Failed, 1}} {
+		t.Run(string(c.final), func(t *testing.T) {
+			out, _, _ := e.run("op", "action", "create", "--cluster", "prod", "--node", "db-1", "--kind", "muster.io/debug.ping", "-o", "json")
+			a := decode[action.Action](t, out)
+			var buf lockedBuffer
+			done := make(chan int, 1)
+			var msg string
+			go func() {
+				code, m := e.runCtx(context.Background(), &buf, "op", "action", "watch", a.ID[:8])
+				msg = m
+				done <- code
+			}()
+			waitFor(t, "the current state", func() bool { return strings.Contains(buf.String(), "PENDING_SCHEDULE") })
+			e.advance(a.ID, action.New, "")
+			waitFor(t, "NEW", func() bool { return strings.Contains(buf.String(), "NEW") })
+			e.advance(a.ID, action.Running, "")
+			waitFor(t, "RUNNING", func() bool { return strings.Contains(buf.String(), "RUNNING") })
+			e.advance(a.ID, c.final, "finished")
+			select {
+			case code := <-done:
+				if code != c.code {
+					t.Fatalf("watch exit %d (%s), want %d", code, msg, c.code)
+				}
+			case <-time.After(10 * time.Second):
+				t.Fatal("watch did not end on a final state")
+			}
+			lines := strings.Split(strings.TrimSpace(buf.String()), "\n")
+			want := []string{"PENDING_SCHEDULE", "NEW", "RUNNING", string(c.final) + "  finished  by db-1"}
+			if len(lines) != len(want) {
+				t.Fatalf("watch printed %q", lines)
+			}
+			for i, w := range want {
+				if !strings.Contains(lines[i], a.ID[:8]+"  "+w) {
+					t.Fatalf("line %d %q, want %q", i, lines[i], w)
+				}
+			}
+		})
+	}
+}
+
+func TestCLIEvents(t *testing.T) {
+	t.Parallel()
+	e := setupCLI(t, approval.DefaultPolicy())
+	e.run("op", "action", "create", "--cluster", "prod", "--node", "db-1", "--kind", "muster.io/debug.ping")
+	out, _, code := e.run("op", "events")
+	if code != 0 || !regexp.MustCompile(`(?m)^SEQ\s+TIME\s+TYPE.*\n(.*\n)*4\s+\S+ \S+\s+action.created\s+op\s+127.0.0.1\s+[0-9a-f]{8}\s+op created`).MatchString(out) {
+		t.Fatalf("events: %s", out)
+	}
+	out, _, code = e.run("op", "events", "--limit", "2", "-o", "json")
+	if l := decode[wire.EventList](t, out); code != 0 || len(l.Events) != 2 || l.Events[1].Type != "action.created" {
+		t.Fatalf("events -o json: %s", out)
+	}
+	out, _, _ = e.run("op", "events", "--since", "3", "-o", "json")
+	if l := decode[wire.EventList](t, out); len(l.Events) != 1 || l.Events[0].Seq != 4 {
+		t.Fatalf("events --since 3: %s", out)
+	}
+
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	var buf lockedBuffer
+	done := make(chan int, 1)
+	go func() {
+		code, _ := e.runCtx(ctx, &buf, "op", "events", "--follow", "--limit", "1", "-o", "json")
+		done <- code
+	}()
+	waitFor(t, "the last event", func() bool { return strings.Contains(buf.String(), `"seq":4`) })
+	e.run("op", "action", "create", "--cluster", "prod", "--node", "db-1", "--kind", "muster.io/debug.sleep")
+	waitFor(t, "the new event", func() bool { return strings.Contains(buf.String(), `"seq":5`) })
+	cancel()
+	select {
+	case code := <-done:
+		if code != 0 {
+			t.Fatalf("events --follow ended with exit %d", code)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("events --follow did not end when interrupted")
+	}
+	for _, line := range strings.Split(strings.TrimSpace(buf.String()), "\n") {
+		decode[wire.Event](t, line)
+	}
+}
+
+func TestCLITokens(t *testing.T) {
+	t.Parallel()
+	e := setupCLI(t, approval.DefaultPolicy())
+	out, _, code := e.run("admin", "token", "create", "carol", "--role", "viewer,approver")
+	m := regexp.MustCompile(`(?s)^Created token carol \(roles approver, viewer\)\.\n.*\n\n  (mst_\S+)\n\n$`).FindStringSubmatch(out)
+	if code != 0 || m == nil {
+		t.Fatalf("token create: %q", out)
+	}
+	e.secrets["carol"] = m[1]
+	if _, msg, code := e.run("carol", "cluster", "list"); code != 0 {
+		t.Fatalf("the new token does not work: %s", msg)
+	}
+
+	_, msg, code := e.run("admin", "token", "create", "dave", "--role", "viewer", "-o", "json")
+	if code != 2 || !strings.Contains(msg, "--secret-file") {
+		t.Fatalf("-o json without --secret-file: %d %q", code, msg)
+	}
+	file := filepath.Join(t.TempDir(), "dave.token")
+	out, _, code = e.run("admin", "token", "create", "dave", "--role", "operator", "--secret-file", file, "-o", "json")
+	if tok := decode[wire.Token](t, out); code != 0 || tok.Name != "dave" || strings.Contains(out, "mst_") {
+		t.Fatalf("token create -o json: %s", out)
+	}
+	fi, err := os.Stat(file)
+	if err != nil || fi.Mode().Perm() != 0o600 {
+		t.Fatalf("secret file: %v %v", fi, err)
+	}
+	raw, _ := os.ReadFile(file)
+	e.secrets["dave"] = strings.TrimSpace(string(raw))
+	if _, msg, code := e.run("dave", "action", "list"); code != 0 {
+		t.Fatalf("the secret in the file does not work: %s", msg)
+	}
+
+	out, _, code = e.run("admin", "token", "list")
+	if code != 0 || !regexp.MustCompile(`(?m)^carol\s+approver,viewer\s+\d{4}`).MatchString(out) || strings.Contains(out, "mst_") {
+		t.Fatalf("token list: %s", out)
+	}
+	out, _, _ = e.run("admin", "token", "list", "-o", "json")
+	if l := decode[wire.TokenList](t, out); len(l.Tokens) != 5 || strings.Contains(out, "mst_") {
+		t.Fatalf("token list -o json: %s", out)
+	}
+	if _, msg, code := e.run("op", "token", "list"); code != 1 || !strings.Contains(msg, "403") {
+		t.Fatalf("token list as operator: %d %q", code, msg)
+	}
+	out, _, code = e.run("admin", "token", "revoke", "carol")
+	if code != 0 || out != "Revoked token carol.\n" {
+		t.Fatalf("revoke: %q", out)
+	}
+	if _, msg, code := e.run("carol", "cluster", "list"); code != 1 || !strings.Contains(msg, "401") || strings.Contains(msg, "mst_") {
+		t.Fatalf("revoked token: %d %q", code, msg)
+	}
+}
+
+func TestCompletion(t *testing.T) {
+	t.Parallel()
+	for _, shell := range []string{"bash", "zsh", "fish", "powershell"} {
+		root := newRootCmd()
+		var out lockedBuffer
+		root.SetOut(&out)
+		root.SetArgs([]string{"completion", shell})
+		if err := root.ExecuteContext(context.Background()); err != nil {
+			t.Fatalf("completion %s: %v", shell, err)
+		}
+		if !strings.Contains(out.String(), "muster") {
+			t.Fatalf("completion %s printed %q", shell, out.String()[:min(200, len(out.String()))])
+		}
+	}
+	// Completion of subcommands works through cobra's hidden __complete.
+	root := newRootCmd()
+	var out lockedBuffer
+	root.SetOut(&out)
+	root.SetErr(&lockedBuffer{})
+	root.SetArgs([]string{"__complete", "action", ""})
+	if err := root.ExecuteContext(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	for _, sub := range []string{"approve", "create", "watch"} {
+		if !strings.Contains(out.String(), sub) {
+			t.Fatalf("__complete action lacks %s: %s", sub, out.String())
+		}
+	}
+}
