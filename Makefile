@@ -34,7 +34,7 @@ lint: ## gofmt check and go vet
 .PHONY: generate
 generate: ## Regenerate mocks (go.uber.org/mock) and fail if they drifted
 	$(GO) generate $(PKGS)
-	@git diff --exit-code -- '*_mock.go' '**/mock_*.go' || (echo "generated files drifted: commit them"; exit 1)
+	@git diff --exit-code -- ':(glob)**/*mock*.go' || (echo "generated mocks drifted: commit them"; exit 1)
 
 .PHONY: bench
 bench: ## Run the benchmarks

@@ -39,6 +39,8 @@ type Queue interface {
 var _ Queue = (*queue.Queue)(nil)
 
 // Runner is what the API needs of the runner.
+//
+//go:generate go tool mockgen -destination runner_mock_test.go -package api . Runner
 type Runner interface {
 	Wake()
 	Cancel(id string)

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"go.uber.org/mock/gomock"
 
 	"github.com/musterhq/muster/agent/handlers"
 	"github.com/musterhq/muster/agent/queue"
@@ -319,4 +320,43 @@ func FuzzDecodePush(f *testing.F) {
 			t.Fatalf("accepted args %s are not canonical", a.Args)
 		}
 	})
+}
+
+// The API wakes the runner after queuing a new action (not for a repeat), and
+// forwards a cancel to the runner only for the action it runs.
+func TestAPIDrivesTheRunner(t *testing.T) {
+	t.Parallel()
+	ctrl := gomock.NewController(t)
+	run := NewMockRunner(ctrl)
+	q, err := queue.Open(context.Background(), t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer q.Close()
+	reg, _ := handlers.NewRegistry(nil, handlers.Env{})
+	ts := httptest.NewServer(New(Config{NodeID: "n1", ClusterID: "c1", DefaultTimeout: time.Hour, Queue: q, Runner: run, Kinds: reg}).Handler())
+	defer ts.Close()
+	f := &fixture{url: ts.URL, q: q}
+
+	run.EXPECT().Wake().Times(2)
+	_, b := f.do(t, "POST", "/api/v1/actions", `{"kind":"muster.io/debug.sleep","args":{"seconds":60}}`)
+	first := decode[action.Action](t, b)
+	if st, _ := f.do(t, "POST", "/api/v1/actions", fmt.Sprintf(`{"id":%q,"kind":"muster.io/debug.sleep","args":{"seconds":60}}`, first.ID)); st != 200 {
+		t.Fatalf("repeat push: %d", st)
+	}
+	_, b = f.do(t, "POST", "/api/v1/actions", `{"kind":"muster.io/debug.ping"}`)
+	second := decode[action.Action](t, b)
+
+	// The first one runs (claimed as the runner would); the second waits.
+	if a, _, _, err := q.Claim(context.Background(), "n1"); err != nil || a.ID != first.ID {
+		t.Fatalf("claim: %v %v", a, err)
+	}
+	run.EXPECT().Cancel(first.ID).Times(1)
+	if st, _ := f.do(t, "POST", "/api/v1/actions/"+first.ID+"/cancel", ""); st != 202 {
+		t.Fatalf("cancel running: %d", st)
+	}
+	// Cancelling a NEW action needs no runner: no call expected.
+	if st, _ := f.do(t, "POST", "/api/v1/actions/"+second.ID+"/cancel", ""); st != 202 {
+		t.Fatalf("cancel new: %d", st)
+	}
 }
