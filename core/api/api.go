@@ -103,6 +103,7 @@ func New(cfg Config, st store.Store, n Nudger, log *slog.Logger) *Server {
 		NoGroupAutoRegister404Routes: true,
 	})
 	e.Use(s.metrics.middleware)
+	e.Use(s.logRequests)
 	e.Use(middleware.Recover())
 	e.Use(middleware.BodyLimit(MaxBody))
 	s.echo = e

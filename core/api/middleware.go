@@ -2,7 +2,9 @@ package api
 
 import (
 	"fmt"
+	"log/slog"
 	"strings"
+	"time"
 
 	"github.com/labstack/echo/v5"
 
@@ -64,3 +66,26 @@ func caller(c *echo.Context) *store.Token {
 // clientAddr is the address of the direct peer (proxy headers are not
 // trusted), recorded in events.
 func clientAddr(c *echo.Context) string { return c.RealIP() }
+
+// logRequests logs every request at debug level: method, path, status,
+// caller and duration. Never headers nor bodies: they carry secrets.
+func (s *Server) logRequests(next echo.HandlerFunc) echo.HandlerFunc {
+	return func(c *echo.Context) error {
+		start := time.Now()
+		err := next(c)
+		if !s.log.Enabled(c.Request().Context(), slog.LevelDebug) {
+			return err
+		}
+		_, status := echo.ResolveResponseStatus(c.Response(), err)
+		if err != nil {
+			status, _ = classify(err)
+		}
+		actor := ""
+		if t, _ := c.Get(tokenKey).(*store.Token); t != nil {
+			actor = t.Name
+		}
+		s.log.Debug("api request", "method", c.Request().Method, "path", c.Request().URL.Path,
+			"status", status, "actor", actor, "client", clientAddr(c), "duration", time.Since(start))
+		return err
+	}
+}

@@ -88,3 +88,23 @@ func TestLastAdminCannotBeRevoked(t *testing.T) {
 	e.secrets["root2"] = second.Token
 	e.call(http.MethodDelete, "/api/v1/tokens/admin", "root2", nil, http.StatusNoContent, nil)
 }
+
+func TestSecretsNeverLogged(t *testing.T) {
+	t.Parallel()
+	e := setup(t)
+	var created wire.TokenSecret
+	e.call(http.MethodPost, "/api/v1/tokens", "admin", wire.CreateTokenRequest{Name: "erin", Roles: []string{"viewer"}}, http.StatusCreated, &created)
+	e.secrets["erin"] = created.Token
+	e.call(http.MethodGet, "/api/v1/actions", "erin", nil, http.StatusOK, nil)
+	e.call(http.MethodDelete, "/api/v1/tokens/erin", "admin", nil, http.StatusNoContent, nil)
+	e.fail(http.MethodGet, "/api/v1/actions", "erin", nil, http.StatusUnauthorized)
+	logs := e.logs.String()
+	// The log is not empty: requests are logged, with their caller...
+	if !strings.Contains(logs, "actor=erin") || !strings.Contains(logs, "path=/api/v1/tokens/erin") {
+		t.Fatalf("requests are not logged:\n%s", logs)
+	}
+	// ...and never a secret (setup checks every token's secret at cleanup).
+	if strings.Contains(logs, created.Token) || strings.Contains(logs, "mst_") {
+		t.Fatalf("the log carries a secret:\n%s", logs)
+	}
+}
