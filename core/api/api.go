@@ -11,6 +11,7 @@ import (
 	"log/slog"
 	"net/http"
 	"sync"
+	"time"
 
 	"github.com/labstack/echo/v5"
 	"github.com/labstack/echo/v5/middleware"
@@ -35,6 +36,8 @@ const (
 	// DefaultMaxSSEPerToken caps concurrent event streams of one token when
 	// Config.MaxSSEPerToken is zero.
 	DefaultMaxSSEPerToken = 8
+	// DefaultStreamKeepAlive is Config.StreamKeepAlive when zero.
+	DefaultStreamKeepAlive = 15 * time.Second
 )
 
 // Config is what the API needs beyond the store.
@@ -44,6 +47,10 @@ type Config struct {
 	// MaxSSEPerToken caps the concurrent /events/stream connections of one
 	// token (429 beyond). Zero means DefaultMaxSSEPerToken.
 	MaxSSEPerToken int
+	// StreamKeepAlive is how often an idle event stream sends a comment
+	// line, so that proxies keep it open and a vanished client is noticed.
+	// Zero means DefaultStreamKeepAlive.
+	StreamKeepAlive time.Duration
 	// Gatherer is served on /metrics. Nil serves an empty registry.
 	Gatherer prometheus.Gatherer
 	// Registerer, when set, receives the API's own metrics.
@@ -80,6 +87,9 @@ type Server struct {
 func New(cfg Config, st store.Store, n Nudger, log *slog.Logger) *Server {
 	if cfg.MaxSSEPerToken <= 0 {
 		cfg.MaxSSEPerToken = DefaultMaxSSEPerToken
+	}
+	if cfg.StreamKeepAlive <= 0 {
+		cfg.StreamKeepAlive = DefaultStreamKeepAlive
 	}
 	if cfg.Policy.Default == "" {
 		cfg.Policy = approval.DefaultPolicy()

@@ -17,10 +17,6 @@ import (
 // streamBatch is how many events a stream reads from the store at a time.
 const streamBatch = 500
 
-// KeepAlive is how often an idle event stream sends a comment line, so that
-// proxies keep it open and a vanished client is noticed.
-var KeepAlive = 15 * time.Second
-
 func toWireEvent(e store.Event) wire.Event {
 	return wire.Event{
 		Seq: e.Seq, TS: e.TS, Type: e.Type, Actor: e.Actor, ClientAddr: e.ClientAddr,
@@ -231,7 +227,7 @@ func (s *Server) streamEvents(c *echo.Context) error {
 		return nil
 	}
 
-	keepAlive := time.NewTicker(KeepAlive)
+	keepAlive := time.NewTicker(s.cfg.StreamKeepAlive)
 	defer keepAlive.Stop()
 	for {
 		var err error

@@ -243,3 +243,26 @@ func TestStreamEndsWhenClientLeaves(t *testing.T) {
 	cancel()
 	eventually(t, "the handler to return", func() bool { return e.srv.openStreams("viewer") == 0 })
 }
+
+func TestStreamKeepAlive(t *testing.T) {
+	t.Parallel()
+	e := setup(t, func(c *Config) { c.StreamKeepAlive = 10 * time.Millisecond })
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, e.ts.URL+"/api/v1/events/stream", nil)
+	req.Header.Set("Authorization", "Bearer "+e.secrets["viewer"])
+	resp, err := e.ts.Client().Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var text strings.Builder
+	buf := make([]byte, 512)
+	for !strings.Contains(text.String(), ": keep-alive\n\n") {
+		n, err := resp.Body.Read(buf)
+		text.Write(buf[:n])
+		if err != nil {
+			t.Fatalf("read: %v (so far %q)", err, text.String())
+		}
+	}
+}
