@@ -293,9 +293,10 @@ func (s *Server) createAction(c *echo.Context) error {
 
 // change loads the action named by the path, lets fn change it, and stores
 // it with one history line and one event, all in one transaction. fn returns
-// the event to append (its type, message and data); the record's UpdatedTS,
-// the event's actor, address and ids are filled here. from is the state
-// before fn ran.
+// the event to append (its type, message and data) and the reason of the
+// history line, or a nil event when there is nothing to record. The record's
+// UpdatedTS, the event's time, actor, address and ids, and its from/to data
+// are filled here; a state change outside the transition table is refused.
 func (s *Server) change(c *echo.Context, fn func(r *store.Record, t time.Time) (*store.Event, string, error)) (*store.Record, error) {
 	ctx := c.Request().Context()
 	tok := caller(c)
