@@ -1,0 +1,208 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/musterhq/muster/agent"
+	"github.com/musterhq/muster/core"
+	"github.com/musterhq/muster/core/discovery"
+	"github.com/musterhq/muster/shared/client"
+	"github.com/musterhq/muster/shared/config"
+)
+
+func init() { register(newDevCmd) }
+
+// devOptions configure `muster dev`.
+type devOptions struct {
+	agents    int
+	dataDir   string
+	coreAddr  string
+	agentPort int
+	interval  time.Duration
+	logLevel  string
+}
+
+func newDevCmd() *cobra.Command {
+	var o devOptions
+	cmd := &cobra.Command{
+		Use:   "dev",
+		Short: "Run a core and N agents on loopback with temporary SQLite files",
+		Long: `Run a development cluster in one process: a core on 127.0.0.1:7410 and N
+agents on 127.0.0.1:7421 and up, each with its own SQLite file, in cluster
+"dev". It creates an operator token (alice) and an approver token (bob) and
+prints the lines to use them. Without --data-dir everything lives in a
+temporary directory removed on exit.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			return runDev(cmd.Context(), o, cmd.OutOrStdout())
+		},
+	}
+	f := cmd.Flags()
+	f.IntVar(&o.agents, "agents", 3, "number of agents")
+	f.StringVar(&o.dataDir, "data-dir", "", "keep the databases here instead of a temporary directory")
+	f.StringVar(&o.coreAddr, "api-addr", "127.0.0.1:7410", "the core API's listen address")
+	f.IntVar(&o.agentPort, "agent-port", 7421, "the first agent's port (the others follow)")
+	f.DurationVar(&o.interval, "interval", 2*time.Second, "orchestration interval")
+	f.StringVar(&o.logLevel, "log-level", "warn", "log level: debug, info, warn, error")
+	return cmd
+}
+
+func runDev(ctx context.Context, o devOptions, out io.Writer) error {
+	if o.agents < 1 || o.agents > 100 {
+		return &exitError{code: 2, err: fmt.Errorf("--agents: want 1 to 100, got %d", o.agents)}
+	}
+	logCfg := config.Log{Level: o.logLevel, Format: "text"}
+	if errs := logCfg.Validate(); len(errs) > 0 {
+		return &exitError{code: 2, err: fmt.Errorf("--log-level: %q is not debug, info, warn or error", o.logLevel)}
+	}
+	log := newLogger(logCfg)
+	dir := o.dataDir
+	if dir == "" {
+		tmp, err := os.MkdirTemp("", "muster-dev-")
+		if err != nil {
+			return err
+		}
+		defer os.RemoveAll(tmp)
+		dir = tmp
+	}
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+
+	host, _, err := net.SplitHostPort(o.coreAddr)
+	if err != nil {
+		return &exitError{code: 2, err: fmt.Errorf("--api-addr: %v", err)}
+	}
+	var agents []*agent.Agent
+	spec := discovery.ClusterSpec{ID: "dev"}
+	for i := 1; i <= o.agents; i++ {
+		cfg := agent.DefaultConfig()
+		cfg.NodeID = "node-" + strconv.Itoa(i)
+		cfg.ClusterID = "dev"
+		cfg.DataDir = filepath.Join(dir, cfg.NodeID)
+		cfg.API.Addr = net.JoinHostPort(host, strconv.Itoa(o.agentPort+i-1))
+		a, err := agent.New(cfg, log)
+		if err != nil {
+			return err
+		}
+		agents = append(agents, a)
+		spec.Nodes = append(spec.Nodes, discovery.NodeSpec{ID: cfg.NodeID, Addr: cfg.API.Addr})
+	}
+	ccfg := core.DefaultConfig()
+	ccfg.DataDir = filepath.Join(dir, "core")
+	ccfg.API.Addr = o.coreAddr
+	ccfg.Clusters = []discovery.ClusterSpec{spec}
+	ccfg.Orchestrate.Interval = o.interval
+	c, err := core.New(ccfg, log)
+	if err != nil {
+		return err
+	}
+
+	// Every part runs until ctx ends; the first one to fail stops the others.
+	var wg sync.WaitGroup
+	errs := make(chan error, len(agents)+1)
+	runPart := func(name string, run func(context.Context) error) {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if err := run(ctx); err != nil {
+				errs <- fmt.Errorf("%s: %w", name, err)
+				cancel()
+			}
+		}()
+	}
+	for i, a := range agents {
+		runPart(spec.Nodes[i].ID, a.Run)
+	}
+	runPart("core", c.Run)
+	defer wg.Wait()
+
+	for _, a := range agents {
+		if err := waitReady(ctx, a.Ready(), errs); err != nil {
+			return err
+		}
+	}
+	if err := waitReady(ctx, c.Ready(), errs); err != nil {
+		return err
+	}
+	coreURL := "http://" + c.Addr().String()
+	admin, err := os.ReadFile(filepath.Join(ccfg.DataDir, "admin.token"))
+	if err != nil {
+		return fmt.Errorf("read the admin token: %w", err)
+	}
+	adminClient := client.NewCore(coreURL, strings.TrimSpace(string(admin)), nil)
+	tokens := map[string]string{}
+	for _, u := range []struct{ name, role string }{{"alice", "operator"}, {"bob", "approver"}} {
+		sec, err := adminClient.CreateToken(ctx, u.name, []string{u.role})
+		if err != nil {
+			return fmt.Errorf("create token %s: %w", u.name, err)
+		}
+		tokens[u.name] = sec.Token
+	}
+	printDevBanner(out, dir, coreURL, spec, tokens, o.dataDir == "")
+
+	select {
+	case <-ctx.Done():
+	case err := <-errs:
+		cancel()
+		return err
+	}
+	fmt.Fprintln(out, "\nmuster dev: stopping")
+	return nil
+}
+
+func waitReady(ctx context.Context, ready <-chan struct{}, errs chan error) error {
+	select {
+	case <-ready:
+		return nil
+	case err := <-errs:
+		return err
+	case <-ctx.Done():
+		return errors.New("stopped before it was ready")
+	}
+}
+
+func printDevBanner(out io.Writer, dir, coreURL string, spec discovery.ClusterSpec, tokens map[string]string, temp bool) {
+	where := dir
+	if temp {
+		where += " (removed on exit)"
+	}
+	fmt.Fprintf(out, `muster dev is running.
+
+  core     %s
+  cluster  dev
+`, coreURL)
+	for _, n := range spec.Nodes {
+		fmt.Fprintf(out, "  agent    %-8s http://%s\n", n.ID, n.Addr)
+	}
+	fmt.Fprintf(out, `  data     %s
+
+In another terminal, as alice (operator):
+
+  export MUSTER_ADDR=%s
+  export MUSTER_TOKEN=%s
+
+  muster cluster list
+  muster action create --cluster dev --node node-1 --kind muster.io/debug.sleep --arg seconds=5
+  muster action list
+
+Then as bob (approver):
+
+  MUSTER_TOKEN=%s muster action approve <id>
+  muster action watch <id>
+  muster events
+
+Stop with Ctrl-C.
+`, where, coreURL, tokens["alice"], tokens["bob"])
+}
