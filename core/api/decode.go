@@ -1,69 +1,21 @@
 package api
 
 import (
-	"bytes"
-	"encoding/json"
-	"errors"
-	"fmt"
-	"io"
-	"net/http"
-	"strings"
-
 	"github.com/labstack/echo/v5"
 
 	"github.com/musterhq/muster/shared/action"
+	"github.com/musterhq/muster/shared/jsonbody"
 	"github.com/musterhq/muster/shared/wire"
 )
 
-// readBody reads the request body (bounded by the body-limit middleware).
+// readBody reads the request body, refusing more than MaxBody bytes.
 func readBody(c *echo.Context) ([]byte, error) {
-	b, err := io.ReadAll(c.Request().Body)
-	if err != nil {
-		if echo.StatusCode(err) == http.StatusRequestEntityTooLarge {
-			return nil, fmt.Errorf("%w: the limit is %d bytes", ErrTooLarge, MaxBody)
-		}
-		return nil, badRequest("read body: %v", err)
-	}
-	return b, nil
+	return jsonbody.Read(c.Request().Body, MaxBody)
 }
 
-// decodeStrict decodes one JSON value from body into out: unknown fields,
-// trailing data and an empty body are errors (ErrBadRequest).
-func decodeStrict(body []byte, out any) error {
-	if len(bytes.TrimSpace(body)) == 0 {
-		return badRequest("empty body, want a JSON object")
-	}
-	dec := json.NewDecoder(bytes.NewReader(body))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(out); err != nil {
-		return badRequest("%s", jsonError(err))
-	}
-	if _, err := dec.Token(); !errors.Is(err, io.EOF) {
-		return badRequest("trailing data after the JSON object")
-	}
-	return nil
-}
-
-// jsonError rewrites decoding errors into messages for people.
-func jsonError(err error) string {
-	var se *json.SyntaxError
-	var te *json.UnmarshalTypeError
-	switch {
-	case errors.As(err, &se):
-		return fmt.Sprintf("malformed JSON at byte %d: %v", se.Offset, se)
-	case errors.As(err, &te):
-		if te.Field != "" {
-			return fmt.Sprintf("field %q must be %s, not %s", te.Field, te.Type, te.Value)
-		}
-		return fmt.Sprintf("want a JSON object, not %s", te.Value)
-	case strings.HasPrefix(err.Error(), "json: unknown field "):
-		f := strings.TrimPrefix(err.Error(), "json: unknown field ")
-		return fmt.Sprintf("field %s may not be set by a caller", f)
-	case errors.Is(err, io.ErrUnexpectedEOF):
-		return "truncated JSON"
-	}
-	return "malformed JSON: " + err.Error()
-}
+// decodeStrict decodes one JSON object from body into out: unknown fields,
+// trailing data and an empty body are errors (jsonbody.ErrInvalid, a 400).
+func decodeStrict(body []byte, out any) error { return jsonbody.Decode(body, out) }
 
 // decodeCreate decodes and validates the body of POST /api/v1/actions. On
 // success the args are a canonical JSON object of at most action.MaxArgs

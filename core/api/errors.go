@@ -11,6 +11,7 @@ import (
 	"github.com/musterhq/muster/core/auth"
 	"github.com/musterhq/muster/core/store"
 	"github.com/musterhq/muster/shared/action"
+	"github.com/musterhq/muster/shared/jsonbody"
 	"github.com/musterhq/muster/shared/wire"
 )
 
@@ -61,7 +62,8 @@ func badRequest(format string, args ...any) error {
 // classify maps an error to its status and code.
 func classify(err error) (int, string) {
 	switch {
-	case errors.Is(err, ErrBadRequest), errors.Is(err, action.ErrInvalid), errors.Is(err, auth.ErrInvalid):
+	case errors.Is(err, ErrBadRequest), errors.Is(err, action.ErrInvalid), errors.Is(err, auth.ErrInvalid),
+		errors.Is(err, jsonbody.ErrInvalid):
 		return http.StatusBadRequest, wire.CodeBadRequest
 	case errors.Is(err, auth.ErrUnauthenticated):
 		return http.StatusUnauthorized, wire.CodeUnauthorized
@@ -72,7 +74,7 @@ func classify(err error) (int, string) {
 	case errors.Is(err, ErrWrongState), errors.Is(err, ErrAmbiguous), errors.Is(err, ErrConflict),
 		errors.Is(err, store.ErrExists), errors.Is(err, action.ErrTransition):
 		return http.StatusConflict, wire.CodeConflict
-	case errors.Is(err, ErrTooLarge):
+	case errors.Is(err, ErrTooLarge), errors.Is(err, jsonbody.ErrTooLarge):
 		return http.StatusRequestEntityTooLarge, wire.CodeTooLarge
 	case errors.Is(err, ErrUnprocessable):
 		return http.StatusUnprocessableEntity, wire.CodeUnprocessable
@@ -141,7 +143,7 @@ func (s *Server) handleError(c *echo.Context, err error) {
 func isOurs(err error) bool {
 	for _, e := range []error{ErrBadRequest, ErrForbidden, ErrWrongState, ErrAmbiguous, ErrUnprocessable,
 		ErrTooLarge, ErrTooMany, ErrConflict, store.ErrNotFound, store.ErrExists, auth.ErrUnauthenticated,
-		auth.ErrInvalid, action.ErrInvalid} {
+		auth.ErrInvalid, action.ErrInvalid, jsonbody.ErrInvalid, jsonbody.ErrTooLarge} {
 		if errors.Is(err, e) {
 			return true
 		}

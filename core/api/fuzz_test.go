@@ -3,7 +3,7 @@ package api
 import (
 	"bytes"
 	"encoding/json"
-	"errors"
+	"net/http"
 	"strings"
 	"testing"
 
@@ -29,8 +29,8 @@ func FuzzCreateDecode(f *testing.F) {
 	f.Fuzz(func(t *testing.T, body []byte) {
 		req, err := decodeCreate(body)
 		if err != nil {
-			if !errors.Is(err, ErrBadRequest) {
-				t.Fatalf("error %v is not a bad request", err)
+			if st, _ := classify(err); st != http.StatusBadRequest {
+				t.Fatalf("error %v answers %d, not 400", err, st)
 			}
 			if req != nil {
 				t.Fatal("a request returned with an error")
