@@ -1,0 +1,45 @@
+package main
+
+import (
+	"github.com/spf13/cobra"
+
+	"github.com/musterhq/muster/core"
+)
+
+func init() { register(newCoreCmd) }
+
+func newCoreCmd() *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "core",
+		Short: "Run the core: the store, the orchestrator of clusters and the REST API",
+		Long: `Run the core. It keeps clusters, nodes, actions and events in
+<data_dir>/core.db, orchestrates every cluster periodically (pull from the
+agents, reconcile, push approved actions) and serves the REST API. On first
+start it writes an admin token to <data_dir>/admin.token.
+
+Configuration comes from --config (YAML), then MUSTER_* environment variables
+(MUSTER_API_ADDR for api.addr), then flags.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			cfg := core.DefaultConfig()
+			if err := loadConfig(cmd, &cfg, map[string]string{
+				"data-dir": "data_dir", "api-addr": "api.addr",
+			}); err != nil {
+				return err
+			}
+			if err := configErrors(cfg.Validate()); err != nil {
+				return err
+			}
+			c, err := core.New(cfg, newLogger(cfg.Log))
+			if err != nil {
+				return err
+			}
+			return c.Run(cmd.Context())
+		},
+	}
+	f := cmd.Flags()
+	f.String("config", "", "YAML configuration file")
+	f.String("data-dir", "", "directory of the core database and the admin token (data_dir)")
+	f.String("api-addr", "", "listen address of the REST API (api.addr)")
+	return cmd
+}

@@ -1,0 +1,218 @@
+package core
+
+import (
+	"fmt"
+	"net"
+	"net/url"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/musterhq/muster/core/approval"
+	"github.com/musterhq/muster/core/discovery"
+	"github.com/musterhq/muster/shared/config"
+)
+
+// Config is the core's configuration (DESIGN.md §6).
+type Config struct {
+	// DataDir holds core.db (with the sqlite driver) and admin.token.
+	DataDir     string                  `mapstructure:"data_dir" yaml:"data_dir"`
+	Store       StoreConfig             `mapstructure:"store" yaml:"store"`
+	API         APIConfig               `mapstructure:"api" yaml:"api"`
+	AgentsTLS   AgentsTLSConfig         `mapstructure:"agents_tls" yaml:"agents_tls"`
+	Clusters    []discovery.ClusterSpec `mapstructure:"clusters" yaml:"clusters"`
+	Orchestrate OrchestrateConfig       `mapstructure:"orchestrate" yaml:"orchestrate"`
+	Approval    approval.Policy         `mapstructure:"approval" yaml:"approval"`
+	Gossip      GossipConfig            `mapstructure:"gossip" yaml:"gossip"`
+	Log         config.Log              `mapstructure:"log" yaml:"log"`
+}
+
+// Store drivers.
+const (
+	DriverSQLite   = "sqlite"
+	DriverPostgres = "postgres"
+)
+
+// StoreConfig chooses the store. With the sqlite driver, DSN is the database
+// file and defaults to <data_dir>/core.db.
+type StoreConfig struct {
+	Driver string `mapstructure:"driver" yaml:"driver"`
+	DSN    string `mapstructure:"dsn" yaml:"dsn"`
+}
+
+// APIConfig is the REST API's listener.
+type APIConfig struct {
+	Addr string     `mapstructure:"addr" yaml:"addr"`
+	TLS  config.TLS `mapstructure:"tls" yaml:"tls"`
+	// Insecure allows a plaintext listener on a non-loopback address.
+	Insecure bool `mapstructure:"insecure" yaml:"insecure"`
+}
+
+// AgentsTLSConfig is how the core reaches agents over TLS: the CA that signs
+// their certificates and, for agents that require client certificates, the
+// core's own. Unset, the core speaks plain HTTP to agents.
+type AgentsTLSConfig struct {
+	CAFile   string `mapstructure:"ca_file" yaml:"ca_file"`
+	CertFile string `mapstructure:"cert_file" yaml:"cert_file"`
+	KeyFile  string `mapstructure:"key_file" yaml:"key_file"`
+}
+
+// Enabled reports whether agents are reached over TLS.
+func (t AgentsTLSConfig) Enabled() bool { return t.CAFile != "" || t.CertFile != "" || t.KeyFile != "" }
+
+// OrchestrateConfig tunes the orchestration passes.
+type OrchestrateConfig struct {
+	Interval         time.Duration `mapstructure:"interval" yaml:"interval"`
+	Workers          int           `mapstructure:"workers" yaml:"workers"`
+	MaxQueuedPerNode int           `mapstructure:"max_queued_per_node" yaml:"max_queued_per_node"`
+	FullSyncEvery    int           `mapstructure:"full_sync_every" yaml:"full_sync_every"`
+	AgentTimeout     time.Duration `mapstructure:"agent_timeout" yaml:"agent_timeout"`
+}
+
+// GossipConfig is the core's membership in the gossip pool.
+type GossipConfig struct {
+	Enabled  bool     `mapstructure:"enabled" yaml:"enabled"`
+	BindAddr string   `mapstructure:"bind_addr" yaml:"bind_addr"`
+	Join     []string `mapstructure:"join" yaml:"join"`
+	KeyFile  string   `mapstructure:"key_file" yaml:"key_file"`
+}
+
+// DefaultConfig returns the defaults of DESIGN.md §6.
+func DefaultConfig() Config {
+	return Config{
+		Store:    StoreConfig{Driver: DriverSQLite},
+		API:      APIConfig{Addr: "127.0.0.1:7410"},
+		Clusters: []discovery.ClusterSpec{},
+		Orchestrate: OrchestrateConfig{
+			Interval:         10 * time.Second,
+			Workers:          8,
+			MaxQueuedPerNode: 16,
+			FullSyncEvery:    6,
+			AgentTimeout:     5 * time.Second,
+		},
+		Approval: approval.DefaultPolicy(),
+		Gossip:   GossipConfig{BindAddr: "0.0.0.0:7946", Join: []string{}},
+		Log:      config.DefaultLog(),
+	}
+}
+
+// Validate returns one error per bad field, named by its configuration key.
+func (c *Config) Validate() []error {
+	var errs []error
+	add := func(key, format string, args ...any) {
+		errs = append(errs, fmt.Errorf("%s: "+format, append([]any{key}, args...)...))
+	}
+	if c.DataDir == "" {
+		add("data_dir", "required (the core keeps core.db and admin.token there)")
+	}
+	switch c.Store.Driver {
+	case DriverSQLite:
+	case DriverPostgres:
+		add("store.driver", "%q is not available in this build; use %q", DriverPostgres, DriverSQLite)
+	default:
+		add("store.driver", "%q is not %q", c.Store.Driver, DriverSQLite)
+	}
+
+	if err := config.ValidateAddr("api.addr", c.API.Addr); err != nil {
+		errs = append(errs, err)
+	} else if !c.API.TLS.Enabled() && !c.API.Insecure && !config.IsLoopback(c.API.Addr) {
+		add("api.addr", "%s is not a loopback address; configure api.tls or set api.insecure: true", c.API.Addr)
+	}
+	errs = append(errs, c.API.TLS.Validate("api.tls")...)
+	if (c.AgentsTLS.CertFile == "") != (c.AgentsTLS.KeyFile == "") {
+		add("agents_tls", "cert_file and key_file must be set together")
+	}
+
+	clusters := map[string]bool{}
+	for i, cl := range c.Clusters {
+		key := fmt.Sprintf("clusters[%d]", i)
+		switch {
+		case cl.ID == "":
+			add(key+".id", "required")
+		case !validName(cl.ID):
+			add(key+".id", "%q: use letters, digits, '.', '_' and '-'", cl.ID)
+		case clusters[cl.ID]:
+			add(key+".id", "cluster %q is listed twice", cl.ID)
+		}
+		clusters[cl.ID] = true
+		nodes := map[string]bool{}
+		for j, n := range cl.Nodes {
+			nkey := fmt.Sprintf("%s.nodes[%d]", key, j)
+			switch {
+			case n.ID == "":
+				add(nkey+".id", "required")
+			case !validName(n.ID):
+				add(nkey+".id", "%q: use letters, digits, '.', '_' and '-'", n.ID)
+			case nodes[n.ID]:
+				add(nkey+".id", "node %q is listed twice in cluster %q", n.ID, cl.ID)
+			}
+			nodes[n.ID] = true
+			if err := validAgentAddr(n.Addr); err != nil {
+				add(nkey+".addr", "%v", err)
+			}
+		}
+	}
+
+	o := c.Orchestrate
+	for key, d := range map[string]time.Duration{
+		"orchestrate.interval":      o.Interval,
+		"orchestrate.agent_timeout": o.AgentTimeout,
+	} {
+		if d <= 0 {
+			add(key, "must be a positive duration such as 10s, got %s", d)
+		}
+	}
+	for key, n := range map[string]int{
+		"orchestrate.workers":             o.Workers,
+		"orchestrate.max_queued_per_node": o.MaxQueuedPerNode,
+		"orchestrate.full_sync_every":     o.FullSyncEvery,
+	} {
+		if n <= 0 {
+			add(key, "must be at least 1, got %d", n)
+		}
+	}
+	errs = append(errs, c.Approval.Validate()...)
+	if c.Gossip.Enabled {
+		add("gossip.enabled", "the gossip pool is not available in this build; list the nodes under clusters")
+	}
+	errs = append(errs, c.Log.Validate()...)
+	sortByKey(errs)
+	return errs
+}
+
+// validName accepts the ids of clusters and nodes.
+func validName(s string) bool {
+	if len(s) > 128 {
+		return false
+	}
+	for _, r := range s {
+		if !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || r == '.' || r == '_' || r == '-') {
+			return false
+		}
+	}
+	return true
+}
+
+// validAgentAddr accepts host:port or an http(s) URL with a host.
+func validAgentAddr(addr string) error {
+	if addr == "" {
+		return fmt.Errorf("required (host:port of the node's agent API)")
+	}
+	if strings.Contains(addr, "://") {
+		u, err := url.Parse(addr)
+		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+			return fmt.Errorf("%q is not host:port or an http(s) URL", addr)
+		}
+		return nil
+	}
+	if _, port, err := net.SplitHostPort(addr); err != nil || port == "" {
+		return fmt.Errorf("%q is not host:port", addr)
+	}
+	return nil
+}
+
+// sortByKey orders errors by their text, which starts with the key, so that
+// the report is stable.
+func sortByKey(errs []error) {
+	slices.SortStableFunc(errs, func(a, b error) int { return strings.Compare(a.Error(), b.Error()) })
+}

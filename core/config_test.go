@@ -1,0 +1,80 @@
+package core
+
+import (
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/musterhq/muster/core/discovery"
+)
+
+func validConfig() Config {
+	c := DefaultConfig()
+	c.DataDir = "/var/lib/muster"
+	c.Clusters = []discovery.ClusterSpec{{ID: "db", Nodes: []discovery.NodeSpec{
+		{ID: "db-1", Addr: "10.0.0.1:7420"}, {ID: "db-2", Addr: "https://db-2.example:7420"},
+	}}}
+	return c
+}
+
+func TestDefaultConfig(t *testing.T) {
+	t.Parallel()
+	c := DefaultConfig()
+	if c.API.Addr != "127.0.0.1:7410" || c.Store.Driver != DriverSQLite || c.Orchestrate.Interval != 10*time.Second ||
+		c.Orchestrate.Workers != 8 || c.Orchestrate.MaxQueuedPerNode != 16 || c.Orchestrate.FullSyncEvery != 6 ||
+		c.Orchestrate.AgentTimeout != 5*time.Second || c.Approval.TTL != 24*time.Hour {
+		t.Fatalf("defaults %+v", c)
+	}
+	if c := validConfig(); len(c.Validate()) != 0 {
+		errs := c.Validate()
+		t.Fatalf("a valid configuration is refused: %v", errs)
+	}
+}
+
+func TestValidate(t *testing.T) {
+	t.Parallel()
+	cases := []struct {
+		name string
+		edit func(c *Config)
+		keys []string // each error must start with one of these, in order
+	}{
+		{"no data dir", func(c *Config) { c.DataDir = "" }, []string{"data_dir:"}},
+		{"postgres", func(c *Config) { c.Store.Driver = DriverPostgres }, []string{"store.driver:"}},
+		{"unknown driver", func(c *Config) { c.Store.Driver = "mysql" }, []string{"store.driver:"}},
+		{"bad api addr", func(c *Config) { c.API.Addr = "7410" }, []string{"api.addr:"}},
+		{"plaintext outside loopback", func(c *Config) { c.API.Addr = "0.0.0.0:7410" }, []string{"api.addr:"}},
+		{"plaintext outside loopback, insecure", func(c *Config) { c.API.Addr, c.API.Insecure = "0.0.0.0:7410", true }, nil},
+		{"cert without key", func(c *Config) { c.API.TLS.CertFile = "c.pem" }, []string{"api.tls:"}},
+		{"agents cert without key", func(c *Config) { c.AgentsTLS.CertFile = "c.pem" }, []string{"agents_tls:"}},
+		{"cluster without id", func(c *Config) { c.Clusters[0].ID = "" }, []string{"clusters[0].id:"}},
+		{"cluster twice", func(c *Config) { c.Clusters = append(c.Clusters, c.Clusters[0]) }, []string{"clusters[1].id:"}},
+		{"bad cluster id", func(c *Config) { c.Clusters[0].ID = "a b" }, []string{"clusters[0].id:"}},
+		{"node twice", func(c *Config) { c.Clusters[0].Nodes[1].ID = "db-1" }, []string{"clusters[0].nodes[1].id:"}},
+		{"node without addr", func(c *Config) { c.Clusters[0].Nodes[0].Addr = "" }, []string{"clusters[0].nodes[0].addr:"}},
+		{"node addr without port", func(c *Config) { c.Clusters[0].Nodes[0].Addr = "db-1" }, []string{"clusters[0].nodes[0].addr:"}},
+		{"node addr bad scheme", func(c *Config) { c.Clusters[0].Nodes[0].Addr = "ftp://db-1:21" }, []string{"clusters[0].nodes[0].addr:"}},
+		{"orchestrate zeros", func(c *Config) { c.Orchestrate = OrchestrateConfig{} }, []string{
+			"orchestrate.agent_timeout:", "orchestrate.full_sync_every:", "orchestrate.interval:",
+			"orchestrate.max_queued_per_node:", "orchestrate.workers:",
+		}},
+		{"approval", func(c *Config) { c.Approval.Default = "maybe" }, []string{"approval.default:"}},
+		{"gossip", func(c *Config) { c.Gossip.Enabled = true }, []string{"gossip.enabled:"}},
+		{"log", func(c *Config) { c.Log.Level = "loud" }, []string{"log.level:"}},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			t.Parallel()
+			cfg := validConfig()
+			c.edit(&cfg)
+			errs := cfg.Validate()
+			if len(errs) != len(c.keys) {
+				t.Fatalf("errors %v, want %d naming %v", errs, len(c.keys), c.keys)
+			}
+			for i, err := range errs {
+				if !strings.HasPrefix(err.Error(), c.keys[i]) {
+					t.Errorf("error %q does not name %s", err, c.keys[i])
+				}
+			}
+		})
+	}
+}

@@ -1,0 +1,238 @@
+// Package core wires the central service: the store, node discovery, the
+// orchestrator and the REST API. New checks the configuration and builds
+// nothing else; Run opens, starts and serves until its context ends, then
+// stops everything in reverse order.
+package core
+
+import (
+	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"sync"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+
+	"github.com/musterhq/muster/core/api"
+	"github.com/musterhq/muster/core/auth"
+	"github.com/musterhq/muster/core/discovery"
+	"github.com/musterhq/muster/core/orchestrate"
+	"github.com/musterhq/muster/core/store"
+	"github.com/musterhq/muster/core/store/sqlite"
+	"github.com/musterhq/muster/shared/version"
+)
+
+// ShutdownTimeout bounds how long Run waits for requests in flight once its
+// context ends.
+const ShutdownTimeout = 10 * time.Second
+
+// Core is the central service.
+type Core struct {
+	cfg Config
+	log *slog.Logger
+
+	mu    sync.Mutex
+	addr  net.Addr
+	ready chan struct{}
+}
+
+// New checks cfg and returns a core; it opens and starts nothing.
+func New(cfg Config, log *slog.Logger) (*Core, error) {
+	if errs := cfg.Validate(); len(errs) > 0 {
+		return nil, fmt.Errorf("invalid configuration: %w", errors.Join(errs...))
+	}
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	return &Core{cfg: cfg, log: log, ready: make(chan struct{})}, nil
+}
+
+// Addr returns the API's bound address once Ready is closed (nil before).
+func (c *Core) Addr() net.Addr {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.addr
+}
+
+// Ready is closed once the API listens.
+func (c *Core) Ready() <-chan struct{} { return c.ready }
+
+// Run opens the store, gives an empty store its first admin token, syncs the
+// configured nodes, starts the orchestrator and serves the API until ctx
+// ends. Then it stops serving (waiting up to ShutdownTimeout for requests in
+// flight), stops discovery and the orchestrator, and closes the store.
+func (c *Core) Run(ctx context.Context) error {
+	cfg := c.cfg
+	if err := os.MkdirAll(cfg.DataDir, 0o700); err != nil {
+		return fmt.Errorf("data_dir: %w", err)
+	}
+	st, err := openStore(ctx, cfg)
+	if err != nil {
+		return err
+	}
+	defer st.Close()
+	if err := auth.Bootstrap(ctx, st, cfg.DataDir, c.log); err != nil {
+		return err
+	}
+	static := discovery.Static(cfg.Clusters)
+	if _, err := discovery.Sync(ctx, st, static.Clusters(), static); err != nil {
+		return err
+	}
+
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	hc, scheme, err := agentsClient(cfg.AgentsTLS)
+	if err != nil {
+		return err
+	}
+	orch, err := orchestrate.New(orchestrate.Config{
+		Interval:         cfg.Orchestrate.Interval,
+		Workers:          cfg.Orchestrate.Workers,
+		MaxQueuedPerNode: cfg.Orchestrate.MaxQueuedPerNode,
+		FullSyncEvery:    cfg.Orchestrate.FullSyncEvery,
+		AgentTimeout:     cfg.Orchestrate.AgentTimeout,
+		ApprovalTTL:      cfg.Approval.TTL,
+		HTTPClient:       hc,
+		Scheme:           scheme,
+	}, st, c.log, reg)
+	if err != nil {
+		return err
+	}
+	apiSrv := api.New(api.Config{Policy: cfg.Approval, Gatherer: reg, Registerer: reg}, st, orch, c.log)
+	httpSrv := &http.Server{Handler: apiSrv.Handler(), ReadHeaderTimeout: 10 * time.Second}
+	httpSrv.RegisterOnShutdown(apiSrv.Close) // event streams end, so Shutdown can finish
+	ln, err := listen(cfg.API)
+	if err != nil {
+		return err
+	}
+
+	// Started in this order, stopped in the reverse one (deferred).
+	if err := orch.Start(ctx); err != nil {
+		ln.Close()
+		return err
+	}
+	defer orch.Stop()
+	watchCtx, stopWatch := context.WithCancel(ctx)
+	var watch sync.WaitGroup
+	watch.Add(1)
+	go func() {
+		defer watch.Done()
+		_ = discovery.Watch(watchCtx, st, c.log, orch.Nudge, static.Clusters(), static)
+	}()
+	defer func() { stopWatch(); watch.Wait() }()
+
+	serveErr := make(chan error, 1)
+	go func() { serveErr <- httpSrv.Serve(ln) }()
+	c.mu.Lock()
+	c.addr = ln.Addr()
+	c.mu.Unlock()
+	close(c.ready)
+	c.log.Info("core started", "api", ln.Addr().String(), "clusters", len(cfg.Clusters),
+		"data_dir", cfg.DataDir, "version", version.Version)
+
+	var runErr error
+	select {
+	case <-ctx.Done():
+	case err := <-serveErr:
+		if !errors.Is(err, http.ErrServerClosed) {
+			runErr = fmt.Errorf("api: %w", err)
+		}
+	}
+	c.log.Info("core stopping")
+	shutCtx, cancel := context.WithTimeout(context.Background(), ShutdownTimeout)
+	defer cancel()
+	if err := httpSrv.Shutdown(shutCtx); err != nil {
+		c.log.Warn("api shutdown", "err", err)
+		_ = httpSrv.Close()
+	}
+	// The deferred calls stop discovery, then the orchestrator (passes in
+	// flight are cancelled and write nothing), then close the store.
+	return runErr
+}
+
+func openStore(ctx context.Context, cfg Config) (store.Store, error) {
+	var (
+		st  *sqlite.Store
+		err error
+	)
+	if cfg.Store.DSN != "" {
+		st, err = sqlite.OpenFile(ctx, cfg.Store.DSN)
+	} else {
+		st, err = sqlite.Open(ctx, cfg.DataDir)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("open store: %w", err)
+	}
+	return st, nil
+}
+
+// listen opens the API listener, with TLS when configured.
+func listen(c APIConfig) (net.Listener, error) {
+	ln, err := net.Listen("tcp", c.Addr)
+	if err != nil {
+		return nil, fmt.Errorf("api.addr: %w", err)
+	}
+	if !c.TLS.Enabled() {
+		return ln, nil
+	}
+	cert, err := tls.LoadX509KeyPair(c.TLS.CertFile, c.TLS.KeyFile)
+	if err != nil {
+		ln.Close()
+		return nil, fmt.Errorf("api.tls: %w", err)
+	}
+	tc := &tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12}
+	if c.TLS.ClientCAFile != "" {
+		pool, err := certPool(c.TLS.ClientCAFile)
+		if err != nil {
+			ln.Close()
+			return nil, fmt.Errorf("api.tls.client_ca_file: %w", err)
+		}
+		tc.ClientCAs, tc.ClientAuth = pool, tls.RequireAndVerifyClientCert
+	}
+	return tls.NewListener(ln, tc), nil
+}
+
+// agentsClient returns the HTTP client and URL scheme the orchestrator
+// reaches agents with.
+func agentsClient(c AgentsTLSConfig) (*http.Client, string, error) {
+	if !c.Enabled() {
+		return &http.Client{}, "http", nil
+	}
+	tc := &tls.Config{MinVersion: tls.VersionTLS12}
+	if c.CAFile != "" {
+		pool, err := certPool(c.CAFile)
+		if err != nil {
+			return nil, "", fmt.Errorf("agents_tls.ca_file: %w", err)
+		}
+		tc.RootCAs = pool
+	}
+	if c.CertFile != "" {
+		cert, err := tls.LoadX509KeyPair(c.CertFile, c.KeyFile)
+		if err != nil {
+			return nil, "", fmt.Errorf("agents_tls: %w", err)
+		}
+		tc.Certificates = []tls.Certificate{cert}
+	}
+	tr := http.DefaultTransport.(*http.Transport).Clone()
+	tr.TLSClientConfig = tc
+	return &http.Client{Transport: tr}, "https", nil
+}
+
+func certPool(file string) (*x509.CertPool, error) {
+	pem, err := os.ReadFile(file)
+	if err != nil {
+		return nil, err
+	}
+	pool := x509.NewCertPool()
+	if !pool.AppendCertsFromPEM(pem) {
+		return nil, fmt.Errorf("no certificate in %s", file)
+	}
+	return pool, nil
+}

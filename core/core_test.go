@@ -1,0 +1,175 @@
+package core_test
+
+import (
+	"context"
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/musterhq/muster/agent"
+	"github.com/musterhq/muster/core"
+	"github.com/musterhq/muster/core/approval"
+	"github.com/musterhq/muster/core/auth"
+	"github.com/musterhq/muster/core/discovery"
+	"github.com/musterhq/muster/core/store"
+	"github.com/musterhq/muster/core/store/sqlite"
+	"github.com/musterhq/muster/shared/action"
+	"github.com/musterhq/muster/shared/client"
+	"github.com/musterhq/muster/shared/wire"
+)
+
+// startAgent runs a real agent on a loopback port until the test ends.
+func startAgent(t *testing.T, clusterID, nodeID string) string {
+	t.Helper()
+	cfg := agent.DefaultConfig()
+	cfg.NodeID, cfg.ClusterID, cfg.DataDir = nodeID, clusterID, t.TempDir()
+	cfg.API.Addr = "127.0.0.1:0"
+	a, err := agent.New(cfg, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- a.Run(ctx) }()
+	t.Cleanup(func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("agent %s: %v", nodeID, err)
+		}
+	})
+	select {
+	case <-a.Ready():
+	case err := <-done:
+		t.Fatalf("agent %s: %v", nodeID, err)
+	}
+	return a.Addr().String()
+}
+
+// eventually polls cond until it holds or the deadline passes.
+func eventually(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(20 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+func TestNewRefusesABadConfiguration(t *testing.T) {
+	t.Parallel()
+	if _, err := core.New(core.DefaultConfig(), nil); err == nil || !strings.Contains(err.Error(), "data_dir") {
+		t.Fatalf("New without data_dir: %v", err)
+	}
+}
+
+func TestRunWithARealAgent(t *testing.T) {
+	t.Parallel()
+	agentAddr := startAgent(t, "db", "db-1")
+	cfg := core.DefaultConfig()
+	cfg.DataDir = t.TempDir()
+	cfg.API.Addr = "127.0.0.1:0"
+	cfg.Clusters = []discovery.ClusterSpec{{ID: "db", Nodes: []discovery.NodeSpec{{ID: "db-1", Addr: agentAddr}}}}
+	cfg.Orchestrate.Interval = time.Hour // passes come from the first one and from nudges
+	cfg.Approval.Default = approval.None
+	c, err := core.New(cfg, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- c.Run(ctx) }()
+	select {
+	case <-c.Ready():
+	case err := <-done:
+		t.Fatalf("Run: %v", err)
+	}
+
+	secret, err := os.ReadFile(filepath.Join(cfg.DataDir, auth.AdminTokenFile))
+	if err != nil {
+		t.Fatalf("admin token: %v", err)
+	}
+	cl := client.NewCore(c.Addr().String(), strings.TrimSpace(string(secret)), nil)
+	bg := context.Background()
+	if err := cl.Health(bg); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "the node to be UP", func() bool {
+		cs, err := cl.Cluster(bg, "db")
+		return err == nil && cs.NodeCounts.Up == 1
+	})
+
+	// An action created through the API runs on the agent; a nudge brings it
+	// there and back without waiting for the (hour-long) interval.
+	a, err := cl.CreateAction(bg, &wire.CreateActionRequest{ClusterID: "db", NodeID: "db-1", Kind: "muster.io/debug.ping"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "the action to be DONE", func() bool {
+		got, err := cl.Action(bg, a.ID)
+		if err == nil && !got.State.Final() {
+			_ = cl.Orchestrate(bg, "db") // the agent may finish it after the pass that pushed it
+		}
+		return err == nil && got.State == action.Done && strings.TrimSpace(got.Output) == "pong"
+	})
+
+	cancel()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatalf("Run returned %v", err)
+		}
+	case <-time.After(core.ShutdownTimeout + 5*time.Second):
+		t.Fatal("Run did not return after its context ended")
+	}
+	// The store was closed cleanly: it opens again with what was written.
+	st, err := sqlite.Open(bg, cfg.DataDir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	err = st.Read(bg, func(r store.Reader) error {
+		rec, err := r.Action(bg, a.ID)
+		if err == nil && rec.State != action.Done {
+			return errors.New("action not DONE in the store: " + string(rec.State))
+		}
+		return err
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestRunFailsOnABusyAddress(t *testing.T) {
+	t.Parallel()
+	cfg := core.DefaultConfig()
+	cfg.DataDir = t.TempDir()
+	cfg.API.Addr = "127.0.0.1:0"
+	first, err := core.New(cfg, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	done := make(chan error, 1)
+	go func() { done <- first.Run(ctx) }()
+	<-first.Ready()
+	cfg2 := cfg
+	cfg2.DataDir = t.TempDir()
+	cfg2.API.Addr = first.Addr().String()
+	second, err := core.New(cfg2, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := second.Run(context.Background()); err == nil || !strings.Contains(err.Error(), "api.addr") {
+		t.Fatalf("second Run on a busy address: %v", err)
+	}
+	cancel()
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+}
