@@ -1,0 +1,286 @@
+package orchestrate_test
+
+// These tests run passes against real agents (agent.New/Run on loopback
+// ports, real SQLite queues). The fake agent of the package's own tests
+// covers the answers a real agent rarely gives.
+
+import (
+	"context"
+	"encoding/json"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/musterhq/muster/agent"
+	"github.com/musterhq/muster/core/orchestrate"
+	"github.com/musterhq/muster/core/store"
+	"github.com/musterhq/muster/core/store/sqlite"
+	"github.com/musterhq/muster/shared/action"
+	"github.com/musterhq/muster/shared/client"
+	"github.com/musterhq/muster/shared/wire"
+)
+
+const cluster = "prod"
+
+// realAgent is one agent process-in-a-goroutine.
+type realAgent struct {
+	addr string
+	stop func()
+}
+
+func runAgent(t *testing.T, nodeID, addr, dataDir string) *realAgent {
+	t.Helper()
+	cfg := agent.DefaultConfig()
+	cfg.NodeID, cfg.ClusterID, cfg.DataDir, cfg.API.Addr = nodeID, cluster, dataDir, addr
+	a, err := agent.New(cfg, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- a.Run(ctx) }()
+	select {
+	case <-a.Ready():
+	case err := <-done:
+		cancel()
+		t.Fatalf("agent %s: %v", nodeID, err)
+	}
+	stopped := false
+	stop := func() {
+		if stopped {
+			return
+		}
+		stopped = true
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("agent %s: %v", nodeID, err)
+		}
+	}
+	t.Cleanup(stop)
+	return &realAgent{addr: a.Addr().String(), stop: stop}
+}
+
+type env struct {
+	t      *testing.T
+	st     *sqlite.Store
+	o      *orchestrate.Orchestrator
+	agents map[string]*realAgent
+}
+
+func setup(t *testing.T, cfg orchestrate.Config, nodes ...string) *env {
+	t.Helper()
+	ctx := context.Background()
+	st, err := sqlite.Open(ctx, t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { st.Close() })
+	e := &env{t: t, st: st, agents: map[string]*realAgent{}}
+	for _, n := range nodes {
+		e.agents[n] = runAgent(t, n, "127.0.0.1:0", t.TempDir())
+	}
+	e.update(func(ctx context.Context, tx store.Tx) error {
+		if err := tx.PutCluster(ctx, &store.Cluster{ID: cluster, Status: store.ClusterHealthy}); err != nil {
+			return err
+		}
+		for _, n := range nodes {
+			err := tx.PutNode(ctx, &store.Node{ClusterID: cluster, ID: n, Addr: e.agents[n].addr,
+				Source: store.SourceStatic, Status: store.NodeUnknown})
+			if err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	if cfg.FullSyncEvery == 0 {
+		cfg.FullSyncEvery = 1000
+	}
+	e.o, err = orchestrate.New(cfg, st, nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return e
+}
+
+func (e *env) update(fn func(ctx context.Context, tx store.Tx) error) {
+	e.t.Helper()
+	ctx := context.Background()
+	if err := e.st.Update(ctx, func(tx store.Tx) error { return fn(ctx, tx) }); err != nil {
+		e.t.Fatal(err)
+	}
+}
+
+func (e *env) pass() orchestrate.Report {
+	e.t.Helper()
+	rep, err := e.o.Pass(context.Background(), cluster)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	return rep
+}
+
+func (e *env) create(node, kind, args string) string {
+	e.t.Helper()
+	now := action.UTC(time.Now())
+	r := &store.Record{Action: action.Action{ID: action.NewID(), ClusterID: cluster, NodeID: node, Kind: kind,
+		Args: json.RawMessage(args), State: action.PendingSchedule, Origin: action.OriginCore,
+		Requester: "alice", CreatedTS: now, UpdatedTS: now}}
+	e.update(func(ctx context.Context, tx store.Tx) error { return tx.InsertAction(ctx, r) })
+	return r.ID
+}
+
+func (e *env) record(id string) *store.Record {
+	e.t.Helper()
+	var rec *store.Record
+	ctx := context.Background()
+	if err := e.st.Read(ctx, func(r store.Reader) error {
+		var err error
+		rec, err = r.Action(ctx, id)
+		return err
+	}); err != nil {
+		e.t.Fatal(err)
+	}
+	return rec
+}
+
+// passUntil runs passes until cond holds.
+func (e *env) passUntil(what string, cond func() bool) {
+	e.t.Helper()
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		e.pass()
+		if cond() {
+			return
+		}
+		if time.Now().After(deadline) {
+			e.t.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+func TestRealAgentsRunActionsAndIdlePassesWriteNothing(t *testing.T) {
+	t.Parallel()
+	e := setup(t, orchestrate.Config{}, "n1", "n2", "n3")
+	var ids []string
+	for n := range e.agents {
+		ids = append(ids, e.create(n, "muster.io/debug.ping", `{}`))
+		ids = append(ids, e.create(n, "muster.io/debug.fail", `{"message":"boom"}`))
+	}
+	e.passUntil("every action to finish", func() bool {
+		for _, id := range ids {
+			if !e.record(id).State.Final() {
+				return false
+			}
+		}
+		return true
+	})
+	for _, id := range ids {
+		rec := e.record(id)
+		want := action.Done
+		if rec.Kind == "muster.io/debug.fail" {
+			want = action.Failed
+		}
+		if rec.State != want || rec.FinishedTS == nil || rec.StartedTS == nil {
+			t.Fatalf("%s %s: %s, want %s (%+v)", rec.Kind, id, rec.State, want, rec)
+		}
+	}
+	// Once everything is mirrored, passes cost no write.
+	e.pass()
+	for range 3 {
+		rows := e.st.RowsWritten()
+		rep := e.pass()
+		if rep.Changes != 0 || e.st.RowsWritten() != rows {
+			t.Fatalf("idle pass over real agents wrote %d rows: %+v", e.st.RowsWritten()-rows, rep)
+		}
+	}
+}
+
+func TestRealAgentCancelsARunningAction(t *testing.T) {
+	t.Parallel()
+	e := setup(t, orchestrate.Config{}, "n1")
+	id := e.create("n1", "muster.io/debug.sleep", `{"seconds":300}`)
+	e.passUntil("the action to run", func() bool { return e.record(id).State == action.Running })
+	e.update(func(ctx context.Context, tx store.Tx) error {
+		r, err := tx.Action(ctx, id)
+		if err != nil {
+			return err
+		}
+		r.CancelRequested = true
+		return tx.UpdateAction(ctx, r)
+	})
+	e.passUntil("the action to be cancelled", func() bool { return e.record(id).State == action.Cancelled })
+	if rec := e.record(id); rec.CancelRequested || !rec.SeenOnAgent {
+		t.Fatalf("record %+v", rec)
+	}
+}
+
+func TestRealAgentRefusesAnUnknownKind(t *testing.T) {
+	t.Parallel()
+	e := setup(t, orchestrate.Config{}, "n1")
+	id := e.create("n1", "example.com/not.installed", `{}`)
+	e.pass()
+	rec := e.record(id)
+	if rec.State != action.Failed || !strings.Contains(rec.StateReason, "example.com/not.installed") {
+		t.Fatalf("record %s %q", rec.State, rec.StateReason)
+	}
+}
+
+func TestRealAgentWinsAConflict(t *testing.T) {
+	t.Parallel()
+	e := setup(t, orchestrate.Config{}, "n1")
+	e.pass()
+	id := e.create("n1", "muster.io/debug.sleep", `{"seconds":1}`)
+	// Someone queued another action under the same id on the agent directly.
+	ag := client.NewAgent(e.agents["n1"].addr, nil)
+	if _, status, err := ag.Push(context.Background(), &wire.PushRequest{ID: id, Kind: "muster.io/debug.ping"}); err != nil || status != 201 {
+		t.Fatalf("direct push: %d %v", status, err)
+	}
+	e.pass()
+	rec := e.record(id)
+	if rec.Kind != "muster.io/debug.ping" || rec.State == action.PendingSchedule {
+		t.Fatalf("the agent did not win: %s %s", rec.Kind, rec.State)
+	}
+	ctx := context.Background()
+	err := e.st.Read(ctx, func(r store.Reader) error {
+		evs, err := r.Events(ctx, 0, 0)
+		for _, ev := range evs {
+			if ev.Type == store.EventActionConflict && ev.ActionID == id && ev.Data["old_kind"] == "muster.io/debug.sleep" {
+				return err
+			}
+		}
+		t.Errorf("no action.conflict event with the old kind in %+v", evs)
+		return err
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestRealAgentWithANewDatabaseLosesItsActions(t *testing.T) {
+	t.Parallel()
+	e := setup(t, orchestrate.Config{}, "n1")
+	id := e.create("n1", "muster.io/debug.sleep", `{"seconds":300}`)
+	e.passUntil("the action to run", func() bool { return e.record(id).State == action.Running })
+
+	// The node's database is replaced: a new agent on the same address and an empty data directory.
+	old := e.agents["n1"]
+	old.stop()
+	e.agents["n1"] = runAgent(t, "n1", old.addr, t.TempDir())
+	e.pass()
+	rec := e.record(id)
+	if rec.State != action.Lost || rec.StateReason != orchestrate.ReasonMissing {
+		t.Fatalf("record %s %q", rec.State, rec.StateReason)
+	}
+	ctx := context.Background()
+	err := e.st.Read(ctx, func(r store.Reader) error {
+		c, err := r.Cluster(ctx, cluster)
+		if err == nil && c.Status != store.ClusterAlert {
+			t.Errorf("cluster %+v", c)
+		}
+		return err
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+}
