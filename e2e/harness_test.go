@@ -119,16 +119,19 @@ func (p *proc) launch() {
 		p.t.Fatalf("%s not ready in time:\n%s", p.name, p.logs())
 	}
 	// Wait for the API to answer, not only to be bound.
+	// The agent's probe is /api/v1/health, the core's /health.
 	waitFor(p.t, 20*time.Second, p.name+" health", func() bool {
-		resp, err := http.Get("http://" + p.Addr() + "/api/v1/health")
-		if err != nil {
-			resp, err = http.Get("http://" + p.Addr() + "/health")
+		for _, path := range []string{"/api/v1/health", "/health"} {
+			resp, err := http.Get("http://" + p.Addr() + path)
+			if err != nil {
+				return false
+			}
+			resp.Body.Close()
+			if resp.StatusCode == 200 {
+				return true
+			}
 		}
-		if err != nil {
-			return false
-		}
-		resp.Body.Close()
-		return resp.StatusCode == 200
+		return false
 	})
 }
 

@@ -1,0 +1,332 @@
+package e2e
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/musterhq/muster/shared/action"
+	"github.com/musterhq/muster/shared/client"
+	"github.com/musterhq/muster/shared/wire"
+)
+
+// fleet is a real core and real agents, each its own process.
+type fleet struct {
+	t      testing.TB
+	core   *proc
+	agents map[string]*proc
+	agentC map[string]*client.Agent
+	dirs   map[string]string // agent data dirs
+	alice  *client.Core      // operator
+	bob    *client.Core      // approver
+	admin  *client.Core
+	log    string // the append kind's execution log
+}
+
+// newFleet starts n agents (node-1…node-n, with the external kind
+// example.com/append that appends its id to a shared log) and a core that
+// orchestrates them every second.
+func newFleet(t testing.TB, n int, coreExtra string) *fleet {
+	t.Helper()
+	f := &fleet{t: t, agents: map[string]*proc{}, agentC: map[string]*client.Agent{}, dirs: map[string]string{}}
+	f.log = filepath.Join(t.TempDir(), "executions.log")
+	script := filepath.Join(t.TempDir(), "append.sh")
+	body := fmt.Sprintf("#!/bin/sh\necho \"$MUSTER_ACTION_ID $MUSTER_NODE_ID\" >> %q\n", f.log)
+	if err := os.WriteFile(script, []byte(body), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	extra := fmt.Sprintf("actions:\n  external:\n    - kind: example.com/append\n      run: [%q]\n", script)
+	var nodes strings.Builder
+	for i := 1; i <= n; i++ {
+		id := fmt.Sprintf("node-%d", i)
+		p, c, dir := agentProc(t, id, extra)
+		f.agents[id], f.agentC[id], f.dirs[id] = p, c, dir
+		fmt.Fprintf(&nodes, "      - {id: %s, addr: %q}\n", id, p.Addr())
+	}
+	dir := t.TempDir()
+	cfg := fmt.Sprintf(`data_dir: %s
+api:
+  addr: 127.0.0.1:%d
+clusters:
+  - id: e2e
+    nodes:
+%sorchestrate:
+  interval: 1s
+  full_sync_every: 2
+  agent_timeout: 2s
+%s`, filepath.Join(dir, "data"), freePort(t), nodes.String(), coreExtra)
+	path := filepath.Join(dir, "core.yaml")
+	if err := os.WriteFile(path, []byte(cfg), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	f.core = start(t, "core", nil, "core", "--config", path)
+	admin, err := os.ReadFile(filepath.Join(dir, "data", "admin.token"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	hc := &http.Client{Timeout: 10 * time.Second}
+	f.admin = client.NewCore("http://"+f.core.Addr(), strings.TrimSpace(string(admin)), hc)
+	f.alice = f.token("alice", "operator")
+	f.bob = f.token("bob", "approver")
+	waitFor(t, 20*time.Second, "every node UP", func() bool {
+		nodes, err := f.admin.Nodes(ctxT(t), "e2e")
+		if err != nil || len(nodes) != n {
+			return false
+		}
+		for _, nd := range nodes {
+			if nd.Status != "UP" {
+				return false
+			}
+		}
+		return true
+	})
+	return f
+}
+
+func (f *fleet) token(name, role string) *client.Core {
+	f.t.Helper()
+	sec, err := f.admin.CreateToken(ctxT(f.t), name, []string{role})
+	if err != nil {
+		f.t.Fatal(err)
+	}
+	return client.NewCore("http://"+f.core.Addr(), sec.Token, &http.Client{Timeout: 10 * time.Second})
+}
+
+func (f *fleet) create(node, kind, args string) *action.Action {
+	f.t.Helper()
+	a, err := f.alice.CreateAction(ctxT(f.t), &wire.CreateActionRequest{ClusterID: "e2e", NodeID: node, Kind: kind, Args: json.RawMessage(args)})
+	if err != nil {
+		f.t.Fatalf("create: %v", err)
+	}
+	return a
+}
+
+func (f *fleet) approve(id string) {
+	f.t.Helper()
+	if _, err := f.bob.Approve(ctxT(f.t), id); err != nil {
+		f.t.Fatalf("approve %s: %v", id, err)
+	}
+}
+
+// waitCore waits until the core reports the action in one of want.
+func (f *fleet) waitCore(id string, within time.Duration, want ...action.State) *action.Action {
+	f.t.Helper()
+	var got *action.Action
+	waitFor(f.t, within, fmt.Sprintf("core: action %s in %v", id, want), func() bool {
+		a, err := f.admin.Action(ctxT(f.t), id)
+		if err != nil {
+			return false
+		}
+		got = a
+		for _, w := range want {
+			if a.State == w {
+				return true
+			}
+		}
+		return false
+	})
+	return got
+}
+
+func (f *fleet) nodeStatus(node string) string {
+	nodes, err := f.admin.Nodes(ctxT(f.t), "e2e")
+	if err != nil {
+		return ""
+	}
+	for _, n := range nodes {
+		if n.ID == node {
+			return n.Status
+		}
+	}
+	return ""
+}
+
+func (f *fleet) hasEvent(typ, actionID string) bool {
+	list, err := f.admin.Events(ctxT(f.t), 0, 500, client.EventFilter{ActionID: actionID})
+	if err != nil {
+		return false
+	}
+	for _, e := range list.Events {
+		if e.Type == typ {
+			return true
+		}
+	}
+	return false
+}
+
+// passes reads how many orchestration passes the core has run, from /metrics.
+func (f *fleet) passes() float64 {
+	resp, err := http.Get("http://" + f.core.Addr() + "/metrics")
+	if err != nil {
+		return 0
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	var total float64
+	for _, l := range strings.Split(string(b), "\n") {
+		if strings.HasPrefix(l, "muster_core_orchestrate_passes_total") {
+			if v, err := strconv.ParseFloat(l[strings.LastIndex(l, " ")+1:], 64); err == nil {
+				total += v
+			}
+		}
+	}
+	return total
+}
+
+// executions counts the lines of the execution log per action id.
+func (f *fleet) executions() map[string]int {
+	out := map[string]int{}
+	for _, l := range lines(f.log) {
+		out[strings.Fields(l)[0]]++
+	}
+	return out
+}
+
+// 1. Four-eyes approval, then DONE within two intervals.
+func TestCoreApprovalFlow(t *testing.T) {
+	t.Parallel()
+	f := newFleet(t, 3, "")
+	a := f.create("node-2", "muster.io/debug.ping", `{}`)
+	if a.State != action.PendingApprove || a.Requester != "alice" {
+		t.Fatalf("created %+v", a)
+	}
+	_, err := f.alice.Approve(ctxT(t), a.ID)
+	if client.StatusOf(err) != 403 {
+		t.Fatalf("self-approval: %v, want 403", err)
+	}
+	approvedAt := time.Now()
+	f.approve(a.ID)
+	done := f.waitCore(a.ID, 10*time.Second, action.Done)
+	if took := time.Since(approvedAt); took > 2*time.Second+500*time.Millisecond {
+		t.Fatalf("DONE %s after approval, want within two intervals (2s)", took)
+	}
+	if done.ApprovedBy != "bob" || done.Output != "pong\n" {
+		t.Fatalf("done record %+v", done)
+	}
+}
+
+// 2 and 3. An action queued directly on an agent is imported with origin
+// agent; the same id queued on the agent with other content before the core
+// pushes its own ends with the agent's version and an action.conflict event.
+func TestCoreImportsAgentActionsAndTheAgentWinsConflicts(t *testing.T) {
+	t.Parallel()
+	f := newFleet(t, 3, "")
+	direct, status, err := f.agentC["node-1"].Push(ctxT(t), &wire.PushRequest{Kind: "muster.io/debug.ping"})
+	if err != nil || status != 201 {
+		t.Fatalf("direct push: %d %v", status, err)
+	}
+	imported := f.waitCore(direct.ID, 10*time.Second, action.Done)
+	if imported.Origin != action.OriginAgent || imported.NodeID != "node-1" {
+		t.Fatalf("imported %+v", imported)
+	}
+
+	mine := f.create("node-3", "muster.io/debug.sleep", `{"seconds":0.1}`)
+	theirs, status, err := f.agentC["node-3"].Push(ctxT(t), &wire.PushRequest{ID: mine.ID, Kind: "muster.io/debug.sleep", Args: json.RawMessage(`{"seconds":0.2}`)})
+	if err != nil || status != 201 {
+		t.Fatalf("conflicting push: %d %v", status, err)
+	}
+	f.approve(mine.ID)
+	got := f.waitCore(mine.ID, 10*time.Second, action.Done)
+	if string(got.Args) != string(theirs.Args) {
+		t.Fatalf("core args %s, want the agent's %s", got.Args, theirs.Args)
+	}
+	waitFor(t, 10*time.Second, "an action.conflict event", func() bool { return f.hasEvent("action.conflict", mine.ID) })
+}
+
+// 4. A killed agent turns DOWN and its approved action waits; after the
+// restart the action runs exactly once.
+func TestCoreWaitsForAKilledAgentAndRunsTheActionOnce(t *testing.T) {
+	t.Parallel()
+	f := newFleet(t, 3, "")
+	f.agents["node-2"].kill()
+	waitFor(t, 10*time.Second, "node-2 DOWN", func() bool { return f.nodeStatus("node-2") == "DOWN" })
+	a := f.create("node-2", "example.com/append", `{}`)
+	f.approve(a.ID)
+	// Three passes go by; the action stays PENDING_SCHEDULE.
+	from := f.passes()
+	waitFor(t, 15*time.Second, "three passes while node-2 is down", func() bool {
+		got, err := f.admin.Action(ctxT(t), a.ID)
+		if err != nil || got.State != action.PendingSchedule {
+			t.Fatalf("while down: %+v %v", got, err)
+		}
+		return f.passes() >= from+3
+	})
+	f.agents["node-2"].restart()
+	f.waitCore(a.ID, 15*time.Second, action.Done)
+	waitFor(t, 10*time.Second, "node-2 UP", func() bool { return f.nodeStatus("node-2") == "UP" })
+	if n := f.executions()[a.ID]; n != 1 {
+		t.Fatalf("ran %d times, want once", n)
+	}
+}
+
+// 5. An agent whose database was deleted while it ran an action: the core
+// marks that action LOST.
+func TestCoreMarksActionsLostWhenAnAgentLosesItsDatabase(t *testing.T) {
+	t.Parallel()
+	f := newFleet(t, 3, "approval:\n  default: none\n")
+	a := f.create("node-1", "muster.io/debug.sleep", `{"seconds":3600}`)
+	f.waitCore(a.ID, 10*time.Second, action.Running)
+	f.agents["node-1"].kill()
+	if err := os.RemoveAll(filepath.Join(f.dirs["node-1"], "data")); err != nil {
+		t.Fatal(err)
+	}
+	f.agents["node-1"].restart()
+	lost := f.waitCore(a.ID, 15*time.Second, action.Lost)
+	if !f.hasEvent("action.lost", lost.ID) {
+		t.Fatal("no action.lost event")
+	}
+}
+
+// 6. The core killed with SIGKILL during a busy period and restarted: every
+// action still reaches a final state, and none runs twice.
+func TestCoreSIGKILLDuringBusyPeriod(t *testing.T) {
+	t.Parallel()
+	f := newFleet(t, 3, "approval:\n  default: none\n")
+	var ids []string
+	var mu sync.Mutex
+	for i := 0; i < 30; i++ {
+		node := fmt.Sprintf("node-%d", i%3+1)
+		a := f.create(node, "example.com/append", `{}`)
+		mu.Lock()
+		ids = append(ids, a.ID)
+		mu.Unlock()
+		if i == 15 {
+			f.core.kill()
+			f.core.restart()
+		}
+	}
+	for _, id := range ids {
+		f.waitCore(id, 30*time.Second, action.Done)
+	}
+	runs := f.executions()
+	for _, id := range ids {
+		if runs[id] != 1 {
+			t.Errorf("action %s ran %d times, want once", id, runs[id])
+		}
+	}
+}
+
+// 7. Cancelling a running sleep through the core ends it CANCELLED on the
+// agent and in the core.
+func TestCoreCancelsARunningAction(t *testing.T) {
+	t.Parallel()
+	f := newFleet(t, 3, "approval:\n  default: none\n")
+	a := f.create("node-3", "muster.io/debug.sleep", `{"seconds":3600}`)
+	f.waitCore(a.ID, 10*time.Second, action.Running)
+	if _, _, err := f.alice.Cancel(ctxT(t), a.ID); err != nil {
+		t.Fatal(err)
+	}
+	f.waitCore(a.ID, 10*time.Second, action.Cancelled)
+	onAgent, err := f.agentC["node-3"].Get(ctxT(t), a.ID)
+	if err != nil || onAgent.State != action.Cancelled {
+		t.Fatalf("on the agent: %+v %v", onAgent, err)
+	}
+}
