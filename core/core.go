@@ -138,9 +138,11 @@ func (c *Core) Run(ctx context.Context) error {
 		"data_dir", cfg.DataDir, "version", version.Version)
 
 	var runErr error
+	served := false
 	select {
 	case <-ctx.Done():
 	case err := <-serveErr:
+		served = true
 		if !errors.Is(err, http.ErrServerClosed) {
 			runErr = fmt.Errorf("api: %w", err)
 		}
@@ -151,6 +153,9 @@ func (c *Core) Run(ctx context.Context) error {
 	if err := httpSrv.Shutdown(shutCtx); err != nil {
 		c.log.Warn("api shutdown", "err", err)
 		_ = httpSrv.Close()
+	}
+	if !served {
+		<-serveErr // Serve has returned: its goroutine is gone
 	}
 	// The deferred calls stop discovery, then the orchestrator (passes in
 	// flight are cancelled and write nothing), then close the store.
