@@ -201,6 +201,12 @@ func TestRealAgentCancelsARunningAction(t *testing.T) {
 	e := setup(t, orchestrate.Config{}, "n1")
 	id := e.create("n1", "muster.io/debug.sleep", `{"seconds":300}`)
 	e.passUntil("the action to run", func() bool { return e.record(id).State == action.Running })
+	// A running action whose steps change nothing costs no write either.
+	e.pass()
+	rows := e.st.RowsWritten()
+	if rep := e.pass(); rep.Changes != 0 || e.st.RowsWritten() != rows {
+		t.Fatalf("pass over a running sleep wrote %d rows: %+v", e.st.RowsWritten()-rows, rep)
+	}
 	e.update(func(ctx context.Context, tx store.Tx) error {
 		r, err := tx.Action(ctx, id)
 		if err != nil {
