@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"slices"
 	"sort"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -190,8 +191,8 @@ func downReason(err error) string {
 	return ReasonUnreachable
 }
 
-// syncNode talks to one agent: info, pull, push, cancels. It only reads the
-// store; what it learns goes into res.
+// syncNode talks to one agent: info, pull, push, cancels. It touches no
+// store: what it learns goes into res.
 func (o *Orchestrator) syncNode(ctx context.Context, res *nodeResult, full bool) {
 	n := &res.node
 	log := o.log.With("cluster", n.ClusterID, "node", n.ID)
@@ -323,7 +324,7 @@ func (o *Orchestrator) pushPending(ctx context.Context, ag *client.Agent, res *n
 			res.ops = append(res.ops, op{kind: opAgent, id: r.ID, rec: a})
 			res.pushed++
 			room--
-			o.metrics.pushes.WithLabelValues(strconvStatus(status)).Inc()
+			o.metrics.pushes.WithLabelValues(strconv.Itoa(status)).Inc()
 		case client.StatusOf(err) == http.StatusGone:
 			res.ops = append(res.ops, op{kind: opGone, id: r.ID, msg: ReasonGone})
 			o.metrics.pushes.WithLabelValues("410").Inc()
@@ -342,13 +343,11 @@ func (o *Orchestrator) pushPending(ctx context.Context, ag *client.Agent, res *n
 			log.Debug("push failed; retried next pass", "action", r.ID, "err", err)
 			return
 		default:
-			o.metrics.pushes.WithLabelValues(strconvStatus(client.StatusOf(err))).Inc()
+			o.metrics.pushes.WithLabelValues(strconv.Itoa(client.StatusOf(err))).Inc()
 			log.Warn("push refused; retried next pass", "action", r.ID, "err", err)
 		}
 	}
 }
-
-func strconvStatus(s int) string { return fmt.Sprintf("%d", s) }
 
 // sendCancels sends the cancel requests for actions the agent still holds
 // unfinished: those with CancelRequested, and the strays: actions the core
