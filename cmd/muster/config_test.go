@@ -1,0 +1,103 @@
+package main
+
+import (
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/musterhq/muster/agent"
+)
+
+// loadAgent runs loadConfig the way `muster agent` does, with a config file
+// holding yaml and the given command-line arguments.
+func loadAgent(t *testing.T, yaml string, args ...string) (agent.Config, error) {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), "agent.yaml")
+	if err := os.WriteFile(path, []byte(yaml), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	cfg := agent.DefaultConfig()
+	var loadErr error
+	cmd := &cobra.Command{RunE: func(cmd *cobra.Command, _ []string) error {
+		loadErr = loadConfig(cmd, &cfg, map[string]string{"data-dir": "data_dir", "api-addr": "api.addr"})
+		return nil
+	}}
+	cmd.Flags().String("config", "", "")
+	cmd.Flags().String("data-dir", "", "")
+	cmd.Flags().String("api-addr", "", "")
+	cmd.SetArgs(append([]string{"--config", path}, args...))
+	if err := cmd.Execute(); err != nil {
+		t.Fatal(err)
+	}
+	return cfg, loadErr
+}
+
+// Not parallel: it sets environment variables.
+func TestConfigPrecedenceFileEnvFlags(t *testing.T) {
+	yaml := "node_id: from-file\ncluster_id: c\ndata_dir: /file\napi:\n  addr: 127.0.0.1:1111\nactions:\n  retention: 48h\n"
+
+	cfg, err := loadAgent(t, yaml)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cfg.NodeID != "from-file" || cfg.API.Addr != "127.0.0.1:1111" || cfg.Actions.Retention != 48*time.Hour {
+		t.Fatalf("file values not applied: %+v", cfg)
+	}
+	if cfg.Actions.RetentionMax != 30*24*time.Hour {
+		t.Fatalf("a default was lost: retention_max %s", cfg.Actions.RetentionMax)
+	}
+
+	t.Setenv("MUSTER_NODE_ID", "from-env")
+	t.Setenv("MUSTER_API_ADDR", "127.0.0.1:2222")
+	t.Setenv("MUSTER_ACTIONS_RETENTION", "72h")
+	cfg, err = loadAgent(t, yaml, "--api-addr", "127.0.0.1:3333")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cfg.NodeID != "from-env" || cfg.Actions.Retention != 72*time.Hour {
+		t.Fatalf("environment did not override the file: %+v", cfg)
+	}
+	if cfg.API.Addr != "127.0.0.1:3333" {
+		t.Fatalf("the flag did not override the environment: %s", cfg.API.Addr)
+	}
+}
+
+func TestConfigRefusesUnknownKeysAndBadDurations(t *testing.T) {
+	t.Parallel()
+	cases := map[string]string{
+		"unknown key":     "node_id: a\nnot_a_key: 1\n",
+		"unknown nested":  "api:\n  adr: 127.0.0.1:1\n",
+		"bad duration":    "actions:\n  retention: soon\n",
+		"not a yaml file": "node_id: [",
+	}
+	for name, yaml := range cases {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			_, err := loadAgent(t, yaml)
+			var ee *exitError
+			if !errors.As(err, &ee) || ee.code != 2 {
+				t.Fatalf("error %v, want an exit-2 configuration error", err)
+			}
+		})
+	}
+}
+
+func TestConfigErrorsOneLinePerField(t *testing.T) {
+	t.Parallel()
+	cfg := agent.DefaultConfig()
+	cfg.Actions.Retention = -time.Second
+	err := configErrors(cfg.Validate())
+	if err == nil {
+		t.Fatal("no error")
+	}
+	lines := strings.Split(err.Error(), "\n")
+	// A header, then node_id, cluster_id, data_dir and actions.retention.
+	if len(lines) != 5 {
+		t.Fatalf("want 4 fields on their own lines, got:\n%s", err)
+	}
+}
