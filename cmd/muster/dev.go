@@ -186,23 +186,28 @@ func printDevBanner(out io.Writer, dir, coreURL string, spec discovery.ClusterSp
 	for _, n := range spec.Nodes {
 		fmt.Fprintf(out, "  agent    %-8s http://%s\n", n.ID, n.Addr)
 	}
-	fmt.Fprintf(out, `  data     %s
+	// Commands are printed as this binary was invoked (bin/muster after make dev).
+	bin := "muster"
+	if len(os.Args) > 0 && strings.Contains(os.Args[0], string(filepath.Separator)) {
+		bin = os.Args[0]
+	}
+	fmt.Fprintf(out, `  data     %[1]s
 
 In another terminal, as alice (operator):
 
-  export MUSTER_ADDR=%s
-  export MUSTER_TOKEN=%s
+  export MUSTER_ADDR=%[2]s
+  export MUSTER_TOKEN=%[3]s
 
-  muster cluster list
-  muster action create --cluster dev --node node-1 --kind muster.io/debug.sleep --arg seconds=5
-  muster action list
+  %[5]s cluster list
+  %[5]s action create --cluster dev --node node-1 --kind muster.io/debug.sleep --arg seconds=5
+  %[5]s action approve <id>     # refused: alice may not approve her own action
 
 Then as bob (approver):
 
-  MUSTER_TOKEN=%s muster action approve <id>
-  muster action watch <id>
-  muster events
+  MUSTER_TOKEN=%[4]s %[5]s action approve <id>
+  %[5]s action watch <id>       # PENDING_SCHEDULE → NEW → RUNNING → DONE
+  %[5]s events
 
 Stop with Ctrl-C.
-`, where, coreURL, tokens["alice"], tokens["bob"])
+`, where, coreURL, tokens["alice"], tokens["bob"], bin)
 }
