@@ -85,8 +85,18 @@ func (c *Config) Validate() []error {
 		errs = append(errs, err)
 	}
 	errs = append(errs, c.API.TLS.Validate("api.tls")...)
-	if c.API.Addr != "" && !c.API.TLS.Enabled() && !c.API.Insecure && !config.IsLoopback(c.API.Addr) {
-		errs = append(errs, fmt.Errorf("api.addr: %s is not a loopback address; configure api.tls or set api.insecure: true", c.API.Addr))
+	if c.API.TLS.ClientCAFile != "" && !c.API.TLS.Enabled() {
+		errs = append(errs, fmt.Errorf("api.tls.client_ca_file: needs api.tls.cert_file and api.tls.key_file"))
+	}
+	// Off loopback, only the core may reach the agent: TLS and a client
+	// certificate of the core, unless the operator says otherwise.
+	if c.API.Addr != "" && !c.API.Insecure && !config.IsLoopback(c.API.Addr) {
+		switch {
+		case !c.API.TLS.Enabled():
+			errs = append(errs, fmt.Errorf("api.addr: %s is not a loopback address; configure api.tls (cert_file, key_file, client_ca_file) or set api.insecure: true", c.API.Addr))
+		case c.API.TLS.ClientCAFile == "":
+			errs = append(errs, fmt.Errorf("api.tls.client_ca_file: required when api.addr %s is not a loopback address (only the core may call the agent), or set api.insecure: true", c.API.Addr))
+		}
 	}
 	a := c.Actions
 	for key, d := range map[string]time.Duration{
