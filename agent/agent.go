@@ -6,7 +6,6 @@ package agent
 import (
 	"context"
 	"crypto/tls"
-	"crypto/x509"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -25,6 +24,7 @@ import (
 	"github.com/musterhq/muster/agent/queue"
 	"github.com/musterhq/muster/agent/runner"
 	"github.com/musterhq/muster/shared/action"
+	"github.com/musterhq/muster/shared/tlsutil"
 	"github.com/musterhq/muster/shared/version"
 )
 
@@ -96,8 +96,11 @@ func (a *Agent) Run(ctx context.Context) error {
 		NodeID: cfg.NodeID, ClusterID: cfg.ClusterID, Version: version.Version,
 		DefaultTimeout: cfg.Actions.DefaultTimeout,
 		Queue:          q, Runner: run, Kinds: reg, Gatherer: prom, Log: a.log,
+		Caller:         apiCaller(cfg.API),
 	})
-	httpSrv := &http.Server{Handler: srv.Handler(), ReadHeaderTimeout: 10 * time.Second}
+	httpSrv := &http.Server{Handler: srv.Handler(), ReadHeaderTimeout: 10 * time.Second,
+		// Refused TLS handshakes (no or a wrong client certificate) land here.
+		ErrorLog: slog.NewLogLogger(a.log.With("component", "api").Handler(), slog.LevelWarn)}
 	ln, err := a.listen(cfg.API)
 	if err != nil {
 		return err
@@ -139,35 +142,35 @@ func (a *Agent) Run(ctx context.Context) error {
 	return nil
 }
 
-// listen opens the API listener, with TLS when configured.
+// listen opens the API listener, with TLS when configured. With
+// api.tls.client_ca_file, the handshake requires a client certificate of that
+// CA (and the API then requires the core's identity in it).
 func (a *Agent) listen(c APIConfig) (net.Listener, error) {
+	var tc *tls.Config
+	if c.TLS.Enabled() {
+		var err error
+		if tc, err = tlsutil.ServerConfig(c.TLS.CertFile, c.TLS.KeyFile, c.TLS.ClientCAFile); err != nil {
+			return nil, fmt.Errorf("api.tls.%w", err)
+		}
+	}
 	ln, err := net.Listen("tcp", c.Addr)
 	if err != nil {
 		return nil, fmt.Errorf("api.addr: %w", err)
 	}
-	if !c.TLS.Enabled() {
+	if tc == nil {
 		return ln, nil
 	}
-	cert, err := tls.LoadX509KeyPair(c.TLS.CertFile, c.TLS.KeyFile)
-	if err != nil {
-		ln.Close()
-		return nil, fmt.Errorf("api.tls: %w", err)
-	}
-	tc := &tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12}
-	if c.TLS.ClientCAFile != "" {
-		pem, err := os.ReadFile(c.TLS.ClientCAFile)
-		if err != nil {
-			ln.Close()
-			return nil, fmt.Errorf("api.tls.client_ca_file: %w", err)
-		}
-		pool := x509.NewCertPool()
-		if !pool.AppendCertsFromPEM(pem) {
-			ln.Close()
-			return nil, fmt.Errorf("api.tls.client_ca_file: no certificate in %s", c.TLS.ClientCAFile)
-		}
-		tc.ClientCAs, tc.ClientAuth = pool, tls.RequireAndVerifyClientCert
-	}
 	return tls.NewListener(ln, tc), nil
+}
+
+// apiCaller is the identity the API requires of its callers: the core's,
+// when client certificates are required.
+func apiCaller(c APIConfig) *tlsutil.Identity {
+	if !c.TLS.Enabled() || c.TLS.ClientCAFile == "" {
+		return nil
+	}
+	id := tlsutil.Core()
+	return &id
 }
 
 // queueCollector exports the queue depth by state.

@@ -22,6 +22,7 @@ import (
 	"github.com/musterhq/muster/agent/queue"
 	"github.com/musterhq/muster/shared/action"
 	"github.com/musterhq/muster/shared/jsonbody"
+	"github.com/musterhq/muster/shared/tlsutil"
 	"github.com/musterhq/muster/shared/wire"
 )
 
@@ -72,6 +73,11 @@ type Config struct {
 	Kinds          Kinds
 	Gatherer       prometheus.Gatherer
 	Log            *slog.Logger
+	// Caller, when set, is the only identity allowed to call the API: every
+	// request must come over TLS with a verified client certificate naming
+	// it (403 otherwise). The agent sets it to the core's identity when
+	// api.tls.client_ca_file is configured.
+	Caller *tlsutil.Identity
 }
 
 // Server is the agent API.
@@ -89,6 +95,9 @@ func New(cfg Config) *Server {
 	s.echo.Logger = cfg.Log
 	s.echo.HTTPErrorHandler = s.handleError
 	s.echo.Use(middleware.Recover())
+	if cfg.Caller != nil {
+		s.echo.Use(s.checkCaller(*cfg.Caller))
+	}
 	s.echo.GET("/api/v1/health", s.health)
 	s.echo.GET("/api/v1/info", s.info)
 	s.echo.GET("/api/v1/actions", s.changes)
@@ -103,6 +112,27 @@ func New(cfg Config) *Server {
 
 // Handler returns the HTTP handler.
 func (s *Server) Handler() http.Handler { return s.echo }
+
+// checkCaller refuses (403) a request whose verified client certificate does
+// not name want: a person's or another agent's certificate, even one signed
+// by the same CA, may not drive this agent.
+func (s *Server) checkCaller(want tlsutil.Identity) echo.MiddlewareFunc {
+	return func(next echo.HandlerFunc) echo.HandlerFunc {
+		return func(c *echo.Context) error {
+			got, err := tlsutil.PeerIdentity(c.Request().TLS)
+			if err != nil {
+				return apiErr(http.StatusForbidden, wire.CodeForbidden, fmt.Sprintf("this agent only answers %s: %v", want, err))
+			}
+			if got != want {
+				s.cfg.Log.Warn("agent api call refused: wrong client identity", "identity", got.String(),
+					"client", c.Request().RemoteAddr, "path", c.Request().URL.Path)
+				return apiErr(http.StatusForbidden, wire.CodeForbidden,
+					fmt.Sprintf("this agent only answers %s; the client certificate is %s", want, got))
+			}
+			return next(c)
+		}
+	}
+}
 
 func (s *Server) health(c *echo.Context) error {
 	return c.JSON(http.StatusOK, wire.Health{Status: "ok"})

@@ -1,0 +1,222 @@
+package agent
+
+import (
+	"context"
+	"crypto/tls"
+	"encoding/json"
+	"errors"
+	"io"
+	"net/http"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/musterhq/muster/shared/client"
+	"github.com/musterhq/muster/shared/config"
+	"github.com/musterhq/muster/shared/tlsutil"
+	"github.com/musterhq/muster/shared/wire"
+)
+
+func TestConfigKeepsTheAPIOffTheNetworkWithoutMutualTLS(t *testing.T) {
+	t.Parallel()
+	full := config.TLS{CertFile: "c.pem", KeyFile: "k.pem", ClientCAFile: "ca.pem"}
+	serverOnly := config.TLS{CertFile: "c.pem", KeyFile: "k.pem"}
+	for _, c := range []struct {
+		name     string
+		addr     string
+		tls      config.TLS
+		insecure bool
+		want     string // "" when valid
+	}{
+		{"loopback plaintext", "127.0.0.1:7420", config.TLS{}, false, ""},
+		{"localhost plaintext", "localhost:7420", config.TLS{}, false, ""},
+		{"network plaintext", "0.0.0.0:7420", config.TLS{}, false, "api.addr:"},
+		{"network TLS without client CA", "10.0.0.1:7420", serverOnly, false, "api.tls.client_ca_file: required"},
+		{"network mutual TLS", "0.0.0.0:7420", full, false, ""},
+		{"network plaintext, insecure", "0.0.0.0:7420", config.TLS{}, true, ""},
+		{"client CA without a certificate", "127.0.0.1:7420", config.TLS{ClientCAFile: "ca.pem"}, false, "api.tls.client_ca_file: needs"},
+		{"certificate without key", "127.0.0.1:7420", config.TLS{CertFile: "c.pem"}, false, "api.tls:"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			t.Parallel()
+			cfg := DefaultConfig()
+			cfg.NodeID, cfg.ClusterID, cfg.DataDir = "n1", "c1", "/d"
+			cfg.API.Addr, cfg.API.TLS, cfg.API.Insecure = c.addr, c.tls, c.insecure
+			errs := cfg.Validate()
+			if c.want == "" {
+				if len(errs) != 0 {
+					t.Fatalf("refused: %v", errs)
+				}
+				return
+			}
+			if len(errs) != 1 || !strings.HasPrefix(errs[0].Error(), c.want) {
+				t.Fatalf("errors %v, want one starting with %q", errs, c.want)
+			}
+			if _, err := New(cfg, nil); err == nil {
+				t.Fatal("New accepted the configuration")
+			}
+		})
+	}
+}
+
+// tlsEnv is an agent serving mutual TLS, and the certificates around it.
+type tlsEnv struct {
+	dir, otherDir string
+	url           string
+	ag            *Agent
+}
+
+// setupTLS starts agent n1 with a certificate of a fresh CA and client
+// certificates required, and makes certificates for the core, a person and
+// another agent with that CA, and a core certificate of another CA.
+func setupTLS(t *testing.T) *tlsEnv {
+	t.Helper()
+	e := &tlsEnv{dir: filepath.Join(t.TempDir(), "tls"), otherDir: filepath.Join(t.TempDir(), "other")}
+	now := time.Now()
+	for _, d := range []string{e.dir, e.otherDir} {
+		if _, err := tlsutil.CreateCA(d, now, tlsutil.CAValidity); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, c := range []struct {
+		dir string
+		id  tlsutil.Identity
+	}{{e.dir, tlsutil.Agent("n1")}, {e.dir, tlsutil.Agent("n2")}, {e.dir, tlsutil.Core()}, {e.dir, tlsutil.Client("alice")}, {e.otherDir, tlsutil.Core()}} {
+		if _, err := tlsutil.CreateCert(c.dir, c.id, nil, now, tlsutil.LeafValidity); err != nil {
+			t.Fatal(err)
+		}
+	}
+	cfg := DefaultConfig()
+	cfg.NodeID, cfg.ClusterID, cfg.DataDir = "n1", "c1", t.TempDir()
+	cfg.API.Addr = "127.0.0.1:0"
+	cfg.API.TLS = config.TLS{CertFile: filepath.Join(e.dir, "agent-n1.pem"), KeyFile: filepath.Join(e.dir, "agent-n1-key.pem"),
+		ClientCAFile: filepath.Join(e.dir, "ca.pem")}
+	ag, err := New(cfg, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- ag.Run(ctx) }()
+	t.Cleanup(func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("agent: %v", err)
+		}
+	})
+	select {
+	case <-ag.Ready():
+	case err := <-done:
+		t.Fatalf("agent did not start: %v", err)
+	case <-time.After(10 * time.Second):
+		t.Fatal("agent did not start")
+	}
+	e.ag, e.url = ag, "https://"+ag.Addr().String()
+	return e
+}
+
+// clientAs is an HTTP client trusting the agent's CA that presents the
+// certificate dir/base.pem ("" for none).
+func (e *tlsEnv) clientAs(t *testing.T, dir, base string) *http.Client {
+	t.Helper()
+	cert, key := "", ""
+	if base != "" {
+		cert, key = filepath.Join(dir, base+".pem"), filepath.Join(dir, base+"-key.pem")
+	}
+	tc, err := tlsutil.ClientConfig(filepath.Join(e.dir, "ca.pem"), cert, key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(tc.Certificates) == 1 {
+		// Present it even when the agent asks for another CA's.
+		cert := tc.Certificates[0]
+		tc.GetClientCertificate = func(*tls.CertificateRequestInfo) (*tls.Certificate, error) { return &cert, nil }
+	}
+	tr := http.DefaultTransport.(*http.Transport).Clone()
+	tr.TLSClientConfig = tlsutil.ForPeer(tc, tlsutil.Agent("n1"))
+	t.Cleanup(tr.CloseIdleConnections)
+	return &http.Client{Transport: tr, Timeout: 10 * time.Second}
+}
+
+// queued returns how many actions the agent holds, asked as the core.
+func (e *tlsEnv) queued(t *testing.T) int {
+	t.Helper()
+	page, err := client.NewAgent(e.url, e.clientAs(t, e.dir, "core")).Changes(context.Background(), 0, 100, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return len(page.Actions)
+}
+
+// OWASP API8 (security misconfiguration): the agent API answers the core,
+// and no one else, when client certificates are required.
+func TestAPI8AgentAnswersOnlyTheCoreOverMutualTLS(t *testing.T) {
+	t.Parallel()
+	e := setupTLS(t)
+	ctx := context.Background()
+	push := &wire.PushRequest{Kind: "muster.io/debug.ping"}
+
+	core := client.NewAgent(e.url, e.clientAs(t, e.dir, "core"))
+	if info, err := core.Info(ctx); err != nil || info.NodeID != "n1" {
+		t.Fatalf("the core's certificate: info %+v, %v", info, err)
+	}
+	if _, status, err := core.Push(ctx, push); err != nil || status != http.StatusCreated {
+		t.Fatalf("the core's push: %d %v", status, err)
+	}
+
+	t.Run("plaintext", func(t *testing.T) {
+		resp, err := http.Post("http://"+e.ag.Addr().String()+"/api/v1/actions", "application/json",
+			strings.NewReader(`{"kind":"muster.io/debug.ping"}`))
+		if err == nil {
+			resp.Body.Close()
+			if resp.StatusCode < 400 {
+				t.Fatalf("a plaintext push got %d", resp.StatusCode)
+			}
+		}
+	})
+	// Refused in the handshake: no certificate, another CA's, and an
+	// agent's (it is not a client certificate).
+	for name, hc := range map[string]*http.Client{
+		"no client certificate":            e.clientAs(t, e.dir, ""),
+		"a core certificate of another CA": e.clientAs(t, e.otherDir, "core"),
+		"another agent's certificate":      e.clientAs(t, e.dir, "agent-n2"),
+	} {
+		t.Run(name, func(t *testing.T) {
+			_, _, err := client.NewAgent(e.url, hc).Push(ctx, push)
+			if err == nil || client.StatusOf(err) != 0 {
+				t.Fatalf("push: %v, want a refused handshake", err)
+			}
+			var rec tls.RecordHeaderError
+			if errors.As(err, &rec) {
+				t.Fatalf("the agent did not speak TLS: %v", err)
+			}
+		})
+	}
+	// Accepted in the handshake (same CA, client certificate), refused by
+	// identity: a person is not the core.
+	t.Run("a person's certificate of the same CA", func(t *testing.T) {
+		for _, req := range []struct{ method, path, body string }{
+			{http.MethodPost, "/api/v1/actions", `{"kind":"muster.io/debug.ping"}`},
+			{http.MethodGet, "/api/v1/info", ""},
+			{http.MethodGet, "/api/v1/actions", ""},
+			{http.MethodGet, "/metrics", ""},
+		} {
+			r, _ := http.NewRequest(req.method, e.url+req.path, strings.NewReader(req.body))
+			resp, err := e.clientAs(t, e.dir, "client-alice").Do(r)
+			if err != nil {
+				t.Fatal(err)
+			}
+			b, _ := io.ReadAll(resp.Body)
+			resp.Body.Close()
+			var env wire.ErrorBody
+			if resp.StatusCode != http.StatusForbidden || json.Unmarshal(b, &env) != nil || env.Error.Code != wire.CodeForbidden ||
+				!strings.Contains(env.Error.Message, "spiffe://muster/client/alice") {
+				t.Fatalf("%s %s: %d %s, want 403 with the envelope naming the identity", req.method, req.path, resp.StatusCode, b)
+			}
+		}
+	})
+	if n := e.queued(t); n != 1 {
+		t.Fatalf("the agent holds %d actions, want only the core's", n)
+	}
+}
