@@ -11,6 +11,7 @@ package orchestrate
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -24,6 +25,7 @@ import (
 
 	"github.com/musterhq/muster/core/store"
 	"github.com/musterhq/muster/shared/action"
+	"github.com/musterhq/muster/shared/tlsutil"
 )
 
 // Config tunes the orchestrator. Zero fields take the DefaultConfig values.
@@ -53,9 +55,15 @@ type Config struct {
 	// HTTPClient reaches the agents (with the agents' TLS settings). Nil
 	// uses a plain client; requests carry their own timeouts.
 	HTTPClient *http.Client
-	// Scheme is put before agent addresses that have none: "http" (default)
-	// or "https".
+	// Scheme is put before agent addresses that have none: "http" (default,
+	// "https" with AgentTLS) or "https".
 	Scheme string
+	// AgentTLS, when set, is the TLS client configuration agents are reached
+	// with (their CA, the core's certificate). Every node then gets its own
+	// connections, which accept only a certificate of that CA naming the
+	// node (tlsutil.ForPeer): a machine answering at a node's address with
+	// another node's certificate is refused before anything is sent to it.
+	AgentTLS *tls.Config
 }
 
 // DefaultConfig returns the defaults of DESIGN.md §6.
@@ -105,6 +113,9 @@ func (c *Config) fill() {
 	}
 	if c.Scheme == "" {
 		c.Scheme = d.Scheme
+		if c.AgentTLS != nil {
+			c.Scheme = "https"
+		}
 	}
 }
 
@@ -139,8 +150,15 @@ type clusterState struct {
 	id          string
 	mu          sync.Mutex
 	passes      int
-	lastContact map[string]time.Time // node id → last answer (written only with other changes)
-	strays      map[string]string    // action id → node id: CANCELLED in the core, not on the agent
+	lastContact map[string]time.Time   // node id → last answer (written only with other changes)
+	strays      map[string]string      // action id → node id: CANCELLED in the core, not on the agent
+	clients     map[string]*nodeClient // node id → its HTTP client (with AgentTLS)
+}
+
+// nodeClient is the HTTP client of one node, for the address it was made for.
+type nodeClient struct {
+	addr string
+	hc   *http.Client
 }
 
 // New builds an orchestrator. It starts nothing. Its metrics go to reg
@@ -178,7 +196,8 @@ func (o *Orchestrator) cluster(id string) *clusterState {
 	defer o.mu.Unlock()
 	cs, ok := o.clusters[id]
 	if !ok {
-		cs = &clusterState{id: id, lastContact: map[string]time.Time{}, strays: map[string]string{}}
+		cs = &clusterState{id: id, lastContact: map[string]time.Time{}, strays: map[string]string{},
+			clients: map[string]*nodeClient{}}
 		o.clusters[id] = cs
 	}
 	return cs
@@ -226,6 +245,55 @@ func (o *Orchestrator) Stop() {
 	o.state = 2
 	o.mu.Unlock()
 	o.wg.Wait()
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	for _, cs := range o.clusters {
+		cs.mu.Lock()
+		for _, c := range cs.clients {
+			c.hc.CloseIdleConnections()
+		}
+		cs.mu.Unlock()
+	}
+}
+
+// nodeClients gives every node of a pass its HTTP client: the shared one,
+// or with AgentTLS one per node that checks the node's identity, kept
+// between passes while the node keeps its address. Clients of nodes no
+// longer listed are closed. cs.mu is held.
+func (o *Orchestrator) nodeClients(cs *clusterState, nodes []nodeResult) {
+	if o.cfg.AgentTLS == nil {
+		for i := range nodes {
+			nodes[i].hc = o.hc
+		}
+		return
+	}
+	keep := map[string]bool{}
+	for i := range nodes {
+		n := &nodes[i].node
+		keep[n.ID] = true
+		c, ok := cs.clients[n.ID]
+		if !ok || c.addr != n.Addr {
+			if ok {
+				c.hc.CloseIdleConnections()
+			}
+			var tr *http.Transport
+			if base, isTr := o.hc.Transport.(*http.Transport); isTr {
+				tr = base.Clone()
+			} else {
+				tr = http.DefaultTransport.(*http.Transport).Clone()
+			}
+			tr.TLSClientConfig = tlsutil.ForPeer(o.cfg.AgentTLS, tlsutil.Agent(n.ID))
+			c = &nodeClient{addr: n.Addr, hc: &http.Client{Transport: tr}}
+			cs.clients[n.ID] = c
+		}
+		nodes[i].hc = c.hc
+	}
+	for id, c := range cs.clients {
+		if !keep[id] {
+			c.hc.CloseIdleConnections()
+			delete(cs.clients, id)
+		}
+	}
 }
 
 // slot is the scheduler's view of one cluster; only the scheduler goroutine

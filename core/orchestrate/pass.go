@@ -2,6 +2,8 @@ package orchestrate
 
 import (
 	"context"
+	"crypto/tls"
+	"crypto/x509"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -16,6 +18,7 @@ import (
 	"github.com/musterhq/muster/core/store"
 	"github.com/musterhq/muster/shared/action"
 	"github.com/musterhq/muster/shared/client"
+	"github.com/musterhq/muster/shared/tlsutil"
 	"github.com/musterhq/muster/shared/wire"
 )
 
@@ -55,7 +58,8 @@ type op struct {
 
 // nodeResult is what syncing one node learnt, before anything is written.
 type nodeResult struct {
-	node    store.Node // as read at the start of the pass
+	node    store.Node   // as read at the start of the pass
+	hc      *http.Client // reaches the node's agent
 	open    []store.Record
 	status  string
 	reason  string
@@ -117,6 +121,7 @@ func (o *Orchestrator) pass(ctx context.Context, cs *clusterState) (Report, erro
 		return rep, fmt.Errorf("pass of %s: %w", cs.id, err)
 	}
 	cs.passes++
+	o.nodeClients(cs, nodes)
 
 	var wg sync.WaitGroup
 	sem := make(chan struct{}, o.cfg.NodeConcurrency)
@@ -188,6 +193,25 @@ func downReason(err error) string {
 	if s := client.StatusOf(err); s != 0 {
 		return fmt.Sprintf("agent answered %d %s", s, http.StatusText(s))
 	}
+	var (
+		ie  *tlsutil.IdentityError
+		ua  x509.UnknownAuthorityError
+		inv x509.CertificateInvalidError
+		rh  tls.RecordHeaderError
+		al  tls.AlertError
+	)
+	switch {
+	case errors.As(err, &ie):
+		return fmt.Sprintf("%s: the certificate at this address is %s", ReasonIdentityMismatch, ie.Got)
+	case errors.As(err, &ua):
+		return "tls: the agent's certificate is not signed by agents_tls.ca_file"
+	case errors.As(err, &inv):
+		return "tls: the agent's certificate is not valid: " + inv.Error()
+	case errors.As(err, &rh):
+		return "tls: the agent does not answer TLS"
+	case errors.As(err, &al):
+		return "tls: the agent refused the handshake (" + al.Error() + "); check agents_tls.cert_file"
+	}
 	return ReasonUnreachable
 }
 
@@ -197,7 +221,7 @@ func (o *Orchestrator) syncNode(ctx context.Context, res *nodeResult, full bool)
 	n := &res.node
 	log := o.log.With("cluster", n.ClusterID, "node", n.ID)
 	res.storeID, res.cursor = n.StoreID, n.Cursor
-	ag := client.NewAgent(o.agentURL(n.Addr), o.hc)
+	ag := client.NewAgent(o.agentURL(n.Addr), res.hc)
 
 	info, err := call(ctx, o.cfg.AgentTimeout, ag.Info)
 	if err != nil {

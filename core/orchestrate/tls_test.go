@@ -1,0 +1,179 @@
+package orchestrate_test
+
+import (
+	"context"
+	"net/http"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/musterhq/muster/agent"
+	"github.com/musterhq/muster/core/orchestrate"
+	"github.com/musterhq/muster/core/store"
+	"github.com/musterhq/muster/core/store/sqlite"
+	"github.com/musterhq/muster/shared/action"
+	"github.com/musterhq/muster/shared/client"
+	"github.com/musterhq/muster/shared/config"
+	"github.com/musterhq/muster/shared/tlsutil"
+)
+
+// runTLSAgent runs a real agent as nodeID serving the certificate
+// dir/agent-<certNode>.pem, requiring client certificates of dir's CA.
+func runTLSAgent(t *testing.T, nodeID, certNode, dir string) *realAgent {
+	t.Helper()
+	cfg := agent.DefaultConfig()
+	cfg.NodeID, cfg.ClusterID, cfg.DataDir, cfg.API.Addr = nodeID, cluster, t.TempDir(), "127.0.0.1:0"
+	base := filepath.Join(dir, "agent-"+certNode)
+	cfg.API.TLS = config.TLS{CertFile: base + ".pem", KeyFile: base + "-key.pem", ClientCAFile: filepath.Join(dir, "ca.pem")}
+	a, err := agent.New(cfg, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- a.Run(ctx) }()
+	select {
+	case <-a.Ready():
+	case err := <-done:
+		cancel()
+		t.Fatalf("agent %s: %v", nodeID, err)
+	}
+	t.Cleanup(func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("agent %s: %v", nodeID, err)
+		}
+	})
+	return &realAgent{addr: a.Addr().String()}
+}
+
+func makeCerts(t *testing.T, dir string, ids ...tlsutil.Identity) {
+	t.Helper()
+	if _, err := tlsutil.CreateCA(dir, time.Now(), tlsutil.CAValidity); err != nil {
+		t.Fatal(err)
+	}
+	for _, id := range ids {
+		if _, err := tlsutil.CreateCert(dir, id, nil, time.Now(), tlsutil.LeafValidity); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// setupTLS is setup with agents over mutual TLS: nodes maps each node id to
+// the agent answering at its address.
+func setupTLS(t *testing.T, caDir string, nodes map[string]*realAgent) *env {
+	t.Helper()
+	ctx := context.Background()
+	st, err := sqlite.Open(ctx, t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { st.Close() })
+	e := &env{t: t, st: st, agents: nodes}
+	e.update(func(ctx context.Context, tx store.Tx) error {
+		if err := tx.PutCluster(ctx, &store.Cluster{ID: cluster, Status: store.ClusterHealthy}); err != nil {
+			return err
+		}
+		for id, a := range nodes {
+			if err := tx.PutNode(ctx, &store.Node{ClusterID: cluster, ID: id, Addr: a.addr, Source: store.SourceGossip,
+				Status: store.NodeUnknown}); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	tc, err := tlsutil.ClientConfig(filepath.Join(caDir, "ca.pem"), filepath.Join(caDir, "core.pem"), filepath.Join(caDir, "core-key.pem"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.o, err = orchestrate.New(orchestrate.Config{AgentTLS: tc, FullSyncEvery: 1000}, st, nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(e.o.Stop)
+	return e
+}
+
+func (e *env) node(id string) store.Node {
+	e.t.Helper()
+	var n *store.Node
+	ctx := context.Background()
+	if err := e.st.Read(ctx, func(r store.Reader) error {
+		var err error
+		n, err = r.Node(ctx, cluster, id)
+		return err
+	}); err != nil {
+		e.t.Fatal(err)
+	}
+	return *n
+}
+
+// Over mutual TLS an action goes through, and a node whose address answers
+// with another node's certificate is DOWN for identity mismatch and gets
+// nothing, even when that agent claims the node's id in its info.
+func TestPassOverMutualTLSChecksEachAgentsIdentity(t *testing.T) {
+	t.Parallel()
+	dir := filepath.Join(t.TempDir(), "tls")
+	makeCerts(t, dir, tlsutil.Agent("n1"), tlsutil.Core())
+	n1 := runTLSAgent(t, "n1", "n1", dir)
+	// A machine holding n1's certificate announces itself as n9.
+	impostor := runTLSAgent(t, "n9", "n1", dir)
+	e := setupTLS(t, dir, map[string]*realAgent{"n1": n1, "n9": impostor})
+
+	good := e.create("n1", "muster.io/debug.ping", `{}`)
+	stolen := e.create("n9", "muster.io/debug.ping", `{}`)
+	e.passUntil("n1's action done", func() bool { return e.record(good).State == action.Done })
+
+	n9 := e.node("n9")
+	want := orchestrate.ReasonIdentityMismatch + ": the certificate at this address is spiffe://muster/agent/n1"
+	if n9.Status != store.NodeDown || n9.StatusReason != want {
+		t.Fatalf("n9: %s %q, want DOWN %q", n9.Status, n9.StatusReason, want)
+	}
+	if rec := e.record(stolen); rec.State != action.PendingSchedule || rec.SeenOnAgent {
+		t.Fatalf("n9's action: %s (seen on agent %v), want PENDING_SCHEDULE and never pushed", rec.State, rec.SeenOnAgent)
+	}
+	if n := e.node("n1"); n.Status != store.NodeUp {
+		t.Fatalf("n1: %s %q", n.Status, n.StatusReason)
+	}
+	// The impostor's queue is empty: nothing reached it.
+	imp := runAgentClient(t, impostor.addr, dir)
+	page, err := imp.Changes(context.Background(), 0, 10, false)
+	if err != nil || len(page.Actions) != 0 {
+		t.Fatalf("the impostor holds %d actions (%v)", len(page.Actions), err)
+	}
+}
+
+// A core whose agents_tls CA is not the agents' finds them DOWN with a
+// reason that says so, and pushes nothing.
+func TestPassWithAnotherCAMarksNodesDownWithTheReason(t *testing.T) {
+	t.Parallel()
+	dir := filepath.Join(t.TempDir(), "tls")
+	other := filepath.Join(t.TempDir(), "other")
+	makeCerts(t, dir, tlsutil.Agent("n1"), tlsutil.Core())
+	makeCerts(t, other, tlsutil.Core())
+	n1 := runTLSAgent(t, "n1", "n1", dir)
+	e := setupTLS(t, other, map[string]*realAgent{"n1": n1})
+	id := e.create("n1", "muster.io/debug.ping", `{}`)
+	e.pass()
+	n := e.node("n1")
+	if n.Status != store.NodeDown || n.StatusReason != "tls: the agent's certificate is not signed by agents_tls.ca_file" {
+		t.Fatalf("n1: %s %q, want DOWN with a tls reason", n.Status, n.StatusReason)
+	}
+	if rec := e.record(id); rec.State != action.PendingSchedule || rec.SeenOnAgent {
+		t.Fatalf("action %s, want PENDING_SCHEDULE", rec.State)
+	}
+}
+
+// runAgentClient is a client of the agent at addr with the core's
+// certificate of dir, accepting n1's certificate.
+func runAgentClient(t *testing.T, addr, dir string) *client.Agent {
+	t.Helper()
+	tc, err := tlsutil.ClientConfig(filepath.Join(dir, "ca.pem"), filepath.Join(dir, "core.pem"), filepath.Join(dir, "core-key.pem"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	tr := http.DefaultTransport.(*http.Transport).Clone()
+	tr.TLSClientConfig = tlsutil.ForPeer(tc, tlsutil.Agent("n1"))
+	t.Cleanup(tr.CloseIdleConnections)
+	return client.NewAgent("https://"+addr, &http.Client{Transport: tr})
+}
