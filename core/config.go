@@ -122,6 +122,12 @@ func (c *Config) Validate() []error {
 	if (c.AgentsTLS.CertFile == "") != (c.AgentsTLS.KeyFile == "") {
 		add("agents_tls", "cert_file and key_file must be set together")
 	}
+	if c.AgentsTLS.Enabled() && c.AgentsTLS.CAFile == "" {
+		add("agents_tls.ca_file", "required with agents_tls (the CA that signs the agents' certificates)")
+	}
+	if c.API.TLS.ClientCAFile != "" && !c.API.TLS.Enabled() {
+		add("api.tls.client_ca_file", "needs api.tls.cert_file and api.tls.key_file")
+	}
 
 	clusters := map[string]bool{}
 	for i, cl := range c.Clusters {
