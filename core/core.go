@@ -7,7 +7,6 @@ package core
 import (
 	"context"
 	"crypto/tls"
-	"crypto/x509"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -26,6 +25,7 @@ import (
 	"github.com/musterhq/muster/core/orchestrate"
 	"github.com/musterhq/muster/core/store"
 	"github.com/musterhq/muster/core/store/sqlite"
+	"github.com/musterhq/muster/shared/tlsutil"
 	"github.com/musterhq/muster/shared/version"
 )
 
@@ -88,7 +88,7 @@ func (c *Core) Run(ctx context.Context) error {
 
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
-	hc, scheme, err := agentsClient(cfg.AgentsTLS)
+	atls, err := agentsTLS(cfg.AgentsTLS)
 	if err != nil {
 		return err
 	}
@@ -99,14 +99,15 @@ func (c *Core) Run(ctx context.Context) error {
 		FullSyncEvery:    cfg.Orchestrate.FullSyncEvery,
 		AgentTimeout:     cfg.Orchestrate.AgentTimeout,
 		ApprovalTTL:      cfg.Approval.TTL,
-		HTTPClient:       hc,
-		Scheme:           scheme,
+		AgentTLS:         atls,
 	}, st, c.log, reg)
 	if err != nil {
 		return err
 	}
 	apiSrv := api.New(api.Config{Policy: cfg.Approval, Gatherer: reg, Registerer: reg}, st, orch, c.log)
-	httpSrv := &http.Server{Handler: apiSrv.Handler(), ReadHeaderTimeout: 10 * time.Second}
+	httpSrv := &http.Server{Handler: apiSrv.Handler(), ReadHeaderTimeout: 10 * time.Second,
+		// Refused TLS handshakes (no or a wrong client certificate) land here.
+		ErrorLog: slog.NewLogLogger(c.log.With("component", "api").Handler(), slog.LevelWarn)}
 	httpSrv.RegisterOnShutdown(apiSrv.Close) // event streams end, so Shutdown can finish
 	ln, err := listen(cfg.API)
 	if err != nil {
@@ -178,66 +179,37 @@ func openStore(ctx context.Context, cfg Config) (store.Store, error) {
 	return st, nil
 }
 
-// listen opens the API listener, with TLS when configured.
+// listen opens the API listener, with TLS when configured; with
+// api.tls.client_ca_file, clients must present a certificate of that CA (the
+// bearer token is still required).
 func listen(c APIConfig) (net.Listener, error) {
+	var tc *tls.Config
+	if c.TLS.Enabled() {
+		var err error
+		if tc, err = tlsutil.ServerConfig(c.TLS.CertFile, c.TLS.KeyFile, c.TLS.ClientCAFile); err != nil {
+			return nil, fmt.Errorf("api.tls.%w", err)
+		}
+	}
 	ln, err := net.Listen("tcp", c.Addr)
 	if err != nil {
 		return nil, fmt.Errorf("api.addr: %w", err)
 	}
-	if !c.TLS.Enabled() {
+	if tc == nil {
 		return ln, nil
-	}
-	cert, err := tls.LoadX509KeyPair(c.TLS.CertFile, c.TLS.KeyFile)
-	if err != nil {
-		ln.Close()
-		return nil, fmt.Errorf("api.tls: %w", err)
-	}
-	tc := &tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12}
-	if c.TLS.ClientCAFile != "" {
-		pool, err := certPool(c.TLS.ClientCAFile)
-		if err != nil {
-			ln.Close()
-			return nil, fmt.Errorf("api.tls.client_ca_file: %w", err)
-		}
-		tc.ClientCAs, tc.ClientAuth = pool, tls.RequireAndVerifyClientCert
 	}
 	return tls.NewListener(ln, tc), nil
 }
 
-// agentsClient returns the HTTP client and URL scheme the orchestrator
-// reaches agents with.
-func agentsClient(c AgentsTLSConfig) (*http.Client, string, error) {
+// agentsTLS returns the TLS client configuration the orchestrator reaches
+// agents with (nil: plain HTTP). The orchestrator adds, per node, the check
+// that the agent's certificate names that node.
+func agentsTLS(c AgentsTLSConfig) (*tls.Config, error) {
 	if !c.Enabled() {
-		return &http.Client{}, "http", nil
+		return nil, nil
 	}
-	tc := &tls.Config{MinVersion: tls.VersionTLS12}
-	if c.CAFile != "" {
-		pool, err := certPool(c.CAFile)
-		if err != nil {
-			return nil, "", fmt.Errorf("agents_tls.ca_file: %w", err)
-		}
-		tc.RootCAs = pool
-	}
-	if c.CertFile != "" {
-		cert, err := tls.LoadX509KeyPair(c.CertFile, c.KeyFile)
-		if err != nil {
-			return nil, "", fmt.Errorf("agents_tls: %w", err)
-		}
-		tc.Certificates = []tls.Certificate{cert}
-	}
-	tr := http.DefaultTransport.(*http.Transport).Clone()
-	tr.TLSClientConfig = tc
-	return &http.Client{Transport: tr}, "https", nil
-}
-
-func certPool(file string) (*x509.CertPool, error) {
-	pem, err := os.ReadFile(file)
+	tc, err := tlsutil.ClientConfig(c.CAFile, c.CertFile, c.KeyFile)
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("agents_tls.%w", err)
 	}
-	pool := x509.NewCertPool()
-	if !pool.AppendCertsFromPEM(pem) {
-		return nil, fmt.Errorf("no certificate in %s", file)
-	}
-	return pool, nil
+	return tc, nil
 }
