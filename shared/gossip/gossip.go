@@ -1,0 +1,503 @@
+// Package gossip is the one place that runs a memberlist instance: agents
+// and the core join one encrypted pool, each member announcing a small
+// metadata record (Meta, one codec for both sides). A Service starts the
+// instance, joins the pool (and joins again while it has lost what it
+// looks for), hands membership events to its owner in order, and leaves
+// gracefully on Stop.
+//
+// memberlist reports a member that left gracefully and one that failed
+// through the same callback, without saying which (the node it passes
+// carries no state). So a member about to leave first tells the cores
+// directly (a reliable message: "I am leaving"); a core's delegate remembers
+// it and reports the disappearance that follows as a leave, not a failure.
+//
+// memberlist calls its delegates on its own goroutines and expects them to
+// return at once. The delegates here only copy the node's data (name,
+// address, decoded metadata, and whether it joined, changed, left or
+// failed) into an in-memory FIFO and wake the service's loop; the loop
+// calls the owner's handler. Nothing here calls memberlist from a delegate,
+// and nothing keeps a pointer memberlist owns.
+package gossip
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log"
+	"log/slog"
+	"net"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/hashicorp/memberlist"
+)
+
+// Kind is what happened to a member.
+type Kind int
+
+// Event kinds. A member that left gracefully (it said so before going) is
+// KindLeave; one the pool declared dead is KindFail.
+const (
+	KindJoin Kind = iota + 1
+	KindUpdate
+	KindLeave
+	KindFail
+)
+
+func (k Kind) String() string {
+	switch k {
+	case KindJoin:
+		return "join"
+	case KindUpdate:
+		return "update"
+	case KindLeave:
+		return "leave"
+	case KindFail:
+		return "fail"
+	}
+	return "kind(" + strconv.Itoa(int(k)) + ")"
+}
+
+// Event is a membership change, copied out of memberlist.
+type Event struct {
+	Kind Kind
+	Name string // the member's unique name in the pool
+	Addr string // its gossip address, host:port
+	Meta Meta
+	TS   time.Time // when memberlist reported it
+}
+
+// Member is a live member, copied out of memberlist.
+type Member struct {
+	Name string
+	Addr string
+	Meta Meta
+}
+
+// Label marks muster's packets, so that a muster pool and another
+// memberlist pool (Consul, Nomad) on the same port never mix.
+const Label = "muster"
+
+// Config describes one member.
+type Config struct {
+	// Name is the member's name, unique in the pool.
+	Name string
+	// BindAddr is the gossip listen address, host:port (UDP and TCP); port
+	// 0 picks a free one. On 0.0.0.0, memberlist advertises the host's
+	// first private address.
+	BindAddr string
+	// Join lists members to join (host:port); empty: wait to be joined.
+	Join []string
+	// Key encrypts and authenticates every packet (KeySize bytes). It is
+	// required unless Insecure.
+	Key      []byte
+	Insecure bool
+	// Meta is what this member announces.
+	Meta   Meta
+	Timing Timing
+	// Seek is the role this member needs to see in the pool ("" for any
+	// other member). While no live member has it, the service joins Join
+	// again: every second at first, backing off to RejoinInterval.
+	Seek           string
+	RejoinInterval time.Duration
+	// LeaveTimeout bounds how long Stop waits for the leave message to go out.
+	LeaveTimeout time.Duration
+	// Handler receives every event about other members, in order, on the
+	// service's goroutine. It may block briefly and may call the Service.
+	Handler func(Event)
+	Log     *slog.Logger
+}
+
+// Errors of the service.
+var (
+	ErrNoKey   = errors.New("gossip needs an encryption key (gossip.key_file), or gossip.insecure: true")
+	ErrStarted = errors.New("gossip already started")
+	ErrStopped = errors.New("gossip stopped")
+)
+
+// Service runs one memberlist instance. Build it with New, run it with
+// Start, end it with Stop.
+type Service struct {
+	cfg  Config
+	meta []byte
+	log  *slog.Logger
+	q    *fifo
+	// seen counts the live members (other than this one) with the sought role.
+	seen atomic.Int64
+
+	mu    sync.Mutex
+	state int // 0 new, 1 started, 2 stopped
+	ml    *memberlist.Memberlist
+	addr  string
+	stop  chan struct{}
+	wg    sync.WaitGroup
+}
+
+// New checks cfg and returns a service; it opens and starts nothing.
+func New(cfg Config) (*Service, error) {
+	if cfg.Name == "" {
+		return nil, errors.New("gossip: a member needs a name")
+	}
+	if len(cfg.Key) == 0 && !cfg.Insecure {
+		return nil, ErrNoKey
+	}
+	if len(cfg.Key) > 0 && len(cfg.Key) != KeySize {
+		return nil, fmt.Errorf("%w: %d bytes, want %d", ErrBadKey, len(cfg.Key), KeySize)
+	}
+	if _, _, err := splitAddr(cfg.BindAddr); err != nil {
+		return nil, fmt.Errorf("gossip bind address: %w", err)
+	}
+	if cfg.Timing.Profile == "" {
+		cfg.Timing.Profile = ProfileLAN
+	}
+	if errs := cfg.Timing.Validate("gossip"); len(errs) > 0 {
+		return nil, errors.Join(errs...)
+	}
+	meta, err := EncodeMeta(cfg.Meta)
+	if err != nil {
+		return nil, err
+	}
+	if cfg.RejoinInterval <= 0 {
+		cfg.RejoinInterval = 30 * time.Second
+	}
+	if cfg.LeaveTimeout <= 0 {
+		cfg.LeaveTimeout = 5 * time.Second
+	}
+	if cfg.Log == nil {
+		cfg.Log = slog.New(slog.DiscardHandler)
+	}
+	return &Service{cfg: cfg, meta: meta, log: cfg.Log.With("component", "gossip"), q: newFIFO(),
+		stop: make(chan struct{})}, nil
+}
+
+func splitAddr(addr string) (string, int, error) {
+	host, p, err := net.SplitHostPort(addr)
+	if err != nil {
+		return "", 0, err
+	}
+	port, err := strconv.Atoi(p)
+	if err != nil || port < 0 || port > 65535 {
+		return "", 0, fmt.Errorf("%q: bad port", addr)
+	}
+	return host, port, nil
+}
+
+// Start creates the memberlist instance (binding its port), then joins the
+// pool in the background and delivers events until Stop or the end of ctx.
+func (s *Service) Start(ctx context.Context) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	switch s.state {
+	case 1:
+		return ErrStarted
+	case 2:
+		return ErrStopped
+	}
+	host, port, _ := splitAddr(s.cfg.BindAddr)
+	c := s.cfg.Timing.config()
+	c.Name = s.cfg.Name
+	c.BindAddr, c.BindPort = host, port
+	c.AdvertisePort = port
+	if ip := net.ParseIP(host); ip != nil && !ip.IsUnspecified() {
+		c.AdvertiseAddr = host
+	}
+	c.Label = Label
+	c.SecretKey = s.cfg.Key
+	c.GossipVerifyIncoming, c.GossipVerifyOutgoing = true, true
+	d := &delegate{meta: s.meta, q: s.q, log: s.log}
+	c.Delegate, c.Events, c.Conflict = d, d, d
+	c.Logger = log.New(&logWriter{log: s.log}, "", 0)
+	ml, err := memberlist.Create(c)
+	if err != nil {
+		return fmt.Errorf("gossip: %w", err)
+	}
+	self := ml.LocalNode()
+	s.ml, s.state = ml, 1
+	s.addr = net.JoinHostPort(self.Addr.String(), strconv.Itoa(int(self.Port)))
+	s.log.Info("gossip started", "name", s.cfg.Name, "addr", s.addr, "encrypted", len(s.cfg.Key) > 0,
+		"profile", s.cfg.Timing.Profile, "probe_interval", c.ProbeInterval, "suspicion_mult", c.SuspicionMult)
+	ctx, cancel := context.WithCancel(ctx)
+	s.wg.Add(2)
+	go func() { defer s.wg.Done(); defer cancel(); s.loop(ctx) }()
+	go func() { defer s.wg.Done(); s.joiner(ctx, ml) }()
+	return nil
+}
+
+// Stop leaves the pool gracefully (waiting up to LeaveTimeout for the
+// message to go out), shuts memberlist down and waits for the service's
+// goroutines. It is idempotent.
+func (s *Service) Stop() {
+	s.mu.Lock()
+	if s.state == 2 {
+		s.mu.Unlock()
+		s.wg.Wait()
+		return
+	}
+	ml := s.ml
+	s.state = 2
+	close(s.stop)
+	s.mu.Unlock()
+	if ml != nil {
+		s.tellLeaving(ml)
+		if err := ml.Leave(s.cfg.LeaveTimeout); err != nil {
+			s.log.Warn("gossip leave", "err", err)
+		}
+		if err := ml.Shutdown(); err != nil {
+			s.log.Warn("gossip shutdown", "err", err)
+		}
+		s.log.Info("gossip left")
+	}
+	s.wg.Wait()
+}
+
+// Addr is the gossip address this member advertises, once started.
+func (s *Service) Addr() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.addr
+}
+
+// Members returns the live members, this one included, copied.
+func (s *Service) Members() []Member {
+	s.mu.Lock()
+	ml := s.ml
+	running := s.state == 1
+	s.mu.Unlock()
+	if !running {
+		return nil
+	}
+	var out []Member
+	for _, n := range ml.Members() {
+		m, _ := DecodeMeta(n.Meta)
+		out = append(out, Member{Name: n.Name, Addr: n.Address(), Meta: m})
+	}
+	return out
+}
+
+// leaveIntent is the message a member sends the cores before it leaves.
+type leaveIntent struct {
+	Leaving string `json:"leaving"`
+}
+
+// tellLeaving tells every live core that this member is leaving, and
+// waits (up to LeaveTimeout) for the messages to be written.
+func (s *Service) tellLeaving(ml *memberlist.Memberlist) {
+	msg, _ := json.Marshal(leaveIntent{Leaving: s.cfg.Name})
+	var cores []memberlist.Node
+	for _, n := range ml.Members() {
+		if m, err := DecodeMeta(n.Meta); err == nil && m.Role == RoleCore && n.Name != s.cfg.Name {
+			cores = append(cores, *n) // copied: memberlist owns n
+		}
+	}
+	if len(cores) == 0 {
+		return
+	}
+	done := make(chan struct{}, len(cores))
+	for i := range cores {
+		go func(n *memberlist.Node) {
+			defer func() { done <- struct{}{} }()
+			if err := ml.SendReliable(n, msg); err != nil {
+				s.log.Debug("gossip: telling a core we leave", "core", n.Name, "err", err)
+			}
+		}(&cores[i])
+	}
+	t := time.NewTimer(s.cfg.LeaveTimeout)
+	defer t.Stop()
+	for range cores {
+		select {
+		case <-done:
+		case <-t.C:
+			return // the sends end with Shutdown's closed transport
+		}
+	}
+}
+
+// loop delivers events to the handler, in order.
+func (s *Service) loop(ctx context.Context) {
+	alive := map[string]bool{} // names of other live members with the sought role
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-s.stop:
+			return
+		case <-s.q.wake:
+		}
+		for _, ev := range s.q.take() {
+			if ev.Name == s.cfg.Name {
+				continue
+			}
+			wanted := s.cfg.Seek == "" || ev.Meta.Role == s.cfg.Seek
+			switch ev.Kind {
+			case KindJoin, KindUpdate:
+				if wanted {
+					alive[ev.Name] = true
+				} else {
+					delete(alive, ev.Name)
+				}
+			case KindLeave, KindFail:
+				delete(alive, ev.Name)
+			}
+			s.seen.Store(int64(len(alive)))
+			s.log.Debug("gossip event", "kind", ev.Kind.String(), "member", ev.Name, "addr", ev.Addr,
+				"role", ev.Meta.Role, "cluster", ev.Meta.Cluster, "node", ev.Meta.Node)
+			if s.cfg.Handler != nil {
+				s.cfg.Handler(ev)
+			}
+		}
+	}
+}
+
+// joiner joins Join at start and again whenever no live member has the
+// sought role (the pool was lost, or the seed restarted).
+func (s *Service) joiner(ctx context.Context, ml *memberlist.Memberlist) {
+	if len(s.cfg.Join) == 0 {
+		return
+	}
+	backoff := time.Second
+	failing := false
+	t := time.NewTimer(0)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-s.stop:
+			return
+		case <-t.C:
+		}
+		wait := s.cfg.RejoinInterval
+		if s.seen.Load() == 0 {
+			n, err := ml.Join(s.cfg.Join)
+			switch {
+			case n > 0:
+				s.log.Info("gossip joined", "contacted", n, "members", ml.NumMembers())
+				failing, backoff = false, time.Second
+			default:
+				if !failing {
+					s.log.Warn("gossip join failed; retrying", "join", s.cfg.Join, "err", err)
+				}
+				failing = true
+				wait, backoff = backoff, min(2*backoff, s.cfg.RejoinInterval)
+			}
+		}
+		t.Reset(wait)
+	}
+}
+
+// fifo is an unbounded queue of events: the delegates append and never
+// wait; the loop takes everything at once.
+type fifo struct {
+	mu   sync.Mutex
+	evs  []Event
+	wake chan struct{}
+}
+
+func newFIFO() *fifo { return &fifo{wake: make(chan struct{}, 1)} }
+
+func (q *fifo) push(ev Event) {
+	q.mu.Lock()
+	q.evs = append(q.evs, ev)
+	q.mu.Unlock()
+	select {
+	case q.wake <- struct{}{}:
+	default:
+	}
+}
+
+func (q *fifo) take() []Event {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	evs := q.evs
+	q.evs = nil
+	return evs
+}
+
+// delegate is memberlist's view of this package: it announces the
+// metadata and copies events into the fifo. It never blocks and never calls
+// memberlist.
+type delegate struct {
+	meta []byte
+	q    *fifo
+	log  *slog.Logger
+
+	mu      sync.Mutex
+	leaving map[string]bool // members that said they are leaving
+}
+
+var (
+	_ memberlist.Delegate         = (*delegate)(nil)
+	_ memberlist.EventDelegate    = (*delegate)(nil)
+	_ memberlist.ConflictDelegate = (*delegate)(nil)
+)
+
+func (d *delegate) NodeMeta(limit int) []byte {
+	if len(d.meta) > limit {
+		return nil // EncodeMeta keeps it under MaxMetaSize
+	}
+	return d.meta
+}
+
+// NotifyMsg receives leave intents.
+func (d *delegate) NotifyMsg(b []byte) {
+	var li leaveIntent
+	if json.Unmarshal(b, &li) != nil || li.Leaving == "" {
+		return
+	}
+	d.mu.Lock()
+	if d.leaving == nil {
+		d.leaving = map[string]bool{}
+	}
+	d.leaving[li.Leaving] = true
+	d.mu.Unlock()
+}
+
+// said reports (and forgets) whether name said it was leaving.
+func (d *delegate) said(name string) bool {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	ok := d.leaving[name]
+	delete(d.leaving, name)
+	return ok
+}
+
+func (d *delegate) GetBroadcasts(overhead, limit int) [][]byte { return nil }
+func (d *delegate) LocalState(join bool) []byte                { return nil }
+func (d *delegate) MergeRemoteState(buf []byte, join bool)     {}
+
+func (d *delegate) NotifyJoin(n *memberlist.Node) {
+	d.said(n.Name) // an intent from before this join is stale
+	d.push(KindJoin, n)
+}
+
+func (d *delegate) NotifyUpdate(n *memberlist.Node) { d.push(KindUpdate, n) }
+
+// NotifyLeave tells a leave from a failure by the member's intent (n.State
+// is not set by memberlist v0.7; it is checked too, for later versions).
+func (d *delegate) NotifyLeave(n *memberlist.Node) {
+	if d.said(n.Name) || n.State == memberlist.StateLeft {
+		d.push(KindLeave, n)
+	} else {
+		d.push(KindFail, n)
+	}
+}
+
+func (d *delegate) NotifyConflict(existing, other *memberlist.Node) {
+	d.log.Warn("gossip: two members use one name; the second is ignored", "name", existing.Name,
+		"addr", existing.Address(), "other_addr", other.Address())
+}
+
+// push copies what the event needs out of n; n belongs to memberlist.
+func (d *delegate) push(k Kind, n *memberlist.Node) {
+	ev := Event{Kind: k, Name: n.Name, Addr: n.Address(), TS: time.Now()}
+	m, err := DecodeMeta(n.Meta)
+	if err != nil {
+		d.log.Warn("gossip: member with unreadable metadata ignored", "name", n.Name, "addr", ev.Addr, "err", err)
+		return
+	}
+	ev.Meta = m
+	d.q.push(ev)
+}

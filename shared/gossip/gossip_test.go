@@ -1,0 +1,305 @@
+package gossip
+
+import (
+	"context"
+	"encoding/base64"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+)
+
+func TestMetaRoundTrip(t *testing.T) {
+	t.Parallel()
+	in := Meta{Role: RoleAgent, Cluster: "db", Node: "db-1", API: "10.0.0.1:7420"}
+	b, err := EncodeMeta(in)
+	if err != nil {
+		t.Fatal(err)
+	}
+	out, err := DecodeMeta(b)
+	in.V = MetaVersion
+	if err != nil || out != in {
+		t.Fatalf("DecodeMeta(%s) = %+v, %v", b, out, err)
+	}
+}
+
+func TestDecodeMeta(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name, in string
+		want     Meta
+		err      error
+	}{
+		{name: "newer version with unknown fields", in: `{"v":7,"role":"agent","node":"n","zone":"eu-1","caps":[1,2]}`,
+			want: Meta{V: 7, Role: RoleAgent, Node: "n"}},
+		{name: "core", in: `{"v":1,"role":"core","api":"127.0.0.1:7410"}`, want: Meta{V: 1, Role: RoleCore, API: "127.0.0.1:7410"}},
+		{name: "no version", in: `{"role":"agent"}`, err: ErrBadMeta},
+		{name: "no role", in: `{"v":1}`, err: ErrBadMeta},
+		{name: "not json", in: "\x82\xa1v\x01", err: ErrBadMeta},
+		{name: "empty", in: ``, err: ErrBadMeta},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			got, err := DecodeMeta([]byte(tc.in))
+			if !errors.Is(err, tc.err) || got != tc.want {
+				t.Fatalf("DecodeMeta(%q) = %+v, %v; want %+v, %v", tc.in, got, err, tc.want, tc.err)
+			}
+		})
+	}
+}
+
+func TestEncodeMetaRefusesOversize(t *testing.T) {
+	t.Parallel()
+	_, err := EncodeMeta(Meta{Role: RoleAgent, Node: strings.Repeat("n", MaxMetaSize)})
+	if !errors.Is(err, ErrMetaTooLarge) {
+		t.Fatalf("err = %v", err)
+	}
+}
+
+func TestKeys(t *testing.T) {
+	t.Parallel()
+	s, err := GenerateKey()
+	if err != nil {
+		t.Fatal(err)
+	}
+	k, err := ParseKey(s + "\n")
+	if err != nil || len(k) != KeySize {
+		t.Fatalf("ParseKey(GenerateKey()) = %d bytes, %v", len(k), err)
+	}
+	if s2, _ := GenerateKey(); s2 == s {
+		t.Fatal("two keys are equal")
+	}
+	for _, bad := range []string{"", "not base64!", base64.StdEncoding.EncodeToString(make([]byte, 16))} {
+		if _, err := ParseKey(bad); !errors.Is(err, ErrBadKey) {
+			t.Errorf("ParseKey(%q) = %v", bad, err)
+		}
+	}
+	path := filepath.Join(t.TempDir(), "gossip.key")
+	if err := os.WriteFile(path, []byte(s+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if k2, err := ReadKeyFile(path); err != nil || string(k2) != string(k) {
+		t.Fatalf("ReadKeyFile = %v", err)
+	}
+	if _, err := ReadKeyFile(filepath.Join(t.TempDir(), "missing")); !errors.Is(err, os.ErrNotExist) {
+		t.Fatalf("missing file: %v", err)
+	}
+}
+
+func TestNewRefuses(t *testing.T) {
+	t.Parallel()
+	ok := Config{Name: "a", BindAddr: "127.0.0.1:0", Insecure: true}
+	for _, tc := range []struct {
+		name string
+		edit func(*Config)
+		err  error
+	}{
+		{"no key", func(c *Config) { c.Insecure = false }, ErrNoKey},
+		{"short key", func(c *Config) { c.Key = make([]byte, 16) }, ErrBadKey},
+		{"no name", func(c *Config) { c.Name = "" }, nil},
+		{"bad bind", func(c *Config) { c.BindAddr = "7946" }, nil},
+		{"bad profile", func(c *Config) { c.Timing.Profile = "wan" }, nil},
+		{"timeout over interval", func(c *Config) { c.Timing.ProbeTimeout = 2 * time.Second }, nil},
+		{"oversize meta", func(c *Config) { c.Meta.Node = strings.Repeat("n", 600) }, ErrMetaTooLarge},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			c := ok
+			tc.edit(&c)
+			_, err := New(c)
+			if err == nil || (tc.err != nil && !errors.Is(err, tc.err)) {
+				t.Fatalf("New = %v, want %v", err, tc.err)
+			}
+		})
+	}
+	if _, err := New(ok); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// fast is a timing for tests on loopback: failures are found in about a second.
+var fast = Timing{Profile: ProfileLocal, ProbeInterval: 200 * time.Millisecond, ProbeTimeout: 100 * time.Millisecond}
+
+// recorder collects the events one member sees.
+type recorder struct {
+	mu  sync.Mutex
+	evs []Event
+}
+
+func (r *recorder) handle(ev Event) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.evs = append(r.evs, ev)
+}
+
+func (r *recorder) has(kind Kind, name string) bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for _, ev := range r.evs {
+		if ev.Kind == kind && ev.Name == name {
+			return true
+		}
+	}
+	return false
+}
+
+func (r *recorder) named(name string) []Event {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	var out []Event
+	for _, ev := range r.evs {
+		if ev.Name == name {
+			out = append(out, ev)
+		}
+	}
+	return out
+}
+
+func waitFor(t *testing.T, within time.Duration, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(within)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out after %s waiting for %s", within, what)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// member starts a service on a free loopback port (the one named seed is a
+// core, the others agents); it stops with the test.
+func member(t *testing.T, name string, key []byte, join []string, h func(Event)) *Service {
+	t.Helper()
+	meta := Meta{Role: RoleAgent, Cluster: "c", Node: name, API: "127.0.0.1:1"}
+	if name == "seed" {
+		meta = Meta{Role: RoleCore, API: "127.0.0.1:2"}
+	}
+	s, err := New(Config{Name: name, BindAddr: "127.0.0.1:0", Join: join, Key: key, Insecure: key == nil, Timing: fast,
+		Meta: meta, Handler: h})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Start(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(s.Stop)
+	return s
+}
+
+func testKey(t *testing.T) []byte {
+	t.Helper()
+	s, err := GenerateKey()
+	if err != nil {
+		t.Fatal(err)
+	}
+	k, _ := ParseKey(s)
+	return k
+}
+
+func TestJoinLeaveAndFailAreTold(t *testing.T) {
+	t.Parallel()
+	key := testKey(t)
+	var rec recorder
+	seed := member(t, "seed", key, nil, rec.handle)
+	a := member(t, "a", key, []string{seed.Addr()}, nil)
+	b := member(t, "b", key, []string{seed.Addr()}, nil)
+	waitFor(t, 10*time.Second, "both members seen", func() bool { return rec.has(KindJoin, "a") && rec.has(KindJoin, "b") })
+	if evs := rec.named("a"); evs[0].Meta.Node != "a" || evs[0].Meta.V != MetaVersion || evs[0].Addr != a.Addr() {
+		t.Fatalf("join event %+v (a is at %s)", evs[0], a.Addr())
+	}
+	if len(seed.Members()) != 3 {
+		t.Fatalf("members %+v", seed.Members())
+	}
+
+	a.Stop() // a graceful leave
+	waitFor(t, 10*time.Second, "a's leave", func() bool { return rec.has(KindLeave, "a") })
+
+	crash(t, b)
+	waitFor(t, 15*time.Second, "b's failure", func() bool { return rec.has(KindFail, "b") })
+	if rec.has(KindFail, "a") || rec.has(KindLeave, "b") {
+		t.Fatalf("a leave told as a failure or the reverse: a %+v, b %+v", rec.named("a"), rec.named("b"))
+	}
+}
+
+func TestAnotherKeyIsNeverAdmitted(t *testing.T) {
+	t.Parallel()
+	var rec recorder
+	key := testKey(t)
+	seed := member(t, "seed", key, nil, rec.handle)
+	stranger := member(t, "stranger", testKey(t), []string{seed.Addr()}, nil)
+	plain := member(t, "plain", nil, []string{seed.Addr()}, nil) // nil key: New would refuse it without Insecure
+	_ = plain
+	// A member with the right key, started after them, is seen: by then
+	// the others have had their chance.
+	member(t, "friend", key, []string{seed.Addr()}, nil)
+	waitFor(t, 10*time.Second, "friend's join", func() bool { return rec.has(KindJoin, "friend") })
+	waitFor(t, 10*time.Second, "the stranger trying", func() bool { return len(stranger.Members()) == 1 })
+	if len(rec.named("stranger")) > 0 || len(rec.named("plain")) > 0 {
+		t.Fatalf("a member without the key was admitted: %+v %+v", rec.named("stranger"), rec.named("plain"))
+	}
+	if n := len(seed.Members()); n != 2 {
+		t.Fatalf("seed sees %d members, want 2", n)
+	}
+}
+
+func TestRejoinsWhenTheSeedComesLate(t *testing.T) {
+	t.Parallel()
+	key := testKey(t)
+	// Reserve a port for the seed by starting and stopping a member on it.
+	probe := member(t, "probe", key, nil, nil)
+	addr := probe.Addr()
+	probe.Stop()
+	var rec recorder
+	late := member(t, "late", key, []string{addr}, nil)
+	s, err := New(Config{Name: "seed", BindAddr: addr, Key: key, Timing: fast, Meta: Meta{Role: RoleCore}, Handler: rec.handle})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Start(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(s.Stop)
+	waitFor(t, 15*time.Second, "the late member to join the seed", func() bool { return rec.has(KindJoin, "late") })
+	_ = late
+}
+
+func TestStopIsIdempotentAndFinal(t *testing.T) {
+	t.Parallel()
+	s := member(t, "x", nil, nil, nil)
+	s.Stop()
+	s.Stop()
+	if err := s.Start(context.Background()); !errors.Is(err, ErrStopped) {
+		t.Fatalf("Start after Stop = %v", err)
+	}
+	never, _ := New(Config{Name: "y", BindAddr: "127.0.0.1:0", Insecure: true})
+	never.Stop() // before Start: returns at once
+	if err := never.Start(context.Background()); !errors.Is(err, ErrStopped) {
+		t.Fatalf("Start after Stop = %v", err)
+	}
+}
+
+func TestKindString(t *testing.T) {
+	t.Parallel()
+	got := fmt.Sprint(KindJoin, KindUpdate, KindLeave, KindFail)
+	if got != "join update leave fail" {
+		t.Fatal(got)
+	}
+}
+
+// crash stops s as SIGKILL would: memberlist stops answering, nobody is told.
+func crash(t testing.TB, s *Service) {
+	t.Helper()
+	s.mu.Lock()
+	ml := s.ml
+	s.state = 2
+	close(s.stop)
+	s.mu.Unlock()
+	if err := ml.Shutdown(); err != nil {
+		t.Fatal(err)
+	}
+	s.wg.Wait()
+}
