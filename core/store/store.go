@@ -122,6 +122,27 @@ const (
 	SourceGossip = "gossip"
 )
 
+// Reasons of a node held DOWN by discovery: the gossip pool saw it leave or
+// fail, or saw two agents announce it. The orchestrator does not contact
+// such a node; discovery brings it back when the pool sees it again.
+const (
+	ReasonLeft      = "left"
+	ReasonFailed    = "failed"
+	ReasonDuplicate = "announced from two addresses"
+)
+
+// DownByDiscovery reports whether discovery holds n DOWN.
+func DownByDiscovery(n *Node) bool {
+	if n.Status != NodeDown {
+		return false
+	}
+	switch n.StatusReason {
+	case ReasonLeft, ReasonFailed, ReasonDuplicate:
+		return true
+	}
+	return false
+}
+
 // Node is one agent as the core knows it.
 type Node struct {
 	ClusterID    string     `json:"cluster_id"`
