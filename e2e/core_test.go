@@ -36,22 +36,61 @@ type fleet struct {
 // orchestrates them every second.
 func newFleet(t testing.TB, n int, coreExtra string) *fleet {
 	t.Helper()
-	f := &fleet{t: t, agents: map[string]*proc{}, agentC: map[string]*client.Agent{}, dirs: map[string]string{}}
-	f.log = filepath.Join(t.TempDir(), "executions.log")
-	script := filepath.Join(t.TempDir(), "append.sh")
-	body := fmt.Sprintf("#!/bin/sh\necho \"$MUSTER_ACTION_ID $MUSTER_NODE_ID\" >> %q\n", f.log)
-	if err := os.WriteFile(script, []byte(body), 0o755); err != nil {
-		t.Fatal(err)
+	return newFleetWith(t, fleetOptions{nodes: n, coreExtra: coreExtra})
+}
+
+// fleetOptions tunes newFleetWith; zero fields take newFleet's defaults.
+type fleetOptions struct {
+	nodes     int
+	coreExtra string // YAML appended to the core's config
+	// actionsYAML replaces the agents' `actions:` section (default: the
+	// example.com/append kind).
+	actionsYAML string
+	// dir holds every config, data directory and process log; "" means
+	// t.TempDir() (removed after the test).
+	dir string
+	// coreAddr gives the address the core is told for a node's agent (a
+	// proxy in front of it, say); nil gives the agent's own address.
+	coreAddr func(node, agentAddr string) string
+}
+
+func newFleetWith(t testing.TB, o fleetOptions) *fleet {
+	t.Helper()
+	n := o.nodes
+	base := o.dir
+	if base == "" {
+		base = t.TempDir()
 	}
-	extra := fmt.Sprintf("actions:\n  external:\n    - kind: example.com/append\n      run: [%q]\n", script)
+	subdir := func(name string) string {
+		d := filepath.Join(base, name)
+		if err := os.MkdirAll(d, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		return d
+	}
+	f := &fleet{t: t, agents: map[string]*proc{}, agentC: map[string]*client.Agent{}, dirs: map[string]string{}}
+	extra := o.actionsYAML
+	if extra == "" {
+		f.log = filepath.Join(base, "executions.log")
+		script := filepath.Join(base, "append.sh")
+		body := fmt.Sprintf("#!/bin/sh\necho \"$MUSTER_ACTION_ID $MUSTER_NODE_ID\" >> %q\n", f.log)
+		if err := os.WriteFile(script, []byte(body), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		extra = fmt.Sprintf("actions:\n  external:\n    - kind: example.com/append\n      run: [%q]\n", script)
+	}
 	var nodes strings.Builder
 	for i := 1; i <= n; i++ {
 		id := fmt.Sprintf("node-%d", i)
-		p, c, dir := agentProc(t, id, extra)
+		p, c, dir := agentProcIn(t, subdir(id), id, extra)
 		f.agents[id], f.agentC[id], f.dirs[id] = p, c, dir
-		fmt.Fprintf(&nodes, "      - {id: %s, addr: %q}\n", id, p.Addr())
+		addr := p.Addr()
+		if o.coreAddr != nil {
+			addr = o.coreAddr(id, addr)
+		}
+		fmt.Fprintf(&nodes, "      - {id: %s, addr: %q}\n", id, addr)
 	}
-	dir := t.TempDir()
+	dir := subdir("core")
 	cfg := fmt.Sprintf(`data_dir: %s
 api:
   addr: 127.0.0.1:%d
@@ -62,12 +101,12 @@ clusters:
   interval: 1s
   full_sync_every: 2
   agent_timeout: 2s
-%s`, filepath.Join(dir, "data"), freePort(t), nodes.String(), coreExtra)
+%s`, filepath.Join(dir, "data"), freePort(t), nodes.String(), o.coreExtra)
 	path := filepath.Join(dir, "core.yaml")
 	if err := os.WriteFile(path, []byte(cfg), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	f.core = start(t, "core", nil, "core", "--config", path)
+	f.core = startIn(t, dir, "core", nil, "core", "--config", path)
 	admin, err := os.ReadFile(filepath.Join(dir, "data", "admin.token"))
 	if err != nil {
 		t.Fatal(err)

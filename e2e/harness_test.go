@@ -66,7 +66,13 @@ var startedRE = regexp.MustCompile(`msg="(?:agent|core) started".* api=(\S+)`)
 // start runs `muster args...` and waits until it logs that its API listens.
 func start(t testing.TB, name string, env []string, args ...string) *proc {
 	t.Helper()
-	p := &proc{t: t, name: name, args: args, env: env, logPath: filepath.Join(t.TempDir(), name+".log")}
+	return startIn(t, t.TempDir(), name, env, args...)
+}
+
+// startIn is start with the process's log written to dir/name.log.
+func startIn(t testing.TB, dir, name string, env []string, args ...string) *proc {
+	t.Helper()
+	p := &proc{t: t, name: name, args: args, env: env, logPath: filepath.Join(dir, name+".log")}
 	p.launch()
 	t.Cleanup(func() { p.kill() })
 	return p
@@ -197,14 +203,19 @@ func waitFor(t testing.TB, within time.Duration, what string, cond func() bool) 
 // and extra YAML, on a free loopback port that stays the same across restarts.
 func agentProc(t testing.TB, node, extraYAML string) (*proc, *client.Agent, string) {
 	t.Helper()
-	dir := t.TempDir()
+	return agentProcIn(t, t.TempDir(), node, extraYAML)
+}
+
+// agentProcIn is agentProc with its config, data directory and log in dir.
+func agentProcIn(t testing.TB, dir, node, extraYAML string) (*proc, *client.Agent, string) {
+	t.Helper()
 	port := freePort(t)
 	cfg := fmt.Sprintf("node_id: %s\ncluster_id: e2e\ndata_dir: %s\napi:\n  addr: 127.0.0.1:%d\n%s", node, filepath.Join(dir, "data"), port, extraYAML)
 	path := filepath.Join(dir, "agent.yaml")
 	if err := os.WriteFile(path, []byte(cfg), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	p := start(t, node, nil, "agent", "--config", path)
+	p := startIn(t, dir, node, nil, "agent", "--config", path)
 	return p, client.NewAgent(p.Addr(), &http.Client{Timeout: 10 * time.Second}), dir
 }
 
