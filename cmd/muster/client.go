@@ -14,6 +14,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/musterhq/muster/shared/client"
+	"github.com/musterhq/muster/shared/tlsutil"
 )
 
 // DefaultCoreAddr is where the client looks for the core without MUSTER_ADDR.
@@ -24,6 +25,9 @@ type clientFlags struct {
 	addr   string
 	token  string
 	output string
+	// TLS towards the core: its CA, and a client certificate when the core
+	// requires one.
+	caCert, clientCert, clientKey string
 }
 
 // bindClientFlags adds --addr, --token and -o to a group of client commands.
@@ -33,7 +37,32 @@ func bindClientFlags(cmd *cobra.Command) *clientFlags {
 	p.StringVar(&f.addr, "addr", "", "core API address (default $MUSTER_ADDR, else "+DefaultCoreAddr+")")
 	p.StringVar(&f.token, "token", "", "API token (default $MUSTER_TOKEN)")
 	p.StringVarP(&f.output, "output", "o", "table", "output format: table or json")
+	p.StringVar(&f.caCert, "cacert", "", "CA certificate of the core's TLS certificate (default $MUSTER_CACERT)")
+	p.StringVar(&f.clientCert, "client-cert", "", "client certificate, when the core requires one (default $MUSTER_CLIENT_CERT)")
+	p.StringVar(&f.clientKey, "client-key", "", "key of the client certificate (default $MUSTER_CLIENT_KEY)")
 	return f
+}
+
+// httpClient returns the HTTP client of the core: with the CA and client
+// certificate of the flags or MUSTER_CACERT, MUSTER_CLIENT_CERT and
+// MUSTER_CLIENT_KEY, or a plain one when none is set.
+func (f *clientFlags) httpClient() (*http.Client, error) {
+	ca := firstNonEmpty(f.caCert, os.Getenv("MUSTER_CACERT"))
+	cert := firstNonEmpty(f.clientCert, os.Getenv("MUSTER_CLIENT_CERT"))
+	key := firstNonEmpty(f.clientKey, os.Getenv("MUSTER_CLIENT_KEY"))
+	if ca == "" && cert == "" && key == "" {
+		return &http.Client{}, nil
+	}
+	if (cert == "") != (key == "") {
+		return nil, usageError("MUSTER_CLIENT_CERT and MUSTER_CLIENT_KEY (--client-cert, --client-key) go together")
+	}
+	tc, err := tlsutil.ClientConfig(ca, cert, key)
+	if err != nil {
+		return nil, usageError("TLS towards the core: %v", err)
+	}
+	tr := http.DefaultTransport.(*http.Transport).Clone()
+	tr.TLSClientConfig = tc
+	return &http.Client{Transport: tr}, nil
 }
 
 // core returns a client of the core named by the flags and the environment.
@@ -46,7 +75,11 @@ func (f *clientFlags) core() (*client.Core, error) {
 	if token == "" {
 		return nil, usageError("no API token: set MUSTER_TOKEN (or pass --token)")
 	}
-	return client.NewCore(addr, token, &http.Client{}), nil
+	hc, err := f.httpClient()
+	if err != nil {
+		return nil, err
+	}
+	return client.NewCore(addr, token, hc), nil
 }
 
 func (f *clientFlags) json() bool { return f.output == "json" }
