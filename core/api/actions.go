@@ -390,18 +390,16 @@ func (s *Server) rejectAction(c *echo.Context) error {
 	return c.JSON(http.StatusOK, rec.Action)
 }
 
-// cancelAction cancels an action the agent does not hold yet at once (200),
-// and asks the orchestrator to cancel one the agent holds (202).
+// cancelAction cancels a PENDING_APPROVE action at once (200): it has never
+// been pushed. Any later action may be on the agent, or on its way there (a
+// push whose answer was lost), so the cancel is a request (202) that the next
+// pass settles with the agent's own answer.
 func (s *Server) cancelAction(c *echo.Context) error {
 	tok := caller(c)
 	status := http.StatusOK
 	rec, err := s.change(c, func(r *store.Record, t time.Time) (*store.Event, string, error) {
 		switch r.State {
-		case action.PendingApprove, action.PendingSchedule:
-			// A PENDING_SCHEDULE action may have reached the agent through a
-			// push whose answer was lost: the cancel request stays set so the
-			// orchestrator cancels it there too should it find it.
-			r.CancelRequested = r.State == action.PendingSchedule
+		case action.PendingApprove:
 			r.State = action.Cancelled
 			r.StateReason = action.ReasonCancelled
 			r.FinishedTS = action.TimePtr(t)
@@ -409,7 +407,7 @@ func (s *Server) cancelAction(c *echo.Context) error {
 				Type:    store.EventActionStateChanged,
 				Message: fmt.Sprintf("%s cancelled %s", tok.Name, r.ID),
 			}, action.ReasonCancelled, nil
-		case action.New, action.Running:
+		case action.PendingSchedule, action.New, action.Running:
 			status = http.StatusAccepted
 			if r.CancelRequested {
 				return nil, "", nil // already asked; nothing new to record
@@ -417,7 +415,7 @@ func (s *Server) cancelAction(c *echo.Context) error {
 			r.CancelRequested = true
 			return &store.Event{
 				Type:    store.EventActionCancelRequested,
-				Message: fmt.Sprintf("%s asked to cancel %s, which the agent holds", tok.Name, r.ID),
+				Message: fmt.Sprintf("%s asked to cancel %s", tok.Name, r.ID),
 			}, ReasonCancelRequested, nil
 		}
 		return nil, "", wrongState(r, "cancel")

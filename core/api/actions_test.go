@@ -245,17 +245,17 @@ func TestReject(t *testing.T) {
 	}
 }
 
+// A PENDING_APPROVE action was never pushed: it is cancelled at once. A
+// PENDING_SCHEDULE one may be on its way to the agent: the cancel is a
+// request the next pass settles (see core/orchestrate).
 func TestCancelPending(t *testing.T) {
 	t.Parallel()
-	e := setup(t, noApproval)
+	e := setup(t) // approval required by default
 	a := e.create("op", wire.CreateActionRequest{})
 	var got action.Action
 	e.call(http.MethodPost, "/api/v1/actions/"+a.ID+"/cancel", "op", nil, http.StatusOK, &got)
 	if got.State != action.Cancelled || got.StateReason != action.ReasonCancelled || got.FinishedTS == nil {
 		t.Fatalf("cancelled %+v", got)
-	}
-	if !e.record(a.ID).CancelRequested {
-		t.Fatal("a cancelled PENDING_SCHEDULE action does not keep its cancel request for the agent")
 	}
 	evs := e.eventsOf(a.ID, "action.state_changed")
 	if len(evs) != 1 || evs[0].Actor != "op" || evs[0].Data["to"] != "CANCELLED" {
@@ -264,6 +264,23 @@ func TestCancelPending(t *testing.T) {
 	d := e.fail(http.MethodPost, "/api/v1/actions/"+a.ID+"/cancel", "op", nil, http.StatusConflict)
 	if d.State != action.Cancelled {
 		t.Fatalf("cancel of a final action: %+v", d)
+	}
+
+	e2 := setup(t, noApproval)
+	b := e2.create("op", wire.CreateActionRequest{})
+	before := e2.nudges.count("prod")
+	e2.call(http.MethodPost, "/api/v1/actions/"+b.ID+"/cancel", "op", nil, http.StatusAccepted, &got)
+	if got.State != action.PendingSchedule {
+		t.Fatalf("state %s after cancelling a PENDING_SCHEDULE action, want it kept until the agent answers", got.State)
+	}
+	if rec := e2.record(b.ID); !rec.CancelRequested {
+		t.Fatal("the cancel request was not stored")
+	}
+	if n := len(e2.eventsOf(b.ID, "action.cancel_requested")); n != 1 {
+		t.Fatalf("%d cancel_requested events", n)
+	}
+	if e2.nudges.count("prod") <= before {
+		t.Fatal("a cancel request did not nudge the cluster")
 	}
 }
 

@@ -290,3 +290,48 @@ func TestRealAgentWithANewDatabaseLosesItsActions(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// A cancel requested while the action is PENDING_SCHEDULE is settled by the
+// agent's own answer: an action the agent never received is cancelled in the
+// core and never pushed; one an earlier push delivered (its answer lost) is
+// cancelled on the agent, and the core mirrors that. Neither may end
+// CANCELLED in the core while the agent runs it.
+func TestRealAgentSettlesCancelOfPendingSchedule(t *testing.T) {
+	t.Parallel()
+	e := setup(t, orchestrate.Config{}, "n1")
+	requestCancel := func(id string) {
+		e.update(func(ctx context.Context, tx store.Tx) error {
+			r, err := tx.Action(ctx, id)
+			if err != nil {
+				return err
+			}
+			r.CancelRequested = true
+			return tx.UpdateAction(ctx, r)
+		})
+	}
+	ag := client.NewAgent(e.agents["n1"].addr, nil)
+	// Keep the agent's runner busy so that a delivered action stays NEW.
+	blocker := e.create("n1", "muster.io/debug.sleep", `{"seconds":300}`)
+	e.passUntil("the blocker to run", func() bool { return e.record(blocker).State == action.Running })
+
+	never := e.create("n1", "muster.io/debug.ping", `{}`)
+	delivered := e.create("n1", "muster.io/debug.ping", `{}`)
+	// The push of "delivered" reached the agent but its answer was lost.
+	rec := e.record(delivered)
+	if _, st, err := ag.Push(context.Background(), &wire.PushRequest{ID: rec.ID, Kind: rec.Kind, Args: rec.Args,
+		Origin: action.OriginCore, CreatedTS: &rec.CreatedTS}); err != nil || st != 201 {
+		t.Fatalf("push: %d %v", st, err)
+	}
+	requestCancel(never)
+	requestCancel(delivered)
+	e.passUntil("both cancels settled", func() bool {
+		return e.record(never).State == action.Cancelled && e.record(delivered).State == action.Cancelled
+	})
+	if _, err := ag.Get(context.Background(), never); client.StatusOf(err) != 404 {
+		t.Fatalf("an action cancelled before delivery was pushed anyway: %v", err)
+	}
+	onAgent, err := ag.Get(context.Background(), delivered)
+	if err != nil || onAgent.State != action.Cancelled {
+		t.Fatalf("the delivered action on the agent: %+v %v", onAgent, err)
+	}
+}

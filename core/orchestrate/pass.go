@@ -47,6 +47,7 @@ const (
 	opRefused                 // the agent answered 422 to a push
 	opReapprove               // the content no longer matches its approval
 	opLost                    // a full listing lacks an action the agent held
+	opCancelled               // a cancel-requested action the agent never received
 )
 
 type op struct {
@@ -327,7 +328,11 @@ func (o *Orchestrator) pushPending(ctx context.Context, ag *client.Agent, res *n
 	room := o.cfg.MaxQueuedPerNode - res.info.Queue[action.New] - res.info.Queue[action.Running]
 	for i := range res.open {
 		r := &res.open[i]
-		if r.State != action.PendingSchedule || r.CancelRequested || pulled[r.ID] != nil {
+		if r.State != action.PendingSchedule || pulled[r.ID] != nil {
+			continue
+		}
+		if r.CancelRequested {
+			o.settleCancel(ctx, ag, res, r.ID, log)
 			continue
 		}
 		if !approvalHolds(r) {
@@ -367,9 +372,29 @@ func (o *Orchestrator) pushPending(ctx context.Context, ag *client.Agent, res *n
 			log.Debug("push failed; retried next pass", "action", r.ID, "err", err)
 			return
 		default:
+			// Any other answer (a 5xx, a proxy's 502) may hide a delivery:
+			// stop here so that no later action overtakes this one.
 			o.metrics.pushes.WithLabelValues(strconv.Itoa(client.StatusOf(err))).Inc()
 			log.Warn("push refused; retried next pass", "action", r.ID, "err", err)
+			return
 		}
+	}
+}
+
+// settleCancel decides a cancel requested while the action was
+// PENDING_SCHEDULE. The action is never pushed again; whether an earlier
+// push reached the agent, only the agent knows: if it has the action, its
+// record is adopted and the cancel is forwarded (sendCancels); if it answers
+// 404, the action is cancelled in the core.
+func (o *Orchestrator) settleCancel(ctx context.Context, ag *client.Agent, res *nodeResult, id string, log *slog.Logger) {
+	a, err := call(ctx, o.cfg.AgentTimeout, func(ctx context.Context) (*action.Action, error) { return ag.Get(ctx, id) })
+	switch {
+	case err == nil:
+		res.ops = append(res.ops, op{kind: opAgent, id: id, rec: a})
+	case client.StatusOf(err) == http.StatusNotFound:
+		res.ops = append(res.ops, op{kind: opCancelled, id: id})
+	default:
+		log.Debug("look-up for a cancel failed; retried next pass", "action", id, "err", err)
 	}
 }
 
@@ -511,6 +536,10 @@ func (o *Orchestrator) plan(ctx context.Context, r store.Reader, cs *clusterStat
 			case opReapprove:
 				if cur != nil {
 					c = markReapprove(cur, now)
+				}
+			case opCancelled:
+				if cur != nil && cur.State == action.PendingSchedule && cur.CancelRequested {
+					c = coreMove(cur, action.Cancelled, ActorCore, action.ReasonCancelled, now)
 				}
 			}
 			if c != nil {
