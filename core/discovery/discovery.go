@@ -1,8 +1,10 @@
 // Package discovery tells the core which nodes exist: the static list of the
-// core's configuration, and (later) the gossip pool. Each source gives a
-// snapshot of the nodes it knows; Sync writes the union into the store, adding
-// new nodes as UNKNOWN and keeping what the orchestrator learnt about known
-// ones (cursor, store id, status).
+// core's configuration, and the gossip pool. Each source gives a snapshot of
+// the nodes it knows; Sync writes the union into the store, adding new nodes
+// as UNKNOWN and keeping what the orchestrator learnt about known ones
+// (cursor, store id, status). The gossip pool also says when a node left,
+// failed or is announced twice: Sync holds such a node DOWN until the pool
+// sees it again.
 package discovery
 
 import (
@@ -34,6 +36,12 @@ type Node struct {
 	ID        string
 	Addr      string
 	Source    string // store.SourceStatic or store.SourceGossip
+	// Down is set by a source that knows the node is gone: one of
+	// store.ReasonLeft, store.ReasonFailed, store.ReasonDuplicate. Empty:
+	// the source sees the node alive (the orchestrator finds out the rest).
+	Down string
+	// Detail completes Down in events (the two addresses of a duplicate).
+	Detail string
 }
 
 // Source is one way of discovering nodes.
@@ -69,6 +77,13 @@ func Static(clusters []ClusterSpec) *StaticSource {
 	return s
 }
 
+// Partial is implemented by a source whose snapshot may lack nodes that
+// exist: the gossip pool only knows the members it has heard from since the
+// core started. Sync never deletes a node because a partial source lacks it.
+type Partial interface {
+	Partial() bool
+}
+
 // Name is store.SourceStatic.
 func (s *StaticSource) Name() string { return store.SourceStatic }
 
@@ -86,13 +101,15 @@ type Result struct {
 	Joined []Node // nodes added
 	Left   []Node // nodes removed
 	Moved  []Node // known nodes whose address or source changed
+	Down   []Node // nodes a source now holds DOWN (left, failed, duplicate)
+	Back   []Node // nodes held DOWN by a source that it sees alive again
 }
 
 // Clusters returns the ids of the clusters that gained, lost or changed a
 // node, sorted: the clusters to nudge.
 func (r Result) Clusters() []string {
 	seen := map[string]bool{}
-	for _, list := range [][]Node{r.Joined, r.Left, r.Moved} {
+	for _, list := range [][]Node{r.Joined, r.Left, r.Moved, r.Down, r.Back} {
 		for _, n := range list {
 			seen[n.ClusterID] = true
 		}
@@ -106,7 +123,9 @@ func (r Result) Clusters() []string {
 }
 
 // Empty reports whether the Sync changed nothing.
-func (r Result) Empty() bool { return len(r.Joined)+len(r.Left)+len(r.Moved) == 0 }
+func (r Result) Empty() bool {
+	return len(r.Joined)+len(r.Left)+len(r.Moved)+len(r.Down)+len(r.Back) == 0
+}
 
 type key struct{ cluster, node string }
 
@@ -116,14 +135,21 @@ type key struct{ cluster, node string }
 // needed (extra lists clusters to create even without nodes). A new node is
 // UNKNOWN and gets a node.joined event; a stored node of one of these
 // sources that no source reports any more is deleted (its actions stay) with
-// a node.left event. Nodes of other sources are left alone; known nodes keep
-// their cursor, store id and status.
+// a node.left event, unless its source is Partial. Nodes of other sources are
+// left alone; known nodes keep their cursor, store id and status.
+//
+// A node a source reports Down becomes DOWN with that reason, with a
+// node.left event (reason left) or node.down (failed, duplicate); a node
+// held DOWN so that the source sees alive again becomes UNKNOWN with a
+// node.joined event, for the orchestrator to contact.
 func Sync(ctx context.Context, st store.Store, extra []string, sources ...Source) (Result, error) {
 	want := map[key]Node{}
 	var order []key
 	owned := map[string]bool{}
 	for _, src := range sources {
-		owned[src.Name()] = true
+		if p, ok := src.(Partial); !ok || !p.Partial() {
+			owned[src.Name()] = true
+		}
 		for _, n := range src.Snapshot() {
 			k := key{n.ClusterID, n.ID}
 			if _, ok := want[k]; ok {
@@ -167,6 +193,12 @@ func Sync(ctx context.Context, st store.Store, extra []string, sources ...Source
 				res.Joined = append(res.Joined, n)
 			case old.Addr != n.Addr || old.Source != n.Source:
 				res.Moved = append(res.Moved, n)
+			}
+			switch {
+			case n.Down != "" && (!ok || old.Status != store.NodeDown || old.StatusReason != n.Down):
+				res.Down = append(res.Down, n)
+			case n.Down == "" && ok && store.DownByDiscovery(&old):
+				res.Back = append(res.Back, n)
 			}
 			if !have[n.ClusterID] {
 				have[n.ClusterID] = true
@@ -225,6 +257,26 @@ func Sync(ctx context.Context, st store.Store, extra []string, sources ...Source
 				return err
 			}
 		}
+		for _, n := range res.Down {
+			if err := markDown(ctx, tx, n); err != nil {
+				return err
+			}
+		}
+		for _, n := range res.Back {
+			cur, err := tx.Node(ctx, n.ClusterID, n.ID)
+			if err != nil {
+				return err
+			}
+			cur.Status, cur.StatusReason, cur.UpdatedTS = store.NodeUnknown, "", time.Time{}
+			if err := tx.PutNode(ctx, cur); err != nil {
+				return err
+			}
+			if err := tx.AppendEvent(ctx, &store.Event{Type: store.EventNodeJoined, Actor: "core",
+				ClusterID: n.ClusterID, NodeID: n.ID,
+				Message: fmt.Sprintf("node %s is back at %s (%s)", n.ID, n.Addr, n.Source)}); err != nil {
+				return err
+			}
+		}
 		for _, n := range res.Left {
 			if err := tx.DeleteNode(ctx, n.ClusterID, n.ID); err != nil {
 				return err
@@ -241,6 +293,33 @@ func Sync(ctx context.Context, st store.Store, extra []string, sources ...Source
 		return Result{}, fmt.Errorf("discovery: %w", err)
 	}
 	return res, nil
+}
+
+// markDown holds n DOWN for the reason its source gives, with its event.
+func markDown(ctx context.Context, tx store.Tx, n Node) error {
+	cur, err := tx.Node(ctx, n.ClusterID, n.ID)
+	if err != nil {
+		return err
+	}
+	cur.Status, cur.StatusReason, cur.UpdatedTS = store.NodeDown, n.Down, time.Time{}
+	if err := tx.PutNode(ctx, cur); err != nil {
+		return err
+	}
+	ev := &store.Event{Type: store.EventNodeDown, Actor: "core", ClusterID: n.ClusterID, NodeID: n.ID,
+		Data: map[string]any{"reason": n.Down, "source": n.Source}}
+	switch n.Down {
+	case store.ReasonLeft:
+		ev.Type, ev.Message = store.EventNodeLeft, fmt.Sprintf("node %s left (%s)", n.ID, n.Source)
+	case store.ReasonFailed:
+		ev.Message = fmt.Sprintf("node %s failed: the %s pool lost it at %s", n.ID, n.Source, n.Addr)
+	default:
+		ev.Message = fmt.Sprintf("node %s is down: %s", n.ID, n.Down)
+	}
+	if n.Detail != "" {
+		ev.Message += ": " + n.Detail
+		ev.Data["detail"] = n.Detail
+	}
+	return tx.AppendEvent(ctx, ev)
 }
 
 // Watch syncs whenever one of the sources reports a change, and calls nudge

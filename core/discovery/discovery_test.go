@@ -63,9 +63,9 @@ func TestStaticSnapshot(t *testing.T) {
 	t.Parallel()
 	s := Static(specs)
 	want := []Node{
-		{"db", "db-1", "10.0.0.1:7420", store.SourceStatic},
-		{"db", "db-2", "10.0.0.2:7420", store.SourceStatic},
-		{"web", "web-1", "10.0.1.1:7420", store.SourceStatic},
+		{ClusterID: "db", ID: "db-1", Addr: "10.0.0.1:7420", Source: store.SourceStatic},
+		{ClusterID: "db", ID: "db-2", Addr: "10.0.0.2:7420", Source: store.SourceStatic},
+		{ClusterID: "web", ID: "web-1", Addr: "10.0.1.1:7420", Source: store.SourceStatic},
 	}
 	if got := s.Snapshot(); !slices.Equal(got, want) {
 		t.Fatalf("Snapshot = %+v", got)
