@@ -121,12 +121,19 @@ func adoptAgent(cur *store.Record, a *action.Action, node *store.Node, now time.
 	c = &change{rec: *cur}
 	c.rec.History = nil
 	if !action.SameContent(&cur.Action, a) {
-		c.history = append(c.history, action.Transition{TS: now, From: cur.State, To: cur.State, Actor: node.ID,
-			Reason: fmt.Sprintf("conflict: the agent holds kind %s args %s; the core had kind %s args %s",
-				a.Kind, a.Args, cur.Kind, cur.Args)})
+		reason := fmt.Sprintf("conflict: the agent holds kind %s args %s; the core had kind %s args %s",
+			a.Kind, a.Args, cur.Kind, cur.Args)
+		data := map[string]any{"old_kind": cur.Kind, "old_args": string(cur.Args), "kind": a.Kind, "args": string(a.Args)}
+		if cur.ApprovedBy != "" || cur.ApprovalDigest != "" {
+			// The approval was given to the old content: it does not
+			// follow the agent's, and approved_by no longer claims it does.
+			reason += fmt.Sprintf("; the approval by %s covered the old content only and is void", cur.ApprovedBy)
+			data["void_approval_by"] = cur.ApprovedBy
+			c.rec.ApprovedBy, c.rec.ApprovalDigest = "", ""
+		}
+		c.history = append(c.history, action.Transition{TS: now, From: cur.State, To: cur.State, Actor: node.ID, Reason: reason})
 		c.rec.Kind, c.rec.Args = a.Kind, a.Args
-		c.event(store.EventActionConflict, node.ID, "the agent holds other content for this id; the agent wins",
-			map[string]any{"old_kind": cur.Kind, "old_args": string(cur.Args), "kind": a.Kind, "args": string(a.Args)})
+		c.event(store.EventActionConflict, node.ID, "the agent holds other content for this id; the agent wins", data)
 	}
 	if a.State != cur.State {
 		c.move(a.State, node.ID, a.StateReason, now)
