@@ -34,6 +34,7 @@ type Queue interface {
 	Ack(ctx context.Context, cursor int64) error
 	Cancel(ctx context.Context, id, actor string) (*action.Action, bool, error)
 	Counts(ctx context.Context) (map[action.State]int, error)
+	Tombstoned(ctx context.Context, id string) (bool, error)
 	StoreID() string
 }
 
@@ -195,12 +196,8 @@ func (s *Server) push(c *echo.Context) error {
 	if err != nil {
 		return err
 	}
-	h, ok := s.cfg.Kinds.Get(a.Kind)
-	if !ok {
-		return apiErr(http.StatusUnprocessableEntity, wire.CodeUnprocessable, fmt.Sprintf("unknown kind %q on this agent", a.Kind))
-	}
-	if err := h.Validate(a.Args); err != nil {
-		return apiErr(http.StatusUnprocessableEntity, wire.CodeUnprocessable, err.Error())
+	if err := s.checkKind(c.Request().Context(), a); err != nil {
+		return err
 	}
 	if a.TimeoutS == 0 {
 		d := s.cfg.Kinds.Timeout(a.Kind)
@@ -222,6 +219,30 @@ func (s *Server) push(c *echo.Context) error {
 	}
 	s.cfg.Runner.Wake()
 	return c.JSON(http.StatusCreated, rec)
+}
+
+// checkKind refuses (422) a kind this agent does not know or args it
+// refuses, unless the id is already known: a repeat of an accepted id is
+// answered from the queue (200, 409 or 410) even after the kind's
+// configuration changed, so the core never takes a done action for refused.
+func (s *Server) checkKind(ctx context.Context, a *action.Action) error {
+	h, ok := s.cfg.Kinds.Get(a.Kind)
+	var err error
+	if !ok {
+		err = apiErr(http.StatusUnprocessableEntity, wire.CodeUnprocessable, fmt.Sprintf("unknown kind %q on this agent", a.Kind))
+	} else if verr := h.Validate(a.Args); verr != nil {
+		err = apiErr(http.StatusUnprocessableEntity, wire.CodeUnprocessable, verr.Error())
+	}
+	if err == nil {
+		return nil
+	}
+	if _, gerr := s.cfg.Queue.Get(ctx, a.ID); gerr == nil {
+		return nil
+	}
+	if gone, _ := s.cfg.Queue.Tombstoned(ctx, a.ID); gone {
+		return nil
+	}
+	return err
 }
 
 // DecodePush decodes and checks the body of POST /api/v1/actions. It returns

@@ -360,3 +360,34 @@ func TestAPIDrivesTheRunner(t *testing.T) {
 		t.Fatalf("cancel new: %d", st)
 	}
 }
+
+// A repeat push of an id the agent already holds, or has purged, is answered
+// from the queue even when its kind is no longer configured: the core must
+// not take an action that ran for one the agent refused.
+func TestRepeatPushOfARemovedKindIsNotRefused(t *testing.T) {
+	t.Parallel()
+	f := setup(t)
+	now := time.Now()
+	f.q.SetClock(func() time.Time { return now })
+	held := &action.Action{ID: action.NewID(), Kind: "example.com/removed", Args: json.RawMessage(`{}`), Origin: action.OriginCore, TimeoutS: 60}
+	if _, _, err := f.q.Enqueue(context.Background(), held, "test"); err != nil {
+		t.Fatal(err)
+	}
+	st, b := f.do(t, "POST", "/api/v1/actions", fmt.Sprintf(`{"id":%q,"kind":"example.com/removed"}`, held.ID))
+	if st != http.StatusOK {
+		t.Fatalf("repeat push of a held id with a removed kind: %d %s, want 200", st, b)
+	}
+	// A new id with that kind is still refused.
+	if st, _ := f.do(t, "POST", "/api/v1/actions", `{"kind":"example.com/removed"}`); st != http.StatusUnprocessableEntity {
+		t.Fatalf("new id with a removed kind: %d, want 422", st)
+	}
+	// Once purged, the id answers 410, not 422.
+	waitFinal(t, f, held.ID) // the runner fails it: unknown kind
+	now = now.Add(31 * 24 * time.Hour)
+	if _, _, err := f.q.Purge(context.Background(), queue.Retention{Retention: time.Hour, Max: 30 * 24 * time.Hour, Tombstones: 90 * 24 * time.Hour}); err != nil {
+		t.Fatal(err)
+	}
+	if st, b := f.do(t, "POST", "/api/v1/actions", fmt.Sprintf(`{"id":%q,"kind":"example.com/removed"}`, held.ID)); st != http.StatusGone {
+		t.Fatalf("push of a purged id with a removed kind: %d %s, want 410", st, b)
+	}
+}

@@ -208,7 +208,10 @@ func (r *Runner) run(a *action.Action, resumed, cancelReq bool) (next *action.Ac
 	if cancelReq || r.cancelled[a.ID] {
 		cancel(errCancelled)
 	}
-	delete(r.cancelled, a.ID)
+	// Requests for other ids are in the queue too (the API records them
+	// before calling Cancel), and Claim reads them: the map only bridges the
+	// moment between a claim and this point, so it can be emptied.
+	clear(r.cancelled)
 	r.mu.Unlock()
 	defer func() {
 		r.mu.Lock()
@@ -278,13 +281,28 @@ func (r *Runner) save(id string, s queue.Step) (*action.Action, error) {
 	return rec, err
 }
 
-// finish commits the final step and claims the next action, with save's retries.
+// finish commits the final step and claims the next action, with save's
+// retries. Once Stop was called it claims nothing: an action claimed now
+// would only start at the next start, its timeout already counting.
 func (r *Runner) finish(id string, s queue.Step) (next *action.Action, cancelReq bool, err error) {
 	err = r.retry(id, func() (err error) {
+		if r.stopping() {
+			_, err = r.cfg.Queue.SaveStep(context.Background(), id, r.cfg.Actor, s)
+			return err
+		}
 		next, cancelReq, err = r.cfg.Queue.Finish(context.Background(), id, r.cfg.Actor, s)
 		return err
 	})
 	return next, cancelReq, err
+}
+
+func (r *Runner) stopping() bool {
+	select {
+	case <-r.stop:
+		return true
+	default:
+		return false
+	}
 }
 
 func (r *Runner) retry(id string, write func() error) error {

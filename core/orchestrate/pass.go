@@ -75,6 +75,8 @@ type nodeResult struct {
 	// settled the cancels the agent no longer needs.
 	stray   []string
 	settled []string
+	// held: discovery held the node DOWN, so the pass did not contact it.
+	held bool
 }
 
 // Pass runs one orchestration pass of a cluster (DESIGN.md §5): it syncs
@@ -127,6 +129,12 @@ func (o *Orchestrator) pass(ctx context.Context, cs *clusterState) (Report, erro
 	var wg sync.WaitGroup
 	sem := make(chan struct{}, o.cfg.NodeConcurrency)
 	for i := range nodes {
+		if n := &nodes[i].node; store.DownByDiscovery(n) {
+			// The gossip pool holds it DOWN: not contacted until the pool
+			// sees it again.
+			nodes[i].held, nodes[i].status, nodes[i].reason = true, n.Status, n.StatusReason
+			continue
+		}
 		wg.Add(1)
 		sem <- struct{}{}
 		go func(res *nodeResult) {
@@ -306,6 +314,9 @@ func (o *Orchestrator) pull(ctx context.Context, ag *client.Agent, since int64, 
 				order = append(order, a.ID)
 			}
 			pulled[a.ID] = a
+		}
+		if page.More && page.NextCursor <= since {
+			return pulled, order, since, fmt.Errorf("agent cursor did not advance past %d", since)
 		}
 		since = page.NextCursor
 		if !page.More || len(page.Actions) == 0 {
@@ -555,6 +566,14 @@ func (o *Orchestrator) plan(ctx context.Context, r store.Reader, cs *clusterStat
 			continue // removed by discovery meanwhile
 		} else if err != nil {
 			return nil, err
+		}
+		if res.held || store.DownByDiscovery(fresh) {
+			// Discovery's word stands (it may have come during the pass):
+			// the node is written by discovery alone until it is seen again.
+			if fresh.Status == store.NodeDown {
+				down = append(down, node.ID)
+			}
+			continue
 		}
 		next := *fresh
 		next.Status, next.StatusReason = res.status, res.reason
