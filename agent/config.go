@@ -2,11 +2,13 @@ package agent
 
 import (
 	"fmt"
+	"net"
 	"time"
 
 	"github.com/musterhq/muster/agent/handlers"
 	"github.com/musterhq/muster/shared/action"
 	"github.com/musterhq/muster/shared/config"
+	"github.com/musterhq/muster/shared/gossip"
 )
 
 // Config is the agent's configuration (DESIGN.md §6).
@@ -43,12 +45,18 @@ type ActionsConfig struct {
 
 // GossipConfig is the agent's membership in the gossip pool.
 type GossipConfig struct {
-	Enabled      bool     `mapstructure:"enabled" yaml:"enabled"`
-	BindAddr     string   `mapstructure:"bind_addr" yaml:"bind_addr"`
+	Enabled  bool   `mapstructure:"enabled" yaml:"enabled"`
+	BindAddr string `mapstructure:"bind_addr" yaml:"bind_addr"`
+	// AdvertiseAPI is the API address announced to the core (default: the
+	// address the API listens on).
 	AdvertiseAPI string   `mapstructure:"advertise_api" yaml:"advertise_api"`
 	Join         []string `mapstructure:"join" yaml:"join"`
-	KeyFile      string   `mapstructure:"key_file" yaml:"key_file"`
-	Insecure     bool     `mapstructure:"insecure" yaml:"insecure"`
+	// KeyFile holds the pool's base64 key (muster gossip keygen).
+	KeyFile string `mapstructure:"key_file" yaml:"key_file"`
+	// Insecure allows gossip without a key (development only).
+	Insecure bool `mapstructure:"insecure" yaml:"insecure"`
+	// Timing: profile, probe_interval, probe_timeout, suspicion_mult.
+	gossip.Timing `mapstructure:",squash" yaml:",inline"`
 }
 
 // DefaultConfig returns the defaults of DESIGN.md §4 and §6.
@@ -64,7 +72,7 @@ func DefaultConfig() Config {
 			KillGrace:          10 * time.Second,
 			External:           []handlers.External{},
 		},
-		Gossip: GossipConfig{BindAddr: "0.0.0.0:7946", Join: []string{}},
+		Gossip: GossipConfig{BindAddr: "0.0.0.0:7946", Join: []string{}, Timing: gossip.Timing{Profile: gossip.ProfileLAN}},
 		Log:    config.DefaultLog(),
 	}
 }
@@ -120,9 +128,19 @@ func (c *Config) Validate() []error {
 	for i, e := range a.External {
 		errs = append(errs, e.Validate(i)...)
 	}
-	if c.Gossip.Enabled {
-		if c.Gossip.KeyFile == "" && !c.Gossip.Insecure {
+	if g := c.Gossip; g.Enabled {
+		if g.KeyFile == "" && !g.Insecure {
 			errs = append(errs, fmt.Errorf("gossip.key_file: required when gossip is enabled (or set gossip.insecure: true)"))
+		}
+		if err := config.ValidateAddr("gossip.bind_addr", g.BindAddr); err != nil {
+			errs = append(errs, err)
+		}
+		errs = append(errs, gossip.ValidateJoin("gossip.join", g.Join)...)
+		errs = append(errs, g.Timing.Validate("gossip")...)
+		if g.AdvertiseAPI == "" {
+			if host, _, err := net.SplitHostPort(c.API.Addr); err == nil && (host == "" || net.ParseIP(host) != nil && net.ParseIP(host).IsUnspecified()) {
+				errs = append(errs, fmt.Errorf("gossip.advertise_api: required when api.addr %s listens on every interface (the address the core should use)", c.API.Addr))
+			}
 		}
 	}
 	errs = append(errs, c.Log.Validate()...)

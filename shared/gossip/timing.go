@@ -77,3 +77,15 @@ func (t Timing) config() *memberlist.Config {
 	}
 	return c
 }
+
+// ValidateJoin checks a join list: host:port entries (a host name may
+// resolve to several members). key names the setting ("gossip.join").
+func ValidateJoin(key string, join []string) []error {
+	var errs []error
+	for i, j := range join {
+		if _, _, err := splitAddr(j); err != nil {
+			errs = append(errs, fmt.Errorf("%s[%d]: %q is not host:port", key, i, j))
+		}
+	}
+	return errs
+}
