@@ -50,9 +50,29 @@ func loadConfig(cmd *cobra.Command, out any, flagKeys map[string]string) error {
 		mapstructure.StringToSliceHookFunc(","),
 	)))
 	if err != nil {
-		return &exitError{code: 2, err: fmt.Errorf("configuration: %w", err)}
+		return decodeErrors(err)
 	}
 	return nil
+}
+
+// decodeErrors turns a decoding error (which lists every bad key under a
+// header) into the same one-line-per-field form as configErrors.
+func decodeErrors(err error) error {
+	var errs []error
+	for _, line := range strings.Split(err.Error(), "\n") {
+		line = strings.TrimSpace(strings.TrimPrefix(strings.TrimSpace(line), "* "))
+		if line == "" || strings.HasPrefix(line, "decoding failed due to") {
+			continue
+		}
+		// "'' has invalid keys: a, b" names keys at the top level.
+		line = strings.Replace(line, "'' has invalid keys:", "unknown keys:", 1)
+		line = strings.Replace(line, "has invalid keys:", "has unknown keys:", 1)
+		errs = append(errs, errors.New(line))
+	}
+	if len(errs) == 0 {
+		errs = append(errs, err)
+	}
+	return configErrors(errs)
 }
 
 // durationHook accepts Go durations ("10s", "24h") and, for the defaults
