@@ -59,9 +59,10 @@ func (a *Agent) Addr() net.Addr {
 // Ready is closed once the API listens.
 func (a *Agent) Ready() <-chan struct{} { return a.ready }
 
-// Run opens the queue, starts the runner, retention and the API, and serves
-// until ctx ends. Then it stops taking requests, lets the step in progress
-// commit, and closes the queue.
+// Run opens the queue, starts the runner, retention and the API, joins the
+// gossip pool when enabled, and serves until ctx ends. Then it leaves the
+// pool, stops taking requests, lets the step in progress commit, and closes
+// the queue.
 func (a *Agent) Run(ctx context.Context) error {
 	cfg := a.cfg
 	if err := os.MkdirAll(cfg.DataDir, 0o700); err != nil {
@@ -96,7 +97,7 @@ func (a *Agent) Run(ctx context.Context) error {
 		NodeID: cfg.NodeID, ClusterID: cfg.ClusterID, Version: version.Version,
 		DefaultTimeout: cfg.Actions.DefaultTimeout,
 		Queue:          q, Runner: run, Kinds: reg, Gatherer: prom, Log: a.log,
-		Caller:         apiCaller(cfg.API),
+		Caller: apiCaller(cfg.API),
 	})
 	httpSrv := &http.Server{Handler: srv.Handler(), ReadHeaderTimeout: 10 * time.Second,
 		// Refused TLS handshakes (no or a wrong client certificate) land here.
@@ -123,6 +124,18 @@ func (a *Agent) Run(ctx context.Context) error {
 	a.addr = ln.Addr()
 	a.mu.Unlock()
 	close(a.ready)
+	// Announced once the API answers; gone from the pool before anything stops.
+	gs, err := newGossip(cfg, ln.Addr().String(), a.log)
+	if err == nil && gs != nil {
+		err = gs.Start(ctx)
+	}
+	if err != nil {
+		_ = httpSrv.Close()
+		return err
+	}
+	if gs != nil {
+		defer gs.Stop()
+	}
 	a.log.Info("agent started", "api", ln.Addr().String(), "cluster", cfg.ClusterID,
 		"store_id", q.StoreID(), "kinds", len(reg.Kinds()), "version", version.Version)
 
@@ -134,6 +147,9 @@ func (a *Agent) Run(ctx context.Context) error {
 		}
 	}
 	a.log.Info("agent stopping")
+	if gs != nil {
+		gs.Stop() // leave the pool first: the core sees a clean leave
+	}
 	shutCtx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	_ = httpSrv.Shutdown(shutCtx)

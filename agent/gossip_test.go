@@ -1,0 +1,133 @@
+package agent
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/musterhq/muster/shared/gossip"
+)
+
+func TestGossipConfig(t *testing.T) {
+	t.Parallel()
+	for _, c := range []struct {
+		name string
+		edit func(*Config)
+		want string // "" when valid
+	}{
+		{"disabled needs nothing", func(c *Config) { c.Gossip.Enabled = false; c.Gossip.KeyFile = "" }, ""},
+		{"key file", func(c *Config) {}, ""},
+		{"no key", func(c *Config) { c.Gossip.KeyFile = "" }, "gossip.key_file: required"},
+		{"insecure", func(c *Config) { c.Gossip.KeyFile, c.Gossip.Insecure = "", true }, ""},
+		{"bad join", func(c *Config) { c.Gossip.Join = []string{"core"} }, "gossip.join[0]:"},
+		{"bad profile", func(c *Config) { c.Gossip.Profile = "wan" }, "gossip.profile:"},
+		{"probe timeout over interval", func(c *Config) { c.Gossip.ProbeInterval = 100 * time.Millisecond }, "gossip.probe_timeout:"},
+		{"API on every interface without advertise_api", func(c *Config) { c.API.Addr, c.API.Insecure = "0.0.0.0:7420", true }, "gossip.advertise_api:"},
+		{"API on every interface with advertise_api", func(c *Config) {
+			c.API.Addr, c.API.Insecure, c.Gossip.AdvertiseAPI = "0.0.0.0:7420", true, "10.0.0.1:7420"
+		}, ""},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			t.Parallel()
+			cfg := DefaultConfig()
+			cfg.NodeID, cfg.ClusterID, cfg.DataDir = "n1", "c1", "/d"
+			cfg.Gossip.Enabled, cfg.Gossip.KeyFile, cfg.Gossip.Join = true, "/gossip.key", []string{"10.0.0.9:7946"}
+			c.edit(&cfg)
+			errs := cfg.Validate()
+			if c.want == "" {
+				if len(errs) != 0 {
+					t.Fatalf("refused: %v", errs)
+				}
+				return
+			}
+			if len(errs) != 1 || !strings.HasPrefix(errs[0].Error(), c.want) {
+				t.Fatalf("errors %v, want one starting with %q", errs, c.want)
+			}
+		})
+	}
+}
+
+// TestAgentAnnouncesItselfAndLeaves runs an agent with gossip against a
+// member playing the core: the agent joins with its cluster, node and API
+// address, and leaves cleanly when it stops.
+func TestAgentAnnouncesItselfAndLeaves(t *testing.T) {
+	t.Parallel()
+	keyText, err := gossip.GenerateKey()
+	if err != nil {
+		t.Fatal(err)
+	}
+	keyFile := filepath.Join(t.TempDir(), "gossip.key")
+	if err := os.WriteFile(keyFile, []byte(keyText+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	key, _ := gossip.ParseKey(keyText)
+	var (
+		mu  sync.Mutex
+		evs []gossip.Event
+	)
+	timing := gossip.Timing{Profile: gossip.ProfileLocal, ProbeInterval: 200 * time.Millisecond, ProbeTimeout: 100 * time.Millisecond}
+	core, err := gossip.New(gossip.Config{Name: "core", BindAddr: "127.0.0.1:0", Key: key, Timing: timing,
+		Meta: gossip.Meta{Role: gossip.RoleCore, API: "127.0.0.1:7410"},
+		Handler: func(ev gossip.Event) { mu.Lock(); evs = append(evs, ev); mu.Unlock() }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := core.Start(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(core.Stop)
+	seen := func(kind gossip.Kind) *gossip.Event {
+		mu.Lock()
+		defer mu.Unlock()
+		for i := range evs {
+			if evs[i].Kind == kind {
+				return &evs[i]
+			}
+		}
+		return nil
+	}
+	waitUntil := func(what string, cond func() bool) {
+		t.Helper()
+		deadline := time.Now().Add(15 * time.Second)
+		for !cond() {
+			if time.Now().After(deadline) {
+				t.Fatalf("timed out waiting for %s", what)
+			}
+			time.Sleep(10 * time.Millisecond)
+		}
+	}
+
+	cfg := DefaultConfig()
+	cfg.NodeID, cfg.ClusterID, cfg.DataDir = "n1", "c1", t.TempDir()
+	cfg.API.Addr = "127.0.0.1:0"
+	cfg.Gossip = GossipConfig{Enabled: true, BindAddr: "127.0.0.1:0", Join: []string{core.Addr()}, KeyFile: keyFile, Timing: timing}
+	ag, err := New(cfg, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- ag.Run(ctx) }()
+	t.Cleanup(func() { cancel(); <-done })
+	<-ag.Ready()
+
+	waitUntil("the agent's join", func() bool { return seen(gossip.KindJoin) != nil })
+	j := seen(gossip.KindJoin)
+	want := gossip.Meta{V: gossip.MetaVersion, Role: gossip.RoleAgent, Cluster: "c1", Node: "n1", API: ag.Addr().String()}
+	if j.Meta != want {
+		t.Fatalf("announced %+v, want %+v", j.Meta, want)
+	}
+	cancel()
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	done <- nil // for the cleanup
+	waitUntil("the agent's leave", func() bool { return seen(gossip.KindLeave) != nil })
+	if seen(gossip.KindFail) != nil {
+		t.Fatal("a clean stop was seen as a failure")
+	}
+}
