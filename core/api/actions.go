@@ -51,10 +51,10 @@ func parseList(c *echo.Context) (store.ListQuery, error) {
 	q.Kinds = splitList(c.QueryParam("kind"))
 	if v := c.QueryParam("limit"); v != "" {
 		n, err := strconv.Atoi(v)
-		if err != nil || n < 1 {
-			return q, badRequest("limit must be a positive integer, not %q", v)
+		if err != nil || n < 1 || n > MaxListLimit {
+			return q, badRequest("limit must be an integer from 1 to %d, not %q", MaxListLimit, v)
 		}
-		q.Limit = min(n, MaxListLimit)
+		q.Limit = n
 	}
 	if v := c.QueryParam("sort"); v != "" {
 		keys, err := parseSort(v)

@@ -73,7 +73,7 @@ func TestCreateWithCallerID(t *testing.T) {
 	}
 }
 
-func TestCreateRefused(t *testing.T) {
+func TestAPI3CreateRefusesCallerFieldsAndBadInput(t *testing.T) {
 	t.Parallel()
 	e := setup(t)
 	valid := `"cluster_id":"prod","node_id":"db-1","kind":"muster.io/debug.ping"`
@@ -174,7 +174,7 @@ func TestApprove(t *testing.T) {
 	}
 }
 
-func TestSelfApprovalRefused(t *testing.T) {
+func TestAPI6SelfApprovalRefused(t *testing.T) {
 	t.Parallel()
 	e := setup(t)
 	a := e.create("self", wire.CreateActionRequest{})

@@ -57,10 +57,10 @@ func (s *Server) listEvents(c *echo.Context) error {
 	limit := DefaultEventLimit
 	if v := c.QueryParam("limit"); v != "" {
 		n, err := strconv.Atoi(v)
-		if err != nil || n < 1 {
-			return badRequest("limit must be a positive integer, not %q", v)
+		if err != nil || n < 1 || n > MaxEventLimit {
+			return badRequest("limit must be an integer from 1 to %d, not %q", MaxEventLimit, v)
 		}
-		limit = min(n, MaxEventLimit)
+		limit = n
 	}
 	var tail int64
 	if v := c.QueryParam("tail"); v != "" {
@@ -68,10 +68,10 @@ func (s *Server) listEvents(c *echo.Context) error {
 			return badRequest("since and tail exclude each other")
 		}
 		n, err := strconv.Atoi(v)
-		if err != nil || n < 1 {
-			return badRequest("tail must be a positive integer, not %q", v)
+		if err != nil || n < 1 || n > MaxEventLimit {
+			return badRequest("tail must be an integer from 1 to %d, not %q", MaxEventLimit, v)
 		}
-		tail = int64(min(n, MaxEventLimit))
+		tail = int64(n)
 		limit = int(tail)
 	}
 	f := newEventFilter(c)

@@ -163,7 +163,7 @@ func TestStreamHonoursLastEventID(t *testing.T) {
 	}
 }
 
-func TestStreamCapPerToken(t *testing.T) {
+func TestAPI4StreamCapPerToken(t *testing.T) {
 	t.Parallel()
 	e := setup(t, func(c *Config) { c.MaxSSEPerToken = 2 })
 	ctx, cancel := context.WithCancel(context.Background())

@@ -18,7 +18,7 @@ var callers = []string{"none", "viewer", "op", "appr", "admin"}
 // roleTable gives, for every route, the status each caller gets when the
 // request is otherwise valid: 401 without a token, 403 without the
 // permission, the route's success status with it. Every registered route must
-// have a line here (TestRoleTable fails otherwise).
+// have a line here (TestAPI5RoleTable fails otherwise).
 var roleTable = map[string][5]int{ //        none viewer  op   appr admin
 	"GET /health":                                {200, 200, 200, 200, 200},
 	"GET /metrics":                               {200, 200, 200, 200, 200},
@@ -67,7 +67,7 @@ func (e *env) fixture(route string, n int) (string, any) {
 	return path, body
 }
 
-func TestRoleTable(t *testing.T) {
+func TestAPI5RoleTable(t *testing.T) {
 	t.Parallel()
 	e := setup(t)
 	registered := map[string]bool{}
@@ -132,7 +132,7 @@ func streamStatus(t *testing.T, e *env, path, who string) int {
 	return resp.StatusCode
 }
 
-func TestUnauthenticated(t *testing.T) {
+func TestAPI2MissingMalformedUnknownRevokedTokens(t *testing.T) {
 	t.Parallel()
 	e := setup(t)
 	revoked := e.secrets["viewer"]
