@@ -11,6 +11,7 @@ import (
 	"github.com/musterhq/muster/core/approval"
 	"github.com/musterhq/muster/core/discovery"
 	"github.com/musterhq/muster/shared/config"
+	"github.com/musterhq/muster/shared/gossip"
 )
 
 // Config is the core's configuration (DESIGN.md §6).
@@ -69,12 +70,18 @@ type OrchestrateConfig struct {
 	AgentTimeout     time.Duration `mapstructure:"agent_timeout" yaml:"agent_timeout"`
 }
 
-// GossipConfig is the core's membership in the gossip pool.
+// GossipConfig is the core's membership in the gossip pool, where agents
+// announce themselves.
 type GossipConfig struct {
 	Enabled  bool     `mapstructure:"enabled" yaml:"enabled"`
 	BindAddr string   `mapstructure:"bind_addr" yaml:"bind_addr"`
 	Join     []string `mapstructure:"join" yaml:"join"`
-	KeyFile  string   `mapstructure:"key_file" yaml:"key_file"`
+	// KeyFile holds the pool's base64 key (muster gossip keygen).
+	KeyFile string `mapstructure:"key_file" yaml:"key_file"`
+	// Insecure allows gossip without a key (development only).
+	Insecure bool `mapstructure:"insecure" yaml:"insecure"`
+	// Timing: profile, probe_interval, probe_timeout, suspicion_mult.
+	gossip.Timing `mapstructure:",squash" yaml:",inline"`
 }
 
 // DefaultConfig returns the defaults of DESIGN.md §6.
@@ -91,7 +98,7 @@ func DefaultConfig() Config {
 			AgentTimeout:     5 * time.Second,
 		},
 		Approval: approval.DefaultPolicy(),
-		Gossip:   GossipConfig{BindAddr: "0.0.0.0:7946", Join: []string{}},
+		Gossip:   GossipConfig{BindAddr: "0.0.0.0:7946", Join: []string{}, Timing: gossip.Timing{Profile: gossip.ProfileLAN}},
 		Log:      config.DefaultLog(),
 	}
 }
@@ -178,8 +185,15 @@ func (c *Config) Validate() []error {
 		}
 	}
 	errs = append(errs, c.Approval.Validate()...)
-	if c.Gossip.Enabled {
-		add("gossip.enabled", "the gossip pool is not available in this build; list the nodes under clusters")
+	if g := c.Gossip; g.Enabled {
+		if g.KeyFile == "" && !g.Insecure {
+			add("gossip.key_file", "required when gossip is enabled (or set gossip.insecure: true)")
+		}
+		if err := config.ValidateAddr("gossip.bind_addr", g.BindAddr); err != nil {
+			errs = append(errs, err)
+		}
+		errs = append(errs, gossip.ValidateJoin("gossip.join", g.Join)...)
+		errs = append(errs, g.Timing.Validate("gossip")...)
 	}
 	errs = append(errs, c.Log.Validate()...)
 	sortByKey(errs)

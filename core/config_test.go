@@ -60,7 +60,12 @@ func TestValidate(t *testing.T) {
 			"orchestrate.max_queued_per_node:", "orchestrate.workers:",
 		}},
 		{"approval", func(c *Config) { c.Approval.Default = "maybe" }, []string{"approval.default:"}},
-		{"gossip", func(c *Config) { c.Gossip.Enabled = true }, []string{"gossip.enabled:"}},
+		{"gossip without key", func(c *Config) { c.Gossip.Enabled = true }, []string{"gossip.key_file:"}},
+		{"gossip with key file", func(c *Config) { c.Gossip.Enabled, c.Gossip.KeyFile = true, "/gossip.key" }, nil},
+		{"gossip insecure", func(c *Config) { c.Gossip.Enabled, c.Gossip.Insecure = true, true }, nil},
+		{"gossip bad join and profile", func(c *Config) {
+			c.Gossip.Enabled, c.Gossip.Insecure, c.Gossip.Join, c.Gossip.Profile = true, true, []string{"core"}, "wan"
+		}, []string{"gossip.join[0]:", "gossip.profile:"}},
 		{"log", func(c *Config) { c.Log.Level = "loud" }, []string{"log.level:"}},
 	}
 	for _, c := range cases {
