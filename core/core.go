@@ -65,8 +65,8 @@ func (c *Core) Addr() net.Addr {
 func (c *Core) Ready() <-chan struct{} { return c.ready }
 
 // Run opens the store, gives an empty store its first admin token, syncs the
-// configured nodes, starts the orchestrator and serves the API until ctx
-// ends. Then it stops serving (waiting up to ShutdownTimeout for requests in
+// configured nodes, starts the orchestrator, joins the gossip pool when
+// enabled, and serves the API until ctx ends. Then it stops serving (waiting up to ShutdownTimeout for requests in
 // flight), stops discovery and the orchestrator, and closes the store.
 func (c *Core) Run(ctx context.Context) error {
 	cfg := c.cfg
@@ -120,14 +120,31 @@ func (c *Core) Run(ctx context.Context) error {
 		return err
 	}
 	defer orch.Stop()
+	sources := []discovery.Source{static}
+	var pool *discovery.GossipSource
+	if cfg.Gossip.Enabled {
+		pool = discovery.NewGossipSource(c.log)
+		sources = append(sources, pool)
+	}
 	watchCtx, stopWatch := context.WithCancel(ctx)
 	var watch sync.WaitGroup
 	watch.Add(1)
 	go func() {
 		defer watch.Done()
-		_ = discovery.Watch(watchCtx, st, c.log, orch.Nudge, static.Clusters(), static)
+		_ = discovery.Watch(watchCtx, st, c.log, orch.Nudge, static.Clusters(), sources...)
 	}()
 	defer func() { stopWatch(); watch.Wait() }()
+	gs, err := newGossip(cfg.Gossip, ln.Addr().String(), pool, c.log)
+	if err == nil && gs != nil {
+		err = gs.Start(ctx)
+	}
+	if err != nil {
+		ln.Close()
+		return err
+	}
+	if gs != nil {
+		defer gs.Stop() // leaves the pool before discovery and the store stop
+	}
 
 	serveErr := make(chan error, 1)
 	go func() { serveErr <- httpSrv.Serve(ln) }()

@@ -1,0 +1,35 @@
+package core
+
+import (
+	"fmt"
+	"log/slog"
+
+	"github.com/musterhq/muster/core/discovery"
+	"github.com/musterhq/muster/shared/gossip"
+)
+
+// newGossip builds the core's member of the gossip pool, which feeds src.
+// It is nil when gossip is disabled.
+func newGossip(c GossipConfig, api string, src *discovery.GossipSource, log *slog.Logger) (*gossip.Service, error) {
+	if !c.Enabled {
+		return nil, nil
+	}
+	var key []byte
+	if c.KeyFile != "" {
+		var err error
+		if key, err = gossip.ReadKeyFile(c.KeyFile); err != nil {
+			return nil, fmt.Errorf("gossip.key_file: %w", err)
+		}
+	}
+	return gossip.New(gossip.Config{
+		Name:     "core@" + api,
+		BindAddr: c.BindAddr,
+		Join:     c.Join,
+		Key:      key,
+		Insecure: c.Insecure && len(key) == 0,
+		Meta:     gossip.Meta{Role: gossip.RoleCore, API: api},
+		Timing:   c.Timing,
+		Handler:  src.Handle,
+		Log:      log,
+	})
+}
