@@ -104,12 +104,17 @@ func (o *Orchestrator) pass(ctx context.Context, cs *clusterState) (Report, erro
 		if err != nil {
 			return err
 		}
+		// One query for the cluster, not one per node.
+		all, err := r.OpenActions(ctx, cs.id, "")
+		if err != nil {
+			return err
+		}
+		open := map[string][]store.Record{}
+		for _, a := range all {
+			open[a.NodeID] = append(open[a.NodeID], a)
+		}
 		for _, n := range ns {
-			open, err := r.OpenActions(ctx, cs.id, n.ID)
-			if err != nil {
-				return err
-			}
-			res := nodeResult{node: n, open: open}
+			res := nodeResult{node: n, open: open[n.ID]}
 			for id, node := range cs.strays {
 				if node == n.ID {
 					res.stray = append(res.stray, id)
@@ -506,6 +511,14 @@ func (o *Orchestrator) plan(ctx context.Context, r store.Reader, cs *clusterStat
 	w := &writePlan{records: map[string]*change{}}
 	lost := 0
 	var down []string
+	stored, err := r.Nodes(ctx, cs.id) // one query, not one per node
+	if err != nil {
+		return nil, err
+	}
+	nodes := make(map[string]*store.Node, len(stored))
+	for i := range stored {
+		nodes[stored[i].ID] = &stored[i]
+	}
 	for i := range results {
 		res := &results[i]
 		node := &res.node
@@ -561,11 +574,9 @@ func (o *Orchestrator) plan(ctx context.Context, r store.Reader, cs *clusterStat
 			}
 		}
 
-		fresh, err := r.Node(ctx, node.ClusterID, node.ID)
-		if errors.Is(err, store.ErrNotFound) {
+		fresh, ok := nodes[node.ID]
+		if !ok {
 			continue // removed by discovery meanwhile
-		} else if err != nil {
-			return nil, err
 		}
 		if res.held || store.DownByDiscovery(fresh) {
 			// Discovery's word stands (it may have come during the pass):

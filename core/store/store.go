@@ -53,8 +53,9 @@ type Reader interface {
 	ActionIDsWithPrefix(ctx context.Context, prefix string, max int) ([]string, error)
 	ListActions(ctx context.Context, q ListQuery) ([]Record, error)
 	History(ctx context.Context, actionID string) ([]action.Transition, error)
-	// OpenActions lists the non-final actions of one node, oldest creation first
-	// (created_ts, then insertion order).
+	// OpenActions lists the non-final actions of one node, or of every node
+	// of the cluster when nodeID is "", oldest creation first (created_ts,
+	// then insertion order).
 	OpenActions(ctx context.Context, clusterID, nodeID string) ([]Record, error)
 	// ApprovalsBefore lists PENDING_APPROVE actions created before t.
 	ApprovalsBefore(ctx context.Context, t time.Time) ([]Record, error)

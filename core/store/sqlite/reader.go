@@ -244,12 +244,23 @@ func (r *reader) History(ctx context.Context, actionID string) ([]action.Transit
 	return out, rows.Err()
 }
 
-// OpenActions lists the non-final actions of a node, oldest creation first.
+// OpenActions lists the non-final actions of a node (of the cluster when
+// nodeID is ""), oldest creation first.
 func (r *reader) OpenActions(ctx context.Context, clusterID, nodeID string) ([]store.Record, error) {
-	out, err := r.records(ctx, `SELECT `+actionColumns+` FROM actions
-		WHERE cluster_id = ? AND node_id = ? AND state IN (?, ?, ?, ?)
-		ORDER BY created_ts, seq`,
-		clusterID, nodeID, action.PendingApprove, action.PendingSchedule, action.New, action.Running)
+	open := []any{action.PendingApprove, action.PendingSchedule, action.New, action.Running}
+	var out []store.Record
+	var err error
+	if nodeID == "" {
+		// By state first: the cost follows the open actions, not the
+		// cluster's history ("+" keeps the planner off the cluster index).
+		out, err = r.records(ctx, `SELECT `+actionColumns+` FROM actions
+			WHERE state IN (?, ?, ?, ?) AND +cluster_id = ?
+			ORDER BY created_ts, seq`, append(open, clusterID)...)
+	} else {
+		out, err = r.records(ctx, `SELECT `+actionColumns+` FROM actions
+			WHERE cluster_id = ? AND node_id = ? AND state IN (?, ?, ?, ?)
+			ORDER BY created_ts, seq`, append([]any{clusterID, nodeID}, open...)...)
+	}
 	if err != nil {
 		return nil, fmt.Errorf("open actions of %s/%s: %w", clusterID, nodeID, err)
 	}

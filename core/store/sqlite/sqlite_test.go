@@ -622,8 +622,7 @@ func TestListActionsErrors(t *testing.T) {
 func TestOpenActionsAndApprovalsBefore(t *testing.T) {
 	t.Parallel()
 	s := setup(t)
-	var want []string
-	var approvals []string
+	var want, approvals, others []string
 	update(t, s, func(ctx context.Context, tx store.Tx) error {
 		// Inserted newest first with ties, so that the order must come from
 		// created_ts and then the insertion order, not from the id.
@@ -647,6 +646,12 @@ func TestOpenActionsAndApprovalsBefore(t *testing.T) {
 			if err := tx.InsertAction(ctx, other); err != nil {
 				return err
 			}
+			others = append(others, other.ID)
+			elsewhere := record(action.NewID())
+			elsewhere.ClusterID = "c2"
+			if err := tx.InsertAction(ctx, elsewhere); err != nil {
+				return err
+			}
 		}
 		return nil
 	})
@@ -663,6 +668,12 @@ func TestOpenActionsAndApprovalsBefore(t *testing.T) {
 		got, err := r.OpenActions(ctx, "c1", "n1")
 		if err != nil || !slices.Equal(ids(got), byTime(want)) {
 			t.Errorf("OpenActions = %v, %v; want %v", ids(got), err, byTime(want))
+		}
+		// The whole cluster: n2's actions were created first (at t0), and
+		// c2's are left out.
+		got, err = r.OpenActions(ctx, "c1", "")
+		if wantAll := append(slices.Clone(others), byTime(want)...); err != nil || !slices.Equal(ids(got), wantAll) {
+			t.Errorf("OpenActions(cluster) = %v, %v; want %v", ids(got), err, wantAll)
 		}
 		// PENDING_APPROVE actions were created at t0+8m.
 		got, err = r.ApprovalsBefore(ctx, t0.Add(8*time.Minute+time.Microsecond))
