@@ -20,6 +20,7 @@ import (
 	"github.com/musterhq/muster/core/discovery"
 	"github.com/musterhq/muster/shared/client"
 	"github.com/musterhq/muster/shared/config"
+	"github.com/musterhq/muster/shared/gossip"
 )
 
 func init() { register(newDevCmd) }
@@ -32,6 +33,10 @@ type devOptions struct {
 	agentPort int
 	interval  time.Duration
 	logLevel  string
+	// gossip: agents announce themselves in a gossip pool (bound on
+	// gossipAddr by the core) instead of the core's static list.
+	gossip     bool
+	gossipAddr string
 }
 
 func newDevCmd() *cobra.Command {
@@ -43,7 +48,8 @@ func newDevCmd() *cobra.Command {
 agents on 127.0.0.1:7421 and up, each with its own SQLite file, in cluster
 "dev". It creates an operator token (alice) and an approver token (bob) and
 prints the lines to use them. Without --data-dir everything lives in a
-temporary directory removed on exit.`,
+temporary directory removed on exit. With --gossip the core lists no node:
+the agents announce themselves in an (unencrypted) gossip pool.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			return runDev(cmd.Context(), o, cmd.OutOrStdout())
@@ -56,6 +62,8 @@ temporary directory removed on exit.`,
 	f.IntVar(&o.agentPort, "agent-port", 7421, "the first agent's port (the others follow)")
 	f.DurationVar(&o.interval, "interval", 2*time.Second, "orchestration interval")
 	f.StringVar(&o.logLevel, "log-level", "warn", "log level: debug, info, warn, error")
+	f.BoolVar(&o.gossip, "gossip", false, "find the agents through a gossip pool (unencrypted) instead of a static list")
+	f.StringVar(&o.gossipAddr, "gossip-addr", "127.0.0.1:7946", "with --gossip: the core's gossip address, which the agents join")
 	return cmd
 }
 
@@ -92,6 +100,10 @@ func runDev(ctx context.Context, o devOptions, out io.Writer) error {
 		cfg.ClusterID = "dev"
 		cfg.DataDir = filepath.Join(dir, cfg.NodeID)
 		cfg.API.Addr = net.JoinHostPort(host, strconv.Itoa(o.agentPort+i-1))
+		if o.gossip {
+			cfg.Gossip = agent.GossipConfig{Enabled: true, Insecure: true, BindAddr: net.JoinHostPort(host, "0"),
+				Join: []string{o.gossipAddr}, Timing: devGossipTiming}
+		}
 		a, err := agent.New(cfg, log)
 		if err != nil {
 			return err
@@ -103,6 +115,10 @@ func runDev(ctx context.Context, o devOptions, out io.Writer) error {
 	ccfg.DataDir = filepath.Join(dir, "core")
 	ccfg.API.Addr = o.coreAddr
 	ccfg.Clusters = []discovery.ClusterSpec{spec}
+	if o.gossip {
+		ccfg.Clusters = nil
+		ccfg.Gossip = core.GossipConfig{Enabled: true, Insecure: true, BindAddr: o.gossipAddr, Timing: devGossipTiming}
+	}
 	ccfg.Orchestrate.Interval = o.interval
 	c, err := core.New(ccfg, log)
 	if err != nil {
@@ -161,6 +177,10 @@ func runDev(ctx context.Context, o devOptions, out io.Writer) error {
 	fmt.Fprintln(out, "\nmuster dev: stopping")
 	return nil
 }
+
+// devGossipTiming is the timing recommended for a local network (README,
+// "Gossip"): a killed agent is DOWN in about two seconds.
+var devGossipTiming = gossip.Timing{Profile: gossip.ProfileLocal, ProbeInterval: 500 * time.Millisecond, ProbeTimeout: 200 * time.Millisecond}
 
 func waitReady(ctx context.Context, ready <-chan struct{}, errs chan error) error {
 	select {

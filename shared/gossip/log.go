@@ -9,7 +9,8 @@ import (
 // logWriter turns memberlist's log lines ("[WARN] memberlist: ...") into
 // slog records, one level lower than memberlist's: memberlist reports
 // routine events of a changing pool (a probe to a dead member failing) as
-// warnings and errors. ERR becomes warn, WARN info, the rest debug.
+// warnings and errors. ERR becomes warn, WARN info, the rest debug; sends
+// that fail because this member is shutting down are debug.
 type logWriter struct{ log *slog.Logger }
 
 func (w *logWriter) Write(p []byte) (int, error) {
@@ -26,6 +27,9 @@ func (w *logWriter) Write(p []byte) (int, error) {
 		line = bytes.TrimPrefix(line, []byte(prefix))
 	}
 	line = bytes.TrimPrefix(bytes.TrimSpace(line), []byte("memberlist: "))
+	if bytes.Contains(line, []byte("use of closed network connection")) {
+		level = slog.LevelDebug // sends racing this member's own shutdown
+	}
 	if w.log.Enabled(context.Background(), level) {
 		w.log.Log(context.Background(), level, string(line))
 	}
