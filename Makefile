@@ -40,6 +40,16 @@ generate: ## Regenerate mocks (go.uber.org/mock) and fail if they drifted
 bench: ## Run the benchmarks
 	$(GO) test $(RACE:-race=) -run '^$$' -bench . -benchtime 2s $(PKGS)
 
+# The chaos test for long: CHAOS_SEED empty picks a random seed (printed).
+CHAOS_SEED     ?=
+CHAOS_DURATION ?= 10m
+CHAOS_TIMEOUT  ?= 60m
+
+.PHONY: chaos
+chaos: ## Run the chaos test for long: make chaos CHAOS_SEED=… CHAOS_DURATION=10m
+	CHAOS_SEED='$(CHAOS_SEED)' CHAOS_DURATION='$(CHAOS_DURATION)' \
+	  $(GO) test $(RACE) -count=1 -run '^TestChaos$$' -timeout $(CHAOS_TIMEOUT) -v ./e2e/
+
 .PHONY: clean
 clean: ## Remove build output
 	rm -rf bin bench/results.json
