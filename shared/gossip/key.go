@@ -41,7 +41,7 @@ func ParseKey(s string) ([]byte, error) {
 func ReadKeyFile(path string) ([]byte, error) {
 	b, err := os.ReadFile(path)
 	if err != nil {
-		return nil, fmt.Errorf("gossip key: %w", err)
+		return nil, err
 	}
 	k, err := ParseKey(string(b))
 	if err != nil {
