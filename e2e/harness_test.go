@@ -55,6 +55,10 @@ type proc struct {
 	env     []string
 	logPath string
 
+	// probe, when set, replaces the plain-HTTP health probe (a TLS
+	// process needs its own client).
+	probe func(addr string) bool
+
 	mu   sync.Mutex
 	cmd  *exec.Cmd
 	done chan struct{}
@@ -72,7 +76,13 @@ func start(t testing.TB, name string, env []string, args ...string) *proc {
 // startIn is start with the process's log written to dir/name.log.
 func startIn(t testing.TB, dir, name string, env []string, args ...string) *proc {
 	t.Helper()
-	p := &proc{t: t, name: name, args: args, env: env, logPath: filepath.Join(dir, name+".log")}
+	return startProbed(t, dir, name, env, nil, args...)
+}
+
+// startProbed is startIn with its own health probe (nil: the plain one).
+func startProbed(t testing.TB, dir, name string, env []string, probe func(addr string) bool, args ...string) *proc {
+	t.Helper()
+	p := &proc{t: t, name: name, args: args, env: env, logPath: filepath.Join(dir, name+".log"), probe: probe}
 	p.launch()
 	t.Cleanup(func() { p.kill() })
 	return p
@@ -127,6 +137,9 @@ func (p *proc) launch() {
 	// Wait for the API to answer, not only to be bound.
 	// The agent's probe is /api/v1/health, the core's /health.
 	waitFor(p.t, 20*time.Second, p.name+" health", func() bool {
+		if p.probe != nil {
+			return p.probe(p.Addr())
+		}
 		for _, path := range []string{"/api/v1/health", "/health"} {
 			resp, err := http.Get("http://" + p.Addr() + path)
 			if err != nil {
