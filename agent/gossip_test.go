@@ -71,7 +71,7 @@ func TestAgentAnnouncesItselfAndLeaves(t *testing.T) {
 	)
 	timing := gossip.Timing{Profile: gossip.ProfileLocal, ProbeInterval: 200 * time.Millisecond, ProbeTimeout: 100 * time.Millisecond}
 	core, err := gossip.New(gossip.Config{Name: "core", BindAddr: "127.0.0.1:0", Key: key, Timing: timing,
-		Meta: gossip.Meta{Role: gossip.RoleCore, API: "127.0.0.1:7410"},
+		Meta:    gossip.Meta{Role: gossip.RoleCore, API: "127.0.0.1:7410"},
 		Handler: func(ev gossip.Event) { mu.Lock(); evs = append(evs, ev); mu.Unlock() }})
 	if err != nil {
 		t.Fatal(err)
