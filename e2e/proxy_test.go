@@ -49,23 +49,43 @@ type faultProxy struct {
 
 // proxyConn is one client connection and its connection to the target.
 type proxyConn struct {
-	client, server net.Conn
-	once           sync.Once
+	client net.Conn
+
+	mu     sync.Mutex
+	server net.Conn // nil until dialled
+	closed bool
 }
 
 // close closes both sides, with an RST when rst is set.
 func (c *proxyConn) close(rst bool) {
-	c.once.Do(func() {
-		for _, nc := range []net.Conn{c.client, c.server} {
-			if nc == nil {
-				continue
-			}
-			if tc, ok := nc.(*net.TCPConn); ok && rst {
-				_ = tc.SetLinger(0)
-			}
-			_ = nc.Close()
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.closed {
+		return
+	}
+	c.closed = true
+	for _, nc := range []net.Conn{c.client, c.server} {
+		if nc == nil {
+			continue
 		}
-	})
+		if tc, ok := nc.(*net.TCPConn); ok && rst {
+			_ = tc.SetLinger(0)
+		}
+		_ = nc.Close()
+	}
+}
+
+// attach records the connection to the target; it reports false (and
+// closes server) when the connection was cut meanwhile.
+func (c *proxyConn) attach(server net.Conn) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.closed {
+		_ = server.Close()
+		return false
+	}
+	c.server = server
+	return true
 }
 
 // newFaultProxy listens on a free loopback port and forwards to target.
@@ -158,8 +178,10 @@ func (p *faultProxy) serve(c *proxyConn) {
 		c.close(false) // the agent is down: the caller sees the connection end
 		return
 	}
+	if !c.attach(server) {
+		return
+	}
 	p.mu.Lock()
-	c.server = server
 	cut := p.done || p.mode == drop || p.mode == reset
 	rst := p.mode == reset
 	p.mu.Unlock()
