@@ -26,16 +26,15 @@ var benchTimings = []struct {
 // GossipSource synced into a SQLite store, then 100 agent members (each its
 // own memberlist instance on its own loopback port) that join it, and
 // reports the time from the first agent's start until the store lists all
-// of them.
+// of them. The timer runs through setup too, so that one slow iteration is
+// enough for the benchmark (ns/op is not the figure; s_to_see_all is).
 func BenchmarkGossipCoreSeesAgents(b *testing.B) {
 	const n = 100
 	for _, tm := range benchTimings {
 		b.Run(fmt.Sprintf("%s/agents=%d", tm.name, n), func(b *testing.B) {
 			var total time.Duration
 			for i := 0; i < b.N; i++ {
-				b.StopTimer()
 				total += seeAgents(b, n, tm.t)
-				b.StartTimer()
 			}
 			b.ReportMetric(total.Seconds()/float64(b.N), "s_to_see_all")
 		})
