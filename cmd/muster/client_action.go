@@ -33,7 +33,7 @@ or a unique prefix of it of at least 8 characters.`,
 		newActionCreateCmd(f),
 		newActionVerbCmd(f, "approve", "Approve an action waiting for approval (approver role)"),
 		newActionVerbCmd(f, "reject", "Reject an action waiting for approval (approver role)"),
-		newActionVerbCmd(f, "cancel", "Cancel an action (at once if the agent does not hold it yet)"),
+		newActionVerbCmd(f, "cancel", "Cancel an action (at once while it waits for approval; once scheduled, the agent decides)"),
 		newActionVerbCmd(f, "retry", "Create a new action with the content of a finished one"),
 		newActionWatchCmd(f),
 	)
@@ -285,7 +285,7 @@ func newActionVerbCmd(f *clientFlags, verb, short string) *cobra.Command {
 				a, requested, err = c.Cancel(ctx, args[0])
 				msg = "Cancelled action %s (%s)."
 				if requested {
-					msg = "Cancel of action %s requested; the agent holds it (%s)."
+					msg = "Cancel of action %s requested; the next pass settles it with the agent (%s)."
 				}
 			case "retry":
 				a, err = c.Retry(ctx, args[0])
