@@ -133,7 +133,7 @@ func (o *Orchestrator) pass(ctx context.Context, cs *clusterState) (Report, erro
 
 	var wg sync.WaitGroup
 	sem := make(chan struct{}, o.cfg.NodeConcurrency)
-	for i := range nodes {
+	for _, i := range syncOrder(nodes) {
 		if n := &nodes[i].node; store.DownByDiscovery(n) {
 			// The gossip pool holds it DOWN: not contacted until the pool
 			// sees it again.
@@ -192,6 +192,36 @@ func (o *Orchestrator) pass(ctx context.Context, cs *clusterState) (Report, erro
 	}
 	rep.Changes, rep.Events = w.changes(), len(w.events)
 	return rep, nil
+}
+
+// syncOrder lists the indexes of nodes in the order their syncs start:
+// first the nodes with an action to push or a cancel to send, so that the
+// pass an approval nudges reaches that agent after a few node syncs, not
+// after half the fleet; then the others, in their order.
+func syncOrder(nodes []nodeResult) []int {
+	busy := func(res *nodeResult) bool {
+		if len(res.stray) > 0 {
+			return true
+		}
+		for i := range res.open {
+			if r := &res.open[i]; r.State == action.PendingSchedule || r.CancelRequested {
+				return true
+			}
+		}
+		return false
+	}
+	order := make([]int, 0, len(nodes))
+	for i := range nodes {
+		if busy(&nodes[i]) {
+			order = append(order, i)
+		}
+	}
+	for i := range nodes {
+		if !busy(&nodes[i]) {
+			order = append(order, i)
+		}
+	}
+	return order
 }
 
 // call runs one agent request with the agent timeout.

@@ -7,6 +7,7 @@ import (
 	"net"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -346,6 +347,28 @@ func TestPushInCreationOrderWithinRoom(t *testing.T) {
 	wantState(t, h.record(ids[2]), action.New)
 	wantState(t, h.record(ids[3]), action.New)
 	wantState(t, h.record(ids[4]), action.PendingSchedule)
+}
+
+func TestNodesWithSomethingToPushAreSyncedFirst(t *testing.T) {
+	t.Parallel()
+	nodes := []string{"n1", "n2", "n3", "n4", "n5"}
+	h := setup(t, Config{NodeConcurrency: 1}, nodes...)
+	h.pass() // every node UP
+	var mu sync.Mutex
+	var order []string
+	for _, n := range nodes {
+		h.agents[n].set(func(f *fakeAgent) {
+			f.infoHook = func(context.Context) { mu.Lock(); order = append(order, n); mu.Unlock() }
+		})
+	}
+	id := h.create("n4", nil)
+	if rep := h.pass(); rep.Pushed != 1 {
+		t.Fatalf("pushed %d, want 1", rep.Pushed)
+	}
+	wantState(t, h.record(id), action.New)
+	if want := []string{"n4", "n1", "n2", "n3", "n5"}; !slices.Equal(order, want) {
+		t.Fatalf("nodes synced in the order %v, want %v", order, want)
+	}
 }
 
 func TestPullReconcilesAndTheAgentWins(t *testing.T) {
