@@ -55,8 +55,8 @@ func BenchmarkQueueThroughput(b *testing.B) {
 	var perS float64
 	defer func() {
 		raw = (raw + rawCommitRate(b, dir, max(200, b.N))) / 2
-		b.ReportMetric(raw, "sqlite_commits/s")
-		b.ReportMetric(perS/(raw/commitsPerPing), "ratio")
+		b.ReportMetric(raw, "sqlite_commits_per_s")
+		b.ReportMetric(perS/(raw/commitsPerPing), "agent_queue_ratio")
 	}()
 
 	cfg := DefaultConfig()
@@ -103,5 +103,5 @@ func BenchmarkQueueThroughput(b *testing.B) {
 	elapsed := time.Since(start)
 	b.StopTimer()
 	perS = float64(b.N) / elapsed.Seconds()
-	b.ReportMetric(perS, "actions/s")
+	b.ReportMetric(perS, "agent_actions_per_s")
 }
