@@ -27,28 +27,33 @@ func TestChaosCheckerCatchesEachViolation(t *testing.T) {
 			return chaosAction{id: id, node: node, kind: kindRun, args: json.RawMessage(`{"ms":1,"seq":0}`), acked: true}
 		}
 		h := &chaosHistory{
-			workload: []chaosAction{wl("A", "node-1"), wl("B", "node-1"), wl("C", "node-1"), wl("D", "node-2")},
+			workload: []chaosAction{wl("A", "node-1"), wl("B", "node-1"), wl("C", "node-1"), wl("D", "node-2"), wl("E", "node-1")},
 			core: map[string]*action.Action{
 				"A": rec("A", "node-1", action.Done, "", 1),
 				"B": rec("B", "node-1", action.Failed, action.ReasonInterrupted, 2),
+				"E": rec("E", "node-1", action.Failed, action.ReasonInterrupted, 4),
 				"C": rec("C", "node-1", action.Cancelled, action.ReasonCancelled, 3),
 				"D": rec("D", "node-2", action.Lost, "", 40),
 			},
 			agents: map[string]map[string]*action.Action{
-				"node-1": {"A": rec("A", "node-1", action.Done, "", 1), "B": rec("B", "node-1", action.Failed, action.ReasonInterrupted, 2)},
+				"node-1": {"A": rec("A", "node-1", action.Done, "", 1), "B": rec("B", "node-1", action.Failed, action.ReasonInterrupted, 2),
+					"E": rec("E", "node-1", action.Failed, action.ReasonInterrupted, 4)},
 				"node-2": {},
 			},
 			logs: map[string][]string{
 				"node-1": {"A start 10", "A end 20", "B start 30"},
 				"node-2": {"D start 45"},
 			},
-			kills:    map[string][]time.Time{"node-1": {at(35)}, "node-2": {at(48)}},
+			kills:    map[string][]time.Time{"node-1": {at(35), at(60)}, "node-2": {at(48)}},
 			replaced: map[string][]time.Time{"node-2": {at(50)}},
 		}
 		h.workload[2].cancelled = true
+		// E was interrupted after "launching", before its command wrote a line.
+		started := at(55)
+		h.core["E"].StartedTS, h.agents["node-1"]["E"].StartedTS = &started, &started
 		return h
 	}
-	if v, counts := checkHistory(clean()); len(v) != 0 || counts["accepted"] != 4 || counts["executions"] != 3 {
+	if v, counts := checkHistory(clean()); len(v) != 0 || counts["accepted"] != 5 || counts["executions"] != 3 {
 		t.Fatalf("clean history: violations %q, counts %v", v, counts)
 	}
 
@@ -71,6 +76,9 @@ func TestChaosCheckerCatchesEachViolation(t *testing.T) {
 		{"an interrupted action without a crash", func(h *chaosHistory) {
 			h.kills["node-1"] = []time.Time{at(25)}
 			h.logs["node-1"] = append(h.logs["node-1"], "B end 40")
+		}, "INTERRUPTED WITHOUT A CRASH"},
+		{"an interrupted action without a run nor a crash after its start", func(h *chaosHistory) {
+			h.kills["node-1"] = h.kills["node-1"][:1]
 		}, "INTERRUPTED WITHOUT A CRASH"},
 		{"a DONE action that never ran", func(h *chaosHistory) { h.logs["node-1"] = h.logs["node-1"][2:] }, "DONE WITHOUT ONE WHOLE RUN"},
 		{"a LOST action on a database never replaced", func(h *chaosHistory) { h.replaced["node-2"] = nil }, "LOST:"},

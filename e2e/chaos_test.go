@@ -745,9 +745,21 @@ func checkHistory(h *chaosHistory) (violations []string, counts map[string]int) 
 			if c.StateReason != action.ReasonInterrupted {
 				bad("FAILED: %s failed with %q; only %q (its agent was killed mid-run) is expected", a.id, c.StateReason, action.ReasonInterrupted)
 			}
-			if len(runs) != 1 {
-				bad("INTERRUPTED WITHOUT A RUN: %s failed %q but its command started %d time(s)", a.id, c.StateReason, len(runs))
-			} else if killedAfter(kills[a.node], runs[0].start).IsZero() {
+			// The agent records "launching" before it starts the command, so
+			// a kill in between interrupts an action whose command never
+			// wrote its start line: zero runs or one, after a kill.
+			started := int64(0)
+			if c.StartedTS != nil {
+				started = c.StartedTS.UnixNano()
+			}
+			if len(runs) == 1 {
+				started = runs[0].start
+			}
+			switch {
+			case len(runs) > 1:
+			case started == 0:
+				bad("INTERRUPTED WITHOUT A START: %s failed %q but never started", a.id, c.StateReason)
+			case killedAfter(kills[a.node], started).IsZero():
 				bad("INTERRUPTED WITHOUT A CRASH: %s failed %q but %s was not killed after it started", a.id, c.StateReason, a.node)
 			}
 		case action.Cancelled:
