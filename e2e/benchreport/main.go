@@ -1,0 +1,325 @@
+// Command benchreport runs muster's benchmarks (`make bench`), prints every
+// figure beside its reference from the same run and its goal, and writes
+// them to a JSON file of numbers (null where a figure was not measured).
+//
+// A benchmark takes part by reporting a metric whose unit is a results key
+// (lowercase letters, digits and underscores), with b.ReportMetric(v, key).
+// The benchmarks listed in runs get their own -benchtime; every other
+// benchmark of the module runs afterwards with the default one, so a new
+// benchmark needs no change here to reach the JSON. A key reported more than
+// once keeps its largest value.
+package main
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"flag"
+	"fmt"
+	"io"
+	"math"
+	"os"
+	"os/exec"
+	"os/signal"
+	"path/filepath"
+	"regexp"
+	"runtime"
+	"slices"
+	"strconv"
+	"strings"
+	"syscall"
+	"text/tabwriter"
+	"time"
+)
+
+// run is one `go test -bench` invocation.
+type run struct {
+	pkg, bench, benchtime string
+}
+
+// runs are the benchmarks that need a -benchtime of their own; afterwards
+// every other benchmark of the module runs with defaultBenchtime.
+var runs = []run{
+	{"./agent", "^BenchmarkQueueThroughput$", "2s"},
+	{"./e2e", "^BenchmarkAgentIdleRSS$", "1x"},
+	{"./core/orchestrate", "^BenchmarkPass$", "2s"},
+	{"./e2e", "^BenchmarkCore$/^nodes=10$", "200x"},
+	{"./e2e", "^BenchmarkCore$/^nodes=1000$", "20x"},
+}
+
+const defaultBenchtime = "2s"
+
+// required are the keys the JSON always has.
+var required = []string{
+	"sqlite_commits_per_s", "agent_actions_per_s", "agent_queue_ratio",
+	"core_node_syncs_per_s_100", "core_node_syncs_per_s_1000", "core_node_syncs_per_s_5000",
+	"idle_pass_rows_written", "approve_to_running_p50_ms", "approve_to_running_p99_ms",
+	"agent_idle_rss_mb", "core_rss_mb_per_1000_nodes", "gossip_detect_s",
+}
+
+// goal is a target for a figure.
+type goal struct {
+	op string // ">=", "<" or "=="
+	v  float64
+}
+
+func (g *goal) String() string {
+	if g == nil {
+		return ""
+	}
+	return g.op + " " + num(g.v)
+}
+
+func (g *goal) met(v float64) string {
+	if g == nil {
+		return ""
+	}
+	ok := false
+	switch g.op {
+	case ">=":
+		ok = v >= g.v
+	case "<":
+		ok = v < g.v
+	case "==":
+		ok = v == g.v
+	}
+	if ok {
+		return "met"
+	}
+	return "MISSED"
+}
+
+// row is one line of the table: a figure, its reference and its goal.
+type row struct {
+	label, key string
+	ref        string // key of the reference figure, if any
+	refLabel   string
+	goal       *goal
+}
+
+var rows = []row{
+	{"agent queue throughput (actions/s)", "agent_actions_per_s", "sqlite_commits_per_s", "raw SQLite commits/s", nil},
+	{"agent queue ratio (actions/s ÷ (commits/s ÷ 3))", "agent_queue_ratio", "", "", &goal{">=", 0.8}},
+	{"idle agent RSS (MB)", "agent_idle_rss_mb", "", "", &goal{"<", 20}},
+	{"node syncs/s, 100 nodes, idle", "core_node_syncs_per_s_100", "agent_info_calls_per_s_100", "agent info calls/s (a sync is 2 calls)", nil},
+	{"node syncs/s, 1,000 nodes, idle", "core_node_syncs_per_s_1000", "agent_info_calls_per_s_1000", "agent info calls/s", nil},
+	{"node syncs/s, 5,000 nodes, idle", "core_node_syncs_per_s_5000", "agent_info_calls_per_s_5000", "agent info calls/s", &goal{">=", 1000}},
+	{"node syncs/s, 100 nodes, 10% changing", "core_node_syncs_per_s_100_changing", "core_node_syncs_per_s_100", "idle", nil},
+	{"node syncs/s, 1,000 nodes, 10% changing", "core_node_syncs_per_s_1000_changing", "core_node_syncs_per_s_1000", "idle", nil},
+	{"node syncs/s, 5,000 nodes, 10% changing", "core_node_syncs_per_s_5000_changing", "core_node_syncs_per_s_5000", "idle", nil},
+	{"rows written by an idle pass", "idle_pass_rows_written", "", "", &goal{"==", 0}},
+	{"bytes written by an idle pass", "idle_pass_bytes_written", "", "", &goal{"==", 0}},
+	{"approval → RUNNING p50 (ms), 10 nodes", "approve_to_running_p50_ms", "", "", nil},
+	{"approval → RUNNING p99 (ms), 10 nodes", "approve_to_running_p99_ms", "approve_to_running_p99_of_interval", "fraction of the 10 s interval", &goal{"<", 250}},
+	{"approval → RUNNING p50 (ms), 1,000 nodes", "approve_to_running_p50_ms_1000", "", "", nil},
+	{"approval → RUNNING p99 (ms), 1,000 nodes", "approve_to_running_p99_ms_1000", "approve_to_running_p99_of_interval_1000", "fraction of the 10 s interval", nil},
+	{"core RSS per 1,000 nodes (MB)", "core_rss_mb_per_1000_nodes", "core_rss_mb_1000_nodes", "core RSS at 1,000 nodes", &goal{"<", 50}},
+	{"core RSS, 10 nodes (MB)", "core_rss_mb_base", "", "", nil},
+	{"gossip: failure detected after (s)", "gossip_detect_s", "", "", nil},
+}
+
+var (
+	keyRE   = regexp.MustCompile(`^[a-z][a-z0-9_]*$`)
+	benchRE = regexp.MustCompile(`^Benchmark\S*\s+\d+\s`)
+)
+
+func main() {
+	out := flag.String("out", "bench/results.json", "where to write the results")
+	flag.Parse()
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	if err := report(ctx, *out, os.Stdout); err != nil {
+		fmt.Fprintln(os.Stderr, "benchreport:", err)
+		os.Exit(1)
+	}
+}
+
+func report(ctx context.Context, out string, w io.Writer) error {
+	res := map[string]float64{}
+	res["nproc"] = float64(runtime.NumCPU())
+	res["load_avg_start"] = loadAvg()
+	var failed []string
+	var named []string
+	for _, r := range runs {
+		named = append(named, strings.SplitN(r.bench, "/", 2)[0])
+		if err := goTest(ctx, w, res, "-bench", r.bench, "-benchtime", r.benchtime, r.pkg); err != nil {
+			failed = append(failed, fmt.Sprintf("%s %s: %v", r.pkg, r.bench, err))
+		}
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
+	}
+	// Every other benchmark (a new package's, say) with the default benchtime.
+	skip := "^(" + strings.Join(trimAnchors(named), "|") + ")$"
+	if err := goTest(ctx, w, res, "-bench", ".", "-skip", skip, "-benchtime", defaultBenchtime, "./..."); err != nil {
+		failed = append(failed, fmt.Sprintf("./... (the rest): %v", err))
+	}
+	res["load_avg_end"] = loadAvg()
+	derive(res)
+
+	if err := writeJSON(out, res); err != nil {
+		return err
+	}
+	printTable(w, res, out)
+	if len(failed) > 0 {
+		return fmt.Errorf("some benchmarks failed:\n  %s", strings.Join(failed, "\n  "))
+	}
+	return nil
+}
+
+func trimAnchors(res []string) []string {
+	out := make([]string, 0, len(res))
+	for _, r := range res {
+		out = append(out, strings.TrimSuffix(strings.TrimPrefix(r, "^"), "$"))
+	}
+	return out
+}
+
+// goTest runs `go test -run ^$ args...`, copies its output to w and
+// collects the metrics of its benchmark lines into res.
+func goTest(ctx context.Context, w io.Writer, res map[string]float64, args ...string) error {
+	args = append([]string{"test", "-run", "^$", "-count", "1", "-timeout", "30m"}, args...)
+	fmt.Fprintf(w, "\n$ go %s\n", strings.Join(args, " "))
+	cmd := exec.CommandContext(ctx, "go", args...)
+	cmd.Stderr = w
+	pipe, err := cmd.StdoutPipe()
+	if err != nil {
+		return err
+	}
+	if err := cmd.Start(); err != nil {
+		return err
+	}
+	sc := bufio.NewScanner(pipe)
+	for sc.Scan() {
+		line := sc.Text()
+		fmt.Fprintln(w, line)
+		collect(res, line)
+	}
+	return cmd.Wait()
+}
+
+// collect adds the metrics of one benchmark result line whose unit is a
+// results key: "BenchmarkX-2  4  123 ns/op  1094 core_node_syncs_per_s_1000".
+func collect(res map[string]float64, line string) {
+	if !benchRE.MatchString(line) {
+		return
+	}
+	f := strings.Fields(line)
+	for i := 2; i+1 < len(f); i += 2 {
+		v, err := strconv.ParseFloat(f[i], 64)
+		if err != nil || !keyRE.MatchString(f[i+1]) {
+			continue
+		}
+		if old, ok := res[f[i+1]]; !ok || v > old {
+			res[f[i+1]] = v
+		}
+	}
+}
+
+// derive computes the figures made of two measured ones.
+func derive(res map[string]float64) {
+	total, ok1 := res["core_rss_mb_1000_nodes"]
+	base, ok2 := res["core_rss_mb_base"]
+	if ok1 && ok2 {
+		// The base is a core with 10 nodes: 990 nodes make the difference.
+		res["core_rss_mb_per_1000_nodes"] = (total - base) * 1000 / 990
+	}
+}
+
+func writeJSON(path string, res map[string]float64) error {
+	doc := map[string]*float64{}
+	for _, k := range required {
+		doc[k] = nil
+	}
+	for k, v := range res {
+		if !math.IsNaN(v) && !math.IsInf(v, 0) {
+			doc[k] = &v
+		}
+	}
+	b, err := json.MarshalIndent(doc, "", "  ")
+	if err != nil {
+		return err
+	}
+	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+		return err
+	}
+	return os.WriteFile(path, append(b, '\n'), 0o644)
+}
+
+func printTable(w io.Writer, res map[string]float64, out string) {
+	fmt.Fprintf(w, "\nmuster benchmarks, %s: %d CPUs (%s), %s/%s, %s; load average %s at the start, %s at the end\n\n",
+		time.Now().UTC().Format("2006-01-02 15:04 UTC"), runtime.NumCPU(), cpuModel(), runtime.GOOS, runtime.GOARCH,
+		runtime.Version(), num(res["load_avg_start"]), num(res["load_avg_end"]))
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "figure\tvalue\treference (same run)\tgoal\t")
+	shown := map[string]bool{"nproc": true, "load_avg_start": true, "load_avg_end": true}
+	for _, r := range rows {
+		shown[r.key], shown[r.ref] = true, true
+		v, ok := res[r.key]
+		val, met := "not measured", ""
+		if ok {
+			val, met = num(v), r.goal.met(v)
+		}
+		ref := ""
+		if rv, ok := res[r.ref]; ok {
+			ref = num(rv) + " " + r.refLabel
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s %s\t\n", r.label, val, ref, r.goal, met)
+	}
+	var other []string
+	for k := range res {
+		if !shown[k] {
+			other = append(other, k)
+		}
+	}
+	if len(other) > 0 {
+		fmt.Fprintln(tw, "\t\t\t\t")
+		slices.Sort(other)
+		for _, k := range other {
+			fmt.Fprintf(tw, "%s\t%s\t\t\t\n", k, num(res[k]))
+		}
+	}
+	tw.Flush()
+	fmt.Fprintf(w, "\nwritten to %s\n", out)
+}
+
+// num formats a figure with three significant digits at most after the point.
+func num(v float64) string {
+	switch a := math.Abs(v); {
+	case a >= 100 || v == math.Trunc(v):
+		return strconv.FormatFloat(v, 'f', 0, 64)
+	case a >= 1:
+		return strconv.FormatFloat(v, 'f', 2, 64)
+	default:
+		return strconv.FormatFloat(v, 'g', 3, 64)
+	}
+}
+
+func cpuModel() string {
+	b, err := os.ReadFile("/proc/cpuinfo")
+	if err != nil {
+		return "unknown CPU"
+	}
+	for _, l := range strings.Split(string(b), "\n") {
+		if k, v, ok := strings.Cut(l, ":"); ok && strings.TrimSpace(k) == "model name" {
+			return strings.TrimSpace(v)
+		}
+	}
+	return "unknown CPU"
+}
+
+func loadAvg() float64 {
+	b, err := os.ReadFile("/proc/loadavg")
+	if err != nil {
+		return math.NaN()
+	}
+	f := strings.Fields(string(b))
+	if len(f) == 0 {
+		return math.NaN()
+	}
+	v, err := strconv.ParseFloat(f[0], 64)
+	if err != nil {
+		return math.NaN()
+	}
+	return v
+}

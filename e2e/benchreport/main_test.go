@@ -1,0 +1,66 @@
+package main
+
+import (
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"testing"
+)
+
+func TestCollectTakesKeyUnitsAndKeepsTheLargest(t *testing.T) {
+	t.Parallel()
+	res := map[string]float64{}
+	for _, line := range []string{
+		"BenchmarkPass/nodes=100/idle-2   \t  49\t  52027618 ns/op\t  6157 agent_info_calls_per_s_100\t  1922 core_node_syncs_per_s_100\t  0 idle_pass_rows_written",
+		"BenchmarkPass/nodes=1000/idle-2  \t   3\t 1064056690 ns/op\t 939.8 core_node_syncs_per_s_1000\t  2 idle_pass_rows_written",
+		"BenchmarkOld-2 \t 10\t 5 ns/op\t 550 actions/s",
+		"    bench_test.go:12: 7 core_node_syncs_per_s_5000",
+		"PASS",
+	} {
+		collect(res, line)
+	}
+	want := map[string]float64{
+		"agent_info_calls_per_s_100": 6157, "core_node_syncs_per_s_100": 1922,
+		"core_node_syncs_per_s_1000": 939.8, "idle_pass_rows_written": 2,
+	}
+	if len(res) != len(want) {
+		t.Fatalf("collected %v, want %v", res, want)
+	}
+	for k, v := range want {
+		if res[k] != v {
+			t.Errorf("%s = %v, want %v", k, res[k], v)
+		}
+	}
+}
+
+func TestResultsHaveEveryRequiredKeyAsNumberOrNull(t *testing.T) {
+	t.Parallel()
+	res := map[string]float64{"core_rss_mb_base": 27, "core_rss_mb_1000_nodes": 64.6, "extra_figure": 1}
+	derive(res)
+	path := filepath.Join(t.TempDir(), "bench", "results.json")
+	if err := writeJSON(path, res); err != nil {
+		t.Fatal(err)
+	}
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var doc map[string]*float64
+	if err := json.Unmarshal(b, &doc); err != nil {
+		t.Fatalf("not a map of numbers: %v\n%s", err, b)
+	}
+	for _, k := range required {
+		if _, ok := doc[k]; !ok {
+			t.Errorf("key %s missing", k)
+		}
+	}
+	if doc["gossip_detect_s"] != nil {
+		t.Errorf("gossip_detect_s = %v, want null", *doc["gossip_detect_s"])
+	}
+	if v := doc["core_rss_mb_per_1000_nodes"]; v == nil || *v < 37.9 || *v > 38.1 {
+		t.Errorf("core_rss_mb_per_1000_nodes = %v, want (64.6-27)*1000/990 = 38", v)
+	}
+	if v := doc["extra_figure"]; v == nil || *v != 1 {
+		t.Errorf("extra_figure = %v, want 1", v)
+	}
+}
