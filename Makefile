@@ -37,8 +37,8 @@ generate: ## Regenerate mocks (go.uber.org/mock) and fail if they drifted
 	@git diff --exit-code -- ':(glob)**/*mock*.go' || (echo "generated mocks drifted: commit them"; exit 1)
 
 .PHONY: bench
-bench: ## Run the benchmarks
-	$(GO) test $(RACE:-race=) -run '^$$' -bench . -benchtime 2s $(PKGS)
+bench: ## Run the benchmarks (no race detector): a table, and bench/results.json
+	$(GO) run ./e2e/benchreport -out bench/results.json
 
 # The chaos test for long: CHAOS_SEED empty picks a random seed (printed).
 CHAOS_SEED     ?=
