@@ -171,10 +171,15 @@ func newBenchCore(b *testing.B, n int) *benchCore {
 }
 
 // approveToRunning creates a ping on node as alice, approves it as bob and
-// returns the time from the approval request to the agent's started_ts.
+// returns the time from the approval request to the agent's started_ts. It
+// returns once the pass that pushed the action has ended, so that the next
+// approval does not land in the middle of a pass (it would wait for its
+// end: DESIGN.md §5 never runs two passes of a cluster at once).
 func (bc *benchCore) approveToRunning(b *testing.B, node string, ag *client.Agent) time.Duration {
 	b.Helper()
 	ctx := ctxT(b)
+	metrics := &fleet{core: bc.core} // for its passes()
+	passes := metrics.passes()
 	a, err := bc.alice.CreateAction(ctx, &wire.CreateActionRequest{ClusterID: benchCluster, NodeID: node, Kind: "muster.io/debug.ping"})
 	if err != nil {
 		b.Fatal(err)
@@ -195,6 +200,7 @@ func (bc *benchCore) approveToRunning(b *testing.B, node string, ag *client.Agen
 		started = *got.StartedTS
 		return true
 	})
+	waitFor(b, time.Minute, "the pass to end", func() bool { return metrics.passes() > passes })
 	return started.Sub(t0)
 }
 

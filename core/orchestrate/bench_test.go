@@ -300,6 +300,7 @@ func newBenchFleet(b *testing.B, n int) *benchFleet {
 	for range 2 {
 		f.pass(b, n)
 	}
+	f.infoRate(b) // the reference client connects to every agent once
 	return f
 }
 

@@ -115,7 +115,7 @@ var rows = []row{
 	{"approval → RUNNING p99 (ms), 1,000 nodes", "approve_to_running_p99_ms_1000", "approve_to_running_p99_of_interval_1000", "fraction of the 10 s interval", nil},
 	{"core RSS per 1,000 nodes (MB)", "core_rss_mb_per_1000_nodes", "core_rss_mb_1000_nodes", "core RSS at 1,000 nodes", &goal{"<", 50}},
 	{"core RSS, 10 nodes (MB)", "core_rss_mb_base", "", "", nil},
-	{"gossip: failure detected after (s)", "gossip_detect_s", "", "", nil},
+	{"gossip: SIGKILL to node DOWN (s), memberlist LAN defaults", "gossip_detect_s", "", "", nil},
 }
 
 var (
@@ -216,8 +216,15 @@ func collect(res map[string]float64, line string) {
 	}
 }
 
-// derive computes the figures made of two measured ones.
+// derive computes the figures made of other measured ones.
 func derive(res map[string]float64) {
+	// The gossip benchmark reports SIGKILL-to-DOWN per memberlist profile
+	// under its own unit; the largest is the LAN defaults'.
+	if v, ok := res["s_kill_to_down"]; ok {
+		if _, direct := res["gossip_detect_s"]; !direct {
+			res["gossip_detect_s"] = v
+		}
+	}
 	total, ok1 := res["core_rss_mb_1000_nodes"]
 	base, ok2 := res["core_rss_mb_base"]
 	if ok1 && ok2 {

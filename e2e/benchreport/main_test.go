@@ -64,3 +64,19 @@ func TestResultsHaveEveryRequiredKeyAsNumberOrNull(t *testing.T) {
 		t.Errorf("extra_figure = %v, want 1", v)
 	}
 }
+
+func TestGossipKillToDownFillsGossipDetect(t *testing.T) {
+	t.Parallel()
+	res := map[string]float64{}
+	collect(res, "BenchmarkGossipKillToDown/lan-2 \t 1\t 9 ns/op\t 5.93 s_kill_to_down")
+	collect(res, "BenchmarkGossipKillToDown/local-2 \t 1\t 9 ns/op\t 1.20 s_kill_to_down")
+	derive(res)
+	if res["gossip_detect_s"] != 5.93 {
+		t.Fatalf("gossip_detect_s = %v, want the LAN figure 5.93", res["gossip_detect_s"])
+	}
+	direct := map[string]float64{"gossip_detect_s": 2, "s_kill_to_down": 6}
+	derive(direct)
+	if direct["gossip_detect_s"] != 2 {
+		t.Fatalf("a reported gossip_detect_s was replaced: %v", direct["gossip_detect_s"])
+	}
+}
