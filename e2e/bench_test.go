@@ -226,7 +226,9 @@ func BenchmarkCore(b *testing.B) {
 				hc := &http.Client{Timeout: 10 * time.Second}
 				var lat []time.Duration
 				for i := 0; i < b.N; i++ {
-					node := bc.nodes[i%len(bc.nodes)]
+					// A prime stride spreads the samples over the
+					// fleet, not over the first nodes in id order.
+					node := bc.nodes[(i*7919)%len(bc.nodes)]
 					lat = append(lat, bc.approveToRunning(b, node, client.NewAgent(bc.agents[node], hc)))
 				}
 				slices.Sort(lat)
