@@ -390,16 +390,17 @@ func (s *Server) rejectAction(c *echo.Context) error {
 	return c.JSON(http.StatusOK, rec.Action)
 }
 
-// cancelAction cancels a PENDING_APPROVE action at once (200): it has never
-// been pushed. Any later action may be on the agent, or on its way there (a
-// push whose answer was lost), so the cancel is a request (202) that the next
-// pass settles with the agent's own answer.
+// cancelAction cancels an action no push was ever attempted for at once
+// (200): the orchestrator records a push before sending it and sends nothing
+// that is cancelled by then. Any other action may be on the agent, or on its
+// way there (a push whose answer was lost), so the cancel is a request (202)
+// that the next pass settles with the agent's own answer.
 func (s *Server) cancelAction(c *echo.Context) error {
 	tok := caller(c)
 	status := http.StatusOK
 	rec, err := s.change(c, func(r *store.Record, t time.Time) (*store.Event, string, error) {
-		switch r.State {
-		case action.PendingApprove:
+		switch {
+		case r.State == action.PendingApprove, r.State == action.PendingSchedule && r.PushedStoreID == "":
 			r.State = action.Cancelled
 			r.StateReason = action.ReasonCancelled
 			r.FinishedTS = action.TimePtr(t)
@@ -407,7 +408,7 @@ func (s *Server) cancelAction(c *echo.Context) error {
 				Type:    store.EventActionStateChanged,
 				Message: fmt.Sprintf("%s cancelled %s", tok.Name, r.ID),
 			}, action.ReasonCancelled, nil
-		case action.PendingSchedule, action.New, action.Running:
+		case r.State == action.PendingSchedule, r.State == action.New, r.State == action.Running:
 			status = http.StatusAccepted
 			if r.CancelRequested {
 				return nil, "", nil // already asked; nothing new to record

@@ -266,8 +266,16 @@ func TestCancelPending(t *testing.T) {
 		t.Fatalf("cancel of a final action: %+v", d)
 	}
 
+	// Scheduled but never pushed: cancelled at once too.
 	e2 := setup(t, noApproval)
+	fresh := e2.create("op", wire.CreateActionRequest{})
+	e2.call(http.MethodPost, "/api/v1/actions/"+fresh.ID+"/cancel", "op", nil, http.StatusOK, &got)
+	if got.State != action.Cancelled {
+		t.Fatalf("cancel of a never-pushed PENDING_SCHEDULE action: %s", got.State)
+	}
+	// Once a push was attempted, only the agent knows: a request.
 	b := e2.create("op", wire.CreateActionRequest{})
+	e2.edit(b.ID, func(r *store.Record) { r.PushedStoreID = "agent-store-1" })
 	before := e2.nudges.count("prod")
 	e2.call(http.MethodPost, "/api/v1/actions/"+b.ID+"/cancel", "op", nil, http.StatusAccepted, &got)
 	if got.State != action.PendingSchedule {

@@ -164,6 +164,7 @@ func TestEveryStateChangeIsAuditedWithTokenAndAddress(t *testing.T) {
 	e.call(http.MethodPost, "/api/v1/actions/"+approved.ID+"/approve", "appr", nil, http.StatusOK, nil)
 	rejected := e.create("op", wire.CreateActionRequest{})
 	e.call(http.MethodPost, "/api/v1/actions/"+rejected.ID+"/reject", "appr", nil, http.StatusOK, nil)
+	e.edit(approved.ID, func(r *store.Record) { r.PushedStoreID = "agent-store-1" }) // as a pass would
 	e.call(http.MethodPost, "/api/v1/actions/"+approved.ID+"/cancel", "op", nil, http.StatusAccepted, nil)
 	cancelled := e.create("op", wire.CreateActionRequest{})
 	e.call(http.MethodPost, "/api/v1/actions/"+cancelled.ID+"/cancel", "admin", nil, http.StatusOK, nil)

@@ -251,13 +251,19 @@ func (e *env) record(id string) *store.Record {
 // setState moves an action as the orchestrator would (the agent's report).
 func (e *env) setState(id string, s action.State) {
 	e.t.Helper()
+	e.edit(id, func(r *store.Record) { r.State = s })
+}
+
+// edit changes a stored record the way the orchestrator would.
+func (e *env) edit(id string, fn func(r *store.Record)) {
+	e.t.Helper()
 	ctx := context.Background()
 	err := e.st.Update(ctx, func(tx store.Tx) error {
 		rec, err := tx.Action(ctx, id)
 		if err != nil {
 			return err
 		}
-		rec.State = s
+		fn(rec)
 		return tx.UpdateAction(ctx, rec)
 	})
 	if err != nil {

@@ -322,6 +322,14 @@ func TestRealAgentSettlesCancelOfPendingSchedule(t *testing.T) {
 		Origin: action.OriginCore, CreatedTS: &rec.CreatedTS}); err != nil || st != 201 {
 		t.Fatalf("push: %d %v", st, err)
 	}
+	e.update(func(ctx context.Context, tx store.Tx) error { // as the pass did before its push
+		r, err := tx.Action(ctx, delivered)
+		if err != nil {
+			return err
+		}
+		r.PushedStoreID = storeID(t, ag)
+		return tx.UpdateAction(ctx, r)
+	})
 	requestCancel(never)
 	requestCancel(delivered)
 	e.passUntil("both cancels settled", func() bool {
@@ -333,5 +341,51 @@ func TestRealAgentSettlesCancelOfPendingSchedule(t *testing.T) {
 	onAgent, err := ag.Get(context.Background(), delivered)
 	if err != nil || onAgent.State != action.Cancelled {
 		t.Fatalf("the delivered action on the agent: %+v %v", onAgent, err)
+	}
+}
+
+func storeID(t *testing.T, ag *client.Agent) string {
+	t.Helper()
+	info, err := ag.Info(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	return info.StoreID
+}
+
+// A push that reached the agent but whose answer was lost, followed by the
+// replacement of the agent's database: the action may have run on the old
+// database, so it becomes LOST and is never pushed to the new one.
+func TestRealAgentUnconfirmedPushToAReplacedDatabaseIsLost(t *testing.T) {
+	t.Parallel()
+	e := setup(t, orchestrate.Config{}, "n1")
+	e.pass() // the node is known and UP
+	id := e.create("n1", "muster.io/debug.ping", `{}`)
+	ag := client.NewAgent(e.agents["n1"].addr, nil)
+	rec := e.record(id)
+	e.update(func(ctx context.Context, tx store.Tx) error { // the pass records its push...
+		r, err := tx.Action(ctx, id)
+		if err != nil {
+			return err
+		}
+		r.PushedStoreID = storeID(t, ag)
+		return tx.UpdateAction(ctx, r)
+	})
+	// ...which reaches the agent, but the answer never comes back.
+	if _, st, err := ag.Push(context.Background(), &wire.PushRequest{ID: id, Kind: rec.Kind, Args: rec.Args,
+		Origin: action.OriginCore, CreatedTS: &rec.CreatedTS}); err != nil || st != 201 {
+		t.Fatalf("push: %d %v", st, err)
+	}
+	old := e.agents["n1"]
+	old.stop()
+	e.agents["n1"] = runAgent(t, "n1", old.addr, t.TempDir())
+	e.pass()
+	got := e.record(id)
+	if got.State != action.Lost || got.StateReason != orchestrate.ReasonUnconfirmed {
+		t.Fatalf("record %s %q, want LOST: %s", got.State, got.StateReason, orchestrate.ReasonUnconfirmed)
+	}
+	e.pass()
+	if _, err := client.NewAgent(e.agents["n1"].addr, nil).Get(context.Background(), id); client.StatusOf(err) != 404 {
+		t.Fatalf("the action was pushed to the new database: %v", err)
 	}
 }

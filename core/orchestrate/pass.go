@@ -42,12 +42,13 @@ type Report struct {
 type opKind int
 
 const (
-	opAgent     opKind = iota // the agent's record (pull, push or cancel answer)
-	opGone                    // the agent answered 410 to a push
-	opRefused                 // the agent answered 422 to a push
-	opReapprove               // the content no longer matches its approval
-	opLost                    // a full listing lacks an action the agent held
-	opCancelled               // a cancel-requested action the agent never received
+	opAgent       opKind = iota // the agent's record (pull, push or cancel answer)
+	opGone                      // the agent answered 410 to a push
+	opRefused                   // the agent answered 422 to a push
+	opReapprove                 // the content no longer matches its approval
+	opLost                      // a full listing lacks an action the agent held
+	opCancelled                 // a cancel-requested action the agent never received
+	opUnconfirmed               // pushed to an agent database since replaced, without an answer
 )
 
 type op struct {
@@ -309,6 +310,13 @@ func (o *Orchestrator) syncNode(ctx context.Context, res *nodeResult, full bool)
 			}
 		}
 	}
+	// An action pushed to a database the agent no longer has, whose answer
+	// never came back, may have run there: it is LOST, never pushed again.
+	for _, r := range res.open {
+		if r.State == action.PendingSchedule && r.PushedStoreID != "" && r.PushedStoreID != info.StoreID && pulled[r.ID] == nil {
+			res.ops = append(res.ops, op{kind: opUnconfirmed, id: r.ID, msg: ReasonUnconfirmed})
+		}
+	}
 
 	o.pushPending(ctx, ag, res, pulled, log)
 	o.sendCancels(ctx, ag, res, pulled, log)
@@ -372,13 +380,17 @@ func pulledOps(order []string, pulled map[string]*action.Action) []op {
 // as the agent's queue has room for.
 func (o *Orchestrator) pushPending(ctx context.Context, ag *client.Agent, res *nodeResult, pulled map[string]*action.Action, log *slog.Logger) {
 	room := o.cfg.MaxQueuedPerNode - res.info.Queue[action.New] - res.info.Queue[action.Running]
+	var batch []*store.Record
 	for i := range res.open {
 		r := &res.open[i]
 		if r.State != action.PendingSchedule || pulled[r.ID] != nil {
 			continue
 		}
+		if r.PushedStoreID != "" && r.PushedStoreID != res.info.StoreID {
+			continue // LOST by this pass (opUnconfirmed)
+		}
 		if r.CancelRequested {
-			o.settleCancel(ctx, ag, res, r.ID, log)
+			o.settleCancel(ctx, ag, res, r, log)
 			continue
 		}
 		if !approvalHolds(r) {
@@ -386,8 +398,23 @@ func (o *Orchestrator) pushPending(ctx context.Context, ag *client.Agent, res *n
 			continue
 		}
 		if room <= 0 {
-			return
+			break
 		}
+		batch = append(batch, r)
+		room--
+	}
+	if len(batch) == 0 {
+		return
+	}
+	// Record durably, before anything is sent, which agent database the
+	// pushes go to. Only actions still PENDING_SCHEDULE and not cancelled at
+	// that moment are sent: a cancel or an edit that committed meanwhile wins.
+	batch, err := o.markPushed(ctx, batch, res.info.StoreID)
+	if err != nil {
+		log.Warn("record pushes; none sent this pass", "err", err)
+		return
+	}
+	for _, r := range batch {
 		req := &wire.PushRequest{ID: r.ID, Kind: r.Kind, Args: r.Args, TimeoutS: r.TimeoutS,
 			CreatedTS: &r.CreatedTS, Origin: r.Origin, Requester: r.Requester, ApprovedBy: r.ApprovedBy,
 			ClusterID: r.ClusterID, NodeID: r.NodeID}
@@ -398,7 +425,6 @@ func (o *Orchestrator) pushPending(ctx context.Context, ag *client.Agent, res *n
 		case err == nil:
 			res.ops = append(res.ops, op{kind: opAgent, id: r.ID, rec: a})
 			res.pushed++
-			room--
 			o.metrics.pushes.WithLabelValues(strconv.Itoa(status)).Inc()
 		case client.StatusOf(err) == http.StatusGone:
 			res.ops = append(res.ops, op{kind: opGone, id: r.ID, msg: ReasonGone})
@@ -427,12 +453,49 @@ func (o *Orchestrator) pushPending(ctx context.Context, ag *client.Agent, res *n
 	}
 }
 
+// markPushed sets PushedStoreID on the records of batch that are still
+// PENDING_SCHEDULE and not cancel-requested, in one transaction, and returns
+// those.
+func (o *Orchestrator) markPushed(ctx context.Context, batch []*store.Record, storeID string) ([]*store.Record, error) {
+	var out []*store.Record
+	err := o.st.Update(ctx, func(tx store.Tx) error {
+		out = out[:0]
+		for _, r := range batch {
+			cur, err := tx.Action(ctx, r.ID)
+			if err != nil {
+				if errors.Is(err, store.ErrNotFound) {
+					continue
+				}
+				return err
+			}
+			if cur.State != action.PendingSchedule || cur.CancelRequested || !approvalHolds(cur) {
+				continue
+			}
+			if cur.PushedStoreID != storeID {
+				cur.PushedStoreID = storeID
+				if err := tx.UpdateAction(ctx, cur); err != nil {
+					return err
+				}
+			}
+			out = append(out, cur)
+		}
+		return nil
+	})
+	return out, err
+}
+
 // settleCancel decides a cancel requested while the action was
-// PENDING_SCHEDULE. The action is never pushed again; whether an earlier
-// push reached the agent, only the agent knows: if it has the action, its
-// record is adopted and the cancel is forwarded (sendCancels); if it answers
-// 404, the action is cancelled in the core.
-func (o *Orchestrator) settleCancel(ctx context.Context, ag *client.Agent, res *nodeResult, id string, log *slog.Logger) {
+// PENDING_SCHEDULE. The action is never pushed again. Never pushed: it is
+// cancelled in the core. Pushed to this agent database: only the agent knows
+// whether the push arrived; if it has the action, its record is adopted and
+// the cancel forwarded (sendCancels); if it answers 404, the action is
+// cancelled in the core.
+func (o *Orchestrator) settleCancel(ctx context.Context, ag *client.Agent, res *nodeResult, r *store.Record, log *slog.Logger) {
+	id := r.ID
+	if r.PushedStoreID == "" {
+		res.ops = append(res.ops, op{kind: opCancelled, id: id})
+		return
+	}
 	a, err := call(ctx, o.cfg.AgentTimeout, func(ctx context.Context) (*action.Action, error) { return ag.Get(ctx, id) })
 	switch {
 	case err == nil:
@@ -594,6 +657,10 @@ func (o *Orchestrator) plan(ctx context.Context, r store.Reader, cs *clusterStat
 			case opCancelled:
 				if cur != nil && cur.State == action.PendingSchedule && cur.CancelRequested {
 					c = coreMove(cur, action.Cancelled, ActorCore, action.ReasonCancelled, now)
+				}
+			case opUnconfirmed:
+				if cur != nil && cur.State == action.PendingSchedule && cur.PushedStoreID != "" && cur.PushedStoreID != res.storeID {
+					c = markLost(cur, op.msg, now)
 				}
 			}
 			if c != nil {

@@ -19,6 +19,7 @@ const (
 	ReasonUnreachable      = "unreachable"
 	ReasonGone             = "the agent purged this id (410)"
 	ReasonMissing          = "the agent no longer has this action"
+	ReasonUnconfirmed      = "pushed to an agent database since replaced, with no answer: it may have run there"
 	ReasonReapprove        = "the action no longer matches its approval"
 	ReasonExpired          = "expired"
 	ReasonImported         = "imported from the agent"

@@ -94,6 +94,9 @@ type Record struct {
 	// SeenOnAgent is set once the core has seen the agent hold the action in a
 	// non-final state; only such an action can become LOST.
 	SeenOnAgent bool
+	// PushedStoreID is the store_id of the agent database a push was last
+	// attempted to, written before the push is sent. Empty: never pushed.
+	PushedStoreID string
 }
 
 // Cluster status values.

@@ -143,7 +143,7 @@ func scanNode(s scanner) (*store.Node, error) {
 
 const actionColumns = `id, cluster_id, node_id, kind, args, state, state_reason, progress, output,
 	origin, requester, approved_by, timeout_s, created_ts, scheduled_ts, started_ts, finished_ts,
-	updated_ts, retry_of, approval_digest, cancel_requested, seen_on_agent`
+	updated_ts, retry_of, approval_digest, cancel_requested, seen_on_agent, pushed_store_id`
 
 func scanRecord(s scanner) (*store.Record, error) {
 	var rec store.Record
@@ -153,7 +153,7 @@ func scanRecord(s scanner) (*store.Record, error) {
 	err := s.Scan(&rec.ID, &rec.ClusterID, &rec.NodeID, &rec.Kind, &args, &state, &rec.StateReason,
 		&progress, &rec.Output, &rec.Origin, &rec.Requester, &rec.ApprovedBy, &rec.TimeoutS,
 		&created, &scheduled, &started, &finished, &updated, &rec.RetryOf, &rec.ApprovalDigest,
-		&rec.CancelRequested, &rec.SeenOnAgent)
+		&rec.CancelRequested, &rec.SeenOnAgent, &rec.PushedStoreID)
 	if err != nil {
 		return nil, err
 	}

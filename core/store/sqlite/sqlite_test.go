@@ -170,7 +170,7 @@ func TestActionRoundTrip(t *testing.T) {
 	full.FinishedTS = action.TimePtr(t0.Add(3*time.Second + 1500*time.Nanosecond))
 	full.UpdatedTS = t0.Add(4 * time.Second)
 	full.RetryOf = action.NewID()
-	full.ApprovalDigest, full.CancelRequested, full.SeenOnAgent = "digest", true, true
+	full.ApprovalDigest, full.CancelRequested, full.SeenOnAgent, full.PushedStoreID = "digest", true, true, "store-1"
 	minimal := record(action.NewID())
 	minimal.Args = nil
 
