@@ -248,6 +248,16 @@ func (q *Queue) Counts(ctx context.Context) (map[action.State]int, error) {
 // one (by created_ts, then acceptance order), which it marks RUNNING in the
 // same transaction. It returns nil when there is nothing to run.
 func (q *Queue) Claim(ctx context.Context, actor string) (a *action.Action, resumed, cancelRequested bool, err error) {
+	// An idle queue is checked with a read, so that an idle agent writes
+	// nothing; the write transaction below decides.
+	var work bool
+	if err := q.db.R.QueryRowContext(ctx, `SELECT EXISTS (SELECT 1 FROM actions
+		WHERE state IN ('NEW', 'RUNNING'))`).Scan(&work); err != nil {
+		return nil, false, false, err
+	}
+	if !work {
+		return nil, false, false, nil
+	}
 	err = q.db.InTx(ctx, func(tx *sql.Tx) error {
 		a, resumed, cancelRequested, err = q.claimTx(ctx, tx, actor)
 		return err

@@ -374,3 +374,22 @@ func TestStoreIDSurvivesReopenAndChangesWithNewDatabase(t *testing.T) {
 		t.Fatal("a new database has the old store id")
 	}
 }
+
+// An idle runner asks for work every second: on an empty queue that must not
+// need the single writer connection (it would contend with every push).
+func TestClaimOnAnIdleQueueDoesNotTakeTheWriter(t *testing.T) {
+	t.Parallel()
+	q, _, _ := setup(t)
+	ctx := context.Background()
+	// Hold the only writer connection in an open transaction.
+	tx, err := q.db.W.BeginTx(ctx, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tx.Rollback()
+	short, cancel := context.WithTimeout(ctx, 2*time.Second)
+	defer cancel()
+	if a, _, _, err := q.Claim(short, "runner"); a != nil || err != nil {
+		t.Fatalf("claim on an empty queue while the writer is busy: %v %v", a, err)
+	}
+}
