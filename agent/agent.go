@@ -5,7 +5,6 @@ package agent
 
 import (
 	"context"
-	"crypto/tls"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -162,21 +161,7 @@ func (a *Agent) Run(ctx context.Context) error {
 // api.tls.client_ca_file, the handshake requires a client certificate of that
 // CA (and the API then requires the core's identity in it).
 func (a *Agent) listen(c APIConfig) (net.Listener, error) {
-	var tc *tls.Config
-	if c.TLS.Enabled() {
-		var err error
-		if tc, err = tlsutil.ServerConfig(c.TLS.CertFile, c.TLS.KeyFile, c.TLS.ClientCAFile); err != nil {
-			return nil, fmt.Errorf("api.tls.%w", err)
-		}
-	}
-	ln, err := net.Listen("tcp", c.Addr)
-	if err != nil {
-		return nil, fmt.Errorf("api.addr: %w", err)
-	}
-	if tc == nil {
-		return ln, nil
-	}
-	return tls.NewListener(ln, tc), nil
+	return tlsutil.Listen("api", c.Addr, c.TLS.CertFile, c.TLS.KeyFile, c.TLS.ClientCAFile)
 }
 
 // apiCaller is the identity the API requires of its callers: the core's,

@@ -200,21 +200,7 @@ func openStore(ctx context.Context, cfg Config) (store.Store, error) {
 // api.tls.client_ca_file, clients must present a certificate of that CA (the
 // bearer token is still required).
 func listen(c APIConfig) (net.Listener, error) {
-	var tc *tls.Config
-	if c.TLS.Enabled() {
-		var err error
-		if tc, err = tlsutil.ServerConfig(c.TLS.CertFile, c.TLS.KeyFile, c.TLS.ClientCAFile); err != nil {
-			return nil, fmt.Errorf("api.tls.%w", err)
-		}
-	}
-	ln, err := net.Listen("tcp", c.Addr)
-	if err != nil {
-		return nil, fmt.Errorf("api.addr: %w", err)
-	}
-	if tc == nil {
-		return ln, nil
-	}
-	return tls.NewListener(ln, tc), nil
+	return tlsutil.Listen("api", c.Addr, c.TLS.CertFile, c.TLS.KeyFile, c.TLS.ClientCAFile)
 }
 
 // agentsTLS returns the TLS client configuration the orchestrator reaches
