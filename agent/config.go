@@ -23,12 +23,7 @@ type Config struct {
 }
 
 // APIConfig is the agent API's listener.
-type APIConfig struct {
-	Addr string     `mapstructure:"addr" yaml:"addr"`
-	TLS  config.TLS `mapstructure:"tls" yaml:"tls"`
-	// Insecure allows a plaintext listener on a non-loopback address.
-	Insecure bool `mapstructure:"insecure" yaml:"insecure"`
-}
+type APIConfig = config.API
 
 // ActionsConfig holds timeouts, retention and the external kinds.
 type ActionsConfig struct {

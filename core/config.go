@@ -42,12 +42,7 @@ type StoreConfig struct {
 }
 
 // APIConfig is the REST API's listener.
-type APIConfig struct {
-	Addr string     `mapstructure:"addr" yaml:"addr"`
-	TLS  config.TLS `mapstructure:"tls" yaml:"tls"`
-	// Insecure allows a plaintext listener on a non-loopback address.
-	Insecure bool `mapstructure:"insecure" yaml:"insecure"`
-}
+type APIConfig = config.API
 
 // AgentsTLSConfig is how the core reaches agents over TLS: the CA that signs
 // their certificates and, for agents that require client certificates, the

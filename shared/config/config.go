@@ -41,6 +41,14 @@ type TLS struct {
 	ClientCAFile string `mapstructure:"client_ca_file" yaml:"client_ca_file"`
 }
 
+// API is the listener section of an HTTP API (api.* in both configurations).
+type API struct {
+	Addr string `mapstructure:"addr" yaml:"addr"`
+	TLS  TLS    `mapstructure:"tls" yaml:"tls"`
+	// Insecure allows a plaintext listener on a non-loopback address.
+	Insecure bool `mapstructure:"insecure" yaml:"insecure"`
+}
+
 // Enabled reports whether a certificate is configured.
 func (t TLS) Enabled() bool { return t.CertFile != "" || t.KeyFile != "" }
 
