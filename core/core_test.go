@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/musterhq/muster/agent"
+	"github.com/musterhq/muster/agent/agenttest"
 	"github.com/musterhq/muster/core"
 	"github.com/musterhq/muster/core/approval"
 	"github.com/musterhq/muster/core/auth"
@@ -27,25 +28,7 @@ func startAgent(t *testing.T, clusterID, nodeID string) string {
 	cfg := agent.DefaultConfig()
 	cfg.NodeID, cfg.ClusterID, cfg.DataDir = nodeID, clusterID, t.TempDir()
 	cfg.API.Addr = "127.0.0.1:0"
-	a, err := agent.New(cfg, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- a.Run(ctx) }()
-	t.Cleanup(func() {
-		cancel()
-		if err := <-done; err != nil {
-			t.Errorf("agent %s: %v", nodeID, err)
-		}
-	})
-	select {
-	case <-a.Ready():
-	case err := <-done:
-		t.Fatalf("agent %s: %v", nodeID, err)
-	}
-	return a.Addr().String()
+	return agenttest.Start(t, cfg).Addr
 }
 
 // eventually polls cond until it holds or the deadline passes.

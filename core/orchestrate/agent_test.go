@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/musterhq/muster/agent"
+	"github.com/musterhq/muster/agent/agenttest"
 	"github.com/musterhq/muster/core/orchestrate"
 	"github.com/musterhq/muster/core/store"
 	"github.com/musterhq/muster/core/store/sqlite"
@@ -32,32 +33,8 @@ func runAgent(t *testing.T, nodeID, addr, dataDir string) *realAgent {
 	t.Helper()
 	cfg := agent.DefaultConfig()
 	cfg.NodeID, cfg.ClusterID, cfg.DataDir, cfg.API.Addr = nodeID, cluster, dataDir, addr
-	a, err := agent.New(cfg, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- a.Run(ctx) }()
-	select {
-	case <-a.Ready():
-	case err := <-done:
-		cancel()
-		t.Fatalf("agent %s: %v", nodeID, err)
-	}
-	stopped := false
-	stop := func() {
-		if stopped {
-			return
-		}
-		stopped = true
-		cancel()
-		if err := <-done; err != nil {
-			t.Errorf("agent %s: %v", nodeID, err)
-		}
-	}
-	t.Cleanup(stop)
-	return &realAgent{addr: a.Addr().String(), stop: stop}
+	r := agenttest.Start(t, cfg)
+	return &realAgent{addr: r.Addr, stop: r.Stop}
 }
 
 type env struct {

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/musterhq/muster/agent"
+	"github.com/musterhq/muster/agent/agenttest"
 	"github.com/musterhq/muster/core/orchestrate"
 	"github.com/musterhq/muster/core/store"
 	"github.com/musterhq/muster/core/store/sqlite"
@@ -25,26 +26,8 @@ func runTLSAgent(t *testing.T, nodeID, certNode, dir string) *realAgent {
 	cfg.NodeID, cfg.ClusterID, cfg.DataDir, cfg.API.Addr = nodeID, cluster, t.TempDir(), "127.0.0.1:0"
 	base := filepath.Join(dir, "agent-"+certNode)
 	cfg.API.TLS = config.TLS{CertFile: base + ".pem", KeyFile: base + "-key.pem", ClientCAFile: filepath.Join(dir, "ca.pem")}
-	a, err := agent.New(cfg, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- a.Run(ctx) }()
-	select {
-	case <-a.Ready():
-	case err := <-done:
-		cancel()
-		t.Fatalf("agent %s: %v", nodeID, err)
-	}
-	t.Cleanup(func() {
-		cancel()
-		if err := <-done; err != nil {
-			t.Errorf("agent %s: %v", nodeID, err)
-		}
-	})
-	return &realAgent{addr: a.Addr().String()}
+	r := agenttest.Start(t, cfg)
+	return &realAgent{addr: r.Addr, stop: r.Stop}
 }
 
 func makeCerts(t *testing.T, dir string, ids ...tlsutil.Identity) {
