@@ -221,7 +221,7 @@ func (s *Service) Start(ctx context.Context) error {
 		"profile", s.cfg.Timing.Profile, "probe_interval", c.ProbeInterval, "suspicion_mult", c.SuspicionMult)
 	ctx, cancel := context.WithCancel(ctx)
 	s.wg.Add(2)
-	go func() { defer s.wg.Done(); defer cancel(); s.loop(ctx) }()
+	go func() { defer s.wg.Done(); defer cancel(); s.loop(ctx, d) }()
 	go func() { defer s.wg.Done(); s.joiner(ctx, ml) }()
 	return nil
 }
@@ -315,9 +315,38 @@ func (s *Service) tellLeaving(ml *memberlist.Memberlist) {
 	}
 }
 
-// loop delivers events to the handler, in order.
-func (s *Service) loop(ctx context.Context) {
-	alive := map[string]bool{} // names of other live members with the sought role
+// leaveGrace is how long a member's disappearance without a leave intent
+// is held before it is told as a failure: the intent travels over TCP while
+// memberlist's own leave message travels over UDP, and the latter can be
+// processed first.
+const leaveGrace = 500 * time.Millisecond
+
+// loop delivers events to the handler, in order (a held failure is
+// delivered before any later event about the same member).
+func (s *Service) loop(ctx context.Context, d *delegate) {
+	alive := map[string]bool{}       // names of other live members with the sought role
+	pending := map[string]heldFail{} // disappearances waiting for a leave intent
+	timer := time.NewTimer(time.Hour)
+	defer timer.Stop()
+	emit := func(ev Event) {
+		wanted := s.cfg.Seek == "" || ev.Meta.Role == s.cfg.Seek
+		switch ev.Kind {
+		case KindJoin, KindUpdate:
+			if wanted {
+				alive[ev.Name] = true
+			} else {
+				delete(alive, ev.Name)
+			}
+		case KindLeave, KindFail:
+			delete(alive, ev.Name)
+		}
+		s.seen.Store(int64(len(alive)))
+		s.log.Debug("gossip event", "kind", ev.Kind.String(), "member", ev.Name, "addr", ev.Addr,
+			"role", ev.Meta.Role, "cluster", ev.Meta.Cluster, "node", ev.Meta.Node)
+		if s.cfg.Handler != nil {
+			s.cfg.Handler(ev)
+		}
+	}
 	for {
 		select {
 		case <-ctx.Done():
@@ -325,30 +354,48 @@ func (s *Service) loop(ctx context.Context) {
 		case <-s.stop:
 			return
 		case <-s.q.wake:
+		case <-timer.C:
 		}
 		for _, ev := range s.q.take() {
 			if ev.Name == s.cfg.Name {
 				continue
 			}
-			wanted := s.cfg.Seek == "" || ev.Meta.Role == s.cfg.Seek
-			switch ev.Kind {
-			case KindJoin, KindUpdate:
-				if wanted {
-					alive[ev.Name] = true
-				} else {
-					delete(alive, ev.Name)
-				}
-			case KindLeave, KindFail:
-				delete(alive, ev.Name)
+			if h, ok := pending[ev.Name]; ok { // keep the order of events per member
+				delete(pending, ev.Name)
+				emit(h.ev)
 			}
-			s.seen.Store(int64(len(alive)))
-			s.log.Debug("gossip event", "kind", ev.Kind.String(), "member", ev.Name, "addr", ev.Addr,
-				"role", ev.Meta.Role, "cluster", ev.Meta.Cluster, "node", ev.Meta.Node)
-			if s.cfg.Handler != nil {
-				s.cfg.Handler(ev)
+			if ev.Kind == KindFail && !d.said(ev.Name) {
+				pending[ev.Name] = heldFail{ev: ev, until: time.Now().Add(leaveGrace)}
+				continue
+			}
+			if ev.Kind == KindFail {
+				ev.Kind = KindLeave
+			}
+			emit(ev)
+		}
+		next := time.Duration(0)
+		for name, h := range pending {
+			switch left := time.Until(h.until); {
+			case d.said(name):
+				h.ev.Kind = KindLeave
+				fallthrough
+			case left <= 0:
+				delete(pending, name)
+				emit(h.ev)
+			case next == 0 || left < next:
+				next = left
 			}
 		}
+		if next > 0 {
+			timer.Reset(next)
+		}
 	}
+}
+
+// heldFail is a failure waiting out leaveGrace.
+type heldFail struct {
+	ev    Event
+	until time.Time
 }
 
 // joiner joins Join at start and again whenever no live member has the
@@ -402,6 +449,11 @@ func (q *fifo) push(ev Event) {
 	q.mu.Lock()
 	q.evs = append(q.evs, ev)
 	q.mu.Unlock()
+	q.signal()
+}
+
+// signal wakes the loop without an event; it never waits.
+func (q *fifo) signal() {
 	select {
 	case q.wake <- struct{}{}:
 	default:
@@ -453,6 +505,7 @@ func (d *delegate) NotifyMsg(b []byte) {
 	}
 	d.leaving[li.Leaving] = true
 	d.mu.Unlock()
+	d.q.signal() // a held disappearance may now be told as a leave
 }
 
 // said reports (and forgets) whether name said it was leaving.

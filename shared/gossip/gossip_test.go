@@ -3,8 +3,10 @@ package gossip
 import (
 	"context"
 	"encoding/base64"
+	"encoding/json"
 	"errors"
 	"fmt"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"strings"
@@ -302,4 +304,31 @@ func crash(t testing.TB, s *Service) {
 		t.Fatal(err)
 	}
 	s.wg.Wait()
+}
+
+// The leave intent travels over TCP and memberlist's leave over UDP: the
+// disappearance can be seen first. It is then held for leaveGrace, and told
+// as a leave when the intent follows; without an intent it is a failure.
+func TestLeaveIntentArrivingAfterTheDisappearance(t *testing.T) {
+	t.Parallel()
+	var rec recorder
+	s := &Service{cfg: Config{Name: "core", Handler: rec.handle}, q: newFIFO(),
+		log: slog.New(slog.DiscardHandler), stop: make(chan struct{})}
+	d := &delegate{q: s.q, log: s.log}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { defer close(done); s.loop(ctx, d) }()
+	defer func() { cancel(); <-done }()
+
+	meta := Meta{Role: RoleAgent, Cluster: "c", Node: "late"}
+	s.q.push(Event{Kind: KindFail, Name: "late", Meta: meta})
+	intent, _ := json.Marshal(leaveIntent{Leaving: "late"})
+	d.NotifyMsg(intent)
+	waitFor(t, 5*time.Second, "late's leave", func() bool { return rec.has(KindLeave, "late") })
+
+	s.q.push(Event{Kind: KindFail, Name: "crashed", Meta: meta})
+	waitFor(t, 5*time.Second, "crashed's failure", func() bool { return rec.has(KindFail, "crashed") })
+	if rec.has(KindFail, "late") || rec.has(KindLeave, "crashed") {
+		t.Fatalf("a leave told as a failure or the reverse: %+v", rec.evs)
+	}
 }
