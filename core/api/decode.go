@@ -1,16 +1,24 @@
 package api
 
 import (
+	"fmt"
 	"github.com/labstack/echo/v5"
+	"net/http"
 
 	"github.com/musterhq/muster/shared/action"
 	"github.com/musterhq/muster/shared/jsonbody"
 	"github.com/musterhq/muster/shared/wire"
 )
 
-// readBody reads the request body, refusing more than MaxBody bytes.
+// readBody reads the request body, refusing more than MaxBody bytes. A body
+// without Content-Length is cut by the body-limit middleware while it is
+// read: that is a 413 too.
 func readBody(c *echo.Context) ([]byte, error) {
-	return jsonbody.Read(c.Request().Body, MaxBody)
+	b, err := jsonbody.Read(c.Request().Body, MaxBody)
+	if err != nil && echo.StatusCode(err) == http.StatusRequestEntityTooLarge {
+		return nil, fmt.Errorf("%w: the limit is %d bytes", ErrTooLarge, MaxBody)
+	}
+	return b, err
 }
 
 // decodeStrict decodes one JSON object from body into out: unknown fields,

@@ -13,6 +13,7 @@ package api
 
 import (
 	"encoding/json"
+	"io"
 	"net/http"
 	"strings"
 	"testing"
@@ -125,6 +126,36 @@ func TestAPI4LimitsAnswerAClear4xx(t *testing.T) {
 			t.Errorf("refused calls stored %d actions", len(list.Actions))
 		}
 	})
+}
+
+// A body sent without Content-Length (chunked) is cut by the limit while it
+// is read: still a 413, and nothing stored.
+func TestAPI4ChunkedBodyOverTheLimit(t *testing.T) {
+	t.Parallel()
+	e := setup(t)
+	body := io.MultiReader(
+		strings.NewReader(`{"cluster_id":"prod","node_id":"db-1","kind":"muster.io/debug.ping","args":{"a":"`),
+		strings.NewReader(strings.Repeat("x", MaxBody)), strings.NewReader(`"}}`))
+	req, err := http.NewRequest(http.MethodPost, e.ts.URL+"/api/v1/actions", body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("Authorization", "Bearer "+e.secrets["op"])
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var env wire.ErrorBody
+	if err := json.NewDecoder(resp.Body).Decode(&env); err != nil || resp.StatusCode != http.StatusRequestEntityTooLarge ||
+		env.Error.Code != wire.CodeTooLarge {
+		t.Fatalf("chunked body over the limit: %d %+v %v", resp.StatusCode, env, err)
+	}
+	var list wire.ActionList
+	e.call(http.MethodGet, "/api/v1/actions", "viewer", nil, http.StatusOK, &list)
+	if len(list.Actions) != 0 {
+		t.Fatalf("a refused body stored %d actions", len(list.Actions))
+	}
 }
 
 // Secrets never leave the core after the one answer that creates them: not

@@ -24,7 +24,7 @@ var (
 func Read(r io.Reader, limit int64) ([]byte, error) {
 	b, err := io.ReadAll(io.LimitReader(r, limit+1))
 	if err != nil {
-		return nil, fmt.Errorf("%w: read: %v", ErrInvalid, err)
+		return nil, fmt.Errorf("%w: read: %w", ErrInvalid, err)
 	}
 	if int64(len(b)) > limit {
 		return nil, fmt.Errorf("%w: the limit is %d bytes", ErrTooLarge, limit)
