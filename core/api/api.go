@@ -3,8 +3,9 @@
 // tokens. Every route but /health and /metrics needs a bearer token whose
 // roles grant the route's permission (see core/auth).
 //
-// Every state-changing call runs in one store.Update that changes the record,
-// appends its history and an event naming the caller and its address.
+// Handlers decode, call core/actions (the one home of every action change)
+// inside one store.Update, and encode: a change, its history and an event
+// naming the caller and its address commit together.
 package api
 
 import (
@@ -18,6 +19,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
+	"github.com/musterhq/muster/core/actions"
 	"github.com/musterhq/muster/core/approval"
 	"github.com/musterhq/muster/core/auth"
 	"github.com/musterhq/muster/core/store"
@@ -68,6 +70,7 @@ type Nudger interface {
 type Server struct {
 	cfg   Config
 	st    store.Store
+	rules *actions.Rules
 	nudge Nudger
 	log   *slog.Logger
 	echo  *echo.Echo
@@ -100,6 +103,7 @@ func New(cfg Config, st store.Store, n Nudger, log *slog.Logger) *Server {
 	s := &Server{
 		cfg:     cfg,
 		st:      st,
+		rules:   &actions.Rules{Policy: cfg.Policy},
 		nudge:   n,
 		log:     log,
 		perms:   map[string]auth.Permission{},

@@ -13,6 +13,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/musterhq/muster/core/actions"
 	"github.com/musterhq/muster/core/approval"
 	"github.com/musterhq/muster/core/store"
 	"github.com/musterhq/muster/core/store/sqlite"
@@ -411,10 +412,10 @@ func TestAgentActionsAreImported(t *testing.T) {
 	h.pass()
 	rec := h.record(id)
 	wantState(t, rec, action.Running)
-	if rec.Origin != action.OriginAgent || rec.ClusterID != cluster || rec.NodeID != "n1" || !rec.SeenOnAgent || rec.Requester != "local" {
+	if rec.Origin != action.OriginAgent || rec.ClusterID != cluster || rec.NodeID != "n1" || !rec.SeenOnAgent || rec.Requester != "n1/local" {
 		t.Fatalf("imported record %+v", rec)
 	}
-	if len(rec.History) != 1 || rec.History[0].To != action.Running || rec.History[0].Reason != ReasonImported {
+	if len(rec.History) != 1 || rec.History[0].To != action.Running || rec.History[0].Reason != actions.ReasonImported {
 		t.Fatalf("history %+v", rec.History)
 	}
 	ev := h.events()
@@ -482,7 +483,7 @@ func TestPushAnswers(t *testing.T) {
 		{
 			name:  "410 makes it LOST",
 			prep:  func(h *harness, ag *fakeAgent, id string) { ag.set(func(f *fakeAgent) { f.tombs[id] = true }) },
-			state: action.Lost, reason: ReasonGone, event: "action.lost",
+			state: action.Lost, reason: actions.ReasonGone, event: "action.lost",
 		},
 		{
 			name:  "422 makes it FAILED with the agent's message",
@@ -626,7 +627,7 @@ func TestReplacedAgentDatabase(t *testing.T) {
 	for _, id := range []string{a, b} {
 		rec := h.record(id)
 		wantState(t, rec, action.Lost)
-		if rec.StateReason != ReasonMissing {
+		if rec.StateReason != actions.ReasonMissing {
 			t.Fatalf("reason %q", rec.StateReason)
 		}
 	}
@@ -689,7 +690,7 @@ func TestApprovalDigestIsCheckedBeforePush(t *testing.T) {
 	wantState(t, h.record(none), action.New)
 	rec := h.record(changed)
 	wantState(t, rec, action.PendingApprove)
-	if rec.ApprovedBy != "" || rec.ApprovalDigest != "" || rec.StateReason != ReasonReapprove {
+	if rec.ApprovedBy != "" || rec.ApprovalDigest != "" || rec.StateReason != actions.ReasonReapprove {
 		t.Fatalf("re-approval record %+v", rec)
 	}
 	if _, pushed := ag.get(changed); pushed {
@@ -742,38 +743,43 @@ func TestCancelRequestsAreSent(t *testing.T) {
 	}
 }
 
-func TestCancelledWhilePushedIsCancelledOnTheAgent(t *testing.T) {
+// A cancel that commits after the pass marked the push (actions.MarkSending)
+// and before the agent answers cannot be settled in the core: the push may
+// have arrived. It is a request; the agent's answer (NEW) is adopted, and
+// the next pass sends the cancel, once.
+func TestCancelWhileThePushIsOnItsWayIsSentToTheAgent(t *testing.T) {
 	t.Parallel()
 	h := setup(t, Config{}, "n1")
 	ag := h.agents["n1"]
 	id := h.create("n1", nil)
-	// The API cancels the PENDING_SCHEDULE action while its push is on the way.
+	rules := &actions.Rules{}
+	var outcome actions.CancelOutcome
 	ag.set(func(f *fakeAgent) {
 		f.pushHook = func(string) {
 			h.update(func(ctx context.Context, tx store.Tx) error {
-				r, err := tx.Action(ctx, id)
-				if err != nil {
-					return err
-				}
-				r.State, r.StateReason = action.Cancelled, "cancelled by alice"
-				return tx.UpdateAction(ctx, r)
+				var err error
+				_, outcome, err = rules.Cancel(ctx, tx, id, actions.Actor{Name: "alice"})
+				return err
 			})
 		}
 	})
 	h.pass()
-	if a, _ := ag.get(id); a.State != action.New {
-		t.Fatalf("agent state %s", a.State)
+	if outcome != actions.Requested {
+		t.Fatalf("cancel of a push on its way: outcome %v, want a request", outcome)
+	}
+	if rec := h.record(id); rec.State != action.New || !rec.CancelRequested {
+		t.Fatalf("core record %s, cancel requested %v; want the agent's NEW with the request standing", rec.State, rec.CancelRequested)
 	}
 	ag.set(func(f *fakeAgent) { f.pushHook = nil })
 	ag.calls("")
 	h.pass()
 	if cancels := ag.calls("POST /api/v1/actions/" + id + "/cancel"); len(cancels) != 1 {
-		t.Fatalf("no cancel sent for an action cancelled in the core")
+		t.Fatalf("cancels sent: %v, want one", cancels)
 	}
 	if a, _ := ag.get(id); a.State != action.Cancelled {
 		t.Fatalf("agent state %s", a.State)
 	}
-	if rec := h.record(id); rec.State != action.Cancelled || rec.StateReason != "cancelled by alice" {
+	if rec := h.record(id); rec.State != action.Cancelled || rec.CancelRequested {
 		t.Fatalf("core record %+v", rec)
 	}
 	h.idle()
@@ -782,7 +788,67 @@ func TestCancelledWhilePushedIsCancelledOnTheAgent(t *testing.T) {
 	}
 }
 
-func TestCoreFinalStatesNeverChange(t *testing.T) {
+// An action the core rejected, that someone had pushed straight to the
+// agent with other args: the agent's record wins over the core's CANCELLED,
+// an action.conflict says what the core had decided, and the core's cancel
+// stands: it is stored with the record, so an orchestrator that starts
+// afresh (a core restart) still sends it.
+func TestARejectedActionFoundOnTheAgentIsCancelledThereEvenAfterARestart(t *testing.T) {
+	t.Parallel()
+	h := setup(t, Config{}, "n1")
+	ag := h.agents["n1"]
+	h.pass()
+	id := h.create("n1", func(r *store.Record) { r.State = action.PendingApprove })
+	now := action.UTC(time.Now())
+	ag.put(action.Action{ID: id, ClusterID: cluster, NodeID: "n1", Kind: "muster.io/debug.sleep",
+		Args: json.RawMessage(`{"seconds":2}`), State: action.New, Progress: json.RawMessage(`{}`),
+		Origin: action.OriginAgent, Requester: "root", CreatedTS: now, UpdatedTS: now})
+	h.update(func(ctx context.Context, tx store.Tx) error {
+		_, err := (&actions.Rules{}).Reject(ctx, tx, id, actions.Actor{Name: "bob"})
+		return err
+	})
+	h.events()
+	// The core restarts: a new orchestrator, nothing kept in memory.
+	h.o.Stop()
+	o, err := New(Config{FullSyncEvery: 1000, AgentTimeout: 5 * time.Second}, h.st, nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	h.o = o
+	t.Cleanup(o.Stop)
+	h.pass()
+	rec := h.record(id)
+	if rec.State != action.New || !rec.CancelRequested || string(rec.Args) != `{"seconds":2}` {
+		t.Fatalf("core record %s args %s cancel requested %v; want the agent's NEW and args, cancel standing",
+			rec.State, rec.Args, rec.CancelRequested)
+	}
+	if got := h.events(); !slices.Contains(got, "action.conflict "+id+" by n1") {
+		t.Fatalf("events %v, want an action.conflict", got)
+	}
+	// And once more, from scratch: the request is in the store.
+	h.o.Stop()
+	if h.o, err = New(Config{FullSyncEvery: 1000, AgentTimeout: 5 * time.Second}, h.st, nil, nil); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(h.o.Stop)
+	ag.calls("")
+	h.pass()
+	if cancels := ag.calls("POST /api/v1/actions/" + id + "/cancel"); len(cancels) != 1 {
+		t.Fatalf("cancels sent: %v, want one", cancels)
+	}
+	if a, _ := ag.get(id); a.State != action.Cancelled {
+		t.Fatalf("agent state %s", a.State)
+	}
+	if rec := h.record(id); rec.State != action.Cancelled || rec.CancelRequested {
+		t.Fatalf("core record %s cancel requested %v", rec.State, rec.CancelRequested)
+	}
+	h.idle()
+}
+
+// The agent's record wins even over a state the core thinks final (LOST
+// here): the core takes it, the history keeps what the core had, and an
+// action.conflict event says both.
+func TestTheAgentWinsOverAFinalStateOfTheCore(t *testing.T) {
 	t.Parallel()
 	h := setup(t, Config{}, "n1")
 	ag := h.agents["n1"]
@@ -796,10 +862,17 @@ func TestCoreFinalStatesNeverChange(t *testing.T) {
 		r.State, r.StateReason = action.Lost, "test"
 		return tx.UpdateAction(ctx, r)
 	})
+	h.events()
 	ag.run(t, id, action.Done, nil)
 	h.pass()
-	if rec := h.record(id); rec.State != action.Lost || rec.StateReason != "test" {
-		t.Fatalf("core-final record changed: %+v", rec)
+	rec := h.record(id)
+	wantState(t, rec, action.Done)
+	last := rec.History[len(rec.History)-1]
+	if last.From != action.Lost || last.To != action.Done || !strings.Contains(last.Reason, "LOST (test)") {
+		t.Fatalf("history %+v", rec.History)
+	}
+	if got := h.events(); !slices.Equal(got, []string{"action.conflict " + id + " by n1"}) {
+		t.Fatalf("events %v", got)
 	}
 	h.idle()
 }
@@ -885,4 +958,11 @@ func TestMetricsAreRegistered(t *testing.T) {
 	if got["muster_core_store_rows_written_total"] != float64(h.st.RowsWritten()) || h.st.RowsWritten() == 0 {
 		t.Errorf("rows written metric %v, store says %d", got["muster_core_store_rows_written_total"], h.st.RowsWritten())
 	}
+}
+
+func timeEq(a, b *time.Time) bool {
+	if a == nil || b == nil {
+		return a == b
+	}
+	return a.Equal(*b)
 }

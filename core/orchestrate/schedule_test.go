@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/musterhq/muster/core/actions"
 	"github.com/musterhq/muster/core/store"
 	"github.com/musterhq/muster/shared/action"
 )
@@ -181,7 +182,7 @@ func TestExpireApprovals(t *testing.T) {
 	}
 	rec := h.record(old)
 	wantState(t, rec, action.Cancelled)
-	if rec.StateReason != ReasonExpired || rec.FinishedTS == nil || len(rec.History) != 1 || rec.History[0].Actor != ActorCore {
+	if rec.StateReason != actions.ReasonExpired || rec.FinishedTS == nil || len(rec.History) != 1 || rec.History[0].Actor != actions.ActorCore {
 		t.Fatalf("expired record %+v", rec)
 	}
 	wantState(t, h.record(young), action.PendingApprove)

@@ -59,6 +59,8 @@ type Reader interface {
 	OpenActions(ctx context.Context, clusterID, nodeID string) ([]Record, error)
 	// ApprovalsBefore lists PENDING_APPROVE actions created before t.
 	ApprovalsBefore(ctx context.Context, t time.Time) ([]Record, error)
+	// ScheduledBefore lists PENDING_SCHEDULE actions scheduled before t.
+	ScheduledBefore(ctx context.Context, t time.Time) ([]Record, error)
 
 	Events(ctx context.Context, since int64, limit int) ([]Event, error)
 

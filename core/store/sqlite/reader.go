@@ -277,6 +277,17 @@ func (r *reader) ApprovalsBefore(ctx context.Context, t time.Time) ([]store.Reco
 	return out, nil
 }
 
+// ScheduledBefore lists PENDING_SCHEDULE actions scheduled before t, oldest
+// first.
+func (r *reader) ScheduledBefore(ctx context.Context, t time.Time) ([]store.Record, error) {
+	out, err := r.records(ctx, `SELECT `+actionColumns+` FROM actions
+		WHERE state = ? AND scheduled_ts < ? ORDER BY scheduled_ts, seq`, action.PendingSchedule, micros(t))
+	if err != nil {
+		return nil, fmt.Errorf("scheduled before %s: %w", t, err)
+	}
+	return out, nil
+}
+
 // Events lists events with a sequence number above since, oldest first; a
 // limit of 0 or less means no limit.
 func (r *reader) Events(ctx context.Context, since int64, limit int) ([]store.Event, error) {
