@@ -63,6 +63,9 @@ type OrchestrateConfig struct {
 	MaxQueuedPerNode int           `mapstructure:"max_queued_per_node" yaml:"max_queued_per_node"`
 	FullSyncEvery    int           `mapstructure:"full_sync_every" yaml:"full_sync_every"`
 	AgentTimeout     time.Duration `mapstructure:"agent_timeout" yaml:"agent_timeout"`
+	// ScheduleTTL: an approved action that has not reached its agent this
+	// long after it was scheduled is CANCELLED ("schedule timeout").
+	ScheduleTTL time.Duration `mapstructure:"schedule_ttl" yaml:"schedule_ttl"`
 }
 
 // GossipConfig is the core's membership in the gossip pool, where agents
@@ -91,6 +94,7 @@ func DefaultConfig() Config {
 			MaxQueuedPerNode: 16,
 			FullSyncEvery:    6,
 			AgentTimeout:     5 * time.Second,
+			ScheduleTTL:      24 * time.Hour,
 		},
 		Approval: approval.DefaultPolicy(),
 		Gossip:   GossipConfig{BindAddr: "0.0.0.0:7946", Join: []string{}, Timing: gossip.Timing{Profile: gossip.ProfileLAN}},
@@ -165,6 +169,7 @@ func (c *Config) Validate() []error {
 	for key, d := range map[string]time.Duration{
 		"orchestrate.interval":      o.Interval,
 		"orchestrate.agent_timeout": o.AgentTimeout,
+		"orchestrate.schedule_ttl":  o.ScheduleTTL,
 	} {
 		if d <= 0 {
 			add(key, "must be a positive duration such as 10s, got %s", d)

@@ -99,6 +99,7 @@ func (c *Core) Run(ctx context.Context) error {
 		FullSyncEvery:    cfg.Orchestrate.FullSyncEvery,
 		AgentTimeout:     cfg.Orchestrate.AgentTimeout,
 		ApprovalTTL:      cfg.Approval.TTL,
+		ScheduleTTL:      cfg.Orchestrate.ScheduleTTL,
 		AgentTLS:         atls,
 	}, st, c.log, reg)
 	if err != nil {
