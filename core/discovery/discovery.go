@@ -36,8 +36,8 @@ type Node struct {
 	ID        string
 	Addr      string
 	Source    string // store.SourceStatic or store.SourceGossip
-	// Down is set by a source that knows the node is gone: one of
-	// store.ReasonLeft, store.ReasonFailed, store.ReasonDuplicate. Empty:
+	// Down is set by a source that knows the node is gone: its cause, one
+	// of store.CauseLeft, store.CauseFailed, store.CauseDuplicate. Empty:
 	// the source sees the node alive (the orchestrator finds out the rest).
 	Down string
 	// Detail completes Down in events (the two addresses of a duplicate).
@@ -195,7 +195,7 @@ func Sync(ctx context.Context, st store.Store, extra []string, sources ...Source
 				res.Moved = append(res.Moved, n)
 			}
 			switch {
-			case n.Down != "" && (!ok || old.Status != store.NodeDown || old.StatusReason != n.Down):
+			case n.Down != "" && (!ok || old.Status != store.NodeDown || old.DownCause != n.Down):
 				res.Down = append(res.Down, n)
 			case n.Down == "" && ok && store.DownByDiscovery(&old):
 				res.Back = append(res.Back, n)
@@ -267,7 +267,7 @@ func Sync(ctx context.Context, st store.Store, extra []string, sources ...Source
 			if err != nil {
 				return err
 			}
-			cur.Status, cur.StatusReason, cur.UpdatedTS = store.NodeUnknown, "", time.Time{}
+			cur.Status, cur.StatusReason, cur.DownCause, cur.UpdatedTS = store.NodeUnknown, "", "", time.Time{}
 			if err := tx.PutNode(ctx, cur); err != nil {
 				return err
 			}
@@ -301,19 +301,20 @@ func markDown(ctx context.Context, tx store.Tx, n Node) error {
 	if err != nil {
 		return err
 	}
-	cur.Status, cur.StatusReason, cur.UpdatedTS = store.NodeDown, n.Down, time.Time{}
+	reason := store.CauseReason(n.Down)
+	cur.Status, cur.StatusReason, cur.DownCause, cur.UpdatedTS = store.NodeDown, reason, n.Down, time.Time{}
 	if err := tx.PutNode(ctx, cur); err != nil {
 		return err
 	}
 	ev := &store.Event{Type: store.EventNodeDown, Actor: "core", ClusterID: n.ClusterID, NodeID: n.ID,
-		Data: map[string]any{"reason": n.Down, "source": n.Source}}
+		Data: map[string]any{"reason": reason, "cause": n.Down, "source": n.Source}}
 	switch n.Down {
-	case store.ReasonLeft:
+	case store.CauseLeft:
 		ev.Type, ev.Message = store.EventNodeLeft, fmt.Sprintf("node %s left (%s)", n.ID, n.Source)
-	case store.ReasonFailed:
+	case store.CauseFailed:
 		ev.Message = fmt.Sprintf("node %s failed: the %s pool lost it at %s", n.ID, n.Source, n.Addr)
 	default:
-		ev.Message = fmt.Sprintf("node %s is down: %s", n.ID, n.Down)
+		ev.Message = fmt.Sprintf("node %s is down: %s", n.ID, reason)
 	}
 	if n.Detail != "" {
 		ev.Message += ": " + n.Detail

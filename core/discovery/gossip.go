@@ -26,7 +26,7 @@ type GossipSource struct {
 type member struct {
 	meta  gossip.Meta
 	addr  string // gossip address
-	gone  string // "" alive, or store.ReasonLeft / store.ReasonFailed
+	gone  string // "" alive, or store.CauseLeft / store.CauseFailed
 	order int    // when it was last seen joining: the earlier claim wins a duplicate
 }
 
@@ -85,9 +85,9 @@ func (g *GossipSource) Handle(ev gossip.Event) {
 			g.mu.Unlock()
 			return
 		}
-		cur.gone = store.ReasonFailed
+		cur.gone = store.CauseFailed
 		if ev.Kind == gossip.KindLeave {
-			cur.gone = store.ReasonLeft
+			cur.gone = store.CauseLeft
 		}
 	default:
 		g.mu.Unlock()
@@ -136,7 +136,7 @@ func (g *GossipSource) Snapshot() []Node {
 				}
 			}
 			if len(addrs) > 1 {
-				n.Down = store.ReasonDuplicate
+				n.Down = store.CauseDuplicate
 				n.Detail = strings.Join(addrs, " and ")
 			}
 		}

@@ -221,7 +221,7 @@ func nodeNext(stored *store.Node, res *nodeResult) (next store.Node, write, isDo
 	if res.held || store.DownByDiscovery(stored) {
 		return next, false, stored.Status == store.NodeDown
 	}
-	next.Status, next.StatusReason = res.status, res.reason
+	next.Status, next.StatusReason, next.DownCause = res.status, res.reason, ""
 	if res.status == store.NodeUp {
 		kinds := slices.Clone(res.info.Kinds)
 		sort.Strings(kinds)
@@ -249,7 +249,7 @@ func clusterNext(cur *store.Cluster, down []string, lost int) (store.Cluster, bo
 }
 
 func sameNode(a, b *store.Node) bool {
-	return a.Status == b.Status && a.StatusReason == b.StatusReason && a.StoreID == b.StoreID &&
+	return a.Status == b.Status && a.StatusReason == b.StatusReason && a.DownCause == b.DownCause && a.StoreID == b.StoreID &&
 		a.Cursor == b.Cursor && slices.Equal(a.Kinds, b.Kinds) && a.Version == b.Version &&
 		a.Addr == b.Addr && a.Source == b.Source
 }

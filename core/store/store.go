@@ -128,41 +128,60 @@ const (
 	SourceGossip = "gossip"
 )
 
-// Reasons of a node held DOWN by discovery: the gossip pool saw it leave or
-// fail, or saw two agents announce it. The orchestrator does not contact
-// such a node; discovery brings it back when the pool sees it again.
+// Causes of a node held DOWN by discovery (Node.DownCause): the gossip pool
+// saw it leave or fail, or saw two agents announce it. The orchestrator does
+// not contact such a node; discovery brings it back when the pool sees it
+// again.
+const (
+	CauseLeft      = "left"
+	CauseFailed    = "failed"
+	CauseDuplicate = "duplicate"
+)
+
+// Reasons shown to people for each cause (Node.StatusReason).
 const (
 	ReasonLeft      = "left"
 	ReasonFailed    = "failed"
 	ReasonDuplicate = "announced from two addresses"
 )
 
-// DownByDiscovery reports whether discovery holds n DOWN.
+// CauseReason is the text shown to people for a discovery cause.
+func CauseReason(cause string) string {
+	switch cause {
+	case CauseLeft:
+		return ReasonLeft
+	case CauseFailed:
+		return ReasonFailed
+	case CauseDuplicate:
+		return ReasonDuplicate
+	}
+	return cause
+}
+
+// DownByDiscovery reports whether discovery holds n DOWN. It reads the
+// stored cause, never the text of the reason.
 func DownByDiscovery(n *Node) bool {
-	if n.Status != NodeDown {
-		return false
-	}
-	switch n.StatusReason {
-	case ReasonLeft, ReasonFailed, ReasonDuplicate:
-		return true
-	}
-	return false
+	return n.Status == NodeDown && n.DownCause != ""
 }
 
 // Node is one agent as the core knows it.
 type Node struct {
-	ClusterID    string     `json:"cluster_id"`
-	ID           string     `json:"id"`
-	Addr         string     `json:"addr"`
-	Source       string     `json:"source"`
-	Status       string     `json:"status"`
-	StatusReason string     `json:"status_reason"`
-	StoreID      string     `json:"store_id"`
-	Cursor       int64      `json:"cursor"`
-	Kinds        []string   `json:"kinds"`
-	Version      string     `json:"version"`
-	LastContact  *time.Time `json:"last_contact"`
-	UpdatedTS    time.Time  `json:"updated_ts"`
+	ClusterID    string `json:"cluster_id"`
+	ID           string `json:"id"`
+	Addr         string `json:"addr"`
+	Source       string `json:"source"`
+	Status       string `json:"status"`
+	StatusReason string `json:"status_reason"`
+	// DownCause is set by discovery while it holds the node DOWN (CauseLeft,
+	// CauseFailed, CauseDuplicate), and empty otherwise. StatusReason is
+	// the text for people.
+	DownCause   string     `json:"down_cause,omitempty"`
+	StoreID     string     `json:"store_id"`
+	Cursor      int64      `json:"cursor"`
+	Kinds       []string   `json:"kinds"`
+	Version     string     `json:"version"`
+	LastContact *time.Time `json:"last_contact"`
+	UpdatedTS   time.Time  `json:"updated_ts"`
 }
 
 // ListQuery selects and orders actions. Empty fields do not filter.
