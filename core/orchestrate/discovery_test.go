@@ -134,7 +134,9 @@ func TestTheHoldIsTheStoredCauseNotTheReasonText(t *testing.T) {
 	h.update(func(ctx context.Context, tx store.Tx) error {
 		for id, set := range map[string]func(n *store.Node){
 			"n1": func(n *store.Node) { n.Status, n.StatusReason, n.DownCause = store.NodeDown, store.ReasonFailed, "" },
-			"n2": func(n *store.Node) { n.Status, n.StatusReason, n.DownCause = store.NodeDown, "lost by the pool", store.CauseFailed },
+			"n2": func(n *store.Node) {
+				n.Status, n.StatusReason, n.DownCause = store.NodeDown, "lost by the pool", store.CauseFailed
+			},
 		} {
 			n, err := tx.Node(ctx, cluster, id)
 			if err != nil {
