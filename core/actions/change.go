@@ -12,8 +12,6 @@
 // actions in bulk). The changes a pass makes are pure functions of the
 // core's record and the agent's: the orchestrator plans them, merges the
 // changes of one record, and writes them with Write.
-//
-// See docs/architecture.md for where each guarantee is enforced.
 package actions
 
 import (
