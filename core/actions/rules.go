@@ -284,12 +284,20 @@ func (r *Rules) ExpireApprovals(ctx context.Context, tx store.Tx) ([]*store.Reco
 	if err != nil {
 		return nil, err
 	}
+	return writeEach(ctx, tx, recs, func(cur *store.Record) *Change {
+		if !r.ApprovalExpired(cur, t) {
+			return nil
+		}
+		return finish(cur, action.Cancelled, Core, ReasonExpired, store.EventActionExpired, "", t)
+	})
+}
+
+// writeEach writes the change decide makes of each record (nil: none) and
+// returns the records changed.
+func writeEach(ctx context.Context, tx store.Tx, recs []store.Record, decide func(cur *store.Record) *Change) ([]*store.Record, error) {
 	var out []*store.Record
 	for i := range recs {
-		if !r.ApprovalExpired(&recs[i], t) {
-			continue
-		}
-		c := finish(&recs[i], action.Cancelled, Core, ReasonExpired, store.EventActionExpired, "", t)
+		c := decide(&recs[i])
 		if c == nil {
 			continue
 		}
@@ -316,32 +324,24 @@ func (r *Rules) ExpireSchedules(ctx context.Context, tx store.Tx) ([]*store.Reco
 	if err != nil {
 		return nil, err
 	}
-	var out []*store.Record
-	for i := range recs {
-		cur := &recs[i]
+	return writeEach(ctx, tx, recs, func(cur *store.Record) *Change {
 		if cur.State != action.PendingSchedule || cur.ScheduledTS == nil || t.Sub(*cur.ScheduledTS) <= r.ScheduleTTL {
-			continue
+			return nil
 		}
-		var c *Change
 		if cur.PushedStoreID == "" {
-			c = finish(cur, action.Cancelled, Core, ReasonScheduleTimeout, "",
+			return finish(cur, action.Cancelled, Core, ReasonScheduleTimeout, "",
 				fmt.Sprintf("%s never reached node %s within %s: cancelled", cur.ID, cur.NodeID, r.ScheduleTTL), t)
-		} else if !cur.CancelRequested {
-			c = begin(cur)
-			c.Rec.CancelRequested, c.Rec.UpdatedTS = true, t
-			c.History = append(c.History, action.Transition{TS: t, From: cur.State, To: cur.State, Actor: ActorCore,
-				Reason: ReasonScheduleTimeout + ": " + ReasonCancelRequested})
-			c.event(store.EventActionCancelRequested, Core, t,
-				fmt.Sprintf("%s unconfirmed by node %s within %s: cancel requested", cur.ID, cur.NodeID, r.ScheduleTTL),
-				map[string]any{"from": string(cur.State), "to": string(cur.State), "reason": ReasonScheduleTimeout})
 		}
-		if c == nil {
-			continue
+		if cur.CancelRequested {
+			return nil
 		}
-		if err := Write(ctx, tx, c); err != nil {
-			return nil, err
-		}
-		out = append(out, &c.Rec)
-	}
-	return out, nil
+		c := begin(cur)
+		c.Rec.CancelRequested, c.Rec.UpdatedTS = true, t
+		c.History = append(c.History, action.Transition{TS: t, From: cur.State, To: cur.State, Actor: ActorCore,
+			Reason: ReasonScheduleTimeout + ": " + ReasonCancelRequested})
+		c.event(store.EventActionCancelRequested, Core, t,
+			fmt.Sprintf("%s unconfirmed by node %s within %s: cancel requested", cur.ID, cur.NodeID, r.ScheduleTTL),
+			map[string]any{"from": string(cur.State), "to": string(cur.State), "reason": ReasonScheduleTimeout})
+		return c
+	})
 }

@@ -77,6 +77,19 @@ func setup(t *testing.T, cfg Config, nodes ...string) *harness {
 	return h
 }
 
+// restart replaces the orchestrator with a new one on the same store, as a
+// core restart does: nothing it kept in memory survives.
+func (h *harness) restart() {
+	h.t.Helper()
+	h.o.Stop()
+	o, err := New(Config{FullSyncEvery: 1000, AgentTimeout: 5 * time.Second}, h.st, nil, nil)
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	h.o = o
+	h.t.Cleanup(o.Stop)
+}
+
 func (h *harness) pass() Report {
 	h.t.Helper()
 	rep, err := h.o.Pass(context.Background(), cluster)
@@ -808,14 +821,7 @@ func TestARejectedActionFoundOnTheAgentIsCancelledThereEvenAfterARestart(t *test
 		return err
 	})
 	h.events()
-	// The core restarts: a new orchestrator, nothing kept in memory.
-	h.o.Stop()
-	o, err := New(Config{FullSyncEvery: 1000, AgentTimeout: 5 * time.Second}, h.st, nil, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	h.o = o
-	t.Cleanup(o.Stop)
+	h.restart() // the core restarts: a new orchestrator, nothing kept in memory
 	h.pass()
 	rec := h.record(id)
 	if rec.State != action.New || !rec.CancelRequested || string(rec.Args) != `{"seconds":2}` {
@@ -825,12 +831,7 @@ func TestARejectedActionFoundOnTheAgentIsCancelledThereEvenAfterARestart(t *test
 	if got := h.events(); !slices.Contains(got, "action.conflict "+id+" by n1") {
 		t.Fatalf("events %v, want an action.conflict", got)
 	}
-	// And once more, from scratch: the request is in the store.
-	h.o.Stop()
-	if h.o, err = New(Config{FullSyncEvery: 1000, AgentTimeout: 5 * time.Second}, h.st, nil, nil); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(h.o.Stop)
+	h.restart() // and once more: the request is in the store
 	ag.calls("")
 	h.pass()
 	if cancels := ag.calls("POST /api/v1/actions/" + id + "/cancel"); len(cancels) != 1 {
