@@ -345,3 +345,25 @@ func (r *Rules) ExpireSchedules(ctx context.Context, tx store.Tx) ([]*store.Reco
 		return c
 	})
 }
+
+// ReasonNodeForgotten ends the open actions of a node that is gone for good.
+const ReasonNodeForgotten = "node forgotten"
+
+// ForgetNode ends every open action of a node that is gone for good
+// (forgotten by an operator, or removed from the static configuration): LOST
+// with reason "node forgotten", or CANCELLED for one still waiting for
+// approval (it never left the core), each with its history and event. It
+// returns the records changed.
+func ForgetNode(ctx context.Context, tx store.Tx, clusterID, nodeID string, by Actor, now time.Time) ([]*store.Record, error) {
+	recs, err := tx.OpenActions(ctx, clusterID, nodeID)
+	if err != nil {
+		return nil, err
+	}
+	now = action.UTC(now)
+	return writeEach(ctx, tx, recs, func(cur *store.Record) *Change {
+		if cur.State == action.PendingApprove {
+			return finish(cur, action.Cancelled, by, ReasonNodeForgotten, "", "", now)
+		}
+		return finish(cur, action.Lost, by, ReasonNodeForgotten, "", "", now)
+	})
+}

@@ -153,6 +153,9 @@ func (s *Server) routes() {
 	s.add(http.MethodGet, "/api/v1/clusters/:cluster", auth.Read, s.showCluster)
 	s.add(http.MethodPost, "/api/v1/clusters/:cluster/orchestrate", auth.Orchestrate, s.orchestrate)
 	s.add(http.MethodGet, "/api/v1/nodes", auth.Read, s.listNodes)
+	s.add(http.MethodPost, "/api/v1/clusters/:cluster/nodes/:node/drain", auth.Drain, s.drainNode(true))
+	s.add(http.MethodPost, "/api/v1/clusters/:cluster/nodes/:node/undrain", auth.Drain, s.drainNode(false))
+	s.add(http.MethodPost, "/api/v1/clusters/:cluster/nodes/:node/forget", auth.Forget, s.forgetNode)
 
 	s.add(http.MethodGet, "/api/v1/actions", auth.Read, s.listActions)
 	s.add(http.MethodPost, "/api/v1/actions", auth.Create, s.createAction)

@@ -15,6 +15,8 @@ import (
 	"sort"
 	"time"
 
+	"github.com/musterhq/muster/core/actions"
+	corenodes "github.com/musterhq/muster/core/nodes"
 	"github.com/musterhq/muster/core/store"
 )
 
@@ -278,12 +280,16 @@ func Sync(ctx context.Context, st store.Store, extra []string, sources ...Source
 			}
 		}
 		for _, n := range res.Left {
-			if err := tx.DeleteNode(ctx, n.ClusterID, n.ID); err != nil {
+			// Gone from its source (removed from the static list, say): like
+			// a forgotten node, its open actions end, nothing waits for it.
+			ended, err := corenodes.Remove(ctx, tx, n.ClusterID, n.ID, actions.Core)
+			if err != nil {
 				return err
 			}
 			if err := tx.AppendEvent(ctx, &store.Event{Type: store.EventNodeLeft, Actor: "core",
 				ClusterID: n.ClusterID, NodeID: n.ID,
-				Message: fmt.Sprintf("node %s left (%s)", n.ID, n.Source)}); err != nil {
+				Message: fmt.Sprintf("node %s left (%s); %d open action(s) ended", n.ID, n.Source, ended),
+				Data:    map[string]any{"actions_ended": ended}}); err != nil {
 				return err
 			}
 		}

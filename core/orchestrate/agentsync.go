@@ -261,6 +261,9 @@ func pulledOps(order []string, pulled map[string]*action.Action) []op {
 // sends nothing cancelled).
 func (o *Orchestrator) pushPending(ctx context.Context, ag *client.Agent, res *nodeResult, pulled map[string]*action.Action, log *slog.Logger) {
 	room := o.cfg.MaxQueuedPerNode - res.info.Queue[action.New] - res.info.Queue[action.Running]
+	if res.node.Drained {
+		room = 0 // no new pushes; what the agent holds finishes
+	}
 	var batch []*store.Record
 	for i := range res.open {
 		r := &res.open[i]
@@ -287,7 +290,7 @@ func (o *Orchestrator) pushPending(ctx context.Context, ag *client.Agent, res *n
 	if len(batch) == 0 {
 		return
 	}
-	batch, err := o.markPushed(ctx, batch, res.info.StoreID)
+	batch, err := o.markPushed(ctx, res.node.ClusterID, res.node.ID, batch, res.info.StoreID)
 	if err != nil {
 		log.Warn("record pushes; none sent this pass", "err", err)
 		return
@@ -332,11 +335,17 @@ func (o *Orchestrator) pushPending(ctx context.Context, ag *client.Agent, res *n
 
 // markPushed commits, in one transaction of its own, the agent database
 // storeID on every record of batch that may still be sent
-// (actions.MarkSending), and returns those.
-func (o *Orchestrator) markPushed(ctx context.Context, batch []*store.Record, storeID string) ([]*store.Record, error) {
+// (actions.MarkSending), and returns those; none when the node was drained
+// meanwhile.
+func (o *Orchestrator) markPushed(ctx context.Context, clusterID, nodeID string, batch []*store.Record, storeID string) ([]*store.Record, error) {
 	var out []*store.Record
 	err := o.st.Update(ctx, func(tx store.Tx) error {
 		out = out[:0]
+		if n, err := tx.Node(ctx, clusterID, nodeID); errors.Is(err, store.ErrNotFound) {
+			return nil // forgotten meanwhile
+		} else if err != nil || n.Drained {
+			return err
+		}
 		for _, r := range batch {
 			cur, send, err := actions.MarkSending(ctx, tx, r.ID, storeID)
 			if err != nil {

@@ -15,6 +15,7 @@ import (
 
 	"github.com/musterhq/muster/core/actions"
 	"github.com/musterhq/muster/core/approval"
+	"github.com/musterhq/muster/core/nodes"
 	"github.com/musterhq/muster/core/store"
 	"github.com/musterhq/muster/core/store/sqlite"
 	"github.com/musterhq/muster/shared/action"
@@ -966,4 +967,37 @@ func timeEq(a, b *time.Time) bool {
 		return a == b
 	}
 	return a.Equal(*b)
+}
+
+// A drained node gets no new pushes, while what it holds runs to its end
+// and is mirrored; undrained, it takes its waiting actions.
+func TestADrainedNodeGetsNoNewPushes(t *testing.T) {
+	t.Parallel()
+	h := setup(t, Config{}, "n1")
+	ag := h.agents["n1"]
+	held := h.create("n1", nil)
+	h.pass()
+	wantState(t, h.record(held), action.New)
+	h.update(func(ctx context.Context, tx store.Tx) error {
+		_, err := nodes.SetDrained(ctx, tx, cluster, "n1", true, actions.Actor{Name: "alice"})
+		return err
+	})
+	waiting := h.create("n1", nil)
+	ag.run(t, held, action.Done, nil)
+	ag.calls("")
+	h.pass()
+	if pushes := ag.calls("POST /api/v1/actions"); len(pushes) != 0 {
+		t.Fatalf("pushed to a drained node: %v", pushes)
+	}
+	wantState(t, h.record(held), action.Done)
+	wantState(t, h.record(waiting), action.PendingSchedule)
+	if n := h.node("n1"); !n.Drained || n.Status != store.NodeUp {
+		t.Fatalf("a pass changed the drain: %+v", n)
+	}
+	h.update(func(ctx context.Context, tx store.Tx) error {
+		_, err := nodes.SetDrained(ctx, tx, cluster, "n1", false, actions.Actor{Name: "alice"})
+		return err
+	})
+	h.pass()
+	wantState(t, h.record(waiting), action.New)
 }

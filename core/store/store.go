@@ -175,7 +175,9 @@ type Node struct {
 	// DownCause is set by discovery while it holds the node DOWN (CauseLeft,
 	// CauseFailed, CauseDuplicate), and empty otherwise. StatusReason is
 	// the text for people.
-	DownCause   string     `json:"down_cause,omitempty"`
+	DownCause string `json:"down_cause,omitempty"`
+	// Drained: the node gets no new pushes; what it holds finishes.
+	Drained     bool       `json:"drained"`
 	StoreID     string     `json:"store_id"`
 	Cursor      int64      `json:"cursor"`
 	Kinds       []string   `json:"kinds"`
@@ -220,6 +222,9 @@ const (
 	EventNodeDown              = "node.down"
 	EventNodeJoined            = "node.joined"
 	EventNodeLeft              = "node.left"
+	EventNodeDrained           = "node.drained"
+	EventNodeUndrained         = "node.undrained"
+	EventNodeForgotten         = "node.forgotten"
 	EventClusterAlert          = "cluster.alert"
 	EventClusterHealthy        = "cluster.healthy"
 	EventTokenCreated          = "token.created"

@@ -69,13 +69,13 @@ func (w *writer) PutNode(ctx context.Context, n *store.Node) error {
 		return fmt.Errorf("put node %s/%s: kinds: %w", n.ClusterID, n.ID, err)
 	}
 	_, _, err = w.exec(ctx, fmt.Sprintf("put node %s/%s", n.ClusterID, n.ID),
-		`INSERT INTO nodes (`+nodeColumns+`) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+		`INSERT INTO nodes (`+nodeColumns+`) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
 		ON CONFLICT (cluster_id, id) DO UPDATE SET addr = excluded.addr, source = excluded.source,
-			status = excluded.status, status_reason = excluded.status_reason, down_cause = excluded.down_cause,
+			status = excluded.status, status_reason = excluded.status_reason, down_cause = excluded.down_cause, drained = excluded.drained,
 			store_id = excluded.store_id, cursor = excluded.cursor, kinds = excluded.kinds,
 			version = excluded.version, last_contact = excluded.last_contact,
 			updated_ts = excluded.updated_ts`,
-		n.ClusterID, n.ID, n.Addr, n.Source, n.Status, n.StatusReason, n.DownCause, n.StoreID, n.Cursor, kinds,
+		n.ClusterID, n.ID, n.Addr, n.Source, n.Status, n.StatusReason, n.DownCause, n.Drained, n.StoreID, n.Cursor, kinds,
 		n.Version, nullMicros(n.LastContact), micros(n.UpdatedTS))
 	return err
 }
