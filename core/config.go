@@ -10,6 +10,7 @@ import (
 
 	"github.com/musterhq/muster/core/approval"
 	"github.com/musterhq/muster/core/discovery"
+	"github.com/musterhq/muster/core/retention"
 	"github.com/musterhq/muster/shared/config"
 	"github.com/musterhq/muster/shared/gossip"
 )
@@ -25,7 +26,10 @@ type Config struct {
 	Orchestrate OrchestrateConfig       `mapstructure:"orchestrate" yaml:"orchestrate"`
 	Approval    approval.Policy         `mapstructure:"approval" yaml:"approval"`
 	Gossip      GossipConfig            `mapstructure:"gossip" yaml:"gossip"`
-	Log         config.Log              `mapstructure:"log" yaml:"log"`
+	// Retention: finished actions (with their history) and events older
+	// than this are purged in the background.
+	Retention time.Duration `mapstructure:"retention" yaml:"retention"`
+	Log       config.Log    `mapstructure:"log" yaml:"log"`
 }
 
 // Store drivers.
@@ -96,9 +100,10 @@ func DefaultConfig() Config {
 			AgentTimeout:     5 * time.Second,
 			ScheduleTTL:      24 * time.Hour,
 		},
-		Approval: approval.DefaultPolicy(),
-		Gossip:   GossipConfig{BindAddr: "0.0.0.0:7946", Join: []string{}, Timing: gossip.Timing{Profile: gossip.ProfileLAN}},
-		Log:      config.DefaultLog(),
+		Approval:  approval.DefaultPolicy(),
+		Retention: retention.DefaultConfig().Retention,
+		Gossip:    GossipConfig{BindAddr: "0.0.0.0:7946", Join: []string{}, Timing: gossip.Timing{Profile: gossip.ProfileLAN}},
+		Log:       config.DefaultLog(),
 	}
 }
 
@@ -170,6 +175,7 @@ func (c *Config) Validate() []error {
 		"orchestrate.interval":      o.Interval,
 		"orchestrate.agent_timeout": o.AgentTimeout,
 		"orchestrate.schedule_ttl":  o.ScheduleTTL,
+		"retention":                 c.Retention,
 	} {
 		if d <= 0 {
 			add(key, "must be a positive duration such as 10s, got %s", d)

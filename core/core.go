@@ -23,6 +23,7 @@ import (
 	"github.com/musterhq/muster/core/auth"
 	"github.com/musterhq/muster/core/discovery"
 	"github.com/musterhq/muster/core/orchestrate"
+	"github.com/musterhq/muster/core/retention"
 	"github.com/musterhq/muster/core/store"
 	"github.com/musterhq/muster/core/store/sqlite"
 	"github.com/musterhq/muster/shared/tlsutil"
@@ -121,6 +122,12 @@ func (c *Core) Run(ctx context.Context) error {
 		return err
 	}
 	defer orch.Stop()
+	purger := retention.New(retention.Config{Retention: cfg.Retention}, st, c.log)
+	if err := purger.Start(ctx); err != nil {
+		ln.Close()
+		return err
+	}
+	defer purger.Stop()
 	sources := []discovery.Source{static}
 	var pool *discovery.GossipSource
 	if cfg.Gossip.Enabled {
@@ -176,8 +183,9 @@ func (c *Core) Run(ctx context.Context) error {
 	if !served {
 		<-serveErr // Serve has returned: its goroutine is gone
 	}
-	// The deferred calls stop discovery, then the orchestrator (passes in
-	// flight are cancelled and write nothing), then close the store.
+	// The deferred calls stop discovery, then retention, then the
+	// orchestrator (passes in flight are cancelled and write nothing), then
+	// close the store.
 	return runErr
 }
 

@@ -81,6 +81,13 @@ type Tx interface {
 	AppendHistory(ctx context.Context, actionID string, t action.Transition) error
 	// AppendEvent stores e, setting e.Seq and (when zero) e.TS.
 	AppendEvent(ctx context.Context, e *Event) error
+	// PurgeActions deletes up to limit finished actions (DONE, FAILED,
+	// CANCELLED, LOST) last changed before t, oldest first, with their
+	// history, and returns how many it deleted.
+	PurgeActions(ctx context.Context, before time.Time, limit int) (int, error)
+	// PurgeEvents deletes up to limit events older than t, oldest first,
+	// and returns how many it deleted. Sequence numbers are never reused.
+	PurgeEvents(ctx context.Context, before time.Time, limit int) (int, error)
 	InsertToken(ctx context.Context, t *Token) error
 	DeleteToken(ctx context.Context, name string) error
 }

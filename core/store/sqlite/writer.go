@@ -172,6 +172,24 @@ func (w *writer) AppendEvent(ctx context.Context, e *store.Event) error {
 	return nil
 }
 
+// PurgeActions deletes up to limit finished actions last changed before t,
+// oldest first; their history goes with them (ON DELETE CASCADE).
+func (w *writer) PurgeActions(ctx context.Context, before time.Time, limit int) (int, error) {
+	// The states are literals so that the partial index actions_finished
+	// (migration 004) serves the query.
+	_, n, err := w.exec(ctx, "purge actions", `DELETE FROM actions WHERE seq IN (
+		SELECT seq FROM actions WHERE state IN ('DONE', 'FAILED', 'CANCELLED', 'LOST') AND updated_ts < ?
+		ORDER BY updated_ts, seq LIMIT ?)`, micros(before), limit)
+	return int(n), err
+}
+
+// PurgeEvents deletes up to limit events older than t, oldest first.
+func (w *writer) PurgeEvents(ctx context.Context, before time.Time, limit int) (int, error) {
+	_, n, err := w.exec(ctx, "purge events", `DELETE FROM events WHERE seq IN (
+		SELECT seq FROM events WHERE ts < ? ORDER BY seq LIMIT ?)`, micros(before), limit)
+	return int(n), err
+}
+
 // InsertToken stores a new token (ErrExists when the name or the hash is
 // taken). A zero CreatedTS is set to now.
 func (w *writer) InsertToken(ctx context.Context, t *store.Token) error {
