@@ -347,7 +347,7 @@ func (s *Server) approveAction(c *echo.Context) error {
 		if r.State != action.PendingApprove {
 			return nil, "", wrongState(r, "approve")
 		}
-		if r.Requester == tok.Name && !s.cfg.Policy.SelfApproval {
+		if approval.SamePerson(r.Requester, tok.Name) && !s.cfg.Policy.SelfApproval {
 			return nil, "", fmt.Errorf("%w: %s requested action %s and may not approve it too", ErrForbidden, tok.Name, r.ID)
 		}
 		if ttl := s.cfg.Policy.TTL; ttl > 0 && t.Sub(r.CreatedTS) > ttl {
