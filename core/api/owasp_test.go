@@ -292,7 +292,9 @@ func TestListValuesAreCapped(t *testing.T) {
 		return strings.Join(vs, ",")
 	}
 	kinds := func(n int) string { return many(n, func(i int) string { return fmt.Sprintf("x.io/k%d", i) }) }
-	states := func(n int) string { return many(n, func(i int) string { return string(action.States[i%len(action.States)]) }) }
+	states := func(n int) string {
+		return many(n, func(i int) string { return string(action.States[i%len(action.States)]) })
+	}
 	repeated := func(name string, n int) string {
 		return many(n, func(i int) string { return fmt.Sprintf("%s=x.io/k%d", name, i) })
 	}
