@@ -95,7 +95,7 @@ func (a *Agent) Run(ctx context.Context) error {
 	srv := api.New(api.Config{
 		NodeID: cfg.NodeID, ClusterID: cfg.ClusterID, Version: version.Version,
 		DefaultTimeout: cfg.Actions.DefaultTimeout,
-		Queue:          q, Runner: run, Kinds: reg, Gatherer: prom, Log: a.log,
+		Queue:          q, Runner: run, Kinds: reg, Gatherer: prom, Registerer: prom, Log: a.log,
 		Caller: apiCaller(cfg.API),
 	})
 	httpSrv := &http.Server{Handler: srv.Handler(), ReadHeaderTimeout: 10 * time.Second,

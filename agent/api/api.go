@@ -73,7 +73,9 @@ type Config struct {
 	Runner         Runner
 	Kinds          Kinds
 	Gatherer       prometheus.Gatherer
-	Log            *slog.Logger
+	// Registerer, when set, receives the API's own metrics.
+	Registerer prometheus.Registerer
+	Log        *slog.Logger
 	// Caller, when set, is the only identity allowed to call the API: every
 	// request must come over TLS with a verified client certificate naming
 	// it (403 otherwise). The agent sets it to the core's identity when
@@ -95,6 +97,7 @@ func New(cfg Config) *Server {
 	s := &Server{cfg: cfg, echo: echo.New()}
 	s.echo.Logger = cfg.Log
 	s.echo.HTTPErrorHandler = s.handleError
+	s.echo.Use(newMetrics(cfg.Registerer).middleware)
 	s.echo.Use(middleware.Recover())
 	if cfg.Caller != nil {
 		s.echo.Use(s.checkCaller(*cfg.Caller))

@@ -38,7 +38,7 @@ func setup(t *testing.T) *fixture {
 	run := runner.New(runner.Config{Queue: q, Handlers: reg, Actor: "n1", Idle: 20 * time.Millisecond, Metrics: runner.NewMetrics(prom)})
 	_ = run.Start(context.Background())
 	srv := New(Config{NodeID: "n1", ClusterID: "c1", Version: "test", DefaultTimeout: time.Hour,
-		Queue: q, Runner: run, Kinds: reg, Gatherer: prom})
+		Queue: q, Runner: run, Kinds: reg, Gatherer: prom, Registerer: prom})
 	ts := httptest.NewServer(srv.Handler())
 	t.Cleanup(func() { ts.Close(); run.Stop(); q.Close() })
 	return &fixture{url: ts.URL, q: q}
