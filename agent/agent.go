@@ -23,6 +23,7 @@ import (
 	"github.com/musterhq/muster/agent/queue"
 	"github.com/musterhq/muster/agent/runner"
 	"github.com/musterhq/muster/shared/action"
+	"github.com/musterhq/muster/shared/config"
 	"github.com/musterhq/muster/shared/tlsutil"
 	"github.com/musterhq/muster/shared/version"
 )
@@ -64,6 +65,11 @@ func (a *Agent) Ready() <-chan struct{} { return a.ready }
 // the queue.
 func (a *Agent) Run(ctx context.Context) error {
 	cfg := a.cfg
+	if err := checkKeyFiles(map[string]string{
+		"api.tls.key_file": cfg.API.TLS.KeyFile, "gossip.key_file": gossipKeyFile(cfg.Gossip),
+	}); err != nil {
+		return err
+	}
 	if err := os.MkdirAll(cfg.DataDir, 0o700); err != nil {
 		return fmt.Errorf("data_dir: %w", err)
 	}
@@ -172,6 +178,30 @@ func apiCaller(c APIConfig) *tlsutil.Identity {
 	}
 	id := tlsutil.Core()
 	return &id
+}
+
+// gossipKeyFile is the key file gossip will read ("" when gossip is off).
+func gossipKeyFile(g GossipConfig) string {
+	if !g.Enabled {
+		return ""
+	}
+	return g.KeyFile
+}
+
+// checkKeyFiles refuses, before anything starts, a key file (by
+// configuration key) that its group or others may read.
+func checkKeyFiles(files map[string]string) error {
+	var errs []error
+	for key, path := range files {
+		if path == "" {
+			continue
+		}
+		if err := config.CheckPrivateFile(path); errors.Is(err, config.ErrFileOpen) {
+			errs = append(errs, fmt.Errorf("%s: %w", key, err))
+		}
+	}
+	sortErrors(errs)
+	return errors.Join(errs...)
 }
 
 // queueCollector exports the queue depth by state.

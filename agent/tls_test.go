@@ -7,6 +7,7 @@ import (
 	"errors"
 	"io"
 	"net/http"
+	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -14,6 +15,7 @@ import (
 
 	"github.com/musterhq/muster/shared/client"
 	"github.com/musterhq/muster/shared/config"
+	"github.com/musterhq/muster/shared/gossip"
 	"github.com/musterhq/muster/shared/tlsutil"
 	"github.com/musterhq/muster/shared/wire"
 )
@@ -218,5 +220,52 @@ func TestAPI8AgentAnswersOnlyTheCoreOverMutualTLS(t *testing.T) {
 	})
 	if n := e.queued(t); n != 1 {
 		t.Fatalf("the agent holds %d actions, want only the core's", n)
+	}
+}
+
+// Item 13 of the attack review: a TLS or gossip key file its group or others
+// may read is refused at start, one error per file naming it and its mode,
+// before the queue is opened.
+func TestKeyFilesReadableByGroupOrOthersAreRefused(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	if _, err := tlsutil.CreateCA(dir, time.Now(), tlsutil.CAValidity); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := tlsutil.CreateCert(dir, tlsutil.Agent("n1"), nil, time.Now(), tlsutil.LeafValidity); err != nil {
+		t.Fatal(err)
+	}
+	tlsKey := filepath.Join(dir, "agent-n1-key.pem")
+	gossipKey := filepath.Join(dir, "gossip.key")
+	k, _ := gossip.GenerateKey()
+	if err := os.WriteFile(gossipKey, []byte(k), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chmod(tlsKey, 0o640); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chmod(gossipKey, 0o604); err != nil {
+		t.Fatal(err)
+	}
+	cfg := DefaultConfig()
+	cfg.NodeID, cfg.ClusterID, cfg.DataDir = "n1", "c1", filepath.Join(t.TempDir(), "data")
+	cfg.API.Addr = "127.0.0.1:0"
+	cfg.API.TLS = config.TLS{CertFile: filepath.Join(dir, "agent-n1.pem"), KeyFile: tlsKey, ClientCAFile: filepath.Join(dir, "ca.pem")}
+	cfg.Gossip.Enabled, cfg.Gossip.KeyFile, cfg.Gossip.BindAddr = true, gossipKey, "127.0.0.1:0"
+	ag, err := New(cfg, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	err = ag.Run(context.Background())
+	for _, want := range []string{
+		"api.tls.key_file: " + tlsKey + " has mode 0640, readable by group or others",
+		"gossip.key_file: " + gossipKey + " has mode 0604, readable by group or others",
+	} {
+		if err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("Run = %v, want an error with %q", err, want)
+		}
+	}
+	if _, err := os.Stat(cfg.DataDir); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("the agent made its data directory before refusing: %v", err)
 	}
 }
