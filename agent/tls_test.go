@@ -31,14 +31,20 @@ func TestConfigKeepsTheAPIOffTheNetworkWithoutMutualTLS(t *testing.T) {
 		insecure bool
 		want     string // "" when valid
 	}{
-		{"loopback plaintext", "127.0.0.1:7420", config.TLS{}, false, ""},
-		{"localhost plaintext", "localhost:7420", config.TLS{}, false, ""},
+		// Item 4 of the attack review: any user of the host reaches
+		// loopback, so the TCP API is the core's there too (DESIGN.md §15).
+		{"loopback plaintext", "127.0.0.1:7420", config.TLS{}, false, "api.addr:"},
+		{"localhost plaintext", "localhost:7420", config.TLS{}, false, "api.addr:"},
+		{"loopback TLS without client CA", "127.0.0.1:7420", serverOnly, false, "api.tls.client_ca_file: required"},
+		{"loopback mutual TLS", "127.0.0.1:7420", full, false, ""},
+		{"loopback plaintext, insecure", "127.0.0.1:7420", config.TLS{}, true, ""},
+		{"socket only", "", config.TLS{}, false, ""},
 		{"network plaintext", "0.0.0.0:7420", config.TLS{}, false, "api.addr:"},
 		{"network TLS without client CA", "10.0.0.1:7420", serverOnly, false, "api.tls.client_ca_file: required"},
 		{"network mutual TLS", "0.0.0.0:7420", full, false, ""},
 		{"network plaintext, insecure", "0.0.0.0:7420", config.TLS{}, true, ""},
-		{"client CA without a certificate", "127.0.0.1:7420", config.TLS{ClientCAFile: "ca.pem"}, false, "api.tls.client_ca_file: needs"},
-		{"certificate without key", "127.0.0.1:7420", config.TLS{CertFile: "c.pem"}, false, "api.tls:"},
+		{"client CA without a certificate", "127.0.0.1:7420", config.TLS{ClientCAFile: "ca.pem"}, true, "api.tls.client_ca_file: needs"},
+		{"certificate without key", "127.0.0.1:7420", config.TLS{CertFile: "c.pem"}, true, "api.tls:"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			t.Parallel()

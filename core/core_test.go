@@ -30,7 +30,7 @@ func startAgent(t *testing.T, clusterID, nodeID string) string {
 	t.Helper()
 	cfg := agent.DefaultConfig()
 	cfg.NodeID, cfg.ClusterID, cfg.DataDir = nodeID, clusterID, t.TempDir()
-	cfg.API.Addr = "127.0.0.1:0"
+	cfg.API.Addr, cfg.API.Insecure = "127.0.0.1:0", true
 	return agenttest.Start(t, cfg).Addr
 }
 

@@ -47,6 +47,9 @@ func setup(t *testing.T) *fixture {
 func (f *fixture) do(t *testing.T, method, path, body string) (int, []byte) {
 	t.Helper()
 	req, _ := http.NewRequest(method, f.url+path, strings.NewReader(body))
+	if body != "" {
+		req.Header.Set("Content-Type", "application/json")
+	}
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
 		t.Fatal(err)

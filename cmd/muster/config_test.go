@@ -92,6 +92,7 @@ func TestConfigErrorsOneLinePerField(t *testing.T) {
 	t.Parallel()
 	cfg := agent.DefaultConfig()
 	cfg.Actions.Retention = -time.Second
+	cfg.API.Insecure = true
 	err := configErrors(cfg.Validate())
 	if err == nil {
 		t.Fatal("no error")
