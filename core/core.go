@@ -25,6 +25,7 @@ import (
 	"github.com/musterhq/muster/core/orchestrate"
 	"github.com/musterhq/muster/core/store"
 	"github.com/musterhq/muster/core/store/sqlite"
+	"github.com/musterhq/muster/shared/config"
 	"github.com/musterhq/muster/shared/tlsutil"
 	"github.com/musterhq/muster/shared/version"
 )
@@ -70,6 +71,9 @@ func (c *Core) Ready() <-chan struct{} { return c.ready }
 // flight), stops discovery and the orchestrator, and closes the store.
 func (c *Core) Run(ctx context.Context) error {
 	cfg := c.cfg
+	if err := checkKeyFiles(cfg); err != nil {
+		return err
+	}
 	if err := os.MkdirAll(cfg.DataDir, 0o700); err != nil {
 		return fmt.Errorf("data_dir: %w", err)
 	}
@@ -178,6 +182,25 @@ func (c *Core) Run(ctx context.Context) error {
 	// The deferred calls stop discovery, then the orchestrator (passes in
 	// flight are cancelled and write nothing), then close the store.
 	return runErr
+}
+
+// checkKeyFiles refuses, before anything starts, a key file that its group
+// or others may read: one error per file, naming its key, path and mode.
+func checkKeyFiles(cfg Config) error {
+	files := map[string]string{"api.tls.key_file": cfg.API.TLS.KeyFile, "agents_tls.key_file": cfg.AgentsTLS.KeyFile}
+	if cfg.Gossip.Enabled {
+		files["gossip.key_file"] = cfg.Gossip.KeyFile
+	}
+	var errs []error
+	for _, key := range []string{"agents_tls.key_file", "api.tls.key_file", "gossip.key_file"} {
+		if files[key] == "" {
+			continue
+		}
+		if err := config.CheckPrivateFile(files[key]); errors.Is(err, config.ErrFileOpen) {
+			errs = append(errs, fmt.Errorf("%s: %w", key, err))
+		}
+	}
+	return errors.Join(errs...)
 }
 
 func openStore(ctx context.Context, cfg Config) (store.Store, error) {
