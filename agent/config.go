@@ -132,7 +132,11 @@ func (c *Config) Validate() []error {
 		}
 		errs = append(errs, gossip.ValidateJoin("gossip.join", g.Join)...)
 		errs = append(errs, g.Timing.Validate("gossip")...)
-		if g.AdvertiseAPI == "" {
+		if g.AdvertiseAPI != "" {
+			if err := gossip.ValidateAPIAddr(g.AdvertiseAPI); err != nil {
+				errs = append(errs, fmt.Errorf("gossip.advertise_api: %w (host:port, no scheme: the core chooses it)", err))
+			}
+		} else {
 			if host, _, err := net.SplitHostPort(c.API.Addr); err == nil && (host == "" || net.ParseIP(host) != nil && net.ParseIP(host).IsUnspecified()) {
 				errs = append(errs, fmt.Errorf("gossip.advertise_api: required when api.addr %s listens on every interface (the address the core should use)", c.API.Addr))
 			}

@@ -30,6 +30,7 @@ func TestGossipConfig(t *testing.T) {
 		{"API on every interface with advertise_api", func(c *Config) {
 			c.API.Addr, c.API.Insecure, c.Gossip.AdvertiseAPI = "0.0.0.0:7420", true, "10.0.0.1:7420"
 		}, ""},
+		{"advertise_api with a scheme", func(c *Config) { c.Gossip.AdvertiseAPI = "http://10.0.0.1:7420" }, "gossip.advertise_api:"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			t.Parallel()

@@ -25,6 +25,7 @@ import (
 	"github.com/musterhq/muster/core/orchestrate"
 	"github.com/musterhq/muster/core/store"
 	"github.com/musterhq/muster/core/store/sqlite"
+	"github.com/musterhq/muster/shared/config"
 	"github.com/musterhq/muster/shared/tlsutil"
 	"github.com/musterhq/muster/shared/version"
 )
@@ -123,7 +124,7 @@ func (c *Core) Run(ctx context.Context) error {
 	sources := []discovery.Source{static}
 	var pool *discovery.GossipSource
 	if cfg.Gossip.Enabled {
-		pool = discovery.NewGossipSource(c.log)
+		pool = discovery.NewGossipSource(c.log, gossipOptions(cfg, atls)...)
 		sources = append(sources, pool)
 	}
 	watchCtx, stopWatch := context.WithCancel(ctx)
@@ -215,4 +216,29 @@ func agentsTLS(c AgentsTLSConfig) (*tls.Config, error) {
 		return nil, fmt.Errorf("agents_tls.%w", err)
 	}
 	return tc, nil
+}
+
+// gossipOptions says how far the core trusts gossip announcements: agents
+// on loopback or link-local addresses only when the core's own API is on
+// loopback (a pool on one machine) or gossip.insecure is set; and with
+// agents_tls, a node claimed from several addresses goes to the one whose
+// agent proves the node's identity.
+func gossipOptions(cfg Config, atls *tls.Config) []discovery.GossipOption {
+	var opts []discovery.GossipOption
+	if config.IsLoopback(cfg.API.Addr) || cfg.Gossip.Insecure {
+		opts = append(opts, discovery.AllowLoopback())
+	}
+	if atls != nil {
+		timeout := cfg.Orchestrate.AgentTimeout
+		opts = append(opts, discovery.VerifyClaims(func(ctx context.Context, _, node, addr string) error {
+			ctx, cancel := context.WithTimeout(ctx, timeout)
+			defer cancel()
+			err := tlsutil.ProvePeer(ctx, atls, addr, tlsutil.Agent(node))
+			if pe := (*tlsutil.ProofError)(nil); errors.As(err, &pe) {
+				return &discovery.ClaimError{Reason: pe.Reason}
+			}
+			return err
+		}))
+	}
+	return opts
 }

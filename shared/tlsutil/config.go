@@ -1,6 +1,7 @@
 package tlsutil
 
 import (
+	"context"
 	"crypto/tls"
 	"crypto/x509"
 	"errors"
@@ -127,4 +128,56 @@ func Listen(prefix, addr, certFile, keyFile, clientCAFile string) (net.Listener,
 		return ln, nil
 	}
 	return tls.NewListener(ln, tc), nil
+}
+
+// ErrNotProven: a peer answered at an address and did not prove the
+// identity wanted there. ProvePeer's errors that match it are *ProofError.
+var ErrNotProven = errors.New("the peer did not prove its identity")
+
+// ProofError says, in a fixed text, why a peer did not prove an identity.
+// It matches ErrNotProven.
+type ProofError struct{ Reason string }
+
+func (e *ProofError) Error() string { return e.Reason }
+
+// Is makes errors.Is(err, ErrNotProven) true.
+func (e *ProofError) Is(target error) bool { return target == ErrNotProven }
+
+// ProvePeer dials addr and completes a TLS handshake that accepts only a
+// certificate of c's CA naming want (ForPeer), then hangs up. It returns nil
+// when the peer proved want; a *ProofError when it answered and did not
+// (another identity, another CA, no TLS, a refused handshake); any other
+// error when the address did not answer.
+func ProvePeer(ctx context.Context, c *tls.Config, addr string, want Identity) error {
+	pc := ForPeer(c, want)
+	check := pc.VerifyConnection
+	var refused error
+	pc.VerifyConnection = func(cs tls.ConnectionState) error {
+		err := check(cs)
+		refused = err
+		return err
+	}
+	conn, err := (&tls.Dialer{Config: pc}).DialContext(ctx, "tcp", addr)
+	if err == nil {
+		return conn.Close()
+	}
+	var (
+		ie *IdentityError
+		ua x509.UnknownAuthorityError
+		rh tls.RecordHeaderError
+		al tls.AlertError
+	)
+	switch {
+	case errors.As(err, &ie):
+		return &ProofError{Reason: ie.Error()}
+	case errors.As(err, &ua):
+		return &ProofError{Reason: "its certificate is not signed by the CA"}
+	case refused != nil:
+		return &ProofError{Reason: "its certificate is not valid"}
+	case errors.As(err, &rh):
+		return &ProofError{Reason: "it does not answer TLS"}
+	case errors.As(err, &al):
+		return &ProofError{Reason: "it refused the TLS handshake"}
+	}
+	return err
 }
