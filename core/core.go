@@ -215,6 +215,7 @@ func agentsTLS(c AgentsTLSConfig) (*tls.Config, error) {
 	if err != nil {
 		return nil, fmt.Errorf("agents_tls.%w", err)
 	}
+	tc.MinVersion = tlsutil.LinkVersion // Go on both ends: TLS 1.3 only
 	return tc, nil
 }
 

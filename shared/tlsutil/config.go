@@ -13,8 +13,33 @@ import (
 // ErrNoPeerCertificate: the peer presented no certificate that was verified.
 var ErrNoPeerCertificate = errors.New("no verified client certificate")
 
-// MinVersion is the oldest TLS version muster speaks.
+// MinVersion is the oldest TLS version muster speaks: TLS 1.2, with the
+// CipherSuites only, on the core's API, whose clients may be any tool.
 const MinVersion = tls.VersionTLS12
+
+// LinkVersion is the only TLS version between the core and its agents, Go
+// on both ends: 1.3 (its suites are all AEAD with forward secrecy).
+const LinkVersion = tls.VersionTLS13
+
+// CipherSuites are the TLS 1.2 suites muster accepts: ECDHE key exchange
+// with an AEAD cipher. CBC and SHA-1 suites (ECDHE-ECDSA-AES128-SHA, ...)
+// and RSA key exchange are refused. TLS 1.3 suites are not configurable and
+// all qualify.
+var CipherSuites = []uint16{
+	tls.TLS_ECDHE_ECDSA_WITH_AES_128_GCM_SHA256,
+	tls.TLS_ECDHE_ECDSA_WITH_AES_256_GCM_SHA384,
+	tls.TLS_ECDHE_ECDSA_WITH_CHACHA20_POLY1305_SHA256,
+	tls.TLS_ECDHE_RSA_WITH_AES_128_GCM_SHA256,
+	tls.TLS_ECDHE_RSA_WITH_AES_256_GCM_SHA384,
+	tls.TLS_ECDHE_RSA_WITH_CHACHA20_POLY1305_SHA256,
+}
+
+// ListenOption tunes the TLS configuration of Listen.
+type ListenOption func(*tls.Config)
+
+// OnlyTLS13 makes a listener speak TLS 1.3 only (LinkVersion): the agent's
+// API, whose client is the core.
+func OnlyTLS13(c *tls.Config) { c.MinVersion = LinkVersion }
 
 // ServerConfig is the TLS configuration of an API listener: its certificate
 // and key and, when clientCAFile is set, client certificates required and
@@ -24,7 +49,7 @@ func ServerConfig(certFile, keyFile, clientCAFile string) (*tls.Config, error) {
 	if err != nil {
 		return nil, fmt.Errorf("cert_file/key_file: %w", err)
 	}
-	c := &tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: MinVersion}
+	c := &tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: MinVersion, CipherSuites: CipherSuites}
 	if clientCAFile != "" {
 		pool, err := CertPool(clientCAFile)
 		if err != nil {
@@ -39,7 +64,7 @@ func ServerConfig(certFile, keyFile, clientCAFile string) (*tls.Config, error) {
 // server's certificate (the system's roots when caFile is empty) and, when
 // certFile is set, the client's own certificate.
 func ClientConfig(caFile, certFile, keyFile string) (*tls.Config, error) {
-	c := &tls.Config{MinVersion: MinVersion}
+	c := &tls.Config{MinVersion: MinVersion, CipherSuites: CipherSuites}
 	if caFile != "" {
 		pool, err := CertPool(caFile)
 		if err != nil {
@@ -111,13 +136,16 @@ func CertPool(file string) (*x509.CertPool, error) {
 // Listen opens a TCP listener on addr, serving TLS when certFile is set (see
 // ServerConfig; with clientCAFile, clients must present a certificate of that
 // CA). Errors name the configuration key under prefix ("api.addr",
-// "api.tls.cert_file", ...).
-func Listen(prefix, addr, certFile, keyFile, clientCAFile string) (net.Listener, error) {
+// "api.tls.cert_file", ...). opts tune the TLS configuration.
+func Listen(prefix, addr, certFile, keyFile, clientCAFile string, opts ...ListenOption) (net.Listener, error) {
 	var tc *tls.Config
 	if certFile != "" || keyFile != "" {
 		var err error
 		if tc, err = ServerConfig(certFile, keyFile, clientCAFile); err != nil {
 			return nil, fmt.Errorf("%s.tls.%w", prefix, err)
+		}
+		for _, o := range opts {
+			o(tc)
 		}
 	}
 	ln, err := net.Listen("tcp", addr)
