@@ -118,8 +118,9 @@ func TestAgentAnnouncesItselfAndLeaves(t *testing.T) {
 
 	waitUntil("the agent's join", func() bool { return seen(gossip.KindJoin) != nil })
 	j := seen(gossip.KindJoin)
-	want := gossip.Meta{V: gossip.MetaVersion, Role: gossip.RoleAgent, Cluster: "c1", Node: "n1", API: ag.Addr().String()}
-	if j.Meta != want {
+	want := gossip.Meta{V: gossip.MetaVersion, Role: gossip.RoleAgent, Cluster: "c1", Node: "n1", API: ag.Addr().String(),
+		Leave: j.Meta.Leave}
+	if j.Meta != want || j.Meta.Leave == "" {
 		t.Fatalf("announced %+v, want %+v", j.Meta, want)
 	}
 	cancel()

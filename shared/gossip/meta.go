@@ -44,6 +44,9 @@ type Meta struct {
 	// host:port (ValidateAPIAddr). The scheme is never the announcer's
 	// choice: the core decides it (https with agents_tls).
 	API string `json:"api,omitempty"`
+	// Leave is the commitment of the member's leave intent: the digest of
+	// a secret only the member knows, which its intent reveals (set by New).
+	Leave string `json:"leave,omitempty"`
 }
 
 // EncodeMeta returns the wire form of m, with V set to MetaVersion.
