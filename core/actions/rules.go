@@ -155,7 +155,8 @@ func (r *Rules) ApprovalExpired(rec *store.Record, now time.Time) bool {
 
 // Approve moves a PENDING_APPROVE action to PENDING_SCHEDULE, binding the
 // approval to its content (approval.Digest). The requester may not approve
-// their own action unless Policy.SelfApproval (ErrForbidden); an action
+// their own action, names compared ignoring case (approval.SamePerson),
+// unless Policy.SelfApproval (ErrForbidden); an action
 // whose approval window has passed cannot be approved (ErrWrongState).
 func (r *Rules) Approve(ctx context.Context, tx store.Tx, id string, by Actor) (*store.Record, error) {
 	cur, err := load(ctx, tx, id)
@@ -165,7 +166,7 @@ func (r *Rules) Approve(ctx context.Context, tx store.Tx, id string, by Actor) (
 	if cur.State != action.PendingApprove {
 		return nil, wrongState(cur, "approve")
 	}
-	if cur.Requester == by.Name && !r.Policy.SelfApproval {
+	if approval.SamePerson(cur.Requester, by.Name) && !r.Policy.SelfApproval {
 		return nil, fmt.Errorf("%w: %s requested action %s and may not approve it too", ErrForbidden, by.Name, cur.ID)
 	}
 	t := r.now()

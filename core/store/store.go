@@ -88,6 +88,8 @@ type Tx interface {
 	// PurgeEvents deletes up to limit events older than t, oldest first,
 	// and returns how many it deleted. Sequence numbers are never reused.
 	PurgeEvents(ctx context.Context, before time.Time, limit int) (int, error)
+	// InsertToken stores a new token (ErrExists when the hash is taken, or
+	// the name is, ignoring case: alice and Alice are one name).
 	InsertToken(ctx context.Context, t *Token) error
 	DeleteToken(ctx context.Context, name string) error
 }
@@ -237,6 +239,11 @@ const (
 	EventTokenCreated          = "token.created"
 	EventTokenRevoked          = "token.revoked"
 )
+
+// EventNodeClaimRefused: a gossip member announced a node at an address
+// whose agent failed to prove it is that node (agents_tls). The node is
+// not changed by it.
+const EventNodeClaimRefused = "node.claim_refused"
 
 // Event is one line of the audit trail.
 type Event struct {

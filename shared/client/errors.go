@@ -15,19 +15,19 @@ import (
 // *APIError behind them carries the status, the message and, where the
 // server sent one, its record.
 var (
-	ErrBadRequest   = errors.New("bad request")            // 400
-	ErrUnauthorized = errors.New("unauthorized")           // 401
-	ErrForbidden    = errors.New("forbidden")              // 403
-	ErrNotFound     = errors.New("not found")              // 404
-	ErrConflict     = errors.New("conflict")               // 409
-	ErrFinal        = errors.New("already final")          // 409 to a cancel: the action has finished
-	ErrGone         = errors.New("gone")                   // 410: the id was purged; it is never run
-	ErrTooLarge     = errors.New("too large")              // 413
-	ErrRefused      = errors.New("refused")                // 422: unknown kind or bad args
-	ErrTooMany      = errors.New("too many requests")      // 429
-	ErrUnavailable  = errors.New("unavailable")            // 503
-	ErrServer       = errors.New("server error")           // any other 5xx
-	ErrUnexpected   = errors.New("unexpected HTTP status") // any other non-2xx
+	ErrBadRequest      = errors.New("bad request")            // 400
+	ErrUnauthorized    = errors.New("unauthorized")           // 401
+	ErrForbidden       = errors.New("forbidden")              // 403
+	ErrNotFound        = errors.New("not found")              // 404
+	ErrConflict        = errors.New("conflict")               // 409
+	ErrFinal           = errors.New("already final")          // 409 to a cancel: the action has finished
+	ErrGone            = errors.New("gone")                   // 410: the id was purged; it is never run
+	ErrRequestTooLarge = errors.New("request too large")      // 413: the server refused the request body
+	ErrRefused         = errors.New("refused")                // 422: unknown kind or bad args
+	ErrTooMany         = errors.New("too many requests")      // 429
+	ErrUnavailable     = errors.New("unavailable")            // 503
+	ErrServer          = errors.New("server error")           // any other 5xx
+	ErrUnexpected      = errors.New("unexpected HTTP status") // any other non-2xx
 )
 
 var byStatus = map[int]error{
@@ -37,7 +37,7 @@ var byStatus = map[int]error{
 	http.StatusNotFound:              ErrNotFound,
 	http.StatusConflict:              ErrConflict,
 	http.StatusGone:                  ErrGone,
-	http.StatusRequestEntityTooLarge: ErrTooLarge,
+	http.StatusRequestEntityTooLarge: ErrRequestTooLarge,
 	http.StatusUnprocessableEntity:   ErrRefused,
 	http.StatusTooManyRequests:       ErrTooMany,
 	http.StatusServiceUnavailable:    ErrUnavailable,
