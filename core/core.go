@@ -19,6 +19,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 
+	"github.com/musterhq/muster/core/actions"
 	"github.com/musterhq/muster/core/api"
 	"github.com/musterhq/muster/core/auth"
 	"github.com/musterhq/muster/core/discovery"
@@ -97,7 +98,11 @@ func (c *Core) Run(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	// One set of rules for every action change, whether the API or the
+	// orchestrator makes it.
+	rules := &actions.Rules{Policy: cfg.Approval, ScheduleTTL: cfg.Orchestrate.ScheduleTTL}
 	orch, err := orchestrate.New(orchestrate.Config{
+		Rules:            rules,
 		Interval:         cfg.Orchestrate.Interval,
 		Workers:          cfg.Orchestrate.Workers,
 		MaxQueuedPerNode: cfg.Orchestrate.MaxQueuedPerNode,
@@ -110,7 +115,7 @@ func (c *Core) Run(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	apiSrv := api.New(api.Config{Policy: cfg.Approval, Gatherer: reg, Registerer: reg}, st, orch, c.log)
+	apiSrv := api.New(api.Config{Policy: cfg.Approval, Rules: rules, Gatherer: reg, Registerer: reg}, st, orch, c.log)
 	httpSrv := &http.Server{Handler: apiSrv.Handler(), ReadHeaderTimeout: 10 * time.Second,
 		// Refused TLS handshakes (no or a wrong client certificate) land here.
 		ErrorLog: slog.NewLogLogger(c.log.With("component", "api").Handler(), slog.LevelWarn)}

@@ -47,6 +47,9 @@ const (
 type Config struct {
 	// Policy decides which actions need approval and who may approve them.
 	Policy approval.Policy
+	// Rules, when set, makes every action change (the core shares one with
+	// the orchestrator); nil builds one from Policy.
+	Rules *actions.Rules
 	// MaxSSEPerToken caps the concurrent /events/stream connections of one
 	// token (429 beyond). Zero means DefaultMaxSSEPerToken.
 	MaxSSEPerToken int
@@ -98,13 +101,16 @@ func New(cfg Config, st store.Store, n Nudger, log *slog.Logger) *Server {
 	if cfg.Policy.Default == "" {
 		cfg.Policy = approval.DefaultPolicy()
 	}
+	if cfg.Rules == nil {
+		cfg.Rules = &actions.Rules{Policy: cfg.Policy}
+	}
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
 	s := &Server{
 		cfg:     cfg,
 		st:      st,
-		rules:   &actions.Rules{Policy: cfg.Policy},
+		rules:   cfg.Rules,
 		nudge:   n,
 		log:     log,
 		perms:   map[string]auth.Permission{},

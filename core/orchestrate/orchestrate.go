@@ -50,6 +50,10 @@ type Config struct {
 	// this long after it was scheduled is CANCELLED with reason "schedule
 	// timeout". Zero disables it.
 	ScheduleTTL time.Duration
+	// Rules, when set, makes every action change (the core shares one with
+	// the API, so approval expiry is one rule); nil builds one from
+	// ApprovalTTL and ScheduleTTL, which the sweep uses either way.
+	Rules *actions.Rules
 	// SweepEvery is the period of the expiry sweep (default Interval).
 	SweepEvery time.Duration
 	// NodeConcurrency bounds the nodes of one pass synced at once.
@@ -187,13 +191,16 @@ func New(cfg Config, st store.Store, log *slog.Logger, reg prometheus.Registerer
 		tr.MaxIdleConns = 0 // no total bound: MaxIdleConnsPerHost (2) per node
 		hc = &http.Client{Transport: tr}
 	}
+	if cfg.Rules == nil {
+		cfg.Rules = &actions.Rules{Policy: approval.Policy{TTL: cfg.ApprovalTTL}, ScheduleTTL: cfg.ScheduleTTL}
+	}
 	m, err := newMetrics(reg, st)
 	if err != nil {
 		return nil, fmt.Errorf("orchestrator metrics: %w", err)
 	}
 	return &Orchestrator{
 		cfg: cfg, st: st, log: log.With("component", "orchestrate"), hc: hc, ownHC: ownHC, metrics: m,
-		rules:    &actions.Rules{Policy: approval.Policy{TTL: cfg.ApprovalTTL}, ScheduleTTL: cfg.ScheduleTTL},
+		rules:    cfg.Rules,
 		clusters: map[string]*clusterState{},
 		nudged:   map[string]bool{},
 		wake:     make(chan struct{}, 1),
@@ -457,7 +464,7 @@ func (o *Orchestrator) schedule(ctx context.Context) {
 // sweep runs ExpireApprovals and ExpireSchedules every SweepEvery until ctx
 // ends.
 func (o *Orchestrator) sweep(ctx context.Context) {
-	if o.cfg.ApprovalTTL <= 0 && o.cfg.ScheduleTTL <= 0 {
+	if o.rules.Policy.TTL <= 0 && o.rules.ScheduleTTL <= 0 {
 		return
 	}
 	t := time.NewTicker(o.cfg.SweepEvery)
@@ -510,7 +517,7 @@ func (o *Orchestrator) expire(ctx context.Context, pending func(r store.Reader, 
 func (o *Orchestrator) ExpireApprovals(ctx context.Context) (int, error) {
 	out, err := o.expire(ctx, func(r store.Reader, cutoff time.Time) ([]store.Record, error) {
 		return r.ApprovalsBefore(ctx, cutoff)
-	}, o.cfg.ApprovalTTL, o.rules.ExpireApprovals)
+	}, o.rules.Policy.TTL, o.rules.ExpireApprovals)
 	if err != nil {
 		return 0, fmt.Errorf("expire approvals: %w", err)
 	}
@@ -526,7 +533,7 @@ func (o *Orchestrator) ExpireApprovals(ctx context.Context) (int, error) {
 func (o *Orchestrator) ExpireSchedules(ctx context.Context) (int, error) {
 	out, err := o.expire(ctx, func(r store.Reader, cutoff time.Time) ([]store.Record, error) {
 		return r.ScheduledBefore(ctx, cutoff)
-	}, o.cfg.ScheduleTTL, o.rules.ExpireSchedules)
+	}, o.rules.ScheduleTTL, o.rules.ExpireSchedules)
 	if err != nil {
 		return 0, fmt.Errorf("expire schedules: %w", err)
 	}
