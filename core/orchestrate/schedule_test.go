@@ -203,3 +203,26 @@ func TestTheSweepRunsWhileStarted(t *testing.T) {
 	id := h.create("n1", func(r *store.Record) { r.State, r.CreatedTS = action.PendingApprove, time.Now().Add(-2*time.Hour) })
 	eventually(t, "the sweep to expire the approval", func() bool { return h.record(id).State == action.Cancelled })
 }
+
+// orchestrate.schedule_ttl: an approved action that never reached its agent
+// (its node held DOWN here) ends CANCELLED "schedule timeout" with an event,
+// by the running sweep; a younger one waits on.
+func TestTheSweepCancelsActionsThatNeverReachTheirAgent(t *testing.T) {
+	t.Parallel()
+	h := setup(t, Config{Interval: time.Hour, ScheduleTTL: time.Hour, SweepEvery: 10 * time.Millisecond}, "n1")
+	h.hold("n1", store.CauseFailed)
+	now := time.Now()
+	old := h.create("n1", func(r *store.Record) { r.ScheduledTS = action.TimePtr(now.Add(-2 * time.Hour)) })
+	young := h.create("n1", func(r *store.Record) { r.ScheduledTS = action.TimePtr(now.Add(-10 * time.Minute)) })
+	h.events()
+	h.start()
+	eventually(t, "the sweep to cancel the old action", func() bool { return h.record(old).State == action.Cancelled })
+	rec := h.record(old)
+	if rec.StateReason != actions.ReasonScheduleTimeout || rec.FinishedTS == nil {
+		t.Fatalf("record %s %q", rec.State, rec.StateReason)
+	}
+	if ev := h.events(); !slices.Contains(ev, "action.state_changed "+old+" by core") {
+		t.Fatalf("events %v", ev)
+	}
+	wantState(t, h.record(young), action.PendingSchedule)
+}
