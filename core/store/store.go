@@ -97,6 +97,11 @@ type Record struct {
 	// PushedStoreID is the store_id of the agent database a push was last
 	// attempted to, written before the push is sent. Empty: never pushed.
 	PushedStoreID string
+	// RunID, Stage and Wave place a child action in its run (empty for an
+	// action of its own). A run has at most one child per stage and node.
+	RunID string
+	Stage string
+	Wave  int
 }
 
 // Cluster status values.
@@ -149,18 +154,19 @@ func DownByDiscovery(n *Node) bool {
 
 // Node is one agent as the core knows it.
 type Node struct {
-	ClusterID    string     `json:"cluster_id"`
-	ID           string     `json:"id"`
-	Addr         string     `json:"addr"`
-	Source       string     `json:"source"`
-	Status       string     `json:"status"`
-	StatusReason string     `json:"status_reason"`
-	StoreID      string     `json:"store_id"`
-	Cursor       int64      `json:"cursor"`
-	Kinds        []string   `json:"kinds"`
-	Version      string     `json:"version"`
-	LastContact  *time.Time `json:"last_contact"`
-	UpdatedTS    time.Time  `json:"updated_ts"`
+	ClusterID    string            `json:"cluster_id"`
+	ID           string            `json:"id"`
+	Addr         string            `json:"addr"`
+	Source       string            `json:"source"`
+	Status       string            `json:"status"`
+	StatusReason string            `json:"status_reason"`
+	StoreID      string            `json:"store_id"`
+	Cursor       int64             `json:"cursor"`
+	Kinds        []string          `json:"kinds"`
+	Labels       map[string]string `json:"labels"`
+	Version      string            `json:"version"`
+	LastContact  *time.Time        `json:"last_contact"`
+	UpdatedTS    time.Time         `json:"updated_ts"`
 }
 
 // ListQuery selects and orders actions. Empty fields do not filter.

@@ -1,0 +1,102 @@
+package wire
+
+import (
+	"encoding/json"
+	"time"
+
+	"github.com/musterhq/muster/shared/action"
+	"github.com/musterhq/muster/shared/limit"
+)
+
+// Target picks nodes of one cluster (DESIGN.md §9): exactly one of Nodes,
+// Labels (every pair must match) or All.
+type Target struct {
+	Nodes  []string          `json:"nodes,omitempty" yaml:"nodes,omitempty"`
+	Labels map[string]string `json:"labels,omitempty" yaml:"labels,omitempty"`
+	All    bool              `json:"all,omitempty" yaml:"all,omitempty"`
+}
+
+// StageSpec is one stage of a run as a caller asks for it: one kind and args
+// on a target, in waves bounded by its limits.
+type StageSpec struct {
+	Name string          `json:"name"`
+	Kind string          `json:"kind"`
+	Args json.RawMessage `json:"args,omitempty"`
+	// Target picks the stage's nodes; it is resolved when the run is created.
+	Target Target `json:"target"`
+	// MaxConcurrency: at most this many nodes with an unfinished child at
+	// once (a count or a percentage of the stage's nodes; default 1).
+	MaxConcurrency *limit.Limit `json:"max_concurrency,omitempty"`
+	// MaxErrors: the stage stops when more children than this have failed
+	// (default 0).
+	MaxErrors *limit.Limit `json:"max_errors,omitempty"`
+	// OnFailure is "abort" (the default: the run ends FAILED) or "pause".
+	OnFailure string `json:"on_failure,omitempty"`
+	// DependsOn names the stages that must be DONE first. Absent: the
+	// previous stage; an empty list: none.
+	DependsOn []string `json:"depends_on"`
+	// TimeoutS is each child's timeout; 0 leaves it to the agent.
+	TimeoutS int `json:"timeout_s,omitempty"`
+}
+
+// CreateRunRequest is the body of POST /api/v1/runs.
+type CreateRunRequest struct {
+	ClusterID string      `json:"cluster_id"`
+	Stages    []StageSpec `json:"stages"`
+}
+
+// Stage is one stage of a run as the core shows it: its spec with the target
+// resolved and the limits made counts, and its progress.
+type Stage struct {
+	Name           string          `json:"name"`
+	Kind           string          `json:"kind"`
+	Args           json.RawMessage `json:"args"`
+	Target         Target          `json:"target"`
+	Nodes          []string        `json:"nodes"`
+	MaxConcurrency limit.Limit     `json:"max_concurrency"`
+	MaxErrors      limit.Limit     `json:"max_errors"`
+	OnFailure      string          `json:"on_failure"`
+	DependsOn      []string        `json:"depends_on"`
+	TimeoutS       int             `json:"timeout_s,omitempty"`
+
+	State string `json:"state"`
+	// Counts counts the stage's children by state, and "PENDING" the nodes
+	// without a child yet.
+	Counts map[string]int `json:"counts"`
+	// Errors counts the children that count against max_errors.
+	Errors int `json:"errors"`
+}
+
+// RunChild is one cell of a run's per-node grid.
+type RunChild struct {
+	Stage    string       `json:"stage"`
+	NodeID   string       `json:"node_id"`
+	Wave     int          `json:"wave"`
+	ActionID string       `json:"action_id,omitempty"`
+	State    action.State `json:"state,omitempty"`
+}
+
+// Run is a run as the core shows it.
+type Run struct {
+	ID              string     `json:"id"`
+	ClusterID       string     `json:"cluster_id"`
+	State           string     `json:"state"`
+	StateReason     string     `json:"state_reason"`
+	Requester       string     `json:"requester"`
+	ApprovedBy      string     `json:"approved_by"`
+	Playbook        string     `json:"playbook,omitempty"`
+	PlaybookVersion int        `json:"playbook_version,omitempty"`
+	Digest          string     `json:"digest"`
+	Stages          []Stage    `json:"stages"`
+	CreatedTS       time.Time  `json:"created_ts"`
+	UpdatedTS       time.Time  `json:"updated_ts"`
+	FinishedTS      *time.Time `json:"finished_ts"`
+	// Children is the per-node grid, filled only by GET /api/v1/runs/{id}.
+	Children []RunChild `json:"children,omitempty"`
+}
+
+// RunList answers GET /api/v1/runs.
+type RunList struct {
+	Runs       []Run  `json:"runs"`
+	NextMarker string `json:"next_marker"`
+}
