@@ -64,6 +64,18 @@ type Reader interface {
 
 	Tokens(ctx context.Context) ([]Token, error)
 	TokenByHash(ctx context.Context, hash string) (*Token, error)
+
+	// Run returns the run with exactly this id (ErrNotFound otherwise).
+	Run(ctx context.Context, id string) (*Run, error)
+	// RunIDsWithPrefix returns up to max run ids that start with prefix.
+	RunIDsWithPrefix(ctx context.Context, prefix string, max int) ([]string, error)
+	// ListRuns lists runs, newest first, then by id.
+	ListRuns(ctx context.Context, q RunQuery) ([]Run, error)
+	// RunsInState lists the runs of a cluster (every cluster when "") in
+	// one of states, oldest first.
+	RunsInState(ctx context.Context, clusterID string, states ...string) ([]Run, error)
+	// RunChildren lists the child actions of a run, oldest first.
+	RunChildren(ctx context.Context, runID string) ([]Record, error)
 }
 
 // Tx writes within an Update.
@@ -81,6 +93,10 @@ type Tx interface {
 	AppendEvent(ctx context.Context, e *Event) error
 	InsertToken(ctx context.Context, t *Token) error
 	DeleteToken(ctx context.Context, name string) error
+	// InsertRun stores a new run (ErrExists when the id is taken).
+	InsertRun(ctx context.Context, r *Run) error
+	// UpdateRun replaces the stored run with the same id.
+	UpdateRun(ctx context.Context, r *Run) error
 }
 
 // Record is an action as the core keeps it: the shared record and the
@@ -221,6 +237,7 @@ type Event struct {
 	ClusterID  string    `json:"cluster_id,omitempty"`
 	NodeID     string    `json:"node_id,omitempty"`
 	ActionID   string    `json:"action_id,omitempty"`
+	RunID      string    `json:"run_id,omitempty"`
 	Message    string    `json:"message"`
 	// Data is extra detail as a JSON object (for a conflict: the old kind and args).
 	Data map[string]any `json:"data,omitempty"`
