@@ -170,7 +170,7 @@ func (s *Server) routes() {
 // add registers an authenticated route needing permission p.
 func (s *Server) add(method, path string, p auth.Permission, h echo.HandlerFunc) {
 	s.perms[method+" "+path] = p
-	s.echo.Add(method, path, h, s.authenticate, s.authorize(p))
+	s.echo.Add(method, path, h, s.authenticate, s.authorize(p), checkQuery)
 }
 
 // public registers a route open to anyone.

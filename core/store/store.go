@@ -91,6 +91,8 @@ type Tx interface {
 	AppendHistory(ctx context.Context, actionID string, t action.Transition) error
 	// AppendEvent stores e, setting e.Seq and (when zero) e.TS.
 	AppendEvent(ctx context.Context, e *Event) error
+	// InsertToken stores a new token (ErrExists when the hash is taken, or
+	// the name is, ignoring case: alice and Alice are one name).
 	InsertToken(ctx context.Context, t *Token) error
 	DeleteToken(ctx context.Context, name string) error
 	// InsertRun stores a new run (ErrExists when the id is taken).
