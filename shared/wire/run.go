@@ -100,3 +100,12 @@ type RunList struct {
 	Runs       []Run  `json:"runs"`
 	NextMarker string `json:"next_marker"`
 }
+
+// MaxReason bounds the reason a person gives to a reject or a cancel.
+const MaxReason = 1024
+
+// ReasonRequest is the optional body of the calls that take a person's
+// reason (reject, cancel).
+type ReasonRequest struct {
+	Reason string `json:"reason"`
+}
