@@ -173,6 +173,12 @@ func (s *Server) routes() {
 	s.add(http.MethodPost, "/api/v1/runs/:id/resume", auth.Cancel, s.resumeRun)
 	s.add(http.MethodPost, "/api/v1/runs/:id/cancel", auth.Cancel, s.cancelRun)
 
+	s.add(http.MethodPost, "/api/v1/playbooks", auth.Create, s.applyPlaybook)
+	s.add(http.MethodGet, "/api/v1/playbooks", auth.Read, s.listPlaybooks)
+	s.add(http.MethodGet, "/api/v1/playbooks/:name", auth.Read, s.showPlaybook)
+	s.add(http.MethodPost, "/api/v1/playbooks/:name/plan", auth.Read, s.planPlaybook)
+	s.add(http.MethodPost, "/api/v1/playbooks/:name/runs", auth.Create, s.startPlaybook)
+
 	s.add(http.MethodGet, "/api/v1/events", auth.Read, s.listEvents)
 	s.add(http.MethodGet, "/api/v1/events/stream", auth.Read, s.streamEvents)
 

@@ -10,6 +10,7 @@ import (
 
 	"github.com/musterhq/muster/core/auth"
 	"github.com/musterhq/muster/core/runs"
+	"github.com/musterhq/muster/core/runs/playbook"
 	"github.com/musterhq/muster/core/store"
 	"github.com/musterhq/muster/shared/action"
 	"github.com/musterhq/muster/shared/jsonbody"
@@ -63,6 +64,9 @@ func badRequest(format string, args ...any) error {
 // classify maps an error to its status and code.
 func classify(err error) (int, string) {
 	if status, code, ok := runError(err); ok {
+		return status, code
+	}
+	if status, code, ok := playbookError(err); ok {
 		return status, code
 	}
 	switch {
@@ -152,7 +156,7 @@ func isOurs(err error) bool {
 	for _, e := range []error{ErrBadRequest, ErrForbidden, ErrWrongState, ErrAmbiguous, ErrUnprocessable,
 		ErrTooLarge, ErrTooMany, ErrConflict, store.ErrNotFound, store.ErrExists, auth.ErrUnauthenticated,
 		auth.ErrInvalid, action.ErrInvalid, jsonbody.ErrInvalid, jsonbody.ErrTooLarge, runs.ErrInvalid,
-		runs.ErrUnresolvable, runs.ErrWrongState, runs.ErrForbidden} {
+		runs.ErrUnresolvable, runs.ErrWrongState, runs.ErrForbidden, playbook.ErrInvalid} {
 		if errors.Is(err, e) {
 			return true
 		}

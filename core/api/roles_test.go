@@ -41,6 +41,11 @@ var roleTable = map[string][5]int{ //        none viewer  op   appr admin
 	"POST /api/v1/runs/:id/pause":                {401, 403, 200, 403, 200},
 	"POST /api/v1/runs/:id/resume":               {401, 403, 200, 403, 200},
 	"POST /api/v1/runs/:id/cancel":               {401, 403, 200, 403, 200},
+	"POST /api/v1/playbooks":                     {401, 403, 201, 403, 201},
+	"GET /api/v1/playbooks":                      {401, 200, 200, 200, 200},
+	"GET /api/v1/playbooks/:name":                {401, 200, 200, 200, 200},
+	"POST /api/v1/playbooks/:name/plan":          {401, 200, 200, 200, 200},
+	"POST /api/v1/playbooks/:name/runs":          {401, 403, 201, 403, 201},
 	"GET /api/v1/events":                         {401, 200, 200, 200, 200},
 	"GET /api/v1/events/stream":                  {401, 200, 200, 200, 200},
 	"POST /api/v1/tokens":                        {401, 403, 403, 403, 201},
@@ -80,6 +85,15 @@ func (e *env) fixture(route string, n int) (string, any) {
 		e.call(http.MethodPost, "/api/v1/runs/"+r.ID+"/approve", "appr", nil, http.StatusOK, nil)
 		e.call(http.MethodPost, "/api/v1/runs/"+r.ID+"/pause", "op", nil, http.StatusOK, nil)
 		path = strings.ReplaceAll(path, ":id", r.ID)
+	case "POST /api/v1/playbooks":
+		body = wire.ApplyPlaybookRequest{Document: testPlaybook(fmt.Sprintf("pb-%d", n), "")}
+	case "GET /api/v1/playbooks/:name", "POST /api/v1/playbooks/:name/plan", "POST /api/v1/playbooks/:name/runs":
+		name := fmt.Sprintf("pb-%d", n)
+		e.call(http.MethodPost, "/api/v1/playbooks", "op", wire.ApplyPlaybookRequest{Document: testPlaybook(name, "")}, http.StatusCreated, nil)
+		path = strings.ReplaceAll(path, ":name", name)
+		if !strings.HasPrefix(route, "GET") {
+			body = wire.PlanRequest{ClusterID: "prod"}
+		}
 	case "POST /api/v1/tokens":
 		body = wire.CreateTokenRequest{Name: fmt.Sprintf("new-%d", n), Roles: []string{"viewer"}}
 	case "DELETE /api/v1/tokens/:name":

@@ -90,3 +90,18 @@ const (
 	EventRunCancelled     = "run.cancelled"
 	EventRunFinished      = "run.finished"
 )
+
+// Playbook is one stored version of a playbook.
+type Playbook struct {
+	Name        string
+	Version     int
+	Description string
+	// Document is the YAML as applied.
+	Document  string
+	Digest    string
+	CreatedBy string
+	CreatedTS time.Time
+}
+
+// Playbook event types.
+const EventPlaybookApplied = "playbook.applied"

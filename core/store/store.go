@@ -76,6 +76,14 @@ type Reader interface {
 	RunsInState(ctx context.Context, clusterID string, states ...string) ([]Run, error)
 	// RunChildren lists the child actions of a run, oldest first.
 	RunChildren(ctx context.Context, runID string) ([]Record, error)
+
+	// Playbook returns one version of a playbook, the newest when version
+	// is 0 (ErrNotFound when there is none).
+	Playbook(ctx context.Context, name string, version int) (*Playbook, error)
+	// Playbooks lists the newest version of every playbook, by name.
+	Playbooks(ctx context.Context) ([]Playbook, error)
+	// PlaybookVersions lists every version of one playbook, oldest first.
+	PlaybookVersions(ctx context.Context, name string) ([]Playbook, error)
 }
 
 // Tx writes within an Update.
@@ -99,6 +107,8 @@ type Tx interface {
 	InsertRun(ctx context.Context, r *Run) error
 	// UpdateRun replaces the stored run with the same id.
 	UpdateRun(ctx context.Context, r *Run) error
+	// InsertPlaybook stores a new version (ErrExists when it is taken).
+	InsertPlaybook(ctx context.Context, p *Playbook) error
 }
 
 // Record is an action as the core keeps it: the shared record and the

@@ -109,3 +109,70 @@ const MaxReason = 1024
 type ReasonRequest struct {
 	Reason string `json:"reason"`
 }
+
+// ApplyPlaybookRequest is the body of POST /api/v1/playbooks.
+type ApplyPlaybookRequest struct {
+	// Document is the playbook's YAML.
+	Document string `json:"document"`
+}
+
+// PlaybookVersion is one stored version of a playbook.
+type PlaybookVersion struct {
+	Name        string    `json:"name"`
+	Version     int       `json:"version"`
+	Description string    `json:"description"`
+	Digest      string    `json:"digest"`
+	CreatedBy   string    `json:"created_by"`
+	CreatedTS   time.Time `json:"created_ts"`
+}
+
+// Playbook answers GET /api/v1/playbooks/{name} and POST /api/v1/playbooks:
+// one version with its document, and the list of all versions.
+type Playbook struct {
+	PlaybookVersion
+	Document string `json:"document"`
+	// Changed is false when an apply found the document unchanged.
+	Changed  bool              `json:"changed"`
+	Versions []PlaybookVersion `json:"versions,omitempty"`
+}
+
+// PlaybookList answers GET /api/v1/playbooks: the newest version of each.
+type PlaybookList struct {
+	Playbooks []PlaybookVersion `json:"playbooks"`
+}
+
+// PlanRequest is the body of POST /api/v1/playbooks/{name}/plan and
+// /runs: the cluster, the parameters as text (as given on a command line),
+// and optionally a stored version (default: the newest). Plan also takes a
+// Document, to plan a playbook before it is applied.
+type PlanRequest struct {
+	ClusterID string            `json:"cluster_id"`
+	Params    map[string]string `json:"params,omitempty"`
+	Version   int               `json:"version,omitempty"`
+	Document  string            `json:"document,omitempty"`
+}
+
+// PlanChild is one child action a plan would create.
+type PlanChild struct {
+	Stage  string          `json:"stage"`
+	Wave   int             `json:"wave"`
+	NodeID string          `json:"node_id"`
+	Kind   string          `json:"kind"`
+	Args   json.RawMessage `json:"args"`
+	// Held says why the disruption budget would hold this child back now
+	// (empty when it would go).
+	Held string `json:"held,omitempty"`
+}
+
+// Plan is what starting a playbook would do: the run's stages, resolved, and
+// every child action by stage and wave, created nothing.
+type Plan struct {
+	Playbook  string         `json:"playbook"`
+	Version   int            `json:"version"`
+	ClusterID string         `json:"cluster_id"`
+	Params    map[string]any `json:"params"`
+	// Digest is what approving the run will approve.
+	Digest   string      `json:"digest"`
+	Stages   []Stage     `json:"stages"`
+	Children []PlanChild `json:"children"`
+}

@@ -104,3 +104,45 @@ func TestARunHasOneChildPerStageAndNode(t *testing.T) {
 		return nil
 	})
 }
+
+func TestPlaybookVersions(t *testing.T) {
+	t.Parallel()
+	s := setup(t)
+	update(t, s, func(ctx context.Context, tx store.Tx) error {
+		for _, p := range []store.Playbook{
+			{Name: "b", Version: 1, Document: "v1", Digest: "1"},
+			{Name: "b", Version: 2, Document: "v2", Digest: "2"},
+			{Name: "a", Version: 1, Document: "a1", Digest: "a"},
+		} {
+			if err := tx.InsertPlaybook(ctx, &p); err != nil {
+				return err
+			}
+		}
+		if err := tx.InsertPlaybook(ctx, &store.Playbook{Name: "b", Version: 2}); !errors.Is(err, store.ErrExists) {
+			t.Errorf("a second version 2: %v, want ErrExists", err)
+		}
+		return nil
+	})
+	read(t, s, func(ctx context.Context, r store.Reader) error {
+		latest, err := r.Playbook(ctx, "b", 0)
+		if err != nil || latest.Version != 2 || latest.Document != "v2" {
+			t.Errorf("newest b = %+v, %v", latest, err)
+		}
+		v1, err := r.Playbook(ctx, "b", 1)
+		if err != nil || v1.Document != "v1" {
+			t.Errorf("b v1 = %+v, %v", v1, err)
+		}
+		if _, err := r.Playbook(ctx, "b", 3); !errors.Is(err, store.ErrNotFound) {
+			t.Errorf("b v3: %v", err)
+		}
+		all, err := r.Playbooks(ctx)
+		if err != nil || len(all) != 2 || all[0].Name != "a" || all[1].Version != 2 {
+			t.Errorf("Playbooks = %+v, %v", all, err)
+		}
+		vs, err := r.PlaybookVersions(ctx, "b")
+		if err != nil || len(vs) != 2 || vs[0].Version != 1 {
+			t.Errorf("versions = %+v, %v", vs, err)
+		}
+		return nil
+	})
+}
