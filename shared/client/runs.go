@@ -63,3 +63,42 @@ func (c *Core) RunVerb(ctx context.Context, ref, verb, reason string) (*wire.Run
 	_, err := c.call(ctx, http.MethodPost, "/api/v1/runs/"+url.PathEscape(ref)+"/"+url.PathEscape(verb), in, &out)
 	return &out, err
 }
+
+// ApplyPlaybook calls POST /api/v1/playbooks with a YAML document.
+func (c *Core) ApplyPlaybook(ctx context.Context, doc string) (*wire.Playbook, error) {
+	var out wire.Playbook
+	_, err := c.call(ctx, http.MethodPost, "/api/v1/playbooks", wire.ApplyPlaybookRequest{Document: doc}, &out)
+	return &out, err
+}
+
+// Playbooks calls GET /api/v1/playbooks.
+func (c *Core) Playbooks(ctx context.Context) ([]wire.PlaybookVersion, error) {
+	var out wire.PlaybookList
+	_, err := c.call(ctx, http.MethodGet, "/api/v1/playbooks", nil, &out)
+	return out.Playbooks, err
+}
+
+// Playbook calls GET /api/v1/playbooks/{name}: one version (0: the newest).
+func (c *Core) Playbook(ctx context.Context, name string, version int) (*wire.Playbook, error) {
+	q := url.Values{}
+	if version > 0 {
+		q.Set("version", strconv.Itoa(version))
+	}
+	var out wire.Playbook
+	_, err := c.call(ctx, http.MethodGet, "/api/v1/playbooks/"+url.PathEscape(name)+query(q), nil, &out)
+	return &out, err
+}
+
+// PlanPlaybook calls POST /api/v1/playbooks/{name}/plan.
+func (c *Core) PlanPlaybook(ctx context.Context, name string, req *wire.PlanRequest) (*wire.Plan, error) {
+	var out wire.Plan
+	_, err := c.call(ctx, http.MethodPost, "/api/v1/playbooks/"+url.PathEscape(name)+"/plan", req, &out)
+	return &out, err
+}
+
+// StartPlaybook calls POST /api/v1/playbooks/{name}/runs.
+func (c *Core) StartPlaybook(ctx context.Context, name string, req *wire.PlanRequest) (*wire.Run, error) {
+	var out wire.Run
+	_, err := c.call(ctx, http.MethodPost, "/api/v1/playbooks/"+url.PathEscape(name)+"/runs", req, &out)
+	return &out, err
+}
