@@ -87,7 +87,7 @@ func begin(cur *store.Record) *Change {
 // event appends an event about the record.
 func (c *Change) event(typ string, by Actor, ts time.Time, msg string, data map[string]any) {
 	c.Events = append(c.Events, store.Event{TS: ts, Type: typ, Actor: by.Name, ClientAddr: by.Addr,
-		ClusterID: c.Rec.ClusterID, NodeID: c.Rec.NodeID, ActionID: c.Rec.ID, Message: msg, Data: data})
+		ClusterID: c.Rec.ClusterID, NodeID: c.Rec.NodeID, ActionID: c.Rec.ID, RunID: c.Rec.RunID, Message: msg, Data: data})
 }
 
 // move changes the state, with a history line and an event of type typ
@@ -194,5 +194,6 @@ func sameRecord(a, b *store.Record) bool {
 		timeEq(a.StartedTS, b.StartedTS) && timeEq(a.FinishedTS, b.FinishedTS) &&
 		a.UpdatedTS.Equal(b.UpdatedTS) && a.RetryOf == b.RetryOf &&
 		a.ApprovalDigest == b.ApprovalDigest && a.CancelRequested == b.CancelRequested &&
-		a.SeenOnAgent == b.SeenOnAgent && a.PushedStoreID == b.PushedStoreID
+		a.SeenOnAgent == b.SeenOnAgent && a.PushedStoreID == b.PushedStoreID &&
+		a.RunID == b.RunID && a.Stage == b.Stage && a.Wave == b.Wave
 }

@@ -90,7 +90,7 @@ func (r *Rules) Create(ctx context.Context, tx store.Tx, req Request, by Actor) 
 		id = action.NewID()
 	}
 	t := r.now()
-	c := &Change{Insert: true, Rec: store.Record{Action: action.Action{
+	rec := &store.Record{Action: action.Action{
 		ID:        id,
 		ClusterID: req.ClusterID,
 		NodeID:    req.NodeID,
@@ -104,8 +104,7 @@ func (r *Rules) Create(ctx context.Context, tx store.Tx, req Request, by Actor) 
 		CreatedTS: t,
 		UpdatedTS: t,
 		RetryOf:   req.RetryOf,
-	}}}
-	rec := &c.Rec
+	}}
 	switch {
 	case req.ApprovedBy != "":
 		rec.State, rec.StateReason = action.PendingSchedule, ReasonApproved
@@ -116,22 +115,41 @@ func (r *Rules) Create(ctx context.Context, tx store.Tx, req Request, by Actor) 
 		rec.ScheduledTS = action.TimePtr(t)
 	}
 	reason := ReasonCreated
+	if rec.RetryOf != "" {
+		reason = ReasonRetry
+	}
+	if err := Insert(ctx, tx, rec, by, reason); err != nil {
+		return nil, err
+	}
+	return rec, nil
+}
+
+// Insert stores a new action the caller has built (a run's child, say) with
+// its first history line (reason) and its action.created event. The record
+// must be valid and its state one an action starts in; Create builds one
+// from a Request and the policy.
+func Insert(ctx context.Context, tx store.Tx, rec *store.Record, by Actor, reason string) error {
+	c := &Change{Insert: true, Rec: *rec}
+	t := rec.CreatedTS
 	data := map[string]any{"kind": rec.Kind, "state": string(rec.State)}
 	msg := fmt.Sprintf("%s created %s on %s/%s (%s)", by.Name, rec.Kind, rec.ClusterID, rec.NodeID, rec.State)
 	if rec.RetryOf != "" {
-		reason = ReasonRetry
 		data["retry_of"] = rec.RetryOf
 		msg = fmt.Sprintf("%s retried %s as %s on %s/%s (%s)", by.Name, rec.RetryOf, rec.Kind, rec.ClusterID, rec.NodeID, rec.State)
 	}
 	if rec.ApprovedBy != "" {
 		data["approved_by"] = rec.ApprovedBy
 	}
+	if rec.RunID != "" {
+		data["run_id"], data["stage"] = rec.RunID, rec.Stage
+	}
 	c.History = append(c.History, action.Transition{TS: t, To: rec.State, Actor: by.Name, Reason: reason})
 	c.event(store.EventActionCreated, by, t, msg, data)
 	if err := Write(ctx, tx, c); err != nil {
-		return nil, err
+		return err
 	}
-	return rec, nil
+	*rec = c.Rec
+	return nil
 }
 
 // load reads the action with exactly this id.
@@ -227,27 +245,39 @@ func (r *Rules) Cancel(ctx context.Context, tx store.Tx, id string, by Actor) (*
 	if err != nil {
 		return nil, 0, err
 	}
+	if cur.State.Final() {
+		return nil, 0, wrongState(cur, "cancel")
+	}
+	return r.cancel(ctx, tx, cur, by, "")
+}
+
+// cancel applies the cancel rule to cur, an unfinished action; why, when
+// set, is added to the history line and the event (a run's cancel says so).
+func (r *Rules) cancel(ctx context.Context, tx store.Tx, cur *store.Record, by Actor, why string) (*store.Record, CancelOutcome, error) {
 	t := r.now()
-	switch {
-	case cur.State == action.PendingApprove, cur.State == action.PendingSchedule && cur.PushedStoreID == "":
-		c := finish(cur, action.Cancelled, by, action.ReasonCancelled, "",
-			fmt.Sprintf("%s cancelled %s", by.Name, cur.ID), t)
+	if cur.State == action.PendingApprove || cur.State == action.PendingSchedule && cur.PushedStoreID == "" {
+		reason, msg := action.ReasonCancelled, fmt.Sprintf("%s cancelled %s", by.Name, cur.ID)
+		if why != "" {
+			reason, msg = why, msg+": "+why
+		}
+		c := finish(cur, action.Cancelled, by, reason, "", msg, t)
 		if err := Write(ctx, tx, c); err != nil {
 			return nil, 0, err
 		}
 		return &c.Rec, Cancelled, nil
-	case cur.State.Final():
-		return nil, 0, wrongState(cur, "cancel")
 	}
 	if cur.CancelRequested {
 		return cur, Requested, nil
 	}
+	reason, msg := ReasonCancelRequested, fmt.Sprintf("%s asked to cancel %s", by.Name, cur.ID)
+	if why != "" {
+		reason, msg = ReasonCancelRequested+": "+why, msg+": "+why
+	}
 	c := begin(cur)
 	c.Rec.CancelRequested = true
 	c.Rec.UpdatedTS = t
-	c.History = append(c.History, action.Transition{TS: t, From: cur.State, To: cur.State, Actor: by.Name, Reason: ReasonCancelRequested})
-	c.event(store.EventActionCancelRequested, by, t, fmt.Sprintf("%s asked to cancel %s", by.Name, cur.ID),
-		map[string]any{"from": string(cur.State), "to": string(cur.State)})
+	c.History = append(c.History, action.Transition{TS: t, From: cur.State, To: cur.State, Actor: by.Name, Reason: reason})
+	c.event(store.EventActionCancelRequested, by, t, msg, map[string]any{"from": string(cur.State), "to": string(cur.State)})
 	if err := Write(ctx, tx, c); err != nil {
 		return nil, 0, err
 	}

@@ -79,6 +79,8 @@ type Config struct {
 	// another node's certificate, or without TLS, is refused before
 	// anything is sent to it.
 	AgentTLS *tls.Config
+	// Runs, when set, moves runs on at every pass (core/runs).
+	Runs Runs
 }
 
 // DefaultConfig returns the defaults of DESIGN.md §6.
@@ -461,10 +463,10 @@ func (o *Orchestrator) schedule(ctx context.Context) {
 	}
 }
 
-// sweep runs ExpireApprovals and ExpireSchedules every SweepEvery until ctx
-// ends.
+// sweep runs ExpireApprovals, ExpireSchedules and the runs' expiry every
+// SweepEvery until ctx ends.
 func (o *Orchestrator) sweep(ctx context.Context) {
-	if o.rules.Policy.TTL <= 0 && o.rules.ScheduleTTL <= 0 {
+	if o.rules.Policy.TTL <= 0 && o.rules.ScheduleTTL <= 0 && o.cfg.Runs == nil {
 		return
 	}
 	t := time.NewTicker(o.cfg.SweepEvery)
@@ -475,6 +477,9 @@ func (o *Orchestrator) sweep(ctx context.Context) {
 		}
 		if _, err := o.ExpireSchedules(ctx); err != nil && ctx.Err() == nil {
 			o.log.Warn("schedule expiry failed", "err", err)
+		}
+		if _, err := o.expireRuns(ctx); err != nil && ctx.Err() == nil {
+			o.log.Warn("run expiry failed", "err", err)
 		}
 		select {
 		case <-ctx.Done():

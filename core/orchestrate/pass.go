@@ -26,8 +26,10 @@ type Report struct {
 	Full bool
 }
 
-// Pass runs one orchestration pass of a cluster (DESIGN.md §5) in three
-// steps:
+// Pass runs one orchestration pass of a cluster (DESIGN.md §5). The
+// cluster's runs first create the child actions their waves admit (in a
+// transaction of their own, through core/actions), so that this pass pushes
+// them; then three steps:
 //
 //  1. read, in one snapshot, the cluster, its nodes and their open actions;
 //  2. talk to every node at once, bounded by NodeConcurrency (agentsync.go):
@@ -36,7 +38,8 @@ type Report struct {
 //  3. plan every write the agents' answers call for and commit it in one
 //     Update (plan.go), or open no transaction at all when the answers
 //     cannot change anything (mayWrite): the cost of an idle pass follows
-//     change, not fleet size.
+//     change, not fleet size. Runs whose children finished in it may then
+//     admit their next wave, which gets a pass of its own (a nudge).
 //
 // Passes of one cluster never overlap: a second call waits for the first.
 func (o *Orchestrator) Pass(ctx context.Context, clusterID string) (Report, error) {
@@ -51,6 +54,10 @@ func (o *Orchestrator) Pass(ctx context.Context, clusterID string) (Report, erro
 
 func (o *Orchestrator) pass(ctx context.Context, cs *clusterState) (Report, error) {
 	rep := Report{Cluster: cs.id, Full: cs.passes%o.cfg.FullSyncEvery == 0}
+	// The runs' next waves are created first, so this pass pushes them.
+	if _, err := o.advanceRuns(ctx, cs.id); err != nil {
+		return rep, fmt.Errorf("pass of %s: %w", cs.id, err)
+	}
 	var nodes []nodeResult
 	err := o.st.Read(ctx, func(r store.Reader) error {
 		if _, err := r.Cluster(ctx, cs.id); err != nil {
@@ -133,6 +140,13 @@ func (o *Orchestrator) pass(ctx context.Context, cs *clusterState) (Report, erro
 		return rep, fmt.Errorf("pass of %s: commit: %w", cs.id, err)
 	}
 	rep.Changes, rep.Events = w.changes(), len(w.events)+w.actionEvents()
+	// Children that finished in this pass may admit the next wave: create it
+	// now and ask for the pass that pushes it.
+	if created, err := o.advanceRuns(ctx, cs.id); err != nil {
+		return rep, fmt.Errorf("pass of %s: %w", cs.id, err)
+	} else if created > 0 {
+		o.Nudge(cs.id)
+	}
 	return rep, nil
 }
 
