@@ -3,6 +3,7 @@ package actions
 import (
 	"context"
 	"errors"
+	"fmt"
 	"testing"
 	"time"
 
@@ -263,5 +264,69 @@ func TestExpireSchedules(t *testing.T) {
 	})
 	if e.st.RowsWritten() != n {
 		t.Fatal("a sweep with nothing to do wrote rows")
+	}
+}
+
+// The run engine's children follow the rules of every action: stored with
+// their history and an action.created event naming the run, cancelled at
+// once when never sent, as a request once a push was attempted, and left
+// alone when finished.
+func TestChildrenOfARun(t *testing.T) {
+	t.Parallel()
+	e := setup(t)
+	ch := Children{Rules: e.r}
+	mk := func(stage string) *store.Record {
+		r := &store.Record{Action: action.Action{ID: action.NewID(), ClusterID: cluster, NodeID: "n1", Kind: "muster.io/debug.ping",
+			State: action.PendingSchedule, Origin: action.OriginCore, Requester: "alice", ApprovedBy: "bob",
+			CreatedTS: e.now, UpdatedTS: e.now, ScheduledTS: &e.now}, RunID: "run-1", Stage: stage}
+		r.ApprovalDigest = approval.Digest(&r.Action)
+		return r
+	}
+	fresh, sent, done := mk("a"), mk("b"), mk("c")
+	e.update(func(ctx context.Context, tx store.Tx) error {
+		for _, r := range []*store.Record{fresh, sent, done} {
+			if err := ch.Insert(ctx, tx, r, "core", "", "run run-1, stage "+r.Stage); err != nil {
+				return err
+			}
+		}
+		if _, ok, err := MarkSending(ctx, tx, sent.ID, "store-1"); err != nil || !ok {
+			return fmt.Errorf("mark sending: %v %w", ok, err)
+		}
+		d, err := tx.Action(ctx, done.ID)
+		if err != nil {
+			return err
+		}
+		d.State = action.Done
+		return tx.UpdateAction(ctx, d)
+	})
+	_, evs := e.get(fresh.ID)
+	if len(evs) != 1 || evs[0].Type != store.EventActionCreated || evs[0].RunID != "run-1" {
+		t.Fatalf("created events %+v", evs)
+	}
+	n := e.st.RowsWritten()
+	e.update(func(ctx context.Context, tx store.Tx) error {
+		for _, id := range []string{fresh.ID, sent.ID, done.ID} {
+			r, err := tx.Action(ctx, id)
+			if err != nil {
+				return err
+			}
+			if err := ch.Cancel(ctx, tx, r, "alice", "10.0.0.1", "run cancelled"); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	if rec, _ := e.get(fresh.ID); rec.State != action.Cancelled || rec.StateReason != "run cancelled" {
+		t.Fatalf("never-sent child: %s %q", rec.State, rec.StateReason)
+	}
+	if rec, evs := e.get(sent.ID); rec.State != action.PendingSchedule || !rec.CancelRequested ||
+		evs[len(evs)-1].Type != store.EventActionCancelRequested || evs[len(evs)-1].RunID != "run-1" {
+		t.Fatalf("sent child: %s cancel requested %v, events %+v", rec.State, rec.CancelRequested, evs)
+	}
+	if rec, _ := e.get(done.ID); rec.State != action.Done {
+		t.Fatalf("finished child became %s", rec.State)
+	}
+	if e.st.RowsWritten() == n {
+		t.Fatal("nothing written")
 	}
 }
