@@ -35,7 +35,7 @@ func TestGossipConfig(t *testing.T) {
 		t.Run(c.name, func(t *testing.T) {
 			t.Parallel()
 			cfg := DefaultConfig()
-			cfg.NodeID, cfg.ClusterID, cfg.DataDir = "n1", "c1", "/d"
+			cfg.NodeID, cfg.ClusterID, cfg.DataDir, cfg.API.Insecure = "n1", "c1", "/d", true
 			cfg.Gossip.Enabled, cfg.Gossip.KeyFile, cfg.Gossip.Join = true, "/gossip.key", []string{"10.0.0.9:7946"}
 			c.edit(&cfg)
 			errs := cfg.Validate()
@@ -104,7 +104,7 @@ func TestAgentAnnouncesItselfAndLeaves(t *testing.T) {
 
 	cfg := DefaultConfig()
 	cfg.NodeID, cfg.ClusterID, cfg.DataDir = "n1", "c1", t.TempDir()
-	cfg.API.Addr = "127.0.0.1:0"
+	cfg.API.Addr, cfg.API.Insecure = "127.0.0.1:0", true
 	cfg.Gossip = GossipConfig{Enabled: true, BindAddr: "127.0.0.1:0", Join: []string{core.Addr()}, KeyFile: keyFile, Timing: timing}
 	ag, err := New(cfg, nil)
 	if err != nil {

@@ -23,6 +23,7 @@ import (
 	"github.com/musterhq/muster/core/auth"
 	"github.com/musterhq/muster/core/discovery"
 	"github.com/musterhq/muster/core/orchestrate"
+	"github.com/musterhq/muster/core/runs"
 	"github.com/musterhq/muster/core/store"
 	"github.com/musterhq/muster/core/store/sqlite"
 	"github.com/musterhq/muster/shared/config"
@@ -71,6 +72,9 @@ func (c *Core) Ready() <-chan struct{} { return c.ready }
 // flight), stops discovery and the orchestrator, and closes the store.
 func (c *Core) Run(ctx context.Context) error {
 	cfg := c.cfg
+	if err := checkKeyFiles(cfg); err != nil {
+		return err
+	}
 	if err := os.MkdirAll(cfg.DataDir, 0o700); err != nil {
 		return fmt.Errorf("data_dir: %w", err)
 	}
@@ -93,6 +97,7 @@ func (c *Core) Run(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	engine := &runs.Engine{Policy: cfg.Approval, Actions: api.Rules{}}
 	orch, err := orchestrate.New(orchestrate.Config{
 		Interval:         cfg.Orchestrate.Interval,
 		Workers:          cfg.Orchestrate.Workers,
@@ -101,11 +106,12 @@ func (c *Core) Run(ctx context.Context) error {
 		AgentTimeout:     cfg.Orchestrate.AgentTimeout,
 		ApprovalTTL:      cfg.Approval.TTL,
 		AgentTLS:         atls,
+		Runs:             engine,
 	}, st, c.log, reg)
 	if err != nil {
 		return err
 	}
-	apiSrv := api.New(api.Config{Policy: cfg.Approval, Gatherer: reg, Registerer: reg}, st, orch, c.log)
+	apiSrv := api.New(api.Config{Policy: cfg.Approval, Gatherer: reg, Registerer: reg, Runs: engine}, st, orch, c.log)
 	httpSrv := &http.Server{Handler: apiSrv.Handler(), ReadHeaderTimeout: 10 * time.Second,
 		// Refused TLS handshakes (no or a wrong client certificate) land here.
 		ErrorLog: slog.NewLogLogger(c.log.With("component", "api").Handler(), slog.LevelWarn)}
@@ -179,6 +185,25 @@ func (c *Core) Run(ctx context.Context) error {
 	// The deferred calls stop discovery, then the orchestrator (passes in
 	// flight are cancelled and write nothing), then close the store.
 	return runErr
+}
+
+// checkKeyFiles refuses, before anything starts, a key file that its group
+// or others may read: one error per file, naming its key, path and mode.
+func checkKeyFiles(cfg Config) error {
+	files := map[string]string{"api.tls.key_file": cfg.API.TLS.KeyFile, "agents_tls.key_file": cfg.AgentsTLS.KeyFile}
+	if cfg.Gossip.Enabled {
+		files["gossip.key_file"] = cfg.Gossip.KeyFile
+	}
+	var errs []error
+	for _, key := range []string{"agents_tls.key_file", "api.tls.key_file", "gossip.key_file"} {
+		if files[key] == "" {
+			continue
+		}
+		if err := config.CheckPrivateFile(files[key]); errors.Is(err, config.ErrFileOpen) {
+			errs = append(errs, fmt.Errorf("%s: %w", key, err))
+		}
+	}
+	return errors.Join(errs...)
 }
 
 func openStore(ctx context.Context, cfg Config) (store.Store, error) {

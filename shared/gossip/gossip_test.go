@@ -15,6 +15,8 @@ import (
 	"time"
 
 	"github.com/hashicorp/memberlist"
+
+	"github.com/musterhq/muster/shared/config"
 )
 
 func TestMetaRoundTrip(t *testing.T) {
@@ -337,6 +339,21 @@ func TestLeaveIntentArrivingAfterTheDisappearance(t *testing.T) {
 	waitFor(t, 5*time.Second, "crashed's failure", func() bool { return rec.has(KindFail, "crashed") })
 	if rec.has(KindFail, "late") || rec.has(KindLeave, "crashed") {
 		t.Fatalf("a leave told as a failure or the reverse: %+v", rec.evs)
+	}
+}
+
+func TestReadKeyFileRefusesAFileOthersMayRead(t *testing.T) {
+	t.Parallel()
+	k, _ := GenerateKey()
+	path := filepath.Join(t.TempDir(), "gossip.key")
+	if err := os.WriteFile(path, []byte(k), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chmod(path, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := ReadKeyFile(path); !errors.Is(err, config.ErrFileOpen) || !strings.Contains(err.Error(), path+" has mode 0644") {
+		t.Fatalf("ReadKeyFile of a 0644 file = %v", err)
 	}
 }
 

@@ -8,6 +8,8 @@ import (
 	"fmt"
 	"net"
 	"os"
+
+	"github.com/musterhq/muster/shared/config"
 )
 
 // ErrNoPeerCertificate: the peer presented no certificate that was verified.
@@ -45,9 +47,9 @@ func OnlyTLS13(c *tls.Config) { c.MinVersion = LinkVersion }
 // and key and, when clientCAFile is set, client certificates required and
 // verified against that CA (the handshake fails without one).
 func ServerConfig(certFile, keyFile, clientCAFile string) (*tls.Config, error) {
-	cert, err := tls.LoadX509KeyPair(certFile, keyFile)
+	cert, err := loadKeyPair(certFile, keyFile)
 	if err != nil {
-		return nil, fmt.Errorf("cert_file/key_file: %w", err)
+		return nil, err
 	}
 	c := &tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: MinVersion, CipherSuites: CipherSuites}
 	if clientCAFile != "" {
@@ -73,13 +75,28 @@ func ClientConfig(caFile, certFile, keyFile string) (*tls.Config, error) {
 		c.RootCAs = pool
 	}
 	if certFile != "" || keyFile != "" {
-		cert, err := tls.LoadX509KeyPair(certFile, keyFile)
+		cert, err := loadKeyPair(certFile, keyFile)
 		if err != nil {
-			return nil, fmt.Errorf("cert_file/key_file: %w", err)
+			return nil, err
 		}
 		c.Certificates = []tls.Certificate{cert}
 	}
 	return c, nil
+}
+
+// loadKeyPair loads a certificate and its key, refusing a key file its
+// group or others may read (config.ErrFileOpen). Errors name the key:
+// "cert_file/key_file: ..." or "key_file: ... has mode 0644, ...".
+func loadKeyPair(certFile, keyFile string) (tls.Certificate, error) {
+	if err := config.CheckPrivateFile(keyFile); errors.Is(err, config.ErrFileOpen) {
+		return tls.Certificate{}, fmt.Errorf("key_file: %w", err)
+	}
+	// A missing file is reported by the load, as it always was.
+	cert, err := tls.LoadX509KeyPair(certFile, keyFile)
+	if err != nil {
+		return cert, fmt.Errorf("cert_file/key_file: %w", err)
+	}
+	return cert, nil
 }
 
 // ForPeer returns a copy of the client configuration c that accepts a server

@@ -13,8 +13,11 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 	"testing"
 	"time"
+
+	"github.com/musterhq/muster/shared/config"
 )
 
 // setup makes a CA in a fresh directory and returns the directory.
@@ -346,6 +349,27 @@ func TestServerRequiresAClientCertificateOfItsCA(t *testing.T) {
 		if _, err := PeerIdentity(&st); !errors.Is(err, ErrNoPeerCertificate) {
 			t.Errorf("%s: PeerIdentity %v, want ErrNoPeerCertificate", name, err)
 		}
+	}
+}
+
+func TestKeyFileOthersMayReadIsRefused(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	if _, err := CreateCA(dir, time.Now(), CAValidity); err != nil {
+		t.Fatal(err)
+	}
+	p, err := CreateCert(dir, Core(), nil, time.Now(), LeafValidity)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chmod(p.Key, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := ServerConfig(p.Cert, p.Key, ""); !errors.Is(err, config.ErrFileOpen) || !strings.HasPrefix(err.Error(), "key_file: "+p.Key+" has mode 0644") {
+		t.Errorf("ServerConfig = %v", err)
+	}
+	if _, err := ClientConfig("", p.Cert, p.Key); !errors.Is(err, config.ErrFileOpen) {
+		t.Errorf("ClientConfig = %v", err)
 	}
 }
 
