@@ -14,6 +14,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/musterhq/muster/shared/client"
+	"github.com/musterhq/muster/shared/textsafe"
 	"github.com/musterhq/muster/shared/tlsutil"
 )
 
@@ -133,14 +134,31 @@ func apiError(c *client.Core, err error) error {
 	return err
 }
 
-// writeJSON prints v as indented JSON.
+// writeJSON prints v as indented JSON. encoding/json escapes C0 controls;
+// textsafe.JSON escapes what it leaves (DEL, C1, bidi overrides), so that
+// piping -o json to a terminal is as safe as a table.
 func writeJSON(w io.Writer, v any) error {
-	enc := json.NewEncoder(w)
-	enc.SetIndent("", "  ")
-	return enc.Encode(v)
+	b, err := json.MarshalIndent(v, "", "  ")
+	if err != nil {
+		return err
+	}
+	_, err = fmt.Fprintf(w, "%s\n", textsafe.JSON(b))
+	return err
 }
 
-// table prints rows under a header, aligned in columns.
+// writeJSONLine prints v as one line of JSON, escaped as writeJSON does.
+func writeJSONLine(w io.Writer, v any) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+	_, err = fmt.Fprintf(w, "%s\n", textsafe.JSON(b))
+	return err
+}
+
+// table prints rows under a header, aligned in columns. Every cell is
+// escaped (textsafe.Escape): a cell is whatever the core holds, which agents,
+// commands and other users wrote.
 type table struct{ tw *tabwriter.Writer }
 
 func newTable(w io.Writer, header ...string) *table {
@@ -153,6 +171,8 @@ func (t *table) row(cols ...string) {
 	for i, c := range cols {
 		if c == "" {
 			cols[i] = "-"
+		} else {
+			cols[i] = textsafe.Escape(c)
 		}
 	}
 	fmt.Fprintln(t.tw, strings.Join(cols, "\t"))

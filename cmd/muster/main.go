@@ -9,7 +9,10 @@ import (
 	"fmt"
 	"os"
 	"os/signal"
+	"strings"
 	"syscall"
+
+	"github.com/musterhq/muster/shared/textsafe"
 )
 
 func main() {
@@ -17,7 +20,17 @@ func main() {
 	err := newRootCmd().ExecuteContext(ctx)
 	stop()
 	if err != nil {
-		fmt.Fprintln(os.Stderr, "muster:", err)
+		fmt.Fprintln(os.Stderr, "muster:", errorText(err))
 		os.Exit(exitCode(err))
 	}
+}
+
+// errorText is how an error prints: its lines, each escaped, since an error
+// may quote what a server answered.
+func errorText(err error) string {
+	lines := strings.Split(err.Error(), "\n")
+	for i, l := range lines {
+		lines[i] = textsafe.Escape(l)
+	}
+	return strings.Join(lines, "\n")
 }
