@@ -5,6 +5,7 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -92,6 +93,7 @@ func TestConfigErrorsOneLinePerField(t *testing.T) {
 	t.Parallel()
 	cfg := agent.DefaultConfig()
 	cfg.Actions.Retention = -time.Second
+	cfg.API.Insecure = true
 	err := configErrors(cfg.Validate())
 	if err == nil {
 		t.Fatal("no error")
@@ -131,5 +133,18 @@ func TestCoreRefusesABadApprovalGlobAtLoad(t *testing.T) {
 	}
 	if _, err := os.Stat(filepath.Join(dir, "core.db")); !os.IsNotExist(err) {
 		t.Fatalf("the refused core created its database: %v", err)
+	}
+}
+
+// A kind's env keeps the case of its names through configuration loading,
+// whose keys are case-insensitive.
+func TestExternalEnvKeepsItsCase(t *testing.T) {
+	t.Parallel()
+	cfg, err := loadAgent(t, "actions:\n  external:\n    - kind: example.com/x\n      run: [/bin/true]\n      env: [\"BACKUP_Bucket=s3://X\"]\n")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := cfg.Actions.External[0].Env; !slices.Equal(got, []string{"BACKUP_Bucket=s3://X"}) {
+		t.Fatalf("env %q", got)
 	}
 }

@@ -207,6 +207,11 @@ const (
 	EventTokenRevoked          = "token.revoked"
 )
 
+// EventNodeClaimRefused: a gossip member announced a node at an address
+// whose agent failed to prove it is that node (agents_tls). The node is
+// not changed by it.
+const EventNodeClaimRefused = "node.claim_refused"
+
 // Event is one line of the audit trail.
 type Event struct {
 	Seq        int64     `json:"seq"`
