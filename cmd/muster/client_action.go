@@ -89,7 +89,7 @@ func newActionListCmd(f *clientFlags) *cobra.Command {
 				return err
 			}
 			if page.NextMarker != "" {
-				fmt.Fprintf(cmd.ErrOrStderr(), "More actions follow: add --marker %s (or --all).\n", page.NextMarker)
+				fmt.Fprintf(cmd.ErrOrStderr(), "More actions follow: add --marker %s (or --all).\n", textsafe.Escape(page.NextMarker))
 			}
 			return nil
 		},
