@@ -69,6 +69,8 @@ type Config struct {
 	// another node's certificate, or without TLS, is refused before
 	// anything is sent to it.
 	AgentTLS *tls.Config
+	// Runs, when set, moves runs on at every pass (core/runs).
+	Runs Runs
 }
 
 // DefaultConfig returns the defaults of DESIGN.md §6.
@@ -457,6 +459,9 @@ func (o *Orchestrator) sweep(ctx context.Context) {
 	for {
 		if _, err := o.ExpireApprovals(ctx); err != nil && ctx.Err() == nil {
 			o.log.Warn("approval expiry failed", "err", err)
+		}
+		if _, err := o.expireRuns(ctx); err != nil && ctx.Err() == nil {
+			o.log.Warn("run expiry failed", "err", err)
 		}
 		select {
 		case <-ctx.Done():
