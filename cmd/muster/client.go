@@ -201,6 +201,17 @@ func writeJSONLine(w io.Writer, v any) error {
 	return err
 }
 
+// safeLines is text of several lines from the core (an action's output, a
+// playbook, an error) escaped line by line: its line breaks stay line
+// breaks, any other control character becomes an escape (textsafe.Escape).
+func safeLines(s string) string {
+	lines := strings.Split(s, "\n")
+	for i, l := range lines {
+		lines[i] = textsafe.Escape(l)
+	}
+	return strings.Join(lines, "\n")
+}
+
 // table prints rows under a header, aligned in columns. Every cell is
 // escaped (textsafe.Escape): a cell is whatever the core holds, which agents,
 // commands and other users wrote.

@@ -152,10 +152,7 @@ func printAction(w io.Writer, a *action.Action) error {
 	if a.Output != "" {
 		// Line by line: a newline of the output is a line break, any other
 		// control character an escape.
-		fmt.Fprintln(w, "\nOutput:")
-		for _, line := range strings.Split(strings.TrimSuffix(a.Output, "\n"), "\n") {
-			fmt.Fprintln(w, textsafe.Escape(line))
-		}
+		fmt.Fprintf(w, "\nOutput:\n%s\n", safeLines(strings.TrimSuffix(a.Output, "\n")))
 	}
 	if len(a.History) > 0 {
 		fmt.Fprintln(w, "\nHistory:")

@@ -54,6 +54,7 @@ func TestCLIEscapesControlCharacters(t *testing.T) {
 		t.Fatalf("create: %s", msg)
 	}
 	a := decode[action.Action](t, out)
+	runID := action.NewID()
 	ctx := context.Background()
 	now := time.Now().UTC()
 	err := e.st.Update(ctx, func(tx store.Tx) error {
@@ -85,6 +86,12 @@ func TestCLIEscapesControlCharacters(t *testing.T) {
 			Status: store.NodeDown, StatusReason: "down " + hostile, Version: "v1" + red, UpdatedTS: now}); err != nil {
 			return err
 		}
+		if err := tx.InsertRun(ctx, &store.Run{ID: runID, ClusterID: "prod", State: store.RunFailed, StateReason: "why " + hostile,
+			Requester: "alice" + hostile, ApprovedBy: "bob" + hostile, Digest: "d" + red, CreatedTS: now, UpdatedTS: now,
+			Stages: []store.RunStage{{Name: "s" + red, Kind: "muster.io/debug.ping", Args: json.RawMessage(`{}`), Nodes: []string{"db-1"},
+				OnFailure: "abort" + red, State: "FAILED" + red}}}); err != nil {
+			return err
+		}
 		return tx.InsertToken(ctx, &store.Token{Name: "eve" + hostile, Roles: []string{store.RoleViewer}, Hash: "h-eve", CreatedTS: now})
 	})
 	if err != nil {
@@ -104,6 +111,8 @@ func TestCLIEscapesControlCharacters(t *testing.T) {
 		{"op", []string{"cluster", "show", "prod"}, []string{"alert " + escaped, "down " + escaped}},
 		{"op", []string{"cluster", "list"}, []string{"alert " + escaped}},
 		{"admin", []string{"token", "list"}, []string{"eve" + escaped}},
+		{"op", []string{"run", "list"}, []string{"alice" + escaped}},
+		{"op", []string{"run", "show", runID}, []string{"why " + escaped, "bob" + escaped, `d\x1b[31m`, `s\x1b[31m`, `abort\x1b[31m`, `FAILED\x1b[31m`}},
 	} {
 		what := strings.Join(c.args, " ")
 		out, msg, code := e.run(c.who, c.args...)
@@ -112,6 +121,14 @@ func TestCLIEscapesControlCharacters(t *testing.T) {
 		}
 		assertSafe(t, what, out, c.want...)
 	}
+
+	// run watch ends on the failed run, printing its lines escaped.
+	out, msg, code = e.run("op", "run", "watch", runID)
+	if code != 1 {
+		t.Fatalf("run watch of a failed run: exit %d %s", code, msg)
+	}
+	assertSafe(t, "run watch", out, `s\x1b[31m`, "why "+escaped)
+	assertSafe(t, "the run watch error", errorText(errors.New(msg)), "why "+escaped)
 
 	// events --follow prints each event as it arrives, escaped too.
 	fctx, cancel := context.WithCancel(ctx)

@@ -9,10 +9,7 @@ import (
 	"fmt"
 	"os"
 	"os/signal"
-	"strings"
 	"syscall"
-
-	"github.com/musterhq/muster/shared/textsafe"
 )
 
 func main() {
@@ -28,9 +25,5 @@ func main() {
 // errorText is how an error prints: its lines, each escaped, since an error
 // may quote what a server answered.
 func errorText(err error) string {
-	lines := strings.Split(err.Error(), "\n")
-	for i, l := range lines {
-		lines[i] = textsafe.Escape(l)
-	}
-	return strings.Join(lines, "\n")
+	return safeLines(err.Error())
 }
