@@ -1,0 +1,342 @@
+// Package postgres implements core/store on PostgreSQL (13 or newer), for
+// several core replicas sharing one database (DESIGN.md §13, and "High
+// availability" in the README).
+//
+// It keeps the semantics core/store/sqlite has with its single writer:
+//   - Update runs in a SERIALIZABLE transaction and is run again, from the
+//     start, when PostgreSQL reports a serialization failure or a deadlock;
+//   - Read runs in a REPEATABLE READ READ ONLY transaction: one snapshot;
+//   - events are numbered in commit order (an advisory lock, taken before the
+//     first event of a transaction, is held until it commits), so a reader
+//     that has seen event n never finds a smaller one later;
+//   - Subscribe hears the commits of every replica through LISTEN/NOTIFY.
+//
+// Migrations are embedded and applied under an advisory lock, so replicas may
+// start together. Times are timestamptz at microsecond precision; the JSON
+// the record carried is kept as text. PostgreSQL text cannot hold a NUL byte:
+// one in a string (an action's output, say) is stored as U+FFFD.
+package postgres
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/musterhq/muster/core/store"
+)
+
+// MinVersion is the oldest PostgreSQL major version the store runs on.
+const MinVersion = 13
+
+// eventsChannel is the NOTIFY channel that carries the newest event number.
+const eventsChannel = "muster_events"
+
+// Advisory lock keys (one 64-bit space per database).
+const (
+	lockMigrate int64 = 0x6d75737465720001 // "muster" + 1
+	lockEvents  int64 = 0x6d75737465720002
+)
+
+// maxAttempts bounds how often Update runs fn after serialization failures.
+const maxAttempts = 20
+
+// Store is a store.Store on PostgreSQL.
+type Store struct {
+	pool *pgxpool.Pool
+	rows atomic.Int64
+
+	mu      sync.Mutex
+	subs    map[int]chan int64
+	nextSub int
+	latest  int64
+	closed  bool
+
+	stopListen context.CancelFunc
+	listenDone chan struct{}
+}
+
+var _ store.Store = (*Store)(nil)
+
+// Open connects to the database dsn names (a postgres:// URL or key=value
+// pairs), checks the server's version, applies the migrations and starts
+// listening for other replicas' events. A bad DSN, an unreachable server or
+// one older than MinVersion is one clear error.
+func Open(ctx context.Context, dsn string) (*Store, error) {
+	cfg, err := pgxpool.ParseConfig(dsn)
+	if err != nil {
+		return nil, fmt.Errorf("store.dsn: %s", oneLine(err))
+	}
+	if cfg.ConnConfig.ConnectTimeout == 0 {
+		cfg.ConnConfig.ConnectTimeout = 5 * time.Second
+	}
+	where := fmt.Sprintf("%s:%d/%s", cfg.ConnConfig.Host, cfg.ConnConfig.Port, cfg.ConnConfig.Database)
+	pool, err := pgxpool.NewWithConfig(ctx, cfg)
+	if err != nil {
+		return nil, fmt.Errorf("store.dsn: %s", oneLine(err))
+	}
+	fail := func(err error) (*Store, error) {
+		pool.Close()
+		return nil, err
+	}
+	var num int
+	if err := pool.QueryRow(ctx, "SELECT current_setting('server_version_num')::int").Scan(&num); err != nil {
+		return fail(fmt.Errorf("cannot reach PostgreSQL at %s: %s", where, oneLine(err)))
+	}
+	if num/10000 < MinVersion {
+		return fail(fmt.Errorf("PostgreSQL at %s is version %d.%d; muster needs %d or newer", where, num/10000, num%10000, MinVersion))
+	}
+	if err := migrate(ctx, pool); err != nil {
+		return fail(fmt.Errorf("migrate PostgreSQL at %s: %s", where, oneLine(err)))
+	}
+	s := &Store{pool: pool, subs: map[int]chan int64{}}
+	if err := pool.QueryRow(ctx, "SELECT COALESCE(MAX(seq), 0) FROM events").Scan(&s.latest); err != nil {
+		return fail(fmt.Errorf("PostgreSQL at %s: %s", where, oneLine(err)))
+	}
+	conn, err := s.listen(ctx)
+	if err != nil {
+		return fail(fmt.Errorf("PostgreSQL at %s: listen: %s", where, oneLine(err)))
+	}
+	lctx, cancel := context.WithCancel(context.Background())
+	s.stopListen, s.listenDone = cancel, make(chan struct{})
+	go s.listenLoop(lctx, conn)
+	return s, nil
+}
+
+// oneLine keeps an error on one line (PostgreSQL details may span several).
+func oneLine(err error) string {
+	return strings.Join(strings.Fields(err.Error()), " ")
+}
+
+// Read runs fn in a REPEATABLE READ READ ONLY transaction: one snapshot.
+func (s *Store) Read(ctx context.Context, fn func(r store.Reader) error) error {
+	tx, err := s.pool.BeginTx(ctx, pgx.TxOptions{IsoLevel: pgx.RepeatableRead, AccessMode: pgx.ReadOnly})
+	if err != nil {
+		return fmt.Errorf("begin read: %w", err)
+	}
+	defer func() { _ = tx.Rollback(context.Background()) }()
+	return fn(&reader{q: tx})
+}
+
+// Update runs fn in one SERIALIZABLE transaction, and runs it again (up to
+// maxAttempts times, with a short random pause) when PostgreSQL aborts it
+// for a serialization failure or a deadlock. Subscribers are notified after
+// the commit when fn appended events; other replicas hear of it by NOTIFY.
+func (s *Store) Update(ctx context.Context, fn func(tx store.Tx) error) error {
+	for attempt := 1; ; attempt++ {
+		w, err := s.updateOnce(ctx, fn)
+		if err == nil {
+			s.rows.Add(w.rows)
+			if w.lastEvent > 0 {
+				s.notify(w.lastEvent)
+			}
+			return nil
+		}
+		if !retryable(err) || attempt >= maxAttempts {
+			return err
+		}
+		pause := time.Duration(rand.Int64N(int64(time.Millisecond) << min(attempt, 6)))
+		select {
+		case <-ctx.Done():
+			return err
+		case <-time.After(pause):
+		}
+	}
+}
+
+func (s *Store) updateOnce(ctx context.Context, fn func(tx store.Tx) error) (w *writer, err error) {
+	tx, err := s.pool.BeginTx(ctx, pgx.TxOptions{IsoLevel: pgx.Serializable})
+	if err != nil {
+		return nil, fmt.Errorf("begin: %w", err)
+	}
+	defer func() {
+		if p := recover(); p != nil {
+			_ = tx.Rollback(context.Background())
+			panic(p)
+		}
+		if err != nil {
+			_ = tx.Rollback(context.Background())
+		}
+	}()
+	w = &writer{reader: reader{q: tx}}
+	if err = fn(w); err != nil {
+		return nil, err
+	}
+	if w.lastEvent > 0 {
+		// Delivered to every listener when, and only if, the commit succeeds.
+		if _, err = tx.Exec(ctx, "SELECT pg_notify($1, $2)", eventsChannel, strconv.FormatInt(w.lastEvent, 10)); err != nil {
+			return nil, fmt.Errorf("notify: %w", err)
+		}
+	}
+	if err = tx.Commit(ctx); err != nil {
+		return nil, fmt.Errorf("commit: %w", err)
+	}
+	return w, nil
+}
+
+// retryable reports a serialization failure or a deadlock: the transaction
+// did nothing and may run again.
+func retryable(err error) bool {
+	var pe *pgconn.PgError
+	return errors.As(err, &pe) && (pe.Code == "40001" || pe.Code == "40P01")
+}
+
+// listen opens the connection that receives other replicas' events.
+func (s *Store) listen(ctx context.Context) (*pgx.Conn, error) {
+	conn, err := pgx.ConnectConfig(ctx, s.pool.Config().ConnConfig.Copy())
+	if err != nil {
+		return nil, err
+	}
+	if _, err := conn.Exec(ctx, "LISTEN "+eventsChannel); err != nil {
+		conn.Close(context.Background())
+		return nil, err
+	}
+	return conn, nil
+}
+
+// listenLoop forwards notifications to the subscribers. When the connection
+// breaks, it connects again (backing off up to 2 s) and reads the newest
+// event number, so that no commit made meanwhile goes unannounced.
+func (s *Store) listenLoop(ctx context.Context, conn *pgx.Conn) {
+	defer close(s.listenDone)
+	backoff := 100 * time.Millisecond
+	for {
+		for conn == nil {
+			select {
+			case <-ctx.Done():
+				return
+			case <-time.After(backoff):
+			}
+			backoff = min(2*backoff, 2*time.Second)
+			c, err := s.listen(ctx)
+			if err != nil {
+				continue
+			}
+			var seq int64
+			if err := c.QueryRow(ctx, "SELECT COALESCE(MAX(seq), 0) FROM events").Scan(&seq); err != nil {
+				c.Close(context.Background())
+				continue
+			}
+			conn, backoff = c, 100*time.Millisecond
+			s.notifyNewer(seq)
+		}
+		n, err := conn.WaitForNotification(ctx)
+		if err != nil {
+			conn.Close(context.Background())
+			conn = nil
+			if ctx.Err() != nil {
+				return
+			}
+			continue
+		}
+		if seq, err := strconv.ParseInt(n.Payload, 10, 64); err == nil {
+			s.notifyNewer(seq)
+		}
+	}
+}
+
+// Subscribe returns a channel receiving the newest event sequence number
+// after every commit, by any replica, that appended events. The channel
+// holds one value and coalesces. The returned func unsubscribes and closes
+// the channel; Close closes every channel left.
+func (s *Store) Subscribe() (<-chan int64, func()) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	ch := make(chan int64, 1)
+	if s.closed {
+		close(ch)
+		return ch, func() {}
+	}
+	id := s.nextSub
+	s.nextSub++
+	s.subs[id] = ch
+	return ch, func() {
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		if c, ok := s.subs[id]; ok {
+			delete(s.subs, id)
+			close(c)
+		}
+	}
+}
+
+// notify announces this replica's commit.
+func (s *Store) notify(seq int64) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if seq > s.latest {
+		s.latest = seq
+	}
+	s.send()
+}
+
+// notifyNewer announces a commit heard by NOTIFY, unless it is not newer
+// than what was announced already (this replica's own commits come back).
+func (s *Store) notifyNewer(seq int64) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if seq <= s.latest {
+		return
+	}
+	s.latest = seq
+	s.send()
+}
+
+func (s *Store) send() {
+	for _, ch := range s.subs {
+		select { // drop a value the reader has not taken yet: the newest wins
+		case <-ch:
+		default:
+		}
+		ch <- s.latest
+	}
+}
+
+// RowsWritten counts the rows inserted, updated or deleted by committed
+// Updates since Open.
+func (s *Store) RowsWritten() int64 { return s.rows.Load() }
+
+// Close stops listening, closes subscriber channels and the pool.
+func (s *Store) Close() error {
+	s.mu.Lock()
+	if s.closed {
+		s.mu.Unlock()
+		return nil
+	}
+	s.closed = true
+	for id, ch := range s.subs {
+		delete(s.subs, id)
+		close(ch)
+	}
+	s.mu.Unlock()
+	s.stopListen()
+	<-s.listenDone
+	s.pool.Close()
+	return nil
+}
+
+// translate maps constraint violations onto the store's sentinels.
+func translate(err error, what string) error {
+	if err == nil {
+		return nil
+	}
+	var pe *pgconn.PgError
+	if errors.As(err, &pe) {
+		switch pe.Code {
+		case "23505": // unique_violation
+			return fmt.Errorf("%s: %w", what, store.ErrExists)
+		case "23503": // foreign_key_violation
+			return fmt.Errorf("%s: %w (foreign key)", what, store.ErrNotFound)
+		}
+	}
+	return fmt.Errorf("%s: %w", what, err)
+}
