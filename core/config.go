@@ -35,7 +35,8 @@ const (
 )
 
 // StoreConfig chooses the store. With the sqlite driver, DSN is the database
-// file and defaults to <data_dir>/core.db.
+// file and defaults to <data_dir>/core.db. With the postgres driver, DSN is
+// required: a postgres:// URL or key=value pairs, shared by every replica.
 type StoreConfig struct {
 	Driver string `mapstructure:"driver" yaml:"driver"`
 	DSN    string `mapstructure:"dsn" yaml:"dsn"`
@@ -110,9 +111,11 @@ func (c *Config) Validate() []error {
 	switch c.Store.Driver {
 	case DriverSQLite:
 	case DriverPostgres:
-		add("store.driver", "%q is not available in this build; use %q", DriverPostgres, DriverSQLite)
+		if c.Store.DSN == "" {
+			add("store.dsn", "required with store.driver %q (such as postgres://muster@db.example:5432/muster)", DriverPostgres)
+		}
 	default:
-		add("store.driver", "%q is not %q", c.Store.Driver, DriverSQLite)
+		add("store.driver", "%q is not %q or %q", c.Store.Driver, DriverSQLite, DriverPostgres)
 	}
 
 	if err := config.ValidateAddr("api.addr", c.API.Addr); err != nil {

@@ -24,6 +24,7 @@ import (
 	"github.com/musterhq/muster/core/discovery"
 	"github.com/musterhq/muster/core/orchestrate"
 	"github.com/musterhq/muster/core/store"
+	"github.com/musterhq/muster/core/store/postgres"
 	"github.com/musterhq/muster/core/store/sqlite"
 	"github.com/musterhq/muster/shared/tlsutil"
 	"github.com/musterhq/muster/shared/version"
@@ -182,12 +183,15 @@ func (c *Core) Run(ctx context.Context) error {
 
 func openStore(ctx context.Context, cfg Config) (store.Store, error) {
 	var (
-		st  *sqlite.Store
+		st  store.Store
 		err error
 	)
-	if cfg.Store.DSN != "" {
+	switch {
+	case cfg.Store.Driver == DriverPostgres:
+		st, err = postgres.Open(ctx, cfg.Store.DSN)
+	case cfg.Store.DSN != "":
 		st, err = sqlite.OpenFile(ctx, cfg.Store.DSN)
-	} else {
+	default:
 		st, err = sqlite.Open(ctx, cfg.DataDir)
 	}
 	if err != nil {

@@ -92,8 +92,8 @@ func Open(ctx context.Context, dsn string) (*Store, error) {
 	if err := pool.QueryRow(ctx, "SELECT current_setting('server_version_num')::int").Scan(&num); err != nil {
 		return fail(fmt.Errorf("cannot reach PostgreSQL at %s: %s", where, oneLine(err)))
 	}
-	if num/10000 < MinVersion {
-		return fail(fmt.Errorf("PostgreSQL at %s is version %d.%d; muster needs %d or newer", where, num/10000, num%10000, MinVersion))
+	if err := checkVersion(num); err != nil {
+		return fail(fmt.Errorf("PostgreSQL at %s %w", where, err))
 	}
 	if err := migrate(ctx, pool); err != nil {
 		return fail(fmt.Errorf("migrate PostgreSQL at %s: %s", where, oneLine(err)))
@@ -110,6 +110,19 @@ func Open(ctx context.Context, dsn string) (*Store, error) {
 	s.stopListen, s.listenDone = cancel, make(chan struct{})
 	go s.listenLoop(lctx, conn)
 	return s, nil
+}
+
+// checkVersion refuses a server older than MinVersion; num is its
+// server_version_num (130004 for 13.4; 90624 for 9.6.24).
+func checkVersion(num int) error {
+	if major := num / 10000; major < MinVersion {
+		ver := fmt.Sprintf("%d.%d", major, num%10000)
+		if major < 10 {
+			ver = fmt.Sprintf("%d.%d.%d", major, num/100%100, num%100)
+		}
+		return fmt.Errorf("is version %s; muster needs %d or newer", ver, MinVersion)
+	}
+	return nil
 }
 
 // oneLine keeps an error on one line (PostgreSQL details may span several).
