@@ -67,7 +67,9 @@ func TestRunWithARealAgent(t *testing.T) {
 			func(ctx context.Context, cfg core.Config) (store.Store, error) { return sqlite.Open(ctx, cfg.DataDir) }},
 		{"postgres", func(t *testing.T, _ string) core.StoreConfig {
 			return core.StoreConfig{Driver: core.DriverPostgres, DSN: pgtest.NewDatabase(t)}
-		}, func(ctx context.Context, cfg core.Config) (store.Store, error) { return postgres.Open(ctx, cfg.Store.DSN) }},
+		}, func(ctx context.Context, cfg core.Config) (store.Store, error) {
+			return postgres.Open(ctx, cfg.Store.DSN)
+		}},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
