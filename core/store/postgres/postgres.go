@@ -21,7 +21,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"math/rand/v2"
+	"net"
 	"strconv"
 	"strings"
 	"sync"
@@ -134,28 +136,77 @@ func oneLine(err error) string {
 func (s *Store) Read(ctx context.Context, fn func(r store.Reader) error) error {
 	tx, err := s.pool.BeginTx(ctx, pgx.TxOptions{IsoLevel: pgx.RepeatableRead, AccessMode: pgx.ReadOnly})
 	if err != nil {
-		return fmt.Errorf("begin read: %w", err)
+		return translateConn(fmt.Errorf("begin read: %w", err))
 	}
 	defer func() { _ = tx.Rollback(context.Background()) }()
-	return fn(&reader{q: tx})
+	return translateConn(fn(&reader{q: tx}))
 }
 
 // Update runs fn in one SERIALIZABLE transaction, and runs it again (up to
 // maxAttempts times, with a short random pause) when PostgreSQL aborts it
 // for a serialization failure or a deadlock. Subscribers are notified after
 // the commit when fn appended events; other replicas hear of it by NOTIFY.
+//
+// When ctx carries a store.Fence, the transaction first checks that the
+// fence's lease is still held at that epoch and unexpired, and writes
+// nothing otherwise (store.ErrFenced). Being serializable, it also fails if
+// the lease changes hands before it commits.
 func (s *Store) Update(ctx context.Context, fn func(tx store.Tx) error) error {
-	for attempt := 1; ; attempt++ {
-		w, err := s.updateOnce(ctx, fn)
-		if err == nil {
-			s.rows.Add(w.rows)
-			if w.lastEvent > 0 {
-				s.notify(w.lastEvent)
+	var w *writer
+	fence, fenced := store.FenceOf(ctx)
+	err := s.serializable(ctx, func(tx pgx.Tx) error {
+		w = &writer{reader: reader{q: tx}}
+		if fenced {
+			if err := checkFence(ctx, tx, fence); err != nil {
+				return err
 			}
+		}
+		if err := fn(w); err != nil {
+			return err
+		}
+		if w.lastEvent > 0 {
+			// Delivered to every listener when, and only if, the commit succeeds.
+			if _, err := tx.Exec(ctx, "SELECT pg_notify($1, $2)", eventsChannel, strconv.FormatInt(w.lastEvent, 10)); err != nil {
+				return fmt.Errorf("notify: %w", err)
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return err
+	}
+	s.rows.Add(w.rows)
+	if w.lastEvent > 0 {
+		s.notify(w.lastEvent)
+	}
+	return nil
+}
+
+// checkFence refuses the transaction unless f's lease is current.
+func checkFence(ctx context.Context, tx pgx.Tx, f store.Fence) error {
+	var ok bool
+	err := tx.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM leases WHERE cluster_id = $1 AND holder = $2
+		AND epoch = $3 AND expires_ts > now())`, f.ClusterID, f.Holder, f.Epoch).Scan(&ok)
+	if err != nil {
+		return fmt.Errorf("check lease of %s: %w", f.ClusterID, err)
+	}
+	if !ok {
+		return fmt.Errorf("cluster %s, epoch %d of %s: %w", f.ClusterID, f.Epoch, f.Holder, store.ErrFenced)
+	}
+	return nil
+}
+
+// serializable runs fn in a SERIALIZABLE transaction, again after a
+// serialization failure or a deadlock, and commits it. An error from a
+// broken connection is store.ErrUnavailable.
+func (s *Store) serializable(ctx context.Context, fn func(tx pgx.Tx) error) error {
+	for attempt := 1; ; attempt++ {
+		err := s.txOnce(ctx, fn)
+		if err == nil {
 			return nil
 		}
 		if !retryable(err) || attempt >= maxAttempts {
-			return err
+			return translateConn(err)
 		}
 		pause := time.Duration(rand.Int64N(int64(time.Millisecond) << min(attempt, 6)))
 		select {
@@ -166,10 +217,10 @@ func (s *Store) Update(ctx context.Context, fn func(tx store.Tx) error) error {
 	}
 }
 
-func (s *Store) updateOnce(ctx context.Context, fn func(tx store.Tx) error) (w *writer, err error) {
+func (s *Store) txOnce(ctx context.Context, fn func(tx pgx.Tx) error) (err error) {
 	tx, err := s.pool.BeginTx(ctx, pgx.TxOptions{IsoLevel: pgx.Serializable})
 	if err != nil {
-		return nil, fmt.Errorf("begin: %w", err)
+		return fmt.Errorf("begin: %w", err)
 	}
 	defer func() {
 		if p := recover(); p != nil {
@@ -180,20 +231,13 @@ func (s *Store) updateOnce(ctx context.Context, fn func(tx store.Tx) error) (w *
 			_ = tx.Rollback(context.Background())
 		}
 	}()
-	w = &writer{reader: reader{q: tx}}
-	if err = fn(w); err != nil {
-		return nil, err
-	}
-	if w.lastEvent > 0 {
-		// Delivered to every listener when, and only if, the commit succeeds.
-		if _, err = tx.Exec(ctx, "SELECT pg_notify($1, $2)", eventsChannel, strconv.FormatInt(w.lastEvent, 10)); err != nil {
-			return nil, fmt.Errorf("notify: %w", err)
-		}
+	if err = fn(tx); err != nil {
+		return err
 	}
 	if err = tx.Commit(ctx); err != nil {
-		return nil, fmt.Errorf("commit: %w", err)
+		return fmt.Errorf("commit: %w", err)
 	}
-	return w, nil
+	return nil
 }
 
 // retryable reports a serialization failure or a deadlock: the transaction
@@ -201,6 +245,30 @@ func (s *Store) updateOnce(ctx context.Context, fn func(tx store.Tx) error) (w *
 func retryable(err error) bool {
 	var pe *pgconn.PgError
 	return errors.As(err, &pe) && (pe.Code == "40001" || pe.Code == "40P01")
+}
+
+// translateConn marks an error of a connection that could not be made or
+// broke (the server is down, restarting or unreachable) as
+// store.ErrUnavailable.
+func translateConn(err error) error {
+	if err == nil || errors.Is(err, store.ErrUnavailable) || errors.Is(err, context.Canceled) {
+		return err
+	}
+	var pe *pgconn.PgError
+	var ce *pgconn.ConnectError
+	var ne net.Error
+	switch {
+	case errors.As(err, &pe):
+		// connection_exception, admin_shutdown, crash_shutdown, cannot_connect_now
+		if !strings.HasPrefix(pe.Code, "08") && pe.Code != "57P01" && pe.Code != "57P02" && pe.Code != "57P03" {
+			return err
+		}
+	case errors.As(err, &ce), errors.As(err, &ne), errors.Is(err, pgconn.ErrConnClosed),
+		errors.Is(err, io.EOF), errors.Is(err, io.ErrUnexpectedEOF):
+	default:
+		return err
+	}
+	return fmt.Errorf("%w: %w", store.ErrUnavailable, err)
 }
 
 // listen opens the connection that receives other replicas' events.
