@@ -40,8 +40,11 @@ import (
 // MinVersion is the oldest PostgreSQL major version the store runs on.
 const MinVersion = 13
 
-// eventsChannel is the NOTIFY channel that carries the newest event number.
-const eventsChannel = "muster_events"
+// NOTIFY channels: the newest event number; a cluster to pass now.
+const (
+	eventsChannel = "muster_events"
+	nudgeChannel  = "muster_nudges"
+)
 
 // Advisory lock keys (one 64-bit space per database).
 const (
@@ -62,6 +65,8 @@ type Store struct {
 	nextSub int
 	latest  int64
 	closed  bool
+
+	nudges chan string
 
 	stopListen context.CancelFunc
 	listenDone chan struct{}
@@ -100,7 +105,7 @@ func Open(ctx context.Context, dsn string) (*Store, error) {
 	if err := migrate(ctx, pool); err != nil {
 		return fail(fmt.Errorf("migrate PostgreSQL at %s: %s", where, oneLine(err)))
 	}
-	s := &Store{pool: pool, subs: map[int]chan int64{}}
+	s := &Store{pool: pool, subs: map[int]chan int64{}, nudges: make(chan string, 64)}
 	if err := pool.QueryRow(ctx, "SELECT COALESCE(MAX(seq), 0) FROM events").Scan(&s.latest); err != nil {
 		return fail(fmt.Errorf("PostgreSQL at %s: %s", where, oneLine(err)))
 	}
@@ -277,7 +282,7 @@ func (s *Store) listen(ctx context.Context) (*pgx.Conn, error) {
 	if err != nil {
 		return nil, err
 	}
-	if _, err := conn.Exec(ctx, "LISTEN "+eventsChannel); err != nil {
+	if _, err := conn.Exec(ctx, "LISTEN "+eventsChannel+"; LISTEN "+nudgeChannel); err != nil {
 		conn.Close(context.Background())
 		return nil, err
 	}
@@ -319,11 +324,32 @@ func (s *Store) listenLoop(ctx context.Context, conn *pgx.Conn) {
 			}
 			continue
 		}
-		if seq, err := strconv.ParseInt(n.Payload, 10, 64); err == nil {
-			s.notifyNewer(seq)
+		switch n.Channel {
+		case eventsChannel:
+			if seq, err := strconv.ParseInt(n.Payload, 10, 64); err == nil {
+				s.notifyNewer(seq)
+			}
+		case nudgeChannel:
+			select { // a nudge is a hint: drop it rather than wait
+			case s.nudges <- n.Payload:
+			default:
+			}
 		}
 	}
 }
+
+// PublishNudge asks every replica, this one included, for a pass of the
+// cluster now; the one holding its lease makes it (Nudges).
+func (s *Store) PublishNudge(ctx context.Context, clusterID string) error {
+	if _, err := s.pool.Exec(ctx, "SELECT pg_notify($1, $2)", nudgeChannel, clusterID); err != nil {
+		return translateConn(fmt.Errorf("nudge %s: %w", clusterID, err))
+	}
+	return nil
+}
+
+// Nudges receives the clusters nudged by PublishNudge on any replica. It has
+// one reader; nudges that find it full are dropped.
+func (s *Store) Nudges() <-chan string { return s.nudges }
 
 // Subscribe returns a channel receiving the newest event sequence number
 // after every commit, by any replica, that appended events. The channel

@@ -200,7 +200,7 @@ func TestSubscribeHearsOtherReplicas(t *testing.T) {
 	}
 	var cut int
 	err := b.pool.QueryRow(ctx, `SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity
-		WHERE datname = $1 AND query = 'LISTEN `+eventsChannel+`'`, db).Scan(&cut)
+		WHERE datname = $1 AND query LIKE 'LISTEN %'`, db).Scan(&cut)
 	if err != nil || cut != 2 {
 		t.Fatalf("terminated %d listeners (want a's and b's): %v", cut, err)
 	}
@@ -245,5 +245,26 @@ func TestNULBytesAreReplaced(t *testing.T) {
 	})
 	if err != nil {
 		t.Fatal(err)
+	}
+}
+
+// TestNudgesReachEveryReplica: a nudge published on one store is heard by
+// every store on the database.
+func TestNudgesReachEveryReplica(t *testing.T) {
+	t.Parallel()
+	dsn := pgtest.NewDatabase(t)
+	a, b := open(t, dsn), open(t, dsn)
+	if err := a.PublishNudge(context.Background(), "c1"); err != nil {
+		t.Fatal(err)
+	}
+	for _, s := range []*Store{a, b} {
+		select {
+		case c := <-s.Nudges():
+			if c != "c1" {
+				t.Fatalf("nudge for %q, want c1", c)
+			}
+		case <-time.After(10 * time.Second):
+			t.Fatal("nudge not heard within 10s")
+		}
 	}
 }
