@@ -24,12 +24,13 @@ var (
 	dbs    atomic.Int64
 )
 
-// Main starts the server, runs the tests and stops the server.
+// Main starts the server, runs the tests, stops the server and exits.
 func Main(m *testing.M) {
-	os.Exit(run(m))
+	os.Exit(Run(m))
 }
 
-func run(m *testing.M) int {
+// Run is Main for a TestMain that does more: it returns the exit code.
+func Run(m *testing.M) int {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	s, err := pglocal.Start(ctx, pglocal.Options{})
 	cancel()
