@@ -176,7 +176,8 @@ func scanNode(s pgx.Row) (*store.Node, error) {
 
 const actionColumns = `id, cluster_id, node_id, kind, args, state, state_reason, progress, output,
 	origin, requester, approved_by, timeout_s, created_ts, scheduled_ts, started_ts, finished_ts,
-	updated_ts, retry_of, approval_digest, cancel_requested, seen_on_agent, pushed_store_id`
+	updated_ts, retry_of, approval_digest, cancel_requested, seen_on_agent, pushed_store_id,
+	run_id, stage, wave`
 
 func scanRecord(s pgx.Row) (*store.Record, error) {
 	var rec store.Record
@@ -184,7 +185,8 @@ func scanRecord(s pgx.Row) (*store.Record, error) {
 	err := s.Scan(&rec.ID, &rec.ClusterID, &rec.NodeID, &rec.Kind, &args, &state, &rec.StateReason,
 		&progress, &rec.Output, &rec.Origin, &rec.Requester, &rec.ApprovedBy, &rec.TimeoutS,
 		&rec.CreatedTS, &rec.ScheduledTS, &rec.StartedTS, &rec.FinishedTS, &rec.UpdatedTS, &rec.RetryOf,
-		&rec.ApprovalDigest, &rec.CancelRequested, &rec.SeenOnAgent, &rec.PushedStoreID)
+		&rec.ApprovalDigest, &rec.CancelRequested, &rec.SeenOnAgent, &rec.PushedStoreID,
+		&rec.RunID, &rec.Stage, &rec.Wave)
 	if err != nil {
 		return nil, err
 	}
@@ -305,7 +307,7 @@ func (r *reader) ApprovalsBefore(ctx context.Context, t time.Time) ([]store.Reco
 // Events lists events with a sequence number above since, oldest first; a
 // limit of 0 or less means no limit.
 func (r *reader) Events(ctx context.Context, since int64, limit int) ([]store.Event, error) {
-	q := `SELECT seq, ts, type, actor, client_addr, cluster_id, node_id, action_id, message, data
+	q := `SELECT seq, ts, type, actor, client_addr, cluster_id, node_id, action_id, run_id, message, data
 		FROM events WHERE seq > $1 ORDER BY seq`
 	args := []any{since}
 	if limit > 0 {
@@ -322,7 +324,7 @@ func (r *reader) Events(ctx context.Context, since int64, limit int) ([]store.Ev
 		var e store.Event
 		var data string
 		if err := rows.Scan(&e.Seq, &e.TS, &e.Type, &e.Actor, &e.ClientAddr, &e.ClusterID, &e.NodeID,
-			&e.ActionID, &e.Message, &data); err != nil {
+			&e.ActionID, &e.RunID, &e.Message, &data); err != nil {
 			return nil, err
 		}
 		e.TS = e.TS.UTC()

@@ -99,10 +99,11 @@ func actionArgs(r *store.Record) []any {
 		string(r.Progress), r.Output, r.Origin, r.Requester, r.ApprovedBy, r.TimeoutS,
 		ts(r.CreatedTS), nullTS(r.ScheduledTS), nullTS(r.StartedTS),
 		nullTS(r.FinishedTS), ts(r.UpdatedTS), r.RetryOf, r.ApprovalDigest,
-		r.CancelRequested, r.SeenOnAgent, r.PushedStoreID}
+		r.CancelRequested, r.SeenOnAgent, r.PushedStoreID, r.RunID, r.Stage, r.Wave}
 }
 
-// InsertAction stores a new record (ErrExists when its id is taken). A zero
+// InsertAction stores a new record (ErrExists when its id is taken, or its
+// run already has a child for its stage and node). A zero
 // CreatedTS is set to now, a zero UpdatedTS to CreatedTS. History is not
 // stored: AppendHistory does that.
 func (w *writer) InsertAction(ctx context.Context, r *store.Record) error {
@@ -115,8 +116,9 @@ func (w *writer) InsertAction(ctx context.Context, r *store.Record) error {
 	what := fmt.Sprintf("insert action %q", r.ID)
 	n, err := w.exec(ctx, what,
 		`INSERT INTO actions (`+actionColumns+`)
-		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19, $20, $21, $22, $23)
-		ON CONFLICT (id) DO NOTHING`,
+		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19, $20,
+			$21, $22, $23, $24, $25, $26)
+		ON CONFLICT DO NOTHING`,
 		append([]any{r.ID}, actionArgs(r)...)...)
 	if err == nil && n == 0 {
 		err = fmt.Errorf("%s: %w", what, store.ErrExists)
@@ -132,7 +134,7 @@ func (w *writer) UpdateAction(ctx context.Context, r *store.Record) error {
 		state = $5, state_reason = $6, progress = $7, output = $8, origin = $9, requester = $10,
 		approved_by = $11, timeout_s = $12, created_ts = $13, scheduled_ts = $14, started_ts = $15,
 		finished_ts = $16, updated_ts = $17, retry_of = $18, approval_digest = $19, cancel_requested = $20,
-		seen_on_agent = $21, pushed_store_id = $22 WHERE id = $23`,
+		seen_on_agent = $21, pushed_store_id = $22, run_id = $23, stage = $24, wave = $25 WHERE id = $26`,
 		append(actionArgs(r), r.ID)...)
 	if err == nil && n == 0 {
 		err = fmt.Errorf("%s: %w", what, store.ErrNotFound)
@@ -181,9 +183,9 @@ func (w *writer) AppendEvent(ctx context.Context, e *store.Event) error {
 	}
 	var seq int64
 	err := w.queryRow(ctx,
-		`INSERT INTO events (ts, type, actor, client_addr, cluster_id, node_id, action_id, message, data)
-		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9) RETURNING seq`,
-		ts(e.TS), e.Type, e.Actor, e.ClientAddr, e.ClusterID, e.NodeID, e.ActionID, e.Message, data).Scan(&seq)
+		`INSERT INTO events (ts, type, actor, client_addr, cluster_id, node_id, action_id, run_id, message, data)
+		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10) RETURNING seq`,
+		ts(e.TS), e.Type, e.Actor, e.ClientAddr, e.ClusterID, e.NodeID, e.ActionID, e.RunID, e.Message, data).Scan(&seq)
 	if err != nil {
 		return translate(err, what)
 	}
@@ -193,8 +195,8 @@ func (w *writer) AppendEvent(ctx context.Context, e *store.Event) error {
 	return nil
 }
 
-// InsertToken stores a new token (ErrExists when the name or the hash is
-// taken). A zero CreatedTS is set to now.
+// InsertToken stores a new token (ErrExists when the hash is taken, or the
+// name is, ignoring case: migration 003). A zero CreatedTS is set to now.
 func (w *writer) InsertToken(ctx context.Context, t *store.Token) error {
 	if t.CreatedTS.IsZero() {
 		t.CreatedTS = now()

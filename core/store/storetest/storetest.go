@@ -38,6 +38,10 @@ func Run(t *testing.T, db NewDB) {
 		{"ActionRoundTrip", testActionRoundTrip},
 		{"History", testHistory},
 		{"Tokens", testTokens},
+		{"TokenNamesAreUniqueIgnoringCase", testTokenNamesAreUniqueIgnoringCase},
+		{"RunsRoundTripAndList", testRunsRoundTripAndList},
+		{"ARunHasOneChildPerStageAndNode", testARunHasOneChildPerStageAndNode},
+		{"PlaybookVersions", testPlaybookVersions},
 		{"UpdateRollsBack", testUpdateRollsBack},
 		{"ErrorsLeaveTheTransactionUsable", testErrorsLeaveTheTransactionUsable},
 		{"ConcurrentUpdatesSerialize", testConcurrentUpdatesSerialize},
@@ -210,6 +214,7 @@ func testActionRoundTrip(t *testing.T, db NewDB) {
 	full.UpdatedTS = t0.Add(4 * time.Second)
 	full.RetryOf = action.NewID()
 	full.ApprovalDigest, full.CancelRequested, full.SeenOnAgent, full.PushedStoreID = "digest", true, true, "store-1"
+	full.RunID, full.Stage, full.Wave = "run-1", "main", 3
 	minimal := record(action.NewID())
 	minimal.Args = nil
 
@@ -726,7 +731,7 @@ func testEventsSequenceAndSubscribe(t *testing.T, db NewDB) {
 		update(t, s, func(ctx context.Context, tx store.Tx) error {
 			for j := range 2 {
 				e := &store.Event{Type: store.EventNodeUp, Actor: "core", ClusterID: "c1", NodeID: "n1",
-					Message: fmt.Sprintf("%d.%d", i, j), Data: map[string]any{"i": float64(i)}}
+					RunID: "run-1", Message: fmt.Sprintf("%d.%d", i, j), Data: map[string]any{"i": float64(i)}}
 				if err := tx.AppendEvent(ctx, e); err != nil {
 					return err
 				}
@@ -769,7 +774,7 @@ func testEventsSequenceAndSubscribe(t *testing.T, db NewDB) {
 		if err != nil || len(ev) != 2 || ev[0].Seq != seqs[2] || ev[1].Seq != seqs[3] {
 			t.Fatalf("Events(since %d, 2) = %+v, %v", seqs[1], ev, err)
 		}
-		if ev[0].Message != "1.0" || ev[0].Data["i"] != float64(1) || ev[0].ClusterID != "c1" {
+		if ev[0].Message != "1.0" || ev[0].Data["i"] != float64(1) || ev[0].ClusterID != "c1" || ev[0].RunID != "run-1" {
 			t.Errorf("event round trip: %+v", ev[0])
 		}
 		all, _ := r.Events(ctx, 0, 0)
