@@ -55,7 +55,7 @@ func newHAFleet(t *testing.T, replicas, clusters int) *haFleet {
 		if err := os.MkdirAll(dir, 0o755); err != nil {
 			t.Fatal(err)
 		}
-		cfg := fmt.Sprintf("node_id: %s\ncluster_id: %s\ndata_dir: %s\napi:\n  addr: 127.0.0.1:%d\n"+
+		cfg := fmt.Sprintf("node_id: %s\ncluster_id: %s\ndata_dir: %s\napi:\n  addr: 127.0.0.1:%d\n  insecure: true\n"+
 			"actions:\n  external:\n    - kind: example.com/append\n      run: [%q]\n",
 			node, cluster, filepath.Join(dir, "data"), freePort(t), script)
 		path := filepath.Join(dir, "agent.yaml")
