@@ -27,6 +27,7 @@ import (
 	"github.com/musterhq/muster/core/retention"
 	"github.com/musterhq/muster/core/runs"
 	"github.com/musterhq/muster/core/store"
+	"github.com/musterhq/muster/core/store/postgres"
 	"github.com/musterhq/muster/core/store/sqlite"
 	"github.com/musterhq/muster/shared/config"
 	"github.com/musterhq/muster/shared/tlsutil"
@@ -103,6 +104,15 @@ func (c *Core) Run(ctx context.Context) error {
 	// orchestrator or the run engine makes it.
 	rules := &actions.Rules{Policy: cfg.Approval, ScheduleTTL: cfg.Orchestrate.ScheduleTTL}
 	engine := &runs.Engine{Policy: cfg.Approval, Actions: actions.Children{Rules: rules}}
+	ln, err := listen(cfg.API)
+	if err != nil {
+		return err
+	}
+	repl, err := newReplication(cfg, st, ln.Addr().String(), c.log, reg)
+	if err != nil {
+		ln.Close()
+		return err
+	}
 	orch, err := orchestrate.New(orchestrate.Config{
 		Rules:            rules,
 		Interval:         cfg.Orchestrate.Interval,
@@ -114,19 +124,17 @@ func (c *Core) Run(ctx context.Context) error {
 		ScheduleTTL:      cfg.Orchestrate.ScheduleTTL,
 		AgentTLS:         atls,
 		Runs:             engine,
+		Leases:           repl.orchestrateLeases(),
 	}, st, c.log, reg)
 	if err != nil {
+		ln.Close()
 		return err
 	}
-	apiSrv := api.New(api.Config{Policy: cfg.Approval, Rules: rules, Gatherer: reg, Registerer: reg, Runs: engine}, st, orch, c.log)
+	apiSrv := api.New(api.Config{Policy: cfg.Approval, Rules: rules, Gatherer: reg, Registerer: reg, Runs: engine, Replicas: repl}, st, repl, c.log)
 	httpSrv := &http.Server{Handler: apiSrv.Handler(), ReadHeaderTimeout: 10 * time.Second,
 		// Refused TLS handshakes (no or a wrong client certificate) land here.
 		ErrorLog: slog.NewLogLogger(c.log.With("component", "api").Handler(), slog.LevelWarn)}
 	httpSrv.RegisterOnShutdown(apiSrv.Close) // event streams end, so Shutdown can finish
-	ln, err := listen(cfg.API)
-	if err != nil {
-		return err
-	}
 
 	// Started in this order, stopped in the reverse one (deferred).
 	if err := orch.Start(ctx); err != nil {
@@ -134,6 +142,11 @@ func (c *Core) Run(ctx context.Context) error {
 		return err
 	}
 	defer orch.Stop()
+	if err := repl.Start(ctx, orch.Nudge); err != nil {
+		ln.Close()
+		return err
+	}
+	defer repl.Stop() // gives up the leases before the orchestrator stops
 	purger := retention.New(retention.Config{Retention: cfg.Retention}, st, c.log)
 	if err := purger.Start(ctx); err != nil {
 		ln.Close()
@@ -151,7 +164,7 @@ func (c *Core) Run(ctx context.Context) error {
 	watch.Add(1)
 	go func() {
 		defer watch.Done()
-		_ = discovery.Watch(watchCtx, st, c.log, orch.Nudge, static.Clusters(), sources...)
+		_ = discovery.Watch(watchCtx, st, c.log, repl.Nudge, static.Clusters(), sources...)
 	}()
 	defer func() { stopWatch(); watch.Wait() }()
 	gs, err := newGossip(cfg.Gossip, ln.Addr().String(), pool, c.log)
@@ -173,7 +186,7 @@ func (c *Core) Run(ctx context.Context) error {
 	c.mu.Unlock()
 	close(c.ready)
 	c.log.Info("core started", "api", ln.Addr().String(), "clusters", len(cfg.Clusters),
-		"data_dir", cfg.DataDir, "version", version.Version)
+		"data_dir", cfg.DataDir, "store", cfg.Store.Driver, "replica", repl.self.ID, "version", version.Version)
 
 	var runErr error
 	served := false
@@ -222,12 +235,15 @@ func checkKeyFiles(cfg Config) error {
 
 func openStore(ctx context.Context, cfg Config) (store.Store, error) {
 	var (
-		st  *sqlite.Store
+		st  store.Store
 		err error
 	)
-	if cfg.Store.DSN != "" {
+	switch {
+	case cfg.Store.Driver == DriverPostgres:
+		st, err = postgres.Open(ctx, cfg.Store.DSN)
+	case cfg.Store.DSN != "":
 		st, err = sqlite.OpenFile(ctx, cfg.Store.DSN)
-	} else {
+	default:
 		st, err = sqlite.Open(ctx, cfg.DataDir)
 	}
 	if err != nil {

@@ -62,6 +62,8 @@ type Config struct {
 	Gatherer prometheus.Gatherer
 	// Registerer, when set, receives the API's own metrics.
 	Registerer prometheus.Registerer
+	// Replicas answers GET /api/v1/core/replicas; nil lists none.
+	Replicas ReplicaLister
 	// Runs makes every change to runs.
 	Runs *runs.Engine
 }
@@ -170,6 +172,7 @@ func (s *Server) routes() {
 	s.add(http.MethodPost, "/api/v1/clusters/:cluster/nodes/:node/drain", auth.Drain, s.drainNode(true))
 	s.add(http.MethodPost, "/api/v1/clusters/:cluster/nodes/:node/undrain", auth.Drain, s.drainNode(false))
 	s.add(http.MethodPost, "/api/v1/clusters/:cluster/nodes/:node/forget", auth.Forget, s.forgetNode)
+	s.add(http.MethodGet, "/api/v1/core/replicas", auth.Read, s.listReplicas)
 
 	s.add(http.MethodGet, "/api/v1/actions", auth.Read, s.listActions)
 	s.add(http.MethodPost, "/api/v1/actions", auth.Create, s.createAction)
