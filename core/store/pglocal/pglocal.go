@@ -382,6 +382,15 @@ func (s *Server) Kill() error {
 	}
 	err := syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
 	<-exited
+	// The backends die with the postmaster but may still hold its shared
+	// memory for a moment; a restart before they are gone is refused.
+	deadline := time.Now().Add(10 * time.Second)
+	for syscall.Kill(-cmd.Process.Pid, 0) == nil {
+		if time.Now().After(deadline) {
+			return errors.New("kill: the server's processes did not end in 10 s")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
 	return err
 }
 
