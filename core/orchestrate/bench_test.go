@@ -261,7 +261,9 @@ type benchFleet struct {
 	next   int          // the first agent of the next changing pass
 }
 
-func newBenchFleet(b *testing.B, n int) *benchFleet {
+// newBenchFleet builds the fleet with an orchestrator of cfg (zero fields
+// take the defaults, as in muster core) and runs its first two passes.
+func newBenchFleet(b *testing.B, n int, cfg orchestrate.Config) *benchFleet {
 	b.Helper()
 	ctx := context.Background()
 	agents := hostedAgents(b, n)
@@ -287,9 +289,7 @@ func newBenchFleet(b *testing.B, n int) *benchFleet {
 	if err != nil {
 		b.Fatal(err)
 	}
-	// The orchestrator as muster core builds it: default settings, a plain
-	// HTTP client.
-	o, err := orchestrate.New(orchestrate.DefaultConfig(), st, nil, nil)
+	o, err := orchestrate.New(cfg, st, nil, nil)
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -424,7 +424,9 @@ func cpuTime(b *testing.B) time.Duration {
 func BenchmarkPass(b *testing.B) {
 	for _, n := range []int{100, 1000, 5000} {
 		b.Run(fmt.Sprintf("nodes=%d", n), func(b *testing.B) {
-			f := newBenchFleet(b, n)
+			// The orchestrator as muster core builds it: default
+			// settings, a plain HTTP client.
+			f := newBenchFleet(b, n, orchestrate.DefaultConfig())
 			b.Run("idle", func(b *testing.B) {
 				// Each pass follows a reference sweep, so that both
 				// see the same load on a shared machine.

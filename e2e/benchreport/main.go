@@ -42,7 +42,9 @@ type run struct {
 var runs = []run{
 	{"./agent", "^BenchmarkQueueThroughput$", "2s"},
 	{"./e2e", "^BenchmarkAgentIdleRSS$", "1x"},
-	{"./core/orchestrate", "^BenchmarkPass$", "5s"}, // 5,000 nodes: more than one pass
+	{"./core/orchestrate", "^BenchmarkPass$", "5s"},              // 5,000 nodes: more than one pass
+	{"./core/orchestrate", "^BenchmarkRunWaves$", "1x"},          // one run of ten waves
+	{"./core/orchestrate", "^BenchmarkApproveDuringPass$", "1x"}, // its own sample count per size
 	{"./e2e", "^BenchmarkCore$/^nodes=10$", "200x"},
 	{"./e2e", "^BenchmarkCore$/^nodes=1000$", "20x"},
 }
@@ -55,11 +57,12 @@ var required = []string{
 	"core_node_syncs_per_s_100", "core_node_syncs_per_s_1000", "core_node_syncs_per_s_5000",
 	"idle_pass_rows_written", "approve_to_running_p50_ms", "approve_to_running_p99_ms",
 	"agent_idle_rss_mb", "core_rss_mb_per_1000_nodes", "gossip_detect_s",
+	"run_waves_ratio", "run_waves_gap_ms", "approve_busy_p99_ms_1000", "approve_busy_p99_ms_5000",
 }
 
 // goal is a target for a figure.
 type goal struct {
-	op string // ">=", "<" or "=="
+	op string // ">=", "<=", "<" or "=="
 	v  float64
 }
 
@@ -78,6 +81,8 @@ func (g *goal) met(v float64) string {
 	switch g.op {
 	case ">=":
 		ok = v >= g.v
+	case "<=":
+		ok = v <= g.v
 	case "<":
 		ok = v < g.v
 	case "==":
@@ -114,6 +119,13 @@ var rows = []row{
 	{"approval → RUNNING p99 (ms), 10 nodes", "approve_to_running_p99_ms", "approve_to_running_p99_of_interval", "fraction of the 10 s interval", &goal{"<", 250}},
 	{"approval → RUNNING p50 (ms), 1,000 nodes", "approve_to_running_p50_ms_1000", "", "", nil},
 	{"approval → RUNNING p99 (ms), 1,000 nodes", "approve_to_running_p99_ms_1000", "approve_to_running_p99_of_interval_1000", "fraction of the 10 s interval", nil},
+	{"approval → RUNNING p50 (ms), 1,000 nodes, during passes", "approve_busy_p50_ms_1000", "", "", nil},
+	{"approval → RUNNING p99 (ms), 1,000 nodes, during passes", "approve_busy_p99_ms_1000", "approve_busy_pass_ms_1000", "ms, mean pass of 1,000 nodes", &goal{"<", 250}},
+	{"approval → RUNNING p50 (ms), 5,000 nodes, during passes", "approve_busy_p50_ms_5000", "", "", nil},
+	{"approval → RUNNING p99 (ms), 5,000 nodes, during passes", "approve_busy_p99_ms_5000", "approve_busy_pass_ms_5000", "ms, mean pass of 5,000 nodes", &goal{"<", 250}},
+	{"run of 1,000 nodes × 1 s sleep, 10% at once: wall time (s)", "run_waves_wall_s", "run_waves_ideal_s", "s ideal (10 waves × 1 s)", nil},
+	{"… as a ratio of the ideal", "run_waves_ratio", "run_waves_interval_s", "s interval", &goal{"<=", 1.3}},
+	{"… gap between waves (ms): last finish → next first start", "run_waves_gap_ms", "run_waves_agent_s", "s of agents' work (10 wave spans)", &goal{"<", 300}},
 	{"core RSS per 1,000 nodes (MB)", "core_rss_mb_per_1000_nodes", "core_rss_mb_1000_nodes", "core RSS at 1,000 nodes", &goal{"<", 50}},
 	{"core RSS, 10 nodes (MB)", "core_rss_mb_base", "", "", nil},
 	{"gossip: SIGKILL to node DOWN (s), memberlist LAN defaults", "gossip_detect_s", "", "", nil},

@@ -80,3 +80,21 @@ func TestGossipKillToDownFillsGossipDetect(t *testing.T) {
 		t.Fatalf("a reported gossip_detect_s was replaced: %v", direct["gossip_detect_s"])
 	}
 }
+
+func TestGoalsCompareTheirOwnWay(t *testing.T) {
+	t.Parallel()
+	for _, c := range []struct {
+		g    goal
+		v    float64
+		want string
+	}{
+		{goal{"<=", 1.3}, 1.3, "met"}, {goal{"<=", 1.3}, 1.31, "MISSED"},
+		{goal{"<", 250}, 249, "met"}, {goal{"<", 250}, 250, "MISSED"},
+		{goal{">=", 0.8}, 0.8, "met"}, {goal{">=", 0.8}, 0.79, "MISSED"},
+		{goal{"==", 0}, 0, "met"}, {goal{"==", 0}, 1, "MISSED"},
+	} {
+		if got := c.g.met(c.v); got != c.want {
+			t.Errorf("%v against %s: %s, want %s", c.v, c.g.String(), got, c.want)
+		}
+	}
+}

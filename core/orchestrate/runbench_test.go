@@ -1,0 +1,331 @@
+package orchestrate_test
+
+// The benchmarks of runs and approvals under the running scheduler: the
+// orchestrator as muster core wires it (one set of action rules shared with
+// the run engine), started with its default interval (10 s), over real
+// agents and a real SQLite store. Nothing here shortens the interval: what
+// they measure is what a core with the default settings does.
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"math/rand/v2"
+	"net/http"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/musterhq/muster/core/actions"
+	"github.com/musterhq/muster/core/approval"
+	"github.com/musterhq/muster/core/orchestrate"
+	"github.com/musterhq/muster/core/runs"
+	"github.com/musterhq/muster/core/store"
+	"github.com/musterhq/muster/shared/action"
+	"github.com/musterhq/muster/shared/client"
+	"github.com/musterhq/muster/shared/limit"
+	"github.com/musterhq/muster/shared/wire"
+)
+
+// coreWiring returns the orchestrator's configuration and the run engine as
+// core/core.go builds them with the default settings: approval required
+// (by another person) for every kind, one set of rules for the API, the
+// orchestrator and the engine's children.
+func coreWiring() (orchestrate.Config, *actions.Rules, *runs.Engine) {
+	cfg := orchestrate.DefaultConfig()
+	policy := approval.DefaultPolicy()
+	rules := &actions.Rules{Policy: policy, ScheduleTTL: cfg.ScheduleTTL}
+	engine := &runs.Engine{Policy: policy, Actions: actions.Children{Rules: rules}}
+	cfg.Rules, cfg.Runs, cfg.ApprovalTTL = rules, engine, policy.TTL
+	return cfg, rules, engine
+}
+
+// startScheduler starts the fleet's orchestrator (its scheduler and sweep);
+// it stops with the benchmark.
+func startScheduler(b *testing.B, f *benchFleet) {
+	b.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	b.Cleanup(cancel)
+	if err := f.o.Start(ctx); err != nil {
+		b.Fatal(err)
+	}
+}
+
+// poll calls cond every 20 ms until it returns true, failing the benchmark
+// after limit.
+func poll(b *testing.B, limit time.Duration, what string, cond func() (bool, error)) {
+	b.Helper()
+	deadline := time.Now().Add(limit)
+	for {
+		ok, err := cond()
+		if err != nil {
+			b.Fatalf("%s: %v", what, err)
+		}
+		if ok {
+			return
+		}
+		if time.Now().After(deadline) {
+			b.Fatalf("%s: not after %s", what, limit)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// BenchmarkRunWaves measures the wall time of a run of muster.io/debug.sleep
+// {"seconds":1} over 1,000 real agents with max_concurrency 10%: ten waves
+// of 100 children, whose ideal is 10 × 1 s. The run is created and
+// approved through the run engine in store transactions, the approval
+// nudges a pass as the API's does, and the clock runs from the approval to
+// the run's DONE in the store, while the scheduler runs with its default
+// interval. The children's own started_ts and finished_ts (the agents'
+// clocks, pulled into the core) split the time into the agents' work (each
+// wave from its first start to its last finish) and the gaps between waves
+// (a wave's last finish to the next wave's first start: what orchestration
+// adds per wave).
+func BenchmarkRunWaves(b *testing.B) {
+	const (
+		n     = 1000
+		waves = 10
+		sleep = time.Second
+	)
+	cfg, _, engine := coreWiring()
+	f := newBenchFleet(b, n, cfg)
+	startScheduler(b, f)
+	ctx := context.Background()
+	var wall, agents, gap, first time.Duration
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		b.StopTimer()
+		mc := limit.MustParse("10%")
+		req := &wire.CreateRunRequest{ClusterID: benchCluster, Stages: []wire.StageSpec{{
+			Name: "main", Kind: "muster.io/debug.sleep", Args: json.RawMessage(fmt.Sprintf(`{"seconds":%d}`, int(sleep.Seconds()))),
+			Target: wire.Target{All: true}, MaxConcurrency: &mc,
+		}}}
+		var run *store.Run
+		err := f.st.Update(ctx, func(tx store.Tx) error {
+			var err error
+			run, err = engine.Create(ctx, tx, req, runs.Who{Name: "alice"})
+			return err
+		})
+		if err != nil {
+			b.Fatal(err)
+		}
+		if run.State != store.RunPendingApprove {
+			b.Fatalf("run created %s, want %s", run.State, store.RunPendingApprove)
+		}
+		b.StartTimer()
+		t0 := time.Now()
+		err = f.st.Update(ctx, func(tx store.Tx) error {
+			_, err := engine.Approve(ctx, tx, run.ID, runs.Who{Name: "bob"})
+			return err
+		})
+		if err != nil {
+			b.Fatal(err)
+		}
+		f.o.Nudge(benchCluster) // as the API does after a change that created children
+		var state string
+		poll(b, 4*time.Minute, "run "+run.ID+" to finish", func() (bool, error) {
+			err := f.st.Read(ctx, func(r store.Reader) error {
+				got, err := r.Run(ctx, run.ID)
+				if err == nil {
+					state = got.State
+				}
+				return err
+			})
+			return store.RunFinal(state), err
+		})
+		elapsed := time.Since(t0)
+		b.StopTimer()
+		if state != store.RunDone {
+			b.Fatalf("run %s ended %s, want %s", run.ID, state, store.RunDone)
+		}
+		var kids []store.Record
+		if err := f.st.Read(ctx, func(r store.Reader) error {
+			var err error
+			kids, err = r.RunChildren(ctx, run.ID)
+			return err
+		}); err != nil {
+			b.Fatal(err)
+		}
+		work, gaps, lead, err := waveTimes(kids, waves, t0)
+		if err != nil {
+			b.Fatal(err)
+		}
+		wall += elapsed
+		agents += work
+		gap += gaps / (waves - 1)
+		first += lead
+		b.StartTimer()
+	}
+	b.StopTimer()
+	per := func(d time.Duration) float64 { return d.Seconds() / float64(b.N) }
+	ideal := time.Duration(waves) * sleep
+	b.ReportMetric(per(wall), "run_waves_wall_s")
+	b.ReportMetric(ideal.Seconds(), "run_waves_ideal_s")
+	b.ReportMetric(per(wall)/ideal.Seconds(), "run_waves_ratio")
+	b.ReportMetric(per(agents), "run_waves_agent_s")
+	b.ReportMetric(per(gap)*1000, "run_waves_gap_ms")
+	b.ReportMetric(per(first)*1000, "run_waves_first_start_ms")
+	b.ReportMetric(cfg.Interval.Seconds(), "run_waves_interval_s")
+}
+
+// waveTimes splits a finished run's children by wave: work is the sum over
+// waves of first start to last finish, gaps the sum of the times from one
+// wave's last finish to the next one's first start, and lead the time from
+// t0 (the approval) to the first wave's first start.
+func waveTimes(kids []store.Record, waves int, t0 time.Time) (work, gaps, lead time.Duration, err error) {
+	type span struct{ start, end time.Time }
+	spans := map[int]*span{}
+	for _, k := range kids {
+		if k.State != action.Done || k.StartedTS == nil || k.FinishedTS == nil {
+			return 0, 0, 0, fmt.Errorf("child %s on %s is %s (started %v, finished %v), want DONE with both times",
+				k.ID, k.NodeID, k.State, k.StartedTS, k.FinishedTS)
+		}
+		s, ok := spans[k.Wave]
+		if !ok {
+			s = &span{start: *k.StartedTS, end: *k.FinishedTS}
+			spans[k.Wave] = s
+		}
+		if k.StartedTS.Before(s.start) {
+			s.start = *k.StartedTS
+		}
+		if k.FinishedTS.After(s.end) {
+			s.end = *k.FinishedTS
+		}
+	}
+	order := make([]int, 0, len(spans))
+	for w := range spans {
+		order = append(order, w)
+	}
+	slices.Sort(order)
+	if len(order) != waves {
+		return 0, 0, 0, fmt.Errorf("%d children in %d waves, want %d waves", len(kids), len(order), waves)
+	}
+	for i, w := range order {
+		work += spans[w].end.Sub(spans[w].start)
+		if i > 0 {
+			gaps += spans[w].start.Sub(spans[order[i-1]].end)
+		}
+	}
+	return work, gaps, spans[order[0]].start.Sub(t0), nil
+}
+
+// BenchmarkApproveDuringPass measures approval → RUNNING over 1,000 and
+// 5,000 real agents while passes are under way: besides the scheduler
+// (default interval, nudged by every approval as the API nudges it), a
+// loop runs passes of the cluster back to back, so every approval lands
+// during a pass, at a random point of it. Each sample creates a
+// muster.io/debug.ping on one node as one person, approves it as another
+// through the action rules in a store transaction, nudges, and takes the
+// time from the approval to the started_ts the agent records. The
+// reference is the mean duration of a pass measured by the loop in the
+// same run: since passes of a cluster never overlap, an approval waits for
+// the end of the pass under way before the next one pushes it.
+func BenchmarkApproveDuringPass(b *testing.B) {
+	for _, tc := range []struct{ n, samples int }{{1000, 40}, {5000, 15}} {
+		b.Run(fmt.Sprintf("nodes=%d", tc.n), func(b *testing.B) {
+			cfg, rules, _ := coreWiring()
+			f := newBenchFleet(b, tc.n, cfg)
+			startScheduler(b, f)
+			ctx := context.Background()
+
+			// The passes under way.
+			var (
+				passCount, passNanos atomic.Int64
+				loopErr              atomic.Value
+				stop                 = make(chan struct{})
+				looping              sync.WaitGroup
+			)
+			looping.Add(1)
+			go func() {
+				defer looping.Done()
+				for {
+					select {
+					case <-stop:
+						return
+					default:
+					}
+					t := time.Now()
+					if _, err := f.o.Pass(ctx, benchCluster); err != nil {
+						loopErr.Store(err)
+						return
+					}
+					passNanos.Add(int64(time.Since(t)))
+					passCount.Add(1)
+				}
+			}()
+			b.Cleanup(func() { close(stop); looping.Wait() })
+			poll(b, 2*time.Minute, "a pass of the loop", func() (bool, error) { return passCount.Load() > 0, nil })
+			meanPass := func() time.Duration { return time.Duration(passNanos.Load() / max(passCount.Load(), 1)) }
+
+			hc := &http.Client{Timeout: 10 * time.Second}
+			b.Cleanup(hc.CloseIdleConnections)
+			var lat []time.Duration
+			b.ResetTimer()
+			for i := 0; i < b.N; i++ {
+				for s := 0; s < tc.samples; s++ {
+					b.StopTimer()
+					// A prime stride spreads the samples over the fleet;
+					// a random pause of up to a pass places each approval
+					// at a random point of the pass under way.
+					j := (s*7919 + i) % tc.n
+					node, ag := f.agents.nodes[j], client.NewAgent(f.agents.addrs[j], hc)
+					var rec *store.Record
+					err := f.st.Update(ctx, func(tx store.Tx) error {
+						var err error
+						rec, err = rules.Create(ctx, tx, actions.Request{ClusterID: benchCluster, NodeID: node,
+							Kind: "muster.io/debug.ping"}, actions.Actor{Name: "alice"})
+						return err
+					})
+					if err != nil {
+						b.Fatal(err)
+					}
+					if rec.State != action.PendingApprove {
+						b.Fatalf("created %s, want %s", rec.State, action.PendingApprove)
+					}
+					time.Sleep(time.Duration(rand.Int64N(int64(meanPass()) + 1)))
+					b.StartTimer()
+					t0 := time.Now()
+					err = f.st.Update(ctx, func(tx store.Tx) error {
+						_, err := rules.Approve(ctx, tx, rec.ID, actions.Actor{Name: "bob"})
+						return err
+					})
+					if err != nil {
+						b.Fatal(err)
+					}
+					f.o.Nudge(benchCluster) // as the API does after an approval
+					var started time.Time
+					poll(b, time.Minute, "the agent to start "+rec.ID, func() (bool, error) {
+						if err, _ := loopErr.Load().(error); err != nil {
+							return false, fmt.Errorf("pass loop: %w", err)
+						}
+						got, err := ag.Get(ctx, rec.ID)
+						if err != nil || got.StartedTS == nil {
+							return false, nil // not pushed yet
+						}
+						started = *got.StartedTS
+						return true, nil
+					})
+					lat = append(lat, started.Sub(t0))
+				}
+			}
+			b.StopTimer()
+			slices.Sort(lat)
+			ms := func(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
+			p99 := percentile(lat, 99)
+			b.ReportMetric(ms(percentile(lat, 50)), fmt.Sprintf("approve_busy_p50_ms_%d", tc.n))
+			b.ReportMetric(ms(p99), fmt.Sprintf("approve_busy_p99_ms_%d", tc.n))
+			b.ReportMetric(ms(meanPass()), fmt.Sprintf("approve_busy_pass_ms_%d", tc.n))
+			b.ReportMetric(float64(p99)/float64(meanPass()), fmt.Sprintf("approve_busy_p99_of_pass_%d", tc.n))
+			b.ReportMetric(float64(len(lat)), fmt.Sprintf("approve_busy_samples_%d", tc.n))
+		})
+	}
+}
+
+// percentile returns the p-th percentile (0 < p ≤ 100) of sorted d, nearest rank.
+func percentile(d []time.Duration, p float64) time.Duration {
+	i := int(float64(len(d))*p/100+0.999999) - 1
+	return d[min(max(i, 0), len(d)-1)]
+}
