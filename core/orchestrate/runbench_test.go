@@ -1,10 +1,12 @@
 package orchestrate_test
 
 // The benchmarks of runs and approvals under the running scheduler: the
-// orchestrator as muster core wires it (one set of action rules shared with
-// the run engine), started with its default interval (10 s), over real
-// agents and a real SQLite store. Nothing here shortens the interval: what
-// they measure is what a core with the default settings does.
+// orchestrator and the core API as muster core wires them (one set of
+// action rules shared by the API, the orchestrator and the run engine), the
+// scheduler started with its default interval (10 s), over real agents and
+// a real SQLite store; people act through the API on a real listener.
+// Nothing here shortens the interval: what they measure is what a core with
+// the default settings does.
 
 import (
 	"context"
@@ -12,6 +14,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"net/http"
+	"net/http/httptest"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -19,7 +22,9 @@ import (
 	"time"
 
 	"github.com/musterhq/muster/core/actions"
+	"github.com/musterhq/muster/core/api"
 	"github.com/musterhq/muster/core/approval"
+	"github.com/musterhq/muster/core/auth"
 	"github.com/musterhq/muster/core/orchestrate"
 	"github.com/musterhq/muster/core/runs"
 	"github.com/musterhq/muster/core/store"
@@ -29,28 +34,47 @@ import (
 	"github.com/musterhq/muster/shared/wire"
 )
 
-// coreWiring returns the orchestrator's configuration and the run engine as
-// core/core.go builds them with the default settings: approval required
-// (by another person) for every kind, one set of rules for the API, the
-// orchestrator and the engine's children.
-func coreWiring() (orchestrate.Config, *actions.Rules, *runs.Engine) {
+// coreAPI is the orchestrator and the core API as core/core.go wires them
+// with the default settings (approval required, by another person, for
+// every kind; one set of action rules for the API, the orchestrator and the
+// run engine's children), over the fleet's store: the API on a real
+// listener, nudging the orchestrator, whose scheduler runs with the
+// default interval. alice is an operator, bob an approver.
+type coreAPI struct {
+	f          *benchFleet
+	cfg        orchestrate.Config
+	alice, bob *client.Core
+}
+
+func newCoreAPI(b *testing.B, n int) *coreAPI {
+	b.Helper()
 	cfg := orchestrate.DefaultConfig()
 	policy := approval.DefaultPolicy()
 	rules := &actions.Rules{Policy: policy, ScheduleTTL: cfg.ScheduleTTL}
 	engine := &runs.Engine{Policy: policy, Actions: actions.Children{Rules: rules}}
 	cfg.Rules, cfg.Runs, cfg.ApprovalTTL = rules, engine, policy.TTL
-	return cfg, rules, engine
-}
-
-// startScheduler starts the fleet's orchestrator (its scheduler and sweep);
-// it stops with the benchmark.
-func startScheduler(b *testing.B, f *benchFleet) {
-	b.Helper()
+	f := newBenchFleet(b, n, cfg)
 	ctx, cancel := context.WithCancel(context.Background())
 	b.Cleanup(cancel)
 	if err := f.o.Start(ctx); err != nil {
 		b.Fatal(err)
 	}
+	srv := api.New(api.Config{Policy: policy, Rules: rules, Runs: engine}, f.st, f.o, nil)
+	hs := httptest.NewServer(srv.Handler())
+	b.Cleanup(func() { srv.Close(); hs.Close() })
+	c := &coreAPI{f: f, cfg: cfg}
+	hc := &http.Client{Timeout: 30 * time.Second}
+	for _, u := range []struct {
+		c          **client.Core
+		name, role string
+	}{{&c.alice, "alice", "operator"}, {&c.bob, "bob", "approver"}} {
+		secret, err := auth.CreateToken(ctx, f.st, u.name, []string{u.role}, "bench", "")
+		if err != nil {
+			b.Fatal(err)
+		}
+		*u.c = client.NewCore(hs.URL, secret, hc)
+	}
+	return c
 }
 
 // poll calls cond every 20 ms until it returns true, failing the benchmark
@@ -75,9 +99,9 @@ func poll(b *testing.B, limit time.Duration, what string, cond func() (bool, err
 
 // BenchmarkRunWaves measures the wall time of a run of muster.io/debug.sleep
 // {"seconds":1} over 1,000 real agents with max_concurrency 10%: ten waves
-// of 100 children, whose ideal is 10 × 1 s. The run is created and
-// approved through the run engine in store transactions, the approval
-// nudges a pass as the API's does, and the clock runs from the approval to
+// of 100 children, whose ideal is 10 × 1 s. The run is created by one
+// person and approved by another through the core API (whose approval
+// nudges the orchestrator), and the clock runs from the approval request to
 // the run's DONE in the store, while the scheduler runs with its default
 // interval. The children's own started_ts and finished_ts (the agents'
 // clocks, pulled into the core) split the time into the agents' work (each
@@ -90,9 +114,8 @@ func BenchmarkRunWaves(b *testing.B) {
 		waves = 10
 		sleep = time.Second
 	)
-	cfg, _, engine := coreWiring()
-	f := newBenchFleet(b, n, cfg)
-	startScheduler(b, f)
+	c := newCoreAPI(b, n)
+	f := c.f
 	ctx := context.Background()
 	var wall, agents, gap, first time.Duration
 	b.ResetTimer()
@@ -103,12 +126,7 @@ func BenchmarkRunWaves(b *testing.B) {
 			Name: "main", Kind: "muster.io/debug.sleep", Args: json.RawMessage(fmt.Sprintf(`{"seconds":%d}`, int(sleep.Seconds()))),
 			Target: wire.Target{All: true}, MaxConcurrency: &mc,
 		}}}
-		var run *store.Run
-		err := f.st.Update(ctx, func(tx store.Tx) error {
-			var err error
-			run, err = engine.Create(ctx, tx, req, runs.Who{Name: "alice"})
-			return err
-		})
+		run, err := c.alice.CreateRun(ctx, req)
 		if err != nil {
 			b.Fatal(err)
 		}
@@ -117,14 +135,9 @@ func BenchmarkRunWaves(b *testing.B) {
 		}
 		b.StartTimer()
 		t0 := time.Now()
-		err = f.st.Update(ctx, func(tx store.Tx) error {
-			_, err := engine.Approve(ctx, tx, run.ID, runs.Who{Name: "bob"})
-			return err
-		})
-		if err != nil {
+		if _, err := c.bob.RunVerb(ctx, run.ID, "approve", ""); err != nil {
 			b.Fatal(err)
 		}
-		f.o.Nudge(benchCluster) // as the API does after a change that created children
 		var state string
 		poll(b, 4*time.Minute, "run "+run.ID+" to finish", func() (bool, error) {
 			err := f.st.Read(ctx, func(r store.Reader) error {
@@ -168,7 +181,7 @@ func BenchmarkRunWaves(b *testing.B) {
 	b.ReportMetric(per(agents), "run_waves_agent_s")
 	b.ReportMetric(per(gap)*1000, "run_waves_gap_ms")
 	b.ReportMetric(per(first)*1000, "run_waves_first_start_ms")
-	b.ReportMetric(cfg.Interval.Seconds(), "run_waves_interval_s")
+	b.ReportMetric(c.cfg.Interval.Seconds(), "run_waves_interval_s")
 }
 
 // waveTimes splits a finished run's children by wave: work is the sum over
@@ -214,21 +227,20 @@ func waveTimes(kids []store.Record, waves int, t0 time.Time) (work, gaps, lead t
 
 // BenchmarkApproveDuringPass measures approval → RUNNING over 1,000 and
 // 5,000 real agents while passes are under way: besides the scheduler
-// (default interval, nudged by every approval as the API nudges it), a
-// loop runs passes of the cluster back to back, so every approval lands
-// during a pass, at a random point of it. Each sample creates a
-// muster.io/debug.ping on one node as one person, approves it as another
-// through the action rules in a store transaction, nudges, and takes the
-// time from the approval to the started_ts the agent records. The
+// (default interval, nudged by the API's approvals), a loop runs passes of
+// the cluster back to back, so every approval lands during a pass, at a
+// random point of it. Each sample creates a muster.io/debug.ping on one
+// node as one person and approves it as another through the core API, and
+// takes the time from the approval request to the started_ts the agent
+// records. The
 // reference is the mean duration of a pass measured by the loop in the
 // same run: since passes of a cluster never overlap, an approval waits for
 // the end of the pass under way before the next one pushes it.
 func BenchmarkApproveDuringPass(b *testing.B) {
 	for _, tc := range []struct{ n, samples int }{{1000, 40}, {5000, 15}} {
 		b.Run(fmt.Sprintf("nodes=%d", tc.n), func(b *testing.B) {
-			cfg, rules, _ := coreWiring()
-			f := newBenchFleet(b, tc.n, cfg)
-			startScheduler(b, f)
+			c := newCoreAPI(b, tc.n)
+			f := c.f
 			ctx := context.Background()
 
 			// The passes under way.
@@ -272,13 +284,8 @@ func BenchmarkApproveDuringPass(b *testing.B) {
 					// at a random point of the pass under way.
 					j := (s*7919 + i) % tc.n
 					node, ag := f.agents.nodes[j], client.NewAgent(f.agents.addrs[j], hc)
-					var rec *store.Record
-					err := f.st.Update(ctx, func(tx store.Tx) error {
-						var err error
-						rec, err = rules.Create(ctx, tx, actions.Request{ClusterID: benchCluster, NodeID: node,
-							Kind: "muster.io/debug.ping"}, actions.Actor{Name: "alice"})
-						return err
-					})
+					rec, err := c.alice.CreateAction(ctx, &wire.CreateActionRequest{ClusterID: benchCluster, NodeID: node,
+						Kind: "muster.io/debug.ping"})
 					if err != nil {
 						b.Fatal(err)
 					}
@@ -288,14 +295,9 @@ func BenchmarkApproveDuringPass(b *testing.B) {
 					time.Sleep(time.Duration(rand.Int64N(int64(meanPass()) + 1)))
 					b.StartTimer()
 					t0 := time.Now()
-					err = f.st.Update(ctx, func(tx store.Tx) error {
-						_, err := rules.Approve(ctx, tx, rec.ID, actions.Actor{Name: "bob"})
-						return err
-					})
-					if err != nil {
+					if _, err := c.bob.Approve(ctx, rec.ID); err != nil {
 						b.Fatal(err)
 					}
-					f.o.Nudge(benchCluster) // as the API does after an approval
 					var started time.Time
 					poll(b, time.Minute, "the agent to start "+rec.ID, func() (bool, error) {
 						if err, _ := loopErr.Load().(error); err != nil {
