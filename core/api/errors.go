@@ -26,6 +26,7 @@ var (
 	ErrUnprocessable = errors.New("unprocessable")
 	ErrTooLarge      = errors.New("request body too large")
 	ErrTooMany       = errors.New("too many requests")
+	ErrBusy          = errors.New("server busy")
 	ErrConflict      = errors.New("conflict")
 )
 
@@ -81,6 +82,8 @@ func classify(err error) (int, string) {
 		return http.StatusUnprocessableEntity, wire.CodeUnprocessable
 	case errors.Is(err, ErrTooMany):
 		return http.StatusTooManyRequests, wire.CodeTooMany
+	case errors.Is(err, ErrBusy):
+		return http.StatusServiceUnavailable, wire.CodeUnavailable
 	case errors.Is(err, apiserver.ErrUnsupportedMediaType):
 		return http.StatusUnsupportedMediaType, wire.CodeUnsupportedMediaType
 	}
@@ -145,7 +148,7 @@ func (s *Server) handleError(c *echo.Context, err error) {
 // (so its message is meant for the caller).
 func isOurs(err error) bool {
 	for _, e := range []error{ErrBadRequest, ErrForbidden, ErrWrongState, ErrAmbiguous, ErrUnprocessable,
-		ErrTooLarge, ErrTooMany, ErrConflict, store.ErrNotFound, store.ErrExists, auth.ErrUnauthenticated,
+		ErrTooLarge, ErrTooMany, ErrBusy, ErrConflict, store.ErrNotFound, store.ErrExists, auth.ErrUnauthenticated,
 		auth.ErrInvalid, action.ErrInvalid, jsonbody.ErrInvalid, jsonbody.ErrTooLarge, apiserver.ErrUnsupportedMediaType} {
 		if errors.Is(err, e) {
 			return true

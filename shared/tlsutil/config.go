@@ -5,7 +5,6 @@ import (
 	"crypto/x509"
 	"errors"
 	"fmt"
-	"net"
 	"os"
 
 	"github.com/musterhq/muster/shared/config"
@@ -122,26 +121,4 @@ func CertPool(file string) (*x509.CertPool, error) {
 		return nil, fmt.Errorf("no PEM certificate in %s", file)
 	}
 	return pool, nil
-}
-
-// Listen opens a TCP listener on addr, serving TLS when certFile is set (see
-// ServerConfig; with clientCAFile, clients must present a certificate of that
-// CA). Errors name the configuration key under prefix ("api.addr",
-// "api.tls.cert_file", ...).
-func Listen(prefix, addr, certFile, keyFile, clientCAFile string) (net.Listener, error) {
-	var tc *tls.Config
-	if certFile != "" || keyFile != "" {
-		var err error
-		if tc, err = ServerConfig(certFile, keyFile, clientCAFile); err != nil {
-			return nil, fmt.Errorf("%s.tls.%w", prefix, err)
-		}
-	}
-	ln, err := net.Listen("tcp", addr)
-	if err != nil {
-		return nil, fmt.Errorf("%s.addr: %w", prefix, err)
-	}
-	if tc == nil {
-		return ln, nil
-	}
-	return tls.NewListener(ln, tc), nil
 }
