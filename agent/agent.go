@@ -208,7 +208,7 @@ func (a *Agent) Run(ctx context.Context) error {
 // api.tls.client_ca_file, the handshake requires a client certificate of that
 // CA (and the API then requires the core's identity in it).
 func (a *Agent) listen(c APIConfig) (net.Listener, error) {
-	return apiserver.Listen("api", c.API)
+	return apiserver.Listen("api", c.API, tlsutil.OnlyTLS13)
 }
 
 // listenSocket opens the API's Unix socket at path, mode 0660, of group

@@ -168,7 +168,11 @@ func (c *Config) Validate() []error {
 		if c.API.Addr == "" {
 			errs = append(errs, fmt.Errorf("gossip.enabled: needs api.addr: the core reaches the agent over TCP"))
 		}
-		if g.AdvertiseAPI == "" {
+		if g.AdvertiseAPI != "" {
+			if err := gossip.ValidateAPIAddr(g.AdvertiseAPI); err != nil {
+				errs = append(errs, fmt.Errorf("gossip.advertise_api: %w (host:port, no scheme: the core chooses it)", err))
+			}
+		} else {
 			if host, _, err := net.SplitHostPort(c.API.Addr); err == nil && (host == "" || net.ParseIP(host) != nil && net.ParseIP(host).IsUnspecified()) {
 				errs = append(errs, fmt.Errorf("gossip.advertise_api: required when api.addr %s listens on every interface (the address the core should use)", c.API.Addr))
 			}

@@ -30,6 +30,7 @@ func TestGossipConfig(t *testing.T) {
 		{"API on every interface with advertise_api", func(c *Config) {
 			c.API.Addr, c.API.Insecure, c.Gossip.AdvertiseAPI = "0.0.0.0:7420", true, "10.0.0.1:7420"
 		}, ""},
+		{"advertise_api with a scheme", func(c *Config) { c.Gossip.AdvertiseAPI = "http://10.0.0.1:7420" }, "gossip.advertise_api:"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			t.Parallel()
@@ -117,8 +118,9 @@ func TestAgentAnnouncesItselfAndLeaves(t *testing.T) {
 
 	waitUntil("the agent's join", func() bool { return seen(gossip.KindJoin) != nil })
 	j := seen(gossip.KindJoin)
-	want := gossip.Meta{V: gossip.MetaVersion, Role: gossip.RoleAgent, Cluster: "c1", Node: "n1", API: ag.Addr().String()}
-	if j.Meta != want {
+	want := gossip.Meta{V: gossip.MetaVersion, Role: gossip.RoleAgent, Cluster: "c1", Node: "n1", API: ag.Addr().String(),
+		Leave: j.Meta.Leave}
+	if j.Meta != want || j.Meta.Leave == "" {
 		t.Fatalf("announced %+v, want %+v", j.Meta, want)
 	}
 	cancel()

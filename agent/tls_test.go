@@ -275,3 +275,21 @@ func TestKeyFilesReadableByGroupOrOthersAreRefused(t *testing.T) {
 		t.Errorf("the agent made its data directory before refusing: %v", err)
 	}
 }
+
+// The agent's API speaks TLS 1.3 only (issue 9, item 11): its one client is
+// the core, Go on both ends. A TLS 1.2 client with the core's certificate is
+// refused in the handshake.
+func TestAgentLinkRequiresTLS13(t *testing.T) {
+	t.Parallel()
+	e := setupTLS(t)
+	hc := e.clientAs(t, e.dir, "core")
+	if _, err := client.NewAgent(e.url, hc).Info(context.Background()); err != nil {
+		t.Fatalf("TLS 1.3: %v", err)
+	}
+	old := e.clientAs(t, e.dir, "core")
+	old.Transport.(*http.Transport).TLSClientConfig.MaxVersion = tls.VersionTLS12
+	_, err := client.NewAgent(e.url, old).Info(context.Background())
+	if err == nil || client.StatusOf(err) != 0 || !strings.Contains(err.Error(), "protocol version not supported") {
+		t.Fatalf("TLS 1.2: %v, want a refused handshake", err)
+	}
+}

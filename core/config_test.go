@@ -40,7 +40,10 @@ func TestValidate(t *testing.T) {
 		keys []string // each error must start with one of these, in order
 	}{
 		{"no data dir", func(c *Config) { c.DataDir = "" }, []string{"data_dir:"}},
-		{"postgres", func(c *Config) { c.Store.Driver = DriverPostgres }, []string{"store.driver:"}},
+		{"postgres without dsn", func(c *Config) { c.Store.Driver = DriverPostgres }, []string{"store.dsn:"}},
+		{"postgres", func(c *Config) { c.Store.Driver, c.Store.DSN = DriverPostgres, "postgres://muster@db:5432/muster" }, nil},
+		{"short lease ttl", func(c *Config) { c.HA.LeaseTTL = 100 * time.Millisecond }, []string{"ha.lease_ttl:"}},
+		{"bad replica id", func(c *Config) { c.HA.ReplicaID = "a/b" }, []string{"ha.replica_id:"}},
 		{"unknown driver", func(c *Config) { c.Store.Driver = "mysql" }, []string{"store.driver:"}},
 		{"bad api addr", func(c *Config) { c.API.Addr = "7410" }, []string{"api.addr:"}},
 		{"plaintext outside loopback", func(c *Config) { c.API.Addr = "0.0.0.0:7410" }, []string{"api.addr:"}},
@@ -56,6 +59,10 @@ func TestValidate(t *testing.T) {
 		{"node without addr", func(c *Config) { c.Clusters[0].Nodes[0].Addr = "" }, []string{"clusters[0].nodes[0].addr:"}},
 		{"node addr without port", func(c *Config) { c.Clusters[0].Nodes[0].Addr = "db-1" }, []string{"clusters[0].nodes[0].addr:"}},
 		{"node addr bad scheme", func(c *Config) { c.Clusters[0].Nodes[0].Addr = "ftp://db-1:21" }, []string{"clusters[0].nodes[0].addr:"}},
+		{"plain http node with agents_tls", func(c *Config) {
+			c.AgentsTLS = AgentsTLSConfig{CAFile: "ca.pem", CertFile: "c.pem", KeyFile: "k.pem"}
+			c.Clusters[0].Nodes[0].Addr = "http://db-1:7420"
+		}, []string{"clusters[0].nodes[0].addr:"}},
 		{"orchestrate zeros", func(c *Config) { c.Orchestrate = OrchestrateConfig{} }, []string{
 			"orchestrate.agent_timeout:", "orchestrate.full_sync_every:", "orchestrate.interval:",
 			"orchestrate.max_queued_per_node:", "orchestrate.workers:",

@@ -23,7 +23,9 @@ import (
 	"github.com/musterhq/muster/core/auth"
 	"github.com/musterhq/muster/core/discovery"
 	"github.com/musterhq/muster/core/orchestrate"
+	"github.com/musterhq/muster/core/runs"
 	"github.com/musterhq/muster/core/store"
+	"github.com/musterhq/muster/core/store/postgres"
 	"github.com/musterhq/muster/core/store/sqlite"
 	"github.com/musterhq/muster/shared/apiserver"
 	"github.com/musterhq/muster/shared/config"
@@ -97,6 +99,16 @@ func (c *Core) Run(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	engine := &runs.Engine{Policy: cfg.Approval, Actions: api.Rules{}}
+	ln, err := listen(cfg.API)
+	if err != nil {
+		return err
+	}
+	repl, err := newReplication(cfg, st, ln.Addr().String(), c.log, reg)
+	if err != nil {
+		ln.Close()
+		return err
+	}
 	orch, err := orchestrate.New(orchestrate.Config{
 		Interval:         cfg.Orchestrate.Interval,
 		Workers:          cfg.Orchestrate.Workers,
@@ -105,21 +117,20 @@ func (c *Core) Run(ctx context.Context) error {
 		AgentTimeout:     cfg.Orchestrate.AgentTimeout,
 		ApprovalTTL:      cfg.Approval.TTL,
 		AgentTLS:         atls,
+		Runs:             engine,
+		Leases:           repl.orchestrateLeases(),
 	}, st, c.log, reg)
 	if err != nil {
+		ln.Close()
 		return err
 	}
-	apiSrv := api.New(api.Config{Policy: cfg.Approval, Gatherer: reg, Registerer: reg,
-		MaxStreams: cfg.API.MaxEventStreams, StreamWriteTimeout: cfg.API.WriteTimeout}, st, orch, c.log)
+	apiSrv := api.New(api.Config{Policy: cfg.Approval, Gatherer: reg, Registerer: reg, Runs: engine, Replicas: repl,
+		MaxStreams: cfg.API.MaxEventStreams, StreamWriteTimeout: cfg.API.WriteTimeout}, st, repl, c.log)
 	// Refused TLS handshakes (no or a wrong client certificate) land in
 	// the error log.
 	httpSrv := apiserver.NewServer(apiSrv.Handler(), cfg.API.Server,
 		slog.NewLogLogger(c.log.With("component", "api").Handler(), slog.LevelWarn))
 	httpSrv.RegisterOnShutdown(apiSrv.Close) // event streams end, so Shutdown can finish
-	ln, err := listen(cfg.API)
-	if err != nil {
-		return err
-	}
 
 	// Started in this order, stopped in the reverse one (deferred).
 	if err := orch.Start(ctx); err != nil {
@@ -127,10 +138,15 @@ func (c *Core) Run(ctx context.Context) error {
 		return err
 	}
 	defer orch.Stop()
+	if err := repl.Start(ctx, orch.Nudge); err != nil {
+		ln.Close()
+		return err
+	}
+	defer repl.Stop() // gives up the leases before the orchestrator stops
 	sources := []discovery.Source{static}
 	var pool *discovery.GossipSource
 	if cfg.Gossip.Enabled {
-		pool = discovery.NewGossipSource(c.log)
+		pool = discovery.NewGossipSource(c.log, gossipOptions(cfg, atls)...)
 		sources = append(sources, pool)
 	}
 	watchCtx, stopWatch := context.WithCancel(ctx)
@@ -138,7 +154,7 @@ func (c *Core) Run(ctx context.Context) error {
 	watch.Add(1)
 	go func() {
 		defer watch.Done()
-		_ = discovery.Watch(watchCtx, st, c.log, orch.Nudge, static.Clusters(), sources...)
+		_ = discovery.Watch(watchCtx, st, c.log, repl.Nudge, static.Clusters(), sources...)
 	}()
 	defer func() { stopWatch(); watch.Wait() }()
 	gs, err := newGossip(cfg.Gossip, ln.Addr().String(), pool, c.log)
@@ -160,7 +176,7 @@ func (c *Core) Run(ctx context.Context) error {
 	c.mu.Unlock()
 	close(c.ready)
 	c.log.Info("core started", "api", ln.Addr().String(), "clusters", len(cfg.Clusters),
-		"data_dir", cfg.DataDir, "version", version.Version)
+		"data_dir", cfg.DataDir, "store", cfg.Store.Driver, "replica", repl.self.ID, "version", version.Version)
 
 	var runErr error
 	served := false
@@ -208,12 +224,15 @@ func checkKeyFiles(cfg Config) error {
 
 func openStore(ctx context.Context, cfg Config) (store.Store, error) {
 	var (
-		st  *sqlite.Store
+		st  store.Store
 		err error
 	)
-	if cfg.Store.DSN != "" {
+	switch {
+	case cfg.Store.Driver == DriverPostgres:
+		st, err = postgres.Open(ctx, cfg.Store.DSN)
+	case cfg.Store.DSN != "":
 		st, err = sqlite.OpenFile(ctx, cfg.Store.DSN)
-	} else {
+	default:
 		st, err = sqlite.Open(ctx, cfg.DataDir)
 	}
 	if err != nil {
@@ -240,5 +259,31 @@ func agentsTLS(c AgentsTLSConfig) (*tls.Config, error) {
 	if err != nil {
 		return nil, fmt.Errorf("agents_tls.%w", err)
 	}
+	tc.MinVersion = tlsutil.LinkVersion // Go on both ends: TLS 1.3 only
 	return tc, nil
+}
+
+// gossipOptions says how far the core trusts gossip announcements: agents
+// on loopback or link-local addresses only when the core's own API is on
+// loopback (a pool on one machine) or gossip.insecure is set; and with
+// agents_tls, a node claimed from several addresses goes to the one whose
+// agent proves the node's identity.
+func gossipOptions(cfg Config, atls *tls.Config) []discovery.GossipOption {
+	var opts []discovery.GossipOption
+	if config.IsLoopback(cfg.API.Addr) || cfg.Gossip.Insecure {
+		opts = append(opts, discovery.AllowLoopback())
+	}
+	if atls != nil {
+		timeout := cfg.Orchestrate.AgentTimeout
+		opts = append(opts, discovery.VerifyClaims(func(ctx context.Context, _, node, addr string) error {
+			ctx, cancel := context.WithTimeout(ctx, timeout)
+			defer cancel()
+			err := tlsutil.ProvePeer(ctx, atls, addr, tlsutil.Agent(node))
+			if pe := (*tlsutil.ProofError)(nil); errors.As(err, &pe) {
+				return &discovery.ClaimError{Reason: pe.Reason}
+			}
+			return err
+		}))
+	}
+	return opts
 }

@@ -47,6 +47,24 @@ func TestCreateNeedsApproval(t *testing.T) {
 	}
 }
 
+// A required rule for example.com/** covers example.com/db/backup even with
+// default: none (path.Match's "*" never crossed "/").
+func TestRequiredDoubleStarRuleCoversNestedKinds(t *testing.T) {
+	t.Parallel()
+	e := setup(t, func(c *Config) {
+		c.Policy.Default = approval.None
+		c.Policy.Rules = []approval.Rule{{Kind: "example.com/**", Approval: approval.Required}}
+	})
+	nested := e.create("op", wire.CreateActionRequest{ClusterID: "prod", NodeID: "db-2", Kind: "example.com/db/backup"})
+	if nested.State != action.PendingApprove {
+		t.Fatalf("example.com/db/backup is %s, want PENDING_APPROVE", nested.State)
+	}
+	other := e.create("op", wire.CreateActionRequest{ClusterID: "prod", NodeID: "db-2", Kind: "other.io/db/backup"})
+	if other.State != action.PendingSchedule {
+		t.Fatalf("other.io/db/backup is %s, want PENDING_SCHEDULE (default none)", other.State)
+	}
+}
+
 func TestCreateWithoutApprovalIsScheduledAndNudges(t *testing.T) {
 	t.Parallel()
 	e := setup(t, noApproval)
@@ -188,6 +206,31 @@ func TestAPI6SelfApprovalRefused(t *testing.T) {
 	if len(e.eventsOf(a.ID, "action.approved")) != 0 {
 		t.Fatal("refused self-approval appended an event")
 	}
+}
+
+// TestFourEyesIsCaseInsensitive: names are compared ignoring case, so a
+// token named Alice, made after alice's was revoked, cannot approve what
+// alice requested.
+func TestFourEyesIsCaseInsensitive(t *testing.T) {
+	t.Parallel()
+	e := setup(t)
+	var tok wire.TokenSecret
+	e.call(http.MethodPost, "/api/v1/tokens", "admin", wire.CreateTokenRequest{Name: "alice", Roles: []string{store.RoleOperator}}, http.StatusCreated, &tok)
+	e.secrets["alice"] = tok.Token
+	a := e.create("alice", wire.CreateActionRequest{})
+	e.call(http.MethodDelete, "/api/v1/tokens/alice", "admin", nil, http.StatusNoContent, nil)
+	e.call(http.MethodPost, "/api/v1/tokens", "admin", wire.CreateTokenRequest{Name: "Alice", Roles: []string{store.RoleApprover}}, http.StatusCreated, &tok)
+	e.secrets["Alice"] = tok.Token
+
+	d := e.fail(http.MethodPost, "/api/v1/actions/"+a.ID+"/approve", "Alice", nil, http.StatusForbidden)
+	if d.Code != wire.CodeForbidden {
+		t.Fatalf("envelope %+v", d)
+	}
+	if rec := e.record(a.ID); rec.State != action.PendingApprove || rec.ApprovedBy != "" {
+		t.Fatalf("refused approval changed the record: %+v", rec)
+	}
+	// Another person still may.
+	e.call(http.MethodPost, "/api/v1/actions/"+a.ID+"/approve", "appr", nil, http.StatusOK, nil)
 }
 
 func TestSelfApprovalAllowedByPolicy(t *testing.T) {

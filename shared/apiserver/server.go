@@ -87,16 +87,13 @@ func (c *limitConn) NetConn() net.Conn { return c.Conn }
 
 // Listen opens the TCP listener of an API on c.Addr, holding at most
 // c.MaxConnections connections, serving TLS when c.TLS has a certificate
-// (with c.TLS.ClientCAFile, clients must present a certificate of that CA).
-// Errors name the configuration key under prefix ("api.addr",
-// "api.tls.cert_file", ...).
-func Listen(prefix string, c config.API) (net.Listener, error) {
-	var tc *tls.Config
-	if c.TLS.Enabled() {
-		var err error
-		if tc, err = tlsutil.ServerConfig(c.TLS.CertFile, c.TLS.KeyFile, c.TLS.ClientCAFile); err != nil {
-			return nil, fmt.Errorf("%s.tls.%w", prefix, err)
-		}
+// (with c.TLS.ClientCAFile, clients must present a certificate of that CA;
+// opts tune the TLS configuration). Errors name the configuration key under
+// prefix ("api.addr", "api.tls.cert_file", ...).
+func Listen(prefix string, c config.API, opts ...tlsutil.ListenOption) (net.Listener, error) {
+	tc, err := tlsutil.ListenConfig(prefix, c.TLS.CertFile, c.TLS.KeyFile, c.TLS.ClientCAFile, opts...)
+	if err != nil {
+		return nil, err
 	}
 	ln, err := net.Listen("tcp", c.Addr)
 	if err != nil {

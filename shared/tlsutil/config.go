@@ -1,10 +1,12 @@
 package tlsutil
 
 import (
+	"context"
 	"crypto/tls"
 	"crypto/x509"
 	"errors"
 	"fmt"
+	"net"
 	"os"
 
 	"github.com/musterhq/muster/shared/config"
@@ -13,8 +15,33 @@ import (
 // ErrNoPeerCertificate: the peer presented no certificate that was verified.
 var ErrNoPeerCertificate = errors.New("no verified client certificate")
 
-// MinVersion is the oldest TLS version muster speaks.
+// MinVersion is the oldest TLS version muster speaks: TLS 1.2, with the
+// CipherSuites only, on the core's API, whose clients may be any tool.
 const MinVersion = tls.VersionTLS12
+
+// LinkVersion is the only TLS version between the core and its agents, Go
+// on both ends: 1.3 (its suites are all AEAD with forward secrecy).
+const LinkVersion = tls.VersionTLS13
+
+// CipherSuites are the TLS 1.2 suites muster accepts: ECDHE key exchange
+// with an AEAD cipher. CBC and SHA-1 suites (ECDHE-ECDSA-AES128-SHA, ...)
+// and RSA key exchange are refused. TLS 1.3 suites are not configurable and
+// all qualify.
+var CipherSuites = []uint16{
+	tls.TLS_ECDHE_ECDSA_WITH_AES_128_GCM_SHA256,
+	tls.TLS_ECDHE_ECDSA_WITH_AES_256_GCM_SHA384,
+	tls.TLS_ECDHE_ECDSA_WITH_CHACHA20_POLY1305_SHA256,
+	tls.TLS_ECDHE_RSA_WITH_AES_128_GCM_SHA256,
+	tls.TLS_ECDHE_RSA_WITH_AES_256_GCM_SHA384,
+	tls.TLS_ECDHE_RSA_WITH_CHACHA20_POLY1305_SHA256,
+}
+
+// ListenOption tunes the TLS configuration of Listen.
+type ListenOption func(*tls.Config)
+
+// OnlyTLS13 makes a listener speak TLS 1.3 only (LinkVersion): the agent's
+// API, whose client is the core.
+func OnlyTLS13(c *tls.Config) { c.MinVersion = LinkVersion }
 
 // ServerConfig is the TLS configuration of an API listener: its certificate
 // and key and, when clientCAFile is set, client certificates required and
@@ -24,7 +51,7 @@ func ServerConfig(certFile, keyFile, clientCAFile string) (*tls.Config, error) {
 	if err != nil {
 		return nil, err
 	}
-	c := &tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: MinVersion}
+	c := &tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: MinVersion, CipherSuites: CipherSuites}
 	if clientCAFile != "" {
 		pool, err := CertPool(clientCAFile)
 		if err != nil {
@@ -39,7 +66,7 @@ func ServerConfig(certFile, keyFile, clientCAFile string) (*tls.Config, error) {
 // server's certificate (the system's roots when caFile is empty) and, when
 // certFile is set, the client's own certificate.
 func ClientConfig(caFile, certFile, keyFile string) (*tls.Config, error) {
-	c := &tls.Config{MinVersion: MinVersion}
+	c := &tls.Config{MinVersion: MinVersion, CipherSuites: CipherSuites}
 	if caFile != "" {
 		pool, err := CertPool(caFile)
 		if err != nil {
@@ -121,4 +148,92 @@ func CertPool(file string) (*x509.CertPool, error) {
 		return nil, fmt.Errorf("no PEM certificate in %s", file)
 	}
 	return pool, nil
+}
+
+// ListenConfig is the TLS configuration of a listener (nil without certFile
+// and keyFile: plain TCP): ServerConfig tuned by opts. Errors name the
+// configuration key under prefix ("api.tls.cert_file", ...).
+func ListenConfig(prefix, certFile, keyFile, clientCAFile string, opts ...ListenOption) (*tls.Config, error) {
+	if certFile == "" && keyFile == "" {
+		return nil, nil
+	}
+	tc, err := ServerConfig(certFile, keyFile, clientCAFile)
+	if err != nil {
+		return nil, fmt.Errorf("%s.tls.%w", prefix, err)
+	}
+	for _, o := range opts {
+		o(tc)
+	}
+	return tc, nil
+}
+
+// Listen opens a TCP listener on addr, serving TLS when certFile is set (see
+// ServerConfig; with clientCAFile, clients must present a certificate of that
+// CA). Errors name the configuration key under prefix ("api.addr",
+// "api.tls.cert_file", ...). opts tune the TLS configuration.
+func Listen(prefix, addr, certFile, keyFile, clientCAFile string, opts ...ListenOption) (net.Listener, error) {
+	tc, err := ListenConfig(prefix, certFile, keyFile, clientCAFile, opts...)
+	if err != nil {
+		return nil, err
+	}
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return nil, fmt.Errorf("%s.addr: %w", prefix, err)
+	}
+	if tc == nil {
+		return ln, nil
+	}
+	return tls.NewListener(ln, tc), nil
+}
+
+// ErrNotProven: a peer answered at an address and did not prove the
+// identity wanted there. ProvePeer's errors that match it are *ProofError.
+var ErrNotProven = errors.New("the peer did not prove its identity")
+
+// ProofError says, in a fixed text, why a peer did not prove an identity.
+// It matches ErrNotProven.
+type ProofError struct{ Reason string }
+
+func (e *ProofError) Error() string { return e.Reason }
+
+// Is makes errors.Is(err, ErrNotProven) true.
+func (e *ProofError) Is(target error) bool { return target == ErrNotProven }
+
+// ProvePeer dials addr and completes a TLS handshake that accepts only a
+// certificate of c's CA naming want (ForPeer), then hangs up. It returns nil
+// when the peer proved want; a *ProofError when it answered and did not
+// (another identity, another CA, no TLS, a refused handshake); any other
+// error when the address did not answer.
+func ProvePeer(ctx context.Context, c *tls.Config, addr string, want Identity) error {
+	pc := ForPeer(c, want)
+	check := pc.VerifyConnection
+	var refused error
+	pc.VerifyConnection = func(cs tls.ConnectionState) error {
+		err := check(cs)
+		refused = err
+		return err
+	}
+	conn, err := (&tls.Dialer{Config: pc}).DialContext(ctx, "tcp", addr)
+	if err == nil {
+		return conn.Close()
+	}
+	var (
+		ie *IdentityError
+		ua x509.UnknownAuthorityError
+		rh tls.RecordHeaderError
+		al tls.AlertError
+	)
+	switch {
+	case errors.As(err, &ie):
+		return &ProofError{Reason: ie.Error()}
+	case errors.As(err, &ua):
+		return &ProofError{Reason: "its certificate is not signed by the CA"}
+	case refused != nil:
+		return &ProofError{Reason: "its certificate is not valid"}
+	case errors.As(err, &rh):
+		return &ProofError{Reason: "it does not answer TLS"}
+	case errors.As(err, &al):
+		return &ProofError{Reason: "it refused the TLS handshake"}
+	}
+	return err
 }

@@ -372,3 +372,187 @@ func TestKeyFileOthersMayReadIsRefused(t *testing.T) {
 		t.Errorf("ClientConfig = %v", err)
 	}
 }
+
+// listenHandshake opens Listen with opts on core.pem of dir, and runs one
+// handshake of client against it, returning the client's error.
+func listenHandshake(t *testing.T, dir string, client *tls.Config, opts ...ListenOption) error {
+	t.Helper()
+	ln, err := Listen("api", "127.0.0.1:0", filepath.Join(dir, "core.pem"), filepath.Join(dir, "core-key.pem"), "", opts...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	go func() {
+		c, err := ln.Accept()
+		if err != nil {
+			return
+		}
+		defer c.Close()
+		_ = c.(*tls.Conn).Handshake()
+	}()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	c, err := (&tls.Dialer{Config: client}).DialContext(ctx, "tcp", ln.Addr().String())
+	if err == nil {
+		c.Close()
+	}
+	return err
+}
+
+// Between the core and agents only TLS 1.3 is spoken (issue 9, item 11):
+// the agent's listener (OnlyTLS13) refuses a TLS 1.2 client, and the core's
+// client towards agents (LinkVersion) refuses a TLS 1.2 server.
+func TestAgentLinkRequiresTLS13(t *testing.T) {
+	t.Parallel()
+	dir := setup(t)
+	if _, err := CreateCert(dir, Core(), nil, time.Now(), LeafValidity); err != nil {
+		t.Fatal(err)
+	}
+	client := func(min, max uint16) *tls.Config {
+		c, err := ClientConfig(filepath.Join(dir, CACertFile), "", "")
+		if err != nil {
+			t.Fatal(err)
+		}
+		c.MinVersion, c.MaxVersion = min, max
+		return ForPeer(c, Core())
+	}
+	if err := listenHandshake(t, dir, client(tls.VersionTLS12, tls.VersionTLS12), OnlyTLS13); err == nil {
+		t.Fatal("the agent's listener accepted a TLS 1.2 client")
+	}
+	if err := listenHandshake(t, dir, client(tls.VersionTLS12, 0), OnlyTLS13); err != nil {
+		t.Fatalf("the agent's listener refused TLS 1.3: %v", err)
+	}
+	// A server that stops at 1.2 (the core API's listener, made to) is
+	// refused by the core's agent client.
+	ln, err := Listen("api", "127.0.0.1:0", filepath.Join(dir, "core.pem"), filepath.Join(dir, "core-key.pem"), "",
+		func(c *tls.Config) { c.MaxVersion = tls.VersionTLS12 })
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	go func() {
+		if c, err := ln.Accept(); err == nil {
+			_ = c.(*tls.Conn).Handshake()
+			c.Close()
+		}
+	}()
+	if _, err := tls.Dial("tcp", ln.Addr().String(), client(LinkVersion, 0)); err == nil {
+		t.Fatal("the core's agent client accepted a TLS 1.2 server")
+	}
+}
+
+// The core's API speaks TLS 1.2 only with ECDHE and AEAD suites (issue 9,
+// item 11): a client offering only a CBC/SHA-1 suite is refused, one
+// offering an AEAD suite is served.
+func TestCoreAPIRefusesCBCSuites(t *testing.T) {
+	t.Parallel()
+	dir := setup(t)
+	if _, err := CreateCert(dir, Core(), nil, time.Now(), LeafValidity); err != nil {
+		t.Fatal(err)
+	}
+	client := func(suite uint16) *tls.Config {
+		c, err := ClientConfig(filepath.Join(dir, CACertFile), "", "")
+		if err != nil {
+			t.Fatal(err)
+		}
+		c.MaxVersion, c.CipherSuites = tls.VersionTLS12, []uint16{suite}
+		return ForPeer(c, Core())
+	}
+	for _, suite := range []uint16{tls.TLS_ECDHE_ECDSA_WITH_AES_128_CBC_SHA, tls.TLS_ECDHE_ECDSA_WITH_AES_256_CBC_SHA,
+		tls.TLS_ECDHE_ECDSA_WITH_AES_128_CBC_SHA256} {
+		if err := listenHandshake(t, dir, client(suite)); err == nil {
+			t.Errorf("%s accepted", tls.CipherSuiteName(suite))
+		}
+	}
+	for _, suite := range []uint16{tls.TLS_ECDHE_ECDSA_WITH_AES_128_GCM_SHA256, tls.TLS_ECDHE_ECDSA_WITH_CHACHA20_POLY1305_SHA256} {
+		if err := listenHandshake(t, dir, client(suite)); err != nil {
+			t.Errorf("%s refused: %v", tls.CipherSuiteName(suite), err)
+		}
+	}
+}
+
+// serveTLS accepts connections on a Listen of dir/base.pem and completes
+// their handshakes, until the test ends.
+func serveTLS(t *testing.T, dir, base string) string {
+	t.Helper()
+	ln, err := Listen("api", "127.0.0.1:0", filepath.Join(dir, base+".pem"), filepath.Join(dir, base+"-key.pem"), "", OnlyTLS13)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { ln.Close() })
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			_ = c.(*tls.Conn).Handshake()
+			c.Close()
+		}
+	}()
+	return ln.Addr().String()
+}
+
+// ProvePeer tells a peer that proved the identity, one that answered and
+// did not (a *ProofError with a fixed reason), and an address that did not
+// answer (another error): what gossip claim checks rely on.
+func TestProvePeer(t *testing.T) {
+	t.Parallel()
+	dir, other := setup(t), setup(t)
+	for _, c := range []struct {
+		dir string
+		id  Identity
+	}{{dir, Agent("n1")}, {dir, Agent("n2")}, {dir, Core()}, {other, Agent("n1")}} {
+		if _, err := CreateCert(c.dir, c.id, nil, time.Now(), LeafValidity); err != nil {
+			t.Fatal(err)
+		}
+	}
+	cc, err := ClientConfig(filepath.Join(dir, CACertFile), filepath.Join(dir, "core.pem"), filepath.Join(dir, "core-key.pem"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	cc.MinVersion = LinkVersion
+	plain, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	go func() {
+		for {
+			c, err := plain.Accept()
+			if err != nil {
+				return
+			}
+			_, _ = c.Write([]byte("HTTP/1.1 400 Bad Request\r\n\r\n"))
+			c.Close()
+		}
+	}()
+	closed, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	closedAddr := closed.Addr().String()
+	closed.Close()
+	t.Cleanup(func() { plain.Close() })
+
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := ProvePeer(ctx, cc, serveTLS(t, dir, "agent-n1"), Agent("n1")); err != nil {
+		t.Fatalf("n1 at its address: %v", err)
+	}
+	for name, c := range map[string]struct {
+		addr, reason string
+	}{
+		"another node":  {serveTLS(t, dir, "agent-n2"), "identity mismatch: the peer's certificate is spiffe://muster/agent/n2, want spiffe://muster/agent/n1"},
+		"another CA":    {serveTLS(t, other, "agent-n1"), "its certificate is not signed by the CA"},
+		"no TLS at all": {plain.Addr().String(), "it does not answer TLS"},
+	} {
+		err := ProvePeer(ctx, cc, c.addr, Agent("n1"))
+		var pe *ProofError
+		if !errors.Is(err, ErrNotProven) || !errors.As(err, &pe) || pe.Reason != c.reason {
+			t.Errorf("%s: %v, want a ProofError %q", name, err, c.reason)
+		}
+	}
+	if err := ProvePeer(ctx, cc, closedAddr, Agent("n1")); err == nil || errors.Is(err, ErrNotProven) {
+		t.Errorf("a closed port: %v, want an error that is not a refusal", err)
+	}
+}
