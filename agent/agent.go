@@ -54,7 +54,8 @@ func New(cfg Config, log *slog.Logger) (*Agent, error) {
 	return &Agent{cfg: cfg, log: log.With("node", cfg.NodeID), ready: make(chan struct{})}, nil
 }
 
-// Addr returns the API's bound address once Ready is closed.
+// Addr returns the TCP API's bound address once Ready is closed (nil when
+// api.addr is empty: the socket only).
 func (a *Agent) Addr() net.Addr {
 	a.mu.Lock()
 	defer a.mu.Unlock()
