@@ -98,7 +98,7 @@ func (c *Core) Run(ctx context.Context) error {
 		return err
 	}
 	engine := &runs.Engine{Policy: cfg.Approval, Actions: api.Rules{}}
-	orch, err := orchestrate.New(orchestrate.Config{
+	ocfg := orchestrate.Config{
 		Interval:         cfg.Orchestrate.Interval,
 		Workers:          cfg.Orchestrate.Workers,
 		MaxQueuedPerNode: cfg.Orchestrate.MaxQueuedPerNode,
@@ -107,7 +107,10 @@ func (c *Core) Run(ctx context.Context) error {
 		ApprovalTTL:      cfg.Approval.TTL,
 		AgentTLS:         atls,
 		Runs:             engine,
-	}, st, c.log, reg)
+	}
+	// The rule of gossipOptions, applied to the address actually dialled.
+	ocfg.RefuseInternalGossip = cfg.Gossip.Enabled && !allowInternalGossip(cfg)
+	orch, err := orchestrate.New(ocfg, st, c.log, reg)
 	if err != nil {
 		return err
 	}
@@ -251,7 +254,7 @@ func agentsTLS(c AgentsTLSConfig) (*tls.Config, error) {
 // agent proves the node's identity.
 func gossipOptions(cfg Config, atls *tls.Config) []discovery.GossipOption {
 	var opts []discovery.GossipOption
-	if config.IsLoopback(cfg.API.Addr) || cfg.Gossip.Insecure {
+	if allowInternalGossip(cfg) {
 		opts = append(opts, discovery.AllowLoopback())
 	}
 	if atls != nil {
@@ -267,4 +270,11 @@ func gossipOptions(cfg Config, atls *tls.Config) []discovery.GossipOption {
 		}))
 	}
 	return opts
+}
+
+// allowInternalGossip reports whether gossip agents may be on loopback or
+// link-local addresses: when the core's own API is on loopback (a pool on
+// one machine) or with gossip.insecure.
+func allowInternalGossip(cfg Config) bool {
+	return config.IsLoopback(cfg.API.Addr) || cfg.Gossip.Insecure
 }

@@ -16,15 +16,18 @@ import (
 	"fmt"
 	"log/slog"
 	"math/rand/v2"
+	"net"
 	"net/http"
 	"strings"
 	"sync"
+	"syscall"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/musterhq/muster/core/store"
 	"github.com/musterhq/muster/shared/action"
+	"github.com/musterhq/muster/shared/gossip"
 	"github.com/musterhq/muster/shared/tlsutil"
 )
 
@@ -71,6 +74,11 @@ type Config struct {
 	AgentTLS *tls.Config
 	// Runs, when set, moves runs on at every pass (core/runs).
 	Runs Runs
+	// RefuseInternalGossip: nodes found through gossip are never dialled at
+	// a loopback, link-local or unspecified IP address, whatever their host
+	// name resolves to (the core is off loopback and gossip.insecure is not
+	// set; README.md, "Securing muster"). Static nodes are not concerned.
+	RefuseInternalGossip bool
 }
 
 // DefaultConfig returns the defaults of DESIGN.md §6.
@@ -139,7 +147,8 @@ type Orchestrator struct {
 	st      store.Store
 	log     *slog.Logger
 	hc      *http.Client
-	ownHC   bool // hc was made here: Stop closes its idle connections
+	guarded *http.Client // hc's twin for gossip nodes, with RefuseInternalGossip (else nil)
+	ownHC   bool         // hc was made here: Stop closes its idle connections
 	metrics *metrics
 
 	mu       sync.Mutex
@@ -163,10 +172,43 @@ type clusterState struct {
 	clients     map[string]*nodeClient // node id → its HTTP client (with AgentTLS)
 }
 
-// nodeClient is the HTTP client of one node, for the address it was made for.
+// nodeClient is the HTTP client of one node, for the address (and the
+// source) it was made for.
 type nodeClient struct {
-	addr string
-	hc   *http.Client
+	addr    string
+	guarded bool
+	hc      *http.Client
+}
+
+// ErrInternalAddr: a gossip node's address resolved to a loopback,
+// link-local or unspecified IP, which RefuseInternalGossip refuses to dial.
+var ErrInternalAddr = errors.New("refused to dial a loopback or link-local address for a gossip node")
+
+// refuseInternal is a net.Dialer Control that refuses internal IPs: it sees
+// the address actually dialled, after name resolution.
+func refuseInternal(_, address string, _ syscall.RawConn) error {
+	host, _, err := net.SplitHostPort(address)
+	if err != nil {
+		return err
+	}
+	if ip := net.ParseIP(host); ip != nil && gossip.InternalIP(ip) {
+		return fmt.Errorf("%w: %s", ErrInternalAddr, address)
+	}
+	return nil
+}
+
+// guard makes tr dial with refuseInternal.
+func guard(tr *http.Transport) {
+	d := &net.Dialer{Timeout: 30 * time.Second, KeepAlive: 30 * time.Second, Control: refuseInternal}
+	tr.DialContext = d.DialContext
+}
+
+// baseTransport returns a copy of the transport of hc.
+func baseTransport(hc *http.Client) *http.Transport {
+	if base, isTr := hc.Transport.(*http.Transport); isTr {
+		return base.Clone()
+	}
+	return http.DefaultTransport.(*http.Transport).Clone()
 }
 
 // New builds an orchestrator. It starts nothing. Its metrics go to reg
@@ -186,12 +228,18 @@ func New(cfg Config, st store.Store, log *slog.Logger, reg prometheus.Registerer
 		hc = &c
 	}
 	hc.CheckRedirect = noRedirect
+	var guarded *http.Client
+	if cfg.RefuseInternalGossip {
+		tr := baseTransport(hc)
+		guard(tr)
+		guarded = &http.Client{Transport: tr, CheckRedirect: noRedirect}
+	}
 	m, err := newMetrics(reg, st)
 	if err != nil {
 		return nil, fmt.Errorf("orchestrator metrics: %w", err)
 	}
 	return &Orchestrator{
-		cfg: cfg, st: st, log: log.With("component", "orchestrate"), hc: hc, ownHC: ownHC, metrics: m,
+		cfg: cfg, st: st, log: log.With("component", "orchestrate"), hc: hc, guarded: guarded, ownHC: ownHC, metrics: m,
 		clusters: map[string]*clusterState{},
 		nudged:   map[string]bool{},
 		wake:     make(chan struct{}, 1),
@@ -277,6 +325,9 @@ func (o *Orchestrator) Stop() {
 	if o.ownHC {
 		o.hc.CloseIdleConnections()
 	}
+	if o.guarded != nil {
+		o.guarded.CloseIdleConnections()
+	}
 	for _, cs := range o.clusters {
 		cs.mu.Lock()
 		for _, c := range cs.clients {
@@ -291,9 +342,13 @@ func (o *Orchestrator) Stop() {
 // between passes while the node keeps its address. Clients of nodes no
 // longer listed are closed. cs.mu is held.
 func (o *Orchestrator) nodeClients(cs *clusterState, nodes []nodeResult) {
+	guarded := func(n *store.Node) bool { return o.cfg.RefuseInternalGossip && n.Source == store.SourceGossip }
 	if o.cfg.AgentTLS == nil {
 		for i := range nodes {
 			nodes[i].hc = o.hc
+			if guarded(&nodes[i].node) {
+				nodes[i].hc = o.guarded
+			}
 		}
 		return
 	}
@@ -302,18 +357,16 @@ func (o *Orchestrator) nodeClients(cs *clusterState, nodes []nodeResult) {
 		n := &nodes[i].node
 		keep[n.ID] = true
 		c, ok := cs.clients[n.ID]
-		if !ok || c.addr != n.Addr {
+		if !ok || c.addr != n.Addr || c.guarded != guarded(n) {
 			if ok {
 				c.hc.CloseIdleConnections()
 			}
-			var tr *http.Transport
-			if base, isTr := o.hc.Transport.(*http.Transport); isTr {
-				tr = base.Clone()
-			} else {
-				tr = http.DefaultTransport.(*http.Transport).Clone()
+			tr := baseTransport(o.hc)
+			if guarded(n) {
+				guard(tr)
 			}
 			tr.TLSClientConfig = tlsutil.ForPeer(o.cfg.AgentTLS, tlsutil.Agent(n.ID))
-			c = &nodeClient{addr: n.Addr, hc: &http.Client{Transport: tr, CheckRedirect: noRedirect}}
+			c = &nodeClient{addr: n.Addr, guarded: guarded(n), hc: &http.Client{Transport: tr, CheckRedirect: noRedirect}}
 			cs.clients[n.ID] = c
 		}
 		nodes[i].hc = c.hc

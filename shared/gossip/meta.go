@@ -146,3 +146,26 @@ func validHostName(h string) bool {
 	}
 	return true
 }
+
+// InternalAddr reports whether the host of a host:port API address is on
+// loopback, link-local, or the unspecified address (which reaches the local
+// host), or is named localhost: addresses a gossip announcement may not
+// point a core at unless it allows them. A host name is not resolved here:
+// InternalIP checks the address actually dialled.
+func InternalAddr(api string) bool {
+	host, _, err := net.SplitHostPort(api)
+	if err != nil {
+		return false
+	}
+	if ip := net.ParseIP(host); ip != nil {
+		return InternalIP(ip)
+	}
+	h := strings.ToLower(strings.TrimSuffix(host, "."))
+	return h == "localhost" || strings.HasSuffix(h, ".localhost")
+}
+
+// InternalIP reports whether ip is loopback, link-local or unspecified.
+func InternalIP(ip net.IP) bool {
+	return ip.IsLoopback() || ip.IsLinkLocalUnicast() || ip.IsLinkLocalMulticast() ||
+		ip.IsInterfaceLocalMulticast() || ip.IsUnspecified()
+}
