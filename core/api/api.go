@@ -57,6 +57,8 @@ type Config struct {
 	Gatherer prometheus.Gatherer
 	// Registerer, when set, receives the API's own metrics.
 	Registerer prometheus.Registerer
+	// Replicas answers GET /api/v1/core/replicas; nil lists none.
+	Replicas ReplicaLister
 	// Runs makes every change to runs.
 	Runs *runs.Engine
 }
@@ -157,6 +159,7 @@ func (s *Server) routes() {
 	s.add(http.MethodGet, "/api/v1/clusters/:cluster", auth.Read, s.showCluster)
 	s.add(http.MethodPost, "/api/v1/clusters/:cluster/orchestrate", auth.Orchestrate, s.orchestrate)
 	s.add(http.MethodGet, "/api/v1/nodes", auth.Read, s.listNodes)
+	s.add(http.MethodGet, "/api/v1/core/replicas", auth.Read, s.listReplicas)
 
 	s.add(http.MethodGet, "/api/v1/actions", auth.Read, s.listActions)
 	s.add(http.MethodPost, "/api/v1/actions", auth.Create, s.createAction)

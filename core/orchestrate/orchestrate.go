@@ -64,6 +64,9 @@ type Config struct {
 	// Scheme is put before agent addresses that have none: "http" (default)
 	// or "https". With AgentTLS it is always "https".
 	Scheme string
+	// Leases, when set, decides which clusters this replica passes (several
+	// core replicas on one database, DESIGN.md §13); nil: all of them.
+	Leases Leases
 	// AgentTLS, when set, is the TLS client configuration agents are reached
 	// with (their CA, the core's certificate). Every node is then reached
 	// over https, whatever scheme its address names, on its own
@@ -132,6 +135,14 @@ func (c *Config) fill() {
 	if c.AgentTLS != nil {
 		c.Scheme = "https"
 	}
+}
+
+// Leases tells whether this replica holds a cluster's lease (core/lease).
+type Leases interface {
+	// PassContext returns the context of one pass of the cluster, which
+	// carries the lease's store.Fence and ends when the lease is lost, or ok
+	// false when this replica does not hold the lease.
+	PassContext(ctx context.Context, clusterID string) (pctx context.Context, done context.CancelFunc, ok bool)
 }
 
 // Errors of the service.
@@ -454,8 +465,17 @@ func (o *Orchestrator) schedule(ctx context.Context) {
 			passes.Add(1)
 			go func(id string) {
 				defer passes.Done()
-				rep, err := o.Pass(ctx, id)
+				pctx, done, ok := o.passContext(ctx, id)
+				if !ok { // another replica holds the cluster's lease
+					finished <- id
+					return
+				}
+				rep, err := o.Pass(pctx, id)
+				done()
 				switch {
+				case errors.Is(err, store.ErrFenced):
+					o.metrics.latePushes.Add(float64(rep.Pushed))
+					o.log.Info("pass refused: the lease was lost", "cluster", id, "pushed", rep.Pushed)
 				case err != nil && ctx.Err() == nil:
 					o.log.Warn("pass failed", "cluster", id, "err", err)
 				case rep.Changes > 0:
@@ -510,6 +530,15 @@ func (o *Orchestrator) schedule(ctx context.Context) {
 			}
 		}
 	}
+}
+
+// passContext returns the context of one pass of the cluster, or ok false
+// when another replica holds its lease.
+func (o *Orchestrator) passContext(ctx context.Context, id string) (context.Context, context.CancelFunc, bool) {
+	if o.cfg.Leases == nil {
+		return ctx, func() {}, true
+	}
+	return o.cfg.Leases.PassContext(ctx, id)
 }
 
 // sweep runs ExpireApprovals every SweepEvery until ctx ends.
