@@ -28,6 +28,7 @@ import (
 	"github.com/musterhq/muster/core/store/postgres"
 	"github.com/musterhq/muster/core/store/sqlite"
 	"github.com/musterhq/muster/shared/config"
+	"github.com/musterhq/muster/shared/gossip"
 	"github.com/musterhq/muster/shared/tlsutil"
 	"github.com/musterhq/muster/shared/version"
 )
@@ -275,10 +276,14 @@ func gossipOptions(cfg Config, atls *tls.Config) []discovery.GossipOption {
 	}
 	if atls != nil {
 		timeout := cfg.Orchestrate.AgentTimeout
+		var d *net.Dialer
+		if !allowInternalGossip(cfg) {
+			d = &net.Dialer{Control: gossip.RefuseInternal} // as the orchestrator dials gossip nodes
+		}
 		opts = append(opts, discovery.VerifyClaims(func(ctx context.Context, _, node, addr string) error {
 			ctx, cancel := context.WithTimeout(ctx, timeout)
 			defer cancel()
-			err := tlsutil.ProvePeer(ctx, atls, addr, tlsutil.Agent(node))
+			err := tlsutil.ProvePeer(ctx, d, atls, addr, tlsutil.Agent(node))
 			if pe := (*tlsutil.ProofError)(nil); errors.As(err, &pe) {
 				return &discovery.ClaimError{Reason: pe.Reason}
 			}

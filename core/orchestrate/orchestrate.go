@@ -20,7 +20,6 @@ import (
 	"net/http"
 	"strings"
 	"sync"
-	"syscall"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -191,26 +190,9 @@ type nodeClient struct {
 	hc      *http.Client
 }
 
-// ErrInternalAddr: a gossip node's address resolved to a loopback,
-// link-local or unspecified IP, which RefuseInternalGossip refuses to dial.
-var ErrInternalAddr = errors.New("refused to dial a loopback or link-local address for a gossip node")
-
-// refuseInternal is a net.Dialer Control that refuses internal IPs: it sees
-// the address actually dialled, after name resolution.
-func refuseInternal(_, address string, _ syscall.RawConn) error {
-	host, _, err := net.SplitHostPort(address)
-	if err != nil {
-		return err
-	}
-	if ip := net.ParseIP(host); ip != nil && gossip.InternalIP(ip) {
-		return fmt.Errorf("%w: %s", ErrInternalAddr, address)
-	}
-	return nil
-}
-
-// guard makes tr dial with refuseInternal.
+// guard makes tr refuse to dial internal addresses (gossip.RefuseInternal).
 func guard(tr *http.Transport) {
-	d := &net.Dialer{Timeout: 30 * time.Second, KeepAlive: 30 * time.Second, Control: refuseInternal}
+	d := &net.Dialer{Timeout: 30 * time.Second, KeepAlive: 30 * time.Second, Control: gossip.RefuseInternal}
 	tr.DialContext = d.DialContext
 }
 

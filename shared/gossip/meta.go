@@ -7,6 +7,7 @@ import (
 	"net"
 	"strconv"
 	"strings"
+	"syscall"
 
 	"github.com/hashicorp/memberlist"
 )
@@ -162,6 +163,23 @@ func InternalAddr(api string) bool {
 	}
 	h := strings.ToLower(strings.TrimSuffix(host, "."))
 	return h == "localhost" || strings.HasSuffix(h, ".localhost")
+}
+
+// ErrInternalAddr: an address announced through gossip resolved to a
+// loopback, link-local or unspecified IP, which RefuseInternal refuses.
+var ErrInternalAddr = errors.New("refused to dial a loopback or link-local address announced through gossip")
+
+// RefuseInternal is a net.Dialer Control that refuses InternalIP
+// addresses: it sees the address actually dialled, after name resolution.
+func RefuseInternal(_, address string, _ syscall.RawConn) error {
+	host, _, err := net.SplitHostPort(address)
+	if err != nil {
+		return err
+	}
+	if ip := net.ParseIP(host); ip != nil && InternalIP(ip) {
+		return fmt.Errorf("%w: %s", ErrInternalAddr, address)
+	}
+	return nil
 }
 
 // InternalIP reports whether ip is loopback, link-local or unspecified.
