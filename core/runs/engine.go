@@ -149,7 +149,7 @@ func (e *Engine) Insert(ctx context.Context, tx store.Tx, clusterID string, stag
 	return r, nil
 }
 
-// change loads run id, checks it is in one of from, and applies fn.
+// load reads run id and checks that it is in one of the states from.
 func load(ctx context.Context, tx store.Tx, id, what string, from ...string) (*store.Run, error) {
 	r, err := tx.Run(ctx, id)
 	if err != nil {
@@ -234,8 +234,11 @@ func (e *Engine) Pause(ctx context.Context, tx store.Tx, id string, who Who) (*s
 		fmt.Sprintf("%s paused run %s", who.Name, r.ID), nil))
 }
 
-// Resume lets a paused run go on. Errors that paused it (on_failure: pause)
-// are forgiven: only new ones count against max_errors.
+// Resume lets a paused run go on. When a stage's errors paused it
+// (on_failure: pause), the errors seen so far in that stage are forgiven:
+// only new ones count against its max_errors. A run paused by a person
+// forgives nothing, so pausing and resuming cannot lift a limit the
+// approver signed.
 func (e *Engine) Resume(ctx context.Context, tx store.Tx, id string, who Who) (*store.Run, error) {
 	r, err := load(ctx, tx, id, "resume", store.RunPaused)
 	if err != nil {
@@ -245,16 +248,27 @@ func (e *Engine) Resume(ctx context.Context, tx store.Tx, id string, who Who) (*
 	if err != nil {
 		return nil, err
 	}
+	var forgiven []string
 	for i := range r.Stages {
-		r.Stages[i].Forgiven = Count(&r.Stages[i], kids).Errors
+		st := &r.Stages[i]
+		c := Count(st, kids)
+		if st.OnFailure == OnFailurePause && c.Errors-st.Forgiven > st.MaxErrors.Floor(len(st.Nodes)) {
+			st.Forgiven = c.Errors
+			forgiven = append(forgiven, st.Name)
+		}
 	}
 	t := e.now()
 	r.State, r.StateReason, r.UpdatedTS = store.RunRunning, ReasonResumed+" by "+who.Name, t
 	if err := tx.UpdateRun(ctx, r); err != nil {
 		return nil, err
 	}
-	if err := tx.AppendEvent(ctx, runEvent(r, store.EventRunResumed, who, t,
-		fmt.Sprintf("%s resumed run %s", who.Name, r.ID), nil)); err != nil {
+	msg := fmt.Sprintf("%s resumed run %s", who.Name, r.ID)
+	data := map[string]any{}
+	if len(forgiven) > 0 {
+		msg += fmt.Sprintf(", forgiving the errors of stage(s) %s", strings.Join(forgiven, ", "))
+		data["forgiven"] = forgiven
+	}
+	if err := tx.AppendEvent(ctx, runEvent(r, store.EventRunResumed, who, t, msg, data)); err != nil {
 		return nil, err
 	}
 	_, err = e.advance(ctx, tx, r, t)
