@@ -39,14 +39,13 @@ const (
 )
 
 // IsError reports whether a finished child counts against max_errors:
-// FAILED (timeouts included), LOST, and CANCELLED other than by the run's
-// own cancel.
+// FAILED (timeouts included), LOST, and CANCELLED other than by its run.
 func IsError(c Child) bool {
 	switch c.State {
 	case action.Failed, action.Lost:
 		return true
 	case action.Cancelled:
-		return c.Reason != ReasonRunCancelled
+		return c.Reason != ReasonRunCancelled && c.Reason != ReasonRunEnded
 	}
 	return false
 }
@@ -211,6 +210,9 @@ func Plan(r *store.Run, children []Child) Step {
 	return s
 }
 
-// ReasonRunCancelled is the state reason of children cancelled by their
-// run's cancel.
-const ReasonRunCancelled = "run cancelled"
+// State reasons of children cancelled by their run: its cancel, or its end
+// (FAILED) before they were sent. Neither counts against max_errors.
+const (
+	ReasonRunCancelled = "run cancelled"
+	ReasonRunEnded     = "run failed before it was sent"
+)
