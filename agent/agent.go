@@ -84,8 +84,26 @@ func (a *Agent) Run(ctx context.Context) error {
 	prom.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	prom.MustRegister(newQueueCollector(q))
 
+	ln, err := a.listen(cfg.API)
+	if err != nil {
+		return err
+	}
+	// Built now (the metadata names the API address), started once the API
+	// answers.
+	gs, err := newGossip(cfg, ln.Addr().String(), a.log)
+	if err != nil {
+		ln.Close()
+		return err
+	}
+	var rq runner.Queue = q
+	var note *notifier
+	if gs != nil {
+		// With gossip, every state change is told to the cores at once.
+		note = newNotifier(gs, cfg.ClusterID, cfg.NodeID, NoteGap, a.log)
+		rq = notifyingQueue{Queue: q, changed: note.Changed}
+	}
 	run := runner.New(runner.Config{
-		Queue: q, Handlers: reg, Actor: cfg.NodeID, DefaultTimeout: cfg.Actions.DefaultTimeout,
+		Queue: rq, Handlers: reg, Actor: cfg.NodeID, DefaultTimeout: cfg.Actions.DefaultTimeout,
 		Log: a.log, Metrics: runner.NewMetrics(prom),
 	})
 	ret := newRetention(q, queue.Retention{
@@ -93,7 +111,7 @@ func (a *Agent) Run(ctx context.Context) error {
 	}, cfg.Actions.PurgeInterval, a.log)
 
 	srv := api.New(api.Config{
-		NodeID: cfg.NodeID, ClusterID: cfg.ClusterID, Version: version.Version,
+		NodeID: cfg.NodeID, ClusterID: cfg.ClusterID, Version: version.Version, Labels: cfg.Labels,
 		DefaultTimeout: cfg.Actions.DefaultTimeout,
 		Queue:          q, Runner: run, Kinds: reg, Gatherer: prom, Log: a.log,
 		Caller: apiCaller(cfg.API),
@@ -101,11 +119,11 @@ func (a *Agent) Run(ctx context.Context) error {
 	httpSrv := &http.Server{Handler: srv.Handler(), ReadHeaderTimeout: 10 * time.Second,
 		// Refused TLS handshakes (no or a wrong client certificate) land here.
 		ErrorLog: slog.NewLogLogger(a.log.With("component", "api").Handler(), slog.LevelWarn)}
-	ln, err := a.listen(cfg.API)
-	if err != nil {
-		return err
-	}
 
+	if note != nil {
+		_ = note.Start(ctx)
+		defer note.Stop() // after the runner (deferred later, stopped first)
+	}
 	if err := run.Start(ctx); err != nil {
 		ln.Close()
 		return err
@@ -124,15 +142,11 @@ func (a *Agent) Run(ctx context.Context) error {
 	a.mu.Unlock()
 	close(a.ready)
 	// Announced once the API answers; gone from the pool before anything stops.
-	gs, err := newGossip(cfg, ln.Addr().String(), a.log)
-	if err == nil && gs != nil {
-		err = gs.Start(ctx)
-	}
-	if err != nil {
-		_ = httpSrv.Close()
-		return err
-	}
 	if gs != nil {
+		if err := gs.Start(ctx); err != nil {
+			_ = httpSrv.Close()
+			return err
+		}
 		defer gs.Stop()
 	}
 	a.log.Info("agent started", "api", ln.Addr().String(), "cluster", cfg.ClusterID,

@@ -3,12 +3,12 @@ package gossip
 import (
 	"context"
 	"encoding/base64"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
 	"os"
 	"path/filepath"
+	"reflect"
 	"strings"
 	"sync"
 	"testing"
@@ -24,7 +24,7 @@ func TestMetaRoundTrip(t *testing.T) {
 	}
 	out, err := DecodeMeta(b)
 	in.V = MetaVersion
-	if err != nil || out != in {
+	if err != nil || !reflect.DeepEqual(out, in) {
 		t.Fatalf("DecodeMeta(%s) = %+v, %v", b, out, err)
 	}
 }
@@ -47,7 +47,7 @@ func TestDecodeMeta(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
 			got, err := DecodeMeta([]byte(tc.in))
-			if !errors.Is(err, tc.err) || got != tc.want {
+			if !errors.Is(err, tc.err) || !reflect.DeepEqual(got, tc.want) {
 				t.Fatalf("DecodeMeta(%q) = %+v, %v; want %+v, %v", tc.in, got, err, tc.want, tc.err)
 			}
 		})
@@ -322,7 +322,7 @@ func TestLeaveIntentArrivingAfterTheDisappearance(t *testing.T) {
 
 	meta := Meta{Role: RoleAgent, Cluster: "c", Node: "late"}
 	s.q.push(Event{Kind: KindFail, Name: "late", Meta: meta})
-	intent, _ := json.Marshal(leaveIntent{Leaving: "late"})
+	intent, _ := EncodeNote(Note{Leaving: "late"})
 	d.NotifyMsg(intent)
 	waitFor(t, 5*time.Second, "late's leave", func() bool { return rec.has(KindLeave, "late") })
 

@@ -6,6 +6,8 @@ import (
 	"fmt"
 
 	"github.com/hashicorp/memberlist"
+
+	"github.com/musterhq/muster/shared/labels"
 )
 
 // MetaVersion is the version of the metadata this build writes. A reader
@@ -38,11 +40,17 @@ type Meta struct {
 	// API is the address the core reaches an agent's API at (host:port or
 	// an http(s) URL).
 	API string `json:"api,omitempty"`
+	// Labels are the agent's own labels (DESIGN.md §9), within the bounds
+	// of package labels; the whole record must still fit MaxMetaSize.
+	Labels labels.Set `json:"labels,omitempty"`
 }
 
 // EncodeMeta returns the wire form of m, with V set to MetaVersion.
 func EncodeMeta(m Meta) ([]byte, error) {
 	m.V = MetaVersion
+	if err := m.Labels.Validate(); err != nil {
+		return nil, fmt.Errorf("%w: %v", ErrBadMeta, err)
+	}
 	b, err := json.Marshal(m)
 	if err != nil {
 		return nil, fmt.Errorf("%w: %v", ErrBadMeta, err)
@@ -54,8 +62,13 @@ func EncodeMeta(m Meta) ([]byte, error) {
 }
 
 // DecodeMeta reads metadata written by EncodeMeta of this or a later
-// version. Unknown fields are ignored; a missing version or role is an error.
+// version. Unknown fields are ignored; a missing version or role, a record
+// over MaxMetaSize, and labels beyond the bounds of package labels are
+// errors.
 func DecodeMeta(b []byte) (Meta, error) {
+	if len(b) > MaxMetaSize {
+		return Meta{}, fmt.Errorf("%w: %d bytes, the limit is %d", ErrMetaTooLarge, len(b), MaxMetaSize)
+	}
 	var m Meta
 	if err := json.Unmarshal(b, &m); err != nil {
 		return Meta{}, fmt.Errorf("%w: %v", ErrBadMeta, err)
@@ -65,6 +78,9 @@ func DecodeMeta(b []byte) (Meta, error) {
 	}
 	if m.Role == "" {
 		return Meta{}, fmt.Errorf("%w: no role", ErrBadMeta)
+	}
+	if err := m.Labels.Validate(); err != nil {
+		return Meta{}, fmt.Errorf("%w: %v", ErrBadMeta, err)
 	}
 	return m, nil
 }
