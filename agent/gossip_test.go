@@ -3,9 +3,9 @@ package agent
 import (
 	"context"
 	"net/http"
-	"reflect"
 	"os"
 	"path/filepath"
+	"reflect"
 	"strings"
 	"sync"
 	"testing"
