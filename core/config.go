@@ -12,6 +12,7 @@ import (
 	"github.com/musterhq/muster/core/discovery"
 	"github.com/musterhq/muster/shared/config"
 	"github.com/musterhq/muster/shared/gossip"
+	"github.com/musterhq/muster/shared/labels"
 )
 
 // Config is the core's configuration (DESIGN.md §6).
@@ -157,6 +158,9 @@ func (c *Config) Validate() []error {
 			nodes[n.ID] = true
 			if err := validAgentAddr(n.Addr); err != nil {
 				add(nkey+".addr", "%v", err)
+			}
+			if err := labels.Set(n.Labels).Validate(); err != nil {
+				add(nkey+".labels", "%v", err)
 			}
 		}
 	}

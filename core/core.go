@@ -100,6 +100,7 @@ func (c *Core) Run(ctx context.Context) error {
 		AgentTimeout:     cfg.Orchestrate.AgentTimeout,
 		ApprovalTTL:      cfg.Approval.TTL,
 		AgentTLS:         atls,
+		StaticLabels:     discovery.StaticLabels(cfg.Clusters),
 	}, st, c.log, reg)
 	if err != nil {
 		return err

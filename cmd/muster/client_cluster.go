@@ -6,6 +6,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/musterhq/muster/shared/labels"
 	"github.com/musterhq/muster/shared/wire"
 )
 
@@ -95,17 +96,23 @@ func newNodeCmd() *cobra.Command {
 		Short: "List the nodes the core knows",
 	}
 	f := bindClientFlags(cmd)
-	var cluster string
+	var (
+		cluster string
+		sel     []string
+	)
 	list := &cobra.Command{
 		Use:   "list",
 		Short: "List nodes, of every cluster or of one",
 		Args:  noArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			if _, err := labels.ParseSelector(sel); err != nil {
+				return &exitError{code: 2, err: fmt.Errorf("--label: %v", err)}
+			}
 			c, err := f.core()
 			if err != nil {
 				return err
 			}
-			nodes, err := c.Nodes(cmd.Context(), cluster)
+			nodes, err := c.Nodes(cmd.Context(), cluster, sel...)
 			if err != nil {
 				return apiError(c, err)
 			}
@@ -116,18 +123,20 @@ func newNodeCmd() *cobra.Command {
 		},
 	}
 	list.Flags().StringVar(&cluster, "cluster", "", "only the nodes of this cluster")
+	list.Flags().StringArrayVar(&sel, "label", nil, "only the nodes with this label, as key=value (repeatable: all must match)")
 	cmd.AddCommand(list)
 	return cmd
 }
 
 func nodeTable(cmd *cobra.Command, nodes []wire.Node, withCluster bool) error {
-	header := []string{"NODE", "STATUS", "ADDR", "SOURCE", "VERSION", "LAST CONTACT", "KINDS", "REASON"}
+	header := []string{"NODE", "STATUS", "ADDR", "SOURCE", "VERSION", "LAST CONTACT", "KINDS", "LABELS", "REASON"}
 	if withCluster {
 		header = append([]string{"CLUSTER"}, header...)
 	}
 	t := newTable(cmd.OutOrStdout(), header...)
 	for _, n := range nodes {
-		row := []string{n.ID, n.Status, n.Addr, n.Source, n.Version, tsPtr(n.LastContact), strconv.Itoa(len(n.Kinds)), n.StatusReason}
+		row := []string{n.ID, n.Status, n.Addr, n.Source, n.Version, tsPtr(n.LastContact), strconv.Itoa(len(n.Kinds)),
+			labels.Set(n.Labels).String(), n.StatusReason}
 		if withCluster {
 			row = append([]string{n.ClusterID}, row...)
 		}

@@ -8,6 +8,7 @@ import (
 	"github.com/labstack/echo/v5"
 
 	"github.com/musterhq/muster/core/store"
+	"github.com/musterhq/muster/shared/labels"
 	"github.com/musterhq/muster/shared/wire"
 )
 
@@ -23,7 +24,7 @@ func toWireNode(n store.Node) wire.Node {
 	return wire.Node{
 		ClusterID: n.ClusterID, ID: n.ID, Addr: n.Addr, Source: n.Source, Status: n.Status,
 		StatusReason: n.StatusReason, StoreID: n.StoreID, Kinds: kinds, Version: n.Version,
-		LastContact: n.LastContact, UpdatedTS: n.UpdatedTS,
+		LastContact: n.LastContact, UpdatedTS: n.UpdatedTS, Labels: labels.Merge(nil, n.Labels),
 	}
 }
 
@@ -98,8 +99,12 @@ func (s *Server) showCluster(c *echo.Context) error {
 func (s *Server) listNodes(c *echo.Context) error {
 	ctx := c.Request().Context()
 	cluster := c.QueryParam("cluster")
+	sel, err := labels.ParseSelector(c.QueryParams()["label"])
+	if err != nil {
+		return badRequest("label: %v (use label=key=value, repeated: all must match)", err)
+	}
 	out := wire.NodeList{Nodes: []wire.Node{}}
-	err := s.st.Read(ctx, func(r store.Reader) error {
+	err = s.st.Read(ctx, func(r store.Reader) error {
 		if cluster != "" {
 			if _, err := r.Cluster(ctx, cluster); err != nil {
 				return notFound(err, "cluster %q", cluster)
@@ -110,7 +115,9 @@ func (s *Server) listNodes(c *echo.Context) error {
 			return err
 		}
 		for _, n := range nodes {
-			out.Nodes = append(out.Nodes, toWireNode(n))
+			if labels.Set(n.Labels).Matches(sel) {
+				out.Nodes = append(out.Nodes, toWireNode(n))
+			}
 		}
 		return nil
 	})

@@ -46,6 +46,39 @@ func TestClusters(t *testing.T) {
 	e.fail(http.MethodGet, "/api/v1/nodes?cluster=nope", "viewer", nil, http.StatusNotFound)
 }
 
+func TestNodeListFiltersByLabels(t *testing.T) {
+	t.Parallel()
+	e := setup(t)
+	for q, want := range map[string]string{
+		"label=role=replica":                    "db-2,s-1",
+		"label=role=replica&label=zone=a":       "db-2",
+		"label=role=replica,zone=a":             "db-2",
+		"label=role=replica&cluster=stage":      "s-1",
+		"label=zone=b":                          "",
+		"":                                      "db-1,db-2,s-1",
+		"label=role=primary&label=role=primary": "db-1",
+		"label=role=primary&cluster=prod&label=zone=a": "db-1",
+	} {
+		var nodes wire.NodeList
+		e.call(http.MethodGet, "/api/v1/nodes?"+q, "viewer", nil, http.StatusOK, &nodes)
+		var ids []string
+		for _, n := range nodes.Nodes {
+			ids = append(ids, n.ID)
+		}
+		if got := strings.Join(ids, ","); got != want {
+			t.Errorf("%s: nodes %s, want %s", q, got, want)
+		}
+	}
+	var nodes wire.NodeList
+	e.call(http.MethodGet, "/api/v1/nodes?label=role=primary", "viewer", nil, http.StatusOK, &nodes)
+	if len(nodes.Nodes) != 1 || nodes.Nodes[0].Labels["role"] != "primary" || nodes.Nodes[0].Labels["zone"] != "a" {
+		t.Fatalf("labels not shown: %+v", nodes.Nodes)
+	}
+	for _, bad := range []string{"label=role", "label=ro%20le=x", "label=role=a&label=role=b", "label==x", "label=role="} {
+		e.fail(http.MethodGet, "/api/v1/nodes?"+bad, "viewer", nil, http.StatusBadRequest)
+	}
+}
+
 func TestOrchestrateNudges(t *testing.T) {
 	t.Parallel()
 	e := setup(t)

@@ -119,9 +119,12 @@ func setup(t *testing.T, opts ...func(*Config)) *env {
 			}
 		}
 		for _, n := range []store.Node{
-			{ClusterID: "prod", ID: "db-1", Addr: "127.0.0.1:1", Source: store.SourceStatic, Status: store.NodeUp, Kinds: []string{kindPing, kindSleep}, UpdatedTS: now},
-			{ClusterID: "prod", ID: "db-2", Addr: "127.0.0.1:2", Source: store.SourceGossip, Status: store.NodeDown, UpdatedTS: now},
-			{ClusterID: "stage", ID: "s-1", Addr: "127.0.0.1:3", Source: store.SourceStatic, Status: store.NodeUnknown, UpdatedTS: now},
+			{ClusterID: "prod", ID: "db-1", Addr: "127.0.0.1:1", Source: store.SourceStatic, Status: store.NodeUp, Kinds: []string{kindPing, kindSleep}, UpdatedTS: now,
+				Labels: map[string]string{"role": "primary", "zone": "a"}},
+			{ClusterID: "prod", ID: "db-2", Addr: "127.0.0.1:2", Source: store.SourceGossip, Status: store.NodeDown, UpdatedTS: now,
+				Labels: map[string]string{"role": "replica", "zone": "a"}},
+			{ClusterID: "stage", ID: "s-1", Addr: "127.0.0.1:3", Source: store.SourceStatic, Status: store.NodeUnknown, UpdatedTS: now,
+				Labels: map[string]string{"role": "replica"}},
 		} {
 			if err := tx.PutNode(ctx, &n); err != nil {
 				return err

@@ -11,11 +11,13 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"maps"
 	"reflect"
 	"sort"
 	"time"
 
 	"github.com/musterhq/muster/core/store"
+	"github.com/musterhq/muster/shared/labels"
 )
 
 // ClusterSpec is one entry of the core's `clusters:` configuration.
@@ -28,6 +30,9 @@ type ClusterSpec struct {
 type NodeSpec struct {
 	ID   string `mapstructure:"id" yaml:"id"`
 	Addr string `mapstructure:"addr" yaml:"addr"`
+	// Labels are the node's labels as the core's configuration gives them;
+	// the agent's own labels win key by key (DESIGN.md §9).
+	Labels map[string]string `mapstructure:"labels" yaml:"labels"`
 }
 
 // Node is a node as a source sees it.
@@ -42,6 +47,9 @@ type Node struct {
 	Down string
 	// Detail completes Down in events (the two addresses of a duplicate).
 	Detail string
+	// Labels are the labels this source knows: the configuration's for the
+	// static list, the agent's own for the gossip pool.
+	Labels map[string]string
 }
 
 // Source is one way of discovering nodes.
@@ -71,7 +79,8 @@ func Static(clusters []ClusterSpec) *StaticSource {
 	for _, c := range clusters {
 		s.clusters = append(s.clusters, c.ID)
 		for _, n := range c.Nodes {
-			s.nodes = append(s.nodes, Node{ClusterID: c.ID, ID: n.ID, Addr: n.Addr, Source: store.SourceStatic})
+			s.nodes = append(s.nodes, Node{ClusterID: c.ID, ID: n.ID, Addr: n.Addr, Source: store.SourceStatic,
+				Labels: maps.Clone(n.Labels)})
 		}
 	}
 	return s
@@ -103,6 +112,11 @@ type Result struct {
 	Moved  []Node // known nodes whose address or source changed
 	Down   []Node // nodes a source now holds DOWN (left, failed, duplicate)
 	Back   []Node // nodes held DOWN by a source that it sees alive again
+	// Relabelled lists known nodes never contacted yet whose labels the
+	// sources now give otherwise. Once the orchestrator has contacted a
+	// node, it keeps its labels (from the agent's info) and discovery
+	// leaves them alone.
+	Relabelled []Node
 }
 
 // Clusters returns the ids of the clusters that gained, lost or changed a
@@ -124,7 +138,7 @@ func (r Result) Clusters() []string {
 
 // Empty reports whether the Sync changed nothing.
 func (r Result) Empty() bool {
-	return len(r.Joined)+len(r.Left)+len(r.Moved)+len(r.Down)+len(r.Back) == 0
+	return len(r.Joined)+len(r.Left)+len(r.Moved)+len(r.Down)+len(r.Back)+len(r.Relabelled) == 0
 }
 
 type key struct{ cluster, node string }
@@ -146,12 +160,20 @@ func Sync(ctx context.Context, st store.Store, extra []string, sources ...Source
 	want := map[key]Node{}
 	var order []key
 	owned := map[string]bool{}
+	// A node's labels: the static list's, with the agent's own (from any
+	// other source) laid over them.
+	static, own := map[key]map[string]string{}, map[key]map[string]string{}
 	for _, src := range sources {
 		if p, ok := src.(Partial); !ok || !p.Partial() {
 			owned[src.Name()] = true
 		}
 		for _, n := range src.Snapshot() {
 			k := key{n.ClusterID, n.ID}
+			if src.Name() == store.SourceStatic {
+				static[k] = n.Labels
+			} else if _, ok := own[k]; !ok && n.Labels != nil {
+				own[k] = n.Labels
+			}
 			if _, ok := want[k]; ok {
 				continue
 			}
@@ -161,6 +183,10 @@ func Sync(ctx context.Context, st store.Store, extra []string, sources ...Source
 			want[k] = n
 			order = append(order, k)
 		}
+	}
+	for k, n := range want {
+		n.Labels = nodeLabels(static[k], own[k])
+		want[k] = n
 	}
 	var res Result
 	plan := func(ctx context.Context, r store.Reader) (clusters []string, err error) {
@@ -193,6 +219,9 @@ func Sync(ctx context.Context, st store.Store, extra []string, sources ...Source
 				res.Joined = append(res.Joined, n)
 			case old.Addr != n.Addr || old.Source != n.Source:
 				res.Moved = append(res.Moved, n)
+			}
+			if ok && old.StoreID == "" && !labels.Equal(old.Labels, n.Labels) {
+				res.Relabelled = append(res.Relabelled, n)
 			}
 			switch {
 			case n.Down != "" && (!ok || old.Status != store.NodeDown || old.StatusReason != n.Down):
@@ -237,7 +266,7 @@ func Sync(ctx context.Context, st store.Store, extra []string, sources ...Source
 		}
 		for _, n := range res.Joined {
 			err := tx.PutNode(ctx, &store.Node{ClusterID: n.ClusterID, ID: n.ID, Addr: n.Addr,
-				Source: n.Source, Status: store.NodeUnknown})
+				Source: n.Source, Status: store.NodeUnknown, Labels: n.Labels})
 			if err != nil {
 				return err
 			}
@@ -253,6 +282,16 @@ func Sync(ctx context.Context, st store.Store, extra []string, sources ...Source
 				return err
 			}
 			cur.Addr, cur.Source, cur.UpdatedTS = n.Addr, n.Source, time.Time{}
+			if err := tx.PutNode(ctx, cur); err != nil {
+				return err
+			}
+		}
+		for _, n := range res.Relabelled {
+			cur, err := tx.Node(ctx, n.ClusterID, n.ID)
+			if err != nil {
+				return err
+			}
+			cur.Labels, cur.UpdatedTS = n.Labels, time.Time{}
 			if err := tx.PutNode(ctx, cur); err != nil {
 				return err
 			}
@@ -353,4 +392,31 @@ func Watch(ctx context.Context, st store.Store, log *slog.Logger, nudge func(clu
 			nudge(c)
 		}
 	}
+}
+
+// nodeLabels lays the agent's own labels over the static ones, key by key;
+// nil when there are none.
+func nodeLabels(static, own map[string]string) map[string]string {
+	if len(static)+len(own) == 0 {
+		return nil
+	}
+	return labels.Merge(static, own)
+}
+
+// StaticLabels returns the configured labels of every node, by cluster and
+// node id (for the orchestrator, which lays the agent's labels over them).
+func StaticLabels(clusters []ClusterSpec) map[string]map[string]map[string]string {
+	out := map[string]map[string]map[string]string{}
+	for _, c := range clusters {
+		for _, n := range c.Nodes {
+			if len(n.Labels) == 0 {
+				continue
+			}
+			if out[c.ID] == nil {
+				out[c.ID] = map[string]map[string]string{}
+			}
+			out[c.ID][n.ID] = maps.Clone(n.Labels)
+		}
+	}
+	return out
 }

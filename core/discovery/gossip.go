@@ -2,6 +2,7 @@ package discovery
 
 import (
 	"log/slog"
+	"maps"
 	"sort"
 	"strings"
 	"sync"
@@ -126,9 +127,9 @@ func (g *GossipSource) Snapshot() []Node {
 		switch {
 		case len(alive) == 0:
 			last := ms[len(ms)-1]
-			n.Addr, n.Down = last.meta.API, last.gone
+			n.Addr, n.Down, n.Labels = last.meta.API, last.gone, maps.Clone(last.meta.Labels)
 		default:
-			n.Addr = alive[0].meta.API
+			n.Addr, n.Labels = alive[0].meta.API, maps.Clone(alive[0].meta.Labels)
 			addrs := []string{alive[0].meta.API}
 			for _, m := range alive[1:] {
 				if m.meta.API != alive[0].meta.API {

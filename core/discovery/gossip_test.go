@@ -2,6 +2,7 @@ package discovery
 
 import (
 	"context"
+	"reflect"
 	"slices"
 	"testing"
 
@@ -68,7 +69,7 @@ func TestGossipSnapshot(t *testing.T) {
 			for _, ev := range tc.events {
 				g.Handle(ev)
 			}
-			if got := g.Snapshot(); !slices.Equal(got, tc.want) {
+			if got := g.Snapshot(); !reflect.DeepEqual(got, tc.want) {
 				t.Fatalf("Snapshot =\n%+v\nwant\n%+v", got, tc.want)
 			}
 		})

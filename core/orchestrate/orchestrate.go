@@ -67,6 +67,10 @@ type Config struct {
 	// node (tlsutil.ForPeer): a machine answering at a node's address with
 	// another node's certificate is refused before anything is sent to it.
 	AgentTLS *tls.Config
+	// StaticLabels are the labels the core's configuration gives nodes, by
+	// cluster and node id; a pass lays the agent's own labels (from its
+	// info) over them, key by key.
+	StaticLabels map[string]map[string]map[string]string
 }
 
 // DefaultConfig returns the defaults of DESIGN.md §6.

@@ -18,6 +18,7 @@ import (
 	"github.com/musterhq/muster/core/store"
 	"github.com/musterhq/muster/shared/action"
 	"github.com/musterhq/muster/shared/client"
+	"github.com/musterhq/muster/shared/labels"
 	"github.com/musterhq/muster/shared/tlsutil"
 	"github.com/musterhq/muster/shared/wire"
 )
@@ -689,6 +690,7 @@ func (o *Orchestrator) plan(ctx context.Context, r store.Reader, cs *clusterStat
 			kinds := slices.Clone(res.info.Kinds)
 			sort.Strings(kinds)
 			next.StoreID, next.Cursor, next.Kinds, next.Version = res.storeID, res.cursor, kinds, res.info.Version
+			next.Labels = o.nodeLabels(node.ClusterID, node.ID, res.info.Labels)
 		} else {
 			down = append(down, node.ID)
 		}
@@ -747,7 +749,17 @@ func (o *Orchestrator) plan(ctx context.Context, r store.Reader, cs *clusterStat
 func sameNode(a, b *store.Node) bool {
 	return a.Status == b.Status && a.StatusReason == b.StatusReason && a.StoreID == b.StoreID &&
 		a.Cursor == b.Cursor && slices.Equal(a.Kinds, b.Kinds) && a.Version == b.Version &&
-		a.Addr == b.Addr && a.Source == b.Source
+		a.Addr == b.Addr && a.Source == b.Source && labels.Equal(a.Labels, b.Labels)
+}
+
+// nodeLabels lays an agent's own labels over the configured ones of its
+// node, key by key; nil when there are none.
+func (o *Orchestrator) nodeLabels(clusterID, nodeID string, own map[string]string) map[string]string {
+	static := o.cfg.StaticLabels[clusterID][nodeID]
+	if len(static)+len(own) == 0 {
+		return nil
+	}
+	return labels.Merge(static, own)
 }
 
 // apply writes the plan in tx.

@@ -161,6 +161,9 @@ type Node struct {
 	Version      string     `json:"version"`
 	LastContact  *time.Time `json:"last_contact"`
 	UpdatedTS    time.Time  `json:"updated_ts"`
+	// Labels are the static labels of the configuration with the agent's
+	// own laid over them, key by key (nil when there are none).
+	Labels map[string]string `json:"labels"`
 }
 
 // ListQuery selects and orders actions. Empty fields do not filter.
