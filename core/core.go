@@ -101,11 +101,12 @@ func (c *Core) Run(ctx context.Context) error {
 		ApprovalTTL:      cfg.Approval.TTL,
 		AgentTLS:         atls,
 		StaticLabels:     discovery.StaticLabels(cfg.Clusters),
+		Budget:           cfg.BudgetPolicy(),
 	}, st, c.log, reg)
 	if err != nil {
 		return err
 	}
-	apiSrv := api.New(api.Config{Policy: cfg.Approval, Gatherer: reg, Registerer: reg}, st, orch, c.log)
+	apiSrv := api.New(api.Config{Policy: cfg.Approval, Budget: cfg.BudgetPolicy(), Gatherer: reg, Registerer: reg}, st, orch, c.log)
 	httpSrv := &http.Server{Handler: apiSrv.Handler(), ReadHeaderTimeout: 10 * time.Second,
 		// Refused TLS handshakes (no or a wrong client certificate) land here.
 		ErrorLog: slog.NewLogLogger(c.log.With("component", "api").Handler(), slog.LevelWarn)}

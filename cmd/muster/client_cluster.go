@@ -65,7 +65,18 @@ func newClusterCmd() *cobra.Command {
 			if cl.StatusReason != "" {
 				fmt.Fprintf(w, "Reason:   %s\n", cl.StatusReason)
 			}
-			fmt.Fprintf(w, "Nodes:    %d (%d up, %d down, %d unknown)\n\n", cl.NodeCounts.Total, cl.NodeCounts.Up, cl.NodeCounts.Down, cl.NodeCounts.Unknown)
+			fmt.Fprintf(w, "Nodes:    %d (%d up, %d down, %d unknown)\n", cl.NodeCounts.Total, cl.NodeCounts.Up, cl.NodeCounts.Down, cl.NodeCounts.Unknown)
+			if b := cl.Budget; b != nil {
+				fmt.Fprintf(w, "Budget:   %d of %d unavailable (max_unavailable %s)", b.Unavailable, b.Max, b.MaxUnavailable)
+				if b.Held > 0 {
+					fmt.Fprintf(w, ", %d action(s) held", b.Held)
+				}
+				fmt.Fprintln(w)
+				for _, n := range b.Nodes {
+					fmt.Fprintf(w, "          %s: %s\n", n.ID, n.Reason)
+				}
+			}
+			fmt.Fprintln(w)
 			return nodeTable(cmd, cl.Nodes, false)
 		},
 	}, &cobra.Command{

@@ -20,6 +20,7 @@ import (
 
 	"github.com/musterhq/muster/core/approval"
 	"github.com/musterhq/muster/core/auth"
+	"github.com/musterhq/muster/core/budget"
 	"github.com/musterhq/muster/core/store"
 )
 
@@ -55,6 +56,9 @@ type Config struct {
 	Gatherer prometheus.Gatherer
 	// Registerer, when set, receives the API's own metrics.
 	Registerer prometheus.Registerer
+	// Budget is the clusters' disruption budgets, shown by GET
+	// /api/v1/clusters/{c}.
+	Budget budget.Policy
 }
 
 // Nudger asks the orchestrator for a pass of one cluster now. It must not

@@ -4,10 +4,13 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"strings"
 
 	"github.com/labstack/echo/v5"
 
+	"github.com/musterhq/muster/core/budget"
 	"github.com/musterhq/muster/core/store"
+	"github.com/musterhq/muster/shared/action"
 	"github.com/musterhq/muster/shared/labels"
 	"github.com/musterhq/muster/shared/wire"
 )
@@ -84,6 +87,13 @@ func (s *Server) showCluster(c *echo.Context) error {
 			return err
 		}
 		out = toWireCluster(*cl, nodes)
+		if _, ok := s.cfg.Budget.Limit(id); ok {
+			open, err := r.OpenActions(ctx, id, "")
+			if err != nil {
+				return err
+			}
+			out.Budget = toWireBudget(s.cfg.Budget, id, nodes, open)
+		}
 		out.Nodes = []wire.Node{}
 		for _, n := range nodes {
 			out.Nodes = append(out.Nodes, toWireNode(n))
@@ -148,4 +158,20 @@ func notFound(err error, format string, args ...any) error {
 		return fmt.Errorf("%s: %w", fmt.Sprintf(format, args...), store.ErrNotFound)
 	}
 	return err
+}
+
+// toWireBudget shows a cluster's disruption budget in use.
+func toWireBudget(p budget.Policy, clusterID string, nodes []store.Node, open []store.Record) *wire.Budget {
+	u := p.Usage(clusterID, nodes, open)
+	out := &wire.Budget{MaxUnavailable: u.Limit.String(), Max: u.Max, Unavailable: len(u.Unavailable),
+		Nodes: []wire.UnavailableNode{}}
+	for _, id := range u.Nodes() {
+		out.Nodes = append(out.Nodes, wire.UnavailableNode{ID: id, Reason: u.Unavailable[id]})
+	}
+	for i := range open {
+		if r := &open[i]; r.State == action.PendingSchedule && strings.HasPrefix(r.StateReason, budget.HeldPrefix) {
+			out.Held++
+		}
+	}
+	return out
 }

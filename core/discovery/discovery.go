@@ -24,6 +24,15 @@ import (
 type ClusterSpec struct {
 	ID    string     `mapstructure:"id" yaml:"id"`
 	Nodes []NodeSpec `mapstructure:"nodes" yaml:"nodes"`
+	// Budget is the cluster's disruption budget (DESIGN.md §11).
+	Budget BudgetSpec `mapstructure:"budget" yaml:"budget"`
+}
+
+// BudgetSpec is a cluster's disruption budget as configured.
+type BudgetSpec struct {
+	// MaxUnavailable is a count ("1") or a percentage of the cluster's
+	// nodes ("10%"); empty: no budget.
+	MaxUnavailable string `mapstructure:"max_unavailable" yaml:"max_unavailable"`
 }
 
 // NodeSpec is one node of a ClusterSpec.

@@ -23,6 +23,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/musterhq/muster/core/budget"
 	"github.com/musterhq/muster/core/store"
 	"github.com/musterhq/muster/shared/action"
 	"github.com/musterhq/muster/shared/tlsutil"
@@ -71,6 +72,9 @@ type Config struct {
 	// cluster and node id; a pass lays the agent's own labels (from its
 	// info) over them, key by key.
 	StaticLabels map[string]map[string]map[string]string
+	// Budget is the disruption budget of every cluster and the kinds it
+	// counts (DESIGN.md §11): no disruptive action is pushed past it.
+	Budget budget.Policy
 }
 
 // DefaultConfig returns the defaults of DESIGN.md §6.
@@ -161,6 +165,9 @@ type clusterState struct {
 	lastContact map[string]time.Time   // node id → last answer (written only with other changes)
 	strays      map[string]string      // action id → node id: CANCELLED in the core, not on the agent
 	clients     map[string]*nodeClient // node id → its HTTP client (with AgentTLS)
+
+	bmu      sync.Mutex           // guards admitted and every budgetView's usage
+	admitted map[string]admission // action id → a disruptive push admitted, not yet settled
 }
 
 // nodeClient is the HTTP client of one node, for the address it was made for.
@@ -207,7 +214,7 @@ func (o *Orchestrator) cluster(id string) *clusterState {
 	cs, ok := o.clusters[id]
 	if !ok {
 		cs = &clusterState{id: id, lastContact: map[string]time.Time{}, strays: map[string]string{},
-			clients: map[string]*nodeClient{}}
+			clients: map[string]*nodeClient{}, admitted: map[string]admission{}}
 		o.clusters[id] = cs
 	}
 	return cs

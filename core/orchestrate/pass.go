@@ -50,6 +50,7 @@ const (
 	opLost                      // a full listing lacks an action the agent held
 	opCancelled                 // a cancel-requested action the agent never received
 	opUnconfirmed               // pushed to an agent database since replaced, without an answer
+	opHeld                      // held back by the disruption budget (msg: the reason)
 )
 
 type op struct {
@@ -79,6 +80,9 @@ type nodeResult struct {
 	settled []string
 	// held: discovery held the node DOWN, so the pass did not contact it.
 	held bool
+	// budget is the disruption budget of the sync, shared by its nodes (nil
+	// without a budget).
+	budget *budgetView
 }
 
 // Pass runs one orchestration pass of a cluster (DESIGN.md §5): it syncs
@@ -98,6 +102,7 @@ func (o *Orchestrator) Pass(ctx context.Context, clusterID string) (Report, erro
 func (o *Orchestrator) pass(ctx context.Context, cs *clusterState) (Report, error) {
 	rep := Report{Cluster: cs.id, Full: cs.passes%o.cfg.FullSyncEvery == 0}
 	var nodes []nodeResult
+	readAt := time.Now()
 	err := o.st.Read(ctx, func(r store.Reader) error {
 		if _, err := r.Cluster(ctx, cs.id); err != nil {
 			return err
@@ -115,8 +120,9 @@ func (o *Orchestrator) pass(ctx context.Context, cs *clusterState) (Report, erro
 		for _, a := range all {
 			open[a.NodeID] = append(open[a.NodeID], a)
 		}
+		bv := o.newBudgetView(cs, ns, all, readAt)
 		for _, n := range ns {
-			res := nodeResult{node: n, open: open[n.ID]}
+			res := nodeResult{node: n, open: open[n.ID], budget: bv}
 			for id, node := range cs.strays {
 				if node == n.ID {
 					res.stray = append(res.stray, id)
@@ -271,11 +277,13 @@ func (o *Orchestrator) syncNode(ctx context.Context, res *nodeResult, full bool)
 
 	info, err := call(ctx, o.cfg.AgentTimeout, ag.Info)
 	if err != nil {
+		res.budget.observe(n.ID, true, nil)
 		res.status, res.reason = store.NodeDown, downReason(err)
 		log.Debug("agent info failed", "err", err)
 		return
 	}
 	if info.NodeID != n.ID || info.ClusterID != n.ClusterID {
+		res.budget.observe(n.ID, true, nil)
 		res.status, res.reason = store.NodeDown, ReasonIdentityMismatch
 		log.Warn("agent identity mismatch", "addr", n.Addr, "agent_node", info.NodeID, "agent_cluster", info.ClusterID)
 		return
@@ -295,6 +303,7 @@ func (o *Orchestrator) syncNode(ctx context.Context, res *nodeResult, full bool)
 	pulled, order, since, err := o.pull(ctx, ag, since, ack)
 	res.pulled += len(order)
 	if err != nil {
+		res.budget.observe(n.ID, true, nil)
 		res.status, res.reason = store.NodeDown, downReason(err)
 		log.Debug("agent pull failed", "err", err)
 		res.ops = pulledOps(order, pulled) // what came is still the agent's word
@@ -303,6 +312,7 @@ func (o *Orchestrator) syncNode(ctx context.Context, res *nodeResult, full bool)
 	res.status, res.reason, res.info = store.NodeUp, "", info
 	res.storeID, res.cursor = info.StoreID, since
 	res.ops = pulledOps(order, pulled)
+	res.budget.observe(n.ID, false, pulled)
 
 	if listAll {
 		for _, r := range res.open {
@@ -334,6 +344,7 @@ func (o *Orchestrator) syncNode(ctx context.Context, res *nodeResult, full bool)
 		res.pulled += len(order)
 		res.ops = append(res.ops, pulledOps(order, more)...)
 		res.cursor = next
+		res.budget.observe(n.ID, false, more)
 	}
 }
 
@@ -401,6 +412,12 @@ func (o *Orchestrator) pushPending(ctx context.Context, ag *client.Agent, res *n
 		if room <= 0 {
 			break
 		}
+		// The disruption budget: a held action waits, and so do the
+		// node's later ones (creation order is push order).
+		if ok, why := res.budget.admit(res.node.ID, r); !ok {
+			res.ops = append(res.ops, op{kind: opHeld, id: r.ID, msg: why})
+			break
+		}
 		batch = append(batch, r)
 		room--
 	}
@@ -410,10 +427,19 @@ func (o *Orchestrator) pushPending(ctx context.Context, ag *client.Agent, res *n
 	// Record durably, before anything is sent, which agent database the
 	// pushes go to. Only actions still PENDING_SCHEDULE and not cancelled at
 	// that moment are sent: a cancel or an edit that committed meanwhile wins.
+	admitted := batch
 	batch, err := o.markPushed(ctx, batch, res.info.StoreID)
 	if err != nil {
+		for _, r := range admitted {
+			res.budget.release(r.ID)
+		}
 		log.Warn("record pushes; none sent this pass", "err", err)
 		return
+	}
+	for _, r := range admitted {
+		if !slices.ContainsFunc(batch, func(b *store.Record) bool { return b.ID == r.ID }) {
+			res.budget.release(r.ID) // cancelled or changed meanwhile: not sent
+		}
 	}
 	for _, r := range batch {
 		req := &wire.PushRequest{ID: r.ID, Kind: r.Kind, Args: r.Args, TimeoutS: r.TimeoutS,
@@ -428,6 +454,7 @@ func (o *Orchestrator) pushPending(ctx context.Context, ag *client.Agent, res *n
 			res.pushed++
 			o.metrics.pushes.WithLabelValues(strconv.Itoa(status)).Inc()
 		case client.StatusOf(err) == http.StatusGone:
+			res.budget.release(r.ID)
 			res.ops = append(res.ops, op{kind: opGone, id: r.ID, msg: ReasonGone})
 			o.metrics.pushes.WithLabelValues("410").Inc()
 		case client.StatusOf(err) == http.StatusUnprocessableEntity:
@@ -436,6 +463,7 @@ func (o *Orchestrator) pushPending(ctx context.Context, ag *client.Agent, res *n
 			if errors.As(err, &ae) && ae.Detail.Message != "" {
 				msg = ae.Detail.Message
 			}
+			res.budget.release(r.ID)
 			res.ops = append(res.ops, op{kind: opRefused, id: r.ID, msg: msg})
 			o.metrics.pushes.WithLabelValues("422").Inc()
 		case client.StatusOf(err) == 0:
@@ -658,6 +686,10 @@ func (o *Orchestrator) plan(ctx context.Context, r store.Reader, cs *clusterStat
 			case opCancelled:
 				if cur != nil && cur.State == action.PendingSchedule && cur.CancelRequested {
 					c = coreMove(cur, action.Cancelled, ActorCore, action.ReasonCancelled, now)
+				}
+			case opHeld:
+				if cur != nil {
+					c = markHeld(cur, op.msg, now)
 				}
 			case opUnconfirmed:
 				if cur != nil && cur.State == action.PendingSchedule && cur.PushedStoreID != "" && cur.PushedStoreID != res.storeID {
