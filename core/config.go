@@ -29,9 +29,9 @@ type Config struct {
 	Approval    approval.Policy         `mapstructure:"approval" yaml:"approval"`
 	// Kinds marks kinds (by glob) as disruptive: they count against the
 	// clusters' disruption budgets (DESIGN.md §11).
-	Kinds []budget.KindRule `mapstructure:"kinds" yaml:"kinds"`
-	Gossip      GossipConfig            `mapstructure:"gossip" yaml:"gossip"`
-	Log         config.Log              `mapstructure:"log" yaml:"log"`
+	Kinds  []budget.KindRule `mapstructure:"kinds" yaml:"kinds"`
+	Gossip GossipConfig      `mapstructure:"gossip" yaml:"gossip"`
+	Log    config.Log        `mapstructure:"log" yaml:"log"`
 }
 
 // Store drivers.

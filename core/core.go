@@ -136,7 +136,7 @@ func (c *Core) Run(ctx context.Context) error {
 		_ = discovery.Watch(watchCtx, st, c.log, orch.Nudge, static.Clusters(), sources...)
 	}()
 	defer func() { stopWatch(); watch.Wait() }()
-	gs, err := newGossip(cfg.Gossip, ln.Addr().String(), pool, c.log)
+	gs, err := newGossip(cfg.Gossip, ln.Addr().String(), pool, orch.NudgeNode, c.log)
 	if err == nil && gs != nil {
 		err = gs.Start(ctx)
 	}

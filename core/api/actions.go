@@ -286,7 +286,7 @@ func (s *Server) createAction(c *echo.Context) error {
 		return err
 	}
 	if rec.State == action.PendingSchedule {
-		s.nudgeCluster(rec.ClusterID)
+		s.nudgeNode(rec.ClusterID, rec.NodeID)
 	}
 	return c.JSON(http.StatusCreated, rec.Action)
 }
@@ -366,7 +366,7 @@ func (s *Server) approveAction(c *echo.Context) error {
 	if err != nil {
 		return err
 	}
-	s.nudgeCluster(rec.ClusterID)
+	s.nudgeNode(rec.ClusterID, rec.NodeID)
 	return c.JSON(http.StatusOK, rec.Action)
 }
 
@@ -425,7 +425,7 @@ func (s *Server) cancelAction(c *echo.Context) error {
 		return err
 	}
 	if status == http.StatusAccepted {
-		s.nudgeCluster(rec.ClusterID)
+		s.nudgeNode(rec.ClusterID, rec.NodeID)
 	}
 	return c.JSON(status, rec.Action)
 }
@@ -461,7 +461,7 @@ func (s *Server) retryAction(c *echo.Context) error {
 		return err
 	}
 	if rec.State == action.PendingSchedule {
-		s.nudgeCluster(rec.ClusterID)
+		s.nudgeNode(rec.ClusterID, rec.NodeID)
 	}
 	return c.JSON(http.StatusCreated, rec.Action)
 }
@@ -469,5 +469,13 @@ func (s *Server) retryAction(c *echo.Context) error {
 func (s *Server) nudgeCluster(id string) {
 	if s.nudge != nil {
 		s.nudge.Nudge(id)
+	}
+}
+
+// nudgeNode asks for a sync of the node of an action that has something to
+// push or cancel: it goes at once, not after a pass under way (DESIGN.md §12).
+func (s *Server) nudgeNode(clusterID, nodeID string) {
+	if s.nudge != nil {
+		s.nudge.NudgeNode(clusterID, nodeID)
 	}
 }

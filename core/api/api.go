@@ -61,10 +61,13 @@ type Config struct {
 	Budget budget.Policy
 }
 
-// Nudger asks the orchestrator for a pass of one cluster now. It must not
-// block: the API calls it after its transaction has committed.
+// Nudger asks the orchestrator for a pass of one cluster now, or for a sync
+// of one node alone (which does not wait for a pass of its cluster under
+// way). It must not block: the API calls it after its transaction has
+// committed.
 type Nudger interface {
 	Nudge(clusterID string)
+	NudgeNode(clusterID, nodeID string)
 }
 
 // Server is the core API. Build it with New, serve Handler, and call Close

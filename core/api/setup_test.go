@@ -43,6 +43,9 @@ func (n *nudges) Nudge(id string) {
 	n.ids = append(n.ids, id)
 }
 
+// NudgeNode counts as a nudge of the node's cluster.
+func (n *nudges) NudgeNode(clusterID, _ string) { n.Nudge(clusterID) }
+
 func (n *nudges) count(id string) int {
 	n.mu.Lock()
 	defer n.mu.Unlock()

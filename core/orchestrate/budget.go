@@ -52,13 +52,13 @@ func (o *Orchestrator) newBudgetView(cs *clusterState, nodes []store.Node, open 
 			v.hold(r.NodeID, r.ID)
 		}
 	}
-	cs.bmu.Lock()
+	cs.smu.Lock()
 	for id, a := range cs.admitted {
 		if !isOpen[id] && a.at.Before(readAt) {
 			delete(cs.admitted, id)
 		}
 	}
-	cs.bmu.Unlock()
+	cs.smu.Unlock()
 	return v
 }
 
@@ -75,8 +75,8 @@ func (v *budgetView) observe(node string, down bool, pulled map[string]*action.A
 	if v == nil {
 		return
 	}
-	v.cs.bmu.Lock()
-	defer v.cs.bmu.Unlock()
+	v.cs.smu.Lock()
+	defer v.cs.smu.Unlock()
 	if down {
 		v.usage.Unavailable[node] = budget.ReasonDown
 		return
@@ -112,8 +112,8 @@ func (v *budgetView) admit(node string, r *store.Record) (bool, string) {
 	if v == nil || !v.policy.Disruptive(r.Kind) {
 		return true, ""
 	}
-	v.cs.bmu.Lock()
-	defer v.cs.bmu.Unlock()
+	v.cs.smu.Lock()
+	defer v.cs.smu.Unlock()
 	u := &budget.Usage{Limit: v.usage.Limit, Total: v.usage.Total, Max: v.usage.Max, Unavailable: map[string]string{}}
 	for n, why := range v.usage.Unavailable {
 		u.Unavailable[n] = why
@@ -136,9 +136,9 @@ func (v *budgetView) release(id string) {
 	if v == nil {
 		return
 	}
-	v.cs.bmu.Lock()
+	v.cs.smu.Lock()
 	delete(v.cs.admitted, id)
-	v.cs.bmu.Unlock()
+	v.cs.smu.Unlock()
 }
 
 // markHeld is the change that records why the budget holds a

@@ -149,9 +149,12 @@ type Orchestrator struct {
 	mu       sync.Mutex
 	clusters map[string]*clusterState
 	nudged   map[string]bool
-	state    int // 0 new, 1 started, 2 stopped
-	cancel   context.CancelFunc
-	wg       sync.WaitGroup
+	// nodeNudged: cluster id → node ids to sync alone (NudgeNode).
+	nodeNudged map[string]map[string]bool
+	nodeWake   chan struct{}
+	state      int // 0 new, 1 started, 2 stopped
+	cancel     context.CancelFunc
+	wg         sync.WaitGroup
 
 	wake chan struct{}
 }
@@ -166,8 +169,12 @@ type clusterState struct {
 	strays      map[string]string      // action id → node id: CANCELLED in the core, not on the agent
 	clients     map[string]*nodeClient // node id → its HTTP client (with AgentTLS)
 
-	bmu      sync.Mutex           // guards admitted and every budgetView's usage
-	admitted map[string]admission // action id → a disruptive push admitted, not yet settled
+	// smu guards what syncs of the cluster running at once share: a pass
+	// and syncs of single nodes (lastContact, strays, clients, admitted,
+	// nodeLocks, and every budgetView's usage).
+	smu       sync.Mutex
+	admitted  map[string]admission     // action id → a disruptive push admitted, not yet settled
+	nodeLocks map[string]chan struct{} // node id → held while a sync talks to it
 }
 
 // nodeClient is the HTTP client of one node, for the address it was made for.
@@ -195,9 +202,11 @@ func New(cfg Config, st store.Store, log *slog.Logger, reg prometheus.Registerer
 	}
 	return &Orchestrator{
 		cfg: cfg, st: st, log: log.With("component", "orchestrate"), hc: hc, ownHC: ownHC, metrics: m,
-		clusters: map[string]*clusterState{},
-		nudged:   map[string]bool{},
-		wake:     make(chan struct{}, 1),
+		clusters:   map[string]*clusterState{},
+		nudged:     map[string]bool{},
+		wake:       make(chan struct{}, 1),
+		nodeNudged: map[string]map[string]bool{},
+		nodeWake:   make(chan struct{}, 1),
 	}, nil
 }
 
@@ -214,7 +223,7 @@ func (o *Orchestrator) cluster(id string) *clusterState {
 	cs, ok := o.clusters[id]
 	if !ok {
 		cs = &clusterState{id: id, lastContact: map[string]time.Time{}, strays: map[string]string{},
-			clients: map[string]*nodeClient{}, admitted: map[string]admission{}}
+			clients: map[string]*nodeClient{}, admitted: map[string]admission{}, nodeLocks: map[string]chan struct{}{}}
 		o.clusters[id] = cs
 	}
 	return cs
@@ -246,8 +255,9 @@ func (o *Orchestrator) Start(ctx context.Context) error {
 	}
 	o.state = 1
 	ctx, o.cancel = context.WithCancel(ctx)
-	o.wg.Add(2)
+	o.wg.Add(3)
 	go func() { defer o.wg.Done(); o.schedule(ctx) }()
+	go func() { defer o.wg.Done(); o.syncNudgedNodes(ctx) }()
 	go func() { defer o.wg.Done(); o.sweep(ctx) }()
 	return nil
 }
@@ -268,11 +278,11 @@ func (o *Orchestrator) Stop() {
 		o.hc.CloseIdleConnections()
 	}
 	for _, cs := range o.clusters {
-		cs.mu.Lock()
+		cs.smu.Lock()
 		for _, c := range cs.clients {
 			c.hc.CloseIdleConnections()
 		}
-		cs.mu.Unlock()
+		cs.smu.Unlock()
 	}
 }
 
@@ -287,6 +297,8 @@ func (o *Orchestrator) nodeClients(cs *clusterState, nodes []nodeResult) {
 		}
 		return
 	}
+	cs.smu.Lock()
+	defer cs.smu.Unlock()
 	keep := map[string]bool{}
 	for i := range nodes {
 		n := &nodes[i].node

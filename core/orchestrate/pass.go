@@ -122,14 +122,7 @@ func (o *Orchestrator) pass(ctx context.Context, cs *clusterState) (Report, erro
 		}
 		bv := o.newBudgetView(cs, ns, all, readAt)
 		for _, n := range ns {
-			res := nodeResult{node: n, open: open[n.ID], budget: bv}
-			for id, node := range cs.strays {
-				if node == n.ID {
-					res.stray = append(res.stray, id)
-				}
-			}
-			sort.Strings(res.stray)
-			nodes = append(nodes, res)
+			nodes = append(nodes, nodeResult{node: n, open: open[n.ID], budget: bv, stray: cs.straysOf(n.ID)})
 		}
 		return nil
 	})
@@ -152,6 +145,9 @@ func (o *Orchestrator) pass(ctx context.Context, cs *clusterState) (Report, erro
 		sem <- struct{}{}
 		go func(res *nodeResult) {
 			defer func() { <-sem; wg.Done() }()
+			// A sync of this node alone (syncNodes) waits, or is waited for.
+			unlock := cs.lockNode(res.node.ID)
+			defer unlock()
 			o.syncNode(ctx, res, rep.Full)
 		}(&nodes[i])
 	}
@@ -160,7 +156,19 @@ func (o *Orchestrator) pass(ctx context.Context, cs *clusterState) (Report, erro
 		return rep, err // answers cut short by shutdown are not the agents' word
 	}
 
+	if err := o.commit(ctx, cs, nodes, true, &rep); err != nil {
+		return rep, fmt.Errorf("pass of %s: %w", cs.id, err)
+	}
+	return rep, nil
+}
+
+// commit counts what the node syncs of nodes learnt into rep, then writes
+// it in one Update, or nothing when nothing changed. whole is true for a
+// pass over every node of the cluster: only such a pass decides the
+// cluster's status.
+func (o *Orchestrator) commit(ctx context.Context, cs *clusterState, nodes []nodeResult, whole bool, rep *Report) error {
 	now := action.UTC(time.Now())
+	cs.smu.Lock()
 	for _, res := range nodes {
 		rep.Nodes++
 		if res.status != store.NodeUp {
@@ -175,31 +183,32 @@ func (o *Orchestrator) pass(ctx context.Context, cs *clusterState) (Report, erro
 		rep.Pushed += res.pushed
 		rep.Cancels += res.cancels
 	}
+	cs.smu.Unlock()
 
 	var w *writePlan
-	err = o.st.Read(ctx, func(r store.Reader) error {
+	err := o.st.Read(ctx, func(r store.Reader) error {
 		var err error
-		w, err = o.plan(ctx, r, cs, nodes, now)
+		w, err = o.plan(ctx, r, cs, nodes, now, whole)
 		return err
 	})
 	if err != nil {
-		return rep, fmt.Errorf("pass of %s: %w", cs.id, err)
+		return err
 	}
 	if w.empty() {
-		return rep, nil
+		return nil
 	}
 	err = o.st.Update(ctx, func(tx store.Tx) error {
 		var err error
-		if w, err = o.plan(ctx, tx, cs, nodes, now); err != nil {
+		if w, err = o.plan(ctx, tx, cs, nodes, now, whole); err != nil {
 			return err
 		}
 		return w.apply(ctx, tx)
 	})
 	if err != nil {
-		return rep, fmt.Errorf("pass of %s: commit: %w", cs.id, err)
+		return fmt.Errorf("commit: %w", err)
 	}
 	rep.Changes, rep.Events = w.changes(), len(w.events)
-	return rep, nil
+	return nil
 }
 
 // syncOrder lists the indexes of nodes in the order their syncs start:
@@ -629,17 +638,13 @@ func (w *writePlan) add(c *change) {
 // plan computes, against what r reads, every write the results of a pass
 // call for. It is run once on a snapshot (to find out whether anything is to
 // be written at all) and again inside the write transaction.
-func (o *Orchestrator) plan(ctx context.Context, r store.Reader, cs *clusterState, results []nodeResult, now time.Time) (*writePlan, error) {
+func (o *Orchestrator) plan(ctx context.Context, r store.Reader, cs *clusterState, results []nodeResult, now time.Time, whole bool) (*writePlan, error) {
 	w := &writePlan{records: map[string]*change{}}
 	lost := 0
 	var down []string
-	stored, err := r.Nodes(ctx, cs.id) // one query, not one per node
+	nodes, err := storedNodes(ctx, r, cs.id, results, whole)
 	if err != nil {
 		return nil, err
-	}
-	nodes := make(map[string]*store.Node, len(stored))
-	for i := range stored {
-		nodes[stored[i].ID] = &stored[i]
 	}
 	for i := range results {
 		res := &results[i]
@@ -663,7 +668,7 @@ func (o *Orchestrator) plan(ctx context.Context, r store.Reader, cs *clusterStat
 					break
 				}
 				if cur.State == action.Cancelled && (op.rec.State == action.New || op.rec.State == action.Running) {
-					cs.strays[op.id] = node.ID // the next pass cancels it on the agent
+					cs.addStray(op.id, node.ID) // the next pass cancels it on the agent
 				}
 				var ok bool
 				if c, ok = adoptAgent(cur, op.rec, node, now); !ok {
@@ -722,12 +727,15 @@ func (o *Orchestrator) plan(ctx context.Context, r store.Reader, cs *clusterStat
 			kinds := slices.Clone(res.info.Kinds)
 			sort.Strings(kinds)
 			next.StoreID, next.Cursor, next.Kinds, next.Version = res.storeID, res.cursor, kinds, res.info.Version
+			if res.storeID == fresh.StoreID && res.cursor < fresh.Cursor {
+				next.Cursor = fresh.Cursor // a sync of this node alone committed a later one meanwhile
+			}
 			next.Labels = o.nodeLabels(node.ClusterID, node.ID, res.info.Labels)
 		} else {
 			down = append(down, node.ID)
 		}
 		if !sameNode(fresh, &next) {
-			if t, ok := cs.lastContact[node.ID]; ok {
+			if t, ok := cs.contact(node.ID); ok {
 				next.LastContact = &t
 			}
 			next.UpdatedTS = now
@@ -744,6 +752,9 @@ func (o *Orchestrator) plan(ctx context.Context, r store.Reader, cs *clusterStat
 		}
 	}
 
+	if !whole {
+		return w, nil // the cluster's status is decided by passes over all its nodes
+	}
 	cluster, err := r.Cluster(ctx, cs.id)
 	if errors.Is(err, store.ErrNotFound) {
 		return w, nil

@@ -1,0 +1,121 @@
+package orchestrate
+
+import (
+	"context"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/musterhq/muster/core/budget"
+	"github.com/musterhq/muster/core/store"
+	"github.com/musterhq/muster/shared/action"
+	"github.com/musterhq/muster/shared/limit"
+)
+
+// stuck makes the next GET info of a node's agent wait until release is
+// closed, and reports on entered when it starts waiting.
+func stuck(h *harness, node string) (entered <-chan struct{}, release chan struct{}) {
+	in, rel := make(chan struct{}), make(chan struct{})
+	var once sync.Once
+	h.agents[node].set(func(f *fakeAgent) {
+		f.infoHook = func(context.Context) {
+			first := false
+			once.Do(func() { first = true })
+			if first {
+				close(in)
+				<-rel
+			}
+		}
+	})
+	return in, rel
+}
+
+// TestSyncNodesPushesWhileAPassIsUnderWay: a pass of the cluster is stuck
+// on one agent; a sync of another node pushes its new action at once, and
+// the pass then ends normally.
+func TestSyncNodesPushesWhileAPassIsUnderWay(t *testing.T) {
+	t.Parallel()
+	h := setup(t, Config{}, "n1", "slow")
+	h.pass()
+	entered, release := stuck(h, "slow")
+	passDone := make(chan error, 1)
+	go func() { _, err := h.o.Pass(context.Background(), cluster); passDone <- err }()
+	<-entered
+
+	id := h.create("n1", nil)
+	rep, err := h.o.SyncNodes(context.Background(), cluster, []string{"n1"})
+	if err != nil || rep.Pushed != 1 || rep.Nodes != 1 {
+		t.Fatalf("node sync: %+v, %v", rep, err)
+	}
+	wantState(t, h.record(id), action.New)
+	select {
+	case err := <-passDone:
+		t.Fatalf("the pass ended before it was released: %v", err)
+	default:
+	}
+	close(release)
+	if err := <-passDone; err != nil {
+		t.Fatal(err)
+	}
+	wantState(t, h.record(id), action.New)
+	if c := h.cluster(); c.Status != store.ClusterHealthy {
+		t.Fatalf("cluster %s %s", c.Status, c.StatusReason)
+	}
+	h.idle()
+	// A sync of a node that holds nothing new writes nothing either.
+	rows := h.st.RowsWritten()
+	if rep, err := h.o.SyncNodes(context.Background(), cluster, []string{"n1", "nope"}); err != nil || rep.Changes != 0 || h.st.RowsWritten() != rows {
+		t.Fatalf("idle node sync: %+v, %v, %d rows", rep, err, h.st.RowsWritten()-rows)
+	}
+}
+
+// TestNudgeNodeDoesNotWaitForThePass: with the orchestrator running and a
+// pass stuck, NudgeNode gets the action pushed.
+func TestNudgeNodeDoesNotWaitForThePass(t *testing.T) {
+	t.Parallel()
+	h := setup(t, Config{Interval: time.Hour}, "n1", "slow")
+	h.pass()
+	entered, release := stuck(h, "slow")
+	defer close(release)
+	h.start()
+	<-entered // the first pass of the scheduler is stuck on "slow"
+	id := h.create("n1", nil)
+	h.o.NudgeNode(cluster, "n1")
+	eventually(t, "the nudged node to get its action", func() bool { return h.record(id).State == action.New })
+}
+
+// TestConcurrentSyncsShareTheBudget: syncs of two nodes at once, each with
+// a disruptive action, in a cluster with room for one: one is pushed, the
+// other held.
+func TestConcurrentSyncsShareTheBudget(t *testing.T) {
+	t.Parallel()
+	one, _ := limit.Parse("1")
+	h := setup(t, Config{Budget: budget.Policy{MaxUnavailable: map[string]limit.Limit{cluster: one},
+		Kinds: []budget.KindRule{{Kind: "muster.io/debug.sleep", Disruptive: true}}}}, "n1", "n2")
+	h.pass()
+	a, b := h.create("n1", nil), h.create("n2", nil)
+	var wg sync.WaitGroup
+	for _, n := range []string{"n1", "n2"} {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if _, err := h.o.SyncNodes(context.Background(), cluster, []string{n}); err != nil {
+				t.Error(err)
+			}
+		}()
+	}
+	wg.Wait()
+	ra, rb := h.record(a), h.record(b)
+	pushed := 0
+	for _, r := range []*store.Record{ra, rb} {
+		switch {
+		case r.State == action.New:
+			pushed++
+		case r.State != action.PendingSchedule || r.StateReason != "held by the disruption budget: 1 of 1 unavailable":
+			t.Fatalf("%s: %s %q", r.NodeID, r.State, r.StateReason)
+		}
+	}
+	if pushed != 1 {
+		t.Fatalf("%d disruptive actions pushed with room for 1: %s, %s", pushed, ra.State, rb.State)
+	}
+}
