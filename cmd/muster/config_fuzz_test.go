@@ -39,6 +39,11 @@ func FuzzLoadConfig(f *testing.F) {
 		"a: &a [*a, *a]\n",
 		"\t- not yaml",
 		"gossip: {enabled: true, join: x,y}\n",
+		"labels: {role: replica, zone: [1]}\n",
+		"labels: {'a b': c}\n",
+		"clusters:\n  - id: c\n    budget: {max_unavailable: 10%}\n    nodes: [{id: n, addr: 'x:1', labels: {role: replica}}]\n",
+		"clusters:\n  - id: c\n    budget: {max_unavailable: [1]}\n",
+		"kinds: [{kind: '[', disruptive: yes}]\n",
 	} {
 		f.Add(s)
 	}

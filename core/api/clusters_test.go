@@ -1,11 +1,18 @@
 package api
 
 import (
+	"context"
 	"net/http"
+	"reflect"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/musterhq/muster/core/approval"
+	"github.com/musterhq/muster/core/budget"
+	"github.com/musterhq/muster/core/store"
+	"github.com/musterhq/muster/shared/action"
+	"github.com/musterhq/muster/shared/limit"
 	"github.com/musterhq/muster/shared/wire"
 )
 
@@ -117,5 +124,44 @@ func TestNewDefaults(t *testing.T) {
 	s := New(Config{}, nil, nil, nil)
 	if s.cfg.MaxSSEPerToken != DefaultMaxSSEPerToken || s.cfg.Policy.Default != approval.Required {
 		t.Fatalf("defaults %+v", s.cfg)
+	}
+}
+
+func TestClusterShowsItsBudget(t *testing.T) {
+	t.Parallel()
+	two, _ := limit.Parse("2")
+	e := setup(t, func(c *Config) {
+		c.Budget = budget.Policy{MaxUnavailable: map[string]limit.Limit{"prod": two},
+			Kinds: []budget.KindRule{{Kind: kindSleep, Disruptive: true}}}
+	})
+	now := time.Now().UTC()
+	ctx := context.Background()
+	err := e.st.Update(ctx, func(tx store.Tx) error {
+		for i, r := range []store.Record{
+			{Action: action.Action{NodeID: "db-1", State: action.Running}},
+			{Action: action.Action{NodeID: "db-1", State: action.PendingSchedule, StateReason: "held by the disruption budget: 2 of 2 unavailable"}},
+		} {
+			r.ID, r.ClusterID, r.Kind, r.Origin = action.NewID(), "prod", kindSleep, action.OriginCore
+			r.CreatedTS = now.Add(time.Duration(i) * time.Second)
+			if err := tx.InsertAction(ctx, &r); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var c wire.Cluster
+	e.call(http.MethodGet, "/api/v1/clusters/prod", "viewer", nil, http.StatusOK, &c)
+	want := &wire.Budget{MaxUnavailable: "2", Max: 2, Unavailable: 2, Held: 1, Nodes: []wire.UnavailableNode{
+		{ID: "db-1", Reason: budget.ReasonDisruptive}, {ID: "db-2", Reason: budget.ReasonDown}}}
+	if !reflect.DeepEqual(c.Budget, want) {
+		t.Fatalf("budget %+v, want %+v", c.Budget, want)
+	}
+	var stage wire.Cluster
+	e.call(http.MethodGet, "/api/v1/clusters/stage", "viewer", nil, http.StatusOK, &stage)
+	if stage.ID != "stage" || stage.Budget != nil {
+		t.Fatalf("a cluster without a budget shows %+v", stage.Budget)
 	}
 }
