@@ -69,3 +69,28 @@ func TestParseSelectorRefuses(t *testing.T) {
 		t.Fatalf("ParseSelector = %v, %v", sel, err)
 	}
 }
+
+// FuzzParseSelector checks that no query term makes the selector parser
+// panic, and that what it accepts is within bounds and prints back to
+// itself.
+func FuzzParseSelector(f *testing.F) {
+	for _, s := range []string{"role=replica", "role=replica,zone=eu-1", "role", "=x", "a=b,a=c", "", ",", "k=v=w"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		sel, err := ParseSelector([]string{s})
+		if err != nil {
+			if !errors.Is(err, ErrInvalid) {
+				t.Fatalf("ParseSelector(%q): %v is not ErrInvalid", s, err)
+			}
+			return
+		}
+		if err := sel.Validate(); err != nil {
+			t.Fatalf("ParseSelector(%q) accepted %v: %v", s, sel, err)
+		}
+		again, err := ParseSelector([]string{sel.String()})
+		if err != nil || !Equal(again, sel) {
+			t.Fatalf("%v prints as %q, which reads back as %v, %v", sel, sel.String(), again, err)
+		}
+	})
+}
