@@ -119,3 +119,19 @@ func TestConcurrentSyncsShareTheBudget(t *testing.T) {
 		t.Fatalf("%d disruptive actions pushed with room for 1: %s, %s", pushed, ra.State, rb.State)
 	}
 }
+
+// TestAgentLabelsBeyondBoundsAreRefused: an agent whose info carries labels
+// beyond the bounds stays UP with the configured labels only.
+func TestAgentLabelsBeyondBoundsAreRefused(t *testing.T) {
+	t.Parallel()
+	h := setup(t, Config{StaticLabels: map[string]map[string]map[string]string{cluster: {"n1": {"dc": "a"}}}}, "n1", "n2")
+	h.agents["n1"].set(func(f *fakeAgent) { f.labels = map[string]string{"role": "<script>"} })
+	h.agents["n2"].set(func(f *fakeAgent) { f.labels = map[string]string{"role": "replica"} })
+	h.pass()
+	if n := h.node("n1"); n.Status != store.NodeUp || len(n.Labels) != 1 || n.Labels["dc"] != "a" {
+		t.Fatalf("n1: %s %v", n.Status, n.Labels)
+	}
+	if n := h.node("n2"); len(n.Labels) != 1 || n.Labels["role"] != "replica" {
+		t.Fatalf("n2: %v", n.Labels)
+	}
+}

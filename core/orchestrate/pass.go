@@ -297,6 +297,12 @@ func (o *Orchestrator) syncNode(ctx context.Context, res *nodeResult, full bool)
 		log.Warn("agent identity mismatch", "addr", n.Addr, "agent_node", info.NodeID, "agent_cluster", info.ClusterID)
 		return
 	}
+	if err := labels.Set(info.Labels).Validate(); err != nil {
+		// Labels are bounded as in the gossip metadata: beyond, the
+		// agent's are not taken (the configured ones stay).
+		log.Warn("agent labels refused", "err", err)
+		info.Labels = nil
+	}
 
 	// Pull. A new store id means the agent's database was replaced: list
 	// everything and compare id sets. So does every FullSyncEvery-th pass.
