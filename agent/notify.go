@@ -38,8 +38,8 @@ type notifier struct {
 	once sync.Once
 }
 
-func newNotifier(to teller, cluster, node string, gap time.Duration, log *slog.Logger) *notifier {
-	return &notifier{to: to, note: gossip.Note{Changed: &gossip.NodeRef{Cluster: cluster, Node: node}}, gap: gap, log: log,
+func newNotifier(cluster, node string, gap time.Duration, log *slog.Logger) *notifier {
+	return &notifier{note: gossip.Note{Changed: &gossip.NodeRef{Cluster: cluster, Node: node}}, gap: gap, log: log,
 		kick: make(chan struct{}, 1), stop: make(chan struct{}), done: make(chan struct{})}
 }
 
@@ -51,8 +51,10 @@ func (n *notifier) Changed() {
 	}
 }
 
-// Start runs the sender until Stop or the end of ctx.
-func (n *notifier) Start(ctx context.Context) error {
+// Start runs the sender, telling the cores through to, until Stop or the
+// end of ctx. Changes made before Start are told once it runs.
+func (n *notifier) Start(ctx context.Context, to teller) error {
+	n.to = to
 	go func() {
 		defer close(n.done)
 		var last time.Time

@@ -22,6 +22,7 @@ func TestPassLaysTheAgentsLabelsOverTheStaticOnes(t *testing.T) {
 	for id, own := range map[string]map[string]string{"n1": {"role": "primary", "zone": "eu-1"}, "n2": nil} {
 		cfg := agent.DefaultConfig()
 		cfg.NodeID, cfg.ClusterID, cfg.DataDir, cfg.API.Addr, cfg.Labels = id, cluster, t.TempDir(), "127.0.0.1:0", own
+		cfg.API.Insecure = true
 		r := agenttest.Start(t, cfg)
 		e.update(func(ctx context.Context, tx store.Tx) error {
 			if err := tx.PutCluster(ctx, &store.Cluster{ID: cluster, Status: store.ClusterHealthy}); err != nil {

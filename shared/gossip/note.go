@@ -15,8 +15,10 @@ const MaxNoteSize = 512
 
 // Note is one direct message. Exactly one of its fields is set.
 type Note struct {
-	// Leaving is the member name of a member about to leave.
+	// Leaving is the member name of a member about to leave; Proof is the
+	// secret whose digest it announced as Meta.Leave.
 	Leaving string `json:"leaving,omitempty"`
+	Proof   string `json:"proof,omitempty"`
 	// Changed names the agent (cluster and node) whose actions changed.
 	Changed *NodeRef `json:"changed,omitempty"`
 }
@@ -50,11 +52,11 @@ func DecodeNote(b []byte) (Note, error) {
 
 func (n Note) validate() error {
 	switch {
-	case n.Leaving != "" && n.Changed != nil:
+	case n.Leaving != "" && n.Changed != nil, n.Proof != "" && n.Leaving == "":
 		return fmt.Errorf("%w: note with two contents", ErrBadMeta)
 	case n.Leaving != "":
-		if len(n.Leaving) > MaxNoteSize/2 {
-			return fmt.Errorf("%w: note: member name too long", ErrBadMeta)
+		if len(n.Leaving) > MaxNoteSize/2 || len(n.Proof) > 64 {
+			return fmt.Errorf("%w: note: member name or proof too long", ErrBadMeta)
 		}
 		return nil
 	case n.Changed != nil:

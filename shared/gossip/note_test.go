@@ -109,29 +109,6 @@ func TestTellReachesTheCore(t *testing.T) {
 	}
 }
 
-// FuzzDecodeMeta checks that no input makes the metadata codec panic, and
-// that what it accepts is within bounds and survives a round trip.
-func FuzzDecodeMeta(f *testing.F) {
-	for _, s := range []string{
-		`{"v":1,"role":"agent","cluster":"c","node":"n","api":"127.0.0.1:7420","labels":{"role":"replica"}}`,
-		`{"v":1,"role":"core"}`, `{"v":1,"role":"agent","labels":{"a b":"c"}}`, `{}`, `null`, ``,
-	} {
-		f.Add([]byte(s))
-	}
-	f.Fuzz(func(t *testing.T, b []byte) {
-		m, err := DecodeMeta(b)
-		if err != nil {
-			return
-		}
-		if len(m.Labels) > labels.MaxLabels || m.Labels.Validate() != nil {
-			t.Fatalf("accepted labels beyond bounds: %v", m.Labels)
-		}
-		if _, err := EncodeMeta(m); err != nil && !errors.Is(err, ErrMetaTooLarge) {
-			t.Fatalf("accepted %q but cannot encode it: %v", b, err)
-		}
-	})
-}
-
 // FuzzDecodeNote checks that no input makes the note codec panic and that
 // an accepted note has exactly one valid content.
 func FuzzDecodeNote(f *testing.F) {
