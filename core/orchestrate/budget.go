@@ -32,6 +32,8 @@ type budgetView struct {
 	// active lists, by node, the disruptive actions that make it
 	// unavailable (from the snapshot, then from the agents' answers).
 	active map[string]map[string]bool
+	// freed is set when an agent showed a disruptive action over.
+	freed bool
 }
 
 // newBudgetView builds the view of a sync from its snapshot, read at
@@ -87,6 +89,9 @@ func (v *budgetView) observe(node string, down bool, pulled map[string]*action.A
 		}
 		switch {
 		case a.State.Final():
+			if v.active[node][id] {
+				v.freed = true
+			}
 			delete(v.active[node], id)
 			delete(v.cs.admitted, id)
 		case a.State == action.New || a.State == action.Running:
@@ -124,10 +129,34 @@ func (v *budgetView) admit(node string, r *store.Record) (bool, string) {
 		}
 	}
 	if !u.Admits(node) {
+		v.cs.heldNodes[node] = true
 		return false, u.HeldReason()
 	}
+	delete(v.cs.heldNodes, node)
 	v.cs.admitted[r.ID] = admission{node: node, at: time.Now()}
 	return true, ""
+}
+
+// nudgeHeld asks, once a sync has committed, for a sync of every node
+// whose disruptive action the budget held, when that sync saw a
+// disruptive action end: the held actions go at once, not at the next
+// pass. A node that is held again waits for the next end.
+func (o *Orchestrator) nudgeHeld(v *budgetView) {
+	if v == nil {
+		return
+	}
+	v.cs.smu.Lock()
+	var nodes []string
+	if v.freed {
+		for n := range v.cs.heldNodes {
+			nodes = append(nodes, n)
+		}
+		clear(v.cs.heldNodes)
+	}
+	v.cs.smu.Unlock()
+	for _, n := range nodes {
+		o.NudgeNode(v.cs.id, n)
+	}
 }
 
 // release forgets the admission of an action whose push was not made or

@@ -133,8 +133,18 @@ func (o *Orchestrator) SyncNodes(ctx context.Context, clusterID string, nodeIDs 
 }
 
 func (o *Orchestrator) syncNodes(ctx context.Context, clusterID string, nodeIDs []string) (Report, error) {
-	cs := o.cluster(clusterID)
 	rep := Report{Cluster: clusterID}
+	// A note may name any cluster: keep no state for one the store lacks.
+	err := o.st.Read(ctx, func(r store.Reader) error {
+		_, err := r.Cluster(ctx, clusterID)
+		return err
+	})
+	if errors.Is(err, store.ErrNotFound) {
+		return rep, nil
+	} else if err != nil {
+		return rep, fmt.Errorf("sync of %s nodes: %w", clusterID, err)
+	}
+	cs := o.cluster(clusterID)
 	ids := append([]string(nil), nodeIDs...)
 	sort.Strings(ids)
 	// Locked in id order, so that two syncs of overlapping sets never wait
@@ -153,9 +163,9 @@ func (o *Orchestrator) syncNodes(ctx context.Context, clusterID string, nodeIDs 
 	}
 
 	var nodes []nodeResult
+	var bv *budgetView
 	readAt := time.Now()
-	err := o.st.Read(ctx, func(r store.Reader) error {
-		var bv *budgetView
+	err = o.st.Read(ctx, func(r store.Reader) error {
 		if _, ok := o.cfg.Budget.Limit(clusterID); ok {
 			// The budget needs the whole cluster: every node, every open action.
 			all, err := r.Nodes(ctx, clusterID)
@@ -210,6 +220,7 @@ func (o *Orchestrator) syncNodes(ctx context.Context, clusterID string, nodeIDs 
 	if err := o.commit(ctx, cs, nodes, false, &rep); err != nil {
 		return rep, fmt.Errorf("sync of %s nodes: %w", clusterID, err)
 	}
+	o.nudgeHeld(bv)
 	return rep, nil
 }
 

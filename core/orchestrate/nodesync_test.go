@@ -135,3 +135,42 @@ func TestAgentLabelsBeyondBoundsAreRefused(t *testing.T) {
 		t.Fatalf("n2: %v", n.Labels)
 	}
 }
+
+// TestAHeldActionGoesWhenTheNoteSaysTheOtherEnded: the sync of a node whose
+// disruptive action ended (an agent's note) nudges the node the budget held,
+// and its action is pushed at once, without a pass.
+func TestAHeldActionGoesWhenTheNoteSaysTheOtherEnded(t *testing.T) {
+	t.Parallel()
+	one, _ := limit.Parse("1")
+	h := setup(t, Config{Interval: time.Hour, Budget: budget.Policy{MaxUnavailable: map[string]limit.Limit{cluster: one},
+		Kinds: []budget.KindRule{{Kind: "muster.io/debug.sleep", Disruptive: true}}}}, "n1", "n2")
+	h.start()
+	eventually(t, "the first pass", func() bool { return h.node("n2").Status == store.NodeUp })
+	passes := func() int {
+		h.agents["n1"].mu.Lock()
+		defer h.agents["n1"].mu.Unlock()
+		n := 0
+		for _, r := range h.agents["n1"].requests {
+			if r == "GET /api/v1/info" {
+				n++
+			}
+		}
+		return n
+	}
+	a := h.create("n1", nil)
+	h.o.NudgeNode(cluster, "n1")
+	eventually(t, "a pushed", func() bool { return h.record(a).State == action.New })
+	b := h.create("n2", nil)
+	h.o.NudgeNode(cluster, "n2")
+	eventually(t, "b held", func() bool { return h.record(b).StateReason == "held by the disruption budget: 1 of 1 unavailable" })
+
+	h.agents["n1"].run(t, a, action.Running, nil)
+	h.agents["n1"].run(t, a, action.Done, nil)
+	before := passes()
+	h.o.NudgeNode(cluster, "n1") // what the agent's note does
+	eventually(t, "b pushed", func() bool { return h.record(b).State == action.New })
+	wantState(t, h.record(a), action.Done)
+	if got := passes(); got != before+1 {
+		t.Fatalf("n1 was asked for its info %d times, want once (its own sync, no pass)", got-before)
+	}
+}

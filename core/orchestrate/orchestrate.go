@@ -177,6 +177,7 @@ type clusterState struct {
 	smu       sync.Mutex
 	admitted  map[string]admission     // action id → a disruptive push admitted, not yet settled
 	nodeLocks map[string]chan struct{} // node id → held while a sync talks to it
+	heldNodes map[string]bool          // nodes with a disruptive action the budget held
 }
 
 // nodeClient is the HTTP client of one node, for the address it was made for.
@@ -232,7 +233,8 @@ func (o *Orchestrator) cluster(id string) *clusterState {
 	cs, ok := o.clusters[id]
 	if !ok {
 		cs = &clusterState{id: id, lastContact: map[string]time.Time{}, strays: map[string]string{},
-			clients: map[string]*nodeClient{}, admitted: map[string]admission{}, nodeLocks: map[string]chan struct{}{}}
+			clients: map[string]*nodeClient{}, admitted: map[string]admission{}, nodeLocks: map[string]chan struct{}{},
+			heldNodes: map[string]bool{}}
 		o.clusters[id] = cs
 	}
 	return cs

@@ -159,6 +159,9 @@ func (o *Orchestrator) pass(ctx context.Context, cs *clusterState) (Report, erro
 	if err := o.commit(ctx, cs, nodes, true, &rep); err != nil {
 		return rep, fmt.Errorf("pass of %s: %w", cs.id, err)
 	}
+	if len(nodes) > 0 {
+		o.nudgeHeld(nodes[0].budget)
+	}
 	return rep, nil
 }
 
