@@ -174,3 +174,20 @@ func TestAHeldActionGoesWhenTheNoteSaysTheOtherEnded(t *testing.T) {
 		t.Fatalf("n1 was asked for its info %d times, want once (its own sync, no pass)", got-before)
 	}
 }
+
+// TestSyncOfAnUnknownClusterKeepsNothing: a note may name any cluster; a
+// sync of one the store lacks does nothing and keeps no state for it.
+func TestSyncOfAnUnknownClusterKeepsNothing(t *testing.T) {
+	t.Parallel()
+	h := setup(t, Config{}, "n1")
+	rep, err := h.o.SyncNodes(context.Background(), "no-such-cluster", []string{"n1"})
+	if err != nil || rep.Nodes != 0 {
+		t.Fatalf("%+v, %v", rep, err)
+	}
+	h.o.mu.Lock()
+	_, kept := h.o.clusters["no-such-cluster"]
+	h.o.mu.Unlock()
+	if kept {
+		t.Fatal("state kept for a cluster the store lacks")
+	}
+}
