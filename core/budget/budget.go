@@ -60,10 +60,23 @@ func (p Policy) Disruptive(kind string) bool {
 	return false
 }
 
-// Limit returns the cluster's max_unavailable, and false when it has none.
+// Limit returns the cluster's max_unavailable, and false when it has none
+// (a cluster listed with 0 has a budget: no disruption at all).
 func (p Policy) Limit(clusterID string) (limit.Limit, bool) {
 	l, ok := p.MaxUnavailable[clusterID]
-	return l, ok && l.IsSet()
+	return l, ok
+}
+
+// Max resolves max_unavailable against a cluster of total nodes: a
+// percentage is rounded down, but never below 1 when it is above 0 and the
+// cluster has nodes (10% of 5 nodes is 1), so that a small cluster can
+// still make progress.
+func Max(l limit.Limit, total int) int {
+	n := l.Floor(total)
+	if n < 1 && l.Percent && l.N > 0 && total > 0 {
+		n = 1
+	}
+	return n
 }
 
 // Reasons a node is unavailable.
@@ -115,7 +128,7 @@ func (p Policy) Usage(clusterID string, nodes []store.Node, open []store.Record)
 	if !ok {
 		return nil
 	}
-	u := &Usage{Limit: l, Total: len(nodes), Max: l.Resolve(len(nodes)), Unavailable: map[string]string{}}
+	u := &Usage{Limit: l, Total: len(nodes), Max: Max(l, len(nodes)), Unavailable: map[string]string{}}
 	for i := range nodes {
 		if why := NodeReason(&nodes[i]); why != "" {
 			u.Unavailable[nodes[i].ID] = why

@@ -221,6 +221,15 @@ func (o *Orchestrator) syncNodes(ctx context.Context, clusterID string, nodeIDs 
 		return rep, fmt.Errorf("sync of %s nodes: %w", clusterID, err)
 	}
 	o.nudgeHeld(bv)
+	// A child of a run that this sync saw finish may admit the run's next
+	// wave: create it now, and ask for the pass that pushes it.
+	if rep.Changes > 0 {
+		if created, err := o.advanceRuns(ctx, clusterID); err != nil {
+			return rep, fmt.Errorf("sync of %s nodes: %w", clusterID, err)
+		} else if created > 0 {
+			o.Nudge(clusterID)
+		}
+	}
 	return rep, nil
 }
 

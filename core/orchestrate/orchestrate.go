@@ -77,6 +77,8 @@ type Config struct {
 	// Budget is the disruption budget of every cluster and the kinds it
 	// counts (DESIGN.md §11): no disruptive action is pushed past it.
 	Budget budget.Policy
+	// Runs, when set, moves runs on at every pass (core/runs).
+	Runs Runs
 }
 
 // DefaultConfig returns the defaults of DESIGN.md §6.
@@ -482,6 +484,9 @@ func (o *Orchestrator) sweep(ctx context.Context) {
 	for {
 		if _, err := o.ExpireApprovals(ctx); err != nil && ctx.Err() == nil {
 			o.log.Warn("approval expiry failed", "err", err)
+		}
+		if _, err := o.expireRuns(ctx); err != nil && ctx.Err() == nil {
+			o.log.Warn("run expiry failed", "err", err)
 		}
 		select {
 		case <-ctx.Done():

@@ -64,6 +64,26 @@ type Reader interface {
 
 	Tokens(ctx context.Context) ([]Token, error)
 	TokenByHash(ctx context.Context, hash string) (*Token, error)
+
+	// Run returns the run with exactly this id (ErrNotFound otherwise).
+	Run(ctx context.Context, id string) (*Run, error)
+	// RunIDsWithPrefix returns up to max run ids that start with prefix.
+	RunIDsWithPrefix(ctx context.Context, prefix string, max int) ([]string, error)
+	// ListRuns lists runs, newest first, then by id.
+	ListRuns(ctx context.Context, q RunQuery) ([]Run, error)
+	// RunsInState lists the runs of a cluster (every cluster when "") in
+	// one of states, oldest first.
+	RunsInState(ctx context.Context, clusterID string, states ...string) ([]Run, error)
+	// RunChildren lists the child actions of a run, oldest first.
+	RunChildren(ctx context.Context, runID string) ([]Record, error)
+
+	// Playbook returns one version of a playbook, the newest when version
+	// is 0 (ErrNotFound when there is none).
+	Playbook(ctx context.Context, name string, version int) (*Playbook, error)
+	// Playbooks lists the newest version of every playbook, by name.
+	Playbooks(ctx context.Context) ([]Playbook, error)
+	// PlaybookVersions lists every version of one playbook, oldest first.
+	PlaybookVersions(ctx context.Context, name string) ([]Playbook, error)
 }
 
 // Tx writes within an Update.
@@ -83,6 +103,12 @@ type Tx interface {
 	// the name is, ignoring case: alice and Alice are one name).
 	InsertToken(ctx context.Context, t *Token) error
 	DeleteToken(ctx context.Context, name string) error
+	// InsertRun stores a new run (ErrExists when the id is taken).
+	InsertRun(ctx context.Context, r *Run) error
+	// UpdateRun replaces the stored run with the same id.
+	UpdateRun(ctx context.Context, r *Run) error
+	// InsertPlaybook stores a new version (ErrExists when it is taken).
+	InsertPlaybook(ctx context.Context, p *Playbook) error
 }
 
 // Record is an action as the core keeps it: the shared record and the
@@ -99,6 +125,11 @@ type Record struct {
 	// PushedStoreID is the store_id of the agent database a push was last
 	// attempted to, written before the push is sent. Empty: never pushed.
 	PushedStoreID string
+	// RunID, Stage and Wave place a child action in its run (empty for an
+	// action of its own). A run has at most one child per stage and node.
+	RunID string
+	Stage string
+	Wave  int
 }
 
 // Cluster status values.
@@ -151,21 +182,21 @@ func DownByDiscovery(n *Node) bool {
 
 // Node is one agent as the core knows it.
 type Node struct {
-	ClusterID    string     `json:"cluster_id"`
-	ID           string     `json:"id"`
-	Addr         string     `json:"addr"`
-	Source       string     `json:"source"`
-	Status       string     `json:"status"`
-	StatusReason string     `json:"status_reason"`
-	StoreID      string     `json:"store_id"`
-	Cursor       int64      `json:"cursor"`
-	Kinds        []string   `json:"kinds"`
-	Version      string     `json:"version"`
-	LastContact  *time.Time `json:"last_contact"`
-	UpdatedTS    time.Time  `json:"updated_ts"`
+	ClusterID    string   `json:"cluster_id"`
+	ID           string   `json:"id"`
+	Addr         string   `json:"addr"`
+	Source       string   `json:"source"`
+	Status       string   `json:"status"`
+	StatusReason string   `json:"status_reason"`
+	StoreID      string   `json:"store_id"`
+	Cursor       int64    `json:"cursor"`
+	Kinds        []string `json:"kinds"`
 	// Labels are the static labels of the configuration with the agent's
 	// own laid over them, key by key (nil when there are none).
-	Labels map[string]string `json:"labels"`
+	Labels      map[string]string `json:"labels"`
+	Version     string            `json:"version"`
+	LastContact *time.Time        `json:"last_contact"`
+	UpdatedTS   time.Time         `json:"updated_ts"`
 }
 
 // ListQuery selects and orders actions. Empty fields do not filter.
@@ -225,6 +256,7 @@ type Event struct {
 	ClusterID  string    `json:"cluster_id,omitempty"`
 	NodeID     string    `json:"node_id,omitempty"`
 	ActionID   string    `json:"action_id,omitempty"`
+	RunID      string    `json:"run_id,omitempty"`
 	Message    string    `json:"message"`
 	// Data is extra detail as a JSON object (for a conflict: the old kind and args).
 	Data map[string]any `json:"data,omitempty"`

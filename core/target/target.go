@@ -2,7 +2,8 @@
 // other operation over many nodes) works on (DESIGN.md §9). A target has
 // exactly one form: a list of node ids, a label selector (every pair must
 // match), or all the cluster's nodes. Resolve turns it into the fixed,
-// sorted list of node ids that people see and approve.
+// sorted list of node ids that people see and approve. The type is
+// wire.Target, as the APIs carry it; this package checks and resolves it.
 package target
 
 import (
@@ -17,6 +18,7 @@ import (
 	"github.com/musterhq/muster/core/discovery"
 	"github.com/musterhq/muster/core/store"
 	"github.com/musterhq/muster/shared/labels"
+	"github.com/musterhq/muster/shared/wire"
 )
 
 // MaxNodes bounds a list of node ids.
@@ -29,16 +31,12 @@ var (
 	ErrInvalid = errors.New("invalid target")
 	// ErrUnknownNode: a listed node is not in the cluster.
 	ErrUnknownNode = errors.New("unknown node")
-	// ErrNoMatch: a label selector matches no node of the cluster.
+	// ErrNoMatch: a label selector (or all) matches no node of the cluster.
 	ErrNoMatch = errors.New("no node matches")
 )
 
 // Target is {"nodes": [...]}, {"labels": {...}} or {"all": true}.
-type Target struct {
-	Nodes  []string   `json:"nodes,omitempty"`
-	Labels labels.Set `json:"labels,omitempty"`
-	All    bool       `json:"all,omitempty"`
-}
+type Target = wire.Target
 
 // Nodes returns the target of these node ids.
 func Nodes(ids ...string) Target { return Target{Nodes: ids} }
@@ -49,8 +47,21 @@ func Labels(sel map[string]string) Target { return Target{Labels: sel} }
 // All returns the target of every node of the cluster.
 func All() Target { return Target{All: true} }
 
+// targetError is an error of one of the kinds above with its own message.
+type targetError struct {
+	kind error
+	msg  string
+}
+
+func (e *targetError) Error() string        { return e.msg }
+func (e *targetError) Is(target error) bool { return target == e.kind }
+
+func fail(kind error, format string, args ...any) error {
+	return &targetError{kind: kind, msg: fmt.Sprintf(format, args...)}
+}
+
 // Decode reads a target from JSON, refusing unknown fields, trailing data,
-// and anything Validate refuses.
+// "all": false, and anything Check refuses.
 func Decode(b []byte) (Target, error) {
 	var w struct {
 		Nodes  *[]string          `json:"nodes"`
@@ -60,10 +71,10 @@ func Decode(b []byte) (Target, error) {
 	dec := json.NewDecoder(bytes.NewReader(b))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(&w); err != nil {
-		return Target{}, fmt.Errorf("%w: %v", ErrInvalid, err)
+		return Target{}, fail(ErrInvalid, "not a target: %v", err)
 	}
 	if _, err := dec.Token(); !errors.Is(err, io.EOF) {
-		return Target{}, fmt.Errorf("%w: data after the target object", ErrInvalid)
+		return Target{}, fail(ErrInvalid, "data after the target object")
 	}
 	forms := 0
 	var t Target
@@ -78,33 +89,25 @@ func Decode(b []byte) (Target, error) {
 	if w.All != nil {
 		forms++
 		if !*w.All {
-			return Target{}, fmt.Errorf(`%w: "all": false selects nothing; give nodes, labels or "all": true`, ErrInvalid)
+			return Target{}, fail(ErrInvalid, `"all": false selects nothing: give "nodes", "labels" or "all": true`)
 		}
 		t.All = true
 	}
 	if forms > 1 {
-		return Target{}, fmt.Errorf("%w: give exactly one of nodes, labels and all", ErrInvalid)
+		return Target{}, fail(ErrInvalid, `give only one of "nodes", "labels" or "all"`)
 	}
-	return t, t.Validate()
+	return t, Check(t)
 }
 
-// UnmarshalJSON is Decode.
-func (t *Target) UnmarshalJSON(b []byte) error {
-	v, err := Decode(b)
-	if err != nil {
-		return err
-	}
-	*t = v
-	return nil
-}
-
-// Validate checks that t has exactly one non-empty form with valid names.
-func (t Target) Validate() error {
+// CheckForm reports whether t has exactly one non-empty form, with at most
+// MaxNodes nodes. It leaves the names alone: a playbook's target may hold
+// template references until it is rendered.
+func CheckForm(t Target) error {
 	forms := 0
-	if t.Nodes != nil {
+	if len(t.Nodes) > 0 {
 		forms++
 	}
-	if t.Labels != nil {
+	if len(t.Labels) > 0 {
 		forms++
 	}
 	if t.All {
@@ -112,33 +115,29 @@ func (t Target) Validate() error {
 	}
 	switch {
 	case forms == 0:
-		return fmt.Errorf(`%w: empty target; give nodes, labels or "all": true`, ErrInvalid)
+		return fail(ErrInvalid, `empty: give "nodes", "labels" or "all"`)
 	case forms > 1:
-		return fmt.Errorf("%w: give exactly one of nodes, labels and all", ErrInvalid)
-	case t.Nodes != nil:
-		if len(t.Nodes) == 0 {
-			return fmt.Errorf("%w: empty node list", ErrInvalid)
+		return fail(ErrInvalid, `give only one of "nodes", "labels" or "all"`)
+	case len(t.Nodes) > MaxNodes:
+		return fail(ErrInvalid, "more than %d nodes", MaxNodes)
+	}
+	return nil
+}
+
+// Check is CheckForm, and valid names: node ids as cluster and node ids are
+// written (one listed twice counts once), a selector within the bounds of
+// package labels.
+func Check(t Target) error {
+	if err := CheckForm(t); err != nil {
+		return err
+	}
+	for _, id := range t.Nodes {
+		if !discovery.ValidName(id) {
+			return fail(ErrInvalid, "node %q: use 1 to 128 letters, digits, '.', '_' and '-'", id)
 		}
-		if len(t.Nodes) > MaxNodes {
-			return fmt.Errorf("%w: %d nodes, at most %d", ErrInvalid, len(t.Nodes), MaxNodes)
-		}
-		seen := make(map[string]bool, len(t.Nodes))
-		for _, id := range t.Nodes {
-			if !discovery.ValidName(id) {
-				return fmt.Errorf("%w: node %q: use 1 to 128 letters, digits, '.', '_' and '-'", ErrInvalid, id)
-			}
-			if seen[id] {
-				return fmt.Errorf("%w: node %s is listed twice", ErrInvalid, id)
-			}
-			seen[id] = true
-		}
-	case t.Labels != nil:
-		if len(t.Labels) == 0 {
-			return fmt.Errorf(`%w: empty label selector; use "all": true for every node`, ErrInvalid)
-		}
-		if err := t.Labels.Validate(); err != nil {
-			return fmt.Errorf("%w: %v", ErrInvalid, err)
-		}
+	}
+	if err := labels.Set(t.Labels).Validate(); err != nil {
+		return fail(ErrInvalid, "%v", err)
 	}
 	return nil
 }
@@ -146,13 +145,13 @@ func (t Target) Validate() error {
 // Resolve returns the sorted ids of the nodes of a cluster (nodes, as the
 // store lists them) that t picks. Every listed node must exist; a label
 // selector must match at least one node; all needs at least one node.
-func (t Target) Resolve(nodes []store.Node) ([]string, error) {
-	if err := t.Validate(); err != nil {
+func Resolve(t Target, nodes []store.Node) ([]string, error) {
+	if err := Check(t); err != nil {
 		return nil, err
 	}
 	var out []string
 	switch {
-	case t.Nodes != nil:
+	case len(t.Nodes) > 0:
 		known := make(map[string]bool, len(nodes))
 		for i := range nodes {
 			known[nodes[i].ID] = true
@@ -165,24 +164,24 @@ func (t Target) Resolve(nodes []store.Node) ([]string, error) {
 		}
 		if len(unknown) > 0 {
 			slices.Sort(unknown)
-			return nil, fmt.Errorf("%w: %s", ErrUnknownNode, strings.Join(unknown, ", "))
+			return nil, fail(ErrUnknownNode, "unknown node(s) %s", strings.Join(unknown, ", "))
 		}
 		out = slices.Clone(t.Nodes)
-	case t.Labels != nil:
+	case len(t.Labels) > 0:
 		for i := range nodes {
 			if labels.Set(nodes[i].Labels).Matches(t.Labels) {
 				out = append(out, nodes[i].ID)
 			}
 		}
 		if len(out) == 0 {
-			return nil, fmt.Errorf("%w the labels %s", ErrNoMatch, t.Labels)
+			return nil, fail(ErrNoMatch, "no node has the labels %s", labels.Set(t.Labels))
 		}
 	default:
 		for i := range nodes {
 			out = append(out, nodes[i].ID)
 		}
 		if len(out) == 0 {
-			return nil, fmt.Errorf("%w: the cluster has no nodes", ErrNoMatch)
+			return nil, fail(ErrNoMatch, "the cluster has no nodes")
 		}
 	}
 	slices.Sort(out)
@@ -203,23 +202,23 @@ func Parse(s string) (Target, error) {
 			ids = append(ids, strings.TrimSpace(id))
 		}
 		t := Nodes(ids...)
-		return t, t.Validate()
+		return t, Check(t)
 	}
 	sel, err := labels.ParseSelector([]string{s})
 	if err != nil {
-		return Target{}, fmt.Errorf(`%w: %q is not "all", "nodes=a,b" or label pairs "k=v,k2=v2": %v`, ErrInvalid, s, err)
+		return Target{}, fail(ErrInvalid, `%q is not "all", "nodes=a,b" or label pairs "k=v,k2=v2": %v`, s, err)
 	}
 	t := Labels(sel)
-	return t, t.Validate()
+	return t, Check(t)
 }
 
 // String is the form Parse reads.
-func (t Target) String() string {
+func String(t Target) string {
 	switch {
 	case t.All:
 		return "all"
-	case t.Nodes != nil:
+	case len(t.Nodes) > 0:
 		return "nodes=" + strings.Join(t.Nodes, ",")
 	}
-	return t.Labels.String()
+	return labels.Set(t.Labels).String()
 }

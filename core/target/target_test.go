@@ -4,7 +4,6 @@ import (
 	"encoding/json"
 	"errors"
 	"reflect"
-	"strings"
 	"testing"
 
 	"github.com/musterhq/muster/core/store"
@@ -24,6 +23,7 @@ func TestResolve(t *testing.T) {
 		want []string
 	}{
 		{`{"nodes": ["db-2", "db-1"]}`, []string{"db-1", "db-2"}},
+		{`{"nodes": ["db-2", "db-1", "db-2"]}`, []string{"db-1", "db-2"}}, // once each
 		{`{"labels": {"role": "replica"}}`, []string{"db-2", "db-3"}},
 		{`{"labels": {"role": "replica", "zone": "a"}}`, []string{"db-2"}},
 		{`{"all": true}`, []string{"db-1", "db-2", "db-3", "web-1"}},
@@ -32,7 +32,7 @@ func TestResolve(t *testing.T) {
 		if err != nil {
 			t.Fatalf("Decode(%s): %v", tc.in, err)
 		}
-		got, err := tg.Resolve(cluster)
+		got, err := Resolve(tg, cluster)
 		if err != nil || !reflect.DeepEqual(got, tc.want) {
 			t.Errorf("%s resolves to %v, %v; want %v", tc.in, got, err, tc.want)
 		}
@@ -41,18 +41,18 @@ func TestResolve(t *testing.T) {
 
 func TestResolveErrorsSayWhich(t *testing.T) {
 	t.Parallel()
-	_, err := Nodes("db-1", "db-9", "db-0").Resolve(cluster)
-	if !errors.Is(err, ErrUnknownNode) || !strings.Contains(err.Error(), "db-0, db-9") {
+	_, err := Resolve(Nodes("db-1", "db-9", "db-0"), cluster)
+	if !errors.Is(err, ErrUnknownNode) || err.Error() != "unknown node(s) db-0, db-9" {
 		t.Errorf("unknown nodes: %v", err)
 	}
-	_, err = Labels(map[string]string{"role": "witness"}).Resolve(cluster)
-	if !errors.Is(err, ErrNoMatch) || !strings.Contains(err.Error(), "role=witness") {
+	_, err = Resolve(Labels(map[string]string{"role": "witness"}), cluster)
+	if !errors.Is(err, ErrNoMatch) || err.Error() != "no node has the labels role=witness" {
 		t.Errorf("selector matching nothing: %v", err)
 	}
-	if _, err = All().Resolve(nil); !errors.Is(err, ErrNoMatch) {
+	if _, err = Resolve(All(), nil); !errors.Is(err, ErrNoMatch) {
 		t.Errorf("all of an empty cluster: %v", err)
 	}
-	if _, err = (Target{}).Resolve(cluster); !errors.Is(err, ErrInvalid) {
+	if _, err = Resolve(Target{}, cluster); !errors.Is(err, ErrInvalid) {
 		t.Errorf("empty target: %v", err)
 	}
 }
@@ -62,7 +62,7 @@ func TestDecodeRefuses(t *testing.T) {
 	for _, in := range []string{
 		`{}`, `null`, ``, `[]`, `{"nodes": []}`, `{"labels": {}}`, `{"all": false}`,
 		`{"nodes": ["a"], "all": true}`, `{"labels": {"a": "b"}, "nodes": ["a"]}`,
-		`{"nodes": ["a", "a"]}`, `{"nodes": ["a b"]}`, `{"nodes": [""]}`, `{"labels": {"a": ""}}`,
+		`{"nodes": ["a b"]}`, `{"nodes": [""]}`, `{"labels": {"a": ""}}`,
 		`{"labels": {"a b": "c"}}`, `{"node": ["a"]}`, `{"all": true} {"all": true}`, `{"all": "yes"}`,
 		`{"nodes": "a"}`,
 	} {
@@ -70,11 +70,8 @@ func TestDecodeRefuses(t *testing.T) {
 			t.Errorf("Decode(%s) = %+v, %v; want ErrInvalid", in, tg, err)
 		}
 	}
-	var v struct {
-		Target Target `json:"target"`
-	}
-	if err := json.Unmarshal([]byte(`{"target": {"nodes": ["a"], "all": true}}`), &v); !errors.Is(err, ErrInvalid) {
-		t.Errorf("as a field: %v", err)
+	if err := Check(Target{Nodes: []string{"a"}, All: true}); !errors.Is(err, ErrInvalid) {
+		t.Errorf("two forms: %v", err)
 	}
 }
 
@@ -91,9 +88,9 @@ func TestParseAndString(t *testing.T) {
 		if err != nil || !reflect.DeepEqual(got, want) {
 			t.Errorf("Parse(%q) = %+v, %v; want %+v", in, got, err, want)
 		}
-		again, err := Parse(got.String())
+		again, err := Parse(String(got))
 		if err != nil || !reflect.DeepEqual(again, got) {
-			t.Errorf("Parse(%q) reads back as %+v, %v", got.String(), again, err)
+			t.Errorf("Parse(%q) reads back as %+v, %v", String(got), again, err)
 		}
 	}
 	for _, in := range []string{"", "allx", "nodes=", "nodes=a,,b", "role", "role=a,role=b"} {
@@ -121,8 +118,8 @@ func FuzzDecode(f *testing.F) {
 			}
 			return
 		}
-		if err := tg.Validate(); err != nil {
-			t.Fatalf("Decode(%q) accepted %+v that Validate refuses: %v", b, tg, err)
+		if err := Check(tg); err != nil {
+			t.Fatalf("Decode(%q) accepted %+v that Check refuses: %v", b, tg, err)
 		}
 		out, err := json.Marshal(tg)
 		if err != nil {
@@ -132,7 +129,7 @@ func FuzzDecode(f *testing.F) {
 		if err != nil || !reflect.DeepEqual(again, tg) {
 			t.Fatalf("round trip of %+v: %s → %+v, %v", tg, out, again, err)
 		}
-		if ids, err := tg.Resolve(cluster); err == nil && len(ids) == 0 {
+		if ids, err := Resolve(tg, cluster); err == nil && len(ids) == 0 {
 			t.Fatalf("%+v resolved to no node without an error", tg)
 		}
 	})

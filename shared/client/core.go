@@ -174,6 +174,7 @@ func (c *Core) Retry(ctx context.Context, ref string) (*action.Action, error) {
 // EventFilter narrows the event log and its stream. Zero fields do not filter.
 type EventFilter struct {
 	ActionID string
+	RunID    string
 	Cluster  string
 }
 
@@ -181,6 +182,9 @@ func (f EventFilter) values() url.Values {
 	q := url.Values{}
 	if f.ActionID != "" {
 		q.Set("action_id", f.ActionID)
+	}
+	if f.RunID != "" {
+		q.Set("run_id", f.RunID)
 	}
 	if f.Cluster != "" {
 		q.Set("cluster", f.Cluster)

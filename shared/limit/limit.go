@@ -1,9 +1,9 @@
-// Package limit reads the bounds people write as a count or a percentage
-// ("2", "10%"): a disruption budget's max_unavailable, a run's
-// max_concurrency and max_errors. One parser, one rounding rule.
+// Package limit reads the limits of runs and budgets: a count ("2") or a
+// percentage of a total ("10%"), given in JSON as a number or a string.
 package limit
 
 import (
+	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -11,96 +11,101 @@ import (
 	"strings"
 )
 
-// ErrInvalid is returned (wrapped) for a limit that is neither a count nor a
-// percentage from 0 to 100.
+// ErrInvalid is a limit that is neither a count nor a percentage from 0 to 100.
 var ErrInvalid = errors.New("invalid limit")
 
-// MaxCount bounds a count, so that arithmetic on it never overflows.
+// MaxCount bounds a count, so that no arithmetic on it overflows.
 const MaxCount = 1_000_000
 
-// Limit is a count or a percentage of a total. The zero Limit is unset.
+// Limit is a count, or a percentage of a total when Percent is set.
 type Limit struct {
-	n       int
-	percent bool
-	set     bool
+	N       int
+	Percent bool
 }
 
-// Count returns the limit of n (0 ≤ n ≤ MaxCount).
-func Count(n int) (Limit, error) {
-	if n < 0 || n > MaxCount {
-		return Limit{}, fmt.Errorf("%w: %d is not a count from 0 to %d", ErrInvalid, n, MaxCount)
-	}
-	return Limit{n: n, set: true}, nil
-}
-
-// Percent returns the limit of p percent (0 ≤ p ≤ 100).
-func Percent(p int) (Limit, error) {
-	if p < 0 || p > 100 {
-		return Limit{}, fmt.Errorf("%w: %d%% is not a percentage from 0%% to 100%%", ErrInvalid, p)
-	}
-	return Limit{n: p, percent: true, set: true}, nil
-}
-
-// Parse reads "N" (a count) or "N%" (a percentage, 0 to 100). Spaces around
-// are ignored; anything else is an error.
+// Parse reads "3" or "25%".
 func Parse(s string) (Limit, error) {
-	t := strings.TrimSpace(s)
-	pct := strings.HasSuffix(t, "%")
-	num := strings.TrimSuffix(t, "%")
-	if num == "" || strings.ContainsAny(num, "+- ") {
-		return Limit{}, fmt.Errorf("%w: %q is not a count (2) or a percentage (10%%)", ErrInvalid, s)
-	}
+	s = strings.TrimSpace(s)
+	pct := strings.HasSuffix(s, "%")
+	num := strings.TrimSuffix(s, "%")
 	n, err := strconv.Atoi(num)
-	if err != nil {
-		return Limit{}, fmt.Errorf("%w: %q is not a count (2) or a percentage (10%%)", ErrInvalid, s)
-	}
-	if pct {
-		return Percent(n)
-	}
-	return Count(n)
-}
-
-// IsSet reports whether the limit was given.
-func (l Limit) IsSet() bool { return l.set }
-
-// IsPercent reports whether the limit is a percentage.
-func (l Limit) IsPercent() bool { return l.percent }
-
-// Resolve returns the limit as a count of total: a count as is, a
-// percentage of total rounded down, but never below 1 when the percentage
-// and total are above zero (10% of 5 nodes is 1, so that a small cluster
-// can still make progress). A count is not capped by total.
-func (l Limit) Resolve(total int) int {
-	if !l.percent {
-		return l.n
-	}
-	if total <= 0 || l.n == 0 {
-		return 0
-	}
-	return max(1, total*l.n/100)
-}
-
-// String is the form Parse reads ("" when unset).
-func (l Limit) String() string {
 	switch {
-	case !l.set:
-		return ""
-	case l.percent:
-		return strconv.Itoa(l.n) + "%"
+	case err != nil || num == "" || num[0] == '+':
+		return Limit{}, fmt.Errorf("%w: %q is not a count or a percentage", ErrInvalid, s)
+	case n < 0 || num[0] == '-':
+		return Limit{}, fmt.Errorf("%w: %q is negative", ErrInvalid, s)
+	case pct && n > 100:
+		return Limit{}, fmt.Errorf("%w: %q is over 100%%", ErrInvalid, s)
+	case n > MaxCount:
+		return Limit{}, fmt.Errorf("%w: %q is over %d", ErrInvalid, s, MaxCount)
 	}
-	return strconv.Itoa(l.n)
+	return Limit{N: n, Percent: pct}, nil
 }
 
-// MarshalText writes the form Parse reads.
-func (l Limit) MarshalText() ([]byte, error) { return []byte(l.String()), nil }
+// MustParse is Parse for constants.
+func MustParse(s string) Limit {
+	l, err := Parse(s)
+	if err != nil {
+		panic(err)
+	}
+	return l
+}
 
-// UnmarshalText reads what Parse reads; empty text is the unset Limit.
-func (l *Limit) UnmarshalText(b []byte) error {
-	if strings.TrimSpace(string(b)) == "" {
-		*l = Limit{}
+// String is the form Parse reads.
+func (l Limit) String() string {
+	if l.Percent {
+		return strconv.Itoa(l.N) + "%"
+	}
+	return strconv.Itoa(l.N)
+}
+
+// IsZero reports whether the limit was never set.
+func (l Limit) IsZero() bool { return l == Limit{} }
+
+// Floor is the limit over total, a percentage rounded down: 10% of 15 is 1.
+func (l Limit) Floor(total int) int {
+	if !l.Percent {
+		return l.N
+	}
+	return total * l.N / 100
+}
+
+// Ceil is the limit over total, a percentage rounded up, and never below 1
+// when total is not 0: 10% of 15 is 2, 1% of 5 is 1.
+func (l Limit) Ceil(total int) int {
+	if !l.Percent {
+		return l.N
+	}
+	n := (total*l.N + 99) / 100
+	if n < 1 && total > 0 && l.N > 0 {
+		n = 1
+	}
+	return n
+}
+
+// MarshalJSON writes the string form.
+func (l Limit) MarshalJSON() ([]byte, error) { return json.Marshal(l.String()) }
+
+// UnmarshalJSON reads a number (a count) or a string ("3", "10%").
+func (l *Limit) UnmarshalJSON(b []byte) error {
+	b = bytes.TrimSpace(b)
+	if len(b) > 0 && b[0] == '"' {
+		var s string
+		if err := json.Unmarshal(b, &s); err != nil {
+			return err
+		}
+		v, err := Parse(s)
+		if err != nil {
+			return err
+		}
+		*l = v
 		return nil
 	}
-	v, err := Parse(string(b))
+	var n json.Number
+	if err := json.Unmarshal(b, &n); err != nil {
+		return fmt.Errorf("%w: %s is not a count or a percentage", ErrInvalid, b)
+	}
+	v, err := Parse(n.String())
 	if err != nil {
 		return err
 	}
@@ -108,15 +113,12 @@ func (l *Limit) UnmarshalText(b []byte) error {
 	return nil
 }
 
-// UnmarshalJSON accepts a JSON number (a count) or a string ("2", "10%").
-func (l *Limit) UnmarshalJSON(b []byte) error {
-	var s string
-	if err := json.Unmarshal(b, &s); err == nil {
-		return l.UnmarshalText([]byte(s))
+// UnmarshalText lets configuration decoders read a limit from a string.
+func (l *Limit) UnmarshalText(b []byte) error {
+	v, err := Parse(string(b))
+	if err != nil {
+		return err
 	}
-	var n json.Number
-	if err := json.Unmarshal(b, &n); err != nil {
-		return fmt.Errorf("%w: %s is not a count or a percentage string", ErrInvalid, b)
-	}
-	return l.UnmarshalText([]byte(n.String()))
+	*l = v
+	return nil
 }

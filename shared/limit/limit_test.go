@@ -6,99 +6,108 @@ import (
 	"testing"
 )
 
-func TestParseAndResolve(t *testing.T) {
+func TestParse(t *testing.T) {
 	t.Parallel()
 	cases := []struct {
 		in      string
-		total   int
-		want    int
-		percent bool
+		want    Limit
+		wantErr bool
 	}{
-		{"0", 10, 0, false},
-		{"1", 10, 1, false},
-		{" 3 ", 2, 3, false}, // a count is not capped by the total
-		{"10%", 100, 10, true},
-		{"10%", 1000, 100, true},
-		{"10%", 5, 1, true}, // rounded down, but at least 1
-		{"25%", 10, 2, true},
-		{"100%", 7, 7, true},
-		{"0%", 50, 0, true},
-		{"50%", 0, 0, true},
+		{in: "0", want: Limit{}},
+		{in: "3", want: Limit{N: 3}},
+		{in: " 10% ", want: Limit{N: 10, Percent: true}},
+		{in: "100%", want: Limit{N: 100, Percent: true}},
+		{in: "101%", wantErr: true},
+		{in: "-1", wantErr: true},
+		{in: "-0", wantErr: true},
+		{in: "-5%", wantErr: true},
+		{in: "+3", wantErr: true},
+		{in: "", wantErr: true},
+		{in: "%", wantErr: true},
+		{in: "1.5", wantErr: true},
+		{in: "ten", wantErr: true},
+		{in: "2000000", wantErr: true},
 	}
-	for _, c := range cases {
-		t.Run(c.in, func(t *testing.T) {
-			t.Parallel()
-			l, err := Parse(c.in)
-			if err != nil {
-				t.Fatalf("Parse(%q): %v", c.in, err)
+	for _, tc := range cases {
+		t.Run(tc.in, func(t *testing.T) {
+			got, err := Parse(tc.in)
+			if tc.wantErr {
+				if !errors.Is(err, ErrInvalid) {
+					t.Fatalf("Parse(%q) = %v, %v; want ErrInvalid", tc.in, got, err)
+				}
+				return
 			}
-			if !l.IsSet() || l.IsPercent() != c.percent {
-				t.Fatalf("Parse(%q) = %+v", c.in, l)
-			}
-			if got := l.Resolve(c.total); got != c.want {
-				t.Errorf("Parse(%q).Resolve(%d) = %d, want %d", c.in, c.total, got, c.want)
+			if err != nil || got != tc.want {
+				t.Fatalf("Parse(%q) = %v, %v; want %v", tc.in, got, err, tc.want)
 			}
 		})
 	}
 }
 
-func TestParseRefusesBadLimits(t *testing.T) {
+func TestCeilAndFloor(t *testing.T) {
 	t.Parallel()
-	for _, in := range []string{"", "%", "-1", "+1", "101%", "-5%", "1.5", "ten", "10 %", "1e3", "10%%", "1000001"} {
-		if l, err := Parse(in); !errors.Is(err, ErrInvalid) {
-			t.Errorf("Parse(%q) = %+v, %v; want ErrInvalid", in, l, err)
+	cases := []struct {
+		l           string
+		total       int
+		ceil, floor int
+	}{
+		{"10%", 1000, 100, 100},
+		{"10%", 15, 2, 1},
+		{"1%", 5, 1, 0},
+		{"0%", 5, 0, 0},
+		{"50%", 0, 0, 0},
+		{"3", 2, 3, 3},
+		{"100%", 7, 7, 7},
+	}
+	for _, tc := range cases {
+		l := MustParse(tc.l)
+		if got := l.Ceil(tc.total); got != tc.ceil {
+			t.Errorf("%s.Ceil(%d) = %d, want %d", tc.l, tc.total, got, tc.ceil)
+		}
+		if got := l.Floor(tc.total); got != tc.floor {
+			t.Errorf("%s.Floor(%d) = %d, want %d", tc.l, tc.total, got, tc.floor)
 		}
 	}
 }
 
-func TestJSONRoundTrip(t *testing.T) {
+func TestJSONReadsNumbersAndStrings(t *testing.T) {
 	t.Parallel()
-	var v struct {
-		A Limit `json:"a"`
-		B Limit `json:"b"`
-		C Limit `json:"c"`
-	}
-	if err := json.Unmarshal([]byte(`{"a": 2, "b": "10%", "c": "3"}`), &v); err != nil {
+	var v struct{ A, B Limit }
+	if err := json.Unmarshal([]byte(`{"A": 2, "B": "25%"}`), &v); err != nil {
 		t.Fatal(err)
 	}
-	if v.A.String() != "2" || v.B.String() != "10%" || v.C.String() != "3" {
-		t.Fatalf("decoded %s %s %s", v.A, v.B, v.C)
+	if v.A != (Limit{N: 2}) || v.B != (Limit{N: 25, Percent: true}) {
+		t.Fatalf("got %+v", v)
 	}
-	b, err := json.Marshal(v)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if string(b) != `{"a":"2","b":"10%","c":"3"}` {
-		t.Fatalf("encoded %s", b)
-	}
-	for _, bad := range []string{`{"a": "101%"}`, `{"a": -1}`, `{"a": true}`, `{"a": 1.5}`} {
-		if err := json.Unmarshal([]byte(bad), &v); !errors.Is(err, ErrInvalid) {
-			t.Errorf("%s: err %v, want ErrInvalid", bad, err)
+	for _, bad := range []string{`{"A": 2.5}`, `{"A": "200%"}`, `{"A": -1}`, `{"A": true}`} {
+		if err := json.Unmarshal([]byte(bad), &v); err == nil {
+			t.Errorf("%s decoded", bad)
 		}
+	}
+	out, _ := json.Marshal(v)
+	if string(out) != `{"A":"2","B":"25%"}` {
+		t.Fatalf("marshal: %s", out)
 	}
 }
 
-// FuzzParse checks that Parse never panics, that what it accepts prints back
-// to itself, and that Resolve stays within [0, max(count, total)].
 func FuzzParse(f *testing.F) {
-	for _, s := range []string{"0", "1", "10%", "100%", "101%", "-1", "", "%", " 7 ", "99999999999999999999"} {
-		f.Add(s, 10)
+	for _, s := range []string{"0", "3", "10%", "100%", "101%", "-1", "", "%", "1e3", "99999999999999999999"} {
+		f.Add(s)
 	}
-	f.Fuzz(func(t *testing.T, s string, total int) {
+	f.Fuzz(func(t *testing.T, s string) {
 		l, err := Parse(s)
 		if err != nil {
 			return
 		}
-		again, err := Parse(l.String())
-		if err != nil || again != l {
-			t.Fatalf("Parse(%q) = %v, which reads back as %v, %v", s, l, again, err)
+		if l.N < 0 || l.N > MaxCount || (l.Percent && l.N > 100) {
+			t.Fatalf("Parse(%q) accepted %+v", s, l)
 		}
-		if total < 0 || total > MaxCount {
-			return
+		back, err := Parse(l.String())
+		if err != nil || back != l {
+			t.Fatalf("round trip of %q: %+v, %v", s, back, err)
 		}
-		r := l.Resolve(total)
-		if r < 0 || (l.IsPercent() && r > total) || (!l.IsPercent() && r != l.n) {
-			t.Fatalf("Parse(%q).Resolve(%d) = %d", s, total, r)
+		if c := l.Ceil(10000); c < l.Floor(10000) {
+			t.Fatalf("ceil %d < floor", c)
 		}
 	})
 }

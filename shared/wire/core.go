@@ -115,6 +115,7 @@ type Event struct {
 	ClusterID  string         `json:"cluster_id,omitempty"`
 	NodeID     string         `json:"node_id,omitempty"`
 	ActionID   string         `json:"action_id,omitempty"`
+	RunID      string         `json:"run_id,omitempty"`
 	Message    string         `json:"message"`
 	Data       map[string]any `json:"data,omitempty"`
 }
