@@ -77,3 +77,34 @@ func TestBudgetKeepsTwoDisruptiveActionsApart(t *testing.T) {
 		t.Fatalf("cluster show:\n%s", out)
 	}
 }
+
+// The budget holds for every disruptive action, whoever created it: a
+// manual action and a run of the same disruptive kind (max_concurrency 2),
+// approved together in a cluster with max_unavailable 1, never run on two
+// nodes at once, and all of them run. The agents' execution log proves it.
+func TestBudgetKeepsAManualActionAndARunApart(t *testing.T) {
+	t.Parallel()
+	f := newStepFleetWith(t, "0.5", fleetOptions{nodes: 3,
+		clusterYAML: "    budget:\n      max_unavailable: 1\n",
+		coreExtra:   "kinds:\n  - {kind: example.com/step, disruptive: true}\n"})
+	manual := f.create("node-1", "example.com/step", `{}`)
+	run, err := f.alice.CreateRun(ctxT(t), stepRun("2", "0", ""))
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.approve(manual.ID)
+	if _, err := f.bob.RunVerb(ctxT(t), run.ID, "approve", ""); err != nil {
+		t.Fatal(err)
+	}
+	if r := f.waitRun(t, run.ID, 60*time.Second, "DONE", "FAILED", "CANCELLED"); r.State != "DONE" {
+		t.Fatalf("run ended %s (%s)", r.State, r.StateReason)
+	}
+	f.waitCore(manual.ID, 30*time.Second, action.Done)
+	spans := f.spans(t)
+	if len(spans) != 4 {
+		t.Fatalf("%d executions, want 4 (the manual action and one child per node)", len(spans))
+	}
+	if n := maxOverlap(spans); n != 1 {
+		t.Fatalf("%d nodes ran the disruptive kind at once with max_unavailable 1", n)
+	}
+}
