@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/musterhq/muster/shared/action"
+	"github.com/musterhq/muster/shared/limit"
 	"github.com/musterhq/muster/shared/wire"
 )
 
@@ -86,5 +87,51 @@ func TestReactiveProgressWithGossip(t *testing.T) {
 	// The push and the DONE: two node syncs that wrote.
 	if got := metric(t, p.core.Addr(), "muster_core_orchestrate_nudged_syncs_total", `result="wrote"`); got < synced+2 {
 		t.Fatalf("%v node syncs wrote, want at least 2", got-synced)
+	}
+}
+
+// Reactive progress carries runs too (the issue's fifth end-to-end case):
+// with passes every 30 s and gossip on, a 3-stage run over 3 nodes ends in
+// a few seconds, not in 90: each child's end is a note, the note a sync of
+// its node, and the sync creates the next wave. The children sleep 1 s, so
+// that no pass that pushes one can also see it end.
+func TestReactiveProgressCarriesARun(t *testing.T) {
+	t.Parallel()
+	p := newPool(t, gossipTiming, 30*time.Second)
+	for i := 1; i <= 3; i++ {
+		p.agent(fmt.Sprintf("node-%d", i), "", gossipTiming)
+	}
+	waitFor(t, 20*time.Second, "three nodes UP", func() bool {
+		up := 0
+		for _, n := range p.nodes() {
+			if n.Status == "UP" {
+				up++
+			}
+		}
+		return up == 3
+	})
+	all := limit.MustParse("100%")
+	req := &wire.CreateRunRequest{ClusterID: "e2e"}
+	for _, name := range []string{"first", "second", "third"} {
+		req.Stages = append(req.Stages, wire.StageSpec{Name: name, Kind: "muster.io/debug.sleep",
+			Args: json.RawMessage(`{"seconds":1}`), Target: wire.Target{All: true}, MaxConcurrency: &all})
+	}
+	started := time.Now()
+	r, err := p.admin.CreateRun(ctxT(t), req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got *wire.Run
+	waitFor(t, 20*time.Second, "the run to end", func() bool {
+		got, err = p.admin.Run(ctxT(t), r.ID)
+		return err == nil && (got.State == "DONE" || got.State == "FAILED" || got.State == "CANCELLED")
+	})
+	took := time.Since(started)
+	if got.State != "DONE" {
+		t.Fatalf("run ended %s (%s)", got.State, got.StateReason)
+	}
+	t.Logf("3 stages over 3 nodes in %s with a 30 s interval", took.Round(time.Millisecond))
+	if took > 12*time.Second {
+		t.Fatalf("the run took %s: its waves waited for passes", took)
 	}
 }
