@@ -25,6 +25,7 @@ import (
 	"github.com/musterhq/muster/core/orchestrate"
 	"github.com/musterhq/muster/core/runs"
 	"github.com/musterhq/muster/core/store"
+	"github.com/musterhq/muster/core/store/postgres"
 	"github.com/musterhq/muster/core/store/sqlite"
 	"github.com/musterhq/muster/shared/config"
 	"github.com/musterhq/muster/shared/tlsutil"
@@ -98,6 +99,15 @@ func (c *Core) Run(ctx context.Context) error {
 		return err
 	}
 	engine := &runs.Engine{Policy: cfg.Approval, Actions: api.Rules{}}
+	ln, err := listen(cfg.API)
+	if err != nil {
+		return err
+	}
+	repl, err := newReplication(cfg, st, ln.Addr().String(), c.log, reg)
+	if err != nil {
+		ln.Close()
+		return err
+	}
 	orch, err := orchestrate.New(orchestrate.Config{
 		Interval:         cfg.Orchestrate.Interval,
 		Workers:          cfg.Orchestrate.Workers,
@@ -109,19 +119,18 @@ func (c *Core) Run(ctx context.Context) error {
 		StaticLabels:     discovery.StaticLabels(cfg.Clusters),
 		Budget:           cfg.BudgetPolicy(),
 		Runs:             engine,
+		Leases:           repl.orchestrateLeases(),
 	}, st, c.log, reg)
 	if err != nil {
+		ln.Close()
 		return err
 	}
-	apiSrv := api.New(api.Config{Policy: cfg.Approval, Budget: cfg.BudgetPolicy(), Gatherer: reg, Registerer: reg, Runs: engine}, st, orch, c.log)
+	apiSrv := api.New(api.Config{Policy: cfg.Approval, Budget: cfg.BudgetPolicy(), Gatherer: reg, Registerer: reg,
+		Runs: engine, Replicas: repl}, st, repl, c.log)
 	httpSrv := &http.Server{Handler: apiSrv.Handler(), ReadHeaderTimeout: 10 * time.Second,
 		// Refused TLS handshakes (no or a wrong client certificate) land here.
 		ErrorLog: slog.NewLogLogger(c.log.With("component", "api").Handler(), slog.LevelWarn)}
 	httpSrv.RegisterOnShutdown(apiSrv.Close) // event streams end, so Shutdown can finish
-	ln, err := listen(cfg.API)
-	if err != nil {
-		return err
-	}
 
 	// Started in this order, stopped in the reverse one (deferred).
 	if err := orch.Start(ctx); err != nil {
@@ -129,6 +138,11 @@ func (c *Core) Run(ctx context.Context) error {
 		return err
 	}
 	defer orch.Stop()
+	if err := repl.Start(ctx, orch.Nudge, orch.NudgeNode); err != nil {
+		ln.Close()
+		return err
+	}
+	defer repl.Stop() // gives up the leases before the orchestrator stops
 	sources := []discovery.Source{static}
 	var pool *discovery.GossipSource
 	if cfg.Gossip.Enabled {
@@ -140,7 +154,7 @@ func (c *Core) Run(ctx context.Context) error {
 	watch.Add(1)
 	go func() {
 		defer watch.Done()
-		_ = discovery.Watch(watchCtx, st, c.log, orch.Nudge, static.Clusters(), sources...)
+		_ = discovery.Watch(watchCtx, st, c.log, repl.Nudge, static.Clusters(), sources...)
 	}()
 	defer func() { stopWatch(); watch.Wait() }()
 	gs, err := newGossip(cfg.Gossip, ln.Addr().String(), pool, orch.NudgeNode, c.log)
@@ -162,7 +176,7 @@ func (c *Core) Run(ctx context.Context) error {
 	c.mu.Unlock()
 	close(c.ready)
 	c.log.Info("core started", "api", ln.Addr().String(), "clusters", len(cfg.Clusters),
-		"data_dir", cfg.DataDir, "version", version.Version)
+		"data_dir", cfg.DataDir, "store", cfg.Store.Driver, "replica", repl.self.ID, "version", version.Version)
 
 	var runErr error
 	served := false
@@ -210,12 +224,15 @@ func checkKeyFiles(cfg Config) error {
 
 func openStore(ctx context.Context, cfg Config) (store.Store, error) {
 	var (
-		st  *sqlite.Store
+		st  store.Store
 		err error
 	)
-	if cfg.Store.DSN != "" {
+	switch {
+	case cfg.Store.Driver == DriverPostgres:
+		st, err = postgres.Open(ctx, cfg.Store.DSN)
+	case cfg.Store.DSN != "":
 		st, err = sqlite.OpenFile(ctx, cfg.Store.DSN)
-	} else {
+	default:
 		st, err = sqlite.Open(ctx, cfg.DataDir)
 	}
 	if err != nil {

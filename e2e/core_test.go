@@ -55,6 +55,9 @@ type fleetOptions struct {
 	// clusterYAML is added to the cluster's entry in the core's config,
 	// indented under it (budget: ...).
 	clusterYAML string
+	// agentYAML, when set, adds YAML of a node's own to its agent's config
+	// (its labels, say).
+	agentYAML func(node string) string
 }
 
 func newFleetWith(t testing.TB, o fleetOptions) *fleet {
@@ -85,7 +88,11 @@ func newFleetWith(t testing.TB, o fleetOptions) *fleet {
 	var nodes strings.Builder
 	for i := 1; i <= n; i++ {
 		id := fmt.Sprintf("node-%d", i)
-		p, c, dir := agentProcIn(t, subdir(id), id, extra)
+		own := extra
+		if o.agentYAML != nil {
+			own += o.agentYAML(id)
+		}
+		p, c, dir := agentProcIn(t, subdir(id), id, own)
 		f.agents[id], f.agentC[id], f.dirs[id] = p, c, dir
 		addr := p.Addr()
 		if o.coreAddr != nil {

@@ -61,6 +61,8 @@ type Config struct {
 	// Budget is the clusters' disruption budgets, shown by GET
 	// /api/v1/clusters/{c}.
 	Budget budget.Policy
+	// Replicas answers GET /api/v1/core/replicas; nil lists none.
+	Replicas ReplicaLister
 	// Runs makes every change to runs.
 	Runs *runs.Engine
 }
@@ -164,6 +166,7 @@ func (s *Server) routes() {
 	s.add(http.MethodGet, "/api/v1/clusters/:cluster", auth.Read, s.showCluster)
 	s.add(http.MethodPost, "/api/v1/clusters/:cluster/orchestrate", auth.Orchestrate, s.orchestrate)
 	s.add(http.MethodGet, "/api/v1/nodes", auth.Read, s.listNodes)
+	s.add(http.MethodGet, "/api/v1/core/replicas", auth.Read, s.listReplicas)
 
 	s.add(http.MethodGet, "/api/v1/actions", auth.Read, s.listActions)
 	s.add(http.MethodPost, "/api/v1/actions", auth.Create, s.createAction)

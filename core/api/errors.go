@@ -89,6 +89,8 @@ func classify(err error) (int, string) {
 		return http.StatusUnprocessableEntity, wire.CodeUnprocessable
 	case errors.Is(err, ErrTooMany):
 		return http.StatusTooManyRequests, wire.CodeTooMany
+	case errors.Is(err, store.ErrUnavailable):
+		return http.StatusServiceUnavailable, wire.CodeUnavailable
 	case errors.Is(err, apiserver.ErrUnsupportedMediaType):
 		return http.StatusUnsupportedMediaType, wire.CodeUnsupportedMediaType
 	}
@@ -124,6 +126,12 @@ func (s *Server) handleError(c *echo.Context, err error) {
 		// The cause goes to the log, not to the caller.
 		s.log.Error("api request failed", "method", c.Request().Method, "path", c.Request().URL.Path, "err", err)
 		body.Error.Message = "internal error"
+	case http.StatusServiceUnavailable:
+		if errors.Is(err, store.ErrUnavailable) {
+			// Nothing was written: the caller may try again.
+			s.log.Warn("api request failed: database unavailable", "method", c.Request().Method, "path", c.Request().URL.Path, "err", err)
+			body.Error.Message = "the database is unavailable; nothing was changed, try again"
+		}
 	case http.StatusUnauthorized:
 		c.Response().Header().Set("WWW-Authenticate", `Bearer realm="muster"`)
 	}

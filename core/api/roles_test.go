@@ -26,6 +26,7 @@ var roleTable = map[string][5]int{ //        none viewer  op   appr admin
 	"GET /api/v1/clusters/:cluster":              {401, 200, 200, 200, 200},
 	"POST /api/v1/clusters/:cluster/orchestrate": {401, 403, 202, 403, 202},
 	"GET /api/v1/nodes":                          {401, 200, 200, 200, 200},
+	"GET /api/v1/core/replicas":                  {401, 200, 200, 200, 200},
 	"GET /api/v1/actions":                        {401, 200, 200, 200, 200},
 	"POST /api/v1/actions":                       {401, 403, 201, 403, 201},
 	"GET /api/v1/actions/:id":                    {401, 200, 200, 200, 200},

@@ -18,6 +18,9 @@ type metrics struct {
 	expired   prometheus.Counter
 	// nudgedSyncs counts syncs of nudged nodes (SyncNodes) by result.
 	nudgedSyncs *prometheus.CounterVec
+	// latePushes: pushes of passes whose lease was lost before they could
+	// record them (harmless: an agent never runs an id twice).
+	latePushes prometheus.Counter
 }
 
 func newMetrics(reg prometheus.Registerer, st store.Store) (*metrics, error) {
@@ -51,6 +54,10 @@ func newMetrics(reg prometheus.Registerer, st store.Store) (*metrics, error) {
 			Name: "muster_core_orchestrate_nudged_syncs_total",
 			Help: "Syncs of single nodes (an agent's changed note, an approval, a new action) by result: idle, wrote, or error.",
 		}, []string{"result"}),
+		latePushes: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "muster_core_orchestrate_late_pushes_total",
+			Help: "Actions pushed by a pass whose cluster lease was lost before the pass could record them.",
+		}),
 	}
 	if reg == nil {
 		return m, nil
@@ -59,7 +66,8 @@ func newMetrics(reg prometheus.Registerer, st store.Store) (*metrics, error) {
 		Name: "muster_core_store_rows_written_total",
 		Help: "Rows inserted, updated or deleted in the core store since it opened.",
 	}, func() float64 { return float64(st.RowsWritten()) })
-	for _, c := range []prometheus.Collector{m.passes, m.duration, m.nodeSyncs, m.pushes, m.changes, m.expired, m.nudgedSyncs, rows} {
+	for _, c := range []prometheus.Collector{m.passes, m.duration, m.nodeSyncs, m.pushes, m.changes, m.expired,
+		m.nudgedSyncs, m.latePushes, rows} {
 		if err := reg.Register(c); err != nil {
 			return nil, err
 		}

@@ -271,14 +271,24 @@ func (o *Orchestrator) syncNudgedNodes(ctx context.Context) {
 			syncs.Add(1)
 			go func() {
 				defer syncs.Done()
-				rep, err := o.SyncNodes(ctx, clusterID, ids)
+				defer func() { finished <- clusterID }()
+				// As a pass: only under the cluster's lease, when several
+				// replicas share the store.
+				pctx, done, ok := o.passContext(ctx, clusterID)
+				if !ok {
+					return
+				}
+				rep, err := o.SyncNodes(pctx, clusterID, ids)
+				done()
 				switch {
+				case errors.Is(err, store.ErrFenced):
+					o.metrics.latePushes.Add(float64(rep.Pushed))
+					o.log.Info("node sync refused: the lease was lost", "cluster", clusterID, "pushed", rep.Pushed)
 				case err != nil && ctx.Err() == nil:
 					o.log.Warn("node sync failed", "cluster", clusterID, "nodes", ids, "err", err)
 				case rep.Changes > 0:
 					o.log.Debug("node sync", "cluster", clusterID, "nodes", ids, "pushed", rep.Pushed, "changes", rep.Changes)
 				}
-				finished <- clusterID
 			}()
 		}
 		o.mu.Unlock()

@@ -1,7 +1,8 @@
 // Package store declares how the core persists clusters, nodes, actions, their
 // history, events and tokens. The orchestrator and the API see only these
-// interfaces; core/store/sqlite implements them (a PostgreSQL implementation
-// can be added beside it without touching either).
+// interfaces; core/store/sqlite (one file, the embedded default) and
+// core/store/postgres (shared by several core replicas) implement them, and
+// core/store/storetest holds the behaviour both must have.
 //
 // All work happens inside Read (a consistent snapshot) or Update (one write
 // transaction). A change and the events describing it are written by the same
@@ -11,6 +12,9 @@ package store
 import (
 	"context"
 	"errors"
+	"fmt"
+	"slices"
+	"strings"
 	"time"
 
 	"github.com/musterhq/muster/shared/action"
@@ -20,6 +24,9 @@ import (
 var (
 	ErrNotFound = errors.New("not found")
 	ErrExists   = errors.New("already exists")
+	// ErrInvalidQuery is a list query no store can run, such as an unknown
+	// sort field.
+	ErrInvalidQuery = errors.New("invalid query")
 )
 
 // Store is the core's persistence.
@@ -27,6 +34,10 @@ type Store interface {
 	// Read runs fn against a consistent snapshot.
 	Read(ctx context.Context, fn func(r Reader) error) error
 	// Update runs fn in one write transaction: all of it commits, or none.
+	// Concurrent Updates behave as if they ran one after the other. An
+	// implementation may run fn again after a conflict with another
+	// transaction (PostgreSQL's serialization failures), so fn must redo,
+	// not accumulate, whatever it keeps outside tx.
 	Update(ctx context.Context, fn func(tx Tx) error) error
 	// Subscribe returns a channel that receives the sequence number of the
 	// newest event after every commit that appended events. The channel is
@@ -218,8 +229,37 @@ type SortKey struct {
 	Desc  bool
 }
 
-// SortFields are the fields an action list may be sorted by.
+// SortFields are the fields an action list may be sorted by. Each is also
+// the column's name in both stores.
 var SortFields = []string{"created_ts", "updated_ts", "id", "state", "kind", "node_id", "cluster_id"}
+
+// DefaultSort is the order of a list query without sort keys: oldest first.
+var DefaultSort = []SortKey{{Field: "created_ts"}}
+
+// SortKeys validates keys (ErrInvalidQuery) and returns the full order: the
+// default when keys is empty, and the id appended as the last tie-breaker
+// (ascending) unless it is already there.
+func SortKeys(keys []SortKey) ([]SortKey, error) {
+	if len(keys) == 0 {
+		keys = DefaultSort
+	}
+	out := make([]SortKey, 0, len(keys)+1)
+	seen := map[string]bool{}
+	for _, k := range keys {
+		if !slices.Contains(SortFields, k.Field) {
+			return nil, fmt.Errorf("%w: cannot sort by %q (want one of %s)", ErrInvalidQuery, k.Field, strings.Join(SortFields, ", "))
+		}
+		if seen[k.Field] {
+			return nil, fmt.Errorf("%w: sort field %q given twice", ErrInvalidQuery, k.Field)
+		}
+		seen[k.Field] = true
+		out = append(out, k)
+		if k.Field == "id" { // unique: any further key can never decide
+			return out, nil
+		}
+	}
+	return append(out, SortKey{Field: "id"}), nil
+}
 
 // Event types (DESIGN.md §5).
 const (

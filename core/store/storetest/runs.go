@@ -1,4 +1,4 @@
-package sqlite
+package storetest
 
 import (
 	"context"
@@ -26,9 +26,8 @@ func testRun(id string, created time.Time) *store.Run {
 	}
 }
 
-func TestRunsRoundTripAndList(t *testing.T) {
-	t.Parallel()
-	s := setup(t)
+func testRunsRoundTripAndList(t *testing.T, db NewDB) {
+	s := setup(t, db)
 	a, b := testRun("00000000-0000-4000-8000-00000000000a", t0), testRun("00000000-0000-4000-8000-00000000000b", t0.Add(time.Second))
 	update(t, s, func(ctx context.Context, tx store.Tx) error {
 		if err := tx.InsertRun(ctx, a); err != nil {
@@ -75,9 +74,8 @@ func TestRunsRoundTripAndList(t *testing.T) {
 	})
 }
 
-func TestARunHasOneChildPerStageAndNode(t *testing.T) {
-	t.Parallel()
-	s := setup(t)
+func testARunHasOneChildPerStageAndNode(t *testing.T, db NewDB) {
+	s := setup(t, db)
 	child := func(id, stage, node string) *store.Record {
 		r := record(id)
 		r.NodeID, r.RunID, r.Stage, r.Wave = node, "run-1", stage, 1
@@ -105,9 +103,8 @@ func TestARunHasOneChildPerStageAndNode(t *testing.T) {
 	})
 }
 
-func TestPlaybookVersions(t *testing.T) {
-	t.Parallel()
-	s := setup(t)
+func testPlaybookVersions(t *testing.T, db NewDB) {
+	s := setup(t, db)
 	update(t, s, func(ctx context.Context, tx store.Tx) error {
 		for _, p := range []store.Playbook{
 			{Name: "b", Version: 1, Document: "v1", Digest: "1"},
@@ -142,6 +139,37 @@ func TestPlaybookVersions(t *testing.T) {
 		vs, err := r.PlaybookVersions(ctx, "b")
 		if err != nil || len(vs) != 2 || vs[0].Version != 1 {
 			t.Errorf("versions = %+v, %v", vs, err)
+		}
+		return nil
+	})
+}
+
+// TestTokenNamesAreUniqueIgnoringCase: a name becomes requester and
+// approved_by, and four-eyes compares them ignoring case, so the store refuses
+// a second token whose name differs from another only in case.
+func testTokenNamesAreUniqueIgnoringCase(t *testing.T, db NewDB) {
+	s := setup(t, db)
+	ctx := context.Background()
+	update(t, s, func(ctx context.Context, tx store.Tx) error {
+		return tx.InsertToken(ctx, &store.Token{Name: "alice", Roles: []string{store.RoleOperator}, Hash: "h1", CreatedTS: t0})
+	})
+	for _, name := range []string{"Alice", "ALICE", "aLiCe"} {
+		err := s.Update(ctx, func(tx store.Tx) error {
+			return tx.InsertToken(ctx, &store.Token{Name: name, Roles: []string{store.RoleApprover}, Hash: "h-" + name, CreatedTS: t0})
+		})
+		if !errors.Is(err, store.ErrExists) {
+			t.Errorf("insert %s beside alice: %v, want ErrExists", name, err)
+		}
+	}
+	// Once alice is revoked, the name is free again, in any case.
+	update(t, s, func(ctx context.Context, tx store.Tx) error { return tx.DeleteToken(ctx, "alice") })
+	update(t, s, func(ctx context.Context, tx store.Tx) error {
+		return tx.InsertToken(ctx, &store.Token{Name: "Alice", Roles: []string{store.RoleApprover}, Hash: "h2", CreatedTS: t0})
+	})
+	read(t, s, func(ctx context.Context, r store.Reader) error {
+		all, err := r.Tokens(ctx)
+		if err != nil || len(all) != 1 || all[0].Name != "Alice" {
+			t.Errorf("Tokens = %+v, %v", all, err)
 		}
 		return nil
 	})
