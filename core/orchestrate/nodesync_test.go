@@ -3,6 +3,7 @@ package orchestrate
 import (
 	"context"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -190,4 +191,43 @@ func TestSyncOfAnUnknownClusterKeepsNothing(t *testing.T) {
 	if kept {
 		t.Fatal("state kept for a cluster the store lacks")
 	}
+}
+
+// gate is a Leases that holds a cluster's lease only while held is set, and
+// reports every question on asked.
+type gate struct {
+	held  atomic.Bool
+	asked chan string
+}
+
+func (g *gate) PassContext(ctx context.Context, clusterID string) (context.Context, context.CancelFunc, bool) {
+	g.asked <- clusterID
+	return ctx, func() {}, g.held.Load()
+}
+
+// TestNodeSyncsNeedTheClustersLease: with several replicas, a nudged node
+// sync runs only on the replica that holds the cluster's lease, like a pass.
+func TestNodeSyncsNeedTheClustersLease(t *testing.T) {
+	t.Parallel()
+	g := &gate{asked: make(chan string, 100)}
+	h := setup(t, Config{Interval: time.Hour, Leases: g}, "n1")
+	h.pass() // n1 UP
+	h.start()
+	id := h.create("n1", nil)
+	<-g.asked // the scheduler's first pass, refused
+	// Two refused nudges: the second is asked only once the first has ended
+	// (one sync of a cluster at a time), so the first had every chance to push.
+	for range 2 {
+		h.o.NudgeNode(cluster, "n1")
+		if c := <-g.asked; c != cluster {
+			t.Fatalf("asked for the lease of %q", c)
+		}
+	}
+	if calls := h.agents["n1"].calls("POST"); len(calls) != 0 {
+		t.Fatalf("a replica without the lease pushed: %v", calls)
+	}
+	wantState(t, h.record(id), action.PendingSchedule)
+	g.held.Store(true)
+	h.o.NudgeNode(cluster, "n1")
+	eventually(t, "the push under the lease", func() bool { return h.record(id).State == action.New })
 }
