@@ -19,10 +19,12 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 
+	"github.com/musterhq/muster/core/actions"
 	"github.com/musterhq/muster/core/api"
 	"github.com/musterhq/muster/core/auth"
 	"github.com/musterhq/muster/core/discovery"
 	"github.com/musterhq/muster/core/orchestrate"
+	"github.com/musterhq/muster/core/retention"
 	"github.com/musterhq/muster/core/runs"
 	"github.com/musterhq/muster/core/store"
 	"github.com/musterhq/muster/core/store/postgres"
@@ -98,7 +100,10 @@ func (c *Core) Run(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	engine := &runs.Engine{Policy: cfg.Approval, Actions: api.Rules{}}
+	// One set of rules for every action change, whether the API, the
+	// orchestrator or the run engine makes it.
+	rules := &actions.Rules{Policy: cfg.Approval, ScheduleTTL: cfg.Orchestrate.ScheduleTTL}
+	engine := &runs.Engine{Policy: cfg.Approval, Actions: actions.Children{Rules: rules}}
 	ln, err := listen(cfg.API)
 	if err != nil {
 		return err
@@ -109,12 +114,14 @@ func (c *Core) Run(ctx context.Context) error {
 		return err
 	}
 	orch, err := orchestrate.New(orchestrate.Config{
+		Rules:            rules,
 		Interval:         cfg.Orchestrate.Interval,
 		Workers:          cfg.Orchestrate.Workers,
 		MaxQueuedPerNode: cfg.Orchestrate.MaxQueuedPerNode,
 		FullSyncEvery:    cfg.Orchestrate.FullSyncEvery,
 		AgentTimeout:     cfg.Orchestrate.AgentTimeout,
 		ApprovalTTL:      cfg.Approval.TTL,
+		ScheduleTTL:      cfg.Orchestrate.ScheduleTTL,
 		AgentTLS:         atls,
 		StaticLabels:     discovery.StaticLabels(cfg.Clusters),
 		Budget:           cfg.BudgetPolicy(),
@@ -125,8 +132,8 @@ func (c *Core) Run(ctx context.Context) error {
 		ln.Close()
 		return err
 	}
-	apiSrv := api.New(api.Config{Policy: cfg.Approval, Budget: cfg.BudgetPolicy(), Gatherer: reg, Registerer: reg,
-		Runs: engine, Replicas: repl}, st, repl, c.log)
+	apiSrv := api.New(api.Config{Policy: cfg.Approval, Rules: rules, Budget: cfg.BudgetPolicy(), Gatherer: reg,
+		Registerer: reg, Runs: engine, Replicas: repl}, st, repl, c.log)
 	httpSrv := &http.Server{Handler: apiSrv.Handler(), ReadHeaderTimeout: 10 * time.Second,
 		// Refused TLS handshakes (no or a wrong client certificate) land here.
 		ErrorLog: slog.NewLogLogger(c.log.With("component", "api").Handler(), slog.LevelWarn)}
@@ -143,6 +150,12 @@ func (c *Core) Run(ctx context.Context) error {
 		return err
 	}
 	defer repl.Stop() // gives up the leases before the orchestrator stops
+	purger := retention.New(retention.Config{Retention: cfg.Retention}, st, c.log)
+	if err := purger.Start(ctx); err != nil {
+		ln.Close()
+		return err
+	}
+	defer purger.Stop()
 	sources := []discovery.Source{static}
 	var pool *discovery.GossipSource
 	if cfg.Gossip.Enabled {
@@ -198,8 +211,9 @@ func (c *Core) Run(ctx context.Context) error {
 	if !served {
 		<-serveErr // Serve has returned: its goroutine is gone
 	}
-	// The deferred calls stop discovery, then the orchestrator (passes in
-	// flight are cancelled and write nothing), then close the store.
+	// The deferred calls stop discovery, then retention, then the
+	// orchestrator (passes in flight are cancelled and write nothing), then
+	// close the store.
 	return runErr
 }
 

@@ -82,16 +82,20 @@ func Max(l limit.Limit, total int) int {
 // Reasons a node is unavailable.
 const (
 	ReasonDown       = "down"
+	ReasonDrained    = "drained"
 	ReasonDisruptive = "disruptive action"
 	ReasonPushing    = "disruptive action pushed, not yet confirmed"
 )
 
 // NodeReason says whether a node is unavailable by its own status, and why
 // ("" when it is not). It is the one place that decides it: a node is
-// unavailable while DOWN; a drained node (DESIGN.md §11) is to be added here.
+// unavailable while DOWN or drained (DESIGN.md §11).
 func NodeReason(n *store.Node) string {
-	if n.Status == store.NodeDown {
+	switch {
+	case n.Status == store.NodeDown:
 		return ReasonDown
+	case n.Drained:
+		return ReasonDrained
 	}
 	return ""
 }

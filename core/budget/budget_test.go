@@ -48,7 +48,7 @@ func TestUsageCountsDownNodesAndDisruptiveActions(t *testing.T) {
 	nodes := []store.Node{
 		{ID: "n1", Status: store.NodeUp}, {ID: "n2", Status: store.NodeDown}, {ID: "n3", Status: store.NodeUp},
 		{ID: "n4", Status: store.NodeUp}, {ID: "n5", Status: store.NodeUnknown}, {ID: "n6", Status: store.NodeUp},
-		{ID: "n7", Status: store.NodeUp},
+		{ID: "n7", Status: store.NodeUp}, {ID: "n8", Status: store.NodeUp, Drained: true},
 	}
 	open := []store.Record{
 		rec("n1", restart, action.Running, "s"),
@@ -59,20 +59,20 @@ func TestUsageCountsDownNodesAndDisruptiveActions(t *testing.T) {
 		rec("n7", restart, action.PendingApprove, ""),
 	}
 	u := p.Usage("c", nodes, open)
-	want := map[string]string{"n1": ReasonDisruptive, "n2": ReasonDown, "n6": ReasonPushing}
+	want := map[string]string{"n1": ReasonDisruptive, "n2": ReasonDown, "n6": ReasonPushing, "n8": ReasonDrained}
 	if !reflect.DeepEqual(u.Unavailable, want) {
 		t.Fatalf("unavailable %v, want %v", u.Unavailable, want)
 	}
-	if u.Max != 2 || u.Total != 7 { // 40% of 7 = 2.8, rounded down
+	if u.Max != 3 || u.Total != 8 { // 40% of 8 = 3.2, rounded down
 		t.Fatalf("max %d of %d", u.Max, u.Total)
 	}
 	if u.Admits("n4") {
-		t.Fatal("admitted a fourth unavailable node with a budget of 2")
+		t.Fatal("admitted a fifth unavailable node with a budget of 3")
 	}
 	if !u.Admits("n1") || !u.Admits("n2") {
 		t.Fatal("a node already unavailable must admit another disruptive action")
 	}
-	if got := u.HeldReason(); got != "held by the disruption budget: 3 of 2 unavailable" {
+	if got := u.HeldReason(); got != "held by the disruption budget: 4 of 3 unavailable" {
 		t.Fatalf("reason %q", got)
 	}
 	if p.Usage("other", nodes, open) != nil {

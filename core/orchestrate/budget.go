@@ -169,16 +169,3 @@ func (v *budgetView) release(id string) {
 	delete(v.cs.admitted, id)
 	v.cs.smu.Unlock()
 }
-
-// markHeld is the change that records why the budget holds a
-// PENDING_SCHEDULE action: nil when its state_reason says so already, so
-// that a pass that holds it again writes nothing.
-func markHeld(cur *store.Record, reason string, now time.Time) *change {
-	if cur.State != action.PendingSchedule || cur.StateReason == reason {
-		return nil
-	}
-	c := &change{rec: *cur}
-	c.rec.History = nil
-	c.rec.StateReason, c.rec.UpdatedTS = reason, now
-	return c
-}

@@ -87,3 +87,23 @@ func TestBudgetCountsDownNodes(t *testing.T) {
 		t.Fatalf("with n1 down: %s %q", rec.State, rec.StateReason)
 	}
 }
+
+// TestBudgetCountsDrainedNodes: a drained node takes the budget's only room.
+func TestBudgetCountsDrainedNodes(t *testing.T) {
+	t.Parallel()
+	e := setup(t, orchestrate.Config{Budget: budgetOf(t, "1")}, "n1", "n2")
+	e.pass()
+	e.update(func(ctx context.Context, tx store.Tx) error {
+		n, err := tx.Node(ctx, cluster, "n1")
+		if err != nil {
+			return err
+		}
+		n.Drained = true
+		return tx.PutNode(ctx, n)
+	})
+	id := e.create("n2", kindSleep, `{"seconds":0}`)
+	e.pass()
+	if rec := e.record(id); rec.State != action.PendingSchedule || rec.StateReason != "held by the disruption budget: 1 of 1 unavailable" {
+		t.Fatalf("with n1 drained: %s %q", rec.State, rec.StateReason)
+	}
+}

@@ -20,26 +20,6 @@ import (
 // synced by two syncs at once (lockNode); the cluster's status stays the
 // business of whole passes.
 
-// straysOf lists, sorted, the stray actions of a node to cancel on its agent.
-func (cs *clusterState) straysOf(nodeID string) []string {
-	cs.smu.Lock()
-	defer cs.smu.Unlock()
-	var out []string
-	for id, node := range cs.strays {
-		if node == nodeID {
-			out = append(out, id)
-		}
-	}
-	sort.Strings(out)
-	return out
-}
-
-func (cs *clusterState) addStray(actionID, nodeID string) {
-	cs.smu.Lock()
-	cs.strays[actionID] = nodeID
-	cs.smu.Unlock()
-}
-
 func (cs *clusterState) contact(nodeID string) (time.Time, bool) {
 	cs.smu.Lock()
 	defer cs.smu.Unlock()
@@ -192,7 +172,7 @@ func (o *Orchestrator) syncNodes(ctx context.Context, clusterID string, nodeIDs 
 			if err != nil {
 				return err
 			}
-			nodes = append(nodes, nodeResult{node: *n, open: open, budget: bv, stray: cs.straysOf(id)})
+			nodes = append(nodes, nodeResult{node: *n, open: open, budget: bv})
 		}
 		return nil
 	})
