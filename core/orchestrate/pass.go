@@ -42,6 +42,9 @@ type Report struct {
 //     admit their next wave, which gets a pass of its own (a nudge).
 //
 // Passes of one cluster never overlap: a second call waits for the first.
+// A sync of a few nodes alone (SyncNodes, nodesync.go) may run beside a
+// pass, but never talks to a node while the pass does. The disruption
+// budget (budget.go) is checked before every push of a disruptive action.
 func (o *Orchestrator) Pass(ctx context.Context, clusterID string) (Report, error) {
 	cs := o.cluster(clusterID)
 	cs.mu.Lock()
