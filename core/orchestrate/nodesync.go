@@ -174,6 +174,18 @@ func (o *Orchestrator) syncNodes(ctx context.Context, clusterID string, nodeIDs 
 			}
 			nodes = append(nodes, nodeResult{node: *n, open: open, budget: bv})
 		}
+		// The children of runs not RUNNING wait, as in a pass.
+		var opens []store.Record
+		for i := range nodes {
+			opens = append(opens, nodes[i].open...)
+		}
+		paused, err := pausedRuns(ctx, r, clusterID, opens)
+		if err != nil {
+			return err
+		}
+		for i := range nodes {
+			nodes[i].pausedRuns = paused
+		}
 		return nil
 	})
 	if err != nil {
@@ -204,9 +216,7 @@ func (o *Orchestrator) syncNodes(ctx context.Context, clusterID string, nodeIDs 
 	// A child of a run that this sync saw finish may admit the run's next
 	// wave: create it now, and ask for the pass that pushes it.
 	if rep.Changes > 0 {
-		if created, err := o.advanceRuns(ctx, clusterID); err != nil {
-			return rep, fmt.Errorf("sync of %s nodes: %w", clusterID, err)
-		} else if created > 0 {
+		if o.advanceRuns(ctx, clusterID) > 0 {
 			o.Nudge(clusterID)
 		}
 	}

@@ -58,9 +58,7 @@ func (o *Orchestrator) Pass(ctx context.Context, clusterID string) (Report, erro
 func (o *Orchestrator) pass(ctx context.Context, cs *clusterState) (Report, error) {
 	rep := Report{Cluster: cs.id, Full: cs.passes%o.cfg.FullSyncEvery == 0}
 	// The runs' next waves are created first, so this pass pushes them.
-	if _, err := o.advanceRuns(ctx, cs.id); err != nil {
-		return rep, fmt.Errorf("pass of %s: %w", cs.id, err)
-	}
+	o.advanceRuns(ctx, cs.id)
 	var nodes []nodeResult
 	readAt := time.Now()
 	err := o.st.Read(ctx, func(r store.Reader) error {
@@ -80,9 +78,13 @@ func (o *Orchestrator) pass(ctx context.Context, cs *clusterState) (Report, erro
 		for _, a := range all {
 			open[a.NodeID] = append(open[a.NodeID], a)
 		}
+		paused, err := pausedRuns(ctx, r, cs.id, all)
+		if err != nil {
+			return err
+		}
 		bv := o.newBudgetView(cs, ns, all, readAt)
 		for _, n := range ns {
-			nodes = append(nodes, nodeResult{node: n, open: open[n.ID], budget: bv})
+			nodes = append(nodes, nodeResult{node: n, open: open[n.ID], pausedRuns: paused, budget: bv})
 		}
 		return nil
 	})
@@ -124,9 +126,7 @@ func (o *Orchestrator) pass(ctx context.Context, cs *clusterState) (Report, erro
 	}
 	// Children that finished in this pass may admit the next wave: create it
 	// now and ask for the pass that pushes it.
-	if created, err := o.advanceRuns(ctx, cs.id); err != nil {
-		return rep, fmt.Errorf("pass of %s: %w", cs.id, err)
-	} else if created > 0 {
+	if o.advanceRuns(ctx, cs.id) > 0 {
 		o.Nudge(cs.id)
 	}
 	return rep, nil
