@@ -128,6 +128,15 @@ func (s *Server) planPlaybook(c *echo.Context) error {
 			return err
 		}
 		out = p.Wire()
+		nodes, err := r.Nodes(ctx, p.Cluster)
+		if err != nil {
+			return err
+		}
+		open, err := r.OpenActions(ctx, p.Cluster, "")
+		if err != nil {
+			return err
+		}
+		playbook.MarkHeld(&out, s.cfg.Budget, nodes, open)
 		return nil
 	})
 	if err != nil {
