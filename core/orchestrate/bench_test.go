@@ -73,7 +73,9 @@ type agentSet struct {
 
 // startAgents starts count agents node-first…, each with its own data
 // directory under dir, eight at a time. stop ends them all and waits.
-func startAgents(ctx context.Context, first, count int, dir string) (*agentSet, error) {
+// With gossipJoin set, every agent joins the gossip pool there (on
+// loopback, without a key) and tells the cores of its changes.
+func startAgents(ctx context.Context, first, count int, dir, gossipJoin string) (*agentSet, error) {
 	ctx, cancel := context.WithCancel(ctx)
 	set := &agentSet{nodes: make([]string, count), addrs: make([]string, count)}
 	var (
@@ -98,6 +100,10 @@ func startAgents(ctx context.Context, first, count int, dir string) (*agentSet, 
 			cfg := agent.DefaultConfig()
 			cfg.NodeID, cfg.ClusterID, cfg.DataDir, cfg.API.Addr = node, benchCluster, filepath.Join(dir, node), "127.0.0.1:0"
 			cfg.API.Insecure = true
+			if gossipJoin != "" {
+				cfg.Gossip.Enabled, cfg.Gossip.Insecure = true, true
+				cfg.Gossip.BindAddr, cfg.Gossip.Join = "127.0.0.1:0", []string{gossipJoin}
+			}
 			a, err := agent.New(cfg, nil)
 			if err != nil {
 				startErr[i] = err
@@ -143,7 +149,7 @@ func hostAgents(spec string, in io.Reader, out io.Writer) error {
 		return fmt.Errorf("%s=%q: %w", hostEnv, spec, err)
 	}
 	dir = parts[2]
-	set, err := startAgents(context.Background(), first, count, dir)
+	set, err := startAgents(context.Background(), first, count, dir, "")
 	if err != nil {
 		return err
 	}
@@ -176,7 +182,7 @@ func hostedAgents(b *testing.B, n int) *agentSet {
 	dir := b.TempDir()
 	perProc := (fdLimit() - fdReserve) / fdsPerAgent
 	if n <= perProc {
-		set, err := startAgents(context.Background(), 1, n, dir)
+		set, err := startAgents(context.Background(), 1, n, dir, "")
 		if err != nil {
 			b.Fatal(err)
 		}
@@ -261,12 +267,19 @@ type benchFleet struct {
 	next   int          // the first agent of the next changing pass
 }
 
-// newBenchFleet builds the fleet with an orchestrator of cfg (zero fields
-// take the defaults, as in muster core) and runs its first two passes.
+// newBenchFleet builds the fleet over n hosted agents with an orchestrator
+// of cfg (zero fields take the defaults, as in muster core) and runs its
+// first two passes.
 func newBenchFleet(b *testing.B, n int, cfg orchestrate.Config) *benchFleet {
 	b.Helper()
+	return newFleetOver(b, hostedAgents(b, n), cfg)
+}
+
+// newFleetOver is newBenchFleet over agents already running.
+func newFleetOver(b *testing.B, agents *agentSet, cfg orchestrate.Config) *benchFleet {
+	b.Helper()
 	ctx := context.Background()
-	agents := hostedAgents(b, n)
+	n := len(agents.nodes)
 	dir := b.TempDir()
 	st, err := sqlite.Open(ctx, dir)
 	if err != nil {

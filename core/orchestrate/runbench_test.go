@@ -30,6 +30,7 @@ import (
 	"github.com/musterhq/muster/core/store"
 	"github.com/musterhq/muster/shared/action"
 	"github.com/musterhq/muster/shared/client"
+	"github.com/musterhq/muster/shared/gossip"
 	"github.com/musterhq/muster/shared/limit"
 	"github.com/musterhq/muster/shared/wire"
 )
@@ -48,12 +49,79 @@ type coreAPI struct {
 
 func newCoreAPI(b *testing.B, n int) *coreAPI {
 	b.Helper()
+	cfg := coreConfig()
+	return startCoreAPI(b, newBenchFleet(b, n, cfg), cfg)
+}
+
+// coreConfig is the orchestrator's configuration as core/core.go builds it
+// from the default settings.
+func coreConfig() orchestrate.Config {
 	cfg := orchestrate.DefaultConfig()
 	policy := approval.DefaultPolicy()
 	rules := &actions.Rules{Policy: policy, ScheduleTTL: cfg.ScheduleTTL}
 	engine := &runs.Engine{Policy: policy, Actions: actions.Children{Rules: rules}}
 	cfg.Rules, cfg.Runs, cfg.ApprovalTTL = rules, engine, policy.TTL
-	f := newBenchFleet(b, n, cfg)
+	return cfg
+}
+
+// newGossipCoreAPI is newCoreAPI with gossip on: the core's member of a
+// gossip pool on loopback passes every agent's "changed" note to the
+// orchestrator's NudgeNode, as core/gossip.go does, and the n agents (in
+// this process) join that pool. Nodes stay the store's static ones.
+func newGossipCoreAPI(b *testing.B, n int) *coreAPI {
+	b.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	b.Cleanup(cancel)
+	var o atomic.Pointer[orchestrate.Orchestrator]
+	svc, err := gossip.New(gossip.Config{
+		Name: "core@bench", BindAddr: "127.0.0.1:0", Insecure: true,
+		Meta: gossip.Meta{Role: gossip.RoleCore, API: "127.0.0.1:1"},
+		Handler: func(ev gossip.Event) {
+			if p := o.Load(); p != nil && ev.Kind == gossip.KindChanged {
+				p.NudgeNode(ev.Meta.Cluster, ev.Meta.Node)
+			}
+		},
+	})
+	if err != nil {
+		b.Fatal(err)
+	}
+	if err := svc.Start(ctx); err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(svc.Stop)
+	if n > (fdLimit()-fdReserve)/(fdsPerAgent+3) {
+		b.Fatalf("%d agents with gossip do not fit in this process's %d descriptors", n, fdLimit())
+	}
+	agents, err := startAgents(ctx, 1, n, b.TempDir(), svc.Addr())
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() {
+		if err := agents.stop(); err != nil {
+			b.Error(err)
+		}
+	})
+	poll(b, 3*time.Minute, "every agent in the core's gossip pool", func() (bool, error) {
+		agentsSeen := 0
+		for _, m := range svc.Members() {
+			if m.Meta.Role == gossip.RoleAgent {
+				agentsSeen++
+			}
+		}
+		return agentsSeen >= n, nil
+	})
+	cfg := coreConfig()
+	f := newFleetOver(b, agents, cfg)
+	o.Store(f.o)
+	return startCoreAPI(b, f, cfg)
+}
+
+// startCoreAPI starts the fleet's scheduler and serves the core API over
+// its store, nudging its orchestrator.
+func startCoreAPI(b *testing.B, f *benchFleet, cfg orchestrate.Config) *coreAPI {
+	b.Helper()
+	policy := cfg.Rules.Policy
+	rules, engine := cfg.Rules, cfg.Runs.(*runs.Engine)
 	ctx, cancel := context.WithCancel(context.Background())
 	b.Cleanup(cancel)
 	if err := f.o.Start(ctx); err != nil {
@@ -107,14 +175,34 @@ func poll(b *testing.B, limit time.Duration, what string, cond func() (bool, err
 // clocks, pulled into the core) split the time into the agents' work (each
 // wave from its first start to its last finish) and the gaps between waves
 // (a wave's last finish to the next wave's first start: what orchestration
-// adds per wave).
+// adds per wave). "gossip=off" is the core without gossip, where progress
+// comes at the next pass; "gossip=on" has every agent in a gossip pool with
+// the core, telling it of its changes (reactive progress, DESIGN.md §12).
 func BenchmarkRunWaves(b *testing.B) {
+	for _, tc := range []struct {
+		name   string
+		gossip bool
+		suffix string
+	}{{"gossip=off", false, ""}, {"gossip=on", true, "_gossip"}} {
+		b.Run(tc.name, func(b *testing.B) {
+			var c *coreAPI
+			if tc.gossip {
+				c = newGossipCoreAPI(b, 1000)
+			} else {
+				c = newCoreAPI(b, 1000)
+			}
+			runWaves(b, c, tc.suffix)
+		})
+	}
+}
+
+// runWaves is one BenchmarkRunWaves case over c; its figures' keys end
+// with suffix.
+func runWaves(b *testing.B, c *coreAPI, suffix string) {
 	const (
-		n     = 1000
 		waves = 10
 		sleep = time.Second
 	)
-	c := newCoreAPI(b, n)
 	f := c.f
 	ctx := context.Background()
 	var wall, agents, gap, first time.Duration
@@ -175,13 +263,13 @@ func BenchmarkRunWaves(b *testing.B) {
 	b.StopTimer()
 	per := func(d time.Duration) float64 { return d.Seconds() / float64(b.N) }
 	ideal := time.Duration(waves) * sleep
-	b.ReportMetric(per(wall), "run_waves_wall_s")
-	b.ReportMetric(ideal.Seconds(), "run_waves_ideal_s")
-	b.ReportMetric(per(wall)/ideal.Seconds(), "run_waves_ratio")
-	b.ReportMetric(per(agents), "run_waves_agent_s")
-	b.ReportMetric(per(gap)*1000, "run_waves_gap_ms")
-	b.ReportMetric(per(first)*1000, "run_waves_first_start_ms")
-	b.ReportMetric(c.cfg.Interval.Seconds(), "run_waves_interval_s")
+	b.ReportMetric(per(wall), "run_waves_wall_s"+suffix)
+	b.ReportMetric(ideal.Seconds(), "run_waves_ideal_s"+suffix)
+	b.ReportMetric(per(wall)/ideal.Seconds(), "run_waves_ratio"+suffix)
+	b.ReportMetric(per(agents), "run_waves_agent_s"+suffix)
+	b.ReportMetric(per(gap)*1000, "run_waves_gap_ms"+suffix)
+	b.ReportMetric(per(first)*1000, "run_waves_first_start_ms"+suffix)
+	b.ReportMetric(c.cfg.Interval.Seconds(), "run_waves_interval_s"+suffix)
 }
 
 // waveTimes splits a finished run's children by wave: work is the sum over
