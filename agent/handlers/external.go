@@ -288,9 +288,8 @@ func startProcess(argv []string, x *Exec, env Env, out interface{ Write([]byte) 
 		"MUSTER_CLUSTER_ID="+env.ClusterID,
 	)
 	// Its own process group, so that cancel and timeout reach the whole tree;
-	// and it dies with the agent, so a restarted agent never finds it running
-	// beside a second copy.
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
+	// on Linux it also dies with the agent (procattr_linux.go).
+	cmd.SysProcAttr = procAttr()
 	// Wait returns this long after the process exits even if a grandchild
 	// still holds its output open.
 	cmd.WaitDelay = time.Second
@@ -336,9 +335,9 @@ func (p *process) stop(grace time.Duration) {
 	switch {
 	case p.termAt.IsZero():
 		p.termAt = time.Now()
-		_ = syscall.Kill(pgid, syscall.SIGTERM)
+		signalGroup(pgid, syscall.SIGTERM)
 	case !p.killed && time.Since(p.termAt) >= grace:
 		p.killed = true
-		_ = syscall.Kill(pgid, syscall.SIGKILL)
+		signalGroup(pgid, syscall.SIGKILL)
 	}
 }
