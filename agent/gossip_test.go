@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/musterhq/muster/shared/gossip"
+	"github.com/musterhq/muster/shared/testwait"
 )
 
 func TestGossipConfig(t *testing.T) {
@@ -90,16 +91,6 @@ func TestAgentAnnouncesItselfAndLeaves(t *testing.T) {
 		}
 		return nil
 	}
-	waitUntil := func(what string, cond func() bool) {
-		t.Helper()
-		deadline := time.Now().Add(15 * time.Second)
-		for !cond() {
-			if time.Now().After(deadline) {
-				t.Fatalf("timed out waiting for %s", what)
-			}
-			time.Sleep(10 * time.Millisecond)
-		}
-	}
 
 	cfg := DefaultConfig()
 	cfg.NodeID, cfg.ClusterID, cfg.DataDir = "n1", "c1", t.TempDir()
@@ -115,7 +106,7 @@ func TestAgentAnnouncesItselfAndLeaves(t *testing.T) {
 	t.Cleanup(func() { cancel(); <-done })
 	<-ag.Ready()
 
-	waitUntil("the agent's join", func() bool { return seen(gossip.KindJoin) != nil })
+	testwait.For(t, "the agent's join", func() bool { return seen(gossip.KindJoin) != nil })
 	j := seen(gossip.KindJoin)
 	want := gossip.Meta{V: gossip.MetaVersion, Role: gossip.RoleAgent, Cluster: "c1", Node: "n1", API: ag.Addr().String()}
 	if j.Meta != want {
@@ -126,7 +117,7 @@ func TestAgentAnnouncesItselfAndLeaves(t *testing.T) {
 		t.Fatal(err)
 	}
 	done <- nil // for the cleanup
-	waitUntil("the agent's leave", func() bool { return seen(gossip.KindLeave) != nil })
+	testwait.For(t, "the agent's leave", func() bool { return seen(gossip.KindLeave) != nil })
 	if seen(gossip.KindFail) != nil {
 		t.Fatal("a clean stop was seen as a failure")
 	}

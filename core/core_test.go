@@ -19,6 +19,7 @@ import (
 	"github.com/musterhq/muster/core/store/sqlite"
 	"github.com/musterhq/muster/shared/action"
 	"github.com/musterhq/muster/shared/client"
+	"github.com/musterhq/muster/shared/testwait"
 	"github.com/musterhq/muster/shared/wire"
 )
 
@@ -29,18 +30,6 @@ func startAgent(t *testing.T, clusterID, nodeID string) string {
 	cfg.NodeID, cfg.ClusterID, cfg.DataDir = nodeID, clusterID, t.TempDir()
 	cfg.API.Addr = "127.0.0.1:0"
 	return agenttest.Start(t, cfg).Addr
-}
-
-// eventually polls cond until it holds or the deadline passes.
-func eventually(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(20 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
 }
 
 func TestNewRefusesABadConfiguration(t *testing.T) {
@@ -81,7 +70,7 @@ func TestRunWithARealAgent(t *testing.T) {
 	if err := cl.Health(bg); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, "the node to be UP", func() bool {
+	testwait.For(t, "the node to be UP", func() bool {
 		cs, err := cl.Cluster(bg, "db")
 		return err == nil && cs.NodeCounts.Up == 1
 	})
@@ -92,7 +81,7 @@ func TestRunWithARealAgent(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, "the action to be DONE", func() bool {
+	testwait.For(t, "the action to be DONE", func() bool {
 		got, err := cl.Action(bg, a.ID)
 		if err == nil && !got.State.Final() {
 			_ = cl.Orchestrate(bg, "db") // the agent may finish it after the pass that pushed it

@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"testing"
 	"time"
+
+	"github.com/musterhq/muster/shared/testwait"
 )
 
 // BenchmarkGossipKillToDown starts a core and five agents (real processes)
@@ -25,7 +27,7 @@ func BenchmarkGossipKillToDown(b *testing.B) {
 				for j := 1; j <= 5; j++ {
 					p.agent(fmt.Sprintf("node-%d", j), "", tc.timing)
 				}
-				waitFor(b, 30*time.Second, "five nodes UP", func() bool {
+				testwait.Within(b, 30*time.Second, "five nodes UP", func() bool {
 					up := 0
 					for _, n := range p.nodes() {
 						if n.Status == "UP" {
@@ -36,7 +38,7 @@ func BenchmarkGossipKillToDown(b *testing.B) {
 				})
 				killed := time.Now()
 				p.agents["node-3"].kill()
-				waitFor(b, 2*time.Minute, "node-3 DOWN", func() bool {
+				testwait.Within(b, 2*time.Minute, "node-3 DOWN", func() bool {
 					s, _ := p.status("node-3")
 					return s == "DOWN"
 				})

@@ -16,6 +16,7 @@ import (
 	"github.com/musterhq/muster/agent/handlers"
 	"github.com/musterhq/muster/agent/queue"
 	"github.com/musterhq/muster/shared/action"
+	"github.com/musterhq/muster/shared/testsignal"
 )
 
 // Queue is what the runner needs of the queue.
@@ -59,6 +60,32 @@ type Runner struct {
 
 	startOnce, stopOnce sync.Once
 	stop, done          chan struct{}
+
+	// TestSignals lets a test wait for the runner to reach a point; they do
+	// nothing unless a test calls Init.
+	TestSignals TestSignals
+}
+
+// TestSignals are the points a test can wait for.
+type TestSignals struct {
+	// Claimed carries the id of every action the runner starts or resumes
+	// (it is RUNNING in the queue).
+	Claimed testsignal.Signal[string]
+	// Committed carries every step the runner committed, final or not.
+	Committed testsignal.Signal[Committed]
+}
+
+// Committed is one step the runner committed.
+type Committed struct {
+	ID       string
+	State    action.State
+	Progress []byte
+}
+
+// Init readies every signal for the test tb.
+func (ts *TestSignals) Init(tb testsignal.TB) {
+	ts.Claimed.Init(tb)
+	ts.Committed.Init(tb)
 }
 
 // New returns a runner; it starts nothing.
@@ -174,6 +201,7 @@ func (r *Runner) wait(d time.Duration) bool {
 // action stays RUNNING).
 func (r *Runner) run(a *action.Action, resumed, cancelReq bool) (next *action.Action, nextCancel, ok bool) {
 	log := r.cfg.Log.With("action", a.ID, "kind", a.Kind)
+	r.TestSignals.Claimed.Send(a.ID)
 	if resumed {
 		log.Info("resuming action after restart")
 	}
@@ -278,6 +306,9 @@ func (r *Runner) save(id string, s queue.Step) (*action.Action, error) {
 		rec, err = r.cfg.Queue.SaveStep(context.Background(), id, r.cfg.Actor, s)
 		return err
 	})
+	if err == nil {
+		r.TestSignals.Committed.Send(Committed{ID: id, State: s.State, Progress: s.Progress})
+	}
 	return rec, err
 }
 
@@ -293,6 +324,9 @@ func (r *Runner) finish(id string, s queue.Step) (next *action.Action, cancelReq
 		next, cancelReq, err = r.cfg.Queue.Finish(context.Background(), id, r.cfg.Actor, s)
 		return err
 	})
+	if err == nil {
+		r.TestSignals.Committed.Send(Committed{ID: id, State: s.State, Progress: s.Progress})
+	}
 	return next, cancelReq, err
 }
 

@@ -25,6 +25,7 @@ import (
 
 	"github.com/musterhq/muster/core/store"
 	"github.com/musterhq/muster/shared/action"
+	"github.com/musterhq/muster/shared/testsignal"
 	"github.com/musterhq/muster/shared/tlsutil"
 )
 
@@ -146,6 +147,30 @@ type Orchestrator struct {
 	wg       sync.WaitGroup
 
 	wake chan struct{}
+
+	// TestSignals lets a test wait for the orchestrator to reach a point;
+	// they do nothing unless a test calls Init.
+	TestSignals TestSignals
+}
+
+// TestSignals are the points a test can wait for.
+type TestSignals struct {
+	// Passed carries every pass the scheduler ran, once it returned.
+	Passed testsignal.Signal[Passed]
+	// Swept carries how many approvals each sweep expired.
+	Swept testsignal.Signal[int]
+}
+
+// Passed is one pass the scheduler ran.
+type Passed struct {
+	Report Report
+	Err    error
+}
+
+// Init readies every signal for the test tb.
+func (ts *TestSignals) Init(tb testsignal.TB) {
+	ts.Passed.Init(tb)
+	ts.Swept.Init(tb)
 }
 
 // clusterState is what the orchestrator keeps in memory about a cluster
@@ -388,6 +413,7 @@ func (o *Orchestrator) schedule(ctx context.Context) {
 					o.log.Debug("pass", "cluster", id, "nodes", rep.Nodes, "down", rep.Down,
 						"pushed", rep.Pushed, "changes", rep.Changes, "events", rep.Events)
 				}
+				o.TestSignals.Passed.Send(Passed{Report: rep, Err: err})
 				finished <- id
 			}(next)
 		}
@@ -446,9 +472,11 @@ func (o *Orchestrator) sweep(ctx context.Context) {
 	t := time.NewTicker(o.cfg.SweepEvery)
 	defer t.Stop()
 	for {
-		if _, err := o.ExpireApprovals(ctx); err != nil && ctx.Err() == nil {
+		n, err := o.ExpireApprovals(ctx)
+		if err != nil && ctx.Err() == nil {
 			o.log.Warn("approval expiry failed", "err", err)
 		}
+		o.TestSignals.Swept.Send(n)
 		select {
 		case <-ctx.Done():
 			return

@@ -11,22 +11,13 @@ import (
 
 	"github.com/musterhq/muster/core/store"
 	"github.com/musterhq/muster/shared/action"
+	"github.com/musterhq/muster/shared/testwait"
 )
 
-// eventually polls cond until it holds or the deadline passes.
-func eventually(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
-}
-
+// start starts the orchestrator with its test signals ready.
 func (h *harness) start() {
 	h.t.Helper()
+	h.o.TestSignals.Init(h.t)
 	if err := h.o.Start(context.Background()); err != nil {
 		h.t.Fatal(err)
 	}
@@ -36,11 +27,19 @@ func TestStartPassesAtOnceAndNudgeIsPrompt(t *testing.T) {
 	t.Parallel()
 	h := setup(t, Config{Interval: time.Hour}, "n1")
 	h.start()
-	eventually(t, "the first pass", func() bool { return h.node("n1").Status == store.NodeUp })
+	h.o.TestSignals.Passed.Wait() // the first pass, at once
+	if n := h.node("n1"); n.Status != store.NodeUp {
+		t.Fatalf("after the first pass the node is %s", n.Status)
+	}
 	id := h.create("n1", nil)
 	h.o.Nudge(cluster)
-	eventually(t, "the nudged pass to push", func() bool { return h.record(id).State == action.New })
+	if p := h.o.TestSignals.Passed.Wait(); p.Report.Pushed != 1 {
+		t.Fatalf("the nudged pass pushed %d", p.Report.Pushed)
+	}
+	wantState(t, h.record(id), action.New)
 	h.o.Nudge("no-such-cluster") // harmless
+	h.o.Stop()
+	h.o.TestSignals.Passed.RequireEmpty()
 }
 
 func TestNudgesWhileAPassRunsMakeOneMorePass(t *testing.T) {
@@ -63,15 +62,17 @@ func TestNudgesWhileAPassRunsMakeOneMorePass(t *testing.T) {
 		h.o.Nudge(cluster)
 	}
 	close(release)
-	eventually(t, "the pass after the nudges", func() bool { return infos.Load() >= 2 })
+	h.o.TestSignals.Passed.Wait() // the first pass
+	h.o.TestSignals.Passed.Wait() // one pass for the 20 nudges
 	// One more nudge makes exactly one more pass: had the 20 nudges made more
 	// than one, the count would pass 3.
 	h.o.Nudge(cluster)
-	eventually(t, "the last nudged pass", func() bool { return infos.Load() >= 3 })
+	h.o.TestSignals.Passed.Wait()
 	h.o.Stop()
 	if n := infos.Load(); n != 3 {
 		t.Fatalf("%d passes, want 3", n)
 	}
+	h.o.TestSignals.Passed.RequireEmpty()
 }
 
 func TestNeverTwoPassesOfOneClusterAtOnce(t *testing.T) {
@@ -95,7 +96,10 @@ func TestNeverTwoPassesOfOneClusterAtOnce(t *testing.T) {
 			total.Add(1)
 		}
 	})
-	h.start()
+	// Without test signals: the passes here are too many to read.
+	if err := h.o.Start(context.Background()); err != nil {
+		t.Fatal(err)
+	}
 	var wg sync.WaitGroup
 	wg.Add(2)
 	go func() { // nudges from the API
@@ -111,7 +115,7 @@ func TestNeverTwoPassesOfOneClusterAtOnce(t *testing.T) {
 			_, _ = h.o.Pass(ctx, cluster)
 		}
 	}()
-	eventually(t, "30 passes", func() bool { return total.Load() >= 30 })
+	testwait.For(t, "30 passes", func() bool { return total.Load() >= 30 })
 	cancel()
 	wg.Wait()
 	if m := most.Load(); m != 1 {
@@ -200,5 +204,6 @@ func TestTheSweepRunsWhileStarted(t *testing.T) {
 	h := setup(t, Config{Interval: time.Hour, ApprovalTTL: time.Hour, SweepEvery: 10 * time.Millisecond}, "n1")
 	h.start()
 	id := h.create("n1", func(r *store.Record) { r.State, r.CreatedTS = action.PendingApprove, time.Now().Add(-2*time.Hour) })
-	eventually(t, "the sweep to expire the approval", func() bool { return h.record(id).State == action.Cancelled })
+	h.o.TestSignals.Swept.WaitFor("a sweep that expires one", func(n int) bool { return n == 1 })
+	wantState(t, h.record(id), action.Cancelled)
 }

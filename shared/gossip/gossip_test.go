@@ -13,6 +13,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/musterhq/muster/shared/testwait"
 )
 
 func TestMetaRoundTrip(t *testing.T) {
@@ -161,17 +163,6 @@ func (r *recorder) named(name string) []Event {
 	return out
 }
 
-func waitFor(t *testing.T, within time.Duration, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(within)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out after %s waiting for %s", within, what)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
-}
-
 // member starts a service on a free loopback port (the one named seed is a
 // core, the others agents); it stops with the test.
 func member(t *testing.T, name string, key []byte, join []string, h func(Event)) *Service {
@@ -209,7 +200,7 @@ func TestJoinLeaveAndFailAreTold(t *testing.T) {
 	seed := member(t, "seed", key, nil, rec.handle)
 	a := member(t, "a", key, []string{seed.Addr()}, nil)
 	b := member(t, "b", key, []string{seed.Addr()}, nil)
-	waitFor(t, 10*time.Second, "both members seen", func() bool { return rec.has(KindJoin, "a") && rec.has(KindJoin, "b") })
+	testwait.Within(t, 10*time.Second, "both members seen", func() bool { return rec.has(KindJoin, "a") && rec.has(KindJoin, "b") })
 	if evs := rec.named("a"); evs[0].Meta.Node != "a" || evs[0].Meta.V != MetaVersion || evs[0].Addr != a.Addr() {
 		t.Fatalf("join event %+v (a is at %s)", evs[0], a.Addr())
 	}
@@ -218,10 +209,10 @@ func TestJoinLeaveAndFailAreTold(t *testing.T) {
 	}
 
 	a.Stop() // a graceful leave
-	waitFor(t, 10*time.Second, "a's leave", func() bool { return rec.has(KindLeave, "a") })
+	testwait.Within(t, 10*time.Second, "a's leave", func() bool { return rec.has(KindLeave, "a") })
 
 	crash(t, b)
-	waitFor(t, 15*time.Second, "b's failure", func() bool { return rec.has(KindFail, "b") })
+	testwait.Within(t, 15*time.Second, "b's failure", func() bool { return rec.has(KindFail, "b") })
 	if rec.has(KindFail, "a") || rec.has(KindLeave, "b") {
 		t.Fatalf("a leave told as a failure or the reverse: a %+v, b %+v", rec.named("a"), rec.named("b"))
 	}
@@ -238,8 +229,8 @@ func TestAnotherKeyIsNeverAdmitted(t *testing.T) {
 	// A member with the right key, started after them, is seen: by then
 	// the others have had their chance.
 	member(t, "friend", key, []string{seed.Addr()}, nil)
-	waitFor(t, 10*time.Second, "friend's join", func() bool { return rec.has(KindJoin, "friend") })
-	waitFor(t, 10*time.Second, "the stranger trying", func() bool { return len(stranger.Members()) == 1 })
+	testwait.Within(t, 10*time.Second, "friend's join", func() bool { return rec.has(KindJoin, "friend") })
+	testwait.Within(t, 10*time.Second, "the stranger trying", func() bool { return len(stranger.Members()) == 1 })
 	if len(rec.named("stranger")) > 0 || len(rec.named("plain")) > 0 {
 		t.Fatalf("a member without the key was admitted: %+v %+v", rec.named("stranger"), rec.named("plain"))
 	}
@@ -265,7 +256,7 @@ func TestRejoinsWhenTheSeedComesLate(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(s.Stop)
-	waitFor(t, 15*time.Second, "the late member to join the seed", func() bool { return rec.has(KindJoin, "late") })
+	testwait.Within(t, 15*time.Second, "the late member to join the seed", func() bool { return rec.has(KindJoin, "late") })
 	_ = late
 }
 
@@ -324,10 +315,10 @@ func TestLeaveIntentArrivingAfterTheDisappearance(t *testing.T) {
 	s.q.push(Event{Kind: KindFail, Name: "late", Meta: meta})
 	intent, _ := json.Marshal(leaveIntent{Leaving: "late"})
 	d.NotifyMsg(intent)
-	waitFor(t, 5*time.Second, "late's leave", func() bool { return rec.has(KindLeave, "late") })
+	testwait.Within(t, 5*time.Second, "late's leave", func() bool { return rec.has(KindLeave, "late") })
 
 	s.q.push(Event{Kind: KindFail, Name: "crashed", Meta: meta})
-	waitFor(t, 5*time.Second, "crashed's failure", func() bool { return rec.has(KindFail, "crashed") })
+	testwait.Within(t, 5*time.Second, "crashed's failure", func() bool { return rec.has(KindFail, "crashed") })
 	if rec.has(KindFail, "late") || rec.has(KindLeave, "crashed") {
 		t.Fatalf("a leave told as a failure or the reverse: %+v", rec.evs)
 	}
