@@ -11,7 +11,6 @@ import (
 	"net"
 	"net/http"
 	"os"
-	"sort"
 	"sync"
 	"time"
 
@@ -39,8 +38,8 @@ type Agent struct {
 
 // New checks cfg and returns an agent; it opens and starts nothing.
 func New(cfg Config, log *slog.Logger) (*Agent, error) {
-	if errs := cfg.Validate(); len(errs) > 0 {
-		return nil, fmt.Errorf("invalid configuration: %w", errors.Join(errs...))
+	if err := cfg.Validate(); err != nil {
+		return nil, err // config.Errors: every bad field
 	}
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
@@ -243,8 +242,4 @@ func (r *retention) loop() {
 		case <-t.C:
 		}
 	}
-}
-
-func sortErrors(errs []error) {
-	sort.SliceStable(errs, func(i, j int) bool { return errs[i].Error() < errs[j].Error() })
 }

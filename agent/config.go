@@ -1,7 +1,6 @@
 package agent
 
 import (
-	"fmt"
 	"net"
 	"time"
 
@@ -9,6 +8,7 @@ import (
 	"github.com/musterhq/muster/shared/action"
 	"github.com/musterhq/muster/shared/config"
 	"github.com/musterhq/muster/shared/gossip"
+	"github.com/musterhq/muster/shared/names"
 )
 
 // Config is the agent's configuration (DESIGN.md §6).
@@ -72,33 +72,37 @@ func DefaultConfig() Config {
 	}
 }
 
-// Validate returns one error per bad field, named by its configuration key.
-func (c *Config) Validate() []error {
-	var errs []error
+// Validate returns nil, or config.Errors naming every bad field. The ids
+// follow the core's rule (shared/names): an agent the core would ignore does
+// not start.
+func (c *Config) Validate() error {
+	var errs config.Errors
 	if c.NodeID == "" {
-		errs = append(errs, fmt.Errorf("node_id: required (this node's name, e.g. db-1)"))
+		errs.Add("node_id", "required (this node's name, e.g. db-1)")
+	} else if err := names.CheckID(c.NodeID); err != nil {
+		errs.Add("node_id", "%v", err)
 	}
 	if c.ClusterID == "" {
-		errs = append(errs, fmt.Errorf("cluster_id: required (the cluster this node belongs to)"))
+		errs.Add("cluster_id", "required (the cluster this node belongs to)")
+	} else if err := names.CheckID(c.ClusterID); err != nil {
+		errs.Add("cluster_id", "%v", err)
 	}
 	if c.DataDir == "" {
-		errs = append(errs, fmt.Errorf("data_dir: required (the queue is <data_dir>/agent.db)"))
+		errs.Add("data_dir", "required (the queue is <data_dir>/agent.db)")
 	}
-	if err := config.ValidateAddr("api.addr", c.API.Addr); err != nil {
-		errs = append(errs, err)
-	}
+	errs = append(errs, config.ValidateAddr("api.addr", c.API.Addr)...)
 	errs = append(errs, c.API.TLS.Validate("api.tls")...)
 	if c.API.TLS.ClientCAFile != "" && !c.API.TLS.Enabled() {
-		errs = append(errs, fmt.Errorf("api.tls.client_ca_file: needs api.tls.cert_file and api.tls.key_file"))
+		errs.Add("api.tls.client_ca_file", "needs api.tls.cert_file and api.tls.key_file")
 	}
 	// Off loopback, only the core may reach the agent: TLS and a client
 	// certificate of the core, unless the operator says otherwise.
 	if c.API.Addr != "" && !c.API.Insecure && !config.IsLoopback(c.API.Addr) {
 		switch {
 		case !c.API.TLS.Enabled():
-			errs = append(errs, fmt.Errorf("api.addr: %s is not a loopback address; configure api.tls (cert_file, key_file, client_ca_file) or set api.insecure: true", c.API.Addr))
+			errs.Add("api.addr", "%s is not a loopback address; configure api.tls (cert_file, key_file, client_ca_file) or set api.insecure: true", c.API.Addr)
 		case c.API.TLS.ClientCAFile == "":
-			errs = append(errs, fmt.Errorf("api.tls.client_ca_file: required when api.addr %s is not a loopback address (only the core may call the agent), or set api.insecure: true", c.API.Addr))
+			errs.Add("api.tls.client_ca_file", "required when api.addr %s is not a loopback address (only the core may call the agent), or set api.insecure: true", c.API.Addr)
 		}
 	}
 	a := c.Actions
@@ -111,34 +115,31 @@ func (c *Config) Validate() []error {
 		"actions.kill_grace":          a.KillGrace,
 	} {
 		if d <= 0 {
-			errs = append(errs, fmt.Errorf("%s: must be a positive duration such as 10s or 24h, got %s", key, d))
+			errs.Add(key, "must be a positive duration such as 10s or 24h, got %s", d)
 		}
 	}
-	if a.DefaultTimeout > action.MaxTimeoutS*time.Second {
-		errs = append(errs, fmt.Errorf("actions.default_timeout: at most %s", action.MaxTimeoutS*time.Second))
+	if err := action.CheckTimeout(a.DefaultTimeout); err != nil {
+		errs.Add("actions.default_timeout", "%v", err)
 	}
 	if a.RetentionMax < a.Retention {
-		errs = append(errs, fmt.Errorf("actions.retention_max: %s is shorter than actions.retention %s", a.RetentionMax, a.Retention))
+		errs.Add("actions.retention_max", "%s is shorter than actions.retention %s", a.RetentionMax, a.Retention)
 	}
 	for i, e := range a.External {
 		errs = append(errs, e.Validate(i)...)
 	}
 	if g := c.Gossip; g.Enabled {
 		if g.KeyFile == "" && !g.Insecure {
-			errs = append(errs, fmt.Errorf("gossip.key_file: required when gossip is enabled (or set gossip.insecure: true)"))
+			errs.Add("gossip.key_file", "required when gossip is enabled (or set gossip.insecure: true)")
 		}
-		if err := config.ValidateAddr("gossip.bind_addr", g.BindAddr); err != nil {
-			errs = append(errs, err)
-		}
+		errs = append(errs, config.ValidateAddr("gossip.bind_addr", g.BindAddr)...)
 		errs = append(errs, gossip.ValidateJoin("gossip.join", g.Join)...)
 		errs = append(errs, g.Timing.Validate("gossip")...)
 		if g.AdvertiseAPI == "" {
 			if host, _, err := net.SplitHostPort(c.API.Addr); err == nil && (host == "" || net.ParseIP(host) != nil && net.ParseIP(host).IsUnspecified()) {
-				errs = append(errs, fmt.Errorf("gossip.advertise_api: required when api.addr %s listens on every interface (the address the core should use)", c.API.Addr))
+				errs.Add("gossip.advertise_api", "required when api.addr %s listens on every interface (the address the core should use)", c.API.Addr)
 			}
 		}
 	}
 	errs = append(errs, c.Log.Validate()...)
-	sortErrors(errs)
-	return errs
+	return errs.Err()
 }

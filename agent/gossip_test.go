@@ -4,11 +4,12 @@ import (
 	"context"
 	"os"
 	"path/filepath"
-	"strings"
+	"slices"
 	"sync"
 	"testing"
 	"time"
 
+	"github.com/musterhq/muster/shared/config"
 	"github.com/musterhq/muster/shared/gossip"
 	"github.com/musterhq/muster/shared/testwait"
 )
@@ -18,16 +19,16 @@ func TestGossipConfig(t *testing.T) {
 	for _, c := range []struct {
 		name string
 		edit func(*Config)
-		want string // "" when valid
+		want string // the one bad field; "" when valid
 	}{
 		{"disabled needs nothing", func(c *Config) { c.Gossip.Enabled = false; c.Gossip.KeyFile = "" }, ""},
 		{"key file", func(c *Config) {}, ""},
-		{"no key", func(c *Config) { c.Gossip.KeyFile = "" }, "gossip.key_file: required"},
+		{"no key", func(c *Config) { c.Gossip.KeyFile = "" }, "gossip.key_file"},
 		{"insecure", func(c *Config) { c.Gossip.KeyFile, c.Gossip.Insecure = "", true }, ""},
-		{"bad join", func(c *Config) { c.Gossip.Join = []string{"core"} }, "gossip.join[0]:"},
-		{"bad profile", func(c *Config) { c.Gossip.Profile = "wan" }, "gossip.profile:"},
-		{"probe timeout over interval", func(c *Config) { c.Gossip.ProbeInterval = 100 * time.Millisecond }, "gossip.probe_timeout:"},
-		{"API on every interface without advertise_api", func(c *Config) { c.API.Addr, c.API.Insecure = "0.0.0.0:7420", true }, "gossip.advertise_api:"},
+		{"bad join", func(c *Config) { c.Gossip.Join = []string{"core"} }, "gossip.join[0]"},
+		{"bad profile", func(c *Config) { c.Gossip.Profile = "wan" }, "gossip.profile"},
+		{"probe timeout over interval", func(c *Config) { c.Gossip.ProbeInterval = 100 * time.Millisecond }, "gossip.probe_timeout"},
+		{"API on every interface without advertise_api", func(c *Config) { c.API.Addr, c.API.Insecure = "0.0.0.0:7420", true }, "gossip.advertise_api"},
 		{"API on every interface with advertise_api", func(c *Config) {
 			c.API.Addr, c.API.Insecure, c.Gossip.AdvertiseAPI = "0.0.0.0:7420", true, "10.0.0.1:7420"
 		}, ""},
@@ -38,15 +39,15 @@ func TestGossipConfig(t *testing.T) {
 			cfg.NodeID, cfg.ClusterID, cfg.DataDir = "n1", "c1", "/d"
 			cfg.Gossip.Enabled, cfg.Gossip.KeyFile, cfg.Gossip.Join = true, "/gossip.key", []string{"10.0.0.9:7946"}
 			c.edit(&cfg)
-			errs := cfg.Validate()
+			err := cfg.Validate()
 			if c.want == "" {
-				if len(errs) != 0 {
-					t.Fatalf("refused: %v", errs)
+				if err != nil {
+					t.Fatalf("refused: %v", err)
 				}
 				return
 			}
-			if len(errs) != 1 || !strings.HasPrefix(errs[0].Error(), c.want) {
-				t.Fatalf("errors %v, want one starting with %q", errs, c.want)
+			if got := config.FieldsOf(err); !slices.Equal(got, []string{c.want}) {
+				t.Fatalf("bad fields %q (%v), want %q", got, err, c.want)
 			}
 		})
 	}

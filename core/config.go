@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"net"
 	"net/url"
-	"slices"
 	"strings"
 	"time"
 
@@ -12,6 +11,7 @@ import (
 	"github.com/musterhq/muster/core/discovery"
 	"github.com/musterhq/muster/shared/config"
 	"github.com/musterhq/muster/shared/gossip"
+	"github.com/musterhq/muster/shared/names"
 )
 
 // Config is the core's configuration (DESIGN.md §6).
@@ -99,11 +99,9 @@ func DefaultConfig() Config {
 }
 
 // Validate returns one error per bad field, named by its configuration key.
-func (c *Config) Validate() []error {
-	var errs []error
-	add := func(key, format string, args ...any) {
-		errs = append(errs, fmt.Errorf("%s: "+format, append([]any{key}, args...)...))
-	}
+func (c *Config) Validate() error {
+	var errs config.Errors
+	add := errs.Add
 	if c.DataDir == "" {
 		add("data_dir", "required (the core keeps core.db and admin.token there)")
 	}
@@ -115,8 +113,8 @@ func (c *Config) Validate() []error {
 		add("store.driver", "%q is not %q", c.Store.Driver, DriverSQLite)
 	}
 
-	if err := config.ValidateAddr("api.addr", c.API.Addr); err != nil {
-		errs = append(errs, err)
+	if bad := config.ValidateAddr("api.addr", c.API.Addr); bad != nil {
+		errs = append(errs, bad...)
 	} else if !c.API.TLS.Enabled() && !c.API.Insecure && !config.IsLoopback(c.API.Addr) {
 		add("api.addr", "%s is not a loopback address; configure api.tls or set api.insecure: true", c.API.Addr)
 	}
@@ -137,8 +135,8 @@ func (c *Config) Validate() []error {
 		switch {
 		case cl.ID == "":
 			add(key+".id", "required")
-		case !validName(cl.ID):
-			add(key+".id", "%q: use letters, digits, '.', '_' and '-'", cl.ID)
+		case names.CheckID(cl.ID) != nil:
+			add(key+".id", "%v", names.CheckID(cl.ID))
 		case clusters[cl.ID]:
 			add(key+".id", "cluster %q is listed twice", cl.ID)
 		}
@@ -149,8 +147,8 @@ func (c *Config) Validate() []error {
 			switch {
 			case n.ID == "":
 				add(nkey+".id", "required")
-			case !validName(n.ID):
-				add(nkey+".id", "%q: use letters, digits, '.', '_' and '-'", n.ID)
+			case names.CheckID(n.ID) != nil:
+				add(nkey+".id", "%v", names.CheckID(n.ID))
 			case nodes[n.ID]:
 				add(nkey+".id", "node %q is listed twice in cluster %q", n.ID, cl.ID)
 			}
@@ -184,28 +182,12 @@ func (c *Config) Validate() []error {
 		if g.KeyFile == "" && !g.Insecure {
 			add("gossip.key_file", "required when gossip is enabled (or set gossip.insecure: true)")
 		}
-		if err := config.ValidateAddr("gossip.bind_addr", g.BindAddr); err != nil {
-			errs = append(errs, err)
-		}
+		errs = append(errs, config.ValidateAddr("gossip.bind_addr", g.BindAddr)...)
 		errs = append(errs, gossip.ValidateJoin("gossip.join", g.Join)...)
 		errs = append(errs, g.Timing.Validate("gossip")...)
 	}
 	errs = append(errs, c.Log.Validate()...)
-	sortByKey(errs)
-	return errs
-}
-
-// validName accepts the ids of clusters and nodes.
-func validName(s string) bool {
-	if len(s) > 128 {
-		return false
-	}
-	for _, r := range s {
-		if !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || r == '.' || r == '_' || r == '-') {
-			return false
-		}
-	}
-	return true
+	return errs.Err()
 }
 
 // validAgentAddr accepts host:port or an http(s) URL with a host.
@@ -224,10 +206,4 @@ func validAgentAddr(addr string) error {
 		return fmt.Errorf("%q is not host:port", addr)
 	}
 	return nil
-}
-
-// sortByKey orders errors by their text, which starts with the key, so that
-// the report is stable.
-func sortByKey(errs []error) {
-	slices.SortStableFunc(errs, func(a, b error) int { return strings.Compare(a.Error(), b.Error()) })
 }

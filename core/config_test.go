@@ -1,11 +1,12 @@
 package core
 
 import (
-	"strings"
+	"slices"
 	"testing"
 	"time"
 
 	"github.com/musterhq/muster/core/discovery"
+	"github.com/musterhq/muster/shared/config"
 )
 
 func validConfig() Config {
@@ -25,9 +26,8 @@ func TestDefaultConfig(t *testing.T) {
 		c.Orchestrate.AgentTimeout != 5*time.Second || c.Approval.TTL != 24*time.Hour {
 		t.Fatalf("defaults %+v", c)
 	}
-	if c := validConfig(); len(c.Validate()) != 0 {
-		errs := c.Validate()
-		t.Fatalf("a valid configuration is refused: %v", errs)
+	if c := validConfig(); c.Validate() != nil {
+		t.Fatalf("a valid configuration is refused: %v", c.Validate())
 	}
 }
 
@@ -36,51 +36,48 @@ func TestValidate(t *testing.T) {
 	cases := []struct {
 		name string
 		edit func(c *Config)
-		keys []string // each error must start with one of these, in order
+		keys []string // the bad fields, in order
 	}{
-		{"no data dir", func(c *Config) { c.DataDir = "" }, []string{"data_dir:"}},
-		{"postgres", func(c *Config) { c.Store.Driver = DriverPostgres }, []string{"store.driver:"}},
-		{"unknown driver", func(c *Config) { c.Store.Driver = "mysql" }, []string{"store.driver:"}},
-		{"bad api addr", func(c *Config) { c.API.Addr = "7410" }, []string{"api.addr:"}},
-		{"plaintext outside loopback", func(c *Config) { c.API.Addr = "0.0.0.0:7410" }, []string{"api.addr:"}},
+		{"no data dir", func(c *Config) { c.DataDir = "" }, []string{"data_dir"}},
+		{"postgres", func(c *Config) { c.Store.Driver = DriverPostgres }, []string{"store.driver"}},
+		{"unknown driver", func(c *Config) { c.Store.Driver = "mysql" }, []string{"store.driver"}},
+		{"bad api addr", func(c *Config) { c.API.Addr = "7410" }, []string{"api.addr"}},
+		{"plaintext outside loopback", func(c *Config) { c.API.Addr = "0.0.0.0:7410" }, []string{"api.addr"}},
 		{"plaintext outside loopback, insecure", func(c *Config) { c.API.Addr, c.API.Insecure = "0.0.0.0:7410", true }, nil},
-		{"cert without key", func(c *Config) { c.API.TLS.CertFile = "c.pem" }, []string{"api.tls:"}},
-		{"agents cert without key", func(c *Config) { c.AgentsTLS.CertFile, c.AgentsTLS.CAFile = "c.pem", "ca.pem" }, []string{"agents_tls:"}},
-		{"agents cert without CA", func(c *Config) { c.AgentsTLS.CertFile, c.AgentsTLS.KeyFile = "c.pem", "k.pem" }, []string{"agents_tls.ca_file:"}},
-		{"client CA without a certificate", func(c *Config) { c.API.TLS.ClientCAFile = "ca.pem" }, []string{"api.tls.client_ca_file:"}},
-		{"cluster without id", func(c *Config) { c.Clusters[0].ID = "" }, []string{"clusters[0].id:"}},
-		{"cluster twice", func(c *Config) { c.Clusters = append(c.Clusters, c.Clusters[0]) }, []string{"clusters[1].id:"}},
-		{"bad cluster id", func(c *Config) { c.Clusters[0].ID = "a b" }, []string{"clusters[0].id:"}},
-		{"node twice", func(c *Config) { c.Clusters[0].Nodes[1].ID = "db-1" }, []string{"clusters[0].nodes[1].id:"}},
-		{"node without addr", func(c *Config) { c.Clusters[0].Nodes[0].Addr = "" }, []string{"clusters[0].nodes[0].addr:"}},
-		{"node addr without port", func(c *Config) { c.Clusters[0].Nodes[0].Addr = "db-1" }, []string{"clusters[0].nodes[0].addr:"}},
-		{"node addr bad scheme", func(c *Config) { c.Clusters[0].Nodes[0].Addr = "ftp://db-1:21" }, []string{"clusters[0].nodes[0].addr:"}},
+		{"cert without key", func(c *Config) { c.API.TLS.CertFile = "c.pem" }, []string{"api.tls"}},
+		{"agents cert without key", func(c *Config) { c.AgentsTLS.CertFile, c.AgentsTLS.CAFile = "c.pem", "ca.pem" }, []string{"agents_tls"}},
+		{"agents cert without CA", func(c *Config) { c.AgentsTLS.CertFile, c.AgentsTLS.KeyFile = "c.pem", "k.pem" }, []string{"agents_tls.ca_file"}},
+		{"client CA without a certificate", func(c *Config) { c.API.TLS.ClientCAFile = "ca.pem" }, []string{"api.tls.client_ca_file"}},
+		{"cluster without id", func(c *Config) { c.Clusters[0].ID = "" }, []string{"clusters[0].id"}},
+		{"cluster twice", func(c *Config) { c.Clusters = append(c.Clusters, c.Clusters[0]) }, []string{"clusters[1].id"}},
+		{"bad cluster id", func(c *Config) { c.Clusters[0].ID = "a b" }, []string{"clusters[0].id"}},
+		{"bad node id", func(c *Config) { c.Clusters[0].Nodes[0].ID = "db 1" }, []string{"clusters[0].nodes[0].id"}},
+		{"node id not starting with a letter or digit", func(c *Config) { c.Clusters[0].Nodes[0].ID = ".." }, []string{"clusters[0].nodes[0].id"}},
+		{"node twice", func(c *Config) { c.Clusters[0].Nodes[1].ID = "db-1" }, []string{"clusters[0].nodes[1].id"}},
+		{"node without addr", func(c *Config) { c.Clusters[0].Nodes[0].Addr = "" }, []string{"clusters[0].nodes[0].addr"}},
+		{"node addr without port", func(c *Config) { c.Clusters[0].Nodes[0].Addr = "db-1" }, []string{"clusters[0].nodes[0].addr"}},
+		{"node addr bad scheme", func(c *Config) { c.Clusters[0].Nodes[0].Addr = "ftp://db-1:21" }, []string{"clusters[0].nodes[0].addr"}},
 		{"orchestrate zeros", func(c *Config) { c.Orchestrate = OrchestrateConfig{} }, []string{
-			"orchestrate.agent_timeout:", "orchestrate.full_sync_every:", "orchestrate.interval:",
-			"orchestrate.max_queued_per_node:", "orchestrate.workers:",
+			"orchestrate.agent_timeout", "orchestrate.full_sync_every", "orchestrate.interval",
+			"orchestrate.max_queued_per_node", "orchestrate.workers",
 		}},
-		{"approval", func(c *Config) { c.Approval.Default = "maybe" }, []string{"approval.default:"}},
-		{"gossip without key", func(c *Config) { c.Gossip.Enabled = true }, []string{"gossip.key_file:"}},
+		{"approval", func(c *Config) { c.Approval.Default = "maybe" }, []string{"approval.default"}},
+		{"gossip without key", func(c *Config) { c.Gossip.Enabled = true }, []string{"gossip.key_file"}},
 		{"gossip with key file", func(c *Config) { c.Gossip.Enabled, c.Gossip.KeyFile = true, "/gossip.key" }, nil},
 		{"gossip insecure", func(c *Config) { c.Gossip.Enabled, c.Gossip.Insecure = true, true }, nil},
 		{"gossip bad join and profile", func(c *Config) {
 			c.Gossip.Enabled, c.Gossip.Insecure, c.Gossip.Join, c.Gossip.Profile = true, true, []string{"core"}, "wan"
-		}, []string{"gossip.join[0]:", "gossip.profile:"}},
-		{"log", func(c *Config) { c.Log.Level = "loud" }, []string{"log.level:"}},
+		}, []string{"gossip.join[0]", "gossip.profile"}},
+		{"log", func(c *Config) { c.Log.Level = "loud" }, []string{"log.level"}},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			t.Parallel()
 			cfg := validConfig()
 			c.edit(&cfg)
-			errs := cfg.Validate()
-			if len(errs) != len(c.keys) {
-				t.Fatalf("errors %v, want %d naming %v", errs, len(c.keys), c.keys)
-			}
-			for i, err := range errs {
-				if !strings.HasPrefix(err.Error(), c.keys[i]) {
-					t.Errorf("error %q does not name %s", err, c.keys[i])
-				}
+			err := cfg.Validate()
+			if got := config.FieldsOf(err); !slices.Equal(got, c.keys) {
+				t.Fatalf("bad fields %q, want %q (%v)", got, c.keys, err)
 			}
 		})
 	}

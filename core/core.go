@@ -45,8 +45,8 @@ type Core struct {
 
 // New checks cfg and returns a core; it opens and starts nothing.
 func New(cfg Config, log *slog.Logger) (*Core, error) {
-	if errs := cfg.Validate(); len(errs) > 0 {
-		return nil, fmt.Errorf("invalid configuration: %w", errors.Join(errs...))
+	if err := cfg.Validate(); err != nil {
+		return nil, err // config.Errors: every bad field
 	}
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)

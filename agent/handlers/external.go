@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/musterhq/muster/shared/action"
+	"github.com/musterhq/muster/shared/config"
 )
 
 // External declares a kind run by outside commands (actions.external in the
@@ -29,23 +30,26 @@ type External struct {
 }
 
 // Validate returns one error per bad field; i is its index in the list.
-func (e External) Validate(i int) []error {
-	var errs []error
+func (e External) Validate(i int) config.Errors {
+	var errs config.Errors
 	key := fmt.Sprintf("actions.external[%d]", i)
 	if !action.ValidKind(e.Kind) {
-		errs = append(errs, fmt.Errorf("%s.kind: %q is not of the form domain/name", key, e.Kind))
+		errs.Add(key+".kind", "%q is not of the form domain/name", e.Kind)
 	}
 	if strings.HasPrefix(e.Kind, "muster.io/") {
-		errs = append(errs, fmt.Errorf("%s.kind: the muster.io/ prefix is reserved for built-in kinds", key))
+		errs.Add(key+".kind", "the muster.io/ prefix is reserved for built-in kinds")
 	}
 	if len(e.Run) == 0 || e.Run[0] == "" {
-		errs = append(errs, fmt.Errorf("%s.run: an argv list such as [\"/usr/local/bin/backup\", \"start\"] is required", key))
+		errs.Add(key+".run", "an argv list such as [\"/usr/local/bin/backup\", \"start\"] is required")
 	}
 	if len(e.Check) > 0 && e.Check[0] == "" {
-		errs = append(errs, fmt.Errorf("%s.check: the first element must be a program", key))
+		errs.Add(key+".check", "the first element must be a program")
 	}
-	if e.Timeout < 0 || e.CheckInterval < 0 {
-		errs = append(errs, fmt.Errorf("%s: timeout and check_interval must not be negative", key))
+	if err := action.CheckTimeout(e.Timeout); err != nil {
+		errs.Add(key+".timeout", "%v", err)
+	}
+	if e.CheckInterval < 0 {
+		errs.Add(key+".check_interval", "must not be negative, got %s", e.CheckInterval)
 	}
 	return errs
 }

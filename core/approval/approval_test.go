@@ -2,6 +2,7 @@ package approval
 
 import (
 	"encoding/json"
+	"slices"
 	"testing"
 
 	"github.com/musterhq/muster/shared/action"
@@ -40,8 +41,9 @@ func TestValidate(t *testing.T) {
 		t.Fatalf("default policy invalid: %v", errs)
 	}
 	bad := Policy{Default: "maybe", TTL: 0, Rules: []Rule{{Kind: "[", Approval: "x"}}}
-	if errs := bad.Validate(); len(errs) != 4 {
-		t.Fatalf("want 4 errors, got %d: %v", len(errs), errs)
+	want := []string{"approval.default", "approval.ttl", "approval.rules[0].approval", "approval.rules[0]"}
+	if got := bad.Validate().Fields(); !slices.Equal(got, want) {
+		t.Fatalf("bad fields %q, want %q", got, want)
 	}
 }
 

@@ -8,6 +8,7 @@ import (
 
 	"github.com/musterhq/muster/core/store"
 	"github.com/musterhq/muster/shared/gossip"
+	"github.com/musterhq/muster/shared/names"
 )
 
 // GossipSource is the gossip pool's view of the nodes: its Handle method is
@@ -59,7 +60,7 @@ func (g *GossipSource) Handle(ev gossip.Event) {
 	if m.Role != gossip.RoleAgent {
 		return
 	}
-	if !ValidName(m.Cluster) || !ValidName(m.Node) || m.API == "" {
+	if names.CheckID(m.Cluster) != nil || names.CheckID(m.Node) != nil || m.API == "" {
 		g.log.Warn("gossip: agent with an invalid announcement ignored", "member", ev.Name, "addr", ev.Addr,
 			"cluster", m.Cluster, "node", m.Node, "api", m.API)
 		return
@@ -149,18 +150,4 @@ func (g *GossipSource) Snapshot() []Node {
 		return out[i].ID < out[j].ID
 	})
 	return out
-}
-
-// ValidName accepts the ids of clusters and nodes: letters, digits, '.',
-// '_' and '-', at most 128 characters.
-func ValidName(s string) bool {
-	if s == "" || len(s) > 128 {
-		return false
-	}
-	for _, r := range s {
-		if !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || r == '.' || r == '_' || r == '-') {
-			return false
-		}
-	}
-	return true
 }

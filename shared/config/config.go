@@ -4,7 +4,6 @@
 package config
 
 import (
-	"fmt"
 	"log/slog"
 	"net"
 	"strings"
@@ -20,16 +19,16 @@ type Log struct {
 func DefaultLog() Log { return Log{Level: "info", Format: "text"} }
 
 // Validate returns one error per bad field.
-func (l Log) Validate() []error {
-	var errs []error
+func (l Log) Validate() Errors {
+	var errs Errors
 	var lv slog.Level
 	if err := lv.UnmarshalText([]byte(l.Level)); err != nil {
-		errs = append(errs, fmt.Errorf("log.level: %q is not debug, info, warn or error", l.Level))
+		errs.Add("log.level", "%q is not debug, info, warn or error", l.Level)
 	}
 	switch strings.ToLower(l.Format) {
 	case "text", "json":
 	default:
-		errs = append(errs, fmt.Errorf("log.format: %q is not text or json", l.Format))
+		errs.Add("log.format", "%q is not text or json", l.Format)
 	}
 	return errs
 }
@@ -53,17 +52,17 @@ type API struct {
 func (t TLS) Enabled() bool { return t.CertFile != "" || t.KeyFile != "" }
 
 // Validate checks that cert and key come together. prefix names the section.
-func (t TLS) Validate(prefix string) []error {
+func (t TLS) Validate(prefix string) Errors {
 	if (t.CertFile == "") != (t.KeyFile == "") {
-		return []error{fmt.Errorf("%s: cert_file and key_file must be set together", prefix)}
+		return Errors{Problem(prefix, "cert_file and key_file must be set together")}
 	}
 	return nil
 }
 
 // ValidateAddr checks a host:port listen address.
-func ValidateAddr(key, addr string) error {
+func ValidateAddr(key, addr string) Errors {
 	if _, _, err := net.SplitHostPort(addr); err != nil {
-		return fmt.Errorf("%s: %q is not host:port", key, addr)
+		return Errors{Problem(key, "%q is not host:port", addr)}
 	}
 	return nil
 }

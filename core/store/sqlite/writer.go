@@ -9,6 +9,7 @@ import (
 
 	"github.com/musterhq/muster/core/store"
 	"github.com/musterhq/muster/shared/action"
+	shsqlite "github.com/musterhq/muster/shared/sqlite"
 )
 
 // writer is the store.Tx of one Update. It counts the rows it changes and
@@ -54,7 +55,7 @@ func (w *writer) PutCluster(ctx context.Context, c *store.Cluster) error {
 		`INSERT INTO clusters (id, status, status_reason, updated_ts) VALUES (?, ?, ?, ?)
 		ON CONFLICT (id) DO UPDATE SET status = excluded.status,
 			status_reason = excluded.status_reason, updated_ts = excluded.updated_ts`,
-		c.ID, c.Status, c.StatusReason, micros(c.UpdatedTS))
+		c.ID, c.Status, c.StatusReason, shsqlite.Micros(c.UpdatedTS))
 	return err
 }
 
@@ -76,7 +77,7 @@ func (w *writer) PutNode(ctx context.Context, n *store.Node) error {
 			version = excluded.version, last_contact = excluded.last_contact,
 			updated_ts = excluded.updated_ts`,
 		n.ClusterID, n.ID, n.Addr, n.Source, n.Status, n.StatusReason, n.StoreID, n.Cursor, kinds,
-		n.Version, nullMicros(n.LastContact), micros(n.UpdatedTS))
+		n.Version, shsqlite.NullMicros(n.LastContact), shsqlite.Micros(n.UpdatedTS))
 	return err
 }
 
@@ -93,8 +94,8 @@ func (w *writer) DeleteNode(ctx context.Context, clusterID, nodeID string) error
 func (w *writer) actionArgs(r *store.Record) []any {
 	return []any{r.ClusterID, r.NodeID, r.Kind, string(r.Args), string(r.State), r.StateReason,
 		string(r.Progress), r.Output, r.Origin, r.Requester, r.ApprovedBy, r.TimeoutS,
-		micros(r.CreatedTS), nullMicros(r.ScheduledTS), nullMicros(r.StartedTS),
-		nullMicros(r.FinishedTS), micros(r.UpdatedTS), r.RetryOf, r.ApprovalDigest,
+		shsqlite.Micros(r.CreatedTS), shsqlite.NullMicros(r.ScheduledTS), shsqlite.NullMicros(r.StartedTS),
+		shsqlite.NullMicros(r.FinishedTS), shsqlite.Micros(r.UpdatedTS), r.RetryOf, r.ApprovalDigest,
 		r.CancelRequested, r.SeenOnAgent, r.PushedStoreID}
 }
 
@@ -139,7 +140,7 @@ func (w *writer) AppendHistory(ctx context.Context, actionID string, t action.Tr
 	}
 	_, _, err := w.exec(ctx, fmt.Sprintf("history of %q", actionID),
 		`INSERT INTO action_history (action_id, ts, from_state, to_state, actor, reason) VALUES (?, ?, ?, ?, ?, ?)`,
-		actionID, micros(t.TS), string(t.From), string(t.To), t.Actor, t.Reason)
+		actionID, shsqlite.Micros(t.TS), string(t.From), string(t.To), t.Actor, t.Reason)
 	return err
 }
 
@@ -159,7 +160,7 @@ func (w *writer) AppendEvent(ctx context.Context, e *store.Event) error {
 	res, _, err := w.exec(ctx, "append event "+e.Type,
 		`INSERT INTO events (ts, type, actor, client_addr, cluster_id, node_id, action_id, message, data)
 		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)`,
-		micros(e.TS), e.Type, e.Actor, e.ClientAddr, e.ClusterID, e.NodeID, e.ActionID, e.Message, data)
+		shsqlite.Micros(e.TS), e.Type, e.Actor, e.ClientAddr, e.ClusterID, e.NodeID, e.ActionID, e.Message, data)
 	if err != nil {
 		return err
 	}
@@ -184,7 +185,7 @@ func (w *writer) InsertToken(ctx context.Context, t *store.Token) error {
 	}
 	_, _, err = w.exec(ctx, fmt.Sprintf("insert token %q", t.Name),
 		`INSERT INTO tokens (name, roles, hash, created_ts) VALUES (?, ?, ?, ?)`,
-		t.Name, roles, t.Hash, micros(t.CreatedTS))
+		t.Name, roles, t.Hash, shsqlite.Micros(t.CreatedTS))
 	return err
 }
 
