@@ -25,7 +25,7 @@ func TestConfigRefusesWhatTheCoreRefuses(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
 			cfg := DefaultConfig()
-			cfg.NodeID, cfg.ClusterID, cfg.DataDir = "db-1", "eu", t.TempDir()
+			cfg.NodeID, cfg.ClusterID, cfg.DataDir, cfg.API.Addr = "db-1", "eu", t.TempDir(), "" // the socket only
 			tc.edit(&cfg)
 			_, err := New(cfg, nil)
 			if got := config.FieldsOf(err); !slices.Equal(got, tc.fields) {

@@ -27,7 +27,18 @@ type External struct {
 	Idempotent bool          `mapstructure:"idempotent" yaml:"idempotent,omitempty"`
 	// CheckInterval is how often check runs (default 5s).
 	CheckInterval time.Duration `mapstructure:"check_interval" yaml:"check_interval,omitempty"`
+	// Env is added to the commands' environment, which is otherwise only
+	// PATH, LANG and TZ from the agent's and the MUSTER_* variables of the
+	// action (see AllowedEnv). Each entry is NAME=value: a list, not a map,
+	// because configuration keys are case-insensitive and names are not.
+	Env []string `mapstructure:"env" yaml:"env,omitempty"`
 }
+
+// AllowedEnv lists the variables of the agent's own environment that its
+// commands inherit; nothing else does (no token, no cloud credential). The
+// agent adds MUSTER_ACTION_ID, MUSTER_ACTION_KIND, MUSTER_NODE_ID,
+// MUSTER_CLUSTER_ID, and the kind's env.
+var AllowedEnv = []string{"PATH", "LANG", "TZ"}
 
 // Validate returns one error per bad field; i is its index in the list.
 func (e External) Validate(i int) config.Errors {
@@ -44,6 +55,22 @@ func (e External) Validate(i int) config.Errors {
 	}
 	if len(e.Check) > 0 && e.Check[0] == "" {
 		errs.Add(key+".check", "the first element must be a program")
+	}
+	seen := map[string]bool{}
+	for j, kv := range e.Env {
+		k, v, ok := strings.Cut(kv, "=")
+		envKey := fmt.Sprintf("%s.env[%d]", key, j)
+		switch {
+		case !ok || k == "" || strings.ContainsRune(k, 0):
+			errs.Add(envKey, "%q is not NAME=value", kv)
+		case strings.HasPrefix(k, "MUSTER_"):
+			errs.Add(envKey, "%s: MUSTER_ variables are set by the agent", k)
+		case strings.ContainsRune(v, 0):
+			errs.Add(envKey, "the value of %s holds a NUL byte", k)
+		case seen[k]:
+			errs.Add(envKey, "%s is set twice", k)
+		}
+		seen[k] = true
 	}
 	if err := action.CheckTimeout(e.Timeout); err != nil {
 		errs.Add(key+".timeout", "%v", err)
@@ -135,7 +162,7 @@ func (h *externalHandler) Step(ctx context.Context, x *Exec) Result {
 		x.SetProgress(extProgress{Phase: phaseLaunching})
 		return Result{Status: Running}
 	case phaseLaunching:
-		proc, err := startProcess(h.spec.Run, x, h.env, x)
+		proc, err := startProcess(h.spec.Run, x, h.env, h.spec.Env, x)
 		if err != nil {
 			x.Printf("muster: %v", err)
 			return Result{Status: Failed, Message: err.Error()}
@@ -169,7 +196,7 @@ func (h *externalHandler) check(x *Exec, st *extState, p extProgress) Result {
 			return Result{Status: Running, After: wait}
 		}
 		st.checkOut = &bytes.Buffer{}
-		proc, err := startProcess(h.spec.Check, x, h.env, &cappedWriter{w: st.checkOut})
+		proc, err := startProcess(h.spec.Check, x, h.env, h.spec.Env, &cappedWriter{w: st.checkOut})
 		if err != nil {
 			return Result{Status: Failed, Message: err.Error()}
 		}
@@ -274,9 +301,28 @@ type process struct {
 	killed bool
 }
 
-// startProcess starts argv with the action record on stdin and the MUSTER_*
-// variables in its environment. stdout goes to out, stderr to the output.
-func startProcess(argv []string, x *Exec, env Env, out interface{ Write([]byte) (int, error) }) (*process, error) {
+// commandEnv is the whole environment of a command: the allowed variables of
+// the agent's, then the kind's env, then the action's MUSTER_* variables.
+// os/exec keeps the last value of a name given twice.
+func commandEnv(x *Exec, env Env, extra []string) []string {
+	var out []string
+	for _, k := range AllowedEnv {
+		if v, ok := os.LookupEnv(k); ok {
+			out = append(out, k+"="+v)
+		}
+	}
+	out = append(out, extra...)
+	return append(out,
+		"MUSTER_ACTION_ID="+x.Action.ID,
+		"MUSTER_ACTION_KIND="+x.Action.Kind,
+		"MUSTER_NODE_ID="+env.NodeID,
+		"MUSTER_CLUSTER_ID="+env.ClusterID,
+	)
+}
+
+// startProcess starts argv with the action record on stdin and the
+// environment of commandEnv. stdout goes to out, stderr to the output.
+func startProcess(argv []string, x *Exec, env Env, extra []string, out interface{ Write([]byte) (int, error) }) (*process, error) {
 	rec, err := json.Marshal(x.Action)
 	if err != nil {
 		return nil, err
@@ -285,12 +331,9 @@ func startProcess(argv []string, x *Exec, env Env, out interface{ Write([]byte) 
 	cmd.Stdin = bytes.NewReader(rec)
 	cmd.Stdout = out
 	cmd.Stderr = x
-	cmd.Env = append(os.Environ(),
-		"MUSTER_ACTION_ID="+x.Action.ID,
-		"MUSTER_ACTION_KIND="+x.Action.Kind,
-		"MUSTER_NODE_ID="+env.NodeID,
-		"MUSTER_CLUSTER_ID="+env.ClusterID,
-	)
+	// Never os.Environ(): the agent's own secrets (its token, cloud
+	// credentials) would reach the output, which every viewer reads.
+	cmd.Env = commandEnv(x, env, extra)
 	// Its own process group, so that cancel and timeout reach the whole tree;
 	// on Linux it also dies with the agent (procattr_linux.go).
 	cmd.SysProcAttr = procAttr()

@@ -110,6 +110,7 @@ func TestConfigErrorsOneLinePerField(t *testing.T) {
 	t.Parallel()
 	cfg := agent.DefaultConfig()
 	cfg.Actions.Retention = -time.Second
+	cfg.API.Insecure = true
 	err := cfg.Validate()
 	want := []string{"actions.retention", "cluster_id", "data_dir", "node_id"}
 	if got := config.FieldsOf(err); !slices.Equal(got, want) {
@@ -126,7 +127,7 @@ func TestAgentRefusesAnIDTheCoreRefuses(t *testing.T) {
 	t.Parallel()
 	dir := t.TempDir()
 	cmd := newRootCmd()
-	cmd.SetArgs([]string{"agent", "--data-dir", dir, "--node-id", "db 1", "--cluster-id", "c1"})
+	cmd.SetArgs([]string{"agent", "--data-dir", dir, "--node-id", "db 1", "--cluster-id", "c1", "--api-addr", ""})
 	cmd.SetOut(io.Discard)
 	cmd.SetErr(io.Discard)
 	err := cmd.ExecuteContext(context.Background())
@@ -138,5 +139,18 @@ func TestAgentRefusesAnIDTheCoreRefuses(t *testing.T) {
 	}
 	if entries, _ := os.ReadDir(dir); len(entries) != 0 {
 		t.Fatalf("the refused agent wrote %d entries in its data directory", len(entries))
+	}
+}
+
+// A kind's env keeps the case of its names through configuration loading,
+// whose keys are case-insensitive.
+func TestExternalEnvKeepsItsCase(t *testing.T) {
+	t.Parallel()
+	cfg, err := loadAgent(t, "actions:\n  external:\n    - kind: example.com/x\n      run: [/bin/true]\n      env: [\"BACKUP_Bucket=s3://X\"]\n")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := cfg.Actions.External[0].Env; !slices.Equal(got, []string{"BACKUP_Bucket=s3://X"}) {
+		t.Fatalf("env %q", got)
 	}
 }

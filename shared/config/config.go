@@ -4,8 +4,11 @@
 package config
 
 import (
+	"errors"
+	"fmt"
 	"log/slog"
 	"net"
+	"os"
 	"strings"
 )
 
@@ -78,4 +81,37 @@ func IsLoopback(addr string) bool {
 	}
 	ip := net.ParseIP(host)
 	return ip != nil && ip.IsLoopback()
+}
+
+// ErrFileOpen is a secret file whose mode lets its group or others in.
+var ErrFileOpen = errors.New("readable by group or others")
+
+// CheckPrivateFile refuses a secret file (a key) that its group or others
+// may read or write: one clear error naming the file and its mode. It does
+// not open the file; reading it stays the caller's job.
+func CheckPrivateFile(path string) error {
+	fi, err := os.Stat(path)
+	if err != nil {
+		return err
+	}
+	if m := fi.Mode().Perm(); m&0o077 != 0 {
+		return fmt.Errorf("%s has mode %04o, %w: run chmod 600 %s", path, m, ErrFileOpen, path)
+	}
+	return nil
+}
+
+// CheckKeyFiles refuses, before anything starts, key files (by configuration
+// key; an empty path is skipped) that their group or others may read: one
+// FieldError per file, wrapping ErrFileOpen.
+func CheckKeyFiles(files map[string]string) error {
+	var errs Errors
+	for key, path := range files {
+		if path == "" {
+			continue
+		}
+		if err := CheckPrivateFile(path); errors.Is(err, ErrFileOpen) {
+			errs = append(errs, Wrap(key, err))
+		}
+	}
+	return errs.Err()
 }

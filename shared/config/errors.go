@@ -14,13 +14,24 @@ import (
 type FieldError struct {
 	Field   string
 	Problem string
+	// Err is the error behind Problem, when there is one (errors.Is and
+	// errors.As reach it).
+	Err error
 }
 
 func (e FieldError) Error() string { return e.Field + ": " + e.Problem }
 
+// Unwrap returns Err.
+func (e FieldError) Unwrap() error { return e.Err }
+
 // Problem returns the FieldError of field, its problem formatted.
 func Problem(field, format string, args ...any) FieldError {
 	return FieldError{Field: field, Problem: fmt.Sprintf(format, args...)}
+}
+
+// Wrap returns the FieldError of field for err.
+func Wrap(field string, err error) FieldError {
+	return FieldError{Field: field, Problem: err.Error(), Err: err}
 }
 
 // Errors is every bad field of a configuration: validation reports them all
