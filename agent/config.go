@@ -21,6 +21,8 @@ type Config struct {
 	Actions   ActionsConfig `mapstructure:"actions" yaml:"actions"`
 	Gossip    GossipConfig  `mapstructure:"gossip" yaml:"gossip"`
 	Log       config.Log    `mapstructure:"log" yaml:"log"`
+	// ShutdownTimeout bounds the whole stop, every part together.
+	ShutdownTimeout time.Duration `mapstructure:"shutdown_timeout" yaml:"shutdown_timeout"`
 }
 
 // APIConfig is the agent API: its TCP listener, for the core, and the Unix
@@ -91,8 +93,9 @@ func DefaultConfig() Config {
 			KillGrace:          10 * time.Second,
 			External:           []handlers.External{},
 		},
-		Gossip: GossipConfig{BindAddr: "0.0.0.0:7946", Join: []string{}, Timing: gossip.Timing{Profile: gossip.ProfileLAN}},
-		Log:    config.DefaultLog(),
+		Gossip:          GossipConfig{BindAddr: "0.0.0.0:7946", Join: []string{}, Timing: gossip.Timing{Profile: gossip.ProfileLAN}},
+		Log:             config.DefaultLog(),
+		ShutdownTimeout: config.DefaultShutdownTimeout,
 	}
 }
 
@@ -180,5 +183,6 @@ func (c *Config) Validate() error {
 		}
 	}
 	errs = append(errs, c.Log.Validate()...)
+	errs = append(errs, config.ValidateShutdownTimeout(c.ShutdownTimeout)...)
 	return errs.Err()
 }

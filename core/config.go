@@ -26,6 +26,8 @@ type Config struct {
 	Approval    approval.Policy         `mapstructure:"approval" yaml:"approval"`
 	Gossip      GossipConfig            `mapstructure:"gossip" yaml:"gossip"`
 	Log         config.Log              `mapstructure:"log" yaml:"log"`
+	// ShutdownTimeout bounds the whole stop, every part together.
+	ShutdownTimeout time.Duration `mapstructure:"shutdown_timeout" yaml:"shutdown_timeout"`
 }
 
 // Store drivers.
@@ -92,9 +94,10 @@ func DefaultConfig() Config {
 			FullSyncEvery:    6,
 			AgentTimeout:     5 * time.Second,
 		},
-		Approval: approval.DefaultPolicy(),
-		Gossip:   GossipConfig{BindAddr: "0.0.0.0:7946", Join: []string{}, Timing: gossip.Timing{Profile: gossip.ProfileLAN}},
-		Log:      config.DefaultLog(),
+		Approval:        approval.DefaultPolicy(),
+		Gossip:          GossipConfig{BindAddr: "0.0.0.0:7946", Join: []string{}, Timing: gossip.Timing{Profile: gossip.ProfileLAN}},
+		Log:             config.DefaultLog(),
+		ShutdownTimeout: config.DefaultShutdownTimeout,
 	}
 }
 
@@ -189,6 +192,7 @@ func (c *Config) Validate() error {
 		errs = append(errs, g.Timing.Validate("gossip")...)
 	}
 	errs = append(errs, c.Log.Validate()...)
+	errs = append(errs, config.ValidateShutdownTimeout(c.ShutdownTimeout)...)
 	return errs.Err()
 }
 

@@ -25,14 +25,12 @@ import (
 	"github.com/musterhq/muster/core/orchestrate"
 	"github.com/musterhq/muster/core/store"
 	"github.com/musterhq/muster/core/store/sqlite"
+	"github.com/musterhq/muster/shared/apiserver"
 	"github.com/musterhq/muster/shared/config"
+	"github.com/musterhq/muster/shared/startstop"
 	"github.com/musterhq/muster/shared/tlsutil"
 	"github.com/musterhq/muster/shared/version"
 )
-
-// ShutdownTimeout bounds how long Run waits for requests in flight once its
-// context ends.
-const ShutdownTimeout = 10 * time.Second
 
 // Core is the central service.
 type Core struct {
@@ -67,8 +65,9 @@ func (c *Core) Ready() <-chan struct{} { return c.ready }
 
 // Run opens the store, gives an empty store its first admin token, syncs the
 // configured nodes, starts the orchestrator, joins the gossip pool when
-// enabled, and serves the API until ctx ends. Then it stops serving (waiting up to ShutdownTimeout for requests in
-// flight), stops discovery and the orchestrator, and closes the store.
+// enabled, and serves the API until ctx ends. Then it stops those parts in
+// reverse order within shutdown_timeout, reports every part that failed to
+// stop cleanly, and closes the store.
 func (c *Core) Run(ctx context.Context) error {
 	cfg := c.cfg
 	if err := config.CheckKeyFiles(keyFiles(cfg)); err != nil {
@@ -118,40 +117,50 @@ func (c *Core) Run(ctx context.Context) error {
 		return err
 	}
 
-	// Started in this order, stopped in the reverse one (deferred).
-	if err := orch.Start(ctx); err != nil {
-		ln.Close()
+	// Started in this order, stopped in the reverse one under one deadline
+	// (shutdown_timeout): the API stops taking requests, gossip leaves the
+	// pool, the discovery watch ends, the orchestrator cancels its passes
+	// (they write nothing once cancelled); then the store closes.
+	var parts startstop.Group
+	stopAll := func() error {
+		shutCtx, cancel := context.WithTimeout(context.Background(), cfg.ShutdownTimeout)
+		defer cancel()
+		err := parts.Shutdown(shutCtx)
+		if err != nil {
+			c.log.Error("core stopped with errors", "err", err)
+		}
 		return err
 	}
-	defer orch.Stop()
+	if err := parts.Start(ctx, "orchestrator", orch); err != nil {
+		ln.Close()
+		return errors.Join(err, stopAll())
+	}
 	sources := []discovery.Source{static}
 	var pool *discovery.GossipSource
 	if cfg.Gossip.Enabled {
 		pool = discovery.NewGossipSource(c.log, gossipOptions(cfg, atls)...)
 		sources = append(sources, pool)
 	}
-	watchCtx, stopWatch := context.WithCancel(ctx)
-	var watch sync.WaitGroup
-	watch.Add(1)
-	go func() {
-		defer watch.Done()
-		_ = discovery.Watch(watchCtx, st, c.log, orch.Nudge, static.Clusters(), sources...)
-	}()
-	defer func() { stopWatch(); watch.Wait() }()
+	watch := startstop.NewFunc(func(ctx context.Context) {
+		_ = discovery.Watch(ctx, st, c.log, orch.Nudge, static.Clusters(), sources...)
+	})
+	if err := parts.Start(ctx, "discovery", watch); err != nil {
+		ln.Close()
+		return errors.Join(err, stopAll())
+	}
 	gs, err := newGossip(cfg.Gossip, ln.Addr().String(), pool, c.log)
 	if err == nil && gs != nil {
-		err = gs.Start(ctx)
+		err = parts.Start(ctx, "gossip", gs)
 	}
 	if err != nil {
 		ln.Close()
-		return err
+		return errors.Join(err, stopAll())
 	}
-	if gs != nil {
-		defer gs.Stop() // leaves the pool before discovery and the store stop
+	srvPart := apiserver.NewServer(httpSrv, ln)
+	if err := parts.Start(ctx, "api", srvPart); err != nil {
+		ln.Close()
+		return errors.Join(err, stopAll())
 	}
-
-	serveErr := make(chan error, 1)
-	go func() { serveErr <- httpSrv.Serve(ln) }()
 	c.mu.Lock()
 	c.addr = ln.Addr()
 	c.mu.Unlock()
@@ -160,28 +169,13 @@ func (c *Core) Run(ctx context.Context) error {
 		"data_dir", cfg.DataDir, "version", version.Version)
 
 	var runErr error
-	served := false
 	select {
 	case <-ctx.Done():
-	case err := <-serveErr:
-		served = true
-		if !errors.Is(err, http.ErrServerClosed) {
-			runErr = fmt.Errorf("api: %w", err)
-		}
+	case err := <-srvPart.Failed():
+		runErr = fmt.Errorf("api: %w", err)
 	}
 	c.log.Info("core stopping")
-	shutCtx, cancel := context.WithTimeout(context.Background(), ShutdownTimeout)
-	defer cancel()
-	if err := httpSrv.Shutdown(shutCtx); err != nil {
-		c.log.Warn("api shutdown", "err", err)
-		_ = httpSrv.Close()
-	}
-	if !served {
-		<-serveErr // Serve has returned: its goroutine is gone
-	}
-	// The deferred calls stop discovery, then the orchestrator (passes in
-	// flight are cancelled and write nothing), then close the store.
-	return runErr
+	return errors.Join(runErr, stopAll()) // then the deferred Close of the store
 }
 
 // keyFiles are the key files of cfg, by configuration key.

@@ -3,6 +3,7 @@ package runner
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"testing"
 	"time"
@@ -10,6 +11,7 @@ import (
 	"github.com/musterhq/muster/agent/handlers"
 	"github.com/musterhq/muster/agent/queue"
 	"github.com/musterhq/muster/shared/action"
+	"github.com/musterhq/muster/shared/startstop"
 )
 
 func setup(t *testing.T, dir string) (*queue.Queue, *Runner) {
@@ -167,4 +169,45 @@ func TestStopIsIdempotentAndWorksUnstarted(t *testing.T) {
 	_, r := setup(t, t.TempDir())
 	r.Stop()
 	r.Stop()
+}
+
+// TestStartHonoursItsContext: when the context Start was given ends, the
+// runner stops between two steps as Stop makes it, and the action stays
+// RUNNING to resume at the next start.
+func TestStartHonoursItsContext(t *testing.T) {
+	t.Parallel()
+	q, r := setup(t, t.TempDir())
+	id := enqueue(t, q, handlers.KindSleep, `{"seconds":3600}`, 0)
+	ctx, cancel := context.WithCancel(context.Background())
+	if err := r.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	r.TestSignals.Committed.WaitFor("the first step", func(c Committed) bool { return c.ID == id })
+	cancel()
+	r.Stop() // returns once the loop has ended
+	a, err := q.Get(context.Background(), id)
+	if err != nil || a.State != action.Running {
+		t.Fatalf("after the context ended: %v, %v", a, err)
+	}
+	next := enqueue(t, q, handlers.KindPing, `{}`, 0)
+	r.Wake()
+	r.TestSignals.Committed.RequireEmpty()
+	if a, _ := q.Get(context.Background(), next); a.State != action.New {
+		t.Fatalf("a stopped runner moved %s to %s", next, a.State)
+	}
+}
+
+func TestStartsOnce(t *testing.T) {
+	t.Parallel()
+	_, r := setup(t, t.TempDir())
+	if err := r.Start(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if err := r.Start(context.Background()); !errors.Is(err, startstop.ErrStarted) {
+		t.Fatalf("second Start: %v", err)
+	}
+	r.Stop()
+	if err := r.Start(context.Background()); !errors.Is(err, startstop.ErrStopped) {
+		t.Fatalf("Start after Stop: %v", err)
+	}
 }

@@ -12,7 +12,6 @@ package orchestrate
 import (
 	"context"
 	"crypto/tls"
-	"errors"
 	"fmt"
 	"log/slog"
 	"math/rand/v2"
@@ -25,6 +24,7 @@ import (
 
 	"github.com/musterhq/muster/core/store"
 	"github.com/musterhq/muster/shared/action"
+	"github.com/musterhq/muster/shared/startstop"
 	"github.com/musterhq/muster/shared/testsignal"
 	"github.com/musterhq/muster/shared/tlsutil"
 )
@@ -125,10 +125,10 @@ func (c *Config) fill() {
 	}
 }
 
-// Errors of the service.
+// Errors of Start (shared/startstop's).
 var (
-	ErrStarted = errors.New("orchestrator already started")
-	ErrStopped = errors.New("orchestrator stopped")
+	ErrStarted = startstop.ErrStarted
+	ErrStopped = startstop.ErrStopped
 )
 
 // Orchestrator runs passes. Build it with New, run it with Start, end it with
@@ -141,12 +141,10 @@ type Orchestrator struct {
 	ownHC   bool // hc was made here: Stop closes its idle connections
 	metrics *metrics
 
+	startstop.Base
 	mu       sync.Mutex
 	clusters map[string]*clusterState
 	nudged   map[string]bool
-	state    int // 0 new, 1 started, 2 stopped
-	cancel   context.CancelFunc
-	wg       sync.WaitGroup
 
 	wake chan struct{}
 
@@ -259,32 +257,22 @@ func (o *Orchestrator) Nudge(clusterID string) {
 // Start runs the scheduler and the approval sweep until ctx ends or Stop is
 // called. It returns at once.
 func (o *Orchestrator) Start(ctx context.Context) error {
-	o.mu.Lock()
-	defer o.mu.Unlock()
-	switch o.state {
-	case 1:
-		return ErrStarted
-	case 2:
-		return ErrStopped
+	ctx, done, err := o.StartInit(ctx)
+	if err != nil {
+		return err
 	}
-	o.state = 1
-	ctx, o.cancel = context.WithCancel(ctx)
-	o.wg.Add(2)
-	go func() { defer o.wg.Done(); o.schedule(ctx) }()
-	go func() { defer o.wg.Done(); o.sweep(ctx) }()
+	var wg sync.WaitGroup
+	wg.Add(2)
+	go func() { defer wg.Done(); o.schedule(ctx) }()
+	go func() { defer wg.Done(); o.sweep(ctx) }()
+	go func() { wg.Wait(); done() }()
 	return nil
 }
 
 // Stop ends the scheduler, cancels running passes (they write nothing once
 // cancelled) and waits for them. It is idempotent.
 func (o *Orchestrator) Stop() {
-	o.mu.Lock()
-	if o.cancel != nil {
-		o.cancel()
-	}
-	o.state = 2
-	o.mu.Unlock()
-	o.wg.Wait()
+	o.Base.Stop()
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	if o.ownHC {

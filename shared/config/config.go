@@ -10,6 +10,7 @@ import (
 	"net"
 	"os"
 	"strings"
+	"time"
 )
 
 // Log is the log section: level (debug, info, warn, error) and format (text, json).
@@ -114,4 +115,16 @@ func CheckKeyFiles(files map[string]string) error {
 		}
 	}
 	return errs.Err()
+}
+
+// DefaultShutdownTimeout is the default shutdown_timeout of the agent and
+// the core: how long a stop may take, every part together.
+const DefaultShutdownTimeout = 10 * time.Second
+
+// ValidateShutdownTimeout checks shutdown_timeout: positive.
+func ValidateShutdownTimeout(d time.Duration) Errors {
+	if d <= 0 {
+		return Errors{Problem("shutdown_timeout", "must be a positive duration such as 10s, got %s", d)}
+	}
+	return nil
 }
