@@ -25,6 +25,7 @@ type Config struct {
 	Orchestrate OrchestrateConfig       `mapstructure:"orchestrate" yaml:"orchestrate"`
 	Approval    approval.Policy         `mapstructure:"approval" yaml:"approval"`
 	Gossip      GossipConfig            `mapstructure:"gossip" yaml:"gossip"`
+	HA          HAConfig                `mapstructure:"ha" yaml:"ha"`
 	Log         config.Log              `mapstructure:"log" yaml:"log"`
 	// ShutdownTimeout bounds the whole stop, every part together.
 	ShutdownTimeout time.Duration `mapstructure:"shutdown_timeout" yaml:"shutdown_timeout"`
@@ -37,7 +38,8 @@ const (
 )
 
 // StoreConfig chooses the store. With the sqlite driver, DSN is the database
-// file and defaults to <data_dir>/core.db.
+// file and defaults to <data_dir>/core.db. With the postgres driver, DSN is
+// required: a postgres:// URL or key=value pairs, shared by every replica.
 type StoreConfig struct {
 	Driver string `mapstructure:"driver" yaml:"driver"`
 	DSN    string `mapstructure:"dsn" yaml:"dsn"`
@@ -81,6 +83,18 @@ type GossipConfig struct {
 	gossip.Timing `mapstructure:",squash" yaml:",inline"`
 }
 
+// HAConfig tunes several core replicas sharing one PostgreSQL database
+// (DESIGN.md §13); it has no effect on SQLite.
+type HAConfig struct {
+	// LeaseTTL is how long a cluster lease lasts unless renewed (every
+	// third of it). A replica that cannot renew stops its passes within it;
+	// another takes the cluster after it.
+	LeaseTTL time.Duration `mapstructure:"lease_ttl" yaml:"lease_ttl"`
+	// ReplicaID names this replica among the others; empty: the host name
+	// and a random suffix, new at every start.
+	ReplicaID string `mapstructure:"replica_id" yaml:"replica_id"`
+}
+
 // DefaultConfig returns the defaults of DESIGN.md §6.
 func DefaultConfig() Config {
 	return Config{
@@ -96,6 +110,7 @@ func DefaultConfig() Config {
 		},
 		Approval:        approval.DefaultPolicy(),
 		Gossip:          GossipConfig{BindAddr: "0.0.0.0:7946", Join: []string{}, Timing: gossip.Timing{Profile: gossip.ProfileLAN}},
+		HA:              HAConfig{LeaseTTL: 10 * time.Second},
 		Log:             config.DefaultLog(),
 		ShutdownTimeout: config.DefaultShutdownTimeout,
 	}
@@ -111,9 +126,11 @@ func (c *Config) Validate() error {
 	switch c.Store.Driver {
 	case DriverSQLite:
 	case DriverPostgres:
-		add("store.driver", "%q is not available in this build; use %q", DriverPostgres, DriverSQLite)
+		if c.Store.DSN == "" {
+			add("store.dsn", "required with store.driver %q (such as postgres://muster@db.example:5432/muster)", DriverPostgres)
+		}
 	default:
-		add("store.driver", "%q is not %q", c.Store.Driver, DriverSQLite)
+		add("store.driver", "%q is not %q or %q", c.Store.Driver, DriverSQLite, DriverPostgres)
 	}
 
 	if bad := config.ValidateAddr("api.addr", c.API.Addr); bad != nil {
@@ -158,7 +175,7 @@ func (c *Config) Validate() error {
 			nodes[n.ID] = true
 			if err := validAgentAddr(n.Addr); err != nil {
 				add(nkey+".addr", "%v", err)
-			} else if c.AgentsTLS.Enabled() && strings.HasPrefix(n.Addr, "http://") {
+			} else if c.AgentsTLS.Enabled() && strings.HasPrefix(strings.ToLower(n.Addr), "http://") {
 				add(nkey+".addr", "%q names plain HTTP, but with agents_tls every node is reached over https: give host:port", n.Addr)
 			}
 		}
@@ -190,6 +207,14 @@ func (c *Config) Validate() error {
 		errs = append(errs, config.ValidateAddr("gossip.bind_addr", g.BindAddr)...)
 		errs = append(errs, gossip.ValidateJoin("gossip.join", g.Join)...)
 		errs = append(errs, g.Timing.Validate("gossip")...)
+	}
+	if c.HA.LeaseTTL < time.Second {
+		add("ha.lease_ttl", "must be at least 1s, got %s", c.HA.LeaseTTL)
+	}
+	if c.HA.ReplicaID != "" {
+		if err := names.CheckID(c.HA.ReplicaID); err != nil {
+			add("ha.replica_id", "%v", err)
+		}
 	}
 	errs = append(errs, c.Log.Validate()...)
 	errs = append(errs, config.ValidateShutdownTimeout(c.ShutdownTimeout)...)

@@ -23,7 +23,9 @@ import (
 	"github.com/musterhq/muster/core/auth"
 	"github.com/musterhq/muster/core/discovery"
 	"github.com/musterhq/muster/core/orchestrate"
+	"github.com/musterhq/muster/core/runs"
 	"github.com/musterhq/muster/core/store"
+	"github.com/musterhq/muster/core/store/postgres"
 	"github.com/musterhq/muster/core/store/sqlite"
 	"github.com/musterhq/muster/shared/apiserver"
 	"github.com/musterhq/muster/shared/config"
@@ -95,6 +97,16 @@ func (c *Core) Run(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	engine := &runs.Engine{Policy: cfg.Approval, Actions: api.Rules{}}
+	ln, err := listen(cfg.API)
+	if err != nil {
+		return err
+	}
+	repl, err := newReplication(cfg, st, ln.Addr().String(), c.log, reg)
+	if err != nil {
+		ln.Close()
+		return err
+	}
 	orch, err := orchestrate.New(orchestrate.Config{
 		Interval:         cfg.Orchestrate.Interval,
 		Workers:          cfg.Orchestrate.Workers,
@@ -103,24 +115,24 @@ func (c *Core) Run(ctx context.Context) error {
 		AgentTimeout:     cfg.Orchestrate.AgentTimeout,
 		ApprovalTTL:      cfg.Approval.TTL,
 		AgentTLS:         atls,
+		Runs:             engine,
+		Leases:           repl.orchestrateLeases(),
 	}, st, c.log, reg)
 	if err != nil {
+		ln.Close()
 		return err
 	}
-	apiSrv := api.New(api.Config{Policy: cfg.Approval, Gatherer: reg, Registerer: reg}, st, orch, c.log)
+	apiSrv := api.New(api.Config{Policy: cfg.Approval, Gatherer: reg, Registerer: reg, Runs: engine, Replicas: repl}, st, repl, c.log)
 	httpSrv := &http.Server{Handler: apiSrv.Handler(), ReadHeaderTimeout: 10 * time.Second,
 		// Refused TLS handshakes (no or a wrong client certificate) land here.
 		ErrorLog: slog.NewLogLogger(c.log.With("component", "api").Handler(), slog.LevelWarn)}
 	httpSrv.RegisterOnShutdown(apiSrv.Close) // event streams end, so Shutdown can finish
-	ln, err := listen(cfg.API)
-	if err != nil {
-		return err
-	}
 
 	// Started in this order, stopped in the reverse one under one deadline
 	// (shutdown_timeout): the API stops taking requests, gossip leaves the
-	// pool, the discovery watch ends, the orchestrator cancels its passes
-	// (they write nothing once cancelled); then the store closes.
+	// pool, the discovery watch ends, replication gives up the leases, the
+	// orchestrator cancels its passes (they write nothing once cancelled);
+	// then the store closes.
 	var parts startstop.Group
 	stopAll := func() error {
 		shutCtx, cancel := context.WithTimeout(context.Background(), cfg.ShutdownTimeout)
@@ -135,6 +147,15 @@ func (c *Core) Run(ctx context.Context) error {
 		ln.Close()
 		return errors.Join(err, stopAll())
 	}
+	// Stopped before the orchestrator: it gives up the leases first.
+	replPart := &startstop.Hooks{
+		OnStart: func(ctx context.Context) error { return repl.Start(ctx, orch.Nudge) },
+		OnStop:  repl.Stop,
+	}
+	if err := parts.Start(ctx, "replication", replPart); err != nil {
+		ln.Close()
+		return errors.Join(err, stopAll())
+	}
 	sources := []discovery.Source{static}
 	var pool *discovery.GossipSource
 	if cfg.Gossip.Enabled {
@@ -142,7 +163,7 @@ func (c *Core) Run(ctx context.Context) error {
 		sources = append(sources, pool)
 	}
 	watch := startstop.NewFunc(func(ctx context.Context) {
-		_ = discovery.Watch(ctx, st, c.log, orch.Nudge, static.Clusters(), sources...)
+		_ = discovery.Watch(ctx, st, c.log, repl.Nudge, static.Clusters(), sources...)
 	})
 	if err := parts.Start(ctx, "discovery", watch); err != nil {
 		ln.Close()
@@ -166,7 +187,7 @@ func (c *Core) Run(ctx context.Context) error {
 	c.mu.Unlock()
 	close(c.ready)
 	c.log.Info("core started", "api", ln.Addr().String(), "clusters", len(cfg.Clusters),
-		"data_dir", cfg.DataDir, "version", version.Version)
+		"data_dir", cfg.DataDir, "store", cfg.Store.Driver, "replica", repl.self.ID, "version", version.Version)
 
 	var runErr error
 	select {
@@ -189,12 +210,15 @@ func keyFiles(cfg Config) map[string]string {
 
 func openStore(ctx context.Context, cfg Config) (store.Store, error) {
 	var (
-		st  *sqlite.Store
+		st  store.Store
 		err error
 	)
-	if cfg.Store.DSN != "" {
+	switch {
+	case cfg.Store.Driver == DriverPostgres:
+		st, err = postgres.Open(ctx, cfg.Store.DSN)
+	case cfg.Store.DSN != "":
 		st, err = sqlite.OpenFile(ctx, cfg.Store.DSN)
-	} else {
+	default:
 		st, err = sqlite.Open(ctx, cfg.DataDir)
 	}
 	if err != nil {

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"io"
 	"os"
 	"path/filepath"
@@ -139,6 +140,37 @@ func TestAgentRefusesAnIDTheCoreRefuses(t *testing.T) {
 	}
 	if entries, _ := os.ReadDir(dir); len(entries) != 0 {
 		t.Fatalf("the refused agent wrote %d entries in its data directory", len(entries))
+	}
+}
+
+// A bad approval glob stops `muster core` at load, exit 2, with one line
+// naming the rule, the field and the pattern.
+func TestCoreRefusesABadApprovalGlobAtLoad(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	path := filepath.Join(dir, "core.yaml")
+	yaml := "data_dir: " + dir + "\napproval:\n  rules:\n    - kind: 'example.com/{db'\n      approval: required\n"
+	if err := os.WriteFile(path, []byte(yaml), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	root := newRootCmd()
+	root.SetArgs([]string{"core", "--config", path})
+	root.SetOut(&strings.Builder{})
+	root.SetErr(&strings.Builder{})
+	// Were the glob accepted, the core would run: the deadline ends it.
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	err := root.ExecuteContext(ctx)
+	var ee *exitError
+	if !errors.As(err, &ee) || ee.code != 2 {
+		t.Fatalf("error %v, want an exit-2 configuration error", err)
+	}
+	lines := strings.Split(err.Error(), "\n")
+	if len(lines) != 2 || !strings.Contains(lines[1], `approval.rules[0].kind: bad glob "example.com/{db"`) {
+		t.Fatalf("want one line naming the rule and the glob, got:\n%s", err)
+	}
+	if _, err := os.Stat(filepath.Join(dir, "core.db")); !os.IsNotExist(err) {
+		t.Fatalf("the refused core created its database: %v", err)
 	}
 }
 

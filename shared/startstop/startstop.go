@@ -115,3 +115,44 @@ func (f *Func) Start(ctx context.Context) error {
 	}()
 	return nil
 }
+
+// Hooks is a part whose own start and stop do not have the Service shape
+// (core's replication takes the orchestrator's nudge when it starts). It
+// gives them the Service rules: Start once, Stop idempotent, and Stop of a
+// part never started does nothing.
+type Hooks struct {
+	OnStart func(ctx context.Context) error
+	OnStop  func()
+
+	mu    sync.Mutex
+	state int // 0 new, 1 started, 2 stopped
+}
+
+// Start calls OnStart once.
+func (h *Hooks) Start(ctx context.Context) error {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	switch h.state {
+	case 1:
+		return ErrStarted
+	case 2:
+		return ErrStopped
+	}
+	if err := h.OnStart(ctx); err != nil {
+		h.state = 2
+		h.OnStop() // undo a partial start
+		return err
+	}
+	h.state = 1
+	return nil
+}
+
+// Stop calls OnStop once, if Start succeeded.
+func (h *Hooks) Stop() {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.state == 1 {
+		h.OnStop()
+	}
+	h.state = 2
+}

@@ -11,7 +11,6 @@ import (
 	"context"
 	"database/sql"
 	"embed"
-	"errors"
 	"fmt"
 	"io/fs"
 	"path/filepath"
@@ -27,10 +26,6 @@ var migrationFiles embed.FS
 
 // FileName is the name of the database file inside the core's data directory.
 const FileName = "core.db"
-
-// ErrInvalidQuery is returned (wrapped) for a list query the store cannot run,
-// such as an unknown sort field.
-var ErrInvalidQuery = errors.New("invalid query")
 
 // Store is a store.Store on SQLite.
 type Store struct {
