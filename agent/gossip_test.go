@@ -2,6 +2,7 @@ package agent
 
 import (
 	"context"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"slices"
@@ -98,7 +99,8 @@ func TestAgentAnnouncesItselfAndLeaves(t *testing.T) {
 	cfg.NodeID, cfg.ClusterID, cfg.DataDir = "n1", "c1", t.TempDir()
 	cfg.API.Addr, cfg.API.Insecure = "127.0.0.1:0", true
 	cfg.Gossip = GossipConfig{Enabled: true, BindAddr: "127.0.0.1:0", Join: []string{core.Addr()}, KeyFile: keyFile, Timing: timing}
-	ag, err := New(cfg, nil)
+	logs := &logLines{}
+	ag, err := New(cfg, slog.New(logs))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -109,6 +111,9 @@ func TestAgentAnnouncesItselfAndLeaves(t *testing.T) {
 	<-ag.Ready()
 
 	testwait.For(t, "the agent's join", func() bool { return seen(gossip.KindJoin) != nil })
+	// The agent can tell only the cores it knows that it leaves: stop it
+	// once its own join has completed, not merely once the core saw it.
+	testwait.For(t, "the agent's log of its join", func() bool { return logs.has("gossip joined") })
 	j := seen(gossip.KindJoin)
 	want := gossip.Meta{V: gossip.MetaVersion, Role: gossip.RoleAgent, Cluster: "c1", Node: "n1", API: ag.Addr().String(),
 		Leave: j.Meta.Leave}
@@ -124,4 +129,27 @@ func TestAgentAnnouncesItselfAndLeaves(t *testing.T) {
 	if seen(gossip.KindFail) != nil {
 		t.Fatal("a clean stop was seen as a failure")
 	}
+}
+
+// logLines is a slog handler that keeps the messages logged, for a test to
+// wait on one.
+type logLines struct {
+	mu   sync.Mutex
+	msgs []string
+}
+
+func (l *logLines) Enabled(context.Context, slog.Level) bool { return true }
+func (l *logLines) WithAttrs([]slog.Attr) slog.Handler       { return l }
+func (l *logLines) WithGroup(string) slog.Handler            { return l }
+func (l *logLines) Handle(_ context.Context, r slog.Record) error {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.msgs = append(l.msgs, r.Message)
+	return nil
+}
+
+func (l *logLines) has(msg string) bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return slices.Contains(l.msgs, msg)
 }

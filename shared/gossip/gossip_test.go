@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -16,9 +17,8 @@ import (
 
 	"github.com/hashicorp/memberlist"
 
-	"github.com/musterhq/muster/shared/testwait"
-
 	"github.com/musterhq/muster/shared/config"
+	"github.com/musterhq/muster/shared/testwait"
 )
 
 func TestMetaRoundTrip(t *testing.T) {
@@ -212,6 +212,10 @@ func TestJoinLeaveAndFailAreTold(t *testing.T) {
 		t.Fatalf("members %+v", seed.Members())
 	}
 
+	// a can tell only the cores it knows that it leaves.
+	testwait.For(t, "a to know the seed", func() bool {
+		return slices.ContainsFunc(a.Members(), func(m Member) bool { return m.Name == "seed" })
+	})
 	a.Stop() // a graceful leave
 	testwait.Within(t, 10*time.Second, "a's leave", func() bool { return rec.has(KindLeave, "a") })
 
