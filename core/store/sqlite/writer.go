@@ -35,7 +35,7 @@ func (w *writer) exec(ctx context.Context, what, q string, args ...any) (sql.Res
 	return res, n, nil
 }
 
-func now() time.Time { return time.Now().UTC().Round(time.Microsecond) }
+func now() time.Time { return action.UTC(time.Now()) }
 
 // jsonList encodes a list of strings, an empty one as [].
 func jsonList(v []string) (string, error) {
