@@ -13,6 +13,7 @@ import (
 	"github.com/musterhq/muster/core/store"
 	"github.com/musterhq/muster/core/store/pgtest"
 	"github.com/musterhq/muster/core/store/postgres"
+	"github.com/musterhq/muster/shared/startstop"
 	"github.com/musterhq/muster/shared/testwait"
 )
 
@@ -184,4 +185,39 @@ func TestALeaseThatCannotBeRenewedStopsPasses(t *testing.T) {
 	}
 	f.broken.Store(false)
 	testwait.For(t, "the lease again once the database answers", func() bool { return len(m.Held()) == 1 })
+}
+
+// TestAManagerWhoseContextEndsGivesUpItsLeases: the context Start was given
+// ends as Stop would: the manager's leases are dropped and given up in the
+// database at once, not left to expire after the TTL.
+func TestAManagerWhoseContextEndsGivesUpItsLeases(t *testing.T) {
+	t.Parallel()
+	st := setup(t, 2)
+	m, err := lease.New(lease.Config{TTL: time.Hour, Replica: store.Replica{ID: "b"}}, st, nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	if err := m.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(m.Stop)
+	testwait.For(t, "b to hold both leases", func() bool { return len(m.Held()) == 2 })
+	cancel()
+	m.Stop() // returns once the leases are given up
+	if held := m.Held(); len(held) != 0 {
+		t.Fatalf("still holds %v after its context ended", held)
+	}
+	_, ls, err := st.LeaseStatus(context.Background(), time.Hour)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, l := range ls {
+		if l.Holder == "b" && l.Valid {
+			t.Fatalf("lease %+v still valid in the database: an hour-long TTL would keep it from the others", l)
+		}
+	}
+	if err := m.Start(context.Background()); !errors.Is(err, startstop.ErrStopped) {
+		t.Fatalf("Start after Stop: %v", err)
+	}
 }
