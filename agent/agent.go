@@ -9,7 +9,6 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
-	"net/http"
 	"os"
 	"os/user"
 	"path/filepath"
@@ -54,7 +53,8 @@ func New(cfg Config, log *slog.Logger) (*Agent, error) {
 	return &Agent{cfg: cfg, log: log.With("node", cfg.NodeID), ready: make(chan struct{})}, nil
 }
 
-// Addr returns the API's bound address once Ready is closed.
+// Addr returns the TCP API's bound address once Ready is closed (nil when
+// api.addr is empty: the socket only).
 func (a *Agent) Addr() net.Addr {
 	a.mu.Lock()
 	defer a.mu.Unlock()
@@ -116,11 +116,12 @@ func (a *Agent) Run(ctx context.Context) error {
 		Queue:          q, Runner: run, Kinds: reg, Gatherer: prom, Registerer: prom, Log: a.log,
 		Caller: apiCaller(cfg.API),
 	})
-	httpSrv := &http.Server{Handler: srv.Handler(), ReadHeaderTimeout: 10 * time.Second,
-		// Requests over the socket carry the caller's uid.
-		ConnContext: api.ConnContext,
-		// Refused TLS handshakes (no or a wrong client certificate) land here.
-		ErrorLog: slog.NewLogLogger(a.log.With("component", "api").Handler(), slog.LevelWarn)}
+	// Refused TLS handshakes (no or a wrong client certificate) land in
+	// the error log.
+	httpSrv := apiserver.NewServer(srv.Handler(), cfg.API.Server,
+		slog.NewLogLogger(a.log.With("component", "api").Handler(), slog.LevelWarn))
+	// Requests over the socket carry the caller's uid.
+	httpSrv.ConnContext = api.ConnContext
 	var lns []net.Listener
 	closeAll := func() {
 		for _, ln := range lns {
@@ -143,7 +144,7 @@ func (a *Agent) Run(ctx context.Context) error {
 		closeAll()
 		return err
 	}
-	lns = append(lns, sock)
+	lns = append(lns, apiserver.LimitListener(sock, cfg.API.MaxConnections))
 
 	// Started in this order, stopped in the reverse one under one deadline
 	// (shutdown_timeout): gossip leaves first, so the core sees a clean
@@ -167,7 +168,7 @@ func (a *Agent) Run(ctx context.Context) error {
 		closeAll()
 		return errors.Join(err, stopAll())
 	}
-	srvPart := apiserver.NewServer(httpSrv, lns...)
+	srvPart := apiserver.NewService(httpSrv, lns...)
 	if err := parts.Start(ctx, "api", srvPart); err != nil {
 		closeAll()
 		return errors.Join(err, stopAll())
@@ -206,7 +207,7 @@ func (a *Agent) Run(ctx context.Context) error {
 // api.tls.client_ca_file, the handshake requires a client certificate of that
 // CA (and the API then requires the core's identity in it).
 func (a *Agent) listen(c APIConfig) (net.Listener, error) {
-	return tlsutil.Listen("api", c.Addr, c.TLS.CertFile, c.TLS.KeyFile, c.TLS.ClientCAFile, tlsutil.OnlyTLS13)
+	return apiserver.Listen("api", c.API, tlsutil.OnlyTLS13)
 }
 
 // listenSocket opens the API's Unix socket at path, mode 0660, of group

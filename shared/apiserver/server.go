@@ -1,69 +1,109 @@
 package apiserver
 
 import (
-	"context"
-	"errors"
+	"crypto/tls"
 	"fmt"
+	"log"
 	"net"
 	"net/http"
 	"sync"
+	"time"
 
-	"github.com/musterhq/muster/shared/startstop"
+	"github.com/musterhq/muster/shared/config"
+	"github.com/musterhq/muster/shared/tlsutil"
 )
 
-// Server serves an http.Server on its listeners as a startstop part. When
-// its context ends it stops taking connections and lets requests in flight
-// finish; Shutdown bounds that wait, then closes what is left.
-type Server struct {
-	startstop.Base
-	srv    *http.Server
-	lns    []net.Listener
-	failed chan error
-	wg     sync.WaitGroup
+// ReadHeaderTimeout bounds the time to send a request's headers.
+const ReadHeaderTimeout = 10 * time.Second
+
+// NewServer returns the HTTP server of an API with the limits of s:
+// ReadTimeout (headers and body: a body sent a byte at a time is cut),
+// WriteTimeout (long-lived answers such as an event stream set their own
+// deadline per write), IdleTimeout for keep-alive connections, and
+// MaxHeaderBytes. errorLog receives the server's own errors (refused TLS
+// handshakes among them).
+func NewServer(h http.Handler, s config.Server, errorLog *log.Logger) *http.Server {
+	return &http.Server{
+		Handler:           h,
+		ReadHeaderTimeout: min(ReadHeaderTimeout, s.ReadTimeout),
+		ReadTimeout:       s.ReadTimeout,
+		WriteTimeout:      s.WriteTimeout,
+		IdleTimeout:       s.IdleTimeout,
+		MaxHeaderBytes:    s.MaxHeaderBytes,
+		ErrorLog:          errorLog,
+	}
 }
 
-var _ startstop.Shutdowner = (*Server)(nil)
-
-// NewServer returns the part serving srv on lns; it serves nothing yet.
-func NewServer(srv *http.Server, lns ...net.Listener) *Server {
-	return &Server{srv: srv, lns: lns, failed: make(chan error, len(lns))}
+// LimitListener returns a listener that holds at most n connections open at
+// once: Accept waits while n are open. A client that opens connections and
+// sends nothing loses each after the server's header timeout, so the cap
+// does not lock others out for long. The connections it returns give the
+// accepted one with NetConn, as tls.Conn does.
+func LimitListener(l net.Listener, n int) net.Listener {
+	return &limitListener{Listener: l, sem: make(chan struct{}, n), done: make(chan struct{})}
 }
 
-// Start serves every listener in its own goroutine.
-func (s *Server) Start(ctx context.Context) error {
-	ctx, done, err := s.StartInit(ctx)
+type limitListener struct {
+	net.Listener
+	sem       chan struct{}
+	closeOnce sync.Once
+	done      chan struct{}
+}
+
+func (l *limitListener) Accept() (net.Conn, error) {
+	select {
+	case l.sem <- struct{}{}:
+	case <-l.done:
+		return nil, net.ErrClosed
+	}
+	c, err := l.Listener.Accept()
 	if err != nil {
-		return err
+		<-l.sem
+		return nil, err
 	}
-	for _, ln := range s.lns {
-		s.wg.Add(1)
-		go func() {
-			defer s.wg.Done()
-			if err := s.srv.Serve(ln); !errors.Is(err, http.ErrServerClosed) {
-				s.failed <- fmt.Errorf("serve %s: %w", ln.Addr(), err)
-			}
-		}()
-	}
-	go func() {
-		defer done()
-		<-ctx.Done()
-		// Graceful, unbounded here: Shutdown(ctx) bounds it.
-		_ = s.srv.Shutdown(context.Background())
-		s.wg.Wait()
-	}()
-	return nil
+	return &limitConn{Conn: c, release: func() { <-l.sem }}, nil
 }
 
-// Failed carries the error of a listener that stopped serving on its own.
-func (s *Server) Failed() <-chan error { return s.failed }
-
-// Shutdown stops the server, waiting until ctx ends for requests in flight;
-// then it closes the connections left and returns ctx's error.
-func (s *Server) Shutdown(ctx context.Context) error {
-	err := s.srv.Shutdown(ctx)
-	if err != nil {
-		_ = s.srv.Close()
-	}
-	s.Stop()
+func (l *limitListener) Close() error {
+	err := l.Listener.Close()
+	l.closeOnce.Do(func() { close(l.done) })
 	return err
+}
+
+type limitConn struct {
+	net.Conn
+	once    sync.Once
+	release func()
+}
+
+func (c *limitConn) Close() error {
+	err := c.Conn.Close()
+	c.once.Do(c.release)
+	return err
+}
+
+// NetConn returns the accepted connection.
+func (c *limitConn) NetConn() net.Conn { return c.Conn }
+
+// Listen opens the TCP listener of an API on c.Addr, holding at most
+// c.MaxConnections connections, serving TLS when c.TLS has a certificate
+// (with c.TLS.ClientCAFile, clients must present a certificate of that CA;
+// opts tune the TLS configuration). Errors name the configuration key under
+// prefix ("api.addr", "api.tls.cert_file", ...).
+func Listen(prefix string, c config.API, opts ...tlsutil.ListenOption) (net.Listener, error) {
+	tc, err := tlsutil.ListenConfig(prefix, c.TLS.CertFile, c.TLS.KeyFile, c.TLS.ClientCAFile, opts...)
+	if err != nil {
+		return nil, err
+	}
+	ln, err := net.Listen("tcp", c.Addr)
+	if err != nil {
+		return nil, fmt.Errorf("%s.addr: %w", prefix, err)
+	}
+	// The cap counts connections before their handshake: one that never
+	// completes it is closed by the server's timeouts.
+	ln = LimitListener(ln, c.MaxConnections)
+	if tc == nil {
+		return ln, nil
+	}
+	return tls.NewListener(ln, tc), nil
 }

@@ -1,70 +1,61 @@
 package apiserver
 
 import (
-	"context"
-	"errors"
 	"net"
-	"net/http"
 	"testing"
 	"time"
-
-	"github.com/musterhq/muster/shared/testwait"
 )
 
-func TestServerShutdownReportsARequestStillInFlight(t *testing.T) {
+// Item 5 of the attack review: a cap on open connections. Accept waits while
+// the cap is reached, and goes on once one closes.
+func TestLimitListenerCapsOpenConnections(t *testing.T) {
 	t.Parallel()
-	entered, release := make(chan struct{}), make(chan struct{})
-	defer close(release)
-	srv := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		close(entered)
+	inner, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ln := LimitListener(inner, 2)
+	defer ln.Close()
+	accepted := make(chan net.Conn, 3)
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			accepted <- c
+		}
+	}()
+	for range 3 {
+		c, err := net.Dial("tcp", inner.Addr().String())
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer c.Close()
+	}
+	var open []net.Conn
+	for range 2 {
 		select {
-		case <-release:
-		case <-r.Context().Done():
+		case c := <-accepted:
+			open = append(open, c)
+		case <-time.After(10 * time.Second):
+			t.Fatal("the first two connections were not accepted")
 		}
-	})}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
 	}
-	s := NewServer(srv, ln)
-	if err := s.Start(context.Background()); err != nil {
-		t.Fatal(err)
+	if _, ok := open[0].(interface{ NetConn() net.Conn }).NetConn().(*net.TCPConn); !ok {
+		t.Fatal("NetConn does not give the accepted connection")
 	}
-	go func() { _, _ = http.Get("http://" + ln.Addr().String()) }()
-	<-entered
-	ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
-	defer cancel()
-	if err := s.Shutdown(ctx); !errors.Is(err, context.DeadlineExceeded) {
-		t.Fatalf("Shutdown = %v, want the deadline", err)
-	}
-	if _, err := net.DialTimeout("tcp", ln.Addr().String(), time.Second); err == nil {
-		t.Fatal("still accepting after Shutdown")
-	}
-}
-
-func TestServerStopsWhenItsContextEnds(t *testing.T) {
-	t.Parallel()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	s := NewServer(&http.Server{Handler: http.NotFoundHandler()}, ln)
-	ctx, cancel := context.WithCancel(context.Background())
-	if err := s.Start(ctx); err != nil {
-		t.Fatal(err)
-	}
-	cancel()
-	testwait.For(t, "the listener to close", func() bool {
-		c, err := net.DialTimeout("tcp", ln.Addr().String(), time.Second)
-		if err == nil {
-			c.Close()
-		}
-		return err != nil
-	})
-	s.Stop()
 	select {
-	case err := <-s.Failed():
-		t.Fatalf("a listener failed: %v", err)
-	default:
+	case <-accepted:
+		t.Fatal("a third connection was accepted beside two open ones")
+	case <-time.After(200 * time.Millisecond): // a bounded look for something that must not happen
 	}
+	open[0].Close()
+	select {
+	case c := <-accepted:
+		c.Close()
+	case <-time.After(10 * time.Second):
+		t.Fatal("the third connection was not accepted once one closed")
+	}
+	open[1].Close()
 }
