@@ -26,7 +26,8 @@ build: ## Build bin/muster, the deployable binary (no race detector)
 	$(GO) build -ldflags '$(LDFLAGS)' -o $(BIN) ./cmd/muster
 
 # dev runs the deployable build: on a fresh clone it is the quickest to make
-# (about 60 s against about 100 s with -race on 2 cores) and what people run.
+# (60 s against 240 s with -race, measured on 2 busy cores) and what people
+# run; after `make test` it costs one more compile of SQLite.
 .PHONY: dev
 dev: build ## Start a core and three agents on loopback (temporary SQLite files)
 	$(BIN) dev --agents 3
