@@ -102,8 +102,16 @@ func (a *Agent) Run(ctx context.Context) error {
 	prom.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	prom.MustRegister(newQueueCollector(q))
 
+	var rq runner.Queue = q
+	var note *notifier
+	if cfg.Gossip.Enabled {
+		// With gossip, every state change is told to the cores at once
+		// (its sender starts with the gossip service, below).
+		note = newNotifier(cfg.ClusterID, cfg.NodeID, NoteGap, a.log)
+		rq = notifyingQueue{Queue: q, changed: note.Changed}
+	}
 	run := runner.New(runner.Config{
-		Queue: q, Handlers: reg, Actor: cfg.NodeID, DefaultTimeout: cfg.Actions.DefaultTimeout,
+		Queue: rq, Handlers: reg, Actor: cfg.NodeID, DefaultTimeout: cfg.Actions.DefaultTimeout,
 		Log: a.log, Metrics: runner.NewMetrics(prom),
 	})
 	ret := newRetention(q, queue.Retention{
@@ -111,7 +119,7 @@ func (a *Agent) Run(ctx context.Context) error {
 	}, cfg.Actions.PurgeInterval, a.log)
 
 	srv := api.New(api.Config{
-		NodeID: cfg.NodeID, ClusterID: cfg.ClusterID, Version: version.Version,
+		NodeID: cfg.NodeID, ClusterID: cfg.ClusterID, Version: version.Version, Labels: cfg.Labels,
 		DefaultTimeout: cfg.Actions.DefaultTimeout,
 		Queue:          q, Runner: run, Kinds: reg, Gatherer: prom, Registerer: prom, Log: a.log,
 		Caller: apiCaller(cfg.API),
@@ -189,6 +197,16 @@ func (a *Agent) Run(ctx context.Context) error {
 	}
 	if err != nil {
 		return errors.Join(err, stopAll())
+	}
+	if gs != nil {
+		// Stopped before the pool is left.
+		notePart := &startstop.Hooks{
+			OnStart: func(ctx context.Context) error { return note.Start(ctx, gs) },
+			OnStop:  note.Stop,
+		}
+		if err := parts.Start(ctx, "notifier", notePart); err != nil {
+			return errors.Join(err, stopAll())
+		}
 	}
 	a.log.Info("agent started", "api", apiAddr, "socket", cfg.SocketPath(), "cluster", cfg.ClusterID,
 		"store_id", q.StoreID(), "kinds", len(reg.Kinds()), "version", version.Version)

@@ -121,6 +121,8 @@ func (c *Core) Run(ctx context.Context) error {
 		ApprovalTTL:      cfg.Approval.TTL,
 		ScheduleTTL:      cfg.Orchestrate.ScheduleTTL,
 		AgentTLS:         atls,
+		StaticLabels:     discovery.StaticLabels(cfg.Clusters),
+		Budget:           cfg.BudgetPolicy(),
 		Runs:             engine,
 		Leases:           repl.orchestrateLeases(),
 	}
@@ -131,8 +133,9 @@ func (c *Core) Run(ctx context.Context) error {
 		ln.Close()
 		return err
 	}
-	apiSrv := api.New(api.Config{Policy: cfg.Approval, Rules: rules, Gatherer: reg, Registerer: reg, Runs: engine, Replicas: repl,
-		MaxStreams: cfg.API.MaxEventStreams, StreamWriteTimeout: cfg.API.WriteTimeout}, st, repl, c.log)
+	apiSrv := api.New(api.Config{Policy: cfg.Approval, Rules: rules, Budget: cfg.BudgetPolicy(), Gatherer: reg,
+		Registerer: reg, Runs: engine, Replicas: repl, MaxStreams: cfg.API.MaxEventStreams,
+		StreamWriteTimeout: cfg.API.WriteTimeout}, st, repl, c.log)
 	// Refused TLS handshakes (no or a wrong client certificate) land in
 	// the error log.
 	httpSrv := apiserver.NewServer(apiSrv.Handler(), cfg.API.Server,
@@ -160,7 +163,7 @@ func (c *Core) Run(ctx context.Context) error {
 	}
 	// Stopped before the orchestrator: it gives up the leases first.
 	replPart := &startstop.Hooks{
-		OnStart: func(ctx context.Context) error { return repl.Start(ctx, orch.Nudge) },
+		OnStart: func(ctx context.Context) error { return repl.Start(ctx, orch.Nudge, orch.NudgeNode) },
 		OnStop:  repl.Stop,
 	}
 	if err := parts.Start(ctx, "replication", replPart); err != nil {
@@ -185,7 +188,7 @@ func (c *Core) Run(ctx context.Context) error {
 		ln.Close()
 		return errors.Join(err, stopAll())
 	}
-	gs, err := newGossip(cfg.Gossip, ln.Addr().String(), pool, c.log)
+	gs, err := newGossip(cfg.Gossip, ln.Addr().String(), pool, orch.NudgeNode, c.log)
 	if err == nil && gs != nil {
 		err = parts.Start(ctx, "gossip", gs)
 	}
