@@ -2,6 +2,7 @@ package orchestrate
 
 import (
 	"context"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -83,7 +84,10 @@ func TestNudgeNodeDoesNotWaitForThePass(t *testing.T) {
 	<-entered // the first pass of the scheduler is stuck on "slow"
 	id := h.create("n1", nil)
 	h.o.NudgeNode(cluster, "n1")
-	testwait.For(t, "the nudged node to get its action", func() bool { return h.record(id).State == action.New })
+	if s := h.o.TestSignals.NodesSynced.Wait(); !slices.Equal(s.Nodes, []string{"n1"}) || s.Err != nil || s.Report.Pushed != 1 {
+		t.Fatalf("node sync %+v, want n1 alone, its action pushed", s)
+	}
+	wantState(t, h.record(id), action.New)
 }
 
 // TestConcurrentSyncsShareTheBudget: syncs of two nodes at once, each with

@@ -204,6 +204,17 @@ type TestSignals struct {
 	Passed testsignal.Signal[Passed]
 	// Swept carries what each sweep expired.
 	Swept testsignal.Signal[Swept]
+	// NodesSynced carries every sync of nudged nodes (NudgeNode) the
+	// orchestrator ran, once it returned.
+	NodesSynced testsignal.Signal[NodesSynced]
+}
+
+// NodesSynced is one sync of nudged nodes.
+type NodesSynced struct {
+	Cluster string
+	Nodes   []string
+	Report  Report
+	Err     error
 }
 
 // Passed is one pass the scheduler ran.
@@ -222,6 +233,7 @@ type Swept struct {
 func (ts *TestSignals) Init(tb testsignal.TB) {
 	ts.Passed.Init(tb)
 	ts.Swept.Init(tb)
+	ts.NodesSynced.Init(tb)
 }
 
 // clusterState is what the orchestrator keeps in memory about a cluster
