@@ -178,7 +178,11 @@ func (s *Server) listRuns(c *echo.Context) error {
 			if err != nil {
 				return err
 			}
-			out.Runs = append(out.Runs, ToWireRun(&list[i], kids, false))
+			w := ToWireRun(&list[i], kids, false)
+			for j := range w.Stages {
+				w.Stages[j].Args = nil // in the run's own answer, not in lists
+			}
+			out.Runs = append(out.Runs, w)
 		}
 		return nil
 	})
