@@ -21,6 +21,10 @@ build: ## Build bin/muster
 dev: build ## Start a core and three agents on loopback (temporary SQLite files)
 	$(BIN) dev --agents 3
 
+.PHONY: dev-ha
+dev-ha: build ## Start PostgreSQL, three core replicas and three agents on loopback
+	$(BIN) dev --ha --replicas 3 --agents 3
+
 .PHONY: test
 test: lint ## Run every test (unit, fuzz seeds, e2e) with the race detector
 	$(GO) test $(RACE) -count=1 -timeout 15m $(PKGS)
