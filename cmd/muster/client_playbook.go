@@ -10,6 +10,7 @@ import (
 	"github.com/spf13/cobra"
 	"go.yaml.in/yaml/v3"
 
+	"github.com/musterhq/muster/shared/textsafe"
 	"github.com/musterhq/muster/shared/wire"
 )
 
@@ -57,9 +58,9 @@ func newPlaybookApplyCmd(f *clientFlags) *cobra.Command {
 				return writeJSON(cmd.OutOrStdout(), p)
 			}
 			if p.Changed {
-				fmt.Fprintf(cmd.OutOrStdout(), "Applied playbook %s version %d.\n", safe(p.Name), p.Version)
+				fmt.Fprintf(cmd.OutOrStdout(), "Applied playbook %s version %d.\n", textsafe.Escape(p.Name), p.Version)
 			} else {
-				fmt.Fprintf(cmd.OutOrStdout(), "Playbook %s is unchanged (version %d).\n", safe(p.Name), p.Version)
+				fmt.Fprintf(cmd.OutOrStdout(), "Playbook %s is unchanged (version %d).\n", textsafe.Escape(p.Name), p.Version)
 			}
 			return nil
 		},
@@ -85,7 +86,7 @@ func newPlaybookListCmd(f *clientFlags) *cobra.Command {
 			}
 			t := newTable(cmd.OutOrStdout(), "NAME", "VERSION", "APPLIED BY", "APPLIED", "DESCRIPTION")
 			for _, p := range list {
-				t.row(safe(p.Name), fmt.Sprint(p.Version), safe(p.CreatedBy), ts(p.CreatedTS), safe(p.Description))
+				t.row(textsafe.Escape(p.Name), fmt.Sprint(p.Version), textsafe.Escape(p.CreatedBy), ts(p.CreatedTS), textsafe.Escape(p.Description))
 			}
 			return t.flush()
 		},
@@ -132,7 +133,7 @@ func newPlaybookShowCmd(f *clientFlags) *cobra.Command {
 			if f.json() {
 				return writeJSON(w, p)
 			}
-			fmt.Fprintf(w, "# %s version %d, applied by %s at %s\n", safe(p.Name), p.Version, safe(p.CreatedBy), ts(p.CreatedTS))
+			fmt.Fprintf(w, "# %s version %d, applied by %s at %s\n", textsafe.Escape(p.Name), p.Version, textsafe.Escape(p.CreatedBy), ts(p.CreatedTS))
 			var vs []string
 			for _, v := range p.Versions {
 				vs = append(vs, fmt.Sprint(v.Version))
@@ -145,15 +146,6 @@ func newPlaybookShowCmd(f *clientFlags) *cobra.Command {
 	cmd.Flags().IntVar(&version, "version", 0, "the version to show (default: the newest)")
 	cmd.Flags().StringVar(&diff, "diff", "", "show the changes between two versions, like 1..3")
 	return cmd
-}
-
-// safeLines escapes control characters but keeps the line breaks.
-func safeLines(s string) string {
-	lines := strings.Split(s, "\n")
-	for i, l := range lines {
-		lines[i] = safe(l)
-	}
-	return strings.Join(lines, "\n")
 }
 
 // planFlags are the flags plan and start share.
@@ -236,18 +228,18 @@ func printPlan(w io.Writer, p *wire.Plan) error {
 	if p.Version > 0 {
 		v = fmt.Sprintf("version %d", p.Version)
 	}
-	fmt.Fprintf(w, "Playbook %s (%s) on cluster %s\nDigest %s\n", safe(p.Playbook), v, safe(p.ClusterID), p.Digest)
+	fmt.Fprintf(w, "Playbook %s (%s) on cluster %s\nDigest %s\n", textsafe.Escape(p.Playbook), v, textsafe.Escape(p.ClusterID), textsafe.Escape(p.Digest))
 	for _, st := range p.Stages {
 		deps := "none"
 		if len(st.DependsOn) > 0 {
 			deps = strings.Join(st.DependsOn, ", ")
 		}
 		fmt.Fprintf(w, "\nStage %s: %s on %d node(s), max_concurrency %s, max_errors %s, on_failure %s, after %s\n",
-			safe(st.Name), safe(st.Kind), len(st.Nodes), st.MaxConcurrency, st.MaxErrors, st.OnFailure, safe(deps))
+			textsafe.Escape(st.Name), textsafe.Escape(st.Kind), len(st.Nodes), st.MaxConcurrency, st.MaxErrors, textsafe.Escape(st.OnFailure), textsafe.Escape(deps))
 		t := newTable(w, "WAVE", "NODE", "ARGS", "HELD")
 		for _, ch := range p.Children {
 			if ch.Stage == st.Name {
-				t.row(fmt.Sprint(ch.Wave), safe(ch.NodeID), safe(string(ch.Args)), safe(ch.Held))
+				t.row(fmt.Sprint(ch.Wave), textsafe.Escape(ch.NodeID), textsafe.Escape(string(ch.Args)), textsafe.Escape(ch.Held))
 			}
 		}
 		if err := t.flush(); err != nil {
@@ -280,8 +272,8 @@ func newPlaybookStartCmd(f *clientFlags) *cobra.Command {
 			if f.json() {
 				return writeJSON(cmd.OutOrStdout(), r)
 			}
-			fmt.Fprintf(cmd.OutOrStdout(), "Started playbook %s version %d as run %s (%s).\n", safe(r.Playbook),
-				r.PlaybookVersion, r.ID, r.State)
+			fmt.Fprintf(cmd.OutOrStdout(), "Started playbook %s version %d as run %s (%s).\n", textsafe.Escape(r.Playbook),
+				r.PlaybookVersion, textsafe.Escape(r.ID), textsafe.Escape(r.State))
 			if r.State == "PENDING_APPROVE" {
 				fmt.Fprintf(cmd.OutOrStdout(), "It waits for approval: muster run approve %s\n", shortID(r.ID))
 			}

@@ -14,6 +14,7 @@ import (
 	"github.com/musterhq/muster/shared/action"
 	"github.com/musterhq/muster/shared/client"
 	"github.com/musterhq/muster/shared/limit"
+	"github.com/musterhq/muster/shared/textsafe"
 	"github.com/musterhq/muster/shared/wire"
 )
 
@@ -132,7 +133,7 @@ func newRunCreateCmd(f *clientFlags) *cobra.Command {
 			for _, s := range r.Stages {
 				n += len(s.Nodes)
 			}
-			fmt.Fprintf(w, "Created run %s (%s): %s on %d node(s).\n", r.ID, r.State, safe(st.Kind), n)
+			fmt.Fprintf(w, "Created run %s (%s): %s on %d node(s).\n", textsafe.Escape(r.ID), textsafe.Escape(r.State), textsafe.Escape(st.Kind), n)
 			if r.State == "PENDING_APPROVE" {
 				fmt.Fprintf(w, "It waits for approval: muster run approve %s\n", shortID(r.ID))
 			}
@@ -177,8 +178,8 @@ func newRunListCmd(f *clientFlags) *cobra.Command {
 			t := newTable(cmd.OutOrStdout(), "ID", "CLUSTER", "STATE", "STAGES", "PROGRESS", "REQUESTER", "CREATED")
 			for _, r := range list.Runs {
 				done, total := progress(&r)
-				t.row(shortID(r.ID), safe(r.ClusterID), r.State, fmt.Sprint(len(r.Stages)),
-					fmt.Sprintf("%d/%d", done, total), safe(r.Requester), ts(r.CreatedTS))
+				t.row(shortID(r.ID), textsafe.Escape(r.ClusterID), r.State, fmt.Sprint(len(r.Stages)),
+					fmt.Sprintf("%d/%d", done, total), textsafe.Escape(r.Requester), ts(r.CreatedTS))
 			}
 			return t.flush()
 		},
@@ -239,7 +240,7 @@ func printRun(w io.Writer, r *wire.Run) error {
 	for _, kv := range [][2]string{{"Cluster", r.ClusterID}, {"State", state}, {"Requester", r.Requester},
 		{"Approved by", r.ApprovedBy}, {"Playbook", pb}, {"Digest", r.Digest}, {"Created", ts(r.CreatedTS)},
 		{"Finished", tsPtr(r.FinishedTS)}} {
-		t.row(kv[0], safe(kv[1]))
+		t.row(kv[0], textsafe.Escape(kv[1]))
 	}
 	if err := t.flush(); err != nil {
 		return err
@@ -247,8 +248,8 @@ func printRun(w io.Writer, r *wire.Run) error {
 	fmt.Fprintln(w, "\nStages:")
 	s := newTable(w, "STAGE", "KIND", "STATE", "NODES", "CONCURRENCY", "MAX ERRORS", "ON FAILURE", "DEPENDS ON", "ARGS")
 	for _, st := range r.Stages {
-		s.row(safe(st.Name), safe(st.Kind), st.State, fmt.Sprint(len(st.Nodes)), st.MaxConcurrency.String(),
-			st.MaxErrors.String(), st.OnFailure, safe(strings.Join(st.DependsOn, ",")), safe(string(st.Args)))
+		s.row(textsafe.Escape(st.Name), textsafe.Escape(st.Kind), st.State, fmt.Sprint(len(st.Nodes)), st.MaxConcurrency.String(),
+			st.MaxErrors.String(), st.OnFailure, textsafe.Escape(strings.Join(st.DependsOn, ",")), textsafe.Escape(string(st.Args)))
 	}
 	if err := s.flush(); err != nil {
 		return err
@@ -265,7 +266,7 @@ func printRun(w io.Writer, r *wire.Run) error {
 			if state == "" {
 				state = "-"
 			}
-			g.row(safe(ch.Stage), fmt.Sprint(ch.Wave), safe(ch.NodeID), state, shortID(ch.ActionID))
+			g.row(textsafe.Escape(ch.Stage), fmt.Sprint(ch.Wave), textsafe.Escape(ch.NodeID), state, shortID(ch.ActionID))
 		}
 		return g.flush()
 	}
@@ -295,8 +296,8 @@ func stageLine(st *wire.Stage) string {
 			counts = append(counts, fmt.Sprintf("%s %d", s, n))
 		}
 	}
-	return fmt.Sprintf("%-12s [%s%s] %d/%d  %s  %s", safe(st.Name), strings.Repeat("#", fill),
-		strings.Repeat(".", width-fill), finished, total, st.State, strings.Join(counts, "  "))
+	return fmt.Sprintf("%-12s [%s%s] %d/%d  %s  %s", textsafe.Escape(st.Name), strings.Repeat("#", fill),
+		strings.Repeat(".", width-fill), finished, total, textsafe.Escape(st.State), strings.Join(counts, "  "))
 }
 
 func newRunVerbCmd(f *clientFlags, verb, short string) *cobra.Command {
@@ -319,7 +320,7 @@ func newRunVerbCmd(f *clientFlags, verb, short string) *cobra.Command {
 			}
 			past := map[string]string{"approve": "Approved", "reject": "Rejected", "pause": "Paused",
 				"resume": "Resumed", "cancel": "Cancelled"}[verb]
-			fmt.Fprintf(cmd.OutOrStdout(), "%s run %s (%s).\n", past, r.ID, r.State)
+			fmt.Fprintf(cmd.OutOrStdout(), "%s run %s (%s).\n", past, textsafe.Escape(r.ID), textsafe.Escape(r.State))
 			return nil
 		},
 	}
@@ -365,7 +366,7 @@ func watchRun(ctx context.Context, c *client.Core, ref string, w io.Writer, asJS
 		for _, st := range r.Stages {
 			lines = append(lines, stageLine(&st))
 		}
-		lines = append(lines, "run "+shortID(r.ID)+": "+r.State+reasonText(r.StateReason))
+		lines = append(lines, "run "+textsafe.Escape(shortID(r.ID))+": "+textsafe.Escape(r.State)+reasonText(r.StateReason))
 		if slices.Equal(lines, last) {
 			return nil
 		}
@@ -431,18 +432,5 @@ func reasonText(r string) string {
 	if r == "" {
 		return ""
 	}
-	return " (" + safe(r) + ")"
-}
-
-// safe shows text that came from the server with control characters escaped.
-func safe(s string) string {
-	var b strings.Builder
-	for _, r := range s {
-		if r < 0x20 || r == 0x7f || (r >= 0x80 && r < 0xa0) {
-			fmt.Fprintf(&b, "\\x%02x", r)
-			continue
-		}
-		b.WriteRune(r)
-	}
-	return b.String()
+	return " (" + textsafe.Escape(r) + ")"
 }

@@ -121,7 +121,11 @@ func (s *Server) createRun(c *echo.Context) error {
 
 func (s *Server) listRuns(c *echo.Context) error {
 	q := store.RunQuery{ClusterID: c.QueryParam("cluster"), Marker: c.QueryParam("marker"), Limit: DefaultListLimit}
-	for _, st := range splitList(c.QueryParam("state")) {
+	states, err := listParam(c, "state")
+	if err != nil {
+		return err
+	}
+	for _, st := range states {
 		st = strings.ToUpper(st)
 		switch st {
 		case store.RunPendingApprove, store.RunRunning, store.RunPaused, store.RunDone, store.RunFailed, store.RunCancelled:
@@ -144,7 +148,7 @@ func (s *Server) listRuns(c *echo.Context) error {
 	q.Limit++
 	ctx := c.Request().Context()
 	out := wire.RunList{Runs: []wire.Run{}}
-	err := s.st.Read(ctx, func(r store.Reader) error {
+	err = s.st.Read(ctx, func(r store.Reader) error {
 		list, err := r.ListRuns(ctx, q)
 		if err != nil {
 			return err

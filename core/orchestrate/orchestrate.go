@@ -192,7 +192,11 @@ func New(cfg Config, st store.Store, log *slog.Logger, reg prometheus.Registerer
 		tr := http.DefaultTransport.(*http.Transport).Clone()
 		tr.MaxIdleConns = 0 // no total bound: MaxIdleConnsPerHost (2) per node
 		hc = &http.Client{Transport: tr}
+	} else {
+		c := *hc // a copy: the redirect rule below is the orchestrator's
+		hc = &c
 	}
+	hc.CheckRedirect = noRedirect
 	m, err := newMetrics(reg, st)
 	if err != nil {
 		return nil, fmt.Errorf("orchestrator metrics: %w", err)
@@ -218,6 +222,12 @@ func (o *Orchestrator) agentURL(addr string) string {
 	}
 	return o.cfg.Scheme + "://" + addr
 }
+
+// noRedirect keeps the orchestrator at the address discovery gave: an
+// answer that redirects elsewhere (another host, plain HTTP, the core's own
+// loopback) is taken as the node's answer, a status the pass does not
+// accept, and is never followed.
+func noRedirect(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }
 
 func (o *Orchestrator) cluster(id string) *clusterState {
 	o.mu.Lock()
@@ -314,7 +324,7 @@ func (o *Orchestrator) nodeClients(cs *clusterState, nodes []nodeResult) {
 				tr = http.DefaultTransport.(*http.Transport).Clone()
 			}
 			tr.TLSClientConfig = tlsutil.ForPeer(o.cfg.AgentTLS, tlsutil.Agent(n.ID))
-			c = &nodeClient{addr: n.Addr, hc: &http.Client{Transport: tr}}
+			c = &nodeClient{addr: n.Addr, hc: &http.Client{Transport: tr, CheckRedirect: noRedirect}}
 			cs.clients[n.ID] = c
 		}
 		nodes[i].hc = c.hc

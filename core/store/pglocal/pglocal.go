@@ -382,6 +382,15 @@ func (s *Server) Kill() error {
 	}
 	err := syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
 	<-exited
+	// The backends die with the postmaster but may still hold its shared
+	// memory for a moment; a restart before they are gone is refused.
+	deadline := time.Now().Add(10 * time.Second)
+	for syscall.Kill(-cmd.Process.Pid, 0) == nil {
+		if time.Now().After(deadline) {
+			return errors.New("kill: the server's processes did not end in 10 s")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
 	return err
 }
 
@@ -393,5 +402,18 @@ func (s *Server) Restart(ctx context.Context) error {
 	default:
 		return errors.New("restart: the server is still running")
 	}
-	return s.run(ctx)
+	// A killed server's shared memory can outlive its processes for a
+	// moment; PostgreSQL refuses to start over it until it is released.
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		err := s.run(ctx)
+		if err == nil || !strings.Contains(err.Error(), "pre-existing shared memory block") || time.Now().After(deadline) {
+			return err
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
 }
