@@ -15,6 +15,8 @@ import (
 	"github.com/musterhq/muster/agent/agenttest"
 	"github.com/musterhq/muster/core/orchestrate"
 	"github.com/musterhq/muster/core/store"
+	"github.com/musterhq/muster/core/store/pgtest"
+	"github.com/musterhq/muster/core/store/postgres"
 	"github.com/musterhq/muster/core/store/sqlite"
 	"github.com/musterhq/muster/shared/action"
 	"github.com/musterhq/muster/shared/client"
@@ -40,19 +42,25 @@ func runAgent(t *testing.T, nodeID, addr, dataDir string) *realAgent {
 
 type env struct {
 	t      *testing.T
-	st     *sqlite.Store
+	st     store.Store
 	o      *orchestrate.Orchestrator
 	agents map[string]*realAgent
 }
 
 func setup(t *testing.T, cfg orchestrate.Config, nodes ...string) *env {
 	t.Helper()
-	ctx := context.Background()
-	st, err := sqlite.Open(ctx, t.TempDir())
+	st, err := sqlite.Open(context.Background(), t.TempDir())
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { st.Close() })
+	return setupOn(t, st, cfg, nodes...)
+}
+
+// setupOn is setup on the store st.
+func setupOn(t *testing.T, st store.Store, cfg orchestrate.Config, nodes ...string) *env {
+	t.Helper()
+	var err error
 	e := &env{t: t, st: st, agents: map[string]*realAgent{}}
 	for _, n := range nodes {
 		e.agents[n] = runAgent(t, n, "127.0.0.1:0", t.TempDir())
@@ -137,9 +145,30 @@ func (e *env) passUntil(what string, cond func() bool) {
 	}
 }
 
+// TestRealAgentsRunActionsAndIdlePassesWriteNothing, on SQLite and on
+// PostgreSQL: the rows an idle pass writes are zero on both.
 func TestRealAgentsRunActionsAndIdlePassesWriteNothing(t *testing.T) {
 	t.Parallel()
-	e := setup(t, orchestrate.Config{}, "n1", "n2", "n3")
+	for _, driver := range []string{"sqlite", "postgres"} {
+		t.Run(driver, func(t *testing.T) {
+			t.Parallel()
+			var e *env
+			if driver == "sqlite" {
+				e = setup(t, orchestrate.Config{}, "n1", "n2", "n3")
+			} else {
+				st, err := postgres.Open(context.Background(), pgtest.NewDatabase(t))
+				if err != nil {
+					t.Fatal(err)
+				}
+				t.Cleanup(func() { st.Close() })
+				e = setupOn(t, st, orchestrate.Config{}, "n1", "n2", "n3")
+			}
+			runActionsAndIdlePasses(t, e)
+		})
+	}
+}
+
+func runActionsAndIdlePasses(t *testing.T, e *env) {
 	var ids []string
 	for n := range e.agents {
 		ids = append(ids, e.create(n, "muster.io/debug.ping", `{}`))

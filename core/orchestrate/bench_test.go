@@ -30,6 +30,7 @@ import (
 	"github.com/musterhq/muster/agent"
 	"github.com/musterhq/muster/core/orchestrate"
 	"github.com/musterhq/muster/core/store"
+	"github.com/musterhq/muster/core/store/pgtest"
 	"github.com/musterhq/muster/core/store/sqlite"
 	"github.com/musterhq/muster/shared/action"
 	"github.com/musterhq/muster/shared/client"
@@ -59,7 +60,7 @@ func TestMain(m *testing.M) {
 		}
 		os.Exit(0)
 	}
-	os.Exit(m.Run())
+	os.Exit(pgtest.Run(m)) // PostgreSQL for the tests that run on it too
 }
 
 // agentSet is a group of running agents: node id and API address, in order.
