@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/musterhq/muster/core/store/pgtest"
 	"github.com/musterhq/muster/shared/action"
 	"github.com/musterhq/muster/shared/client"
 	"github.com/musterhq/muster/shared/wire"
@@ -22,6 +23,7 @@ import (
 type fleet struct {
 	t      testing.TB
 	core   *proc
+	cores  []*proc // with replicas: every core replica (core is the first)
 	agents map[string]*proc
 	agentC map[string]*client.Agent
 	dirs   map[string]string // agent data dirs
@@ -55,6 +57,10 @@ type fleetOptions struct {
 	// agentYAML, when set, adds YAML of a node's own to its agent's config
 	// (its labels, say).
 	agentYAML func(node string) string
+	// replicas, when above zero, starts that many core replicas on one
+	// fresh PostgreSQL database (lease TTL 2 s) instead of one core on
+	// SQLite.
+	replicas int
 }
 
 func newFleetWith(t testing.TB, o fleetOptions) *fleet {
@@ -97,8 +103,19 @@ func newFleetWith(t testing.TB, o fleetOptions) *fleet {
 		}
 		fmt.Fprintf(&nodes, "      - {id: %s, addr: %q}\n", id, addr)
 	}
-	dir := subdir("core")
-	cfg := fmt.Sprintf(`data_dir: %s
+	replicas, storeYAML := 1, ""
+	if o.replicas > 0 {
+		replicas = o.replicas
+		storeYAML = fmt.Sprintf("store:\n  driver: postgres\n  dsn: %q\nha:\n  lease_ttl: 2s\n", pgtest.NewDatabase(t))
+	}
+	var admin []byte
+	for i := range replicas {
+		name := "core"
+		if i > 0 {
+			name = fmt.Sprintf("core-%d", i+1)
+		}
+		dir := subdir(name)
+		cfg := fmt.Sprintf(`data_dir: %s
 api:
   addr: 127.0.0.1:%d
 clusters:
@@ -108,15 +125,19 @@ clusters:
   interval: 1s
   full_sync_every: 2
   agent_timeout: 2s
-%s`, filepath.Join(dir, "data"), freePort(t), nodes.String(), o.coreExtra)
-	path := filepath.Join(dir, "core.yaml")
-	if err := os.WriteFile(path, []byte(cfg), 0o600); err != nil {
-		t.Fatal(err)
+%s%s`, filepath.Join(dir, "data"), freePort(t), nodes.String(), storeYAML, o.coreExtra)
+		path := filepath.Join(dir, "core.yaml")
+		if err := os.WriteFile(path, []byte(cfg), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		f.cores = append(f.cores, startIn(t, dir, name, nil, "core", "--config", path))
+		if b, err := os.ReadFile(filepath.Join(dir, "data", "admin.token")); err == nil {
+			admin = b
+		}
 	}
-	f.core = startIn(t, dir, "core", nil, "core", "--config", path)
-	admin, err := os.ReadFile(filepath.Join(dir, "data", "admin.token"))
-	if err != nil {
-		t.Fatal(err)
+	f.core = f.cores[0]
+	if admin == nil {
+		t.Fatal("no core wrote admin.token")
 	}
 	hc := &http.Client{Timeout: 10 * time.Second}
 	f.admin = client.NewCore("http://"+f.core.Addr(), strings.TrimSpace(string(admin)), hc)
