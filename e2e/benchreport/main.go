@@ -45,6 +45,7 @@ var runs = []run{
 	{"./core/orchestrate", "^BenchmarkPass$", "5s"}, // 5,000 nodes: more than one pass
 	{"./e2e", "^BenchmarkCore$/^nodes=10$", "200x"},
 	{"./e2e", "^BenchmarkCore$/^nodes=1000$", "20x"},
+	{"./e2e", "^BenchmarkHAFailover$", "1x"}, // ten SIGKILLs of a lease holder
 }
 
 const defaultBenchtime = "2s"
@@ -117,6 +118,8 @@ var rows = []row{
 	{"core RSS per 1,000 nodes (MB)", "core_rss_mb_per_1000_nodes", "core_rss_mb_1000_nodes", "core RSS at 1,000 nodes", &goal{"<", 50}},
 	{"core RSS, 10 nodes (MB)", "core_rss_mb_base", "", "", nil},
 	{"gossip: SIGKILL to node DOWN (s), memberlist LAN defaults", "gossip_detect_s", "", "", nil},
+	{"failover p50 (s): SIGKILL of a lease holder → pass on another replica", "ha_failover_p50_s", "ha_lease_ttl_s", "lease TTL (s)", nil},
+	{"failover p99 (s), over 10 kills", "ha_failover_p99_s", "ha_lease_ttl_s", "lease TTL (s)", &goal{"<", 3}},
 }
 
 var (
