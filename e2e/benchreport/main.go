@@ -120,6 +120,8 @@ var rows = []row{
 	{"gossip: SIGKILL to node DOWN (s), memberlist LAN defaults", "gossip_detect_s", "", "", nil},
 	{"failover p50 (s): SIGKILL of a lease holder → pass on another replica", "ha_failover_p50_s", "ha_lease_ttl_s", "lease TTL (s)", nil},
 	{"failover p99 (s), over 10 kills", "ha_failover_p99_s", "ha_lease_ttl_s", "lease TTL (s)", &goal{"<", 3}},
+	{"approval on another replica → RUNNING p50 (ms)", "ha_approve_to_running_p50_ms", "", "", nil},
+	{"approval on another replica → RUNNING p99 (ms)", "ha_approve_to_running_p99_ms", "", "", &goal{"<", 250}},
 }
 
 var (
