@@ -10,6 +10,7 @@ import (
 
 	"github.com/musterhq/muster/core/approval"
 	"github.com/musterhq/muster/core/discovery"
+	"github.com/musterhq/muster/core/retention"
 	"github.com/musterhq/muster/shared/config"
 	"github.com/musterhq/muster/shared/gossip"
 )
@@ -26,7 +27,10 @@ type Config struct {
 	Approval    approval.Policy         `mapstructure:"approval" yaml:"approval"`
 	Gossip      GossipConfig            `mapstructure:"gossip" yaml:"gossip"`
 	HA          HAConfig                `mapstructure:"ha" yaml:"ha"`
-	Log         config.Log              `mapstructure:"log" yaml:"log"`
+	// Retention: finished actions (with their history) and events older
+	// than this are purged in the background.
+	Retention time.Duration `mapstructure:"retention" yaml:"retention"`
+	Log       config.Log    `mapstructure:"log" yaml:"log"`
 }
 
 // Store drivers.
@@ -65,6 +69,9 @@ type OrchestrateConfig struct {
 	MaxQueuedPerNode int           `mapstructure:"max_queued_per_node" yaml:"max_queued_per_node"`
 	FullSyncEvery    int           `mapstructure:"full_sync_every" yaml:"full_sync_every"`
 	AgentTimeout     time.Duration `mapstructure:"agent_timeout" yaml:"agent_timeout"`
+	// ScheduleTTL: an approved action that has not reached its agent this
+	// long after it was scheduled is CANCELLED ("schedule timeout").
+	ScheduleTTL time.Duration `mapstructure:"schedule_ttl" yaml:"schedule_ttl"`
 }
 
 // GossipConfig is the core's membership in the gossip pool, where agents
@@ -105,11 +112,13 @@ func DefaultConfig() Config {
 			MaxQueuedPerNode: 16,
 			FullSyncEvery:    6,
 			AgentTimeout:     5 * time.Second,
+			ScheduleTTL:      24 * time.Hour,
 		},
-		Approval: approval.DefaultPolicy(),
-		Gossip:   GossipConfig{BindAddr: "0.0.0.0:7946", Join: []string{}, Timing: gossip.Timing{Profile: gossip.ProfileLAN}},
-		HA:       HAConfig{LeaseTTL: 10 * time.Second},
-		Log:      config.DefaultLog(),
+		Approval:  approval.DefaultPolicy(),
+		Retention: retention.DefaultConfig().Retention,
+		Gossip:    GossipConfig{BindAddr: "0.0.0.0:7946", Join: []string{}, Timing: gossip.Timing{Profile: gossip.ProfileLAN}},
+		HA:        HAConfig{LeaseTTL: 10 * time.Second},
+		Log:       config.DefaultLog(),
 	}
 }
 
@@ -184,6 +193,8 @@ func (c *Config) Validate() []error {
 	for key, d := range map[string]time.Duration{
 		"orchestrate.interval":      o.Interval,
 		"orchestrate.agent_timeout": o.AgentTimeout,
+		"orchestrate.schedule_ttl":  o.ScheduleTTL,
+		"retention":                 c.Retention,
 	} {
 		if d <= 0 {
 			add(key, "must be a positive duration such as 10s, got %s", d)

@@ -19,15 +19,18 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 
+	"github.com/musterhq/muster/core/actions"
 	"github.com/musterhq/muster/core/api"
 	"github.com/musterhq/muster/core/auth"
 	"github.com/musterhq/muster/core/discovery"
 	"github.com/musterhq/muster/core/orchestrate"
+	"github.com/musterhq/muster/core/retention"
 	"github.com/musterhq/muster/core/runs"
 	"github.com/musterhq/muster/core/store"
 	"github.com/musterhq/muster/core/store/postgres"
 	"github.com/musterhq/muster/core/store/sqlite"
 	"github.com/musterhq/muster/shared/config"
+	"github.com/musterhq/muster/shared/gossip"
 	"github.com/musterhq/muster/shared/tlsutil"
 	"github.com/musterhq/muster/shared/version"
 )
@@ -98,7 +101,10 @@ func (c *Core) Run(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	engine := &runs.Engine{Policy: cfg.Approval, Actions: api.Rules{}}
+	// One set of rules for every action change, whether the API, the
+	// orchestrator or the run engine makes it.
+	rules := &actions.Rules{Policy: cfg.Approval, ScheduleTTL: cfg.Orchestrate.ScheduleTTL}
+	engine := &runs.Engine{Policy: cfg.Approval, Actions: actions.Children{Rules: rules}}
 	ln, err := listen(cfg.API)
 	if err != nil {
 		return err
@@ -108,22 +114,27 @@ func (c *Core) Run(ctx context.Context) error {
 		ln.Close()
 		return err
 	}
-	orch, err := orchestrate.New(orchestrate.Config{
+	ocfg := orchestrate.Config{
+		Rules:            rules,
 		Interval:         cfg.Orchestrate.Interval,
 		Workers:          cfg.Orchestrate.Workers,
 		MaxQueuedPerNode: cfg.Orchestrate.MaxQueuedPerNode,
 		FullSyncEvery:    cfg.Orchestrate.FullSyncEvery,
 		AgentTimeout:     cfg.Orchestrate.AgentTimeout,
 		ApprovalTTL:      cfg.Approval.TTL,
+		ScheduleTTL:      cfg.Orchestrate.ScheduleTTL,
 		AgentTLS:         atls,
 		Runs:             engine,
 		Leases:           repl.orchestrateLeases(),
-	}, st, c.log, reg)
+	}
+	// The rule of gossipOptions, applied to the address actually dialled.
+	ocfg.RefuseInternalGossip = cfg.Gossip.Enabled && !allowInternalGossip(cfg)
+	orch, err := orchestrate.New(ocfg, st, c.log, reg)
 	if err != nil {
 		ln.Close()
 		return err
 	}
-	apiSrv := api.New(api.Config{Policy: cfg.Approval, Gatherer: reg, Registerer: reg, Runs: engine, Replicas: repl}, st, repl, c.log)
+	apiSrv := api.New(api.Config{Policy: cfg.Approval, Rules: rules, Gatherer: reg, Registerer: reg, Runs: engine, Replicas: repl}, st, repl, c.log)
 	httpSrv := &http.Server{Handler: apiSrv.Handler(), ReadHeaderTimeout: 10 * time.Second,
 		// Refused TLS handshakes (no or a wrong client certificate) land here.
 		ErrorLog: slog.NewLogLogger(c.log.With("component", "api").Handler(), slog.LevelWarn)}
@@ -140,6 +151,12 @@ func (c *Core) Run(ctx context.Context) error {
 		return err
 	}
 	defer repl.Stop() // gives up the leases before the orchestrator stops
+	purger := retention.New(retention.Config{Retention: cfg.Retention}, st, c.log)
+	if err := purger.Start(ctx); err != nil {
+		ln.Close()
+		return err
+	}
+	defer purger.Stop()
 	sources := []discovery.Source{static}
 	var pool *discovery.GossipSource
 	if cfg.Gossip.Enabled {
@@ -195,8 +212,9 @@ func (c *Core) Run(ctx context.Context) error {
 	if !served {
 		<-serveErr // Serve has returned: its goroutine is gone
 	}
-	// The deferred calls stop discovery, then the orchestrator (passes in
-	// flight are cancelled and write nothing), then close the store.
+	// The deferred calls stop discovery, then retention, then the
+	// orchestrator (passes in flight are cancelled and write nothing), then
+	// close the store.
 	return runErr
 }
 
@@ -267,15 +285,19 @@ func agentsTLS(c AgentsTLSConfig) (*tls.Config, error) {
 // agent proves the node's identity.
 func gossipOptions(cfg Config, atls *tls.Config) []discovery.GossipOption {
 	var opts []discovery.GossipOption
-	if config.IsLoopback(cfg.API.Addr) || cfg.Gossip.Insecure {
+	if allowInternalGossip(cfg) {
 		opts = append(opts, discovery.AllowLoopback())
 	}
 	if atls != nil {
 		timeout := cfg.Orchestrate.AgentTimeout
+		var d *net.Dialer
+		if !allowInternalGossip(cfg) {
+			d = &net.Dialer{Control: gossip.RefuseInternal} // as the orchestrator dials gossip nodes
+		}
 		opts = append(opts, discovery.VerifyClaims(func(ctx context.Context, _, node, addr string) error {
 			ctx, cancel := context.WithTimeout(ctx, timeout)
 			defer cancel()
-			err := tlsutil.ProvePeer(ctx, atls, addr, tlsutil.Agent(node))
+			err := tlsutil.ProvePeer(ctx, d, atls, addr, tlsutil.Agent(node))
 			if pe := (*tlsutil.ProofError)(nil); errors.As(err, &pe) {
 				return &discovery.ClaimError{Reason: pe.Reason}
 			}
@@ -283,4 +305,11 @@ func gossipOptions(cfg Config, atls *tls.Config) []discovery.GossipOption {
 		}))
 	}
 	return opts
+}
+
+// allowInternalGossip reports whether gossip agents may be on loopback or
+// link-local addresses: when the core's own API is on loopback (a pool on
+// one machine) or with gossip.insecure.
+func allowInternalGossip(cfg Config) bool {
+	return config.IsLoopback(cfg.API.Addr) || cfg.Gossip.Insecure
 }
