@@ -1,6 +1,7 @@
 package e2e
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -14,6 +15,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/musterhq/muster/core/store"
 	"github.com/musterhq/muster/core/store/pgtest"
 	"github.com/musterhq/muster/shared/action"
 	"github.com/musterhq/muster/shared/client"
@@ -322,7 +324,7 @@ func (f *haFleet) metric(i int, prefix string) float64 {
 
 // TestHASpreadFailoverAndNudges: three replicas share six clusters 2/2/2;
 // an approval made on a replica that does not hold the cluster is pushed at
-// once by the one that does; the holder of a cluster is SIGKILLed in the
+// once by the one that does, and a third replica's event stream shows it; the holder of a cluster is SIGKILLed in the
 // middle of a run: another replica takes the lease within the TTL and a
 // lease round, the run finishes, and the agents' log shows every action
 // ran exactly once.
@@ -339,13 +341,31 @@ func TestHASpreadFailoverAndNudges(t *testing.T) {
 	// An approval on another replica reaches c1's holder by NOTIFY; with a
 	// 60 s interval, only that nudge can push it in time.
 	holder := who["c1"]
-	other := (holder + 1) % 3
+	other, third := (holder+1)%3, (holder+2)%3
+	// The event stream of a third replica: what the other two write reaches it.
+	sctx, stopStream := context.WithTimeout(context.Background(), time.Minute)
+	defer stopStream()
+	stream, err := client.NewCore("http://"+f.cores[third].Addr(), f.secrets["admin"], &http.Client{}).
+		Stream(sctx, 0, client.EventFilter{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer stream.Close()
 	first := f.run(other, "c1", 1)
 	waitFor(t, 5*time.Second, "the approved action on the agent", func() bool {
 		_, err := f.agents["c1"].Get(ctxT(t), first[0])
 		return err == nil
 	})
 	f.waitDone(other, "c1", first, 20*time.Second)
+	for seen := map[string]bool{}; !seen[store.EventActionCreated] || !seen[store.EventActionStateChanged]; {
+		e, err := stream.Next()
+		if err != nil {
+			t.Fatalf("the third replica's event stream: %v (saw %v)", err, seen)
+		}
+		if e.ActionID == first[0] {
+			seen[e.Type] = true // created on one replica, run by the pass of another
+		}
+	}
 
 	// SIGKILL c1's holder right after a run of actions was approved.
 	ids := f.run(other, "c1", 4)
