@@ -24,6 +24,8 @@ type fleet struct {
 	t      testing.TB
 	core   *proc
 	cores  []*proc // with replicas: every core replica (core is the first)
+	// secrets of admin, alice and bob, for clients of another replica (use)
+	secrets map[string]string
 	agents map[string]*proc
 	agentC map[string]*client.Agent
 	dirs   map[string]string // agent data dirs
@@ -77,7 +79,8 @@ func newFleetWith(t testing.TB, o fleetOptions) *fleet {
 		}
 		return d
 	}
-	f := &fleet{t: t, agents: map[string]*proc{}, agentC: map[string]*client.Agent{}, dirs: map[string]string{}}
+	f := &fleet{t: t, agents: map[string]*proc{}, agentC: map[string]*client.Agent{}, dirs: map[string]string{},
+		secrets: map[string]string{}}
 	extra := o.actionsYAML
 	if extra == "" {
 		f.log = filepath.Join(base, "executions.log")
@@ -140,7 +143,8 @@ clusters:
 		t.Fatal("no core wrote admin.token")
 	}
 	hc := &http.Client{Timeout: 10 * time.Second}
-	f.admin = client.NewCore("http://"+f.core.Addr(), strings.TrimSpace(string(admin)), hc)
+	f.secrets["admin"] = strings.TrimSpace(string(admin))
+	f.admin = client.NewCore("http://"+f.core.Addr(), f.secrets["admin"], hc)
 	f.alice = f.token("alice", "operator")
 	f.bob = f.token("bob", "approver")
 	waitFor(t, 20*time.Second, "every node UP", func() bool {
@@ -164,7 +168,39 @@ func (f *fleet) token(name, role string) *client.Core {
 	if err != nil {
 		f.t.Fatal(err)
 	}
+	f.secrets[name] = sec.Token
 	return client.NewCore("http://"+f.core.Addr(), sec.Token, &http.Client{Timeout: 10 * time.Second})
+}
+
+// use points admin, alice and bob at core replica i.
+func (f *fleet) use(i int) {
+	hc := &http.Client{Timeout: 10 * time.Second}
+	url := "http://" + f.cores[i].Addr()
+	f.admin = client.NewCore(url, f.secrets["admin"], hc)
+	f.alice = client.NewCore(url, f.secrets["alice"], hc)
+	f.bob = client.NewCore(url, f.secrets["bob"], hc)
+}
+
+// holder returns the index of the core replica holding the e2e cluster's
+// lease, as the replica f's clients talk to sees it (-1: none, or no answer).
+func (f *fleet) holder() int {
+	rs, err := f.admin.Replicas(ctxT(f.t))
+	if err != nil {
+		return -1
+	}
+	for _, r := range rs.Replicas {
+		for _, l := range r.Leases {
+			if l.ClusterID != "e2e" || !r.Live {
+				continue
+			}
+			for i, c := range f.cores {
+				if c.Addr() == r.Addr {
+					return i
+				}
+			}
+		}
+	}
+	return -1
 }
 
 func (f *fleet) create(node, kind, args string) *action.Action {
