@@ -21,18 +21,18 @@ import (
 
 // fleet is a real core and real agents, each its own process.
 type fleet struct {
-	t      testing.TB
-	core   *proc
-	cores  []*proc // with replicas: every core replica (core is the first)
+	t     testing.TB
+	core  *proc
+	cores []*proc // with replicas: every core replica (core is the first)
 	// secrets of admin, alice and bob, for clients of another replica (use)
 	secrets map[string]string
-	agents map[string]*proc
-	agentC map[string]*client.Agent
-	dirs   map[string]string // agent data dirs
-	alice  *client.Core      // operator
-	bob    *client.Core      // approver
-	admin  *client.Core
-	log    string // the append kind's execution log
+	agents  map[string]*proc
+	agentC  map[string]*client.Agent
+	dirs    map[string]string // agent data dirs
+	alice   *client.Core      // operator
+	bob     *client.Core      // approver
+	admin   *client.Core
+	log     string // the append kind's execution log
 }
 
 // newFleet starts n agents (node-1…node-n, with the external kind
