@@ -26,12 +26,12 @@ type stepFleet struct {
 
 func newStepFleet(t *testing.T, n int, work string, coreExtra string) *stepFleet {
 	t.Helper()
-	return newStepFleetOn(t, n, work, coreExtra, 0)
+	return newStepFleetWith(t, work, fleetOptions{nodes: n, coreExtra: coreExtra})
 }
 
-// newStepFleetOn is newStepFleet with replicas core replicas on PostgreSQL
-// (0: one core on SQLite).
-func newStepFleetOn(t *testing.T, n int, work string, coreExtra string, replicas int) *stepFleet {
+// newStepFleetWith is newStepFleet with more of the fleet's options (its
+// actions and directory are the step kind's).
+func newStepFleetWith(t *testing.T, work string, o fleetOptions) *stepFleet {
 	t.Helper()
 	dir := t.TempDir()
 	log := filepath.Join(dir, "steps.log")
@@ -47,8 +47,8 @@ if grep -qx "$MUSTER_NODE_ID" %[3]q 2>/dev/null; then echo "failing on purpose";
 		t.Fatal(err)
 	}
 	kinds := fmt.Sprintf("actions:\n  external:\n    - kind: example.com/step\n      run: [%q]\n", script)
-	f := newFleetWith(t, fleetOptions{nodes: n, actionsYAML: kinds, dir: filepath.Join(dir, "fleet"), coreExtra: coreExtra,
-		replicas: replicas})
+	o.actionsYAML, o.dir = kinds, filepath.Join(dir, "fleet")
+	f := newFleetWith(t, o)
 	return &stepFleet{fleet: f, stepLog: log, failOn: failOn}
 }
 
@@ -263,7 +263,7 @@ func TestRunSurvivesACoreSIGKILL(t *testing.T) {
 // never two at once.
 func TestRunSurvivesAReplicaFailover(t *testing.T) {
 	t.Parallel()
-	f := newStepFleetOn(t, 4, "0.5", "", 3)
+	f := newStepFleetWith(t, "0.5", fleetOptions{nodes: 4, replicas: 3})
 	r := f.startRun(t, stepRun("1", "0", ""))
 	waitFor(t, 30*time.Second, "the second node to start", func() bool { return len(f.spans(t)) >= 2 })
 	holder := f.holder()
