@@ -7,6 +7,7 @@ package orchestrate_test
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"strings"
 	"testing"
 	"time"
@@ -395,5 +396,47 @@ func TestRealAgentUnconfirmedPushToAReplacedDatabaseIsLost(t *testing.T) {
 	e.pass()
 	if _, err := client.NewAgent(e.agents["n1"].addr, nil).Get(context.Background(), id); client.StatusOf(err) != 404 {
 		t.Fatalf("the action was pushed to the new database: %v", err)
+	}
+}
+
+// TestAPassUnderAStaleLeaseWritesAndPushesNothing: on PostgreSQL, a pass
+// whose fence names a lease this replica does not hold (another replica
+// took it) fails with store.ErrFenced; the record of the pushes it was about
+// to send is refused, so nothing reaches the agent and nothing is written.
+// Under the current lease the same pass pushes.
+func TestAPassUnderAStaleLeaseWritesAndPushesNothing(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	st, err := postgres.Open(ctx, pgtest.NewDatabase(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { st.Close() })
+	e := setupOn(t, st, orchestrate.Config{}, "n1")
+	held, err := st.Coordinate(ctx, store.Replica{ID: "b"}, time.Minute, func(v store.LeaseView) []string { return v.Clusters })
+	if err != nil || held[cluster] != 1 {
+		t.Fatalf("replica b holds %v, %v", held, err)
+	}
+	id := e.create("n1", "muster.io/debug.ping", `{}`)
+	rows := st.RowsWritten()
+	stale := store.WithFence(ctx, store.Fence{ClusterID: cluster, Holder: "a", Epoch: 1})
+	if _, err := e.o.Pass(stale, cluster); !errors.Is(err, store.ErrFenced) {
+		t.Fatalf("pass under a stale lease: %v, want ErrFenced", err)
+	}
+	if n := st.RowsWritten() - rows; n != 0 {
+		t.Fatalf("the fenced pass wrote %d rows", n)
+	}
+	if rec := e.record(id); rec.State != action.PendingSchedule || rec.PushedStoreID != "" {
+		t.Fatalf("record after the fenced pass: %s, pushed to %q", rec.State, rec.PushedStoreID)
+	}
+	if _, err := client.NewAgent(e.agents["n1"].addr, nil).Get(ctx, id); client.StatusOf(err) != 404 {
+		t.Fatalf("the agent got the action from a fenced pass: %v", err)
+	}
+	current := store.WithFence(ctx, store.Fence{ClusterID: cluster, Holder: "b", Epoch: 1})
+	if _, err := e.o.Pass(current, cluster); err != nil {
+		t.Fatalf("pass under the current lease: %v", err)
+	}
+	if rec := e.record(id); rec.State == action.PendingSchedule {
+		t.Fatalf("the pass under the current lease did not push: %s", rec.State)
 	}
 }
