@@ -46,6 +46,9 @@ release: ## Build dist/muster-VERSION-linux-{amd64,arm64} and dist/SHA256SUMS
 	    -o $(DIST)/muster-$(VERSION)-linux-$$arch ./cmd/muster || exit 1; \
 	done
 	cd $(DIST) && sha256sum muster-$(VERSION)-linux-* > SHA256SUMS && cat SHA256SUMS
+.PHONY: dev-ha
+dev-ha: build ## Start PostgreSQL, three core replicas and three agents on loopback
+	$(BIN) dev --ha --replicas 3 --agents 3
 
 .PHONY: test
 test: lint ## Run every test (unit, fuzz seeds, e2e) with the race detector
@@ -73,11 +76,13 @@ bench: ## Run the benchmarks (no race detector): a table, and bench/results.json
 # command that replays it): CHAOS_SEED=N replays a seed.
 CHAOS_SEED     ?= random
 CHAOS_DURATION ?= 10m
+# CHAOS_REPLICAS=3 runs three core replicas on PostgreSQL instead of one core on SQLite.
+CHAOS_REPLICAS ?=
 CHAOS_TIMEOUT  ?= 60m
 
 .PHONY: chaos
 chaos: ## Run the chaos test for long with a random seed: make chaos CHAOS_SEED=… CHAOS_DURATION=10m
-	CHAOS_SEED='$(CHAOS_SEED)' CHAOS_DURATION='$(CHAOS_DURATION)' \
+	CHAOS_SEED='$(CHAOS_SEED)' CHAOS_DURATION='$(CHAOS_DURATION)' CHAOS_REPLICAS='$(CHAOS_REPLICAS)' \
 	  $(GO) test $(RACE) -count=1 -run '^TestChaos$$' -timeout $(CHAOS_TIMEOUT) -v ./e2e/
 
 .PHONY: chaos-nightly
