@@ -47,7 +47,7 @@ func BenchmarkHAFailover(b *testing.B) {
 		f := newHAFleet(b, 3, 3)
 		spread := func() map[string]int {
 			var who map[string]int
-			waitFor(b, 30*time.Second, "a 1/1/1 spread", func() bool {
+			testwait.Within(b, 30*time.Second, "a 1/1/1 spread", func() bool {
 				var ok bool
 				who, _, ok = f.holders(0)
 				return ok && len(who) == 3 && equalInts(counts(who, 3), 1, 1, 1)
@@ -69,7 +69,7 @@ func BenchmarkHAFailover(b *testing.B) {
 				b.Fatal(err)
 			}
 			var started time.Time
-			waitFor(b, 30*time.Second, "the approved action started on its agent", func() bool {
+			testwait.Within(b, 30*time.Second, "the approved action started on its agent", func() bool {
 				got, err := f.agents["c1"].Get(ctxT(b), a.ID)
 				if err == nil && got.StartedTS != nil {
 					started = *got.StartedTS
@@ -90,7 +90,7 @@ func BenchmarkHAFailover(b *testing.B) {
 			}
 			f.cores[holder].kill()
 			killed := time.Now()
-			waitFor(b, 30*time.Second, "c1 passed on another replica", func() bool {
+			testwait.Within(b, 30*time.Second, "c1 passed on another replica", func() bool {
 				for i, before := range passes {
 					if f.metric(i, "muster_core_orchestrate_passes_total") > before {
 						if w, _, ok := f.holders(i); ok && w["c1"] == i {

@@ -266,7 +266,7 @@ func TestRunSurvivesAReplicaFailover(t *testing.T) {
 	t.Parallel()
 	f := newStepFleetWith(t, "0.5", fleetOptions{nodes: 4, replicas: 3})
 	r := f.startRun(t, stepRun("1", "0", ""))
-	waitFor(t, 30*time.Second, "the second node to start", func() bool { return len(f.spans(t)) >= 2 })
+	testwait.Within(t, 30*time.Second, "the second node to start", func() bool { return len(f.spans(t)) >= 2 })
 	holder := f.holder()
 	if holder < 0 {
 		t.Fatal("no replica holds the cluster")
@@ -274,7 +274,7 @@ func TestRunSurvivesAReplicaFailover(t *testing.T) {
 	f.use((holder + 1) % len(f.cores))
 	f.cores[holder].kill()
 	// Within the lease TTL (2 s) and a lease round, with room for a loaded machine.
-	waitFor(t, 2*time.Second+2*time.Second/3+2*time.Second, "another replica holding the cluster", func() bool {
+	testwait.Within(t, 2*time.Second+2*time.Second/3+2*time.Second, "another replica holding the cluster", func() bool {
 		h := f.holder()
 		return h >= 0 && h != holder
 	})

@@ -237,12 +237,12 @@ func TestPassesRunOnlyUnderTheLease(t *testing.T) {
 		f.infoHook = func(context.Context) { infos.Add(1) }
 	})
 	h.start()
-	eventually(t, "the first pass asked for the lease", func() bool { return l.calls.Load() >= 1 })
+	testwait.For(t, "the first pass asked for the lease", func() bool { return l.calls.Load() >= 1 })
 	h.o.Nudge(cluster)
-	eventually(t, "the nudged pass asked for the lease", func() bool { return l.calls.Load() >= 2 })
+	testwait.For(t, "the nudged pass asked for the lease", func() bool { return l.calls.Load() >= 2 })
 	l.held.Store(true)
 	h.o.Nudge(cluster)
-	eventually(t, "a pass under the lease", func() bool { return infos.Load() >= 1 })
+	testwait.For(t, "a pass under the lease", func() bool { return infos.Load() >= 1 })
 	h.o.Stop()
 	if infos.Load() != 1 || l.granted.Load() != 1 {
 		t.Fatalf("%d passes, %d granted by the lease; want 1 and 1", infos.Load(), l.granted.Load())
