@@ -32,6 +32,7 @@ import (
 	"github.com/musterhq/muster/shared/client"
 	"github.com/musterhq/muster/shared/gossip"
 	"github.com/musterhq/muster/shared/limit"
+	"github.com/musterhq/muster/shared/testwait"
 	"github.com/musterhq/muster/shared/wire"
 )
 
@@ -107,14 +108,14 @@ func newGossipCoreAPI(b *testing.B, n int) *coreAPI {
 			b.Logf("the core's gossip pool had %d of the %d agents", seen, n)
 		}
 	}()
-	poll(b, 2*time.Minute, "every agent in the core's gossip pool", func() (bool, error) {
+	testwait.Within(b, 2*time.Minute, "every agent in the core's gossip pool", func() bool {
 		seen = 0
 		for _, m := range svc.Members() {
 			if m.Meta.Role == gossip.RoleAgent {
 				seen++
 			}
 		}
-		return seen >= n, nil
+		return seen >= n
 	})
 	cfg := coreConfig()
 	f := newFleetOver(b, agents, cfg)
@@ -149,26 +150,6 @@ func startCoreAPI(b *testing.B, f *benchFleet, cfg orchestrate.Config) *coreAPI 
 		*u.c = client.NewCore(hs.URL, secret, hc)
 	}
 	return c
-}
-
-// poll calls cond every 20 ms until it returns true, failing the benchmark
-// after limit.
-func poll(b *testing.B, limit time.Duration, what string, cond func() (bool, error)) {
-	b.Helper()
-	deadline := time.Now().Add(limit)
-	for {
-		ok, err := cond()
-		if err != nil {
-			b.Fatalf("%s: %v", what, err)
-		}
-		if ok {
-			return
-		}
-		if time.Now().After(deadline) {
-			b.Fatalf("%s: not after %s", what, limit)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
 }
 
 // BenchmarkRunWaves measures the wall time of a run of muster.io/debug.sleep
@@ -233,7 +214,7 @@ func runWaves(b *testing.B, c *coreAPI, suffix string) {
 			b.Fatal(err)
 		}
 		var state string
-		poll(b, 4*time.Minute, "run "+run.ID+" to finish", func() (bool, error) {
+		testwait.Within(b, 4*time.Minute, "run "+run.ID+" to finish", func() bool {
 			err := f.st.Read(ctx, func(r store.Reader) error {
 				got, err := r.Run(ctx, run.ID)
 				if err == nil {
@@ -241,7 +222,10 @@ func runWaves(b *testing.B, c *coreAPI, suffix string) {
 				}
 				return err
 			})
-			return store.RunFinal(state), err
+			if err != nil {
+				b.Fatal(err)
+			}
+			return store.RunFinal(state)
 		})
 		elapsed := time.Since(t0)
 		b.StopTimer()
@@ -364,7 +348,7 @@ func BenchmarkApproveDuringPass(b *testing.B) {
 				}
 			}()
 			b.Cleanup(func() { close(stop); looping.Wait() })
-			poll(b, 2*time.Minute, "a pass of the loop", func() (bool, error) { return passCount.Load() > 0, nil })
+			testwait.Within(b, 2*time.Minute, "a pass of the loop", func() bool { return passCount.Load() > 0 })
 			meanPass := func() time.Duration { return time.Duration(passNanos.Load() / max(passCount.Load(), 1)) }
 
 			hc := &http.Client{Timeout: 10 * time.Second}
@@ -394,16 +378,16 @@ func BenchmarkApproveDuringPass(b *testing.B) {
 						b.Fatal(err)
 					}
 					var started time.Time
-					poll(b, time.Minute, "the agent to start "+rec.ID, func() (bool, error) {
+					testwait.Within(b, time.Minute, "the agent to start "+rec.ID, func() bool {
 						if err, _ := loopErr.Load().(error); err != nil {
-							return false, fmt.Errorf("pass loop: %w", err)
+							b.Fatalf("pass loop: %v", err)
 						}
 						got, err := ag.Get(ctx, rec.ID)
 						if err != nil || got.StartedTS == nil {
-							return false, nil // not pushed yet
+							return false // not pushed yet
 						}
 						started = *got.StartedTS
-						return true, nil
+						return true
 					})
 					lat = append(lat, started.Sub(t0))
 				}
