@@ -12,7 +12,7 @@ import (
 	"github.com/musterhq/muster/shared/gossip"
 )
 
-// Config is the agent's configuration (DESIGN.md §6).
+// Config is the agent's configuration (docs/architecture.md, "Configuration").
 type Config struct {
 	NodeID    string        `mapstructure:"node_id" yaml:"node_id"`
 	ClusterID string        `mapstructure:"cluster_id" yaml:"cluster_id"`
@@ -24,7 +24,8 @@ type Config struct {
 }
 
 // APIConfig is the agent API: its TCP listener, for the core, and the Unix
-// socket people and scripts on the node use (DESIGN.md §15).
+// socket people and scripts on the node use (docs/architecture.md, "Who may
+// call an agent").
 type APIConfig struct {
 	config.API `mapstructure:",squash" yaml:",inline"`
 	// Socket is the Unix socket's path (default <data_dir>/agent.sock).
@@ -78,7 +79,7 @@ type GossipConfig struct {
 	gossip.Timing `mapstructure:",squash" yaml:",inline"`
 }
 
-// DefaultConfig returns the defaults of DESIGN.md §4 and §6.
+// DefaultConfig returns the defaults (docs/architecture.md, "Configuration").
 func DefaultConfig() Config {
 	return Config{
 		API: APIConfig{API: config.API{Addr: "127.0.0.1:7420"}},
@@ -117,9 +118,10 @@ func (c *Config) Validate() []error {
 	if c.API.TLS.ClientCAFile != "" && !c.API.TLS.Enabled() {
 		errs = append(errs, fmt.Errorf("api.tls.client_ca_file: needs api.tls.cert_file and api.tls.key_file"))
 	}
-	// The TCP API is the core's (DESIGN.md §15): TLS and the core's client
-	// certificate, on loopback too (any user of the host reaches loopback),
-	// unless the operator says otherwise. People use the socket.
+	// The TCP API is the core's (docs/architecture.md, "Who may call an
+	// agent"): TLS and the core's client certificate, on loopback too (any
+	// user of the host reaches loopback), unless the operator says otherwise.
+	// People use the socket.
 	if c.API.Addr != "" && !c.API.Insecure {
 		switch {
 		case !c.API.TLS.Enabled():

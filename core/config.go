@@ -15,7 +15,7 @@ import (
 	"github.com/musterhq/muster/shared/gossip"
 )
 
-// Config is the core's configuration (DESIGN.md §6).
+// Config is the core's configuration (docs/architecture.md, "Configuration").
 type Config struct {
 	// DataDir holds core.db (with the sqlite driver) and admin.token.
 	DataDir     string                  `mapstructure:"data_dir" yaml:"data_dir"`
@@ -89,7 +89,7 @@ type GossipConfig struct {
 }
 
 // HAConfig tunes several core replicas sharing one PostgreSQL database
-// (DESIGN.md §13); it has no effect on SQLite.
+// (docs/architecture.md, "Several core replicas"); it has no effect on SQLite.
 type HAConfig struct {
 	// LeaseTTL is how long a cluster lease lasts unless renewed (every
 	// third of it). A replica that cannot renew stops its passes within it;
@@ -100,7 +100,7 @@ type HAConfig struct {
 	ReplicaID string `mapstructure:"replica_id" yaml:"replica_id"`
 }
 
-// DefaultConfig returns the defaults of DESIGN.md §6.
+// DefaultConfig returns the defaults (docs/architecture.md, "Configuration").
 func DefaultConfig() Config {
 	return Config{
 		Store:    StoreConfig{Driver: DriverSQLite},

@@ -20,10 +20,10 @@ import (
 	"github.com/musterhq/muster/shared/wire"
 )
 
-// replication is what several replicas on one PostgreSQL database add to a
-// core (DESIGN.md §13): the cluster leases, nudges that reach the replica
-// holding a cluster's lease, and the list of replicas. On SQLite there is
-// one core: no leases, and nudges stay local.
+// replication is what several replicas on one PostgreSQL database add to a core
+// (docs/architecture.md, "Several core replicas"): the cluster leases, nudges
+// that reach the replica holding a cluster's lease, and the list of replicas.
+// On SQLite there is one core: no leases, and nudges stay local.
 type replication struct {
 	self    store.Replica
 	ttl     time.Duration

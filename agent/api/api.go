@@ -1,7 +1,7 @@
-// Package api serves the agent's local HTTP API (DESIGN.md §4): queue an
-// action, list what changed since a cursor, show one action, cancel, and the
-// health and metrics probes. Every answer that reports a change is sent after
-// the change is committed.
+// Package api serves the agent's local HTTP API (docs/architecture.md, "The
+// agent"): queue an action, list what changed since a cursor, show one action,
+// cancel, and the health and metrics probes. Every answer that reports a change
+// is sent after the change is committed.
 package api
 
 import (

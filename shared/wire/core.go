@@ -142,7 +142,7 @@ type TokenList struct {
 
 // CoreReplicas answers GET /api/v1/core/replicas: the core replicas sharing
 // the store, their heartbeats and the cluster leases each holds
-// (DESIGN.md §13).
+// (docs/architecture.md, "Several core replicas").
 type CoreReplicas struct {
 	// Store is the store driver: "sqlite" (one core) or "postgres".
 	Store string `json:"store"`
