@@ -30,6 +30,7 @@ import (
 	"github.com/musterhq/muster/core/store/postgres"
 	"github.com/musterhq/muster/core/store/sqlite"
 	"github.com/musterhq/muster/shared/config"
+	"github.com/musterhq/muster/shared/gossip"
 	"github.com/musterhq/muster/shared/tlsutil"
 	"github.com/musterhq/muster/shared/version"
 )
@@ -113,7 +114,7 @@ func (c *Core) Run(ctx context.Context) error {
 		ln.Close()
 		return err
 	}
-	orch, err := orchestrate.New(orchestrate.Config{
+	ocfg := orchestrate.Config{
 		Rules:            rules,
 		Interval:         cfg.Orchestrate.Interval,
 		Workers:          cfg.Orchestrate.Workers,
@@ -125,7 +126,10 @@ func (c *Core) Run(ctx context.Context) error {
 		AgentTLS:         atls,
 		Runs:             engine,
 		Leases:           repl.orchestrateLeases(),
-	}, st, c.log, reg)
+	}
+	// The rule of gossipOptions, applied to the address actually dialled.
+	ocfg.RefuseInternalGossip = cfg.Gossip.Enabled && !allowInternalGossip(cfg)
+	orch, err := orchestrate.New(ocfg, st, c.log, reg)
 	if err != nil {
 		ln.Close()
 		return err
@@ -281,15 +285,19 @@ func agentsTLS(c AgentsTLSConfig) (*tls.Config, error) {
 // agent proves the node's identity.
 func gossipOptions(cfg Config, atls *tls.Config) []discovery.GossipOption {
 	var opts []discovery.GossipOption
-	if config.IsLoopback(cfg.API.Addr) || cfg.Gossip.Insecure {
+	if allowInternalGossip(cfg) {
 		opts = append(opts, discovery.AllowLoopback())
 	}
 	if atls != nil {
 		timeout := cfg.Orchestrate.AgentTimeout
+		var d *net.Dialer
+		if !allowInternalGossip(cfg) {
+			d = &net.Dialer{Control: gossip.RefuseInternal} // as the orchestrator dials gossip nodes
+		}
 		opts = append(opts, discovery.VerifyClaims(func(ctx context.Context, _, node, addr string) error {
 			ctx, cancel := context.WithTimeout(ctx, timeout)
 			defer cancel()
-			err := tlsutil.ProvePeer(ctx, atls, addr, tlsutil.Agent(node))
+			err := tlsutil.ProvePeer(ctx, d, atls, addr, tlsutil.Agent(node))
 			if pe := (*tlsutil.ProofError)(nil); errors.As(err, &pe) {
 				return &discovery.ClaimError{Reason: pe.Reason}
 			}
@@ -297,4 +305,11 @@ func gossipOptions(cfg Config, atls *tls.Config) []discovery.GossipOption {
 		}))
 	}
 	return opts
+}
+
+// allowInternalGossip reports whether gossip agents may be on loopback or
+// link-local addresses: when the core's own API is on loopback (a pool on
+// one machine) or with gossip.insecure.
+func allowInternalGossip(cfg Config) bool {
+	return config.IsLoopback(cfg.API.Addr) || cfg.Gossip.Insecure
 }

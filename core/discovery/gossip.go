@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"log/slog"
-	"net"
 	"sort"
 	"strings"
 	"sync"
@@ -126,22 +125,6 @@ func (g *GossipSource) Partial() bool { return true }
 // Changes receives a value after every event that may change the snapshot.
 func (g *GossipSource) Changes() <-chan struct{} { return g.ch }
 
-// InternalAddr reports whether the host of a host:port API address is on
-// loopback, link-local, or the unspecified address (which reaches the local
-// host): addresses a gossip announcement may not point the core at.
-func InternalAddr(api string) bool {
-	host, _, err := net.SplitHostPort(api)
-	if err != nil {
-		return false
-	}
-	if ip := net.ParseIP(host); ip != nil {
-		return ip.IsLoopback() || ip.IsLinkLocalUnicast() || ip.IsLinkLocalMulticast() ||
-			ip.IsInterfaceLocalMulticast() || ip.IsUnspecified()
-	}
-	h := strings.ToLower(strings.TrimSuffix(host, "."))
-	return h == "localhost" || strings.HasSuffix(h, ".localhost")
-}
-
 // Handle records one membership event. Members other than agents, and
 // agents whose cluster or node id is not a valid name, are ignored.
 func (g *GossipSource) Handle(ev gossip.Event) {
@@ -154,7 +137,7 @@ func (g *GossipSource) Handle(ev gossip.Event) {
 			"cluster", m.Cluster, "node", m.Node, "api", m.API)
 		return
 	}
-	if !g.allowLoopback && InternalAddr(m.API) {
+	if !g.allowLoopback && gossip.InternalAddr(m.API) {
 		g.log.Warn("gossip: agent announcing a loopback or link-local API address ignored (the core is not on loopback; gossip.insecure allows it)",
 			"member", ev.Name, "addr", ev.Addr, "cluster", m.Cluster, "node", m.Node, "api", m.API)
 		return

@@ -67,6 +67,9 @@ type nodeResult struct {
 	cancels int
 	// held: discovery held the node DOWN, so the pass did not contact it.
 	held bool
+	// pausedRuns are the runs, among those of the open actions, that are
+	// not RUNNING: their children not yet sent wait (shared by all nodes).
+	pausedRuns map[string]bool
 }
 
 // busy reports whether the node has an action to push or a cancel to send.
@@ -276,6 +279,9 @@ func (o *Orchestrator) pushPending(ctx context.Context, ag *client.Agent, res *n
 		if r.CancelRequested {
 			o.settleCancel(ctx, ag, res, r, log)
 			continue
+		}
+		if r.PushedStoreID == "" && res.pausedRuns[r.RunID] {
+			continue // its run is paused: it goes when the run resumes
 		}
 		if !actions.ApprovalHolds(r) {
 			res.ops = append(res.ops, op{kind: opReapprove, id: r.ID})

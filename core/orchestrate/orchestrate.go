@@ -16,6 +16,7 @@ import (
 	"fmt"
 	"log/slog"
 	"math/rand/v2"
+	"net"
 	"net/http"
 	"strings"
 	"sync"
@@ -27,6 +28,7 @@ import (
 	"github.com/musterhq/muster/core/approval"
 	"github.com/musterhq/muster/core/store"
 	"github.com/musterhq/muster/shared/action"
+	"github.com/musterhq/muster/shared/gossip"
 	"github.com/musterhq/muster/shared/tlsutil"
 )
 
@@ -85,6 +87,11 @@ type Config struct {
 	AgentTLS *tls.Config
 	// Runs, when set, moves runs on at every pass (core/runs).
 	Runs Runs
+	// RefuseInternalGossip: nodes found through gossip are never dialled at
+	// a loopback, link-local or unspecified IP address, whatever their host
+	// name resolves to (the core is off loopback and gossip.insecure is not
+	// set; README.md, "Securing muster"). Static nodes are not concerned.
+	RefuseInternalGossip bool
 }
 
 // DefaultConfig returns the defaults (docs/architecture.md, "Configuration").
@@ -163,7 +170,8 @@ type Orchestrator struct {
 	rules   *actions.Rules
 	log     *slog.Logger
 	hc      *http.Client
-	ownHC   bool // hc was made here: Stop closes its idle connections
+	guarded *http.Client // hc's twin for gossip nodes, with RefuseInternalGossip (else nil)
+	ownHC   bool         // hc was made here: Stop closes its idle connections
 	metrics *metrics
 
 	mu       sync.Mutex
@@ -186,10 +194,26 @@ type clusterState struct {
 	clients     map[string]*nodeClient // node id → its HTTP client (with AgentTLS)
 }
 
-// nodeClient is the HTTP client of one node, for the address it was made for.
+// nodeClient is the HTTP client of one node, for the address (and the
+// source) it was made for.
 type nodeClient struct {
-	addr string
-	hc   *http.Client
+	addr    string
+	guarded bool
+	hc      *http.Client
+}
+
+// guard makes tr refuse to dial internal addresses (gossip.RefuseInternal).
+func guard(tr *http.Transport) {
+	d := &net.Dialer{Timeout: 30 * time.Second, KeepAlive: 30 * time.Second, Control: gossip.RefuseInternal}
+	tr.DialContext = d.DialContext
+}
+
+// baseTransport returns a copy of the transport of hc.
+func baseTransport(hc *http.Client) *http.Transport {
+	if base, isTr := hc.Transport.(*http.Transport); isTr {
+		return base.Clone()
+	}
+	return http.DefaultTransport.(*http.Transport).Clone()
 }
 
 // New builds an orchestrator. It starts nothing. Its metrics go to reg
@@ -209,6 +233,12 @@ func New(cfg Config, st store.Store, log *slog.Logger, reg prometheus.Registerer
 		hc = &c
 	}
 	hc.CheckRedirect = noRedirect
+	var guarded *http.Client
+	if cfg.RefuseInternalGossip {
+		tr := baseTransport(hc)
+		guard(tr)
+		guarded = &http.Client{Transport: tr, CheckRedirect: noRedirect}
+	}
 	if cfg.Rules == nil {
 		cfg.Rules = &actions.Rules{Policy: approval.Policy{TTL: cfg.ApprovalTTL}, ScheduleTTL: cfg.ScheduleTTL}
 	}
@@ -217,7 +247,7 @@ func New(cfg Config, st store.Store, log *slog.Logger, reg prometheus.Registerer
 		return nil, fmt.Errorf("orchestrator metrics: %w", err)
 	}
 	return &Orchestrator{
-		cfg: cfg, st: st, log: log.With("component", "orchestrate"), hc: hc, ownHC: ownHC, metrics: m,
+		cfg: cfg, st: st, log: log.With("component", "orchestrate"), hc: hc, guarded: guarded, ownHC: ownHC, metrics: m,
 		rules:    cfg.Rules,
 		clusters: map[string]*clusterState{},
 		nudged:   map[string]bool{},
@@ -303,6 +333,9 @@ func (o *Orchestrator) Stop() {
 	if o.ownHC {
 		o.hc.CloseIdleConnections()
 	}
+	if o.guarded != nil {
+		o.guarded.CloseIdleConnections()
+	}
 	for _, cs := range o.clusters {
 		cs.mu.Lock()
 		for _, c := range cs.clients {
@@ -317,9 +350,13 @@ func (o *Orchestrator) Stop() {
 // between passes while the node keeps its address. Clients of nodes no
 // longer listed are closed. cs.mu is held.
 func (o *Orchestrator) nodeClients(cs *clusterState, nodes []nodeResult) {
+	guarded := func(n *store.Node) bool { return o.cfg.RefuseInternalGossip && n.Source == store.SourceGossip }
 	if o.cfg.AgentTLS == nil {
 		for i := range nodes {
 			nodes[i].hc = o.hc
+			if guarded(&nodes[i].node) {
+				nodes[i].hc = o.guarded
+			}
 		}
 		return
 	}
@@ -328,18 +365,16 @@ func (o *Orchestrator) nodeClients(cs *clusterState, nodes []nodeResult) {
 		n := &nodes[i].node
 		keep[n.ID] = true
 		c, ok := cs.clients[n.ID]
-		if !ok || c.addr != n.Addr {
+		if !ok || c.addr != n.Addr || c.guarded != guarded(n) {
 			if ok {
 				c.hc.CloseIdleConnections()
 			}
-			var tr *http.Transport
-			if base, isTr := o.hc.Transport.(*http.Transport); isTr {
-				tr = base.Clone()
-			} else {
-				tr = http.DefaultTransport.(*http.Transport).Clone()
+			tr := baseTransport(o.hc)
+			if guarded(n) {
+				guard(tr)
 			}
 			tr.TLSClientConfig = tlsutil.ForPeer(o.cfg.AgentTLS, tlsutil.Agent(n.ID))
-			c = &nodeClient{addr: n.Addr, hc: &http.Client{Transport: tr, CheckRedirect: noRedirect}}
+			c = &nodeClient{addr: n.Addr, guarded: guarded(n), hc: &http.Client{Transport: tr, CheckRedirect: noRedirect}}
 			cs.clients[n.ID] = c
 		}
 		nodes[i].hc = c.hc

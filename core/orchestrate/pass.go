@@ -55,9 +55,7 @@ func (o *Orchestrator) Pass(ctx context.Context, clusterID string) (Report, erro
 func (o *Orchestrator) pass(ctx context.Context, cs *clusterState) (Report, error) {
 	rep := Report{Cluster: cs.id, Full: cs.passes%o.cfg.FullSyncEvery == 0}
 	// The runs' next waves are created first, so this pass pushes them.
-	if _, err := o.advanceRuns(ctx, cs.id); err != nil {
-		return rep, fmt.Errorf("pass of %s: %w", cs.id, err)
-	}
+	o.advanceRuns(ctx, cs.id)
 	var nodes []nodeResult
 	err := o.st.Read(ctx, func(r store.Reader) error {
 		if _, err := r.Cluster(ctx, cs.id); err != nil {
@@ -76,8 +74,12 @@ func (o *Orchestrator) pass(ctx context.Context, cs *clusterState) (Report, erro
 		for _, a := range all {
 			open[a.NodeID] = append(open[a.NodeID], a)
 		}
+		paused, err := pausedRuns(ctx, r, cs.id, all)
+		if err != nil {
+			return err
+		}
 		for _, n := range ns {
-			nodes = append(nodes, nodeResult{node: n, open: open[n.ID]})
+			nodes = append(nodes, nodeResult{node: n, open: open[n.ID], pausedRuns: paused})
 		}
 		return nil
 	})
@@ -142,9 +144,7 @@ func (o *Orchestrator) pass(ctx context.Context, cs *clusterState) (Report, erro
 	rep.Changes, rep.Events = w.changes(), len(w.events)+w.actionEvents()
 	// Children that finished in this pass may admit the next wave: create it
 	// now and ask for the pass that pushes it.
-	if created, err := o.advanceRuns(ctx, cs.id); err != nil {
-		return rep, fmt.Errorf("pass of %s: %w", cs.id, err)
-	} else if created > 0 {
+	if o.advanceRuns(ctx, cs.id) > 0 {
 		o.Nudge(cs.id)
 	}
 	return rep, nil

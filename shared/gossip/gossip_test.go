@@ -373,11 +373,15 @@ func TestGossipLeaveIntentCountsOnlyForItsSender(t *testing.T) {
 		return rec.has(KindJoin, "victim") && rec.has(KindJoin, "rogue") && rec.has(KindJoin, "leaver")
 	})
 	var core *memberlist.Node
-	for _, n := range rogue.ml.Members() {
-		if n.Name == "seed" {
-			core = n
+	waitFor(t, 10*time.Second, "the rogue to see the seed", func() bool {
+		for _, n := range rogue.ml.Members() {
+			if n.Name == "seed" {
+				core = n
+				return true
+			}
 		}
-	}
+		return false
+	})
 	// The rogue knows the victim's announced commitment, not its secret.
 	for _, proof := range []string{"", base64.RawURLEncoding.EncodeToString([]byte("0123456789abcdef")), rogue.leaveProof} {
 		msg, _ := json.Marshal(leaveIntent{Leaving: "victim", Proof: proof})

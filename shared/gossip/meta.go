@@ -7,6 +7,7 @@ import (
 	"net"
 	"strconv"
 	"strings"
+	"syscall"
 
 	"github.com/hashicorp/memberlist"
 )
@@ -145,4 +146,44 @@ func validHostName(h string) bool {
 		}
 	}
 	return true
+}
+
+// InternalAddr reports whether the host of a host:port API address is on
+// loopback, link-local, or the unspecified address (which reaches the local
+// host), or is named localhost: addresses a gossip announcement may not
+// point a core at unless it allows them. A host name is not resolved here:
+// InternalIP checks the address actually dialled.
+func InternalAddr(api string) bool {
+	host, _, err := net.SplitHostPort(api)
+	if err != nil {
+		return false
+	}
+	if ip := net.ParseIP(host); ip != nil {
+		return InternalIP(ip)
+	}
+	h := strings.ToLower(strings.TrimSuffix(host, "."))
+	return h == "localhost" || strings.HasSuffix(h, ".localhost")
+}
+
+// ErrInternalAddr: an address announced through gossip resolved to a
+// loopback, link-local or unspecified IP, which RefuseInternal refuses.
+var ErrInternalAddr = errors.New("refused to dial a loopback or link-local address announced through gossip")
+
+// RefuseInternal is a net.Dialer Control that refuses InternalIP
+// addresses: it sees the address actually dialled, after name resolution.
+func RefuseInternal(_, address string, _ syscall.RawConn) error {
+	host, _, err := net.SplitHostPort(address)
+	if err != nil {
+		return err
+	}
+	if ip := net.ParseIP(host); ip != nil && InternalIP(ip) {
+		return fmt.Errorf("%w: %s", ErrInternalAddr, address)
+	}
+	return nil
+}
+
+// InternalIP reports whether ip is loopback, link-local or unspecified.
+func InternalIP(ip net.IP) bool {
+	return ip.IsLoopback() || ip.IsLinkLocalUnicast() || ip.IsLinkLocalMulticast() ||
+		ip.IsInterfaceLocalMulticast() || ip.IsUnspecified()
 }

@@ -2,6 +2,7 @@ package gossip
 
 import (
 	"errors"
+	"net"
 	"strings"
 	"testing"
 )
@@ -97,4 +98,31 @@ func FuzzDecodeMeta(f *testing.F) {
 			t.Fatalf("round trip: %+v, %v; want %+v", back, err, m)
 		}
 	})
+}
+
+// RefuseInternal sees the address dialled after name resolution (issue 9,
+// item 6): a name that resolves to loopback is refused like the address.
+func TestGossipRefusesLoopbackAddrsAfterResolution(t *testing.T) {
+	t.Parallel()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { ln.Close() })
+	_, port, _ := net.SplitHostPort(ln.Addr().String())
+	d := &net.Dialer{Control: RefuseInternal}
+	for _, addr := range []string{ln.Addr().String(), net.JoinHostPort("localhost", port)} {
+		c, err := d.Dial("tcp", addr)
+		if err == nil {
+			c.Close()
+		}
+		if !errors.Is(err, ErrInternalAddr) {
+			t.Errorf("dial %s: %v, want ErrInternalAddr", addr, err)
+		}
+	}
+	if c, err := (&net.Dialer{}).Dial("tcp", ln.Addr().String()); err != nil {
+		t.Fatalf("without the control: %v", err)
+	} else {
+		c.Close()
+	}
 }

@@ -188,12 +188,13 @@ func (e *ProofError) Error() string { return e.Reason }
 // Is makes errors.Is(err, ErrNotProven) true.
 func (e *ProofError) Is(target error) bool { return target == ErrNotProven }
 
-// ProvePeer dials addr and completes a TLS handshake that accepts only a
-// certificate of c's CA naming want (ForPeer), then hangs up. It returns nil
-// when the peer proved want; a *ProofError when it answered and did not
-// (another identity, another CA, no TLS, a refused handshake); any other
-// error when the address did not answer.
-func ProvePeer(ctx context.Context, c *tls.Config, addr string, want Identity) error {
+// ProvePeer dials addr (with d, or a plain net.Dialer when d is nil) and
+// completes a TLS handshake that accepts only a certificate of c's CA naming
+// want (ForPeer), then hangs up. It returns nil when the peer proved want; a
+// *ProofError when it answered and did not (another identity, another CA,
+// no TLS, a refused handshake); any other error when the address did not
+// answer, or d refused it.
+func ProvePeer(ctx context.Context, d *net.Dialer, c *tls.Config, addr string, want Identity) error {
 	pc := ForPeer(c, want)
 	check := pc.VerifyConnection
 	var refused error
@@ -202,7 +203,7 @@ func ProvePeer(ctx context.Context, c *tls.Config, addr string, want Identity) e
 		refused = err
 		return err
 	}
-	conn, err := (&tls.Dialer{Config: pc}).DialContext(ctx, "tcp", addr)
+	conn, err := (&tls.Dialer{NetDialer: d, Config: pc}).DialContext(ctx, "tcp", addr)
 	if err == nil {
 		return conn.Close()
 	}

@@ -64,6 +64,9 @@ type Planned struct {
 // against the cluster's nodes as a run would be.
 func MakePlan(ctx context.Context, r store.Reader, name string, req *wire.PlanRequest) (*Planned, error) {
 	doc, version := req.Document, 0
+	if req.Version < 0 {
+		return nil, fmt.Errorf("%w: version must be positive, not %d", ErrInvalid, req.Version)
+	}
 	if doc == "" {
 		stored, err := r.Playbook(ctx, name, req.Version)
 		if err != nil {
