@@ -26,6 +26,7 @@ import (
 	"github.com/musterhq/muster/agent/queue"
 	"github.com/musterhq/muster/agent/runner"
 	"github.com/musterhq/muster/shared/action"
+	"github.com/musterhq/muster/shared/apiserver"
 	"github.com/musterhq/muster/shared/config"
 	"github.com/musterhq/muster/shared/tlsutil"
 	"github.com/musterhq/muster/shared/version"
@@ -53,7 +54,8 @@ func New(cfg Config, log *slog.Logger) (*Agent, error) {
 	return &Agent{cfg: cfg, log: log.With("node", cfg.NodeID), ready: make(chan struct{})}, nil
 }
 
-// Addr returns the API's bound address once Ready is closed.
+// Addr returns the TCP API's bound address once Ready is closed (nil when
+// api.addr is empty: the socket only).
 func (a *Agent) Addr() net.Addr {
 	a.mu.Lock()
 	defer a.mu.Unlock()
@@ -115,11 +117,12 @@ func (a *Agent) Run(ctx context.Context) error {
 		Queue:          q, Runner: run, Kinds: reg, Gatherer: prom, Registerer: prom, Log: a.log,
 		Caller: apiCaller(cfg.API),
 	})
-	httpSrv := &http.Server{Handler: srv.Handler(), ReadHeaderTimeout: 10 * time.Second,
-		// Requests over the socket carry the caller's uid.
-		ConnContext: api.ConnContext,
-		// Refused TLS handshakes (no or a wrong client certificate) land here.
-		ErrorLog: slog.NewLogLogger(a.log.With("component", "api").Handler(), slog.LevelWarn)}
+	// Refused TLS handshakes (no or a wrong client certificate) land in
+	// the error log.
+	httpSrv := apiserver.NewServer(srv.Handler(), cfg.API.Server,
+		slog.NewLogLogger(a.log.With("component", "api").Handler(), slog.LevelWarn))
+	// Requests over the socket carry the caller's uid.
+	httpSrv.ConnContext = api.ConnContext
 	var lns []net.Listener
 	closeAll := func() {
 		for _, ln := range lns {
@@ -142,7 +145,7 @@ func (a *Agent) Run(ctx context.Context) error {
 		closeAll()
 		return err
 	}
-	lns = append(lns, sock)
+	lns = append(lns, apiserver.LimitListener(sock, cfg.API.MaxConnections))
 
 	if err := run.Start(ctx); err != nil {
 		closeAll()
@@ -206,7 +209,7 @@ func (a *Agent) Run(ctx context.Context) error {
 // api.tls.client_ca_file, the handshake requires a client certificate of that
 // CA (and the API then requires the core's identity in it).
 func (a *Agent) listen(c APIConfig) (net.Listener, error) {
-	return tlsutil.Listen("api", c.Addr, c.TLS.CertFile, c.TLS.KeyFile, c.TLS.ClientCAFile, tlsutil.OnlyTLS13)
+	return apiserver.Listen("api", c.API, tlsutil.OnlyTLS13)
 }
 
 // listenSocket opens the API's Unix socket at path, mode 0660, of group (a name

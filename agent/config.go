@@ -82,7 +82,7 @@ type GossipConfig struct {
 // DefaultConfig returns the defaults (docs/architecture.md, "Configuration").
 func DefaultConfig() Config {
 	return Config{
-		API: APIConfig{API: config.API{Addr: "127.0.0.1:7420"}},
+		API: APIConfig{API: config.API{Addr: "127.0.0.1:7420", Server: config.DefaultServer()}},
 		Actions: ActionsConfig{
 			DefaultTimeout:     time.Hour,
 			Retention:          7 * 24 * time.Hour,
@@ -115,6 +115,7 @@ func (c *Config) Validate() []error {
 		}
 	}
 	errs = append(errs, c.API.TLS.Validate("api.tls")...)
+	errs = append(errs, c.API.Server.Validate("api")...)
 	if c.API.TLS.ClientCAFile != "" && !c.API.TLS.Enabled() {
 		errs = append(errs, fmt.Errorf("api.tls.client_ca_file: needs api.tls.cert_file and api.tls.key_file"))
 	}

@@ -47,8 +47,13 @@ type StoreConfig struct {
 	DSN    string `mapstructure:"dsn" yaml:"dsn"`
 }
 
-// APIConfig is the REST API's listener.
-type APIConfig = config.API
+// APIConfig is the REST API's listener and its limits.
+type APIConfig struct {
+	config.API `mapstructure:",squash" yaml:",inline"`
+	// MaxEventStreams caps the event streams open at once, over all tokens
+	// (503 beyond); each token has its own, smaller cap too.
+	MaxEventStreams int `mapstructure:"max_event_streams" yaml:"max_event_streams"`
+}
 
 // AgentsTLSConfig is how the core reaches agents over TLS: the CA that signs
 // their certificates and, for agents that require client certificates, the
@@ -104,7 +109,7 @@ type HAConfig struct {
 func DefaultConfig() Config {
 	return Config{
 		Store:    StoreConfig{Driver: DriverSQLite},
-		API:      APIConfig{Addr: "127.0.0.1:7410"},
+		API:      APIConfig{API: config.API{Addr: "127.0.0.1:7410", Server: config.DefaultServer()}, MaxEventStreams: 256},
 		Clusters: []discovery.ClusterSpec{},
 		Orchestrate: OrchestrateConfig{
 			Interval:         10 * time.Second,
@@ -147,6 +152,10 @@ func (c *Config) Validate() []error {
 		add("api.addr", "%s is not a loopback address; configure api.tls or set api.insecure: true", c.API.Addr)
 	}
 	errs = append(errs, c.API.TLS.Validate("api.tls")...)
+	errs = append(errs, c.API.Server.Validate("api")...)
+	if c.API.MaxEventStreams < 1 {
+		add("api.max_event_streams", "must be at least 1, got %d", c.API.MaxEventStreams)
+	}
 	if (c.AgentsTLS.CertFile == "") != (c.AgentsTLS.KeyFile == "") {
 		add("agents_tls", "cert_file and key_file must be set together")
 	}

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/musterhq/muster/core/discovery"
+	"github.com/musterhq/muster/shared/config"
 )
 
 func validConfig() Config {
@@ -74,6 +75,10 @@ func TestValidate(t *testing.T) {
 			c.Gossip.Enabled, c.Gossip.Insecure, c.Gossip.Join, c.Gossip.Profile = true, true, []string{"core"}, "wan"
 		}, []string{"gossip.join[0]:", "gossip.profile:"}},
 		{"log", func(c *Config) { c.Log.Level = "loud" }, []string{"log.level:"}},
+		{"server limits zero", func(c *Config) { c.API.Server, c.API.MaxEventStreams = config.Server{}, 0 }, []string{
+			"api.idle_timeout:", "api.max_connections:", "api.max_event_streams:", "api.max_header_bytes:",
+			"api.read_timeout:", "api.write_timeout:",
+		}},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {

@@ -29,6 +29,7 @@ import (
 	"github.com/musterhq/muster/core/store"
 	"github.com/musterhq/muster/core/store/postgres"
 	"github.com/musterhq/muster/core/store/sqlite"
+	"github.com/musterhq/muster/shared/apiserver"
 	"github.com/musterhq/muster/shared/config"
 	"github.com/musterhq/muster/shared/gossip"
 	"github.com/musterhq/muster/shared/tlsutil"
@@ -134,10 +135,12 @@ func (c *Core) Run(ctx context.Context) error {
 		ln.Close()
 		return err
 	}
-	apiSrv := api.New(api.Config{Policy: cfg.Approval, Rules: rules, Gatherer: reg, Registerer: reg, Runs: engine, Replicas: repl}, st, repl, c.log)
-	httpSrv := &http.Server{Handler: apiSrv.Handler(), ReadHeaderTimeout: 10 * time.Second,
-		// Refused TLS handshakes (no or a wrong client certificate) land here.
-		ErrorLog: slog.NewLogLogger(c.log.With("component", "api").Handler(), slog.LevelWarn)}
+	apiSrv := api.New(api.Config{Policy: cfg.Approval, Rules: rules, Gatherer: reg, Registerer: reg, Runs: engine, Replicas: repl,
+		MaxStreams: cfg.API.MaxEventStreams, StreamWriteTimeout: cfg.API.WriteTimeout}, st, repl, c.log)
+	// Refused TLS handshakes (no or a wrong client certificate) land in
+	// the error log.
+	httpSrv := apiserver.NewServer(apiSrv.Handler(), cfg.API.Server,
+		slog.NewLogLogger(c.log.With("component", "api").Handler(), slog.LevelWarn))
 	httpSrv.RegisterOnShutdown(apiSrv.Close) // event streams end, so Shutdown can finish
 
 	// Started in this order, stopped in the reverse one (deferred).
@@ -260,7 +263,7 @@ func openStore(ctx context.Context, cfg Config) (store.Store, error) {
 // api.tls.client_ca_file, clients must present a certificate of that CA (the
 // bearer token is still required).
 func listen(c APIConfig) (net.Listener, error) {
-	return tlsutil.Listen("api", c.Addr, c.TLS.CertFile, c.TLS.KeyFile, c.TLS.ClientCAFile)
+	return apiserver.Listen("api", c.API)
 }
 
 // agentsTLS returns the TLS client configuration the orchestrator reaches

@@ -42,6 +42,11 @@ const (
 	DefaultMaxSSEPerToken = 8
 	// DefaultStreamKeepAlive is Config.StreamKeepAlive when zero.
 	DefaultStreamKeepAlive = 15 * time.Second
+	// DefaultMaxStreams caps the event streams of all tokens together when
+	// Config.MaxStreams is zero.
+	DefaultMaxStreams = 256
+	// DefaultStreamWriteTimeout is Config.StreamWriteTimeout when zero.
+	DefaultStreamWriteTimeout = 30 * time.Second
 )
 
 // Config is what the API needs beyond the store.
@@ -58,6 +63,13 @@ type Config struct {
 	// line, so that proxies keep it open and a vanished client is noticed.
 	// Zero means DefaultStreamKeepAlive.
 	StreamKeepAlive time.Duration
+	// MaxStreams caps the event streams open at once over all tokens (503
+	// beyond). Zero means DefaultMaxStreams.
+	MaxStreams int
+	// StreamWriteTimeout bounds each write of an event stream (the server's
+	// WriteTimeout would end every stream): a client that stops reading is
+	// dropped after it. Zero means DefaultStreamWriteTimeout.
+	StreamWriteTimeout time.Duration
 	// Gatherer is served on /metrics. Nil serves an empty registry.
 	Gatherer prometheus.Gatherer
 	// Registerer, when set, receives the API's own metrics.
@@ -89,6 +101,7 @@ type Server struct {
 
 	mu      sync.Mutex
 	streams map[string]int // open event streams by token name
+	open    int            // open event streams, all tokens
 	done    chan struct{}  // closed by Close
 	closed  bool
 
@@ -102,6 +115,12 @@ func New(cfg Config, st store.Store, n Nudger, log *slog.Logger) *Server {
 	}
 	if cfg.StreamKeepAlive <= 0 {
 		cfg.StreamKeepAlive = DefaultStreamKeepAlive
+	}
+	if cfg.MaxStreams <= 0 {
+		cfg.MaxStreams = DefaultMaxStreams
+	}
+	if cfg.StreamWriteTimeout <= 0 {
+		cfg.StreamWriteTimeout = DefaultStreamWriteTimeout
 	}
 	if cfg.Policy.Default == "" {
 		cfg.Policy = approval.DefaultPolicy()

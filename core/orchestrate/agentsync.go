@@ -15,6 +15,7 @@ import (
 	"github.com/musterhq/muster/core/store"
 	"github.com/musterhq/muster/shared/action"
 	"github.com/musterhq/muster/shared/client"
+	"github.com/musterhq/muster/shared/gossip"
 	"github.com/musterhq/muster/shared/tlsutil"
 	"github.com/musterhq/muster/shared/wire"
 )
@@ -29,6 +30,12 @@ import (
 const (
 	ReasonIdentityMismatch = "identity mismatch"
 	ReasonUnreachable      = "unreachable"
+	// ReasonTooLarge: an answer passed the client's limit, or the info its
+	// bounds (shared/client, shared/wire); nothing past the limit was read.
+	ReasonTooLarge = "the agent's answer is over a size limit"
+	// ReasonInternalAddr: a gossip node's address is loopback or
+	// link-local, which the core refuses to dial (RefuseInternalGossip).
+	ReasonInternalAddr = "refused: a gossip address on loopback or link-local"
 )
 
 // opKind is what a node sync learnt about one action.
@@ -122,6 +129,10 @@ func downReason(err error) string {
 	switch {
 	case errors.As(err, &ae):
 		return fmt.Sprintf("agent answered %d %s", ae.Status, http.StatusText(ae.Status))
+	case errors.Is(err, client.ErrTooLarge), errors.Is(err, wire.ErrInfoOutOfBounds):
+		return ReasonTooLarge
+	case errors.Is(err, gossip.ErrInternalAddr):
+		return ReasonInternalAddr
 	case errors.As(err, &ie):
 		return fmt.Sprintf("%s: the certificate at this address is %s", ReasonIdentityMismatch, ie.Got)
 	case errors.As(err, &ua):

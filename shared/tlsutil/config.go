@@ -150,20 +150,31 @@ func CertPool(file string) (*x509.CertPool, error) {
 	return pool, nil
 }
 
+// ListenConfig is the TLS configuration of a listener (nil without certFile
+// and keyFile: plain TCP): ServerConfig tuned by opts. Errors name the
+// configuration key under prefix ("api.tls.cert_file", ...).
+func ListenConfig(prefix, certFile, keyFile, clientCAFile string, opts ...ListenOption) (*tls.Config, error) {
+	if certFile == "" && keyFile == "" {
+		return nil, nil
+	}
+	tc, err := ServerConfig(certFile, keyFile, clientCAFile)
+	if err != nil {
+		return nil, fmt.Errorf("%s.tls.%w", prefix, err)
+	}
+	for _, o := range opts {
+		o(tc)
+	}
+	return tc, nil
+}
+
 // Listen opens a TCP listener on addr, serving TLS when certFile is set (see
 // ServerConfig; with clientCAFile, clients must present a certificate of that
 // CA). Errors name the configuration key under prefix ("api.addr",
 // "api.tls.cert_file", ...). opts tune the TLS configuration.
 func Listen(prefix, addr, certFile, keyFile, clientCAFile string, opts ...ListenOption) (net.Listener, error) {
-	var tc *tls.Config
-	if certFile != "" || keyFile != "" {
-		var err error
-		if tc, err = ServerConfig(certFile, keyFile, clientCAFile); err != nil {
-			return nil, fmt.Errorf("%s.tls.%w", prefix, err)
-		}
-		for _, o := range opts {
-			o(tc)
-		}
+	tc, err := ListenConfig(prefix, certFile, keyFile, clientCAFile, opts...)
+	if err != nil {
+		return nil, err
 	}
 	ln, err := net.Listen("tcp", addr)
 	if err != nil {
