@@ -103,8 +103,16 @@ func (a *Agent) Run(ctx context.Context) error {
 	prom.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	prom.MustRegister(newQueueCollector(q))
 
+	var rq runner.Queue = q
+	var note *notifier
+	if cfg.Gossip.Enabled {
+		// With gossip, every state change is told to the cores at once
+		// (its sender starts with the gossip service, below).
+		note = newNotifier(cfg.ClusterID, cfg.NodeID, NoteGap, a.log)
+		rq = notifyingQueue{Queue: q, changed: note.Changed}
+	}
 	run := runner.New(runner.Config{
-		Queue: q, Handlers: reg, Actor: cfg.NodeID, DefaultTimeout: cfg.Actions.DefaultTimeout,
+		Queue: rq, Handlers: reg, Actor: cfg.NodeID, DefaultTimeout: cfg.Actions.DefaultTimeout,
 		Log: a.log, Metrics: runner.NewMetrics(prom),
 	})
 	ret := newRetention(q, queue.Retention{
@@ -112,7 +120,7 @@ func (a *Agent) Run(ctx context.Context) error {
 	}, cfg.Actions.PurgeInterval, a.log)
 
 	srv := api.New(api.Config{
-		NodeID: cfg.NodeID, ClusterID: cfg.ClusterID, Version: version.Version,
+		NodeID: cfg.NodeID, ClusterID: cfg.ClusterID, Version: version.Version, Labels: cfg.Labels,
 		DefaultTimeout: cfg.Actions.DefaultTimeout,
 		Queue:          q, Runner: run, Kinds: reg, Gatherer: prom, Registerer: prom, Log: a.log,
 		Caller: apiCaller(cfg.API),
@@ -182,6 +190,8 @@ func (a *Agent) Run(ctx context.Context) error {
 	}
 	if gs != nil {
 		defer gs.Stop()
+		_ = note.Start(ctx, gs)
+		defer note.Stop() // before the pool is left
 	}
 	a.log.Info("agent started", "api", apiAddr, "socket", cfg.SocketPath(), "cluster", cfg.ClusterID,
 		"store_id", q.StoreID(), "kinds", len(reg.Kinds()), "version", version.Version)

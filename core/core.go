@@ -125,6 +125,8 @@ func (c *Core) Run(ctx context.Context) error {
 		ApprovalTTL:      cfg.Approval.TTL,
 		ScheduleTTL:      cfg.Orchestrate.ScheduleTTL,
 		AgentTLS:         atls,
+		StaticLabels:     discovery.StaticLabels(cfg.Clusters),
+		Budget:           cfg.BudgetPolicy(),
 		Runs:             engine,
 		Leases:           repl.orchestrateLeases(),
 	}
@@ -135,8 +137,9 @@ func (c *Core) Run(ctx context.Context) error {
 		ln.Close()
 		return err
 	}
-	apiSrv := api.New(api.Config{Policy: cfg.Approval, Rules: rules, Gatherer: reg, Registerer: reg, Runs: engine, Replicas: repl,
-		MaxStreams: cfg.API.MaxEventStreams, StreamWriteTimeout: cfg.API.WriteTimeout}, st, repl, c.log)
+	apiSrv := api.New(api.Config{Policy: cfg.Approval, Rules: rules, Budget: cfg.BudgetPolicy(), Gatherer: reg,
+		Registerer: reg, Runs: engine, Replicas: repl, MaxStreams: cfg.API.MaxEventStreams,
+		StreamWriteTimeout: cfg.API.WriteTimeout}, st, repl, c.log)
 	// Refused TLS handshakes (no or a wrong client certificate) land in
 	// the error log.
 	httpSrv := apiserver.NewServer(apiSrv.Handler(), cfg.API.Server,
@@ -149,7 +152,7 @@ func (c *Core) Run(ctx context.Context) error {
 		return err
 	}
 	defer orch.Stop()
-	if err := repl.Start(ctx, orch.Nudge); err != nil {
+	if err := repl.Start(ctx, orch.Nudge, orch.NudgeNode); err != nil {
 		ln.Close()
 		return err
 	}
@@ -174,7 +177,7 @@ func (c *Core) Run(ctx context.Context) error {
 		_ = discovery.Watch(watchCtx, st, c.log, repl.Nudge, static.Clusters(), sources...)
 	}()
 	defer func() { stopWatch(); watch.Wait() }()
-	gs, err := newGossip(cfg.Gossip, ln.Addr().String(), pool, c.log)
+	gs, err := newGossip(cfg.Gossip, ln.Addr().String(), pool, orch.NudgeNode, c.log)
 	if err == nil && gs != nil {
 		err = gs.Start(ctx)
 	}

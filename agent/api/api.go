@@ -25,6 +25,7 @@ import (
 	"github.com/musterhq/muster/shared/action"
 	"github.com/musterhq/muster/shared/apiserver"
 	"github.com/musterhq/muster/shared/jsonbody"
+	"github.com/musterhq/muster/shared/labels"
 	"github.com/musterhq/muster/shared/tlsutil"
 	"github.com/musterhq/muster/shared/wire"
 )
@@ -70,6 +71,8 @@ const (
 // Config configures the API.
 type Config struct {
 	NodeID, ClusterID, Version string
+	// Labels are the node's labels, shown by info.
+	Labels map[string]string
 	// DefaultTimeout applies to actions without timeout_s whose kind has none.
 	DefaultTimeout time.Duration
 	Queue          Queue
@@ -164,6 +167,7 @@ func (s *Server) info(c *echo.Context) error {
 	return c.JSON(http.StatusOK, wire.AgentInfo{
 		NodeID: s.cfg.NodeID, ClusterID: s.cfg.ClusterID, Version: s.cfg.Version,
 		StoreID: s.cfg.Queue.StoreID(), Kinds: s.cfg.Kinds.Kinds(), Queue: counts,
+		Labels: labels.Merge(nil, s.cfg.Labels),
 	})
 }
 

@@ -22,6 +22,7 @@ import (
 	"github.com/musterhq/muster/core/actions"
 	"github.com/musterhq/muster/core/approval"
 	"github.com/musterhq/muster/core/auth"
+	"github.com/musterhq/muster/core/budget"
 	"github.com/musterhq/muster/core/runs"
 	"github.com/musterhq/muster/core/store"
 	"github.com/musterhq/muster/shared/apiserver"
@@ -74,16 +75,22 @@ type Config struct {
 	Gatherer prometheus.Gatherer
 	// Registerer, when set, receives the API's own metrics.
 	Registerer prometheus.Registerer
+	// Budget is the clusters' disruption budgets, shown by GET
+	// /api/v1/clusters/{c}.
+	Budget budget.Policy
 	// Replicas answers GET /api/v1/core/replicas; nil lists none.
 	Replicas ReplicaLister
 	// Runs makes every change to runs.
 	Runs *runs.Engine
 }
 
-// Nudger asks the orchestrator for a pass of one cluster now. It must not
-// block: the API calls it after its transaction has committed.
+// Nudger asks the orchestrator for a pass of one cluster now, or for a sync
+// of one node alone (which does not wait for a pass of its cluster under
+// way). It must not block: the API calls it after its transaction has
+// committed.
 type Nudger interface {
 	Nudge(clusterID string)
+	NudgeNode(clusterID, nodeID string)
 }
 
 // Server is the core API. Build it with New, serve Handler, and call Close

@@ -7,7 +7,9 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/musterhq/muster/core/budget"
 	"github.com/musterhq/muster/core/runs/playbook"
+	"github.com/musterhq/muster/shared/limit"
 	"github.com/musterhq/muster/shared/wire"
 )
 
@@ -174,4 +176,25 @@ func FuzzPlaybookBodies(f *testing.F) {
 		var reason wire.ReasonRequest
 		check(decodeStrict(body, &reason))
 	})
+}
+
+func TestPlaybookPlanShowsWhatTheBudgetHoldsBack(t *testing.T) {
+	t.Parallel()
+	e := setup(t, func(c *Config) {
+		c.Budget = budget.Policy{MaxUnavailable: map[string]limit.Limit{"prod": limit.MustParse("1")},
+			Kinds: []budget.KindRule{{Kind: "muster.io/debug.ping", Disruptive: true}}}
+	})
+	// Both nodes at once: the budget of one unavailable node lets one go.
+	doc := strings.Replace(testPlaybook("pb", ""), "max_concurrency: 50%", "max_concurrency: 100%", 1)
+	e.call(http.MethodPost, "/api/v1/playbooks", "op", wire.ApplyPlaybookRequest{Document: doc}, http.StatusCreated, nil)
+	var plan wire.Plan
+	e.call(http.MethodPost, "/api/v1/playbooks/pb/plan", "viewer", wire.PlanRequest{ClusterID: "prod"}, http.StatusOK, &plan)
+	held := map[string]string{}
+	for _, ch := range plan.Children {
+		held[ch.Stage+"/"+ch.NodeID] = ch.Held
+	}
+	// db-2 is DOWN in the fixture: the budget's one slot is taken by it.
+	if !strings.Contains(held["second/db-2"], "the node is down") || !strings.Contains(held["second/db-1"], "1 of 1 unavailable") {
+		t.Fatalf("held %q", held)
+	}
 }

@@ -99,12 +99,20 @@ func (s *Server) createRun(c *echo.Context) error {
 	if err := decodeStrict(body, &req); err != nil {
 		return err
 	}
+	return s.newRun(c, func(ctx context.Context, tx store.Tx) (*store.Run, error) {
+		return s.cfg.Runs.Create(ctx, tx, &req, s.who(c))
+	})
+}
+
+// newRun stores the run fn makes, in one transaction, and answers it (201);
+// a run that starts at once nudges a pass to push its first wave.
+func (s *Server) newRun(c *echo.Context, fn func(ctx context.Context, tx store.Tx) (*store.Run, error)) error {
 	ctx := c.Request().Context()
 	var run *store.Run
 	var kids []store.Record
-	err = s.st.Update(ctx, func(tx store.Tx) error {
+	err := s.st.Update(ctx, func(tx store.Tx) error {
 		var err error
-		if run, err = s.cfg.Runs.Create(ctx, tx, &req, s.who(c)); err != nil {
+		if run, err = fn(ctx, tx); err != nil {
 			return err
 		}
 		kids, err = tx.RunChildren(ctx, run.ID)

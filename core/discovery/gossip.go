@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"log/slog"
+	"maps"
 	"sort"
 	"strings"
 	"sync"
@@ -150,7 +151,7 @@ func (g *GossipSource) Handle(ev gossip.Event) {
 			g.seq++
 			cur.order = g.seq
 		}
-		if ev.Kind == gossip.KindJoin || cur.meta != m {
+		if ev.Kind == gossip.KindJoin || !sameMeta(cur.meta, m) {
 			g.forgetClaims(ev.Name) // a new process or announcement is checked again
 		}
 		cur.name, cur.meta, cur.addr, cur.gone = ev.Name, m, ev.Addr, ""
@@ -214,9 +215,9 @@ func (g *GossipSource) Snapshot() []Node {
 		switch {
 		case len(alive) == 0:
 			last := ms[len(ms)-1]
-			n.Addr, n.Down = last.meta.API, last.gone
+			n.Addr, n.Down, n.Labels = last.meta.API, last.gone, maps.Clone(last.meta.Labels)
 		default:
-			n.Addr = alive[0].meta.API
+			n.Addr, n.Labels = alive[0].meta.API, maps.Clone(alive[0].meta.Labels)
 			addrs := []string{alive[0].meta.API}
 			for _, m := range alive[1:] {
 				if !contains(addrs, m.meta.API) {
@@ -345,4 +346,10 @@ func ValidName(s string) bool {
 		}
 	}
 	return true
+}
+
+// sameMeta reports whether two announcements say the same.
+func sameMeta(a, b gossip.Meta) bool {
+	return a.V == b.V && a.Role == b.Role && a.Cluster == b.Cluster && a.Node == b.Node && a.API == b.API &&
+		a.Leave == b.Leave && maps.Equal(a.Labels, b.Labels)
 }

@@ -26,6 +26,7 @@ import (
 
 	"github.com/musterhq/muster/core/actions"
 	"github.com/musterhq/muster/core/approval"
+	"github.com/musterhq/muster/core/budget"
 	"github.com/musterhq/muster/core/store"
 	"github.com/musterhq/muster/shared/action"
 	"github.com/musterhq/muster/shared/gossip"
@@ -85,6 +86,13 @@ type Config struct {
 	// another node's certificate, or without TLS, is refused before
 	// anything is sent to it.
 	AgentTLS *tls.Config
+	// StaticLabels are the labels the core's configuration gives nodes, by
+	// cluster and node id; a pass lays the agent's own labels (from its
+	// info) over them, key by key.
+	StaticLabels map[string]map[string]map[string]string
+	// Budget is the disruption budget of every cluster and the kinds it
+	// counts (DESIGN.md §11): no disruptive action is pushed past it.
+	Budget budget.Policy
 	// Runs, when set, moves runs on at every pass (core/runs).
 	Runs Runs
 	// RefuseInternalGossip: nodes found through gossip are never dialled at
@@ -177,9 +185,12 @@ type Orchestrator struct {
 	mu       sync.Mutex
 	clusters map[string]*clusterState
 	nudged   map[string]bool
-	state    int // 0 new, 1 started, 2 stopped
-	cancel   context.CancelFunc
-	wg       sync.WaitGroup
+	// nodeNudged: cluster id → node ids to sync alone (NudgeNode).
+	nodeNudged map[string]map[string]bool
+	nodeWake   chan struct{}
+	state      int // 0 new, 1 started, 2 stopped
+	cancel     context.CancelFunc
+	wg         sync.WaitGroup
 
 	wake chan struct{}
 }
@@ -192,6 +203,14 @@ type clusterState struct {
 	passes      int
 	lastContact map[string]time.Time   // node id → last answer (written only with other changes)
 	clients     map[string]*nodeClient // node id → its HTTP client (with AgentTLS)
+
+	// smu guards what syncs of the cluster running at once share: a pass
+	// and syncs of single nodes (lastContact, clients, admitted, nodeLocks,
+	// heldNodes, and every budgetView's usage).
+	smu       sync.Mutex
+	admitted  map[string]admission     // action id → a disruptive push admitted, not yet settled
+	nodeLocks map[string]chan struct{} // node id → held while a sync talks to it
+	heldNodes map[string]bool          // nodes with a disruptive action the budget held
 }
 
 // nodeClient is the HTTP client of one node, for the address (and the
@@ -248,10 +267,12 @@ func New(cfg Config, st store.Store, log *slog.Logger, reg prometheus.Registerer
 	}
 	return &Orchestrator{
 		cfg: cfg, st: st, log: log.With("component", "orchestrate"), hc: hc, guarded: guarded, ownHC: ownHC, metrics: m,
-		rules:    cfg.Rules,
-		clusters: map[string]*clusterState{},
-		nudged:   map[string]bool{},
-		wake:     make(chan struct{}, 1),
+		rules:      cfg.Rules,
+		clusters:   map[string]*clusterState{},
+		nudged:     map[string]bool{},
+		wake:       make(chan struct{}, 1),
+		nodeNudged: map[string]map[string]bool{},
+		nodeWake:   make(chan struct{}, 1),
 	}, nil
 }
 
@@ -280,7 +301,8 @@ func (o *Orchestrator) cluster(id string) *clusterState {
 	defer o.mu.Unlock()
 	cs, ok := o.clusters[id]
 	if !ok {
-		cs = &clusterState{id: id, lastContact: map[string]time.Time{}, clients: map[string]*nodeClient{}}
+		cs = &clusterState{id: id, lastContact: map[string]time.Time{}, clients: map[string]*nodeClient{},
+			admitted: map[string]admission{}, nodeLocks: map[string]chan struct{}{}, heldNodes: map[string]bool{}}
 		o.clusters[id] = cs
 	}
 	return cs
@@ -312,8 +334,9 @@ func (o *Orchestrator) Start(ctx context.Context) error {
 	}
 	o.state = 1
 	ctx, o.cancel = context.WithCancel(ctx)
-	o.wg.Add(2)
+	o.wg.Add(3)
 	go func() { defer o.wg.Done(); o.schedule(ctx) }()
+	go func() { defer o.wg.Done(); o.syncNudgedNodes(ctx) }()
 	go func() { defer o.wg.Done(); o.sweep(ctx) }()
 	return nil
 }
@@ -337,11 +360,11 @@ func (o *Orchestrator) Stop() {
 		o.guarded.CloseIdleConnections()
 	}
 	for _, cs := range o.clusters {
-		cs.mu.Lock()
+		cs.smu.Lock()
 		for _, c := range cs.clients {
 			c.hc.CloseIdleConnections()
 		}
-		cs.mu.Unlock()
+		cs.smu.Unlock()
 	}
 }
 
@@ -360,6 +383,8 @@ func (o *Orchestrator) nodeClients(cs *clusterState, nodes []nodeResult) {
 		}
 		return
 	}
+	cs.smu.Lock()
+	defer cs.smu.Unlock()
 	keep := map[string]bool{}
 	for i := range nodes {
 		n := &nodes[i].node

@@ -10,6 +10,8 @@ import (
 	"syscall"
 
 	"github.com/hashicorp/memberlist"
+
+	"github.com/musterhq/muster/shared/labels"
 )
 
 // MetaVersion is the version of the metadata this build writes. A reader
@@ -48,6 +50,9 @@ type Meta struct {
 	// Leave is the commitment of the member's leave intent: the digest of
 	// a secret only the member knows, which its intent reveals (set by New).
 	Leave string `json:"leave,omitempty"`
+	// Labels are the agent's own labels (DESIGN.md §9), within the bounds
+	// of package labels; the whole record must still fit MaxMetaSize.
+	Labels labels.Set `json:"labels,omitempty"`
 }
 
 // EncodeMeta returns the wire form of m, with V set to MetaVersion.
@@ -57,6 +62,9 @@ func EncodeMeta(m Meta) ([]byte, error) {
 		if err := ValidateAPIAddr(m.API); err != nil {
 			return nil, fmt.Errorf("%w: %w", ErrBadMeta, err)
 		}
+	}
+	if err := m.Labels.Validate(); err != nil {
+		return nil, fmt.Errorf("%w: %v", ErrBadMeta, err)
 	}
 	b, err := json.Marshal(m)
 	if err != nil {
@@ -69,8 +77,9 @@ func EncodeMeta(m Meta) ([]byte, error) {
 }
 
 // DecodeMeta reads metadata written by EncodeMeta of this or a later
-// version. Unknown fields are ignored; a missing version or role, or an API
-// address that is not a bare host:port, is an error.
+// version. Unknown fields are ignored; a missing version or role, a record
+// over MaxMetaSize, an API address that is not a bare host:port, and labels
+// beyond the bounds of package labels are errors.
 func DecodeMeta(b []byte) (Meta, error) {
 	if len(b) > MaxMetaSize {
 		return Meta{}, fmt.Errorf("%w: %d bytes, the limit is %d", ErrMetaTooLarge, len(b), MaxMetaSize)
@@ -89,6 +98,9 @@ func DecodeMeta(b []byte) (Meta, error) {
 		if err := ValidateAPIAddr(m.API); err != nil {
 			return Meta{}, fmt.Errorf("%w: %w", ErrBadMeta, err)
 		}
+	}
+	if err := m.Labels.Validate(); err != nil {
+		return Meta{}, fmt.Errorf("%w: %v", ErrBadMeta, err)
 	}
 	return m, nil
 }

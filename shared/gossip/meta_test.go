@@ -3,8 +3,11 @@ package gossip
 import (
 	"errors"
 	"net"
+	"reflect"
 	"strings"
 	"testing"
+
+	"github.com/musterhq/muster/shared/labels"
 )
 
 // An announced API address is a bare host:port (issue 9, item 1): a scheme
@@ -65,13 +68,15 @@ func FuzzDecodeMeta(f *testing.F) {
 		`{"v":7,"role":"agent","node":"n","zone":"eu-1","caps":[1,2]}`,
 		`{"v":1,"role":"agent","api":"user:pw@host:1"}`,
 		`{"v":0}`, `null`, `[]`, ``, "\x82\xa1v\x01", `{"v":1e400}`,
+		`{"v":1,"role":"agent","node":"n","api":"127.0.0.1:1","labels":{"role":"replica"}}`,
+		`{"v":1,"role":"agent","labels":{"a b":"c"}}`, `{"v":1,"role":"agent","labels":{"role":""}}`,
 	} {
 		f.Add([]byte(s))
 	}
 	f.Fuzz(func(t *testing.T, b []byte) {
 		m, err := DecodeMeta(b)
 		if err != nil {
-			if m != (Meta{}) {
+			if !reflect.DeepEqual(m, Meta{}) {
 				t.Fatalf("an error with metadata %+v", m)
 			}
 			return
@@ -85,6 +90,9 @@ func FuzzDecodeMeta(f *testing.F) {
 		if strings.ContainsAny(m.API, "/?#@ ") {
 			t.Fatalf("accepted api %q", m.API)
 		}
+		if len(m.Labels) > labels.MaxLabels || m.Labels.Validate() != nil {
+			t.Fatalf("accepted labels beyond bounds: %v", m.Labels)
+		}
 		enc, err := EncodeMeta(m)
 		if err != nil {
 			if errors.Is(err, ErrMetaTooLarge) {
@@ -94,7 +102,7 @@ func FuzzDecodeMeta(f *testing.F) {
 		}
 		back, err := DecodeMeta(enc)
 		m.V = MetaVersion
-		if err != nil || back != m {
+		if err != nil || !reflect.DeepEqual(back, m) {
 			t.Fatalf("round trip: %+v, %v; want %+v", back, err, m)
 		}
 	})

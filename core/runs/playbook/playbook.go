@@ -452,11 +452,11 @@ func (p *Playbook) paramNames() string {
 // together: a template cannot make the core build more than this.
 const MaxRendered = 1 << 20
 
-// budget is what a render may still write.
-type budget struct{ left int }
+// renderBudget is what a render may still write.
+type renderBudget struct{ left int }
 
 // Write counts p against the budget, refusing what goes past it.
-func (b *budget) Write(p []byte) (int, error) {
+func (b *renderBudget) Write(p []byte) (int, error) {
 	if len(p) > b.left {
 		b.left = 0
 		return 0, fmt.Errorf("the rendered playbook is larger than %d bytes", MaxRendered)
@@ -468,7 +468,7 @@ func (b *budget) Write(p []byte) (int, error) {
 // cappedBuilder writes into a string builder within a budget.
 type cappedBuilder struct {
 	strings.Builder
-	b *budget
+	b *renderBudget
 }
 
 func (w *cappedBuilder) Write(p []byte) (int, error) {
@@ -482,7 +482,7 @@ var wholeRef = regexp.MustCompile(`^\{\{\s*\.([A-Za-z_][A-Za-z0-9_]*)\s*\}\}$`)
 
 // render fills one string's template. A string that is exactly one
 // reference keeps its parameter's type (when typed is set).
-func render(s string, values map[string]any, typed bool, b *budget) (any, error) {
+func render(s string, values map[string]any, typed bool, b *renderBudget) (any, error) {
 	if !strings.Contains(s, "{{") {
 		return s, nil
 	}
@@ -505,7 +505,7 @@ func render(s string, values map[string]any, typed bool, b *budget) (any, error)
 	return w.String(), nil
 }
 
-func renderValue(v any, values map[string]any, b *budget) (any, error) {
+func renderValue(v any, values map[string]any, b *renderBudget) (any, error) {
 	switch x := v.(type) {
 	case string:
 		return render(x, values, true, b)
@@ -533,7 +533,7 @@ func renderValue(v any, values map[string]any, b *budget) (any, error) {
 	return v, nil
 }
 
-func renderText(s string, values map[string]any, b *budget) (string, error) {
+func renderText(s string, values map[string]any, b *renderBudget) (string, error) {
 	v, err := render(s, values, false, b)
 	if err != nil {
 		return "", err
@@ -549,7 +549,7 @@ func (p *Playbook) Render(values map[string]any) ([]wire.StageSpec, error) {
 
 func (p *Playbook) stageSpecs(values map[string]any) ([]wire.StageSpec, error) {
 	var out []wire.StageSpec
-	b := &budget{left: MaxRendered}
+	b := &renderBudget{left: MaxRendered}
 	for i := range p.Stages {
 		st := &p.Stages[i]
 		sp := wire.StageSpec{Name: st.Name, Kind: st.Kind, MaxConcurrency: st.conc, MaxErrors: st.errs,
