@@ -19,7 +19,8 @@ type Config struct {
 	NodeID    string `mapstructure:"node_id" yaml:"node_id"`
 	ClusterID string `mapstructure:"cluster_id" yaml:"cluster_id"`
 	// Labels describe the node (role: replica, zone: eu-1): shown in info,
-	// announced in gossip, selected by targets (DESIGN.md §9).
+	// announced in gossip, selected by targets (docs/architecture.md, "Labels,
+	// targets and the disruption budget").
 	Labels  map[string]string `mapstructure:"labels" yaml:"labels"`
 	DataDir string            `mapstructure:"data_dir" yaml:"data_dir"`
 	API     APIConfig         `mapstructure:"api" yaml:"api"`

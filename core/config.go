@@ -28,8 +28,9 @@ type Config struct {
 	Clusters    []discovery.ClusterSpec `mapstructure:"clusters" yaml:"clusters"`
 	Orchestrate OrchestrateConfig       `mapstructure:"orchestrate" yaml:"orchestrate"`
 	Approval    approval.Policy         `mapstructure:"approval" yaml:"approval"`
-	// Kinds marks kinds (by glob) as disruptive: they count against the
-	// clusters' disruption budgets (DESIGN.md §11).
+	// Kinds marks kinds (by glob) as disruptive: they count against the clusters'
+	// disruption budgets (docs/architecture.md, "Labels, targets and the
+	// disruption budget").
 	Kinds  []budget.KindRule `mapstructure:"kinds" yaml:"kinds"`
 	Gossip GossipConfig      `mapstructure:"gossip" yaml:"gossip"`
 	HA     HAConfig          `mapstructure:"ha" yaml:"ha"`

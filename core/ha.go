@@ -100,10 +100,11 @@ func (r *replication) Nudge(clusterID string) {
 	}
 }
 
-// NudgeNode asks for a sync of one node now (DESIGN.md §12). The sync runs
-// where the cluster's lease is: here when this replica holds it; with
-// several replicas, the holder gets a nudge of the whole cluster through the
-// database, since nudges between replicas name clusters. It never blocks.
+// NudgeNode asks for a sync of one node now (docs/architecture.md, "Node syncs
+// and reactive progress"). The sync runs where the cluster's lease is: here
+// when this replica holds it; with several replicas, the holder gets a nudge of
+// the whole cluster through the database, since nudges between replicas name
+// clusters. It never blocks.
 func (r *replication) NudgeNode(clusterID, nodeID string) {
 	if r.localNode != nil {
 		r.localNode(clusterID, nodeID)

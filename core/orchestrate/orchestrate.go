@@ -90,8 +90,9 @@ type Config struct {
 	// cluster and node id; a pass lays the agent's own labels (from its
 	// info) over them, key by key.
 	StaticLabels map[string]map[string]map[string]string
-	// Budget is the disruption budget of every cluster and the kinds it
-	// counts (DESIGN.md §11): no disruptive action is pushed past it.
+	// Budget is the disruption budget of every cluster and the kinds it counts
+	// (docs/architecture.md, "Labels, targets and the disruption budget"): no
+	// disruptive action is pushed past it.
 	Budget budget.Policy
 	// Runs, when set, moves runs on at every pass (core/runs).
 	Runs Runs
