@@ -21,6 +21,10 @@ build: ## Build bin/muster
 dev: build ## Start a core and three agents on loopback (temporary SQLite files)
 	$(BIN) dev --agents 3
 
+.PHONY: dev-ha
+dev-ha: build ## Start PostgreSQL, three core replicas and three agents on loopback
+	$(BIN) dev --ha --replicas 3 --agents 3
+
 .PHONY: test
 test: lint ## Run every test (unit, fuzz seeds, e2e) with the race detector
 	$(GO) test $(RACE) -count=1 -timeout 15m $(PKGS)
@@ -43,11 +47,13 @@ bench: ## Run the benchmarks (no race detector): a table, and bench/results.json
 # The chaos test for long: CHAOS_SEED empty picks a random seed (printed).
 CHAOS_SEED     ?=
 CHAOS_DURATION ?= 10m
+# CHAOS_REPLICAS=3 runs three core replicas on PostgreSQL instead of one core on SQLite.
+CHAOS_REPLICAS ?=
 CHAOS_TIMEOUT  ?= 60m
 
 .PHONY: chaos
 chaos: ## Run the chaos test for long: make chaos CHAOS_SEED=… CHAOS_DURATION=10m
-	CHAOS_SEED='$(CHAOS_SEED)' CHAOS_DURATION='$(CHAOS_DURATION)' \
+	CHAOS_SEED='$(CHAOS_SEED)' CHAOS_DURATION='$(CHAOS_DURATION)' CHAOS_REPLICAS='$(CHAOS_REPLICAS)' \
 	  $(GO) test $(RACE) -count=1 -run '^TestChaos$$' -timeout $(CHAOS_TIMEOUT) -v ./e2e/
 
 .PHONY: clean

@@ -16,6 +16,7 @@ import (
 	"sort"
 	"strconv"
 	"sync"
+	"syscall"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -254,7 +255,11 @@ func listenSocket(path, group, dataDir string) (net.Listener, error) {
 			return nil, fmt.Errorf("api.socket: remove the stale socket: %w", err)
 		}
 	}
+	// The socket is born owner-only (0600 under this umask), so nobody
+	// connects in the moment before its mode and group are set below.
+	old := syscall.Umask(0o177)
 	ln, err := net.Listen("unix", path)
+	syscall.Umask(old)
 	if err != nil {
 		return nil, fmt.Errorf("api.socket: %w", err)
 	}

@@ -118,6 +118,15 @@ func runWithARealAgent(t *testing.T, storeCfg func(t *testing.T, dataDir string)
 		cs, err := cl.Cluster(bg, "db")
 		return err == nil && cs.NodeCounts.Up == 1
 	})
+	// The one replica, live; on PostgreSQL it holds the cluster's lease.
+	rs, err := cl.Replicas(bg)
+	if err != nil || rs.Store != cfg.Store.Driver || len(rs.Replicas) != 1 || rs.Replicas[0].ID != rs.Self ||
+		!rs.Replicas[0].Live || rs.Replicas[0].Addr != c.Addr().String() {
+		t.Fatalf("replicas %+v, %v", rs, err)
+	}
+	if leases := rs.Replicas[0].Leases; cfg.Store.Driver == core.DriverPostgres && (len(leases) != 1 || leases[0].ClusterID != "db") {
+		t.Fatalf("leases %+v, want db's", leases)
+	}
 
 	// An action created through the API runs on the agent; a nudge brings it
 	// there and back without waiting for the (hour-long) interval.

@@ -2,6 +2,7 @@ package core_test
 
 import (
 	"context"
+	"fmt"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -32,14 +33,17 @@ func TestPostgresOutage(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { srv.Stop() })
-	if err := srv.CreateDatabase(ctx, "muster", ""); err != nil {
+	// A name no other server has: once this one is killed, its port is free,
+	// and another test's server may take it before the restart.
+	db := fmt.Sprintf("outage%d", time.Now().UnixNano())
+	if err := srv.CreateDatabase(ctx, db, ""); err != nil {
 		t.Fatal(err)
 	}
 	agentAddr := startAgent(t, "db", "db-1")
 	cfg := core.DefaultConfig()
 	cfg.DataDir = t.TempDir()
 	cfg.API.Addr = "127.0.0.1:0"
-	cfg.Store = core.StoreConfig{Driver: core.DriverPostgres, DSN: srv.DSN("muster") + "&connect_timeout=2"}
+	cfg.Store = core.StoreConfig{Driver: core.DriverPostgres, DSN: srv.DSN(db) + "&connect_timeout=2"}
 	cfg.HA.LeaseTTL = time.Second
 	cfg.Clusters = []discovery.ClusterSpec{{ID: "db", Nodes: []discovery.NodeSpec{{ID: "db-1", Addr: agentAddr}}}}
 	cfg.Orchestrate.Interval = time.Hour // passes come from lease takeovers and nudges

@@ -65,6 +65,13 @@ const benchCluster = "bench"
 // benchmark ends.
 func inProcessAgents(b *testing.B, n int) map[string]string {
 	b.Helper()
+	return inProcessAgentsIn(b, n, func(int) string { return benchCluster })
+}
+
+// inProcessAgentsIn is inProcessAgents with node-(i+1) in cluster
+// clusterOf(i).
+func inProcessAgentsIn(b *testing.B, n int, clusterOf func(i int) string) map[string]string {
+	b.Helper()
 	dir := b.TempDir()
 	ctx, cancel := context.WithCancel(context.Background())
 	var running sync.WaitGroup
@@ -80,7 +87,7 @@ func inProcessAgents(b *testing.B, n int) map[string]string {
 			defer func() { <-sem; starting.Done() }()
 			node := fmt.Sprintf("node-%d", i+1)
 			cfg := agent.DefaultConfig()
-			cfg.NodeID, cfg.ClusterID, cfg.DataDir, cfg.API.Addr = node, benchCluster, filepath.Join(dir, node), "127.0.0.1:0"
+			cfg.NodeID, cfg.ClusterID, cfg.DataDir, cfg.API.Addr = node, clusterOf(i), filepath.Join(dir, node), "127.0.0.1:0"
 			cfg.API.Insecure = true
 			a, err := agent.New(cfg, nil)
 			if err != nil {

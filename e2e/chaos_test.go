@@ -31,7 +31,10 @@ import (
 // overlaps another on its node.
 //
 // CHAOS_SEED (default random, always printed) seeds every choice;
-// CHAOS_DURATION (default 50s) is how long the faults and the workload run.
+// CHAOS_DURATION (default 50s) is how long the faults and the workload run;
+// CHAOS_REPLICAS, when set above zero, runs that many core replicas on
+// PostgreSQL instead of one core on SQLite, and kill-core SIGKILLs one of
+// them at random (the one the workload talks to among them).
 // `make chaos` runs it for long.
 
 const (
@@ -102,6 +105,20 @@ func (r *chaosRun) fault(kind, format string, args ...any) {
 	r.note(kind+": "+format, args...)
 }
 
+// chaosReplicas reads CHAOS_REPLICAS: 0 (default) is one core on SQLite.
+func chaosReplicas(t *testing.T) int {
+	t.Helper()
+	v := os.Getenv("CHAOS_REPLICAS")
+	if v == "" {
+		return 0
+	}
+	n, err := strconv.Atoi(v)
+	if err != nil || n < 0 || n > 9 {
+		t.Fatalf("CHAOS_REPLICAS=%q: want 0 to 9", v)
+	}
+	return n
+}
+
 func chaosSettings(t *testing.T) (uint64, time.Duration) {
 	t.Helper()
 	seed := rand.Uint64()
@@ -126,7 +143,8 @@ func chaosSettings(t *testing.T) (uint64, time.Duration) {
 func TestChaos(t *testing.T) {
 	t.Parallel()
 	seed, dur := chaosSettings(t)
-	t.Logf("chaos: CHAOS_SEED=%d CHAOS_DURATION=%s", seed, dur)
+	replicas := chaosReplicas(t)
+	t.Logf("chaos: CHAOS_SEED=%d CHAOS_DURATION=%s CHAOS_REPLICAS=%d", seed, dur, replicas)
 	// Not t.TempDir: a failed run keeps every data directory and log.
 	dir, err := os.MkdirTemp("", "muster-chaos-")
 	if err != nil {
@@ -158,6 +176,7 @@ func TestChaos(t *testing.T) {
 		actionsYAML: kinds,
 		coreExtra: fmt.Sprintf("approval:\n  default: none\n  rules:\n    - {kind: %q, cluster: %q, approval: required}\n",
 			kindGated, chaosCluster),
+		replicas: replicas,
 		coreAddr: func(node, agentAddr string) string {
 			proxySeed++
 			p := newFaultProxy(t, agentAddr, proxySeed)
@@ -435,11 +454,12 @@ func (r *chaosRun) inject(dur time.Duration) {
 			r.f.agents[node].restart()
 			r.note("restarted %s", node)
 		case "kill-core":
-			r.f.core.kill()
-			r.fault(typ, "core")
+			c := r.f.cores[rng.IntN(len(r.f.cores))]
+			c.kill()
+			r.fault(typ, "%s", c.name)
 			pause(time.Duration(rng.Int64N(int64(1500 * time.Millisecond))))
-			r.f.core.restart()
-			r.note("restarted core")
+			c.restart()
+			r.note("restarted %s", c.name)
 		}
 	}
 	t.Logf("chaos: faults injected for %s", dur)

@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/musterhq/muster/core/store/pgtest"
 	"github.com/musterhq/muster/shared/action"
 	"github.com/musterhq/muster/shared/client"
 	"github.com/musterhq/muster/shared/wire"
@@ -20,15 +21,18 @@ import (
 
 // fleet is a real core and real agents, each its own process.
 type fleet struct {
-	t      testing.TB
-	core   *proc
-	agents map[string]*proc
-	agentC map[string]*client.Agent
-	dirs   map[string]string // agent data dirs
-	alice  *client.Core      // operator
-	bob    *client.Core      // approver
-	admin  *client.Core
-	log    string // the append kind's execution log
+	t     testing.TB
+	core  *proc
+	cores []*proc // with replicas: every core replica (core is the first)
+	// secrets of admin, alice and bob, for clients of another replica (use)
+	secrets map[string]string
+	agents  map[string]*proc
+	agentC  map[string]*client.Agent
+	dirs    map[string]string // agent data dirs
+	alice   *client.Core      // operator
+	bob     *client.Core      // approver
+	admin   *client.Core
+	log     string // the append kind's execution log
 }
 
 // newFleet starts n agents (node-1…node-n, with the external kind
@@ -58,6 +62,10 @@ type fleetOptions struct {
 	// agentYAML, when set, adds YAML of a node's own to its agent's config
 	// (its labels, say).
 	agentYAML func(node string) string
+	// replicas, when above zero, starts that many core replicas on one
+	// fresh PostgreSQL database (lease TTL 2 s) instead of one core on
+	// SQLite.
+	replicas int
 }
 
 func newFleetWith(t testing.TB, o fleetOptions) *fleet {
@@ -74,7 +82,8 @@ func newFleetWith(t testing.TB, o fleetOptions) *fleet {
 		}
 		return d
 	}
-	f := &fleet{t: t, agents: map[string]*proc{}, agentC: map[string]*client.Agent{}, dirs: map[string]string{}}
+	f := &fleet{t: t, agents: map[string]*proc{}, agentC: map[string]*client.Agent{}, dirs: map[string]string{},
+		secrets: map[string]string{}}
 	extra := o.actionsYAML
 	if extra == "" {
 		f.log = filepath.Join(base, "executions.log")
@@ -101,8 +110,19 @@ func newFleetWith(t testing.TB, o fleetOptions) *fleet {
 		fmt.Fprintf(&nodes, "      - {id: %s, addr: %q}\n", id, addr)
 	}
 	nodes.WriteString(o.clusterYAML)
-	dir := subdir("core")
-	cfg := fmt.Sprintf(`data_dir: %s
+	replicas, storeYAML := 1, ""
+	if o.replicas > 0 {
+		replicas = o.replicas
+		storeYAML = fmt.Sprintf("store:\n  driver: postgres\n  dsn: %q\nha:\n  lease_ttl: 2s\n", pgtest.NewDatabase(t))
+	}
+	var admin []byte
+	for i := range replicas {
+		name := "core"
+		if i > 0 {
+			name = fmt.Sprintf("core-%d", i+1)
+		}
+		dir := subdir(name)
+		cfg := fmt.Sprintf(`data_dir: %s
 api:
   addr: 127.0.0.1:%d
 clusters:
@@ -112,18 +132,23 @@ clusters:
   interval: 1s
   full_sync_every: 2
   agent_timeout: 2s
-%s`, filepath.Join(dir, "data"), freePort(t), nodes.String(), o.coreExtra)
-	path := filepath.Join(dir, "core.yaml")
-	if err := os.WriteFile(path, []byte(cfg), 0o600); err != nil {
-		t.Fatal(err)
+%s%s`, filepath.Join(dir, "data"), freePort(t), nodes.String(), storeYAML, o.coreExtra)
+		path := filepath.Join(dir, "core.yaml")
+		if err := os.WriteFile(path, []byte(cfg), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		f.cores = append(f.cores, startIn(t, dir, name, nil, "core", "--config", path))
+		if b, err := os.ReadFile(filepath.Join(dir, "data", "admin.token")); err == nil {
+			admin = b
+		}
 	}
-	f.core = startIn(t, dir, "core", nil, "core", "--config", path)
-	admin, err := os.ReadFile(filepath.Join(dir, "data", "admin.token"))
-	if err != nil {
-		t.Fatal(err)
+	f.core = f.cores[0]
+	if admin == nil {
+		t.Fatal("no core wrote admin.token")
 	}
 	hc := &http.Client{Timeout: 10 * time.Second}
-	f.admin = client.NewCore("http://"+f.core.Addr(), strings.TrimSpace(string(admin)), hc)
+	f.secrets["admin"] = strings.TrimSpace(string(admin))
+	f.admin = client.NewCore("http://"+f.core.Addr(), f.secrets["admin"], hc)
 	f.alice = f.token("alice", "operator")
 	f.bob = f.token("bob", "approver")
 	waitFor(t, 20*time.Second, "every node UP", func() bool {
@@ -147,7 +172,39 @@ func (f *fleet) token(name, role string) *client.Core {
 	if err != nil {
 		f.t.Fatal(err)
 	}
+	f.secrets[name] = sec.Token
 	return client.NewCore("http://"+f.core.Addr(), sec.Token, &http.Client{Timeout: 10 * time.Second})
+}
+
+// use points admin, alice and bob at core replica i.
+func (f *fleet) use(i int) {
+	hc := &http.Client{Timeout: 10 * time.Second}
+	url := "http://" + f.cores[i].Addr()
+	f.admin = client.NewCore(url, f.secrets["admin"], hc)
+	f.alice = client.NewCore(url, f.secrets["alice"], hc)
+	f.bob = client.NewCore(url, f.secrets["bob"], hc)
+}
+
+// holder returns the index of the core replica holding the e2e cluster's
+// lease, as the replica f's clients talk to sees it (-1: none, or no answer).
+func (f *fleet) holder() int {
+	rs, err := f.admin.Replicas(ctxT(f.t))
+	if err != nil {
+		return -1
+	}
+	for _, r := range rs.Replicas {
+		for _, l := range r.Leases {
+			if l.ClusterID != "e2e" || !r.Live {
+				continue
+			}
+			for i, c := range f.cores {
+				if c.Addr() == r.Addr {
+					return i
+				}
+			}
+		}
+	}
+	return -1
 }
 
 func (f *fleet) create(node, kind, args string) *action.Action {

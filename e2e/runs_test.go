@@ -219,7 +219,7 @@ func TestRunStopsAtMaxErrorsOrPausesAndResumes(t *testing.T) {
 		if n := len(f.spans(t)); n != 2 {
 			t.Fatalf("%d executions while paused, want 2", n)
 		}
-		if _, err := f.alice.RunVerb(ctxT(t), r.ID, "resume", ""); err != nil {
+		if _, err := f.admin.RunVerb(ctxT(t), r.ID, "resume", ""); err != nil {
 			t.Fatal(err)
 		}
 		end := f.waitRun(t, r.ID, 60*time.Second, "DONE", "FAILED")
@@ -254,5 +254,42 @@ func TestRunSurvivesACoreSIGKILL(t *testing.T) {
 	}
 	if n := maxOverlap(spans); n != 1 {
 		t.Fatalf("%d nodes ran at once across the restart", n)
+	}
+}
+
+// TestRunSurvivesAReplicaFailover: three core replicas on PostgreSQL; the
+// replica holding the cluster's lease is SIGKILLed mid-run; another takes
+// the lease and the run finishes, each node's step run exactly once and
+// never two at once.
+func TestRunSurvivesAReplicaFailover(t *testing.T) {
+	t.Parallel()
+	f := newStepFleetWith(t, "0.5", fleetOptions{nodes: 4, replicas: 3})
+	r := f.startRun(t, stepRun("1", "0", ""))
+	waitFor(t, 30*time.Second, "the second node to start", func() bool { return len(f.spans(t)) >= 2 })
+	holder := f.holder()
+	if holder < 0 {
+		t.Fatal("no replica holds the cluster")
+	}
+	f.use((holder + 1) % len(f.cores))
+	f.cores[holder].kill()
+	// Within the lease TTL (2 s) and a lease round, with room for a loaded machine.
+	waitFor(t, 2*time.Second+2*time.Second/3+2*time.Second, "another replica holding the cluster", func() bool {
+		h := f.holder()
+		return h >= 0 && h != holder
+	})
+	end := f.waitRun(t, r.ID, 90*time.Second, "DONE", "FAILED", "CANCELLED")
+	if end.State != "DONE" {
+		t.Fatalf("run ended %s (%s) after its replica's SIGKILL", end.State, end.StateReason)
+	}
+	spans := f.spans(t)
+	perNode := map[string]int{}
+	for _, s := range spans {
+		perNode[s.node]++
+	}
+	if len(spans) != 4 || len(perNode) != 4 {
+		t.Fatalf("executions per node %v, want each of the 4 nodes exactly once", perNode)
+	}
+	if n := maxOverlap(spans); n != 1 {
+		t.Fatalf("%d nodes ran at once across the failover", n)
 	}
 }

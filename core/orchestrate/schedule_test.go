@@ -204,6 +204,46 @@ func TestTheSweepRunsWhileStarted(t *testing.T) {
 	eventually(t, "the sweep to expire the approval", func() bool { return h.record(id).State == action.Cancelled })
 }
 
+// leases is a Leases whose one lease can be given and taken away.
+type leases struct {
+	held    atomic.Bool
+	calls   atomic.Int32
+	granted atomic.Int32
+}
+
+func (l *leases) PassContext(ctx context.Context, _ string) (context.Context, context.CancelFunc, bool) {
+	l.calls.Add(1)
+	if !l.held.Load() {
+		return nil, nil, false
+	}
+	l.granted.Add(1)
+	ctx, cancel := context.WithCancel(ctx)
+	return ctx, cancel, true
+}
+
+// TestPassesRunOnlyUnderTheLease: while another replica holds the cluster's
+// lease, the scheduler makes no pass; once this one holds it, it does.
+func TestPassesRunOnlyUnderTheLease(t *testing.T) {
+	t.Parallel()
+	l := &leases{}
+	h := setup(t, Config{Interval: time.Hour, Debounce: time.Millisecond, Leases: l}, "n1")
+	var infos atomic.Int32
+	h.agents["n1"].set(func(f *fakeAgent) {
+		f.infoHook = func(context.Context) { infos.Add(1) }
+	})
+	h.start()
+	eventually(t, "the first pass asked for the lease", func() bool { return l.calls.Load() >= 1 })
+	h.o.Nudge(cluster)
+	eventually(t, "the nudged pass asked for the lease", func() bool { return l.calls.Load() >= 2 })
+	l.held.Store(true)
+	h.o.Nudge(cluster)
+	eventually(t, "a pass under the lease", func() bool { return infos.Load() >= 1 })
+	h.o.Stop()
+	if infos.Load() != 1 || l.granted.Load() != 1 {
+		t.Fatalf("%d passes, %d granted by the lease; want 1 and 1", infos.Load(), l.granted.Load())
+	}
+}
+
 // orchestrate.schedule_ttl: an approved action that never reached its agent
 // (its node held DOWN here) ends CANCELLED "schedule timeout" with an event,
 // by the running sweep; a younger one waits on.

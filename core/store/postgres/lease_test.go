@@ -152,3 +152,29 @@ func TestLeaseStatusAndRelease(t *testing.T) {
 		t.Fatalf("replicas after release: %+v, %v", reps, err)
 	}
 }
+
+// TestSilentReplicasAreForgotten: a replica whose heartbeat is an hour old
+// leaves the table at the next round of any replica; a restarted replica
+// keeps its id and shows its new start time.
+func TestSilentReplicasAreForgotten(t *testing.T) {
+	t.Parallel()
+	s := open(t, pgtest.NewDatabase(t))
+	ctx := context.Background()
+	first := time.Now().Add(-time.Minute).UTC().Round(time.Microsecond)
+	for _, r := range []store.Replica{{ID: "gone", StartedTS: first}, {ID: "b", StartedTS: first}} {
+		if _, err := s.Coordinate(ctx, r, time.Minute, none); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := s.pool.Exec(ctx, `UPDATE replicas SET heartbeat_ts = now() - interval '61 minutes' WHERE id = 'gone'`); err != nil {
+		t.Fatal(err)
+	}
+	restarted := first.Add(30 * time.Second)
+	if _, err := s.Coordinate(ctx, store.Replica{ID: "b", StartedTS: restarted}, time.Minute, none); err != nil {
+		t.Fatal(err)
+	}
+	reps, _, err := s.LeaseStatus(ctx, time.Minute)
+	if err != nil || len(reps) != 1 || reps[0].ID != "b" || !reps[0].StartedTS.Equal(restarted) {
+		t.Fatalf("replicas %+v, %v; want b alone, started at %s", reps, err, restarted)
+	}
+}
