@@ -17,6 +17,7 @@ import (
 	"github.com/musterhq/muster/core/store/pglocal"
 	"github.com/musterhq/muster/shared/action"
 	"github.com/musterhq/muster/shared/client"
+	"github.com/musterhq/muster/shared/testwait"
 	"github.com/musterhq/muster/shared/wire"
 )
 
@@ -82,7 +83,7 @@ func TestPostgresOutage(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, "the first action DONE", done1(before.ID))
+	testwait.For(t, "the first action DONE", done1(before.ID))
 
 	if err := srv.Kill(); err != nil {
 		t.Fatal(err)
@@ -101,11 +102,11 @@ func TestPostgresOutage(t *testing.T) {
 		t.Fatal(err)
 	}
 	var after *action.Action
-	eventually(t, "a write accepted again", func() bool {
+	testwait.For(t, "a write accepted again", func() bool {
 		after, err = create()
 		return err == nil
 	})
-	eventually(t, "the action made after the outage DONE", done1(after.ID))
+	testwait.For(t, "the action made after the outage DONE", done1(after.ID))
 	list, err := cl.Actions(ctx, client.ActionFilter{Cluster: "db"})
 	if err != nil {
 		t.Fatal(err)

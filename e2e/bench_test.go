@@ -23,6 +23,7 @@ import (
 	"github.com/musterhq/muster/agent"
 	"github.com/musterhq/muster/shared/action"
 	"github.com/musterhq/muster/shared/client"
+	"github.com/musterhq/muster/shared/testwait"
 	"github.com/musterhq/muster/shared/wire"
 )
 
@@ -163,7 +164,7 @@ func newBenchCore(b *testing.B, n int) *benchCore {
 		}
 		*t.c = client.NewCore(url, sec.Token, hc)
 	}
-	waitFor(b, 2*time.Minute, "every node UP", func() bool {
+	testwait.Within(b, 2*time.Minute, "every node UP", func() bool {
 		list, err := bc.admin.Nodes(ctxT(b), benchCluster)
 		if err != nil || len(list) != n {
 			return false
@@ -201,7 +202,7 @@ func (bc *benchCore) approveToRunning(b *testing.B, node string, ag *client.Agen
 		b.Fatal(err)
 	}
 	var started time.Time
-	waitFor(b, 30*time.Second, "the agent to start "+a.ID, func() bool {
+	testwait.Within(b, 30*time.Second, "the agent to start "+a.ID, func() bool {
 		got, err := ag.Get(ctx, a.ID)
 		if err != nil || got.StartedTS == nil {
 			return false
@@ -209,7 +210,7 @@ func (bc *benchCore) approveToRunning(b *testing.B, node string, ag *client.Agen
 		started = *got.StartedTS
 		return true
 	})
-	waitFor(b, time.Minute, "the pass to end", func() bool { return metrics.passes() > passes })
+	testwait.Within(b, time.Minute, "the pass to end", func() bool { return metrics.passes() > passes })
 	return started.Sub(t0)
 }
 
@@ -260,7 +261,7 @@ func BenchmarkCore(b *testing.B) {
 					if err := bc.admin.Orchestrate(ctxT(b), benchCluster); err != nil {
 						b.Fatal(err)
 					}
-					waitFor(b, time.Minute, "a nudged pass", func() bool { return metrics.passes() > before })
+					testwait.Within(b, time.Minute, "a nudged pass", func() bool { return metrics.passes() > before })
 				}
 				pass()
 				var rss float64

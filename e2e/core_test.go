@@ -16,6 +16,7 @@ import (
 	"github.com/musterhq/muster/core/store/pgtest"
 	"github.com/musterhq/muster/shared/action"
 	"github.com/musterhq/muster/shared/client"
+	"github.com/musterhq/muster/shared/testwait"
 	"github.com/musterhq/muster/shared/wire"
 )
 
@@ -151,7 +152,7 @@ clusters:
 	f.admin = client.NewCore("http://"+f.core.Addr(), f.secrets["admin"], hc)
 	f.alice = f.token("alice", "operator")
 	f.bob = f.token("bob", "approver")
-	waitFor(t, 20*time.Second, "every node UP", func() bool {
+	testwait.Within(t, 20*time.Second, "every node UP", func() bool {
 		nodes, err := f.admin.Nodes(ctxT(t), "e2e")
 		if err != nil || len(nodes) != n {
 			return false
@@ -227,7 +228,7 @@ func (f *fleet) approve(id string) {
 func (f *fleet) waitCore(id string, within time.Duration, want ...action.State) *action.Action {
 	f.t.Helper()
 	var got *action.Action
-	waitFor(f.t, within, fmt.Sprintf("core: action %s in %v", id, want), func() bool {
+	testwait.Within(f.t, within, fmt.Sprintf("core: action %s in %v", id, want), func() bool {
 		a, err := f.admin.Action(ctxT(f.t), id)
 		if err != nil {
 			return false
@@ -345,7 +346,7 @@ func TestCoreImportsAgentActionsAndTheAgentWinsConflicts(t *testing.T) {
 	if string(got.Args) != string(theirs.Args) {
 		t.Fatalf("core args %s, want the agent's %s", got.Args, theirs.Args)
 	}
-	waitFor(t, 10*time.Second, "an action.conflict event", func() bool { return f.hasEvent("action.conflict", mine.ID) })
+	testwait.Within(t, 10*time.Second, "an action.conflict event", func() bool { return f.hasEvent("action.conflict", mine.ID) })
 }
 
 // 4. A killed agent turns DOWN and its approved action waits; after the
@@ -354,12 +355,12 @@ func TestCoreWaitsForAKilledAgentAndRunsTheActionOnce(t *testing.T) {
 	t.Parallel()
 	f := newFleet(t, 3, "")
 	f.agents["node-2"].kill()
-	waitFor(t, 10*time.Second, "node-2 DOWN", func() bool { return f.nodeStatus("node-2") == "DOWN" })
+	testwait.Within(t, 10*time.Second, "node-2 DOWN", func() bool { return f.nodeStatus("node-2") == "DOWN" })
 	a := f.create("node-2", "example.com/append", `{}`)
 	f.approve(a.ID)
 	// Three passes go by; the action stays PENDING_SCHEDULE.
 	from := f.passes()
-	waitFor(t, 15*time.Second, "three passes while node-2 is down", func() bool {
+	testwait.Within(t, 15*time.Second, "three passes while node-2 is down", func() bool {
 		got, err := f.admin.Action(ctxT(t), a.ID)
 		if err != nil || got.State != action.PendingSchedule {
 			t.Fatalf("while down: %+v %v", got, err)
@@ -368,7 +369,7 @@ func TestCoreWaitsForAKilledAgentAndRunsTheActionOnce(t *testing.T) {
 	})
 	f.agents["node-2"].restart()
 	f.waitCore(a.ID, 15*time.Second, action.Done)
-	waitFor(t, 10*time.Second, "node-2 UP", func() bool { return f.nodeStatus("node-2") == "UP" })
+	testwait.Within(t, 10*time.Second, "node-2 UP", func() bool { return f.nodeStatus("node-2") == "UP" })
 	if n := f.executions()[a.ID]; n != 1 {
 		t.Fatalf("ran %d times, want once", n)
 	}

@@ -15,6 +15,7 @@ import (
 
 	"github.com/musterhq/muster/shared/action"
 	"github.com/musterhq/muster/shared/client"
+	"github.com/musterhq/muster/shared/testwait"
 	"github.com/musterhq/muster/shared/wire"
 )
 
@@ -83,7 +84,7 @@ func TestDevHAWalkthrough(t *testing.T) {
 	hc := &http.Client{Timeout: 10 * time.Second}
 	a := client.NewCore(addr[1], alice[1], hc)
 	b := client.NewCore(bob[1], bob[2], hc)
-	waitFor(t, 20*time.Second, "two live replicas with one lease each", func() bool {
+	testwait.Within(t, 20*time.Second, "two live replicas with one lease each", func() bool {
 		rs, err := a.Replicas(ctxT(t))
 		if err != nil || rs.Store != "postgres" || len(rs.Replicas) != 2 {
 			return false
@@ -103,7 +104,7 @@ func TestDevHAWalkthrough(t *testing.T) {
 	if _, err := b.Approve(ctxT(t), created.ID); err != nil {
 		t.Fatalf("approve as bob on the other replica: %v", err)
 	}
-	waitFor(t, 20*time.Second, "the action DONE", func() bool {
+	testwait.Within(t, 20*time.Second, "the action DONE", func() bool {
 		got, err := a.Action(ctxT(t), created.ID)
 		return err == nil && got.State == action.Done
 	})

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/musterhq/muster/core/store/pgtest"
+	"github.com/musterhq/muster/shared/testwait"
 )
 
 // metricAt sums the samples of the series starting with prefix on the
@@ -76,7 +77,7 @@ func BenchmarkHAScaleOut(b *testing.B) {
 				}
 				return out
 			}
-			waitFor(b, 2*time.Minute, "the leases spread and every node synced", func() bool {
+			testwait.Within(b, 2*time.Minute, "the leases spread and every node synced", func() bool {
 				for _, h := range held() {
 					if h != float64(clusters/replicas) {
 						return false

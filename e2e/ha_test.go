@@ -19,6 +19,7 @@ import (
 	"github.com/musterhq/muster/core/store/pgtest"
 	"github.com/musterhq/muster/shared/action"
 	"github.com/musterhq/muster/shared/client"
+	"github.com/musterhq/muster/shared/testwait"
 	"github.com/musterhq/muster/shared/wire"
 )
 
@@ -46,7 +47,7 @@ func BenchmarkHAFailover(b *testing.B) {
 		f := newHAFleet(b, 3, 3)
 		spread := func() map[string]int {
 			var who map[string]int
-			waitFor(b, 30*time.Second, "a 1/1/1 spread", func() bool {
+			testwait.Within(b, 30*time.Second, "a 1/1/1 spread", func() bool {
 				var ok bool
 				who, _, ok = f.holders(0)
 				return ok && len(who) == 3 && equalInts(counts(who, 3), 1, 1, 1)
@@ -68,7 +69,7 @@ func BenchmarkHAFailover(b *testing.B) {
 				b.Fatal(err)
 			}
 			var started time.Time
-			waitFor(b, 30*time.Second, "the approved action started on its agent", func() bool {
+			testwait.Within(b, 30*time.Second, "the approved action started on its agent", func() bool {
 				got, err := f.agents["c1"].Get(ctxT(b), a.ID)
 				if err == nil && got.StartedTS != nil {
 					started = *got.StartedTS
@@ -89,7 +90,7 @@ func BenchmarkHAFailover(b *testing.B) {
 			}
 			f.cores[holder].kill()
 			killed := time.Now()
-			waitFor(b, 30*time.Second, "c1 passed on another replica", func() bool {
+			testwait.Within(b, 30*time.Second, "c1 passed on another replica", func() bool {
 				for i, before := range passes {
 					if f.metric(i, "muster_core_orchestrate_passes_total") > before {
 						if w, _, ok := f.holders(i); ok && w["c1"] == i {
@@ -270,7 +271,7 @@ func (f *haFleet) run(via int, cluster string, n int) []string {
 // cluster through it (the nudge reaches the lease holder).
 func (f *haFleet) waitDone(via int, cluster string, ids []string, within time.Duration) {
 	f.t.Helper()
-	waitFor(f.t, within, fmt.Sprintf("actions %v DONE", ids), func() bool {
+	testwait.Within(f.t, within, fmt.Sprintf("actions %v DONE", ids), func() bool {
 		c := f.client(via, "alice")
 		for _, id := range ids {
 			a, err := c.Action(ctxT(f.t), id)
@@ -332,7 +333,7 @@ func TestHASpreadFailoverAndNudges(t *testing.T) {
 	t.Parallel()
 	f := newHAFleet(t, 3, 6)
 	var who map[string]int
-	waitFor(t, 20*time.Second, "a 2/2/2 spread of the leases", func() bool {
+	testwait.Within(t, 20*time.Second, "a 2/2/2 spread of the leases", func() bool {
 		var ok bool
 		who, _, ok = f.holders(0)
 		return ok && len(who) == 6 && equalInts(counts(who, 3), 2, 2, 2)
@@ -352,7 +353,7 @@ func TestHASpreadFailoverAndNudges(t *testing.T) {
 	}
 	defer stream.Close()
 	first := f.run(other, "c1", 1)
-	waitFor(t, 5*time.Second, "the approved action on the agent", func() bool {
+	testwait.Within(t, 5*time.Second, "the approved action on the agent", func() bool {
 		_, err := f.agents["c1"].Get(ctxT(t), first[0])
 		return err == nil
 	})
@@ -372,7 +373,7 @@ func TestHASpreadFailoverAndNudges(t *testing.T) {
 	f.cores[holder].kill()
 	killed := time.Now()
 	var took time.Duration
-	waitFor(t, haTTL+haTTL/3+2*time.Second, "another replica holding c1", func() bool {
+	testwait.Within(t, haTTL+haTTL/3+2*time.Second, "another replica holding c1", func() bool {
 		w, _, ok := f.holders(other)
 		if ok && w["c1"] != holder {
 			if _, held := w["c1"]; held {
@@ -387,7 +388,7 @@ func TestHASpreadFailoverAndNudges(t *testing.T) {
 	f.onceEach(append(first, ids...))
 
 	// The two replicas left share the six clusters 3/3.
-	waitFor(t, 10*time.Second, "a 3/3 spread over the survivors", func() bool {
+	testwait.Within(t, 10*time.Second, "a 3/3 spread over the survivors", func() bool {
 		w, _, ok := f.holders(other)
 		c := counts(w, 3)
 		return ok && len(w) == 6 && c[holder] == 0 && c[other] == 3
@@ -403,7 +404,7 @@ func TestHAFrozenReplicaGivesUpItsClusters(t *testing.T) {
 	f := newHAFleet(t, 3, 3)
 	var who map[string]int
 	var before map[string]int64
-	waitFor(t, 20*time.Second, "a 1/1/1 spread of the leases", func() bool {
+	testwait.Within(t, 20*time.Second, "a 1/1/1 spread of the leases", func() bool {
 		var ok bool
 		who, before, ok = f.holders(0)
 		return ok && len(who) == 3 && equalInts(counts(who, 3), 1, 1, 1)
@@ -425,7 +426,7 @@ func TestHAFrozenReplicaGivesUpItsClusters(t *testing.T) {
 		}
 	}
 	t.Cleanup(resume)
-	waitFor(t, haTTL+haTTL/3+2*time.Second, "c1 held by a replica that is not frozen", func() bool {
+	testwait.Within(t, haTTL+haTTL/3+2*time.Second, "c1 held by a replica that is not frozen", func() bool {
 		w, _, ok := f.holders(other)
 		h, held := w["c1"]
 		return ok && held && h != frozen
@@ -434,7 +435,7 @@ func TestHAFrozenReplicaGivesUpItsClusters(t *testing.T) {
 	f.waitDone(other, "c1", during, 20*time.Second)
 
 	resume()
-	waitFor(t, 10*time.Second, "a 1/1/1 spread again", func() bool {
+	testwait.Within(t, 10*time.Second, "a 1/1/1 spread again", func() bool {
 		w, _, ok := f.holders(other)
 		return ok && len(w) == 3 && equalInts(counts(w, 3), 1, 1, 1)
 	})
@@ -446,7 +447,7 @@ func TestHAFrozenReplicaGivesUpItsClusters(t *testing.T) {
 			t.Errorf("%s held again by the thawed replica at epoch %d (was %d before the freeze)", c, epochs[c], before[c])
 		}
 	}
-	waitFor(t, 10*time.Second, "the thawed replica to count the leases it lost", func() bool {
+	testwait.Within(t, 10*time.Second, "the thawed replica to count the leases it lost", func() bool {
 		lost := f.metric(frozen, `muster_core_lease_changes_total{change="expired"}`) +
 			f.metric(frozen, `muster_core_lease_changes_total{change="released"}`)
 		return lost >= 1

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/musterhq/muster/shared/limit"
+	"github.com/musterhq/muster/shared/testwait"
 	"github.com/musterhq/muster/shared/wire"
 )
 
@@ -122,7 +123,7 @@ func maxOverlap(spans []span) int {
 func (f *stepFleet) waitRun(t *testing.T, id string, within time.Duration, want ...string) *wire.Run {
 	t.Helper()
 	var r *wire.Run
-	waitFor(t, within, fmt.Sprintf("run %s in %v", id, want), func() bool {
+	testwait.Within(t, within, fmt.Sprintf("run %s in %v", id, want), func() bool {
 		var err error
 		r, err = f.admin.Run(ctxT(t), id)
 		if err != nil {
@@ -237,7 +238,7 @@ func TestRunSurvivesACoreSIGKILL(t *testing.T) {
 	f := newStepFleet(t, 4, "0.5", "")
 	r := f.startRun(t, stepRun("1", "0", ""))
 	// Kill the core once the second node has started, mid-run.
-	waitFor(t, 30*time.Second, "the second node to start", func() bool { return len(f.spans(t)) >= 2 })
+	testwait.Within(t, 30*time.Second, "the second node to start", func() bool { return len(f.spans(t)) >= 2 })
 	f.core.kill()
 	f.core.restart()
 	end := f.waitRun(t, r.ID, 90*time.Second, "DONE", "FAILED", "CANCELLED")
@@ -265,7 +266,7 @@ func TestRunSurvivesAReplicaFailover(t *testing.T) {
 	t.Parallel()
 	f := newStepFleetWith(t, "0.5", fleetOptions{nodes: 4, replicas: 3})
 	r := f.startRun(t, stepRun("1", "0", ""))
-	waitFor(t, 30*time.Second, "the second node to start", func() bool { return len(f.spans(t)) >= 2 })
+	testwait.Within(t, 30*time.Second, "the second node to start", func() bool { return len(f.spans(t)) >= 2 })
 	holder := f.holder()
 	if holder < 0 {
 		t.Fatal("no replica holds the cluster")
@@ -273,7 +274,7 @@ func TestRunSurvivesAReplicaFailover(t *testing.T) {
 	f.use((holder + 1) % len(f.cores))
 	f.cores[holder].kill()
 	// Within the lease TTL (2 s) and a lease round, with room for a loaded machine.
-	waitFor(t, 2*time.Second+2*time.Second/3+2*time.Second, "another replica holding the cluster", func() bool {
+	testwait.Within(t, 2*time.Second+2*time.Second/3+2*time.Second, "another replica holding the cluster", func() bool {
 		h := f.holder()
 		return h >= 0 && h != holder
 	})

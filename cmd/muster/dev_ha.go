@@ -136,8 +136,8 @@ func runDevHA(ctx context.Context, o devOptions, out io.Writer) error {
 		}
 		cmd := exec.Command(self, "core", "--config", path)
 		cmd.Stdout, cmd.Stderr = logFile, logFile
-		// The replicas end with this process, even when it is killed.
-		cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGTERM}
+		// On Linux the replicas end with this process, even when it is killed.
+		cmd.SysProcAttr = replicaAttr()
 		err = cmd.Start()
 		logFile.Close()
 		if err != nil {

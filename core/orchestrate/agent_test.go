@@ -22,6 +22,7 @@ import (
 	"github.com/musterhq/muster/core/store/sqlite"
 	"github.com/musterhq/muster/shared/action"
 	"github.com/musterhq/muster/shared/client"
+	"github.com/musterhq/muster/shared/testwait"
 	"github.com/musterhq/muster/shared/wire"
 )
 
@@ -134,17 +135,10 @@ func (e *env) record(id string) *store.Record {
 // passUntil runs passes until cond holds.
 func (e *env) passUntil(what string, cond func() bool) {
 	e.t.Helper()
-	deadline := time.Now().Add(20 * time.Second)
-	for {
+	testwait.For(e.t, what, func() bool {
 		e.pass()
-		if cond() {
-			return
-		}
-		if time.Now().After(deadline) {
-			e.t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+		return cond()
+	})
 }
 
 // TestRealAgentsRunActionsAndIdlePassesWriteNothing, on SQLite and on

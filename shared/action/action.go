@@ -88,6 +88,27 @@ func ValidID(id string) bool {
 	return err == nil && u.String() == id
 }
 
+// MaxTimeout is the longest timeout an action may have (MaxTimeoutS).
+const MaxTimeout = MaxTimeoutS * time.Second
+
+// CheckTimeoutS checks the timeout_s of a request: 0 (or absent) for the
+// default, else at most MaxTimeoutS. Both APIs refuse with this wording.
+func CheckTimeoutS(s int) error {
+	if s < 0 || s > MaxTimeoutS {
+		return fmt.Errorf("timeout_s must be between 0 (the default) and %d (%s), got %d", MaxTimeoutS, MaxTimeout, s)
+	}
+	return nil
+}
+
+// CheckTimeout checks a configured timeout (an agent's default_timeout, an
+// external kind's timeout): at most MaxTimeout; 0 leaves the default.
+func CheckTimeout(d time.Duration) error {
+	if d < 0 || d > MaxTimeout {
+		return fmt.Errorf("a timeout must be between 0 (the default) and %s, got %s", MaxTimeout, d)
+	}
+	return nil
+}
+
 // NewID returns a fresh UUID v4.
 func NewID() string { return uuid.NewString() }
 

@@ -8,6 +8,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/musterhq/muster/core/store"
+	"github.com/musterhq/muster/shared/action"
 )
 
 // Coordinate runs one round of lease coordination for replica me, in one
@@ -33,7 +34,7 @@ func (s *Store) Coordinate(ctx context.Context, me store.Replica, ttl time.Durat
 			VALUES ($1, $2, $3, $4, now())
 			ON CONFLICT (id) DO UPDATE SET addr = excluded.addr, version = excluded.version,
 				started_ts = excluded.started_ts, heartbeat_ts = now()`,
-			me.ID, me.Addr, me.Version, ts(started))
+			me.ID, me.Addr, me.Version, action.UTC(started))
 		if err != nil {
 			return fmt.Errorf("heartbeat: %w", err)
 		}
