@@ -297,13 +297,11 @@ func (s *Server) createAction(c *echo.Context) error {
 // history line, or a nil event when there is nothing to record. The record's
 // UpdatedTS, the event's time, actor, address and ids, and its from/to data
 // are filled here; a state change outside the transition table is refused.
-func (s *Server) change(c *echo.Context, fn func(r *store.Record, t time.Time) (*store.Event, string, error)) (*store.Record, error) {
-	ctx := c.Request().Context()
-	tok := caller(c)
+func (s *Server) change(ctx context.Context, ref, actor, addr string, fn func(r *store.Record, t time.Time) (*store.Event, string, error)) (*store.Record, error) {
 	var rec *store.Record
 	err := s.st.Update(ctx, func(tx store.Tx) error {
 		var err error
-		rec, err = resolve(ctx, tx, c.Param("id"))
+		rec, err = resolve(ctx, tx, ref)
 		if err != nil {
 			return err
 		}
@@ -326,11 +324,11 @@ func (s *Server) change(c *echo.Context, fn func(r *store.Record, t time.Time) (
 			return err
 		}
 		if err := tx.AppendHistory(ctx, rec.ID, action.Transition{
-			TS: t, From: from, To: rec.State, Actor: tok.Name, Reason: reason,
+			TS: t, From: from, To: rec.State, Actor: actor, Reason: reason,
 		}); err != nil {
 			return err
 		}
-		ev.TS, ev.Actor, ev.ClientAddr = t, tok.Name, clientAddr(c)
+		ev.TS, ev.Actor, ev.ClientAddr = t, actor, addr
 		ev.ClusterID, ev.NodeID, ev.ActionID = rec.ClusterID, rec.NodeID, rec.ID
 		if ev.Data == nil {
 			ev.Data = map[string]any{}
@@ -342,52 +340,86 @@ func (s *Server) change(c *echo.Context, fn func(r *store.Record, t time.Time) (
 }
 
 func (s *Server) approveAction(c *echo.Context) error {
-	tok := caller(c)
-	rec, err := s.change(c, func(r *store.Record, t time.Time) (*store.Event, string, error) {
+	rec, err := s.Approve(c.Request().Context(), c.Param("id"), caller(c).Name, clientAddr(c), "")
+	if err != nil {
+		return err
+	}
+	return c.JSON(http.StatusOK, rec.Action)
+}
+
+// withReason appends a person's reason to the fixed one of a history line.
+func withReason(fixed, reason string) string {
+	if reason == "" {
+		return fixed
+	}
+	return fixed + ": " + reason
+}
+
+// Approve approves the action named by ref (an id or a unique prefix) on
+// behalf of actor, calling from addr, with an optional reason kept in the
+// history and the event. It checks the state, the four-eyes rule and the
+// approval window, records the digest of what was approved and nudges the
+// action's cluster. The caller has checked that actor may approve.
+func (s *Server) Approve(ctx context.Context, ref, actor, addr, reason string) (*store.Record, error) {
+	rec, err := s.change(ctx, ref, actor, addr, func(r *store.Record, t time.Time) (*store.Event, string, error) {
 		if r.State != action.PendingApprove {
 			return nil, "", wrongState(r, "approve")
 		}
-		if r.Requester == tok.Name && !s.cfg.Policy.SelfApproval {
-			return nil, "", fmt.Errorf("%w: %s requested action %s and may not approve it too", ErrForbidden, tok.Name, r.ID)
+		if r.Requester == actor && !s.cfg.Policy.SelfApproval {
+			return nil, "", fmt.Errorf("%w: %s requested action %s and may not approve it too", ErrForbidden, actor, r.ID)
 		}
 		if ttl := s.cfg.Policy.TTL; ttl > 0 && t.Sub(r.CreatedTS) > ttl {
 			return nil, "", &stateError{id: r.ID, state: r.State, what: fmt.Sprintf("approve: the approval window of %s has passed", ttl)}
 		}
 		r.State = action.PendingSchedule
 		r.StateReason = ReasonApproved
-		r.ApprovedBy = tok.Name
+		r.ApprovedBy = actor
 		r.ApprovalDigest = approval.Digest(&r.Action)
 		r.ScheduledTS = action.TimePtr(t)
-		return &store.Event{
+		ev := &store.Event{
 			Type:    store.EventActionApproved,
-			Message: fmt.Sprintf("%s approved %s (%s on %s/%s)", tok.Name, r.ID, r.Kind, r.ClusterID, r.NodeID),
-		}, ReasonApproved, nil
+			Message: fmt.Sprintf("%s approved %s (%s on %s/%s)", actor, r.ID, r.Kind, r.ClusterID, r.NodeID),
+		}
+		if reason != "" {
+			ev.Data = map[string]any{"reason": reason}
+		}
+		return ev, withReason(ReasonApproved, reason), nil
 	})
 	if err != nil {
-		return err
+		return nil, err
 	}
 	s.nudgeCluster(rec.ClusterID)
-	return c.JSON(http.StatusOK, rec.Action)
+	return rec, nil
 }
 
 func (s *Server) rejectAction(c *echo.Context) error {
-	tok := caller(c)
-	rec, err := s.change(c, func(r *store.Record, t time.Time) (*store.Event, string, error) {
+	rec, err := s.Reject(c.Request().Context(), c.Param("id"), caller(c).Name, clientAddr(c), "")
+	if err != nil {
+		return err
+	}
+	return c.JSON(http.StatusOK, rec.Action)
+}
+
+// Reject cancels the action named by ref, waiting for approval, on behalf
+// of actor, with an optional reason kept in the history and the event. The
+// caller has checked that actor may reject.
+func (s *Server) Reject(ctx context.Context, ref, actor, addr, reason string) (*store.Record, error) {
+	return s.change(ctx, ref, actor, addr, func(r *store.Record, t time.Time) (*store.Event, string, error) {
 		if r.State != action.PendingApprove {
 			return nil, "", wrongState(r, "reject")
 		}
 		r.State = action.Cancelled
 		r.StateReason = ReasonRejected
 		r.FinishedTS = action.TimePtr(t)
-		return &store.Event{
+		ev := &store.Event{
 			Type:    store.EventActionRejected,
-			Message: fmt.Sprintf("%s rejected %s (%s on %s/%s)", tok.Name, r.ID, r.Kind, r.ClusterID, r.NodeID),
-		}, ReasonRejected, nil
+			Message: fmt.Sprintf("%s rejected %s (%s on %s/%s)", actor, r.ID, r.Kind, r.ClusterID, r.NodeID),
+		}
+		if reason != "" {
+			ev.Data = map[string]any{"reason": reason}
+		}
+		return ev, withReason(ReasonRejected, reason), nil
 	})
-	if err != nil {
-		return err
-	}
-	return c.JSON(http.StatusOK, rec.Action)
 }
 
 // cancelAction cancels an action no push was ever attempted for at once
@@ -398,7 +430,7 @@ func (s *Server) rejectAction(c *echo.Context) error {
 func (s *Server) cancelAction(c *echo.Context) error {
 	tok := caller(c)
 	status := http.StatusOK
-	rec, err := s.change(c, func(r *store.Record, t time.Time) (*store.Event, string, error) {
+	rec, err := s.change(c.Request().Context(), c.Param("id"), tok.Name, clientAddr(c), func(r *store.Record, t time.Time) (*store.Event, string, error) {
 		switch {
 		case r.State == action.PendingApprove, r.State == action.PendingSchedule && r.PushedStoreID == "":
 			r.State = action.Cancelled
