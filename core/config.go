@@ -25,7 +25,19 @@ type Config struct {
 	Orchestrate OrchestrateConfig       `mapstructure:"orchestrate" yaml:"orchestrate"`
 	Approval    approval.Policy         `mapstructure:"approval" yaml:"approval"`
 	Gossip      GossipConfig            `mapstructure:"gossip" yaml:"gossip"`
+	UI          UIConfig                `mapstructure:"ui" yaml:"ui"`
 	Log         config.Log              `mapstructure:"log" yaml:"log"`
+
+	// DevLogins maps one-time sign-in nonces to token names, for the links
+	// `muster dev` prints. It is never read from a configuration source.
+	DevLogins map[string]string `mapstructure:"-" yaml:"-"`
+}
+
+// UIConfig is the web UI served at /ui/ beside the API.
+type UIConfig struct {
+	Enabled bool `mapstructure:"enabled" yaml:"enabled"`
+	// SessionTTL is how long a browser stays signed in.
+	SessionTTL time.Duration `mapstructure:"session_ttl" yaml:"session_ttl"`
 }
 
 // Store drivers.
@@ -94,6 +106,7 @@ func DefaultConfig() Config {
 		},
 		Approval: approval.DefaultPolicy(),
 		Gossip:   GossipConfig{BindAddr: "0.0.0.0:7946", Join: []string{}, Timing: gossip.Timing{Profile: gossip.ProfileLAN}},
+		UI:       UIConfig{Enabled: true, SessionTTL: 12 * time.Hour},
 		Log:      config.DefaultLog(),
 	}
 }
@@ -189,6 +202,9 @@ func (c *Config) Validate() []error {
 		}
 		errs = append(errs, gossip.ValidateJoin("gossip.join", g.Join)...)
 		errs = append(errs, g.Timing.Validate("gossip")...)
+	}
+	if c.UI.Enabled && c.UI.SessionTTL <= 0 {
+		add("ui.session_ttl", "must be a positive duration such as 12h, got %s", c.UI.SessionTTL)
 	}
 	errs = append(errs, c.Log.Validate()...)
 	sortByKey(errs)

@@ -25,6 +25,7 @@ import (
 	"github.com/musterhq/muster/core/orchestrate"
 	"github.com/musterhq/muster/core/store"
 	"github.com/musterhq/muster/core/store/sqlite"
+	"github.com/musterhq/muster/core/ui"
 	"github.com/musterhq/muster/shared/tlsutil"
 	"github.com/musterhq/muster/shared/version"
 )
@@ -105,10 +106,15 @@ func (c *Core) Run(ctx context.Context) error {
 		return err
 	}
 	apiSrv := api.New(api.Config{Policy: cfg.Approval, Gatherer: reg, Registerer: reg}, st, orch, c.log)
-	httpSrv := &http.Server{Handler: apiSrv.Handler(), ReadHeaderTimeout: 10 * time.Second,
+	handler, closeUI, err := withUI(cfg, apiSrv, st, c.log)
+	if err != nil {
+		return err
+	}
+	httpSrv := &http.Server{Handler: handler, ReadHeaderTimeout: 10 * time.Second,
 		// Refused TLS handshakes (no or a wrong client certificate) land here.
 		ErrorLog: slog.NewLogLogger(c.log.With("component", "api").Handler(), slog.LevelWarn)}
 	httpSrv.RegisterOnShutdown(apiSrv.Close) // event streams end, so Shutdown can finish
+	httpSrv.RegisterOnShutdown(closeUI)
 	ln, err := listen(cfg.API)
 	if err != nil {
 		return err
@@ -178,6 +184,30 @@ func (c *Core) Run(ctx context.Context) error {
 	// The deferred calls stop discovery, then the orchestrator (passes in
 	// flight are cancelled and write nothing), then close the store.
 	return runErr
+}
+
+// The web UI changes actions through the API's code.
+var _ ui.Changer = (*api.Server)(nil)
+
+// withUI serves the web UI at /ui/ beside the API when it is enabled, and
+// returns the handler of both and the UI's Close.
+func withUI(cfg Config, apiSrv *api.Server, st store.Store, log *slog.Logger) (http.Handler, func(), error) {
+	if !cfg.UI.Enabled {
+		return apiSrv.Handler(), func() {}, nil
+	}
+	uiSrv, err := ui.New(ui.Config{
+		SessionTTL:  cfg.UI.SessionTTL,
+		Policy:      cfg.Approval,
+		ErrorStatus: api.Status,
+		DevLogins:   cfg.DevLogins,
+	}, st, apiSrv, log)
+	if err != nil {
+		return nil, nil, err
+	}
+	mux := http.NewServeMux()
+	mux.Handle("/ui/", uiSrv.Handler())
+	mux.Handle("/", apiSrv.Handler())
+	return mux, uiSrv.Close, nil
 }
 
 func openStore(ctx context.Context, cfg Config) (store.Store, error) {

@@ -1,0 +1,186 @@
+package ui
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"html/template"
+	"io/fs"
+	"net"
+	"net/http"
+	"strings"
+	"time"
+	"unicode"
+	"unicode/utf8"
+
+	"github.com/musterhq/muster/core/auth"
+	"github.com/musterhq/muster/core/store"
+	"github.com/musterhq/muster/shared/action"
+)
+
+// pageNames are the templates/<name>.html files; each defines "content"
+// and, for pages that update live, "live".
+var pageNames = []string{"login", "approvals", "actions", "action", "clusters", "events", "error"}
+
+// printable returns s with every control character (but newline and tab)
+// and every bidirectional override written as a visible escape such as
+// \x1b, and invalid UTF-8 as U+FFFD: text that came from an agent or a
+// command cannot move the cursor, recolour the page, or reorder what it
+// shows. html/template escapes the rest.
+func printable(s string) string {
+	clean := true
+	for _, r := range s {
+		if needsEscape(r) {
+			clean = false
+			break
+		}
+	}
+	if clean && utf8.ValidString(s) {
+		return s
+	}
+	var b strings.Builder
+	for i := 0; i < len(s); {
+		r, n := utf8.DecodeRuneInString(s[i:])
+		i += n
+		switch {
+		case r == utf8.RuneError && n == 1:
+			b.WriteRune(utf8.RuneError)
+		case needsEscape(r) && r < 0x100:
+			fmt.Fprintf(&b, `\x%02x`, r)
+		case needsEscape(r):
+			fmt.Fprintf(&b, `\u%04x`, r)
+		default:
+			b.WriteRune(r)
+		}
+	}
+	return b.String()
+}
+
+func needsEscape(r rune) bool {
+	if r == '\n' || r == '\t' {
+		return false
+	}
+	return unicode.IsControl(r) || unicode.Is(unicode.Bidi_Control, r) || r == '\u2028' || r == '\u2029'
+}
+
+// prettyArgs indents a JSON object for reading.
+func prettyArgs(raw json.RawMessage) string {
+	if len(raw) == 0 {
+		return "{}"
+	}
+	var b bytes.Buffer
+	if err := json.Indent(&b, raw, "", "  "); err != nil {
+		return string(raw)
+	}
+	return b.String()
+}
+
+var funcs = template.FuncMap{
+	"printable": printable,
+	"args":      func(raw json.RawMessage) string { return printable(prettyArgs(raw)) },
+	"utc": func(t time.Time) string {
+		return t.UTC().Format(time.RFC3339)
+	},
+	"utcText": func(t time.Time) string {
+		return t.UTC().Format("2006-01-02 15:04:05") + " UTC"
+	},
+	"join":      strings.Join,
+	"short":     func(id string) string { return id[:min(8, len(id))] },
+	"stateName": func(s action.State) string { return strings.ReplaceAll(string(s), "_", " ") },
+	"lower":     strings.ToLower,
+	"deref":     func(t *time.Time) time.Time { return *t },
+	"eq2":       func(a, b any) bool { return fmt.Sprint(a) == fmt.Sprint(b) },
+}
+
+func parsePages() (map[string]*template.Template, error) {
+	out := map[string]*template.Template{}
+	for _, name := range pageNames {
+		t, err := template.New(name).Funcs(funcs).ParseFS(templateFS, "templates/layout.html", "templates/"+name+".html")
+		if err != nil {
+			return nil, fmt.Errorf("ui template %s: %w", name, err)
+		}
+		out[name] = t
+	}
+	return out, nil
+}
+
+// liveRegion tells the page's script what to refresh: the URL of the live
+// part and the filter of the stream that signals a change.
+type liveRegion struct {
+	URL    string
+	Stream string
+}
+
+// view is what every page template gets.
+type view struct {
+	Title string
+	Nav   string
+	User  *store.Token
+	CSRF  string
+	// CanApprove: the visitor's roles grant approve (and reject).
+	CanApprove bool
+	Flash      string
+	Error      string
+	Live       *liveRegion
+	Data       any
+}
+
+// newView fills the common part of a page for v (nil before sign-in).
+func newView(v *visitor, title, nav string) *view {
+	out := &view{Title: title, Nav: nav}
+	if v != nil {
+		out.User = v.tok
+		out.CSRF = v.sess.csrf
+		out.CanApprove = v.can(auth.Approve)
+	}
+	return out
+}
+
+// render writes a page, or only its live part when the request asks for it
+// (?part=live, as the page's script does).
+func (s *Server) render(w http.ResponseWriter, r *http.Request, status int, page string, data *view) {
+	t := s.pages[page]
+	name := "layout"
+	if r.URL.Query().Get("part") == "live" && t.Lookup("live") != nil {
+		name = "live"
+	}
+	var b bytes.Buffer
+	if err := t.ExecuteTemplate(&b, name, data); err != nil {
+		s.log.Error("render page", "page", page, "err", err)
+		http.Error(w, "internal error", http.StatusInternalServerError)
+		return
+	}
+	w.Header().Set("Content-Type", "text/html; charset=utf-8")
+	w.Header().Set("Cache-Control", "no-store")
+	w.WriteHeader(status)
+	_, _ = w.Write(b.Bytes())
+}
+
+// renderError shows an error page with a message meant for the visitor.
+func (s *Server) renderError(w http.ResponseWriter, r *http.Request, v *visitor, status int, msg string) {
+	vw := newView(v, http.StatusText(status), "")
+	vw.Error = msg
+	vw.Data = status
+	s.render(w, r, status, "error", vw)
+}
+
+// clientAddr is the direct peer's address (proxy headers are not trusted).
+func clientAddr(r *http.Request) string {
+	host, _, err := net.SplitHostPort(r.RemoteAddr)
+	if err != nil {
+		return r.RemoteAddr
+	}
+	return host
+}
+
+// assets lists the embedded static files (for tests).
+func assets() ([]string, error) {
+	var out []string
+	err := fs.WalkDir(staticFS, "static", func(p string, d fs.DirEntry, err error) error {
+		if err == nil && !d.IsDir() {
+			out = append(out, strings.TrimPrefix(p, "static/"))
+		}
+		return err
+	})
+	return out, err
+}
