@@ -29,6 +29,8 @@ type fleet struct {
 	bob    *client.Core      // approver
 	admin  *client.Core
 	log    string // the append kind's execution log
+	// secrets of the tokens made by token, by name (admin included).
+	secrets map[string]string
 }
 
 // newFleet starts n agents (node-1…node-n, with the external kind
@@ -68,7 +70,8 @@ func newFleetWith(t testing.TB, o fleetOptions) *fleet {
 		}
 		return d
 	}
-	f := &fleet{t: t, agents: map[string]*proc{}, agentC: map[string]*client.Agent{}, dirs: map[string]string{}}
+	f := &fleet{t: t, agents: map[string]*proc{}, agentC: map[string]*client.Agent{}, dirs: map[string]string{},
+		secrets: map[string]string{}}
 	extra := o.actionsYAML
 	if extra == "" {
 		f.log = filepath.Join(base, "executions.log")
@@ -113,6 +116,7 @@ clusters:
 	}
 	hc := &http.Client{Timeout: 10 * time.Second}
 	f.admin = client.NewCore("http://"+f.core.Addr(), strings.TrimSpace(string(admin)), hc)
+	f.secrets["admin"] = strings.TrimSpace(string(admin))
 	f.alice = f.token("alice", "operator")
 	f.bob = f.token("bob", "approver")
 	waitFor(t, 20*time.Second, "every node UP", func() bool {
@@ -136,6 +140,7 @@ func (f *fleet) token(name, role string) *client.Core {
 	if err != nil {
 		f.t.Fatal(err)
 	}
+	f.secrets[name] = sec.Token
 	return client.NewCore("http://"+f.core.Addr(), sec.Token, &http.Client{Timeout: 10 * time.Second})
 }
 

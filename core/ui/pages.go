@@ -189,10 +189,10 @@ func (s *Server) approvals(w http.ResponseWriter, r *http.Request, v *visitor) {
 			p.Expires = rec.CreatedTS.Add(ttl)
 		}
 		switch {
-		case !v.can(auth.Approve):
-			p.Why = "Your roles (" + strings.Join(v.tok.Roles, ", ") + ") do not include approving."
 		case p.Mine && !s.cfg.Policy.SelfApproval:
 			p.Why = "You asked for this: another approver must decide."
+		case !v.can(auth.Approve):
+			p.Why = "Your roles (" + strings.Join(v.tok.Roles, ", ") + ") do not include approving."
 		default:
 			p.CanDecide = true
 		}
@@ -204,7 +204,9 @@ func (s *Server) approvals(w http.ResponseWriter, r *http.Request, v *visitor) {
 		d.Items = append(d.Items, p)
 	}
 	vw := newView(v, "Approvals", "approvals")
-	vw.Flash = flash(r)
+	if vw.Flash = flash(r); vw.Flash != "" {
+		vw.FlashLink = "/ui/actions/" + r.URL.Query().Get("id")
+	}
 	vw.Live = &liveRegion{URL: "/ui/approvals?part=live", Stream: "type=action.*"}
 	vw.Data = d
 	s.render(w, r, http.StatusOK, "approvals", vw)
@@ -372,10 +374,10 @@ func (s *Server) actionDetail(w http.ResponseWriter, r *http.Request, v *visitor
 	}
 	if a.State == action.PendingApprove {
 		switch {
-		case !v.can(auth.Approve):
-			d.Why = "Your roles (" + strings.Join(v.tok.Roles, ", ") + ") do not include approving."
 		case d.Mine && !s.cfg.Policy.SelfApproval:
 			d.Why = "You asked for this: another approver must decide."
+		case !v.can(auth.Approve):
+			d.Why = "Your roles (" + strings.Join(v.tok.Roles, ", ") + ") do not include approving."
 		default:
 			d.CanDecide = true
 		}

@@ -63,16 +63,26 @@ func needsEscape(r rune) bool {
 	return unicode.IsControl(r) || unicode.Is(unicode.Bidi_Control, r) || r == '\u2028' || r == '\u2029'
 }
 
-// prettyArgs indents a JSON object for reading.
+// prettyArgs indents a JSON object for reading, with <, > and & written as
+// themselves rather than as \u003c escapes (the page escapes them).
 func prettyArgs(raw json.RawMessage) string {
 	if len(raw) == 0 {
 		return "{}"
 	}
-	var b bytes.Buffer
-	if err := json.Indent(&b, raw, "", "  "); err != nil {
+	d := json.NewDecoder(bytes.NewReader(raw))
+	d.UseNumber()
+	var v any
+	if err := d.Decode(&v); err != nil {
 		return string(raw)
 	}
-	return b.String()
+	var b bytes.Buffer
+	enc := json.NewEncoder(&b)
+	enc.SetEscapeHTML(false)
+	enc.SetIndent("", "  ")
+	if err := enc.Encode(v); err != nil {
+		return string(raw)
+	}
+	return strings.TrimSuffix(b.String(), "\n")
 }
 
 var funcs = template.FuncMap{
@@ -120,6 +130,7 @@ type view struct {
 	// CanApprove: the visitor's roles grant approve (and reject).
 	CanApprove bool
 	Flash      string
+	FlashLink  string // a page the flash message points to
 	Error      string
 	Live       *liveRegion
 	Data       any

@@ -337,7 +337,7 @@ func TestStatePostsNeedTheSessionsCSRFToken(t *testing.T) {
 func TestViewerHasNoApproveButtonAndAForgedPostIs403(t *testing.T) {
 	t.Parallel()
 	e := setup(t)
-	a := e.create("op", `{"seconds":1}`)
+	a := e.create("someone", `{"seconds":1}`)
 	for _, who := range []string{"viewer", "op"} {
 		b := e.browser().signIn(who)
 		for _, page := range []string{"/ui/approvals", "/ui/actions/" + a.ID} {
