@@ -14,6 +14,7 @@ import (
 
 	"github.com/chromedp/cdproto/emulation"
 	"github.com/chromedp/chromedp"
+	"github.com/chromedp/chromedp/kb"
 
 	"github.com/musterhq/muster/shared/action"
 	"github.com/musterhq/muster/shared/client"
@@ -345,6 +346,42 @@ func TestWebUI(t *testing.T) {
 		}
 	})
 
+	t.Run("usable from the keyboard with a visible focus", func(t *testing.T) {
+		a := create("muster.io/debug.ping", `{}`)
+		ctx := br.tab(t, 1280, 800, "UTC")
+		signIn(t, ctx, base, "/ui/approvals", f.secrets["bob"])
+		item := fmt.Sprintf(`li[data-action="%s"]`, a.ID)
+		do(t, ctx, chromedp.WaitVisible(chromedp.CSS(item+" button.approve")), chromedp.KeyEvent(kb.Tab))
+		if cls := eval[string](t, ctx, `document.activeElement.className`); cls != "skip" {
+			t.Fatalf("the first Tab focuses %q, want the skip link", cls)
+		}
+		// Every control has a label.
+		if n := eval[int](t, ctx, `[...document.querySelectorAll('input:not([type=hidden]), select')]
+			.filter(e => !e.labels || e.labels.length === 0).length`); n != 0 {
+			t.Fatalf("%d controls have no label", n)
+		}
+		// Tab reaches the approve button of the action, and shows where it is.
+		reached := false
+		for range 200 {
+			do(t, ctx, chromedp.KeyEvent(kb.Tab))
+			if eval[bool](t, ctx, `document.activeElement.matches('`+item+` button.approve')`) {
+				reached = true
+				break
+			}
+		}
+		if !reached {
+			t.Fatal("Tab never reaches the approve button")
+		}
+		if o := eval[string](t, ctx, `getComputedStyle(document.activeElement).outlineStyle`); o == "none" || o == "" {
+			t.Fatalf("the focused button has no visible outline (%q)", o)
+		}
+		// Enter on the focused button approves.
+		do(t, ctx, chromedp.KeyEvent(kb.Enter), chromedp.WaitVisible(chromedp.CSS("#flash-link")))
+		if s := stateOf(a.ID); s == action.PendingApprove {
+			t.Fatal("Enter on the approve button did not approve")
+		}
+	})
+
 	t.Run("text from commands and people is shown as text", func(t *testing.T) {
 		a := create("example.com/xss", `{"note":"<script>window.xssArgs=1</script>\u001b[31mred"}`)
 		if _, err := f.bob.Approve(ctxT(t), a.ID); err != nil {
@@ -397,6 +434,16 @@ func TestWebUI(t *testing.T) {
 				do(t, ctx, chromedp.WaitVisible(chromedp.CSS(p.ready)))
 				waitJS(t, ctx, "local times", `!document.querySelector('time') || document.querySelector('time[data-local]')`)
 				screenshot(t, ctx, shots, p.name+"-"+size.name)
+				if p.name == "approvals" && size.name == "desktop" {
+					// The first screen only, as the README shows it.
+					png, err := chromedp.Run(ctx, chromedp.CaptureScreenshot())
+					if err != nil {
+						t.Fatal(err)
+					}
+					if err := os.WriteFile(filepath.Join(shots, "approvals-desktop-first-screen.png"), png, 0o644); err != nil {
+						t.Fatal(err)
+					}
+				}
 				sizes := eval[[]int](t, ctx, `[document.documentElement.scrollWidth, document.documentElement.clientWidth]`)
 				if sizes[0] > sizes[1] {
 					t.Errorf("%s at %s: scrollWidth %d > clientWidth %d", p.name, size.name, sizes[0], sizes[1])
