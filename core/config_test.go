@@ -67,6 +67,8 @@ func TestValidate(t *testing.T) {
 			c.Gossip.Enabled, c.Gossip.Insecure, c.Gossip.Join, c.Gossip.Profile = true, true, []string{"core"}, "wan"
 		}, []string{"gossip.join[0]:", "gossip.profile:"}},
 		{"log", func(c *Config) { c.Log.Level = "loud" }, []string{"log.level:"}},
+		{"ui session ttl", func(c *Config) { c.UI.SessionTTL = 0 }, []string{"ui.session_ttl:"}},
+		{"ui off, no ttl", func(c *Config) { c.UI = UIConfig{} }, nil},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
