@@ -375,6 +375,14 @@ func TestWebUI(t *testing.T) {
 		if o := eval[string](t, ctx, `getComputedStyle(document.activeElement).outlineStyle`); o == "none" || o == "" {
 			t.Fatalf("the focused button has no visible outline (%q)", o)
 		}
+		// A live refresh of the list keeps the focus where it was.
+		before := eval[string](t, ctx, `document.querySelector('main').getAttribute('data-refreshed') || ''`)
+		newer := create("muster.io/debug.ping", `{}`)
+		waitJS(t, ctx, "the list to refresh", `(document.querySelector('main').getAttribute('data-refreshed') || '') !== '`+before+`' &&
+			document.querySelector('li[data-action="`+newer.ID+`"]') !== null`)
+		if !eval[bool](t, ctx, `document.activeElement.matches('`+item+` button.approve')`) {
+			t.Fatalf("after a live refresh the focus is on %s", eval[string](t, ctx, `document.activeElement.outerHTML.slice(0, 120)`))
+		}
 		// Enter on the focused button approves.
 		do(t, ctx, chromedp.KeyEvent(kb.Enter), chromedp.WaitVisible(chromedp.CSS("#flash-link")))
 		if s := stateOf(a.ID); s == action.PendingApprove {

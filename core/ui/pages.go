@@ -27,8 +27,6 @@ const (
 type loginData struct {
 	Next    string
 	Expired bool
-	Token   string // never echoed back; kept empty
-	Dev     bool
 }
 
 func (s *Server) loginPage(w http.ResponseWriter, r *http.Request) {
@@ -163,10 +161,11 @@ type pending struct {
 }
 
 type approvalsData struct {
-	Items  []pending
-	Mine   int
-	ForMe  int
-	Policy string
+	Items []pending
+	Mine  int
+	ForMe int
+	// More: there are more waiting than the page shows.
+	More bool
 }
 
 func (s *Server) approvals(w http.ResponseWriter, r *http.Request, v *visitor) {
@@ -175,7 +174,7 @@ func (s *Server) approvals(w http.ResponseWriter, r *http.Request, v *visitor) {
 	err := s.st.Read(ctx, func(rd store.Reader) error {
 		var err error
 		recs, err = rd.ListActions(ctx, store.ListQuery{States: []action.State{action.PendingApprove},
-			Sort: []store.SortKey{{Field: "created_ts"}}, Limit: approvalsShown})
+			Sort: []store.SortKey{{Field: "created_ts"}}, Limit: approvalsShown + 1})
 		return err
 	})
 	if err != nil {
@@ -183,6 +182,9 @@ func (s *Server) approvals(w http.ResponseWriter, r *http.Request, v *visitor) {
 		return
 	}
 	d := approvalsData{Items: []pending{}}
+	if len(recs) > approvalsShown {
+		recs, d.More = recs[:approvalsShown], true
+	}
 	for _, rec := range recs {
 		p := pending{Action: rec.Action, Mine: strings.EqualFold(rec.Requester, v.tok.Name)}
 		if ttl := s.cfg.Policy.TTL; ttl > 0 {

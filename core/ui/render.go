@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"html/template"
-	"io/fs"
 	"net"
 	"net/http"
 	"strings"
@@ -99,7 +98,7 @@ var funcs = template.FuncMap{
 	"stateName": func(s action.State) string { return strings.ReplaceAll(string(s), "_", " ") },
 	"lower":     strings.ToLower,
 	"deref":     func(t *time.Time) time.Time { return *t },
-	"eq2":       func(a, b any) bool { return fmt.Sprint(a) == fmt.Sprint(b) },
+	"sameText":  func(a, b any) bool { return fmt.Sprint(a) == fmt.Sprint(b) },
 }
 
 func parsePages() (map[string]*template.Template, error) {
@@ -182,16 +181,4 @@ func clientAddr(r *http.Request) string {
 		return r.RemoteAddr
 	}
 	return host
-}
-
-// assets lists the embedded static files (for tests).
-func assets() ([]string, error) {
-	var out []string
-	err := fs.WalkDir(staticFS, "static", func(p string, d fs.DirEntry, err error) error {
-		if err == nil && !d.IsDir() {
-			out = append(out, strings.TrimPrefix(p, "static/"))
-		}
-		return err
-	})
-	return out, err
 }

@@ -179,7 +179,14 @@ func (s *Server) signedIn(w http.ResponseWriter, r *http.Request, stream bool) (
 	q := url.Values{}
 	next := "/ui/approvals"
 	if r.Method == http.MethodGet {
-		next = r.URL.RequestURI()
+		// Back to the whole page, even when its script asked for its live part.
+		u := *r.URL
+		q := u.Query()
+		if q.Has("part") {
+			q.Del("part")
+			u.RawQuery = q.Encode()
+		}
+		next = u.RequestURI()
 	}
 	if n := safeNext(next); n != "" {
 		q.Set("next", n)

@@ -11,8 +11,13 @@ import (
 	"github.com/musterhq/muster/core/store"
 )
 
-// streamBatch is how many events the stream reads at a time.
-const streamBatch = 500
+const (
+	// streamBatch is how many events the stream reads at a time.
+	streamBatch = 500
+	// streamWriteGrace is how long a write to the stream may take beyond
+	// the keep-alive period.
+	streamWriteGrace = 30 * time.Second
+)
 
 // streamNote is what the live-update stream sends for each event: enough for
 // a page to know whether it is concerned, nothing to render.
@@ -27,13 +32,15 @@ type streamNote struct {
 func (s *Server) acquireStream(hash string) (func(), bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if s.closed || s.streams[hash] >= MaxStreamsPerSession {
+	if s.closed || s.streams[hash] >= MaxStreamsPerSession || s.openStreams >= MaxStreams {
 		return nil, false
 	}
 	s.streams[hash]++
+	s.openStreams++
 	return func() {
 		s.mu.Lock()
 		defer s.mu.Unlock()
+		s.openStreams--
 		if s.streams[hash]--; s.streams[hash] <= 0 {
 			delete(s.streams, hash)
 		}
@@ -63,7 +70,7 @@ func (s *Server) stream(w http.ResponseWriter, r *http.Request, v *visitor) {
 	}
 	release, ok := s.acquireStream(v.sess.hash)
 	if !ok {
-		http.Error(w, "too many live-update streams for this session", http.StatusTooManyRequests)
+		http.Error(w, "too many live-update streams are open", http.StatusTooManyRequests)
 		return
 	}
 	defer release()
@@ -96,6 +103,9 @@ func (s *Server) stream(w http.ResponseWriter, r *http.Request, v *visitor) {
 	expiry := time.NewTimer(time.Until(v.sess.expires))
 	defer expiry.Stop()
 	for {
+		// Each round of writes has its own deadline, whatever the server's
+		// WriteTimeout: a browser that stops reading is let go.
+		_ = rc.SetWriteDeadline(time.Now().Add(s.cfg.StreamKeepAlive + streamWriteGrace))
 		since, err = s.sendNotes(ctx, w, f, since)
 		if err != nil || rc.Flush() != nil {
 			return

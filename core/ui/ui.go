@@ -38,6 +38,8 @@ const (
 	// MaxStreamsPerSession caps the live-update streams of one session
 	// (one per open tab).
 	MaxStreamsPerSession = 16
+	// MaxStreams caps the live-update streams of the whole UI.
+	MaxStreams = 1024
 	// maxForm is the largest form body accepted.
 	maxForm = 64 << 10
 )
@@ -96,12 +98,14 @@ type Server struct {
 	sessions *sessions
 	routes   []route
 
-	mu       sync.Mutex
-	devUsed  map[string]bool // dev nonces already used
-	streams  map[string]int  // open streams by session hash
-	done     chan struct{}
-	closed   bool
-	staticFS fs.FS
+	mu      sync.Mutex
+	devUsed map[string]bool // dev nonces already used
+	streams map[string]int  // open streams by session hash
+	// openStreams counts every open stream.
+	openStreams int
+	done        chan struct{}
+	closed      bool
+	staticFS    fs.FS
 }
 
 // New builds the UI. It starts nothing.
@@ -164,9 +168,6 @@ func (s *Server) Close() {
 		close(s.done)
 	}
 }
-
-// Routes lists the registered routes with their permissions.
-func (s *Server) Routes() []route { return append([]route(nil), s.routes...) }
 
 func (s *Server) register() {
 	s.public("GET /ui/{$}", s.home)

@@ -3,6 +3,7 @@ package ui
 import (
 	"bufio"
 	"context"
+	"io/fs"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
@@ -47,7 +48,7 @@ func TestUIRoleTable(t *testing.T) {
 	}
 	e := setup(t, func(c *Config) { c.DevLogins = nonces })
 	registered := map[string]bool{}
-	for _, r := range e.ui.Routes() {
+	for _, r := range e.ui.routes {
 		key := r.Method + " " + r.Pattern
 		registered[key] = true
 		if _, ok := roleTable[key]; !ok {
@@ -253,6 +254,10 @@ func TestExpiredSessionGoesToSignInAndBack(t *testing.T) {
 	u, _ := url.Parse(loc)
 	if u.Path != "/ui/login" || !strings.HasPrefix(u.Query().Get("next"), "/ui/events?type=action.") || u.Query().Get("expired") != "1" {
 		t.Fatalf("expired session went to %q", loc)
+	}
+	// The page's script asks for the live part; sign-in comes back to the page.
+	if _, loc, _ := b.get("/ui/events?type=action.*&part=live"); strings.Contains(loc, "part") {
+		t.Fatalf("sign-in after expiry would come back to the live part only: %q", loc)
 	}
 	_, _, body := b.get(loc)
 	if !strings.Contains(body, "Your session has ended") {
@@ -606,4 +611,16 @@ func readAll(t *testing.T, resp *http.Response) string {
 		b.WriteString(sc.Text() + "\n")
 	}
 	return b.String()
+}
+
+// assets lists the embedded static files (for tests).
+func assets() ([]string, error) {
+	var out []string
+	err := fs.WalkDir(staticFS, "static", func(p string, d fs.DirEntry, err error) error {
+		if err == nil && !d.IsDir() {
+			out = append(out, strings.TrimPrefix(p, "static/"))
+		}
+		return err
+	})
+	return out, err
 }

@@ -35,6 +35,20 @@
     return false;
   }
 
+  // focusKey describes the focused element of the region, so that focus can
+  // return to its new copy after a refresh (keyboard users keep their place).
+  function focusKey(region) {
+    var a = document.activeElement;
+    if (!a || a === region || !region.contains(a)) return null;
+    if (a.id) return "#" + CSS.escape(a.id);
+    var sel = a.tagName.toLowerCase();
+    if (a.getAttribute("href")) sel += '[href="' + CSS.escape(a.getAttribute("href")) + '"]';
+    if (a.className) sel += "." + a.className.trim().split(/\s+/).map(CSS.escape).join(".");
+    var item = a.closest("[data-action]");
+    if (item) sel = '[data-action="' + CSS.escape(item.getAttribute("data-action")) + '"] ' + sel;
+    return sel;
+  }
+
   function live(main) {
     var url = main.getAttribute("data-live"), region = document.getElementById("live");
     if (!url || !region || !window.EventSource) return;
@@ -51,8 +65,12 @@
         return res.text();
       }).then(function (html) {
         if (html === null) return;
+        var key = focusKey(region);
         region.innerHTML = html; // rendered and escaped by the server's templates
         localTimes(region);
+        var again = key && region.querySelector(key);
+        if (again) again.focus();
+        else if (key) main.focus(); // what had focus is gone: stay in the page
         status("");
         main.setAttribute("data-refreshed", String(Date.now()));
       }).catch(function () {
