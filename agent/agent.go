@@ -11,7 +11,10 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"os/user"
+	"path/filepath"
 	"sort"
+	"strconv"
 	"sync"
 	"time"
 
@@ -23,6 +26,7 @@ import (
 	"github.com/musterhq/muster/agent/queue"
 	"github.com/musterhq/muster/agent/runner"
 	"github.com/musterhq/muster/shared/action"
+	"github.com/musterhq/muster/shared/config"
 	"github.com/musterhq/muster/shared/tlsutil"
 	"github.com/musterhq/muster/shared/version"
 )
@@ -32,9 +36,10 @@ type Agent struct {
 	cfg Config
 	log *slog.Logger
 
-	mu    sync.Mutex
-	addr  net.Addr
-	ready chan struct{}
+	mu     sync.Mutex
+	addr   net.Addr
+	socket string
+	ready  chan struct{}
 }
 
 // New checks cfg and returns an agent; it opens and starts nothing.
@@ -55,6 +60,13 @@ func (a *Agent) Addr() net.Addr {
 	return a.addr
 }
 
+// Socket returns the path of the API's Unix socket once Ready is closed.
+func (a *Agent) Socket() string {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return a.socket
+}
+
 // Ready is closed once the API listens.
 func (a *Agent) Ready() <-chan struct{} { return a.ready }
 
@@ -64,6 +76,11 @@ func (a *Agent) Ready() <-chan struct{} { return a.ready }
 // the queue.
 func (a *Agent) Run(ctx context.Context) error {
 	cfg := a.cfg
+	if err := checkKeyFiles(map[string]string{
+		"api.tls.key_file": cfg.API.TLS.KeyFile, "gossip.key_file": gossipKeyFile(cfg.Gossip),
+	}); err != nil {
+		return err
+	}
 	if err := os.MkdirAll(cfg.DataDir, 0o700); err != nil {
 		return fmt.Errorf("data_dir: %w", err)
 	}
@@ -95,36 +112,64 @@ func (a *Agent) Run(ctx context.Context) error {
 	srv := api.New(api.Config{
 		NodeID: cfg.NodeID, ClusterID: cfg.ClusterID, Version: version.Version,
 		DefaultTimeout: cfg.Actions.DefaultTimeout,
-		Queue:          q, Runner: run, Kinds: reg, Gatherer: prom, Log: a.log,
+		Queue:          q, Runner: run, Kinds: reg, Gatherer: prom, Registerer: prom, Log: a.log,
 		Caller: apiCaller(cfg.API),
 	})
 	httpSrv := &http.Server{Handler: srv.Handler(), ReadHeaderTimeout: 10 * time.Second,
+		// Requests over the socket carry the caller's uid.
+		ConnContext: api.ConnContext,
 		// Refused TLS handshakes (no or a wrong client certificate) land here.
 		ErrorLog: slog.NewLogLogger(a.log.With("component", "api").Handler(), slog.LevelWarn)}
-	ln, err := a.listen(cfg.API)
+	var lns []net.Listener
+	closeAll := func() {
+		for _, ln := range lns {
+			ln.Close()
+		}
+	}
+	var tcp net.Listener
+	if cfg.API.Addr != "" {
+		if tcp, err = a.listen(cfg.API); err != nil {
+			return err
+		}
+		lns = append(lns, tcp)
+		if cfg.API.Insecure {
+			a.log.Warn("api.insecure: the TCP API answers anyone who reaches it, without TLS identity checks (development only)",
+				"api", tcp.Addr().String())
+		}
+	}
+	sock, err := listenSocket(cfg.SocketPath(), cfg.API.SocketGroup, cfg.DataDir)
 	if err != nil {
+		closeAll()
 		return err
 	}
+	lns = append(lns, sock)
 
 	if err := run.Start(ctx); err != nil {
-		ln.Close()
+		closeAll()
 		return err
 	}
 	defer run.Stop()
 	if err := ret.Start(ctx); err != nil {
-		ln.Close()
+		closeAll()
 		return err
 	}
 	defer ret.Stop()
 
-	serveErr := make(chan error, 1)
-	go func() { serveErr <- httpSrv.Serve(ln) }()
+	serveErr := make(chan error, len(lns))
+	for _, ln := range lns {
+		go func() { serveErr <- httpSrv.Serve(ln) }()
+	}
+	apiAddr := ""
 	a.mu.Lock()
-	a.addr = ln.Addr()
+	if tcp != nil {
+		a.addr = tcp.Addr()
+		apiAddr = tcp.Addr().String()
+	}
+	a.socket = cfg.SocketPath()
 	a.mu.Unlock()
 	close(a.ready)
 	// Announced once the API answers; gone from the pool before anything stops.
-	gs, err := newGossip(cfg, ln.Addr().String(), a.log)
+	gs, err := newGossip(cfg, apiAddr, a.log)
 	if err == nil && gs != nil {
 		err = gs.Start(ctx)
 	}
@@ -135,7 +180,7 @@ func (a *Agent) Run(ctx context.Context) error {
 	if gs != nil {
 		defer gs.Stop()
 	}
-	a.log.Info("agent started", "api", ln.Addr().String(), "cluster", cfg.ClusterID,
+	a.log.Info("agent started", "api", apiAddr, "socket", cfg.SocketPath(), "cluster", cfg.ClusterID,
 		"store_id", q.StoreID(), "kinds", len(reg.Kinds()), "version", version.Version)
 
 	select {
@@ -161,7 +206,66 @@ func (a *Agent) Run(ctx context.Context) error {
 // api.tls.client_ca_file, the handshake requires a client certificate of that
 // CA (and the API then requires the core's identity in it).
 func (a *Agent) listen(c APIConfig) (net.Listener, error) {
-	return tlsutil.Listen("api", c.Addr, c.TLS.CertFile, c.TLS.KeyFile, c.TLS.ClientCAFile)
+	return tlsutil.Listen("api", c.Addr, c.TLS.CertFile, c.TLS.KeyFile, c.TLS.ClientCAFile, tlsutil.OnlyTLS13)
+}
+
+// listenSocket opens the API's Unix socket at path, mode 0660, of group
+// (a name or a gid; empty: the agent's own group). The file's permissions
+// decide who on the node may use the API (DESIGN.md §15). A socket left by
+// a killed agent is replaced; one that another process answers is not. When
+// the socket is in dataDir and group is set, dataDir is given that group and
+// mode 0710, so that members can reach the socket (and list nothing).
+func listenSocket(path, group, dataDir string) (net.Listener, error) {
+	gid := -1
+	if group != "" {
+		g, err := user.LookupGroup(group)
+		if err != nil {
+			g, err = user.LookupGroupId(group)
+		}
+		if err != nil {
+			return nil, fmt.Errorf("api.socket_group: no group %q on this host", group)
+		}
+		if gid, err = strconv.Atoi(g.Gid); err != nil {
+			return nil, fmt.Errorf("api.socket_group: group %q has gid %q", group, g.Gid)
+		}
+	}
+	if fi, err := os.Lstat(path); err == nil {
+		if fi.Mode()&os.ModeSocket == 0 {
+			return nil, fmt.Errorf("api.socket: %s exists and is not a socket", path)
+		}
+		if c, err := net.DialTimeout("unix", path, time.Second); err == nil {
+			c.Close()
+			return nil, fmt.Errorf("api.socket: another process answers on %s", path)
+		}
+		if err := os.Remove(path); err != nil {
+			return nil, fmt.Errorf("api.socket: remove the stale socket: %w", err)
+		}
+	}
+	ln, err := net.Listen("unix", path)
+	if err != nil {
+		return nil, fmt.Errorf("api.socket: %w", err)
+	}
+	fail := func(err error) (net.Listener, error) {
+		ln.Close()
+		return nil, err
+	}
+	if gid >= 0 {
+		if err := os.Chown(path, -1, gid); err != nil {
+			return fail(fmt.Errorf("api.socket_group: %w (the agent must be root or a member of %s)", err, group))
+		}
+		if filepath.Clean(filepath.Dir(path)) == filepath.Clean(dataDir) {
+			if err := os.Chown(dataDir, -1, gid); err != nil {
+				return fail(fmt.Errorf("api.socket_group: data_dir: %w", err))
+			}
+			if err := os.Chmod(dataDir, 0o710); err != nil {
+				return fail(fmt.Errorf("api.socket_group: data_dir: %w", err))
+			}
+		}
+	}
+	if err := os.Chmod(path, 0o660); err != nil {
+		return fail(fmt.Errorf("api.socket: %w", err))
+	}
+	return ln, nil
 }
 
 // apiCaller is the identity the API requires of its callers: the core's,
@@ -172,6 +276,30 @@ func apiCaller(c APIConfig) *tlsutil.Identity {
 	}
 	id := tlsutil.Core()
 	return &id
+}
+
+// gossipKeyFile is the key file gossip will read ("" when gossip is off).
+func gossipKeyFile(g GossipConfig) string {
+	if !g.Enabled {
+		return ""
+	}
+	return g.KeyFile
+}
+
+// checkKeyFiles refuses, before anything starts, a key file (by
+// configuration key) that its group or others may read.
+func checkKeyFiles(files map[string]string) error {
+	var errs []error
+	for key, path := range files {
+		if path == "" {
+			continue
+		}
+		if err := config.CheckPrivateFile(path); errors.Is(err, config.ErrFileOpen) {
+			errs = append(errs, fmt.Errorf("%s: %w", key, err))
+		}
+	}
+	sortErrors(errs)
+	return errors.Join(errs...)
 }
 
 // queueCollector exports the queue depth by state.

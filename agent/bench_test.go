@@ -61,7 +61,7 @@ func BenchmarkQueueThroughput(b *testing.B) {
 
 	cfg := DefaultConfig()
 	cfg.NodeID, cfg.ClusterID, cfg.DataDir = "bench", "bench", filepath.Join(dir, "agent")
-	cfg.API.Addr = "127.0.0.1:0"
+	cfg.API.Addr, cfg.API.Insecure = "127.0.0.1:0", true
 	ag, err := New(cfg, nil)
 	if err != nil {
 		b.Fatal(err)

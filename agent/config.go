@@ -3,6 +3,7 @@ package agent
 import (
 	"fmt"
 	"net"
+	"path/filepath"
 	"time"
 
 	"github.com/musterhq/muster/agent/handlers"
@@ -22,8 +23,31 @@ type Config struct {
 	Log       config.Log    `mapstructure:"log" yaml:"log"`
 }
 
-// APIConfig is the agent API's listener.
-type APIConfig = config.API
+// APIConfig is the agent API: its TCP listener, for the core, and the Unix
+// socket people and scripts on the node use (DESIGN.md §15).
+type APIConfig struct {
+	config.API `mapstructure:",squash" yaml:",inline"`
+	// Socket is the Unix socket's path (default <data_dir>/agent.sock).
+	Socket string `mapstructure:"socket" yaml:"socket"`
+	// SocketGroup is the group (name or gid) whose members may use the
+	// socket; empty: the agent's own group.
+	SocketGroup string `mapstructure:"socket_group" yaml:"socket_group"`
+}
+
+// SocketFile is the name of the socket in data_dir when api.socket is unset.
+const SocketFile = "agent.sock"
+
+// maxSocketPath is the longest path a Unix socket can bind (sun_path, less
+// its terminating NUL).
+const maxSocketPath = 107
+
+// SocketPath returns the path of the API's Unix socket.
+func (c *Config) SocketPath() string {
+	if c.API.Socket != "" {
+		return c.API.Socket
+	}
+	return filepath.Join(c.DataDir, SocketFile)
+}
 
 // ActionsConfig holds timeouts, retention and the external kinds.
 type ActionsConfig struct {
@@ -57,7 +81,7 @@ type GossipConfig struct {
 // DefaultConfig returns the defaults of DESIGN.md §4 and §6.
 func DefaultConfig() Config {
 	return Config{
-		API: APIConfig{Addr: "127.0.0.1:7420"},
+		API: APIConfig{API: config.API{Addr: "127.0.0.1:7420"}},
 		Actions: ActionsConfig{
 			DefaultTimeout:     time.Hour,
 			Retention:          7 * 24 * time.Hour,
@@ -84,21 +108,29 @@ func (c *Config) Validate() []error {
 	if c.DataDir == "" {
 		errs = append(errs, fmt.Errorf("data_dir: required (the queue is <data_dir>/agent.db)"))
 	}
-	if err := config.ValidateAddr("api.addr", c.API.Addr); err != nil {
-		errs = append(errs, err)
+	if c.API.Addr != "" {
+		if err := config.ValidateAddr("api.addr", c.API.Addr); err != nil {
+			errs = append(errs, err)
+		}
 	}
 	errs = append(errs, c.API.TLS.Validate("api.tls")...)
 	if c.API.TLS.ClientCAFile != "" && !c.API.TLS.Enabled() {
 		errs = append(errs, fmt.Errorf("api.tls.client_ca_file: needs api.tls.cert_file and api.tls.key_file"))
 	}
-	// Off loopback, only the core may reach the agent: TLS and a client
-	// certificate of the core, unless the operator says otherwise.
-	if c.API.Addr != "" && !c.API.Insecure && !config.IsLoopback(c.API.Addr) {
+	// The TCP API is the core's (DESIGN.md §15): TLS and the core's client
+	// certificate, on loopback too (any user of the host reaches loopback),
+	// unless the operator says otherwise. People use the socket.
+	if c.API.Addr != "" && !c.API.Insecure {
 		switch {
 		case !c.API.TLS.Enabled():
-			errs = append(errs, fmt.Errorf("api.addr: %s is not a loopback address; configure api.tls (cert_file, key_file, client_ca_file) or set api.insecure: true", c.API.Addr))
+			errs = append(errs, fmt.Errorf("api.addr: %s serves the core only, over mutual TLS: configure api.tls (cert_file, key_file, client_ca_file), set api.addr to \"\" to serve only the socket, or set api.insecure: true (development)", c.API.Addr))
 		case c.API.TLS.ClientCAFile == "":
-			errs = append(errs, fmt.Errorf("api.tls.client_ca_file: required when api.addr %s is not a loopback address (only the core may call the agent), or set api.insecure: true", c.API.Addr))
+			errs = append(errs, fmt.Errorf("api.tls.client_ca_file: required with api.addr %s (only the core may call the agent over TCP), or set api.insecure: true (development)", c.API.Addr))
+		}
+	}
+	if c.DataDir != "" || c.API.Socket != "" {
+		if p := c.SocketPath(); len(p) > maxSocketPath {
+			errs = append(errs, fmt.Errorf("api.socket: %s is %d bytes, longer than a Unix socket path may be (%d); set api.socket to a shorter path", p, len(p), maxSocketPath))
 		}
 	}
 	a := c.Actions
@@ -132,7 +164,14 @@ func (c *Config) Validate() []error {
 		}
 		errs = append(errs, gossip.ValidateJoin("gossip.join", g.Join)...)
 		errs = append(errs, g.Timing.Validate("gossip")...)
-		if g.AdvertiseAPI == "" {
+		if c.API.Addr == "" {
+			errs = append(errs, fmt.Errorf("gossip.enabled: needs api.addr: the core reaches the agent over TCP"))
+		}
+		if g.AdvertiseAPI != "" {
+			if err := gossip.ValidateAPIAddr(g.AdvertiseAPI); err != nil {
+				errs = append(errs, fmt.Errorf("gossip.advertise_api: %w (host:port, no scheme: the core chooses it)", err))
+			}
+		} else {
 			if host, _, err := net.SplitHostPort(c.API.Addr); err == nil && (host == "" || net.ParseIP(host) != nil && net.ParseIP(host).IsUnspecified()) {
 				errs = append(errs, fmt.Errorf("gossip.advertise_api: required when api.addr %s listens on every interface (the address the core should use)", c.API.Addr))
 			}

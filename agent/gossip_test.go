@@ -30,11 +30,12 @@ func TestGossipConfig(t *testing.T) {
 		{"API on every interface with advertise_api", func(c *Config) {
 			c.API.Addr, c.API.Insecure, c.Gossip.AdvertiseAPI = "0.0.0.0:7420", true, "10.0.0.1:7420"
 		}, ""},
+		{"advertise_api with a scheme", func(c *Config) { c.Gossip.AdvertiseAPI = "http://10.0.0.1:7420" }, "gossip.advertise_api:"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			t.Parallel()
 			cfg := DefaultConfig()
-			cfg.NodeID, cfg.ClusterID, cfg.DataDir = "n1", "c1", "/d"
+			cfg.NodeID, cfg.ClusterID, cfg.DataDir, cfg.API.Insecure = "n1", "c1", "/d", true
 			cfg.Gossip.Enabled, cfg.Gossip.KeyFile, cfg.Gossip.Join = true, "/gossip.key", []string{"10.0.0.9:7946"}
 			c.edit(&cfg)
 			errs := cfg.Validate()
@@ -103,7 +104,7 @@ func TestAgentAnnouncesItselfAndLeaves(t *testing.T) {
 
 	cfg := DefaultConfig()
 	cfg.NodeID, cfg.ClusterID, cfg.DataDir = "n1", "c1", t.TempDir()
-	cfg.API.Addr = "127.0.0.1:0"
+	cfg.API.Addr, cfg.API.Insecure = "127.0.0.1:0", true
 	cfg.Gossip = GossipConfig{Enabled: true, BindAddr: "127.0.0.1:0", Join: []string{core.Addr()}, KeyFile: keyFile, Timing: timing}
 	ag, err := New(cfg, nil)
 	if err != nil {
@@ -117,8 +118,9 @@ func TestAgentAnnouncesItselfAndLeaves(t *testing.T) {
 
 	waitUntil("the agent's join", func() bool { return seen(gossip.KindJoin) != nil })
 	j := seen(gossip.KindJoin)
-	want := gossip.Meta{V: gossip.MetaVersion, Role: gossip.RoleAgent, Cluster: "c1", Node: "n1", API: ag.Addr().String()}
-	if j.Meta != want {
+	want := gossip.Meta{V: gossip.MetaVersion, Role: gossip.RoleAgent, Cluster: "c1", Node: "n1", API: ag.Addr().String(),
+		Leave: j.Meta.Leave}
+	if j.Meta != want || j.Meta.Leave == "" {
 		t.Fatalf("announced %+v, want %+v", j.Meta, want)
 	}
 	cancel()

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"io"
 	"net/http"
+	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -14,6 +15,7 @@ import (
 
 	"github.com/musterhq/muster/shared/client"
 	"github.com/musterhq/muster/shared/config"
+	"github.com/musterhq/muster/shared/gossip"
 	"github.com/musterhq/muster/shared/tlsutil"
 	"github.com/musterhq/muster/shared/wire"
 )
@@ -29,14 +31,20 @@ func TestConfigKeepsTheAPIOffTheNetworkWithoutMutualTLS(t *testing.T) {
 		insecure bool
 		want     string // "" when valid
 	}{
-		{"loopback plaintext", "127.0.0.1:7420", config.TLS{}, false, ""},
-		{"localhost plaintext", "localhost:7420", config.TLS{}, false, ""},
+		// Item 4 of the attack review: any user of the host reaches
+		// loopback, so the TCP API is the core's there too (DESIGN.md §15).
+		{"loopback plaintext", "127.0.0.1:7420", config.TLS{}, false, "api.addr:"},
+		{"localhost plaintext", "localhost:7420", config.TLS{}, false, "api.addr:"},
+		{"loopback TLS without client CA", "127.0.0.1:7420", serverOnly, false, "api.tls.client_ca_file: required"},
+		{"loopback mutual TLS", "127.0.0.1:7420", full, false, ""},
+		{"loopback plaintext, insecure", "127.0.0.1:7420", config.TLS{}, true, ""},
+		{"socket only", "", config.TLS{}, false, ""},
 		{"network plaintext", "0.0.0.0:7420", config.TLS{}, false, "api.addr:"},
 		{"network TLS without client CA", "10.0.0.1:7420", serverOnly, false, "api.tls.client_ca_file: required"},
 		{"network mutual TLS", "0.0.0.0:7420", full, false, ""},
 		{"network plaintext, insecure", "0.0.0.0:7420", config.TLS{}, true, ""},
-		{"client CA without a certificate", "127.0.0.1:7420", config.TLS{ClientCAFile: "ca.pem"}, false, "api.tls.client_ca_file: needs"},
-		{"certificate without key", "127.0.0.1:7420", config.TLS{CertFile: "c.pem"}, false, "api.tls:"},
+		{"client CA without a certificate", "127.0.0.1:7420", config.TLS{ClientCAFile: "ca.pem"}, true, "api.tls.client_ca_file: needs"},
+		{"certificate without key", "127.0.0.1:7420", config.TLS{CertFile: "c.pem"}, true, "api.tls:"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			t.Parallel()
@@ -218,5 +226,70 @@ func TestAPI8AgentAnswersOnlyTheCoreOverMutualTLS(t *testing.T) {
 	})
 	if n := e.queued(t); n != 1 {
 		t.Fatalf("the agent holds %d actions, want only the core's", n)
+	}
+}
+
+// Item 13 of the attack review: a TLS or gossip key file its group or others
+// may read is refused at start, one error per file naming it and its mode,
+// before the queue is opened.
+func TestKeyFilesReadableByGroupOrOthersAreRefused(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	if _, err := tlsutil.CreateCA(dir, time.Now(), tlsutil.CAValidity); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := tlsutil.CreateCert(dir, tlsutil.Agent("n1"), nil, time.Now(), tlsutil.LeafValidity); err != nil {
+		t.Fatal(err)
+	}
+	tlsKey := filepath.Join(dir, "agent-n1-key.pem")
+	gossipKey := filepath.Join(dir, "gossip.key")
+	k, _ := gossip.GenerateKey()
+	if err := os.WriteFile(gossipKey, []byte(k), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chmod(tlsKey, 0o640); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chmod(gossipKey, 0o604); err != nil {
+		t.Fatal(err)
+	}
+	cfg := DefaultConfig()
+	cfg.NodeID, cfg.ClusterID, cfg.DataDir = "n1", "c1", filepath.Join(t.TempDir(), "data")
+	cfg.API.Addr = "127.0.0.1:0"
+	cfg.API.TLS = config.TLS{CertFile: filepath.Join(dir, "agent-n1.pem"), KeyFile: tlsKey, ClientCAFile: filepath.Join(dir, "ca.pem")}
+	cfg.Gossip.Enabled, cfg.Gossip.KeyFile, cfg.Gossip.BindAddr = true, gossipKey, "127.0.0.1:0"
+	ag, err := New(cfg, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	err = ag.Run(context.Background())
+	for _, want := range []string{
+		"api.tls.key_file: " + tlsKey + " has mode 0640, readable by group or others",
+		"gossip.key_file: " + gossipKey + " has mode 0604, readable by group or others",
+	} {
+		if err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("Run = %v, want an error with %q", err, want)
+		}
+	}
+	if _, err := os.Stat(cfg.DataDir); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("the agent made its data directory before refusing: %v", err)
+	}
+}
+
+// The agent's API speaks TLS 1.3 only (issue 9, item 11): its one client is
+// the core, Go on both ends. A TLS 1.2 client with the core's certificate is
+// refused in the handshake.
+func TestAgentLinkRequiresTLS13(t *testing.T) {
+	t.Parallel()
+	e := setupTLS(t)
+	hc := e.clientAs(t, e.dir, "core")
+	if _, err := client.NewAgent(e.url, hc).Info(context.Background()); err != nil {
+		t.Fatalf("TLS 1.3: %v", err)
+	}
+	old := e.clientAs(t, e.dir, "core")
+	old.Transport.(*http.Transport).TLSClientConfig.MaxVersion = tls.VersionTLS12
+	_, err := client.NewAgent(e.url, old).Info(context.Background())
+	if err == nil || client.StatusOf(err) != 0 || !strings.Contains(err.Error(), "protocol version not supported") {
+		t.Fatalf("TLS 1.2: %v, want a refused handshake", err)
 	}
 }

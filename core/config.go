@@ -170,6 +170,8 @@ func (c *Config) Validate() []error {
 			nodes[n.ID] = true
 			if err := validAgentAddr(n.Addr); err != nil {
 				add(nkey+".addr", "%v", err)
+			} else if c.AgentsTLS.Enabled() && strings.HasPrefix(n.Addr, "http://") {
+				add(nkey+".addr", "%q names plain HTTP, but with agents_tls every node is reached over https: give host:port", n.Addr)
 			}
 		}
 	}

@@ -55,6 +55,10 @@ func TestValidate(t *testing.T) {
 		{"node without addr", func(c *Config) { c.Clusters[0].Nodes[0].Addr = "" }, []string{"clusters[0].nodes[0].addr:"}},
 		{"node addr without port", func(c *Config) { c.Clusters[0].Nodes[0].Addr = "db-1" }, []string{"clusters[0].nodes[0].addr:"}},
 		{"node addr bad scheme", func(c *Config) { c.Clusters[0].Nodes[0].Addr = "ftp://db-1:21" }, []string{"clusters[0].nodes[0].addr:"}},
+		{"plain http node with agents_tls", func(c *Config) {
+			c.AgentsTLS = AgentsTLSConfig{CAFile: "ca.pem", CertFile: "c.pem", KeyFile: "k.pem"}
+			c.Clusters[0].Nodes[0].Addr = "http://db-1:7420"
+		}, []string{"clusters[0].nodes[0].addr:"}},
 		{"orchestrate zeros", func(c *Config) { c.Orchestrate = OrchestrateConfig{} }, []string{
 			"orchestrate.agent_timeout:", "orchestrate.full_sync_every:", "orchestrate.interval:",
 			"orchestrate.max_queued_per_node:", "orchestrate.workers:",

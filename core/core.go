@@ -26,6 +26,7 @@ import (
 	"github.com/musterhq/muster/core/store"
 	"github.com/musterhq/muster/core/store/sqlite"
 	"github.com/musterhq/muster/core/ui"
+	"github.com/musterhq/muster/shared/config"
 	"github.com/musterhq/muster/shared/tlsutil"
 	"github.com/musterhq/muster/shared/version"
 )
@@ -71,6 +72,9 @@ func (c *Core) Ready() <-chan struct{} { return c.ready }
 // flight), stops discovery and the orchestrator, and closes the store.
 func (c *Core) Run(ctx context.Context) error {
 	cfg := c.cfg
+	if err := checkKeyFiles(cfg); err != nil {
+		return err
+	}
 	if err := os.MkdirAll(cfg.DataDir, 0o700); err != nil {
 		return fmt.Errorf("data_dir: %w", err)
 	}
@@ -129,7 +133,7 @@ func (c *Core) Run(ctx context.Context) error {
 	sources := []discovery.Source{static}
 	var pool *discovery.GossipSource
 	if cfg.Gossip.Enabled {
-		pool = discovery.NewGossipSource(c.log)
+		pool = discovery.NewGossipSource(c.log, gossipOptions(cfg, atls)...)
 		sources = append(sources, pool)
 	}
 	watchCtx, stopWatch := context.WithCancel(ctx)
@@ -210,6 +214,25 @@ func withUI(cfg Config, apiSrv *api.Server, st store.Store, log *slog.Logger) (h
 	return mux, uiSrv.Close, nil
 }
 
+// checkKeyFiles refuses, before anything starts, a key file that its group
+// or others may read: one error per file, naming its key, path and mode.
+func checkKeyFiles(cfg Config) error {
+	files := map[string]string{"api.tls.key_file": cfg.API.TLS.KeyFile, "agents_tls.key_file": cfg.AgentsTLS.KeyFile}
+	if cfg.Gossip.Enabled {
+		files["gossip.key_file"] = cfg.Gossip.KeyFile
+	}
+	var errs []error
+	for _, key := range []string{"agents_tls.key_file", "api.tls.key_file", "gossip.key_file"} {
+		if files[key] == "" {
+			continue
+		}
+		if err := config.CheckPrivateFile(files[key]); errors.Is(err, config.ErrFileOpen) {
+			errs = append(errs, fmt.Errorf("%s: %w", key, err))
+		}
+	}
+	return errors.Join(errs...)
+}
+
 func openStore(ctx context.Context, cfg Config) (store.Store, error) {
 	var (
 		st  *sqlite.Store
@@ -244,5 +267,31 @@ func agentsTLS(c AgentsTLSConfig) (*tls.Config, error) {
 	if err != nil {
 		return nil, fmt.Errorf("agents_tls.%w", err)
 	}
+	tc.MinVersion = tlsutil.LinkVersion // Go on both ends: TLS 1.3 only
 	return tc, nil
+}
+
+// gossipOptions says how far the core trusts gossip announcements: agents
+// on loopback or link-local addresses only when the core's own API is on
+// loopback (a pool on one machine) or gossip.insecure is set; and with
+// agents_tls, a node claimed from several addresses goes to the one whose
+// agent proves the node's identity.
+func gossipOptions(cfg Config, atls *tls.Config) []discovery.GossipOption {
+	var opts []discovery.GossipOption
+	if config.IsLoopback(cfg.API.Addr) || cfg.Gossip.Insecure {
+		opts = append(opts, discovery.AllowLoopback())
+	}
+	if atls != nil {
+		timeout := cfg.Orchestrate.AgentTimeout
+		opts = append(opts, discovery.VerifyClaims(func(ctx context.Context, _, node, addr string) error {
+			ctx, cancel := context.WithTimeout(ctx, timeout)
+			defer cancel()
+			err := tlsutil.ProvePeer(ctx, atls, addr, tlsutil.Agent(node))
+			if pe := (*tlsutil.ProofError)(nil); errors.As(err, &pe) {
+				return &discovery.ClaimError{Reason: pe.Reason}
+			}
+			return err
+		}))
+	}
+	return opts
 }

@@ -21,6 +21,9 @@ import (
 	"github.com/musterhq/muster/core/store/sqlite"
 	"github.com/musterhq/muster/shared/action"
 	"github.com/musterhq/muster/shared/client"
+	"github.com/musterhq/muster/shared/config"
+	"github.com/musterhq/muster/shared/gossip"
+	"github.com/musterhq/muster/shared/tlsutil"
 	"github.com/musterhq/muster/shared/wire"
 )
 
@@ -29,7 +32,7 @@ func startAgent(t *testing.T, clusterID, nodeID string) string {
 	t.Helper()
 	cfg := agent.DefaultConfig()
 	cfg.NodeID, cfg.ClusterID, cfg.DataDir = nodeID, clusterID, t.TempDir()
-	cfg.API.Addr = "127.0.0.1:0"
+	cfg.API.Addr, cfg.API.Insecure = "127.0.0.1:0", true
 	return agenttest.Start(t, cfg).Addr
 }
 
@@ -199,5 +202,54 @@ func TestRunFailsOnABusyAddress(t *testing.T) {
 	cancel()
 	if err := <-done; err != nil {
 		t.Fatal(err)
+	}
+}
+
+// Item 13 of the attack review: a TLS or gossip key file its group or others
+// may read is refused at start, one error per file naming it and its mode,
+// before the store is opened.
+func TestKeyFilesReadableByGroupOrOthersAreRefused(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	if _, err := tlsutil.CreateCA(dir, time.Now(), tlsutil.CAValidity); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := tlsutil.CreateCert(dir, tlsutil.Core(), nil, time.Now(), tlsutil.LeafValidity); err != nil {
+		t.Fatal(err)
+	}
+	tlsKey := filepath.Join(dir, "core-key.pem")
+	gossipKey := filepath.Join(dir, "gossip.key")
+	k, _ := gossip.GenerateKey()
+	if err := os.WriteFile(gossipKey, []byte(k), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chmod(tlsKey, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chmod(gossipKey, 0o640); err != nil {
+		t.Fatal(err)
+	}
+	cfg := core.DefaultConfig()
+	cfg.DataDir = filepath.Join(t.TempDir(), "data")
+	cfg.API.Addr = "127.0.0.1:0"
+	cfg.API.TLS = config.TLS{CertFile: filepath.Join(dir, "core.pem"), KeyFile: tlsKey}
+	cfg.AgentsTLS = core.AgentsTLSConfig{CAFile: filepath.Join(dir, "ca.pem"), CertFile: filepath.Join(dir, "core.pem"), KeyFile: tlsKey}
+	cfg.Gossip.Enabled, cfg.Gossip.KeyFile, cfg.Gossip.BindAddr = true, gossipKey, "127.0.0.1:0"
+	c, err := core.New(cfg, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	err = c.Run(context.Background())
+	for _, want := range []string{
+		"api.tls.key_file: " + tlsKey + " has mode 0644, readable by group or others",
+		"agents_tls.key_file: " + tlsKey + " has mode 0644",
+		"gossip.key_file: " + gossipKey + " has mode 0640, readable by group or others",
+	} {
+		if err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("Run = %v, want an error with %q", err, want)
+		}
+	}
+	if _, err := os.Stat(cfg.DataDir); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("the core made its data directory before refusing: %v", err)
 	}
 }

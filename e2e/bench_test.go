@@ -81,6 +81,7 @@ func inProcessAgents(b *testing.B, n int) map[string]string {
 			node := fmt.Sprintf("node-%d", i+1)
 			cfg := agent.DefaultConfig()
 			cfg.NodeID, cfg.ClusterID, cfg.DataDir, cfg.API.Addr = node, benchCluster, filepath.Join(dir, node), "127.0.0.1:0"
+			cfg.API.Insecure = true
 			a, err := agent.New(cfg, nil)
 			if err != nil {
 				errs[i] = err

@@ -223,7 +223,9 @@ func agentProc(t testing.TB, node, extraYAML string) (*proc, *client.Agent, stri
 func agentProcIn(t testing.TB, dir, node, extraYAML string) (*proc, *client.Agent, string) {
 	t.Helper()
 	port := freePort(t)
-	cfg := fmt.Sprintf("node_id: %s\ncluster_id: e2e\ndata_dir: %s\napi:\n  addr: 127.0.0.1:%d\n%s", node, filepath.Join(dir, "data"), port, extraYAML)
+	// Plaintext TCP, as in muster dev: tests that need mutual TLS write
+	// their own configuration.
+	cfg := fmt.Sprintf("node_id: %s\ncluster_id: e2e\ndata_dir: %s\napi:\n  addr: 127.0.0.1:%d\n  insecure: true\n%s", node, filepath.Join(dir, "data"), port, extraYAML)
 	path := filepath.Join(dir, "agent.yaml")
 	if err := os.WriteFile(path, []byte(cfg), 0o600); err != nil {
 		t.Fatal(err)

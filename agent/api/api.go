@@ -21,6 +21,7 @@ import (
 	"github.com/musterhq/muster/agent/handlers"
 	"github.com/musterhq/muster/agent/queue"
 	"github.com/musterhq/muster/shared/action"
+	"github.com/musterhq/muster/shared/apiserver"
 	"github.com/musterhq/muster/shared/jsonbody"
 	"github.com/musterhq/muster/shared/tlsutil"
 	"github.com/musterhq/muster/shared/wire"
@@ -73,11 +74,15 @@ type Config struct {
 	Runner         Runner
 	Kinds          Kinds
 	Gatherer       prometheus.Gatherer
-	Log            *slog.Logger
-	// Caller, when set, is the only identity allowed to call the API: every
-	// request must come over TLS with a verified client certificate naming
-	// it (403 otherwise). The agent sets it to the core's identity when
-	// api.tls.client_ca_file is configured.
+	// Registerer, when set, receives the API's own metrics.
+	Registerer prometheus.Registerer
+	Log        *slog.Logger
+	// Caller, when set, is the only identity allowed to call the API over
+	// TCP: every such request must come over TLS with a verified client
+	// certificate naming it (403 otherwise). The agent sets it to the core's
+	// identity when api.tls.client_ca_file is configured. Requests over the
+	// Unix socket (see ConnContext) are the node's users': the socket's file
+	// mode let them in, and they are recorded by uid.
 	Caller *tlsutil.Identity
 }
 
@@ -95,10 +100,10 @@ func New(cfg Config) *Server {
 	s := &Server{cfg: cfg, echo: echo.New()}
 	s.echo.Logger = cfg.Log
 	s.echo.HTTPErrorHandler = s.handleError
+	s.echo.Use(newMetrics(cfg.Registerer).middleware)
 	s.echo.Use(middleware.Recover())
-	if cfg.Caller != nil {
-		s.echo.Use(s.checkCaller(*cfg.Caller))
-	}
+	s.echo.Use(s.checkCaller)
+	s.echo.Use(apiserver.RequireJSON)
 	s.echo.GET("/api/v1/health", s.health)
 	s.echo.GET("/api/v1/info", s.info)
 	s.echo.GET("/api/v1/actions", s.changes)
@@ -114,24 +119,34 @@ func New(cfg Config) *Server {
 // Handler returns the HTTP handler.
 func (s *Server) Handler() http.Handler { return s.echo }
 
-// checkCaller refuses (403) a request whose verified client certificate does
-// not name want: a person's or another agent's certificate, even one signed
-// by the same CA, may not drive this agent.
-func (s *Server) checkCaller(want tlsutil.Identity) echo.MiddlewareFunc {
-	return func(next echo.HandlerFunc) echo.HandlerFunc {
-		return func(c *echo.Context) error {
-			got, err := tlsutil.PeerIdentity(c.Request().TLS)
+// checkCaller lets in a request over the Unix socket whose caller the
+// kernel named, and over TCP, when Config.Caller is set, only a verified
+// client certificate naming that identity (403 otherwise): a person's or
+// another agent's certificate, even one signed by the same CA, may not drive
+// this agent.
+func (s *Server) checkCaller(next echo.HandlerFunc) echo.HandlerFunc {
+	return func(c *echo.Context) error {
+		if _, onSocket, err := peerOf(c.Request().Context()); onSocket {
 			if err != nil {
-				return apiErr(http.StatusForbidden, wire.CodeForbidden, fmt.Sprintf("this agent only answers %s: %v", want, err))
-			}
-			if got != want {
-				s.cfg.Log.Warn("agent api call refused: wrong client identity", "identity", got.String(),
-					"client", c.Request().RemoteAddr, "path", c.Request().URL.Path)
-				return apiErr(http.StatusForbidden, wire.CodeForbidden,
-					fmt.Sprintf("this agent only answers %s; the client certificate is %s", want, got))
+				return apiErr(http.StatusForbidden, wire.CodeForbidden, err.Error())
 			}
 			return next(c)
 		}
+		if s.cfg.Caller == nil {
+			return next(c)
+		}
+		want := *s.cfg.Caller
+		got, err := tlsutil.PeerIdentity(c.Request().TLS)
+		if err != nil {
+			return apiErr(http.StatusForbidden, wire.CodeForbidden, fmt.Sprintf("this agent only answers %s: %v", want, err))
+		}
+		if got != want {
+			s.cfg.Log.Warn("agent api call refused: wrong client identity", "identity", got.String(),
+				"client", c.Request().RemoteAddr, "path", c.Request().URL.Path)
+			return apiErr(http.StatusForbidden, wire.CodeForbidden,
+				fmt.Sprintf("this agent only answers %s; the client certificate is %s", want, got))
+		}
+		return next(c)
 	}
 }
 
@@ -195,6 +210,14 @@ func (s *Server) push(c *echo.Context) error {
 	a, err := DecodePush(body, s.cfg.NodeID, s.cfg.ClusterID)
 	if err != nil {
 		return err
+	}
+	if p, onSocket, _ := peerOf(c.Request().Context()); onSocket {
+		// A person on the node: who they are is the kernel's word, not the
+		// body's. The core, and nobody else, names approvers and its own
+		// actions, so what a body says of those is dropped, and so is a
+		// creation time that would put the action ahead of the queue.
+		a.Origin, a.Requester, a.ApprovedBy = action.OriginAgent, p.User, ""
+		a.CreatedTS = time.Time{}
 	}
 	if err := s.checkKind(c.Request().Context(), a); err != nil {
 		return err
@@ -310,7 +333,11 @@ func (s *Server) show(c *echo.Context) error {
 
 func (s *Server) cancel(c *echo.Context) error {
 	id := c.Param("id")
-	a, running, err := s.cfg.Queue.Cancel(c.Request().Context(), id, "api")
+	actor := "api"
+	if p, onSocket, _ := peerOf(c.Request().Context()); onSocket {
+		actor = p.User
+	}
+	a, running, err := s.cfg.Queue.Cancel(c.Request().Context(), id, actor)
 	if err != nil {
 		if errors.Is(err, queue.ErrFinal) && a != nil {
 			return &apiError{status: http.StatusConflict, code: wire.CodeConflict, msg: err.Error(), state: a.State}
@@ -374,6 +401,8 @@ func classify(err error) *apiError {
 		return &apiError{status: http.StatusRequestEntityTooLarge, code: wire.CodeTooLarge, msg: err.Error()}
 	case errors.Is(err, jsonbody.ErrInvalid):
 		return &apiError{status: http.StatusBadRequest, code: wire.CodeBadRequest, msg: err.Error()}
+	case errors.Is(err, apiserver.ErrUnsupportedMediaType):
+		return &apiError{status: http.StatusUnsupportedMediaType, code: wire.CodeUnsupportedMediaType, msg: err.Error()}
 	}
 	switch code := echo.StatusCode(err); code {
 	case http.StatusNotFound:

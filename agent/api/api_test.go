@@ -38,7 +38,7 @@ func setup(t *testing.T) *fixture {
 	run := runner.New(runner.Config{Queue: q, Handlers: reg, Actor: "n1", Idle: 20 * time.Millisecond, Metrics: runner.NewMetrics(prom)})
 	_ = run.Start(context.Background())
 	srv := New(Config{NodeID: "n1", ClusterID: "c1", Version: "test", DefaultTimeout: time.Hour,
-		Queue: q, Runner: run, Kinds: reg, Gatherer: prom})
+		Queue: q, Runner: run, Kinds: reg, Gatherer: prom, Registerer: prom})
 	ts := httptest.NewServer(srv.Handler())
 	t.Cleanup(func() { ts.Close(); run.Stop(); q.Close() })
 	return &fixture{url: ts.URL, q: q}
@@ -47,6 +47,9 @@ func setup(t *testing.T) *fixture {
 func (f *fixture) do(t *testing.T, method, path, body string) (int, []byte) {
 	t.Helper()
 	req, _ := http.NewRequest(method, f.url+path, strings.NewReader(body))
+	if body != "" {
+		req.Header.Set("Content-Type", "application/json")
+	}
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
 		t.Fatal(err)

@@ -26,7 +26,18 @@ type External struct {
 	Idempotent bool          `mapstructure:"idempotent" yaml:"idempotent,omitempty"`
 	// CheckInterval is how often check runs (default 5s).
 	CheckInterval time.Duration `mapstructure:"check_interval" yaml:"check_interval,omitempty"`
+	// Env is added to the commands' environment, which is otherwise only
+	// PATH, LANG and TZ from the agent's and the MUSTER_* variables of the
+	// action (see AllowedEnv). Each entry is NAME=value: a list, not a map,
+	// because configuration keys are case-insensitive and names are not.
+	Env []string `mapstructure:"env" yaml:"env,omitempty"`
 }
+
+// AllowedEnv lists the variables of the agent's own environment that its
+// commands inherit; nothing else does (no token, no cloud credential). The
+// agent adds MUSTER_ACTION_ID, MUSTER_ACTION_KIND, MUSTER_NODE_ID,
+// MUSTER_CLUSTER_ID, and the kind's env.
+var AllowedEnv = []string{"PATH", "LANG", "TZ"}
 
 // Validate returns one error per bad field; i is its index in the list.
 func (e External) Validate(i int) []error {
@@ -43,6 +54,21 @@ func (e External) Validate(i int) []error {
 	}
 	if len(e.Check) > 0 && e.Check[0] == "" {
 		errs = append(errs, fmt.Errorf("%s.check: the first element must be a program", key))
+	}
+	seen := map[string]bool{}
+	for j, kv := range e.Env {
+		k, v, ok := strings.Cut(kv, "=")
+		switch {
+		case !ok || k == "" || strings.ContainsRune(k, 0):
+			errs = append(errs, fmt.Errorf("%s.env[%d]: %q is not NAME=value", key, j, kv))
+		case strings.HasPrefix(k, "MUSTER_"):
+			errs = append(errs, fmt.Errorf("%s.env[%d]: %s: MUSTER_ variables are set by the agent", key, j, k))
+		case strings.ContainsRune(v, 0):
+			errs = append(errs, fmt.Errorf("%s.env[%d]: the value of %s holds a NUL byte", key, j, k))
+		case seen[k]:
+			errs = append(errs, fmt.Errorf("%s.env[%d]: %s is set twice", key, j, k))
+		}
+		seen[k] = true
 	}
 	if e.Timeout < 0 || e.CheckInterval < 0 {
 		errs = append(errs, fmt.Errorf("%s: timeout and check_interval must not be negative", key))
@@ -131,7 +157,7 @@ func (h *externalHandler) Step(ctx context.Context, x *Exec) Result {
 		x.SetProgress(extProgress{Phase: phaseLaunching})
 		return Result{Status: Running}
 	case phaseLaunching:
-		proc, err := startProcess(h.spec.Run, x, h.env, x)
+		proc, err := startProcess(h.spec.Run, x, h.env, h.spec.Env, x)
 		if err != nil {
 			x.Printf("muster: %v", err)
 			return Result{Status: Failed, Message: err.Error()}
@@ -165,7 +191,7 @@ func (h *externalHandler) check(x *Exec, st *extState, p extProgress) Result {
 			return Result{Status: Running, After: wait}
 		}
 		st.checkOut = &bytes.Buffer{}
-		proc, err := startProcess(h.spec.Check, x, h.env, &cappedWriter{w: st.checkOut})
+		proc, err := startProcess(h.spec.Check, x, h.env, h.spec.Env, &cappedWriter{w: st.checkOut})
 		if err != nil {
 			return Result{Status: Failed, Message: err.Error()}
 		}
@@ -270,9 +296,28 @@ type process struct {
 	killed bool
 }
 
-// startProcess starts argv with the action record on stdin and the MUSTER_*
-// variables in its environment. stdout goes to out, stderr to the output.
-func startProcess(argv []string, x *Exec, env Env, out interface{ Write([]byte) (int, error) }) (*process, error) {
+// commandEnv is the whole environment of a command: the allowed variables of
+// the agent's, then the kind's env, then the action's MUSTER_* variables.
+// os/exec keeps the last value of a name given twice.
+func commandEnv(x *Exec, env Env, extra []string) []string {
+	var out []string
+	for _, k := range AllowedEnv {
+		if v, ok := os.LookupEnv(k); ok {
+			out = append(out, k+"="+v)
+		}
+	}
+	out = append(out, extra...)
+	return append(out,
+		"MUSTER_ACTION_ID="+x.Action.ID,
+		"MUSTER_ACTION_KIND="+x.Action.Kind,
+		"MUSTER_NODE_ID="+env.NodeID,
+		"MUSTER_CLUSTER_ID="+env.ClusterID,
+	)
+}
+
+// startProcess starts argv with the action record on stdin and the
+// environment of commandEnv. stdout goes to out, stderr to the output.
+func startProcess(argv []string, x *Exec, env Env, extra []string, out interface{ Write([]byte) (int, error) }) (*process, error) {
 	rec, err := json.Marshal(x.Action)
 	if err != nil {
 		return nil, err
@@ -281,12 +326,9 @@ func startProcess(argv []string, x *Exec, env Env, out interface{ Write([]byte) 
 	cmd.Stdin = bytes.NewReader(rec)
 	cmd.Stdout = out
 	cmd.Stderr = x
-	cmd.Env = append(os.Environ(),
-		"MUSTER_ACTION_ID="+x.Action.ID,
-		"MUSTER_ACTION_KIND="+x.Action.Kind,
-		"MUSTER_NODE_ID="+env.NodeID,
-		"MUSTER_CLUSTER_ID="+env.ClusterID,
-	)
+	// Never os.Environ(): the agent's own secrets (its token, cloud
+	// credentials) would reach the output, which every viewer reads.
+	cmd.Env = commandEnv(x, env, extra)
 	// Its own process group, so that cancel and timeout reach the whole tree;
 	// and it dies with the agent, so a restarted agent never finds it running
 	// beside a second copy.

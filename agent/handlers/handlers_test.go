@@ -321,3 +321,61 @@ func TestExternalValidate(t *testing.T) {
 		t.Fatal("duplicate kind accepted")
 	}
 }
+
+// Item 8 of the attack review: a command's environment is an allowlist
+// (PATH, LANG, TZ, the action's MUSTER_* variables) plus its kind's env, never
+// the agent's own: its token and cloud credentials stayed out of the output.
+// Not parallel: it sets the process environment, which the agent would have.
+func TestExternalCommandEnvironmentIsAnAllowlist(t *testing.T) {
+	t.Setenv("AWS_SECRET_ACCESS_KEY", "leaked-aws-secret")
+	t.Setenv("MUSTER_TOKEN", "mst_leaked-token")
+	t.Setenv("TZ", "Europe/Paris")
+	r := registry(t, External{Kind: "example.com/env", Run: []string{"/usr/bin/env"},
+		Env: []string{"BACKUP_BUCKET=s3://backups", "PATH=/usr/bin:/bin"}})
+	h, _ := r.Get("example.com/env")
+	x := execFor("example.com/env", `{}`)
+	if res := drive(t, context.Background(), h, x); res.Status != Done {
+		t.Fatalf("run: %+v output %q", res, x.Output())
+	}
+	got := map[string]string{}
+	for _, line := range strings.Split(strings.TrimSpace(x.Output()), "\n") {
+		k, v, _ := strings.Cut(line, "=")
+		got[k] = v
+	}
+	for _, k := range []string{"AWS_SECRET_ACCESS_KEY", "MUSTER_TOKEN", "HOME"} {
+		if _, ok := got[k]; ok {
+			t.Errorf("the command sees the agent's %s", k)
+		}
+	}
+	want := map[string]string{
+		"BACKUP_BUCKET": "s3://backups", "PATH": "/usr/bin:/bin", "TZ": "Europe/Paris",
+		"MUSTER_ACTION_ID": x.Action.ID, "MUSTER_ACTION_KIND": "example.com/env",
+		"MUSTER_NODE_ID": "node-1", "MUSTER_CLUSTER_ID": "c-1",
+	}
+	for k, v := range want {
+		if got[k] != v {
+			t.Errorf("%s = %q, want %q", k, got[k], v)
+		}
+	}
+	for k := range got {
+		if _, ok := want[k]; !ok && k != "LANG" {
+			t.Errorf("unexpected variable %s in the command's environment", k)
+		}
+	}
+}
+
+func TestExternalEnvValidation(t *testing.T) {
+	t.Parallel()
+	for name, env := range map[string][]string{
+		"reserved prefix": {"MUSTER_NODE_ID=x"},
+		"no equals":       {"A"},
+		"empty name":      {"=x"},
+		"NUL in value":    {"A=x\x00y"},
+		"twice":           {"A=1", "A=2"},
+	} {
+		e := External{Kind: "example.com/x", Run: []string{"/bin/true"}, Env: env}
+		if errs := e.Validate(0); len(errs) != 1 || !strings.Contains(errs[0].Error(), "actions.external[0].env") {
+			t.Errorf("%s: %v", name, errs)
+		}
+	}
+}

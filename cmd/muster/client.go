@@ -14,6 +14,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/musterhq/muster/shared/client"
+	"github.com/musterhq/muster/shared/config"
 	"github.com/musterhq/muster/shared/tlsutil"
 )
 
@@ -35,7 +36,7 @@ func bindClientFlags(cmd *cobra.Command) *clientFlags {
 	f := &clientFlags{}
 	p := cmd.PersistentFlags()
 	p.StringVar(&f.addr, "addr", "", "core API address (default $MUSTER_ADDR, else "+DefaultCoreAddr+")")
-	p.StringVar(&f.token, "token", "", "API token (default $MUSTER_TOKEN)")
+	p.StringVar(&f.token, "token", "", "API token; prefer $MUSTER_TOKEN or $MUSTER_TOKEN_FILE (a file holding it, mode 0600): a flag is visible to every user in the process list")
 	p.StringVarP(&f.output, "output", "o", "table", "output format: table or json")
 	p.StringVar(&f.caCert, "cacert", "", "CA certificate of the core's TLS certificate (default $MUSTER_CACERT)")
 	p.StringVar(&f.clientCert, "client-cert", "", "client certificate, when the core requires one (default $MUSTER_CLIENT_CERT)")
@@ -71,15 +72,59 @@ func (f *clientFlags) core() (*client.Core, error) {
 		return nil, usageError("-o %q: want table or json", f.output)
 	}
 	addr := firstNonEmpty(f.addr, os.Getenv("MUSTER_ADDR"), DefaultCoreAddr)
-	token := firstNonEmpty(f.token, os.Getenv("MUSTER_TOKEN"))
-	if token == "" {
-		return nil, usageError("no API token: set MUSTER_TOKEN (or pass --token)")
+	token, err := f.apiToken()
+	if err != nil {
+		return nil, err
 	}
 	hc, err := f.httpClient()
 	if err != nil {
 		return nil, err
 	}
 	return client.NewCore(addr, token, hc), nil
+}
+
+// maxTokenFile bounds what is read from MUSTER_TOKEN_FILE.
+const maxTokenFile = 4 << 10
+
+// apiToken returns the token of --token, else MUSTER_TOKEN, else the
+// content of the file MUSTER_TOKEN_FILE names (surrounding space trimmed;
+// refused when its group or others may read it). Setting both variables is
+// refused: which one was meant is not clear.
+func (f *clientFlags) apiToken() (string, error) {
+	if f.token != "" {
+		return f.token, nil
+	}
+	env, file := os.Getenv("MUSTER_TOKEN"), os.Getenv("MUSTER_TOKEN_FILE")
+	switch {
+	case env != "" && file != "":
+		return "", usageError("MUSTER_TOKEN and MUSTER_TOKEN_FILE are both set: unset one")
+	case env != "":
+		return env, nil
+	case file == "":
+		return "", usageError("no API token: set MUSTER_TOKEN or MUSTER_TOKEN_FILE (a file holding it, mode 0600)")
+	}
+	if err := config.CheckPrivateFile(file); err != nil {
+		return "", usageError("MUSTER_TOKEN_FILE: %v", err)
+	}
+	fh, err := os.Open(file)
+	if err != nil {
+		return "", usageError("MUSTER_TOKEN_FILE: %v", err)
+	}
+	defer fh.Close()
+	b, err := io.ReadAll(io.LimitReader(fh, maxTokenFile+1))
+	if err != nil {
+		return "", usageError("MUSTER_TOKEN_FILE: %v", err)
+	}
+	token := strings.TrimSpace(string(b))
+	switch {
+	case len(b) > maxTokenFile:
+		return "", usageError("MUSTER_TOKEN_FILE: %s is larger than %d bytes: not a token", file, maxTokenFile)
+	case token == "":
+		return "", usageError("MUSTER_TOKEN_FILE: %s is empty", file)
+	case strings.ContainsAny(token, " \t\r\n"):
+		return "", usageError("MUSTER_TOKEN_FILE: %s holds more than one word: put only the token in it", file)
+	}
+	return token, nil
 }
 
 func (f *clientFlags) json() bool { return f.output == "json" }

@@ -498,3 +498,67 @@ func TestCompletion(t *testing.T) {
 		}
 	}
 }
+
+// Item 14 of the attack review: --token puts the secret in the process
+// list, so the client also reads it from MUSTER_TOKEN_FILE, and the flag's
+// help says so.
+func TestCLIReadsTheTokenFromMUSTER_TOKEN_FILE(t *testing.T) {
+	// Not parallel: it sets the process environment.
+	e := setupCLI(t, approval.DefaultPolicy())
+	t.Setenv("MUSTER_ADDR", e.url)
+	t.Setenv("MUSTER_TOKEN", "")
+	dir := t.TempDir()
+	file := filepath.Join(dir, "token")
+	if err := os.WriteFile(file, []byte("  "+e.secrets["op"]+"\n\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	run := func() (string, error) {
+		root := newRootCmd()
+		var out lockedBuffer
+		root.SetOut(&out)
+		root.SetErr(&lockedBuffer{})
+		root.SetArgs([]string{"cluster", "list", "-o", "json"})
+		err := root.ExecuteContext(context.Background())
+		return out.String(), err
+	}
+	t.Setenv("MUSTER_TOKEN_FILE", file)
+	out, err := run()
+	if err != nil {
+		t.Fatalf("with MUSTER_TOKEN_FILE: %v", err)
+	}
+	if l := decode[wire.ClusterList](t, out); len(l.Clusters) != 1 {
+		t.Fatalf("%s", out)
+	}
+
+	t.Setenv("MUSTER_TOKEN", e.secrets["op"])
+	if _, err := run(); exitCode(err) != 2 || !strings.Contains(err.Error(), "both set") {
+		t.Fatalf("with both variables: %v", err)
+	}
+	t.Setenv("MUSTER_TOKEN", "")
+
+	if err := os.Chmod(file, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := run(); exitCode(err) != 2 || !strings.Contains(err.Error(), file+" has mode 0644") {
+		t.Fatalf("with a file others may read: %v", err)
+	}
+	empty := filepath.Join(dir, "empty")
+	if err := os.WriteFile(empty, []byte("\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	t.Setenv("MUSTER_TOKEN_FILE", empty)
+	if _, err := run(); exitCode(err) != 2 || !strings.Contains(err.Error(), "is empty") {
+		t.Fatalf("with an empty file: %v", err)
+	}
+
+	flag := newRootCmd()
+	flag.SetArgs([]string{"cluster", "list", "--help"})
+	var help lockedBuffer
+	flag.SetOut(&help)
+	if err := flag.Execute(); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(help.String(), "MUSTER_TOKEN_FILE") || !strings.Contains(help.String(), "process list") {
+		t.Fatalf("--token help does not point at the environment or the file:\n%s", help.String())
+	}
+}

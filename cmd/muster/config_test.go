@@ -4,6 +4,7 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -91,6 +92,7 @@ func TestConfigErrorsOneLinePerField(t *testing.T) {
 	t.Parallel()
 	cfg := agent.DefaultConfig()
 	cfg.Actions.Retention = -time.Second
+	cfg.API.Insecure = true
 	err := configErrors(cfg.Validate())
 	if err == nil {
 		t.Fatal("no error")
@@ -99,5 +101,18 @@ func TestConfigErrorsOneLinePerField(t *testing.T) {
 	// A header, then node_id, cluster_id, data_dir and actions.retention.
 	if len(lines) != 5 {
 		t.Fatalf("want 4 fields on their own lines, got:\n%s", err)
+	}
+}
+
+// A kind's env keeps the case of its names through configuration loading,
+// whose keys are case-insensitive.
+func TestExternalEnvKeepsItsCase(t *testing.T) {
+	t.Parallel()
+	cfg, err := loadAgent(t, "actions:\n  external:\n    - kind: example.com/x\n      run: [/bin/true]\n      env: [\"BACKUP_Bucket=s3://X\"]\n")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := cfg.Actions.External[0].Env; !slices.Equal(got, []string{"BACKUP_Bucket=s3://X"}) {
+		t.Fatalf("env %q", got)
 	}
 }

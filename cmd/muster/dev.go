@@ -102,6 +102,8 @@ func runDev(ctx context.Context, o devOptions, out io.Writer) error {
 		cfg.ClusterID = "dev"
 		cfg.DataDir = filepath.Join(dir, cfg.NodeID)
 		cfg.API.Addr = net.JoinHostPort(host, strconv.Itoa(o.agentPort+i-1))
+		// Plaintext and no identity check on the TCP API: development only.
+		cfg.API.Insecure = true
 		if o.gossip {
 			cfg.Gossip = agent.GossipConfig{Enabled: true, Insecure: true, BindAddr: net.JoinHostPort(host, "0"),
 				Join: []string{o.gossipAddr}, Timing: devGossipTiming}
@@ -230,7 +232,7 @@ func printDevBanner(out io.Writer, dir, coreURL string, spec discovery.ClusterSp
   cluster  dev
 `, coreURL, coreURL)
 	for _, n := range spec.Nodes {
-		fmt.Fprintf(out, "  agent    %-8s http://%s\n", n.ID, n.Addr)
+		fmt.Fprintf(out, "  agent    %-8s http://%s  socket %s\n", n.ID, n.Addr, filepath.Join(dir, n.ID, agent.SocketFile))
 	}
 	// Commands are printed as this binary was invoked (bin/muster after make dev).
 	bin := "muster"
@@ -254,11 +256,16 @@ Then as bob (approver):
   %[5]s action watch <id>       # PENDING_SCHEDULE → NEW → RUNNING → DONE
   %[5]s events
 
+On a node, people use the agent's socket (its file mode decides who may):
+
+  curl -s --unix-socket %[6]s http://agent/api/v1/info
+
 In a browser on this machine (each link signs in once):
 
-  alice  %[6]s
-  bob    %[7]s
+  alice  %[7]s
+  bob    %[8]s
 
 Stop with Ctrl-C.
-`, where, coreURL, tokens["alice"], tokens["bob"], bin, links["alice"], links["bob"])
+`, where, coreURL, tokens["alice"], tokens["bob"], bin, filepath.Join(dir, spec.Nodes[0].ID, agent.SocketFile),
+		links["alice"], links["bob"])
 }

@@ -41,14 +41,20 @@ func parseList(c *echo.Context) (store.ListQuery, error) {
 		Limit:     DefaultListLimit,
 		Sort:      DefaultSort,
 	}
-	for _, s := range splitList(c.QueryParam("state")) {
+	states, err := listParam(c, "state")
+	if err != nil {
+		return q, err
+	}
+	for _, s := range states {
 		st, err := action.ParseState(strings.ToUpper(s))
 		if err != nil {
 			return q, badRequest("state: %v", err)
 		}
 		q.States = append(q.States, st)
 	}
-	q.Kinds = splitList(c.QueryParam("kind"))
+	if q.Kinds, err = listParam(c, "kind"); err != nil {
+		return q, err
+	}
 	if v := c.QueryParam("limit"); v != "" {
 		n, err := strconv.Atoi(v)
 		if err != nil || n < 1 || n > MaxListLimit {
@@ -56,12 +62,16 @@ func parseList(c *echo.Context) (store.ListQuery, error) {
 		}
 		q.Limit = n
 	}
-	if v := c.QueryParam("sort"); v != "" {
-		keys, err := parseSort(v)
-		if err != nil {
+	sort, err := listParam(c, "sort")
+	if err != nil {
+		return q, err
+	}
+	if len(sort) > 0 {
+		if q.Sort, err = parseSort(sort); err != nil {
 			return q, err
 		}
-		q.Sort = keys
+	} else if c.QueryParam("sort") != "" {
+		return q, badRequest("sort: empty")
 	}
 	if q.Marker != "" && !action.ValidID(q.Marker) {
 		return q, badRequest("marker %q is not an action id", q.Marker)
@@ -69,11 +79,11 @@ func parseList(c *echo.Context) (store.ListQuery, error) {
 	return q, nil
 }
 
-// parseSort reads "created_ts:desc,id:asc".
-func parseSort(v string) ([]store.SortKey, error) {
+// parseSort reads the keys of "created_ts:desc,id:asc".
+func parseSort(parts []string) ([]store.SortKey, error) {
 	var keys []store.SortKey
 	seen := map[string]bool{}
-	for _, part := range splitList(v) {
+	for _, part := range parts {
 		field, dir, _ := strings.Cut(part, ":")
 		if !slices.Contains(store.SortFields, field) {
 			return nil, badRequest("sort: unknown field %q (want one of %s)", field, strings.Join(store.SortFields, ", "))
@@ -91,9 +101,6 @@ func parseSort(v string) ([]store.SortKey, error) {
 			return nil, badRequest("sort: direction %q of %s is not asc or desc", dir, field)
 		}
 		keys = append(keys, k)
-	}
-	if len(keys) == 0 {
-		return nil, badRequest("sort: empty")
 	}
 	return keys, nil
 }
@@ -365,7 +372,7 @@ func (s *Server) Approve(ctx context.Context, ref, actor, addr, reason string) (
 		if r.State != action.PendingApprove {
 			return nil, "", wrongState(r, "approve")
 		}
-		if r.Requester == actor && !s.cfg.Policy.SelfApproval {
+		if approval.SamePerson(r.Requester, actor) && !s.cfg.Policy.SelfApproval {
 			return nil, "", fmt.Errorf("%w: %s requested action %s and may not approve it too", ErrForbidden, actor, r.ID)
 		}
 		if ttl := s.cfg.Policy.TTL; ttl > 0 && t.Sub(r.CreatedTS) > ttl {

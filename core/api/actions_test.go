@@ -190,6 +190,31 @@ func TestAPI6SelfApprovalRefused(t *testing.T) {
 	}
 }
 
+// TestFourEyesIsCaseInsensitive: names are compared ignoring case, so a
+// token named Alice, made after alice's was revoked, cannot approve what
+// alice requested.
+func TestFourEyesIsCaseInsensitive(t *testing.T) {
+	t.Parallel()
+	e := setup(t)
+	var tok wire.TokenSecret
+	e.call(http.MethodPost, "/api/v1/tokens", "admin", wire.CreateTokenRequest{Name: "alice", Roles: []string{store.RoleOperator}}, http.StatusCreated, &tok)
+	e.secrets["alice"] = tok.Token
+	a := e.create("alice", wire.CreateActionRequest{})
+	e.call(http.MethodDelete, "/api/v1/tokens/alice", "admin", nil, http.StatusNoContent, nil)
+	e.call(http.MethodPost, "/api/v1/tokens", "admin", wire.CreateTokenRequest{Name: "Alice", Roles: []string{store.RoleApprover}}, http.StatusCreated, &tok)
+	e.secrets["Alice"] = tok.Token
+
+	d := e.fail(http.MethodPost, "/api/v1/actions/"+a.ID+"/approve", "Alice", nil, http.StatusForbidden)
+	if d.Code != wire.CodeForbidden {
+		t.Fatalf("envelope %+v", d)
+	}
+	if rec := e.record(a.ID); rec.State != action.PendingApprove || rec.ApprovedBy != "" {
+		t.Fatalf("refused approval changed the record: %+v", rec)
+	}
+	// Another person still may.
+	e.call(http.MethodPost, "/api/v1/actions/"+a.ID+"/approve", "appr", nil, http.StatusOK, nil)
+}
+
 func TestSelfApprovalAllowedByPolicy(t *testing.T) {
 	t.Parallel()
 	e := setup(t, selfApproval)

@@ -21,6 +21,7 @@ import (
 	"github.com/musterhq/muster/core/approval"
 	"github.com/musterhq/muster/core/auth"
 	"github.com/musterhq/muster/core/store"
+	"github.com/musterhq/muster/shared/apiserver"
 )
 
 // Limits of the API.
@@ -116,6 +117,7 @@ func New(cfg Config, st store.Store, n Nudger, log *slog.Logger) *Server {
 	e.Use(s.logRequests)
 	e.Use(middleware.Recover())
 	e.Use(middleware.BodyLimit(MaxBody))
+	e.Use(apiserver.RequireJSON)
 	s.echo = e
 	s.routes()
 	return s
@@ -170,7 +172,7 @@ func (s *Server) routes() {
 // add registers an authenticated route needing permission p.
 func (s *Server) add(method, path string, p auth.Permission, h echo.HandlerFunc) {
 	s.perms[method+" "+path] = p
-	s.echo.Add(method, path, h, s.authenticate, s.authorize(p))
+	s.echo.Add(method, path, h, s.authenticate, s.authorize(p), checkQuery)
 }
 
 // public registers a route open to anyone.

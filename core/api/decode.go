@@ -2,8 +2,10 @@ package api
 
 import (
 	"fmt"
-	"github.com/labstack/echo/v5"
 	"net/http"
+	"strings"
+
+	"github.com/labstack/echo/v5"
 
 	"github.com/musterhq/muster/shared/action"
 	"github.com/musterhq/muster/shared/jsonbody"
@@ -66,4 +68,50 @@ func checkCreate(req *wire.CreateActionRequest) error {
 	}
 	req.Args = args
 	return nil
+}
+
+// Caps of query strings (API4). A list parameter reaches the store as one SQL
+// variable per value, and SQLite takes at most 32766 of them: beyond these caps
+// the answer is a 400 naming the parameter and the cap, never a 500.
+const (
+	// MaxListValues caps the values of one list parameter (state, kind,
+	// sort keys...), its commas and its repeats counted together.
+	MaxListValues = 100
+	// MaxQueryParams caps the parameters of one query string, repeats
+	// counted.
+	MaxQueryParams = 64
+)
+
+// checkQuery refuses a query string of more than MaxQueryParams parameters
+// before any handler reads it.
+func checkQuery(next echo.HandlerFunc) echo.HandlerFunc {
+	return func(c *echo.Context) error {
+		n := 0
+		for _, vs := range c.QueryParams() {
+			n += len(vs)
+		}
+		if n > MaxQueryParams {
+			return badRequest("the query string has %d parameters; at most %d are allowed", n, MaxQueryParams)
+		}
+		return next(c)
+	}
+}
+
+// listParam returns the values of the list parameter name: comma lists, the
+// parameter possibly repeated (kind=a,b&kind=c is a, b and c), blanks
+// dropped. More than MaxListValues values is a 400 naming the parameter.
+func listParam(c *echo.Context, name string) ([]string, error) {
+	vs := c.QueryParams()[name]
+	n := 0
+	for _, v := range vs {
+		n += strings.Count(v, ",") + 1
+	}
+	if n > MaxListValues {
+		return nil, badRequest("%s: %d values; at most %d are allowed", name, n, MaxListValues)
+	}
+	var out []string
+	for _, v := range vs {
+		out = append(out, splitList(v)...)
+	}
+	return out, nil
 }

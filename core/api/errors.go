@@ -11,6 +11,7 @@ import (
 	"github.com/musterhq/muster/core/auth"
 	"github.com/musterhq/muster/core/store"
 	"github.com/musterhq/muster/shared/action"
+	"github.com/musterhq/muster/shared/apiserver"
 	"github.com/musterhq/muster/shared/jsonbody"
 	"github.com/musterhq/muster/shared/wire"
 )
@@ -88,6 +89,8 @@ func classify(err error) (int, string) {
 		return http.StatusUnprocessableEntity, wire.CodeUnprocessable
 	case errors.Is(err, ErrTooMany):
 		return http.StatusTooManyRequests, wire.CodeTooMany
+	case errors.Is(err, apiserver.ErrUnsupportedMediaType):
+		return http.StatusUnsupportedMediaType, wire.CodeUnsupportedMediaType
 	}
 	switch code := echo.StatusCode(err); code {
 	case http.StatusNotFound:
@@ -151,7 +154,7 @@ func (s *Server) handleError(c *echo.Context, err error) {
 func isOurs(err error) bool {
 	for _, e := range []error{ErrBadRequest, ErrForbidden, ErrWrongState, ErrAmbiguous, ErrUnprocessable,
 		ErrTooLarge, ErrTooMany, ErrConflict, store.ErrNotFound, store.ErrExists, auth.ErrUnauthenticated,
-		auth.ErrInvalid, action.ErrInvalid, jsonbody.ErrInvalid, jsonbody.ErrTooLarge} {
+		auth.ErrInvalid, action.ErrInvalid, jsonbody.ErrInvalid, jsonbody.ErrTooLarge, apiserver.ErrUnsupportedMediaType} {
 		if errors.Is(err, e) {
 			return true
 		}

@@ -4,9 +4,13 @@ import (
 	"bytes"
 	"encoding/json"
 	"net/http"
+	"net/http/httptest"
 	"strings"
 	"testing"
 
+	"github.com/labstack/echo/v5"
+
+	"github.com/musterhq/muster/core/store"
 	"github.com/musterhq/muster/shared/action"
 )
 
@@ -71,6 +75,46 @@ func FuzzCreateDecode(f *testing.F) {
 			default:
 				t.Fatalf("accepted a body setting %q", k)
 			}
+		}
+	})
+}
+
+// FuzzListQuery decodes the query string of GET /api/v1/actions: any query is
+// either a 400 or a list query within every cap.
+func FuzzListQuery(f *testing.F) {
+	for _, seed := range []string{
+		"", "kind=a/b,c/d&state=running,NEW", "sort=created_ts:desc,id:asc&limit=10",
+		"kind=a/b&kind=c/d", "sort=,", "sort=id&sort=id", "state=" + strings.Repeat("DONE,", MaxListValues+1),
+		"kind=" + strings.Repeat(",", MaxListValues), strings.Repeat("x=1&", MaxQueryParams+1),
+		"marker=nope", "limit=0", "limit=501", "%zz", "kind=%2C%2C", "sort=id:sideways", ";;;",
+	} {
+		f.Add(seed)
+	}
+	e := echo.New()
+	f.Fuzz(func(t *testing.T, raw string) {
+		req := httptest.NewRequest(http.MethodGet, "/api/v1/actions", nil)
+		req.URL.RawQuery = raw
+		c := e.NewContext(req, httptest.NewRecorder())
+		var q store.ListQuery
+		err := checkQuery(func(c *echo.Context) error {
+			var err error
+			q, err = parseList(c)
+			return err
+		})(c)
+		if err != nil {
+			if st, _ := classify(err); st != http.StatusBadRequest {
+				t.Fatalf("query %q: error %v answers %d, not 400", raw, err, st)
+			}
+			return
+		}
+		if len(q.States) > MaxListValues || len(q.Kinds) > MaxListValues || len(q.Sort) > MaxListValues {
+			t.Fatalf("query %q: accepted %d states, %d kinds, %d sort keys", raw, len(q.States), len(q.Kinds), len(q.Sort))
+		}
+		if q.Limit < 1 || q.Limit > MaxListLimit || len(q.Sort) == 0 {
+			t.Fatalf("query %q: accepted %+v", raw, q)
+		}
+		if q.Marker != "" && !action.ValidID(q.Marker) {
+			t.Fatalf("query %q: accepted marker %q", raw, q.Marker)
 		}
 	})
 }

@@ -5,6 +5,8 @@ import (
 
 	"github.com/labstack/echo/v5"
 	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/musterhq/muster/shared/apiserver"
 )
 
 // metrics are the API's own: requests by route and status, open streams.
@@ -17,7 +19,7 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 	m := &metrics{
 		requests: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "muster_core_api_requests_total",
-			Help: "API requests by method, route and status code.",
+			Help: "API requests by method (GET, HEAD, POST, PUT, PATCH, DELETE, OPTIONS or other), route template (or unmatched) and status code.",
 		}, []string{"method", "route", "code"}),
 		streams: prometheus.NewGauge(prometheus.GaugeOpts{
 			Name: "muster_core_api_event_streams",
@@ -37,11 +39,10 @@ func (m *metrics) middleware(next echo.HandlerFunc) echo.HandlerFunc {
 		if err != nil {
 			status, _ = classify(err)
 		}
-		route := c.Path()
-		if route == "" {
-			route = "unmatched"
-		}
-		m.requests.WithLabelValues(c.Request().Method, route, strconv.Itoa(status)).Inc()
+		// Labels from closed sets only: a raw method or path would let any
+		// client, before login, add a series per request.
+		m.requests.WithLabelValues(apiserver.MethodLabel(c.Request().Method), apiserver.RouteLabel(c),
+			strconv.Itoa(status)).Inc()
 		return err
 	}
 }

@@ -13,8 +13,10 @@ package api
 
 import (
 	"encoding/json"
+	"fmt"
 	"io"
 	"net/http"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -141,6 +143,7 @@ func TestAPI4ChunkedBodyOverTheLimit(t *testing.T) {
 		t.Fatal(err)
 	}
 	req.Header.Set("Authorization", "Bearer "+e.secrets["op"])
+	req.Header.Set("Content-Type", "application/json")
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
 		t.Fatal(err)
@@ -272,4 +275,65 @@ func TestAPI6RetryAfterAConflictNeedsAFreshApproval(t *testing.T) {
 		t.Fatal("a retry waiting for approval nudged its cluster")
 	}
 	e.fail(http.MethodPost, "/api/v1/actions/"+r.ID+"/approve", "op", nil, http.StatusForbidden)
+}
+
+// TestListValuesAreCapped (API4): a comma list of 40,000 kinds used to reach
+// SQLite and answer 500 ("too many SQL variables"). Every list parameter
+// takes at most MaxListValues values, a query string at most MaxQueryParams
+// parameters; beyond, a 400 envelope names the parameter and the cap.
+func TestListValuesAreCapped(t *testing.T) {
+	t.Parallel()
+	e := setup(t)
+	e.create("op", wire.CreateActionRequest{})
+	many := func(n int, v func(i int) string) string {
+		vs := make([]string, n)
+		for i := range vs {
+			vs[i] = v(i)
+		}
+		return strings.Join(vs, ",")
+	}
+	kinds := func(n int) string { return many(n, func(i int) string { return fmt.Sprintf("x.io/k%d", i) }) }
+	states := func(n int) string {
+		return many(n, func(i int) string { return string(action.States[i%len(action.States)]) })
+	}
+	repeated := func(name string, n int) string {
+		return many(n, func(i int) string { return fmt.Sprintf("%s=x.io/k%d", name, i) })
+	}
+	cases := []struct {
+		name, path string
+		says       []string
+	}{
+		{"40,000 kinds", "/api/v1/actions?kind=" + kinds(40000), []string{"kind", "40000", strconv.Itoa(MaxListValues)}},
+		{"one kind over the cap", "/api/v1/actions?kind=" + kinds(MaxListValues+1), []string{"kind", strconv.Itoa(MaxListValues)}},
+		{"states over the cap", "/api/v1/actions?state=" + states(MaxListValues+1), []string{"state", strconv.Itoa(MaxListValues)}},
+		{"sort keys over the cap", "/api/v1/actions?sort=" + many(MaxListValues+1, func(int) string { return "id" }), []string{"sort", strconv.Itoa(MaxListValues)}},
+		{"repeated kind= over the cap", "/api/v1/actions?" + strings.ReplaceAll(repeated("kind", MaxListValues+1), ",", "&"),
+			[]string{"parameters", strconv.Itoa(MaxQueryParams)}},
+		{"too many parameters", "/api/v1/events?" + strings.ReplaceAll(repeated("x", MaxQueryParams+1), ",", "&"),
+			[]string{"parameters", strconv.Itoa(MaxQueryParams)}},
+		{"too many parameters on nodes", "/api/v1/nodes?" + strings.ReplaceAll(repeated("cluster", MaxQueryParams+1), ",", "&"),
+			[]string{"parameters", strconv.Itoa(MaxQueryParams)}},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			t.Parallel()
+			d := e.fail(http.MethodGet, c.path, "viewer", nil, http.StatusBadRequest)
+			for _, s := range c.says {
+				if !strings.Contains(d.Message, s) {
+					t.Errorf("message %q does not name %q", d.Message, s)
+				}
+			}
+		})
+	}
+	// At the cap, lists work, and a repeated list parameter adds to the list.
+	var l wire.ActionList
+	e.call(http.MethodGet, "/api/v1/actions?kind="+kinds(MaxListValues-1)+","+kindPing, "viewer", nil, http.StatusOK, &l)
+	if len(l.Actions) != 1 {
+		t.Fatalf("kinds at the cap: %d actions, want 1", len(l.Actions))
+	}
+	e.call(http.MethodGet, "/api/v1/actions?kind=x.io/none&kind="+kindPing, "viewer", nil, http.StatusOK, &l)
+	if len(l.Actions) != 1 {
+		t.Fatalf("kind=x.io/none&kind=ping: %d actions, want 1", len(l.Actions))
+	}
+	e.fail(http.MethodGet, "/api/v1/actions?kind="+kinds(MaxListValues/2+1)+"&kind="+kinds(MaxListValues/2+1), "viewer", nil, http.StatusBadRequest)
 }

@@ -108,3 +108,25 @@ func TestSecretsNeverLogged(t *testing.T) {
 		t.Fatalf("the log carries a secret:\n%s", logs)
 	}
 }
+
+// TestTokenNamesAreUniqueIgnoringCase: creating Alice while alice exists is a
+// 409 with the envelope, and creates nothing.
+func TestTokenNamesAreUniqueIgnoringCase(t *testing.T) {
+	t.Parallel()
+	e := setup(t)
+	before := len(e.events())
+	for _, name := range []string{"OP", "Op", "Admin"} {
+		d := e.fail(http.MethodPost, "/api/v1/tokens", "admin", wire.CreateTokenRequest{Name: name, Roles: []string{store.RoleApprover}}, http.StatusConflict)
+		if d.Code != wire.CodeConflict || !strings.Contains(d.Message, name) {
+			t.Errorf("create %s: envelope %+v", name, d)
+		}
+	}
+	var list wire.TokenList
+	e.call(http.MethodGet, "/api/v1/tokens", "admin", nil, http.StatusOK, &list)
+	if len(list.Tokens) != 5 {
+		t.Fatalf("refused creates changed the token list: %+v", list.Tokens)
+	}
+	if n := len(e.events()); n != before {
+		t.Fatalf("refused creates appended %d events", n-before)
+	}
+}

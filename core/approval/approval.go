@@ -8,6 +8,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"path"
+	"strings"
 	"time"
 
 	"github.com/musterhq/muster/shared/action"
@@ -82,6 +83,11 @@ func glob(pattern, s string) bool {
 	ok, err := path.Match(pattern, s)
 	return err == nil && ok
 }
+
+// SamePerson reports whether a requester and an approver are the same person,
+// for four-eyes approval. Names are compared ignoring case, as token names are
+// unique ignoring case: Alice may not approve what alice requested.
+func SamePerson(requester, approver string) bool { return strings.EqualFold(requester, approver) }
 
 // Digest is a fingerprint of what an approver signs off: kind, args
 // (canonical), cluster and node. An action whose digest no longer matches its

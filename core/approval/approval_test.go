@@ -45,6 +45,25 @@ func TestValidate(t *testing.T) {
 	}
 }
 
+func TestSamePersonIgnoresCase(t *testing.T) {
+	t.Parallel()
+	for _, c := range []struct {
+		requester, approver string
+		want                bool
+	}{
+		{"alice", "alice", true},
+		{"alice", "Alice", true},
+		{"ALICE", "alice", true},
+		{"alice", "bob", false},
+		{"alice", "alice2", false},
+		{"db-1/alice", "alice", false},
+	} {
+		if got := SamePerson(c.requester, c.approver); got != c.want {
+			t.Errorf("SamePerson(%q, %q) = %v, want %v", c.requester, c.approver, got, c.want)
+		}
+	}
+}
+
 func TestDigestBindsContent(t *testing.T) {
 	t.Parallel()
 	a := &action.Action{Kind: "k.io/x", Args: json.RawMessage(`{"a":1,"b":2}`), ClusterID: "c", NodeID: "n"}

@@ -159,7 +159,7 @@ func Authenticate(ctx context.Context, r store.Reader, secret string) (*store.To
 // CreateToken stores a new token named name with roles, appends a
 // token.created event naming actor and clientAddr, and returns the secret. The
 // secret is shown to the caller once and stored nowhere: only its hash is
-// kept. A name already in use is store.ErrExists.
+// kept. A name already in use, ignoring case, is store.ErrExists.
 func CreateToken(ctx context.Context, st store.Store, name string, roles []string, actor, clientAddr string) (string, error) {
 	roles, err := CheckToken(name, roles)
 	if err != nil {
@@ -183,7 +183,7 @@ func insertToken(ctx context.Context, tx store.Tx, name string, roles []string, 
 	t := &store.Token{Name: name, Roles: roles, Hash: Hash(secret), CreatedTS: now}
 	if err := tx.InsertToken(ctx, t); err != nil {
 		if errors.Is(err, store.ErrExists) {
-			return fmt.Errorf("token %q: %w", name, err)
+			return fmt.Errorf("token %q: %w (names are unique ignoring case)", name, err)
 		}
 		return fmt.Errorf("insert token: %w", err)
 	}

@@ -50,7 +50,7 @@ func seeAgents(b *testing.B, n int, timing gossip.Timing) time.Duration {
 		b.Fatal(err)
 	}
 	defer st.Close()
-	src := NewGossipSource(nil)
+	src := NewGossipSource(nil, AllowLoopback())
 	core, err := gossip.New(gossip.Config{Name: "core", BindAddr: "127.0.0.1:0", Insecure: true, Timing: timing,
 		Meta: gossip.Meta{Role: gossip.RoleCore, API: "127.0.0.1:7410"}, Handler: src.Handle})
 	if err != nil {

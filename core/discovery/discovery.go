@@ -56,6 +56,13 @@ type Source interface {
 	Changes() <-chan struct{}
 }
 
+// Claimant is implemented by a source that verifies who announces a node:
+// Claims hands over, once each, the announcements it refused. Sync records
+// each as a node.claim_refused event.
+type Claimant interface {
+	Claims() []Claim
+}
+
 // StaticSource is the fixed list of the configuration.
 type StaticSource struct {
 	clusters []string
@@ -103,6 +110,9 @@ type Result struct {
 	Moved  []Node // known nodes whose address or source changed
 	Down   []Node // nodes a source now holds DOWN (left, failed, duplicate)
 	Back   []Node // nodes held DOWN by a source that it sees alive again
+	// Refused lists the claims of a node that failed verification (events
+	// only: they change no node).
+	Refused []Claim
 }
 
 // Clusters returns the ids of the clusters that gained, lost or changed a
@@ -124,7 +134,7 @@ func (r Result) Clusters() []string {
 
 // Empty reports whether the Sync changed nothing.
 func (r Result) Empty() bool {
-	return len(r.Joined)+len(r.Left)+len(r.Moved)+len(r.Down)+len(r.Back) == 0
+	return len(r.Joined)+len(r.Left)+len(r.Moved)+len(r.Down)+len(r.Back)+len(r.Refused) == 0
 }
 
 type key struct{ cluster, node string }
@@ -162,9 +172,15 @@ func Sync(ctx context.Context, st store.Store, extra []string, sources ...Source
 			order = append(order, k)
 		}
 	}
+	var refused []Claim
+	for _, src := range sources {
+		if c, ok := src.(Claimant); ok {
+			refused = append(refused, c.Claims()...)
+		}
+	}
 	var res Result
 	plan := func(ctx context.Context, r store.Reader) (clusters []string, err error) {
-		res = Result{}
+		res = Result{Refused: refused}
 		have := map[string]bool{}
 		cs, err := r.Clusters(ctx)
 		if err != nil {
@@ -274,6 +290,14 @@ func Sync(ctx context.Context, st store.Store, extra []string, sources ...Source
 			if err := tx.AppendEvent(ctx, &store.Event{Type: store.EventNodeJoined, Actor: "core",
 				ClusterID: n.ClusterID, NodeID: n.ID,
 				Message: fmt.Sprintf("node %s is back at %s (%s)", n.ID, n.Addr, n.Source)}); err != nil {
+				return err
+			}
+		}
+		for _, c := range res.Refused {
+			if err := tx.AppendEvent(ctx, &store.Event{Type: store.EventNodeClaimRefused, Actor: "core",
+				ClusterID: c.ClusterID, NodeID: c.NodeID,
+				Message: fmt.Sprintf("node %s: the claim of gossip member %s at %s was refused: %s", c.NodeID, c.Member, c.Addr, c.Reason),
+				Data:    map[string]any{"addr": c.Addr, "member": c.Member, "reason": c.Reason}}); err != nil {
 				return err
 			}
 		}

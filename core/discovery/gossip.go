@@ -1,7 +1,10 @@
 package discovery
 
 import (
+	"context"
+	"errors"
 	"log/slog"
+	"net"
 	"sort"
 	"strings"
 	"sync"
@@ -13,34 +16,94 @@ import (
 // GossipSource is the gossip pool's view of the nodes: its Handle method is
 // the gossip service's handler, and it reports every agent it has heard of
 // since the core started, alive or gone.
+//
+// Anyone holding the pool's key can announce anything, so the source trusts
+// an announcement only as far as it can check it (docs/architecture.md,
+// "Security"): API addresses on loopback or link-local are ignored unless
+// AllowLoopback, and with VerifyClaims, when several members claim one node
+// at different addresses, the address whose agent proves the node's
+// identity wins and the others are refused claims, not an outage.
 type GossipSource struct {
-	log *slog.Logger
-	ch  chan struct{}
+	log           *slog.Logger
+	ch            chan struct{}
+	allowLoopback bool
+	verify        VerifyFunc
 
 	mu      sync.Mutex
 	seq     int
 	members map[string]member // by member name
+	claims  map[claim]*claimCheck
 }
+
+// VerifyFunc checks that the agent answering at addr proves it is nodeID of
+// clusterID (with agents_tls: a TLS handshake whose certificate names the
+// node). It returns a *ClaimError when the answer is a refusal; any other
+// error (the address did not answer) is not remembered.
+type VerifyFunc func(ctx context.Context, clusterID, nodeID, addr string) error
+
+// ClaimError is a verification that failed: the agent at the address
+// answered, and it is not the node.
+type ClaimError struct{ Reason string }
+
+func (e *ClaimError) Error() string { return e.Reason }
+
+// GossipOption tunes a GossipSource.
+type GossipOption func(*GossipSource)
+
+// AllowLoopback accepts agents announcing an API address on loopback,
+// link-local or the unspecified address. Without it such announcements are
+// ignored, so that a key holder cannot point the core at its own host's
+// services (SSRF). The core sets it when its own API is on loopback (a pool
+// on one machine) or with gossip.insecure.
+func AllowLoopback() GossipOption { return func(g *GossipSource) { g.allowLoopback = true } }
+
+// VerifyClaims makes the source check, with fn, every address of a node
+// that more than one live member claims.
+func VerifyClaims(fn VerifyFunc) GossipOption { return func(g *GossipSource) { g.verify = fn } }
 
 // member is one agent process in the pool.
 type member struct {
+	name  string
 	meta  gossip.Meta
 	addr  string // gossip address
 	gone  string // "" alive, or store.ReasonLeft / store.ReasonFailed
 	order int    // when it was last seen joining: the earlier claim wins a duplicate
 }
 
+// claim is one member's announcement of one node at one API address.
+type claim struct{ member, cluster, node, api string }
+
+// claimCheck is what the verification of a claim found.
+type claimCheck struct {
+	err      string // "" verified
+	reported bool   // a refused claim was handed to Sync once
+}
+
+// Claim is an announcement of a node at an address that failed
+// verification: Sync records it as a node.claim_refused event.
+type Claim struct {
+	ClusterID, NodeID string
+	Addr              string // the API address claimed
+	Member            string // the gossip member that claimed it
+	Reason            string
+}
+
 var (
-	_ Source  = (*GossipSource)(nil)
-	_ Partial = (*GossipSource)(nil)
+	_ Source   = (*GossipSource)(nil)
+	_ Partial  = (*GossipSource)(nil)
+	_ Claimant = (*GossipSource)(nil)
 )
 
 // NewGossipSource returns an empty source.
-func NewGossipSource(log *slog.Logger) *GossipSource {
+func NewGossipSource(log *slog.Logger, opts ...GossipOption) *GossipSource {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	return &GossipSource{log: log, ch: make(chan struct{}, 1), members: map[string]member{}}
+	g := &GossipSource{log: log, ch: make(chan struct{}, 1), members: map[string]member{}, claims: map[claim]*claimCheck{}}
+	for _, o := range opts {
+		o(g)
+	}
+	return g
 }
 
 // Name is store.SourceGossip.
@@ -52,6 +115,22 @@ func (g *GossipSource) Partial() bool { return true }
 // Changes receives a value after every event that may change the snapshot.
 func (g *GossipSource) Changes() <-chan struct{} { return g.ch }
 
+// InternalAddr reports whether the host of a host:port API address is on
+// loopback, link-local, or the unspecified address (which reaches the local
+// host): addresses a gossip announcement may not point the core at.
+func InternalAddr(api string) bool {
+	host, _, err := net.SplitHostPort(api)
+	if err != nil {
+		return false
+	}
+	if ip := net.ParseIP(host); ip != nil {
+		return ip.IsLoopback() || ip.IsLinkLocalUnicast() || ip.IsLinkLocalMulticast() ||
+			ip.IsInterfaceLocalMulticast() || ip.IsUnspecified()
+	}
+	h := strings.ToLower(strings.TrimSuffix(host, "."))
+	return h == "localhost" || strings.HasSuffix(h, ".localhost")
+}
+
 // Handle records one membership event. Members other than agents, and
 // agents whose cluster or node id is not a valid name, are ignored.
 func (g *GossipSource) Handle(ev gossip.Event) {
@@ -59,9 +138,14 @@ func (g *GossipSource) Handle(ev gossip.Event) {
 	if m.Role != gossip.RoleAgent {
 		return
 	}
-	if !ValidName(m.Cluster) || !ValidName(m.Node) || m.API == "" {
+	if !ValidName(m.Cluster) || !ValidName(m.Node) || gossip.ValidateAPIAddr(m.API) != nil {
 		g.log.Warn("gossip: agent with an invalid announcement ignored", "member", ev.Name, "addr", ev.Addr,
 			"cluster", m.Cluster, "node", m.Node, "api", m.API)
+		return
+	}
+	if !g.allowLoopback && InternalAddr(m.API) {
+		g.log.Warn("gossip: agent announcing a loopback or link-local API address ignored (the core is not on loopback; gossip.insecure allows it)",
+			"member", ev.Name, "addr", ev.Addr, "cluster", m.Cluster, "node", m.Node, "api", m.API)
 		return
 	}
 	g.mu.Lock()
@@ -72,12 +156,16 @@ func (g *GossipSource) Handle(ev gossip.Event) {
 			g.seq++
 			cur.order = g.seq
 		}
-		cur.meta, cur.addr, cur.gone = m, ev.Addr, ""
+		if ev.Kind == gossip.KindJoin || cur.meta != m {
+			g.forgetClaims(ev.Name) // a new process or announcement is checked again
+		}
+		cur.name, cur.meta, cur.addr, cur.gone = ev.Name, m, ev.Addr, ""
 		// Forget gone members that announced the same node under another
 		// name: this one replaces them.
 		for name, o := range g.members {
 			if name != ev.Name && o.gone != "" && o.meta.Cluster == m.Cluster && o.meta.Node == m.Node {
 				delete(g.members, name)
+				g.forgetClaims(name)
 			}
 		}
 	case gossip.KindLeave, gossip.KindFail:
@@ -86,6 +174,7 @@ func (g *GossipSource) Handle(ev gossip.Event) {
 			return
 		}
 		cur.gone = store.ReasonFailed
+		g.forgetClaims(ev.Name)
 		if ev.Kind == gossip.KindLeave {
 			cur.gone = store.ReasonLeft
 		}
@@ -105,6 +194,11 @@ func (g *GossipSource) Handle(ev gossip.Event) {
 // address it announced; DOWN with the reason it went when no member
 // announcing it is alive; DOWN as a duplicate when two live members announce
 // it at different addresses (the address stays the one announced first).
+//
+// With VerifyClaims, the addresses of such a duplicate are verified first
+// (each claim once): when exactly one verifies, it is the node's address,
+// the node is not DOWN, and each refused claim is reported once by Claims.
+// When none or several verify, the node is DOWN as a duplicate.
 func (g *GossipSource) Snapshot() []Node {
 	g.mu.Lock()
 	byNode := map[key][]member{}
@@ -131,11 +225,15 @@ func (g *GossipSource) Snapshot() []Node {
 			n.Addr = alive[0].meta.API
 			addrs := []string{alive[0].meta.API}
 			for _, m := range alive[1:] {
-				if m.meta.API != alive[0].meta.API {
+				if !contains(addrs, m.meta.API) {
 					addrs = append(addrs, m.meta.API)
 				}
 			}
 			if len(addrs) > 1 {
+				if won, ok := g.settle(alive); ok {
+					n.Addr = won
+					break
+				}
 				n.Down = store.ReasonDuplicate
 				n.Detail = strings.Join(addrs, " and ")
 			}
@@ -149,6 +247,95 @@ func (g *GossipSource) Snapshot() []Node {
 		return out[i].ID < out[j].ID
 	})
 	return out
+}
+
+func contains(list []string, s string) bool {
+	for _, x := range list {
+		if x == s {
+			return true
+		}
+	}
+	return false
+}
+
+// settle verifies the claims of live members announcing one node at
+// different addresses (those not verified yet) and returns the address
+// that alone verifies. Without VerifyClaims it settles nothing.
+func (g *GossipSource) settle(alive []member) (string, bool) {
+	if g.verify == nil {
+		return "", false
+	}
+	claims := make([]claim, len(alive))
+	var todo []int
+	g.mu.Lock()
+	for i, m := range alive {
+		claims[i] = claim{m.name, m.meta.Cluster, m.meta.Node, m.meta.API}
+		if _, ok := g.claims[claims[i]]; !ok {
+			todo = append(todo, i)
+		}
+	}
+	g.mu.Unlock()
+	results := make([]error, len(todo))
+	var wg sync.WaitGroup
+	for j, i := range todo {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			c := claims[i]
+			results[j] = g.verify(context.Background(), c.cluster, c.node, c.api)
+		}()
+	}
+	wg.Wait()
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	for j, i := range todo {
+		var ce *ClaimError
+		switch err := results[j]; {
+		case err == nil:
+			g.claims[claims[i]] = &claimCheck{}
+		case errors.As(err, &ce):
+			g.claims[claims[i]] = &claimCheck{err: ce.Reason}
+		default:
+			g.log.Warn("gossip: a claim could not be verified; it is tried again at the next change",
+				"member", claims[i].member, "node", claims[i].node, "api", claims[i].api, "err", err)
+		}
+	}
+	var won []string
+	for _, c := range claims {
+		if cc, ok := g.claims[c]; ok && cc.err == "" && !contains(won, c.api) {
+			won = append(won, c.api)
+		}
+	}
+	if len(won) != 1 {
+		return "", false
+	}
+	return won[0], true
+}
+
+// Claims hands over, once each, the claims of live members that failed
+// verification.
+func (g *GossipSource) Claims() []Claim {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	var out []Claim
+	for c, cc := range g.claims {
+		if cc.err == "" || cc.reported {
+			continue
+		}
+		cc.reported = true
+		out = append(out, Claim{ClusterID: c.cluster, NodeID: c.node, Addr: c.api, Member: c.member, Reason: cc.err})
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Member < out[j].Member })
+	return out
+}
+
+// forgetClaims drops what was verified about the member's claims. g.mu is held.
+func (g *GossipSource) forgetClaims(name string) {
+	for c := range g.claims {
+		if c.member == name {
+			delete(g.claims, c)
+		}
+	}
 }
 
 // ValidName accepts the ids of clusters and nodes: letters, digits, '.',

@@ -2,7 +2,10 @@ package discovery
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"slices"
+	"sync"
 	"testing"
 
 	"github.com/musterhq/muster/core/store"
@@ -184,5 +187,108 @@ func TestSyncFollowsTheGossipPool(t *testing.T) {
 	}
 	if ev := eventTypes(t, st); !slices.Equal(ev[3:], want) {
 		t.Fatalf("events %v", ev[3:])
+	}
+}
+
+// A key holder cannot aim the core at its own host's services (issue 9,
+// item 6): agents announcing loopback, link-local or unspecified addresses
+// are ignored, unless the core is on loopback itself (AllowLoopback).
+func TestGossipRefusesLoopbackAddrs(t *testing.T) {
+	t.Parallel()
+	internal := []string{"127.0.0.1:18080", "127.9.9.9:7420", "[::1]:7420", "169.254.169.254:80", "[fe80::1]:7420",
+		"0.0.0.0:7420", "[::]:7420", "localhost:7420", "LOCALHOST.:7420", "db.localhost:7420"}
+	g := NewGossipSource(nil)
+	for i, api := range internal {
+		g.Handle(agentEvent(gossip.KindJoin, fmt.Sprintf("m%d", i), "db", fmt.Sprintf("db-%d", i), api))
+	}
+	g.Handle(agentEvent(gossip.KindJoin, "ok", "db", "ok", "10.0.0.1:7420"))
+	want := []Node{{ClusterID: "db", ID: "ok", Addr: "10.0.0.1:7420", Source: store.SourceGossip}}
+	if got := g.Snapshot(); !slices.Equal(got, want) {
+		t.Fatalf("Snapshot = %+v, want only %+v", got, want)
+	}
+	// An announcement that moves a node to loopback is ignored too: the
+	// node keeps the address it had.
+	g.Handle(agentEvent(gossip.KindUpdate, "ok", "db", "ok", "127.0.0.1:18080"))
+	if got := g.Snapshot(); !slices.Equal(got, want) {
+		t.Fatalf("after a move to loopback, Snapshot = %+v, want %+v", got, want)
+	}
+
+	open := NewGossipSource(nil, AllowLoopback())
+	for i, api := range internal {
+		open.Handle(agentEvent(gossip.KindJoin, fmt.Sprintf("m%d", i), "db", fmt.Sprintf("db-%d", i), api))
+	}
+	if got := open.Snapshot(); len(got) != len(internal) {
+		t.Fatalf("with AllowLoopback, Snapshot = %+v, want %d nodes", got, len(internal))
+	}
+}
+
+// With agents_tls, when two members claim one node, the address whose
+// agent proves the node's identity wins; the other claim is a
+// node.claim_refused event, reported once, and the node is not DOWN (issue
+// 9, item 7).
+func TestGossipClaimVerifiedAddressWins(t *testing.T) {
+	t.Parallel()
+	st := setup(t)
+	ctx := context.Background()
+	var mu sync.Mutex
+	asked := map[string]int{}
+	g := NewGossipSource(nil, VerifyClaims(func(_ context.Context, _, node, addr string) error {
+		mu.Lock()
+		defer mu.Unlock()
+		asked[addr]++
+		switch addr {
+		case "10.0.1.2:7420":
+			return nil // the real web-2
+		case "10.6.6.6:7420":
+			return &ClaimError{Reason: "identity mismatch: the peer's certificate is no muster identity, want spiffe://muster/agent/" + node}
+		}
+		return errors.New("dial tcp " + addr + ": connection refused")
+	}))
+	resync := func() Result {
+		t.Helper()
+		res, err := Sync(ctx, st, nil, g)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return res
+	}
+	g.Handle(agentEvent(gossip.KindJoin, "real", "web", "web-2", "10.0.1.2:7420"))
+	resync()
+	// The rogue claims web-2 from its own address, before or after the real one.
+	g.Handle(agentEvent(gossip.KindJoin, "rogue", "web", "web-2", "10.6.6.6:7420"))
+	res := resync()
+	if len(res.Down)+len(res.Moved) != 0 || len(res.Refused) != 1 || res.Refused[0].Addr != "10.6.6.6:7420" {
+		t.Fatalf("Sync = %+v, want one refused claim and no change", res)
+	}
+	if n := nodes(t, st)["web/web-2"]; n.Status == store.NodeDown || n.Addr != "10.0.1.2:7420" {
+		t.Fatalf("web-2 = %+v, want it at the real address and not DOWN", n)
+	}
+	if res := resync(); !res.Empty() {
+		t.Fatalf("a second sync = %+v, want nothing (the refusal is reported once)", res)
+	}
+	ev := eventTypes(t, st)
+	if want := []string{"node.joined web/web-2", "node.claim_refused web/web-2"}; !slices.Equal(ev, want) {
+		t.Fatalf("events %v, want %v", ev, want)
+	}
+	mu.Lock()
+	if asked["10.0.1.2:7420"] != 1 || asked["10.6.6.6:7420"] != 1 {
+		t.Fatalf("verifications %v, want one per claim", asked)
+	}
+	mu.Unlock()
+
+	// A claim whose address does not answer is not remembered as refused;
+	// with none of two addresses proven, the node is a duplicate.
+	g.Handle(agentEvent(gossip.KindJoin, "a", "web", "web-3", "10.0.1.3:7420"))
+	g.Handle(agentEvent(gossip.KindJoin, "b", "web", "web-3", "10.0.9.3:7420"))
+	resync()
+	if n := nodes(t, st)["web/web-3"]; n.Status != store.NodeDown || n.StatusReason != store.ReasonDuplicate {
+		t.Fatalf("web-3 = %+v, want DOWN duplicate", n)
+	}
+	g.Handle(agentEvent(gossip.KindUpdate, "b", "web", "web-3", "10.9.9.9:7420"))
+	resync()
+	mu.Lock()
+	defer mu.Unlock()
+	if asked["10.0.1.3:7420"] != 2 {
+		t.Fatalf("an unanswered claim was verified %d times, want again at the next change", asked["10.0.1.3:7420"])
 	}
 }

@@ -33,6 +33,7 @@ func runAgent(t *testing.T, nodeID, addr, dataDir string) *realAgent {
 	t.Helper()
 	cfg := agent.DefaultConfig()
 	cfg.NodeID, cfg.ClusterID, cfg.DataDir, cfg.API.Addr = nodeID, cluster, dataDir, addr
+	cfg.API.Insecure = true
 	r := agenttest.Start(t, cfg)
 	return &realAgent{addr: r.Addr, stop: r.Stop}
 }

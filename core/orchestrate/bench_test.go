@@ -97,6 +97,7 @@ func startAgents(ctx context.Context, first, count int, dir string) (*agentSet, 
 			node := fmt.Sprintf("node-%d", first+i)
 			cfg := agent.DefaultConfig()
 			cfg.NodeID, cfg.ClusterID, cfg.DataDir, cfg.API.Addr = node, benchCluster, filepath.Join(dir, node), "127.0.0.1:0"
+			cfg.API.Insecure = true
 			a, err := agent.New(cfg, nil)
 			if err != nil {
 				startErr[i] = err

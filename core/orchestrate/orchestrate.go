@@ -58,14 +58,16 @@ type Config struct {
 	// larger fleet would reconnect to most nodes on every pass); requests
 	// carry their own timeouts.
 	HTTPClient *http.Client
-	// Scheme is put before agent addresses that have none: "http" (default,
-	// "https" with AgentTLS) or "https".
+	// Scheme is put before agent addresses that have none: "http" (default)
+	// or "https". With AgentTLS it is always "https".
 	Scheme string
 	// AgentTLS, when set, is the TLS client configuration agents are reached
-	// with (their CA, the core's certificate). Every node then gets its own
+	// with (their CA, the core's certificate). Every node is then reached
+	// over https, whatever scheme its address names, on its own
 	// connections, which accept only a certificate of that CA naming the
 	// node (tlsutil.ForPeer): a machine answering at a node's address with
-	// another node's certificate is refused before anything is sent to it.
+	// another node's certificate, or without TLS, is refused before
+	// anything is sent to it.
 	AgentTLS *tls.Config
 }
 
@@ -116,9 +118,9 @@ func (c *Config) fill() {
 	}
 	if c.Scheme == "" {
 		c.Scheme = d.Scheme
-		if c.AgentTLS != nil {
-			c.Scheme = "https"
-		}
+	}
+	if c.AgentTLS != nil {
+		c.Scheme = "https"
 	}
 }
 
@@ -190,9 +192,16 @@ func New(cfg Config, st store.Store, log *slog.Logger, reg prometheus.Registerer
 	}, nil
 }
 
+// agentURL is the base URL of the agent at addr. An address with a scheme
+// (a static node's URL) keeps it only without AgentTLS: with AgentTLS every
+// node is reached over https, so that no address, whoever announced it, can
+// choose plain HTTP and skip the identity check.
 func (o *Orchestrator) agentURL(addr string) string {
-	if strings.Contains(addr, "://") {
-		return addr
+	if i := strings.Index(addr, "://"); i >= 0 {
+		if o.cfg.AgentTLS == nil {
+			return addr
+		}
+		addr = addr[i+len("://"):]
 	}
 	return o.cfg.Scheme + "://" + addr
 }

@@ -160,3 +160,28 @@ func runAgentClient(t *testing.T, addr, dir string) *client.Agent {
 	t.Cleanup(tr.CloseIdleConnections)
 	return client.NewAgent("https://"+addr, &http.Client{Transport: tr})
 }
+
+// With agents_tls, an address that names plain HTTP is still reached over
+// https with the identity check (issue 9, item 1): an agent without TLS
+// answering there as the node gets nothing, and the node is DOWN.
+func TestGossipCannotBypassAgentsTLS(t *testing.T) {
+	t.Parallel()
+	dir := filepath.Join(t.TempDir(), "tls")
+	makeCerts(t, dir, tlsutil.Core())
+	plain := runAgent(t, "n2", "127.0.0.1:0", t.TempDir())
+	e := setupTLS(t, dir, map[string]*realAgent{"n2": {addr: "http://" + plain.addr, stop: plain.stop}})
+	id := e.create("n2", "muster.io/debug.ping", `{}`)
+	e.pass()
+	e.pass()
+	n := e.node("n2")
+	if n.Status != store.NodeDown {
+		t.Fatalf("n2: %s %q, want DOWN", n.Status, n.StatusReason)
+	}
+	if rec := e.record(id); rec.State != action.PendingSchedule || rec.SeenOnAgent {
+		t.Fatalf("n2's action: %s (seen on agent %v), want PENDING_SCHEDULE and never pushed", rec.State, rec.SeenOnAgent)
+	}
+	page, err := client.NewAgent(plain.addr, nil).Changes(context.Background(), 0, 10, false)
+	if err != nil || len(page.Actions) != 0 {
+		t.Fatalf("the plain agent holds %d actions (%v), want none", len(page.Actions), err)
+	}
+}

@@ -79,6 +79,8 @@ type Tx interface {
 	AppendHistory(ctx context.Context, actionID string, t action.Transition) error
 	// AppendEvent stores e, setting e.Seq and (when zero) e.TS.
 	AppendEvent(ctx context.Context, e *Event) error
+	// InsertToken stores a new token (ErrExists when the hash is taken, or
+	// the name is, ignoring case: alice and Alice are one name).
 	InsertToken(ctx context.Context, t *Token) error
 	DeleteToken(ctx context.Context, name string) error
 }
@@ -204,6 +206,11 @@ const (
 	EventTokenCreated          = "token.created"
 	EventTokenRevoked          = "token.revoked"
 )
+
+// EventNodeClaimRefused: a gossip member announced a node at an address
+// whose agent failed to prove it is that node (agents_tls). The node is
+// not changed by it.
+const EventNodeClaimRefused = "node.claim_refused"
 
 // Event is one line of the audit trail.
 type Event struct {

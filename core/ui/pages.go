@@ -10,6 +10,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/musterhq/muster/core/approval"
 	"github.com/musterhq/muster/core/auth"
 	"github.com/musterhq/muster/core/store"
 	"github.com/musterhq/muster/shared/action"
@@ -186,7 +187,7 @@ func (s *Server) approvals(w http.ResponseWriter, r *http.Request, v *visitor) {
 		recs, d.More = recs[:approvalsShown], true
 	}
 	for _, rec := range recs {
-		p := pending{Action: rec.Action, Mine: strings.EqualFold(rec.Requester, v.tok.Name)}
+		p := pending{Action: rec.Action, Mine: approval.SamePerson(rec.Requester, v.tok.Name)}
 		if ttl := s.cfg.Policy.TTL; ttl > 0 {
 			p.Expires = rec.CreatedTS.Add(ttl)
 		}
@@ -370,7 +371,7 @@ func (s *Server) actionDetail(w http.ResponseWriter, r *http.Request, v *visitor
 		s.storeError(w, r, v, err)
 		return
 	}
-	d := actionData{Action: a, Mine: strings.EqualFold(a.Requester, v.tok.Name), Self: "/ui/actions/" + id}
+	d := actionData{Action: a, Mine: approval.SamePerson(a.Requester, v.tok.Name), Self: "/ui/actions/" + id}
 	if ttl := s.cfg.Policy.TTL; ttl > 0 {
 		d.Expires = a.CreatedTS.Add(ttl)
 	}

@@ -15,7 +15,12 @@ import (
 	"github.com/musterhq/muster/shared/wire"
 )
 
-// Agent calls one agent's API.
+// maxAgentPage is the largest page an agent lists (its API's limit).
+const maxAgentPage = 5000
+
+// Agent calls one agent's API. Every answer is read up to a limit
+// (InfoLimit, RecordLimit per record of a page, ...); past it the call
+// fails with ErrTooLarge.
 type Agent struct {
 	base string
 	http *http.Client
@@ -41,8 +46,13 @@ func BaseURL(addr string) string {
 // Info calls GET /api/v1/info.
 func (a *Agent) Info(ctx context.Context) (*wire.AgentInfo, error) {
 	var out wire.AgentInfo
-	_, err := do(ctx, a.http, http.MethodGet, a.base+"/api/v1/info", nil, &out)
-	return &out, err
+	if _, err := do(ctx, a.http, http.MethodGet, a.base+"/api/v1/info", nil, capped{&out, InfoLimit}); err != nil {
+		return &out, err
+	}
+	if err := out.Check(); err != nil {
+		return &wire.AgentInfo{}, fmt.Errorf("GET %s/api/v1/info: %w", a.base, err)
+	}
+	return &out, nil
 }
 
 // Changes calls GET /api/v1/actions. since < 0 lists everything. ack tells the
@@ -59,7 +69,7 @@ func (a *Agent) Changes(ctx context.Context, since int64, limit int, ack bool) (
 		q.Set("ack", "1")
 	}
 	var out wire.ChangesPage
-	_, err := do(ctx, a.http, http.MethodGet, a.base+"/api/v1/actions?"+q.Encode(), nil, &out)
+	_, err := do(ctx, a.http, http.MethodGet, a.base+"/api/v1/actions?"+q.Encode(), nil, capped{&out, pageLimit(limit, maxAgentPage)})
 	return &out, err
 }
 
@@ -68,7 +78,7 @@ func (a *Agent) Changes(ctx context.Context, since int64, limit int, ack bool) (
 // other status is an *APIError.
 func (a *Agent) Push(ctx context.Context, req *wire.PushRequest) (*action.Action, int, error) {
 	var out action.Action
-	status, err := do(ctx, a.http, http.MethodPost, a.base+"/api/v1/actions", req, &out)
+	status, err := do(ctx, a.http, http.MethodPost, a.base+"/api/v1/actions", req, capped{&out, OneRecordLimit})
 	if err != nil {
 		if ae, ok := err.(*APIError); ok && ae.Status == http.StatusConflict && ae.Detail.Record != nil {
 			return ae.Detail.Record, ae.Status, nil
@@ -81,24 +91,25 @@ func (a *Agent) Push(ctx context.Context, req *wire.PushRequest) (*action.Action
 // Get calls GET /api/v1/actions/{id}.
 func (a *Agent) Get(ctx context.Context, id string) (*action.Action, error) {
 	var out action.Action
-	_, err := do(ctx, a.http, http.MethodGet, a.base+"/api/v1/actions/"+url.PathEscape(id), nil, &out)
+	_, err := do(ctx, a.http, http.MethodGet, a.base+"/api/v1/actions/"+url.PathEscape(id), nil, capped{&out, OneRecordLimit})
 	return &out, err
 }
 
 // Cancel calls POST /api/v1/actions/{id}/cancel.
 func (a *Agent) Cancel(ctx context.Context, id string) (*action.Action, error) {
 	var out action.Action
-	_, err := do(ctx, a.http, http.MethodPost, a.base+"/api/v1/actions/"+url.PathEscape(id)+"/cancel", nil, &out)
+	_, err := do(ctx, a.http, http.MethodPost, a.base+"/api/v1/actions/"+url.PathEscape(id)+"/cancel", nil, capped{&out, OneRecordLimit})
 	return &out, err
 }
 
 // Health calls GET /api/v1/health.
 func (a *Agent) Health(ctx context.Context) error {
-	_, err := do(ctx, a.http, http.MethodGet, a.base+"/api/v1/health", nil, nil)
+	_, err := do(ctx, a.http, http.MethodGet, a.base+"/api/v1/health", nil, capped{nil, InfoLimit})
 	return err
 }
 
-// do sends one JSON request and decodes a 2xx answer into out.
+// do sends one JSON request and decodes a 2xx answer into out, reading at
+// most DefaultLimit bytes of it, or the limit of a capped out.
 func do(ctx context.Context, hc *http.Client, method, u string, in, out any) (int, error) {
 	return doWith(ctx, hc, method, u, "", in, out)
 }
@@ -131,12 +142,13 @@ func doWith(ctx context.Context, hc *http.Client, method, u, token string, in, o
 	if resp.StatusCode < 200 || resp.StatusCode > 299 {
 		return resp.StatusCode, decodeError(resp)
 	}
+	out, n := limit(out)
 	if out != nil && resp.StatusCode != http.StatusNoContent {
-		if err := json.NewDecoder(resp.Body).Decode(out); err != nil {
-			return resp.StatusCode, fmt.Errorf("decode %s %s answer: %w", method, u, err)
+		if err := readJSON(resp, n, out); err != nil {
+			return resp.StatusCode, err
 		}
-	} else {
-		_, _ = io.Copy(io.Discard, resp.Body)
+	} else if err := discard(resp, n); err != nil {
+		return resp.StatusCode, err
 	}
 	return resp.StatusCode, nil
 }

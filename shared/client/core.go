@@ -116,7 +116,7 @@ func (f ActionFilter) values() url.Values {
 // Actions calls GET /api/v1/actions: one page.
 func (c *Core) Actions(ctx context.Context, f ActionFilter) (*wire.ActionList, error) {
 	var out wire.ActionList
-	_, err := c.call(ctx, http.MethodGet, "/api/v1/actions"+query(f.values()), nil, &out)
+	_, err := c.call(ctx, http.MethodGet, "/api/v1/actions"+query(f.values()), nil, capped{&out, pageLimit(f.Limit, maxCorePage)})
 	return &out, err
 }
 
@@ -131,13 +131,13 @@ func (c *Core) CreateAction(ctx context.Context, req *wire.CreateActionRequest) 
 // at least 8 characters. The answer carries the history.
 func (c *Core) Action(ctx context.Context, ref string) (*action.Action, error) {
 	var out action.Action
-	_, err := c.call(ctx, http.MethodGet, "/api/v1/actions/"+url.PathEscape(ref), nil, &out)
+	_, err := c.call(ctx, http.MethodGet, "/api/v1/actions/"+url.PathEscape(ref), nil, capped{&out, OneRecordLimit})
 	return &out, err
 }
 
 func (c *Core) actionCall(ctx context.Context, ref, verb string) (*action.Action, int, error) {
 	var out action.Action
-	status, err := c.call(ctx, http.MethodPost, "/api/v1/actions/"+url.PathEscape(ref)+"/"+verb, nil, &out)
+	status, err := c.call(ctx, http.MethodPost, "/api/v1/actions/"+url.PathEscape(ref)+"/"+verb, nil, capped{&out, OneRecordLimit})
 	return &out, status, err
 }
 
@@ -230,6 +230,12 @@ func query(q url.Values) string {
 	return "?" + q.Encode()
 }
 
+// maxCorePage is the largest page of actions the core lists (its API's limit).
+const maxCorePage = 500
+
+// EventLimit bounds one message of the event stream.
+const EventLimit = 1 << 20
+
 // Stream opens GET /api/v1/events/stream. With since < 0 it delivers the
 // events appended after it returns; otherwise those after since (sent as
 // Last-Event-ID, as a reconnecting EventSource would). When Stream returns,
@@ -257,7 +263,7 @@ func (c *Core) Stream(ctx context.Context, since int64, f EventFilter) (*EventSt
 		resp.Body.Close()
 		return nil, fmt.Errorf("event stream: unexpected content type %q", ct)
 	}
-	return &EventStream{body: resp.Body, r: bufio.NewReader(resp.Body), last: since}, nil
+	return &EventStream{body: resp.Body, r: bufio.NewReader(resp.Body), last: since, url: req.URL.Redacted()}, nil
 }
 
 // EventStream reads Server-Sent Events from the core. It is not safe for
@@ -266,6 +272,7 @@ type EventStream struct {
 	body io.ReadCloser
 	r    *bufio.Reader
 	last int64
+	url  string
 }
 
 // ErrStreamClosed is returned by Next once the stream has ended.
@@ -279,15 +286,18 @@ func (s *EventStream) LastID() int64 { return s.last }
 func (s *EventStream) Close() error { return s.body.Close() }
 
 // Next blocks until the next event arrives and returns it. When the server
-// ends the stream it returns an error wrapping ErrStreamClosed.
+// ends the stream it returns an error wrapping ErrStreamClosed; a message
+// over EventLimit is a *TooLargeError (the stream is then unusable).
 func (s *EventStream) Next() (*wire.Event, error) {
 	var data []string
 	var id string
+	read := 0
 	for {
-		line, err := s.r.ReadString('\n')
+		line, err := s.readLine(EventLimit - read)
 		if err != nil {
-			return nil, fmt.Errorf("%w: %v", ErrStreamClosed, err)
+			return nil, err
 		}
+		read += len(line)
 		line = strings.TrimRight(line, "\r\n")
 		if line == "" { // end of one message
 			if len(data) == 0 {
@@ -315,6 +325,26 @@ func (s *EventStream) Next() (*wire.Event, error) {
 			data = append(data, value)
 		case "id":
 			id = value
+		}
+	}
+}
+
+// readLine reads one line of at most max bytes.
+func (s *EventStream) readLine(max int) (string, error) {
+	var b []byte
+	for {
+		chunk, err := s.r.ReadSlice('\n')
+		b = append(b, chunk...)
+		if len(b) > max {
+			return "", &TooLargeError{Method: http.MethodGet, URL: s.url, Limit: EventLimit}
+		}
+		switch {
+		case err == nil:
+			return string(b), nil
+		case errors.Is(err, bufio.ErrBufferFull):
+			continue
+		default:
+			return "", fmt.Errorf("%w: %v", ErrStreamClosed, err)
 		}
 	}
 }

@@ -4,9 +4,11 @@
 package config
 
 import (
+	"errors"
 	"fmt"
 	"log/slog"
 	"net"
+	"os"
 	"strings"
 )
 
@@ -79,4 +81,21 @@ func IsLoopback(addr string) bool {
 	}
 	ip := net.ParseIP(host)
 	return ip != nil && ip.IsLoopback()
+}
+
+// ErrFileOpen is a secret file whose mode lets its group or others in.
+var ErrFileOpen = errors.New("readable by group or others")
+
+// CheckPrivateFile refuses a secret file (a key) that its group or others
+// may read or write: one clear error naming the file and its mode. It does
+// not open the file; reading it stays the caller's job.
+func CheckPrivateFile(path string) error {
+	fi, err := os.Stat(path)
+	if err != nil {
+		return err
+	}
+	if m := fi.Mode().Perm(); m&0o077 != 0 {
+		return fmt.Errorf("%s has mode %04o, %w: run chmod 600 %s", path, m, ErrFileOpen, path)
+	}
+	return nil
 }

@@ -10,6 +10,10 @@
 // carries no state). So a member about to leave first tells the cores
 // directly (a reliable message: "I am leaving"); a core's delegate remembers
 // it and reports the disappearance that follows as a leave, not a failure.
+// Every key holder can send such a message, so it carries a proof: the
+// secret whose digest the member announced in its metadata (Meta.Leave)
+// when it started. An intent counts only for the member that sends it, and
+// the intents waiting for their disappearance are bounded (maxIntents).
 //
 // memberlist calls its delegates on its own goroutines and expects them to
 // return at once. The delegates here only copy the node's data (name,
@@ -21,6 +25,10 @@ package gossip
 
 import (
 	"context"
+	"crypto/rand"
+	"crypto/sha256"
+	"crypto/subtle"
+	"encoding/base64"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -123,8 +131,10 @@ var (
 type Service struct {
 	cfg  Config
 	meta []byte
-	log  *slog.Logger
-	q    *fifo
+	// leaveProof is the secret of Meta.Leave, revealed by the leave intent.
+	leaveProof string
+	log        *slog.Logger
+	q          *fifo
 	// seen counts the live members (other than this one) with the sought role.
 	seen atomic.Int64
 
@@ -156,6 +166,11 @@ func New(cfg Config) (*Service, error) {
 	if errs := cfg.Timing.Validate("gossip"); len(errs) > 0 {
 		return nil, errors.Join(errs...)
 	}
+	secret := make([]byte, leaveSecretSize)
+	if _, err := rand.Read(secret); err != nil {
+		return nil, fmt.Errorf("gossip: %w", err)
+	}
+	cfg.Meta.Leave = leaveCommit(secret)
 	meta, err := EncodeMeta(cfg.Meta)
 	if err != nil {
 		return nil, err
@@ -169,8 +184,8 @@ func New(cfg Config) (*Service, error) {
 	if cfg.Log == nil {
 		cfg.Log = slog.New(slog.DiscardHandler)
 	}
-	return &Service{cfg: cfg, meta: meta, log: cfg.Log.With("component", "gossip"), q: newFIFO(),
-		stop: make(chan struct{})}, nil
+	return &Service{cfg: cfg, meta: meta, leaveProof: base64.RawURLEncoding.EncodeToString(secret),
+		log: cfg.Log.With("component", "gossip"), q: newFIFO(), stop: make(chan struct{})}, nil
 }
 
 func splitAddr(addr string) (string, int, error) {
@@ -278,14 +293,38 @@ func (s *Service) Members() []Member {
 }
 
 // leaveIntent is the message a member sends the cores before it leaves.
+// Proof is the secret whose digest the member announced as Meta.Leave.
 type leaveIntent struct {
 	Leaving string `json:"leaving"`
+	Proof   string `json:"proof"`
+}
+
+// leaveSecretSize is the size of a member's leave secret.
+const leaveSecretSize = 16
+
+// maxIntents bounds the leave intents a core holds at once (each waits for
+// its member's disappearance).
+const maxIntents = 1024
+
+// leaveCommit is the digest of a leave secret announced in Meta.Leave.
+func leaveCommit(secret []byte) string {
+	sum := sha256.Sum256(secret)
+	return base64.RawURLEncoding.EncodeToString(sum[:16])
+}
+
+// proves reports whether proof is the secret of the commitment.
+func proves(proof, commit string) bool {
+	secret, err := base64.RawURLEncoding.DecodeString(proof)
+	if err != nil || len(secret) != leaveSecretSize || commit == "" {
+		return false
+	}
+	return subtle.ConstantTimeCompare([]byte(leaveCommit(secret)), []byte(commit)) == 1
 }
 
 // tellLeaving tells every live core that this member is leaving, and
 // waits (up to LeaveTimeout) for the messages to be written.
 func (s *Service) tellLeaving(ml *memberlist.Memberlist) {
-	msg, _ := json.Marshal(leaveIntent{Leaving: s.cfg.Name})
+	msg, _ := json.Marshal(leaveIntent{Leaving: s.cfg.Name, Proof: s.leaveProof})
 	var cores []memberlist.Node
 	for _, n := range ml.Members() {
 		if m, err := DecodeMeta(n.Meta); err == nil && m.Role == RoleCore && n.Name != s.cfg.Name {
@@ -339,6 +378,7 @@ func (s *Service) loop(ctx context.Context, d *delegate) {
 			}
 		case KindLeave, KindFail:
 			delete(alive, ev.Name)
+			d.forget(ev.Name, ev.Meta.Leave)
 		}
 		s.seen.Store(int64(len(alive)))
 		s.log.Debug("gossip event", "kind", ev.Kind.String(), "member", ev.Name, "addr", ev.Addr,
@@ -477,7 +517,8 @@ type delegate struct {
 	log  *slog.Logger
 
 	mu      sync.Mutex
-	leaving map[string]bool // members that said they are leaving
+	commits map[string]string // member name → its Meta.Leave, from its join or update
+	leaving map[string]bool   // members that proved they are leaving (at most maxIntents)
 }
 
 var (
@@ -493,19 +534,42 @@ func (d *delegate) NodeMeta(limit int) []byte {
 	return d.meta
 }
 
-// NotifyMsg receives leave intents.
+// NotifyMsg receives leave intents. One counts only when its proof is the
+// secret of the commitment the named member announced, and while fewer
+// than maxIntents wait.
 func (d *delegate) NotifyMsg(b []byte) {
 	var li leaveIntent
 	if json.Unmarshal(b, &li) != nil || li.Leaving == "" {
 		return
 	}
 	d.mu.Lock()
-	if d.leaving == nil {
-		d.leaving = map[string]bool{}
+	ok := proves(li.Proof, d.commits[li.Leaving])
+	if ok && !d.leaving[li.Leaving] && len(d.leaving) >= maxIntents {
+		ok = false
 	}
-	d.leaving[li.Leaving] = true
+	if ok {
+		if d.leaving == nil {
+			d.leaving = map[string]bool{}
+		}
+		d.leaving[li.Leaving] = true
+	}
 	d.mu.Unlock()
+	if !ok {
+		d.log.Debug("gossip: a leave intent without its member's proof, or over the limit, ignored", "leaving", li.Leaving)
+		return
+	}
 	d.q.signal() // a held disappearance may now be told as a leave
+}
+
+// forget drops what the delegate keeps about a member that is gone, unless
+// it has come back with another commitment since.
+func (d *delegate) forget(name, commit string) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.commits[name] == commit {
+		delete(d.commits, name)
+	}
+	delete(d.leaving, name)
 }
 
 // said reports (and forgets) whether name said it was leaving.
@@ -528,10 +592,10 @@ func (d *delegate) NotifyJoin(n *memberlist.Node) {
 
 func (d *delegate) NotifyUpdate(n *memberlist.Node) { d.push(KindUpdate, n) }
 
-// NotifyLeave tells a leave from a failure by the member's intent (n.State
-// is not set by memberlist v0.7; it is checked too, for later versions).
+// NotifyLeave tells a leave from a failure by the member's proven intent
+// only (memberlist's own "left" can be claimed by any key holder).
 func (d *delegate) NotifyLeave(n *memberlist.Node) {
-	if d.said(n.Name) || n.State == memberlist.StateLeft {
+	if d.said(n.Name) {
 		d.push(KindLeave, n)
 	} else {
 		d.push(KindFail, n)
@@ -552,5 +616,13 @@ func (d *delegate) push(k Kind, n *memberlist.Node) {
 		return
 	}
 	ev.Meta = m
+	if k == KindJoin || k == KindUpdate {
+		d.mu.Lock()
+		if d.commits == nil {
+			d.commits = map[string]string{}
+		}
+		d.commits[n.Name] = m.Leave
+		d.mu.Unlock()
+	}
 	d.q.push(ev)
 }

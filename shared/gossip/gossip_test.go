@@ -13,6 +13,10 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/hashicorp/memberlist"
+
+	"github.com/musterhq/muster/shared/config"
 )
 
 func TestMetaRoundTrip(t *testing.T) {
@@ -320,9 +324,14 @@ func TestLeaveIntentArrivingAfterTheDisappearance(t *testing.T) {
 	go func() { defer close(done); s.loop(ctx, d) }()
 	defer func() { cancel(); <-done }()
 
-	meta := Meta{Role: RoleAgent, Cluster: "c", Node: "late"}
+	secret := []byte("0123456789abcdef")
+	meta := Meta{V: 1, Role: RoleAgent, Cluster: "c", Node: "late", Leave: leaveCommit(secret)}
+	for _, name := range []string{"late", "crashed"} {
+		b, _ := json.Marshal(meta)
+		d.NotifyJoin(&memberlist.Node{Name: name, Meta: b})
+	}
 	s.q.push(Event{Kind: KindFail, Name: "late", Meta: meta})
-	intent, _ := json.Marshal(leaveIntent{Leaving: "late"})
+	intent, _ := json.Marshal(leaveIntent{Leaving: "late", Proof: base64.RawURLEncoding.EncodeToString(secret)})
 	d.NotifyMsg(intent)
 	waitFor(t, 5*time.Second, "late's leave", func() bool { return rec.has(KindLeave, "late") })
 
@@ -330,5 +339,91 @@ func TestLeaveIntentArrivingAfterTheDisappearance(t *testing.T) {
 	waitFor(t, 5*time.Second, "crashed's failure", func() bool { return rec.has(KindFail, "crashed") })
 	if rec.has(KindFail, "late") || rec.has(KindLeave, "crashed") {
 		t.Fatalf("a leave told as a failure or the reverse: %+v", rec.evs)
+	}
+}
+
+func TestReadKeyFileRefusesAFileOthersMayRead(t *testing.T) {
+	t.Parallel()
+	k, _ := GenerateKey()
+	path := filepath.Join(t.TempDir(), "gossip.key")
+	if err := os.WriteFile(path, []byte(k), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chmod(path, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := ReadKeyFile(path); !errors.Is(err, config.ErrFileOpen) || !strings.Contains(err.Error(), path+" has mode 0644") {
+		t.Fatalf("ReadKeyFile of a 0644 file = %v", err)
+	}
+}
+
+// A leave intent counts only for the member that sends it (issue 9, item
+// 7): another key holder naming a member in an intent, before that member
+// crashes, does not turn its failure into a leave. The member's own intent
+// still makes its stop a leave.
+func TestGossipLeaveIntentCountsOnlyForItsSender(t *testing.T) {
+	t.Parallel()
+	key := testKey(t)
+	var rec recorder
+	seed := member(t, "seed", key, nil, rec.handle)
+	victim := member(t, "victim", key, []string{seed.Addr()}, nil)
+	rogue := member(t, "rogue", key, []string{seed.Addr()}, nil)
+	leaver := member(t, "leaver", key, []string{seed.Addr()}, nil)
+	waitFor(t, 10*time.Second, "three joins", func() bool {
+		return rec.has(KindJoin, "victim") && rec.has(KindJoin, "rogue") && rec.has(KindJoin, "leaver")
+	})
+	var core *memberlist.Node
+	for _, n := range rogue.ml.Members() {
+		if n.Name == "seed" {
+			core = n
+		}
+	}
+	// The rogue knows the victim's announced commitment, not its secret.
+	for _, proof := range []string{"", base64.RawURLEncoding.EncodeToString([]byte("0123456789abcdef")), rogue.leaveProof} {
+		msg, _ := json.Marshal(leaveIntent{Leaving: "victim", Proof: proof})
+		if err := rogue.ml.SendReliable(core, msg); err != nil {
+			t.Fatal(err)
+		}
+	}
+	crash(t, victim)
+	waitFor(t, 20*time.Second, "the victim's disappearance", func() bool {
+		return rec.has(KindFail, "victim") || rec.has(KindLeave, "victim")
+	})
+	if rec.has(KindLeave, "victim") {
+		t.Fatal("a rogue's intent made the victim's crash a leave")
+	}
+	leaver.Stop()
+	waitFor(t, 20*time.Second, "the leaver's leave", func() bool {
+		return rec.has(KindLeave, "leaver") || rec.has(KindFail, "leaver")
+	})
+	if !rec.has(KindLeave, "leaver") {
+		t.Fatal("a member's own intent did not make its stop a leave")
+	}
+}
+
+// The leave intents a core holds are bounded (issue 9, item 7): proven
+// intents of more members than maxIntents leave at most maxIntents waiting,
+// and intents without a proof are never kept.
+func TestGossipPendingIntentsBounded(t *testing.T) {
+	t.Parallel()
+	d := &delegate{q: newFIFO(), log: slog.New(slog.DiscardHandler)}
+	secret := []byte("0123456789abcdef")
+	b, _ := json.Marshal(Meta{V: 1, Role: RoleAgent, Cluster: "c", Node: "n", Leave: leaveCommit(secret)})
+	for i := range 3 * maxIntents {
+		name := fmt.Sprintf("m%d", i)
+		d.NotifyJoin(&memberlist.Node{Name: name, Meta: b})
+		proven, _ := json.Marshal(leaveIntent{Leaving: name, Proof: base64.RawURLEncoding.EncodeToString(secret)})
+		d.NotifyMsg(proven)
+		forged, _ := json.Marshal(leaveIntent{Leaving: fmt.Sprintf("stranger%d", i)})
+		d.NotifyMsg(forged)
+	}
+	d.mu.Lock()
+	n := len(d.leaving)
+	d.mu.Unlock()
+	if n != maxIntents {
+		t.Fatalf("%d intents held, want the bound %d", n, maxIntents)
+	}
+	if !d.said("m0") || d.said(fmt.Sprintf("m%d", 2*maxIntents)) || d.said("stranger0") {
+		t.Fatal("the intents held are not the first proven ones")
 	}
 }

@@ -7,6 +7,8 @@ import (
 	"fmt"
 	"os"
 	"strings"
+
+	"github.com/musterhq/muster/shared/config"
 )
 
 // KeySize is the size of the gossip encryption key (AES-256).
@@ -37,8 +39,12 @@ func ParseKey(s string) ([]byte, error) {
 	return k, nil
 }
 
-// ReadKeyFile reads and decodes a key file.
+// ReadKeyFile reads and decodes a key file. A file its group or others may
+// read is refused (config.ErrFileOpen): the key lets anyone into the pool.
 func ReadKeyFile(path string) ([]byte, error) {
+	if err := config.CheckPrivateFile(path); err != nil {
+		return nil, err
+	}
 	b, err := os.ReadFile(path)
 	if err != nil {
 		return nil, err

@@ -4,6 +4,9 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"net"
+	"strconv"
+	"strings"
 
 	"github.com/hashicorp/memberlist"
 )
@@ -26,6 +29,8 @@ const MaxMetaSize = memberlist.MetaMaxSize
 var (
 	ErrMetaTooLarge = errors.New("gossip metadata too large")
 	ErrBadMeta      = errors.New("bad gossip metadata")
+	// ErrBadAPIAddr: an announced API address is not a bare host:port.
+	ErrBadAPIAddr = errors.New("bad API address")
 )
 
 // Meta is what a member announces about itself: compact JSON of at most
@@ -35,14 +40,23 @@ type Meta struct {
 	Role    string `json:"role"`
 	Cluster string `json:"cluster,omitempty"`
 	Node    string `json:"node,omitempty"`
-	// API is the address the core reaches an agent's API at (host:port or
-	// an http(s) URL).
+	// API is the address the core reaches an agent's API at: a bare
+	// host:port (ValidateAPIAddr). The scheme is never the announcer's
+	// choice: the core decides it (https with agents_tls).
 	API string `json:"api,omitempty"`
+	// Leave is the commitment of the member's leave intent: the digest of
+	// a secret only the member knows, which its intent reveals (set by New).
+	Leave string `json:"leave,omitempty"`
 }
 
 // EncodeMeta returns the wire form of m, with V set to MetaVersion.
 func EncodeMeta(m Meta) ([]byte, error) {
 	m.V = MetaVersion
+	if m.API != "" {
+		if err := ValidateAPIAddr(m.API); err != nil {
+			return nil, fmt.Errorf("%w: %w", ErrBadMeta, err)
+		}
+	}
 	b, err := json.Marshal(m)
 	if err != nil {
 		return nil, fmt.Errorf("%w: %v", ErrBadMeta, err)
@@ -54,8 +68,12 @@ func EncodeMeta(m Meta) ([]byte, error) {
 }
 
 // DecodeMeta reads metadata written by EncodeMeta of this or a later
-// version. Unknown fields are ignored; a missing version or role is an error.
+// version. Unknown fields are ignored; a missing version or role, or an API
+// address that is not a bare host:port, is an error.
 func DecodeMeta(b []byte) (Meta, error) {
+	if len(b) > MaxMetaSize {
+		return Meta{}, fmt.Errorf("%w: %d bytes, the limit is %d", ErrMetaTooLarge, len(b), MaxMetaSize)
+	}
 	var m Meta
 	if err := json.Unmarshal(b, &m); err != nil {
 		return Meta{}, fmt.Errorf("%w: %v", ErrBadMeta, err)
@@ -66,5 +84,65 @@ func DecodeMeta(b []byte) (Meta, error) {
 	if m.Role == "" {
 		return Meta{}, fmt.Errorf("%w: no role", ErrBadMeta)
 	}
+	if m.API != "" {
+		if err := ValidateAPIAddr(m.API); err != nil {
+			return Meta{}, fmt.Errorf("%w: %w", ErrBadMeta, err)
+		}
+	}
 	return m, nil
+}
+
+// ValidateAPIAddr accepts a bare host:port: an IP address (IPv6 in
+// brackets) or a DNS name, and a port from 1 to 65535. A scheme, path,
+// query, fragment, user info, zone or any other character is refused, so
+// that an announcement can name a place to connect to and nothing else.
+func ValidateAPIAddr(addr string) error {
+	bad := func(why string) error { return fmt.Errorf("%w: %q: %s", ErrBadAPIAddr, addr, why) }
+	if len(addr) > 262 { // a 253-byte name, ':' and a port
+		return bad("too long")
+	}
+	host, port, err := net.SplitHostPort(addr)
+	if err != nil {
+		return bad("not host:port")
+	}
+	if p, err := strconv.Atoi(port); err != nil || p < 1 || p > 65535 || strconv.Itoa(p) != port {
+		return bad("the port is not a number from 1 to 65535")
+	}
+	if strings.HasPrefix(addr, "[") {
+		if ip := net.ParseIP(host); ip == nil || ip.To4() != nil {
+			return bad("not an IPv6 address in brackets")
+		}
+		return nil
+	}
+	if net.ParseIP(host) != nil {
+		if strings.Contains(host, ":") {
+			return bad("an IPv6 address needs brackets")
+		}
+		return nil
+	}
+	if !validHostName(host) {
+		return bad("the host is not an IP address or a DNS name")
+	}
+	return nil
+}
+
+// validHostName accepts a DNS name: dot-separated labels of letters, digits
+// and '-', each 1 to 63 bytes, not starting or ending with '-'.
+func validHostName(h string) bool {
+	h = strings.TrimSuffix(h, ".")
+	if h == "" || len(h) > 253 {
+		return false
+	}
+	for _, label := range strings.Split(h, ".") {
+		if label == "" || len(label) > 63 || label[0] == '-' || label[len(label)-1] == '-' {
+			return false
+		}
+		for i := 0; i < len(label); i++ {
+			c := label[i]
+			if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '-') {
+				return false
+			}
+		}
+	}
+	return true
 }

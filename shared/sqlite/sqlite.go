@@ -11,6 +11,7 @@ import (
 	"fmt"
 	"io/fs"
 	"net/url"
+	"os"
 	"path"
 	"sort"
 	"strconv"
@@ -32,7 +33,14 @@ const pragmas = "_journal_mode=WAL&_synchronous=FULL&_busy_timeout=5000&_foreign
 // Open opens (creating if needed) the database at file and applies the
 // migrations found in migrations (files named NNN_name.sql, applied in order
 // of NNN, each in its own transaction, tracked by PRAGMA user_version).
+//
+// The database and its -wal and -shm files are mode 0600 whatever the umask
+// and whatever mode an existing file had: they hold every action's args and
+// output, and the core's token hashes.
 func Open(ctx context.Context, file string, migrations fs.FS) (*DB, error) {
+	if err := makePrivate(file); err != nil {
+		return nil, fmt.Errorf("open %s: %w", file, err)
+	}
 	base := "file:" + (&url.URL{Path: file}).EscapedPath() + "?" + pragmas
 	w, err := sql.Open("sqlite3", base+"&_txlock=immediate")
 	if err != nil {
@@ -45,6 +53,14 @@ func Open(ctx context.Context, file string, migrations fs.FS) (*DB, error) {
 	if err := w.PingContext(ctx); err != nil {
 		w.Close()
 		return nil, fmt.Errorf("open %s: %w", file, err)
+	}
+	// The first connection made the -wal and -shm files (SQLite gives them
+	// the database's mode); an older pair may have had another.
+	for _, suffix := range []string{"-wal", "-shm"} {
+		if err := os.Chmod(file+suffix, privateMode); err != nil && !errors.Is(err, fs.ErrNotExist) {
+			w.Close()
+			return nil, fmt.Errorf("open %s: %w", file, err)
+		}
 	}
 	db := &DB{W: w}
 	if migrations != nil {
@@ -62,6 +78,20 @@ func Open(ctx context.Context, file string, migrations fs.FS) (*DB, error) {
 	r.SetMaxIdleConns(4)
 	db.R = r
 	return db, nil
+}
+
+// privateMode is the mode of every database file.
+const privateMode = 0o600
+
+// makePrivate creates file with mode 0600 when it does not exist (a umask
+// only removes bits), and sets 0600 on one that does.
+func makePrivate(file string) error {
+	f, err := os.OpenFile(file, os.O_RDWR|os.O_CREATE, privateMode)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	return f.Chmod(privateMode)
 }
 
 // Close closes the readers, then the writer (which checkpoints the WAL).

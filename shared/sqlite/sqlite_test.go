@@ -102,3 +102,55 @@ func TestReaderCannotWrite(t *testing.T) {
 		t.Fatal("reader pool accepted a write")
 	}
 }
+
+// Item 13 of the attack review: the database and its WAL files are 0600, on
+// a new database and on one whose files a looser umask or an older version
+// left readable by others.
+func TestDatabaseFilesAreCreatedPrivate(t *testing.T) {
+	t.Parallel()
+	check := func(t *testing.T, file string) {
+		t.Helper()
+		for _, f := range []string{file, file + "-wal", file + "-shm"} {
+			fi, err := os.Stat(f)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if m := fi.Mode().Perm(); m != 0o600 {
+				t.Errorf("%s has mode %04o, want 0600", filepath.Base(f), m)
+			}
+		}
+	}
+	t.Run("new", func(t *testing.T) {
+		t.Parallel()
+		db, file := setup(t)
+		if _, err := db.W.Exec("INSERT INTO items(name) VALUES ('a')"); err != nil {
+			t.Fatal(err)
+		}
+		check(t, file)
+	})
+	t.Run("existing", func(t *testing.T) {
+		t.Parallel()
+		db, file := setup(t)
+		if _, err := db.W.Exec("INSERT INTO items(name) VALUES ('a')"); err != nil {
+			t.Fatal(err)
+		}
+		db.Close() // checkpoints and removes -wal and -shm
+		// Left behind as a crash would, readable by others.
+		for _, f := range []string{file + "-wal", file + "-shm"} {
+			if err := os.WriteFile(f, nil, 0o644); err != nil {
+				t.Fatal(err)
+			}
+		}
+		for _, f := range []string{file, file + "-wal", file + "-shm"} {
+			if err := os.Chmod(f, 0o644); err != nil {
+				t.Fatal(err)
+			}
+		}
+		db2, err := Open(context.Background(), file, os.DirFS("testdata/migrations"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer db2.Close()
+		check(t, file)
+	})
+}

@@ -1,29 +1,57 @@
 package tlsutil
 
 import (
+	"context"
 	"crypto/tls"
 	"crypto/x509"
 	"errors"
 	"fmt"
 	"net"
 	"os"
+
+	"github.com/musterhq/muster/shared/config"
 )
 
 // ErrNoPeerCertificate: the peer presented no certificate that was verified.
 var ErrNoPeerCertificate = errors.New("no verified client certificate")
 
-// MinVersion is the oldest TLS version muster speaks.
+// MinVersion is the oldest TLS version muster speaks: TLS 1.2, with the
+// CipherSuites only, on the core's API, whose clients may be any tool.
 const MinVersion = tls.VersionTLS12
+
+// LinkVersion is the only TLS version between the core and its agents, Go
+// on both ends: 1.3 (its suites are all AEAD with forward secrecy).
+const LinkVersion = tls.VersionTLS13
+
+// CipherSuites are the TLS 1.2 suites muster accepts: ECDHE key exchange
+// with an AEAD cipher. CBC and SHA-1 suites (ECDHE-ECDSA-AES128-SHA, ...)
+// and RSA key exchange are refused. TLS 1.3 suites are not configurable and
+// all qualify.
+var CipherSuites = []uint16{
+	tls.TLS_ECDHE_ECDSA_WITH_AES_128_GCM_SHA256,
+	tls.TLS_ECDHE_ECDSA_WITH_AES_256_GCM_SHA384,
+	tls.TLS_ECDHE_ECDSA_WITH_CHACHA20_POLY1305_SHA256,
+	tls.TLS_ECDHE_RSA_WITH_AES_128_GCM_SHA256,
+	tls.TLS_ECDHE_RSA_WITH_AES_256_GCM_SHA384,
+	tls.TLS_ECDHE_RSA_WITH_CHACHA20_POLY1305_SHA256,
+}
+
+// ListenOption tunes the TLS configuration of Listen.
+type ListenOption func(*tls.Config)
+
+// OnlyTLS13 makes a listener speak TLS 1.3 only (LinkVersion): the agent's
+// API, whose client is the core.
+func OnlyTLS13(c *tls.Config) { c.MinVersion = LinkVersion }
 
 // ServerConfig is the TLS configuration of an API listener: its certificate
 // and key and, when clientCAFile is set, client certificates required and
 // verified against that CA (the handshake fails without one).
 func ServerConfig(certFile, keyFile, clientCAFile string) (*tls.Config, error) {
-	cert, err := tls.LoadX509KeyPair(certFile, keyFile)
+	cert, err := loadKeyPair(certFile, keyFile)
 	if err != nil {
-		return nil, fmt.Errorf("cert_file/key_file: %w", err)
+		return nil, err
 	}
-	c := &tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: MinVersion}
+	c := &tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: MinVersion, CipherSuites: CipherSuites}
 	if clientCAFile != "" {
 		pool, err := CertPool(clientCAFile)
 		if err != nil {
@@ -38,7 +66,7 @@ func ServerConfig(certFile, keyFile, clientCAFile string) (*tls.Config, error) {
 // server's certificate (the system's roots when caFile is empty) and, when
 // certFile is set, the client's own certificate.
 func ClientConfig(caFile, certFile, keyFile string) (*tls.Config, error) {
-	c := &tls.Config{MinVersion: MinVersion}
+	c := &tls.Config{MinVersion: MinVersion, CipherSuites: CipherSuites}
 	if caFile != "" {
 		pool, err := CertPool(caFile)
 		if err != nil {
@@ -47,13 +75,28 @@ func ClientConfig(caFile, certFile, keyFile string) (*tls.Config, error) {
 		c.RootCAs = pool
 	}
 	if certFile != "" || keyFile != "" {
-		cert, err := tls.LoadX509KeyPair(certFile, keyFile)
+		cert, err := loadKeyPair(certFile, keyFile)
 		if err != nil {
-			return nil, fmt.Errorf("cert_file/key_file: %w", err)
+			return nil, err
 		}
 		c.Certificates = []tls.Certificate{cert}
 	}
 	return c, nil
+}
+
+// loadKeyPair loads a certificate and its key, refusing a key file its
+// group or others may read (config.ErrFileOpen). Errors name the key:
+// "cert_file/key_file: ..." or "key_file: ... has mode 0644, ...".
+func loadKeyPair(certFile, keyFile string) (tls.Certificate, error) {
+	if err := config.CheckPrivateFile(keyFile); errors.Is(err, config.ErrFileOpen) {
+		return tls.Certificate{}, fmt.Errorf("key_file: %w", err)
+	}
+	// A missing file is reported by the load, as it always was.
+	cert, err := tls.LoadX509KeyPair(certFile, keyFile)
+	if err != nil {
+		return cert, fmt.Errorf("cert_file/key_file: %w", err)
+	}
+	return cert, nil
 }
 
 // ForPeer returns a copy of the client configuration c that accepts a server
@@ -110,13 +153,16 @@ func CertPool(file string) (*x509.CertPool, error) {
 // Listen opens a TCP listener on addr, serving TLS when certFile is set (see
 // ServerConfig; with clientCAFile, clients must present a certificate of that
 // CA). Errors name the configuration key under prefix ("api.addr",
-// "api.tls.cert_file", ...).
-func Listen(prefix, addr, certFile, keyFile, clientCAFile string) (net.Listener, error) {
+// "api.tls.cert_file", ...). opts tune the TLS configuration.
+func Listen(prefix, addr, certFile, keyFile, clientCAFile string, opts ...ListenOption) (net.Listener, error) {
 	var tc *tls.Config
 	if certFile != "" || keyFile != "" {
 		var err error
 		if tc, err = ServerConfig(certFile, keyFile, clientCAFile); err != nil {
 			return nil, fmt.Errorf("%s.tls.%w", prefix, err)
+		}
+		for _, o := range opts {
+			o(tc)
 		}
 	}
 	ln, err := net.Listen("tcp", addr)
@@ -127,4 +173,56 @@ func Listen(prefix, addr, certFile, keyFile, clientCAFile string) (net.Listener,
 		return ln, nil
 	}
 	return tls.NewListener(ln, tc), nil
+}
+
+// ErrNotProven: a peer answered at an address and did not prove the
+// identity wanted there. ProvePeer's errors that match it are *ProofError.
+var ErrNotProven = errors.New("the peer did not prove its identity")
+
+// ProofError says, in a fixed text, why a peer did not prove an identity.
+// It matches ErrNotProven.
+type ProofError struct{ Reason string }
+
+func (e *ProofError) Error() string { return e.Reason }
+
+// Is makes errors.Is(err, ErrNotProven) true.
+func (e *ProofError) Is(target error) bool { return target == ErrNotProven }
+
+// ProvePeer dials addr and completes a TLS handshake that accepts only a
+// certificate of c's CA naming want (ForPeer), then hangs up. It returns nil
+// when the peer proved want; a *ProofError when it answered and did not
+// (another identity, another CA, no TLS, a refused handshake); any other
+// error when the address did not answer.
+func ProvePeer(ctx context.Context, c *tls.Config, addr string, want Identity) error {
+	pc := ForPeer(c, want)
+	check := pc.VerifyConnection
+	var refused error
+	pc.VerifyConnection = func(cs tls.ConnectionState) error {
+		err := check(cs)
+		refused = err
+		return err
+	}
+	conn, err := (&tls.Dialer{Config: pc}).DialContext(ctx, "tcp", addr)
+	if err == nil {
+		return conn.Close()
+	}
+	var (
+		ie *IdentityError
+		ua x509.UnknownAuthorityError
+		rh tls.RecordHeaderError
+		al tls.AlertError
+	)
+	switch {
+	case errors.As(err, &ie):
+		return &ProofError{Reason: ie.Error()}
+	case errors.As(err, &ua):
+		return &ProofError{Reason: "its certificate is not signed by the CA"}
+	case refused != nil:
+		return &ProofError{Reason: "its certificate is not valid"}
+	case errors.As(err, &rh):
+		return &ProofError{Reason: "it does not answer TLS"}
+	case errors.As(err, &al):
+		return &ProofError{Reason: "it refused the TLS handshake"}
+	}
+	return err
 }

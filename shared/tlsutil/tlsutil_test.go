@@ -13,8 +13,11 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 	"testing"
 	"time"
+
+	"github.com/musterhq/muster/shared/config"
 )
 
 // setup makes a CA in a fresh directory and returns the directory.
@@ -345,6 +348,125 @@ func TestServerRequiresAClientCertificateOfItsCA(t *testing.T) {
 		}
 		if _, err := PeerIdentity(&st); !errors.Is(err, ErrNoPeerCertificate) {
 			t.Errorf("%s: PeerIdentity %v, want ErrNoPeerCertificate", name, err)
+		}
+	}
+}
+
+func TestKeyFileOthersMayReadIsRefused(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	if _, err := CreateCA(dir, time.Now(), CAValidity); err != nil {
+		t.Fatal(err)
+	}
+	p, err := CreateCert(dir, Core(), nil, time.Now(), LeafValidity)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chmod(p.Key, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := ServerConfig(p.Cert, p.Key, ""); !errors.Is(err, config.ErrFileOpen) || !strings.HasPrefix(err.Error(), "key_file: "+p.Key+" has mode 0644") {
+		t.Errorf("ServerConfig = %v", err)
+	}
+	if _, err := ClientConfig("", p.Cert, p.Key); !errors.Is(err, config.ErrFileOpen) {
+		t.Errorf("ClientConfig = %v", err)
+	}
+}
+
+// listenHandshake opens Listen with opts on core.pem of dir, and runs one
+// handshake of client against it, returning the client's error.
+func listenHandshake(t *testing.T, dir string, client *tls.Config, opts ...ListenOption) error {
+	t.Helper()
+	ln, err := Listen("api", "127.0.0.1:0", filepath.Join(dir, "core.pem"), filepath.Join(dir, "core-key.pem"), "", opts...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	go func() {
+		c, err := ln.Accept()
+		if err != nil {
+			return
+		}
+		defer c.Close()
+		_ = c.(*tls.Conn).Handshake()
+	}()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	c, err := (&tls.Dialer{Config: client}).DialContext(ctx, "tcp", ln.Addr().String())
+	if err == nil {
+		c.Close()
+	}
+	return err
+}
+
+// Between the core and agents only TLS 1.3 is spoken (issue 9, item 11):
+// the agent's listener (OnlyTLS13) refuses a TLS 1.2 client, and the core's
+// client towards agents (LinkVersion) refuses a TLS 1.2 server.
+func TestAgentLinkRequiresTLS13(t *testing.T) {
+	t.Parallel()
+	dir := setup(t)
+	if _, err := CreateCert(dir, Core(), nil, time.Now(), LeafValidity); err != nil {
+		t.Fatal(err)
+	}
+	client := func(min, max uint16) *tls.Config {
+		c, err := ClientConfig(filepath.Join(dir, CACertFile), "", "")
+		if err != nil {
+			t.Fatal(err)
+		}
+		c.MinVersion, c.MaxVersion = min, max
+		return ForPeer(c, Core())
+	}
+	if err := listenHandshake(t, dir, client(tls.VersionTLS12, tls.VersionTLS12), OnlyTLS13); err == nil {
+		t.Fatal("the agent's listener accepted a TLS 1.2 client")
+	}
+	if err := listenHandshake(t, dir, client(tls.VersionTLS12, 0), OnlyTLS13); err != nil {
+		t.Fatalf("the agent's listener refused TLS 1.3: %v", err)
+	}
+	// A server that stops at 1.2 (the core API's listener, made to) is
+	// refused by the core's agent client.
+	ln, err := Listen("api", "127.0.0.1:0", filepath.Join(dir, "core.pem"), filepath.Join(dir, "core-key.pem"), "",
+		func(c *tls.Config) { c.MaxVersion = tls.VersionTLS12 })
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	go func() {
+		if c, err := ln.Accept(); err == nil {
+			_ = c.(*tls.Conn).Handshake()
+			c.Close()
+		}
+	}()
+	if _, err := tls.Dial("tcp", ln.Addr().String(), client(LinkVersion, 0)); err == nil {
+		t.Fatal("the core's agent client accepted a TLS 1.2 server")
+	}
+}
+
+// The core's API speaks TLS 1.2 only with ECDHE and AEAD suites (issue 9,
+// item 11): a client offering only a CBC/SHA-1 suite is refused, one
+// offering an AEAD suite is served.
+func TestCoreAPIRefusesCBCSuites(t *testing.T) {
+	t.Parallel()
+	dir := setup(t)
+	if _, err := CreateCert(dir, Core(), nil, time.Now(), LeafValidity); err != nil {
+		t.Fatal(err)
+	}
+	client := func(suite uint16) *tls.Config {
+		c, err := ClientConfig(filepath.Join(dir, CACertFile), "", "")
+		if err != nil {
+			t.Fatal(err)
+		}
+		c.MaxVersion, c.CipherSuites = tls.VersionTLS12, []uint16{suite}
+		return ForPeer(c, Core())
+	}
+	for _, suite := range []uint16{tls.TLS_ECDHE_ECDSA_WITH_AES_128_CBC_SHA, tls.TLS_ECDHE_ECDSA_WITH_AES_256_CBC_SHA,
+		tls.TLS_ECDHE_ECDSA_WITH_AES_128_CBC_SHA256} {
+		if err := listenHandshake(t, dir, client(suite)); err == nil {
+			t.Errorf("%s accepted", tls.CipherSuiteName(suite))
+		}
+	}
+	for _, suite := range []uint16{tls.TLS_ECDHE_ECDSA_WITH_AES_128_GCM_SHA256, tls.TLS_ECDHE_ECDSA_WITH_CHACHA20_POLY1305_SHA256} {
+		if err := listenHandshake(t, dir, client(suite)); err != nil {
+			t.Errorf("%s refused: %v", tls.CipherSuiteName(suite), err)
 		}
 	}
 }

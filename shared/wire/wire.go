@@ -23,6 +23,8 @@ const (
 	CodeTooMany       = "too_many_requests"
 	CodeInternal      = "internal"
 	CodeUnavailable   = "unavailable"
+	// CodeUnsupportedMediaType: a write whose body is not application/json.
+	CodeUnsupportedMediaType = "unsupported_media_type"
 )
 
 // ErrorBody is the envelope of every error answer: {"error": {"code", "message"}}.

@@ -2,12 +2,15 @@ package sqlite
 
 import (
 	"context"
+	"database/sql"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"path/filepath"
 	"reflect"
 	"slices"
 	"sort"
+	"strings"
 	"testing"
 	"time"
 
@@ -305,6 +308,80 @@ func TestTokens(t *testing.T) {
 		}
 		return nil
 	})
+}
+
+// TestTokenNamesAreUniqueIgnoringCase: a name becomes requester and
+// approved_by, and four-eyes compares them ignoring case, so the store refuses
+// a second token whose name differs from another only in case.
+func TestTokenNamesAreUniqueIgnoringCase(t *testing.T) {
+	t.Parallel()
+	s := setup(t)
+	ctx := context.Background()
+	update(t, s, func(ctx context.Context, tx store.Tx) error {
+		return tx.InsertToken(ctx, &store.Token{Name: "alice", Roles: []string{store.RoleOperator}, Hash: "h1", CreatedTS: t0})
+	})
+	for _, name := range []string{"Alice", "ALICE", "aLiCe"} {
+		err := s.Update(ctx, func(tx store.Tx) error {
+			return tx.InsertToken(ctx, &store.Token{Name: name, Roles: []string{store.RoleApprover}, Hash: "h-" + name, CreatedTS: t0})
+		})
+		if !errors.Is(err, store.ErrExists) {
+			t.Errorf("insert %s beside alice: %v, want ErrExists", name, err)
+		}
+	}
+	// Once alice is revoked, the name is free again, in any case.
+	update(t, s, func(ctx context.Context, tx store.Tx) error { return tx.DeleteToken(ctx, "alice") })
+	update(t, s, func(ctx context.Context, tx store.Tx) error {
+		return tx.InsertToken(ctx, &store.Token{Name: "Alice", Roles: []string{store.RoleApprover}, Hash: "h2", CreatedTS: t0})
+	})
+	read(t, s, func(ctx context.Context, r store.Reader) error {
+		all, err := r.Tokens(ctx)
+		if err != nil || len(all) != 1 || all[0].Name != "Alice" {
+			t.Errorf("Tokens = %+v, %v", all, err)
+		}
+		return nil
+	})
+}
+
+// TestUpgradeRefusesTokenNamesThatDifferOnlyInCase: a database made before
+// names were unique ignoring case may hold alice and Alice; the upgrade stops
+// with one clear error rather than pick one, and changes nothing.
+func TestUpgradeRefusesTokenNamesThatDifferOnlyInCase(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	dir := t.TempDir()
+	s, err := Open(ctx, dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Back to the schema before the case-insensitive index, with two names
+	// that differ only in case.
+	if _, err := s.db.W.ExecContext(ctx, `DROP INDEX tokens_name_nocase;
+		INSERT INTO tokens (name, roles, hash, created_ts) VALUES ('alice', '["operator"]', 'h1', 0), ('Alice', '["approver"]', 'h2', 0);
+		PRAGMA user_version = 5`); err != nil {
+		t.Fatal(err)
+	}
+	s.Close()
+	_, err = Open(ctx, dir)
+	if err == nil || !strings.Contains(err.Error(), "differ only in case") {
+		t.Fatalf("open with alice and Alice: %v, want an error saying the names differ only in case", err)
+	}
+	t.Logf("%v", err)
+	// Nothing changed: the database is still at version 5, both tokens kept.
+	db, err := sql.Open("sqlite3", filepath.Join(dir, FileName))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	var version, n int
+	if err := db.QueryRowContext(ctx, "PRAGMA user_version").Scan(&version); err != nil {
+		t.Fatal(err)
+	}
+	if err := db.QueryRowContext(ctx, "SELECT count(*) FROM tokens").Scan(&n); err != nil {
+		t.Fatal(err)
+	}
+	if version != 5 || n != 2 {
+		t.Fatalf("after the refused upgrade: user_version %d, %d tokens; want 5 and 2", version, n)
+	}
 }
 
 func TestUpdateRollsBack(t *testing.T) {

@@ -172,8 +172,8 @@ func (w *writer) AppendEvent(ctx context.Context, e *store.Event) error {
 	return nil
 }
 
-// InsertToken stores a new token (ErrExists when the name or the hash is
-// taken). A zero CreatedTS is set to now.
+// InsertToken stores a new token (ErrExists when the hash is taken, or the
+// name is, ignoring case: migration 006). A zero CreatedTS is set to now.
 func (w *writer) InsertToken(ctx context.Context, t *store.Token) error {
 	if t.CreatedTS.IsZero() {
 		t.CreatedTS = now()

@@ -1,0 +1,88 @@
+package agent
+
+import (
+	"net"
+	"os"
+	"os/user"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+)
+
+func TestConfigOfTheSocket(t *testing.T) {
+	t.Parallel()
+	for _, c := range []struct {
+		name string
+		edit func(*Config)
+		want string
+	}{
+		{"default path", func(*Config) {}, ""},
+		{"own path", func(c *Config) { c.API.Socket = "/run/muster/agent.sock" }, ""},
+		{"too long for a socket", func(c *Config) { c.DataDir = "/" + strings.Repeat("d", 100) }, "api.socket:"},
+		{"gossip without TCP", func(c *Config) {
+			c.API.Addr, c.Gossip.Enabled, c.Gossip.Insecure, c.Gossip.AdvertiseAPI = "", true, true, "10.0.0.1:7420"
+		}, "gossip.enabled: needs api.addr"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			t.Parallel()
+			cfg := DefaultConfig()
+			cfg.NodeID, cfg.ClusterID, cfg.DataDir, cfg.API.Insecure = "n1", "c1", "/var/lib/muster", true
+			c.edit(&cfg)
+			errs := cfg.Validate()
+			if c.want == "" {
+				if len(errs) != 0 {
+					t.Fatalf("refused: %v", errs)
+				}
+				return
+			}
+			if len(errs) != 1 || !strings.HasPrefix(errs[0].Error(), c.want) {
+				t.Fatalf("errors %v, want one starting with %q", errs, c.want)
+			}
+		})
+	}
+}
+
+// The socket is 0660 and of the configured group; a socket left by a killed
+// agent is replaced, one another process answers is not, nor is a file.
+func TestListenSocket(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	path := filepath.Join(dir, "agent.sock")
+	g, err := user.LookupGroupId(strconv.Itoa(os.Getgid()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ln, err := listenSocket(path, g.Name, dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	fi, err := os.Stat(path)
+	if err != nil || fi.Mode().Perm() != 0o660 {
+		t.Fatalf("socket mode %v, %v", fi.Mode(), err)
+	}
+	if di, err := os.Stat(dir); err != nil || di.Mode().Perm() != 0o710 {
+		t.Fatalf("data_dir mode %v, %v: members of the group cannot reach the socket", di.Mode(), err)
+	}
+	if _, err := listenSocket(path, "", dir); err == nil || !strings.Contains(err.Error(), "another process answers") {
+		t.Fatalf("a live socket was taken over: %v", err)
+	}
+	// A killed agent leaves its socket behind: nobody answers it.
+	ln.(*net.UnixListener).SetUnlinkOnClose(false)
+	ln.Close()
+	ln, err = listenSocket(path, "", dir)
+	if err != nil {
+		t.Fatalf("a stale socket was not replaced: %v", err)
+	}
+	ln.Close()
+	file := filepath.Join(dir, "file")
+	if err := os.WriteFile(file, nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := listenSocket(file, "", dir); err == nil || !strings.Contains(err.Error(), "not a socket") {
+		t.Fatalf("a file was replaced: %v", err)
+	}
+	if _, err := listenSocket(filepath.Join(dir, "b.sock"), "no-such-group-here", dir); err == nil || !strings.Contains(err.Error(), "api.socket_group") {
+		t.Fatalf("an unknown group: %v", err)
+	}
+}
