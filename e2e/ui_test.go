@@ -80,6 +80,18 @@ func (c *chrome) tab(t *testing.T, w, h int64, tz string) context.Context {
 	return ctx
 }
 
+// sameUserTab opens another tab of w×h pixels in the browser context of
+// parent: the same person, signed in.
+func (c *chrome) sameUserTab(t *testing.T, parent context.Context, w, h int64) context.Context {
+	t.Helper()
+	ctx, cancel := chromedp.NewContext(parent)
+	t.Cleanup(cancel)
+	if err := chromedp.Do(ctx, chromedp.EmulateViewport(w, h)); err != nil {
+		t.Fatal(err)
+	}
+	return ctx
+}
+
 func do(t *testing.T, ctx context.Context, steps ...chromedp.Action[chromedp.Void]) {
 	t.Helper()
 	if err := chromedp.Do(ctx, steps...); err != nil {
@@ -218,7 +230,7 @@ func TestWebUI(t *testing.T) {
 	})
 
 	t.Run("1 bob approves alice's action and watches it reach DONE live", func(t *testing.T) {
-		a := create("muster.io/debug.sleep", `{"seconds":4}`)
+		a := create("muster.io/debug.sleep", `{"seconds":1}`)
 		ctx := br.tab(t, 1280, 800, "Asia/Tokyo")
 		signIn(t, ctx, base, "/ui/", f.secrets["bob"])
 		item := fmt.Sprintf(`li[data-action="%s"]`, a.ID)
@@ -233,27 +245,31 @@ func TestWebUI(t *testing.T) {
 			t.Fatalf("time shown as %q with title %q; want Tokyo time with UTC on hover", tm[0], tm[1])
 		}
 		text := eval[string](t, ctx, `document.querySelector('`+item+`').textContent`)
-		for _, want := range []string{"muster.io/debug.sleep", "e2e/node-1", "alice", `"seconds": 4`, "Expires"} {
+		for _, want := range []string{"muster.io/debug.sleep", "e2e/node-1", "alice", `"seconds": 1`, "Expires"} {
 			if !strings.Contains(text, want) {
 				t.Fatalf("the approval card lacks %q:\n%s", want, text)
 			}
 		}
+		// Bob opens the action's page in a second tab, then approves it from
+		// Approvals: the open page follows it to DONE by itself.
+		detail := br.sameUserTab(t, ctx, 1280, 800)
+		do(t, detail, chromedp.Navigate(base+"/ui/actions/"+a.ID), chromedp.WaitVisible(chromedp.CSS("#action-state")))
+		waitJS(t, detail, "the live stream open", `document.querySelector('main').getAttribute('data-live-open') === '1'`)
+		if first := eval[string](t, detail, `window.__loaded = true; document.querySelector('#action-state').textContent`); !strings.Contains(first, "PENDING APPROVE") {
+			t.Fatalf("the action's page shows %q before the approval", first)
+		}
 		do(t, ctx, chromedp.SendKeys(chromedp.CSS(item+` form[action$="/approve"] input[name=reason]`), "looks right"),
 			chromedp.Click(chromedp.CSS(item+` button.approve`)),
-			chromedp.WaitVisible(chromedp.CSS("#flash-link")),
-			chromedp.Click(chromedp.CSS("#flash-link")),
-			chromedp.WaitVisible(chromedp.CSS("#action-state")))
-		if !strings.HasSuffix(location(t, ctx), "/ui/actions/"+a.ID) {
-			t.Fatalf("the flash link went to %s", location(t, ctx))
+			chromedp.WaitVisible(chromedp.CSS("#flash-link")))
+		if href := eval[string](t, ctx, `document.querySelector('#flash-link').getAttribute('href')`); href != "/ui/actions/"+a.ID {
+			t.Fatalf("the confirmation links to %q", href)
 		}
-		first := eval[string](t, ctx, `window.__loaded = true; document.querySelector('#action-state').textContent`)
-		if strings.Contains(first, "DONE") {
-			t.Fatal("the action was DONE before its page could watch it")
-		}
-		waitJS(t, ctx, "DONE on the detail page", `document.querySelector('#action-state').textContent.includes('DONE')`)
-		if !eval[bool](t, ctx, `window.__loaded === true`) {
+		waitJS(t, ctx, "the approved action gone from Approvals", `document.querySelector('`+item+`') === null`)
+		waitJS(t, detail, "DONE on the detail page", `document.querySelector('#action-state').textContent.includes('DONE')`)
+		if !eval[bool](t, detail, `window.__loaded === true`) {
 			t.Fatal("the page was reloaded to show DONE")
 		}
+		ctx = detail
 		hist := eval[string](t, ctx, `document.querySelector('table.history').textContent`)
 		if !strings.Contains(hist, "approved: looks right") || !strings.Contains(hist, "bob") {
 			t.Fatalf("the history lacks bob's approval with its reason:\n%s", hist)

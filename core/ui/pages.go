@@ -32,6 +32,17 @@ type loginData struct {
 
 func (s *Server) loginPage(w http.ResponseWriter, r *http.Request) {
 	q := r.URL.Query()
+	if c, err := r.Cookie(sessionCookie); err == nil {
+		if sess, _ := s.sessions.get(c.Value); sess != nil {
+			// Signed in already: on to the page asked for.
+			next := safeNext(q.Get("next"))
+			if next == "" {
+				next = "/ui/approvals"
+			}
+			http.Redirect(w, r, next, http.StatusSeeOther)
+			return
+		}
+	}
 	s.showLogin(w, r, http.StatusOK, loginData{Next: safeNext(q.Get("next")), Expired: q.Get("expired") == "1"}, "")
 }
 
