@@ -3,10 +3,13 @@ package ui
 import (
 	"bufio"
 	"context"
+	"fmt"
 	"io/fs"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
+	"regexp"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -632,4 +635,91 @@ func assets() ([]string, error) {
 		return err
 	})
 	return out, err
+}
+
+func TestEventsPageShowsTheNewestMatchesFirst(t *testing.T) {
+	t.Parallel()
+	e := setup(t)
+	ctx := context.Background()
+	// 1,200 events: every tenth is node.up on db-1, the rest action events.
+	if err := e.st.Update(ctx, func(tx store.Tx) error {
+		for i := range 1200 {
+			ev := &store.Event{Type: store.EventActionCreated, Actor: "op", ClusterID: "prod", Message: fmt.Sprintf("a%d", i)}
+			if i%10 == 0 {
+				ev = &store.Event{Type: store.EventNodeUp, Actor: "core", ClusterID: "prod", NodeID: "db-1", Message: fmt.Sprintf("up%d", i)}
+			}
+			if err := tx.AppendEvent(ctx, ev); err != nil {
+				return err
+			}
+		}
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	b := e.browser().signIn("viewer")
+	_, _, body := b.get("/ui/events?type=node.*&node=db-1")
+	var seen []int
+	for _, m := range regexp.MustCompile(`>up(\d+)<`).FindAllStringSubmatch(body, -1) {
+		n, _ := strconv.Atoi(m[1])
+		seen = append(seen, n)
+	}
+	if len(seen) != 100 {
+		t.Fatalf("%d node events shown, want the newest 100", len(seen))
+	}
+	for i, n := range seen {
+		if want := 1190 - 10*i; n != want {
+			t.Fatalf("event %d shown is up%d, want up%d (newest first)", i, n, want)
+		}
+	}
+	if strings.Contains(body, ">a1199<") {
+		t.Fatal("the filter let an action event through")
+	}
+}
+
+func TestStreamsPerSessionAreCapped(t *testing.T) {
+	t.Parallel()
+	e := setup(t)
+	b := e.browser().signIn("viewer")
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	for i := 0; i <= MaxStreamsPerSession; i++ {
+		req, _ := http.NewRequestWithContext(ctx, http.MethodGet, e.ts.URL+"/ui/stream", nil)
+		resp, err := b.c.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		want := http.StatusOK
+		if i == MaxStreamsPerSession {
+			want = http.StatusTooManyRequests
+		}
+		if resp.StatusCode != want {
+			t.Fatalf("stream %d: %d, want %d", i+1, resp.StatusCode, want)
+		}
+		if want != http.StatusOK {
+			resp.Body.Close()
+		}
+	}
+	// Another session is not affected.
+	if got := streamStatus(t, e.browser().signIn("viewer"), "/ui/stream"); got != http.StatusOK {
+		t.Fatalf("another session's stream: %d", got)
+	}
+}
+
+func TestSessionsAreCapped(t *testing.T) {
+	t.Parallel()
+	e := setup(t, func(c *Config) { c.MaxSessions = 2; c.SessionTTL = time.Hour })
+	e.browser().signIn("viewer")
+	e.browser().signIn("viewer")
+	b := e.browser()
+	b.get("/ui/login")
+	status, _, body := b.post("/ui/login", url.Values{"token": {e.secrets["viewer"]}, "csrf": {b.csrf}})
+	if status != http.StatusServiceUnavailable || !strings.Contains(body, "too many sessions") {
+		t.Fatalf("a third session: %d, want 503 saying why", status)
+	}
+	// Once the others have expired, there is room again.
+	e.clock.add(time.Hour)
+	e.browser().signIn("viewer")
+	if n := e.ui.sessions.count(); n != 1 {
+		t.Fatalf("%d sessions held, want the expired ones swept", n)
+	}
 }
