@@ -119,6 +119,17 @@ func waitJS(t *testing.T, ctx context.Context, what, js string) {
 	}
 }
 
+// waitLoaded waits until the expression is true in a loaded document,
+// asking from outside the page, so that it survives navigations the page
+// makes by itself (a poll inside the page would not).
+func waitLoaded(t *testing.T, ctx context.Context, what, js string) {
+	t.Helper()
+	waitFor(t, browserWait, what, func() bool {
+		ok, err := chromedp.Run(ctx, chromedp.Evaluate[bool](`document.readyState === 'complete' && (`+js+`)`))
+		return err == nil && ok
+	})
+}
+
 func location(t *testing.T, ctx context.Context) string {
 	t.Helper()
 	loc, err := chromedp.Run(ctx, chromedp.Location())
@@ -509,12 +520,7 @@ func TestWebUISessionExpiry(t *testing.T) {
 	}
 	// The open page's live stream learns that the session ended and sends
 	// the browser to sign in, remembering the page.
-	// The page navigates by itself, which a poll inside the page would not
-	// survive: ask for the location from outside until it is sign-in.
-	waitFor(t, browserWait, "the sign-in page after expiry", func() bool {
-		return strings.Contains(location(t, ctx), "/ui/login?")
-	})
-	do(t, ctx, chromedp.WaitVisible(chromedp.CSS("#token")))
+	waitLoaded(t, ctx, "the sign-in page after expiry", `location.pathname === '/ui/login' && document.querySelector('#token') !== null`)
 	msg := eval[string](t, ctx, `document.querySelector('main').textContent`)
 	if !strings.Contains(msg, "Your session has ended") {
 		t.Fatalf("the sign-in page does not say why: %s", msg)
