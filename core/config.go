@@ -26,6 +26,7 @@ type Config struct {
 	Approval    approval.Policy         `mapstructure:"approval" yaml:"approval"`
 	Gossip      GossipConfig            `mapstructure:"gossip" yaml:"gossip"`
 	UI          UIConfig                `mapstructure:"ui" yaml:"ui"`
+	HA          HAConfig                `mapstructure:"ha" yaml:"ha"`
 	Log         config.Log              `mapstructure:"log" yaml:"log"`
 
 	// DevLogins maps one-time sign-in nonces to token names, for the links
@@ -47,7 +48,8 @@ const (
 )
 
 // StoreConfig chooses the store. With the sqlite driver, DSN is the database
-// file and defaults to <data_dir>/core.db.
+// file and defaults to <data_dir>/core.db. With the postgres driver, DSN is
+// required: a postgres:// URL or key=value pairs, shared by every replica.
 type StoreConfig struct {
 	Driver string `mapstructure:"driver" yaml:"driver"`
 	DSN    string `mapstructure:"dsn" yaml:"dsn"`
@@ -91,6 +93,18 @@ type GossipConfig struct {
 	gossip.Timing `mapstructure:",squash" yaml:",inline"`
 }
 
+// HAConfig tunes several core replicas sharing one PostgreSQL database
+// (DESIGN.md §13); it has no effect on SQLite.
+type HAConfig struct {
+	// LeaseTTL is how long a cluster lease lasts unless renewed (every
+	// third of it). A replica that cannot renew stops its passes within it;
+	// another takes the cluster after it.
+	LeaseTTL time.Duration `mapstructure:"lease_ttl" yaml:"lease_ttl"`
+	// ReplicaID names this replica among the others; empty: the host name
+	// and a random suffix, new at every start.
+	ReplicaID string `mapstructure:"replica_id" yaml:"replica_id"`
+}
+
 // DefaultConfig returns the defaults of DESIGN.md §6.
 func DefaultConfig() Config {
 	return Config{
@@ -107,6 +121,7 @@ func DefaultConfig() Config {
 		Approval: approval.DefaultPolicy(),
 		Gossip:   GossipConfig{BindAddr: "0.0.0.0:7946", Join: []string{}, Timing: gossip.Timing{Profile: gossip.ProfileLAN}},
 		UI:       UIConfig{Enabled: true, SessionTTL: 12 * time.Hour},
+		HA:       HAConfig{LeaseTTL: 10 * time.Second},
 		Log:      config.DefaultLog(),
 	}
 }
@@ -123,9 +138,11 @@ func (c *Config) Validate() []error {
 	switch c.Store.Driver {
 	case DriverSQLite:
 	case DriverPostgres:
-		add("store.driver", "%q is not available in this build; use %q", DriverPostgres, DriverSQLite)
+		if c.Store.DSN == "" {
+			add("store.dsn", "required with store.driver %q (such as postgres://muster@db.example:5432/muster)", DriverPostgres)
+		}
 	default:
-		add("store.driver", "%q is not %q", c.Store.Driver, DriverSQLite)
+		add("store.driver", "%q is not %q or %q", c.Store.Driver, DriverSQLite, DriverPostgres)
 	}
 
 	if err := config.ValidateAddr("api.addr", c.API.Addr); err != nil {
@@ -170,7 +187,7 @@ func (c *Config) Validate() []error {
 			nodes[n.ID] = true
 			if err := validAgentAddr(n.Addr); err != nil {
 				add(nkey+".addr", "%v", err)
-			} else if c.AgentsTLS.Enabled() && strings.HasPrefix(n.Addr, "http://") {
+			} else if c.AgentsTLS.Enabled() && strings.HasPrefix(strings.ToLower(n.Addr), "http://") {
 				add(nkey+".addr", "%q names plain HTTP, but with agents_tls every node is reached over https: give host:port", n.Addr)
 			}
 		}
@@ -207,6 +224,12 @@ func (c *Config) Validate() []error {
 	}
 	if c.UI.Enabled && c.UI.SessionTTL <= 0 {
 		add("ui.session_ttl", "must be a positive duration such as 12h, got %s", c.UI.SessionTTL)
+	}
+	if c.HA.LeaseTTL < time.Second {
+		add("ha.lease_ttl", "must be at least 1s, got %s", c.HA.LeaseTTL)
+	}
+	if c.HA.ReplicaID != "" && !validName(c.HA.ReplicaID) {
+		add("ha.replica_id", "%q: use letters, digits, '.', '_' and '-'", c.HA.ReplicaID)
 	}
 	errs = append(errs, c.Log.Validate()...)
 	sortByKey(errs)

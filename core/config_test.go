@@ -39,7 +39,10 @@ func TestValidate(t *testing.T) {
 		keys []string // each error must start with one of these, in order
 	}{
 		{"no data dir", func(c *Config) { c.DataDir = "" }, []string{"data_dir:"}},
-		{"postgres", func(c *Config) { c.Store.Driver = DriverPostgres }, []string{"store.driver:"}},
+		{"postgres without dsn", func(c *Config) { c.Store.Driver = DriverPostgres }, []string{"store.dsn:"}},
+		{"postgres", func(c *Config) { c.Store.Driver, c.Store.DSN = DriverPostgres, "postgres://muster@db:5432/muster" }, nil},
+		{"short lease ttl", func(c *Config) { c.HA.LeaseTTL = 100 * time.Millisecond }, []string{"ha.lease_ttl:"}},
+		{"bad replica id", func(c *Config) { c.HA.ReplicaID = "a/b" }, []string{"ha.replica_id:"}},
 		{"unknown driver", func(c *Config) { c.Store.Driver = "mysql" }, []string{"store.driver:"}},
 		{"bad api addr", func(c *Config) { c.API.Addr = "7410" }, []string{"api.addr:"}},
 		{"plaintext outside loopback", func(c *Config) { c.API.Addr = "0.0.0.0:7410" }, []string{"api.addr:"}},

@@ -23,7 +23,9 @@ import (
 	"github.com/musterhq/muster/core/auth"
 	"github.com/musterhq/muster/core/discovery"
 	"github.com/musterhq/muster/core/orchestrate"
+	"github.com/musterhq/muster/core/runs"
 	"github.com/musterhq/muster/core/store"
+	"github.com/musterhq/muster/core/store/postgres"
 	"github.com/musterhq/muster/core/store/sqlite"
 	"github.com/musterhq/muster/core/ui"
 	"github.com/musterhq/muster/shared/config"
@@ -97,6 +99,16 @@ func (c *Core) Run(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	engine := &runs.Engine{Policy: cfg.Approval, Actions: api.Rules{}}
+	ln, err := listen(cfg.API)
+	if err != nil {
+		return err
+	}
+	repl, err := newReplication(cfg, st, ln.Addr().String(), c.log, reg)
+	if err != nil {
+		ln.Close()
+		return err
+	}
 	orch, err := orchestrate.New(orchestrate.Config{
 		Interval:         cfg.Orchestrate.Interval,
 		Workers:          cfg.Orchestrate.Workers,
@@ -105,13 +117,17 @@ func (c *Core) Run(ctx context.Context) error {
 		AgentTimeout:     cfg.Orchestrate.AgentTimeout,
 		ApprovalTTL:      cfg.Approval.TTL,
 		AgentTLS:         atls,
+		Runs:             engine,
+		Leases:           repl.orchestrateLeases(),
 	}, st, c.log, reg)
 	if err != nil {
+		ln.Close()
 		return err
 	}
-	apiSrv := api.New(api.Config{Policy: cfg.Approval, Gatherer: reg, Registerer: reg}, st, orch, c.log)
+	apiSrv := api.New(api.Config{Policy: cfg.Approval, Gatherer: reg, Registerer: reg, Runs: engine, Replicas: repl}, st, repl, c.log)
 	handler, closeUI, err := withUI(cfg, apiSrv, st, c.log)
 	if err != nil {
+		ln.Close()
 		return err
 	}
 	httpSrv := &http.Server{Handler: handler, ReadHeaderTimeout: 10 * time.Second,
@@ -119,10 +135,6 @@ func (c *Core) Run(ctx context.Context) error {
 		ErrorLog: slog.NewLogLogger(c.log.With("component", "api").Handler(), slog.LevelWarn)}
 	httpSrv.RegisterOnShutdown(apiSrv.Close) // event streams end, so Shutdown can finish
 	httpSrv.RegisterOnShutdown(closeUI)
-	ln, err := listen(cfg.API)
-	if err != nil {
-		return err
-	}
 
 	// Started in this order, stopped in the reverse one (deferred).
 	if err := orch.Start(ctx); err != nil {
@@ -130,6 +142,11 @@ func (c *Core) Run(ctx context.Context) error {
 		return err
 	}
 	defer orch.Stop()
+	if err := repl.Start(ctx, orch.Nudge); err != nil {
+		ln.Close()
+		return err
+	}
+	defer repl.Stop() // gives up the leases before the orchestrator stops
 	sources := []discovery.Source{static}
 	var pool *discovery.GossipSource
 	if cfg.Gossip.Enabled {
@@ -141,7 +158,7 @@ func (c *Core) Run(ctx context.Context) error {
 	watch.Add(1)
 	go func() {
 		defer watch.Done()
-		_ = discovery.Watch(watchCtx, st, c.log, orch.Nudge, static.Clusters(), sources...)
+		_ = discovery.Watch(watchCtx, st, c.log, repl.Nudge, static.Clusters(), sources...)
 	}()
 	defer func() { stopWatch(); watch.Wait() }()
 	gs, err := newGossip(cfg.Gossip, ln.Addr().String(), pool, c.log)
@@ -163,7 +180,7 @@ func (c *Core) Run(ctx context.Context) error {
 	c.mu.Unlock()
 	close(c.ready)
 	c.log.Info("core started", "api", ln.Addr().String(), "clusters", len(cfg.Clusters),
-		"data_dir", cfg.DataDir, "version", version.Version)
+		"data_dir", cfg.DataDir, "store", cfg.Store.Driver, "replica", repl.self.ID, "version", version.Version)
 
 	var runErr error
 	served := false
@@ -235,12 +252,15 @@ func checkKeyFiles(cfg Config) error {
 
 func openStore(ctx context.Context, cfg Config) (store.Store, error) {
 	var (
-		st  *sqlite.Store
+		st  store.Store
 		err error
 	)
-	if cfg.Store.DSN != "" {
+	switch {
+	case cfg.Store.Driver == DriverPostgres:
+		st, err = postgres.Open(ctx, cfg.Store.DSN)
+	case cfg.Store.DSN != "":
 		st, err = sqlite.OpenFile(ctx, cfg.Store.DSN)
-	} else {
+	default:
 		st, err = sqlite.Open(ctx, cfg.DataDir)
 	}
 	if err != nil {

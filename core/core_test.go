@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -18,6 +19,8 @@ import (
 	"github.com/musterhq/muster/core/auth"
 	"github.com/musterhq/muster/core/discovery"
 	"github.com/musterhq/muster/core/store"
+	"github.com/musterhq/muster/core/store/pgtest"
+	"github.com/musterhq/muster/core/store/postgres"
 	"github.com/musterhq/muster/core/store/sqlite"
 	"github.com/musterhq/muster/shared/action"
 	"github.com/musterhq/muster/shared/client"
@@ -55,11 +58,38 @@ func TestNewRefusesABadConfiguration(t *testing.T) {
 	}
 }
 
+func TestMain(m *testing.M) { pgtest.Main(m) }
+
+// TestRunWithARealAgent runs a core on each store driver.
 func TestRunWithARealAgent(t *testing.T) {
 	t.Parallel()
+	cases := []struct {
+		name  string
+		store func(t *testing.T, dataDir string) core.StoreConfig
+		open  func(ctx context.Context, cfg core.Config) (store.Store, error)
+	}{
+		{"sqlite", func(*testing.T, string) core.StoreConfig { return core.StoreConfig{Driver: core.DriverSQLite} },
+			func(ctx context.Context, cfg core.Config) (store.Store, error) { return sqlite.Open(ctx, cfg.DataDir) }},
+		{"postgres", func(t *testing.T, _ string) core.StoreConfig {
+			return core.StoreConfig{Driver: core.DriverPostgres, DSN: pgtest.NewDatabase(t)}
+		}, func(ctx context.Context, cfg core.Config) (store.Store, error) {
+			return postgres.Open(ctx, cfg.Store.DSN)
+		}},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			t.Parallel()
+			runWithARealAgent(t, c.store, c.open)
+		})
+	}
+}
+
+func runWithARealAgent(t *testing.T, storeCfg func(t *testing.T, dataDir string) core.StoreConfig,
+	open func(ctx context.Context, cfg core.Config) (store.Store, error)) {
 	agentAddr := startAgent(t, "db", "db-1")
 	cfg := core.DefaultConfig()
 	cfg.DataDir = t.TempDir()
+	cfg.Store = storeCfg(t, cfg.DataDir)
 	cfg.API.Addr = "127.0.0.1:0"
 	cfg.Clusters = []discovery.ClusterSpec{{ID: "db", Nodes: []discovery.NodeSpec{{ID: "db-1", Addr: agentAddr}}}}
 	cfg.Orchestrate.Interval = time.Hour // passes come from the first one and from nudges
@@ -115,7 +145,7 @@ func TestRunWithARealAgent(t *testing.T) {
 		t.Fatal("Run did not return after its context ended")
 	}
 	// The store was closed cleanly: it opens again with what was written.
-	st, err := sqlite.Open(bg, cfg.DataDir)
+	st, err := open(bg, cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -172,6 +202,34 @@ func TestRunServesTheUIBesideTheAPI(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// TestRunFailsOnAnUnreachableDatabase: a core whose PostgreSQL does not
+// answer stops at start with one line naming the database.
+func TestRunFailsOnAnUnreachableDatabase(t *testing.T) {
+	t.Parallel()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := ln.Addr().String()
+	ln.Close()
+	cfg := core.DefaultConfig()
+	cfg.DataDir = t.TempDir()
+	cfg.API.Addr = "127.0.0.1:0"
+	cfg.Store = core.StoreConfig{Driver: core.DriverPostgres, DSN: "postgres://muster@" + addr + "/muster?connect_timeout=2"}
+	c, err := core.New(cfg, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	err = c.Run(context.Background())
+	if err == nil || !strings.HasPrefix(err.Error(), "open store: cannot reach PostgreSQL at "+addr+"/muster: ") ||
+		strings.Contains(err.Error(), "\n") {
+		t.Fatalf("Run = %v", err)
+	}
+	if _, err := os.Stat(filepath.Join(cfg.DataDir, auth.AdminTokenFile)); !os.IsNotExist(err) {
+		t.Fatalf("an admin token was written without a store: %v", err)
 	}
 }
 

@@ -54,6 +54,9 @@ type fleetOptions struct {
 	// coreAddr gives the address the core is told for a node's agent (a
 	// proxy in front of it, say); nil gives the agent's own address.
 	coreAddr func(node, agentAddr string) string
+	// agentYAML, when set, adds YAML of a node's own to its agent's config
+	// (its labels, say).
+	agentYAML func(node string) string
 }
 
 func newFleetWith(t testing.TB, o fleetOptions) *fleet {
@@ -85,7 +88,11 @@ func newFleetWith(t testing.TB, o fleetOptions) *fleet {
 	var nodes strings.Builder
 	for i := 1; i <= n; i++ {
 		id := fmt.Sprintf("node-%d", i)
-		p, c, dir := agentProcIn(t, subdir(id), id, extra)
+		own := extra
+		if o.agentYAML != nil {
+			own += o.agentYAML(id)
+		}
+		p, c, dir := agentProcIn(t, subdir(id), id, own)
 		f.agents[id], f.agentC[id], f.dirs[id] = p, c, dir
 		addr := p.Addr()
 		if o.coreAddr != nil {

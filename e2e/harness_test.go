@@ -20,6 +20,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/musterhq/muster/core/store/pgtest"
 	"github.com/musterhq/muster/shared/client"
 )
 
@@ -42,7 +43,7 @@ func TestMain(m *testing.M) {
 		fmt.Fprintln(os.Stderr, "build muster:", err)
 		os.Exit(1)
 	}
-	code := m.Run()
+	code := pgtest.Run(m) // the replicas' PostgreSQL (ha_test.go)
 	os.RemoveAll(dir)
 	os.Exit(code)
 }

@@ -15,6 +15,7 @@ import (
 
 	"github.com/musterhq/muster/shared/client"
 	"github.com/musterhq/muster/shared/config"
+	"github.com/musterhq/muster/shared/textsafe"
 	"github.com/musterhq/muster/shared/tlsutil"
 )
 
@@ -178,14 +179,42 @@ func apiError(c *client.Core, err error) error {
 	return err
 }
 
-// writeJSON prints v as indented JSON.
+// writeJSON prints v as indented JSON. encoding/json escapes C0 controls;
+// textsafe.JSON escapes what it leaves (DEL, C1, bidi overrides), so that
+// piping -o json to a terminal is as safe as a table.
 func writeJSON(w io.Writer, v any) error {
-	enc := json.NewEncoder(w)
-	enc.SetIndent("", "  ")
-	return enc.Encode(v)
+	b, err := json.MarshalIndent(v, "", "  ")
+	if err != nil {
+		return err
+	}
+	_, err = fmt.Fprintf(w, "%s\n", textsafe.JSON(b))
+	return err
 }
 
-// table prints rows under a header, aligned in columns.
+// writeJSONLine prints v as one line of JSON, escaped as writeJSON does.
+func writeJSONLine(w io.Writer, v any) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+	_, err = fmt.Fprintf(w, "%s\n", textsafe.JSON(b))
+	return err
+}
+
+// safeLines is text of several lines from the core (an action's output, a
+// playbook, an error) escaped line by line: its line breaks stay line
+// breaks, any other control character becomes an escape (textsafe.Escape).
+func safeLines(s string) string {
+	lines := strings.Split(s, "\n")
+	for i, l := range lines {
+		lines[i] = textsafe.Escape(l)
+	}
+	return strings.Join(lines, "\n")
+}
+
+// table prints rows under a header, aligned in columns. Every cell is
+// escaped (textsafe.Escape): a cell is whatever the core holds, which agents,
+// commands and other users wrote.
 type table struct{ tw *tabwriter.Writer }
 
 func newTable(w io.Writer, header ...string) *table {
@@ -198,6 +227,8 @@ func (t *table) row(cols ...string) {
 	for i, c := range cols {
 		if c == "" {
 			cols[i] = "-"
+		} else {
+			cols[i] = textsafe.Escape(c)
 		}
 	}
 	fmt.Fprintln(t.tw, strings.Join(cols, "\t"))

@@ -14,6 +14,7 @@ import (
 
 	"github.com/musterhq/muster/shared/action"
 	"github.com/musterhq/muster/shared/client"
+	"github.com/musterhq/muster/shared/textsafe"
 	"github.com/musterhq/muster/shared/wire"
 )
 
@@ -88,7 +89,7 @@ func newActionListCmd(f *clientFlags) *cobra.Command {
 				return err
 			}
 			if page.NextMarker != "" {
-				fmt.Fprintf(cmd.ErrOrStderr(), "More actions follow: add --marker %s (or --all).\n", page.NextMarker)
+				fmt.Fprintf(cmd.ErrOrStderr(), "More actions follow: add --marker %s (or --all).\n", textsafe.Escape(page.NextMarker))
 			}
 			return nil
 		},
@@ -149,10 +150,9 @@ func printAction(w io.Writer, a *action.Action) error {
 		return err
 	}
 	if a.Output != "" {
-		fmt.Fprintf(w, "\nOutput:\n%s", a.Output)
-		if !strings.HasSuffix(a.Output, "\n") {
-			fmt.Fprintln(w)
-		}
+		// Line by line: a newline of the output is a line break, any other
+		// control character an escape.
+		fmt.Fprintf(w, "\nOutput:\n%s\n", safeLines(strings.TrimSuffix(a.Output, "\n")))
 	}
 	if len(a.History) > 0 {
 		fmt.Fprintln(w, "\nHistory:")
@@ -241,9 +241,9 @@ func newActionCreateCmd(f *clientFlags) *cobra.Command {
 				return writeJSON(cmd.OutOrStdout(), a)
 			}
 			w := cmd.OutOrStdout()
-			fmt.Fprintf(w, "Created action %s (%s).\n", a.ID, a.State)
+			fmt.Fprintf(w, "Created action %s (%s).\n", textsafe.Escape(a.ID), textsafe.Escape(string(a.State)))
 			if a.State == action.PendingApprove {
-				fmt.Fprintf(w, "It waits for approval: muster action approve %s\n", shortID(a.ID))
+				fmt.Fprintf(w, "It waits for approval: muster action approve %s\n", textsafe.Escape(shortID(a.ID)))
 			}
 			return nil
 		},
@@ -289,7 +289,7 @@ func newActionVerbCmd(f *clientFlags, verb, short string) *cobra.Command {
 				}
 			case "retry":
 				a, err = c.Retry(ctx, args[0])
-				msg = "Created action %s (%s) to retry " + args[0] + "."
+				msg = "Created action %s (%s) to retry " + textsafe.Escape(args[0]) + "."
 			}
 			if err != nil {
 				return apiError(c, err)
@@ -297,7 +297,7 @@ func newActionVerbCmd(f *clientFlags, verb, short string) *cobra.Command {
 			if f.json() {
 				return writeJSON(cmd.OutOrStdout(), a)
 			}
-			fmt.Fprintf(cmd.OutOrStdout(), msg+"\n", a.ID, a.State)
+			fmt.Fprintf(cmd.OutOrStdout(), msg+"\n", textsafe.Escape(a.ID), textsafe.Escape(string(a.State)))
 			return nil
 		},
 	}
@@ -341,12 +341,7 @@ func watchAction(ctx context.Context, c *client.Core, ref string, w io.Writer, a
 				printed = len(a.History)
 				rec := *a
 				rec.History = nil
-				b, err := json.Marshal(&rec)
-				if err != nil {
-					return err
-				}
-				_, err = fmt.Fprintf(w, "%s\n", b)
-				return err
+				return writeJSONLine(w, &rec)
 			}
 			return nil
 		}
@@ -361,7 +356,7 @@ func watchAction(ctx context.Context, c *client.Core, ref string, w io.Writer, a
 			if tr.Actor != "" {
 				line += "  by " + tr.Actor
 			}
-			if _, err := fmt.Fprintln(w, line); err != nil {
+			if _, err := fmt.Fprintln(w, textsafe.Escape(line)); err != nil {
 				return err
 			}
 		}

@@ -6,6 +6,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/musterhq/muster/shared/textsafe"
 	"github.com/musterhq/muster/shared/wire"
 )
 
@@ -60,9 +61,9 @@ func newClusterCmd() *cobra.Command {
 				return writeJSON(cmd.OutOrStdout(), cl)
 			}
 			w := cmd.OutOrStdout()
-			fmt.Fprintf(w, "Cluster:  %s\nStatus:   %s\n", cl.ID, cl.Status)
+			fmt.Fprintf(w, "Cluster:  %s\nStatus:   %s\n", textsafe.Escape(cl.ID), textsafe.Escape(cl.Status))
 			if cl.StatusReason != "" {
-				fmt.Fprintf(w, "Reason:   %s\n", cl.StatusReason)
+				fmt.Fprintf(w, "Reason:   %s\n", textsafe.Escape(cl.StatusReason))
 			}
 			fmt.Fprintf(w, "Nodes:    %d (%d up, %d down, %d unknown)\n\n", cl.NodeCounts.Total, cl.NodeCounts.Up, cl.NodeCounts.Down, cl.NodeCounts.Unknown)
 			return nodeTable(cmd, cl.Nodes, false)
@@ -82,7 +83,7 @@ func newClusterCmd() *cobra.Command {
 			if f.json() {
 				return writeJSON(cmd.OutOrStdout(), wire.Accepted{Status: "accepted", Message: "orchestration pass of " + args[0] + " requested"})
 			}
-			fmt.Fprintf(cmd.OutOrStdout(), "Orchestration pass of %s requested.\n", args[0])
+			fmt.Fprintf(cmd.OutOrStdout(), "Orchestration pass of %s requested.\n", textsafe.Escape(args[0]))
 			return nil
 		},
 	})

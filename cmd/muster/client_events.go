@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -11,6 +10,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/musterhq/muster/shared/client"
+	"github.com/musterhq/muster/shared/textsafe"
 	"github.com/musterhq/muster/shared/wire"
 )
 
@@ -88,15 +88,11 @@ func dash(s string) string {
 func followEvents(ctx context.Context, c *client.Core, page *wire.EventList, flt client.EventFilter, w io.Writer, asJSON bool) error {
 	print := func(e wire.Event) error {
 		if asJSON {
-			b, err := json.Marshal(e)
-			if err != nil {
-				return err
-			}
-			_, err = fmt.Fprintf(w, "%s\n", b)
-			return err
+			return writeJSONLine(w, e)
 		}
 		// Fixed widths: each event prints as soon as it arrives.
-		_, err := fmt.Fprintf(w, "%-7d %s  %-24s %-10s %-8s %s\n", e.Seq, ts(e.TS), e.Type, e.Actor, dash(shortID(e.ActionID)), e.Message)
+		_, err := fmt.Fprintf(w, "%-7d %s  %-24s %-10s %-8s %s\n", e.Seq, ts(e.TS), textsafe.Escape(e.Type), textsafe.Escape(e.Actor),
+			textsafe.Escape(dash(shortID(e.ActionID))), textsafe.Escape(e.Message))
 		return err
 	}
 	for _, e := range page.Events {

@@ -8,6 +8,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/musterhq/muster/shared/textsafe"
 	"github.com/musterhq/muster/shared/wire"
 )
 
@@ -51,18 +52,18 @@ the terminal. -o json never prints a secret, so it needs --secret-file.`,
 			w := cmd.OutOrStdout()
 			if secretFile != "" {
 				if err := writeSecret(secretFile, tok.Token); err != nil {
-					return fmt.Errorf("token %s was created, but its secret could not be saved: %w", tok.Name, err)
+					return fmt.Errorf("token %s was created, but its secret could not be saved: %w", textsafe.Escape(tok.Name), err)
 				}
 			}
 			if f.json() {
 				return writeJSON(w, wire.Token{Name: tok.Name, Roles: tok.Roles})
 			}
-			fmt.Fprintf(w, "Created token %s (roles %s).\n", tok.Name, strings.Join(tok.Roles, ", "))
+			fmt.Fprintf(w, "Created token %s (roles %s).\n", textsafe.Escape(tok.Name), textsafe.Escape(strings.Join(tok.Roles, ", ")))
 			if secretFile != "" {
 				fmt.Fprintf(w, "Its secret is in %s.\n", secretFile)
 				return nil
 			}
-			fmt.Fprintf(w, "Its secret, shown only this once:\n\n  %s\n\n", tok.Token)
+			fmt.Fprintf(w, "Its secret, shown only this once:\n\n  %s\n\n", textsafe.Escape(tok.Token))
 			return nil
 		},
 	}
@@ -107,7 +108,7 @@ the terminal. -o json never prints a secret, so it needs --secret-file.`,
 			if f.json() {
 				return writeJSON(cmd.OutOrStdout(), wire.Accepted{Status: "revoked", Message: "token " + args[0] + " revoked"})
 			}
-			fmt.Fprintf(cmd.OutOrStdout(), "Revoked token %s.\n", args[0])
+			fmt.Fprintf(cmd.OutOrStdout(), "Revoked token %s.\n", textsafe.Escape(args[0]))
 			return nil
 		},
 	}

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"errors"
 	"os"
 	"path/filepath"
@@ -101,6 +102,37 @@ func TestConfigErrorsOneLinePerField(t *testing.T) {
 	// A header, then node_id, cluster_id, data_dir and actions.retention.
 	if len(lines) != 5 {
 		t.Fatalf("want 4 fields on their own lines, got:\n%s", err)
+	}
+}
+
+// A bad approval glob stops `muster core` at load, exit 2, with one line
+// naming the rule, the field and the pattern.
+func TestCoreRefusesABadApprovalGlobAtLoad(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	path := filepath.Join(dir, "core.yaml")
+	yaml := "data_dir: " + dir + "\napproval:\n  rules:\n    - kind: 'example.com/{db'\n      approval: required\n"
+	if err := os.WriteFile(path, []byte(yaml), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	root := newRootCmd()
+	root.SetArgs([]string{"core", "--config", path})
+	root.SetOut(&strings.Builder{})
+	root.SetErr(&strings.Builder{})
+	// Were the glob accepted, the core would run: the deadline ends it.
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	err := root.ExecuteContext(ctx)
+	var ee *exitError
+	if !errors.As(err, &ee) || ee.code != 2 {
+		t.Fatalf("error %v, want an exit-2 configuration error", err)
+	}
+	lines := strings.Split(err.Error(), "\n")
+	if len(lines) != 2 || !strings.Contains(lines[1], `approval.rules[0].kind: bad glob "example.com/{db"`) {
+		t.Fatalf("want one line naming the rule and the glob, got:\n%s", err)
+	}
+	if _, err := os.Stat(filepath.Join(dir, "core.db")); !os.IsNotExist(err) {
+		t.Fatalf("the refused core created its database: %v", err)
 	}
 }
 

@@ -17,6 +17,10 @@ func newCoreCmd() *cobra.Command {
 agents, reconcile, push approved actions) and serves the REST API. On first
 start it writes an admin token to <data_dir>/admin.token.
 
+With store.driver postgres, several replicas share one database: each
+cluster's passes run on the replica holding its lease ("muster core status"
+lists them).
+
 Configuration comes from --config (YAML), then MUSTER_* environment variables
 (MUSTER_API_ADDR for api.addr), then flags.`,
 		Args: cobra.NoArgs,
@@ -41,5 +45,6 @@ Configuration comes from --config (YAML), then MUSTER_* environment variables
 	f.String("config", "", "YAML configuration file")
 	f.String("data-dir", "", "directory of the core database and the admin token (data_dir)")
 	f.String("api-addr", "", "listen address of the REST API (api.addr)")
+	cmd.AddCommand(newCoreStatusCmd())
 	return cmd
 }

@@ -17,7 +17,13 @@ func main() {
 	err := newRootCmd().ExecuteContext(ctx)
 	stop()
 	if err != nil {
-		fmt.Fprintln(os.Stderr, "muster:", err)
+		fmt.Fprintln(os.Stderr, "muster:", errorText(err))
 		os.Exit(exitCode(err))
 	}
+}
+
+// errorText is how an error prints: its lines, each escaped, since an error
+// may quote what a server answered.
+func errorText(err error) string {
+	return safeLines(err.Error())
 }

@@ -265,7 +265,7 @@ func insertNew(ctx context.Context, tx store.Tx, rec *store.Record, actor, addr,
 	}
 	return tx.AppendEvent(ctx, &store.Event{
 		TS: rec.CreatedTS, Type: store.EventActionCreated, Actor: actor, ClientAddr: addr,
-		ClusterID: rec.ClusterID, NodeID: rec.NodeID, ActionID: rec.ID, Message: msg, Data: data,
+		ClusterID: rec.ClusterID, NodeID: rec.NodeID, ActionID: rec.ID, RunID: rec.RunID, Message: msg, Data: data,
 	})
 }
 

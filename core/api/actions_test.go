@@ -47,6 +47,24 @@ func TestCreateNeedsApproval(t *testing.T) {
 	}
 }
 
+// A required rule for example.com/** covers example.com/db/backup even with
+// default: none (path.Match's "*" never crossed "/").
+func TestRequiredDoubleStarRuleCoversNestedKinds(t *testing.T) {
+	t.Parallel()
+	e := setup(t, func(c *Config) {
+		c.Policy.Default = approval.None
+		c.Policy.Rules = []approval.Rule{{Kind: "example.com/**", Approval: approval.Required}}
+	})
+	nested := e.create("op", wire.CreateActionRequest{ClusterID: "prod", NodeID: "db-2", Kind: "example.com/db/backup"})
+	if nested.State != action.PendingApprove {
+		t.Fatalf("example.com/db/backup is %s, want PENDING_APPROVE", nested.State)
+	}
+	other := e.create("op", wire.CreateActionRequest{ClusterID: "prod", NodeID: "db-2", Kind: "other.io/db/backup"})
+	if other.State != action.PendingSchedule {
+		t.Fatalf("other.io/db/backup is %s, want PENDING_SCHEDULE (default none)", other.State)
+	}
+}
+
 func TestCreateWithoutApprovalIsScheduledAndNudges(t *testing.T) {
 	t.Parallel()
 	e := setup(t, noApproval)

@@ -20,6 +20,7 @@ import (
 
 	"github.com/musterhq/muster/core/approval"
 	"github.com/musterhq/muster/core/auth"
+	"github.com/musterhq/muster/core/runs"
 	"github.com/musterhq/muster/core/store"
 	"github.com/musterhq/muster/shared/apiserver"
 )
@@ -56,6 +57,10 @@ type Config struct {
 	Gatherer prometheus.Gatherer
 	// Registerer, when set, receives the API's own metrics.
 	Registerer prometheus.Registerer
+	// Replicas answers GET /api/v1/core/replicas; nil lists none.
+	Replicas ReplicaLister
+	// Runs makes every change to runs.
+	Runs *runs.Engine
 }
 
 // Nudger asks the orchestrator for a pass of one cluster now. It must not
@@ -94,6 +99,9 @@ func New(cfg Config, st store.Store, n Nudger, log *slog.Logger) *Server {
 	}
 	if cfg.Policy.Default == "" {
 		cfg.Policy = approval.DefaultPolicy()
+	}
+	if cfg.Runs == nil {
+		cfg.Runs = &runs.Engine{Policy: cfg.Policy, Actions: Rules{}}
 	}
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
@@ -151,6 +159,7 @@ func (s *Server) routes() {
 	s.add(http.MethodGet, "/api/v1/clusters/:cluster", auth.Read, s.showCluster)
 	s.add(http.MethodPost, "/api/v1/clusters/:cluster/orchestrate", auth.Orchestrate, s.orchestrate)
 	s.add(http.MethodGet, "/api/v1/nodes", auth.Read, s.listNodes)
+	s.add(http.MethodGet, "/api/v1/core/replicas", auth.Read, s.listReplicas)
 
 	s.add(http.MethodGet, "/api/v1/actions", auth.Read, s.listActions)
 	s.add(http.MethodPost, "/api/v1/actions", auth.Create, s.createAction)
@@ -159,6 +168,21 @@ func (s *Server) routes() {
 	s.add(http.MethodPost, "/api/v1/actions/:id/reject", auth.Reject, s.rejectAction)
 	s.add(http.MethodPost, "/api/v1/actions/:id/cancel", auth.Cancel, s.cancelAction)
 	s.add(http.MethodPost, "/api/v1/actions/:id/retry", auth.Retry, s.retryAction)
+
+	s.add(http.MethodGet, "/api/v1/runs", auth.Read, s.listRuns)
+	s.add(http.MethodPost, "/api/v1/runs", auth.Create, s.createRun)
+	s.add(http.MethodGet, "/api/v1/runs/:id", auth.Read, s.showRun)
+	s.add(http.MethodPost, "/api/v1/runs/:id/approve", auth.Approve, s.approveRun)
+	s.add(http.MethodPost, "/api/v1/runs/:id/reject", auth.Reject, s.rejectRun)
+	s.add(http.MethodPost, "/api/v1/runs/:id/pause", auth.Cancel, s.pauseRun)
+	s.add(http.MethodPost, "/api/v1/runs/:id/resume", auth.Cancel, s.resumeRun)
+	s.add(http.MethodPost, "/api/v1/runs/:id/cancel", auth.Cancel, s.cancelRun)
+
+	s.add(http.MethodPost, "/api/v1/playbooks", auth.Create, s.applyPlaybook)
+	s.add(http.MethodGet, "/api/v1/playbooks", auth.Read, s.listPlaybooks)
+	s.add(http.MethodGet, "/api/v1/playbooks/:name", auth.Read, s.showPlaybook)
+	s.add(http.MethodPost, "/api/v1/playbooks/:name/plan", auth.Read, s.planPlaybook)
+	s.add(http.MethodPost, "/api/v1/playbooks/:name/runs", auth.Create, s.startPlaybook)
 
 	s.add(http.MethodGet, "/api/v1/events", auth.Read, s.listEvents)
 	s.add(http.MethodGet, "/api/v1/events/stream", auth.Read, s.streamEvents)

@@ -9,6 +9,8 @@ import (
 	"github.com/labstack/echo/v5"
 
 	"github.com/musterhq/muster/core/auth"
+	"github.com/musterhq/muster/core/runs"
+	"github.com/musterhq/muster/core/runs/playbook"
 	"github.com/musterhq/muster/core/store"
 	"github.com/musterhq/muster/shared/action"
 	"github.com/musterhq/muster/shared/apiserver"
@@ -70,6 +72,12 @@ func Status(err error) int {
 
 // classify maps an error to its status and code.
 func classify(err error) (int, string) {
+	if status, code, ok := runError(err); ok {
+		return status, code
+	}
+	if status, code, ok := playbookError(err); ok {
+		return status, code
+	}
 	switch {
 	case errors.Is(err, ErrBadRequest), errors.Is(err, action.ErrInvalid), errors.Is(err, auth.ErrInvalid),
 		errors.Is(err, jsonbody.ErrInvalid):
@@ -89,6 +97,8 @@ func classify(err error) (int, string) {
 		return http.StatusUnprocessableEntity, wire.CodeUnprocessable
 	case errors.Is(err, ErrTooMany):
 		return http.StatusTooManyRequests, wire.CodeTooMany
+	case errors.Is(err, store.ErrUnavailable):
+		return http.StatusServiceUnavailable, wire.CodeUnavailable
 	case errors.Is(err, apiserver.ErrUnsupportedMediaType):
 		return http.StatusUnsupportedMediaType, wire.CodeUnsupportedMediaType
 	}
@@ -124,6 +134,12 @@ func (s *Server) handleError(c *echo.Context, err error) {
 		// The cause goes to the log, not to the caller.
 		s.log.Error("api request failed", "method", c.Request().Method, "path", c.Request().URL.Path, "err", err)
 		body.Error.Message = "internal error"
+	case http.StatusServiceUnavailable:
+		if errors.Is(err, store.ErrUnavailable) {
+			// Nothing was written: the caller may try again.
+			s.log.Warn("api request failed: database unavailable", "method", c.Request().Method, "path", c.Request().URL.Path, "err", err)
+			body.Error.Message = "the database is unavailable; nothing was changed, try again"
+		}
 	case http.StatusUnauthorized:
 		c.Response().Header().Set("WWW-Authenticate", `Bearer realm="muster"`)
 	}
@@ -134,6 +150,10 @@ func (s *Server) handleError(c *echo.Context, err error) {
 	var se *stateError
 	if errors.As(err, &se) {
 		body.Error.State = se.state
+	}
+	var rse *runs.StateError
+	if errors.As(err, &rse) {
+		body.Error.State = action.State(rse.State)
 	}
 	var ae *ambiguousError
 	if errors.As(err, &ae) {
@@ -154,7 +174,8 @@ func (s *Server) handleError(c *echo.Context, err error) {
 func isOurs(err error) bool {
 	for _, e := range []error{ErrBadRequest, ErrForbidden, ErrWrongState, ErrAmbiguous, ErrUnprocessable,
 		ErrTooLarge, ErrTooMany, ErrConflict, store.ErrNotFound, store.ErrExists, auth.ErrUnauthenticated,
-		auth.ErrInvalid, action.ErrInvalid, jsonbody.ErrInvalid, jsonbody.ErrTooLarge, apiserver.ErrUnsupportedMediaType} {
+		auth.ErrInvalid, action.ErrInvalid, jsonbody.ErrInvalid, jsonbody.ErrTooLarge, apiserver.ErrUnsupportedMediaType,
+		runs.ErrInvalid, runs.ErrUnresolvable, runs.ErrWrongState, runs.ErrForbidden, playbook.ErrInvalid} {
 		if errors.Is(err, e) {
 			return true
 		}

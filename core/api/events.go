@@ -20,19 +20,23 @@ const streamBatch = 500
 func toWireEvent(e store.Event) wire.Event {
 	return wire.Event{
 		Seq: e.Seq, TS: e.TS, Type: e.Type, Actor: e.Actor, ClientAddr: e.ClientAddr,
-		ClusterID: e.ClusterID, NodeID: e.NodeID, ActionID: e.ActionID, Message: e.Message, Data: e.Data,
+		ClusterID: e.ClusterID, NodeID: e.NodeID, ActionID: e.ActionID, RunID: e.RunID, Message: e.Message,
+		Data: e.Data,
 	}
 }
 
-// eventFilter keeps the events a caller asked for (?action_id=, ?cluster=).
-type eventFilter struct{ actionID, clusterID string }
+// eventFilter keeps the events a caller asked for (?action_id=, ?run_id=,
+// ?cluster=).
+type eventFilter struct{ actionID, runID, clusterID string }
 
 func newEventFilter(c *echo.Context) eventFilter {
-	return eventFilter{actionID: c.QueryParam("action_id"), clusterID: c.QueryParam("cluster")}
+	return eventFilter{actionID: c.QueryParam("action_id"), runID: c.QueryParam("run_id"),
+		clusterID: c.QueryParam("cluster")}
 }
 
 func (f eventFilter) keep(e *store.Event) bool {
-	return (f.actionID == "" || e.ActionID == f.actionID) && (f.clusterID == "" || e.ClusterID == f.clusterID)
+	return (f.actionID == "" || e.ActionID == f.actionID) && (f.runID == "" || e.RunID == f.runID) &&
+		(f.clusterID == "" || e.ClusterID == f.clusterID)
 }
 
 func parseSeq(name, v string) (int64, error) {

@@ -306,6 +306,8 @@ func TestListValuesAreCapped(t *testing.T) {
 		{"40,000 kinds", "/api/v1/actions?kind=" + kinds(40000), []string{"kind", "40000", strconv.Itoa(MaxListValues)}},
 		{"one kind over the cap", "/api/v1/actions?kind=" + kinds(MaxListValues+1), []string{"kind", strconv.Itoa(MaxListValues)}},
 		{"states over the cap", "/api/v1/actions?state=" + states(MaxListValues+1), []string{"state", strconv.Itoa(MaxListValues)}},
+		{"run states over the cap", "/api/v1/runs?state=" + many(MaxListValues+1, func(int) string { return "DONE" }), []string{"state", strconv.Itoa(MaxListValues)}},
+		{"40,000 run states", "/api/v1/runs?state=" + many(40000, func(int) string { return "DONE" }), []string{"state", "40000", strconv.Itoa(MaxListValues)}},
 		{"sort keys over the cap", "/api/v1/actions?sort=" + many(MaxListValues+1, func(int) string { return "id" }), []string{"sort", strconv.Itoa(MaxListValues)}},
 		{"repeated kind= over the cap", "/api/v1/actions?" + strings.ReplaceAll(repeated("kind", MaxListValues+1), ",", "&"),
 			[]string{"parameters", strconv.Itoa(MaxQueryParams)}},

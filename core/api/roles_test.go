@@ -26,6 +26,7 @@ var roleTable = map[string][5]int{ //        none viewer  op   appr admin
 	"GET /api/v1/clusters/:cluster":              {401, 200, 200, 200, 200},
 	"POST /api/v1/clusters/:cluster/orchestrate": {401, 403, 202, 403, 202},
 	"GET /api/v1/nodes":                          {401, 200, 200, 200, 200},
+	"GET /api/v1/core/replicas":                  {401, 200, 200, 200, 200},
 	"GET /api/v1/actions":                        {401, 200, 200, 200, 200},
 	"POST /api/v1/actions":                       {401, 403, 201, 403, 201},
 	"GET /api/v1/actions/:id":                    {401, 200, 200, 200, 200},
@@ -33,6 +34,19 @@ var roleTable = map[string][5]int{ //        none viewer  op   appr admin
 	"POST /api/v1/actions/:id/reject":            {401, 403, 403, 200, 200},
 	"POST /api/v1/actions/:id/cancel":            {401, 403, 200, 403, 200},
 	"POST /api/v1/actions/:id/retry":             {401, 403, 201, 403, 201},
+	"GET /api/v1/runs":                           {401, 200, 200, 200, 200},
+	"POST /api/v1/runs":                          {401, 403, 201, 403, 201},
+	"GET /api/v1/runs/:id":                       {401, 200, 200, 200, 200},
+	"POST /api/v1/runs/:id/approve":              {401, 403, 403, 200, 200},
+	"POST /api/v1/runs/:id/reject":               {401, 403, 403, 200, 200},
+	"POST /api/v1/runs/:id/pause":                {401, 403, 200, 403, 200},
+	"POST /api/v1/runs/:id/resume":               {401, 403, 200, 403, 200},
+	"POST /api/v1/runs/:id/cancel":               {401, 403, 200, 403, 200},
+	"POST /api/v1/playbooks":                     {401, 403, 201, 403, 201},
+	"GET /api/v1/playbooks":                      {401, 200, 200, 200, 200},
+	"GET /api/v1/playbooks/:name":                {401, 200, 200, 200, 200},
+	"POST /api/v1/playbooks/:name/plan":          {401, 200, 200, 200, 200},
+	"POST /api/v1/playbooks/:name/runs":          {401, 403, 201, 403, 201},
 	"GET /api/v1/events":                         {401, 200, 200, 200, 200},
 	"GET /api/v1/events/stream":                  {401, 200, 200, 200, 200},
 	"POST /api/v1/tokens":                        {401, 403, 403, 403, 201},
@@ -57,6 +71,30 @@ func (e *env) fixture(route string, n int) (string, any) {
 		a := e.create("op", wire.CreateActionRequest{})
 		e.call(http.MethodPost, "/api/v1/actions/"+a.ID+"/cancel", "op", nil, http.StatusOK, nil)
 		path = strings.ReplaceAll(path, ":id", a.ID)
+	case "POST /api/v1/runs":
+		body = oneStageRun(kindPing)
+	case "GET /api/v1/runs/:id", "POST /api/v1/runs/:id/approve", "POST /api/v1/runs/:id/reject",
+		"POST /api/v1/runs/:id/cancel":
+		r := e.createRun("op", oneStageRun(kindPing))
+		path = strings.ReplaceAll(path, ":id", r.ID)
+	case "POST /api/v1/runs/:id/pause":
+		r := e.createRun("op", oneStageRun(kindPing))
+		e.call(http.MethodPost, "/api/v1/runs/"+r.ID+"/approve", "appr", nil, http.StatusOK, nil)
+		path = strings.ReplaceAll(path, ":id", r.ID)
+	case "POST /api/v1/runs/:id/resume":
+		r := e.createRun("op", oneStageRun(kindPing))
+		e.call(http.MethodPost, "/api/v1/runs/"+r.ID+"/approve", "appr", nil, http.StatusOK, nil)
+		e.call(http.MethodPost, "/api/v1/runs/"+r.ID+"/pause", "op", nil, http.StatusOK, nil)
+		path = strings.ReplaceAll(path, ":id", r.ID)
+	case "POST /api/v1/playbooks":
+		body = wire.ApplyPlaybookRequest{Document: testPlaybook(fmt.Sprintf("pb-%d", n), "")}
+	case "GET /api/v1/playbooks/:name", "POST /api/v1/playbooks/:name/plan", "POST /api/v1/playbooks/:name/runs":
+		name := fmt.Sprintf("pb-%d", n)
+		e.call(http.MethodPost, "/api/v1/playbooks", "op", wire.ApplyPlaybookRequest{Document: testPlaybook(name, "")}, http.StatusCreated, nil)
+		path = strings.ReplaceAll(path, ":name", name)
+		if !strings.HasPrefix(route, "GET") {
+			body = wire.PlanRequest{ClusterID: "prod"}
+		}
 	case "POST /api/v1/tokens":
 		body = wire.CreateTokenRequest{Name: fmt.Sprintf("new-%d", n), Roles: []string{"viewer"}}
 	case "DELETE /api/v1/tokens/:name":

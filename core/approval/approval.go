@@ -7,9 +7,10 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
-	"path"
 	"strings"
 	"time"
+
+	"github.com/bmatcuk/doublestar/v4"
 
 	"github.com/musterhq/muster/shared/action"
 )
@@ -20,7 +21,8 @@ const (
 	None     = "none"
 )
 
-// Rule matches actions by kind glob and cluster glob ("" or "*" match all).
+// Rule matches actions by kind glob and cluster glob ("" or "*" match all);
+// see glob for the syntax.
 type Rule struct {
 	Kind     string `mapstructure:"kind" yaml:"kind"`
 	Cluster  string `mapstructure:"cluster" yaml:"cluster"`
@@ -56,9 +58,9 @@ func (p Policy) Validate() []error {
 		if r.Approval != Required && r.Approval != None {
 			errs = append(errs, fmt.Errorf("approval.rules[%d].approval: %q is not %q or %q", i, r.Approval, Required, None))
 		}
-		for _, g := range []string{r.Kind, r.Cluster} {
-			if _, err := path.Match(g, ""); err != nil {
-				errs = append(errs, fmt.Errorf("approval.rules[%d]: bad glob %q", i, g))
+		for _, f := range []struct{ name, glob string }{{"kind", r.Kind}, {"cluster", r.Cluster}} {
+			if !doublestar.ValidatePattern(f.glob) {
+				errs = append(errs, fmt.Errorf("approval.rules[%d].%s: bad glob %q (an unclosed [ or {, or a trailing \\)", i, f.name, f.glob))
 			}
 		}
 	}
@@ -76,11 +78,16 @@ func (p Policy) NeedsApproval(kind, cluster string) bool {
 	return p.Default != None
 }
 
+// glob matches s against pattern in the syntax of doublestar: "*" and "?"
+// stay within one "/" segment, "**" as a whole segment crosses "/" (so
+// example.com/** covers example.com/db/backup), and [class] and {a,b} are
+// supported. An empty pattern, or a lone "*", matches everything. Patterns are
+// checked by Validate when the configuration loads.
 func glob(pattern, s string) bool {
 	if pattern == "" || pattern == "*" {
 		return true
 	}
-	ok, err := path.Match(pattern, s)
+	ok, err := doublestar.Match(pattern, s)
 	return err == nil && ok
 }
 

@@ -2,7 +2,9 @@ package approval
 
 import (
 	"encoding/json"
+	"strings"
 	"testing"
+	"time"
 
 	"github.com/musterhq/muster/shared/action"
 )
@@ -31,6 +33,63 @@ func TestNeedsApproval(t *testing.T) {
 	p.Default = None
 	if p.NeedsApproval("other.io/x", "any") {
 		t.Error("default none still requires approval")
+	}
+}
+
+// TestRequiredRuleWithDoubleStarCoversNestedKinds: with path.Match, "*"
+// never crosses "/", so a required rule for example.com/* left
+// example.com/db/backup to default: none, and it skipped approval. "**"
+// crosses "/"; "*" still does not (documented).
+func TestRequiredRuleWithDoubleStarCoversNestedKinds(t *testing.T) {
+	t.Parallel()
+	deep := Policy{Default: None, TTL: time.Hour, Rules: []Rule{{Kind: "example.com/**", Approval: Required}}}
+	shallow := Policy{Default: None, TTL: time.Hour, Rules: []Rule{{Kind: "example.com/*", Approval: Required}}}
+	for _, p := range []Policy{deep, shallow} {
+		if errs := p.Validate(); len(errs) != 0 {
+			t.Fatalf("%+v: %v", p.Rules, errs)
+		}
+	}
+	cases := []struct {
+		p    Policy
+		kind string
+		want bool
+	}{
+		{deep, "example.com/db/backup", true},
+		{deep, "example.com/db.backup", true},
+		{deep, "example.com/a/b/c/d", true},
+		{deep, "example.org/db/backup", false},
+		{deep, "other.io/example.com/db", false},
+		{shallow, "example.com/db.backup", true},
+		{shallow, "example.com/db/backup", false},
+	}
+	for _, c := range cases {
+		if got := c.p.NeedsApproval(c.kind, "prod"); got != c.want {
+			t.Errorf("rule %q: NeedsApproval(%s) = %v, want %v", c.p.Rules[0].Kind, c.kind, got, c.want)
+		}
+	}
+	// Braces and classes are glob syntax too.
+	p := Policy{Default: None, TTL: time.Hour, Rules: []Rule{{Kind: "{example.com,example.org}/db/**", Cluster: "prod-[0-9]", Approval: Required}}}
+	if !p.NeedsApproval("example.org/db/backup", "prod-1") || p.NeedsApproval("example.org/db/backup", "prod-x") {
+		t.Error("alternatives and classes do not match as documented")
+	}
+}
+
+// TestValidateRefusesBadGlobsWithOneClearError: a pattern the matcher cannot
+// read is refused at load, one error naming the rule, the field and the
+// pattern, instead of a rule that silently never matches.
+func TestValidateRefusesBadGlobsWithOneClearError(t *testing.T) {
+	t.Parallel()
+	for _, c := range []struct{ kind, cluster, says string }{
+		{"example.com/[db", "", `approval.rules[0].kind: bad glob "example.com/[db"`},
+		{"example.com/{db", "", `approval.rules[0].kind: bad glob "example.com/{db"`},
+		{"example.com/**", "prod-[", `approval.rules[0].cluster: bad glob "prod-["`},
+		{`example.com/db\`, "", `approval.rules[0].kind: bad glob "example.com/db\\"`},
+	} {
+		p := Policy{Default: Required, TTL: time.Hour, Rules: []Rule{{Kind: c.kind, Cluster: c.cluster, Approval: Required}}}
+		errs := p.Validate()
+		if len(errs) != 1 || !strings.Contains(errs[0].Error(), c.says) {
+			t.Errorf("kind %q cluster %q: %v, want one error saying %s", c.kind, c.cluster, errs, c.says)
+		}
 	}
 }
 

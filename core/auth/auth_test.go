@@ -13,8 +13,12 @@ import (
 
 	"github.com/musterhq/muster/core/auth"
 	"github.com/musterhq/muster/core/store"
+	"github.com/musterhq/muster/core/store/pgtest"
+	"github.com/musterhq/muster/core/store/postgres"
 	"github.com/musterhq/muster/core/store/sqlite"
 )
+
+func TestMain(m *testing.M) { pgtest.Main(m) }
 
 func setup(t *testing.T) *sqlite.Store {
 	t.Helper()
@@ -237,5 +241,60 @@ func TestBootstrapConcurrentMakesOneToken(t *testing.T) {
 	raw, _ := os.ReadFile(filepath.Join(dir, auth.AdminTokenFile))
 	if toks[0].Hash != auth.Hash(strings.TrimSpace(string(raw))) {
 		t.Fatal("admin.token does not hold the stored token's secret")
+	}
+}
+
+// TestBootstrapReplicasMakeOneToken: core replicas starting together on one
+// PostgreSQL database, each with its own data directory, make one admin
+// token; one directory holds its secret, and no other holds a file.
+func TestBootstrapReplicasMakeOneToken(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	dsn := pgtest.NewDatabase(t)
+	const replicas = 4
+	stores := make([]store.Store, replicas)
+	dirs := make([]string, replicas)
+	for i := range replicas {
+		st, err := postgres.Open(ctx, dsn)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { st.Close() })
+		stores[i], dirs[i] = st, t.TempDir()
+	}
+	var wg sync.WaitGroup
+	errs := make(chan error, replicas)
+	for i := range replicas {
+		wg.Go(func() { errs <- auth.Bootstrap(ctx, stores[i], dirs[i], slog.New(slog.DiscardHandler)) })
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	var toks []store.Token
+	var err error
+	_ = stores[0].Read(ctx, func(r store.Reader) error { toks, err = r.Tokens(ctx); return err })
+	if err != nil || len(toks) != 1 {
+		t.Fatalf("%d tokens (%v), want 1", len(toks), err)
+	}
+	var files []string
+	for _, dir := range dirs {
+		raw, err := os.ReadFile(filepath.Join(dir, auth.AdminTokenFile))
+		if os.IsNotExist(err) {
+			continue
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		files = append(files, dir)
+		if toks[0].Hash != auth.Hash(strings.TrimSpace(string(raw))) {
+			t.Errorf("%s holds a secret that opens nothing", dir)
+		}
+	}
+	if len(files) != 1 {
+		t.Fatalf("admin.token in %d directories, want 1", len(files))
 	}
 }

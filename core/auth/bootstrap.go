@@ -21,14 +21,15 @@ const BootstrapName = "admin"
 // token at all, it creates an admin token named "admin", writes its secret to
 // <dataDir>/admin.token (mode 0600) and logs the path of that file, never the
 // secret. On a store that has tokens it does nothing. The check and the insert
-// run in one transaction, so two cores starting on one database make one token.
+// run in one transaction, so replicas starting together on one database make
+// one token, and only the replica whose transaction made it keeps the file.
 func Bootstrap(ctx context.Context, st store.Store, dataDir string, log *slog.Logger) error {
 	secret, err := NewSecret()
 	if err != nil {
 		return err
 	}
 	path := filepath.Join(dataDir, AdminTokenFile)
-	created := false
+	created, wrote := false, false
 	err = st.Update(ctx, func(tx store.Tx) error {
 		created = false
 		toks, err := tx.Tokens(ctx)
@@ -39,14 +40,19 @@ func Bootstrap(ctx context.Context, st store.Store, dataDir string, log *slog.Lo
 			return nil
 		}
 		// The file is written before the token is stored: should the commit
-		// fail, the file holds a secret that opens nothing, and the next start
-		// writes a new one; the other order could store a token nobody has.
+		// fail, the file is removed again and the next start writes a new
+		// one; the other order could store a token nobody has.
 		if err := writeSecretFile(path, secret); err != nil {
 			return err
 		}
-		created = true
+		created, wrote = true, true
 		return insertToken(ctx, tx, BootstrapName, []string{store.RoleAdmin}, secret, "core", "")
 	})
+	if wrote && (err != nil || !created) {
+		// Another replica made the token first (this Update ran again and
+		// found it), or the commit failed: the file would open nothing.
+		removeSecretFile(path, secret)
+	}
 	if err != nil {
 		return fmt.Errorf("bootstrap admin token: %w", err)
 	}
@@ -54,6 +60,13 @@ func Bootstrap(ctx context.Context, st store.Store, dataDir string, log *slog.Lo
 		log.Info("created the first admin token; its secret is in this file (mode 0600)", "path", path, "name", BootstrapName)
 	}
 	return nil
+}
+
+// removeSecretFile removes the file at path if it still holds secret.
+func removeSecretFile(path, secret string) {
+	if b, err := os.ReadFile(path); err == nil && string(b) == secret+"\n" {
+		_ = os.Remove(path)
+	}
 }
 
 // writeSecretFile writes secret to path with mode 0600, atomically: a reader

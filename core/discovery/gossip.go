@@ -8,6 +8,7 @@ import (
 	"sort"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/musterhq/muster/core/store"
 	"github.com/musterhq/muster/shared/gossip"
@@ -18,8 +19,8 @@ import (
 // since the core started, alive or gone.
 //
 // Anyone holding the pool's key can announce anything, so the source trusts
-// an announcement only as far as it can check it (docs/architecture.md,
-// "Security"): API addresses on loopback or link-local are ignored unless
+// an announcement only as far as it can check it (README.md, "Securing
+// muster"): API addresses on loopback or link-local are ignored unless
 // AllowLoopback, and with VerifyClaims, when several members claim one node
 // at different addresses, the address whose agent proves the node's
 // identity wins and the others are refused claims, not an outage.
@@ -28,6 +29,7 @@ type GossipSource struct {
 	ch            chan struct{}
 	allowLoopback bool
 	verify        VerifyFunc
+	now           func() time.Time // time.Now; tests move it
 
 	mu      sync.Mutex
 	seq     int
@@ -77,7 +79,15 @@ type claim struct{ member, cluster, node, api string }
 type claimCheck struct {
 	err      string // "" verified
 	reported bool   // a refused claim was handed to Sync once
+	// retry, when set, marks an address that did not answer: the claim is
+	// neither verified nor refused, and is tried again after this time.
+	retry time.Time
 }
+
+// retryUnanswered is how long a claim whose address did not answer waits
+// before it is verified again, so that an unanswering address does not
+// slow every sync down by a timeout.
+const retryUnanswered = 30 * time.Second
 
 // Claim is an announcement of a node at an address that failed
 // verification: Sync records it as a node.claim_refused event.
@@ -99,7 +109,8 @@ func NewGossipSource(log *slog.Logger, opts ...GossipOption) *GossipSource {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	g := &GossipSource{log: log, ch: make(chan struct{}, 1), members: map[string]member{}, claims: map[claim]*claimCheck{}}
+	g := &GossipSource{log: log, ch: make(chan struct{}, 1), members: map[string]member{}, claims: map[claim]*claimCheck{},
+		now: time.Now}
 	for _, o := range opts {
 		o(g)
 	}
@@ -270,7 +281,7 @@ func (g *GossipSource) settle(alive []member) (string, bool) {
 	g.mu.Lock()
 	for i, m := range alive {
 		claims[i] = claim{m.name, m.meta.Cluster, m.meta.Node, m.meta.API}
-		if _, ok := g.claims[claims[i]]; !ok {
+		if cc, ok := g.claims[claims[i]]; !ok || !cc.retry.IsZero() && g.now().After(cc.retry) {
 			todo = append(todo, i)
 		}
 	}
@@ -296,13 +307,14 @@ func (g *GossipSource) settle(alive []member) (string, bool) {
 		case errors.As(err, &ce):
 			g.claims[claims[i]] = &claimCheck{err: ce.Reason}
 		default:
-			g.log.Warn("gossip: a claim could not be verified; it is tried again at the next change",
+			g.claims[claims[i]] = &claimCheck{retry: g.now().Add(retryUnanswered)}
+			g.log.Warn("gossip: a claim could not be verified; it is tried again at a later change",
 				"member", claims[i].member, "node", claims[i].node, "api", claims[i].api, "err", err)
 		}
 	}
 	var won []string
 	for _, c := range claims {
-		if cc, ok := g.claims[c]; ok && cc.err == "" && !contains(won, c.api) {
+		if cc, ok := g.claims[c]; ok && cc.err == "" && cc.retry.IsZero() && !contains(won, c.api) {
 			won = append(won, c.api)
 		}
 	}
@@ -320,7 +332,7 @@ func (g *GossipSource) Claims() []Claim {
 	var out []Claim
 	for c, cc := range g.claims {
 		if cc.err == "" || cc.reported {
-			continue
+			continue // verified, unanswered or told
 		}
 		cc.reported = true
 		out = append(out, Claim{ClusterID: c.cluster, NodeID: c.node, Addr: c.api, Member: c.member, Reason: cc.err})

@@ -16,6 +16,9 @@ type metrics struct {
 	pushes    *prometheus.CounterVec
 	changes   prometheus.Counter
 	expired   prometheus.Counter
+	// latePushes: pushes of passes whose lease was lost before they could
+	// record them (harmless: an agent never runs an id twice).
+	latePushes prometheus.Counter
 }
 
 func newMetrics(reg prometheus.Registerer, st store.Store) (*metrics, error) {
@@ -45,6 +48,10 @@ func newMetrics(reg prometheus.Registerer, st store.Store) (*metrics, error) {
 			Name: "muster_core_orchestrate_approvals_expired_total",
 			Help: "Actions cancelled because their approval expired.",
 		}),
+		latePushes: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "muster_core_orchestrate_late_pushes_total",
+			Help: "Actions pushed by a pass whose cluster lease was lost before the pass could record them.",
+		}),
 	}
 	if reg == nil {
 		return m, nil
@@ -53,7 +60,7 @@ func newMetrics(reg prometheus.Registerer, st store.Store) (*metrics, error) {
 		Name: "muster_core_store_rows_written_total",
 		Help: "Rows inserted, updated or deleted in the core store since it opened.",
 	}, func() float64 { return float64(st.RowsWritten()) })
-	for _, c := range []prometheus.Collector{m.passes, m.duration, m.nodeSyncs, m.pushes, m.changes, m.expired, rows} {
+	for _, c := range []prometheus.Collector{m.passes, m.duration, m.nodeSyncs, m.pushes, m.changes, m.expired, m.latePushes, rows} {
 		if err := reg.Register(c); err != nil {
 			return nil, err
 		}

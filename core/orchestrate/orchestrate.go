@@ -61,6 +61,9 @@ type Config struct {
 	// Scheme is put before agent addresses that have none: "http" (default)
 	// or "https". With AgentTLS it is always "https".
 	Scheme string
+	// Leases, when set, decides which clusters this replica passes (several
+	// core replicas on one database, DESIGN.md §13); nil: all of them.
+	Leases Leases
 	// AgentTLS, when set, is the TLS client configuration agents are reached
 	// with (their CA, the core's certificate). Every node is then reached
 	// over https, whatever scheme its address names, on its own
@@ -69,6 +72,8 @@ type Config struct {
 	// another node's certificate, or without TLS, is refused before
 	// anything is sent to it.
 	AgentTLS *tls.Config
+	// Runs, when set, moves runs on at every pass (core/runs).
+	Runs Runs
 }
 
 // DefaultConfig returns the defaults of DESIGN.md §6.
@@ -122,6 +127,14 @@ func (c *Config) fill() {
 	if c.AgentTLS != nil {
 		c.Scheme = "https"
 	}
+}
+
+// Leases tells whether this replica holds a cluster's lease (core/lease).
+type Leases interface {
+	// PassContext returns the context of one pass of the cluster, which
+	// carries the lease's store.Fence and ends when the lease is lost, or ok
+	// false when this replica does not hold the lease.
+	PassContext(ctx context.Context, clusterID string) (pctx context.Context, done context.CancelFunc, ok bool)
 }
 
 // Errors of the service.
@@ -179,7 +192,11 @@ func New(cfg Config, st store.Store, log *slog.Logger, reg prometheus.Registerer
 		tr := http.DefaultTransport.(*http.Transport).Clone()
 		tr.MaxIdleConns = 0 // no total bound: MaxIdleConnsPerHost (2) per node
 		hc = &http.Client{Transport: tr}
+	} else {
+		c := *hc // a copy: the redirect rule below is the orchestrator's
+		hc = &c
 	}
+	hc.CheckRedirect = noRedirect
 	m, err := newMetrics(reg, st)
 	if err != nil {
 		return nil, fmt.Errorf("orchestrator metrics: %w", err)
@@ -205,6 +222,12 @@ func (o *Orchestrator) agentURL(addr string) string {
 	}
 	return o.cfg.Scheme + "://" + addr
 }
+
+// noRedirect keeps the orchestrator at the address discovery gave: an
+// answer that redirects elsewhere (another host, plain HTTP, the core's own
+// loopback) is taken as the node's answer, a status the pass does not
+// accept, and is never followed.
+func noRedirect(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }
 
 func (o *Orchestrator) cluster(id string) *clusterState {
 	o.mu.Lock()
@@ -301,7 +324,7 @@ func (o *Orchestrator) nodeClients(cs *clusterState, nodes []nodeResult) {
 				tr = http.DefaultTransport.(*http.Transport).Clone()
 			}
 			tr.TLSClientConfig = tlsutil.ForPeer(o.cfg.AgentTLS, tlsutil.Agent(n.ID))
-			c = &nodeClient{addr: n.Addr, hc: &http.Client{Transport: tr}}
+			c = &nodeClient{addr: n.Addr, hc: &http.Client{Transport: tr, CheckRedirect: noRedirect}}
 			cs.clients[n.ID] = c
 		}
 		nodes[i].hc = c.hc
@@ -389,8 +412,17 @@ func (o *Orchestrator) schedule(ctx context.Context) {
 			passes.Add(1)
 			go func(id string) {
 				defer passes.Done()
-				rep, err := o.Pass(ctx, id)
+				pctx, done, ok := o.passContext(ctx, id)
+				if !ok { // another replica holds the cluster's lease
+					finished <- id
+					return
+				}
+				rep, err := o.Pass(pctx, id)
+				done()
 				switch {
+				case errors.Is(err, store.ErrFenced):
+					o.metrics.latePushes.Add(float64(rep.Pushed))
+					o.log.Info("pass refused: the lease was lost", "cluster", id, "pushed", rep.Pushed)
 				case err != nil && ctx.Err() == nil:
 					o.log.Warn("pass failed", "cluster", id, "err", err)
 				case rep.Changes > 0:
@@ -447,6 +479,15 @@ func (o *Orchestrator) schedule(ctx context.Context) {
 	}
 }
 
+// passContext returns the context of one pass of the cluster, or ok false
+// when another replica holds its lease.
+func (o *Orchestrator) passContext(ctx context.Context, id string) (context.Context, context.CancelFunc, bool) {
+	if o.cfg.Leases == nil {
+		return ctx, func() {}, true
+	}
+	return o.cfg.Leases.PassContext(ctx, id)
+}
+
 // sweep runs ExpireApprovals every SweepEvery until ctx ends.
 func (o *Orchestrator) sweep(ctx context.Context) {
 	if o.cfg.ApprovalTTL <= 0 {
@@ -457,6 +498,9 @@ func (o *Orchestrator) sweep(ctx context.Context) {
 	for {
 		if _, err := o.ExpireApprovals(ctx); err != nil && ctx.Err() == nil {
 			o.log.Warn("approval expiry failed", "err", err)
+		}
+		if _, err := o.expireRuns(ctx); err != nil && ctx.Err() == nil {
+			o.log.Warn("run expiry failed", "err", err)
 		}
 		select {
 		case <-ctx.Done():

@@ -96,6 +96,10 @@ func (o *Orchestrator) Pass(ctx context.Context, clusterID string) (Report, erro
 
 func (o *Orchestrator) pass(ctx context.Context, cs *clusterState) (Report, error) {
 	rep := Report{Cluster: cs.id, Full: cs.passes%o.cfg.FullSyncEvery == 0}
+	// The runs' next waves are created first, so this pass pushes them.
+	if _, err := o.advanceRuns(ctx, cs.id); err != nil {
+		return rep, fmt.Errorf("pass of %s: %w", cs.id, err)
+	}
 	var nodes []nodeResult
 	err := o.st.Read(ctx, func(r store.Reader) error {
 		if _, err := r.Cluster(ctx, cs.id); err != nil {
@@ -192,6 +196,13 @@ func (o *Orchestrator) pass(ctx context.Context, cs *clusterState) (Report, erro
 		return rep, fmt.Errorf("pass of %s: commit: %w", cs.id, err)
 	}
 	rep.Changes, rep.Events = w.changes(), len(w.events)
+	// Children that finished in this pass may admit the next wave: create it
+	// now and ask for the pass that pushes it.
+	if created, err := o.advanceRuns(ctx, cs.id); err != nil {
+		return rep, fmt.Errorf("pass of %s: %w", cs.id, err)
+	} else if created > 0 {
+		o.Nudge(cs.id)
+	}
 	return rep, nil
 }
 

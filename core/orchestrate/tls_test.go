@@ -3,7 +3,10 @@ package orchestrate_test
 import (
 	"context"
 	"net/http"
+	"net/http/httptest"
 	"path/filepath"
+	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -183,5 +186,38 @@ func TestGossipCannotBypassAgentsTLS(t *testing.T) {
 	page, err := client.NewAgent(plain.addr, nil).Changes(context.Background(), 0, 10, false)
 	if err != nil || len(page.Actions) != 0 {
 		t.Fatalf("the plain agent holds %d actions (%v), want none", len(page.Actions), err)
+	}
+}
+
+// An agent address that answers with a redirect does not lead the core
+// elsewhere (issue 9, item 6): the target of the redirect, here a service
+// on the core's loopback, gets no request, and the node's reason is a
+// fixed text with the status, never what the address answered.
+func TestAgentRedirectIsNotFollowed(t *testing.T) {
+	t.Parallel()
+	var hits atomic.Int64
+	internal := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		hits.Add(1)
+		_, _ = w.Write([]byte(`{"node_id":"n1","cluster_id":"prod","store_id":"s"}`))
+	}))
+	t.Cleanup(internal.Close)
+	redirect := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Location", internal.URL+"/internal/admin?q=")
+		w.WriteHeader(http.StatusFound)
+		_, _ = w.Write([]byte(`{"error":{"code":"x","message":"internal admin console"}}`))
+	}))
+	t.Cleanup(redirect.Close)
+	e := setup(t, orchestrate.Config{})
+	e.update(func(ctx context.Context, tx store.Tx) error {
+		return tx.PutNode(ctx, &store.Node{ClusterID: cluster, ID: "n1", Addr: strings.TrimPrefix(redirect.URL, "http://"),
+			Source: store.SourceGossip, Status: store.NodeUnknown})
+	})
+	e.pass()
+	n := e.node("n1")
+	if n.Status != store.NodeDown || n.StatusReason != "agent answered 302 Found" {
+		t.Fatalf("n1: %s %q, want DOWN: agent answered 302 Found", n.Status, n.StatusReason)
+	}
+	if h := hits.Load(); h != 0 {
+		t.Fatalf("the redirect's target got %d requests", h)
 	}
 }

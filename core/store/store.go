@@ -1,7 +1,8 @@
 // Package store declares how the core persists clusters, nodes, actions, their
 // history, events and tokens. The orchestrator and the API see only these
-// interfaces; core/store/sqlite implements them (a PostgreSQL implementation
-// can be added beside it without touching either).
+// interfaces; core/store/sqlite (one file, the embedded default) and
+// core/store/postgres (shared by several core replicas) implement them, and
+// core/store/storetest holds the behaviour both must have.
 //
 // All work happens inside Read (a consistent snapshot) or Update (one write
 // transaction). A change and the events describing it are written by the same
@@ -11,6 +12,9 @@ package store
 import (
 	"context"
 	"errors"
+	"fmt"
+	"slices"
+	"strings"
 	"time"
 
 	"github.com/musterhq/muster/shared/action"
@@ -20,6 +24,9 @@ import (
 var (
 	ErrNotFound = errors.New("not found")
 	ErrExists   = errors.New("already exists")
+	// ErrInvalidQuery is a list query no store can run, such as an unknown
+	// sort field.
+	ErrInvalidQuery = errors.New("invalid query")
 )
 
 // Store is the core's persistence.
@@ -27,6 +34,10 @@ type Store interface {
 	// Read runs fn against a consistent snapshot.
 	Read(ctx context.Context, fn func(r Reader) error) error
 	// Update runs fn in one write transaction: all of it commits, or none.
+	// Concurrent Updates behave as if they ran one after the other. An
+	// implementation may run fn again after a conflict with another
+	// transaction (PostgreSQL's serialization failures), so fn must redo,
+	// not accumulate, whatever it keeps outside tx.
 	Update(ctx context.Context, fn func(tx Tx) error) error
 	// Subscribe returns a channel that receives the sequence number of the
 	// newest event after every commit that appended events. The channel is
@@ -64,6 +75,26 @@ type Reader interface {
 
 	Tokens(ctx context.Context) ([]Token, error)
 	TokenByHash(ctx context.Context, hash string) (*Token, error)
+
+	// Run returns the run with exactly this id (ErrNotFound otherwise).
+	Run(ctx context.Context, id string) (*Run, error)
+	// RunIDsWithPrefix returns up to max run ids that start with prefix.
+	RunIDsWithPrefix(ctx context.Context, prefix string, max int) ([]string, error)
+	// ListRuns lists runs, newest first, then by id.
+	ListRuns(ctx context.Context, q RunQuery) ([]Run, error)
+	// RunsInState lists the runs of a cluster (every cluster when "") in
+	// one of states, oldest first.
+	RunsInState(ctx context.Context, clusterID string, states ...string) ([]Run, error)
+	// RunChildren lists the child actions of a run, oldest first.
+	RunChildren(ctx context.Context, runID string) ([]Record, error)
+
+	// Playbook returns one version of a playbook, the newest when version
+	// is 0 (ErrNotFound when there is none).
+	Playbook(ctx context.Context, name string, version int) (*Playbook, error)
+	// Playbooks lists the newest version of every playbook, by name.
+	Playbooks(ctx context.Context) ([]Playbook, error)
+	// PlaybookVersions lists every version of one playbook, oldest first.
+	PlaybookVersions(ctx context.Context, name string) ([]Playbook, error)
 }
 
 // Tx writes within an Update.
@@ -83,6 +114,12 @@ type Tx interface {
 	// the name is, ignoring case: alice and Alice are one name).
 	InsertToken(ctx context.Context, t *Token) error
 	DeleteToken(ctx context.Context, name string) error
+	// InsertRun stores a new run (ErrExists when the id is taken).
+	InsertRun(ctx context.Context, r *Run) error
+	// UpdateRun replaces the stored run with the same id.
+	UpdateRun(ctx context.Context, r *Run) error
+	// InsertPlaybook stores a new version (ErrExists when it is taken).
+	InsertPlaybook(ctx context.Context, p *Playbook) error
 }
 
 // Record is an action as the core keeps it: the shared record and the
@@ -99,6 +136,11 @@ type Record struct {
 	// PushedStoreID is the store_id of the agent database a push was last
 	// attempted to, written before the push is sent. Empty: never pushed.
 	PushedStoreID string
+	// RunID, Stage and Wave place a child action in its run (empty for an
+	// action of its own). A run has at most one child per stage and node.
+	RunID string
+	Stage string
+	Wave  int
 }
 
 // Cluster status values.
@@ -151,18 +193,19 @@ func DownByDiscovery(n *Node) bool {
 
 // Node is one agent as the core knows it.
 type Node struct {
-	ClusterID    string     `json:"cluster_id"`
-	ID           string     `json:"id"`
-	Addr         string     `json:"addr"`
-	Source       string     `json:"source"`
-	Status       string     `json:"status"`
-	StatusReason string     `json:"status_reason"`
-	StoreID      string     `json:"store_id"`
-	Cursor       int64      `json:"cursor"`
-	Kinds        []string   `json:"kinds"`
-	Version      string     `json:"version"`
-	LastContact  *time.Time `json:"last_contact"`
-	UpdatedTS    time.Time  `json:"updated_ts"`
+	ClusterID    string            `json:"cluster_id"`
+	ID           string            `json:"id"`
+	Addr         string            `json:"addr"`
+	Source       string            `json:"source"`
+	Status       string            `json:"status"`
+	StatusReason string            `json:"status_reason"`
+	StoreID      string            `json:"store_id"`
+	Cursor       int64             `json:"cursor"`
+	Kinds        []string          `json:"kinds"`
+	Labels       map[string]string `json:"labels"`
+	Version      string            `json:"version"`
+	LastContact  *time.Time        `json:"last_contact"`
+	UpdatedTS    time.Time         `json:"updated_ts"`
 }
 
 // ListQuery selects and orders actions. Empty fields do not filter.
@@ -184,8 +227,37 @@ type SortKey struct {
 	Desc  bool
 }
 
-// SortFields are the fields an action list may be sorted by.
+// SortFields are the fields an action list may be sorted by. Each is also
+// the column's name in both stores.
 var SortFields = []string{"created_ts", "updated_ts", "id", "state", "kind", "node_id", "cluster_id"}
+
+// DefaultSort is the order of a list query without sort keys: oldest first.
+var DefaultSort = []SortKey{{Field: "created_ts"}}
+
+// SortKeys validates keys (ErrInvalidQuery) and returns the full order: the
+// default when keys is empty, and the id appended as the last tie-breaker
+// (ascending) unless it is already there.
+func SortKeys(keys []SortKey) ([]SortKey, error) {
+	if len(keys) == 0 {
+		keys = DefaultSort
+	}
+	out := make([]SortKey, 0, len(keys)+1)
+	seen := map[string]bool{}
+	for _, k := range keys {
+		if !slices.Contains(SortFields, k.Field) {
+			return nil, fmt.Errorf("%w: cannot sort by %q (want one of %s)", ErrInvalidQuery, k.Field, strings.Join(SortFields, ", "))
+		}
+		if seen[k.Field] {
+			return nil, fmt.Errorf("%w: sort field %q given twice", ErrInvalidQuery, k.Field)
+		}
+		seen[k.Field] = true
+		out = append(out, k)
+		if k.Field == "id" { // unique: any further key can never decide
+			return out, nil
+		}
+	}
+	return append(out, SortKey{Field: "id"}), nil
+}
 
 // Event types (DESIGN.md §5).
 const (
@@ -222,6 +294,7 @@ type Event struct {
 	ClusterID  string    `json:"cluster_id,omitempty"`
 	NodeID     string    `json:"node_id,omitempty"`
 	ActionID   string    `json:"action_id,omitempty"`
+	RunID      string    `json:"run_id,omitempty"`
 	Message    string    `json:"message"`
 	// Data is extra detail as a JSON object (for a conflict: the old kind and args).
 	Data map[string]any `json:"data,omitempty"`

@@ -7,6 +7,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/musterhq/muster/shared/action"
+	"github.com/musterhq/muster/shared/textsafe"
 )
 
 // Every form and query decoder of the UI is fuzzed here; the seeds run in
@@ -184,10 +185,13 @@ func FuzzPrintable(f *testing.F) {
 		if !utf8.ValidString(out) {
 			t.Fatalf("printable(%q) = %q is not UTF-8", in, out)
 		}
-		for _, r := range out {
-			if needsEscape(r) {
-				t.Fatalf("printable(%q) = %q keeps %U", in, out, r)
+		for _, line := range strings.FieldsFunc(out, func(r rune) bool { return r == '\n' || r == '\t' }) {
+			if textsafe.Escape(line) != line {
+				t.Fatalf("printable(%q) = %q keeps something a terminal or a page could act on", in, out)
 			}
+		}
+		if strings.Count(out, "\n") != strings.Count(in, "\n") {
+			t.Fatalf("printable(%q) = %q changes the lines", in, out)
 		}
 	})
 }

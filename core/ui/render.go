@@ -9,57 +9,37 @@ import (
 	"net/http"
 	"strings"
 	"time"
-	"unicode"
-	"unicode/utf8"
 
 	"github.com/musterhq/muster/core/auth"
 	"github.com/musterhq/muster/core/store"
 	"github.com/musterhq/muster/shared/action"
+	"github.com/musterhq/muster/shared/textsafe"
 )
 
 // pageNames are the templates/<name>.html files; each defines "content"
 // and, for pages that update live, "live".
 var pageNames = []string{"login", "approvals", "actions", "action", "clusters", "events", "error"}
 
-// printable returns s with every control character (but newline and tab)
-// and every bidirectional override written as a visible escape such as
-// \x1b, and invalid UTF-8 as U+FFFD: text that came from an agent or a
-// command cannot move the cursor, recolour the page, or reorder what it
-// shows. html/template escapes the rest.
+// printable returns s with every control character (but newline and tab,
+// which a page shows as they are), every bidirectional override and every
+// byte of invalid UTF-8 written as a visible escape such as \x1b, by
+// shared/textsafe: text that came from an agent or a command cannot
+// recolour or reorder what the page shows. html/template escapes the rest.
 func printable(s string) string {
-	clean := true
-	for _, r := range s {
-		if needsEscape(r) {
-			clean = false
-			break
-		}
-	}
-	if clean && utf8.ValidString(s) {
-		return s
+	if !strings.ContainsAny(s, "\n\t") {
+		return textsafe.Escape(s)
 	}
 	var b strings.Builder
-	for i := 0; i < len(s); {
-		r, n := utf8.DecodeRuneInString(s[i:])
-		i += n
-		switch {
-		case r == utf8.RuneError && n == 1:
-			b.WriteRune(utf8.RuneError)
-		case needsEscape(r) && r < 0x100:
-			fmt.Fprintf(&b, `\x%02x`, r)
-		case needsEscape(r):
-			fmt.Fprintf(&b, `\u%04x`, r)
-		default:
-			b.WriteRune(r)
+	for {
+		i := strings.IndexAny(s, "\n\t")
+		if i < 0 {
+			b.WriteString(textsafe.Escape(s))
+			return b.String()
 		}
+		b.WriteString(textsafe.Escape(s[:i]))
+		b.WriteByte(s[i])
+		s = s[i+1:]
 	}
-	return b.String()
-}
-
-func needsEscape(r rune) bool {
-	if r == '\n' || r == '\t' {
-		return false
-	}
-	return unicode.IsControl(r) || unicode.Is(unicode.Bidi_Control, r) || r == '\u2028' || r == '\u2029'
 }
 
 // prettyArgs indents a JSON object for reading, with <, > and & written as

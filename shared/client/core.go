@@ -60,6 +60,14 @@ func (c *Core) Cluster(ctx context.Context, id string) (*wire.Cluster, error) {
 	return &out, err
 }
 
+// Replicas calls GET /api/v1/core/replicas: the core replicas and their
+// leases.
+func (c *Core) Replicas(ctx context.Context) (*wire.CoreReplicas, error) {
+	var out wire.CoreReplicas
+	_, err := c.call(ctx, http.MethodGet, "/api/v1/core/replicas", nil, &out)
+	return &out, err
+}
+
 // Orchestrate calls POST /api/v1/clusters/{id}/orchestrate: a pass soon.
 func (c *Core) Orchestrate(ctx context.Context, id string) error {
 	_, err := c.call(ctx, http.MethodPost, "/api/v1/clusters/"+url.PathEscape(id)+"/orchestrate", nil, nil)
@@ -170,6 +178,7 @@ func (c *Core) Retry(ctx context.Context, ref string) (*action.Action, error) {
 // EventFilter narrows the event log and its stream. Zero fields do not filter.
 type EventFilter struct {
 	ActionID string
+	RunID    string
 	Cluster  string
 }
 
@@ -177,6 +186,9 @@ func (f EventFilter) values() url.Values {
 	q := url.Values{}
 	if f.ActionID != "" {
 		q.Set("action_id", f.ActionID)
+	}
+	if f.RunID != "" {
+		q.Set("run_id", f.RunID)
 	}
 	if f.Cluster != "" {
 		q.Set("cluster", f.Cluster)

@@ -470,3 +470,89 @@ func TestCoreAPIRefusesCBCSuites(t *testing.T) {
 		}
 	}
 }
+
+// serveTLS accepts connections on a Listen of dir/base.pem and completes
+// their handshakes, until the test ends.
+func serveTLS(t *testing.T, dir, base string) string {
+	t.Helper()
+	ln, err := Listen("api", "127.0.0.1:0", filepath.Join(dir, base+".pem"), filepath.Join(dir, base+"-key.pem"), "", OnlyTLS13)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { ln.Close() })
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			_ = c.(*tls.Conn).Handshake()
+			c.Close()
+		}
+	}()
+	return ln.Addr().String()
+}
+
+// ProvePeer tells a peer that proved the identity, one that answered and
+// did not (a *ProofError with a fixed reason), and an address that did not
+// answer (another error): what gossip claim checks rely on.
+func TestProvePeer(t *testing.T) {
+	t.Parallel()
+	dir, other := setup(t), setup(t)
+	for _, c := range []struct {
+		dir string
+		id  Identity
+	}{{dir, Agent("n1")}, {dir, Agent("n2")}, {dir, Core()}, {other, Agent("n1")}} {
+		if _, err := CreateCert(c.dir, c.id, nil, time.Now(), LeafValidity); err != nil {
+			t.Fatal(err)
+		}
+	}
+	cc, err := ClientConfig(filepath.Join(dir, CACertFile), filepath.Join(dir, "core.pem"), filepath.Join(dir, "core-key.pem"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	cc.MinVersion = LinkVersion
+	plain, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	go func() {
+		for {
+			c, err := plain.Accept()
+			if err != nil {
+				return
+			}
+			_, _ = c.Write([]byte("HTTP/1.1 400 Bad Request\r\n\r\n"))
+			c.Close()
+		}
+	}()
+	closed, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	closedAddr := closed.Addr().String()
+	closed.Close()
+	t.Cleanup(func() { plain.Close() })
+
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := ProvePeer(ctx, cc, serveTLS(t, dir, "agent-n1"), Agent("n1")); err != nil {
+		t.Fatalf("n1 at its address: %v", err)
+	}
+	for name, c := range map[string]struct {
+		addr, reason string
+	}{
+		"another node":  {serveTLS(t, dir, "agent-n2"), "identity mismatch: the peer's certificate is spiffe://muster/agent/n2, want spiffe://muster/agent/n1"},
+		"another CA":    {serveTLS(t, other, "agent-n1"), "its certificate is not signed by the CA"},
+		"no TLS at all": {plain.Addr().String(), "it does not answer TLS"},
+	} {
+		err := ProvePeer(ctx, cc, c.addr, Agent("n1"))
+		var pe *ProofError
+		if !errors.Is(err, ErrNotProven) || !errors.As(err, &pe) || pe.Reason != c.reason {
+			t.Errorf("%s: %v, want a ProofError %q", name, err, c.reason)
+		}
+	}
+	if err := ProvePeer(ctx, cc, closedAddr, Agent("n1")); err == nil || errors.Is(err, ErrNotProven) {
+		t.Errorf("a closed port: %v, want an error that is not a refusal", err)
+	}
+}

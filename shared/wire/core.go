@@ -88,6 +88,7 @@ type Event struct {
 	ClusterID  string         `json:"cluster_id,omitempty"`
 	NodeID     string         `json:"node_id,omitempty"`
 	ActionID   string         `json:"action_id,omitempty"`
+	RunID      string         `json:"run_id,omitempty"`
 	Message    string         `json:"message"`
 	Data       map[string]any `json:"data,omitempty"`
 }
@@ -124,4 +125,35 @@ type Token struct {
 // TokenList answers GET /api/v1/tokens.
 type TokenList struct {
 	Tokens []Token `json:"tokens"`
+}
+
+// CoreReplicas answers GET /api/v1/core/replicas: the core replicas sharing
+// the store, their heartbeats and the cluster leases each holds
+// (DESIGN.md §13).
+type CoreReplicas struct {
+	// Store is the store driver: "sqlite" (one core) or "postgres".
+	Store string `json:"store"`
+	// Self is the id of the replica that answered.
+	Self string `json:"self"`
+	// LeaseTTLS is ha.lease_ttl in seconds (0 without leases).
+	LeaseTTLS float64       `json:"lease_ttl_s"`
+	Replicas  []CoreReplica `json:"replicas"`
+}
+
+// CoreReplica is one replica and the leases it holds.
+type CoreReplica struct {
+	ID          string         `json:"id"`
+	Addr        string         `json:"addr"`
+	Version     string         `json:"version"`
+	StartedTS   time.Time      `json:"started_ts"`
+	HeartbeatTS time.Time      `json:"heartbeat_ts"`
+	Live        bool           `json:"live"`
+	Leases      []ClusterLease `json:"leases"`
+}
+
+// ClusterLease is a replica's right to run one cluster's passes.
+type ClusterLease struct {
+	ClusterID string    `json:"cluster_id"`
+	Epoch     int64     `json:"epoch"`
+	ExpiresTS time.Time `json:"expires_ts"`
 }

@@ -5,45 +5,16 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
-	"slices"
 	"strings"
 
 	"github.com/musterhq/muster/core/store"
 )
 
-// DefaultSort is the order of a list query without sort keys: oldest first.
-var DefaultSort = []store.SortKey{{Field: "created_ts"}}
-
-// sortKeys validates keys and returns them with the id appended as the last
-// tie-breaker (ascending) unless it is already there. Every SortFields name
-// is also the column's name.
-func sortKeys(keys []store.SortKey) ([]store.SortKey, error) {
-	if len(keys) == 0 {
-		keys = DefaultSort
-	}
-	out := make([]store.SortKey, 0, len(keys)+1)
-	seen := map[string]bool{}
-	for _, k := range keys {
-		if !slices.Contains(store.SortFields, k.Field) {
-			return nil, fmt.Errorf("%w: cannot sort by %q (want one of %s)", ErrInvalidQuery, k.Field, strings.Join(store.SortFields, ", "))
-		}
-		if seen[k.Field] {
-			return nil, fmt.Errorf("%w: sort field %q given twice", ErrInvalidQuery, k.Field)
-		}
-		seen[k.Field] = true
-		out = append(out, k)
-		if k.Field == "id" { // unique: any further key can never decide
-			return out, nil
-		}
-	}
-	return append(out, store.SortKey{Field: "id"}), nil
-}
-
 // ListActions selects actions by the query's filters, orders them by its sort
 // keys (then id) and, when Marker is set, starts after that action's position
 // in this order (keyset paging). A Limit of 0 or less means no limit.
 func (r *reader) ListActions(ctx context.Context, q store.ListQuery) ([]store.Record, error) {
-	keys, err := sortKeys(q.Sort)
+	keys, err := store.SortKeys(q.Sort)
 	if err != nil {
 		return nil, err
 	}

@@ -143,7 +143,8 @@ func scanNode(s scanner) (*store.Node, error) {
 
 const actionColumns = `id, cluster_id, node_id, kind, args, state, state_reason, progress, output,
 	origin, requester, approved_by, timeout_s, created_ts, scheduled_ts, started_ts, finished_ts,
-	updated_ts, retry_of, approval_digest, cancel_requested, seen_on_agent, pushed_store_id`
+	updated_ts, retry_of, approval_digest, cancel_requested, seen_on_agent, pushed_store_id,
+	run_id, stage, wave`
 
 func scanRecord(s scanner) (*store.Record, error) {
 	var rec store.Record
@@ -153,7 +154,7 @@ func scanRecord(s scanner) (*store.Record, error) {
 	err := s.Scan(&rec.ID, &rec.ClusterID, &rec.NodeID, &rec.Kind, &args, &state, &rec.StateReason,
 		&progress, &rec.Output, &rec.Origin, &rec.Requester, &rec.ApprovedBy, &rec.TimeoutS,
 		&created, &scheduled, &started, &finished, &updated, &rec.RetryOf, &rec.ApprovalDigest,
-		&rec.CancelRequested, &rec.SeenOnAgent, &rec.PushedStoreID)
+		&rec.CancelRequested, &rec.SeenOnAgent, &rec.PushedStoreID, &rec.RunID, &rec.Stage, &rec.Wave)
 	if err != nil {
 		return nil, err
 	}
@@ -284,7 +285,7 @@ func (r *reader) Events(ctx context.Context, since int64, limit int) ([]store.Ev
 		limit = -1
 	}
 	rows, err := r.tx.QueryContext(ctx, `SELECT seq, ts, type, actor, client_addr, cluster_id, node_id,
-		action_id, message, data FROM events WHERE seq > ? ORDER BY seq LIMIT ?`, since, limit)
+		action_id, run_id, message, data FROM events WHERE seq > ? ORDER BY seq LIMIT ?`, since, limit)
 	if err != nil {
 		return nil, fmt.Errorf("events: %w", err)
 	}
@@ -295,7 +296,7 @@ func (r *reader) Events(ctx context.Context, since int64, limit int) ([]store.Ev
 		var ts int64
 		var data string
 		if err := rows.Scan(&e.Seq, &ts, &e.Type, &e.Actor, &e.ClientAddr, &e.ClusterID, &e.NodeID,
-			&e.ActionID, &e.Message, &data); err != nil {
+			&e.ActionID, &e.RunID, &e.Message, &data); err != nil {
 			return nil, err
 		}
 		e.TS = fromMicros(ts)

@@ -30,10 +30,6 @@ var migrationFiles embed.FS
 // FileName is the name of the database file inside the core's data directory.
 const FileName = "core.db"
 
-// ErrInvalidQuery is returned (wrapped) for a list query the store cannot run,
-// such as an unknown sort field.
-var ErrInvalidQuery = errors.New("invalid query")
-
 // Store is a store.Store on SQLite.
 type Store struct {
 	db   *shsqlite.DB

@@ -95,7 +95,7 @@ func (w *writer) actionArgs(r *store.Record) []any {
 		string(r.Progress), r.Output, r.Origin, r.Requester, r.ApprovedBy, r.TimeoutS,
 		micros(r.CreatedTS), nullMicros(r.ScheduledTS), nullMicros(r.StartedTS),
 		nullMicros(r.FinishedTS), micros(r.UpdatedTS), r.RetryOf, r.ApprovalDigest,
-		r.CancelRequested, r.SeenOnAgent, r.PushedStoreID}
+		r.CancelRequested, r.SeenOnAgent, r.PushedStoreID, r.RunID, r.Stage, r.Wave}
 }
 
 // InsertAction stores a new record (ErrExists when its id is taken). A zero
@@ -110,7 +110,7 @@ func (w *writer) InsertAction(ctx context.Context, r *store.Record) error {
 	}
 	_, _, err := w.exec(ctx, fmt.Sprintf("insert action %q", r.ID),
 		`INSERT INTO actions (`+actionColumns+`)
-		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
 		append([]any{r.ID}, w.actionArgs(r)...)...)
 	return err
 }
@@ -123,7 +123,7 @@ func (w *writer) UpdateAction(ctx context.Context, r *store.Record) error {
 		state = ?, state_reason = ?, progress = ?, output = ?, origin = ?, requester = ?,
 		approved_by = ?, timeout_s = ?, created_ts = ?, scheduled_ts = ?, started_ts = ?,
 		finished_ts = ?, updated_ts = ?, retry_of = ?, approval_digest = ?, cancel_requested = ?,
-		seen_on_agent = ?, pushed_store_id = ? WHERE id = ?`,
+		seen_on_agent = ?, pushed_store_id = ?, run_id = ?, stage = ?, wave = ? WHERE id = ?`,
 		append(w.actionArgs(r), r.ID)...)
 	if err == nil && n == 0 {
 		err = fmt.Errorf("%s: %w", what, store.ErrNotFound)
@@ -157,9 +157,9 @@ func (w *writer) AppendEvent(ctx context.Context, e *store.Event) error {
 		data = string(b)
 	}
 	res, _, err := w.exec(ctx, "append event "+e.Type,
-		`INSERT INTO events (ts, type, actor, client_addr, cluster_id, node_id, action_id, message, data)
-		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)`,
-		micros(e.TS), e.Type, e.Actor, e.ClientAddr, e.ClusterID, e.NodeID, e.ActionID, e.Message, data)
+		`INSERT INTO events (ts, type, actor, client_addr, cluster_id, node_id, action_id, run_id, message, data)
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+		micros(e.TS), e.Type, e.Actor, e.ClientAddr, e.ClusterID, e.NodeID, e.ActionID, e.RunID, e.Message, data)
 	if err != nil {
 		return err
 	}

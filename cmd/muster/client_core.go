@@ -1,0 +1,58 @@
+package main
+
+import (
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/spf13/cobra"
+)
+
+// newCoreStatusCmd is `muster core status`: the core replicas sharing the
+// store, their last heartbeat and the cluster leases each holds.
+func newCoreStatusCmd() *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "status",
+		Short: "Show the core replicas, their last heartbeat and the cluster leases they hold",
+		Args:  noArgs,
+	}
+	f := bindClientFlags(cmd)
+	cmd.RunE = func(cmd *cobra.Command, _ []string) error {
+		c, err := f.core()
+		if err != nil {
+			return err
+		}
+		rs, err := c.Replicas(cmd.Context())
+		if err != nil {
+			return apiError(c, err)
+		}
+		if f.json() {
+			return writeJSON(cmd.OutOrStdout(), rs)
+		}
+		w := cmd.OutOrStdout()
+		fmt.Fprintf(w, "Store:     %s\n", rs.Store)
+		if rs.LeaseTTLS > 0 {
+			fmt.Fprintf(w, "Lease TTL: %s\n", time.Duration(rs.LeaseTTLS*float64(time.Second)))
+		}
+		fmt.Fprintln(w)
+		t := newTable(w, "REPLICA", "ADDR", "LIVE", "HEARTBEAT", "VERSION", "LEASES")
+		for _, r := range rs.Replicas {
+			id := r.ID
+			if id == rs.Self {
+				id += " (this)"
+			}
+			var leases []string
+			for _, l := range r.Leases {
+				leases = append(leases, fmt.Sprintf("%s@%d", l.ClusterID, l.Epoch))
+			}
+			live := "no"
+			if r.Live {
+				live = "yes"
+			}
+			age := time.Since(r.HeartbeatTS).Round(100 * time.Millisecond)
+			t.row(id, r.Addr, live, age.String()+" ago", r.Version, strings.Join(leases, " "))
+		}
+		return t.flush()
+	}
+	return cmd
+}

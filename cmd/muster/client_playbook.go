@@ -1,0 +1,285 @@
+package main
+
+import (
+	"fmt"
+	"io"
+	"os"
+	"strings"
+
+	"github.com/aymanbagabas/go-udiff"
+	"github.com/spf13/cobra"
+	"go.yaml.in/yaml/v3"
+
+	"github.com/musterhq/muster/shared/textsafe"
+	"github.com/musterhq/muster/shared/wire"
+)
+
+func init() { register(newPlaybookCmd) }
+
+func newPlaybookCmd() *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "playbook",
+		Short: "Store, plan and start playbooks: versioned procedures over a cluster",
+	}
+	f := bindClientFlags(cmd)
+	cmd.AddCommand(newPlaybookApplyCmd(f), newPlaybookListCmd(f), newPlaybookShowCmd(f),
+		newPlaybookPlanCmd(f), newPlaybookStartCmd(f))
+	return cmd
+}
+
+// readDoc reads a playbook file, refusing one over the core's limit early.
+func readDoc(path string) (string, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return "", usageError("%v", err)
+	}
+	return string(b), nil
+}
+
+func newPlaybookApplyCmd(f *clientFlags) *cobra.Command {
+	return &cobra.Command{
+		Use:   "apply FILE",
+		Short: "Store a playbook; a changed document becomes a new version, an unchanged one changes nothing",
+		Args:  exactArgs("FILE"),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			doc, err := readDoc(args[0])
+			if err != nil {
+				return err
+			}
+			c, err := f.core()
+			if err != nil {
+				return err
+			}
+			p, err := c.ApplyPlaybook(cmd.Context(), doc)
+			if err != nil {
+				return apiError(c, err)
+			}
+			if f.json() {
+				return writeJSON(cmd.OutOrStdout(), p)
+			}
+			if p.Changed {
+				fmt.Fprintf(cmd.OutOrStdout(), "Applied playbook %s version %d.\n", textsafe.Escape(p.Name), p.Version)
+			} else {
+				fmt.Fprintf(cmd.OutOrStdout(), "Playbook %s is unchanged (version %d).\n", textsafe.Escape(p.Name), p.Version)
+			}
+			return nil
+		},
+	}
+}
+
+func newPlaybookListCmd(f *clientFlags) *cobra.Command {
+	return &cobra.Command{
+		Use:   "list",
+		Short: "List playbooks with their newest version",
+		Args:  noArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			c, err := f.core()
+			if err != nil {
+				return err
+			}
+			list, err := c.Playbooks(cmd.Context())
+			if err != nil {
+				return apiError(c, err)
+			}
+			if f.json() {
+				return writeJSON(cmd.OutOrStdout(), list)
+			}
+			t := newTable(cmd.OutOrStdout(), "NAME", "VERSION", "APPLIED BY", "APPLIED", "DESCRIPTION")
+			for _, p := range list {
+				t.row(textsafe.Escape(p.Name), fmt.Sprint(p.Version), textsafe.Escape(p.CreatedBy), ts(p.CreatedTS), textsafe.Escape(p.Description))
+			}
+			return t.flush()
+		},
+	}
+}
+
+func newPlaybookShowCmd(f *clientFlags) *cobra.Command {
+	var version int
+	var diff string
+	cmd := &cobra.Command{
+		Use:   "show NAME",
+		Short: "Show a playbook's document (the newest version, or --version N), or the diff between two versions",
+		Example: `  muster playbook show rolling-restart
+  muster playbook show rolling-restart --version 2
+  muster playbook show rolling-restart --diff 1..3`,
+		Args: exactArgs("NAME"),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			c, err := f.core()
+			if err != nil {
+				return err
+			}
+			w := cmd.OutOrStdout()
+			if diff != "" {
+				var a, b int
+				if _, err := fmt.Sscanf(diff, "%d..%d", &a, &b); err != nil || a < 1 || b < 1 {
+					return usageError("--diff %q: want two versions like 1..3", diff)
+				}
+				pa, err := c.Playbook(cmd.Context(), args[0], a)
+				if err != nil {
+					return apiError(c, err)
+				}
+				pb, err := c.Playbook(cmd.Context(), args[0], b)
+				if err != nil {
+					return apiError(c, err)
+				}
+				d := udiff.Unified(fmt.Sprintf("%s v%d", args[0], a), fmt.Sprintf("%s v%d", args[0], b), pa.Document, pb.Document)
+				_, err = io.WriteString(w, safeLines(d))
+				return err
+			}
+			p, err := c.Playbook(cmd.Context(), args[0], version)
+			if err != nil {
+				return apiError(c, err)
+			}
+			if f.json() {
+				return writeJSON(w, p)
+			}
+			fmt.Fprintf(w, "# %s version %d, applied by %s at %s\n", textsafe.Escape(p.Name), p.Version, textsafe.Escape(p.CreatedBy), ts(p.CreatedTS))
+			var vs []string
+			for _, v := range p.Versions {
+				vs = append(vs, fmt.Sprint(v.Version))
+			}
+			fmt.Fprintf(w, "# versions: %s\n", strings.Join(vs, ", "))
+			_, err = io.WriteString(w, safeLines(p.Document))
+			return err
+		},
+	}
+	cmd.Flags().IntVar(&version, "version", 0, "the version to show (default: the newest)")
+	cmd.Flags().StringVar(&diff, "diff", "", "show the changes between two versions, like 1..3")
+	return cmd
+}
+
+// planFlags are the flags plan and start share.
+type planFlags struct {
+	cluster string
+	params  []string
+	version int
+}
+
+func (p *planFlags) bind(cmd *cobra.Command) {
+	cmd.Flags().StringVar(&p.cluster, "cluster", "", "the cluster to run on (required)")
+	cmd.Flags().StringArrayVar(&p.params, "param", nil, "a parameter key=value (repeatable)")
+	cmd.Flags().IntVar(&p.version, "version", 0, "the stored version (default: the newest)")
+}
+
+func (p *planFlags) request() (*wire.PlanRequest, error) {
+	if p.cluster == "" {
+		return nil, usageError("--cluster is required")
+	}
+	req := &wire.PlanRequest{ClusterID: p.cluster, Version: p.version, Params: map[string]string{}}
+	for _, kv := range p.params {
+		k, v, ok := strings.Cut(kv, "=")
+		if !ok || k == "" {
+			return nil, usageError("--param %q: want key=value", kv)
+		}
+		req.Params[k] = v
+	}
+	return req, nil
+}
+
+func newPlaybookPlanCmd(f *clientFlags) *cobra.Command {
+	var pf planFlags
+	cmd := &cobra.Command{
+		Use:   "plan FILE|NAME --cluster C [--param k=v]...",
+		Short: "Print every child action starting the playbook would create, by stage and wave, creating nothing",
+		Long: `Print every child action starting the playbook would create, by stage and wave,
+on which node, with the resolved args, creating nothing. FILE plans a document
+before it is applied; NAME plans a stored playbook.`,
+		Example: `  muster playbook plan configs/playbooks/backup-all.yaml --cluster prod --param mode=incremental
+  muster playbook plan rolling-restart --cluster prod`,
+		Args: exactArgs("FILE|NAME"),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			req, err := pf.request()
+			if err != nil {
+				return err
+			}
+			name := args[0]
+			if _, err := os.Stat(name); err == nil {
+				if req.Document, err = readDoc(name); err != nil {
+					return err
+				}
+				var head struct {
+					Name string `yaml:"name"`
+				}
+				if err := yaml.Unmarshal([]byte(req.Document), &head); err != nil || head.Name == "" {
+					return usageError("%s: not a playbook with a name", name)
+				}
+				name = head.Name
+			}
+			c, err := f.core()
+			if err != nil {
+				return err
+			}
+			p, err := c.PlanPlaybook(cmd.Context(), name, req)
+			if err != nil {
+				return apiError(c, err)
+			}
+			if f.json() {
+				return writeJSON(cmd.OutOrStdout(), p)
+			}
+			return printPlan(cmd.OutOrStdout(), p)
+		},
+	}
+	pf.bind(cmd)
+	return cmd
+}
+
+func printPlan(w io.Writer, p *wire.Plan) error {
+	v := "unsaved document"
+	if p.Version > 0 {
+		v = fmt.Sprintf("version %d", p.Version)
+	}
+	fmt.Fprintf(w, "Playbook %s (%s) on cluster %s\nDigest %s\n", textsafe.Escape(p.Playbook), v, textsafe.Escape(p.ClusterID), textsafe.Escape(p.Digest))
+	for _, st := range p.Stages {
+		deps := "none"
+		if len(st.DependsOn) > 0 {
+			deps = strings.Join(st.DependsOn, ", ")
+		}
+		fmt.Fprintf(w, "\nStage %s: %s on %d node(s), max_concurrency %s, max_errors %s, on_failure %s, after %s\n",
+			textsafe.Escape(st.Name), textsafe.Escape(st.Kind), len(st.Nodes), st.MaxConcurrency, st.MaxErrors, textsafe.Escape(st.OnFailure), textsafe.Escape(deps))
+		t := newTable(w, "WAVE", "NODE", "ARGS", "HELD")
+		for _, ch := range p.Children {
+			if ch.Stage == st.Name {
+				t.row(fmt.Sprint(ch.Wave), textsafe.Escape(ch.NodeID), textsafe.Escape(string(ch.Args)), textsafe.Escape(ch.Held))
+			}
+		}
+		if err := t.flush(); err != nil {
+			return err
+		}
+	}
+	fmt.Fprintf(w, "\n%d child action(s); nothing was created.\n", len(p.Children))
+	return nil
+}
+
+func newPlaybookStartCmd(f *clientFlags) *cobra.Command {
+	var pf planFlags
+	cmd := &cobra.Command{
+		Use:   "start NAME --cluster C [--param k=v]...",
+		Short: "Create a run from a stored playbook's plan; it waits for approval like any run",
+		Args:  exactArgs("NAME"),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			req, err := pf.request()
+			if err != nil {
+				return err
+			}
+			c, err := f.core()
+			if err != nil {
+				return err
+			}
+			r, err := c.StartPlaybook(cmd.Context(), args[0], req)
+			if err != nil {
+				return apiError(c, err)
+			}
+			if f.json() {
+				return writeJSON(cmd.OutOrStdout(), r)
+			}
+			fmt.Fprintf(cmd.OutOrStdout(), "Started playbook %s version %d as run %s (%s).\n", textsafe.Escape(r.Playbook),
+				r.PlaybookVersion, textsafe.Escape(r.ID), textsafe.Escape(r.State))
+			if r.State == "PENDING_APPROVE" {
+				fmt.Fprintf(cmd.OutOrStdout(), "It waits for approval: muster run approve %s\n", shortID(r.ID))
+			}
+			return nil
+		},
+	}
+	pf.bind(cmd)
+	return cmd
+}

@@ -1,0 +1,436 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/musterhq/muster/shared/action"
+	"github.com/musterhq/muster/shared/client"
+	"github.com/musterhq/muster/shared/limit"
+	"github.com/musterhq/muster/shared/textsafe"
+	"github.com/musterhq/muster/shared/wire"
+)
+
+func init() { register(newRunCmd) }
+
+func newRunCmd() *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "run",
+		Short: "Run one approved operation across many nodes, in waves",
+		Long: `Run one approved operation across many nodes of a cluster, in waves bounded by
+max_concurrency and stopped by max_errors. A RUN argument is a run id or a unique
+prefix of it of at least 8 characters.`,
+	}
+	f := bindClientFlags(cmd)
+	cmd.AddCommand(
+		newRunCreateCmd(f),
+		newRunListCmd(f),
+		newRunShowCmd(f),
+		newRunVerbCmd(f, "approve", "Approve a run waiting for approval (approver role)"),
+		newRunVerbCmd(f, "reject", "Reject a run waiting for approval (approver role)"),
+		newRunVerbCmd(f, "pause", "Stop a run from starting more children; those running finish"),
+		newRunVerbCmd(f, "resume", "Let a paused run go on (errors that paused it are forgiven)"),
+		newRunVerbCmd(f, "cancel", "Cancel a run: its unfinished children are cancelled and no more start"),
+		newRunWatchCmd(f),
+	)
+	return cmd
+}
+
+// parseTarget reads --target: "all", "node=a,b" or "k=v,k2=v2" (labels).
+func parseTarget(s string) (wire.Target, error) {
+	switch {
+	case s == "":
+		return wire.Target{}, usageError("--target is required: all, node=N1,N2 or a label selector like role=replica")
+	case s == "all":
+		return wire.Target{All: true}, nil
+	case strings.HasPrefix(s, "node="):
+		nodes := splitComma(strings.TrimPrefix(s, "node="))
+		if len(nodes) == 0 {
+			return wire.Target{}, usageError("--target node=: name at least one node")
+		}
+		return wire.Target{Nodes: nodes}, nil
+	}
+	labels := map[string]string{}
+	for _, p := range splitComma(s) {
+		k, v, ok := strings.Cut(p, "=")
+		if !ok || k == "" {
+			return wire.Target{}, usageError("--target %q: want all, node=N1,N2 or k=v[,k=v]", s)
+		}
+		labels[k] = v
+	}
+	return wire.Target{Labels: labels}, nil
+}
+
+func splitComma(s string) []string {
+	var out []string
+	for _, p := range strings.Split(s, ",") {
+		if p = strings.TrimSpace(p); p != "" {
+			out = append(out, p)
+		}
+	}
+	return out
+}
+
+func newRunCreateCmd(f *clientFlags) *cobra.Command {
+	var st wire.StageSpec
+	var cluster, target, rawArgs, conc, errs string
+	var pairs []string
+	var timeout time.Duration
+	cmd := &cobra.Command{
+		Use:   "create --cluster C --kind K --target T [flags]",
+		Short: "Create a one-stage run",
+		Example: `  muster run create --cluster prod --kind example.com/svc.restart --target role=replica --max-concurrency 2 --max-errors 10%
+  muster run create --cluster prod --kind muster.io/debug.sleep --arg seconds=5 --target all --max-concurrency 25%`,
+		Args: noArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if cluster == "" || st.Kind == "" {
+				return usageError("--cluster and --kind are required (see 'muster run create --help')")
+			}
+			var err error
+			if st.Target, err = parseTarget(target); err != nil {
+				return err
+			}
+			for name, v := range map[string]struct {
+				s   string
+				dst **limit.Limit
+			}{"max-concurrency": {conc, &st.MaxConcurrency}, "max-errors": {errs, &st.MaxErrors}} {
+				if v.s == "" {
+					continue
+				}
+				l, err := limit.Parse(v.s)
+				if err != nil {
+					return usageError("--%s: %v", name, err)
+				}
+				*v.dst = &l
+			}
+			if timeout < 0 || timeout%time.Second != 0 {
+				return usageError("--timeout %s: want a whole number of seconds, like 90s or 2h", timeout)
+			}
+			st.TimeoutS = int(timeout / time.Second)
+			if st.Args, err = parseArgs(rawArgs, pairs); err != nil {
+				return err
+			}
+			c, err := f.core()
+			if err != nil {
+				return err
+			}
+			r, err := c.CreateRun(cmd.Context(), &wire.CreateRunRequest{ClusterID: cluster, Stages: []wire.StageSpec{st}})
+			if err != nil {
+				return apiError(c, err)
+			}
+			if f.json() {
+				return writeJSON(cmd.OutOrStdout(), r)
+			}
+			w := cmd.OutOrStdout()
+			n := 0
+			for _, s := range r.Stages {
+				n += len(s.Nodes)
+			}
+			fmt.Fprintf(w, "Created run %s (%s): %s on %d node(s).\n", textsafe.Escape(r.ID), textsafe.Escape(r.State), textsafe.Escape(st.Kind), n)
+			if r.State == "PENDING_APPROVE" {
+				fmt.Fprintf(w, "It waits for approval: muster run approve %s\n", shortID(r.ID))
+			}
+			return nil
+		},
+	}
+	fl := cmd.Flags()
+	fl.StringVar(&cluster, "cluster", "", "cluster to run on (required)")
+	fl.StringVar(&st.Kind, "kind", "", "action kind (required)")
+	fl.StringVar(&st.Name, "name", "main", "stage name")
+	fl.StringVar(&target, "target", "", "all, node=N1,N2, or a label selector like role=replica,zone=eu-1 (required)")
+	fl.StringArrayVar(&pairs, "arg", nil, "an argument key=value (repeatable; the value is JSON when valid, else a string)")
+	fl.StringVar(&rawArgs, "args", "", "all arguments as a JSON object (--arg values override its keys)")
+	fl.StringVar(&conc, "max-concurrency", "", "nodes with an unfinished child at once: a count or a percentage (default 1)")
+	fl.StringVar(&errs, "max-errors", "", "failed children tolerated before the run stops: a count or a percentage (default 0)")
+	fl.StringVar(&st.OnFailure, "on-failure", "", "abort (default: the run ends FAILED) or pause")
+	fl.DurationVar(&timeout, "timeout", 0, "each child's time limit (default: the agent's)")
+	return cmd
+}
+
+func newRunListCmd(f *clientFlags) *cobra.Command {
+	var flt client.RunFilter
+	cmd := &cobra.Command{
+		Use:   "list",
+		Short: "List runs, newest first",
+		Args:  noArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			c, err := f.core()
+			if err != nil {
+				return err
+			}
+			for i, s := range flt.States {
+				flt.States[i] = strings.ToUpper(s)
+			}
+			list, err := c.Runs(cmd.Context(), flt)
+			if err != nil {
+				return apiError(c, err)
+			}
+			if f.json() {
+				return writeJSON(cmd.OutOrStdout(), list)
+			}
+			t := newTable(cmd.OutOrStdout(), "ID", "CLUSTER", "STATE", "STAGES", "PROGRESS", "REQUESTER", "CREATED")
+			for _, r := range list.Runs {
+				done, total := progress(&r)
+				t.row(shortID(r.ID), textsafe.Escape(r.ClusterID), r.State, fmt.Sprint(len(r.Stages)),
+					fmt.Sprintf("%d/%d", done, total), textsafe.Escape(r.Requester), ts(r.CreatedTS))
+			}
+			return t.flush()
+		},
+	}
+	fl := cmd.Flags()
+	fl.StringVar(&flt.Cluster, "cluster", "", "only this cluster")
+	fl.StringSliceVar(&flt.States, "state", nil, "only these states (comma list)")
+	fl.IntVar(&flt.Limit, "limit", 0, "runs per page (default 50, at most 200)")
+	fl.StringVar(&flt.Marker, "marker", "", "start after this run id")
+	return cmd
+}
+
+// progress counts the finished children of a run and all it will have.
+func progress(r *wire.Run) (done, total int) {
+	for _, s := range r.Stages {
+		total += len(s.Nodes)
+		for st, n := range s.Counts {
+			if st != "PENDING" && action.State(st).Final() {
+				done += n
+			}
+		}
+	}
+	return done, total
+}
+
+func newRunShowCmd(f *clientFlags) *cobra.Command {
+	return &cobra.Command{
+		Use:   "show RUN",
+		Short: "Show a run: its stages, their counts and the per-node grid",
+		Args:  exactArgs("RUN"),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			c, err := f.core()
+			if err != nil {
+				return err
+			}
+			r, err := c.Run(cmd.Context(), args[0])
+			if err != nil {
+				return apiError(c, err)
+			}
+			if f.json() {
+				return writeJSON(cmd.OutOrStdout(), r)
+			}
+			return printRun(cmd.OutOrStdout(), r)
+		},
+	}
+}
+
+func printRun(w io.Writer, r *wire.Run) error {
+	t := newTable(w, "ID", r.ID)
+	state := r.State
+	if r.StateReason != "" {
+		state += " (" + r.StateReason + ")"
+	}
+	pb := ""
+	if r.Playbook != "" {
+		pb = fmt.Sprintf("%s v%d", r.Playbook, r.PlaybookVersion)
+	}
+	for _, kv := range [][2]string{{"Cluster", r.ClusterID}, {"State", state}, {"Requester", r.Requester},
+		{"Approved by", r.ApprovedBy}, {"Playbook", pb}, {"Digest", r.Digest}, {"Created", ts(r.CreatedTS)},
+		{"Finished", tsPtr(r.FinishedTS)}} {
+		t.row(kv[0], textsafe.Escape(kv[1]))
+	}
+	if err := t.flush(); err != nil {
+		return err
+	}
+	fmt.Fprintln(w, "\nStages:")
+	s := newTable(w, "STAGE", "KIND", "STATE", "NODES", "CONCURRENCY", "MAX ERRORS", "ON FAILURE", "DEPENDS ON", "ARGS")
+	for _, st := range r.Stages {
+		s.row(textsafe.Escape(st.Name), textsafe.Escape(st.Kind), st.State, fmt.Sprint(len(st.Nodes)), st.MaxConcurrency.String(),
+			st.MaxErrors.String(), st.OnFailure, textsafe.Escape(strings.Join(st.DependsOn, ",")), textsafe.Escape(string(st.Args)))
+	}
+	if err := s.flush(); err != nil {
+		return err
+	}
+	fmt.Fprintln(w)
+	for _, st := range r.Stages {
+		fmt.Fprintln(w, stageLine(&st))
+	}
+	if len(r.Children) > 0 {
+		fmt.Fprintln(w, "\nNodes:")
+		g := newTable(w, "STAGE", "WAVE", "NODE", "STATE", "ACTION")
+		for _, ch := range r.Children {
+			state := string(ch.State)
+			if state == "" {
+				state = "-"
+			}
+			g.row(textsafe.Escape(ch.Stage), fmt.Sprint(ch.Wave), textsafe.Escape(ch.NodeID), state, shortID(ch.ActionID))
+		}
+		return g.flush()
+	}
+	return nil
+}
+
+// stageOrder is the order of the states in a stage's progress line.
+var stageOrder = []string{"DONE", "RUNNING", "NEW", "PENDING_SCHEDULE", "PENDING", "FAILED", "LOST", "CANCELLED"}
+
+// stageLine is a stage's progress: a bar of finished children and counts.
+func stageLine(st *wire.Stage) string {
+	total := len(st.Nodes)
+	finished := 0
+	for s, n := range st.Counts {
+		if s != "PENDING" && action.State(s).Final() {
+			finished += n
+		}
+	}
+	const width = 20
+	fill := 0
+	if total > 0 {
+		fill = finished * width / total
+	}
+	var counts []string
+	for _, s := range stageOrder {
+		if n := st.Counts[s]; n > 0 {
+			counts = append(counts, fmt.Sprintf("%s %d", s, n))
+		}
+	}
+	return fmt.Sprintf("%-12s [%s%s] %d/%d  %s  %s", textsafe.Escape(st.Name), strings.Repeat("#", fill),
+		strings.Repeat(".", width-fill), finished, total, textsafe.Escape(st.State), strings.Join(counts, "  "))
+}
+
+func newRunVerbCmd(f *clientFlags, verb, short string) *cobra.Command {
+	var reason string
+	cmd := &cobra.Command{
+		Use:   verb + " RUN",
+		Short: short,
+		Args:  exactArgs("RUN"),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			c, err := f.core()
+			if err != nil {
+				return err
+			}
+			r, err := c.RunVerb(cmd.Context(), args[0], verb, reason)
+			if err != nil {
+				return apiError(c, err)
+			}
+			if f.json() {
+				return writeJSON(cmd.OutOrStdout(), r)
+			}
+			past := map[string]string{"approve": "Approved", "reject": "Rejected", "pause": "Paused",
+				"resume": "Resumed", "cancel": "Cancelled"}[verb]
+			fmt.Fprintf(cmd.OutOrStdout(), "%s run %s (%s).\n", past, textsafe.Escape(r.ID), textsafe.Escape(r.State))
+			return nil
+		},
+	}
+	if verb == "reject" || verb == "cancel" {
+		cmd.Flags().StringVar(&reason, "reason", "", "why, kept in the run's state and its event")
+	}
+	return cmd
+}
+
+// errRunNotDone is the exit of a watch whose run ended other than DONE.
+var errRunNotDone = errors.New("run did not succeed")
+
+func newRunWatchCmd(f *clientFlags) *cobra.Command {
+	return &cobra.Command{
+		Use:   "watch RUN",
+		Short: "Show a run's progress per stage as it happens, until it is final",
+		Long: `Show a run's progress per stage (a bar and counts per state) as it happens,
+updated from the event stream, until the run is final. The exit status is 0 when
+the run ends DONE and 1 otherwise.`,
+		Args: exactArgs("RUN"),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			c, err := f.core()
+			if err != nil {
+				return err
+			}
+			return watchRun(cmd.Context(), c, args[0], cmd.OutOrStdout(), f.json())
+		},
+	}
+}
+
+// watchRun prints the run's stage lines each time they change. Every event
+// of the run's cluster re-reads the run (child actions' events name their
+// cluster), at most a few times a second.
+func watchRun(ctx context.Context, c *client.Core, ref string, w io.Writer, asJSON bool) error {
+	r, err := c.Run(ctx, ref)
+	if err != nil {
+		return apiError(c, err)
+	}
+	id, cluster := r.ID, r.ClusterID
+	var last []string
+	show := func(r *wire.Run) error {
+		var lines []string
+		for _, st := range r.Stages {
+			lines = append(lines, stageLine(&st))
+		}
+		lines = append(lines, "run "+textsafe.Escape(shortID(r.ID))+": "+textsafe.Escape(r.State)+reasonText(r.StateReason))
+		if slices.Equal(lines, last) {
+			return nil
+		}
+		last = lines
+		if asJSON {
+			r.Children = nil
+			return writeJSON(w, r)
+		}
+		_, err := fmt.Fprintf(w, "%s\n%s\n\n", time.Now().Format("15:04:05"), strings.Join(lines, "\n"))
+		return err
+	}
+	since := int64(-1)
+	for attempt := 0; ; {
+		s, err := c.Stream(ctx, since, client.EventFilter{Cluster: cluster})
+		if err != nil {
+			return apiError(c, err)
+		}
+		err = func() error {
+			defer s.Close()
+			for {
+				r, err := c.Run(ctx, id)
+				if err != nil {
+					return apiError(c, err)
+				}
+				if err := show(r); err != nil {
+					return err
+				}
+				if r.State == "DONE" {
+					return nil
+				}
+				if r.State == "FAILED" || r.State == "CANCELLED" {
+					return fmt.Errorf("%w: %s ended %s%s", errRunNotDone, id, r.State, reasonText(r.StateReason))
+				}
+				if _, err := s.Next(); err != nil {
+					since = s.LastID()
+					return err
+				}
+				attempt = 0
+				// Let a burst of events of one pass settle into one redraw.
+				select {
+				case <-ctx.Done():
+					return ctx.Err()
+				case <-time.After(100 * time.Millisecond):
+				}
+			}
+		}()
+		if !errors.Is(err, client.ErrStreamClosed) || ctx.Err() != nil {
+			return err
+		}
+		attempt++
+		if attempt > 5 {
+			return fmt.Errorf("event stream of %s: %w", c.Addr(), err)
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(time.Duration(attempt) * time.Second):
+		}
+	}
+}
+
+func reasonText(r string) string {
+	if r == "" {
+		return ""
+	}
+	return " (" + textsafe.Escape(r) + ")"
+}

@@ -1,0 +1,28 @@
+package api
+
+import (
+	"context"
+	"net/http"
+
+	"github.com/labstack/echo/v5"
+
+	"github.com/musterhq/muster/shared/wire"
+)
+
+// ReplicaLister reports the core replicas sharing the store, with their
+// leases (DESIGN.md §13).
+type ReplicaLister interface {
+	Replicas(ctx context.Context) (*wire.CoreReplicas, error)
+}
+
+// listReplicas answers GET /api/v1/core/replicas.
+func (s *Server) listReplicas(c *echo.Context) error {
+	if s.cfg.Replicas == nil {
+		return c.JSON(http.StatusOK, wire.CoreReplicas{Replicas: []wire.CoreReplica{}})
+	}
+	out, err := s.cfg.Replicas.Replicas(c.Request().Context())
+	if err != nil {
+		return err
+	}
+	return c.JSON(http.StatusOK, out)
+}

@@ -1,0 +1,284 @@
+package api
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"strconv"
+	"strings"
+
+	"github.com/labstack/echo/v5"
+
+	"github.com/musterhq/muster/core/runs"
+	"github.com/musterhq/muster/core/store"
+	"github.com/musterhq/muster/shared/action"
+	"github.com/musterhq/muster/shared/wire"
+)
+
+// MaxRunListLimit bounds GET /api/v1/runs.
+const MaxRunListLimit = 200
+
+// ToWireRun shows a run: its stages with counts per state, and, when
+// children is not nil, the per-node grid (a cell per stage and node, with
+// the child's state once it has one).
+func ToWireRun(r *store.Run, children []store.Record, grid bool) wire.Run {
+	out := wire.Run{
+		ID: r.ID, ClusterID: r.ClusterID, State: r.State, StateReason: r.StateReason, Requester: r.Requester,
+		ApprovedBy: r.ApprovedBy, Playbook: r.Playbook, PlaybookVersion: r.PlaybookVersion, Digest: r.Digest,
+		CreatedTS: r.CreatedTS, UpdatedTS: r.UpdatedTS, FinishedTS: r.FinishedTS, Stages: []wire.Stage{},
+	}
+	kids := make([]runs.Child, len(children))
+	byCell := map[string]*store.Record{}
+	for i := range children {
+		c := &children[i]
+		kids[i] = runs.Child{Stage: c.Stage, Node: c.NodeID, State: c.State, Reason: c.StateReason}
+		byCell[c.Stage+"\x00"+c.NodeID] = c
+	}
+	for i := range r.Stages {
+		st := &r.Stages[i]
+		c := runs.Count(st, kids)
+		counts := map[string]int{"PENDING": c.Pending}
+		for s, n := range c.ByState {
+			counts[string(s)] = n
+		}
+		out.Stages = append(out.Stages, wire.Stage{
+			Name: st.Name, Kind: st.Kind, Args: st.Args, Target: st.Target, Nodes: st.Nodes,
+			MaxConcurrency: st.MaxConcurrency, MaxErrors: st.MaxErrors, OnFailure: st.OnFailure,
+			DependsOn: st.DependsOn, TimeoutS: st.TimeoutS, State: st.State, Counts: counts, Errors: c.Errors,
+		})
+		if !grid {
+			continue
+		}
+		conc := st.MaxConcurrency.Ceil(len(st.Nodes))
+		for j, n := range st.Nodes {
+			cell := wire.RunChild{Stage: st.Name, NodeID: n, Wave: runs.Wave(j, conc)}
+			if c := byCell[st.Name+"\x00"+n]; c != nil {
+				cell.ActionID, cell.State, cell.Wave = c.ID, c.State, c.Wave
+			}
+			out.Children = append(out.Children, cell)
+		}
+	}
+	return out
+}
+
+// resolveRun finds the run named by an id or a unique prefix.
+func resolveRun(ctx context.Context, r store.Reader, ref string) (*store.Run, error) {
+	if action.ValidID(ref) {
+		return r.Run(ctx, ref)
+	}
+	if len(ref) < action.MinPrefix {
+		return nil, badRequest("id prefix %q is shorter than %d characters", ref, action.MinPrefix)
+	}
+	if strings.Trim(strings.ToLower(ref), "0123456789abcdef-") != "" || len(ref) > 36 {
+		return nil, fmt.Errorf("run %q: %w", ref, store.ErrNotFound)
+	}
+	ids, err := r.RunIDsWithPrefix(ctx, strings.ToLower(ref), 10)
+	if err != nil {
+		return nil, err
+	}
+	switch len(ids) {
+	case 0:
+		return nil, fmt.Errorf("run %q: %w", ref, store.ErrNotFound)
+	case 1:
+		return r.Run(ctx, ids[0])
+	}
+	return nil, &ambiguousError{prefix: ref, matches: ids}
+}
+
+func (s *Server) who(c *echo.Context) runs.Who {
+	return runs.Who{Name: caller(c).Name, Addr: clientAddr(c)}
+}
+
+func (s *Server) createRun(c *echo.Context) error {
+	body, err := readBody(c)
+	if err != nil {
+		return err
+	}
+	var req wire.CreateRunRequest
+	if err := decodeStrict(body, &req); err != nil {
+		return err
+	}
+	ctx := c.Request().Context()
+	var run *store.Run
+	var kids []store.Record
+	err = s.st.Update(ctx, func(tx store.Tx) error {
+		var err error
+		if run, err = s.cfg.Runs.Create(ctx, tx, &req, s.who(c)); err != nil {
+			return err
+		}
+		kids, err = tx.RunChildren(ctx, run.ID)
+		return err
+	})
+	if err != nil {
+		return err
+	}
+	if len(kids) > 0 {
+		s.nudgeCluster(run.ClusterID)
+	}
+	return c.JSON(http.StatusCreated, ToWireRun(run, kids, false))
+}
+
+func (s *Server) listRuns(c *echo.Context) error {
+	q := store.RunQuery{ClusterID: c.QueryParam("cluster"), Marker: c.QueryParam("marker"), Limit: DefaultListLimit}
+	states, err := listParam(c, "state")
+	if err != nil {
+		return err
+	}
+	for _, st := range states {
+		st = strings.ToUpper(st)
+		switch st {
+		case store.RunPendingApprove, store.RunRunning, store.RunPaused, store.RunDone, store.RunFailed, store.RunCancelled:
+		default:
+			return badRequest("state: %q is not a run state", st)
+		}
+		q.States = append(q.States, st)
+	}
+	if v := c.QueryParam("limit"); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 1 || n > MaxRunListLimit {
+			return badRequest("limit must be an integer from 1 to %d, not %q", MaxRunListLimit, v)
+		}
+		q.Limit = n
+	}
+	if q.Marker != "" && !action.ValidID(q.Marker) {
+		return badRequest("marker %q is not a run id", q.Marker)
+	}
+	limit := q.Limit
+	q.Limit++
+	ctx := c.Request().Context()
+	out := wire.RunList{Runs: []wire.Run{}}
+	err = s.st.Read(ctx, func(r store.Reader) error {
+		list, err := r.ListRuns(ctx, q)
+		if err != nil {
+			return err
+		}
+		for i := range list {
+			if i == limit {
+				out.NextMarker = list[i-1].ID
+				break
+			}
+			kids, err := r.RunChildren(ctx, list[i].ID)
+			if err != nil {
+				return err
+			}
+			out.Runs = append(out.Runs, ToWireRun(&list[i], kids, false))
+		}
+		return nil
+	})
+	if err != nil {
+		return err
+	}
+	return c.JSON(http.StatusOK, out)
+}
+
+func (s *Server) showRun(c *echo.Context) error {
+	ctx := c.Request().Context()
+	var out wire.Run
+	err := s.st.Read(ctx, func(r store.Reader) error {
+		run, err := resolveRun(ctx, r, c.Param("id"))
+		if err != nil {
+			return err
+		}
+		kids, err := r.RunChildren(ctx, run.ID)
+		if err != nil {
+			return err
+		}
+		out = ToWireRun(run, kids, true)
+		return nil
+	})
+	if err != nil {
+		return err
+	}
+	return c.JSON(http.StatusOK, out)
+}
+
+// runReason reads the optional {"reason": "..."} body of reject and cancel.
+func runReason(c *echo.Context) (string, error) {
+	body, err := readBody(c)
+	if err != nil || len(strings.TrimSpace(string(body))) == 0 {
+		return "", err
+	}
+	var req wire.ReasonRequest
+	if err := decodeStrict(body, &req); err != nil {
+		return "", err
+	}
+	if len(req.Reason) > wire.MaxReason {
+		return "", badRequest("reason is longer than %d bytes", wire.MaxReason)
+	}
+	return req.Reason, nil
+}
+
+// changeRun runs one engine change on the run named by the path and answers
+// the run as it is after it; a change that created children nudges a pass.
+func (s *Server) changeRun(c *echo.Context, fn func(ctx context.Context, tx store.Tx, id, reason string) (*store.Run, error)) error {
+	reason, err := runReason(c)
+	if err != nil {
+		return err
+	}
+	ctx := c.Request().Context()
+	var run *store.Run
+	var kids []store.Record
+	err = s.st.Update(ctx, func(tx store.Tx) error {
+		found, err := resolveRun(ctx, tx, c.Param("id"))
+		if err != nil {
+			return err
+		}
+		if run, err = fn(ctx, tx, found.ID, reason); err != nil {
+			return err
+		}
+		kids, err = tx.RunChildren(ctx, run.ID)
+		return err
+	})
+	if err != nil {
+		return err
+	}
+	s.nudgeCluster(run.ClusterID)
+	return c.JSON(http.StatusOK, ToWireRun(run, kids, false))
+}
+
+func (s *Server) approveRun(c *echo.Context) error {
+	return s.changeRun(c, func(ctx context.Context, tx store.Tx, id, _ string) (*store.Run, error) {
+		return s.cfg.Runs.Approve(ctx, tx, id, s.who(c))
+	})
+}
+
+func (s *Server) rejectRun(c *echo.Context) error {
+	return s.changeRun(c, func(ctx context.Context, tx store.Tx, id, reason string) (*store.Run, error) {
+		return s.cfg.Runs.Reject(ctx, tx, id, s.who(c), reason)
+	})
+}
+
+func (s *Server) pauseRun(c *echo.Context) error {
+	return s.changeRun(c, func(ctx context.Context, tx store.Tx, id, _ string) (*store.Run, error) {
+		return s.cfg.Runs.Pause(ctx, tx, id, s.who(c))
+	})
+}
+
+func (s *Server) resumeRun(c *echo.Context) error {
+	return s.changeRun(c, func(ctx context.Context, tx store.Tx, id, _ string) (*store.Run, error) {
+		return s.cfg.Runs.Resume(ctx, tx, id, s.who(c))
+	})
+}
+
+func (s *Server) cancelRun(c *echo.Context) error {
+	return s.changeRun(c, func(ctx context.Context, tx store.Tx, id, reason string) (*store.Run, error) {
+		return s.cfg.Runs.Cancel(ctx, tx, id, s.who(c), reason)
+	})
+}
+
+// runError maps the run engine's errors to the API's.
+func runError(err error) (int, string, bool) {
+	var se *runs.StateError
+	switch {
+	case errors.As(err, &se), errors.Is(err, runs.ErrWrongState):
+		return http.StatusConflict, wire.CodeConflict, true
+	case errors.Is(err, runs.ErrInvalid):
+		return http.StatusBadRequest, wire.CodeBadRequest, true
+	case errors.Is(err, runs.ErrUnresolvable):
+		return http.StatusUnprocessableEntity, wire.CodeUnprocessable, true
+	case errors.Is(err, runs.ErrForbidden):
+		return http.StatusForbidden, wire.CodeForbidden, true
+	}
+	return 0, "", false
+}

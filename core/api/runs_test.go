@@ -1,0 +1,182 @@
+package api
+
+import (
+	"context"
+	"encoding/json"
+	"net/http"
+	"strings"
+	"testing"
+
+	"github.com/musterhq/muster/core/store"
+	"github.com/musterhq/muster/shared/action"
+	"github.com/musterhq/muster/shared/wire"
+)
+
+func oneStageRun(kind string) wire.CreateRunRequest {
+	return wire.CreateRunRequest{ClusterID: "prod", Stages: []wire.StageSpec{{
+		Kind: kind, Target: wire.Target{Nodes: []string{"db-1"}},
+	}}}
+}
+
+func (e *env) createRun(who string, req wire.CreateRunRequest) wire.Run {
+	e.t.Helper()
+	var r wire.Run
+	e.call(http.MethodPost, "/api/v1/runs", who, req, http.StatusCreated, &r)
+	return r
+}
+
+func (e *env) runChildren(id string) []store.Record {
+	e.t.Helper()
+	var out []store.Record
+	ctx := context.Background()
+	if err := e.st.Read(ctx, func(r store.Reader) error {
+		var err error
+		out, err = r.RunChildren(ctx, id)
+		return err
+	}); err != nil {
+		e.t.Fatal(err)
+	}
+	return out
+}
+
+func TestRunNeedsOneApprovalFromAnotherPersonAndThenCreatesItsFirstWave(t *testing.T) {
+	t.Parallel()
+	e := setup(t)
+	req := wire.CreateRunRequest{ClusterID: "prod", Stages: []wire.StageSpec{{
+		Kind: kindPing, Target: wire.Target{All: true}, MaxConcurrency: nil,
+	}}}
+	run := e.createRun("self", req)
+	if run.State != store.RunPendingApprove || run.Requester != "self" || run.Digest == "" {
+		t.Fatalf("created run %+v, want PENDING_APPROVE by self with a digest", run)
+	}
+	if kids := e.runChildren(run.ID); len(kids) != 0 {
+		t.Fatalf("%d children before approval, want none", len(kids))
+	}
+	e.call(http.MethodPost, "/api/v1/runs/"+run.ID+"/approve", "self", nil, http.StatusForbidden, nil)
+	var got wire.Run
+	e.call(http.MethodPost, "/api/v1/runs/"+run.ID[:8]+"/approve", "appr", nil, http.StatusOK, &got)
+	if got.State != store.RunRunning || got.ApprovedBy != "appr" {
+		t.Fatalf("approved run %+v, want RUNNING approved by appr", got)
+	}
+	kids := e.runChildren(run.ID)
+	if len(kids) != 1 {
+		t.Fatalf("%d children after approval with max_concurrency 1, want 1", len(kids))
+	}
+	k := kids[0]
+	if k.NodeID != "db-1" || k.State != action.PendingSchedule || k.ApprovedBy != "appr" || k.Requester != "self" ||
+		k.Stage != "main" || k.Wave != 1 || k.ApprovalDigest == "" {
+		t.Fatalf("child %+v is not the approved first wave on db-1", k)
+	}
+	if e.nudges.count("prod") == 0 {
+		t.Fatal("approving a run did not nudge its cluster")
+	}
+	var shown wire.Run
+	e.call(http.MethodGet, "/api/v1/runs/"+run.ID, "viewer", nil, http.StatusOK, &shown)
+	if len(shown.Children) != 2 || shown.Children[0].ActionID != k.ID || shown.Children[1].State != "" {
+		t.Fatalf("grid %+v: want db-1 with its child, db-2 still without one", shown.Children)
+	}
+	if c := shown.Stages[0].Counts; c["PENDING"] != 1 || c["PENDING_SCHEDULE"] != 1 {
+		t.Fatalf("counts %v", c)
+	}
+	e.call(http.MethodPost, "/api/v1/runs/"+run.ID+"/approve", "appr", nil, http.StatusConflict, nil)
+}
+
+func TestRunPauseResumeCancel(t *testing.T) {
+	t.Parallel()
+	e := setup(t)
+	run := e.createRun("op", oneStageRun(kindPing))
+	var body wire.ErrorBody
+	e.call(http.MethodPost, "/api/v1/runs/"+run.ID+"/pause", "op", nil, http.StatusConflict, &body)
+	if body.Error.State != store.RunPendingApprove {
+		t.Fatalf("pause of a run waiting for approval: %+v, want 409 naming its state", body.Error)
+	}
+	e.call(http.MethodPost, "/api/v1/runs/"+run.ID+"/resume", "op", nil, http.StatusConflict, nil)
+	e.call(http.MethodPost, "/api/v1/runs/"+run.ID+"/approve", "appr", nil, http.StatusOK, nil)
+	var got wire.Run
+	e.call(http.MethodPost, "/api/v1/runs/"+run.ID+"/pause", "op", nil, http.StatusOK, &got)
+	if got.State != store.RunPaused {
+		t.Fatalf("paused run is %s", got.State)
+	}
+	e.call(http.MethodPost, "/api/v1/runs/"+run.ID+"/resume", "op", nil, http.StatusOK, &got)
+	if got.State != store.RunRunning {
+		t.Fatalf("resumed run is %s", got.State)
+	}
+	e.call(http.MethodPost, "/api/v1/runs/"+run.ID+"/cancel", "op", wire.ReasonRequest{Reason: "wrong window"}, http.StatusOK, &got)
+	if got.State != store.RunCancelled || !strings.Contains(got.StateReason, "wrong window") {
+		t.Fatalf("cancelled run: %s %q", got.State, got.StateReason)
+	}
+	kids := e.runChildren(run.ID)
+	if len(kids) != 1 || kids[0].State != action.Cancelled {
+		t.Fatalf("children after cancel: %+v, want the one never pushed CANCELLED", kids)
+	}
+	e.call(http.MethodPost, "/api/v1/runs/"+run.ID+"/resume", "op", nil, http.StatusConflict, nil)
+}
+
+func TestRunRejectCancelsIt(t *testing.T) {
+	t.Parallel()
+	e := setup(t)
+	run := e.createRun("op", oneStageRun(kindPing))
+	var got wire.Run
+	e.call(http.MethodPost, "/api/v1/runs/"+run.ID+"/reject", "appr", wire.ReasonRequest{Reason: "not today"}, http.StatusOK, &got)
+	if got.State != store.RunCancelled || got.StateReason != "rejected: not today" {
+		t.Fatalf("rejected run: %s %q", got.State, got.StateReason)
+	}
+	if kids := e.runChildren(run.ID); len(kids) != 0 {
+		t.Fatalf("a rejected run has %d children", len(kids))
+	}
+}
+
+func TestRunBadInputIsRefusedAndStoresNothing(t *testing.T) {
+	t.Parallel()
+	e := setup(t)
+	stage := func(mut func(s *wire.StageSpec)) wire.CreateRunRequest {
+		r := oneStageRun(kindSleep)
+		mut(&r.Stages[0])
+		return r
+	}
+	cases := []struct {
+		name   string
+		body   any
+		status int
+		want   string
+	}{
+		{"empty target", stage(func(s *wire.StageSpec) { s.Target = wire.Target{} }), 400, "target: empty"},
+		{"unknown node", stage(func(s *wire.StageSpec) { s.Target.Nodes = []string{"db-9"} }), 422, "unknown node(s) db-9"},
+		{"unknown label", stage(func(s *wire.StageSpec) { s.Target = wire.Target{Labels: map[string]string{"role": "x"}} }), 422, "no node has the labels role=x"},
+		{"kind a node lacks", stage(func(s *wire.StageSpec) { s.Kind, s.Target.Nodes = "example.com/db.backup", []string{"db-1", "db-2"} }), 422, "unknown to node(s) db-1"},
+		{"percentage over 100", json.RawMessage(`{"cluster_id":"prod","stages":[{"kind":"muster.io/debug.ping","target":{"all":true},"max_concurrency":"150%"}]}`), 400, "over 100%"},
+		{"negative errors", json.RawMessage(`{"cluster_id":"prod","stages":[{"kind":"muster.io/debug.ping","target":{"all":true},"max_errors":-1}]}`), 400, "negative"},
+		{"unknown dependency", stage(func(s *wire.StageSpec) { s.DependsOn = []string{"nope"} }), 400, `no stage "nope"`},
+		{"cycle", wire.CreateRunRequest{ClusterID: "prod", Stages: []wire.StageSpec{
+			{Name: "a", Kind: kindPing, Target: wire.Target{All: true}, DependsOn: []string{"b"}},
+			{Name: "b", Kind: kindPing, Target: wire.Target{All: true}},
+		}}, 400, "cycle: a → b → a"},
+		{"unknown field", json.RawMessage(`{"cluster_id":"prod","stages":[],"force":true}`), 400, `field "force" may not be set`},
+		{"unknown cluster", wire.CreateRunRequest{ClusterID: "nope", Stages: oneStageRun(kindPing).Stages}, 404, "not found"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			var body wire.ErrorBody
+			e.call(http.MethodPost, "/api/v1/runs", "op", tc.body, tc.status, &body)
+			if !strings.Contains(body.Error.Message, tc.want) {
+				t.Fatalf("message %q does not say %q", body.Error.Message, tc.want)
+			}
+		})
+	}
+	var list wire.RunList
+	e.call(http.MethodGet, "/api/v1/runs", "viewer", nil, http.StatusOK, &list)
+	if len(list.Runs) != 0 {
+		t.Fatalf("refused runs were stored: %+v", list.Runs)
+	}
+}
+
+func TestRunWithoutApprovalRuleStartsAtOnce(t *testing.T) {
+	t.Parallel()
+	e := setup(t, func(c *Config) { c.Policy.Default = "none" })
+	run := e.createRun("op", wire.CreateRunRequest{ClusterID: "prod", Stages: []wire.StageSpec{{
+		Kind: kindPing, Target: wire.Target{Nodes: []string{"db-1"}},
+	}}})
+	if run.State != store.RunRunning || len(e.runChildren(run.ID)) != 1 {
+		t.Fatalf("run %s with %d children; want RUNNING with its first wave", run.State, len(e.runChildren(run.ID)))
+	}
+}

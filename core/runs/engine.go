@@ -1,0 +1,423 @@
+package runs
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/musterhq/muster/core/approval"
+	"github.com/musterhq/muster/core/store"
+	"github.com/musterhq/muster/shared/action"
+	"github.com/musterhq/muster/shared/wire"
+)
+
+// Errors of run changes, matched with errors.Is.
+var (
+	// ErrWrongState is a change the run's state does not allow (a 409).
+	ErrWrongState = errors.New("wrong state")
+	// ErrForbidden is an approval by the run's own requester (a 403).
+	ErrForbidden = errors.New("forbidden")
+)
+
+// StateError is a change refused because of the run's state.
+type StateError struct {
+	ID, State, What string
+}
+
+func (e *StateError) Error() string { return fmt.Sprintf("%s: run %s is %s", e.What, e.ID, e.State) }
+
+// Unwrap makes a StateError match ErrWrongState.
+func (e *StateError) Unwrap() error { return ErrWrongState }
+
+// Reasons of run changes.
+const (
+	ReasonCreated   = "created"
+	ReasonApproved  = "approved"
+	ReasonRejected  = "rejected"
+	ReasonExpired   = "approval expired"
+	ReasonPaused    = "paused"
+	ReasonResumed   = "resumed"
+	ReasonCancelled = "cancelled"
+)
+
+// Actions is what the engine needs of the action rules: it creates and
+// cancels child actions only through them, so a child's history and events
+// are made where every other action's are.
+type Actions interface {
+	// Insert stores a new action with its first history line and its
+	// action.created event.
+	Insert(ctx context.Context, tx store.Tx, rec *store.Record, actor, addr, reason string) error
+	// Cancel cancels an unfinished action, or asks its agent to (a pushed
+	// one); it does nothing to a finished one.
+	Cancel(ctx context.Context, tx store.Tx, rec *store.Record, actor, addr, reason string) error
+}
+
+// Engine makes every change to runs, each in the caller's transaction.
+type Engine struct {
+	Policy  approval.Policy
+	Actions Actions
+	// Now returns the current time (UTC, microseconds); time.Now when nil.
+	Now func() time.Time
+}
+
+func (e *Engine) now() time.Time {
+	if e.Now != nil {
+		return action.UTC(e.Now())
+	}
+	return action.UTC(time.Now())
+}
+
+// Who made a change and from where, for events.
+type Who struct {
+	Name, Addr string
+}
+
+func runEvent(r *store.Run, typ string, who Who, t time.Time, msg string, data map[string]any) *store.Event {
+	return &store.Event{TS: t, Type: typ, Actor: who.Name, ClientAddr: who.Addr, ClusterID: r.ClusterID,
+		RunID: r.ID, Message: msg, Data: data}
+}
+
+// NeedsApproval reports whether a run over these stages must be approved:
+// the strictest rule over its kinds decides.
+func (e *Engine) NeedsApproval(clusterID string, stages []store.RunStage) bool {
+	for _, st := range stages {
+		if e.Policy.NeedsApproval(st.Kind, clusterID) {
+			return true
+		}
+	}
+	return false
+}
+
+// Create checks req, resolves its targets against the cluster's nodes and
+// stores the run: PENDING_APPROVE, or RUNNING with its first wave when no
+// rule over its kinds asks for approval.
+func (e *Engine) Create(ctx context.Context, tx store.Tx, req *wire.CreateRunRequest, who Who) (*store.Run, error) {
+	if err := Check(req); err != nil {
+		return nil, err
+	}
+	if _, err := tx.Cluster(ctx, req.ClusterID); err != nil {
+		return nil, err
+	}
+	nodes, err := tx.Nodes(ctx, req.ClusterID)
+	if err != nil {
+		return nil, err
+	}
+	stages, err := Resolve(req, nodes)
+	if err != nil {
+		return nil, err
+	}
+	return e.Insert(ctx, tx, req.ClusterID, stages, "", 0, who)
+}
+
+// Insert stores a run over resolved stages (a playbook's plan, or Create's).
+func (e *Engine) Insert(ctx context.Context, tx store.Tx, clusterID string, stages []store.RunStage,
+	playbook string, version int, who Who) (*store.Run, error) {
+	t := e.now()
+	r := &store.Run{
+		ID: action.NewID(), ClusterID: clusterID, State: store.RunPendingApprove, Requester: who.Name,
+		Playbook: playbook, PlaybookVersion: version, Digest: Digest(clusterID, stages), Stages: stages,
+		CreatedTS: t, UpdatedTS: t,
+	}
+	auto := !e.NeedsApproval(clusterID, stages)
+	if auto {
+		r.State, r.StateReason = store.RunRunning, "approval not required"
+	}
+	if err := tx.InsertRun(ctx, r); err != nil {
+		return nil, err
+	}
+	children := 0
+	for _, st := range stages {
+		children += len(st.Nodes)
+	}
+	msg := fmt.Sprintf("%s created run %s on %s: %d stage(s), %d child action(s) (%s)", who.Name, r.ID,
+		clusterID, len(stages), children, r.State)
+	if playbook != "" {
+		msg = fmt.Sprintf("%s started playbook %s v%d as run %s on %s: %d stage(s), %d child action(s) (%s)",
+			who.Name, playbook, version, r.ID, clusterID, len(stages), children, r.State)
+	}
+	if err := tx.AppendEvent(ctx, runEvent(r, store.EventRunCreated, who, t, msg,
+		map[string]any{"state": r.State, "digest": r.Digest})); err != nil {
+		return nil, err
+	}
+	if auto {
+		if _, err := e.advance(ctx, tx, r, t); err != nil {
+			return nil, err
+		}
+	}
+	return r, nil
+}
+
+// change loads run id, checks it is in one of from, and applies fn.
+func load(ctx context.Context, tx store.Tx, id, what string, from ...string) (*store.Run, error) {
+	r, err := tx.Run(ctx, id)
+	if err != nil {
+		return nil, err
+	}
+	for _, s := range from {
+		if r.State == s {
+			return r, nil
+		}
+	}
+	return nil, &StateError{ID: r.ID, State: r.State, What: what}
+}
+
+// Approve approves run id as who and creates its first wave.
+func (e *Engine) Approve(ctx context.Context, tx store.Tx, id string, who Who) (*store.Run, error) {
+	r, err := load(ctx, tx, id, "approve", store.RunPendingApprove)
+	if err != nil {
+		return nil, err
+	}
+	t := e.now()
+	if approval.SamePerson(r.Requester, who.Name) && !e.Policy.SelfApproval {
+		return nil, fmt.Errorf("%w: %s requested run %s and may not approve it too", ErrForbidden, who.Name, r.ID)
+	}
+	if ttl := e.Policy.TTL; ttl > 0 && t.Sub(r.CreatedTS) > ttl {
+		return nil, &StateError{ID: r.ID, State: r.State, What: fmt.Sprintf("approve: the approval window of %s has passed", ttl)}
+	}
+	if Digest(r.ClusterID, r.Stages) != r.Digest {
+		return nil, &StateError{ID: r.ID, State: r.State, What: "approve: the run no longer matches its digest"}
+	}
+	r.State, r.StateReason, r.ApprovedBy, r.UpdatedTS = store.RunRunning, ReasonApproved, who.Name, t
+	if err := tx.UpdateRun(ctx, r); err != nil {
+		return nil, err
+	}
+	if err := tx.AppendEvent(ctx, runEvent(r, store.EventRunApproved, who, t,
+		fmt.Sprintf("%s approved run %s on %s", who.Name, r.ID, r.ClusterID), map[string]any{"digest": r.Digest})); err != nil {
+		return nil, err
+	}
+	if _, err := e.advance(ctx, tx, r, t); err != nil {
+		return nil, err
+	}
+	return r, nil
+}
+
+// Reject cancels a run waiting for approval.
+func (e *Engine) Reject(ctx context.Context, tx store.Tx, id string, who Who, reason string) (*store.Run, error) {
+	r, err := load(ctx, tx, id, "reject", store.RunPendingApprove)
+	if err != nil {
+		return nil, err
+	}
+	return r, e.finish(ctx, tx, r, store.RunCancelled, joinReason(ReasonRejected, reason), store.EventRunRejected, who,
+		fmt.Sprintf("%s rejected run %s on %s", who.Name, r.ID, r.ClusterID))
+}
+
+func joinReason(base, extra string) string {
+	if extra = strings.TrimSpace(extra); extra != "" {
+		return base + ": " + extra
+	}
+	return base
+}
+
+func (e *Engine) finish(ctx context.Context, tx store.Tx, r *store.Run, state, reason, typ string, who Who, msg string) error {
+	t := e.now()
+	r.State, r.StateReason, r.UpdatedTS, r.FinishedTS = state, reason, t, action.TimePtr(t)
+	if err := tx.UpdateRun(ctx, r); err != nil {
+		return err
+	}
+	return tx.AppendEvent(ctx, runEvent(r, typ, who, t, msg, map[string]any{"state": state, "reason": reason}))
+}
+
+// Pause stops a running run from creating children; those running finish.
+func (e *Engine) Pause(ctx context.Context, tx store.Tx, id string, who Who) (*store.Run, error) {
+	r, err := load(ctx, tx, id, "pause", store.RunRunning)
+	if err != nil {
+		return nil, err
+	}
+	t := e.now()
+	r.State, r.StateReason, r.UpdatedTS = store.RunPaused, ReasonPaused+" by "+who.Name, t
+	if err := tx.UpdateRun(ctx, r); err != nil {
+		return nil, err
+	}
+	return r, tx.AppendEvent(ctx, runEvent(r, store.EventRunPaused, who, t,
+		fmt.Sprintf("%s paused run %s", who.Name, r.ID), nil))
+}
+
+// Resume lets a paused run go on. Errors that paused it (on_failure: pause)
+// are forgiven: only new ones count against max_errors.
+func (e *Engine) Resume(ctx context.Context, tx store.Tx, id string, who Who) (*store.Run, error) {
+	r, err := load(ctx, tx, id, "resume", store.RunPaused)
+	if err != nil {
+		return nil, err
+	}
+	kids, err := children(ctx, tx, r.ID)
+	if err != nil {
+		return nil, err
+	}
+	for i := range r.Stages {
+		r.Stages[i].Forgiven = Count(&r.Stages[i], kids).Errors
+	}
+	t := e.now()
+	r.State, r.StateReason, r.UpdatedTS = store.RunRunning, ReasonResumed+" by "+who.Name, t
+	if err := tx.UpdateRun(ctx, r); err != nil {
+		return nil, err
+	}
+	if err := tx.AppendEvent(ctx, runEvent(r, store.EventRunResumed, who, t,
+		fmt.Sprintf("%s resumed run %s", who.Name, r.ID), nil)); err != nil {
+		return nil, err
+	}
+	_, err = e.advance(ctx, tx, r, t)
+	return r, err
+}
+
+// Cancel ends a run that is not final: it creates no more children and
+// cancels those not finished.
+func (e *Engine) Cancel(ctx context.Context, tx store.Tx, id string, who Who, reason string) (*store.Run, error) {
+	r, err := load(ctx, tx, id, "cancel", store.RunPendingApprove, store.RunRunning, store.RunPaused)
+	if err != nil {
+		return nil, err
+	}
+	recs, err := tx.RunChildren(ctx, r.ID)
+	if err != nil {
+		return nil, err
+	}
+	for i := range recs {
+		if !recs[i].State.Final() {
+			if err := e.Actions.Cancel(ctx, tx, &recs[i], who.Name, who.Addr, ReasonRunCancelled); err != nil {
+				return nil, err
+			}
+		}
+	}
+	return r, e.finish(ctx, tx, r, store.RunCancelled, joinReason(ReasonCancelled+" by "+who.Name, reason),
+		store.EventRunCancelled, who, fmt.Sprintf("%s cancelled run %s", who.Name, r.ID))
+}
+
+// Expire cancels the runs that waited for approval longer than the policy's
+// TTL. It returns how many it cancelled.
+func (e *Engine) Expire(ctx context.Context, tx store.Tx) (int, error) {
+	if e.Policy.TTL <= 0 {
+		return 0, nil
+	}
+	waiting, err := tx.RunsInState(ctx, "", store.RunPendingApprove)
+	if err != nil {
+		return 0, err
+	}
+	n := 0
+	t := e.now()
+	for i := range waiting {
+		r := &waiting[i]
+		if t.Sub(r.CreatedTS) <= e.Policy.TTL {
+			continue
+		}
+		if err := e.finish(ctx, tx, r, store.RunCancelled, ReasonExpired, store.EventRunExpired, Who{Name: actorCore},
+			fmt.Sprintf("run %s expired after waiting %s for approval", r.ID, e.Policy.TTL)); err != nil {
+			return n, err
+		}
+		n++
+	}
+	return n, nil
+}
+
+// actorCore names the core as the actor of the changes it makes by itself.
+const actorCore = "core"
+
+func children(ctx context.Context, r store.Reader, runID string) ([]Child, error) {
+	recs, err := r.RunChildren(ctx, runID)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]Child, len(recs))
+	for i, rec := range recs {
+		out[i] = Child{Stage: rec.Stage, Node: rec.NodeID, State: rec.State, Reason: rec.StateReason}
+	}
+	return out, nil
+}
+
+// Advance moves every RUNNING or PAUSED run of a cluster one step: stages
+// settle, the run's state follows, and the children its limits admit are
+// created, ready to push. It returns how many children it created; a run
+// with nothing to do writes nothing.
+func (e *Engine) Advance(ctx context.Context, tx store.Tx, clusterID string) (int, error) {
+	active, err := tx.RunsInState(ctx, clusterID, store.RunRunning, store.RunPaused)
+	if err != nil {
+		return 0, err
+	}
+	t := e.now()
+	total := 0
+	for i := range active {
+		n, err := e.advance(ctx, tx, &active[i], t)
+		if err != nil {
+			return total, err
+		}
+		total += n
+	}
+	return total, nil
+}
+
+// advance moves one run one step (see Advance).
+func (e *Engine) advance(ctx context.Context, tx store.Tx, r *store.Run, t time.Time) (int, error) {
+	kids, err := children(ctx, tx, r.ID)
+	if err != nil {
+		return 0, err
+	}
+	step := Plan(r, kids)
+	who := Who{Name: actorCore}
+	changed := step.State != r.State
+	for i := range r.Stages {
+		st := &r.Stages[i]
+		if step.Stages[i] == st.State {
+			continue
+		}
+		from := st.State
+		st.State, changed = step.Stages[i], true
+		switch {
+		case from == store.StagePending && st.State == store.StageRunning:
+			err = tx.AppendEvent(ctx, runEvent(r, store.EventRunStageStarted, who, t,
+				fmt.Sprintf("run %s: stage %s started on %d node(s)", r.ID, st.Name, len(st.Nodes)),
+				map[string]any{"stage": st.Name}))
+		case st.State == store.StageDone || st.State == store.StageFailed:
+			c := Count(st, kids)
+			err = tx.AppendEvent(ctx, runEvent(r, store.EventRunStageFinished, who, t,
+				fmt.Sprintf("run %s: stage %s %s (%d errors)", r.ID, st.Name, st.State, c.Errors),
+				map[string]any{"stage": st.Name, "state": st.State, "errors": c.Errors}))
+		}
+		if err != nil {
+			return 0, err
+		}
+	}
+	for _, n := range step.Create {
+		st := r.Stages[stageIndex(r, n.Stage)]
+		rec := &store.Record{Action: action.Action{
+			ID: action.NewID(), ClusterID: r.ClusterID, NodeID: n.Node, Kind: st.Kind, Args: st.Args,
+			State: action.PendingSchedule, StateReason: "run " + r.ID, Progress: []byte("{}"),
+			Origin: action.OriginCore, Requester: r.Requester, ApprovedBy: r.ApprovedBy, TimeoutS: st.TimeoutS,
+			CreatedTS: t, ScheduledTS: action.TimePtr(t), UpdatedTS: t,
+		}, RunID: r.ID, Stage: n.Stage, Wave: n.Wave}
+		if r.ApprovedBy != "" {
+			rec.ApprovalDigest = approval.Digest(&rec.Action)
+		}
+		reason := fmt.Sprintf("run %s, stage %s, wave %d", r.ID, n.Stage, n.Wave)
+		if err := e.Actions.Insert(ctx, tx, rec, actorCore, "", reason); err != nil {
+			return 0, fmt.Errorf("run %s: child on %s: %w", r.ID, n.Node, err)
+		}
+	}
+	if !changed {
+		return len(step.Create), nil
+	}
+	if step.State != r.State {
+		switch step.State {
+		case store.RunDone, store.RunFailed:
+			return len(step.Create), e.finish(ctx, tx, r, step.State, step.Reason, store.EventRunFinished, who,
+				fmt.Sprintf("run %s %s: %s", r.ID, step.State, step.Reason))
+		case store.RunPaused:
+			r.State, r.StateReason, r.UpdatedTS = step.State, step.Reason, t
+			if err := tx.UpdateRun(ctx, r); err != nil {
+				return 0, err
+			}
+			return len(step.Create), tx.AppendEvent(ctx, runEvent(r, store.EventRunPaused, who, t,
+				fmt.Sprintf("run %s paused: %s", r.ID, step.Reason), map[string]any{"reason": step.Reason}))
+		}
+	}
+	r.UpdatedTS = t
+	return len(step.Create), tx.UpdateRun(ctx, r)
+}
+
+func stageIndex(r *store.Run, name string) int {
+	for i := range r.Stages {
+		if r.Stages[i].Name == name {
+			return i
+		}
+	}
+	return -1
+}

@@ -1,0 +1,556 @@
+// Package playbook reads playbooks: named, versioned YAML procedures whose
+// stages become a run (DESIGN.md §10). Parse checks a document once, with
+// errors that name the line and the field; Render fills in the parameters
+// and returns the stages of a run request, which core/runs then checks,
+// resolves against the cluster and plans.
+//
+// Templates: a string in a stage's args or target may use Go's text/template
+// syntax over the parameters, as {{ .name }}. Only a small set of functions
+// is allowed (see Funcs), a reference to an undefined parameter is an error
+// when the playbook is applied, and a string that is exactly one reference
+// to an int or bool parameter takes that parameter's type in the args.
+package playbook
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"regexp"
+	"slices"
+	"strconv"
+	"strings"
+	"text/template"
+	"text/template/parse"
+	"time"
+
+	"go.yaml.in/yaml/v3"
+
+	"github.com/musterhq/muster/core/runs"
+	"github.com/musterhq/muster/shared/action"
+	"github.com/musterhq/muster/shared/limit"
+	"github.com/musterhq/muster/shared/wire"
+)
+
+// MaxSize bounds a playbook document.
+const MaxSize = 256 << 10
+
+// ErrInvalid is a document that is not a valid playbook, or parameters that
+// do not fit it.
+var ErrInvalid = errors.New("invalid playbook")
+
+// Parameter types.
+const (
+	TypeString = "string"
+	TypeInt    = "int"
+	TypeBool   = "bool"
+	TypeEnum   = "enum"
+)
+
+// Param is one parameter of a playbook.
+type Param struct {
+	Name        string   `yaml:"name" json:"name"`
+	Type        string   `yaml:"type" json:"type"`
+	Default     any      `yaml:"default" json:"default"`
+	Values      []string `yaml:"values,omitempty" json:"values,omitempty"`
+	Description string   `yaml:"description" json:"description"`
+	// Required: no default, so every plan and start must give it.
+	Required bool `yaml:"required,omitempty" json:"required,omitempty"`
+}
+
+// Target is a stage's target as written: strings may be templates.
+type Target struct {
+	Nodes  []string          `yaml:"nodes,omitempty"`
+	Labels map[string]string `yaml:"labels,omitempty"`
+	All    bool              `yaml:"all,omitempty"`
+}
+
+// Stage is one stage as written.
+type Stage struct {
+	Name           string         `yaml:"name"`
+	Kind           string         `yaml:"kind"`
+	Args           map[string]any `yaml:"args,omitempty"`
+	Target         Target         `yaml:"target"`
+	MaxConcurrency yaml.Node      `yaml:"max_concurrency,omitempty"`
+	MaxErrors      yaml.Node      `yaml:"max_errors,omitempty"`
+	OnFailure      string         `yaml:"on_failure,omitempty"`
+	DependsOn      *[]string      `yaml:"depends_on,omitempty"`
+	Timeout        string         `yaml:"timeout,omitempty"`
+
+	conc, errs *limit.Limit
+	timeoutS   int
+}
+
+// Playbook is a parsed document.
+type Playbook struct {
+	Name        string  `yaml:"name"`
+	Description string  `yaml:"description"`
+	Params      []Param `yaml:"params,omitempty"`
+	Stages      []Stage `yaml:"stages"`
+}
+
+var nameRE = regexp.MustCompile(`^[a-z0-9]([a-z0-9._-]{0,62}[a-z0-9])?$`)
+
+// ValidName reports whether n can name a playbook.
+func ValidName(n string) bool { return nameRE.MatchString(n) }
+
+// Funcs are the only functions a template may call, beside the comparison
+// and logic built-ins (eq, ne, lt, le, gt, ge, and, or, not) and printf.
+var Funcs = template.FuncMap{
+	"lower": strings.ToLower,
+	"upper": strings.ToUpper,
+}
+
+var allowedBuiltins = map[string]bool{"eq": true, "ne": true, "lt": true, "le": true, "gt": true, "ge": true,
+	"and": true, "or": true, "not": true, "printf": true}
+
+// posError is an error at a line of the document.
+func posError(line int, field, format string, args ...any) error {
+	msg := fmt.Sprintf(format, args...)
+	if line > 0 {
+		return fmt.Errorf("%w: line %d: %s: %s", ErrInvalid, line, field, msg)
+	}
+	return fmt.Errorf("%w: %s: %s", ErrInvalid, field, msg)
+}
+
+// Parse reads and checks a playbook document.
+func Parse(doc []byte) (*Playbook, error) {
+	if len(doc) > MaxSize {
+		return nil, fmt.Errorf("%w: the document is %d bytes, over the limit of %d", ErrInvalid, len(doc), MaxSize)
+	}
+	var root yaml.Node
+	if err := yaml.Unmarshal(doc, &root); err != nil {
+		return nil, fmt.Errorf("%w: %s", ErrInvalid, yamlMessage(err))
+	}
+	if len(root.Content) == 0 || root.Content[0].Kind != yaml.MappingNode {
+		return nil, fmt.Errorf("%w: the document is not a playbook (want a mapping with name and stages)", ErrInvalid)
+	}
+	dec := yaml.NewDecoder(bytes.NewReader(doc))
+	dec.KnownFields(true)
+	var p Playbook
+	if err := dec.Decode(&p); err != nil {
+		return nil, fmt.Errorf("%w: %s", ErrInvalid, yamlMessage(err))
+	}
+	at := func(path ...any) int { return lineOf(root.Content[0], path...) }
+	if !ValidName(p.Name) {
+		return nil, posError(at("name"), "name", "%q: lower-case letters, digits, '.', '_' and '-', at most 64", p.Name)
+	}
+	params := map[string]*Param{}
+	for i := range p.Params {
+		pr := &p.Params[i]
+		field := fmt.Sprintf("params[%d]", i)
+		if err := checkParam(pr); err != nil {
+			return nil, posError(at("params", i), field, "%v", err)
+		}
+		if params[pr.Name] != nil {
+			return nil, posError(at("params", i, "name"), field+".name", "%q is declared twice", pr.Name)
+		}
+		params[pr.Name] = pr
+	}
+	if len(p.Stages) == 0 {
+		return nil, posError(at("stages"), "stages", "a playbook needs at least one stage")
+	}
+	for i := range p.Stages {
+		st := &p.Stages[i]
+		field := fmt.Sprintf("stages[%d]", i)
+		if st.Name == "" {
+			return nil, posError(at("stages", i), field+".name", "required")
+		}
+		if !action.ValidKind(st.Kind) {
+			return nil, posError(at("stages", i, "kind"), field+".kind", "%q is not of the form domain/name", st.Kind)
+		}
+		if st.Target.All == false && len(st.Target.Nodes) == 0 && len(st.Target.Labels) == 0 {
+			return nil, posError(at("stages", i, "target"), field+".target", `targets nothing: give "nodes", "labels" or "all"`)
+		}
+		for _, l := range []struct {
+			n    *yaml.Node
+			name string
+			dst  **limit.Limit
+		}{{&st.MaxConcurrency, "max_concurrency", &st.conc}, {&st.MaxErrors, "max_errors", &st.errs}} {
+			if l.n.Kind == 0 {
+				continue
+			}
+			v, err := limit.Parse(l.n.Value)
+			if err != nil || l.n.Kind != yaml.ScalarNode {
+				return nil, posError(l.n.Line, field+"."+l.name, "%q is not a count or a percentage from 0 to 100%%", l.n.Value)
+			}
+			*l.dst = &v
+		}
+		if st.Timeout != "" {
+			d, err := time.ParseDuration(st.Timeout)
+			if err != nil || d < time.Second || d%time.Second != 0 || d > action.MaxTimeoutS*time.Second {
+				return nil, posError(at("stages", i, "timeout"), field+".timeout", "%q is not a whole number of seconds up to 7 days, like 90s or 2h", st.Timeout)
+			}
+			st.timeoutS = int(d / time.Second)
+		}
+		// Every template must parse and refer only to declared parameters.
+		var err error
+		walkStrings(st.Args, func(path string, s string) {
+			if err == nil {
+				err = checkTemplate(s, params)
+				if err != nil {
+					err = posError(at("stages", i, "args"), field+".args"+path, "%v", err)
+				}
+			}
+		})
+		if err != nil {
+			return nil, err
+		}
+		for j, n := range st.Target.Nodes {
+			if err := checkTemplate(n, params); err != nil {
+				return nil, posError(at("stages", i, "target", "nodes", j), fmt.Sprintf("%s.target.nodes[%d]", field, j), "%v", err)
+			}
+		}
+		for k, v := range st.Target.Labels {
+			if err := checkTemplate(v, params); err != nil {
+				return nil, posError(at("stages", i, "target", "labels", k), field+".target.labels."+k, "%v", err)
+			}
+		}
+	}
+	// The stages must make a valid run: names, on_failure, dependencies
+	// and cycles are checked by the same code as any run's.
+	specs, err := p.stageSpecs(nil)
+	if err != nil {
+		return nil, err
+	}
+	if err := runs.Check(&wire.CreateRunRequest{ClusterID: "-", Stages: specs}); err != nil {
+		return nil, posError(at("stages"), "stages", "%s", strings.TrimPrefix(err.Error(), runs.ErrInvalid.Error()+": "))
+	}
+	return &p, nil
+}
+
+func yamlMessage(err error) string {
+	msg := err.Error()
+	msg = strings.TrimPrefix(msg, "yaml: unmarshal errors:\n")
+	msg = strings.TrimPrefix(msg, "yaml: ")
+	msg = strings.ReplaceAll(msg, "\n  ", "; ")
+	return strings.TrimSpace(strings.ReplaceAll(msg, " in type playbook.", " in "))
+}
+
+func checkParam(p *Param) error {
+	if !regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]{0,62}$`).MatchString(p.Name) {
+		return fmt.Errorf("name %q: letters, digits and '_', not starting with a digit", p.Name)
+	}
+	switch p.Type {
+	case TypeString, TypeInt, TypeBool:
+		if len(p.Values) > 0 {
+			return fmt.Errorf("%s: values is only for type enum", p.Name)
+		}
+	case TypeEnum:
+		if len(p.Values) == 0 {
+			return fmt.Errorf("%s: an enum needs values", p.Name)
+		}
+	default:
+		return fmt.Errorf("%s: type %q is not string, int, bool or enum", p.Name, p.Type)
+	}
+	if p.Default == nil {
+		p.Required = true
+		return nil
+	}
+	v, err := convert(p, fmt.Sprint(p.Default))
+	if err != nil {
+		return fmt.Errorf("%s: default: %v", p.Name, err)
+	}
+	p.Default = v
+	return nil
+}
+
+// convert reads a parameter's value given as text.
+func convert(p *Param, s string) (any, error) {
+	switch p.Type {
+	case TypeInt:
+		n, err := strconv.Atoi(strings.TrimSpace(s))
+		if err != nil {
+			return nil, fmt.Errorf("%q is not an int", s)
+		}
+		return n, nil
+	case TypeBool:
+		b, err := strconv.ParseBool(strings.TrimSpace(s))
+		if err != nil {
+			return nil, fmt.Errorf("%q is not a bool (true or false)", s)
+		}
+		return b, nil
+	case TypeEnum:
+		if !slices.Contains(p.Values, s) {
+			return nil, fmt.Errorf("%q is not one of %s", s, strings.Join(p.Values, ", "))
+		}
+	}
+	return s, nil
+}
+
+// newTemplate parses s with the allowed functions.
+func newTemplate(s string) (*template.Template, error) {
+	return template.New("").Funcs(Funcs).Option("missingkey=error").Parse(s)
+}
+
+// checkTemplate parses s and checks every name it uses.
+func checkTemplate(s string, params map[string]*Param) error {
+	if !strings.Contains(s, "{{") {
+		return nil
+	}
+	t, err := newTemplate(s)
+	if err != nil {
+		return fmt.Errorf("template: %s", strings.TrimPrefix(err.Error(), "template: :"))
+	}
+	var bad error
+	var walk func(n parse.Node)
+	walk = func(n parse.Node) {
+		if bad != nil || n == nil {
+			return
+		}
+		switch n := n.(type) {
+		case *parse.ListNode:
+			for _, c := range n.Nodes {
+				walk(c)
+			}
+		case *parse.ActionNode:
+			walk(n.Pipe)
+		case *parse.PipeNode:
+			if len(n.Decl) > 0 {
+				bad = errors.New("template: variables are not allowed")
+				return
+			}
+			for _, c := range n.Cmds {
+				walk(c)
+			}
+		case *parse.CommandNode:
+			for _, a := range n.Args {
+				walk(a)
+			}
+		case *parse.FieldNode:
+			if len(n.Ident) != 1 {
+				bad = fmt.Errorf("template: %s: a parameter has no fields", n)
+			} else if params[n.Ident[0]] == nil {
+				bad = fmt.Errorf("template: %s refers to an undefined parameter %q", n, n.Ident[0])
+			}
+		case *parse.IdentifierNode:
+			if Funcs[n.Ident] == nil && !allowedBuiltins[n.Ident] {
+				bad = fmt.Errorf("template: function %q is not allowed", n.Ident)
+			}
+		case *parse.IfNode:
+			walk(n.Pipe)
+			walk(n.List)
+			walk(n.ElseList)
+		case *parse.StringNode, *parse.NumberNode, *parse.BoolNode, *parse.TextNode, *parse.DotNode, *parse.NilNode:
+		default:
+			bad = fmt.Errorf("template: %s is not allowed", n)
+		}
+	}
+	walk(t.Tree.Root)
+	return bad
+}
+
+// walkStrings calls fn for every string in v (nested maps and lists).
+func walkStrings(v any, fn func(path, s string)) {
+	var walk func(path string, v any)
+	walk = func(path string, v any) {
+		switch x := v.(type) {
+		case string:
+			fn(path, x)
+		case map[string]any:
+			for k, e := range x {
+				walk(path+"."+k, e)
+			}
+		case []any:
+			for i, e := range x {
+				walk(fmt.Sprintf("%s[%d]", path, i), e)
+			}
+		}
+	}
+	walk("", v)
+}
+
+// lineOf finds the line of a path of keys and indexes below n (0 when it is
+// not there): the line of the deepest part found.
+func lineOf(n *yaml.Node, path ...any) int {
+	line := n.Line
+	for _, p := range path {
+		switch p := p.(type) {
+		case string:
+			if n.Kind != yaml.MappingNode {
+				return line
+			}
+			found := false
+			for i := 0; i+1 < len(n.Content); i += 2 {
+				if n.Content[i].Value == p {
+					n, line, found = n.Content[i+1], n.Content[i].Line, true
+					break
+				}
+			}
+			if !found {
+				return line
+			}
+		case int:
+			if n.Kind != yaml.SequenceNode || p >= len(n.Content) {
+				return line
+			}
+			n = n.Content[p]
+			line = n.Line
+		}
+	}
+	return line
+}
+
+// Values reads the parameters given as text (from --param k=v) against the
+// playbook: an unknown name, a value of the wrong type or a missing required
+// parameter is an error. Defaults fill the rest.
+func (p *Playbook) Values(given map[string]string) (map[string]any, error) {
+	out := map[string]any{}
+	byName := map[string]*Param{}
+	for i := range p.Params {
+		byName[p.Params[i].Name] = &p.Params[i]
+	}
+	var unknown []string
+	for k := range given {
+		if byName[k] == nil {
+			unknown = append(unknown, k)
+		}
+	}
+	if len(unknown) > 0 {
+		slices.Sort(unknown)
+		return nil, fmt.Errorf("%w: unknown parameter(s) %s (playbook %s has %s)", ErrInvalid,
+			strings.Join(unknown, ", "), p.Name, p.paramNames())
+	}
+	for i := range p.Params {
+		pr := &p.Params[i]
+		s, ok := given[pr.Name]
+		if !ok {
+			if pr.Required {
+				return nil, fmt.Errorf("%w: parameter %s is required (%s)", ErrInvalid, pr.Name, pr.Type)
+			}
+			out[pr.Name] = pr.Default
+			continue
+		}
+		v, err := convert(pr, s)
+		if err != nil {
+			return nil, fmt.Errorf("%w: parameter %s: %v", ErrInvalid, pr.Name, err)
+		}
+		out[pr.Name] = v
+	}
+	return out, nil
+}
+
+func (p *Playbook) paramNames() string {
+	if len(p.Params) == 0 {
+		return "no parameters"
+	}
+	var n []string
+	for _, pr := range p.Params {
+		n = append(n, pr.Name)
+	}
+	return "parameters " + strings.Join(n, ", ")
+}
+
+var wholeRef = regexp.MustCompile(`^\{\{\s*\.([A-Za-z_][A-Za-z0-9_]*)\s*\}\}$`)
+
+// render fills one string's template. A string that is exactly one
+// reference keeps its parameter's type (when typed is set).
+func render(s string, values map[string]any, typed bool) (any, error) {
+	if !strings.Contains(s, "{{") {
+		return s, nil
+	}
+	if m := wholeRef.FindStringSubmatch(s); m != nil && typed {
+		if v, ok := values[m[1]]; ok {
+			return v, nil
+		}
+	}
+	t, err := newTemplate(s)
+	if err != nil {
+		return nil, err
+	}
+	var b strings.Builder
+	if err := t.Execute(&b, values); err != nil {
+		return nil, err
+	}
+	return b.String(), nil
+}
+
+func renderValue(v any, values map[string]any) (any, error) {
+	switch x := v.(type) {
+	case string:
+		return render(x, values, true)
+	case map[string]any:
+		out := map[string]any{}
+		for k, e := range x {
+			r, err := renderValue(e, values)
+			if err != nil {
+				return nil, fmt.Errorf("%s: %w", k, err)
+			}
+			out[k] = r
+		}
+		return out, nil
+	case []any:
+		out := make([]any, len(x))
+		for i, e := range x {
+			r, err := renderValue(e, values)
+			if err != nil {
+				return nil, err
+			}
+			out[i] = r
+		}
+		return out, nil
+	}
+	return v, nil
+}
+
+func renderText(s string, values map[string]any) (string, error) {
+	v, err := render(s, values, false)
+	if err != nil {
+		return "", err
+	}
+	return v.(string), nil
+}
+
+// Render fills in the parameters (from Values) and returns the stages of a
+// run request. values nil renders nothing (for checks of the document).
+func (p *Playbook) Render(values map[string]any) ([]wire.StageSpec, error) {
+	return p.stageSpecs(values)
+}
+
+func (p *Playbook) stageSpecs(values map[string]any) ([]wire.StageSpec, error) {
+	var out []wire.StageSpec
+	for i := range p.Stages {
+		st := &p.Stages[i]
+		sp := wire.StageSpec{Name: st.Name, Kind: st.Kind, MaxConcurrency: st.conc, MaxErrors: st.errs,
+			OnFailure: st.OnFailure, TimeoutS: st.timeoutS}
+		if st.DependsOn != nil {
+			sp.DependsOn = append([]string{}, *st.DependsOn...)
+		}
+		sp.Target = wire.Target{All: st.Target.All}
+		args := any(st.Args)
+		if values != nil {
+			var err error
+			if args, err = renderValue(args, values); err != nil {
+				return nil, fmt.Errorf("%w: stage %s: args: %v", ErrInvalid, st.Name, err)
+			}
+			for _, n := range st.Target.Nodes {
+				r, err := renderText(n, values)
+				if err != nil {
+					return nil, fmt.Errorf("%w: stage %s: target: %v", ErrInvalid, st.Name, err)
+				}
+				sp.Target.Nodes = append(sp.Target.Nodes, r)
+			}
+			if len(st.Target.Labels) > 0 {
+				sp.Target.Labels = map[string]string{}
+				for k, v := range st.Target.Labels {
+					r, err := renderText(v, values)
+					if err != nil {
+						return nil, fmt.Errorf("%w: stage %s: target: %v", ErrInvalid, st.Name, err)
+					}
+					sp.Target.Labels[k] = r
+				}
+			}
+		} else {
+			sp.Target.Nodes, sp.Target.Labels = st.Target.Nodes, st.Target.Labels
+		}
+		if st.Args != nil {
+			b, err := json.Marshal(args)
+			if err != nil {
+				return nil, fmt.Errorf("%w: stage %s: args: %v", ErrInvalid, st.Name, err)
+			}
+			sp.Args = b
+		}
+		out = append(out, sp)
+	}
+	return out, nil
+}

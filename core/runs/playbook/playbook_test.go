@@ -1,0 +1,175 @@
+package playbook
+
+import (
+	"encoding/json"
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+func TestExamplesParse(t *testing.T) {
+	t.Parallel()
+	files, err := filepath.Glob("../../../configs/playbooks/*.yaml")
+	if err != nil || len(files) != 3 {
+		t.Fatalf("examples: %v, %v", files, err)
+	}
+	for _, f := range files {
+		doc, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := Parse(doc); err != nil {
+			t.Errorf("%s: %v", f, err)
+		}
+	}
+}
+
+const good = `name: demo
+description: d
+params:
+  - {name: service, type: string, default: web}
+  - {name: seconds, type: int, default: 2}
+  - {name: force, type: bool, default: false}
+  - {name: mode, type: enum, values: [a, b], default: a}
+stages:
+  - name: one
+    kind: example.com/x
+    args:
+      service: "{{ .service }}"
+      seconds: "{{ .seconds }}"
+      force: "{{ .force }}"
+      label: "svc-{{ .service }}-{{ .seconds }}"
+      nested: {list: ["{{ .mode }}", 3]}
+    target: {labels: {role: "{{ .mode }}"}}
+    max_concurrency: 25%
+  - name: two
+    kind: example.com/y
+    target: {nodes: ["n-{{ .seconds }}"]}
+`
+
+func TestRenderFillsParametersWithTheirTypes(t *testing.T) {
+	t.Parallel()
+	p, err := Parse([]byte(good))
+	if err != nil {
+		t.Fatal(err)
+	}
+	vals, err := p.Values(map[string]string{"seconds": "5", "mode": "b"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	specs, err := p.Render(vals)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var args map[string]any
+	if err := json.Unmarshal(specs[0].Args, &args); err != nil {
+		t.Fatal(err)
+	}
+	want := `{"force":false,"label":"svc-web-5","nested":{"list":["b",3]},"seconds":5,"service":"web"}`
+	if got, _ := json.Marshal(args); string(got) != want {
+		t.Fatalf("args %s, want %s", got, want)
+	}
+	if specs[0].Target.Labels["role"] != "b" || specs[1].Target.Nodes[0] != "n-5" {
+		t.Fatalf("targets %+v %+v", specs[0].Target, specs[1].Target)
+	}
+	if specs[0].MaxConcurrency.String() != "25%" || specs[1].DependsOn != nil {
+		t.Fatalf("limits or dependencies changed: %+v", specs)
+	}
+}
+
+func TestBadDocumentsAreRefusedWithLineAndField(t *testing.T) {
+	t.Parallel()
+	cases := []struct {
+		name, doc, want string
+	}{
+		{"not a playbook", "- just\n- a list\n", "not a playbook"},
+		{"not YAML", "name: [unclosed\n", "invalid playbook"},
+		{"unknown field", "name: x\nstages:\n  - name: a\n    kind: example.com/x\n    target: {all: true}\n    retries: 3\n", "line 6: field retries not found"},
+		{"undefined parameter", "name: x\nstages:\n  - name: a\n    kind: example.com/x\n    target: {all: true}\n    args: {v: \"{{ .nope }}\"}\n", `line 6: stages[0].args.v: template: .nope refers to an undefined parameter "nope"`},
+		{"forbidden function", "name: x\nparams: [{name: a, type: string, default: b}]\nstages:\n  - name: a\n    kind: example.com/x\n    target: {all: true}\n    args: {v: \"{{ call .a }}\"}\n", `function "call" is not allowed`},
+		{"target nothing", "name: x\nstages:\n  - name: a\n    kind: example.com/x\n    target: {}\n", "line 5: stages[0].target: targets nothing"},
+		{"cycle", "name: x\nstages:\n  - {name: a, kind: example.com/x, target: {all: true}, depends_on: [b]}\n  - {name: b, kind: example.com/x, target: {all: true}}\n", "cycle: a → b → a"},
+		{"bad default", "name: x\nparams: [{name: n, type: int, default: many}]\nstages:\n  - {name: a, kind: example.com/x, target: {all: true}}\n", `line 2: params[0]: n: default: "many" is not an int`},
+		{"bad type", "name: x\nparams: [{name: n, type: float}]\nstages:\n  - {name: a, kind: example.com/x, target: {all: true}}\n", `type "float" is not string, int, bool or enum`},
+		{"bad limit", "name: x\nstages:\n  - name: a\n    kind: example.com/x\n    target: {all: true}\n    max_concurrency: 150%\n", "line 6: stages[0].max_concurrency"},
+		{"bad name", "name: Bad Name\nstages:\n  - {name: a, kind: example.com/x, target: {all: true}}\n", "line 1: name"},
+		{"no stages", "name: x\n", "at least one stage"},
+		{"too large", "name: x\n#" + strings.Repeat("y", MaxSize) + "\n", "over the limit"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := Parse([]byte(tc.doc))
+			if !errors.Is(err, ErrInvalid) || !strings.Contains(err.Error(), tc.want) {
+				t.Fatalf("Parse = %v\nwant ErrInvalid containing %q", err, tc.want)
+			}
+		})
+	}
+}
+
+func TestParametersAreCheckedAgainstThePlaybook(t *testing.T) {
+	t.Parallel()
+	p, err := Parse([]byte(good + "params_extra: 1\n"))
+	if err == nil {
+		t.Fatal("an unknown top-level field was accepted")
+	}
+	p, err = Parse([]byte(strings.Replace(good, "default: web", "description: no default", 1)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for name, given := range map[string]map[string]string{
+		"unknown parameter":  {"service": "x", "colour": "red"},
+		"wrong type":         {"service": "x", "seconds": "soon"},
+		"bad bool":           {"service": "x", "force": "perhaps"},
+		"not in enum":        {"service": "x", "mode": "c"},
+		"required not given": {},
+	} {
+		if _, err := p.Values(given); !errors.Is(err, ErrInvalid) {
+			t.Errorf("%s: Values(%v) = %v, want ErrInvalid", name, given, err)
+		}
+	}
+}
+
+func FuzzParse(f *testing.F) {
+	f.Add([]byte(good))
+	for _, name := range []string{"rolling-restart", "backup-all", "drain-upgrade-verify"} {
+		if b, err := os.ReadFile("../../../configs/playbooks/" + name + ".yaml"); err == nil {
+			f.Add(b)
+		}
+	}
+	f.Add([]byte("name: x\nstages:\n  - {name: a, kind: example.com/x, target: {all: true}, depends_on: [a]}\n"))
+	f.Add([]byte("name: x\nparams: [{name: a, type: enum, values: []}]\nstages: []\n"))
+	f.Add([]byte("{{"))
+	f.Fuzz(func(t *testing.T, doc []byte) {
+		p, err := Parse(doc)
+		if err != nil {
+			if !errors.Is(err, ErrInvalid) {
+				t.Fatalf("an error that is not ErrInvalid: %v", err)
+			}
+			return
+		}
+		vals := map[string]string{}
+		for _, pr := range p.Params {
+			if pr.Required {
+				switch pr.Type {
+				case TypeInt:
+					vals[pr.Name] = "1"
+				case TypeBool:
+					vals[pr.Name] = "true"
+				case TypeEnum:
+					vals[pr.Name] = pr.Values[0]
+				default:
+					vals[pr.Name] = "v"
+				}
+			}
+		}
+		v, err := p.Values(vals)
+		if err != nil {
+			t.Fatalf("the defaults of an accepted playbook do not fit it: %v", err)
+		}
+		if _, err := p.Render(v); err != nil && !errors.Is(err, ErrInvalid) {
+			t.Fatalf("render: %v", err)
+		}
+	})
+}

@@ -1,0 +1,137 @@
+package playbook
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"strings"
+
+	"github.com/musterhq/muster/core/runs"
+	"github.com/musterhq/muster/core/store"
+	"github.com/musterhq/muster/shared/wire"
+)
+
+// Digest fingerprints a document as applied.
+func Digest(doc string) string {
+	sum := sha256.Sum256([]byte(doc))
+	return hex.EncodeToString(sum[:])
+}
+
+// Apply stores doc as a new version of its playbook, unless it is the
+// newest version already (changed is false then, and nothing is written).
+func Apply(ctx context.Context, tx store.Tx, doc string, who string) (*store.Playbook, bool, error) {
+	p, err := Parse([]byte(doc))
+	if err != nil {
+		return nil, false, err
+	}
+	latest, err := tx.Playbook(ctx, p.Name, 0)
+	switch {
+	case errors.Is(err, store.ErrNotFound):
+		latest = nil
+	case err != nil:
+		return nil, false, err
+	}
+	digest := Digest(doc)
+	if latest != nil && latest.Digest == digest {
+		return latest, false, nil
+	}
+	v := &store.Playbook{Name: p.Name, Version: 1, Description: p.Description, Document: doc, Digest: digest, CreatedBy: who}
+	if latest != nil {
+		v.Version = latest.Version + 1
+	}
+	if err := tx.InsertPlaybook(ctx, v); err != nil {
+		return nil, false, err
+	}
+	err = tx.AppendEvent(ctx, &store.Event{TS: v.CreatedTS, Type: store.EventPlaybookApplied, Actor: who,
+		Message: fmt.Sprintf("%s applied playbook %s version %d", who, v.Name, v.Version),
+		Data:    map[string]any{"playbook": v.Name, "version": v.Version, "digest": digest}})
+	return v, true, err
+}
+
+// Planned is a plan and what starting it stores.
+type Planned struct {
+	Name    string
+	Version int
+	Cluster string
+	Values  map[string]any
+	Stages  []store.RunStage
+}
+
+// MakePlan renders a playbook (the stored version asked for, or the
+// document in req when it has one) with req's parameters, and resolves it
+// against the cluster's nodes as a run would be.
+func MakePlan(ctx context.Context, r store.Reader, name string, req *wire.PlanRequest) (*Planned, error) {
+	doc, version := req.Document, 0
+	if doc == "" {
+		stored, err := r.Playbook(ctx, name, req.Version)
+		if err != nil {
+			return nil, err
+		}
+		doc, version = stored.Document, stored.Version
+	} else if req.Version != 0 {
+		return nil, fmt.Errorf("%w: give a document or a version, not both", ErrInvalid)
+	}
+	p, err := Parse([]byte(doc))
+	if err != nil {
+		return nil, err
+	}
+	if p.Name != name {
+		return nil, fmt.Errorf("%w: the document names playbook %q, not %q", ErrInvalid, p.Name, name)
+	}
+	values, err := p.Values(req.Params)
+	if err != nil {
+		return nil, err
+	}
+	specs, err := p.Render(values)
+	if err != nil {
+		return nil, err
+	}
+	run := wire.CreateRunRequest{ClusterID: req.ClusterID, Stages: specs}
+	if err := runs.Check(&run); err != nil {
+		return nil, err
+	}
+	if _, err := r.Cluster(ctx, req.ClusterID); err != nil {
+		return nil, err
+	}
+	nodes, err := r.Nodes(ctx, req.ClusterID)
+	if err != nil {
+		return nil, err
+	}
+	stages, err := runs.Resolve(&run, nodes)
+	if err != nil {
+		return nil, err
+	}
+	return &Planned{Name: p.Name, Version: version, Cluster: req.ClusterID, Values: values, Stages: stages}, nil
+}
+
+// Wire shows a plan: every child by stage and wave, in the order the run
+// would create them within each stage.
+func (p *Planned) Wire() wire.Plan {
+	out := wire.Plan{Playbook: p.Name, Version: p.Version, ClusterID: p.Cluster, Params: p.Values,
+		Digest: runs.Digest(p.Cluster, p.Stages), Stages: []wire.Stage{}, Children: []wire.PlanChild{}}
+	for _, st := range p.Stages {
+		out.Stages = append(out.Stages, wire.Stage{Name: st.Name, Kind: st.Kind, Args: st.Args, Target: st.Target,
+			Nodes: st.Nodes, MaxConcurrency: st.MaxConcurrency, MaxErrors: st.MaxErrors, OnFailure: st.OnFailure,
+			DependsOn: st.DependsOn, TimeoutS: st.TimeoutS, State: st.State})
+		conc := st.MaxConcurrency.Ceil(len(st.Nodes))
+		for j, n := range st.Nodes {
+			out.Children = append(out.Children, wire.PlanChild{Stage: st.Name, Wave: runs.Wave(j, conc), NodeID: n,
+				Kind: st.Kind, Args: st.Args})
+		}
+	}
+	return out
+}
+
+// Start creates a run from exactly the plan of the stored playbook.
+func Start(ctx context.Context, tx store.Tx, e *runs.Engine, name string, req *wire.PlanRequest, who runs.Who) (*store.Run, error) {
+	if strings.TrimSpace(req.Document) != "" {
+		return nil, fmt.Errorf("%w: a run starts from a stored playbook: apply the document first", ErrInvalid)
+	}
+	p, err := MakePlan(ctx, tx, name, req)
+	if err != nil {
+		return nil, err
+	}
+	return e.Insert(ctx, tx, p.Cluster, p.Stages, p.Name, p.Version, who)
+}

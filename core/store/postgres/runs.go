@@ -1,0 +1,272 @@
+package postgres
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+	"unicode/utf8"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/musterhq/muster/core/store"
+)
+
+const runColumns = `id, cluster_id, state, state_reason, requester, approved_by, playbook,
+	playbook_version, digest, stages, created_ts, updated_ts, finished_ts`
+
+func scanRun(s pgx.Row) (*store.Run, error) {
+	var r store.Run
+	var stages string
+	if err := s.Scan(&r.ID, &r.ClusterID, &r.State, &r.StateReason, &r.Requester, &r.ApprovedBy,
+		&r.Playbook, &r.PlaybookVersion, &r.Digest, &stages, &r.CreatedTS, &r.UpdatedTS, &r.FinishedTS); err != nil {
+		return nil, err
+	}
+	if err := json.Unmarshal([]byte(stages), &r.Stages); err != nil {
+		return nil, fmt.Errorf("run %s: stages: %w", r.ID, err)
+	}
+	r.CreatedTS, r.UpdatedTS, r.FinishedTS = r.CreatedTS.UTC(), r.UpdatedTS.UTC(), fromNullTS(r.FinishedTS)
+	return &r, nil
+}
+
+func (r *reader) runs(ctx context.Context, q string, args ...any) ([]store.Run, error) {
+	rows, err := r.query(ctx, q, args...)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var out []store.Run
+	for rows.Next() {
+		run, err := scanRun(rows)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, *run)
+	}
+	return out, rows.Err()
+}
+
+// Run returns the run with exactly this id.
+func (r *reader) Run(ctx context.Context, id string) (*store.Run, error) {
+	run, err := scanRun(r.queryRow(ctx, `SELECT `+runColumns+` FROM runs WHERE id = $1`, id))
+	if errors.Is(err, pgx.ErrNoRows) {
+		return nil, fmt.Errorf("run %q: %w", id, store.ErrNotFound)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("run %q: %w", id, err)
+	}
+	return run, nil
+}
+
+// RunIDsWithPrefix returns up to max run ids starting with prefix, in byte
+// order.
+func (r *reader) RunIDsWithPrefix(ctx context.Context, prefix string, max int) ([]string, error) {
+	if max <= 0 || !utf8.ValidString(prefix) || strings.IndexByte(prefix, 0) >= 0 {
+		return nil, nil
+	}
+	rows, err := r.query(ctx,
+		`SELECT id FROM runs WHERE id >= $1 AND id < $2 AND starts_with(id, $1) ORDER BY id LIMIT $3`,
+		prefix, prefix+"\U0010FFFF", max)
+	if err != nil {
+		return nil, fmt.Errorf("runs with prefix %q: %w", prefix, err)
+	}
+	ids, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	if err != nil {
+		return nil, fmt.Errorf("runs with prefix %q: %w", prefix, err)
+	}
+	if len(ids) == 0 {
+		return nil, nil
+	}
+	return ids, nil
+}
+
+// ListRuns lists runs newest first, then by id, after the marker.
+func (r *reader) ListRuns(ctx context.Context, q store.RunQuery) ([]store.Run, error) {
+	var where []string
+	var args []any
+	arg := func(v any) string {
+		args = append(args, v)
+		return "$" + strconv.Itoa(len(args))
+	}
+	if q.ClusterID != "" {
+		where = append(where, "cluster_id = "+arg(q.ClusterID))
+	}
+	if len(q.States) > 0 {
+		where = append(where, "state = ANY("+arg(q.States)+")")
+	}
+	if q.Marker != "" {
+		where = append(where, "(created_ts, id) < (SELECT created_ts, id FROM runs WHERE id = "+arg(q.Marker)+")")
+	}
+	stmt := `SELECT ` + runColumns + ` FROM runs`
+	if len(where) > 0 {
+		stmt += " WHERE " + strings.Join(where, " AND ")
+	}
+	stmt += " ORDER BY created_ts DESC, id DESC"
+	if q.Limit > 0 {
+		stmt += " LIMIT " + arg(q.Limit)
+	}
+	out, err := r.runs(ctx, stmt, args...)
+	if err != nil {
+		return nil, fmt.Errorf("list runs: %w", err)
+	}
+	return out, nil
+}
+
+// RunsInState lists runs in one of states, oldest first.
+func (r *reader) RunsInState(ctx context.Context, clusterID string, states ...string) ([]store.Run, error) {
+	if len(states) == 0 {
+		return nil, nil
+	}
+	q, args := `SELECT `+runColumns+` FROM runs WHERE state = ANY($1)`, []any{states}
+	if clusterID != "" {
+		q += ` AND cluster_id = $2`
+		args = append(args, clusterID)
+	}
+	out, err := r.runs(ctx, q+` ORDER BY created_ts, seq`, args...)
+	if err != nil {
+		return nil, fmt.Errorf("runs in state %v: %w", states, err)
+	}
+	return out, nil
+}
+
+// RunChildren lists a run's child actions, oldest first.
+func (r *reader) RunChildren(ctx context.Context, runID string) ([]store.Record, error) {
+	out, err := r.records(ctx, `SELECT `+actionColumns+` FROM actions WHERE run_id = $1 ORDER BY created_ts, seq`, runID)
+	if err != nil {
+		return nil, fmt.Errorf("children of run %s: %w", runID, err)
+	}
+	return out, nil
+}
+
+func runArgs(r *store.Run) ([]any, error) {
+	stages, err := json.Marshal(r.Stages)
+	if err != nil {
+		return nil, fmt.Errorf("run %s: stages: %w", r.ID, err)
+	}
+	return []any{r.ClusterID, r.State, r.StateReason, r.Requester, r.ApprovedBy, r.Playbook,
+		r.PlaybookVersion, r.Digest, string(stages), ts(r.CreatedTS), ts(r.UpdatedTS), nullTS(r.FinishedTS)}, nil
+}
+
+// InsertRun stores a new run (ErrExists when its id is taken). A zero
+// CreatedTS is set to now, a zero UpdatedTS to CreatedTS.
+func (w *writer) InsertRun(ctx context.Context, r *store.Run) error {
+	if r.CreatedTS.IsZero() {
+		r.CreatedTS = now()
+	}
+	if r.UpdatedTS.IsZero() {
+		r.UpdatedTS = r.CreatedTS
+	}
+	args, err := runArgs(r)
+	if err != nil {
+		return err
+	}
+	what := fmt.Sprintf("insert run %q", r.ID)
+	n, err := w.exec(ctx, what, `INSERT INTO runs (`+runColumns+`)
+		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13) ON CONFLICT DO NOTHING`,
+		append([]any{r.ID}, args...)...)
+	if err == nil && n == 0 {
+		err = fmt.Errorf("%s: %w", what, store.ErrExists)
+	}
+	return err
+}
+
+// UpdateRun replaces the stored run with the same id (ErrNotFound when
+// there is none).
+func (w *writer) UpdateRun(ctx context.Context, r *store.Run) error {
+	args, err := runArgs(r)
+	if err != nil {
+		return err
+	}
+	what := fmt.Sprintf("update run %q", r.ID)
+	n, err := w.exec(ctx, what, `UPDATE runs SET cluster_id = $1, state = $2, state_reason = $3,
+		requester = $4, approved_by = $5, playbook = $6, playbook_version = $7, digest = $8, stages = $9,
+		created_ts = $10, updated_ts = $11, finished_ts = $12 WHERE id = $13`, append(args, r.ID)...)
+	if err == nil && n == 0 {
+		err = fmt.Errorf("%s: %w", what, store.ErrNotFound)
+	}
+	return err
+}
+
+const playbookColumns = `name, version, description, document, digest, created_by, created_ts`
+
+func scanPlaybook(s pgx.Row) (*store.Playbook, error) {
+	var p store.Playbook
+	if err := s.Scan(&p.Name, &p.Version, &p.Description, &p.Document, &p.Digest, &p.CreatedBy, &p.CreatedTS); err != nil {
+		return nil, err
+	}
+	p.CreatedTS = p.CreatedTS.UTC()
+	return &p, nil
+}
+
+func (r *reader) playbooks(ctx context.Context, q string, args ...any) ([]store.Playbook, error) {
+	rows, err := r.query(ctx, q, args...)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var out []store.Playbook
+	for rows.Next() {
+		p, err := scanPlaybook(rows)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, *p)
+	}
+	return out, rows.Err()
+}
+
+// Playbook returns one version of a playbook, the newest when version is 0.
+func (r *reader) Playbook(ctx context.Context, name string, version int) (*store.Playbook, error) {
+	q, args := `SELECT `+playbookColumns+` FROM playbooks WHERE name = $1 ORDER BY version DESC LIMIT 1`, []any{name}
+	if version > 0 {
+		q, args = `SELECT `+playbookColumns+` FROM playbooks WHERE name = $1 AND version = $2`, []any{name, version}
+	}
+	p, err := scanPlaybook(r.queryRow(ctx, q, args...))
+	if errors.Is(err, pgx.ErrNoRows) {
+		if version > 0 {
+			return nil, fmt.Errorf("playbook %s version %d: %w", name, version, store.ErrNotFound)
+		}
+		return nil, fmt.Errorf("playbook %s: %w", name, store.ErrNotFound)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("playbook %s: %w", name, err)
+	}
+	return p, nil
+}
+
+// Playbooks lists the newest version of every playbook, by name.
+func (r *reader) Playbooks(ctx context.Context) ([]store.Playbook, error) {
+	out, err := r.playbooks(ctx, `SELECT DISTINCT ON (name) `+playbookColumns+` FROM playbooks
+		ORDER BY name, version DESC`)
+	if err != nil {
+		return nil, fmt.Errorf("playbooks: %w", err)
+	}
+	return out, nil
+}
+
+// PlaybookVersions lists every version of a playbook, oldest first.
+func (r *reader) PlaybookVersions(ctx context.Context, name string) ([]store.Playbook, error) {
+	out, err := r.playbooks(ctx, `SELECT `+playbookColumns+` FROM playbooks WHERE name = $1 ORDER BY version`, name)
+	if err != nil {
+		return nil, fmt.Errorf("versions of playbook %s: %w", name, err)
+	}
+	return out, nil
+}
+
+// InsertPlaybook stores a new version of a playbook (ErrExists when it is
+// taken). A zero CreatedTS is set to now.
+func (w *writer) InsertPlaybook(ctx context.Context, p *store.Playbook) error {
+	if p.CreatedTS.IsZero() {
+		p.CreatedTS = now()
+	}
+	what := fmt.Sprintf("insert playbook %s version %d", p.Name, p.Version)
+	n, err := w.exec(ctx, what, `INSERT INTO playbooks (`+playbookColumns+`) VALUES ($1, $2, $3, $4, $5, $6, $7)
+		ON CONFLICT DO NOTHING`,
+		p.Name, p.Version, p.Description, p.Document, p.Digest, p.CreatedBy, ts(p.CreatedTS))
+	if err == nil && n == 0 {
+		err = fmt.Errorf("%s: %w", what, store.ErrExists)
+	}
+	return err
+}

@@ -1,0 +1,183 @@
+package sqlite
+
+import (
+	"context"
+	"database/sql"
+	"encoding/json"
+	"errors"
+	"fmt"
+
+	"github.com/musterhq/muster/core/store"
+)
+
+const runColumns = `id, cluster_id, state, state_reason, requester, approved_by, playbook,
+	playbook_version, digest, stages, created_ts, updated_ts, finished_ts`
+
+func scanRun(s scanner) (*store.Run, error) {
+	var r store.Run
+	var stages string
+	var created, updated int64
+	var finished sql.NullInt64
+	if err := s.Scan(&r.ID, &r.ClusterID, &r.State, &r.StateReason, &r.Requester, &r.ApprovedBy,
+		&r.Playbook, &r.PlaybookVersion, &r.Digest, &stages, &created, &updated, &finished); err != nil {
+		return nil, err
+	}
+	if err := json.Unmarshal([]byte(stages), &r.Stages); err != nil {
+		return nil, fmt.Errorf("run %s: stages: %w", r.ID, err)
+	}
+	r.CreatedTS, r.UpdatedTS, r.FinishedTS = fromMicros(created), fromMicros(updated), fromNullMicros(finished)
+	return &r, nil
+}
+
+func (r *reader) runs(ctx context.Context, q string, args ...any) ([]store.Run, error) {
+	rows, err := r.tx.QueryContext(ctx, q, args...)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var out []store.Run
+	for rows.Next() {
+		run, err := scanRun(rows)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, *run)
+	}
+	return out, rows.Err()
+}
+
+// Run returns the run with exactly this id.
+func (r *reader) Run(ctx context.Context, id string) (*store.Run, error) {
+	run, err := scanRun(r.tx.QueryRowContext(ctx, `SELECT `+runColumns+` FROM runs WHERE id = ?`, id))
+	if errors.Is(err, sql.ErrNoRows) {
+		return nil, fmt.Errorf("run %q: %w", id, store.ErrNotFound)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("run %q: %w", id, err)
+	}
+	return run, nil
+}
+
+// RunIDsWithPrefix returns up to max run ids starting with prefix.
+func (r *reader) RunIDsWithPrefix(ctx context.Context, prefix string, max int) ([]string, error) {
+	rows, err := r.tx.QueryContext(ctx, `SELECT id FROM runs WHERE id >= ? AND id < ? ORDER BY id LIMIT ?`,
+		prefix, prefix+"\uffff", max)
+	if err != nil {
+		return nil, fmt.Errorf("runs with prefix %q: %w", prefix, err)
+	}
+	defer rows.Close()
+	var ids []string
+	for rows.Next() {
+		var id string
+		if err := rows.Scan(&id); err != nil {
+			return nil, err
+		}
+		ids = append(ids, id)
+	}
+	return ids, rows.Err()
+}
+
+// ListRuns lists runs newest first, then by id, after the marker.
+func (r *reader) ListRuns(ctx context.Context, q store.RunQuery) ([]store.Run, error) {
+	where, args := "1 = 1", []any{}
+	if q.ClusterID != "" {
+		where += " AND cluster_id = ?"
+		args = append(args, q.ClusterID)
+	}
+	if len(q.States) > 0 {
+		where += " AND state IN (" + placeholders(len(q.States)) + ")"
+		for _, s := range q.States {
+			args = append(args, s)
+		}
+	}
+	if q.Marker != "" {
+		where += ` AND (created_ts, id) < (SELECT created_ts, id FROM runs WHERE id = ?)`
+		args = append(args, q.Marker)
+	}
+	limit := q.Limit
+	if limit <= 0 {
+		limit = -1
+	}
+	out, err := r.runs(ctx, `SELECT `+runColumns+` FROM runs WHERE `+where+
+		` ORDER BY created_ts DESC, id DESC LIMIT ?`, append(args, limit)...)
+	if err != nil {
+		return nil, fmt.Errorf("list runs: %w", err)
+	}
+	return out, nil
+}
+
+// RunsInState lists runs in one of states, oldest first.
+func (r *reader) RunsInState(ctx context.Context, clusterID string, states ...string) ([]store.Run, error) {
+	if len(states) == 0 {
+		return nil, nil
+	}
+	args := []any{}
+	for _, s := range states {
+		args = append(args, s)
+	}
+	where := "state IN (" + placeholders(len(states)) + ")"
+	if clusterID != "" {
+		where += " AND cluster_id = ?"
+		args = append(args, clusterID)
+	}
+	out, err := r.runs(ctx, `SELECT `+runColumns+` FROM runs WHERE `+where+` ORDER BY created_ts, seq`, args...)
+	if err != nil {
+		return nil, fmt.Errorf("runs in state %v: %w", states, err)
+	}
+	return out, nil
+}
+
+// RunChildren lists a run's child actions, oldest first.
+func (r *reader) RunChildren(ctx context.Context, runID string) ([]store.Record, error) {
+	out, err := r.records(ctx, `SELECT `+actionColumns+` FROM actions WHERE run_id = ? ORDER BY created_ts, seq`, runID)
+	if err != nil {
+		return nil, fmt.Errorf("children of run %s: %w", runID, err)
+	}
+	return out, nil
+}
+
+func (w *writer) runArgs(r *store.Run) ([]any, error) {
+	stages, err := json.Marshal(r.Stages)
+	if err != nil {
+		return nil, fmt.Errorf("run %s: stages: %w", r.ID, err)
+	}
+	return []any{r.ClusterID, r.State, r.StateReason, r.Requester, r.ApprovedBy, r.Playbook,
+		r.PlaybookVersion, r.Digest, string(stages), micros(r.CreatedTS), micros(r.UpdatedTS),
+		nullMicros(r.FinishedTS)}, nil
+}
+
+// InsertRun stores a new run (ErrExists when its id is taken). A zero
+// CreatedTS is set to now, a zero UpdatedTS to CreatedTS.
+func (w *writer) InsertRun(ctx context.Context, r *store.Run) error {
+	if r.CreatedTS.IsZero() {
+		r.CreatedTS = now()
+	}
+	if r.UpdatedTS.IsZero() {
+		r.UpdatedTS = r.CreatedTS
+	}
+	args, err := w.runArgs(r)
+	if err != nil {
+		return err
+	}
+	_, _, err = w.exec(ctx, fmt.Sprintf("insert run %q", r.ID),
+		`INSERT INTO runs (`+runColumns+`) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+		append([]any{r.ID}, args...)...)
+	return err
+}
+
+// UpdateRun replaces the stored run with the same id (ErrNotFound when
+// there is none).
+func (w *writer) UpdateRun(ctx context.Context, r *store.Run) error {
+	args, err := w.runArgs(r)
+	if err != nil {
+		return err
+	}
+	what := fmt.Sprintf("update run %q", r.ID)
+	_, n, err := w.exec(ctx, what, `UPDATE runs SET cluster_id = ?, state = ?, state_reason = ?,
+		requester = ?, approved_by = ?, playbook = ?, playbook_version = ?, digest = ?, stages = ?,
+		created_ts = ?, updated_ts = ?, finished_ts = ? WHERE id = ?`, append(args, r.ID)...)
+	if err == nil && n == 0 {
+		err = fmt.Errorf("%s: %w", what, store.ErrNotFound)
+	}
+	return err
+}

@@ -1,0 +1,176 @@
+package storetest
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"reflect"
+	"testing"
+	"time"
+
+	"github.com/musterhq/muster/core/store"
+	"github.com/musterhq/muster/shared/action"
+	"github.com/musterhq/muster/shared/limit"
+	"github.com/musterhq/muster/shared/wire"
+)
+
+func testRun(id string, created time.Time) *store.Run {
+	return &store.Run{
+		ID: id, ClusterID: "c1", State: store.RunPendingApprove, Requester: "alice", Digest: "d",
+		Stages: []store.RunStage{{
+			Name: "main", Kind: "muster.io/debug.sleep", Args: json.RawMessage(`{"seconds":1}`),
+			Target: wire.Target{All: true}, Nodes: []string{"n1", "n2"}, MaxConcurrency: limit.Limit{N: 50, Percent: true},
+			OnFailure: "abort", DependsOn: []string{}, State: store.StagePending,
+		}},
+		CreatedTS: created, UpdatedTS: created,
+	}
+}
+
+func testRunsRoundTripAndList(t *testing.T, db NewDB) {
+	s := setup(t, db)
+	a, b := testRun("00000000-0000-4000-8000-00000000000a", t0), testRun("00000000-0000-4000-8000-00000000000b", t0.Add(time.Second))
+	update(t, s, func(ctx context.Context, tx store.Tx) error {
+		if err := tx.InsertRun(ctx, a); err != nil {
+			return err
+		}
+		return tx.InsertRun(ctx, b)
+	})
+	update(t, s, func(ctx context.Context, tx store.Tx) error {
+		if err := tx.InsertRun(ctx, testRun(a.ID, t0)); !errors.Is(err, store.ErrExists) {
+			t.Errorf("second insert of %s: %v, want ErrExists", a.ID, err)
+		}
+		a.State, a.ApprovedBy, a.FinishedTS = store.RunRunning, "bob", action.TimePtr(t0.Add(time.Minute))
+		a.Stages[0].State, a.Stages[0].Forgiven = store.StageRunning, 1
+		return tx.UpdateRun(ctx, a)
+	})
+	read(t, s, func(ctx context.Context, r store.Reader) error {
+		got, err := r.Run(ctx, a.ID)
+		if err != nil {
+			return err
+		}
+		if !reflect.DeepEqual(got, a) {
+			t.Errorf("Run = %+v\nwant %+v", got, a)
+		}
+		list, err := r.ListRuns(ctx, store.RunQuery{})
+		if err != nil || len(list) != 2 || list[0].ID != b.ID {
+			t.Errorf("ListRuns = %v, %v; want b then a", list, err)
+		}
+		page, err := r.ListRuns(ctx, store.RunQuery{Marker: b.ID, Limit: 5})
+		if err != nil || len(page) != 1 || page[0].ID != a.ID {
+			t.Errorf("ListRuns after b = %v, %v; want a", page, err)
+		}
+		running, err := r.RunsInState(ctx, "c1", store.RunRunning, store.RunPaused)
+		if err != nil || len(running) != 1 || running[0].ID != a.ID {
+			t.Errorf("RunsInState = %v, %v; want a", running, err)
+		}
+		ids, err := r.RunIDsWithPrefix(ctx, "00000000-0000-4000-8000-00000000000", 10)
+		if err != nil || len(ids) != 2 {
+			t.Errorf("RunIDsWithPrefix = %v, %v", ids, err)
+		}
+		if _, err := r.Run(ctx, "nope"); !errors.Is(err, store.ErrNotFound) {
+			t.Errorf("Run(nope) = %v, want ErrNotFound", err)
+		}
+		return nil
+	})
+}
+
+func testARunHasOneChildPerStageAndNode(t *testing.T, db NewDB) {
+	s := setup(t, db)
+	child := func(id, stage, node string) *store.Record {
+		r := record(id)
+		r.NodeID, r.RunID, r.Stage, r.Wave = node, "run-1", stage, 1
+		return r
+	}
+	update(t, s, func(ctx context.Context, tx store.Tx) error {
+		if err := tx.InsertAction(ctx, child("00000000-0000-4000-8000-000000000001", "main", "n1")); err != nil {
+			return err
+		}
+		return tx.InsertAction(ctx, child("00000000-0000-4000-8000-000000000002", "other", "n1"))
+	})
+	ctx := context.Background()
+	err := s.Update(ctx, func(tx store.Tx) error {
+		return tx.InsertAction(ctx, child("00000000-0000-4000-8000-000000000003", "main", "n1"))
+	})
+	if !errors.Is(err, store.ErrExists) {
+		t.Fatalf("a second child of run-1/main on n1: %v, want ErrExists", err)
+	}
+	read(t, s, func(ctx context.Context, r store.Reader) error {
+		kids, err := r.RunChildren(ctx, "run-1")
+		if err != nil || len(kids) != 2 || kids[0].Stage != "main" || kids[0].Wave != 1 {
+			t.Errorf("RunChildren = %+v, %v", kids, err)
+		}
+		return nil
+	})
+}
+
+func testPlaybookVersions(t *testing.T, db NewDB) {
+	s := setup(t, db)
+	update(t, s, func(ctx context.Context, tx store.Tx) error {
+		for _, p := range []store.Playbook{
+			{Name: "b", Version: 1, Document: "v1", Digest: "1"},
+			{Name: "b", Version: 2, Document: "v2", Digest: "2"},
+			{Name: "a", Version: 1, Document: "a1", Digest: "a"},
+		} {
+			if err := tx.InsertPlaybook(ctx, &p); err != nil {
+				return err
+			}
+		}
+		if err := tx.InsertPlaybook(ctx, &store.Playbook{Name: "b", Version: 2}); !errors.Is(err, store.ErrExists) {
+			t.Errorf("a second version 2: %v, want ErrExists", err)
+		}
+		return nil
+	})
+	read(t, s, func(ctx context.Context, r store.Reader) error {
+		latest, err := r.Playbook(ctx, "b", 0)
+		if err != nil || latest.Version != 2 || latest.Document != "v2" {
+			t.Errorf("newest b = %+v, %v", latest, err)
+		}
+		v1, err := r.Playbook(ctx, "b", 1)
+		if err != nil || v1.Document != "v1" {
+			t.Errorf("b v1 = %+v, %v", v1, err)
+		}
+		if _, err := r.Playbook(ctx, "b", 3); !errors.Is(err, store.ErrNotFound) {
+			t.Errorf("b v3: %v", err)
+		}
+		all, err := r.Playbooks(ctx)
+		if err != nil || len(all) != 2 || all[0].Name != "a" || all[1].Version != 2 {
+			t.Errorf("Playbooks = %+v, %v", all, err)
+		}
+		vs, err := r.PlaybookVersions(ctx, "b")
+		if err != nil || len(vs) != 2 || vs[0].Version != 1 {
+			t.Errorf("versions = %+v, %v", vs, err)
+		}
+		return nil
+	})
+}
+
+// TestTokenNamesAreUniqueIgnoringCase: a name becomes requester and
+// approved_by, and four-eyes compares them ignoring case, so the store refuses
+// a second token whose name differs from another only in case.
+func testTokenNamesAreUniqueIgnoringCase(t *testing.T, db NewDB) {
+	s := setup(t, db)
+	ctx := context.Background()
+	update(t, s, func(ctx context.Context, tx store.Tx) error {
+		return tx.InsertToken(ctx, &store.Token{Name: "alice", Roles: []string{store.RoleOperator}, Hash: "h1", CreatedTS: t0})
+	})
+	for _, name := range []string{"Alice", "ALICE", "aLiCe"} {
+		err := s.Update(ctx, func(tx store.Tx) error {
+			return tx.InsertToken(ctx, &store.Token{Name: name, Roles: []string{store.RoleApprover}, Hash: "h-" + name, CreatedTS: t0})
+		})
+		if !errors.Is(err, store.ErrExists) {
+			t.Errorf("insert %s beside alice: %v, want ErrExists", name, err)
+		}
+	}
+	// Once alice is revoked, the name is free again, in any case.
+	update(t, s, func(ctx context.Context, tx store.Tx) error { return tx.DeleteToken(ctx, "alice") })
+	update(t, s, func(ctx context.Context, tx store.Tx) error {
+		return tx.InsertToken(ctx, &store.Token{Name: "Alice", Roles: []string{store.RoleApprover}, Hash: "h2", CreatedTS: t0})
+	})
+	read(t, s, func(ctx context.Context, r store.Reader) error {
+		all, err := r.Tokens(ctx)
+		if err != nil || len(all) != 1 || all[0].Name != "Alice" {
+			t.Errorf("Tokens = %+v, %v", all, err)
+		}
+		return nil
+	})
+}

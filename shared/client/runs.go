@@ -1,0 +1,104 @@
+package client
+
+import (
+	"context"
+	"net/http"
+	"net/url"
+	"strconv"
+	"strings"
+
+	"github.com/musterhq/muster/shared/wire"
+)
+
+// RunFilter selects and pages GET /api/v1/runs. Zero fields do not filter.
+type RunFilter struct {
+	Cluster string
+	States  []string
+	Limit   int
+	Marker  string
+}
+
+// CreateRun calls POST /api/v1/runs.
+func (c *Core) CreateRun(ctx context.Context, req *wire.CreateRunRequest) (*wire.Run, error) {
+	var out wire.Run
+	_, err := c.call(ctx, http.MethodPost, "/api/v1/runs", req, &out)
+	return &out, err
+}
+
+// Runs calls GET /api/v1/runs: one page, newest first.
+func (c *Core) Runs(ctx context.Context, f RunFilter) (*wire.RunList, error) {
+	q := url.Values{}
+	if f.Cluster != "" {
+		q.Set("cluster", f.Cluster)
+	}
+	if len(f.States) > 0 {
+		q.Set("state", strings.Join(f.States, ","))
+	}
+	if f.Limit > 0 {
+		q.Set("limit", strconv.Itoa(f.Limit))
+	}
+	if f.Marker != "" {
+		q.Set("marker", f.Marker)
+	}
+	var out wire.RunList
+	_, err := c.call(ctx, http.MethodGet, "/api/v1/runs"+query(q), nil, &out)
+	return &out, err
+}
+
+// Run calls GET /api/v1/runs/{id-or-prefix}: the run with its per-node grid.
+func (c *Core) Run(ctx context.Context, ref string) (*wire.Run, error) {
+	var out wire.Run
+	_, err := c.call(ctx, http.MethodGet, "/api/v1/runs/"+url.PathEscape(ref), nil, &out)
+	return &out, err
+}
+
+// RunVerb calls POST /api/v1/runs/{id}/{verb}: approve, reject, pause,
+// resume or cancel, with an optional reason (reject and cancel).
+func (c *Core) RunVerb(ctx context.Context, ref, verb, reason string) (*wire.Run, error) {
+	var in any
+	if reason != "" {
+		in = wire.ReasonRequest{Reason: reason}
+	}
+	var out wire.Run
+	_, err := c.call(ctx, http.MethodPost, "/api/v1/runs/"+url.PathEscape(ref)+"/"+url.PathEscape(verb), in, &out)
+	return &out, err
+}
+
+// ApplyPlaybook calls POST /api/v1/playbooks with a YAML document.
+func (c *Core) ApplyPlaybook(ctx context.Context, doc string) (*wire.Playbook, error) {
+	var out wire.Playbook
+	_, err := c.call(ctx, http.MethodPost, "/api/v1/playbooks", wire.ApplyPlaybookRequest{Document: doc}, &out)
+	return &out, err
+}
+
+// Playbooks calls GET /api/v1/playbooks.
+func (c *Core) Playbooks(ctx context.Context) ([]wire.PlaybookVersion, error) {
+	var out wire.PlaybookList
+	_, err := c.call(ctx, http.MethodGet, "/api/v1/playbooks", nil, &out)
+	return out.Playbooks, err
+}
+
+// Playbook calls GET /api/v1/playbooks/{name}: one version (0: the newest).
+func (c *Core) Playbook(ctx context.Context, name string, version int) (*wire.Playbook, error) {
+	q := url.Values{}
+	if version > 0 {
+		q.Set("version", strconv.Itoa(version))
+	}
+	var out wire.Playbook
+	_, err := c.call(ctx, http.MethodGet, "/api/v1/playbooks/"+url.PathEscape(name)+query(q), nil, &out)
+	return &out, err
+}
+
+// PlanPlaybook calls POST /api/v1/playbooks/{name}/plan.
+func (c *Core) PlanPlaybook(ctx context.Context, name string, req *wire.PlanRequest) (*wire.Plan, error) {
+	var out wire.Plan
+	_, err := c.call(ctx, http.MethodPost, "/api/v1/playbooks/"+url.PathEscape(name)+"/plan", req, &out)
+	return &out, err
+}
+
+// StartPlaybook calls POST /api/v1/playbooks/{name}/runs.
+func (c *Core) StartPlaybook(ctx context.Context, name string, req *wire.PlanRequest) (*wire.Run, error) {
+	var out wire.Run
+	_, err := c.call(ctx, http.MethodPost, "/api/v1/playbooks/"+url.PathEscape(name)+"/runs", req, &out)
+	return &out, err
+}

@@ -1,0 +1,178 @@
+package wire
+
+import (
+	"encoding/json"
+	"time"
+
+	"github.com/musterhq/muster/shared/action"
+	"github.com/musterhq/muster/shared/limit"
+)
+
+// Target picks nodes of one cluster (DESIGN.md §9): exactly one of Nodes,
+// Labels (every pair must match) or All.
+type Target struct {
+	Nodes  []string          `json:"nodes,omitempty" yaml:"nodes,omitempty"`
+	Labels map[string]string `json:"labels,omitempty" yaml:"labels,omitempty"`
+	All    bool              `json:"all,omitempty" yaml:"all,omitempty"`
+}
+
+// StageSpec is one stage of a run as a caller asks for it: one kind and args
+// on a target, in waves bounded by its limits.
+type StageSpec struct {
+	Name string          `json:"name"`
+	Kind string          `json:"kind"`
+	Args json.RawMessage `json:"args,omitempty"`
+	// Target picks the stage's nodes; it is resolved when the run is created.
+	Target Target `json:"target"`
+	// MaxConcurrency: at most this many nodes with an unfinished child at
+	// once (a count or a percentage of the stage's nodes; default 1).
+	MaxConcurrency *limit.Limit `json:"max_concurrency,omitempty"`
+	// MaxErrors: the stage stops when more children than this have failed
+	// (default 0).
+	MaxErrors *limit.Limit `json:"max_errors,omitempty"`
+	// OnFailure is "abort" (the default: the run ends FAILED) or "pause".
+	OnFailure string `json:"on_failure,omitempty"`
+	// DependsOn names the stages that must be DONE first. Absent: the
+	// previous stage; an empty list: none.
+	DependsOn []string `json:"depends_on"`
+	// TimeoutS is each child's timeout; 0 leaves it to the agent.
+	TimeoutS int `json:"timeout_s,omitempty"`
+}
+
+// CreateRunRequest is the body of POST /api/v1/runs.
+type CreateRunRequest struct {
+	ClusterID string      `json:"cluster_id"`
+	Stages    []StageSpec `json:"stages"`
+}
+
+// Stage is one stage of a run as the core shows it: its spec with the target
+// resolved and the limits made counts, and its progress.
+type Stage struct {
+	Name           string          `json:"name"`
+	Kind           string          `json:"kind"`
+	Args           json.RawMessage `json:"args"`
+	Target         Target          `json:"target"`
+	Nodes          []string        `json:"nodes"`
+	MaxConcurrency limit.Limit     `json:"max_concurrency"`
+	MaxErrors      limit.Limit     `json:"max_errors"`
+	OnFailure      string          `json:"on_failure"`
+	DependsOn      []string        `json:"depends_on"`
+	TimeoutS       int             `json:"timeout_s,omitempty"`
+
+	State string `json:"state"`
+	// Counts counts the stage's children by state, and "PENDING" the nodes
+	// without a child yet.
+	Counts map[string]int `json:"counts"`
+	// Errors counts the children that count against max_errors.
+	Errors int `json:"errors"`
+}
+
+// RunChild is one cell of a run's per-node grid.
+type RunChild struct {
+	Stage    string       `json:"stage"`
+	NodeID   string       `json:"node_id"`
+	Wave     int          `json:"wave"`
+	ActionID string       `json:"action_id,omitempty"`
+	State    action.State `json:"state,omitempty"`
+}
+
+// Run is a run as the core shows it.
+type Run struct {
+	ID              string     `json:"id"`
+	ClusterID       string     `json:"cluster_id"`
+	State           string     `json:"state"`
+	StateReason     string     `json:"state_reason"`
+	Requester       string     `json:"requester"`
+	ApprovedBy      string     `json:"approved_by"`
+	Playbook        string     `json:"playbook,omitempty"`
+	PlaybookVersion int        `json:"playbook_version,omitempty"`
+	Digest          string     `json:"digest"`
+	Stages          []Stage    `json:"stages"`
+	CreatedTS       time.Time  `json:"created_ts"`
+	UpdatedTS       time.Time  `json:"updated_ts"`
+	FinishedTS      *time.Time `json:"finished_ts"`
+	// Children is the per-node grid, filled only by GET /api/v1/runs/{id}.
+	Children []RunChild `json:"children,omitempty"`
+}
+
+// RunList answers GET /api/v1/runs.
+type RunList struct {
+	Runs       []Run  `json:"runs"`
+	NextMarker string `json:"next_marker"`
+}
+
+// MaxReason bounds the reason a person gives to a reject or a cancel.
+const MaxReason = 1024
+
+// ReasonRequest is the optional body of the calls that take a person's
+// reason (reject, cancel).
+type ReasonRequest struct {
+	Reason string `json:"reason"`
+}
+
+// ApplyPlaybookRequest is the body of POST /api/v1/playbooks.
+type ApplyPlaybookRequest struct {
+	// Document is the playbook's YAML.
+	Document string `json:"document"`
+}
+
+// PlaybookVersion is one stored version of a playbook.
+type PlaybookVersion struct {
+	Name        string    `json:"name"`
+	Version     int       `json:"version"`
+	Description string    `json:"description"`
+	Digest      string    `json:"digest"`
+	CreatedBy   string    `json:"created_by"`
+	CreatedTS   time.Time `json:"created_ts"`
+}
+
+// Playbook answers GET /api/v1/playbooks/{name} and POST /api/v1/playbooks:
+// one version with its document, and the list of all versions.
+type Playbook struct {
+	PlaybookVersion
+	Document string `json:"document"`
+	// Changed is false when an apply found the document unchanged.
+	Changed  bool              `json:"changed"`
+	Versions []PlaybookVersion `json:"versions,omitempty"`
+}
+
+// PlaybookList answers GET /api/v1/playbooks: the newest version of each.
+type PlaybookList struct {
+	Playbooks []PlaybookVersion `json:"playbooks"`
+}
+
+// PlanRequest is the body of POST /api/v1/playbooks/{name}/plan and
+// /runs: the cluster, the parameters as text (as given on a command line),
+// and optionally a stored version (default: the newest). Plan also takes a
+// Document, to plan a playbook before it is applied.
+type PlanRequest struct {
+	ClusterID string            `json:"cluster_id"`
+	Params    map[string]string `json:"params,omitempty"`
+	Version   int               `json:"version,omitempty"`
+	Document  string            `json:"document,omitempty"`
+}
+
+// PlanChild is one child action a plan would create.
+type PlanChild struct {
+	Stage  string          `json:"stage"`
+	Wave   int             `json:"wave"`
+	NodeID string          `json:"node_id"`
+	Kind   string          `json:"kind"`
+	Args   json.RawMessage `json:"args"`
+	// Held says why the disruption budget would hold this child back now
+	// (empty when it would go).
+	Held string `json:"held,omitempty"`
+}
+
+// Plan is what starting a playbook would do: the run's stages, resolved, and
+// every child action by stage and wave, created nothing.
+type Plan struct {
+	Playbook  string         `json:"playbook"`
+	Version   int            `json:"version"`
+	ClusterID string         `json:"cluster_id"`
+	Params    map[string]any `json:"params"`
+	// Digest is what approving the run will approve.
+	Digest   string      `json:"digest"`
+	Stages   []Stage     `json:"stages"`
+	Children []PlanChild `json:"children"`
+}
