@@ -723,3 +723,29 @@ func TestSessionsAreCapped(t *testing.T) {
 		t.Fatalf("%d sessions held, want the expired ones swept", n)
 	}
 }
+
+func TestClustersPageShowsNodesWithLabels(t *testing.T) {
+	t.Parallel()
+	e := setup(t)
+	b := e.browser().signIn("viewer")
+	_, _, body := b.get("/ui/clusters")
+	for _, want := range []string{"prod", "HEALTHY", "db-1", "UP", "127.0.0.1:1", "static"} {
+		if !strings.Contains(body, want) {
+			t.Errorf("the Clusters page lacks %q", want)
+		}
+	}
+	// Labels, when the store has them, are shown sorted and escaped.
+	var out strings.Builder
+	now := time.Now()
+	err := e.ui.pages["clusters"].ExecuteTemplate(&out, "live", &view{Data: []clusterView{{
+		Cluster: store.Cluster{ID: "prod", Status: store.ClusterHealthy},
+		Nodes: []store.Node{{ClusterID: "prod", ID: "db-1", Status: store.NodeUp, LastContact: &now,
+			Labels: map[string]string{"zone": "eu-1", "role": "<b>replica\x1b"}}},
+	}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := `<li>role=&lt;b&gt;replica\x1b</li><li>zone=eu-1</li>`; !strings.Contains(out.String(), want) {
+		t.Fatalf("labels not shown as %s:\n%s", want, out.String())
+	}
+}
