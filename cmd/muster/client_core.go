@@ -6,6 +6,8 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
+
+	"github.com/musterhq/muster/shared/textsafe"
 )
 
 // newCoreStatusCmd is `muster core status`: the core replicas sharing the
@@ -30,7 +32,7 @@ func newCoreStatusCmd() *cobra.Command {
 			return writeJSON(cmd.OutOrStdout(), rs)
 		}
 		w := cmd.OutOrStdout()
-		fmt.Fprintf(w, "Store:     %s\n", rs.Store)
+		fmt.Fprintf(w, "Store:     %s\n", textsafe.Escape(rs.Store))
 		if rs.LeaseTTLS > 0 {
 			fmt.Fprintf(w, "Lease TTL: %s\n", time.Duration(rs.LeaseTTLS*float64(time.Second)))
 		}

@@ -59,7 +59,7 @@ func (p Policy) Validate() []error {
 			errs = append(errs, fmt.Errorf("approval.rules[%d].approval: %q is not %q or %q", i, r.Approval, Required, None))
 		}
 		for _, f := range []struct{ name, glob string }{{"kind", r.Kind}, {"cluster", r.Cluster}} {
-			if !doublestar.ValidatePattern(f.glob) {
+			if !ValidGlob(f.glob) {
 				errs = append(errs, fmt.Errorf("approval.rules[%d].%s: bad glob %q (an unclosed [ or {, or a trailing \\)", i, f.name, f.glob))
 			}
 		}
@@ -71,25 +71,30 @@ func (p Policy) Validate() []error {
 // The first matching rule decides; otherwise Default does.
 func (p Policy) NeedsApproval(kind, cluster string) bool {
 	for _, r := range p.Rules {
-		if glob(r.Kind, kind) && glob(r.Cluster, cluster) {
+		if Glob(r.Kind, kind) && Glob(r.Cluster, cluster) {
 			return r.Approval != None
 		}
 	}
 	return p.Default != None
 }
 
-// glob matches s against pattern in the syntax of doublestar: "*" and "?"
-// stay within one "/" segment, "**" as a whole segment crosses "/" (so
-// example.com/** covers example.com/db/backup), and [class] and {a,b} are
-// supported. An empty pattern, or a lone "*", matches everything. Patterns are
-// checked by Validate when the configuration loads.
-func glob(pattern, s string) bool {
+// Glob matches a kind or a cluster id against pattern, the one glob syntax of
+// the core's configuration (README.md, "Approval, tokens and roles"): that of
+// doublestar, where "*" and "?" stay within one "/" segment, "**" as a whole
+// segment crosses "/" (so example.com/** covers example.com/db/backup), and
+// [class] and {a,b} are supported. An empty pattern, or a lone "*", matches
+// everything. Check patterns with ValidGlob when the configuration loads.
+func Glob(pattern, s string) bool {
 	if pattern == "" || pattern == "*" {
 		return true
 	}
 	ok, err := doublestar.Match(pattern, s)
 	return err == nil && ok
 }
+
+// ValidGlob reports whether Glob can read pattern: no unclosed [ or {, no
+// trailing backslash.
+func ValidGlob(pattern string) bool { return doublestar.ValidatePattern(pattern) }
 
 // SamePerson reports whether a requester and an approver are the same person,
 // for four-eyes approval. Names are compared ignoring case, as token names are
