@@ -76,6 +76,12 @@ type Reader interface {
 	Tokens(ctx context.Context) ([]Token, error)
 	TokenByHash(ctx context.Context, hash string) (*Token, error)
 
+	// Session returns the web UI session whose id hashes to hash
+	// (ErrNotFound otherwise), expired or not.
+	Session(ctx context.Context, hash string) (*Session, error)
+	// SessionCount counts the sessions held, expired ones included.
+	SessionCount(ctx context.Context) (int, error)
+
 	// Run returns the run with exactly this id (ErrNotFound otherwise).
 	Run(ctx context.Context, id string) (*Run, error)
 	// RunIDsWithPrefix returns up to max run ids that start with prefix.
@@ -114,6 +120,14 @@ type Tx interface {
 	// the name is, ignoring case: alice and Alice are one name).
 	InsertToken(ctx context.Context, t *Token) error
 	DeleteToken(ctx context.Context, name string) error
+	// InsertSession stores a new web UI session (ErrExists when the hash
+	// is taken).
+	InsertSession(ctx context.Context, s *Session) error
+	// DeleteSession removes a session; one that is not there is no error.
+	DeleteSession(ctx context.Context, hash string) error
+	// DeleteSessionsBefore removes the sessions that expire at or before t
+	// and returns how many it removed.
+	DeleteSessionsBefore(ctx context.Context, t time.Time) (int, error)
 	// InsertRun stores a new run (ErrExists when the id is taken).
 	InsertRun(ctx context.Context, r *Run) error
 	// UpdateRun replaces the stored run with the same id.
@@ -307,6 +321,18 @@ const (
 	RoleApprover = "approver"
 	RoleAdmin    = "admin"
 )
+
+// Session is a web UI sign-in (core/ui). Only the hash of its id is stored,
+// and the token it signed in with is named by the token's hash, so that a
+// revoked token's sessions stop working at once.
+type Session struct {
+	Hash      string
+	TokenHash string
+	// CSRF is the synchronizer token the session's forms carry.
+	CSRF      string
+	CreatedTS time.Time
+	ExpiresTS time.Time
+}
 
 // Token is an API identity. Only a hash of the secret is stored.
 type Token struct {
