@@ -33,7 +33,7 @@ type loginData struct {
 func (s *Server) loginPage(w http.ResponseWriter, r *http.Request) {
 	q := r.URL.Query()
 	if c, err := r.Cookie(sessionCookie); err == nil {
-		if sess, _ := s.sessions.get(c.Value); sess != nil {
+		if sess, _, _, err := s.sessions.get(r.Context(), c.Value); err == nil && sess != nil {
 			// Signed in already: on to the page asked for.
 			next := safeNext(q.Get("next"))
 			if next == "" {
@@ -97,7 +97,7 @@ func (s *Server) login(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if err := s.startSession(w, r, tok); err != nil {
-		s.showLogin(w, r, http.StatusServiceUnavailable, loginData{Next: f.Next}, err.Error())
+		s.showLogin(w, r, http.StatusServiceUnavailable, loginData{Next: f.Next}, s.sessionError(err))
 		return
 	}
 	next := f.Next
@@ -148,14 +148,26 @@ func (s *Server) devLogin(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if err := s.startSession(w, r, tok); err != nil {
-		s.renderError(w, r, nil, http.StatusServiceUnavailable, err.Error())
+		s.renderError(w, r, nil, http.StatusServiceUnavailable, s.sessionError(err))
 		return
 	}
 	http.Redirect(w, r, "/ui/approvals", http.StatusSeeOther)
 }
 
+// sessionError is what a person is told when no session could be started.
+func (s *Server) sessionError(err error) string {
+	if errors.Is(err, errTooManySessions) {
+		return "There are " + err.Error() + "."
+	}
+	s.log.Error("start session", "err", err)
+	return "The session could not be stored; try again."
+}
+
 func (s *Server) logout(w http.ResponseWriter, r *http.Request, v *visitor) {
-	s.sessions.end(v.sess.hash)
+	if err := s.sessions.end(r.Context(), v.sess.Hash); err != nil {
+		s.storeError(w, r, v, err)
+		return
+	}
 	setCookie(w, r, sessionCookie, "", -1)
 	s.log.Info("signed out", "actor", v.tok.Name, "client", clientAddr(r))
 	http.Redirect(w, r, "/ui/login?signed_out=1", http.StatusSeeOther)

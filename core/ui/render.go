@@ -120,7 +120,7 @@ func newView(v *visitor, title, nav string) *view {
 	out := &view{Title: title, Nav: nav}
 	if v != nil {
 		out.User = v.tok
-		out.CSRF = v.sess.csrf
+		out.CSRF = v.sess.CSRF
 		out.CanApprove = v.can(auth.Approve)
 	}
 	return out

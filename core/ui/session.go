@@ -1,6 +1,7 @@
 package ui
 
 import (
+	"context"
 	"crypto/rand"
 	"crypto/sha256"
 	"crypto/subtle"
@@ -9,7 +10,6 @@ import (
 	"errors"
 	"net/http"
 	"net/url"
-	"sync"
 	"time"
 
 	"github.com/musterhq/muster/core/store"
@@ -24,37 +24,27 @@ const (
 	cookiePath  = "/ui/"
 )
 
-// session is one signed-in browser. Only the hash of its id is kept, so a
-// copy of the memory (or a log of it) does not hand out sessions.
-type session struct {
-	hash      string // sha256 of the id, the map key
-	tokenHash string // the token signed in with, looked up on every request
-	csrf      string
-	created   time.Time
-	expires   time.Time
+// checkCSRF reports whether v is the session's CSRF token.
+func checkCSRF(s *store.Session, v string) bool {
+	return v != "" && subtle.ConstantTimeCompare([]byte(v), []byte(s.CSRF)) == 1
 }
 
-func (s *session) checkCSRF(v string) bool {
-	return v != "" && subtle.ConstantTimeCompare([]byte(v), []byte(s.csrf)) == 1
-}
-
-// sessions is the in-memory session table of one core. Sessions do not
-// survive a restart, and each replica of a core has its own.
+// sessions keeps the web UI's sessions in the store, so that every replica
+// of the core knows them and a restart keeps them. Only the hash of a
+// session id is stored: a copy of the database does not hand out sessions.
 type sessions struct {
+	st  store.Store
 	ttl time.Duration
 	max int
 	now func() time.Time
-
-	mu   sync.Mutex
-	byID map[string]*session
 }
 
-func newSessions(ttl time.Duration, max int, now func() time.Time) *sessions {
-	return &sessions{ttl: ttl, max: max, now: now, byID: map[string]*session{}}
+func newSessions(st store.Store, ttl time.Duration, max int, now func() time.Time) *sessions {
+	return &sessions{st: st, ttl: ttl, max: max, now: now}
 }
 
-// errTooManySessions: the table is full of live sessions.
-var errTooManySessions = errors.New("too many sessions are open; try again later")
+// errTooManySessions: the store holds as many live sessions as allowed.
+var errTooManySessions = errors.New("too many sessions open")
 
 // randomToken returns 32 random bytes in unpadded base64url.
 func randomToken() string {
@@ -69,59 +59,82 @@ func hashID(id string) string {
 }
 
 // create starts a session for the token with hash tokenHash and returns its
-// id (to put in the cookie; it is not kept).
-func (ss *sessions) create(tokenHash string) (string, *session, error) {
-	ss.mu.Lock()
-	defer ss.mu.Unlock()
-	now := ss.now()
-	if len(ss.byID) >= ss.max {
-		for k, s := range ss.byID {
-			if !now.Before(s.expires) {
-				delete(ss.byID, k)
-			}
-		}
-		if len(ss.byID) >= ss.max {
-			return "", nil, errTooManySessions
-		}
-	}
+// id (to put in the cookie; it is not kept). Expired sessions are removed
+// on the way.
+func (ss *sessions) create(ctx context.Context, tokenHash string) (string, error) {
 	id := randomToken()
-	s := &session{hash: hashID(id), tokenHash: tokenHash, csrf: randomToken(), created: now, expires: now.Add(ss.ttl)}
-	ss.byID[s.hash] = s
-	return id, s, nil
+	now := ss.now().UTC()
+	sess := &store.Session{Hash: hashID(id), TokenHash: tokenHash, CSRF: randomToken(), CreatedTS: now, ExpiresTS: now.Add(ss.ttl)}
+	err := ss.st.Update(ctx, func(tx store.Tx) error {
+		if _, err := tx.DeleteSessionsBefore(ctx, now); err != nil {
+			return err
+		}
+		n, err := tx.SessionCount(ctx)
+		if err != nil {
+			return err
+		}
+		if n >= ss.max {
+			return errTooManySessions
+		}
+		return tx.InsertSession(ctx, sess)
+	})
+	if err != nil {
+		return "", err
+	}
+	return id, nil
 }
 
-// get returns the live session with this id; expired reports a session that
-// existed and has expired (it is removed).
-func (ss *sessions) get(id string) (s *session, expired bool) {
+// get returns the live session with this id and its token as stored now.
+// ended reports a session that existed and has expired, or whose token was
+// revoked: it is removed.
+func (ss *sessions) get(ctx context.Context, id string) (sess *store.Session, tok *store.Token, ended bool, err error) {
 	if id == "" {
-		return nil, false
+		return nil, nil, false, nil
 	}
-	h := hashID(id)
-	ss.mu.Lock()
-	defer ss.mu.Unlock()
-	s = ss.byID[h]
-	if s == nil {
-		return nil, false
+	err = ss.st.Read(ctx, func(r store.Reader) error {
+		var err error
+		if sess, err = r.Session(ctx, hashID(id)); err != nil {
+			return err
+		}
+		tok, err = r.TokenByHash(ctx, sess.TokenHash)
+		return err
+	})
+	switch {
+	case errors.Is(err, store.ErrNotFound) && sess == nil:
+		return nil, nil, false, nil
+	case errors.Is(err, store.ErrNotFound): // the token was revoked: so is the session
+		ended = true
+	case err != nil:
+		return nil, nil, false, err
+	case !ss.now().Before(sess.ExpiresTS):
+		ended = true
 	}
-	if !ss.now().Before(s.expires) {
-		delete(ss.byID, h)
-		return nil, true
+	if ended {
+		return nil, nil, true, ss.end(ctx, sess.Hash)
 	}
-	return s, false
+	return sess, tok, false, nil
+}
+
+// live reports whether the session with this hash still exists, has not
+// expired and its token has not been revoked. A store error counts as live:
+// the next request finds out.
+func (ss *sessions) live(ctx context.Context, hash string) bool {
+	ok := true
+	err := ss.st.Read(ctx, func(r store.Reader) error {
+		sess, err := r.Session(ctx, hash)
+		if err != nil {
+			return err
+		}
+		ok = ss.now().Before(sess.ExpiresTS)
+		_, err = r.TokenByHash(ctx, sess.TokenHash)
+		return err
+	})
+	return ok && !errors.Is(err, store.ErrNotFound)
 }
 
 // end removes a session.
-func (ss *sessions) end(hash string) {
-	ss.mu.Lock()
-	defer ss.mu.Unlock()
-	delete(ss.byID, hash)
-}
-
-// count returns how many sessions are held (live or not yet swept).
-func (ss *sessions) count() int {
-	ss.mu.Lock()
-	defer ss.mu.Unlock()
-	return len(ss.byID)
+func (ss *sessions) end(ctx context.Context, hash string) error {
+	return ss.st.Update(ctx, func(tx store.Tx) error { return tx.DeleteSession(ctx, hash) })
 }
 
 func setCookie(w http.ResponseWriter, r *http.Request, name, value string, maxAge int) {
@@ -133,7 +146,7 @@ func setCookie(w http.ResponseWriter, r *http.Request, name, value string, maxAg
 
 // startSession signs the token in: a new session and its cookie.
 func (s *Server) startSession(w http.ResponseWriter, r *http.Request, tok *store.Token) error {
-	id, _, err := s.sessions.create(tok.Hash)
+	id, err := s.sessions.create(r.Context(), tok.Hash)
 	if err != nil {
 		return err
 	}
@@ -147,25 +160,16 @@ func (s *Server) startSession(w http.ResponseWriter, r *http.Request, tok *store
 // still exists. Otherwise it answers: a page goes to sign-in (coming back
 // afterwards), the live-update stream gets 401.
 func (s *Server) signedIn(w http.ResponseWriter, r *http.Request, stream bool) (*visitor, bool) {
-	var sess *session
-	expired := false
+	var (
+		sess    *store.Session
+		tok     *store.Token
+		expired bool
+	)
 	if c, err := r.Cookie(sessionCookie); err == nil {
-		sess, expired = s.sessions.get(c.Value)
-	}
-	var tok *store.Token
-	if sess != nil {
-		err := s.st.Read(r.Context(), func(rd store.Reader) error {
-			var err error
-			tok, err = rd.TokenByHash(r.Context(), sess.tokenHash)
-			return err
-		})
-		switch {
-		case errors.Is(err, store.ErrNotFound):
-			s.sessions.end(sess.hash) // the token was revoked: so is the session
-			sess, expired = nil, true
-		case err != nil:
+		sess, tok, expired, err = s.sessions.get(r.Context(), c.Value)
+		if err != nil {
+			s.log.Error("read session", "err", err)
 			s.renderError(w, r, nil, http.StatusInternalServerError, "The store could not be read.")
-			s.log.Error("read token", "err", err)
 			return nil, false
 		}
 	}

@@ -219,3 +219,17 @@ func (e *env) record(id string) action.Action {
 	}
 	return a
 }
+
+// sessionCount returns how many sessions the store holds.
+func (e *env) sessionCount() int {
+	e.t.Helper()
+	var n int
+	if err := e.st.Read(context.Background(), func(r store.Reader) error {
+		var err error
+		n, err = r.SessionCount(context.Background())
+		return err
+	}); err != nil {
+		e.t.Fatal(err)
+	}
+	return n
+}

@@ -68,7 +68,7 @@ func (s *Server) stream(w http.ResponseWriter, r *http.Request, v *visitor) {
 		}
 		since = n
 	}
-	release, ok := s.acquireStream(v.sess.hash)
+	release, ok := s.acquireStream(v.sess.Hash)
 	if !ok {
 		http.Error(w, "too many live-update streams are open", http.StatusTooManyRequests)
 		return
@@ -100,7 +100,7 @@ func (s *Server) stream(w http.ResponseWriter, r *http.Request, v *visitor) {
 	defer keepAlive.Stop()
 	// The session's end is checked on every wake-up: an expired one ends
 	// the stream, and the page's script sends the person to sign in.
-	expiry := time.NewTimer(time.Until(v.sess.expires))
+	expiry := time.NewTimer(time.Until(v.sess.ExpiresTS))
 	defer expiry.Stop()
 	for {
 		// Each round of writes has its own deadline, whatever the server's
@@ -124,6 +124,13 @@ func (s *Server) stream(w http.ResponseWriter, r *http.Request, v *visitor) {
 			if _, err := fmt.Fprint(w, ": keep-alive\n\n"); err != nil {
 				return
 			}
+		}
+		// A session ended elsewhere (signed out in another tab, or its
+		// token revoked) ends its streams too.
+		if !s.sessions.live(ctx, v.sess.Hash) {
+			_, _ = fmt.Fprint(w, "event: signed-out\ndata: {}\n\n")
+			_ = rc.Flush()
+			return
 		}
 	}
 }

@@ -146,7 +146,7 @@ func New(cfg Config, st store.Store, ch Changer, log *slog.Logger) (*Server, err
 		log:      log.With("component", "ui"),
 		mux:      http.NewServeMux(),
 		pages:    pages,
-		sessions: newSessions(cfg.SessionTTL, cfg.MaxSessions, cfg.Now),
+		sessions: newSessions(st, cfg.SessionTTL, cfg.MaxSessions, cfg.Now),
 		devUsed:  map[string]bool{},
 		streams:  map[string]int{},
 		done:     make(chan struct{}),
@@ -197,7 +197,7 @@ type handlerFunc func(w http.ResponseWriter, r *http.Request, v *visitor)
 // visitor is the signed-in person behind a request: the session and the
 // token as stored now (so a role change or a revocation applies at once).
 type visitor struct {
-	sess *session
+	sess *store.Session
 	tok  *store.Token
 }
 
@@ -253,7 +253,7 @@ var errCSRF = errors.New("this form is stale or did not come from this site (mis
 // checkPost accepts a form POST only from a page of this UI: the Origin
 // header, when sent, names this host, and the form carries the session's
 // CSRF token. The body is parsed, up to maxForm bytes.
-func (s *Server) checkPost(w http.ResponseWriter, r *http.Request, sess *session) error {
+func (s *Server) checkPost(w http.ResponseWriter, r *http.Request, sess *store.Session) error {
 	if !sameOrigin(r) {
 		return errCSRF
 	}
@@ -261,7 +261,7 @@ func (s *Server) checkPost(w http.ResponseWriter, r *http.Request, sess *session
 	if err := r.ParseForm(); err != nil {
 		return fmt.Errorf("unreadable form: %w", err)
 	}
-	if !sess.checkCSRF(r.PostForm.Get("csrf")) {
+	if !checkCSRF(sess, r.PostForm.Get("csrf")) {
 		return errCSRF
 	}
 	return nil

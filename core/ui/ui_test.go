@@ -137,7 +137,7 @@ func TestWrongTokenGetsAMessageAndNoSession(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			b := e.browser()
 			b.get("/ui/login")
-			before := e.ui.sessions.count()
+			before := e.sessionCount()
 			resp, err := b.c.PostForm(e.ts.URL+"/ui/login", url.Values{"token": {tok}, "csrf": {b.csrf}})
 			if err != nil {
 				t.Fatal(err)
@@ -155,7 +155,7 @@ func TestWrongTokenGetsAMessageAndNoSession(t *testing.T) {
 			if strings.Contains(body, tok) {
 				t.Fatal("the page repeats the token")
 			}
-			if e.ui.sessions.count() != before {
+			if e.sessionCount() != before {
 				t.Fatal("a session was made for a wrong token")
 			}
 			if status, loc, _ := b.get("/ui/approvals"); status != http.StatusSeeOther || !strings.HasPrefix(loc, "/ui/login") {
@@ -179,7 +179,7 @@ func TestSignInWithoutTheFormsCSRFTokenIsRefused(t *testing.T) {
 	if status != http.StatusForbidden {
 		t.Fatalf("sign-in from another origin: %d, want 403", status)
 	}
-	if e.ui.sessions.count() != 0 {
+	if e.sessionCount() != 0 {
 		t.Fatal("a refused sign-in made a session")
 	}
 }
@@ -236,10 +236,14 @@ func TestSessionCookieFlags(t *testing.T) {
 				t.Fatalf("cookie Max-Age %d, want the session TTL", sess.MaxAge)
 			}
 			// Only the hash of the id is kept.
-			e.ui.sessions.mu.Lock()
-			_, raw := e.ui.sessions.byID[sess.Value]
-			_, hashed := e.ui.sessions.byID[hashID(sess.Value)]
-			e.ui.sessions.mu.Unlock()
+			var raw, hashed bool
+			_ = e.st.Read(context.Background(), func(r store.Reader) error {
+				_, err := r.Session(context.Background(), sess.Value)
+				raw = err == nil
+				_, err = r.Session(context.Background(), hashID(sess.Value))
+				hashed = err == nil
+				return nil
+			})
 			if raw || !hashed {
 				t.Fatalf("sessions are not kept by the hash of their id (raw %v, hashed %v)", raw, hashed)
 			}
@@ -297,8 +301,8 @@ func TestSignOutEndsTheSessionOnTheServer(t *testing.T) {
 	if status, loc, _ := replay.get("/ui/approvals"); status != http.StatusSeeOther || !strings.HasPrefix(loc, "/ui/login") {
 		t.Fatalf("the old cookie after sign-out: %d %q, want sign-in", status, loc)
 	}
-	if e.ui.sessions.count() != 0 {
-		t.Fatalf("%d sessions left after sign-out", e.ui.sessions.count())
+	if e.sessionCount() != 0 {
+		t.Fatalf("%d sessions left after sign-out", e.sessionCount())
 	}
 }
 
@@ -719,7 +723,7 @@ func TestSessionsAreCapped(t *testing.T) {
 	// Once the others have expired, there is room again.
 	e.clock.add(time.Hour)
 	e.browser().signIn("viewer")
-	if n := e.ui.sessions.count(); n != 1 {
+	if n := e.sessionCount(); n != 1 {
 		t.Fatalf("%d sessions held, want the expired ones swept", n)
 	}
 }
@@ -748,4 +752,73 @@ func TestClustersPageShowsNodesWithLabels(t *testing.T) {
 	if want := `<li>role=&lt;b&gt;replica\x1b</li><li>zone=eu-1</li>`; !strings.Contains(out.String(), want) {
 		t.Fatalf("labels not shown as %s:\n%s", want, out.String())
 	}
+}
+
+// Sessions live in the store: a second UI on the same store (another
+// replica, or the core after a restart) knows them, and a sign-out on one
+// ends the session on both.
+func TestSessionsAreSharedThroughTheStore(t *testing.T) {
+	t.Parallel()
+	e := setup(t)
+	b := e.browser().signIn("appr")
+	other, err := New(Config{}, e.st, nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(other.Close)
+	ts2 := httptest.NewServer(other.Handler())
+	t.Cleanup(ts2.Close)
+	u, _ := url.Parse(e.ts.URL + "/ui/")
+	var id string
+	for _, c := range b.c.Jar.Cookies(u) {
+		if c.Name == sessionCookie {
+			id = c.Value
+		}
+	}
+	// The cookie, sent to the other UI (cookies do not tell ports apart;
+	// a fresh client makes that explicit).
+	status := func() int {
+		req, _ := http.NewRequest(http.MethodGet, ts2.URL+"/ui/approvals", nil)
+		req.AddCookie(&http.Cookie{Name: sessionCookie, Value: id})
+		resp, err := (&http.Client{CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}).Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		return resp.StatusCode
+	}
+	if got := status(); got != http.StatusOK {
+		t.Fatalf("the other UI answered %d for the session, want 200", got)
+	}
+	if st, _, _ := b.post("/ui/logout", url.Values{"csrf": {b.csrf}}); st != http.StatusSeeOther {
+		t.Fatalf("sign out: %d", st)
+	}
+	if got := status(); got != http.StatusSeeOther {
+		t.Fatalf("after signing out on one UI, the other answered %d, want 303 to sign in", got)
+	}
+}
+
+func TestSignOutEndsTheSessionsLiveStreams(t *testing.T) {
+	t.Parallel()
+	e := setup(t)
+	b := e.browser().signIn("viewer")
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, e.ts.URL+"/ui/stream", nil)
+	resp, err := b.c.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	sc := bufio.NewScanner(resp.Body)
+	sc.Scan() // ": stream open"
+	if status, _, _ := b.post("/ui/logout", url.Values{"csrf": {b.csrf}}); status != http.StatusSeeOther {
+		t.Fatalf("sign out: %d", status)
+	}
+	for sc.Scan() {
+		if sc.Text() == "event: signed-out" {
+			return
+		}
+	}
+	t.Fatalf("the stream ended without saying the session ended: %v", sc.Err())
 }
