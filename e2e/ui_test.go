@@ -531,3 +531,50 @@ func TestWebUISessionExpiry(t *testing.T) {
 		t.Fatalf("after signing in again the browser is at %s, want %s", loc, base+page)
 	}
 }
+
+// TestWebUIAcrossReplicas: with two core replicas on one PostgreSQL, a
+// session started on one is good on the other (sessions live in the store),
+// and an approval made through one replica's page shows live on the
+// other's (events reach every replica).
+func TestWebUIAcrossReplicas(t *testing.T) {
+	t.Parallel()
+	f := newHAFleet(t, 2, 1)
+	br := newChrome(t)
+	r0, r1 := "http://"+f.cores[0].Addr(), "http://"+f.cores[1].Addr()
+	a, err := f.client(1, "alice").CreateAction(ctxT(t), &wire.CreateActionRequest{ClusterID: "c1", NodeID: "node-1",
+		Kind: "example.com/append", Args: json.RawMessage(`{}`)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := br.tab(t, 1280, 800, "UTC")
+	signIn(t, ctx, r0, "/ui/actions/"+a.ID, f.secrets["bob"])
+	do(t, ctx, chromedp.WaitVisible(chromedp.CSS("#action-state")))
+	waitJS(t, ctx, "the live stream open", `document.querySelector('main').getAttribute('data-live-open') === '1'`)
+	eval[bool](t, ctx, `window.__loaded = true`)
+
+	// The same browser on the other replica is signed in already.
+	other := br.sameUserTab(t, ctx, 1280, 800)
+	item := fmt.Sprintf(`li[data-action="%s"]`, a.ID)
+	do(t, other, chromedp.Navigate(r1+"/ui/approvals"), chromedp.WaitVisible(chromedp.CSS(item+" button.approve")))
+	if loc := location(t, other); loc != r1+"/ui/approvals" {
+		t.Fatalf("replica 1 sent the signed-in browser to %s", loc)
+	}
+	do(t, other, chromedp.Click(chromedp.CSS(item+" button.approve")), chromedp.WaitVisible(chromedp.CSS("#flash-link")))
+
+	// Replica 0's page follows the action to DONE by itself; passes are
+	// nudged through replica 1 (they run on the lease holder).
+	n := 0
+	waitFor(t, browserWait, "DONE on replica 0's page", func() bool {
+		if eval[bool](t, ctx, `document.querySelector('#action-state').textContent.includes('DONE')`) {
+			return true
+		}
+		if n++; n%25 == 0 {
+			_ = f.client(1, "alice").Orchestrate(ctxT(t), "c1")
+		}
+		return false
+	})
+	if !eval[bool](t, ctx, `window.__loaded === true`) {
+		t.Fatal("replica 0's page was reloaded to show DONE")
+	}
+	f.onceEach([]string{a.ID})
+}
