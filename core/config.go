@@ -10,6 +10,7 @@ import (
 
 	"github.com/musterhq/muster/core/approval"
 	"github.com/musterhq/muster/core/discovery"
+	"github.com/musterhq/muster/core/retention"
 	"github.com/musterhq/muster/shared/config"
 	"github.com/musterhq/muster/shared/gossip"
 )
@@ -27,7 +28,10 @@ type Config struct {
 	Gossip      GossipConfig            `mapstructure:"gossip" yaml:"gossip"`
 	UI          UIConfig                `mapstructure:"ui" yaml:"ui"`
 	HA          HAConfig                `mapstructure:"ha" yaml:"ha"`
-	Log         config.Log              `mapstructure:"log" yaml:"log"`
+	// Retention: finished actions (with their history) and events older
+	// than this are purged in the background.
+	Retention time.Duration `mapstructure:"retention" yaml:"retention"`
+	Log       config.Log    `mapstructure:"log" yaml:"log"`
 
 	// DevLogins maps one-time sign-in nonces to token names, for the links
 	// `muster dev` prints. It is never read from a configuration source.
@@ -77,6 +81,9 @@ type OrchestrateConfig struct {
 	MaxQueuedPerNode int           `mapstructure:"max_queued_per_node" yaml:"max_queued_per_node"`
 	FullSyncEvery    int           `mapstructure:"full_sync_every" yaml:"full_sync_every"`
 	AgentTimeout     time.Duration `mapstructure:"agent_timeout" yaml:"agent_timeout"`
+	// ScheduleTTL: an approved action that has not reached its agent this
+	// long after it was scheduled is CANCELLED ("schedule timeout").
+	ScheduleTTL time.Duration `mapstructure:"schedule_ttl" yaml:"schedule_ttl"`
 }
 
 // GossipConfig is the core's membership in the gossip pool, where agents
@@ -117,12 +124,14 @@ func DefaultConfig() Config {
 			MaxQueuedPerNode: 16,
 			FullSyncEvery:    6,
 			AgentTimeout:     5 * time.Second,
+			ScheduleTTL:      24 * time.Hour,
 		},
-		Approval: approval.DefaultPolicy(),
-		Gossip:   GossipConfig{BindAddr: "0.0.0.0:7946", Join: []string{}, Timing: gossip.Timing{Profile: gossip.ProfileLAN}},
-		UI:       UIConfig{Enabled: true, SessionTTL: 12 * time.Hour},
-		HA:       HAConfig{LeaseTTL: 10 * time.Second},
-		Log:      config.DefaultLog(),
+		Approval:  approval.DefaultPolicy(),
+		Retention: retention.DefaultConfig().Retention,
+		Gossip:    GossipConfig{BindAddr: "0.0.0.0:7946", Join: []string{}, Timing: gossip.Timing{Profile: gossip.ProfileLAN}},
+		UI:        UIConfig{Enabled: true, SessionTTL: 12 * time.Hour},
+		HA:        HAConfig{LeaseTTL: 10 * time.Second},
+		Log:       config.DefaultLog(),
 	}
 }
 
@@ -197,6 +206,8 @@ func (c *Config) Validate() []error {
 	for key, d := range map[string]time.Duration{
 		"orchestrate.interval":      o.Interval,
 		"orchestrate.agent_timeout": o.AgentTimeout,
+		"orchestrate.schedule_ttl":  o.ScheduleTTL,
+		"retention":                 c.Retention,
 	} {
 		if d <= 0 {
 			add(key, "must be a positive duration such as 10s, got %s", d)

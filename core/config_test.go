@@ -64,7 +64,7 @@ func TestValidate(t *testing.T) {
 		}, []string{"clusters[0].nodes[0].addr:"}},
 		{"orchestrate zeros", func(c *Config) { c.Orchestrate = OrchestrateConfig{} }, []string{
 			"orchestrate.agent_timeout:", "orchestrate.full_sync_every:", "orchestrate.interval:",
-			"orchestrate.max_queued_per_node:", "orchestrate.workers:",
+			"orchestrate.max_queued_per_node:", "orchestrate.schedule_ttl:", "orchestrate.workers:",
 		}},
 		{"approval", func(c *Config) { c.Approval.Default = "maybe" }, []string{"approval.default:"}},
 		{"gossip without key", func(c *Config) { c.Gossip.Enabled = true }, []string{"gossip.key_file:"}},

@@ -19,10 +19,12 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 
+	"github.com/musterhq/muster/core/actions"
 	"github.com/musterhq/muster/core/api"
 	"github.com/musterhq/muster/core/auth"
 	"github.com/musterhq/muster/core/discovery"
 	"github.com/musterhq/muster/core/orchestrate"
+	"github.com/musterhq/muster/core/retention"
 	"github.com/musterhq/muster/core/runs"
 	"github.com/musterhq/muster/core/store"
 	"github.com/musterhq/muster/core/store/postgres"
@@ -99,7 +101,10 @@ func (c *Core) Run(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	engine := &runs.Engine{Policy: cfg.Approval, Actions: api.Rules{}}
+	// One set of rules for every action change, whether the API, the
+	// orchestrator or the run engine makes it.
+	rules := &actions.Rules{Policy: cfg.Approval, ScheduleTTL: cfg.Orchestrate.ScheduleTTL}
+	engine := &runs.Engine{Policy: cfg.Approval, Actions: actions.Children{Rules: rules}}
 	ln, err := listen(cfg.API)
 	if err != nil {
 		return err
@@ -110,12 +115,14 @@ func (c *Core) Run(ctx context.Context) error {
 		return err
 	}
 	orch, err := orchestrate.New(orchestrate.Config{
+		Rules:            rules,
 		Interval:         cfg.Orchestrate.Interval,
 		Workers:          cfg.Orchestrate.Workers,
 		MaxQueuedPerNode: cfg.Orchestrate.MaxQueuedPerNode,
 		FullSyncEvery:    cfg.Orchestrate.FullSyncEvery,
 		AgentTimeout:     cfg.Orchestrate.AgentTimeout,
 		ApprovalTTL:      cfg.Approval.TTL,
+		ScheduleTTL:      cfg.Orchestrate.ScheduleTTL,
 		AgentTLS:         atls,
 		Runs:             engine,
 		Leases:           repl.orchestrateLeases(),
@@ -124,8 +131,8 @@ func (c *Core) Run(ctx context.Context) error {
 		ln.Close()
 		return err
 	}
-	apiSrv := api.New(api.Config{Policy: cfg.Approval, Gatherer: reg, Registerer: reg, Runs: engine, Replicas: repl}, st, repl, c.log)
-	handler, closeUI, err := withUI(cfg, apiSrv, st, c.log)
+	apiSrv := api.New(api.Config{Policy: cfg.Approval, Rules: rules, Gatherer: reg, Registerer: reg, Runs: engine, Replicas: repl}, st, repl, c.log)
+	handler, closeUI, err := withUI(cfg, apiSrv, rules, repl, st, c.log)
 	if err != nil {
 		ln.Close()
 		return err
@@ -147,6 +154,12 @@ func (c *Core) Run(ctx context.Context) error {
 		return err
 	}
 	defer repl.Stop() // gives up the leases before the orchestrator stops
+	purger := retention.New(retention.Config{Retention: cfg.Retention}, st, c.log)
+	if err := purger.Start(ctx); err != nil {
+		ln.Close()
+		return err
+	}
+	defer purger.Stop()
 	sources := []discovery.Source{static}
 	var pool *discovery.GossipSource
 	if cfg.Gossip.Enabled {
@@ -202,17 +215,18 @@ func (c *Core) Run(ctx context.Context) error {
 	if !served {
 		<-serveErr // Serve has returned: its goroutine is gone
 	}
-	// The deferred calls stop discovery, then the orchestrator (passes in
-	// flight are cancelled and write nothing), then close the store.
+	// The deferred calls stop discovery, then retention, then the
+	// orchestrator (passes in flight are cancelled and write nothing), then
+	// close the store.
 	return runErr
 }
 
-// The web UI changes actions through the API's code.
-var _ ui.Changer = (*api.Server)(nil)
+// The web UI changes actions through the rules the API applies.
+var _ ui.Changer = (*actions.Rules)(nil)
 
 // withUI serves the web UI at /ui/ beside the API when it is enabled, and
 // returns the handler of both and the UI's Close.
-func withUI(cfg Config, apiSrv *api.Server, st store.Store, log *slog.Logger) (http.Handler, func(), error) {
+func withUI(cfg Config, apiSrv *api.Server, rules *actions.Rules, n ui.Nudger, st store.Store, log *slog.Logger) (http.Handler, func(), error) {
 	if !cfg.UI.Enabled {
 		return apiSrv.Handler(), func() {}, nil
 	}
@@ -221,7 +235,7 @@ func withUI(cfg Config, apiSrv *api.Server, st store.Store, log *slog.Logger) (h
 		Policy:      cfg.Approval,
 		ErrorStatus: api.Status,
 		DevLogins:   cfg.DevLogins,
-	}, st, apiSrv, log)
+	}, st, rules, n, log)
 	if err != nil {
 		return nil, nil, err
 	}

@@ -3,9 +3,11 @@ package main
 import (
 	"fmt"
 	"strconv"
+	"strings"
 
 	"github.com/spf13/cobra"
 
+	"github.com/musterhq/muster/shared/client"
 	"github.com/musterhq/muster/shared/textsafe"
 	"github.com/musterhq/muster/shared/wire"
 )
@@ -93,7 +95,7 @@ func newClusterCmd() *cobra.Command {
 func newNodeCmd() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "node",
-		Short: "List the nodes the core knows",
+		Short: "List, drain, undrain and forget the nodes the core knows",
 	}
 	f := bindClientFlags(cmd)
 	var cluster string
@@ -118,7 +120,77 @@ func newNodeCmd() *cobra.Command {
 	}
 	list.Flags().StringVar(&cluster, "cluster", "", "only the nodes of this cluster")
 	cmd.AddCommand(list)
+	for _, v := range []struct{ use, short string }{
+		{"drain", "Send no new actions to a node; what it holds finishes"},
+		{"undrain", "Send actions to a drained node again"},
+		{"forget", "Remove a node that is gone for good; its open actions end (LOST, node forgotten)"},
+	} {
+		var in string
+		sub := &cobra.Command{
+			Use:   v.use + " NODE",
+			Short: v.short,
+			Args:  exactArgs("NODE"),
+			RunE: func(cmd *cobra.Command, args []string) error {
+				c, err := f.core()
+				if err != nil {
+					return err
+				}
+				clusterID, err := nodeCluster(cmd, c, in, args[0])
+				if err != nil {
+					return err
+				}
+				var out any
+				switch v.use {
+				case "forget":
+					out, err = c.ForgetNode(cmd.Context(), clusterID, args[0])
+				default:
+					out, err = c.DrainNode(cmd.Context(), clusterID, args[0], v.use == "drain")
+				}
+				if err != nil {
+					return apiError(c, err)
+				}
+				if f.json() {
+					return writeJSON(cmd.OutOrStdout(), out)
+				}
+				w := cmd.OutOrStdout()
+				switch r := out.(type) {
+				case *wire.ForgetResult:
+					fmt.Fprintf(w, "Node %s/%s forgotten; %d open action(s) ended.\n", clusterID, args[0], r.ActionsEnded)
+				case *wire.Node:
+					fmt.Fprintf(w, "Node %s/%s is %s.\n", clusterID, args[0], r.Status)
+				}
+				return nil
+			},
+		}
+		sub.Flags().StringVar(&in, "cluster", "", "the node's cluster (needed when several clusters have a node of that name)")
+		cmd.AddCommand(sub)
+	}
 	return cmd
+}
+
+// nodeCluster returns the cluster of the node named id: the one given, or
+// the only cluster that has such a node.
+func nodeCluster(cmd *cobra.Command, c *client.Core, given, id string) (string, error) {
+	if given != "" {
+		return given, nil
+	}
+	nodes, err := c.Nodes(cmd.Context(), "")
+	if err != nil {
+		return "", apiError(c, err)
+	}
+	var in []string
+	for _, n := range nodes {
+		if n.ID == id {
+			in = append(in, n.ClusterID)
+		}
+	}
+	switch len(in) {
+	case 0:
+		return "", fmt.Errorf("no node %q in any cluster", id)
+	case 1:
+		return in[0], nil
+	}
+	return "", usageError("node %q is in clusters %s: give --cluster", id, strings.Join(in, ", "))
 }
 
 func nodeTable(cmd *cobra.Command, nodes []wire.Node, withCluster bool) error {

@@ -499,6 +499,52 @@ func TestCompletion(t *testing.T) {
 	}
 }
 
+func TestCLINodeDrainUndrainForget(t *testing.T) {
+	t.Parallel()
+	e := setupCLI(t, approval.DefaultPolicy())
+	out, msg, code := e.run("op", "node", "drain", "db-1")
+	if code != 0 || !strings.Contains(out, "Node prod/db-1 is DRAINED.") {
+		t.Fatalf("node drain: %d %s %s", code, msg, out)
+	}
+	out, _, code = e.run("op", "node", "list")
+	if code != 0 || !regexp.MustCompile(`(?m)^prod\s+db-1\s+DRAINED`).MatchString(out) {
+		t.Fatalf("node list after drain: %s", out)
+	}
+	out, _, code = e.run("op", "node", "undrain", "db-1", "--cluster", "prod", "-o", "json")
+	if n := decode[wire.Node](t, out); code != 0 || n.Drained || n.Status != "UP" {
+		t.Fatalf("node undrain: %s", out)
+	}
+	_, msg, code = e.run("op", "node", "forget", "db-1")
+	if code != 1 || !strings.Contains(msg, "403") {
+		t.Fatalf("forget as an operator: exit %d %q", code, msg)
+	}
+	a, err := e.runJSONCreate()
+	if err != nil {
+		t.Fatal(err)
+	}
+	out, msg, code = e.run("admin", "node", "forget", "db-1")
+	if code != 0 || !strings.Contains(out, "Node prod/db-1 forgotten; 1 open action(s) ended.") {
+		t.Fatalf("node forget: %d %s %s", code, msg, out)
+	}
+	out, _, _ = e.run("op", "action", "show", a, "-o", "json")
+	if got := decode[action.Action](t, out); got.State != action.Cancelled || got.StateReason != "node forgotten" {
+		t.Fatalf("the forgotten node's action: %s %q", got.State, got.StateReason)
+	}
+	_, msg, code = e.run("op", "node", "drain", "db-1")
+	if code != 1 || !strings.Contains(msg, `no node "db-1"`) {
+		t.Fatalf("drain of an unknown node: exit %d %q", code, msg)
+	}
+}
+
+// runJSONCreate creates an action on db-1 as op and returns its id.
+func (e *cliEnv) runJSONCreate() (string, error) {
+	out, msg, code := e.run("op", "action", "create", "--cluster", "prod", "--node", "db-1", "--kind", "muster.io/debug.ping", "-o", "json")
+	if code != 0 {
+		return "", fmt.Errorf("create: %d %s", code, msg)
+	}
+	return decode[action.Action](e.t, out).ID, nil
+}
+
 // Item 14 of the attack review: --token puts the secret in the process
 // list, so the client also reads it from MUSTER_TOKEN_FILE, and the flag's
 // help says so.

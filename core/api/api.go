@@ -3,8 +3,9 @@
 // tokens. Every route but /health and /metrics needs a bearer token whose
 // roles grant the route's permission (see core/auth).
 //
-// Every state-changing call runs in one store.Update that changes the record,
-// appends its history and an event naming the caller and its address.
+// Handlers decode, call core/actions (the one home of every action change)
+// inside one store.Update, and encode: a change, its history and an event
+// naming the caller and its address commit together.
 package api
 
 import (
@@ -18,6 +19,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
+	"github.com/musterhq/muster/core/actions"
 	"github.com/musterhq/muster/core/approval"
 	"github.com/musterhq/muster/core/auth"
 	"github.com/musterhq/muster/core/runs"
@@ -46,6 +48,9 @@ const (
 type Config struct {
 	// Policy decides which actions need approval and who may approve them.
 	Policy approval.Policy
+	// Rules, when set, makes every action change (the core shares one with
+	// the orchestrator); nil builds one from Policy.
+	Rules *actions.Rules
 	// MaxSSEPerToken caps the concurrent /events/stream connections of one
 	// token (429 beyond). Zero means DefaultMaxSSEPerToken.
 	MaxSSEPerToken int
@@ -74,6 +79,7 @@ type Nudger interface {
 type Server struct {
 	cfg   Config
 	st    store.Store
+	rules *actions.Rules
 	nudge Nudger
 	log   *slog.Logger
 	echo  *echo.Echo
@@ -100,8 +106,11 @@ func New(cfg Config, st store.Store, n Nudger, log *slog.Logger) *Server {
 	if cfg.Policy.Default == "" {
 		cfg.Policy = approval.DefaultPolicy()
 	}
+	if cfg.Rules == nil {
+		cfg.Rules = &actions.Rules{Policy: cfg.Policy}
+	}
 	if cfg.Runs == nil {
-		cfg.Runs = &runs.Engine{Policy: cfg.Policy, Actions: Rules{}}
+		cfg.Runs = &runs.Engine{Policy: cfg.Policy, Actions: actions.Children{Rules: cfg.Rules}}
 	}
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
@@ -109,6 +118,7 @@ func New(cfg Config, st store.Store, n Nudger, log *slog.Logger) *Server {
 	s := &Server{
 		cfg:     cfg,
 		st:      st,
+		rules:   cfg.Rules,
 		nudge:   n,
 		log:     log,
 		perms:   map[string]auth.Permission{},
@@ -159,6 +169,9 @@ func (s *Server) routes() {
 	s.add(http.MethodGet, "/api/v1/clusters/:cluster", auth.Read, s.showCluster)
 	s.add(http.MethodPost, "/api/v1/clusters/:cluster/orchestrate", auth.Orchestrate, s.orchestrate)
 	s.add(http.MethodGet, "/api/v1/nodes", auth.Read, s.listNodes)
+	s.add(http.MethodPost, "/api/v1/clusters/:cluster/nodes/:node/drain", auth.Drain, s.drainNode(true))
+	s.add(http.MethodPost, "/api/v1/clusters/:cluster/nodes/:node/undrain", auth.Drain, s.drainNode(false))
+	s.add(http.MethodPost, "/api/v1/clusters/:cluster/nodes/:node/forget", auth.Forget, s.forgetNode)
 	s.add(http.MethodGet, "/api/v1/core/replicas", auth.Read, s.listReplicas)
 
 	s.add(http.MethodGet, "/api/v1/actions", auth.Read, s.listActions)

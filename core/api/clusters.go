@@ -7,6 +7,7 @@ import (
 
 	"github.com/labstack/echo/v5"
 
+	"github.com/musterhq/muster/core/nodes"
 	"github.com/musterhq/muster/core/store"
 	"github.com/musterhq/muster/shared/wire"
 )
@@ -20,9 +21,13 @@ func toWireNode(n store.Node) wire.Node {
 	if kinds == nil {
 		kinds = []string{}
 	}
+	status := n.Status
+	if n.Drained && status != store.NodeDown {
+		status = wire.NodeDrained
+	}
 	return wire.Node{
-		ClusterID: n.ClusterID, ID: n.ID, Addr: n.Addr, Source: n.Source, Status: n.Status,
-		StatusReason: n.StatusReason, StoreID: n.StoreID, Kinds: kinds, Version: n.Version,
+		ClusterID: n.ClusterID, ID: n.ID, Addr: n.Addr, Source: n.Source, Status: status,
+		StatusReason: n.StatusReason, Drained: n.Drained, StoreID: n.StoreID, Kinds: kinds, Version: n.Version,
 		LastContact: n.LastContact, UpdatedTS: n.UpdatedTS,
 	}
 }
@@ -133,6 +138,42 @@ func (s *Server) orchestrate(c *echo.Context) error {
 	}
 	s.nudgeCluster(id)
 	return c.JSON(http.StatusAccepted, wire.Accepted{Status: "accepted", Message: "orchestration pass of " + id + " requested"})
+}
+
+// drainNode drains (drained true) or undrains a node: 200 with the node.
+func (s *Server) drainNode(drained bool) echo.HandlerFunc {
+	return func(c *echo.Context) error {
+		ctx := c.Request().Context()
+		var n *store.Node
+		err := s.st.Update(ctx, func(tx store.Tx) error {
+			var err error
+			n, err = nodes.SetDrained(ctx, tx, c.Param("cluster"), c.Param("node"), drained, actor(c))
+			return err
+		})
+		if err != nil {
+			return err
+		}
+		if !drained {
+			s.nudgeCluster(n.ClusterID) // what waited for the node may go now
+		}
+		return c.JSON(http.StatusOK, toWireNode(*n))
+	}
+}
+
+// forgetNode removes a node for good and ends its open actions: 200.
+func (s *Server) forgetNode(c *echo.Context) error {
+	ctx := c.Request().Context()
+	out := wire.ForgetResult{ClusterID: c.Param("cluster"), NodeID: c.Param("node")}
+	err := s.st.Update(ctx, func(tx store.Tx) error {
+		var err error
+		out.ActionsEnded, err = nodes.Forget(ctx, tx, out.ClusterID, out.NodeID, actor(c))
+		return err
+	})
+	if err != nil {
+		return err
+	}
+	s.nudgeCluster(out.ClusterID)
+	return c.JSON(http.StatusOK, out)
 }
 
 // notFound names what was not found; other errors pass unchanged.

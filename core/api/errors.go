@@ -8,6 +8,7 @@ import (
 
 	"github.com/labstack/echo/v5"
 
+	"github.com/musterhq/muster/core/actions"
 	"github.com/musterhq/muster/core/auth"
 	"github.com/musterhq/muster/core/runs"
 	"github.com/musterhq/muster/core/runs/playbook"
@@ -22,30 +23,14 @@ import (
 // those of core/store, core/auth and shared/action, to a status and a code.
 var (
 	ErrBadRequest    = errors.New("bad request")
-	ErrForbidden     = errors.New("forbidden")
-	ErrWrongState    = errors.New("wrong state")
+	ErrForbidden     = actions.ErrForbidden
+	ErrWrongState    = actions.ErrWrongState
 	ErrAmbiguous     = errors.New("ambiguous id prefix")
-	ErrUnprocessable = errors.New("unprocessable")
+	ErrUnprocessable = actions.ErrUnprocessable
 	ErrTooLarge      = errors.New("request body too large")
 	ErrTooMany       = errors.New("too many requests")
 	ErrConflict      = errors.New("conflict")
 )
-
-// stateError is a call on an action in a state that does not allow it.
-type stateError struct {
-	id    string
-	state action.State
-	what  string
-}
-
-func (e *stateError) Error() string {
-	return fmt.Sprintf("%s: action %s is %s", e.what, e.id, e.state)
-}
-func (e *stateError) Unwrap() error { return ErrWrongState }
-
-func wrongState(r *store.Record, what string) error {
-	return &stateError{id: r.ID, state: r.State, what: what}
-}
 
 // ambiguousError is a prefix that names more than one action.
 type ambiguousError struct {
@@ -147,9 +132,9 @@ func (s *Server) handleError(c *echo.Context, err error) {
 		// echo's own errors (404 route, 405, 413) carry terse texts.
 		body.Error.Message = strings.ToLower(http.StatusText(status))
 	}
-	var se *stateError
+	var se *actions.StateError
 	if errors.As(err, &se) {
-		body.Error.State = se.state
+		body.Error.State = se.State
 	}
 	var rse *runs.StateError
 	if errors.As(err, &rse) {

@@ -9,6 +9,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/musterhq/muster/core/store"
 	"github.com/musterhq/muster/shared/wire"
 )
 
@@ -20,38 +21,41 @@ var callers = []string{"none", "viewer", "op", "appr", "admin"}
 // permission, the route's success status with it. Every registered route must
 // have a line here (TestAPI5RoleTable fails otherwise).
 var roleTable = map[string][5]int{ //        none viewer  op   appr admin
-	"GET /health":                                {200, 200, 200, 200, 200},
-	"GET /metrics":                               {200, 200, 200, 200, 200},
-	"GET /api/v1/clusters":                       {401, 200, 200, 200, 200},
-	"GET /api/v1/clusters/:cluster":              {401, 200, 200, 200, 200},
-	"POST /api/v1/clusters/:cluster/orchestrate": {401, 403, 202, 403, 202},
-	"GET /api/v1/nodes":                          {401, 200, 200, 200, 200},
-	"GET /api/v1/core/replicas":                  {401, 200, 200, 200, 200},
-	"GET /api/v1/actions":                        {401, 200, 200, 200, 200},
-	"POST /api/v1/actions":                       {401, 403, 201, 403, 201},
-	"GET /api/v1/actions/:id":                    {401, 200, 200, 200, 200},
-	"POST /api/v1/actions/:id/approve":           {401, 403, 403, 200, 200},
-	"POST /api/v1/actions/:id/reject":            {401, 403, 403, 200, 200},
-	"POST /api/v1/actions/:id/cancel":            {401, 403, 200, 403, 200},
-	"POST /api/v1/actions/:id/retry":             {401, 403, 201, 403, 201},
-	"GET /api/v1/runs":                           {401, 200, 200, 200, 200},
-	"POST /api/v1/runs":                          {401, 403, 201, 403, 201},
-	"GET /api/v1/runs/:id":                       {401, 200, 200, 200, 200},
-	"POST /api/v1/runs/:id/approve":              {401, 403, 403, 200, 200},
-	"POST /api/v1/runs/:id/reject":               {401, 403, 403, 200, 200},
-	"POST /api/v1/runs/:id/pause":                {401, 403, 200, 403, 200},
-	"POST /api/v1/runs/:id/resume":               {401, 403, 200, 403, 200},
-	"POST /api/v1/runs/:id/cancel":               {401, 403, 200, 403, 200},
-	"POST /api/v1/playbooks":                     {401, 403, 201, 403, 201},
-	"GET /api/v1/playbooks":                      {401, 200, 200, 200, 200},
-	"GET /api/v1/playbooks/:name":                {401, 200, 200, 200, 200},
-	"POST /api/v1/playbooks/:name/plan":          {401, 200, 200, 200, 200},
-	"POST /api/v1/playbooks/:name/runs":          {401, 403, 201, 403, 201},
-	"GET /api/v1/events":                         {401, 200, 200, 200, 200},
-	"GET /api/v1/events/stream":                  {401, 200, 200, 200, 200},
-	"POST /api/v1/tokens":                        {401, 403, 403, 403, 201},
-	"GET /api/v1/tokens":                         {401, 403, 403, 403, 200},
-	"DELETE /api/v1/tokens/:name":                {401, 403, 403, 403, 204},
+	"GET /health":                                        {200, 200, 200, 200, 200},
+	"GET /metrics":                                       {200, 200, 200, 200, 200},
+	"GET /api/v1/clusters":                               {401, 200, 200, 200, 200},
+	"GET /api/v1/clusters/:cluster":                      {401, 200, 200, 200, 200},
+	"POST /api/v1/clusters/:cluster/orchestrate":         {401, 403, 202, 403, 202},
+	"GET /api/v1/nodes":                                  {401, 200, 200, 200, 200},
+	"POST /api/v1/clusters/:cluster/nodes/:node/drain":   {401, 403, 200, 403, 200},
+	"POST /api/v1/clusters/:cluster/nodes/:node/undrain": {401, 403, 200, 403, 200},
+	"POST /api/v1/clusters/:cluster/nodes/:node/forget":  {401, 403, 403, 403, 200},
+	"GET /api/v1/core/replicas":                          {401, 200, 200, 200, 200},
+	"GET /api/v1/actions":                                {401, 200, 200, 200, 200},
+	"POST /api/v1/actions":                               {401, 403, 201, 403, 201},
+	"GET /api/v1/actions/:id":                            {401, 200, 200, 200, 200},
+	"POST /api/v1/actions/:id/approve":                   {401, 403, 403, 200, 200},
+	"POST /api/v1/actions/:id/reject":                    {401, 403, 403, 200, 200},
+	"POST /api/v1/actions/:id/cancel":                    {401, 403, 200, 403, 200},
+	"POST /api/v1/actions/:id/retry":                     {401, 403, 201, 403, 201},
+	"GET /api/v1/runs":                                   {401, 200, 200, 200, 200},
+	"POST /api/v1/runs":                                  {401, 403, 201, 403, 201},
+	"GET /api/v1/runs/:id":                               {401, 200, 200, 200, 200},
+	"POST /api/v1/runs/:id/approve":                      {401, 403, 403, 200, 200},
+	"POST /api/v1/runs/:id/reject":                       {401, 403, 403, 200, 200},
+	"POST /api/v1/runs/:id/pause":                        {401, 403, 200, 403, 200},
+	"POST /api/v1/runs/:id/resume":                       {401, 403, 200, 403, 200},
+	"POST /api/v1/runs/:id/cancel":                       {401, 403, 200, 403, 200},
+	"POST /api/v1/playbooks":                             {401, 403, 201, 403, 201},
+	"GET /api/v1/playbooks":                              {401, 200, 200, 200, 200},
+	"GET /api/v1/playbooks/:name":                        {401, 200, 200, 200, 200},
+	"POST /api/v1/playbooks/:name/plan":                  {401, 200, 200, 200, 200},
+	"POST /api/v1/playbooks/:name/runs":                  {401, 403, 201, 403, 201},
+	"GET /api/v1/events":                                 {401, 200, 200, 200, 200},
+	"GET /api/v1/events/stream":                          {401, 200, 200, 200, 200},
+	"POST /api/v1/tokens":                                {401, 403, 403, 403, 201},
+	"GET /api/v1/tokens":                                 {401, 403, 403, 403, 200},
+	"DELETE /api/v1/tokens/:name":                        {401, 403, 403, 403, 204},
 }
 
 // fixture makes what one call of a route needs (a fresh action in the right
@@ -59,8 +63,15 @@ var roleTable = map[string][5]int{ //        none viewer  op   appr admin
 func (e *env) fixture(route string, n int) (string, any) {
 	_, path, _ := strings.Cut(route, " ")
 	path = strings.ReplaceAll(path, ":cluster", "prod")
+	path = strings.ReplaceAll(path, ":node", "db-1")
 	body := any(nil)
 	switch route {
+	case "POST /api/v1/clusters/:cluster/nodes/:node/forget":
+		node := fmt.Sprintf("gone-%d", n)
+		e.update(func(ctx context.Context, tx store.Tx) error {
+			return tx.PutNode(ctx, &store.Node{ClusterID: "prod", ID: node, Addr: "127.0.0.1:9", Source: store.SourceStatic, Status: store.NodeUnknown})
+		})
+		path = strings.ReplaceAll(path, "db-1", node)
 	case "POST /api/v1/actions":
 		body = wire.CreateActionRequest{ClusterID: "prod", NodeID: "db-1", Kind: kindPing}
 	case "GET /api/v1/actions/:id", "POST /api/v1/actions/:id/approve",

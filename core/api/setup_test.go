@@ -254,6 +254,15 @@ func (e *env) setState(id string, s action.State) {
 	e.edit(id, func(r *store.Record) { r.State = s })
 }
 
+// update runs fn in one store transaction.
+func (e *env) update(fn func(ctx context.Context, tx store.Tx) error) {
+	e.t.Helper()
+	ctx := context.Background()
+	if err := e.st.Update(ctx, func(tx store.Tx) error { return fn(ctx, tx) }); err != nil {
+		e.t.Fatal(err)
+	}
+}
+
 // edit changes a stored record the way the orchestrator would.
 func (e *env) edit(id string, fn func(r *store.Record)) {
 	e.t.Helper()

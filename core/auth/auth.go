@@ -48,10 +48,14 @@ const (
 	Approve     Permission = "approve"
 	Reject      Permission = "reject"
 	Tokens      Permission = "tokens"
+	// Drain drains and undrains nodes.
+	Drain Permission = "drain"
+	// Forget removes a node for good, ending its open actions.
+	Forget Permission = "forget"
 )
 
 // Permissions lists every permission.
-var Permissions = []Permission{Read, Create, Cancel, Retry, Orchestrate, Approve, Reject, Tokens}
+var Permissions = []Permission{Read, Create, Cancel, Retry, Orchestrate, Approve, Reject, Tokens, Drain, Forget}
 
 // Roles lists every role, least powerful first.
 var Roles = []string{store.RoleViewer, store.RoleOperator, store.RoleApprover, store.RoleAdmin}
@@ -59,7 +63,7 @@ var Roles = []string{store.RoleViewer, store.RoleOperator, store.RoleApprover, s
 // grants is the one table of what each role may do. admin may do everything.
 var grants = map[string][]Permission{
 	store.RoleViewer:   {Read},
-	store.RoleOperator: {Read, Create, Cancel, Retry, Orchestrate},
+	store.RoleOperator: {Read, Create, Cancel, Retry, Orchestrate, Drain},
 	store.RoleApprover: {Read, Approve, Reject},
 	store.RoleAdmin:    Permissions,
 }

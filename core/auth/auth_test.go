@@ -34,7 +34,7 @@ func TestCanTable(t *testing.T) {
 	t.Parallel()
 	want := map[string][]auth.Permission{
 		store.RoleViewer:   {auth.Read},
-		store.RoleOperator: {auth.Read, auth.Create, auth.Cancel, auth.Retry, auth.Orchestrate},
+		store.RoleOperator: {auth.Read, auth.Create, auth.Cancel, auth.Retry, auth.Orchestrate, auth.Drain},
 		store.RoleApprover: {auth.Read, auth.Approve, auth.Reject},
 		store.RoleAdmin:    auth.Permissions,
 	}

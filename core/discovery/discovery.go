@@ -15,6 +15,8 @@ import (
 	"sort"
 	"time"
 
+	"github.com/musterhq/muster/core/actions"
+	corenodes "github.com/musterhq/muster/core/nodes"
 	"github.com/musterhq/muster/core/store"
 )
 
@@ -36,8 +38,8 @@ type Node struct {
 	ID        string
 	Addr      string
 	Source    string // store.SourceStatic or store.SourceGossip
-	// Down is set by a source that knows the node is gone: one of
-	// store.ReasonLeft, store.ReasonFailed, store.ReasonDuplicate. Empty:
+	// Down is set by a source that knows the node is gone: its cause, one
+	// of store.CauseLeft, store.CauseFailed, store.CauseDuplicate. Empty:
 	// the source sees the node alive (the orchestrator finds out the rest).
 	Down string
 	// Detail completes Down in events (the two addresses of a duplicate).
@@ -211,7 +213,7 @@ func Sync(ctx context.Context, st store.Store, extra []string, sources ...Source
 				res.Moved = append(res.Moved, n)
 			}
 			switch {
-			case n.Down != "" && (!ok || old.Status != store.NodeDown || old.StatusReason != n.Down):
+			case n.Down != "" && (!ok || old.Status != store.NodeDown || old.DownCause != n.Down):
 				res.Down = append(res.Down, n)
 			case n.Down == "" && ok && store.DownByDiscovery(&old):
 				res.Back = append(res.Back, n)
@@ -283,7 +285,7 @@ func Sync(ctx context.Context, st store.Store, extra []string, sources ...Source
 			if err != nil {
 				return err
 			}
-			cur.Status, cur.StatusReason, cur.UpdatedTS = store.NodeUnknown, "", time.Time{}
+			cur.Status, cur.StatusReason, cur.DownCause, cur.UpdatedTS = store.NodeUnknown, "", "", time.Time{}
 			if err := tx.PutNode(ctx, cur); err != nil {
 				return err
 			}
@@ -302,12 +304,16 @@ func Sync(ctx context.Context, st store.Store, extra []string, sources ...Source
 			}
 		}
 		for _, n := range res.Left {
-			if err := tx.DeleteNode(ctx, n.ClusterID, n.ID); err != nil {
+			// Gone from its source (removed from the static list, say): like
+			// a forgotten node, its open actions end, nothing waits for it.
+			ended, err := corenodes.Remove(ctx, tx, n.ClusterID, n.ID, actions.Core)
+			if err != nil {
 				return err
 			}
 			if err := tx.AppendEvent(ctx, &store.Event{Type: store.EventNodeLeft, Actor: "core",
 				ClusterID: n.ClusterID, NodeID: n.ID,
-				Message: fmt.Sprintf("node %s left (%s)", n.ID, n.Source)}); err != nil {
+				Message: fmt.Sprintf("node %s left (%s); %d open action(s) ended", n.ID, n.Source, ended),
+				Data:    map[string]any{"actions_ended": ended}}); err != nil {
 				return err
 			}
 		}
@@ -325,19 +331,20 @@ func markDown(ctx context.Context, tx store.Tx, n Node) error {
 	if err != nil {
 		return err
 	}
-	cur.Status, cur.StatusReason, cur.UpdatedTS = store.NodeDown, n.Down, time.Time{}
+	reason := store.CauseReason(n.Down)
+	cur.Status, cur.StatusReason, cur.DownCause, cur.UpdatedTS = store.NodeDown, reason, n.Down, time.Time{}
 	if err := tx.PutNode(ctx, cur); err != nil {
 		return err
 	}
 	ev := &store.Event{Type: store.EventNodeDown, Actor: "core", ClusterID: n.ClusterID, NodeID: n.ID,
-		Data: map[string]any{"reason": n.Down, "source": n.Source}}
+		Data: map[string]any{"reason": reason, "cause": n.Down, "source": n.Source}}
 	switch n.Down {
-	case store.ReasonLeft:
+	case store.CauseLeft:
 		ev.Type, ev.Message = store.EventNodeLeft, fmt.Sprintf("node %s left (%s)", n.ID, n.Source)
-	case store.ReasonFailed:
+	case store.CauseFailed:
 		ev.Message = fmt.Sprintf("node %s failed: the %s pool lost it at %s", n.ID, n.Source, n.Addr)
 	default:
-		ev.Message = fmt.Sprintf("node %s is down: %s", n.ID, n.Down)
+		ev.Message = fmt.Sprintf("node %s is down: %s", n.ID, reason)
 	}
 	if n.Detail != "" {
 		ev.Message += ": " + n.Detail

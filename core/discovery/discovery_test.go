@@ -7,8 +7,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/musterhq/muster/core/actions"
 	"github.com/musterhq/muster/core/store"
 	"github.com/musterhq/muster/core/store/sqlite"
+	"github.com/musterhq/muster/shared/action"
 )
 
 func setup(t *testing.T) store.Store {
@@ -247,5 +249,54 @@ func TestWatchSyncsAndNudgesOnChange(t *testing.T) {
 		}
 	case <-time.After(10 * time.Second):
 		t.Fatal("Watch did not return when its context ended")
+	}
+}
+
+// A node removed from the static configuration is handled like a forgotten
+// one: its open actions end ("node forgotten"), so nothing waits for it
+// forever; its finished ones stay.
+func TestANodeRemovedFromTheConfigurationEndsItsOpenActions(t *testing.T) {
+	t.Parallel()
+	st := setup(t)
+	ctx := context.Background()
+	if _, err := Sync(ctx, st, nil, Static(specs)); err != nil {
+		t.Fatal(err)
+	}
+	t0 := time.Date(2026, 11, 22, 10, 0, 0, 0, time.UTC)
+	states := map[string]action.State{"a-running": action.Running, "a-scheduled": action.PendingSchedule, "a-done": action.Done}
+	err := st.Update(ctx, func(tx store.Tx) error {
+		for id, s := range states {
+			if err := tx.InsertAction(ctx, &store.Record{Action: action.Action{ID: id, ClusterID: "db", NodeID: "db-2",
+				Kind: "a/b", State: s, Origin: action.OriginCore, CreatedTS: t0}}); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	removed := []ClusterSpec{{ID: "db", Nodes: []NodeSpec{specs[0].Nodes[0]}}, specs[1], specs[2]}
+	if _, err := Sync(ctx, st, nil, Static(removed)); err != nil {
+		t.Fatal(err)
+	}
+	want := map[string]action.State{"a-running": action.Lost, "a-scheduled": action.Lost, "a-done": action.Done}
+	err = st.Read(ctx, func(r store.Reader) error {
+		for id, s := range want {
+			rec, err := r.Action(ctx, id)
+			if err != nil {
+				return err
+			}
+			if rec.State != s || (s == action.Lost && rec.StateReason != actions.ReasonNodeForgotten) {
+				t.Errorf("%s is %s (%s), want %s", id, rec.State, rec.StateReason, s)
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := nodes(t, st)["db/db-2"]; ok {
+		t.Fatal("the removed node is still stored")
 	}
 }

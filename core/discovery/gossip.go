@@ -68,7 +68,7 @@ type member struct {
 	name  string
 	meta  gossip.Meta
 	addr  string // gossip address
-	gone  string // "" alive, or store.ReasonLeft / store.ReasonFailed
+	gone  string // "" alive, or store.CauseLeft / store.CauseFailed
 	order int    // when it was last seen joining: the earlier claim wins a duplicate
 }
 
@@ -184,10 +184,10 @@ func (g *GossipSource) Handle(ev gossip.Event) {
 			g.mu.Unlock()
 			return
 		}
-		cur.gone = store.ReasonFailed
+		cur.gone = store.CauseFailed
 		g.forgetClaims(ev.Name)
 		if ev.Kind == gossip.KindLeave {
-			cur.gone = store.ReasonLeft
+			cur.gone = store.CauseLeft
 		}
 	default:
 		g.mu.Unlock()
@@ -245,7 +245,7 @@ func (g *GossipSource) Snapshot() []Node {
 					n.Addr = won
 					break
 				}
-				n.Down = store.ReasonDuplicate
+				n.Down = store.CauseDuplicate
 				n.Detail = strings.Join(addrs, " and ")
 			}
 		}

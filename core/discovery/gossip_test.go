@@ -30,11 +30,11 @@ func TestGossipSnapshot(t *testing.T) {
 		{"fail", []gossip.Event{
 			agentEvent(gossip.KindJoin, "m1", "db", "db-1", "10.0.0.1:7420"),
 			agentEvent(gossip.KindFail, "m1", "db", "db-1", "10.0.0.1:7420"),
-		}, []Node{{ClusterID: "db", ID: "db-1", Addr: "10.0.0.1:7420", Source: store.SourceGossip, Down: store.ReasonFailed}}},
+		}, []Node{{ClusterID: "db", ID: "db-1", Addr: "10.0.0.1:7420", Source: store.SourceGossip, Down: store.CauseFailed}}},
 		{"leave", []gossip.Event{
 			agentEvent(gossip.KindJoin, "m1", "db", "db-1", "10.0.0.1:7420"),
 			agentEvent(gossip.KindLeave, "m1", "db", "db-1", "10.0.0.1:7420"),
-		}, []Node{{ClusterID: "db", ID: "db-1", Addr: "10.0.0.1:7420", Source: store.SourceGossip, Down: store.ReasonLeft}}},
+		}, []Node{{ClusterID: "db", ID: "db-1", Addr: "10.0.0.1:7420", Source: store.SourceGossip, Down: store.CauseLeft}}},
 		{"rejoin", []gossip.Event{
 			agentEvent(gossip.KindJoin, "m1", "db", "db-1", "10.0.0.1:7420"),
 			agentEvent(gossip.KindFail, "m1", "db", "db-1", "10.0.0.1:7420"),
@@ -49,7 +49,7 @@ func TestGossipSnapshot(t *testing.T) {
 			agentEvent(gossip.KindJoin, "m1", "db", "db-1", "10.0.0.1:7420"),
 			agentEvent(gossip.KindJoin, "m2", "db", "db-1", "10.0.0.2:7420"),
 		}, []Node{{ClusterID: "db", ID: "db-1", Addr: "10.0.0.1:7420", Source: store.SourceGossip,
-			Down: store.ReasonDuplicate, Detail: "10.0.0.1:7420 and 10.0.0.2:7420"}}},
+			Down: store.CauseDuplicate, Detail: "10.0.0.1:7420 and 10.0.0.2:7420"}}},
 		{"duplicate resolved when one fails", []gossip.Event{
 			agentEvent(gossip.KindJoin, "m1", "db", "db-1", "10.0.0.1:7420"),
 			agentEvent(gossip.KindJoin, "m2", "db", "db-1", "10.0.0.2:7420"),
@@ -146,10 +146,10 @@ func TestSyncFollowsTheGossipPool(t *testing.T) {
 	g.Handle(agentEvent(gossip.KindFail, "a", "web", "web-2", "10.0.1.2:7420"))
 	g.Handle(agentEvent(gossip.KindLeave, "b", "web", "web-3", "10.0.1.3:7420"))
 	sync(Result{Down: make([]Node, 2)})
-	if n := node("web-2"); n.Status != store.NodeDown || n.StatusReason != store.ReasonFailed || n.Cursor != 7 {
+	if n := node("web-2"); n.Status != store.NodeDown || n.StatusReason != store.ReasonFailed || n.DownCause != store.CauseFailed || n.Cursor != 7 {
 		t.Fatalf("failed node %+v", n)
 	}
-	if n := node("web-3"); n.Status != store.NodeDown || n.StatusReason != store.ReasonLeft {
+	if n := node("web-3"); n.Status != store.NodeDown || n.StatusReason != store.ReasonLeft || n.DownCause != store.CauseLeft {
 		t.Fatalf("left node %+v", n)
 	}
 	rows := st.RowsWritten()
@@ -167,7 +167,7 @@ func TestSyncFollowsTheGossipPool(t *testing.T) {
 	// Another process announces web-2 from elsewhere.
 	g.Handle(agentEvent(gossip.KindJoin, "impostor", "web", "web-2", "10.6.6.6:7420"))
 	sync(Result{Down: one})
-	if n := node("web-2"); n.Status != store.NodeDown || n.StatusReason != store.ReasonDuplicate || n.Addr != "10.0.1.2:7420" {
+	if n := node("web-2"); n.Status != store.NodeDown || n.StatusReason != store.ReasonDuplicate || n.DownCause != store.CauseDuplicate || n.Addr != "10.0.1.2:7420" {
 		t.Fatalf("duplicate node %+v", n)
 	}
 

@@ -13,6 +13,7 @@ import (
 
 	"github.com/musterhq/muster/agent"
 	"github.com/musterhq/muster/agent/agenttest"
+	"github.com/musterhq/muster/core/actions"
 	"github.com/musterhq/muster/core/orchestrate"
 	"github.com/musterhq/muster/core/store"
 	"github.com/musterhq/muster/core/store/sqlite"
@@ -253,7 +254,7 @@ func TestRealAgentWithANewDatabaseLosesItsActions(t *testing.T) {
 	e.agents["n1"] = runAgent(t, "n1", old.addr, t.TempDir())
 	e.pass()
 	rec := e.record(id)
-	if rec.State != action.Lost || rec.StateReason != orchestrate.ReasonMissing {
+	if rec.State != action.Lost || rec.StateReason != actions.ReasonMissing {
 		t.Fatalf("record %s %q", rec.State, rec.StateReason)
 	}
 	ctx := context.Background()
@@ -359,8 +360,8 @@ func TestRealAgentUnconfirmedPushToAReplacedDatabaseIsLost(t *testing.T) {
 	e.agents["n1"] = runAgent(t, "n1", old.addr, t.TempDir())
 	e.pass()
 	got := e.record(id)
-	if got.State != action.Lost || got.StateReason != orchestrate.ReasonUnconfirmed {
-		t.Fatalf("record %s %q, want LOST: %s", got.State, got.StateReason, orchestrate.ReasonUnconfirmed)
+	if got.State != action.Lost || got.StateReason != actions.ReasonUnconfirmed {
+		t.Fatalf("record %s %q, want LOST: %s", got.State, got.StateReason, actions.ReasonUnconfirmed)
 	}
 	e.pass()
 	if _, err := client.NewAgent(e.agents["n1"].addr, nil).Get(context.Background(), id); client.StatusOf(err) != 404 {

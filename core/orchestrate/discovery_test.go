@@ -11,14 +11,14 @@ import (
 )
 
 // hold sets a node as discovery does when the gossip pool loses it.
-func (h *harness) hold(node, reason string) {
+func (h *harness) hold(node, cause string) {
 	h.t.Helper()
 	h.update(func(ctx context.Context, tx store.Tx) error {
 		n, err := tx.Node(ctx, cluster, node)
 		if err != nil {
 			return err
 		}
-		n.Status, n.StatusReason = store.NodeDown, reason
+		n.Status, n.StatusReason, n.DownCause = store.NodeDown, store.CauseReason(cause), cause
 		return tx.PutNode(ctx, n)
 	})
 }
@@ -34,7 +34,7 @@ func TestNodesHeldDownByDiscoveryAreNotContacted(t *testing.T) {
 	h := setup(t, Config{}, "n1", "n2")
 	h.pass()
 	h.events()
-	h.hold("n2", store.ReasonFailed)
+	h.hold("n2", store.CauseFailed)
 	id := h.create("n2", nil)
 	before := h.agents["n2"].requestCount()
 	rep := h.pass()
@@ -62,7 +62,7 @@ func TestNodesHeldDownByDiscoveryAreNotContacted(t *testing.T) {
 		if err != nil {
 			return err
 		}
-		n.Status, n.StatusReason = store.NodeUnknown, ""
+		n.Status, n.StatusReason, n.DownCause = store.NodeUnknown, "", ""
 		return tx.PutNode(ctx, n)
 	})
 	rep = h.pass()
@@ -78,7 +78,7 @@ func TestDiscoveryDuringAPassHasTheLastWord(t *testing.T) {
 	h.pass()
 	// n1 leaves while the pass talks to it.
 	h.agents["n1"].set(func(f *fakeAgent) {
-		f.infoHook = func(context.Context) { h.hold("n1", store.ReasonLeft) }
+		f.infoHook = func(context.Context) { h.hold("n1", store.CauseLeft) }
 	})
 	h.pass()
 	if n := h.node("n1"); n.Status != store.NodeDown || n.StatusReason != store.ReasonLeft {
@@ -91,14 +91,14 @@ func TestDiscoveryDuringAPassHasTheLastWord(t *testing.T) {
 	// n2 is held DOWN, and comes back while the pass runs: the pass leaves
 	// it UNKNOWN for the next pass to contact.
 	h.agents["n1"].set(func(f *fakeAgent) { f.infoHook = nil })
-	h.hold("n2", store.ReasonFailed)
-	h.hold("n1", store.ReasonFailed)
+	h.hold("n2", store.CauseFailed)
+	h.hold("n1", store.CauseFailed)
 	h.update(func(ctx context.Context, tx store.Tx) error {
 		n, err := tx.Node(ctx, cluster, "n1")
 		if err != nil {
 			return err
 		}
-		n.Status, n.StatusReason = store.NodeUnknown, ""
+		n.Status, n.StatusReason, n.DownCause = store.NodeUnknown, "", ""
 		return tx.PutNode(ctx, n)
 	})
 	h.agents["n1"].set(func(f *fakeAgent) {
@@ -108,7 +108,7 @@ func TestDiscoveryDuringAPassHasTheLastWord(t *testing.T) {
 				if err != nil {
 					return err
 				}
-				n.Status, n.StatusReason = store.NodeUnknown, ""
+				n.Status, n.StatusReason, n.DownCause = store.NodeUnknown, "", ""
 				return tx.PutNode(ctx, n)
 			})
 		}
@@ -120,6 +120,44 @@ func TestDiscoveryDuringAPassHasTheLastWord(t *testing.T) {
 	h.agents["n1"].set(func(f *fakeAgent) { f.infoHook = nil })
 	h.pass()
 	if n := h.node("n2"); n.Status != store.NodeUp {
+		t.Fatalf("n2 = %+v", n)
+	}
+}
+
+// Whether discovery holds a node is its stored cause, never the wording of
+// the reason: a node DOWN with the text "failed" and no cause is contacted,
+// and a held node stays held whatever its reason says.
+func TestTheHoldIsTheStoredCauseNotTheReasonText(t *testing.T) {
+	t.Parallel()
+	h := setup(t, Config{}, "n1", "n2")
+	h.pass()
+	h.update(func(ctx context.Context, tx store.Tx) error {
+		for id, set := range map[string]func(n *store.Node){
+			"n1": func(n *store.Node) { n.Status, n.StatusReason, n.DownCause = store.NodeDown, store.ReasonFailed, "" },
+			"n2": func(n *store.Node) {
+				n.Status, n.StatusReason, n.DownCause = store.NodeDown, "lost by the pool", store.CauseFailed
+			},
+		} {
+			n, err := tx.Node(ctx, cluster, id)
+			if err != nil {
+				return err
+			}
+			set(n)
+			if err := tx.PutNode(ctx, n); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	before := h.agents["n2"].requestCount()
+	h.pass()
+	if n := h.node("n1"); n.Status != store.NodeUp {
+		t.Fatalf("a node DOWN with the text %q and no cause was not contacted: %+v", store.ReasonFailed, n)
+	}
+	if got := h.agents["n2"].requestCount(); got != before {
+		t.Fatalf("a node held by discovery got %d requests", got-before)
+	}
+	if n := h.node("n2"); n.Status != store.NodeDown || n.DownCause != store.CauseFailed {
 		t.Fatalf("n2 = %+v", n)
 	}
 }

@@ -23,6 +23,8 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/musterhq/muster/core/actions"
+	"github.com/musterhq/muster/core/approval"
 	"github.com/musterhq/muster/core/store"
 	"github.com/musterhq/muster/shared/action"
 	"github.com/musterhq/muster/shared/tlsutil"
@@ -44,7 +46,15 @@ type Config struct {
 	// ApprovalTTL: a PENDING_APPROVE action older than this is CANCELLED
 	// with reason "expired". Zero disables the sweep.
 	ApprovalTTL time.Duration
-	// SweepEvery is the period of the approval-expiry sweep (default Interval).
+	// ScheduleTTL: a PENDING_SCHEDULE action that never reached its agent
+	// this long after it was scheduled is CANCELLED with reason "schedule
+	// timeout". Zero disables it.
+	ScheduleTTL time.Duration
+	// Rules, when set, makes every action change (the core shares one with
+	// the API, so approval expiry is one rule); nil builds one from
+	// ApprovalTTL and ScheduleTTL, which the sweep uses either way.
+	Rules *actions.Rules
+	// SweepEvery is the period of the expiry sweep (default Interval).
 	SweepEvery time.Duration
 	// NodeConcurrency bounds the nodes of one pass synced at once.
 	NodeConcurrency int
@@ -85,6 +95,7 @@ func DefaultConfig() Config {
 		FullSyncEvery:    6,
 		AgentTimeout:     5 * time.Second,
 		ApprovalTTL:      24 * time.Hour,
+		ScheduleTTL:      24 * time.Hour,
 		NodeConcurrency:  16,
 		PageSize:         500,
 		Debounce:         50 * time.Millisecond,
@@ -148,6 +159,7 @@ var (
 type Orchestrator struct {
 	cfg     Config
 	st      store.Store
+	rules   *actions.Rules
 	log     *slog.Logger
 	hc      *http.Client
 	ownHC   bool // hc was made here: Stop closes its idle connections
@@ -170,7 +182,6 @@ type clusterState struct {
 	mu          sync.Mutex
 	passes      int
 	lastContact map[string]time.Time   // node id → last answer (written only with other changes)
-	strays      map[string]string      // action id → node id: CANCELLED in the core, not on the agent
 	clients     map[string]*nodeClient // node id → its HTTP client (with AgentTLS)
 }
 
@@ -197,12 +208,16 @@ func New(cfg Config, st store.Store, log *slog.Logger, reg prometheus.Registerer
 		hc = &c
 	}
 	hc.CheckRedirect = noRedirect
+	if cfg.Rules == nil {
+		cfg.Rules = &actions.Rules{Policy: approval.Policy{TTL: cfg.ApprovalTTL}, ScheduleTTL: cfg.ScheduleTTL}
+	}
 	m, err := newMetrics(reg, st)
 	if err != nil {
 		return nil, fmt.Errorf("orchestrator metrics: %w", err)
 	}
 	return &Orchestrator{
 		cfg: cfg, st: st, log: log.With("component", "orchestrate"), hc: hc, ownHC: ownHC, metrics: m,
+		rules:    cfg.Rules,
 		clusters: map[string]*clusterState{},
 		nudged:   map[string]bool{},
 		wake:     make(chan struct{}, 1),
@@ -234,8 +249,7 @@ func (o *Orchestrator) cluster(id string) *clusterState {
 	defer o.mu.Unlock()
 	cs, ok := o.clusters[id]
 	if !ok {
-		cs = &clusterState{id: id, lastContact: map[string]time.Time{}, strays: map[string]string{},
-			clients: map[string]*nodeClient{}}
+		cs = &clusterState{id: id, lastContact: map[string]time.Time{}, clients: map[string]*nodeClient{}}
 		o.clusters[id] = cs
 	}
 	return cs
@@ -488,9 +502,10 @@ func (o *Orchestrator) passContext(ctx context.Context, id string) (context.Cont
 	return o.cfg.Leases.PassContext(ctx, id)
 }
 
-// sweep runs ExpireApprovals every SweepEvery until ctx ends.
+// sweep runs ExpireApprovals, ExpireSchedules and the runs' expiry every
+// SweepEvery until ctx ends.
 func (o *Orchestrator) sweep(ctx context.Context) {
-	if o.cfg.ApprovalTTL <= 0 {
+	if o.rules.Policy.TTL <= 0 && o.rules.ScheduleTTL <= 0 && o.cfg.Runs == nil {
 		return
 	}
 	t := time.NewTicker(o.cfg.SweepEvery)
@@ -498,6 +513,9 @@ func (o *Orchestrator) sweep(ctx context.Context) {
 	for {
 		if _, err := o.ExpireApprovals(ctx); err != nil && ctx.Err() == nil {
 			o.log.Warn("approval expiry failed", "err", err)
+		}
+		if _, err := o.ExpireSchedules(ctx); err != nil && ctx.Err() == nil {
+			o.log.Warn("schedule expiry failed", "err", err)
 		}
 		if _, err := o.expireRuns(ctx); err != nil && ctx.Err() == nil {
 			o.log.Warn("run expiry failed", "err", err)
@@ -510,52 +528,65 @@ func (o *Orchestrator) sweep(ctx context.Context) {
 	}
 }
 
-// ExpireApprovals cancels, with reason "expired" and an action.expired event,
-// every PENDING_APPROVE action created more than ApprovalTTL ago. It returns
-// how many it expired, and writes nothing when there are none.
-func (o *Orchestrator) ExpireApprovals(ctx context.Context) (int, error) {
-	if o.cfg.ApprovalTTL <= 0 {
-		return 0, nil
+// expire runs fn in an Update, after a read finds that there is work for it
+// (so an idle sweep takes no write transaction), and returns how many
+// records it changed.
+func (o *Orchestrator) expire(ctx context.Context, pending func(r store.Reader, cutoff time.Time) ([]store.Record, error),
+	ttl time.Duration, fn func(ctx context.Context, tx store.Tx) ([]*store.Record, error)) ([]*store.Record, error) {
+	if ttl <= 0 {
+		return nil, nil
 	}
-	now := action.UTC(time.Now())
-	cutoff := now.Add(-o.cfg.ApprovalTTL)
-	plan := func(r store.Reader) ([]*change, error) {
-		recs, err := r.ApprovalsBefore(ctx, cutoff)
-		if err != nil {
-			return nil, err
-		}
-		var out []*change
-		for i := range recs {
-			if c := coreMove(&recs[i], action.Cancelled, ActorCore, ReasonExpired, now); c != nil {
-				c.events[len(c.events)-1].Type = store.EventActionExpired
-				out = append(out, c)
-			}
-		}
-		return out, nil
-	}
-	var changes []*change
+	var n int
 	err := o.st.Read(ctx, func(r store.Reader) error {
-		var err error
-		changes, err = plan(r)
+		recs, err := pending(r, action.UTC(time.Now()).Add(-ttl))
+		n = len(recs)
 		return err
 	})
-	if err != nil || len(changes) == 0 {
-		return 0, err
+	if err != nil || n == 0 {
+		return nil, err
 	}
+	var out []*store.Record
 	err = o.st.Update(ctx, func(tx store.Tx) error {
 		var err error
-		if changes, err = plan(tx); err != nil {
-			return err
-		}
-		w := &writePlan{records: map[string]*change{}}
-		for _, c := range changes {
-			w.add(c)
-		}
-		return w.apply(ctx, tx)
+		out, err = fn(ctx, tx)
+		return err
 	})
+	return out, err
+}
+
+// ExpireApprovals cancels, with reason "expired" and an action.expired event,
+// every PENDING_APPROVE action created more than ApprovalTTL ago
+// (actions.Rules.ExpireApprovals). It returns how many it expired, and
+// writes nothing when there are none.
+func (o *Orchestrator) ExpireApprovals(ctx context.Context) (int, error) {
+	out, err := o.expire(ctx, func(r store.Reader, cutoff time.Time) ([]store.Record, error) {
+		return r.ApprovalsBefore(ctx, cutoff)
+	}, o.rules.Policy.TTL, o.rules.ExpireApprovals)
 	if err != nil {
 		return 0, fmt.Errorf("expire approvals: %w", err)
 	}
-	o.metrics.expired.Add(float64(len(changes)))
-	return len(changes), nil
+	o.metrics.expired.Add(float64(len(out)))
+	return len(out), nil
+}
+
+// ExpireSchedules ends every PENDING_SCHEDULE action that has not reached
+// its agent ScheduleTTL after it was scheduled: CANCELLED with reason
+// "schedule timeout", or a cancel request when a push was attempted
+// (actions.Rules.ExpireSchedules). It returns how many it changed, and
+// writes nothing when there are none.
+func (o *Orchestrator) ExpireSchedules(ctx context.Context) (int, error) {
+	out, err := o.expire(ctx, func(r store.Reader, cutoff time.Time) ([]store.Record, error) {
+		return r.ScheduledBefore(ctx, cutoff)
+	}, o.rules.ScheduleTTL, o.rules.ExpireSchedules)
+	if err != nil {
+		return 0, fmt.Errorf("expire schedules: %w", err)
+	}
+	clusters := map[string]bool{}
+	for _, r := range out {
+		if r.CancelRequested && !clusters[r.ClusterID] {
+			clusters[r.ClusterID] = true
+			o.Nudge(r.ClusterID)
+		}
+	}
+	return len(out), nil
 }

@@ -13,7 +13,9 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/musterhq/muster/core/actions"
 	"github.com/musterhq/muster/core/approval"
+	"github.com/musterhq/muster/core/nodes"
 	"github.com/musterhq/muster/core/store"
 	"github.com/musterhq/muster/core/store/sqlite"
 	"github.com/musterhq/muster/shared/action"
@@ -74,6 +76,19 @@ func setup(t *testing.T, cfg Config, nodes ...string) *harness {
 	}
 	t.Cleanup(h.o.Stop)
 	return h
+}
+
+// restart replaces the orchestrator with a new one on the same store, as a
+// core restart does: nothing it kept in memory survives.
+func (h *harness) restart() {
+	h.t.Helper()
+	h.o.Stop()
+	o, err := New(Config{FullSyncEvery: 1000, AgentTimeout: 5 * time.Second}, h.st, nil, nil)
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	h.o = o
+	h.t.Cleanup(o.Stop)
 }
 
 func (h *harness) pass() Report {
@@ -411,10 +426,10 @@ func TestAgentActionsAreImported(t *testing.T) {
 	h.pass()
 	rec := h.record(id)
 	wantState(t, rec, action.Running)
-	if rec.Origin != action.OriginAgent || rec.ClusterID != cluster || rec.NodeID != "n1" || !rec.SeenOnAgent || rec.Requester != "local" {
+	if rec.Origin != action.OriginAgent || rec.ClusterID != cluster || rec.NodeID != "n1" || !rec.SeenOnAgent || rec.Requester != "n1/local" {
 		t.Fatalf("imported record %+v", rec)
 	}
-	if len(rec.History) != 1 || rec.History[0].To != action.Running || rec.History[0].Reason != ReasonImported {
+	if len(rec.History) != 1 || rec.History[0].To != action.Running || rec.History[0].Reason != actions.ReasonImported {
 		t.Fatalf("history %+v", rec.History)
 	}
 	ev := h.events()
@@ -482,7 +497,7 @@ func TestPushAnswers(t *testing.T) {
 		{
 			name:  "410 makes it LOST",
 			prep:  func(h *harness, ag *fakeAgent, id string) { ag.set(func(f *fakeAgent) { f.tombs[id] = true }) },
-			state: action.Lost, reason: ReasonGone, event: "action.lost",
+			state: action.Lost, reason: actions.ReasonGone, event: "action.lost",
 		},
 		{
 			name:  "422 makes it FAILED with the agent's message",
@@ -626,7 +641,7 @@ func TestReplacedAgentDatabase(t *testing.T) {
 	for _, id := range []string{a, b} {
 		rec := h.record(id)
 		wantState(t, rec, action.Lost)
-		if rec.StateReason != ReasonMissing {
+		if rec.StateReason != actions.ReasonMissing {
 			t.Fatalf("reason %q", rec.StateReason)
 		}
 	}
@@ -689,7 +704,7 @@ func TestApprovalDigestIsCheckedBeforePush(t *testing.T) {
 	wantState(t, h.record(none), action.New)
 	rec := h.record(changed)
 	wantState(t, rec, action.PendingApprove)
-	if rec.ApprovedBy != "" || rec.ApprovalDigest != "" || rec.StateReason != ReasonReapprove {
+	if rec.ApprovedBy != "" || rec.ApprovalDigest != "" || rec.StateReason != actions.ReasonReapprove {
 		t.Fatalf("re-approval record %+v", rec)
 	}
 	if _, pushed := ag.get(changed); pushed {
@@ -742,38 +757,43 @@ func TestCancelRequestsAreSent(t *testing.T) {
 	}
 }
 
-func TestCancelledWhilePushedIsCancelledOnTheAgent(t *testing.T) {
+// A cancel that commits after the pass marked the push (actions.MarkSending)
+// and before the agent answers cannot be settled in the core: the push may
+// have arrived. It is a request; the agent's answer (NEW) is adopted, and
+// the next pass sends the cancel, once.
+func TestCancelWhileThePushIsOnItsWayIsSentToTheAgent(t *testing.T) {
 	t.Parallel()
 	h := setup(t, Config{}, "n1")
 	ag := h.agents["n1"]
 	id := h.create("n1", nil)
-	// The API cancels the PENDING_SCHEDULE action while its push is on the way.
+	rules := &actions.Rules{}
+	var outcome actions.CancelOutcome
 	ag.set(func(f *fakeAgent) {
 		f.pushHook = func(string) {
 			h.update(func(ctx context.Context, tx store.Tx) error {
-				r, err := tx.Action(ctx, id)
-				if err != nil {
-					return err
-				}
-				r.State, r.StateReason = action.Cancelled, "cancelled by alice"
-				return tx.UpdateAction(ctx, r)
+				var err error
+				_, outcome, err = rules.Cancel(ctx, tx, id, actions.Actor{Name: "alice"})
+				return err
 			})
 		}
 	})
 	h.pass()
-	if a, _ := ag.get(id); a.State != action.New {
-		t.Fatalf("agent state %s", a.State)
+	if outcome != actions.Requested {
+		t.Fatalf("cancel of a push on its way: outcome %v, want a request", outcome)
+	}
+	if rec := h.record(id); rec.State != action.New || !rec.CancelRequested {
+		t.Fatalf("core record %s, cancel requested %v; want the agent's NEW with the request standing", rec.State, rec.CancelRequested)
 	}
 	ag.set(func(f *fakeAgent) { f.pushHook = nil })
 	ag.calls("")
 	h.pass()
 	if cancels := ag.calls("POST /api/v1/actions/" + id + "/cancel"); len(cancels) != 1 {
-		t.Fatalf("no cancel sent for an action cancelled in the core")
+		t.Fatalf("cancels sent: %v, want one", cancels)
 	}
 	if a, _ := ag.get(id); a.State != action.Cancelled {
 		t.Fatalf("agent state %s", a.State)
 	}
-	if rec := h.record(id); rec.State != action.Cancelled || rec.StateReason != "cancelled by alice" {
+	if rec := h.record(id); rec.State != action.Cancelled || rec.CancelRequested {
 		t.Fatalf("core record %+v", rec)
 	}
 	h.idle()
@@ -782,7 +802,55 @@ func TestCancelledWhilePushedIsCancelledOnTheAgent(t *testing.T) {
 	}
 }
 
-func TestCoreFinalStatesNeverChange(t *testing.T) {
+// An action the core rejected, that someone had pushed straight to the
+// agent with other args: the agent's record wins over the core's CANCELLED,
+// an action.conflict says what the core had decided, and the core's cancel
+// stands: it is stored with the record, so an orchestrator that starts
+// afresh (a core restart) still sends it.
+func TestARejectedActionFoundOnTheAgentIsCancelledThereEvenAfterARestart(t *testing.T) {
+	t.Parallel()
+	h := setup(t, Config{}, "n1")
+	ag := h.agents["n1"]
+	h.pass()
+	id := h.create("n1", func(r *store.Record) { r.State = action.PendingApprove })
+	now := action.UTC(time.Now())
+	ag.put(action.Action{ID: id, ClusterID: cluster, NodeID: "n1", Kind: "muster.io/debug.sleep",
+		Args: json.RawMessage(`{"seconds":2}`), State: action.New, Progress: json.RawMessage(`{}`),
+		Origin: action.OriginAgent, Requester: "root", CreatedTS: now, UpdatedTS: now})
+	h.update(func(ctx context.Context, tx store.Tx) error {
+		_, err := (&actions.Rules{}).Reject(ctx, tx, id, actions.Actor{Name: "bob"})
+		return err
+	})
+	h.events()
+	h.restart() // the core restarts: a new orchestrator, nothing kept in memory
+	h.pass()
+	rec := h.record(id)
+	if rec.State != action.New || !rec.CancelRequested || string(rec.Args) != `{"seconds":2}` {
+		t.Fatalf("core record %s args %s cancel requested %v; want the agent's NEW and args, cancel standing",
+			rec.State, rec.Args, rec.CancelRequested)
+	}
+	if got := h.events(); !slices.Contains(got, "action.conflict "+id+" by n1") {
+		t.Fatalf("events %v, want an action.conflict", got)
+	}
+	h.restart() // and once more: the request is in the store
+	ag.calls("")
+	h.pass()
+	if cancels := ag.calls("POST /api/v1/actions/" + id + "/cancel"); len(cancels) != 1 {
+		t.Fatalf("cancels sent: %v, want one", cancels)
+	}
+	if a, _ := ag.get(id); a.State != action.Cancelled {
+		t.Fatalf("agent state %s", a.State)
+	}
+	if rec := h.record(id); rec.State != action.Cancelled || rec.CancelRequested {
+		t.Fatalf("core record %s cancel requested %v", rec.State, rec.CancelRequested)
+	}
+	h.idle()
+}
+
+// The agent's record wins even over a state the core thinks final (LOST
+// here): the core takes it, the history keeps what the core had, and an
+// action.conflict event says both.
+func TestTheAgentWinsOverAFinalStateOfTheCore(t *testing.T) {
 	t.Parallel()
 	h := setup(t, Config{}, "n1")
 	ag := h.agents["n1"]
@@ -796,10 +864,17 @@ func TestCoreFinalStatesNeverChange(t *testing.T) {
 		r.State, r.StateReason = action.Lost, "test"
 		return tx.UpdateAction(ctx, r)
 	})
+	h.events()
 	ag.run(t, id, action.Done, nil)
 	h.pass()
-	if rec := h.record(id); rec.State != action.Lost || rec.StateReason != "test" {
-		t.Fatalf("core-final record changed: %+v", rec)
+	rec := h.record(id)
+	wantState(t, rec, action.Done)
+	last := rec.History[len(rec.History)-1]
+	if last.From != action.Lost || last.To != action.Done || !strings.Contains(last.Reason, "LOST (test)") {
+		t.Fatalf("history %+v", rec.History)
+	}
+	if got := h.events(); !slices.Equal(got, []string{"action.conflict " + id + " by n1"}) {
+		t.Fatalf("events %v", got)
 	}
 	h.idle()
 }
@@ -885,4 +960,44 @@ func TestMetricsAreRegistered(t *testing.T) {
 	if got["muster_core_store_rows_written_total"] != float64(h.st.RowsWritten()) || h.st.RowsWritten() == 0 {
 		t.Errorf("rows written metric %v, store says %d", got["muster_core_store_rows_written_total"], h.st.RowsWritten())
 	}
+}
+
+func timeEq(a, b *time.Time) bool {
+	if a == nil || b == nil {
+		return a == b
+	}
+	return a.Equal(*b)
+}
+
+// A drained node gets no new pushes, while what it holds runs to its end
+// and is mirrored; undrained, it takes its waiting actions.
+func TestADrainedNodeGetsNoNewPushes(t *testing.T) {
+	t.Parallel()
+	h := setup(t, Config{}, "n1")
+	ag := h.agents["n1"]
+	held := h.create("n1", nil)
+	h.pass()
+	wantState(t, h.record(held), action.New)
+	h.update(func(ctx context.Context, tx store.Tx) error {
+		_, err := nodes.SetDrained(ctx, tx, cluster, "n1", true, actions.Actor{Name: "alice"})
+		return err
+	})
+	waiting := h.create("n1", nil)
+	ag.run(t, held, action.Done, nil)
+	ag.calls("")
+	h.pass()
+	if pushes := ag.calls("POST /api/v1/actions"); len(pushes) != 0 {
+		t.Fatalf("pushed to a drained node: %v", pushes)
+	}
+	wantState(t, h.record(held), action.Done)
+	wantState(t, h.record(waiting), action.PendingSchedule)
+	if n := h.node("n1"); !n.Drained || n.Status != store.NodeUp {
+		t.Fatalf("a pass changed the drain: %+v", n)
+	}
+	h.update(func(ctx context.Context, tx store.Tx) error {
+		_, err := nodes.SetDrained(ctx, tx, cluster, "n1", false, actions.Actor{Name: "alice"})
+		return err
+	})
+	h.pass()
+	wantState(t, h.record(waiting), action.New)
 }

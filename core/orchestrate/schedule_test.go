@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/musterhq/muster/core/actions"
 	"github.com/musterhq/muster/core/store"
 	"github.com/musterhq/muster/shared/action"
 )
@@ -181,7 +182,7 @@ func TestExpireApprovals(t *testing.T) {
 	}
 	rec := h.record(old)
 	wantState(t, rec, action.Cancelled)
-	if rec.StateReason != ReasonExpired || rec.FinishedTS == nil || len(rec.History) != 1 || rec.History[0].Actor != ActorCore {
+	if rec.StateReason != actions.ReasonExpired || rec.FinishedTS == nil || len(rec.History) != 1 || rec.History[0].Actor != actions.ActorCore {
 		t.Fatalf("expired record %+v", rec)
 	}
 	wantState(t, h.record(young), action.PendingApprove)
@@ -201,4 +202,27 @@ func TestTheSweepRunsWhileStarted(t *testing.T) {
 	h.start()
 	id := h.create("n1", func(r *store.Record) { r.State, r.CreatedTS = action.PendingApprove, time.Now().Add(-2*time.Hour) })
 	eventually(t, "the sweep to expire the approval", func() bool { return h.record(id).State == action.Cancelled })
+}
+
+// orchestrate.schedule_ttl: an approved action that never reached its agent
+// (its node held DOWN here) ends CANCELLED "schedule timeout" with an event,
+// by the running sweep; a younger one waits on.
+func TestTheSweepCancelsActionsThatNeverReachTheirAgent(t *testing.T) {
+	t.Parallel()
+	h := setup(t, Config{Interval: time.Hour, ScheduleTTL: time.Hour, SweepEvery: 10 * time.Millisecond}, "n1")
+	h.hold("n1", store.CauseFailed)
+	now := time.Now()
+	old := h.create("n1", func(r *store.Record) { r.ScheduledTS = action.TimePtr(now.Add(-2 * time.Hour)) })
+	young := h.create("n1", func(r *store.Record) { r.ScheduledTS = action.TimePtr(now.Add(-10 * time.Minute)) })
+	h.events()
+	h.start()
+	eventually(t, "the sweep to cancel the old action", func() bool { return h.record(old).State == action.Cancelled })
+	rec := h.record(old)
+	if rec.StateReason != actions.ReasonScheduleTimeout || rec.FinishedTS == nil {
+		t.Fatalf("record %s %q", rec.State, rec.StateReason)
+	}
+	if ev := h.events(); !slices.Contains(ev, "action.state_changed "+old+" by core") {
+		t.Fatalf("events %v", ev)
+	}
+	wantState(t, h.record(young), action.PendingSchedule)
 }

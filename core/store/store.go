@@ -70,6 +70,8 @@ type Reader interface {
 	OpenActions(ctx context.Context, clusterID, nodeID string) ([]Record, error)
 	// ApprovalsBefore lists PENDING_APPROVE actions created before t.
 	ApprovalsBefore(ctx context.Context, t time.Time) ([]Record, error)
+	// ScheduledBefore lists PENDING_SCHEDULE actions scheduled before t.
+	ScheduledBefore(ctx context.Context, t time.Time) ([]Record, error)
 
 	Events(ctx context.Context, since int64, limit int) ([]Event, error)
 
@@ -116,6 +118,13 @@ type Tx interface {
 	AppendHistory(ctx context.Context, actionID string, t action.Transition) error
 	// AppendEvent stores e, setting e.Seq and (when zero) e.TS.
 	AppendEvent(ctx context.Context, e *Event) error
+	// PurgeActions deletes up to limit finished actions (DONE, FAILED,
+	// CANCELLED, LOST) last changed before t, oldest first, with their
+	// history, and returns how many it deleted.
+	PurgeActions(ctx context.Context, before time.Time, limit int) (int, error)
+	// PurgeEvents deletes up to limit events older than t, oldest first,
+	// and returns how many it deleted. Sequence numbers are never reused.
+	PurgeEvents(ctx context.Context, before time.Time, limit int) (int, error)
 	// InsertToken stores a new token (ErrExists when the hash is taken, or
 	// the name is, ignoring case: alice and Alice are one name).
 	InsertToken(ctx context.Context, t *Token) error
@@ -184,42 +193,63 @@ const (
 	SourceGossip = "gossip"
 )
 
-// Reasons of a node held DOWN by discovery: the gossip pool saw it leave or
-// fail, or saw two agents announce it. The orchestrator does not contact
-// such a node; discovery brings it back when the pool sees it again.
+// Causes of a node held DOWN by discovery (Node.DownCause): the gossip pool
+// saw it leave or fail, or saw two agents announce it. The orchestrator does
+// not contact such a node; discovery brings it back when the pool sees it
+// again.
+const (
+	CauseLeft      = "left"
+	CauseFailed    = "failed"
+	CauseDuplicate = "duplicate"
+)
+
+// Reasons shown to people for each cause (Node.StatusReason).
 const (
 	ReasonLeft      = "left"
 	ReasonFailed    = "failed"
 	ReasonDuplicate = "announced from two addresses"
 )
 
-// DownByDiscovery reports whether discovery holds n DOWN.
+// CauseReason is the text shown to people for a discovery cause.
+func CauseReason(cause string) string {
+	switch cause {
+	case CauseLeft:
+		return ReasonLeft
+	case CauseFailed:
+		return ReasonFailed
+	case CauseDuplicate:
+		return ReasonDuplicate
+	}
+	return cause
+}
+
+// DownByDiscovery reports whether discovery holds n DOWN. It reads the
+// stored cause, never the text of the reason.
 func DownByDiscovery(n *Node) bool {
-	if n.Status != NodeDown {
-		return false
-	}
-	switch n.StatusReason {
-	case ReasonLeft, ReasonFailed, ReasonDuplicate:
-		return true
-	}
-	return false
+	return n.Status == NodeDown && n.DownCause != ""
 }
 
 // Node is one agent as the core knows it.
 type Node struct {
-	ClusterID    string            `json:"cluster_id"`
-	ID           string            `json:"id"`
-	Addr         string            `json:"addr"`
-	Source       string            `json:"source"`
-	Status       string            `json:"status"`
-	StatusReason string            `json:"status_reason"`
-	StoreID      string            `json:"store_id"`
-	Cursor       int64             `json:"cursor"`
-	Kinds        []string          `json:"kinds"`
-	Labels       map[string]string `json:"labels"`
-	Version      string            `json:"version"`
-	LastContact  *time.Time        `json:"last_contact"`
-	UpdatedTS    time.Time         `json:"updated_ts"`
+	ClusterID    string `json:"cluster_id"`
+	ID           string `json:"id"`
+	Addr         string `json:"addr"`
+	Source       string `json:"source"`
+	Status       string `json:"status"`
+	StatusReason string `json:"status_reason"`
+	// DownCause is set by discovery while it holds the node DOWN (CauseLeft,
+	// CauseFailed, CauseDuplicate), and empty otherwise. StatusReason is
+	// the text for people.
+	DownCause string `json:"down_cause,omitempty"`
+	// Drained: the node gets no new pushes; what it holds finishes.
+	Drained     bool              `json:"drained"`
+	StoreID     string            `json:"store_id"`
+	Cursor      int64             `json:"cursor"`
+	Kinds       []string          `json:"kinds"`
+	Labels      map[string]string `json:"labels"`
+	Version     string            `json:"version"`
+	LastContact *time.Time        `json:"last_contact"`
+	UpdatedTS   time.Time         `json:"updated_ts"`
 }
 
 // ListQuery selects and orders actions. Empty fields do not filter.
@@ -287,6 +317,9 @@ const (
 	EventNodeDown              = "node.down"
 	EventNodeJoined            = "node.joined"
 	EventNodeLeft              = "node.left"
+	EventNodeDrained           = "node.drained"
+	EventNodeUndrained         = "node.undrained"
+	EventNodeForgotten         = "node.forgotten"
 	EventClusterAlert          = "cluster.alert"
 	EventClusterHealthy        = "cluster.healthy"
 	EventTokenCreated          = "token.created"

@@ -10,6 +10,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/musterhq/muster/core/actions"
 	"github.com/musterhq/muster/core/approval"
 	"github.com/musterhq/muster/core/auth"
 	"github.com/musterhq/muster/core/store"
@@ -270,7 +271,14 @@ func (s *Server) decide(d decision) handlerFunc {
 		if d == decisionReject {
 			change, done = s.changer.Reject, "rejected"
 		}
-		if _, err := change(r.Context(), id, v.tok.Name, clientAddr(r), f.Reason); err != nil {
+		by := actions.Actor{Name: v.tok.Name, Addr: clientAddr(r), Note: f.Reason}
+		var rec *store.Record
+		err = s.st.Update(r.Context(), func(tx store.Tx) error {
+			var err error
+			rec, err = change(r.Context(), tx, id, by)
+			return err
+		})
+		if err != nil {
 			status := s.cfg.ErrorStatus(err)
 			msg := err.Error()
 			if status >= 500 {
@@ -279,6 +287,9 @@ func (s *Server) decide(d decision) handlerFunc {
 			}
 			s.renderError(w, r, v, status, fmt.Sprintf("Could not %s: %s", d, msg))
 			return
+		}
+		if d == decisionApprove && s.nudge != nil {
+			s.nudge.Nudge(rec.ClusterID)
 		}
 		next := f.Next
 		if next == "" {

@@ -63,7 +63,9 @@ func hashID(id string) string {
 // on the way.
 func (ss *sessions) create(ctx context.Context, tokenHash string) (string, error) {
 	id := randomToken()
-	now := ss.now().UTC()
+	// The store keeps microseconds: truncated, a session never outlives
+	// its TTL by rounding.
+	now := ss.now().UTC().Truncate(time.Microsecond)
 	sess := &store.Session{Hash: hashID(id), TokenHash: tokenHash, CSRF: randomToken(), CreatedTS: now, ExpiresTS: now.Add(ss.ttl)}
 	err := ss.st.Update(ctx, func(tx store.Tx) error {
 		if _, err := tx.DeleteSessionsBefore(ctx, now); err != nil {

@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/musterhq/muster/core/actions"
 	"github.com/musterhq/muster/core/api"
 	"github.com/musterhq/muster/core/approval"
 	"github.com/musterhq/muster/core/auth"
@@ -39,7 +40,26 @@ func (c *clock) add(d time.Duration) {
 	c.t = c.t.Add(d)
 }
 
+// nudges remembers the clusters the UI asked a pass of.
+type nudges struct {
+	mu  sync.Mutex
+	ids []string
+}
+
+func (n *nudges) Nudge(id string) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	n.ids = append(n.ids, id)
+}
+
+func (n *nudges) list() []string {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	return append([]string(nil), n.ids...)
+}
+
 type env struct {
+	nudges  *nudges
 	t       *testing.T
 	st      *sqlite.Store
 	ui      *Server
@@ -68,7 +88,7 @@ func setup(t *testing.T, opts ...func(*Config)) *env {
 	}); err != nil {
 		t.Fatal(err)
 	}
-	e := &env{t: t, st: st, clock: &clock{t: now}, secrets: map[string]string{}}
+	e := &env{t: t, st: st, clock: &clock{t: now}, secrets: map[string]string{}, nudges: &nudges{}}
 	for name, role := range map[string]string{"viewer": store.RoleViewer, "op": store.RoleOperator,
 		"appr": store.RoleApprover, "admin": store.RoleAdmin} {
 		sec, err := auth.CreateToken(ctx, st, name, []string{role}, "test", "")
@@ -78,12 +98,13 @@ func setup(t *testing.T, opts ...func(*Config)) *env {
 		e.secrets[name] = sec
 	}
 	apiSrv := api.New(api.Config{Policy: approval.DefaultPolicy()}, st, nil, nil)
+	rules := &actions.Rules{Policy: approval.DefaultPolicy()}
 	cfg := Config{Policy: approval.DefaultPolicy(), ErrorStatus: api.Status, Now: e.clock.now,
 		StreamKeepAlive: time.Second}
 	for _, o := range opts {
 		o(&cfg)
 	}
-	e.ui, err = New(cfg, st, apiSrv, nil)
+	e.ui, err = New(cfg, st, rules, e.nudges, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

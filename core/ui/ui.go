@@ -25,6 +25,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/musterhq/muster/core/actions"
 	"github.com/musterhq/muster/core/approval"
 	"github.com/musterhq/muster/core/auth"
 	"github.com/musterhq/muster/core/store"
@@ -50,13 +51,20 @@ var templateFS embed.FS
 //go:embed static
 var staticFS embed.FS
 
-// Changer makes the action changes a page offers, with the rules, history
-// lines and events of the API. The caller has checked the permission; the
-// changer checks the rest (state, four-eyes rule, approval window). ref is a
-// full action id; actor the token name; addr the client's address.
+// Changer makes the action changes a page offers: core/actions' rules, the
+// ones the API applies, inside the UI's transaction. The UI has checked the
+// permission; the rules check the rest (state, four-eyes, approval window)
+// and write the history line and the event. by.Note carries the reason
+// the person gave.
 type Changer interface {
-	Approve(ctx context.Context, ref, actor, addr, reason string) (*store.Record, error)
-	Reject(ctx context.Context, ref, actor, addr, reason string) (*store.Record, error)
+	Approve(ctx context.Context, tx store.Tx, id string, by actions.Actor) (*store.Record, error)
+	Reject(ctx context.Context, tx store.Tx, id string, by actions.Actor) (*store.Record, error)
+}
+
+// Nudger asks for a pass of a cluster now, as an approval through the API
+// does. It must not block.
+type Nudger interface {
+	Nudge(clusterID string)
 }
 
 // Config is what the UI needs beyond the store and the changer.
@@ -92,6 +100,7 @@ type Server struct {
 	cfg      Config
 	st       store.Store
 	changer  Changer
+	nudge    Nudger
 	log      *slog.Logger
 	mux      *http.ServeMux
 	pages    map[string]*template.Template
@@ -108,8 +117,8 @@ type Server struct {
 	staticFS    fs.FS
 }
 
-// New builds the UI. It starts nothing.
-func New(cfg Config, st store.Store, ch Changer, log *slog.Logger) (*Server, error) {
+// New builds the UI. It starts nothing. n may be nil (no nudges).
+func New(cfg Config, st store.Store, ch Changer, n Nudger, log *slog.Logger) (*Server, error) {
 	if cfg.SessionTTL <= 0 {
 		cfg.SessionTTL = DefaultSessionTTL
 	}
@@ -143,6 +152,7 @@ func New(cfg Config, st store.Store, ch Changer, log *slog.Logger) (*Server, err
 		cfg:      cfg,
 		st:       st,
 		changer:  ch,
+		nudge:    n,
 		log:      log.With("component", "ui"),
 		mux:      http.NewServeMux(),
 		pages:    pages,

@@ -414,6 +414,9 @@ func TestApproveAndRejectWithAReason(t *testing.T) {
 	if got.State != action.PendingSchedule || got.ApprovedBy != "appr" {
 		t.Fatalf("after approve: %s by %q", got.State, got.ApprovedBy)
 	}
+	if n := e.nudges.list(); len(n) != 1 || n[0] != "prod" {
+		t.Fatalf("nudges after an approval: %v, want one of prod", n)
+	}
 	if last := got.History[len(got.History)-1]; last.Reason != "approved: change CH-42" || last.Actor != "appr" {
 		t.Fatalf("history line %+v", last)
 	}
@@ -761,7 +764,7 @@ func TestSessionsAreSharedThroughTheStore(t *testing.T) {
 	t.Parallel()
 	e := setup(t)
 	b := e.browser().signIn("appr")
-	other, err := New(Config{}, e.st, nil, nil)
+	other, err := New(Config{}, e.st, nil, nil, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -74,13 +75,17 @@ func (a *Agent) Changes(ctx context.Context, since int64, limit int, ack bool) (
 }
 
 // Push calls POST /api/v1/actions. It returns the agent's record and the
-// status for 200, 201 and 409 (the agent's record in the error body). Any
-// other status is an *APIError.
+// status of the answer for 201 (queued), 200 (the same id and content were
+// there) and 409 (the agent holds the id with other content: its record, from
+// the error body, wins). Otherwise the error matches ErrGone (410),
+// ErrRefused (422, with the agent's message), another sentinel of its
+// status, or none when no answer came (Answered is false).
 func (a *Agent) Push(ctx context.Context, req *wire.PushRequest) (*action.Action, int, error) {
 	var out action.Action
 	status, err := do(ctx, a.http, http.MethodPost, a.base+"/api/v1/actions", req, capped{&out, OneRecordLimit})
 	if err != nil {
-		if ae, ok := err.(*APIError); ok && ae.Status == http.StatusConflict && ae.Detail.Record != nil {
+		var ae *APIError
+		if errors.As(err, &ae) && errors.Is(err, ErrConflict) && ae.Detail.Record != nil {
 			return ae.Detail.Record, ae.Status, nil
 		}
 		return nil, status, err
@@ -95,10 +100,15 @@ func (a *Agent) Get(ctx context.Context, id string) (*action.Action, error) {
 	return &out, err
 }
 
-// Cancel calls POST /api/v1/actions/{id}/cancel.
+// Cancel calls POST /api/v1/actions/{id}/cancel. A 409 (the action has
+// finished) matches ErrFinal as well as ErrConflict; a 404 ErrNotFound.
 func (a *Agent) Cancel(ctx context.Context, id string) (*action.Action, error) {
 	var out action.Action
 	_, err := do(ctx, a.http, http.MethodPost, a.base+"/api/v1/actions/"+url.PathEscape(id)+"/cancel", nil, capped{&out, OneRecordLimit})
+	var ae *APIError
+	if errors.As(err, &ae) && ae.Status == http.StatusConflict {
+		ae.final = true
+	}
 	return &out, err
 }
 

@@ -85,6 +85,25 @@ func (c *Core) Nodes(ctx context.Context, cluster string) ([]wire.Node, error) {
 	return out.Nodes, err
 }
 
+// DrainNode calls POST /api/v1/clusters/{c}/nodes/{n}/drain (drain true)
+// or /undrain.
+func (c *Core) DrainNode(ctx context.Context, cluster, node string, drain bool) (*wire.Node, error) {
+	verb := "drain"
+	if !drain {
+		verb = "undrain"
+	}
+	var out wire.Node
+	_, err := c.call(ctx, http.MethodPost, "/api/v1/clusters/"+url.PathEscape(cluster)+"/nodes/"+url.PathEscape(node)+"/"+verb, nil, &out)
+	return &out, err
+}
+
+// ForgetNode calls POST /api/v1/clusters/{c}/nodes/{n}/forget.
+func (c *Core) ForgetNode(ctx context.Context, cluster, node string) (*wire.ForgetResult, error) {
+	var out wire.ForgetResult
+	_, err := c.call(ctx, http.MethodPost, "/api/v1/clusters/"+url.PathEscape(cluster)+"/nodes/"+url.PathEscape(node)+"/forget", nil, &out)
+	return &out, err
+}
+
 // ActionFilter selects, orders and pages GET /api/v1/actions. Zero fields
 // do not filter.
 type ActionFilter struct {

@@ -54,17 +54,30 @@ type ClusterList struct {
 
 // Node is one agent as the core knows it.
 type Node struct {
-	ClusterID    string     `json:"cluster_id"`
-	ID           string     `json:"id"`
-	Addr         string     `json:"addr"`
-	Source       string     `json:"source"`
-	Status       string     `json:"status"`
-	StatusReason string     `json:"status_reason"`
-	StoreID      string     `json:"store_id"`
-	Kinds        []string   `json:"kinds"`
-	Version      string     `json:"version"`
-	LastContact  *time.Time `json:"last_contact"`
-	UpdatedTS    time.Time  `json:"updated_ts"`
+	ClusterID    string `json:"cluster_id"`
+	ID           string `json:"id"`
+	Addr         string `json:"addr"`
+	Source       string `json:"source"`
+	Status       string `json:"status"`
+	StatusReason string `json:"status_reason"`
+	// Drained: no new pushes go to the node; Status shows DRAINED then,
+	// unless the node is DOWN.
+	Drained     bool       `json:"drained"`
+	StoreID     string     `json:"store_id"`
+	Kinds       []string   `json:"kinds"`
+	Version     string     `json:"version"`
+	LastContact *time.Time `json:"last_contact"`
+	UpdatedTS   time.Time  `json:"updated_ts"`
+}
+
+// NodeDrained is the Status shown for a drained node that is not DOWN.
+const NodeDrained = "DRAINED"
+
+// ForgetResult answers POST /api/v1/clusters/{c}/nodes/{n}/forget.
+type ForgetResult struct {
+	ClusterID    string `json:"cluster_id"`
+	NodeID       string `json:"node_id"`
+	ActionsEnded int    `json:"actions_ended"`
 }
 
 // NodeList answers GET /api/v1/nodes.

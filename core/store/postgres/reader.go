@@ -123,7 +123,7 @@ func scanCluster(s pgx.Row) (*store.Cluster, error) {
 	return &c, nil
 }
 
-const nodeColumns = `cluster_id, id, addr, source, status, status_reason, store_id, cursor, kinds, version, last_contact, updated_ts`
+const nodeColumns = `cluster_id, id, addr, source, status, status_reason, down_cause, drained, store_id, cursor, kinds, version, last_contact, updated_ts`
 
 func (r *reader) Nodes(ctx context.Context, clusterID string) ([]store.Node, error) {
 	q := `SELECT ` + nodeColumns + ` FROM nodes`
@@ -161,7 +161,7 @@ func (r *reader) Node(ctx context.Context, clusterID, nodeID string) (*store.Nod
 
 func scanNode(s pgx.Row) (*store.Node, error) {
 	var n store.Node
-	err := s.Scan(&n.ClusterID, &n.ID, &n.Addr, &n.Source, &n.Status, &n.StatusReason,
+	err := s.Scan(&n.ClusterID, &n.ID, &n.Addr, &n.Source, &n.Status, &n.StatusReason, &n.DownCause, &n.Drained,
 		&n.StoreID, &n.Cursor, &n.Kinds, &n.Version, &n.LastContact, &n.UpdatedTS)
 	if err != nil {
 		return nil, err
@@ -300,6 +300,17 @@ func (r *reader) ApprovalsBefore(ctx context.Context, t time.Time) ([]store.Reco
 		WHERE state = $1 AND created_ts < $2 ORDER BY created_ts, seq`, string(action.PendingApprove), ts(t))
 	if err != nil {
 		return nil, fmt.Errorf("approvals before %s: %w", t, err)
+	}
+	return out, nil
+}
+
+// ScheduledBefore lists PENDING_SCHEDULE actions scheduled before t, oldest
+// first.
+func (r *reader) ScheduledBefore(ctx context.Context, t time.Time) ([]store.Record, error) {
+	out, err := r.records(ctx, `SELECT `+actionColumns+` FROM actions
+		WHERE state = $1 AND scheduled_ts < $2 ORDER BY scheduled_ts, seq`, string(action.PendingSchedule), ts(t))
+	if err != nil {
+		return nil, fmt.Errorf("scheduled before %s: %w", t, err)
 	}
 	return out, nil
 }

@@ -69,14 +69,15 @@ func (w *writer) PutNode(ctx context.Context, n *store.Node) error {
 	what := fmt.Sprintf("put node %s/%s", n.ClusterID, n.ID)
 	rows, err := w.exec(ctx, what,
 		`INSERT INTO nodes (`+nodeColumns+`)
-		SELECT $1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12
+		SELECT $1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14
 		WHERE EXISTS (SELECT 1 FROM clusters WHERE id = $1)
 		ON CONFLICT (cluster_id, id) DO UPDATE SET addr = excluded.addr, source = excluded.source,
 			status = excluded.status, status_reason = excluded.status_reason,
+			down_cause = excluded.down_cause, drained = excluded.drained,
 			store_id = excluded.store_id, cursor = excluded.cursor, kinds = excluded.kinds,
 			version = excluded.version, last_contact = excluded.last_contact,
 			updated_ts = excluded.updated_ts`,
-		n.ClusterID, n.ID, n.Addr, n.Source, n.Status, n.StatusReason, n.StoreID, n.Cursor, list(n.Kinds),
+		n.ClusterID, n.ID, n.Addr, n.Source, n.Status, n.StatusReason, n.DownCause, n.Drained, n.StoreID, n.Cursor, list(n.Kinds),
 		n.Version, nullTS(n.LastContact), ts(n.UpdatedTS))
 	if err == nil && rows == 0 {
 		err = fmt.Errorf("%s: cluster %q: %w", what, n.ClusterID, store.ErrNotFound)
@@ -193,6 +194,24 @@ func (w *writer) AppendEvent(ctx context.Context, e *store.Event) error {
 	e.Seq = seq
 	w.lastEvent = seq
 	return nil
+}
+
+// PurgeActions deletes up to limit finished actions last changed before t,
+// oldest first; their history goes with them (ON DELETE CASCADE). The
+// states are literals so that the partial index actions_finished serves
+// the query.
+func (w *writer) PurgeActions(ctx context.Context, before time.Time, limit int) (int, error) {
+	n, err := w.exec(ctx, "purge actions", `DELETE FROM actions WHERE seq IN (
+		SELECT seq FROM actions WHERE state IN ('DONE', 'FAILED', 'CANCELLED', 'LOST') AND updated_ts < $1
+		ORDER BY updated_ts, seq LIMIT $2)`, ts(before), limit)
+	return int(n), err
+}
+
+// PurgeEvents deletes up to limit events older than t, oldest first.
+func (w *writer) PurgeEvents(ctx context.Context, before time.Time, limit int) (int, error) {
+	n, err := w.exec(ctx, "purge events", `DELETE FROM events WHERE seq IN (
+		SELECT seq FROM events WHERE ts < $1 ORDER BY seq LIMIT $2)`, ts(before), limit)
+	return int(n), err
 }
 
 // InsertToken stores a new token (ErrExists when the hash is taken, or the

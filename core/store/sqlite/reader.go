@@ -86,7 +86,7 @@ func scanCluster(s scanner) (*store.Cluster, error) {
 	return &c, nil
 }
 
-const nodeColumns = `cluster_id, id, addr, source, status, status_reason, store_id, cursor, kinds, version, last_contact, updated_ts`
+const nodeColumns = `cluster_id, id, addr, source, status, status_reason, down_cause, drained, store_id, cursor, kinds, version, last_contact, updated_ts`
 
 func (r *reader) Nodes(ctx context.Context, clusterID string) ([]store.Node, error) {
 	q := `SELECT ` + nodeColumns + ` FROM nodes`
@@ -125,7 +125,7 @@ func scanNode(s scanner) (*store.Node, error) {
 	var kinds string
 	var last sql.NullInt64
 	var ts int64
-	err := s.Scan(&n.ClusterID, &n.ID, &n.Addr, &n.Source, &n.Status, &n.StatusReason,
+	err := s.Scan(&n.ClusterID, &n.ID, &n.Addr, &n.Source, &n.Status, &n.StatusReason, &n.DownCause, &n.Drained,
 		&n.StoreID, &n.Cursor, &kinds, &n.Version, &last, &ts)
 	if err != nil {
 		return nil, err
@@ -274,6 +274,17 @@ func (r *reader) ApprovalsBefore(ctx context.Context, t time.Time) ([]store.Reco
 		WHERE state = ? AND created_ts < ? ORDER BY created_ts, seq`, action.PendingApprove, micros(t))
 	if err != nil {
 		return nil, fmt.Errorf("approvals before %s: %w", t, err)
+	}
+	return out, nil
+}
+
+// ScheduledBefore lists PENDING_SCHEDULE actions scheduled before t, oldest
+// first.
+func (r *reader) ScheduledBefore(ctx context.Context, t time.Time) ([]store.Record, error) {
+	out, err := r.records(ctx, `SELECT `+actionColumns+` FROM actions
+		WHERE state = ? AND scheduled_ts < ? ORDER BY scheduled_ts, seq`, action.PendingSchedule, micros(t))
+	if err != nil {
+		return nil, fmt.Errorf("scheduled before %s: %w", t, err)
 	}
 	return out, nil
 }

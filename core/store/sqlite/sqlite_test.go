@@ -6,9 +6,11 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"testing/fstest"
 
 	"github.com/musterhq/muster/core/store"
 	"github.com/musterhq/muster/core/store/storetest"
+	shsqlite "github.com/musterhq/muster/shared/sqlite"
 )
 
 // TestStore runs the store behaviour suite on SQLite files in temporary
@@ -67,5 +69,57 @@ func TestUpgradeRefusesTokenNamesThatDifferOnlyInCase(t *testing.T) {
 	}
 	if version != 5 || n != 2 {
 		t.Fatalf("after the refused upgrade: user_version %d, %d tokens; want 5 and 2", version, n)
+	}
+}
+
+// Migration 003 moves whether discovery holds a node DOWN out of the reason
+// text into its own column, recognising the texts discovery wrote before.
+func TestMigrationStoresTheDownCauseOfExistingNodes(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	file := filepath.Join(t.TempDir(), FileName)
+	old := fstest.MapFS{}
+	for _, name := range []string{"001_init.sql", "002_pushed_store.sql"} {
+		b, err := migrationFiles.ReadFile("migrations/" + name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		old[name] = &fstest.MapFile{Data: b}
+	}
+	db, err := shsqlite.Open(ctx, file, old)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = db.W.ExecContext(ctx, `INSERT INTO clusters (id, status, updated_ts) VALUES ('c', 'ALERT', 0);
+		INSERT INTO nodes (cluster_id, id, addr, source, status, status_reason, updated_ts) VALUES
+			('c', 'left', 'a:1', 'gossip', 'DOWN', 'left', 0),
+			('c', 'failed', 'a:2', 'gossip', 'DOWN', 'failed', 0),
+			('c', 'dup', 'a:3', 'gossip', 'DOWN', 'announced from two addresses', 0),
+			('c', 'unreachable', 'a:4', 'static', 'DOWN', 'unreachable', 0),
+			('c', 'up', 'a:5', 'static', 'UP', 'left', 0)`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	db.Close()
+	s, err := OpenFile(ctx, file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	want := map[string]string{"left": store.CauseLeft, "failed": store.CauseFailed, "dup": store.CauseDuplicate, "unreachable": "", "up": ""}
+	err = s.Read(ctx, func(r store.Reader) error {
+		ns, err := r.Nodes(ctx, "c")
+		for _, n := range ns {
+			if n.DownCause != want[n.ID] {
+				t.Errorf("node %s: cause %q, want %q", n.ID, n.DownCause, want[n.ID])
+			}
+			if held := store.DownByDiscovery(&n); held != (want[n.ID] != "") {
+				t.Errorf("node %s: held by discovery %v", n.ID, held)
+			}
+		}
+		return err
+	})
+	if err != nil {
+		t.Fatal(err)
 	}
 }

@@ -69,13 +69,13 @@ func (w *writer) PutNode(ctx context.Context, n *store.Node) error {
 		return fmt.Errorf("put node %s/%s: kinds: %w", n.ClusterID, n.ID, err)
 	}
 	_, _, err = w.exec(ctx, fmt.Sprintf("put node %s/%s", n.ClusterID, n.ID),
-		`INSERT INTO nodes (`+nodeColumns+`) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+		`INSERT INTO nodes (`+nodeColumns+`) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
 		ON CONFLICT (cluster_id, id) DO UPDATE SET addr = excluded.addr, source = excluded.source,
-			status = excluded.status, status_reason = excluded.status_reason,
+			status = excluded.status, status_reason = excluded.status_reason, down_cause = excluded.down_cause, drained = excluded.drained,
 			store_id = excluded.store_id, cursor = excluded.cursor, kinds = excluded.kinds,
 			version = excluded.version, last_contact = excluded.last_contact,
 			updated_ts = excluded.updated_ts`,
-		n.ClusterID, n.ID, n.Addr, n.Source, n.Status, n.StatusReason, n.StoreID, n.Cursor, kinds,
+		n.ClusterID, n.ID, n.Addr, n.Source, n.Status, n.StatusReason, n.DownCause, n.Drained, n.StoreID, n.Cursor, kinds,
 		n.Version, nullMicros(n.LastContact), micros(n.UpdatedTS))
 	return err
 }
@@ -170,6 +170,24 @@ func (w *writer) AppendEvent(ctx context.Context, e *store.Event) error {
 	e.Seq = seq
 	w.lastEvent = seq
 	return nil
+}
+
+// PurgeActions deletes up to limit finished actions last changed before t,
+// oldest first; their history goes with them (ON DELETE CASCADE).
+func (w *writer) PurgeActions(ctx context.Context, before time.Time, limit int) (int, error) {
+	// The states are literals so that the partial index actions_finished
+	// (migration 004) serves the query.
+	_, n, err := w.exec(ctx, "purge actions", `DELETE FROM actions WHERE seq IN (
+		SELECT seq FROM actions WHERE state IN ('DONE', 'FAILED', 'CANCELLED', 'LOST') AND updated_ts < ?
+		ORDER BY updated_ts, seq LIMIT ?)`, micros(before), limit)
+	return int(n), err
+}
+
+// PurgeEvents deletes up to limit events older than t, oldest first.
+func (w *writer) PurgeEvents(ctx context.Context, before time.Time, limit int) (int, error) {
+	_, n, err := w.exec(ctx, "purge events", `DELETE FROM events WHERE seq IN (
+		SELECT seq FROM events WHERE ts < ? ORDER BY seq LIMIT ?)`, micros(before), limit)
+	return int(n), err
 }
 
 // InsertToken stores a new token (ErrExists when the hash is taken, or the

@@ -1,0 +1,170 @@
+package actions
+
+import (
+	"encoding/json"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/musterhq/muster/core/approval"
+	"github.com/musterhq/muster/core/store"
+	"github.com/musterhq/muster/shared/action"
+)
+
+const cluster = "c1"
+
+func TestAdopt(t *testing.T) {
+	t.Parallel()
+	now := action.UTC(time.Now())
+	later := now.Add(time.Second)
+	base := func(s action.State) *store.Record {
+		return &store.Record{Action: action.Action{ID: "id", ClusterID: cluster, NodeID: "n1",
+			Kind: "a/b", Args: json.RawMessage(`{"x":1}`), State: s, Progress: json.RawMessage(`{}`),
+			Origin: action.OriginCore, CreatedTS: now, UpdatedTS: now}}
+	}
+	agent := func(s action.State) *action.Action {
+		a := base(s).Action
+		a.UpdatedTS = later
+		return &a
+	}
+	cases := []struct {
+		name      string
+		cur       *store.Record
+		a         *action.Action
+		changed   bool
+		state     action.State
+		history   int
+		events    []string
+		seen      bool
+		cancelReq bool
+	}{
+		{"same record", func() *store.Record {
+			r := base(action.New)
+			r.SeenOnAgent = true
+			return r
+		}(), &base(action.New).Action, false, action.New, 0, nil, false, false},
+		{"first seen on the agent", base(action.New), agent(action.New), true, action.New, 0, nil, true, false},
+		{"one step", base(action.New), agent(action.Running), true, action.Running, 1, []string{store.EventActionStateChanged}, true, false},
+		{"several steps", base(action.PendingSchedule), agent(action.Done), true, action.Done, 1, []string{store.EventActionStateChanged}, false, false},
+		{"backwards: the agent wins, as a conflict", base(action.Running), agent(action.New), true, action.New, 1, []string{store.EventActionConflict}, true, false},
+		{"over a final state: the agent wins, as a conflict", base(action.Lost), agent(action.Done), true, action.Done, 1, []string{store.EventActionConflict}, false, false},
+		{"over a core cancel: the agent wins and the cancel stands", func() *store.Record {
+			r := base(action.Cancelled)
+			r.StateReason = ReasonRejected
+			return r
+		}(), agent(action.New), true, action.New, 1, []string{store.EventActionConflict}, true, true},
+		{"other content", base(action.New), func() *action.Action {
+			a := agent(action.New)
+			a.Args = json.RawMessage(`{"x":2}`)
+			return a
+		}(), true, action.New, 1, []string{store.EventActionConflict}, true, false},
+		{"final clears the cancel request", func() *store.Record {
+			r := base(action.Running)
+			r.CancelRequested = true
+			return r
+		}(), agent(action.Cancelled), true, action.Cancelled, 1, []string{store.EventActionStateChanged}, false, false},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			t.Parallel()
+			ch := Adopt(c.cur, c.a, "n1", now)
+			if (ch != nil) != c.changed {
+				t.Fatalf("change %+v; want changed %v", ch, c.changed)
+			}
+			if ch == nil {
+				return
+			}
+			if ch.Rec.State != c.state || len(ch.History) != c.history || ch.Rec.SeenOnAgent != c.seen || ch.Rec.CancelRequested != c.cancelReq {
+				t.Fatalf("record %+v, history %+v", ch.Rec, ch.History)
+			}
+			if !ch.Rec.UpdatedTS.Equal(later) {
+				t.Fatalf("updated_ts %v, want the agent's %v", ch.Rec.UpdatedTS, later)
+			}
+			var types []string
+			for _, e := range ch.Events {
+				types = append(types, e.Type)
+			}
+			if len(types) != len(c.events) || (len(types) > 0 && types[0] != c.events[0]) {
+				t.Fatalf("events %v, want %v", types, c.events)
+			}
+		})
+	}
+}
+
+// The core rejected an action that someone had pushed straight to the agent
+// with other args, and the agent ran it: the core takes the agent's state,
+// args and output, its history keeps what the core had decided, and the
+// conflict event says both.
+func TestAdoptOverARejectionTellsWhatTheCoreDecidedAndWhatHappened(t *testing.T) {
+	t.Parallel()
+	now := action.UTC(time.Now())
+	cur := &store.Record{Action: action.Action{ID: "id", ClusterID: cluster, NodeID: "n1", Kind: "a/b",
+		Args: json.RawMessage(`{"x":1}`), State: action.Cancelled, StateReason: ReasonRejected,
+		Origin: action.OriginCore, Requester: "alice", CreatedTS: now, UpdatedTS: now, FinishedTS: &now}}
+	a := &action.Action{ID: "id", Kind: "a/b", Args: json.RawMessage(`{"x":2}`), State: action.Done,
+		Output: "ran", Requester: "mallory", ApprovedBy: "bob", CreatedTS: now, UpdatedTS: now.Add(time.Second)}
+	c := Adopt(cur, a, "n1", now)
+	if c == nil {
+		t.Fatal("no change")
+	}
+	if c.Rec.State != action.Done || string(c.Rec.Args) != `{"x":2}` || c.Rec.Output != "ran" {
+		t.Fatalf("record %+v, want the agent's state, args and output", c.Rec)
+	}
+	if c.Rec.Requester != "alice" || c.Rec.ApprovedBy != "" {
+		t.Fatalf("requester %q approved_by %q: taken from the agent", c.Rec.Requester, c.Rec.ApprovedBy)
+	}
+	if len(c.History) != 1 || c.History[0].From != action.Cancelled || c.History[0].To != action.Done ||
+		!strings.Contains(c.History[0].Reason, `{"x":1}`) || !strings.Contains(c.History[0].Reason, "CANCELLED (rejected)") {
+		t.Fatalf("history %+v does not keep the core's decision and old args", c.History)
+	}
+	if len(c.Events) != 1 || c.Events[0].Type != store.EventActionConflict {
+		t.Fatalf("events %+v", c.Events)
+	}
+	d := c.Events[0].Data
+	if d["core_state"] != "CANCELLED" || d["core_reason"] != ReasonRejected || d["state"] != "DONE" || d["old_args"] != `{"x":1}` {
+		t.Fatalf("conflict data %v", d)
+	}
+}
+
+func TestImportIsAnAgentActionWhateverItClaims(t *testing.T) {
+	t.Parallel()
+	now := action.UTC(time.Now())
+	node := &store.Node{ClusterID: cluster, ID: "n1"}
+	for _, c := range []struct{ requester, want string }{{"carol", "n1/carol"}, {"", "n1/unknown"}} {
+		a := &action.Action{ID: "id", Kind: "a/b", Args: json.RawMessage(`{}`), State: action.New,
+			Origin: action.OriginCore, Requester: c.requester, ApprovedBy: "bob\x1b[31mFORGED", RetryOf: "x", CreatedTS: now, UpdatedTS: now}
+		ch := Import(a, node, now)
+		if ch.Rec.Origin != action.OriginAgent || ch.Rec.Requester != c.want || ch.Rec.ApprovedBy != "" || ch.Rec.RetryOf != "" {
+			t.Fatalf("imported origin %q requester %q approved_by %q retry_of %q; want agent, %q, none, none",
+				ch.Rec.Origin, ch.Rec.Requester, ch.Rec.ApprovedBy, ch.Rec.RetryOf, c.want)
+		}
+	}
+}
+
+func TestApprovalHolds(t *testing.T) {
+	t.Parallel()
+	r := &store.Record{Action: action.Action{Kind: "a/b", Args: json.RawMessage(`{"x":1}`), ClusterID: "c", NodeID: "n"}}
+	if !ApprovalHolds(r) {
+		t.Fatal("an action that needed no approval does not hold")
+	}
+	r.ApprovedBy, r.ApprovalDigest = "bob", approval.Digest(&r.Action)
+	if !ApprovalHolds(r) {
+		t.Fatal("a matching approval does not hold")
+	}
+	r.Args = json.RawMessage(`{ "x" : 1 }`) // same content, other spelling
+	if !ApprovalHolds(r) {
+		t.Fatal("args spelt differently break the approval")
+	}
+	for name, edit := range map[string]func(r *store.Record){
+		"args":      func(r *store.Record) { r.Args = json.RawMessage(`{"x":2}`) },
+		"kind":      func(r *store.Record) { r.Kind = "a/c" },
+		"node":      func(r *store.Record) { r.NodeID = "m" },
+		"no digest": func(r *store.Record) { r.ApprovalDigest = "" },
+	} {
+		c := *r
+		edit(&c)
+		if ApprovalHolds(&c) {
+			t.Errorf("approval still holds after changing %s", name)
+		}
+	}
+}

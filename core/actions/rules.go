@@ -1,0 +1,400 @@
+package actions
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/musterhq/muster/core/approval"
+	"github.com/musterhq/muster/core/store"
+	"github.com/musterhq/muster/shared/action"
+)
+
+// Reasons recorded in the history.
+const (
+	ReasonCreated         = "created"
+	ReasonRetry           = "retry"
+	ReasonApproved        = "approved"
+	ReasonRejected        = "rejected"
+	ReasonCancelRequested = "cancel requested"
+	ReasonExpired         = "expired"
+	ReasonScheduleTimeout = "schedule timeout"
+)
+
+// Rules makes the changes people and the core's timers ask for. Each method
+// works inside the caller's store.Tx and writes the record, its history and
+// its events there; it never commits. A caller may call many of them in one
+// transaction.
+type Rules struct {
+	// Policy decides which actions need approval, whether a requester may
+	// approve their own, and how long an approval may wait (Policy.TTL).
+	Policy approval.Policy
+	// ScheduleTTL: a PENDING_SCHEDULE action that never reached its agent
+	// this long after it was scheduled is CANCELLED (ExpireSchedules).
+	// Zero disables it.
+	ScheduleTTL time.Duration
+	// Now is the clock (time.Now when nil).
+	Now func() time.Time
+}
+
+func (r *Rules) now() time.Time {
+	if r.Now != nil {
+		return action.UTC(r.Now())
+	}
+	return action.UTC(time.Now())
+}
+
+// Request is a new action. ID "" makes a new id. ApprovedBy, when set,
+// creates the action already approved by that person (a run's children,
+// approved with their run): it is PENDING_SCHEDULE with the approval's
+// digest, whatever the policy says; the caller has checked the approval.
+type Request struct {
+	ID         string
+	ClusterID  string
+	NodeID     string
+	Kind       string
+	Args       json.RawMessage
+	TimeoutS   int
+	RetryOf    string
+	ApprovedBy string
+}
+
+// Create stores a new action with its first history line and its
+// action.created event. The node must exist and, when it has reported its
+// kinds, know the kind (ErrUnprocessable otherwise). The action starts
+// PENDING_APPROVE or PENDING_SCHEDULE according to the policy.
+func (r *Rules) Create(ctx context.Context, tx store.Tx, req Request, by Actor) (*store.Record, error) {
+	if _, err := tx.Cluster(ctx, req.ClusterID); err != nil {
+		if errors.Is(err, store.ErrNotFound) {
+			return nil, fmt.Errorf("cluster %q: %w", req.ClusterID, store.ErrNotFound)
+		}
+		return nil, err
+	}
+	node, err := tx.Node(ctx, req.ClusterID, req.NodeID)
+	if err != nil {
+		if errors.Is(err, store.ErrNotFound) {
+			return nil, fmt.Errorf("node %q of cluster %q: %w", req.NodeID, req.ClusterID, store.ErrNotFound)
+		}
+		return nil, err
+	}
+	if len(node.Kinds) > 0 && !slices.Contains(node.Kinds, req.Kind) {
+		return nil, fmt.Errorf("%w: node %s does not know kind %s (it knows %s)", ErrUnprocessable,
+			req.NodeID, req.Kind, strings.Join(node.Kinds, ", "))
+	}
+	id := req.ID
+	if id == "" {
+		id = action.NewID()
+	}
+	t := r.now()
+	rec := &store.Record{Action: action.Action{
+		ID:        id,
+		ClusterID: req.ClusterID,
+		NodeID:    req.NodeID,
+		Kind:      req.Kind,
+		Args:      req.Args,
+		State:     action.PendingApprove,
+		Progress:  []byte("{}"),
+		Origin:    action.OriginCore,
+		Requester: by.Name,
+		TimeoutS:  req.TimeoutS,
+		CreatedTS: t,
+		UpdatedTS: t,
+		RetryOf:   req.RetryOf,
+	}}
+	switch {
+	case req.ApprovedBy != "":
+		rec.State, rec.StateReason = action.PendingSchedule, ReasonApproved
+		rec.ApprovedBy, rec.ApprovalDigest = req.ApprovedBy, approval.Digest(&rec.Action)
+		rec.ScheduledTS = action.TimePtr(t)
+	case !r.Policy.NeedsApproval(req.Kind, req.ClusterID):
+		rec.State = action.PendingSchedule
+		rec.ScheduledTS = action.TimePtr(t)
+	}
+	reason := ReasonCreated
+	if rec.RetryOf != "" {
+		reason = ReasonRetry
+	}
+	if err := Insert(ctx, tx, rec, by, reason); err != nil {
+		return nil, err
+	}
+	return rec, nil
+}
+
+// Insert stores a new action the caller has built (a run's child, say) with
+// its first history line (reason) and its action.created event. The record
+// must be valid and its state one an action starts in; Create builds one
+// from a Request and the policy.
+func Insert(ctx context.Context, tx store.Tx, rec *store.Record, by Actor, reason string) error {
+	c := &Change{Insert: true, Rec: *rec}
+	t := rec.CreatedTS
+	data := map[string]any{"kind": rec.Kind, "state": string(rec.State)}
+	msg := fmt.Sprintf("%s created %s on %s/%s (%s)", by.Name, rec.Kind, rec.ClusterID, rec.NodeID, rec.State)
+	if rec.RetryOf != "" {
+		data["retry_of"] = rec.RetryOf
+		msg = fmt.Sprintf("%s retried %s as %s on %s/%s (%s)", by.Name, rec.RetryOf, rec.Kind, rec.ClusterID, rec.NodeID, rec.State)
+	}
+	if rec.ApprovedBy != "" {
+		data["approved_by"] = rec.ApprovedBy
+	}
+	if rec.RunID != "" {
+		data["run_id"], data["stage"] = rec.RunID, rec.Stage
+	}
+	c.History = append(c.History, action.Transition{TS: t, To: rec.State, Actor: by.Name, Reason: reason})
+	c.event(store.EventActionCreated, by, t, msg, data)
+	if err := Write(ctx, tx, c); err != nil {
+		return err
+	}
+	*rec = c.Rec
+	return nil
+}
+
+// load reads the action with exactly this id.
+func load(ctx context.Context, tx store.Tx, id string) (*store.Record, error) {
+	rec, err := tx.Action(ctx, id)
+	if err != nil {
+		if errors.Is(err, store.ErrNotFound) {
+			return nil, fmt.Errorf("action %q: %w", id, store.ErrNotFound)
+		}
+		return nil, err
+	}
+	return rec, nil
+}
+
+// ApprovalExpired reports whether rec has waited for approval longer than
+// Policy.TTL at now: it can no longer be approved, and ExpireApprovals
+// cancels it.
+func (r *Rules) ApprovalExpired(rec *store.Record, now time.Time) bool {
+	return rec.State == action.PendingApprove && r.Policy.TTL > 0 && now.Sub(rec.CreatedTS) > r.Policy.TTL
+}
+
+// Approve moves a PENDING_APPROVE action to PENDING_SCHEDULE, binding the
+// approval to its content (approval.Digest). The requester may not approve
+// their own action, names compared ignoring case (approval.SamePerson),
+// unless Policy.SelfApproval (ErrForbidden); an action
+// whose approval window has passed cannot be approved (ErrWrongState).
+func (r *Rules) Approve(ctx context.Context, tx store.Tx, id string, by Actor) (*store.Record, error) {
+	cur, err := load(ctx, tx, id)
+	if err != nil {
+		return nil, err
+	}
+	if cur.State != action.PendingApprove {
+		return nil, wrongState(cur, "approve")
+	}
+	if approval.SamePerson(cur.Requester, by.Name) && !r.Policy.SelfApproval {
+		return nil, fmt.Errorf("%w: %s requested action %s and may not approve it too", ErrForbidden, by.Name, cur.ID)
+	}
+	t := r.now()
+	if r.ApprovalExpired(cur, t) {
+		return nil, &StateError{ID: cur.ID, State: cur.State,
+			What: fmt.Sprintf("approve: the approval window of %s has passed", r.Policy.TTL)}
+	}
+	c := finish(cur, action.PendingSchedule, by, ReasonApproved, store.EventActionApproved,
+		fmt.Sprintf("%s approved %s (%s on %s/%s)", by.Name, cur.ID, cur.Kind, cur.ClusterID, cur.NodeID), t)
+	c.Rec.ApprovedBy = by.Name
+	c.Rec.ApprovalDigest = approval.Digest(&c.Rec.Action)
+	c.Rec.ScheduledTS = action.TimePtr(t)
+	if err := Write(ctx, tx, c); err != nil {
+		return nil, err
+	}
+	return &c.Rec, nil
+}
+
+// Reject cancels a PENDING_APPROVE action with reason "rejected". If an
+// agent turns out to hold the same id (someone pushed it there directly),
+// the agent's record wins when a pass sees it, and the cancel is sent on
+// (see Adopt).
+func (r *Rules) Reject(ctx context.Context, tx store.Tx, id string, by Actor) (*store.Record, error) {
+	cur, err := load(ctx, tx, id)
+	if err != nil {
+		return nil, err
+	}
+	if cur.State != action.PendingApprove {
+		return nil, wrongState(cur, "reject")
+	}
+	c := finish(cur, action.Cancelled, by, ReasonRejected, store.EventActionRejected,
+		fmt.Sprintf("%s rejected %s (%s on %s/%s)", by.Name, cur.ID, cur.Kind, cur.ClusterID, cur.NodeID), r.now())
+	if err := Write(ctx, tx, c); err != nil {
+		return nil, err
+	}
+	return &c.Rec, nil
+}
+
+// CancelOutcome says what Cancel did.
+type CancelOutcome int
+
+const (
+	// Cancelled: the action is CANCELLED now.
+	Cancelled CancelOutcome = iota
+	// Requested: an agent may hold the action; the next pass asks it to
+	// cancel and the agent's answer settles the state.
+	Requested
+)
+
+// Cancel cancels an action. One the core never sent to an agent
+// (PENDING_APPROVE, or PENDING_SCHEDULE with no push attempted: MarkSending
+// sends nothing cancelled) is CANCELLED at once. Any other unfinished action
+// may be on its agent, or on its way there, so the cancel is a request that
+// the next pass settles with the agent's answer; asking twice records
+// nothing new. A finished action cannot be cancelled (ErrWrongState).
+func (r *Rules) Cancel(ctx context.Context, tx store.Tx, id string, by Actor) (*store.Record, CancelOutcome, error) {
+	cur, err := load(ctx, tx, id)
+	if err != nil {
+		return nil, 0, err
+	}
+	if cur.State.Final() {
+		return nil, 0, wrongState(cur, "cancel")
+	}
+	return r.cancel(ctx, tx, cur, by, "")
+}
+
+// cancel applies the cancel rule to cur, an unfinished action; why, when
+// set, is added to the history line and the event (a run's cancel says so).
+func (r *Rules) cancel(ctx context.Context, tx store.Tx, cur *store.Record, by Actor, why string) (*store.Record, CancelOutcome, error) {
+	t := r.now()
+	if cur.State == action.PendingApprove || cur.State == action.PendingSchedule && cur.PushedStoreID == "" {
+		reason, msg := action.ReasonCancelled, fmt.Sprintf("%s cancelled %s", by.Name, cur.ID)
+		if why != "" {
+			reason, msg = why, msg+": "+why
+		}
+		c := finish(cur, action.Cancelled, by, reason, "", msg, t)
+		if err := Write(ctx, tx, c); err != nil {
+			return nil, 0, err
+		}
+		return &c.Rec, Cancelled, nil
+	}
+	if cur.CancelRequested {
+		return cur, Requested, nil
+	}
+	reason, msg := ReasonCancelRequested, fmt.Sprintf("%s asked to cancel %s", by.Name, cur.ID)
+	if why != "" {
+		reason, msg = ReasonCancelRequested+": "+why, msg+": "+why
+	}
+	c := begin(cur)
+	c.Rec.CancelRequested = true
+	c.Rec.UpdatedTS = t
+	c.History = append(c.History, action.Transition{TS: t, From: cur.State, To: cur.State, Actor: by.Name, Reason: reason})
+	c.event(store.EventActionCancelRequested, by, t, msg, map[string]any{"from": string(cur.State), "to": string(cur.State)})
+	if err := Write(ctx, tx, c); err != nil {
+		return nil, 0, err
+	}
+	return &c.Rec, Requested, nil
+}
+
+// Retry creates a new action with the kind, args, node and timeout of a
+// finished one, linked to it by retry_of; it goes through approval like any
+// new action.
+func (r *Rules) Retry(ctx context.Context, tx store.Tx, id string, by Actor) (*store.Record, error) {
+	old, err := load(ctx, tx, id)
+	if err != nil {
+		return nil, err
+	}
+	if !old.State.Final() {
+		return nil, wrongState(old, "retry (only a finished action can be retried)")
+	}
+	args, err := action.NormalizeArgs(old.Args)
+	if err != nil {
+		return nil, err
+	}
+	return r.Create(ctx, tx, Request{ClusterID: old.ClusterID, NodeID: old.NodeID, Kind: old.Kind,
+		Args: args, TimeoutS: old.TimeoutS, RetryOf: old.ID}, by)
+}
+
+// ExpireApprovals cancels, with reason "expired" and an action.expired
+// event, every PENDING_APPROVE action whose approval window (Policy.TTL) has
+// passed, and returns them. It writes nothing when there are none.
+func (r *Rules) ExpireApprovals(ctx context.Context, tx store.Tx) ([]*store.Record, error) {
+	if r.Policy.TTL <= 0 {
+		return nil, nil
+	}
+	t := r.now()
+	recs, err := tx.ApprovalsBefore(ctx, t.Add(-r.Policy.TTL))
+	if err != nil {
+		return nil, err
+	}
+	return writeEach(ctx, tx, recs, func(cur *store.Record) *Change {
+		if !r.ApprovalExpired(cur, t) {
+			return nil
+		}
+		return finish(cur, action.Cancelled, Core, ReasonExpired, store.EventActionExpired, "", t)
+	})
+}
+
+// writeEach writes the change decide makes of each record (nil: none) and
+// returns the records changed.
+func writeEach(ctx context.Context, tx store.Tx, recs []store.Record, decide func(cur *store.Record) *Change) ([]*store.Record, error) {
+	var out []*store.Record
+	for i := range recs {
+		c := decide(&recs[i])
+		if c == nil {
+			continue
+		}
+		if err := Write(ctx, tx, c); err != nil {
+			return nil, err
+		}
+		out = append(out, &c.Rec)
+	}
+	return out, nil
+}
+
+// ExpireSchedules cancels, with reason "schedule timeout" and an
+// action.state_changed event, every PENDING_SCHEDULE action scheduled more
+// than ScheduleTTL ago that no push was ever attempted for (its node never
+// took it: down, drained, or full). One whose push was attempted may be on
+// its agent: it gets a cancel request instead, settled by the next pass. It
+// returns the records it changed and writes nothing when there are none.
+func (r *Rules) ExpireSchedules(ctx context.Context, tx store.Tx) ([]*store.Record, error) {
+	if r.ScheduleTTL <= 0 {
+		return nil, nil
+	}
+	t := r.now()
+	recs, err := tx.ScheduledBefore(ctx, t.Add(-r.ScheduleTTL))
+	if err != nil {
+		return nil, err
+	}
+	return writeEach(ctx, tx, recs, func(cur *store.Record) *Change {
+		if cur.State != action.PendingSchedule || cur.ScheduledTS == nil || t.Sub(*cur.ScheduledTS) <= r.ScheduleTTL {
+			return nil
+		}
+		if cur.PushedStoreID == "" {
+			return finish(cur, action.Cancelled, Core, ReasonScheduleTimeout, "",
+				fmt.Sprintf("%s never reached node %s within %s: cancelled", cur.ID, cur.NodeID, r.ScheduleTTL), t)
+		}
+		if cur.CancelRequested {
+			return nil
+		}
+		c := begin(cur)
+		c.Rec.CancelRequested, c.Rec.UpdatedTS = true, t
+		c.History = append(c.History, action.Transition{TS: t, From: cur.State, To: cur.State, Actor: ActorCore,
+			Reason: ReasonScheduleTimeout + ": " + ReasonCancelRequested})
+		c.event(store.EventActionCancelRequested, Core, t,
+			fmt.Sprintf("%s unconfirmed by node %s within %s: cancel requested", cur.ID, cur.NodeID, r.ScheduleTTL),
+			map[string]any{"from": string(cur.State), "to": string(cur.State), "reason": ReasonScheduleTimeout})
+		return c
+	})
+}
+
+// ReasonNodeForgotten ends the open actions of a node that is gone for good.
+const ReasonNodeForgotten = "node forgotten"
+
+// ForgetNode ends every open action of a node that is gone for good
+// (forgotten by an operator, or removed from the static configuration): LOST
+// with reason "node forgotten", or CANCELLED for one still waiting for
+// approval (it never left the core), each with its history and event. It
+// returns the records changed.
+func ForgetNode(ctx context.Context, tx store.Tx, clusterID, nodeID string, by Actor, now time.Time) ([]*store.Record, error) {
+	recs, err := tx.OpenActions(ctx, clusterID, nodeID)
+	if err != nil {
+		return nil, err
+	}
+	now = action.UTC(now)
+	return writeEach(ctx, tx, recs, func(cur *store.Record) *Change {
+		if cur.State == action.PendingApprove {
+			return finish(cur, action.Cancelled, by, ReasonNodeForgotten, "", "", now)
+		}
+		return finish(cur, action.Lost, by, ReasonNodeForgotten, "", "", now)
+	})
+}

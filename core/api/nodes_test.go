@@ -1,0 +1,104 @@
+package api
+
+import (
+	"net/http"
+	"testing"
+
+	"github.com/musterhq/muster/core/actions"
+	"github.com/musterhq/muster/core/store"
+	"github.com/musterhq/muster/shared/action"
+	"github.com/musterhq/muster/shared/wire"
+)
+
+func (e *env) nodeOf(id string) (wire.Node, bool) {
+	e.t.Helper()
+	var list wire.NodeList
+	e.call(http.MethodGet, "/api/v1/nodes?cluster=prod", "viewer", nil, http.StatusOK, &list)
+	for _, n := range list.Nodes {
+		if n.ID == id {
+			return n, true
+		}
+	}
+	return wire.Node{}, false
+}
+
+func (e *env) nodeEvents(typ string) []store.Event {
+	var out []store.Event
+	for _, ev := range e.events() {
+		if ev.Type == typ {
+			out = append(out, ev)
+		}
+	}
+	return out
+}
+
+func TestDrainAndUndrain(t *testing.T) {
+	t.Parallel()
+	e := setup(t)
+	var n wire.Node
+	e.call(http.MethodPost, "/api/v1/clusters/prod/nodes/db-1/drain", "op", nil, http.StatusOK, &n)
+	if n.Status != wire.NodeDrained || !n.Drained {
+		t.Fatalf("drained node shows %s drained %v", n.Status, n.Drained)
+	}
+	if got, _ := e.nodeOf("db-1"); got.Status != wire.NodeDrained {
+		t.Fatalf("listed as %s", got.Status)
+	}
+	e.call(http.MethodPost, "/api/v1/clusters/prod/nodes/db-1/drain", "op", nil, http.StatusOK, nil)
+	if evs := e.nodeEvents(store.EventNodeDrained); len(evs) != 1 || evs[0].Actor != "op" {
+		t.Fatalf("node.drained events %+v, want one by op (draining twice records nothing)", evs)
+	}
+	// A DOWN node shows DOWN even when drained.
+	e.call(http.MethodPost, "/api/v1/clusters/prod/nodes/db-2/drain", "op", nil, http.StatusOK, &n)
+	if n.Status != store.NodeDown || !n.Drained {
+		t.Fatalf("drained DOWN node shows %s", n.Status)
+	}
+	before := e.nudges.count("prod")
+	e.call(http.MethodPost, "/api/v1/clusters/prod/nodes/db-1/undrain", "op", nil, http.StatusOK, &n)
+	if n.Status != store.NodeUp || n.Drained {
+		t.Fatalf("undrained node shows %s drained %v", n.Status, n.Drained)
+	}
+	if len(e.nodeEvents(store.EventNodeUndrained)) != 1 || e.nudges.count("prod") <= before {
+		t.Fatal("undrain recorded no event or nudged no pass")
+	}
+	e.fail(http.MethodPost, "/api/v1/clusters/prod/nodes/nope/drain", "op", nil, http.StatusNotFound)
+	e.fail(http.MethodPost, "/api/v1/clusters/nope/nodes/db-1/drain", "op", nil, http.StatusNotFound)
+}
+
+func TestForgetEndsTheNodesOpenActions(t *testing.T) {
+	t.Parallel()
+	e := setup(t, noApproval)
+	waiting := e.create("op", wire.CreateActionRequest{ClusterID: "prod", NodeID: "db-2", Kind: kindPing})
+	e.setState(waiting.ID, action.PendingApprove)
+	scheduled := e.create("op", wire.CreateActionRequest{ClusterID: "prod", NodeID: "db-2", Kind: kindPing})
+	running := e.create("op", wire.CreateActionRequest{ClusterID: "prod", NodeID: "db-2", Kind: kindPing})
+	e.setState(running.ID, action.Running)
+	done := e.create("op", wire.CreateActionRequest{ClusterID: "prod", NodeID: "db-2", Kind: kindPing})
+	e.setState(done.ID, action.Done)
+	other := e.create("op", wire.CreateActionRequest{})
+
+	var res wire.ForgetResult
+	e.call(http.MethodPost, "/api/v1/clusters/prod/nodes/db-2/forget", "admin", nil, http.StatusOK, &res)
+	if res.ActionsEnded != 3 {
+		t.Fatalf("ended %d, want 3", res.ActionsEnded)
+	}
+	for id, want := range map[string]action.State{waiting.ID: action.Cancelled, scheduled.ID: action.Lost,
+		running.ID: action.Lost, done.ID: action.Done, other.ID: action.PendingSchedule} {
+		rec := e.record(id)
+		if rec.State != want {
+			t.Fatalf("%s is %s, want %s", id, rec.State, want)
+		}
+		if want != action.Done && want != action.PendingSchedule && (rec.StateReason != actions.ReasonNodeForgotten || rec.FinishedTS == nil) {
+			t.Fatalf("%s: reason %q", id, rec.StateReason)
+		}
+	}
+	if _, ok := e.nodeOf("db-2"); ok {
+		t.Fatal("a forgotten node is still listed")
+	}
+	if evs := e.nodeEvents(store.EventNodeForgotten); len(evs) != 1 || evs[0].Actor != "admin" || evs[0].NodeID != "db-2" {
+		t.Fatalf("node.forgotten events %+v", evs)
+	}
+	if lost := e.eventsOf(running.ID, store.EventActionLost); len(lost) != 1 {
+		t.Fatalf("action.lost events %+v", lost)
+	}
+	e.fail(http.MethodPost, "/api/v1/clusters/prod/nodes/db-2/forget", "admin", nil, http.StatusNotFound)
+}

@@ -1,0 +1,424 @@
+package orchestrate
+
+import (
+	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"strconv"
+	"time"
+
+	"github.com/musterhq/muster/core/actions"
+	"github.com/musterhq/muster/core/store"
+	"github.com/musterhq/muster/shared/action"
+	"github.com/musterhq/muster/shared/client"
+	"github.com/musterhq/muster/shared/tlsutil"
+	"github.com/musterhq/muster/shared/wire"
+)
+
+// This file is the conversation with one agent: info, pull, push, cancels.
+// It decides nothing about the core's records: what the agent says becomes
+// ops of a nodeResult, which plan.go turns into writes. The one write made
+// here, on purpose, is markPushed: before a push is sent, which agent
+// database it goes to is committed (see pushPending).
+
+// Reasons a node is DOWN after a sync.
+const (
+	ReasonIdentityMismatch = "identity mismatch"
+	ReasonUnreachable      = "unreachable"
+)
+
+// opKind is what a node sync learnt about one action.
+type opKind int
+
+const (
+	opAgent       opKind = iota // the agent's record (pull, push or cancel answer)
+	opGone                      // the agent answered 410 to a push
+	opRefused                   // the agent answered 422 to a push
+	opReapprove                 // the content no longer matches its approval
+	opLost                      // a full listing lacks an action the agent held
+	opCancelled                 // a cancel-requested action the agent does not hold
+	opUnconfirmed               // pushed to an agent database since replaced, without an answer
+)
+
+type op struct {
+	kind opKind
+	id   string
+	rec  *action.Action
+	msg  string
+}
+
+// nodeResult is what syncing one node learnt, before anything is written.
+type nodeResult struct {
+	node    store.Node   // as read at the start of the pass
+	hc      *http.Client // reaches the node's agent
+	open    []store.Record
+	status  string
+	reason  string
+	info    *wire.AgentInfo
+	storeID string
+	cursor  int64
+	ops     []op
+	pulled  int
+	pushed  int
+	cancels int
+	// held: discovery held the node DOWN, so the pass did not contact it.
+	held bool
+}
+
+// busy reports whether the node has an action to push or a cancel to send.
+func (res *nodeResult) busy() bool {
+	for i := range res.open {
+		if r := &res.open[i]; r.State == action.PendingSchedule || r.CancelRequested {
+			return true
+		}
+	}
+	return false
+}
+
+// syncOrder lists the indexes of nodes in the order their syncs start:
+// first the nodes with an action to push or a cancel to send, so that the
+// pass an approval nudges reaches that agent after a few node syncs, not
+// after half the fleet; then the others, in their order.
+func syncOrder(nodes []nodeResult) []int {
+	order := make([]int, 0, len(nodes))
+	for i := range nodes {
+		if nodes[i].busy() {
+			order = append(order, i)
+		}
+	}
+	for i := range nodes {
+		if !nodes[i].busy() {
+			order = append(order, i)
+		}
+	}
+	return order
+}
+
+// call runs one agent request with the agent timeout.
+func call[T any](ctx context.Context, timeout time.Duration, fn func(ctx context.Context) (T, error)) (T, error) {
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	return fn(ctx)
+}
+
+// downReason turns an agent error into a status reason that stays the same
+// from one pass to the next while the cause does (so it is not rewritten).
+func downReason(err error) string {
+	var (
+		ae  *client.APIError
+		ie  *tlsutil.IdentityError
+		ua  x509.UnknownAuthorityError
+		inv x509.CertificateInvalidError
+		rh  tls.RecordHeaderError
+		al  tls.AlertError
+	)
+	switch {
+	case errors.As(err, &ae):
+		return fmt.Sprintf("agent answered %d %s", ae.Status, http.StatusText(ae.Status))
+	case errors.As(err, &ie):
+		return fmt.Sprintf("%s: the certificate at this address is %s", ReasonIdentityMismatch, ie.Got)
+	case errors.As(err, &ua):
+		return "tls: the agent's certificate is not signed by agents_tls.ca_file"
+	case errors.As(err, &inv):
+		return "tls: the agent's certificate is not valid: " + inv.Error()
+	case errors.As(err, &rh):
+		return "tls: the agent does not answer TLS"
+	case errors.As(err, &al):
+		return "tls: the agent refused the handshake (" + al.Error() + "); check agents_tls.cert_file"
+	}
+	return ReasonUnreachable
+}
+
+// syncNode talks to one agent: info, pull, push, cancels. What it learns
+// goes into res; the only store write is markPushed's.
+func (o *Orchestrator) syncNode(ctx context.Context, res *nodeResult, full bool) {
+	n := &res.node
+	log := o.log.With("cluster", n.ClusterID, "node", n.ID)
+	res.storeID, res.cursor = n.StoreID, n.Cursor
+	ag := client.NewAgent(o.agentURL(n.Addr), res.hc)
+
+	info, err := call(ctx, o.cfg.AgentTimeout, ag.Info)
+	if err != nil {
+		res.status, res.reason = store.NodeDown, downReason(err)
+		log.Debug("agent info failed", "err", err)
+		return
+	}
+	if info.NodeID != n.ID || info.ClusterID != n.ClusterID {
+		res.status, res.reason = store.NodeDown, ReasonIdentityMismatch
+		log.Warn("agent identity mismatch", "addr", n.Addr, "agent_node", info.NodeID, "agent_cluster", info.ClusterID)
+		return
+	}
+
+	// Pull. A new store id means the agent's database was replaced: list
+	// everything and compare id sets. So does every FullSyncEvery-th pass.
+	storeChanged := n.StoreID != "" && n.StoreID != info.StoreID
+	if storeChanged {
+		log.Warn("agent database replaced: full listing", "old_store_id", n.StoreID, "store_id", info.StoreID)
+	}
+	listAll := full || storeChanged || n.StoreID == ""
+	since, ack := n.Cursor, true
+	if listAll {
+		since, ack = 0, false
+	}
+	pulled, order, since, err := o.pull(ctx, ag, since, ack)
+	res.pulled += len(order)
+	if err != nil {
+		res.status, res.reason = store.NodeDown, downReason(err)
+		log.Debug("agent pull failed", "err", err)
+		res.ops = pulledOps(order, pulled) // what came is still the agent's word
+		return
+	}
+	res.status, res.reason, res.info = store.NodeUp, "", info
+	res.storeID, res.cursor = info.StoreID, since
+	res.ops = pulledOps(order, pulled)
+
+	if listAll {
+		for _, r := range res.open {
+			if r.SeenOnAgent && !r.State.Final() && r.State.OnAgent() && pulled[r.ID] == nil {
+				res.ops = append(res.ops, op{kind: opLost, id: r.ID, msg: actions.ReasonMissing})
+			}
+		}
+	}
+	// An action pushed to a database the agent no longer has, whose answer
+	// never came back, may have run there: it is LOST, never pushed again.
+	for _, r := range res.open {
+		if r.State == action.PendingSchedule && r.PushedStoreID != "" && r.PushedStoreID != info.StoreID && pulled[r.ID] == nil {
+			res.ops = append(res.ops, op{kind: opUnconfirmed, id: r.ID, msg: actions.ReasonUnconfirmed})
+		}
+	}
+
+	o.pushPending(ctx, ag, res, pulled, log)
+	o.sendCancels(ctx, ag, res, log)
+
+	// What the agent accepted bumped its change sequence: pull once more so
+	// that the cursor committed by this pass covers it, and the next pass
+	// finds nothing new.
+	if res.pushed > 0 || res.cancels > 0 {
+		more, order, next, err := o.pull(ctx, ag, res.cursor, false)
+		if err != nil {
+			log.Debug("agent pull after push failed", "err", err)
+			return
+		}
+		res.pulled += len(order)
+		res.ops = append(res.ops, pulledOps(order, more)...)
+		res.cursor = next
+	}
+}
+
+// pull lists the agent's changes after since, page by page. Only the first
+// request carries ack: the caller acknowledges the cursor committed by the
+// previous pass, never one it has not stored yet. On error it returns what
+// it got so far and the cursor it did not get past.
+func (o *Orchestrator) pull(ctx context.Context, ag *client.Agent, since int64, ack bool) (map[string]*action.Action, []string, int64, error) {
+	pulled := map[string]*action.Action{}
+	var order []string
+	for {
+		page, err := call(ctx, o.cfg.AgentTimeout, func(ctx context.Context) (*wire.ChangesPage, error) {
+			return ag.Changes(ctx, since, o.cfg.PageSize, ack)
+		})
+		if err != nil {
+			return pulled, order, since, err
+		}
+		ack = false
+		for i := range page.Actions {
+			a := &page.Actions[i]
+			if _, ok := pulled[a.ID]; !ok {
+				order = append(order, a.ID)
+			}
+			pulled[a.ID] = a
+		}
+		if page.More && page.NextCursor <= since {
+			return pulled, order, since, fmt.Errorf("agent cursor did not advance past %d", since)
+		}
+		since = page.NextCursor
+		if !page.More || len(page.Actions) == 0 {
+			return pulled, order, since, nil
+		}
+	}
+}
+
+func pulledOps(order []string, pulled map[string]*action.Action) []op {
+	ops := make([]op, 0, len(order))
+	for _, id := range order {
+		ops = append(ops, op{kind: opAgent, id: id, rec: pulled[id]})
+	}
+	return ops
+}
+
+// pushPending sends the node's PENDING_SCHEDULE actions in creation order,
+// as many as the agent's queue has room for.
+//
+// Before anything is sent, markPushed commits, in its own transaction and
+// apart from the pass's commit, which agent database the pushes go to. This
+// is on purpose: if the core dies after sending and before the pass
+// commits, the mark tells the next pass that the push may have arrived (the
+// action is then only settled by the agent's word, never cancelled or
+// pushed blindly), and an API cancel that commits first wins (markPushed
+// sends nothing cancelled).
+func (o *Orchestrator) pushPending(ctx context.Context, ag *client.Agent, res *nodeResult, pulled map[string]*action.Action, log *slog.Logger) {
+	room := o.cfg.MaxQueuedPerNode - res.info.Queue[action.New] - res.info.Queue[action.Running]
+	if res.node.Drained {
+		room = 0 // no new pushes; what the agent holds finishes
+	}
+	var batch []*store.Record
+	for i := range res.open {
+		r := &res.open[i]
+		if r.State != action.PendingSchedule || pulled[r.ID] != nil {
+			continue
+		}
+		if r.PushedStoreID != "" && r.PushedStoreID != res.info.StoreID {
+			continue // LOST by this pass (opUnconfirmed)
+		}
+		if r.CancelRequested {
+			o.settleCancel(ctx, ag, res, r, log)
+			continue
+		}
+		if !actions.ApprovalHolds(r) {
+			res.ops = append(res.ops, op{kind: opReapprove, id: r.ID})
+			continue
+		}
+		if room <= 0 {
+			break
+		}
+		batch = append(batch, r)
+		room--
+	}
+	if len(batch) == 0 {
+		return
+	}
+	batch, err := o.markPushed(ctx, res.node.ClusterID, res.node.ID, batch, res.info.StoreID)
+	if err != nil {
+		log.Warn("record pushes; none sent this pass", "err", err)
+		return
+	}
+	for _, r := range batch {
+		req := &wire.PushRequest{ID: r.ID, Kind: r.Kind, Args: r.Args, TimeoutS: r.TimeoutS,
+			CreatedTS: &r.CreatedTS, Origin: r.Origin, Requester: r.Requester, ApprovedBy: r.ApprovedBy,
+			ClusterID: r.ClusterID, NodeID: r.NodeID}
+		ctx, cancel := context.WithTimeout(ctx, o.cfg.AgentTimeout)
+		a, status, err := ag.Push(ctx, req)
+		cancel()
+		switch {
+		case err == nil:
+			res.ops = append(res.ops, op{kind: opAgent, id: r.ID, rec: a})
+			res.pushed++
+			o.metrics.pushes.WithLabelValues(strconv.Itoa(status)).Inc()
+		case errors.Is(err, client.ErrGone):
+			res.ops = append(res.ops, op{kind: opGone, id: r.ID, msg: actions.ReasonGone})
+			o.metrics.pushes.WithLabelValues("410").Inc()
+		case errors.Is(err, client.ErrRefused):
+			msg := client.MessageOf(err)
+			if msg == "" {
+				msg = "refused by the agent"
+			}
+			res.ops = append(res.ops, op{kind: opRefused, id: r.ID, msg: msg})
+			o.metrics.pushes.WithLabelValues("422").Inc()
+		case !client.Answered(err):
+			// The request may not have arrived: the action stays
+			// PENDING_SCHEDULE and is sent again, with the same id, next pass.
+			o.metrics.pushes.WithLabelValues("error").Inc()
+			log.Debug("push failed; retried next pass", "action", r.ID, "err", err)
+			return
+		default:
+			// Any other answer (a 5xx, a proxy's 502) may hide a delivery:
+			// stop here so that no later action overtakes this one.
+			o.metrics.pushes.WithLabelValues(strconv.Itoa(client.StatusOf(err))).Inc()
+			log.Warn("push refused; retried next pass", "action", r.ID, "err", err)
+			return
+		}
+	}
+}
+
+// markPushed commits, in one transaction of its own, the agent database
+// storeID on every record of batch that may still be sent
+// (actions.MarkSending), and returns those; none when the node was drained
+// meanwhile.
+func (o *Orchestrator) markPushed(ctx context.Context, clusterID, nodeID string, batch []*store.Record, storeID string) ([]*store.Record, error) {
+	var out []*store.Record
+	err := o.st.Update(ctx, func(tx store.Tx) error {
+		out = out[:0]
+		if n, err := tx.Node(ctx, clusterID, nodeID); errors.Is(err, store.ErrNotFound) {
+			return nil // forgotten meanwhile
+		} else if err != nil || n.Drained {
+			return err
+		}
+		for _, r := range batch {
+			cur, send, err := actions.MarkSending(ctx, tx, r.ID, storeID)
+			if err != nil {
+				return err
+			}
+			if send {
+				out = append(out, cur)
+			}
+		}
+		return nil
+	})
+	return out, err
+}
+
+// settleCancel asks the agent about a cancel requested while the action was
+// PENDING_SCHEDULE; the action is never pushed again. Never pushed: it is
+// cancelled in the core. Pushed to this agent database: only the agent
+// knows whether the push arrived; if it has the action, its record is
+// adopted and the cancel sent on (sendCancels); if it answers 404, the
+// action is cancelled in the core.
+func (o *Orchestrator) settleCancel(ctx context.Context, ag *client.Agent, res *nodeResult, r *store.Record, log *slog.Logger) {
+	id := r.ID
+	if r.PushedStoreID == "" {
+		res.ops = append(res.ops, op{kind: opCancelled, id: id})
+		return
+	}
+	a, err := call(ctx, o.cfg.AgentTimeout, func(ctx context.Context) (*action.Action, error) { return ag.Get(ctx, id) })
+	switch {
+	case err == nil:
+		res.ops = append(res.ops, op{kind: opAgent, id: id, rec: a})
+	case errors.Is(err, client.ErrNotFound):
+		res.ops = append(res.ops, op{kind: opCancelled, id: id})
+	default:
+		log.Debug("look-up for a cancel failed; retried next pass", "action", id, "err", err)
+	}
+}
+
+// sendCancels sends a cancel for every cancel-requested action the agent
+// holds NEW or RUNNING (as it said in this sync). The request is stored with
+// the record (CancelRequested), so it is sent again, after a core restart
+// too, until the agent's record is final. That includes a cancel the core
+// had decided for an action it only later found on the agent (a rejected
+// action someone pushed there directly): actions.Adopt keeps the request
+// standing, and the next pass sends it.
+func (o *Orchestrator) sendCancels(ctx context.Context, ag *client.Agent, res *nodeResult, log *slog.Logger) {
+	agentState := func(r *store.Record) action.State {
+		for i := len(res.ops) - 1; i >= 0; i-- {
+			if res.ops[i].id == r.ID && res.ops[i].kind == opAgent {
+				return res.ops[i].rec.State
+			}
+		}
+		return r.State
+	}
+	var ids []string
+	for i := range res.open {
+		r := &res.open[i]
+		if s := agentState(r); r.CancelRequested && (s == action.New || s == action.Running) {
+			ids = append(ids, r.ID)
+		}
+	}
+	for _, id := range ids {
+		a, err := call(ctx, o.cfg.AgentTimeout, func(ctx context.Context) (*action.Action, error) { return ag.Cancel(ctx, id) })
+		switch {
+		case err == nil:
+			res.cancels++
+			if a != nil && a.ID == id {
+				res.ops = append(res.ops, op{kind: opAgent, id: id, rec: a})
+			}
+		case errors.Is(err, client.ErrFinal), errors.Is(err, client.ErrNotFound):
+			// Already final on the agent, or not there: nothing to cancel;
+			// the agent's record settles it.
+		default:
+			log.Debug("cancel failed; retried next pass", "action", id, "err", err)
+		}
+	}
+}

@@ -1,0 +1,281 @@
+package orchestrate
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/musterhq/muster/core/actions"
+	"github.com/musterhq/muster/core/store"
+	"github.com/musterhq/muster/shared/action"
+)
+
+// This file plans the writes of a pass: it turns what the agents said (the
+// ops of every nodeResult) into action changes, made by core/actions, and
+// into node and cluster updates. plan is pure: it reads through the Tx it is
+// given and changes nothing but the plan it returns; it runs once per pass,
+// inside the pass's write transaction.
+
+// writePlan is everything a pass must write, in order.
+type writePlan struct {
+	records map[string]*actions.Change
+	order   []string
+	nodes   []store.Node
+	cluster *store.Cluster
+	events  []store.Event // node and cluster events; action events ride with their change
+}
+
+func newWritePlan() *writePlan {
+	return &writePlan{records: map[string]*actions.Change{}}
+}
+
+func (w *writePlan) changes() int {
+	n := len(w.order) + len(w.nodes)
+	if w.cluster != nil {
+		n++
+	}
+	return n
+}
+
+func (w *writePlan) actionEvents() int {
+	n := 0
+	for _, c := range w.records {
+		n += len(c.Events)
+	}
+	return n
+}
+
+// record returns the record as this plan has it so far, or as stored (nil
+// when there is none).
+func (w *writePlan) record(ctx context.Context, r store.Reader, id string) (*store.Record, error) {
+	if c, ok := w.records[id]; ok {
+		rec := c.Rec
+		return &rec, nil
+	}
+	rec, err := r.Action(ctx, id)
+	if errors.Is(err, store.ErrNotFound) {
+		return nil, nil
+	}
+	return rec, err
+}
+
+// add merges a change into the plan: a later change of the same record was
+// decided against the earlier one's result.
+func (w *writePlan) add(c *actions.Change) {
+	if prev, ok := w.records[c.Rec.ID]; ok {
+		prev.Then(c)
+		return
+	}
+	w.records[c.Rec.ID] = c
+	w.order = append(w.order, c.Rec.ID)
+}
+
+// decide makes the change an op calls for on cur (nil: none). cur is nil
+// when the core has no record of the id.
+func decide(o *op, cur *store.Record, node *store.Node, storeID string, now time.Time) *actions.Change {
+	if cur == nil {
+		if o.kind == opAgent {
+			return actions.Import(o.rec, node, now)
+		}
+		return nil
+	}
+	switch o.kind {
+	case opAgent:
+		return actions.Adopt(cur, o.rec, node.ID, now)
+	case opGone:
+		return actions.MarkLost(cur, o.msg, now)
+	case opLost:
+		if cur.SeenOnAgent && cur.State.OnAgent() {
+			return actions.MarkLost(cur, o.msg, now)
+		}
+	case opRefused:
+		return actions.Refused(cur, node.ID, o.msg, now)
+	case opReapprove:
+		return actions.Reapprove(cur, now)
+	case opCancelled:
+		return actions.SettleCancel(cur, now)
+	case opUnconfirmed:
+		if cur.State == action.PendingSchedule && cur.PushedStoreID != "" && cur.PushedStoreID != storeID {
+			return actions.MarkLost(cur, o.msg, now)
+		}
+	}
+	return nil
+}
+
+// plan computes, against what r reads, every write the results of a pass
+// call for.
+func (o *Orchestrator) plan(ctx context.Context, r store.Reader, cs *clusterState, results []nodeResult, now time.Time) (*writePlan, error) {
+	w := newWritePlan()
+	lost := 0
+	for i := range results {
+		res := &results[i]
+		node := &res.node
+		for j := range res.ops {
+			op := &res.ops[j]
+			cur, err := w.record(ctx, r, op.id)
+			if err != nil {
+				return nil, err
+			}
+			if cur != nil && (cur.ClusterID != node.ClusterID || cur.NodeID != node.ID) {
+				o.log.Warn("agent reports an action the core has on another node; ignored",
+					"cluster", node.ClusterID, "node", node.ID, "action", op.id,
+					"core_cluster", cur.ClusterID, "core_node", cur.NodeID)
+				continue
+			}
+			c := decide(op, cur, node, res.storeID, now)
+			if c == nil {
+				continue
+			}
+			if cur != nil && cur.State.Final() && c.Rec.State != cur.State {
+				o.log.Warn("the agent's record overrides a final state of the core",
+					"cluster", node.ClusterID, "node", node.ID, "action", op.id,
+					"core_state", cur.State, "core_reason", cur.StateReason, "agent_state", c.Rec.State)
+			}
+			w.add(c)
+			if c.Lost {
+				lost++
+			}
+		}
+	}
+	if err := planStatus(ctx, r, cs, results, lost, now, w); err != nil {
+		return nil, err
+	}
+	return w, nil
+}
+
+// planStatus adds to w the node and cluster updates, and their events, that
+// the results of a pass call for, given the actions the pass made LOST.
+func planStatus(ctx context.Context, r store.Reader, cs *clusterState, results []nodeResult, lost int, now time.Time, w *writePlan) error {
+	var down []string
+	stored, err := r.Nodes(ctx, cs.id) // one query, not one per node
+	if err != nil {
+		return err
+	}
+	nodes := make(map[string]*store.Node, len(stored))
+	for i := range stored {
+		nodes[stored[i].ID] = &stored[i]
+	}
+	for i := range results {
+		res := &results[i]
+		node := &res.node
+		fresh, ok := nodes[node.ID]
+		if !ok {
+			continue // removed by discovery meanwhile
+		}
+		next, write, isDown := nodeNext(fresh, res)
+		if isDown {
+			down = append(down, node.ID)
+		}
+		if !write || sameNode(fresh, &next) {
+			continue
+		}
+		if t, ok := cs.lastContact[node.ID]; ok {
+			next.LastContact = &t
+		}
+		next.UpdatedTS = now
+		w.nodes = append(w.nodes, next)
+		if fresh.Status != next.Status {
+			typ := store.EventNodeUp
+			msg := fmt.Sprintf("node %s is up", node.ID)
+			if next.Status == store.NodeDown {
+				typ, msg = store.EventNodeDown, fmt.Sprintf("node %s is down: %s", node.ID, next.StatusReason)
+			}
+			w.events = append(w.events, store.Event{Type: typ, Actor: actions.ActorCore, ClusterID: node.ClusterID,
+				NodeID: node.ID, Message: msg, Data: map[string]any{"reason": next.StatusReason}})
+		}
+	}
+
+	cluster, err := r.Cluster(ctx, cs.id)
+	if errors.Is(err, store.ErrNotFound) {
+		return nil
+	} else if err != nil {
+		return err
+	}
+	sort.Strings(down)
+	if next, changed := clusterNext(cluster, down, lost); changed {
+		next.UpdatedTS = now
+		w.cluster = &next
+		if next.Status != cluster.Status {
+			typ, msg := store.EventClusterHealthy, fmt.Sprintf("cluster %s is healthy", cs.id)
+			if next.Status == store.ClusterAlert {
+				typ, msg = store.EventClusterAlert, fmt.Sprintf("cluster %s: %s", cs.id, next.StatusReason)
+			}
+			w.events = append(w.events, store.Event{Type: typ, Actor: actions.ActorCore, ClusterID: cs.id, Message: msg,
+				Data: map[string]any{"reason": next.StatusReason}})
+		}
+	}
+	return nil
+}
+
+// nodeNext returns the node stored as res says it should now be. write is
+// false when discovery holds the node DOWN (it was not contacted, or
+// discovery marked it during the pass): discovery alone writes it until the
+// pool sees it again. isDown says whether the node counts as DOWN for the
+// cluster's status.
+func nodeNext(stored *store.Node, res *nodeResult) (next store.Node, write, isDown bool) {
+	next = *stored
+	if res.held || store.DownByDiscovery(stored) {
+		return next, false, stored.Status == store.NodeDown
+	}
+	next.Status, next.StatusReason, next.DownCause = res.status, res.reason, ""
+	if res.status == store.NodeUp {
+		kinds := slices.Clone(res.info.Kinds)
+		sort.Strings(kinds)
+		next.StoreID, next.Cursor, next.Kinds, next.Version = res.storeID, res.cursor, kinds, res.info.Version
+	}
+	return next, true, res.status != store.NodeUp
+}
+
+// clusterNext returns the cluster's status given its DOWN nodes (sorted) and
+// the actions this pass made LOST, and whether it changed.
+func clusterNext(cur *store.Cluster, down []string, lost int) (store.Cluster, bool) {
+	next := *cur
+	next.Status, next.StatusReason = store.ClusterHealthy, ""
+	var why []string
+	if len(down) > 0 {
+		why = append(why, "down: "+strings.Join(down, ", "))
+	}
+	if lost > 0 {
+		why = append(why, fmt.Sprintf("%d action(s) lost", lost))
+	}
+	if len(why) > 0 {
+		next.Status, next.StatusReason = store.ClusterAlert, strings.Join(why, "; ")
+	}
+	return next, next.Status != cur.Status || next.StatusReason != cur.StatusReason
+}
+
+func sameNode(a, b *store.Node) bool {
+	return a.Status == b.Status && a.StatusReason == b.StatusReason && a.DownCause == b.DownCause && a.StoreID == b.StoreID &&
+		a.Cursor == b.Cursor && slices.Equal(a.Kinds, b.Kinds) && a.Version == b.Version &&
+		a.Addr == b.Addr && a.Source == b.Source
+}
+
+// apply writes the plan in tx: every action change with its history and
+// events (actions.Write), then the nodes, the cluster and their events.
+func (w *writePlan) apply(ctx context.Context, tx store.Tx) error {
+	for _, id := range w.order {
+		if err := actions.Write(ctx, tx, w.records[id]); err != nil {
+			return err
+		}
+	}
+	for i := range w.nodes {
+		if err := tx.PutNode(ctx, &w.nodes[i]); err != nil {
+			return err
+		}
+	}
+	if w.cluster != nil {
+		if err := tx.PutCluster(ctx, w.cluster); err != nil {
+			return err
+		}
+	}
+	for i := range w.events {
+		if err := tx.AppendEvent(ctx, &w.events[i]); err != nil {
+			return err
+		}
+	}
+	return nil
+}

@@ -1,0 +1,117 @@
+package storetest
+
+import (
+	"context"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/musterhq/muster/core/store"
+	"github.com/musterhq/muster/shared/action"
+)
+
+// ScheduledBefore lists the PENDING_SCHEDULE actions scheduled before a
+// time, oldest first, and nothing else.
+func testScheduledBefore(t *testing.T, db NewDB) {
+	s := setup(t, db)
+	var want []string
+	update(t, s, func(ctx context.Context, tx store.Tx) error {
+		for i, st := range []action.State{action.PendingSchedule, action.PendingSchedule, action.New, action.PendingApprove, action.PendingSchedule} {
+			r := record(action.NewID())
+			r.State = st
+			r.ScheduledTS = action.TimePtr(t0.Add(time.Duration(5-i) * time.Minute))
+			if err := tx.InsertAction(ctx, r); err != nil {
+				return err
+			}
+			if st == action.PendingSchedule && i > 0 {
+				want = append([]string{r.ID}, want...)
+			}
+		}
+		return nil
+	})
+	read(t, s, func(ctx context.Context, r store.Reader) error {
+		got, err := r.ScheduledBefore(ctx, t0.Add(5*time.Minute))
+		if err != nil || !slices.Equal(ids(got), want) {
+			t.Errorf("ScheduledBefore = %v, %v; want %v", ids(got), err, want)
+		}
+		return nil
+	})
+}
+
+// PurgeActions deletes finished actions last changed before a time, oldest
+// first, a batch at a time, with their history; open and younger ones stay.
+// PurgeEvents does the same for events.
+func testPurge(t *testing.T, db NewDB) {
+	s := setup(t, db)
+	var old, kept []string
+	update(t, s, func(ctx context.Context, tx store.Tx) error {
+		for i, st := range action.States {
+			for _, at := range []time.Time{t0.Add(time.Duration(i) * time.Second), t0.Add(time.Hour)} {
+				r := record(action.NewID())
+				r.State, r.UpdatedTS = st, at
+				if err := tx.InsertAction(ctx, r); err != nil {
+					return err
+				}
+				if err := tx.AppendHistory(ctx, r.ID, action.Transition{TS: at, To: st, Actor: "n1"}); err != nil {
+					return err
+				}
+				if st.Final() && at.Before(t0.Add(time.Minute)) {
+					old = append(old, r.ID)
+				} else {
+					kept = append(kept, r.ID)
+				}
+			}
+		}
+		for i := range 5 {
+			if err := tx.AppendEvent(ctx, &store.Event{TS: t0.Add(time.Duration(i) * 20 * time.Minute), Type: "x", Actor: "core"}); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	before := t0.Add(time.Minute)
+	var first, second, third int
+	update(t, s, func(ctx context.Context, tx store.Tx) error {
+		var err error
+		if first, err = tx.PurgeActions(ctx, before, 3); err != nil {
+			return err
+		}
+		if second, err = tx.PurgeActions(ctx, before, 3); err != nil {
+			return err
+		}
+		third, err = tx.PurgeActions(ctx, before, 3)
+		return err
+	})
+	if first != 3 || second != 1 || third != 0 || len(old) != 4 {
+		t.Fatalf("purged %d, %d, %d of %d old finished actions, want 3, 1, 0 of 4", first, second, third, len(old))
+	}
+	var events int
+	update(t, s, func(ctx context.Context, tx store.Tx) error {
+		var err error
+		events, err = tx.PurgeEvents(ctx, t0.Add(50*time.Minute), 10)
+		return err
+	})
+	if events != 3 {
+		t.Fatalf("purged %d events, want the 3 older than 50 minutes", events)
+	}
+	read(t, s, func(ctx context.Context, r store.Reader) error {
+		for _, id := range old {
+			if _, err := r.Action(ctx, id); err == nil {
+				t.Errorf("old finished action %s kept", id)
+			}
+			if h, err := r.History(ctx, id); err != nil || len(h) != 0 {
+				t.Errorf("history of purged %s: %v %v", id, h, err)
+			}
+		}
+		for _, id := range kept {
+			if _, err := r.Action(ctx, id); err != nil {
+				t.Errorf("action %s: %v", id, err)
+			}
+		}
+		evs, err := r.Events(ctx, 0, 0)
+		if err != nil || len(evs) != 2 || evs[0].Seq != 4 {
+			t.Errorf("events left %+v, %v; want seq 4 and 5", evs, err)
+		}
+		return nil
+	})
+}
