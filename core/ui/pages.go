@@ -529,7 +529,13 @@ func newestEvents(r *http.Request, rd store.Reader, f eventFilter) ([]store.Even
 	return out, nil
 }
 
+// storeError answers a failed store call: 503 when the API would say the
+// database is unavailable, else 500; the cause goes to the log.
 func (s *Server) storeError(w http.ResponseWriter, r *http.Request, v *visitor, err error) {
-	s.log.Error("read store", "path", r.URL.Path, "err", err)
-	s.renderError(w, r, v, http.StatusInternalServerError, "The store could not be read.")
+	s.log.Error("store", "path", r.URL.Path, "err", err)
+	status := http.StatusInternalServerError
+	if s.cfg.ErrorStatus(err) == http.StatusServiceUnavailable {
+		status = http.StatusServiceUnavailable
+	}
+	s.renderError(w, r, v, status, "The store could not be reached; try again shortly.")
 }
