@@ -1,13 +1,17 @@
 package agent
 
 import (
+	"context"
 	"net"
 	"os"
 	"os/user"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
+
+	"github.com/musterhq/muster/shared/config"
 )
 
 func TestConfigOfTheSocket(t *testing.T) {
@@ -15,29 +19,29 @@ func TestConfigOfTheSocket(t *testing.T) {
 	for _, c := range []struct {
 		name string
 		edit func(*Config)
-		want string
+		want string // the one bad field; "" when valid
 	}{
 		{"default path", func(*Config) {}, ""},
 		{"own path", func(c *Config) { c.API.Socket = "/run/muster/agent.sock" }, ""},
-		{"too long for a socket", func(c *Config) { c.DataDir = "/" + strings.Repeat("d", 100) }, "api.socket:"},
+		{"too long for a socket", func(c *Config) { c.DataDir = "/" + strings.Repeat("d", 100) }, "api.socket"},
 		{"gossip without TCP", func(c *Config) {
 			c.API.Addr, c.Gossip.Enabled, c.Gossip.Insecure, c.Gossip.AdvertiseAPI = "", true, true, "10.0.0.1:7420"
-		}, "gossip.enabled: needs api.addr"},
+		}, "gossip.enabled"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			t.Parallel()
 			cfg := DefaultConfig()
 			cfg.NodeID, cfg.ClusterID, cfg.DataDir, cfg.API.Insecure = "n1", "c1", "/var/lib/muster", true
 			c.edit(&cfg)
-			errs := cfg.Validate()
+			err := cfg.Validate()
 			if c.want == "" {
-				if len(errs) != 0 {
-					t.Fatalf("refused: %v", errs)
+				if err != nil {
+					t.Fatalf("refused: %v", err)
 				}
 				return
 			}
-			if len(errs) != 1 || !strings.HasPrefix(errs[0].Error(), c.want) {
-				t.Fatalf("errors %v, want one starting with %q", errs, c.want)
+			if got := config.FieldsOf(err); !slices.Equal(got, []string{c.want}) {
+				t.Fatalf("bad fields %q (%v), want %q", got, err, c.want)
 			}
 		})
 	}
@@ -84,5 +88,44 @@ func TestListenSocket(t *testing.T) {
 	}
 	if _, err := listenSocket(filepath.Join(dir, "b.sock"), "no-such-group-here", dir); err == nil || !strings.Contains(err.Error(), "api.socket_group") {
 		t.Fatalf("an unknown group: %v", err)
+	}
+}
+
+// Item 13 of the attack review: agent.db and its WAL files are 0600, also in
+// a data_dir that already existed with a looser mode, whatever the umask.
+func TestQueueFilesArePrivateInAnExistingDataDir(t *testing.T) {
+	t.Parallel()
+	dir := filepath.Join(t.TempDir(), "data")
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	cfg := DefaultConfig()
+	cfg.NodeID, cfg.ClusterID, cfg.DataDir, cfg.API.Addr = "n1", "c1", dir, "" // the socket only
+	ag, err := New(cfg, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- ag.Run(ctx) }()
+	defer func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("agent: %v", err)
+		}
+	}()
+	select {
+	case <-ag.Ready():
+	case err := <-done:
+		t.Fatalf("agent did not start: %v", err)
+	}
+	for _, f := range []string{"agent.db", "agent.db-wal", "agent.db-shm"} {
+		fi, err := os.Stat(filepath.Join(dir, f))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if m := fi.Mode().Perm(); m != 0o600 {
+			t.Errorf("%s has mode %04o, want 0600", f, m)
+		}
 	}
 }

@@ -4,15 +4,18 @@ import (
 	"fmt"
 	"net"
 	"net/url"
-	"slices"
 	"strings"
 	"time"
 
 	"github.com/musterhq/muster/core/approval"
+	"github.com/musterhq/muster/core/budget"
 	"github.com/musterhq/muster/core/discovery"
 	"github.com/musterhq/muster/core/retention"
 	"github.com/musterhq/muster/shared/config"
 	"github.com/musterhq/muster/shared/gossip"
+	"github.com/musterhq/muster/shared/labels"
+	"github.com/musterhq/muster/shared/limit"
+	"github.com/musterhq/muster/shared/names"
 )
 
 // Config is the core's configuration (DESIGN.md §6).
@@ -25,13 +28,18 @@ type Config struct {
 	Clusters    []discovery.ClusterSpec `mapstructure:"clusters" yaml:"clusters"`
 	Orchestrate OrchestrateConfig       `mapstructure:"orchestrate" yaml:"orchestrate"`
 	Approval    approval.Policy         `mapstructure:"approval" yaml:"approval"`
-	Gossip      GossipConfig            `mapstructure:"gossip" yaml:"gossip"`
-	UI          UIConfig                `mapstructure:"ui" yaml:"ui"`
-	HA          HAConfig                `mapstructure:"ha" yaml:"ha"`
+	// Kinds marks kinds (by glob) as disruptive: they count against the
+	// clusters' disruption budgets (DESIGN.md §11).
+	Kinds  []budget.KindRule `mapstructure:"kinds" yaml:"kinds"`
+	Gossip GossipConfig      `mapstructure:"gossip" yaml:"gossip"`
+	UI     UIConfig          `mapstructure:"ui" yaml:"ui"`
+	HA     HAConfig          `mapstructure:"ha" yaml:"ha"`
 	// Retention: finished actions (with their history) and events older
 	// than this are purged in the background.
 	Retention time.Duration `mapstructure:"retention" yaml:"retention"`
 	Log       config.Log    `mapstructure:"log" yaml:"log"`
+	// ShutdownTimeout bounds the whole stop, every part together.
+	ShutdownTimeout time.Duration `mapstructure:"shutdown_timeout" yaml:"shutdown_timeout"`
 
 	// DevLogins maps one-time sign-in nonces to token names, for the links
 	// `muster dev` prints. It is never read from a configuration source.
@@ -59,8 +67,13 @@ type StoreConfig struct {
 	DSN    string `mapstructure:"dsn" yaml:"dsn"`
 }
 
-// APIConfig is the REST API's listener.
-type APIConfig = config.API
+// APIConfig is the REST API's listener and its limits.
+type APIConfig struct {
+	config.API `mapstructure:",squash" yaml:",inline"`
+	// MaxEventStreams caps the event streams open at once, over all tokens
+	// (503 beyond); each token has its own, smaller cap too.
+	MaxEventStreams int `mapstructure:"max_event_streams" yaml:"max_event_streams"`
+}
 
 // AgentsTLSConfig is how the core reaches agents over TLS: the CA that signs
 // their certificates and, for agents that require client certificates, the
@@ -116,8 +129,9 @@ type HAConfig struct {
 func DefaultConfig() Config {
 	return Config{
 		Store:    StoreConfig{Driver: DriverSQLite},
-		API:      APIConfig{Addr: "127.0.0.1:7410"},
+		API:      APIConfig{API: config.API{Addr: "127.0.0.1:7410", Server: config.DefaultServer()}, MaxEventStreams: 256},
 		Clusters: []discovery.ClusterSpec{},
+		Kinds:    []budget.KindRule{},
 		Orchestrate: OrchestrateConfig{
 			Interval:         10 * time.Second,
 			Workers:          8,
@@ -126,21 +140,20 @@ func DefaultConfig() Config {
 			AgentTimeout:     5 * time.Second,
 			ScheduleTTL:      24 * time.Hour,
 		},
-		Approval:  approval.DefaultPolicy(),
-		Retention: retention.DefaultConfig().Retention,
-		Gossip:    GossipConfig{BindAddr: "0.0.0.0:7946", Join: []string{}, Timing: gossip.Timing{Profile: gossip.ProfileLAN}},
-		UI:        UIConfig{Enabled: true, SessionTTL: 12 * time.Hour},
-		HA:        HAConfig{LeaseTTL: 10 * time.Second},
-		Log:       config.DefaultLog(),
+		Approval:        approval.DefaultPolicy(),
+		Retention:       retention.DefaultConfig().Retention,
+		Gossip:          GossipConfig{BindAddr: "0.0.0.0:7946", Join: []string{}, Timing: gossip.Timing{Profile: gossip.ProfileLAN}},
+		UI:              UIConfig{Enabled: true, SessionTTL: 12 * time.Hour},
+		HA:              HAConfig{LeaseTTL: 10 * time.Second},
+		Log:             config.DefaultLog(),
+		ShutdownTimeout: config.DefaultShutdownTimeout,
 	}
 }
 
 // Validate returns one error per bad field, named by its configuration key.
-func (c *Config) Validate() []error {
-	var errs []error
-	add := func(key, format string, args ...any) {
-		errs = append(errs, fmt.Errorf("%s: "+format, append([]any{key}, args...)...))
-	}
+func (c *Config) Validate() error {
+	var errs config.Errors
+	add := errs.Add
 	if c.DataDir == "" {
 		add("data_dir", "required (the core keeps core.db and admin.token there)")
 	}
@@ -154,12 +167,16 @@ func (c *Config) Validate() []error {
 		add("store.driver", "%q is not %q or %q", c.Store.Driver, DriverSQLite, DriverPostgres)
 	}
 
-	if err := config.ValidateAddr("api.addr", c.API.Addr); err != nil {
-		errs = append(errs, err)
+	if bad := config.ValidateAddr("api.addr", c.API.Addr); bad != nil {
+		errs = append(errs, bad...)
 	} else if !c.API.TLS.Enabled() && !c.API.Insecure && !config.IsLoopback(c.API.Addr) {
 		add("api.addr", "%s is not a loopback address; configure api.tls or set api.insecure: true", c.API.Addr)
 	}
 	errs = append(errs, c.API.TLS.Validate("api.tls")...)
+	errs = append(errs, c.API.Server.Validate("api")...)
+	if c.API.MaxEventStreams < 1 {
+		add("api.max_event_streams", "must be at least 1, got %d", c.API.MaxEventStreams)
+	}
 	if (c.AgentsTLS.CertFile == "") != (c.AgentsTLS.KeyFile == "") {
 		add("agents_tls", "cert_file and key_file must be set together")
 	}
@@ -176,8 +193,8 @@ func (c *Config) Validate() []error {
 		switch {
 		case cl.ID == "":
 			add(key+".id", "required")
-		case !validName(cl.ID):
-			add(key+".id", "%q: use letters, digits, '.', '_' and '-'", cl.ID)
+		case names.CheckID(cl.ID) != nil:
+			add(key+".id", "%v", names.CheckID(cl.ID))
 		case clusters[cl.ID]:
 			add(key+".id", "cluster %q is listed twice", cl.ID)
 		}
@@ -188,8 +205,8 @@ func (c *Config) Validate() []error {
 			switch {
 			case n.ID == "":
 				add(nkey+".id", "required")
-			case !validName(n.ID):
-				add(nkey+".id", "%q: use letters, digits, '.', '_' and '-'", n.ID)
+			case names.CheckID(n.ID) != nil:
+				add(nkey+".id", "%v", names.CheckID(n.ID))
 			case nodes[n.ID]:
 				add(nkey+".id", "node %q is listed twice in cluster %q", n.ID, cl.ID)
 			}
@@ -198,6 +215,14 @@ func (c *Config) Validate() []error {
 				add(nkey+".addr", "%v", err)
 			} else if c.AgentsTLS.Enabled() && strings.HasPrefix(strings.ToLower(n.Addr), "http://") {
 				add(nkey+".addr", "%q names plain HTTP, but with agents_tls every node is reached over https: give host:port", n.Addr)
+			}
+			if err := labels.Set(n.Labels).Validate(); err != nil {
+				add(nkey+".labels", "%v", err)
+			}
+		}
+		if m := cl.Budget.MaxUnavailable; m != "" {
+			if _, err := limit.Parse(m); err != nil {
+				add(key+".budget.max_unavailable", "%v", err)
 			}
 		}
 	}
@@ -223,13 +248,12 @@ func (c *Config) Validate() []error {
 		}
 	}
 	errs = append(errs, c.Approval.Validate()...)
+	errs = append(errs, budget.ValidateKinds(c.Kinds)...)
 	if g := c.Gossip; g.Enabled {
 		if g.KeyFile == "" && !g.Insecure {
 			add("gossip.key_file", "required when gossip is enabled (or set gossip.insecure: true)")
 		}
-		if err := config.ValidateAddr("gossip.bind_addr", g.BindAddr); err != nil {
-			errs = append(errs, err)
-		}
+		errs = append(errs, config.ValidateAddr("gossip.bind_addr", g.BindAddr)...)
 		errs = append(errs, gossip.ValidateJoin("gossip.join", g.Join)...)
 		errs = append(errs, g.Timing.Validate("gossip")...)
 	}
@@ -239,25 +263,14 @@ func (c *Config) Validate() []error {
 	if c.HA.LeaseTTL < time.Second {
 		add("ha.lease_ttl", "must be at least 1s, got %s", c.HA.LeaseTTL)
 	}
-	if c.HA.ReplicaID != "" && !validName(c.HA.ReplicaID) {
-		add("ha.replica_id", "%q: use letters, digits, '.', '_' and '-'", c.HA.ReplicaID)
-	}
-	errs = append(errs, c.Log.Validate()...)
-	sortByKey(errs)
-	return errs
-}
-
-// validName accepts the ids of clusters and nodes.
-func validName(s string) bool {
-	if len(s) > 128 {
-		return false
-	}
-	for _, r := range s {
-		if !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || r == '.' || r == '_' || r == '-') {
-			return false
+	if c.HA.ReplicaID != "" {
+		if err := names.CheckID(c.HA.ReplicaID); err != nil {
+			add("ha.replica_id", "%v", err)
 		}
 	}
-	return true
+	errs = append(errs, c.Log.Validate()...)
+	errs = append(errs, config.ValidateShutdownTimeout(c.ShutdownTimeout)...)
+	return errs.Err()
 }
 
 // validAgentAddr accepts host:port or an http(s) URL with a host.
@@ -278,8 +291,14 @@ func validAgentAddr(addr string) error {
 	return nil
 }
 
-// sortByKey orders errors by their text, which starts with the key, so that
-// the report is stable.
-func sortByKey(errs []error) {
-	slices.SortStableFunc(errs, func(a, b error) int { return strings.Compare(a.Error(), b.Error()) })
+// BudgetPolicy is the disruption budget of every configured cluster and
+// the kinds it counts. Call it on a validated configuration.
+func (c *Config) BudgetPolicy() budget.Policy {
+	p := budget.Policy{MaxUnavailable: map[string]limit.Limit{}, Kinds: c.Kinds}
+	for _, cl := range c.Clusters {
+		if l, err := limit.Parse(cl.Budget.MaxUnavailable); err == nil && cl.Budget.MaxUnavailable != "" {
+			p.MaxUnavailable[cl.ID] = l
+		}
+	}
+	return p
 }

@@ -14,7 +14,6 @@ import (
 	"net/http"
 	"os"
 	"sync"
-	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
@@ -30,14 +29,13 @@ import (
 	"github.com/musterhq/muster/core/store/postgres"
 	"github.com/musterhq/muster/core/store/sqlite"
 	"github.com/musterhq/muster/core/ui"
+	"github.com/musterhq/muster/shared/apiserver"
 	"github.com/musterhq/muster/shared/config"
+	"github.com/musterhq/muster/shared/gossip"
+	"github.com/musterhq/muster/shared/startstop"
 	"github.com/musterhq/muster/shared/tlsutil"
 	"github.com/musterhq/muster/shared/version"
 )
-
-// ShutdownTimeout bounds how long Run waits for requests in flight once its
-// context ends.
-const ShutdownTimeout = 10 * time.Second
 
 // Core is the central service.
 type Core struct {
@@ -51,8 +49,8 @@ type Core struct {
 
 // New checks cfg and returns a core; it opens and starts nothing.
 func New(cfg Config, log *slog.Logger) (*Core, error) {
-	if errs := cfg.Validate(); len(errs) > 0 {
-		return nil, fmt.Errorf("invalid configuration: %w", errors.Join(errs...))
+	if err := cfg.Validate(); err != nil {
+		return nil, err // config.Errors: every bad field
 	}
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
@@ -72,11 +70,12 @@ func (c *Core) Ready() <-chan struct{} { return c.ready }
 
 // Run opens the store, gives an empty store its first admin token, syncs the
 // configured nodes, starts the orchestrator, joins the gossip pool when
-// enabled, and serves the API until ctx ends. Then it stops serving (waiting up to ShutdownTimeout for requests in
-// flight), stops discovery and the orchestrator, and closes the store.
+// enabled, and serves the API until ctx ends. Then it stops those parts in
+// reverse order within shutdown_timeout, reports every part that failed to
+// stop cleanly, and closes the store.
 func (c *Core) Run(ctx context.Context) error {
 	cfg := c.cfg
-	if err := checkKeyFiles(cfg); err != nil {
+	if err := config.CheckKeyFiles(keyFiles(cfg)); err != nil {
 		return err
 	}
 	if err := os.MkdirAll(cfg.DataDir, 0o700); err != nil {
@@ -114,7 +113,7 @@ func (c *Core) Run(ctx context.Context) error {
 		ln.Close()
 		return err
 	}
-	orch, err := orchestrate.New(orchestrate.Config{
+	ocfg := orchestrate.Config{
 		Rules:            rules,
 		Interval:         cfg.Orchestrate.Interval,
 		Workers:          cfg.Orchestrate.Workers,
@@ -124,70 +123,92 @@ func (c *Core) Run(ctx context.Context) error {
 		ApprovalTTL:      cfg.Approval.TTL,
 		ScheduleTTL:      cfg.Orchestrate.ScheduleTTL,
 		AgentTLS:         atls,
+		StaticLabels:     discovery.StaticLabels(cfg.Clusters),
+		Budget:           cfg.BudgetPolicy(),
 		Runs:             engine,
 		Leases:           repl.orchestrateLeases(),
-	}, st, c.log, reg)
+	}
+	// The rule of gossipOptions, applied to the address actually dialled.
+	ocfg.RefuseInternalGossip = cfg.Gossip.Enabled && !allowInternalGossip(cfg)
+	orch, err := orchestrate.New(ocfg, st, c.log, reg)
 	if err != nil {
 		ln.Close()
 		return err
 	}
-	apiSrv := api.New(api.Config{Policy: cfg.Approval, Rules: rules, Gatherer: reg, Registerer: reg, Runs: engine, Replicas: repl}, st, repl, c.log)
+	apiSrv := api.New(api.Config{Policy: cfg.Approval, Rules: rules, Budget: cfg.BudgetPolicy(), Gatherer: reg,
+		Registerer: reg, Runs: engine, Replicas: repl, MaxStreams: cfg.API.MaxEventStreams,
+		StreamWriteTimeout: cfg.API.WriteTimeout}, st, repl, c.log)
 	handler, closeUI, err := withUI(cfg, apiSrv, rules, repl, st, c.log)
 	if err != nil {
 		ln.Close()
 		return err
 	}
-	httpSrv := &http.Server{Handler: handler, ReadHeaderTimeout: 10 * time.Second,
-		// Refused TLS handshakes (no or a wrong client certificate) land here.
-		ErrorLog: slog.NewLogLogger(c.log.With("component", "api").Handler(), slog.LevelWarn)}
+	// Refused TLS handshakes (no or a wrong client certificate) land in
+	// the error log.
+	httpSrv := apiserver.NewServer(handler, cfg.API.Server,
+		slog.NewLogLogger(c.log.With("component", "api").Handler(), slog.LevelWarn))
 	httpSrv.RegisterOnShutdown(apiSrv.Close) // event streams end, so Shutdown can finish
 	httpSrv.RegisterOnShutdown(closeUI)
 
-	// Started in this order, stopped in the reverse one (deferred).
-	if err := orch.Start(ctx); err != nil {
-		ln.Close()
+	// Started in this order, stopped in the reverse one under one deadline
+	// (shutdown_timeout): the API stops taking requests, gossip leaves the
+	// pool, the discovery watch ends, replication gives up the leases, the
+	// orchestrator cancels its passes (they write nothing once cancelled);
+	// then the store closes.
+	var parts startstop.Group
+	stopAll := func() error {
+		shutCtx, cancel := context.WithTimeout(context.Background(), cfg.ShutdownTimeout)
+		defer cancel()
+		err := parts.Shutdown(shutCtx)
+		if err != nil {
+			c.log.Error("core stopped with errors", "err", err)
+		}
 		return err
 	}
-	defer orch.Stop()
-	if err := repl.Start(ctx, orch.Nudge); err != nil {
+	if err := parts.Start(ctx, "orchestrator", orch); err != nil {
 		ln.Close()
-		return err
+		return errors.Join(err, stopAll())
 	}
-	defer repl.Stop() // gives up the leases before the orchestrator stops
+	// Stopped before the orchestrator: it gives up the leases first.
+	replPart := &startstop.Hooks{
+		OnStart: func(ctx context.Context) error { return repl.Start(ctx, orch.Nudge, orch.NudgeNode) },
+		OnStop:  repl.Stop,
+	}
+	if err := parts.Start(ctx, "replication", replPart); err != nil {
+		ln.Close()
+		return errors.Join(err, stopAll())
+	}
 	purger := retention.New(retention.Config{Retention: cfg.Retention}, st, c.log)
-	if err := purger.Start(ctx); err != nil {
+	if err := parts.Start(ctx, "retention", purger); err != nil {
 		ln.Close()
-		return err
+		return errors.Join(err, stopAll())
 	}
-	defer purger.Stop()
 	sources := []discovery.Source{static}
 	var pool *discovery.GossipSource
 	if cfg.Gossip.Enabled {
 		pool = discovery.NewGossipSource(c.log, gossipOptions(cfg, atls)...)
 		sources = append(sources, pool)
 	}
-	watchCtx, stopWatch := context.WithCancel(ctx)
-	var watch sync.WaitGroup
-	watch.Add(1)
-	go func() {
-		defer watch.Done()
-		_ = discovery.Watch(watchCtx, st, c.log, repl.Nudge, static.Clusters(), sources...)
-	}()
-	defer func() { stopWatch(); watch.Wait() }()
-	gs, err := newGossip(cfg.Gossip, ln.Addr().String(), pool, c.log)
+	watch := startstop.NewFunc(func(ctx context.Context) {
+		_ = discovery.Watch(ctx, st, c.log, repl.Nudge, static.Clusters(), sources...)
+	})
+	if err := parts.Start(ctx, "discovery", watch); err != nil {
+		ln.Close()
+		return errors.Join(err, stopAll())
+	}
+	gs, err := newGossip(cfg.Gossip, ln.Addr().String(), pool, orch.NudgeNode, c.log)
 	if err == nil && gs != nil {
-		err = gs.Start(ctx)
+		err = parts.Start(ctx, "gossip", gs)
 	}
 	if err != nil {
 		ln.Close()
-		return err
+		return errors.Join(err, stopAll())
 	}
-	if gs != nil {
-		defer gs.Stop() // leaves the pool before discovery and the store stop
+	srvPart := apiserver.NewService(httpSrv, ln)
+	if err := parts.Start(ctx, "api", srvPart); err != nil {
+		ln.Close()
+		return errors.Join(err, stopAll())
 	}
-
-	serveErr := make(chan error, 1)
-	go func() { serveErr <- httpSrv.Serve(ln) }()
 	c.mu.Lock()
 	c.addr = ln.Addr()
 	c.mu.Unlock()
@@ -196,29 +217,13 @@ func (c *Core) Run(ctx context.Context) error {
 		"data_dir", cfg.DataDir, "store", cfg.Store.Driver, "replica", repl.self.ID, "version", version.Version)
 
 	var runErr error
-	served := false
 	select {
 	case <-ctx.Done():
-	case err := <-serveErr:
-		served = true
-		if !errors.Is(err, http.ErrServerClosed) {
-			runErr = fmt.Errorf("api: %w", err)
-		}
+	case err := <-srvPart.Failed():
+		runErr = fmt.Errorf("api: %w", err)
 	}
 	c.log.Info("core stopping")
-	shutCtx, cancel := context.WithTimeout(context.Background(), ShutdownTimeout)
-	defer cancel()
-	if err := httpSrv.Shutdown(shutCtx); err != nil {
-		c.log.Warn("api shutdown", "err", err)
-		_ = httpSrv.Close()
-	}
-	if !served {
-		<-serveErr // Serve has returned: its goroutine is gone
-	}
-	// The deferred calls stop discovery, then retention, then the
-	// orchestrator (passes in flight are cancelled and write nothing), then
-	// close the store.
-	return runErr
+	return errors.Join(runErr, stopAll()) // then the deferred Close of the store
 }
 
 // The web UI changes actions through the rules the API applies.
@@ -245,23 +250,13 @@ func withUI(cfg Config, apiSrv *api.Server, rules *actions.Rules, n ui.Nudger, s
 	return mux, uiSrv.Close, nil
 }
 
-// checkKeyFiles refuses, before anything starts, a key file that its group
-// or others may read: one error per file, naming its key, path and mode.
-func checkKeyFiles(cfg Config) error {
+// keyFiles are the key files of cfg, by configuration key.
+func keyFiles(cfg Config) map[string]string {
 	files := map[string]string{"api.tls.key_file": cfg.API.TLS.KeyFile, "agents_tls.key_file": cfg.AgentsTLS.KeyFile}
 	if cfg.Gossip.Enabled {
 		files["gossip.key_file"] = cfg.Gossip.KeyFile
 	}
-	var errs []error
-	for _, key := range []string{"agents_tls.key_file", "api.tls.key_file", "gossip.key_file"} {
-		if files[key] == "" {
-			continue
-		}
-		if err := config.CheckPrivateFile(files[key]); errors.Is(err, config.ErrFileOpen) {
-			errs = append(errs, fmt.Errorf("%s: %w", key, err))
-		}
-	}
-	return errors.Join(errs...)
+	return files
 }
 
 func openStore(ctx context.Context, cfg Config) (store.Store, error) {
@@ -287,7 +282,7 @@ func openStore(ctx context.Context, cfg Config) (store.Store, error) {
 // api.tls.client_ca_file, clients must present a certificate of that CA (the
 // bearer token is still required).
 func listen(c APIConfig) (net.Listener, error) {
-	return tlsutil.Listen("api", c.Addr, c.TLS.CertFile, c.TLS.KeyFile, c.TLS.ClientCAFile)
+	return apiserver.Listen("api", c.API)
 }
 
 // agentsTLS returns the TLS client configuration the orchestrator reaches
@@ -312,15 +307,19 @@ func agentsTLS(c AgentsTLSConfig) (*tls.Config, error) {
 // agent proves the node's identity.
 func gossipOptions(cfg Config, atls *tls.Config) []discovery.GossipOption {
 	var opts []discovery.GossipOption
-	if config.IsLoopback(cfg.API.Addr) || cfg.Gossip.Insecure {
+	if allowInternalGossip(cfg) {
 		opts = append(opts, discovery.AllowLoopback())
 	}
 	if atls != nil {
 		timeout := cfg.Orchestrate.AgentTimeout
+		var d *net.Dialer
+		if !allowInternalGossip(cfg) {
+			d = &net.Dialer{Control: gossip.RefuseInternal} // as the orchestrator dials gossip nodes
+		}
 		opts = append(opts, discovery.VerifyClaims(func(ctx context.Context, _, node, addr string) error {
 			ctx, cancel := context.WithTimeout(ctx, timeout)
 			defer cancel()
-			err := tlsutil.ProvePeer(ctx, atls, addr, tlsutil.Agent(node))
+			err := tlsutil.ProvePeer(ctx, d, atls, addr, tlsutil.Agent(node))
 			if pe := (*tlsutil.ProofError)(nil); errors.As(err, &pe) {
 				return &discovery.ClaimError{Reason: pe.Reason}
 			}
@@ -328,4 +327,11 @@ func gossipOptions(cfg Config, atls *tls.Config) []discovery.GossipOption {
 		}))
 	}
 	return opts
+}
+
+// allowInternalGossip reports whether gossip agents may be on loopback or
+// link-local addresses: when the core's own API is on loopback (a pool on
+// one machine) or with gossip.insecure.
+func allowInternalGossip(cfg Config) bool {
+	return config.IsLoopback(cfg.API.Addr) || cfg.Gossip.Insecure
 }

@@ -21,6 +21,7 @@ import (
 	"github.com/musterhq/muster/core/store"
 	"github.com/musterhq/muster/core/store/sqlite"
 	"github.com/musterhq/muster/shared/action"
+	"github.com/musterhq/muster/shared/testwait"
 	"github.com/musterhq/muster/shared/wire"
 )
 
@@ -68,7 +69,8 @@ func setupCLI(t *testing.T, policy approval.Policy) *cliEnv {
 			return err
 		}
 		return tx.PutNode(ctx, &store.Node{ClusterID: "prod", ID: "db-1", Addr: "127.0.0.1:7421", Source: store.SourceStatic,
-			Status: store.NodeUp, Kinds: []string{"muster.io/debug.ping", "muster.io/debug.sleep"}, UpdatedTS: now})
+			Status: store.NodeUp, Kinds: []string{"muster.io/debug.ping", "muster.io/debug.sleep"}, UpdatedTS: now,
+			Labels: map[string]string{"role": "replica", "zone": "eu-1"}})
 	}); err != nil {
 		t.Fatal(err)
 	}
@@ -130,20 +132,6 @@ func (e *cliEnv) advance(id string, to action.State, reason string) {
 	}
 }
 
-func waitFor(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.After(10 * time.Second)
-	tick := time.NewTicker(5 * time.Millisecond)
-	defer tick.Stop()
-	for !cond() {
-		select {
-		case <-deadline:
-			t.Fatalf("timed out waiting for %s", what)
-		case <-tick.C:
-		}
-	}
-}
-
 func decode[T any](t *testing.T, s string) T {
 	t.Helper()
 	var v T
@@ -175,6 +163,18 @@ func TestCLIClusterAndNodeList(t *testing.T) {
 	out, _, code = e.run("op", "node", "list")
 	if code != 0 || !regexp.MustCompile(`(?m)^prod\s+db-1\s+UP`).MatchString(out) {
 		t.Fatalf("node list: %s", out)
+	}
+	out, _, code = e.run("op", "node", "list", "--label", "role=replica", "--label", "zone=eu-1")
+	if code != 0 || !regexp.MustCompile(`(?m)^CLUSTER\s+NODE.*LABELS\s+REASON\n(?m)^prod\s+db-1\s+UP.*\srole=replica,zone=eu-1`).MatchString(out) {
+		t.Fatalf("node list --label: %s", out)
+	}
+	out, _, code = e.run("op", "node", "list", "--label", "role=primary")
+	if code != 0 || strings.Contains(out, "db-1") {
+		t.Fatalf("node list --label role=primary lists db-1: %s", out)
+	}
+	_, msg, code = e.run("op", "node", "list", "--label", "role")
+	if code != 2 || !strings.Contains(msg, "--label") || strings.Contains(msg, "\n") {
+		t.Fatalf("node list --label role: exit %d, %q", code, msg)
 	}
 	out, _, code = e.run("op", "node", "list", "--cluster", "prod", "-o", "json")
 	if l := decode[wire.NodeList](t, out); code != 0 || len(l.Nodes) != 1 || len(l.Nodes[0].Kinds) != 2 {
@@ -347,11 +347,11 @@ func TestCLIWatch(t *testing.T) {
 				msg = m
 				done <- code
 			}()
-			waitFor(t, "the current state", func() bool { return strings.Contains(buf.String(), "PENDING_SCHEDULE") })
+			testwait.For(t, "the current state", func() bool { return strings.Contains(buf.String(), "PENDING_SCHEDULE") })
 			e.advance(a.ID, action.New, "")
-			waitFor(t, "NEW", func() bool { return strings.Contains(buf.String(), "NEW") })
+			testwait.For(t, "NEW", func() bool { return strings.Contains(buf.String(), "NEW") })
 			e.advance(a.ID, action.Running, "")
-			waitFor(t, "RUNNING", func() bool { return strings.Contains(buf.String(), "RUNNING") })
+			testwait.For(t, "RUNNING", func() bool { return strings.Contains(buf.String(), "RUNNING") })
 			e.advance(a.ID, c.final, "finished")
 			select {
 			case code := <-done:
@@ -400,9 +400,9 @@ func TestCLIEvents(t *testing.T) {
 		code, _ := e.runCtx(ctx, &buf, "op", "events", "--follow", "--limit", "1", "-o", "json")
 		done <- code
 	}()
-	waitFor(t, "the last event", func() bool { return strings.Contains(buf.String(), `"seq":4`) })
+	testwait.For(t, "the last event", func() bool { return strings.Contains(buf.String(), `"seq":4`) })
 	e.run("op", "action", "create", "--cluster", "prod", "--node", "db-1", "--kind", "muster.io/debug.sleep")
-	waitFor(t, "the new event", func() bool { return strings.Contains(buf.String(), `"seq":5`) })
+	testwait.For(t, "the new event", func() bool { return strings.Contains(buf.String(), `"seq":5`) })
 	cancel()
 	select {
 	case code := <-done:

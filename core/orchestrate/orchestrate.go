@@ -16,6 +16,7 @@ import (
 	"fmt"
 	"log/slog"
 	"math/rand/v2"
+	"net"
 	"net/http"
 	"strings"
 	"sync"
@@ -25,8 +26,12 @@ import (
 
 	"github.com/musterhq/muster/core/actions"
 	"github.com/musterhq/muster/core/approval"
+	"github.com/musterhq/muster/core/budget"
 	"github.com/musterhq/muster/core/store"
 	"github.com/musterhq/muster/shared/action"
+	"github.com/musterhq/muster/shared/gossip"
+	"github.com/musterhq/muster/shared/startstop"
+	"github.com/musterhq/muster/shared/testsignal"
 	"github.com/musterhq/muster/shared/tlsutil"
 )
 
@@ -82,8 +87,20 @@ type Config struct {
 	// another node's certificate, or without TLS, is refused before
 	// anything is sent to it.
 	AgentTLS *tls.Config
+	// StaticLabels are the labels the core's configuration gives nodes, by
+	// cluster and node id; a pass lays the agent's own labels (from its
+	// info) over them, key by key.
+	StaticLabels map[string]map[string]map[string]string
+	// Budget is the disruption budget of every cluster and the kinds it
+	// counts (DESIGN.md §11): no disruptive action is pushed past it.
+	Budget budget.Policy
 	// Runs, when set, moves runs on at every pass (core/runs).
 	Runs Runs
+	// RefuseInternalGossip: nodes found through gossip are never dialled at
+	// a loopback, link-local or unspecified IP address, whatever their host
+	// name resolves to (the core is off loopback and gossip.insecure is not
+	// set; README.md, "Securing muster"). Static nodes are not concerned.
+	RefuseInternalGossip bool
 }
 
 // DefaultConfig returns the defaults of DESIGN.md §6.
@@ -148,10 +165,10 @@ type Leases interface {
 	PassContext(ctx context.Context, clusterID string) (pctx context.Context, done context.CancelFunc, ok bool)
 }
 
-// Errors of the service.
+// Errors of Start (shared/startstop's).
 var (
-	ErrStarted = errors.New("orchestrator already started")
-	ErrStopped = errors.New("orchestrator stopped")
+	ErrStarted = startstop.ErrStarted
+	ErrStopped = startstop.ErrStopped
 )
 
 // Orchestrator runs passes. Build it with New, run it with Start, end it with
@@ -162,17 +179,61 @@ type Orchestrator struct {
 	rules   *actions.Rules
 	log     *slog.Logger
 	hc      *http.Client
-	ownHC   bool // hc was made here: Stop closes its idle connections
+	guarded *http.Client // hc's twin for gossip nodes, with RefuseInternalGossip (else nil)
+	ownHC   bool         // hc was made here: Stop closes its idle connections
 	metrics *metrics
 
+	startstop.Base
 	mu       sync.Mutex
 	clusters map[string]*clusterState
 	nudged   map[string]bool
-	state    int // 0 new, 1 started, 2 stopped
-	cancel   context.CancelFunc
-	wg       sync.WaitGroup
+	// nodeNudged: cluster id → node ids to sync alone (NudgeNode).
+	nodeNudged map[string]map[string]bool
+	nodeWake   chan struct{}
 
 	wake chan struct{}
+
+	// TestSignals lets a test wait for the orchestrator to reach a point;
+	// they do nothing unless a test calls Init.
+	TestSignals TestSignals
+}
+
+// TestSignals are the points a test can wait for.
+type TestSignals struct {
+	// Passed carries every pass the scheduler ran, once it returned.
+	Passed testsignal.Signal[Passed]
+	// Swept carries what each sweep expired.
+	Swept testsignal.Signal[Swept]
+	// NodesSynced carries every sync of nudged nodes (NudgeNode) the
+	// orchestrator ran, once it returned.
+	NodesSynced testsignal.Signal[NodesSynced]
+}
+
+// NodesSynced is one sync of nudged nodes.
+type NodesSynced struct {
+	Cluster string
+	Nodes   []string
+	Report  Report
+	Err     error
+}
+
+// Passed is one pass the scheduler ran.
+type Passed struct {
+	Report Report
+	Err    error
+}
+
+// Swept is what one sweep expired: approvals past approval.ttl, approved
+// actions past orchestrate.schedule_ttl.
+type Swept struct {
+	Approvals, Schedules int
+}
+
+// Init readies every signal for the test tb.
+func (ts *TestSignals) Init(tb testsignal.TB) {
+	ts.Passed.Init(tb)
+	ts.Swept.Init(tb)
+	ts.NodesSynced.Init(tb)
 }
 
 // clusterState is what the orchestrator keeps in memory about a cluster
@@ -183,12 +244,36 @@ type clusterState struct {
 	passes      int
 	lastContact map[string]time.Time   // node id → last answer (written only with other changes)
 	clients     map[string]*nodeClient // node id → its HTTP client (with AgentTLS)
+
+	// smu guards what syncs of the cluster running at once share: a pass
+	// and syncs of single nodes (lastContact, clients, admitted, nodeLocks,
+	// heldNodes, and every budgetView's usage).
+	smu       sync.Mutex
+	admitted  map[string]admission     // action id → a disruptive push admitted, not yet settled
+	nodeLocks map[string]chan struct{} // node id → held while a sync talks to it
+	heldNodes map[string]bool          // nodes with a disruptive action the budget held
 }
 
-// nodeClient is the HTTP client of one node, for the address it was made for.
+// nodeClient is the HTTP client of one node, for the address (and the
+// source) it was made for.
 type nodeClient struct {
-	addr string
-	hc   *http.Client
+	addr    string
+	guarded bool
+	hc      *http.Client
+}
+
+// guard makes tr refuse to dial internal addresses (gossip.RefuseInternal).
+func guard(tr *http.Transport) {
+	d := &net.Dialer{Timeout: 30 * time.Second, KeepAlive: 30 * time.Second, Control: gossip.RefuseInternal}
+	tr.DialContext = d.DialContext
+}
+
+// baseTransport returns a copy of the transport of hc.
+func baseTransport(hc *http.Client) *http.Transport {
+	if base, isTr := hc.Transport.(*http.Transport); isTr {
+		return base.Clone()
+	}
+	return http.DefaultTransport.(*http.Transport).Clone()
 }
 
 // New builds an orchestrator. It starts nothing. Its metrics go to reg
@@ -208,6 +293,12 @@ func New(cfg Config, st store.Store, log *slog.Logger, reg prometheus.Registerer
 		hc = &c
 	}
 	hc.CheckRedirect = noRedirect
+	var guarded *http.Client
+	if cfg.RefuseInternalGossip {
+		tr := baseTransport(hc)
+		guard(tr)
+		guarded = &http.Client{Transport: tr, CheckRedirect: noRedirect}
+	}
 	if cfg.Rules == nil {
 		cfg.Rules = &actions.Rules{Policy: approval.Policy{TTL: cfg.ApprovalTTL}, ScheduleTTL: cfg.ScheduleTTL}
 	}
@@ -216,11 +307,13 @@ func New(cfg Config, st store.Store, log *slog.Logger, reg prometheus.Registerer
 		return nil, fmt.Errorf("orchestrator metrics: %w", err)
 	}
 	return &Orchestrator{
-		cfg: cfg, st: st, log: log.With("component", "orchestrate"), hc: hc, ownHC: ownHC, metrics: m,
-		rules:    cfg.Rules,
-		clusters: map[string]*clusterState{},
-		nudged:   map[string]bool{},
-		wake:     make(chan struct{}, 1),
+		cfg: cfg, st: st, log: log.With("component", "orchestrate"), hc: hc, guarded: guarded, ownHC: ownHC, metrics: m,
+		rules:      cfg.Rules,
+		clusters:   map[string]*clusterState{},
+		nudged:     map[string]bool{},
+		wake:       make(chan struct{}, 1),
+		nodeNudged: map[string]map[string]bool{},
+		nodeWake:   make(chan struct{}, 1),
 	}, nil
 }
 
@@ -249,7 +342,8 @@ func (o *Orchestrator) cluster(id string) *clusterState {
 	defer o.mu.Unlock()
 	cs, ok := o.clusters[id]
 	if !ok {
-		cs = &clusterState{id: id, lastContact: map[string]time.Time{}, clients: map[string]*nodeClient{}}
+		cs = &clusterState{id: id, lastContact: map[string]time.Time{}, clients: map[string]*nodeClient{},
+			admitted: map[string]admission{}, nodeLocks: map[string]chan struct{}{}, heldNodes: map[string]bool{}}
 		o.clusters[id] = cs
 	}
 	return cs
@@ -271,43 +365,37 @@ func (o *Orchestrator) Nudge(clusterID string) {
 // Start runs the scheduler and the approval sweep until ctx ends or Stop is
 // called. It returns at once.
 func (o *Orchestrator) Start(ctx context.Context) error {
-	o.mu.Lock()
-	defer o.mu.Unlock()
-	switch o.state {
-	case 1:
-		return ErrStarted
-	case 2:
-		return ErrStopped
+	ctx, done, err := o.StartInit(ctx)
+	if err != nil {
+		return err
 	}
-	o.state = 1
-	ctx, o.cancel = context.WithCancel(ctx)
-	o.wg.Add(2)
-	go func() { defer o.wg.Done(); o.schedule(ctx) }()
-	go func() { defer o.wg.Done(); o.sweep(ctx) }()
+	var wg sync.WaitGroup
+	wg.Add(3)
+	go func() { defer wg.Done(); o.schedule(ctx) }()
+	go func() { defer wg.Done(); o.syncNudgedNodes(ctx) }()
+	go func() { defer wg.Done(); o.sweep(ctx) }()
+	go func() { wg.Wait(); done() }()
 	return nil
 }
 
 // Stop ends the scheduler, cancels running passes (they write nothing once
 // cancelled) and waits for them. It is idempotent.
 func (o *Orchestrator) Stop() {
-	o.mu.Lock()
-	if o.cancel != nil {
-		o.cancel()
-	}
-	o.state = 2
-	o.mu.Unlock()
-	o.wg.Wait()
+	o.Base.Stop()
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	if o.ownHC {
 		o.hc.CloseIdleConnections()
 	}
+	if o.guarded != nil {
+		o.guarded.CloseIdleConnections()
+	}
 	for _, cs := range o.clusters {
-		cs.mu.Lock()
+		cs.smu.Lock()
 		for _, c := range cs.clients {
 			c.hc.CloseIdleConnections()
 		}
-		cs.mu.Unlock()
+		cs.smu.Unlock()
 	}
 }
 
@@ -316,29 +404,33 @@ func (o *Orchestrator) Stop() {
 // between passes while the node keeps its address. Clients of nodes no
 // longer listed are closed. cs.mu is held.
 func (o *Orchestrator) nodeClients(cs *clusterState, nodes []nodeResult) {
+	guarded := func(n *store.Node) bool { return o.cfg.RefuseInternalGossip && n.Source == store.SourceGossip }
 	if o.cfg.AgentTLS == nil {
 		for i := range nodes {
 			nodes[i].hc = o.hc
+			if guarded(&nodes[i].node) {
+				nodes[i].hc = o.guarded
+			}
 		}
 		return
 	}
+	cs.smu.Lock()
+	defer cs.smu.Unlock()
 	keep := map[string]bool{}
 	for i := range nodes {
 		n := &nodes[i].node
 		keep[n.ID] = true
 		c, ok := cs.clients[n.ID]
-		if !ok || c.addr != n.Addr {
+		if !ok || c.addr != n.Addr || c.guarded != guarded(n) {
 			if ok {
 				c.hc.CloseIdleConnections()
 			}
-			var tr *http.Transport
-			if base, isTr := o.hc.Transport.(*http.Transport); isTr {
-				tr = base.Clone()
-			} else {
-				tr = http.DefaultTransport.(*http.Transport).Clone()
+			tr := baseTransport(o.hc)
+			if guarded(n) {
+				guard(tr)
 			}
 			tr.TLSClientConfig = tlsutil.ForPeer(o.cfg.AgentTLS, tlsutil.Agent(n.ID))
-			c = &nodeClient{addr: n.Addr, hc: &http.Client{Transport: tr, CheckRedirect: noRedirect}}
+			c = &nodeClient{addr: n.Addr, guarded: guarded(n), hc: &http.Client{Transport: tr, CheckRedirect: noRedirect}}
 			cs.clients[n.ID] = c
 		}
 		nodes[i].hc = c.hc
@@ -443,6 +535,7 @@ func (o *Orchestrator) schedule(ctx context.Context) {
 					o.log.Debug("pass", "cluster", id, "nodes", rep.Nodes, "down", rep.Down,
 						"pushed", rep.Pushed, "changes", rep.Changes, "events", rep.Events)
 				}
+				o.TestSignals.Passed.Send(Passed{Report: rep, Err: err})
 				finished <- id
 			}(next)
 		}
@@ -511,15 +604,18 @@ func (o *Orchestrator) sweep(ctx context.Context) {
 	t := time.NewTicker(o.cfg.SweepEvery)
 	defer t.Stop()
 	for {
-		if _, err := o.ExpireApprovals(ctx); err != nil && ctx.Err() == nil {
+		var sw Swept
+		var err error
+		if sw.Approvals, err = o.ExpireApprovals(ctx); err != nil && ctx.Err() == nil {
 			o.log.Warn("approval expiry failed", "err", err)
 		}
-		if _, err := o.ExpireSchedules(ctx); err != nil && ctx.Err() == nil {
+		if sw.Schedules, err = o.ExpireSchedules(ctx); err != nil && ctx.Err() == nil {
 			o.log.Warn("schedule expiry failed", "err", err)
 		}
 		if _, err := o.expireRuns(ctx); err != nil && ctx.Err() == nil {
 			o.log.Warn("run expiry failed", "err", err)
 		}
+		o.TestSignals.Swept.Send(sw)
 		select {
 		case <-ctx.Done():
 			return

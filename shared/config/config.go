@@ -10,6 +10,7 @@ import (
 	"net"
 	"os"
 	"strings"
+	"time"
 )
 
 // Log is the log section: level (debug, info, warn, error) and format (text, json).
@@ -22,16 +23,16 @@ type Log struct {
 func DefaultLog() Log { return Log{Level: "info", Format: "text"} }
 
 // Validate returns one error per bad field.
-func (l Log) Validate() []error {
-	var errs []error
+func (l Log) Validate() Errors {
+	var errs Errors
 	var lv slog.Level
 	if err := lv.UnmarshalText([]byte(l.Level)); err != nil {
-		errs = append(errs, fmt.Errorf("log.level: %q is not debug, info, warn or error", l.Level))
+		errs.Add("log.level", "%q is not debug, info, warn or error", l.Level)
 	}
 	switch strings.ToLower(l.Format) {
 	case "text", "json":
 	default:
-		errs = append(errs, fmt.Errorf("log.format: %q is not text or json", l.Format))
+		errs.Add("log.format", "%q is not text or json", l.Format)
 	}
 	return errs
 }
@@ -47,25 +48,70 @@ type TLS struct {
 type API struct {
 	Addr string `mapstructure:"addr" yaml:"addr"`
 	TLS  TLS    `mapstructure:"tls" yaml:"tls"`
-	// Insecure allows a plaintext listener on a non-loopback address.
+	// Insecure allows a plaintext listener on a non-loopback address (the
+	// core), or a TCP API without the core's certificate (the agent).
 	Insecure bool `mapstructure:"insecure" yaml:"insecure"`
+	// Server bounds what clients may hold of the server.
+	Server `mapstructure:",squash" yaml:",inline"`
+}
+
+// Server bounds what the clients of one HTTP server may hold: time to send
+// a request, to read an answer, to keep an idle connection, header bytes,
+// and open connections (each listener on its own).
+type Server struct {
+	ReadTimeout    time.Duration `mapstructure:"read_timeout" yaml:"read_timeout"`
+	WriteTimeout   time.Duration `mapstructure:"write_timeout" yaml:"write_timeout"`
+	IdleTimeout    time.Duration `mapstructure:"idle_timeout" yaml:"idle_timeout"`
+	MaxHeaderBytes int           `mapstructure:"max_header_bytes" yaml:"max_header_bytes"`
+	MaxConnections int           `mapstructure:"max_connections" yaml:"max_connections"`
+}
+
+// DefaultServer is what every API server allows unless configured.
+func DefaultServer() Server {
+	return Server{
+		ReadTimeout:    30 * time.Second,
+		WriteTimeout:   60 * time.Second,
+		IdleTimeout:    2 * time.Minute,
+		MaxHeaderBytes: 64 << 10,
+		MaxConnections: 1024,
+	}
+}
+
+// Validate returns one error per bad field; prefix names the section.
+func (s Server) Validate(prefix string) Errors {
+	var errs Errors
+	for _, d := range []struct {
+		key string
+		v   time.Duration
+	}{{"read_timeout", s.ReadTimeout}, {"write_timeout", s.WriteTimeout}, {"idle_timeout", s.IdleTimeout}} {
+		if d.v <= 0 {
+			errs.Add(fmt.Sprintf("%s.%s", prefix, d.key), "must be a positive duration such as 30s, got %s", d.v)
+		}
+	}
+	if s.MaxHeaderBytes < 4<<10 || s.MaxHeaderBytes > 1<<20 {
+		errs.Add(prefix+".max_header_bytes", "must be from 4096 to 1048576, got %d", s.MaxHeaderBytes)
+	}
+	if s.MaxConnections < 1 {
+		errs.Add(prefix+".max_connections", "must be at least 1, got %d", s.MaxConnections)
+	}
+	return errs
 }
 
 // Enabled reports whether a certificate is configured.
 func (t TLS) Enabled() bool { return t.CertFile != "" || t.KeyFile != "" }
 
 // Validate checks that cert and key come together. prefix names the section.
-func (t TLS) Validate(prefix string) []error {
+func (t TLS) Validate(prefix string) Errors {
 	if (t.CertFile == "") != (t.KeyFile == "") {
-		return []error{fmt.Errorf("%s: cert_file and key_file must be set together", prefix)}
+		return Errors{Problem(prefix, "cert_file and key_file must be set together")}
 	}
 	return nil
 }
 
 // ValidateAddr checks a host:port listen address.
-func ValidateAddr(key, addr string) error {
+func ValidateAddr(key, addr string) Errors {
 	if _, _, err := net.SplitHostPort(addr); err != nil {
-		return fmt.Errorf("%s: %q is not host:port", key, addr)
+		return Errors{Problem(key, "%q is not host:port", addr)}
 	}
 	return nil
 }
@@ -96,6 +142,34 @@ func CheckPrivateFile(path string) error {
 	}
 	if m := fi.Mode().Perm(); m&0o077 != 0 {
 		return fmt.Errorf("%s has mode %04o, %w: run chmod 600 %s", path, m, ErrFileOpen, path)
+	}
+	return nil
+}
+
+// CheckKeyFiles refuses, before anything starts, key files (by configuration
+// key; an empty path is skipped) that their group or others may read: one
+// FieldError per file, wrapping ErrFileOpen.
+func CheckKeyFiles(files map[string]string) error {
+	var errs Errors
+	for key, path := range files {
+		if path == "" {
+			continue
+		}
+		if err := CheckPrivateFile(path); errors.Is(err, ErrFileOpen) {
+			errs = append(errs, Wrap(key, err))
+		}
+	}
+	return errs.Err()
+}
+
+// DefaultShutdownTimeout is the default shutdown_timeout of the agent and
+// the core: how long a stop may take, every part together.
+const DefaultShutdownTimeout = 10 * time.Second
+
+// ValidateShutdownTimeout checks shutdown_timeout: positive.
+func ValidateShutdownTimeout(d time.Duration) Errors {
+	if d <= 0 {
+		return Errors{Problem("shutdown_timeout", "must be a positive duration such as 10s, got %s", d)}
 	}
 	return nil
 }

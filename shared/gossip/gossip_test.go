@@ -9,6 +9,8 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"reflect"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -17,6 +19,7 @@ import (
 	"github.com/hashicorp/memberlist"
 
 	"github.com/musterhq/muster/shared/config"
+	"github.com/musterhq/muster/shared/testwait"
 )
 
 func TestMetaRoundTrip(t *testing.T) {
@@ -28,7 +31,7 @@ func TestMetaRoundTrip(t *testing.T) {
 	}
 	out, err := DecodeMeta(b)
 	in.V = MetaVersion
-	if err != nil || out != in {
+	if err != nil || !reflect.DeepEqual(out, in) {
 		t.Fatalf("DecodeMeta(%s) = %+v, %v", b, out, err)
 	}
 }
@@ -51,7 +54,7 @@ func TestDecodeMeta(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
 			got, err := DecodeMeta([]byte(tc.in))
-			if !errors.Is(err, tc.err) || got != tc.want {
+			if !errors.Is(err, tc.err) || !reflect.DeepEqual(got, tc.want) {
 				t.Fatalf("DecodeMeta(%q) = %+v, %v; want %+v, %v", tc.in, got, err, tc.want, tc.err)
 			}
 		})
@@ -165,17 +168,6 @@ func (r *recorder) named(name string) []Event {
 	return out
 }
 
-func waitFor(t *testing.T, within time.Duration, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(within)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out after %s waiting for %s", within, what)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
-}
-
 // member starts a service on a free loopback port (the one named seed is a
 // core, the others agents); it stops with the test.
 func member(t *testing.T, name string, key []byte, join []string, h func(Event)) *Service {
@@ -213,7 +205,7 @@ func TestJoinLeaveAndFailAreTold(t *testing.T) {
 	seed := member(t, "seed", key, nil, rec.handle)
 	a := member(t, "a", key, []string{seed.Addr()}, nil)
 	b := member(t, "b", key, []string{seed.Addr()}, nil)
-	waitFor(t, 10*time.Second, "both members seen", func() bool { return rec.has(KindJoin, "a") && rec.has(KindJoin, "b") })
+	testwait.Within(t, 10*time.Second, "both members seen", func() bool { return rec.has(KindJoin, "a") && rec.has(KindJoin, "b") })
 	if evs := rec.named("a"); evs[0].Meta.Node != "a" || evs[0].Meta.V != MetaVersion || evs[0].Addr != a.Addr() {
 		t.Fatalf("join event %+v (a is at %s)", evs[0], a.Addr())
 	}
@@ -221,11 +213,15 @@ func TestJoinLeaveAndFailAreTold(t *testing.T) {
 		t.Fatalf("members %+v", seed.Members())
 	}
 
+	// a can tell only the cores it knows that it leaves.
+	testwait.For(t, "a to know the seed", func() bool {
+		return slices.ContainsFunc(a.Members(), func(m Member) bool { return m.Name == "seed" })
+	})
 	a.Stop() // a graceful leave
-	waitFor(t, 10*time.Second, "a's leave", func() bool { return rec.has(KindLeave, "a") })
+	testwait.Within(t, 10*time.Second, "a's leave", func() bool { return rec.has(KindLeave, "a") })
 
 	crash(t, b)
-	waitFor(t, 15*time.Second, "b's failure", func() bool { return rec.has(KindFail, "b") })
+	testwait.Within(t, 15*time.Second, "b's failure", func() bool { return rec.has(KindFail, "b") })
 	if rec.has(KindFail, "a") || rec.has(KindLeave, "b") {
 		t.Fatalf("a leave told as a failure or the reverse: a %+v, b %+v", rec.named("a"), rec.named("b"))
 	}
@@ -242,8 +238,8 @@ func TestAnotherKeyIsNeverAdmitted(t *testing.T) {
 	// A member with the right key, started after them, is seen: by then
 	// the others have had their chance.
 	member(t, "friend", key, []string{seed.Addr()}, nil)
-	waitFor(t, 10*time.Second, "friend's join", func() bool { return rec.has(KindJoin, "friend") })
-	waitFor(t, 10*time.Second, "the stranger trying", func() bool { return len(stranger.Members()) == 1 })
+	testwait.Within(t, 10*time.Second, "friend's join", func() bool { return rec.has(KindJoin, "friend") })
+	testwait.Within(t, 10*time.Second, "the stranger trying", func() bool { return len(stranger.Members()) == 1 })
 	if len(rec.named("stranger")) > 0 || len(rec.named("plain")) > 0 {
 		t.Fatalf("a member without the key was admitted: %+v %+v", rec.named("stranger"), rec.named("plain"))
 	}
@@ -269,7 +265,7 @@ func TestRejoinsWhenTheSeedComesLate(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(s.Stop)
-	waitFor(t, 15*time.Second, "the late member to join the seed", func() bool { return rec.has(KindJoin, "late") })
+	testwait.Within(t, 15*time.Second, "the late member to join the seed", func() bool { return rec.has(KindJoin, "late") })
 	_ = late
 }
 
@@ -331,12 +327,12 @@ func TestLeaveIntentArrivingAfterTheDisappearance(t *testing.T) {
 		d.NotifyJoin(&memberlist.Node{Name: name, Meta: b})
 	}
 	s.q.push(Event{Kind: KindFail, Name: "late", Meta: meta})
-	intent, _ := json.Marshal(leaveIntent{Leaving: "late", Proof: base64.RawURLEncoding.EncodeToString(secret)})
+	intent, _ := EncodeNote(Note{Leaving: "late", Proof: base64.RawURLEncoding.EncodeToString(secret)})
 	d.NotifyMsg(intent)
-	waitFor(t, 5*time.Second, "late's leave", func() bool { return rec.has(KindLeave, "late") })
+	testwait.Within(t, 5*time.Second, "late's leave", func() bool { return rec.has(KindLeave, "late") })
 
 	s.q.push(Event{Kind: KindFail, Name: "crashed", Meta: meta})
-	waitFor(t, 5*time.Second, "crashed's failure", func() bool { return rec.has(KindFail, "crashed") })
+	testwait.Within(t, 5*time.Second, "crashed's failure", func() bool { return rec.has(KindFail, "crashed") })
 	if rec.has(KindFail, "late") || rec.has(KindLeave, "crashed") {
 		t.Fatalf("a leave told as a failure or the reverse: %+v", rec.evs)
 	}
@@ -369,31 +365,35 @@ func TestGossipLeaveIntentCountsOnlyForItsSender(t *testing.T) {
 	victim := member(t, "victim", key, []string{seed.Addr()}, nil)
 	rogue := member(t, "rogue", key, []string{seed.Addr()}, nil)
 	leaver := member(t, "leaver", key, []string{seed.Addr()}, nil)
-	waitFor(t, 10*time.Second, "three joins", func() bool {
+	testwait.Within(t, 10*time.Second, "three joins", func() bool {
 		return rec.has(KindJoin, "victim") && rec.has(KindJoin, "rogue") && rec.has(KindJoin, "leaver")
 	})
 	var core *memberlist.Node
-	for _, n := range rogue.ml.Members() {
-		if n.Name == "seed" {
-			core = n
+	testwait.Within(t, 10*time.Second, "the rogue to see the seed", func() bool {
+		for _, n := range rogue.ml.Members() {
+			if n.Name == "seed" {
+				core = n
+				return true
+			}
 		}
-	}
+		return false
+	})
 	// The rogue knows the victim's announced commitment, not its secret.
 	for _, proof := range []string{"", base64.RawURLEncoding.EncodeToString([]byte("0123456789abcdef")), rogue.leaveProof} {
-		msg, _ := json.Marshal(leaveIntent{Leaving: "victim", Proof: proof})
+		msg, _ := EncodeNote(Note{Leaving: "victim", Proof: proof})
 		if err := rogue.ml.SendReliable(core, msg); err != nil {
 			t.Fatal(err)
 		}
 	}
 	crash(t, victim)
-	waitFor(t, 20*time.Second, "the victim's disappearance", func() bool {
+	testwait.Within(t, 20*time.Second, "the victim's disappearance", func() bool {
 		return rec.has(KindFail, "victim") || rec.has(KindLeave, "victim")
 	})
 	if rec.has(KindLeave, "victim") {
 		t.Fatal("a rogue's intent made the victim's crash a leave")
 	}
 	leaver.Stop()
-	waitFor(t, 20*time.Second, "the leaver's leave", func() bool {
+	testwait.Within(t, 20*time.Second, "the leaver's leave", func() bool {
 		return rec.has(KindLeave, "leaver") || rec.has(KindFail, "leaver")
 	})
 	if !rec.has(KindLeave, "leaver") {
@@ -412,9 +412,9 @@ func TestGossipPendingIntentsBounded(t *testing.T) {
 	for i := range 3 * maxIntents {
 		name := fmt.Sprintf("m%d", i)
 		d.NotifyJoin(&memberlist.Node{Name: name, Meta: b})
-		proven, _ := json.Marshal(leaveIntent{Leaving: name, Proof: base64.RawURLEncoding.EncodeToString(secret)})
+		proven, _ := EncodeNote(Note{Leaving: name, Proof: base64.RawURLEncoding.EncodeToString(secret)})
 		d.NotifyMsg(proven)
-		forged, _ := json.Marshal(leaveIntent{Leaving: fmt.Sprintf("stranger%d", i)})
+		forged, _ := EncodeNote(Note{Leaving: fmt.Sprintf("stranger%d", i)})
 		d.NotifyMsg(forged)
 	}
 	d.mu.Lock()

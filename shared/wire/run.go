@@ -48,9 +48,10 @@ type CreateRunRequest struct {
 // Stage is one stage of a run as the core shows it: its spec with the target
 // resolved and the limits made counts, and its progress.
 type Stage struct {
-	Name           string          `json:"name"`
-	Kind           string          `json:"kind"`
-	Args           json.RawMessage `json:"args"`
+	Name string `json:"name"`
+	Kind string `json:"kind"`
+	// Args are left out of run lists: GET /api/v1/runs/{id} has them.
+	Args           json.RawMessage `json:"args,omitempty"`
 	Target         Target          `json:"target"`
 	Nodes          []string        `json:"nodes"`
 	MaxConcurrency limit.Limit     `json:"max_concurrency"`
@@ -175,4 +176,11 @@ type Plan struct {
 	Digest   string      `json:"digest"`
 	Stages   []Stage     `json:"stages"`
 	Children []PlanChild `json:"children"`
+}
+
+// ApproveRunRequest is the optional body of POST /api/v1/runs/{id}/approve:
+// the digest the approver was shown. When given, the approval holds only if
+// it is still the run's digest.
+type ApproveRunRequest struct {
+	Digest string `json:"digest"`
 }

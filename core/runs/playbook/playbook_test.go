@@ -3,6 +3,7 @@ package playbook
 import (
 	"encoding/json"
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -96,6 +97,7 @@ func TestBadDocumentsAreRefusedWithLineAndField(t *testing.T) {
 		{"bad limit", "name: x\nstages:\n  - name: a\n    kind: example.com/x\n    target: {all: true}\n    max_concurrency: 150%\n", "line 6: stages[0].max_concurrency"},
 		{"bad name", "name: Bad Name\nstages:\n  - {name: a, kind: example.com/x, target: {all: true}}\n", "line 1: name"},
 		{"no stages", "name: x\n", "at least one stage"},
+		{"too many params", "name: x\nparams:\n" + strings.Repeat("  - {name: p, type: string, default: x}\n", MaxParams+1) + "stages:\n  - {name: a, kind: example.com/x, target: {all: true}}\n", "at most 100 parameters"},
 		{"too large", "name: x\n#" + strings.Repeat("y", MaxSize) + "\n", "over the limit"},
 	}
 	for _, tc := range cases {
@@ -141,6 +143,7 @@ func FuzzParse(f *testing.F) {
 	f.Add([]byte("name: x\nstages:\n  - {name: a, kind: example.com/x, target: {all: true}, depends_on: [a]}\n"))
 	f.Add([]byte("name: x\nparams: [{name: a, type: enum, values: []}]\nstages: []\n"))
 	f.Add([]byte("{{"))
+	f.Add([]byte("name: x\nparams: [{name: p, type: bool, default: true}]\nstages:\n  - {name: a, kind: example.com/x, target: {all: true}, args: {a: '{{ if .p }}x{{ end }}'}}\n"))
 	f.Fuzz(func(t *testing.T, doc []byte) {
 		p, err := Parse(doc)
 		if err != nil {
@@ -172,4 +175,45 @@ func FuzzParse(f *testing.F) {
 			t.Fatalf("render: %v", err)
 		}
 	})
+}
+
+func TestRenderingIsBounded(t *testing.T) {
+	t.Parallel()
+	// printf's widths would turn a few bytes into megabytes: it is refused.
+	if _, err := Parse([]byte("name: x\nstages:\n  - name: a\n    kind: example.com/x\n    target: {all: true}\n    args: {v: '{{ printf \"%01000000d\" 1 }}'}\n")); !errors.Is(err, ErrInvalid) || !strings.Contains(err.Error(), `function "printf" is not allowed`) {
+		t.Fatalf("printf: %v", err)
+	}
+	// Many references to a long parameter stop at MaxRendered.
+	var doc strings.Builder
+	doc.WriteString("name: x\nparams: [{name: p, type: string, default: x}]\nstages:\n  - name: a\n    kind: example.com/x\n    target: {all: true}\n    args:\n")
+	for i := range 400 {
+		fmt.Fprintf(&doc, "      k%d: \"{{ .p }}{{ .p }}\"\n", i)
+	}
+	p, err := Parse([]byte(doc.String()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	vals, err := p.Values(map[string]string{"p": strings.Repeat("y", MaxParamValue)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := p.Render(vals); err == nil || !strings.Contains(err.Error(), "larger than") {
+		t.Fatalf("a render of 400 × 8 KiB: %v, want it refused past %d bytes", err, MaxRendered)
+	}
+	if _, err := p.Values(map[string]string{"p": strings.Repeat("y", MaxParamValue+1)}); !errors.Is(err, ErrInvalid) {
+		t.Fatalf("a parameter over %d bytes: %v", MaxParamValue, err)
+	}
+}
+
+func TestAnIfWithoutElseRenders(t *testing.T) {
+	t.Parallel()
+	p, err := Parse([]byte("name: x\nparams: [{name: p, type: bool, default: true}]\nstages:\n  - {name: a, kind: example.com/x, target: {all: true}, args: {a: '{{ if .p }}on{{ end }}'}}\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	v, _ := p.Values(nil)
+	specs, err := p.Render(v)
+	if err != nil || string(specs[0].Args) != `{"a":"on"}` {
+		t.Fatalf("Render = %s, %v", specs[0].Args, err)
+	}
 }

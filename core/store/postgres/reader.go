@@ -60,14 +60,11 @@ func (r *reader) queryRow(ctx context.Context, q string, args ...any) pgx.Row {
 	return r.q.QueryRow(ctx, q, clean(args)...)
 }
 
-// ts is the stored form of a time: UTC, at microsecond precision.
-func ts(t time.Time) time.Time { return t.UTC().Round(time.Microsecond) }
-
 func nullTS(t *time.Time) *time.Time {
 	if t == nil {
 		return nil
 	}
-	v := ts(*t)
+	v := action.UTC(*t)
 	return &v
 }
 
@@ -123,7 +120,7 @@ func scanCluster(s pgx.Row) (*store.Cluster, error) {
 	return &c, nil
 }
 
-const nodeColumns = `cluster_id, id, addr, source, status, status_reason, down_cause, drained, store_id, cursor, kinds, version, last_contact, updated_ts`
+const nodeColumns = `cluster_id, id, addr, source, status, status_reason, down_cause, drained, store_id, cursor, kinds, version, last_contact, updated_ts, labels`
 
 func (r *reader) Nodes(ctx context.Context, clusterID string) ([]store.Node, error) {
 	q := `SELECT ` + nodeColumns + ` FROM nodes`
@@ -161,13 +158,20 @@ func (r *reader) Node(ctx context.Context, clusterID, nodeID string) (*store.Nod
 
 func scanNode(s pgx.Row) (*store.Node, error) {
 	var n store.Node
+	var labels []byte
 	err := s.Scan(&n.ClusterID, &n.ID, &n.Addr, &n.Source, &n.Status, &n.StatusReason, &n.DownCause, &n.Drained,
-		&n.StoreID, &n.Cursor, &n.Kinds, &n.Version, &n.LastContact, &n.UpdatedTS)
+		&n.StoreID, &n.Cursor, &n.Kinds, &n.Version, &n.LastContact, &n.UpdatedTS, &labels)
 	if err != nil {
 		return nil, err
 	}
 	if len(n.Kinds) == 0 {
 		n.Kinds = nil
+	}
+	if err := json.Unmarshal(labels, &n.Labels); err != nil {
+		return nil, fmt.Errorf("node %s/%s: labels: %w", n.ClusterID, n.ID, err)
+	}
+	if len(n.Labels) == 0 {
+		n.Labels = nil
 	}
 	n.LastContact = fromNullTS(n.LastContact)
 	n.UpdatedTS = n.UpdatedTS.UTC()
@@ -297,7 +301,7 @@ func (r *reader) OpenActions(ctx context.Context, clusterID, nodeID string) ([]s
 // ApprovalsBefore lists PENDING_APPROVE actions created before t, oldest first.
 func (r *reader) ApprovalsBefore(ctx context.Context, t time.Time) ([]store.Record, error) {
 	out, err := r.records(ctx, `SELECT `+actionColumns+` FROM actions
-		WHERE state = $1 AND created_ts < $2 ORDER BY created_ts, seq`, string(action.PendingApprove), ts(t))
+		WHERE state = $1 AND created_ts < $2 ORDER BY created_ts, seq`, string(action.PendingApprove), action.UTC(t))
 	if err != nil {
 		return nil, fmt.Errorf("approvals before %s: %w", t, err)
 	}
@@ -308,7 +312,7 @@ func (r *reader) ApprovalsBefore(ctx context.Context, t time.Time) ([]store.Reco
 // first.
 func (r *reader) ScheduledBefore(ctx context.Context, t time.Time) ([]store.Record, error) {
 	out, err := r.records(ctx, `SELECT `+actionColumns+` FROM actions
-		WHERE state = $1 AND scheduled_ts < $2 ORDER BY scheduled_ts, seq`, string(action.PendingSchedule), ts(t))
+		WHERE state = $1 AND scheduled_ts < $2 ORDER BY scheduled_ts, seq`, string(action.PendingSchedule), action.UTC(t))
 	if err != nil {
 		return nil, fmt.Errorf("scheduled before %s: %w", t, err)
 	}

@@ -9,6 +9,7 @@ import (
 
 	"github.com/musterhq/muster/core/store"
 	"github.com/musterhq/muster/shared/action"
+	shsqlite "github.com/musterhq/muster/shared/sqlite"
 )
 
 // writer is the store.Tx of one Update. It counts the rows it changes and
@@ -34,7 +35,7 @@ func (w *writer) exec(ctx context.Context, what, q string, args ...any) (sql.Res
 	return res, n, nil
 }
 
-func now() time.Time { return time.Now().UTC().Round(time.Microsecond) }
+func now() time.Time { return action.UTC(time.Now()) }
 
 // jsonList encodes a list of strings, an empty one as [].
 func jsonList(v []string) (string, error) {
@@ -54,7 +55,7 @@ func (w *writer) PutCluster(ctx context.Context, c *store.Cluster) error {
 		`INSERT INTO clusters (id, status, status_reason, updated_ts) VALUES (?, ?, ?, ?)
 		ON CONFLICT (id) DO UPDATE SET status = excluded.status,
 			status_reason = excluded.status_reason, updated_ts = excluded.updated_ts`,
-		c.ID, c.Status, c.StatusReason, micros(c.UpdatedTS))
+		c.ID, c.Status, c.StatusReason, shsqlite.Micros(c.UpdatedTS))
 	return err
 }
 
@@ -68,15 +69,21 @@ func (w *writer) PutNode(ctx context.Context, n *store.Node) error {
 	if err != nil {
 		return fmt.Errorf("put node %s/%s: kinds: %w", n.ClusterID, n.ID, err)
 	}
+	lbls := []byte("{}")
+	if len(n.Labels) > 0 {
+		if lbls, err = json.Marshal(n.Labels); err != nil {
+			return fmt.Errorf("put node %s/%s: labels: %w", n.ClusterID, n.ID, err)
+		}
+	}
 	_, _, err = w.exec(ctx, fmt.Sprintf("put node %s/%s", n.ClusterID, n.ID),
-		`INSERT INTO nodes (`+nodeColumns+`) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+		`INSERT INTO nodes (`+nodeColumns+`) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
 		ON CONFLICT (cluster_id, id) DO UPDATE SET addr = excluded.addr, source = excluded.source,
 			status = excluded.status, status_reason = excluded.status_reason, down_cause = excluded.down_cause, drained = excluded.drained,
 			store_id = excluded.store_id, cursor = excluded.cursor, kinds = excluded.kinds,
 			version = excluded.version, last_contact = excluded.last_contact,
-			updated_ts = excluded.updated_ts`,
+			updated_ts = excluded.updated_ts, labels = excluded.labels`,
 		n.ClusterID, n.ID, n.Addr, n.Source, n.Status, n.StatusReason, n.DownCause, n.Drained, n.StoreID, n.Cursor, kinds,
-		n.Version, nullMicros(n.LastContact), micros(n.UpdatedTS))
+		n.Version, shsqlite.NullMicros(n.LastContact), shsqlite.Micros(n.UpdatedTS), string(lbls))
 	return err
 }
 
@@ -93,8 +100,8 @@ func (w *writer) DeleteNode(ctx context.Context, clusterID, nodeID string) error
 func (w *writer) actionArgs(r *store.Record) []any {
 	return []any{r.ClusterID, r.NodeID, r.Kind, string(r.Args), string(r.State), r.StateReason,
 		string(r.Progress), r.Output, r.Origin, r.Requester, r.ApprovedBy, r.TimeoutS,
-		micros(r.CreatedTS), nullMicros(r.ScheduledTS), nullMicros(r.StartedTS),
-		nullMicros(r.FinishedTS), micros(r.UpdatedTS), r.RetryOf, r.ApprovalDigest,
+		shsqlite.Micros(r.CreatedTS), shsqlite.NullMicros(r.ScheduledTS), shsqlite.NullMicros(r.StartedTS),
+		shsqlite.NullMicros(r.FinishedTS), shsqlite.Micros(r.UpdatedTS), r.RetryOf, r.ApprovalDigest,
 		r.CancelRequested, r.SeenOnAgent, r.PushedStoreID, r.RunID, r.Stage, r.Wave}
 }
 
@@ -139,7 +146,7 @@ func (w *writer) AppendHistory(ctx context.Context, actionID string, t action.Tr
 	}
 	_, _, err := w.exec(ctx, fmt.Sprintf("history of %q", actionID),
 		`INSERT INTO action_history (action_id, ts, from_state, to_state, actor, reason) VALUES (?, ?, ?, ?, ?, ?)`,
-		actionID, micros(t.TS), string(t.From), string(t.To), t.Actor, t.Reason)
+		actionID, shsqlite.Micros(t.TS), string(t.From), string(t.To), t.Actor, t.Reason)
 	return err
 }
 
@@ -159,7 +166,7 @@ func (w *writer) AppendEvent(ctx context.Context, e *store.Event) error {
 	res, _, err := w.exec(ctx, "append event "+e.Type,
 		`INSERT INTO events (ts, type, actor, client_addr, cluster_id, node_id, action_id, run_id, message, data)
 		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
-		micros(e.TS), e.Type, e.Actor, e.ClientAddr, e.ClusterID, e.NodeID, e.ActionID, e.RunID, e.Message, data)
+		shsqlite.Micros(e.TS), e.Type, e.Actor, e.ClientAddr, e.ClusterID, e.NodeID, e.ActionID, e.RunID, e.Message, data)
 	if err != nil {
 		return err
 	}
@@ -179,14 +186,14 @@ func (w *writer) PurgeActions(ctx context.Context, before time.Time, limit int) 
 	// (migration 004) serves the query.
 	_, n, err := w.exec(ctx, "purge actions", `DELETE FROM actions WHERE seq IN (
 		SELECT seq FROM actions WHERE state IN ('DONE', 'FAILED', 'CANCELLED', 'LOST') AND updated_ts < ?
-		ORDER BY updated_ts, seq LIMIT ?)`, micros(before), limit)
+		ORDER BY updated_ts, seq LIMIT ?)`, shsqlite.Micros(before), limit)
 	return int(n), err
 }
 
 // PurgeEvents deletes up to limit events older than t, oldest first.
 func (w *writer) PurgeEvents(ctx context.Context, before time.Time, limit int) (int, error) {
 	_, n, err := w.exec(ctx, "purge events", `DELETE FROM events WHERE seq IN (
-		SELECT seq FROM events WHERE ts < ? ORDER BY seq LIMIT ?)`, micros(before), limit)
+		SELECT seq FROM events WHERE ts < ? ORDER BY seq LIMIT ?)`, shsqlite.Micros(before), limit)
 	return int(n), err
 }
 
@@ -202,7 +209,7 @@ func (w *writer) InsertToken(ctx context.Context, t *store.Token) error {
 	}
 	_, _, err = w.exec(ctx, fmt.Sprintf("insert token %q", t.Name),
 		`INSERT INTO tokens (name, roles, hash, created_ts) VALUES (?, ?, ?, ?)`,
-		t.Name, roles, t.Hash, micros(t.CreatedTS))
+		t.Name, roles, t.Hash, shsqlite.Micros(t.CreatedTS))
 	return err
 }
 
