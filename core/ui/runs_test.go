@@ -203,6 +203,15 @@ func TestRunDetailShowsStagesWavesGridAndDigest(t *testing.T) {
 	if !regexp.MustCompile(`data-stage="check" data-node="db-1" data-state="">w1 `).MatchString(body) {
 		t.Error("the grid does not show the check stage's cell on db-1")
 	}
+	// The run's events, from its page's link.
+	if !strings.Contains(body, `href="/ui/events?run=`+r.ID+`"`) {
+		t.Error("the run's page does not link its events")
+	}
+	other := e.createRun("op")
+	_, _, evs := b.get("/ui/events?run=" + r.ID)
+	if !strings.Contains(evs, "run.approved") || !strings.Contains(evs, `href="/ui/runs/`+r.ID+`"`) || strings.Contains(evs, other.ID) {
+		t.Error("the Events page filtered on the run does not show its events alone")
+	}
 	for page, want := range map[string]int{"/ui/runs/not-an-id": http.StatusNotFound, "/ui/runs/" + action.NewID(): http.StatusNotFound} {
 		if status, _, _ := b.get(page); status != want {
 			t.Errorf("%s: %d, want %d", page, status, want)
