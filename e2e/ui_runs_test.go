@@ -203,12 +203,15 @@ func TestWebUIRuns(t *testing.T) {
 		}{{"desktop", 1280, 800}, {"phone", 390, 844}} {
 			ctx := br.tab(t, size.w, size.h, "Europe/Paris")
 			signIn(t, ctx, base, "/ui/runs", f.secrets["bob"])
+			do(t, ctx, chromedp.WaitVisible(chromedp.CSS("table.runs")))
 			for _, p := range []struct{ name, path, ready string }{
 				{"runs", "/ui/runs", "table.runs tr[data-run]"},
 				{"run", page, "table.grid .cell"},
 				{"runs-filtered", "/ui/runs?state=DONE&cluster=e2e", "table.runs tr[data-run]"},
 			} {
-				do(t, ctx, chromedp.Navigate(base+p.path), chromedp.WaitVisible(chromedp.CSS(p.ready)))
+				if err := chromedp.Do(ctx, chromedp.Navigate(base+p.path), chromedp.WaitVisible(chromedp.CSS(p.ready))); err != nil {
+					t.Fatalf("%s at %s: %v", p.name, size.name, err)
+				}
 				waitJS(t, ctx, "local times", `!document.querySelector('time') || document.querySelector('time[data-local]')`)
 				if p.name == "runs-filtered" {
 					if n := eval[int](t, ctx, `document.querySelectorAll('table.runs tr[data-run]').length`); n != 1 {
