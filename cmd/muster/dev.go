@@ -272,6 +272,12 @@ Then as bob (approver):
   %[5]s action watch <id>       # PENDING_SCHEDULE → NEW → RUNNING → DONE
   %[5]s events
 
+A run over every node, one at a time, approved once (alice creates, bob approves):
+
+  %[5]s run create --cluster dev --kind muster.io/debug.sleep --arg seconds=2 --target all --max-concurrency 1
+  MUSTER_TOKEN=%[4]s %[5]s run approve <id>
+  %[5]s run watch <id>          # a bar and counts per state for each stage
+
 On a node, people use the agent's socket (its file mode decides who may):
 
   curl -s --unix-socket %[6]s http://agent/api/v1/info

@@ -251,7 +251,15 @@ type clusterState struct {
 	smu       sync.Mutex
 	admitted  map[string]admission     // action id → a disruptive push admitted, not yet settled
 	nodeLocks map[string]chan struct{} // node id → held while a sync talks to it
-	heldNodes map[string]bool          // nodes with a disruptive action the budget held
+	// gens counts, per node, the commits of its syncs. A pass notes the
+	// count when it talks to a node and drops that node's answers at its
+	// commit if a sync of the node alone committed meanwhile: those are
+	// newer than the pass's (see commit).
+	gens map[string]uint64
+	// commitMu orders the commits of a pass and of node syncs, so that the
+	// check of gens and the commit it guards are one step.
+	commitMu  sync.Mutex
+	heldNodes map[string]bool // nodes with a disruptive action the budget held
 }
 
 // nodeClient is the HTTP client of one node, for the address (and the
@@ -343,7 +351,8 @@ func (o *Orchestrator) cluster(id string) *clusterState {
 	cs, ok := o.clusters[id]
 	if !ok {
 		cs = &clusterState{id: id, lastContact: map[string]time.Time{}, clients: map[string]*nodeClient{},
-			admitted: map[string]admission{}, nodeLocks: map[string]chan struct{}{}, heldNodes: map[string]bool{}}
+			admitted: map[string]admission{}, nodeLocks: map[string]chan struct{}{}, heldNodes: map[string]bool{},
+			gens: map[string]uint64{}}
 		o.clusters[id] = cs
 	}
 	return cs

@@ -226,7 +226,7 @@ func (s *Store) serializable(ctx context.Context, fn func(tx pgx.Tx) error) erro
 		pause := time.Duration(rand.Int64N(int64(time.Millisecond) << min(attempt, 6)))
 		select {
 		case <-ctx.Done():
-			return err
+			return fmt.Errorf("%w (retrying after: %v)", ctx.Err(), err)
 		case <-time.After(pause):
 		}
 	}
