@@ -33,6 +33,7 @@ type Config struct {
 	// disruption budget").
 	Kinds  []budget.KindRule `mapstructure:"kinds" yaml:"kinds"`
 	Gossip GossipConfig      `mapstructure:"gossip" yaml:"gossip"`
+	UI     UIConfig          `mapstructure:"ui" yaml:"ui"`
 	HA     HAConfig          `mapstructure:"ha" yaml:"ha"`
 	// Retention: finished actions (with their history) and events older
 	// than this are purged in the background.
@@ -40,6 +41,17 @@ type Config struct {
 	Log       config.Log    `mapstructure:"log" yaml:"log"`
 	// ShutdownTimeout bounds the whole stop, every part together.
 	ShutdownTimeout time.Duration `mapstructure:"shutdown_timeout" yaml:"shutdown_timeout"`
+
+	// DevLogins maps one-time sign-in nonces to token names, for the links
+	// `muster dev` prints. It is never read from a configuration source.
+	DevLogins map[string]string `mapstructure:"-" yaml:"-"`
+}
+
+// UIConfig is the web UI served at /ui/ beside the API.
+type UIConfig struct {
+	Enabled bool `mapstructure:"enabled" yaml:"enabled"`
+	// SessionTTL is how long a browser stays signed in.
+	SessionTTL time.Duration `mapstructure:"session_ttl" yaml:"session_ttl"`
 }
 
 // Store drivers.
@@ -132,6 +144,7 @@ func DefaultConfig() Config {
 		Approval:        approval.DefaultPolicy(),
 		Retention:       retention.DefaultConfig().Retention,
 		Gossip:          GossipConfig{BindAddr: "0.0.0.0:7946", Join: []string{}, Timing: gossip.Timing{Profile: gossip.ProfileLAN}},
+		UI:              UIConfig{Enabled: true, SessionTTL: 12 * time.Hour},
 		HA:              HAConfig{LeaseTTL: 10 * time.Second},
 		Log:             config.DefaultLog(),
 		ShutdownTimeout: config.DefaultShutdownTimeout,
@@ -244,6 +257,9 @@ func (c *Config) Validate() error {
 		errs = append(errs, config.ValidateAddr("gossip.bind_addr", g.BindAddr)...)
 		errs = append(errs, gossip.ValidateJoin("gossip.join", g.Join)...)
 		errs = append(errs, g.Timing.Validate("gossip")...)
+	}
+	if c.UI.Enabled && c.UI.SessionTTL <= 0 {
+		add("ui.session_ttl", "must be a positive duration such as 12h, got %s", c.UI.SessionTTL)
 	}
 	if c.HA.LeaseTTL < time.Second {
 		add("ha.lease_ttl", "must be at least 1s, got %s", c.HA.LeaseTTL)
