@@ -18,7 +18,7 @@ import (
 	"github.com/musterhq/muster/shared/names"
 )
 
-// Config is the core's configuration (DESIGN.md §6).
+// Config is the core's configuration (docs/architecture.md, "Configuration").
 type Config struct {
 	// DataDir holds core.db (with the sqlite driver) and admin.token.
 	DataDir     string                  `mapstructure:"data_dir" yaml:"data_dir"`
@@ -28,10 +28,12 @@ type Config struct {
 	Clusters    []discovery.ClusterSpec `mapstructure:"clusters" yaml:"clusters"`
 	Orchestrate OrchestrateConfig       `mapstructure:"orchestrate" yaml:"orchestrate"`
 	Approval    approval.Policy         `mapstructure:"approval" yaml:"approval"`
-	// Kinds marks kinds (by glob) as disruptive: they count against the
-	// clusters' disruption budgets (DESIGN.md §11).
+	// Kinds marks kinds (by glob) as disruptive: they count against the clusters'
+	// disruption budgets (docs/architecture.md, "Labels, targets and the
+	// disruption budget").
 	Kinds  []budget.KindRule `mapstructure:"kinds" yaml:"kinds"`
 	Gossip GossipConfig      `mapstructure:"gossip" yaml:"gossip"`
+	UI     UIConfig          `mapstructure:"ui" yaml:"ui"`
 	HA     HAConfig          `mapstructure:"ha" yaml:"ha"`
 	// Retention: finished actions (with their history) and events older
 	// than this are purged in the background.
@@ -39,6 +41,17 @@ type Config struct {
 	Log       config.Log    `mapstructure:"log" yaml:"log"`
 	// ShutdownTimeout bounds the whole stop, every part together.
 	ShutdownTimeout time.Duration `mapstructure:"shutdown_timeout" yaml:"shutdown_timeout"`
+
+	// DevLogins maps one-time sign-in nonces to token names, for the links
+	// `muster dev` prints. It is never read from a configuration source.
+	DevLogins map[string]string `mapstructure:"-" yaml:"-"`
+}
+
+// UIConfig is the web UI served at /ui/ beside the API.
+type UIConfig struct {
+	Enabled bool `mapstructure:"enabled" yaml:"enabled"`
+	// SessionTTL is how long a browser stays signed in.
+	SessionTTL time.Duration `mapstructure:"session_ttl" yaml:"session_ttl"`
 }
 
 // Store drivers.
@@ -102,7 +115,7 @@ type GossipConfig struct {
 }
 
 // HAConfig tunes several core replicas sharing one PostgreSQL database
-// (DESIGN.md §13); it has no effect on SQLite.
+// (docs/architecture.md, "Several core replicas"); it has no effect on SQLite.
 type HAConfig struct {
 	// LeaseTTL is how long a cluster lease lasts unless renewed (every
 	// third of it). A replica that cannot renew stops its passes within it;
@@ -113,7 +126,7 @@ type HAConfig struct {
 	ReplicaID string `mapstructure:"replica_id" yaml:"replica_id"`
 }
 
-// DefaultConfig returns the defaults of DESIGN.md §6.
+// DefaultConfig returns the defaults (docs/architecture.md, "Configuration").
 func DefaultConfig() Config {
 	return Config{
 		Store:    StoreConfig{Driver: DriverSQLite},
@@ -131,6 +144,7 @@ func DefaultConfig() Config {
 		Approval:        approval.DefaultPolicy(),
 		Retention:       retention.DefaultConfig().Retention,
 		Gossip:          GossipConfig{BindAddr: "0.0.0.0:7946", Join: []string{}, Timing: gossip.Timing{Profile: gossip.ProfileLAN}},
+		UI:              UIConfig{Enabled: true, SessionTTL: 12 * time.Hour},
 		HA:              HAConfig{LeaseTTL: 10 * time.Second},
 		Log:             config.DefaultLog(),
 		ShutdownTimeout: config.DefaultShutdownTimeout,
@@ -243,6 +257,9 @@ func (c *Config) Validate() error {
 		errs = append(errs, config.ValidateAddr("gossip.bind_addr", g.BindAddr)...)
 		errs = append(errs, gossip.ValidateJoin("gossip.join", g.Join)...)
 		errs = append(errs, g.Timing.Validate("gossip")...)
+	}
+	if c.UI.Enabled && c.UI.SessionTTL <= 0 {
+		add("ui.session_ttl", "must be a positive duration such as 12h, got %s", c.UI.SessionTTL)
 	}
 	if c.HA.LeaseTTL < time.Second {
 		add("ha.lease_ttl", "must be at least 1s, got %s", c.HA.LeaseTTL)

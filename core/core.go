@@ -11,6 +11,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
+	"net/http"
 	"os"
 	"sync"
 
@@ -27,6 +28,7 @@ import (
 	"github.com/musterhq/muster/core/store"
 	"github.com/musterhq/muster/core/store/postgres"
 	"github.com/musterhq/muster/core/store/sqlite"
+	"github.com/musterhq/muster/core/ui"
 	"github.com/musterhq/muster/shared/apiserver"
 	"github.com/musterhq/muster/shared/config"
 	"github.com/musterhq/muster/shared/gossip"
@@ -136,11 +138,17 @@ func (c *Core) Run(ctx context.Context) error {
 	apiSrv := api.New(api.Config{Policy: cfg.Approval, Rules: rules, Budget: cfg.BudgetPolicy(), Gatherer: reg,
 		Registerer: reg, Runs: engine, Replicas: repl, MaxStreams: cfg.API.MaxEventStreams,
 		StreamWriteTimeout: cfg.API.WriteTimeout}, st, repl, c.log)
+	handler, closeUI, err := withUI(cfg, apiSrv, rules, engine, repl, st, c.log)
+	if err != nil {
+		ln.Close()
+		return err
+	}
 	// Refused TLS handshakes (no or a wrong client certificate) land in
 	// the error log.
-	httpSrv := apiserver.NewServer(apiSrv.Handler(), cfg.API.Server,
+	httpSrv := apiserver.NewServer(handler, cfg.API.Server,
 		slog.NewLogLogger(c.log.With("component", "api").Handler(), slog.LevelWarn))
 	httpSrv.RegisterOnShutdown(apiSrv.Close) // event streams end, so Shutdown can finish
+	httpSrv.RegisterOnShutdown(closeUI)
 
 	// Started in this order, stopped in the reverse one under one deadline
 	// (shutdown_timeout): the API stops taking requests, gossip leaves the
@@ -216,6 +224,32 @@ func (c *Core) Run(ctx context.Context) error {
 	}
 	c.log.Info("core stopping")
 	return errors.Join(runErr, stopAll()) // then the deferred Close of the store
+}
+
+// The web UI changes actions through the rules the API applies.
+var _ ui.Changer = (*actions.Rules)(nil)
+
+// withUI serves the web UI at /ui/ beside the API when it is enabled, and
+// returns the handler of both and the UI's Close.
+func withUI(cfg Config, apiSrv *api.Server, rules *actions.Rules, engine *runs.Engine, n ui.Nudger, st store.Store,
+	log *slog.Logger) (http.Handler, func(), error) {
+	if !cfg.UI.Enabled {
+		return apiSrv.Handler(), func() {}, nil
+	}
+	uiSrv, err := ui.New(ui.Config{
+		SessionTTL:  cfg.UI.SessionTTL,
+		Policy:      cfg.Approval,
+		ErrorStatus: api.Status,
+		DevLogins:   cfg.DevLogins,
+		Runs:        engine,
+	}, st, rules, n, log)
+	if err != nil {
+		return nil, nil, err
+	}
+	mux := http.NewServeMux()
+	mux.Handle("/ui/", uiSrv.Handler())
+	mux.Handle("/", apiSrv.Handler())
+	return mux, uiSrv.Close, nil
 }
 
 // keyFiles are the key files of cfg, by configuration key.

@@ -4,7 +4,9 @@ import (
 	"bufio"
 	"context"
 	"errors"
+	"fmt"
 	"net"
+	"net/http"
 	"os"
 	"path/filepath"
 	"slices"
@@ -209,6 +211,49 @@ func runWithARealAgent(t *testing.T, storeCfg func(t *testing.T, dataDir string)
 	})
 	if err != nil {
 		t.Fatal(err)
+	}
+}
+
+// The core serves the web UI at /ui/ beside the API, unless ui.enabled is
+// false.
+func TestRunServesTheUIBesideTheAPI(t *testing.T) {
+	t.Parallel()
+	for _, enabled := range []bool{true, false} {
+		t.Run(fmt.Sprintf("enabled=%v", enabled), func(t *testing.T) {
+			t.Parallel()
+			cfg := core.DefaultConfig()
+			cfg.DataDir = t.TempDir()
+			cfg.API.Addr = "127.0.0.1:0"
+			cfg.UI.Enabled = enabled
+			c, err := core.New(cfg, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			ctx, cancel := context.WithCancel(context.Background())
+			done := make(chan error, 1)
+			go func() { done <- c.Run(ctx) }()
+			t.Cleanup(func() { cancel(); <-done })
+			select {
+			case <-c.Ready():
+			case err := <-done:
+				t.Fatalf("Run: %v", err)
+			}
+			base := "http://" + c.Addr().String()
+			want := map[string]int{"/ui/login": http.StatusOK, "/health": http.StatusOK, "/api/v1/actions": http.StatusUnauthorized}
+			if !enabled {
+				want["/ui/login"] = http.StatusNotFound
+			}
+			for path, status := range want {
+				resp, err := http.Get(base + path)
+				if err != nil {
+					t.Fatal(err)
+				}
+				resp.Body.Close()
+				if resp.StatusCode != status {
+					t.Errorf("GET %s: %d, want %d", path, resp.StatusCode, status)
+				}
+			}
+		})
 	}
 }
 

@@ -25,7 +25,8 @@ type fleet struct {
 	t     testing.TB
 	core  *proc
 	cores []*proc // with replicas: every core replica (core is the first)
-	// secrets of admin, alice and bob, for clients of another replica (use)
+	// secrets of the tokens made by token, by name (admin included), for
+	// clients of another replica (use) and for signing in to the web UI
 	secrets map[string]string
 	agents  map[string]*proc
 	agentC  map[string]*client.Agent
@@ -313,8 +314,10 @@ func TestCoreApprovalFlow(t *testing.T) {
 	approvedAt := time.Now()
 	f.approve(a.ID)
 	done := f.waitCore(a.ID, 10*time.Second, action.Done)
-	if took := time.Since(approvedAt); took > 2*time.Second+500*time.Millisecond {
-		t.Fatalf("DONE %s after approval, want within two intervals (2s)", took)
+	// The approval nudges a sync at once; a generous bound, since how soon
+	// is a figure of make bench, not of a loaded test machine.
+	if took := time.Since(approvedAt); took > 8*time.Second {
+		t.Fatalf("DONE %s after approval, want well within the 10 s a nudge-less wait would take", took)
 	}
 	if done.ApprovedBy != "bob" || done.Output != "pong\n" {
 		t.Fatalf("done record %+v", done)

@@ -58,6 +58,34 @@ func TestDevClusterWalkthrough(t *testing.T) {
 		t.Fatalf("banner lacks the export lines:\n%s", text)
 	}
 	hc := &http.Client{Timeout: 10 * time.Second}
+
+	// The banner names the web UI and a one-time sign-in link per person,
+	// which signs in from loopback once.
+	if !strings.Contains(text, addr[1]+"/ui/") {
+		t.Fatalf("the banner does not name the web UI:\n%s", text)
+	}
+	for _, name := range []string{"alice", "bob"} {
+		link := regexp.MustCompile(name + `\s+(http://\S+/ui/dev-login\?nonce=\S+)`).FindStringSubmatch(text)
+		if link == nil {
+			t.Fatalf("no sign-in link for %s:\n%s", name, text)
+		}
+		noRedirect := &http.Client{Timeout: 10 * time.Second,
+			CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
+		for i, want := range []int{http.StatusSeeOther, http.StatusForbidden} {
+			resp, err := noRedirect.Get(link[1])
+			if err != nil {
+				t.Fatal(err)
+			}
+			resp.Body.Close()
+			signedIn := false
+			for _, c := range resp.Cookies() {
+				signedIn = signedIn || c.Name == "muster_session" && c.Value != ""
+			}
+			if resp.StatusCode != want || signedIn != (i == 0) {
+				t.Fatalf("%s's link, use %d: %d (session %v), want %d", name, i+1, resp.StatusCode, signedIn, want)
+			}
+		}
+	}
 	a := client.NewCore(addr[1], alice[1], hc)
 	b := client.NewCore(addr[1], bob[1], hc)
 	created, err := a.CreateAction(ctxT(t), &wire.CreateActionRequest{ClusterID: "dev", NodeID: "node-1",

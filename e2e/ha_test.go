@@ -277,7 +277,6 @@ func (f *haFleet) waitDone(via int, cluster string, ids []string, within time.Du
 			a, err := c.Action(ctxT(f.t), id)
 			if err != nil || a.State != action.Done {
 				_ = c.Orchestrate(ctxT(f.t), cluster)
-				time.Sleep(200 * time.Millisecond)
 				return false
 			}
 		}

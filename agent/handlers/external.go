@@ -11,6 +11,7 @@ import (
 	"strings"
 	"syscall"
 	"time"
+	"unicode/utf8"
 
 	"github.com/musterhq/muster/shared/action"
 	"github.com/musterhq/muster/shared/config"
@@ -254,10 +255,13 @@ func parseCheck(out []byte) (*checkReport, error) {
 }
 
 func clip(s string, n int) string {
-	if len(s) > n {
-		return s[:n] + "…"
+	if len(s) <= n {
+		return s
 	}
-	return s
+	for n > 0 && !utf8.RuneStart(s[n]) { // never cut a character in two
+		n--
+	}
+	return s[:n] + "…"
 }
 
 func exitMessage(what string, code int, err error) string {

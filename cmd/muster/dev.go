@@ -2,6 +2,8 @@ package main
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/base64"
 	"errors"
 	"fmt"
 	"io"
@@ -138,6 +140,17 @@ func runDev(ctx context.Context, o devOptions, out io.Writer) error {
 		ccfg.Gossip = core.GossipConfig{Enabled: true, Insecure: true, BindAddr: o.gossipAddr, Timing: devGossipTiming}
 	}
 	ccfg.Orchestrate.Interval = o.interval
+	// One-time sign-in links for the web UI, accepted only from loopback.
+	links := map[string]string{}
+	ccfg.DevLogins = map[string]string{}
+	for _, name := range []string{"alice", "bob"} {
+		nonce, err := devNonce()
+		if err != nil {
+			return err
+		}
+		ccfg.DevLogins[nonce] = name
+		links[name] = nonce
+	}
 	c, err := core.New(ccfg, log)
 	if err != nil {
 		return err
@@ -184,7 +197,10 @@ func runDev(ctx context.Context, o devOptions, out io.Writer) error {
 		}
 		tokens[u.name] = sec.Token
 	}
-	printDevBanner(out, dir, coreURL, spec, tokens, o.dataDir == "")
+	for name, nonce := range links {
+		links[name] = coreURL + "/ui/dev-login?nonce=" + nonce
+	}
+	printDevBanner(out, dir, coreURL, spec, tokens, links, o.dataDir == "")
 
 	select {
 	case <-ctx.Done():
@@ -211,7 +227,16 @@ func waitReady(ctx context.Context, ready <-chan struct{}, errs chan error) erro
 	}
 }
 
-func printDevBanner(out io.Writer, dir, coreURL string, spec discovery.ClusterSpec, tokens map[string]string, temp bool) {
+// devNonce returns a random one-time sign-in nonce.
+func devNonce() (string, error) {
+	b := make([]byte, 24)
+	if _, err := rand.Read(b); err != nil {
+		return "", err
+	}
+	return base64.RawURLEncoding.EncodeToString(b), nil
+}
+
+func printDevBanner(out io.Writer, dir, coreURL string, spec discovery.ClusterSpec, tokens, links map[string]string, temp bool) {
 	where := dir
 	if temp {
 		where += " (removed on exit)"
@@ -219,8 +244,9 @@ func printDevBanner(out io.Writer, dir, coreURL string, spec discovery.ClusterSp
 	fmt.Fprintf(out, `muster dev is running.
 
   core     %s
+  web UI   %s/ui/
   cluster  dev
-`, coreURL)
+`, coreURL, coreURL)
 	for _, n := range spec.Nodes {
 		fmt.Fprintf(out, "  agent    %-8s http://%s  socket %s\n", n.ID, n.Addr, filepath.Join(dir, n.ID, agent.SocketFile))
 	}
@@ -256,6 +282,12 @@ On a node, people use the agent's socket (its file mode decides who may):
 
   curl -s --unix-socket %[6]s http://agent/api/v1/info
 
+In a browser on this machine (each link signs in once):
+
+  alice  %[7]s
+  bob    %[8]s
+
 Stop with Ctrl-C.
-`, where, coreURL, tokens["alice"], tokens["bob"], bin, filepath.Join(dir, spec.Nodes[0].ID, agent.SocketFile))
+`, where, coreURL, tokens["alice"], tokens["bob"], bin, filepath.Join(dir, spec.Nodes[0].ID, agent.SocketFile),
+		links["alice"], links["bob"])
 }

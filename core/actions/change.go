@@ -60,6 +60,10 @@ func wrongState(r *store.Record, what string) error {
 type Actor struct {
 	Name string
 	Addr string
+	// Note is what the person said about the change (the reason given with
+	// an approval or a rejection in the web UI), "" for none. It follows
+	// the fixed reason in the history line and is the event's "note".
+	Note string
 }
 
 // Core is the core itself as an Actor.
@@ -96,7 +100,11 @@ func (c *Change) event(typ string, by Actor, ts time.Time, msg string, data map[
 func (c *Change) move(to action.State, by Actor, reason, typ, msg string, now time.Time) {
 	from := c.Rec.State
 	c.Rec.State, c.Rec.StateReason = to, reason
-	c.History = append(c.History, action.Transition{TS: now, From: from, To: to, Actor: by.Name, Reason: reason})
+	line := reason
+	if by.Note != "" {
+		line += ": " + by.Note
+	}
+	c.History = append(c.History, action.Transition{TS: now, From: from, To: to, Actor: by.Name, Reason: line})
 	if typ == "" {
 		typ = store.EventActionStateChanged
 		if to == action.Lost {
@@ -112,7 +120,11 @@ func (c *Change) move(to action.State, by Actor, reason, typ, msg string, now ti
 			msg += ": " + reason
 		}
 	}
-	c.event(typ, by, now, msg, map[string]any{"from": string(from), "to": string(to), "reason": reason})
+	data := map[string]any{"from": string(from), "to": string(to), "reason": reason}
+	if by.Note != "" {
+		data["note"] = by.Note
+	}
+	c.event(typ, by, now, msg, data)
 }
 
 // Then merges next, a later change of the same record decided against

@@ -330,3 +330,53 @@ func TestChildrenOfARun(t *testing.T) {
 		t.Fatal("nothing written")
 	}
 }
+
+// What a person says with a change (Actor.Note) follows the fixed reason in
+// the history line and is the event's note; the state reason stays fixed.
+func TestANoteGoesToTheHistoryAndTheEvent(t *testing.T) {
+	t.Parallel()
+	e := setup(t)
+	var approved, rejected string
+	e.update(func(ctx context.Context, tx store.Tx) error {
+		for _, id := range []*string{&approved, &rejected} {
+			rec, err := e.r.Create(ctx, tx, Request{ClusterID: cluster, NodeID: "n1", Kind: "muster.io/debug.ping"}, alice)
+			if err != nil {
+				return err
+			}
+			*id = rec.ID
+		}
+		if _, err := e.r.Approve(ctx, tx, approved, Actor{Name: "bob", Note: "change CH-42"}); err != nil {
+			return err
+		}
+		_, err := e.r.Reject(ctx, tx, rejected, Actor{Name: "bob", Note: "not on a Friday"})
+		return err
+	})
+	for id, want := range map[string][2]string{approved: {ReasonApproved, "change CH-42"}, rejected: {ReasonRejected, "not on a Friday"}} {
+		rec, evs := e.get(id)
+		last := rec.History[len(rec.History)-1]
+		if last.Reason != want[0]+": "+want[1] || rec.StateReason != want[0] {
+			t.Fatalf("history reason %q, state reason %q; want %q and %q", last.Reason, rec.StateReason, want[0]+": "+want[1], want[0])
+		}
+		ev := evs[len(evs)-1]
+		if ev.Data["note"] != want[1] || ev.Data["reason"] != want[0] {
+			t.Fatalf("event data %v, want note %q and reason %q", ev.Data, want[1], want[0])
+		}
+	}
+	// Without a note, nothing changes.
+	var plain string
+	e.update(func(ctx context.Context, tx store.Tx) error {
+		rec, err := e.r.Create(ctx, tx, Request{ClusterID: cluster, NodeID: "n1", Kind: "muster.io/debug.ping"}, alice)
+		if err == nil {
+			plain = rec.ID
+			_, err = e.r.Approve(ctx, tx, plain, bob)
+		}
+		return err
+	})
+	rec, evs := e.get(plain)
+	if r := rec.History[len(rec.History)-1].Reason; r != ReasonApproved {
+		t.Fatalf("history reason without a note: %q", r)
+	}
+	if _, ok := evs[len(evs)-1].Data["note"]; ok {
+		t.Fatal("an event without a note has one")
+	}
+}

@@ -48,6 +48,14 @@ func badRequest(format string, args ...any) error {
 	return fmt.Errorf("%w: "+format, append([]any{ErrBadRequest}, args...)...)
 }
 
+// Status returns the HTTP status the API answers for err, so that other
+// front ends (the web UI) report an error of an action change as the API
+// does.
+func Status(err error) int {
+	status, _ := classify(err)
+	return status
+}
+
 // classify maps an error to its status and code.
 func classify(err error) (int, string) {
 	if status, code, ok := runError(err); ok {

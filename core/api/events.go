@@ -86,7 +86,7 @@ func (s *Server) listEvents(c *echo.Context) error {
 		if tail > 0 {
 			// The last tail events: sequence numbers have no gaps but for
 			// rolled-back appends, so this is at most tail of them.
-			last, err := latestSeq(ctx, r)
+			last, err := store.LatestSeq(ctx, r)
 			if err != nil {
 				return err
 			}
@@ -106,50 +106,6 @@ func (s *Server) listEvents(c *echo.Context) error {
 		}
 	}
 	return c.JSON(http.StatusOK, out)
-}
-
-// latestSeq returns the sequence number of the newest event (0 when there is
-// none) with O(log n) indexed reads: "is there an event after k" is monotone
-// in k, so a galloping then binary search finds the last k for which it holds.
-func latestSeq(ctx context.Context, r store.Reader) (int64, error) {
-	// firstAfter returns the seq of the first event after k, if any.
-	firstAfter := func(k int64) (int64, bool, error) {
-		evs, err := r.Events(ctx, k, 1)
-		if err != nil || len(evs) == 0 {
-			return 0, false, err
-		}
-		return evs[0].Seq, true, nil
-	}
-	lo, ok, err := firstAfter(0)
-	if err != nil || !ok {
-		return 0, err
-	}
-	// Invariant: an event exists at lo; none exists after hi.
-	var hi int64
-	for step := int64(1); ; step *= 2 {
-		next, ok, err := firstAfter(lo + step)
-		if err != nil {
-			return 0, err
-		}
-		if !ok {
-			hi = lo + step
-			break
-		}
-		lo = next
-	}
-	for lo < hi {
-		mid := lo + (hi-lo+1)/2
-		next, ok, err := firstAfter(mid - 1)
-		if err != nil {
-			return 0, err
-		}
-		if ok {
-			lo = next // next >= mid > lo
-		} else {
-			hi = mid - 1
-		}
-	}
-	return lo, nil
 }
 
 // acquireStream counts one more stream for a token, or refuses it.
@@ -215,7 +171,7 @@ func (s *Server) streamEvents(c *echo.Context) error {
 	if since < 0 {
 		if err := s.st.Read(ctx, func(r store.Reader) error {
 			var err error
-			since, err = latestSeq(ctx, r)
+			since, err = store.LatestSeq(ctx, r)
 			return err
 		}); err != nil {
 			return err

@@ -66,13 +66,13 @@ func TestLatestSeq(t *testing.T) {
 		var got int64
 		if err := e.st.Read(ctx, func(r store.Reader) error {
 			var err error
-			got, err = latestSeq(ctx, r)
+			got, err = store.LatestSeq(ctx, r)
 			return err
 		}); err != nil {
 			t.Fatal(err)
 		}
 		if got != want {
-			t.Fatalf("with %d events: latestSeq = %d, want %d", n, got, want)
+			t.Fatalf("with %d events: LatestSeq = %d, want %d", n, got, want)
 		}
 		if err := e.st.Update(ctx, func(tx store.Tx) error {
 			return tx.AppendEvent(ctx, &store.Event{Type: store.EventNodeUp, Actor: "core", Message: "x"})

@@ -3,6 +3,7 @@ package orchestrate
 import (
 	"context"
 	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -235,4 +236,42 @@ func TestNodeSyncsNeedTheClustersLease(t *testing.T) {
 	g.held.Store(true)
 	h.o.NudgeNode(cluster, "n1")
 	testwait.For(t, "the push under the lease", func() bool { return h.record(id).State == action.New })
+}
+
+// TestPassCommitDoesNotUndoANewerNodeSync: a pass talks to n1 (its action
+// RUNNING) and is then held up by another node; meanwhile the action ends
+// and a sync of n1 alone commits DONE. The pass's commit must not take the
+// record back to RUNNING.
+func TestPassCommitDoesNotUndoANewerNodeSync(t *testing.T) {
+	t.Parallel()
+	h := setup(t, Config{}, "n1", "slow")
+	h.pass()
+	id := h.create("n1", nil)
+	h.pass()
+	h.agents["n1"].run(t, id, action.Running, nil)
+	h.agents["n1"].calls("") // forget the requests so far
+	entered, release := stuck(h, "slow")
+	passDone := make(chan error, 1)
+	go func() { _, err := h.o.Pass(context.Background(), cluster); passDone <- err }()
+	<-entered
+	pulled := 0
+	testwait.For(t, "the pass to pull n1", func() bool {
+		pulled += len(h.agents["n1"].calls("GET /api/v1/actions"))
+		return pulled > 0
+	})
+	h.agents["n1"].run(t, id, action.Done, nil)
+	if _, err := h.o.SyncNodes(context.Background(), cluster, []string{"n1"}); err != nil {
+		t.Fatal(err)
+	}
+	wantState(t, h.record(id), action.Done)
+	close(release)
+	if err := <-passDone; err != nil {
+		t.Fatal(err)
+	}
+	wantState(t, h.record(id), action.Done)
+	for _, e := range h.events() {
+		if strings.Contains(e, "conflict") {
+			t.Fatalf("a false conflict: %v", h.events())
+		}
+	}
 }

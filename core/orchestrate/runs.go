@@ -49,10 +49,13 @@ func (o *Orchestrator) advanceRuns(ctx context.Context, clusterID string) int {
 			n, err = o.cfg.Runs.Advance(ctx, tx, id)
 			return err
 		})
-		created += n
-		if err != nil && ctx.Err() == nil {
-			o.log.Warn("advance run", "cluster", clusterID, "run", id, "err", err)
+		if err != nil {
+			if ctx.Err() == nil {
+				o.log.Warn("advance run", "cluster", clusterID, "run", id, "err", err)
+			}
+			continue
 		}
+		created += n
 	}
 	return created
 }

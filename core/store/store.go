@@ -78,6 +78,12 @@ type Reader interface {
 	Tokens(ctx context.Context) ([]Token, error)
 	TokenByHash(ctx context.Context, hash string) (*Token, error)
 
+	// Session returns the web UI session whose id hashes to hash
+	// (ErrNotFound otherwise), expired or not.
+	Session(ctx context.Context, hash string) (*Session, error)
+	// SessionCount counts the sessions held, expired ones included.
+	SessionCount(ctx context.Context) (int, error)
+
 	// Run returns the run with exactly this id (ErrNotFound otherwise).
 	Run(ctx context.Context, id string) (*Run, error)
 	// RunIDsWithPrefix returns up to max run ids that start with prefix.
@@ -114,7 +120,8 @@ type Tx interface {
 	AppendEvent(ctx context.Context, e *Event) error
 	// PurgeActions deletes up to limit finished actions (DONE, FAILED,
 	// CANCELLED, LOST) last changed before t, oldest first, with their
-	// history, and returns how many it deleted.
+	// history, and returns how many it deleted. The children of runs still
+	// open stay: a run that lost them would create them again.
 	PurgeActions(ctx context.Context, before time.Time, limit int) (int, error)
 	// PurgeEvents deletes up to limit events older than t, oldest first,
 	// and returns how many it deleted. Sequence numbers are never reused.
@@ -123,6 +130,14 @@ type Tx interface {
 	// the name is, ignoring case: alice and Alice are one name).
 	InsertToken(ctx context.Context, t *Token) error
 	DeleteToken(ctx context.Context, name string) error
+	// InsertSession stores a new web UI session (ErrExists when the hash
+	// is taken).
+	InsertSession(ctx context.Context, s *Session) error
+	// DeleteSession removes a session; one that is not there is no error.
+	DeleteSession(ctx context.Context, hash string) error
+	// DeleteSessionsBefore removes the sessions that expire at or before t
+	// and returns how many it removed.
+	DeleteSessionsBefore(ctx context.Context, t time.Time) (int, error)
 	// InsertRun stores a new run (ErrExists when the id is taken).
 	InsertRun(ctx context.Context, r *Run) error
 	// UpdateRun replaces the stored run with the same id.
@@ -291,7 +306,7 @@ func SortKeys(keys []SortKey) ([]SortKey, error) {
 	return append(out, SortKey{Field: "id"}), nil
 }
 
-// Event types (DESIGN.md §5).
+// Event types (docs/architecture.md, "The core").
 const (
 	EventActionCreated         = "action.created"
 	EventActionApproved        = "action.approved"
@@ -343,10 +358,66 @@ const (
 	RoleAdmin    = "admin"
 )
 
+// Session is a web UI sign-in (core/ui). Only the hash of its id is stored,
+// and the token it signed in with is named by the token's hash, so that a
+// revoked token's sessions stop working at once.
+type Session struct {
+	Hash      string
+	TokenHash string
+	// CSRF is the synchronizer token the session's forms carry.
+	CSRF      string
+	CreatedTS time.Time
+	ExpiresTS time.Time
+}
+
 // Token is an API identity. Only a hash of the secret is stored.
 type Token struct {
 	Name      string    `json:"name"`
 	Roles     []string  `json:"roles"`
 	Hash      string    `json:"-"`
 	CreatedTS time.Time `json:"created_ts"`
+}
+
+// LatestSeq returns the sequence number of the newest event (0 when there is
+// none) with O(log n) indexed reads: "is there an event after k" is monotone
+// in k, so a galloping then binary search finds the last k for which it holds.
+func LatestSeq(ctx context.Context, r Reader) (int64, error) {
+	// firstAfter returns the seq of the first event after k, if any.
+	firstAfter := func(k int64) (int64, bool, error) {
+		evs, err := r.Events(ctx, k, 1)
+		if err != nil || len(evs) == 0 {
+			return 0, false, err
+		}
+		return evs[0].Seq, true, nil
+	}
+	lo, ok, err := firstAfter(0)
+	if err != nil || !ok {
+		return 0, err
+	}
+	// Invariant: an event exists at lo; none exists after hi.
+	var hi int64
+	for step := int64(1); ; step *= 2 {
+		next, ok, err := firstAfter(lo + step)
+		if err != nil {
+			return 0, err
+		}
+		if !ok {
+			hi = lo + step
+			break
+		}
+		lo = next
+	}
+	for lo < hi {
+		mid := lo + (hi-lo+1)/2
+		next, ok, err := firstAfter(mid - 1)
+		if err != nil {
+			return 0, err
+		}
+		if ok {
+			lo = next // next >= mid > lo
+		} else {
+			hi = mid - 1
+		}
+	}
+	return lo, nil
 }

@@ -84,7 +84,9 @@ func (s *Store) Coordinate(ctx context.Context, me store.Replica, ttl time.Durat
 				err = tx.QueryRow(ctx, `UPDATE leases SET holder = $2, epoch = epoch + 1, acquired_ts = now(),
 					expires_ts = now() + $3::interval WHERE cluster_id = $1 RETURNING epoch`, c, me.ID, ttl).Scan(&epoch)
 			case !want[c] && mine: // give it up now, not at expiry
-				_, err = tx.Exec(ctx, `UPDATE leases SET expires_ts = now() WHERE cluster_id = $1`, c)
+				if _, err = tx.Exec(ctx, `UPDATE leases SET expires_ts = now() WHERE cluster_id = $1`, c); err != nil {
+					return fmt.Errorf("give up the lease of %s: %w", c, err)
+				}
 				continue
 			default:
 				continue

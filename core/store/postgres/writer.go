@@ -204,12 +204,14 @@ func (w *writer) AppendEvent(ctx context.Context, e *store.Event) error {
 }
 
 // PurgeActions deletes up to limit finished actions last changed before t,
-// oldest first; their history goes with them (ON DELETE CASCADE). The
+// oldest first, but for the children of runs still open (a run that lost
+// them would create them again); their history goes with them (ON DELETE CASCADE). The
 // states are literals so that the partial index actions_finished serves
 // the query.
 func (w *writer) PurgeActions(ctx context.Context, before time.Time, limit int) (int, error) {
 	n, err := w.exec(ctx, "purge actions", `DELETE FROM actions WHERE seq IN (
 		SELECT seq FROM actions WHERE state IN ('DONE', 'FAILED', 'CANCELLED', 'LOST') AND updated_ts < $1
+			AND (run_id = '' OR run_id NOT IN (SELECT id FROM runs WHERE state IN ('PENDING_APPROVE', 'RUNNING', 'PAUSED')))
 		ORDER BY updated_ts, seq LIMIT $2)`, action.UTC(before), limit)
 	return int(n), err
 }

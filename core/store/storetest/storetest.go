@@ -39,6 +39,7 @@ func Run(t *testing.T, db NewDB) {
 		{"History", testHistory},
 		{"Tokens", testTokens},
 		{"TokenNamesAreUniqueIgnoringCase", testTokenNamesAreUniqueIgnoringCase},
+		{"Sessions", testSessions},
 		{"RunsRoundTripAndList", testRunsRoundTripAndList},
 		{"ARunHasOneChildPerStageAndNode", testARunHasOneChildPerStageAndNode},
 		{"PlaybookVersions", testPlaybookVersions},
@@ -53,6 +54,7 @@ func Run(t *testing.T, db NewDB) {
 		{"OpenActionsAndApprovalsBefore", testOpenActionsAndApprovalsBefore},
 		{"ScheduledBefore", testScheduledBefore},
 		{"Purge", testPurge},
+		{"PurgeKeepsChildrenOfOpenRuns", testPurgeKeepsChildrenOfOpenRuns},
 		{"EventsSequenceAndSubscribe", testEventsSequenceAndSubscribe},
 		{"EventsAreNumberedInCommitOrder", testEventsAreNumberedInCommitOrder},
 		{"EventSequenceSurvivesReopen", testEventSequenceSurvivesReopen},
@@ -348,6 +350,66 @@ func testTokens(t *testing.T, db NewDB) {
 	read(t, s, func(ctx context.Context, r store.Reader) error {
 		if _, err := r.TokenByHash(ctx, "h1"); !errors.Is(err, store.ErrNotFound) {
 			t.Errorf("revoked token still found: %v", err)
+		}
+		return nil
+	})
+}
+
+// testSessions: a web UI session round-trips, its hash is unique, it is
+// deleted alone or with every session expired by a time, and another store
+// on the same database (a restart, or another replica) sees it.
+func testSessions(t *testing.T, db NewDB) {
+	open := db(t)
+	s := open(t)
+	ctx := context.Background()
+	a := store.Session{Hash: "sa", TokenHash: "h1", CSRF: "c1", CreatedTS: t0, ExpiresTS: t0.Add(time.Hour)}
+	b := store.Session{Hash: "sb", TokenHash: "h2", CSRF: "c2", CreatedTS: t0, ExpiresTS: t0.Add(2 * time.Hour)}
+	c := store.Session{Hash: "sc", TokenHash: "h1", CSRF: "c3", CreatedTS: t0, ExpiresTS: t0.Add(3 * time.Hour)}
+	update(t, s, func(ctx context.Context, tx store.Tx) error {
+		for _, x := range []*store.Session{&a, &b, &c} {
+			if err := tx.InsertSession(ctx, x); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	dup := store.Session{Hash: "sa", TokenHash: "h9", CSRF: "x", CreatedTS: t0, ExpiresTS: t0}
+	if err := s.Update(ctx, func(tx store.Tx) error { return tx.InsertSession(ctx, &dup) }); !errors.Is(err, store.ErrExists) {
+		t.Fatalf("a session hash twice: %v, want ErrExists", err)
+	}
+	other := open(t)
+	read(t, other, func(ctx context.Context, r store.Reader) error {
+		got, err := r.Session(ctx, "sb")
+		if err != nil || !reflect.DeepEqual(*got, b) {
+			t.Errorf("Session = %+v, %v, want %+v", got, err, b)
+		}
+		if _, err := r.Session(ctx, "nope"); !errors.Is(err, store.ErrNotFound) {
+			t.Errorf("missing session: %v", err)
+		}
+		if n, err := r.SessionCount(ctx); n != 3 || err != nil {
+			t.Errorf("SessionCount = %d, %v, want 3", n, err)
+		}
+		return nil
+	})
+	update(t, other, func(ctx context.Context, tx store.Tx) error {
+		if err := tx.DeleteSession(ctx, "sc"); err != nil {
+			return err
+		}
+		if err := tx.DeleteSession(ctx, "sc"); err != nil { // gone already: no error
+			return err
+		}
+		n, err := tx.DeleteSessionsBefore(ctx, t0.Add(time.Hour))
+		if n != 1 {
+			t.Errorf("DeleteSessionsBefore removed %d, want 1 (the one expiring then)", n)
+		}
+		return err
+	})
+	read(t, s, func(ctx context.Context, r store.Reader) error {
+		for hash, want := range map[string]bool{"sa": false, "sb": true, "sc": false} {
+			_, err := r.Session(ctx, hash)
+			if found := err == nil; found != want {
+				t.Errorf("session %s found %v, want %v (%v)", hash, found, want, err)
+			}
 		}
 		return nil
 	})

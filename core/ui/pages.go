@@ -1,0 +1,558 @@
+package ui
+
+import (
+	"crypto/subtle"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"net/url"
+	"strings"
+	"time"
+
+	"github.com/musterhq/muster/core/actions"
+	"github.com/musterhq/muster/core/approval"
+	"github.com/musterhq/muster/core/auth"
+	"github.com/musterhq/muster/core/store"
+	"github.com/musterhq/muster/shared/action"
+)
+
+// Sizes of the lists shown.
+const (
+	approvalsShown = 200
+	actionsPerPage = 50
+	eventsShown    = 100
+	// eventsScanned bounds how far back the Events page looks for matches.
+	eventsScanned = 5000
+)
+
+type loginData struct {
+	Next    string
+	Expired bool
+}
+
+func (s *Server) loginPage(w http.ResponseWriter, r *http.Request) {
+	q := r.URL.Query()
+	if c, err := r.Cookie(sessionCookie); err == nil {
+		if sess, _, _, err := s.sessions.get(r.Context(), c.Value); err == nil && sess != nil {
+			// Signed in already: on to the page asked for.
+			next := safeNext(q.Get("next"))
+			if next == "" {
+				next = "/ui/approvals"
+			}
+			http.Redirect(w, r, next, http.StatusSeeOther)
+			return
+		}
+	}
+	s.showLogin(w, r, http.StatusOK, loginData{Next: safeNext(q.Get("next")), Expired: q.Get("expired") == "1"}, "")
+}
+
+// showLogin renders the sign-in form with a fresh CSRF token in its cookie.
+func (s *Server) showLogin(w http.ResponseWriter, r *http.Request, status int, d loginData, errMsg string) {
+	csrf := randomToken()
+	setCookie(w, r, loginCookie, csrf, 3600)
+	vw := newView(nil, "Sign in", "")
+	vw.CSRF = csrf
+	vw.Error = errMsg
+	if d.Expired && errMsg == "" {
+		vw.Flash = "Your session has ended. Sign in again to go back where you were."
+	}
+	if r.URL.Query().Get("signed_out") == "1" {
+		vw.Flash = "You are signed out."
+	}
+	vw.Data = d
+	s.render(w, r, status, "login", vw)
+}
+
+func (s *Server) login(w http.ResponseWriter, r *http.Request) {
+	r.Body = http.MaxBytesReader(w, r.Body, maxForm)
+	if err := r.ParseForm(); err != nil {
+		s.showLogin(w, r, http.StatusBadRequest, loginData{}, "The form could not be read.")
+		return
+	}
+	c, err := r.Cookie(loginCookie)
+	if !sameOrigin(r) || err != nil || c.Value == "" ||
+		subtle.ConstantTimeCompare([]byte(c.Value), []byte(r.PostForm.Get("csrf"))) != 1 {
+		s.showLogin(w, r, http.StatusForbidden, loginData{Next: safeNext(r.PostForm.Get("next"))},
+			"This sign-in form is stale or did not come from this site. Try again.")
+		return
+	}
+	f, err := decodeLogin(r.PostForm)
+	if err != nil {
+		s.showLogin(w, r, http.StatusBadRequest, loginData{Next: f.Next}, strings.TrimPrefix(err.Error(), errForm.Error()+": "))
+		return
+	}
+	var tok *store.Token
+	err = s.st.Read(r.Context(), func(rd store.Reader) error {
+		var err error
+		tok, err = auth.Authenticate(r.Context(), rd, f.Token)
+		return err
+	})
+	if err != nil {
+		if !errors.Is(err, auth.ErrUnauthenticated) {
+			s.log.Error("sign in", "err", err)
+		}
+		s.log.Info("sign-in refused", "client", clientAddr(r))
+		s.showLogin(w, r, http.StatusUnauthorized, loginData{Next: f.Next},
+			"That token was not accepted: it is unknown, revoked or mistyped. Ask an admin for a token (muster token create).")
+		return
+	}
+	if err := s.startSession(w, r, tok); err != nil {
+		s.showLogin(w, r, http.StatusServiceUnavailable, loginData{Next: f.Next}, s.sessionError(err))
+		return
+	}
+	next := f.Next
+	if next == "" {
+		next = "/ui/approvals"
+	}
+	http.Redirect(w, r, next, http.StatusSeeOther)
+}
+
+// devLogin signs in with a one-time link printed by `muster dev`: only from
+// a loopback address, only once per link.
+func (s *Server) devLogin(w http.ResponseWriter, r *http.Request) {
+	ip := net.ParseIP(clientAddr(r))
+	if ip == nil || !ip.IsLoopback() {
+		s.renderError(w, r, nil, http.StatusForbidden, "Sign-in links work only from the machine running muster dev.")
+		return
+	}
+	nonce := r.URL.Query().Get("nonce")
+	name := ""
+	for n, tokName := range s.cfg.DevLogins {
+		if subtle.ConstantTimeCompare([]byte(n), []byte(nonce)) == 1 {
+			name = tokName
+		}
+	}
+	s.mu.Lock()
+	used := s.devUsed[nonce]
+	if name != "" && !used {
+		s.devUsed[nonce] = true
+	}
+	s.mu.Unlock()
+	if name == "" || used {
+		s.renderError(w, r, nil, http.StatusForbidden,
+			"This sign-in link is unknown or was used already. Sign in with the token muster dev printed.")
+		return
+	}
+	var tok *store.Token
+	err := s.st.Read(r.Context(), func(rd store.Reader) error {
+		toks, err := rd.Tokens(r.Context())
+		for i := range toks {
+			if toks[i].Name == name {
+				tok = &toks[i]
+			}
+		}
+		return err
+	})
+	if err != nil || tok == nil {
+		s.renderError(w, r, nil, http.StatusForbidden, "The token of this sign-in link no longer exists.")
+		return
+	}
+	if err := s.startSession(w, r, tok); err != nil {
+		s.renderError(w, r, nil, http.StatusServiceUnavailable, s.sessionError(err))
+		return
+	}
+	http.Redirect(w, r, "/ui/approvals", http.StatusSeeOther)
+}
+
+// sessionError is what a person is told when no session could be started.
+func (s *Server) sessionError(err error) string {
+	if errors.Is(err, errTooManySessions) {
+		return "There are " + err.Error() + "."
+	}
+	s.log.Error("start session", "err", err)
+	return "The session could not be stored; try again."
+}
+
+func (s *Server) logout(w http.ResponseWriter, r *http.Request, v *visitor) {
+	if err := s.sessions.end(r.Context(), v.sess.Hash); err != nil {
+		s.storeError(w, r, v, err)
+		return
+	}
+	setCookie(w, r, sessionCookie, "", -1)
+	s.log.Info("signed out", "actor", v.tok.Name, "client", clientAddr(r))
+	http.Redirect(w, r, "/ui/login?signed_out=1", http.StatusSeeOther)
+}
+
+// pending is one action waiting for approval, as the Approvals page shows it.
+type pending struct {
+	action.Action
+	Expires time.Time
+	// Mine: the visitor asked for it. CanDecide: the visitor may approve
+	// or reject it here.
+	Mine, CanDecide bool
+	// Why explains why there are no buttons.
+	Why string
+}
+
+type approvalsData struct {
+	Items []pending
+	// Runs are the runs waiting for approval, oldest first.
+	Runs  []pendingRun
+	Mine  int
+	ForMe int
+	// More: there are more waiting than the page shows.
+	More bool
+}
+
+func (s *Server) approvals(w http.ResponseWriter, r *http.Request, v *visitor) {
+	ctx := r.Context()
+	var recs []store.Record
+	var runs []pendingRun
+	var more bool
+	err := s.st.Read(ctx, func(rd store.Reader) error {
+		var err error
+		recs, err = rd.ListActions(ctx, store.ListQuery{States: []action.State{action.PendingApprove},
+			Sort: []store.SortKey{{Field: "created_ts"}}, Limit: approvalsShown + 1})
+		if err != nil {
+			return err
+		}
+		runs, more, err = s.pendingRuns(ctx, rd, v)
+		return err
+	})
+	if err != nil {
+		s.storeError(w, r, v, err)
+		return
+	}
+	d := approvalsData{Items: []pending{}, Runs: runs, More: more}
+	if len(recs) > approvalsShown {
+		recs, d.More = recs[:approvalsShown], true
+	}
+	for _, p := range runs {
+		if p.Mine {
+			d.Mine++
+		} else if p.CanDecide {
+			d.ForMe++
+		}
+	}
+	for _, rec := range recs {
+		p := pending{Action: rec.Action, Mine: approval.SamePerson(rec.Requester, v.tok.Name)}
+		if ttl := s.cfg.Policy.TTL; ttl > 0 {
+			p.Expires = rec.CreatedTS.Add(ttl)
+		}
+		switch {
+		case p.Mine && !s.cfg.Policy.SelfApproval:
+			p.Why = "You asked for this: another approver must decide."
+		case !v.can(auth.Approve):
+			p.Why = "Your roles (" + strings.Join(v.tok.Roles, ", ") + ") do not include approving."
+		default:
+			p.CanDecide = true
+		}
+		if p.Mine {
+			d.Mine++
+		} else if p.CanDecide {
+			d.ForMe++
+		}
+		d.Items = append(d.Items, p)
+	}
+	vw := newView(v, "Approvals", "approvals")
+	if vw.Flash = flash(r); vw.Flash != "" {
+		vw.FlashLink = "/ui/actions/" + r.URL.Query().Get("id")
+	} else if vw.Flash = runFlash(r); vw.Flash != "" {
+		vw.FlashLink = "/ui/runs/" + r.URL.Query().Get("run")
+	}
+	vw.Live = &liveRegion{URL: "/ui/approvals?part=live", Stream: "type=action.*,run.*"}
+	vw.Data = d
+	s.render(w, r, http.StatusOK, "approvals", vw)
+}
+
+// flash is the message a form's redirect asked for (?done=approved&id=...).
+func flash(r *http.Request) string {
+	q := r.URL.Query()
+	id := q.Get("id")
+	if !action.ValidID(id) {
+		return ""
+	}
+	switch q.Get("done") {
+	case "approved":
+		return "Approved action " + id + "."
+	case "rejected":
+		return "Rejected action " + id + "."
+	}
+	return ""
+}
+
+func (s *Server) decide(d decision) handlerFunc {
+	return func(w http.ResponseWriter, r *http.Request, v *visitor) {
+		id := r.PathValue("id")
+		if !action.ValidID(id) {
+			s.renderError(w, r, v, http.StatusNotFound, "There is no such action.")
+			return
+		}
+		f, err := decodeDecision(d, r.PostForm)
+		if err != nil {
+			s.renderError(w, r, v, http.StatusBadRequest, strings.TrimPrefix(err.Error(), errForm.Error()+": "))
+			return
+		}
+		change, done := s.changer.Approve, "approved"
+		if d == decisionReject {
+			change, done = s.changer.Reject, "rejected"
+		}
+		by := actions.Actor{Name: v.tok.Name, Addr: clientAddr(r), Note: f.Reason}
+		var rec *store.Record
+		err = s.st.Update(r.Context(), func(tx store.Tx) error {
+			var err error
+			rec, err = change(r.Context(), tx, id, by)
+			return err
+		})
+		if err != nil {
+			status := s.cfg.ErrorStatus(err)
+			msg := err.Error()
+			if status >= 500 {
+				s.log.Error("action change", "decision", d, "id", id, "err", err)
+				msg = "internal error"
+			}
+			s.renderError(w, r, v, status, fmt.Sprintf("Could not %s: %s", d, msg))
+			return
+		}
+		if d == decisionApprove && s.nudge != nil {
+			s.nudge.Nudge(rec.ClusterID)
+		}
+		next := f.Next
+		if next == "" {
+			next = "/ui/approvals"
+		}
+		u, _ := url.Parse(next) // safeNext made it parseable
+		q := u.Query()
+		q.Set("done", done)
+		q.Set("id", id)
+		u.RawQuery = q.Encode()
+		http.Redirect(w, r, u.RequestURI(), http.StatusSeeOther)
+	}
+}
+
+type actionsData struct {
+	Filter      actionFilter
+	States      []action.State
+	Clusters    []store.Cluster
+	Actions     []action.Action
+	NextURL     string
+	FilterErr   string
+	FilterQuery string
+}
+
+func (s *Server) actions(w http.ResponseWriter, r *http.Request, v *visitor) {
+	ctx := r.Context()
+	d := actionsData{States: action.States}
+	f, ferr := decodeActionFilter(r.URL.Query())
+	status := http.StatusOK
+	if ferr != nil {
+		status = http.StatusBadRequest
+		d.FilterErr = strings.TrimPrefix(ferr.Error(), errForm.Error()+": ")
+		f = actionFilter{}
+	}
+	d.Filter = f
+	var recs []store.Record
+	err := s.st.Read(ctx, func(rd store.Reader) error {
+		var err error
+		if d.Clusters, err = rd.Clusters(ctx); err != nil {
+			return err
+		}
+		if f.Marker != "" {
+			if _, err := rd.Action(ctx, f.Marker); err != nil {
+				return err
+			}
+		}
+		recs, err = rd.ListActions(ctx, f.query(actionsPerPage+1))
+		return err
+	})
+	if errors.Is(err, store.ErrNotFound) {
+		s.renderError(w, r, v, http.StatusBadRequest, "The page marker names no action.")
+		return
+	}
+	if err != nil {
+		s.storeError(w, r, v, err)
+		return
+	}
+	for i := range recs {
+		if i == actionsPerPage {
+			q := f.values()
+			q.Set("marker", recs[i-1].ID)
+			d.NextURL = "/ui/actions?" + q.Encode()
+			break
+		}
+		d.Actions = append(d.Actions, recs[i].Action)
+	}
+	live := f.values()
+	if f.Marker != "" {
+		live.Set("marker", f.Marker)
+	}
+	live.Set("part", "live")
+	stream := url.Values{"type": {"action.*"}}
+	if f.Cluster != "" {
+		stream.Set("cluster", f.Cluster)
+	}
+	vw := newView(v, "Actions", "actions")
+	vw.Live = &liveRegion{URL: "/ui/actions?" + live.Encode(), Stream: stream.Encode()}
+	vw.Data = d
+	s.render(w, r, status, "actions", vw)
+}
+
+type actionData struct {
+	Action    action.Action
+	Expires   time.Time
+	Mine      bool
+	CanDecide bool
+	Why       string
+	Self      string // this page's path, where the forms come back to
+}
+
+func (s *Server) actionDetail(w http.ResponseWriter, r *http.Request, v *visitor) {
+	ctx := r.Context()
+	id := r.PathValue("id")
+	if !action.ValidID(id) {
+		s.renderError(w, r, v, http.StatusNotFound, "There is no such action.")
+		return
+	}
+	var a action.Action
+	err := s.st.Read(ctx, func(rd store.Reader) error {
+		rec, err := rd.Action(ctx, id)
+		if err != nil {
+			return err
+		}
+		a = rec.Action
+		a.History, err = rd.History(ctx, id)
+		return err
+	})
+	if errors.Is(err, store.ErrNotFound) {
+		s.renderError(w, r, v, http.StatusNotFound, "There is no such action.")
+		return
+	}
+	if err != nil {
+		s.storeError(w, r, v, err)
+		return
+	}
+	d := actionData{Action: a, Mine: approval.SamePerson(a.Requester, v.tok.Name), Self: "/ui/actions/" + id}
+	if ttl := s.cfg.Policy.TTL; ttl > 0 {
+		d.Expires = a.CreatedTS.Add(ttl)
+	}
+	if a.State == action.PendingApprove {
+		switch {
+		case d.Mine && !s.cfg.Policy.SelfApproval:
+			d.Why = "You asked for this: another approver must decide."
+		case !v.can(auth.Approve):
+			d.Why = "Your roles (" + strings.Join(v.tok.Roles, ", ") + ") do not include approving."
+		default:
+			d.CanDecide = true
+		}
+	}
+	vw := newView(v, "Action "+id[:8], "actions")
+	vw.Flash = flash(r)
+	vw.Live = &liveRegion{URL: "/ui/actions/" + id + "?part=live", Stream: "action=" + id}
+	vw.Data = d
+	s.render(w, r, http.StatusOK, "action", vw)
+}
+
+type clusterView struct {
+	store.Cluster
+	Nodes []store.Node
+	Up    int
+}
+
+func (s *Server) clusters(w http.ResponseWriter, r *http.Request, v *visitor) {
+	ctx := r.Context()
+	var out []clusterView
+	err := s.st.Read(ctx, func(rd store.Reader) error {
+		cs, err := rd.Clusters(ctx)
+		if err != nil {
+			return err
+		}
+		nodes, err := rd.Nodes(ctx, "")
+		if err != nil {
+			return err
+		}
+		for _, c := range cs {
+			cv := clusterView{Cluster: c}
+			for _, n := range nodes {
+				if n.ClusterID == c.ID {
+					cv.Nodes = append(cv.Nodes, n)
+					if n.Status == store.NodeUp {
+						cv.Up++
+					}
+				}
+			}
+			out = append(out, cv)
+		}
+		return nil
+	})
+	if err != nil {
+		s.storeError(w, r, v, err)
+		return
+	}
+	vw := newView(v, "Clusters", "clusters")
+	vw.Live = &liveRegion{URL: "/ui/clusters?part=live", Stream: ""}
+	vw.Data = out
+	s.render(w, r, http.StatusOK, "clusters", vw)
+}
+
+type eventsData struct {
+	Filter    eventFilter
+	Types     []string
+	Events    []store.Event
+	FilterErr string
+}
+
+func (s *Server) events(w http.ResponseWriter, r *http.Request, v *visitor) {
+	ctx := r.Context()
+	d := eventsData{Types: eventTypes}
+	f, ferr := decodeEventFilter(r.URL.Query())
+	status := http.StatusOK
+	if ferr != nil {
+		status = http.StatusBadRequest
+		d.FilterErr = strings.TrimPrefix(ferr.Error(), errForm.Error()+": ")
+		f = eventFilter{}
+	}
+	d.Filter = f
+	err := s.st.Read(ctx, func(rd store.Reader) error {
+		var err error
+		d.Events, err = newestEvents(r, rd, f)
+		return err
+	})
+	if err != nil {
+		s.storeError(w, r, v, err)
+		return
+	}
+	live := f.values()
+	live.Set("part", "live")
+	vw := newView(v, "Events", "events")
+	vw.Live = &liveRegion{URL: "/ui/events?" + live.Encode(), Stream: f.values().Encode()}
+	vw.Data = d
+	s.render(w, r, status, "events", vw)
+}
+
+// newestEvents returns up to eventsShown events matching f, newest first,
+// looking back over at most eventsScanned events.
+func newestEvents(r *http.Request, rd store.Reader, f eventFilter) ([]store.Event, error) {
+	ctx := r.Context()
+	hi, err := store.LatestSeq(ctx, rd)
+	if err != nil {
+		return nil, err
+	}
+	const window = 500
+	var out []store.Event
+	for scanned := int64(0); hi > 0 && scanned < eventsScanned && len(out) < eventsShown; scanned += window {
+		lo := max(0, hi-window)
+		evs, err := rd.Events(ctx, lo, window)
+		if err != nil {
+			return nil, err
+		}
+		for i := len(evs) - 1; i >= 0 && len(out) < eventsShown; i-- {
+			if evs[i].Seq <= hi && f.keep(&evs[i]) {
+				out = append(out, evs[i])
+			}
+		}
+		hi = lo
+	}
+	return out, nil
+}
+
+// storeError answers a failed store call: 503 when the API would say the
+// database is unavailable, else 500; the cause goes to the log.
+func (s *Server) storeError(w http.ResponseWriter, r *http.Request, v *visitor, err error) {
+	s.log.Error("store", "path", r.URL.Path, "err", err)
+	status := http.StatusInternalServerError
+	if s.cfg.ErrorStatus(err) == http.StatusServiceUnavailable {
+		status = http.StatusServiceUnavailable
+	}
+	s.renderError(w, r, v, status, "The store could not be reached; try again shortly.")
+}

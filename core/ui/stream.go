@@ -1,0 +1,169 @@
+package ui
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"strconv"
+	"time"
+
+	"github.com/musterhq/muster/core/store"
+)
+
+const (
+	// streamBatch is how many events the stream reads at a time.
+	streamBatch = 500
+	// streamWriteGrace is how long a write to the stream may take beyond
+	// the keep-alive period.
+	streamWriteGrace = 30 * time.Second
+)
+
+// streamNote is what the live-update stream sends for each event: enough for
+// a page to know whether it is concerned, nothing to render.
+type streamNote struct {
+	Seq      int64  `json:"seq"`
+	Type     string `json:"type"`
+	Cluster  string `json:"cluster_id,omitempty"`
+	Node     string `json:"node_id,omitempty"`
+	ActionID string `json:"action_id,omitempty"`
+	RunID    string `json:"run_id,omitempty"`
+}
+
+func (s *Server) acquireStream(hash string) (func(), bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed || s.streams[hash] >= MaxStreamsPerSession || s.openStreams >= MaxStreams {
+		return nil, false
+	}
+	s.streams[hash]++
+	s.openStreams++
+	return func() {
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		s.openStreams--
+		if s.streams[hash]--; s.streams[hash] <= 0 {
+			delete(s.streams, hash)
+		}
+	}, true
+}
+
+// stream answers GET /ui/stream with Server-Sent Events: one message per
+// event of the log matching the filter (?type=, ?cluster=, ?node=,
+// ?action=, ?run=), starting after Last-Event-ID when a reconnecting EventSource
+// sends it, else with what is appended from now on. It ends when the
+// browser leaves, the session expires, or the UI closes.
+func (s *Server) stream(w http.ResponseWriter, r *http.Request, v *visitor) {
+	ctx := r.Context()
+	f, err := decodeEventFilter(r.URL.Query())
+	if err != nil {
+		http.Error(w, err.Error(), http.StatusBadRequest)
+		return
+	}
+	var since int64 = -1
+	if h := r.Header.Get("Last-Event-ID"); h != "" {
+		n, err := strconv.ParseInt(h, 10, 64)
+		if err != nil || n < 0 {
+			http.Error(w, "Last-Event-ID is not an event sequence number", http.StatusBadRequest)
+			return
+		}
+		since = n
+	}
+	release, ok := s.acquireStream(v.sess.Hash)
+	if !ok {
+		http.Error(w, "too many live-update streams are open", http.StatusTooManyRequests)
+		return
+	}
+	defer release()
+	notify, unsubscribe := s.st.Subscribe()
+	defer unsubscribe()
+	if since < 0 {
+		if err := s.st.Read(ctx, func(rd store.Reader) error {
+			var err error
+			since, err = store.LatestSeq(ctx, rd)
+			return err
+		}); err != nil {
+			s.log.Error("stream start", "err", err)
+			http.Error(w, "internal error", http.StatusInternalServerError)
+			return
+		}
+	}
+	h := w.Header()
+	h.Set("Content-Type", "text/event-stream")
+	h.Set("Cache-Control", "no-cache")
+	h.Set("X-Accel-Buffering", "no")
+	w.WriteHeader(http.StatusOK)
+	rc := http.NewResponseController(w)
+	if _, err := fmt.Fprint(w, ": stream open\n\n"); err != nil || rc.Flush() != nil {
+		return
+	}
+	keepAlive := time.NewTicker(s.cfg.StreamKeepAlive)
+	defer keepAlive.Stop()
+	// The session's end is checked on every wake-up: an expired one ends
+	// the stream, and the page's script sends the person to sign in.
+	expiry := time.NewTimer(time.Until(v.sess.ExpiresTS))
+	defer expiry.Stop()
+	for {
+		// Each round of writes has its own deadline, whatever the server's
+		// WriteTimeout: a browser that stops reading is let go.
+		_ = rc.SetWriteDeadline(time.Now().Add(s.cfg.StreamKeepAlive + streamWriteGrace))
+		since, err = s.sendNotes(ctx, w, f, since)
+		if err != nil || rc.Flush() != nil {
+			return
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-s.done:
+			return
+		case <-expiry.C:
+			_, _ = fmt.Fprint(w, "event: signed-out\ndata: {}\n\n")
+			_ = rc.Flush()
+			return
+		case <-notify:
+		case <-keepAlive.C:
+			if _, err := fmt.Fprint(w, ": keep-alive\n\n"); err != nil {
+				return
+			}
+		}
+		// A session ended elsewhere (signed out in another tab, or its
+		// token revoked) ends its streams too.
+		if !s.sessions.live(ctx, v.sess.Hash) {
+			_, _ = fmt.Fprint(w, "event: signed-out\ndata: {}\n\n")
+			_ = rc.Flush()
+			return
+		}
+	}
+}
+
+// sendNotes writes a note for every matching event after since and returns
+// the last seq read.
+func (s *Server) sendNotes(ctx context.Context, w http.ResponseWriter, f eventFilter, since int64) (int64, error) {
+	for {
+		var evs []store.Event
+		if err := s.st.Read(ctx, func(rd store.Reader) error {
+			var err error
+			evs, err = rd.Events(ctx, since, streamBatch)
+			return err
+		}); err != nil {
+			return since, err
+		}
+		for i := range evs {
+			since = evs[i].Seq
+			if !f.keep(&evs[i]) {
+				continue
+			}
+			b, err := json.Marshal(streamNote{Seq: evs[i].Seq, Type: evs[i].Type, Cluster: evs[i].ClusterID,
+				Node: evs[i].NodeID, ActionID: evs[i].ActionID, RunID: evs[i].RunID})
+			if err != nil {
+				return since, err
+			}
+			if _, err := fmt.Fprintf(w, "id: %d\ndata: %s\n\n", evs[i].Seq, b); err != nil {
+				return since, err
+			}
+		}
+		if len(evs) < streamBatch {
+			return since, nil
+		}
+	}
+}

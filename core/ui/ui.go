@@ -1,0 +1,331 @@
+// Package ui serves the core's web UI at /ui/ (DESIGN.md §14): server-rendered
+// pages (html/template, so everything shown is escaped) with their assets
+// embedded in the binary, and a little plain JavaScript that refreshes a
+// page's live region when the event stream says something changed.
+//
+// A person signs in with an API token; the UI then keeps a server-side
+// session (a random id stored only as its hash) in an HttpOnly,
+// SameSite=Strict cookie, Secure under TLS. Every state-changing form carries
+// a synchronizer token bound to the session. Each route needs the same
+// permission as its API counterpart, checked against the token's current
+// roles on every request, and action changes go through the same code the
+// API runs (see Changer).
+package ui
+
+import (
+	"context"
+	"embed"
+	"errors"
+	"fmt"
+	"html/template"
+	"io/fs"
+	"log/slog"
+	"net/http"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/musterhq/muster/core/actions"
+	"github.com/musterhq/muster/core/approval"
+	"github.com/musterhq/muster/core/auth"
+	"github.com/musterhq/muster/core/runs"
+	"github.com/musterhq/muster/core/store"
+)
+
+// Defaults of Config.
+const (
+	DefaultSessionTTL      = 12 * time.Hour
+	DefaultMaxSessions     = 10000
+	DefaultStreamKeepAlive = 15 * time.Second
+	// MaxStreamsPerSession caps the live-update streams of one session
+	// (one per open tab).
+	MaxStreamsPerSession = 16
+	// MaxStreams caps the live-update streams of the whole UI.
+	MaxStreams = 1024
+	// maxForm is the largest form body accepted.
+	maxForm = 64 << 10
+)
+
+//go:embed templates/*.html
+var templateFS embed.FS
+
+//go:embed static
+var staticFS embed.FS
+
+// Changer makes the action changes a page offers: core/actions' rules, the
+// ones the API applies, inside the UI's transaction. The UI has checked the
+// permission; the rules check the rest (state, four-eyes, approval window)
+// and write the history line and the event. by.Note carries the reason
+// the person gave.
+type Changer interface {
+	Approve(ctx context.Context, tx store.Tx, id string, by actions.Actor) (*store.Record, error)
+	Reject(ctx context.Context, tx store.Tx, id string, by actions.Actor) (*store.Record, error)
+}
+
+// Nudger asks for a pass of a cluster now, as an approval through the API
+// does. It must not block.
+type Nudger interface {
+	Nudge(clusterID string)
+}
+
+// Config is what the UI needs beyond the store and the changer.
+type Config struct {
+	// SessionTTL is how long a session lasts after sign-in (ui.session_ttl).
+	SessionTTL time.Duration
+	// Policy is the approval policy, to show who may approve what.
+	Policy approval.Policy
+	// ErrorStatus maps an error of the Changer to the HTTP status the API
+	// answers for it (api.Status); nil answers 500 for every error.
+	ErrorStatus func(error) int
+	// DevLogins maps one-time sign-in nonces to token names. Set only by
+	// `muster dev`: each nonce signs in once, from a loopback address.
+	DevLogins map[string]string
+	// MaxSessions caps the sessions held at once.
+	MaxSessions int
+	// StreamKeepAlive is how often an idle live-update stream sends a comment.
+	StreamKeepAlive time.Duration
+	// Now returns the time (tests move it); nil is time.Now.
+	Now func() time.Time
+	// Runs makes the run changes the Runs page offers (the core's run
+	// engine); nil is an engine over the Policy.
+	Runs RunChanger
+}
+
+// route is one registered route and the permission it needs ("" for a page
+// open to anyone, such as sign-in).
+type route struct {
+	Method, Pattern string
+	Perm            auth.Permission
+}
+
+// Server is the web UI. Build it with New, serve Handler under /ui/, and call
+// Close when the HTTP server shuts down so that live-update streams end.
+type Server struct {
+	cfg      Config
+	st       store.Store
+	changer  Changer
+	nudge    Nudger
+	log      *slog.Logger
+	mux      *http.ServeMux
+	pages    map[string]*template.Template
+	sessions *sessions
+	routes   []route
+
+	mu      sync.Mutex
+	devUsed map[string]bool // dev nonces already used
+	streams map[string]int  // open streams by session hash
+	// openStreams counts every open stream.
+	openStreams int
+	done        chan struct{}
+	closed      bool
+	staticFS    fs.FS
+}
+
+// New builds the UI. It starts nothing. n may be nil (no nudges).
+func New(cfg Config, st store.Store, ch Changer, n Nudger, log *slog.Logger) (*Server, error) {
+	if cfg.SessionTTL <= 0 {
+		cfg.SessionTTL = DefaultSessionTTL
+	}
+	if cfg.MaxSessions <= 0 {
+		cfg.MaxSessions = DefaultMaxSessions
+	}
+	if cfg.StreamKeepAlive <= 0 {
+		cfg.StreamKeepAlive = DefaultStreamKeepAlive
+	}
+	if cfg.Policy.Default == "" {
+		cfg.Policy = approval.DefaultPolicy()
+	}
+	if cfg.ErrorStatus == nil {
+		cfg.ErrorStatus = func(error) int { return http.StatusInternalServerError }
+	}
+	if cfg.Now == nil {
+		cfg.Now = time.Now
+	}
+	if cfg.Runs == nil {
+		cfg.Runs = &runs.Engine{Policy: cfg.Policy, Actions: actions.Children{Rules: &actions.Rules{Policy: cfg.Policy}}}
+	}
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	pages, err := parsePages()
+	if err != nil {
+		return nil, err
+	}
+	static, err := fs.Sub(staticFS, "static")
+	if err != nil {
+		return nil, err
+	}
+	s := &Server{
+		cfg:      cfg,
+		st:       st,
+		changer:  ch,
+		nudge:    n,
+		log:      log.With("component", "ui"),
+		mux:      http.NewServeMux(),
+		pages:    pages,
+		sessions: newSessions(st, cfg.SessionTTL, cfg.MaxSessions, cfg.Now),
+		devUsed:  map[string]bool{},
+		streams:  map[string]int{},
+		done:     make(chan struct{}),
+		staticFS: static,
+	}
+	s.register()
+	return s, nil
+}
+
+// Handler serves every /ui/ route.
+func (s *Server) Handler() http.Handler { return http.HandlerFunc(s.serve) }
+
+// Close ends every live-update stream and refuses new ones. It is idempotent.
+func (s *Server) Close() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if !s.closed {
+		s.closed = true
+		close(s.done)
+	}
+}
+
+func (s *Server) register() {
+	s.public("GET /ui/{$}", s.home)
+	s.public("GET /ui/static/{file}", s.static)
+	s.public("GET /ui/login", s.loginPage)
+	s.public("POST /ui/login", s.login)
+	if len(s.cfg.DevLogins) > 0 {
+		s.public("GET /ui/dev-login", s.devLogin)
+	}
+	s.add("POST /ui/logout", auth.Read, s.logout)
+	s.add("GET /ui/approvals", auth.Read, s.approvals)
+	s.add("GET /ui/actions", auth.Read, s.actions)
+	s.add("GET /ui/actions/{id}", auth.Read, s.actionDetail)
+	s.add("POST /ui/actions/{id}/approve", auth.Approve, s.decide(decisionApprove))
+	s.add("POST /ui/actions/{id}/reject", auth.Reject, s.decide(decisionReject))
+	s.add("GET /ui/runs", auth.Read, s.runsList)
+	s.add("GET /ui/runs/{id}", auth.Read, s.runDetail)
+	s.add("POST /ui/runs/{id}/approve", auth.Approve, s.changeRun(runApprove))
+	s.add("POST /ui/runs/{id}/reject", auth.Reject, s.changeRun(runReject))
+	s.add("POST /ui/runs/{id}/pause", auth.Cancel, s.changeRun(runPause))
+	s.add("POST /ui/runs/{id}/resume", auth.Cancel, s.changeRun(runResume))
+	s.add("POST /ui/runs/{id}/cancel", auth.Cancel, s.changeRun(runCancel))
+	s.add("GET /ui/clusters", auth.Read, s.clusters)
+	s.add("GET /ui/events", auth.Read, s.events)
+	s.add("GET /ui/stream", auth.Read, s.stream)
+	s.mux.HandleFunc("/ui/", func(w http.ResponseWriter, r *http.Request) {
+		s.renderError(w, r, nil, http.StatusNotFound, "There is no such page.")
+	})
+}
+
+// handlerFunc serves a route for a signed-in person.
+type handlerFunc func(w http.ResponseWriter, r *http.Request, v *visitor)
+
+// visitor is the signed-in person behind a request: the session and the
+// token as stored now (so a role change or a revocation applies at once).
+type visitor struct {
+	sess *store.Session
+	tok  *store.Token
+}
+
+func (v *visitor) can(p auth.Permission) bool { return v != nil && auth.Can(v.tok.Roles, p) }
+
+func (s *Server) public(pattern string, h http.HandlerFunc) {
+	method, path, _ := strings.Cut(pattern, " ")
+	s.routes = append(s.routes, route{Method: method, Pattern: path})
+	s.mux.HandleFunc(pattern, h)
+}
+
+// add registers a route that needs a session whose token grants p; a POST
+// also needs the session's CSRF token.
+func (s *Server) add(pattern string, p auth.Permission, h handlerFunc) {
+	method, path, _ := strings.Cut(pattern, " ")
+	s.routes = append(s.routes, route{Method: method, Pattern: path, Perm: p})
+	s.mux.HandleFunc(pattern, func(w http.ResponseWriter, r *http.Request) {
+		v, ok := s.signedIn(w, r, path == "/ui/stream")
+		if !ok {
+			return
+		}
+		if r.Method == http.MethodPost {
+			if err := s.checkPost(w, r, v.sess); err != nil {
+				s.renderError(w, r, v, http.StatusForbidden, err.Error())
+				return
+			}
+		}
+		if !v.can(p) {
+			s.renderError(w, r, v, http.StatusForbidden,
+				fmt.Sprintf("%s (roles %s) may not %s.", v.tok.Name, strings.Join(v.tok.Roles, ", "), p))
+			return
+		}
+		h(w, r, v)
+	})
+}
+
+// serve sets the headers every answer carries, then routes.
+func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
+	h := w.Header()
+	h.Set("Content-Security-Policy", "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self'; "+
+		"connect-src 'self'; form-action 'self'; frame-ancestors 'none'; base-uri 'none'")
+	h.Set("X-Content-Type-Options", "nosniff")
+	h.Set("X-Frame-Options", "DENY")
+	h.Set("Referrer-Policy", "same-origin")
+	h.Set("Cross-Origin-Opener-Policy", "same-origin")
+	s.mux.ServeHTTP(w, r)
+}
+
+// errCSRF is a state-changing request that did not prove it came from a page
+// of this UI.
+var errCSRF = errors.New("this form is stale or did not come from this site (missing or wrong CSRF token); reload the page and try again")
+
+// checkPost accepts a form POST only from a page of this UI: the Origin
+// header, when sent, names this host, and the form carries the session's
+// CSRF token. The body is parsed, up to maxForm bytes.
+func (s *Server) checkPost(w http.ResponseWriter, r *http.Request, sess *store.Session) error {
+	if !sameOrigin(r) {
+		return errCSRF
+	}
+	r.Body = http.MaxBytesReader(w, r.Body, maxForm)
+	if err := r.ParseForm(); err != nil {
+		return fmt.Errorf("unreadable form: %w", err)
+	}
+	if !checkCSRF(sess, r.PostForm.Get("csrf")) {
+		return errCSRF
+	}
+	return nil
+}
+
+// sameOrigin reports whether the request's Origin, when present, is this
+// host (browsers send it on every POST).
+func sameOrigin(r *http.Request) bool {
+	o := r.Header.Get("Origin")
+	if o == "" {
+		return true
+	}
+	scheme := "http"
+	if r.TLS != nil {
+		scheme = "https"
+	}
+	return o == scheme+"://"+r.Host
+}
+
+func (s *Server) now() time.Time { return s.cfg.Now().UTC() }
+
+func (s *Server) home(w http.ResponseWriter, r *http.Request) {
+	http.Redirect(w, r, "/ui/approvals", http.StatusSeeOther)
+}
+
+func (s *Server) static(w http.ResponseWriter, r *http.Request) {
+	name := r.PathValue("file")
+	b, err := fs.ReadFile(s.staticFS, name)
+	if err != nil {
+		http.NotFound(w, r)
+		return
+	}
+	switch {
+	case strings.HasSuffix(name, ".css"):
+		w.Header().Set("Content-Type", "text/css; charset=utf-8")
+	case strings.HasSuffix(name, ".js"):
+		w.Header().Set("Content-Type", "text/javascript; charset=utf-8")
+	case strings.HasSuffix(name, ".svg"):
+		w.Header().Set("Content-Type", "image/svg+xml")
+	}
+	w.Header().Set("Cache-Control", "no-cache")
+	_, _ = w.Write(b)
+}
