@@ -98,6 +98,9 @@ type OrchestrateConfig struct {
 	// ScheduleTTL: an approved action that has not reached its agent this
 	// long after it was scheduled is CANCELLED ("schedule timeout").
 	ScheduleTTL time.Duration `mapstructure:"schedule_ttl" yaml:"schedule_ttl"`
+	// RunPoll: how often the nodes holding an unfinished child of a running
+	// run are synced, so that its next wave does not wait for the interval.
+	RunPoll time.Duration `mapstructure:"run_poll" yaml:"run_poll"`
 }
 
 // GossipConfig is the core's membership in the gossip pool, where agents
@@ -140,6 +143,7 @@ func DefaultConfig() Config {
 			FullSyncEvery:    6,
 			AgentTimeout:     5 * time.Second,
 			ScheduleTTL:      24 * time.Hour,
+			RunPoll:          time.Second,
 		},
 		Approval:        approval.DefaultPolicy(),
 		Retention:       retention.DefaultConfig().Retention,
@@ -233,6 +237,7 @@ func (c *Config) Validate() error {
 		"orchestrate.interval":      o.Interval,
 		"orchestrate.agent_timeout": o.AgentTimeout,
 		"orchestrate.schedule_ttl":  o.ScheduleTTL,
+		"orchestrate.run_poll":      o.RunPoll,
 		"retention":                 c.Retention,
 	} {
 		if d <= 0 {

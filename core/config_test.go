@@ -67,7 +67,7 @@ func TestValidate(t *testing.T) {
 		}, []string{"clusters[0].nodes[0].addr"}},
 		{"orchestrate zeros", func(c *Config) { c.Orchestrate = OrchestrateConfig{} }, []string{
 			"orchestrate.agent_timeout", "orchestrate.full_sync_every", "orchestrate.interval",
-			"orchestrate.max_queued_per_node", "orchestrate.schedule_ttl", "orchestrate.workers",
+			"orchestrate.max_queued_per_node", "orchestrate.run_poll", "orchestrate.schedule_ttl", "orchestrate.workers",
 		}},
 		{"approval", func(c *Config) { c.Approval.Default = "maybe" }, []string{"approval.default"}},
 		{"node labels", func(c *Config) { c.Clusters[0].Nodes[0].Labels = map[string]string{"role": "replica"} }, nil},

@@ -67,6 +67,10 @@ type Config struct {
 	PageSize int
 	// Debounce delays a nudged pass so that a burst of nudges makes one pass.
 	Debounce time.Duration
+	// RunPoll is how often the nodes holding an unfinished child of a
+	// running run are synced (those nodes alone), so that a run's next wave
+	// does not wait for the interval when no gossip note tells of the end.
+	RunPoll time.Duration
 	// HTTPClient reaches the agents (with the agents' TLS settings). Nil
 	// uses a plain client that keeps an idle connection to every node
 	// between passes (the standard library's default keeps 100 in all, so a
@@ -118,6 +122,7 @@ func DefaultConfig() Config {
 		NodeConcurrency:  16,
 		PageSize:         500,
 		Debounce:         50 * time.Millisecond,
+		RunPoll:          time.Second,
 		Scheme:           "http",
 	}
 }
@@ -150,6 +155,9 @@ func (c *Config) fill() {
 	}
 	if c.Debounce <= 0 {
 		c.Debounce = d.Debounce
+	}
+	if c.RunPoll <= 0 {
+		c.RunPoll = d.RunPoll
 	}
 	if c.Scheme == "" {
 		c.Scheme = d.Scheme
@@ -381,10 +389,11 @@ func (o *Orchestrator) Start(ctx context.Context) error {
 		return err
 	}
 	var wg sync.WaitGroup
-	wg.Add(3)
+	wg.Add(4)
 	go func() { defer wg.Done(); o.schedule(ctx) }()
 	go func() { defer wg.Done(); o.syncNudgedNodes(ctx) }()
 	go func() { defer wg.Done(); o.sweep(ctx) }()
+	go func() { defer wg.Done(); o.pollRuns(ctx) }()
 	go func() { wg.Wait(); done() }()
 	return nil
 }

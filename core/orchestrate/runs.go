@@ -2,6 +2,7 @@ package orchestrate
 
 import (
 	"context"
+	"time"
 
 	"github.com/musterhq/muster/core/store"
 	"github.com/musterhq/muster/shared/action"
@@ -95,4 +96,63 @@ func pausedRuns(ctx context.Context, r store.Reader, clusterID string, open []st
 		delete(ids, run.ID)
 	}
 	return ids, nil
+}
+
+// pollRuns, every RunPoll until ctx ends, asks for a sync of each node that
+// holds an unfinished (NEW or RUNNING) child of a running run: that node
+// alone, so the end of a child is seen within RunPoll, not at the next pass,
+// whether or not gossip notes come. A cluster with no running run costs one
+// read a tick for all clusters.
+func (o *Orchestrator) pollRuns(ctx context.Context) {
+	if o.cfg.Runs == nil {
+		return
+	}
+	t := time.NewTicker(o.cfg.RunPoll)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		busy := map[string]map[string]bool{} // cluster → nodes
+		err := o.st.Read(ctx, func(r store.Reader) error {
+			running, err := r.RunsInState(ctx, "", store.RunRunning)
+			if err != nil || len(running) == 0 {
+				return err
+			}
+			ids := map[string]bool{}
+			clusters := map[string]bool{}
+			for _, run := range running {
+				ids[run.ID], clusters[run.ClusterID] = true, true
+			}
+			for c := range clusters {
+				open, err := r.OpenActions(ctx, c, "")
+				if err != nil {
+					return err
+				}
+				for i := range open {
+					a := &open[i]
+					if ids[a.RunID] && (a.State == action.New || a.State == action.Running) {
+						if busy[c] == nil {
+							busy[c] = map[string]bool{}
+						}
+						busy[c][a.NodeID] = true
+					}
+				}
+			}
+			return nil
+		})
+		if err != nil {
+			if ctx.Err() == nil {
+				o.log.Warn("poll the nodes of running runs", "err", err)
+			}
+			continue
+		}
+		for c, nodes := range busy {
+			for n := range nodes {
+				o.NudgeNode(c, n)
+			}
+		}
+	}
 }

@@ -1,0 +1,62 @@
+package orchestrate
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/musterhq/muster/core/actions"
+	"github.com/musterhq/muster/core/approval"
+	"github.com/musterhq/muster/core/runs"
+	"github.com/musterhq/muster/core/store"
+	"github.com/musterhq/muster/shared/action"
+	"github.com/musterhq/muster/shared/testwait"
+	"github.com/musterhq/muster/shared/wire"
+)
+
+// TestARunsNextWaveDoesNotWaitForTheInterval: with no gossip and passes an
+// hour apart, the end of a run's child is seen by the poll of the nodes
+// holding its unfinished children, and the next wave goes out at once.
+func TestARunsNextWaveDoesNotWaitForTheInterval(t *testing.T) {
+	t.Parallel()
+	pol := approval.DefaultPolicy()
+	engine := &runs.Engine{Policy: pol, Actions: actions.Children{Rules: &actions.Rules{Policy: pol}}}
+	h := setup(t, Config{Interval: time.Hour, RunPoll: 50 * time.Millisecond, Runs: engine}, "n1", "n2")
+	var run *store.Run
+	h.update(func(ctx context.Context, tx store.Tx) error {
+		var err error
+		if run, err = engine.Create(ctx, tx, &wire.CreateRunRequest{ClusterID: cluster, Stages: []wire.StageSpec{{
+			Kind: "muster.io/debug.ping", Target: wire.Target{All: true}}}}, runs.Who{Name: "alice"}); err != nil {
+			return err
+		}
+		_, err = engine.Approve(ctx, tx, run.ID, "", runs.Who{Name: "bob"})
+		return err
+	})
+	h.start()
+	children := func() []store.Record {
+		var out []store.Record
+		h.update(func(ctx context.Context, tx store.Tx) error {
+			var err error
+			out, err = tx.RunChildren(ctx, run.ID)
+			return err
+		})
+		return out
+	}
+	first := testwait.Value(t, "the first child on n1's agent", func() (string, bool) {
+		kids := children()
+		if len(kids) != 1 {
+			return "", false
+		}
+		_, ok := h.agents["n1"].get(kids[0].ID)
+		return kids[0].ID, ok
+	})
+	h.agents["n1"].run(t, first, action.Done, nil)
+	testwait.For(t, "the second child on n2's agent, well before the hour's pass", func() bool {
+		kids := children()
+		if len(kids) != 2 {
+			return false
+		}
+		_, ok := h.agents["n2"].get(kids[1].ID)
+		return ok
+	})
+}
