@@ -143,7 +143,7 @@ func DefaultConfig() Config {
 			FullSyncEvery:    6,
 			AgentTimeout:     5 * time.Second,
 			ScheduleTTL:      24 * time.Hour,
-			RunPoll:          time.Second,
+			RunPoll:          250 * time.Millisecond,
 		},
 		Approval:        approval.DefaultPolicy(),
 		Retention:       retention.DefaultConfig().Retention,

@@ -122,7 +122,7 @@ func DefaultConfig() Config {
 		NodeConcurrency:  16,
 		PageSize:         500,
 		Debounce:         50 * time.Millisecond,
-		RunPoll:          time.Second,
+		RunPoll:          250 * time.Millisecond,
 		Scheme:           "http",
 	}
 }
