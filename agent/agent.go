@@ -26,6 +26,7 @@ import (
 	"github.com/musterhq/muster/agent/queue"
 	"github.com/musterhq/muster/agent/runner"
 	"github.com/musterhq/muster/shared/action"
+	"github.com/musterhq/muster/shared/apiserver"
 	"github.com/musterhq/muster/shared/config"
 	"github.com/musterhq/muster/shared/tlsutil"
 	"github.com/musterhq/muster/shared/version"
@@ -53,7 +54,8 @@ func New(cfg Config, log *slog.Logger) (*Agent, error) {
 	return &Agent{cfg: cfg, log: log.With("node", cfg.NodeID), ready: make(chan struct{})}, nil
 }
 
-// Addr returns the API's bound address once Ready is closed.
+// Addr returns the TCP API's bound address once Ready is closed (nil when
+// api.addr is empty: the socket only).
 func (a *Agent) Addr() net.Addr {
 	a.mu.Lock()
 	defer a.mu.Unlock()
@@ -101,8 +103,16 @@ func (a *Agent) Run(ctx context.Context) error {
 	prom.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	prom.MustRegister(newQueueCollector(q))
 
+	var rq runner.Queue = q
+	var note *notifier
+	if cfg.Gossip.Enabled {
+		// With gossip, every state change is told to the cores at once
+		// (its sender starts with the gossip service, below).
+		note = newNotifier(cfg.ClusterID, cfg.NodeID, NoteGap, a.log)
+		rq = notifyingQueue{Queue: q, changed: note.Changed}
+	}
 	run := runner.New(runner.Config{
-		Queue: q, Handlers: reg, Actor: cfg.NodeID, DefaultTimeout: cfg.Actions.DefaultTimeout,
+		Queue: rq, Handlers: reg, Actor: cfg.NodeID, DefaultTimeout: cfg.Actions.DefaultTimeout,
 		Log: a.log, Metrics: runner.NewMetrics(prom),
 	})
 	ret := newRetention(q, queue.Retention{
@@ -110,16 +120,17 @@ func (a *Agent) Run(ctx context.Context) error {
 	}, cfg.Actions.PurgeInterval, a.log)
 
 	srv := api.New(api.Config{
-		NodeID: cfg.NodeID, ClusterID: cfg.ClusterID, Version: version.Version,
+		NodeID: cfg.NodeID, ClusterID: cfg.ClusterID, Version: version.Version, Labels: cfg.Labels,
 		DefaultTimeout: cfg.Actions.DefaultTimeout,
 		Queue:          q, Runner: run, Kinds: reg, Gatherer: prom, Registerer: prom, Log: a.log,
 		Caller: apiCaller(cfg.API),
 	})
-	httpSrv := &http.Server{Handler: srv.Handler(), ReadHeaderTimeout: 10 * time.Second,
-		// Requests over the socket carry the caller's uid.
-		ConnContext: api.ConnContext,
-		// Refused TLS handshakes (no or a wrong client certificate) land here.
-		ErrorLog: slog.NewLogLogger(a.log.With("component", "api").Handler(), slog.LevelWarn)}
+	// Refused TLS handshakes (no or a wrong client certificate) land in
+	// the error log.
+	httpSrv := apiserver.NewServer(srv.Handler(), cfg.API.Server,
+		slog.NewLogLogger(a.log.With("component", "api").Handler(), slog.LevelWarn))
+	// Requests over the socket carry the caller's uid.
+	httpSrv.ConnContext = api.ConnContext
 	var lns []net.Listener
 	closeAll := func() {
 		for _, ln := range lns {
@@ -142,7 +153,7 @@ func (a *Agent) Run(ctx context.Context) error {
 		closeAll()
 		return err
 	}
-	lns = append(lns, sock)
+	lns = append(lns, apiserver.LimitListener(sock, cfg.API.MaxConnections))
 
 	if err := run.Start(ctx); err != nil {
 		closeAll()
@@ -179,6 +190,8 @@ func (a *Agent) Run(ctx context.Context) error {
 	}
 	if gs != nil {
 		defer gs.Stop()
+		_ = note.Start(ctx, gs)
+		defer note.Stop() // before the pool is left
 	}
 	a.log.Info("agent started", "api", apiAddr, "socket", cfg.SocketPath(), "cluster", cfg.ClusterID,
 		"store_id", q.StoreID(), "kinds", len(reg.Kinds()), "version", version.Version)
@@ -206,7 +219,7 @@ func (a *Agent) Run(ctx context.Context) error {
 // api.tls.client_ca_file, the handshake requires a client certificate of that
 // CA (and the API then requires the core's identity in it).
 func (a *Agent) listen(c APIConfig) (net.Listener, error) {
-	return tlsutil.Listen("api", c.Addr, c.TLS.CertFile, c.TLS.KeyFile, c.TLS.ClientCAFile, tlsutil.OnlyTLS13)
+	return apiserver.Listen("api", c.API, tlsutil.OnlyTLS13)
 }
 
 // listenSocket opens the API's Unix socket at path, mode 0660, of group

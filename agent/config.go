@@ -1,6 +1,7 @@
 package agent
 
 import (
+	"errors"
 	"fmt"
 	"net"
 	"path/filepath"
@@ -10,17 +11,21 @@ import (
 	"github.com/musterhq/muster/shared/action"
 	"github.com/musterhq/muster/shared/config"
 	"github.com/musterhq/muster/shared/gossip"
+	"github.com/musterhq/muster/shared/labels"
 )
 
 // Config is the agent's configuration (DESIGN.md §6).
 type Config struct {
-	NodeID    string        `mapstructure:"node_id" yaml:"node_id"`
-	ClusterID string        `mapstructure:"cluster_id" yaml:"cluster_id"`
-	DataDir   string        `mapstructure:"data_dir" yaml:"data_dir"`
-	API       APIConfig     `mapstructure:"api" yaml:"api"`
-	Actions   ActionsConfig `mapstructure:"actions" yaml:"actions"`
-	Gossip    GossipConfig  `mapstructure:"gossip" yaml:"gossip"`
-	Log       config.Log    `mapstructure:"log" yaml:"log"`
+	NodeID    string `mapstructure:"node_id" yaml:"node_id"`
+	ClusterID string `mapstructure:"cluster_id" yaml:"cluster_id"`
+	// Labels describe the node (role: replica, zone: eu-1): shown in info,
+	// announced in gossip, selected by targets (DESIGN.md §9).
+	Labels  map[string]string `mapstructure:"labels" yaml:"labels"`
+	DataDir string            `mapstructure:"data_dir" yaml:"data_dir"`
+	API     APIConfig         `mapstructure:"api" yaml:"api"`
+	Actions ActionsConfig     `mapstructure:"actions" yaml:"actions"`
+	Gossip  GossipConfig      `mapstructure:"gossip" yaml:"gossip"`
+	Log     config.Log        `mapstructure:"log" yaml:"log"`
 }
 
 // APIConfig is the agent API: its TCP listener, for the core, and the Unix
@@ -81,7 +86,8 @@ type GossipConfig struct {
 // DefaultConfig returns the defaults of DESIGN.md §4 and §6.
 func DefaultConfig() Config {
 	return Config{
-		API: APIConfig{API: config.API{Addr: "127.0.0.1:7420"}},
+		Labels: map[string]string{},
+		API:    APIConfig{API: config.API{Addr: "127.0.0.1:7420", Server: config.DefaultServer()}},
 		Actions: ActionsConfig{
 			DefaultTimeout:     time.Hour,
 			Retention:          7 * 24 * time.Hour,
@@ -108,12 +114,28 @@ func (c *Config) Validate() []error {
 	if c.DataDir == "" {
 		errs = append(errs, fmt.Errorf("data_dir: required (the queue is <data_dir>/agent.db)"))
 	}
+	if err := labels.Set(c.Labels).Validate(); err != nil {
+		errs = append(errs, fmt.Errorf("labels: %v", err))
+	} else if c.Gossip.Enabled {
+		// Announced in the gossip metadata, which memberlist bounds.
+		api := c.Gossip.AdvertiseAPI
+		if api == "" {
+			api = c.API.Addr
+		}
+		if gossip.ValidateAPIAddr(api) != nil {
+			api = "255.255.255.255:65535" // reported elsewhere; as long as an address gets
+		}
+		if _, err := gossip.EncodeMeta(gossipMeta(*c, api)); errors.Is(err, gossip.ErrMetaTooLarge) {
+			errs = append(errs, fmt.Errorf("labels: too long to announce in the gossip metadata (%v); use fewer or shorter labels", err))
+		}
+	}
 	if c.API.Addr != "" {
 		if err := config.ValidateAddr("api.addr", c.API.Addr); err != nil {
 			errs = append(errs, err)
 		}
 	}
 	errs = append(errs, c.API.TLS.Validate("api.tls")...)
+	errs = append(errs, c.API.Server.Validate("api")...)
 	if c.API.TLS.ClientCAFile != "" && !c.API.TLS.Enabled() {
 		errs = append(errs, fmt.Errorf("api.tls.client_ca_file: needs api.tls.cert_file and api.tls.key_file"))
 	}

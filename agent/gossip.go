@@ -33,9 +33,15 @@ func newGossip(c Config, api string, log *slog.Logger) (*gossip.Service, error) 
 		Join:     g.Join,
 		Key:      key,
 		Insecure: g.Insecure && len(key) == 0,
-		Meta:     gossip.Meta{Role: gossip.RoleAgent, Cluster: c.ClusterID, Node: c.NodeID, API: api},
+		Meta:     gossipMeta(c, api),
 		Timing:   g.Timing,
 		Seek:     gossip.RoleCore,
 		Log:      log,
 	})
+}
+
+// gossipMeta is what the agent announces: its cluster, node id, API address
+// and labels.
+func gossipMeta(c Config, api string) gossip.Meta {
+	return gossip.Meta{Role: gossip.RoleAgent, Cluster: c.ClusterID, Node: c.NodeID, API: api, Labels: c.Labels}
 }

@@ -2,14 +2,17 @@ package agent
 
 import (
 	"context"
+	"net/http"
 	"os"
 	"path/filepath"
+	"reflect"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/musterhq/muster/shared/gossip"
+	"github.com/musterhq/muster/shared/labels"
 )
 
 func TestGossipConfig(t *testing.T) {
@@ -27,6 +30,14 @@ func TestGossipConfig(t *testing.T) {
 		{"bad profile", func(c *Config) { c.Gossip.Profile = "wan" }, "gossip.profile:"},
 		{"probe timeout over interval", func(c *Config) { c.Gossip.ProbeInterval = 100 * time.Millisecond }, "gossip.probe_timeout:"},
 		{"API on every interface without advertise_api", func(c *Config) { c.API.Addr, c.API.Insecure = "0.0.0.0:7420", true }, "gossip.advertise_api:"},
+		{"labels", func(c *Config) { c.Labels = map[string]string{"role": "replica", "zone": "eu-1"} }, ""},
+		{"bad label", func(c *Config) { c.Labels = map[string]string{"role": "a b"} }, "labels: invalid label: value"},
+		{"labels too long for gossip", func(c *Config) {
+			c.Labels = map[string]string{}
+			for _, k := range []string{"a", "b", "c", "d", "e", "f", "g", "h"} {
+				c.Labels[k] = strings.Repeat("v", 60)
+			}
+		}, "labels: too long to announce"},
 		{"API on every interface with advertise_api", func(c *Config) {
 			c.API.Addr, c.API.Insecure, c.Gossip.AdvertiseAPI = "0.0.0.0:7420", true, "10.0.0.1:7420"
 		}, ""},
@@ -105,6 +116,7 @@ func TestAgentAnnouncesItselfAndLeaves(t *testing.T) {
 	cfg := DefaultConfig()
 	cfg.NodeID, cfg.ClusterID, cfg.DataDir = "n1", "c1", t.TempDir()
 	cfg.API.Addr, cfg.API.Insecure = "127.0.0.1:0", true
+	cfg.Labels = map[string]string{"role": "replica"}
 	cfg.Gossip = GossipConfig{Enabled: true, BindAddr: "127.0.0.1:0", Join: []string{core.Addr()}, KeyFile: keyFile, Timing: timing}
 	ag, err := New(cfg, nil)
 	if err != nil {
@@ -119,9 +131,25 @@ func TestAgentAnnouncesItselfAndLeaves(t *testing.T) {
 	waitUntil("the agent's join", func() bool { return seen(gossip.KindJoin) != nil })
 	j := seen(gossip.KindJoin)
 	want := gossip.Meta{V: gossip.MetaVersion, Role: gossip.RoleAgent, Cluster: "c1", Node: "n1", API: ag.Addr().String(),
-		Leave: j.Meta.Leave}
-	if j.Meta != want || j.Meta.Leave == "" {
+		Leave: j.Meta.Leave, Labels: labels.Set{"role": "replica"}}
+	if !reflect.DeepEqual(j.Meta, want) || j.Meta.Leave == "" {
 		t.Fatalf("announced %+v, want %+v", j.Meta, want)
+	}
+
+	// An action that runs and finishes makes the agent tell the core, by a
+	// note naming the node only.
+	resp, err := http.Post("http://"+ag.Addr().String()+"/api/v1/actions", "application/json",
+		strings.NewReader(`{"kind":"muster.io/debug.ping"}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusCreated {
+		t.Fatalf("push: %s", resp.Status)
+	}
+	waitUntil("a changed note", func() bool { return seen(gossip.KindChanged) != nil })
+	if ev := seen(gossip.KindChanged); ev.Meta.Cluster != "c1" || ev.Meta.Node != "n1" || ev.Meta.API != "" {
+		t.Fatalf("changed note %+v", ev.Meta)
 	}
 	cancel()
 	if err := <-done; err != nil {

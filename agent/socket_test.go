@@ -1,6 +1,7 @@
 package agent
 
 import (
+	"context"
 	"net"
 	"os"
 	"os/user"
@@ -84,5 +85,44 @@ func TestListenSocket(t *testing.T) {
 	}
 	if _, err := listenSocket(filepath.Join(dir, "b.sock"), "no-such-group-here", dir); err == nil || !strings.Contains(err.Error(), "api.socket_group") {
 		t.Fatalf("an unknown group: %v", err)
+	}
+}
+
+// Item 13 of the attack review: agent.db and its WAL files are 0600, also in
+// a data_dir that already existed with a looser mode, whatever the umask.
+func TestQueueFilesArePrivateInAnExistingDataDir(t *testing.T) {
+	t.Parallel()
+	dir := filepath.Join(t.TempDir(), "data")
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	cfg := DefaultConfig()
+	cfg.NodeID, cfg.ClusterID, cfg.DataDir, cfg.API.Addr = "n1", "c1", dir, "" // the socket only
+	ag, err := New(cfg, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- ag.Run(ctx) }()
+	defer func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("agent: %v", err)
+		}
+	}()
+	select {
+	case <-ag.Ready():
+	case err := <-done:
+		t.Fatalf("agent did not start: %v", err)
+	}
+	for _, f := range []string{"agent.db", "agent.db-wal", "agent.db-shm"} {
+		fi, err := os.Stat(filepath.Join(dir, f))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if m := fi.Mode().Perm(); m != 0o600 {
+			t.Errorf("%s has mode %04o, want 0600", f, m)
+		}
 	}
 }

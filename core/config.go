@@ -9,10 +9,13 @@ import (
 	"time"
 
 	"github.com/musterhq/muster/core/approval"
+	"github.com/musterhq/muster/core/budget"
 	"github.com/musterhq/muster/core/discovery"
 	"github.com/musterhq/muster/core/retention"
 	"github.com/musterhq/muster/shared/config"
 	"github.com/musterhq/muster/shared/gossip"
+	"github.com/musterhq/muster/shared/labels"
+	"github.com/musterhq/muster/shared/limit"
 )
 
 // Config is the core's configuration (DESIGN.md §6).
@@ -25,9 +28,12 @@ type Config struct {
 	Clusters    []discovery.ClusterSpec `mapstructure:"clusters" yaml:"clusters"`
 	Orchestrate OrchestrateConfig       `mapstructure:"orchestrate" yaml:"orchestrate"`
 	Approval    approval.Policy         `mapstructure:"approval" yaml:"approval"`
-	Gossip      GossipConfig            `mapstructure:"gossip" yaml:"gossip"`
-	UI          UIConfig                `mapstructure:"ui" yaml:"ui"`
-	HA          HAConfig                `mapstructure:"ha" yaml:"ha"`
+	// Kinds marks kinds (by glob) as disruptive: they count against the
+	// clusters' disruption budgets (DESIGN.md §11).
+	Kinds  []budget.KindRule `mapstructure:"kinds" yaml:"kinds"`
+	Gossip GossipConfig      `mapstructure:"gossip" yaml:"gossip"`
+	UI     UIConfig          `mapstructure:"ui" yaml:"ui"`
+	HA     HAConfig          `mapstructure:"ha" yaml:"ha"`
 	// Retention: finished actions (with their history) and events older
 	// than this are purged in the background.
 	Retention time.Duration `mapstructure:"retention" yaml:"retention"`
@@ -59,8 +65,13 @@ type StoreConfig struct {
 	DSN    string `mapstructure:"dsn" yaml:"dsn"`
 }
 
-// APIConfig is the REST API's listener.
-type APIConfig = config.API
+// APIConfig is the REST API's listener and its limits.
+type APIConfig struct {
+	config.API `mapstructure:",squash" yaml:",inline"`
+	// MaxEventStreams caps the event streams open at once, over all tokens
+	// (503 beyond); each token has its own, smaller cap too.
+	MaxEventStreams int `mapstructure:"max_event_streams" yaml:"max_event_streams"`
+}
 
 // AgentsTLSConfig is how the core reaches agents over TLS: the CA that signs
 // their certificates and, for agents that require client certificates, the
@@ -116,8 +127,9 @@ type HAConfig struct {
 func DefaultConfig() Config {
 	return Config{
 		Store:    StoreConfig{Driver: DriverSQLite},
-		API:      APIConfig{Addr: "127.0.0.1:7410"},
+		API:      APIConfig{API: config.API{Addr: "127.0.0.1:7410", Server: config.DefaultServer()}, MaxEventStreams: 256},
 		Clusters: []discovery.ClusterSpec{},
+		Kinds:    []budget.KindRule{},
 		Orchestrate: OrchestrateConfig{
 			Interval:         10 * time.Second,
 			Workers:          8,
@@ -160,6 +172,10 @@ func (c *Config) Validate() []error {
 		add("api.addr", "%s is not a loopback address; configure api.tls or set api.insecure: true", c.API.Addr)
 	}
 	errs = append(errs, c.API.TLS.Validate("api.tls")...)
+	errs = append(errs, c.API.Server.Validate("api")...)
+	if c.API.MaxEventStreams < 1 {
+		add("api.max_event_streams", "must be at least 1, got %d", c.API.MaxEventStreams)
+	}
 	if (c.AgentsTLS.CertFile == "") != (c.AgentsTLS.KeyFile == "") {
 		add("agents_tls", "cert_file and key_file must be set together")
 	}
@@ -199,6 +215,14 @@ func (c *Config) Validate() []error {
 			} else if c.AgentsTLS.Enabled() && strings.HasPrefix(strings.ToLower(n.Addr), "http://") {
 				add(nkey+".addr", "%q names plain HTTP, but with agents_tls every node is reached over https: give host:port", n.Addr)
 			}
+			if err := labels.Set(n.Labels).Validate(); err != nil {
+				add(nkey+".labels", "%v", err)
+			}
+		}
+		if m := cl.Budget.MaxUnavailable; m != "" {
+			if _, err := limit.Parse(m); err != nil {
+				add(key+".budget.max_unavailable", "%v", err)
+			}
 		}
 	}
 
@@ -223,6 +247,7 @@ func (c *Config) Validate() []error {
 		}
 	}
 	errs = append(errs, c.Approval.Validate()...)
+	errs = append(errs, budget.ValidateKinds(c.Kinds)...)
 	if g := c.Gossip; g.Enabled {
 		if g.KeyFile == "" && !g.Insecure {
 			add("gossip.key_file", "required when gossip is enabled (or set gossip.insecure: true)")
@@ -282,4 +307,16 @@ func validAgentAddr(addr string) error {
 // the report is stable.
 func sortByKey(errs []error) {
 	slices.SortStableFunc(errs, func(a, b error) int { return strings.Compare(a.Error(), b.Error()) })
+}
+
+// BudgetPolicy is the disruption budget of every configured cluster and
+// the kinds it counts. Call it on a validated configuration.
+func (c *Config) BudgetPolicy() budget.Policy {
+	p := budget.Policy{MaxUnavailable: map[string]limit.Limit{}, Kinds: c.Kinds}
+	for _, cl := range c.Clusters {
+		if l, err := limit.Parse(cl.Budget.MaxUnavailable); err == nil && cl.Budget.MaxUnavailable != "" {
+			p.MaxUnavailable[cl.ID] = l
+		}
+	}
+	return p
 }

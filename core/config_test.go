@@ -5,7 +5,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/musterhq/muster/core/budget"
 	"github.com/musterhq/muster/core/discovery"
+	"github.com/musterhq/muster/shared/config"
 )
 
 func validConfig() Config {
@@ -67,6 +69,16 @@ func TestValidate(t *testing.T) {
 			"orchestrate.max_queued_per_node:", "orchestrate.schedule_ttl:", "orchestrate.workers:",
 		}},
 		{"approval", func(c *Config) { c.Approval.Default = "maybe" }, []string{"approval.default:"}},
+		{"node labels", func(c *Config) { c.Clusters[0].Nodes[0].Labels = map[string]string{"role": "replica"} }, nil},
+		{"bad node label", func(c *Config) { c.Clusters[0].Nodes[0].Labels = map[string]string{"role": "<b>"} }, []string{"clusters[0].nodes[0].labels:"}},
+		{"budget count", func(c *Config) { c.Clusters[0].Budget.MaxUnavailable = "1" }, nil},
+		{"budget percentage", func(c *Config) { c.Clusters[0].Budget.MaxUnavailable = "10%" }, nil},
+		{"budget over 100%", func(c *Config) { c.Clusters[0].Budget.MaxUnavailable = "101%" }, []string{"clusters[0].budget.max_unavailable:"}},
+		{"budget not a number", func(c *Config) { c.Clusters[0].Budget.MaxUnavailable = "one" }, []string{"clusters[0].budget.max_unavailable:"}},
+		{"disruptive kinds", func(c *Config) {
+			c.Kinds = []budget.KindRule{{Kind: "example.com/db.*", Disruptive: true}, {Kind: "*"}}
+		}, nil},
+		{"bad kind glob", func(c *Config) { c.Kinds = []budget.KindRule{{Kind: "[", Disruptive: true}, {}} }, []string{"kinds[0].kind:", "kinds[1].kind:"}},
 		{"gossip without key", func(c *Config) { c.Gossip.Enabled = true }, []string{"gossip.key_file:"}},
 		{"gossip with key file", func(c *Config) { c.Gossip.Enabled, c.Gossip.KeyFile = true, "/gossip.key" }, nil},
 		{"gossip insecure", func(c *Config) { c.Gossip.Enabled, c.Gossip.Insecure = true, true }, nil},
@@ -76,6 +88,10 @@ func TestValidate(t *testing.T) {
 		{"log", func(c *Config) { c.Log.Level = "loud" }, []string{"log.level:"}},
 		{"ui session ttl", func(c *Config) { c.UI.SessionTTL = 0 }, []string{"ui.session_ttl:"}},
 		{"ui off, no ttl", func(c *Config) { c.UI = UIConfig{} }, nil},
+		{"server limits zero", func(c *Config) { c.API.Server, c.API.MaxEventStreams = config.Server{}, 0 }, []string{
+			"api.idle_timeout:", "api.max_connections:", "api.max_event_streams:", "api.max_header_bytes:",
+			"api.read_timeout:", "api.write_timeout:",
+		}},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -92,5 +108,23 @@ func TestValidate(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+func TestBudgetPolicy(t *testing.T) {
+	t.Parallel()
+	cfg := validConfig()
+	cfg.Clusters[0].Budget.MaxUnavailable = "25%"
+	cfg.Kinds = []budget.KindRule{{Kind: "example.com/db.*", Disruptive: true}}
+	if errs := cfg.Validate(); len(errs) != 0 {
+		t.Fatal(errs)
+	}
+	p := cfg.BudgetPolicy()
+	l, ok := p.Limit(cfg.Clusters[0].ID)
+	if !ok || l.String() != "25%" || !p.Disruptive("example.com/db.restart") || p.Disruptive("example.com/web.restart") {
+		t.Fatalf("policy %+v", p)
+	}
+	if _, ok := p.Limit("other"); ok {
+		t.Fatal("a cluster without a budget has one")
 	}
 }

@@ -30,7 +30,9 @@ import (
 	"github.com/musterhq/muster/core/store/postgres"
 	"github.com/musterhq/muster/core/store/sqlite"
 	"github.com/musterhq/muster/core/ui"
+	"github.com/musterhq/muster/shared/apiserver"
 	"github.com/musterhq/muster/shared/config"
+	"github.com/musterhq/muster/shared/gossip"
 	"github.com/musterhq/muster/shared/tlsutil"
 	"github.com/musterhq/muster/shared/version"
 )
@@ -114,7 +116,7 @@ func (c *Core) Run(ctx context.Context) error {
 		ln.Close()
 		return err
 	}
-	orch, err := orchestrate.New(orchestrate.Config{
+	ocfg := orchestrate.Config{
 		Rules:            rules,
 		Interval:         cfg.Orchestrate.Interval,
 		Workers:          cfg.Orchestrate.Workers,
@@ -124,22 +126,30 @@ func (c *Core) Run(ctx context.Context) error {
 		ApprovalTTL:      cfg.Approval.TTL,
 		ScheduleTTL:      cfg.Orchestrate.ScheduleTTL,
 		AgentTLS:         atls,
+		StaticLabels:     discovery.StaticLabels(cfg.Clusters),
+		Budget:           cfg.BudgetPolicy(),
 		Runs:             engine,
 		Leases:           repl.orchestrateLeases(),
-	}, st, c.log, reg)
+	}
+	// The rule of gossipOptions, applied to the address actually dialled.
+	ocfg.RefuseInternalGossip = cfg.Gossip.Enabled && !allowInternalGossip(cfg)
+	orch, err := orchestrate.New(ocfg, st, c.log, reg)
 	if err != nil {
 		ln.Close()
 		return err
 	}
-	apiSrv := api.New(api.Config{Policy: cfg.Approval, Rules: rules, Gatherer: reg, Registerer: reg, Runs: engine, Replicas: repl}, st, repl, c.log)
+	apiSrv := api.New(api.Config{Policy: cfg.Approval, Rules: rules, Budget: cfg.BudgetPolicy(), Gatherer: reg,
+		Registerer: reg, Runs: engine, Replicas: repl, MaxStreams: cfg.API.MaxEventStreams,
+		StreamWriteTimeout: cfg.API.WriteTimeout}, st, repl, c.log)
 	handler, closeUI, err := withUI(cfg, apiSrv, rules, repl, st, c.log)
 	if err != nil {
 		ln.Close()
 		return err
 	}
-	httpSrv := &http.Server{Handler: handler, ReadHeaderTimeout: 10 * time.Second,
-		// Refused TLS handshakes (no or a wrong client certificate) land here.
-		ErrorLog: slog.NewLogLogger(c.log.With("component", "api").Handler(), slog.LevelWarn)}
+	// Refused TLS handshakes (no or a wrong client certificate) land in
+	// the error log.
+	httpSrv := apiserver.NewServer(handler, cfg.API.Server,
+		slog.NewLogLogger(c.log.With("component", "api").Handler(), slog.LevelWarn))
 	httpSrv.RegisterOnShutdown(apiSrv.Close) // event streams end, so Shutdown can finish
 	httpSrv.RegisterOnShutdown(closeUI)
 
@@ -149,7 +159,7 @@ func (c *Core) Run(ctx context.Context) error {
 		return err
 	}
 	defer orch.Stop()
-	if err := repl.Start(ctx, orch.Nudge); err != nil {
+	if err := repl.Start(ctx, orch.Nudge, orch.NudgeNode); err != nil {
 		ln.Close()
 		return err
 	}
@@ -174,7 +184,7 @@ func (c *Core) Run(ctx context.Context) error {
 		_ = discovery.Watch(watchCtx, st, c.log, repl.Nudge, static.Clusters(), sources...)
 	}()
 	defer func() { stopWatch(); watch.Wait() }()
-	gs, err := newGossip(cfg.Gossip, ln.Addr().String(), pool, c.log)
+	gs, err := newGossip(cfg.Gossip, ln.Addr().String(), pool, orch.NudgeNode, c.log)
 	if err == nil && gs != nil {
 		err = gs.Start(ctx)
 	}
@@ -287,7 +297,7 @@ func openStore(ctx context.Context, cfg Config) (store.Store, error) {
 // api.tls.client_ca_file, clients must present a certificate of that CA (the
 // bearer token is still required).
 func listen(c APIConfig) (net.Listener, error) {
-	return tlsutil.Listen("api", c.Addr, c.TLS.CertFile, c.TLS.KeyFile, c.TLS.ClientCAFile)
+	return apiserver.Listen("api", c.API)
 }
 
 // agentsTLS returns the TLS client configuration the orchestrator reaches
@@ -312,15 +322,19 @@ func agentsTLS(c AgentsTLSConfig) (*tls.Config, error) {
 // agent proves the node's identity.
 func gossipOptions(cfg Config, atls *tls.Config) []discovery.GossipOption {
 	var opts []discovery.GossipOption
-	if config.IsLoopback(cfg.API.Addr) || cfg.Gossip.Insecure {
+	if allowInternalGossip(cfg) {
 		opts = append(opts, discovery.AllowLoopback())
 	}
 	if atls != nil {
 		timeout := cfg.Orchestrate.AgentTimeout
+		var d *net.Dialer
+		if !allowInternalGossip(cfg) {
+			d = &net.Dialer{Control: gossip.RefuseInternal} // as the orchestrator dials gossip nodes
+		}
 		opts = append(opts, discovery.VerifyClaims(func(ctx context.Context, _, node, addr string) error {
 			ctx, cancel := context.WithTimeout(ctx, timeout)
 			defer cancel()
-			err := tlsutil.ProvePeer(ctx, atls, addr, tlsutil.Agent(node))
+			err := tlsutil.ProvePeer(ctx, d, atls, addr, tlsutil.Agent(node))
 			if pe := (*tlsutil.ProofError)(nil); errors.As(err, &pe) {
 				return &discovery.ClaimError{Reason: pe.Reason}
 			}
@@ -328,4 +342,11 @@ func gossipOptions(cfg Config, atls *tls.Config) []discovery.GossipOption {
 		}))
 	}
 	return opts
+}
+
+// allowInternalGossip reports whether gossip agents may be on loopback or
+// link-local addresses: when the core's own API is on loopback (a pool on
+// one machine) or with gossip.insecure.
+func allowInternalGossip(cfg Config) bool {
+	return config.IsLoopback(cfg.API.Addr) || cfg.Gossip.Insecure
 }

@@ -311,3 +311,42 @@ func TestKeyFilesReadableByGroupOrOthersAreRefused(t *testing.T) {
 		t.Errorf("the core made its data directory before refusing: %v", err)
 	}
 }
+
+// Item 13 of the attack review: core.db and its WAL files are 0600, also in
+// a data_dir that already existed with a looser mode, whatever the umask.
+func TestStoreFilesArePrivateInAnExistingDataDir(t *testing.T) {
+	t.Parallel()
+	dir := filepath.Join(t.TempDir(), "data")
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	cfg := core.DefaultConfig()
+	cfg.DataDir, cfg.API.Addr = dir, "127.0.0.1:0"
+	c, err := core.New(cfg, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- c.Run(ctx) }()
+	defer func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("core: %v", err)
+		}
+	}()
+	select {
+	case <-c.Ready():
+	case err := <-done:
+		t.Fatalf("core did not start: %v", err)
+	}
+	for _, f := range []string{"core.db", "core.db-wal", "core.db-shm", "admin.token"} {
+		fi, err := os.Stat(filepath.Join(dir, f))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if m := fi.Mode().Perm(); m != 0o600 {
+			t.Errorf("%s has mode %04o, want 0600", f, m)
+		}
+	}
+}

@@ -8,9 +8,10 @@ import (
 	"github.com/musterhq/muster/shared/gossip"
 )
 
-// newGossip builds the core's member of the gossip pool, which feeds src.
-// It is nil when gossip is disabled.
-func newGossip(c GossipConfig, api string, src *discovery.GossipSource, log *slog.Logger) (*gossip.Service, error) {
+// newGossip builds the core's member of the gossip pool, which feeds src;
+// an agent's "changed" note calls changed with its cluster and node. It is
+// nil when gossip is disabled.
+func newGossip(c GossipConfig, api string, src *discovery.GossipSource, changed func(cluster, node string), log *slog.Logger) (*gossip.Service, error) {
 	if !c.Enabled {
 		return nil, nil
 	}
@@ -29,7 +30,13 @@ func newGossip(c GossipConfig, api string, src *discovery.GossipSource, log *slo
 		Insecure: c.Insecure && len(key) == 0,
 		Meta:     gossip.Meta{Role: gossip.RoleCore, API: api},
 		Timing:   c.Timing,
-		Handler:  src.Handle,
-		Log:      log,
+		Handler: func(ev gossip.Event) {
+			if ev.Kind == gossip.KindChanged {
+				changed(ev.Meta.Cluster, ev.Meta.Node)
+				return
+			}
+			src.Handle(ev)
+		},
+		Log: log,
 	})
 }

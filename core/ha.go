@@ -25,13 +25,15 @@ import (
 // holding a cluster's lease, and the list of replicas. On SQLite there is
 // one core: no leases, and nudges stay local.
 type replication struct {
-	self    store.Replica
-	ttl     time.Duration
-	pg      *postgres.Store // nil on SQLite
-	leases  *lease.Manager  // nil on SQLite
-	log     *slog.Logger
-	local   func(clusterID string)
-	publish chan string
+	self   store.Replica
+	ttl    time.Duration
+	pg     *postgres.Store // nil on SQLite
+	leases *lease.Manager  // nil on SQLite
+	log    *slog.Logger
+	local  func(clusterID string)
+	// localNode asks this replica's orchestrator for a sync of one node.
+	localNode func(clusterID, nodeID string)
+	publish   chan string
 
 	cancel context.CancelFunc
 	wg     sync.WaitGroup
@@ -98,10 +100,28 @@ func (r *replication) Nudge(clusterID string) {
 	}
 }
 
+// NudgeNode asks for a sync of one node now (DESIGN.md §12). The sync runs
+// where the cluster's lease is: here when this replica holds it; with
+// several replicas, the holder gets a nudge of the whole cluster through the
+// database, since nudges between replicas name clusters. It never blocks.
+func (r *replication) NudgeNode(clusterID, nodeID string) {
+	if r.localNode != nil {
+		r.localNode(clusterID, nodeID)
+	}
+	if r.pg == nil {
+		return
+	}
+	select {
+	case r.publish <- clusterID:
+	default: // a nudge is a hint; the interval brings the pass anyway
+	}
+}
+
 // Start takes the first leases and relays nudges between replicas until
-// Stop; local receives the nudges meant for this replica's orchestrator.
-func (r *replication) Start(ctx context.Context, local func(clusterID string)) error {
-	r.local = local
+// Stop; local receives the nudges meant for this replica's orchestrator, and
+// localNode its syncs of single nodes.
+func (r *replication) Start(ctx context.Context, local func(clusterID string), localNode func(clusterID, nodeID string)) error {
+	r.local, r.localNode = local, localNode
 	if r.pg == nil {
 		return nil
 	}

@@ -54,6 +54,9 @@ type fleetOptions struct {
 	// coreAddr gives the address the core is told for a node's agent (a
 	// proxy in front of it, say); nil gives the agent's own address.
 	coreAddr func(node, agentAddr string) string
+	// clusterYAML is added to the cluster's entry in the core's config,
+	// indented under it (budget: ...).
+	clusterYAML string
 	// agentYAML, when set, adds YAML of a node's own to its agent's config
 	// (its labels, say).
 	agentYAML func(node string) string
@@ -100,6 +103,7 @@ func newFleetWith(t testing.TB, o fleetOptions) *fleet {
 		}
 		fmt.Fprintf(&nodes, "      - {id: %s, addr: %q}\n", id, addr)
 	}
+	nodes.WriteString(o.clusterYAML)
 	dir := subdir("core")
 	cfg := fmt.Sprintf(`data_dir: %s
 api:

@@ -2,8 +2,11 @@ package e2e
 
 import (
 	"fmt"
+	"slices"
 	"testing"
 	"time"
+
+	"github.com/musterhq/muster/shared/action"
 )
 
 // BenchmarkGossipKillToDown starts a core and five agents (real processes)
@@ -45,4 +48,55 @@ func BenchmarkGossipKillToDown(b *testing.B) {
 			b.ReportMetric(total.Seconds()/float64(b.N), "s_kill_to_down")
 		})
 	}
+}
+
+// BenchmarkFinishedToVisible measures reactive progress (DESIGN.md §12): a
+// core and five agents (real processes) in a gossip pool, passes every 10 s.
+// Each sample is a 1 s sleep action on one node; the figure is the time from
+// its end on the agent (the agent's finished_ts) to the core's API showing it
+// DONE, polled every 5 ms. Without the agents' notes it would be up to the
+// interval.
+func BenchmarkFinishedToVisible(b *testing.B) {
+	const samples = 20
+	var lat []time.Duration
+	for i := 0; i < b.N; i++ {
+		p := newPool(b, gossipTiming, 10*time.Second)
+		for j := 1; j <= 5; j++ {
+			p.agent(fmt.Sprintf("node-%d", j), "", gossipTiming)
+		}
+		waitFor(b, 30*time.Second, "five nodes UP", func() bool {
+			up := 0
+			for _, n := range p.nodes() {
+				if n.Status == "UP" {
+					up++
+				}
+			}
+			return up == 5
+		})
+		for s := 0; s < samples; s++ {
+			a := p.create(fmt.Sprintf("node-%d", s%5+1), "muster.io/debug.sleep", `{"seconds":1}`)
+			var seen time.Time
+			var rec *action.Action
+			deadline := time.Now().Add(30 * time.Second)
+			for {
+				got, err := p.admin.Action(ctxT(b), a.ID)
+				if err == nil && got.State == action.Done {
+					seen, rec = time.Now(), got
+					break
+				}
+				if time.Now().After(deadline) {
+					b.Fatalf("action %s not DONE in the core after 30 s", a.ID)
+				}
+				time.Sleep(5 * time.Millisecond)
+			}
+			if rec.FinishedTS == nil {
+				b.Fatalf("DONE without finished_ts: %+v", rec)
+			}
+			lat = append(lat, seen.Sub(*rec.FinishedTS))
+		}
+	}
+	slices.Sort(lat)
+	ms := func(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
+	b.ReportMetric(ms(percentile(lat, 50)), "finished_to_visible_p50_ms")
+	b.ReportMetric(ms(percentile(lat, 99)), "finished_to_visible_p99_ms")
 }

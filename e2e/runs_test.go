@@ -26,6 +26,13 @@ type stepFleet struct {
 
 func newStepFleet(t *testing.T, n int, work string, coreExtra string) *stepFleet {
 	t.Helper()
+	return newStepFleetWith(t, work, fleetOptions{nodes: n, coreExtra: coreExtra})
+}
+
+// newStepFleetWith is newStepFleet with more of the fleet's options (its
+// actions and directory are the step kind's).
+func newStepFleetWith(t *testing.T, work string, o fleetOptions) *stepFleet {
+	t.Helper()
 	dir := t.TempDir()
 	log := filepath.Join(dir, "steps.log")
 	failOn := filepath.Join(dir, "fail-on")
@@ -40,7 +47,8 @@ if grep -qx "$MUSTER_NODE_ID" %[3]q 2>/dev/null; then echo "failing on purpose";
 		t.Fatal(err)
 	}
 	kinds := fmt.Sprintf("actions:\n  external:\n    - kind: example.com/step\n      run: [%q]\n", script)
-	f := newFleetWith(t, fleetOptions{nodes: n, actionsYAML: kinds, dir: filepath.Join(dir, "fleet"), coreExtra: coreExtra})
+	o.actionsYAML, o.dir = kinds, filepath.Join(dir, "fleet")
+	f := newFleetWith(t, o)
 	return &stepFleet{fleet: f, stepLog: log, failOn: failOn}
 }
 

@@ -1,7 +1,9 @@
 // Package api serves the agent's local HTTP API (DESIGN.md §4): queue an
 // action, list what changed since a cursor, show one action, cancel, and the
 // health and metrics probes. Every answer that reports a change is sent after
-// the change is committed.
+// the change is committed. The same handlers answer the core over TCP and
+// the node's users over a Unix socket, where the caller is named by its uid
+// (DESIGN.md §15, ConnContext).
 package api
 
 import (
@@ -23,6 +25,7 @@ import (
 	"github.com/musterhq/muster/shared/action"
 	"github.com/musterhq/muster/shared/apiserver"
 	"github.com/musterhq/muster/shared/jsonbody"
+	"github.com/musterhq/muster/shared/labels"
 	"github.com/musterhq/muster/shared/tlsutil"
 	"github.com/musterhq/muster/shared/wire"
 )
@@ -68,6 +71,8 @@ const (
 // Config configures the API.
 type Config struct {
 	NodeID, ClusterID, Version string
+	// Labels are the node's labels, shown by info.
+	Labels map[string]string
 	// DefaultTimeout applies to actions without timeout_s whose kind has none.
 	DefaultTimeout time.Duration
 	Queue          Queue
@@ -162,6 +167,7 @@ func (s *Server) info(c *echo.Context) error {
 	return c.JSON(http.StatusOK, wire.AgentInfo{
 		NodeID: s.cfg.NodeID, ClusterID: s.cfg.ClusterID, Version: s.cfg.Version,
 		StoreID: s.cfg.Queue.StoreID(), Kinds: s.cfg.Kinds.Kinds(), Queue: counts,
+		Labels: labels.Merge(nil, s.cfg.Labels),
 	})
 }
 

@@ -38,7 +38,8 @@ func setup(t *testing.T) *fixture {
 	run := runner.New(runner.Config{Queue: q, Handlers: reg, Actor: "n1", Idle: 20 * time.Millisecond, Metrics: runner.NewMetrics(prom)})
 	_ = run.Start(context.Background())
 	srv := New(Config{NodeID: "n1", ClusterID: "c1", Version: "test", DefaultTimeout: time.Hour,
-		Queue: q, Runner: run, Kinds: reg, Gatherer: prom, Registerer: prom})
+		Labels: map[string]string{"role": "replica", "zone": "eu-1"},
+		Queue:  q, Runner: run, Kinds: reg, Gatherer: prom, Registerer: prom})
 	ts := httptest.NewServer(srv.Handler())
 	t.Cleanup(func() { ts.Close(); run.Stop(); q.Close() })
 	return &fixture{url: ts.URL, q: q}
@@ -271,7 +272,8 @@ func TestInfoHealthMetrics(t *testing.T) {
 	waitFinal(t, f, decode[action.Action](t, b).ID)
 	st, b := f.do(t, "GET", "/api/v1/info", "")
 	info := decode[wire.AgentInfo](t, b)
-	if st != 200 || info.NodeID != "n1" || info.ClusterID != "c1" || !action.ValidID(info.StoreID) || len(info.Kinds) != 3 || info.Queue[action.Done] != 1 {
+	if st != 200 || info.NodeID != "n1" || info.ClusterID != "c1" || !action.ValidID(info.StoreID) || len(info.Kinds) != 3 || info.Queue[action.Done] != 1 ||
+		len(info.Labels) != 2 || info.Labels["role"] != "replica" || info.Labels["zone"] != "eu-1" {
 		t.Fatalf("info: %d %s", st, b)
 	}
 	if st, _ := f.do(t, "GET", "/api/v1/health", ""); st != 200 {

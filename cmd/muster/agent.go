@@ -14,8 +14,11 @@ func newAgentCmd() *cobra.Command {
 		Short: "Run the agent of this node: its action queue, runner and local API",
 		Long: `Run the agent of this node. It keeps a durable queue of actions in
 <data_dir>/agent.db, runs them one at a time in creation order, and answers
-its local API. Configuration comes from --config (YAML), then MUSTER_*
-environment variables (MUSTER_API_ADDR for api.addr), then flags.`,
+its API: over TCP (api.addr) for the core only, with mutual TLS unless
+api.insecure, and on the Unix socket <data_dir>/agent.sock for people and
+scripts on the node, who are recorded by their uid. Configuration comes
+from --config (YAML), then MUSTER_* environment variables (MUSTER_API_ADDR
+for api.addr), then flags.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			cfg := agent.DefaultConfig()

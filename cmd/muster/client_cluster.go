@@ -8,6 +8,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/musterhq/muster/shared/client"
+	"github.com/musterhq/muster/shared/labels"
 	"github.com/musterhq/muster/shared/textsafe"
 	"github.com/musterhq/muster/shared/wire"
 )
@@ -67,7 +68,18 @@ func newClusterCmd() *cobra.Command {
 			if cl.StatusReason != "" {
 				fmt.Fprintf(w, "Reason:   %s\n", textsafe.Escape(cl.StatusReason))
 			}
-			fmt.Fprintf(w, "Nodes:    %d (%d up, %d down, %d unknown)\n\n", cl.NodeCounts.Total, cl.NodeCounts.Up, cl.NodeCounts.Down, cl.NodeCounts.Unknown)
+			fmt.Fprintf(w, "Nodes:    %d (%d up, %d down, %d unknown)\n", cl.NodeCounts.Total, cl.NodeCounts.Up, cl.NodeCounts.Down, cl.NodeCounts.Unknown)
+			if b := cl.Budget; b != nil {
+				fmt.Fprintf(w, "Budget:   %d of %d unavailable (max_unavailable %s)", b.Unavailable, b.Max, b.MaxUnavailable)
+				if b.Held > 0 {
+					fmt.Fprintf(w, ", %d action(s) held", b.Held)
+				}
+				fmt.Fprintln(w)
+				for _, n := range b.Nodes {
+					fmt.Fprintf(w, "          %s: %s\n", n.ID, n.Reason)
+				}
+			}
+			fmt.Fprintln(w)
 			return nodeTable(cmd, cl.Nodes, false)
 		},
 	}, &cobra.Command{
@@ -98,17 +110,23 @@ func newNodeCmd() *cobra.Command {
 		Short: "List, drain, undrain and forget the nodes the core knows",
 	}
 	f := bindClientFlags(cmd)
-	var cluster string
+	var (
+		cluster string
+		sel     []string
+	)
 	list := &cobra.Command{
 		Use:   "list",
 		Short: "List nodes, of every cluster or of one",
 		Args:  noArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			if _, err := labels.ParseSelector(sel); err != nil {
+				return &exitError{code: 2, err: fmt.Errorf("--label: %v", err)}
+			}
 			c, err := f.core()
 			if err != nil {
 				return err
 			}
-			nodes, err := c.Nodes(cmd.Context(), cluster)
+			nodes, err := c.Nodes(cmd.Context(), cluster, sel...)
 			if err != nil {
 				return apiError(c, err)
 			}
@@ -119,6 +137,7 @@ func newNodeCmd() *cobra.Command {
 		},
 	}
 	list.Flags().StringVar(&cluster, "cluster", "", "only the nodes of this cluster")
+	list.Flags().StringArrayVar(&sel, "label", nil, "only the nodes with this label, as key=value (repeatable: all must match)")
 	cmd.AddCommand(list)
 	for _, v := range []struct{ use, short string }{
 		{"drain", "Send no new actions to a node; what it holds finishes"},
@@ -194,13 +213,14 @@ func nodeCluster(cmd *cobra.Command, c *client.Core, given, id string) (string, 
 }
 
 func nodeTable(cmd *cobra.Command, nodes []wire.Node, withCluster bool) error {
-	header := []string{"NODE", "STATUS", "ADDR", "SOURCE", "VERSION", "LAST CONTACT", "KINDS", "REASON"}
+	header := []string{"NODE", "STATUS", "ADDR", "SOURCE", "VERSION", "LAST CONTACT", "KINDS", "LABELS", "REASON"}
 	if withCluster {
 		header = append([]string{"CLUSTER"}, header...)
 	}
 	t := newTable(cmd.OutOrStdout(), header...)
 	for _, n := range nodes {
-		row := []string{n.ID, n.Status, n.Addr, n.Source, n.Version, tsPtr(n.LastContact), strconv.Itoa(len(n.Kinds)), n.StatusReason}
+		row := []string{n.ID, n.Status, n.Addr, n.Source, n.Version, tsPtr(n.LastContact), strconv.Itoa(len(n.Kinds)),
+			labels.Set(n.Labels).String(), n.StatusReason}
 		if withCluster {
 			row = append([]string{n.ClusterID}, row...)
 		}

@@ -27,7 +27,7 @@ func newPlaybookCmd() *cobra.Command {
 	return cmd
 }
 
-// readDoc reads a playbook file, refusing one over the core's limit early.
+// readDoc reads a playbook file.
 func readDoc(path string) (string, error) {
 	b, err := os.ReadFile(path)
 	if err != nil {
@@ -275,7 +275,7 @@ func newPlaybookStartCmd(f *clientFlags) *cobra.Command {
 			fmt.Fprintf(cmd.OutOrStdout(), "Started playbook %s version %d as run %s (%s).\n", textsafe.Escape(r.Playbook),
 				r.PlaybookVersion, textsafe.Escape(r.ID), textsafe.Escape(r.State))
 			if r.State == "PENDING_APPROVE" {
-				fmt.Fprintf(cmd.OutOrStdout(), "It waits for approval: muster run approve %s\n", shortID(r.ID))
+				fmt.Fprintf(cmd.OutOrStdout(), "It waits for approval: muster run approve %s\n", textsafe.Escape(shortID(r.ID)))
 			}
 			return nil
 		},

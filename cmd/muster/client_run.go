@@ -135,7 +135,7 @@ func newRunCreateCmd(f *clientFlags) *cobra.Command {
 			}
 			fmt.Fprintf(w, "Created run %s (%s): %s on %d node(s).\n", textsafe.Escape(r.ID), textsafe.Escape(r.State), textsafe.Escape(st.Kind), n)
 			if r.State == "PENDING_APPROVE" {
-				fmt.Fprintf(w, "It waits for approval: muster run approve %s\n", shortID(r.ID))
+				fmt.Fprintf(w, "It waits for approval: muster run approve %s\n", textsafe.Escape(shortID(r.ID)))
 			}
 			return nil
 		},
@@ -311,9 +311,32 @@ func newRunVerbCmd(f *clientFlags, verb, short string) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			r, err := c.RunVerb(cmd.Context(), args[0], verb, reason)
-			if err != nil {
-				return apiError(c, err)
+			var r *wire.Run
+			if verb == "approve" {
+				// Approve what is shown: the run as read now, by its digest.
+				shown, err := c.Run(cmd.Context(), args[0])
+				if err != nil {
+					return apiError(c, err)
+				}
+				if !f.json() {
+					_, total := progress(shown)
+					fmt.Fprintf(cmd.OutOrStdout(), "Run %s on %s by %s: %d stage(s), %d child action(s), digest %.12s\n",
+						shown.ID, textsafe.Escape(shown.ClusterID), textsafe.Escape(shown.Requester), len(shown.Stages), total, shown.Digest)
+					for _, st := range shown.Stages {
+						fmt.Fprintf(cmd.OutOrStdout(), "  %s: %s %s on %s (max_concurrency %s, max_errors %s)\n",
+							textsafe.Escape(st.Name), textsafe.Escape(st.Kind), textsafe.Escape(string(st.Args)),
+							textsafe.Escape(strings.Join(st.Nodes, ",")), st.MaxConcurrency, st.MaxErrors)
+					}
+				}
+				r, err = c.ApproveRun(cmd.Context(), shown.ID, shown.Digest)
+				if err != nil {
+					return apiError(c, err)
+				}
+			} else {
+				var err error
+				if r, err = c.RunVerb(cmd.Context(), args[0], verb, reason); err != nil {
+					return apiError(c, err)
+				}
 			}
 			if f.json() {
 				return writeJSON(cmd.OutOrStdout(), r)
@@ -352,14 +375,14 @@ the run ends DONE and 1 otherwise.`,
 }
 
 // watchRun prints the run's stage lines each time they change. Every event
-// of the run's cluster re-reads the run (child actions' events name their
-// cluster), at most a few times a second.
+// of the run or of one of its children (they carry its run_id) re-reads the
+// run, at most a few times a second.
 func watchRun(ctx context.Context, c *client.Core, ref string, w io.Writer, asJSON bool) error {
 	r, err := c.Run(ctx, ref)
 	if err != nil {
 		return apiError(c, err)
 	}
-	id, cluster := r.ID, r.ClusterID
+	id := r.ID
 	var last []string
 	show := func(r *wire.Run) error {
 		var lines []string
@@ -380,7 +403,7 @@ func watchRun(ctx context.Context, c *client.Core, ref string, w io.Writer, asJS
 	}
 	since := int64(-1)
 	for attempt := 0; ; {
-		s, err := c.Stream(ctx, since, client.EventFilter{Cluster: cluster})
+		s, err := c.Stream(ctx, since, client.EventFilter{RunID: id})
 		if err != nil {
 			return apiError(c, err)
 		}
@@ -398,7 +421,7 @@ func watchRun(ctx context.Context, c *client.Core, ref string, w io.Writer, asJS
 					return nil
 				}
 				if r.State == "FAILED" || r.State == "CANCELLED" {
-					return fmt.Errorf("%w: %s ended %s%s", errRunNotDone, id, r.State, reasonText(r.StateReason))
+					return fmt.Errorf("%w: %s ended %s%s", errRunNotDone, textsafe.Escape(id), textsafe.Escape(r.State), reasonText(r.StateReason))
 				}
 				if _, err := s.Next(); err != nil {
 					since = s.LastID()

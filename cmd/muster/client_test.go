@@ -68,7 +68,8 @@ func setupCLI(t *testing.T, policy approval.Policy) *cliEnv {
 			return err
 		}
 		return tx.PutNode(ctx, &store.Node{ClusterID: "prod", ID: "db-1", Addr: "127.0.0.1:7421", Source: store.SourceStatic,
-			Status: store.NodeUp, Kinds: []string{"muster.io/debug.ping", "muster.io/debug.sleep"}, UpdatedTS: now})
+			Status: store.NodeUp, Kinds: []string{"muster.io/debug.ping", "muster.io/debug.sleep"}, UpdatedTS: now,
+			Labels: map[string]string{"role": "replica", "zone": "eu-1"}})
 	}); err != nil {
 		t.Fatal(err)
 	}
@@ -175,6 +176,18 @@ func TestCLIClusterAndNodeList(t *testing.T) {
 	out, _, code = e.run("op", "node", "list")
 	if code != 0 || !regexp.MustCompile(`(?m)^prod\s+db-1\s+UP`).MatchString(out) {
 		t.Fatalf("node list: %s", out)
+	}
+	out, _, code = e.run("op", "node", "list", "--label", "role=replica", "--label", "zone=eu-1")
+	if code != 0 || !regexp.MustCompile(`(?m)^CLUSTER\s+NODE.*LABELS\s+REASON\n(?m)^prod\s+db-1\s+UP.*\srole=replica,zone=eu-1`).MatchString(out) {
+		t.Fatalf("node list --label: %s", out)
+	}
+	out, _, code = e.run("op", "node", "list", "--label", "role=primary")
+	if code != 0 || strings.Contains(out, "db-1") {
+		t.Fatalf("node list --label role=primary lists db-1: %s", out)
+	}
+	_, msg, code = e.run("op", "node", "list", "--label", "role")
+	if code != 2 || !strings.Contains(msg, "--label") || strings.Contains(msg, "\n") {
+		t.Fatalf("node list --label role: exit %d, %q", code, msg)
 	}
 	out, _, code = e.run("op", "node", "list", "--cluster", "prod", "-o", "json")
 	if l := decode[wire.NodeList](t, out); code != 0 || len(l.Nodes) != 1 || len(l.Nodes[0].Kinds) != 2 {

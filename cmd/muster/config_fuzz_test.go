@@ -39,6 +39,15 @@ func FuzzLoadConfig(f *testing.F) {
 		"a: &a [*a, *a]\n",
 		"\t- not yaml",
 		"gossip: {enabled: true, join: x,y}\n",
+		"api:\n  read_timeout: 1 fortnight\n  max_connections: -3\n  socket_group: [x]\n  socket: {a: 1}\n",
+		"api:\n  max_event_streams: 0\n  max_header_bytes: 1e99\n",
+		"actions:\n  external:\n    - kind: a/b\n      run: [/bin/true]\n      env: {A: b}\n",
+		"actions:\n  external:\n    - kind: a/b\n      run: [/bin/true]\n      env: [\"MUSTER_X=1\", \"=\", \"A\"]\n",
+		"labels: {role: replica, zone: [1]}\n",
+		"labels: {'a b': c}\n",
+		"clusters:\n  - id: c\n    budget: {max_unavailable: 10%}\n    nodes: [{id: n, addr: 'x:1', labels: {role: replica}}]\n",
+		"clusters:\n  - id: c\n    budget: {max_unavailable: [1]}\n",
+		"kinds: [{kind: '[', disruptive: yes}]\n",
 	} {
 		f.Add(s)
 	}

@@ -185,6 +185,19 @@ func Reapprove(cur *store.Record, now time.Time) *Change {
 	return c
 }
 
+// Hold records why a PENDING_SCHEDULE action is not pushed yet (the
+// disruption budget holds it): its state_reason, with no state change,
+// history line or event. nil when the record says so already, so that a
+// pass that holds it again writes nothing.
+func Hold(cur *store.Record, reason string, now time.Time) *Change {
+	if cur.State != action.PendingSchedule || cur.StateReason == reason {
+		return nil
+	}
+	c := begin(cur)
+	c.Rec.StateReason, c.Rec.UpdatedTS = reason, now
+	return c
+}
+
 // SettleCancel cancels a PENDING_SCHEDULE action whose cancel was requested
 // and that its agent does not hold (it answered 404, or no push was ever
 // attempted): it can never run, so it is CANCELLED in the core.

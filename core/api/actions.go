@@ -211,7 +211,7 @@ func (s *Server) createAction(c *echo.Context) error {
 		return err
 	}
 	if rec.State == action.PendingSchedule {
-		s.nudgeCluster(rec.ClusterID)
+		s.nudgeNode(rec.ClusterID, rec.NodeID)
 	}
 	return c.JSON(http.StatusCreated, rec.Action)
 }
@@ -239,7 +239,7 @@ func (s *Server) approveAction(c *echo.Context) error {
 	if err != nil {
 		return err
 	}
-	s.nudgeCluster(rec.ClusterID)
+	s.nudgeNode(rec.ClusterID, rec.NodeID)
 	return c.JSON(http.StatusOK, rec.Action)
 }
 
@@ -267,7 +267,7 @@ func (s *Server) cancelAction(c *echo.Context) error {
 		return err
 	}
 	if outcome == actions.Requested {
-		s.nudgeCluster(rec.ClusterID)
+		s.nudgeNode(rec.ClusterID, rec.NodeID)
 		return c.JSON(http.StatusAccepted, rec.Action)
 	}
 	return c.JSON(http.StatusOK, rec.Action)
@@ -282,7 +282,7 @@ func (s *Server) retryAction(c *echo.Context) error {
 		return err
 	}
 	if rec.State == action.PendingSchedule {
-		s.nudgeCluster(rec.ClusterID)
+		s.nudgeNode(rec.ClusterID, rec.NodeID)
 	}
 	return c.JSON(http.StatusCreated, rec.Action)
 }
@@ -290,5 +290,13 @@ func (s *Server) retryAction(c *echo.Context) error {
 func (s *Server) nudgeCluster(id string) {
 	if s.nudge != nil {
 		s.nudge.Nudge(id)
+	}
+}
+
+// nudgeNode asks for a sync of the node of an action that has something to
+// push or cancel: it goes at once, not after a pass under way (DESIGN.md §12).
+func (s *Server) nudgeNode(clusterID, nodeID string) {
+	if s.nudge != nil {
+		s.nudge.NudgeNode(clusterID, nodeID)
 	}
 }

@@ -22,6 +22,7 @@ import (
 	"github.com/musterhq/muster/core/actions"
 	"github.com/musterhq/muster/core/approval"
 	"github.com/musterhq/muster/core/auth"
+	"github.com/musterhq/muster/core/budget"
 	"github.com/musterhq/muster/core/runs"
 	"github.com/musterhq/muster/core/store"
 	"github.com/musterhq/muster/shared/apiserver"
@@ -42,6 +43,11 @@ const (
 	DefaultMaxSSEPerToken = 8
 	// DefaultStreamKeepAlive is Config.StreamKeepAlive when zero.
 	DefaultStreamKeepAlive = 15 * time.Second
+	// DefaultMaxStreams caps the event streams of all tokens together when
+	// Config.MaxStreams is zero.
+	DefaultMaxStreams = 256
+	// DefaultStreamWriteTimeout is Config.StreamWriteTimeout when zero.
+	DefaultStreamWriteTimeout = 30 * time.Second
 )
 
 // Config is what the API needs beyond the store.
@@ -58,20 +64,33 @@ type Config struct {
 	// line, so that proxies keep it open and a vanished client is noticed.
 	// Zero means DefaultStreamKeepAlive.
 	StreamKeepAlive time.Duration
+	// MaxStreams caps the event streams open at once over all tokens (503
+	// beyond). Zero means DefaultMaxStreams.
+	MaxStreams int
+	// StreamWriteTimeout bounds each write of an event stream (the server's
+	// WriteTimeout would end every stream): a client that stops reading is
+	// dropped after it. Zero means DefaultStreamWriteTimeout.
+	StreamWriteTimeout time.Duration
 	// Gatherer is served on /metrics. Nil serves an empty registry.
 	Gatherer prometheus.Gatherer
 	// Registerer, when set, receives the API's own metrics.
 	Registerer prometheus.Registerer
+	// Budget is the clusters' disruption budgets, shown by GET
+	// /api/v1/clusters/{c}.
+	Budget budget.Policy
 	// Replicas answers GET /api/v1/core/replicas; nil lists none.
 	Replicas ReplicaLister
 	// Runs makes every change to runs.
 	Runs *runs.Engine
 }
 
-// Nudger asks the orchestrator for a pass of one cluster now. It must not
-// block: the API calls it after its transaction has committed.
+// Nudger asks the orchestrator for a pass of one cluster now, or for a sync
+// of one node alone (which does not wait for a pass of its cluster under
+// way). It must not block: the API calls it after its transaction has
+// committed.
 type Nudger interface {
 	Nudge(clusterID string)
+	NudgeNode(clusterID, nodeID string)
 }
 
 // Server is the core API. Build it with New, serve Handler, and call Close
@@ -89,6 +108,7 @@ type Server struct {
 
 	mu      sync.Mutex
 	streams map[string]int // open event streams by token name
+	open    int            // open event streams, all tokens
 	done    chan struct{}  // closed by Close
 	closed  bool
 
@@ -102,6 +122,12 @@ func New(cfg Config, st store.Store, n Nudger, log *slog.Logger) *Server {
 	}
 	if cfg.StreamKeepAlive <= 0 {
 		cfg.StreamKeepAlive = DefaultStreamKeepAlive
+	}
+	if cfg.MaxStreams <= 0 {
+		cfg.MaxStreams = DefaultMaxStreams
+	}
+	if cfg.StreamWriteTimeout <= 0 {
+		cfg.StreamWriteTimeout = DefaultStreamWriteTimeout
 	}
 	if cfg.Policy.Default == "" {
 		cfg.Policy = approval.DefaultPolicy()

@@ -4,11 +4,15 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"strings"
 
 	"github.com/labstack/echo/v5"
 
+	"github.com/musterhq/muster/core/budget"
 	"github.com/musterhq/muster/core/nodes"
 	"github.com/musterhq/muster/core/store"
+	"github.com/musterhq/muster/shared/action"
+	"github.com/musterhq/muster/shared/labels"
 	"github.com/musterhq/muster/shared/wire"
 )
 
@@ -28,7 +32,7 @@ func toWireNode(n store.Node) wire.Node {
 	return wire.Node{
 		ClusterID: n.ClusterID, ID: n.ID, Addr: n.Addr, Source: n.Source, Status: status,
 		StatusReason: n.StatusReason, Drained: n.Drained, StoreID: n.StoreID, Kinds: kinds, Version: n.Version,
-		LastContact: n.LastContact, UpdatedTS: n.UpdatedTS,
+		LastContact: n.LastContact, UpdatedTS: n.UpdatedTS, Labels: labels.Merge(nil, n.Labels),
 	}
 }
 
@@ -88,6 +92,13 @@ func (s *Server) showCluster(c *echo.Context) error {
 			return err
 		}
 		out = toWireCluster(*cl, nodes)
+		if _, ok := s.cfg.Budget.Limit(id); ok {
+			open, err := r.OpenActions(ctx, id, "")
+			if err != nil {
+				return err
+			}
+			out.Budget = toWireBudget(s.cfg.Budget, id, nodes, open)
+		}
 		out.Nodes = []wire.Node{}
 		for _, n := range nodes {
 			out.Nodes = append(out.Nodes, toWireNode(n))
@@ -103,8 +114,12 @@ func (s *Server) showCluster(c *echo.Context) error {
 func (s *Server) listNodes(c *echo.Context) error {
 	ctx := c.Request().Context()
 	cluster := c.QueryParam("cluster")
+	sel, err := labels.ParseSelector(c.QueryParams()["label"])
+	if err != nil {
+		return badRequest("label: %v (use label=key=value, repeated: all must match)", err)
+	}
 	out := wire.NodeList{Nodes: []wire.Node{}}
-	err := s.st.Read(ctx, func(r store.Reader) error {
+	err = s.st.Read(ctx, func(r store.Reader) error {
 		if cluster != "" {
 			if _, err := r.Cluster(ctx, cluster); err != nil {
 				return notFound(err, "cluster %q", cluster)
@@ -115,7 +130,9 @@ func (s *Server) listNodes(c *echo.Context) error {
 			return err
 		}
 		for _, n := range nodes {
-			out.Nodes = append(out.Nodes, toWireNode(n))
+			if labels.Set(n.Labels).Matches(sel) {
+				out.Nodes = append(out.Nodes, toWireNode(n))
+			}
 		}
 		return nil
 	})
@@ -182,4 +199,20 @@ func notFound(err error, format string, args ...any) error {
 		return fmt.Errorf("%s: %w", fmt.Sprintf(format, args...), store.ErrNotFound)
 	}
 	return err
+}
+
+// toWireBudget shows a cluster's disruption budget in use.
+func toWireBudget(p budget.Policy, clusterID string, nodes []store.Node, open []store.Record) *wire.Budget {
+	u := p.Usage(clusterID, nodes, open)
+	out := &wire.Budget{MaxUnavailable: u.Limit.String(), Max: u.Max, Unavailable: len(u.Unavailable),
+		Nodes: []wire.UnavailableNode{}}
+	for _, id := range u.Nodes() {
+		out.Nodes = append(out.Nodes, wire.UnavailableNode{ID: id, Reason: u.Unavailable[id]})
+	}
+	for i := range open {
+		if r := &open[i]; r.State == action.PendingSchedule && strings.HasPrefix(r.StateReason, budget.HeldPrefix) {
+			out.Held++
+		}
+	}
+	return out
 }

@@ -1,11 +1,18 @@
 package api
 
 import (
+	"context"
 	"net/http"
+	"reflect"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/musterhq/muster/core/approval"
+	"github.com/musterhq/muster/core/budget"
+	"github.com/musterhq/muster/core/store"
+	"github.com/musterhq/muster/shared/action"
+	"github.com/musterhq/muster/shared/limit"
 	"github.com/musterhq/muster/shared/wire"
 )
 
@@ -46,6 +53,39 @@ func TestClusters(t *testing.T) {
 	e.fail(http.MethodGet, "/api/v1/nodes?cluster=nope", "viewer", nil, http.StatusNotFound)
 }
 
+func TestNodeListFiltersByLabels(t *testing.T) {
+	t.Parallel()
+	e := setup(t)
+	for q, want := range map[string]string{
+		"label=role=replica":                    "db-2,s-1",
+		"label=role=replica&label=zone=a":       "db-2",
+		"label=role=replica,zone=a":             "db-2",
+		"label=role=replica&cluster=stage":      "s-1",
+		"label=zone=b":                          "",
+		"":                                      "db-1,db-2,s-1",
+		"label=role=primary&label=role=primary": "db-1",
+		"label=role=primary&cluster=prod&label=zone=a": "db-1",
+	} {
+		var nodes wire.NodeList
+		e.call(http.MethodGet, "/api/v1/nodes?"+q, "viewer", nil, http.StatusOK, &nodes)
+		var ids []string
+		for _, n := range nodes.Nodes {
+			ids = append(ids, n.ID)
+		}
+		if got := strings.Join(ids, ","); got != want {
+			t.Errorf("%s: nodes %s, want %s", q, got, want)
+		}
+	}
+	var nodes wire.NodeList
+	e.call(http.MethodGet, "/api/v1/nodes?label=role=primary", "viewer", nil, http.StatusOK, &nodes)
+	if len(nodes.Nodes) != 1 || nodes.Nodes[0].Labels["role"] != "primary" || nodes.Nodes[0].Labels["zone"] != "a" {
+		t.Fatalf("labels not shown: %+v", nodes.Nodes)
+	}
+	for _, bad := range []string{"label=role", "label=ro%20le=x", "label=role=a&label=role=b", "label==x", "label=role="} {
+		e.fail(http.MethodGet, "/api/v1/nodes?"+bad, "viewer", nil, http.StatusBadRequest)
+	}
+}
+
 func TestOrchestrateNudges(t *testing.T) {
 	t.Parallel()
 	e := setup(t)
@@ -84,5 +124,44 @@ func TestNewDefaults(t *testing.T) {
 	s := New(Config{}, nil, nil, nil)
 	if s.cfg.MaxSSEPerToken != DefaultMaxSSEPerToken || s.cfg.Policy.Default != approval.Required {
 		t.Fatalf("defaults %+v", s.cfg)
+	}
+}
+
+func TestClusterShowsItsBudget(t *testing.T) {
+	t.Parallel()
+	two, _ := limit.Parse("2")
+	e := setup(t, func(c *Config) {
+		c.Budget = budget.Policy{MaxUnavailable: map[string]limit.Limit{"prod": two},
+			Kinds: []budget.KindRule{{Kind: kindSleep, Disruptive: true}}}
+	})
+	now := time.Now().UTC()
+	ctx := context.Background()
+	err := e.st.Update(ctx, func(tx store.Tx) error {
+		for i, r := range []store.Record{
+			{Action: action.Action{NodeID: "db-1", State: action.Running}},
+			{Action: action.Action{NodeID: "db-1", State: action.PendingSchedule, StateReason: "held by the disruption budget: 2 of 2 unavailable"}},
+		} {
+			r.ID, r.ClusterID, r.Kind, r.Origin = action.NewID(), "prod", kindSleep, action.OriginCore
+			r.CreatedTS = now.Add(time.Duration(i) * time.Second)
+			if err := tx.InsertAction(ctx, &r); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var c wire.Cluster
+	e.call(http.MethodGet, "/api/v1/clusters/prod", "viewer", nil, http.StatusOK, &c)
+	want := &wire.Budget{MaxUnavailable: "2", Max: 2, Unavailable: 2, Held: 1, Nodes: []wire.UnavailableNode{
+		{ID: "db-1", Reason: budget.ReasonDisruptive}, {ID: "db-2", Reason: budget.ReasonDown}}}
+	if !reflect.DeepEqual(c.Budget, want) {
+		t.Fatalf("budget %+v, want %+v", c.Budget, want)
+	}
+	var stage wire.Cluster
+	e.call(http.MethodGet, "/api/v1/clusters/stage", "viewer", nil, http.StatusOK, &stage)
+	if stage.ID != "stage" || stage.Budget != nil {
+		t.Fatalf("a cluster without a budget shows %+v", stage.Budget)
 	}
 }

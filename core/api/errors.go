@@ -29,6 +29,7 @@ var (
 	ErrUnprocessable = actions.ErrUnprocessable
 	ErrTooLarge      = errors.New("request body too large")
 	ErrTooMany       = errors.New("too many requests")
+	ErrBusy          = errors.New("server busy")
 	ErrConflict      = errors.New("conflict")
 )
 
@@ -82,7 +83,7 @@ func classify(err error) (int, string) {
 		return http.StatusUnprocessableEntity, wire.CodeUnprocessable
 	case errors.Is(err, ErrTooMany):
 		return http.StatusTooManyRequests, wire.CodeTooMany
-	case errors.Is(err, store.ErrUnavailable):
+	case errors.Is(err, ErrBusy), errors.Is(err, store.ErrUnavailable):
 		return http.StatusServiceUnavailable, wire.CodeUnavailable
 	case errors.Is(err, apiserver.ErrUnsupportedMediaType):
 		return http.StatusUnsupportedMediaType, wire.CodeUnsupportedMediaType
@@ -158,7 +159,7 @@ func (s *Server) handleError(c *echo.Context, err error) {
 // (so its message is meant for the caller).
 func isOurs(err error) bool {
 	for _, e := range []error{ErrBadRequest, ErrForbidden, ErrWrongState, ErrAmbiguous, ErrUnprocessable,
-		ErrTooLarge, ErrTooMany, ErrConflict, store.ErrNotFound, store.ErrExists, auth.ErrUnauthenticated,
+		ErrTooLarge, ErrTooMany, ErrBusy, ErrConflict, store.ErrNotFound, store.ErrExists, auth.ErrUnauthenticated,
 		auth.ErrInvalid, action.ErrInvalid, jsonbody.ErrInvalid, jsonbody.ErrTooLarge, apiserver.ErrUnsupportedMediaType,
 		runs.ErrInvalid, runs.ErrUnresolvable, runs.ErrWrongState, runs.ErrForbidden, playbook.ErrInvalid} {
 		if errors.Is(err, e) {

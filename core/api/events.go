@@ -3,6 +3,7 @@ package api
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"net/http"
 	"strconv"
@@ -117,7 +118,11 @@ func (s *Server) acquireStream(name string) (release func(), err error) {
 	if s.streams[name] >= s.cfg.MaxSSEPerToken {
 		return nil, fmt.Errorf("%w: token %s already has %d event streams open", ErrTooMany, name, s.streams[name])
 	}
+	if s.open >= s.cfg.MaxStreams {
+		return nil, fmt.Errorf("%w: %d event streams are open, the most this core serves; retry later", ErrBusy, s.open)
+	}
 	s.streams[name]++
+	s.open++
 	s.metrics.streams.Inc()
 	return func() {
 		s.mu.Lock()
@@ -125,6 +130,7 @@ func (s *Server) acquireStream(name string) (release func(), err error) {
 		if s.streams[name]--; s.streams[name] <= 0 {
 			delete(s.streams, name)
 		}
+		s.open--
 		s.metrics.streams.Dec()
 	}, nil
 }
@@ -173,13 +179,31 @@ func (s *Server) streamEvents(c *echo.Context) error {
 	}
 
 	w := c.Response()
+	rc := http.NewResponseController(w)
+	// The server's timeouts are for requests, not for a stream: no read
+	// deadline (the client sends nothing more; its leaving is seen by the
+	// writes), and a deadline per write instead of one for the whole
+	// answer, so that a client that stops reading is dropped.
+	// (A writer without deadlines, such as a test recorder, has none to move.)
+	if err := rc.SetReadDeadline(time.Time{}); err != nil && !errors.Is(err, http.ErrNotSupported) {
+		return err
+	}
+	deadline := func() error {
+		err := rc.SetWriteDeadline(time.Now().Add(s.cfg.StreamWriteTimeout))
+		if errors.Is(err, http.ErrNotSupported) {
+			return nil
+		}
+		return err
+	}
+	if err := deadline(); err != nil {
+		return err
+	}
 	h := w.Header()
 	h.Set("Content-Type", "text/event-stream")
 	h.Set("Cache-Control", "no-cache")
 	h.Set("Connection", "keep-alive")
 	h.Set("X-Accel-Buffering", "no")
 	w.WriteHeader(http.StatusOK)
-	rc := http.NewResponseController(w)
 	if _, err := fmt.Fprint(w, ": stream open\n\n"); err != nil {
 		return nil
 	}
@@ -190,6 +214,9 @@ func (s *Server) streamEvents(c *echo.Context) error {
 	keepAlive := time.NewTicker(s.cfg.StreamKeepAlive)
 	defer keepAlive.Stop()
 	for {
+		if err := deadline(); err != nil {
+			return nil
+		}
 		var err error
 		since, err = s.sendEvents(ctx, w, f, since)
 		if err != nil {
@@ -210,6 +237,9 @@ func (s *Server) streamEvents(c *echo.Context) error {
 			return nil
 		case <-notify:
 		case <-keepAlive.C:
+			if err := deadline(); err != nil {
+				return nil
+			}
 			if _, err := fmt.Fprint(w, ": keep-alive\n\n"); err != nil {
 				return nil
 			}

@@ -1,6 +1,7 @@
 package api
 
 import (
+	"context"
 	"errors"
 	"net/http"
 	"strconv"
@@ -128,6 +129,15 @@ func (s *Server) planPlaybook(c *echo.Context) error {
 			return err
 		}
 		out = p.Wire()
+		nodes, err := r.Nodes(ctx, p.Cluster)
+		if err != nil {
+			return err
+		}
+		open, err := r.OpenActions(ctx, p.Cluster, "")
+		if err != nil {
+			return err
+		}
+		playbook.MarkHeld(&out, s.cfg.Budget, nodes, open)
 		return nil
 	})
 	if err != nil {
@@ -142,24 +152,9 @@ func (s *Server) startPlaybook(c *echo.Context) error {
 	if err != nil {
 		return err
 	}
-	ctx := c.Request().Context()
-	var run *store.Run
-	var kids []store.Record
-	err = s.st.Update(ctx, func(tx store.Tx) error {
-		var err error
-		if run, err = playbook.Start(ctx, tx, s.cfg.Runs, c.Param("name"), req, s.who(c)); err != nil {
-			return err
-		}
-		kids, err = tx.RunChildren(ctx, run.ID)
-		return err
+	return s.newRun(c, func(ctx context.Context, tx store.Tx) (*store.Run, error) {
+		return playbook.Start(ctx, tx, s.cfg.Runs, c.Param("name"), req, s.who(c))
 	})
-	if err != nil {
-		return err
-	}
-	if len(kids) > 0 {
-		s.nudgeCluster(run.ClusterID)
-	}
-	return c.JSON(http.StatusCreated, ToWireRun(run, kids, false))
 }
 
 // playbookError maps the playbook package's errors to the API's.

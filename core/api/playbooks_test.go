@@ -7,7 +7,9 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/musterhq/muster/core/budget"
 	"github.com/musterhq/muster/core/runs/playbook"
+	"github.com/musterhq/muster/shared/limit"
 	"github.com/musterhq/muster/shared/wire"
 )
 
@@ -76,8 +78,12 @@ func TestPlaybookPlanIsWhatStartCreates(t *testing.T) {
 	if waves["first/db-1"] != 1 || waves["second/db-1"] != 1 || waves["second/db-2"] != 2 {
 		t.Fatalf("waves %v: 50%% of 2 nodes is one node a wave", waves)
 	}
-	if n := len(e.runChildren("none")); n != 0 {
-		t.Fatal("plan created children")
+	var acts wire.ActionList
+	e.call(http.MethodGet, "/api/v1/actions", "viewer", nil, http.StatusOK, &acts)
+	var runsBefore wire.RunList
+	e.call(http.MethodGet, "/api/v1/runs", "viewer", nil, http.StatusOK, &runsBefore)
+	if len(acts.Actions) != 0 || len(runsBefore.Runs) != 0 {
+		t.Fatalf("plan created %d actions and %d runs", len(acts.Actions), len(runsBefore.Runs))
 	}
 	var run wire.Run
 	e.call(http.MethodPost, "/api/v1/playbooks/pb/runs", "op", req, http.StatusCreated, &run)
@@ -170,4 +176,25 @@ func FuzzPlaybookBodies(f *testing.F) {
 		var reason wire.ReasonRequest
 		check(decodeStrict(body, &reason))
 	})
+}
+
+func TestPlaybookPlanShowsWhatTheBudgetHoldsBack(t *testing.T) {
+	t.Parallel()
+	e := setup(t, func(c *Config) {
+		c.Budget = budget.Policy{MaxUnavailable: map[string]limit.Limit{"prod": limit.MustParse("1")},
+			Kinds: []budget.KindRule{{Kind: "muster.io/debug.ping", Disruptive: true}}}
+	})
+	// Both nodes at once: the budget of one unavailable node lets one go.
+	doc := strings.Replace(testPlaybook("pb", ""), "max_concurrency: 50%", "max_concurrency: 100%", 1)
+	e.call(http.MethodPost, "/api/v1/playbooks", "op", wire.ApplyPlaybookRequest{Document: doc}, http.StatusCreated, nil)
+	var plan wire.Plan
+	e.call(http.MethodPost, "/api/v1/playbooks/pb/plan", "viewer", wire.PlanRequest{ClusterID: "prod"}, http.StatusOK, &plan)
+	held := map[string]string{}
+	for _, ch := range plan.Children {
+		held[ch.Stage+"/"+ch.NodeID] = ch.Held
+	}
+	// db-2 is DOWN in the fixture: the budget's one slot is taken by it.
+	if !strings.Contains(held["second/db-2"], "the node is down") || !strings.Contains(held["second/db-1"], "1 of 1 unavailable") {
+		t.Fatalf("held %q", held)
+	}
 }

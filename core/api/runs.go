@@ -99,12 +99,20 @@ func (s *Server) createRun(c *echo.Context) error {
 	if err := decodeStrict(body, &req); err != nil {
 		return err
 	}
+	return s.newRun(c, func(ctx context.Context, tx store.Tx) (*store.Run, error) {
+		return s.cfg.Runs.Create(ctx, tx, &req, s.who(c))
+	})
+}
+
+// newRun stores the run fn makes, in one transaction, and answers it (201);
+// a run that starts at once nudges a pass to push its first wave.
+func (s *Server) newRun(c *echo.Context, fn func(ctx context.Context, tx store.Tx) (*store.Run, error)) error {
 	ctx := c.Request().Context()
 	var run *store.Run
 	var kids []store.Record
-	err = s.st.Update(ctx, func(tx store.Tx) error {
+	err := s.st.Update(ctx, func(tx store.Tx) error {
 		var err error
-		if run, err = s.cfg.Runs.Create(ctx, tx, &req, s.who(c)); err != nil {
+		if run, err = fn(ctx, tx); err != nil {
 			return err
 		}
 		kids, err = tx.RunChildren(ctx, run.ID)
@@ -149,6 +157,13 @@ func (s *Server) listRuns(c *echo.Context) error {
 	ctx := c.Request().Context()
 	out := wire.RunList{Runs: []wire.Run{}}
 	err = s.st.Read(ctx, func(r store.Reader) error {
+		if q.Marker != "" {
+			if _, err := r.Run(ctx, q.Marker); errors.Is(err, store.ErrNotFound) {
+				return badRequest("marker %s is not a run", q.Marker)
+			} else if err != nil {
+				return err
+			}
+		}
 		list, err := r.ListRuns(ctx, q)
 		if err != nil {
 			return err
@@ -193,38 +208,41 @@ func (s *Server) showRun(c *echo.Context) error {
 	return c.JSON(http.StatusOK, out)
 }
 
-// runReason reads the optional {"reason": "..."} body of reject and cancel.
-func runReason(c *echo.Context) (string, error) {
+// runBody reads the optional body of a run call into into: nil means the
+// call takes none, and any body is refused.
+func runBody(c *echo.Context, into any) error {
 	body, err := readBody(c)
 	if err != nil || len(strings.TrimSpace(string(body))) == 0 {
-		return "", err
+		return err
 	}
-	var req wire.ReasonRequest
-	if err := decodeStrict(body, &req); err != nil {
-		return "", err
+	if into == nil {
+		return badRequest("this call takes no body")
 	}
-	if len(req.Reason) > wire.MaxReason {
-		return "", badRequest("reason is longer than %d bytes", wire.MaxReason)
+	if err := decodeStrict(body, into); err != nil {
+		return err
 	}
-	return req.Reason, nil
+	if r, ok := into.(*wire.ReasonRequest); ok && len(r.Reason) > wire.MaxReason {
+		return badRequest("reason is longer than %d bytes", wire.MaxReason)
+	}
+	return nil
 }
 
-// changeRun runs one engine change on the run named by the path and answers
-// the run as it is after it; a change that created children nudges a pass.
-func (s *Server) changeRun(c *echo.Context, fn func(ctx context.Context, tx store.Tx, id, reason string) (*store.Run, error)) error {
-	reason, err := runReason(c)
-	if err != nil {
+// changeRun reads the call's body into body (nil: none allowed), runs one
+// engine change on the run named by the path, and answers the run as it is
+// after it, nudging a pass of its cluster.
+func (s *Server) changeRun(c *echo.Context, body any, fn func(ctx context.Context, tx store.Tx, id string) (*store.Run, error)) error {
+	if err := runBody(c, body); err != nil {
 		return err
 	}
 	ctx := c.Request().Context()
 	var run *store.Run
 	var kids []store.Record
-	err = s.st.Update(ctx, func(tx store.Tx) error {
+	err := s.st.Update(ctx, func(tx store.Tx) error {
 		found, err := resolveRun(ctx, tx, c.Param("id"))
 		if err != nil {
 			return err
 		}
-		if run, err = fn(ctx, tx, found.ID, reason); err != nil {
+		if run, err = fn(ctx, tx, found.ID); err != nil {
 			return err
 		}
 		kids, err = tx.RunChildren(ctx, run.ID)
@@ -237,33 +255,39 @@ func (s *Server) changeRun(c *echo.Context, fn func(ctx context.Context, tx stor
 	return c.JSON(http.StatusOK, ToWireRun(run, kids, false))
 }
 
+// approveRun approves a run. With {"digest": "..."}, the approval holds only
+// if it is the digest of the run as stored: the approver approves what was
+// shown to them, or gets a 409.
 func (s *Server) approveRun(c *echo.Context) error {
-	return s.changeRun(c, func(ctx context.Context, tx store.Tx, id, _ string) (*store.Run, error) {
-		return s.cfg.Runs.Approve(ctx, tx, id, s.who(c))
+	var req wire.ApproveRunRequest
+	return s.changeRun(c, &req, func(ctx context.Context, tx store.Tx, id string) (*store.Run, error) {
+		return s.cfg.Runs.Approve(ctx, tx, id, req.Digest, s.who(c))
 	})
 }
 
 func (s *Server) rejectRun(c *echo.Context) error {
-	return s.changeRun(c, func(ctx context.Context, tx store.Tx, id, reason string) (*store.Run, error) {
-		return s.cfg.Runs.Reject(ctx, tx, id, s.who(c), reason)
+	var req wire.ReasonRequest
+	return s.changeRun(c, &req, func(ctx context.Context, tx store.Tx, id string) (*store.Run, error) {
+		return s.cfg.Runs.Reject(ctx, tx, id, s.who(c), req.Reason)
 	})
 }
 
 func (s *Server) pauseRun(c *echo.Context) error {
-	return s.changeRun(c, func(ctx context.Context, tx store.Tx, id, _ string) (*store.Run, error) {
+	return s.changeRun(c, nil, func(ctx context.Context, tx store.Tx, id string) (*store.Run, error) {
 		return s.cfg.Runs.Pause(ctx, tx, id, s.who(c))
 	})
 }
 
 func (s *Server) resumeRun(c *echo.Context) error {
-	return s.changeRun(c, func(ctx context.Context, tx store.Tx, id, _ string) (*store.Run, error) {
+	return s.changeRun(c, nil, func(ctx context.Context, tx store.Tx, id string) (*store.Run, error) {
 		return s.cfg.Runs.Resume(ctx, tx, id, s.who(c))
 	})
 }
 
 func (s *Server) cancelRun(c *echo.Context) error {
-	return s.changeRun(c, func(ctx context.Context, tx store.Tx, id, reason string) (*store.Run, error) {
-		return s.cfg.Runs.Cancel(ctx, tx, id, s.who(c), reason)
+	var req wire.ReasonRequest
+	return s.changeRun(c, &req, func(ctx context.Context, tx store.Tx, id string) (*store.Run, error) {
+		return s.cfg.Runs.Cancel(ctx, tx, id, s.who(c), req.Reason)
 	})
 }
 

@@ -165,9 +165,34 @@ func TestRunBadInputIsRefusedAndStoresNothing(t *testing.T) {
 	}
 	var list wire.RunList
 	e.call(http.MethodGet, "/api/v1/runs", "viewer", nil, http.StatusOK, &list)
-	if len(list.Runs) != 0 {
-		t.Fatalf("refused runs were stored: %+v", list.Runs)
+	var acts wire.ActionList
+	e.call(http.MethodGet, "/api/v1/actions", "viewer", nil, http.StatusOK, &acts)
+	var evs wire.EventList
+	e.call(http.MethodGet, "/api/v1/events", "viewer", nil, http.StatusOK, &evs)
+	for _, ev := range evs.Events {
+		if strings.HasPrefix(ev.Type, "run.") || strings.HasPrefix(ev.Type, "action.") {
+			t.Errorf("a refused run left the event %s", ev.Type)
+		}
 	}
+	if len(list.Runs) != 0 || len(acts.Actions) != 0 {
+		t.Fatalf("refused runs were stored: %d runs, %d actions", len(list.Runs), len(acts.Actions))
+	}
+}
+
+func TestRunCallsRefuseWhatTheyDoNotTake(t *testing.T) {
+	t.Parallel()
+	e := setup(t)
+	run := e.createRun("op", oneStageRun(kindPing))
+	var body wire.ErrorBody
+	e.call(http.MethodPost, "/api/v1/runs/"+run.ID+"/approve", "appr", wire.ApproveRunRequest{Digest: strings.Repeat("0", 64)}, http.StatusConflict, &body)
+	if !strings.Contains(body.Error.Message, "is not the run's") {
+		t.Fatalf("approve with another digest: %q", body.Error.Message)
+	}
+	e.call(http.MethodPost, "/api/v1/runs/"+run.ID+"/approve", "appr", wire.ReasonRequest{Reason: "x"}, http.StatusBadRequest, nil)
+	e.call(http.MethodPost, "/api/v1/runs/"+run.ID+"/approve", "appr", wire.ApproveRunRequest{Digest: run.Digest}, http.StatusOK, nil)
+	e.call(http.MethodPost, "/api/v1/runs/"+run.ID+"/pause", "op", wire.ReasonRequest{Reason: "x"}, http.StatusBadRequest, nil)
+	e.call(http.MethodGet, "/api/v1/runs?marker=00000000-0000-4000-8000-000000000000", "viewer", nil, http.StatusBadRequest, nil)
+	e.call(http.MethodPost, "/api/v1/runs/"+run.ID+"/cancel", "op", wire.ReasonRequest{Reason: strings.Repeat("r", wire.MaxReason+1)}, http.StatusBadRequest, nil)
 }
 
 func TestRunWithoutApprovalRuleStartsAtOnce(t *testing.T) {

@@ -43,6 +43,9 @@ func (n *nudges) Nudge(id string) {
 	n.ids = append(n.ids, id)
 }
 
+// NudgeNode counts as a nudge of the node's cluster.
+func (n *nudges) NudgeNode(clusterID, _ string) { n.Nudge(clusterID) }
+
 func (n *nudges) count(id string) int {
 	n.mu.Lock()
 	defer n.mu.Unlock()
@@ -119,9 +122,12 @@ func setup(t *testing.T, opts ...func(*Config)) *env {
 			}
 		}
 		for _, n := range []store.Node{
-			{ClusterID: "prod", ID: "db-1", Addr: "127.0.0.1:1", Source: store.SourceStatic, Status: store.NodeUp, Kinds: []string{kindPing, kindSleep}, UpdatedTS: now},
-			{ClusterID: "prod", ID: "db-2", Addr: "127.0.0.1:2", Source: store.SourceGossip, Status: store.NodeDown, UpdatedTS: now},
-			{ClusterID: "stage", ID: "s-1", Addr: "127.0.0.1:3", Source: store.SourceStatic, Status: store.NodeUnknown, UpdatedTS: now},
+			{ClusterID: "prod", ID: "db-1", Addr: "127.0.0.1:1", Source: store.SourceStatic, Status: store.NodeUp, Kinds: []string{kindPing, kindSleep}, UpdatedTS: now,
+				Labels: map[string]string{"role": "primary", "zone": "a"}},
+			{ClusterID: "prod", ID: "db-2", Addr: "127.0.0.1:2", Source: store.SourceGossip, Status: store.NodeDown, UpdatedTS: now,
+				Labels: map[string]string{"role": "replica", "zone": "a"}},
+			{ClusterID: "stage", ID: "s-1", Addr: "127.0.0.1:3", Source: store.SourceStatic, Status: store.NodeUnknown, UpdatedTS: now,
+				Labels: map[string]string{"role": "replica"}},
 		} {
 			if err := tx.PutNode(ctx, &n); err != nil {
 				return err

@@ -11,6 +11,7 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"maps"
 	"reflect"
 	"sort"
 	"time"
@@ -18,18 +19,31 @@ import (
 	"github.com/musterhq/muster/core/actions"
 	corenodes "github.com/musterhq/muster/core/nodes"
 	"github.com/musterhq/muster/core/store"
+	"github.com/musterhq/muster/shared/labels"
 )
 
 // ClusterSpec is one entry of the core's `clusters:` configuration.
 type ClusterSpec struct {
 	ID    string     `mapstructure:"id" yaml:"id"`
 	Nodes []NodeSpec `mapstructure:"nodes" yaml:"nodes"`
+	// Budget is the cluster's disruption budget (DESIGN.md §11).
+	Budget BudgetSpec `mapstructure:"budget" yaml:"budget"`
+}
+
+// BudgetSpec is a cluster's disruption budget as configured.
+type BudgetSpec struct {
+	// MaxUnavailable is a count ("1") or a percentage of the cluster's
+	// nodes ("10%"); empty: no budget.
+	MaxUnavailable string `mapstructure:"max_unavailable" yaml:"max_unavailable"`
 }
 
 // NodeSpec is one node of a ClusterSpec.
 type NodeSpec struct {
 	ID   string `mapstructure:"id" yaml:"id"`
 	Addr string `mapstructure:"addr" yaml:"addr"`
+	// Labels are the node's labels as the core's configuration gives them;
+	// the agent's own labels win key by key (DESIGN.md §9).
+	Labels map[string]string `mapstructure:"labels" yaml:"labels"`
 }
 
 // Node is a node as a source sees it.
@@ -44,6 +58,9 @@ type Node struct {
 	Down string
 	// Detail completes Down in events (the two addresses of a duplicate).
 	Detail string
+	// Labels are the labels this source knows: the configuration's for the
+	// static list, the agent's own for the gossip pool.
+	Labels map[string]string
 }
 
 // Source is one way of discovering nodes.
@@ -80,7 +97,8 @@ func Static(clusters []ClusterSpec) *StaticSource {
 	for _, c := range clusters {
 		s.clusters = append(s.clusters, c.ID)
 		for _, n := range c.Nodes {
-			s.nodes = append(s.nodes, Node{ClusterID: c.ID, ID: n.ID, Addr: n.Addr, Source: store.SourceStatic})
+			s.nodes = append(s.nodes, Node{ClusterID: c.ID, ID: n.ID, Addr: n.Addr, Source: store.SourceStatic,
+				Labels: maps.Clone(n.Labels)})
 		}
 	}
 	return s
@@ -112,6 +130,11 @@ type Result struct {
 	Moved  []Node // known nodes whose address or source changed
 	Down   []Node // nodes a source now holds DOWN (left, failed, duplicate)
 	Back   []Node // nodes held DOWN by a source that it sees alive again
+	// Relabelled lists known nodes never contacted yet whose labels the
+	// sources now give otherwise. Once the orchestrator has contacted a
+	// node, it keeps its labels (from the agent's info) and discovery
+	// leaves them alone.
+	Relabelled []Node
 	// Refused lists the claims of a node that failed verification (events
 	// only: they change no node).
 	Refused []Claim
@@ -136,7 +159,7 @@ func (r Result) Clusters() []string {
 
 // Empty reports whether the Sync changed nothing.
 func (r Result) Empty() bool {
-	return len(r.Joined)+len(r.Left)+len(r.Moved)+len(r.Down)+len(r.Back)+len(r.Refused) == 0
+	return len(r.Joined)+len(r.Left)+len(r.Moved)+len(r.Down)+len(r.Back)+len(r.Relabelled)+len(r.Refused) == 0
 }
 
 type key struct{ cluster, node string }
@@ -158,12 +181,20 @@ func Sync(ctx context.Context, st store.Store, extra []string, sources ...Source
 	want := map[key]Node{}
 	var order []key
 	owned := map[string]bool{}
+	// A node's labels: the static list's, with the agent's own (from any
+	// other source) laid over them.
+	static, own := map[key]map[string]string{}, map[key]map[string]string{}
 	for _, src := range sources {
 		if p, ok := src.(Partial); !ok || !p.Partial() {
 			owned[src.Name()] = true
 		}
 		for _, n := range src.Snapshot() {
 			k := key{n.ClusterID, n.ID}
+			if src.Name() == store.SourceStatic {
+				static[k] = n.Labels
+			} else if _, ok := own[k]; !ok && n.Labels != nil {
+				own[k] = n.Labels
+			}
 			if _, ok := want[k]; ok {
 				continue
 			}
@@ -173,6 +204,10 @@ func Sync(ctx context.Context, st store.Store, extra []string, sources ...Source
 			want[k] = n
 			order = append(order, k)
 		}
+	}
+	for k, n := range want {
+		n.Labels = nodeLabels(static[k], own[k])
+		want[k] = n
 	}
 	var refused []Claim
 	for _, src := range sources {
@@ -211,6 +246,9 @@ func Sync(ctx context.Context, st store.Store, extra []string, sources ...Source
 				res.Joined = append(res.Joined, n)
 			case old.Addr != n.Addr || old.Source != n.Source:
 				res.Moved = append(res.Moved, n)
+			}
+			if ok && old.StoreID == "" && !labels.Equal(old.Labels, n.Labels) {
+				res.Relabelled = append(res.Relabelled, n)
 			}
 			switch {
 			case n.Down != "" && (!ok || old.Status != store.NodeDown || old.DownCause != n.Down):
@@ -255,7 +293,7 @@ func Sync(ctx context.Context, st store.Store, extra []string, sources ...Source
 		}
 		for _, n := range res.Joined {
 			err := tx.PutNode(ctx, &store.Node{ClusterID: n.ClusterID, ID: n.ID, Addr: n.Addr,
-				Source: n.Source, Status: store.NodeUnknown})
+				Source: n.Source, Status: store.NodeUnknown, Labels: n.Labels})
 			if err != nil {
 				return err
 			}
@@ -271,6 +309,16 @@ func Sync(ctx context.Context, st store.Store, extra []string, sources ...Source
 				return err
 			}
 			cur.Addr, cur.Source, cur.UpdatedTS = n.Addr, n.Source, time.Time{}
+			if err := tx.PutNode(ctx, cur); err != nil {
+				return err
+			}
+		}
+		for _, n := range res.Relabelled {
+			cur, err := tx.Node(ctx, n.ClusterID, n.ID)
+			if err != nil {
+				return err
+			}
+			cur.Labels, cur.UpdatedTS = n.Labels, time.Time{}
 			if err := tx.PutNode(ctx, cur); err != nil {
 				return err
 			}
@@ -384,4 +432,31 @@ func Watch(ctx context.Context, st store.Store, log *slog.Logger, nudge func(clu
 			nudge(c)
 		}
 	}
+}
+
+// nodeLabels lays the agent's own labels over the static ones, key by key;
+// nil when there are none.
+func nodeLabels(static, own map[string]string) map[string]string {
+	if len(static)+len(own) == 0 {
+		return nil
+	}
+	return labels.Merge(static, own)
+}
+
+// StaticLabels returns the configured labels of every node, by cluster and
+// node id (for the orchestrator, which lays the agent's labels over them).
+func StaticLabels(clusters []ClusterSpec) map[string]map[string]map[string]string {
+	out := map[string]map[string]map[string]string{}
+	for _, c := range clusters {
+		for _, n := range c.Nodes {
+			if len(n.Labels) == 0 {
+				continue
+			}
+			if out[c.ID] == nil {
+				out[c.ID] = map[string]map[string]string{}
+			}
+			out[c.ID][n.ID] = maps.Clone(n.Labels)
+		}
+	}
+	return out
 }

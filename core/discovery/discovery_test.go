@@ -2,6 +2,8 @@ package discovery
 
 import (
 	"context"
+	"maps"
+	"reflect"
 	"slices"
 	"sync"
 	"testing"
@@ -69,7 +71,7 @@ func TestStaticSnapshot(t *testing.T) {
 		{ClusterID: "db", ID: "db-2", Addr: "10.0.0.2:7420", Source: store.SourceStatic},
 		{ClusterID: "web", ID: "web-1", Addr: "10.0.1.1:7420", Source: store.SourceStatic},
 	}
-	if got := s.Snapshot(); !slices.Equal(got, want) {
+	if got := s.Snapshot(); !reflect.DeepEqual(got, want) {
 		t.Fatalf("Snapshot = %+v", got)
 	}
 	if got := s.Clusters(); !slices.Equal(got, []string{"db", "web", "empty"}) {
@@ -298,5 +300,68 @@ func TestANodeRemovedFromTheConfigurationEndsItsOpenActions(t *testing.T) {
 	}
 	if _, ok := nodes(t, st)["db/db-2"]; ok {
 		t.Fatal("the removed node is still stored")
+	}
+}
+
+// TestSyncLabels: a new node takes the static labels with the agent's own
+// (from gossip) laid over them key by key; a node not contacted yet follows
+// its sources; a contacted one keeps what the orchestrator wrote.
+func TestSyncLabels(t *testing.T) {
+	t.Parallel()
+	st := setup(t)
+	ctx := context.Background()
+	spec := []ClusterSpec{{ID: "db", Nodes: []NodeSpec{
+		{ID: "db-1", Addr: "10.0.0.1:7420", Labels: map[string]string{"role": "replica", "dc": "a"}},
+		{ID: "db-2", Addr: "10.0.0.2:7420", Labels: map[string]string{"role": "primary"}},
+	}}}
+	pool := &fakeSource{name: store.SourceGossip, list: []Node{
+		{ClusterID: "db", ID: "db-1", Addr: "10.0.0.1:7420", Labels: map[string]string{"role": "primary", "zone": "eu-1"}},
+		{ClusterID: "db", ID: "db-3", Addr: "10.0.0.3:7420", Labels: map[string]string{"role": "replica"}},
+	}}
+	if _, err := Sync(ctx, st, nil, Static(spec), pool); err != nil {
+		t.Fatal(err)
+	}
+	got := nodes(t, st)
+	for id, want := range map[string]map[string]string{
+		"db/db-1": {"role": "primary", "dc": "a", "zone": "eu-1"}, // the agent's role wins
+		"db/db-2": {"role": "primary"},
+		"db/db-3": {"role": "replica"},
+	} {
+		if !maps.Equal(got[id].Labels, want) {
+			t.Errorf("%s labels %v, want %v", id, got[id].Labels, want)
+		}
+	}
+	if res, err := Sync(ctx, st, nil, Static(spec), pool); err != nil || !res.Empty() {
+		t.Fatalf("a second sync changed %+v, %v", res, err)
+	}
+
+	// db-2 was contacted (the orchestrator wrote its store id and labels);
+	// db-3 was not. The pool now announces other labels for both.
+	err := st.Update(ctx, func(tx store.Tx) error {
+		n, err := tx.Node(ctx, "db", "db-2")
+		if err != nil {
+			return err
+		}
+		n.StoreID, n.Labels = "sid", map[string]string{"role": "primary", "from": "info"}
+		return tx.PutNode(ctx, n)
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	pool.set(
+		Node{ClusterID: "db", ID: "db-1", Addr: "10.0.0.1:7420", Labels: map[string]string{"role": "primary", "zone": "eu-1"}},
+		Node{ClusterID: "db", ID: "db-2", Addr: "10.0.0.2:7420", Labels: map[string]string{"role": "other"}},
+		Node{ClusterID: "db", ID: "db-3", Addr: "10.0.0.3:7420", Labels: map[string]string{"role": "primary"}},
+	)
+	res, err := Sync(ctx, st, nil, Static(spec), pool)
+	if err != nil || len(res.Relabelled) != 1 || res.Relabelled[0].ID != "db-3" {
+		t.Fatalf("result %+v, %v", res, err)
+	}
+	got = nodes(t, st)
+	if !maps.Equal(got["db/db-3"].Labels, map[string]string{"role": "primary"}) {
+		t.Errorf("db-3 labels %v", got["db/db-3"].Labels)
+	}
+	if !maps.Equal(got["db/db-2"].Labels, map[string]string{"role": "primary", "from": "info"}) {
+		t.Errorf("a contacted node's labels were rewritten by discovery: %v", got["db/db-2"].Labels)
 	}
 }

@@ -4,7 +4,7 @@ import (
 	"context"
 	"errors"
 	"log/slog"
-	"net"
+	"maps"
 	"sort"
 	"strings"
 	"sync"
@@ -126,22 +126,6 @@ func (g *GossipSource) Partial() bool { return true }
 // Changes receives a value after every event that may change the snapshot.
 func (g *GossipSource) Changes() <-chan struct{} { return g.ch }
 
-// InternalAddr reports whether the host of a host:port API address is on
-// loopback, link-local, or the unspecified address (which reaches the local
-// host): addresses a gossip announcement may not point the core at.
-func InternalAddr(api string) bool {
-	host, _, err := net.SplitHostPort(api)
-	if err != nil {
-		return false
-	}
-	if ip := net.ParseIP(host); ip != nil {
-		return ip.IsLoopback() || ip.IsLinkLocalUnicast() || ip.IsLinkLocalMulticast() ||
-			ip.IsInterfaceLocalMulticast() || ip.IsUnspecified()
-	}
-	h := strings.ToLower(strings.TrimSuffix(host, "."))
-	return h == "localhost" || strings.HasSuffix(h, ".localhost")
-}
-
 // Handle records one membership event. Members other than agents, and
 // agents whose cluster or node id is not a valid name, are ignored.
 func (g *GossipSource) Handle(ev gossip.Event) {
@@ -154,7 +138,7 @@ func (g *GossipSource) Handle(ev gossip.Event) {
 			"cluster", m.Cluster, "node", m.Node, "api", m.API)
 		return
 	}
-	if !g.allowLoopback && InternalAddr(m.API) {
+	if !g.allowLoopback && gossip.InternalAddr(m.API) {
 		g.log.Warn("gossip: agent announcing a loopback or link-local API address ignored (the core is not on loopback; gossip.insecure allows it)",
 			"member", ev.Name, "addr", ev.Addr, "cluster", m.Cluster, "node", m.Node, "api", m.API)
 		return
@@ -167,7 +151,7 @@ func (g *GossipSource) Handle(ev gossip.Event) {
 			g.seq++
 			cur.order = g.seq
 		}
-		if ev.Kind == gossip.KindJoin || cur.meta != m {
+		if ev.Kind == gossip.KindJoin || !sameMeta(cur.meta, m) {
 			g.forgetClaims(ev.Name) // a new process or announcement is checked again
 		}
 		cur.name, cur.meta, cur.addr, cur.gone = ev.Name, m, ev.Addr, ""
@@ -231,9 +215,9 @@ func (g *GossipSource) Snapshot() []Node {
 		switch {
 		case len(alive) == 0:
 			last := ms[len(ms)-1]
-			n.Addr, n.Down = last.meta.API, last.gone
+			n.Addr, n.Down, n.Labels = last.meta.API, last.gone, maps.Clone(last.meta.Labels)
 		default:
-			n.Addr = alive[0].meta.API
+			n.Addr, n.Labels = alive[0].meta.API, maps.Clone(alive[0].meta.Labels)
 			addrs := []string{alive[0].meta.API}
 			for _, m := range alive[1:] {
 				if !contains(addrs, m.meta.API) {
@@ -362,4 +346,10 @@ func ValidName(s string) bool {
 		}
 	}
 	return true
+}
+
+// sameMeta reports whether two announcements say the same.
+func sameMeta(a, b gossip.Meta) bool {
+	return a.V == b.V && a.Role == b.Role && a.Cluster == b.Cluster && a.Node == b.Node && a.API == b.API &&
+		a.Leave == b.Leave && maps.Equal(a.Labels, b.Labels)
 }

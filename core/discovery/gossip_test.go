@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"reflect"
 	"slices"
 	"sync"
 	"testing"
@@ -72,7 +73,7 @@ func TestGossipSnapshot(t *testing.T) {
 			for _, ev := range tc.events {
 				g.Handle(ev)
 			}
-			if got := g.Snapshot(); !slices.Equal(got, tc.want) {
+			if got := g.Snapshot(); !reflect.DeepEqual(got, tc.want) {
 				t.Fatalf("Snapshot =\n%+v\nwant\n%+v", got, tc.want)
 			}
 		})
@@ -204,13 +205,13 @@ func TestGossipRefusesLoopbackAddrs(t *testing.T) {
 	}
 	g.Handle(agentEvent(gossip.KindJoin, "ok", "db", "ok", "10.0.0.1:7420"))
 	want := []Node{{ClusterID: "db", ID: "ok", Addr: "10.0.0.1:7420", Source: store.SourceGossip}}
-	if got := g.Snapshot(); !slices.Equal(got, want) {
+	if got := g.Snapshot(); !reflect.DeepEqual(got, want) {
 		t.Fatalf("Snapshot = %+v, want only %+v", got, want)
 	}
 	// An announcement that moves a node to loopback is ignored too: the
 	// node keeps the address it had.
 	g.Handle(agentEvent(gossip.KindUpdate, "ok", "db", "ok", "127.0.0.1:18080"))
-	if got := g.Snapshot(); !slices.Equal(got, want) {
+	if got := g.Snapshot(); !reflect.DeepEqual(got, want) {
 		t.Fatalf("after a move to loopback, Snapshot = %+v, want %+v", got, want)
 	}
 

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
+	"slices"
 	"strconv"
 	"time"
 
@@ -15,6 +16,8 @@ import (
 	"github.com/musterhq/muster/core/store"
 	"github.com/musterhq/muster/shared/action"
 	"github.com/musterhq/muster/shared/client"
+	"github.com/musterhq/muster/shared/gossip"
+	"github.com/musterhq/muster/shared/labels"
 	"github.com/musterhq/muster/shared/tlsutil"
 	"github.com/musterhq/muster/shared/wire"
 )
@@ -29,6 +32,12 @@ import (
 const (
 	ReasonIdentityMismatch = "identity mismatch"
 	ReasonUnreachable      = "unreachable"
+	// ReasonTooLarge: an answer passed the client's limit, or the info its
+	// bounds (shared/client, shared/wire); nothing past the limit was read.
+	ReasonTooLarge = "the agent's answer is over a size limit"
+	// ReasonInternalAddr: a gossip node's address is loopback or
+	// link-local, which the core refuses to dial (RefuseInternalGossip).
+	ReasonInternalAddr = "refused: a gossip address on loopback or link-local"
 )
 
 // opKind is what a node sync learnt about one action.
@@ -42,6 +51,7 @@ const (
 	opLost                      // a full listing lacks an action the agent held
 	opCancelled                 // a cancel-requested action the agent does not hold
 	opUnconfirmed               // pushed to an agent database since replaced, without an answer
+	opHeld                      // held back by the disruption budget (msg: the reason)
 )
 
 type op struct {
@@ -67,6 +77,15 @@ type nodeResult struct {
 	cancels int
 	// held: discovery held the node DOWN, so the pass did not contact it.
 	held bool
+	// pausedRuns are the runs, among those of the open actions, that are
+	// not RUNNING: their children not yet sent wait (shared by all nodes).
+	pausedRuns map[string]bool
+	// labels: the node's labels, the configured ones with the agent's laid
+	// over them (set when the agent answered).
+	labels map[string]string
+	// budget is the disruption budget of the sync, shared by its nodes (nil
+	// without a budget).
+	budget *budgetView
 }
 
 // busy reports whether the node has an action to push or a cancel to send.
@@ -119,6 +138,10 @@ func downReason(err error) string {
 	switch {
 	case errors.As(err, &ae):
 		return fmt.Sprintf("agent answered %d %s", ae.Status, http.StatusText(ae.Status))
+	case errors.Is(err, client.ErrTooLarge), errors.Is(err, wire.ErrInfoOutOfBounds):
+		return ReasonTooLarge
+	case errors.Is(err, gossip.ErrInternalAddr):
+		return ReasonInternalAddr
 	case errors.As(err, &ie):
 		return fmt.Sprintf("%s: the certificate at this address is %s", ReasonIdentityMismatch, ie.Got)
 	case errors.As(err, &ua):
@@ -143,14 +166,22 @@ func (o *Orchestrator) syncNode(ctx context.Context, res *nodeResult, full bool)
 
 	info, err := call(ctx, o.cfg.AgentTimeout, ag.Info)
 	if err != nil {
+		res.budget.observe(n.ID, true, nil)
 		res.status, res.reason = store.NodeDown, downReason(err)
 		log.Debug("agent info failed", "err", err)
 		return
 	}
 	if info.NodeID != n.ID || info.ClusterID != n.ClusterID {
+		res.budget.observe(n.ID, true, nil)
 		res.status, res.reason = store.NodeDown, ReasonIdentityMismatch
 		log.Warn("agent identity mismatch", "addr", n.Addr, "agent_node", info.NodeID, "agent_cluster", info.ClusterID)
 		return
+	}
+	if err := labels.Set(info.Labels).Validate(); err != nil {
+		// Labels are bounded as in the gossip metadata: beyond, the
+		// agent's are not taken (the configured ones stay).
+		log.Warn("agent labels refused", "err", err)
+		info.Labels = nil
 	}
 
 	// Pull. A new store id means the agent's database was replaced: list
@@ -167,6 +198,7 @@ func (o *Orchestrator) syncNode(ctx context.Context, res *nodeResult, full bool)
 	pulled, order, since, err := o.pull(ctx, ag, since, ack)
 	res.pulled += len(order)
 	if err != nil {
+		res.budget.observe(n.ID, true, nil)
 		res.status, res.reason = store.NodeDown, downReason(err)
 		log.Debug("agent pull failed", "err", err)
 		res.ops = pulledOps(order, pulled) // what came is still the agent's word
@@ -174,7 +206,9 @@ func (o *Orchestrator) syncNode(ctx context.Context, res *nodeResult, full bool)
 	}
 	res.status, res.reason, res.info = store.NodeUp, "", info
 	res.storeID, res.cursor = info.StoreID, since
+	res.labels = o.nodeLabels(n.ClusterID, n.ID, info.Labels)
 	res.ops = pulledOps(order, pulled)
+	res.budget.observe(n.ID, false, pulled)
 
 	if listAll {
 		for _, r := range res.open {
@@ -206,7 +240,18 @@ func (o *Orchestrator) syncNode(ctx context.Context, res *nodeResult, full bool)
 		res.pulled += len(order)
 		res.ops = append(res.ops, pulledOps(order, more)...)
 		res.cursor = next
+		res.budget.observe(n.ID, false, more)
 	}
+}
+
+// nodeLabels lays an agent's own labels over the configured ones of its
+// node, key by key; nil when there are none.
+func (o *Orchestrator) nodeLabels(clusterID, nodeID string, own map[string]string) map[string]string {
+	static := o.cfg.StaticLabels[clusterID][nodeID]
+	if len(static)+len(own) == 0 {
+		return nil
+	}
+	return labels.Merge(static, own)
 }
 
 // pull lists the agent's changes after since, page by page. Only the first
@@ -277,11 +322,22 @@ func (o *Orchestrator) pushPending(ctx context.Context, ag *client.Agent, res *n
 			o.settleCancel(ctx, ag, res, r, log)
 			continue
 		}
+		if r.PushedStoreID == "" && res.pausedRuns[r.RunID] {
+			continue // its run is paused: it goes when the run resumes
+		}
 		if !actions.ApprovalHolds(r) {
 			res.ops = append(res.ops, op{kind: opReapprove, id: r.ID})
 			continue
 		}
 		if room <= 0 {
+			break
+		}
+		// The disruption budget (budget.go): a held action waits, and so
+		// do the node's later ones (creation order is push order).
+		if ok, why := res.budget.admit(res.node.ID, r); !ok {
+			if r.StateReason != why {
+				res.ops = append(res.ops, op{kind: opHeld, id: r.ID, msg: why})
+			}
 			break
 		}
 		batch = append(batch, r)
@@ -290,7 +346,13 @@ func (o *Orchestrator) pushPending(ctx context.Context, ag *client.Agent, res *n
 	if len(batch) == 0 {
 		return
 	}
+	admitted := batch
 	batch, err := o.markPushed(ctx, res.node.ClusterID, res.node.ID, batch, res.info.StoreID)
+	for _, r := range admitted {
+		if err != nil || !slices.ContainsFunc(batch, func(b *store.Record) bool { return b.ID == r.ID }) {
+			res.budget.release(r.ID) // not sent: cancelled, changed or drained meanwhile
+		}
+	}
 	if err != nil {
 		log.Warn("record pushes; none sent this pass", "err", err)
 		return
@@ -308,6 +370,7 @@ func (o *Orchestrator) pushPending(ctx context.Context, ag *client.Agent, res *n
 			res.pushed++
 			o.metrics.pushes.WithLabelValues(strconv.Itoa(status)).Inc()
 		case errors.Is(err, client.ErrGone):
+			res.budget.release(r.ID)
 			res.ops = append(res.ops, op{kind: opGone, id: r.ID, msg: actions.ReasonGone})
 			o.metrics.pushes.WithLabelValues("410").Inc()
 		case errors.Is(err, client.ErrRefused):
@@ -315,6 +378,7 @@ func (o *Orchestrator) pushPending(ctx context.Context, ag *client.Agent, res *n
 			if msg == "" {
 				msg = "refused by the agent"
 			}
+			res.budget.release(r.ID)
 			res.ops = append(res.ops, op{kind: opRefused, id: r.ID, msg: msg})
 			o.metrics.pushes.WithLabelValues("422").Inc()
 		case !client.Answered(err):

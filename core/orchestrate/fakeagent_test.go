@@ -29,6 +29,7 @@ type fakeAgent struct {
 	clusterID string
 	storeID   string
 	kinds     []string
+	labels    map[string]string
 	seq       int64
 	acked     int64
 	recs      map[string]*fakeRec
@@ -111,7 +112,7 @@ func (f *fakeAgent) info(w http.ResponseWriter) {
 		q[r.a.State]++
 	}
 	writeJSON(w, http.StatusOK, wire.AgentInfo{NodeID: f.nodeID, ClusterID: f.clusterID, Version: "test",
-		StoreID: f.storeID, Kinds: f.kinds, Queue: q})
+		StoreID: f.storeID, Kinds: f.kinds, Queue: q, Labels: f.labels})
 }
 
 func (f *fakeAgent) list(w http.ResponseWriter, r *http.Request) {

@@ -16,6 +16,8 @@ type metrics struct {
 	pushes    *prometheus.CounterVec
 	changes   prometheus.Counter
 	expired   prometheus.Counter
+	// nudgedSyncs counts syncs of nudged nodes (SyncNodes) by result.
+	nudgedSyncs *prometheus.CounterVec
 	// latePushes: pushes of passes whose lease was lost before they could
 	// record them (harmless: an agent never runs an id twice).
 	latePushes prometheus.Counter
@@ -48,6 +50,10 @@ func newMetrics(reg prometheus.Registerer, st store.Store) (*metrics, error) {
 			Name: "muster_core_orchestrate_approvals_expired_total",
 			Help: "Actions cancelled because their approval expired.",
 		}),
+		nudgedSyncs: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "muster_core_orchestrate_nudged_syncs_total",
+			Help: "Syncs of single nodes (an agent's changed note, an approval, a new action) by result: idle, wrote, or error.",
+		}, []string{"result"}),
 		latePushes: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "muster_core_orchestrate_late_pushes_total",
 			Help: "Actions pushed by a pass whose cluster lease was lost before the pass could record them.",
@@ -60,7 +66,8 @@ func newMetrics(reg prometheus.Registerer, st store.Store) (*metrics, error) {
 		Name: "muster_core_store_rows_written_total",
 		Help: "Rows inserted, updated or deleted in the core store since it opened.",
 	}, func() float64 { return float64(st.RowsWritten()) })
-	for _, c := range []prometheus.Collector{m.passes, m.duration, m.nodeSyncs, m.pushes, m.changes, m.expired, m.latePushes, rows} {
+	for _, c := range []prometheus.Collector{m.passes, m.duration, m.nodeSyncs, m.pushes, m.changes, m.expired,
+		m.nudgedSyncs, m.latePushes, rows} {
 		if err := reg.Register(c); err != nil {
 			return nil, err
 		}
@@ -77,6 +84,21 @@ func (m *metrics) observePass(d time.Duration, rep Report, err error) {
 		m.passes.WithLabelValues("wrote").Inc()
 	default:
 		m.passes.WithLabelValues("idle").Inc()
+	}
+	m.changes.Add(float64(rep.Changes))
+	m.nodeSyncs.WithLabelValues(store.NodeUp).Add(float64(rep.Nodes - rep.Down))
+	m.nodeSyncs.WithLabelValues(store.NodeDown).Add(float64(rep.Down))
+}
+
+// observeNodeSync counts one SyncNodes call.
+func (m *metrics) observeNodeSync(rep Report, err error) {
+	switch {
+	case err != nil:
+		m.nudgedSyncs.WithLabelValues("error").Inc()
+	case rep.Changes > 0:
+		m.nudgedSyncs.WithLabelValues("wrote").Inc()
+	default:
+		m.nudgedSyncs.WithLabelValues("idle").Inc()
 	}
 	m.changes.Add(float64(rep.Changes))
 	m.nodeSyncs.WithLabelValues(store.NodeUp).Add(float64(rep.Nodes - rep.Down))

@@ -16,6 +16,7 @@ import (
 	"fmt"
 	"log/slog"
 	"math/rand/v2"
+	"net"
 	"net/http"
 	"strings"
 	"sync"
@@ -25,8 +26,10 @@ import (
 
 	"github.com/musterhq/muster/core/actions"
 	"github.com/musterhq/muster/core/approval"
+	"github.com/musterhq/muster/core/budget"
 	"github.com/musterhq/muster/core/store"
 	"github.com/musterhq/muster/shared/action"
+	"github.com/musterhq/muster/shared/gossip"
 	"github.com/musterhq/muster/shared/tlsutil"
 )
 
@@ -82,8 +85,20 @@ type Config struct {
 	// another node's certificate, or without TLS, is refused before
 	// anything is sent to it.
 	AgentTLS *tls.Config
+	// StaticLabels are the labels the core's configuration gives nodes, by
+	// cluster and node id; a pass lays the agent's own labels (from its
+	// info) over them, key by key.
+	StaticLabels map[string]map[string]map[string]string
+	// Budget is the disruption budget of every cluster and the kinds it
+	// counts (DESIGN.md §11): no disruptive action is pushed past it.
+	Budget budget.Policy
 	// Runs, when set, moves runs on at every pass (core/runs).
 	Runs Runs
+	// RefuseInternalGossip: nodes found through gossip are never dialled at
+	// a loopback, link-local or unspecified IP address, whatever their host
+	// name resolves to (the core is off loopback and gossip.insecure is not
+	// set; README.md, "Securing muster"). Static nodes are not concerned.
+	RefuseInternalGossip bool
 }
 
 // DefaultConfig returns the defaults of DESIGN.md §6.
@@ -162,15 +177,19 @@ type Orchestrator struct {
 	rules   *actions.Rules
 	log     *slog.Logger
 	hc      *http.Client
-	ownHC   bool // hc was made here: Stop closes its idle connections
+	guarded *http.Client // hc's twin for gossip nodes, with RefuseInternalGossip (else nil)
+	ownHC   bool         // hc was made here: Stop closes its idle connections
 	metrics *metrics
 
 	mu       sync.Mutex
 	clusters map[string]*clusterState
 	nudged   map[string]bool
-	state    int // 0 new, 1 started, 2 stopped
-	cancel   context.CancelFunc
-	wg       sync.WaitGroup
+	// nodeNudged: cluster id → node ids to sync alone (NudgeNode).
+	nodeNudged map[string]map[string]bool
+	nodeWake   chan struct{}
+	state      int // 0 new, 1 started, 2 stopped
+	cancel     context.CancelFunc
+	wg         sync.WaitGroup
 
 	wake chan struct{}
 }
@@ -183,12 +202,36 @@ type clusterState struct {
 	passes      int
 	lastContact map[string]time.Time   // node id → last answer (written only with other changes)
 	clients     map[string]*nodeClient // node id → its HTTP client (with AgentTLS)
+
+	// smu guards what syncs of the cluster running at once share: a pass
+	// and syncs of single nodes (lastContact, clients, admitted, nodeLocks,
+	// heldNodes, and every budgetView's usage).
+	smu       sync.Mutex
+	admitted  map[string]admission     // action id → a disruptive push admitted, not yet settled
+	nodeLocks map[string]chan struct{} // node id → held while a sync talks to it
+	heldNodes map[string]bool          // nodes with a disruptive action the budget held
 }
 
-// nodeClient is the HTTP client of one node, for the address it was made for.
+// nodeClient is the HTTP client of one node, for the address (and the
+// source) it was made for.
 type nodeClient struct {
-	addr string
-	hc   *http.Client
+	addr    string
+	guarded bool
+	hc      *http.Client
+}
+
+// guard makes tr refuse to dial internal addresses (gossip.RefuseInternal).
+func guard(tr *http.Transport) {
+	d := &net.Dialer{Timeout: 30 * time.Second, KeepAlive: 30 * time.Second, Control: gossip.RefuseInternal}
+	tr.DialContext = d.DialContext
+}
+
+// baseTransport returns a copy of the transport of hc.
+func baseTransport(hc *http.Client) *http.Transport {
+	if base, isTr := hc.Transport.(*http.Transport); isTr {
+		return base.Clone()
+	}
+	return http.DefaultTransport.(*http.Transport).Clone()
 }
 
 // New builds an orchestrator. It starts nothing. Its metrics go to reg
@@ -208,6 +251,12 @@ func New(cfg Config, st store.Store, log *slog.Logger, reg prometheus.Registerer
 		hc = &c
 	}
 	hc.CheckRedirect = noRedirect
+	var guarded *http.Client
+	if cfg.RefuseInternalGossip {
+		tr := baseTransport(hc)
+		guard(tr)
+		guarded = &http.Client{Transport: tr, CheckRedirect: noRedirect}
+	}
 	if cfg.Rules == nil {
 		cfg.Rules = &actions.Rules{Policy: approval.Policy{TTL: cfg.ApprovalTTL}, ScheduleTTL: cfg.ScheduleTTL}
 	}
@@ -216,11 +265,13 @@ func New(cfg Config, st store.Store, log *slog.Logger, reg prometheus.Registerer
 		return nil, fmt.Errorf("orchestrator metrics: %w", err)
 	}
 	return &Orchestrator{
-		cfg: cfg, st: st, log: log.With("component", "orchestrate"), hc: hc, ownHC: ownHC, metrics: m,
-		rules:    cfg.Rules,
-		clusters: map[string]*clusterState{},
-		nudged:   map[string]bool{},
-		wake:     make(chan struct{}, 1),
+		cfg: cfg, st: st, log: log.With("component", "orchestrate"), hc: hc, guarded: guarded, ownHC: ownHC, metrics: m,
+		rules:      cfg.Rules,
+		clusters:   map[string]*clusterState{},
+		nudged:     map[string]bool{},
+		wake:       make(chan struct{}, 1),
+		nodeNudged: map[string]map[string]bool{},
+		nodeWake:   make(chan struct{}, 1),
 	}, nil
 }
 
@@ -249,7 +300,8 @@ func (o *Orchestrator) cluster(id string) *clusterState {
 	defer o.mu.Unlock()
 	cs, ok := o.clusters[id]
 	if !ok {
-		cs = &clusterState{id: id, lastContact: map[string]time.Time{}, clients: map[string]*nodeClient{}}
+		cs = &clusterState{id: id, lastContact: map[string]time.Time{}, clients: map[string]*nodeClient{},
+			admitted: map[string]admission{}, nodeLocks: map[string]chan struct{}{}, heldNodes: map[string]bool{}}
 		o.clusters[id] = cs
 	}
 	return cs
@@ -281,8 +333,9 @@ func (o *Orchestrator) Start(ctx context.Context) error {
 	}
 	o.state = 1
 	ctx, o.cancel = context.WithCancel(ctx)
-	o.wg.Add(2)
+	o.wg.Add(3)
 	go func() { defer o.wg.Done(); o.schedule(ctx) }()
+	go func() { defer o.wg.Done(); o.syncNudgedNodes(ctx) }()
 	go func() { defer o.wg.Done(); o.sweep(ctx) }()
 	return nil
 }
@@ -302,12 +355,15 @@ func (o *Orchestrator) Stop() {
 	if o.ownHC {
 		o.hc.CloseIdleConnections()
 	}
+	if o.guarded != nil {
+		o.guarded.CloseIdleConnections()
+	}
 	for _, cs := range o.clusters {
-		cs.mu.Lock()
+		cs.smu.Lock()
 		for _, c := range cs.clients {
 			c.hc.CloseIdleConnections()
 		}
-		cs.mu.Unlock()
+		cs.smu.Unlock()
 	}
 }
 
@@ -316,29 +372,33 @@ func (o *Orchestrator) Stop() {
 // between passes while the node keeps its address. Clients of nodes no
 // longer listed are closed. cs.mu is held.
 func (o *Orchestrator) nodeClients(cs *clusterState, nodes []nodeResult) {
+	guarded := func(n *store.Node) bool { return o.cfg.RefuseInternalGossip && n.Source == store.SourceGossip }
 	if o.cfg.AgentTLS == nil {
 		for i := range nodes {
 			nodes[i].hc = o.hc
+			if guarded(&nodes[i].node) {
+				nodes[i].hc = o.guarded
+			}
 		}
 		return
 	}
+	cs.smu.Lock()
+	defer cs.smu.Unlock()
 	keep := map[string]bool{}
 	for i := range nodes {
 		n := &nodes[i].node
 		keep[n.ID] = true
 		c, ok := cs.clients[n.ID]
-		if !ok || c.addr != n.Addr {
+		if !ok || c.addr != n.Addr || c.guarded != guarded(n) {
 			if ok {
 				c.hc.CloseIdleConnections()
 			}
-			var tr *http.Transport
-			if base, isTr := o.hc.Transport.(*http.Transport); isTr {
-				tr = base.Clone()
-			} else {
-				tr = http.DefaultTransport.(*http.Transport).Clone()
+			tr := baseTransport(o.hc)
+			if guarded(n) {
+				guard(tr)
 			}
 			tr.TLSClientConfig = tlsutil.ForPeer(o.cfg.AgentTLS, tlsutil.Agent(n.ID))
-			c = &nodeClient{addr: n.Addr, hc: &http.Client{Transport: tr, CheckRedirect: noRedirect}}
+			c = &nodeClient{addr: n.Addr, guarded: guarded(n), hc: &http.Client{Transport: tr, CheckRedirect: noRedirect}}
 			cs.clients[n.ID] = c
 		}
 		nodes[i].hc = c.hc

@@ -42,6 +42,9 @@ type Report struct {
 //     admit their next wave, which gets a pass of its own (a nudge).
 //
 // Passes of one cluster never overlap: a second call waits for the first.
+// A sync of a few nodes alone (SyncNodes, nodesync.go) may run beside a
+// pass, but never talks to a node while the pass does. The disruption
+// budget (budget.go) is checked before every push of a disruptive action.
 func (o *Orchestrator) Pass(ctx context.Context, clusterID string) (Report, error) {
 	cs := o.cluster(clusterID)
 	cs.mu.Lock()
@@ -55,10 +58,9 @@ func (o *Orchestrator) Pass(ctx context.Context, clusterID string) (Report, erro
 func (o *Orchestrator) pass(ctx context.Context, cs *clusterState) (Report, error) {
 	rep := Report{Cluster: cs.id, Full: cs.passes%o.cfg.FullSyncEvery == 0}
 	// The runs' next waves are created first, so this pass pushes them.
-	if _, err := o.advanceRuns(ctx, cs.id); err != nil {
-		return rep, fmt.Errorf("pass of %s: %w", cs.id, err)
-	}
+	o.advanceRuns(ctx, cs.id)
 	var nodes []nodeResult
+	readAt := time.Now()
 	err := o.st.Read(ctx, func(r store.Reader) error {
 		if _, err := r.Cluster(ctx, cs.id); err != nil {
 			return err
@@ -76,8 +78,13 @@ func (o *Orchestrator) pass(ctx context.Context, cs *clusterState) (Report, erro
 		for _, a := range all {
 			open[a.NodeID] = append(open[a.NodeID], a)
 		}
+		paused, err := pausedRuns(ctx, r, cs.id, all)
+		if err != nil {
+			return err
+		}
+		bv := o.newBudgetView(cs, ns, all, readAt)
 		for _, n := range ns {
-			nodes = append(nodes, nodeResult{node: n, open: open[n.ID]})
+			nodes = append(nodes, nodeResult{node: n, open: open[n.ID], pausedRuns: paused, budget: bv})
 		}
 		return nil
 	})
@@ -100,6 +107,9 @@ func (o *Orchestrator) pass(ctx context.Context, cs *clusterState) (Report, erro
 		sem <- struct{}{}
 		go func(res *nodeResult) {
 			defer func() { <-sem; wg.Done() }()
+			// A sync of this node alone (SyncNodes) waits, or is waited for.
+			unlock := cs.lockNode(res.node.ID)
+			defer unlock()
 			o.syncNode(ctx, res, rep.Full)
 		}(&nodes[i])
 	}
@@ -108,7 +118,28 @@ func (o *Orchestrator) pass(ctx context.Context, cs *clusterState) (Report, erro
 		return rep, err // answers cut short by shutdown are not the agents' word
 	}
 
+	if err := o.commit(ctx, cs, nodes, true, &rep); err != nil {
+		return rep, fmt.Errorf("pass of %s: %w", cs.id, err)
+	}
+	if len(nodes) > 0 {
+		o.nudgeHeld(nodes[0].budget) // the budget's held actions, once another ended
+	}
+	// Children that finished in this pass may admit the next wave: create it
+	// now and ask for the pass that pushes it.
+	if o.advanceRuns(ctx, cs.id) > 0 {
+		o.Nudge(cs.id)
+	}
+	return rep, nil
+}
+
+// commit counts what the node syncs of nodes learnt into rep, then plans
+// and writes it in one Update, or opens no write transaction when the
+// answers cannot change anything (mayWrite). whole is true for a pass over
+// every node of the cluster: only such a pass decides the cluster's status.
+// A sync of a few nodes alone (SyncNodes) commits through here too.
+func (o *Orchestrator) commit(ctx context.Context, cs *clusterState, nodes []nodeResult, whole bool, rep *Report) error {
 	now := action.UTC(time.Now())
+	cs.smu.Lock()
 	for _, res := range nodes {
 		rep.Nodes++
 		if res.status != store.NodeUp {
@@ -120,34 +151,25 @@ func (o *Orchestrator) pass(ctx context.Context, cs *clusterState) (Report, erro
 		rep.Pushed += res.pushed
 		rep.Cancels += res.cancels
 	}
+	cs.smu.Unlock()
 
-	write, err := o.mayWrite(ctx, cs, nodes, now)
-	if err != nil {
-		return rep, fmt.Errorf("pass of %s: %w", cs.id, err)
-	}
-	if !write {
-		return rep, nil
+	write, err := o.mayWrite(ctx, cs, nodes, now, whole)
+	if err != nil || !write {
+		return err
 	}
 	var w *writePlan
 	err = o.st.Update(ctx, func(tx store.Tx) error {
 		var err error
-		if w, err = o.plan(ctx, tx, cs, nodes, now); err != nil {
+		if w, err = o.plan(ctx, tx, cs, nodes, now, whole); err != nil {
 			return err
 		}
 		return w.apply(ctx, tx)
 	})
 	if err != nil {
-		return rep, fmt.Errorf("pass of %s: commit: %w", cs.id, err)
+		return fmt.Errorf("commit: %w", err)
 	}
 	rep.Changes, rep.Events = w.changes(), len(w.events)+w.actionEvents()
-	// Children that finished in this pass may admit the next wave: create it
-	// now and ask for the pass that pushes it.
-	if created, err := o.advanceRuns(ctx, cs.id); err != nil {
-		return rep, fmt.Errorf("pass of %s: %w", cs.id, err)
-	} else if created > 0 {
-		o.Nudge(cs.id)
-	}
-	return rep, nil
+	return nil
 }
 
 // mayWrite reports whether the answers of a pass can change anything: an
@@ -155,7 +177,7 @@ func (o *Orchestrator) pass(ctx context.Context, cs *clusterState) (Report, erro
 // decided by plan, in the write transaction), or, as read now, a node's
 // status or bookkeeping or the cluster's status would move. When it says
 // no, the pass opens no write transaction.
-func (o *Orchestrator) mayWrite(ctx context.Context, cs *clusterState, nodes []nodeResult, now time.Time) (bool, error) {
+func (o *Orchestrator) mayWrite(ctx context.Context, cs *clusterState, nodes []nodeResult, now time.Time, whole bool) (bool, error) {
 	for i := range nodes {
 		if len(nodes[i].ops) > 0 {
 			return true, nil
@@ -163,7 +185,7 @@ func (o *Orchestrator) mayWrite(ctx context.Context, cs *clusterState, nodes []n
 	}
 	w := newWritePlan()
 	err := o.st.Read(ctx, func(r store.Reader) error {
-		return planStatus(ctx, r, cs, nodes, 0, now, w)
+		return planStatus(ctx, r, cs, nodes, 0, now, whole, w)
 	})
 	return len(w.nodes) > 0 || w.cluster != nil, err
 }

@@ -12,6 +12,7 @@ import (
 	"github.com/musterhq/muster/core/actions"
 	"github.com/musterhq/muster/core/store"
 	"github.com/musterhq/muster/shared/action"
+	"github.com/musterhq/muster/shared/labels"
 )
 
 // This file plans the writes of a pass: it turns what the agents said (the
@@ -102,13 +103,15 @@ func decide(o *op, cur *store.Record, node *store.Node, storeID string, now time
 		if cur.State == action.PendingSchedule && cur.PushedStoreID != "" && cur.PushedStoreID != storeID {
 			return actions.MarkLost(cur, o.msg, now)
 		}
+	case opHeld:
+		return actions.Hold(cur, o.msg, now)
 	}
 	return nil
 }
 
 // plan computes, against what r reads, every write the results of a pass
-// call for.
-func (o *Orchestrator) plan(ctx context.Context, r store.Reader, cs *clusterState, results []nodeResult, now time.Time) (*writePlan, error) {
+// (whole) or of a sync of a few nodes call for.
+func (o *Orchestrator) plan(ctx context.Context, r store.Reader, cs *clusterState, results []nodeResult, now time.Time, whole bool) (*writePlan, error) {
 	w := newWritePlan()
 	lost := 0
 	for i := range results {
@@ -141,23 +144,20 @@ func (o *Orchestrator) plan(ctx context.Context, r store.Reader, cs *clusterStat
 			}
 		}
 	}
-	if err := planStatus(ctx, r, cs, results, lost, now, w); err != nil {
+	if err := planStatus(ctx, r, cs, results, lost, now, whole, w); err != nil {
 		return nil, err
 	}
 	return w, nil
 }
 
 // planStatus adds to w the node and cluster updates, and their events, that
-// the results of a pass call for, given the actions the pass made LOST.
-func planStatus(ctx context.Context, r store.Reader, cs *clusterState, results []nodeResult, lost int, now time.Time, w *writePlan) error {
+// the results of a pass call for, given the actions the pass made LOST. The
+// cluster's status is decided by a pass over all its nodes (whole) only.
+func planStatus(ctx context.Context, r store.Reader, cs *clusterState, results []nodeResult, lost int, now time.Time, whole bool, w *writePlan) error {
 	var down []string
-	stored, err := r.Nodes(ctx, cs.id) // one query, not one per node
+	nodes, err := storedNodes(ctx, r, cs.id, results, whole)
 	if err != nil {
 		return err
-	}
-	nodes := make(map[string]*store.Node, len(stored))
-	for i := range stored {
-		nodes[stored[i].ID] = &stored[i]
 	}
 	for i := range results {
 		res := &results[i]
@@ -173,7 +173,7 @@ func planStatus(ctx context.Context, r store.Reader, cs *clusterState, results [
 		if !write || sameNode(fresh, &next) {
 			continue
 		}
-		if t, ok := cs.lastContact[node.ID]; ok {
+		if t, ok := cs.contact(node.ID); ok {
 			next.LastContact = &t
 		}
 		next.UpdatedTS = now
@@ -189,6 +189,9 @@ func planStatus(ctx context.Context, r store.Reader, cs *clusterState, results [
 		}
 	}
 
+	if !whole {
+		return nil
+	}
 	cluster, err := r.Cluster(ctx, cs.id)
 	if errors.Is(err, store.ErrNotFound) {
 		return nil
@@ -226,6 +229,10 @@ func nodeNext(stored *store.Node, res *nodeResult) (next store.Node, write, isDo
 		kinds := slices.Clone(res.info.Kinds)
 		sort.Strings(kinds)
 		next.StoreID, next.Cursor, next.Kinds, next.Version = res.storeID, res.cursor, kinds, res.info.Version
+		if res.storeID == stored.StoreID && res.cursor < stored.Cursor {
+			next.Cursor = stored.Cursor // a sync of this node alone committed a later one meanwhile
+		}
+		next.Labels = res.labels
 	}
 	return next, true, res.status != store.NodeUp
 }
@@ -251,7 +258,7 @@ func clusterNext(cur *store.Cluster, down []string, lost int) (store.Cluster, bo
 func sameNode(a, b *store.Node) bool {
 	return a.Status == b.Status && a.StatusReason == b.StatusReason && a.DownCause == b.DownCause && a.StoreID == b.StoreID &&
 		a.Cursor == b.Cursor && slices.Equal(a.Kinds, b.Kinds) && a.Version == b.Version &&
-		a.Addr == b.Addr && a.Source == b.Source
+		a.Addr == b.Addr && a.Source == b.Source && labels.Equal(a.Labels, b.Labels)
 }
 
 // apply writes the plan in tx: every action change with its history and

@@ -221,3 +221,66 @@ func TestAgentRedirectIsNotFollowed(t *testing.T) {
 		t.Fatalf("the redirect's target got %d requests", h)
 	}
 }
+
+// With RefuseInternalGossip, a gossip node is never dialled at a loopback
+// address, whatever name it was announced under (issue 9, item 6): the
+// check sees the address dialled after resolution. A static node on
+// loopback is still reached.
+func TestGossipRefusesLoopbackAddrsWhenDialling(t *testing.T) {
+	t.Parallel()
+	e := setup(t, orchestrate.Config{RefuseInternalGossip: true}, "static-1")
+	hidden := runAgent(t, "gossip-1", "127.0.0.1:0", t.TempDir())
+	_, port, _ := strings.Cut(hidden.addr, ":")
+	e.update(func(ctx context.Context, tx store.Tx) error {
+		return tx.PutNode(ctx, &store.Node{ClusterID: cluster, ID: "gossip-1", Addr: "localhost:" + port,
+			Source: store.SourceGossip, Status: store.NodeUnknown})
+	})
+	id := e.create("gossip-1", "muster.io/debug.ping", `{}`)
+	e.pass()
+	if n := e.node("gossip-1"); n.Status != store.NodeDown || n.StatusReason != orchestrate.ReasonInternalAddr {
+		t.Fatalf("gossip-1 at localhost: %s %q, want DOWN %q", n.Status, n.StatusReason, orchestrate.ReasonInternalAddr)
+	}
+	if n := e.node("static-1"); n.Status != store.NodeUp {
+		t.Fatalf("static-1 on loopback: %s %q, want UP", n.Status, n.StatusReason)
+	}
+	if rec := e.record(id); rec.State != action.PendingSchedule || rec.SeenOnAgent {
+		t.Fatalf("gossip-1's action: %s, want PENDING_SCHEDULE and never pushed", rec.State)
+	}
+	page, err := client.NewAgent(hidden.addr, nil).Changes(context.Background(), 0, 10, false)
+	if err != nil || len(page.Actions) != 0 {
+		t.Fatalf("the agent behind localhost holds %d actions (%v), want none", len(page.Actions), err)
+	}
+}
+
+// An agent whose info is larger than the client's limit is DOWN with a
+// reason that says so (issue 9, item 2), and the core reads no more of it.
+func TestClientBodyLimitMarksTheNodeDown(t *testing.T) {
+	t.Parallel()
+	var written atomic.Int64
+	huge := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		_, _ = w.Write([]byte(`{"node_id":"n1","cluster_id":"prod","kinds":["`))
+		chunk := []byte(strings.Repeat("k", 32<<10))
+		for written.Load() < 400<<20 {
+			n, err := w.Write(chunk)
+			written.Add(int64(n))
+			if err != nil {
+				return
+			}
+		}
+	}))
+	t.Cleanup(huge.Close)
+	e := setup(t, orchestrate.Config{})
+	e.update(func(ctx context.Context, tx store.Tx) error {
+		return tx.PutNode(ctx, &store.Node{ClusterID: cluster, ID: "n1", Addr: strings.TrimPrefix(huge.URL, "http://"),
+			Source: store.SourceGossip, Status: store.NodeUnknown})
+	})
+	e.pass()
+	if n := e.node("n1"); n.Status != store.NodeDown || n.StatusReason != orchestrate.ReasonTooLarge {
+		t.Fatalf("n1: %s %q, want DOWN %q", n.Status, n.StatusReason, orchestrate.ReasonTooLarge)
+	}
+	huge.CloseClientConnections()
+	if w := written.Load(); w > 64<<20 {
+		t.Fatalf("the agent wrote %d bytes before the core stopped reading", w)
+	}
+}

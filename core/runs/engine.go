@@ -149,7 +149,7 @@ func (e *Engine) Insert(ctx context.Context, tx store.Tx, clusterID string, stag
 	return r, nil
 }
 
-// change loads run id, checks it is in one of from, and applies fn.
+// load reads run id and checks that it is in one of the states from.
 func load(ctx context.Context, tx store.Tx, id, what string, from ...string) (*store.Run, error) {
 	r, err := tx.Run(ctx, id)
 	if err != nil {
@@ -163,8 +163,10 @@ func load(ctx context.Context, tx store.Tx, id, what string, from ...string) (*s
 	return nil, &StateError{ID: r.ID, State: r.State, What: what}
 }
 
-// Approve approves run id as who and creates its first wave.
-func (e *Engine) Approve(ctx context.Context, tx store.Tx, id string, who Who) (*store.Run, error) {
+// Approve approves run id as who and creates its first wave. A non-empty
+// digest is what the approver was shown: the approval is refused when the
+// run's digest is another.
+func (e *Engine) Approve(ctx context.Context, tx store.Tx, id, digest string, who Who) (*store.Run, error) {
 	r, err := load(ctx, tx, id, "approve", store.RunPendingApprove)
 	if err != nil {
 		return nil, err
@@ -178,6 +180,10 @@ func (e *Engine) Approve(ctx context.Context, tx store.Tx, id string, who Who) (
 	}
 	if Digest(r.ClusterID, r.Stages) != r.Digest {
 		return nil, &StateError{ID: r.ID, State: r.State, What: "approve: the run no longer matches its digest"}
+	}
+	if digest != "" && digest != r.Digest {
+		return nil, &StateError{ID: r.ID, State: r.State,
+			What: fmt.Sprintf("approve: digest %.12s is not the run's (%.12s): look at the run again", digest, r.Digest)}
 	}
 	r.State, r.StateReason, r.ApprovedBy, r.UpdatedTS = store.RunRunning, ReasonApproved, who.Name, t
 	if err := tx.UpdateRun(ctx, r); err != nil {
@@ -234,8 +240,11 @@ func (e *Engine) Pause(ctx context.Context, tx store.Tx, id string, who Who) (*s
 		fmt.Sprintf("%s paused run %s", who.Name, r.ID), nil))
 }
 
-// Resume lets a paused run go on. Errors that paused it (on_failure: pause)
-// are forgiven: only new ones count against max_errors.
+// Resume lets a paused run go on. When a stage's errors paused it
+// (on_failure: pause), the errors seen so far in that stage are forgiven:
+// only new ones count against its max_errors. A run paused by a person
+// forgives nothing, so pausing and resuming cannot lift a limit the
+// approver signed.
 func (e *Engine) Resume(ctx context.Context, tx store.Tx, id string, who Who) (*store.Run, error) {
 	r, err := load(ctx, tx, id, "resume", store.RunPaused)
 	if err != nil {
@@ -245,16 +254,27 @@ func (e *Engine) Resume(ctx context.Context, tx store.Tx, id string, who Who) (*
 	if err != nil {
 		return nil, err
 	}
+	var forgiven []string
 	for i := range r.Stages {
-		r.Stages[i].Forgiven = Count(&r.Stages[i], kids).Errors
+		st := &r.Stages[i]
+		c := Count(st, kids)
+		if st.OnFailure == OnFailurePause && c.Errors-st.Forgiven > st.MaxErrors.Floor(len(st.Nodes)) {
+			st.Forgiven = c.Errors
+			forgiven = append(forgiven, st.Name)
+		}
 	}
 	t := e.now()
 	r.State, r.StateReason, r.UpdatedTS = store.RunRunning, ReasonResumed+" by "+who.Name, t
 	if err := tx.UpdateRun(ctx, r); err != nil {
 		return nil, err
 	}
-	if err := tx.AppendEvent(ctx, runEvent(r, store.EventRunResumed, who, t,
-		fmt.Sprintf("%s resumed run %s", who.Name, r.ID), nil)); err != nil {
+	msg := fmt.Sprintf("%s resumed run %s", who.Name, r.ID)
+	data := map[string]any{}
+	if len(forgiven) > 0 {
+		msg += fmt.Sprintf(", forgiving the errors of stage(s) %s", strings.Join(forgiven, ", "))
+		data["forgiven"] = forgiven
+	}
+	if err := tx.AppendEvent(ctx, runEvent(r, store.EventRunResumed, who, t, msg, data)); err != nil {
 		return nil, err
 	}
 	_, err = e.advance(ctx, tx, r, t)
@@ -324,28 +344,36 @@ func children(ctx context.Context, r store.Reader, runID string) ([]Child, error
 	return out, nil
 }
 
-// Advance moves every RUNNING or PAUSED run of a cluster one step: stages
-// settle, the run's state follows, and the children its limits admit are
-// created, ready to push. It returns how many children it created; a run
-// with nothing to do writes nothing.
-func (e *Engine) Advance(ctx context.Context, tx store.Tx, clusterID string) (int, error) {
-	active, err := tx.RunsInState(ctx, clusterID, store.RunRunning, store.RunPaused)
+// Active lists the ids of a cluster's runs that Advance may move on:
+// RUNNING or PAUSED, oldest first.
+func (e *Engine) Active(ctx context.Context, r store.Reader, clusterID string) ([]string, error) {
+	active, err := r.RunsInState(ctx, clusterID, store.RunRunning, store.RunPaused)
+	if err != nil {
+		return nil, err
+	}
+	ids := make([]string, len(active))
+	for i := range active {
+		ids[i] = active[i].ID
+	}
+	return ids, nil
+}
+
+// Advance moves one RUNNING or PAUSED run one step: its stages settle, its
+// state follows, and the children its limits admit are created, ready to
+// push. It returns how many children it created; a run with nothing to do
+// writes nothing, and a run that is no longer active is left alone.
+func (e *Engine) Advance(ctx context.Context, tx store.Tx, runID string) (int, error) {
+	r, err := tx.Run(ctx, runID)
 	if err != nil {
 		return 0, err
 	}
-	t := e.now()
-	total := 0
-	for i := range active {
-		n, err := e.advance(ctx, tx, &active[i], t)
-		if err != nil {
-			return total, err
-		}
-		total += n
+	if r.State != store.RunRunning && r.State != store.RunPaused {
+		return 0, nil
 	}
-	return total, nil
+	return e.advance(ctx, tx, r, e.now())
 }
 
-// advance moves one run one step (see Advance).
+// advance moves run r one step (see Advance).
 func (e *Engine) advance(ctx context.Context, tx store.Tx, r *store.Run, t time.Time) (int, error) {
 	kids, err := children(ctx, tx, r.ID)
 	if err != nil {
@@ -398,6 +426,13 @@ func (e *Engine) advance(ctx context.Context, tx store.Tx, r *store.Run, t time.
 	if step.State != r.State {
 		switch step.State {
 		case store.RunDone, store.RunFailed:
+			if step.State == store.RunFailed {
+				// Children created but never sent do not run once their run
+				// has failed; those on their agents finish.
+				if err := e.cancelUnsent(ctx, tx, r); err != nil {
+					return 0, err
+				}
+			}
 			return len(step.Create), e.finish(ctx, tx, r, step.State, step.Reason, store.EventRunFinished, who,
 				fmt.Sprintf("run %s %s: %s", r.ID, step.State, step.Reason))
 		case store.RunPaused:
@@ -420,4 +455,20 @@ func stageIndex(r *store.Run, name string) int {
 		}
 	}
 	return -1
+}
+
+// cancelUnsent cancels the children of r that no push was attempted for.
+func (e *Engine) cancelUnsent(ctx context.Context, tx store.Tx, r *store.Run) error {
+	recs, err := tx.RunChildren(ctx, r.ID)
+	if err != nil {
+		return err
+	}
+	for i := range recs {
+		if recs[i].State == action.PendingSchedule && recs[i].PushedStoreID == "" {
+			if err := e.Actions.Cancel(ctx, tx, &recs[i], actorCore, "", ReasonRunEnded); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
 }

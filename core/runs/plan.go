@@ -39,14 +39,13 @@ const (
 )
 
 // IsError reports whether a finished child counts against max_errors:
-// FAILED (timeouts included), LOST, and CANCELLED other than by the run's
-// own cancel.
+// FAILED (timeouts included), LOST, and CANCELLED other than by its run.
 func IsError(c Child) bool {
 	switch c.State {
 	case action.Failed, action.Lost:
 		return true
 	case action.Cancelled:
-		return c.Reason != ReasonRunCancelled
+		return c.Reason != ReasonRunCancelled && c.Reason != ReasonRunEnded
 	}
 	return false
 }
@@ -115,7 +114,14 @@ func Plan(r *store.Run, children []Child) Step {
 		have[ch.Stage][ch.Node] = true
 	}
 	// Settle stages in order until nothing changes: a stage that finishes
-	// may let a later one start in the same step.
+	// may let a later one start in the same step. A stage over its
+	// max_errors fails (on_failure: abort) or stays RUNNING and holds the
+	// run PAUSED until a resume forgives those errors (on_failure: pause).
+	overErrors := func(st *store.RunStage) (bool, int) {
+		c := Count(st, children)
+		n := c.Errors - st.Forgiven
+		return n > st.MaxErrors.Floor(len(st.Nodes)), n
+	}
 	for changed := true; changed; {
 		changed = false
 		for i := range r.Stages {
@@ -135,35 +141,44 @@ func Plan(r *store.Run, children []Child) Step {
 				}
 				s.Stages[i], changed = store.StageRunning, true
 			}
-			c := Count(st, children)
-			if c.Errors-st.Forgiven > st.MaxErrors.Floor(len(st.Nodes)) {
-				s.Stages[i], changed = store.StageFailed, true
+			if over, _ := overErrors(st); over {
+				if st.OnFailure != OnFailurePause {
+					s.Stages[i], changed = store.StageFailed, true
+				}
 				continue
 			}
+			c := Count(st, children)
 			if c.Pending == 0 && c.Unfinished == 0 {
 				s.Stages[i], changed = store.StageDone, true
 			}
 		}
 	}
-	// The run's state follows its stages.
-	done := true
-	for i, st := range r.Stages {
-		switch s.Stages[i] {
-		case store.StageFailed:
-			c := Count(&st, children)
-			reason := sprintf(ReasonStageFailed, st.Name, c.Errors-st.Forgiven, st.MaxErrors)
-			if st.OnFailure == OnFailurePause {
-				if r.State == store.RunRunning {
-					s.State, s.Reason = store.RunPaused, reason
-					// The stage stays RUNNING: a resume forgives these errors.
-					s.Stages[i] = store.StageRunning
-				}
-				return s
-			}
-			s.State, s.Reason = store.RunFailed, reason
+	// The run's state follows its stages: a failed stage (abort) ends it
+	// FAILED, whatever else holds; a stage over its errors with on_failure
+	// pause holds it PAUSED.
+	for i := range r.Stages {
+		if s.Stages[i] == store.StageFailed {
+			st := &r.Stages[i]
+			_, n := overErrors(st)
+			s.State, s.Reason = store.RunFailed, sprintf(ReasonStageFailed, st.Name, n, st.MaxErrors)
 			return s
-		case store.StageDone:
-		default:
+		}
+	}
+	for i := range r.Stages {
+		st := &r.Stages[i]
+		if s.Stages[i] != store.StageRunning || st.OnFailure != OnFailurePause {
+			continue
+		}
+		if over, n := overErrors(st); over {
+			if r.State == store.RunRunning {
+				s.State, s.Reason = store.RunPaused, sprintf(ReasonStageFailed, st.Name, n, st.MaxErrors)
+			}
+			return s
+		}
+	}
+	done := true
+	for i := range r.Stages {
+		if s.Stages[i] != store.StageDone {
 			done = false
 		}
 	}
@@ -195,6 +210,9 @@ func Plan(r *store.Run, children []Child) Step {
 	return s
 }
 
-// ReasonRunCancelled is the state reason of children cancelled by their
-// run's cancel.
-const ReasonRunCancelled = "run cancelled"
+// State reasons of children cancelled by their run: its cancel, or its end
+// (FAILED) before they were sent. Neither counts against max_errors.
+const (
+	ReasonRunCancelled = "run cancelled"
+	ReasonRunEnded     = "run failed before it was sent"
+)

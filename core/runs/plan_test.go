@@ -337,3 +337,43 @@ func TestDigestCoversWhatIsApproved(t *testing.T) {
 		t.Error("the digest changes with args' spacing or the stage's progress")
 	}
 }
+
+func TestAPausingStageNeverFailsAndAResumeGoesOn(t *testing.T) {
+	t.Parallel()
+	r := newRun(t, wire.CreateRunRequest{ClusterID: "c", Stages: []wire.StageSpec{{
+		Kind: "muster.io/debug.sleep", Target: wire.Target{All: true}, OnFailure: OnFailurePause,
+	}}}, nodes(3, nil))
+	var children []Child
+	apply(r, Plan(r, children), &children)
+	finish(children, action.Failed, func(Child) bool { return true })
+	s := Plan(r, children)
+	apply(r, s, &children)
+	if r.State != store.RunPaused || r.Stages[0].State != store.StageRunning {
+		t.Fatalf("after the failure: run %s, stage %s; want PAUSED with the stage RUNNING", r.State, r.Stages[0].State)
+	}
+	// Passes go on while it is paused: the stage must not turn FAILED.
+	for range 3 {
+		s := Plan(r, children)
+		if s.Stages[0] != store.StageRunning || s.State != store.RunPaused || len(s.Create) != 0 {
+			t.Fatalf("a pass while paused: stage %s, run %s, %d created", s.Stages[0], s.State, len(s.Create))
+		}
+	}
+	r.State, r.Stages[0].Forgiven = store.RunRunning, 1 // what Resume stores
+	if s := Plan(r, children); s.State != store.RunRunning || len(s.Create) != 1 {
+		t.Fatalf("after resume: %s with %d created; want RUNNING and the next child", s.State, len(s.Create))
+	}
+}
+
+func TestAnAbortingStageWinsOverAPausingOne(t *testing.T) {
+	t.Parallel()
+	r := newRun(t, wire.CreateRunRequest{ClusterID: "c", Stages: []wire.StageSpec{
+		{Name: "a", Kind: "muster.io/debug.ping", Target: wire.Target{Nodes: []string{"n01"}}, OnFailure: OnFailurePause, DependsOn: []string{}},
+		{Name: "b", Kind: "muster.io/debug.ping", Target: wire.Target{Nodes: []string{"n02"}}, DependsOn: []string{}},
+	}}, nodes(2, nil))
+	var children []Child
+	apply(r, Plan(r, children), &children)
+	finish(children, action.Failed, func(Child) bool { return true })
+	if s := Plan(r, children); s.State != store.RunFailed || !strings.Contains(s.Reason, "stage b") {
+		t.Fatalf("both stages over their errors: %s (%s), want FAILED by stage b", s.State, s.Reason)
+	}
+}

@@ -12,12 +12,11 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"maps"
 	"slices"
-	"sort"
 	"strings"
 
 	"github.com/musterhq/muster/core/store"
+	"github.com/musterhq/muster/core/target"
 	"github.com/musterhq/muster/shared/action"
 	"github.com/musterhq/muster/shared/limit"
 	"github.com/musterhq/muster/shared/wire"
@@ -146,27 +145,9 @@ func Check(req *wire.CreateRunRequest) error {
 	return nil
 }
 
-func checkTarget(t *wire.Target) error {
-	forms := 0
-	if len(t.Nodes) > 0 {
-		forms++
-	}
-	if len(t.Labels) > 0 {
-		forms++
-	}
-	if t.All {
-		forms++
-	}
-	switch {
-	case forms == 0:
-		return errors.New(`empty: give "nodes", "labels" or "all"`)
-	case forms > 1:
-		return errors.New(`give only one of "nodes", "labels" or "all"`)
-	case len(t.Nodes) > MaxChildren:
-		return fmt.Errorf("more than %d nodes", MaxChildren)
-	}
-	return nil
-}
+// checkTarget checks a target's form; its names are checked when it is
+// resolved (a playbook's may hold template references until then).
+func checkTarget(t *wire.Target) error { return target.CheckForm(*t) }
 
 // cycle returns the stages of a depends_on cycle, the first repeated at the
 // end, or nil.
@@ -223,7 +204,7 @@ func Resolve(req *wire.CreateRunRequest, nodes []store.Node) ([]store.RunStage, 
 	total := 0
 	var out []store.RunStage
 	for _, sp := range req.Stages {
-		ids, err := resolveTarget(sp.Target, nodes, byID)
+		ids, err := target.Resolve(sp.Target, nodes)
 		if err != nil {
 			return nil, fmt.Errorf("%w: stage %s: target: %v", ErrUnresolvable, sp.Name, err)
 		}
@@ -248,61 +229,6 @@ func Resolve(req *wire.CreateRunRequest, nodes []store.Node) ([]store.RunStage, 
 		})
 	}
 	return out, nil
-}
-
-func resolveTarget(t wire.Target, nodes []store.Node, byID map[string]*store.Node) ([]string, error) {
-	var ids []string
-	switch {
-	case len(t.Nodes) > 0:
-		var unknown []string
-		seen := map[string]bool{}
-		for _, id := range t.Nodes {
-			if seen[id] {
-				continue
-			}
-			seen[id] = true
-			if byID[id] == nil {
-				unknown = append(unknown, id)
-				continue
-			}
-			ids = append(ids, id)
-		}
-		if len(unknown) > 0 {
-			return nil, fmt.Errorf("unknown node(s) %s", strings.Join(unknown, ", "))
-		}
-	case len(t.Labels) > 0:
-		for _, n := range nodes {
-			if matches(n.Labels, t.Labels) {
-				ids = append(ids, n.ID)
-			}
-		}
-		if len(ids) == 0 {
-			keys := slices.Sorted(maps.Keys(t.Labels))
-			var sel []string
-			for _, k := range keys {
-				sel = append(sel, k+"="+t.Labels[k])
-			}
-			return nil, fmt.Errorf("no node has the labels %s", strings.Join(sel, ","))
-		}
-	case t.All:
-		for _, n := range nodes {
-			ids = append(ids, n.ID)
-		}
-		if len(ids) == 0 {
-			return nil, errors.New("the cluster has no nodes")
-		}
-	}
-	sort.Strings(ids)
-	return ids, nil
-}
-
-func matches(have, want map[string]string) bool {
-	for k, v := range want {
-		if got, ok := have[k]; !ok || got != v {
-			return false
-		}
-	}
-	return true
 }
 
 // Digest fingerprints what an approver of the run signs off: the cluster

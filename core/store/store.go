@@ -242,10 +242,12 @@ type Node struct {
 	// the text for people.
 	DownCause string `json:"down_cause,omitempty"`
 	// Drained: the node gets no new pushes; what it holds finishes.
-	Drained     bool              `json:"drained"`
-	StoreID     string            `json:"store_id"`
-	Cursor      int64             `json:"cursor"`
-	Kinds       []string          `json:"kinds"`
+	Drained bool     `json:"drained"`
+	StoreID string   `json:"store_id"`
+	Cursor  int64    `json:"cursor"`
+	Kinds   []string `json:"kinds"`
+	// Labels are the static labels of the configuration with the agent's
+	// own laid over them, key by key (nil when there are none).
 	Labels      map[string]string `json:"labels"`
 	Version     string            `json:"version"`
 	LastContact *time.Time        `json:"last_contact"`

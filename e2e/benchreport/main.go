@@ -55,6 +55,7 @@ var required = []string{
 	"core_node_syncs_per_s_100", "core_node_syncs_per_s_1000", "core_node_syncs_per_s_5000",
 	"idle_pass_rows_written", "approve_to_running_p50_ms", "approve_to_running_p99_ms",
 	"agent_idle_rss_mb", "core_rss_mb_per_1000_nodes", "gossip_detect_s",
+	"finished_to_visible_p50_ms", "finished_to_visible_p99_ms",
 }
 
 // goal is a target for a figure.
@@ -117,6 +118,8 @@ var rows = []row{
 	{"core RSS per 1,000 nodes (MB)", "core_rss_mb_per_1000_nodes", "core_rss_mb_1000_nodes", "core RSS at 1,000 nodes", &goal{"<", 50}},
 	{"core RSS, 10 nodes (MB)", "core_rss_mb_base", "", "", nil},
 	{"gossip: SIGKILL to node DOWN (s), memberlist LAN defaults", "gossip_detect_s", "", "", nil},
+	{"action finished → visible in the core p50 (ms), gossip, 10 s interval", "finished_to_visible_p50_ms", "", "", nil},
+	{"action finished → visible in the core p99 (ms), gossip, 10 s interval", "finished_to_visible_p99_ms", "", "", &goal{"<", 1000}},
 }
 
 var (

@@ -74,11 +74,15 @@ func (c *Core) Orchestrate(ctx context.Context, id string) error {
 	return err
 }
 
-// Nodes calls GET /api/v1/nodes, for one cluster or ("") all of them.
-func (c *Core) Nodes(ctx context.Context, cluster string) ([]wire.Node, error) {
+// Nodes calls GET /api/v1/nodes, for one cluster or ("") all of them, and
+// only the nodes that carry every label k=v of selector (each one "k=v").
+func (c *Core) Nodes(ctx context.Context, cluster string, selector ...string) ([]wire.Node, error) {
 	q := url.Values{}
 	if cluster != "" {
 		q.Set("cluster", cluster)
+	}
+	for _, s := range selector {
+		q.Add("label", s)
 	}
 	var out wire.NodeList
 	_, err := c.call(ctx, http.MethodGet, "/api/v1/nodes"+query(q), nil, &out)

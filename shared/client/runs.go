@@ -102,3 +102,15 @@ func (c *Core) StartPlaybook(ctx context.Context, name string, req *wire.PlanReq
 	_, err := c.call(ctx, http.MethodPost, "/api/v1/playbooks/"+url.PathEscape(name)+"/runs", req, &out)
 	return &out, err
 }
+
+// ApproveRun calls POST /api/v1/runs/{id}/approve with the digest the
+// approver was shown ("" approves whatever the run is).
+func (c *Core) ApproveRun(ctx context.Context, ref, digest string) (*wire.Run, error) {
+	var in any
+	if digest != "" {
+		in = wire.ApproveRunRequest{Digest: digest}
+	}
+	var out wire.Run
+	_, err := c.call(ctx, http.MethodPost, "/api/v1/runs/"+url.PathEscape(ref)+"/approve", in, &out)
+	return &out, err
+}

@@ -10,6 +10,7 @@ import (
 	"net"
 	"os"
 	"strings"
+	"time"
 )
 
 // Log is the log section: level (debug, info, warn, error) and format (text, json).
@@ -47,8 +48,53 @@ type TLS struct {
 type API struct {
 	Addr string `mapstructure:"addr" yaml:"addr"`
 	TLS  TLS    `mapstructure:"tls" yaml:"tls"`
-	// Insecure allows a plaintext listener on a non-loopback address.
+	// Insecure allows a plaintext listener on a non-loopback address (the
+	// core), or a TCP API without the core's certificate (the agent).
 	Insecure bool `mapstructure:"insecure" yaml:"insecure"`
+	// Server bounds what clients may hold of the server.
+	Server `mapstructure:",squash" yaml:",inline"`
+}
+
+// Server bounds what the clients of one HTTP server may hold: time to send
+// a request, to read an answer, to keep an idle connection, header bytes,
+// and open connections (each listener on its own).
+type Server struct {
+	ReadTimeout    time.Duration `mapstructure:"read_timeout" yaml:"read_timeout"`
+	WriteTimeout   time.Duration `mapstructure:"write_timeout" yaml:"write_timeout"`
+	IdleTimeout    time.Duration `mapstructure:"idle_timeout" yaml:"idle_timeout"`
+	MaxHeaderBytes int           `mapstructure:"max_header_bytes" yaml:"max_header_bytes"`
+	MaxConnections int           `mapstructure:"max_connections" yaml:"max_connections"`
+}
+
+// DefaultServer is what every API server allows unless configured.
+func DefaultServer() Server {
+	return Server{
+		ReadTimeout:    30 * time.Second,
+		WriteTimeout:   60 * time.Second,
+		IdleTimeout:    2 * time.Minute,
+		MaxHeaderBytes: 64 << 10,
+		MaxConnections: 1024,
+	}
+}
+
+// Validate returns one error per bad field; prefix names the section.
+func (s Server) Validate(prefix string) []error {
+	var errs []error
+	for _, d := range []struct {
+		key string
+		v   time.Duration
+	}{{"read_timeout", s.ReadTimeout}, {"write_timeout", s.WriteTimeout}, {"idle_timeout", s.IdleTimeout}} {
+		if d.v <= 0 {
+			errs = append(errs, fmt.Errorf("%s.%s: must be a positive duration such as 30s, got %s", prefix, d.key, d.v))
+		}
+	}
+	if s.MaxHeaderBytes < 4<<10 || s.MaxHeaderBytes > 1<<20 {
+		errs = append(errs, fmt.Errorf("%s.max_header_bytes: must be from 4096 to 1048576, got %d", prefix, s.MaxHeaderBytes))
+	}
+	if s.MaxConnections < 1 {
+		errs = append(errs, fmt.Errorf("%s.max_connections: must be at least 1, got %d", prefix, s.MaxConnections))
+	}
+	return errs
 }
 
 // Enabled reports whether a certificate is configured.

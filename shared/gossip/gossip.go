@@ -29,7 +29,6 @@ import (
 	"crypto/sha256"
 	"crypto/subtle"
 	"encoding/base64"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"log"
@@ -53,6 +52,9 @@ const (
 	KindUpdate
 	KindLeave
 	KindFail
+	// KindChanged is an agent's note that its actions changed (Meta holds
+	// only the cluster and node it named). It says nothing about membership.
+	KindChanged
 )
 
 func (k Kind) String() string {
@@ -65,6 +67,8 @@ func (k Kind) String() string {
 		return "leave"
 	case KindFail:
 		return "fail"
+	case KindChanged:
+		return "changed"
 	}
 	return "kind(" + strconv.Itoa(int(k)) + ")"
 }
@@ -292,13 +296,6 @@ func (s *Service) Members() []Member {
 	return out
 }
 
-// leaveIntent is the message a member sends the cores before it leaves.
-// Proof is the secret whose digest the member announced as Meta.Leave.
-type leaveIntent struct {
-	Leaving string `json:"leaving"`
-	Proof   string `json:"proof"`
-}
-
 // leaveSecretSize is the size of a member's leave secret.
 const leaveSecretSize = 16
 
@@ -321,37 +318,73 @@ func proves(proof, commit string) bool {
 	return subtle.ConstantTimeCompare([]byte(leaveCommit(secret)), []byte(commit)) == 1
 }
 
-// tellLeaving tells every live core that this member is leaving, and
+// tellLeaving tells every live core that this member is leaving (a note
+// with the proof: the secret whose digest it announced as Meta.Leave), and
 // waits (up to LeaveTimeout) for the messages to be written.
 func (s *Service) tellLeaving(ml *memberlist.Memberlist) {
-	msg, _ := json.Marshal(leaveIntent{Leaving: s.cfg.Name, Proof: s.leaveProof})
+	msg, err := EncodeNote(Note{Leaving: s.cfg.Name, Proof: s.leaveProof})
+	if err != nil {
+		s.log.Warn("gossip: leave intent", "err", err)
+		return
+	}
+	s.send(ml, RoleCore, msg)
+}
+
+// Tell sends n to every live member with the given role over memberlist's
+// reliable channel, and returns how many members it reached. It waits (up
+// to LeaveTimeout) for the sends; it does nothing before Start or after Stop.
+func (s *Service) Tell(role string, n Note) int {
+	msg, err := EncodeNote(n)
+	if err != nil {
+		s.log.Warn("gossip: note not sent", "err", err)
+		return 0
+	}
+	s.mu.Lock()
+	ml := s.ml
+	running := s.state == 1
+	s.mu.Unlock()
+	if !running {
+		return 0
+	}
+	return s.send(ml, role, msg)
+}
+
+// send writes msg to every live member with role, at once, and waits (up
+// to LeaveTimeout) for the writes. It returns how many succeeded in time.
+func (s *Service) send(ml *memberlist.Memberlist, role string, msg []byte) int {
 	var cores []memberlist.Node
 	for _, n := range ml.Members() {
-		if m, err := DecodeMeta(n.Meta); err == nil && m.Role == RoleCore && n.Name != s.cfg.Name {
+		if m, err := DecodeMeta(n.Meta); err == nil && m.Role == role && n.Name != s.cfg.Name {
 			cores = append(cores, *n) // copied: memberlist owns n
 		}
 	}
 	if len(cores) == 0 {
-		return
+		return 0
 	}
-	done := make(chan struct{}, len(cores))
+	done := make(chan bool, len(cores))
 	for i := range cores {
 		go func(n *memberlist.Node) {
-			defer func() { done <- struct{}{} }()
-			if err := ml.SendReliable(n, msg); err != nil {
-				s.log.Debug("gossip: telling a core we leave", "core", n.Name, "err", err)
+			err := ml.SendReliable(n, msg)
+			if err != nil {
+				s.log.Debug("gossip: note not delivered", "to", n.Name, "err", err)
 			}
+			done <- err == nil
 		}(&cores[i])
 	}
 	t := time.NewTimer(s.cfg.LeaveTimeout)
 	defer t.Stop()
+	sent := 0
 	for range cores {
 		select {
-		case <-done:
+		case ok := <-done:
+			if ok {
+				sent++
+			}
 		case <-t.C:
-			return // the sends end with Shutdown's closed transport
+			return sent // the sends end with Shutdown's closed transport
 		}
 	}
+	return sent
 }
 
 // leaveGrace is how long a member's disappearance without a leave intent
@@ -397,6 +430,13 @@ func (s *Service) loop(ctx context.Context, d *delegate) {
 		case <-timer.C:
 		}
 		for _, ev := range s.q.take() {
+			if ev.Kind == KindChanged {
+				// Not about membership: straight to the handler.
+				if s.cfg.Handler != nil {
+					s.cfg.Handler(ev)
+				}
+				continue
+			}
 			if ev.Name == s.cfg.Name {
 				continue
 			}
@@ -534,28 +574,35 @@ func (d *delegate) NodeMeta(limit int) []byte {
 	return d.meta
 }
 
-// NotifyMsg receives leave intents. One counts only when its proof is the
-// secret of the commitment the named member announced, and while fewer
-// than maxIntents wait.
+// NotifyMsg receives notes: agents' "changed" notes (queued as KindChanged
+// events) and leave intents. An intent counts only when its proof is the
+// secret of the commitment the named member announced, and while fewer than
+// maxIntents wait. Anything else is dropped.
 func (d *delegate) NotifyMsg(b []byte) {
-	var li leaveIntent
-	if json.Unmarshal(b, &li) != nil || li.Leaving == "" {
+	n, err := DecodeNote(b)
+	if err != nil {
+		d.log.Debug("gossip: unreadable note dropped", "err", err)
+		return
+	}
+	if n.Changed != nil {
+		d.q.push(Event{Kind: KindChanged, Meta: Meta{Role: RoleAgent, Cluster: n.Changed.Cluster, Node: n.Changed.Node},
+			TS: time.Now()})
 		return
 	}
 	d.mu.Lock()
-	ok := proves(li.Proof, d.commits[li.Leaving])
-	if ok && !d.leaving[li.Leaving] && len(d.leaving) >= maxIntents {
+	ok := proves(n.Proof, d.commits[n.Leaving])
+	if ok && !d.leaving[n.Leaving] && len(d.leaving) >= maxIntents {
 		ok = false
 	}
 	if ok {
 		if d.leaving == nil {
 			d.leaving = map[string]bool{}
 		}
-		d.leaving[li.Leaving] = true
+		d.leaving[n.Leaving] = true
 	}
 	d.mu.Unlock()
 	if !ok {
-		d.log.Debug("gossip: a leave intent without its member's proof, or over the limit, ignored", "leaving", li.Leaving)
+		d.log.Debug("gossip: a leave intent without its member's proof, or over the limit, ignored", "leaving", n.Leaving)
 		return
 	}
 	d.q.signal() // a held disappearance may now be told as a leave

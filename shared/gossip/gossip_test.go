@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"reflect"
 	"strings"
 	"sync"
 	"testing"
@@ -28,7 +29,7 @@ func TestMetaRoundTrip(t *testing.T) {
 	}
 	out, err := DecodeMeta(b)
 	in.V = MetaVersion
-	if err != nil || out != in {
+	if err != nil || !reflect.DeepEqual(out, in) {
 		t.Fatalf("DecodeMeta(%s) = %+v, %v", b, out, err)
 	}
 }
@@ -51,7 +52,7 @@ func TestDecodeMeta(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
 			got, err := DecodeMeta([]byte(tc.in))
-			if !errors.Is(err, tc.err) || got != tc.want {
+			if !errors.Is(err, tc.err) || !reflect.DeepEqual(got, tc.want) {
 				t.Fatalf("DecodeMeta(%q) = %+v, %v; want %+v, %v", tc.in, got, err, tc.want, tc.err)
 			}
 		})
@@ -331,7 +332,7 @@ func TestLeaveIntentArrivingAfterTheDisappearance(t *testing.T) {
 		d.NotifyJoin(&memberlist.Node{Name: name, Meta: b})
 	}
 	s.q.push(Event{Kind: KindFail, Name: "late", Meta: meta})
-	intent, _ := json.Marshal(leaveIntent{Leaving: "late", Proof: base64.RawURLEncoding.EncodeToString(secret)})
+	intent, _ := EncodeNote(Note{Leaving: "late", Proof: base64.RawURLEncoding.EncodeToString(secret)})
 	d.NotifyMsg(intent)
 	waitFor(t, 5*time.Second, "late's leave", func() bool { return rec.has(KindLeave, "late") })
 
@@ -373,14 +374,18 @@ func TestGossipLeaveIntentCountsOnlyForItsSender(t *testing.T) {
 		return rec.has(KindJoin, "victim") && rec.has(KindJoin, "rogue") && rec.has(KindJoin, "leaver")
 	})
 	var core *memberlist.Node
-	for _, n := range rogue.ml.Members() {
-		if n.Name == "seed" {
-			core = n
+	waitFor(t, 10*time.Second, "the rogue to see the seed", func() bool {
+		for _, n := range rogue.ml.Members() {
+			if n.Name == "seed" {
+				core = n
+				return true
+			}
 		}
-	}
+		return false
+	})
 	// The rogue knows the victim's announced commitment, not its secret.
 	for _, proof := range []string{"", base64.RawURLEncoding.EncodeToString([]byte("0123456789abcdef")), rogue.leaveProof} {
-		msg, _ := json.Marshal(leaveIntent{Leaving: "victim", Proof: proof})
+		msg, _ := EncodeNote(Note{Leaving: "victim", Proof: proof})
 		if err := rogue.ml.SendReliable(core, msg); err != nil {
 			t.Fatal(err)
 		}
@@ -412,9 +417,9 @@ func TestGossipPendingIntentsBounded(t *testing.T) {
 	for i := range 3 * maxIntents {
 		name := fmt.Sprintf("m%d", i)
 		d.NotifyJoin(&memberlist.Node{Name: name, Meta: b})
-		proven, _ := json.Marshal(leaveIntent{Leaving: name, Proof: base64.RawURLEncoding.EncodeToString(secret)})
+		proven, _ := EncodeNote(Note{Leaving: name, Proof: base64.RawURLEncoding.EncodeToString(secret)})
 		d.NotifyMsg(proven)
-		forged, _ := json.Marshal(leaveIntent{Leaving: fmt.Sprintf("stranger%d", i)})
+		forged, _ := EncodeNote(Note{Leaving: fmt.Sprintf("stranger%d", i)})
 		d.NotifyMsg(forged)
 	}
 	d.mu.Lock()

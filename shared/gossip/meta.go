@@ -7,8 +7,11 @@ import (
 	"net"
 	"strconv"
 	"strings"
+	"syscall"
 
 	"github.com/hashicorp/memberlist"
+
+	"github.com/musterhq/muster/shared/labels"
 )
 
 // MetaVersion is the version of the metadata this build writes. A reader
@@ -47,6 +50,9 @@ type Meta struct {
 	// Leave is the commitment of the member's leave intent: the digest of
 	// a secret only the member knows, which its intent reveals (set by New).
 	Leave string `json:"leave,omitempty"`
+	// Labels are the agent's own labels (DESIGN.md §9), within the bounds
+	// of package labels; the whole record must still fit MaxMetaSize.
+	Labels labels.Set `json:"labels,omitempty"`
 }
 
 // EncodeMeta returns the wire form of m, with V set to MetaVersion.
@@ -56,6 +62,9 @@ func EncodeMeta(m Meta) ([]byte, error) {
 		if err := ValidateAPIAddr(m.API); err != nil {
 			return nil, fmt.Errorf("%w: %w", ErrBadMeta, err)
 		}
+	}
+	if err := m.Labels.Validate(); err != nil {
+		return nil, fmt.Errorf("%w: %v", ErrBadMeta, err)
 	}
 	b, err := json.Marshal(m)
 	if err != nil {
@@ -68,8 +77,9 @@ func EncodeMeta(m Meta) ([]byte, error) {
 }
 
 // DecodeMeta reads metadata written by EncodeMeta of this or a later
-// version. Unknown fields are ignored; a missing version or role, or an API
-// address that is not a bare host:port, is an error.
+// version. Unknown fields are ignored; a missing version or role, a record
+// over MaxMetaSize, an API address that is not a bare host:port, and labels
+// beyond the bounds of package labels are errors.
 func DecodeMeta(b []byte) (Meta, error) {
 	if len(b) > MaxMetaSize {
 		return Meta{}, fmt.Errorf("%w: %d bytes, the limit is %d", ErrMetaTooLarge, len(b), MaxMetaSize)
@@ -88,6 +98,9 @@ func DecodeMeta(b []byte) (Meta, error) {
 		if err := ValidateAPIAddr(m.API); err != nil {
 			return Meta{}, fmt.Errorf("%w: %w", ErrBadMeta, err)
 		}
+	}
+	if err := m.Labels.Validate(); err != nil {
+		return Meta{}, fmt.Errorf("%w: %v", ErrBadMeta, err)
 	}
 	return m, nil
 }
@@ -145,4 +158,44 @@ func validHostName(h string) bool {
 		}
 	}
 	return true
+}
+
+// InternalAddr reports whether the host of a host:port API address is on
+// loopback, link-local, or the unspecified address (which reaches the local
+// host), or is named localhost: addresses a gossip announcement may not
+// point a core at unless it allows them. A host name is not resolved here:
+// InternalIP checks the address actually dialled.
+func InternalAddr(api string) bool {
+	host, _, err := net.SplitHostPort(api)
+	if err != nil {
+		return false
+	}
+	if ip := net.ParseIP(host); ip != nil {
+		return InternalIP(ip)
+	}
+	h := strings.ToLower(strings.TrimSuffix(host, "."))
+	return h == "localhost" || strings.HasSuffix(h, ".localhost")
+}
+
+// ErrInternalAddr: an address announced through gossip resolved to a
+// loopback, link-local or unspecified IP, which RefuseInternal refuses.
+var ErrInternalAddr = errors.New("refused to dial a loopback or link-local address announced through gossip")
+
+// RefuseInternal is a net.Dialer Control that refuses InternalIP
+// addresses: it sees the address actually dialled, after name resolution.
+func RefuseInternal(_, address string, _ syscall.RawConn) error {
+	host, _, err := net.SplitHostPort(address)
+	if err != nil {
+		return err
+	}
+	if ip := net.ParseIP(host); ip != nil && InternalIP(ip) {
+		return fmt.Errorf("%w: %s", ErrInternalAddr, address)
+	}
+	return nil
+}
+
+// InternalIP reports whether ip is loopback, link-local or unspecified.
+func InternalIP(ip net.IP) bool {
+	return ip.IsLoopback() || ip.IsLinkLocalUnicast() || ip.IsLinkLocalMulticast() ||
+		ip.IsInterfaceLocalMulticast() || ip.IsUnspecified()
 }

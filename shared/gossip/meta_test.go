@@ -2,8 +2,12 @@ package gossip
 
 import (
 	"errors"
+	"net"
+	"reflect"
 	"strings"
 	"testing"
+
+	"github.com/musterhq/muster/shared/labels"
 )
 
 // An announced API address is a bare host:port (issue 9, item 1): a scheme
@@ -64,13 +68,15 @@ func FuzzDecodeMeta(f *testing.F) {
 		`{"v":7,"role":"agent","node":"n","zone":"eu-1","caps":[1,2]}`,
 		`{"v":1,"role":"agent","api":"user:pw@host:1"}`,
 		`{"v":0}`, `null`, `[]`, ``, "\x82\xa1v\x01", `{"v":1e400}`,
+		`{"v":1,"role":"agent","node":"n","api":"127.0.0.1:1","labels":{"role":"replica"}}`,
+		`{"v":1,"role":"agent","labels":{"a b":"c"}}`, `{"v":1,"role":"agent","labels":{"role":""}}`,
 	} {
 		f.Add([]byte(s))
 	}
 	f.Fuzz(func(t *testing.T, b []byte) {
 		m, err := DecodeMeta(b)
 		if err != nil {
-			if m != (Meta{}) {
+			if !reflect.DeepEqual(m, Meta{}) {
 				t.Fatalf("an error with metadata %+v", m)
 			}
 			return
@@ -84,6 +90,9 @@ func FuzzDecodeMeta(f *testing.F) {
 		if strings.ContainsAny(m.API, "/?#@ ") {
 			t.Fatalf("accepted api %q", m.API)
 		}
+		if len(m.Labels) > labels.MaxLabels || m.Labels.Validate() != nil {
+			t.Fatalf("accepted labels beyond bounds: %v", m.Labels)
+		}
 		enc, err := EncodeMeta(m)
 		if err != nil {
 			if errors.Is(err, ErrMetaTooLarge) {
@@ -93,8 +102,35 @@ func FuzzDecodeMeta(f *testing.F) {
 		}
 		back, err := DecodeMeta(enc)
 		m.V = MetaVersion
-		if err != nil || back != m {
+		if err != nil || !reflect.DeepEqual(back, m) {
 			t.Fatalf("round trip: %+v, %v; want %+v", back, err, m)
 		}
 	})
+}
+
+// RefuseInternal sees the address dialled after name resolution (issue 9,
+// item 6): a name that resolves to loopback is refused like the address.
+func TestGossipRefusesLoopbackAddrsAfterResolution(t *testing.T) {
+	t.Parallel()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { ln.Close() })
+	_, port, _ := net.SplitHostPort(ln.Addr().String())
+	d := &net.Dialer{Control: RefuseInternal}
+	for _, addr := range []string{ln.Addr().String(), net.JoinHostPort("localhost", port)} {
+		c, err := d.Dial("tcp", addr)
+		if err == nil {
+			c.Close()
+		}
+		if !errors.Is(err, ErrInternalAddr) {
+			t.Errorf("dial %s: %v, want ErrInternalAddr", addr, err)
+		}
+	}
+	if c, err := (&net.Dialer{}).Dial("tcp", ln.Addr().String()); err != nil {
+		t.Fatalf("without the control: %v", err)
+	} else {
+		c.Close()
+	}
 }

@@ -150,20 +150,31 @@ func CertPool(file string) (*x509.CertPool, error) {
 	return pool, nil
 }
 
+// ListenConfig is the TLS configuration of a listener (nil without certFile
+// and keyFile: plain TCP): ServerConfig tuned by opts. Errors name the
+// configuration key under prefix ("api.tls.cert_file", ...).
+func ListenConfig(prefix, certFile, keyFile, clientCAFile string, opts ...ListenOption) (*tls.Config, error) {
+	if certFile == "" && keyFile == "" {
+		return nil, nil
+	}
+	tc, err := ServerConfig(certFile, keyFile, clientCAFile)
+	if err != nil {
+		return nil, fmt.Errorf("%s.tls.%w", prefix, err)
+	}
+	for _, o := range opts {
+		o(tc)
+	}
+	return tc, nil
+}
+
 // Listen opens a TCP listener on addr, serving TLS when certFile is set (see
 // ServerConfig; with clientCAFile, clients must present a certificate of that
 // CA). Errors name the configuration key under prefix ("api.addr",
 // "api.tls.cert_file", ...). opts tune the TLS configuration.
 func Listen(prefix, addr, certFile, keyFile, clientCAFile string, opts ...ListenOption) (net.Listener, error) {
-	var tc *tls.Config
-	if certFile != "" || keyFile != "" {
-		var err error
-		if tc, err = ServerConfig(certFile, keyFile, clientCAFile); err != nil {
-			return nil, fmt.Errorf("%s.tls.%w", prefix, err)
-		}
-		for _, o := range opts {
-			o(tc)
-		}
+	tc, err := ListenConfig(prefix, certFile, keyFile, clientCAFile, opts...)
+	if err != nil {
+		return nil, err
 	}
 	ln, err := net.Listen("tcp", addr)
 	if err != nil {
@@ -188,12 +199,13 @@ func (e *ProofError) Error() string { return e.Reason }
 // Is makes errors.Is(err, ErrNotProven) true.
 func (e *ProofError) Is(target error) bool { return target == ErrNotProven }
 
-// ProvePeer dials addr and completes a TLS handshake that accepts only a
-// certificate of c's CA naming want (ForPeer), then hangs up. It returns nil
-// when the peer proved want; a *ProofError when it answered and did not
-// (another identity, another CA, no TLS, a refused handshake); any other
-// error when the address did not answer.
-func ProvePeer(ctx context.Context, c *tls.Config, addr string, want Identity) error {
+// ProvePeer dials addr (with d, or a plain net.Dialer when d is nil) and
+// completes a TLS handshake that accepts only a certificate of c's CA naming
+// want (ForPeer), then hangs up. It returns nil when the peer proved want; a
+// *ProofError when it answered and did not (another identity, another CA,
+// no TLS, a refused handshake); any other error when the address did not
+// answer, or d refused it.
+func ProvePeer(ctx context.Context, d *net.Dialer, c *tls.Config, addr string, want Identity) error {
 	pc := ForPeer(c, want)
 	check := pc.VerifyConnection
 	var refused error
@@ -202,7 +214,7 @@ func ProvePeer(ctx context.Context, c *tls.Config, addr string, want Identity) e
 		refused = err
 		return err
 	}
-	conn, err := (&tls.Dialer{Config: pc}).DialContext(ctx, "tcp", addr)
+	conn, err := (&tls.Dialer{NetDialer: d, Config: pc}).DialContext(ctx, "tcp", addr)
 	if err == nil {
 		return conn.Close()
 	}

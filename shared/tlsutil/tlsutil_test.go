@@ -536,7 +536,7 @@ func TestProvePeer(t *testing.T) {
 
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	if err := ProvePeer(ctx, cc, serveTLS(t, dir, "agent-n1"), Agent("n1")); err != nil {
+	if err := ProvePeer(ctx, nil, cc, serveTLS(t, dir, "agent-n1"), Agent("n1")); err != nil {
 		t.Fatalf("n1 at its address: %v", err)
 	}
 	for name, c := range map[string]struct {
@@ -546,13 +546,13 @@ func TestProvePeer(t *testing.T) {
 		"another CA":    {serveTLS(t, other, "agent-n1"), "its certificate is not signed by the CA"},
 		"no TLS at all": {plain.Addr().String(), "it does not answer TLS"},
 	} {
-		err := ProvePeer(ctx, cc, c.addr, Agent("n1"))
+		err := ProvePeer(ctx, nil, cc, c.addr, Agent("n1"))
 		var pe *ProofError
 		if !errors.Is(err, ErrNotProven) || !errors.As(err, &pe) || pe.Reason != c.reason {
 			t.Errorf("%s: %v, want a ProofError %q", name, err, c.reason)
 		}
 	}
-	if err := ProvePeer(ctx, cc, closedAddr, Agent("n1")); err == nil || errors.Is(err, ErrNotProven) {
+	if err := ProvePeer(ctx, nil, cc, closedAddr, Agent("n1")); err == nil || errors.Is(err, ErrNotProven) {
 		t.Errorf("a closed port: %v, want an error that is not a refusal", err)
 	}
 }

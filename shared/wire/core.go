@@ -44,7 +44,31 @@ type Cluster struct {
 	StatusReason string     `json:"status_reason"`
 	UpdatedTS    time.Time  `json:"updated_ts"`
 	NodeCounts   NodeCounts `json:"node_counts"`
-	Nodes        []Node     `json:"nodes,omitempty"`
+	// Budget is the disruption budget in use (DESIGN.md §11); nil when the
+	// cluster has none. Filled only by GET /api/v1/clusters/{c}.
+	Budget *Budget `json:"budget,omitempty"`
+	Nodes  []Node  `json:"nodes,omitempty"`
+}
+
+// Budget is a cluster's disruption budget in use: how many nodes are
+// unavailable (DOWN, drained, or holding a NEW or RUNNING disruptive
+// action) out of the most allowed.
+type Budget struct {
+	// MaxUnavailable is the configured limit as written ("1", "10%").
+	MaxUnavailable string `json:"max_unavailable"`
+	// Max is MaxUnavailable resolved against the cluster's node count.
+	Max         int `json:"max"`
+	Unavailable int `json:"unavailable"`
+	// Nodes names each unavailable node with why.
+	Nodes []UnavailableNode `json:"nodes"`
+	// Held counts the disruptive actions waiting in PENDING_SCHEDULE for room.
+	Held int `json:"held"`
+}
+
+// UnavailableNode is one node counted against the budget.
+type UnavailableNode struct {
+	ID     string `json:"id"`
+	Reason string `json:"reason"`
 }
 
 // ClusterList answers GET /api/v1/clusters.
@@ -68,6 +92,9 @@ type Node struct {
 	Version     string     `json:"version"`
 	LastContact *time.Time `json:"last_contact"`
 	UpdatedTS   time.Time  `json:"updated_ts"`
+	// Labels: the configured labels with the agent's own laid over them
+	// (always an object).
+	Labels map[string]string `json:"labels"`
 }
 
 // NodeDrained is the Status shown for a drained node that is not DOWN.

@@ -176,3 +176,10 @@ type Plan struct {
 	Stages   []Stage     `json:"stages"`
 	Children []PlanChild `json:"children"`
 }
+
+// ApproveRunRequest is the optional body of POST /api/v1/runs/{id}/approve:
+// the digest the approver was shown. When given, the approval holds only if
+// it is still the run's digest.
+type ApproveRunRequest struct {
+	Digest string `json:"digest"`
+}

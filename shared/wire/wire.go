@@ -52,6 +52,8 @@ type AgentInfo struct {
 	StoreID   string               `json:"store_id"`
 	Kinds     []string             `json:"kinds"`
 	Queue     map[action.State]int `json:"queue"`
+	// Labels are the agent's own labels (DESIGN.md §9); always an object.
+	Labels map[string]string `json:"labels"`
 }
 
 // PushRequest is the body of POST /api/v1/actions on the agent. Only these

@@ -32,8 +32,11 @@ import (
 	"github.com/musterhq/muster/shared/wire"
 )
 
-// MaxSize bounds a playbook document.
-const MaxSize = 256 << 10
+// Bounds of a playbook document and of a parameter's value.
+const (
+	MaxSize       = 256 << 10
+	MaxParamValue = 4 << 10
+)
 
 // ErrInvalid is a document that is not a valid playbook, or parameters that
 // do not fit it.
@@ -95,14 +98,15 @@ var nameRE = regexp.MustCompile(`^[a-z0-9]([a-z0-9._-]{0,62}[a-z0-9])?$`)
 func ValidName(n string) bool { return nameRE.MatchString(n) }
 
 // Funcs are the only functions a template may call, beside the comparison
-// and logic built-ins (eq, ne, lt, le, gt, ge, and, or, not) and printf.
+// and logic built-ins (eq, ne, lt, le, gt, ge, and, or, not). printf is not
+// one of them: its widths would let a short template build a huge string.
 var Funcs = template.FuncMap{
 	"lower": strings.ToLower,
 	"upper": strings.ToUpper,
 }
 
 var allowedBuiltins = map[string]bool{"eq": true, "ne": true, "lt": true, "le": true, "gt": true, "ge": true,
-	"and": true, "or": true, "not": true, "printf": true}
+	"and": true, "or": true, "not": true}
 
 // posError is an error at a line of the document.
 func posError(line int, field, format string, args ...any) error {
@@ -421,6 +425,9 @@ func (p *Playbook) Values(given map[string]string) (map[string]any, error) {
 			out[pr.Name] = pr.Default
 			continue
 		}
+		if len(s) > MaxParamValue {
+			return nil, fmt.Errorf("%w: parameter %s: longer than %d bytes", ErrInvalid, pr.Name, MaxParamValue)
+		}
 		v, err := convert(pr, s)
 		if err != nil {
 			return nil, fmt.Errorf("%w: parameter %s: %v", ErrInvalid, pr.Name, err)
@@ -441,16 +448,49 @@ func (p *Playbook) paramNames() string {
 	return "parameters " + strings.Join(n, ", ")
 }
 
+// MaxRendered bounds what rendering one playbook may produce, all strings
+// together: a template cannot make the core build more than this.
+const MaxRendered = 1 << 20
+
+// renderBudget is what a render may still write.
+type renderBudget struct{ left int }
+
+// Write counts p against the budget, refusing what goes past it.
+func (b *renderBudget) Write(p []byte) (int, error) {
+	if len(p) > b.left {
+		b.left = 0
+		return 0, fmt.Errorf("the rendered playbook is larger than %d bytes", MaxRendered)
+	}
+	b.left -= len(p)
+	return len(p), nil
+}
+
+// cappedBuilder writes into a string builder within a budget.
+type cappedBuilder struct {
+	strings.Builder
+	b *renderBudget
+}
+
+func (w *cappedBuilder) Write(p []byte) (int, error) {
+	if _, err := w.b.Write(p); err != nil {
+		return 0, err
+	}
+	return w.Builder.Write(p)
+}
+
 var wholeRef = regexp.MustCompile(`^\{\{\s*\.([A-Za-z_][A-Za-z0-9_]*)\s*\}\}$`)
 
 // render fills one string's template. A string that is exactly one
 // reference keeps its parameter's type (when typed is set).
-func render(s string, values map[string]any, typed bool) (any, error) {
+func render(s string, values map[string]any, typed bool, b *renderBudget) (any, error) {
 	if !strings.Contains(s, "{{") {
 		return s, nil
 	}
 	if m := wholeRef.FindStringSubmatch(s); m != nil && typed {
 		if v, ok := values[m[1]]; ok {
+			if _, err := b.Write([]byte(fmt.Sprint(v))); err != nil {
+				return nil, err
+			}
 			return v, nil
 		}
 	}
@@ -458,21 +498,21 @@ func render(s string, values map[string]any, typed bool) (any, error) {
 	if err != nil {
 		return nil, err
 	}
-	var b strings.Builder
-	if err := t.Execute(&b, values); err != nil {
+	w := &cappedBuilder{b: b}
+	if err := t.Execute(w, values); err != nil {
 		return nil, err
 	}
-	return b.String(), nil
+	return w.String(), nil
 }
 
-func renderValue(v any, values map[string]any) (any, error) {
+func renderValue(v any, values map[string]any, b *renderBudget) (any, error) {
 	switch x := v.(type) {
 	case string:
-		return render(x, values, true)
+		return render(x, values, true, b)
 	case map[string]any:
 		out := map[string]any{}
 		for k, e := range x {
-			r, err := renderValue(e, values)
+			r, err := renderValue(e, values, b)
 			if err != nil {
 				return nil, fmt.Errorf("%s: %w", k, err)
 			}
@@ -482,7 +522,7 @@ func renderValue(v any, values map[string]any) (any, error) {
 	case []any:
 		out := make([]any, len(x))
 		for i, e := range x {
-			r, err := renderValue(e, values)
+			r, err := renderValue(e, values, b)
 			if err != nil {
 				return nil, err
 			}
@@ -493,8 +533,8 @@ func renderValue(v any, values map[string]any) (any, error) {
 	return v, nil
 }
 
-func renderText(s string, values map[string]any) (string, error) {
-	v, err := render(s, values, false)
+func renderText(s string, values map[string]any, b *renderBudget) (string, error) {
+	v, err := render(s, values, false, b)
 	if err != nil {
 		return "", err
 	}
@@ -509,6 +549,7 @@ func (p *Playbook) Render(values map[string]any) ([]wire.StageSpec, error) {
 
 func (p *Playbook) stageSpecs(values map[string]any) ([]wire.StageSpec, error) {
 	var out []wire.StageSpec
+	b := &renderBudget{left: MaxRendered}
 	for i := range p.Stages {
 		st := &p.Stages[i]
 		sp := wire.StageSpec{Name: st.Name, Kind: st.Kind, MaxConcurrency: st.conc, MaxErrors: st.errs,
@@ -520,11 +561,11 @@ func (p *Playbook) stageSpecs(values map[string]any) ([]wire.StageSpec, error) {
 		args := any(st.Args)
 		if values != nil {
 			var err error
-			if args, err = renderValue(args, values); err != nil {
+			if args, err = renderValue(args, values, b); err != nil {
 				return nil, fmt.Errorf("%w: stage %s: args: %v", ErrInvalid, st.Name, err)
 			}
 			for _, n := range st.Target.Nodes {
-				r, err := renderText(n, values)
+				r, err := renderText(n, values, b)
 				if err != nil {
 					return nil, fmt.Errorf("%w: stage %s: target: %v", ErrInvalid, st.Name, err)
 				}
@@ -533,7 +574,7 @@ func (p *Playbook) stageSpecs(values map[string]any) ([]wire.StageSpec, error) {
 			if len(st.Target.Labels) > 0 {
 				sp.Target.Labels = map[string]string{}
 				for k, v := range st.Target.Labels {
-					r, err := renderText(v, values)
+					r, err := renderText(v, values, b)
 					if err != nil {
 						return nil, fmt.Errorf("%w: stage %s: target: %v", ErrInvalid, st.Name, err)
 					}

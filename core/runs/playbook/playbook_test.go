@@ -3,6 +3,7 @@ package playbook
 import (
 	"encoding/json"
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -172,4 +173,32 @@ func FuzzParse(f *testing.F) {
 			t.Fatalf("render: %v", err)
 		}
 	})
+}
+
+func TestRenderingIsBounded(t *testing.T) {
+	t.Parallel()
+	// printf's widths would turn a few bytes into megabytes: it is refused.
+	if _, err := Parse([]byte("name: x\nstages:\n  - name: a\n    kind: example.com/x\n    target: {all: true}\n    args: {v: '{{ printf \"%01000000d\" 1 }}'}\n")); !errors.Is(err, ErrInvalid) || !strings.Contains(err.Error(), `function "printf" is not allowed`) {
+		t.Fatalf("printf: %v", err)
+	}
+	// Many references to a long parameter stop at MaxRendered.
+	var doc strings.Builder
+	doc.WriteString("name: x\nparams: [{name: p, type: string, default: x}]\nstages:\n  - name: a\n    kind: example.com/x\n    target: {all: true}\n    args:\n")
+	for i := range 400 {
+		fmt.Fprintf(&doc, "      k%d: \"{{ .p }}{{ .p }}\"\n", i)
+	}
+	p, err := Parse([]byte(doc.String()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	vals, err := p.Values(map[string]string{"p": strings.Repeat("y", MaxParamValue)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := p.Render(vals); err == nil || !strings.Contains(err.Error(), "larger than") {
+		t.Fatalf("a render of 400 × 8 KiB: %v, want it refused past %d bytes", err, MaxRendered)
+	}
+	if _, err := p.Values(map[string]string{"p": strings.Repeat("y", MaxParamValue+1)}); !errors.Is(err, ErrInvalid) {
+		t.Fatalf("a parameter over %d bytes: %v", MaxParamValue, err)
+	}
 }

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"strings"
 
+	"github.com/musterhq/muster/core/budget"
 	"github.com/musterhq/muster/core/runs"
 	"github.com/musterhq/muster/core/store"
 	"github.com/musterhq/muster/shared/wire"
@@ -64,6 +65,9 @@ type Planned struct {
 // against the cluster's nodes as a run would be.
 func MakePlan(ctx context.Context, r store.Reader, name string, req *wire.PlanRequest) (*Planned, error) {
 	doc, version := req.Document, 0
+	if req.Version < 0 {
+		return nil, fmt.Errorf("%w: version must be positive, not %d", ErrInvalid, req.Version)
+	}
 	if doc == "" {
 		stored, err := r.Playbook(ctx, name, req.Version)
 		if err != nil {
@@ -134,4 +138,41 @@ func Start(ctx context.Context, tx store.Tx, e *runs.Engine, name string, req *w
 		return nil, err
 	}
 	return e.Insert(ctx, tx, p.Cluster, p.Stages, p.Name, p.Version, who)
+}
+
+// MarkHeld fills, in a plan, the children the disruption budget would hold
+// back if the run started now: each wave of a disruptive stage is played
+// against the cluster's budget in use (its unavailable nodes), the children
+// admitted one by one; a child over the room left is marked with why. The
+// waves of a stage are taken as ending before the next starts, and other
+// stages as not running at the same time: the plan shows the budget's room
+// now, not a schedule.
+func MarkHeld(p *wire.Plan, pol budget.Policy, nodes []store.Node, open []store.Record) {
+	u := pol.Usage(p.ClusterID, nodes, open)
+	if u == nil {
+		return
+	}
+	byStageWave := map[string][]int{}
+	for i, ch := range p.Children {
+		if pol.Disruptive(ch.Kind) {
+			key := fmt.Sprintf("%s\x00%d", ch.Stage, ch.Wave)
+			byStageWave[key] = append(byStageWave[key], i)
+		}
+	}
+	for _, idx := range byStageWave {
+		taken := map[string]bool{}
+		for _, i := range idx {
+			ch := &p.Children[i]
+			if _, down := u.Unavailable[ch.NodeID]; down {
+				ch.Held = fmt.Sprintf("%s: the node is %s", budget.HeldPrefix, u.Unavailable[ch.NodeID])
+				continue
+			}
+			if len(u.Unavailable)+len(taken) >= u.Max {
+				ch.Held = fmt.Sprintf("%s: %d of %d unavailable with this wave's earlier nodes", budget.HeldPrefix,
+					len(u.Unavailable)+len(taken), u.Max)
+				continue
+			}
+			taken[ch.NodeID] = true
+		}
+	}
 }

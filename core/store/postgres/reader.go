@@ -123,7 +123,7 @@ func scanCluster(s pgx.Row) (*store.Cluster, error) {
 	return &c, nil
 }
 
-const nodeColumns = `cluster_id, id, addr, source, status, status_reason, down_cause, drained, store_id, cursor, kinds, version, last_contact, updated_ts`
+const nodeColumns = `cluster_id, id, addr, source, status, status_reason, down_cause, drained, store_id, cursor, kinds, version, last_contact, updated_ts, labels`
 
 func (r *reader) Nodes(ctx context.Context, clusterID string) ([]store.Node, error) {
 	q := `SELECT ` + nodeColumns + ` FROM nodes`
@@ -161,13 +161,20 @@ func (r *reader) Node(ctx context.Context, clusterID, nodeID string) (*store.Nod
 
 func scanNode(s pgx.Row) (*store.Node, error) {
 	var n store.Node
+	var labels []byte
 	err := s.Scan(&n.ClusterID, &n.ID, &n.Addr, &n.Source, &n.Status, &n.StatusReason, &n.DownCause, &n.Drained,
-		&n.StoreID, &n.Cursor, &n.Kinds, &n.Version, &n.LastContact, &n.UpdatedTS)
+		&n.StoreID, &n.Cursor, &n.Kinds, &n.Version, &n.LastContact, &n.UpdatedTS, &labels)
 	if err != nil {
 		return nil, err
 	}
 	if len(n.Kinds) == 0 {
 		n.Kinds = nil
+	}
+	if err := json.Unmarshal(labels, &n.Labels); err != nil {
+		return nil, fmt.Errorf("node %s/%s: labels: %w", n.ClusterID, n.ID, err)
+	}
+	if len(n.Labels) == 0 {
+		n.Labels = nil
 	}
 	n.LastContact = fromNullTS(n.LastContact)
 	n.UpdatedTS = n.UpdatedTS.UTC()

@@ -11,7 +11,7 @@ import (
 	"github.com/musterhq/muster/core/store"
 )
 
-// Web UI sessions (migration 005), shared by every replica.
+// Web UI sessions (migration 006), shared by every replica.
 
 func (r *reader) Session(ctx context.Context, hash string) (*store.Session, error) {
 	var s store.Session

@@ -67,18 +67,25 @@ func (w *writer) PutNode(ctx context.Context, n *store.Node) error {
 		n.UpdatedTS = now()
 	}
 	what := fmt.Sprintf("put node %s/%s", n.ClusterID, n.ID)
+	labels := []byte("{}")
+	if len(n.Labels) > 0 {
+		var err error
+		if labels, err = json.Marshal(n.Labels); err != nil {
+			return fmt.Errorf("%s: labels: %w", what, err)
+		}
+	}
 	rows, err := w.exec(ctx, what,
 		`INSERT INTO nodes (`+nodeColumns+`)
-		SELECT $1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14
+		SELECT $1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15::jsonb
 		WHERE EXISTS (SELECT 1 FROM clusters WHERE id = $1)
 		ON CONFLICT (cluster_id, id) DO UPDATE SET addr = excluded.addr, source = excluded.source,
 			status = excluded.status, status_reason = excluded.status_reason,
 			down_cause = excluded.down_cause, drained = excluded.drained,
 			store_id = excluded.store_id, cursor = excluded.cursor, kinds = excluded.kinds,
 			version = excluded.version, last_contact = excluded.last_contact,
-			updated_ts = excluded.updated_ts`,
+			updated_ts = excluded.updated_ts, labels = excluded.labels`,
 		n.ClusterID, n.ID, n.Addr, n.Source, n.Status, n.StatusReason, n.DownCause, n.Drained, n.StoreID, n.Cursor, list(n.Kinds),
-		n.Version, nullTS(n.LastContact), ts(n.UpdatedTS))
+		n.Version, nullTS(n.LastContact), ts(n.UpdatedTS), string(labels))
 	if err == nil && rows == 0 {
 		err = fmt.Errorf("%s: cluster %q: %w", what, n.ClusterID, store.ErrNotFound)
 	}

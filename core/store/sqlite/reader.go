@@ -86,7 +86,7 @@ func scanCluster(s scanner) (*store.Cluster, error) {
 	return &c, nil
 }
 
-const nodeColumns = `cluster_id, id, addr, source, status, status_reason, down_cause, drained, store_id, cursor, kinds, version, last_contact, updated_ts`
+const nodeColumns = `cluster_id, id, addr, source, status, status_reason, down_cause, drained, store_id, cursor, kinds, version, last_contact, updated_ts, labels`
 
 func (r *reader) Nodes(ctx context.Context, clusterID string) ([]store.Node, error) {
 	q := `SELECT ` + nodeColumns + ` FROM nodes`
@@ -122,11 +122,11 @@ func (r *reader) Node(ctx context.Context, clusterID, nodeID string) (*store.Nod
 
 func scanNode(s scanner) (*store.Node, error) {
 	var n store.Node
-	var kinds string
+	var kinds, lbls string
 	var last sql.NullInt64
 	var ts int64
 	err := s.Scan(&n.ClusterID, &n.ID, &n.Addr, &n.Source, &n.Status, &n.StatusReason, &n.DownCause, &n.Drained,
-		&n.StoreID, &n.Cursor, &kinds, &n.Version, &last, &ts)
+		&n.StoreID, &n.Cursor, &kinds, &n.Version, &last, &ts, &lbls)
 	if err != nil {
 		return nil, err
 	}
@@ -135,6 +135,12 @@ func scanNode(s scanner) (*store.Node, error) {
 	}
 	if len(n.Kinds) == 0 {
 		n.Kinds = nil
+	}
+	if err := json.Unmarshal([]byte(lbls), &n.Labels); err != nil {
+		return nil, fmt.Errorf("node %s/%s: labels: %w", n.ClusterID, n.ID, err)
+	}
+	if len(n.Labels) == 0 {
+		n.Labels = nil
 	}
 	n.LastContact = fromNullMicros(last)
 	n.UpdatedTS = fromMicros(ts)

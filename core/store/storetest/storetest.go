@@ -125,7 +125,8 @@ func testClusterAndNodeRoundTrip(t *testing.T, db NewDB) {
 	contact := t0.Add(time.Second)
 	n := store.Node{ClusterID: "c1", ID: "n1", Addr: "10.0.0.1:7420", Source: store.SourceGossip,
 		Status: store.NodeDown, StatusReason: "left", DownCause: store.CauseLeft, Drained: true, StoreID: "sid", Cursor: 42,
-		Kinds: []string{"a/b", "c/d"}, Version: "1.2.3", LastContact: &contact, UpdatedTS: t0}
+		Kinds: []string{"a/b", "c/d"}, Version: "1.2.3", LastContact: &contact, UpdatedTS: t0,
+		Labels: map[string]string{"role": "replica", "zone": "eu-1"}}
 	n2 := store.Node{ClusterID: "c1", ID: "n2", Addr: "x:1", Source: store.SourceStatic, Status: store.NodeUnknown, UpdatedTS: t0}
 	update(t, s, func(ctx context.Context, tx store.Tx) error {
 		if err := tx.PutCluster(ctx, &c); err != nil {
@@ -167,8 +168,9 @@ func testClusterAndNodeRoundTrip(t *testing.T, db NewDB) {
 		}
 		return nil
 	})
-	// Put replaces.
+	// Put replaces (labels too).
 	n.Cursor, n.Status, n.LastContact = 43, store.NodeUp, nil
+	n.Labels = map[string]string{"role": "primary"}
 	c.Status = store.ClusterHealthy
 	update(t, s, func(ctx context.Context, tx store.Tx) error {
 		if err := tx.PutCluster(ctx, &c); err != nil {

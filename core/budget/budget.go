@@ -1,0 +1,173 @@
+// Package budget is the arithmetic of the disruption budget (DESIGN.md §11):
+// which kinds are disruptive, which nodes of a cluster are unavailable and
+// why, and how many more may become so. It reads store records and decides
+// nothing on its own: the orchestrator enforces the budget at push time
+// (core/orchestrate, budget.go), and the API shows it.
+package budget
+
+import (
+	"fmt"
+	"maps"
+	"path"
+	"slices"
+
+	"github.com/musterhq/muster/core/store"
+	"github.com/musterhq/muster/shared/action"
+	"github.com/musterhq/muster/shared/limit"
+)
+
+// KindRule marks the kinds matching a glob (path.Match syntax, as approval
+// rules: "*" alone matches every kind) as disruptive or not. It is one entry of the core's `kinds:` configuration.
+type KindRule struct {
+	Kind       string `mapstructure:"kind" yaml:"kind"`
+	Disruptive bool   `mapstructure:"disruptive" yaml:"disruptive"`
+}
+
+// Policy is the budget configuration of the core.
+type Policy struct {
+	// MaxUnavailable by cluster id; a cluster not listed has no budget.
+	MaxUnavailable map[string]limit.Limit
+	// Kinds in order: the first rule whose glob matches a kind decides;
+	// a kind no rule matches is not disruptive.
+	Kinds []KindRule
+}
+
+// ValidateKinds returns one error per bad rule, named by its key.
+func ValidateKinds(rules []KindRule) []error {
+	var errs []error
+	for i, r := range rules {
+		if r.Kind == "" {
+			errs = append(errs, fmt.Errorf("kinds[%d].kind: required (a kind or a glob such as example.com/db.*)", i))
+			continue
+		}
+		if _, err := path.Match(r.Kind, ""); err != nil {
+			errs = append(errs, fmt.Errorf("kinds[%d].kind: bad glob %q", i, r.Kind))
+		}
+	}
+	return errs
+}
+
+// Disruptive reports whether actions of kind count against a budget.
+func (p Policy) Disruptive(kind string) bool {
+	for _, r := range p.Kinds {
+		if r.Kind == "*" {
+			return r.Disruptive
+		}
+		if ok, err := path.Match(r.Kind, kind); err == nil && ok {
+			return r.Disruptive
+		}
+	}
+	return false
+}
+
+// Limit returns the cluster's max_unavailable, and false when it has none
+// (a cluster listed with 0 has a budget: no disruption at all).
+func (p Policy) Limit(clusterID string) (limit.Limit, bool) {
+	l, ok := p.MaxUnavailable[clusterID]
+	return l, ok
+}
+
+// Max resolves max_unavailable against a cluster of total nodes: a
+// percentage is rounded down, but never below 1 when it is above 0 and the
+// cluster has nodes (10% of 5 nodes is 1), so that a small cluster can
+// still make progress.
+func Max(l limit.Limit, total int) int {
+	n := l.Floor(total)
+	if n < 1 && l.Percent && l.N > 0 && total > 0 {
+		n = 1
+	}
+	return n
+}
+
+// Reasons a node is unavailable.
+const (
+	ReasonDown       = "down"
+	ReasonDrained    = "drained"
+	ReasonDisruptive = "disruptive action"
+	ReasonPushing    = "disruptive action pushed, not yet confirmed"
+)
+
+// NodeReason says whether a node is unavailable by its own status, and why
+// ("" when it is not). It is the one place that decides it: a node is
+// unavailable while DOWN or drained (DESIGN.md §11).
+func NodeReason(n *store.Node) string {
+	switch {
+	case n.Status == store.NodeDown:
+		return ReasonDown
+	case n.Drained:
+		return ReasonDrained
+	}
+	return ""
+}
+
+// Holds reports whether an open record makes its node unavailable: a
+// disruptive action NEW or RUNNING on the agent, or PENDING_SCHEDULE but
+// already pushed (its answer not seen yet: it may be running).
+func (p Policy) Holds(r *store.Record) bool {
+	if !p.Disruptive(r.Kind) {
+		return false
+	}
+	switch r.State {
+	case action.New, action.Running:
+		return true
+	case action.PendingSchedule:
+		return r.PushedStoreID != ""
+	}
+	return false
+}
+
+// Usage is a cluster's budget in use.
+type Usage struct {
+	Limit limit.Limit
+	// Total is the cluster's node count; Max is Limit resolved against it.
+	Total, Max int
+	// Unavailable maps each unavailable node to why.
+	Unavailable map[string]string
+}
+
+// Usage computes the budget in use of a cluster from its nodes and its open
+// actions; nil when the cluster has no budget.
+func (p Policy) Usage(clusterID string, nodes []store.Node, open []store.Record) *Usage {
+	l, ok := p.Limit(clusterID)
+	if !ok {
+		return nil
+	}
+	u := &Usage{Limit: l, Total: len(nodes), Max: Max(l, len(nodes)), Unavailable: map[string]string{}}
+	for i := range nodes {
+		if why := NodeReason(&nodes[i]); why != "" {
+			u.Unavailable[nodes[i].ID] = why
+		}
+	}
+	for i := range open {
+		r := &open[i]
+		if _, ok := u.Unavailable[r.NodeID]; ok || r.ClusterID != clusterID || !p.Holds(r) {
+			continue
+		}
+		u.Unavailable[r.NodeID] = ReasonDisruptive
+		if r.State == action.PendingSchedule {
+			u.Unavailable[r.NodeID] = ReasonPushing
+		}
+	}
+	return u
+}
+
+// Admits reports whether a disruptive action may start on node: the node is
+// already unavailable (one more disruptive action does not change the
+// count), or there is room for one more.
+func (u *Usage) Admits(node string) bool {
+	if _, ok := u.Unavailable[node]; ok {
+		return true
+	}
+	return len(u.Unavailable) < u.Max
+}
+
+// HeldReason is the state_reason of an action the budget holds back.
+func (u *Usage) HeldReason() string {
+	return fmt.Sprintf("held by the disruption budget: %d of %d unavailable", len(u.Unavailable), u.Max)
+}
+
+// Nodes lists the unavailable node ids, sorted.
+func (u *Usage) Nodes() []string { return slices.Sorted(maps.Keys(u.Unavailable)) }
+
+// HeldPrefix starts the state_reason of every action the budget holds.
+const HeldPrefix = "held by the disruption budget"

@@ -1,0 +1,110 @@
+package budget
+
+import (
+	"reflect"
+	"testing"
+
+	"github.com/musterhq/muster/core/store"
+	"github.com/musterhq/muster/shared/action"
+	"github.com/musterhq/muster/shared/limit"
+)
+
+func mustLimit(t *testing.T, s string) limit.Limit {
+	t.Helper()
+	l, err := limit.Parse(s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return l
+}
+
+func rec(node, kind string, state action.State, pushed string) store.Record {
+	return store.Record{Action: action.Action{ID: node + "-" + string(state), ClusterID: "c", NodeID: node, Kind: kind, State: state},
+		PushedStoreID: pushed}
+}
+
+const (
+	restart = "example.com/db.restart"
+	ping    = "muster.io/debug.ping"
+)
+
+func TestDisruptiveFirstRuleDecides(t *testing.T) {
+	t.Parallel()
+	p := Policy{Kinds: []KindRule{
+		{Kind: "example.com/db.status", Disruptive: false},
+		{Kind: "example.com/db.*", Disruptive: true},
+	}}
+	for kind, want := range map[string]bool{restart: true, "example.com/db.status": false, ping: false, "example.com/web.restart": false} {
+		if got := p.Disruptive(kind); got != want {
+			t.Errorf("Disruptive(%s) = %v, want %v", kind, got, want)
+		}
+	}
+}
+
+func TestUsageCountsDownNodesAndDisruptiveActions(t *testing.T) {
+	t.Parallel()
+	p := Policy{MaxUnavailable: map[string]limit.Limit{"c": mustLimit(t, "40%")},
+		Kinds: []KindRule{{Kind: "example.com/db.*", Disruptive: true}}}
+	nodes := []store.Node{
+		{ID: "n1", Status: store.NodeUp}, {ID: "n2", Status: store.NodeDown}, {ID: "n3", Status: store.NodeUp},
+		{ID: "n4", Status: store.NodeUp}, {ID: "n5", Status: store.NodeUnknown}, {ID: "n6", Status: store.NodeUp},
+		{ID: "n7", Status: store.NodeUp}, {ID: "n8", Status: store.NodeUp, Drained: true},
+	}
+	open := []store.Record{
+		rec("n1", restart, action.Running, "s"),
+		rec("n2", restart, action.New, "s"),               // DOWN already: counted once
+		rec("n3", ping, action.Running, "s"),              // not disruptive
+		rec("n4", restart, action.PendingSchedule, ""),    // not pushed: not counted
+		rec("n6", restart, action.PendingSchedule, "sid"), // pushed, answer not seen: counted
+		rec("n7", restart, action.PendingApprove, ""),
+	}
+	u := p.Usage("c", nodes, open)
+	want := map[string]string{"n1": ReasonDisruptive, "n2": ReasonDown, "n6": ReasonPushing, "n8": ReasonDrained}
+	if !reflect.DeepEqual(u.Unavailable, want) {
+		t.Fatalf("unavailable %v, want %v", u.Unavailable, want)
+	}
+	if u.Max != 3 || u.Total != 8 { // 40% of 8 = 3.2, rounded down
+		t.Fatalf("max %d of %d", u.Max, u.Total)
+	}
+	if u.Admits("n4") {
+		t.Fatal("admitted a fifth unavailable node with a budget of 3")
+	}
+	if !u.Admits("n1") || !u.Admits("n2") {
+		t.Fatal("a node already unavailable must admit another disruptive action")
+	}
+	if got := u.HeldReason(); got != "held by the disruption budget: 4 of 3 unavailable" {
+		t.Fatalf("reason %q", got)
+	}
+	if p.Usage("other", nodes, open) != nil {
+		t.Fatal("a cluster without a budget has a usage")
+	}
+}
+
+func TestAdmitsUpToMax(t *testing.T) {
+	t.Parallel()
+	p := Policy{MaxUnavailable: map[string]limit.Limit{"c": mustLimit(t, "1")}, Kinds: []KindRule{{Kind: "*", Disruptive: true}}}
+	nodes := []store.Node{{ID: "n1", Status: store.NodeUp}, {ID: "n2", Status: store.NodeUp}}
+	u := p.Usage("c", nodes, nil)
+	if !u.Admits("n1") || !u.Admits("n2") {
+		t.Fatal("an idle cluster refuses its first disruptive action")
+	}
+	u = p.Usage("c", nodes, []store.Record{rec("n1", restart, action.Running, "s")})
+	if u.Admits("n2") || !u.Admits("n1") {
+		t.Fatalf("with n1 busy: admits n2 %v, n1 %v", u.Admits("n2"), u.Admits("n1"))
+	}
+	if got := u.HeldReason(); got != "held by the disruption budget: 1 of 1 unavailable" {
+		t.Fatalf("reason %q", got)
+	}
+	zero := Policy{MaxUnavailable: map[string]limit.Limit{"c": mustLimit(t, "0")}, Kinds: p.Kinds}
+	if zero.Usage("c", nodes, nil).Admits("n1") {
+		t.Fatal("max_unavailable 0 admitted a disruptive action")
+	}
+}
+
+func TestValidateKinds(t *testing.T) {
+	t.Parallel()
+	errs := ValidateKinds([]KindRule{{Kind: "a/b", Disruptive: true}, {Kind: ""}, {Kind: "[x"}})
+	if len(errs) != 2 || errs[0].Error()[:9] != "kinds[1]." || errs[1].Error()[:9] != "kinds[2]." {
+		t.Fatalf("errors %v", errs)
+	}
+}

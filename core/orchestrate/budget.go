@@ -1,0 +1,171 @@
+package orchestrate
+
+import (
+	"time"
+
+	"github.com/musterhq/muster/core/budget"
+	"github.com/musterhq/muster/core/store"
+	"github.com/musterhq/muster/shared/action"
+)
+
+// The disruption budget at push time (DESIGN.md §11). Every sync of a
+// cluster with a budget (a pass, or a sync of a few nodes) builds a
+// budgetView from the snapshot it read, corrects it with what the agents
+// answer, and asks it before pushing each disruptive action. Syncs of one
+// cluster may run at the same time (a node sync during a pass), so the
+// pushes a view admits are also kept in the cluster's state until an agent
+// or a later snapshot shows them settled: two syncs never both take the
+// last room.
+
+// admission is a disruptive push admitted by the budget, not yet settled.
+type admission struct {
+	node string
+	at   time.Time
+}
+
+// budgetView is the budget of one sync of a cluster; nil when the cluster
+// has none (every method then admits everything).
+type budgetView struct {
+	cs     *clusterState
+	policy budget.Policy
+	usage  *budget.Usage
+	// active lists, by node, the disruptive actions that make it
+	// unavailable (from the snapshot, then from the agents' answers).
+	active map[string]map[string]bool
+	// freed is set when an agent showed a disruptive action over.
+	freed bool
+}
+
+// newBudgetView builds the view of a sync from its snapshot, read at
+// readAt: every node of the cluster and every open action. Admissions that
+// the snapshot shows settled (no longer open, and admitted before it was
+// read) are forgotten.
+func (o *Orchestrator) newBudgetView(cs *clusterState, nodes []store.Node, open []store.Record, readAt time.Time) *budgetView {
+	u := o.cfg.Budget.Usage(cs.id, nodes, open)
+	if u == nil {
+		return nil
+	}
+	v := &budgetView{cs: cs, policy: o.cfg.Budget, usage: u, active: map[string]map[string]bool{}}
+	isOpen := make(map[string]bool, len(open))
+	for i := range open {
+		r := &open[i]
+		isOpen[r.ID] = true
+		if o.cfg.Budget.Holds(r) {
+			v.hold(r.NodeID, r.ID)
+		}
+	}
+	cs.smu.Lock()
+	for id, a := range cs.admitted {
+		if !isOpen[id] && a.at.Before(readAt) {
+			delete(cs.admitted, id)
+		}
+	}
+	cs.smu.Unlock()
+	return v
+}
+
+func (v *budgetView) hold(node, id string) {
+	if v.active[node] == nil {
+		v.active[node] = map[string]bool{}
+	}
+	v.active[node][id] = true
+}
+
+// observe corrects the view with what a node's agent answered: its
+// records (the agent wins), or that it is DOWN (pulled is then nil).
+func (v *budgetView) observe(node string, down bool, pulled map[string]*action.Action) {
+	if v == nil {
+		return
+	}
+	v.cs.smu.Lock()
+	defer v.cs.smu.Unlock()
+	if down {
+		v.usage.Unavailable[node] = budget.ReasonDown
+		return
+	}
+	for id, a := range pulled {
+		if !v.policy.Disruptive(a.Kind) {
+			continue
+		}
+		switch {
+		case a.State.Final():
+			if v.active[node][id] {
+				v.freed = true
+			}
+			delete(v.active[node], id)
+			delete(v.cs.admitted, id)
+		case a.State == action.New || a.State == action.Running:
+			v.hold(node, id)
+		}
+	}
+	switch why, ok := v.usage.Unavailable[node]; {
+	case ok && why != budget.ReasonDown && why != budget.ReasonDisruptive && why != budget.ReasonPushing:
+		// Unavailable for a reason of its own (budget.NodeReason) that an
+		// answer does not end.
+	case len(v.active[node]) > 0:
+		v.usage.Unavailable[node] = budget.ReasonDisruptive
+	default:
+		delete(v.usage.Unavailable, node) // it answered, and runs nothing disruptive
+	}
+}
+
+// admit decides whether the disruptive action r may be pushed to node now.
+// A push it admits counts against the budget until it settles (release,
+// or an agent's final state). Actions of other kinds are always admitted.
+// When it refuses, it returns the state_reason that says why.
+func (v *budgetView) admit(node string, r *store.Record) (bool, string) {
+	if v == nil || !v.policy.Disruptive(r.Kind) {
+		return true, ""
+	}
+	v.cs.smu.Lock()
+	defer v.cs.smu.Unlock()
+	u := &budget.Usage{Limit: v.usage.Limit, Total: v.usage.Total, Max: v.usage.Max, Unavailable: map[string]string{}}
+	for n, why := range v.usage.Unavailable {
+		u.Unavailable[n] = why
+	}
+	for _, a := range v.cs.admitted {
+		if _, ok := u.Unavailable[a.node]; !ok {
+			u.Unavailable[a.node] = budget.ReasonPushing
+		}
+	}
+	if !u.Admits(node) {
+		v.cs.heldNodes[node] = true
+		return false, u.HeldReason()
+	}
+	delete(v.cs.heldNodes, node)
+	v.cs.admitted[r.ID] = admission{node: node, at: time.Now()}
+	return true, ""
+}
+
+// nudgeHeld asks, once a sync has committed, for a sync of every node
+// whose disruptive action the budget held, when that sync saw a
+// disruptive action end: the held actions go at once, not at the next
+// pass. A node that is held again waits for the next end.
+func (o *Orchestrator) nudgeHeld(v *budgetView) {
+	if v == nil {
+		return
+	}
+	v.cs.smu.Lock()
+	var nodes []string
+	if v.freed {
+		for n := range v.cs.heldNodes {
+			nodes = append(nodes, n)
+		}
+		clear(v.cs.heldNodes)
+	}
+	v.cs.smu.Unlock()
+	for _, n := range nodes {
+		o.NudgeNode(v.cs.id, n)
+	}
+}
+
+// release forgets the admission of an action whose push was not made or
+// was refused.
+func (v *budgetView) release(id string) {
+	if v == nil {
+		return
+	}
+	v.cs.smu.Lock()
+	delete(v.cs.admitted, id)
+	v.cs.smu.Unlock()
+}

@@ -1,0 +1,233 @@
+package orchestrate
+
+import (
+	"context"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/musterhq/muster/core/budget"
+	"github.com/musterhq/muster/core/store"
+	"github.com/musterhq/muster/shared/action"
+	"github.com/musterhq/muster/shared/limit"
+)
+
+// stuck makes the next GET info of a node's agent wait until release is
+// closed, and reports on entered when it starts waiting.
+func stuck(h *harness, node string) (entered <-chan struct{}, release chan struct{}) {
+	in, rel := make(chan struct{}), make(chan struct{})
+	var once sync.Once
+	h.agents[node].set(func(f *fakeAgent) {
+		f.infoHook = func(context.Context) {
+			first := false
+			once.Do(func() { first = true })
+			if first {
+				close(in)
+				<-rel
+			}
+		}
+	})
+	return in, rel
+}
+
+// TestSyncNodesPushesWhileAPassIsUnderWay: a pass of the cluster is stuck
+// on one agent; a sync of another node pushes its new action at once, and
+// the pass then ends normally.
+func TestSyncNodesPushesWhileAPassIsUnderWay(t *testing.T) {
+	t.Parallel()
+	h := setup(t, Config{}, "n1", "slow")
+	h.pass()
+	entered, release := stuck(h, "slow")
+	passDone := make(chan error, 1)
+	go func() { _, err := h.o.Pass(context.Background(), cluster); passDone <- err }()
+	<-entered
+
+	id := h.create("n1", nil)
+	rep, err := h.o.SyncNodes(context.Background(), cluster, []string{"n1"})
+	if err != nil || rep.Pushed != 1 || rep.Nodes != 1 {
+		t.Fatalf("node sync: %+v, %v", rep, err)
+	}
+	wantState(t, h.record(id), action.New)
+	select {
+	case err := <-passDone:
+		t.Fatalf("the pass ended before it was released: %v", err)
+	default:
+	}
+	close(release)
+	if err := <-passDone; err != nil {
+		t.Fatal(err)
+	}
+	wantState(t, h.record(id), action.New)
+	if c := h.cluster(); c.Status != store.ClusterHealthy {
+		t.Fatalf("cluster %s %s", c.Status, c.StatusReason)
+	}
+	h.idle()
+	// A sync of a node that holds nothing new writes nothing either.
+	rows := h.st.RowsWritten()
+	if rep, err := h.o.SyncNodes(context.Background(), cluster, []string{"n1", "nope"}); err != nil || rep.Changes != 0 || h.st.RowsWritten() != rows {
+		t.Fatalf("idle node sync: %+v, %v, %d rows", rep, err, h.st.RowsWritten()-rows)
+	}
+}
+
+// TestNudgeNodeDoesNotWaitForThePass: with the orchestrator running and a
+// pass stuck, NudgeNode gets the action pushed.
+func TestNudgeNodeDoesNotWaitForThePass(t *testing.T) {
+	t.Parallel()
+	h := setup(t, Config{Interval: time.Hour}, "n1", "slow")
+	h.pass()
+	entered, release := stuck(h, "slow")
+	defer close(release)
+	h.start()
+	<-entered // the first pass of the scheduler is stuck on "slow"
+	id := h.create("n1", nil)
+	h.o.NudgeNode(cluster, "n1")
+	eventually(t, "the nudged node to get its action", func() bool { return h.record(id).State == action.New })
+}
+
+// TestConcurrentSyncsShareTheBudget: syncs of two nodes at once, each with
+// a disruptive action, in a cluster with room for one: one is pushed, the
+// other held.
+func TestConcurrentSyncsShareTheBudget(t *testing.T) {
+	t.Parallel()
+	one, _ := limit.Parse("1")
+	h := setup(t, Config{Budget: budget.Policy{MaxUnavailable: map[string]limit.Limit{cluster: one},
+		Kinds: []budget.KindRule{{Kind: "muster.io/debug.sleep", Disruptive: true}}}}, "n1", "n2")
+	h.pass()
+	a, b := h.create("n1", nil), h.create("n2", nil)
+	var wg sync.WaitGroup
+	for _, n := range []string{"n1", "n2"} {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if _, err := h.o.SyncNodes(context.Background(), cluster, []string{n}); err != nil {
+				t.Error(err)
+			}
+		}()
+	}
+	wg.Wait()
+	ra, rb := h.record(a), h.record(b)
+	pushed := 0
+	for _, r := range []*store.Record{ra, rb} {
+		switch {
+		case r.State == action.New:
+			pushed++
+		case r.State != action.PendingSchedule || r.StateReason != "held by the disruption budget: 1 of 1 unavailable":
+			t.Fatalf("%s: %s %q", r.NodeID, r.State, r.StateReason)
+		}
+	}
+	if pushed != 1 {
+		t.Fatalf("%d disruptive actions pushed with room for 1: %s, %s", pushed, ra.State, rb.State)
+	}
+}
+
+// TestAgentLabelsBeyondBoundsAreRefused: an agent whose info carries labels
+// beyond the bounds stays UP with the configured labels only.
+func TestAgentLabelsBeyondBoundsAreRefused(t *testing.T) {
+	t.Parallel()
+	h := setup(t, Config{StaticLabels: map[string]map[string]map[string]string{cluster: {"n1": {"dc": "a"}}}}, "n1", "n2")
+	h.agents["n1"].set(func(f *fakeAgent) { f.labels = map[string]string{"role": "<script>"} })
+	h.agents["n2"].set(func(f *fakeAgent) { f.labels = map[string]string{"role": "replica"} })
+	h.pass()
+	if n := h.node("n1"); n.Status != store.NodeUp || len(n.Labels) != 1 || n.Labels["dc"] != "a" {
+		t.Fatalf("n1: %s %v", n.Status, n.Labels)
+	}
+	if n := h.node("n2"); len(n.Labels) != 1 || n.Labels["role"] != "replica" {
+		t.Fatalf("n2: %v", n.Labels)
+	}
+}
+
+// TestAHeldActionGoesWhenTheNoteSaysTheOtherEnded: the sync of a node whose
+// disruptive action ended (an agent's note) nudges the node the budget held,
+// and its action is pushed at once, without a pass.
+func TestAHeldActionGoesWhenTheNoteSaysTheOtherEnded(t *testing.T) {
+	t.Parallel()
+	one, _ := limit.Parse("1")
+	h := setup(t, Config{Interval: time.Hour, Budget: budget.Policy{MaxUnavailable: map[string]limit.Limit{cluster: one},
+		Kinds: []budget.KindRule{{Kind: "muster.io/debug.sleep", Disruptive: true}}}}, "n1", "n2")
+	h.start()
+	eventually(t, "the first pass", func() bool { return h.node("n2").Status == store.NodeUp })
+	passes := func() int {
+		h.agents["n1"].mu.Lock()
+		defer h.agents["n1"].mu.Unlock()
+		n := 0
+		for _, r := range h.agents["n1"].requests {
+			if r == "GET /api/v1/info" {
+				n++
+			}
+		}
+		return n
+	}
+	a := h.create("n1", nil)
+	h.o.NudgeNode(cluster, "n1")
+	eventually(t, "a pushed", func() bool { return h.record(a).State == action.New })
+	b := h.create("n2", nil)
+	h.o.NudgeNode(cluster, "n2")
+	eventually(t, "b held", func() bool { return h.record(b).StateReason == "held by the disruption budget: 1 of 1 unavailable" })
+
+	h.agents["n1"].run(t, a, action.Running, nil)
+	h.agents["n1"].run(t, a, action.Done, nil)
+	before := passes()
+	h.o.NudgeNode(cluster, "n1") // what the agent's note does
+	eventually(t, "b pushed", func() bool { return h.record(b).State == action.New })
+	wantState(t, h.record(a), action.Done)
+	if got := passes(); got != before+1 {
+		t.Fatalf("n1 was asked for its info %d times, want once (its own sync, no pass)", got-before)
+	}
+}
+
+// TestSyncOfAnUnknownClusterKeepsNothing: a note may name any cluster; a
+// sync of one the store lacks does nothing and keeps no state for it.
+func TestSyncOfAnUnknownClusterKeepsNothing(t *testing.T) {
+	t.Parallel()
+	h := setup(t, Config{}, "n1")
+	rep, err := h.o.SyncNodes(context.Background(), "no-such-cluster", []string{"n1"})
+	if err != nil || rep.Nodes != 0 {
+		t.Fatalf("%+v, %v", rep, err)
+	}
+	h.o.mu.Lock()
+	_, kept := h.o.clusters["no-such-cluster"]
+	h.o.mu.Unlock()
+	if kept {
+		t.Fatal("state kept for a cluster the store lacks")
+	}
+}
+
+// gate is a Leases that holds a cluster's lease only while held is set, and
+// reports every question on asked.
+type gate struct {
+	held  atomic.Bool
+	asked chan string
+}
+
+func (g *gate) PassContext(ctx context.Context, clusterID string) (context.Context, context.CancelFunc, bool) {
+	g.asked <- clusterID
+	return ctx, func() {}, g.held.Load()
+}
+
+// TestNodeSyncsNeedTheClustersLease: with several replicas, a nudged node
+// sync runs only on the replica that holds the cluster's lease, like a pass.
+func TestNodeSyncsNeedTheClustersLease(t *testing.T) {
+	t.Parallel()
+	g := &gate{asked: make(chan string, 100)}
+	h := setup(t, Config{Interval: time.Hour, Leases: g}, "n1")
+	h.pass() // n1 UP
+	h.start()
+	id := h.create("n1", nil)
+	<-g.asked // the scheduler's first pass, refused
+	// Two refused nudges: the second is asked only once the first has ended
+	// (one sync of a cluster at a time), so the first had every chance to push.
+	for range 2 {
+		h.o.NudgeNode(cluster, "n1")
+		if c := <-g.asked; c != cluster {
+			t.Fatalf("asked for the lease of %q", c)
+		}
+	}
+	if calls := h.agents["n1"].calls("POST"); len(calls) != 0 {
+		t.Fatalf("a replica without the lease pushed: %v", calls)
+	}
+	wantState(t, h.record(id), action.PendingSchedule)
+	g.held.Store(true)
+	h.o.NudgeNode(cluster, "n1")
+	eventually(t, "the push under the lease", func() bool { return h.record(id).State == action.New })
+}

@@ -1,0 +1,255 @@
+package runs_test
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/musterhq/muster/core/actions"
+	"github.com/musterhq/muster/core/approval"
+	"github.com/musterhq/muster/core/runs"
+	"github.com/musterhq/muster/core/store"
+	"github.com/musterhq/muster/core/store/sqlite"
+	"github.com/musterhq/muster/shared/action"
+	"github.com/musterhq/muster/shared/limit"
+	"github.com/musterhq/muster/shared/wire"
+)
+
+// engineEnv is the run engine on a real SQLite store, with the real action
+// rules, over cluster c of nodes n1…n4.
+type engineEnv struct {
+	t   *testing.T
+	st  *sqlite.Store
+	e   *runs.Engine
+	now time.Time
+}
+
+func setupEngine(t *testing.T) *engineEnv {
+	t.Helper()
+	ctx := context.Background()
+	st, err := sqlite.Open(ctx, t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { st.Close() })
+	env := &engineEnv{t: t, st: st, now: time.Date(2026, 11, 23, 10, 0, 0, 0, time.UTC)}
+	pol := approval.DefaultPolicy()
+	env.e = &runs.Engine{Policy: pol, Actions: actions.Children{Rules: &actions.Rules{Policy: pol}},
+		Now: func() time.Time { return env.now }}
+	env.update(func(ctx context.Context, tx store.Tx) error {
+		if err := tx.PutCluster(ctx, &store.Cluster{ID: "c", Status: store.ClusterHealthy}); err != nil {
+			return err
+		}
+		for _, n := range []string{"n1", "n2", "n3", "n4"} {
+			if err := tx.PutNode(ctx, &store.Node{ClusterID: "c", ID: n, Addr: "127.0.0.1:1", Source: store.SourceStatic, Status: store.NodeUp}); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	return env
+}
+
+func (env *engineEnv) update(fn func(ctx context.Context, tx store.Tx) error) {
+	env.t.Helper()
+	ctx := context.Background()
+	if err := env.st.Update(ctx, func(tx store.Tx) error { return fn(ctx, tx) }); err != nil {
+		env.t.Fatal(err)
+	}
+}
+
+func (env *engineEnv) children(id string) []store.Record {
+	env.t.Helper()
+	var out []store.Record
+	env.update(func(ctx context.Context, tx store.Tx) error {
+		var err error
+		out, err = tx.RunChildren(ctx, id)
+		return err
+	})
+	return out
+}
+
+// finishChild ends a child as its agent would report it.
+func (env *engineEnv) finishChild(id string, state action.State) {
+	env.t.Helper()
+	env.update(func(ctx context.Context, tx store.Tx) error {
+		rec, err := tx.Action(ctx, id)
+		if err != nil {
+			return err
+		}
+		rec.State, rec.FinishedTS, rec.PushedStoreID = state, action.TimePtr(env.now), "store-1"
+		return tx.UpdateAction(ctx, rec)
+	})
+}
+
+func (env *engineEnv) advance(id string) *store.Run {
+	env.t.Helper()
+	var r *store.Run
+	env.update(func(ctx context.Context, tx store.Tx) error {
+		if _, err := env.e.Advance(ctx, tx, id); err != nil {
+			return err
+		}
+		var err error
+		r, err = tx.Run(ctx, id)
+		return err
+	})
+	return r
+}
+
+// start creates a run of one stage over every node and has bob approve it.
+func (env *engineEnv) start(conc, errs, onFailure string) *store.Run {
+	env.t.Helper()
+	c, e := limit.MustParse(conc), limit.MustParse(errs)
+	var r *store.Run
+	env.update(func(ctx context.Context, tx store.Tx) error {
+		var err error
+		r, err = env.e.Create(ctx, tx, &wire.CreateRunRequest{ClusterID: "c", Stages: []wire.StageSpec{{
+			Kind: "muster.io/debug.ping", Target: wire.Target{All: true}, MaxConcurrency: &c, MaxErrors: &e, OnFailure: onFailure,
+		}}}, runs.Who{Name: "alice"})
+		if err != nil {
+			return err
+		}
+		r, err = env.e.Approve(ctx, tx, r.ID, "", runs.Who{Name: "bob"})
+		return err
+	})
+	return r
+}
+
+func TestAFailedRunCancelsTheChildrenItNeverSent(t *testing.T) {
+	t.Parallel()
+	env := setupEngine(t)
+	r := env.start("2", "0", "")
+	kids := env.children(r.ID)
+	if len(kids) != 2 {
+		t.Fatalf("%d children in the first wave, want 2", len(kids))
+	}
+	// n1's child ran and failed; n2's was never sent (its node was down).
+	env.finishChild(kids[0].ID, action.Failed)
+	r = env.advance(r.ID)
+	if r.State != store.RunFailed {
+		t.Fatalf("run is %s, want FAILED", r.State)
+	}
+	kids = env.children(r.ID)
+	if len(kids) != 2 || kids[1].State != action.Cancelled || kids[1].StateReason != runs.ReasonRunEnded {
+		t.Fatalf("the unsent child is %s (%q), want CANCELLED %q", kids[1].State, kids[1].StateReason, runs.ReasonRunEnded)
+	}
+}
+
+func TestAManualPauseAndResumeDoNotLiftMaxErrors(t *testing.T) {
+	t.Parallel()
+	env := setupEngine(t)
+	r := env.start("1", "1", "pause")
+	env.finishChild(env.children(r.ID)[0].ID, action.Failed) // 1 error: within max_errors 1
+	r = env.advance(r.ID)
+	if r.State != store.RunRunning {
+		t.Fatalf("one error within max_errors 1: run %s", r.State)
+	}
+	env.update(func(ctx context.Context, tx store.Tx) error {
+		if _, err := env.e.Pause(ctx, tx, r.ID, runs.Who{Name: "alice"}); err != nil {
+			return err
+		}
+		_, err := env.e.Resume(ctx, tx, r.ID, runs.Who{Name: "alice"})
+		return err
+	})
+	kids := env.children(r.ID)
+	env.finishChild(kids[len(kids)-1].ID, action.Failed) // the second error
+	if r = env.advance(r.ID); r.State != store.RunPaused || !strings.Contains(r.StateReason, "2 errors") {
+		t.Fatalf("a second error after a manual pause and resume: run %s (%s), want PAUSED on 2 errors", r.State, r.StateReason)
+	}
+	// Now the stage's errors paused it: a resume forgives them and goes on.
+	env.update(func(ctx context.Context, tx store.Tx) error {
+		_, err := env.e.Resume(ctx, tx, r.ID, runs.Who{Name: "alice"})
+		return err
+	})
+	if kids := env.children(r.ID); len(kids) != 3 {
+		t.Fatalf("%d children after the resume, want the third", len(kids))
+	}
+}
+
+func TestApproveChecksTheDigestShown(t *testing.T) {
+	t.Parallel()
+	env := setupEngine(t)
+	var r *store.Run
+	env.update(func(ctx context.Context, tx store.Tx) error {
+		var err error
+		r, err = env.e.Create(ctx, tx, &wire.CreateRunRequest{ClusterID: "c", Stages: []wire.StageSpec{{
+			Kind: "muster.io/debug.ping", Target: wire.Target{All: true}}}}, runs.Who{Name: "alice"})
+		return err
+	})
+	ctx := context.Background()
+	err := env.st.Update(ctx, func(tx store.Tx) error {
+		_, err := env.e.Approve(ctx, tx, r.ID, strings.Repeat("0", 64), runs.Who{Name: "bob"})
+		return err
+	})
+	if !errors.Is(err, runs.ErrWrongState) {
+		t.Fatalf("approve with another digest: %v, want ErrWrongState", err)
+	}
+	env.update(func(ctx context.Context, tx store.Tx) error {
+		_, err := env.e.Approve(ctx, tx, r.ID, r.Digest, runs.Who{Name: "bob"})
+		return err
+	})
+}
+
+func TestRunsWaitingForApprovalExpire(t *testing.T) {
+	t.Parallel()
+	env := setupEngine(t)
+	var r *store.Run
+	env.update(func(ctx context.Context, tx store.Tx) error {
+		var err error
+		r, err = env.e.Create(ctx, tx, &wire.CreateRunRequest{ClusterID: "c", Stages: []wire.StageSpec{{
+			Kind: "muster.io/debug.ping", Target: wire.Target{All: true}}}}, runs.Who{Name: "alice"})
+		return err
+	})
+	env.now = env.now.Add(env.e.Policy.TTL + time.Minute)
+	var n int
+	env.update(func(ctx context.Context, tx store.Tx) error {
+		var err error
+		n, err = env.e.Expire(ctx, tx)
+		if err != nil {
+			return err
+		}
+		r, err = tx.Run(ctx, r.ID)
+		return err
+	})
+	if n != 1 || r.State != store.RunCancelled || r.StateReason != runs.ReasonExpired {
+		t.Fatalf("expired %d; run %s (%s)", n, r.State, r.StateReason)
+	}
+	var evs []store.Event
+	env.update(func(ctx context.Context, tx store.Tx) error {
+		var err error
+		evs, err = tx.Events(ctx, 0, 0)
+		return err
+	})
+	if last := evs[len(evs)-1]; last.Type != store.EventRunExpired || last.RunID != r.ID {
+		t.Fatalf("last event %+v, want run.expired of the run", last)
+	}
+}
+
+func TestRunEventsTellItsStory(t *testing.T) {
+	t.Parallel()
+	env := setupEngine(t)
+	r := env.start("100%", "0", "")
+	for _, k := range env.children(r.ID) {
+		env.finishChild(k.ID, action.Done)
+	}
+	if r = env.advance(r.ID); r.State != store.RunDone {
+		t.Fatalf("run %s, want DONE", r.State)
+	}
+	var types []string
+	env.update(func(ctx context.Context, tx store.Tx) error {
+		evs, err := tx.Events(ctx, 0, 0)
+		for _, e := range evs {
+			if e.RunID == r.ID && strings.HasPrefix(e.Type, "run.") {
+				types = append(types, e.Type)
+			}
+		}
+		return err
+	})
+	want := []string{store.EventRunCreated, store.EventRunApproved, store.EventRunStageStarted,
+		store.EventRunStageFinished, store.EventRunFinished}
+	if strings.Join(types, " ") != strings.Join(want, " ") {
+		t.Fatalf("run events %v, want %v", types, want)
+	}
+}
