@@ -1,11 +1,19 @@
 # muster: run `make help` for the targets.
 GO        ?= go
 BIN       ?= bin/muster
-# Every target builds with the same flags, so SQLite (cgo) is compiled once.
+# The tests and vet run under the race detector with the same flags, so SQLite
+# (cgo, about a minute to compile) is compiled once for both. `make build`
+# makes the binary people deploy, without the race detector: one more compile
+# of SQLite the first time, cached afterwards.
 RACE      ?= -race
 PKGS      := ./...
 VERSION   ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
 LDFLAGS   := -X github.com/musterhq/muster/shared/version.Version=$(VERSION)
+DIST      ?= dist
+# C compilers for `make release` (SQLite is cgo): Debian's gcc package gives
+# x86_64-linux-gnu-gcc, gcc-aarch64-linux-gnu gives the arm64 one.
+CC_amd64  ?= x86_64-linux-gnu-gcc
+CC_arm64  ?= aarch64-linux-gnu-gcc
 
 .DEFAULT_GOAL := help
 
@@ -14,22 +22,45 @@ help: ## Show this help
 	@awk 'BEGIN {FS = ":.*##"} /^[a-zA-Z_-]+:.*##/ {printf "  %-10s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
 
 .PHONY: build
-build: ## Build bin/muster
-	$(GO) build $(RACE) -ldflags '$(LDFLAGS)' -o $(BIN) ./cmd/muster
+build: ## Build bin/muster, the deployable binary (no race detector)
+	$(GO) build -ldflags '$(LDFLAGS)' -o $(BIN) ./cmd/muster
 
+# dev runs the deployable build: on a fresh clone it is the quickest to make
+# (60 s against 240 s with -race, measured on 2 busy cores) and what people
+# run; after `make test` it costs one more compile of SQLite.
 .PHONY: dev
 dev: build ## Start a core and three agents on loopback (temporary SQLite files)
 	$(BIN) dev --agents 3
+
+.PHONY: release
+release: ## Build dist/muster-VERSION-linux-{amd64,arm64} and dist/SHA256SUMS
+	@command -v $(CC_arm64) >/dev/null || { \
+	  if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null; then \
+	    apt-get update -qq && apt-get install -y -qq gcc-aarch64-linux-gnu libc6-dev-arm64-cross; \
+	  else echo "$(CC_arm64) is needed: apt-get install gcc-aarch64-linux-gnu (or set CC_arm64)"; exit 1; fi; }
+	rm -rf $(DIST) && mkdir -p $(DIST)
+	for arch in amd64 arm64; do \
+	  cc=$(CC_amd64); [ $$arch = arm64 ] && cc=$(CC_arm64); \
+	  CGO_ENABLED=1 GOOS=linux GOARCH=$$arch CC=$$cc \
+	    $(GO) build -trimpath -ldflags '-s -w $(LDFLAGS)' \
+	    -o $(DIST)/muster-$(VERSION)-linux-$$arch ./cmd/muster || exit 1; \
+	done
+	cd $(DIST) && sha256sum muster-$(VERSION)-linux-* > SHA256SUMS && cat SHA256SUMS
+.PHONY: dev-ha
+dev-ha: build ## Start PostgreSQL, three core replicas and three agents on loopback
+	$(BIN) dev --ha --replicas 3 --agents 3
 
 .PHONY: test
 test: lint ## Run every test (unit, fuzz seeds, e2e) with the race detector
 	$(GO) test $(RACE) -count=1 -timeout 15m $(PKGS)
 
 .PHONY: lint
-lint: ## gofmt check and go vet
+lint: ## gofmt, go vet, go.mod tidy, and the client build for macOS without cgo
 	@out=$$(gofmt -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go')); \
 	  if [ -n "$$out" ]; then echo "gofmt needed on:"; echo "$$out"; exit 1; fi
-	$(GO) vet $(PKGS)
+	$(GO) vet $(RACE) $(PKGS)
+	@$(GO) mod tidy -diff >/dev/null || { echo "go.mod or go.sum is not tidy: run go mod tidy"; $(GO) mod tidy -diff; exit 1; }
+	CGO_ENABLED=0 GOOS=darwin GOARCH=arm64 $(GO) vet $(PKGS)
 
 .PHONY: generate
 generate: ## Regenerate mocks (go.uber.org/mock) and fail if they drifted
@@ -40,16 +71,25 @@ generate: ## Regenerate mocks (go.uber.org/mock) and fail if they drifted
 bench: ## Run the benchmarks (no race detector): a table, and bench/results.json
 	$(GO) run ./e2e/benchreport -out bench/results.json
 
-# The chaos test for long: CHAOS_SEED empty picks a random seed (printed).
-CHAOS_SEED     ?=
+# The chaos test. `make test` runs it for 50 s with a fixed seed (the same
+# choices every time); these run it with a random seed (printed, with the
+# command that replays it): CHAOS_SEED=N replays a seed.
+CHAOS_SEED     ?= random
 CHAOS_DURATION ?= 10m
+# CHAOS_REPLICAS=3 runs three core replicas on PostgreSQL instead of one core on SQLite.
+CHAOS_REPLICAS ?=
 CHAOS_TIMEOUT  ?= 60m
 
 .PHONY: chaos
-chaos: ## Run the chaos test for long: make chaos CHAOS_SEED=… CHAOS_DURATION=10m
-	CHAOS_SEED='$(CHAOS_SEED)' CHAOS_DURATION='$(CHAOS_DURATION)' \
+chaos: ## Run the chaos test for long with a random seed: make chaos CHAOS_SEED=… CHAOS_DURATION=10m
+	CHAOS_SEED='$(CHAOS_SEED)' CHAOS_DURATION='$(CHAOS_DURATION)' CHAOS_REPLICAS='$(CHAOS_REPLICAS)' \
 	  $(GO) test $(RACE) -count=1 -run '^TestChaos$$' -timeout $(CHAOS_TIMEOUT) -v ./e2e/
+
+.PHONY: chaos-nightly
+chaos-nightly: ## The nightly chaos run: a random seed for 30 minutes, log in chaos-nightly.log
+	CHAOS_SEED=random CHAOS_DURATION=30m $(GO) test $(RACE) -count=1 -run '^TestChaos$$' \
+	  -timeout 90m -v ./e2e/ > chaos-nightly.log 2>&1; rc=$$?; grep 'chaos:' chaos-nightly.log; exit $$rc
 
 .PHONY: clean
 clean: ## Remove build output
-	rm -rf bin bench/results.json
+	rm -rf bin $(DIST) bench/results.json chaos-nightly.log

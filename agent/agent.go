@@ -9,13 +9,12 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
-	"net/http"
 	"os"
 	"os/user"
 	"path/filepath"
-	"sort"
 	"strconv"
 	"sync"
+	"syscall"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -28,6 +27,7 @@ import (
 	"github.com/musterhq/muster/shared/action"
 	"github.com/musterhq/muster/shared/apiserver"
 	"github.com/musterhq/muster/shared/config"
+	"github.com/musterhq/muster/shared/startstop"
 	"github.com/musterhq/muster/shared/tlsutil"
 	"github.com/musterhq/muster/shared/version"
 )
@@ -45,8 +45,8 @@ type Agent struct {
 
 // New checks cfg and returns an agent; it opens and starts nothing.
 func New(cfg Config, log *slog.Logger) (*Agent, error) {
-	if errs := cfg.Validate(); len(errs) > 0 {
-		return nil, fmt.Errorf("invalid configuration: %w", errors.Join(errs...))
+	if err := cfg.Validate(); err != nil {
+		return nil, err // config.Errors: every bad field
 	}
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
@@ -78,7 +78,7 @@ func (a *Agent) Ready() <-chan struct{} { return a.ready }
 // the queue.
 func (a *Agent) Run(ctx context.Context) error {
 	cfg := a.cfg
-	if err := checkKeyFiles(map[string]string{
+	if err := config.CheckKeyFiles(map[string]string{
 		"api.tls.key_file": cfg.API.TLS.KeyFile, "gossip.key_file": gossipKeyFile(cfg.Gossip),
 	}); err != nil {
 		return err
@@ -155,20 +155,32 @@ func (a *Agent) Run(ctx context.Context) error {
 	}
 	lns = append(lns, apiserver.LimitListener(sock, cfg.API.MaxConnections))
 
-	if err := run.Start(ctx); err != nil {
-		closeAll()
+	// Started in this order, stopped in the reverse one under one deadline
+	// (shutdown_timeout): gossip leaves first, so the core sees a clean
+	// leave; the API stops taking requests; retention, then the runner (its
+	// step in progress commits); then the queue closes.
+	var parts startstop.Group
+	stopAll := func() error {
+		shutCtx, cancel := context.WithTimeout(context.Background(), cfg.ShutdownTimeout)
+		defer cancel()
+		err := parts.Shutdown(shutCtx)
+		if err != nil {
+			a.log.Error("agent stopped with errors", "err", err)
+		}
 		return err
 	}
-	defer run.Stop()
-	if err := ret.Start(ctx); err != nil {
+	if err := parts.Start(ctx, "runner", run); err != nil {
 		closeAll()
-		return err
+		return errors.Join(err, stopAll())
 	}
-	defer ret.Stop()
-
-	serveErr := make(chan error, len(lns))
-	for _, ln := range lns {
-		go func() { serveErr <- httpSrv.Serve(ln) }()
+	if err := parts.Start(ctx, "retention", ret); err != nil {
+		closeAll()
+		return errors.Join(err, stopAll())
+	}
+	srvPart := apiserver.NewService(httpSrv, lns...)
+	if err := parts.Start(ctx, "api", srvPart); err != nil {
+		closeAll()
+		return errors.Join(err, stopAll())
 	}
 	apiAddr := ""
 	a.mu.Lock()
@@ -179,40 +191,35 @@ func (a *Agent) Run(ctx context.Context) error {
 	a.socket = cfg.SocketPath()
 	a.mu.Unlock()
 	close(a.ready)
-	// Announced once the API answers; gone from the pool before anything stops.
+	// Announced once the API answers.
 	gs, err := newGossip(cfg, apiAddr, a.log)
 	if err == nil && gs != nil {
-		err = gs.Start(ctx)
+		err = parts.Start(ctx, "gossip", gs)
 	}
 	if err != nil {
-		_ = httpSrv.Close()
-		return err
+		return errors.Join(err, stopAll())
 	}
 	if gs != nil {
-		defer gs.Stop()
-		_ = note.Start(ctx, gs)
-		defer note.Stop() // before the pool is left
+		// Stopped before the pool is left.
+		notePart := &startstop.Hooks{
+			OnStart: func(ctx context.Context) error { return note.Start(ctx, gs) },
+			OnStop:  note.Stop,
+		}
+		if err := parts.Start(ctx, "notifier", notePart); err != nil {
+			return errors.Join(err, stopAll())
+		}
 	}
 	a.log.Info("agent started", "api", apiAddr, "socket", cfg.SocketPath(), "cluster", cfg.ClusterID,
 		"store_id", q.StoreID(), "kinds", len(reg.Kinds()), "version", version.Version)
 
+	var runErr error
 	select {
 	case <-ctx.Done():
-	case err := <-serveErr:
-		if !errors.Is(err, http.ErrServerClosed) {
-			return fmt.Errorf("api: %w", err)
-		}
+	case err := <-srvPart.Failed():
+		runErr = fmt.Errorf("api: %w", err)
 	}
 	a.log.Info("agent stopping")
-	if gs != nil {
-		gs.Stop() // leave the pool first: the core sees a clean leave
-	}
-	shutCtx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	_ = httpSrv.Shutdown(shutCtx)
-	// The deferred calls stop retention, then the runner (its step in
-	// progress commits), then close the queue.
-	return nil
+	return errors.Join(runErr, stopAll()) // then the deferred Close of the queue
 }
 
 // listen opens the API listener, with TLS when configured. With
@@ -254,7 +261,11 @@ func listenSocket(path, group, dataDir string) (net.Listener, error) {
 			return nil, fmt.Errorf("api.socket: remove the stale socket: %w", err)
 		}
 	}
+	// The socket is born owner-only (0600 under this umask), so nobody
+	// connects in the moment before its mode and group are set below.
+	old := syscall.Umask(0o177)
 	ln, err := net.Listen("unix", path)
+	syscall.Umask(old)
 	if err != nil {
 		return nil, fmt.Errorf("api.socket: %w", err)
 	}
@@ -299,22 +310,6 @@ func gossipKeyFile(g GossipConfig) string {
 	return g.KeyFile
 }
 
-// checkKeyFiles refuses, before anything starts, a key file (by
-// configuration key) that its group or others may read.
-func checkKeyFiles(files map[string]string) error {
-	var errs []error
-	for key, path := range files {
-		if path == "" {
-			continue
-		}
-		if err := config.CheckPrivateFile(path); errors.Is(err, config.ErrFileOpen) {
-			errs = append(errs, fmt.Errorf("%s: %w", key, err))
-		}
-	}
-	sortErrors(errs)
-	return errors.Join(errs...)
-}
-
 // queueCollector exports the queue depth by state.
 type queueCollector struct {
 	q    *queue.Queue
@@ -338,54 +333,23 @@ func (c *queueCollector) Collect(ch chan<- prometheus.Metric) {
 	}
 }
 
-// retention purges finished records in the background.
-type retention struct {
-	q        *queue.Queue
-	r        queue.Retention
-	interval time.Duration
-	log      *slog.Logger
-
-	startOnce, stopOnce sync.Once
-	stop, done          chan struct{}
-}
-
-func newRetention(q *queue.Queue, r queue.Retention, interval time.Duration, log *slog.Logger) *retention {
-	return &retention{q: q, r: r, interval: interval, log: log, stop: make(chan struct{}), done: make(chan struct{})}
-}
-
-func (r *retention) Start(context.Context) error {
-	r.startOnce.Do(func() { go r.loop() })
-	return nil
-}
-
-func (r *retention) Stop() {
-	r.stopOnce.Do(func() { close(r.stop) })
-	started := true
-	r.startOnce.Do(func() { started = false; close(r.done) })
-	if started {
-		<-r.done
-	}
-}
-
-func (r *retention) loop() {
-	defer close(r.done)
-	t := time.NewTicker(r.interval)
-	defer t.Stop()
-	for {
-		n, tn, err := r.q.Purge(context.Background(), r.r)
-		if err != nil {
-			r.log.Error("retention", "err", err)
-		} else if n+tn > 0 {
-			r.log.Info("retention purged", "records", n, "tombstones", tn)
+// newRetention is the part that purges finished records every interval.
+func newRetention(q *queue.Queue, r queue.Retention, interval time.Duration, log *slog.Logger) *startstop.Func {
+	return startstop.NewFunc(func(ctx context.Context) {
+		t := time.NewTicker(interval)
+		defer t.Stop()
+		for {
+			n, tn, err := q.Purge(ctx, r)
+			if err != nil && ctx.Err() == nil {
+				log.Error("retention", "err", err)
+			} else if n+tn > 0 {
+				log.Info("retention purged", "records", n, "tombstones", tn)
+			}
+			select {
+			case <-ctx.Done():
+				return
+			case <-t.C:
+			}
 		}
-		select {
-		case <-r.stop:
-			return
-		case <-t.C:
-		}
-	}
-}
-
-func sortErrors(errs []error) {
-	sort.SliceStable(errs, func(i, j int) bool { return errs[i].Error() < errs[j].Error() })
+	})
 }

@@ -2,7 +2,6 @@ package agent
 
 import (
 	"errors"
-	"fmt"
 	"net"
 	"path/filepath"
 	"time"
@@ -12,6 +11,7 @@ import (
 	"github.com/musterhq/muster/shared/config"
 	"github.com/musterhq/muster/shared/gossip"
 	"github.com/musterhq/muster/shared/labels"
+	"github.com/musterhq/muster/shared/names"
 )
 
 // Config is the agent's configuration (DESIGN.md §6).
@@ -26,6 +26,8 @@ type Config struct {
 	Actions ActionsConfig     `mapstructure:"actions" yaml:"actions"`
 	Gossip  GossipConfig      `mapstructure:"gossip" yaml:"gossip"`
 	Log     config.Log        `mapstructure:"log" yaml:"log"`
+	// ShutdownTimeout bounds the whole stop, every part together.
+	ShutdownTimeout time.Duration `mapstructure:"shutdown_timeout" yaml:"shutdown_timeout"`
 }
 
 // APIConfig is the agent API: its TCP listener, for the core, and the Unix
@@ -97,25 +99,32 @@ func DefaultConfig() Config {
 			KillGrace:          10 * time.Second,
 			External:           []handlers.External{},
 		},
-		Gossip: GossipConfig{BindAddr: "0.0.0.0:7946", Join: []string{}, Timing: gossip.Timing{Profile: gossip.ProfileLAN}},
-		Log:    config.DefaultLog(),
+		Gossip:          GossipConfig{BindAddr: "0.0.0.0:7946", Join: []string{}, Timing: gossip.Timing{Profile: gossip.ProfileLAN}},
+		Log:             config.DefaultLog(),
+		ShutdownTimeout: config.DefaultShutdownTimeout,
 	}
 }
 
-// Validate returns one error per bad field, named by its configuration key.
-func (c *Config) Validate() []error {
-	var errs []error
+// Validate returns nil, or config.Errors naming every bad field. The ids
+// follow the core's rule (shared/names): an agent the core would ignore does
+// not start.
+func (c *Config) Validate() error {
+	var errs config.Errors
 	if c.NodeID == "" {
-		errs = append(errs, fmt.Errorf("node_id: required (this node's name, e.g. db-1)"))
+		errs.Add("node_id", "required (this node's name, e.g. db-1)")
+	} else if err := names.CheckID(c.NodeID); err != nil {
+		errs.Add("node_id", "%v", err)
 	}
 	if c.ClusterID == "" {
-		errs = append(errs, fmt.Errorf("cluster_id: required (the cluster this node belongs to)"))
+		errs.Add("cluster_id", "required (the cluster this node belongs to)")
+	} else if err := names.CheckID(c.ClusterID); err != nil {
+		errs.Add("cluster_id", "%v", err)
 	}
 	if c.DataDir == "" {
-		errs = append(errs, fmt.Errorf("data_dir: required (the queue is <data_dir>/agent.db)"))
+		errs.Add("data_dir", "required (the queue is <data_dir>/agent.db)")
 	}
 	if err := labels.Set(c.Labels).Validate(); err != nil {
-		errs = append(errs, fmt.Errorf("labels: %v", err))
+		errs = append(errs, config.Wrap("labels", err))
 	} else if c.Gossip.Enabled {
 		// Announced in the gossip metadata, which memberlist bounds.
 		api := c.Gossip.AdvertiseAPI
@@ -126,18 +135,16 @@ func (c *Config) Validate() []error {
 			api = "255.255.255.255:65535" // reported elsewhere; as long as an address gets
 		}
 		if _, err := gossip.EncodeMeta(gossipMeta(*c, api)); errors.Is(err, gossip.ErrMetaTooLarge) {
-			errs = append(errs, fmt.Errorf("labels: too long to announce in the gossip metadata (%v); use fewer or shorter labels", err))
+			errs.Add("labels", "too long to announce in the gossip metadata (%v); use fewer or shorter labels", err)
 		}
 	}
 	if c.API.Addr != "" {
-		if err := config.ValidateAddr("api.addr", c.API.Addr); err != nil {
-			errs = append(errs, err)
-		}
+		errs = append(errs, config.ValidateAddr("api.addr", c.API.Addr)...)
 	}
 	errs = append(errs, c.API.TLS.Validate("api.tls")...)
 	errs = append(errs, c.API.Server.Validate("api")...)
 	if c.API.TLS.ClientCAFile != "" && !c.API.TLS.Enabled() {
-		errs = append(errs, fmt.Errorf("api.tls.client_ca_file: needs api.tls.cert_file and api.tls.key_file"))
+		errs.Add("api.tls.client_ca_file", "needs api.tls.cert_file and api.tls.key_file")
 	}
 	// The TCP API is the core's (DESIGN.md §15): TLS and the core's client
 	// certificate, on loopback too (any user of the host reaches loopback),
@@ -145,14 +152,14 @@ func (c *Config) Validate() []error {
 	if c.API.Addr != "" && !c.API.Insecure {
 		switch {
 		case !c.API.TLS.Enabled():
-			errs = append(errs, fmt.Errorf("api.addr: %s serves the core only, over mutual TLS: configure api.tls (cert_file, key_file, client_ca_file), set api.addr to \"\" to serve only the socket, or set api.insecure: true (development)", c.API.Addr))
+			errs.Add("api.addr", "%s serves the core only, over mutual TLS: configure api.tls (cert_file, key_file, client_ca_file), set api.addr to \"\" to serve only the socket, or set api.insecure: true (development)", c.API.Addr)
 		case c.API.TLS.ClientCAFile == "":
-			errs = append(errs, fmt.Errorf("api.tls.client_ca_file: required with api.addr %s (only the core may call the agent over TCP), or set api.insecure: true (development)", c.API.Addr))
+			errs.Add("api.tls.client_ca_file", "required with api.addr %s (only the core may call the agent over TCP), or set api.insecure: true (development)", c.API.Addr)
 		}
 	}
 	if c.DataDir != "" || c.API.Socket != "" {
 		if p := c.SocketPath(); len(p) > maxSocketPath {
-			errs = append(errs, fmt.Errorf("api.socket: %s is %d bytes, longer than a Unix socket path may be (%d); set api.socket to a shorter path", p, len(p), maxSocketPath))
+			errs.Add("api.socket", "%s is %d bytes, longer than a Unix socket path may be (%d); set api.socket to a shorter path", p, len(p), maxSocketPath)
 		}
 	}
 	a := c.Actions
@@ -165,41 +172,39 @@ func (c *Config) Validate() []error {
 		"actions.kill_grace":          a.KillGrace,
 	} {
 		if d <= 0 {
-			errs = append(errs, fmt.Errorf("%s: must be a positive duration such as 10s or 24h, got %s", key, d))
+			errs.Add(key, "must be a positive duration such as 10s or 24h, got %s", d)
 		}
 	}
-	if a.DefaultTimeout > action.MaxTimeoutS*time.Second {
-		errs = append(errs, fmt.Errorf("actions.default_timeout: at most %s", action.MaxTimeoutS*time.Second))
+	if err := action.CheckTimeout(a.DefaultTimeout); err != nil {
+		errs.Add("actions.default_timeout", "%v", err)
 	}
 	if a.RetentionMax < a.Retention {
-		errs = append(errs, fmt.Errorf("actions.retention_max: %s is shorter than actions.retention %s", a.RetentionMax, a.Retention))
+		errs.Add("actions.retention_max", "%s is shorter than actions.retention %s", a.RetentionMax, a.Retention)
 	}
 	for i, e := range a.External {
 		errs = append(errs, e.Validate(i)...)
 	}
 	if g := c.Gossip; g.Enabled {
 		if g.KeyFile == "" && !g.Insecure {
-			errs = append(errs, fmt.Errorf("gossip.key_file: required when gossip is enabled (or set gossip.insecure: true)"))
+			errs.Add("gossip.key_file", "required when gossip is enabled (or set gossip.insecure: true)")
 		}
-		if err := config.ValidateAddr("gossip.bind_addr", g.BindAddr); err != nil {
-			errs = append(errs, err)
-		}
+		errs = append(errs, config.ValidateAddr("gossip.bind_addr", g.BindAddr)...)
 		errs = append(errs, gossip.ValidateJoin("gossip.join", g.Join)...)
 		errs = append(errs, g.Timing.Validate("gossip")...)
 		if c.API.Addr == "" {
-			errs = append(errs, fmt.Errorf("gossip.enabled: needs api.addr: the core reaches the agent over TCP"))
+			errs.Add("gossip.enabled", "needs api.addr: the core reaches the agent over TCP")
 		}
 		if g.AdvertiseAPI != "" {
 			if err := gossip.ValidateAPIAddr(g.AdvertiseAPI); err != nil {
-				errs = append(errs, fmt.Errorf("gossip.advertise_api: %w (host:port, no scheme: the core chooses it)", err))
+				errs.Add("gossip.advertise_api", "%v (host:port, no scheme: the core chooses it)", err)
 			}
 		} else {
 			if host, _, err := net.SplitHostPort(c.API.Addr); err == nil && (host == "" || net.ParseIP(host) != nil && net.ParseIP(host).IsUnspecified()) {
-				errs = append(errs, fmt.Errorf("gossip.advertise_api: required when api.addr %s listens on every interface (the address the core should use)", c.API.Addr))
+				errs.Add("gossip.advertise_api", "required when api.addr %s listens on every interface (the address the core should use)", c.API.Addr)
 			}
 		}
 	}
 	errs = append(errs, c.Log.Validate()...)
-	sortErrors(errs)
-	return errs
+	errs = append(errs, config.ValidateShutdownTimeout(c.ShutdownTimeout)...)
+	return errs.Err()
 }

@@ -2,17 +2,21 @@ package agent
 
 import (
 	"context"
+	"log/slog"
 	"net/http"
 	"os"
 	"path/filepath"
 	"reflect"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
+	"github.com/musterhq/muster/shared/config"
 	"github.com/musterhq/muster/shared/gossip"
 	"github.com/musterhq/muster/shared/labels"
+	"github.com/musterhq/muster/shared/testwait"
 )
 
 func TestGossipConfig(t *testing.T) {
@@ -20,28 +24,28 @@ func TestGossipConfig(t *testing.T) {
 	for _, c := range []struct {
 		name string
 		edit func(*Config)
-		want string // "" when valid
+		want string // the one bad field; "" when valid
 	}{
 		{"disabled needs nothing", func(c *Config) { c.Gossip.Enabled = false; c.Gossip.KeyFile = "" }, ""},
 		{"key file", func(c *Config) {}, ""},
-		{"no key", func(c *Config) { c.Gossip.KeyFile = "" }, "gossip.key_file: required"},
+		{"no key", func(c *Config) { c.Gossip.KeyFile = "" }, "gossip.key_file"},
 		{"insecure", func(c *Config) { c.Gossip.KeyFile, c.Gossip.Insecure = "", true }, ""},
-		{"bad join", func(c *Config) { c.Gossip.Join = []string{"core"} }, "gossip.join[0]:"},
-		{"bad profile", func(c *Config) { c.Gossip.Profile = "wan" }, "gossip.profile:"},
-		{"probe timeout over interval", func(c *Config) { c.Gossip.ProbeInterval = 100 * time.Millisecond }, "gossip.probe_timeout:"},
-		{"API on every interface without advertise_api", func(c *Config) { c.API.Addr, c.API.Insecure = "0.0.0.0:7420", true }, "gossip.advertise_api:"},
+		{"bad join", func(c *Config) { c.Gossip.Join = []string{"core"} }, "gossip.join[0]"},
+		{"bad profile", func(c *Config) { c.Gossip.Profile = "wan" }, "gossip.profile"},
+		{"probe timeout over interval", func(c *Config) { c.Gossip.ProbeInterval = 100 * time.Millisecond }, "gossip.probe_timeout"},
+		{"API on every interface without advertise_api", func(c *Config) { c.API.Addr, c.API.Insecure = "0.0.0.0:7420", true }, "gossip.advertise_api"},
 		{"labels", func(c *Config) { c.Labels = map[string]string{"role": "replica", "zone": "eu-1"} }, ""},
-		{"bad label", func(c *Config) { c.Labels = map[string]string{"role": "a b"} }, "labels: invalid label: value"},
+		{"bad label", func(c *Config) { c.Labels = map[string]string{"role": "a b"} }, "labels"},
 		{"labels too long for gossip", func(c *Config) {
 			c.Labels = map[string]string{}
 			for _, k := range []string{"a", "b", "c", "d", "e", "f", "g", "h"} {
 				c.Labels[k] = strings.Repeat("v", 60)
 			}
-		}, "labels: too long to announce"},
+		}, "labels"},
 		{"API on every interface with advertise_api", func(c *Config) {
 			c.API.Addr, c.API.Insecure, c.Gossip.AdvertiseAPI = "0.0.0.0:7420", true, "10.0.0.1:7420"
 		}, ""},
-		{"advertise_api with a scheme", func(c *Config) { c.Gossip.AdvertiseAPI = "http://10.0.0.1:7420" }, "gossip.advertise_api:"},
+		{"advertise_api with a scheme", func(c *Config) { c.Gossip.AdvertiseAPI = "http://10.0.0.1:7420" }, "gossip.advertise_api"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			t.Parallel()
@@ -49,15 +53,15 @@ func TestGossipConfig(t *testing.T) {
 			cfg.NodeID, cfg.ClusterID, cfg.DataDir, cfg.API.Insecure = "n1", "c1", "/d", true
 			cfg.Gossip.Enabled, cfg.Gossip.KeyFile, cfg.Gossip.Join = true, "/gossip.key", []string{"10.0.0.9:7946"}
 			c.edit(&cfg)
-			errs := cfg.Validate()
+			err := cfg.Validate()
 			if c.want == "" {
-				if len(errs) != 0 {
-					t.Fatalf("refused: %v", errs)
+				if err != nil {
+					t.Fatalf("refused: %v", err)
 				}
 				return
 			}
-			if len(errs) != 1 || !strings.HasPrefix(errs[0].Error(), c.want) {
-				t.Fatalf("errors %v, want one starting with %q", errs, c.want)
+			if got := config.FieldsOf(err); !slices.Equal(got, []string{c.want}) {
+				t.Fatalf("bad fields %q (%v), want %q", got, err, c.want)
 			}
 		})
 	}
@@ -102,23 +106,14 @@ func TestAgentAnnouncesItselfAndLeaves(t *testing.T) {
 		}
 		return nil
 	}
-	waitUntil := func(what string, cond func() bool) {
-		t.Helper()
-		deadline := time.Now().Add(15 * time.Second)
-		for !cond() {
-			if time.Now().After(deadline) {
-				t.Fatalf("timed out waiting for %s", what)
-			}
-			time.Sleep(10 * time.Millisecond)
-		}
-	}
 
 	cfg := DefaultConfig()
 	cfg.NodeID, cfg.ClusterID, cfg.DataDir = "n1", "c1", t.TempDir()
 	cfg.API.Addr, cfg.API.Insecure = "127.0.0.1:0", true
 	cfg.Labels = map[string]string{"role": "replica"}
 	cfg.Gossip = GossipConfig{Enabled: true, BindAddr: "127.0.0.1:0", Join: []string{core.Addr()}, KeyFile: keyFile, Timing: timing}
-	ag, err := New(cfg, nil)
+	logs := &logLines{}
+	ag, err := New(cfg, slog.New(logs))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -128,7 +123,10 @@ func TestAgentAnnouncesItselfAndLeaves(t *testing.T) {
 	t.Cleanup(func() { cancel(); <-done })
 	<-ag.Ready()
 
-	waitUntil("the agent's join", func() bool { return seen(gossip.KindJoin) != nil })
+	testwait.For(t, "the agent's join", func() bool { return seen(gossip.KindJoin) != nil })
+	// The agent can tell only the cores it knows that it leaves: stop it
+	// once its own join has completed, not merely once the core saw it.
+	testwait.For(t, "the agent's log of its join", func() bool { return logs.has("gossip joined") })
 	j := seen(gossip.KindJoin)
 	want := gossip.Meta{V: gossip.MetaVersion, Role: gossip.RoleAgent, Cluster: "c1", Node: "n1", API: ag.Addr().String(),
 		Leave: j.Meta.Leave, Labels: labels.Set{"role": "replica"}}
@@ -147,7 +145,7 @@ func TestAgentAnnouncesItselfAndLeaves(t *testing.T) {
 	if resp.StatusCode != http.StatusCreated {
 		t.Fatalf("push: %s", resp.Status)
 	}
-	waitUntil("a changed note", func() bool { return seen(gossip.KindChanged) != nil })
+	testwait.For(t, "a changed note", func() bool { return seen(gossip.KindChanged) != nil })
 	if ev := seen(gossip.KindChanged); ev.Meta.Cluster != "c1" || ev.Meta.Node != "n1" || ev.Meta.API != "" {
 		t.Fatalf("changed note %+v", ev.Meta)
 	}
@@ -156,8 +154,31 @@ func TestAgentAnnouncesItselfAndLeaves(t *testing.T) {
 		t.Fatal(err)
 	}
 	done <- nil // for the cleanup
-	waitUntil("the agent's leave", func() bool { return seen(gossip.KindLeave) != nil })
+	testwait.For(t, "the agent's leave", func() bool { return seen(gossip.KindLeave) != nil })
 	if seen(gossip.KindFail) != nil {
 		t.Fatal("a clean stop was seen as a failure")
 	}
+}
+
+// logLines is a slog handler that keeps the messages logged, for a test to
+// wait on one.
+type logLines struct {
+	mu   sync.Mutex
+	msgs []string
+}
+
+func (l *logLines) Enabled(context.Context, slog.Level) bool { return true }
+func (l *logLines) WithAttrs([]slog.Attr) slog.Handler       { return l }
+func (l *logLines) WithGroup(string) slog.Handler            { return l }
+func (l *logLines) Handle(_ context.Context, r slog.Record) error {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.msgs = append(l.msgs, r.Message)
+	return nil
+}
+
+func (l *logLines) has(msg string) bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return slices.Contains(l.msgs, msg)
 }

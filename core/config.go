@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"net"
 	"net/url"
-	"slices"
 	"strings"
 	"time"
 
@@ -16,6 +15,7 @@ import (
 	"github.com/musterhq/muster/shared/gossip"
 	"github.com/musterhq/muster/shared/labels"
 	"github.com/musterhq/muster/shared/limit"
+	"github.com/musterhq/muster/shared/names"
 )
 
 // Config is the core's configuration (DESIGN.md §6).
@@ -38,6 +38,8 @@ type Config struct {
 	// than this are purged in the background.
 	Retention time.Duration `mapstructure:"retention" yaml:"retention"`
 	Log       config.Log    `mapstructure:"log" yaml:"log"`
+	// ShutdownTimeout bounds the whole stop, every part together.
+	ShutdownTimeout time.Duration `mapstructure:"shutdown_timeout" yaml:"shutdown_timeout"`
 
 	// DevLogins maps one-time sign-in nonces to token names, for the links
 	// `muster dev` prints. It is never read from a configuration source.
@@ -138,21 +140,20 @@ func DefaultConfig() Config {
 			AgentTimeout:     5 * time.Second,
 			ScheduleTTL:      24 * time.Hour,
 		},
-		Approval:  approval.DefaultPolicy(),
-		Retention: retention.DefaultConfig().Retention,
-		Gossip:    GossipConfig{BindAddr: "0.0.0.0:7946", Join: []string{}, Timing: gossip.Timing{Profile: gossip.ProfileLAN}},
-		UI:        UIConfig{Enabled: true, SessionTTL: 12 * time.Hour},
-		HA:        HAConfig{LeaseTTL: 10 * time.Second},
-		Log:       config.DefaultLog(),
+		Approval:        approval.DefaultPolicy(),
+		Retention:       retention.DefaultConfig().Retention,
+		Gossip:          GossipConfig{BindAddr: "0.0.0.0:7946", Join: []string{}, Timing: gossip.Timing{Profile: gossip.ProfileLAN}},
+		UI:              UIConfig{Enabled: true, SessionTTL: 12 * time.Hour},
+		HA:              HAConfig{LeaseTTL: 10 * time.Second},
+		Log:             config.DefaultLog(),
+		ShutdownTimeout: config.DefaultShutdownTimeout,
 	}
 }
 
 // Validate returns one error per bad field, named by its configuration key.
-func (c *Config) Validate() []error {
-	var errs []error
-	add := func(key, format string, args ...any) {
-		errs = append(errs, fmt.Errorf("%s: "+format, append([]any{key}, args...)...))
-	}
+func (c *Config) Validate() error {
+	var errs config.Errors
+	add := errs.Add
 	if c.DataDir == "" {
 		add("data_dir", "required (the core keeps core.db and admin.token there)")
 	}
@@ -166,8 +167,8 @@ func (c *Config) Validate() []error {
 		add("store.driver", "%q is not %q or %q", c.Store.Driver, DriverSQLite, DriverPostgres)
 	}
 
-	if err := config.ValidateAddr("api.addr", c.API.Addr); err != nil {
-		errs = append(errs, err)
+	if bad := config.ValidateAddr("api.addr", c.API.Addr); bad != nil {
+		errs = append(errs, bad...)
 	} else if !c.API.TLS.Enabled() && !c.API.Insecure && !config.IsLoopback(c.API.Addr) {
 		add("api.addr", "%s is not a loopback address; configure api.tls or set api.insecure: true", c.API.Addr)
 	}
@@ -192,8 +193,8 @@ func (c *Config) Validate() []error {
 		switch {
 		case cl.ID == "":
 			add(key+".id", "required")
-		case !validName(cl.ID):
-			add(key+".id", "%q: use letters, digits, '.', '_' and '-'", cl.ID)
+		case names.CheckID(cl.ID) != nil:
+			add(key+".id", "%v", names.CheckID(cl.ID))
 		case clusters[cl.ID]:
 			add(key+".id", "cluster %q is listed twice", cl.ID)
 		}
@@ -204,8 +205,8 @@ func (c *Config) Validate() []error {
 			switch {
 			case n.ID == "":
 				add(nkey+".id", "required")
-			case !validName(n.ID):
-				add(nkey+".id", "%q: use letters, digits, '.', '_' and '-'", n.ID)
+			case names.CheckID(n.ID) != nil:
+				add(nkey+".id", "%v", names.CheckID(n.ID))
 			case nodes[n.ID]:
 				add(nkey+".id", "node %q is listed twice in cluster %q", n.ID, cl.ID)
 			}
@@ -252,9 +253,7 @@ func (c *Config) Validate() []error {
 		if g.KeyFile == "" && !g.Insecure {
 			add("gossip.key_file", "required when gossip is enabled (or set gossip.insecure: true)")
 		}
-		if err := config.ValidateAddr("gossip.bind_addr", g.BindAddr); err != nil {
-			errs = append(errs, err)
-		}
+		errs = append(errs, config.ValidateAddr("gossip.bind_addr", g.BindAddr)...)
 		errs = append(errs, gossip.ValidateJoin("gossip.join", g.Join)...)
 		errs = append(errs, g.Timing.Validate("gossip")...)
 	}
@@ -264,25 +263,14 @@ func (c *Config) Validate() []error {
 	if c.HA.LeaseTTL < time.Second {
 		add("ha.lease_ttl", "must be at least 1s, got %s", c.HA.LeaseTTL)
 	}
-	if c.HA.ReplicaID != "" && !validName(c.HA.ReplicaID) {
-		add("ha.replica_id", "%q: use letters, digits, '.', '_' and '-'", c.HA.ReplicaID)
-	}
-	errs = append(errs, c.Log.Validate()...)
-	sortByKey(errs)
-	return errs
-}
-
-// validName accepts the ids of clusters and nodes.
-func validName(s string) bool {
-	if len(s) > 128 {
-		return false
-	}
-	for _, r := range s {
-		if !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || r == '.' || r == '_' || r == '-') {
-			return false
+	if c.HA.ReplicaID != "" {
+		if err := names.CheckID(c.HA.ReplicaID); err != nil {
+			add("ha.replica_id", "%v", err)
 		}
 	}
-	return true
+	errs = append(errs, c.Log.Validate()...)
+	errs = append(errs, config.ValidateShutdownTimeout(c.ShutdownTimeout)...)
+	return errs.Err()
 }
 
 // validAgentAddr accepts host:port or an http(s) URL with a host.
@@ -301,12 +289,6 @@ func validAgentAddr(addr string) error {
 		return fmt.Errorf("%q is not host:port", addr)
 	}
 	return nil
-}
-
-// sortByKey orders errors by their text, which starts with the key, so that
-// the report is stable.
-func sortByKey(errs []error) {
-	slices.SortStableFunc(errs, func(a, b error) int { return strings.Compare(a.Error(), b.Error()) })
 }
 
 // BudgetPolicy is the disruption budget of every configured cluster and

@@ -1,7 +1,7 @@
 package core
 
 import (
-	"strings"
+	"slices"
 	"testing"
 	"time"
 
@@ -27,9 +27,8 @@ func TestDefaultConfig(t *testing.T) {
 		c.Orchestrate.AgentTimeout != 5*time.Second || c.Approval.TTL != 24*time.Hour {
 		t.Fatalf("defaults %+v", c)
 	}
-	if c := validConfig(); len(c.Validate()) != 0 {
-		errs := c.Validate()
-		t.Fatalf("a valid configuration is refused: %v", errs)
+	if c := validConfig(); c.Validate() != nil {
+		t.Fatalf("a valid configuration is refused: %v", c.Validate())
 	}
 }
 
@@ -38,59 +37,61 @@ func TestValidate(t *testing.T) {
 	cases := []struct {
 		name string
 		edit func(c *Config)
-		keys []string // each error must start with one of these, in order
+		keys []string // the bad fields, in order
 	}{
-		{"no data dir", func(c *Config) { c.DataDir = "" }, []string{"data_dir:"}},
-		{"postgres without dsn", func(c *Config) { c.Store.Driver = DriverPostgres }, []string{"store.dsn:"}},
+		{"no data dir", func(c *Config) { c.DataDir = "" }, []string{"data_dir"}},
+		{"postgres without dsn", func(c *Config) { c.Store.Driver = DriverPostgres }, []string{"store.dsn"}},
 		{"postgres", func(c *Config) { c.Store.Driver, c.Store.DSN = DriverPostgres, "postgres://muster@db:5432/muster" }, nil},
-		{"short lease ttl", func(c *Config) { c.HA.LeaseTTL = 100 * time.Millisecond }, []string{"ha.lease_ttl:"}},
-		{"bad replica id", func(c *Config) { c.HA.ReplicaID = "a/b" }, []string{"ha.replica_id:"}},
-		{"unknown driver", func(c *Config) { c.Store.Driver = "mysql" }, []string{"store.driver:"}},
-		{"bad api addr", func(c *Config) { c.API.Addr = "7410" }, []string{"api.addr:"}},
-		{"plaintext outside loopback", func(c *Config) { c.API.Addr = "0.0.0.0:7410" }, []string{"api.addr:"}},
+		{"short lease ttl", func(c *Config) { c.HA.LeaseTTL = 100 * time.Millisecond }, []string{"ha.lease_ttl"}},
+		{"bad replica id", func(c *Config) { c.HA.ReplicaID = "a/b" }, []string{"ha.replica_id"}},
+		{"unknown driver", func(c *Config) { c.Store.Driver = "mysql" }, []string{"store.driver"}},
+		{"bad api addr", func(c *Config) { c.API.Addr = "7410" }, []string{"api.addr"}},
+		{"plaintext outside loopback", func(c *Config) { c.API.Addr = "0.0.0.0:7410" }, []string{"api.addr"}},
 		{"plaintext outside loopback, insecure", func(c *Config) { c.API.Addr, c.API.Insecure = "0.0.0.0:7410", true }, nil},
-		{"cert without key", func(c *Config) { c.API.TLS.CertFile = "c.pem" }, []string{"api.tls:"}},
-		{"agents cert without key", func(c *Config) { c.AgentsTLS.CertFile, c.AgentsTLS.CAFile = "c.pem", "ca.pem" }, []string{"agents_tls:"}},
-		{"agents cert without CA", func(c *Config) { c.AgentsTLS.CertFile, c.AgentsTLS.KeyFile = "c.pem", "k.pem" }, []string{"agents_tls.ca_file:"}},
-		{"client CA without a certificate", func(c *Config) { c.API.TLS.ClientCAFile = "ca.pem" }, []string{"api.tls.client_ca_file:"}},
-		{"cluster without id", func(c *Config) { c.Clusters[0].ID = "" }, []string{"clusters[0].id:"}},
-		{"cluster twice", func(c *Config) { c.Clusters = append(c.Clusters, c.Clusters[0]) }, []string{"clusters[1].id:"}},
-		{"bad cluster id", func(c *Config) { c.Clusters[0].ID = "a b" }, []string{"clusters[0].id:"}},
-		{"node twice", func(c *Config) { c.Clusters[0].Nodes[1].ID = "db-1" }, []string{"clusters[0].nodes[1].id:"}},
-		{"node without addr", func(c *Config) { c.Clusters[0].Nodes[0].Addr = "" }, []string{"clusters[0].nodes[0].addr:"}},
-		{"node addr without port", func(c *Config) { c.Clusters[0].Nodes[0].Addr = "db-1" }, []string{"clusters[0].nodes[0].addr:"}},
-		{"node addr bad scheme", func(c *Config) { c.Clusters[0].Nodes[0].Addr = "ftp://db-1:21" }, []string{"clusters[0].nodes[0].addr:"}},
+		{"cert without key", func(c *Config) { c.API.TLS.CertFile = "c.pem" }, []string{"api.tls"}},
+		{"agents cert without key", func(c *Config) { c.AgentsTLS.CertFile, c.AgentsTLS.CAFile = "c.pem", "ca.pem" }, []string{"agents_tls"}},
+		{"agents cert without CA", func(c *Config) { c.AgentsTLS.CertFile, c.AgentsTLS.KeyFile = "c.pem", "k.pem" }, []string{"agents_tls.ca_file"}},
+		{"client CA without a certificate", func(c *Config) { c.API.TLS.ClientCAFile = "ca.pem" }, []string{"api.tls.client_ca_file"}},
+		{"cluster without id", func(c *Config) { c.Clusters[0].ID = "" }, []string{"clusters[0].id"}},
+		{"cluster twice", func(c *Config) { c.Clusters = append(c.Clusters, c.Clusters[0]) }, []string{"clusters[1].id"}},
+		{"bad cluster id", func(c *Config) { c.Clusters[0].ID = "a b" }, []string{"clusters[0].id"}},
+		{"bad node id", func(c *Config) { c.Clusters[0].Nodes[0].ID = "db 1" }, []string{"clusters[0].nodes[0].id"}},
+		{"node id not starting with a letter or digit", func(c *Config) { c.Clusters[0].Nodes[0].ID = ".." }, []string{"clusters[0].nodes[0].id"}},
+		{"node twice", func(c *Config) { c.Clusters[0].Nodes[1].ID = "db-1" }, []string{"clusters[0].nodes[1].id"}},
+		{"node without addr", func(c *Config) { c.Clusters[0].Nodes[0].Addr = "" }, []string{"clusters[0].nodes[0].addr"}},
+		{"node addr without port", func(c *Config) { c.Clusters[0].Nodes[0].Addr = "db-1" }, []string{"clusters[0].nodes[0].addr"}},
+		{"node addr bad scheme", func(c *Config) { c.Clusters[0].Nodes[0].Addr = "ftp://db-1:21" }, []string{"clusters[0].nodes[0].addr"}},
 		{"plain http node with agents_tls", func(c *Config) {
 			c.AgentsTLS = AgentsTLSConfig{CAFile: "ca.pem", CertFile: "c.pem", KeyFile: "k.pem"}
 			c.Clusters[0].Nodes[0].Addr = "http://db-1:7420"
-		}, []string{"clusters[0].nodes[0].addr:"}},
+		}, []string{"clusters[0].nodes[0].addr"}},
 		{"orchestrate zeros", func(c *Config) { c.Orchestrate = OrchestrateConfig{} }, []string{
-			"orchestrate.agent_timeout:", "orchestrate.full_sync_every:", "orchestrate.interval:",
-			"orchestrate.max_queued_per_node:", "orchestrate.schedule_ttl:", "orchestrate.workers:",
+			"orchestrate.agent_timeout", "orchestrate.full_sync_every", "orchestrate.interval",
+			"orchestrate.max_queued_per_node", "orchestrate.schedule_ttl", "orchestrate.workers",
 		}},
-		{"approval", func(c *Config) { c.Approval.Default = "maybe" }, []string{"approval.default:"}},
+		{"approval", func(c *Config) { c.Approval.Default = "maybe" }, []string{"approval.default"}},
 		{"node labels", func(c *Config) { c.Clusters[0].Nodes[0].Labels = map[string]string{"role": "replica"} }, nil},
-		{"bad node label", func(c *Config) { c.Clusters[0].Nodes[0].Labels = map[string]string{"role": "<b>"} }, []string{"clusters[0].nodes[0].labels:"}},
+		{"bad node label", func(c *Config) { c.Clusters[0].Nodes[0].Labels = map[string]string{"role": "<b>"} }, []string{"clusters[0].nodes[0].labels"}},
 		{"budget count", func(c *Config) { c.Clusters[0].Budget.MaxUnavailable = "1" }, nil},
 		{"budget percentage", func(c *Config) { c.Clusters[0].Budget.MaxUnavailable = "10%" }, nil},
-		{"budget over 100%", func(c *Config) { c.Clusters[0].Budget.MaxUnavailable = "101%" }, []string{"clusters[0].budget.max_unavailable:"}},
-		{"budget not a number", func(c *Config) { c.Clusters[0].Budget.MaxUnavailable = "one" }, []string{"clusters[0].budget.max_unavailable:"}},
+		{"budget over 100%", func(c *Config) { c.Clusters[0].Budget.MaxUnavailable = "101%" }, []string{"clusters[0].budget.max_unavailable"}},
+		{"budget not a number", func(c *Config) { c.Clusters[0].Budget.MaxUnavailable = "one" }, []string{"clusters[0].budget.max_unavailable"}},
 		{"disruptive kinds", func(c *Config) {
 			c.Kinds = []budget.KindRule{{Kind: "example.com/db.*", Disruptive: true}, {Kind: "*"}}
 		}, nil},
-		{"bad kind glob", func(c *Config) { c.Kinds = []budget.KindRule{{Kind: "[", Disruptive: true}, {}} }, []string{"kinds[0].kind:", "kinds[1].kind:"}},
-		{"gossip without key", func(c *Config) { c.Gossip.Enabled = true }, []string{"gossip.key_file:"}},
+		{"bad kind glob", func(c *Config) { c.Kinds = []budget.KindRule{{Kind: "[", Disruptive: true}, {}} }, []string{"kinds[0].kind", "kinds[1].kind"}},
+		{"gossip without key", func(c *Config) { c.Gossip.Enabled = true }, []string{"gossip.key_file"}},
 		{"gossip with key file", func(c *Config) { c.Gossip.Enabled, c.Gossip.KeyFile = true, "/gossip.key" }, nil},
 		{"gossip insecure", func(c *Config) { c.Gossip.Enabled, c.Gossip.Insecure = true, true }, nil},
 		{"gossip bad join and profile", func(c *Config) {
 			c.Gossip.Enabled, c.Gossip.Insecure, c.Gossip.Join, c.Gossip.Profile = true, true, []string{"core"}, "wan"
-		}, []string{"gossip.join[0]:", "gossip.profile:"}},
-		{"log", func(c *Config) { c.Log.Level = "loud" }, []string{"log.level:"}},
-		{"ui session ttl", func(c *Config) { c.UI.SessionTTL = 0 }, []string{"ui.session_ttl:"}},
+		}, []string{"gossip.join[0]", "gossip.profile"}},
+		{"log", func(c *Config) { c.Log.Level = "loud" }, []string{"log.level"}},
+		{"ui session ttl", func(c *Config) { c.UI.SessionTTL = 0 }, []string{"ui.session_ttl"}},
 		{"ui off, no ttl", func(c *Config) { c.UI = UIConfig{} }, nil},
 		{"server limits zero", func(c *Config) { c.API.Server, c.API.MaxEventStreams = config.Server{}, 0 }, []string{
-			"api.idle_timeout:", "api.max_connections:", "api.max_event_streams:", "api.max_header_bytes:",
-			"api.read_timeout:", "api.write_timeout:",
+			"api.idle_timeout", "api.max_connections", "api.max_event_streams", "api.max_header_bytes",
+			"api.read_timeout", "api.write_timeout",
 		}},
 	}
 	for _, c := range cases {
@@ -98,14 +99,9 @@ func TestValidate(t *testing.T) {
 			t.Parallel()
 			cfg := validConfig()
 			c.edit(&cfg)
-			errs := cfg.Validate()
-			if len(errs) != len(c.keys) {
-				t.Fatalf("errors %v, want %d naming %v", errs, len(c.keys), c.keys)
-			}
-			for i, err := range errs {
-				if !strings.HasPrefix(err.Error(), c.keys[i]) {
-					t.Errorf("error %q does not name %s", err, c.keys[i])
-				}
+			err := cfg.Validate()
+			if got := config.FieldsOf(err); !slices.Equal(got, c.keys) {
+				t.Fatalf("bad fields %q, want %q (%v)", got, c.keys, err)
 			}
 		})
 	}
@@ -116,8 +112,8 @@ func TestBudgetPolicy(t *testing.T) {
 	cfg := validConfig()
 	cfg.Clusters[0].Budget.MaxUnavailable = "25%"
 	cfg.Kinds = []budget.KindRule{{Kind: "example.com/db.*", Disruptive: true}}
-	if errs := cfg.Validate(); len(errs) != 0 {
-		t.Fatal(errs)
+	if err := cfg.Validate(); err != nil {
+		t.Fatal(err)
 	}
 	p := cfg.BudgetPolicy()
 	l, ok := p.Limit(cfg.Clusters[0].ID)

@@ -14,7 +14,6 @@ import (
 	"net/http"
 	"os"
 	"sync"
-	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
@@ -33,13 +32,10 @@ import (
 	"github.com/musterhq/muster/shared/apiserver"
 	"github.com/musterhq/muster/shared/config"
 	"github.com/musterhq/muster/shared/gossip"
+	"github.com/musterhq/muster/shared/startstop"
 	"github.com/musterhq/muster/shared/tlsutil"
 	"github.com/musterhq/muster/shared/version"
 )
-
-// ShutdownTimeout bounds how long Run waits for requests in flight once its
-// context ends.
-const ShutdownTimeout = 10 * time.Second
 
 // Core is the central service.
 type Core struct {
@@ -53,8 +49,8 @@ type Core struct {
 
 // New checks cfg and returns a core; it opens and starts nothing.
 func New(cfg Config, log *slog.Logger) (*Core, error) {
-	if errs := cfg.Validate(); len(errs) > 0 {
-		return nil, fmt.Errorf("invalid configuration: %w", errors.Join(errs...))
+	if err := cfg.Validate(); err != nil {
+		return nil, err // config.Errors: every bad field
 	}
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
@@ -74,11 +70,12 @@ func (c *Core) Ready() <-chan struct{} { return c.ready }
 
 // Run opens the store, gives an empty store its first admin token, syncs the
 // configured nodes, starts the orchestrator, joins the gossip pool when
-// enabled, and serves the API until ctx ends. Then it stops serving (waiting up to ShutdownTimeout for requests in
-// flight), stops discovery and the orchestrator, and closes the store.
+// enabled, and serves the API until ctx ends. Then it stops those parts in
+// reverse order within shutdown_timeout, reports every part that failed to
+// stop cleanly, and closes the store.
 func (c *Core) Run(ctx context.Context) error {
 	cfg := c.cfg
-	if err := checkKeyFiles(cfg); err != nil {
+	if err := config.CheckKeyFiles(keyFiles(cfg)); err != nil {
 		return err
 	}
 	if err := os.MkdirAll(cfg.DataDir, 0o700); err != nil {
@@ -153,51 +150,65 @@ func (c *Core) Run(ctx context.Context) error {
 	httpSrv.RegisterOnShutdown(apiSrv.Close) // event streams end, so Shutdown can finish
 	httpSrv.RegisterOnShutdown(closeUI)
 
-	// Started in this order, stopped in the reverse one (deferred).
-	if err := orch.Start(ctx); err != nil {
-		ln.Close()
+	// Started in this order, stopped in the reverse one under one deadline
+	// (shutdown_timeout): the API stops taking requests, gossip leaves the
+	// pool, the discovery watch ends, replication gives up the leases, the
+	// orchestrator cancels its passes (they write nothing once cancelled);
+	// then the store closes.
+	var parts startstop.Group
+	stopAll := func() error {
+		shutCtx, cancel := context.WithTimeout(context.Background(), cfg.ShutdownTimeout)
+		defer cancel()
+		err := parts.Shutdown(shutCtx)
+		if err != nil {
+			c.log.Error("core stopped with errors", "err", err)
+		}
 		return err
 	}
-	defer orch.Stop()
-	if err := repl.Start(ctx, orch.Nudge, orch.NudgeNode); err != nil {
+	if err := parts.Start(ctx, "orchestrator", orch); err != nil {
 		ln.Close()
-		return err
+		return errors.Join(err, stopAll())
 	}
-	defer repl.Stop() // gives up the leases before the orchestrator stops
+	// Stopped before the orchestrator: it gives up the leases first.
+	replPart := &startstop.Hooks{
+		OnStart: func(ctx context.Context) error { return repl.Start(ctx, orch.Nudge, orch.NudgeNode) },
+		OnStop:  repl.Stop,
+	}
+	if err := parts.Start(ctx, "replication", replPart); err != nil {
+		ln.Close()
+		return errors.Join(err, stopAll())
+	}
 	purger := retention.New(retention.Config{Retention: cfg.Retention}, st, c.log)
-	if err := purger.Start(ctx); err != nil {
+	if err := parts.Start(ctx, "retention", purger); err != nil {
 		ln.Close()
-		return err
+		return errors.Join(err, stopAll())
 	}
-	defer purger.Stop()
 	sources := []discovery.Source{static}
 	var pool *discovery.GossipSource
 	if cfg.Gossip.Enabled {
 		pool = discovery.NewGossipSource(c.log, gossipOptions(cfg, atls)...)
 		sources = append(sources, pool)
 	}
-	watchCtx, stopWatch := context.WithCancel(ctx)
-	var watch sync.WaitGroup
-	watch.Add(1)
-	go func() {
-		defer watch.Done()
-		_ = discovery.Watch(watchCtx, st, c.log, repl.Nudge, static.Clusters(), sources...)
-	}()
-	defer func() { stopWatch(); watch.Wait() }()
+	watch := startstop.NewFunc(func(ctx context.Context) {
+		_ = discovery.Watch(ctx, st, c.log, repl.Nudge, static.Clusters(), sources...)
+	})
+	if err := parts.Start(ctx, "discovery", watch); err != nil {
+		ln.Close()
+		return errors.Join(err, stopAll())
+	}
 	gs, err := newGossip(cfg.Gossip, ln.Addr().String(), pool, orch.NudgeNode, c.log)
 	if err == nil && gs != nil {
-		err = gs.Start(ctx)
+		err = parts.Start(ctx, "gossip", gs)
 	}
 	if err != nil {
 		ln.Close()
-		return err
+		return errors.Join(err, stopAll())
 	}
-	if gs != nil {
-		defer gs.Stop() // leaves the pool before discovery and the store stop
+	srvPart := apiserver.NewService(httpSrv, ln)
+	if err := parts.Start(ctx, "api", srvPart); err != nil {
+		ln.Close()
+		return errors.Join(err, stopAll())
 	}
-
-	serveErr := make(chan error, 1)
-	go func() { serveErr <- httpSrv.Serve(ln) }()
 	c.mu.Lock()
 	c.addr = ln.Addr()
 	c.mu.Unlock()
@@ -206,29 +217,13 @@ func (c *Core) Run(ctx context.Context) error {
 		"data_dir", cfg.DataDir, "store", cfg.Store.Driver, "replica", repl.self.ID, "version", version.Version)
 
 	var runErr error
-	served := false
 	select {
 	case <-ctx.Done():
-	case err := <-serveErr:
-		served = true
-		if !errors.Is(err, http.ErrServerClosed) {
-			runErr = fmt.Errorf("api: %w", err)
-		}
+	case err := <-srvPart.Failed():
+		runErr = fmt.Errorf("api: %w", err)
 	}
 	c.log.Info("core stopping")
-	shutCtx, cancel := context.WithTimeout(context.Background(), ShutdownTimeout)
-	defer cancel()
-	if err := httpSrv.Shutdown(shutCtx); err != nil {
-		c.log.Warn("api shutdown", "err", err)
-		_ = httpSrv.Close()
-	}
-	if !served {
-		<-serveErr // Serve has returned: its goroutine is gone
-	}
-	// The deferred calls stop discovery, then retention, then the
-	// orchestrator (passes in flight are cancelled and write nothing), then
-	// close the store.
-	return runErr
+	return errors.Join(runErr, stopAll()) // then the deferred Close of the store
 }
 
 // The web UI changes actions through the rules the API applies.
@@ -255,23 +250,13 @@ func withUI(cfg Config, apiSrv *api.Server, rules *actions.Rules, n ui.Nudger, s
 	return mux, uiSrv.Close, nil
 }
 
-// checkKeyFiles refuses, before anything starts, a key file that its group
-// or others may read: one error per file, naming its key, path and mode.
-func checkKeyFiles(cfg Config) error {
+// keyFiles are the key files of cfg, by configuration key.
+func keyFiles(cfg Config) map[string]string {
 	files := map[string]string{"api.tls.key_file": cfg.API.TLS.KeyFile, "agents_tls.key_file": cfg.AgentsTLS.KeyFile}
 	if cfg.Gossip.Enabled {
 		files["gossip.key_file"] = cfg.Gossip.KeyFile
 	}
-	var errs []error
-	for _, key := range []string{"agents_tls.key_file", "api.tls.key_file", "gossip.key_file"} {
-		if files[key] == "" {
-			continue
-		}
-		if err := config.CheckPrivateFile(files[key]); errors.Is(err, config.ErrFileOpen) {
-			errs = append(errs, fmt.Errorf("%s: %w", key, err))
-		}
-	}
-	return errors.Join(errs...)
+	return files
 }
 
 func openStore(ctx context.Context, cfg Config) (store.Store, error) {

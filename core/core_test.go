@@ -1,6 +1,7 @@
 package core_test
 
 import (
+	"bufio"
 	"context"
 	"errors"
 	"fmt"
@@ -8,6 +9,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -26,6 +28,7 @@ import (
 	"github.com/musterhq/muster/shared/client"
 	"github.com/musterhq/muster/shared/config"
 	"github.com/musterhq/muster/shared/gossip"
+	"github.com/musterhq/muster/shared/testwait"
 	"github.com/musterhq/muster/shared/tlsutil"
 	"github.com/musterhq/muster/shared/wire"
 )
@@ -39,23 +42,63 @@ func startAgent(t *testing.T, clusterID, nodeID string) string {
 	return agenttest.Start(t, cfg).Addr
 }
 
-// eventually polls cond until it holds or the deadline passes.
-func eventually(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(20 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(10 * time.Millisecond)
+func TestNewRefusesABadConfiguration(t *testing.T) {
+	t.Parallel()
+	if _, err := core.New(core.DefaultConfig(), nil); !slices.Equal(config.FieldsOf(err), []string{"data_dir"}) {
+		t.Fatalf("New without data_dir: %v", err)
 	}
 }
 
-func TestNewRefusesABadConfiguration(t *testing.T) {
+// TestRunReportsAPartThatDoesNotStopInTime: a request that never completes
+// keeps the API from stopping; Run gives up at shutdown_timeout, says which
+// part failed, and still closes the store.
+func TestRunReportsAPartThatDoesNotStopInTime(t *testing.T) {
 	t.Parallel()
-	if _, err := core.New(core.DefaultConfig(), nil); err == nil || !strings.Contains(err.Error(), "data_dir") {
-		t.Fatalf("New without data_dir: %v", err)
+	cfg := core.DefaultConfig()
+	cfg.DataDir = t.TempDir()
+	cfg.API.Addr = "127.0.0.1:0"
+	cfg.ShutdownTimeout = 300 * time.Millisecond
+	c, err := core.New(cfg, nil)
+	if err != nil {
+		t.Fatal(err)
 	}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	done := make(chan error, 1)
+	go func() { done <- c.Run(ctx) }()
+	select {
+	case <-c.Ready():
+	case err := <-done:
+		t.Fatalf("Run: %v", err)
+	}
+	conn, err := net.Dial("tcp", c.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	secret, err := os.ReadFile(filepath.Join(cfg.DataDir, auth.AdminTokenFile))
+	if err != nil {
+		t.Fatal(err)
+	}
+	holdRequest(t, conn, strings.TrimSpace(string(secret)))
+	start := time.Now()
+	cancel()
+	select {
+	case err = <-done:
+	case <-time.After(testwait.Timeout):
+		t.Fatal("Run did not return")
+	}
+	if !errors.Is(err, context.DeadlineExceeded) || !strings.Contains(err.Error(), "stop api") {
+		t.Fatalf("Run = %v, want the api's deadline", err)
+	}
+	if d := time.Since(start); d > 5*time.Second {
+		t.Fatalf("Run took %s to give up, with a shutdown_timeout of 300ms", d)
+	}
+	st, err := sqlite.Open(context.Background(), cfg.DataDir)
+	if err != nil {
+		t.Fatalf("the store does not open again: %v", err)
+	}
+	st.Close()
 }
 
 func TestMain(m *testing.M) { pgtest.Main(m) }
@@ -116,10 +159,19 @@ func runWithARealAgent(t *testing.T, storeCfg func(t *testing.T, dataDir string)
 	if err := cl.Health(bg); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, "the node to be UP", func() bool {
+	testwait.For(t, "the node to be UP", func() bool {
 		cs, err := cl.Cluster(bg, "db")
 		return err == nil && cs.NodeCounts.Up == 1
 	})
+	// The one replica, live; on PostgreSQL it holds the cluster's lease.
+	rs, err := cl.Replicas(bg)
+	if err != nil || rs.Store != cfg.Store.Driver || len(rs.Replicas) != 1 || rs.Replicas[0].ID != rs.Self ||
+		!rs.Replicas[0].Live || rs.Replicas[0].Addr != c.Addr().String() {
+		t.Fatalf("replicas %+v, %v", rs, err)
+	}
+	if leases := rs.Replicas[0].Leases; cfg.Store.Driver == core.DriverPostgres && (len(leases) != 1 || leases[0].ClusterID != "db") {
+		t.Fatalf("leases %+v, want db's", leases)
+	}
 
 	// An action created through the API runs on the agent; a nudge brings it
 	// there and back without waiting for the (hour-long) interval.
@@ -127,7 +179,7 @@ func runWithARealAgent(t *testing.T, storeCfg func(t *testing.T, dataDir string)
 	if err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, "the action to be DONE", func() bool {
+	testwait.For(t, "the action to be DONE", func() bool {
 		got, err := cl.Action(bg, a.ID)
 		if err == nil && !got.State.Final() {
 			_ = cl.Orchestrate(bg, "db") // the agent may finish it after the pass that pushed it
@@ -141,7 +193,7 @@ func runWithARealAgent(t *testing.T, storeCfg func(t *testing.T, dataDir string)
 		if err != nil {
 			t.Fatalf("Run returned %v", err)
 		}
-	case <-time.After(core.ShutdownTimeout + 5*time.Second):
+	case <-time.After(cfg.ShutdownTimeout + 5*time.Second):
 		t.Fatal("Run did not return after its context ended")
 	}
 	// The store was closed cleanly: it opens again with what was written.
@@ -309,6 +361,25 @@ func TestKeyFilesReadableByGroupOrOthersAreRefused(t *testing.T) {
 	}
 	if _, err := os.Stat(cfg.DataDir); !errors.Is(err, os.ErrNotExist) {
 		t.Errorf("the core made its data directory before refusing: %v", err)
+	}
+}
+
+// holdRequest starts a request on c that the API's handler is left reading:
+// its headers ask for "100 Continue" before the body, which the server sends
+// once the handler reads the body, and the body never comes.
+func holdRequest(t *testing.T, c net.Conn, token string) {
+	t.Helper()
+	req := "POST /api/v1/actions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n" +
+		"Content-Length: 100\r\nExpect: 100-continue\r\n"
+	if token != "" {
+		req += "Authorization: Bearer " + token + "\r\n"
+	}
+	if _, err := c.Write([]byte(req + "\r\n")); err != nil {
+		t.Fatal(err)
+	}
+	line, err := bufio.NewReader(c).ReadString('\n')
+	if err != nil || !strings.HasPrefix(line, "HTTP/1.1 100") {
+		t.Fatalf("the handler did not start reading the body: %q, %v", line, err)
 	}
 }
 

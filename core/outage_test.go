@@ -2,6 +2,7 @@ package core_test
 
 import (
 	"context"
+	"fmt"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -16,6 +17,7 @@ import (
 	"github.com/musterhq/muster/core/store/pglocal"
 	"github.com/musterhq/muster/shared/action"
 	"github.com/musterhq/muster/shared/client"
+	"github.com/musterhq/muster/shared/testwait"
 	"github.com/musterhq/muster/shared/wire"
 )
 
@@ -32,14 +34,17 @@ func TestPostgresOutage(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { srv.Stop() })
-	if err := srv.CreateDatabase(ctx, "muster", ""); err != nil {
+	// A name no other server has: once this one is killed, its port is free,
+	// and another test's server may take it before the restart.
+	db := fmt.Sprintf("outage%d", time.Now().UnixNano())
+	if err := srv.CreateDatabase(ctx, db, ""); err != nil {
 		t.Fatal(err)
 	}
 	agentAddr := startAgent(t, "db", "db-1")
 	cfg := core.DefaultConfig()
 	cfg.DataDir = t.TempDir()
 	cfg.API.Addr = "127.0.0.1:0"
-	cfg.Store = core.StoreConfig{Driver: core.DriverPostgres, DSN: srv.DSN("muster") + "&connect_timeout=2"}
+	cfg.Store = core.StoreConfig{Driver: core.DriverPostgres, DSN: srv.DSN(db) + "&connect_timeout=2"}
 	cfg.HA.LeaseTTL = time.Second
 	cfg.Clusters = []discovery.ClusterSpec{{ID: "db", Nodes: []discovery.NodeSpec{{ID: "db-1", Addr: agentAddr}}}}
 	cfg.Orchestrate.Interval = time.Hour // passes come from lease takeovers and nudges
@@ -78,7 +83,7 @@ func TestPostgresOutage(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, "the first action DONE", done1(before.ID))
+	testwait.For(t, "the first action DONE", done1(before.ID))
 
 	if err := srv.Kill(); err != nil {
 		t.Fatal(err)
@@ -97,11 +102,11 @@ func TestPostgresOutage(t *testing.T) {
 		t.Fatal(err)
 	}
 	var after *action.Action
-	eventually(t, "a write accepted again", func() bool {
+	testwait.For(t, "a write accepted again", func() bool {
 		after, err = create()
 		return err == nil
 	})
-	eventually(t, "the action made after the outage DONE", done1(after.ID))
+	testwait.For(t, "the action made after the outage DONE", done1(after.ID))
 	list, err := cl.Actions(ctx, client.ActionFilter{Cluster: "db"})
 	if err != nil {
 		t.Fatal(err)

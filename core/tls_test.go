@@ -18,6 +18,7 @@ import (
 	"github.com/musterhq/muster/core/discovery"
 	"github.com/musterhq/muster/shared/client"
 	"github.com/musterhq/muster/shared/config"
+	"github.com/musterhq/muster/shared/testwait"
 	"github.com/musterhq/muster/shared/tlsutil"
 	"github.com/musterhq/muster/shared/wire"
 )
@@ -95,7 +96,7 @@ func TestCoreTLSVersionsAndSuites(t *testing.T) {
 	if err := cl.Health(ctx); err != nil {
 		t.Fatalf("ECDHE-ECDSA-AES128-GCM-SHA256 on TLS 1.2: %v", err)
 	}
-	eventually(t, "old-1 DOWN", func() bool {
+	testwait.For(t, "old-1 DOWN", func() bool {
 		ns, err := cl.Nodes(ctx, "c1")
 		return err == nil && len(ns) == 1 && ns[0].Status == "DOWN"
 	})

@@ -13,6 +13,7 @@ import (
 
 	"github.com/musterhq/muster/shared/action"
 	"github.com/musterhq/muster/shared/client"
+	"github.com/musterhq/muster/shared/testwait"
 	"github.com/musterhq/muster/shared/wire"
 )
 
@@ -28,7 +29,7 @@ func push(t *testing.T, a *client.Agent, kind, args string) *action.Action {
 func waitAgentState(t *testing.T, a *client.Agent, id string, within time.Duration, want ...action.State) *action.Action {
 	t.Helper()
 	var got *action.Action
-	waitFor(t, within, fmt.Sprintf("action %s in %v", id, want), func() bool {
+	testwait.Within(t, within, fmt.Sprintf("action %s in %v", id, want), func() bool {
 		rec, err := a.Get(ctxT(t), id)
 		if err != nil {
 			return false
@@ -89,7 +90,7 @@ func TestAcceptedActionsSurviveSIGKILL(t *testing.T) {
 			}
 		}()
 	}
-	waitFor(t, 20*time.Second, "some accepted pushes", func() bool {
+	testwait.Within(t, 20*time.Second, "some accepted pushes", func() bool {
 		mu.Lock()
 		defer mu.Unlock()
 		return len(accepted) >= 50
@@ -116,7 +117,7 @@ func TestSleepResumesAfterSIGKILLAtItsOriginalDeadline(t *testing.T) {
 	first := push(t, ag, "muster.io/debug.sleep", `{"seconds":3}`)
 	second := push(t, ag, "muster.io/debug.sleep", `{"seconds":0.2}`)
 	var deadline time.Time
-	waitFor(t, 20*time.Second, "the sleep's deadline in its progress", func() bool {
+	testwait.Within(t, 20*time.Second, "the sleep's deadline in its progress", func() bool {
 		rec, err := ag.Get(ctxT(t), first.ID)
 		if err != nil || rec.State != action.Running {
 			return false
@@ -164,7 +165,7 @@ func TestExternalActionNeverRunsTwice(t *testing.T) {
 `, script)
 	p, ag, _ := agentProc(t, "g4", extra)
 	rec := push(t, ag, "example.com/append", `{}`)
-	waitFor(t, 20*time.Second, "the command to start", func() bool { return len(lines(log)) == 1 })
+	testwait.Within(t, 20*time.Second, "the command to start", func() bool { return len(lines(log)) == 1 })
 	p.kill()
 	p.restart()
 
@@ -185,7 +186,7 @@ func TestExternalActionNeverRunsTwice(t *testing.T) {
 	if _, err := ag.Changes(ctxT(t), page.NextCursor, 1, true); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, 20*time.Second, "the record to be purged", func() bool {
+	testwait.Within(t, 20*time.Second, "the record to be purged", func() bool {
 		_, err := ag.Get(ctxT(t), rec.ID)
 		return client.StatusOf(err) == 404
 	})
@@ -206,7 +207,7 @@ func TestIdempotentExternalActionRerunsAfterSIGKILL(t *testing.T) {
 	extra := fmt.Sprintf("actions:\n  external:\n    - kind: example.com/append\n      run: [%q]\n      idempotent: true\n", script)
 	p, ag, _ := agentProc(t, "g5i", extra)
 	rec := push(t, ag, "example.com/append", `{}`)
-	waitFor(t, 20*time.Second, "the command to start", func() bool { return len(lines(log)) == 1 })
+	testwait.Within(t, 20*time.Second, "the command to start", func() bool { return len(lines(log)) == 1 })
 	p.kill()
 	p.restart()
 	waitAgentState(t, ag, rec.ID, 30*time.Second, action.Done)

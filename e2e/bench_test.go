@@ -23,6 +23,7 @@ import (
 	"github.com/musterhq/muster/agent"
 	"github.com/musterhq/muster/shared/action"
 	"github.com/musterhq/muster/shared/client"
+	"github.com/musterhq/muster/shared/testwait"
 	"github.com/musterhq/muster/shared/wire"
 )
 
@@ -65,6 +66,13 @@ const benchCluster = "bench"
 // benchmark ends.
 func inProcessAgents(b *testing.B, n int) map[string]string {
 	b.Helper()
+	return inProcessAgentsIn(b, n, func(int) string { return benchCluster })
+}
+
+// inProcessAgentsIn is inProcessAgents with node-(i+1) in cluster
+// clusterOf(i).
+func inProcessAgentsIn(b *testing.B, n int, clusterOf func(i int) string) map[string]string {
+	b.Helper()
 	dir := b.TempDir()
 	ctx, cancel := context.WithCancel(context.Background())
 	var running sync.WaitGroup
@@ -80,7 +88,7 @@ func inProcessAgents(b *testing.B, n int) map[string]string {
 			defer func() { <-sem; starting.Done() }()
 			node := fmt.Sprintf("node-%d", i+1)
 			cfg := agent.DefaultConfig()
-			cfg.NodeID, cfg.ClusterID, cfg.DataDir, cfg.API.Addr = node, benchCluster, filepath.Join(dir, node), "127.0.0.1:0"
+			cfg.NodeID, cfg.ClusterID, cfg.DataDir, cfg.API.Addr = node, clusterOf(i), filepath.Join(dir, node), "127.0.0.1:0"
 			cfg.API.Insecure = true
 			a, err := agent.New(cfg, nil)
 			if err != nil {
@@ -156,7 +164,7 @@ func newBenchCore(b *testing.B, n int) *benchCore {
 		}
 		*t.c = client.NewCore(url, sec.Token, hc)
 	}
-	waitFor(b, 2*time.Minute, "every node UP", func() bool {
+	testwait.Within(b, 2*time.Minute, "every node UP", func() bool {
 		list, err := bc.admin.Nodes(ctxT(b), benchCluster)
 		if err != nil || len(list) != n {
 			return false
@@ -193,7 +201,7 @@ func (bc *benchCore) approveToRunning(b *testing.B, node string, ag *client.Agen
 		b.Fatal(err)
 	}
 	var started time.Time
-	waitFor(b, 30*time.Second, "the agent to start "+a.ID, func() bool {
+	testwait.Within(b, 30*time.Second, "the agent to start "+a.ID, func() bool {
 		got, err := ag.Get(ctx, a.ID)
 		if err != nil || got.StartedTS == nil {
 			return false
@@ -201,7 +209,7 @@ func (bc *benchCore) approveToRunning(b *testing.B, node string, ag *client.Agen
 		started = *got.StartedTS
 		return true
 	})
-	waitFor(b, time.Minute, "the pass to end", func() bool { return metrics.passes() > passes })
+	testwait.Within(b, time.Minute, "the pass to end", func() bool { return metrics.passes() > passes })
 	return started.Sub(t0)
 }
 
@@ -252,7 +260,7 @@ func BenchmarkCore(b *testing.B) {
 					if err := bc.admin.Orchestrate(ctxT(b), benchCluster); err != nil {
 						b.Fatal(err)
 					}
-					waitFor(b, time.Minute, "a nudged pass", func() bool { return metrics.passes() > before })
+					testwait.Within(b, time.Minute, "a nudged pass", func() bool { return metrics.passes() > before })
 				}
 				pass()
 				var rss float64

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/musterhq/muster/shared/action"
+	"github.com/musterhq/muster/shared/testwait"
 )
 
 // The disruption budget with real processes: a cluster with
@@ -25,7 +26,7 @@ func TestBudgetKeepsTwoDisruptiveActionsApart(t *testing.T) {
 
 	// While one runs, the other waits with its reason, and the cluster
 	// shows 1 of 1 unavailable and one action held.
-	waitFor(t, 10*time.Second, "one running and one held", func() bool {
+	testwait.Within(t, 10*time.Second, "one running and one held", func() bool {
 		ra, err1 := f.admin.Action(ctxT(t), a.ID)
 		rb, err2 := f.admin.Action(ctxT(t), b.ID)
 		if err1 != nil || err2 != nil {

@@ -30,11 +30,18 @@ import (
 // history: an accepted action is never lost, never runs twice and never
 // overlaps another on its node.
 //
-// CHAOS_SEED (default random, always printed) seeds every choice;
-// CHAOS_DURATION (default 50s) is how long the faults and the workload run.
-// `make chaos` runs it for long.
+// CHAOS_SEED seeds every choice: unset, the fixed chaosSeed, so that `make
+// test` replays the same choices every time; "random" for a random seed
+// (always printed). CHAOS_DURATION (default 50s) is how long the faults and
+// the workload run; CHAOS_REPLICAS, when set above zero, runs that many core
+// replicas on PostgreSQL instead of one core on SQLite, and kill-core
+// SIGKILLs one of them at random (the one the workload talks to among them).
+// `make chaos` and `make chaos-nightly` run it for long with a random seed.
 
 const (
+	// chaosSeed is the seed of the run in `make test`: its choices inject
+	// every fault type within the default duration.
+	chaosSeed    = 942538043685380317
 	chaosNodes   = 5
 	kindRun      = "example.com/chaos.run"   // no approval
 	kindGated    = "example.com/chaos.gated" // approval required (a rule in the core's config)
@@ -45,10 +52,12 @@ const (
 // when it ends to <dir>/<node>.exec.log, sleeping in between for the "ms"
 // of its args (read from the action record on stdin). A cancel's SIGTERM
 // ends it too, with its end line: only SIGKILL (its agent died) leaves a run
-// without one.
+// without one. The trap first ignores TERM, so that a second one sent to the
+// process group cannot kill the date of its end line (it would leave
+// "<id> end " with no time, then a second end line).
 const chaosScript = `#!/bin/sh
 log=%q/"$MUSTER_NODE_ID".exec.log
-trap 'echo "$MUSTER_ACTION_ID end $(date +%%s%%N)" >> "$log"; exit 143' TERM
+trap 'trap "" TERM; echo "$MUSTER_ACTION_ID end $(date +%%s%%N)" >> "$log"; exit 143' TERM
 echo "$MUSTER_ACTION_ID start $(date +%%s%%N)" >> "$log"
 ms=$(sed -n 's/.*"ms":\([0-9]*\).*/\1/p' | head -n 1)
 ms=${ms:-0}
@@ -102,13 +111,31 @@ func (r *chaosRun) fault(kind, format string, args ...any) {
 	r.note(kind+": "+format, args...)
 }
 
+// chaosReplicas reads CHAOS_REPLICAS: 0 (default) is one core on SQLite.
+func chaosReplicas(t *testing.T) int {
+	t.Helper()
+	v := os.Getenv("CHAOS_REPLICAS")
+	if v == "" {
+		return 0
+	}
+	n, err := strconv.Atoi(v)
+	if err != nil || n < 0 || n > 9 {
+		t.Fatalf("CHAOS_REPLICAS=%q: want 0 to 9", v)
+	}
+	return n
+}
+
 func chaosSettings(t *testing.T) (uint64, time.Duration) {
 	t.Helper()
-	seed := rand.Uint64()
-	if v := os.Getenv("CHAOS_SEED"); v != "" {
+	seed := uint64(chaosSeed)
+	switch v := os.Getenv("CHAOS_SEED"); v {
+	case "":
+	case "random":
+		seed = rand.Uint64()
+	default:
 		s, err := strconv.ParseUint(v, 10, 64)
 		if err != nil {
-			t.Fatalf("CHAOS_SEED=%q: want an unsigned integer", v)
+			t.Fatalf("CHAOS_SEED=%q: want an unsigned integer or random", v)
 		}
 		seed = s
 	}
@@ -126,7 +153,8 @@ func chaosSettings(t *testing.T) (uint64, time.Duration) {
 func TestChaos(t *testing.T) {
 	t.Parallel()
 	seed, dur := chaosSettings(t)
-	t.Logf("chaos: CHAOS_SEED=%d CHAOS_DURATION=%s", seed, dur)
+	replicas := chaosReplicas(t)
+	t.Logf("chaos: CHAOS_SEED=%d CHAOS_DURATION=%s CHAOS_REPLICAS=%d", seed, dur, replicas)
 	// Not t.TempDir: a failed run keeps every data directory and log.
 	dir, err := os.MkdirTemp("", "muster-chaos-")
 	if err != nil {
@@ -158,6 +186,7 @@ func TestChaos(t *testing.T) {
 		actionsYAML: kinds,
 		coreExtra: fmt.Sprintf("approval:\n  default: none\n  rules:\n    - {kind: %q, cluster: %q, approval: required}\n",
 			kindGated, chaosCluster),
+		replicas: replicas,
 		coreAddr: func(node, agentAddr string) string {
 			proxySeed++
 			p := newFaultProxy(t, agentAddr, proxySeed)
@@ -435,11 +464,12 @@ func (r *chaosRun) inject(dur time.Duration) {
 			r.f.agents[node].restart()
 			r.note("restarted %s", node)
 		case "kill-core":
-			r.f.core.kill()
-			r.fault(typ, "core")
+			c := r.f.cores[rng.IntN(len(r.f.cores))]
+			c.kill()
+			r.fault(typ, "%s", c.name)
 			pause(time.Duration(rng.Int64N(int64(1500 * time.Millisecond))))
-			r.f.core.restart()
-			r.note("restarted core")
+			c.restart()
+			r.note("restarted %s", c.name)
 		}
 	}
 	t.Logf("chaos: faults injected for %s", dur)

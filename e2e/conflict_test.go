@@ -8,6 +8,7 @@ import (
 
 	"github.com/musterhq/muster/shared/action"
 	"github.com/musterhq/muster/shared/client"
+	"github.com/musterhq/muster/shared/testwait"
 	"github.com/musterhq/muster/shared/wire"
 )
 
@@ -56,7 +57,7 @@ func TestCoreTakesTheAgentsRecordOverARejectionAfterASIGKILL(t *testing.T) {
 	f.core.kill()
 
 	var onAgent *action.Action
-	waitFor(t, 20*time.Second, "the agent runs the rejected id to DONE", func() bool {
+	testwait.Within(t, 20*time.Second, "the agent runs the rejected id to DONE", func() bool {
 		a, err := ag.Get(ctxT(t), mine.ID)
 		onAgent = a
 		return err == nil && a.State == action.Done
@@ -68,7 +69,7 @@ func TestCoreTakesTheAgentsRecordOverARejectionAfterASIGKILL(t *testing.T) {
 	if string(got.Args) != string(theirs.Args) || got.Kind != onAgent.Kind {
 		t.Fatalf("core holds %s %s, the agent %s %s", got.Kind, got.Args, onAgent.Kind, onAgent.Args)
 	}
-	waitFor(t, 10*time.Second, "an action.conflict event", func() bool { return f.hasEvent("action.conflict", mine.ID) })
+	testwait.Within(t, 10*time.Second, "an action.conflict event", func() bool { return f.hasEvent("action.conflict", mine.ID) })
 	events, err := f.admin.Events(ctxT(t), 0, 500, client.EventFilter{ActionID: mine.ID})
 	if err != nil {
 		t.Fatal(err)

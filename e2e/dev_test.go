@@ -14,6 +14,7 @@ import (
 
 	"github.com/musterhq/muster/shared/action"
 	"github.com/musterhq/muster/shared/client"
+	"github.com/musterhq/muster/shared/testwait"
 	"github.com/musterhq/muster/shared/wire"
 )
 
@@ -98,7 +99,7 @@ func TestDevClusterWalkthrough(t *testing.T) {
 	if _, err := b.Approve(ctxT(t), created.ID); err != nil {
 		t.Fatalf("approve as bob: %v", err)
 	}
-	waitFor(t, 10*time.Second, "the action DONE", func() bool {
+	testwait.Within(t, 10*time.Second, "the action DONE", func() bool {
 		got, err := a.Action(ctxT(t), created.ID)
 		return err == nil && got.State == action.Done
 	})

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/musterhq/muster/shared/action"
+	"github.com/musterhq/muster/shared/testwait"
 )
 
 // BenchmarkGossipKillToDown starts a core and five agents (real processes)
@@ -28,7 +29,7 @@ func BenchmarkGossipKillToDown(b *testing.B) {
 				for j := 1; j <= 5; j++ {
 					p.agent(fmt.Sprintf("node-%d", j), "", tc.timing)
 				}
-				waitFor(b, 30*time.Second, "five nodes UP", func() bool {
+				testwait.Within(b, 30*time.Second, "five nodes UP", func() bool {
 					up := 0
 					for _, n := range p.nodes() {
 						if n.Status == "UP" {
@@ -39,7 +40,7 @@ func BenchmarkGossipKillToDown(b *testing.B) {
 				})
 				killed := time.Now()
 				p.agents["node-3"].kill()
-				waitFor(b, 2*time.Minute, "node-3 DOWN", func() bool {
+				testwait.Within(b, 2*time.Minute, "node-3 DOWN", func() bool {
 					s, _ := p.status("node-3")
 					return s == "DOWN"
 				})
@@ -64,7 +65,7 @@ func BenchmarkFinishedToVisible(b *testing.B) {
 		for j := 1; j <= 5; j++ {
 			p.agent(fmt.Sprintf("node-%d", j), "", gossipTiming)
 		}
-		waitFor(b, 30*time.Second, "five nodes UP", func() bool {
+		testwait.Within(b, 30*time.Second, "five nodes UP", func() bool {
 			up := 0
 			for _, n := range p.nodes() {
 				if n.Status == "UP" {

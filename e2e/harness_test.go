@@ -22,6 +22,7 @@ import (
 
 	"github.com/musterhq/muster/core/store/pgtest"
 	"github.com/musterhq/muster/shared/client"
+	"github.com/musterhq/muster/shared/testwait"
 )
 
 var binary string
@@ -137,7 +138,7 @@ func (p *proc) launch() {
 	}
 	// Wait for the API to answer, not only to be bound.
 	// The agent's probe is /api/v1/health, the core's /health.
-	waitFor(p.t, 20*time.Second, p.name+" health", func() bool {
+	testwait.Within(p.t, 20*time.Second, p.name+" health", func() bool {
 		if p.probe != nil {
 			return p.probe(p.Addr())
 		}
@@ -199,18 +200,6 @@ func (p *proc) restart() {
 func (p *proc) logs() string {
 	b, _ := os.ReadFile(p.logPath)
 	return string(b)
-}
-
-// waitFor polls cond until it holds or the deadline passes.
-func waitFor(t testing.TB, within time.Duration, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(within)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out after %s waiting for %s", within, what)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
 }
 
 // agentProc starts `muster agent` with a config file made from the defaults

@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/musterhq/muster/shared/action"
+	"github.com/musterhq/muster/shared/testwait"
 )
 
 // No stuck work, with real processes: a drained node gets nothing new while
@@ -20,7 +21,7 @@ func TestCoreDrainsAndForgetsNodes(t *testing.T) {
 	}
 	a := f.create("node-1", "example.com/append", `{}`)
 	from := f.passes()
-	waitFor(t, 15*time.Second, "three passes while node-1 is drained", func() bool {
+	testwait.Within(t, 15*time.Second, "three passes while node-1 is drained", func() bool {
 		got, err := f.admin.Action(ctxT(t), a.ID)
 		if err != nil || got.State != action.PendingSchedule {
 			t.Fatalf("pushed to a drained node: %+v %v", got, err)

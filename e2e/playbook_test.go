@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/musterhq/muster/shared/testwait"
 	"github.com/musterhq/muster/shared/wire"
 )
 
@@ -55,7 +56,7 @@ if grep -qx "$MUSTER_ACTION_KIND $MUSTER_NODE_ID" %[2]q 2>/dev/null; then echo "
 			return "labels:\n  role: replica\n"
 		}})
 	// The core knows the labels once it has synced every agent's info.
-	waitFor(t, 20*time.Second, "every node's labels", func() bool {
+	testwait.Within(t, 20*time.Second, "every node's labels", func() bool {
 		nodes, err := f.admin.Nodes(ctxT(t), "e2e")
 		if err != nil {
 			return false
@@ -166,7 +167,7 @@ func (f *workFleet) runPlaybook(t *testing.T, name string, params map[string]str
 		kill()
 	}
 	var end *wire.Run
-	waitFor(t, within, "the run to end", func() bool {
+	testwait.Within(t, within, "the run to end", func() bool {
 		r, err := f.admin.Run(ctxT(t), run.ID)
 		if err != nil || !(r.State == "DONE" || r.State == "FAILED" || r.State == "CANCELLED") {
 			return false
@@ -225,7 +226,7 @@ func TestPlaybookRollingRestart(t *testing.T) {
 	}
 	// The core is killed while the replicas roll, and started again.
 	kill := func() {
-		waitFor(t, 30*time.Second, "the second replica to start", func() bool { return len(f.works(t)) >= 2 })
+		testwait.Within(t, 30*time.Second, "the second replica to start", func() bool { return len(f.works(t)) >= 2 })
 		f.core.kill()
 		f.core.restart()
 	}

@@ -12,6 +12,7 @@ import (
 
 	"github.com/musterhq/muster/shared/action"
 	"github.com/musterhq/muster/shared/limit"
+	"github.com/musterhq/muster/shared/testwait"
 	"github.com/musterhq/muster/shared/wire"
 )
 
@@ -47,7 +48,7 @@ func TestReactiveProgressWithGossip(t *testing.T) {
 	extra := fmt.Sprintf("labels:\n  role: replica\n  zone: eu-1\ngossip:\n  enabled: true\n  bind_addr: 127.0.0.1:%d\n  join: [%q]\n  key_file: %s\n%s",
 		freePort(t), p.coreGossip, p.key, gossipTiming)
 	agentProc(t, "node-1", extra)
-	waitFor(t, 20*time.Second, "node-1 UP with its labels", func() bool {
+	testwait.Within(t, 20*time.Second, "node-1 UP with its labels", func() bool {
 		n, ok := p.nodes()["node-1"]
 		return ok && n.Status == "UP" && n.Labels["role"] == "replica" && n.Labels["zone"] == "eu-1"
 	})
@@ -67,7 +68,7 @@ func TestReactiveProgressWithGossip(t *testing.T) {
 		t.Fatal(err)
 	}
 	var done *action.Action
-	waitFor(t, 10*time.Second, "DONE in the core", func() bool {
+	testwait.Within(t, 10*time.Second, "DONE in the core", func() bool {
 		got, err := p.admin.Action(ctxT(t), a.ID)
 		done = got
 		return err == nil && got.State == action.Done
@@ -101,7 +102,7 @@ func TestReactiveProgressCarriesARun(t *testing.T) {
 	for i := 1; i <= 3; i++ {
 		p.agent(fmt.Sprintf("node-%d", i), "", gossipTiming)
 	}
-	waitFor(t, 20*time.Second, "three nodes UP", func() bool {
+	testwait.Within(t, 20*time.Second, "three nodes UP", func() bool {
 		up := 0
 		for _, n := range p.nodes() {
 			if n.Status == "UP" {
@@ -122,7 +123,7 @@ func TestReactiveProgressCarriesARun(t *testing.T) {
 		t.Fatal(err)
 	}
 	var got *wire.Run
-	waitFor(t, 20*time.Second, "the run to end", func() bool {
+	testwait.Within(t, 20*time.Second, "the run to end", func() bool {
 		got, err = p.admin.Run(ctxT(t), r.ID)
 		return err == nil && (got.State == "DONE" || got.State == "FAILED" || got.State == "CANCELLED")
 	})

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/musterhq/muster/shared/limit"
+	"github.com/musterhq/muster/shared/testwait"
 	"github.com/musterhq/muster/shared/wire"
 )
 
@@ -122,7 +123,7 @@ func maxOverlap(spans []span) int {
 func (f *stepFleet) waitRun(t *testing.T, id string, within time.Duration, want ...string) *wire.Run {
 	t.Helper()
 	var r *wire.Run
-	waitFor(t, within, fmt.Sprintf("run %s in %v", id, want), func() bool {
+	testwait.Within(t, within, fmt.Sprintf("run %s in %v", id, want), func() bool {
 		var err error
 		r, err = f.admin.Run(ctxT(t), id)
 		if err != nil {
@@ -219,7 +220,7 @@ func TestRunStopsAtMaxErrorsOrPausesAndResumes(t *testing.T) {
 		if n := len(f.spans(t)); n != 2 {
 			t.Fatalf("%d executions while paused, want 2", n)
 		}
-		if _, err := f.alice.RunVerb(ctxT(t), r.ID, "resume", ""); err != nil {
+		if _, err := f.admin.RunVerb(ctxT(t), r.ID, "resume", ""); err != nil {
 			t.Fatal(err)
 		}
 		end := f.waitRun(t, r.ID, 60*time.Second, "DONE", "FAILED")
@@ -237,7 +238,7 @@ func TestRunSurvivesACoreSIGKILL(t *testing.T) {
 	f := newStepFleet(t, 4, "0.5", "")
 	r := f.startRun(t, stepRun("1", "0", ""))
 	// Kill the core once the second node has started, mid-run.
-	waitFor(t, 30*time.Second, "the second node to start", func() bool { return len(f.spans(t)) >= 2 })
+	testwait.Within(t, 30*time.Second, "the second node to start", func() bool { return len(f.spans(t)) >= 2 })
 	f.core.kill()
 	f.core.restart()
 	end := f.waitRun(t, r.ID, 90*time.Second, "DONE", "FAILED", "CANCELLED")
@@ -254,5 +255,42 @@ func TestRunSurvivesACoreSIGKILL(t *testing.T) {
 	}
 	if n := maxOverlap(spans); n != 1 {
 		t.Fatalf("%d nodes ran at once across the restart", n)
+	}
+}
+
+// TestRunSurvivesAReplicaFailover: three core replicas on PostgreSQL; the
+// replica holding the cluster's lease is SIGKILLed mid-run; another takes
+// the lease and the run finishes, each node's step run exactly once and
+// never two at once.
+func TestRunSurvivesAReplicaFailover(t *testing.T) {
+	t.Parallel()
+	f := newStepFleetWith(t, "0.5", fleetOptions{nodes: 4, replicas: 3})
+	r := f.startRun(t, stepRun("1", "0", ""))
+	testwait.Within(t, 30*time.Second, "the second node to start", func() bool { return len(f.spans(t)) >= 2 })
+	holder := f.holder()
+	if holder < 0 {
+		t.Fatal("no replica holds the cluster")
+	}
+	f.use((holder + 1) % len(f.cores))
+	f.cores[holder].kill()
+	// Within the lease TTL (2 s) and a lease round, with room for a loaded machine.
+	testwait.Within(t, 2*time.Second+2*time.Second/3+2*time.Second, "another replica holding the cluster", func() bool {
+		h := f.holder()
+		return h >= 0 && h != holder
+	})
+	end := f.waitRun(t, r.ID, 90*time.Second, "DONE", "FAILED", "CANCELLED")
+	if end.State != "DONE" {
+		t.Fatalf("run ended %s (%s) after its replica's SIGKILL", end.State, end.StateReason)
+	}
+	spans := f.spans(t)
+	perNode := map[string]int{}
+	for _, s := range spans {
+		perNode[s.node]++
+	}
+	if len(spans) != 4 || len(perNode) != 4 {
+		t.Fatalf("executions per node %v, want each of the 4 nodes exactly once", perNode)
+	}
+	if n := maxOverlap(spans); n != 1 {
+		t.Fatalf("%d nodes ran at once across the failover", n)
 	}
 }

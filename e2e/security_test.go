@@ -22,6 +22,7 @@ import (
 	"github.com/musterhq/muster/shared/action"
 	"github.com/musterhq/muster/shared/client"
 	"github.com/musterhq/muster/shared/gossip"
+	"github.com/musterhq/muster/shared/testwait"
 	"github.com/musterhq/muster/shared/tlsutil"
 	"github.com/musterhq/muster/shared/wire"
 )
@@ -181,7 +182,7 @@ gossip:
 	want := tlsutil.Agent("node-1")
 	p.agents["node-1"] = startProbed(t, agentDir, "node-1", nil, probe(tlsClient(t, pki, pki, "core", &want), "https://%s/api/v1/health"),
 		"agent", "--config", apath)
-	waitFor(t, 30*time.Second, "node-1 UP over mutual TLS", func() bool {
+	testwait.Within(t, 30*time.Second, "node-1 UP over mutual TLS", func() bool {
 		s, _ := p.status("node-1")
 		return s == "UP"
 	})
@@ -193,7 +194,7 @@ gossip:
 func (p *pool) pingDone(node string) {
 	p.t.Helper()
 	a := p.create(node, "muster.io/debug.ping", `{}`)
-	waitFor(p.t, 30*time.Second, "a ping on "+node+" DONE", func() bool {
+	testwait.Within(p.t, 30*time.Second, "a ping on "+node+" DONE", func() bool {
 		got, err := p.admin.Action(ctxT(p.t), a.ID)
 		return err == nil && got.State == action.Done
 	})
@@ -213,19 +214,19 @@ func TestGossipCannotBypassAgentsTLS(t *testing.T) {
 
 	startRogue(t, "rogue-scheme", p.key, p.coreGossip,
 		`{"v":1,"role":"agent","cluster":"e2e","node":"node-2","api":"http://`+fake+`"}`)
-	waitFor(t, 20*time.Second, "the core to ignore the announcement with a scheme", func() bool {
+	testwait.Within(t, 20*time.Second, "the core to ignore the announcement with a scheme", func() bool {
 		return strings.Contains(p.core.logs(), "rogue-scheme") && strings.Contains(p.core.logs(), "unreadable metadata")
 	})
 
 	startRogue(t, "rogue-bare", p.key, p.coreGossip, `{"v":1,"role":"agent","cluster":"e2e","node":"node-3","api":"`+fake+`"}`)
-	waitFor(t, 20*time.Second, "node-3 found and DOWN", func() bool {
+	testwait.Within(t, 20*time.Second, "node-3 found and DOWN", func() bool {
 		s, _ := p.status("node-3")
 		return s == "DOWN"
 	})
 	stolen := p.create("node-3", "muster.io/debug.ping", `{"secret":"s3cr3t"}`)
 
 	startRogue(t, "rogue-claim", p.key, p.coreGossip, `{"v":1,"role":"agent","cluster":"e2e","node":"node-1","api":"`+fake+`"}`)
-	waitFor(t, 20*time.Second, "the rogue's claim on node-1 refused", func() bool {
+	testwait.Within(t, 20*time.Second, "the rogue's claim on node-1 refused", func() bool {
 		return strings.Contains(strings.Join(p.nodeEvents("node-1"), ","), "node.claim_refused")
 	})
 	p.pingDone("node-1") // passes ran after all three announcements
@@ -314,14 +315,14 @@ gossip:
 		}
 	}
 	r := startRogue(t, "rogue", key, coreGossip, `{"v":1,"role":"agent","cluster":"e2e","node":"node-9","api":"`+fake+`"}`)
-	waitFor(t, 20*time.Second, "the loopback announcement ignored", ignored(fake))
+	testwait.Within(t, 20*time.Second, "the loopback announcement ignored", ignored(fake))
 	r.announce(t, `{"v":1,"role":"agent","cluster":"e2e","node":"node-9","api":"169.254.169.254:80"}`)
-	waitFor(t, 20*time.Second, "the link-local announcement ignored", ignored("169.254.169.254:80"))
+	testwait.Within(t, 20*time.Second, "the link-local announcement ignored", ignored("169.254.169.254:80"))
 	if ns, err := admin.Nodes(ctxT(t), ""); err != nil || len(ns) != 0 {
 		t.Fatalf("nodes %+v (%v), want none yet", ns, err)
 	}
 	r.announce(t, `{"v":1,"role":"agent","cluster":"e2e","node":"node-9","api":"192.0.2.1:7420"}`)
-	waitFor(t, 20*time.Second, "node-9 at its routable address", func() bool {
+	testwait.Within(t, 20*time.Second, "node-9 at its routable address", func() bool {
 		ns, err := admin.Nodes(ctxT(t), "e2e")
 		return err == nil && len(ns) == 1 && ns[0].Addr == "192.0.2.1:7420"
 	})

@@ -14,6 +14,7 @@ import (
 
 	"github.com/musterhq/muster/shared/action"
 	"github.com/musterhq/muster/shared/client"
+	"github.com/musterhq/muster/shared/testwait"
 	"github.com/musterhq/muster/shared/tlsutil"
 	"github.com/musterhq/muster/shared/wire"
 )
@@ -155,7 +156,7 @@ clusters:
 		}
 		tokens[name] = sec.Token
 	}
-	waitFor(t, 20*time.Second, "every node UP over mutual TLS", func() bool {
+	testwait.Within(t, 20*time.Second, "every node UP over mutual TLS", func() bool {
 		ns, err := admin.Nodes(ctxT(t), "e2e")
 		if err != nil || len(ns) != 3 {
 			return false
@@ -178,7 +179,7 @@ clusters:
 		t.Fatalf("created %+v", a)
 	}
 	muster(t, append(env, "MUSTER_TOKEN="+tokens["bob"]), "action", "approve", a.ID)
-	waitFor(t, 30*time.Second, "the action DONE", func() bool {
+	testwait.Within(t, 30*time.Second, "the action DONE", func() bool {
 		got, err := admin.Action(ctxT(t), a.ID)
 		return err == nil && got.State == action.Done
 	})

@@ -18,6 +18,7 @@ import (
 
 	"github.com/musterhq/muster/shared/action"
 	"github.com/musterhq/muster/shared/client"
+	"github.com/musterhq/muster/shared/testwait"
 	"github.com/musterhq/muster/shared/wire"
 )
 
@@ -124,7 +125,7 @@ func waitJS(t *testing.T, ctx context.Context, what, js string) {
 // makes by itself (a poll inside the page would not).
 func waitLoaded(t *testing.T, ctx context.Context, what, js string) {
 	t.Helper()
-	waitFor(t, browserWait, what, func() bool {
+	testwait.Within(t, browserWait, what, func() bool {
 		ok, err := chromedp.Run(ctx, chromedp.Evaluate[bool](`document.readyState === 'complete' && (`+js+`)`))
 		return err == nil && ok
 	})
@@ -422,7 +423,7 @@ func TestWebUI(t *testing.T) {
 		if _, err := f.bob.Approve(ctxT(t), a.ID); err != nil {
 			t.Fatal(err)
 		}
-		waitFor(t, browserWait, "the xss action DONE", func() bool { return stateOf(a.ID) == action.Done })
+		testwait.Within(t, browserWait, "the xss action DONE", func() bool { return stateOf(a.ID) == action.Done })
 		ctx := br.tab(t, 1280, 800, "UTC")
 		signIn(t, ctx, base, "/ui/actions/"+a.ID, f.secrets["vera"])
 		do(t, ctx, chromedp.WaitVisible(chromedp.CSS("pre#action-output")))
@@ -564,7 +565,7 @@ func TestWebUIAcrossReplicas(t *testing.T) {
 	// Replica 0's page follows the action to DONE by itself; passes are
 	// nudged through replica 1 (they run on the lease holder).
 	n := 0
-	waitFor(t, browserWait, "DONE on replica 0's page", func() bool {
+	testwait.Within(t, browserWait, "DONE on replica 0's page", func() bool {
 		if eval[bool](t, ctx, `document.querySelector('#action-state').textContent.includes('DONE')`) {
 			return true
 		}

@@ -300,8 +300,8 @@ func DecodePush(body []byte, node, cluster string) (*action.Action, error) {
 	if err != nil {
 		return nil, bad("%v", err)
 	}
-	if req.TimeoutS < 0 || req.TimeoutS > action.MaxTimeoutS {
-		return nil, bad("timeout_s must be between 1 and %d (or absent for the default)", action.MaxTimeoutS)
+	if err := action.CheckTimeoutS(req.TimeoutS); err != nil {
+		return nil, bad("%v", err)
 	}
 	switch req.Origin {
 	case "":

@@ -19,6 +19,7 @@ import (
 	"github.com/musterhq/muster/agent/queue"
 	"github.com/musterhq/muster/agent/runner"
 	"github.com/musterhq/muster/shared/action"
+	"github.com/musterhq/muster/shared/testwait"
 	"github.com/musterhq/muster/shared/wire"
 )
 
@@ -146,18 +147,14 @@ func TestPushOfTombstonedIDIsGone(t *testing.T) {
 
 func waitFinal(t *testing.T, f *fixture, id string) action.Action {
 	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for time.Now().Before(deadline) {
+	return testwait.Value(t, "action "+id+" final", func() (action.Action, bool) {
 		st, b := f.do(t, "GET", "/api/v1/actions/"+id, "")
-		if st == http.StatusOK {
-			if a := decode[action.Action](t, b); a.State.Final() {
-				return a
-			}
+		if st != http.StatusOK {
+			return action.Action{}, false
 		}
-		time.Sleep(10 * time.Millisecond)
-	}
-	t.Fatalf("action %s not final in time", id)
-	return action.Action{}
+		a := decode[action.Action](t, b)
+		return a, a.State.Final()
+	})
 }
 
 func TestBadInputIsRefusedAndStoresNothing(t *testing.T) {

@@ -3,11 +3,9 @@ package api
 import (
 	"context"
 	"errors"
-	"fmt"
 	"net"
 	"os/user"
 	"strconv"
-	"syscall"
 )
 
 // Peer is the local user on the other end of the API's Unix socket, as the
@@ -59,24 +57,6 @@ func peerOf(ctx context.Context) (Peer, bool, error) {
 
 // errNoPeer: the kernel did not say who is on the other end.
 var errNoPeer = errors.New("cannot identify the caller on the socket")
-
-func peerCred(c *net.UnixConn) (Peer, error) {
-	raw, err := c.SyscallConn()
-	if err != nil {
-		return Peer{}, fmt.Errorf("%w: %v", errNoPeer, err)
-	}
-	var cred *syscall.Ucred
-	var credErr error
-	if err := raw.Control(func(fd uintptr) {
-		cred, credErr = syscall.GetsockoptUcred(int(fd), syscall.SOL_SOCKET, syscall.SO_PEERCRED)
-	}); err != nil {
-		return Peer{}, fmt.Errorf("%w: %v", errNoPeer, err)
-	}
-	if credErr != nil {
-		return Peer{}, fmt.Errorf("%w: %v", errNoPeer, credErr)
-	}
-	return PeerOfUID(int(cred.Uid)), nil
-}
 
 // PeerOfUID names a uid: its login name, or the uid in decimal.
 func PeerOfUID(uid int) Peer {

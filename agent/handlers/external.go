@@ -11,8 +11,10 @@ import (
 	"strings"
 	"syscall"
 	"time"
+	"unicode/utf8"
 
 	"github.com/musterhq/muster/shared/action"
+	"github.com/musterhq/muster/shared/config"
 )
 
 // External declares a kind run by outside commands (actions.external in the
@@ -40,38 +42,42 @@ type External struct {
 var AllowedEnv = []string{"PATH", "LANG", "TZ"}
 
 // Validate returns one error per bad field; i is its index in the list.
-func (e External) Validate(i int) []error {
-	var errs []error
+func (e External) Validate(i int) config.Errors {
+	var errs config.Errors
 	key := fmt.Sprintf("actions.external[%d]", i)
 	if !action.ValidKind(e.Kind) {
-		errs = append(errs, fmt.Errorf("%s.kind: %q is not of the form domain/name", key, e.Kind))
+		errs.Add(key+".kind", "%q is not of the form domain/name", e.Kind)
 	}
 	if strings.HasPrefix(e.Kind, "muster.io/") {
-		errs = append(errs, fmt.Errorf("%s.kind: the muster.io/ prefix is reserved for built-in kinds", key))
+		errs.Add(key+".kind", "the muster.io/ prefix is reserved for built-in kinds")
 	}
 	if len(e.Run) == 0 || e.Run[0] == "" {
-		errs = append(errs, fmt.Errorf("%s.run: an argv list such as [\"/usr/local/bin/backup\", \"start\"] is required", key))
+		errs.Add(key+".run", "an argv list such as [\"/usr/local/bin/backup\", \"start\"] is required")
 	}
 	if len(e.Check) > 0 && e.Check[0] == "" {
-		errs = append(errs, fmt.Errorf("%s.check: the first element must be a program", key))
+		errs.Add(key+".check", "the first element must be a program")
 	}
 	seen := map[string]bool{}
 	for j, kv := range e.Env {
 		k, v, ok := strings.Cut(kv, "=")
+		envKey := fmt.Sprintf("%s.env[%d]", key, j)
 		switch {
 		case !ok || k == "" || strings.ContainsRune(k, 0):
-			errs = append(errs, fmt.Errorf("%s.env[%d]: %q is not NAME=value", key, j, kv))
+			errs.Add(envKey, "%q is not NAME=value", kv)
 		case strings.HasPrefix(k, "MUSTER_"):
-			errs = append(errs, fmt.Errorf("%s.env[%d]: %s: MUSTER_ variables are set by the agent", key, j, k))
+			errs.Add(envKey, "%s: MUSTER_ variables are set by the agent", k)
 		case strings.ContainsRune(v, 0):
-			errs = append(errs, fmt.Errorf("%s.env[%d]: the value of %s holds a NUL byte", key, j, k))
+			errs.Add(envKey, "the value of %s holds a NUL byte", k)
 		case seen[k]:
-			errs = append(errs, fmt.Errorf("%s.env[%d]: %s is set twice", key, j, k))
+			errs.Add(envKey, "%s is set twice", k)
 		}
 		seen[k] = true
 	}
-	if e.Timeout < 0 || e.CheckInterval < 0 {
-		errs = append(errs, fmt.Errorf("%s: timeout and check_interval must not be negative", key))
+	if err := action.CheckTimeout(e.Timeout); err != nil {
+		errs.Add(key+".timeout", "%v", err)
+	}
+	if e.CheckInterval < 0 {
+		errs.Add(key+".check_interval", "must not be negative, got %s", e.CheckInterval)
 	}
 	return errs
 }
@@ -249,10 +255,13 @@ func parseCheck(out []byte) (*checkReport, error) {
 }
 
 func clip(s string, n int) string {
-	if len(s) > n {
-		return s[:n] + "…"
+	if len(s) <= n {
+		return s
 	}
-	return s
+	for n > 0 && !utf8.RuneStart(s[n]) { // never cut a character in two
+		n--
+	}
+	return s[:n] + "…"
 }
 
 func exitMessage(what string, code int, err error) string {
@@ -330,9 +339,8 @@ func startProcess(argv []string, x *Exec, env Env, extra []string, out interface
 	// credentials) would reach the output, which every viewer reads.
 	cmd.Env = commandEnv(x, env, extra)
 	// Its own process group, so that cancel and timeout reach the whole tree;
-	// and it dies with the agent, so a restarted agent never finds it running
-	// beside a second copy.
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
+	// on Linux it also dies with the agent (procattr_linux.go).
+	cmd.SysProcAttr = procAttr()
 	// Wait returns this long after the process exits even if a grandchild
 	// still holds its output open.
 	cmd.WaitDelay = time.Second
@@ -378,9 +386,9 @@ func (p *process) stop(grace time.Duration) {
 	switch {
 	case p.termAt.IsZero():
 		p.termAt = time.Now()
-		_ = syscall.Kill(pgid, syscall.SIGTERM)
+		signalGroup(pgid, syscall.SIGTERM)
 	case !p.killed && time.Since(p.termAt) >= grace:
 		p.killed = true
-		_ = syscall.Kill(pgid, syscall.SIGKILL)
+		signalGroup(pgid, syscall.SIGKILL)
 	}
 }

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/musterhq/muster/shared/action"
+	"github.com/musterhq/muster/shared/testwait"
 )
 
 // drive calls Step like the runner does until the action is finished or the
@@ -282,16 +283,11 @@ func TestExternalCancelEndsTheWholeProcessGroup(t *testing.T) {
 
 func waitPid(t *testing.T, file string) int {
 	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for time.Now().Before(deadline) {
+	return testwait.Value(t, "a pid in "+file, func() (int, bool) {
 		b, err := os.ReadFile(file)
-		if n, perr := strconv.Atoi(strings.TrimSpace(string(b))); err == nil && perr == nil {
-			return n
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
-	t.Fatalf("no pid in %s", file)
-	return 0
+		n, perr := strconv.Atoi(strings.TrimSpace(string(b)))
+		return n, err == nil && perr == nil
+	})
 }
 
 // alive reports whether pid exists and is not a zombie.

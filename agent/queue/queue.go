@@ -136,7 +136,7 @@ func (q *Queue) Enqueue(ctx context.Context, a *action.Action, actor string) (*a
 			VALUES (?, ?, ?, ?, ?, ?, '{}', ?, ?, ?, ?, ?, ?, ?, ?)`,
 			rec.ID, rec.ClusterID, rec.NodeID, rec.Kind, string(rec.Args), rec.State,
 			rec.Origin, rec.Requester, rec.ApprovedBy, rec.TimeoutS,
-			micros(rec.CreatedTS), microsPtr(rec.ScheduledTS), micros(now), seq)
+			sqlite.Micros(rec.CreatedTS), sqlite.NullMicros(rec.ScheduledTS), sqlite.Micros(now), seq)
 		if err != nil {
 			return fmt.Errorf("insert action: %w", err)
 		}
@@ -171,7 +171,7 @@ func (q *Queue) Get(ctx context.Context, id string) (*action.Action, error) {
 		if err := rows.Scan(&ts, &t.From, &t.To, &t.Actor, &t.Reason); err != nil {
 			return nil, err
 		}
-		t.TS = fromMicros(ts)
+		t.TS = sqlite.FromMicros(ts)
 		a.History = append(a.History, t)
 	}
 	return a, rows.Err()
@@ -289,7 +289,7 @@ func (q *Queue) claimTx(ctx context.Context, tx *sql.Tx, actor string) (*action.
 		return nil, false, false, err
 	}
 	if _, err := tx.ExecContext(ctx, `UPDATE actions SET state = 'RUNNING', started_us = ?, updated_us = ?,
-		change_seq = ? WHERE id = ? AND state = 'NEW'`, micros(now), micros(now), seq, next.ID); err != nil {
+		change_seq = ? WHERE id = ? AND state = 'NEW'`, sqlite.Micros(now), sqlite.Micros(now), seq, next.ID); err != nil {
 		return nil, false, false, fmt.Errorf("claim: %w", err)
 	}
 	if err := addHistory(ctx, tx, next.ID, now, action.New, action.Running, actor, "started"); err != nil {
@@ -372,7 +372,7 @@ func (q *Queue) saveStepTx(ctx context.Context, tx *sql.Tx, id, actor string, s 
 	}
 	_, err = tx.ExecContext(ctx, `UPDATE actions SET state = ?, state_reason = ?, progress = ?, output = ?,
 		finished_us = ?, updated_us = ?, change_seq = ? WHERE id = ?`,
-		s.State, s.Reason, string(progress), output, microsPtr(finished), micros(now), seq, id)
+		s.State, s.Reason, string(progress), output, sqlite.NullMicros(finished), sqlite.Micros(now), seq, id)
 	if err != nil {
 		return nil, fmt.Errorf("save step: %w", err)
 	}
@@ -411,7 +411,7 @@ func (q *Queue) Cancel(ctx context.Context, id, actor string) (a *action.Action,
 		}
 		if _, err := tx.ExecContext(ctx, `UPDATE actions SET state = 'CANCELLED', state_reason = ?,
 			finished_us = ?, updated_us = ?, change_seq = ? WHERE id = ?`,
-			action.ReasonCancelled, micros(now), micros(now), seq, id); err != nil {
+			action.ReasonCancelled, sqlite.Micros(now), sqlite.Micros(now), seq, id); err != nil {
 			return err
 		}
 		if err := addHistory(ctx, tx, id, now, cur.State, action.Cancelled, actor, action.ReasonCancelled); err != nil {
@@ -441,9 +441,9 @@ func (q *Queue) Purge(ctx context.Context, r Retention) (records, tombstones int
 	err = q.db.InTx(ctx, func(tx *sql.Tx) error {
 		cond := `finished_us IS NOT NULL AND ((finished_us < ? AND change_seq <= (SELECT acked_seq FROM counters WHERE id = 1))
 			OR finished_us < ?)`
-		args := []any{micros(now.Add(-r.Retention)), micros(now.Add(-r.Max))}
+		args := []any{sqlite.Micros(now.Add(-r.Retention)), sqlite.Micros(now.Add(-r.Max))}
 		if _, err := tx.ExecContext(ctx, `INSERT OR REPLACE INTO tombstones (id, state, finished_us, purged_us)
-			SELECT id, state, finished_us, ? FROM actions WHERE `+cond, append([]any{micros(now)}, args...)...); err != nil {
+			SELECT id, state, finished_us, ? FROM actions WHERE `+cond, append([]any{sqlite.Micros(now)}, args...)...); err != nil {
 			return fmt.Errorf("tombstones: %w", err)
 		}
 		res, err := tx.ExecContext(ctx, `DELETE FROM actions WHERE `+cond, args...)
@@ -451,7 +451,7 @@ func (q *Queue) Purge(ctx context.Context, r Retention) (records, tombstones int
 			return fmt.Errorf("purge: %w", err)
 		}
 		records, _ = res.RowsAffected()
-		res, err = tx.ExecContext(ctx, `DELETE FROM tombstones WHERE purged_us < ?`, micros(now.Add(-r.Tombstones)))
+		res, err = tx.ExecContext(ctx, `DELETE FROM tombstones WHERE purged_us < ?`, sqlite.Micros(now.Add(-r.Tombstones)))
 		if err != nil {
 			return fmt.Errorf("purge tombstones: %w", err)
 		}
@@ -503,8 +503,8 @@ func scanWith(s scanner, extra ...any) (*action.Action, int64, error) {
 		return nil, 0, err
 	}
 	a.Args, a.Progress = json.RawMessage(args), json.RawMessage(progress)
-	a.CreatedTS, a.UpdatedTS = fromMicros(created), fromMicros(updated)
-	a.ScheduledTS, a.StartedTS, a.FinishedTS = nullTime(scheduled), nullTime(started), nullTime(finished)
+	a.CreatedTS, a.UpdatedTS = sqlite.FromMicros(created), sqlite.FromMicros(updated)
+	a.ScheduledTS, a.StartedTS, a.FinishedTS = sqlite.FromNullMicros(scheduled), sqlite.FromNullMicros(started), sqlite.FromNullMicros(finished)
 	return &a, seq, nil
 }
 
@@ -520,28 +520,9 @@ func bump(ctx context.Context, tx *sql.Tx) (int64, error) {
 
 func addHistory(ctx context.Context, tx *sql.Tx, id string, ts time.Time, from, to action.State, actor, reason string) error {
 	_, err := tx.ExecContext(ctx, `INSERT INTO history (action_id, ts_us, from_state, to_state, actor, reason)
-		VALUES (?, ?, ?, ?, ?, ?)`, id, micros(ts), from, to, actor, reason)
+		VALUES (?, ?, ?, ?, ?, ?)`, id, sqlite.Micros(ts), from, to, actor, reason)
 	if err != nil {
 		return fmt.Errorf("history: %w", err)
 	}
 	return nil
-}
-
-func micros(t time.Time) int64 { return t.UnixMicro() }
-
-func microsPtr(t *time.Time) any {
-	if t == nil {
-		return nil
-	}
-	return t.UnixMicro()
-}
-
-func fromMicros(us int64) time.Time { return time.UnixMicro(us).UTC() }
-
-func nullTime(v sql.NullInt64) *time.Time {
-	if !v.Valid {
-		return nil
-	}
-	t := fromMicros(v.Int64)
-	return &t
 }

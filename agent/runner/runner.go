@@ -1,7 +1,8 @@
 // Package runner is the agent's sequential executor: it takes the oldest NEW
 // action from the queue, runs it step by step through its handler, commits
 // after every step, and only then takes the next one. It is a service with
-// Start and Stop; Stop lets the step in progress finish and commit.
+// Start and Stop (shared/startstop); stopping lets the step in progress
+// finish and commit.
 package runner
 
 import (
@@ -16,6 +17,8 @@ import (
 	"github.com/musterhq/muster/agent/handlers"
 	"github.com/musterhq/muster/agent/queue"
 	"github.com/musterhq/muster/shared/action"
+	"github.com/musterhq/muster/shared/startstop"
+	"github.com/musterhq/muster/shared/testsignal"
 )
 
 // Queue is what the runner needs of the queue.
@@ -57,8 +60,34 @@ type Runner struct {
 	cancelRun context.CancelCauseFunc
 	cancelled map[string]bool // cancel requests that arrived before the run began
 
-	startOnce, stopOnce sync.Once
-	stop, done          chan struct{}
+	startstop.Base
+	stopped <-chan struct{} // the service's context's Done, set by Start
+
+	// TestSignals lets a test wait for the runner to reach a point; they do
+	// nothing unless a test calls Init.
+	TestSignals TestSignals
+}
+
+// TestSignals are the points a test can wait for.
+type TestSignals struct {
+	// Claimed carries the id of every action the runner starts or resumes
+	// (it is RUNNING in the queue).
+	Claimed testsignal.Signal[string]
+	// Committed carries every step the runner committed, final or not.
+	Committed testsignal.Signal[Committed]
+}
+
+// Committed is one step the runner committed.
+type Committed struct {
+	ID       string
+	State    action.State
+	Progress []byte
+}
+
+// Init readies every signal for the test tb.
+func (ts *TestSignals) Init(tb testsignal.TB) {
+	ts.Claimed.Init(tb)
+	ts.Committed.Init(tb)
 }
 
 // New returns a runner; it starts nothing.
@@ -76,26 +105,24 @@ func New(cfg Config) *Runner {
 		cfg:       cfg,
 		wake:      make(chan struct{}, 1),
 		cancelled: map[string]bool{},
-		stop:      make(chan struct{}),
-		done:      make(chan struct{}),
 	}
 }
 
-// Start starts the loop. ctx is only used for values; Stop ends the loop.
-func (r *Runner) Start(context.Context) error {
-	r.startOnce.Do(func() { go r.loop() })
+// Start starts the loop; it runs until ctx ends or Stop is called, and
+// either lets the step in progress finish and commit first (the action stays
+// RUNNING and is resumed by the next start). Stop is the one of
+// startstop.Base: idempotent, and it returns once the loop has ended.
+func (r *Runner) Start(ctx context.Context) error {
+	ctx, done, err := r.StartInit(ctx)
+	if err != nil {
+		return err
+	}
+	r.stopped = ctx.Done()
+	go func() {
+		defer done()
+		r.loop()
+	}()
 	return nil
-}
-
-// Stop lets the step in progress finish and commit, then returns. The action
-// stays RUNNING and is resumed by the next start. Stop is idempotent.
-func (r *Runner) Stop() {
-	r.stopOnce.Do(func() { close(r.stop) })
-	started := true
-	r.startOnce.Do(func() { started = false; close(r.done) })
-	if started {
-		<-r.done
-	}
 }
 
 // Wake tells the runner that the queue changed.
@@ -119,13 +146,12 @@ func (r *Runner) Cancel(id string) {
 }
 
 func (r *Runner) loop() {
-	defer close(r.done)
 	backoff := r.cfg.Idle
 	var next *action.Action // claimed by the transaction that finished the last one
 	var nextCancel bool
 	for {
 		select {
-		case <-r.stop:
+		case <-r.stopped:
 			return
 		default:
 		}
@@ -159,7 +185,7 @@ func (r *Runner) wait(d time.Duration) bool {
 	t := time.NewTimer(d)
 	defer t.Stop()
 	select {
-	case <-r.stop:
+	case <-r.stopped:
 		return false
 	case <-r.wake:
 		return true
@@ -174,6 +200,7 @@ func (r *Runner) wait(d time.Duration) bool {
 // action stays RUNNING).
 func (r *Runner) run(a *action.Action, resumed, cancelReq bool) (next *action.Action, nextCancel, ok bool) {
 	log := r.cfg.Log.With("action", a.ID, "kind", a.Kind)
+	r.TestSignals.Claimed.Send(a.ID)
 	if resumed {
 		log.Info("resuming action after restart")
 	}
@@ -262,7 +289,7 @@ func (r *Runner) run(a *action.Action, resumed, cancelReq bool) (next *action.Ac
 		case <-wait.C:
 		case <-ctxDone:
 			wait.Stop()
-		case <-r.stop:
+		case <-r.stopped:
 			wait.Stop()
 			log.Info("agent stopping; action stays RUNNING and resumes at next start")
 			return nil, false, false
@@ -278,6 +305,9 @@ func (r *Runner) save(id string, s queue.Step) (*action.Action, error) {
 		rec, err = r.cfg.Queue.SaveStep(context.Background(), id, r.cfg.Actor, s)
 		return err
 	})
+	if err == nil {
+		r.TestSignals.Committed.Send(Committed{ID: id, State: s.State, Progress: s.Progress})
+	}
 	return rec, err
 }
 
@@ -293,12 +323,15 @@ func (r *Runner) finish(id string, s queue.Step) (next *action.Action, cancelReq
 		next, cancelReq, err = r.cfg.Queue.Finish(context.Background(), id, r.cfg.Actor, s)
 		return err
 	})
+	if err == nil {
+		r.TestSignals.Committed.Send(Committed{ID: id, State: s.State, Progress: s.Progress})
+	}
 	return next, cancelReq, err
 }
 
 func (r *Runner) stopping() bool {
 	select {
-	case <-r.stop:
+	case <-r.stopped:
 		return true
 	default:
 		return false
@@ -318,7 +351,7 @@ func (r *Runner) retry(id string, write func() error) error {
 		}
 		r.cfg.Log.Error("save step; retrying", "action", id, "err", err)
 		select {
-		case <-r.stop:
+		case <-r.stopped:
 			return err
 		case <-time.After(backoff):
 		}

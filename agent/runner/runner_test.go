@@ -3,12 +3,15 @@ package runner
 import (
 	"context"
 	"encoding/json"
+	"errors"
+	"fmt"
 	"testing"
 	"time"
 
 	"github.com/musterhq/muster/agent/handlers"
 	"github.com/musterhq/muster/agent/queue"
 	"github.com/musterhq/muster/shared/action"
+	"github.com/musterhq/muster/shared/startstop"
 )
 
 func setup(t *testing.T, dir string) (*queue.Queue, *Runner) {
@@ -22,6 +25,7 @@ func setup(t *testing.T, dir string) (*queue.Queue, *Runner) {
 		t.Fatal(err)
 	}
 	r := New(Config{Queue: q, Handlers: reg, Actor: "n1", Idle: 20 * time.Millisecond})
+	r.TestSignals.Init(t)
 	t.Cleanup(func() { r.Stop(); q.Close() })
 	return q, r
 }
@@ -35,20 +39,25 @@ func enqueue(t *testing.T, q *queue.Queue, kind, args string, timeoutS int) stri
 	return a.ID
 }
 
-// waitState polls the queue until the action is in want, or fails at the deadline.
-func waitState(t *testing.T, q *queue.Queue, id string, want action.State) *action.Action {
+// waitState waits for the runner to commit the action in want and returns
+// the record.
+func waitState(t *testing.T, q *queue.Queue, r *Runner, id string, want action.State) *action.Action {
 	t.Helper()
-	deadline := time.Now().Add(15 * time.Second)
-	for {
-		a, err := q.Get(context.Background(), id)
-		if err == nil && a.State == want {
-			return a
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("action %s: state %v, want %s (err %v)", id, a, want, err)
-		}
-		time.Sleep(5 * time.Millisecond)
+	if want == action.Running {
+		r.TestSignals.Claimed.WaitFor("claim of "+id, func(got string) bool { return got == id })
+	} else {
+		r.TestSignals.Committed.WaitFor(fmt.Sprintf("%s %s", id, want), func(c Committed) bool {
+			return c.ID == id && c.State == want
+		})
 	}
+	a, err := q.Get(context.Background(), id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if a.State != want {
+		t.Fatalf("action %s: state %s after the runner committed %s", id, a.State, want)
+	}
+	return a
 }
 
 func TestRunsInCreationOrderOneAtATime(t *testing.T) {
@@ -63,7 +72,7 @@ func TestRunsInCreationOrderOneAtATime(t *testing.T) {
 	}
 	var prev *action.Action
 	for _, id := range ids {
-		a := waitState(t, q, id, action.Done)
+		a := waitState(t, q, r, id, action.Done)
 		if prev != nil && a.StartedTS.Before(*prev.FinishedTS) {
 			t.Fatalf("%s started at %s before %s finished at %s", a.ID, a.StartedTS, prev.ID, prev.FinishedTS)
 		}
@@ -76,12 +85,12 @@ func TestCancelRunningAction(t *testing.T) {
 	q, r := setup(t, t.TempDir())
 	id := enqueue(t, q, handlers.KindSleep, `{"seconds":3600}`, 0)
 	_ = r.Start(context.Background())
-	waitState(t, q, id, action.Running)
+	waitState(t, q, r, id, action.Running)
 	if _, running, err := q.Cancel(context.Background(), id, "api"); err != nil || !running {
 		t.Fatalf("cancel: running=%v err=%v", running, err)
 	}
 	r.Cancel(id)
-	a := waitState(t, q, id, action.Cancelled)
+	a := waitState(t, q, r, id, action.Cancelled)
 	if a.StateReason != action.ReasonCancelled {
 		t.Fatalf("reason %q", a.StateReason)
 	}
@@ -94,7 +103,7 @@ func TestCancelRequestedBeforeTheRunStarts(t *testing.T) {
 	// The request reaches the runner before it claims the action.
 	r.Cancel(id)
 	_ = r.Start(context.Background())
-	waitState(t, q, id, action.Cancelled)
+	waitState(t, q, r, id, action.Cancelled)
 }
 
 func TestTimeoutFailsTheAction(t *testing.T) {
@@ -102,7 +111,7 @@ func TestTimeoutFailsTheAction(t *testing.T) {
 	q, r := setup(t, t.TempDir())
 	id := enqueue(t, q, handlers.KindSleep, `{"seconds":3600}`, 1)
 	_ = r.Start(context.Background())
-	a := waitState(t, q, id, action.Failed)
+	a := waitState(t, q, r, id, action.Failed)
 	if a.StateReason != action.ReasonTimeout {
 		t.Fatalf("reason %q, want timeout", a.StateReason)
 	}
@@ -117,13 +126,10 @@ func TestStopLeavesRunningAndRestartResumesAtTheSameDeadline(t *testing.T) {
 	q, r := setup(t, dir)
 	id := enqueue(t, q, handlers.KindSleep, `{"seconds":1.5}`, 0)
 	_ = r.Start(context.Background())
-	running := waitState(t, q, id, action.Running)
-	// Wait until the deadline is in progress, then stop the runner.
-	deadline := time.Now().Add(10 * time.Second)
-	for len(running.Progress) < 5 && time.Now().Before(deadline) {
-		time.Sleep(5 * time.Millisecond)
-		running, _ = q.Get(context.Background(), id)
-	}
+	// Stop once the deadline is committed in the progress.
+	r.TestSignals.Committed.WaitFor("the deadline in progress", func(c Committed) bool {
+		return c.ID == id && c.State == action.Running && len(c.Progress) > 2
+	})
 	r.Stop()
 	a, _ := q.Get(context.Background(), id)
 	if a.State != action.Running {
@@ -135,7 +141,7 @@ func TestStopLeavesRunningAndRestartResumesAtTheSameDeadline(t *testing.T) {
 
 	q2, r2 := setup(t, dir)
 	_ = r2.Start(context.Background())
-	done := waitState(t, q2, id, action.Done)
+	done := waitState(t, q2, r2, id, action.Done)
 	if done.FinishedTS.Before(p.Deadline) {
 		t.Fatalf("finished at %s, before the original deadline %s", done.FinishedTS, p.Deadline)
 	}
@@ -150,10 +156,10 @@ func TestFailAndUnknownKind(t *testing.T) {
 	failed := enqueue(t, q, handlers.KindFail, `{"message":"boom"}`, 0)
 	unknown := enqueue(t, q, "example.com/gone", `{}`, 0)
 	_ = r.Start(context.Background())
-	if a := waitState(t, q, failed, action.Failed); a.StateReason != "boom" {
+	if a := waitState(t, q, r, failed, action.Failed); a.StateReason != "boom" {
 		t.Fatalf("reason %q", a.StateReason)
 	}
-	if a := waitState(t, q, unknown, action.Failed); a.StateReason == "" {
+	if a := waitState(t, q, r, unknown, action.Failed); a.StateReason == "" {
 		t.Fatal("unknown kind failed without a reason")
 	}
 }
@@ -163,4 +169,45 @@ func TestStopIsIdempotentAndWorksUnstarted(t *testing.T) {
 	_, r := setup(t, t.TempDir())
 	r.Stop()
 	r.Stop()
+}
+
+// TestStartHonoursItsContext: when the context Start was given ends, the
+// runner stops between two steps as Stop makes it, and the action stays
+// RUNNING to resume at the next start.
+func TestStartHonoursItsContext(t *testing.T) {
+	t.Parallel()
+	q, r := setup(t, t.TempDir())
+	id := enqueue(t, q, handlers.KindSleep, `{"seconds":3600}`, 0)
+	ctx, cancel := context.WithCancel(context.Background())
+	if err := r.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	r.TestSignals.Committed.WaitFor("the first step", func(c Committed) bool { return c.ID == id })
+	cancel()
+	r.Stop() // returns once the loop has ended
+	a, err := q.Get(context.Background(), id)
+	if err != nil || a.State != action.Running {
+		t.Fatalf("after the context ended: %v, %v", a, err)
+	}
+	next := enqueue(t, q, handlers.KindPing, `{}`, 0)
+	r.Wake()
+	r.TestSignals.Committed.RequireEmpty()
+	if a, _ := q.Get(context.Background(), next); a.State != action.New {
+		t.Fatalf("a stopped runner moved %s to %s", next, a.State)
+	}
+}
+
+func TestStartsOnce(t *testing.T) {
+	t.Parallel()
+	_, r := setup(t, t.TempDir())
+	if err := r.Start(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if err := r.Start(context.Background()); !errors.Is(err, startstop.ErrStarted) {
+		t.Fatalf("second Start: %v", err)
+	}
+	r.Stop()
+	if err := r.Start(context.Background()); !errors.Is(err, startstop.ErrStopped) {
+		t.Fatalf("Start after Stop: %v", err)
+	}
 }

@@ -27,12 +27,9 @@ for api.addr), then flags.`,
 			}); err != nil {
 				return err
 			}
-			if err := configErrors(cfg.Validate()); err != nil {
-				return err
-			}
 			a, err := agent.New(cfg, newLogger(cfg.Log))
 			if err != nil {
-				return err
+				return configExit(err)
 			}
 			return a.Run(cmd.Context())
 		},

@@ -76,7 +76,7 @@ func newClusterCmd() *cobra.Command {
 				}
 				fmt.Fprintln(w)
 				for _, n := range b.Nodes {
-					fmt.Fprintf(w, "          %s: %s\n", n.ID, n.Reason)
+					fmt.Fprintf(w, "          %s: %s\n", textsafe.Escape(n.ID), textsafe.Escape(n.Reason))
 				}
 			}
 			fmt.Fprintln(w)
@@ -174,9 +174,9 @@ func newNodeCmd() *cobra.Command {
 				w := cmd.OutOrStdout()
 				switch r := out.(type) {
 				case *wire.ForgetResult:
-					fmt.Fprintf(w, "Node %s/%s forgotten; %d open action(s) ended.\n", clusterID, args[0], r.ActionsEnded)
+					fmt.Fprintf(w, "Node %s/%s forgotten; %d open action(s) ended.\n", textsafe.Escape(clusterID), textsafe.Escape(args[0]), r.ActionsEnded)
 				case *wire.Node:
-					fmt.Fprintf(w, "Node %s/%s is %s.\n", clusterID, args[0], r.Status)
+					fmt.Fprintf(w, "Node %s/%s is %s.\n", textsafe.Escape(clusterID), textsafe.Escape(args[0]), textsafe.Escape(r.Status))
 				}
 				return nil
 			},

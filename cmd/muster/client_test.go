@@ -21,6 +21,7 @@ import (
 	"github.com/musterhq/muster/core/store"
 	"github.com/musterhq/muster/core/store/sqlite"
 	"github.com/musterhq/muster/shared/action"
+	"github.com/musterhq/muster/shared/testwait"
 	"github.com/musterhq/muster/shared/wire"
 )
 
@@ -128,20 +129,6 @@ func (e *cliEnv) advance(id string, to action.State, reason string) {
 	})
 	if err != nil {
 		e.t.Fatal(err)
-	}
-}
-
-func waitFor(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.After(10 * time.Second)
-	tick := time.NewTicker(5 * time.Millisecond)
-	defer tick.Stop()
-	for !cond() {
-		select {
-		case <-deadline:
-			t.Fatalf("timed out waiting for %s", what)
-		case <-tick.C:
-		}
 	}
 }
 
@@ -360,11 +347,11 @@ func TestCLIWatch(t *testing.T) {
 				msg = m
 				done <- code
 			}()
-			waitFor(t, "the current state", func() bool { return strings.Contains(buf.String(), "PENDING_SCHEDULE") })
+			testwait.For(t, "the current state", func() bool { return strings.Contains(buf.String(), "PENDING_SCHEDULE") })
 			e.advance(a.ID, action.New, "")
-			waitFor(t, "NEW", func() bool { return strings.Contains(buf.String(), "NEW") })
+			testwait.For(t, "NEW", func() bool { return strings.Contains(buf.String(), "NEW") })
 			e.advance(a.ID, action.Running, "")
-			waitFor(t, "RUNNING", func() bool { return strings.Contains(buf.String(), "RUNNING") })
+			testwait.For(t, "RUNNING", func() bool { return strings.Contains(buf.String(), "RUNNING") })
 			e.advance(a.ID, c.final, "finished")
 			select {
 			case code := <-done:
@@ -413,9 +400,9 @@ func TestCLIEvents(t *testing.T) {
 		code, _ := e.runCtx(ctx, &buf, "op", "events", "--follow", "--limit", "1", "-o", "json")
 		done <- code
 	}()
-	waitFor(t, "the last event", func() bool { return strings.Contains(buf.String(), `"seq":4`) })
+	testwait.For(t, "the last event", func() bool { return strings.Contains(buf.String(), `"seq":4`) })
 	e.run("op", "action", "create", "--cluster", "prod", "--node", "db-1", "--kind", "muster.io/debug.sleep")
-	waitFor(t, "the new event", func() bool { return strings.Contains(buf.String(), `"seq":5`) })
+	testwait.For(t, "the new event", func() bool { return strings.Contains(buf.String(), `"seq":5`) })
 	cancel()
 	select {
 	case code := <-done:

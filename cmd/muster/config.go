@@ -12,6 +12,8 @@ import (
 	"github.com/spf13/cobra"
 	"github.com/spf13/viper"
 	"gopkg.in/yaml.v3"
+
+	"github.com/musterhq/muster/shared/config"
 )
 
 // loadConfig fills out (a pointer to a struct already holding the defaults)
@@ -45,34 +47,117 @@ func loadConfig(cmd *cobra.Command, out any, flagKeys map[string]string) error {
 			v.Set(key, f.Value.String())
 		}
 	}
-	err = v.UnmarshalExact(out, viper.DecodeHook(mapstructure.ComposeDecodeHookFunc(
+	// Unknown keys are found against out's fields and bad values come from
+	// the decoder's typed errors, each named by its key, all at once: nothing
+	// here reads the wording of viper or mapstructure.
+	errs := unknownKeys(v.AllSettings(), reflect.TypeOf(out).Elem(), "")
+	err = v.Unmarshal(out, viper.DecodeHook(mapstructure.ComposeDecodeHookFunc(
 		durationHook,
 		mapstructure.StringToSliceHookFunc(","),
 	)))
 	if err != nil {
-		return decodeErrors(err)
+		errs = append(errs, decodeErrors(err)...)
 	}
-	return nil
+	return configExit(errs.Err())
 }
 
-// decodeErrors turns a decoding error (which lists every bad key under a
-// header) into the same one-line-per-field form as configErrors.
-func decodeErrors(err error) error {
-	var errs []error
-	for _, line := range strings.Split(err.Error(), "\n") {
-		line = strings.TrimSpace(strings.TrimPrefix(strings.TrimSpace(line), "* "))
-		if line == "" || strings.HasPrefix(line, "decoding failed due to") {
+// unknownKeys returns an "unknown key" error for every key of settings (as
+// viper holds them: maps and lists) that no field of t takes, following the
+// mapstructure tags (squashed structs included) into sections and lists.
+func unknownKeys(settings any, t reflect.Type, prefix string) config.Errors {
+	for t.Kind() == reflect.Pointer {
+		t = t.Elem()
+	}
+	var errs config.Errors
+	switch t.Kind() {
+	case reflect.Struct:
+		m, ok := settings.(map[string]any)
+		if !ok {
+			return nil // a wrong type: the decoder reports it
+		}
+		fields := map[string]reflect.Type{}
+		collectFields(t, fields)
+		for key, val := range m {
+			ft, ok := fields[strings.ToLower(key)]
+			if !ok {
+				errs.Add(prefix+key, "unknown key")
+				continue
+			}
+			errs = append(errs, unknownKeys(val, ft, prefix+key+".")...)
+		}
+	case reflect.Slice:
+		list, ok := settings.([]any)
+		if !ok {
+			return nil
+		}
+		for i, val := range list {
+			errs = append(errs, unknownKeys(val, t.Elem(), fmt.Sprintf("%s[%d].", strings.TrimSuffix(prefix, "."), i))...)
+		}
+	}
+	return errs
+}
+
+// collectFields maps the lowercased mapstructure name of every field of the
+// struct t to its type, with the fields of squashed structs in line.
+func collectFields(t reflect.Type, into map[string]reflect.Type) {
+	for i := range t.NumField() {
+		f := t.Field(i)
+		name, opts, _ := strings.Cut(f.Tag.Get("mapstructure"), ",")
+		if opts == "squash" || strings.Contains(opts, "squash") {
+			collectFields(f.Type, into)
 			continue
 		}
-		// "'' has invalid keys: a, b" names keys at the top level.
-		line = strings.Replace(line, "'' has invalid keys:", "unknown keys:", 1)
-		line = strings.Replace(line, "has invalid keys:", "has unknown keys:", 1)
-		errs = append(errs, errors.New(line))
+		if name == "" {
+			name = f.Name
+		}
+		if name != "-" && f.IsExported() {
+			into[strings.ToLower(name)] = f.Type
+		}
 	}
-	if len(errs) == 0 {
-		errs = append(errs, err)
+}
+
+// decodeErrors returns one FieldError per value the decoder refused, named
+// by the key mapstructure reports for it.
+func decodeErrors(err error) config.Errors {
+	var errs config.Errors
+	var walk func(error)
+	walk = func(e error) {
+		if de, ok := e.(*mapstructure.DecodeError); ok {
+			var inner *mapstructure.DecodeError
+			if errors.As(de.Unwrap(), &inner) {
+				walk(de.Unwrap()) // a nested section: its fields name themselves
+				return
+			}
+			errs.Add(de.Name(), "%v", de.Unwrap())
+			return
+		}
+		switch u := e.(type) {
+		case interface{ Unwrap() []error }:
+			for _, x := range u.Unwrap() {
+				walk(x)
+			}
+		case interface{ Unwrap() error }:
+			if x := u.Unwrap(); x != nil {
+				walk(x)
+				return
+			}
+			errs.Add("config", "%v", e)
+		default:
+			errs.Add("config", "%v", e)
+		}
 	}
-	return configErrors(errs)
+	walk(err)
+	return errs
+}
+
+// configExit gives a configuration error (config.Errors, however wrapped)
+// exit code 2; other errors pass unchanged.
+func configExit(err error) error {
+	var es config.Errors
+	if errors.As(err, &es) {
+		return &exitError{code: 2, err: err}
+	}
+	return err
 }
 
 // durationHook accepts Go durations ("10s", "24h") and, for the defaults
@@ -94,19 +179,4 @@ func durationHook(from, to reflect.Type, data any) (any, error) {
 		return time.Duration(d), nil
 	}
 	return data, nil
-}
-
-// configErrors turns a list of validation errors into one error printing one
-// line per bad field, with exit code 2.
-func configErrors(errs []error) error {
-	if len(errs) == 0 {
-		return nil
-	}
-	var b strings.Builder
-	b.WriteString("invalid configuration:")
-	for _, e := range errs {
-		b.WriteString("\n  ")
-		b.WriteString(e.Error())
-	}
-	return &exitError{code: 2, err: errors.New(b.String())}
 }

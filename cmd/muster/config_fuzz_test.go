@@ -1,6 +1,7 @@
 package main
 
 import (
+	"errors"
 	"os"
 	"path/filepath"
 	"strings"
@@ -10,6 +11,7 @@ import (
 
 	"github.com/musterhq/muster/agent"
 	"github.com/musterhq/muster/core"
+	"github.com/musterhq/muster/shared/config"
 )
 
 // FuzzLoadConfig feeds YAML to loadConfig as `muster agent` and `muster core`
@@ -57,13 +59,13 @@ func FuzzLoadConfig(f *testing.F) {
 			t.Fatal(err)
 		}
 		acfg := agent.DefaultConfig()
-		checkLoad(t, path, &acfg, func() []error { return acfg.Validate() })
+		checkLoad(t, path, &acfg, acfg.Validate)
 		ccfg := core.DefaultConfig()
-		checkLoad(t, path, &ccfg, func() []error { return ccfg.Validate() })
+		checkLoad(t, path, &ccfg, ccfg.Validate)
 	})
 }
 
-func checkLoad(t *testing.T, path string, out any, validate func() []error) {
+func checkLoad(t *testing.T, path string, out any, validate func() error) {
 	t.Helper()
 	var loadErr error
 	cmd := &cobra.Command{RunE: func(cmd *cobra.Command, _ []string) error {
@@ -79,12 +81,35 @@ func checkLoad(t *testing.T, path string, out any, validate func() []error) {
 		if exitCode(loadErr) != 2 {
 			t.Fatalf("load error with exit code %d: %v", exitCode(loadErr), loadErr)
 		}
+		checkReport(t, loadErr, false)
 		return
 	}
-	errs := validate()
-	if err := configErrors(errs); err != nil {
-		if exitCode(err) != 2 || strings.Count(err.Error(), "\n") != len(errs) {
-			t.Fatalf("validation report %q is not one line per field", err)
+	if err := validate(); err != nil {
+		checkReport(t, configExit(err), true)
+	}
+}
+
+// checkReport checks that err is a configuration report: exit code 2 and,
+// when it is a list of field errors (required when fields is true), one
+// line per entry, each naming its field.
+func checkReport(t *testing.T, err error, fields bool) {
+	t.Helper()
+	if exitCode(err) != 2 {
+		t.Fatalf("exit code %d for %v", exitCode(err), err)
+	}
+	var es config.Errors
+	if !errors.As(err, &es) {
+		if fields {
+			t.Fatalf("validation error %v is not a list of field errors", err)
+		}
+		return // the file itself is not YAML
+	}
+	if strings.Count(err.Error(), "\n") != len(es) {
+		t.Fatalf("report %q is not one line per field", err)
+	}
+	for _, e := range es {
+		if e.Field == "" || e.Problem == "" {
+			t.Fatalf("entry %+v names no field or no problem", e)
 		}
 	}
 }

@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"errors"
+	"io"
 	"os"
 	"path/filepath"
 	"slices"
@@ -13,6 +14,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/musterhq/muster/agent"
+	"github.com/musterhq/muster/shared/config"
 )
 
 // loadAgent runs loadConfig the way `muster agent` does, with a config file
@@ -69,23 +71,39 @@ func TestConfigPrecedenceFileEnvFlags(t *testing.T) {
 	}
 }
 
-func TestConfigRefusesUnknownKeysAndBadDurations(t *testing.T) {
+func TestConfigRefusesUnknownKeysAndBadValuesByField(t *testing.T) {
 	t.Parallel()
-	cases := map[string]string{
-		"unknown key":     "node_id: a\nnot_a_key: 1\n",
-		"unknown nested":  "api:\n  adr: 127.0.0.1:1\n",
-		"bad duration":    "actions:\n  retention: soon\n",
-		"not a yaml file": "node_id: [",
-	}
-	for name, yaml := range cases {
-		t.Run(name, func(t *testing.T) {
+	for _, tc := range []struct {
+		name, yaml string
+		env        map[string]string
+		fields     []string
+	}{
+		{"unknown key", "node_id: a\nnot_a_key: 1\n", nil, []string{"not_a_key"}},
+		{"unknown nested", "api:\n  adr: 127.0.0.1:1\n", nil, []string{"api.adr"}},
+		{"unknown in a list", "actions:\n  external:\n    - kind: a.b/c\n      run: [x]\n      tmeout: 1s\n", nil, []string{"actions.external[0].tmeout"}},
+		{"bad duration", "actions:\n  retention: soon\n", nil, []string{"actions.retention"}},
+		{"bad number", "gossip:\n  suspicion_mult: many\n", nil, []string{"gossip.suspicion_mult"}},
+		{"all at once", "nope: 1\nactions:\n  retention: soon\n  purge_interval: later\n", nil,
+			[]string{"actions.purge_interval", "actions.retention", "nope"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
-			_, err := loadAgent(t, yaml)
-			var ee *exitError
-			if !errors.As(err, &ee) || ee.code != 2 {
+			_, err := loadAgent(t, tc.yaml)
+			if exitCode(err) != 2 {
 				t.Fatalf("error %v, want an exit-2 configuration error", err)
 			}
+			if got := config.FieldsOf(err); !slices.Equal(got, tc.fields) {
+				t.Fatalf("fields %q, want %q (%v)", got, tc.fields, err)
+			}
 		})
+	}
+}
+
+func TestConfigFileThatIsNotYAMLIsRefused(t *testing.T) {
+	t.Parallel()
+	_, err := loadAgent(t, "node_id: [")
+	if exitCode(err) != 2 {
+		t.Fatalf("error %v, want an exit-2 configuration error", err)
 	}
 }
 
@@ -94,14 +112,34 @@ func TestConfigErrorsOneLinePerField(t *testing.T) {
 	cfg := agent.DefaultConfig()
 	cfg.Actions.Retention = -time.Second
 	cfg.API.Insecure = true
-	err := configErrors(cfg.Validate())
-	if err == nil {
-		t.Fatal("no error")
+	err := cfg.Validate()
+	want := []string{"actions.retention", "cluster_id", "data_dir", "node_id"}
+	if got := config.FieldsOf(err); !slices.Equal(got, want) {
+		t.Fatalf("fields %q, want %q", got, want)
 	}
-	lines := strings.Split(err.Error(), "\n")
-	// A header, then node_id, cluster_id, data_dir and actions.retention.
-	if len(lines) != 5 {
-		t.Fatalf("want 4 fields on their own lines, got:\n%s", err)
+	if lines := strings.Split(err.Error(), "\n"); len(lines) != 1+len(want) {
+		t.Fatalf("want a header and one line per field, got:\n%s", err)
+	}
+}
+
+// TestAgentRefusesAnIDTheCoreRefuses starts `muster agent` the way a user
+// does: an id the core would drop stops it before it opens anything.
+func TestAgentRefusesAnIDTheCoreRefuses(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	cmd := newRootCmd()
+	cmd.SetArgs([]string{"agent", "--data-dir", dir, "--node-id", "db 1", "--cluster-id", "c1", "--api-addr", ""})
+	cmd.SetOut(io.Discard)
+	cmd.SetErr(io.Discard)
+	err := cmd.ExecuteContext(context.Background())
+	if exitCode(err) != 2 {
+		t.Fatalf("error %v, want an exit-2 configuration error", err)
+	}
+	if got := config.FieldsOf(err); !slices.Equal(got, []string{"node_id"}) {
+		t.Fatalf("fields %q, want node_id", got)
+	}
+	if entries, _ := os.ReadDir(dir); len(entries) != 0 {
+		t.Fatalf("the refused agent wrote %d entries in its data directory", len(entries))
 	}
 }
 

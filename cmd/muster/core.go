@@ -31,12 +31,9 @@ Configuration comes from --config (YAML), then MUSTER_* environment variables
 			}); err != nil {
 				return err
 			}
-			if err := configErrors(cfg.Validate()); err != nil {
-				return err
-			}
 			c, err := core.New(cfg, newLogger(cfg.Log))
 			if err != nil {
-				return err
+				return configExit(err)
 			}
 			return c.Run(cmd.Context())
 		},

@@ -39,6 +39,9 @@ type devOptions struct {
 	// gossipAddr by the core) instead of the core's static list.
 	gossip     bool
 	gossipAddr string
+	// ha: a local PostgreSQL and several core replicas (dev_ha.go).
+	ha       bool
+	replicas int
 }
 
 func newDevCmd() *cobra.Command {
@@ -51,9 +54,20 @@ agents on 127.0.0.1:7421 and up, each with its own SQLite file, in cluster
 "dev". It creates an operator token (alice) and an approver token (bob) and
 prints the lines to use them. Without --data-dir everything lives in a
 temporary directory removed on exit. With --gossip the core lists no node:
-the agents announce themselves in an (unencrypted) gossip pool.`,
+the agents announce themselves in an (unencrypted) gossip pool.
+
+With --ha it starts a throwaway PostgreSQL from the distribution's packages
+(initdb and postgres, as the user muster-pg when run as root), --replicas
+core replicas sharing it, each its own process, and one cluster per agent
+(dev-1, dev-2...), so that the cluster leases spread over the replicas.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			if o.ha {
+				if o.gossip {
+					return &exitError{code: 2, err: errors.New("--ha and --gossip do not go together")}
+				}
+				return runDevHA(cmd.Context(), o, cmd.OutOrStdout())
+			}
 			return runDev(cmd.Context(), o, cmd.OutOrStdout())
 		},
 	}
@@ -66,6 +80,8 @@ the agents announce themselves in an (unencrypted) gossip pool.`,
 	f.StringVar(&o.logLevel, "log-level", "warn", "log level: debug, info, warn, error")
 	f.BoolVar(&o.gossip, "gossip", false, "find the agents through a gossip pool (unencrypted) instead of a static list")
 	f.StringVar(&o.gossipAddr, "gossip-addr", "127.0.0.1:7946", "with --gossip: the core's gossip address, which the agents join")
+	f.BoolVar(&o.ha, "ha", false, "start a local PostgreSQL and several core replicas (on --api-addr and the ports after it), one cluster per agent")
+	f.IntVar(&o.replicas, "replicas", 3, "with --ha: the number of core replicas")
 	return cmd
 }
 
@@ -255,6 +271,12 @@ Then as bob (approver):
   MUSTER_TOKEN=%[4]s %[5]s action approve <id>
   %[5]s action watch <id>       # PENDING_SCHEDULE → NEW → RUNNING → DONE
   %[5]s events
+
+A run over every node, one at a time, approved once (alice creates, bob approves):
+
+  %[5]s run create --cluster dev --kind muster.io/debug.sleep --arg seconds=2 --target all --max-concurrency 1
+  MUSTER_TOKEN=%[4]s %[5]s run approve <id>
+  %[5]s run watch <id>          # a bar and counts per state for each stage
 
 On a node, people use the agent's socket (its file mode decides who may):
 

@@ -13,6 +13,7 @@ import (
 	"github.com/musterhq/muster/core/approval"
 	"github.com/musterhq/muster/core/store"
 	"github.com/musterhq/muster/shared/action"
+	"github.com/musterhq/muster/shared/testwait"
 	"github.com/musterhq/muster/shared/wire"
 )
 
@@ -139,7 +140,7 @@ func TestCLIEscapesControlCharacters(t *testing.T) {
 		code, _ := e.runCtx(fctx, &buf, "op", "events", "--follow", "--limit", "1")
 		done <- code
 	}()
-	waitFor(t, "the forged event", func() bool { return strings.Contains(buf.String(), "message ") })
+	testwait.For(t, "the forged event", func() bool { return strings.Contains(buf.String(), "message ") })
 	cancel()
 	<-done
 	assertSafe(t, "events --follow", buf.String(), "db-1"+escaped, "message "+escaped)

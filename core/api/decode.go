@@ -56,8 +56,8 @@ func checkCreate(req *wire.CreateActionRequest) error {
 	if !action.ValidKind(req.Kind) {
 		return badRequest("kind %q is not of the form domain/name", req.Kind)
 	}
-	if req.TimeoutS < 0 || req.TimeoutS > action.MaxTimeoutS {
-		return badRequest("timeout_s must be between 0 (the agent's default) and %d", action.MaxTimeoutS)
+	if err := action.CheckTimeoutS(req.TimeoutS); err != nil {
+		return badRequest("%v", err)
 	}
 	args, err := action.NormalizeArgs(req.Args)
 	if err != nil {

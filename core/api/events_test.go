@@ -11,6 +11,7 @@ import (
 
 	"github.com/musterhq/muster/core/store"
 	"github.com/musterhq/muster/shared/client"
+	"github.com/musterhq/muster/shared/testwait"
 	"github.com/musterhq/muster/shared/wire"
 )
 
@@ -189,7 +190,7 @@ func TestAPI4StreamCapPerToken(t *testing.T) {
 	s3.Close()
 	// Closing one frees a place once the server has seen it go.
 	s1.Close()
-	eventually(t, "a freed stream slot", func() bool {
+	testwait.For(t, "a freed stream slot", func() bool {
 		s, err := c.Stream(ctx, -1, client.EventFilter{})
 		if err != nil {
 			return false
@@ -239,9 +240,9 @@ func TestStreamEndsWhenClientLeaves(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer s.Close()
-	eventually(t, "the stream to be counted", func() bool { return e.srv.openStreams("viewer") == 1 })
+	testwait.For(t, "the stream to be counted", func() bool { return e.srv.openStreams("viewer") == 1 })
 	cancel()
-	eventually(t, "the handler to return", func() bool { return e.srv.openStreams("viewer") == 0 })
+	testwait.For(t, "the handler to return", func() bool { return e.srv.openStreams("viewer") == 0 })
 }
 
 func TestStreamKeepAlive(t *testing.T) {

@@ -10,8 +10,10 @@ import (
 
 	"github.com/labstack/echo/v5"
 
+	"github.com/musterhq/muster/core/auth"
 	"github.com/musterhq/muster/core/store"
 	"github.com/musterhq/muster/shared/action"
+	"github.com/musterhq/muster/shared/wire"
 )
 
 func FuzzCreateDecode(f *testing.F) {
@@ -116,5 +118,35 @@ func FuzzListQuery(f *testing.F) {
 		if q.Marker != "" && !action.ValidID(q.Marker) {
 			t.Fatalf("query %q: accepted marker %q", raw, q.Marker)
 		}
+	})
+}
+
+// FuzzSmallBodies decodes arbitrary bodies as the token create call and the
+// run calls (approve, reject, cancel) do: a refusal is a 400, never a 5xx.
+func FuzzSmallBodies(f *testing.F) {
+	for _, s := range []string{`{"name":"bob","roles":["approver"]}`, `{"name":"","roles":null}`, `{"digest":"ab"}`,
+		`{"reason":"x"}`, `{"reason":1}`, `{"name":"x","roles":["x"],"extra":1}`, `[]`, ``, `{`} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, body []byte) {
+		check := func(err error) {
+			if err == nil {
+				return
+			}
+			if st, _ := classify(err); st != http.StatusBadRequest {
+				t.Fatalf("error %v answers %d, not 400", err, st)
+			}
+		}
+		var tok wire.CreateTokenRequest
+		if err := decodeStrict(body, &tok); err == nil {
+			_, err := auth.CheckToken(tok.Name, tok.Roles)
+			check(err)
+		} else {
+			check(err)
+		}
+		var ap wire.ApproveRunRequest
+		check(decodeStrict(body, &ap))
+		var rr wire.ReasonRequest
+		check(decodeStrict(body, &rr))
 	})
 }

@@ -13,6 +13,7 @@ import (
 	"github.com/musterhq/muster/shared/apiserver"
 	"github.com/musterhq/muster/shared/client"
 	"github.com/musterhq/muster/shared/config"
+	"github.com/musterhq/muster/shared/testwait"
 	"github.com/musterhq/muster/shared/wire"
 )
 
@@ -95,7 +96,7 @@ func TestEventStreamsHaveAGlobalCap(t *testing.T) {
 		t.Fatalf("third stream: %v, want 503 with the envelope", err)
 	}
 	s1.Close()
-	eventually(t, "a freed stream slot", func() bool {
+	testwait.For(t, "a freed stream slot", func() bool {
 		s, err := e.client("admin").Stream(ctx, -1, client.EventFilter{})
 		if err != nil {
 			return false

@@ -29,12 +29,16 @@ func (s *Server) applyPlaybook(c *echo.Context) error {
 	if err := decodeStrict(body, &req); err != nil {
 		return err
 	}
+	parsed, err := playbook.Parse([]byte(req.Document))
+	if err != nil {
+		return err
+	}
 	ctx := c.Request().Context()
 	var p *store.Playbook
 	var changed bool
 	err = s.st.Update(ctx, func(tx store.Tx) error {
 		var err error
-		p, changed, err = playbook.Apply(ctx, tx, req.Document, caller(c).Name)
+		p, changed, err = playbook.Apply(ctx, tx, req.Document, parsed, caller(c).Name)
 		return err
 	})
 	if err != nil {
@@ -122,9 +126,13 @@ func (s *Server) planPlaybook(c *echo.Context) error {
 		return err
 	}
 	ctx := c.Request().Context()
+	pb, version, err := playbook.Load(ctx, s.st, c.Param("name"), req)
+	if err != nil {
+		return err
+	}
 	var out wire.Plan
 	err = s.st.Read(ctx, func(r store.Reader) error {
-		p, err := playbook.MakePlan(ctx, r, c.Param("name"), req)
+		p, err := pb.Plan(ctx, r, version, req)
 		if err != nil {
 			return err
 		}
@@ -152,8 +160,15 @@ func (s *Server) startPlaybook(c *echo.Context) error {
 	if err != nil {
 		return err
 	}
+	if req.Document != "" {
+		return badRequest("a run starts from a stored playbook: apply the document first")
+	}
+	pb, version, err := playbook.Load(c.Request().Context(), s.st, c.Param("name"), req)
+	if err != nil {
+		return err
+	}
 	return s.newRun(c, func(ctx context.Context, tx store.Tx) (*store.Run, error) {
-		return playbook.Start(ctx, tx, s.cfg.Runs, c.Param("name"), req, s.who(c))
+		return playbook.Start(ctx, tx, s.cfg.Runs, pb, version, req, s.who(c))
 	})
 }
 

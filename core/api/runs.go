@@ -10,6 +10,7 @@ import (
 
 	"github.com/labstack/echo/v5"
 
+	"github.com/musterhq/muster/core/auth"
 	"github.com/musterhq/muster/core/runs"
 	"github.com/musterhq/muster/core/store"
 	"github.com/musterhq/muster/shared/action"
@@ -32,7 +33,7 @@ func ToWireRun(r *store.Run, children []store.Record, grid bool) wire.Run {
 	byCell := map[string]*store.Record{}
 	for i := range children {
 		c := &children[i]
-		kids[i] = runs.Child{Stage: c.Stage, Node: c.NodeID, State: c.State, Reason: c.StateReason}
+		kids[i] = runs.ChildOf(c, r.ApprovedBy)
 		byCell[c.Stage+"\x00"+c.NodeID] = c
 	}
 	for i := range r.Stages {
@@ -177,7 +178,11 @@ func (s *Server) listRuns(c *echo.Context) error {
 			if err != nil {
 				return err
 			}
-			out.Runs = append(out.Runs, ToWireRun(&list[i], kids, false))
+			w := ToWireRun(&list[i], kids, false)
+			for j := range w.Stages {
+				w.Stages[j].Args = nil // in the run's own answer, not in lists
+			}
+			out.Runs = append(out.Runs, w)
 		}
 		return nil
 	})
@@ -280,7 +285,7 @@ func (s *Server) pauseRun(c *echo.Context) error {
 
 func (s *Server) resumeRun(c *echo.Context) error {
 	return s.changeRun(c, nil, func(ctx context.Context, tx store.Tx, id string) (*store.Run, error) {
-		return s.cfg.Runs.Resume(ctx, tx, id, s.who(c))
+		return s.cfg.Runs.Resume(ctx, tx, id, s.who(c), auth.Can(caller(c).Roles, auth.Approve))
 	})
 }
 

@@ -316,18 +316,3 @@ func (e *env) eventsOf(id string, types ...string) []store.Event {
 func (e *env) client(who string) *client.Core {
 	return client.NewCore(e.ts.URL, e.secrets[who], e.ts.Client())
 }
-
-// eventually polls cond until it holds or the deadline passes.
-func eventually(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.After(5 * time.Second)
-	tick := time.NewTicker(5 * time.Millisecond)
-	defer tick.Stop()
-	for !cond() {
-		select {
-		case <-deadline:
-			t.Fatalf("timed out waiting for %s", what)
-		case <-tick.C:
-		}
-	}
-}

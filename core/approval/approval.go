@@ -13,6 +13,7 @@ import (
 	"github.com/bmatcuk/doublestar/v4"
 
 	"github.com/musterhq/muster/shared/action"
+	"github.com/musterhq/muster/shared/config"
 )
 
 // Values of Rule.Approval and Policy.Default.
@@ -46,21 +47,21 @@ func DefaultPolicy() Policy {
 }
 
 // Validate returns one error per bad field.
-func (p Policy) Validate() []error {
-	var errs []error
+func (p Policy) Validate() config.Errors {
+	var errs config.Errors
 	if p.Default != Required && p.Default != None {
-		errs = append(errs, fmt.Errorf("approval.default: %q is not %q or %q", p.Default, Required, None))
+		errs.Add("approval.default", "%q is not %q or %q", p.Default, Required, None)
 	}
 	if p.TTL <= 0 {
-		errs = append(errs, fmt.Errorf("approval.ttl: must be positive, got %s", p.TTL))
+		errs.Add("approval.ttl", "must be positive, got %s", p.TTL)
 	}
 	for i, r := range p.Rules {
 		if r.Approval != Required && r.Approval != None {
-			errs = append(errs, fmt.Errorf("approval.rules[%d].approval: %q is not %q or %q", i, r.Approval, Required, None))
+			errs.Add(fmt.Sprintf("approval.rules[%d].approval", i), "%q is not %q or %q", r.Approval, Required, None)
 		}
 		for _, f := range []struct{ name, glob string }{{"kind", r.Kind}, {"cluster", r.Cluster}} {
 			if !ValidGlob(f.glob) {
-				errs = append(errs, fmt.Errorf("approval.rules[%d].%s: bad glob %q (an unclosed [ or {, or a trailing \\)", i, f.name, f.glob))
+				errs.Add(fmt.Sprintf("approval.rules[%d].%s", i, f.name), "bad glob %q (an unclosed [ or {, or a trailing \\)", f.glob)
 			}
 		}
 	}

@@ -12,12 +12,12 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
-	"regexp"
 	"slices"
 	"strings"
 	"time"
 
 	"github.com/musterhq/muster/core/store"
+	"github.com/musterhq/muster/shared/names"
 )
 
 // SecretPrefix starts every token secret, so that a leaked one is easy to
@@ -81,18 +81,11 @@ func Can(roles []string, p Permission) bool {
 // ValidRole reports whether r is a known role.
 func ValidRole(r string) bool { return slices.Contains(Roles, r) }
 
-var nameRE = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._@-]{0,63}$`)
-
-// ValidName reports whether n may name a token: 1 to 64 letters, digits and
-// ". _ @ -", starting with a letter or digit. The name becomes the requester
-// and approver of actions, so it must be printable and short.
-func ValidName(n string) bool { return nameRE.MatchString(n) }
-
 // CheckToken validates a name and a set of roles, returning the roles sorted
 // and deduplicated.
 func CheckToken(name string, roles []string) ([]string, error) {
-	if !ValidName(name) {
-		return nil, fmt.Errorf("%w: name %q must be 1-64 letters, digits, '.', '_', '@' or '-'", ErrInvalid, name)
+	if err := names.CheckToken(name); err != nil {
+		return nil, fmt.Errorf("%w: %w", ErrInvalid, err)
 	}
 	if len(roles) == 0 {
 		return nil, fmt.Errorf("%w: at least one role is needed (one of %s)", ErrInvalid, strings.Join(Roles, ", "))

@@ -14,6 +14,8 @@ import (
 	"github.com/musterhq/muster/core/store"
 	"github.com/musterhq/muster/shared/action"
 	"github.com/musterhq/muster/shared/limit"
+
+	"github.com/musterhq/muster/shared/config"
 )
 
 // KindRule marks the kinds matching a glob (path.Match syntax, as approval
@@ -33,15 +35,15 @@ type Policy struct {
 }
 
 // ValidateKinds returns one error per bad rule, named by its key.
-func ValidateKinds(rules []KindRule) []error {
-	var errs []error
+func ValidateKinds(rules []KindRule) config.Errors {
+	var errs config.Errors
 	for i, r := range rules {
 		if r.Kind == "" {
-			errs = append(errs, fmt.Errorf("kinds[%d].kind: required (a kind or a glob such as example.com/db.*)", i))
+			errs.Add(fmt.Sprintf("kinds[%d].kind", i), "required (a kind or a glob such as example.com/db.*)")
 			continue
 		}
 		if _, err := path.Match(r.Kind, ""); err != nil {
-			errs = append(errs, fmt.Errorf("kinds[%d].kind: bad glob %q", i, r.Kind))
+			errs.Add(fmt.Sprintf("kinds[%d].kind", i), "bad glob %q", r.Kind)
 		}
 	}
 	return errs

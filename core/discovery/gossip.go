@@ -12,6 +12,7 @@ import (
 
 	"github.com/musterhq/muster/core/store"
 	"github.com/musterhq/muster/shared/gossip"
+	"github.com/musterhq/muster/shared/names"
 )
 
 // GossipSource is the gossip pool's view of the nodes: its Handle method is
@@ -133,7 +134,7 @@ func (g *GossipSource) Handle(ev gossip.Event) {
 	if m.Role != gossip.RoleAgent {
 		return
 	}
-	if !ValidName(m.Cluster) || !ValidName(m.Node) || gossip.ValidateAPIAddr(m.API) != nil {
+	if names.CheckID(m.Cluster) != nil || names.CheckID(m.Node) != nil || gossip.ValidateAPIAddr(m.API) != nil {
 		g.log.Warn("gossip: agent with an invalid announcement ignored", "member", ev.Name, "addr", ev.Addr,
 			"cluster", m.Cluster, "node", m.Node, "api", m.API)
 		return
@@ -332,20 +333,6 @@ func (g *GossipSource) forgetClaims(name string) {
 			delete(g.claims, c)
 		}
 	}
-}
-
-// ValidName accepts the ids of clusters and nodes: letters, digits, '.',
-// '_' and '-', at most 128 characters.
-func ValidName(s string) bool {
-	if s == "" || len(s) > 128 {
-		return false
-	}
-	for _, r := range s {
-		if !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || r == '.' || r == '_' || r == '-') {
-			return false
-		}
-	}
-	return true
 }
 
 // sameMeta reports whether two announcements say the same.

@@ -25,6 +25,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/musterhq/muster/core/store"
+	"github.com/musterhq/muster/shared/startstop"
 )
 
 // DefaultTTL is the lease TTL when none is configured (ha.lease_ttl).
@@ -57,11 +58,10 @@ type Manager struct {
 	log     *slog.Logger
 	metrics *metrics
 
-	mu     sync.Mutex
-	held   map[string]*held
-	ctx    context.Context
-	cancel context.CancelFunc
-	done   chan struct{}
+	startstop.Base
+	mu   sync.Mutex
+	held map[string]*held
+	ctx  context.Context // the service's, set by Start
 }
 
 // held is one lease this replica holds: ctx ends when it is lost.
@@ -94,24 +94,30 @@ func New(cfg Config, st Store, log *slog.Logger, reg prometheus.Registerer) (*Ma
 }
 
 // Start runs the first round, then the others every TTL/3 until ctx ends or
-// Stop is called. An error of the first round is logged, not returned: the
-// replica serves its API and keeps trying.
+// Stop is called; then it drops every lease (cancelling passes under way)
+// and gives them up in the database, so that other replicas take them at
+// their next round instead of after the TTL. An error of the first round is
+// logged, not returned: the replica serves its API and keeps trying. Stop
+// (shared/startstop's) is idempotent and returns once the leases are given
+// up.
 func (m *Manager) Start(ctx context.Context) error {
-	m.mu.Lock()
-	if m.done != nil {
-		m.mu.Unlock()
-		return errors.New("lease manager already started")
+	ctx, done, err := m.StartInit(ctx)
+	if err != nil {
+		return err
 	}
-	m.ctx, m.cancel = context.WithCancel(ctx)
-	m.done = make(chan struct{})
+	m.mu.Lock()
+	m.ctx = ctx
 	m.mu.Unlock()
-	m.round(m.ctx)
-	go m.loop(m.ctx)
+	m.round(ctx)
+	go func() {
+		defer done()
+		m.loop(ctx)
+		m.release()
+	}()
 	return nil
 }
 
 func (m *Manager) loop(ctx context.Context) {
-	defer close(m.done)
 	t := time.NewTicker(m.cfg.TTL / 3)
 	defer t.Stop()
 	for {
@@ -124,25 +130,14 @@ func (m *Manager) loop(ctx context.Context) {
 	}
 }
 
-// Stop ends the rounds, drops every lease (cancelling passes under way) and
-// gives them up in the database, so that other replicas take them at their
-// next round instead of after the TTL. It is idempotent.
-func (m *Manager) Stop() {
-	m.mu.Lock()
-	cancel, done := m.cancel, m.done
-	m.mu.Unlock()
-	if cancel == nil {
-		return
-	}
-	cancel()
-	<-done
+// release drops every lease and gives them up in the database.
+func (m *Manager) release() {
 	m.mu.Lock()
 	for c, h := range m.held {
 		h.timer.Stop()
 		h.cancel()
 		delete(m.held, c)
 	}
-	m.cancel = nil
 	m.mu.Unlock()
 	ctx, cancelRelease := context.WithTimeout(context.Background(), m.cfg.TTL/3)
 	defer cancelRelease()

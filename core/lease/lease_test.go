@@ -13,6 +13,8 @@ import (
 	"github.com/musterhq/muster/core/store"
 	"github.com/musterhq/muster/core/store/pgtest"
 	"github.com/musterhq/muster/core/store/postgres"
+	"github.com/musterhq/muster/shared/startstop"
+	"github.com/musterhq/muster/shared/testwait"
 )
 
 func TestMain(m *testing.M) { pgtest.Main(m) }
@@ -105,18 +107,6 @@ func start(t *testing.T, st lease.Store, id string, onAcquire func(string)) *lea
 	return m
 }
 
-// eventually polls cond until it holds or 10 s pass.
-func eventually(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
-}
-
 // spread reports whether the managers hold the wanted numbers of leases and
 // no cluster twice.
 func spread(ms []*lease.Manager, want ...int) bool {
@@ -145,14 +135,14 @@ func TestManagersSpreadAndMove(t *testing.T) {
 	var acquired atomic.Int64
 	nudge := func(string) { acquired.Add(1) }
 	a, b, c := start(t, st, "a", nudge), start(t, st, "b", nudge), start(t, st, "c", nudge)
-	eventually(t, "a 2/2/2 spread", func() bool { return spread([]*lease.Manager{a, b, c}, 2, 2, 2) })
+	testwait.For(t, "a 2/2/2 spread", func() bool { return spread([]*lease.Manager{a, b, c}, 2, 2, 2) })
 	if acquired.Load() < 6 {
 		t.Fatalf("OnAcquire called %d times for 6 leases", acquired.Load())
 	}
 	c.Stop()
-	eventually(t, "a 3/3 spread after c stopped", func() bool { return spread([]*lease.Manager{a, b}, 3, 3) })
+	testwait.For(t, "a 3/3 spread after c stopped", func() bool { return spread([]*lease.Manager{a, b}, 3, 3) })
 	d := start(t, st, "d", nudge)
-	eventually(t, "a 2/2/2 spread after d started", func() bool { return spread([]*lease.Manager{a, b, d}, 2, 2, 2) })
+	testwait.For(t, "a 2/2/2 spread after d started", func() bool { return spread([]*lease.Manager{a, b, d}, 2, 2, 2) })
 }
 
 // failing is a lease.Store whose rounds fail once broken is set (the
@@ -175,7 +165,7 @@ func TestALeaseThatCannotBeRenewedStopsPasses(t *testing.T) {
 	t.Parallel()
 	f := &failing{Store: setup(t, 1)}
 	m := start(t, f, "a", nil)
-	eventually(t, "the lease", func() bool { return len(m.Held()) == 1 })
+	testwait.For(t, "the lease", func() bool { return len(m.Held()) == 1 })
 	pctx, done, ok := m.PassContext(context.Background(), "c1")
 	if !ok {
 		t.Fatal("no pass context for a held lease")
@@ -185,14 +175,49 @@ func TestALeaseThatCannotBeRenewedStopsPasses(t *testing.T) {
 		t.Fatalf("pass context fence %+v, %v", fence, ok)
 	}
 	f.broken.Store(true)
-	select { // due within the TTL; twice that leaves room for a loaded machine
+	select { // due within the TTL; ten times that leaves room for a loaded machine
 	case <-pctx.Done():
-	case <-time.After(2 * ttl):
+	case <-time.After(10 * ttl):
 		t.Fatal("the pass was not cancelled after the lease could not be renewed")
 	}
 	if _, _, ok := m.PassContext(context.Background(), "c1"); ok {
 		t.Fatal("a pass may start on a lease that expired")
 	}
 	f.broken.Store(false)
-	eventually(t, "the lease again once the database answers", func() bool { return len(m.Held()) == 1 })
+	testwait.For(t, "the lease again once the database answers", func() bool { return len(m.Held()) == 1 })
+}
+
+// TestAManagerWhoseContextEndsGivesUpItsLeases: the context Start was given
+// ends as Stop would: the manager's leases are dropped and given up in the
+// database at once, not left to expire after the TTL.
+func TestAManagerWhoseContextEndsGivesUpItsLeases(t *testing.T) {
+	t.Parallel()
+	st := setup(t, 2)
+	m, err := lease.New(lease.Config{TTL: time.Hour, Replica: store.Replica{ID: "b"}}, st, nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	if err := m.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(m.Stop)
+	testwait.For(t, "b to hold both leases", func() bool { return len(m.Held()) == 2 })
+	cancel()
+	m.Stop() // returns once the leases are given up
+	if held := m.Held(); len(held) != 0 {
+		t.Fatalf("still holds %v after its context ended", held)
+	}
+	_, ls, err := st.LeaseStatus(context.Background(), time.Hour)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, l := range ls {
+		if l.Holder == "b" && l.Valid {
+			t.Fatalf("lease %+v still valid in the database: an hour-long TTL would keep it from the others", l)
+		}
+	}
+	if err := m.Start(context.Background()); !errors.Is(err, startstop.ErrStopped) {
+		t.Fatalf("Start after Stop: %v", err)
+	}
 }

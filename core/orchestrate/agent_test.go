@@ -7,6 +7,7 @@ package orchestrate_test
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"strings"
 	"testing"
 	"time"
@@ -16,9 +17,12 @@ import (
 	"github.com/musterhq/muster/core/actions"
 	"github.com/musterhq/muster/core/orchestrate"
 	"github.com/musterhq/muster/core/store"
+	"github.com/musterhq/muster/core/store/pgtest"
+	"github.com/musterhq/muster/core/store/postgres"
 	"github.com/musterhq/muster/core/store/sqlite"
 	"github.com/musterhq/muster/shared/action"
 	"github.com/musterhq/muster/shared/client"
+	"github.com/musterhq/muster/shared/testwait"
 	"github.com/musterhq/muster/shared/wire"
 )
 
@@ -41,19 +45,25 @@ func runAgent(t *testing.T, nodeID, addr, dataDir string) *realAgent {
 
 type env struct {
 	t      *testing.T
-	st     *sqlite.Store
+	st     store.Store
 	o      *orchestrate.Orchestrator
 	agents map[string]*realAgent
 }
 
 func setup(t *testing.T, cfg orchestrate.Config, nodes ...string) *env {
 	t.Helper()
-	ctx := context.Background()
-	st, err := sqlite.Open(ctx, t.TempDir())
+	st, err := sqlite.Open(context.Background(), t.TempDir())
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { st.Close() })
+	return setupOn(t, st, cfg, nodes...)
+}
+
+// setupOn is setup on the store st.
+func setupOn(t *testing.T, st store.Store, cfg orchestrate.Config, nodes ...string) *env {
+	t.Helper()
+	var err error
 	e := &env{t: t, st: st, agents: map[string]*realAgent{}}
 	for _, n := range nodes {
 		e.agents[n] = runAgent(t, n, "127.0.0.1:0", t.TempDir())
@@ -125,22 +135,36 @@ func (e *env) record(id string) *store.Record {
 // passUntil runs passes until cond holds.
 func (e *env) passUntil(what string, cond func() bool) {
 	e.t.Helper()
-	deadline := time.Now().Add(20 * time.Second)
-	for {
+	testwait.For(e.t, what, func() bool {
 		e.pass()
-		if cond() {
-			return
-		}
-		if time.Now().After(deadline) {
-			e.t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(20 * time.Millisecond)
+		return cond()
+	})
+}
+
+// TestRealAgentsRunActionsAndIdlePassesWriteNothing, on SQLite and on
+// PostgreSQL: the rows an idle pass writes are zero on both.
+func TestRealAgentsRunActionsAndIdlePassesWriteNothing(t *testing.T) {
+	t.Parallel()
+	for _, driver := range []string{"sqlite", "postgres"} {
+		t.Run(driver, func(t *testing.T) {
+			t.Parallel()
+			var e *env
+			if driver == "sqlite" {
+				e = setup(t, orchestrate.Config{}, "n1", "n2", "n3")
+			} else {
+				st, err := postgres.Open(context.Background(), pgtest.NewDatabase(t))
+				if err != nil {
+					t.Fatal(err)
+				}
+				t.Cleanup(func() { st.Close() })
+				e = setupOn(t, st, orchestrate.Config{}, "n1", "n2", "n3")
+			}
+			runActionsAndIdlePasses(t, e)
+		})
 	}
 }
 
-func TestRealAgentsRunActionsAndIdlePassesWriteNothing(t *testing.T) {
-	t.Parallel()
-	e := setup(t, orchestrate.Config{}, "n1", "n2", "n3")
+func runActionsAndIdlePasses(t *testing.T, e *env) {
 	var ids []string
 	for n := range e.agents {
 		ids = append(ids, e.create(n, "muster.io/debug.ping", `{}`))
@@ -366,5 +390,47 @@ func TestRealAgentUnconfirmedPushToAReplacedDatabaseIsLost(t *testing.T) {
 	e.pass()
 	if _, err := client.NewAgent(e.agents["n1"].addr, nil).Get(context.Background(), id); client.StatusOf(err) != 404 {
 		t.Fatalf("the action was pushed to the new database: %v", err)
+	}
+}
+
+// TestAPassUnderAStaleLeaseWritesAndPushesNothing: on PostgreSQL, a pass
+// whose fence names a lease this replica does not hold (another replica
+// took it) fails with store.ErrFenced; the record of the pushes it was about
+// to send is refused, so nothing reaches the agent and nothing is written.
+// Under the current lease the same pass pushes.
+func TestAPassUnderAStaleLeaseWritesAndPushesNothing(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	st, err := postgres.Open(ctx, pgtest.NewDatabase(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { st.Close() })
+	e := setupOn(t, st, orchestrate.Config{}, "n1")
+	held, err := st.Coordinate(ctx, store.Replica{ID: "b"}, time.Minute, func(v store.LeaseView) []string { return v.Clusters })
+	if err != nil || held[cluster] != 1 {
+		t.Fatalf("replica b holds %v, %v", held, err)
+	}
+	id := e.create("n1", "muster.io/debug.ping", `{}`)
+	rows := st.RowsWritten()
+	stale := store.WithFence(ctx, store.Fence{ClusterID: cluster, Holder: "a", Epoch: 1})
+	if _, err := e.o.Pass(stale, cluster); !errors.Is(err, store.ErrFenced) {
+		t.Fatalf("pass under a stale lease: %v, want ErrFenced", err)
+	}
+	if n := st.RowsWritten() - rows; n != 0 {
+		t.Fatalf("the fenced pass wrote %d rows", n)
+	}
+	if rec := e.record(id); rec.State != action.PendingSchedule || rec.PushedStoreID != "" {
+		t.Fatalf("record after the fenced pass: %s, pushed to %q", rec.State, rec.PushedStoreID)
+	}
+	if _, err := client.NewAgent(e.agents["n1"].addr, nil).Get(ctx, id); client.StatusOf(err) != 404 {
+		t.Fatalf("the agent got the action from a fenced pass: %v", err)
+	}
+	current := store.WithFence(ctx, store.Fence{ClusterID: cluster, Holder: "b", Epoch: 1})
+	if _, err := e.o.Pass(current, cluster); err != nil {
+		t.Fatalf("pass under the current lease: %v", err)
+	}
+	if rec := e.record(id); rec.State == action.PendingSchedule {
+		t.Fatalf("the pass under the current lease did not push: %s", rec.State)
 	}
 }

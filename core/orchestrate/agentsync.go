@@ -75,8 +75,11 @@ type nodeResult struct {
 	pulled  int
 	pushed  int
 	cancels int
-	// held: discovery held the node DOWN, so the pass did not contact it.
+	// held: discovery held the node DOWN, so the pass did not contact it
+	// (or a sync of the node alone committed newer answers meanwhile).
 	held bool
+	// gen is the node's count of committed syncs when the pass talked to it.
+	gen uint64
 	// pausedRuns are the runs, among those of the open actions, that are
 	// not RUNNING: their children not yet sent wait (shared by all nodes).
 	pausedRuns map[string]bool

@@ -30,6 +30,8 @@ import (
 	"github.com/musterhq/muster/agent"
 	"github.com/musterhq/muster/core/orchestrate"
 	"github.com/musterhq/muster/core/store"
+	"github.com/musterhq/muster/core/store/pgtest"
+	"github.com/musterhq/muster/core/store/postgres"
 	"github.com/musterhq/muster/core/store/sqlite"
 	"github.com/musterhq/muster/shared/action"
 	"github.com/musterhq/muster/shared/client"
@@ -59,7 +61,7 @@ func TestMain(m *testing.M) {
 		}
 		os.Exit(0)
 	}
-	os.Exit(m.Run())
+	os.Exit(pgtest.Run(m)) // PostgreSQL for the tests that run on it too
 }
 
 // agentSet is a group of running agents: node id and API address, in order.
@@ -253,8 +255,8 @@ func hostedAgents(b *testing.B, n int) *agentSet {
 
 // benchFleet is a core store and orchestrator over one cluster of real agents.
 type benchFleet struct {
-	st     *sqlite.Store
-	dbFile string
+	st     store.Store
+	dbFile string // the SQLite file ("" on PostgreSQL)
 	o      *orchestrate.Orchestrator
 	agents *agentSet
 	ref    *http.Client // the reference calls' own client
@@ -263,15 +265,22 @@ type benchFleet struct {
 
 func newBenchFleet(b *testing.B, n int) *benchFleet {
 	b.Helper()
-	ctx := context.Background()
-	agents := hostedAgents(b, n)
 	dir := b.TempDir()
-	st, err := sqlite.Open(ctx, dir)
+	st, err := sqlite.Open(context.Background(), dir)
 	if err != nil {
 		b.Fatal(err)
 	}
 	b.Cleanup(func() { st.Close() })
-	err = st.Update(ctx, func(tx store.Tx) error {
+	return newBenchFleetOn(b, n, st, filepath.Join(dir, sqlite.FileName))
+}
+
+// newBenchFleetOn is newBenchFleet on the store st, whose file (for the
+// bytes written) is dbFile ("": not measured).
+func newBenchFleetOn(b *testing.B, n int, st store.Store, dbFile string) *benchFleet {
+	b.Helper()
+	ctx := context.Background()
+	agents := hostedAgents(b, n)
+	err := st.Update(ctx, func(tx store.Tx) error {
 		if err := tx.PutCluster(ctx, &store.Cluster{ID: benchCluster, Status: store.ClusterHealthy}); err != nil {
 			return err
 		}
@@ -298,7 +307,7 @@ func newBenchFleet(b *testing.B, n int) *benchFleet {
 	tr.MaxIdleConns = 0
 	ref := &http.Client{Transport: tr}
 	b.Cleanup(ref.CloseIdleConnections)
-	f := &benchFleet{st: st, dbFile: filepath.Join(dir, sqlite.FileName), o: o, agents: agents, ref: ref}
+	f := &benchFleet{st: st, dbFile: dbFile, o: o, agents: agents, ref: ref}
 	// The first pass finds every node UP and stores its cursor; from the
 	// second on, an unchanged fleet is idle.
 	for range 2 {
@@ -465,4 +474,39 @@ func BenchmarkPass(b *testing.B) {
 			})
 		})
 	}
+}
+
+// BenchmarkPassPostgres is BenchmarkPass's idle and changing passes over
+// 1,000 real agents with the store on PostgreSQL: the tests' local server,
+// which runs with fsync off where the SQLite file syncs, so the rows an idle
+// pass writes compare exactly and the rates as an order of magnitude.
+func BenchmarkPassPostgres(b *testing.B) {
+	const n = 1000
+	st, err := postgres.Open(context.Background(), pgtest.NewDatabase(b))
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { st.Close() })
+	f := newBenchFleetOn(b, n, st, "")
+	b.Run("idle", func(b *testing.B) {
+		rows := f.st.RowsWritten()
+		for i := 0; i < b.N; i++ {
+			f.pass(b, n)
+		}
+		b.StopTimer()
+		b.ReportMetric(float64(n*b.N)/b.Elapsed().Seconds(), "pg_node_syncs_per_s_1000")
+		b.ReportMetric(float64(f.st.RowsWritten()-rows)/float64(b.N), "pg_idle_pass_rows_written")
+	})
+	b.Run("changing", func(b *testing.B) {
+		for i := 0; i < b.N; i++ {
+			b.StopTimer()
+			k := f.change(b)
+			b.StartTimer()
+			if rep := f.pass(b, n); rep.Changes < k {
+				b.Fatalf("pass wrote %d changes, want at least %d", rep.Changes, k)
+			}
+		}
+		b.StopTimer()
+		b.ReportMetric(float64(n*b.N)/b.Elapsed().Seconds(), "pg_node_syncs_per_s_1000_changing")
+	})
 }

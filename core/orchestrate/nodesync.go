@@ -270,6 +270,7 @@ func (o *Orchestrator) syncNudgedNodes(ctx context.Context) {
 				}
 				rep, err := o.SyncNodes(pctx, clusterID, ids)
 				done()
+				o.TestSignals.NodesSynced.Send(NodesSynced{Cluster: clusterID, Nodes: ids, Report: rep, Err: err})
 				switch {
 				case errors.Is(err, store.ErrFenced):
 					o.metrics.latePushes.Add(float64(rep.Pushed))

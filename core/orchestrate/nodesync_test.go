@@ -2,6 +2,8 @@ package orchestrate
 
 import (
 	"context"
+	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -11,6 +13,7 @@ import (
 	"github.com/musterhq/muster/core/store"
 	"github.com/musterhq/muster/shared/action"
 	"github.com/musterhq/muster/shared/limit"
+	"github.com/musterhq/muster/shared/testwait"
 )
 
 // stuck makes the next GET info of a node's agent wait until release is
@@ -82,7 +85,10 @@ func TestNudgeNodeDoesNotWaitForThePass(t *testing.T) {
 	<-entered // the first pass of the scheduler is stuck on "slow"
 	id := h.create("n1", nil)
 	h.o.NudgeNode(cluster, "n1")
-	eventually(t, "the nudged node to get its action", func() bool { return h.record(id).State == action.New })
+	if s := h.o.TestSignals.NodesSynced.Wait(); !slices.Equal(s.Nodes, []string{"n1"}) || s.Err != nil || s.Report.Pushed != 1 {
+		t.Fatalf("node sync %+v, want n1 alone, its action pushed", s)
+	}
+	wantState(t, h.record(id), action.New)
 }
 
 // TestConcurrentSyncsShareTheBudget: syncs of two nodes at once, each with
@@ -146,7 +152,7 @@ func TestAHeldActionGoesWhenTheNoteSaysTheOtherEnded(t *testing.T) {
 	h := setup(t, Config{Interval: time.Hour, Budget: budget.Policy{MaxUnavailable: map[string]limit.Limit{cluster: one},
 		Kinds: []budget.KindRule{{Kind: "muster.io/debug.sleep", Disruptive: true}}}}, "n1", "n2")
 	h.start()
-	eventually(t, "the first pass", func() bool { return h.node("n2").Status == store.NodeUp })
+	testwait.For(t, "the first pass", func() bool { return h.node("n2").Status == store.NodeUp })
 	passes := func() int {
 		h.agents["n1"].mu.Lock()
 		defer h.agents["n1"].mu.Unlock()
@@ -160,16 +166,16 @@ func TestAHeldActionGoesWhenTheNoteSaysTheOtherEnded(t *testing.T) {
 	}
 	a := h.create("n1", nil)
 	h.o.NudgeNode(cluster, "n1")
-	eventually(t, "a pushed", func() bool { return h.record(a).State == action.New })
+	testwait.For(t, "a pushed", func() bool { return h.record(a).State == action.New })
 	b := h.create("n2", nil)
 	h.o.NudgeNode(cluster, "n2")
-	eventually(t, "b held", func() bool { return h.record(b).StateReason == "held by the disruption budget: 1 of 1 unavailable" })
+	testwait.For(t, "b held", func() bool { return h.record(b).StateReason == "held by the disruption budget: 1 of 1 unavailable" })
 
 	h.agents["n1"].run(t, a, action.Running, nil)
 	h.agents["n1"].run(t, a, action.Done, nil)
 	before := passes()
 	h.o.NudgeNode(cluster, "n1") // what the agent's note does
-	eventually(t, "b pushed", func() bool { return h.record(b).State == action.New })
+	testwait.For(t, "b pushed", func() bool { return h.record(b).State == action.New })
 	wantState(t, h.record(a), action.Done)
 	if got := passes(); got != before+1 {
 		t.Fatalf("n1 was asked for its info %d times, want once (its own sync, no pass)", got-before)
@@ -229,5 +235,43 @@ func TestNodeSyncsNeedTheClustersLease(t *testing.T) {
 	wantState(t, h.record(id), action.PendingSchedule)
 	g.held.Store(true)
 	h.o.NudgeNode(cluster, "n1")
-	eventually(t, "the push under the lease", func() bool { return h.record(id).State == action.New })
+	testwait.For(t, "the push under the lease", func() bool { return h.record(id).State == action.New })
+}
+
+// TestPassCommitDoesNotUndoANewerNodeSync: a pass talks to n1 (its action
+// RUNNING) and is then held up by another node; meanwhile the action ends
+// and a sync of n1 alone commits DONE. The pass's commit must not take the
+// record back to RUNNING.
+func TestPassCommitDoesNotUndoANewerNodeSync(t *testing.T) {
+	t.Parallel()
+	h := setup(t, Config{}, "n1", "slow")
+	h.pass()
+	id := h.create("n1", nil)
+	h.pass()
+	h.agents["n1"].run(t, id, action.Running, nil)
+	h.agents["n1"].calls("") // forget the requests so far
+	entered, release := stuck(h, "slow")
+	passDone := make(chan error, 1)
+	go func() { _, err := h.o.Pass(context.Background(), cluster); passDone <- err }()
+	<-entered
+	pulled := 0
+	testwait.For(t, "the pass to pull n1", func() bool {
+		pulled += len(h.agents["n1"].calls("GET /api/v1/actions"))
+		return pulled > 0
+	})
+	h.agents["n1"].run(t, id, action.Done, nil)
+	if _, err := h.o.SyncNodes(context.Background(), cluster, []string{"n1"}); err != nil {
+		t.Fatal(err)
+	}
+	wantState(t, h.record(id), action.Done)
+	close(release)
+	if err := <-passDone; err != nil {
+		t.Fatal(err)
+	}
+	wantState(t, h.record(id), action.Done)
+	for _, e := range h.events() {
+		if strings.Contains(e, "conflict") {
+			t.Fatalf("a false conflict: %v", h.events())
+		}
+	}
 }

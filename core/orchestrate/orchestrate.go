@@ -30,6 +30,8 @@ import (
 	"github.com/musterhq/muster/core/store"
 	"github.com/musterhq/muster/shared/action"
 	"github.com/musterhq/muster/shared/gossip"
+	"github.com/musterhq/muster/shared/startstop"
+	"github.com/musterhq/muster/shared/testsignal"
 	"github.com/musterhq/muster/shared/tlsutil"
 )
 
@@ -163,10 +165,10 @@ type Leases interface {
 	PassContext(ctx context.Context, clusterID string) (pctx context.Context, done context.CancelFunc, ok bool)
 }
 
-// Errors of the service.
+// Errors of Start (shared/startstop's).
 var (
-	ErrStarted = errors.New("orchestrator already started")
-	ErrStopped = errors.New("orchestrator stopped")
+	ErrStarted = startstop.ErrStarted
+	ErrStopped = startstop.ErrStopped
 )
 
 // Orchestrator runs passes. Build it with New, run it with Start, end it with
@@ -181,17 +183,57 @@ type Orchestrator struct {
 	ownHC   bool         // hc was made here: Stop closes its idle connections
 	metrics *metrics
 
+	startstop.Base
 	mu       sync.Mutex
 	clusters map[string]*clusterState
 	nudged   map[string]bool
 	// nodeNudged: cluster id → node ids to sync alone (NudgeNode).
 	nodeNudged map[string]map[string]bool
 	nodeWake   chan struct{}
-	state      int // 0 new, 1 started, 2 stopped
-	cancel     context.CancelFunc
-	wg         sync.WaitGroup
 
 	wake chan struct{}
+
+	// TestSignals lets a test wait for the orchestrator to reach a point;
+	// they do nothing unless a test calls Init.
+	TestSignals TestSignals
+}
+
+// TestSignals are the points a test can wait for.
+type TestSignals struct {
+	// Passed carries every pass the scheduler ran, once it returned.
+	Passed testsignal.Signal[Passed]
+	// Swept carries what each sweep expired.
+	Swept testsignal.Signal[Swept]
+	// NodesSynced carries every sync of nudged nodes (NudgeNode) the
+	// orchestrator ran, once it returned.
+	NodesSynced testsignal.Signal[NodesSynced]
+}
+
+// NodesSynced is one sync of nudged nodes.
+type NodesSynced struct {
+	Cluster string
+	Nodes   []string
+	Report  Report
+	Err     error
+}
+
+// Passed is one pass the scheduler ran.
+type Passed struct {
+	Report Report
+	Err    error
+}
+
+// Swept is what one sweep expired: approvals past approval.ttl, approved
+// actions past orchestrate.schedule_ttl.
+type Swept struct {
+	Approvals, Schedules int
+}
+
+// Init readies every signal for the test tb.
+func (ts *TestSignals) Init(tb testsignal.TB) {
+	ts.Passed.Init(tb)
+	ts.Swept.Init(tb)
+	ts.NodesSynced.Init(tb)
 }
 
 // clusterState is what the orchestrator keeps in memory about a cluster
@@ -209,7 +251,15 @@ type clusterState struct {
 	smu       sync.Mutex
 	admitted  map[string]admission     // action id → a disruptive push admitted, not yet settled
 	nodeLocks map[string]chan struct{} // node id → held while a sync talks to it
-	heldNodes map[string]bool          // nodes with a disruptive action the budget held
+	// gens counts, per node, the commits of its syncs. A pass notes the
+	// count when it talks to a node and drops that node's answers at its
+	// commit if a sync of the node alone committed meanwhile: those are
+	// newer than the pass's (see commit).
+	gens map[string]uint64
+	// commitMu orders the commits of a pass and of node syncs, so that the
+	// check of gens and the commit it guards are one step.
+	commitMu  sync.Mutex
+	heldNodes map[string]bool // nodes with a disruptive action the budget held
 }
 
 // nodeClient is the HTTP client of one node, for the address (and the
@@ -301,7 +351,8 @@ func (o *Orchestrator) cluster(id string) *clusterState {
 	cs, ok := o.clusters[id]
 	if !ok {
 		cs = &clusterState{id: id, lastContact: map[string]time.Time{}, clients: map[string]*nodeClient{},
-			admitted: map[string]admission{}, nodeLocks: map[string]chan struct{}{}, heldNodes: map[string]bool{}}
+			admitted: map[string]admission{}, nodeLocks: map[string]chan struct{}{}, heldNodes: map[string]bool{},
+			gens: map[string]uint64{}}
 		o.clusters[id] = cs
 	}
 	return cs
@@ -323,33 +374,23 @@ func (o *Orchestrator) Nudge(clusterID string) {
 // Start runs the scheduler and the approval sweep until ctx ends or Stop is
 // called. It returns at once.
 func (o *Orchestrator) Start(ctx context.Context) error {
-	o.mu.Lock()
-	defer o.mu.Unlock()
-	switch o.state {
-	case 1:
-		return ErrStarted
-	case 2:
-		return ErrStopped
+	ctx, done, err := o.StartInit(ctx)
+	if err != nil {
+		return err
 	}
-	o.state = 1
-	ctx, o.cancel = context.WithCancel(ctx)
-	o.wg.Add(3)
-	go func() { defer o.wg.Done(); o.schedule(ctx) }()
-	go func() { defer o.wg.Done(); o.syncNudgedNodes(ctx) }()
-	go func() { defer o.wg.Done(); o.sweep(ctx) }()
+	var wg sync.WaitGroup
+	wg.Add(3)
+	go func() { defer wg.Done(); o.schedule(ctx) }()
+	go func() { defer wg.Done(); o.syncNudgedNodes(ctx) }()
+	go func() { defer wg.Done(); o.sweep(ctx) }()
+	go func() { wg.Wait(); done() }()
 	return nil
 }
 
 // Stop ends the scheduler, cancels running passes (they write nothing once
 // cancelled) and waits for them. It is idempotent.
 func (o *Orchestrator) Stop() {
-	o.mu.Lock()
-	if o.cancel != nil {
-		o.cancel()
-	}
-	o.state = 2
-	o.mu.Unlock()
-	o.wg.Wait()
+	o.Base.Stop()
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	if o.ownHC {
@@ -503,6 +544,7 @@ func (o *Orchestrator) schedule(ctx context.Context) {
 					o.log.Debug("pass", "cluster", id, "nodes", rep.Nodes, "down", rep.Down,
 						"pushed", rep.Pushed, "changes", rep.Changes, "events", rep.Events)
 				}
+				o.TestSignals.Passed.Send(Passed{Report: rep, Err: err})
 				finished <- id
 			}(next)
 		}
@@ -571,15 +613,18 @@ func (o *Orchestrator) sweep(ctx context.Context) {
 	t := time.NewTicker(o.cfg.SweepEvery)
 	defer t.Stop()
 	for {
-		if _, err := o.ExpireApprovals(ctx); err != nil && ctx.Err() == nil {
+		var sw Swept
+		var err error
+		if sw.Approvals, err = o.ExpireApprovals(ctx); err != nil && ctx.Err() == nil {
 			o.log.Warn("approval expiry failed", "err", err)
 		}
-		if _, err := o.ExpireSchedules(ctx); err != nil && ctx.Err() == nil {
+		if sw.Schedules, err = o.ExpireSchedules(ctx); err != nil && ctx.Err() == nil {
 			o.log.Warn("schedule expiry failed", "err", err)
 		}
 		if _, err := o.expireRuns(ctx); err != nil && ctx.Err() == nil {
 			o.log.Warn("run expiry failed", "err", err)
 		}
+		o.TestSignals.Swept.Send(sw)
 		select {
 		case <-ctx.Done():
 			return

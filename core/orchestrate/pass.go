@@ -110,6 +110,9 @@ func (o *Orchestrator) pass(ctx context.Context, cs *clusterState) (Report, erro
 			// A sync of this node alone (SyncNodes) waits, or is waited for.
 			unlock := cs.lockNode(res.node.ID)
 			defer unlock()
+			cs.smu.Lock()
+			res.gen = cs.gens[res.node.ID]
+			cs.smu.Unlock()
 			o.syncNode(ctx, res, rep.Full)
 		}(&nodes[i])
 	}
@@ -137,9 +140,23 @@ func (o *Orchestrator) pass(ctx context.Context, cs *clusterState) (Report, erro
 // answers cannot change anything (mayWrite). whole is true for a pass over
 // every node of the cluster: only such a pass decides the cluster's status.
 // A sync of a few nodes alone (SyncNodes) commits through here too.
+//
+// A pass releases a node once it has talked to it, so a sync of that node
+// alone (SyncNodes) may commit newer answers before the pass commits: the
+// pass then drops what it learnt of that node, which would undo them, and
+// treats the node as not contacted.
 func (o *Orchestrator) commit(ctx context.Context, cs *clusterState, nodes []nodeResult, whole bool, rep *Report) error {
+	cs.commitMu.Lock()
+	defer cs.commitMu.Unlock()
 	now := action.UTC(time.Now())
 	cs.smu.Lock()
+	if whole {
+		for i := range nodes {
+			if res := &nodes[i]; !res.held && cs.gens[res.node.ID] != res.gen {
+				res.held, res.ops, res.status, res.reason = true, nil, res.node.Status, res.node.StatusReason
+			}
+		}
+	}
 	for _, res := range nodes {
 		rep.Nodes++
 		if res.status != store.NodeUp {
@@ -168,6 +185,13 @@ func (o *Orchestrator) commit(ctx context.Context, cs *clusterState, nodes []nod
 	if err != nil {
 		return fmt.Errorf("commit: %w", err)
 	}
+	cs.smu.Lock()
+	for i := range nodes {
+		if !nodes[i].held {
+			cs.gens[nodes[i].node.ID]++
+		}
+	}
+	cs.smu.Unlock()
 	rep.Changes, rep.Events = w.changes(), len(w.events)+w.actionEvents()
 	return nil
 }

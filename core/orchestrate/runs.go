@@ -43,14 +43,19 @@ func (o *Orchestrator) advanceRuns(ctx context.Context, clusterID string) int {
 	}
 	created := 0
 	for _, id := range ids {
+		var n int // set again if the store runs the transaction again
 		err := o.st.Update(ctx, func(tx store.Tx) error {
-			n, err := o.cfg.Runs.Advance(ctx, tx, id)
-			created += n
+			var err error
+			n, err = o.cfg.Runs.Advance(ctx, tx, id)
 			return err
 		})
-		if err != nil && ctx.Err() == nil {
-			o.log.Warn("advance run", "cluster", clusterID, "run", id, "err", err)
+		if err != nil {
+			if ctx.Err() == nil {
+				o.log.Warn("advance run", "cluster", clusterID, "run", id, "err", err)
+			}
+			continue
 		}
+		created += n
 	}
 	return created
 }

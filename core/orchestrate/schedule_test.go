@@ -12,22 +12,13 @@ import (
 	"github.com/musterhq/muster/core/actions"
 	"github.com/musterhq/muster/core/store"
 	"github.com/musterhq/muster/shared/action"
+	"github.com/musterhq/muster/shared/testwait"
 )
 
-// eventually polls cond until it holds or the deadline passes.
-func eventually(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
-}
-
+// start starts the orchestrator with its test signals ready.
 func (h *harness) start() {
 	h.t.Helper()
+	h.o.TestSignals.Init(h.t)
 	if err := h.o.Start(context.Background()); err != nil {
 		h.t.Fatal(err)
 	}
@@ -37,11 +28,19 @@ func TestStartPassesAtOnceAndNudgeIsPrompt(t *testing.T) {
 	t.Parallel()
 	h := setup(t, Config{Interval: time.Hour}, "n1")
 	h.start()
-	eventually(t, "the first pass", func() bool { return h.node("n1").Status == store.NodeUp })
+	h.o.TestSignals.Passed.Wait() // the first pass, at once
+	if n := h.node("n1"); n.Status != store.NodeUp {
+		t.Fatalf("after the first pass the node is %s", n.Status)
+	}
 	id := h.create("n1", nil)
 	h.o.Nudge(cluster)
-	eventually(t, "the nudged pass to push", func() bool { return h.record(id).State == action.New })
+	if p := h.o.TestSignals.Passed.Wait(); p.Report.Pushed != 1 {
+		t.Fatalf("the nudged pass pushed %d", p.Report.Pushed)
+	}
+	wantState(t, h.record(id), action.New)
 	h.o.Nudge("no-such-cluster") // harmless
+	h.o.Stop()
+	h.o.TestSignals.Passed.RequireEmpty()
 }
 
 func TestNudgesWhileAPassRunsMakeOneMorePass(t *testing.T) {
@@ -64,15 +63,17 @@ func TestNudgesWhileAPassRunsMakeOneMorePass(t *testing.T) {
 		h.o.Nudge(cluster)
 	}
 	close(release)
-	eventually(t, "the pass after the nudges", func() bool { return infos.Load() >= 2 })
+	h.o.TestSignals.Passed.Wait() // the first pass
+	h.o.TestSignals.Passed.Wait() // one pass for the 20 nudges
 	// One more nudge makes exactly one more pass: had the 20 nudges made more
 	// than one, the count would pass 3.
 	h.o.Nudge(cluster)
-	eventually(t, "the last nudged pass", func() bool { return infos.Load() >= 3 })
+	h.o.TestSignals.Passed.Wait()
 	h.o.Stop()
 	if n := infos.Load(); n != 3 {
 		t.Fatalf("%d passes, want 3", n)
 	}
+	h.o.TestSignals.Passed.RequireEmpty()
 }
 
 func TestNeverTwoPassesOfOneClusterAtOnce(t *testing.T) {
@@ -96,7 +97,10 @@ func TestNeverTwoPassesOfOneClusterAtOnce(t *testing.T) {
 			total.Add(1)
 		}
 	})
-	h.start()
+	// Without test signals: the passes here are too many to read.
+	if err := h.o.Start(context.Background()); err != nil {
+		t.Fatal(err)
+	}
 	var wg sync.WaitGroup
 	wg.Add(2)
 	go func() { // nudges from the API
@@ -112,7 +116,7 @@ func TestNeverTwoPassesOfOneClusterAtOnce(t *testing.T) {
 			_, _ = h.o.Pass(ctx, cluster)
 		}
 	}()
-	eventually(t, "30 passes", func() bool { return total.Load() >= 30 })
+	testwait.For(t, "30 passes", func() bool { return total.Load() >= 30 })
 	cancel()
 	wg.Wait()
 	if m := most.Load(); m != 1 {
@@ -201,7 +205,48 @@ func TestTheSweepRunsWhileStarted(t *testing.T) {
 	h := setup(t, Config{Interval: time.Hour, ApprovalTTL: time.Hour, SweepEvery: 10 * time.Millisecond}, "n1")
 	h.start()
 	id := h.create("n1", func(r *store.Record) { r.State, r.CreatedTS = action.PendingApprove, time.Now().Add(-2*time.Hour) })
-	eventually(t, "the sweep to expire the approval", func() bool { return h.record(id).State == action.Cancelled })
+	h.o.TestSignals.Swept.WaitFor("a sweep that expires one", func(s Swept) bool { return s.Approvals == 1 })
+	wantState(t, h.record(id), action.Cancelled)
+}
+
+// leases is a Leases whose one lease can be given and taken away.
+type leases struct {
+	held    atomic.Bool
+	calls   atomic.Int32
+	granted atomic.Int32
+}
+
+func (l *leases) PassContext(ctx context.Context, _ string) (context.Context, context.CancelFunc, bool) {
+	l.calls.Add(1)
+	if !l.held.Load() {
+		return nil, nil, false
+	}
+	l.granted.Add(1)
+	ctx, cancel := context.WithCancel(ctx)
+	return ctx, cancel, true
+}
+
+// TestPassesRunOnlyUnderTheLease: while another replica holds the cluster's
+// lease, the scheduler makes no pass; once this one holds it, it does.
+func TestPassesRunOnlyUnderTheLease(t *testing.T) {
+	t.Parallel()
+	l := &leases{}
+	h := setup(t, Config{Interval: time.Hour, Debounce: time.Millisecond, Leases: l}, "n1")
+	var infos atomic.Int32
+	h.agents["n1"].set(func(f *fakeAgent) {
+		f.infoHook = func(context.Context) { infos.Add(1) }
+	})
+	h.start()
+	testwait.For(t, "the first pass asked for the lease", func() bool { return l.calls.Load() >= 1 })
+	h.o.Nudge(cluster)
+	testwait.For(t, "the nudged pass asked for the lease", func() bool { return l.calls.Load() >= 2 })
+	l.held.Store(true)
+	h.o.Nudge(cluster)
+	testwait.For(t, "a pass under the lease", func() bool { return infos.Load() >= 1 })
+	h.o.Stop()
+	if infos.Load() != 1 || l.granted.Load() != 1 {
+		t.Fatalf("%d passes, %d granted by the lease; want 1 and 1", infos.Load(), l.granted.Load())
+	}
 }
 
 // orchestrate.schedule_ttl: an approved action that never reached its agent
@@ -216,7 +261,7 @@ func TestTheSweepCancelsActionsThatNeverReachTheirAgent(t *testing.T) {
 	young := h.create("n1", func(r *store.Record) { r.ScheduledTS = action.TimePtr(now.Add(-10 * time.Minute)) })
 	h.events()
 	h.start()
-	eventually(t, "the sweep to cancel the old action", func() bool { return h.record(old).State == action.Cancelled })
+	h.o.TestSignals.Swept.WaitFor("a sweep that cancels one", func(s Swept) bool { return s.Schedules == 1 })
 	rec := h.record(old)
 	if rec.StateReason != actions.ReasonScheduleTimeout || rec.FinishedTS == nil {
 		t.Fatalf("record %s %q", rec.State, rec.StateReason)

@@ -10,13 +10,12 @@ package retention
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"log/slog"
-	"sync"
 	"time"
 
 	"github.com/musterhq/muster/core/store"
+	"github.com/musterhq/muster/shared/startstop"
 )
 
 // Config tunes the purge. Zero fields take the DefaultConfig values.
@@ -37,9 +36,10 @@ func DefaultConfig() Config {
 }
 
 // Errors of the service.
+// Errors of Start (shared/startstop's).
 var (
-	ErrStarted = errors.New("retention already started")
-	ErrStopped = errors.New("retention stopped")
+	ErrStarted = startstop.ErrStarted
+	ErrStopped = startstop.ErrStopped
 )
 
 // Purger deletes what has outlived the retention. Build it with New, run it
@@ -49,10 +49,7 @@ type Purger struct {
 	st  store.Store
 	log *slog.Logger
 
-	mu     sync.Mutex
-	state  int // 0 new, 1 started, 2 stopped
-	cancel context.CancelFunc
-	wg     sync.WaitGroup
+	startstop.Base
 }
 
 // New builds a purger. It starts nothing.
@@ -79,19 +76,12 @@ func New(cfg Config, st store.Store, log *slog.Logger) *Purger {
 // Start purges at once, then every Every, until ctx ends or Stop is called.
 // It returns at once.
 func (p *Purger) Start(ctx context.Context) error {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	switch p.state {
-	case 1:
-		return ErrStarted
-	case 2:
-		return ErrStopped
+	ctx, done, err := p.StartInit(ctx)
+	if err != nil {
+		return err
 	}
-	p.state = 1
-	ctx, p.cancel = context.WithCancel(ctx)
-	p.wg.Add(1)
 	go func() {
-		defer p.wg.Done()
+		defer done()
 		t := time.NewTicker(p.cfg.Every)
 		defer t.Stop()
 		for {
@@ -108,17 +98,6 @@ func (p *Purger) Start(ctx context.Context) error {
 		}
 	}()
 	return nil
-}
-
-// Stop ends the purge and waits for it. It is idempotent.
-func (p *Purger) Stop() {
-	p.mu.Lock()
-	if p.cancel != nil {
-		p.cancel()
-	}
-	p.state = 2
-	p.mu.Unlock()
-	p.wg.Wait()
 }
 
 // Purge deletes every finished action (with its history) and every event

@@ -4,6 +4,7 @@ import (
 	"context"
 	"database/sql"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -15,6 +16,7 @@ import (
 	"github.com/musterhq/muster/core/store"
 	"github.com/musterhq/muster/core/store/sqlite"
 	"github.com/musterhq/muster/shared/action"
+	"github.com/musterhq/muster/shared/testwait"
 )
 
 type env struct {
@@ -188,16 +190,10 @@ func TestStartPurgesAndStopEnds(t *testing.T) {
 	if err := p.Start(context.Background()); err != nil {
 		t.Fatal(err)
 	}
-	deadline := time.Now().Add(10 * time.Second)
-	for e.count(`SELECT COUNT(*) FROM actions`) != 0 {
-		if time.Now().After(deadline) {
-			t.Fatal("Start did not purge")
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+	testwait.For(t, "Start to purge", func() bool { return e.count(`SELECT COUNT(*) FROM actions`) == 0 })
 	p.Stop()
 	p.Stop()
-	if err := p.Start(context.Background()); err != ErrStopped {
+	if err := p.Start(context.Background()); !errors.Is(err, ErrStopped) {
 		t.Fatalf("Start after Stop: %v", err)
 	}
 }

@@ -178,6 +178,18 @@ func (e *Engine) Approve(ctx context.Context, tx store.Tx, id, digest string, wh
 	if ttl := e.Policy.TTL; ttl > 0 && t.Sub(r.CreatedTS) > ttl {
 		return nil, &StateError{ID: r.ID, State: r.State, What: fmt.Sprintf("approve: the approval window of %s has passed", ttl)}
 	}
+	if r.Playbook != "" && !e.Policy.SelfApproval {
+		// Four eyes over the content too: whoever applied the playbook
+		// version may not approve the runs made from it.
+		pb, err := tx.Playbook(ctx, r.Playbook, r.PlaybookVersion)
+		if err != nil {
+			return nil, err
+		}
+		if approval.SamePerson(pb.CreatedBy, who.Name) {
+			return nil, fmt.Errorf("%w: %s applied playbook %s version %d and may not approve its runs", ErrForbidden,
+				who.Name, r.Playbook, r.PlaybookVersion)
+		}
+	}
 	if Digest(r.ClusterID, r.Stages) != r.Digest {
 		return nil, &StateError{ID: r.ID, State: r.State, What: "approve: the run no longer matches its digest"}
 	}
@@ -245,12 +257,16 @@ func (e *Engine) Pause(ctx context.Context, tx store.Tx, id string, who Who) (*s
 // only new ones count against its max_errors. A run paused by a person
 // forgives nothing, so pausing and resuming cannot lift a limit the
 // approver signed.
-func (e *Engine) Resume(ctx context.Context, tx store.Tx, id string, who Who) (*store.Run, error) {
+//
+// Forgiving errors lifts, once, a limit the approver signed, so it takes
+// what an approval takes: mayApprove (the caller holds the approver role)
+// and another person than the requester, unless self-approval is allowed.
+func (e *Engine) Resume(ctx context.Context, tx store.Tx, id string, who Who, mayApprove bool) (*store.Run, error) {
 	r, err := load(ctx, tx, id, "resume", store.RunPaused)
 	if err != nil {
 		return nil, err
 	}
-	kids, err := children(ctx, tx, r.ID)
+	kids, err := children(ctx, tx, r.ID, r.ApprovedBy)
 	if err != nil {
 		return nil, err
 	}
@@ -262,6 +278,10 @@ func (e *Engine) Resume(ctx context.Context, tx store.Tx, id string, who Who) (*
 			st.Forgiven = c.Errors
 			forgiven = append(forgiven, st.Name)
 		}
+	}
+	if len(forgiven) > 0 && (!mayApprove || approval.SamePerson(r.Requester, who.Name) && !e.Policy.SelfApproval) {
+		return nil, fmt.Errorf("%w: resuming run %s forgives the errors of stage(s) %s past the max_errors its approver signed: "+
+			"that takes an approver other than %s", ErrForbidden, r.ID, strings.Join(forgiven, ", "), r.Requester)
 	}
 	t := e.now()
 	r.State, r.StateReason, r.UpdatedTS = store.RunRunning, ReasonResumed+" by "+who.Name, t
@@ -332,14 +352,14 @@ func (e *Engine) Expire(ctx context.Context, tx store.Tx) (int, error) {
 // actorCore names the core as the actor of the changes it makes by itself.
 const actorCore = "core"
 
-func children(ctx context.Context, r store.Reader, runID string) ([]Child, error) {
+func children(ctx context.Context, r store.Reader, runID, approvedBy string) ([]Child, error) {
 	recs, err := r.RunChildren(ctx, runID)
 	if err != nil {
 		return nil, err
 	}
 	out := make([]Child, len(recs))
 	for i, rec := range recs {
-		out[i] = Child{Stage: rec.Stage, Node: rec.NodeID, State: rec.State, Reason: rec.StateReason}
+		out[i] = ChildOf(&rec, approvedBy)
 	}
 	return out, nil
 }
@@ -375,7 +395,7 @@ func (e *Engine) Advance(ctx context.Context, tx store.Tx, runID string) (int, e
 
 // advance moves run r one step (see Advance).
 func (e *Engine) advance(ctx context.Context, tx store.Tx, r *store.Run, t time.Time) (int, error) {
-	kids, err := children(ctx, tx, r.ID)
+	kids, err := children(ctx, tx, r.ID, r.ApprovedBy)
 	if err != nil {
 		return 0, err
 	}

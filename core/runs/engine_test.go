@@ -150,7 +150,7 @@ func TestAManualPauseAndResumeDoNotLiftMaxErrors(t *testing.T) {
 		if _, err := env.e.Pause(ctx, tx, r.ID, runs.Who{Name: "alice"}); err != nil {
 			return err
 		}
-		_, err := env.e.Resume(ctx, tx, r.ID, runs.Who{Name: "alice"})
+		_, err := env.e.Resume(ctx, tx, r.ID, runs.Who{Name: "alice"}, false)
 		return err
 	})
 	kids := env.children(r.ID)
@@ -158,9 +158,23 @@ func TestAManualPauseAndResumeDoNotLiftMaxErrors(t *testing.T) {
 	if r = env.advance(r.ID); r.State != store.RunPaused || !strings.Contains(r.StateReason, "2 errors") {
 		t.Fatalf("a second error after a manual pause and resume: run %s (%s), want PAUSED on 2 errors", r.State, r.StateReason)
 	}
-	// Now the stage's errors paused it: a resume forgives them and goes on.
+	// Now the stage's errors paused it: forgiving them takes an approver
+	// other than the requester.
+	ctx := context.Background()
+	for _, tc := range []struct {
+		who        string
+		mayApprove bool
+	}{{"alice", false}, {"alice", true}, {"carol", false}} {
+		err := env.st.Update(ctx, func(tx store.Tx) error {
+			_, err := env.e.Resume(ctx, tx, r.ID, runs.Who{Name: tc.who}, tc.mayApprove)
+			return err
+		})
+		if !errors.Is(err, runs.ErrForbidden) {
+			t.Fatalf("%s (approver %v) resumed past max_errors: %v", tc.who, tc.mayApprove, err)
+		}
+	}
 	env.update(func(ctx context.Context, tx store.Tx) error {
-		_, err := env.e.Resume(ctx, tx, r.ID, runs.Who{Name: "alice"})
+		_, err := env.e.Resume(ctx, tx, r.ID, runs.Who{Name: "bob"}, true)
 		return err
 	})
 	if kids := env.children(r.ID); len(kids) != 3 {
@@ -251,5 +265,25 @@ func TestRunEventsTellItsStory(t *testing.T) {
 		store.EventRunStageFinished, store.EventRunFinished}
 	if strings.Join(types, " ") != strings.Join(want, " ") {
 		t.Fatalf("run events %v, want %v", types, want)
+	}
+}
+
+func TestAChildWhoseContentTheAgentReplacedIsAnError(t *testing.T) {
+	t.Parallel()
+	env := setupEngine(t)
+	r := env.start("1", "0", "")
+	kid := env.children(r.ID)[0]
+	// The agent ran other content under the child's id: the core took its
+	// record (the agent wins) and voided the approval.
+	env.update(func(ctx context.Context, tx store.Tx) error {
+		rec, err := tx.Action(ctx, kid.ID)
+		if err != nil {
+			return err
+		}
+		rec.Kind, rec.State, rec.ApprovedBy, rec.ApprovalDigest = "muster.io/debug.sleep", action.Done, "", ""
+		return tx.UpdateAction(ctx, rec)
+	})
+	if r = env.advance(r.ID); r.State != store.RunFailed {
+		t.Fatalf("a replaced child that ended DONE: run %s, want FAILED on max_errors 0", r.State)
 	}
 }

@@ -12,6 +12,17 @@ type Child struct {
 	State action.State
 	// Reason is the child's state reason (a run's own cancel is not an error).
 	Reason string
+	// Replaced: the agent ran other content under the child's id, so the
+	// run's approval no longer covers it; once finished it is an error,
+	// whatever its state.
+	Replaced bool
+}
+
+// ChildOf is what the planner needs of a child record of a run approved by
+// approvedBy ("" for a run that needed no approval).
+func ChildOf(rec *store.Record, approvedBy string) Child {
+	return Child{Stage: rec.Stage, Node: rec.NodeID, State: rec.State, Reason: rec.StateReason,
+		Replaced: approvedBy != "" && rec.ApprovedBy != approvedBy}
 }
 
 // New is a child the planner admits: one node of one stage, in a wave.
@@ -39,8 +50,12 @@ const (
 )
 
 // IsError reports whether a finished child counts against max_errors:
-// FAILED (timeouts included), LOST, and CANCELLED other than by its run.
+// FAILED (timeouts included), LOST, CANCELLED other than by its run, and
+// any child whose content the agent replaced.
 func IsError(c Child) bool {
+	if c.Replaced && c.State.Final() {
+		return true
+	}
 	switch c.State {
 	case action.Failed, action.Lost:
 		return true

@@ -234,6 +234,13 @@ func TestCheckRefusesBadSpecs(t *testing.T) {
 			r.Stages = append(r.Stages, b, c)
 		}, "cycle: "},
 		{"args not an object", func(r *wire.CreateRunRequest) { r.Stages[0].Args = []byte(`[1]`) }, "JSON object"},
+		{"args over the run's bound", func(r *wire.CreateRunRequest) {
+			for i := range 5 {
+				s := ok()
+				s.Name, s.Args = fmt.Sprint("s", i), []byte(`{"a":"`+strings.Repeat("x", 60<<10)+`"}`)
+				r.Stages = append(r.Stages, s)
+			}
+		}, "more than a run may carry"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {

@@ -43,6 +43,8 @@ const (
 	MaxChildren = 10_000
 	// MaxStageName is the length of a stage name.
 	MaxStageName = 64
+	// MaxRunArgs bounds the args of all a run's stages together.
+	MaxRunArgs = 256 << 10
 )
 
 func sprintf(format string, args ...any) string { return fmt.Sprintf(format, args...) }
@@ -138,6 +140,13 @@ func Check(req *wire.CreateRunRequest) error {
 				return invalid("stage %s depends on itself", st.Name)
 			}
 		}
+	}
+	total := 0
+	for _, st := range req.Stages {
+		total += len(st.Args)
+	}
+	if total > MaxRunArgs {
+		return invalid("the stages' args come to %d bytes, more than a run may carry (%d)", total, MaxRunArgs)
 	}
 	if cyc := cycle(req.Stages); cyc != nil {
 		return invalid("depends_on forms a cycle: %s", strings.Join(cyc, " → "))

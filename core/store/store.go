@@ -120,7 +120,8 @@ type Tx interface {
 	AppendEvent(ctx context.Context, e *Event) error
 	// PurgeActions deletes up to limit finished actions (DONE, FAILED,
 	// CANCELLED, LOST) last changed before t, oldest first, with their
-	// history, and returns how many it deleted.
+	// history, and returns how many it deleted. The children of runs still
+	// open stay: a run that lost them would create them again.
 	PurgeActions(ctx context.Context, before time.Time, limit int) (int, error)
 	// PurgeEvents deletes up to limit events older than t, oldest first,
 	// and returns how many it deleted. Sequence numbers are never reused.

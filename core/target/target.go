@@ -15,9 +15,9 @@ import (
 	"slices"
 	"strings"
 
-	"github.com/musterhq/muster/core/discovery"
 	"github.com/musterhq/muster/core/store"
 	"github.com/musterhq/muster/shared/labels"
+	"github.com/musterhq/muster/shared/names"
 	"github.com/musterhq/muster/shared/wire"
 )
 
@@ -132,8 +132,8 @@ func Check(t Target) error {
 		return err
 	}
 	for _, id := range t.Nodes {
-		if !discovery.ValidName(id) {
-			return fail(ErrInvalid, "node %q: use 1 to 128 letters, digits, '.', '_' and '-'", id)
+		if err := names.CheckID(id); err != nil {
+			return fail(ErrInvalid, "node: %v", err)
 		}
 	}
 	if err := labels.Set(t.Labels).Validate(); err != nil {

@@ -45,6 +45,8 @@ var runs = []run{
 	{"./core/orchestrate", "^BenchmarkPass$", "5s"}, // 5,000 nodes: more than one pass
 	{"./e2e", "^BenchmarkCore$/^nodes=10$", "200x"},
 	{"./e2e", "^BenchmarkCore$/^nodes=1000$", "20x"},
+	{"./e2e", "^BenchmarkHAFailover$", "1x"}, // ten SIGKILLs of a lease holder
+	{"./e2e", "^BenchmarkHAScaleOut$", "1x"}, // 1, 2 and 3 replicas over one fleet
 }
 
 const defaultBenchtime = "2s"
@@ -120,6 +122,16 @@ var rows = []row{
 	{"gossip: SIGKILL to node DOWN (s), memberlist LAN defaults", "gossip_detect_s", "", "", nil},
 	{"action finished → visible in the core p50 (ms), gossip, 10 s interval", "finished_to_visible_p50_ms", "", "", nil},
 	{"action finished → visible in the core p99 (ms), gossip, 10 s interval", "finished_to_visible_p99_ms", "", "", &goal{"<", 1000}},
+	{"node syncs/s, 1,000 nodes, idle, PostgreSQL store", "pg_node_syncs_per_s_1000", "core_node_syncs_per_s_1000", "SQLite", nil},
+	{"node syncs/s, 1,000 nodes, 10% changing, PostgreSQL store", "pg_node_syncs_per_s_1000_changing", "core_node_syncs_per_s_1000_changing", "SQLite", nil},
+	{"rows written by an idle pass, PostgreSQL store", "pg_idle_pass_rows_written", "", "", &goal{"==", 0}},
+	{"failover p50 (s): SIGKILL of a lease holder → pass on another replica", "ha_failover_p50_s", "ha_lease_ttl_s", "lease TTL (s)", nil},
+	{"failover p99 (s), over 10 kills", "ha_failover_p99_s", "ha_lease_ttl_s", "lease TTL (s)", &goal{"<", 3}},
+	{"approval on another replica → RUNNING p50 (ms)", "ha_approve_to_running_p50_ms", "", "", nil},
+	{"approval on another replica → RUNNING p99 (ms)", "ha_approve_to_running_p99_ms", "", "", &goal{"<", 250}},
+	{"core CPU s per 1,000 node syncs, 1 replica (PostgreSQL)", "ha_cpu_s_per_1000_syncs_r1", "ha_node_syncs_per_s_r1", "node syncs/s", nil},
+	{"… 2 replicas, relative to 1", "ha_cost_ratio_r2", "ha_node_syncs_per_s_r2", "node syncs/s", &goal{"<", 1.2}},
+	{"… 3 replicas, relative to 1", "ha_cost_ratio_r3", "ha_node_syncs_per_s_r3", "node syncs/s", &goal{"<", 1.2}},
 }
 
 var (

@@ -21,6 +21,7 @@ const (
 const (
 	MaxOutput     = 64 << 10 // the last 64 KiB of output are kept
 	MaxArgs       = 64 << 10 // args larger than this are refused
+	MaxArgsDepth  = 64       // args nested deeper than this are refused
 	MaxTimeoutS   = 7 * 24 * 3600
 	MinPrefix     = 8
 	MaxKindLength = 200
@@ -87,6 +88,27 @@ func ValidID(id string) bool {
 	return err == nil && u.String() == id
 }
 
+// MaxTimeout is the longest timeout an action may have (MaxTimeoutS).
+const MaxTimeout = MaxTimeoutS * time.Second
+
+// CheckTimeoutS checks the timeout_s of a request: 0 (or absent) for the
+// default, else at most MaxTimeoutS. Both APIs refuse with this wording.
+func CheckTimeoutS(s int) error {
+	if s < 0 || s > MaxTimeoutS {
+		return fmt.Errorf("timeout_s must be between 0 (the default) and %d (%s), got %d", MaxTimeoutS, MaxTimeout, s)
+	}
+	return nil
+}
+
+// CheckTimeout checks a configured timeout (an agent's default_timeout, an
+// external kind's timeout): at most MaxTimeout; 0 leaves the default.
+func CheckTimeout(d time.Duration) error {
+	if d < 0 || d > MaxTimeout {
+		return fmt.Errorf("a timeout must be between 0 (the default) and %s, got %s", MaxTimeout, d)
+	}
+	return nil
+}
+
 // NewID returns a fresh UUID v4.
 func NewID() string { return uuid.NewString() }
 
@@ -107,11 +129,32 @@ func NormalizeArgs(raw json.RawMessage) (json.RawMessage, error) {
 	if err := dec.Decode(&obj); err != nil || obj == nil {
 		return nil, fmt.Errorf("%w: args must be a JSON object", ErrInvalid)
 	}
+	if depth(obj) > MaxArgsDepth {
+		return nil, fmt.Errorf("%w: args nested deeper than %d levels", ErrInvalid, MaxArgsDepth)
+	}
 	out, err := json.Marshal(obj) // encoding/json sorts map keys
 	if err != nil {
 		return nil, fmt.Errorf("%w: args: %v", ErrInvalid, err)
 	}
 	return out, nil
+}
+
+// depth is how deeply objects and lists nest in v (1 for a flat object).
+func depth(v any) int {
+	d := 0
+	switch x := v.(type) {
+	case map[string]any:
+		for _, e := range x {
+			d = max(d, depth(e))
+		}
+	case []any:
+		for _, e := range x {
+			d = max(d, depth(e))
+		}
+	default:
+		return 0
+	}
+	return d + 1
 }
 
 // SameContent reports whether two records carry the same kind and args.

@@ -2,6 +2,7 @@ package action
 
 import (
 	"encoding/json"
+	"errors"
 	"strings"
 	"testing"
 	"unicode/utf8"
@@ -86,5 +87,18 @@ func TestClipOutput(t *testing.T) {
 	}
 	if ClipOutput("short") != "short" {
 		t.Fatal("short output changed")
+	}
+}
+
+func TestNormalizeArgsRefusesDeepNesting(t *testing.T) {
+	t.Parallel()
+	nest := func(n int) string {
+		return `{"a":` + strings.Repeat("[", n-1) + strings.Repeat("]", n-1) + `}`
+	}
+	if _, err := NormalizeArgs(json.RawMessage(nest(MaxArgsDepth))); err != nil {
+		t.Fatalf("%d levels: %v", MaxArgsDepth, err)
+	}
+	if _, err := NormalizeArgs(json.RawMessage(nest(MaxArgsDepth + 1))); !errors.Is(err, ErrInvalid) {
+		t.Fatalf("%d levels: %v, want ErrInvalid", MaxArgsDepth+1, err)
 	}
 }

@@ -1,9 +1,11 @@
 package client
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
+	"io"
 	"net/http"
 	"net/http/httptest"
 	"testing"
@@ -82,4 +84,26 @@ func TestPushAndCancelAnswers(t *testing.T) {
 	if err == nil || Answered(err) || errors.Is(err, ErrFinal) || errors.Is(err, ErrNotFound) {
 		t.Fatalf("no answer: %v", err)
 	}
+}
+
+// FuzzDecodeError reads arbitrary error answers: always an *APIError with
+// the status, and a message, never a panic.
+func FuzzDecodeError(f *testing.F) {
+	for _, s := range []string{`{"error":{"code":"conflict","message":"x","state":"DONE"}}`, `{"error":null}`,
+		`not json`, ``, `{"error":{"record":{"id":1}}}`, `{"error":{"message":"\u001b[31m"}}`} {
+		f.Add(409, []byte(s))
+	}
+	f.Fuzz(func(t *testing.T, status int, body []byte) {
+		if status < 100 || status > 999 {
+			return
+		}
+		err := decodeError(&http.Response{StatusCode: status, Body: io.NopCloser(bytes.NewReader(body))})
+		var ae *APIError
+		if !errors.As(err, &ae) || ae.Status != status {
+			t.Fatalf("decodeError = %v", err)
+		}
+		if ae.Detail.Message == "" && http.StatusText(status) != "" {
+			t.Fatal("an error answer without a message")
+		}
+	})
 }

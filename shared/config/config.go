@@ -23,16 +23,16 @@ type Log struct {
 func DefaultLog() Log { return Log{Level: "info", Format: "text"} }
 
 // Validate returns one error per bad field.
-func (l Log) Validate() []error {
-	var errs []error
+func (l Log) Validate() Errors {
+	var errs Errors
 	var lv slog.Level
 	if err := lv.UnmarshalText([]byte(l.Level)); err != nil {
-		errs = append(errs, fmt.Errorf("log.level: %q is not debug, info, warn or error", l.Level))
+		errs.Add("log.level", "%q is not debug, info, warn or error", l.Level)
 	}
 	switch strings.ToLower(l.Format) {
 	case "text", "json":
 	default:
-		errs = append(errs, fmt.Errorf("log.format: %q is not text or json", l.Format))
+		errs.Add("log.format", "%q is not text or json", l.Format)
 	}
 	return errs
 }
@@ -78,21 +78,21 @@ func DefaultServer() Server {
 }
 
 // Validate returns one error per bad field; prefix names the section.
-func (s Server) Validate(prefix string) []error {
-	var errs []error
+func (s Server) Validate(prefix string) Errors {
+	var errs Errors
 	for _, d := range []struct {
 		key string
 		v   time.Duration
 	}{{"read_timeout", s.ReadTimeout}, {"write_timeout", s.WriteTimeout}, {"idle_timeout", s.IdleTimeout}} {
 		if d.v <= 0 {
-			errs = append(errs, fmt.Errorf("%s.%s: must be a positive duration such as 30s, got %s", prefix, d.key, d.v))
+			errs.Add(fmt.Sprintf("%s.%s", prefix, d.key), "must be a positive duration such as 30s, got %s", d.v)
 		}
 	}
 	if s.MaxHeaderBytes < 4<<10 || s.MaxHeaderBytes > 1<<20 {
-		errs = append(errs, fmt.Errorf("%s.max_header_bytes: must be from 4096 to 1048576, got %d", prefix, s.MaxHeaderBytes))
+		errs.Add(prefix+".max_header_bytes", "must be from 4096 to 1048576, got %d", s.MaxHeaderBytes)
 	}
 	if s.MaxConnections < 1 {
-		errs = append(errs, fmt.Errorf("%s.max_connections: must be at least 1, got %d", prefix, s.MaxConnections))
+		errs.Add(prefix+".max_connections", "must be at least 1, got %d", s.MaxConnections)
 	}
 	return errs
 }
@@ -101,17 +101,17 @@ func (s Server) Validate(prefix string) []error {
 func (t TLS) Enabled() bool { return t.CertFile != "" || t.KeyFile != "" }
 
 // Validate checks that cert and key come together. prefix names the section.
-func (t TLS) Validate(prefix string) []error {
+func (t TLS) Validate(prefix string) Errors {
 	if (t.CertFile == "") != (t.KeyFile == "") {
-		return []error{fmt.Errorf("%s: cert_file and key_file must be set together", prefix)}
+		return Errors{Problem(prefix, "cert_file and key_file must be set together")}
 	}
 	return nil
 }
 
 // ValidateAddr checks a host:port listen address.
-func ValidateAddr(key, addr string) error {
+func ValidateAddr(key, addr string) Errors {
 	if _, _, err := net.SplitHostPort(addr); err != nil {
-		return fmt.Errorf("%s: %q is not host:port", key, addr)
+		return Errors{Problem(key, "%q is not host:port", addr)}
 	}
 	return nil
 }
@@ -142,6 +142,34 @@ func CheckPrivateFile(path string) error {
 	}
 	if m := fi.Mode().Perm(); m&0o077 != 0 {
 		return fmt.Errorf("%s has mode %04o, %w: run chmod 600 %s", path, m, ErrFileOpen, path)
+	}
+	return nil
+}
+
+// CheckKeyFiles refuses, before anything starts, key files (by configuration
+// key; an empty path is skipped) that their group or others may read: one
+// FieldError per file, wrapping ErrFileOpen.
+func CheckKeyFiles(files map[string]string) error {
+	var errs Errors
+	for key, path := range files {
+		if path == "" {
+			continue
+		}
+		if err := CheckPrivateFile(path); errors.Is(err, ErrFileOpen) {
+			errs = append(errs, Wrap(key, err))
+		}
+	}
+	return errs.Err()
+}
+
+// DefaultShutdownTimeout is the default shutdown_timeout of the agent and
+// the core: how long a stop may take, every part together.
+const DefaultShutdownTimeout = 10 * time.Second
+
+// ValidateShutdownTimeout checks shutdown_timeout: positive.
+func ValidateShutdownTimeout(d time.Duration) Errors {
+	if d <= 0 {
+		return Errors{Problem("shutdown_timeout", "must be a positive duration such as 10s, got %s", d)}
 	}
 	return nil
 }

@@ -167,8 +167,8 @@ func New(cfg Config) (*Service, error) {
 	if cfg.Timing.Profile == "" {
 		cfg.Timing.Profile = ProfileLAN
 	}
-	if errs := cfg.Timing.Validate("gossip"); len(errs) > 0 {
-		return nil, errors.Join(errs...)
+	if err := cfg.Timing.Validate("gossip").Err(); err != nil {
+		return nil, err
 	}
 	secret := make([]byte, leaveSecretSize)
 	if _, err := rand.Read(secret); err != nil {

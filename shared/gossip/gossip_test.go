@@ -10,6 +10,7 @@ import (
 	"os"
 	"path/filepath"
 	"reflect"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -18,6 +19,7 @@ import (
 	"github.com/hashicorp/memberlist"
 
 	"github.com/musterhq/muster/shared/config"
+	"github.com/musterhq/muster/shared/testwait"
 )
 
 func TestMetaRoundTrip(t *testing.T) {
@@ -166,17 +168,6 @@ func (r *recorder) named(name string) []Event {
 	return out
 }
 
-func waitFor(t *testing.T, within time.Duration, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(within)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out after %s waiting for %s", within, what)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
-}
-
 // member starts a service on a free loopback port (the one named seed is a
 // core, the others agents); it stops with the test.
 func member(t *testing.T, name string, key []byte, join []string, h func(Event)) *Service {
@@ -214,7 +205,7 @@ func TestJoinLeaveAndFailAreTold(t *testing.T) {
 	seed := member(t, "seed", key, nil, rec.handle)
 	a := member(t, "a", key, []string{seed.Addr()}, nil)
 	b := member(t, "b", key, []string{seed.Addr()}, nil)
-	waitFor(t, 10*time.Second, "both members seen", func() bool { return rec.has(KindJoin, "a") && rec.has(KindJoin, "b") })
+	testwait.Within(t, 10*time.Second, "both members seen", func() bool { return rec.has(KindJoin, "a") && rec.has(KindJoin, "b") })
 	if evs := rec.named("a"); evs[0].Meta.Node != "a" || evs[0].Meta.V != MetaVersion || evs[0].Addr != a.Addr() {
 		t.Fatalf("join event %+v (a is at %s)", evs[0], a.Addr())
 	}
@@ -222,11 +213,15 @@ func TestJoinLeaveAndFailAreTold(t *testing.T) {
 		t.Fatalf("members %+v", seed.Members())
 	}
 
+	// a can tell only the cores it knows that it leaves.
+	testwait.For(t, "a to know the seed", func() bool {
+		return slices.ContainsFunc(a.Members(), func(m Member) bool { return m.Name == "seed" })
+	})
 	a.Stop() // a graceful leave
-	waitFor(t, 10*time.Second, "a's leave", func() bool { return rec.has(KindLeave, "a") })
+	testwait.Within(t, 10*time.Second, "a's leave", func() bool { return rec.has(KindLeave, "a") })
 
 	crash(t, b)
-	waitFor(t, 15*time.Second, "b's failure", func() bool { return rec.has(KindFail, "b") })
+	testwait.Within(t, 15*time.Second, "b's failure", func() bool { return rec.has(KindFail, "b") })
 	if rec.has(KindFail, "a") || rec.has(KindLeave, "b") {
 		t.Fatalf("a leave told as a failure or the reverse: a %+v, b %+v", rec.named("a"), rec.named("b"))
 	}
@@ -243,8 +238,8 @@ func TestAnotherKeyIsNeverAdmitted(t *testing.T) {
 	// A member with the right key, started after them, is seen: by then
 	// the others have had their chance.
 	member(t, "friend", key, []string{seed.Addr()}, nil)
-	waitFor(t, 10*time.Second, "friend's join", func() bool { return rec.has(KindJoin, "friend") })
-	waitFor(t, 10*time.Second, "the stranger trying", func() bool { return len(stranger.Members()) == 1 })
+	testwait.Within(t, 10*time.Second, "friend's join", func() bool { return rec.has(KindJoin, "friend") })
+	testwait.Within(t, 10*time.Second, "the stranger trying", func() bool { return len(stranger.Members()) == 1 })
 	if len(rec.named("stranger")) > 0 || len(rec.named("plain")) > 0 {
 		t.Fatalf("a member without the key was admitted: %+v %+v", rec.named("stranger"), rec.named("plain"))
 	}
@@ -270,7 +265,7 @@ func TestRejoinsWhenTheSeedComesLate(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(s.Stop)
-	waitFor(t, 15*time.Second, "the late member to join the seed", func() bool { return rec.has(KindJoin, "late") })
+	testwait.Within(t, 15*time.Second, "the late member to join the seed", func() bool { return rec.has(KindJoin, "late") })
 	_ = late
 }
 
@@ -334,10 +329,10 @@ func TestLeaveIntentArrivingAfterTheDisappearance(t *testing.T) {
 	s.q.push(Event{Kind: KindFail, Name: "late", Meta: meta})
 	intent, _ := EncodeNote(Note{Leaving: "late", Proof: base64.RawURLEncoding.EncodeToString(secret)})
 	d.NotifyMsg(intent)
-	waitFor(t, 5*time.Second, "late's leave", func() bool { return rec.has(KindLeave, "late") })
+	testwait.Within(t, 5*time.Second, "late's leave", func() bool { return rec.has(KindLeave, "late") })
 
 	s.q.push(Event{Kind: KindFail, Name: "crashed", Meta: meta})
-	waitFor(t, 5*time.Second, "crashed's failure", func() bool { return rec.has(KindFail, "crashed") })
+	testwait.Within(t, 5*time.Second, "crashed's failure", func() bool { return rec.has(KindFail, "crashed") })
 	if rec.has(KindFail, "late") || rec.has(KindLeave, "crashed") {
 		t.Fatalf("a leave told as a failure or the reverse: %+v", rec.evs)
 	}
@@ -370,11 +365,11 @@ func TestGossipLeaveIntentCountsOnlyForItsSender(t *testing.T) {
 	victim := member(t, "victim", key, []string{seed.Addr()}, nil)
 	rogue := member(t, "rogue", key, []string{seed.Addr()}, nil)
 	leaver := member(t, "leaver", key, []string{seed.Addr()}, nil)
-	waitFor(t, 10*time.Second, "three joins", func() bool {
+	testwait.Within(t, 10*time.Second, "three joins", func() bool {
 		return rec.has(KindJoin, "victim") && rec.has(KindJoin, "rogue") && rec.has(KindJoin, "leaver")
 	})
 	var core *memberlist.Node
-	waitFor(t, 10*time.Second, "the rogue to see the seed", func() bool {
+	testwait.Within(t, 10*time.Second, "the rogue to see the seed", func() bool {
 		for _, n := range rogue.ml.Members() {
 			if n.Name == "seed" {
 				core = n
@@ -391,14 +386,14 @@ func TestGossipLeaveIntentCountsOnlyForItsSender(t *testing.T) {
 		}
 	}
 	crash(t, victim)
-	waitFor(t, 20*time.Second, "the victim's disappearance", func() bool {
+	testwait.Within(t, 20*time.Second, "the victim's disappearance", func() bool {
 		return rec.has(KindFail, "victim") || rec.has(KindLeave, "victim")
 	})
 	if rec.has(KindLeave, "victim") {
 		t.Fatal("a rogue's intent made the victim's crash a leave")
 	}
 	leaver.Stop()
-	waitFor(t, 20*time.Second, "the leaver's leave", func() bool {
+	testwait.Within(t, 20*time.Second, "the leaver's leave", func() bool {
 		return rec.has(KindLeave, "leaver") || rec.has(KindFail, "leaver")
 	})
 	if !rec.has(KindLeave, "leaver") {

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/musterhq/muster/shared/labels"
+	"github.com/musterhq/muster/shared/testwait"
 )
 
 func TestMetaCarriesLabels(t *testing.T) {
@@ -92,8 +93,8 @@ func TestTellReachesTheCore(t *testing.T) {
 	var rec recorder
 	core := member(t, "seed", key, nil, rec.handle)
 	agent := member(t, "tell-a", key, []string{core.Addr()}, nil)
-	waitFor(t, 10*time.Second, "the agent to see the core", func() bool { return rec.has(KindJoin, "tell-a") })
-	waitFor(t, 10*time.Second, "the note to arrive", func() bool {
+	testwait.Within(t, 10*time.Second, "the agent to see the core", func() bool { return rec.has(KindJoin, "tell-a") })
+	testwait.Within(t, 10*time.Second, "the note to arrive", func() bool {
 		agent.Tell(RoleCore, Note{Changed: &NodeRef{Cluster: "c", Node: "tell-a"}})
 		rec.mu.Lock()
 		defer rec.mu.Unlock()

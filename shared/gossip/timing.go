@@ -5,6 +5,8 @@ import (
 	"time"
 
 	"github.com/hashicorp/memberlist"
+
+	"github.com/musterhq/muster/shared/config"
 )
 
 // Profiles: memberlist's stock timings.
@@ -32,26 +34,26 @@ type Timing struct {
 
 // Validate returns one error per bad field; prefix names the section
 // ("gossip").
-func (t Timing) Validate(prefix string) []error {
-	var errs []error
+func (t Timing) Validate(prefix string) config.Errors {
+	var errs config.Errors
 	switch t.Profile {
 	case ProfileLAN, ProfileLocal:
 	default:
-		errs = append(errs, fmt.Errorf("%s.profile: %q is not %q or %q", prefix, t.Profile, ProfileLAN, ProfileLocal))
+		errs.Add(prefix+".profile", "%q is not %q or %q", t.Profile, ProfileLAN, ProfileLocal)
 	}
 	if t.ProbeInterval < 0 {
-		errs = append(errs, fmt.Errorf("%s.probe_interval: negative", prefix))
+		errs.Add(prefix+".probe_interval", "negative")
 	}
 	if t.ProbeTimeout < 0 {
-		errs = append(errs, fmt.Errorf("%s.probe_timeout: negative", prefix))
+		errs.Add(prefix+".probe_timeout", "negative")
 	}
 	if t.SuspicionMult < 0 {
-		errs = append(errs, fmt.Errorf("%s.suspicion_mult: negative", prefix))
+		errs.Add(prefix+".suspicion_mult", "negative")
 	}
 	if len(errs) == 0 {
 		c := t.config()
 		if c.ProbeTimeout >= c.ProbeInterval {
-			errs = append(errs, fmt.Errorf("%s.probe_timeout: %s must be shorter than the probe interval %s", prefix, c.ProbeTimeout, c.ProbeInterval))
+			errs.Add(prefix+".probe_timeout", "%s must be shorter than the probe interval %s", c.ProbeTimeout, c.ProbeInterval)
 		}
 	}
 	return errs
@@ -80,11 +82,11 @@ func (t Timing) config() *memberlist.Config {
 
 // ValidateJoin checks a join list: host:port entries (a host name may
 // resolve to several members). key names the setting ("gossip.join").
-func ValidateJoin(key string, join []string) []error {
-	var errs []error
+func ValidateJoin(key string, join []string) config.Errors {
+	var errs config.Errors
 	for i, j := range join {
 		if _, _, err := splitAddr(j); err != nil {
-			errs = append(errs, fmt.Errorf("%s[%d]: %q is not host:port", key, i, j))
+			errs.Add(fmt.Sprintf("%s[%d]", key, i), "%q is not host:port", j)
 		}
 	}
 	return errs

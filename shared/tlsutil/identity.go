@@ -24,6 +24,8 @@ import (
 	"fmt"
 	"net/url"
 	"strings"
+
+	"github.com/musterhq/muster/shared/names"
 )
 
 // TrustDomain is the host part of every identity URI.
@@ -89,8 +91,8 @@ func (i Identity) FileBase() string {
 	return i.Role + "-" + i.Name
 }
 
-// Validate checks the role and that the name is a plain id (letters, digits,
-// '.', '_', '-'; what cluster and node ids accept), present unless core.
+// Validate checks the role and that the name is an id as cluster and node
+// ids are (shared/names), present unless core.
 func (i Identity) Validate() error {
 	switch i.Role {
 	case RoleCore:
@@ -102,13 +104,8 @@ func (i Identity) Validate() error {
 	default:
 		return fmt.Errorf("%w: role %q is not agent, core or client", ErrBadName, i.Role)
 	}
-	if i.Name == "" || len(i.Name) > 128 || strings.HasPrefix(i.Name, ".") {
-		return fmt.Errorf("%w: %q: a %s name is 1 to 128 letters, digits, '.', '_' or '-', not starting with '.'", ErrBadName, i.Name, i.Role)
-	}
-	for _, r := range i.Name {
-		if !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || r == '.' || r == '_' || r == '-') {
-			return fmt.Errorf("%w: %q: a %s name is letters, digits, '.', '_' or '-'", ErrBadName, i.Name, i.Role)
-		}
+	if err := names.CheckID(i.Name); err != nil {
+		return fmt.Errorf("%w: %s name: %w", ErrBadName, i.Role, err)
 	}
 	return nil
 }

@@ -48,9 +48,10 @@ type CreateRunRequest struct {
 // Stage is one stage of a run as the core shows it: its spec with the target
 // resolved and the limits made counts, and its progress.
 type Stage struct {
-	Name           string          `json:"name"`
-	Kind           string          `json:"kind"`
-	Args           json.RawMessage `json:"args"`
+	Name string `json:"name"`
+	Kind string `json:"kind"`
+	// Args are left out of run lists: GET /api/v1/runs/{id} has them.
+	Args           json.RawMessage `json:"args,omitempty"`
 	Target         Target          `json:"target"`
 	Nodes          []string        `json:"nodes"`
 	MaxConcurrency limit.Limit     `json:"max_concurrency"`

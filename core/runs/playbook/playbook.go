@@ -36,6 +36,7 @@ import (
 const (
 	MaxSize       = 256 << 10
 	MaxParamValue = 4 << 10
+	MaxParams     = 100
 )
 
 // ErrInvalid is a document that is not a valid playbook, or parameters that
@@ -92,7 +93,10 @@ type Playbook struct {
 	Stages      []Stage `yaml:"stages"`
 }
 
-var nameRE = regexp.MustCompile(`^[a-z0-9]([a-z0-9._-]{0,62}[a-z0-9])?$`)
+var (
+	nameRE  = regexp.MustCompile(`^[a-z0-9]([a-z0-9._-]{0,62}[a-z0-9])?$`)
+	paramRE = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]{0,62}$`)
+)
 
 // ValidName reports whether n can name a playbook.
 func ValidName(n string) bool { return nameRE.MatchString(n) }
@@ -138,6 +142,9 @@ func Parse(doc []byte) (*Playbook, error) {
 	at := func(path ...any) int { return lineOf(root.Content[0], path...) }
 	if !ValidName(p.Name) {
 		return nil, posError(at("name"), "name", "%q: lower-case letters, digits, '.', '_' and '-', at most 64", p.Name)
+	}
+	if len(p.Params) > MaxParams {
+		return nil, posError(at("params"), "params", "at most %d parameters, not %d", MaxParams, len(p.Params))
 	}
 	params := map[string]*Param{}
 	for i := range p.Params {
@@ -232,7 +239,7 @@ func yamlMessage(err error) string {
 }
 
 func checkParam(p *Param) error {
-	if !regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]{0,62}$`).MatchString(p.Name) {
+	if !paramRE.MatchString(p.Name) {
 		return fmt.Errorf("name %q: letters, digits and '_', not starting with a digit", p.Name)
 	}
 	switch p.Type {
@@ -304,6 +311,9 @@ func checkTemplate(s string, params map[string]*Param) error {
 		}
 		switch n := n.(type) {
 		case *parse.ListNode:
+			if n == nil { // an if without an else
+				return
+			}
 			for _, c := range n.Nodes {
 				walk(c)
 			}

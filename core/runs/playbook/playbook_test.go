@@ -97,6 +97,7 @@ func TestBadDocumentsAreRefusedWithLineAndField(t *testing.T) {
 		{"bad limit", "name: x\nstages:\n  - name: a\n    kind: example.com/x\n    target: {all: true}\n    max_concurrency: 150%\n", "line 6: stages[0].max_concurrency"},
 		{"bad name", "name: Bad Name\nstages:\n  - {name: a, kind: example.com/x, target: {all: true}}\n", "line 1: name"},
 		{"no stages", "name: x\n", "at least one stage"},
+		{"too many params", "name: x\nparams:\n" + strings.Repeat("  - {name: p, type: string, default: x}\n", MaxParams+1) + "stages:\n  - {name: a, kind: example.com/x, target: {all: true}}\n", "at most 100 parameters"},
 		{"too large", "name: x\n#" + strings.Repeat("y", MaxSize) + "\n", "over the limit"},
 	}
 	for _, tc := range cases {
@@ -142,6 +143,7 @@ func FuzzParse(f *testing.F) {
 	f.Add([]byte("name: x\nstages:\n  - {name: a, kind: example.com/x, target: {all: true}, depends_on: [a]}\n"))
 	f.Add([]byte("name: x\nparams: [{name: a, type: enum, values: []}]\nstages: []\n"))
 	f.Add([]byte("{{"))
+	f.Add([]byte("name: x\nparams: [{name: p, type: bool, default: true}]\nstages:\n  - {name: a, kind: example.com/x, target: {all: true}, args: {a: '{{ if .p }}x{{ end }}'}}\n"))
 	f.Fuzz(func(t *testing.T, doc []byte) {
 		p, err := Parse(doc)
 		if err != nil {
@@ -200,5 +202,18 @@ func TestRenderingIsBounded(t *testing.T) {
 	}
 	if _, err := p.Values(map[string]string{"p": strings.Repeat("y", MaxParamValue+1)}); !errors.Is(err, ErrInvalid) {
 		t.Fatalf("a parameter over %d bytes: %v", MaxParamValue, err)
+	}
+}
+
+func TestAnIfWithoutElseRenders(t *testing.T) {
+	t.Parallel()
+	p, err := Parse([]byte("name: x\nparams: [{name: p, type: bool, default: true}]\nstages:\n  - {name: a, kind: example.com/x, target: {all: true}, args: {a: '{{ if .p }}on{{ end }}'}}\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	v, _ := p.Values(nil)
+	specs, err := p.Render(v)
+	if err != nil || string(specs[0].Args) != `{"a":"on"}` {
+		t.Fatalf("Render = %s, %v", specs[0].Args, err)
 	}
 }

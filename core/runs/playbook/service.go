@@ -20,13 +20,10 @@ func Digest(doc string) string {
 	return hex.EncodeToString(sum[:])
 }
 
-// Apply stores doc as a new version of its playbook, unless it is the
+// Apply stores doc, parsed as p (Parse it before the transaction: parsing
+// is the costly part), as a new version of its playbook, unless it is the
 // newest version already (changed is false then, and nothing is written).
-func Apply(ctx context.Context, tx store.Tx, doc string, who string) (*store.Playbook, bool, error) {
-	p, err := Parse([]byte(doc))
-	if err != nil {
-		return nil, false, err
-	}
+func Apply(ctx context.Context, tx store.Tx, doc string, p *Playbook, who string) (*store.Playbook, bool, error) {
 	latest, err := tx.Playbook(ctx, p.Name, 0)
 	switch {
 	case errors.Is(err, store.ErrNotFound):
@@ -60,30 +57,42 @@ type Planned struct {
 	Stages  []store.RunStage
 }
 
-// MakePlan renders a playbook (the stored version asked for, or the
-// document in req when it has one) with req's parameters, and resolves it
-// against the cluster's nodes as a run would be.
-func MakePlan(ctx context.Context, r store.Reader, name string, req *wire.PlanRequest) (*Planned, error) {
-	doc, version := req.Document, 0
+// Load reads the playbook a plan or a start names: the document in req when
+// it has one (version 0), else the stored version asked for (the newest
+// when 0). The store is read in a short transaction of its own and the
+// document parsed after it.
+func Load(ctx context.Context, st store.Store, name string, req *wire.PlanRequest) (*Playbook, int, error) {
 	if req.Version < 0 {
-		return nil, fmt.Errorf("%w: version must be positive, not %d", ErrInvalid, req.Version)
+		return nil, 0, fmt.Errorf("%w: version must be positive, not %d", ErrInvalid, req.Version)
 	}
+	doc, version := req.Document, 0
 	if doc == "" {
-		stored, err := r.Playbook(ctx, name, req.Version)
+		err := st.Read(ctx, func(r store.Reader) error {
+			stored, err := r.Playbook(ctx, name, req.Version)
+			if err == nil {
+				doc, version = stored.Document, stored.Version
+			}
+			return err
+		})
 		if err != nil {
-			return nil, err
+			return nil, 0, err
 		}
-		doc, version = stored.Document, stored.Version
 	} else if req.Version != 0 {
-		return nil, fmt.Errorf("%w: give a document or a version, not both", ErrInvalid)
+		return nil, 0, fmt.Errorf("%w: give a document or a version, not both", ErrInvalid)
 	}
 	p, err := Parse([]byte(doc))
 	if err != nil {
-		return nil, err
+		return nil, 0, err
 	}
 	if p.Name != name {
-		return nil, fmt.Errorf("%w: the document names playbook %q, not %q", ErrInvalid, p.Name, name)
+		return nil, 0, fmt.Errorf("%w: the document names playbook %q, not %q", ErrInvalid, p.Name, name)
 	}
+	return p, version, nil
+}
+
+// Plan renders the playbook (version, as Load gave it) with req's
+// parameters and resolves it against the cluster's nodes as a run would be.
+func (p *Playbook) Plan(ctx context.Context, r store.Reader, version int, req *wire.PlanRequest) (*Planned, error) {
 	values, err := p.Values(req.Params)
 	if err != nil {
 		return nil, err
@@ -128,16 +137,17 @@ func (p *Planned) Wire() wire.Plan {
 	return out
 }
 
-// Start creates a run from exactly the plan of the stored playbook.
-func Start(ctx context.Context, tx store.Tx, e *runs.Engine, name string, req *wire.PlanRequest, who runs.Who) (*store.Run, error) {
-	if strings.TrimSpace(req.Document) != "" {
+// Start creates a run from exactly the plan of the stored playbook p (as
+// Load gave it, with its version).
+func Start(ctx context.Context, tx store.Tx, e *runs.Engine, p *Playbook, version int, req *wire.PlanRequest, who runs.Who) (*store.Run, error) {
+	if strings.TrimSpace(req.Document) != "" || version == 0 {
 		return nil, fmt.Errorf("%w: a run starts from a stored playbook: apply the document first", ErrInvalid)
 	}
-	p, err := MakePlan(ctx, tx, name, req)
+	plan, err := p.Plan(ctx, tx, version, req)
 	if err != nil {
 		return nil, err
 	}
-	return e.Insert(ctx, tx, p.Cluster, p.Stages, p.Name, p.Version, who)
+	return e.Insert(ctx, tx, plan.Cluster, plan.Stages, plan.Name, plan.Version, who)
 }
 
 // MarkHeld fills, in a plan, the children the disruption budget would hold

@@ -244,7 +244,7 @@ func (s *Server) run(ctx context.Context) error {
 	cmd.Stdout, cmd.Stderr = logFile, logFile
 	// SIGQUIT is PostgreSQL's immediate shutdown: the parent's death takes
 	// the server with it.
-	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: cred, Setpgid: true, Pdeathsig: syscall.SIGQUIT}
+	cmd.SysProcAttr = serverAttr(cred)
 	if err := cmd.Start(); err != nil {
 		return fmt.Errorf("start postgres: %w", err)
 	}

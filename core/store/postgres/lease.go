@@ -8,6 +8,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/musterhq/muster/core/store"
+	"github.com/musterhq/muster/shared/action"
 )
 
 // Coordinate runs one round of lease coordination for replica me, in one
@@ -17,18 +18,30 @@ import (
 // those that are free or expired (the epoch grows), and gives up (expires)
 // those me holds but should not. It returns the leases me holds afterwards:
 // cluster → epoch. A cluster another replica still holds validly is left to
-// it; that replica gives it up in its own round.
+// it; that replica gives it up in its own round. Replicas silent for an
+// hour are forgotten. These writes are not counted in RowsWritten, which
+// counts the writes of Update (the orchestration's).
 func (s *Store) Coordinate(ctx context.Context, me store.Replica, ttl time.Duration,
 	assign func(v store.LeaseView) []string) (map[string]int64, error) {
 	var held map[string]int64
 	err := s.serializable(ctx, func(tx pgx.Tx) error {
 		held = map[string]int64{}
+		started := me.StartedTS
+		if started.IsZero() {
+			started = now()
+		}
 		_, err := tx.Exec(ctx, `INSERT INTO replicas (id, addr, version, started_ts, heartbeat_ts)
-			VALUES ($1, $2, $3, now(), now())
-			ON CONFLICT (id) DO UPDATE SET addr = excluded.addr, version = excluded.version, heartbeat_ts = now()`,
-			me.ID, me.Addr, me.Version)
+			VALUES ($1, $2, $3, $4, now())
+			ON CONFLICT (id) DO UPDATE SET addr = excluded.addr, version = excluded.version,
+				started_ts = excluded.started_ts, heartbeat_ts = now()`,
+			me.ID, me.Addr, me.Version, action.UTC(started))
 		if err != nil {
 			return fmt.Errorf("heartbeat: %w", err)
+		}
+		// Replicas silent for an hour are gone (a default replica id is new
+		// at every start): their rows go.
+		if _, err := tx.Exec(ctx, `DELETE FROM replicas WHERE heartbeat_ts < now() - interval '1 hour'`); err != nil {
+			return fmt.Errorf("forget replicas: %w", err)
 		}
 		v := store.LeaseView{Me: me.ID}
 		rows, err := tx.Query(ctx, `SELECT id FROM replicas WHERE heartbeat_ts > now() - $1::interval ORDER BY id`, ttl)
@@ -71,7 +84,9 @@ func (s *Store) Coordinate(ctx context.Context, me store.Replica, ttl time.Durat
 				err = tx.QueryRow(ctx, `UPDATE leases SET holder = $2, epoch = epoch + 1, acquired_ts = now(),
 					expires_ts = now() + $3::interval WHERE cluster_id = $1 RETURNING epoch`, c, me.ID, ttl).Scan(&epoch)
 			case !want[c] && mine: // give it up now, not at expiry
-				_, err = tx.Exec(ctx, `UPDATE leases SET expires_ts = now() WHERE cluster_id = $1`, c)
+				if _, err = tx.Exec(ctx, `UPDATE leases SET expires_ts = now() WHERE cluster_id = $1`, c); err != nil {
+					return fmt.Errorf("give up the lease of %s: %w", c, err)
+				}
 				continue
 			default:
 				continue

@@ -9,6 +9,7 @@ import (
 
 	"github.com/musterhq/muster/core/store"
 	"github.com/musterhq/muster/core/store/pgtest"
+	"github.com/musterhq/muster/shared/testwait"
 )
 
 func all(v store.LeaseView) []string { return v.Clusters }
@@ -82,20 +83,14 @@ func TestFenceRefusesAStaleEpoch(t *testing.T) {
 	if _, err := s.Coordinate(ctx, a, time.Millisecond, func(store.LeaseView) []string { return []string{"c2"} }); err != nil {
 		t.Fatal(err)
 	}
-	deadline := time.Now().Add(5 * time.Second)
-	for {
+	testwait.For(t, "c2's lease to expire", func() bool {
 		_, ls, err := s.LeaseStatus(ctx, time.Minute)
 		if err != nil {
 			t.Fatal(err)
 		}
-		if i := slices.IndexFunc(ls, func(l store.Lease) bool { return l.ClusterID == "c2" }); i >= 0 && !ls[i].Valid {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatal("c2's lease did not expire")
-		}
-		time.Sleep(time.Millisecond)
-	}
+		i := slices.IndexFunc(ls, func(l store.Lease) bool { return l.ClusterID == "c2" })
+		return i >= 0 && !ls[i].Valid
+	})
 	if err := write(store.Fence{ClusterID: "c2", Holder: "a", Epoch: 1}, "n3"); !errors.Is(err, store.ErrFenced) {
 		t.Fatalf("write under an expired lease: %v, want ErrFenced", err)
 	}
@@ -150,5 +145,31 @@ func TestLeaseStatusAndRelease(t *testing.T) {
 	reps, _, err = s.LeaseStatus(ctx, time.Minute)
 	if err != nil || len(reps) != 1 || reps[0].ID != "b" {
 		t.Fatalf("replicas after release: %+v, %v", reps, err)
+	}
+}
+
+// TestSilentReplicasAreForgotten: a replica whose heartbeat is an hour old
+// leaves the table at the next round of any replica; a restarted replica
+// keeps its id and shows its new start time.
+func TestSilentReplicasAreForgotten(t *testing.T) {
+	t.Parallel()
+	s := open(t, pgtest.NewDatabase(t))
+	ctx := context.Background()
+	first := time.Now().Add(-time.Minute).UTC().Round(time.Microsecond)
+	for _, r := range []store.Replica{{ID: "gone", StartedTS: first}, {ID: "b", StartedTS: first}} {
+		if _, err := s.Coordinate(ctx, r, time.Minute, none); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := s.pool.Exec(ctx, `UPDATE replicas SET heartbeat_ts = now() - interval '61 minutes' WHERE id = 'gone'`); err != nil {
+		t.Fatal(err)
+	}
+	restarted := first.Add(30 * time.Second)
+	if _, err := s.Coordinate(ctx, store.Replica{ID: "b", StartedTS: restarted}, time.Minute, none); err != nil {
+		t.Fatal(err)
+	}
+	reps, _, err := s.LeaseStatus(ctx, time.Minute)
+	if err != nil || len(reps) != 1 || reps[0].ID != "b" || !reps[0].StartedTS.Equal(restarted) {
+		t.Fatalf("replicas %+v, %v; want b alone, started at %s", reps, err, restarted)
 	}
 }

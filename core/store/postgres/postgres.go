@@ -52,6 +52,10 @@ const (
 	lockEvents  int64 = 0x6d75737465720002
 )
 
+// DefaultMaxConns is the connection pool's size unless the DSN sets
+// pool_max_conns.
+const DefaultMaxConns = 16
+
 // maxAttempts bounds how often Update runs fn after serialization failures.
 const maxAttempts = 20
 
@@ -85,6 +89,12 @@ func Open(ctx context.Context, dsn string) (*Store, error) {
 	}
 	if cfg.ConnConfig.ConnectTimeout == 0 {
 		cfg.ConnConfig.ConnectTimeout = 5 * time.Second
+	}
+	if !strings.Contains(dsn, "pool_max_conns") {
+		// Passes, API calls and sweeps each hold a connection for one
+		// transaction; pgx's default (the number of CPUs, at least 4)
+		// would make them queue on a small machine.
+		cfg.MaxConns = DefaultMaxConns
 	}
 	where := fmt.Sprintf("%s:%d/%s", cfg.ConnConfig.Host, cfg.ConnConfig.Port, cfg.ConnConfig.Database)
 	pool, err := pgxpool.NewWithConfig(ctx, cfg)
@@ -216,7 +226,7 @@ func (s *Store) serializable(ctx context.Context, fn func(tx pgx.Tx) error) erro
 		pause := time.Duration(rand.Int64N(int64(time.Millisecond) << min(attempt, 6)))
 		select {
 		case <-ctx.Done():
-			return err
+			return fmt.Errorf("%w (retrying after: %v)", ctx.Err(), err)
 		case <-time.After(pause):
 		}
 	}

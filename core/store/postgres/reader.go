@@ -60,14 +60,11 @@ func (r *reader) queryRow(ctx context.Context, q string, args ...any) pgx.Row {
 	return r.q.QueryRow(ctx, q, clean(args)...)
 }
 
-// ts is the stored form of a time: UTC, at microsecond precision.
-func ts(t time.Time) time.Time { return t.UTC().Round(time.Microsecond) }
-
 func nullTS(t *time.Time) *time.Time {
 	if t == nil {
 		return nil
 	}
-	v := ts(*t)
+	v := action.UTC(*t)
 	return &v
 }
 
@@ -304,7 +301,7 @@ func (r *reader) OpenActions(ctx context.Context, clusterID, nodeID string) ([]s
 // ApprovalsBefore lists PENDING_APPROVE actions created before t, oldest first.
 func (r *reader) ApprovalsBefore(ctx context.Context, t time.Time) ([]store.Record, error) {
 	out, err := r.records(ctx, `SELECT `+actionColumns+` FROM actions
-		WHERE state = $1 AND created_ts < $2 ORDER BY created_ts, seq`, string(action.PendingApprove), ts(t))
+		WHERE state = $1 AND created_ts < $2 ORDER BY created_ts, seq`, string(action.PendingApprove), action.UTC(t))
 	if err != nil {
 		return nil, fmt.Errorf("approvals before %s: %w", t, err)
 	}
@@ -315,7 +312,7 @@ func (r *reader) ApprovalsBefore(ctx context.Context, t time.Time) ([]store.Reco
 // first.
 func (r *reader) ScheduledBefore(ctx context.Context, t time.Time) ([]store.Record, error) {
 	out, err := r.records(ctx, `SELECT `+actionColumns+` FROM actions
-		WHERE state = $1 AND scheduled_ts < $2 ORDER BY scheduled_ts, seq`, string(action.PendingSchedule), ts(t))
+		WHERE state = $1 AND scheduled_ts < $2 ORDER BY scheduled_ts, seq`, string(action.PendingSchedule), action.UTC(t))
 	if err != nil {
 		return nil, fmt.Errorf("scheduled before %s: %w", t, err)
 	}

@@ -12,6 +12,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/musterhq/muster/core/store"
+	"github.com/musterhq/muster/shared/action"
 )
 
 const runColumns = `id, cluster_id, state, state_reason, requester, approved_by, playbook,
@@ -146,7 +147,7 @@ func runArgs(r *store.Run) ([]any, error) {
 		return nil, fmt.Errorf("run %s: stages: %w", r.ID, err)
 	}
 	return []any{r.ClusterID, r.State, r.StateReason, r.Requester, r.ApprovedBy, r.Playbook,
-		r.PlaybookVersion, r.Digest, string(stages), ts(r.CreatedTS), ts(r.UpdatedTS), nullTS(r.FinishedTS)}, nil
+		r.PlaybookVersion, r.Digest, string(stages), action.UTC(r.CreatedTS), action.UTC(r.UpdatedTS), nullTS(r.FinishedTS)}, nil
 }
 
 // InsertRun stores a new run (ErrExists when its id is taken). A zero
@@ -264,7 +265,7 @@ func (w *writer) InsertPlaybook(ctx context.Context, p *store.Playbook) error {
 	what := fmt.Sprintf("insert playbook %s version %d", p.Name, p.Version)
 	n, err := w.exec(ctx, what, `INSERT INTO playbooks (`+playbookColumns+`) VALUES ($1, $2, $3, $4, $5, $6, $7)
 		ON CONFLICT DO NOTHING`,
-		p.Name, p.Version, p.Description, p.Document, p.Digest, p.CreatedBy, ts(p.CreatedTS))
+		p.Name, p.Version, p.Description, p.Document, p.Digest, p.CreatedBy, action.UTC(p.CreatedTS))
 	if err == nil && n == 0 {
 		err = fmt.Errorf("%s: %w", what, store.ErrExists)
 	}

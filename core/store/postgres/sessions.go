@@ -9,6 +9,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/musterhq/muster/core/store"
+	"github.com/musterhq/muster/shared/action"
 )
 
 // Web UI sessions (migration 006), shared by every replica.
@@ -40,7 +41,7 @@ func (w *writer) InsertSession(ctx context.Context, s *store.Session) error {
 	const what = "insert session"
 	n, err := w.exec(ctx, what,
 		`INSERT INTO ui_sessions (hash, token_hash, csrf, created_ts, expires_ts) VALUES ($1, $2, $3, $4, $5) ON CONFLICT DO NOTHING`,
-		s.Hash, s.TokenHash, s.CSRF, ts(s.CreatedTS), ts(s.ExpiresTS))
+		s.Hash, s.TokenHash, s.CSRF, action.UTC(s.CreatedTS), action.UTC(s.ExpiresTS))
 	if err == nil && n == 0 {
 		err = fmt.Errorf("%s: %w", what, store.ErrExists)
 	}
@@ -53,6 +54,6 @@ func (w *writer) DeleteSession(ctx context.Context, hash string) error {
 }
 
 func (w *writer) DeleteSessionsBefore(ctx context.Context, t time.Time) (int, error) {
-	n, err := w.exec(ctx, "delete expired sessions", `DELETE FROM ui_sessions WHERE expires_ts <= $1`, ts(t))
+	n, err := w.exec(ctx, "delete expired sessions", `DELETE FROM ui_sessions WHERE expires_ts <= $1`, action.UTC(t))
 	return int(n), err
 }

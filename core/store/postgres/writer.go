@@ -37,7 +37,7 @@ func (w *writer) exec(ctx context.Context, what, q string, args ...any) (int64, 
 	return n, nil
 }
 
-func now() time.Time { return time.Now().UTC().Round(time.Microsecond) }
+func now() time.Time { return action.UTC(time.Now()) }
 
 // list is a text[] value: never NULL.
 func list(v []string) []string {
@@ -56,7 +56,7 @@ func (w *writer) PutCluster(ctx context.Context, c *store.Cluster) error {
 		`INSERT INTO clusters (id, status, status_reason, updated_ts) VALUES ($1, $2, $3, $4)
 		ON CONFLICT (id) DO UPDATE SET status = excluded.status,
 			status_reason = excluded.status_reason, updated_ts = excluded.updated_ts`,
-		c.ID, c.Status, c.StatusReason, ts(c.UpdatedTS))
+		c.ID, c.Status, c.StatusReason, action.UTC(c.UpdatedTS))
 	return err
 }
 
@@ -85,7 +85,7 @@ func (w *writer) PutNode(ctx context.Context, n *store.Node) error {
 			version = excluded.version, last_contact = excluded.last_contact,
 			updated_ts = excluded.updated_ts, labels = excluded.labels`,
 		n.ClusterID, n.ID, n.Addr, n.Source, n.Status, n.StatusReason, n.DownCause, n.Drained, n.StoreID, n.Cursor, list(n.Kinds),
-		n.Version, nullTS(n.LastContact), ts(n.UpdatedTS), string(labels))
+		n.Version, nullTS(n.LastContact), action.UTC(n.UpdatedTS), string(labels))
 	if err == nil && rows == 0 {
 		err = fmt.Errorf("%s: cluster %q: %w", what, n.ClusterID, store.ErrNotFound)
 	}
@@ -105,8 +105,8 @@ func (w *writer) DeleteNode(ctx context.Context, clusterID, nodeID string) error
 func actionArgs(r *store.Record) []any {
 	return []any{r.ClusterID, r.NodeID, r.Kind, string(r.Args), string(r.State), r.StateReason,
 		string(r.Progress), r.Output, r.Origin, r.Requester, r.ApprovedBy, r.TimeoutS,
-		ts(r.CreatedTS), nullTS(r.ScheduledTS), nullTS(r.StartedTS),
-		nullTS(r.FinishedTS), ts(r.UpdatedTS), r.RetryOf, r.ApprovalDigest,
+		action.UTC(r.CreatedTS), nullTS(r.ScheduledTS), nullTS(r.StartedTS),
+		nullTS(r.FinishedTS), action.UTC(r.UpdatedTS), r.RetryOf, r.ApprovalDigest,
 		r.CancelRequested, r.SeenOnAgent, r.PushedStoreID, r.RunID, r.Stage, r.Wave}
 }
 
@@ -160,7 +160,7 @@ func (w *writer) AppendHistory(ctx context.Context, actionID string, t action.Tr
 	n, err := w.exec(ctx, what,
 		`INSERT INTO action_history (action_id, ts, from_state, to_state, actor, reason)
 		SELECT $1, $2, $3, $4, $5, $6 WHERE EXISTS (SELECT 1 FROM actions WHERE id = $1)`,
-		actionID, ts(t.TS), string(t.From), string(t.To), t.Actor, t.Reason)
+		actionID, action.UTC(t.TS), string(t.From), string(t.To), t.Actor, t.Reason)
 	if err == nil && n == 0 {
 		err = fmt.Errorf("%s: %w", what, store.ErrNotFound)
 	}
@@ -193,7 +193,7 @@ func (w *writer) AppendEvent(ctx context.Context, e *store.Event) error {
 	err := w.queryRow(ctx,
 		`INSERT INTO events (ts, type, actor, client_addr, cluster_id, node_id, action_id, run_id, message, data)
 		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10) RETURNING seq`,
-		ts(e.TS), e.Type, e.Actor, e.ClientAddr, e.ClusterID, e.NodeID, e.ActionID, e.RunID, e.Message, data).Scan(&seq)
+		action.UTC(e.TS), e.Type, e.Actor, e.ClientAddr, e.ClusterID, e.NodeID, e.ActionID, e.RunID, e.Message, data).Scan(&seq)
 	if err != nil {
 		return translate(err, what)
 	}
@@ -204,20 +204,22 @@ func (w *writer) AppendEvent(ctx context.Context, e *store.Event) error {
 }
 
 // PurgeActions deletes up to limit finished actions last changed before t,
-// oldest first; their history goes with them (ON DELETE CASCADE). The
+// oldest first, but for the children of runs still open (a run that lost
+// them would create them again); their history goes with them (ON DELETE CASCADE). The
 // states are literals so that the partial index actions_finished serves
 // the query.
 func (w *writer) PurgeActions(ctx context.Context, before time.Time, limit int) (int, error) {
 	n, err := w.exec(ctx, "purge actions", `DELETE FROM actions WHERE seq IN (
 		SELECT seq FROM actions WHERE state IN ('DONE', 'FAILED', 'CANCELLED', 'LOST') AND updated_ts < $1
-		ORDER BY updated_ts, seq LIMIT $2)`, ts(before), limit)
+			AND (run_id = '' OR run_id NOT IN (SELECT id FROM runs WHERE state IN ('PENDING_APPROVE', 'RUNNING', 'PAUSED')))
+		ORDER BY updated_ts, seq LIMIT $2)`, action.UTC(before), limit)
 	return int(n), err
 }
 
 // PurgeEvents deletes up to limit events older than t, oldest first.
 func (w *writer) PurgeEvents(ctx context.Context, before time.Time, limit int) (int, error) {
 	n, err := w.exec(ctx, "purge events", `DELETE FROM events WHERE seq IN (
-		SELECT seq FROM events WHERE ts < $1 ORDER BY seq LIMIT $2)`, ts(before), limit)
+		SELECT seq FROM events WHERE ts < $1 ORDER BY seq LIMIT $2)`, action.UTC(before), limit)
 	return int(n), err
 }
 
@@ -230,7 +232,7 @@ func (w *writer) InsertToken(ctx context.Context, t *store.Token) error {
 	what := fmt.Sprintf("insert token %q", t.Name)
 	n, err := w.exec(ctx, what,
 		`INSERT INTO tokens (name, roles, hash, created_ts) VALUES ($1, $2, $3, $4) ON CONFLICT DO NOTHING`,
-		t.Name, list(t.Roles), t.Hash, ts(t.CreatedTS))
+		t.Name, list(t.Roles), t.Hash, action.UTC(t.CreatedTS))
 	if err == nil && n == 0 {
 		err = fmt.Errorf("%s: %w", what, store.ErrExists)
 	}

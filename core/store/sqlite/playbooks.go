@@ -7,6 +7,7 @@ import (
 	"fmt"
 
 	"github.com/musterhq/muster/core/store"
+	shsqlite "github.com/musterhq/muster/shared/sqlite"
 )
 
 const playbookColumns = `name, version, description, document, digest, created_by, created_ts`
@@ -17,7 +18,7 @@ func scanPlaybook(s scanner) (*store.Playbook, error) {
 	if err := s.Scan(&p.Name, &p.Version, &p.Description, &p.Document, &p.Digest, &p.CreatedBy, &created); err != nil {
 		return nil, err
 	}
-	p.CreatedTS = fromMicros(created)
+	p.CreatedTS = shsqlite.FromMicros(created)
 	return &p, nil
 }
 
@@ -84,6 +85,6 @@ func (w *writer) InsertPlaybook(ctx context.Context, p *store.Playbook) error {
 	}
 	_, _, err := w.exec(ctx, fmt.Sprintf("insert playbook %s version %d", p.Name, p.Version),
 		`INSERT INTO playbooks (`+playbookColumns+`) VALUES (?, ?, ?, ?, ?, ?, ?)`,
-		p.Name, p.Version, p.Description, p.Document, p.Digest, p.CreatedBy, micros(p.CreatedTS))
+		p.Name, p.Version, p.Description, p.Document, p.Digest, p.CreatedBy, shsqlite.Micros(p.CreatedTS))
 	return err
 }

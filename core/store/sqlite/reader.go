@@ -11,6 +11,7 @@ import (
 
 	"github.com/musterhq/muster/core/store"
 	"github.com/musterhq/muster/shared/action"
+	shsqlite "github.com/musterhq/muster/shared/sqlite"
 )
 
 // reader answers the store.Reader queries inside one transaction.
@@ -19,27 +20,6 @@ type reader struct {
 }
 
 var _ store.Reader = (*reader)(nil)
-
-// micros is the stored form of a time.
-func micros(t time.Time) int64 { return t.UTC().Round(time.Microsecond).UnixMicro() }
-
-// fromMicros is the inverse of micros.
-func fromMicros(v int64) time.Time { return time.UnixMicro(v).UTC() }
-
-func nullMicros(t *time.Time) sql.NullInt64 {
-	if t == nil {
-		return sql.NullInt64{}
-	}
-	return sql.NullInt64{Int64: micros(*t), Valid: true}
-}
-
-func fromNullMicros(v sql.NullInt64) *time.Time {
-	if !v.Valid {
-		return nil
-	}
-	t := fromMicros(v.Int64)
-	return &t
-}
 
 func rawOrNil(s string) json.RawMessage {
 	if s == "" {
@@ -82,7 +62,7 @@ func scanCluster(s scanner) (*store.Cluster, error) {
 	if err := s.Scan(&c.ID, &c.Status, &c.StatusReason, &ts); err != nil {
 		return nil, err
 	}
-	c.UpdatedTS = fromMicros(ts)
+	c.UpdatedTS = shsqlite.FromMicros(ts)
 	return &c, nil
 }
 
@@ -142,8 +122,8 @@ func scanNode(s scanner) (*store.Node, error) {
 	if len(n.Labels) == 0 {
 		n.Labels = nil
 	}
-	n.LastContact = fromNullMicros(last)
-	n.UpdatedTS = fromMicros(ts)
+	n.LastContact = shsqlite.FromNullMicros(last)
+	n.UpdatedTS = shsqlite.FromMicros(ts)
 	return &n, nil
 }
 
@@ -167,11 +147,11 @@ func scanRecord(s scanner) (*store.Record, error) {
 	rec.Args = rawOrNil(args)
 	rec.Progress = rawOrNil(progress)
 	rec.State = action.State(state)
-	rec.CreatedTS = fromMicros(created)
-	rec.UpdatedTS = fromMicros(updated)
-	rec.ScheduledTS = fromNullMicros(scheduled)
-	rec.StartedTS = fromNullMicros(started)
-	rec.FinishedTS = fromNullMicros(finished)
+	rec.CreatedTS = shsqlite.FromMicros(created)
+	rec.UpdatedTS = shsqlite.FromMicros(updated)
+	rec.ScheduledTS = shsqlite.FromNullMicros(scheduled)
+	rec.StartedTS = shsqlite.FromNullMicros(started)
+	rec.FinishedTS = shsqlite.FromNullMicros(finished)
 	return &rec, nil
 }
 
@@ -245,7 +225,7 @@ func (r *reader) History(ctx context.Context, actionID string) ([]action.Transit
 		if err := rows.Scan(&ts, &from, &to, &t.Actor, &t.Reason); err != nil {
 			return nil, err
 		}
-		t.TS, t.From, t.To = fromMicros(ts), action.State(from), action.State(to)
+		t.TS, t.From, t.To = shsqlite.FromMicros(ts), action.State(from), action.State(to)
 		out = append(out, t)
 	}
 	return out, rows.Err()
@@ -277,7 +257,7 @@ func (r *reader) OpenActions(ctx context.Context, clusterID, nodeID string) ([]s
 // ApprovalsBefore lists PENDING_APPROVE actions created before t, oldest first.
 func (r *reader) ApprovalsBefore(ctx context.Context, t time.Time) ([]store.Record, error) {
 	out, err := r.records(ctx, `SELECT `+actionColumns+` FROM actions
-		WHERE state = ? AND created_ts < ? ORDER BY created_ts, seq`, action.PendingApprove, micros(t))
+		WHERE state = ? AND created_ts < ? ORDER BY created_ts, seq`, action.PendingApprove, shsqlite.Micros(t))
 	if err != nil {
 		return nil, fmt.Errorf("approvals before %s: %w", t, err)
 	}
@@ -288,7 +268,7 @@ func (r *reader) ApprovalsBefore(ctx context.Context, t time.Time) ([]store.Reco
 // first.
 func (r *reader) ScheduledBefore(ctx context.Context, t time.Time) ([]store.Record, error) {
 	out, err := r.records(ctx, `SELECT `+actionColumns+` FROM actions
-		WHERE state = ? AND scheduled_ts < ? ORDER BY scheduled_ts, seq`, action.PendingSchedule, micros(t))
+		WHERE state = ? AND scheduled_ts < ? ORDER BY scheduled_ts, seq`, action.PendingSchedule, shsqlite.Micros(t))
 	if err != nil {
 		return nil, fmt.Errorf("scheduled before %s: %w", t, err)
 	}
@@ -316,7 +296,7 @@ func (r *reader) Events(ctx context.Context, since int64, limit int) ([]store.Ev
 			&e.ActionID, &e.RunID, &e.Message, &data); err != nil {
 			return nil, err
 		}
-		e.TS = fromMicros(ts)
+		e.TS = shsqlite.FromMicros(ts)
 		if data != "" {
 			if err := json.Unmarshal([]byte(data), &e.Data); err != nil {
 				return nil, fmt.Errorf("event %d: data: %w", e.Seq, err)
@@ -366,7 +346,7 @@ func scanToken(s scanner) (*store.Token, error) {
 	if len(t.Roles) == 0 {
 		t.Roles = nil
 	}
-	t.CreatedTS = fromMicros(ts)
+	t.CreatedTS = shsqlite.FromMicros(ts)
 	return &t, nil
 }
 

@@ -8,6 +8,7 @@ import (
 	"fmt"
 
 	"github.com/musterhq/muster/core/store"
+	shsqlite "github.com/musterhq/muster/shared/sqlite"
 )
 
 const runColumns = `id, cluster_id, state, state_reason, requester, approved_by, playbook,
@@ -25,7 +26,7 @@ func scanRun(s scanner) (*store.Run, error) {
 	if err := json.Unmarshal([]byte(stages), &r.Stages); err != nil {
 		return nil, fmt.Errorf("run %s: stages: %w", r.ID, err)
 	}
-	r.CreatedTS, r.UpdatedTS, r.FinishedTS = fromMicros(created), fromMicros(updated), fromNullMicros(finished)
+	r.CreatedTS, r.UpdatedTS, r.FinishedTS = shsqlite.FromMicros(created), shsqlite.FromMicros(updated), shsqlite.FromNullMicros(finished)
 	return &r, nil
 }
 
@@ -142,8 +143,8 @@ func (w *writer) runArgs(r *store.Run) ([]any, error) {
 		return nil, fmt.Errorf("run %s: stages: %w", r.ID, err)
 	}
 	return []any{r.ClusterID, r.State, r.StateReason, r.Requester, r.ApprovedBy, r.Playbook,
-		r.PlaybookVersion, r.Digest, string(stages), micros(r.CreatedTS), micros(r.UpdatedTS),
-		nullMicros(r.FinishedTS)}, nil
+		r.PlaybookVersion, r.Digest, string(stages), shsqlite.Micros(r.CreatedTS), shsqlite.Micros(r.UpdatedTS),
+		shsqlite.NullMicros(r.FinishedTS)}, nil
 }
 
 // InsertRun stores a new run (ErrExists when its id is taken). A zero

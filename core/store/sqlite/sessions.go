@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/musterhq/muster/core/store"
+	shsqlite "github.com/musterhq/muster/shared/sqlite"
 )
 
 // Web UI sessions (migration 011).
@@ -24,7 +25,7 @@ func (r *reader) Session(ctx context.Context, hash string) (*store.Session, erro
 	if err != nil {
 		return nil, fmt.Errorf("session: %w", err)
 	}
-	s.CreatedTS, s.ExpiresTS = fromMicros(created), fromMicros(expires)
+	s.CreatedTS, s.ExpiresTS = shsqlite.FromMicros(created), shsqlite.FromMicros(expires)
 	return &s, nil
 }
 
@@ -40,7 +41,7 @@ func (r *reader) SessionCount(ctx context.Context) (int, error) {
 func (w *writer) InsertSession(ctx context.Context, s *store.Session) error {
 	_, _, err := w.exec(ctx, "insert session",
 		`INSERT INTO ui_sessions (hash, token_hash, csrf, created_ts, expires_ts) VALUES (?, ?, ?, ?, ?)`,
-		s.Hash, s.TokenHash, s.CSRF, micros(s.CreatedTS), micros(s.ExpiresTS))
+		s.Hash, s.TokenHash, s.CSRF, shsqlite.Micros(s.CreatedTS), shsqlite.Micros(s.ExpiresTS))
 	return err
 }
 
@@ -50,6 +51,6 @@ func (w *writer) DeleteSession(ctx context.Context, hash string) error {
 }
 
 func (w *writer) DeleteSessionsBefore(ctx context.Context, t time.Time) (int, error) {
-	_, n, err := w.exec(ctx, "delete expired sessions", `DELETE FROM ui_sessions WHERE expires_ts <= ?`, micros(t))
+	_, n, err := w.exec(ctx, "delete expired sessions", `DELETE FROM ui_sessions WHERE expires_ts <= ?`, shsqlite.Micros(t))
 	return int(n), err
 }

@@ -11,14 +11,11 @@ import (
 	"context"
 	"database/sql"
 	"embed"
-	"errors"
 	"fmt"
 	"io/fs"
 	"path/filepath"
 	"sync"
 	"sync/atomic"
-
-	sqlite3 "github.com/mattn/go-sqlite3"
 
 	"github.com/musterhq/muster/core/store"
 	shsqlite "github.com/musterhq/muster/shared/sqlite"
@@ -154,21 +151,4 @@ func (s *Store) Close() error {
 	}
 	s.mu.Unlock()
 	return s.db.Close()
-}
-
-// translate maps SQLite constraint errors onto the store's sentinels.
-func translate(err error, what string) error {
-	if err == nil {
-		return nil
-	}
-	var se sqlite3.Error
-	if errors.As(err, &se) {
-		switch se.ExtendedCode {
-		case sqlite3.ErrConstraintPrimaryKey, sqlite3.ErrConstraintUnique:
-			return fmt.Errorf("%s: %w", what, store.ErrExists)
-		case sqlite3.ErrConstraintForeignKey:
-			return fmt.Errorf("%s: %w (foreign key)", what, store.ErrNotFound)
-		}
-	}
-	return fmt.Errorf("%s: %w", what, err)
 }

@@ -9,6 +9,7 @@ import (
 
 	"github.com/musterhq/muster/core/store"
 	"github.com/musterhq/muster/shared/action"
+	shsqlite "github.com/musterhq/muster/shared/sqlite"
 )
 
 // writer is the store.Tx of one Update. It counts the rows it changes and
@@ -34,7 +35,7 @@ func (w *writer) exec(ctx context.Context, what, q string, args ...any) (sql.Res
 	return res, n, nil
 }
 
-func now() time.Time { return time.Now().UTC().Round(time.Microsecond) }
+func now() time.Time { return action.UTC(time.Now()) }
 
 // jsonList encodes a list of strings, an empty one as [].
 func jsonList(v []string) (string, error) {
@@ -54,7 +55,7 @@ func (w *writer) PutCluster(ctx context.Context, c *store.Cluster) error {
 		`INSERT INTO clusters (id, status, status_reason, updated_ts) VALUES (?, ?, ?, ?)
 		ON CONFLICT (id) DO UPDATE SET status = excluded.status,
 			status_reason = excluded.status_reason, updated_ts = excluded.updated_ts`,
-		c.ID, c.Status, c.StatusReason, micros(c.UpdatedTS))
+		c.ID, c.Status, c.StatusReason, shsqlite.Micros(c.UpdatedTS))
 	return err
 }
 
@@ -82,7 +83,7 @@ func (w *writer) PutNode(ctx context.Context, n *store.Node) error {
 			version = excluded.version, last_contact = excluded.last_contact,
 			updated_ts = excluded.updated_ts, labels = excluded.labels`,
 		n.ClusterID, n.ID, n.Addr, n.Source, n.Status, n.StatusReason, n.DownCause, n.Drained, n.StoreID, n.Cursor, kinds,
-		n.Version, nullMicros(n.LastContact), micros(n.UpdatedTS), string(lbls))
+		n.Version, shsqlite.NullMicros(n.LastContact), shsqlite.Micros(n.UpdatedTS), string(lbls))
 	return err
 }
 
@@ -99,8 +100,8 @@ func (w *writer) DeleteNode(ctx context.Context, clusterID, nodeID string) error
 func (w *writer) actionArgs(r *store.Record) []any {
 	return []any{r.ClusterID, r.NodeID, r.Kind, string(r.Args), string(r.State), r.StateReason,
 		string(r.Progress), r.Output, r.Origin, r.Requester, r.ApprovedBy, r.TimeoutS,
-		micros(r.CreatedTS), nullMicros(r.ScheduledTS), nullMicros(r.StartedTS),
-		nullMicros(r.FinishedTS), micros(r.UpdatedTS), r.RetryOf, r.ApprovalDigest,
+		shsqlite.Micros(r.CreatedTS), shsqlite.NullMicros(r.ScheduledTS), shsqlite.NullMicros(r.StartedTS),
+		shsqlite.NullMicros(r.FinishedTS), shsqlite.Micros(r.UpdatedTS), r.RetryOf, r.ApprovalDigest,
 		r.CancelRequested, r.SeenOnAgent, r.PushedStoreID, r.RunID, r.Stage, r.Wave}
 }
 
@@ -145,7 +146,7 @@ func (w *writer) AppendHistory(ctx context.Context, actionID string, t action.Tr
 	}
 	_, _, err := w.exec(ctx, fmt.Sprintf("history of %q", actionID),
 		`INSERT INTO action_history (action_id, ts, from_state, to_state, actor, reason) VALUES (?, ?, ?, ?, ?, ?)`,
-		actionID, micros(t.TS), string(t.From), string(t.To), t.Actor, t.Reason)
+		actionID, shsqlite.Micros(t.TS), string(t.From), string(t.To), t.Actor, t.Reason)
 	return err
 }
 
@@ -165,7 +166,7 @@ func (w *writer) AppendEvent(ctx context.Context, e *store.Event) error {
 	res, _, err := w.exec(ctx, "append event "+e.Type,
 		`INSERT INTO events (ts, type, actor, client_addr, cluster_id, node_id, action_id, run_id, message, data)
 		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
-		micros(e.TS), e.Type, e.Actor, e.ClientAddr, e.ClusterID, e.NodeID, e.ActionID, e.RunID, e.Message, data)
+		shsqlite.Micros(e.TS), e.Type, e.Actor, e.ClientAddr, e.ClusterID, e.NodeID, e.ActionID, e.RunID, e.Message, data)
 	if err != nil {
 		return err
 	}
@@ -179,20 +180,22 @@ func (w *writer) AppendEvent(ctx context.Context, e *store.Event) error {
 }
 
 // PurgeActions deletes up to limit finished actions last changed before t,
-// oldest first; their history goes with them (ON DELETE CASCADE).
+// oldest first, but for the children of runs still open (a run that lost
+// them would create them again); their history goes with them (ON DELETE CASCADE).
 func (w *writer) PurgeActions(ctx context.Context, before time.Time, limit int) (int, error) {
 	// The states are literals so that the partial index actions_finished
 	// (migration 004) serves the query.
 	_, n, err := w.exec(ctx, "purge actions", `DELETE FROM actions WHERE seq IN (
 		SELECT seq FROM actions WHERE state IN ('DONE', 'FAILED', 'CANCELLED', 'LOST') AND updated_ts < ?
-		ORDER BY updated_ts, seq LIMIT ?)`, micros(before), limit)
+			AND (run_id = '' OR run_id NOT IN (SELECT id FROM runs WHERE state IN ('PENDING_APPROVE', 'RUNNING', 'PAUSED')))
+		ORDER BY updated_ts, seq LIMIT ?)`, shsqlite.Micros(before), limit)
 	return int(n), err
 }
 
 // PurgeEvents deletes up to limit events older than t, oldest first.
 func (w *writer) PurgeEvents(ctx context.Context, before time.Time, limit int) (int, error) {
 	_, n, err := w.exec(ctx, "purge events", `DELETE FROM events WHERE seq IN (
-		SELECT seq FROM events WHERE ts < ? ORDER BY seq LIMIT ?)`, micros(before), limit)
+		SELECT seq FROM events WHERE ts < ? ORDER BY seq LIMIT ?)`, shsqlite.Micros(before), limit)
 	return int(n), err
 }
 
@@ -208,7 +211,7 @@ func (w *writer) InsertToken(ctx context.Context, t *store.Token) error {
 	}
 	_, _, err = w.exec(ctx, fmt.Sprintf("insert token %q", t.Name),
 		`INSERT INTO tokens (name, roles, hash, created_ts) VALUES (?, ?, ?, ?)`,
-		t.Name, roles, t.Hash, micros(t.CreatedTS))
+		t.Name, roles, t.Hash, shsqlite.Micros(t.CreatedTS))
 	return err
 }
 

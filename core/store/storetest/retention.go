@@ -115,3 +115,43 @@ func testPurge(t *testing.T, db NewDB) {
 		return nil
 	})
 }
+
+// PurgeActions keeps the finished children of runs still open, however old:
+// a run that lost them would create them again. Those of a finished run go.
+func testPurgeKeepsChildrenOfOpenRuns(t *testing.T, db NewDB) {
+	s := setup(t, db)
+	open, done := testRun(action.NewID(), t0), testRun(action.NewID(), t0)
+	open.State, done.State = store.RunRunning, store.RunDone
+	var keep, gone string
+	update(t, s, func(ctx context.Context, tx store.Tx) error {
+		for _, run := range []*store.Run{open, done} {
+			if err := tx.InsertRun(ctx, run); err != nil {
+				return err
+			}
+			r := record(action.NewID())
+			r.State, r.UpdatedTS, r.RunID, r.Stage = action.Done, t0, run.ID, "main"
+			if err := tx.InsertAction(ctx, r); err != nil {
+				return err
+			}
+			if run == open {
+				keep = r.ID
+			} else {
+				gone = r.ID
+			}
+		}
+		n, err := tx.PurgeActions(ctx, t0.Add(time.Hour), 100)
+		if err != nil || n != 1 {
+			t.Errorf("PurgeActions = %d, %v; want 1", n, err)
+		}
+		return nil
+	})
+	read(t, s, func(ctx context.Context, r store.Reader) error {
+		if _, err := r.Action(ctx, keep); err != nil {
+			t.Errorf("the child of a RUNNING run was purged: %v", err)
+		}
+		if _, err := r.Action(ctx, gone); err == nil {
+			t.Error("the child of a DONE run was kept")
+		}
+		return nil
+	})
+}

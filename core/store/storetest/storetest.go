@@ -54,6 +54,7 @@ func Run(t *testing.T, db NewDB) {
 		{"OpenActionsAndApprovalsBefore", testOpenActionsAndApprovalsBefore},
 		{"ScheduledBefore", testScheduledBefore},
 		{"Purge", testPurge},
+		{"PurgeKeepsChildrenOfOpenRuns", testPurgeKeepsChildrenOfOpenRuns},
 		{"EventsSequenceAndSubscribe", testEventsSequenceAndSubscribe},
 		{"EventsAreNumberedInCommitOrder", testEventsAreNumberedInCommitOrder},
 		{"EventSequenceSurvivesReopen", testEventSequenceSurvivesReopen},

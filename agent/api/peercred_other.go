@@ -1,0 +1,17 @@
+//go:build !linux
+
+package api
+
+import (
+	"fmt"
+	"net"
+	"runtime"
+)
+
+// peerCred cannot tell who is on the other end of c outside Linux (this
+// build has no SO_PEERCRED), so every socket request is refused as coming
+// from an unknown caller: the socket API is for Linux agents (README.md,
+// "Platforms").
+func peerCred(*net.UnixConn) (Peer, error) {
+	return Peer{}, fmt.Errorf("%w: no SO_PEERCRED on %s", errNoPeer, runtime.GOOS)
+}
