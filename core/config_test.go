@@ -93,6 +93,8 @@ func TestValidate(t *testing.T) {
 			"api.idle_timeout", "api.max_connections", "api.max_event_streams", "api.max_header_bytes",
 			"api.read_timeout", "api.write_timeout",
 		}},
+		{"ui session ttl", func(c *Config) { c.UI.SessionTTL = 0 }, []string{"ui.session_ttl"}},
+		{"ui off, no ttl", func(c *Config) { c.UI = UIConfig{} }, nil},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {

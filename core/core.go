@@ -138,7 +138,7 @@ func (c *Core) Run(ctx context.Context) error {
 	apiSrv := api.New(api.Config{Policy: cfg.Approval, Rules: rules, Budget: cfg.BudgetPolicy(), Gatherer: reg,
 		Registerer: reg, Runs: engine, Replicas: repl, MaxStreams: cfg.API.MaxEventStreams,
 		StreamWriteTimeout: cfg.API.WriteTimeout}, st, repl, c.log)
-	handler, closeUI, err := withUI(cfg, apiSrv, rules, repl, st, c.log)
+	handler, closeUI, err := withUI(cfg, apiSrv, rules, engine, repl, st, c.log)
 	if err != nil {
 		ln.Close()
 		return err
@@ -231,7 +231,8 @@ var _ ui.Changer = (*actions.Rules)(nil)
 
 // withUI serves the web UI at /ui/ beside the API when it is enabled, and
 // returns the handler of both and the UI's Close.
-func withUI(cfg Config, apiSrv *api.Server, rules *actions.Rules, n ui.Nudger, st store.Store, log *slog.Logger) (http.Handler, func(), error) {
+func withUI(cfg Config, apiSrv *api.Server, rules *actions.Rules, engine *runs.Engine, n ui.Nudger, st store.Store,
+	log *slog.Logger) (http.Handler, func(), error) {
 	if !cfg.UI.Enabled {
 		return apiSrv.Handler(), func() {}, nil
 	}
@@ -240,6 +241,7 @@ func withUI(cfg Config, apiSrv *api.Server, rules *actions.Rules, n ui.Nudger, s
 		Policy:      cfg.Approval,
 		ErrorStatus: api.Status,
 		DevLogins:   cfg.DevLogins,
+		Runs:        engine,
 	}, st, rules, n, log)
 	if err != nil {
 		return nil, nil, err

@@ -25,7 +25,8 @@ type fleet struct {
 	t     testing.TB
 	core  *proc
 	cores []*proc // with replicas: every core replica (core is the first)
-	// secrets of admin, alice and bob, for clients of another replica (use)
+	// secrets of the tokens made by token, by name (admin included), for
+	// clients of another replica (use) and for signing in to the web UI
 	secrets map[string]string
 	agents  map[string]*proc
 	agentC  map[string]*client.Agent

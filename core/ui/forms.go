@@ -196,11 +196,17 @@ var eventTypes = []string{
 	"node.*", store.EventNodeUp, store.EventNodeDown, store.EventNodeJoined, store.EventNodeLeft,
 	"cluster.*", store.EventClusterAlert, store.EventClusterHealthy,
 	"token.*", store.EventTokenCreated, store.EventTokenRevoked,
+	"run.*", store.EventRunCreated, store.EventRunApproved, store.EventRunRejected, store.EventRunExpired,
+	store.EventRunStageStarted, store.EventRunStageFinished, store.EventRunPaused, store.EventRunResumed,
+	store.EventRunCancelled, store.EventRunFinished,
 }
 
 // eventFilter is the filter of the Events page and of the live stream.
+// Type may list several types or families, separated by commas (the stream
+// of a page that shows actions and runs); Run is a run id, or "*" for the
+// events of any run.
 type eventFilter struct {
-	Type, Cluster, Node, Action string
+	Type, Cluster, Node, Action, Run string
 }
 
 func decodeEventFilter(v url.Values) (eventFilter, error) {
@@ -212,10 +218,18 @@ func decodeEventFilter(v url.Values) (eventFilter, error) {
 		}
 	}
 	if t := strings.TrimSpace(v.Get("type")); t != "" {
-		if !slices.Contains(eventTypes, t) {
-			return f, formError("event type %q is not known", t)
+		for _, one := range strings.Split(t, ",") {
+			if !slices.Contains(eventTypes, one) {
+				return f, formError("event type %q is not known", one)
+			}
 		}
 		f.Type = t
+	}
+	if r := strings.TrimSpace(v.Get("run")); r != "" {
+		if r != "*" && !action.ValidID(r) {
+			return f, formError("run is not a run id")
+		}
+		f.Run = r
 	}
 	if a := strings.TrimSpace(v.Get("action")); a != "" {
 		if !action.ValidID(a) {
@@ -227,14 +241,16 @@ func decodeEventFilter(v url.Values) (eventFilter, error) {
 }
 
 func (f eventFilter) keep(e *store.Event) bool {
-	if f.Type != "" {
-		if fam, ok := strings.CutSuffix(f.Type, "*"); ok {
-			if !strings.HasPrefix(e.Type, fam) {
-				return false
-			}
-		} else if e.Type != f.Type {
-			return false
+	if f.Type != "" && !slices.ContainsFunc(strings.Split(f.Type, ","), func(t string) bool {
+		if fam, ok := strings.CutSuffix(t, "*"); ok {
+			return strings.HasPrefix(e.Type, fam)
 		}
+		return e.Type == t
+	}) {
+		return false
+	}
+	if f.Run != "" && (e.RunID == "" || f.Run != "*" && e.RunID != f.Run) {
+		return false
 	}
 	return (f.Cluster == "" || e.ClusterID == f.Cluster) && (f.Node == "" || e.NodeID == f.Node) &&
 		(f.Action == "" || e.ActionID == f.Action)
@@ -242,7 +258,7 @@ func (f eventFilter) keep(e *store.Event) bool {
 
 func (f eventFilter) values() url.Values {
 	v := url.Values{}
-	for k, s := range map[string]string{"type": f.Type, "cluster": f.Cluster, "node": f.Node, "action": f.Action} {
+	for k, s := range map[string]string{"type": f.Type, "cluster": f.Cluster, "node": f.Node, "action": f.Action, "run": f.Run} {
 		if s != "" {
 			v.Set(k, s)
 		}

@@ -2,6 +2,7 @@ package ui
 
 import (
 	"net/url"
+	"slices"
 	"strings"
 	"testing"
 	"unicode/utf8"
@@ -150,7 +151,8 @@ func FuzzDecodeActionFilter(f *testing.F) {
 
 func FuzzDecodeEventFilter(f *testing.F) {
 	for _, s := range []string{"type=action.*&cluster=prod", "type=node.up&node=db-1", "type=bogus",
-		"action=3f0c8a52-7e4e-4a8e-9a4e-4f5a3b0f2c11", "action=short", "cluster=%07"} {
+		"action=3f0c8a52-7e4e-4a8e-9a4e-4f5a3b0f2c11", "action=short", "cluster=%07",
+		"type=action.*,run.*", "type=run.paused,bogus", "type=,", "run=*", "run=3f0c8a52-7e4e-4a8e-9a4e-4f5a3b0f2c11", "run=**"} {
 		f.Add(s)
 	}
 	f.Fuzz(func(t *testing.T, query string) {
@@ -162,8 +164,15 @@ func FuzzDecodeEventFilter(f *testing.F) {
 		if err != nil {
 			return
 		}
-		if got.Type != "" && !strings.Contains(strings.Join(eventTypes, " ")+" ", got.Type+" ") {
-			t.Fatalf("decodeEventFilter(%q) accepted type %q", query, got.Type)
+		if got.Type != "" {
+			for _, one := range strings.Split(got.Type, ",") {
+				if !slices.Contains(eventTypes, one) {
+					t.Fatalf("decodeEventFilter(%q) accepted type %q", query, got.Type)
+				}
+			}
+		}
+		if got.Run != "" && got.Run != "*" && !action.ValidID(got.Run) {
+			t.Fatalf("decodeEventFilter(%q) accepted run %q", query, got.Run)
 		}
 		if got.Action != "" && !action.ValidID(got.Action) {
 			t.Fatalf("decodeEventFilter(%q) accepted action %q", query, got.Action)

@@ -187,6 +187,8 @@ type pending struct {
 
 type approvalsData struct {
 	Items []pending
+	// Runs are the runs waiting for approval, oldest first.
+	Runs  []pendingRun
 	Mine  int
 	ForMe int
 	// More: there are more waiting than the page shows.
@@ -196,19 +198,32 @@ type approvalsData struct {
 func (s *Server) approvals(w http.ResponseWriter, r *http.Request, v *visitor) {
 	ctx := r.Context()
 	var recs []store.Record
+	var runs []pendingRun
+	var more bool
 	err := s.st.Read(ctx, func(rd store.Reader) error {
 		var err error
 		recs, err = rd.ListActions(ctx, store.ListQuery{States: []action.State{action.PendingApprove},
 			Sort: []store.SortKey{{Field: "created_ts"}}, Limit: approvalsShown + 1})
+		if err != nil {
+			return err
+		}
+		runs, more, err = s.pendingRuns(ctx, rd, v)
 		return err
 	})
 	if err != nil {
 		s.storeError(w, r, v, err)
 		return
 	}
-	d := approvalsData{Items: []pending{}}
+	d := approvalsData{Items: []pending{}, Runs: runs, More: more}
 	if len(recs) > approvalsShown {
 		recs, d.More = recs[:approvalsShown], true
+	}
+	for _, p := range runs {
+		if p.Mine {
+			d.Mine++
+		} else if p.CanDecide {
+			d.ForMe++
+		}
 	}
 	for _, rec := range recs {
 		p := pending{Action: rec.Action, Mine: approval.SamePerson(rec.Requester, v.tok.Name)}
@@ -233,8 +248,10 @@ func (s *Server) approvals(w http.ResponseWriter, r *http.Request, v *visitor) {
 	vw := newView(v, "Approvals", "approvals")
 	if vw.Flash = flash(r); vw.Flash != "" {
 		vw.FlashLink = "/ui/actions/" + r.URL.Query().Get("id")
+	} else if vw.Flash = runFlash(r); vw.Flash != "" {
+		vw.FlashLink = "/ui/runs/" + r.URL.Query().Get("run")
 	}
-	vw.Live = &liveRegion{URL: "/ui/approvals?part=live", Stream: "type=action.*"}
+	vw.Live = &liveRegion{URL: "/ui/approvals?part=live", Stream: "type=action.*,run.*"}
 	vw.Data = d
 	s.render(w, r, http.StatusOK, "approvals", vw)
 }

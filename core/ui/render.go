@@ -14,11 +14,12 @@ import (
 	"github.com/musterhq/muster/core/store"
 	"github.com/musterhq/muster/shared/action"
 	"github.com/musterhq/muster/shared/textsafe"
+	"github.com/musterhq/muster/shared/wire"
 )
 
 // pageNames are the templates/<name>.html files; each defines "content"
 // and, for pages that update live, "live".
-var pageNames = []string{"login", "approvals", "actions", "action", "clusters", "events", "error"}
+var pageNames = []string{"login", "approvals", "actions", "action", "clusters", "events", "error", "runs", "run"}
 
 // printable returns s with every control character (but newline and tab,
 // which a page shows as they are), every bidirectional override and every
@@ -79,12 +80,18 @@ var funcs = template.FuncMap{
 	"lower":     strings.ToLower,
 	"deref":     func(t *time.Time) time.Time { return *t },
 	"sameText":  func(a, b any) bool { return fmt.Sprint(a) == fmt.Sprint(b) },
+	"spaced":    func(s string) string { return strings.ReplaceAll(s, "_", " ") },
+	// runCard and decideArgs hand a run's templates the page's view too.
+	"runCard": func(v *view, p pendingRun) map[string]any { return map[string]any{"V": v, "Item": p} },
+	"decideArgs": func(v *view, r wire.Run, next string) map[string]any {
+		return map[string]any{"V": v, "Run": r, "Next": next}
+	},
 }
 
 func parsePages() (map[string]*template.Template, error) {
 	out := map[string]*template.Template{}
 	for _, name := range pageNames {
-		t, err := template.New(name).Funcs(funcs).ParseFS(templateFS, "templates/layout.html", "templates/"+name+".html")
+		t, err := template.New(name).Funcs(funcs).ParseFS(templateFS, "templates/layout.html", "templates/runparts.html", "templates/"+name+".html")
 		if err != nil {
 			return nil, fmt.Errorf("ui template %s: %w", name, err)
 		}

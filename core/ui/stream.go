@@ -27,6 +27,7 @@ type streamNote struct {
 	Cluster  string `json:"cluster_id,omitempty"`
 	Node     string `json:"node_id,omitempty"`
 	ActionID string `json:"action_id,omitempty"`
+	RunID    string `json:"run_id,omitempty"`
 }
 
 func (s *Server) acquireStream(hash string) (func(), bool) {
@@ -49,7 +50,7 @@ func (s *Server) acquireStream(hash string) (func(), bool) {
 
 // stream answers GET /ui/stream with Server-Sent Events: one message per
 // event of the log matching the filter (?type=, ?cluster=, ?node=,
-// ?action=), starting after Last-Event-ID when a reconnecting EventSource
+// ?action=, ?run=), starting after Last-Event-ID when a reconnecting EventSource
 // sends it, else with what is appended from now on. It ends when the
 // browser leaves, the session expires, or the UI closes.
 func (s *Server) stream(w http.ResponseWriter, r *http.Request, v *visitor) {
@@ -153,7 +154,7 @@ func (s *Server) sendNotes(ctx context.Context, w http.ResponseWriter, f eventFi
 				continue
 			}
 			b, err := json.Marshal(streamNote{Seq: evs[i].Seq, Type: evs[i].Type, Cluster: evs[i].ClusterID,
-				Node: evs[i].NodeID, ActionID: evs[i].ActionID})
+				Node: evs[i].NodeID, ActionID: evs[i].ActionID, RunID: evs[i].RunID})
 			if err != nil {
 				return since, err
 			}

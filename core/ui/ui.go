@@ -28,6 +28,7 @@ import (
 	"github.com/musterhq/muster/core/actions"
 	"github.com/musterhq/muster/core/approval"
 	"github.com/musterhq/muster/core/auth"
+	"github.com/musterhq/muster/core/runs"
 	"github.com/musterhq/muster/core/store"
 )
 
@@ -85,6 +86,9 @@ type Config struct {
 	StreamKeepAlive time.Duration
 	// Now returns the time (tests move it); nil is time.Now.
 	Now func() time.Time
+	// Runs makes the run changes the Runs page offers (the core's run
+	// engine); nil is an engine over the Policy.
+	Runs RunChanger
 }
 
 // route is one registered route and the permission it needs ("" for a page
@@ -136,6 +140,9 @@ func New(cfg Config, st store.Store, ch Changer, n Nudger, log *slog.Logger) (*S
 	}
 	if cfg.Now == nil {
 		cfg.Now = time.Now
+	}
+	if cfg.Runs == nil {
+		cfg.Runs = &runs.Engine{Policy: cfg.Policy, Actions: actions.Children{Rules: &actions.Rules{Policy: cfg.Policy}}}
 	}
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
@@ -193,6 +200,13 @@ func (s *Server) register() {
 	s.add("GET /ui/actions/{id}", auth.Read, s.actionDetail)
 	s.add("POST /ui/actions/{id}/approve", auth.Approve, s.decide(decisionApprove))
 	s.add("POST /ui/actions/{id}/reject", auth.Reject, s.decide(decisionReject))
+	s.add("GET /ui/runs", auth.Read, s.runsList)
+	s.add("GET /ui/runs/{id}", auth.Read, s.runDetail)
+	s.add("POST /ui/runs/{id}/approve", auth.Approve, s.changeRun(runApprove))
+	s.add("POST /ui/runs/{id}/reject", auth.Reject, s.changeRun(runReject))
+	s.add("POST /ui/runs/{id}/pause", auth.Cancel, s.changeRun(runPause))
+	s.add("POST /ui/runs/{id}/resume", auth.Cancel, s.changeRun(runResume))
+	s.add("POST /ui/runs/{id}/cancel", auth.Cancel, s.changeRun(runCancel))
 	s.add("GET /ui/clusters", auth.Read, s.clusters)
 	s.add("GET /ui/events", auth.Read, s.events)
 	s.add("GET /ui/stream", auth.Read, s.stream)

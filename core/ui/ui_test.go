@@ -38,6 +38,13 @@ var roleTable = map[string][5]int{ //    none viewer  op   appr admin
 	"GET /ui/actions/{id}":          {303, 200, 200, 200, 200},
 	"POST /ui/actions/{id}/approve": {303, 403, 403, 303, 303},
 	"POST /ui/actions/{id}/reject":  {303, 403, 403, 303, 303},
+	"GET /ui/runs":                  {303, 200, 200, 200, 200},
+	"GET /ui/runs/{id}":             {303, 200, 200, 200, 200},
+	"POST /ui/runs/{id}/approve":    {303, 403, 403, 303, 303},
+	"POST /ui/runs/{id}/reject":     {303, 403, 403, 303, 303},
+	"POST /ui/runs/{id}/pause":      {303, 403, 303, 403, 303},
+	"POST /ui/runs/{id}/resume":     {303, 403, 303, 403, 303},
+	"POST /ui/runs/{id}/cancel":     {303, 403, 303, 403, 303},
 	"GET /ui/clusters":              {303, 200, 200, 200, 200},
 	"GET /ui/events":                {303, 200, 200, 200, 200},
 	"GET /ui/stream":                {401, 200, 200, 200, 200},
@@ -94,6 +101,21 @@ func TestUIRoleTable(t *testing.T) {
 					a := e.create("someone", `{"seconds":1}`)
 					path = strings.Replace(path, "{id}", a.ID, 1)
 					form.Set("reason", "checked")
+				case "GET /ui/runs/{id}", "POST /ui/runs/{id}/approve", "POST /ui/runs/{id}/reject",
+					"POST /ui/runs/{id}/pause", "POST /ui/runs/{id}/resume", "POST /ui/runs/{id}/cancel":
+					// A run in the state the change needs, asked by someone else.
+					r := e.createRun("someone")
+					switch route {
+					case "POST /ui/runs/{id}/pause", "POST /ui/runs/{id}/cancel":
+						e.approveRun(r.ID, "appr")
+					case "POST /ui/runs/{id}/resume":
+						e.approveRun(r.ID, "appr")
+						e.pauseRun(r.ID)
+					}
+					path = strings.Replace(path, "{id}", r.ID, 1)
+					form.Set("reason", "checked")
+					form.Set("digest", r.Digest)
+					form.Set("confirm", "yes")
 				}
 				var status int
 				switch {

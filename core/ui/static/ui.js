@@ -31,7 +31,10 @@
     var a = document.activeElement;
     if (a && region.contains(a) && (a.tagName === "INPUT" || a.tagName === "TEXTAREA" || a.tagName === "SELECT")) return true;
     var fields = region.querySelectorAll("input:not([type=hidden]), textarea");
-    for (var i = 0; i < fields.length; i++) if (fields[i].value !== "") return true;
+    for (var i = 0; i < fields.length; i++) {
+      var f = fields[i];
+      if (f.type === "checkbox" || f.type === "radio" ? f.checked : f.value !== "") return true;
+    }
     return false;
   }
 

@@ -1,0 +1,115 @@
+package ui
+
+import (
+	"net/url"
+	"slices"
+	"strings"
+
+	"github.com/musterhq/muster/core/store"
+	"github.com/musterhq/muster/shared/action"
+)
+
+// runStates are the run states, in their order (DESIGN.md §10).
+var runStates = []string{store.RunPendingApprove, store.RunRunning, store.RunPaused, store.RunDone,
+	store.RunFailed, store.RunCancelled}
+
+// runFilter is the filter of the Runs page.
+type runFilter struct {
+	Cluster, State, Marker string
+}
+
+func decodeRunFilter(v url.Values) (runFilter, error) {
+	var f runFilter
+	var err error
+	if f.Cluster, err = plainField(v, "cluster", maxFilter); err != nil {
+		return f, err
+	}
+	if s := strings.ToUpper(strings.TrimSpace(v.Get("state"))); s != "" {
+		if !slices.Contains(runStates, s) {
+			return f, formError("state %q is not one of %s", v.Get("state"), strings.Join(runStates, ", "))
+		}
+		f.State = s
+	}
+	if m := v.Get("marker"); m != "" {
+		if !action.ValidID(m) {
+			return f, formError("marker is not a run id")
+		}
+		f.Marker = m
+	}
+	return f, nil
+}
+
+// query returns the store query of the filter, for one page of n.
+func (f runFilter) query(n int) store.RunQuery {
+	q := store.RunQuery{ClusterID: f.Cluster, Marker: f.Marker, Limit: n}
+	if f.State != "" {
+		q.States = []string{f.State}
+	}
+	return q
+}
+
+// values returns the filter as a query string (without the marker).
+func (f runFilter) values() url.Values {
+	v := url.Values{}
+	if f.Cluster != "" {
+		v.Set("cluster", f.Cluster)
+	}
+	if f.State != "" {
+		v.Set("state", f.State)
+	}
+	return v
+}
+
+// runChange is a change the run page offers.
+type runChange string
+
+const (
+	runApprove runChange = "approve"
+	runReject  runChange = "reject"
+	runPause   runChange = "pause"
+	runResume  runChange = "resume"
+	runCancel  runChange = "cancel"
+)
+
+// runChangeForm is the form of a run change.
+type runChangeForm struct {
+	// Reason is a rejection's (required) or a cancellation's (optional).
+	Reason string
+	// Digest is what the approver was shown (required to approve).
+	Digest string
+	Next   string // "" when absent or unsafe
+}
+
+// validDigest reports a run digest: 64 lowercase hex digits.
+func validDigest(s string) bool {
+	return len(s) == 64 && strings.Trim(s, "0123456789abcdef") == ""
+}
+
+func decodeRunChange(c runChange, v url.Values) (runChangeForm, error) {
+	var f runChangeForm
+	switch c {
+	case runApprove:
+		d := v.Get("digest")
+		if !validDigest(d) {
+			return f, formError("the form lacks the digest of the run you were shown; reload the run and approve again")
+		}
+		f.Digest = d
+	case runReject, runCancel:
+		reason, err := plainField(v, "reason", maxReason)
+		if err != nil {
+			return f, err
+		}
+		if c == runReject && reason == "" {
+			return f, formError("a rejection needs a reason, for the requester and the audit trail")
+		}
+		if c == runCancel && v.Get("confirm") != "yes" {
+			return f, formError("tick the box to confirm: cancelling ends the run and its unfinished children")
+		}
+		f.Reason = reason
+	case runPause, runResume:
+	default:
+		return f, formError("%q is not a run change", c)
+	}
+	f.Next = safeNext(v.Get("next"))
+	return f, nil
+}

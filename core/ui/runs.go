@@ -1,0 +1,456 @@
+package ui
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"net/url"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/musterhq/muster/core/approval"
+	"github.com/musterhq/muster/core/auth"
+	"github.com/musterhq/muster/core/runs"
+	"github.com/musterhq/muster/core/store"
+	"github.com/musterhq/muster/shared/action"
+	"github.com/musterhq/muster/shared/wire"
+)
+
+// RunChanger makes the run changes the Runs page offers: core/runs' engine,
+// the one the API uses, inside the UI's transaction. The UI has checked the
+// permission; the engine checks the rest (state, four-eyes, digest,
+// approval window, forgiving errors on resume) and writes the events.
+type RunChanger interface {
+	Approve(ctx context.Context, tx store.Tx, id, digest string, who runs.Who) (*store.Run, error)
+	Reject(ctx context.Context, tx store.Tx, id string, who runs.Who, reason string) (*store.Run, error)
+	Pause(ctx context.Context, tx store.Tx, id string, who runs.Who) (*store.Run, error)
+	Resume(ctx context.Context, tx store.Tx, id string, who runs.Who, mayApprove bool) (*store.Run, error)
+	Cancel(ctx context.Context, tx store.Tx, id string, who runs.Who, reason string) (*store.Run, error)
+}
+
+// runsPerPage is the size of a page of the Runs list.
+const runsPerPage = 50
+
+// runView builds a run as the API shows it (api.ToWireRun): stages with
+// counts per state and, with grid, a cell per stage and node.
+func runView(r *store.Run, children []store.Record, grid bool) wire.Run {
+	out := wire.Run{
+		ID: r.ID, ClusterID: r.ClusterID, State: r.State, StateReason: r.StateReason, Requester: r.Requester,
+		ApprovedBy: r.ApprovedBy, Playbook: r.Playbook, PlaybookVersion: r.PlaybookVersion, Digest: r.Digest,
+		CreatedTS: r.CreatedTS, UpdatedTS: r.UpdatedTS, FinishedTS: r.FinishedTS,
+	}
+	kids := make([]runs.Child, len(children))
+	byCell := map[string]*store.Record{}
+	for i := range children {
+		c := &children[i]
+		kids[i] = runs.ChildOf(c, r.ApprovedBy)
+		byCell[c.Stage+"\x00"+c.NodeID] = c
+	}
+	for i := range r.Stages {
+		st := &r.Stages[i]
+		c := runs.Count(st, kids)
+		counts := map[string]int{"PENDING": c.Pending}
+		for s, n := range c.ByState {
+			counts[string(s)] = n
+		}
+		out.Stages = append(out.Stages, wire.Stage{
+			Name: st.Name, Kind: st.Kind, Args: st.Args, Target: st.Target, Nodes: st.Nodes,
+			MaxConcurrency: st.MaxConcurrency, MaxErrors: st.MaxErrors, OnFailure: st.OnFailure,
+			DependsOn: st.DependsOn, TimeoutS: st.TimeoutS, State: st.State, Counts: counts, Errors: c.Errors,
+		})
+		if !grid {
+			continue
+		}
+		conc := st.MaxConcurrency.Ceil(len(st.Nodes))
+		for j, n := range st.Nodes {
+			cell := wire.RunChild{Stage: st.Name, NodeID: n, Wave: runs.Wave(j, conc)}
+			if c := byCell[st.Name+"\x00"+n]; c != nil {
+				cell.ActionID, cell.State, cell.Wave = c.ID, c.State, c.Wave
+			}
+			out.Children = append(out.Children, cell)
+		}
+	}
+	return out
+}
+
+// stateCount is one state's count in a stage's progress.
+type stateCount struct {
+	State string
+	N     int
+}
+
+// stageProgress is a stage's progress as the pages show it: the counts in
+// the order of the states, only those above zero.
+type stageProgress struct {
+	wire.Stage
+	Total    int
+	Finished int // children in a final state
+	Counts   []stateCount
+}
+
+func progressOf(st wire.Stage) stageProgress {
+	p := stageProgress{Stage: st, Total: len(st.Nodes)}
+	order := append([]string{"PENDING"}, statesText()...)
+	for _, s := range order {
+		if n := st.Counts[s]; n > 0 {
+			p.Counts = append(p.Counts, stateCount{s, n})
+			if s != "PENDING" && action.State(s).Final() {
+				p.Finished += n
+			}
+		}
+	}
+	return p
+}
+
+func statesText() []string {
+	out := make([]string, len(action.States))
+	for i, s := range action.States {
+		out[i] = string(s)
+	}
+	return out
+}
+
+// runRow is one line of the Runs list.
+type runRow struct {
+	wire.Run
+	Progress []stageProgress
+}
+
+type runsData struct {
+	Filter    runFilter
+	States    []string
+	Clusters  []store.Cluster
+	Runs      []runRow
+	NextURL   string
+	FilterErr string
+}
+
+func (s *Server) runsList(w http.ResponseWriter, r *http.Request, v *visitor) {
+	ctx := r.Context()
+	d := runsData{States: runStates}
+	f, ferr := decodeRunFilter(r.URL.Query())
+	status := http.StatusOK
+	if ferr != nil {
+		status = http.StatusBadRequest
+		d.FilterErr = strings.TrimPrefix(ferr.Error(), errForm.Error()+": ")
+		f = runFilter{}
+	}
+	d.Filter = f
+	err := s.st.Read(ctx, func(rd store.Reader) error {
+		var err error
+		if d.Clusters, err = rd.Clusters(ctx); err != nil {
+			return err
+		}
+		if f.Marker != "" {
+			if _, err := rd.Run(ctx, f.Marker); err != nil {
+				return err
+			}
+		}
+		list, err := rd.ListRuns(ctx, f.query(runsPerPage+1))
+		if err != nil {
+			return err
+		}
+		for i := range list {
+			if i == runsPerPage {
+				q := f.values()
+				q.Set("marker", list[i-1].ID)
+				d.NextURL = "/ui/runs?" + q.Encode()
+				break
+			}
+			kids, err := rd.RunChildren(ctx, list[i].ID)
+			if err != nil {
+				return err
+			}
+			row := runRow{Run: runView(&list[i], kids, false)}
+			for _, st := range row.Stages {
+				row.Progress = append(row.Progress, progressOf(st))
+			}
+			d.Runs = append(d.Runs, row)
+		}
+		return nil
+	})
+	if errors.Is(err, store.ErrNotFound) {
+		s.renderError(w, r, v, http.StatusBadRequest, "The page marker names no run.")
+		return
+	}
+	if err != nil {
+		s.storeError(w, r, v, err)
+		return
+	}
+	live := f.values()
+	if f.Marker != "" {
+		live.Set("marker", f.Marker)
+	}
+	live.Set("part", "live")
+	stream := url.Values{"run": {"*"}}
+	if f.Cluster != "" {
+		stream.Set("cluster", f.Cluster)
+	}
+	vw := newView(v, "Runs", "runs")
+	vw.Live = &liveRegion{URL: "/ui/runs?" + live.Encode(), Stream: stream.Encode()}
+	vw.Data = d
+	s.render(w, r, status, "runs", vw)
+}
+
+// wave is the nodes of one wave of a stage.
+type wave struct {
+	N     int
+	Nodes []string
+}
+
+// stageDetail is a stage on the run's page.
+type stageDetail struct {
+	stageProgress
+	Waves []wave
+}
+
+// gridRow is one node's line of the per-node grid: a cell per stage, nil
+// where the stage does not include the node.
+type gridRow struct {
+	Node  string
+	Cells []*wire.RunChild
+}
+
+// runDecision says whether the visitor may approve or reject a run waiting
+// for approval, and why not.
+type runDecision struct {
+	Mine      bool
+	CanDecide bool
+	Why       string
+	Expires   time.Time
+}
+
+type runData struct {
+	Run    wire.Run
+	Stages []stageDetail
+	Grid   []gridRow
+	runDecision
+	CanPause, CanResume, CanCancel bool
+	// OpWhy explains why there are no pause, resume or cancel buttons.
+	OpWhy string
+	Self  string // this page's path, where the forms come back to
+}
+
+// decision works out d for visitor v and run r (playbook: who applied the
+// playbook version the run was made from, "" for none).
+func (s *Server) runDecisionFor(v *visitor, r *store.Run, applier string) runDecision {
+	d := runDecision{Mine: approval.SamePerson(r.Requester, v.tok.Name)}
+	if ttl := s.cfg.Policy.TTL; ttl > 0 {
+		d.Expires = r.CreatedTS.Add(ttl)
+	}
+	switch {
+	case d.Mine && !s.cfg.Policy.SelfApproval:
+		d.Why = "You asked for this run: another approver must decide."
+	case applier != "" && approval.SamePerson(applier, v.tok.Name) && !s.cfg.Policy.SelfApproval:
+		d.Why = "You applied the playbook version of this run: another approver must decide."
+	case !v.can(auth.Approve):
+		d.Why = "Your roles (" + strings.Join(v.tok.Roles, ", ") + ") do not include approving."
+	default:
+		d.CanDecide = true
+	}
+	return d
+}
+
+// applierOf returns who applied the playbook version run r was made from.
+func applierOf(ctx context.Context, rd store.Reader, r *store.Run) (string, error) {
+	if r.Playbook == "" {
+		return "", nil
+	}
+	pb, err := rd.Playbook(ctx, r.Playbook, r.PlaybookVersion)
+	if errors.Is(err, store.ErrNotFound) {
+		return "", nil
+	}
+	if err != nil {
+		return "", err
+	}
+	return pb.CreatedBy, nil
+}
+
+func (s *Server) runDetail(w http.ResponseWriter, r *http.Request, v *visitor) {
+	ctx := r.Context()
+	id := r.PathValue("id")
+	if !action.ValidID(id) {
+		s.renderError(w, r, v, http.StatusNotFound, "There is no such run.")
+		return
+	}
+	var run *store.Run
+	var kids []store.Record
+	var applier string
+	err := s.st.Read(ctx, func(rd store.Reader) error {
+		var err error
+		if run, err = rd.Run(ctx, id); err != nil {
+			return err
+		}
+		if kids, err = rd.RunChildren(ctx, id); err != nil {
+			return err
+		}
+		applier, err = applierOf(ctx, rd, run)
+		return err
+	})
+	if errors.Is(err, store.ErrNotFound) {
+		s.renderError(w, r, v, http.StatusNotFound, "There is no such run.")
+		return
+	}
+	if err != nil {
+		s.storeError(w, r, v, err)
+		return
+	}
+	d := runData{Run: runView(run, kids, true), Self: "/ui/runs/" + id}
+	waves := map[string]map[int][]string{}
+	cells := map[string]*wire.RunChild{}
+	var nodes []string
+	for i := range d.Run.Children {
+		c := &d.Run.Children[i]
+		if waves[c.Stage] == nil {
+			waves[c.Stage] = map[int][]string{}
+		}
+		waves[c.Stage][c.Wave] = append(waves[c.Stage][c.Wave], c.NodeID)
+		cells[c.Stage+"\x00"+c.NodeID] = c
+		if !slices.Contains(nodes, c.NodeID) {
+			nodes = append(nodes, c.NodeID)
+		}
+	}
+	slices.Sort(nodes)
+	for _, st := range d.Run.Stages {
+		sd := stageDetail{stageProgress: progressOf(st)}
+		for n, ns := range waves[st.Name] {
+			sd.Waves = append(sd.Waves, wave{N: n, Nodes: ns})
+		}
+		slices.SortFunc(sd.Waves, func(a, b wave) int { return a.N - b.N })
+		d.Stages = append(d.Stages, sd)
+	}
+	for _, n := range nodes {
+		row := gridRow{Node: n}
+		for _, st := range d.Run.Stages {
+			row.Cells = append(row.Cells, cells[st.Name+"\x00"+n])
+		}
+		d.Grid = append(d.Grid, row)
+	}
+	if run.State == store.RunPendingApprove {
+		d.runDecision = s.runDecisionFor(v, run, applier)
+	}
+	if v.can(auth.Cancel) {
+		d.CanPause = run.State == store.RunRunning
+		d.CanResume = run.State == store.RunPaused
+		d.CanCancel = !store.RunFinal(run.State)
+	} else if !store.RunFinal(run.State) {
+		d.OpWhy = "Your roles (" + strings.Join(v.tok.Roles, ", ") + ") do not include pausing, resuming or cancelling runs."
+	}
+	vw := newView(v, "Run "+id[:8], "runs")
+	vw.Flash = runFlash(r)
+	vw.Live = &liveRegion{URL: "/ui/runs/" + id + "?part=live", Stream: "run=" + id}
+	vw.Data = d
+	s.render(w, r, http.StatusOK, "run", vw)
+}
+
+// runFlash is the message a run form's redirect asked for
+// (?done=paused&run=...).
+func runFlash(r *http.Request) string {
+	q := r.URL.Query()
+	id := q.Get("run")
+	if !action.ValidID(id) {
+		return ""
+	}
+	switch q.Get("done") {
+	case "approved", "rejected", "paused", "resumed", "cancelled":
+		return strings.ToUpper(q.Get("done")[:1]) + q.Get("done")[1:] + " run " + id + "."
+	}
+	return ""
+}
+
+// changeRun serves the POSTs of a run's buttons: one engine change, in one
+// transaction, then back to the page the form came from.
+func (s *Server) changeRun(c runChange) handlerFunc {
+	done := map[runChange]string{runApprove: "approved", runReject: "rejected", runPause: "paused",
+		runResume: "resumed", runCancel: "cancelled"}[c]
+	return func(w http.ResponseWriter, r *http.Request, v *visitor) {
+		id := r.PathValue("id")
+		if !action.ValidID(id) {
+			s.renderError(w, r, v, http.StatusNotFound, "There is no such run.")
+			return
+		}
+		f, err := decodeRunChange(c, r.PostForm)
+		if err != nil {
+			s.renderError(w, r, v, http.StatusBadRequest, strings.TrimPrefix(err.Error(), errForm.Error()+": "))
+			return
+		}
+		who := runs.Who{Name: v.tok.Name, Addr: clientAddr(r)}
+		var run *store.Run
+		err = s.st.Update(r.Context(), func(tx store.Tx) error {
+			var err error
+			switch c {
+			case runApprove:
+				run, err = s.cfg.Runs.Approve(r.Context(), tx, id, f.Digest, who)
+			case runReject:
+				run, err = s.cfg.Runs.Reject(r.Context(), tx, id, who, f.Reason)
+			case runPause:
+				run, err = s.cfg.Runs.Pause(r.Context(), tx, id, who)
+			case runResume:
+				run, err = s.cfg.Runs.Resume(r.Context(), tx, id, who, v.can(auth.Approve))
+			case runCancel:
+				run, err = s.cfg.Runs.Cancel(r.Context(), tx, id, who, f.Reason)
+			}
+			return err
+		})
+		if err != nil {
+			status := s.cfg.ErrorStatus(err)
+			msg := err.Error()
+			if status >= 500 {
+				s.log.Error("run change", "change", c, "id", id, "err", err)
+				msg = "internal error"
+			}
+			if status == http.StatusNotFound {
+				msg = "there is no such run"
+			}
+			s.renderError(w, r, v, status, fmt.Sprintf("Could not %s: %s", c, msg))
+			return
+		}
+		if s.nudge != nil {
+			s.nudge.Nudge(run.ClusterID)
+		}
+		next := f.Next
+		if next == "" {
+			next = "/ui/runs/" + id
+		}
+		u, _ := url.Parse(next) // safeNext made it parseable
+		q := u.Query()
+		q.Set("done", done)
+		q.Set("run", id)
+		u.RawQuery = q.Encode()
+		http.Redirect(w, r, u.RequestURI(), http.StatusSeeOther)
+	}
+}
+
+// pendingRun is a run waiting for approval, as the Approvals page shows it.
+type pendingRun struct {
+	Run      wire.Run
+	Progress []stageProgress
+	runDecision
+}
+
+// pendingRuns lists the runs waiting for approval, oldest first, at most
+// approvalsShown (more: there are others).
+func (s *Server) pendingRuns(ctx context.Context, rd store.Reader, v *visitor) (out []pendingRun, more bool, err error) {
+	list, err := rd.RunsInState(ctx, "", store.RunPendingApprove)
+	if err != nil {
+		return nil, false, err
+	}
+	slices.SortStableFunc(list, func(a, b store.Run) int { return a.CreatedTS.Compare(b.CreatedTS) })
+	if len(list) > approvalsShown {
+		list, more = list[:approvalsShown], true
+	}
+	for i := range list {
+		applier, err := applierOf(ctx, rd, &list[i])
+		if err != nil {
+			return nil, false, err
+		}
+		p := pendingRun{Run: runView(&list[i], nil, false), runDecision: s.runDecisionFor(v, &list[i], applier)}
+		for _, st := range p.Run.Stages {
+			p.Progress = append(p.Progress, progressOf(st))
+		}
+		out = append(out, p)
+	}
+	return out, more, nil
+}
