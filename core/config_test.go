@@ -87,8 +87,6 @@ func TestValidate(t *testing.T) {
 			c.Gossip.Enabled, c.Gossip.Insecure, c.Gossip.Join, c.Gossip.Profile = true, true, []string{"core"}, "wan"
 		}, []string{"gossip.join[0]", "gossip.profile"}},
 		{"log", func(c *Config) { c.Log.Level = "loud" }, []string{"log.level"}},
-		{"ui session ttl", func(c *Config) { c.UI.SessionTTL = 0 }, []string{"ui.session_ttl"}},
-		{"ui off, no ttl", func(c *Config) { c.UI = UIConfig{} }, nil},
 		{"server limits zero", func(c *Config) { c.API.Server, c.API.MaxEventStreams = config.Server{}, 0 }, []string{
 			"api.idle_timeout", "api.max_connections", "api.max_event_streams", "api.max_header_bytes",
 			"api.read_timeout", "api.write_timeout",
