@@ -153,18 +153,19 @@ func startCoreAPI(b *testing.B, f *benchFleet, cfg orchestrate.Config) *coreAPI 
 }
 
 // BenchmarkRunWaves measures the wall time of a run of muster.io/debug.sleep
-// {"seconds":1} over 1,000 real agents with max_concurrency 10%: ten waves
-// of 100 children, whose ideal is 10 × 1 s. The run is created by one
-// person and approved by another through the core API (whose approval
-// nudges the orchestrator), and the clock runs from the approval request to
-// the run's DONE in the store, while the scheduler runs with its default
-// interval. The children's own started_ts and finished_ts (the agents'
-// clocks, pulled into the core) split the time into the agents' work (each
-// wave from its first start to its last finish) and the gaps between waves
-// (a wave's last finish to the next wave's first start: what orchestration
-// adds per wave). "gossip=off" is the core without gossip, where progress
-// comes at the next pass; "gossip=on" has every agent in a gossip pool with
-// the core, telling it of its changes (reactive progress, DESIGN.md §12).
+// {"seconds":1} over 1,000 real agents with max_concurrency 10%: ten waves of
+// 100 children, whose ideal is 10 × 1 s. The run is created by one person and
+// approved by another through the core API (whose approval nudges the
+// orchestrator), and the clock runs from the approval request to the run's DONE
+// in the store, while the scheduler runs with its default interval. The
+// children's own started_ts and finished_ts (the agents' clocks, pulled into
+// the core) split the time into the agents' work (each wave from its first
+// start to its last finish) and the gaps between waves (a wave's last finish to
+// the next wave's first start: what orchestration adds per wave). "gossip=off"
+// is the core without gossip, where progress comes at the next pass;
+// "gossip=on" has every agent in a gossip pool with the core, telling it of its
+// changes (reactive progress, docs/architecture.md, "Node syncs and reactive
+// progress").
 func BenchmarkRunWaves(b *testing.B) {
 	for _, tc := range []struct {
 		gossip bool

@@ -9,7 +9,8 @@ import (
 	"github.com/musterhq/muster/shared/action"
 )
 
-// runStates are the run states, in their order (DESIGN.md §10).
+// runStates are the run states, in their order (docs/architecture.md, "Runs and
+// playbooks").
 var runStates = []string{store.RunPendingApprove, store.RunRunning, store.RunPaused, store.RunDone,
 	store.RunFailed, store.RunCancelled}
 

@@ -1,7 +1,7 @@
-// Package ui serves the core's web UI at /ui/ (DESIGN.md §14): server-rendered
-// pages (html/template, so everything shown is escaped) with their assets
-// embedded in the binary, and a little plain JavaScript that refreshes a
-// page's live region when the event stream says something changed.
+// Package ui serves the core's web UI at /ui/ (docs/architecture.md, "Web UI"):
+// server-rendered pages (html/template, so everything shown is escaped) with
+// their assets embedded in the binary, and a little plain JavaScript that
+// refreshes a page's live region when the event stream says something changed.
 //
 // A person signs in with an API token; the UI then keeps a server-side
 // session (a random id stored only as its hash) in an HttpOnly,
