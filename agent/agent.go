@@ -229,12 +229,12 @@ func (a *Agent) listen(c APIConfig) (net.Listener, error) {
 	return apiserver.Listen("api", c.API, tlsutil.OnlyTLS13)
 }
 
-// listenSocket opens the API's Unix socket at path, mode 0660, of group
-// (a name or a gid; empty: the agent's own group). The file's permissions
-// decide who on the node may use the API (DESIGN.md §15). A socket left by
-// a killed agent is replaced; one that another process answers is not. When
-// the socket is in dataDir and group is set, dataDir is given that group and
-// mode 0710, so that members can reach the socket (and list nothing).
+// listenSocket opens the API's Unix socket at path, mode 0660, of group (a name
+// or a gid; empty: the agent's own group). The file's permissions decide who on
+// the node may use the API (docs/architecture.md, "Who may call an agent"). A
+// socket left by a killed agent is replaced; one that another process answers
+// is not. When the socket is in dataDir and group is set, dataDir is given that
+// group and mode 0710, so that members can reach the socket (and list nothing).
 func listenSocket(path, group, dataDir string) (net.Listener, error) {
 	gid := -1
 	if group != "" {

@@ -14,12 +14,13 @@ import (
 	"github.com/musterhq/muster/shared/names"
 )
 
-// Config is the agent's configuration (DESIGN.md §6).
+// Config is the agent's configuration (docs/architecture.md, "Configuration").
 type Config struct {
 	NodeID    string `mapstructure:"node_id" yaml:"node_id"`
 	ClusterID string `mapstructure:"cluster_id" yaml:"cluster_id"`
 	// Labels describe the node (role: replica, zone: eu-1): shown in info,
-	// announced in gossip, selected by targets (DESIGN.md §9).
+	// announced in gossip, selected by targets (docs/architecture.md, "Labels,
+	// targets and the disruption budget").
 	Labels  map[string]string `mapstructure:"labels" yaml:"labels"`
 	DataDir string            `mapstructure:"data_dir" yaml:"data_dir"`
 	API     APIConfig         `mapstructure:"api" yaml:"api"`
@@ -31,7 +32,8 @@ type Config struct {
 }
 
 // APIConfig is the agent API: its TCP listener, for the core, and the Unix
-// socket people and scripts on the node use (DESIGN.md §15).
+// socket people and scripts on the node use (docs/architecture.md, "Who may
+// call an agent").
 type APIConfig struct {
 	config.API `mapstructure:",squash" yaml:",inline"`
 	// Socket is the Unix socket's path (default <data_dir>/agent.sock).
@@ -85,7 +87,7 @@ type GossipConfig struct {
 	gossip.Timing `mapstructure:",squash" yaml:",inline"`
 }
 
-// DefaultConfig returns the defaults of DESIGN.md §4 and §6.
+// DefaultConfig returns the defaults (docs/architecture.md, "Configuration").
 func DefaultConfig() Config {
 	return Config{
 		Labels: map[string]string{},
@@ -146,9 +148,10 @@ func (c *Config) Validate() error {
 	if c.API.TLS.ClientCAFile != "" && !c.API.TLS.Enabled() {
 		errs.Add("api.tls.client_ca_file", "needs api.tls.cert_file and api.tls.key_file")
 	}
-	// The TCP API is the core's (DESIGN.md §15): TLS and the core's client
-	// certificate, on loopback too (any user of the host reaches loopback),
-	// unless the operator says otherwise. People use the socket.
+	// The TCP API is the core's (docs/architecture.md, "Who may call an
+	// agent"): TLS and the core's client certificate, on loopback too (any
+	// user of the host reaches loopback), unless the operator says otherwise.
+	// People use the socket.
 	if c.API.Addr != "" && !c.API.Insecure {
 		switch {
 		case !c.API.TLS.Enabled():

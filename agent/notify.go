@@ -14,7 +14,8 @@ import (
 
 // NoteGap is the least time between two "changed" notes of one agent: a
 // burst of state changes makes at most one note per gap, and the last change
-// of a burst is always told (DESIGN.md §12).
+// of a burst is always told (docs/architecture.md, "Node syncs and reactive
+// progress").
 const NoteGap = 200 * time.Millisecond
 
 // teller sends a note to the members of a role: the gossip service.

@@ -32,8 +32,9 @@ func TestConfigKeepsTheAPIOffTheNetworkWithoutMutualTLS(t *testing.T) {
 		insecure bool
 		want     string // the one bad field; "" when valid
 	}{
-		// Item 4 of the attack review: any user of the host reaches
-		// loopback, so the TCP API is the core's there too (DESIGN.md §15).
+		// Item 4 of the attack review: any user of the host reaches loopback, so the
+		// TCP API is the core's there too (docs/architecture.md, "Who may call an
+		// agent").
 		{"loopback plaintext", "127.0.0.1:7420", config.TLS{}, false, "api.addr"},
 		{"localhost plaintext", "localhost:7420", config.TLS{}, false, "api.addr"},
 		{"loopback TLS without client CA", "127.0.0.1:7420", serverOnly, false, "api.tls.client_ca_file"},

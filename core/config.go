@@ -18,7 +18,7 @@ import (
 	"github.com/musterhq/muster/shared/names"
 )
 
-// Config is the core's configuration (DESIGN.md §6).
+// Config is the core's configuration (docs/architecture.md, "Configuration").
 type Config struct {
 	// DataDir holds core.db (with the sqlite driver) and admin.token.
 	DataDir     string                  `mapstructure:"data_dir" yaml:"data_dir"`
@@ -28,8 +28,9 @@ type Config struct {
 	Clusters    []discovery.ClusterSpec `mapstructure:"clusters" yaml:"clusters"`
 	Orchestrate OrchestrateConfig       `mapstructure:"orchestrate" yaml:"orchestrate"`
 	Approval    approval.Policy         `mapstructure:"approval" yaml:"approval"`
-	// Kinds marks kinds (by glob) as disruptive: they count against the
-	// clusters' disruption budgets (DESIGN.md §11).
+	// Kinds marks kinds (by glob) as disruptive: they count against the clusters'
+	// disruption budgets (docs/architecture.md, "Labels, targets and the
+	// disruption budget").
 	Kinds  []budget.KindRule `mapstructure:"kinds" yaml:"kinds"`
 	Gossip GossipConfig      `mapstructure:"gossip" yaml:"gossip"`
 	UI     UIConfig          `mapstructure:"ui" yaml:"ui"`
@@ -114,7 +115,7 @@ type GossipConfig struct {
 }
 
 // HAConfig tunes several core replicas sharing one PostgreSQL database
-// (DESIGN.md §13); it has no effect on SQLite.
+// (docs/architecture.md, "Several core replicas"); it has no effect on SQLite.
 type HAConfig struct {
 	// LeaseTTL is how long a cluster lease lasts unless renewed (every
 	// third of it). A replica that cannot renew stops its passes within it;
@@ -125,7 +126,7 @@ type HAConfig struct {
 	ReplicaID string `mapstructure:"replica_id" yaml:"replica_id"`
 }
 
-// DefaultConfig returns the defaults of DESIGN.md §6.
+// DefaultConfig returns the defaults (docs/architecture.md, "Configuration").
 func DefaultConfig() Config {
 	return Config{
 		Store:    StoreConfig{Driver: DriverSQLite},

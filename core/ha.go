@@ -20,10 +20,10 @@ import (
 	"github.com/musterhq/muster/shared/wire"
 )
 
-// replication is what several replicas on one PostgreSQL database add to a
-// core (DESIGN.md §13): the cluster leases, nudges that reach the replica
-// holding a cluster's lease, and the list of replicas. On SQLite there is
-// one core: no leases, and nudges stay local.
+// replication is what several replicas on one PostgreSQL database add to a core
+// (docs/architecture.md, "Several core replicas"): the cluster leases, nudges
+// that reach the replica holding a cluster's lease, and the list of replicas.
+// On SQLite there is one core: no leases, and nudges stay local.
 type replication struct {
 	self   store.Replica
 	ttl    time.Duration
@@ -100,10 +100,11 @@ func (r *replication) Nudge(clusterID string) {
 	}
 }
 
-// NudgeNode asks for a sync of one node now (DESIGN.md §12). The sync runs
-// where the cluster's lease is: here when this replica holds it; with
-// several replicas, the holder gets a nudge of the whole cluster through the
-// database, since nudges between replicas name clusters. It never blocks.
+// NudgeNode asks for a sync of one node now (docs/architecture.md, "Node syncs
+// and reactive progress"). The sync runs where the cluster's lease is: here
+// when this replica holds it; with several replicas, the holder gets a nudge of
+// the whole cluster through the database, since nudges between replicas name
+// clusters. It never blocks.
 func (r *replication) NudgeNode(clusterID, nodeID string) {
 	if r.localNode != nil {
 		r.localNode(clusterID, nodeID)

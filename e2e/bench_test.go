@@ -182,8 +182,9 @@ func newBenchCore(b *testing.B, n int) *benchCore {
 // approveToRunning creates a ping on node as alice, approves it as bob and
 // returns the time from the approval request to the agent's started_ts. It
 // returns once the pass that pushed the action has ended, so that the next
-// approval does not land in the middle of a pass (it would wait for its
-// end: DESIGN.md §5 never runs two passes of a cluster at once).
+// approval does not land in the middle of a pass (it would wait for its end:
+// docs/architecture.md, "Orchestration pass": the core never runs two passes of
+// a cluster at once).
 func (bc *benchCore) approveToRunning(b *testing.B, node string, ag *client.Agent) time.Duration {
 	b.Helper()
 	ctx := ctxT(b)

@@ -51,12 +51,12 @@ func BenchmarkGossipKillToDown(b *testing.B) {
 	}
 }
 
-// BenchmarkFinishedToVisible measures reactive progress (DESIGN.md §12): a
-// core and five agents (real processes) in a gossip pool, passes every 10 s.
-// Each sample is a 1 s sleep action on one node; the figure is the time from
-// its end on the agent (the agent's finished_ts) to the core's API showing it
-// DONE, polled every 5 ms. Without the agents' notes it would be up to the
-// interval.
+// BenchmarkFinishedToVisible measures reactive progress (docs/architecture.md,
+// "Node syncs and reactive progress"): a core and five agents (real processes)
+// in a gossip pool, passes every 10 s. Each sample is a 1 s sleep action on one
+// node; the figure is the time from its end on the agent (the agent's
+// finished_ts) to the core's API showing it DONE, polled every 5 ms. Without
+// the agents' notes it would be up to the interval.
 func BenchmarkFinishedToVisible(b *testing.B) {
 	const samples = 20
 	var lat []time.Duration

@@ -86,9 +86,9 @@ api:
 	return p, pki, filepath.Join(data, "agent.sock")
 }
 
-// Item 4 of the attack review, DESIGN.md §15: the agent's TCP API answers
-// only the core's certificate, on loopback too, unless api.insecure is set;
-// people on the node use the socket.
+// Item 4 of the attack review, docs/architecture.md, "Who may call an agent":
+// the agent's TCP API answers only the core's certificate, on loopback too,
+// unless api.insecure is set; people on the node use the socket.
 func TestAgentTCPAnswersOnlyTheCoreUnlessInsecure(t *testing.T) {
 	t.Parallel()
 	// Plaintext TCP without api.insecure does not even start.

@@ -1,9 +1,9 @@
-// Package api serves the agent's local HTTP API (DESIGN.md §4): queue an
-// action, list what changed since a cursor, show one action, cancel, and the
-// health and metrics probes. Every answer that reports a change is sent after
-// the change is committed. The same handlers answer the core over TCP and
-// the node's users over a Unix socket, where the caller is named by its uid
-// (DESIGN.md §15, ConnContext).
+// Package api serves the agent's local HTTP API (docs/architecture.md, "The
+// agent"): queue an action, list what changed since a cursor, show one action,
+// cancel, and the health and metrics probes. Every answer that reports a change
+// is sent after the change is committed. The same handlers answer the core over
+// TCP and the node's users over a Unix socket, where the caller is named by its
+// uid (docs/architecture.md, "Who may call an agent"; ConnContext).
 package api
 
 import (

@@ -49,9 +49,10 @@ func serveSocket(t *testing.T) (*http.Client, *queue.Queue) {
 	}}}, q
 }
 
-// Item 4 of the attack review, DESIGN.md §15: over the socket the caller is
-// who the kernel says (its uid's user), whatever the body claims; origin is
-// agent, approved_by is empty, and the creation time is the agent's.
+// Item 4 of the attack review, docs/architecture.md, "Who may call an agent":
+// over the socket the caller is who the kernel says (its uid's user), whatever
+// the body claims; origin is agent, approved_by is empty, and the creation time
+// is the agent's.
 func TestSocketRecordsTheCallersUserAsRequester(t *testing.T) {
 	t.Parallel()
 	hc, q := serveSocket(t)

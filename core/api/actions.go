@@ -293,8 +293,9 @@ func (s *Server) nudgeCluster(id string) {
 	}
 }
 
-// nudgeNode asks for a sync of the node of an action that has something to
-// push or cancel: it goes at once, not after a pass under way (DESIGN.md §12).
+// nudgeNode asks for a sync of the node of an action that has something to push
+// or cancel: it goes at once, not after a pass under way (docs/architecture.md,
+// "Node syncs and reactive progress").
 func (s *Server) nudgeNode(clusterID, nodeID string) {
 	if s.nudge != nil {
 		s.nudge.NudgeNode(clusterID, nodeID)

@@ -1,7 +1,7 @@
-// Package api serves the core's REST API (DESIGN.md §5): clusters, nodes,
-// actions and their approval, the event log and its live stream, and API
-// tokens. Every route but /health and /metrics needs a bearer token whose
-// roles grant the route's permission (see core/auth).
+// Package api serves the core's REST API (docs/architecture.md, "The core"):
+// clusters, nodes, actions and their approval, the event log and its live
+// stream, and API tokens. Every route but /health and /metrics needs a bearer
+// token whose roles grant the route's permission (see core/auth).
 //
 // Handlers decode, call core/actions (the one home of every action change)
 // inside one store.Update, and encode: a change, its history and an event

@@ -10,7 +10,7 @@ import (
 )
 
 // ReplicaLister reports the core replicas sharing the store, with their
-// leases (DESIGN.md §13).
+// leases (docs/architecture.md, "Several core replicas").
 type ReplicaLister interface {
 	Replicas(ctx context.Context) (*wire.CoreReplicas, error)
 }

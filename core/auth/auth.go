@@ -38,7 +38,7 @@ var (
 // Permission is one thing a caller may do through the API.
 type Permission string
 
-// The permissions of DESIGN.md §5.
+// The permissions of each role (docs/architecture.md, "The core").
 const (
 	Read        Permission = "read"
 	Create      Permission = "create"

@@ -1,8 +1,9 @@
-// Package budget is the arithmetic of the disruption budget (DESIGN.md §11):
-// which kinds are disruptive, which nodes of a cluster are unavailable and
-// why, and how many more may become so. It reads store records and decides
-// nothing on its own: the orchestrator enforces the budget at push time
-// (core/orchestrate, budget.go), and the API shows it.
+// Package budget is the arithmetic of the disruption budget
+// (docs/architecture.md, "Labels, targets and the disruption budget"): which
+// kinds are disruptive, which nodes of a cluster are unavailable and why, and
+// how many more may become so. It reads store records and decides nothing on
+// its own: the orchestrator enforces the budget at push time (core/orchestrate,
+// budget.go), and the API shows it.
 package budget
 
 import (
@@ -89,9 +90,10 @@ const (
 	ReasonPushing    = "disruptive action pushed, not yet confirmed"
 )
 
-// NodeReason says whether a node is unavailable by its own status, and why
-// ("" when it is not). It is the one place that decides it: a node is
-// unavailable while DOWN or drained (DESIGN.md §11).
+// NodeReason says whether a node is unavailable by its own status, and why (""
+// when it is not). It is the one place that decides it: a node is unavailable
+// while DOWN or drained (docs/architecture.md, "Labels, targets and the
+// disruption budget").
 func NodeReason(n *store.Node) string {
 	switch {
 	case n.Status == store.NodeDown:

@@ -26,7 +26,8 @@ import (
 type ClusterSpec struct {
 	ID    string     `mapstructure:"id" yaml:"id"`
 	Nodes []NodeSpec `mapstructure:"nodes" yaml:"nodes"`
-	// Budget is the cluster's disruption budget (DESIGN.md §11).
+	// Budget is the cluster's disruption budget (docs/architecture.md, "Labels,
+	// targets and the disruption budget").
 	Budget BudgetSpec `mapstructure:"budget" yaml:"budget"`
 }
 
@@ -41,8 +42,9 @@ type BudgetSpec struct {
 type NodeSpec struct {
 	ID   string `mapstructure:"id" yaml:"id"`
 	Addr string `mapstructure:"addr" yaml:"addr"`
-	// Labels are the node's labels as the core's configuration gives them;
-	// the agent's own labels win key by key (DESIGN.md §9).
+	// Labels are the node's labels as the core's configuration gives them; the
+	// agent's own labels win key by key (docs/architecture.md, "Labels, targets
+	// and the disruption budget").
 	Labels map[string]string `mapstructure:"labels" yaml:"labels"`
 }
 

@@ -1,5 +1,6 @@
-// Package lease decides which clusters this core replica runs passes for,
-// when several replicas share one PostgreSQL database (DESIGN.md §13).
+// Package lease decides which clusters this core replica runs passes for, when
+// several replicas share one PostgreSQL database (docs/architecture.md,
+// "Several core replicas").
 //
 // Every third of the TTL, a Manager runs one round of coordination in the
 // database (Store.Coordinate): it writes this replica's heartbeat, and holds

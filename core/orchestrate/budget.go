@@ -8,14 +8,14 @@ import (
 	"github.com/musterhq/muster/shared/action"
 )
 
-// The disruption budget at push time (DESIGN.md §11). Every sync of a
-// cluster with a budget (a pass, or a sync of a few nodes) builds a
-// budgetView from the snapshot it read, corrects it with what the agents
-// answer, and asks it before pushing each disruptive action. Syncs of one
-// cluster may run at the same time (a node sync during a pass), so the
-// pushes a view admits are also kept in the cluster's state until an agent
-// or a later snapshot shows them settled: two syncs never both take the
-// last room.
+// The disruption budget at push time (docs/architecture.md, "Labels, targets
+// and the disruption budget"). Every sync of a cluster with a budget (a pass,
+// or a sync of a few nodes) builds a budgetView from the snapshot it read,
+// corrects it with what the agents answer, and asks it before pushing each
+// disruptive action. Syncs of one cluster may run at the same time (a node sync
+// during a pass), so the pushes a view admits are also kept in the cluster's
+// state until an agent or a later snapshot shows them settled: two syncs never
+// both take the last room.
 
 // admission is a disruptive push admitted by the budget, not yet settled.
 type admission struct {

@@ -17,10 +17,10 @@ import (
 	"github.com/musterhq/muster/shared/wire"
 )
 
-// fakeAgent is an in-memory agent API (DESIGN.md §4) on a real listener:
-// a change sequence bumped by every write, paged listing with ack, push with
-// 200/201/409/410/422, cancel. Tests drive the agent's side (its runner, its
-// database being replaced) through its methods.
+// fakeAgent is an in-memory agent API (docs/architecture.md, "The agent") on a
+// real listener: a change sequence bumped by every write, paged listing with
+// ack, push with 200/201/409/410/422, cancel. Tests drive the agent's side (its
+// runner, its database being replaced) through its methods.
 type fakeAgent struct {
 	srv *httptest.Server
 

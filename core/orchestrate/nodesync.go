@@ -13,12 +13,12 @@ import (
 	"github.com/musterhq/muster/shared/tlsutil"
 )
 
-// Syncs of single nodes (DESIGN.md §12). An agent's "changed" note, an
-// approval or a new PENDING_SCHEDULE action asks for a sync of one node:
-// the same node sync and the same commit as a pass, for that node alone, at
-// once, even while a pass of its cluster is under way. A node is never
-// synced by two syncs at once (lockNode); the cluster's status stays the
-// business of whole passes.
+// Syncs of single nodes (docs/architecture.md, "Node syncs and reactive
+// progress"). An agent's "changed" note, an approval or a new PENDING_SCHEDULE
+// action asks for a sync of one node: the same node sync and the same commit as
+// a pass, for that node alone, at once, even while a pass of its cluster is
+// under way. A node is never synced by two syncs at once (lockNode); the
+// cluster's status stays the business of whole passes.
 
 func (cs *clusterState) contact(nodeID string) (time.Time, bool) {
 	cs.smu.Lock()

@@ -1,8 +1,8 @@
-// Package orchestrate is the only part of the core that talks to agents. A
-// pass of one cluster (DESIGN.md §5) pulls every node's changed actions,
-// reconciles them with the core's records (the agent wins every conflict),
-// pushes PENDING_SCHEDULE actions and pending cancels, and commits all of it
-// in one transaction, or nothing when nothing changed.
+// Package orchestrate is the only part of the core that talks to agents. A pass
+// of one cluster (docs/architecture.md, "Orchestration pass") pulls every
+// node's changed actions, reconciles them with the core's records (the agent
+// wins every conflict), pushes PENDING_SCHEDULE actions and pending cancels,
+// and commits all of it in one transaction, or nothing when nothing changed.
 //
 // The Orchestrator schedules passes: every cluster every Interval (with
 // jitter) on a bounded pool, never two passes of one cluster at once, and an
@@ -76,8 +76,9 @@ type Config struct {
 	// Scheme is put before agent addresses that have none: "http" (default)
 	// or "https". With AgentTLS it is always "https".
 	Scheme string
-	// Leases, when set, decides which clusters this replica passes (several
-	// core replicas on one database, DESIGN.md §13); nil: all of them.
+	// Leases, when set, decides which clusters this replica passes (several core
+	// replicas on one database, docs/architecture.md, "Several core replicas");
+	// nil: all of them.
 	Leases Leases
 	// AgentTLS, when set, is the TLS client configuration agents are reached
 	// with (their CA, the core's certificate). Every node is then reached
@@ -91,8 +92,9 @@ type Config struct {
 	// cluster and node id; a pass lays the agent's own labels (from its
 	// info) over them, key by key.
 	StaticLabels map[string]map[string]map[string]string
-	// Budget is the disruption budget of every cluster and the kinds it
-	// counts (DESIGN.md §11): no disruptive action is pushed past it.
+	// Budget is the disruption budget of every cluster and the kinds it counts
+	// (docs/architecture.md, "Labels, targets and the disruption budget"): no
+	// disruptive action is pushed past it.
 	Budget budget.Policy
 	// Runs, when set, moves runs on at every pass (core/runs).
 	Runs Runs
@@ -103,7 +105,7 @@ type Config struct {
 	RefuseInternalGossip bool
 }
 
-// DefaultConfig returns the defaults of DESIGN.md §6.
+// DefaultConfig returns the defaults (docs/architecture.md, "Configuration").
 func DefaultConfig() Config {
 	return Config{
 		Interval:         10 * time.Second,

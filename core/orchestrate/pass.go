@@ -26,10 +26,10 @@ type Report struct {
 	Full bool
 }
 
-// Pass runs one orchestration pass of a cluster (DESIGN.md §5). The
-// cluster's runs first create the child actions their waves admit (in a
-// transaction of their own, through core/actions), so that this pass pushes
-// them; then three steps:
+// Pass runs one orchestration pass of a cluster (docs/architecture.md,
+// "Orchestration pass"). The cluster's runs first create the child actions
+// their waves admit (in a transaction of their own, through core/actions), so
+// that this pass pushes them; then three steps:
 //
 //  1. read, in one snapshot, the cluster, its nodes and their open actions;
 //  2. talk to every node at once, bounded by NodeConcurrency (agentsync.go):

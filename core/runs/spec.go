@@ -1,9 +1,9 @@
 // Package runs does one approved operation across many nodes of a cluster
-// (DESIGN.md §10): a run's stages, resolved to node lists when it is
-// created, approved once through one digest, and executed in waves of child
-// actions within each stage's limits. The planner (Plan) is a pure function
-// of a run and its children; the engine stores what it decides, creating and
-// cancelling child actions only through core/actions.
+// (docs/architecture.md, "Runs and playbooks"): a run's stages, resolved to
+// node lists when it is created, approved once through one digest, and executed
+// in waves of child actions within each stage's limits. The planner (Plan) is a
+// pure function of a run and its children; the engine stores what it decides,
+// creating and cancelling child actions only through core/actions.
 package runs
 
 import (

@@ -15,10 +15,10 @@ var ErrFenced = errors.New("lease lost: write refused by its fencing epoch")
 // Nothing was written; the same call may succeed later.
 var ErrUnavailable = errors.New("database unavailable")
 
-// Fence names the lease a write depends on (DESIGN.md §13): the cluster,
-// the replica holding its lease and the lease's epoch. A store shared by
-// several replicas checks it inside the write transaction; a store used by
-// one core only (SQLite) has no leases and ignores it.
+// Fence names the lease a write depends on (docs/architecture.md, "Several core
+// replicas"): the cluster, the replica holding its lease and the lease's epoch.
+// A store shared by several replicas checks it inside the write transaction; a
+// store used by one core only (SQLite) has no leases and ignores it.
 type Fence struct {
 	ClusterID string
 	Holder    string

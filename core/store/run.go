@@ -8,8 +8,8 @@ import (
 	"github.com/musterhq/muster/shared/wire"
 )
 
-// Run states (DESIGN.md §10): PENDING_APPROVE → RUNNING ⇄ PAUSED → DONE |
-// FAILED | CANCELLED.
+// Run states (docs/architecture.md, "Runs and playbooks"): PENDING_APPROVE →
+// RUNNING ⇄ PAUSED → DONE | FAILED | CANCELLED.
 const (
 	RunPendingApprove = "PENDING_APPROVE"
 	RunRunning        = "RUNNING"
@@ -77,7 +77,7 @@ type RunQuery struct {
 	Limit  int
 }
 
-// Run event types (DESIGN.md §10).
+// Run event types (docs/architecture.md, "Runs and playbooks").
 const (
 	EventRunCreated       = "run.created"
 	EventRunApproved      = "run.approved"

@@ -306,7 +306,7 @@ func SortKeys(keys []SortKey) ([]SortKey, error) {
 	return append(out, SortKey{Field: "id"}), nil
 }
 
-// Event types (DESIGN.md §5).
+// Event types (docs/architecture.md, "The core").
 const (
 	EventActionCreated         = "action.created"
 	EventActionApproved        = "action.approved"

@@ -1,9 +1,10 @@
 // Package target picks the nodes of one cluster that a run's stage (or any
-// other operation over many nodes) works on (DESIGN.md §9). A target has
-// exactly one form: a list of node ids, a label selector (every pair must
-// match), or all the cluster's nodes. Resolve turns it into the fixed,
-// sorted list of node ids that people see and approve. The type is
-// wire.Target, as the APIs carry it; this package checks and resolves it.
+// other operation over many nodes) works on (docs/architecture.md, "Labels,
+// targets and the disruption budget"). A target has exactly one form: a list of
+// node ids, a label selector (every pair must match), or all the cluster's
+// nodes. Resolve turns it into the fixed, sorted list of node ids that people
+// see and approve. The type is wire.Target, as the APIs carry it; this package
+// checks and resolves it.
 package target
 
 import (

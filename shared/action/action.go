@@ -27,7 +27,7 @@ const (
 	MaxKindLength = 200
 )
 
-// Action is the record of DESIGN.md §3, identical in both APIs.
+// Action is the record of docs/architecture.md, "Actions", identical in both APIs.
 type Action struct {
 	ID          string          `json:"id"`
 	ClusterID   string          `json:"cluster_id"`

@@ -5,7 +5,7 @@ import "fmt"
 // State is where an action is in its life.
 type State string
 
-// The states of DESIGN.md §2.
+// The states of docs/architecture.md, "Actions".
 const (
 	PendingApprove  State = "PENDING_APPROVE"
 	PendingSchedule State = "PENDING_SCHEDULE"

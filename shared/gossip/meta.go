@@ -50,8 +50,9 @@ type Meta struct {
 	// Leave is the commitment of the member's leave intent: the digest of
 	// a secret only the member knows, which its intent reveals (set by New).
 	Leave string `json:"leave,omitempty"`
-	// Labels are the agent's own labels (DESIGN.md §9), within the bounds
-	// of package labels; the whole record must still fit MaxMetaSize.
+	// Labels are the agent's own labels (docs/architecture.md, "Labels, targets
+	// and the disruption budget"), within the bounds of package labels; the whole
+	// record must still fit MaxMetaSize.
 	Labels labels.Set `json:"labels,omitempty"`
 }
 

@@ -7,8 +7,9 @@ import (
 
 // Notes are the direct messages members send each other over memberlist's
 // reliable (TCP) channel: "I am leaving" before a member leaves, and "my
-// actions changed" from an agent to the cores (DESIGN.md §12). A note never
-// carries action data: the core pulls the records over HTTP.
+// actions changed" from an agent to the cores (docs/architecture.md, "Node
+// syncs and reactive progress"). A note never carries action data: the core
+// pulls the records over HTTP.
 //
 // MaxNoteSize bounds a note; a larger one is refused unread.
 const MaxNoteSize = 512

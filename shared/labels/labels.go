@@ -1,7 +1,8 @@
-// Package labels holds node labels (DESIGN.md §9): a small flat map of
-// names to values that an agent announces and a target selects on. Keys and
-// values follow the project's name rule (letters, digits, '.', '_' and '-'),
-// with bounds small enough for the gossip metadata.
+// Package labels holds node labels (docs/architecture.md, "Labels, targets and
+// the disruption budget"): a small flat map of names to values that an agent
+// announces and a target selects on. Keys and values follow the project's name
+// rule (letters, digits, '.', '_' and '-'), with bounds small enough for the
+// gossip metadata.
 package labels
 
 import (

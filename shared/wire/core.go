@@ -44,8 +44,9 @@ type Cluster struct {
 	StatusReason string     `json:"status_reason"`
 	UpdatedTS    time.Time  `json:"updated_ts"`
 	NodeCounts   NodeCounts `json:"node_counts"`
-	// Budget is the disruption budget in use (DESIGN.md §11); nil when the
-	// cluster has none. Filled only by GET /api/v1/clusters/{c}.
+	// Budget is the disruption budget in use (docs/architecture.md, "Labels,
+	// targets and the disruption budget"); nil when the cluster has none. Filled
+	// only by GET /api/v1/clusters/{c}.
 	Budget *Budget `json:"budget,omitempty"`
 	Nodes  []Node  `json:"nodes,omitempty"`
 }
@@ -169,7 +170,7 @@ type TokenList struct {
 
 // CoreReplicas answers GET /api/v1/core/replicas: the core replicas sharing
 // the store, their heartbeats and the cluster leases each holds
-// (DESIGN.md §13).
+// (docs/architecture.md, "Several core replicas").
 type CoreReplicas struct {
 	// Store is the store driver: "sqlite" (one core) or "postgres".
 	Store string `json:"store"`

@@ -8,8 +8,8 @@ import (
 	"github.com/musterhq/muster/shared/limit"
 )
 
-// Target picks nodes of one cluster (DESIGN.md §9): exactly one of Nodes,
-// Labels (every pair must match) or All.
+// Target picks nodes of one cluster (docs/architecture.md, "Runs and
+// playbooks"): exactly one of Nodes, Labels (every pair must match) or All.
 type Target struct {
 	Nodes  []string          `json:"nodes,omitempty" yaml:"nodes,omitempty"`
 	Labels map[string]string `json:"labels,omitempty" yaml:"labels,omitempty"`

@@ -52,7 +52,8 @@ type AgentInfo struct {
 	StoreID   string               `json:"store_id"`
 	Kinds     []string             `json:"kinds"`
 	Queue     map[action.State]int `json:"queue"`
-	// Labels are the agent's own labels (DESIGN.md §9); always an object.
+	// Labels are the agent's own labels (docs/architecture.md, "Labels, targets
+	// and the disruption budget"); always an object.
 	Labels map[string]string `json:"labels"`
 }
 

@@ -1,8 +1,8 @@
 // Package playbook reads playbooks: named, versioned YAML procedures whose
-// stages become a run (DESIGN.md §10). Parse checks a document once, with
-// errors that name the line and the field; Render fills in the parameters
-// and returns the stages of a run request, which core/runs then checks,
-// resolves against the cluster and plans.
+// stages become a run (docs/architecture.md, "Runs and playbooks"). Parse
+// checks a document once, with errors that name the line and the field; Render
+// fills in the parameters and returns the stages of a run request, which
+// core/runs then checks, resolves against the cluster and plans.
 //
 // Templates: a string in a stage's args or target may use Go's text/template
 // syntax over the parameters, as {{ .name }}. Only a small set of functions

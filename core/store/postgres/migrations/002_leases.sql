@@ -1,8 +1,8 @@
--- Several core replicas (DESIGN.md §13). A replica writes its heartbeat
--- every third of the lease TTL; it is live while its heartbeat is younger
--- than the TTL. Each cluster's passes run on the replica holding its lease;
--- the epoch grows whenever the lease changes hands, and every write of a
--- pass checks it (store.Fence).
+-- Several core replicas (docs/architecture.md, "Several core replicas"). A
+-- replica writes its heartbeat every third of the lease TTL; it is live while
+-- its heartbeat is younger than the TTL. Each cluster's passes run on the
+-- replica holding its lease; the epoch grows whenever the lease changes hands,
+-- and every write of a pass checks it (store.Fence).
 
 CREATE TABLE replicas (
     id           TEXT COLLATE "C" PRIMARY KEY,
