@@ -33,8 +33,9 @@ const recordStates = `(() => {
 // real agents: alice, an operator, pauses a run from its page with the
 // keyboard and resumes it; while it is paused no new child starts; a
 // viewer's open page shows PAUSED, then RUNNING, then DONE live, without a
-// reload, and has no pause button (a forged pause gets 403). Screenshots of
-// the Runs list and a run's page at both sizes go to screenshotDir.
+// reload, and has no pause button (a forged resume gets 403). Screenshots of
+// the Runs list, a run's page and a run waiting in Approvals at both sizes
+// go to screenshotDir.
 func TestWebUIRuns(t *testing.T) {
 	t.Parallel()
 	f := newFleetWith(t, fleetOptions{nodes: 2})
@@ -208,6 +209,7 @@ func TestWebUIRuns(t *testing.T) {
 				{"runs", "/ui/runs", "table.runs tr[data-run]"},
 				{"run", page, "table.grid .cell"},
 				{"runs-filtered", "/ui/runs?state=DONE&cluster=e2e", "table.runs tr[data-run]"},
+				{"approvals-runs", "/ui/approvals", "li.approval.run button.approve"},
 			} {
 				if err := chromedp.Do(ctx, chromedp.Navigate(base+p.path), chromedp.WaitVisible(chromedp.CSS(p.ready))); err != nil {
 					t.Fatalf("%s at %s: %v", p.name, size.name, err)

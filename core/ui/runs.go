@@ -233,8 +233,8 @@ type runData struct {
 	Self  string // this page's path, where the forms come back to
 }
 
-// decision works out d for visitor v and run r (playbook: who applied the
-// playbook version the run was made from, "" for none).
+// runDecisionFor works out whether visitor v may decide run r (applier: who
+// applied the playbook version the run was made from, "" for none).
 func (s *Server) runDecisionFor(v *visitor, r *store.Run, applier string) runDecision {
 	d := runDecision{Mine: approval.SamePerson(r.Requester, v.tok.Name)}
 	if ttl := s.cfg.Policy.TTL; ttl > 0 {
