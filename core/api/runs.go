@@ -20,49 +20,6 @@ import (
 // MaxRunListLimit bounds GET /api/v1/runs.
 const MaxRunListLimit = 200
 
-// ToWireRun shows a run: its stages with counts per state, and, when
-// children is not nil, the per-node grid (a cell per stage and node, with
-// the child's state once it has one).
-func ToWireRun(r *store.Run, children []store.Record, grid bool) wire.Run {
-	out := wire.Run{
-		ID: r.ID, ClusterID: r.ClusterID, State: r.State, StateReason: r.StateReason, Requester: r.Requester,
-		ApprovedBy: r.ApprovedBy, Playbook: r.Playbook, PlaybookVersion: r.PlaybookVersion, Digest: r.Digest,
-		CreatedTS: r.CreatedTS, UpdatedTS: r.UpdatedTS, FinishedTS: r.FinishedTS, Stages: []wire.Stage{},
-	}
-	kids := make([]runs.Child, len(children))
-	byCell := map[string]*store.Record{}
-	for i := range children {
-		c := &children[i]
-		kids[i] = runs.ChildOf(c, r.ApprovedBy)
-		byCell[c.Stage+"\x00"+c.NodeID] = c
-	}
-	for i := range r.Stages {
-		st := &r.Stages[i]
-		c := runs.Count(st, kids)
-		counts := map[string]int{"PENDING": c.Pending}
-		for s, n := range c.ByState {
-			counts[string(s)] = n
-		}
-		out.Stages = append(out.Stages, wire.Stage{
-			Name: st.Name, Kind: st.Kind, Args: st.Args, Target: st.Target, Nodes: st.Nodes,
-			MaxConcurrency: st.MaxConcurrency, MaxErrors: st.MaxErrors, OnFailure: st.OnFailure,
-			DependsOn: st.DependsOn, TimeoutS: st.TimeoutS, State: st.State, Counts: counts, Errors: c.Errors,
-		})
-		if !grid {
-			continue
-		}
-		conc := st.MaxConcurrency.Ceil(len(st.Nodes))
-		for j, n := range st.Nodes {
-			cell := wire.RunChild{Stage: st.Name, NodeID: n, Wave: runs.Wave(j, conc)}
-			if c := byCell[st.Name+"\x00"+n]; c != nil {
-				cell.ActionID, cell.State, cell.Wave = c.ID, c.State, c.Wave
-			}
-			out.Children = append(out.Children, cell)
-		}
-	}
-	return out
-}
-
 // resolveRun finds the run named by an id or a unique prefix.
 func resolveRun(ctx context.Context, r store.Reader, ref string) (*store.Run, error) {
 	if action.ValidID(ref) {
@@ -125,7 +82,7 @@ func (s *Server) newRun(c *echo.Context, fn func(ctx context.Context, tx store.T
 	if len(kids) > 0 {
 		s.nudgeCluster(run.ClusterID)
 	}
-	return c.JSON(http.StatusCreated, ToWireRun(run, kids, false))
+	return c.JSON(http.StatusCreated, runs.View(run, kids, false))
 }
 
 func (s *Server) listRuns(c *echo.Context) error {
@@ -178,7 +135,7 @@ func (s *Server) listRuns(c *echo.Context) error {
 			if err != nil {
 				return err
 			}
-			w := ToWireRun(&list[i], kids, false)
+			w := runs.View(&list[i], kids, false)
 			for j := range w.Stages {
 				w.Stages[j].Args = nil // in the run's own answer, not in lists
 			}
@@ -204,7 +161,7 @@ func (s *Server) showRun(c *echo.Context) error {
 		if err != nil {
 			return err
 		}
-		out = ToWireRun(run, kids, true)
+		out = runs.View(run, kids, true)
 		return nil
 	})
 	if err != nil {
@@ -257,7 +214,7 @@ func (s *Server) changeRun(c *echo.Context, body any, fn func(ctx context.Contex
 		return err
 	}
 	s.nudgeCluster(run.ClusterID)
-	return c.JSON(http.StatusOK, ToWireRun(run, kids, false))
+	return c.JSON(http.StatusOK, runs.View(run, kids, false))
 }
 
 // approveRun approves a run. With {"digest": "..."}, the approval holds only

@@ -33,48 +33,6 @@ type RunChanger interface {
 // runsPerPage is the size of a page of the Runs list.
 const runsPerPage = 50
 
-// runView builds a run as the API shows it (api.ToWireRun): stages with
-// counts per state and, with grid, a cell per stage and node.
-func runView(r *store.Run, children []store.Record, grid bool) wire.Run {
-	out := wire.Run{
-		ID: r.ID, ClusterID: r.ClusterID, State: r.State, StateReason: r.StateReason, Requester: r.Requester,
-		ApprovedBy: r.ApprovedBy, Playbook: r.Playbook, PlaybookVersion: r.PlaybookVersion, Digest: r.Digest,
-		CreatedTS: r.CreatedTS, UpdatedTS: r.UpdatedTS, FinishedTS: r.FinishedTS,
-	}
-	kids := make([]runs.Child, len(children))
-	byCell := map[string]*store.Record{}
-	for i := range children {
-		c := &children[i]
-		kids[i] = runs.ChildOf(c, r.ApprovedBy)
-		byCell[c.Stage+"\x00"+c.NodeID] = c
-	}
-	for i := range r.Stages {
-		st := &r.Stages[i]
-		c := runs.Count(st, kids)
-		counts := map[string]int{"PENDING": c.Pending}
-		for s, n := range c.ByState {
-			counts[string(s)] = n
-		}
-		out.Stages = append(out.Stages, wire.Stage{
-			Name: st.Name, Kind: st.Kind, Args: st.Args, Target: st.Target, Nodes: st.Nodes,
-			MaxConcurrency: st.MaxConcurrency, MaxErrors: st.MaxErrors, OnFailure: st.OnFailure,
-			DependsOn: st.DependsOn, TimeoutS: st.TimeoutS, State: st.State, Counts: counts, Errors: c.Errors,
-		})
-		if !grid {
-			continue
-		}
-		conc := st.MaxConcurrency.Ceil(len(st.Nodes))
-		for j, n := range st.Nodes {
-			cell := wire.RunChild{Stage: st.Name, NodeID: n, Wave: runs.Wave(j, conc)}
-			if c := byCell[st.Name+"\x00"+n]; c != nil {
-				cell.ActionID, cell.State, cell.Wave = c.ID, c.State, c.Wave
-			}
-			out.Children = append(out.Children, cell)
-		}
-	}
-	return out
-}
-
 // stateCount is one state's count in a stage's progress.
 type stateCount struct {
 	State string
@@ -163,7 +121,7 @@ func (s *Server) runsList(w http.ResponseWriter, r *http.Request, v *visitor) {
 			if err != nil {
 				return err
 			}
-			row := runRow{Run: runView(&list[i], kids, false)}
+			row := runRow{Run: runs.View(&list[i], kids, false)}
 			for _, st := range row.Stages {
 				row.Progress = append(row.Progress, progressOf(st))
 			}
@@ -297,7 +255,7 @@ func (s *Server) runDetail(w http.ResponseWriter, r *http.Request, v *visitor) {
 		s.storeError(w, r, v, err)
 		return
 	}
-	d := runData{Run: runView(run, kids, true), Self: "/ui/runs/" + id}
+	d := runData{Run: runs.View(run, kids, true), Self: "/ui/runs/" + id}
 	waves := map[string]map[int][]string{}
 	cells := map[string]*wire.RunChild{}
 	var nodes []string
@@ -446,7 +404,7 @@ func (s *Server) pendingRuns(ctx context.Context, rd store.Reader, v *visitor) (
 		if err != nil {
 			return nil, false, err
 		}
-		p := pendingRun{Run: runView(&list[i], nil, false), runDecision: s.runDecisionFor(v, &list[i], applier)}
+		p := pendingRun{Run: runs.View(&list[i], nil, false), runDecision: s.runDecisionFor(v, &list[i], applier)}
 		for _, st := range p.Run.Stages {
 			p.Progress = append(p.Progress, progressOf(st))
 		}
