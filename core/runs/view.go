@@ -5,9 +5,9 @@ import (
 	"github.com/musterhq/muster/shared/wire"
 )
 
-// View shows a run as the API and the web UI do: its stages with counts per state, and, when
-// children is not nil, the per-node grid (a cell per stage and node, with
-// the child's state once it has one).
+// View shows a run as the API and the web UI do: its stages with counts
+// per state, and, with grid, the per-node grid (a cell per stage and node,
+// with the child's state once it has one).
 func View(r *store.Run, children []store.Record, grid bool) wire.Run {
 	out := wire.Run{
 		ID: r.ID, ClusterID: r.ClusterID, State: r.State, StateReason: r.StateReason, Requester: r.Requester,
