@@ -51,8 +51,29 @@ dev-ha: build ## Start PostgreSQL, three core replicas and three agents on loopb
 	$(BIN) dev --ha --replicas 3 --agents 3
 
 .PHONY: test
-test: lint ## Run every test (unit, fuzz seeds, e2e) with the race detector
+test: lint test-deps ## Run every test (unit, fuzz seeds, e2e, PostgreSQL, browser) with the race detector
 	$(GO) test $(RACE) -count=1 -timeout 15m $(PKGS)
+
+# What the tests need beside Go and a C compiler, from Debian's packages:
+# systemd-analyze (the units in configs/systemd), PostgreSQL (the store's
+# tests start a throwaway server) and Chromium (the web UI's browser tests).
+# As root with apt-get they are installed when missing; otherwise the target
+# says what to install and stops.
+.PHONY: test-deps
+test-deps: ## Install what the tests need (systemd, postgresql, chromium) when missing
+	@missing=""; \
+	  command -v systemd-analyze >/dev/null || missing="$$missing systemd"; \
+	  ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1 || missing="$$missing postgresql"; \
+	  command -v chromium >/dev/null || missing="$$missing chromium"; \
+	  if [ -n "$$missing" ]; then \
+	    if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null; then \
+	      echo "installing:$$missing"; \
+	      DEBIAN_FRONTEND=noninteractive apt-get update -qq && \
+	      DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $$missing; \
+	    else \
+	      echo "make test needs:$$missing (for example: sudo apt-get install$$missing)"; exit 1; \
+	    fi; \
+	  fi
 
 .PHONY: lint
 lint: ## gofmt, go vet, go.mod tidy, and the client build for macOS without cgo
