@@ -185,6 +185,9 @@ func (o *Orchestrator) commit(ctx context.Context, cs *clusterState, nodes []nod
 	if err != nil {
 		return fmt.Errorf("commit: %w", err)
 	}
+	for _, wn := range w.warnings {
+		o.log.Warn(wn[0].(string), wn[1:]...)
+	}
 	cs.smu.Lock()
 	for i := range nodes {
 		if !nodes[i].held {

@@ -28,6 +28,14 @@ type writePlan struct {
 	nodes   []store.Node
 	cluster *store.Cluster
 	events  []store.Event // node and cluster events; action events ride with their change
+	// warnings are logged once the plan is committed: a transaction the
+	// store runs again plans again, and must not log twice.
+	warnings [][]any
+}
+
+// warn keeps a warning (a message and its key-value pairs) for after the commit.
+func (w *writePlan) warn(msg string, args ...any) {
+	w.warnings = append(w.warnings, append([]any{msg}, args...))
 }
 
 func newWritePlan() *writePlan {
@@ -124,7 +132,7 @@ func (o *Orchestrator) plan(ctx context.Context, r store.Reader, cs *clusterStat
 				return nil, err
 			}
 			if cur != nil && (cur.ClusterID != node.ClusterID || cur.NodeID != node.ID) {
-				o.log.Warn("agent reports an action the core has on another node; ignored",
+				w.warn("agent reports an action the core has on another node; ignored",
 					"cluster", node.ClusterID, "node", node.ID, "action", op.id,
 					"core_cluster", cur.ClusterID, "core_node", cur.NodeID)
 				continue
@@ -134,7 +142,7 @@ func (o *Orchestrator) plan(ctx context.Context, r store.Reader, cs *clusterStat
 				continue
 			}
 			if cur != nil && cur.State.Final() && c.Rec.State != cur.State {
-				o.log.Warn("the agent's record overrides a final state of the core",
+				w.warn("the agent's record overrides a final state of the core",
 					"cluster", node.ClusterID, "node", node.ID, "action", op.id,
 					"core_state", cur.State, "core_reason", cur.StateReason, "agent_state", c.Rec.State)
 			}
