@@ -27,9 +27,9 @@ func (cs *clusterState) contact(nodeID string) (time.Time, bool) {
 	return t, ok
 }
 
-// lockNode waits until no other sync talks to the node, and returns the
-// function that lets the next one in.
-func (cs *clusterState) lockNode(nodeID string) func() {
+// lockNode waits until no other sync talks to the node, or ctx ends, and
+// returns the function that lets the next one in.
+func (cs *clusterState) lockNode(ctx context.Context, nodeID string) (func(), error) {
 	for {
 		cs.smu.Lock()
 		busy, ok := cs.nodeLocks[nodeID]
@@ -42,10 +42,14 @@ func (cs *clusterState) lockNode(nodeID string) func() {
 				delete(cs.nodeLocks, nodeID)
 				cs.smu.Unlock()
 				close(done)
-			}
+			}, nil
 		}
 		cs.smu.Unlock()
-		<-busy
+		select {
+		case <-busy:
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		}
 	}
 }
 
@@ -139,7 +143,11 @@ func (o *Orchestrator) syncNodes(ctx context.Context, clusterID string, nodeIDs 
 		if i > 0 && ids[i-1] == id {
 			continue
 		}
-		unlock = append(unlock, cs.lockNode(id))
+		u, err := cs.lockNode(ctx, id)
+		if err != nil {
+			return rep, err
+		}
+		unlock = append(unlock, u)
 	}
 
 	var nodes []nodeResult

@@ -108,7 +108,10 @@ func (o *Orchestrator) pass(ctx context.Context, cs *clusterState) (Report, erro
 		go func(res *nodeResult) {
 			defer func() { <-sem; wg.Done() }()
 			// A sync of this node alone (SyncNodes) waits, or is waited for.
-			unlock := cs.lockNode(res.node.ID)
+			unlock, err := cs.lockNode(ctx, res.node.ID)
+			if err != nil {
+				return // shutdown: the pass ends below without writing
+			}
 			defer unlock()
 			cs.smu.Lock()
 			res.gen = cs.gens[res.node.ID]
