@@ -124,7 +124,9 @@ func newFleetWith(t testing.TB, o fleetOptions) *fleet {
 			name = fmt.Sprintf("core-%d", i+1)
 		}
 		dir := subdir(name)
-		cfg := fmt.Sprintf(`data_dir: %s
+		path := filepath.Join(dir, "core.yaml")
+		p := startOnFreePort(t, dir, name, func(port int) []string {
+			cfg := fmt.Sprintf(`data_dir: %s
 api:
   addr: 127.0.0.1:%d
 clusters:
@@ -134,12 +136,13 @@ clusters:
   interval: 1s
   full_sync_every: 2
   agent_timeout: 2s
-%s%s`, filepath.Join(dir, "data"), freePort(t), nodes.String(), storeYAML, o.coreExtra)
-		path := filepath.Join(dir, "core.yaml")
-		if err := os.WriteFile(path, []byte(cfg), 0o600); err != nil {
-			t.Fatal(err)
-		}
-		f.cores = append(f.cores, startIn(t, dir, name, nil, "core", "--config", path))
+%s%s`, filepath.Join(dir, "data"), port, nodes.String(), storeYAML, o.coreExtra)
+			if err := os.WriteFile(path, []byte(cfg), 0o600); err != nil {
+				t.Fatal(err)
+			}
+			return []string{"core", "--config", path}
+		})
+		f.cores = append(f.cores, p)
 		if b, err := os.ReadFile(filepath.Join(dir, "data", "admin.token")); err == nil {
 			admin = b
 		}

@@ -6,6 +6,7 @@ package e2e
 import (
 	"bufio"
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"net"
@@ -92,9 +93,20 @@ func startProbed(t testing.TB, dir, name string, env []string, probe func(addr s
 
 func (p *proc) launch() {
 	p.t.Helper()
+	if err := p.tryLaunch(); err != nil {
+		p.t.Fatal(err)
+	}
+}
+
+// errExited is a process that ended before it said it was ready.
+var errExited = errors.New("exited before it was ready")
+
+// tryLaunch is launch, returning what went wrong instead of failing the test.
+func (p *proc) tryLaunch() error {
+	p.t.Helper()
 	logf, err := os.OpenFile(p.logPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
 	if err != nil {
-		p.t.Fatal(err)
+		return err
 	}
 	cmd := exec.Command(binary, p.args...)
 	cmd.Env = append(os.Environ(), p.env...)
@@ -102,7 +114,7 @@ func (p *proc) launch() {
 	cmd.Stdout = logf
 	cmd.Stderr = io.MultiWriter(logf, pw)
 	if err := cmd.Start(); err != nil {
-		p.t.Fatal(err)
+		return err
 	}
 	done := make(chan struct{})
 	addrCh := make(chan string, 1)
@@ -132,9 +144,9 @@ func (p *proc) launch() {
 		p.addr = a
 		p.mu.Unlock()
 	case <-done:
-		p.t.Fatalf("%s exited before it was ready:\n%s", p.name, p.logs())
+		return fmt.Errorf("%s %w:\n%s", p.name, errExited, p.logs())
 	case <-time.After(60 * time.Second):
-		p.t.Fatalf("%s not ready in time:\n%s", p.name, p.logs())
+		return fmt.Errorf("%s not ready in time:\n%s", p.name, p.logs())
 	}
 	// Wait for the API to answer, not only to be bound.
 	// The agent's probe is /api/v1/health, the core's /health.
@@ -154,6 +166,7 @@ func (p *proc) launch() {
 		}
 		return false
 	})
+	return nil
 }
 
 // Addr is the API's host:port.
@@ -212,16 +225,36 @@ func agentProc(t testing.TB, node, extraYAML string) (*proc, *client.Agent, stri
 // agentProcIn is agentProc with its config, data directory and log in dir.
 func agentProcIn(t testing.TB, dir, node, extraYAML string) (*proc, *client.Agent, string) {
 	t.Helper()
-	port := freePort(t)
-	// Plaintext TCP, as in muster dev: tests that need mutual TLS write
-	// their own configuration.
-	cfg := fmt.Sprintf("node_id: %s\ncluster_id: e2e\ndata_dir: %s\napi:\n  addr: 127.0.0.1:%d\n  insecure: true\n%s", node, filepath.Join(dir, "data"), port, extraYAML)
 	path := filepath.Join(dir, "agent.yaml")
-	if err := os.WriteFile(path, []byte(cfg), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	p := startIn(t, dir, node, nil, "agent", "--config", path)
+	p := startOnFreePort(t, dir, node, func(port int) []string {
+		// Plaintext TCP, as in muster dev: tests that need mutual TLS write
+		// their own configuration.
+		cfg := fmt.Sprintf("node_id: %s\ncluster_id: e2e\ndata_dir: %s\napi:\n  addr: 127.0.0.1:%d\n  insecure: true\n%s", node, filepath.Join(dir, "data"), port, extraYAML)
+		if err := os.WriteFile(path, []byte(cfg), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		return []string{"agent", "--config", path}
+	})
 	return p, client.NewAgent(p.Addr(), &http.Client{Timeout: 10 * time.Second}), dir
+}
+
+// startOnFreePort starts a process whose arguments args makes for a free
+// loopback port. The port freePort found may be taken by another test
+// before the process binds it: the process then exits at once, and is
+// started again on another port.
+func startOnFreePort(t testing.TB, dir, name string, args func(port int) []string) *proc {
+	t.Helper()
+	for attempt := 1; ; attempt++ {
+		p := &proc{t: t, name: name, args: args(freePort(t)), logPath: filepath.Join(dir, name+".log")}
+		err := p.tryLaunch()
+		if err == nil {
+			t.Cleanup(func() { p.kill() })
+			return p
+		}
+		if attempt == 5 || !errors.Is(err, errExited) || !strings.Contains(err.Error(), "address already in use") {
+			t.Fatal(err)
+		}
+	}
 }
 
 func freePort(t testing.TB) int {
