@@ -40,6 +40,9 @@ const (
 	ReasonPaused    = "paused"
 	ReasonResumed   = "resumed"
 	ReasonCancelled = "cancelled"
+	// ReasonNodeForgotten ends a child whose node was forgotten after its
+	// run was resolved.
+	ReasonNodeForgotten = "node forgotten"
 )
 
 // Actions is what the engine needs of the action rules: it creates and
@@ -424,6 +427,7 @@ func (e *Engine) advance(ctx context.Context, tx store.Tx, r *store.Run, t time.
 			return 0, err
 		}
 	}
+	forgotten := 0
 	for _, n := range step.Create {
 		st := r.Stages[stageIndex(r, n.Stage)]
 		rec := &store.Record{Action: action.Action{
@@ -436,9 +440,29 @@ func (e *Engine) advance(ctx context.Context, tx store.Tx, r *store.Run, t time.
 			rec.ApprovalDigest = approval.Digest(&rec.Action)
 		}
 		reason := fmt.Sprintf("run %s, stage %s, wave %d", r.ID, n.Stage, n.Wave)
+		if _, err := tx.Node(ctx, r.ClusterID, n.Node); errors.Is(err, store.ErrNotFound) {
+			// The node was forgotten since the run was resolved: its child
+			// ends at once, and counts against max_errors.
+			rec.State, rec.StateReason, rec.ScheduledTS, rec.FinishedTS = action.Cancelled, ReasonNodeForgotten, nil, action.TimePtr(t)
+			rec.ApprovalDigest = ""
+			forgotten++
+		} else if err != nil {
+			return 0, err
+		}
 		if err := e.Actions.Insert(ctx, tx, rec, actorCore, "", reason); err != nil {
 			return 0, fmt.Errorf("run %s: child on %s: %w", r.ID, n.Node, err)
 		}
+	}
+	if forgotten > 0 {
+		// Those children are already finished: take the next step at once.
+		if changed {
+			r.UpdatedTS = t
+			if err := tx.UpdateRun(ctx, r); err != nil {
+				return 0, err
+			}
+		}
+		n, err := e.advance(ctx, tx, r, t)
+		return len(step.Create) + n, err
 	}
 	if !changed {
 		return len(step.Create), nil

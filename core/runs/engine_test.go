@@ -287,3 +287,44 @@ func TestAChildWhoseContentTheAgentReplacedIsAnError(t *testing.T) {
 		t.Fatalf("a replaced child that ended DONE: run %s, want FAILED on max_errors 0", r.State)
 	}
 }
+
+func TestAChildOnAForgottenNodeEndsAndCountsAsAnError(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		maxErrors, want string
+	}{{"0", store.RunFailed}, {"1", store.RunRunning}} {
+		env := setupEngine(t)
+		c, e := limit.MustParse("100%"), limit.MustParse(tc.maxErrors)
+		var r *store.Run
+		env.update(func(ctx context.Context, tx store.Tx) error {
+			var err error
+			r, err = env.e.Create(ctx, tx, &wire.CreateRunRequest{ClusterID: "c", Stages: []wire.StageSpec{{
+				Kind: "muster.io/debug.ping", Target: wire.Target{All: true}, MaxConcurrency: &c, MaxErrors: &e,
+			}}}, runs.Who{Name: "alice"})
+			if err != nil {
+				return err
+			}
+			// n2 is forgotten after the run was resolved, before it starts.
+			if err := tx.DeleteNode(ctx, "c", "n2"); err != nil {
+				return err
+			}
+			if _, err := env.e.Approve(ctx, tx, r.ID, "", runs.Who{Name: "bob"}); err != nil {
+				return err
+			}
+			r, err = tx.Run(ctx, r.ID)
+			return err
+		})
+		var onN2 *store.Record
+		for _, k := range env.children(r.ID) {
+			if k.NodeID == "n2" {
+				onN2 = &k
+			}
+		}
+		if onN2 == nil || onN2.State != action.Cancelled || onN2.StateReason != runs.ReasonNodeForgotten {
+			t.Fatalf("max_errors %s: n2's child %+v, want CANCELLED %q", tc.maxErrors, onN2, runs.ReasonNodeForgotten)
+		}
+		if r.State != tc.want {
+			t.Fatalf("max_errors %s: run %s (%s), want %s", tc.maxErrors, r.State, r.StateReason, tc.want)
+		}
+	}
+}
