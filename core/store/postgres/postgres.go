@@ -26,7 +26,6 @@ import (
 	"net"
 	"strconv"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"time"
 
@@ -64,11 +63,7 @@ type Store struct {
 	pool *pgxpool.Pool
 	rows atomic.Int64
 
-	mu      sync.Mutex
-	subs    map[int]chan int64
-	nextSub int
-	latest  int64
-	closed  bool
+	feed *store.Feed
 
 	nudges chan string
 
@@ -115,10 +110,11 @@ func Open(ctx context.Context, dsn string) (*Store, error) {
 	if err := migrate(ctx, pool); err != nil {
 		return fail(fmt.Errorf("migrate PostgreSQL at %s: %s", where, oneLine(err)))
 	}
-	s := &Store{pool: pool, subs: map[int]chan int64{}, nudges: make(chan string, 64)}
-	if err := pool.QueryRow(ctx, "SELECT COALESCE(MAX(seq), 0) FROM events").Scan(&s.latest); err != nil {
+	var latest int64
+	if err := pool.QueryRow(ctx, "SELECT COALESCE(MAX(seq), 0) FROM events").Scan(&latest); err != nil {
 		return fail(fmt.Errorf("PostgreSQL at %s: %s", where, oneLine(err)))
 	}
+	s := &Store{pool: pool, feed: store.NewFeed(latest), nudges: make(chan string, 64)}
 	conn, err := s.listen(ctx)
 	if err != nil {
 		return fail(fmt.Errorf("PostgreSQL at %s: listen: %s", where, oneLine(err)))
@@ -192,7 +188,7 @@ func (s *Store) Update(ctx context.Context, fn func(tx store.Tx) error) error {
 	}
 	s.rows.Add(w.rows)
 	if w.lastEvent > 0 {
-		s.notify(w.lastEvent)
+		s.feed.Publish(w.lastEvent)
 	}
 	return nil
 }
@@ -323,7 +319,7 @@ func (s *Store) listenLoop(ctx context.Context, conn *pgx.Conn) {
 				continue
 			}
 			conn, backoff = c, 100*time.Millisecond
-			s.notifyNewer(seq)
+			s.feed.Publish(seq)
 		}
 		n, err := conn.WaitForNotification(ctx)
 		if err != nil {
@@ -337,7 +333,7 @@ func (s *Store) listenLoop(ctx context.Context, conn *pgx.Conn) {
 		switch n.Channel {
 		case eventsChannel:
 			if seq, err := strconv.ParseInt(n.Payload, 10, 64); err == nil {
-				s.notifyNewer(seq)
+				s.feed.Publish(seq)
 			}
 		case nudgeChannel:
 			select { // a nudge is a hint: drop it rather than wait
@@ -362,61 +358,8 @@ func (s *Store) PublishNudge(ctx context.Context, clusterID string) error {
 func (s *Store) Nudges() <-chan string { return s.nudges }
 
 // Subscribe returns a channel receiving the newest event sequence number
-// after every commit, by any replica, that appended events. The channel
-// holds one value and coalesces. The returned func unsubscribes and closes
-// the channel; Close closes every channel left.
-func (s *Store) Subscribe() (<-chan int64, func()) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	ch := make(chan int64, 1)
-	if s.closed {
-		close(ch)
-		return ch, func() {}
-	}
-	id := s.nextSub
-	s.nextSub++
-	s.subs[id] = ch
-	return ch, func() {
-		s.mu.Lock()
-		defer s.mu.Unlock()
-		if c, ok := s.subs[id]; ok {
-			delete(s.subs, id)
-			close(c)
-		}
-	}
-}
-
-// notify announces this replica's commit.
-func (s *Store) notify(seq int64) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if seq > s.latest {
-		s.latest = seq
-	}
-	s.send()
-}
-
-// notifyNewer announces a commit heard by NOTIFY, unless it is not newer
-// than what was announced already (this replica's own commits come back).
-func (s *Store) notifyNewer(seq int64) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if seq <= s.latest {
-		return
-	}
-	s.latest = seq
-	s.send()
-}
-
-func (s *Store) send() {
-	for _, ch := range s.subs {
-		select { // drop a value the reader has not taken yet: the newest wins
-		case <-ch:
-		default:
-		}
-		ch <- s.latest
-	}
-}
+// after every commit, by any replica, that appended events (see store.Feed).
+func (s *Store) Subscribe() (<-chan int64, func()) { return s.feed.Subscribe() }
 
 // RowsWritten counts the rows inserted, updated or deleted by committed
 // Updates since Open.
@@ -424,17 +367,9 @@ func (s *Store) RowsWritten() int64 { return s.rows.Load() }
 
 // Close stops listening, closes subscriber channels and the pool.
 func (s *Store) Close() error {
-	s.mu.Lock()
-	if s.closed {
-		s.mu.Unlock()
+	if !s.feed.Close() {
 		return nil
 	}
-	s.closed = true
-	for id, ch := range s.subs {
-		delete(s.subs, id)
-		close(ch)
-	}
-	s.mu.Unlock()
 	s.stopListen()
 	<-s.listenDone
 	s.pool.Close()

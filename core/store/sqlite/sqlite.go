@@ -14,7 +14,6 @@ import (
 	"fmt"
 	"io/fs"
 	"path/filepath"
-	"sync"
 	"sync/atomic"
 
 	"github.com/musterhq/muster/core/store"
@@ -32,11 +31,7 @@ type Store struct {
 	db   *shsqlite.DB
 	rows atomic.Int64
 
-	mu      sync.Mutex
-	subs    map[int]chan int64
-	nextSub int
-	latest  int64
-	closed  bool
+	feed *store.Feed
 }
 
 var _ store.Store = (*Store)(nil)
@@ -56,12 +51,12 @@ func OpenFile(ctx context.Context, file string) (*Store, error) {
 	if err != nil {
 		return nil, err
 	}
-	s := &Store{db: db, subs: map[int]chan int64{}}
-	if err := db.R.QueryRowContext(ctx, "SELECT COALESCE(MAX(seq), 0) FROM events").Scan(&s.latest); err != nil {
+	var latest int64
+	if err := db.R.QueryRowContext(ctx, "SELECT COALESCE(MAX(seq), 0) FROM events").Scan(&latest); err != nil {
 		db.Close()
 		return nil, fmt.Errorf("open %s: %w", file, err)
 	}
-	return s, nil
+	return &Store{db: db, feed: store.NewFeed(latest)}, nil
 }
 
 // Read runs fn in a read transaction on the reader pool: one consistent
@@ -88,50 +83,14 @@ func (s *Store) Update(ctx context.Context, fn func(tx store.Tx) error) error {
 	}
 	s.rows.Add(w.rows)
 	if w.lastEvent > 0 {
-		s.notify(w.lastEvent)
+		s.feed.Publish(w.lastEvent)
 	}
 	return nil
 }
 
 // Subscribe returns a channel receiving the newest event sequence number after
-// every commit that appended events. The channel holds one value and
-// coalesces: a slow reader sees the latest number. The returned func
-// unsubscribes and closes the channel; Close closes every channel left.
-func (s *Store) Subscribe() (<-chan int64, func()) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	ch := make(chan int64, 1)
-	if s.closed {
-		close(ch)
-		return ch, func() {}
-	}
-	id := s.nextSub
-	s.nextSub++
-	s.subs[id] = ch
-	return ch, func() {
-		s.mu.Lock()
-		defer s.mu.Unlock()
-		if c, ok := s.subs[id]; ok {
-			delete(s.subs, id)
-			close(c)
-		}
-	}
-}
-
-func (s *Store) notify(seq int64) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if seq > s.latest {
-		s.latest = seq
-	}
-	for _, ch := range s.subs {
-		select { // drop a value the reader has not taken yet: the newest wins
-		case <-ch:
-		default:
-		}
-		ch <- s.latest
-	}
-}
+// every commit that appended events (see store.Feed).
+func (s *Store) Subscribe() (<-chan int64, func()) { return s.feed.Subscribe() }
 
 // RowsWritten counts the rows inserted, updated or deleted by committed
 // Updates since Open.
@@ -139,16 +98,8 @@ func (s *Store) RowsWritten() int64 { return s.rows.Load() }
 
 // Close closes subscriber channels and the database.
 func (s *Store) Close() error {
-	s.mu.Lock()
-	if s.closed {
-		s.mu.Unlock()
+	if !s.feed.Close() {
 		return nil
 	}
-	s.closed = true
-	for id, ch := range s.subs {
-		delete(s.subs, id)
-		close(ch)
-	}
-	s.mu.Unlock()
 	return s.db.Close()
 }
