@@ -247,34 +247,20 @@ func (s *Server) streamEvents(c *echo.Context) error {
 	}
 }
 
-// sendEvents writes every event after since and returns the last seq written.
+// sendEvents writes every event after since that f keeps, and returns the
+// last seq read.
 func (s *Server) sendEvents(ctx context.Context, w http.ResponseWriter, f eventFilter, since int64) (int64, error) {
-	for {
-		var evs []store.Event
-		if err := s.st.Read(ctx, func(r store.Reader) error {
-			var err error
-			evs, err = r.Events(ctx, since, streamBatch)
+	return store.EachEvent(ctx, s.st, since, streamBatch, func(e *store.Event) error {
+		if !f.keep(e) {
+			return nil
+		}
+		b, err := json.Marshal(toWireEvent(*e))
+		if err != nil {
 			return err
-		}); err != nil {
-			return since, err
 		}
-		for i := range evs {
-			since = evs[i].Seq
-			if !f.keep(&evs[i]) {
-				continue
-			}
-			b, err := json.Marshal(toWireEvent(evs[i]))
-			if err != nil {
-				return since, err
-			}
-			if _, err := fmt.Fprintf(w, "id: %d\ndata: %s\n\n", evs[i].Seq, b); err != nil {
-				return since, err
-			}
-		}
-		if len(evs) < streamBatch {
-			return since, nil
-		}
-	}
+		_, err = fmt.Fprintf(w, "id: %d\ndata: %s\n\n", e.Seq, b)
+		return err
+	})
 }
 
 // openStreams returns how many event streams a token has open.

@@ -421,3 +421,30 @@ func LatestSeq(ctx context.Context, r Reader) (int64, error) {
 	}
 	return lo, nil
 }
+
+// EachEvent calls fn for every event after since, oldest first, reading
+// batch events at a time, each batch in a read of its own (so a long stream
+// holds no snapshot open while fn writes to a slow client). It returns the
+// seq of the last event read, which is where a caller goes on from after an
+// error too.
+func EachEvent(ctx context.Context, st Store, since int64, batch int, fn func(e *Event) error) (int64, error) {
+	for {
+		var evs []Event
+		if err := st.Read(ctx, func(r Reader) error {
+			var err error
+			evs, err = r.Events(ctx, since, batch)
+			return err
+		}); err != nil {
+			return since, err
+		}
+		for i := range evs {
+			since = evs[i].Seq
+			if err := fn(&evs[i]); err != nil {
+				return since, err
+			}
+		}
+		if len(evs) < batch {
+			return since, nil
+		}
+	}
+}

@@ -139,31 +139,16 @@ func (s *Server) stream(w http.ResponseWriter, r *http.Request, v *visitor) {
 // sendNotes writes a note for every matching event after since and returns
 // the last seq read.
 func (s *Server) sendNotes(ctx context.Context, w http.ResponseWriter, f eventFilter, since int64) (int64, error) {
-	for {
-		var evs []store.Event
-		if err := s.st.Read(ctx, func(rd store.Reader) error {
-			var err error
-			evs, err = rd.Events(ctx, since, streamBatch)
+	return store.EachEvent(ctx, s.st, since, streamBatch, func(e *store.Event) error {
+		if !f.keep(e) {
+			return nil
+		}
+		b, err := json.Marshal(streamNote{Seq: e.Seq, Type: e.Type, Cluster: e.ClusterID, Node: e.NodeID,
+			ActionID: e.ActionID, RunID: e.RunID})
+		if err != nil {
 			return err
-		}); err != nil {
-			return since, err
 		}
-		for i := range evs {
-			since = evs[i].Seq
-			if !f.keep(&evs[i]) {
-				continue
-			}
-			b, err := json.Marshal(streamNote{Seq: evs[i].Seq, Type: evs[i].Type, Cluster: evs[i].ClusterID,
-				Node: evs[i].NodeID, ActionID: evs[i].ActionID, RunID: evs[i].RunID})
-			if err != nil {
-				return since, err
-			}
-			if _, err := fmt.Fprintf(w, "id: %d\ndata: %s\n\n", evs[i].Seq, b); err != nil {
-				return since, err
-			}
-		}
-		if len(evs) < streamBatch {
-			return since, nil
-		}
-	}
+		_, err = fmt.Fprintf(w, "id: %d\ndata: %s\n\n", e.Seq, b)
+		return err
+	})
 }
