@@ -113,7 +113,9 @@ func (t *Transport) problem(req *http.Request, status int, format string, args .
 // answer 404 or 405.
 func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 	var body []byte
-	if req.Body != nil {
+	// The body is read and put back as it was: no body stays none, so that
+	// the server sees the same request (an empty reader would be chunked).
+	if req.Body != nil && req.Body != http.NoBody {
 		var err error
 		if body, err = io.ReadAll(req.Body); err != nil {
 			return nil, err
