@@ -7,7 +7,11 @@ BIN       ?= bin/muster
 # of SQLite the first time, cached afterwards.
 RACE      ?= -race
 PKGS      := ./...
-VERSION   ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
+# Expanded once: `make package` names the binaries `make release` built
+# with it, and the tree may change in between.
+ifndef VERSION
+VERSION   := $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
+endif
 LDFLAGS   := -X github.com/musterhq/muster/shared/version.Version=$(VERSION)
 DIST      ?= dist
 # C compilers for `make release` (SQLite is cgo): Debian's gcc package gives
