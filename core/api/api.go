@@ -136,7 +136,7 @@ func New(cfg Config, st store.Store, n Nudger, log *slog.Logger) *Server {
 		cfg.Rules = &actions.Rules{Policy: cfg.Policy}
 	}
 	if cfg.Runs == nil {
-		cfg.Runs = &runs.Engine{Policy: cfg.Policy, Actions: actions.Children{Rules: cfg.Rules}}
+		cfg.Runs = &runs.Engine{Policy: cfg.Policy, Actions: cfg.Rules}
 	}
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)

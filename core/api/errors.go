@@ -137,10 +137,6 @@ func (s *Server) handleError(c *echo.Context, err error) {
 	if errors.As(err, &se) {
 		body.Error.State = se.State
 	}
-	var rse *runs.StateError
-	if errors.As(err, &rse) {
-		body.Error.State = action.State(rse.State)
-	}
 	var ae *ambiguousError
 	if errors.As(err, &ae) {
 		body.Error.Matches = ae.matches
@@ -161,7 +157,7 @@ func isOurs(err error) bool {
 	for _, e := range []error{ErrBadRequest, ErrForbidden, ErrWrongState, ErrAmbiguous, ErrUnprocessable,
 		ErrTooLarge, ErrTooMany, ErrBusy, ErrConflict, store.ErrNotFound, store.ErrExists, auth.ErrUnauthenticated,
 		auth.ErrInvalid, action.ErrInvalid, jsonbody.ErrInvalid, jsonbody.ErrTooLarge, apiserver.ErrUnsupportedMediaType,
-		runs.ErrInvalid, runs.ErrUnresolvable, runs.ErrWrongState, runs.ErrForbidden, playbook.ErrInvalid} {
+		runs.ErrInvalid, runs.ErrUnresolvable, playbook.ErrInvalid} {
 		if errors.Is(err, e) {
 			return true
 		}

@@ -160,11 +160,6 @@ type Record struct {
 	// PushedStoreID is the store_id of the agent database a push was last
 	// attempted to, written before the push is sent. Empty: never pushed.
 	PushedStoreID string
-	// RunID, Stage and Wave place a child action in its run (empty for an
-	// action of its own). A run has at most one child per stage and node.
-	RunID string
-	Stage string
-	Wave  int
 }
 
 // Cluster status values.

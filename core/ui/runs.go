@@ -10,6 +10,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/musterhq/muster/core/actions"
 	"github.com/musterhq/muster/core/approval"
 	"github.com/musterhq/muster/core/auth"
 	"github.com/musterhq/muster/core/runs"
@@ -23,11 +24,11 @@ import (
 // permission; the engine checks the rest (state, four-eyes, digest,
 // approval window, forgiving errors on resume) and writes the events.
 type RunChanger interface {
-	Approve(ctx context.Context, tx store.Tx, id, digest string, who runs.Who) (*store.Run, error)
-	Reject(ctx context.Context, tx store.Tx, id string, who runs.Who, reason string) (*store.Run, error)
-	Pause(ctx context.Context, tx store.Tx, id string, who runs.Who) (*store.Run, error)
-	Resume(ctx context.Context, tx store.Tx, id string, who runs.Who, mayApprove bool) (*store.Run, error)
-	Cancel(ctx context.Context, tx store.Tx, id string, who runs.Who, reason string) (*store.Run, error)
+	Approve(ctx context.Context, tx store.Tx, id, digest string, who actions.Actor) (*store.Run, error)
+	Reject(ctx context.Context, tx store.Tx, id string, who actions.Actor, reason string) (*store.Run, error)
+	Pause(ctx context.Context, tx store.Tx, id string, who actions.Actor) (*store.Run, error)
+	Resume(ctx context.Context, tx store.Tx, id string, who actions.Actor, mayApprove bool) (*store.Run, error)
+	Cancel(ctx context.Context, tx store.Tx, id string, who actions.Actor, reason string) (*store.Run, error)
 }
 
 // runsPerPage is the size of a page of the Runs list.
@@ -334,7 +335,7 @@ func (s *Server) changeRun(c runChange) handlerFunc {
 			s.renderError(w, r, v, http.StatusBadRequest, strings.TrimPrefix(err.Error(), errForm.Error()+": "))
 			return
 		}
-		who := runs.Who{Name: v.tok.Name, Addr: clientAddr(r)}
+		who := actions.Actor{Name: v.tok.Name, Addr: clientAddr(r)}
 		var run *store.Run
 		err = s.st.Update(r.Context(), func(tx store.Tx) error {
 			var err error

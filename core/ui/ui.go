@@ -142,7 +142,7 @@ func New(cfg Config, st store.Store, ch Changer, n Nudger, log *slog.Logger) (*S
 		cfg.Now = time.Now
 	}
 	if cfg.Runs == nil {
-		cfg.Runs = &runs.Engine{Policy: cfg.Policy, Actions: actions.Children{Rules: &actions.Rules{Policy: cfg.Policy}}}
+		cfg.Runs = &runs.Engine{Policy: cfg.Policy, Actions: &actions.Rules{Policy: cfg.Policy}}
 	}
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)

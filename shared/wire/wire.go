@@ -39,8 +39,9 @@ type ErrorDetail struct {
 	Code    string          `json:"code"`
 	Message string          `json:"message"`
 	Matches []string        `json:"matches,omitempty"`
-	State   action.State    `json:"state,omitempty"`
-	Record  *action.Action  `json:"record,omitempty"`
+	// State is the state of the action or run a call was refused for.
+	State  string         `json:"state,omitempty"`
+	Record *action.Action `json:"record,omitempty"`
 	Extra   json.RawMessage `json:"extra,omitempty"`
 }
 
