@@ -522,6 +522,23 @@ func TestCLINodeDrainUndrainForget(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// db-1 is in the core's configuration: forgetting it is refused, in one
+	// line that says what to do instead, and changes nothing.
+	out, msg, code = e.run("admin", "node", "forget", "db-1")
+	if code != 1 || out != "" || strings.Count(strings.TrimSpace(msg), "\n") != 0 ||
+		!strings.Contains(msg, "remove it from there (core.yaml)") || !strings.Contains(msg, "409") {
+		t.Fatalf("forget of a configured node: exit %d %q %q", code, msg, out)
+	}
+	if err := e.st.Update(context.Background(), func(tx store.Tx) error {
+		n, err := tx.Node(context.Background(), "prod", "db-1")
+		if err != nil {
+			return err
+		}
+		n.Source = store.SourceGossip
+		return tx.PutNode(context.Background(), n)
+	}); err != nil {
+		t.Fatal(err)
+	}
 	out, msg, code = e.run("admin", "node", "forget", "db-1")
 	if code != 0 || !strings.Contains(out, "Node prod/db-1 forgotten; 1 open action(s) ended.") {
 		t.Fatalf("node forget: %d %s %s", code, msg, out)

@@ -171,9 +171,9 @@ func (s *Server) showRun(c *echo.Context) error {
 	return c.JSON(http.StatusOK, out)
 }
 
-// runBody reads the optional body of a run call into into: nil means the
-// call takes none, and any body is refused.
-func runBody(c *echo.Context, into any) error {
+// optionalBody reads the optional body of a call (a run's change, a drain)
+// into into: nil means the call takes none, and any body is refused.
+func optionalBody(c *echo.Context, into any) error {
 	body, err := readBody(c)
 	if err != nil || len(strings.TrimSpace(string(body))) == 0 {
 		return err
@@ -194,7 +194,7 @@ func runBody(c *echo.Context, into any) error {
 // engine change on the run named by the path, and answers the run as it is
 // after it, nudging a pass of its cluster.
 func (s *Server) changeRun(c *echo.Context, body any, fn func(ctx context.Context, tx store.Tx, id string) (*store.Run, error)) error {
-	if err := runBody(c, body); err != nil {
+	if err := optionalBody(c, body); err != nil {
 		return err
 	}
 	ctx := c.Request().Context()

@@ -238,10 +238,14 @@ type Node struct {
 	// the text for people.
 	DownCause string `json:"down_cause,omitempty"`
 	// Drained: the node gets no new pushes; what it holds finishes.
-	Drained bool     `json:"drained"`
-	StoreID string   `json:"store_id"`
-	Cursor  int64    `json:"cursor"`
-	Kinds   []string `json:"kinds"`
+	// DrainedBy and DrainReason say who drained it and why ("" when not
+	// drained).
+	Drained     bool     `json:"drained"`
+	DrainedBy   string   `json:"drained_by,omitempty"`
+	DrainReason string   `json:"drain_reason,omitempty"`
+	StoreID     string   `json:"store_id"`
+	Cursor      int64    `json:"cursor"`
+	Kinds       []string `json:"kinds"`
 	// Labels are the static labels of the configuration with the agent's
 	// own laid over them, key by key (nil when there are none).
 	Labels      map[string]string `json:"labels"`

@@ -125,7 +125,7 @@ func testClusterAndNodeRoundTrip(t *testing.T, db NewDB) {
 	c := store.Cluster{ID: "c1", Status: store.ClusterAlert, StatusReason: "node n1 down", UpdatedTS: t0}
 	contact := t0.Add(time.Second)
 	n := store.Node{ClusterID: "c1", ID: "n1", Addr: "10.0.0.1:7420", Source: store.SourceGossip,
-		Status: store.NodeDown, StatusReason: "left", DownCause: store.CauseLeft, Drained: true, StoreID: "sid", Cursor: 42,
+		Status: store.NodeDown, StatusReason: "left", DownCause: store.CauseLeft, Drained: true, DrainedBy: "alice", DrainReason: "disk swap", StoreID: "sid", Cursor: 42,
 		Kinds: []string{"a/b", "c/d"}, Version: "1.2.3", LastContact: &contact, UpdatedTS: t0,
 		Labels: map[string]string{"role": "replica", "zone": "eu-1"}}
 	n2 := store.Node{ClusterID: "c1", ID: "n2", Addr: "x:1", Source: store.SourceStatic, Status: store.NodeUnknown, UpdatedTS: t0}
