@@ -528,6 +528,9 @@ func listFixture(t *testing.T, db NewDB) (store.Store, []store.Record) {
 		r.Kind = kinds[i%5%2]
 		r.CreatedTS = t0.Add(time.Duration(i/3) * time.Second)
 		r.UpdatedTS = t0.Add(time.Duration(20-i) * time.Second)
+		if i%5 == 1 {
+			r.RunID, r.Stage, r.Wave = "run-1", fmt.Sprint("s", i), 1+i/8
+		}
 		all = append(all, *r)
 	}
 	update(t, s, func(ctx context.Context, tx store.Tx) error {
@@ -578,6 +581,10 @@ func testListActionsFilters(t *testing.T, db NewDB) {
 		{"kinds", store.ListQuery{Kinds: []string{"muster.io/debug.sleep", "x/y"}}, func(r store.Record) bool { return r.Kind == "muster.io/debug.sleep" }},
 		{"everything", store.ListQuery{ClusterID: "c1", States: []action.State{action.PendingApprove, action.Running}, Kinds: []string{"muster.io/debug.ping"}}, func(r store.Record) bool {
 			return r.ClusterID == "c1" && (r.State == action.PendingApprove || r.State == action.Running) && r.Kind == "muster.io/debug.ping"
+		}},
+		{"run", store.ListQuery{RunID: "run-1"}, func(r store.Record) bool { return r.RunID == "run-1" }},
+		{"run and state", store.ListQuery{RunID: "run-1", States: []action.State{action.PendingSchedule}}, func(r store.Record) bool {
+			return r.RunID == "run-1" && r.State == action.PendingSchedule
 		}},
 		{"no match", store.ListQuery{ClusterID: "c3"}, func(store.Record) bool { return false }},
 		{"limit", store.ListQuery{Limit: 4}, nil},
