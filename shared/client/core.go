@@ -120,8 +120,10 @@ func (c *Core) ForgetNode(ctx context.Context, cluster, node string) (*wire.Forg
 type ActionFilter struct {
 	Cluster string
 	Node    string
-	States  []action.State
-	Kinds   []string
+	// Run lists the child actions of one run.
+	Run    string
+	States []action.State
+	Kinds  []string
 	// Sort is like "created_ts:desc,id:asc".
 	Sort   string
 	Limit  int
@@ -137,6 +139,7 @@ func (f ActionFilter) values() url.Values {
 	}
 	set("cluster", f.Cluster)
 	set("node", f.Node)
+	set("run", f.Run)
 	states := make([]string, len(f.States))
 	for i, s := range f.States {
 		states[i] = string(s)
