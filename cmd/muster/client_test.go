@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/musterhq/muster/core/api"
+	"github.com/musterhq/muster/core/actions"
 	"github.com/musterhq/muster/core/approval"
 	"github.com/musterhq/muster/core/auth"
 	"github.com/musterhq/muster/core/store"
@@ -145,7 +146,7 @@ func TestCLIClusterAndNodeList(t *testing.T) {
 	t.Parallel()
 	e := setupCLI(t, approval.DefaultPolicy())
 	out, msg, code := e.run("op", "cluster", "list")
-	if code != 0 || !regexp.MustCompile(`(?m)^CLUSTER\s+STATUS\s+NODES.*\nprod\s+HEALTHY\s+1\s+1\s+0\s+0\s+-`).MatchString(out) {
+	if code != 0 || !regexp.MustCompile(`(?m)^CLUSTER\s+STATUS\s+NODES\s+UP\s+DRAINED\s+DOWN\s+UNKNOWN.*\nprod\s+HEALTHY\s+1\s+1\s+0\s+0\s+0\s+-`).MatchString(out) {
 		t.Fatalf("cluster list: %d %s\n%s", code, msg, out)
 	}
 	out, _, code = e.run("op", "cluster", "list", "-o", "json")
@@ -502,13 +503,22 @@ func TestCompletion(t *testing.T) {
 func TestCLINodeDrainUndrainForget(t *testing.T) {
 	t.Parallel()
 	e := setupCLI(t, approval.DefaultPolicy())
-	out, msg, code := e.run("op", "node", "drain", "db-1")
+	out, msg, code := e.run("op", "node", "drain", "db-1", "--reason", "disk swap")
 	if code != 0 || !strings.Contains(out, "Node prod/db-1 is DRAINED.") {
 		t.Fatalf("node drain: %d %s %s", code, msg, out)
 	}
 	out, _, code = e.run("op", "node", "list")
-	if code != 0 || !regexp.MustCompile(`(?m)^prod\s+db-1\s+DRAINED`).MatchString(out) {
+	if code != 0 || !regexp.MustCompile(`(?m)^prod\s+db-1\s+DRAINED\s.*drained by op: disk swap$`).MatchString(out) {
 		t.Fatalf("node list after drain: %s", out)
+	}
+	// A drained node is counted drained, not up.
+	out, _, code = e.run("op", "cluster", "list")
+	if code != 0 || !regexp.MustCompile(`(?m)^prod\s+HEALTHY\s+1\s+0\s+1\s+0\s+0\s`).MatchString(out) {
+		t.Fatalf("cluster list after drain: %s", out)
+	}
+	out, _, code = e.run("op", "cluster", "show", "prod")
+	if code != 0 || !strings.Contains(out, "Nodes:    1 (0 up, 1 drained, 0 down, 0 unknown)") {
+		t.Fatalf("cluster show after drain: %s", out)
 	}
 	out, _, code = e.run("op", "node", "undrain", "db-1", "--cluster", "prod", "-o", "json")
 	if n := decode[wire.Node](t, out); code != 0 || n.Drained || n.Status != "UP" {
@@ -623,5 +633,42 @@ func TestCLIReadsTheTokenFromMUSTER_TOKEN_FILE(t *testing.T) {
 	}
 	if !strings.Contains(help.String(), "MUSTER_TOKEN_FILE") || !strings.Contains(help.String(), "process list") {
 		t.Fatalf("--token help does not point at the environment or the file:\n%s", help.String())
+	}
+}
+
+// A run's child says where it belongs in action list and show, and
+// action list --run lists only a run's children.
+func TestCLIActionListByRun(t *testing.T) {
+	t.Parallel()
+	e := setupCLI(t, approval.DefaultPolicy())
+	own, err := e.runJSONCreate()
+	if err != nil {
+		t.Fatal(err)
+	}
+	rules := &actions.Rules{Policy: approval.DefaultPolicy()}
+	runID := action.NewID()
+	var kid *store.Record
+	if err := e.st.Update(context.Background(), func(tx store.Tx) error {
+		var err error
+		kid, err = rules.CreateChild(context.Background(), tx, actions.Child{RunID: runID, Stage: "canary", Wave: 2,
+			ClusterID: "prod", NodeID: "db-1", Kind: "muster.io/debug.ping", Requester: "op", ApprovedBy: "appr"}, actions.Core)
+		return err
+	}); err != nil {
+		t.Fatal(err)
+	}
+	out, msg, code := e.run("op", "action", "list", "--run", runID)
+	if code != 0 || !strings.Contains(out, kid.ID[:8]) || strings.Contains(out, own[:8]) ||
+		!regexp.MustCompile(`(?m)^ID\s.*\sRUN\s+CREATED$`).MatchString(out) ||
+		!strings.Contains(out, runID[:8]+"/canary/w2") {
+		t.Fatalf("action list --run: %d %s\n%s", code, msg, out)
+	}
+	out, _, code = e.run("op", "action", "show", kid.ID)
+	if code != 0 || !regexp.MustCompile(`(?m)^Run\s+`+runID+`$`).MatchString(out) ||
+		!regexp.MustCompile(`(?m)^Stage\s+canary$`).MatchString(out) || !regexp.MustCompile(`(?m)^Wave\s+2$`).MatchString(out) {
+		t.Fatalf("action show of a child: %s", out)
+	}
+	out, _, _ = e.run("op", "action", "show", kid.ID, "-o", "json")
+	if got := decode[action.Action](t, out); got.RunID != runID || got.Stage != "canary" || got.Wave != 2 {
+		t.Fatalf("action show -o json: %s", out)
 	}
 }
