@@ -15,8 +15,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/musterhq/muster/core/api"
 	"github.com/musterhq/muster/core/actions"
+	"github.com/musterhq/muster/core/api"
 	"github.com/musterhq/muster/core/approval"
 	"github.com/musterhq/muster/core/auth"
 	"github.com/musterhq/muster/core/store"
