@@ -174,7 +174,7 @@ func (r *Rules) Approve(ctx context.Context, tx store.Tx, id string, by Actor) (
 	if cur.State != action.PendingApprove {
 		return nil, wrongState(cur, "approve")
 	}
-	if approval.SamePerson(cur.Requester, by.Name) && !r.Policy.SelfApproval {
+	if r.Policy.MayApprove(cur.Requester, "", by.Name, true) == approval.OwnRequest {
 		return nil, fmt.Errorf("%w: %s requested action %s and may not approve it too", ErrForbidden, by.Name, cur.ID)
 	}
 	t := r.now()

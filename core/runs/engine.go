@@ -169,7 +169,7 @@ func (e *Engine) Approve(ctx context.Context, tx store.Tx, id, digest string, wh
 		return nil, err
 	}
 	t := e.now()
-	if approval.SamePerson(r.Requester, who.Name) && !e.Policy.SelfApproval {
+	if e.Policy.MayApprove(r.Requester, "", who.Name, true) == approval.OwnRequest {
 		return nil, fmt.Errorf("%w: %s requested run %s and may not approve it too", ErrForbidden, who.Name, r.ID)
 	}
 	if ttl := e.Policy.TTL; ttl > 0 && t.Sub(r.CreatedTS) > ttl {
@@ -182,7 +182,7 @@ func (e *Engine) Approve(ctx context.Context, tx store.Tx, id, digest string, wh
 		if err != nil {
 			return nil, err
 		}
-		if approval.SamePerson(pb.CreatedBy, who.Name) {
+		if e.Policy.MayApprove(r.Requester, pb.CreatedBy, who.Name, true) == approval.AppliedPlaybook {
 			return nil, fmt.Errorf("%w: %s applied playbook %s version %d and may not approve its runs", ErrForbidden,
 				who.Name, r.Playbook, r.PlaybookVersion)
 		}
@@ -275,7 +275,7 @@ func (e *Engine) Resume(ctx context.Context, tx store.Tx, id string, who actions
 			forgiven = append(forgiven, st.Name)
 		}
 	}
-	if len(forgiven) > 0 && (!mayApprove || approval.SamePerson(r.Requester, who.Name) && !e.Policy.SelfApproval) {
+	if len(forgiven) > 0 && e.Policy.MayApprove(r.Requester, "", who.Name, mayApprove) != approval.MayDecide {
 		return nil, fmt.Errorf("%w: resuming run %s forgives the errors of stage(s) %s past the max_errors its approver signed: "+
 			"that takes an approver other than %s", ErrForbidden, r.ID, strings.Join(forgiven, ", "), r.Requester)
 	}

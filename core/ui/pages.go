@@ -230,14 +230,8 @@ func (s *Server) approvals(w http.ResponseWriter, r *http.Request, v *visitor) {
 		if ttl := s.cfg.Policy.TTL; ttl > 0 {
 			p.Expires = rec.CreatedTS.Add(ttl)
 		}
-		switch {
-		case p.Mine && !s.cfg.Policy.SelfApproval:
-			p.Why = "You asked for this: another approver must decide."
-		case !v.can(auth.Approve):
-			p.Why = "Your roles (" + strings.Join(v.tok.Roles, ", ") + ") do not include approving."
-		default:
-			p.CanDecide = true
-		}
+		p.Why = s.whyNot(v, "this", rec.Requester, "")
+		p.CanDecide = p.Why == ""
 		if p.Mine {
 			d.Mine++
 		} else if p.CanDecide {
@@ -427,14 +421,8 @@ func (s *Server) actionDetail(w http.ResponseWriter, r *http.Request, v *visitor
 		d.Expires = a.CreatedTS.Add(ttl)
 	}
 	if a.State == action.PendingApprove {
-		switch {
-		case d.Mine && !s.cfg.Policy.SelfApproval:
-			d.Why = "You asked for this: another approver must decide."
-		case !v.can(auth.Approve):
-			d.Why = "Your roles (" + strings.Join(v.tok.Roles, ", ") + ") do not include approving."
-		default:
-			d.CanDecide = true
-		}
+		d.Why = s.whyNot(v, "this", a.Requester, "")
+		d.CanDecide = d.Why == ""
 	}
 	vw := newView(v, "Action "+id[:8], "actions")
 	vw.Flash = flash(r)

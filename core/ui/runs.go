@@ -199,17 +199,24 @@ func (s *Server) runDecisionFor(v *visitor, r *store.Run, applier string) runDec
 	if ttl := s.cfg.Policy.TTL; ttl > 0 {
 		d.Expires = r.CreatedTS.Add(ttl)
 	}
-	switch {
-	case d.Mine && !s.cfg.Policy.SelfApproval:
-		d.Why = "You asked for this run: another approver must decide."
-	case applier != "" && approval.SamePerson(applier, v.tok.Name) && !s.cfg.Policy.SelfApproval:
-		d.Why = "You applied the playbook version of this run: another approver must decide."
-	case !v.can(auth.Approve):
-		d.Why = "Your roles (" + strings.Join(v.tok.Roles, ", ") + ") do not include approving."
-	default:
-		d.CanDecide = true
-	}
+	d.Why = s.whyNot(v, "this run", r.Requester, applier)
+	d.CanDecide = d.Why == ""
 	return d
+}
+
+// whyNot says why visitor v may not approve or reject what (requested by
+// requester, made from a playbook version applied by applier), by the one
+// rule of approval.Policy.MayApprove; "" when they may.
+func (s *Server) whyNot(v *visitor, what, requester, applier string) string {
+	switch s.cfg.Policy.MayApprove(requester, applier, v.tok.Name, v.can(auth.Approve)) {
+	case approval.OwnRequest:
+		return "You asked for " + what + ": another approver must decide."
+	case approval.AppliedPlaybook:
+		return "You applied the playbook version of " + what + ": another approver must decide."
+	case approval.NoRole:
+		return "Your roles (" + strings.Join(v.tok.Roles, ", ") + ") do not include approving."
+	}
+	return ""
 }
 
 // applierOf returns who applied the playbook version run r was made from.
