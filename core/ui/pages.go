@@ -13,8 +13,10 @@ import (
 	"github.com/musterhq/muster/core/actions"
 	"github.com/musterhq/muster/core/approval"
 	"github.com/musterhq/muster/core/auth"
+	corenodes "github.com/musterhq/muster/core/nodes"
 	"github.com/musterhq/muster/core/store"
 	"github.com/musterhq/muster/shared/action"
+	"github.com/musterhq/muster/shared/wire"
 )
 
 // Sizes of the lists shown.
@@ -433,8 +435,15 @@ func (s *Server) actionDetail(w http.ResponseWriter, r *http.Request, v *visitor
 
 type clusterView struct {
 	store.Cluster
-	Nodes []store.Node
-	Up    int
+	Nodes  []nodeRow
+	Counts wire.NodeCounts
+}
+
+// nodeRow is a node as the clusters page shows it: Status is the status it
+// is shown with (nodes.Status: DRAINED over UP), as in the API and the CLI.
+type nodeRow struct {
+	store.Node
+	Status string
 }
 
 func (s *Server) clusters(w http.ResponseWriter, r *http.Request, v *visitor) {
@@ -445,18 +454,15 @@ func (s *Server) clusters(w http.ResponseWriter, r *http.Request, v *visitor) {
 		if err != nil {
 			return err
 		}
-		nodes, err := rd.Nodes(ctx, "")
+		all, err := rd.Nodes(ctx, "")
 		if err != nil {
 			return err
 		}
 		for _, c := range cs {
-			cv := clusterView{Cluster: c}
-			for _, n := range nodes {
-				if n.ClusterID == c.ID {
-					cv.Nodes = append(cv.Nodes, n)
-					if n.Status == store.NodeUp {
-						cv.Up++
-					}
+			cv := clusterView{Cluster: c, Counts: corenodes.Counts(all, c.ID)}
+			for i := range all {
+				if n := &all[i]; n.ClusterID == c.ID {
+					cv.Nodes = append(cv.Nodes, nodeRow{Node: *n, Status: corenodes.Status(n)})
 				}
 			}
 			out = append(out, cv)
