@@ -25,9 +25,9 @@ import (
 )
 
 // ActorCore names the core as the actor of a change it decided itself: of
-// an action, a run, a node or a cluster. It is the one spelling of the core
-// in history lines and events.
-const ActorCore = "core"
+// an action, a run, a node or a cluster. It is store.ActorCore, the one
+// spelling of the core in history lines and events.
+const ActorCore = store.ActorCore
 
 // Errors of this package and of core/runs, matched with errors.Is.
 var (

@@ -335,6 +335,11 @@ const (
 // not changed by it.
 const EventNodeClaimRefused = "node.claim_refused"
 
+// ActorCore is the core as the actor of what it decides itself, in events
+// and history lines: the one spelling (core/actions names it
+// actions.ActorCore too).
+const ActorCore = "core"
+
 // Event is one line of the audit trail.
 type Event struct {
 	Seq        int64     `json:"seq"`
