@@ -214,7 +214,7 @@ func TestCLIActionLifecycle(t *testing.T) {
 	ping := m[1]
 
 	out, _, code = e.run("op", "action", "list")
-	if code != 0 || !regexp.MustCompile(`(?m)^`+a.ID[:8]+`\s+prod\s+db-1\s+muster.io/debug.sleep\s+PENDING_APPROVE\s+op\s+\d{4}-`).MatchString(out) {
+	if code != 0 || !regexp.MustCompile(`(?m)^`+a.ID[:8]+`\s+prod\s+db-1\s+muster.io/debug.sleep\s+PENDING_APPROVE\s+op\s+-\s+\d{4}-`).MatchString(out) {
 		t.Fatalf("list: %s", out)
 	}
 	out, _, code = e.run("op", "action", "list", "--kind", "muster.io/debug.ping", "-o", "json")
