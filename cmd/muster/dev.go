@@ -20,6 +20,7 @@ import (
 	"github.com/musterhq/muster/agent"
 	"github.com/musterhq/muster/core"
 	"github.com/musterhq/muster/core/discovery"
+	"github.com/musterhq/muster/core/ui"
 	"github.com/musterhq/muster/shared/client"
 	"github.com/musterhq/muster/shared/config"
 	"github.com/musterhq/muster/shared/gossip"
@@ -140,7 +141,11 @@ func runDev(ctx context.Context, o devOptions, out io.Writer) error {
 		ccfg.Gossip = core.GossipConfig{Enabled: true, Insecure: true, BindAddr: o.gossipAddr, Timing: devGossipTiming}
 	}
 	ccfg.Orchestrate.Interval = o.interval
-	// One-time sign-in links for the web UI, accepted only from loopback.
+	// The browser, the CLI and the agents all come from loopback.
+	ccfg.LoopbackUncapped = true
+	// One-time sign-in links for the web UI, accepted only from loopback,
+	// for ten minutes.
+	ccfg.DevLoginsExpire = time.Now().Add(ui.DevLoginTTL)
 	links := map[string]string{}
 	ccfg.DevLogins = map[string]string{}
 	for _, name := range []string{"alice", "bob"} {
