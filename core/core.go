@@ -152,7 +152,7 @@ func (c *Core) Run(ctx context.Context) error {
 	// the error log.
 	httpSrv := apiserver.NewServer(withHSTS(handler), cfg.API.Server,
 		slog.NewLogLogger(c.log.With("component", "api").Handler(), slog.LevelWarn))
-	httpSrv.ReadHeaderTimeout = cfg.API.HeaderTimeout
+	httpSrv.ReadHeaderTimeout = min(cfg.API.HeaderTimeout, cfg.API.ReadTimeout)
 	guard.Attach(httpSrv)
 	httpSrv.RegisterOnShutdown(apiSrv.Close) // event streams end, so Shutdown can finish
 	httpSrv.RegisterOnShutdown(closeUI)
