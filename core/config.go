@@ -65,6 +65,9 @@ type UIConfig struct {
 	MaxSessionsPerToken int `mapstructure:"max_sessions_per_token" yaml:"max_sessions_per_token"`
 }
 
+// DevLoginTTL is how long the DevLogins links work (`muster dev`).
+const DevLoginTTL = ui.DevLoginTTL
+
 // Defaults of the API's connection limits.
 const (
 	DefaultMaxConnectionsPerClient = 64

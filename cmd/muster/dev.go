@@ -20,7 +20,6 @@ import (
 	"github.com/musterhq/muster/agent"
 	"github.com/musterhq/muster/core"
 	"github.com/musterhq/muster/core/discovery"
-	"github.com/musterhq/muster/core/ui"
 	"github.com/musterhq/muster/shared/client"
 	"github.com/musterhq/muster/shared/config"
 	"github.com/musterhq/muster/shared/gossip"
@@ -145,7 +144,7 @@ func runDev(ctx context.Context, o devOptions, out io.Writer) error {
 	ccfg.LoopbackUncapped = true
 	// One-time sign-in links for the web UI, accepted only from loopback,
 	// for ten minutes.
-	ccfg.DevLoginsExpire = time.Now().Add(ui.DevLoginTTL)
+	ccfg.DevLoginsExpire = time.Now().Add(core.DevLoginTTL)
 	links := map[string]string{}
 	ccfg.DevLogins = map[string]string{}
 	for _, name := range []string{"alice", "bob"} {
