@@ -286,7 +286,7 @@ On a node, people use the agent's socket (its file mode decides who may):
 
   curl -s --unix-socket %[6]s http://agent/api/v1/info
 
-In a browser on this machine (each link signs in once):
+In a browser on this machine (each link signs in once, within ten minutes):
 
   alice  %[7]s
   bob    %[8]s
