@@ -42,6 +42,8 @@ func Run(t *testing.T, db NewDB) {
 		{"Sessions", testSessions},
 		{"RunsRoundTripAndList", testRunsRoundTripAndList},
 		{"ARunHasOneChildPerStageAndNode", testARunHasOneChildPerStageAndNode},
+		{"RunChildCountsFollowTheChildren", testRunChildCountsFollowTheChildren},
+		{"BriefRunLists", testBriefRunLists},
 		{"PlaybookVersions", testPlaybookVersions},
 		{"UpdateRollsBack", testUpdateRollsBack},
 		{"ErrorsLeaveTheTransactionUsable", testErrorsLeaveTheTransactionUsable},
