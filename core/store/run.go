@@ -2,6 +2,7 @@ package store
 
 import (
 	"cmp"
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -162,6 +163,21 @@ func CountChildren(children []Record) []ChildCount {
 	}
 	SortChildCounts(out)
 	return out
+}
+
+// CountsByRun groups counts by run id.
+func CountsByRun(cs []ChildCount) map[string][]ChildCount {
+	out := map[string][]ChildCount{}
+	for _, c := range cs {
+		out[c.RunID] = append(out[c.RunID], c)
+	}
+	return out
+}
+
+// RunExists reports whether a run has exactly this id, without reading it.
+func RunExists(ctx context.Context, r Reader, id string) (bool, error) {
+	ids, err := r.RunIDsWithPrefix(ctx, id, 1)
+	return len(ids) == 1 && ids[0] == id, err
 }
 
 // SortChildCounts puts counts in the order RunChildCounts returns them.
