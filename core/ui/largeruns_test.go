@@ -1,6 +1,7 @@
 package ui
 
 import (
+	"bufio"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -241,5 +242,72 @@ func BenchmarkLargeRuns(b *testing.B) {
 			status, body := e.getAs(b, "viewer", "/api/v1/runs?limit=200")
 			return status, len(body)
 		})
+	}
+}
+
+// TestLargeRunsLiveRefreshesComeAtMostOncePerSecond: a page's live region
+// refreshes once per round of notes on its stream, so events appended
+// every 200 ms reach the stream in rounds at least a second apart, all of
+// them, none lost.
+func TestLargeRunsLiveRefreshesComeAtMostOncePerSecond(t *testing.T) {
+	t.Parallel()
+	e := setup(t)
+	b := e.browser().signIn("viewer")
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, e.ts.URL+"/ui/stream?type=run.*", nil)
+	c := &http.Client{Jar: b.c.Jar} // no client timeout: the stream stays open
+	resp, err := c.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		t.Fatalf("stream: %d", resp.StatusCode)
+	}
+	const events = 15
+	arrived := make(chan time.Time, events)
+	go func() {
+		sc := bufio.NewScanner(resp.Body)
+		for sc.Scan() {
+			if strings.HasPrefix(sc.Text(), "id: ") {
+				arrived <- time.Now()
+			}
+		}
+	}()
+	tick := time.NewTicker(200 * time.Millisecond)
+	defer tick.Stop()
+	for i := range events {
+		<-tick.C
+		if err := e.st.Update(ctx, func(tx store.Tx) error {
+			return tx.AppendEvent(ctx, &store.Event{Type: store.EventRunStageStarted, Actor: "core", ClusterID: "prod",
+				RunID: action.NewID(), Message: fmt.Sprintf("event %d", i)})
+		}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var at []time.Time
+	for len(at) < events {
+		select {
+		case a := <-arrived:
+			at = append(at, a)
+		case <-ctx.Done():
+			t.Fatalf("%d of %d events reached the stream", len(at), events)
+		}
+	}
+	// Notes of one round arrive together; between rounds, a second passes.
+	rounds := 1
+	for i := 1; i < len(at); i++ {
+		gap := at[i].Sub(at[i-1])
+		if gap < 100*time.Millisecond {
+			continue
+		}
+		rounds++
+		if gap < 900*time.Millisecond {
+			t.Fatalf("notes %d and %d arrived %s apart: two rounds within a second", i, i+1, gap.Round(time.Millisecond))
+		}
+	}
+	if rounds < 2 || rounds > 5 {
+		t.Fatalf("%d events over 3 s came in %d rounds, want 2 to 5", events, rounds)
 	}
 }
