@@ -212,8 +212,8 @@ func runDev(ctx context.Context, o devOptions, out io.Writer) error {
 	return nil
 }
 
-// devGossipTiming is the timing recommended for a local network (README,
-// "Gossip"): a killed agent is DOWN in about two seconds.
+// devGossipTiming is the timing recommended for a local network (docs/gossip.md,
+// "Failure detection timing"): a killed agent is DOWN in about two seconds.
 var devGossipTiming = gossip.Timing{Profile: gossip.ProfileLocal, ProbeInterval: 500 * time.Millisecond, ProbeTimeout: 200 * time.Millisecond}
 
 func waitReady(ctx context.Context, ready <-chan struct{}, errs chan error) error {
