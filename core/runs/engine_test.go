@@ -339,7 +339,7 @@ func TestRunsWaitingForApprovalExpirePageByPage(t *testing.T) {
 		env.update(func(ctx context.Context, tx store.Tx) error {
 			for range n {
 				if _, err := env.e.Create(ctx, tx, &wire.CreateRunRequest{ClusterID: "c", Stages: []wire.StageSpec{{
-					Kind: "muster.io/debug.ping", Target: wire.Target{All: true}}}}, runs.Who{Name: "alice"}); err != nil {
+					Kind: "muster.io/debug.ping", Target: wire.Target{All: true}}}}, actions.Actor{Name: "alice"}); err != nil {
 					return err
 				}
 			}
