@@ -814,7 +814,7 @@ func TestClustersPageShowsADrainedNodeAsDrained(t *testing.T) {
 }
 
 // A run's child says on its page which run, stage and wave it belongs to,
-// with a link to the run.
+// with a link to the run, and the actions list links it to its run.
 func TestActionPageShowsTheRunOfAChild(t *testing.T) {
 	t.Parallel()
 	e := setup(t)
@@ -839,6 +839,13 @@ func TestActionPageShowsTheRunOfAChild(t *testing.T) {
 	own := e.create("op", `{}`)
 	if _, _, body := b.get("/ui/actions/" + own.ID); strings.Contains(body, "<dt>Run</dt>") {
 		t.Fatal("an action of its own shows a run")
+	}
+	_, _, body = b.get("/ui/actions")
+	if want := `<a class="tag" href="/ui/runs/` + runID + `" title="stage &lt;i&gt;canary&lt;/i&gt;, wave 3">run ` + runID[:8] + `</a>`; !strings.Contains(body, want) {
+		t.Fatalf("the actions list lacks %q:\n%s", want, body)
+	}
+	if strings.Count(body, `class="tag" href="/ui/runs/`) != 1 {
+		t.Fatal("the actions list links an action of its own to a run")
 	}
 }
 
