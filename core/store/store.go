@@ -88,13 +88,19 @@ type Reader interface {
 	Run(ctx context.Context, id string) (*Run, error)
 	// RunIDsWithPrefix returns up to max run ids that start with prefix.
 	RunIDsWithPrefix(ctx context.Context, prefix string, max int) ([]string, error)
-	// ListRuns lists runs, newest first, then by id.
+	// ListRuns lists runs, newest first (oldest first with q.Oldest), then
+	// by id; with q.Brief, brief runs (Run.Brief).
 	ListRuns(ctx context.Context, q RunQuery) ([]Run, error)
 	// RunsInState lists the runs of a cluster (every cluster when "") in
 	// one of states, oldest first.
 	RunsInState(ctx context.Context, clusterID string, states ...string) ([]Run, error)
 	// RunChildren lists the child actions of a run, oldest first.
 	RunChildren(ctx context.Context, runID string) ([]Record, error)
+	// RunChildCounts counts the children of the given runs (CountChildren
+	// of their RunChildren, without reading them), ordered by run, stage,
+	// state, approver and reason. It reads counters kept with the children,
+	// so its cost grows with the runs asked for, not with their children.
+	RunChildCounts(ctx context.Context, runIDs []string) ([]ChildCount, error)
 
 	// Playbook returns one version of a playbook, the newest when version
 	// is 0 (ErrNotFound when there is none).
@@ -129,6 +135,9 @@ type Tx interface {
 	// InsertToken stores a new token (ErrExists when the hash is taken, or
 	// the name is, ignoring case: alice and Alice are one name).
 	InsertToken(ctx context.Context, t *Token) error
+	// DeleteToken removes a token (ErrNotFound when there is none by
+	// that name) and, in the same transaction, its web UI sessions: a
+	// revoked token signs nobody in, on any replica, after any restart.
 	DeleteToken(ctx context.Context, name string) error
 	// InsertSession stores a new web UI session (ErrExists when the hash
 	// is taken).
@@ -138,6 +147,9 @@ type Tx interface {
 	// DeleteSessionsBefore removes the sessions that expire at or before t
 	// and returns how many it removed.
 	DeleteSessionsBefore(ctx context.Context, t time.Time) (int, error)
+	// TrimSessions removes the sessions of the token with hash tokenHash
+	// but its keep newest (by created_ts) and returns how many it removed.
+	TrimSessions(ctx context.Context, tokenHash string, keep int) (int, error)
 	// InsertRun stores a new run (ErrExists when the id is taken).
 	InsertRun(ctx context.Context, r *Run) error
 	// UpdateRun replaces the stored run with the same id.
@@ -160,11 +172,6 @@ type Record struct {
 	// PushedStoreID is the store_id of the agent database a push was last
 	// attempted to, written before the push is sent. Empty: never pushed.
 	PushedStoreID string
-	// RunID, Stage and Wave place a child action in its run (empty for an
-	// action of its own). A run has at most one child per stage and node.
-	RunID string
-	Stage string
-	Wave  int
 }
 
 // Cluster status values.
@@ -243,10 +250,14 @@ type Node struct {
 	// the text for people.
 	DownCause string `json:"down_cause,omitempty"`
 	// Drained: the node gets no new pushes; what it holds finishes.
-	Drained bool     `json:"drained"`
-	StoreID string   `json:"store_id"`
-	Cursor  int64    `json:"cursor"`
-	Kinds   []string `json:"kinds"`
+	// DrainedBy and DrainReason say who drained it and why ("" when not
+	// drained).
+	Drained     bool     `json:"drained"`
+	DrainedBy   string   `json:"drained_by,omitempty"`
+	DrainReason string   `json:"drain_reason,omitempty"`
+	StoreID     string   `json:"store_id"`
+	Cursor      int64    `json:"cursor"`
+	Kinds       []string `json:"kinds"`
 	// Labels are the static labels of the configuration with the agent's
 	// own laid over them, key by key (nil when there are none).
 	Labels      map[string]string `json:"labels"`
@@ -259,8 +270,10 @@ type Node struct {
 type ListQuery struct {
 	ClusterID string
 	NodeID    string
-	States    []action.State
-	Kinds     []string
+	// RunID selects the child actions of one run.
+	RunID  string
+	States []action.State
+	Kinds  []string
 	// Sort keys in order; the id is always the last tie-breaker.
 	Sort []SortKey
 	// Marker is the id of the last action of the previous page.
@@ -333,6 +346,11 @@ const (
 // whose agent failed to prove it is that node (agents_tls). The node is
 // not changed by it.
 const EventNodeClaimRefused = "node.claim_refused"
+
+// ActorCore is the core as the actor of what it decides itself, in events
+// and history lines: the one spelling (core/actions names it
+// actions.ActorCore too).
+const ActorCore = "core"
 
 // Event is one line of the audit trail.
 type Event struct {

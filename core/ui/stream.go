@@ -3,12 +3,14 @@ package ui
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"net/http"
 	"strconv"
 	"time"
 
 	"github.com/musterhq/muster/core/store"
+	"github.com/musterhq/muster/core/streams"
 )
 
 const (
@@ -17,6 +19,10 @@ const (
 	// streamWriteGrace is how long a write to the stream may take beyond
 	// the keep-alive period.
 	streamWriteGrace = 30 * time.Second
+	// streamGap is the least time between two rounds of notes on a stream:
+	// a page refreshes its live region at most once per round, so a busy
+	// event log costs each open tab at most one refresh a second.
+	streamGap = time.Second
 )
 
 // streamNote is what the live-update stream sends for each event: enough for
@@ -30,22 +36,34 @@ type streamNote struct {
 	RunID    string `json:"run_id,omitempty"`
 }
 
-func (s *Server) acquireStream(hash string) (func(), bool) {
+// acquireStream counts one more stream of a session and its token, or
+// says why not (an HTTP status and a message).
+func (s *Server) acquireStream(v *visitor) (release func(), status int, msg string) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if s.closed || s.streams[hash] >= MaxStreamsPerSession || s.openStreams >= MaxStreams {
-		return nil, false
+	hash := v.sess.Hash
+	switch {
+	case s.closed:
+		return nil, http.StatusServiceUnavailable, "the web UI is stopping"
+	case s.streams[hash] >= MaxStreamsPerSession:
+		return nil, http.StatusTooManyRequests, "too many live-update streams are open in this session"
+	}
+	rel, err := s.cfg.Streams.Acquire(v.tok.Name)
+	switch {
+	case errors.Is(err, streams.ErrTokenFull):
+		return nil, http.StatusTooManyRequests, "too many live-update streams are open for this token"
+	case err != nil:
+		return nil, http.StatusServiceUnavailable, "too many live-update streams are open; retry later"
 	}
 	s.streams[hash]++
-	s.openStreams++
 	return func() {
+		rel()
 		s.mu.Lock()
 		defer s.mu.Unlock()
-		s.openStreams--
 		if s.streams[hash]--; s.streams[hash] <= 0 {
 			delete(s.streams, hash)
 		}
-	}, true
+	}, 0, ""
 }
 
 // stream answers GET /ui/stream with Server-Sent Events: one message per
@@ -69,9 +87,9 @@ func (s *Server) stream(w http.ResponseWriter, r *http.Request, v *visitor) {
 		}
 		since = n
 	}
-	release, ok := s.acquireStream(v.sess.Hash)
-	if !ok {
-		http.Error(w, "too many live-update streams are open", http.StatusTooManyRequests)
+	release, status, msg := s.acquireStream(v)
+	if release == nil {
+		http.Error(w, msg, status)
 		return
 	}
 	defer release()
@@ -107,9 +125,20 @@ func (s *Server) stream(w http.ResponseWriter, r *http.Request, v *visitor) {
 		// Each round of writes has its own deadline, whatever the server's
 		// WriteTimeout: a browser that stops reading is let go.
 		_ = rc.SetWriteDeadline(time.Now().Add(s.cfg.StreamKeepAlive + streamWriteGrace))
-		since, err = s.sendNotes(ctx, w, f, since)
+		var sent int
+		since, sent, err = s.sendNotes(ctx, w, f, since)
 		if err != nil || rc.Flush() != nil {
 			return
+		}
+		if sent > 0 {
+			// What happens meanwhile goes out together in the next round.
+			gap := time.NewTimer(streamGap)
+			select {
+			case <-ctx.Done():
+			case <-s.done:
+			case <-gap.C:
+			}
+			gap.Stop()
 		}
 		select {
 		case <-ctx.Done():
@@ -137,12 +166,14 @@ func (s *Server) stream(w http.ResponseWriter, r *http.Request, v *visitor) {
 }
 
 // sendNotes writes a note for every matching event after since and returns
-// the last seq read.
-func (s *Server) sendNotes(ctx context.Context, w http.ResponseWriter, f eventFilter, since int64) (int64, error) {
-	return store.EachEvent(ctx, s.st, since, streamBatch, func(e *store.Event) error {
+// the last seq read and how many notes it wrote.
+func (s *Server) sendNotes(ctx context.Context, w http.ResponseWriter, f eventFilter, since int64) (int64, int, error) {
+	sent := 0
+	last, err := store.EachEvent(ctx, s.st, since, streamBatch, func(e *store.Event) error {
 		if !f.keep(e) {
 			return nil
 		}
+		sent++
 		b, err := json.Marshal(streamNote{Seq: e.Seq, Type: e.Type, Cluster: e.ClusterID, Node: e.NodeID,
 			ActionID: e.ActionID, RunID: e.RunID})
 		if err != nil {
@@ -151,4 +182,5 @@ func (s *Server) sendNotes(ctx context.Context, w http.ResponseWriter, f eventFi
 		_, err = fmt.Fprintf(w, "id: %d\ndata: %s\n\n", e.Seq, b)
 		return err
 	})
+	return last, sent, err
 }

@@ -40,8 +40,11 @@ func Run(t *testing.T, db NewDB) {
 		{"Tokens", testTokens},
 		{"TokenNamesAreUniqueIgnoringCase", testTokenNamesAreUniqueIgnoringCase},
 		{"Sessions", testSessions},
+		{"SessionsEndWithTheirToken", testSessionsEndWithTheirToken},
 		{"RunsRoundTripAndList", testRunsRoundTripAndList},
 		{"ARunHasOneChildPerStageAndNode", testARunHasOneChildPerStageAndNode},
+		{"RunChildCountsFollowTheChildren", testRunChildCountsFollowTheChildren},
+		{"BriefRunLists", testBriefRunLists},
 		{"PlaybookVersions", testPlaybookVersions},
 		{"UpdateRollsBack", testUpdateRollsBack},
 		{"ErrorsLeaveTheTransactionUsable", testErrorsLeaveTheTransactionUsable},
@@ -125,7 +128,7 @@ func testClusterAndNodeRoundTrip(t *testing.T, db NewDB) {
 	c := store.Cluster{ID: "c1", Status: store.ClusterAlert, StatusReason: "node n1 down", UpdatedTS: t0}
 	contact := t0.Add(time.Second)
 	n := store.Node{ClusterID: "c1", ID: "n1", Addr: "10.0.0.1:7420", Source: store.SourceGossip,
-		Status: store.NodeDown, StatusReason: "left", DownCause: store.CauseLeft, Drained: true, StoreID: "sid", Cursor: 42,
+		Status: store.NodeDown, StatusReason: "left", DownCause: store.CauseLeft, Drained: true, DrainedBy: "alice", DrainReason: "disk swap", StoreID: "sid", Cursor: 42,
 		Kinds: []string{"a/b", "c/d"}, Version: "1.2.3", LastContact: &contact, UpdatedTS: t0,
 		Labels: map[string]string{"role": "replica", "zone": "eu-1"}}
 	n2 := store.Node{ClusterID: "c1", ID: "n2", Addr: "x:1", Source: store.SourceStatic, Status: store.NodeUnknown, UpdatedTS: t0}
@@ -415,6 +418,59 @@ func testSessions(t *testing.T, db NewDB) {
 	})
 }
 
+// testSessionsEndWithTheirToken (issue 17, item 3): TrimSessions keeps a
+// token's newest sessions and ends the rest; revoking a token deletes its
+// sessions in the same transaction, as another store on the database (a
+// restart, another replica) sees.
+func testSessionsEndWithTheirToken(t *testing.T, db NewDB) {
+	open := db(t)
+	s := open(t)
+	update(t, s, func(ctx context.Context, tx store.Tx) error {
+		for _, tok := range []store.Token{
+			{Name: "viewer", Roles: []string{store.RoleViewer}, Hash: "hv", CreatedTS: t0},
+			{Name: "admin2", Roles: []string{store.RoleAdmin}, Hash: "ha", CreatedTS: t0},
+		} {
+			if err := tx.InsertToken(ctx, &tok); err != nil {
+				return err
+			}
+		}
+		for i := range 5 {
+			ts := t0.Add(time.Duration(i) * time.Second)
+			if err := tx.InsertSession(ctx, &store.Session{Hash: fmt.Sprintf("v%d", i), TokenHash: "hv", CSRF: "c",
+				CreatedTS: ts, ExpiresTS: ts.Add(time.Hour)}); err != nil {
+				return err
+			}
+		}
+		return tx.InsertSession(ctx, &store.Session{Hash: "a0", TokenHash: "ha", CSRF: "c", CreatedTS: t0, ExpiresTS: t0.Add(time.Hour)})
+	})
+	update(t, s, func(ctx context.Context, tx store.Tx) error {
+		n, err := tx.TrimSessions(ctx, "hv", 2)
+		if n != 3 {
+			t.Errorf("TrimSessions removed %d, want 3", n)
+		}
+		return err
+	})
+	found := func(st store.Store) map[string]bool {
+		got := map[string]bool{}
+		read(t, st, func(ctx context.Context, r store.Reader) error {
+			for _, h := range []string{"v0", "v1", "v2", "v3", "v4", "a0"} {
+				if _, err := r.Session(ctx, h); err == nil {
+					got[h] = true
+				}
+			}
+			return nil
+		})
+		return got
+	}
+	if got, want := found(s), map[string]bool{"v3": true, "v4": true, "a0": true}; !reflect.DeepEqual(got, want) {
+		t.Fatalf("after TrimSessions(keep 2): %v, want the two newest and the other token's: %v", got, want)
+	}
+	update(t, s, func(ctx context.Context, tx store.Tx) error { return tx.DeleteToken(ctx, "viewer") })
+	if got, want := found(open(t)), map[string]bool{"a0": true}; !reflect.DeepEqual(got, want) {
+		t.Fatalf("after revoking the viewer, another store sees sessions %v, want %v", got, want)
+	}
+}
+
 func testUpdateRollsBack(t *testing.T, db NewDB) {
 	boom := errors.New("boom")
 	cases := []struct {
@@ -528,6 +584,9 @@ func listFixture(t *testing.T, db NewDB) (store.Store, []store.Record) {
 		r.Kind = kinds[i%5%2]
 		r.CreatedTS = t0.Add(time.Duration(i/3) * time.Second)
 		r.UpdatedTS = t0.Add(time.Duration(20-i) * time.Second)
+		if i%5 == 1 {
+			r.RunID, r.Stage, r.Wave = "run-1", fmt.Sprint("s", i), 1+i/8
+		}
 		all = append(all, *r)
 	}
 	update(t, s, func(ctx context.Context, tx store.Tx) error {
@@ -578,6 +637,10 @@ func testListActionsFilters(t *testing.T, db NewDB) {
 		{"kinds", store.ListQuery{Kinds: []string{"muster.io/debug.sleep", "x/y"}}, func(r store.Record) bool { return r.Kind == "muster.io/debug.sleep" }},
 		{"everything", store.ListQuery{ClusterID: "c1", States: []action.State{action.PendingApprove, action.Running}, Kinds: []string{"muster.io/debug.ping"}}, func(r store.Record) bool {
 			return r.ClusterID == "c1" && (r.State == action.PendingApprove || r.State == action.Running) && r.Kind == "muster.io/debug.ping"
+		}},
+		{"run", store.ListQuery{RunID: "run-1"}, func(r store.Record) bool { return r.RunID == "run-1" }},
+		{"run and state", store.ListQuery{RunID: "run-1", States: []action.State{action.PendingSchedule}}, func(r store.Record) bool {
+			return r.RunID == "run-1" && r.State == action.PendingSchedule
 		}},
 		{"no match", store.ListQuery{ClusterID: "c3"}, func(store.Record) bool { return false }},
 		{"limit", store.ListQuery{Limit: 4}, nil},
