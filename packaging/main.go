@@ -7,8 +7,8 @@
 //
 //	go run ./packaging -binary dist/muster-linux-amd64 -arch amd64 -version v1.2.0 -out dist
 //
-// It runs from the repository's root, where it reads configs/ and
-// packaging/scripts/.
+// It reads configs/ and packaging/scripts/ under -root (default: the
+// current directory, the repository's root for `make package`).
 package main
 
 import (
@@ -44,14 +44,16 @@ func main() {
 	version := flag.String("version", "dev", "the version, such as v1.2.0 (git describe)")
 	formats := flag.String("formats", "deb,rpm", "comma list of deb and rpm")
 	out := flag.String("out", "dist", "the directory the packages are written to")
+	root := flag.String("root", ".", "the repository's root (configs/, packaging/scripts/)")
 	flag.Parse()
-	if err := run(*binary, *arch, *version, strings.Split(*formats, ","), *out); err != nil {
+	if err := run(*root, *binary, *arch, *version, strings.Split(*formats, ","), *out); err != nil {
 		fmt.Fprintln(os.Stderr, "packaging:", err)
 		os.Exit(1)
 	}
 }
 
-func run(binary, arch, version string, formats []string, out string) error {
+// run writes one package per format for arch, and prints their paths.
+func run(root, binary, arch, version string, formats []string, out string) error {
 	if binary == "" {
 		return errors.New("-binary is required")
 	}
@@ -70,7 +72,7 @@ func run(binary, arch, version string, formats []string, out string) error {
 	}
 	defer os.RemoveAll(units)
 	for _, name := range []string{"muster-agent.service", "muster-core.service"} {
-		b, err := os.ReadFile(filepath.Join("configs", "systemd", name))
+		b, err := os.ReadFile(filepath.Join(root, "configs", "systemd", name))
 		if err != nil {
 			return err
 		}
@@ -80,7 +82,7 @@ func run(binary, arch, version string, formats []string, out string) error {
 		}
 	}
 	for _, format := range formats {
-		info := packageInfo(binary, arch, version, units)
+		info := packageInfo(root, binary, arch, version, units)
 		p, err := nfpm.Get(format)
 		if err != nil {
 			return err
@@ -124,8 +126,8 @@ func packageVersion(v string) string {
 	return "0.0.0+" + strings.Trim(clean, ".")
 }
 
-func packageInfo(binary, arch, version, units string) *nfpm.Info {
-	root := func(mode os.FileMode) *files.ContentFileInfo {
+func packageInfo(root, binary, arch, version, units string) *nfpm.Info {
+	rootOwned := func(mode os.FileMode) *files.ContentFileInfo {
 		return &files.ContentFileInfo{Owner: "root", Group: "root", Mode: mode}
 	}
 	config := &files.ContentFileInfo{Owner: "root", Group: "muster", Mode: 0o640}
@@ -142,19 +144,19 @@ func packageInfo(binary, arch, version, units string) *nfpm.Info {
 		Description: "Fleet operations with approvals: a core that orchestrates, an agent per node with a durable action queue.",
 		Overridables: nfpm.Overridables{
 			Contents: files.Contents{
-				{Source: binary, Destination: binPath, FileInfo: root(0o755)},
-				{Source: filepath.Join(units, "muster-agent.service"), Destination: unitDir + "/muster-agent.service", FileInfo: root(0o644)},
-				{Source: filepath.Join(units, "muster-core.service"), Destination: unitDir + "/muster-core.service", FileInfo: root(0o644)},
+				{Source: binary, Destination: binPath, FileInfo: rootOwned(0o755)},
+				{Source: filepath.Join(units, "muster-agent.service"), Destination: unitDir + "/muster-agent.service", FileInfo: rootOwned(0o644)},
+				{Source: filepath.Join(units, "muster-core.service"), Destination: unitDir + "/muster-core.service", FileInfo: rootOwned(0o644)},
 				{Destination: etcDir, Type: files.TypeDir, FileInfo: &files.ContentFileInfo{Owner: "root", Group: "muster", Mode: 0o750}},
-				{Source: "configs/agent.yaml", Destination: etcDir + "/agent.yaml", Type: files.TypeConfigNoReplace, FileInfo: config},
-				{Source: "configs/core.yaml", Destination: etcDir + "/core.yaml", Type: files.TypeConfigNoReplace, FileInfo: config},
+				{Source: filepath.Join(root, "configs", "agent.yaml"), Destination: etcDir + "/agent.yaml", Type: files.TypeConfigNoReplace, FileInfo: config},
+				{Source: filepath.Join(root, "configs", "core.yaml"), Destination: etcDir + "/core.yaml", Type: files.TypeConfigNoReplace, FileInfo: config},
 				{Destination: stateDir, Type: files.TypeDir, FileInfo: &files.ContentFileInfo{Owner: "muster", Group: "muster", Mode: 0o750}},
 			},
 			Scripts: nfpm.Scripts{
-				PreInstall:  "packaging/scripts/preinstall.sh",
-				PostInstall: "packaging/scripts/postinstall.sh",
-				PreRemove:   "packaging/scripts/preremove.sh",
-				PostRemove:  "packaging/scripts/postremove.sh",
+				PreInstall:  filepath.Join(root, "packaging", "scripts", "preinstall.sh"),
+				PostInstall: filepath.Join(root, "packaging", "scripts", "postinstall.sh"),
+				PreRemove:   filepath.Join(root, "packaging", "scripts", "preremove.sh"),
+				PostRemove:  filepath.Join(root, "packaging", "scripts", "postremove.sh"),
 			},
 		},
 	}
