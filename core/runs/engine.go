@@ -79,9 +79,11 @@ func runEvent(r *store.Run, typ string, who actions.Actor, t time.Time, msg stri
 // NeedsApproval reports whether a run over these stages must be approved:
 // the strictest rule over its kinds decides.
 func (e *Engine) NeedsApproval(clusterID string, stages []store.RunStage) bool {
-	for _, st := range stages {
-		if e.Policy.NeedsApproval(st.Kind, clusterID) {
-			return true
+	for i := range stages {
+		for _, sp := range stages[i].Procedure() {
+			if e.Policy.NeedsApproval(sp.Kind, clusterID) {
+				return true
+			}
 		}
 	}
 	return false
@@ -406,7 +408,7 @@ func (e *Engine) advance(ctx context.Context, tx store.Tx, r *store.Run, t time.
 	if err != nil {
 		return 0, err
 	}
-	step := Plan(r, kids)
+	step := PlanAt(r, kids, t)
 	who := actions.Core
 	changed := step.State != r.State
 	for i := range r.Stages {
@@ -434,8 +436,10 @@ func (e *Engine) advance(ctx context.Context, tx store.Tx, r *store.Run, t time.
 	forgotten := 0
 	for _, n := range step.Create {
 		st := r.Stages[stageIndex(r, n.Stage)]
+		sp := stepOf(&st, n.Step)
 		rec, err := e.Actions.CreateChild(ctx, tx, actions.Child{RunID: r.ID, Stage: n.Stage, Wave: n.Wave,
-			ClusterID: r.ClusterID, NodeID: n.Node, Kind: st.Kind, Args: st.Args, TimeoutS: st.TimeoutS,
+			Step: n.Step, Attempt: n.Attempt, RetryOf: n.RetryOf,
+			ClusterID: r.ClusterID, NodeID: n.Node, Kind: sp.Kind, Args: sp.Args, TimeoutS: sp.TimeoutS,
 			Requester: r.Requester, ApprovedBy: r.ApprovedBy}, actions.Core)
 		if err != nil {
 			return 0, err
@@ -483,6 +487,16 @@ func (e *Engine) advance(ctx context.Context, tx store.Tx, r *store.Run, t time.
 	}
 	r.UpdatedTS = t
 	return len(step.Create), tx.UpdateRun(ctx, r)
+}
+
+// stepOf is the step of st's procedure named name.
+func stepOf(st *store.RunStage, name string) store.RunStep {
+	for _, sp := range st.Procedure() {
+		if sp.Name == name {
+			return sp
+		}
+	}
+	return store.RunStep{Name: name, Kind: st.Kind, Args: st.Args, TimeoutS: st.TimeoutS}
 }
 
 func stageIndex(r *store.Run, name string) int {

@@ -1,35 +1,55 @@
 package runs
 
 import (
+	"time"
+
 	"github.com/musterhq/muster/core/store"
 	"github.com/musterhq/muster/shared/action"
+	"github.com/musterhq/muster/shared/wire"
 )
 
 // Child is what the planner needs to know of a child action.
 type Child struct {
+	ID    string
 	Stage string
 	Node  string
-	State action.State
+	// Step is the child's step ("" in a stage without steps); Attempt
+	// counts its tries from 1 (0, from a store older than steps, is 1).
+	Step    string
+	Attempt int
+	State   action.State
 	// Reason is the child's state reason (a run's own cancel is not an error).
 	Reason string
 	// Replaced: the agent ran other content under the child's id, so the
 	// run's approval no longer covers it; once finished it is an error,
 	// whatever its state.
 	Replaced bool
+	// Finished is when it finished (zero while it has not).
+	Finished time.Time
 }
 
 // ChildOf is what the planner needs of a child record of a run approved by
 // approvedBy ("" for a run that needed no approval).
 func ChildOf(rec *store.Record, approvedBy string) Child {
-	return Child{Stage: rec.Stage, Node: rec.NodeID, State: rec.State, Reason: rec.StateReason,
-		Replaced: approvedBy != "" && rec.ApprovedBy != approvedBy}
+	c := Child{ID: rec.ID, Stage: rec.Stage, Node: rec.NodeID, Step: rec.Step, Attempt: rec.Attempt,
+		State: rec.State, Reason: rec.StateReason, Replaced: approvedBy != "" && rec.ApprovedBy != approvedBy}
+	if rec.FinishedTS != nil {
+		c.Finished = *rec.FinishedTS
+	}
+	return c
 }
 
-// New is a child the planner admits: one node of one stage, in a wave.
+func (c Child) attempt() int { return max(c.Attempt, 1) }
+
+// New is a child the planner admits: one step of one stage on one node, in
+// a wave, in an attempt (RetryOf names the failed attempt it repeats).
 type New struct {
-	Stage string
-	Node  string
-	Wave  int
+	Stage   string
+	Node    string
+	Wave    int
+	Step    string
+	Attempt int
+	RetryOf string
 }
 
 // Step is what a run should do now, given its children: the children to
@@ -67,36 +87,129 @@ func IsError(c Child) bool {
 
 // StageCounts is a stage's progress.
 type StageCounts struct {
-	// ByState counts children by state; Pending counts nodes without one.
-	ByState    map[action.State]int
+	// ByState counts children by state.
+	ByState map[action.State]int
+	// Pending counts the nodes not started, Unfinished those in flight
+	// (from their first step until their procedure ended), Errors the
+	// failed nodes (one error a node, whatever its attempts), Done the
+	// nodes whose every step is DONE.
 	Pending    int
 	Unfinished int
 	Errors     int
+	Done       int
 }
 
-// Count tallies the children of stage st.
-func Count(st *store.RunStage, children []Child) StageCounts {
-	c := StageCounts{ByState: map[action.State]int{}}
-	have := map[string]bool{}
+// Node states of a stage's procedure.
+const (
+	nodePending = iota // no child yet
+	nodeBusy           // in flight: a child unfinished, or a next one to create
+	nodeDone           // every step DONE
+	nodeFailed         // a step failed past its attempts
+	nodeStopped        // a child ended without error but not DONE (its run's cancel)
+)
+
+// nodeState is where a node stands in its stage's procedure, and the child
+// to create for it now, if any.
+type nodeState struct {
+	status int
+	next   *New
+}
+
+// retryDelay is the wait before attempt n+1 of a step whose attempt n
+// failed: delay × backoff^(n-1), at most max_delay.
+func retryDelay(r *wire.Retry, n int) time.Duration {
+	if r == nil || r.DelayS <= 0 {
+		return 0
+	}
+	d := float64(r.DelayS)
+	b := r.Backoff
+	if b < 1 {
+		b = 1
+	}
+	for i := 1; i < n; i++ {
+		d *= b
+		if r.MaxDelayS > 0 && d >= float64(r.MaxDelayS) {
+			break
+		}
+	}
+	if r.MaxDelayS > 0 && d > float64(r.MaxDelayS) {
+		d = float64(r.MaxDelayS)
+	}
+	return time.Duration(d * float64(time.Second))
+}
+
+// evalNode places node in stage st's procedure given its children there
+// (any order). A zero now waits for no retry delay.
+func evalNode(st *store.RunStage, node string, kids []Child, now time.Time) nodeState {
+	if len(kids) == 0 {
+		return nodeState{status: nodePending}
+	}
+	latest := map[string]Child{}
+	for _, c := range kids {
+		if l, ok := latest[c.Step]; !ok || c.attempt() > l.attempt() {
+			latest[c.Step] = c
+		}
+	}
+	for _, step := range st.Procedure() {
+		c, ok := latest[step.Name]
+		switch {
+		case !ok:
+			return nodeState{status: nodeBusy, next: &New{Stage: st.Name, Node: node, Step: step.Name, Attempt: 1}}
+		case !c.State.Final():
+			return nodeState{status: nodeBusy}
+		case IsError(c):
+			if c.attempt() >= step.Attempts() {
+				return nodeState{status: nodeFailed}
+			}
+			if !now.IsZero() && now.Before(c.Finished.Add(retryDelay(step.Retry, c.attempt()))) {
+				return nodeState{status: nodeBusy} // waiting to try again
+			}
+			return nodeState{status: nodeBusy, next: &New{Stage: st.Name, Node: node, Step: step.Name,
+				Attempt: c.attempt() + 1, RetryOf: c.ID}}
+		case c.State != action.Done:
+			return nodeState{status: nodeStopped}
+		}
+	}
+	return nodeState{status: nodeDone}
+}
+
+// stageView is a stage's children by node and where each node stands.
+type stageView struct {
+	counts StageCounts
+	nodes  []nodeState // in the stage's node order
+}
+
+func viewStage(st *store.RunStage, children []Child, now time.Time) stageView {
+	v := stageView{counts: StageCounts{ByState: map[action.State]int{}}}
+	byNode := map[string][]Child{}
 	for _, ch := range children {
 		if ch.Stage != st.Name {
 			continue
 		}
-		have[ch.Node] = true
-		c.ByState[ch.State]++
-		switch {
-		case !ch.State.Final():
-			c.Unfinished++
-		case IsError(ch):
-			c.Errors++
+		byNode[ch.Node] = append(byNode[ch.Node], ch)
+		v.counts.ByState[ch.State]++
+	}
+	v.nodes = make([]nodeState, len(st.Nodes))
+	for i, n := range st.Nodes {
+		ns := evalNode(st, n, byNode[n], now)
+		v.nodes[i] = ns
+		switch ns.status {
+		case nodePending:
+			v.counts.Pending++
+		case nodeBusy:
+			v.counts.Unfinished++
+		case nodeFailed:
+			v.counts.Errors++
+		case nodeDone:
+			v.counts.Done++
 		}
 	}
-	for _, n := range st.Nodes {
-		if !have[n] {
-			c.Pending++
-		}
-	}
-	return c
+	return v
+}
+
+// Count tallies the children and nodes of stage st.
+func Count(st *store.RunStage, children []Child) StageCounts {
+	return viewStage(st, children, time.Time{}).counts
 }
 
 // Wave is the wave of the i-th node of a stage with concurrency c: nodes
@@ -108,10 +221,21 @@ func Wave(i, c int) int {
 	return i/c + 1
 }
 
-// Plan decides the next step of run r given its children. It is a pure
-// function: the engine stores what it returns. A run that is not RUNNING
-// creates nothing; stages still settle (a PAUSED run's stage may finish).
-func Plan(r *store.Run, children []Child) Step {
+// Plan decides the next step of run r given its children, now: PlanAt
+// with the current time.
+func Plan(r *store.Run, children []Child) Step { return PlanAt(r, children, time.Now()) }
+
+// PlanAt decides the next step of run r given its children, at now (when
+// retries that wait are due). It is a pure function: the engine stores what
+// it returns. A run that is not RUNNING creates nothing; stages still settle
+// (a PAUSED run's stage may finish).
+//
+// Nodes go through their stage's procedure node first: a node's next step
+// is created once its previous step ended DONE, and max_concurrency bounds
+// the nodes in flight. A stage over its max_errors starts no new node; with
+// on_failure abort it fails once no node of it is in flight, with pause it
+// holds the run PAUSED until a resume forgives those errors.
+func PlanAt(r *store.Run, children []Child, now time.Time) Step {
 	s := Step{State: r.State, Stages: make([]string, len(r.Stages))}
 	byName := map[string]int{}
 	for i, st := range r.Stages {
@@ -121,22 +245,22 @@ func Plan(r *store.Run, children []Child) Step {
 	if store.RunFinal(r.State) || r.State == store.RunPendingApprove {
 		return s
 	}
-	have := map[string]map[string]bool{}
-	for _, ch := range children {
-		if have[ch.Stage] == nil {
-			have[ch.Stage] = map[string]bool{}
-		}
-		have[ch.Stage][ch.Node] = true
+	views := make([]stageView, len(r.Stages))
+	for i := range r.Stages {
+		views[i] = viewStage(&r.Stages[i], children, now)
 	}
-	// Settle stages in order until nothing changes: a stage that finishes
-	// may let a later one start in the same step. A stage over its
-	// max_errors fails (on_failure: abort) or stays RUNNING and holds the
-	// run PAUSED until a resume forgives those errors (on_failure: pause).
-	overErrors := func(st *store.RunStage) (bool, int) {
-		c := Count(st, children)
-		n := c.Errors - st.Forgiven
+	overErrors := func(i int) (bool, int) {
+		st := &r.Stages[i]
+		n := views[i].counts.Errors - st.Forgiven
 		return n > st.MaxErrors.Floor(len(st.Nodes)), n
 	}
+	// inFlight: nodes of stage i with steps still to go (a stage with
+	// steps finishes the procedure of its nodes in flight before failing).
+	inFlight := func(i int) bool {
+		return len(r.Stages[i].Steps) > 0 && views[i].counts.Unfinished > 0
+	}
+	// Settle stages in order until nothing changes: a stage that finishes
+	// may let a later one start in the same step.
 	for changed := true; changed; {
 		changed = false
 		for i := range r.Stages {
@@ -156,13 +280,13 @@ func Plan(r *store.Run, children []Child) Step {
 				}
 				s.Stages[i], changed = store.StageRunning, true
 			}
-			if over, _ := overErrors(st); over {
-				if st.OnFailure != OnFailurePause {
+			if over, _ := overErrors(i); over {
+				if st.OnFailure != OnFailurePause && !inFlight(i) {
 					s.Stages[i], changed = store.StageFailed, true
 				}
 				continue
 			}
-			c := Count(st, children)
+			c := views[i].counts
 			if c.Pending == 0 && c.Unfinished == 0 {
 				s.Stages[i], changed = store.StageDone, true
 			}
@@ -174,7 +298,7 @@ func Plan(r *store.Run, children []Child) Step {
 	for i := range r.Stages {
 		if s.Stages[i] == store.StageFailed {
 			st := &r.Stages[i]
-			_, n := overErrors(st)
+			_, n := overErrors(i)
 			s.State, s.Reason = store.RunFailed, sprintf(ReasonStageFailed, st.Name, n, st.MaxErrors)
 			return s
 		}
@@ -184,7 +308,7 @@ func Plan(r *store.Run, children []Child) Step {
 		if s.Stages[i] != store.StageRunning || st.OnFailure != OnFailurePause {
 			continue
 		}
-		if over, n := overErrors(st); over {
+		if over, n := overErrors(i); over {
 			if r.State == store.RunRunning {
 				s.State, s.Reason = store.RunPaused, sprintf(ReasonStageFailed, st.Name, n, st.MaxErrors)
 			}
@@ -204,21 +328,35 @@ func Plan(r *store.Run, children []Child) Step {
 	if r.State != store.RunRunning {
 		return s
 	}
-	for i, st := range r.Stages {
+	for i := range r.Stages {
+		st := &r.Stages[i]
 		if s.Stages[i] != store.StageRunning {
 			continue
 		}
-		c := Count(&st, children)
 		conc := st.MaxConcurrency.Ceil(len(st.Nodes))
-		room := conc - c.Unfinished
-		for j, n := range st.Nodes {
+		// Nodes in flight go on first; then new nodes while there is room,
+		// unless the stage is over its errors (abort, finishing its nodes
+		// in flight).
+		for j, ns := range views[i].nodes {
+			if ns.status == nodeBusy && ns.next != nil {
+				n := *ns.next
+				n.Wave = Wave(j, conc)
+				s.Create = append(s.Create, n)
+			}
+		}
+		if over, _ := overErrors(i); over {
+			continue
+		}
+		room := conc - views[i].counts.Unfinished
+		first := st.Procedure()[0].Name
+		for j, ns := range views[i].nodes {
 			if room <= 0 {
 				break
 			}
-			if have[st.Name][n] {
+			if ns.status != nodePending {
 				continue
 			}
-			s.Create = append(s.Create, New{Stage: st.Name, Node: n, Wave: Wave(j, conc)})
+			s.Create = append(s.Create, New{Stage: st.Name, Node: st.Nodes[j], Wave: Wave(j, conc), Step: first, Attempt: 1})
 			room--
 		}
 	}

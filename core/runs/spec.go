@@ -45,6 +45,13 @@ const (
 	MaxStageName = 64
 	// MaxRunArgs bounds the args of all a run's stages together.
 	MaxRunArgs = 256 << 10
+	// MaxSteps bounds the steps of a stage's procedure.
+	MaxSteps = 50
+	// MaxAttempts bounds a step's tries (retry.attempts), MaxRetryDelayS
+	// its delay and max_delay, MaxBackoff its backoff factor.
+	MaxAttempts    = 20
+	MaxRetryDelayS = 3600
+	MaxBackoff     = 10
 )
 
 func sprintf(format string, args ...any) string { return fmt.Sprintf(format, args...) }
@@ -94,14 +101,20 @@ func Check(req *wire.CreateRunRequest) error {
 			return invalid("%s: the name is used twice", where)
 		}
 		seen[st.Name] = true
-		if !action.ValidKind(st.Kind) {
-			return invalid("%s: kind %q is not of the form domain/name", where, st.Kind)
+		if len(st.Steps) > 0 {
+			if err := checkSteps(st, where); err != nil {
+				return err
+			}
+		} else {
+			if !action.ValidKind(st.Kind) {
+				return invalid("%s: kind %q is not of the form domain/name", where, st.Kind)
+			}
+			args, err := action.NormalizeArgs(st.Args)
+			if err != nil {
+				return invalid("%s: %v", where, err)
+			}
+			st.Args = args
 		}
-		args, err := action.NormalizeArgs(st.Args)
-		if err != nil {
-			return invalid("%s: %v", where, err)
-		}
-		st.Args = args
 		if err := checkTarget(&st.Target); err != nil {
 			return invalid("%s: target: %v", where, err)
 		}
@@ -144,12 +157,72 @@ func Check(req *wire.CreateRunRequest) error {
 	total := 0
 	for _, st := range req.Stages {
 		total += len(st.Args)
+		for _, sp := range st.Steps {
+			total += len(sp.Args)
+		}
 	}
 	if total > MaxRunArgs {
 		return invalid("the stages' args come to %d bytes, more than a run may carry (%d)", total, MaxRunArgs)
 	}
 	if cyc := cycle(req.Stages); cyc != nil {
 		return invalid("depends_on forms a cycle: %s", strings.Join(cyc, " → "))
+	}
+	return nil
+}
+
+// checkSteps checks the procedure of stage st (named where in errors):
+// step names, kinds, args, timeouts and retries.
+func checkSteps(st *wire.StageSpec, where string) error {
+	if st.Kind != "" || len(st.Args) > 0 || st.TimeoutS != 0 {
+		return invalid("%s: a stage with steps gives kind, args and timeout in each step", where)
+	}
+	if len(st.Steps) > MaxSteps {
+		return invalid("%s: a stage has at most %d steps, not %d", where, MaxSteps, len(st.Steps))
+	}
+	seen := map[string]bool{}
+	for j := range st.Steps {
+		sp := &st.Steps[j]
+		at := fmt.Sprintf("%s: steps[%d]", where, j)
+		if !validStageName(sp.Name) {
+			return invalid("%s.name %q: letters, digits, '-', '_' and '.', at most %d", at, sp.Name, MaxStageName)
+		}
+		at = fmt.Sprintf("%s: step %s", where, sp.Name)
+		if seen[sp.Name] {
+			return invalid("%s: the name is used twice", at)
+		}
+		seen[sp.Name] = true
+		if !action.ValidKind(sp.Kind) {
+			return invalid("%s: kind %q is not of the form domain/name", at, sp.Kind)
+		}
+		args, err := action.NormalizeArgs(sp.Args)
+		if err != nil {
+			return invalid("%s: %v", at, err)
+		}
+		sp.Args = args
+		if sp.TimeoutS < 0 || sp.TimeoutS > action.MaxTimeoutS {
+			return invalid("%s: timeout_s must be between 0 (the agent's default) and %d", at, action.MaxTimeoutS)
+		}
+		if err := checkRetry(sp.Retry); err != nil {
+			return invalid("%s: retry: %v", at, err)
+		}
+	}
+	return nil
+}
+
+// checkRetry checks a step's retry (nil: no retry).
+func checkRetry(r *wire.Retry) error {
+	if r == nil {
+		return nil
+	}
+	switch {
+	case r.Attempts < 1 || r.Attempts > MaxAttempts:
+		return fmt.Errorf("attempts must be between 1 and %d, not %d", MaxAttempts, r.Attempts)
+	case r.DelayS < 0 || r.DelayS > MaxRetryDelayS:
+		return fmt.Errorf("delay_s must be between 0 and %d (1h), not %d", MaxRetryDelayS, r.DelayS)
+	case r.MaxDelayS < 0 || r.MaxDelayS > MaxRetryDelayS:
+		return fmt.Errorf("max_delay_s must be between 0 and %d (1h), not %d", MaxRetryDelayS, r.MaxDelayS)
+	case r.Backoff != 0 && (r.Backoff < 1 || r.Backoff > MaxBackoff):
+		return fmt.Errorf("backoff must be between 1 and %g, not %g", float64(MaxBackoff), r.Backoff)
 	}
 	return nil
 }
@@ -217,21 +290,32 @@ func Resolve(req *wire.CreateRunRequest, nodes []store.Node) ([]store.RunStage, 
 		if err != nil {
 			return nil, fmt.Errorf("%w: stage %s: target: %v", ErrUnresolvable, sp.Name, err)
 		}
-		var lacking []string
-		for _, id := range ids {
-			if k := byID[id].Kinds; len(k) > 0 && !slices.Contains(k, sp.Kind) {
-				lacking = append(lacking, id)
+		rs := store.RunStage{Name: sp.Name, Kind: sp.Kind, Args: sp.Args, TimeoutS: sp.TimeoutS}
+		for _, step := range sp.Steps {
+			rs.Steps = append(rs.Steps, store.RunStep{Name: step.Name, Kind: step.Kind, Args: step.Args,
+				TimeoutS: step.TimeoutS, Retry: step.Retry})
+		}
+		perNode := 0
+		for _, step := range rs.Procedure() {
+			var lacking []string
+			for _, id := range ids {
+				if k := byID[id].Kinds; len(k) > 0 && !slices.Contains(k, step.Kind) {
+					lacking = append(lacking, id)
+				}
 			}
+			if len(lacking) > 0 {
+				return nil, fmt.Errorf("%w: stage %s: kind %s is unknown to node(s) %s", ErrUnresolvable,
+					sp.Name, step.Kind, strings.Join(lacking, ", "))
+			}
+			perNode += step.Attempts()
 		}
-		if len(lacking) > 0 {
-			return nil, fmt.Errorf("%w: stage %s: kind %s is unknown to node(s) %s", ErrUnresolvable,
-				sp.Name, sp.Kind, strings.Join(lacking, ", "))
-		}
-		total += len(ids)
+		// Every step of every node, and every attempt at most.
+		total += len(ids) * perNode
 		if total > MaxChildren {
-			return nil, invalid("a run creates at most %d child actions; this one would create more", MaxChildren)
+			return nil, invalid("a run creates at most %d child actions, counting every step and retry; this one could create %d or more",
+				MaxChildren, total)
 		}
-		out = append(out, store.RunStage{
+		out = append(out, store.RunStage{Steps: rs.Steps,
 			Name: sp.Name, Kind: sp.Kind, Args: sp.Args, Target: sp.Target, Nodes: ids,
 			MaxConcurrency: *sp.MaxConcurrency, MaxErrors: *sp.MaxErrors, OnFailure: sp.OnFailure,
 			DependsOn: sp.DependsOn, TimeoutS: sp.TimeoutS, State: store.StagePending,
@@ -242,7 +326,8 @@ func Resolve(req *wire.CreateRunRequest, nodes []store.Node) ([]store.RunStage, 
 
 // Digest fingerprints what an approver of the run signs off: the cluster
 // and every stage's name, kind, canonical args, resolved nodes, limits,
-// on_failure, dependencies and timeout.
+// on_failure, dependencies and timeout, and its steps (each one's name,
+// kind, canonical args, timeout and retry).
 func Digest(clusterID string, stages []store.RunStage) string {
 	type stage struct {
 		Name, Kind string
@@ -252,6 +337,7 @@ func Digest(clusterID string, stages []store.RunStage) string {
 		OnFailure  string
 		DependsOn  []string
 		TimeoutS   int
+		Steps      []store.RunStep `json:",omitempty"`
 	}
 	v := struct {
 		Cluster string
@@ -262,8 +348,15 @@ func Digest(clusterID string, stages []store.RunStage) string {
 		if err != nil {
 			args = st.Args
 		}
+		steps := make([]store.RunStep, len(st.Steps))
+		for j, sp := range st.Steps {
+			if a, err := action.NormalizeArgs(sp.Args); err == nil {
+				sp.Args = a
+			}
+			steps[j] = sp
+		}
 		v.Stages = append(v.Stages, stage{st.Name, st.Kind, args, st.Nodes, st.MaxConcurrency.String(),
-			st.MaxErrors.String(), st.OnFailure, st.DependsOn, st.TimeoutS})
+			st.MaxErrors.String(), st.OnFailure, st.DependsOn, st.TimeoutS, steps})
 	}
 	b, _ := json.Marshal(v)
 	sum := sha256.Sum256(b)

@@ -80,10 +80,39 @@ type RunStage struct {
 	// Forgiven counts the errors a resume accepted after the stage paused
 	// the run on them: only errors beyond these count against MaxErrors.
 	Forgiven int `json:"forgiven,omitempty"`
+	// Steps is the stage's procedure, node first; empty for a one-step
+	// stage of Kind and Args (Procedure gives the steps either way).
+	Steps []RunStep `json:"steps,omitempty"`
 	// NodeCount counts the stage's nodes in a brief run (Run.Brief), whose
 	// Nodes holds only the first of them; it is 0 otherwise. Size counts
 	// them either way.
 	NodeCount int `json:"node_count,omitempty"`
+}
+
+// RunStep is one step of a stage's procedure.
+type RunStep struct {
+	Name     string          `json:"name"`
+	Kind     string          `json:"kind"`
+	Args     json.RawMessage `json:"args"`
+	TimeoutS int             `json:"timeout_s,omitempty"`
+	Retry    *wire.Retry     `json:"retry,omitempty"`
+}
+
+// Procedure is the steps every node of the stage goes through: its Steps,
+// or the one unnamed step of its Kind, Args and TimeoutS.
+func (s *RunStage) Procedure() []RunStep {
+	if len(s.Steps) > 0 {
+		return s.Steps
+	}
+	return []RunStep{{Kind: s.Kind, Args: s.Args, TimeoutS: s.TimeoutS}}
+}
+
+// Attempts is how many times step may be tried in all (at least 1).
+func (s *RunStep) Attempts() int {
+	if s.Retry == nil || s.Retry.Attempts < 1 {
+		return 1
+	}
+	return s.Retry.Attempts
 }
 
 // Size is how many nodes the stage has, in a brief run as in a full one.

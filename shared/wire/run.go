@@ -37,6 +37,30 @@ type StageSpec struct {
 	DependsOn []string `json:"depends_on"`
 	// TimeoutS is each child's timeout; 0 leaves it to the agent.
 	TimeoutS int `json:"timeout_s,omitempty"`
+	// Steps, when given, is the procedure every node of the stage goes
+	// through in order, node first (Kind, Args and TimeoutS are then
+	// left empty). A stage without steps is one step of Kind and Args.
+	Steps []StepSpec `json:"steps,omitempty"`
+}
+
+// StepSpec is one step of a stage's procedure.
+type StepSpec struct {
+	Name     string          `json:"name"`
+	Kind     string          `json:"kind"`
+	Args     json.RawMessage `json:"args,omitempty"`
+	TimeoutS int             `json:"timeout_s,omitempty"`
+	// Retry tries a failed step again, each attempt a new child action.
+	Retry *Retry `json:"retry,omitempty"`
+}
+
+// Retry is how a failed step is tried again: at most Attempts tries in
+// all (the first included), the n-th retry waiting DelayS × Backoff^(n-1)
+// seconds, at most MaxDelayS.
+type Retry struct {
+	Attempts  int     `json:"attempts"`
+	DelayS    int     `json:"delay_s,omitempty"`
+	Backoff   float64 `json:"backoff,omitempty"`
+	MaxDelayS int     `json:"max_delay_s,omitempty"`
 }
 
 // CreateRunRequest is the body of POST /api/v1/runs.

@@ -108,7 +108,7 @@ func actionArgs(r *store.Record) []any {
 		string(r.Progress), r.Output, r.Origin, r.Requester, r.ApprovedBy, r.TimeoutS,
 		action.UTC(r.CreatedTS), nullTS(r.ScheduledTS), nullTS(r.StartedTS),
 		nullTS(r.FinishedTS), action.UTC(r.UpdatedTS), r.RetryOf, r.ApprovalDigest,
-		r.CancelRequested, r.SeenOnAgent, r.PushedStoreID, r.RunID, r.Stage, r.Wave}
+		r.CancelRequested, r.SeenOnAgent, r.PushedStoreID, r.RunID, r.Stage, r.Wave, r.Step, r.Attempt, string(r.Outputs)}
 }
 
 // InsertAction stores a new record (ErrExists when its id is taken, or its
@@ -126,7 +126,7 @@ func (w *writer) InsertAction(ctx context.Context, r *store.Record) error {
 	n, err := w.exec(ctx, what,
 		`INSERT INTO actions (`+actionColumns+`)
 		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19, $20,
-			$21, $22, $23, $24, $25, $26)
+			$21, $22, $23, $24, $25, $26, $27, $28, $29)
 		ON CONFLICT DO NOTHING`,
 		append([]any{r.ID}, actionArgs(r)...)...)
 	if err == nil && n == 0 {
@@ -143,7 +143,8 @@ func (w *writer) UpdateAction(ctx context.Context, r *store.Record) error {
 		state = $5, state_reason = $6, progress = $7, output = $8, origin = $9, requester = $10,
 		approved_by = $11, timeout_s = $12, created_ts = $13, scheduled_ts = $14, started_ts = $15,
 		finished_ts = $16, updated_ts = $17, retry_of = $18, approval_digest = $19, cancel_requested = $20,
-		seen_on_agent = $21, pushed_store_id = $22, run_id = $23, stage = $24, wave = $25 WHERE id = $26`,
+		seen_on_agent = $21, pushed_store_id = $22, run_id = $23, stage = $24, wave = $25,
+		step = $26, attempt = $27, outputs = $28 WHERE id = $29`,
 		append(actionArgs(r), r.ID)...)
 	if err == nil && n == 0 {
 		err = fmt.Errorf("%s: %w", what, store.ErrNotFound)

@@ -103,7 +103,7 @@ func (w *writer) actionArgs(r *store.Record) []any {
 		string(r.Progress), r.Output, r.Origin, r.Requester, r.ApprovedBy, r.TimeoutS,
 		shsqlite.Micros(r.CreatedTS), shsqlite.NullMicros(r.ScheduledTS), shsqlite.NullMicros(r.StartedTS),
 		shsqlite.NullMicros(r.FinishedTS), shsqlite.Micros(r.UpdatedTS), r.RetryOf, r.ApprovalDigest,
-		r.CancelRequested, r.SeenOnAgent, r.PushedStoreID, r.RunID, r.Stage, r.Wave}
+		r.CancelRequested, r.SeenOnAgent, r.PushedStoreID, r.RunID, r.Stage, r.Wave, r.Step, r.Attempt, string(r.Outputs)}
 }
 
 // InsertAction stores a new record (ErrExists when its id is taken). A zero
@@ -118,7 +118,7 @@ func (w *writer) InsertAction(ctx context.Context, r *store.Record) error {
 	}
 	_, _, err := w.exec(ctx, fmt.Sprintf("insert action %q", r.ID),
 		`INSERT INTO actions (`+actionColumns+`)
-		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
 		append([]any{r.ID}, w.actionArgs(r)...)...)
 	return err
 }
@@ -131,7 +131,7 @@ func (w *writer) UpdateAction(ctx context.Context, r *store.Record) error {
 		state = ?, state_reason = ?, progress = ?, output = ?, origin = ?, requester = ?,
 		approved_by = ?, timeout_s = ?, created_ts = ?, scheduled_ts = ?, started_ts = ?,
 		finished_ts = ?, updated_ts = ?, retry_of = ?, approval_digest = ?, cancel_requested = ?,
-		seen_on_agent = ?, pushed_store_id = ?, run_id = ?, stage = ?, wave = ? WHERE id = ?`,
+		seen_on_agent = ?, pushed_store_id = ?, run_id = ?, stage = ?, wave = ?, step = ?, attempt = ?, outputs = ? WHERE id = ?`,
 		append(w.actionArgs(r), r.ID)...)
 	if err == nil && n == 0 {
 		err = fmt.Errorf("%s: %w", what, store.ErrNotFound)

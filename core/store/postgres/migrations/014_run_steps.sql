@@ -1,0 +1,8 @@
+-- Procedures: a run's child is one step of one stage on one node, in one
+-- attempt; the command's outputs are kept with the child, as JSON.
+ALTER TABLE actions ADD COLUMN step TEXT COLLATE "C" NOT NULL DEFAULT '';
+ALTER TABLE actions ADD COLUMN attempt INTEGER NOT NULL DEFAULT 0;
+ALTER TABLE actions ADD COLUMN outputs TEXT NOT NULL DEFAULT '';
+-- A run never has two children for one stage, node, step and attempt.
+DROP INDEX actions_run_child;
+CREATE UNIQUE INDEX actions_run_child ON actions (run_id, stage, node_id, step, attempt) WHERE run_id <> '';
