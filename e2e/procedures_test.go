@@ -1,0 +1,242 @@
+package e2e
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"sort"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/musterhq/muster/shared/action"
+	"github.com/musterhq/muster/shared/client"
+	"github.com/musterhq/muster/shared/limit"
+	"github.com/musterhq/muster/shared/wire"
+)
+
+// procFleet is n agents with the kinds example.com/drain, upgrade, verify
+// and undrain, one script that logs "start ID NODE STEP NANOS" and "end ID
+// NODE STEP NANOS". A step fails on a node while the file fail-STEP-NODE in
+// dir holds a count above zero, counting it down: the log and the counts
+// are the proof of what ran where, when and how often.
+type procFleet struct {
+	*fleet
+	dir, log string
+}
+
+var procSteps = []string{"drain", "upgrade", "verify", "undrain"}
+
+func newProcFleet(t *testing.T, n int) *procFleet {
+	t.Helper()
+	dir := t.TempDir()
+	log := filepath.Join(dir, "steps.log")
+	script := filepath.Join(dir, "step.sh")
+	body := fmt.Sprintf(`#!/bin/sh
+step=$1
+echo "start $MUSTER_ACTION_ID $MUSTER_NODE_ID $step $(date +%%s%%N)" >> %[1]q
+sleep 0.1
+echo "end $MUSTER_ACTION_ID $MUSTER_NODE_ID $step $(date +%%s%%N)" >> %[1]q
+f=%[2]q/fail-$step-$MUSTER_NODE_ID
+if [ -f "$f" ]; then
+  n=$(cat "$f")
+  if [ "$n" -gt 0 ]; then echo $((n-1)) > "$f"; echo "failing on purpose"; exit 3; fi
+fi
+`, log, dir)
+	if err := os.WriteFile(script, []byte(body), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	var kinds strings.Builder
+	kinds.WriteString("actions:\n  external:\n")
+	for _, s := range procSteps {
+		fmt.Fprintf(&kinds, "    - kind: example.com/%s\n      run: [%q, %q]\n", s, script, s)
+	}
+	f := newFleetWith(t, fleetOptions{nodes: n, actionsYAML: kinds.String(), dir: filepath.Join(dir, "fleet")})
+	return &procFleet{fleet: f, dir: dir, log: log}
+}
+
+// failTimes makes step fail n times on node.
+func (f *procFleet) failTimes(t *testing.T, step, node string, n int) {
+	t.Helper()
+	if err := os.WriteFile(filepath.Join(f.dir, "fail-"+step+"-"+node), []byte(strconv.Itoa(n)+"\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// stepRunLog is one run of a step's command, from the agents' own log.
+type stepRunLog struct {
+	id, node, step string
+	start, end     int64
+}
+
+func (f *procFleet) executions(t *testing.T) []stepRunLog {
+	t.Helper()
+	byID := map[string]*stepRunLog{}
+	var order []string
+	for _, l := range lines(f.log) {
+		fs := strings.Fields(l)
+		if len(fs) != 5 {
+			continue
+		}
+		ns, _ := strconv.ParseInt(fs[4], 10, 64)
+		e := byID[fs[1]]
+		switch fs[0] {
+		case "start":
+			if e != nil {
+				t.Fatalf("action %s started twice", fs[1])
+			}
+			byID[fs[1]] = &stepRunLog{id: fs[1], node: fs[2], step: fs[3], start: ns}
+			order = append(order, fs[1])
+		case "end":
+			if e != nil {
+				e.end = ns
+			}
+		}
+	}
+	out := make([]stepRunLog, 0, len(order))
+	for _, id := range order {
+		out = append(out, *byID[id])
+	}
+	return out
+}
+
+func procRun(conc string, retry *wire.Retry) *wire.CreateRunRequest {
+	c, e := limit.MustParse(conc), limit.MustParse("0")
+	var steps []wire.StepSpec
+	for _, s := range procSteps {
+		sp := wire.StepSpec{Name: s, Kind: "example.com/" + s}
+		if s == "verify" {
+			sp.Retry = retry
+		}
+		steps = append(steps, sp)
+	}
+	return &wire.CreateRunRequest{ClusterID: "e2e", Stages: []wire.StageSpec{{
+		Name: "upgrade", Target: wire.Target{All: true}, MaxConcurrency: &c, MaxErrors: &e, Steps: steps,
+	}}}
+}
+
+func (f *procFleet) start(t *testing.T, req *wire.CreateRunRequest) *wire.Run {
+	t.Helper()
+	r, err := f.alice.CreateRun(ctxT(t), req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.bob.RunVerb(ctxT(t), r.ID, "approve", ""); err != nil {
+		t.Fatal(err)
+	}
+	return r
+}
+
+func (f *procFleet) children(t *testing.T, runID string) []action.Action {
+	t.Helper()
+	l, err := f.admin.Actions(ctxT(t), client.ActionFilter{Run: runID, Limit: 500})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return l.Actions
+}
+
+func (f *procFleet) waitRun(t *testing.T, id string, within time.Duration, want ...string) *wire.Run {
+	t.Helper()
+	return (&stepFleet{fleet: f.fleet}).waitRun(t, id, within, want...)
+}
+
+// TestProcedureGoesNodeFirst is the issue's end-to-end test 1: five nodes,
+// drain → upgrade → verify → undrain, max_concurrency 1.
+func TestProcedureGoesNodeFirst(t *testing.T) {
+	t.Parallel()
+	f := newProcFleet(t, 5)
+	r := f.start(t, procRun("1", nil))
+	end := f.waitRun(t, r.ID, 90*time.Second, "DONE", "FAILED", "CANCELLED", "PAUSED")
+	if end.State != "DONE" {
+		t.Fatalf("run ended %s (%s)", end.State, end.StateReason)
+	}
+	ex := f.executions(t)
+	if len(ex) != 20 {
+		t.Fatalf("%d executions, want 5 nodes × 4 steps", len(ex))
+	}
+	// In log order: each node's four steps in order, and no node's drain
+	// before the previous node's undrain ended.
+	for i, e := range ex {
+		if want := procSteps[i%4]; e.step != want {
+			t.Fatalf("execution %d is %s on %s, want %s: %+v", i, e.step, e.node, want, ex)
+		}
+		if i%4 != 0 && e.node != ex[i-1].node {
+			t.Fatalf("execution %d: %s on %s in the middle of %s's procedure", i, e.step, e.node, ex[i-1].node)
+		}
+		if i > 0 && (ex[i-1].end == 0 || e.start < ex[i-1].end) {
+			t.Fatalf("%s on %s started before %s on %s ended", e.step, e.node, ex[i-1].step, ex[i-1].node)
+		}
+	}
+	seen := map[string]bool{}
+	for _, e := range ex {
+		k := e.node + "/" + e.step
+		if seen[k] {
+			t.Fatalf("%s ran twice", k)
+		}
+		seen[k] = true
+	}
+	// The core's children are the same 20 executions, each with its step
+	// and attempt 1.
+	kids := f.children(t, r.ID)
+	if len(kids) != 20 {
+		t.Fatalf("%d children, want 20", len(kids))
+	}
+	byID := map[string]action.Action{}
+	for _, k := range kids {
+		byID[k.ID] = k
+	}
+	for _, e := range ex {
+		k, ok := byID[e.id]
+		if !ok || k.Step != e.step || k.NodeID != e.node || k.Attempt != 1 || k.RunID != r.ID || k.Stage != "upgrade" {
+			t.Fatalf("execution %+v: child %+v", e, k)
+		}
+	}
+}
+
+// TestProcedureRetriesAStep is the issue's end-to-end test 3: verify fails
+// twice on one node, then passes.
+func TestProcedureRetriesAStep(t *testing.T) {
+	t.Parallel()
+	f := newProcFleet(t, 2)
+	f.failTimes(t, "verify", "node-2", 2)
+	r := f.start(t, procRun("1", &wire.Retry{Attempts: 3, DelayS: 1}))
+	end := f.waitRun(t, r.ID, 90*time.Second, "DONE", "FAILED", "CANCELLED", "PAUSED")
+	if end.State != "DONE" {
+		t.Fatalf("run ended %s (%s), want DONE", end.State, end.StateReason)
+	}
+	var verify []action.Action
+	for _, k := range f.children(t, r.ID) {
+		if k.NodeID == "node-2" && k.Step == "verify" {
+			verify = append(verify, k)
+		}
+	}
+	if len(verify) != 3 {
+		t.Fatalf("%d verify children on node-2, want 3", len(verify))
+	}
+	sort.Slice(verify, func(i, j int) bool { return verify[i].Attempt < verify[j].Attempt })
+	ids := map[string]bool{}
+	for i, k := range verify {
+		ids[k.ID] = true
+		want := action.Failed
+		if i == 2 {
+			want = action.Done
+		}
+		if k.Attempt != i+1 || k.State != want || (i > 0 && k.RetryOf != verify[i-1].ID) {
+			t.Fatalf("attempt %d: %+v, want attempt %d %s retrying the previous one", i+1, k, i+1, want)
+		}
+	}
+	if len(ids) != 3 {
+		t.Fatalf("attempts share ids: %v", ids)
+	}
+	n := 0
+	for _, e := range f.executions(t) {
+		if e.node == "node-2" && e.step == "verify" {
+			n++
+		}
+	}
+	if n != 3 {
+		t.Fatalf("verify ran %d times on node-2, want 3", n)
+	}
+}
