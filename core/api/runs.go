@@ -95,7 +95,8 @@ func (s *Server) listRuns(c *echo.Context) error {
 	for _, st := range states {
 		st = strings.ToUpper(st)
 		switch st {
-		case store.RunPendingApprove, store.RunRunning, store.RunPaused, store.RunDone, store.RunFailed, store.RunCancelled:
+		case store.RunPendingApprove, store.RunRunning, store.RunPaused, store.RunDone, store.RunPartial, store.RunFailed,
+			store.RunCancelled:
 		default:
 			return badRequest("state: %q is not a run state", st)
 		}

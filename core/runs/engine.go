@@ -3,6 +3,7 @@ package runs
 import (
 	"context"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
@@ -408,9 +409,19 @@ func (e *Engine) advance(ctx context.Context, tx store.Tx, r *store.Run, t time.
 	if err != nil {
 		return 0, err
 	}
-	step := PlanAt(r, kids, t)
+	env, err := e.planEnv(ctx, tx, r, t)
+	if err != nil {
+		return 0, err
+	}
+	step := PlanWith(r, kids, env)
 	who := actions.Core
 	changed := step.State != r.State
+	for i := range r.Stages {
+		st := &r.Stages[i]
+		if i < len(step.Failed) && !slices.Equal(step.Failed[i], st.Failed) {
+			st.Failed, changed = step.Failed[i], true
+		}
+	}
 	for i := range r.Stages {
 		st := &r.Stages[i]
 		if step.Stages[i] == st.State {
@@ -437,9 +448,13 @@ func (e *Engine) advance(ctx context.Context, tx store.Tx, r *store.Run, t time.
 	for _, n := range step.Create {
 		st := r.Stages[stageIndex(r, n.Stage)]
 		sp := stepOf(&st, n.Step)
+		args := sp.Args
+		if n.Args != nil {
+			args = n.Args
+		}
 		rec, err := e.Actions.CreateChild(ctx, tx, actions.Child{RunID: r.ID, Stage: n.Stage, Wave: n.Wave,
 			Step: n.Step, Attempt: n.Attempt, RetryOf: n.RetryOf,
-			ClusterID: r.ClusterID, NodeID: n.Node, Kind: sp.Kind, Args: sp.Args, TimeoutS: sp.TimeoutS,
+			ClusterID: r.ClusterID, NodeID: n.Node, Kind: sp.Kind, Args: args, TimeoutS: sp.TimeoutS,
 			Requester: r.Requester, ApprovedBy: r.ApprovedBy}, actions.Core)
 		if err != nil {
 			return 0, err
@@ -466,7 +481,7 @@ func (e *Engine) advance(ctx context.Context, tx store.Tx, r *store.Run, t time.
 	}
 	if step.State != r.State {
 		switch step.State {
-		case store.RunDone, store.RunFailed:
+		case store.RunDone, store.RunPartial, store.RunFailed:
 			if step.State == store.RunFailed {
 				// Children created but never sent do not run once their run
 				// has failed; those on their agents finish.
@@ -489,9 +504,35 @@ func (e *Engine) advance(ctx context.Context, tx store.Tx, r *store.Run, t time.
 	return len(step.Create), tx.UpdateRun(ctx, r)
 }
 
-// stepOf is the step of st's procedure named name.
+// planEnv is what the planner needs besides the run and its children: the
+// time, and the nodes' labels when a step's templates may use them.
+func (e *Engine) planEnv(ctx context.Context, tx store.Tx, r *store.Run, t time.Time) (PlanEnv, error) {
+	env := PlanEnv{Now: t}
+	templates := false
+	for i := range r.Stages {
+		for _, sp := range append(slices.Clone(r.Stages[i].Steps), r.Stages[i].Rollback...) {
+			if strings.Contains(sp.When, "{{") || strings.Contains(string(sp.Args), "{{") {
+				templates = true
+			}
+		}
+	}
+	if !templates {
+		return env, nil
+	}
+	nodes, err := tx.Nodes(ctx, r.ClusterID)
+	if err != nil {
+		return env, err
+	}
+	env.Labels = map[string]map[string]string{}
+	for _, n := range nodes {
+		env.Labels[n.ID] = n.Labels
+	}
+	return env, nil
+}
+
+// stepOf is the step of st's procedure or rollback named name.
 func stepOf(st *store.RunStage, name string) store.RunStep {
-	for _, sp := range st.Procedure() {
+	for _, sp := range append(slices.Clone(st.Procedure()), st.Rollback...) {
 		if sp.Name == name {
 			return sp
 		}

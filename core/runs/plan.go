@@ -1,6 +1,9 @@
 package runs
 
 import (
+	"encoding/json"
+	"fmt"
+	"slices"
 	"time"
 
 	"github.com/musterhq/muster/core/store"
@@ -26,13 +29,16 @@ type Child struct {
 	Replaced bool
 	// Finished is when it finished (zero while it has not).
 	Finished time.Time
+	// Outputs is what its command passed on.
+	Outputs json.RawMessage
 }
 
 // ChildOf is what the planner needs of a child record of a run approved by
 // approvedBy ("" for a run that needed no approval).
 func ChildOf(rec *store.Record, approvedBy string) Child {
 	c := Child{ID: rec.ID, Stage: rec.Stage, Node: rec.NodeID, Step: rec.Step, Attempt: rec.Attempt,
-		State: rec.State, Reason: rec.StateReason, Replaced: approvedBy != "" && rec.ApprovedBy != approvedBy}
+		State: rec.State, Reason: rec.StateReason, Replaced: approvedBy != "" && rec.ApprovedBy != approvedBy,
+		Outputs: rec.Outputs}
 	if rec.FinishedTS != nil {
 		c.Finished = *rec.FinishedTS
 	}
@@ -50,6 +56,8 @@ type New struct {
 	Step    string
 	Attempt int
 	RetryOf string
+	// Args are the step's args rendered for the node.
+	Args json.RawMessage
 }
 
 // Step is what a run should do now, given its children: the children to
@@ -61,11 +69,14 @@ type Step struct {
 	Stages []string
 	State  string
 	Reason string
+	// Failed lists, for every stage in the run's order, its failed nodes.
+	Failed [][]string
 }
 
 // Reasons of run state changes made by the planner.
 const (
 	ReasonDone        = "every stage is done"
+	ReasonPartial     = "every stage is done, with %d failed node(s) within max_errors"
 	ReasonStageFailed = "stage %s: %d errors, more than max_errors %s"
 )
 
@@ -103,16 +114,31 @@ type StageCounts struct {
 const (
 	nodePending = iota // no child yet
 	nodeBusy           // in flight: a child unfinished, or a next one to create
-	nodeDone           // every step DONE
-	nodeFailed         // a step failed past its attempts
+	nodeDone           // every step DONE or skipped by its when
+	nodeFailed         // a step failed past its attempts; its always and rollback steps ended
 	nodeStopped        // a child ended without error but not DONE (its run's cancel)
 )
 
 // nodeState is where a node stands in its stage's procedure, and the child
-// to create for it now, if any.
+// to create for it now, if any. failed marks a node in flight that failed
+// and runs its always and rollback steps: it counts as an error already.
 type nodeState struct {
 	status int
 	next   *New
+	failed bool
+	// why says why it failed without a child failing (a when or args that
+	// would not render).
+	why string
+}
+
+// PlanEnv is what the planner knows besides a run and its children.
+type PlanEnv struct {
+	// Now decides which retries are due; zero waits for none.
+	Now time.Time
+	// Labels are the nodes' labels (.node.labels in templates).
+	Labels map[string]map[string]string
+	// Params are the run's parameters (.params in templates).
+	Params map[string]any
 }
 
 // retryDelay is the wait before attempt n+1 of a step whose attempt n
@@ -139,47 +165,110 @@ func retryDelay(r *wire.Retry, n int) time.Duration {
 }
 
 // evalNode places node in stage st's procedure given its children there
-// (any order). A zero now waits for no retry delay.
-func evalNode(st *store.RunStage, node string, kids []Child, now time.Time) nodeState {
-	if len(kids) == 0 {
-		return nodeState{status: nodePending}
-	}
+// (any order): its steps in order while none failed, then, once one failed,
+// its steps with when "always" and the stage's rollback steps. A step whose
+// when renders false is skipped; args are rendered for the child to create.
+func evalNode(st *store.RunStage, node string, kids []Child, env PlanEnv) nodeState {
 	latest := map[string]Child{}
 	for _, c := range kids {
 		if l, ok := latest[c.Step]; !ok || c.attempt() > l.attempt() {
 			latest[c.Step] = c
 		}
 	}
-	for _, step := range st.Procedure() {
-		c, ok := latest[step.Name]
-		switch {
-		case !ok:
-			return nodeState{status: nodeBusy, next: &New{Stage: st.Name, Node: node, Step: step.Name, Attempt: 1}}
-		case !c.State.Final():
-			return nodeState{status: nodeBusy}
-		case IsError(c):
-			if c.attempt() >= step.Attempts() {
-				return nodeState{status: nodeFailed}
-			}
-			if !now.IsZero() && now.Before(c.Finished.Add(retryDelay(step.Retry, c.attempt()))) {
-				return nodeState{status: nodeBusy} // waiting to try again
-			}
-			return nodeState{status: nodeBusy, next: &New{Stage: st.Name, Node: node, Step: step.Name,
-				Attempt: c.attempt() + 1, RetryOf: c.ID}}
-		case c.State != action.Done:
-			return nodeState{status: nodeStopped}
+	procedure := st.Procedure()
+	ctx := newNodeContext(env.Params, node, env.Labels[node], append(slices.Clone(procedure), st.Rollback...))
+	failed, why := false, ""
+	fail := func(reason string) {
+		if !failed {
+			failed, why = true, reason
 		}
 	}
+	busy := func(next *New) nodeState {
+		if next != nil && len(kids) == 0 {
+			return nodeState{status: nodePending, next: next}
+		}
+		return nodeState{status: nodeBusy, next: next, failed: failed, why: why}
+	}
+	walk := func(steps []store.RunStep, rollback bool) *nodeState {
+		for i := range steps {
+			step := &steps[i]
+			if failed && !rollback && step.When != WhenAlways {
+				continue
+			}
+			run, err := evalWhen(step, ctx)
+			if err != nil {
+				fail(err.Error())
+				ctx.set(step.Name, string(action.Failed), nil)
+				continue
+			}
+			if !run {
+				ctx.set(step.Name, StepSkipped, nil)
+				continue
+			}
+			c, ok := latest[step.Name]
+			switch {
+			case !ok:
+				args, err := renderArgs(step, ctx)
+				if err != nil {
+					fail(err.Error())
+					ctx.set(step.Name, string(action.Failed), nil)
+					continue
+				}
+				ns := busy(&New{Stage: st.Name, Node: node, Step: step.Name, Attempt: 1, Args: args})
+				return &ns
+			case !c.State.Final():
+				ns := busy(nil)
+				return &ns
+			case IsError(c):
+				if c.attempt() < step.Attempts() {
+					if !env.Now.IsZero() && env.Now.Before(c.Finished.Add(retryDelay(step.Retry, c.attempt()))) {
+						ns := busy(nil) // waiting to try again
+						return &ns
+					}
+					args, err := renderArgs(step, ctx)
+					if err == nil {
+						ns := busy(&New{Stage: st.Name, Node: node, Step: step.Name, Attempt: c.attempt() + 1,
+							RetryOf: c.ID, Args: args})
+						return &ns
+					}
+				}
+				fail(fmt.Sprintf("step %s %s", displayStep(step.Name), c.State))
+				ctx.set(step.Name, string(c.State), c.Outputs)
+			case c.State != action.Done:
+				return &nodeState{status: nodeStopped}
+			default:
+				ctx.set(step.Name, string(action.Done), c.Outputs)
+			}
+		}
+		return nil
+	}
+	if ns := walk(procedure, false); ns != nil {
+		return *ns
+	}
+	if failed {
+		if ns := walk(st.Rollback, true); ns != nil {
+			return *ns
+		}
+		return nodeState{status: nodeFailed, failed: true, why: why}
+	}
 	return nodeState{status: nodeDone}
+}
+
+func displayStep(name string) string {
+	if name == "" {
+		return "(the stage's one step)"
+	}
+	return name
 }
 
 // stageView is a stage's children by node and where each node stands.
 type stageView struct {
 	counts StageCounts
+	failed []string    // the failed nodes, in the stage's order
 	nodes  []nodeState // in the stage's node order
 }
 
-func viewStage(st *store.RunStage, children []Child, now time.Time) stageView {
+func viewStage(st *store.RunStage, children []Child, env PlanEnv) stageView {
 	v := stageView{counts: StageCounts{ByState: map[action.State]int{}}}
 	byNode := map[string][]Child{}
 	for _, ch := range children {
@@ -191,17 +280,19 @@ func viewStage(st *store.RunStage, children []Child, now time.Time) stageView {
 	}
 	v.nodes = make([]nodeState, len(st.Nodes))
 	for i, n := range st.Nodes {
-		ns := evalNode(st, n, byNode[n], now)
+		ns := evalNode(st, n, byNode[n], env)
 		v.nodes[i] = ns
 		switch ns.status {
 		case nodePending:
 			v.counts.Pending++
 		case nodeBusy:
 			v.counts.Unfinished++
-		case nodeFailed:
-			v.counts.Errors++
 		case nodeDone:
 			v.counts.Done++
+		}
+		if ns.failed {
+			v.counts.Errors++
+			v.failed = append(v.failed, n)
 		}
 	}
 	return v
@@ -209,7 +300,7 @@ func viewStage(st *store.RunStage, children []Child, now time.Time) stageView {
 
 // Count tallies the children and nodes of stage st.
 func Count(st *store.RunStage, children []Child) StageCounts {
-	return viewStage(st, children, time.Time{}).counts
+	return viewStage(st, children, PlanEnv{}).counts
 }
 
 // Wave is the wave of the i-th node of a stage with concurrency c: nodes
@@ -223,10 +314,11 @@ func Wave(i, c int) int {
 
 // Plan decides the next step of run r given its children, now: PlanAt
 // with the current time.
-func Plan(r *store.Run, children []Child) Step { return PlanAt(r, children, time.Now()) }
+func Plan(r *store.Run, children []Child) Step {
+	return PlanWith(r, children, PlanEnv{Now: time.Now()})
+}
 
-// PlanAt decides the next step of run r given its children, at now (when
-// retries that wait are due). It is a pure function: the engine stores what
+// PlanWith decides the next step of run r given its children and env. It is a pure function: the engine stores what
 // it returns. A run that is not RUNNING creates nothing; stages still settle
 // (a PAUSED run's stage may finish).
 //
@@ -235,8 +327,8 @@ func Plan(r *store.Run, children []Child) Step { return PlanAt(r, children, time
 // the nodes in flight. A stage over its max_errors starts no new node; with
 // on_failure abort it fails once no node of it is in flight, with pause it
 // holds the run PAUSED until a resume forgives those errors.
-func PlanAt(r *store.Run, children []Child, now time.Time) Step {
-	s := Step{State: r.State, Stages: make([]string, len(r.Stages))}
+func PlanWith(r *store.Run, children []Child, env PlanEnv) Step {
+	s := Step{State: r.State, Stages: make([]string, len(r.Stages)), Failed: make([][]string, len(r.Stages))}
 	byName := map[string]int{}
 	for i, st := range r.Stages {
 		byName[st.Name] = i
@@ -247,17 +339,23 @@ func PlanAt(r *store.Run, children []Child, now time.Time) Step {
 	}
 	views := make([]stageView, len(r.Stages))
 	for i := range r.Stages {
-		views[i] = viewStage(&r.Stages[i], children, now)
+		views[i] = viewStage(&r.Stages[i], children, env)
+		s.Failed[i] = views[i].failed
 	}
 	overErrors := func(i int) (bool, int) {
 		st := &r.Stages[i]
 		n := views[i].counts.Errors - st.Forgiven
+		if st.OnFailure == OnFailureContinue {
+			return false, n
+		}
 		return n > st.MaxErrors.Floor(len(st.Nodes)), n
 	}
-	// inFlight: nodes of stage i with steps still to go (a stage with
-	// steps finishes the procedure of its nodes in flight before failing).
+	// inFlight: nodes of stage i with steps still to go. A stage with
+	// steps over its errors lets the procedure of its nodes in flight end
+	// (their always and rollback steps included) before it fails or
+	// pauses the run, so that no node is left half done.
 	inFlight := func(i int) bool {
-		return len(r.Stages[i].Steps) > 0 && views[i].counts.Unfinished > 0
+		return procedureLong(&r.Stages[i]) && views[i].counts.Unfinished > 0
 	}
 	// Settle stages in order until nothing changes: a stage that finishes
 	// may let a later one start in the same step.
@@ -294,7 +392,7 @@ func PlanAt(r *store.Run, children []Child, now time.Time) Step {
 	}
 	// The run's state follows its stages: a failed stage (abort) ends it
 	// FAILED, whatever else holds; a stage over its errors with on_failure
-	// pause holds it PAUSED.
+	// pause holds it PAUSED once its nodes in flight are done.
 	for i := range r.Stages {
 		if s.Stages[i] == store.StageFailed {
 			st := &r.Stages[i]
@@ -308,7 +406,7 @@ func PlanAt(r *store.Run, children []Child, now time.Time) Step {
 		if s.Stages[i] != store.StageRunning || st.OnFailure != OnFailurePause {
 			continue
 		}
-		if over, n := overErrors(i); over {
+		if over, n := overErrors(i); over && !inFlight(i) {
 			if r.State == store.RunRunning {
 				s.State, s.Reason = store.RunPaused, sprintf(ReasonStageFailed, st.Name, n, st.MaxErrors)
 			}
@@ -316,13 +414,18 @@ func PlanAt(r *store.Run, children []Child, now time.Time) Step {
 		}
 	}
 	done := true
+	failed := 0
 	for i := range r.Stages {
 		if s.Stages[i] != store.StageDone {
 			done = false
 		}
+		failed += len(views[i].failed)
 	}
 	if done {
 		s.State, s.Reason = store.RunDone, ReasonDone
+		if failed > 0 {
+			s.State, s.Reason = store.RunPartial, sprintf(ReasonPartial, failed)
+		}
 		return s
 	}
 	if r.State != store.RunRunning {
@@ -335,8 +438,7 @@ func PlanAt(r *store.Run, children []Child, now time.Time) Step {
 		}
 		conc := st.MaxConcurrency.Ceil(len(st.Nodes))
 		// Nodes in flight go on first; then new nodes while there is room,
-		// unless the stage is over its errors (abort, finishing its nodes
-		// in flight).
+		// unless the stage is over its errors.
 		for j, ns := range views[i].nodes {
 			if ns.status == nodeBusy && ns.next != nil {
 				n := *ns.next
@@ -348,7 +450,6 @@ func PlanAt(r *store.Run, children []Child, now time.Time) Step {
 			continue
 		}
 		room := conc - views[i].counts.Unfinished
-		first := st.Procedure()[0].Name
 		for j, ns := range views[i].nodes {
 			if room <= 0 {
 				break
@@ -356,12 +457,18 @@ func PlanAt(r *store.Run, children []Child, now time.Time) Step {
 			if ns.status != nodePending {
 				continue
 			}
-			s.Create = append(s.Create, New{Stage: st.Name, Node: st.Nodes[j], Wave: Wave(j, conc), Step: first, Attempt: 1})
+			n := *ns.next
+			n.Wave = Wave(j, conc)
+			s.Create = append(s.Create, n)
 			room--
 		}
 	}
 	return s
 }
+
+// procedureLong reports whether the stage's nodes go through more than
+// one child: steps, or a rollback.
+func procedureLong(st *store.RunStage) bool { return len(st.Steps) > 0 || len(st.Rollback) > 0 }
 
 // State reasons of children cancelled by their run: its cancel, or its end
 // (FAILED) before they were sent. Neither counts against max_errors.

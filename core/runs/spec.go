@@ -12,6 +12,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
 	"strings"
 
@@ -35,6 +36,8 @@ var (
 const (
 	OnFailureAbort = "abort"
 	OnFailurePause = "pause"
+	// OnFailureContinue never stops for errors.
+	OnFailureContinue = "continue"
 )
 
 // Bounds of a run.
@@ -101,6 +104,9 @@ func Check(req *wire.CreateRunRequest) error {
 			return invalid("%s: the name is used twice", where)
 		}
 		seen[st.Name] = true
+		if len(st.Rollback) > 0 && len(st.Steps) == 0 {
+			return invalid("%s: a rollback needs steps", where)
+		}
 		if len(st.Steps) > 0 {
 			if err := checkSteps(st, where); err != nil {
 				return err
@@ -130,9 +136,10 @@ func Check(req *wire.CreateRunRequest) error {
 		switch st.OnFailure {
 		case "":
 			st.OnFailure = OnFailureAbort
-		case OnFailureAbort, OnFailurePause:
+		case OnFailureAbort, OnFailurePause, OnFailureContinue:
 		default:
-			return invalid("%s: on_failure %q is not %q or %q", where, st.OnFailure, OnFailureAbort, OnFailurePause)
+			return invalid("%s: on_failure %q is not %q, %q or %q", where, st.OnFailure, OnFailureAbort, OnFailurePause,
+				OnFailureContinue)
 		}
 		if st.TimeoutS < 0 || st.TimeoutS > action.MaxTimeoutS {
 			return invalid("%s: timeout_s must be between 0 (the agent's default) and %d", where, action.MaxTimeoutS)
@@ -157,8 +164,8 @@ func Check(req *wire.CreateRunRequest) error {
 	total := 0
 	for _, st := range req.Stages {
 		total += len(st.Args)
-		for _, sp := range st.Steps {
-			total += len(sp.Args)
+		for _, sp := range append(slices.Clone(st.Steps), st.Rollback...) {
+			total += len(sp.Args) + len(sp.When)
 		}
 	}
 	if total > MaxRunArgs {
@@ -176,13 +183,24 @@ func checkSteps(st *wire.StageSpec, where string) error {
 	if st.Kind != "" || len(st.Args) > 0 || st.TimeoutS != 0 {
 		return invalid("%s: a stage with steps gives kind, args and timeout in each step", where)
 	}
-	if len(st.Steps) > MaxSteps {
-		return invalid("%s: a stage has at most %d steps, not %d", where, MaxSteps, len(st.Steps))
+	if n := len(st.Steps) + len(st.Rollback); n > MaxSteps {
+		return invalid("%s: a stage has at most %d steps, rollback included, not %d", where, MaxSteps, n)
+	}
+	all := map[string]bool{}
+	for _, sp := range st.Steps {
+		all[sp.Name] = true
+	}
+	for _, sp := range st.Rollback {
+		all[sp.Name] = true
 	}
 	seen := map[string]bool{}
-	for j := range st.Steps {
-		sp := &st.Steps[j]
+	list := append(slices.Clone(st.Steps), st.Rollback...)
+	for j := range list {
+		sp := &list[j]
 		at := fmt.Sprintf("%s: steps[%d]", where, j)
+		if j >= len(st.Steps) {
+			at = fmt.Sprintf("%s: rollback[%d]", where, j-len(st.Steps))
+		}
 		if !validStageName(sp.Name) {
 			return invalid("%s.name %q: letters, digits, '-', '_' and '.', at most %d", at, sp.Name, MaxStageName)
 		}
@@ -205,7 +223,25 @@ func checkSteps(st *wire.StageSpec, where string) error {
 		if err := checkRetry(sp.Retry); err != nil {
 			return invalid("%s: retry: %v", at, err)
 		}
+		// Templates see the steps before this one: for a rollback step,
+		// every step and the rollback steps before it.
+		before := maps.Clone(seen)
+		delete(before, sp.Name)
+		if sp.When != "" && sp.When != WhenAlways {
+			if !strings.Contains(sp.When, "{{") {
+				return invalid("%s: when %q is neither %q nor a template such as {{ eq .steps.NAME.state \"DONE\" }}",
+					at, sp.When, WhenAlways)
+			}
+			if err := checkStepTemplate(sp.When, at+": when", before, all); err != nil {
+				return err
+			}
+		}
+		if err := checkArgTemplates(sp.Args, at, before, all); err != nil {
+			return err
+		}
 	}
+	copy(st.Steps, list[:len(st.Steps)])
+	copy(st.Rollback, list[len(st.Steps):])
 	return nil
 }
 
@@ -293,10 +329,14 @@ func Resolve(req *wire.CreateRunRequest, nodes []store.Node) ([]store.RunStage, 
 		rs := store.RunStage{Name: sp.Name, Kind: sp.Kind, Args: sp.Args, TimeoutS: sp.TimeoutS}
 		for _, step := range sp.Steps {
 			rs.Steps = append(rs.Steps, store.RunStep{Name: step.Name, Kind: step.Kind, Args: step.Args,
-				TimeoutS: step.TimeoutS, Retry: step.Retry})
+				TimeoutS: step.TimeoutS, Retry: step.Retry, When: step.When})
+		}
+		for _, step := range sp.Rollback {
+			rs.Rollback = append(rs.Rollback, store.RunStep{Name: step.Name, Kind: step.Kind, Args: step.Args,
+				TimeoutS: step.TimeoutS, Retry: step.Retry, When: step.When})
 		}
 		perNode := 0
-		for _, step := range rs.Procedure() {
+		for _, step := range append(slices.Clone(rs.Procedure()), rs.Rollback...) {
 			var lacking []string
 			for _, id := range ids {
 				if k := byID[id].Kinds; len(k) > 0 && !slices.Contains(k, step.Kind) {
@@ -315,7 +355,7 @@ func Resolve(req *wire.CreateRunRequest, nodes []store.Node) ([]store.RunStage, 
 			return nil, invalid("a run creates at most %d child actions, counting every step and retry; this one could create %d or more",
 				MaxChildren, total)
 		}
-		out = append(out, store.RunStage{Steps: rs.Steps,
+		out = append(out, store.RunStage{Steps: rs.Steps, Rollback: rs.Rollback,
 			Name: sp.Name, Kind: sp.Kind, Args: sp.Args, Target: sp.Target, Nodes: ids,
 			MaxConcurrency: *sp.MaxConcurrency, MaxErrors: *sp.MaxErrors, OnFailure: sp.OnFailure,
 			DependsOn: sp.DependsOn, TimeoutS: sp.TimeoutS, State: store.StagePending,
@@ -338,6 +378,7 @@ func Digest(clusterID string, stages []store.RunStage) string {
 		DependsOn  []string
 		TimeoutS   int
 		Steps      []store.RunStep `json:",omitempty"`
+		Rollback   []store.RunStep `json:",omitempty"`
 	}
 	v := struct {
 		Cluster string
@@ -355,8 +396,15 @@ func Digest(clusterID string, stages []store.RunStage) string {
 			}
 			steps[j] = sp
 		}
+		rollback := make([]store.RunStep, len(st.Rollback))
+		for j, sp := range st.Rollback {
+			if a, err := action.NormalizeArgs(sp.Args); err == nil {
+				sp.Args = a
+			}
+			rollback[j] = sp
+		}
 		v.Stages = append(v.Stages, stage{st.Name, st.Kind, args, st.Nodes, st.MaxConcurrency.String(),
-			st.MaxErrors.String(), st.OnFailure, st.DependsOn, st.TimeoutS, steps})
+			st.MaxErrors.String(), st.OnFailure, st.DependsOn, st.TimeoutS, steps, rollback})
 	}
 	b, _ := json.Marshal(v)
 	sum := sha256.Sum256(b)

@@ -279,6 +279,10 @@ func TestTheDigestCoversTheSteps(t *testing.T) {
 		"step args":  func(r *wire.CreateRunRequest) { r.Stages[0].Steps[1].Args = []byte(`{"step":"other"}`) },
 		"retry":      func(r *wire.CreateRunRequest) { r.Stages[0].Steps[2].Retry.Attempts = 4 },
 		"step kind":  func(r *wire.CreateRunRequest) { r.Stages[0].Steps[3].Kind = "muster.io/debug.sleep" },
+		"when":       func(r *wire.CreateRunRequest) { r.Stages[0].Steps[3].When = "always" },
+		"rollback": func(r *wire.CreateRunRequest) {
+			r.Stages[0].Rollback = []wire.StepSpec{{Name: "back", Kind: "muster.io/debug.ping"}}
+		},
 	} {
 		if digest(mut) == d0 {
 			t.Errorf("changing the %s keeps the digest", name)

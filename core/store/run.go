@@ -23,11 +23,16 @@ const (
 	RunPaused         = "PAUSED"
 	RunDone           = "DONE"
 	RunFailed         = "FAILED"
-	RunCancelled      = "CANCELLED"
+	// RunPartial: finished within every stage's max_errors, with nodes
+	// that failed or were skipped (listed in the stages' summary).
+	RunPartial   = "PARTIAL"
+	RunCancelled = "CANCELLED"
 )
 
 // RunFinal reports whether a run in state s can no longer change.
-func RunFinal(s string) bool { return s == RunDone || s == RunFailed || s == RunCancelled }
+func RunFinal(s string) bool {
+	return s == RunDone || s == RunFailed || s == RunCancelled || s == RunPartial
+}
 
 // Stage states: PENDING until its dependencies are DONE, then RUNNING, then
 // DONE or FAILED.
@@ -83,6 +88,12 @@ type RunStage struct {
 	// Steps is the stage's procedure, node first; empty for a one-step
 	// stage of Kind and Args (Procedure gives the steps either way).
 	Steps []RunStep `json:"steps,omitempty"`
+	// Rollback runs on a node whose procedure failed.
+	Rollback []RunStep `json:"rollback,omitempty"`
+	// Failed and Skipped list the nodes that failed, and those skipped,
+	// once the stage has finished: the run's summary.
+	Failed  []string `json:"failed,omitempty"`
+	Skipped []string `json:"skipped,omitempty"`
 	// NodeCount counts the stage's nodes in a brief run (Run.Brief), whose
 	// Nodes holds only the first of them; it is 0 otherwise. Size counts
 	// them either way.
@@ -96,6 +107,7 @@ type RunStep struct {
 	Args     json.RawMessage `json:"args"`
 	TimeoutS int             `json:"timeout_s,omitempty"`
 	Retry    *wire.Retry     `json:"retry,omitempty"`
+	When     string          `json:"when,omitempty"`
 }
 
 // Procedure is the steps every node of the stage goes through: its Steps,

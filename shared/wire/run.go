@@ -30,7 +30,8 @@ type StageSpec struct {
 	// MaxErrors: the stage stops when more children than this have failed
 	// (default 0).
 	MaxErrors *limit.Limit `json:"max_errors,omitempty"`
-	// OnFailure is "abort" (the default: the run ends FAILED) or "pause".
+	// OnFailure is "abort" (the default: the run ends FAILED), "pause" or
+	// "continue" (never stop for errors).
 	OnFailure string `json:"on_failure,omitempty"`
 	// DependsOn names the stages that must be DONE first. Absent: the
 	// previous stage; an empty list: none.
@@ -41,6 +42,9 @@ type StageSpec struct {
 	// through in order, node first (Kind, Args and TimeoutS are then
 	// left empty). A stage without steps is one step of Kind and Args.
 	Steps []StepSpec `json:"steps,omitempty"`
+	// Rollback runs on a node whose procedure failed, after its steps
+	// with when "always", each once and in order.
+	Rollback []StepSpec `json:"rollback,omitempty"`
 }
 
 // StepSpec is one step of a stage's procedure.
@@ -51,6 +55,11 @@ type StepSpec struct {
 	TimeoutS int             `json:"timeout_s,omitempty"`
 	// Retry tries a failed step again, each attempt a new child action.
 	Retry *Retry `json:"retry,omitempty"`
+	// When is "" (run while the node has not failed), "always" (run even
+	// after a failed step), or a template over .params, .node (id,
+	// labels) and .steps.NAME (state, outputs) of the same node that
+	// renders true or false; false records the step SKIPPED, no child.
+	When string `json:"when,omitempty"`
 }
 
 // Retry is how a failed step is tried again: at most Attempts tries in
