@@ -100,8 +100,16 @@ type Stage struct {
 	// Counts counts the stage's children by state, and "PENDING" the nodes
 	// without a child yet.
 	Counts map[string]int `json:"counts"`
-	// Errors counts the children that count against max_errors.
+	// Errors counts what counts against max_errors: the failed nodes of a
+	// stage with steps, the failed children of another.
 	Errors int `json:"errors"`
+	// Steps and Rollback are the stage's procedure, in order (absent for
+	// a one-step stage of Kind and Args).
+	Steps    []StepSpec `json:"steps,omitempty"`
+	Rollback []StepSpec `json:"rollback,omitempty"`
+	// Failed lists the stage's failed nodes, Skipped those it skipped.
+	Failed  []string `json:"failed,omitempty"`
+	Skipped []string `json:"skipped,omitempty"`
 }
 
 // Size is how many nodes the stage has (NodeCount; len(Nodes) from a core
@@ -115,6 +123,32 @@ type RunChild struct {
 	Wave     int          `json:"wave"`
 	ActionID string       `json:"action_id,omitempty"`
 	State    action.State `json:"state,omitempty"`
+	// Steps are the node's children in this stage, in the order they were
+	// created (every attempt of every step), with their rendered args.
+	Steps []RunStepChild `json:"steps,omitempty"`
+}
+
+// RunStepChild is one child of a node in a stage of steps.
+type RunStepChild struct {
+	Step     string          `json:"step"`
+	Attempt  int             `json:"attempt"`
+	ActionID string          `json:"action_id"`
+	State    action.State    `json:"state"`
+	Reason   string          `json:"state_reason,omitempty"`
+	Args     json.RawMessage `json:"args,omitempty"`
+	Outputs  json.RawMessage `json:"outputs,omitempty"`
+}
+
+// RunSummary lists the nodes of a finished run that failed or were skipped.
+type RunSummary struct {
+	Failed  []StageNode `json:"failed"`
+	Skipped []StageNode `json:"skipped"`
+}
+
+// StageNode names a node of a stage.
+type StageNode struct {
+	Stage  string `json:"stage"`
+	NodeID string `json:"node_id"`
 }
 
 // Run is a run as the core shows it.
@@ -134,6 +168,9 @@ type Run struct {
 	FinishedTS      *time.Time `json:"finished_ts"`
 	// Children is the per-node grid, filled only by GET /api/v1/runs/{id}.
 	Children []RunChild `json:"children,omitempty"`
+	// Summary lists the failed and skipped nodes (a PARTIAL or FAILED run
+	// says which).
+	Summary *RunSummary `json:"summary,omitempty"`
 }
 
 // RunList answers GET /api/v1/runs.
