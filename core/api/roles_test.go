@@ -163,6 +163,24 @@ func TestAPI5RoleTable(t *testing.T) {
 	}
 }
 
+// Issue 17, item 1: planning a document that is not stored runs the
+// parser on whatever the caller sends, so it needs the operator role (the
+// role that may apply it); planning a stored playbook stays open to viewers.
+func TestPlanningAnUnstoredDocumentNeedsTheOperatorRole(t *testing.T) {
+	t.Parallel()
+	e := setup(t)
+	want := [5]int{401, 403, 200, 403, 200} // none viewer op appr admin
+	for i, who := range callers {
+		if who == "none" {
+			who = ""
+		}
+		body := wire.PlanRequest{ClusterID: "prod", Document: testPlaybook("unsaved", "")}
+		if status, b := e.do(http.MethodPost, "/api/v1/playbooks/unsaved/plan", who, body); status != want[i] {
+			t.Errorf("plan of a document as %q: status %d (%s), want %d", callers[i], status, b, want[i])
+		}
+	}
+}
+
 // streamStatus opens the event stream and returns its status without waiting
 // for events.
 func streamStatus(t *testing.T, e *env, path, who string) int {
