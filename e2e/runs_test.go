@@ -47,7 +47,11 @@ if grep -qx "$MUSTER_NODE_ID" %[3]q 2>/dev/null; then echo "failing on purpose";
 	if err := os.WriteFile(script, []byte(body), 0o755); err != nil {
 		t.Fatal(err)
 	}
-	kinds := fmt.Sprintf("actions:\n  external:\n    - kind: example.com/step\n      run: [%q]\n", script)
+	kind := o.stepKind
+	if kind == "" {
+		kind = "example.com/step"
+	}
+	kinds := fmt.Sprintf("actions:\n  external:\n    - kind: %s\n      run: [%q]\n", kind, script)
 	o.actionsYAML, o.dir = kinds, filepath.Join(dir, "fleet")
 	f := newFleetWith(t, o)
 	return &stepFleet{fleet: f, stepLog: log, failOn: failOn}
