@@ -287,6 +287,24 @@ func TestInfoHealthMetrics(t *testing.T) {
 	}
 }
 
+// Issue 17, hardening: a push body with a key twice, or a key that names a
+// field only when case is ignored, is a 400: a proxy or a log reading the
+// body must not see another action than the agent queues.
+func TestPushRefusesDuplicateAndCaseFoldedKeys(t *testing.T) {
+	t.Parallel()
+	for _, body := range []string{
+		`{"kind":"muster.io/debug.ping","kind":"muster.io/debug.sleep"}`,
+		`{"KIND":"muster.io/debug.ping"}`,
+		`{"kind":"muster.io/debug.ping","Requester":"root"}`,
+		`{"kind":"muster.io/debug.ping","args":{"x":1,"x":2}}`,
+	} {
+		a, err := DecodePush([]byte(body), "n1", "c1")
+		if a != nil || classify(err).status != 400 {
+			t.Errorf("DecodePush(%s) = %+v, %v; want a 400", body, a, err)
+		}
+	}
+}
+
 // FuzzDecodePush checks that no body makes decoding panic, and that every
 // body it accepts yields a queueable action.
 func FuzzDecodePush(f *testing.F) {
@@ -298,6 +316,8 @@ func FuzzDecodePush(f *testing.F) {
 		`{"kind":"muster.io/debug.ping","state":"DONE"}`,
 		`{"kind":1}`, `[]`, `null`, ``, `{"args":"x"}`, `{"kind":"a/b","args":{}}{}`,
 		`{"kind":"a/b","timeout_s":1e99}`, "{\"kind\":\"a/b\",\"args\":{\"\xff\":1}}",
+		`{"kind":"muster.io/debug.ping","kind":"muster.io/debug.sleep"}`, `{"KIND":"muster.io/debug.ping"}`,
+		`{"kind":"muster.io/debug.ping","Requester":"root"}`, `{"kind":"a/b","args":{"x":1,"x":2}}`,
 	} {
 		f.Add([]byte(s))
 	}
