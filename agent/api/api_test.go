@@ -49,7 +49,7 @@ func setup(t *testing.T) *fixture {
 func (f *fixture) do(t *testing.T, method, path, body string) (int, []byte) {
 	t.Helper()
 	req, _ := http.NewRequest(method, f.url+path, strings.NewReader(body))
-	if body != "" {
+	if body != "" || method == http.MethodPost {
 		req.Header.Set("Content-Type", "application/json")
 	}
 	resp, err := http.DefaultClient.Do(req)
@@ -210,12 +210,20 @@ func TestChangesCursorAndAck(t *testing.T) {
 	if st != 200 || len(page.Actions) != 2 || !page.More {
 		t.Fatalf("page 1: %d %s", st, b)
 	}
-	_, b = f.do(t, "GET", fmt.Sprintf("/api/v1/actions?since=%d&ack=1", page.NextCursor), "")
+	if st, b := f.do(t, "POST", "/api/v1/actions/ack", fmt.Sprintf(`{"cursor":%d}`, page.NextCursor)); st != http.StatusNoContent {
+		t.Fatalf("ack: %d %s", st, b)
+	}
+	_, b = f.do(t, "GET", fmt.Sprintf("/api/v1/actions?since=%d", page.NextCursor), "")
 	page2 := decode[wire.ChangesPage](t, b)
 	if len(page2.Actions) == 0 || page2.More {
 		t.Fatalf("page 2: %s", b)
 	}
-	for _, bad := range []string{"since=-1", "since=x", "limit=0", "limit=100000", "ack=1", "ack=2&since=1"} {
+	for _, bad := range []string{`{"cursor":-1}`, `{"cursor":"x"}`, `{}x`, ``} {
+		if st, _ := f.do(t, "POST", "/api/v1/actions/ack", bad); st != 400 {
+			t.Errorf("ack %s: status %d, want 400", bad, st)
+		}
+	}
+	for _, bad := range []string{"since=-1", "since=x", "limit=0", "limit=100000", "ack=2&since=1"} {
 		if st, _ := f.do(t, "GET", "/api/v1/actions?"+bad, ""); st != 400 {
 			t.Errorf("%s: status %d, want 400", bad, st)
 		}
