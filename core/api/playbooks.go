@@ -187,5 +187,8 @@ func playbookError(err error) (int, string, bool) {
 	if errors.Is(err, playbook.ErrInvalid) {
 		return http.StatusBadRequest, wire.CodeBadRequest, true
 	}
+	if errors.Is(err, playbook.ErrMoved) {
+		return http.StatusConflict, wire.CodeConflict, true
+	}
 	return 0, "", false
 }

@@ -104,7 +104,7 @@ func (e *env) fixture(route string, n int) (string, any) {
 		e.call(http.MethodPost, "/api/v1/playbooks", "op", wire.ApplyPlaybookRequest{Document: testPlaybook(name, "")}, http.StatusCreated, nil)
 		path = strings.ReplaceAll(path, ":name", name)
 		if !strings.HasPrefix(route, "GET") {
-			body = wire.PlanRequest{ClusterID: "prod"}
+			body = wire.PlanRequest{ClusterID: "prod", Version: 1}
 		}
 	case "POST /api/v1/tokens":
 		body = wire.CreateTokenRequest{Name: fmt.Sprintf("new-%d", n), Roles: []string{"viewer"}}
