@@ -270,6 +270,10 @@ func openStore(ctx context.Context, cfg Config) (store.Store, error) {
 	switch {
 	case cfg.Store.Driver == DriverPostgres:
 		st, err = postgres.Open(ctx, cfg.Store.DSN)
+	case postgres.LooksLikeDSN(cfg.Store.DSN):
+		// Shown redacted: the string may hold a password.
+		return nil, fmt.Errorf("store.dsn looks like a PostgreSQL connection string (%s), but store.driver is %q: set store.driver: %s (MUSTER_STORE_DRIVER=%s)",
+			postgres.Describe(cfg.Store.DSN), cfg.Store.Driver, DriverPostgres, DriverPostgres)
 	case cfg.Store.DSN != "":
 		st, err = sqlite.OpenFile(ctx, cfg.Store.DSN)
 	default:

@@ -76,11 +76,15 @@ var _ store.Store = (*Store)(nil)
 // Open connects to the database dsn names (a postgres:// URL or key=value
 // pairs), checks the server's version, applies the migrations and starts
 // listening for other replicas' events. A bad DSN, an unreachable server or
-// one older than MinVersion is one clear error.
+// one older than MinVersion is one clear error, which names the DSN only as
+// Redact shows it: a password never appears.
 func Open(ctx context.Context, dsn string) (*Store, error) {
 	cfg, err := pgxpool.ParseConfig(dsn)
 	if err != nil {
-		return nil, fmt.Errorf("store.dsn: %s", oneLine(err))
+		// pgx's message quotes the string, and its redaction misses a
+		// password it could not parse: nothing of it is shown.
+		return nil, errors.New("store.dsn: not a connection string pgx can read (a postgres:// URL or key=value pairs); " +
+			"is a character of the password (@, :, / or a space) not escaped?")
 	}
 	if cfg.ConnConfig.ConnectTimeout == 0 {
 		cfg.ConnConfig.ConnectTimeout = 5 * time.Second
@@ -91,10 +95,10 @@ func Open(ctx context.Context, dsn string) (*Store, error) {
 		// would make them queue on a small machine.
 		cfg.MaxConns = DefaultMaxConns
 	}
-	where := fmt.Sprintf("%s:%d/%s", cfg.ConnConfig.Host, cfg.ConnConfig.Port, cfg.ConnConfig.Database)
+	where, pw := Describe(dsn), cfg.ConnConfig.Password
 	pool, err := pgxpool.NewWithConfig(ctx, cfg)
 	if err != nil {
-		return nil, fmt.Errorf("store.dsn: %s", oneLine(err))
+		return nil, fmt.Errorf("store.dsn (%s): %s", where, scrub(oneLine(err), pw))
 	}
 	fail := func(err error) (*Store, error) {
 		pool.Close()
@@ -102,22 +106,22 @@ func Open(ctx context.Context, dsn string) (*Store, error) {
 	}
 	var num int
 	if err := pool.QueryRow(ctx, "SELECT current_setting('server_version_num')::int").Scan(&num); err != nil {
-		return fail(fmt.Errorf("cannot reach PostgreSQL at %s: %s", where, oneLine(err)))
+		return fail(fmt.Errorf("cannot reach PostgreSQL at %s: %s", where, scrub(oneLine(err), pw)))
 	}
 	if err := checkVersion(num); err != nil {
 		return fail(fmt.Errorf("PostgreSQL at %s %w", where, err))
 	}
 	if err := migrate(ctx, pool); err != nil {
-		return fail(fmt.Errorf("migrate PostgreSQL at %s: %s", where, oneLine(err)))
+		return fail(fmt.Errorf("migrate PostgreSQL at %s: %s", where, scrub(oneLine(err), pw)))
 	}
 	var latest int64
 	if err := pool.QueryRow(ctx, "SELECT COALESCE(MAX(seq), 0) FROM events").Scan(&latest); err != nil {
-		return fail(fmt.Errorf("PostgreSQL at %s: %s", where, oneLine(err)))
+		return fail(fmt.Errorf("PostgreSQL at %s: %s", where, scrub(oneLine(err), pw)))
 	}
 	s := &Store{pool: pool, feed: store.NewFeed(latest), nudges: make(chan string, 64)}
 	conn, err := s.listen(ctx)
 	if err != nil {
-		return fail(fmt.Errorf("PostgreSQL at %s: listen: %s", where, oneLine(err)))
+		return fail(fmt.Errorf("PostgreSQL at %s: listen: %s", where, scrub(oneLine(err), pw)))
 	}
 	lctx, cancel := context.WithCancel(context.Background())
 	s.stopListen, s.listenDone = cancel, make(chan struct{})
@@ -136,6 +140,15 @@ func checkVersion(num int) error {
 		return fmt.Errorf("is version %s; muster needs %d or newer", ver, MinVersion)
 	}
 	return nil
+}
+
+// scrub removes a password from a message, should a driver's error ever
+// quote it.
+func scrub(msg, password string) string {
+	if password == "" {
+		return msg
+	}
+	return strings.ReplaceAll(msg, password, "xxxxx")
 }
 
 // oneLine keeps an error on one line (PostgreSQL details may span several).
