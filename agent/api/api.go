@@ -13,6 +13,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"os"
 	"strconv"
 	"strings"
 	"time"
@@ -104,6 +105,9 @@ type Server struct {
 	cfg   Config
 	echo  *echo.Echo
 	hosts map[string]bool
+	// ownUID is the agent's own user: like root, it may cancel any action
+	// over the socket.
+	ownUID int
 }
 
 // New builds the API; serving it is the caller's job (Handler).
@@ -111,7 +115,7 @@ func New(cfg Config) *Server {
 	if cfg.Log == nil {
 		cfg.Log = slog.New(slog.DiscardHandler)
 	}
-	s := &Server{cfg: cfg, echo: echo.New(), hosts: map[string]bool{"localhost": true}}
+	s := &Server{cfg: cfg, echo: echo.New(), hosts: map[string]bool{"localhost": true}, ownUID: os.Getuid()}
 	for _, h := range cfg.Hosts {
 		s.hosts[normalHost(h)] = true
 	}
@@ -416,6 +420,9 @@ func (s *Server) cancel(c *echo.Context) error {
 	actor := "api"
 	if p, onSocket, _ := peerOf(c.Request().Context()); onSocket {
 		actor = p.User
+		if err := s.mayCancel(c.Request().Context(), p, id); err != nil {
+			return err
+		}
 	}
 	a, running, err := s.cfg.Queue.Cancel(c.Request().Context(), id, actor)
 	if err != nil {
@@ -428,6 +435,29 @@ func (s *Server) cancel(c *echo.Context) error {
 		s.cfg.Runner.Cancel(id)
 	}
 	return c.JSON(http.StatusAccepted, a)
+}
+
+// mayCancel lets a user on the socket cancel only an action it queued
+// itself there (origin agent, requester its user); root and the agent's own
+// user may cancel any (docs/architecture.md, "Who may call an agent"). An id
+// the queue does not hold is left to Cancel to answer.
+func (s *Server) mayCancel(ctx context.Context, p Peer, id string) error {
+	if p.UID == 0 || p.UID == s.ownUID {
+		return nil
+	}
+	a, err := s.cfg.Queue.Get(ctx, id)
+	if err != nil {
+		return nil
+	}
+	if a.Origin == action.OriginAgent && a.Requester == p.User {
+		return nil
+	}
+	by := "the core"
+	if a.Origin == action.OriginAgent {
+		by = a.Requester
+	}
+	return apiErr(http.StatusForbidden, wire.CodeForbidden,
+		fmt.Sprintf("user %s may cancel only the actions it queued on this node; %s was queued by %s (root may cancel it)", p.User, id, by))
 }
 
 // apiError is an error with its answer.

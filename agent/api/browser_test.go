@@ -2,6 +2,8 @@ package api
 
 import (
 	"context"
+	"io"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -126,5 +128,71 @@ func TestAgentTCPAPIRefusesWhatABrowserSends(t *testing.T) {
 	}
 	if got := send("POST", "/api/v1/actions/"+id+"/cancel", "", json); got != http.StatusAccepted {
 		t.Fatalf("cancel declared JSON: %d", got)
+	}
+}
+
+// Issue 17, hardening: a member of the socket group cancels only the actions
+// it queued itself on the socket; another user's, or the core's, are a 403
+// that changes nothing, and root cancels any. The kernel's word on the
+// caller (ConnContext) is stood in for by a fixed peer per listener.
+func TestASocketUserCancelsOnlyItsOwnActions(t *testing.T) {
+	t.Parallel()
+	q, err := queue.Open(context.Background(), t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	reg, _ := handlers.NewRegistry(nil, handlers.Env{NodeID: "n1", ClusterID: "c1"})
+	prom := prometheus.NewRegistry()
+	run := runner.New(runner.Config{Queue: q, Handlers: reg, Actor: "n1", Idle: 20 * time.Millisecond, Metrics: runner.NewMetrics(prom)})
+	_ = run.Start(context.Background())
+	srv := New(Config{NodeID: "n1", ClusterID: "c1", Version: "test", DefaultTimeout: time.Hour, Queue: q, Runner: run, Kinds: reg})
+	t.Cleanup(func() { run.Stop(); q.Close() })
+	as := func(p *Peer) string {
+		ts := httptest.NewUnstartedServer(srv.Handler())
+		if p != nil {
+			ts.Config.ConnContext = func(ctx context.Context, _ net.Conn) context.Context {
+				return context.WithValue(ctx, peerKey{}, peerInfo{peer: *p})
+			}
+		}
+		ts.Start()
+		t.Cleanup(ts.Close)
+		return ts.URL
+	}
+	alice, bob := as(&Peer{UID: 4001, User: "alice"}), as(&Peer{UID: 4002, User: "bob"})
+	root, core := as(&Peer{UID: 0, User: "root"}), as(nil)
+	call := func(base, path, body string) (int, string) {
+		t.Helper()
+		req, _ := http.NewRequest(http.MethodPost, base+path, strings.NewReader(body))
+		req.Header.Set("Content-Type", "application/json")
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		if path == "/api/v1/actions" {
+			return resp.StatusCode, decode[struct{ ID string }](t, b).ID
+		}
+		return resp.StatusCode, string(b)
+	}
+	sleep := `{"kind":"muster.io/debug.sleep","args":{"seconds":3600}}`
+	_, byAlice := call(alice, "/api/v1/actions", sleep)
+	_, byAlice2 := call(alice, "/api/v1/actions", sleep)
+	_, byCore := call(core, "/api/v1/actions", `{"kind":"muster.io/debug.sleep","args":{"seconds":3600},"origin":"core","requester":"bob"}`)
+	for _, id := range []string{byAlice, byCore} {
+		if st, b := call(bob, "/api/v1/actions/"+id+"/cancel", ""); st != http.StatusForbidden || !strings.Contains(b, "only the actions it queued") {
+			t.Fatalf("bob cancelling %s: %d %s", id, st, b)
+		}
+		if a, _ := q.Get(context.Background(), id); a == nil || a.State.Final() {
+			t.Fatalf("a refused cancel ended %s: %+v", id, a)
+		}
+	}
+	if st, b := call(alice, "/api/v1/actions/"+byAlice+"/cancel", ""); st != http.StatusAccepted {
+		t.Fatalf("alice cancelling her own: %d %s", st, b)
+	}
+	for _, id := range []string{byAlice2, byCore} {
+		if st, b := call(root, "/api/v1/actions/"+id+"/cancel", ""); st != http.StatusAccepted {
+			t.Fatalf("root cancelling %s: %d %s", id, st, b)
+		}
 	}
 }
