@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/musterhq/muster/shared/action"
 	"github.com/musterhq/muster/shared/limit"
 	"github.com/musterhq/muster/shared/testwait"
 	"github.com/musterhq/muster/shared/wire"
@@ -296,5 +297,33 @@ func TestRunSurvivesAReplicaFailover(t *testing.T) {
 	}
 	if n := maxOverlap(spans); n != 1 {
 		t.Fatalf("%d nodes ran at once across the failover", n)
+	}
+}
+
+// Issue 17, hardening: a run's child cancelled on its node, not by the
+// core, says so in what the core shows: its state_reason is "cancelled on
+// the node", and the run does not pass it off as done.
+func TestARunChildCancelledOnTheNodeSaysSo(t *testing.T) {
+	t.Parallel()
+	f := newStepFleet(t, 1, "30", "")
+	r := f.startRun(t, stepRun("1", "0", ""))
+	var child string
+	testwait.Within(t, 20*time.Second, "the child running on node-1", func() bool {
+		got, err := f.alice.Run(ctxT(t), r.ID)
+		if err != nil || len(got.Children) != 1 || got.Children[0].State != action.Running {
+			return false
+		}
+		child = got.Children[0].ActionID
+		return true
+	})
+	if _, err := f.agentC["node-1"].Cancel(ctxT(t), child); err != nil {
+		t.Fatal(err)
+	}
+	a := f.waitCore(child, 20*time.Second, action.Cancelled)
+	if !strings.HasPrefix(a.StateReason, "cancelled on the node") {
+		t.Fatalf("the child's state_reason is %q, want it to say it was cancelled on the node", a.StateReason)
+	}
+	if end := f.waitRun(t, r.ID, 30*time.Second, "DONE", "FAILED", "CANCELLED"); end.State == "DONE" {
+		t.Fatalf("the run ended DONE (%s) with its only child cancelled", end.StateReason)
 	}
 }
