@@ -174,9 +174,9 @@ func (s *Server) checkCaller(next echo.HandlerFunc) echo.HandlerFunc {
 }
 
 // refuseBrowsers refuses, over TCP, what only a web page sends: an Origin
-// header, and a Host that is neither an IP literal nor a name this agent was
-// given (docs/architecture.md, "Who may call an agent"). The node's users on
-// the socket are not browsers.
+// header, and, unless the core's certificate is required, a Host that is
+// neither an IP literal nor a name this agent was given (docs/architecture.md,
+// "Who may call an agent"). The node's users on the socket are not browsers.
 func (s *Server) refuseBrowsers(next echo.HandlerFunc) echo.HandlerFunc {
 	return func(c *echo.Context) error {
 		r := c.Request()
@@ -187,7 +187,10 @@ func (s *Server) refuseBrowsers(next echo.HandlerFunc) echo.HandlerFunc {
 			return apiErr(http.StatusForbidden, wire.CodeForbidden,
 				fmt.Sprintf("a request from a web page (Origin %.100q) is refused: this API is for the core and the node's users", o))
 		}
-		if !s.hostAllowed(r.Host) {
+		// With the core's certificate required (checkCaller), a page cannot
+		// get a request through, and the core may name the agent by any DNS
+		// name its certificate allows: the Host is checked without it.
+		if s.cfg.Caller == nil && !s.hostAllowed(r.Host) {
 			return apiErr(http.StatusForbidden, wire.CodeForbidden,
 				fmt.Sprintf("Host %.100q is not an IP address or a name of this agent (add it to api.hosts)", r.Host))
 		}
