@@ -488,7 +488,7 @@ func (s *Server) handleError(c *echo.Context, err error) {
 	if e.status == http.StatusInternalServerError {
 		s.cfg.Log.Error("agent api request failed", "method", c.Request().Method, "path", c.Request().URL.Path, "err", err)
 	}
-	body := wire.ErrorBody{Error: wire.ErrorDetail{Code: e.code, Message: e.msg, State: e.state, Record: e.record}}
+	body := wire.ErrorBody{Error: wire.ErrorDetail{Code: e.code, Message: e.msg, State: string(e.state), Record: e.record}}
 	if werr := c.JSON(e.status, body); werr != nil {
 		s.cfg.Log.Debug("write error answer", "err", werr)
 	}

@@ -253,7 +253,7 @@ func TestShowAndCancel(t *testing.T) {
 	}
 	// Again: 409 with the state.
 	st, b = f.do(t, "POST", "/api/v1/actions/"+id+"/cancel", "")
-	if env := decode[wire.ErrorBody](t, b); st != http.StatusConflict || env.Error.State != action.Cancelled {
+	if env := decode[wire.ErrorBody](t, b); st != http.StatusConflict || env.Error.State != string(action.Cancelled) {
 		t.Fatalf("cancel final: %d %s", st, b)
 	}
 	// Show has the history.

@@ -113,7 +113,7 @@ func TestACancelFromTheNodeSaysSo(t *testing.T) {
 	} {
 		cur := &store.Record{Action: action.Action{ID: "id", ClusterID: cluster, NodeID: "n1", Kind: "a/b",
 			Args: json.RawMessage(`{}`), State: action.Running, Progress: json.RawMessage(`{}`), Origin: action.OriginCore,
-			CreatedTS: now, UpdatedTS: now}, CancelRequested: tc.cancelAsked, RunID: "run-1"}
+			RunID: "run-1", CreatedTS: now, UpdatedTS: now}, CancelRequested: tc.cancelAsked}
 		a := cur.Action
 		a.State, a.StateReason, a.UpdatedTS = action.Cancelled, tc.agentReason, now.Add(time.Second)
 		c := Adopt(cur, &a, "n1", now)

@@ -69,7 +69,7 @@ func (e *env) fixture(route string, n int) (string, any) {
 	case "POST /api/v1/clusters/:cluster/nodes/:node/forget":
 		node := fmt.Sprintf("gone-%d", n)
 		e.update(func(ctx context.Context, tx store.Tx) error {
-			return tx.PutNode(ctx, &store.Node{ClusterID: "prod", ID: node, Addr: "127.0.0.1:9", Source: store.SourceStatic, Status: store.NodeUnknown})
+			return tx.PutNode(ctx, &store.Node{ClusterID: "prod", ID: node, Addr: "127.0.0.1:9", Source: store.SourceGossip, Status: store.NodeUnknown})
 		})
 		path = strings.ReplaceAll(path, "db-1", node)
 	case "POST /api/v1/actions":

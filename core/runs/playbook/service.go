@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"strings"
 
+	"github.com/musterhq/muster/core/actions"
 	"github.com/musterhq/muster/core/budget"
 	"github.com/musterhq/muster/core/runs"
 	"github.com/musterhq/muster/core/store"
@@ -145,7 +146,7 @@ var ErrMoved = errors.New("the playbook moved since it was planned")
 // Load gave it, with its version). req names what the caller's plan showed
 // (wire.PlanRequest): a version that must still be the newest, or the plan's
 // digest; ErrMoved otherwise.
-func Start(ctx context.Context, tx store.Tx, e *runs.Engine, p *Playbook, version int, req *wire.PlanRequest, who runs.Who) (*store.Run, error) {
+func Start(ctx context.Context, tx store.Tx, e *runs.Engine, p *Playbook, version int, req *wire.PlanRequest, who actions.Actor) (*store.Run, error) {
 	if strings.TrimSpace(req.Document) != "" || version == 0 {
 		return nil, fmt.Errorf("%w: a run starts from a stored playbook: apply the document first", ErrInvalid)
 	}
