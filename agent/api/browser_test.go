@@ -55,9 +55,8 @@ func TestAgentTCPAPIRefusesWhatABrowserSends(t *testing.T) {
 	_ = run.Start(context.Background())
 	srv := New(Config{NodeID: "n1", ClusterID: "c1", Version: "test", DefaultTimeout: time.Hour,
 		Queue: spy, Runner: run, Kinds: reg, Gatherer: prom, Hosts: []string{"db-1.internal"}})
-	ts := httptest.NewServer(srv.Handler())
+	f, ts := newFixture(t, srv.Handler(), q)
 	t.Cleanup(func() { ts.Close(); run.Stop(); q.Close() })
-	f := &fixture{url: ts.URL, q: q}
 
 	send := func(method, path, body string, header map[string]string) int {
 		t.Helper()
