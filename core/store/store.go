@@ -288,7 +288,6 @@ func SortKeys(keys []SortKey) ([]SortKey, error) {
 	if len(keys) == 0 {
 		keys = DefaultSort
 	}
-	out := make([]SortKey, 0, len(keys)+1)
 	seen := map[string]bool{}
 	for _, k := range keys {
 		if !slices.Contains(SortFields, k.Field) {
@@ -298,6 +297,9 @@ func SortKeys(keys []SortKey) ([]SortKey, error) {
 			return nil, fmt.Errorf("%w: sort field %q given twice", ErrInvalidQuery, k.Field)
 		}
 		seen[k.Field] = true
+	}
+	out := make([]SortKey, 0, len(keys)+1)
+	for _, k := range keys {
 		out = append(out, k)
 		if k.Field == "id" { // unique: any further key can never decide
 			return out, nil

@@ -708,6 +708,8 @@ func testListActionsErrors(t *testing.T, db NewDB) {
 	}{
 		{"unknown field", store.ListQuery{Sort: []store.SortKey{{Field: "output"}}}, store.ErrInvalidQuery},
 		{"field twice", store.ListQuery{Sort: []store.SortKey{{Field: "state"}, {Field: "state", Desc: true}}}, store.ErrInvalidQuery},
+		{"id twice", store.ListQuery{Sort: []store.SortKey{{Field: "id"}, {Field: "id", Desc: true}}}, store.ErrInvalidQuery},
+		{"unknown field after id", store.ListQuery{Sort: []store.SortKey{{Field: "id"}, {Field: "output"}}}, store.ErrInvalidQuery},
 		{"unknown marker", store.ListQuery{Marker: action.NewID()}, store.ErrNotFound},
 	}
 	for _, c := range cases {
