@@ -29,7 +29,7 @@ func View(r *store.Run, children []store.Record, grid bool) wire.Run {
 			counts[string(s)] = n
 		}
 		out.Stages = append(out.Stages, wire.Stage{
-			Name: st.Name, Kind: st.Kind, Args: st.Args, Target: st.Target, Nodes: st.Nodes,
+			Name: st.Name, Kind: st.Kind, Args: st.Args, Target: wire.Target(st.Target), Nodes: st.Nodes,
 			MaxConcurrency: st.MaxConcurrency, MaxErrors: st.MaxErrors, OnFailure: st.OnFailure,
 			DependsOn: st.DependsOn, TimeoutS: st.TimeoutS, State: st.State, Counts: counts, Errors: c.Errors,
 		})

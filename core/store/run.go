@@ -5,7 +5,6 @@ import (
 	"time"
 
 	"github.com/musterhq/muster/shared/limit"
-	"github.com/musterhq/muster/shared/wire"
 )
 
 // Run states (docs/architecture.md, "Runs and playbooks"): PENDING_APPROVE →
@@ -55,7 +54,7 @@ type RunStage struct {
 	Name           string          `json:"name"`
 	Kind           string          `json:"kind"`
 	Args           json.RawMessage `json:"args"`
-	Target         wire.Target     `json:"target"`
+	Target         Target          `json:"target"`
 	Nodes          []string        `json:"nodes"`
 	MaxConcurrency limit.Limit     `json:"max_concurrency"`
 	MaxErrors      limit.Limit     `json:"max_errors"`
@@ -66,6 +65,15 @@ type RunStage struct {
 	// Forgiven counts the errors a resume accepted after the stage paused
 	// the run on them: only errors beyond these count against MaxErrors.
 	Forgiven int `json:"forgiven,omitempty"`
+}
+
+// Target is the node selection a stage was created with, as the store keeps
+// it (the stages column's JSON): the API's wire.Target converts to it field
+// for field at the API boundary (core/runs).
+type Target struct {
+	Nodes  []string          `json:"nodes,omitempty"`
+	Labels map[string]string `json:"labels,omitempty"`
+	All    bool              `json:"all,omitempty"`
 }
 
 // RunQuery selects runs, newest first. Empty fields do not filter.
