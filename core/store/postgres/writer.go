@@ -150,57 +150,38 @@ func (w *writer) UpdateAction(ctx context.Context, r *store.Record) error {
 	return err
 }
 
-// AppendHistory adds one transition to an action's history (ErrNotFound when
-// the action does not exist). A zero TS is set to now.
+// dialect is PostgreSQL's, for the statements core/store writes for both stores.
+var dialect = store.Dialect{Placeholder: store.DollarNumbers, Time: func(t time.Time) any { return action.UTC(t) }}
+
+// AppendHistory adds one transition to an action's history (store.AppendHistory).
 func (w *writer) AppendHistory(ctx context.Context, actionID string, t action.Transition) error {
-	if t.TS.IsZero() {
-		t.TS = now()
-	}
-	what := fmt.Sprintf("history of %q", actionID)
-	n, err := w.exec(ctx, what,
-		`INSERT INTO action_history (action_id, ts, from_state, to_state, actor, reason)
-		SELECT $1, $2, $3, $4, $5, $6 WHERE EXISTS (SELECT 1 FROM actions WHERE id = $1)`,
-		actionID, action.UTC(t.TS), string(t.From), string(t.To), t.Actor, t.Reason)
-	if err == nil && n == 0 {
-		err = fmt.Errorf("%s: %w", what, store.ErrNotFound)
-	}
-	return err
+	return store.AppendHistory(ctx, dialect, w.exec, actionID, t)
 }
 
-// AppendEvent stores e and sets e.Seq and, when zero, e.TS. The first event
-// of a transaction takes the events lock, held until the transaction ends:
-// numbers are drawn in commit order.
+// AppendEvent stores e and sets e.Seq and, when zero, e.TS
+// (store.AppendEvent). The first event of a transaction takes the events
+// lock, held until the transaction ends: numbers are drawn in commit order.
 func (w *writer) AppendEvent(ctx context.Context, e *store.Event) error {
-	if e.TS.IsZero() {
-		e.TS = now()
-	}
-	var data string
-	if len(e.Data) > 0 {
-		b, err := json.Marshal(e.Data)
-		if err != nil {
-			return fmt.Errorf("event %s: data: %w", e.Type, err)
-		}
-		data = string(b)
-	}
-	what := "append event " + e.Type
+	return store.AppendEvent(ctx, dialect, w.insertSeq, e)
+}
+
+// insertSeq takes the events lock (once a transaction), runs an INSERT ...
+// RETURNING seq of an event, remembers the seq as the newest event and
+// returns it.
+func (w *writer) insertSeq(ctx context.Context, what, q string, args ...any) (int64, error) {
 	if !w.eventLocked {
 		if _, err := w.q.Exec(ctx, `SELECT pg_advisory_xact_lock($1)`, lockEvents); err != nil {
-			return fmt.Errorf("%s: lock: %w", what, err)
+			return 0, fmt.Errorf("%s: lock: %w", what, err)
 		}
 		w.eventLocked = true
 	}
 	var seq int64
-	err := w.queryRow(ctx,
-		`INSERT INTO events (ts, type, actor, client_addr, cluster_id, node_id, action_id, run_id, message, data)
-		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10) RETURNING seq`,
-		action.UTC(e.TS), e.Type, e.Actor, e.ClientAddr, e.ClusterID, e.NodeID, e.ActionID, e.RunID, e.Message, data).Scan(&seq)
-	if err != nil {
-		return translate(err, what)
+	if err := w.queryRow(ctx, q, args...).Scan(&seq); err != nil {
+		return 0, translate(err, what)
 	}
 	w.rows++
-	e.Seq = seq
 	w.lastEvent = seq
-	return nil
+	return seq, nil
 }
 
 // PurgeActions deletes up to limit finished actions last changed before t,

@@ -138,45 +138,35 @@ func (w *writer) UpdateAction(ctx context.Context, r *store.Record) error {
 	return err
 }
 
-// AppendHistory adds one transition to an action's history (ErrNotFound when
-// the action does not exist). A zero TS is set to now.
-func (w *writer) AppendHistory(ctx context.Context, actionID string, t action.Transition) error {
-	if t.TS.IsZero() {
-		t.TS = now()
-	}
-	_, _, err := w.exec(ctx, fmt.Sprintf("history of %q", actionID),
-		`INSERT INTO action_history (action_id, ts, from_state, to_state, actor, reason) VALUES (?, ?, ?, ?, ?, ?)`,
-		actionID, shsqlite.Micros(t.TS), string(t.From), string(t.To), t.Actor, t.Reason)
-	return err
+// dialect is SQLite's, for the statements core/store writes for both stores.
+var dialect = store.Dialect{Placeholder: store.QuestionMarks, Time: func(t time.Time) any { return shsqlite.Micros(t) }}
+
+// execRows is exec as a store.Exec.
+func (w *writer) execRows(ctx context.Context, what, q string, args ...any) (int64, error) {
+	_, n, err := w.exec(ctx, what, q, args...)
+	return n, err
 }
 
-// AppendEvent stores e and sets e.Seq and, when zero, e.TS.
+// AppendHistory adds one transition to an action's history (store.AppendHistory).
+func (w *writer) AppendHistory(ctx context.Context, actionID string, t action.Transition) error {
+	return store.AppendHistory(ctx, dialect, w.execRows, actionID, t)
+}
+
+// AppendEvent stores e and sets e.Seq and, when zero, e.TS (store.AppendEvent).
 func (w *writer) AppendEvent(ctx context.Context, e *store.Event) error {
-	if e.TS.IsZero() {
-		e.TS = now()
+	return store.AppendEvent(ctx, dialect, w.insertSeq, e)
+}
+
+// insertSeq runs an INSERT ... RETURNING seq of an event, remembers the
+// seq as the newest event and returns it.
+func (w *writer) insertSeq(ctx context.Context, what, q string, args ...any) (int64, error) {
+	var seq int64
+	if err := w.tx.QueryRowContext(ctx, q, args...).Scan(&seq); err != nil {
+		return 0, translate(err, what)
 	}
-	var data string
-	if len(e.Data) > 0 {
-		b, err := json.Marshal(e.Data)
-		if err != nil {
-			return fmt.Errorf("event %s: data: %w", e.Type, err)
-		}
-		data = string(b)
-	}
-	res, _, err := w.exec(ctx, "append event "+e.Type,
-		`INSERT INTO events (ts, type, actor, client_addr, cluster_id, node_id, action_id, run_id, message, data)
-		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
-		shsqlite.Micros(e.TS), e.Type, e.Actor, e.ClientAddr, e.ClusterID, e.NodeID, e.ActionID, e.RunID, e.Message, data)
-	if err != nil {
-		return err
-	}
-	seq, err := res.LastInsertId()
-	if err != nil {
-		return fmt.Errorf("append event %s: %w", e.Type, err)
-	}
-	e.Seq = seq
+	w.rows++
 	w.lastEvent = seq
-	return nil
+	return seq, nil
 }
 
 // PurgeActions deletes up to limit finished actions last changed before t,
