@@ -194,9 +194,7 @@ func (c *Core) Run(ctx context.Context) error {
 		pool = discovery.NewGossipSource(c.log, gossipOptions(cfg, atls)...)
 		sources = append(sources, pool)
 	}
-	watch := startstop.NewFunc(func(ctx context.Context) {
-		_ = discovery.Watch(ctx, st, c.log, repl.Nudge, static.Clusters(), sources...)
-	})
+	watch := discovery.NewWatcher(st, c.log, repl.Nudge, static.Clusters(), sources...)
 	if err := parts.Start(ctx, "discovery", watch); err != nil {
 		ln.Close()
 		return errors.Join(err, stopAll())
