@@ -6,8 +6,6 @@ import (
 	"github.com/musterhq/muster/core"
 )
 
-func init() { register(newCoreCmd) }
-
 func newCoreCmd() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "core",
