@@ -305,8 +305,6 @@ func sameOrigin(r *http.Request) bool {
 	return o == scheme+"://"+r.Host
 }
 
-func (s *Server) now() time.Time { return s.cfg.Now().UTC() }
-
 func (s *Server) home(w http.ResponseWriter, r *http.Request) {
 	http.Redirect(w, r, "/ui/approvals", http.StatusSeeOther)
 }
