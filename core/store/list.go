@@ -67,6 +67,9 @@ func listActionsSQL(q ListQuery, columns string, ph Placeholder) (string, []any,
 	if q.ClusterID != "" {
 		where = append(where, "cluster_id = "+arg(q.ClusterID))
 	}
+	if q.RunID != "" {
+		where = append(where, "run_id = "+arg(q.RunID))
+	}
 	if q.NodeID != "" {
 		where = append(where, "node_id = "+arg(q.NodeID))
 	}

@@ -14,7 +14,7 @@ import (
 // stores.
 func TestListActionsSQLDialects(t *testing.T) {
 	t.Parallel()
-	q := ListQuery{ClusterID: "c", NodeID: "n", States: []action.State{action.New, action.Running},
+	q := ListQuery{ClusterID: "c", NodeID: "n", RunID: "r", States: []action.State{action.New, action.Running},
 		Kinds: []string{"k"}, Sort: []SortKey{{Field: "state", Desc: true}}, Marker: "m", Limit: 10}
 	sq, sargs, err := listActionsSQL(q, "id", QuestionMarks)
 	if err != nil {
@@ -39,6 +39,9 @@ func TestListActionsSQLDialects(t *testing.T) {
 	}
 	if pq != sq {
 		t.Errorf("the dialects differ beyond placeholders:\n%s\n%s", sq, pq)
+	}
+	if !strings.Contains(sq, "run_id = ?") {
+		t.Errorf("no run filter: %s", sq)
 	}
 	if !strings.HasSuffix(sq, "ORDER BY state DESC, id ASC LIMIT ?") {
 		t.Errorf("order: %s", sq)

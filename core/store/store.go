@@ -268,8 +268,10 @@ type Node struct {
 type ListQuery struct {
 	ClusterID string
 	NodeID    string
-	States    []action.State
-	Kinds     []string
+	// RunID selects the child actions of one run.
+	RunID  string
+	States []action.State
+	Kinds  []string
 	// Sort keys in order; the id is always the last tie-breaker.
 	Sort []SortKey
 	// Marker is the id of the last action of the previous page.
