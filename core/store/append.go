@@ -19,6 +19,14 @@ type Dialect struct {
 	Time func(time.Time) any
 }
 
+// nullTime binds an optional time: NULL for nil.
+func (d Dialect) nullTime(t *time.Time) any {
+	if t == nil {
+		return nil
+	}
+	return d.Time(*t)
+}
+
 // values writes one placeholder a value, from the first, and returns them
 // with the values.
 func (d Dialect) values(first int, vals ...any) (string, []any) {

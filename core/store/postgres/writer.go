@@ -102,52 +102,14 @@ func (w *writer) DeleteNode(ctx context.Context, clusterID, nodeID string) error
 	return err
 }
 
-func actionArgs(r *store.Record) []any {
-	return []any{r.ClusterID, r.NodeID, r.Kind, string(r.Args), string(r.State), r.StateReason,
-		string(r.Progress), r.Output, r.Origin, r.Requester, r.ApprovedBy, r.TimeoutS,
-		action.UTC(r.CreatedTS), nullTS(r.ScheduledTS), nullTS(r.StartedTS),
-		nullTS(r.FinishedTS), action.UTC(r.UpdatedTS), r.RetryOf, r.ApprovalDigest,
-		r.CancelRequested, r.SeenOnAgent, r.PushedStoreID, r.RunID, r.Stage, r.Wave}
-}
-
-// InsertAction stores a new record (ErrExists when its id is taken, or its
-// run already has a child for its stage and node). A zero
-// CreatedTS is set to now, a zero UpdatedTS to CreatedTS. History is not
-// stored: AppendHistory does that.
+// InsertAction stores a new record (store.InsertAction).
 func (w *writer) InsertAction(ctx context.Context, r *store.Record) error {
-	if r.CreatedTS.IsZero() {
-		r.CreatedTS = now()
-	}
-	if r.UpdatedTS.IsZero() {
-		r.UpdatedTS = r.CreatedTS
-	}
-	what := fmt.Sprintf("insert action %q", r.ID)
-	n, err := w.exec(ctx, what,
-		`INSERT INTO actions (`+actionColumns+`)
-		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19, $20,
-			$21, $22, $23, $24, $25, $26)
-		ON CONFLICT DO NOTHING`,
-		append([]any{r.ID}, actionArgs(r)...)...)
-	if err == nil && n == 0 {
-		err = fmt.Errorf("%s: %w", what, store.ErrExists)
-	}
-	return err
+	return store.InsertAction(ctx, dialect, w.exec, r)
 }
 
-// UpdateAction replaces every field of the stored record with the same id
-// (ErrNotFound when there is none).
+// UpdateAction replaces the stored record with the same id (store.UpdateAction).
 func (w *writer) UpdateAction(ctx context.Context, r *store.Record) error {
-	what := fmt.Sprintf("update action %q", r.ID)
-	n, err := w.exec(ctx, what, `UPDATE actions SET cluster_id = $1, node_id = $2, kind = $3, args = $4,
-		state = $5, state_reason = $6, progress = $7, output = $8, origin = $9, requester = $10,
-		approved_by = $11, timeout_s = $12, created_ts = $13, scheduled_ts = $14, started_ts = $15,
-		finished_ts = $16, updated_ts = $17, retry_of = $18, approval_digest = $19, cancel_requested = $20,
-		seen_on_agent = $21, pushed_store_id = $22, run_id = $23, stage = $24, wave = $25 WHERE id = $26`,
-		append(actionArgs(r), r.ID)...)
-	if err == nil && n == 0 {
-		err = fmt.Errorf("%s: %w", what, store.ErrNotFound)
-	}
-	return err
+	return store.UpdateAction(ctx, dialect, w.exec, r)
 }
 
 // dialect is PostgreSQL's, for the statements core/store writes for both stores.

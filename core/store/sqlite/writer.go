@@ -97,45 +97,14 @@ func (w *writer) DeleteNode(ctx context.Context, clusterID, nodeID string) error
 	return err
 }
 
-func (w *writer) actionArgs(r *store.Record) []any {
-	return []any{r.ClusterID, r.NodeID, r.Kind, string(r.Args), string(r.State), r.StateReason,
-		string(r.Progress), r.Output, r.Origin, r.Requester, r.ApprovedBy, r.TimeoutS,
-		shsqlite.Micros(r.CreatedTS), shsqlite.NullMicros(r.ScheduledTS), shsqlite.NullMicros(r.StartedTS),
-		shsqlite.NullMicros(r.FinishedTS), shsqlite.Micros(r.UpdatedTS), r.RetryOf, r.ApprovalDigest,
-		r.CancelRequested, r.SeenOnAgent, r.PushedStoreID, r.RunID, r.Stage, r.Wave}
-}
-
-// InsertAction stores a new record (ErrExists when its id is taken). A zero
-// CreatedTS is set to now, a zero UpdatedTS to CreatedTS. History is not
-// stored: AppendHistory does that.
+// InsertAction stores a new record (store.InsertAction).
 func (w *writer) InsertAction(ctx context.Context, r *store.Record) error {
-	if r.CreatedTS.IsZero() {
-		r.CreatedTS = now()
-	}
-	if r.UpdatedTS.IsZero() {
-		r.UpdatedTS = r.CreatedTS
-	}
-	_, _, err := w.exec(ctx, fmt.Sprintf("insert action %q", r.ID),
-		`INSERT INTO actions (`+actionColumns+`)
-		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
-		append([]any{r.ID}, w.actionArgs(r)...)...)
-	return err
+	return store.InsertAction(ctx, dialect, w.execRows, r)
 }
 
-// UpdateAction replaces every field of the stored record with the same id
-// (ErrNotFound when there is none).
+// UpdateAction replaces the stored record with the same id (store.UpdateAction).
 func (w *writer) UpdateAction(ctx context.Context, r *store.Record) error {
-	what := fmt.Sprintf("update action %q", r.ID)
-	_, n, err := w.exec(ctx, what, `UPDATE actions SET cluster_id = ?, node_id = ?, kind = ?, args = ?,
-		state = ?, state_reason = ?, progress = ?, output = ?, origin = ?, requester = ?,
-		approved_by = ?, timeout_s = ?, created_ts = ?, scheduled_ts = ?, started_ts = ?,
-		finished_ts = ?, updated_ts = ?, retry_of = ?, approval_digest = ?, cancel_requested = ?,
-		seen_on_agent = ?, pushed_store_id = ?, run_id = ?, stage = ?, wave = ? WHERE id = ?`,
-		append(w.actionArgs(r), r.ID)...)
-	if err == nil && n == 0 {
-		err = fmt.Errorf("%s: %w", what, store.ErrNotFound)
-	}
-	return err
+	return store.UpdateAction(ctx, dialect, w.execRows, r)
 }
 
 // dialect is SQLite's, for the statements core/store writes for both stores.
