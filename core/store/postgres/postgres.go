@@ -202,7 +202,7 @@ func (s *Store) Update(ctx context.Context, fn func(tx store.Tx) error) error {
 	var w *writer
 	fence, fenced := store.FenceOf(ctx)
 	err := s.serializable(ctx, func(tx pgx.Tx) error {
-		w = &writer{reader: reader{q: tx}}
+		w = newWriter(tx)
 		if fenced {
 			if err := checkFence(ctx, tx, fence); err != nil {
 				return err

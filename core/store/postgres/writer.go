@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/jackc/pgx/v5"
+
 	"github.com/musterhq/muster/core/store"
 	"github.com/musterhq/muster/shared/action"
 )
@@ -20,12 +22,22 @@ import (
 // EXISTS), never by failing.
 type writer struct {
 	reader
+	store.Writes
 	rows        int64
 	lastEvent   int64
 	eventLocked bool
 }
 
 var _ store.Tx = (*writer)(nil)
+
+// newWriter returns the writer of one attempt of an Update in tx. The writes
+// both stores make with the same SQL (action rows, history, events) are
+// store.Writes'.
+func newWriter(tx pgx.Tx) *writer {
+	w := &writer{reader: reader{q: tx}}
+	w.Writes = store.Writes{Dialect: dialect, Exec: w.exec, InsertSeq: w.insertSeq}
+	return w
+}
 
 func (w *writer) exec(ctx context.Context, what, q string, args ...any) (int64, error) {
 	tag, err := w.q.Exec(ctx, q, clean(args)...)
@@ -102,30 +114,8 @@ func (w *writer) DeleteNode(ctx context.Context, clusterID, nodeID string) error
 	return err
 }
 
-// InsertAction stores a new record (store.InsertAction).
-func (w *writer) InsertAction(ctx context.Context, r *store.Record) error {
-	return store.InsertAction(ctx, dialect, w.exec, r)
-}
-
-// UpdateAction replaces the stored record with the same id (store.UpdateAction).
-func (w *writer) UpdateAction(ctx context.Context, r *store.Record) error {
-	return store.UpdateAction(ctx, dialect, w.exec, r)
-}
-
 // dialect is PostgreSQL's, for the statements core/store writes for both stores.
 var dialect = store.Dialect{Placeholder: store.DollarNumbers, Time: func(t time.Time) any { return action.UTC(t) }}
-
-// AppendHistory adds one transition to an action's history (store.AppendHistory).
-func (w *writer) AppendHistory(ctx context.Context, actionID string, t action.Transition) error {
-	return store.AppendHistory(ctx, dialect, w.exec, actionID, t)
-}
-
-// AppendEvent stores e and sets e.Seq and, when zero, e.TS
-// (store.AppendEvent). The first event of a transaction takes the events
-// lock, held until the transaction ends: numbers are drawn in commit order.
-func (w *writer) AppendEvent(ctx context.Context, e *store.Event) error {
-	return store.AppendEvent(ctx, dialect, w.insertSeq, e)
-}
 
 // insertSeq takes the events lock (once a transaction), runs an INSERT ...
 // RETURNING seq of an event, remembers the seq as the newest event and

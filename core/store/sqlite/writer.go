@@ -13,11 +13,21 @@ import (
 )
 
 // writer is the store.Tx of one Update. It counts the rows it changes and
-// remembers the newest event it appended.
+// remembers the newest event it appended. The writes both stores make with
+// the same SQL (action rows, history, events) are store.Writes'.
 type writer struct {
 	reader
+	store.Writes
 	rows      int64
 	lastEvent int64
+}
+
+// newWriter returns the writer of one Update; its transaction is set by
+// the Update.
+func newWriter() *writer {
+	w := &writer{}
+	w.Writes = store.Writes{Dialect: dialect, Exec: w.execRows, InsertSeq: w.insertSeq}
+	return w
 }
 
 var _ store.Tx = (*writer)(nil)
@@ -97,16 +107,6 @@ func (w *writer) DeleteNode(ctx context.Context, clusterID, nodeID string) error
 	return err
 }
 
-// InsertAction stores a new record (store.InsertAction).
-func (w *writer) InsertAction(ctx context.Context, r *store.Record) error {
-	return store.InsertAction(ctx, dialect, w.execRows, r)
-}
-
-// UpdateAction replaces the stored record with the same id (store.UpdateAction).
-func (w *writer) UpdateAction(ctx context.Context, r *store.Record) error {
-	return store.UpdateAction(ctx, dialect, w.execRows, r)
-}
-
 // dialect is SQLite's, for the statements core/store writes for both stores.
 var dialect = store.Dialect{Placeholder: store.QuestionMarks, Time: func(t time.Time) any { return shsqlite.Micros(t) }}
 
@@ -114,16 +114,6 @@ var dialect = store.Dialect{Placeholder: store.QuestionMarks, Time: func(t time.
 func (w *writer) execRows(ctx context.Context, what, q string, args ...any) (int64, error) {
 	_, n, err := w.exec(ctx, what, q, args...)
 	return n, err
-}
-
-// AppendHistory adds one transition to an action's history (store.AppendHistory).
-func (w *writer) AppendHistory(ctx context.Context, actionID string, t action.Transition) error {
-	return store.AppendHistory(ctx, dialect, w.execRows, actionID, t)
-}
-
-// AppendEvent stores e and sets e.Seq and, when zero, e.TS (store.AppendEvent).
-func (w *writer) AppendEvent(ctx context.Context, e *store.Event) error {
-	return store.AppendEvent(ctx, dialect, w.insertSeq, e)
 }
 
 // insertSeq runs an INSERT ... RETURNING seq of an event, remembers the
