@@ -201,11 +201,8 @@ func (a *Agent) Run(ctx context.Context) error {
 	}
 	if gs != nil {
 		// Stopped before the pool is left.
-		notePart := &startstop.Hooks{
-			OnStart: func(ctx context.Context) error { return note.Start(ctx, gs) },
-			OnStop:  note.Stop,
-		}
-		if err := parts.Start(ctx, "notifier", notePart); err != nil {
+		note.to = gs
+		if err := parts.Start(ctx, "notifier", note); err != nil {
 			return errors.Join(err, stopAll())
 		}
 	}

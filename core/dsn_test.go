@@ -23,7 +23,7 @@ func TestAPostgresDSNWithoutTheDriverIsRefusedRedacted(t *testing.T) {
 		cfg := DefaultConfig()
 		cfg.DataDir = t.TempDir()
 		cfg.Store.DSN = dsn
-		st, err := openStore(context.Background(), cfg)
+		st, _, err := openStore(context.Background(), cfg)
 		if err == nil {
 			st.Close()
 			t.Fatalf("%s opened a store", dsn)
@@ -35,7 +35,7 @@ func TestAPostgresDSNWithoutTheDriverIsRefusedRedacted(t *testing.T) {
 	cfg := DefaultConfig()
 	cfg.DataDir = t.TempDir()
 	cfg.Store.DSN = filepath.Join(t.TempDir(), "core.db")
-	st, err := openStore(context.Background(), cfg)
+	st, _, err := openStore(context.Background(), cfg)
 	if err != nil {
 		t.Fatalf("a SQLite file: %v", err)
 	}

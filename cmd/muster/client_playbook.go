@@ -14,8 +14,6 @@ import (
 	"github.com/musterhq/muster/shared/wire"
 )
 
-func init() { register(newPlaybookCmd) }
-
 func newPlaybookCmd() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "playbook",

@@ -13,8 +13,6 @@ import (
 	"github.com/musterhq/muster/shared/config"
 )
 
-func init() { register(newCoreCmd) }
-
 func newCoreCmd() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "core",

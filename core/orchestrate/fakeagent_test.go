@@ -299,14 +299,6 @@ func (f *fakeAgent) forget(id string) {
 	delete(f.recs, id)
 }
 
-// purge drops a record and leaves a tombstone.
-func (f *fakeAgent) purge(id string) {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	delete(f.recs, id)
-	f.tombs[id] = true
-}
-
 // replaceStore gives the agent a new, empty database.
 func (f *fakeAgent) replaceStore() {
 	f.mu.Lock()

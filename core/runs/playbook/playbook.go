@@ -175,7 +175,7 @@ func Parse(doc []byte) (*Playbook, error) {
 		if !action.ValidKind(st.Kind) {
 			return nil, posError(at("stages", i, "kind"), field+".kind", "%q is not of the form domain/name", st.Kind)
 		}
-		if st.Target.All == false && len(st.Target.Nodes) == 0 && len(st.Target.Labels) == 0 {
+		if !st.Target.All && len(st.Target.Nodes) == 0 && len(st.Target.Labels) == 0 {
 			return nil, posError(at("stages", i, "target"), field+".target", `targets nothing: give "nodes", "labels" or "all"`)
 		}
 		for _, l := range []struct {

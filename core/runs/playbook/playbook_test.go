@@ -112,11 +112,11 @@ func TestBadDocumentsAreRefusedWithLineAndField(t *testing.T) {
 
 func TestParametersAreCheckedAgainstThePlaybook(t *testing.T) {
 	t.Parallel()
-	p, err := Parse([]byte(good + "params_extra: 1\n"))
+	_, err := Parse([]byte(good + "params_extra: 1\n"))
 	if err == nil {
 		t.Fatal("an unknown top-level field was accepted")
 	}
-	p, err = Parse([]byte(strings.Replace(good, "default: web", "description: no default", 1)))
+	p, err := Parse([]byte(strings.Replace(good, "default: web", "description: no default", 1)))
 	if err != nil {
 		t.Fatal(err)
 	}

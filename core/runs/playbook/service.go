@@ -126,7 +126,7 @@ func (p *Planned) Wire() wire.Plan {
 	out := wire.Plan{Playbook: p.Name, Version: p.Version, ClusterID: p.Cluster, Params: p.Values,
 		Digest: runs.Digest(p.Cluster, p.Stages), Stages: []wire.Stage{}, Children: []wire.PlanChild{}}
 	for _, st := range p.Stages {
-		out.Stages = append(out.Stages, wire.Stage{Name: st.Name, Kind: st.Kind, Args: st.Args, Target: st.Target,
+		out.Stages = append(out.Stages, wire.Stage{Name: st.Name, Kind: st.Kind, Args: st.Args, Target: wire.Target(st.Target),
 			Nodes: st.Nodes, MaxConcurrency: st.MaxConcurrency, MaxErrors: st.MaxErrors, OnFailure: st.OnFailure,
 			DependsOn: st.DependsOn, TimeoutS: st.TimeoutS, State: st.State})
 		conc := st.MaxConcurrency.Ceil(len(st.Nodes))
