@@ -84,7 +84,7 @@ func TestOpenFailsWithOneClearLine(t *testing.T) {
 		{"not a DSN", "postgres://muster:s3cret@127.0.0.1:notaport/db", []string{"store.dsn:"}},
 		{"bad port", "host=127.0.0.1 port=seventy password=s3cret", []string{"store.dsn:"}},
 		{"nobody listens", fmt.Sprintf("postgres://muster:s3cret@127.0.0.1:%d/muster?connect_timeout=2", closed),
-			[]string{"cannot reach PostgreSQL at 127.0.0.1:" + strconv.Itoa(closed) + "/muster"}},
+			[]string{"cannot reach PostgreSQL at host=127.0.0.1 port=" + strconv.Itoa(closed) + " database=muster user=muster:"}},
 		{"no such database", strings.Replace(srv.DSN("nope"), "muster@", "muster:s3cret@", 1),
 			[]string{"cannot reach PostgreSQL at", `database "nope" does not exist`}},
 	}
