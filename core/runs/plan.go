@@ -8,7 +8,6 @@ import (
 
 	"github.com/musterhq/muster/core/store"
 	"github.com/musterhq/muster/shared/action"
-	"github.com/musterhq/muster/shared/wire"
 )
 
 // Child is what the planner needs to know of a child action.
@@ -143,7 +142,7 @@ type PlanEnv struct {
 
 // retryDelay is the wait before attempt n+1 of a step whose attempt n
 // failed: delay × backoff^(n-1), at most max_delay.
-func retryDelay(r *wire.Retry, n int) time.Duration {
+func retryDelay(r *store.Retry, n int) time.Duration {
 	if r == nil || r.DelayS <= 0 {
 		return 0
 	}

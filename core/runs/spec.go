@@ -329,11 +329,11 @@ func Resolve(req *wire.CreateRunRequest, nodes []store.Node) ([]store.RunStage, 
 		rs := store.RunStage{Name: sp.Name, Kind: sp.Kind, Args: sp.Args, TimeoutS: sp.TimeoutS}
 		for _, step := range sp.Steps {
 			rs.Steps = append(rs.Steps, store.RunStep{Name: step.Name, Kind: step.Kind, Args: step.Args,
-				TimeoutS: step.TimeoutS, Retry: step.Retry, When: step.When})
+				TimeoutS: step.TimeoutS, Retry: (*store.Retry)(step.Retry), When: step.When})
 		}
 		for _, step := range sp.Rollback {
 			rs.Rollback = append(rs.Rollback, store.RunStep{Name: step.Name, Kind: step.Kind, Args: step.Args,
-				TimeoutS: step.TimeoutS, Retry: step.Retry, When: step.When})
+				TimeoutS: step.TimeoutS, Retry: (*store.Retry)(step.Retry), When: step.When})
 		}
 		perNode := 0
 		for _, step := range append(slices.Clone(rs.Procedure()), rs.Rollback...) {
@@ -356,7 +356,7 @@ func Resolve(req *wire.CreateRunRequest, nodes []store.Node) ([]store.RunStage, 
 				MaxChildren, total)
 		}
 		out = append(out, store.RunStage{Steps: rs.Steps, Rollback: rs.Rollback,
-			Name: sp.Name, Kind: sp.Kind, Args: sp.Args, Target: sp.Target, Nodes: ids,
+			Name: sp.Name, Kind: sp.Kind, Args: sp.Args, Target: store.Target(sp.Target), Nodes: ids,
 			MaxConcurrency: *sp.MaxConcurrency, MaxErrors: *sp.MaxErrors, OnFailure: sp.OnFailure,
 			DependsOn: sp.DependsOn, TimeoutS: sp.TimeoutS, State: store.StagePending,
 		})

@@ -43,7 +43,7 @@ func View(r *store.Run, counts []store.ChildCount) wire.Run {
 			delete(byState, "PENDING")
 		}
 		out.Stages = append(out.Stages, wire.Stage{
-			Name: st.Name, Kind: st.Kind, Args: st.Args, Target: st.Target, Nodes: st.Nodes, NodeCount: st.Size(),
+			Name: st.Name, Kind: st.Kind, Args: st.Args, Target: wire.Target(st.Target), Nodes: st.Nodes, NodeCount: st.Size(),
 			MaxConcurrency: st.MaxConcurrency, MaxErrors: st.MaxErrors, OnFailure: st.OnFailure,
 			DependsOn: st.DependsOn, TimeoutS: st.TimeoutS, State: st.State, Counts: byState, Errors: errs,
 			Steps: StepSpecs(st.Steps), Rollback: StepSpecs(st.Rollback), Failed: st.Failed, Skipped: st.Skipped,
@@ -66,7 +66,7 @@ func StepSpecs(steps []store.RunStep) []wire.StepSpec {
 	var out []wire.StepSpec
 	for _, sp := range steps {
 		out = append(out, wire.StepSpec{Name: sp.Name, Kind: sp.Kind, Args: sp.Args, TimeoutS: sp.TimeoutS,
-			Retry: sp.Retry, When: sp.When})
+			Retry: (*wire.Retry)(sp.Retry), When: sp.When})
 	}
 	return out
 }
