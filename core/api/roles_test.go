@@ -47,6 +47,7 @@ var roleTable = map[string][5]int{ //        none viewer  op   appr admin
 	"POST /api/v1/runs/:id/pause":                        {401, 403, 200, 403, 200},
 	"POST /api/v1/runs/:id/resume":                       {401, 403, 200, 403, 200},
 	"POST /api/v1/runs/:id/cancel":                       {401, 403, 200, 403, 200},
+	"POST /api/v1/runs/:id/retry":                        {401, 403, 201, 403, 201},
 	"POST /api/v1/playbooks":                             {401, 403, 201, 403, 201},
 	"GET /api/v1/playbooks":                              {401, 200, 200, 200, 200},
 	"GET /api/v1/playbooks/:name":                        {401, 200, 200, 200, 200},
@@ -97,6 +98,10 @@ func (e *env) fixture(route string, n int) (string, any) {
 		r := e.createRun("op", oneStageRun(kindPing))
 		e.call(http.MethodPost, "/api/v1/runs/"+r.ID+"/approve", "appr", nil, http.StatusOK, nil)
 		e.call(http.MethodPost, "/api/v1/runs/"+r.ID+"/pause", "op", nil, http.StatusOK, nil)
+		path = strings.ReplaceAll(path, ":id", r.ID)
+	case "POST /api/v1/runs/:id/retry":
+		r := e.createRun("op", oneStageRun(kindPing))
+		e.call(http.MethodPost, "/api/v1/runs/"+r.ID+"/cancel", "op", nil, http.StatusOK, nil)
 		path = strings.ReplaceAll(path, ":id", r.ID)
 	case "POST /api/v1/playbooks":
 		body = wire.ApplyPlaybookRequest{Document: testPlaybook(fmt.Sprintf("pb-%d", n), "")}

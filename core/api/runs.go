@@ -63,6 +63,21 @@ func (s *Server) createRun(c *echo.Context) error {
 	})
 }
 
+// retryRun makes a new run over the failed and skipped nodes of a finished
+// run (201), waiting for approval as any run.
+func (s *Server) retryRun(c *echo.Context) error {
+	if err := optionalBody(c, nil); err != nil {
+		return err
+	}
+	return s.newRun(c, func(ctx context.Context, tx store.Tx) (*store.Run, error) {
+		found, err := resolveRun(ctx, tx, c.Param("id"))
+		if err != nil {
+			return nil, err
+		}
+		return s.cfg.Runs.Retry(ctx, tx, found.ID, s.who(c))
+	})
+}
+
 // newRun stores the run fn makes, in one transaction, and answers it (201);
 // a run that starts at once nudges a pass to push its first wave.
 func (s *Server) newRun(c *echo.Context, fn func(ctx context.Context, tx store.Tx) (*store.Run, error)) error {

@@ -252,3 +252,21 @@ func TestRunChildrenAreListedByRunAndSayWhereTheyBelong(t *testing.T) {
 		}
 	}
 }
+
+func TestAPIRetryRunMakesARunOverTheNodesNotCarriedThrough(t *testing.T) {
+	t.Parallel()
+	e := setup(t)
+	r := e.createRun("op", oneStageRun(kindPing))
+	// A run not finished has nothing to retry yet: 409, nothing stored.
+	if d := e.fail(http.MethodPost, "/api/v1/runs/"+r.ID+"/retry", "op", nil, http.StatusConflict); !strings.Contains(d.Message, "retry") {
+		t.Fatalf("retry of a waiting run: %+v", d)
+	}
+	e.call(http.MethodPost, "/api/v1/runs/"+r.ID+"/cancel", "op", nil, http.StatusOK, nil)
+	var again wire.Run
+	e.call(http.MethodPost, "/api/v1/runs/"+r.ID+"/retry", "op", nil, http.StatusCreated, &again)
+	if again.RetryOf != r.ID || again.State != "PENDING_APPROVE" || again.ID == r.ID ||
+		len(again.Stages) != 1 || strings.Join(again.Stages[0].Nodes, ",") != "db-1" {
+		t.Fatalf("retry run %+v", again)
+	}
+	e.fail(http.MethodPost, "/api/v1/runs/"+r.ID+"/retry", "op", map[string]string{"x": "y"}, http.StatusBadRequest)
+}

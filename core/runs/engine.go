@@ -114,11 +114,16 @@ func (e *Engine) Create(ctx context.Context, tx store.Tx, req *wire.CreateRunReq
 // Insert stores a run over resolved stages (a playbook's plan, or Create's).
 func (e *Engine) Insert(ctx context.Context, tx store.Tx, clusterID string, stages []store.RunStage,
 	playbook string, version int, who actions.Actor) (*store.Run, error) {
+	return e.insert(ctx, tx, clusterID, stages, playbook, version, "", who)
+}
+
+func (e *Engine) insert(ctx context.Context, tx store.Tx, clusterID string, stages []store.RunStage,
+	playbook string, version int, retryOf string, who actions.Actor) (*store.Run, error) {
 	t := e.now()
 	r := &store.Run{
 		ID: action.NewID(), ClusterID: clusterID, State: store.RunPendingApprove, Requester: who.Name,
 		Playbook: playbook, PlaybookVersion: version, Digest: Digest(clusterID, stages), Stages: stages,
-		CreatedTS: t, UpdatedTS: t,
+		CreatedTS: t, UpdatedTS: t, RetryOf: retryOf,
 	}
 	auto := !e.NeedsApproval(clusterID, stages)
 	if auto {
@@ -136,6 +141,9 @@ func (e *Engine) Insert(ctx context.Context, tx store.Tx, clusterID string, stag
 	if playbook != "" {
 		msg = fmt.Sprintf("%s started playbook %s v%d as run %s on %s: %d stage(s), %d child action(s) (%s)",
 			who.Name, playbook, version, r.ID, clusterID, len(stages), children, r.State)
+	}
+	if retryOf != "" {
+		msg += fmt.Sprintf(", retrying the failed and skipped nodes of run %s", retryOf)
 	}
 	if err := tx.AppendEvent(ctx, runEvent(r, store.EventRunCreated, who, t, msg,
 		map[string]any{"state": r.State, "digest": r.Digest})); err != nil {
@@ -208,6 +216,52 @@ func (e *Engine) Approve(ctx context.Context, tx store.Tx, id, digest string, wh
 		return nil, err
 	}
 	return r, nil
+}
+
+// Retry makes a new run with the same stages as the finished run id over
+// the nodes it did not carry through (failed, skipped, or never reached),
+// linked by RetryOf and approved as any run. A run whose every node
+// succeeded has nothing to retry (a 409).
+func (e *Engine) Retry(ctx context.Context, tx store.Tx, id string, who actions.Actor) (*store.Run, error) {
+	r, err := load(ctx, tx, id, "retry", store.RunPartial, store.RunFailed, store.RunCancelled)
+	if err != nil {
+		return nil, err
+	}
+	kids, err := children(ctx, tx, r.ID, r.ApprovedBy)
+	if err != nil {
+		return nil, err
+	}
+	var stages []store.RunStage
+	kept := map[string]bool{}
+	for i := range r.Stages {
+		st := r.Stages[i]
+		v := viewStage(&st, kids, PlanEnv{})
+		var nodes []string
+		for j, ns := range v.nodes {
+			if ns.status != nodeDone {
+				nodes = append(nodes, st.Nodes[j])
+			}
+		}
+		if len(nodes) == 0 {
+			continue
+		}
+		st.Nodes, st.State, st.Forgiven, st.Failed, st.Skipped, st.NodeCount = nodes, store.StagePending, 0, nil, nil, 0
+		stages = append(stages, st)
+		kept[st.Name] = true
+	}
+	if len(stages) == 0 {
+		return nil, wrongState(r, "retry: every node of the run succeeded")
+	}
+	for i := range stages {
+		deps := []string{}
+		for _, d := range stages[i].DependsOn {
+			if kept[d] {
+				deps = append(deps, d)
+			}
+		}
+		stages[i].DependsOn = deps
+	}
+	return e.insert(ctx, tx, r.ClusterID, stages, r.Playbook, r.PlaybookVersion, r.ID, who)
 }
 
 // Reject cancels a run waiting for approval.

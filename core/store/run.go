@@ -59,6 +59,8 @@ type Run struct {
 	CreatedTS  time.Time
 	UpdatedTS  time.Time
 	FinishedTS *time.Time
+	// RetryOf is the run whose failed and skipped nodes this run retries.
+	RetryOf string
 	// Brief: the run was read by a list with RunQuery.Brief, and each
 	// stage's Nodes holds at most its first BriefNodes nodes (NodeCount
 	// counts them all). A brief run is for showing: it cannot be stored.

@@ -168,6 +168,8 @@ type Run struct {
 	FinishedTS      *time.Time `json:"finished_ts"`
 	// Children is the per-node grid, filled only by GET /api/v1/runs/{id}.
 	Children []RunChild `json:"children,omitempty"`
+	// RetryOf is the run whose failed and skipped nodes this run retries.
+	RetryOf string `json:"retry_of,omitempty"`
 	// Summary lists the failed and skipped nodes (a PARTIAL or FAILED run
 	// says which).
 	Summary *RunSummary `json:"summary,omitempty"`

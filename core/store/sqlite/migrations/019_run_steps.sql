@@ -9,3 +9,5 @@ ALTER TABLE actions ADD COLUMN outputs TEXT NOT NULL DEFAULT '';
 -- child is created once, whatever restarts happen between steps.
 DROP INDEX actions_run_child;
 CREATE UNIQUE INDEX actions_run_child ON actions (run_id, stage, node_id, step, attempt) WHERE run_id != '';
+-- A run made by retry names the run whose failed and skipped nodes it retries.
+ALTER TABLE runs ADD COLUMN retry_of TEXT NOT NULL DEFAULT '';
