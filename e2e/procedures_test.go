@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -28,6 +29,9 @@ type procFleet struct {
 
 var procSteps = []string{"drain", "upgrade", "verify", "undrain"}
 
+// procKinds are the kinds of the fleet: the steps and a rollback.
+var procKinds = append(slices.Clone(procSteps), "downgrade")
+
 func newProcFleet(t *testing.T, n int) *procFleet {
 	t.Helper()
 	dir := t.TempDir()
@@ -38,6 +42,7 @@ step=$1
 echo "start $MUSTER_ACTION_ID $MUSTER_NODE_ID $step $(date +%%s%%N)" >> %[1]q
 sleep 0.1
 echo "end $MUSTER_ACTION_ID $MUSTER_NODE_ID $step $(date +%%s%%N)" >> %[1]q
+if [ "$step" = upgrade ]; then printf '{"previous":"1.0-%%s"}' "$MUSTER_NODE_ID" > "$MUSTER_OUTPUTS"; fi
 f=%[2]q/fail-$step-$MUSTER_NODE_ID
 if [ -f "$f" ]; then
   n=$(cat "$f")
@@ -49,7 +54,7 @@ fi
 	}
 	var kinds strings.Builder
 	kinds.WriteString("actions:\n  external:\n")
-	for _, s := range procSteps {
+	for _, s := range procKinds {
 		fmt.Fprintf(&kinds, "    - kind: example.com/%s\n      run: [%q, %q]\n", s, script, s)
 	}
 	f := newFleetWith(t, fleetOptions{nodes: n, actionsYAML: kinds.String(), dir: filepath.Join(dir, "fleet")})
@@ -238,5 +243,67 @@ func TestProcedureRetriesAStep(t *testing.T) {
 	}
 	if n != 3 {
 		t.Fatalf("verify ran %d times on node-2, want 3", n)
+	}
+}
+
+// TestProcedureRollsBackTheFailedNodeOnly is the issue's end-to-end test 4:
+// upgrade fails on node 3 with on_failure pause.
+func TestProcedureRollsBackTheFailedNodeOnly(t *testing.T) {
+	t.Parallel()
+	f := newProcFleet(t, 5)
+	f.failTimes(t, "upgrade", "node-3", 1)
+	req := procRun("1", nil)
+	st := &req.Stages[0]
+	st.OnFailure = "pause"
+	st.Steps[3].When = "always"
+	st.Rollback = []wire.StepSpec{{Name: "downgrade", Kind: "example.com/downgrade",
+		Args: []byte(`{"version":"{{ .steps.upgrade.outputs.previous }}"}`)}}
+	r := f.start(t, req)
+	paused := f.waitRun(t, r.ID, 90*time.Second, "PAUSED", "DONE", "FAILED", "PARTIAL", "CANCELLED")
+	if paused.State != "PAUSED" {
+		t.Fatalf("run is %s (%s), want PAUSED", paused.State, paused.StateReason)
+	}
+	var got []string
+	for _, e := range f.executions(t) {
+		got = append(got, e.node+":"+e.step)
+	}
+	want := "node-1:drain node-1:upgrade node-1:verify node-1:undrain node-2:drain node-2:upgrade node-2:verify node-2:undrain " +
+		"node-3:drain node-3:upgrade node-3:undrain node-3:downgrade"
+	if strings.Join(got, " ") != want {
+		t.Fatalf("executions\n%s\nwant\n%s", strings.Join(got, " "), want)
+	}
+	for _, k := range f.children(t, r.ID) {
+		if k.Step == "downgrade" && (k.NodeID != "node-3" || string(k.Args) != `{"version":"1.0-node-3"}`) {
+			t.Fatalf("rollback on %s with %s, want node-3 back to 1.0-node-3", k.NodeID, k.Args)
+		}
+		if k.Step == "upgrade" && k.NodeID == "node-3" && string(k.Outputs) != `{"previous":"1.0-node-3"}` {
+			t.Fatalf("the failed upgrade's outputs %s", k.Outputs)
+		}
+	}
+	// The requester may not resume past the errors; an approver may.
+	if _, err := f.alice.RunVerb(ctxT(t), r.ID, "resume", ""); err == nil || !strings.Contains(err.Error(), "403") &&
+		!strings.Contains(err.Error(), "approver") {
+		t.Fatalf("the requester's resume: %v, want refused", err)
+	}
+	if _, err := f.bob.RunVerb(ctxT(t), r.ID, "resume", ""); err != nil {
+		t.Fatal(err)
+	}
+	end := f.waitRun(t, r.ID, 90*time.Second, "DONE", "FAILED", "PARTIAL", "CANCELLED")
+	if end.State != "PARTIAL" || end.Summary == nil || len(end.Summary.Failed) != 1 || end.Summary.Failed[0].NodeID != "node-3" {
+		t.Fatalf("run ended %s (%s) summary %+v, want PARTIAL naming node-3", end.State, end.StateReason, end.Summary)
+	}
+	// run retry: a new run over node-3 only.
+	again, err := f.alice.RunVerb(ctxT(t), r.ID, "retry", "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if again.RetryOf != r.ID || len(again.Stages) != 1 || strings.Join(again.Stages[0].Nodes, ",") != "node-3" {
+		t.Fatalf("retry run %+v, want node-3 only", again)
+	}
+	if _, err := f.bob.RunVerb(ctxT(t), again.ID, "approve", ""); err != nil {
+		t.Fatal(err)
+	}
+	if done := f.waitRun(t, again.ID, 90*time.Second, "DONE", "FAILED", "PARTIAL", "CANCELLED", "PAUSED"); done.State != "DONE" {
+		t.Fatalf("retry run ended %s (%s)", done.State, done.StateReason)
 	}
 }

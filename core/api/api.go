@@ -221,7 +221,7 @@ func (s *Server) routes() {
 	s.add(http.MethodPost, "/api/v1/runs/:id/approve", auth.Approve, s.approveRun)
 	s.add(http.MethodPost, "/api/v1/runs/:id/reject", auth.Reject, s.rejectRun)
 	s.add(http.MethodPost, "/api/v1/runs/:id/pause", auth.Cancel, s.pauseRun)
-	s.add(http.MethodPost, "/api/v1/runs/:id/resume", auth.Cancel, s.resumeRun)
+	s.add(http.MethodPost, "/api/v1/runs/:id/resume", auth.Continue, s.resumeRun)
 	s.add(http.MethodPost, "/api/v1/runs/:id/cancel", auth.Cancel, s.cancelRun)
 	s.add(http.MethodPost, "/api/v1/runs/:id/retry", auth.Create, s.retryRun)
 

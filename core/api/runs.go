@@ -266,7 +266,8 @@ func (s *Server) pauseRun(c *echo.Context) error {
 
 func (s *Server) resumeRun(c *echo.Context) error {
 	return s.changeRun(c, nil, func(ctx context.Context, tx store.Tx, id string) (*store.Run, error) {
-		return s.cfg.Runs.Resume(ctx, tx, id, s.who(c), auth.Can(caller(c).Roles, auth.Approve))
+		roles := caller(c).Roles
+		return s.cfg.Runs.ResumeAs(ctx, tx, id, s.who(c), auth.Can(roles, auth.Approve), auth.Can(roles, auth.Cancel))
 	})
 }
 

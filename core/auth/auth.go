@@ -52,10 +52,14 @@ const (
 	Drain Permission = "drain"
 	// Forget removes a node for good, ending its open actions.
 	Forget Permission = "forget"
+	// Continue resumes a paused run or promotes a canary: an operator's
+	// manual pause, an approver's pause on errors or canary (the run
+	// engine decides which).
+	Continue Permission = "continue"
 )
 
 // Permissions lists every permission.
-var Permissions = []Permission{Read, Create, Cancel, Retry, Orchestrate, Approve, Reject, Tokens, Drain, Forget}
+var Permissions = []Permission{Read, Create, Cancel, Retry, Orchestrate, Approve, Reject, Tokens, Drain, Forget, Continue}
 
 // Roles lists every role, least powerful first.
 var Roles = []string{store.RoleViewer, store.RoleOperator, store.RoleApprover, store.RoleAdmin}
@@ -63,8 +67,8 @@ var Roles = []string{store.RoleViewer, store.RoleOperator, store.RoleApprover, s
 // grants is the one table of what each role may do. admin may do everything.
 var grants = map[string][]Permission{
 	store.RoleViewer:   {Read},
-	store.RoleOperator: {Read, Create, Cancel, Retry, Orchestrate, Drain},
-	store.RoleApprover: {Read, Approve, Reject},
+	store.RoleOperator: {Read, Create, Cancel, Retry, Orchestrate, Drain, Continue},
+	store.RoleApprover: {Read, Approve, Reject, Continue},
 	store.RoleAdmin:    Permissions,
 }
 

@@ -34,8 +34,8 @@ func TestCanTable(t *testing.T) {
 	t.Parallel()
 	want := map[string][]auth.Permission{
 		store.RoleViewer:   {auth.Read},
-		store.RoleOperator: {auth.Read, auth.Create, auth.Cancel, auth.Retry, auth.Orchestrate, auth.Drain},
-		store.RoleApprover: {auth.Read, auth.Approve, auth.Reject},
+		store.RoleOperator: {auth.Read, auth.Create, auth.Cancel, auth.Retry, auth.Orchestrate, auth.Drain, auth.Continue},
+		store.RoleApprover: {auth.Read, auth.Approve, auth.Reject, auth.Continue},
 		store.RoleAdmin:    auth.Permissions,
 	}
 	for _, role := range auth.Roles {

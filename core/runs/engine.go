@@ -315,6 +315,14 @@ func (e *Engine) Pause(ctx context.Context, tx store.Tx, id string, who actions.
 // what an approval takes: mayApprove (the caller holds the approver role)
 // and another person than the requester, unless self-approval is allowed.
 func (e *Engine) Resume(ctx context.Context, tx store.Tx, id string, who actions.Actor, mayApprove bool) (*store.Run, error) {
+	return e.ResumeAs(ctx, tx, id, who, mayApprove, true)
+}
+
+// ResumeAs is Resume by a caller who may approve (mayApprove) and may
+// operate (mayOperate): resuming a manual pause, which forgives nothing,
+// stays with operators; resuming past errors takes an approver other than
+// the requester.
+func (e *Engine) ResumeAs(ctx context.Context, tx store.Tx, id string, who actions.Actor, mayApprove, mayOperate bool) (*store.Run, error) {
 	r, err := load(ctx, tx, id, "resume", store.RunPaused)
 	if err != nil {
 		return nil, err
@@ -331,6 +339,9 @@ func (e *Engine) Resume(ctx context.Context, tx store.Tx, id string, who actions
 			st.Forgiven = c.Errors
 			forgiven = append(forgiven, st.Name)
 		}
+	}
+	if len(forgiven) == 0 && !mayOperate {
+		return nil, fmt.Errorf("%w: run %s was paused by hand: resuming it is an operator's", ErrForbidden, r.ID)
 	}
 	if len(forgiven) > 0 && e.Policy.MayApprove(r.Requester, "", who.Name, mayApprove) != approval.MayDecide {
 		return nil, fmt.Errorf("%w: resuming run %s forgives the errors of stage(s) %s past the max_errors its approver signed: "+
