@@ -36,6 +36,7 @@ prefix of it of at least 8 characters.`,
 		newRunVerbCmd(f, "pause", "Stop a run from starting more children; those running finish"),
 		newRunVerbCmd(f, "resume", "Let a paused run go on (errors that paused it are forgiven)"),
 		newRunVerbCmd(f, "cancel", "Cancel a run: its unfinished children are cancelled and no more start"),
+		newRunVerbCmd(f, "promote", "Let a run paused after its canary go on (an approver other than the requester)"),
 		newRunVerbCmd(f, "retry", "Make a new run, waiting for approval, over the nodes a finished run did not carry through"),
 		newRunWatchCmd(f),
 	)
@@ -385,7 +386,7 @@ func newRunVerbCmd(f *clientFlags, verb, short string) *cobra.Command {
 				return nil
 			}
 			past := map[string]string{"approve": "Approved", "reject": "Rejected", "pause": "Paused",
-				"resume": "Resumed", "cancel": "Cancelled"}[verb]
+				"resume": "Resumed", "cancel": "Cancelled", "promote": "Promoted"}[verb]
 			fmt.Fprintf(cmd.OutOrStdout(), "%s run %s (%s).\n", past, textsafe.Escape(r.ID), textsafe.Escape(r.State))
 			return nil
 		},

@@ -224,6 +224,7 @@ func (s *Server) routes() {
 	s.add(http.MethodPost, "/api/v1/runs/:id/resume", auth.Continue, s.resumeRun)
 	s.add(http.MethodPost, "/api/v1/runs/:id/cancel", auth.Cancel, s.cancelRun)
 	s.add(http.MethodPost, "/api/v1/runs/:id/retry", auth.Create, s.retryRun)
+	s.add(http.MethodPost, "/api/v1/runs/:id/promote", auth.Approve, s.promoteRun)
 
 	s.add(http.MethodPost, "/api/v1/playbooks", auth.Create, s.applyPlaybook)
 	s.add(http.MethodGet, "/api/v1/playbooks", auth.Read, onlyParams(s.listPlaybooks))

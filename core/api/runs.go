@@ -271,6 +271,14 @@ func (s *Server) resumeRun(c *echo.Context) error {
 	})
 }
 
+// promoteRun lets a run paused after its canary go on (an approver other
+// than the requester).
+func (s *Server) promoteRun(c *echo.Context) error {
+	return s.changeRun(c, nil, func(ctx context.Context, tx store.Tx, id string) (*store.Run, error) {
+		return s.cfg.Runs.Promote(ctx, tx, id, s.who(c), auth.Can(caller(c).Roles, auth.Approve))
+	})
+}
+
 func (s *Server) cancelRun(c *echo.Context) error {
 	var req wire.ReasonRequest
 	return s.changeRun(c, &req, func(ctx context.Context, tx store.Tx, id string) (*store.Run, error) {

@@ -340,6 +340,9 @@ func (e *Engine) ResumeAs(ctx context.Context, tx store.Tx, id string, who actio
 			forgiven = append(forgiven, st.Name)
 		}
 	}
+	if strings.HasPrefix(r.StateReason, "canary") {
+		return nil, wrongState(r, "resume: it waits for an approver to promote its canary (promote)")
+	}
 	if len(forgiven) == 0 && !mayOperate {
 		return nil, fmt.Errorf("%w: run %s was paused by hand: resuming it is an operator's", ErrForbidden, r.ID)
 	}
@@ -359,6 +362,43 @@ func (e *Engine) ResumeAs(ctx context.Context, tx store.Tx, id string, who actio
 		data["forgiven"] = forgiven
 	}
 	if err := tx.AppendEvent(ctx, runEvent(r, store.EventRunResumed, who, t, msg, data)); err != nil {
+		return nil, err
+	}
+	_, err = e.advance(ctx, tx, r, t)
+	return r, err
+}
+
+// Promote lets a run paused after its canary go on: the stage's canary
+// is promoted and the rest of its nodes start. It takes an approver
+// (mayApprove) other than the requester, unless self-approval is allowed.
+func (e *Engine) Promote(ctx context.Context, tx store.Tx, id string, who actions.Actor, mayApprove bool) (*store.Run, error) {
+	r, err := load(ctx, tx, id, "promote", store.RunPaused)
+	if err != nil {
+		return nil, err
+	}
+	var promoted []string
+	for i := range r.Stages {
+		st := &r.Stages[i]
+		if st.State == store.StageRunning && st.Canary > 0 && !st.Promoted {
+			st.Promoted = true
+			promoted = append(promoted, st.Name)
+		}
+	}
+	if len(promoted) == 0 || !strings.HasPrefix(r.StateReason, "canary") {
+		return nil, wrongState(r, "promote: it is not paused after a canary")
+	}
+	if e.Policy.MayApprove(r.Requester, "", who.Name, mayApprove) != approval.MayDecide {
+		return nil, fmt.Errorf("%w: promoting the canary of run %s takes an approver other than %s", ErrForbidden,
+			r.ID, r.Requester)
+	}
+	t := e.now()
+	r.State, r.StateReason, r.UpdatedTS = store.RunRunning, "promoted by "+who.Name, t
+	if err := tx.UpdateRun(ctx, r); err != nil {
+		return nil, err
+	}
+	if err := tx.AppendEvent(ctx, runEvent(r, store.EventRunPromoted, who, t,
+		fmt.Sprintf("%s promoted the canary of stage(s) %s of run %s", who.Name, strings.Join(promoted, ", "), r.ID),
+		map[string]any{"stages": promoted})); err != nil {
 		return nil, err
 	}
 	_, err = e.advance(ctx, tx, r, t)
@@ -486,6 +526,34 @@ func (e *Engine) advance(ctx context.Context, tx store.Tx, r *store.Run, t time.
 		if i < len(step.Failed) && !slices.Equal(step.Failed[i], st.Failed) {
 			st.Failed, changed = step.Failed[i], true
 		}
+		if i < len(step.Skipped) && !slices.Equal(step.Skipped[i], st.Skipped) {
+			st.Skipped, changed = step.Skipped[i], true
+		}
+	}
+	decided := false // a node unavailable at its turn failed or was skipped
+	for i, us := range step.Unreachable {
+		st := &r.Stages[i]
+		if st.Unreachable == nil {
+			st.Unreachable = map[string]store.Unreachable{}
+		}
+		for node, u := range us {
+			st.Unreachable[node], changed = u, true
+			if u.As != UnavailableWait {
+				decided = true
+			}
+			if err := tx.AppendEvent(ctx, runEvent(r, store.EventRunNodeUnavailable, actions.Core, t,
+				fmt.Sprintf("run %s: stage %s: node %s is unavailable at its turn (%s)", r.ID, st.Name, node, u.As),
+				map[string]any{"stage": st.Name, "node": node, "as": u.As})); err != nil {
+				return 0, err
+			}
+		}
+	}
+	if decided {
+		r.UpdatedTS = t
+		if err := tx.UpdateRun(ctx, r); err != nil {
+			return 0, err
+		}
+		return e.advance(ctx, tx, r, t)
 	}
 	for i := range r.Stages {
 		st := &r.Stages[i]
@@ -572,7 +640,16 @@ func (e *Engine) advance(ctx context.Context, tx store.Tx, r *store.Run, t time.
 // planEnv is what the planner needs besides the run and its children: the
 // time, and the nodes' labels when a step's templates may use them.
 func (e *Engine) planEnv(ctx context.Context, tx store.Tx, r *store.Run, t time.Time) (PlanEnv, error) {
-	env := PlanEnv{Now: t}
+	env := PlanEnv{Now: t, Unavailable: map[string]bool{}}
+	nodes, err := tx.Nodes(ctx, r.ClusterID)
+	if err != nil {
+		return env, err
+	}
+	for _, n := range nodes {
+		if n.Status == store.NodeDown || n.Drained {
+			env.Unavailable[n.ID] = true
+		}
+	}
 	templates := false
 	for i := range r.Stages {
 		for _, sp := range append(slices.Clone(r.Stages[i].Steps), r.Stages[i].Rollback...) {
@@ -583,10 +660,6 @@ func (e *Engine) planEnv(ctx context.Context, tx store.Tx, r *store.Run, t time.
 	}
 	if !templates {
 		return env, nil
-	}
-	nodes, err := tx.Nodes(ctx, r.ClusterID)
-	if err != nil {
-		return env, err
 	}
 	env.Labels = map[string]map[string]string{}
 	for _, n := range nodes {

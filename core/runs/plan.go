@@ -1,6 +1,7 @@
 package runs
 
 import (
+	"cmp"
 	"encoding/json"
 	"fmt"
 	"slices"
@@ -68,14 +69,21 @@ type Step struct {
 	Stages []string
 	State  string
 	Reason string
-	// Failed lists, for every stage in the run's order, its failed nodes.
-	Failed [][]string
+	// Failed and Skipped list, for every stage in the run's order, its
+	// failed nodes and those skipped as unavailable.
+	Failed  [][]string
+	Skipped [][]string
+	// Unreachable holds, by stage index, what the planner decided now of
+	// nodes DOWN or drained at their turn: the engine records it.
+	Unreachable map[int]map[string]store.Unreachable
 }
 
 // Reasons of run state changes made by the planner.
 const (
 	ReasonDone        = "every stage is done"
-	ReasonPartial     = "every stage is done, with %d failed node(s) within max_errors"
+	ReasonPartial     = "every stage is done, with %d failed node(s) within max_errors and %d skipped"
+	// ReasonCanary pauses a run after its canary nodes; promote goes on.
+	ReasonCanary = "canary: stage %s paused after its first nodes (%d done, %d failed); an approver promotes it"
 	ReasonStageFailed = "stage %s: %d errors, more than max_errors %s"
 )
 
@@ -116,6 +124,7 @@ const (
 	nodeDone           // every step DONE or skipped by its when
 	nodeFailed         // a step failed past its attempts; its always and rollback steps ended
 	nodeStopped        // a child ended without error but not DONE (its run's cancel)
+	nodeSkipped        // DOWN or drained at its turn, with unavailable: skip
 )
 
 // nodeState is where a node stands in its stage's procedure, and the child
@@ -138,6 +147,9 @@ type PlanEnv struct {
 	Labels map[string]map[string]string
 	// Params are the run's parameters (.params in templates).
 	Params map[string]any
+	// Unavailable holds the nodes that are DOWN or drained now; nil when
+	// not known (every node is then taken as available).
+	Unavailable map[string]bool
 }
 
 // retryDelay is the wait before attempt n+1 of a step whose attempt n
@@ -168,6 +180,14 @@ func retryDelay(r *store.Retry, n int) time.Duration {
 // its steps with when "always" and the stage's rollback steps. A step whose
 // when renders false is skipped; args are rendered for the child to create.
 func evalNode(st *store.RunStage, node string, kids []Child, env PlanEnv) nodeState {
+	if len(kids) == 0 {
+		switch st.Unreachable[node].As {
+		case UnavailableFail:
+			return nodeState{status: nodeFailed, failed: true, why: ReasonNodeUnavailable}
+		case UnavailableSkip:
+			return nodeState{status: nodeSkipped}
+		}
+	}
 	latest := map[string]Child{}
 	for _, c := range kids {
 		if l, ok := latest[c.Step]; !ok || c.attempt() > l.attempt() {
@@ -250,8 +270,23 @@ func evalNode(st *store.RunStage, node string, kids []Child, env PlanEnv) nodeSt
 		}
 		return nodeState{status: nodeFailed, failed: true, why: why}
 	}
+	if st.SoakS > 0 && !env.Now.IsZero() {
+		// In flight until soak has passed since its last step ended.
+		var last time.Time
+		for _, c := range kids {
+			if c.Finished.After(last) {
+				last = c.Finished
+			}
+		}
+		if env.Now.Before(last.Add(time.Duration(st.SoakS) * time.Second)) {
+			return nodeState{status: nodeBusy}
+		}
+	}
 	return nodeState{status: nodeDone}
 }
+
+// ReasonNodeUnavailable is why a node DOWN or drained at its turn failed.
+const ReasonNodeUnavailable = "node unavailable"
 
 func displayStep(name string) string {
 	if name == "" {
@@ -263,7 +298,8 @@ func displayStep(name string) string {
 // stageView is a stage's children by node and where each node stands.
 type stageView struct {
 	counts StageCounts
-	failed []string    // the failed nodes, in the stage's order
+	failed  []string // the failed nodes, in the stage's order
+	skipped []string // the nodes skipped as unavailable
 	nodes  []nodeState // in the stage's node order
 }
 
@@ -288,6 +324,8 @@ func viewStage(st *store.RunStage, children []Child, env PlanEnv) stageView {
 			v.counts.Unfinished++
 		case nodeDone:
 			v.counts.Done++
+		case nodeSkipped:
+			v.skipped = append(v.skipped, n)
 		}
 		if ns.failed {
 			v.counts.Errors++
@@ -327,7 +365,8 @@ func Plan(r *store.Run, children []Child) Step {
 // on_failure abort it fails once no node of it is in flight, with pause it
 // holds the run PAUSED until a resume forgives those errors.
 func PlanWith(r *store.Run, children []Child, env PlanEnv) Step {
-	s := Step{State: r.State, Stages: make([]string, len(r.Stages)), Failed: make([][]string, len(r.Stages))}
+	s := Step{State: r.State, Stages: make([]string, len(r.Stages)), Failed: make([][]string, len(r.Stages)),
+		Skipped: make([][]string, len(r.Stages))}
 	byName := map[string]int{}
 	for i, st := range r.Stages {
 		byName[st.Name] = i
@@ -339,7 +378,7 @@ func PlanWith(r *store.Run, children []Child, env PlanEnv) Step {
 	views := make([]stageView, len(r.Stages))
 	for i := range r.Stages {
 		views[i] = viewStage(&r.Stages[i], children, env)
-		s.Failed[i] = views[i].failed
+		s.Failed[i], s.Skipped[i] = views[i].failed, views[i].skipped
 	}
 	overErrors := func(i int) (bool, int) {
 		st := &r.Stages[i]
@@ -413,19 +452,35 @@ func PlanWith(r *store.Run, children []Child, env PlanEnv) Step {
 		}
 	}
 	done := true
-	failed := 0
+	failed, skipped := 0, 0
 	for i := range r.Stages {
 		if s.Stages[i] != store.StageDone {
 			done = false
 		}
 		failed += len(views[i].failed)
+		skipped += len(views[i].skipped)
 	}
 	if done {
 		s.State, s.Reason = store.RunDone, ReasonDone
-		if failed > 0 {
-			s.State, s.Reason = store.RunPartial, sprintf(ReasonPartial, failed)
+		if failed+skipped > 0 {
+			s.State, s.Reason = store.RunPartial, sprintf(ReasonPartial, failed, skipped)
 		}
 		return s
+	}
+	// A canary holds the run PAUSED once its nodes are through, until an
+	// approver promotes it.
+	for i := range r.Stages {
+		st := &r.Stages[i]
+		if s.Stages[i] != store.StageRunning || st.Canary == 0 || st.Promoted {
+			continue
+		}
+		c := views[i].counts
+		if started := len(st.Nodes) - c.Pending; started >= st.Canary && c.Unfinished == 0 && c.Pending > 0 {
+			if r.State == store.RunRunning {
+				s.State, s.Reason = store.RunPaused, sprintf(ReasonCanary, st.Name, c.Done, c.Errors)
+			}
+			return s
+		}
 	}
 	if r.State != store.RunRunning {
 		return s
@@ -449,11 +504,40 @@ func PlanWith(r *store.Run, children []Child, env PlanEnv) Step {
 			continue
 		}
 		room := conc - views[i].counts.Unfinished
+		if st.Canary > 0 && !st.Promoted {
+			room = min(room, st.Canary-(len(st.Nodes)-views[i].counts.Pending))
+		}
 		for j, ns := range views[i].nodes {
 			if room <= 0 {
 				break
 			}
 			if ns.status != nodePending {
+				continue
+			}
+			if node := st.Nodes[j]; env.Unavailable[node] {
+				// Its turn, and it is DOWN or drained.
+				u, waiting := st.Unreachable[node], st.Unreachable[node].As == UnavailableWait
+				switch {
+				case st.Unavailable == UnavailableWait && !waiting:
+					u = store.Unreachable{As: UnavailableWait, Since: env.Now}
+				case st.Unavailable == UnavailableWait:
+					timeout := time.Duration(cmp.Or(st.UnavailableTimeoutS, DefaultUnavailableTimeoutS)) * time.Second
+					if env.Now.Sub(u.Since) < timeout {
+						continue
+					}
+					u = store.Unreachable{As: UnavailableFail, Since: env.Now}
+				case st.Unavailable == UnavailableSkip:
+					u = store.Unreachable{As: UnavailableSkip, Since: env.Now}
+				default:
+					u = store.Unreachable{As: UnavailableFail, Since: env.Now}
+				}
+				if s.Unreachable == nil {
+					s.Unreachable = map[int]map[string]store.Unreachable{}
+				}
+				if s.Unreachable[i] == nil {
+					s.Unreachable[i] = map[string]store.Unreachable{}
+				}
+				s.Unreachable[i][node] = u
 				continue
 			}
 			n := *ns.next

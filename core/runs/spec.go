@@ -40,6 +40,13 @@ const (
 	OnFailureContinue = "continue"
 )
 
+// Values of unavailable: what becomes of a DOWN or drained node at its turn.
+const (
+	UnavailableFail = "fail"
+	UnavailableSkip = "skip"
+	UnavailableWait = "wait"
+)
+
 // Bounds of a run.
 const (
 	MaxStages   = 50
@@ -48,6 +55,10 @@ const (
 	MaxStageName = 64
 	// MaxRunArgs bounds the args of all a run's stages together.
 	MaxRunArgs = 256 << 10
+	// MaxWaitS bounds a stage's soak and unavailable_timeout (7 days).
+	MaxWaitS = 7 * 24 * 3600
+	// DefaultUnavailableTimeoutS is how long unavailable: wait waits.
+	DefaultUnavailableTimeoutS = 600
 	// MaxSteps bounds the steps of a stage's procedure.
 	MaxSteps = 50
 	// MaxAttempts bounds a step's tries (retry.attempts), MaxRetryDelayS
@@ -143,6 +154,23 @@ func Check(req *wire.CreateRunRequest) error {
 		}
 		if st.TimeoutS < 0 || st.TimeoutS > action.MaxTimeoutS {
 			return invalid("%s: timeout_s must be between 0 (the agent's default) and %d", where, action.MaxTimeoutS)
+		}
+		if st.Canary < 0 {
+			return invalid("%s: canary must be 0 (none) or more", where)
+		}
+		if st.SoakS < 0 || st.SoakS > MaxWaitS {
+			return invalid("%s: soak_s must be between 0 and %d (7 days)", where, MaxWaitS)
+		}
+		switch st.Unavailable {
+		case "":
+			st.Unavailable = UnavailableFail
+		case UnavailableFail, UnavailableSkip, UnavailableWait:
+		default:
+			return invalid("%s: unavailable %q is not %q, %q or %q", where, st.Unavailable, UnavailableFail,
+				UnavailableSkip, UnavailableWait)
+		}
+		if st.UnavailableTimeoutS < 0 || st.UnavailableTimeoutS > MaxWaitS {
+			return invalid("%s: unavailable_timeout_s must be between 0 (the default, 600) and %d (7 days)", where, MaxWaitS)
 		}
 		if st.DependsOn == nil {
 			st.DependsOn = []string{}
@@ -349,13 +377,17 @@ func Resolve(req *wire.CreateRunRequest, nodes []store.Node) ([]store.RunStage, 
 			}
 			perNode += step.Attempts()
 		}
+		if sp.Canary > 0 && sp.Canary >= len(ids) {
+			return nil, invalid("stage %s: canary %d must be fewer than the stage's %d node(s)", sp.Name, sp.Canary, len(ids))
+		}
 		// Every step of every node, and every attempt at most.
 		total += len(ids) * perNode
 		if total > MaxChildren {
 			return nil, invalid("a run creates at most %d child actions, counting every step and retry; this one could create %d or more",
 				MaxChildren, total)
 		}
-		out = append(out, store.RunStage{Steps: rs.Steps, Rollback: rs.Rollback,
+		out = append(out, store.RunStage{Steps: rs.Steps, Rollback: rs.Rollback, Canary: sp.Canary, SoakS: sp.SoakS,
+			Unavailable: sp.Unavailable, UnavailableTimeoutS: sp.UnavailableTimeoutS,
 			Name: sp.Name, Kind: sp.Kind, Args: sp.Args, Target: store.Target(sp.Target), Nodes: ids,
 			MaxConcurrency: *sp.MaxConcurrency, MaxErrors: *sp.MaxErrors, OnFailure: sp.OnFailure,
 			DependsOn: sp.DependsOn, TimeoutS: sp.TimeoutS, State: store.StagePending,
@@ -379,6 +411,11 @@ func Digest(clusterID string, stages []store.RunStage) string {
 		TimeoutS   int
 		Steps      []store.RunStep `json:",omitempty"`
 		Rollback   []store.RunStep `json:",omitempty"`
+		Canary     int             `json:",omitempty"`
+		SoakS      int             `json:",omitempty"`
+		// Unavailable is left out when it is the default, fail.
+		Unavailable         string `json:",omitempty"`
+		UnavailableTimeoutS int    `json:",omitempty"`
 	}
 	v := struct {
 		Cluster string
@@ -403,8 +440,13 @@ func Digest(clusterID string, stages []store.RunStage) string {
 			}
 			rollback[j] = sp
 		}
+		unavailable := st.Unavailable
+		if unavailable == UnavailableFail {
+			unavailable = ""
+		}
 		v.Stages = append(v.Stages, stage{st.Name, st.Kind, args, st.Nodes, st.MaxConcurrency.String(),
-			st.MaxErrors.String(), st.OnFailure, st.DependsOn, st.TimeoutS, steps, rollback})
+			st.MaxErrors.String(), st.OnFailure, st.DependsOn, st.TimeoutS, steps, rollback, st.Canary, st.SoakS,
+			unavailable, st.UnavailableTimeoutS})
 	}
 	b, _ := json.Marshal(v)
 	sum := sha256.Sum256(b)

@@ -48,6 +48,8 @@ func View(r *store.Run, counts []store.ChildCount) wire.Run {
 			MaxConcurrency: st.MaxConcurrency, MaxErrors: st.MaxErrors, OnFailure: st.OnFailure,
 			DependsOn: st.DependsOn, TimeoutS: st.TimeoutS, State: st.State, Counts: byState, Errors: errs,
 			Steps: StepSpecs(st.Steps), Rollback: StepSpecs(st.Rollback), Failed: st.Failed, Skipped: st.Skipped,
+			Canary: st.Canary, Promoted: st.Promoted, SoakS: st.SoakS, Unavailable: st.Unavailable,
+			UnavailableTimeoutS: st.UnavailableTimeoutS,
 		})
 		for _, n := range st.Failed {
 			summary.Failed = append(summary.Failed, wire.StageNode{Stage: st.Name, NodeID: n})

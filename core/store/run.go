@@ -95,6 +95,17 @@ type RunStage struct {
 	// once the stage has finished: the run's summary.
 	Failed  []string `json:"failed,omitempty"`
 	Skipped []string `json:"skipped,omitempty"`
+	// Canary, SoakS, Unavailable and UnavailableTimeoutS are the spec's
+	// (wire.StageSpec); Promoted records the canary's promotion.
+	Canary              int    `json:"canary,omitempty"`
+	Promoted            bool   `json:"promoted,omitempty"`
+	SoakS               int    `json:"soak_s,omitempty"`
+	Unavailable         string `json:"unavailable,omitempty"`
+	UnavailableTimeoutS int    `json:"unavailable_timeout_s,omitempty"`
+	// Unreachable records, by node, what the planner decided of a node
+	// that was DOWN or drained at its turn: "fail", "skip", or when it
+	// started waiting ("wait" with Since).
+	Unreachable map[string]Unreachable `json:"unreachable,omitempty"`
 	// NodeCount counts the stage's nodes in a brief run (Run.Brief), whose
 	// Nodes holds only the first of them; it is 0 otherwise. Size counts
 	// them either way.
@@ -109,6 +120,12 @@ type RunStep struct {
 	TimeoutS int             `json:"timeout_s,omitempty"`
 	Retry    *Retry          `json:"retry,omitempty"`
 	When     string          `json:"when,omitempty"`
+}
+
+// Unreachable is what became of a node DOWN or drained at its turn.
+type Unreachable struct {
+	As    string    `json:"as"`
+	Since time.Time `json:"since"`
 }
 
 // Retry is how a failed step is tried again (wire.Retry).
@@ -274,6 +291,10 @@ const (
 	EventRunResumed       = "run.resumed"
 	EventRunCancelled     = "run.cancelled"
 	EventRunFinished      = "run.finished"
+	// EventRunNodeUnavailable: a node was DOWN or drained at its turn.
+	EventRunNodeUnavailable = "run.node_unavailable"
+	// EventRunPromoted: an approver promoted a run's canary.
+	EventRunPromoted = "run.promoted"
 )
 
 // Playbook is one stored version of a playbook.

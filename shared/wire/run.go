@@ -45,6 +45,17 @@ type StageSpec struct {
 	// Rollback runs on a node whose procedure failed, after its steps
 	// with when "always", each once and in order.
 	Rollback []StepSpec `json:"rollback,omitempty"`
+	// Canary: once the first Canary nodes are done without error, the run
+	// is PAUSED until an approver other than the requester promotes it.
+	Canary int `json:"canary,omitempty"`
+	// SoakS keeps a node in flight this long after its last step.
+	SoakS int `json:"soak_s,omitempty"`
+	// Unavailable says what becomes of a DOWN or drained node at its
+	// turn: "fail" (the default: an error at once), "skip" (recorded
+	// skipped) or "wait" (up to UnavailableTimeoutS, default 600, then
+	// an error).
+	Unavailable         string `json:"unavailable,omitempty"`
+	UnavailableTimeoutS int    `json:"unavailable_timeout_s,omitempty"`
 }
 
 // StepSpec is one step of a stage's procedure.
@@ -110,6 +121,13 @@ type Stage struct {
 	// Failed lists the stage's failed nodes, Skipped those it skipped.
 	Failed  []string `json:"failed,omitempty"`
 	Skipped []string `json:"skipped,omitempty"`
+	// Canary, SoakS, Unavailable and UnavailableTimeoutS are the spec's;
+	// Promoted says an approver promoted the canary.
+	Canary              int    `json:"canary,omitempty"`
+	Promoted            bool   `json:"promoted,omitempty"`
+	SoakS               int    `json:"soak_s,omitempty"`
+	Unavailable         string `json:"unavailable,omitempty"`
+	UnavailableTimeoutS int    `json:"unavailable_timeout_s,omitempty"`
 }
 
 // Size is how many nodes the stage has (NodeCount; len(Nodes) from a core
