@@ -14,6 +14,7 @@ import (
 	"github.com/musterhq/muster/shared/action"
 	"github.com/musterhq/muster/shared/client"
 	"github.com/musterhq/muster/shared/limit"
+	"github.com/musterhq/muster/shared/testwait"
 	"github.com/musterhq/muster/shared/wire"
 )
 
@@ -305,5 +306,71 @@ func TestProcedureRollsBackTheFailedNodeOnly(t *testing.T) {
 	}
 	if done := f.waitRun(t, again.ID, 90*time.Second, "DONE", "FAILED", "PARTIAL", "CANCELLED", "PAUSED"); done.State != "DONE" {
 		t.Fatalf("retry run ended %s (%s)", done.State, done.StateReason)
+	}
+}
+
+// TestProcedureCanaryWaitsForPromote is the end-to-end test 5:
+// canary 1 pauses after the first node; the requester cannot promote; an
+// approver does, and the rest completes.
+func TestProcedureCanaryWaitsForPromote(t *testing.T) {
+	t.Parallel()
+	f := newProcFleet(t, 3)
+	req := procRun("1", nil)
+	req.Stages[0].Canary = 1
+	r := f.start(t, req)
+	paused := f.waitRun(t, r.ID, 60*time.Second, "PAUSED", "DONE", "FAILED", "PARTIAL", "CANCELLED")
+	if paused.State != "PAUSED" || !strings.HasPrefix(paused.StateReason, "canary") {
+		t.Fatalf("run %s (%s), want PAUSED on its canary", paused.State, paused.StateReason)
+	}
+	for _, e := range f.executions(t) {
+		if e.node != "node-1" {
+			t.Fatalf("%s ran on %s before the canary was promoted", e.step, e.node)
+		}
+	}
+	if n := len(f.executions(t)); n != 4 {
+		t.Fatalf("%d executions on the canary, want its 4 steps", n)
+	}
+	if _, err := f.alice.RunVerb(ctxT(t), r.ID, "promote", ""); err == nil {
+		t.Fatal("the requester promoted her own run")
+	}
+	if _, err := f.bob.RunVerb(ctxT(t), r.ID, "promote", ""); err != nil {
+		t.Fatal(err)
+	}
+	end := f.waitRun(t, r.ID, 60*time.Second, "DONE", "FAILED", "PARTIAL", "CANCELLED", "PAUSED")
+	if end.State != "DONE" || len(f.executions(t)) != 12 {
+		t.Fatalf("run ended %s (%s) after %d executions, want DONE after 12", end.State, end.StateReason, len(f.executions(t)))
+	}
+}
+
+// TestProcedureDoesNotWaitForADownNode is the end-to-end test 6: a
+// DOWN node in the target is skipped (unavailable: skip) within seconds,
+// or is an error at once (fail).
+func TestProcedureDoesNotWaitForADownNode(t *testing.T) {
+	t.Parallel()
+	f := newProcFleet(t, 3)
+	f.agents["node-2"].kill()
+	testwait.Within(t, 30*time.Second, "node-2 DOWN", func() bool { return f.nodeStatus("node-2") == "DOWN" })
+	for _, tc := range []struct{ unavailable, want string }{{"skip", "PARTIAL"}, {"fail", "FAILED"}} {
+		req := procRun("1", nil)
+		req.Stages[0].Unavailable = tc.unavailable
+		start := time.Now()
+		r := f.start(t, req)
+		end := f.waitRun(t, r.ID, 60*time.Second, "DONE", "FAILED", "PARTIAL", "CANCELLED", "PAUSED")
+		if end.State != tc.want {
+			t.Fatalf("unavailable %s: run ended %s (%s), want %s", tc.unavailable, end.State, end.StateReason, tc.want)
+		}
+		list := end.Summary
+		if tc.unavailable == "skip" && (list == nil || len(list.Skipped) != 1 || list.Skipped[0].NodeID != "node-2") {
+			t.Fatalf("summary %+v, want node-2 skipped", list)
+		}
+		if tc.unavailable == "fail" && (list == nil || len(list.Failed) != 1 || list.Failed[0].NodeID != "node-2") {
+			t.Fatalf("summary %+v, want node-2 failed", list)
+		}
+		t.Logf("unavailable %s: %s in %s", tc.unavailable, end.State, time.Since(start).Round(time.Millisecond))
+	}
+	for _, e := range f.executions(t) {
+		if e.node == "node-2" {
+			t.Fatalf("%s ran on the DOWN node", e.step)
+		}
 	}
 }
