@@ -92,15 +92,18 @@ func (e *env) fixture(route string, n int) (string, any) {
 		r := e.createRun("op", oneStageRun(kindPing))
 		path = strings.ReplaceAll(path, ":id", r.ID)
 	case "POST /api/v1/runs/:id/pause":
+		e.available("db-1") // the drain fixture may have drained it
 		r := e.createRun("op", oneStageRun(kindPing))
 		e.call(http.MethodPost, "/api/v1/runs/"+r.ID+"/approve", "appr", nil, http.StatusOK, nil)
 		path = strings.ReplaceAll(path, ":id", r.ID)
 	case "POST /api/v1/runs/:id/resume":
+		e.available("db-1")
 		r := e.createRun("op", oneStageRun(kindPing))
 		e.call(http.MethodPost, "/api/v1/runs/"+r.ID+"/approve", "appr", nil, http.StatusOK, nil)
 		e.call(http.MethodPost, "/api/v1/runs/"+r.ID+"/pause", "op", nil, http.StatusOK, nil)
 		path = strings.ReplaceAll(path, ":id", r.ID)
 	case "POST /api/v1/runs/:id/promote":
+		e.available("db-1")
 		req := oneStageRun(kindPing)
 		req.Stages[0].Target = wire.Target{All: true}
 		req.Stages[0].Canary = 1

@@ -272,6 +272,23 @@ func TestAPIRetryRunMakesARunOverTheNodesNotCarriedThrough(t *testing.T) {
 	e.fail(http.MethodPost, "/api/v1/runs/"+r.ID+"/retry", "op", map[string]string{"x": "y"}, http.StatusBadRequest)
 }
 
+// available undrains node prod/id in the store: a run finds it available
+// at its turn.
+func (e *env) available(id string) {
+	e.t.Helper()
+	ctx := context.Background()
+	if err := e.st.Update(ctx, func(tx store.Tx) error {
+		n, err := tx.Node(ctx, "prod", id)
+		if err != nil {
+			return err
+		}
+		n.Drained, n.DrainedBy, n.DrainReason = false, "", ""
+		return tx.PutNode(ctx, n)
+	}); err != nil {
+		e.t.Fatal(err)
+	}
+}
+
 // finishRunChildren ends the run's unfinished children DONE, as their
 // agents would report it, and moves the run on.
 func (e *env) finishRunChildren(id string) {

@@ -108,26 +108,27 @@ func (e *Engine) Create(ctx context.Context, tx store.Tx, req *wire.CreateRunReq
 	if err != nil {
 		return nil, err
 	}
-	return e.Insert(ctx, tx, req.ClusterID, stages, "", 0, who)
+	return e.insert(ctx, tx, req.ClusterID, stages, "", 0, "", req.DeadlineS, who)
 }
 
 // Insert stores a run over resolved stages (a playbook's plan, or Create's).
 func (e *Engine) Insert(ctx context.Context, tx store.Tx, clusterID string, stages []store.RunStage,
 	playbook string, version int, who actions.Actor) (*store.Run, error) {
-	return e.insert(ctx, tx, clusterID, stages, playbook, version, "", who)
+	return e.insert(ctx, tx, clusterID, stages, playbook, version, "", 0, who)
 }
 
 func (e *Engine) insert(ctx context.Context, tx store.Tx, clusterID string, stages []store.RunStage,
-	playbook string, version int, retryOf string, who actions.Actor) (*store.Run, error) {
+	playbook string, version int, retryOf string, deadlineS int, who actions.Actor) (*store.Run, error) {
 	t := e.now()
 	r := &store.Run{
 		ID: action.NewID(), ClusterID: clusterID, State: store.RunPendingApprove, Requester: who.Name,
-		Playbook: playbook, PlaybookVersion: version, Digest: Digest(clusterID, stages), Stages: stages,
-		CreatedTS: t, UpdatedTS: t, RetryOf: retryOf,
+		Playbook: playbook, PlaybookVersion: version, Digest: DigestRun(clusterID, stages, deadlineS), Stages: stages,
+		CreatedTS: t, UpdatedTS: t, RetryOf: retryOf, DeadlineS: deadlineS,
 	}
 	auto := !e.NeedsApproval(clusterID, stages)
 	if auto {
 		r.State, r.StateReason = store.RunRunning, "approval not required"
+		startDeadline(r, t)
 	}
 	if err := tx.InsertRun(ctx, r); err != nil {
 		return nil, err
@@ -155,6 +156,13 @@ func (e *Engine) insert(ctx context.Context, tx store.Tx, clusterID string, stag
 		}
 	}
 	return r, nil
+}
+
+// startDeadline sets when r's deadline falls, r starting to run at t.
+func startDeadline(r *store.Run, t time.Time) {
+	if r.DeadlineS > 0 {
+		r.DeadlineTS = action.TimePtr(t.Add(time.Duration(r.DeadlineS) * time.Second))
+	}
 }
 
 // load reads run id and checks that it is in one of the states from.
@@ -198,13 +206,14 @@ func (e *Engine) Approve(ctx context.Context, tx store.Tx, id, digest string, wh
 				who.Name, r.Playbook, r.PlaybookVersion)
 		}
 	}
-	if Digest(r.ClusterID, r.Stages) != r.Digest {
+	if DigestRun(r.ClusterID, r.Stages, r.DeadlineS) != r.Digest {
 		return nil, wrongState(r, "approve: the run no longer matches its digest")
 	}
 	if digest != "" && digest != r.Digest {
 		return nil, wrongState(r, fmt.Sprintf("approve: digest %.12s is not the run's (%.12s): look at the run again", digest, r.Digest))
 	}
 	r.State, r.StateReason, r.ApprovedBy, r.UpdatedTS = store.RunRunning, ReasonApproved, who.Name, t
+	startDeadline(r, t)
 	if err := tx.UpdateRun(ctx, r); err != nil {
 		return nil, err
 	}
@@ -261,7 +270,7 @@ func (e *Engine) Retry(ctx context.Context, tx store.Tx, id string, who actions.
 		}
 		stages[i].DependsOn = deps
 	}
-	return e.insert(ctx, tx, r.ClusterID, stages, r.Playbook, r.PlaybookVersion, r.ID, who)
+	return e.insert(ctx, tx, r.ClusterID, stages, r.Playbook, r.PlaybookVersion, r.ID, r.DeadlineS, who)
 }
 
 // Reject cancels a run waiting for approval.

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/musterhq/muster/core/actions"
 	"github.com/musterhq/muster/core/runs"
@@ -200,5 +201,77 @@ func TestBadStepTemplatesAreRefused(t *testing.T) {
 		if !errors.Is(err, runs.ErrInvalid) || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("%s: %v, want ErrInvalid naming %q", name, err, tc.want)
 		}
+	}
+}
+
+func TestADeadlineStartsNoNewNodeAndFailsTheRun(t *testing.T) {
+	t.Parallel()
+	env := setupEngine(t)
+	req := procedure("1", "0", "", nil)
+	req.DeadlineS = 60
+	r := env.startReq(req)
+	if r.DeadlineTS == nil || !r.DeadlineTS.Equal(env.now.Add(time.Minute)) {
+		t.Fatalf("deadline_ts %v, want a minute after the approval", r.DeadlineTS)
+	}
+	env.finishChild(env.open(r.ID).ID, action.Done) // n1 drain
+	env.now = env.now.Add(2 * time.Minute)
+	// Past the deadline, n1 (in flight) finishes its procedure; n2 never starts.
+	for range 3 {
+		r = env.advance(r.ID)
+		env.finishChild(env.open(r.ID).ID, action.Done)
+	}
+	r = env.advance(r.ID)
+	if r.State != store.RunFailed || r.StateReason != runs.ReasonDeadline || len(env.children(r.ID)) != 4 {
+		t.Fatalf("run %s (%s) with %d children, want FAILED on its deadline after n1's 4 steps", r.State, r.StateReason,
+			len(env.children(r.ID)))
+	}
+}
+
+func TestSoakKeepsANodeInFlight(t *testing.T) {
+	t.Parallel()
+	env := setupEngine(t)
+	req := procedure("1", "0", "", nil)
+	req.Stages[0].SoakS = 120
+	r := env.startReq(req)
+	for range 4 {
+		env.finishChild(env.open(r.ID).ID, action.Done)
+		r = env.advance(r.ID)
+	}
+	if n := len(env.children(r.ID)); n != 4 {
+		t.Fatalf("%d children: n2 started while n1 soaks", n)
+	}
+	env.now = env.now.Add(2 * time.Minute)
+	env.advance(r.ID)
+	if k := env.open(r.ID); k.NodeID != "n2" || k.Step != "drain" {
+		t.Fatalf("after the soak came %s:%s, want n2:drain", k.NodeID, k.Step)
+	}
+}
+
+func TestUnavailableWaitWaitsThenFails(t *testing.T) {
+	t.Parallel()
+	env := setupEngine(t)
+	env.update(func(ctx context.Context, tx store.Tx) error {
+		n, err := tx.Node(ctx, "c", "n1")
+		if err != nil {
+			return err
+		}
+		n.Status = store.NodeDown
+		return tx.PutNode(ctx, n)
+	})
+	req := procedure("4", "1", "", nil)
+	req.Stages[0].Unavailable, req.Stages[0].UnavailableTimeoutS = "wait", 60
+	r := env.startReq(req)
+	for _, k := range env.children(r.ID) {
+		if k.NodeID == "n1" {
+			t.Fatal("a child on the DOWN node")
+		}
+	}
+	env.now = env.now.Add(59 * time.Second)
+	if r = env.advance(r.ID); len(r.Stages[0].Failed) != 0 {
+		t.Fatalf("n1 failed before its wait ended: %v", r.Stages[0].Failed)
+	}
+	env.now = env.now.Add(time.Second)
+	if r = env.advance(r.ID); strings.Join(r.Stages[0].Failed, ",") != "n1" {
+		t.Fatalf("failed %v after the wait, want n1", r.Stages[0].Failed)
 	}
 }

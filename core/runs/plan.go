@@ -80,10 +80,12 @@ type Step struct {
 
 // Reasons of run state changes made by the planner.
 const (
-	ReasonDone        = "every stage is done"
-	ReasonPartial     = "every stage is done, with %d failed node(s) within max_errors and %d skipped"
+	ReasonDone    = "every stage is done"
+	ReasonPartial = "every stage is done, with %d failed node(s) within max_errors and %d skipped"
+	// ReasonDeadline ends a run past its deadline.
+	ReasonDeadline = "deadline: the run's deadline passed before every node was done"
 	// ReasonCanary pauses a run after its canary nodes; promote goes on.
-	ReasonCanary = "canary: stage %s paused after its first nodes (%d done, %d failed); an approver promotes it"
+	ReasonCanary      = "canary: stage %s paused after its first nodes (%d done, %d failed); an approver promotes it"
 	ReasonStageFailed = "stage %s: %d errors, more than max_errors %s"
 )
 
@@ -297,10 +299,10 @@ func displayStep(name string) string {
 
 // stageView is a stage's children by node and where each node stands.
 type stageView struct {
-	counts StageCounts
-	failed  []string // the failed nodes, in the stage's order
-	skipped []string // the nodes skipped as unavailable
-	nodes  []nodeState // in the stage's node order
+	counts  StageCounts
+	failed  []string    // the failed nodes, in the stage's order
+	skipped []string    // the nodes skipped as unavailable
+	nodes   []nodeState // in the stage's node order
 }
 
 func viewStage(st *store.RunStage, children []Child, env PlanEnv) stageView {
@@ -467,6 +469,19 @@ func PlanWith(r *store.Run, children []Child, env PlanEnv) Step {
 		}
 		return s
 	}
+	// Past its deadline, a run starts no new node, and fails once its nodes
+	// in flight are done.
+	late := r.DeadlineTS != nil && !env.Now.IsZero() && !env.Now.Before(*r.DeadlineTS)
+	if late {
+		busy := false
+		for i := range r.Stages {
+			busy = busy || (s.Stages[i] == store.StageRunning && views[i].counts.Unfinished > 0)
+		}
+		if !busy {
+			s.State, s.Reason = store.RunFailed, ReasonDeadline
+			return s
+		}
+	}
 	// A canary holds the run PAUSED once its nodes are through, until an
 	// approver promotes it.
 	for i := range r.Stages {
@@ -500,7 +515,7 @@ func PlanWith(r *store.Run, children []Child, env PlanEnv) Step {
 				s.Create = append(s.Create, n)
 			}
 		}
-		if over, _ := overErrors(i); over {
+		if over, _ := overErrors(i); over || late {
 			continue
 		}
 		room := conc - views[i].counts.Unfinished

@@ -97,6 +97,9 @@ func Check(req *wire.CreateRunRequest) error {
 	if len(req.Stages) == 0 {
 		return invalid("a run needs at least one stage")
 	}
+	if req.DeadlineS < 0 || req.DeadlineS > MaxWaitS {
+		return invalid("deadline_s must be between 0 (none) and %d (7 days)", MaxWaitS)
+	}
 	if len(req.Stages) > MaxStages {
 		return invalid("a run has at most %d stages, not %d", MaxStages, len(req.Stages))
 	}
@@ -400,7 +403,11 @@ func Resolve(req *wire.CreateRunRequest, nodes []store.Node) ([]store.RunStage, 
 // and every stage's name, kind, canonical args, resolved nodes, limits,
 // on_failure, dependencies and timeout, and its steps (each one's name,
 // kind, canonical args, timeout and retry).
-func Digest(clusterID string, stages []store.RunStage) string {
+func Digest(clusterID string, stages []store.RunStage) string { return DigestRun(clusterID, stages, 0) }
+
+// DigestRun is Digest of a run with a deadline (deadlineS seconds; 0 for
+// none gives Digest's).
+func DigestRun(clusterID string, stages []store.RunStage, deadlineS int) string {
 	type stage struct {
 		Name, Kind string
 		Args       json.RawMessage
@@ -418,9 +425,10 @@ func Digest(clusterID string, stages []store.RunStage) string {
 		UnavailableTimeoutS int    `json:",omitempty"`
 	}
 	v := struct {
-		Cluster string
-		Stages  []stage
-	}{Cluster: clusterID}
+		Cluster   string
+		Stages    []stage
+		DeadlineS int `json:",omitempty"`
+	}{Cluster: clusterID, DeadlineS: deadlineS}
 	for _, st := range stages {
 		args, err := action.NormalizeArgs(st.Args)
 		if err != nil {

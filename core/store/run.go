@@ -61,6 +61,10 @@ type Run struct {
 	FinishedTS *time.Time
 	// RetryOf is the run whose failed and skipped nodes this run retries.
 	RetryOf string
+	// DeadlineS is the run's deadline, counted from when it starts
+	// running (0: none); DeadlineTS is that moment, once it started.
+	DeadlineS  int
+	DeadlineTS *time.Time
 	// Brief: the run was read by a list with RunQuery.Brief, and each
 	// stage's Nodes holds at most its first BriefNodes nodes (NodeCount
 	// counts them all). A brief run is for showing: it cannot be stored.

@@ -87,6 +87,10 @@ type Retry struct {
 type CreateRunRequest struct {
 	ClusterID string      `json:"cluster_id"`
 	Stages    []StageSpec `json:"stages"`
+	// DeadlineS: this long after the run starts, no new node starts, and
+	// the run ends FAILED (reason deadline) once its nodes in flight are
+	// done (0: none).
+	DeadlineS int `json:"deadline_s,omitempty"`
 }
 
 // Stage is one stage of a run as the core shows it: its spec with the target
@@ -188,6 +192,10 @@ type Run struct {
 	Children []RunChild `json:"children,omitempty"`
 	// RetryOf is the run whose failed and skipped nodes this run retries.
 	RetryOf string `json:"retry_of,omitempty"`
+	// DeadlineS is the run's deadline; DeadlineTS when it falls, once the
+	// run started.
+	DeadlineS  int        `json:"deadline_s,omitempty"`
+	DeadlineTS *time.Time `json:"deadline_ts,omitempty"`
 	// Summary lists the failed and skipped nodes (a PARTIAL or FAILED run
 	// says which).
 	Summary *RunSummary `json:"summary,omitempty"`
