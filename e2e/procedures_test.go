@@ -374,3 +374,55 @@ func TestProcedureDoesNotWaitForADownNode(t *testing.T) {
 		}
 	}
 }
+
+// TestProcedureSurvivesCoreSIGKILLs is the end-to-end test 7: the
+// core is SIGKILLed in the middle of a node's steps, and again between two
+// attempts of a retried step; the run completes, no step of any node ran
+// twice and no attempt was lost.
+func TestProcedureSurvivesCoreSIGKILLs(t *testing.T) {
+	t.Parallel()
+	f := newProcFleet(t, 3)
+	f.failTimes(t, "verify", "node-2", 2)
+	r := f.start(t, procRun("1", &wire.Retry{Attempts: 3, DelayS: 2}))
+	ranOn := func(node, step string) int {
+		n := 0
+		for _, e := range f.executions(t) {
+			if e.node == node && e.step == step {
+				n++
+			}
+		}
+		return n
+	}
+	// In the middle of node-1's steps.
+	testwait.Within(t, 30*time.Second, "node-1's upgrade", func() bool { return ranOn("node-1", "upgrade") > 0 })
+	f.core.kill()
+	f.core.restart()
+	// Between node-2's first failed verify and its retry (2 s later).
+	testwait.Within(t, 60*time.Second, "node-2's first verify", func() bool { return ranOn("node-2", "verify") == 1 })
+	f.core.kill()
+	f.core.restart()
+	end := f.waitRun(t, r.ID, 120*time.Second, "DONE", "FAILED", "PARTIAL", "CANCELLED", "PAUSED")
+	if end.State != "DONE" {
+		t.Fatalf("run ended %s (%s) after two core SIGKILLs", end.State, end.StateReason)
+	}
+	for _, n := range []string{"node-1", "node-2", "node-3"} {
+		for _, s := range procSteps {
+			want := 1
+			if n == "node-2" && s == "verify" {
+				want = 3
+			}
+			if got := ranOn(n, s); got != want {
+				t.Fatalf("%s ran %d times on %s, want %d", s, got, n, want)
+			}
+		}
+	}
+	attempts := map[int]bool{}
+	for _, k := range f.children(t, r.ID) {
+		if k.NodeID == "node-2" && k.Step == "verify" {
+			attempts[k.Attempt] = true
+		}
+	}
+	if len(attempts) != 3 || !attempts[1] || !attempts[2] || !attempts[3] {
+		t.Fatalf("node-2's verify attempts %v, want 1, 2 and 3", attempts)
+	}
+}
