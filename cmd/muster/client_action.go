@@ -81,7 +81,7 @@ func newActionListCmd(f *clientFlags) *cobra.Command {
 				page.NextMarker = next.NextMarker
 			}
 			if f.json() {
-				return writeJSON(cmd.OutOrStdout(), page)
+				return f.write(cmd.OutOrStdout(), page)
 			}
 			t := newTable(cmd.OutOrStdout(), "ID", "CLUSTER", "NODE", "KIND", "STATE", "REQUESTER", "RUN", "CREATED")
 			for _, a := range page.Actions {
@@ -124,7 +124,7 @@ func newActionShowCmd(f *clientFlags) *cobra.Command {
 				return apiError(c, err)
 			}
 			if f.json() {
-				return writeJSON(cmd.OutOrStdout(), a)
+				return f.write(cmd.OutOrStdout(), a)
 			}
 			return printAction(cmd.OutOrStdout(), a)
 		},
@@ -259,7 +259,7 @@ func newActionCreateCmd(f *clientFlags) *cobra.Command {
 				return apiError(c, err)
 			}
 			if f.json() {
-				return writeJSON(cmd.OutOrStdout(), a)
+				return f.write(cmd.OutOrStdout(), a)
 			}
 			w := cmd.OutOrStdout()
 			fmt.Fprintf(w, "Created action %s (%s).\n", textsafe.Escape(a.ID), textsafe.Escape(string(a.State)))
@@ -282,7 +282,8 @@ func newActionCreateCmd(f *clientFlags) *cobra.Command {
 
 // newActionVerbCmd builds approve, reject, cancel and retry.
 func newActionVerbCmd(f *clientFlags, verb, short string) *cobra.Command {
-	return &cobra.Command{
+	var reason string
+	cmd := &cobra.Command{
 		Use:   verb + " ACTION",
 		Short: short,
 		Args:  exactArgs("ACTION"),
@@ -296,10 +297,10 @@ func newActionVerbCmd(f *clientFlags, verb, short string) *cobra.Command {
 			msg := ""
 			switch verb {
 			case "approve":
-				a, err = c.Approve(ctx, args[0])
+				a, err = c.Decide(ctx, args[0], verb, reason)
 				msg = "Approved action %s (%s)."
 			case "reject":
-				a, err = c.Reject(ctx, args[0])
+				a, err = c.Decide(ctx, args[0], verb, reason)
 				msg = "Rejected action %s (%s)."
 			case "cancel":
 				var requested bool
@@ -316,12 +317,16 @@ func newActionVerbCmd(f *clientFlags, verb, short string) *cobra.Command {
 				return apiError(c, err)
 			}
 			if f.json() {
-				return writeJSON(cmd.OutOrStdout(), a)
+				return f.write(cmd.OutOrStdout(), a)
 			}
 			fmt.Fprintf(cmd.OutOrStdout(), msg+"\n", textsafe.Escape(a.ID), textsafe.Escape(string(a.State)))
 			return nil
 		},
 	}
+	if verb == "approve" || verb == "reject" {
+		cmd.Flags().StringVar(&reason, "reason", "", "why, kept in the action's history and the event log")
+	}
+	return cmd
 }
 
 // errActionNotDone is the exit of a watch whose action ended other than DONE.

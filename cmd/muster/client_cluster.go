@@ -38,7 +38,7 @@ func newClusterCmd() *cobra.Command {
 				return apiError(c, err)
 			}
 			if f.json() {
-				return writeJSON(cmd.OutOrStdout(), wire.ClusterList{Clusters: cs})
+				return f.write(cmd.OutOrStdout(), wire.ClusterList{Clusters: cs})
 			}
 			t := newTable(cmd.OutOrStdout(), "CLUSTER", "STATUS", "NODES", "UP", "DRAINED", "DOWN", "UNKNOWN", "REASON")
 			for _, cl := range cs {
@@ -62,7 +62,7 @@ func newClusterCmd() *cobra.Command {
 				return apiError(c, err)
 			}
 			if f.json() {
-				return writeJSON(cmd.OutOrStdout(), cl)
+				return f.write(cmd.OutOrStdout(), cl)
 			}
 			w := cmd.OutOrStdout()
 			fmt.Fprintf(w, "Cluster:  %s\nStatus:   %s\n", textsafe.Escape(cl.ID), textsafe.Escape(cl.Status))
@@ -97,7 +97,7 @@ func newClusterCmd() *cobra.Command {
 				return apiError(c, err)
 			}
 			if f.json() {
-				return writeJSON(cmd.OutOrStdout(), wire.Accepted{Status: "accepted", Message: "orchestration pass of " + args[0] + " requested"})
+				return f.write(cmd.OutOrStdout(), wire.Accepted{Status: "accepted", Message: "orchestration pass of " + args[0] + " requested"})
 			}
 			fmt.Fprintf(cmd.OutOrStdout(), "Orchestration pass of %s requested.\n", textsafe.Escape(args[0]))
 			return nil
@@ -133,7 +133,7 @@ func newNodeCmd() *cobra.Command {
 				return apiError(c, err)
 			}
 			if f.json() {
-				return writeJSON(cmd.OutOrStdout(), wire.NodeList{Nodes: nodes})
+				return f.write(cmd.OutOrStdout(), wire.NodeList{Nodes: nodes})
 			}
 			return nodeTable(cmd, nodes, true)
 		},
@@ -173,7 +173,7 @@ func newNodeCmd() *cobra.Command {
 					return apiError(c, err)
 				}
 				if f.json() {
-					return writeJSON(cmd.OutOrStdout(), out)
+					return f.write(cmd.OutOrStdout(), out)
 				}
 				w := cmd.OutOrStdout()
 				switch r := out.(type) {

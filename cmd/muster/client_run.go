@@ -126,7 +126,7 @@ func newRunCreateCmd(f *clientFlags) *cobra.Command {
 				return apiError(c, err)
 			}
 			if f.json() {
-				return writeJSON(cmd.OutOrStdout(), r)
+				return f.write(cmd.OutOrStdout(), r)
 			}
 			w := cmd.OutOrStdout()
 			n := 0
@@ -173,7 +173,7 @@ func newRunListCmd(f *clientFlags) *cobra.Command {
 				return apiError(c, err)
 			}
 			if f.json() {
-				return writeJSON(cmd.OutOrStdout(), list)
+				return f.write(cmd.OutOrStdout(), list)
 			}
 			t := newTable(cmd.OutOrStdout(), "ID", "CLUSTER", "STATE", "STAGES", "PROGRESS", "REQUESTER", "CREATED")
 			for _, r := range list.Runs {
@@ -220,7 +220,7 @@ func newRunShowCmd(f *clientFlags) *cobra.Command {
 				return apiError(c, err)
 			}
 			if f.json() {
-				return writeJSON(cmd.OutOrStdout(), r)
+				return f.write(cmd.OutOrStdout(), r)
 			}
 			return printRun(cmd.OutOrStdout(), r)
 		},
@@ -339,7 +339,7 @@ func newRunVerbCmd(f *clientFlags, verb, short string) *cobra.Command {
 				}
 			}
 			if f.json() {
-				return writeJSON(cmd.OutOrStdout(), r)
+				return f.write(cmd.OutOrStdout(), r)
 			}
 			past := map[string]string{"approve": "Approved", "reject": "Rejected", "pause": "Paused",
 				"resume": "Resumed", "cancel": "Cancelled"}[verb]

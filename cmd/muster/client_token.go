@@ -39,7 +39,7 @@ the terminal. -o json never prints a secret, so it needs --secret-file.`,
 				return usageError("--role is required (viewer, operator, approver or admin)")
 			}
 			if f.json() && secretFile == "" {
-				return usageError("-o json never prints a secret: add --secret-file FILE")
+				return usageError("-o %s never prints a secret: add --secret-file FILE", f.output)
 			}
 			c, err := f.core()
 			if err != nil {
@@ -56,7 +56,7 @@ the terminal. -o json never prints a secret, so it needs --secret-file.`,
 				}
 			}
 			if f.json() {
-				return writeJSON(w, wire.Token{Name: tok.Name, Roles: tok.Roles})
+				return f.write(w, wire.Token{Name: tok.Name, Roles: tok.Roles})
 			}
 			fmt.Fprintf(w, "Created token %s (roles %s).\n", textsafe.Escape(tok.Name), textsafe.Escape(strings.Join(tok.Roles, ", ")))
 			if secretFile != "" {
@@ -84,7 +84,7 @@ the terminal. -o json never prints a secret, so it needs --secret-file.`,
 				return apiError(c, err)
 			}
 			if f.json() {
-				return writeJSON(cmd.OutOrStdout(), wire.TokenList{Tokens: toks})
+				return f.write(cmd.OutOrStdout(), wire.TokenList{Tokens: toks})
 			}
 			t := newTable(cmd.OutOrStdout(), "NAME", "ROLES", "CREATED")
 			for _, tok := range toks {
@@ -106,7 +106,7 @@ the terminal. -o json never prints a secret, so it needs --secret-file.`,
 				return apiError(c, err)
 			}
 			if f.json() {
-				return writeJSON(cmd.OutOrStdout(), wire.Accepted{Status: "revoked", Message: "token " + args[0] + " revoked"})
+				return f.write(cmd.OutOrStdout(), wire.Accepted{Status: "revoked", Message: "token " + args[0] + " revoked"})
 			}
 			fmt.Fprintf(cmd.OutOrStdout(), "Revoked token %s.\n", textsafe.Escape(args[0]))
 			return nil

@@ -44,6 +44,7 @@ func newRootCmd() *cobra.Command {
 	for _, add := range extraCommands {
 		root.AddCommand(add())
 	}
+	addCompletions(root)
 	return root
 }
 
