@@ -83,12 +83,24 @@ func newActionListCmd(f *clientFlags) *cobra.Command {
 			if f.json() {
 				return f.write(cmd.OutOrStdout(), page)
 			}
-			t := newTable(cmd.OutOrStdout(), "ID", "CLUSTER", "NODE", "KIND", "STATE", "REQUESTER", "RUN", "CREATED")
-			for _, a := range page.Actions {
-				t.row(shortID(a.ID), a.ClusterID, a.NodeID, a.Kind, string(a.State), a.Requester, runPlace(&a), ts(a.CreatedTS))
-			}
-			if err := t.flush(); err != nil {
-				return err
+			if f.wide() {
+				t := newTable(cmd.OutOrStdout(), "ID", "CLUSTER", "NODE", "KIND", "ARGS", "STATE", "REASON", "REQUESTER", "APPROVED BY",
+					"RUN", "CREATED", "UPDATED")
+				for _, a := range page.Actions {
+					t.row(a.ID, a.ClusterID, a.NodeID, a.Kind, string(a.Args), string(a.State), a.StateReason, a.Requester, a.ApprovedBy,
+						runPlace(&a), ts(a.CreatedTS), ts(a.UpdatedTS))
+				}
+				if err := t.flush(); err != nil {
+					return err
+				}
+			} else {
+				t := newTable(cmd.OutOrStdout(), "ID", "CLUSTER", "NODE", "KIND", "STATE", "REQUESTER", "RUN", "CREATED")
+				for _, a := range page.Actions {
+					t.row(shortID(a.ID), a.ClusterID, a.NodeID, a.Kind, string(a.State), a.Requester, runPlace(&a), ts(a.CreatedTS))
+				}
+				if err := t.flush(); err != nil {
+					return err
+				}
 			}
 			if page.NextMarker != "" {
 				fmt.Fprintf(cmd.ErrOrStderr(), "More actions follow: add --marker %s (or --all).\n", textsafe.Escape(page.NextMarker))

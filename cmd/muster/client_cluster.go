@@ -82,7 +82,7 @@ func newClusterCmd() *cobra.Command {
 				}
 			}
 			fmt.Fprintln(w)
-			return nodeTable(cmd, cl.Nodes, false)
+			return nodeTable(cmd, cl.Nodes, false, f.wide())
 		},
 	}, &cobra.Command{
 		Use:   "orchestrate CLUSTER",
@@ -135,7 +135,7 @@ func newNodeCmd() *cobra.Command {
 			if f.json() {
 				return f.write(cmd.OutOrStdout(), wire.NodeList{Nodes: nodes})
 			}
-			return nodeTable(cmd, nodes, true)
+			return nodeTable(cmd, nodes, true, f.wide())
 		},
 	}
 	list.Flags().StringVar(&cluster, "cluster", "", "only the nodes of this cluster")
@@ -236,14 +236,20 @@ func nodeReason(n *wire.Node) string {
 	return strings.Join(parts, "; ")
 }
 
-func nodeTable(cmd *cobra.Command, nodes []wire.Node, withCluster bool) error {
+// nodeTable prints nodes; wide lists each node's kinds instead of counting
+// them.
+func nodeTable(cmd *cobra.Command, nodes []wire.Node, withCluster, wide bool) error {
 	header := []string{"NODE", "STATUS", "ADDR", "SOURCE", "VERSION", "LAST CONTACT", "KINDS", "LABELS", "REASON"}
 	if withCluster {
 		header = append([]string{"CLUSTER"}, header...)
 	}
 	t := newTable(cmd.OutOrStdout(), header...)
 	for _, n := range nodes {
-		row := []string{n.ID, n.Status, n.Addr, n.Source, n.Version, tsPtr(n.LastContact), strconv.Itoa(len(n.Kinds)),
+		kinds := strconv.Itoa(len(n.Kinds))
+		if wide {
+			kinds = strings.Join(n.Kinds, ",")
+		}
+		row := []string{n.ID, n.Status, n.Addr, n.Source, n.Version, tsPtr(n.LastContact), kinds,
 			labels.Set(n.Labels).String(), nodeReason(&n)}
 		if withCluster {
 			row = append([]string{n.ClusterID}, row...)

@@ -91,16 +91,18 @@ func dash(s string) string {
 
 // eventLine prints one event in fixed widths, so that a list and a
 // followed stream look the same and each event prints as soon as it
-// arrives. wide adds the cluster, node and client address.
+// arrives: seq, time, type, actor, client address, action, message. wide
+// adds the cluster, the node and the run.
 func eventLine(w io.Writer, e wire.Event, wide bool) error {
 	if wide {
-		_, err := fmt.Fprintf(w, "%-7d %s  %-24s %-10s %-10s %-12s %-8s %-21s %s\n", e.Seq, ts(e.TS), textsafe.Escape(e.Type),
-			textsafe.Escape(dash(e.Actor)), textsafe.Escape(dash(e.ClusterID)), textsafe.Escape(dash(e.NodeID)),
-			textsafe.Escape(dash(shortID(e.ActionID))), textsafe.Escape(dash(e.ClientAddr)), textsafe.Escape(e.Message))
+		_, err := fmt.Fprintf(w, "%-7d %s  %-24s %-10s %-15s %-10s %-12s %-8s %-8s %s\n", e.Seq, ts(e.TS), textsafe.Escape(e.Type),
+			textsafe.Escape(dash(e.Actor)), textsafe.Escape(dash(e.ClientAddr)), textsafe.Escape(dash(e.ClusterID)),
+			textsafe.Escape(dash(e.NodeID)), textsafe.Escape(dash(shortID(e.ActionID))), textsafe.Escape(dash(shortID(e.RunID))),
+			textsafe.Escape(e.Message))
 		return err
 	}
-	_, err := fmt.Fprintf(w, "%-7d %s  %-24s %-10s %-8s %s\n", e.Seq, ts(e.TS), textsafe.Escape(e.Type), textsafe.Escape(dash(e.Actor)),
-		textsafe.Escape(dash(shortID(e.ActionID))), textsafe.Escape(e.Message))
+	_, err := fmt.Fprintf(w, "%-7d %s  %-24s %-10s %-15s %-8s %s\n", e.Seq, ts(e.TS), textsafe.Escape(e.Type), textsafe.Escape(dash(e.Actor)),
+		textsafe.Escape(dash(e.ClientAddr)), textsafe.Escape(dash(shortID(e.ActionID))), textsafe.Escape(e.Message))
 	return err
 }
 

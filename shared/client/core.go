@@ -84,7 +84,8 @@ func (c *Core) each(fn func(base string) error) error {
 	if n == 1 {
 		return errs[0]
 	}
-	return fmt.Errorf("%w at %s: %w", ErrNoCore, strings.Join(c.bases, ", "), errors.Join(errs...))
+	last := errs[len(errs)-1]
+	return fmt.Errorf("%w at %s (the last said: %w)", ErrNoCore, strings.Join(c.bases, ", "), last)
 }
 
 func (c *Core) call(ctx context.Context, method, path string, in, out any) (int, error) {
