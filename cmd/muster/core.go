@@ -26,9 +26,7 @@ Configuration comes from --config (YAML), then MUSTER_* environment variables
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			cfg := core.DefaultConfig()
-			if err := loadConfig(cmd, &cfg, map[string]string{
-				"data-dir": "data_dir", "api-addr": "api.addr",
-			}); err != nil {
+			if err := loadValid(cmd, &cfg, coreFlagKeys, cfg.Validate); err != nil {
 				return err
 			}
 			c, err := core.New(cfg, newLogger(cfg.Log))
@@ -38,10 +36,34 @@ Configuration comes from --config (YAML), then MUSTER_* environment variables
 			return c.Run(cmd.Context())
 		},
 	}
+	coreFlags(cmd)
+	check := &cobra.Command{
+		Use:   "check",
+		Short: "Check a core configuration and report every problem at once",
+		Long: `Check a core configuration as "muster core" would load it (the file, then
+MUSTER_* environment variables, then flags) and report every unknown key, bad
+value and bad field at once. Exit status 0 when it is valid, 2 when not.
+Nothing is opened or started: the store is not contacted.`,
+		Example: `  muster core check --config /etc/muster/core.yaml`,
+		Args:    noArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			cfg := core.DefaultConfig()
+			if err := loadValid(cmd, &cfg, coreFlagKeys, cfg.Validate); err != nil {
+				return err
+			}
+			return configOK(cmd)
+		},
+	}
+	coreFlags(check)
+	cmd.AddCommand(newCoreStatusCmd(), check)
+	return cmd
+}
+
+var coreFlagKeys = map[string]string{"data-dir": "data_dir", "api-addr": "api.addr"}
+
+func coreFlags(cmd *cobra.Command) {
 	f := cmd.Flags()
 	f.String("config", "", "YAML configuration file")
 	f.String("data-dir", "", "directory of the core database and the admin token (data_dir)")
 	f.String("api-addr", "", "listen address of the REST API (api.addr)")
-	cmd.AddCommand(newCoreStatusCmd())
-	return cmd
 }
