@@ -49,7 +49,7 @@ func TestSystemdUnitCheckCatchesBreakage(t *testing.T) {
 	for _, tc := range []struct{ name, old, new string }{
 		{"unknown key", "Restart=on-failure", "Restart=on-failure\nRestartEvery=2s"},
 		{"bad value", "ProtectHome=yes", "ProtectHome=perhaps"},
-		{"hardening removed", "NoNewPrivileges=yes\nCapabilityBoundingSet=\n", ""},
+		{"hardening removed", "NoNewPrivileges=yes\nCapabilityBoundingSet=CAP_SETUID CAP_SETGID CAP_KILL\n", ""},
 		{"unknown flag", "--data-dir", "--data-directory"},
 		{"unknown command", "muster agent --config", "muster agnet --config"},
 	} {

@@ -38,6 +38,7 @@ or a unique prefix of it of at least 8 characters.`,
 		newActionVerbCmd(f, "cancel", "Cancel an action (at once while it waits for approval; once scheduled, the agent decides)"),
 		newActionVerbCmd(f, "retry", "Create a new action with the content of a finished one"),
 		newActionWatchCmd(f),
+		newActionLogsCmd(f),
 	)
 	return cmd
 }
