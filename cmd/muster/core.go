@@ -1,6 +1,11 @@
 package main
 
 import (
+	"context"
+	"os"
+	"os/signal"
+	"syscall"
+
 	"github.com/spf13/cobra"
 
 	"github.com/musterhq/muster/core"
@@ -21,6 +26,12 @@ With store.driver postgres, several replicas share one database: each
 cluster's passes run on the replica holding its lease ("muster core status"
 lists them).
 
+SIGHUP (systemctl reload) reads the configuration again and applies the
+approval rules, the disruptive kinds and the clusters' budgets without a
+restart; an event (core.config_reloaded) says what changed. An invalid
+configuration changes nothing: the one in use stays, and an event
+(core.config_rejected) and a log line say why.
+
 Configuration comes from --config (YAML), then MUSTER_* environment variables
 (MUSTER_API_ADDR for api.addr), then flags.`,
 		Args: cobra.NoArgs,
@@ -29,11 +40,27 @@ Configuration comes from --config (YAML), then MUSTER_* environment variables
 			if err := loadValid(cmd, &cfg, coreFlagKeys, cfg.Validate); err != nil {
 				return err
 			}
-			c, err := core.New(cfg, newLogger(cfg.Log))
+			log := newLogger(cfg.Log)
+			c, err := core.New(cfg, log)
 			if err != nil {
 				return configExit(err)
 			}
-			return c.Run(cmd.Context())
+			ctx, stop := context.WithCancel(cmd.Context())
+			defer stop()
+			done := reloadOnHangup(ctx, func() {
+				next := core.DefaultConfig()
+				if err := loadValid(cmd, &next, coreFlagKeys, next.Validate); err != nil {
+					_ = c.RejectConfig(ctx, err)
+					return
+				}
+				if _, err := c.Reload(ctx, next); err != nil {
+					log.Error("SIGHUP: reload failed", "err", err)
+				}
+			})
+			err = c.Run(ctx)
+			stop()
+			<-done
+			return err
 		},
 	}
 	coreFlags(cmd)
@@ -57,6 +84,27 @@ Nothing is opened or started: the store is not contacted.`,
 	coreFlags(check)
 	cmd.AddCommand(newCoreStatusCmd(), check)
 	return cmd
+}
+
+// reloadOnHangup calls reload at every SIGHUP until ctx ends; the returned
+// channel is closed once it stopped listening.
+func reloadOnHangup(ctx context.Context, reload func()) <-chan struct{} {
+	ch := make(chan os.Signal, 1)
+	signal.Notify(ch, syscall.SIGHUP)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		defer signal.Stop(ch)
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-ch:
+				reload()
+			}
+		}
+	}()
+	return done
 }
 
 var coreFlagKeys = map[string]string{"data-dir": "data_dir", "api-addr": "api.addr"}
