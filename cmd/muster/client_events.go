@@ -15,8 +15,6 @@ import (
 	"github.com/musterhq/muster/shared/wire"
 )
 
-func init() { register(newEventsCmd) }
-
 func newEventsCmd() *cobra.Command {
 	var since int64
 	var limit int

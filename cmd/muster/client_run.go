@@ -20,8 +20,6 @@ import (
 	"github.com/musterhq/muster/shared/wire"
 )
 
-func init() { register(newRunCmd) }
-
 func newRunCmd() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "run",

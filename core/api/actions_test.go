@@ -3,6 +3,7 @@ package api
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"net/http"
 	"slices"
 	"strings"
@@ -563,5 +564,26 @@ func TestApproveRejectReason(t *testing.T) {
 	e.call(http.MethodGet, "/api/v1/actions/"+b.ID, "appr", nil, http.StatusOK, &got)
 	if last := got.History[len(got.History)-1]; !strings.HasSuffix(last.Reason, ": not in the window") {
 		t.Fatalf("rejected with a reason: history %+v", last)
+	}
+}
+
+// TestInvalidQueryAnswers400: a list query the store refuses (an unknown sort
+// field, one given twice) answers 400 through the one error mapping, with the
+// store's reason, and the API does not check the sort fields itself.
+func TestInvalidQueryAnswers400(t *testing.T) {
+	t.Parallel()
+	err := fmt.Errorf("list actions: %w: cannot sort by %q", store.ErrInvalidQuery, "colour")
+	if st, code := classify(err); st != http.StatusBadRequest || code != wire.CodeBadRequest {
+		t.Fatalf("ErrInvalidQuery answers %d %s, want 400 %s", st, code, wire.CodeBadRequest)
+	}
+	if !isOurs(err) {
+		t.Fatal("ErrInvalidQuery's message is not shown to the caller")
+	}
+	e := setup(t)
+	for _, bad := range []string{"sort=colour:asc", "sort=state,state:desc", "sort=id,id"} {
+		body := e.fail(http.MethodGet, "/api/v1/actions?"+bad, "viewer", nil, http.StatusBadRequest)
+		if !strings.Contains(body.Message, "invalid query") {
+			t.Fatalf("%s: message %q does not carry the store's reason", bad, body.Message)
+		}
 	}
 }

@@ -1,6 +1,7 @@
 // Package api serves the core's REST API (docs/architecture.md, "The core"):
 // clusters, nodes, actions and their approval, the event log and its live
-// stream, and API tokens. Every route but /health and /metrics needs a bearer
+// stream, and API tokens. Every route but /health, /metrics and
+// /api/v1/openapi.json (the API's contract, openapi.yaml) needs a bearer
 // token whose roles grant the route's permission (see core/auth).
 //
 // Handlers decode, call core/actions (the one home of every action change)
@@ -195,6 +196,7 @@ func (s *Server) routes() {
 		gatherer = prometheus.NewRegistry()
 	}
 	s.public(http.MethodGet, "/metrics", echo.WrapHandler(promhttp.HandlerFor(gatherer, promhttp.HandlerOpts{})))
+	s.public(http.MethodGet, "/api/v1/openapi.json", apiserver.ServeJSON(openAPIJSON))
 
 	s.add(http.MethodGet, "/api/v1/clusters", auth.Read, onlyParams(s.listClusters))
 	s.add(http.MethodGet, "/api/v1/clusters/:cluster", auth.Read, onlyParams(s.showCluster))
