@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strconv"
+	"strings"
 	"testing"
 )
 
@@ -70,4 +71,24 @@ func TestParseEventTypes(t *testing.T) {
 		!MatchEventType(nil, "x") || MatchEventType([]string{"node.up"}, "node.down") {
 		t.Error("MatchEventType")
 	}
+}
+
+// FuzzParseEventTypes: whatever a caller sends as ?type=, the parser either
+// refuses it or returns only known types and families, and never panics.
+func FuzzParseEventTypes(f *testing.F) {
+	for _, s := range []string{"", "node.down", "node.*,action.lost", "node.dwn", "*", ",,", "run.*, run.finished", "a.b.c", "\x00"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		got, err := ParseEventTypes(s)
+		if err != nil {
+			return
+		}
+		for _, typ := range got {
+			fam, isFamily := strings.CutSuffix(typ, ".*")
+			if !slices.Contains(EventTypes, typ) && !(isFamily && slices.Contains(EventTypeFamilies(), fam)) {
+				t.Fatalf("ParseEventTypes(%q) accepted %q", s, typ)
+			}
+		}
+	})
 }
