@@ -86,10 +86,10 @@ func (e External) Validate(i int) config.Errors {
 		errs.Add(key+".group", "needs user: the command runs as a user of that group")
 	}
 	if e.User != "" {
-		if cred, err := e.credential(); err != nil {
+		// Whether the agent may switch to it is known when it runs: a
+		// check by another user (muster agent check) would be misled.
+		if _, err := e.credential(); err != nil {
 			errs.Add(key+".user", "%v", err)
-		} else if euid := os.Geteuid(); euid != 0 && int(cred.Uid) != euid {
-			errs.Add(key+".user", "running commands as %s needs the agent to run as root (it runs as uid %d)", e.User, euid)
 		}
 	}
 	if e.CheckInterval < 0 {
@@ -349,7 +349,11 @@ func (h *externalHandler) start(argv []string, x *Exec, out interface{ Write([]b
 			return nil, fmt.Errorf("start %s as %s: %w", argv[0], h.spec.User, err)
 		}
 	}
-	return startProcess(argv, x, h.env, h.spec.Env, cred, out)
+	p, err := startProcess(argv, x, h.env, h.spec.Env, cred, out)
+	if cred != nil && errors.Is(err, syscall.EPERM) {
+		return nil, fmt.Errorf("%w: running commands as %s needs the agent to run as root (it runs as uid %d)", err, h.spec.User, os.Geteuid())
+	}
+	return p, err
 }
 
 // startProcess starts argv with the action record on stdin and the
