@@ -473,19 +473,38 @@ type runView interface{ show(lines []string) error }
 // otherwise (a file, a pipe, CI logs).
 func newRunView(w io.Writer) runView {
 	if f, ok := w.(*os.File); ok && term.IsTerminal(int(f.Fd())) {
-		return &liveView{w: w}
+		v := &liveView{w: w}
+		v.width, v.height, _ = term.GetSize(int(f.Fd()))
+		return v
 	}
 	return &plainView{w: w, now: time.Now}
 }
 
 // liveView redraws the lines it drew last: cursor up over them, each line
-// cleared and written again, what is left below cleared.
+// cleared and written again, what is left below cleared. Lines are cut to
+// the terminal's width and their number to its height (when known), so
+// that the cursor can always go back over what it drew.
 type liveView struct {
-	w     io.Writer
-	drawn int
+	w             io.Writer
+	width, height int // 0: unknown
+	drawn         int
 }
 
 func (v *liveView) show(lines []string) error {
+	if v.height > 1 && len(lines) > v.height-1 {
+		more := len(lines) - (v.height - 2)
+		lines = append(slices.Clone(lines[:v.height-2]), fmt.Sprintf("… %d more lines", more))
+	}
+	if v.width > 1 {
+		cut := make([]string, len(lines))
+		for i, l := range lines {
+			if r := []rune(l); len(r) > v.width-1 {
+				l = string(r[:v.width-2]) + "…"
+			}
+			cut[i] = l
+		}
+		lines = cut
+	}
 	var b strings.Builder
 	if v.drawn > 0 {
 		fmt.Fprintf(&b, "\x1b[%dA", v.drawn)

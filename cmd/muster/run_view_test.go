@@ -98,3 +98,21 @@ func TestPlainViewPrintsChangedLines(t *testing.T) {
 		t.Fatalf("printed %q, want %q", b.String(), want)
 	}
 }
+
+// On a small terminal, lines are cut to its width and their number to its
+// height, so that a redraw always lands on what it drew.
+func TestLiveViewFitsTheTerminal(t *testing.T) {
+	t.Parallel()
+	var s screen
+	v := &liveView{w: &s, width: 12, height: 4}
+	long := []string{"a stage line that is long", "  db-1 RUNNING", "  db-2 RUNNING", "  db-3 RUNNING", "run: RUNNING"}
+	for range 3 {
+		if err := v.show(long); err != nil {
+			t.Fatal(err)
+		}
+	}
+	want := []string{"a stage li…", "  db-1 RUN…", "… 3 more l…"}
+	if strings.Join(s.lines, "\n") != strings.Join(want, "\n") {
+		t.Fatalf("screen %q, want %q", s.lines, want)
+	}
+}
