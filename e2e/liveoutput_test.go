@@ -6,6 +6,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -17,7 +18,7 @@ import (
 // TestLiveOutputOfARunningAction: a RUNNING action's output reaches the
 // core while it runs (the agent commits it as it grows, the core pulls it
 // in a sync of the node), and `muster action logs -f` prints it as it comes
-// and ends with the action.
+// and ends with the action. Then the times of a list follow TZ.
 func TestLiveOutputOfARunningAction(t *testing.T) {
 	t.Parallel()
 	base := t.TempDir()
@@ -75,5 +76,18 @@ func TestLiveOutputOfARunningAction(t *testing.T) {
 	}
 	if err := cmd.Wait(); err != nil {
 		t.Fatalf("logs -f of a DONE action: %v", err)
+	}
+
+	// Times print in the zone TZ names, with the zone; --utc prints UTC.
+	for _, c := range []struct {
+		args []string
+		zone string
+	}{{[]string{"action", "list"}, "JST"}, {[]string{"action", "list", "--utc"}, "UTC"}} {
+		list := exec.Command(binary, c.args...)
+		list.Env = append(os.Environ(), "TZ=Asia/Tokyo", "MUSTER_ADDR=http://"+f.core.Addr(), "MUSTER_TOKEN="+f.secrets["alice"])
+		b, err := list.Output()
+		if err != nil || !regexp.MustCompile(`\d{4}-\d\d-\d\d \d\d:\d\d:\d\d `+c.zone).Match(b) {
+			t.Fatalf("TZ=Asia/Tokyo muster %s: %v\n%s", strings.Join(c.args, " "), err, b)
+		}
 	}
 }

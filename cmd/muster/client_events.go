@@ -54,6 +54,12 @@ each event is one JSON line; with -o yaml, one YAML document.`,
 			}
 			w := cmd.OutOrStdout()
 			if !follow {
+				if f.output == "name" { // an event's name is its sequence number
+					for _, e := range page.Events {
+						fmt.Fprintln(w, e.Seq)
+					}
+					return nil
+				}
 				if f.json() {
 					return f.write(w, page)
 				}
