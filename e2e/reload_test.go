@@ -63,15 +63,22 @@ func TestCoreReloadsItsConfigOnSIGHUP(t *testing.T) {
 	since := last.Next
 
 	// Approval no longer required, and ping disruptive: one SIGHUP.
+	if cl, err := f.admin.Cluster(ctxT(t), "e2e"); err != nil || cl.Budget != nil {
+		t.Fatalf("a budget before the reload: %+v %v", cl, err)
+	}
 	next := strings.Replace(string(orig), "default: required", "default: none", 1) +
 		"kinds:\n  - {kind: muster.io/debug.ping, disruptive: true}\n"
+	next = strings.Replace(next, "orchestrate:", "    budget: {max_unavailable: \"1\"}\norchestrate:", 1)
 	if err := os.WriteFile(path, []byte(next), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	f.core.signal(syscall.SIGHUP)
 	ev := f.coreEvent("core.config_reloaded", since)
-	if !strings.Contains(ev.Message, "approval, kinds changed") || ev.Actor != "core" {
+	if !strings.Contains(ev.Message, "approval, kinds, budgets changed") || ev.Actor != "core" {
 		t.Fatalf("reload event %+v", ev)
+	}
+	if cl, err := f.admin.Cluster(ctxT(t), "e2e"); err != nil || cl.Budget == nil || cl.Budget.Max != 1 {
+		t.Fatalf("the reloaded budget is not in use: %+v %v", cl, err)
 	}
 	if a := f.create("node-1", "muster.io/debug.ping", `{}`); a.State == action.PendingApprove {
 		t.Fatal("the new approval rules were not applied")
