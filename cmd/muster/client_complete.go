@@ -210,6 +210,7 @@ func addCompletions(root *cobra.Command) {
 		flag("kind", ask(completeKinds))
 		flag("run", ask(completeRuns))
 		flag("action", ask(completeActions))
+		flag("role", fixed("viewer", "operator", "approver", "admin"))
 		flag("type", fixed(append(slices.Clone(store.EventTypes), familyGlobs()...)...))
 		if strings.HasPrefix(cmd.CommandPath(), "muster run ") {
 			flag("state", fixed(runStates...))
