@@ -107,7 +107,7 @@ type Server struct {
 	log   *slog.Logger
 	// enroll is cfg.Enroll.
 	enroll *enroll.Service
-	echo  *echo.Echo
+	echo   *echo.Echo
 	// perms records the permission of every authenticated route, by
 	// "METHOD path"; public routes map to "".
 	perms map[string]auth.Permission
