@@ -17,6 +17,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"slices"
 	"sort"
 	"strings"
@@ -79,7 +80,10 @@ type Service struct {
 	pool *x509.CertPool
 
 	revoked atomic.Pointer[map[string]bool]
-	gen     atomic.Uint64
+	// nodes: "cluster/node" → reason, for nodes whose newest certificate
+	// is revoked.
+	nodes atomic.Pointer[map[string]string]
+	gen   atomic.Uint64
 
 	mu       sync.Mutex
 	onChange []func()
@@ -101,8 +105,9 @@ func New(cfg Config, st store.Store, log *slog.Logger) *Service {
 		s.pool = x509.NewCertPool()
 		s.pool.AddCert(cfg.CA.Cert)
 	}
-	empty := map[string]bool{}
+	empty, none := map[string]bool{}, map[string]string{}
 	s.revoked.Store(&empty)
+	s.nodes.Store(&none)
 	return s
 }
 
@@ -116,12 +121,20 @@ func (s *Service) Bundle() []byte { return s.cfg.Bundle }
 // It never blocks: TLS handshakes call it.
 func (s *Service) Revoked(serial string) bool { return (*s.revoked.Load())[serial] }
 
+// RevokedNode reports whether the node's newest certificate is revoked,
+// and why. It never blocks: gossip claim checks call it.
+func (s *Service) RevokedNode(clusterID, nodeID string) (string, bool) {
+	r, ok := (*s.nodes.Load())[clusterID+"/"+nodeID]
+	return r, ok
+}
+
 // Generation changes every time the revocation list does: a client that
 // keeps connections to agents drops them when it changes.
 func (s *Service) Generation() uint64 { return s.gen.Load() }
 
-// OnChange registers fn, called (outside any lock, never concurrently with
-// itself) after the revocation list changed. Register before Run.
+// OnChange registers fn, called outside any lock after the revocation list
+// changed (from Run, or from a Revoke on this replica: fn must be safe to
+// call concurrently). Register before Run.
 func (s *Service) OnChange(fn func()) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -131,10 +144,16 @@ func (s *Service) OnChange(fn func()) {
 // Refresh reads the revocation list from the store. Replicas share it
 // through the store; Run calls Refresh after every commit it hears of.
 func (s *Service) Refresh(ctx context.Context) error {
-	var serials []string
+	var (
+		serials []string
+		nodes   map[string]store.AgentCert
+	)
 	if err := s.st.Read(ctx, func(r store.Reader) error {
 		var err error
-		serials, err = r.RevokedSerials(ctx)
+		if serials, err = r.RevokedSerials(ctx); err != nil {
+			return err
+		}
+		nodes, err = RevokedNodes(ctx, r, "")
 		return err
 	}); err != nil {
 		return err
@@ -143,17 +162,15 @@ func (s *Service) Refresh(ctx context.Context) error {
 	for _, x := range serials {
 		next[x] = true
 	}
-	cur := *s.revoked.Load()
-	if len(cur) == len(next) {
-		same := true
-		for k := range next {
-			same = same && cur[k]
-		}
-		if same {
-			return nil
-		}
+	nextNodes := make(map[string]string, len(nodes))
+	for k, c := range nodes {
+		nextNodes[k] = c.RevokeReason
+	}
+	if maps.Equal(*s.revoked.Load(), next) && maps.Equal(*s.nodes.Load(), nextNodes) {
+		return nil
 	}
 	s.revoked.Store(&next)
+	s.nodes.Store(&nextNodes)
 	s.gen.Add(1)
 	s.mu.Lock()
 	fns := slices.Clone(s.onChange)
@@ -164,19 +181,52 @@ func (s *Service) Refresh(ctx context.Context) error {
 	return nil
 }
 
-// Run loads the revocation list and reloads it after every commit of the
-// store (this replica's or, on PostgreSQL, another's) until ctx ends.
+// Run loads the revocation list, then reloads it whenever the event log
+// (of this replica or, on PostgreSQL, of another) shows an enrollment or a
+// revocation, until ctx ends. Other commits cost one read of their events.
 func (s *Service) Run(ctx context.Context) {
 	ch, unsubscribe := s.st.Subscribe()
 	defer unsubscribe()
+	var since int64
 	for {
-		if err := s.Refresh(ctx); err != nil && ctx.Err() == nil {
-			s.log.Warn("enroll: reading the revocation list failed; the last one stays", "err", err)
+		err := s.st.Read(ctx, func(r store.Reader) error {
+			var err error
+			since, err = store.LatestSeq(ctx, r)
+			return err
+		})
+		if err == nil {
+			err = s.Refresh(ctx)
 		}
+		if err == nil {
+			break
+		}
+		s.log.Warn("enroll: reading the revocation list failed; trying again at the next commit", "err", err)
 		select {
 		case <-ctx.Done():
 			return
 		case <-ch:
+		}
+	}
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-ch:
+		}
+		changed := false
+		next, err := store.EachEvent(ctx, s.st, since, 256, func(e *store.Event) error {
+			switch e.Type {
+			case store.EventNodeRevoked, store.EventNodeEnrolled:
+				changed = true
+			}
+			return nil
+		})
+		since = next
+		if err == nil && changed {
+			err = s.Refresh(ctx)
+		}
+		if err != nil && ctx.Err() == nil {
+			s.log.Warn("enroll: reading the revocation list failed; the last one stays", "err", err)
 		}
 	}
 }

@@ -228,6 +228,9 @@ const (
 	CauseLeft      = "left"
 	CauseFailed    = "failed"
 	CauseDuplicate = "duplicate"
+	// CauseRevoked: the node's certificate is on the revocation list
+	// (core/enroll); its gossip claims are refused until it enrolls again.
+	CauseRevoked = "revoked"
 )
 
 // Reasons shown to people for each cause (Node.StatusReason).
@@ -235,6 +238,7 @@ const (
 	ReasonLeft      = "left"
 	ReasonFailed    = "failed"
 	ReasonDuplicate = "announced from two addresses"
+	ReasonRevoked   = "certificate revoked"
 )
 
 // CauseReason is the text shown to people for a discovery cause.
@@ -246,6 +250,8 @@ func CauseReason(cause string) string {
 		return ReasonFailed
 	case CauseDuplicate:
 		return ReasonDuplicate
+	case CauseRevoked:
+		return ReasonRevoked
 	}
 	return cause
 }
