@@ -16,20 +16,13 @@ import (
 	"github.com/musterhq/muster/shared/wire"
 )
 
-// CABundle answers GET /api/v1/enroll/ca: the agent CA bundle, which an
-// enrolling agent checks against the pin it was given before it sends its
-// join token.
-type caBundle struct {
-	CABundle string   `json:"ca_bundle"`
-	Pins     []string `json:"pins"`
-}
-
-// enrollCA serves the CA bundle (public: it is what the pin checks).
+// enrollCA serves the CA bundle (public: an enrolling agent checks it
+// against the pin it was given before it sends its join token).
 func (s *Server) enrollCA(c *echo.Context) error {
 	if s.enroll == nil || !s.enroll.Enabled() {
 		return enroll.ErrDisabled
 	}
-	out := caBundle{CABundle: string(s.enroll.Bundle()), Pins: []string{}}
+	out := wire.EnrollCA{CABundle: string(s.enroll.Bundle()), Pins: []string{}}
 	certs, err := tlsutil.ParseCerts(s.enroll.Bundle())
 	if err != nil {
 		return fmt.Errorf("agents_ca bundle: %w", err)

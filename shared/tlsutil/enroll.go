@@ -199,10 +199,12 @@ func (ca *CA) SignAgent(csr *x509.CertificateRequest, nodeID, cluster string, no
 	if !ok {
 		return nil, nil, fmt.Errorf("%w: the key is not ECDSA", ErrBadCSR)
 	}
+	// Backdated for clock differences, by a tenth of the lifetime at most,
+	// so that "two thirds of the lifetime" stays near two thirds after issue.
 	tmpl := &x509.Certificate{
 		SerialNumber:   serial,
 		Subject:        pkix.Name{CommonName: id.CommonName(), Organization: []string{"muster"}, OrganizationalUnit: []string{cluster}},
-		NotBefore:      now.Add(-backdate),
+		NotBefore:      now.Add(-min(backdate, validity/10)),
 		NotAfter:       notAfter,
 		KeyUsage:       x509.KeyUsageDigitalSignature,
 		ExtKeyUsage:    []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth, x509.ExtKeyUsageClientAuth},
@@ -310,4 +312,11 @@ func WriteFileAtomic(path string, data []byte, mode os.FileMode) error {
 		return err
 	}
 	return os.Rename(tmp, path)
+}
+
+// RenewAt is when a certificate should be renewed: at two thirds of its
+// lifetime.
+func RenewAt(c *x509.Certificate) time.Time {
+	life := c.NotAfter.Sub(c.NotBefore)
+	return c.NotBefore.Add(life * 2 / 3)
 }

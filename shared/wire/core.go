@@ -209,6 +209,13 @@ type EnrollResponse struct {
 	NotAfter    time.Time `json:"not_after"`
 }
 
+// EnrollCA answers GET /api/v1/enroll/ca: the agent CA bundle and the pin
+// of each CA in it.
+type EnrollCA struct {
+	CABundle string   `json:"ca_bundle"`
+	Pins     []string `json:"pins"`
+}
+
 // RevokeRequest is the body of POST /api/v1/clusters/{c}/nodes/{n}/revoke.
 type RevokeRequest struct {
 	Reason string `json:"reason,omitempty"`
