@@ -22,13 +22,13 @@ import (
 // Config is the core's configuration (docs/architecture.md, "Configuration").
 type Config struct {
 	// DataDir holds core.db (with the sqlite driver) and admin.token.
-	DataDir     string                  `mapstructure:"data_dir" yaml:"data_dir"`
-	Store       StoreConfig             `mapstructure:"store" yaml:"store"`
-	API         APIConfig               `mapstructure:"api" yaml:"api"`
-	AgentsTLS   AgentsTLSConfig         `mapstructure:"agents_tls" yaml:"agents_tls"`
+	DataDir   string          `mapstructure:"data_dir" yaml:"data_dir"`
+	Store     StoreConfig     `mapstructure:"store" yaml:"store"`
+	API       APIConfig       `mapstructure:"api" yaml:"api"`
+	AgentsTLS AgentsTLSConfig `mapstructure:"agents_tls" yaml:"agents_tls"`
 	// AgentsCA signs the certificates of agents that enroll with a join
 	// token (docs/architecture.md, "Installing on a fleet").
-	AgentsCA AgentsCAConfig `mapstructure:"agents_ca" yaml:"agents_ca"`
+	AgentsCA    AgentsCAConfig          `mapstructure:"agents_ca" yaml:"agents_ca"`
 	Clusters    []discovery.ClusterSpec `mapstructure:"clusters" yaml:"clusters"`
 	Orchestrate OrchestrateConfig       `mapstructure:"orchestrate" yaml:"orchestrate"`
 	Approval    approval.Policy         `mapstructure:"approval" yaml:"approval"`

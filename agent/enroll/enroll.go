@@ -89,8 +89,8 @@ type Options struct {
 	Token string
 	// CAPin is the SHA-256 pin of the core's CA (muster tls ca create
 	// prints it). Required unless CAFile names a CA bundle to trust.
-	CAPin  string
-	CAFile string
+	CAPin             string
+	CAFile            string
 	NodeID, ClusterID string
 	// Replace asks to enroll a node id a live certificate holds (an admin
 	// token only).
