@@ -51,7 +51,9 @@ func TestValidate(t *testing.T) {
 		{"cert without key", func(c *Config) { c.API.TLS.CertFile = "c.pem" }, []string{"api.tls"}},
 		{"agents cert without key", func(c *Config) { c.AgentsTLS.CertFile, c.AgentsTLS.CAFile = "c.pem", "ca.pem" }, []string{"agents_tls"}},
 		{"agents cert without CA", func(c *Config) { c.AgentsTLS.CertFile, c.AgentsTLS.KeyFile = "c.pem", "k.pem" }, []string{"agents_tls.ca_file"}},
-		{"agents_ca without TLS", func(c *Config) { c.AgentsCA = AgentsCAConfig{CertFile: "ca.pem", KeyFile: "ca-key.pem", Lifetime: time.Hour} },
+		{"agents_ca without TLS", func(c *Config) {
+			c.AgentsCA = AgentsCAConfig{CertFile: "ca.pem", KeyFile: "ca-key.pem", Lifetime: time.Hour}
+		},
 			[]string{"agents_ca"}},
 		{"agents_ca half set, short lifetime", func(c *Config) {
 			c.API.TLS.CertFile, c.API.TLS.KeyFile = "core.pem", "core-key.pem"

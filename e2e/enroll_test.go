@@ -345,4 +345,3 @@ func enrolledFiles(t *testing.T, dir string) []string {
 	}
 	return out
 }
-
