@@ -13,6 +13,7 @@ import (
 	"github.com/musterhq/muster/core/actions"
 	"github.com/musterhq/muster/core/approval"
 	"github.com/musterhq/muster/core/auth"
+	"github.com/musterhq/muster/core/enroll"
 	"github.com/musterhq/muster/core/store"
 	"github.com/musterhq/muster/shared/action"
 )
@@ -445,8 +446,15 @@ func (s *Server) actionDetail(w http.ResponseWriter, r *http.Request, v *visitor
 
 type clusterView struct {
 	store.Cluster
-	Nodes []store.Node
+	Nodes []nodeView
 	Up    int
+}
+
+// nodeView is a node with its revocation (core/enroll), if any.
+type nodeView struct {
+	store.Node
+	Revoked      bool
+	RevokeReason string
 }
 
 func (s *Server) clusters(w http.ResponseWriter, r *http.Request, v *visitor) {
@@ -461,11 +469,16 @@ func (s *Server) clusters(w http.ResponseWriter, r *http.Request, v *visitor) {
 		if err != nil {
 			return err
 		}
+		revoked, err := enroll.RevokedNodes(ctx, rd, "")
+		if err != nil {
+			return err
+		}
 		for _, c := range cs {
 			cv := clusterView{Cluster: c}
 			for _, n := range nodes {
 				if n.ClusterID == c.ID {
-					cv.Nodes = append(cv.Nodes, n)
+					rc, isRevoked := revoked[n.ClusterID+"/"+n.ID]
+					cv.Nodes = append(cv.Nodes, nodeView{Node: n, Revoked: isRevoked, RevokeReason: rc.RevokeReason})
 					if n.Status == store.NodeUp {
 						cv.Up++
 					}

@@ -768,8 +768,8 @@ func TestClustersPageShowsNodesWithLabels(t *testing.T) {
 	now := time.Now()
 	err := e.ui.pages["clusters"].ExecuteTemplate(&out, "live", &view{Data: []clusterView{{
 		Cluster: store.Cluster{ID: "prod", Status: store.ClusterHealthy},
-		Nodes: []store.Node{{ClusterID: "prod", ID: "db-1", Status: store.NodeUp, LastContact: &now,
-			Labels: map[string]string{"zone": "eu-1", "role": "<b>replica\x1b"}}},
+		Nodes: []nodeView{{Node: store.Node{ClusterID: "prod", ID: "db-1", Status: store.NodeUp, LastContact: &now,
+			Labels: map[string]string{"zone": "eu-1", "role": "<b>replica\x1b"}}}},
 	}}})
 	if err != nil {
 		t.Fatal(err)
@@ -846,4 +846,29 @@ func TestSignOutEndsTheSessionsLiveStreams(t *testing.T) {
 		}
 	}
 	t.Fatalf("the stream ended without saying the session ended: %v", sc.Err())
+}
+
+// TestClustersPageShowsRevokedNodes: a node whose newest certificate is
+// revoked shows REVOKED with the reason, escaped; the others do not.
+func TestClustersPageShowsRevokedNodes(t *testing.T) {
+	t.Parallel()
+	e := setup(t)
+	ctx := context.Background()
+	now := time.Now().UTC()
+	err := e.st.Update(ctx, func(tx store.Tx) error {
+		if err := tx.InsertAgentCert(ctx, &store.AgentCert{Serial: "0a", ClusterID: "prod", NodeID: "db-1",
+			NotBefore: now, NotAfter: now.Add(time.Hour), IssuedTS: now, IssuedBy: "join"}); err != nil {
+			return err
+		}
+		_, err := tx.RevokeAgentCerts(ctx, "prod", "db-1", now, "<i>stolen\x1b", "admin")
+		return err
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	b := e.browser().signIn("viewer")
+	_, _, body := b.get("/ui/clusters")
+	if !strings.Contains(body, "REVOKED") || !strings.Contains(body, `certificate revoked: &lt;i&gt;stolen\x1b`) {
+		t.Fatalf("the Clusters page does not show db-1 revoked, escaped:\n%s", body)
+	}
 }
