@@ -33,6 +33,7 @@ import (
 	"github.com/musterhq/muster/core/store"
 	"github.com/musterhq/muster/core/store/postgres"
 	"github.com/musterhq/muster/core/store/sqlite"
+	"github.com/musterhq/muster/core/streams"
 	"github.com/musterhq/muster/core/ui"
 	"github.com/musterhq/muster/shared/apiserver"
 	"github.com/musterhq/muster/shared/config"
@@ -120,7 +121,7 @@ func (c *Core) Run(ctx context.Context) error {
 	// orchestrator or the run engine makes it.
 	rules := &actions.Rules{Policy: cfg.Approval, ScheduleTTL: cfg.Orchestrate.ScheduleTTL}
 	engine := &runs.Engine{Policy: cfg.Approval, Actions: actions.Children{Rules: rules}}
-	ln, apiPair, err := listen(cfg.API, enr)
+	ln, guard, apiPair, err := listen(cfg, enr)
 	if err != nil {
 		return err
 	}
@@ -161,18 +162,23 @@ func (c *Core) Run(ctx context.Context) error {
 		ln.Close()
 		return err
 	}
+	// The API's event streams and the web UI's live updates share one cap
+	// per token and one in all.
+	lim := streams.New(cfg.API.MaxEventStreams, cfg.API.MaxStreamsPerToken)
 	apiSrv := api.New(api.Config{Policy: cfg.Approval, Rules: rules, Budget: cfg.BudgetPolicy(), Gatherer: reg,
-		Registerer: reg, Runs: engine, Replicas: repl, MaxStreams: cfg.API.MaxEventStreams, Enroll: enr,
+		Registerer: reg, Runs: engine, Replicas: repl, Streams: lim, Enroll: enr,
 		StreamWriteTimeout: cfg.API.WriteTimeout}, st, repl, c.log)
-	handler, closeUI, err := withUI(cfg, apiSrv, rules, engine, repl, st, c.log)
+	handler, closeUI, err := withUI(cfg, apiSrv, rules, engine, repl, st, lim, c.log)
 	if err != nil {
 		ln.Close()
 		return err
 	}
 	// Refused TLS handshakes (no or a wrong client certificate) land in
 	// the error log.
-	httpSrv := apiserver.NewServer(handler, cfg.API.Server,
+	httpSrv := apiserver.NewServer(withHSTS(handler), cfg.API.Server,
 		slog.NewLogLogger(c.log.With("component", "api").Handler(), slog.LevelWarn))
+	httpSrv.ReadHeaderTimeout = min(cfg.API.HeaderTimeout, cfg.API.ReadTimeout)
+	guard.Attach(httpSrv)
 	httpSrv.RegisterOnShutdown(apiSrv.Close) // event streams end, so Shutdown can finish
 	httpSrv.RegisterOnShutdown(closeUI)
 
@@ -269,16 +275,19 @@ var _ ui.Changer = (*actions.Rules)(nil)
 // withUI serves the web UI at /ui/ beside the API when it is enabled, and
 // returns the handler of both and the UI's Close.
 func withUI(cfg Config, apiSrv *api.Server, rules *actions.Rules, engine *runs.Engine, n ui.Nudger, st store.Store,
-	log *slog.Logger) (http.Handler, func(), error) {
+	lim *streams.Limiter, log *slog.Logger) (http.Handler, func(), error) {
 	if !cfg.UI.Enabled {
 		return apiSrv.Handler(), func() {}, nil
 	}
 	uiSrv, err := ui.New(ui.Config{
-		SessionTTL:  cfg.UI.SessionTTL,
-		Policy:      cfg.Approval,
-		ErrorStatus: api.Status,
-		DevLogins:   cfg.DevLogins,
-		Runs:        engine,
+		SessionTTL:          cfg.UI.SessionTTL,
+		MaxSessionsPerToken: cfg.UI.MaxSessionsPerToken,
+		Policy:              cfg.Approval,
+		ErrorStatus:         api.Status,
+		DevLogins:           cfg.DevLogins,
+		DevLoginsExpire:     cfg.DevLoginsExpire,
+		Runs:                engine,
+		Streams:             lim,
 	}, st, rules, n, log)
 	if err != nil {
 		return nil, nil, err
@@ -368,32 +377,67 @@ func openStore(ctx context.Context, cfg Config) (store.Store, error) {
 
 // listen opens the API listener, with TLS when configured; with
 // api.tls.client_ca_file, clients must present a certificate of that CA (the
-// bearer token is still required). Its certificate is read from a KeyPair
-// (ReloadTLS); with enrollment, agents' certificates are asked for (renewal
-// checks them).
-func listen(c APIConfig, enr *enroll.Service) (net.Listener, *tlsutil.KeyPair, error) {
-	if !c.TLS.Enabled() {
-		ln, err := apiserver.Listen("api", c.API)
-		return ln, nil, err
+// bearer token is still required). Its guard holds api.max_connections
+// open, api.max_connections_per_client from one address (loopback
+// uncapped under `muster dev` alone), making room by closing the oldest
+// connection that does nothing; attach it to the server. Its certificate
+// is read from a KeyPair (ReloadTLS); with enrollment, agents'
+// certificates are asked for (renewal checks them).
+func listen(cfg Config, enr *enroll.Service) (net.Listener, *apiserver.Guard, *tlsutil.KeyPair, error) {
+	c := cfg.API
+	var (
+		opts []tlsutil.ListenOption
+		kp   *tlsutil.KeyPair
+		err  error
+	)
+	if c.TLS.Enabled() {
+		if kp, err = tlsutil.LoadKeyPair(c.TLS.CertFile, c.TLS.KeyFile); err != nil {
+			return nil, nil, nil, fmt.Errorf("api.tls.%w", err)
+		}
+		opts = append(opts, tlsutil.ServeKeyPair(kp))
+		if enr.Enabled() {
+			certs, err := tlsutil.ParseCerts(enr.Bundle())
+			if err != nil {
+				return nil, nil, nil, fmt.Errorf("agents_ca.cert_file: %w", err)
+			}
+			pool := x509.NewCertPool()
+			for _, ca := range certs {
+				pool.AddCert(ca)
+			}
+			opts = append(opts, tlsutil.RequestAgentCerts(pool, certs))
+		}
 	}
-	kp, err := tlsutil.LoadKeyPair(c.TLS.CertFile, c.TLS.KeyFile)
+	tc, err := tlsutil.ListenConfig("api", c.TLS.CertFile, c.TLS.KeyFile, c.TLS.ClientCAFile, opts...)
 	if err != nil {
-		return nil, nil, fmt.Errorf("api.tls.%w", err)
+		return nil, nil, nil, err
 	}
-	opts := []tlsutil.ListenOption{tlsutil.ServeKeyPair(kp)}
-	if enr.Enabled() {
-		certs, err := tlsutil.ParseCerts(enr.Bundle())
-		if err != nil {
-			return nil, nil, fmt.Errorf("agents_ca.cert_file: %w", err)
-		}
-		pool := x509.NewCertPool()
-		for _, ca := range certs {
-			pool.AddCert(ca)
-		}
-		opts = append(opts, tlsutil.RequestAgentCerts(pool, certs))
+	ln, err := net.Listen("tcp", c.Addr)
+	if err != nil {
+		return nil, nil, nil, fmt.Errorf("api.addr: %w", err)
 	}
-	ln, err := apiserver.Listen("api", c.API, opts...)
-	return ln, kp, err
+	// The caps count connections before their handshake: one that never
+	// completes it goes first when room is needed.
+	guard := apiserver.NewGuard(ln, apiserver.GuardConfig{Max: c.MaxConnections,
+		PerClient: c.MaxConnectionsPerClient, ExemptLoopback: cfg.LoopbackUncapped})
+	if tc == nil {
+		return guard, guard, kp, nil
+	}
+	return tls.NewListener(guard, tc), guard, kp, nil
+}
+
+// hstsMaxAge is how long a browser that reached the core over TLS keeps to
+// TLS for it (a year).
+const hstsMaxAge = "max-age=31536000"
+
+// withHSTS tells browsers that reached the core over TLS to use nothing
+// else for it (Strict-Transport-Security).
+func withHSTS(h http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.TLS != nil {
+			w.Header().Set("Strict-Transport-Security", hstsMaxAge)
+		}
+		h.ServeHTTP(w, r)
+	})
 }
 
 // agentsTLS returns the TLS client configuration the orchestrator reaches
