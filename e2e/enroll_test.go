@@ -1,6 +1,7 @@
 package e2e
 
 import (
+	"errors"
 	"fmt"
 	"os"
 	"os/exec"
@@ -28,6 +29,24 @@ func musterFails(t *testing.T, env []string, args ...string) string {
 		t.Fatalf("muster %s succeeded, want a failure:\n%s", strings.Join(args, " "), out)
 	}
 	return string(out)
+}
+
+// startProbedRetrying starts a process whose configuration write makes
+// for fresh ports, again with new ones when a port found free was taken
+// before the process bound it.
+func startProbedRetrying(t *testing.T, dir, name string, probe func(string) bool, write func() []string) *proc {
+	t.Helper()
+	for attempt := 1; ; attempt++ {
+		p := &proc{t: t, name: name, args: write(), logPath: filepath.Join(dir, name+".log"), probe: probe}
+		err := p.tryLaunch()
+		if err == nil {
+			t.Cleanup(func() { p.kill() })
+			return p
+		}
+		if attempt == 5 || !errors.Is(err, errExited) || !strings.Contains(err.Error(), "address already in use") {
+			t.Fatal(err)
+		}
+	}
 }
 
 var pinRE = regexp.MustCompile(`sha256:[0-9a-f]{64}`)
@@ -61,7 +80,12 @@ func newEnrollFleet(t *testing.T, lifetime time.Duration) *enrollFleet {
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		t.Fatal(err)
 	}
-	cfg := fmt.Sprintf(`data_dir: %s
+	key := writeKey(t)
+	path := filepath.Join(dir, "core.yaml")
+	hc := tlsClient(t, f.pki, "", "", nil)
+	f.core = startProbedRetrying(t, dir, "core", probe(hc, "https://%s/health"), func() []string {
+		f.coreGossip = fmt.Sprintf("127.0.0.1:%d", freePort(t))
+		cfg := fmt.Sprintf(`data_dir: %s
 api:
   addr: 127.0.0.1:%d
   tls: {cert_file: %s, key_file: %s}
@@ -75,14 +99,13 @@ gossip:
   bind_addr: %s
   key_file: %s
 %s`, filepath.Join(dir, "data"), freePort(t), file("core.pem"), file("core-key.pem"),
-		file("ca.pem"), file("core.pem"), file("core-key.pem"), file("ca.pem"), file("ca-key.pem"), lifetime,
-		f.coreGossip, writeKey(t), gossipTiming)
-	path := filepath.Join(dir, "core.yaml")
-	if err := os.WriteFile(path, []byte(cfg), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	hc := tlsClient(t, f.pki, "", "", nil)
-	f.core = startProbed(t, dir, "core", nil, probe(hc, "https://%s/health"), "core", "--config", path)
+			file("ca.pem"), file("core.pem"), file("core-key.pem"), file("ca.pem"), file("ca-key.pem"), lifetime,
+			f.coreGossip, key, gossipTiming)
+		if err := os.WriteFile(path, []byte(cfg), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		return []string{"core", "--config", path}
+	})
 	secret, err := os.ReadFile(filepath.Join(dir, "data", "admin.token"))
 	if err != nil {
 		t.Fatal(err)
@@ -134,10 +157,13 @@ gossip:
 // it answers the core's certificate with its enrolled one.
 func (f *enrollFleet) agent(node, tokenFile string) *proc {
 	f.t.Helper()
-	dir, path := f.agentConfig(node, "prod", tokenFile)
 	want := tlsutil.Agent(node)
-	p := startProbed(f.t, dir, node, nil, probe(tlsClient(f.t, f.pki, f.pki, "core", &want), "https://%s/api/v1/health"),
-		"agent", "--config", path)
+	dir := filepath.Join(f.base, node)
+	p := startProbedRetrying(f.t, dir, node, probe(tlsClient(f.t, f.pki, f.pki, "core", &want), "https://%s/api/v1/health"),
+		func() []string {
+			_, path := f.agentConfig(node, "prod", tokenFile)
+			return []string{"agent", "--config", path}
+		})
 	f.agents[node] = p
 	return p
 }
