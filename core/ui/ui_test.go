@@ -14,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/musterhq/muster/core/auth"
 	"github.com/musterhq/muster/core/store"
 	"github.com/musterhq/muster/core/streams"
 	"github.com/musterhq/muster/shared/action"
@@ -876,5 +877,26 @@ func TestClustersPageShowsRevokedNodes(t *testing.T) {
 	_, _, body := b.get("/ui/clusters")
 	if !strings.Contains(body, "REVOKED") || !strings.Contains(body, `certificate revoked: &lt;i&gt;stolen\x1b`) {
 		t.Fatalf("the Clusters page does not show db-1 revoked, escaped:\n%s", body)
+	}
+}
+
+// TestSessionEndsWithItsTokensTTL: a session signed in with a token that
+// has a TTL ends when the token expires, even before the session would.
+func TestSessionEndsWithItsTokensTTL(t *testing.T) {
+	t.Parallel()
+	e := setup(t, func(c *Config) { c.SessionTTL = 12 * time.Hour })
+	secret, _, err := auth.CreateTokenWith(context.Background(), e.st, "brief", []string{store.RoleViewer},
+		auth.Options{TTL: time.Hour}, "admin", "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.secrets["brief"] = secret
+	b := e.browser().signIn("brief")
+	if status, _, _ := b.get("/ui/events"); status != http.StatusOK {
+		t.Fatalf("events: %d", status)
+	}
+	e.clock.add(2 * time.Hour)
+	if status, loc, _ := b.get("/ui/events"); status != http.StatusSeeOther || !strings.HasPrefix(loc, "/ui/login") {
+		t.Fatalf("after the token's TTL: %d to %q, want the sign-in page", status, loc)
 	}
 }
