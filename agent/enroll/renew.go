@@ -49,11 +49,16 @@ func NewRenewer(core, node string, p Paths, pair *tlsutil.KeyPair, log *slog.Log
 func (r *Renewer) Renewed() int64 { return r.renewed.Load() }
 
 func (r *Renewer) run(ctx context.Context) {
-	failures := 0
+	failures, refused := 0, false
 	for {
 		leaf := r.Pair.Leaf()
 		wait := tlsutil.RenewAt(leaf).Sub(r.Now())
-		if failures > 0 {
+		switch {
+		case refused:
+			// The core said no (revoked, expired): asking every minute
+			// would only fill its event log. Enrolling again is the way.
+			wait = time.Hour
+		case failures > 0:
 			// Ever sooner: a tenth of what is left, at least a second.
 			wait = max(min(time.Minute, leaf.NotAfter.Sub(r.Now())/10), time.Second)
 		}
@@ -71,10 +76,17 @@ func (r *Renewer) run(ctx context.Context) {
 				return
 			}
 			failures++
-			r.Log.Error("certificate renewal failed; trying again", "err", err, "not_after", leaf.NotAfter, "attempt", failures)
+			status := client.StatusOf(err)
+			refused = status == http.StatusUnauthorized || status == http.StatusForbidden
+			if refused {
+				r.Log.Error("certificate renewal refused by the core; enroll again with a join token", "err", err,
+					"not_after", leaf.NotAfter)
+			} else {
+				r.Log.Error("certificate renewal failed; trying again", "err", err, "not_after", leaf.NotAfter, "attempt", failures)
+			}
 			continue
 		}
-		failures = 0
+		failures, refused = 0, false
 	}
 }
 
