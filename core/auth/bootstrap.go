@@ -46,7 +46,7 @@ func Bootstrap(ctx context.Context, st store.Store, dataDir string, log *slog.Lo
 			return err
 		}
 		created, wrote = true, true
-		_, ierr := insertToken(ctx, tx, BootstrapName, []string{store.RoleAdmin}, Options{}, secret, "core", "")
+		_, ierr := insertToken(ctx, tx, BootstrapName, []string{store.RoleAdmin}, Options{}, secret, store.ActorCore, "")
 		return ierr
 	})
 	if wrote && (err != nil || !created) {
