@@ -1,6 +1,7 @@
 package e2e
 
 import (
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"os"
@@ -8,6 +9,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -218,7 +220,8 @@ func (f *enrollFleet) runPing(bob *client.Core, node string) {
 // action; they renew without a restart and without a failed sync; a revoked
 // node is refused at once (connections, gossip claim, renewal) and comes
 // back only by enrolling with a new token; a token for one cluster cannot
-// enroll into another; an expired token cannot enroll.
+// enroll into another; an expired token cannot enroll; the core reloads its
+// certificate on SIGHUP.
 func TestEnrollRenewRevoke(t *testing.T) {
 	t.Parallel()
 	f := newEnrollFleet(t, 30*time.Second)
@@ -359,6 +362,59 @@ func TestEnrollRenewRevoke(t *testing.T) {
 	}
 	if after := len(f.events("node.enroll_refused", "")); after != before {
 		t.Fatal("the token was sent to a core that did not match the pin")
+	}
+
+	// 5. The core's certificate is replaced and reloaded on SIGHUP, with no
+	// restart: new connections get it, and the agents still take the
+	// core's (new) client certificate.
+	served := func() string {
+		conn, err := tls.Dial("tcp", f.core.Addr(), &tls.Config{InsecureSkipVerify: true})
+		if err != nil {
+			return ""
+		}
+		defer conn.Close()
+		return tlsutil.SerialHex(conn.ConnectionState().PeerCertificates[0])
+	}
+	old := served()
+	for _, n := range []string{"core.pem", "core-key.pem"} {
+		if err := os.Remove(filepath.Join(f.pki, n)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	muster(t, nil, "tls", "cert", "create", "--dir", f.pki, "--core")
+	newSerial := readSerial(t, filepath.Join(f.pki, "core.pem"))
+	if newSerial == old {
+		t.Fatal("the new certificate has the old serial")
+	}
+	f.core.signal(syscall.SIGHUP)
+	testwait.Within(t, 10*time.Second, "the core serving its new certificate", func() bool { return served() == newSerial })
+	if c := strings.Count(f.core.logs(), "core started"); c != 1 {
+		t.Fatalf("the core started %d times, want once", c)
+	}
+	f.runPing(bob, "node-2")
+}
+
+func readSerial(t *testing.T, path string) string {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	certs, err := tlsutil.ParseCerts(b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return tlsutil.SerialHex(certs[0])
+}
+
+// signal sends sig to the process.
+func (p *proc) signal(sig os.Signal) {
+	p.t.Helper()
+	p.mu.Lock()
+	cmd := p.cmd
+	p.mu.Unlock()
+	if err := cmd.Process.Signal(sig); err != nil {
+		p.t.Fatal(err)
 	}
 }
 
