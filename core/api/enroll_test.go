@@ -417,6 +417,11 @@ func TestRenewOverMutualTLS(t *testing.T) {
 	// id is free.
 	csr2, _ := csrFor(t, "app-1")
 	e.call(http.MethodPost, "/api/v1/enroll", "join", wire.EnrollRequest{NodeID: "app-1", ClusterID: "prod", CSR: csr2}, http.StatusCreated, nil)
+	for _, c := range e.certs("app-1") {
+		if c.Serial == tlsutil.SerialHex(old) {
+			t.Fatal("the expired certificate was kept after the node enrolled again")
+		}
+	}
 	var again wire.NodeList
 	e.call(http.MethodGet, "/api/v1/nodes?cluster=prod", "viewer", nil, http.StatusOK, &again)
 	for _, n := range again.Nodes {

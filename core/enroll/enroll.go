@@ -309,6 +309,9 @@ func (s *Service) Enroll(ctx context.Context, secret string, req wire.EnrollRequ
 				return err
 			}
 		}
+		if _, err := tx.PruneAgentCerts(ctx, req.NodeID, now); err != nil {
+			return err
+		}
 		left, err := tx.UseToken(ctx, tok.Hash)
 		if errors.Is(err, store.ErrUsedUp) {
 			return fmt.Errorf("%w: join token %s is used up", ErrRefused, tok.Name)
@@ -418,6 +421,10 @@ func (s *Service) Renew(ctx context.Context, peer []*x509.Certificate, req wire.
 		}
 		if cur.RevokedTS != nil {
 			return fmt.Errorf("%w: certificate %s of node %s is revoked", ErrRefused, serial, node)
+		}
+		// The node's expired certificates go: they fail every handshake.
+		if _, err := tx.PruneAgentCerts(ctx, node, now); err != nil {
+			return err
 		}
 		resp, nrec, err := s.sign(csr, node, cluster, now, RenewalActor)
 		if err != nil {

@@ -161,6 +161,10 @@ type Tx interface {
 	// InsertAgentCert records a signed agent certificate (ErrExists when the
 	// serial is taken).
 	InsertAgentCert(ctx context.Context, c *AgentCert) error
+	// PruneAgentCerts deletes the certificates of a node (of any cluster)
+	// that expired before t, and returns how many: an expired certificate
+	// fails every handshake, so neither the list nor the node needs it.
+	PruneAgentCerts(ctx context.Context, nodeID string, before time.Time) (int, error)
 	// RevokeAgentCerts marks every unrevoked certificate of a node (of any
 	// cluster when clusterID is "") revoked at at, and returns their
 	// serials (none: an empty list, no error).

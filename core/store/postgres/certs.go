@@ -117,6 +117,12 @@ func (w *writer) InsertAgentCert(ctx context.Context, c *store.AgentCert) error 
 	return err
 }
 
+func (w *writer) PruneAgentCerts(ctx context.Context, nodeID string, before time.Time) (int, error) {
+	n, err := w.exec(ctx, "prune agent certificates",
+		`DELETE FROM agent_certs WHERE node_id = $1 AND not_after < $2`, nodeID, action.UTC(before))
+	return int(n), err
+}
+
 func (w *writer) RevokeAgentCerts(ctx context.Context, clusterID, nodeID string, at time.Time, reason, by string) ([]string, error) {
 	rows, err := w.query(ctx, `UPDATE agent_certs SET revoked_ts = $1, revoke_reason = $2, revoked_by = $3
 		WHERE node_id = $4 AND ($5 = '' OR cluster_id = $5) AND revoked_ts IS NULL RETURNING serial`,

@@ -109,6 +109,12 @@ func (w *writer) InsertAgentCert(ctx context.Context, c *store.AgentCert) error 
 	return err
 }
 
+func (w *writer) PruneAgentCerts(ctx context.Context, nodeID string, before time.Time) (int, error) {
+	_, n, err := w.exec(ctx, "prune agent certificates",
+		`DELETE FROM agent_certs WHERE node_id = ? AND not_after < ?`, nodeID, shsqlite.Micros(before))
+	return int(n), err
+}
+
 func (w *writer) RevokeAgentCerts(ctx context.Context, clusterID, nodeID string, at time.Time, reason, by string) ([]string, error) {
 	rows, err := w.tx.QueryContext(ctx, `UPDATE agent_certs SET revoked_ts = ?, revoke_reason = ?, revoked_by = ?
 		WHERE node_id = ? AND (? = '' OR cluster_id = ?) AND revoked_ts IS NULL RETURNING serial`,

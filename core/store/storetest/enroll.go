@@ -207,4 +207,20 @@ func testAgentCertsAndRevocation(t *testing.T, db NewDB) {
 		}
 		return nil
 	})
+	// Pruning drops the node's certificates expired before a time, of
+	// every cluster, and no other.
+	update(t, s, func(ctx context.Context, tx store.Tx) error {
+		n, err := tx.PruneAgentCerts(ctx, "db-1", a2.NotAfter.Add(time.Minute))
+		if err != nil || n != 3 {
+			t.Errorf("pruned %d, %v; want 0a, 0b and 0d", n, err)
+		}
+		return nil
+	})
+	read(t, replica, func(ctx context.Context, r store.Reader) error {
+		left, err := r.AgentCerts(ctx, "", "")
+		if err != nil || len(left) != 1 || left[0].Serial != "0c" {
+			t.Errorf("after pruning db-1: %+v, %v; want db-2's alone", left, err)
+		}
+		return nil
+	})
 }
