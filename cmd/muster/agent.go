@@ -11,8 +11,6 @@ import (
 	"github.com/musterhq/muster/shared/textsafe"
 )
 
-func init() { register(newAgentCmd) }
-
 func newAgentCmd() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "agent",

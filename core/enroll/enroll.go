@@ -191,7 +191,7 @@ func (s *Service) Run(ctx context.Context) {
 	for {
 		err := s.st.Read(ctx, func(r store.Reader) error {
 			var err error
-			since, err = store.LatestSeq(ctx, r)
+			since, err = r.LatestSeq(ctx)
 			return err
 		})
 		if err == nil {
