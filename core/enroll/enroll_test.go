@@ -42,6 +42,11 @@ func replicas(t *testing.T) (*enroll.Service, *enroll.Service, store.Store) {
 			t.Fatal(err)
 		}
 		t.Cleanup(func() { st.Close() })
+		// Each hears the other's commits, as a core replica does.
+		if err := st.Start(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(st.Stop)
 		if first == nil {
 			first = st
 		}
