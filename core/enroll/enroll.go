@@ -239,7 +239,8 @@ type Caller struct {
 // Enroll checks the join token whose secret is secret and the request, and
 // signs the request's CSR for its node and cluster, taking one use of the
 // token in the same transaction as the certificate's record and its
-// node.enrolled event. Every refusal is a node.enroll_refused event.
+// node.enrolled event. Every refusal of a known token is a
+// node.enroll_refused event; one without a known token is only logged.
 func (s *Service) Enroll(ctx context.Context, secret string, req wire.EnrollRequest, c Caller) (*wire.EnrollResponse, error) {
 	tokName := ""
 	refuse := func(err error) (*wire.EnrollResponse, error) {
@@ -248,12 +249,6 @@ func (s *Service) Enroll(ctx context.Context, secret string, req wire.EnrollRequ
 	}
 	if !s.Enabled() {
 		return nil, ErrDisabled
-	}
-	if err := names.CheckID(req.NodeID); err != nil {
-		return refuse(fmt.Errorf("%w: node_id: %w", ErrInvalid, err))
-	}
-	if err := names.CheckID(req.ClusterID); err != nil {
-		return refuse(fmt.Errorf("%w: cluster_id: %w", ErrInvalid, err))
 	}
 	var tok *store.Token
 	err := s.st.Read(ctx, func(r store.Reader) error {
@@ -268,6 +263,12 @@ func (s *Service) Enroll(ctx context.Context, secret string, req wire.EnrollRequ
 		return nil, err
 	}
 	tokName = tok.Name
+	if err := names.CheckID(req.NodeID); err != nil {
+		return refuse(fmt.Errorf("%w: node_id: %w", ErrInvalid, err))
+	}
+	if err := names.CheckID(req.ClusterID); err != nil {
+		return refuse(fmt.Errorf("%w: cluster_id: %w", ErrInvalid, err))
+	}
 	now := s.cfg.Now().UTC()
 	admin := auth.Can(tok.Roles, auth.Revoke)
 	switch {
@@ -539,10 +540,15 @@ func (s *Service) refused(ctx context.Context, typ, actor, cluster, node string,
 	if names.CheckID(node) == nil {
 		ev.NodeID = node
 	}
+	s.log.Warn("enroll: refused", "type", typ, "client", c.ClientAddr, "reason", cause)
+	if actor == "enroll" && typ == store.EventNodeEnrollRefused {
+		// No known token was shown: anyone who reaches the listener could
+		// send this, so it is logged, not written to the event log.
+		return
+	}
 	ctx = context.WithoutCancel(ctx)
 	err := s.st.Update(ctx, func(tx store.Tx) error { return tx.AppendEvent(ctx, ev) })
 	if err != nil {
 		s.log.Warn("enroll: recording a refusal failed", "err", err, "refusal", cause)
 	}
-	s.log.Warn("enroll: refused", "type", typ, "client", c.ClientAddr, "reason", cause)
 }
