@@ -14,17 +14,6 @@ import (
 	"github.com/musterhq/muster/shared/wire"
 )
 
-// signal sends sig to the process.
-func (p *proc) signal(sig syscall.Signal) {
-	p.t.Helper()
-	p.mu.Lock()
-	cmd := p.cmd
-	p.mu.Unlock()
-	if err := cmd.Process.Signal(sig); err != nil {
-		p.t.Fatal(err)
-	}
-}
-
 // coreEvent waits for an event of typ with a sequence number above since
 // and returns it.
 func (f *fleet) coreEvent(typ string, since int64) wire.Event {

@@ -29,8 +29,9 @@ With store.driver postgres, several replicas share one database: each
 cluster's passes run on the replica holding its lease ("muster core status"
 lists them).
 
-SIGHUP (systemctl reload) reads the configuration again and applies the
-approval rules, the disruptive kinds and the clusters' budgets without a
+SIGHUP (systemctl reload) reloads the core's certificates (api.tls,
+agents_tls) from their files, reads the configuration again and applies the
+approval rules, the disruptive kinds and the clusters' budgets, all without a
 restart; an event (core.config_reloaded) says what changed. An invalid
 configuration changes nothing: the one in use stays, and an event
 (core.config_rejected) and a log line say why.
@@ -54,6 +55,9 @@ Configuration comes from --config (YAML), then MUSTER_* environment variables
 			ctx, stop := context.WithCancel(cmd.Context())
 			defer stop()
 			done := reloadOnHangup(ctx, func() {
+				if err := c.ReloadTLS(); err != nil {
+					log.Error("SIGHUP: reloading certificates failed; the ones in use stay", "err", err)
+				}
 				next := core.DefaultConfig()
 				if err := loadValid(cmd, &next, coreFlagKeys, next.Validate); err != nil {
 					_ = c.RejectConfig(ctx, err)
