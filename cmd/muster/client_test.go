@@ -690,7 +690,7 @@ func TestCLIJoinTokens(t *testing.T) {
 		t.Fatalf("join token create: %d %s %s", code, out, msg)
 	}
 	out, _, code = e.run("admin", "token", "list")
-	if code != 0 || !regexp.MustCompile(`(?m)^join-prod-\S+\s+enroll\s+\S+ \S+\s+\S+ \S+\s+prod\s+50$`).MatchString(out) {
+	if code != 0 || !regexp.MustCompile(`(?m)^join-prod-\S+\s+enroll\s+\S+ \S+ \S+\s+\S+ \S+ \S+\s+prod\s+50$`).MatchString(out) {
 		t.Fatalf("token list: %s", out)
 	}
 	if _, msg, code := e.run("admin", "token", "create", "--role", "viewer"); code != 2 || !strings.Contains(msg, "NAME is required") {
