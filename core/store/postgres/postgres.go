@@ -63,7 +63,8 @@ type Store struct {
 	pool *pgxpool.Pool
 	rows atomic.Int64
 
-	feed *store.Feed
+	feed   *store.Feed
+	outbox store.Outbox
 
 	nudges chan string
 
@@ -166,7 +167,7 @@ func (s *Store) Update(ctx context.Context, fn func(tx store.Tx) error) error {
 	var w *writer
 	fence, fenced := store.FenceOf(ctx)
 	err := s.serializable(ctx, func(tx pgx.Tx) error {
-		w = &writer{reader: reader{q: tx}}
+		w = &writer{reader: reader{q: tx}, outbox: s.outbox}
 		if fenced {
 			if err := checkFence(ctx, tx, fence); err != nil {
 				return err
@@ -360,6 +361,9 @@ func (s *Store) Nudges() <-chan string { return s.nudges }
 // Subscribe returns a channel receiving the newest event sequence number
 // after every commit, by any replica, that appended events (see store.Feed).
 func (s *Store) Subscribe() (<-chan int64, func()) { return s.feed.Subscribe() }
+
+// SetOutbox makes AppendEvent enqueue notification deliveries.
+func (s *Store) SetOutbox(o store.Outbox) { s.outbox = o }
 
 // RowsWritten counts the rows inserted, updated or deleted by committed
 // Updates since Open.

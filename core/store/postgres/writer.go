@@ -23,6 +23,7 @@ type writer struct {
 	rows        int64
 	lastEvent   int64
 	eventLocked bool
+	outbox      store.Outbox
 }
 
 var _ store.Tx = (*writer)(nil)
@@ -200,7 +201,7 @@ func (w *writer) AppendEvent(ctx context.Context, e *store.Event) error {
 	w.rows++
 	e.Seq = seq
 	w.lastEvent = seq
-	return nil
+	return w.enqueue(ctx, e)
 }
 
 // PurgeActions deletes up to limit finished actions last changed before t,

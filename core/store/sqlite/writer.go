@@ -18,6 +18,7 @@ type writer struct {
 	reader
 	rows      int64
 	lastEvent int64
+	outbox    store.Outbox
 }
 
 var _ store.Tx = (*writer)(nil)
@@ -176,7 +177,7 @@ func (w *writer) AppendEvent(ctx context.Context, e *store.Event) error {
 	}
 	e.Seq = seq
 	w.lastEvent = seq
-	return nil
+	return w.enqueue(ctx, e)
 }
 
 // PurgeActions deletes up to limit finished actions last changed before t,
