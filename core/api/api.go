@@ -87,6 +87,9 @@ type Config struct {
 	Replicas ReplicaLister
 	// Runs makes every change to runs.
 	Runs *runs.Engine
+	// Notify sends test deliveries and lists the destinations; nil: none
+	// configured.
+	Notify Notifier
 }
 
 // Nudger asks the orchestrator for a pass of one cluster now, or for a sync
@@ -230,6 +233,11 @@ func (s *Server) routes() {
 
 	s.add(http.MethodGet, "/api/v1/events", auth.Read, s.listEvents)
 	s.add(http.MethodGet, "/api/v1/events/stream", auth.Read, s.streamEvents)
+
+	s.add(http.MethodGet, "/api/v1/notify", auth.Notify, s.listNotify)
+	s.add(http.MethodPost, "/api/v1/notify/:name/test", auth.Notify, s.testNotify)
+	s.add(http.MethodGet, "/api/v1/notify/:name/deliveries", auth.Notify, s.listDeliveries)
+	s.add(http.MethodPost, "/api/v1/notify/deliveries/:id/redeliver", auth.Notify, s.redeliver)
 
 	s.add(http.MethodPost, "/api/v1/tokens", auth.Tokens, s.createToken)
 	s.add(http.MethodGet, "/api/v1/tokens", auth.Tokens, s.listTokens)

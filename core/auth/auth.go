@@ -52,10 +52,12 @@ const (
 	Drain Permission = "drain"
 	// Forget removes a node for good, ending its open actions.
 	Forget Permission = "forget"
+	// Notify sees and runs the notification destinations (admin).
+	Notify Permission = "notify"
 )
 
 // Permissions lists every permission.
-var Permissions = []Permission{Read, Create, Cancel, Retry, Orchestrate, Approve, Reject, Tokens, Drain, Forget}
+var Permissions = []Permission{Read, Create, Cancel, Retry, Orchestrate, Approve, Reject, Tokens, Drain, Forget, Notify}
 
 // Roles lists every role, least powerful first.
 var Roles = []string{store.RoleViewer, store.RoleOperator, store.RoleApprover, store.RoleAdmin}

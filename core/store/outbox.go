@@ -93,3 +93,26 @@ func EventBySeq(ctx context.Context, r Reader, seq int64) (*Event, error) {
 	}
 	return &evs[0], nil
 }
+
+// Notification events.
+const (
+	// EventApprovalWaiting: an action or a run starts waiting for an
+	// approver.
+	EventApprovalWaiting = "approval.waiting"
+	// EventNotifyDead: a delivery was given up (Data: destination,
+	// delivery, event_seq).
+	EventNotifyDead = "notify.dead"
+)
+
+// EventTypes are the event types the core writes, for checking the event
+// globs of the configuration.
+var EventTypes = []string{
+	EventActionCreated, EventActionApproved, EventActionRejected, EventActionExpired, EventActionStateChanged,
+	EventActionCancelRequested, EventActionConflict, EventActionLost,
+	EventNodeUp, EventNodeDown, EventNodeJoined, EventNodeLeft, EventNodeDrained, EventNodeUndrained,
+	EventNodeForgotten, EventNodeClaimRefused, EventClusterAlert, EventClusterHealthy,
+	EventTokenCreated, EventTokenRevoked,
+	EventRunCreated, EventRunApproved, EventRunRejected, EventRunExpired, EventRunCancelled,
+	EventRunStageStarted, EventRunStageFinished, EventRunPaused, EventRunResumed, EventRunFinished,
+	"playbook.applied", EventApprovalWaiting, EventNotifyDead,
+}
