@@ -179,11 +179,6 @@ type Record struct {
 	// PushedStoreID is the store_id of the agent database a push was last
 	// attempted to, written before the push is sent. Empty: never pushed.
 	PushedStoreID string
-	// RunID, Stage and Wave place a child action in its run (empty for an
-	// action of its own). A run has at most one child per stage and node.
-	RunID string
-	Stage string
-	Wave  int
 }
 
 // Cluster status values.
@@ -262,10 +257,14 @@ type Node struct {
 	// the text for people.
 	DownCause string `json:"down_cause,omitempty"`
 	// Drained: the node gets no new pushes; what it holds finishes.
-	Drained bool     `json:"drained"`
-	StoreID string   `json:"store_id"`
-	Cursor  int64    `json:"cursor"`
-	Kinds   []string `json:"kinds"`
+	// DrainedBy and DrainReason say who drained it and why ("" when not
+	// drained).
+	Drained     bool     `json:"drained"`
+	DrainedBy   string   `json:"drained_by,omitempty"`
+	DrainReason string   `json:"drain_reason,omitempty"`
+	StoreID     string   `json:"store_id"`
+	Cursor      int64    `json:"cursor"`
+	Kinds       []string `json:"kinds"`
 	// Labels are the static labels of the configuration with the agent's
 	// own laid over them, key by key (nil when there are none).
 	Labels      map[string]string `json:"labels"`
@@ -278,8 +277,10 @@ type Node struct {
 type ListQuery struct {
 	ClusterID string
 	NodeID    string
-	States    []action.State
-	Kinds     []string
+	// RunID selects the child actions of one run.
+	RunID  string
+	States []action.State
+	Kinds  []string
 	// Sort keys in order; the id is always the last tie-breaker.
 	Sort []SortKey
 	// Marker is the id of the last action of the previous page.
@@ -352,6 +353,11 @@ const (
 // whose agent failed to prove it is that node (agents_tls). The node is
 // not changed by it.
 const EventNodeClaimRefused = "node.claim_refused"
+
+// ActorCore is the core as the actor of what it decides itself, in events
+// and history lines: the one spelling (core/actions names it
+// actions.ActorCore too).
+const ActorCore = "core"
 
 // Event is one line of the audit trail.
 type Event struct {

@@ -56,8 +56,8 @@ func seedRuns(tb testing.TB, st store.Store, n, nodes int, state string, start t
 				for k, node := range names {
 					c := &store.Record{Action: action.Action{ID: action.NewID(), ClusterID: "prod", NodeID: node,
 						Kind: "muster.io/debug.sleep", Args: json.RawMessage(`{"seconds":1}`), State: action.Done,
-						Origin: action.OriginCore, Requester: "op", ApprovedBy: "appr", CreatedTS: at, UpdatedTS: at},
-						RunID: r.ID, Stage: "main", Wave: k/100 + 1}
+						Origin: action.OriginCore, Requester: "op", ApprovedBy: "appr", CreatedTS: at, UpdatedTS: at,
+						RunID: r.ID, Stage: "main", Wave: k/100 + 1}}
 					if k%4 == 0 {
 						c.State, c.StateReason = action.Failed, "exit status 1"
 					}

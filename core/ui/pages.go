@@ -14,8 +14,10 @@ import (
 	"github.com/musterhq/muster/core/actions"
 	"github.com/musterhq/muster/core/approval"
 	"github.com/musterhq/muster/core/auth"
+	corenodes "github.com/musterhq/muster/core/nodes"
 	"github.com/musterhq/muster/core/store"
 	"github.com/musterhq/muster/shared/action"
+	"github.com/musterhq/muster/shared/wire"
 )
 
 // Sizes of the lists shown.
@@ -271,14 +273,8 @@ func (s *Server) approvals(w http.ResponseWriter, r *http.Request, v *visitor) {
 		if ttl := s.cfg.Policy.TTL; ttl > 0 {
 			p.Expires = rec.CreatedTS.Add(ttl)
 		}
-		switch {
-		case p.Mine && !s.cfg.Policy.SelfApproval:
-			p.Why = "You asked for this: another approver must decide."
-		case !v.can(auth.Approve):
-			p.Why = "Your roles (" + strings.Join(v.tok.Roles, ", ") + ") do not include approving."
-		default:
-			p.CanDecide = true
-		}
+		p.Why = s.whyNot(v, "this", rec.Requester, "")
+		p.CanDecide = p.Why == ""
 		if p.Mine {
 			d.Mine++
 		} else if p.CanDecide {
@@ -472,14 +468,8 @@ func (s *Server) actionDetail(w http.ResponseWriter, r *http.Request, v *visitor
 		d.Expires = a.CreatedTS.Add(ttl)
 	}
 	if a.State == action.PendingApprove {
-		switch {
-		case d.Mine && !s.cfg.Policy.SelfApproval:
-			d.Why = "You asked for this: another approver must decide."
-		case !v.can(auth.Approve):
-			d.Why = "Your roles (" + strings.Join(v.tok.Roles, ", ") + ") do not include approving."
-		default:
-			d.CanDecide = true
-		}
+		d.Why = s.whyNot(v, "this", a.Requester, "")
+		d.CanDecide = d.Why == ""
 	}
 	vw := newView(v, "Action "+id[:8], "actions")
 	vw.Flash = flash(r)
@@ -490,8 +480,15 @@ func (s *Server) actionDetail(w http.ResponseWriter, r *http.Request, v *visitor
 
 type clusterView struct {
 	store.Cluster
-	Nodes []store.Node
-	Up    int
+	Nodes  []nodeRow
+	Counts wire.NodeCounts
+}
+
+// nodeRow is a node as the clusters page shows it: Status is the status it
+// is shown with (nodes.Status: DRAINED over UP), as in the API and the CLI.
+type nodeRow struct {
+	store.Node
+	Status string
 }
 
 func (s *Server) clusters(w http.ResponseWriter, r *http.Request, v *visitor) {
@@ -502,18 +499,15 @@ func (s *Server) clusters(w http.ResponseWriter, r *http.Request, v *visitor) {
 		if err != nil {
 			return err
 		}
-		nodes, err := rd.Nodes(ctx, "")
+		all, err := rd.Nodes(ctx, "")
 		if err != nil {
 			return err
 		}
 		for _, c := range cs {
-			cv := clusterView{Cluster: c}
-			for _, n := range nodes {
-				if n.ClusterID == c.ID {
-					cv.Nodes = append(cv.Nodes, n)
-					if n.Status == store.NodeUp {
-						cv.Up++
-					}
+			cv := clusterView{Cluster: c, Counts: corenodes.Counts(all, c.ID)}
+			for i := range all {
+				if n := &all[i]; n.ClusterID == c.ID {
+					cv.Nodes = append(cv.Nodes, nodeRow{Node: *n, Status: corenodes.Status(n)})
 				}
 			}
 			out = append(out, cv)
