@@ -104,4 +104,3 @@ func TestCLINotify(t *testing.T) {
 		t.Errorf("redeliver x: %q %d, want a usage error", msg, code)
 	}
 }
-
