@@ -140,8 +140,10 @@ func (c *Core) Run(ctx context.Context) error {
 		ln.Close()
 		return err
 	}
-	notifier, err := notify.New(notify.Config{Destinations: cfg.Notify, PublicURL: cfg.PublicURL(),
-		AllowLoopback: cfg.NotifyAllowLoopback}, st, c.log, reg)
+	// With several replicas, the one holding the outbox's lease delivers.
+	var notifier *notify.Worker
+	notifier, err = notify.New(notify.Config{Destinations: cfg.Notify, PublicURL: cfg.PublicURL(),
+		AllowLoopback: cfg.NotifyAllowLoopback, Lease: repl.outboxLease(func() { notifier.Nudge() })}, st, c.log, reg)
 	if err != nil {
 		ln.Close()
 		return err

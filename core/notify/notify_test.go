@@ -352,3 +352,48 @@ func TestNoRedirectsAndAnswersCapped(t *testing.T) {
 		t.Errorf("big answer: %+v, want a failure", r)
 	}
 }
+
+func TestOnlyTheLeaseHolderDelivers(t *testing.T) {
+	t.Parallel()
+	rc := newReceiver(t, "s")
+	ctx := context.Background()
+	st, err := sqlite.Open(ctx, t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { st.Close() })
+	dests := []Destination{{Name: "hook", URL: rc.srv.URL, Format: FormatJSON, SecretFile: writeSecret(t, "s", 0o600)}}
+	st.SetOutbox(Route(dests))
+	var held atomic.Bool
+	var asked atomic.Int32
+	var leaseCtx context.Context
+	var lose context.CancelFunc
+	var mu sync.Mutex
+	w, err := New(Config{Destinations: dests, AllowLoopback: true, Poll: 20 * time.Millisecond,
+		Lease: func(ctx context.Context) (context.Context, context.CancelFunc, bool) {
+			if !held.Load() {
+				asked.Add(1)
+				return nil, nil, false
+			}
+			mu.Lock()
+			defer mu.Unlock()
+			leaseCtx, lose = context.WithCancel(ctx)
+			return leaseCtx, lose, true
+		}}, st, nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := w.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(w.Stop)
+	appendEvents(t, st, 2, "node.down")
+	// Not holding the lease: the worker asks for it again and again (one
+	// asking per destination loop), and sends nothing.
+	testwait.For(t, "the lease asked for five times", func() bool { return asked.Load() >= 5 })
+	if ids, _ := rc.got(); len(ids) != 0 {
+		t.Fatalf("delivered %v without the lease", ids)
+	}
+	held.Store(true)
+	testwait.For(t, "both delivered once the lease is held", func() bool { ids, _ := rc.got(); return len(ids) == 2 })
+}

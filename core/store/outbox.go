@@ -11,6 +11,10 @@ import (
 // disagrees with the event log, and a crash loses no delivery.
 type Outbox func(e *Event) []string
 
+// OutboxLease is the lease (core/lease) of the replica that delivers the
+// outbox, held beside the cluster leases under a name no cluster can have.
+const OutboxLease = "~notify"
+
 // Delivery states.
 const (
 	DeliveryPending   = "pending"
