@@ -15,6 +15,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	standardwebhooks "github.com/standard-webhooks/standard-webhooks/libraries/go"
 
 	"github.com/musterhq/muster/core/store"
@@ -396,4 +397,58 @@ func TestOnlyTheLeaseHolderDelivers(t *testing.T) {
 	}
 	held.Store(true)
 	testwait.For(t, "both delivered once the lease is held", func() bool { ids, _ := rc.got(); return len(ids) == 2 })
+}
+
+func TestMetricsCountResultsAndTheBacklog(t *testing.T) {
+	t.Parallel()
+	rc := newReceiver(t, "s")
+	rc.status.Store(503)
+	ctx := context.Background()
+	st, err := sqlite.Open(ctx, t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { st.Close() })
+	dests := []Destination{{Name: "hook", URL: rc.srv.URL, Format: FormatSlack}}
+	st.SetOutbox(Route(dests))
+	reg := prometheus.NewRegistry()
+	w, err := New(Config{Destinations: dests, AllowLoopback: true, MinBackoff: time.Hour, MaxBackoff: time.Hour}, st, nil, reg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	appendEvents(t, st, 3, "node.down")
+	if err := w.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(w.Stop)
+	// gauge returns the value of one series of reg, by metric name and
+	// destination label.
+	gauge := func(name string) float64 {
+		mfs, err := reg.Gather()
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, mf := range mfs {
+			for _, m := range mf.Metric {
+				if mf.GetName() != name || len(m.Label) == 0 || m.Label[0].GetValue() != "hook" {
+					continue
+				}
+				if len(m.Label) == 2 && m.Label[1].GetValue() != "failed" {
+					continue
+				}
+				if c := m.GetCounter(); c != nil {
+					return c.GetValue()
+				}
+				return m.GetGauge().GetValue()
+			}
+		}
+		return -1
+	}
+	testwait.For(t, "one failed try", func() bool { return gauge("muster_notify_deliveries_total") == 1 })
+	if got := gauge("muster_notify_backlog"); got != 3 {
+		t.Errorf("backlog %v, want 3", got)
+	}
+	if got := gauge("muster_notify_oldest_pending_seconds"); got <= 0 {
+		t.Errorf("oldest pending age %v, want above 0", got)
+	}
 }
