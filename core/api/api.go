@@ -236,9 +236,9 @@ func (s *Server) routes() {
 	s.add(http.MethodGet, "/api/v1/events", auth.Read, onlyParams(s.listEvents, "since", "limit", "tail", "action_id", "run_id", "cluster"))
 	s.add(http.MethodGet, "/api/v1/events/stream", auth.Read, onlyParams(s.streamEvents, "since", "action_id", "run_id", "cluster"))
 
-	s.add(http.MethodGet, "/api/v1/notify", auth.Notify, s.listNotify)
+	s.add(http.MethodGet, "/api/v1/notify", auth.Notify, onlyParams(s.listNotify))
 	s.add(http.MethodPost, "/api/v1/notify/:name/test", auth.Notify, s.testNotify)
-	s.add(http.MethodGet, "/api/v1/notify/:name/deliveries", auth.Notify, s.listDeliveries)
+	s.add(http.MethodGet, "/api/v1/notify/:name/deliveries", auth.Notify, onlyParams(s.listDeliveries, "state", "before", "limit"))
 	s.add(http.MethodPost, "/api/v1/notify/deliveries/:id/redeliver", auth.Notify, s.redeliver)
 
 	s.add(http.MethodPost, "/api/v1/tokens", auth.Tokens, s.createToken)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"net/http"
+	"net/url"
 	"strconv"
 	"time"
 
@@ -94,25 +95,9 @@ func (s *Server) listDeliveries(c *echo.Context) error {
 	if _, err := s.destination(name); err != nil {
 		return err
 	}
-	q := store.DeliveryQuery{Destination: name, State: c.QueryParam("state"), Limit: 100}
-	switch q.State {
-	case "", store.DeliveryPending, store.DeliveryDelivered, store.DeliveryDead:
-	default:
-		return badRequest("state must be %s, %s or %s, not %q", store.DeliveryPending, store.DeliveryDelivered, store.DeliveryDead, q.State)
-	}
-	if v := c.QueryParam("limit"); v != "" {
-		n, err := strconv.Atoi(v)
-		if err != nil || n < 1 || n > maxDeliveryPage {
-			return badRequest("limit must be an integer from 1 to %d, not %q", maxDeliveryPage, v)
-		}
-		q.Limit = n
-	}
-	if v := c.QueryParam("before"); v != "" {
-		n, err := strconv.ParseInt(v, 10, 64)
-		if err != nil || n < 1 {
-			return badRequest("before must be a delivery id, not %q", v)
-		}
-		q.Before = n
+	q, err := decodeDeliveryQuery(name, c.QueryParams())
+	if err != nil {
+		return err
 	}
 	var ds []store.Delivery
 	if err := s.st.Read(ctx, func(r store.Reader) error {
@@ -132,6 +117,40 @@ func (s *Server) listDeliveries(c *echo.Context) error {
 	return c.JSON(http.StatusOK, out)
 }
 
+// decodeDeliveryQuery reads ?state=&before=&limit= (100 by default).
+func decodeDeliveryQuery(name string, v url.Values) (store.DeliveryQuery, error) {
+	q := store.DeliveryQuery{Destination: name, State: v.Get("state"), Limit: 100}
+	switch q.State {
+	case "", store.DeliveryPending, store.DeliveryDelivered, store.DeliveryDead:
+	default:
+		return q, badRequest("state must be %s, %s or %s, not %q", store.DeliveryPending, store.DeliveryDelivered, store.DeliveryDead, q.State)
+	}
+	if s := v.Get("limit"); s != "" {
+		n, err := strconv.Atoi(s)
+		if err != nil || n < 1 || n > maxDeliveryPage {
+			return q, badRequest("limit must be an integer from 1 to %d, not %q", maxDeliveryPage, s)
+		}
+		q.Limit = n
+	}
+	if s := v.Get("before"); s != "" {
+		n, err := strconv.ParseInt(s, 10, 64)
+		if err != nil || n < 1 {
+			return q, badRequest("before must be a delivery id, not %q", s)
+		}
+		q.Before = n
+	}
+	return q, nil
+}
+
+// decodeDeliveryID reads a delivery id of a path.
+func decodeDeliveryID(s string) (int64, error) {
+	id, err := strconv.ParseInt(s, 10, 64)
+	if err != nil || id < 1 {
+		return 0, badRequest("%q is not a delivery id", s)
+	}
+	return id, nil
+}
+
 func toWireDelivery(d store.Delivery) wire.NotifyDelivery {
 	return wire.NotifyDelivery{ID: d.ID, Destination: d.Destination, EventSeq: d.EventSeq, State: d.State,
 		Attempts: d.Attempts, CreatedTS: d.CreatedTS, NextTS: d.NextTS, UpdatedTS: d.UpdatedTS,
@@ -143,9 +162,9 @@ func toWireDelivery(d store.Delivery) wire.NotifyDelivery {
 // (it goes before the newer deliveries of its destination).
 func (s *Server) redeliver(c *echo.Context) error {
 	ctx := c.Request().Context()
-	id, err := strconv.ParseInt(c.Param("id"), 10, 64)
-	if err != nil || id < 1 {
-		return badRequest("%q is not a delivery id", c.Param("id"))
+	id, err := decodeDeliveryID(c.Param("id"))
+	if err != nil {
+		return err
 	}
 	var d *store.Delivery
 	err = s.st.Update(ctx, func(tx store.Tx) error {

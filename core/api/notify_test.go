@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"net/http"
+	"net/url"
 	"strings"
 	"testing"
 
@@ -65,6 +66,7 @@ func TestNotifyBadInputChangesNothing(t *testing.T) {
 		{http.MethodGet, "/api/v1/notify/hook/deliveries?state=lost", http.StatusBadRequest},
 		{http.MethodGet, "/api/v1/notify/hook/deliveries?limit=0", http.StatusBadRequest},
 		{http.MethodGet, "/api/v1/notify/hook/deliveries?before=x", http.StatusBadRequest},
+		{http.MethodGet, "/api/v1/notify/hook/deliveries?stat=dead", http.StatusBadRequest},
 		{http.MethodPost, "/api/v1/notify/deliveries/abc/redeliver", http.StatusBadRequest},
 		{http.MethodPost, "/api/v1/notify/deliveries/999/redeliver", http.StatusNotFound},
 	} {
@@ -73,4 +75,38 @@ func TestNotifyBadInputChangesNothing(t *testing.T) {
 			t.Errorf("%s %s = %d %s, want %d with the error envelope", tc.method, tc.path, status, body, tc.want)
 		}
 	}
+}
+
+// FuzzDeliveryQuery: whatever the query, the decoder answers a query within
+// its bounds or a 400, and never panics.
+func FuzzDeliveryQuery(f *testing.F) {
+	for _, seed := range []string{"", "state=dead", "state=pending&limit=500&before=7", "state=lost", "limit=0",
+		"limit=501", "limit=-1", "before=0", "before=x", "before=9223372036854775808", "limit=1e3", "state=%00", "a=b&state=dead&state=pending"} {
+		f.Add(seed, "12")
+	}
+	f.Add("", "0")
+	f.Add("", "-3")
+	f.Add("", "ab")
+	f.Fuzz(func(t *testing.T, raw, id string) {
+		v, err := url.ParseQuery(raw)
+		if err != nil {
+			return
+		}
+		q, err := decodeDeliveryQuery("hook", v)
+		if err != nil {
+			if st, _ := classify(err); st != http.StatusBadRequest {
+				t.Fatalf("error %v answers %d, not 400", err, st)
+			}
+		} else if q.Limit < 1 || q.Limit > maxDeliveryPage || q.Before < 0 || q.Destination != "hook" {
+			t.Fatalf("query %+v out of bounds", q)
+		}
+		n, err := decodeDeliveryID(id)
+		if err != nil {
+			if st, _ := classify(err); st != http.StatusBadRequest {
+				t.Fatalf("error %v answers %d, not 400", err, st)
+			}
+		} else if n < 1 {
+			t.Fatalf("id %d accepted", n)
+		}
+	})
 }

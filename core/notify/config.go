@@ -142,16 +142,25 @@ func LoadSecret(path string) ([]byte, error) {
 	if err != nil {
 		return nil, err
 	}
-	s := strings.TrimSpace(string(b))
-	if s == "" {
-		return nil, fmt.Errorf("%s is empty", path)
+	key, err := parseSecret(string(b))
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", path, err)
 	}
+	return key, nil
+}
+
+// parseSecret reads the text of a secret file.
+func parseSecret(text string) ([]byte, error) {
+	s := strings.TrimSpace(text)
 	if rest, ok := strings.CutPrefix(s, "whsec_"); ok {
 		key, err := base64.StdEncoding.DecodeString(rest)
 		if err != nil {
-			return nil, fmt.Errorf("%s: whsec_ secret is not base64: %w", path, err)
+			return nil, fmt.Errorf("the whsec_ secret is not base64: %w", err)
 		}
-		return key, nil
+		s = string(key)
+	}
+	if s == "" {
+		return nil, fmt.Errorf("the secret is empty")
 	}
 	return []byte(s), nil
 }

@@ -452,3 +452,35 @@ func TestMetricsCountResultsAndTheBacklog(t *testing.T) {
 		t.Errorf("oldest pending age %v, want above 0", got)
 	}
 }
+
+// FuzzParseSecret: a secret file's text gives a non-empty key or an error,
+// and a whsec_ secret gives its decoded bytes.
+func FuzzParseSecret(f *testing.F) {
+	for _, s := range []string{"whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw", "s3cret\n", "", " \n", "whsec_", "whsec_!!",
+		"whsec_YQ==", "whsec_YQ", "\x00", "whsec_" + strings.Repeat("A", 4096)} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, text string) {
+		key, err := parseSecret(text)
+		if err == nil && len(key) == 0 {
+			t.Fatalf("parseSecret(%q) gave an empty key", text)
+		}
+	})
+}
+
+func TestSecretFileRules(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name, text string
+		mode       os.FileMode
+		want       string
+	}{
+		{"group readable", "s", 0o640, "chmod 600"},
+		{"empty", " \n", 0o600, "empty"},
+		{"bad base64", "whsec_!!", 0o600, "not base64"},
+	} {
+		if _, err := LoadSecret(writeSecret(t, tc.text, tc.mode)); err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%s: %v, want an error saying %q", tc.name, err, tc.want)
+		}
+	}
+}
