@@ -10,8 +10,6 @@ import (
 	"github.com/musterhq/muster/shared/wire"
 )
 
-func init() { register(newNotifyCmd) }
-
 func newNotifyCmd() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "notify",

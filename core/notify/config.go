@@ -15,7 +15,7 @@ import (
 	"slices"
 	"strings"
 
-	"github.com/musterhq/muster/core/approval"
+	"github.com/musterhq/muster/core/glob"
 	"github.com/musterhq/muster/core/store"
 	"github.com/musterhq/muster/shared/config"
 	"github.com/musterhq/muster/shared/gossip"
@@ -83,17 +83,17 @@ func Validate(dests []Destination, allowLoopback bool, known Known) config.Error
 			errs.Add(key+".secret_file", "%v", err)
 		}
 		for j, g := range d.Events {
-			if !approval.ValidGlob(g) {
+			if !glob.Valid(g) {
 				errs.Add(fmt.Sprintf("%s.events[%d]", key, j), "%q is not a valid glob", g)
-			} else if !slices.ContainsFunc(store.EventTypes, func(t string) bool { return approval.Glob(g, t) }) {
+			} else if !slices.ContainsFunc(store.EventTypes, func(t string) bool { return glob.Match(g, t) }) {
 				errs.Add(fmt.Sprintf("%s.events[%d]", key, j), "%q matches no event type (such as %s)", g,
 					strings.Join([]string{store.EventApprovalWaiting, store.EventRunPaused, store.EventNodeDown}, ", "))
 			}
 		}
 		for j, g := range d.Clusters {
-			if !approval.ValidGlob(g) {
+			if !glob.Valid(g) {
 				errs.Add(fmt.Sprintf("%s.clusters[%d]", key, j), "%q is not a valid glob", g)
-			} else if !known.Dynamic && !slices.ContainsFunc(known.Clusters, func(c string) bool { return approval.Glob(g, c) }) {
+			} else if !known.Dynamic && !slices.ContainsFunc(known.Clusters, func(c string) bool { return glob.Match(g, c) }) {
 				errs.Add(fmt.Sprintf("%s.clusters[%d]", key, j), "%q matches no configured cluster", g)
 			}
 		}
@@ -187,11 +187,11 @@ func wants(d Destination, e *store.Event) bool {
 	if e.Type == store.EventNotifyDead && e.Data["destination"] == d.Name {
 		return false
 	}
-	if len(d.Events) > 0 && !slices.ContainsFunc(d.Events, func(g string) bool { return approval.Glob(g, e.Type) }) {
+	if len(d.Events) > 0 && !slices.ContainsFunc(d.Events, func(g string) bool { return glob.Match(g, e.Type) }) {
 		return false
 	}
 	if len(d.Clusters) > 0 && e.ClusterID != "" &&
-		!slices.ContainsFunc(d.Clusters, func(g string) bool { return approval.Glob(g, e.ClusterID) }) {
+		!slices.ContainsFunc(d.Clusters, func(g string) bool { return glob.Match(g, e.ClusterID) }) {
 		return false
 	}
 	return true

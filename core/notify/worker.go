@@ -261,7 +261,7 @@ func (w *Worker) step(ctx context.Context, name string) (time.Duration, error) {
 		if d.State != store.DeliveryDead {
 			return nil
 		}
-		return tx.AppendEvent(ctx, &store.Event{Type: store.EventNotifyDead, Actor: "core",
+		return tx.AppendEvent(ctx, &store.Event{Type: store.EventNotifyDead, Actor: store.ActorCore,
 			ClusterID: clusterOf(ev), Message: fmt.Sprintf("gave up delivering event %d to %s after %d tries: %s",
 				d.EventSeq, name, d.Attempts, d.LastError),
 			Data: map[string]any{"destination": name, "delivery": d.ID, "event_seq": d.EventSeq}})

@@ -24,22 +24,6 @@ func scanDelivery(row pgx.Row) (*store.Delivery, error) {
 	return &d, nil
 }
 
-// enqueue writes the deliveries of e, in the transaction that appends it.
-func (w *writer) enqueue(ctx context.Context, e *store.Event) error {
-	if w.outbox == nil {
-		return nil
-	}
-	ts := action.UTC(e.TS)
-	for _, dest := range w.outbox(e) {
-		if _, err := w.exec(ctx, "enqueue delivery to "+dest,
-			`INSERT INTO notify_deliveries (destination, event_seq, created_ts, next_ts, updated_ts) VALUES ($1, $2, $3, $3, $3)`,
-			dest, e.Seq, ts); err != nil {
-			return err
-		}
-	}
-	return nil
-}
-
 func (r *reader) Delivery(ctx context.Context, id int64) (*store.Delivery, error) {
 	d, err := scanDelivery(r.queryRow(ctx, `SELECT `+deliveryColumns+` FROM notify_deliveries WHERE id = $1`, id))
 	if errors.Is(err, pgx.ErrNoRows) {

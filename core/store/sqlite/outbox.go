@@ -24,22 +24,6 @@ func scanDelivery(s scanner) (*store.Delivery, error) {
 	return &d, nil
 }
 
-// enqueue writes the deliveries of e, in the transaction that appends it.
-func (w *writer) enqueue(ctx context.Context, e *store.Event) error {
-	if w.outbox == nil {
-		return nil
-	}
-	ts := shsqlite.Micros(e.TS)
-	for _, dest := range w.outbox(e) {
-		if _, _, err := w.exec(ctx, "enqueue delivery to "+dest,
-			`INSERT INTO notify_deliveries (destination, event_seq, created_ts, next_ts, updated_ts) VALUES (?, ?, ?, ?, ?)`,
-			dest, e.Seq, ts, ts, ts); err != nil {
-			return err
-		}
-	}
-	return nil
-}
-
 func (r *reader) Delivery(ctx context.Context, id int64) (*store.Delivery, error) {
 	d, err := scanDelivery(r.tx.QueryRowContext(ctx, `SELECT `+deliveryColumns+` FROM notify_deliveries WHERE id = ?`, id))
 	if errors.Is(err, sql.ErrNoRows) {
