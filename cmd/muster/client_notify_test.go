@@ -74,7 +74,7 @@ func TestCLINotify(t *testing.T) {
 		if err := tx.AppendEvent(ctx, &store.Event{Type: "node.down", Actor: "core", Message: "\x1b[31mred"}); err != nil {
 			return err
 		}
-		d, err := tx.NextDelivery(ctx, "hook")
+		d, err := store.NextDelivery(ctx, tx, "hook")
 		if err != nil {
 			return err
 		}

@@ -25,7 +25,7 @@ func TestNotifyListTestDeliveriesRedeliver(t *testing.T) {
 		if err := tx.AppendEvent(ctx, &store.Event{Type: "notify.test.x", Actor: "t"}); err != nil {
 			return err
 		}
-		d, err := tx.NextDelivery(ctx, "hook")
+		d, err := store.NextDelivery(ctx, tx, "hook")
 		if err != nil {
 			return err
 		}

@@ -120,7 +120,7 @@ func (e *env) fixture(route string, n int) (string, any) {
 			if err := tx.AppendEvent(ctx, ev); err != nil {
 				return err
 			}
-			d, err := tx.NextDelivery(ctx, "hook")
+			d, err := store.NextDelivery(ctx, tx, "hook")
 			if err == nil {
 				id = d.ID
 			}

@@ -51,6 +51,9 @@ type Config struct {
 	Timeout    time.Duration
 	MinBackoff time.Duration
 	MaxBackoff time.Duration
+	// Linger is how long a destination waits after sending fewer than a
+	// batch, so that the next tries are recorded together; default 50ms.
+	Linger time.Duration
 }
 
 // Worker sends the outbox's deliveries. Build it with New, run it with
@@ -83,6 +86,9 @@ func New(cfg Config, st store.Store, log *slog.Logger, reg prometheus.Registerer
 	}
 	if cfg.MaxBackoff <= 0 {
 		cfg.MaxBackoff = MaxBackoff
+	}
+	if cfg.Linger <= 0 {
+		cfg.Linger = 50 * time.Millisecond
 	}
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
@@ -189,10 +195,21 @@ func (w *Worker) leased(ctx context.Context, name string) {
 
 func (w *Worker) loop(ctx context.Context, name string) {
 	for ctx.Err() == nil {
-		wait, err := w.step(ctx, name)
+		wait, sent, err := w.step(ctx, name)
 		if err != nil && ctx.Err() == nil {
 			w.log.Warn("delivery failed to be recorded", "destination", name, "err", err)
 			wait = w.cfg.Poll
+		}
+		if sent > 0 && sent < batchSize {
+			// Let the next deliveries gather: their tries are then
+			// recorded together, one transaction for many events.
+			t := time.NewTimer(w.cfg.Linger)
+			select {
+			case <-ctx.Done():
+			case <-t.C:
+			}
+			t.Stop()
+			continue
 		}
 		if wait <= 0 {
 			continue
@@ -207,75 +224,111 @@ func (w *Worker) loop(ctx context.Context, name string) {
 	}
 }
 
-// step tries the next delivery of a destination when it is due, and
-// returns how long to wait before the next step.
-func (w *Worker) step(ctx context.Context, name string) (time.Duration, error) {
-	var d *store.Delivery
-	var ev *store.Event
-	err := w.st.Read(ctx, func(r store.Reader) error {
+// batchSize bounds the deliveries of a destination read, sent (one after
+// the other, in order) and recorded in one step.
+const batchSize = 64
+
+// step sends the due deliveries at the head of a destination's queue, one
+// at a time, stopping at the first that fails, and records them all in one
+// transaction. It returns how long to wait before the next step. A
+// delivery sent but not recorded (a crash, a lost lease) is sent again:
+// with the same webhook-id.
+func (w *Worker) step(ctx context.Context, name string) (wait time.Duration, sent int, err error) {
+	var batch []store.Delivery
+	events := map[int64]*store.Event{}
+	err = w.st.Read(ctx, func(r store.Reader) error {
 		var err error
-		if d, err = r.NextDelivery(ctx, name); err != nil {
+		if batch, err = r.PendingDeliveries(ctx, name, batchSize); err != nil {
 			return err
 		}
-		ev, err = store.EventBySeq(ctx, r, d.EventSeq)
-		if errors.Is(err, store.ErrNotFound) {
-			ev, err = nil, nil
+		for _, d := range batch {
+			e, err := store.EventBySeq(ctx, r, d.EventSeq)
+			if err != nil && !errors.Is(err, store.ErrNotFound) {
+				return err
+			}
+			events[d.EventSeq] = e
 		}
-		return err
-	})
-	if errors.Is(err, store.ErrNotFound) {
-		return w.cfg.Poll, nil
-	}
-	if err != nil {
-		return 0, err
-	}
-	now := time.Now()
-	if wait := d.NextTS.Sub(now); wait > 0 {
-		return wait, nil
-	}
-	var res Result
-	if ev == nil {
-		res = Result{Err: "the event is no longer stored"}
-	} else {
-		res = w.Send(ctx, w.dests[name], ev, MessageID(ev.Seq, name), now)
-	}
-	if ctx.Err() != nil {
-		return 0, nil // stopping: the try is made again later
-	}
-	w.metrics.result(name, res)
-	d.Attempts++
-	d.LastStatus, d.LastError = res.Status, res.Err
-	d.UpdatedTS = time.Now().UTC()
-	switch {
-	case res.OK():
-		d.State, d.LastError = store.DeliveryDelivered, ""
-	case ev == nil, res.Permanent() && d.Attempts >= ClientErrorTries, now.Sub(d.CreatedTS) >= GiveUpAfter:
-		d.State = store.DeliveryDead
-	default:
-		d.NextTS = now.Add(Backoff(d.Attempts, w.cfg.MinBackoff, w.cfg.MaxBackoff))
-	}
-	err = w.st.Update(ctx, func(tx store.Tx) error {
-		if err := tx.UpdateDelivery(ctx, d); err != nil {
-			return err
-		}
-		if d.State != store.DeliveryDead {
-			return nil
-		}
-		return tx.AppendEvent(ctx, &store.Event{Type: store.EventNotifyDead, Actor: store.ActorCore,
-			ClusterID: clusterOf(ev), Message: fmt.Sprintf("gave up delivering event %d to %s after %d tries: %s",
-				d.EventSeq, name, d.Attempts, d.LastError),
-			Data: map[string]any{"destination": name, "delivery": d.ID, "event_seq": d.EventSeq}})
+		return nil
 	})
 	if err != nil {
-		return 0, err
+		return 0, 0, err
 	}
-	if d.State == store.DeliveryDead {
-		w.log.Warn("delivery dead", "destination", name, "delivery", d.ID, "tries", d.Attempts, "err", d.LastError)
-	} else if !res.OK() {
-		w.log.Info("delivery failed, will retry", "destination", name, "delivery", d.ID, "tries", d.Attempts,
-			"status", res.Status, "err", res.Err, "next", d.NextTS)
+	if len(batch) == 0 {
+		return w.cfg.Poll, 0, nil
 	}
-	return 0, nil
+	if wait := time.Until(batch[0].NextTS); wait > 0 {
+		return wait, 0, nil
+	}
+	var tried []store.Delivery
+	for _, d := range batch {
+		now := time.Now()
+		if d.NextTS.After(now) {
+			break // redelivered or retried later: its turn comes
+		}
+		ev := events[d.EventSeq]
+		var res Result
+		if ev == nil {
+			res = Result{Err: "the event is no longer stored"}
+		} else {
+			res = w.Send(ctx, w.dests[name], ev, MessageID(ev.Seq, name), now)
+		}
+		if ctx.Err() != nil {
+			break // stopping: this try is made again later
+		}
+		w.metrics.result(name, res)
+		d.Attempts++
+		d.LastStatus, d.LastError = res.Status, res.Err
+		d.UpdatedTS = time.Now().UTC()
+		switch {
+		case res.OK():
+			d.State, d.LastError = store.DeliveryDelivered, ""
+		case ev == nil, res.Permanent() && d.Attempts >= ClientErrorTries, now.Sub(d.CreatedTS) >= GiveUpAfter:
+			d.State = store.DeliveryDead
+		default:
+			d.NextTS = now.Add(Backoff(d.Attempts, w.cfg.MinBackoff, w.cfg.MaxBackoff))
+		}
+		tried = append(tried, d)
+		if !res.OK() {
+			break
+		}
+	}
+	if len(tried) == 0 {
+		return 0, 0, nil
+	}
+	// Recorded even when stopping, if the store answers soon: fewer
+	// repeats. With several replicas the context keeps the lease's fence,
+	// so a replica that lost the lease records nothing.
+	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+	defer cancel()
+	err = w.st.Update(rctx, func(tx store.Tx) error {
+		for i := range tried {
+			d := &tried[i]
+			if err := tx.UpdateDelivery(rctx, d); err != nil {
+				return err
+			}
+			if d.State != store.DeliveryDead {
+				continue
+			}
+			if err := tx.AppendEvent(rctx, &store.Event{Type: store.EventNotifyDead, Actor: store.ActorCore,
+				ClusterID: clusterOf(events[d.EventSeq]), Message: fmt.Sprintf("gave up delivering event %d to %s after %d tries: %s",
+					d.EventSeq, name, d.Attempts, d.LastError),
+				Data: map[string]any{"destination": name, "delivery": d.ID, "event_seq": d.EventSeq}}); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return 0, 0, err
+	}
+	last := tried[len(tried)-1]
+	if last.State == store.DeliveryDead {
+		w.log.Warn("delivery dead", "destination", name, "delivery", last.ID, "tries", last.Attempts, "err", last.LastError)
+	} else if last.State == store.DeliveryPending {
+		w.log.Info("delivery failed, will retry", "destination", name, "delivery", last.ID, "tries", last.Attempts,
+			"status", last.LastStatus, "err", last.LastError, "next", last.NextTS)
+	}
+	return 0, len(tried), nil
 }
 
 func clusterOf(e *store.Event) string {

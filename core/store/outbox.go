@@ -2,6 +2,7 @@ package store
 
 import (
 	"context"
+	"fmt"
 	"time"
 )
 
@@ -38,7 +39,8 @@ type Delivery struct {
 	LastError  string `json:"last_error,omitempty"`
 }
 
-// DeliveryQuery selects deliveries of one destination, newest first.
+// DeliveryQuery selects deliveries of one destination, newest first
+// unless Oldest.
 type DeliveryQuery struct {
 	Destination string
 	// State filters when not empty.
@@ -46,6 +48,8 @@ type DeliveryQuery struct {
 	// Before is the id of the last delivery of the previous page (0: none).
 	Before int64
 	Limit  int
+	// Oldest lists oldest first (Before is then ignored).
+	Oldest bool
 }
 
 // DeliveryStat sums up the deliveries of one destination.
@@ -67,9 +71,9 @@ type OutboxReader interface {
 	Delivery(ctx context.Context, id int64) (*Delivery, error)
 	// Deliveries lists the deliveries q selects, newest first.
 	Deliveries(ctx context.Context, q DeliveryQuery) ([]Delivery, error)
-	// NextDelivery returns the oldest pending delivery of a destination
-	// (ErrNotFound when there is none): the one in flight, in event order.
-	NextDelivery(ctx context.Context, destination string) (*Delivery, error)
+	// PendingDeliveries lists up to limit pending deliveries of a
+	// destination, oldest first: the first is the one in flight.
+	PendingDeliveries(ctx context.Context, destination string, limit int) ([]Delivery, error)
 	// DeliveryStats sums up every destination that has deliveries, by name.
 	DeliveryStats(ctx context.Context) ([]DeliveryStat, error)
 }
@@ -83,6 +87,19 @@ type OutboxTx interface {
 	// PurgeDeliveries deletes up to limit deliveries created before t,
 	// oldest first, and returns how many it deleted.
 	PurgeDeliveries(ctx context.Context, before time.Time, limit int) (int, error)
+}
+
+// NextDelivery returns the oldest pending delivery of a destination
+// (ErrNotFound when there is none): the one in flight, in event order.
+func NextDelivery(ctx context.Context, r Reader, destination string) (*Delivery, error) {
+	ds, err := r.PendingDeliveries(ctx, destination, 1)
+	if err != nil {
+		return nil, err
+	}
+	if len(ds) == 0 {
+		return nil, fmt.Errorf("next delivery to %s: %w", destination, ErrNotFound)
+	}
+	return &ds[0], nil
 }
 
 // EventBySeq returns the event numbered seq (ErrNotFound when it is not,

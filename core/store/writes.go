@@ -106,22 +106,30 @@ func (w Writes) AppendEvent(ctx context.Context, e *Event) error {
 	return w.enqueue(ctx, e)
 }
 
-// enqueue writes the deliveries of e, in the transaction that appends it.
+// enqueue writes the deliveries of e, in the transaction that appends it,
+// with one statement.
 func (w Writes) enqueue(ctx context.Context, e *Event) error {
 	if w.Outbox == nil {
 		return nil
 	}
-	d := w.Dialect
-	for _, dest := range w.Outbox(e) {
-		ts := d.Time(e.TS)
-		ps, args := d.values(1, dest, e.Seq, ts, ts, ts)
-		if _, err := w.Exec(ctx, "enqueue delivery to "+dest,
-			`INSERT INTO notify_deliveries (destination, event_seq, created_ts, next_ts, updated_ts) VALUES (`+ps+`)`,
-			args...); err != nil {
-			return err
-		}
+	dests := w.Outbox(e)
+	if len(dests) == 0 {
+		return nil
 	}
-	return nil
+	d := w.Dialect
+	ts := d.Time(e.TS)
+	rows := make([]string, len(dests))
+	var args []any
+	for i, dest := range dests {
+		var ps string
+		ps, _ = d.values(len(args)+1, dest, e.Seq, ts, ts, ts)
+		rows[i] = "(" + ps + ")"
+		args = append(args, dest, e.Seq, ts, ts, ts)
+	}
+	_, err := w.Exec(ctx, "enqueue deliveries of event "+e.Type,
+		`INSERT INTO notify_deliveries (destination, event_seq, created_ts, next_ts, updated_ts) VALUES `+strings.Join(rows, ", "),
+		args...)
+	return err
 }
 
 // actionFields are the columns of an action row after its id, in the order

@@ -204,7 +204,7 @@ func TestTheOutboxIsLeasedLikeACluster(t *testing.T) {
 	}
 	stale := store.WithFence(ctx, store.Fence{ClusterID: store.OutboxLease, Holder: "a", Epoch: 1})
 	err = s.Update(stale, func(tx store.Tx) error {
-		d, err := tx.NextDelivery(ctx, "hook")
+		d, err := store.NextDelivery(ctx, tx, "hook")
 		if err != nil {
 			return err
 		}

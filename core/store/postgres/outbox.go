@@ -39,11 +39,15 @@ func (r *reader) Deliveries(ctx context.Context, q store.DeliveryQuery) ([]store
 		args = append(args, q.State)
 		query += fmt.Sprintf(` AND state = $%d`, len(args))
 	}
-	if q.Before > 0 {
-		args = append(args, q.Before)
-		query += fmt.Sprintf(` AND id < $%d`, len(args))
+	if q.Oldest {
+		query += ` ORDER BY id`
+	} else {
+		if q.Before > 0 {
+			args = append(args, q.Before)
+			query += fmt.Sprintf(` AND id < $%d`, len(args))
+		}
+		query += ` ORDER BY id DESC`
 	}
-	query += ` ORDER BY id DESC`
 	if q.Limit > 0 {
 		args = append(args, q.Limit)
 		query += fmt.Sprintf(` LIMIT $%d`, len(args))
@@ -64,13 +68,8 @@ func (r *reader) Deliveries(ctx context.Context, q store.DeliveryQuery) ([]store
 	return out, rows.Err()
 }
 
-func (r *reader) NextDelivery(ctx context.Context, destination string) (*store.Delivery, error) {
-	d, err := scanDelivery(r.queryRow(ctx, `SELECT `+deliveryColumns+` FROM notify_deliveries
-		WHERE destination = $1 AND state = 'pending' ORDER BY id LIMIT 1`, destination))
-	if errors.Is(err, pgx.ErrNoRows) {
-		return nil, fmt.Errorf("next delivery to %s: %w", destination, store.ErrNotFound)
-	}
-	return d, err
+func (r *reader) PendingDeliveries(ctx context.Context, destination string, limit int) ([]store.Delivery, error) {
+	return r.Deliveries(ctx, store.DeliveryQuery{Destination: destination, State: store.DeliveryPending, Limit: limit, Oldest: true})
 }
 
 func (r *reader) DeliveryStats(ctx context.Context) ([]store.DeliveryStat, error) {

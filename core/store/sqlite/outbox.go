@@ -39,11 +39,15 @@ func (r *reader) Deliveries(ctx context.Context, q store.DeliveryQuery) ([]store
 		query += ` AND state = ?`
 		args = append(args, q.State)
 	}
-	if q.Before > 0 {
-		query += ` AND id < ?`
-		args = append(args, q.Before)
+	if q.Oldest {
+		query += ` ORDER BY id`
+	} else {
+		if q.Before > 0 {
+			query += ` AND id < ?`
+			args = append(args, q.Before)
+		}
+		query += ` ORDER BY id DESC`
 	}
-	query += ` ORDER BY id DESC`
 	if q.Limit > 0 {
 		query += ` LIMIT ?`
 		args = append(args, q.Limit)
@@ -64,13 +68,8 @@ func (r *reader) Deliveries(ctx context.Context, q store.DeliveryQuery) ([]store
 	return out, rows.Err()
 }
 
-func (r *reader) NextDelivery(ctx context.Context, destination string) (*store.Delivery, error) {
-	d, err := scanDelivery(r.tx.QueryRowContext(ctx, `SELECT `+deliveryColumns+` FROM notify_deliveries
-		WHERE destination = ? AND state = 'pending' ORDER BY id LIMIT 1`, destination))
-	if errors.Is(err, sql.ErrNoRows) {
-		return nil, fmt.Errorf("next delivery to %s: %w", destination, store.ErrNotFound)
-	}
-	return d, err
+func (r *reader) PendingDeliveries(ctx context.Context, destination string, limit int) ([]store.Delivery, error) {
+	return r.Deliveries(ctx, store.DeliveryQuery{Destination: destination, State: store.DeliveryPending, Limit: limit, Oldest: true})
 }
 
 func (r *reader) DeliveryStats(ctx context.Context) ([]store.DeliveryStat, error) {

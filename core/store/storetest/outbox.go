@@ -61,14 +61,14 @@ func testOutboxEnqueuesWithTheEvent(t *testing.T, db NewDB) {
 		if len(b) != 2 || b[0].EventSeq != seqs[2] || b[1].EventSeq != seqs[0] {
 			t.Errorf("deliveries to b = %+v, want events %d then %d (newest first)", b, seqs[2], seqs[0])
 		}
-		next, err := r.NextDelivery(ctx, "b")
+		next, err := store.NextDelivery(ctx, r, "b")
 		if err != nil {
 			return err
 		}
 		if next.EventSeq != seqs[0] {
 			t.Errorf("NextDelivery(b) = event %d, want the oldest, %d", next.EventSeq, seqs[0])
 		}
-		if _, err := r.NextDelivery(ctx, "c"); !errors.Is(err, store.ErrNotFound) {
+		if _, err := store.NextDelivery(ctx, r, "c"); !errors.Is(err, store.ErrNotFound) {
 			t.Errorf("NextDelivery(c) = %v, want ErrNotFound", err)
 		}
 		e, err := store.EventBySeq(ctx, r, next.EventSeq)
@@ -105,7 +105,7 @@ func testDeliveryLifecycle(t *testing.T, db NewDB) {
 	})
 	var first store.Delivery
 	read(t, s, func(ctx context.Context, r store.Reader) error {
-		d, err := r.NextDelivery(ctx, "b")
+		d, err := store.NextDelivery(ctx, r, "b")
 		if err == nil {
 			first = *d
 		}
@@ -118,7 +118,7 @@ func testDeliveryLifecycle(t *testing.T, db NewDB) {
 		if err := tx.UpdateDelivery(ctx, &d); err != nil {
 			return err
 		}
-		next, err := tx.NextDelivery(ctx, "b")
+		next, err := store.NextDelivery(ctx, tx, "b")
 		if err != nil {
 			return err
 		}
@@ -156,7 +156,7 @@ func testDeliveryLifecycle(t *testing.T, db NewDB) {
 		if _, err := r.Delivery(ctx, 1<<40); !errors.Is(err, store.ErrNotFound) {
 			t.Errorf("Delivery(missing) = %v, want ErrNotFound", err)
 		}
-		next, err := r.NextDelivery(ctx, "b")
+		next, err := store.NextDelivery(ctx, r, "b")
 		if err != nil || next.ID != first.ID+2 {
 			t.Errorf("NextDelivery after two = %+v, %v, want the third", next, err)
 		}
