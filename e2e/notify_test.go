@@ -278,3 +278,87 @@ func TestNotifySlowReceiverDoesNotDelayAnother(t *testing.T) {
 		t.Fatalf("the fast receiver waited %s behind the slow one, want at most 1 s", worst)
 	}
 }
+
+// outboxHolder returns the index of the core replica holding the outbox's
+// lease (-1: none, or no answer).
+func (f *fleet) outboxHolder() int {
+	rs, err := f.admin.Replicas(ctxT(f.t))
+	if err != nil {
+		return -1
+	}
+	for _, r := range rs.Replicas {
+		for _, l := range r.Leases {
+			if l.ClusterID != "~notify" || !r.Live {
+				continue
+			}
+			for i, c := range f.cores {
+				if c.Addr() == r.Addr {
+					return i
+				}
+			}
+		}
+	}
+	return -1
+}
+
+// With three replicas on PostgreSQL, the one delivering is SIGKILLed: the
+// outbox moves with its lease and the receiver gets every event, in order
+// of first arrival, repeats only under the same webhook-id.
+func TestNotifyOutboxMovesWithItsLeaseOnFailover(t *testing.T) {
+	t.Parallel()
+	// A receiver taking 100 ms per delivery, so that the kill lands while
+	// deliveries are pending.
+	hook := newHookReceiver(t, "e2e-secret", func(w http.ResponseWriter, r *http.Request) bool {
+		select {
+		case <-time.After(100 * time.Millisecond):
+		case <-r.Context().Done():
+		}
+		return true
+	})
+	f := newFleetWith(t, fleetOptions{nodes: 1, replicas: 3,
+		coreExtra: notifyYAML(t, t.TempDir(), map[string]*hookReceiver{"oncall": hook}, "['action.created', approval.waiting]")})
+	var holder int
+	testwait.Within(t, 20*time.Second, "a replica holding the outbox", func() bool { holder = f.outboxHolder(); return holder >= 0 })
+	f.use((holder + 1) % len(f.cores))
+	var ids []string
+	for range 10 {
+		ids = append(ids, f.create("node-1", "example.com/append", "{}").ID)
+	}
+	testwait.Within(t, 20*time.Second, "the first deliveries", func() bool { return len(hook.deliveries()) >= 2 })
+	f.cores[holder].kill()
+	for range 5 {
+		ids = append(ids, f.create("node-1", "example.com/append", "{}").ID)
+	}
+	testwait.Within(t, 60*time.Second, "every event delivered after the failover", func() bool {
+		seen := map[string]bool{}
+		for _, d := range hook.deliveries() {
+			seen[d.id] = true
+		}
+		return len(seen) >= 2*len(ids)
+	})
+	if h := f.outboxHolder(); h == holder || h < 0 {
+		t.Errorf("outbox held by replica %d after replica %d was killed", h, holder)
+	}
+	first := map[string]bool{}
+	perAction := map[string][]string{}
+	var last int64
+	repeats := 0
+	for _, d := range hook.deliveries() {
+		if first[d.id] {
+			repeats++
+			continue
+		}
+		first[d.id] = true
+		if d.Seq <= last {
+			t.Errorf("event %d first delivered after event %d", d.Seq, last)
+		}
+		last = d.Seq
+		perAction[d.Action] = append(perAction[d.Action], d.Type)
+	}
+	for _, id := range ids {
+		if strings.Join(perAction[id], ",") != "action.created,approval.waiting" {
+			t.Errorf("action %s: deliveries %v", id, perAction[id])
+		}
+	}
+	t.Logf("%d deliveries, %d of them repeats under the same webhook-id", len(hook.deliveries()), repeats)
+}
