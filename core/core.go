@@ -269,6 +269,7 @@ func withUI(cfg Config, apiSrv *api.Server, rules *actions.Rules, engine *runs.E
 		DevLoginsExpire:     cfg.DevLoginsExpire,
 		Runs:                engine,
 		Streams:             lim,
+		Notify:              cfg.Notify,
 	}, st, rules, n, log)
 	if err != nil {
 		return nil, nil, err
