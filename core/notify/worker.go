@@ -68,7 +68,7 @@ type Worker struct {
 	metrics *metrics
 
 	startstop.Base
-	mu   sync.Mutex
+	// wake has one channel per destination, made by New, read-only after.
 	wake map[string]chan struct{}
 }
 
