@@ -188,6 +188,22 @@ func (p *proc) kill() {
 	<-done
 }
 
+// freeze sends SIGSTOP: the process keeps its sockets and memory but runs
+// no more until thaw (or kill).
+func (p *proc) freeze() { p.signal(syscall.SIGSTOP) }
+
+// thaw sends SIGCONT to a frozen process.
+func (p *proc) thaw() { p.signal(syscall.SIGCONT) }
+
+func (p *proc) signal(sig syscall.Signal) {
+	p.mu.Lock()
+	cmd := p.cmd
+	p.mu.Unlock()
+	if cmd != nil {
+		_ = cmd.Process.Signal(sig)
+	}
+}
+
 // stop sends SIGTERM and returns the exit code.
 func (p *proc) stop() int {
 	p.t.Helper()
