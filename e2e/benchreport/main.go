@@ -111,6 +111,7 @@ var rows = []row{
 	{"agent queue throughput (actions/s)", "agent_actions_per_s", "sqlite_commits_per_s", "raw SQLite commits/s", nil},
 	{"agent queue ratio (actions/s ÷ (commits/s ÷ 3))", "agent_queue_ratio", "", "", &goal{">=", 0.8}},
 	{"idle agent RSS (MB)", "agent_idle_rss_mb", "", "", &goal{"<", 20}},
+	{"… of which anonymous (heap, stacks) (MB)", "agent_idle_rss_anon_mb", "agent_idle_rss_file_mb", "MB pages of the binary", nil},
 	{"node syncs/s, 100 nodes, idle", "core_node_syncs_per_s_100", "agent_info_calls_per_s_100", "agent info calls/s (a sync is 2 calls)", nil},
 	{"node syncs/s, 1,000 nodes, idle", "core_node_syncs_per_s_1000", "agent_info_calls_per_s_1000", "agent info calls/s", nil},
 	{"node syncs/s, 5,000 nodes, idle", "core_node_syncs_per_s_5000", "agent_info_calls_per_s_5000", "agent info calls/s", &goal{">=", 1000}},
