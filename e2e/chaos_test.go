@@ -61,9 +61,11 @@ const (
 // when it ends to <dir>/<node>.exec.log, sleeping in between for the "ms"
 // of its args (read from the action record on stdin). A cancel's SIGTERM
 // ends it too, with its end line: only SIGKILL (its agent died) leaves a run
-// without one. The trap first ignores TERM, so that a second one sent to the
-// process group cannot kill the date of its end line (it would leave
-// "<id> end " with no time, then a second end line).
+// without one. Each end line is written with TERM ignored (by the shell and,
+// inherited, by its date), so that a TERM sent to the process group then
+// cannot kill the date of that line (it would leave "<id> end " with no
+// time, then the trap's second end line): in the trap, against a second
+// TERM; after the sleep, against a cancel that comes when the work is done.
 const chaosScript = `#!/bin/sh
 log=%q/"$MUSTER_NODE_ID".exec.log
 trap 'trap "" TERM; echo "$MUSTER_ACTION_ID end $(date +%%s%%N)" >> "$log"; exit 143' TERM
@@ -71,6 +73,7 @@ echo "$MUSTER_ACTION_ID start $(date +%%s%%N)" >> "$log"
 ms=$(sed -n 's/.*"ms":\([0-9]*\).*/\1/p' | head -n 1)
 ms=${ms:-0}
 sleep "$((ms / 1000)).$(printf %%03d $((ms %% 1000)))"
+trap "" TERM
 echo "$MUSTER_ACTION_ID end $(date +%%s%%N)" >> "$log"
 `
 
