@@ -7,7 +7,11 @@ BIN       ?= bin/muster
 # of SQLite the first time, cached afterwards.
 RACE      ?= -race
 PKGS      := ./...
-VERSION   ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
+# Expanded once: `make package` names the binaries `make release` built
+# with it, and the tree may change in between.
+ifndef VERSION
+VERSION   := $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
+endif
 LDFLAGS   := -X github.com/musterhq/muster/shared/version.Version=$(VERSION)
 DIST      ?= dist
 # C compilers for `make release` (SQLite is cgo): Debian's gcc package gives
@@ -46,6 +50,17 @@ release: ## Build dist/muster-VERSION-linux-{amd64,arm64} and dist/SHA256SUMS
 	    -o $(DIST)/muster-$(VERSION)-linux-$$arch ./cmd/muster || exit 1; \
 	done
 	cd $(DIST) && sha256sum muster-$(VERSION)-linux-* > SHA256SUMS && cat SHA256SUMS
+# package makes the .deb and .rpm of each binary `make release` built, with
+# nfpm driven by ./packaging (the files, the muster user, the scripts: see
+# docs/operations.md, "Packages"), and lists every file in SHA256SUMS.
+.PHONY: package
+package: release ## Build dist/*.deb and dist/*.rpm for amd64 and arm64 (nfpm)
+	for arch in amd64 arm64; do \
+	  $(GO) run ./packaging -binary $(DIST)/muster-$(VERSION)-linux-$$arch -arch $$arch \
+	    -version $(VERSION) -formats deb,rpm -out $(DIST) || exit 1; \
+	done
+	cd $(DIST) && sha256sum muster* > SHA256SUMS && cat SHA256SUMS
+
 .PHONY: dev-ha
 dev-ha: build ## Start PostgreSQL, three core replicas and three agents on loopback
 	$(BIN) dev --ha --replicas 3 --agents 3

@@ -104,7 +104,7 @@ func (c *Core) Run(ctx context.Context) error {
 	// One set of rules for every action change, whether the API, the
 	// orchestrator or the run engine makes it.
 	rules := &actions.Rules{Policy: cfg.Approval, ScheduleTTL: cfg.Orchestrate.ScheduleTTL}
-	engine := &runs.Engine{Policy: cfg.Approval, Actions: actions.Children{Rules: rules}}
+	engine := &runs.Engine{Policy: cfg.Approval, Actions: rules}
 	ln, guard, err := listen(cfg)
 	if err != nil {
 		return err

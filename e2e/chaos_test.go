@@ -61,11 +61,9 @@ const (
 // when it ends to <dir>/<node>.exec.log, sleeping in between for the "ms"
 // of its args (read from the action record on stdin). A cancel's SIGTERM
 // ends it too, with its end line: only SIGKILL (its agent died) leaves a run
-// without one. Each end line is written with TERM ignored (by the shell and,
-// inherited, by its date), so that a TERM sent to the process group then
-// cannot kill the date of that line (it would leave "<id> end " with no
-// time, then the trap's second end line): in the trap, against a second
-// TERM; after the sleep, against a cancel that comes when the work is done.
+// without one. TERM is ignored before either end line is written, so that a
+// TERM sent to the process group cannot kill the date of an end line (it
+// would leave "<id> end " with no time, then a second end line from the trap).
 const chaosScript = `#!/bin/sh
 log=%q/"$MUSTER_NODE_ID".exec.log
 trap 'trap "" TERM; echo "$MUSTER_ACTION_ID end $(date +%%s%%N)" >> "$log"; exit 143' TERM

@@ -115,6 +115,7 @@ func New(cfg Config) *Server {
 	s.echo.POST("/api/v1/actions", s.push)
 	s.echo.GET("/api/v1/actions/:id", s.show)
 	s.echo.POST("/api/v1/actions/:id/cancel", s.cancel)
+	s.echo.GET("/api/v1/openapi.json", apiserver.ServeJSON(openAPIJSON))
 	if cfg.Gatherer != nil {
 		s.echo.GET("/metrics", echo.WrapHandler(promhttp.HandlerFor(cfg.Gatherer, promhttp.HandlerOpts{})))
 	}
@@ -381,7 +382,7 @@ func (s *Server) handleError(c *echo.Context, err error) {
 	if e.status == http.StatusInternalServerError {
 		s.cfg.Log.Error("agent api request failed", "method", c.Request().Method, "path", c.Request().URL.Path, "err", err)
 	}
-	body := wire.ErrorBody{Error: wire.ErrorDetail{Code: e.code, Message: e.msg, State: e.state, Record: e.record}}
+	body := wire.ErrorBody{Error: wire.ErrorDetail{Code: e.code, Message: e.msg, State: string(e.state), Record: e.record}}
 	if werr := c.JSON(e.status, body); werr != nil {
 		s.cfg.Log.Debug("write error answer", "err", werr)
 	}

@@ -8,7 +8,9 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -19,6 +21,7 @@ import (
 	"github.com/musterhq/muster/agent/queue"
 	"github.com/musterhq/muster/agent/runner"
 	"github.com/musterhq/muster/shared/action"
+	"github.com/musterhq/muster/shared/apicontract"
 	"github.com/musterhq/muster/shared/testwait"
 	"github.com/musterhq/muster/shared/wire"
 )
@@ -26,6 +29,32 @@ import (
 type fixture struct {
 	url string
 	q   *queue.Queue
+	// client checks every exchange against openapi.yaml.
+	client *http.Client
+}
+
+var contract struct {
+	once sync.Once
+	spec *apicontract.Spec
+	err  error
+}
+
+// newFixture serves h and checks, when the test ends, that every exchange
+// of f.client was as openapi.yaml describes it.
+func newFixture(t *testing.T, h http.Handler, q *queue.Queue) (*fixture, *httptest.Server) {
+	t.Helper()
+	contract.once.Do(func() { contract.spec, contract.err = apicontract.Load(OpenAPIDocument) })
+	if contract.err != nil {
+		t.Fatal(contract.err)
+	}
+	ts := httptest.NewServer(h)
+	tr := contract.spec.Transport(ts.Client().Transport)
+	t.Cleanup(func() {
+		for _, p := range tr.Problems() {
+			t.Errorf("openapi contract: %s", p)
+		}
+	})
+	return &fixture{url: ts.URL, q: q, client: &http.Client{Transport: tr}}, ts
 }
 
 func setup(t *testing.T) *fixture {
@@ -41,9 +70,9 @@ func setup(t *testing.T) *fixture {
 	srv := New(Config{NodeID: "n1", ClusterID: "c1", Version: "test", DefaultTimeout: time.Hour,
 		Labels: map[string]string{"role": "replica", "zone": "eu-1"},
 		Queue:  q, Runner: run, Kinds: reg, Gatherer: prom, Registerer: prom})
-	ts := httptest.NewServer(srv.Handler())
+	f, ts := newFixture(t, srv.Handler(), q)
 	t.Cleanup(func() { ts.Close(); run.Stop(); q.Close() })
-	return &fixture{url: ts.URL, q: q}
+	return f
 }
 
 func (f *fixture) do(t *testing.T, method, path, body string) (int, []byte) {
@@ -52,7 +81,7 @@ func (f *fixture) do(t *testing.T, method, path, body string) (int, []byte) {
 	if body != "" {
 		req.Header.Set("Content-Type", "application/json")
 	}
-	resp, err := http.DefaultClient.Do(req)
+	resp, err := f.client.Do(req)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -245,7 +274,7 @@ func TestShowAndCancel(t *testing.T) {
 	}
 	// Again: 409 with the state.
 	st, b = f.do(t, "POST", "/api/v1/actions/"+id+"/cancel", "")
-	if env := decode[wire.ErrorBody](t, b); st != http.StatusConflict || env.Error.State != action.Cancelled {
+	if env := decode[wire.ErrorBody](t, b); st != http.StatusConflict || env.Error.State != string(action.Cancelled) {
 		t.Fatalf("cancel final: %d %s", st, b)
 	}
 	// Show has the history.
@@ -336,9 +365,8 @@ func TestAPIDrivesTheRunner(t *testing.T) {
 	}
 	defer q.Close()
 	reg, _ := handlers.NewRegistry(nil, handlers.Env{})
-	ts := httptest.NewServer(New(Config{NodeID: "n1", ClusterID: "c1", DefaultTimeout: time.Hour, Queue: q, Runner: run, Kinds: reg}).Handler())
+	f, ts := newFixture(t, New(Config{NodeID: "n1", ClusterID: "c1", DefaultTimeout: time.Hour, Queue: q, Runner: run, Kinds: reg}).Handler(), q)
 	defer ts.Close()
-	f := &fixture{url: ts.URL, q: q}
 
 	run.EXPECT().Wake().Times(2)
 	_, b := f.do(t, "POST", "/api/v1/actions", `{"kind":"muster.io/debug.sleep","args":{"seconds":60}}`)
@@ -391,5 +419,40 @@ func TestRepeatPushOfARemovedKindIsNotRefused(t *testing.T) {
 	}
 	if st, b := f.do(t, "POST", "/api/v1/actions", fmt.Sprintf(`{"id":%q,"kind":"example.com/removed"}`, held.ID)); st != http.StatusGone {
 		t.Fatalf("push of a purged id with a removed kind: %d %s, want 410", st, b)
+	}
+}
+
+// TestOpenAPIDocumentNamesEveryRoute: the document names every registered
+// route and no other, and GET /api/v1/openapi.json serves it.
+func TestOpenAPIDocumentNamesEveryRoute(t *testing.T) {
+	t.Parallel()
+	f := setup(t)
+	srv := New(Config{Gatherer: prometheus.NewRegistry()})
+	registered := map[string]bool{}
+	for _, r := range srv.echo.Router().Routes() {
+		registered[r.Method+" "+r.Path] = true
+	}
+	documented := map[string]bool{}
+	for _, key := range contract.spec.Operations() {
+		documented[key] = true
+		if !registered[key] {
+			t.Errorf("openapi.yaml documents %s, which is not registered", key)
+		}
+	}
+	for key := range registered {
+		if !documented[key] {
+			t.Errorf("route %s is missing from openapi.yaml", key)
+		}
+	}
+	status, b := f.do(t, "GET", "/api/v1/openapi.json", "")
+	if status != http.StatusOK {
+		t.Fatalf("status %d: %s", status, b)
+	}
+	served, err := apicontract.Load(b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, want := served.Operations(), contract.spec.Operations(); !slices.Equal(got, want) {
+		t.Fatalf("served operations %q, repository's %q", got, want)
 	}
 }

@@ -21,7 +21,7 @@ func TestWritesNeedContentTypeJSON(t *testing.T) {
 		if ct != "" {
 			req.Header.Set("Content-Type", ct)
 		}
-		resp, err := http.DefaultClient.Do(req)
+		resp, err := f.client.Do(req)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -40,10 +40,11 @@ func newClusterCmd() *cobra.Command {
 			if f.json() {
 				return writeJSON(cmd.OutOrStdout(), wire.ClusterList{Clusters: cs})
 			}
-			t := newTable(cmd.OutOrStdout(), "CLUSTER", "STATUS", "NODES", "UP", "DOWN", "UNKNOWN", "REASON")
+			t := newTable(cmd.OutOrStdout(), "CLUSTER", "STATUS", "NODES", "UP", "DRAINED", "DOWN", "UNKNOWN", "REASON")
 			for _, cl := range cs {
 				n := cl.NodeCounts
-				t.row(cl.ID, cl.Status, strconv.Itoa(n.Total), strconv.Itoa(n.Up), strconv.Itoa(n.Down), strconv.Itoa(n.Unknown), cl.StatusReason)
+				t.row(cl.ID, cl.Status, strconv.Itoa(n.Total), strconv.Itoa(n.Up), strconv.Itoa(n.Drained), strconv.Itoa(n.Down),
+					strconv.Itoa(n.Unknown), cl.StatusReason)
 			}
 			return t.flush()
 		},
@@ -68,7 +69,8 @@ func newClusterCmd() *cobra.Command {
 			if cl.StatusReason != "" {
 				fmt.Fprintf(w, "Reason:   %s\n", textsafe.Escape(cl.StatusReason))
 			}
-			fmt.Fprintf(w, "Nodes:    %d (%d up, %d down, %d unknown)\n", cl.NodeCounts.Total, cl.NodeCounts.Up, cl.NodeCounts.Down, cl.NodeCounts.Unknown)
+			fmt.Fprintf(w, "Nodes:    %d (%d up, %d drained, %d down, %d unknown)\n", cl.NodeCounts.Total, cl.NodeCounts.Up,
+				cl.NodeCounts.Drained, cl.NodeCounts.Down, cl.NodeCounts.Unknown)
 			if b := cl.Budget; b != nil {
 				fmt.Fprintf(w, "Budget:   %d of %d unavailable (max_unavailable %s)", b.Unavailable, b.Max, b.MaxUnavailable)
 				if b.Held > 0 {
@@ -144,7 +146,7 @@ func newNodeCmd() *cobra.Command {
 		{"undrain", "Send actions to a drained node again"},
 		{"forget", "Remove a node that is gone for good; its open actions end (LOST, node forgotten)"},
 	} {
-		var in string
+		var in, reason string
 		sub := &cobra.Command{
 			Use:   v.use + " NODE",
 			Short: v.short,
@@ -162,8 +164,10 @@ func newNodeCmd() *cobra.Command {
 				switch v.use {
 				case "forget":
 					out, err = c.ForgetNode(cmd.Context(), clusterID, args[0])
+				case "drain":
+					out, err = c.DrainNode(cmd.Context(), clusterID, args[0], reason)
 				default:
-					out, err = c.DrainNode(cmd.Context(), clusterID, args[0], v.use == "drain")
+					out, err = c.UndrainNode(cmd.Context(), clusterID, args[0])
 				}
 				if err != nil {
 					return apiError(c, err)
@@ -182,6 +186,9 @@ func newNodeCmd() *cobra.Command {
 			},
 		}
 		sub.Flags().StringVar(&in, "cluster", "", "the node's cluster (needed when several clusters have a node of that name)")
+		if v.use == "drain" {
+			sub.Flags().StringVar(&reason, "reason", "", "why the node is drained (shown with the node, recorded in its event)")
+		}
 		cmd.AddCommand(sub)
 	}
 	return cmd
@@ -212,6 +219,23 @@ func nodeCluster(cmd *cobra.Command, c *client.Core, given, id string) (string, 
 	return "", usageError("node %q is in clusters %s: give --cluster", id, strings.Join(in, ", "))
 }
 
+// nodeReason is why a node is as it is: who drained it and why, then its
+// status reason.
+func nodeReason(n *wire.Node) string {
+	var parts []string
+	if n.Drained {
+		d := "drained by " + n.DrainedBy
+		if n.DrainReason != "" {
+			d += ": " + n.DrainReason
+		}
+		parts = append(parts, d)
+	}
+	if n.StatusReason != "" {
+		parts = append(parts, n.StatusReason)
+	}
+	return strings.Join(parts, "; ")
+}
+
 func nodeTable(cmd *cobra.Command, nodes []wire.Node, withCluster bool) error {
 	header := []string{"NODE", "STATUS", "ADDR", "SOURCE", "VERSION", "LAST CONTACT", "KINDS", "LABELS", "REASON"}
 	if withCluster {
@@ -220,7 +244,7 @@ func nodeTable(cmd *cobra.Command, nodes []wire.Node, withCluster bool) error {
 	t := newTable(cmd.OutOrStdout(), header...)
 	for _, n := range nodes {
 		row := []string{n.ID, n.Status, n.Addr, n.Source, n.Version, tsPtr(n.LastContact), strconv.Itoa(len(n.Kinds)),
-			labels.Set(n.Labels).String(), n.StatusReason}
+			labels.Set(n.Labels).String(), nodeReason(&n)}
 		if withCluster {
 			row = append([]string{n.ClusterID}, row...)
 		}

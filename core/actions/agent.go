@@ -43,6 +43,7 @@ func Import(a *action.Action, node *store.Node, now time.Time) *Change {
 	rec.Origin = action.OriginAgent
 	rec.Requester = AgentRequester(node.ID, a.Requester)
 	rec.ApprovedBy, rec.RetryOf = "", ""
+	rec.RunID, rec.Stage, rec.Wave = "", "", 0 // an agent's own action belongs to no run
 	rec.Output = action.ClipOutput(a.Output)
 	rec.CreatedTS = action.UTC(a.CreatedTS)
 	if rec.CreatedTS.IsZero() {

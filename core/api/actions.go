@@ -20,11 +20,17 @@ import (
 // DefaultSort orders action lists when the caller gives no sort.
 var DefaultSort = []store.SortKey{{Field: "created_ts", Desc: true}}
 
+// actionListParams are the query parameters of GET /api/v1/actions; any
+// other is a 400.
+var actionListParams = []string{"cluster", "node", "run", "state", "kind", "sort", "limit", "marker"}
+
 // parseList turns the query string of GET /api/v1/actions into a ListQuery.
+// ?run=ID lists the child actions of one run.
 func parseList(c *echo.Context) (store.ListQuery, error) {
 	q := store.ListQuery{
 		ClusterID: c.QueryParam("cluster"),
 		NodeID:    c.QueryParam("node"),
+		RunID:     c.QueryParam("run"),
 		Marker:    c.QueryParam("marker"),
 		Limit:     DefaultListLimit,
 		Sort:      DefaultSort,

@@ -187,7 +187,7 @@ func TestApprove(t *testing.T) {
 	}
 	// Approving again is a wrong-state call.
 	d := e.fail(http.MethodPost, "/api/v1/actions/"+a.ID+"/approve", "admin", nil, http.StatusConflict)
-	if d.State != action.PendingSchedule {
+	if d.State != string(action.PendingSchedule) {
 		t.Fatalf("409 envelope %+v, want state PENDING_SCHEDULE", d)
 	}
 }
@@ -260,7 +260,7 @@ func TestApproveAfterTTLRefused(t *testing.T) {
 		t.Fatal(err)
 	}
 	d := e.fail(http.MethodPost, "/api/v1/actions/"+a.ID+"/approve", "appr", nil, http.StatusConflict)
-	if d.State != action.PendingApprove || !strings.Contains(d.Message, "approval window") {
+	if d.State != string(action.PendingApprove) || !strings.Contains(d.Message, "approval window") {
 		t.Fatalf("envelope %+v", d)
 	}
 }
@@ -279,11 +279,11 @@ func TestReject(t *testing.T) {
 		t.Fatalf("action.rejected events %+v", evs)
 	}
 	d := e.fail(http.MethodPost, "/api/v1/actions/"+a.ID+"/reject", "appr", nil, http.StatusConflict)
-	if d.State != action.Cancelled {
+	if d.State != string(action.Cancelled) {
 		t.Fatalf("409 envelope %+v", d)
 	}
 	d = e.fail(http.MethodPost, "/api/v1/actions/"+a.ID+"/approve", "appr", nil, http.StatusConflict)
-	if d.State != action.Cancelled {
+	if d.State != string(action.Cancelled) {
 		t.Fatalf("approve after reject: %+v", d)
 	}
 }
@@ -305,7 +305,7 @@ func TestCancelPending(t *testing.T) {
 		t.Fatalf("events %+v", evs)
 	}
 	d := e.fail(http.MethodPost, "/api/v1/actions/"+a.ID+"/cancel", "op", nil, http.StatusConflict)
-	if d.State != action.Cancelled {
+	if d.State != string(action.Cancelled) {
 		t.Fatalf("cancel of a final action: %+v", d)
 	}
 
@@ -371,7 +371,7 @@ func TestRetry(t *testing.T) {
 	e := setup(t)
 	a := e.create("op", wire.CreateActionRequest{Kind: kindSleep, Args: json.RawMessage(`{"seconds":2}`), TimeoutS: 30})
 	d := e.fail(http.MethodPost, "/api/v1/actions/"+a.ID+"/retry", "op", nil, http.StatusConflict)
-	if d.State != action.PendingApprove {
+	if d.State != string(action.PendingApprove) {
 		t.Fatalf("retry of an open action: %+v", d)
 	}
 	e.setState(a.ID, action.Failed)

@@ -10,6 +10,7 @@ import (
 
 	"github.com/musterhq/muster/core/actions"
 	"github.com/musterhq/muster/core/auth"
+	"github.com/musterhq/muster/core/nodes"
 	"github.com/musterhq/muster/core/runs"
 	"github.com/musterhq/muster/core/runs/playbook"
 	"github.com/musterhq/muster/core/store"
@@ -74,7 +75,7 @@ func classify(err error) (int, string) {
 		return http.StatusForbidden, wire.CodeForbidden
 	case errors.Is(err, store.ErrNotFound):
 		return http.StatusNotFound, wire.CodeNotFound
-	case errors.Is(err, ErrWrongState), errors.Is(err, ErrAmbiguous), errors.Is(err, ErrConflict),
+	case errors.Is(err, ErrWrongState), errors.Is(err, ErrAmbiguous), errors.Is(err, ErrConflict), errors.Is(err, nodes.ErrConfigured),
 		errors.Is(err, store.ErrExists), errors.Is(err, action.ErrTransition):
 		return http.StatusConflict, wire.CodeConflict
 	case errors.Is(err, ErrTooLarge), errors.Is(err, jsonbody.ErrTooLarge):
@@ -137,10 +138,6 @@ func (s *Server) handleError(c *echo.Context, err error) {
 	if errors.As(err, &se) {
 		body.Error.State = se.State
 	}
-	var rse *runs.StateError
-	if errors.As(err, &rse) {
-		body.Error.State = action.State(rse.State)
-	}
 	var ae *ambiguousError
 	if errors.As(err, &ae) {
 		body.Error.Matches = ae.matches
@@ -161,7 +158,7 @@ func isOurs(err error) bool {
 	for _, e := range []error{ErrBadRequest, ErrForbidden, ErrWrongState, ErrAmbiguous, ErrUnprocessable,
 		ErrTooLarge, ErrTooMany, ErrBusy, ErrConflict, store.ErrNotFound, store.ErrExists, auth.ErrUnauthenticated,
 		auth.ErrInvalid, action.ErrInvalid, jsonbody.ErrInvalid, jsonbody.ErrTooLarge, apiserver.ErrUnsupportedMediaType,
-		runs.ErrInvalid, runs.ErrUnresolvable, runs.ErrWrongState, runs.ErrForbidden, playbook.ErrInvalid} {
+		runs.ErrInvalid, runs.ErrUnresolvable, playbook.ErrInvalid, nodes.ErrConfigured} {
 		if errors.Is(err, e) {
 			return true
 		}

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"net/http"
 	"net/http/httptest"
+	"slices"
 	"strings"
 	"testing"
 
@@ -82,13 +83,15 @@ func FuzzCreateDecode(f *testing.F) {
 }
 
 // FuzzListQuery decodes the query string of GET /api/v1/actions: any query is
-// either a 400 or a list query within every cap.
+// either a 400 or a list query within every cap, made of known parameters
+// only.
 func FuzzListQuery(f *testing.F) {
 	for _, seed := range []string{
 		"", "kind=a/b,c/d&state=running,NEW", "sort=created_ts:desc,id:asc&limit=10",
 		"kind=a/b&kind=c/d", "sort=,", "sort=id&sort=id", "state=" + strings.Repeat("DONE,", MaxListValues+1),
 		"kind=" + strings.Repeat(",", MaxListValues), strings.Repeat("x=1&", MaxQueryParams+1),
 		"marker=nope", "limit=0", "limit=501", "%zz", "kind=%2C%2C", "sort=id:sideways", ";;;",
+		"run=3f0c8a52-7e4e-4a8e-9a4e-4f5a3b0f2c11&state=DONE", "run_id=x", "run=&run=", "Run=x", "cluster=a&nodes=b",
 	} {
 		f.Add(seed)
 	}
@@ -98,11 +101,11 @@ func FuzzListQuery(f *testing.F) {
 		req.URL.RawQuery = raw
 		c := e.NewContext(req, httptest.NewRecorder())
 		var q store.ListQuery
-		err := checkQuery(func(c *echo.Context) error {
+		err := checkQuery(onlyParams(func(c *echo.Context) error {
 			var err error
 			q, err = parseList(c)
 			return err
-		})(c)
+		}, actionListParams...))(c)
 		if err != nil {
 			if st, _ := classify(err); st != http.StatusBadRequest {
 				t.Fatalf("query %q: error %v answers %d, not 400", raw, err, st)
@@ -117,6 +120,11 @@ func FuzzListQuery(f *testing.F) {
 		}
 		if q.Marker != "" && !action.ValidID(q.Marker) {
 			t.Fatalf("query %q: accepted marker %q", raw, q.Marker)
+		}
+		for name := range c.QueryParams() {
+			if !slices.Contains(actionListParams, name) {
+				t.Fatalf("query %q: accepted unknown parameter %q", raw, name)
+			}
 		}
 	})
 }

@@ -23,6 +23,7 @@ var callers = []string{"none", "viewer", "op", "appr", "admin"}
 var roleTable = map[string][5]int{ //        none viewer  op   appr admin
 	"GET /health":                                        {200, 200, 200, 200, 200},
 	"GET /metrics":                                       {200, 200, 200, 200, 200},
+	"GET /api/v1/openapi.json":                           {200, 200, 200, 200, 200},
 	"GET /api/v1/clusters":                               {401, 200, 200, 200, 200},
 	"GET /api/v1/clusters/:cluster":                      {401, 200, 200, 200, 200},
 	"POST /api/v1/clusters/:cluster/orchestrate":         {401, 403, 202, 403, 202},
@@ -69,7 +70,7 @@ func (e *env) fixture(route string, n int) (string, any) {
 	case "POST /api/v1/clusters/:cluster/nodes/:node/forget":
 		node := fmt.Sprintf("gone-%d", n)
 		e.update(func(ctx context.Context, tx store.Tx) error {
-			return tx.PutNode(ctx, &store.Node{ClusterID: "prod", ID: node, Addr: "127.0.0.1:9", Source: store.SourceStatic, Status: store.NodeUnknown})
+			return tx.PutNode(ctx, &store.Node{ClusterID: "prod", ID: node, Addr: "127.0.0.1:9", Source: store.SourceGossip, Status: store.NodeUnknown})
 		})
 		path = strings.ReplaceAll(path, "db-1", node)
 	case "POST /api/v1/actions":
@@ -133,6 +134,18 @@ func TestAPI5RoleTable(t *testing.T) {
 	for key := range roleTable {
 		if !registered[key] {
 			t.Errorf("the role table names %s, which is not registered", key)
+		}
+	}
+	documented := map[string]bool{}
+	for _, key := range loadContract(t).Operations() {
+		documented[key] = true
+		if !registered[key] {
+			t.Errorf("openapi.yaml documents %s, which is not registered", key)
+		}
+	}
+	for key := range registered {
+		if !documented[key] {
+			t.Errorf("route %s is missing from openapi.yaml", key)
 		}
 	}
 	if t.Failed() {

@@ -102,6 +102,39 @@ func ValidGlob(pattern string) bool { return doublestar.ValidatePattern(pattern)
 // unique ignoring case: Alice may not approve what alice requested.
 func SamePerson(requester, approver string) bool { return strings.EqualFold(requester, approver) }
 
+// Refusal is why a person may not approve (or reject) something;
+// MayDecide when they may.
+type Refusal int
+
+const (
+	// MayDecide: nothing stands in the way.
+	MayDecide Refusal = iota
+	// OwnRequest: they asked for it, and self-approval is off.
+	OwnRequest
+	// AppliedPlaybook: they applied the playbook version it was made from,
+	// and self-approval is off (four eyes over the content too).
+	AppliedPlaybook
+	// NoRole: their roles do not include approving.
+	NoRole
+)
+
+// MayApprove is the one answer to "may this person approve?", used by the
+// action and run rules and by the web UI alike: approver, whose roles grant
+// approving when hasRole, deciding what requester asked for, made from a
+// playbook version applied by applier ("" for none). Names are compared
+// with SamePerson. It does not look at the approval window.
+func (p Policy) MayApprove(requester, applier, approver string, hasRole bool) Refusal {
+	switch {
+	case SamePerson(requester, approver) && !p.SelfApproval:
+		return OwnRequest
+	case applier != "" && SamePerson(applier, approver) && !p.SelfApproval:
+		return AppliedPlaybook
+	case !hasRole:
+		return NoRole
+	}
+	return MayDecide
+}
+
 // Digest is a fingerprint of what an approver signs off: kind, args
 // (canonical), cluster and node. An action whose digest no longer matches its
 // approval must be approved again before it is pushed.

@@ -979,7 +979,7 @@ func TestADrainedNodeGetsNoNewPushes(t *testing.T) {
 	h.pass()
 	wantState(t, h.record(held), action.New)
 	h.update(func(ctx context.Context, tx store.Tx) error {
-		_, err := nodes.SetDrained(ctx, tx, cluster, "n1", true, actions.Actor{Name: "alice"})
+		_, err := nodes.Drain(ctx, tx, cluster, "n1", "", actions.Actor{Name: "alice"})
 		return err
 	})
 	waiting := h.create("n1", nil)
@@ -995,7 +995,7 @@ func TestADrainedNodeGetsNoNewPushes(t *testing.T) {
 		t.Fatalf("a pass changed the drain: %+v", n)
 	}
 	h.update(func(ctx context.Context, tx store.Tx) error {
-		_, err := nodes.SetDrained(ctx, tx, cluster, "n1", false, actions.Actor{Name: "alice"})
+		_, err := nodes.Undrain(ctx, tx, cluster, "n1", actions.Actor{Name: "alice"})
 		return err
 	})
 	h.pass()

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/musterhq/muster/core/actions"
+	"github.com/musterhq/muster/core/nodes"
 	"github.com/musterhq/muster/core/store"
 	"github.com/musterhq/muster/shared/action"
 	"github.com/musterhq/muster/shared/labels"
@@ -278,7 +279,7 @@ func (w *writePlan) apply(ctx context.Context, tx store.Tx) error {
 		}
 	}
 	for i := range w.nodes {
-		if err := tx.PutNode(ctx, &w.nodes[i]); err != nil {
+		if err := nodes.Save(ctx, tx, &w.nodes[i]); err != nil {
 			return err
 		}
 	}

@@ -88,13 +88,19 @@ type Reader interface {
 	Run(ctx context.Context, id string) (*Run, error)
 	// RunIDsWithPrefix returns up to max run ids that start with prefix.
 	RunIDsWithPrefix(ctx context.Context, prefix string, max int) ([]string, error)
-	// ListRuns lists runs, newest first, then by id.
+	// ListRuns lists runs, newest first (oldest first with q.Oldest), then
+	// by id; with q.Brief, brief runs (Run.Brief).
 	ListRuns(ctx context.Context, q RunQuery) ([]Run, error)
 	// RunsInState lists the runs of a cluster (every cluster when "") in
 	// one of states, oldest first.
 	RunsInState(ctx context.Context, clusterID string, states ...string) ([]Run, error)
 	// RunChildren lists the child actions of a run, oldest first.
 	RunChildren(ctx context.Context, runID string) ([]Record, error)
+	// RunChildCounts counts the children of the given runs (CountChildren
+	// of their RunChildren, without reading them), ordered by run, stage,
+	// state, approver and reason. It reads counters kept with the children,
+	// so its cost grows with the runs asked for, not with their children.
+	RunChildCounts(ctx context.Context, runIDs []string) ([]ChildCount, error)
 
 	// Playbook returns one version of a playbook, the newest when version
 	// is 0 (ErrNotFound when there is none).
@@ -166,11 +172,6 @@ type Record struct {
 	// PushedStoreID is the store_id of the agent database a push was last
 	// attempted to, written before the push is sent. Empty: never pushed.
 	PushedStoreID string
-	// RunID, Stage and Wave place a child action in its run (empty for an
-	// action of its own). A run has at most one child per stage and node.
-	RunID string
-	Stage string
-	Wave  int
 }
 
 // Cluster status values.
@@ -249,10 +250,14 @@ type Node struct {
 	// the text for people.
 	DownCause string `json:"down_cause,omitempty"`
 	// Drained: the node gets no new pushes; what it holds finishes.
-	Drained bool     `json:"drained"`
-	StoreID string   `json:"store_id"`
-	Cursor  int64    `json:"cursor"`
-	Kinds   []string `json:"kinds"`
+	// DrainedBy and DrainReason say who drained it and why ("" when not
+	// drained).
+	Drained     bool     `json:"drained"`
+	DrainedBy   string   `json:"drained_by,omitempty"`
+	DrainReason string   `json:"drain_reason,omitempty"`
+	StoreID     string   `json:"store_id"`
+	Cursor      int64    `json:"cursor"`
+	Kinds       []string `json:"kinds"`
 	// Labels are the static labels of the configuration with the agent's
 	// own laid over them, key by key (nil when there are none).
 	Labels      map[string]string `json:"labels"`
@@ -265,8 +270,10 @@ type Node struct {
 type ListQuery struct {
 	ClusterID string
 	NodeID    string
-	States    []action.State
-	Kinds     []string
+	// RunID selects the child actions of one run.
+	RunID  string
+	States []action.State
+	Kinds  []string
 	// Sort keys in order; the id is always the last tie-breaker.
 	Sort []SortKey
 	// Marker is the id of the last action of the previous page.
@@ -339,6 +346,11 @@ const (
 // whose agent failed to prove it is that node (agents_tls). The node is
 // not changed by it.
 const EventNodeClaimRefused = "node.claim_refused"
+
+// ActorCore is the core as the actor of what it decides itself, in events
+// and history lines: the one spelling (core/actions names it
+// actions.ActorCore too).
+const ActorCore = "core"
 
 // Event is one line of the audit trail.
 type Event struct {

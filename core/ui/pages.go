@@ -14,8 +14,10 @@ import (
 	"github.com/musterhq/muster/core/actions"
 	"github.com/musterhq/muster/core/approval"
 	"github.com/musterhq/muster/core/auth"
+	corenodes "github.com/musterhq/muster/core/nodes"
 	"github.com/musterhq/muster/core/store"
 	"github.com/musterhq/muster/shared/action"
+	"github.com/musterhq/muster/shared/wire"
 )
 
 // Sizes of the lists shown.
@@ -214,15 +216,23 @@ type approvalsData struct {
 	Runs  []pendingRun
 	Mine  int
 	ForMe int
-	// More: there are more waiting than the page shows.
+	// More: there are more actions waiting than the page shows.
 	More bool
+	// RunsNextURL is the next page of runs ("": this is the last one);
+	// RunsFirstURL the first, when this is not it.
+	RunsNextURL, RunsFirstURL string
 }
 
 func (s *Server) approvals(w http.ResponseWriter, r *http.Request, v *visitor) {
 	ctx := r.Context()
+	marker := r.URL.Query().Get("marker")
+	if marker != "" && !action.ValidID(marker) {
+		s.renderError(w, r, v, http.StatusBadRequest, "The page marker is not a run id.")
+		return
+	}
 	var recs []store.Record
 	var runs []pendingRun
-	var more bool
+	var next string
 	err := s.st.Read(ctx, func(rd store.Reader) error {
 		var err error
 		recs, err = rd.ListActions(ctx, store.ListQuery{States: []action.State{action.PendingApprove},
@@ -230,14 +240,24 @@ func (s *Server) approvals(w http.ResponseWriter, r *http.Request, v *visitor) {
 		if err != nil {
 			return err
 		}
-		runs, more, err = s.pendingRuns(ctx, rd, v)
+		runs, next, err = s.pendingRuns(ctx, rd, v, marker)
 		return err
 	})
+	if errors.Is(err, store.ErrNotFound) {
+		s.renderError(w, r, v, http.StatusBadRequest, "The page marker names no run.")
+		return
+	}
 	if err != nil {
 		s.storeError(w, r, v, err)
 		return
 	}
-	d := approvalsData{Items: []pending{}, Runs: runs, More: more}
+	d := approvalsData{Items: []pending{}, Runs: runs}
+	if next != "" {
+		d.RunsNextURL = "/ui/approvals?" + url.Values{"marker": {next}}.Encode()
+	}
+	if marker != "" {
+		d.RunsFirstURL = "/ui/approvals"
+	}
 	if len(recs) > approvalsShown {
 		recs, d.More = recs[:approvalsShown], true
 	}
@@ -253,14 +273,8 @@ func (s *Server) approvals(w http.ResponseWriter, r *http.Request, v *visitor) {
 		if ttl := s.cfg.Policy.TTL; ttl > 0 {
 			p.Expires = rec.CreatedTS.Add(ttl)
 		}
-		switch {
-		case p.Mine && !s.cfg.Policy.SelfApproval:
-			p.Why = "You asked for this: another approver must decide."
-		case !v.can(auth.Approve):
-			p.Why = "Your roles (" + strings.Join(v.tok.Roles, ", ") + ") do not include approving."
-		default:
-			p.CanDecide = true
-		}
+		p.Why = s.whyNot(v, "this", rec.Requester, "")
+		p.CanDecide = p.Why == ""
 		if p.Mine {
 			d.Mine++
 		} else if p.CanDecide {
@@ -274,7 +288,11 @@ func (s *Server) approvals(w http.ResponseWriter, r *http.Request, v *visitor) {
 	} else if vw.Flash = runFlash(r); vw.Flash != "" {
 		vw.FlashLink = "/ui/runs/" + r.URL.Query().Get("run")
 	}
-	vw.Live = &liveRegion{URL: "/ui/approvals?part=live", Stream: "type=action.*,run.*"}
+	live := url.Values{"part": {"live"}}
+	if marker != "" {
+		live.Set("marker", marker)
+	}
+	vw.Live = &liveRegion{URL: "/ui/approvals?" + live.Encode(), Stream: "type=action.*,run.*"}
 	vw.Data = d
 	s.render(w, r, http.StatusOK, "approvals", vw)
 }
@@ -450,14 +468,8 @@ func (s *Server) actionDetail(w http.ResponseWriter, r *http.Request, v *visitor
 		d.Expires = a.CreatedTS.Add(ttl)
 	}
 	if a.State == action.PendingApprove {
-		switch {
-		case d.Mine && !s.cfg.Policy.SelfApproval:
-			d.Why = "You asked for this: another approver must decide."
-		case !v.can(auth.Approve):
-			d.Why = "Your roles (" + strings.Join(v.tok.Roles, ", ") + ") do not include approving."
-		default:
-			d.CanDecide = true
-		}
+		d.Why = s.whyNot(v, "this", a.Requester, "")
+		d.CanDecide = d.Why == ""
 	}
 	vw := newView(v, "Action "+id[:8], "actions")
 	vw.Flash = flash(r)
@@ -468,8 +480,15 @@ func (s *Server) actionDetail(w http.ResponseWriter, r *http.Request, v *visitor
 
 type clusterView struct {
 	store.Cluster
-	Nodes []store.Node
-	Up    int
+	Nodes  []nodeRow
+	Counts wire.NodeCounts
+}
+
+// nodeRow is a node as the clusters page shows it: Status is the status it
+// is shown with (nodes.Status: DRAINED over UP), as in the API and the CLI.
+type nodeRow struct {
+	store.Node
+	Status string
 }
 
 func (s *Server) clusters(w http.ResponseWriter, r *http.Request, v *visitor) {
@@ -480,18 +499,15 @@ func (s *Server) clusters(w http.ResponseWriter, r *http.Request, v *visitor) {
 		if err != nil {
 			return err
 		}
-		nodes, err := rd.Nodes(ctx, "")
+		all, err := rd.Nodes(ctx, "")
 		if err != nil {
 			return err
 		}
 		for _, c := range cs {
-			cv := clusterView{Cluster: c}
-			for _, n := range nodes {
-				if n.ClusterID == c.ID {
-					cv.Nodes = append(cv.Nodes, n)
-					if n.Status == store.NodeUp {
-						cv.Up++
-					}
+			cv := clusterView{Cluster: c, Counts: corenodes.Counts(all, c.ID)}
+			for i := range all {
+				if n := &all[i]; n.ClusterID == c.ID {
+					cv.Nodes = append(cv.Nodes, nodeRow{Node: *n, Status: corenodes.Status(n)})
 				}
 			}
 			out = append(out, cv)

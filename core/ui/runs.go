@@ -10,6 +10,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/musterhq/muster/core/actions"
 	"github.com/musterhq/muster/core/approval"
 	"github.com/musterhq/muster/core/auth"
 	"github.com/musterhq/muster/core/runs"
@@ -23,11 +24,11 @@ import (
 // permission; the engine checks the rest (state, four-eyes, digest,
 // approval window, forgiving errors on resume) and writes the events.
 type RunChanger interface {
-	Approve(ctx context.Context, tx store.Tx, id, digest string, who runs.Who) (*store.Run, error)
-	Reject(ctx context.Context, tx store.Tx, id string, who runs.Who, reason string) (*store.Run, error)
-	Pause(ctx context.Context, tx store.Tx, id string, who runs.Who) (*store.Run, error)
-	Resume(ctx context.Context, tx store.Tx, id string, who runs.Who, mayApprove bool) (*store.Run, error)
-	Cancel(ctx context.Context, tx store.Tx, id string, who runs.Who, reason string) (*store.Run, error)
+	Approve(ctx context.Context, tx store.Tx, id, digest string, who actions.Actor) (*store.Run, error)
+	Reject(ctx context.Context, tx store.Tx, id string, who actions.Actor, reason string) (*store.Run, error)
+	Pause(ctx context.Context, tx store.Tx, id string, who actions.Actor) (*store.Run, error)
+	Resume(ctx context.Context, tx store.Tx, id string, who actions.Actor, mayApprove bool) (*store.Run, error)
+	Cancel(ctx context.Context, tx store.Tx, id string, who actions.Actor, reason string) (*store.Run, error)
 }
 
 // runsPerPage is the size of a page of the Runs list.
@@ -46,10 +47,12 @@ type stageProgress struct {
 	Total    int
 	Finished int // children in a final state
 	Counts   []stateCount
+	// More counts the nodes not listed (a brief run lists the first ones).
+	More int
 }
 
 func progressOf(st wire.Stage) stageProgress {
-	p := stageProgress{Stage: st, Total: len(st.Nodes)}
+	p := stageProgress{Stage: st, Total: st.Size(), More: st.Size() - len(st.Nodes)}
 	order := append([]string{"PENDING"}, statesText()...)
 	for _, s := range order {
 		if n := st.Counts[s]; n > 0 {
@@ -101,27 +104,27 @@ func (s *Server) runsList(w http.ResponseWriter, r *http.Request, v *visitor) {
 		if d.Clusters, err = rd.Clusters(ctx); err != nil {
 			return err
 		}
-		if f.Marker != "" {
-			if _, err := rd.Run(ctx, f.Marker); err != nil {
-				return err
-			}
+		if err := markerRun(ctx, rd, f.Marker); err != nil {
+			return err
 		}
-		list, err := rd.ListRuns(ctx, f.query(runsPerPage+1))
+		q := f.query(runsPerPage + 1)
+		q.Brief = true
+		list, err := rd.ListRuns(ctx, q)
+		if err != nil {
+			return err
+		}
+		if len(list) > runsPerPage {
+			list = list[:runsPerPage]
+			q := f.values()
+			q.Set("marker", list[runsPerPage-1].ID)
+			d.NextURL = "/ui/runs?" + q.Encode()
+		}
+		byRun, err := childCounts(ctx, rd, list)
 		if err != nil {
 			return err
 		}
 		for i := range list {
-			if i == runsPerPage {
-				q := f.values()
-				q.Set("marker", list[i-1].ID)
-				d.NextURL = "/ui/runs?" + q.Encode()
-				break
-			}
-			kids, err := rd.RunChildren(ctx, list[i].ID)
-			if err != nil {
-				return err
-			}
-			row := runRow{Run: runs.View(&list[i], kids, false)}
+			row := runRow{Run: runs.View(&list[i], byRun[list[i].ID])}
 			for _, st := range row.Stages {
 				row.Progress = append(row.Progress, progressOf(st))
 			}
@@ -150,6 +153,33 @@ func (s *Server) runsList(w http.ResponseWriter, r *http.Request, v *visitor) {
 	vw.Live = &liveRegion{URL: "/ui/runs?" + live.Encode(), Stream: stream.Encode()}
 	vw.Data = d
 	s.render(w, r, status, "runs", vw)
+}
+
+// markerRun checks that a page's marker ("": none) names a run, without
+// reading it (store.ErrNotFound otherwise).
+func markerRun(ctx context.Context, rd store.Reader, marker string) error {
+	if marker == "" {
+		return nil
+	}
+	ok, err := store.RunExists(ctx, rd, marker)
+	if err == nil && !ok {
+		err = fmt.Errorf("marker %s: %w", marker, store.ErrNotFound)
+	}
+	return err
+}
+
+// childCounts reads the counts of the children of runs, by run, from the
+// counters the store keeps with them: a page of runs never reads children.
+func childCounts(ctx context.Context, rd store.Reader, list []store.Run) (map[string][]store.ChildCount, error) {
+	ids := make([]string, len(list))
+	for i := range list {
+		ids[i] = list[i].ID
+	}
+	counts, err := rd.RunChildCounts(ctx, ids)
+	if err != nil {
+		return nil, err
+	}
+	return store.CountsByRun(counts), nil
 }
 
 // wave is the nodes of one wave of a stage.
@@ -198,17 +228,24 @@ func (s *Server) runDecisionFor(v *visitor, r *store.Run, applier string) runDec
 	if ttl := s.cfg.Policy.TTL; ttl > 0 {
 		d.Expires = r.CreatedTS.Add(ttl)
 	}
-	switch {
-	case d.Mine && !s.cfg.Policy.SelfApproval:
-		d.Why = "You asked for this run: another approver must decide."
-	case applier != "" && approval.SamePerson(applier, v.tok.Name) && !s.cfg.Policy.SelfApproval:
-		d.Why = "You applied the playbook version of this run: another approver must decide."
-	case !v.can(auth.Approve):
-		d.Why = "Your roles (" + strings.Join(v.tok.Roles, ", ") + ") do not include approving."
-	default:
-		d.CanDecide = true
-	}
+	d.Why = s.whyNot(v, "this run", r.Requester, applier)
+	d.CanDecide = d.Why == ""
 	return d
+}
+
+// whyNot says why visitor v may not approve or reject what (requested by
+// requester, made from a playbook version applied by applier), by the one
+// rule of approval.Policy.MayApprove; "" when they may.
+func (s *Server) whyNot(v *visitor, what, requester, applier string) string {
+	switch s.cfg.Policy.MayApprove(requester, applier, v.tok.Name, v.can(auth.Approve)) {
+	case approval.OwnRequest:
+		return "You asked for " + what + ": another approver must decide."
+	case approval.AppliedPlaybook:
+		return "You applied the playbook version of " + what + ": another approver must decide."
+	case approval.NoRole:
+		return "Your roles (" + strings.Join(v.tok.Roles, ", ") + ") do not include approving."
+	}
+	return ""
 }
 
 // applierOf returns who applied the playbook version run r was made from.
@@ -255,7 +292,8 @@ func (s *Server) runDetail(w http.ResponseWriter, r *http.Request, v *visitor) {
 		s.storeError(w, r, v, err)
 		return
 	}
-	d := runData{Run: runs.View(run, kids, true), Self: "/ui/runs/" + id}
+	d := runData{Run: runs.View(run, store.CountChildren(kids)), Self: "/ui/runs/" + id}
+	d.Run.Children = runs.Grid(run, kids)
 	waves := map[string]map[int][]string{}
 	cells := map[string]*wire.RunChild{}
 	var nodes []string
@@ -334,7 +372,7 @@ func (s *Server) changeRun(c runChange) handlerFunc {
 			s.renderError(w, r, v, http.StatusBadRequest, strings.TrimPrefix(err.Error(), errForm.Error()+": "))
 			return
 		}
-		who := runs.Who{Name: v.tok.Name, Addr: clientAddr(r)}
+		who := actions.Actor{Name: v.tok.Name, Addr: clientAddr(r)}
 		var run *store.Run
 		err = s.st.Update(r.Context(), func(tx store.Tx) error {
 			var err error
@@ -388,27 +426,37 @@ type pendingRun struct {
 	runDecision
 }
 
-// pendingRuns lists the runs waiting for approval, oldest first, at most
-// approvalsShown (more: there are others).
-func (s *Server) pendingRuns(ctx context.Context, rd store.Reader, v *visitor) (out []pendingRun, more bool, err error) {
-	list, err := rd.RunsInState(ctx, "", store.RunPendingApprove)
-	if err != nil {
-		return nil, false, err
+// pendingRuns lists a page of the runs waiting for approval, oldest first:
+// runsPerPage of them after the run marker names ("": from the oldest).
+// next is the marker of the next page, "" when this is the last. The runs
+// are brief: each stage shows its first nodes and how many it has.
+func (s *Server) pendingRuns(ctx context.Context, rd store.Reader, v *visitor, marker string) (out []pendingRun, next string, err error) {
+	if err := markerRun(ctx, rd, marker); err != nil {
+		return nil, "", err
 	}
-	slices.SortStableFunc(list, func(a, b store.Run) int { return a.CreatedTS.Compare(b.CreatedTS) })
-	if len(list) > approvalsShown {
-		list, more = list[:approvalsShown], true
+	list, err := rd.ListRuns(ctx, store.RunQuery{States: []string{store.RunPendingApprove}, Marker: marker,
+		Limit: runsPerPage + 1, Oldest: true, Brief: true})
+	if err != nil {
+		return nil, "", err
+	}
+	if len(list) > runsPerPage {
+		list = list[:runsPerPage]
+		next = list[runsPerPage-1].ID
+	}
+	byRun, err := childCounts(ctx, rd, list)
+	if err != nil {
+		return nil, "", err
 	}
 	for i := range list {
 		applier, err := applierOf(ctx, rd, &list[i])
 		if err != nil {
-			return nil, false, err
+			return nil, "", err
 		}
-		p := pendingRun{Run: runs.View(&list[i], nil, false), runDecision: s.runDecisionFor(v, &list[i], applier)}
+		p := pendingRun{Run: runs.View(&list[i], byRun[list[i].ID]), runDecision: s.runDecisionFor(v, &list[i], applier)}
 		for _, st := range p.Run.Stages {
 			p.Progress = append(p.Progress, progressOf(st))
 		}
 		out = append(out, p)
 	}
-	return out, more, nil
+	return out, next, nil
 }

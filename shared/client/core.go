@@ -89,15 +89,22 @@ func (c *Core) Nodes(ctx context.Context, cluster string, selector ...string) ([
 	return out.Nodes, err
 }
 
-// DrainNode calls POST /api/v1/clusters/{c}/nodes/{n}/drain (drain true)
-// or /undrain.
-func (c *Core) DrainNode(ctx context.Context, cluster, node string, drain bool) (*wire.Node, error) {
-	verb := "drain"
-	if !drain {
-		verb = "undrain"
+// DrainNode calls POST /api/v1/clusters/{c}/nodes/{n}/drain, saying why
+// (reason, "" for none).
+func (c *Core) DrainNode(ctx context.Context, cluster, node, reason string) (*wire.Node, error) {
+	var in any
+	if reason != "" {
+		in = wire.ReasonRequest{Reason: reason}
 	}
 	var out wire.Node
-	_, err := c.call(ctx, http.MethodPost, "/api/v1/clusters/"+url.PathEscape(cluster)+"/nodes/"+url.PathEscape(node)+"/"+verb, nil, &out)
+	_, err := c.call(ctx, http.MethodPost, "/api/v1/clusters/"+url.PathEscape(cluster)+"/nodes/"+url.PathEscape(node)+"/drain", in, &out)
+	return &out, err
+}
+
+// UndrainNode calls POST /api/v1/clusters/{c}/nodes/{n}/undrain.
+func (c *Core) UndrainNode(ctx context.Context, cluster, node string) (*wire.Node, error) {
+	var out wire.Node
+	_, err := c.call(ctx, http.MethodPost, "/api/v1/clusters/"+url.PathEscape(cluster)+"/nodes/"+url.PathEscape(node)+"/undrain", nil, &out)
 	return &out, err
 }
 
@@ -113,8 +120,10 @@ func (c *Core) ForgetNode(ctx context.Context, cluster, node string) (*wire.Forg
 type ActionFilter struct {
 	Cluster string
 	Node    string
-	States  []action.State
-	Kinds   []string
+	// Run lists the child actions of one run.
+	Run    string
+	States []action.State
+	Kinds  []string
 	// Sort is like "created_ts:desc,id:asc".
 	Sort   string
 	Limit  int
@@ -130,6 +139,7 @@ func (f ActionFilter) values() url.Values {
 	}
 	set("cluster", f.Cluster)
 	set("node", f.Node)
+	set("run", f.Run)
 	states := make([]string, len(f.States))
 	for i, s := range f.States {
 		states[i] = string(s)

@@ -30,8 +30,11 @@ type ActionList struct {
 
 // NodeCounts counts the nodes of a cluster by status.
 type NodeCounts struct {
-	Total   int `json:"total"`
-	Up      int `json:"up"`
+	Total int `json:"total"`
+	Up    int `json:"up"`
+	// Drained counts the drained nodes that are not DOWN: they are shown
+	// DRAINED, not UP.
+	Drained int `json:"drained"`
 	Down    int `json:"down"`
 	Unknown int `json:"unknown"`
 }
@@ -86,8 +89,11 @@ type Node struct {
 	Status       string `json:"status"`
 	StatusReason string `json:"status_reason"`
 	// Drained: no new pushes go to the node; Status shows DRAINED then,
-	// unless the node is DOWN.
+	// unless the node is DOWN. DrainedBy and DrainReason say who drained it
+	// and why.
 	Drained     bool       `json:"drained"`
+	DrainedBy   string     `json:"drained_by,omitempty"`
+	DrainReason string     `json:"drain_reason,omitempty"`
 	StoreID     string     `json:"store_id"`
 	Kinds       []string   `json:"kinds"`
 	Version     string     `json:"version"`

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"strings"
 
+	"github.com/musterhq/muster/core/actions"
 	"github.com/musterhq/muster/core/budget"
 	"github.com/musterhq/muster/core/runs"
 	"github.com/musterhq/muster/core/store"
@@ -139,7 +140,7 @@ func (p *Planned) Wire() wire.Plan {
 
 // Start creates a run from exactly the plan of the stored playbook p (as
 // Load gave it, with its version).
-func Start(ctx context.Context, tx store.Tx, e *runs.Engine, p *Playbook, version int, req *wire.PlanRequest, who runs.Who) (*store.Run, error) {
+func Start(ctx context.Context, tx store.Tx, e *runs.Engine, p *Playbook, version int, req *wire.PlanRequest, who actions.Actor) (*store.Run, error) {
 	if strings.TrimSpace(req.Document) != "" || version == 0 {
 		return nil, fmt.Errorf("%w: a run starts from a stored playbook: apply the document first", ErrInvalid)
 	}

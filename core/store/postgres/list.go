@@ -29,6 +29,9 @@ func (r *reader) ListActions(ctx context.Context, q store.ListQuery) ([]store.Re
 	if q.ClusterID != "" {
 		where = append(where, "cluster_id = "+arg(q.ClusterID))
 	}
+	if q.RunID != "" {
+		where = append(where, "run_id = "+arg(q.RunID))
+	}
 	if q.NodeID != "" {
 		where = append(where, "node_id = "+arg(q.NodeID))
 	}

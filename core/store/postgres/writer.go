@@ -76,16 +76,17 @@ func (w *writer) PutNode(ctx context.Context, n *store.Node) error {
 	}
 	rows, err := w.exec(ctx, what,
 		`INSERT INTO nodes (`+nodeColumns+`)
-		SELECT $1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15::jsonb
+		SELECT $1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15::jsonb, $16, $17
 		WHERE EXISTS (SELECT 1 FROM clusters WHERE id = $1)
 		ON CONFLICT (cluster_id, id) DO UPDATE SET addr = excluded.addr, source = excluded.source,
 			status = excluded.status, status_reason = excluded.status_reason,
 			down_cause = excluded.down_cause, drained = excluded.drained,
 			store_id = excluded.store_id, cursor = excluded.cursor, kinds = excluded.kinds,
 			version = excluded.version, last_contact = excluded.last_contact,
-			updated_ts = excluded.updated_ts, labels = excluded.labels`,
+			updated_ts = excluded.updated_ts, labels = excluded.labels,
+			drained_by = excluded.drained_by, drain_reason = excluded.drain_reason`,
 		n.ClusterID, n.ID, n.Addr, n.Source, n.Status, n.StatusReason, n.DownCause, n.Drained, n.StoreID, n.Cursor, list(n.Kinds),
-		n.Version, nullTS(n.LastContact), action.UTC(n.UpdatedTS), string(labels))
+		n.Version, nullTS(n.LastContact), action.UTC(n.UpdatedTS), string(labels), n.DrainedBy, n.DrainReason)
 	if err == nil && rows == 0 {
 		err = fmt.Errorf("%s: cluster %q: %w", what, n.ClusterID, store.ErrNotFound)
 	}

@@ -24,6 +24,10 @@ func (r *reader) ListActions(ctx context.Context, q store.ListQuery) ([]store.Re
 		where = append(where, "cluster_id = ?")
 		args = append(args, q.ClusterID)
 	}
+	if q.RunID != "" {
+		where = append(where, "run_id = ?")
+		args = append(args, q.RunID)
+	}
 	if q.NodeID != "" {
 		where = append(where, "node_id = ?")
 		args = append(args, q.NodeID)

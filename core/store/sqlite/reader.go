@@ -66,7 +66,7 @@ func scanCluster(s scanner) (*store.Cluster, error) {
 	return &c, nil
 }
 
-const nodeColumns = `cluster_id, id, addr, source, status, status_reason, down_cause, drained, store_id, cursor, kinds, version, last_contact, updated_ts, labels`
+const nodeColumns = `cluster_id, id, addr, source, status, status_reason, down_cause, drained, store_id, cursor, kinds, version, last_contact, updated_ts, labels, drained_by, drain_reason`
 
 func (r *reader) Nodes(ctx context.Context, clusterID string) ([]store.Node, error) {
 	q := `SELECT ` + nodeColumns + ` FROM nodes`
@@ -106,7 +106,7 @@ func scanNode(s scanner) (*store.Node, error) {
 	var last sql.NullInt64
 	var ts int64
 	err := s.Scan(&n.ClusterID, &n.ID, &n.Addr, &n.Source, &n.Status, &n.StatusReason, &n.DownCause, &n.Drained,
-		&n.StoreID, &n.Cursor, &kinds, &n.Version, &last, &ts, &lbls)
+		&n.StoreID, &n.Cursor, &kinds, &n.Version, &last, &ts, &lbls, &n.DrainedBy, &n.DrainReason)
 	if err != nil {
 		return nil, err
 	}

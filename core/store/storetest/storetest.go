@@ -43,6 +43,8 @@ func Run(t *testing.T, db NewDB) {
 		{"SessionsEndWithTheirToken", testSessionsEndWithTheirToken},
 		{"RunsRoundTripAndList", testRunsRoundTripAndList},
 		{"ARunHasOneChildPerStageAndNode", testARunHasOneChildPerStageAndNode},
+		{"RunChildCountsFollowTheChildren", testRunChildCountsFollowTheChildren},
+		{"BriefRunLists", testBriefRunLists},
 		{"PlaybookVersions", testPlaybookVersions},
 		{"UpdateRollsBack", testUpdateRollsBack},
 		{"ErrorsLeaveTheTransactionUsable", testErrorsLeaveTheTransactionUsable},
@@ -126,7 +128,7 @@ func testClusterAndNodeRoundTrip(t *testing.T, db NewDB) {
 	c := store.Cluster{ID: "c1", Status: store.ClusterAlert, StatusReason: "node n1 down", UpdatedTS: t0}
 	contact := t0.Add(time.Second)
 	n := store.Node{ClusterID: "c1", ID: "n1", Addr: "10.0.0.1:7420", Source: store.SourceGossip,
-		Status: store.NodeDown, StatusReason: "left", DownCause: store.CauseLeft, Drained: true, StoreID: "sid", Cursor: 42,
+		Status: store.NodeDown, StatusReason: "left", DownCause: store.CauseLeft, Drained: true, DrainedBy: "alice", DrainReason: "disk swap", StoreID: "sid", Cursor: 42,
 		Kinds: []string{"a/b", "c/d"}, Version: "1.2.3", LastContact: &contact, UpdatedTS: t0,
 		Labels: map[string]string{"role": "replica", "zone": "eu-1"}}
 	n2 := store.Node{ClusterID: "c1", ID: "n2", Addr: "x:1", Source: store.SourceStatic, Status: store.NodeUnknown, UpdatedTS: t0}
@@ -582,6 +584,9 @@ func listFixture(t *testing.T, db NewDB) (store.Store, []store.Record) {
 		r.Kind = kinds[i%5%2]
 		r.CreatedTS = t0.Add(time.Duration(i/3) * time.Second)
 		r.UpdatedTS = t0.Add(time.Duration(20-i) * time.Second)
+		if i%5 == 1 {
+			r.RunID, r.Stage, r.Wave = "run-1", fmt.Sprint("s", i), 1+i/8
+		}
 		all = append(all, *r)
 	}
 	update(t, s, func(ctx context.Context, tx store.Tx) error {
@@ -632,6 +637,10 @@ func testListActionsFilters(t *testing.T, db NewDB) {
 		{"kinds", store.ListQuery{Kinds: []string{"muster.io/debug.sleep", "x/y"}}, func(r store.Record) bool { return r.Kind == "muster.io/debug.sleep" }},
 		{"everything", store.ListQuery{ClusterID: "c1", States: []action.State{action.PendingApprove, action.Running}, Kinds: []string{"muster.io/debug.ping"}}, func(r store.Record) bool {
 			return r.ClusterID == "c1" && (r.State == action.PendingApprove || r.State == action.Running) && r.Kind == "muster.io/debug.ping"
+		}},
+		{"run", store.ListQuery{RunID: "run-1"}, func(r store.Record) bool { return r.RunID == "run-1" }},
+		{"run and state", store.ListQuery{RunID: "run-1", States: []action.State{action.PendingSchedule}}, func(r store.Record) bool {
+			return r.RunID == "run-1" && r.State == action.PendingSchedule
 		}},
 		{"no match", store.ListQuery{ClusterID: "c3"}, func(store.Record) bool { return false }},
 		{"limit", store.ListQuery{Limit: 4}, nil},
