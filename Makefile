@@ -18,6 +18,9 @@ DIST      ?= dist
 # x86_64-linux-gnu-gcc, gcc-aarch64-linux-gnu gives the arm64 one.
 CC_amd64  ?= x86_64-linux-gnu-gcc
 CC_arm64  ?= aarch64-linux-gnu-gcc
+# staticcheck at a pinned version, fetched through the module proxy by
+# `go run` (nothing to install; cached after the first run).
+STATICCHECK ?= $(GO) run honnef.co/go/tools/cmd/staticcheck@v0.8.2
 
 .DEFAULT_GOAL := help
 
@@ -91,10 +94,11 @@ test-deps: ## Install what the tests need (systemd, postgresql, chromium) when m
 	  fi
 
 .PHONY: lint
-lint: ## gofmt, go vet, go.mod tidy, and the client build for macOS without cgo
+lint: ## gofmt, go vet, staticcheck, go.mod tidy, and the client build for macOS without cgo
 	@out=$$(gofmt -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go')); \
 	  if [ -n "$$out" ]; then echo "gofmt needed on:"; echo "$$out"; exit 1; fi
 	$(GO) vet $(RACE) $(PKGS)
+	$(STATICCHECK) $(PKGS)
 	@$(GO) mod tidy -diff >/dev/null || { echo "go.mod or go.sum is not tidy: run go mod tidy"; $(GO) mod tidy -diff; exit 1; }
 	CGO_ENABLED=0 GOOS=darwin GOARCH=arm64 $(GO) vet $(PKGS)
 

@@ -123,7 +123,7 @@ func (a *Agent) Run(ctx context.Context) error {
 		NodeID: cfg.NodeID, ClusterID: cfg.ClusterID, Version: version.Version, Labels: cfg.Labels,
 		DefaultTimeout: cfg.Actions.DefaultTimeout,
 		Queue:          q, Runner: run, Kinds: reg, Gatherer: prom, Registerer: prom, Log: a.log,
-		Caller: apiCaller(cfg.API),
+		Caller: apiCaller(cfg.API), Hosts: apiHosts(cfg),
 	})
 	// Refused TLS handshakes (no or a wrong client certificate) land in
 	// the error log.
@@ -201,11 +201,8 @@ func (a *Agent) Run(ctx context.Context) error {
 	}
 	if gs != nil {
 		// Stopped before the pool is left.
-		notePart := &startstop.Hooks{
-			OnStart: func(ctx context.Context) error { return note.Start(ctx, gs) },
-			OnStop:  note.Stop,
-		}
-		if err := parts.Start(ctx, "notifier", notePart); err != nil {
+		note.to = gs
+		if err := parts.Start(ctx, "notifier", note); err != nil {
 			return errors.Join(err, stopAll())
 		}
 	}
@@ -352,4 +349,20 @@ func newRetention(q *queue.Queue, r queue.Retention, interval time.Duration, log
 			}
 		}
 	})
+}
+
+// apiHosts are the names a request over TCP may give in its Host header
+// beside IP literals: those configured, the hosts of the addresses the agent
+// listens on and announces, and the machine's name.
+func apiHosts(cfg Config) []string {
+	hosts := append([]string{}, cfg.API.Hosts...)
+	for _, addr := range []string{cfg.API.Addr, cfg.Gossip.AdvertiseAPI} {
+		if h, _, err := net.SplitHostPort(addr); err == nil && h != "" {
+			hosts = append(hosts, h)
+		}
+	}
+	if h, err := os.Hostname(); err == nil && h != "" {
+		hosts = append(hosts, h)
+	}
+	return hosts
 }

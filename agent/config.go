@@ -2,8 +2,10 @@ package agent
 
 import (
 	"errors"
+	"fmt"
 	"net"
 	"path/filepath"
+	"strings"
 	"time"
 
 	"github.com/musterhq/muster/agent/handlers"
@@ -41,6 +43,10 @@ type APIConfig struct {
 	// SocketGroup is the group (name or gid) whose members may use the
 	// socket; empty: the agent's own group.
 	SocketGroup string `mapstructure:"socket_group" yaml:"socket_group"`
+	// Hosts are DNS names the core reaches this agent by, accepted in the
+	// Host header over TCP beside IP literals, localhost, the machine's
+	// name and the hosts of api.addr and gossip.advertise_api.
+	Hosts []string `mapstructure:"hosts" yaml:"hosts"`
 }
 
 // SocketFile is the name of the socket in data_dir when api.socket is unset.
@@ -142,6 +148,11 @@ func (c *Config) Validate() error {
 	}
 	if c.API.Addr != "" {
 		errs = append(errs, config.ValidateAddr("api.addr", c.API.Addr)...)
+	}
+	for i, h := range c.API.Hosts {
+		if h == "" || strings.ContainsAny(h, ":/ ") {
+			errs.Add(fmt.Sprintf("api.hosts[%d]", i), "%q is not a host name (no port, no scheme)", h)
+		}
 	}
 	errs = append(errs, c.API.TLS.Validate("api.tls")...)
 	errs = append(errs, c.API.Server.Validate("api")...)

@@ -82,7 +82,7 @@ func (c *Core) Run(ctx context.Context) error {
 	if err := os.MkdirAll(cfg.DataDir, 0o700); err != nil {
 		return fmt.Errorf("data_dir: %w", err)
 	}
-	st, err := openStore(ctx, cfg)
+	st, coord, err := openStore(ctx, cfg)
 	if err != nil {
 		return err
 	}
@@ -109,7 +109,7 @@ func (c *Core) Run(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	repl, err := newReplication(cfg, st, ln.Addr().String(), c.log, reg)
+	repl, err := newReplication(cfg, coord, ln.Addr().String(), c.log, reg)
 	if err != nil {
 		ln.Close()
 		return err
@@ -160,8 +160,8 @@ func (c *Core) Run(ctx context.Context) error {
 	// Started in this order, stopped in the reverse one under one deadline
 	// (shutdown_timeout): the API stops taking requests, gossip leaves the
 	// pool, the discovery watch ends, replication gives up the leases, the
-	// orchestrator cancels its passes (they write nothing once cancelled);
-	// then the store closes.
+	// orchestrator cancels its passes (they write nothing once cancelled),
+	// the store stops listening to other replicas; then the store closes.
 	var parts startstop.Group
 	stopAll := func() error {
 		shutCtx, cancel := context.WithTimeout(context.Background(), cfg.ShutdownTimeout)
@@ -172,16 +172,20 @@ func (c *Core) Run(ctx context.Context) error {
 		}
 		return err
 	}
+	if coord != nil {
+		// Stopped last: it hears the other replicas' commits and nudges.
+		if err := parts.Start(ctx, "store listener", coord); err != nil {
+			ln.Close()
+			return errors.Join(err, stopAll())
+		}
+	}
 	if err := parts.Start(ctx, "orchestrator", orch); err != nil {
 		ln.Close()
 		return errors.Join(err, stopAll())
 	}
 	// Stopped before the orchestrator: it gives up the leases first.
-	replPart := &startstop.Hooks{
-		OnStart: func(ctx context.Context) error { return repl.Start(ctx, orch.Nudge, orch.NudgeNode) },
-		OnStop:  repl.Stop,
-	}
-	if err := parts.Start(ctx, "replication", replPart); err != nil {
+	repl.deliver(orch.Nudge, orch.NudgeNode)
+	if err := parts.Start(ctx, "replication", repl); err != nil {
 		ln.Close()
 		return errors.Join(err, stopAll())
 	}
@@ -196,9 +200,7 @@ func (c *Core) Run(ctx context.Context) error {
 		pool = discovery.NewGossipSource(c.log, gossipOptions(cfg, atls)...)
 		sources = append(sources, pool)
 	}
-	watch := startstop.NewFunc(func(ctx context.Context) {
-		_ = discovery.Watch(ctx, st, c.log, repl.Nudge, static.Clusters(), sources...)
-	})
+	watch := discovery.NewWatcher(st, c.log, repl.Nudge, static.Clusters(), sources...)
 	if err := parts.Start(ctx, "discovery", watch); err != nil {
 		ln.Close()
 		return errors.Join(err, stopAll())
@@ -271,23 +273,33 @@ func keyFiles(cfg Config) map[string]string {
 	return files
 }
 
-func openStore(ctx context.Context, cfg Config) (store.Store, error) {
+// openStore opens the configured store, and returns with it the
+// coordination of several replicas when the store has one (PostgreSQL).
+func openStore(ctx context.Context, cfg Config) (store.Store, coordination, error) {
 	var (
 		st  store.Store
 		err error
 	)
 	switch {
 	case cfg.Store.Driver == DriverPostgres:
-		st, err = postgres.Open(ctx, cfg.Store.DSN)
+		pg, err := postgres.Open(ctx, cfg.Store.DSN)
+		if err != nil {
+			return nil, nil, fmt.Errorf("open store: %w", err)
+		}
+		return pg, pg, nil
+	case postgres.LooksLikeDSN(cfg.Store.DSN):
+		// Shown redacted: the string may hold a password.
+		return nil, nil, fmt.Errorf("store.dsn looks like a PostgreSQL connection string (%s), but store.driver is %q: set store.driver: %s (MUSTER_STORE_DRIVER=%s)",
+			postgres.Describe(cfg.Store.DSN), cfg.Store.Driver, DriverPostgres, DriverPostgres)
 	case cfg.Store.DSN != "":
 		st, err = sqlite.OpenFile(ctx, cfg.Store.DSN)
 	default:
 		st, err = sqlite.Open(ctx, cfg.DataDir)
 	}
 	if err != nil {
-		return nil, fmt.Errorf("open store: %w", err)
+		return nil, nil, fmt.Errorf("open store: %w", err)
 	}
-	return st, nil
+	return st, nil, nil
 }
 
 // listen opens the API listener, with TLS when configured; with

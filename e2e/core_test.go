@@ -71,6 +71,9 @@ type fleetOptions struct {
 	// dsn, with replicas, is the PostgreSQL database of the replicas; ""
 	// means a fresh database on the test binary's shared server.
 	dsn string
+	// stepKind names the kind of a step fleet's script (default
+	// example.com/step).
+	stepKind string
 }
 
 func newFleetWith(t testing.TB, o fleetOptions) *fleet {

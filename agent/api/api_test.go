@@ -78,7 +78,7 @@ func setup(t *testing.T) *fixture {
 func (f *fixture) do(t *testing.T, method, path, body string) (int, []byte) {
 	t.Helper()
 	req, _ := http.NewRequest(method, f.url+path, strings.NewReader(body))
-	if body != "" {
+	if body != "" || method == http.MethodPost {
 		req.Header.Set("Content-Type", "application/json")
 	}
 	resp, err := f.client.Do(req)
@@ -239,12 +239,20 @@ func TestChangesCursorAndAck(t *testing.T) {
 	if st != 200 || len(page.Actions) != 2 || !page.More {
 		t.Fatalf("page 1: %d %s", st, b)
 	}
-	_, b = f.do(t, "GET", fmt.Sprintf("/api/v1/actions?since=%d&ack=1", page.NextCursor), "")
+	if st, b := f.do(t, "POST", "/api/v1/actions/ack", fmt.Sprintf(`{"cursor":%d}`, page.NextCursor)); st != http.StatusNoContent {
+		t.Fatalf("ack: %d %s", st, b)
+	}
+	_, b = f.do(t, "GET", fmt.Sprintf("/api/v1/actions?since=%d", page.NextCursor), "")
 	page2 := decode[wire.ChangesPage](t, b)
 	if len(page2.Actions) == 0 || page2.More {
 		t.Fatalf("page 2: %s", b)
 	}
-	for _, bad := range []string{"since=-1", "since=x", "limit=0", "limit=100000", "ack=1", "ack=2&since=1"} {
+	for _, bad := range []string{`{"cursor":-1}`, `{"cursor":"x"}`, `{}x`, ``} {
+		if st, _ := f.do(t, "POST", "/api/v1/actions/ack", bad); st != 400 {
+			t.Errorf("ack %s: status %d, want 400", bad, st)
+		}
+	}
+	for _, bad := range []string{"since=-1", "since=x", "limit=0", "limit=100000", "ack=2&since=1"} {
 		if st, _ := f.do(t, "GET", "/api/v1/actions?"+bad, ""); st != 400 {
 			t.Errorf("%s: status %d, want 400", bad, st)
 		}
@@ -316,6 +324,24 @@ func TestInfoHealthMetrics(t *testing.T) {
 	}
 }
 
+// Issue 17, hardening: a push body with a key twice, or a key that names a
+// field only when case is ignored, is a 400: a proxy or a log reading the
+// body must not see another action than the agent queues.
+func TestPushRefusesDuplicateAndCaseFoldedKeys(t *testing.T) {
+	t.Parallel()
+	for _, body := range []string{
+		`{"kind":"muster.io/debug.ping","kind":"muster.io/debug.sleep"}`,
+		`{"KIND":"muster.io/debug.ping"}`,
+		`{"kind":"muster.io/debug.ping","Requester":"root"}`,
+		`{"kind":"muster.io/debug.ping","args":{"x":1,"x":2}}`,
+	} {
+		a, err := DecodePush([]byte(body), "n1", "c1")
+		if a != nil || classify(err).status != 400 {
+			t.Errorf("DecodePush(%s) = %+v, %v; want a 400", body, a, err)
+		}
+	}
+}
+
 // FuzzDecodePush checks that no body makes decoding panic, and that every
 // body it accepts yields a queueable action.
 func FuzzDecodePush(f *testing.F) {
@@ -327,6 +353,8 @@ func FuzzDecodePush(f *testing.F) {
 		`{"kind":"muster.io/debug.ping","state":"DONE"}`,
 		`{"kind":1}`, `[]`, `null`, ``, `{"args":"x"}`, `{"kind":"a/b","args":{}}{}`,
 		`{"kind":"a/b","timeout_s":1e99}`, "{\"kind\":\"a/b\",\"args\":{\"\xff\":1}}",
+		`{"kind":"muster.io/debug.ping","kind":"muster.io/debug.sleep"}`, `{"KIND":"muster.io/debug.ping"}`,
+		`{"kind":"muster.io/debug.ping","Requester":"root"}`, `{"kind":"a/b","args":{"x":1,"x":2}}`,
 	} {
 		f.Add([]byte(s))
 	}

@@ -6,8 +6,6 @@ import (
 	"github.com/musterhq/muster/agent"
 )
 
-func init() { register(newAgentCmd) }
-
 func newAgentCmd() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "agent",

@@ -19,8 +19,6 @@ import (
 	"github.com/musterhq/muster/shared/wire"
 )
 
-func init() { register(newActionCmd) }
-
 func newActionCmd() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "action",

@@ -13,11 +13,6 @@ import (
 	"github.com/musterhq/muster/shared/wire"
 )
 
-func init() {
-	register(newClusterCmd)
-	register(newNodeCmd)
-}
-
 func newClusterCmd() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "cluster",

@@ -12,8 +12,6 @@ import (
 	"github.com/musterhq/muster/shared/wire"
 )
 
-func init() { register(newTokenCmd) }
-
 func newTokenCmd() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "token",

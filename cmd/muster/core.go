@@ -1,12 +1,17 @@
 package main
 
 import (
+	"errors"
+	"fmt"
+	"os"
+
 	"github.com/spf13/cobra"
+	"gopkg.in/yaml.v3"
 
 	"github.com/musterhq/muster/core"
+	"github.com/musterhq/muster/core/store/postgres"
+	"github.com/musterhq/muster/shared/config"
 )
-
-func init() { register(newCoreCmd) }
 
 func newCoreCmd() *cobra.Command {
 	cmd := &cobra.Command{
@@ -31,6 +36,9 @@ Configuration comes from --config (YAML), then MUSTER_* environment variables
 			}); err != nil {
 				return err
 			}
+			if err := checkConfigSecrets(cmd.Flags().Lookup("config").Value.String()); err != nil {
+				return &exitError{code: 2, err: err}
+			}
 			c, err := core.New(cfg, newLogger(cfg.Log))
 			if err != nil {
 				return configExit(err)
@@ -44,4 +52,31 @@ Configuration comes from --config (YAML), then MUSTER_* environment variables
 	f.String("api-addr", "", "listen address of the REST API (api.addr)")
 	cmd.AddCommand(newCoreStatusCmd())
 	return cmd
+}
+
+// checkConfigSecrets refuses a core configuration file whose store.dsn holds
+// a PostgreSQL password while its group or others may read it, as key files
+// are refused (docs/architecture.md, "Several core replicas on PostgreSQL").
+// The password itself is never shown.
+func checkConfigSecrets(path string) error {
+	if path == "" {
+		return nil
+	}
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return nil // loadConfig has read it; a file gone since fails later
+	}
+	var doc struct {
+		Store struct {
+			DSN string `yaml:"dsn"`
+		} `yaml:"store"`
+	}
+	if yaml.Unmarshal(b, &doc) != nil || !postgres.LooksLikeDSN(doc.Store.DSN) || !postgres.HasPassword(doc.Store.DSN) {
+		return nil
+	}
+	if err := config.CheckPrivateFile(path); errors.Is(err, config.ErrFileOpen) {
+		return fmt.Errorf("config %s holds a PostgreSQL password in store.dsn (%s): %w; or give the DSN in MUSTER_STORE_DSN",
+			path, postgres.Describe(doc.Store.DSN), err)
+	}
+	return nil
 }

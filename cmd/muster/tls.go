@@ -10,8 +10,6 @@ import (
 	"github.com/musterhq/muster/shared/tlsutil"
 )
 
-func init() { register(newTLSCmd) }
-
 func newTLSCmd() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "tls",

@@ -3,6 +3,7 @@ package api
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"net/http"
 	"slices"
 	"strings"
@@ -532,5 +533,26 @@ func TestListFiltersSortAndPaging(t *testing.T) {
 
 	for _, bad := range []string{"state=BOGUS", "sort=colour:asc", "sort=id:sideways", "sort=id,id", "limit=0", "limit=x", "marker=nope", "marker=" + action.NewID()} {
 		e.fail(http.MethodGet, "/api/v1/actions?"+bad, "viewer", nil, http.StatusBadRequest)
+	}
+}
+
+// TestInvalidQueryAnswers400: a list query the store refuses (an unknown sort
+// field, one given twice) answers 400 through the one error mapping, with the
+// store's reason, and the API does not check the sort fields itself.
+func TestInvalidQueryAnswers400(t *testing.T) {
+	t.Parallel()
+	err := fmt.Errorf("list actions: %w: cannot sort by %q", store.ErrInvalidQuery, "colour")
+	if st, code := classify(err); st != http.StatusBadRequest || code != wire.CodeBadRequest {
+		t.Fatalf("ErrInvalidQuery answers %d %s, want 400 %s", st, code, wire.CodeBadRequest)
+	}
+	if !isOurs(err) {
+		t.Fatal("ErrInvalidQuery's message is not shown to the caller")
+	}
+	e := setup(t)
+	for _, bad := range []string{"sort=colour:asc", "sort=state,state:desc", "sort=id,id"} {
+		body := e.fail(http.MethodGet, "/api/v1/actions?"+bad, "viewer", nil, http.StatusBadRequest)
+		if !strings.Contains(body.Message, "invalid query") {
+			t.Fatalf("%s: message %q does not carry the store's reason", bad, body.Message)
+		}
 	}
 }

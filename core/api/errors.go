@@ -67,7 +67,7 @@ func classify(err error) (int, string) {
 	}
 	switch {
 	case errors.Is(err, ErrBadRequest), errors.Is(err, action.ErrInvalid), errors.Is(err, auth.ErrInvalid),
-		errors.Is(err, jsonbody.ErrInvalid):
+		errors.Is(err, jsonbody.ErrInvalid), errors.Is(err, store.ErrInvalidQuery):
 		return http.StatusBadRequest, wire.CodeBadRequest
 	case errors.Is(err, auth.ErrUnauthenticated):
 		return http.StatusUnauthorized, wire.CodeUnauthorized
@@ -156,7 +156,7 @@ func (s *Server) handleError(c *echo.Context, err error) {
 // (so its message is meant for the caller).
 func isOurs(err error) bool {
 	for _, e := range []error{ErrBadRequest, ErrForbidden, ErrWrongState, ErrAmbiguous, ErrUnprocessable,
-		ErrTooLarge, ErrTooMany, ErrBusy, ErrConflict, store.ErrNotFound, store.ErrExists, auth.ErrUnauthenticated,
+		ErrTooLarge, ErrTooMany, ErrBusy, ErrConflict, store.ErrNotFound, store.ErrExists, store.ErrInvalidQuery, auth.ErrUnauthenticated,
 		auth.ErrInvalid, action.ErrInvalid, jsonbody.ErrInvalid, jsonbody.ErrTooLarge, apiserver.ErrUnsupportedMediaType,
 		runs.ErrInvalid, runs.ErrUnresolvable, playbook.ErrInvalid, nodes.ErrConfigured} {
 		if errors.Is(err, e) {

@@ -29,6 +29,9 @@ func FuzzCreateDecode(f *testing.F) {
 		`{"cluster_id":"prod","node_id":"db-1","kind":"muster.io/debug.ping","args":{"a":{"b":{"c":[{}]}}}}`,
 		`{"cluster_id":"prod","node_id":"db-1","kind":"muster.io/debug.ping"} trailing`,
 		`{"cluster_id":1}`, `{"CLUSTER_ID":"prod","node_id":"db-1","kind":"a/b"}`,
+		`{"cluster_id":"prod","node_id":"db-1","kind":"a/b","kind":"muster.io/debug.ping"}`,
+		`{"cluster_id":"prod","Node_ID":"db-1","kind":"a/b"}`,
+		`{"cluster_id":"prod","node_id":"db-1","kind":"a/b","args":{"x":1,"x":2}}`,
 		`[]`, `null`, ``, `{`, "\x00", `{"args":{"\ud800":1}}`,
 	} {
 		f.Add([]byte(seed))
@@ -111,6 +114,12 @@ func FuzzListQuery(f *testing.F) {
 				t.Fatalf("query %q: error %v answers %d, not 400", raw, err, st)
 			}
 			return
+		}
+		// The sort fields are the store's to check: a sort it refuses is a 400 too.
+		if _, err := store.SortKeys(q.Sort); err != nil {
+			if st, _ := classify(err); st != http.StatusBadRequest {
+				t.Fatalf("query %q: sort error %v answers %d, not 400", raw, err, st)
+			}
 		}
 		if len(q.States) > MaxListValues || len(q.Kinds) > MaxListValues || len(q.Sort) > MaxListValues {
 			t.Fatalf("query %q: accepted %d states, %d kinds, %d sort keys", raw, len(q.States), len(q.Kinds), len(q.Sort))

@@ -105,7 +105,7 @@ func (e *env) fixture(route string, n int) (string, any) {
 		e.call(http.MethodPost, "/api/v1/playbooks", "op", wire.ApplyPlaybookRequest{Document: testPlaybook(name, "")}, http.StatusCreated, nil)
 		path = strings.ReplaceAll(path, ":name", name)
 		if !strings.HasPrefix(route, "GET") {
-			body = wire.PlanRequest{ClusterID: "prod"}
+			body = wire.PlanRequest{ClusterID: "prod", Version: 1}
 		}
 	case "POST /api/v1/tokens":
 		body = wire.CreateTokenRequest{Name: fmt.Sprintf("new-%d", n), Roles: []string{"viewer"}}
@@ -172,6 +172,24 @@ func TestAPI5RoleTable(t *testing.T) {
 					t.Fatalf("status %d (%s), want %d", status, b, want[i])
 				}
 			})
+		}
+	}
+}
+
+// Issue 17, item 1: planning a document that is not stored runs the
+// parser on whatever the caller sends, so it needs the operator role (the
+// role that may apply it); planning a stored playbook stays open to viewers.
+func TestPlanningAnUnstoredDocumentNeedsTheOperatorRole(t *testing.T) {
+	t.Parallel()
+	e := setup(t)
+	want := [5]int{401, 403, 200, 403, 200} // none viewer op appr admin
+	for i, who := range callers {
+		if who == "none" {
+			who = ""
+		}
+		body := wire.PlanRequest{ClusterID: "prod", Document: testPlaybook("unsaved", "")}
+		if status, b := e.do(http.MethodPost, "/api/v1/playbooks/unsaved/plan", who, body); status != want[i] {
+			t.Errorf("plan of a document as %q: status %d (%s), want %d", callers[i], status, b, want[i])
 		}
 	}
 }

@@ -74,6 +74,9 @@ type Reader interface {
 	ScheduledBefore(ctx context.Context, t time.Time) ([]Record, error)
 
 	Events(ctx context.Context, since int64, limit int) ([]Event, error)
+	// LatestSeq returns the sequence number of the newest event (0 when
+	// there is none), by one indexed read.
+	LatestSeq(ctx context.Context) (int64, error)
 
 	Tokens(ctx context.Context) ([]Token, error)
 	TokenByHash(ctx context.Context, hash string) (*Token, error)
@@ -301,7 +304,6 @@ func SortKeys(keys []SortKey) ([]SortKey, error) {
 	if len(keys) == 0 {
 		keys = DefaultSort
 	}
-	out := make([]SortKey, 0, len(keys)+1)
 	seen := map[string]bool{}
 	for _, k := range keys {
 		if !slices.Contains(SortFields, k.Field) {
@@ -311,6 +313,9 @@ func SortKeys(keys []SortKey) ([]SortKey, error) {
 			return nil, fmt.Errorf("%w: sort field %q given twice", ErrInvalidQuery, k.Field)
 		}
 		seen[k.Field] = true
+	}
+	out := make([]SortKey, 0, len(keys)+1)
+	for _, k := range keys {
 		out = append(out, k)
 		if k.Field == "id" { // unique: any further key can never decide
 			return out, nil
@@ -394,50 +399,6 @@ type Token struct {
 	Roles     []string  `json:"roles"`
 	Hash      string    `json:"-"`
 	CreatedTS time.Time `json:"created_ts"`
-}
-
-// LatestSeq returns the sequence number of the newest event (0 when there is
-// none) with O(log n) indexed reads: "is there an event after k" is monotone
-// in k, so a galloping then binary search finds the last k for which it holds.
-func LatestSeq(ctx context.Context, r Reader) (int64, error) {
-	// firstAfter returns the seq of the first event after k, if any.
-	firstAfter := func(k int64) (int64, bool, error) {
-		evs, err := r.Events(ctx, k, 1)
-		if err != nil || len(evs) == 0 {
-			return 0, false, err
-		}
-		return evs[0].Seq, true, nil
-	}
-	lo, ok, err := firstAfter(0)
-	if err != nil || !ok {
-		return 0, err
-	}
-	// Invariant: an event exists at lo; none exists after hi.
-	var hi int64
-	for step := int64(1); ; step *= 2 {
-		next, ok, err := firstAfter(lo + step)
-		if err != nil {
-			return 0, err
-		}
-		if !ok {
-			hi = lo + step
-			break
-		}
-		lo = next
-	}
-	for lo < hi {
-		mid := lo + (hi-lo+1)/2
-		next, ok, err := firstAfter(mid - 1)
-		if err != nil {
-			return 0, err
-		}
-		if ok {
-			lo = next // next >= mid > lo
-		} else {
-			hi = mid - 1
-		}
-	}
-	return lo, nil
 }
 
 // EachEvent calls fn for every event after since, oldest first, reading

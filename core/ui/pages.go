@@ -563,7 +563,7 @@ func (s *Server) events(w http.ResponseWriter, r *http.Request, v *visitor) {
 // looking back over at most eventsScanned events.
 func newestEvents(r *http.Request, rd store.Reader, f eventFilter) ([]store.Event, error) {
 	ctx := r.Context()
-	hi, err := store.LatestSeq(ctx, rd)
+	hi, err := rd.LatestSeq(ctx)
 	if err != nil {
 		return nil, err
 	}

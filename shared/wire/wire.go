@@ -81,6 +81,12 @@ type ChangesPage struct {
 	More bool `json:"more"`
 }
 
+// AckRequest is the body of POST /api/v1/actions/ack on the agent: every
+// change up to Cursor is durably stored by the caller.
+type AckRequest struct {
+	Cursor int64 `json:"cursor"`
+}
+
 // Health answers the liveness probes.
 type Health struct {
 	Status string `json:"status"`

@@ -307,6 +307,16 @@ func (r *reader) Events(ctx context.Context, since int64, limit int) ([]store.Ev
 	return out, rows.Err()
 }
 
+// LatestSeq returns the newest event's number (0 with none): the maximum
+// of the primary key, one read of its index.
+func (r *reader) LatestSeq(ctx context.Context) (int64, error) {
+	var seq int64
+	if err := r.tx.QueryRowContext(ctx, `SELECT COALESCE(MAX(seq), 0) FROM events`).Scan(&seq); err != nil {
+		return 0, fmt.Errorf("latest event: %w", err)
+	}
+	return seq, nil
+}
+
 func (r *reader) Tokens(ctx context.Context) ([]store.Token, error) {
 	rows, err := r.tx.QueryContext(ctx, `SELECT name, roles, hash, created_ts FROM tokens ORDER BY name`)
 	if err != nil {

@@ -61,6 +61,7 @@ func Run(t *testing.T, db NewDB) {
 		{"EventsSequenceAndSubscribe", testEventsSequenceAndSubscribe},
 		{"EventsAreNumberedInCommitOrder", testEventsAreNumberedInCommitOrder},
 		{"EventSequenceSurvivesReopen", testEventSequenceSurvivesReopen},
+		{"LatestSeq", testLatestSeq},
 		{"RowsWritten", testRowsWritten},
 		{"ReadIsASnapshot", testReadIsASnapshot},
 	}
@@ -771,6 +772,8 @@ func testListActionsErrors(t *testing.T, db NewDB) {
 	}{
 		{"unknown field", store.ListQuery{Sort: []store.SortKey{{Field: "output"}}}, store.ErrInvalidQuery},
 		{"field twice", store.ListQuery{Sort: []store.SortKey{{Field: "state"}, {Field: "state", Desc: true}}}, store.ErrInvalidQuery},
+		{"id twice", store.ListQuery{Sort: []store.SortKey{{Field: "id"}, {Field: "id", Desc: true}}}, store.ErrInvalidQuery},
+		{"unknown field after id", store.ListQuery{Sort: []store.SortKey{{Field: "id"}, {Field: "output"}}}, store.ErrInvalidQuery},
 		{"unknown marker", store.ListQuery{Marker: action.NewID()}, store.ErrNotFound},
 	}
 	for _, c := range cases {
@@ -917,6 +920,53 @@ func testEventsSequenceAndSubscribe(t *testing.T, db NewDB) {
 		t.Fatal("channel still open after unsubscribe")
 	}
 	unsubscribe() // twice is harmless
+}
+
+// testLatestSeq: LatestSeq is the newest event's number, 0 with none, the
+// transaction's own appends included, and unchanged when older events are
+// purged.
+func testLatestSeq(t *testing.T, db NewDB) {
+	s := setup(t, db)
+	latest := func() int64 {
+		t.Helper()
+		var got int64
+		read(t, s, func(ctx context.Context, r store.Reader) error {
+			var err error
+			got, err = r.LatestSeq(ctx)
+			return err
+		})
+		return got
+	}
+	if got := latest(); got != 0 {
+		t.Fatalf("LatestSeq of an empty log = %d, want 0", got)
+	}
+	var last int64
+	for i := range 5 {
+		update(t, s, func(ctx context.Context, tx store.Tx) error {
+			for range i + 1 {
+				e := &store.Event{Type: store.EventNodeUp, Actor: "core", TS: time.Now().Add(-time.Hour)}
+				if err := tx.AppendEvent(ctx, e); err != nil {
+					return err
+				}
+				last = e.Seq
+			}
+			got, err := tx.LatestSeq(ctx)
+			if err == nil && got != last {
+				t.Errorf("LatestSeq inside the Update = %d, want its own %d", got, last)
+			}
+			return err
+		})
+		if got := latest(); got != last {
+			t.Fatalf("LatestSeq = %d, want %d", got, last)
+		}
+	}
+	update(t, s, func(ctx context.Context, tx store.Tx) error {
+		_, err := tx.PurgeEvents(ctx, time.Now().Add(-time.Minute), 3)
+		return err
+	})
+	if got := latest(); got != last {
+		t.Fatalf("LatestSeq after purging older events = %d, want %d", got, last)
+	}
 }
 
 func testEventSequenceSurvivesReopen(t *testing.T, db NewDB) {
