@@ -197,14 +197,6 @@ func (p *proc) freeze() { p.signal(syscall.SIGSTOP) }
 // thaw sends SIGCONT to a frozen process.
 func (p *proc) thaw() { p.signal(syscall.SIGCONT) }
 
-func (p *proc) signal(sig syscall.Signal) {
-	p.mu.Lock()
-	cmd := p.cmd
-	p.mu.Unlock()
-	if cmd != nil {
-		_ = cmd.Process.Signal(sig)
-	}
-}
 
 // stop sends SIGTERM and returns the exit code.
 func (p *proc) stop() int {

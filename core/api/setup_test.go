@@ -18,6 +18,7 @@ import (
 
 	"github.com/musterhq/muster/core/approval"
 	"github.com/musterhq/muster/core/auth"
+	"github.com/musterhq/muster/core/enroll"
 	"github.com/musterhq/muster/core/store"
 	"github.com/musterhq/muster/core/store/sqlite"
 	"github.com/musterhq/muster/shared/action"
@@ -121,6 +122,10 @@ func setup(t *testing.T, opts ...func(*Config)) *env {
 	cfg := Config{Policy: approval.DefaultPolicy(), Gatherer: reg, Registerer: reg}
 	for _, o := range opts {
 		o(&cfg)
+	}
+	if cfg.Enroll == nil {
+		ca := testCA(t)
+		cfg.Enroll = enroll.New(enroll.Config{CA: ca.CA, Bundle: ca.pem, GossipKey: "Z29zc2lw"}, st, nil)
 	}
 	n := &nudges{}
 	srv := New(cfg, st, n, slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug})))
