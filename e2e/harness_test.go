@@ -197,7 +197,6 @@ func (p *proc) freeze() { p.signal(syscall.SIGSTOP) }
 // thaw sends SIGCONT to a frozen process.
 func (p *proc) thaw() { p.signal(syscall.SIGCONT) }
 
-
 // stop sends SIGTERM and returns the exit code.
 func (p *proc) stop() int {
 	p.t.Helper()
