@@ -203,7 +203,7 @@ func (s *Server) routes() {
 		gatherer = prometheus.NewRegistry()
 	}
 	s.public(http.MethodGet, "/metrics", echo.WrapHandler(promhttp.HandlerFor(gatherer, promhttp.HandlerOpts{})))
-	s.public(http.MethodGet, "/api/v1/openapi.json", apiserver.ServeJSON(openAPIJSON))
+	s.public(http.MethodGet, "/api/v1/openapi.json", apiserver.ServeOpenAPI(OpenAPIDocument))
 
 	s.add(http.MethodGet, "/api/v1/clusters", auth.Read, onlyParams(s.listClusters))
 	s.add(http.MethodGet, "/api/v1/clusters/:cluster", auth.Read, onlyParams(s.showCluster))
