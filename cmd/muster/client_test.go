@@ -672,3 +672,30 @@ func TestCLIActionListByRun(t *testing.T) {
 		t.Fatalf("action show -o json: %s", out)
 	}
 }
+
+// TestCLIJoinTokens: a join token needs no name (one is made from its
+// cluster), carries its TTL, cluster and uses, and is listed with them; a
+// token without a name that is not a join token is a usage error, and so
+// is a bad combination the core refuses.
+func TestCLIJoinTokens(t *testing.T) {
+	t.Parallel()
+	e := setupCLI(t, approval.DefaultPolicy())
+	file := filepath.Join(t.TempDir(), "join.token")
+	out, msg, code := e.run("admin", "token", "create", "--roles", "enroll", "--ttl", "2h", "--cluster", "prod",
+		"--uses", "50", "--secret-file", file, "-o", "json")
+	tok := decode[wire.Token](t, out)
+	if code != 0 || !strings.HasPrefix(tok.Name, "join-prod-") || tok.ClusterID != "prod" || tok.UsesLeft == nil ||
+		*tok.UsesLeft != 50 || tok.ExpiresTS == nil || time.Until(*tok.ExpiresTS) > 2*time.Hour || time.Until(*tok.ExpiresTS) < time.Hour {
+		t.Fatalf("join token create: %d %s %s", code, out, msg)
+	}
+	out, _, code = e.run("admin", "token", "list")
+	if code != 0 || !regexp.MustCompile(`(?m)^join-prod-\S+\s+enroll\s+\S+ \S+\s+\S+ \S+\s+prod\s+50$`).MatchString(out) {
+		t.Fatalf("token list: %s", out)
+	}
+	if _, msg, code := e.run("admin", "token", "create", "--role", "viewer"); code != 2 || !strings.Contains(msg, "NAME is required") {
+		t.Fatalf("a viewer token without a name: %d %q", code, msg)
+	}
+	if _, msg, code := e.run("admin", "token", "create", "ci", "--role", "operator", "--uses", "3"); code != 1 || !strings.Contains(msg, "join tokens") {
+		t.Fatalf("uses on an operator token: %d %q", code, msg)
+	}
+}

@@ -1,9 +1,12 @@
 package main
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"os"
+	"os/signal"
+	"syscall"
 
 	"github.com/spf13/cobra"
 	"gopkg.in/yaml.v3"
@@ -26,6 +29,9 @@ With store.driver postgres, several replicas share one database: each
 cluster's passes run on the replica holding its lease ("muster core status"
 lists them).
 
+SIGHUP reloads the core's certificates (api.tls, agents_tls) from their
+files without a restart.
+
 Configuration comes from --config (YAML), then MUSTER_* environment variables
 (MUSTER_API_ADDR for api.addr), then flags.`,
 		Args: cobra.NoArgs,
@@ -39,11 +45,22 @@ Configuration comes from --config (YAML), then MUSTER_* environment variables
 			if err := checkConfigSecrets(cmd.Flags().Lookup("config").Value.String()); err != nil {
 				return &exitError{code: 2, err: err}
 			}
-			c, err := core.New(cfg, newLogger(cfg.Log))
+			log := newLogger(cfg.Log)
+			c, err := core.New(cfg, log)
 			if err != nil {
 				return configExit(err)
 			}
-			return c.Run(cmd.Context())
+			ctx, stop := context.WithCancel(cmd.Context())
+			defer stop()
+			done := reloadOnHangup(ctx, func() {
+				if err := c.ReloadTLS(); err != nil {
+					log.Error("SIGHUP: reloading certificates failed; the ones in use stay", "err", err)
+				}
+			})
+			err = c.Run(ctx)
+			stop()
+			<-done
+			return err
 		},
 	}
 	f := cmd.Flags()
@@ -52,6 +69,27 @@ Configuration comes from --config (YAML), then MUSTER_* environment variables
 	f.String("api-addr", "", "listen address of the REST API (api.addr)")
 	cmd.AddCommand(newCoreStatusCmd())
 	return cmd
+}
+
+// reloadOnHangup calls reload at every SIGHUP until ctx ends; the returned
+// channel is closed once it stopped listening.
+func reloadOnHangup(ctx context.Context, reload func()) <-chan struct{} {
+	ch := make(chan os.Signal, 1)
+	signal.Notify(ch, syscall.SIGHUP)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		defer signal.Stop(ch)
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-ch:
+				reload()
+			}
+		}
+	}()
+	return done
 }
 
 // checkConfigSecrets refuses a core configuration file whose store.dsn holds

@@ -18,6 +18,7 @@ import (
 
 	"github.com/musterhq/muster/core/approval"
 	"github.com/musterhq/muster/core/auth"
+	"github.com/musterhq/muster/core/enroll"
 	"github.com/musterhq/muster/core/notify"
 	"github.com/musterhq/muster/core/store"
 	"github.com/musterhq/muster/core/store/sqlite"
@@ -132,6 +133,10 @@ func setup(t *testing.T, opts ...func(*Config)) *env {
 	cfg.Notify = notifier
 	for _, o := range opts {
 		o(&cfg)
+	}
+	if cfg.Enroll == nil {
+		ca := testCA(t)
+		cfg.Enroll = enroll.New(enroll.Config{CA: ca.CA, Bundle: ca.pem, GossipKey: "Z29zc2lw"}, st, nil)
 	}
 	n := &nudges{}
 	srv := New(cfg, st, n, slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug})))

@@ -255,6 +255,44 @@ func (c *Core) CreateToken(ctx context.Context, name string, roles []string) (*w
 	return &out, err
 }
 
+// CreateTokenWith calls POST /api/v1/tokens with every field of req (a
+// join token's TTL, cluster and uses).
+func (c *Core) CreateTokenWith(ctx context.Context, req wire.CreateTokenRequest) (*wire.TokenSecret, error) {
+	var out wire.TokenSecret
+	_, err := c.call(ctx, http.MethodPost, "/api/v1/tokens", req, &out)
+	return &out, err
+}
+
+// EnrollCA calls GET /api/v1/enroll/ca: the agent CA bundle, public.
+func (c *Core) EnrollCA(ctx context.Context) (*wire.EnrollCA, error) {
+	var out wire.EnrollCA
+	_, err := c.call(ctx, http.MethodGet, "/api/v1/enroll/ca", nil, &out)
+	return &out, err
+}
+
+// Enroll calls POST /api/v1/enroll with the client's token as join token.
+func (c *Core) Enroll(ctx context.Context, req wire.EnrollRequest) (*wire.EnrollResponse, error) {
+	var out wire.EnrollResponse
+	_, err := c.call(ctx, http.MethodPost, "/api/v1/enroll", req, &out)
+	return &out, err
+}
+
+// Renew calls POST /api/v1/enroll/renew; the client's HTTP client must
+// present the agent's certificate (mutual TLS).
+func (c *Core) Renew(ctx context.Context, req wire.RenewRequest) (*wire.EnrollResponse, error) {
+	var out wire.EnrollResponse
+	_, err := c.call(ctx, http.MethodPost, "/api/v1/enroll/renew", req, &out)
+	return &out, err
+}
+
+// RevokeNode calls POST /api/v1/clusters/{c}/nodes/{n}/revoke.
+func (c *Core) RevokeNode(ctx context.Context, cluster, node, reason string) (*wire.RevokeResult, error) {
+	var out wire.RevokeResult
+	_, err := c.call(ctx, http.MethodPost, "/api/v1/clusters/"+url.PathEscape(cluster)+"/nodes/"+url.PathEscape(node)+"/revoke",
+		wire.RevokeRequest{Reason: reason}, &out)
+	return &out, err
+}
+
 // Tokens calls GET /api/v1/tokens.
 func (c *Core) Tokens(ctx context.Context) ([]wire.Token, error) {
 	var out wire.TokenList
