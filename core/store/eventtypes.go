@@ -21,9 +21,10 @@ const (
 	EventCoreConfigRejected = "core.config_rejected"
 )
 
-// EventTypes is every event type the core appends, by family. A filter on
+// EventTypes is every event type the core appends, by family: a filter on
 // types (the API's ?type=, `muster events --type`) takes these and
-// "family.*"; a test keeps it in step with the Event constants.
+// "family.*", and the notification destinations' event globs are checked
+// against them. A test keeps it in step with the Event constants.
 var EventTypes = []string{
 	EventActionCreated, EventActionApproved, EventActionRejected, EventActionExpired,
 	EventActionStateChanged, EventActionCancelRequested, EventActionConflict, EventActionLost,
@@ -34,7 +35,7 @@ var EventTypes = []string{
 	EventTokenCreated, EventTokenRevoked,
 	EventRunCreated, EventRunApproved, EventRunRejected, EventRunExpired, EventRunStageStarted,
 	EventRunStageFinished, EventRunPaused, EventRunResumed, EventRunCancelled, EventRunFinished,
-	EventPlaybookApplied,
+	EventPlaybookApplied, EventApprovalWaiting, EventNotifyDead,
 	EventCoreReplicaJoined, EventCoreReplicaLost, EventCoreConfigReloaded, EventCoreConfigRejected,
 }
 
