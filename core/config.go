@@ -10,6 +10,8 @@ import (
 	"github.com/musterhq/muster/core/approval"
 	"github.com/musterhq/muster/core/budget"
 	"github.com/musterhq/muster/core/discovery"
+	"github.com/musterhq/muster/core/enroll"
+	"github.com/musterhq/muster/core/notify"
 	"github.com/musterhq/muster/core/retention"
 	"github.com/musterhq/muster/core/streams"
 	"github.com/musterhq/muster/core/ui"
@@ -23,10 +25,13 @@ import (
 // Config is the core's configuration (docs/architecture.md, "Configuration").
 type Config struct {
 	// DataDir holds core.db (with the sqlite driver) and admin.token.
-	DataDir     string                  `mapstructure:"data_dir" yaml:"data_dir"`
-	Store       StoreConfig             `mapstructure:"store" yaml:"store"`
-	API         APIConfig               `mapstructure:"api" yaml:"api"`
-	AgentsTLS   AgentsTLSConfig         `mapstructure:"agents_tls" yaml:"agents_tls"`
+	DataDir   string          `mapstructure:"data_dir" yaml:"data_dir"`
+	Store     StoreConfig     `mapstructure:"store" yaml:"store"`
+	API       APIConfig       `mapstructure:"api" yaml:"api"`
+	AgentsTLS AgentsTLSConfig `mapstructure:"agents_tls" yaml:"agents_tls"`
+	// AgentsCA signs the certificates of agents that enroll with a join
+	// token (docs/architecture.md, "Installing on a fleet").
+	AgentsCA    AgentsCAConfig          `mapstructure:"agents_ca" yaml:"agents_ca"`
 	Clusters    []discovery.ClusterSpec `mapstructure:"clusters" yaml:"clusters"`
 	Orchestrate OrchestrateConfig       `mapstructure:"orchestrate" yaml:"orchestrate"`
 	Approval    approval.Policy         `mapstructure:"approval" yaml:"approval"`
@@ -41,6 +46,11 @@ type Config struct {
 	// than this are purged in the background.
 	Retention time.Duration `mapstructure:"retention" yaml:"retention"`
 	Log       config.Log    `mapstructure:"log" yaml:"log"`
+	// Notify lists the notification destinations (docs/notifications.md).
+	Notify []notify.Destination `mapstructure:"notify" yaml:"notify"`
+	// NotifyAllowLoopback lets destinations be plain http and on loopback
+	// or link-local addresses (`muster dev` sets it).
+	NotifyAllowLoopback bool `mapstructure:"notify_allow_loopback" yaml:"notify_allow_loopback"`
 	// ShutdownTimeout bounds the whole stop, every part together.
 	ShutdownTimeout time.Duration `mapstructure:"shutdown_timeout" yaml:"shutdown_timeout"`
 
@@ -63,6 +73,9 @@ type UIConfig struct {
 	// MaxSessionsPerToken caps the sessions of one token: signing in once
 	// more ends its oldest.
 	MaxSessionsPerToken int `mapstructure:"max_sessions_per_token" yaml:"max_sessions_per_token"`
+	// PublicURL is the core's address as people reach it, for the links
+	// of notifications; empty: http(s)://api.addr.
+	PublicURL string `mapstructure:"public_url" yaml:"public_url"`
 }
 
 // DevLoginTTL is how long the DevLogins links work (`muster dev`).
@@ -120,6 +133,17 @@ type AgentsTLSConfig struct {
 
 // Enabled reports whether agents are reached over TLS.
 func (t AgentsTLSConfig) Enabled() bool { return t.CAFile != "" || t.CertFile != "" || t.KeyFile != "" }
+
+// AgentsCAConfig is the CA the core signs enrolled agents' certificates
+// with, and how long those last (agents renew at two thirds of it).
+type AgentsCAConfig struct {
+	CertFile string        `mapstructure:"cert_file" yaml:"cert_file"`
+	KeyFile  string        `mapstructure:"key_file" yaml:"key_file"`
+	Lifetime time.Duration `mapstructure:"lifetime" yaml:"lifetime"`
+}
+
+// Enabled reports whether the core enrolls agents.
+func (c AgentsCAConfig) Enabled() bool { return c.CertFile != "" || c.KeyFile != "" }
 
 // OrchestrateConfig tunes the orchestration passes.
 type OrchestrateConfig struct {
@@ -180,8 +204,10 @@ func DefaultConfig() Config {
 			ScheduleTTL:      24 * time.Hour,
 			RunPoll:          250 * time.Millisecond,
 		},
+		AgentsCA:        AgentsCAConfig{Lifetime: enroll.DefaultLifetime},
 		Approval:        approval.DefaultPolicy(),
 		Retention:       retention.DefaultConfig().Retention,
+		Notify:          []notify.Destination{},
 		Gossip:          GossipConfig{BindAddr: "0.0.0.0:7946", Join: []string{}, Timing: gossip.Timing{Profile: gossip.ProfileLAN}},
 		UI:              UIConfig{Enabled: true, SessionTTL: 12 * time.Hour, MaxSessionsPerToken: ui.DefaultMaxSessionsPerToken},
 		HA:              HAConfig{LeaseTTL: 10 * time.Second},
@@ -237,6 +263,20 @@ func (c *Config) Validate() error {
 	}
 	if c.API.TLS.ClientCAFile != "" && !c.API.TLS.Enabled() {
 		add("api.tls.client_ca_file", "needs api.tls.cert_file and api.tls.key_file")
+	}
+	if a := c.AgentsCA; a.Enabled() {
+		if a.CertFile == "" || a.KeyFile == "" {
+			add("agents_ca", "cert_file and key_file must be set together")
+		}
+		if !c.API.TLS.Enabled() {
+			add("agents_ca", "needs api.tls: agents enroll over TLS and check the core against their CA pin")
+		}
+		if c.AgentsTLS.CertFile == "" {
+			add("agents_ca", "needs agents_tls (ca_file, cert_file, key_file): enrolled agents require the core's client certificate")
+		}
+		if a.Lifetime < enroll.MinLifetime {
+			add("agents_ca.lifetime", "must be at least %s, got %s", enroll.MinLifetime, a.Lifetime)
+		}
 	}
 
 	clusters := map[string]bool{}
@@ -324,6 +364,16 @@ func (c *Config) Validate() error {
 			add("ha.replica_id", "%v", err)
 		}
 	}
+	known := notify.Known{Dynamic: c.Gossip.Enabled}
+	for _, cl := range c.Clusters {
+		known.Clusters = append(known.Clusters, cl.ID)
+	}
+	errs = append(errs, notify.Validate(c.Notify, c.NotifyAllowLoopback, known)...)
+	if u := c.UI.PublicURL; u != "" {
+		if pu, err := url.Parse(u); err != nil || (pu.Scheme != "http" && pu.Scheme != "https") || pu.Host == "" {
+			add("ui.public_url", "%q is not an http(s) URL with a host", u)
+		}
+	}
 	errs = append(errs, c.Log.Validate()...)
 	errs = append(errs, config.ValidateShutdownTimeout(c.ShutdownTimeout)...)
 	return errs.Err()
@@ -345,6 +395,18 @@ func validAgentAddr(addr string) error {
 		return fmt.Errorf("%q is not host:port", addr)
 	}
 	return nil
+}
+
+// PublicURL is where people reach the core: ui.public_url, else the API's
+// address.
+func (c *Config) PublicURL() string {
+	if c.UI.PublicURL != "" {
+		return c.UI.PublicURL
+	}
+	if c.API.TLS.Enabled() {
+		return "https://" + c.API.Addr
+	}
+	return "http://" + c.API.Addr
 }
 
 // BudgetPolicy is the disruption budget of every configured cluster and

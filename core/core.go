@@ -7,12 +7,16 @@ package core
 import (
 	"context"
 	"crypto/tls"
+	"crypto/x509"
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"net"
 	"net/http"
 	"os"
+	"slices"
+	"strings"
 	"sync"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -20,8 +24,12 @@ import (
 
 	"github.com/musterhq/muster/core/actions"
 	"github.com/musterhq/muster/core/api"
+	"github.com/musterhq/muster/core/approval"
 	"github.com/musterhq/muster/core/auth"
+	"github.com/musterhq/muster/core/budget"
 	"github.com/musterhq/muster/core/discovery"
+	"github.com/musterhq/muster/core/enroll"
+	"github.com/musterhq/muster/core/notify"
 	"github.com/musterhq/muster/core/orchestrate"
 	"github.com/musterhq/muster/core/retention"
 	"github.com/musterhq/muster/core/runs"
@@ -43,9 +51,13 @@ type Core struct {
 	cfg Config
 	log *slog.Logger
 
-	mu    sync.Mutex
-	addr  net.Addr
-	ready chan struct{}
+	mu        sync.Mutex
+	addr      net.Addr
+	ready     chan struct{}
+	live      *live // set while Run serves: what Reload changes
+	reloaders []Reloader
+	// pairs are the certificates ReloadTLS reads again.
+	pairs map[string]*tlsutil.KeyPair
 }
 
 // New checks cfg and returns a core; it opens and starts nothing.
@@ -87,6 +99,8 @@ func (c *Core) Run(ctx context.Context) error {
 		return err
 	}
 	defer st.Close()
+	// Every event a destination wants is enqueued with it.
+	st.SetOutbox(notify.Route(cfg.Notify))
 	if err := auth.Bootstrap(ctx, st, cfg.DataDir, c.log); err != nil {
 		return err
 	}
@@ -97,23 +111,46 @@ func (c *Core) Run(ctx context.Context) error {
 
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
-	atls, err := agentsTLS(cfg.AgentsTLS)
+	atls, agentsPair, err := agentsTLS(cfg.AgentsTLS)
 	if err != nil {
 		return err
+	}
+	enr, err := newEnroll(cfg, st, c.log)
+	if err != nil {
+		return err
+	}
+	if atls != nil {
+		// Every connection to an agent (a sync, a gossip claim check)
+		// refuses a certificate on the revocation list.
+		atls.VerifyConnection = tlsutil.CheckSerials(enr.Revoked)
 	}
 	// One set of rules for every action change, whether the API, the
 	// orchestrator or the run engine makes it.
-	rules := &actions.Rules{Policy: cfg.Approval, ScheduleTTL: cfg.Orchestrate.ScheduleTTL}
-	engine := &runs.Engine{Policy: cfg.Approval, Actions: rules}
-	ln, guard, err := listen(cfg)
+	// The approval policy and the budget are read through their Live
+	// holders, which Reload replaces (SIGHUP).
+	lv := &live{approval: approval.NewLive(cfg.Approval), budget: budget.NewLive(cfg.BudgetPolicy()), st: st}
+	policy, budgets := lv.approval.Policy(), lv.budget.Policy()
+	rules := &actions.Rules{Policy: policy, ScheduleTTL: cfg.Orchestrate.ScheduleTTL}
+	engine := &runs.Engine{Policy: policy, Actions: rules}
+	ln, guard, apiPair, err := listen(cfg, enr)
 	if err != nil {
 		return err
 	}
+	c.mu.Lock()
+	c.pairs = map[string]*tlsutil.KeyPair{}
+	if apiPair != nil {
+		c.pairs["api.tls"] = apiPair
+	}
+	if agentsPair != nil {
+		c.pairs["agents_tls"] = agentsPair
+	}
+	c.mu.Unlock()
 	repl, err := newReplication(cfg, coord, ln.Addr().String(), c.log, reg)
 	if err != nil {
 		ln.Close()
 		return err
 	}
+	repl.st = st // replica joins and losses are events
 	ocfg := orchestrate.Config{
 		Rules:            rules,
 		Interval:         cfg.Orchestrate.Interval,
@@ -126,7 +163,7 @@ func (c *Core) Run(ctx context.Context) error {
 		RunPoll:          cfg.Orchestrate.RunPoll,
 		AgentTLS:         atls,
 		StaticLabels:     discovery.StaticLabels(cfg.Clusters),
-		Budget:           cfg.BudgetPolicy(),
+		Budget:           budgets,
 		Runs:             engine,
 		Leases:           repl.orchestrateLeases(),
 	}
@@ -137,13 +174,21 @@ func (c *Core) Run(ctx context.Context) error {
 		ln.Close()
 		return err
 	}
+	// With several replicas, the one holding the outbox's lease delivers.
+	var notifier *notify.Worker
+	notifier, err = notify.New(notify.Config{Destinations: cfg.Notify, PublicURL: cfg.PublicURL(),
+		AllowLoopback: cfg.NotifyAllowLoopback, Lease: repl.outboxLease(func() { notifier.Nudge() })}, st, c.log, reg)
+	if err != nil {
+		ln.Close()
+		return err
+	}
 	// The API's event streams and the web UI's live updates share one cap
 	// per token and one in all.
 	lim := streams.New(cfg.API.MaxEventStreams, cfg.API.MaxStreamsPerToken)
-	apiSrv := api.New(api.Config{Policy: cfg.Approval, Rules: rules, Budget: cfg.BudgetPolicy(), Gatherer: reg,
-		Registerer: reg, Runs: engine, Replicas: repl, Streams: lim,
+	apiSrv := api.New(api.Config{Policy: policy, Rules: rules, Budget: budgets, Gatherer: reg,
+		Registerer: reg, Runs: engine, Replicas: repl, Streams: lim, Enroll: enr, Notify: notifier,
 		StreamWriteTimeout: cfg.API.WriteTimeout}, st, repl, c.log)
-	handler, closeUI, err := withUI(cfg, apiSrv, rules, engine, repl, st, lim, c.log)
+	handler, closeUI, err := withUI(cfg, policy, apiSrv, rules, engine, repl, st, lim, c.log)
 	if err != nil {
 		ln.Close()
 		return err
@@ -194,11 +239,26 @@ func (c *Core) Run(ctx context.Context) error {
 		ln.Close()
 		return errors.Join(err, stopAll())
 	}
+	if err := parts.Start(ctx, "notify", notifier); err != nil {
+		ln.Close()
+		return errors.Join(err, stopAll())
+	}
 	sources := []discovery.Source{static}
 	var pool *discovery.GossipSource
 	if cfg.Gossip.Enabled {
-		pool = discovery.NewGossipSource(c.log, gossipOptions(cfg, atls)...)
+		opts := append(gossipOptions(cfg, atls), discovery.RefuseRevoked(enr.RevokedNode))
+		pool = discovery.NewGossipSource(c.log, opts...)
 		sources = append(sources, pool)
+	}
+	// A revocation ends the kept connections to agents and has the gossip
+	// claims judged again, on every replica as soon as it reads the list.
+	enr.OnChange(orch.DropAgentConnections)
+	if pool != nil {
+		enr.OnChange(pool.Recheck)
+	}
+	if err := parts.Start(ctx, "enroll", startstop.NewFunc(enr.Run)); err != nil {
+		ln.Close()
+		return errors.Join(err, stopAll())
 	}
 	watch := discovery.NewWatcher(st, c.log, repl.Nudge, static.Clusters(), sources...)
 	if err := parts.Start(ctx, "discovery", watch); err != nil {
@@ -220,7 +280,13 @@ func (c *Core) Run(ctx context.Context) error {
 	}
 	c.mu.Lock()
 	c.addr = ln.Addr()
+	c.live = lv
 	c.mu.Unlock()
+	defer func() {
+		c.mu.Lock()
+		c.live = nil
+		c.mu.Unlock()
+	}()
 	close(c.ready)
 	c.log.Info("core started", "api", ln.Addr().String(), "clusters", len(cfg.Clusters),
 		"data_dir", cfg.DataDir, "store", cfg.Store.Driver, "replica", repl.self.ID, "version", version.Version)
@@ -240,7 +306,7 @@ var _ ui.Changer = (*actions.Rules)(nil)
 
 // withUI serves the web UI at /ui/ beside the API when it is enabled, and
 // returns the handler of both and the UI's Close.
-func withUI(cfg Config, apiSrv *api.Server, rules *actions.Rules, engine *runs.Engine, n ui.Nudger, st store.Store,
+func withUI(cfg Config, policy approval.Policy, apiSrv *api.Server, rules *actions.Rules, engine *runs.Engine, n ui.Nudger, st store.Store,
 	lim *streams.Limiter, log *slog.Logger) (http.Handler, func(), error) {
 	if !cfg.UI.Enabled {
 		return apiSrv.Handler(), func() {}, nil
@@ -248,12 +314,13 @@ func withUI(cfg Config, apiSrv *api.Server, rules *actions.Rules, engine *runs.E
 	uiSrv, err := ui.New(ui.Config{
 		SessionTTL:          cfg.UI.SessionTTL,
 		MaxSessionsPerToken: cfg.UI.MaxSessionsPerToken,
-		Policy:              cfg.Approval,
+		Policy:              policy,
 		ErrorStatus:         api.Status,
 		DevLogins:           cfg.DevLogins,
 		DevLoginsExpire:     cfg.DevLoginsExpire,
 		Runs:                engine,
 		Streams:             lim,
+		Notify:              cfg.Notify,
 	}, st, rules, n, log)
 	if err != nil {
 		return nil, nil, err
@@ -264,9 +331,58 @@ func withUI(cfg Config, apiSrv *api.Server, rules *actions.Rules, engine *runs.E
 	return mux, uiSrv.Close, nil
 }
 
+// ReloadTLS reads the core's certificates again (api.tls, agents_tls) from
+// their files: new connections use them, without a restart (SIGHUP). A pair
+// that fails to load keeps the one in use, and the error names it.
+func (c *Core) ReloadTLS() error {
+	c.mu.Lock()
+	pairs := maps.Clone(c.pairs)
+	c.mu.Unlock()
+	var errs []error
+	for _, key := range slices.Sorted(maps.Keys(pairs)) {
+		if err := pairs[key].Reload(); err != nil {
+			errs = append(errs, fmt.Errorf("%s: %w", key, err))
+			continue
+		}
+		c.log.Info("certificate reloaded", "key", key, "not_after", pairs[key].Leaf().NotAfter)
+	}
+	return errors.Join(errs...)
+}
+
+// newEnroll builds enrollment: with agents_ca, the CA that signs agents,
+// the bundle they are given and the gossip key; without, only the
+// revocation list.
+func newEnroll(cfg Config, st store.Store, log *slog.Logger) (*enroll.Service, error) {
+	ec := enroll.Config{Lifetime: cfg.AgentsCA.Lifetime}
+	if a := cfg.AgentsCA; a.Enabled() {
+		certPEM, err := os.ReadFile(a.CertFile)
+		if err != nil {
+			return nil, fmt.Errorf("agents_ca.cert_file: %w", err)
+		}
+		keyPEM, err := os.ReadFile(a.KeyFile)
+		if err != nil {
+			return nil, fmt.Errorf("agents_ca.key_file: %w", err)
+		}
+		ca, err := tlsutil.ParseCA(tlsutil.Pair{CertPEM: certPEM, KeyPEM: keyPEM})
+		if err != nil {
+			return nil, fmt.Errorf("agents_ca: %w", err)
+		}
+		ec.CA, ec.Bundle = ca, certPEM
+		if cfg.Gossip.Enabled && cfg.Gossip.KeyFile != "" {
+			key, err := os.ReadFile(cfg.Gossip.KeyFile)
+			if err != nil {
+				return nil, fmt.Errorf("gossip.key_file: %w", err)
+			}
+			ec.GossipKey = strings.TrimSpace(string(key))
+		}
+	}
+	return enroll.New(ec, st, log.With("component", "enroll")), nil
+}
+
 // keyFiles are the key files of cfg, by configuration key.
 func keyFiles(cfg Config) map[string]string {
-	files := map[string]string{"api.tls.key_file": cfg.API.TLS.KeyFile, "agents_tls.key_file": cfg.AgentsTLS.KeyFile}
+	files := map[string]string{"api.tls.key_file": cfg.API.TLS.KeyFile, "agents_tls.key_file": cfg.AgentsTLS.KeyFile,
+		"agents_ca.key_file": cfg.AgentsCA.KeyFile}
 	if cfg.Gossip.Enabled {
 		files["gossip.key_file"] = cfg.Gossip.KeyFile
 	}
@@ -307,25 +423,49 @@ func openStore(ctx context.Context, cfg Config) (store.Store, coordination, erro
 // bearer token is still required). Its guard holds api.max_connections
 // open, api.max_connections_per_client from one address (loopback
 // uncapped under `muster dev` alone), making room by closing the oldest
-// connection that does nothing; attach it to the server.
-func listen(cfg Config) (net.Listener, *apiserver.Guard, error) {
+// connection that does nothing; attach it to the server. Its certificate
+// is read from a KeyPair (ReloadTLS); with enrollment, agents'
+// certificates are asked for (renewal checks them).
+func listen(cfg Config, enr *enroll.Service) (net.Listener, *apiserver.Guard, *tlsutil.KeyPair, error) {
 	c := cfg.API
-	tc, err := tlsutil.ListenConfig("api", c.TLS.CertFile, c.TLS.KeyFile, c.TLS.ClientCAFile)
+	var (
+		opts []tlsutil.ListenOption
+		kp   *tlsutil.KeyPair
+		err  error
+	)
+	if c.TLS.Enabled() {
+		if kp, err = tlsutil.LoadKeyPair(c.TLS.CertFile, c.TLS.KeyFile); err != nil {
+			return nil, nil, nil, fmt.Errorf("api.tls.%w", err)
+		}
+		opts = append(opts, tlsutil.ServeKeyPair(kp))
+		if enr.Enabled() {
+			certs, err := tlsutil.ParseCerts(enr.Bundle())
+			if err != nil {
+				return nil, nil, nil, fmt.Errorf("agents_ca.cert_file: %w", err)
+			}
+			pool := x509.NewCertPool()
+			for _, ca := range certs {
+				pool.AddCert(ca)
+			}
+			opts = append(opts, tlsutil.RequestAgentCerts(pool, certs))
+		}
+	}
+	tc, err := tlsutil.ListenConfig("api", c.TLS.CertFile, c.TLS.KeyFile, c.TLS.ClientCAFile, opts...)
 	if err != nil {
-		return nil, nil, err
+		return nil, nil, nil, err
 	}
 	ln, err := net.Listen("tcp", c.Addr)
 	if err != nil {
-		return nil, nil, fmt.Errorf("api.addr: %w", err)
+		return nil, nil, nil, fmt.Errorf("api.addr: %w", err)
 	}
 	// The caps count connections before their handshake: one that never
 	// completes it goes first when room is needed.
 	guard := apiserver.NewGuard(ln, apiserver.GuardConfig{Max: c.MaxConnections,
 		PerClient: c.MaxConnectionsPerClient, ExemptLoopback: cfg.LoopbackUncapped})
 	if tc == nil {
-		return guard, guard, nil
+		return guard, guard, kp, nil
 	}
-	return tls.NewListener(guard, tc), guard, nil
+	return tls.NewListener(guard, tc), guard, kp, nil
 }
 
 // hstsMaxAge is how long a browser that reached the core over TLS keeps to
@@ -344,18 +484,26 @@ func withHSTS(h http.Handler) http.Handler {
 }
 
 // agentsTLS returns the TLS client configuration the orchestrator reaches
-// agents with (nil: plain HTTP). The orchestrator adds, per node, the check
-// that the agent's certificate names that node.
-func agentsTLS(c AgentsTLSConfig) (*tls.Config, error) {
+// agents with (nil: plain HTTP), and the KeyPair of its client certificate
+// (ReloadTLS). The orchestrator adds, per node, the check that the agent's
+// certificate names that node.
+func agentsTLS(c AgentsTLSConfig) (*tls.Config, *tlsutil.KeyPair, error) {
 	if !c.Enabled() {
-		return nil, nil
+		return nil, nil, nil
 	}
-	tc, err := tlsutil.ClientConfig(c.CAFile, c.CertFile, c.KeyFile)
+	tc, err := tlsutil.ClientConfig(c.CAFile, "", "")
 	if err != nil {
-		return nil, fmt.Errorf("agents_tls.%w", err)
+		return nil, nil, fmt.Errorf("agents_tls.%w", err)
+	}
+	var kp *tlsutil.KeyPair
+	if c.CertFile != "" || c.KeyFile != "" {
+		if kp, err = tlsutil.LoadKeyPair(c.CertFile, c.KeyFile); err != nil {
+			return nil, nil, fmt.Errorf("agents_tls.%w", err)
+		}
+		tc.GetClientCertificate = kp.GetClientCertificate
 	}
 	tc.MinVersion = tlsutil.LinkVersion // Go on both ends: TLS 1.3 only
-	return tc, nil
+	return tc, kp, nil
 }
 
 // gossipOptions says how far the core trusts gossip announcements: agents

@@ -33,7 +33,7 @@ func newClusterCmd() *cobra.Command {
 				return apiError(c, err)
 			}
 			if f.json() {
-				return writeJSON(cmd.OutOrStdout(), wire.ClusterList{Clusters: cs})
+				return f.write(cmd.OutOrStdout(), wire.ClusterList{Clusters: cs})
 			}
 			t := newTable(cmd.OutOrStdout(), "CLUSTER", "STATUS", "NODES", "UP", "DRAINED", "DOWN", "UNKNOWN", "REASON")
 			for _, cl := range cs {
@@ -57,7 +57,7 @@ func newClusterCmd() *cobra.Command {
 				return apiError(c, err)
 			}
 			if f.json() {
-				return writeJSON(cmd.OutOrStdout(), cl)
+				return f.write(cmd.OutOrStdout(), cl)
 			}
 			w := cmd.OutOrStdout()
 			fmt.Fprintf(w, "Cluster:  %s\nStatus:   %s\n", textsafe.Escape(cl.ID), textsafe.Escape(cl.Status))
@@ -77,7 +77,7 @@ func newClusterCmd() *cobra.Command {
 				}
 			}
 			fmt.Fprintln(w)
-			return nodeTable(cmd, cl.Nodes, false)
+			return nodeTable(cmd, cl.Nodes, false, f.wide())
 		},
 	}, &cobra.Command{
 		Use:   "orchestrate CLUSTER",
@@ -92,7 +92,7 @@ func newClusterCmd() *cobra.Command {
 				return apiError(c, err)
 			}
 			if f.json() {
-				return writeJSON(cmd.OutOrStdout(), wire.Accepted{Status: "accepted", Message: "orchestration pass of " + args[0] + " requested"})
+				return f.write(cmd.OutOrStdout(), wire.Accepted{Status: "accepted", Message: "orchestration pass of " + args[0] + " requested"})
 			}
 			fmt.Fprintf(cmd.OutOrStdout(), "Orchestration pass of %s requested.\n", textsafe.Escape(args[0]))
 			return nil
@@ -104,7 +104,7 @@ func newClusterCmd() *cobra.Command {
 func newNodeCmd() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "node",
-		Short: "List, drain, undrain and forget the nodes the core knows",
+		Short: "List, drain, undrain, forget and revoke the nodes the core knows",
 	}
 	f := bindClientFlags(cmd)
 	var (
@@ -128,9 +128,9 @@ func newNodeCmd() *cobra.Command {
 				return apiError(c, err)
 			}
 			if f.json() {
-				return writeJSON(cmd.OutOrStdout(), wire.NodeList{Nodes: nodes})
+				return f.write(cmd.OutOrStdout(), wire.NodeList{Nodes: nodes})
 			}
-			return nodeTable(cmd, nodes, true)
+			return nodeTable(cmd, nodes, true, f.wide())
 		},
 	}
 	list.Flags().StringVar(&cluster, "cluster", "", "only the nodes of this cluster")
@@ -168,7 +168,7 @@ func newNodeCmd() *cobra.Command {
 					return apiError(c, err)
 				}
 				if f.json() {
-					return writeJSON(cmd.OutOrStdout(), out)
+					return f.write(cmd.OutOrStdout(), out)
 				}
 				w := cmd.OutOrStdout()
 				switch r := out.(type) {
@@ -186,6 +186,45 @@ func newNodeCmd() *cobra.Command {
 		}
 		cmd.AddCommand(sub)
 	}
+	cmd.AddCommand(newNodeRevokeCmd(f))
+	return cmd
+}
+
+func newNodeRevokeCmd(f *clientFlags) *cobra.Command {
+	var in, reason string
+	cmd := &cobra.Command{
+		Use:   "revoke NODE [--reason TEXT]",
+		Short: "Revoke a node's certificates: the core refuses the node at once (admin role)",
+		Long: `Put every certificate the core signed for NODE (by enrollment) on the
+revocation list. The core drops its connections to the node, refuses the
+node's certificate on every new one and refuses its gossip claims; the
+node cannot renew. It shows as REVOKED until it enrolls again, which needs
+a new join token.`,
+		Example: `  muster node revoke web-7 --reason "disk sent for repair"`,
+		Args:    exactArgs("NODE"),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			c, err := f.core()
+			if err != nil {
+				return err
+			}
+			clusterID, err := nodeCluster(cmd, c, in, args[0])
+			if err != nil {
+				return err
+			}
+			out, err := c.RevokeNode(cmd.Context(), clusterID, args[0], reason)
+			if err != nil {
+				return apiError(c, err)
+			}
+			if f.json() {
+				return writeJSON(cmd.OutOrStdout(), out)
+			}
+			fmt.Fprintf(cmd.OutOrStdout(), "Node %s/%s revoked: %d certificate(s) on the revocation list.\n",
+				textsafe.Escape(clusterID), textsafe.Escape(args[0]), len(out.Serials))
+			return nil
+		},
+	}
+	cmd.Flags().StringVar(&in, "cluster", "", "the node's cluster (needed when several clusters have a node of that name)")
+	cmd.Flags().StringVar(&reason, "reason", "", "why, recorded in the event and shown with the node")
 	return cmd
 }
 
@@ -228,17 +267,30 @@ func nodeReason(n *wire.Node) string {
 	if n.StatusReason != "" {
 		parts = append(parts, n.StatusReason)
 	}
+	if n.Revoked {
+		parts = append(parts, "certificate revoked: "+n.RevokeReason)
+	}
 	return strings.Join(parts, "; ")
 }
 
-func nodeTable(cmd *cobra.Command, nodes []wire.Node, withCluster bool) error {
+// nodeTable prints nodes; wide lists each node's kinds instead of counting
+// them.
+func nodeTable(cmd *cobra.Command, nodes []wire.Node, withCluster, wide bool) error {
 	header := []string{"NODE", "STATUS", "ADDR", "SOURCE", "VERSION", "LAST CONTACT", "KINDS", "LABELS", "REASON"}
 	if withCluster {
 		header = append([]string{"CLUSTER"}, header...)
 	}
 	t := newTable(cmd.OutOrStdout(), header...)
 	for _, n := range nodes {
-		row := []string{n.ID, n.Status, n.Addr, n.Source, n.Version, tsPtr(n.LastContact), strconv.Itoa(len(n.Kinds)),
+		status := n.Status
+		if n.Revoked {
+			status = "REVOKED"
+		}
+		kinds := strconv.Itoa(len(n.Kinds))
+		if wide {
+			kinds = strings.Join(n.Kinds, ",")
+		}
+		row := []string{n.ID, status, n.Addr, n.Source, n.Version, tsPtr(n.LastContact), kinds,
 			labels.Set(n.Labels).String(), nodeReason(&n)}
 		if withCluster {
 			row = append([]string{n.ClusterID}, row...)

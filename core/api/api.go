@@ -24,6 +24,7 @@ import (
 	"github.com/musterhq/muster/core/approval"
 	"github.com/musterhq/muster/core/auth"
 	"github.com/musterhq/muster/core/budget"
+	"github.com/musterhq/muster/core/enroll"
 	"github.com/musterhq/muster/core/runs"
 	"github.com/musterhq/muster/core/store"
 	"github.com/musterhq/muster/core/streams"
@@ -88,6 +89,12 @@ type Config struct {
 	Replicas ReplicaLister
 	// Runs makes every change to runs.
 	Runs *runs.Engine
+	// Notify sends test deliveries and lists the destinations; nil: none
+	// configured.
+	Notify Notifier
+	// Enroll signs, renews and revokes agent certificates; nil answers
+	// its routes 404.
+	Enroll *enroll.Service
 }
 
 // Nudger asks the orchestrator for a pass of one cluster now, or for a sync
@@ -107,7 +114,9 @@ type Server struct {
 	rules *actions.Rules
 	nudge Nudger
 	log   *slog.Logger
-	echo  *echo.Echo
+	// enroll is cfg.Enroll.
+	enroll *enroll.Service
+	echo   *echo.Echo
 	// perms records the permission of every authenticated route, by
 	// "METHOD path"; public routes map to "".
 	perms map[string]auth.Permission
@@ -157,6 +166,7 @@ func New(cfg Config, st store.Store, n Nudger, log *slog.Logger) *Server {
 		perms:   map[string]auth.Permission{},
 		done:    make(chan struct{}),
 		metrics: newMetrics(cfg.Registerer),
+		enroll:  cfg.Enroll,
 	}
 	e := echo.NewWithConfig(echo.Config{
 		Logger:                       log,
@@ -196,7 +206,7 @@ func (s *Server) routes() {
 		gatherer = prometheus.NewRegistry()
 	}
 	s.public(http.MethodGet, "/metrics", echo.WrapHandler(promhttp.HandlerFor(gatherer, promhttp.HandlerOpts{})))
-	s.public(http.MethodGet, "/api/v1/openapi.json", apiserver.ServeJSON(openAPIJSON))
+	s.public(http.MethodGet, "/api/v1/openapi.json", apiserver.ServeOpenAPI(OpenAPIDocument))
 
 	s.add(http.MethodGet, "/api/v1/clusters", auth.Read, onlyParams(s.listClusters))
 	s.add(http.MethodGet, "/api/v1/clusters/:cluster", auth.Read, onlyParams(s.showCluster))
@@ -232,12 +242,26 @@ func (s *Server) routes() {
 	s.add(http.MethodPost, "/api/v1/playbooks/:name/plan", auth.Read, s.planPlaybook)
 	s.add(http.MethodPost, "/api/v1/playbooks/:name/runs", auth.Create, s.startPlaybook)
 
-	s.add(http.MethodGet, "/api/v1/events", auth.Read, onlyParams(s.listEvents, "since", "limit", "tail", "action_id", "run_id", "cluster"))
-	s.add(http.MethodGet, "/api/v1/events/stream", auth.Read, onlyParams(s.streamEvents, "since", "action_id", "run_id", "cluster"))
+	s.add(http.MethodGet, "/api/v1/events", auth.Read, onlyParams(s.listEvents, "since", "limit", "tail", "action_id", "run_id", "cluster", "node", "type"))
+	s.add(http.MethodGet, "/api/v1/events/stream", auth.Read, onlyParams(s.streamEvents, "since", "action_id", "run_id", "cluster", "node", "type"))
+
+	s.add(http.MethodGet, "/api/v1/notify", auth.Notify, onlyParams(s.listNotify))
+	s.add(http.MethodPost, "/api/v1/notify/:name/test", auth.Notify, s.testNotify)
+	s.add(http.MethodGet, "/api/v1/notify/:name/deliveries", auth.Notify, onlyParams(s.listDeliveries, "state", "before", "limit"))
+	s.add(http.MethodPost, "/api/v1/notify/deliveries/:id/redeliver", auth.Notify, s.redeliver)
 
 	s.add(http.MethodPost, "/api/v1/tokens", auth.Tokens, s.createToken)
 	s.add(http.MethodGet, "/api/v1/tokens", auth.Tokens, onlyParams(s.listTokens))
 	s.add(http.MethodDelete, "/api/v1/tokens/:name", auth.Tokens, s.revokeToken)
+
+	// Enrollment: the CA bundle is public (an agent checks it against its
+	// pin before sending a secret); enroll authenticates its join token
+	// itself, so that refusals carry their reason and an event; renewal
+	// authenticates the agent's client certificate.
+	s.public(http.MethodGet, "/api/v1/enroll/ca", s.enrollCA)
+	s.self(http.MethodPost, "/api/v1/enroll", auth.Enroll, s.enrollAgent)
+	s.self(http.MethodPost, "/api/v1/enroll/renew", "", s.renewAgent)
+	s.add(http.MethodPost, "/api/v1/clusters/:cluster/nodes/:node/revoke", auth.Revoke, s.revokeNode)
 
 }
 
@@ -245,6 +269,13 @@ func (s *Server) routes() {
 func (s *Server) add(method, path string, p auth.Permission, h echo.HandlerFunc) {
 	s.perms[method+" "+path] = p
 	s.echo.Add(method, path, h, s.authenticate, s.authorize(p), checkQuery)
+}
+
+// self registers a route that authenticates its caller itself (p is what
+// it grants, "" when no token does).
+func (s *Server) self(method, path string, p auth.Permission, h echo.HandlerFunc) {
+	s.perms[method+" "+path] = p
+	s.echo.Add(method, path, h, checkQuery)
 }
 
 // public registers a route open to anyone.

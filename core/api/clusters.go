@@ -9,6 +9,7 @@ import (
 	"github.com/labstack/echo/v5"
 
 	"github.com/musterhq/muster/core/budget"
+	"github.com/musterhq/muster/core/enroll"
 	"github.com/musterhq/muster/core/nodes"
 	"github.com/musterhq/muster/core/store"
 	"github.com/musterhq/muster/shared/action"
@@ -86,6 +87,11 @@ func (s *Server) showCluster(c *echo.Context) error {
 		for _, n := range nodes {
 			out.Nodes = append(out.Nodes, toWireNode(n))
 		}
+		revoked, err := enroll.RevokedNodes(ctx, r, id)
+		if err != nil {
+			return err
+		}
+		withRevocations(out.Nodes, revoked)
 		return nil
 	})
 	if err != nil {
@@ -117,6 +123,11 @@ func (s *Server) listNodes(c *echo.Context) error {
 				out.Nodes = append(out.Nodes, toWireNode(n))
 			}
 		}
+		revoked, err := enroll.RevokedNodes(ctx, r, cluster)
+		if err != nil {
+			return err
+		}
+		withRevocations(out.Nodes, revoked)
 		return nil
 	})
 	if err != nil {

@@ -10,6 +10,7 @@ import (
 
 	"github.com/musterhq/muster/core/actions"
 	"github.com/musterhq/muster/core/auth"
+	"github.com/musterhq/muster/core/enroll"
 	"github.com/musterhq/muster/core/nodes"
 	"github.com/musterhq/muster/core/runs"
 	"github.com/musterhq/muster/core/runs/playbook"
@@ -17,6 +18,7 @@ import (
 	"github.com/musterhq/muster/shared/action"
 	"github.com/musterhq/muster/shared/apiserver"
 	"github.com/musterhq/muster/shared/jsonbody"
+	"github.com/musterhq/muster/shared/tlsutil"
 	"github.com/musterhq/muster/shared/wire"
 )
 
@@ -63,6 +65,9 @@ func classify(err error) (int, string) {
 		return status, code
 	}
 	if status, code, ok := playbookError(err); ok {
+		return status, code
+	}
+	if status, code, ok := enrollError(err); ok {
 		return status, code
 	}
 	switch {
@@ -158,7 +163,8 @@ func isOurs(err error) bool {
 	for _, e := range []error{ErrBadRequest, ErrForbidden, ErrWrongState, ErrAmbiguous, ErrUnprocessable,
 		ErrTooLarge, ErrTooMany, ErrBusy, ErrConflict, store.ErrNotFound, store.ErrExists, store.ErrInvalidQuery, auth.ErrUnauthenticated,
 		auth.ErrInvalid, action.ErrInvalid, jsonbody.ErrInvalid, jsonbody.ErrTooLarge, apiserver.ErrUnsupportedMediaType,
-		runs.ErrInvalid, runs.ErrUnresolvable, playbook.ErrInvalid, nodes.ErrConfigured} {
+		runs.ErrInvalid, runs.ErrUnresolvable, playbook.ErrInvalid, nodes.ErrConfigured,
+		enroll.ErrDisabled, enroll.ErrInvalid, enroll.ErrRefused, enroll.ErrHeld, tlsutil.ErrBadCSR} {
 		if errors.Is(err, e) {
 			return true
 		}

@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/musterhq/muster/core/store"
 	"github.com/musterhq/muster/shared/wire"
@@ -56,9 +57,19 @@ var roleTable = map[string][5]int{ //        none viewer  op   appr admin
 	"POST /api/v1/playbooks/:name/runs":                  {401, 403, 201, 403, 201},
 	"GET /api/v1/events":                                 {401, 200, 200, 200, 200},
 	"GET /api/v1/events/stream":                          {401, 200, 200, 200, 200},
+	"GET /api/v1/notify":                                 {401, 403, 403, 403, 200},
+	"POST /api/v1/notify/:name/test":                     {401, 403, 403, 403, 200},
+	"GET /api/v1/notify/:name/deliveries":                {401, 403, 403, 403, 200},
+	"POST /api/v1/notify/deliveries/:id/redeliver":       {401, 403, 403, 403, 200},
 	"POST /api/v1/tokens":                                {401, 403, 403, 403, 201},
 	"GET /api/v1/tokens":                                 {401, 403, 403, 403, 200},
 	"DELETE /api/v1/tokens/:name":                        {401, 403, 403, 403, 204},
+	"GET /api/v1/enroll/ca":                              {200, 200, 200, 200, 200},
+	// Only a join token (or an admin's) enrolls; renewal takes the agent's
+	// client certificate, never a bearer token.
+	"POST /api/v1/enroll":                               {401, 403, 403, 403, 201},
+	"POST /api/v1/enroll/renew":                         {401, 401, 401, 401, 401},
+	"POST /api/v1/clusters/:cluster/nodes/:node/revoke": {401, 403, 403, 403, 200},
 }
 
 // fixture makes what one call of a route needs (a fresh action in the right
@@ -125,6 +136,36 @@ func (e *env) fixture(route string, n int) (string, any) {
 		if !strings.HasPrefix(route, "GET") {
 			body = wire.PlanRequest{ClusterID: "prod", Version: 1}
 		}
+	case "POST /api/v1/notify/:name/test", "GET /api/v1/notify/:name/deliveries":
+		path = strings.ReplaceAll(path, ":name", "hook")
+	case "POST /api/v1/notify/deliveries/:id/redeliver":
+		var id int64
+		e.update(func(ctx context.Context, tx store.Tx) error {
+			ev := &store.Event{Type: "notify.test.fixture", Actor: "test"}
+			if err := tx.AppendEvent(ctx, ev); err != nil {
+				return err
+			}
+			d, err := store.NextDelivery(ctx, tx, "hook")
+			if err == nil {
+				id = d.ID
+			}
+			return err
+		})
+		path = strings.ReplaceAll(path, ":id", fmt.Sprint(id))
+	case "POST /api/v1/enroll":
+		node := fmt.Sprintf("enrolled-%d", n)
+		csr, _ := csrFor(e.t, node)
+		body = wire.EnrollRequest{NodeID: node, ClusterID: "prod", CSR: csr}
+	case "POST /api/v1/enroll/renew":
+		csr, _ := csrFor(e.t, "db-1")
+		body = wire.RenewRequest{CSR: csr}
+	case "POST /api/v1/clusters/:cluster/nodes/:node/revoke":
+		node := fmt.Sprintf("revoked-%d", n)
+		e.update(func(ctx context.Context, tx store.Tx) error {
+			return tx.InsertAgentCert(ctx, &store.AgentCert{Serial: fmt.Sprintf("%x", n), ClusterID: "prod", NodeID: node,
+				NotBefore: time.Now(), NotAfter: time.Now().Add(time.Hour), IssuedTS: time.Now(), IssuedBy: "join"})
+		})
+		path = strings.ReplaceAll(path, "db-1", node)
 	case "POST /api/v1/tokens":
 		body = wire.CreateTokenRequest{Name: fmt.Sprintf("new-%d", n), Roles: []string{"viewer"}}
 	case "DELETE /api/v1/tokens/:name":

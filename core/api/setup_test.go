@@ -18,6 +18,8 @@ import (
 
 	"github.com/musterhq/muster/core/approval"
 	"github.com/musterhq/muster/core/auth"
+	"github.com/musterhq/muster/core/enroll"
+	"github.com/musterhq/muster/core/notify"
 	"github.com/musterhq/muster/core/store"
 	"github.com/musterhq/muster/core/store/sqlite"
 	"github.com/musterhq/muster/shared/action"
@@ -119,8 +121,22 @@ func setup(t *testing.T, opts ...func(*Config)) *env {
 	logs := &syncBuffer{}
 	reg := prometheus.NewRegistry()
 	cfg := Config{Policy: approval.DefaultPolicy(), Gatherer: reg, Registerer: reg}
+	// One notification destination, a real receiver answering 204.
+	hook := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { w.WriteHeader(http.StatusNoContent) }))
+	t.Cleanup(hook.Close)
+	dests := []notify.Destination{{Name: "hook", URL: hook.URL + "/in?key=TOPSECRET", Format: notify.FormatSlack, Events: []string{"notify.test.*"}}}
+	st.SetOutbox(notify.Route(dests))
+	notifier, err := notify.New(notify.Config{Destinations: dests, AllowLoopback: true}, st, nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg.Notify = notifier
 	for _, o := range opts {
 		o(&cfg)
+	}
+	if cfg.Enroll == nil {
+		ca := testCA(t)
+		cfg.Enroll = enroll.New(enroll.Config{CA: ca.CA, Bundle: ca.pem, GossipKey: "Z29zc2lw"}, st, nil)
 	}
 	n := &nudges{}
 	srv := New(cfg, st, n, slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug})))

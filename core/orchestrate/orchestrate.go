@@ -706,3 +706,24 @@ func (o *Orchestrator) ExpireSchedules(ctx context.Context) (int, error) {
 	}
 	return len(out), nil
 }
+
+// DropAgentConnections closes the kept connections to every agent and
+// forgets the per-node clients, so that the next call to any agent makes a
+// new TLS handshake. The core calls it when the revocation list changes: a
+// revoked agent is refused at once, not when its kept connection ends.
+func (o *Orchestrator) DropAgentConnections() {
+	o.mu.Lock()
+	states := make([]*clusterState, 0, len(o.clusters))
+	for _, cs := range o.clusters {
+		states = append(states, cs)
+	}
+	o.mu.Unlock()
+	for _, cs := range states {
+		cs.smu.Lock()
+		for id, c := range cs.clients {
+			c.hc.CloseIdleConnections()
+			delete(cs.clients, id)
+		}
+		cs.smu.Unlock()
+	}
+}

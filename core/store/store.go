@@ -27,6 +27,8 @@ var (
 	// ErrInvalidQuery is a list query no store can run, such as an unknown
 	// sort field.
 	ErrInvalidQuery = errors.New("invalid query")
+	// ErrUsedUp is a join token with no use left.
+	ErrUsedUp = errors.New("no use left")
 )
 
 // Store is the core's persistence.
@@ -47,6 +49,9 @@ type Store interface {
 	// RowsWritten counts rows inserted, updated or deleted since Open (for
 	// metrics and the idle-pass benchmark).
 	RowsWritten() int64
+	// SetOutbox makes AppendEvent enqueue notification deliveries (see
+	// Outbox). Call it before the first Update; nil enqueues nothing.
+	SetOutbox(o Outbox)
 	Close() error
 }
 
@@ -81,6 +86,17 @@ type Reader interface {
 	Tokens(ctx context.Context) ([]Token, error)
 	TokenByHash(ctx context.Context, hash string) (*Token, error)
 
+	// AgentCerts lists the agent certificates the core signed for a node
+	// (of any cluster when clusterID is ""; of every node when nodeID is
+	// "" too), newest issue first.
+	AgentCerts(ctx context.Context, clusterID, nodeID string) ([]AgentCert, error)
+	// AgentCert returns the certificate with this serial (ErrNotFound
+	// otherwise).
+	AgentCert(ctx context.Context, serial string) (*AgentCert, error)
+	// RevokedSerials lists the serials of every revoked agent certificate:
+	// the revocation list.
+	RevokedSerials(ctx context.Context) ([]string, error)
+
 	// Session returns the web UI session whose id hashes to hash
 	// (ErrNotFound otherwise), expired or not.
 	Session(ctx context.Context, hash string) (*Session, error)
@@ -112,6 +128,8 @@ type Reader interface {
 	Playbooks(ctx context.Context) ([]Playbook, error)
 	// PlaybookVersions lists every version of one playbook, oldest first.
 	PlaybookVersions(ctx context.Context, name string) ([]Playbook, error)
+
+	OutboxReader
 }
 
 // Tx writes within an Update.
@@ -142,6 +160,23 @@ type Tx interface {
 	// that name) and, in the same transaction, its web UI sessions: a
 	// revoked token signs nobody in, on any replica, after any restart.
 	DeleteToken(ctx context.Context, name string) error
+	// UseToken takes one use of the token whose secret hashes to hash and
+	// returns the uses left, in the caller's transaction: two concurrent
+	// enrollments cannot both take the last use. A token without a use
+	// count returns -1 and is not changed. ErrNotFound: no such token;
+	// ErrUsedUp: no use left.
+	UseToken(ctx context.Context, hash string) (int, error)
+	// InsertAgentCert records a signed agent certificate (ErrExists when the
+	// serial is taken).
+	InsertAgentCert(ctx context.Context, c *AgentCert) error
+	// PruneAgentCerts deletes the certificates of a node (of any cluster)
+	// that expired before t, and returns how many: an expired certificate
+	// fails every handshake, so neither the list nor the node needs it.
+	PruneAgentCerts(ctx context.Context, nodeID string, before time.Time) (int, error)
+	// RevokeAgentCerts marks every unrevoked certificate of a node (of any
+	// cluster when clusterID is "") revoked at at, and returns their
+	// serials (none: an empty list, no error).
+	RevokeAgentCerts(ctx context.Context, clusterID, nodeID string, at time.Time, reason, by string) ([]string, error)
 	// InsertSession stores a new web UI session (ErrExists when the hash
 	// is taken).
 	InsertSession(ctx context.Context, s *Session) error
@@ -159,6 +194,8 @@ type Tx interface {
 	UpdateRun(ctx context.Context, r *Run) error
 	// InsertPlaybook stores a new version (ErrExists when it is taken).
 	InsertPlaybook(ctx context.Context, p *Playbook) error
+
+	OutboxTx
 }
 
 // Record is an action as the core keeps it: the shared record and the
@@ -212,6 +249,9 @@ const (
 	CauseLeft      = "left"
 	CauseFailed    = "failed"
 	CauseDuplicate = "duplicate"
+	// CauseRevoked: the node's certificate is on the revocation list
+	// (core/enroll); its gossip claims are refused until it enrolls again.
+	CauseRevoked = "revoked"
 )
 
 // Reasons shown to people for each cause (Node.StatusReason).
@@ -219,6 +259,7 @@ const (
 	ReasonLeft      = "left"
 	ReasonFailed    = "failed"
 	ReasonDuplicate = "announced from two addresses"
+	ReasonRevoked   = "certificate revoked"
 )
 
 // CauseReason is the text shown to people for a discovery cause.
@@ -230,6 +271,8 @@ func CauseReason(cause string) string {
 		return ReasonFailed
 	case CauseDuplicate:
 		return ReasonDuplicate
+	case CauseRevoked:
+		return ReasonRevoked
 	}
 	return cause
 }
@@ -379,6 +422,8 @@ const (
 	RoleOperator = "operator"
 	RoleApprover = "approver"
 	RoleAdmin    = "admin"
+	// RoleEnroll may only enroll agents (core/enroll).
+	RoleEnroll = "enroll"
 )
 
 // Session is a web UI sign-in (core/ui). Only the hash of its id is stored,
@@ -399,6 +444,48 @@ type Token struct {
 	Roles     []string  `json:"roles"`
 	Hash      string    `json:"-"`
 	CreatedTS time.Time `json:"created_ts"`
+	// ExpiresTS, when set, ends the token (a join token's TTL).
+	ExpiresTS *time.Time `json:"expires_ts,omitempty"`
+	// ClusterID scopes a join token to one cluster ("" for other tokens).
+	ClusterID string `json:"cluster_id,omitempty"`
+	// UsesLeft counts the enrollments a join token still allows (nil:
+	// no count).
+	UsesLeft *int `json:"uses_left,omitempty"`
+}
+
+// Expired reports whether the token has expired at now.
+func (t *Token) Expired(now time.Time) bool {
+	return t.ExpiresTS != nil && !now.Before(*t.ExpiresTS)
+}
+
+// Events of enrollment (core/enroll).
+const (
+	EventNodeEnrolled      = "node.enrolled"
+	EventNodeEnrollRefused = "node.enroll_refused"
+	EventNodeCertRenewed   = "node.cert_renewed"
+	EventNodeRenewRefused  = "node.renew_refused"
+	EventNodeRevoked       = "node.revoked"
+)
+
+// AgentCert is an agent certificate the core signed with its agent CA.
+type AgentCert struct {
+	// Serial is the certificate's serial number in lowercase hex.
+	Serial    string    `json:"serial"`
+	ClusterID string    `json:"cluster_id"`
+	NodeID    string    `json:"node_id"`
+	NotBefore time.Time `json:"not_before"`
+	NotAfter  time.Time `json:"not_after"`
+	IssuedTS  time.Time `json:"issued_ts"`
+	// IssuedBy names the join token, or "renewal".
+	IssuedBy     string     `json:"issued_by"`
+	RevokedTS    *time.Time `json:"revoked_ts,omitempty"`
+	RevokeReason string     `json:"revoke_reason,omitempty"`
+	RevokedBy    string     `json:"revoked_by,omitempty"`
+}
+
+// Live reports whether the certificate is unrevoked and unexpired at now.
+func (c *AgentCert) Live(now time.Time) bool {
+	return c.RevokedTS == nil && now.Before(c.NotAfter)
 }
 
 // EachEvent calls fn for every event after since, oldest first, reading

@@ -194,11 +194,13 @@ var eventTypes = []string{
 	store.EventActionExpired, store.EventActionStateChanged, store.EventActionCancelRequested,
 	store.EventActionConflict, store.EventActionLost,
 	"node.*", store.EventNodeUp, store.EventNodeDown, store.EventNodeJoined, store.EventNodeLeft,
+	store.EventNodeEnrolled, store.EventNodeEnrollRefused, store.EventNodeCertRenewed, store.EventNodeRenewRefused,
+	store.EventNodeRevoked,
 	"cluster.*", store.EventClusterAlert, store.EventClusterHealthy,
 	"token.*", store.EventTokenCreated, store.EventTokenRevoked,
 	"run.*", store.EventRunCreated, store.EventRunApproved, store.EventRunRejected, store.EventRunExpired,
 	store.EventRunStageStarted, store.EventRunStageFinished, store.EventRunPaused, store.EventRunResumed,
-	store.EventRunCancelled, store.EventRunFinished,
+	store.EventRunCancelled, store.EventRunFinished, store.EventRunNodeUnavailable, store.EventRunPromoted,
 }
 
 // eventFilter is the filter of the Events page and of the live stream.

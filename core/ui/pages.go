@@ -14,6 +14,7 @@ import (
 	"github.com/musterhq/muster/core/actions"
 	"github.com/musterhq/muster/core/approval"
 	"github.com/musterhq/muster/core/auth"
+	"github.com/musterhq/muster/core/enroll"
 	corenodes "github.com/musterhq/muster/core/nodes"
 	"github.com/musterhq/muster/core/store"
 	"github.com/musterhq/muster/shared/action"
@@ -270,7 +271,7 @@ func (s *Server) approvals(w http.ResponseWriter, r *http.Request, v *visitor) {
 	}
 	for _, rec := range recs {
 		p := pending{Action: rec.Action, Mine: approval.SamePerson(rec.Requester, v.tok.Name)}
-		if ttl := s.cfg.Policy.TTL; ttl > 0 {
+		if ttl := s.cfg.Policy.Window(); ttl > 0 {
 			p.Expires = rec.CreatedTS.Add(ttl)
 		}
 		p.Why = s.whyNot(v, "this", rec.Requester, "")
@@ -464,7 +465,7 @@ func (s *Server) actionDetail(w http.ResponseWriter, r *http.Request, v *visitor
 		return
 	}
 	d := actionData{Action: a, Mine: approval.SamePerson(a.Requester, v.tok.Name), Self: "/ui/actions/" + id}
-	if ttl := s.cfg.Policy.TTL; ttl > 0 {
+	if ttl := s.cfg.Policy.Window(); ttl > 0 {
 		d.Expires = a.CreatedTS.Add(ttl)
 	}
 	if a.State == action.PendingApprove {
@@ -485,10 +486,13 @@ type clusterView struct {
 }
 
 // nodeRow is a node as the clusters page shows it: Status is the status it
-// is shown with (nodes.Status: DRAINED over UP), as in the API and the CLI.
+// is shown with (nodes.Status: DRAINED over UP), as in the API and the CLI,
+// and its revocation (core/enroll), if any.
 type nodeRow struct {
 	store.Node
-	Status string
+	Status       string
+	Revoked      bool
+	RevokeReason string
 }
 
 func (s *Server) clusters(w http.ResponseWriter, r *http.Request, v *visitor) {
@@ -503,11 +507,17 @@ func (s *Server) clusters(w http.ResponseWriter, r *http.Request, v *visitor) {
 		if err != nil {
 			return err
 		}
+		revoked, err := enroll.RevokedNodes(ctx, rd, "")
+		if err != nil {
+			return err
+		}
 		for _, c := range cs {
 			cv := clusterView{Cluster: c, Counts: corenodes.Counts(all, c.ID)}
 			for i := range all {
 				if n := &all[i]; n.ClusterID == c.ID {
-					cv.Nodes = append(cv.Nodes, nodeRow{Node: *n, Status: corenodes.Status(n)})
+					rc, isRevoked := revoked[n.ClusterID+"/"+n.ID]
+					cv.Nodes = append(cv.Nodes, nodeRow{Node: *n, Status: corenodes.Status(n), Revoked: isRevoked,
+						RevokeReason: rc.RevokeReason})
 				}
 			}
 			out = append(out, cv)

@@ -16,6 +16,7 @@ import (
 
 	"github.com/musterhq/muster/core/actions"
 	"github.com/musterhq/muster/core/approval"
+	"github.com/musterhq/muster/core/auth"
 	corenodes "github.com/musterhq/muster/core/nodes"
 	"github.com/musterhq/muster/core/store"
 	"github.com/musterhq/muster/core/streams"
@@ -51,6 +52,7 @@ var roleTable = map[string][5]int{ //    none viewer  op   appr admin
 	"POST /ui/runs/{id}/cancel":     {303, 403, 303, 403, 303},
 	"GET /ui/clusters":              {303, 200, 200, 200, 200},
 	"GET /ui/events":                {303, 200, 200, 200, 200},
+	"GET /ui/notifications":         {303, 403, 403, 403, 200},
 	"GET /ui/stream":                {401, 200, 200, 200, 200},
 }
 
@@ -916,4 +918,50 @@ func TestSignOutEndsTheSessionsLiveStreams(t *testing.T) {
 		}
 	}
 	t.Fatalf("the stream ended without saying the session ended: %v", sc.Err())
+}
+
+// TestClustersPageShowsRevokedNodes: a node whose newest certificate is
+// revoked shows REVOKED with the reason, escaped; the others do not.
+func TestClustersPageShowsRevokedNodes(t *testing.T) {
+	t.Parallel()
+	e := setup(t)
+	ctx := context.Background()
+	now := time.Now().UTC()
+	err := e.st.Update(ctx, func(tx store.Tx) error {
+		if err := tx.InsertAgentCert(ctx, &store.AgentCert{Serial: "0a", ClusterID: "prod", NodeID: "db-1",
+			NotBefore: now, NotAfter: now.Add(time.Hour), IssuedTS: now, IssuedBy: "join"}); err != nil {
+			return err
+		}
+		_, err := tx.RevokeAgentCerts(ctx, "prod", "db-1", now, "<i>stolen\x1b", "admin")
+		return err
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	b := e.browser().signIn("viewer")
+	_, _, body := b.get("/ui/clusters")
+	if !strings.Contains(body, "REVOKED") || !strings.Contains(body, `certificate revoked: &lt;i&gt;stolen\x1b`) {
+		t.Fatalf("the Clusters page does not show db-1 revoked, escaped:\n%s", body)
+	}
+}
+
+// TestSessionEndsWithItsTokensTTL: a session signed in with a token that
+// has a TTL ends when the token expires, even before the session would.
+func TestSessionEndsWithItsTokensTTL(t *testing.T) {
+	t.Parallel()
+	e := setup(t, func(c *Config) { c.SessionTTL = 12 * time.Hour })
+	secret, _, err := auth.CreateTokenWith(context.Background(), e.st, "brief", []string{store.RoleViewer},
+		auth.Options{TTL: time.Hour}, "admin", "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.secrets["brief"] = secret
+	b := e.browser().signIn("brief")
+	if status, _, _ := b.get("/ui/events"); status != http.StatusOK {
+		t.Fatalf("events: %d", status)
+	}
+	e.clock.add(2 * time.Hour)
+	if status, loc, _ := b.get("/ui/events"); status != http.StatusSeeOther || !strings.HasPrefix(loc, "/ui/login") {
+		t.Fatalf("after the token's TTL: %d to %q, want the sign-in page", status, loc)
+	}
 }

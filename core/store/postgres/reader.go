@@ -365,7 +365,7 @@ func (r *reader) LatestSeq(ctx context.Context) (int64, error) {
 }
 
 func (r *reader) Tokens(ctx context.Context) ([]store.Token, error) {
-	rows, err := r.query(ctx, `SELECT name, roles, hash, created_ts FROM tokens ORDER BY name`)
+	rows, err := r.query(ctx, `SELECT name, roles, hash, created_ts, expires_ts, cluster_id, uses_left FROM tokens ORDER BY name`)
 	if err != nil {
 		return nil, fmt.Errorf("tokens: %w", err)
 	}
@@ -382,7 +382,7 @@ func (r *reader) Tokens(ctx context.Context) ([]store.Token, error) {
 }
 
 func (r *reader) TokenByHash(ctx context.Context, hash string) (*store.Token, error) {
-	t, err := scanToken(r.queryRow(ctx, `SELECT name, roles, hash, created_ts FROM tokens WHERE hash = $1`, hash))
+	t, err := scanToken(r.queryRow(ctx, `SELECT name, roles, hash, created_ts, expires_ts, cluster_id, uses_left FROM tokens WHERE hash = $1`, hash))
 	if errors.Is(err, pgx.ErrNoRows) {
 		return nil, fmt.Errorf("token: %w", store.ErrNotFound)
 	}
@@ -394,8 +394,17 @@ func (r *reader) TokenByHash(ctx context.Context, hash string) (*store.Token, er
 
 func scanToken(s pgx.Row) (*store.Token, error) {
 	var t store.Token
-	if err := s.Scan(&t.Name, &t.Roles, &t.Hash, &t.CreatedTS); err != nil {
+	var uses *int32
+	if err := s.Scan(&t.Name, &t.Roles, &t.Hash, &t.CreatedTS, &t.ExpiresTS, &t.ClusterID, &uses); err != nil {
 		return nil, err
+	}
+	if t.ExpiresTS != nil {
+		e := t.ExpiresTS.UTC()
+		t.ExpiresTS = &e
+	}
+	if uses != nil {
+		n := int(*uses)
+		t.UsesLeft = &n
 	}
 	if len(t.Roles) == 0 {
 		t.Roles = nil

@@ -165,8 +165,9 @@ func (w *writer) InsertToken(ctx context.Context, t *store.Token) error {
 	}
 	what := fmt.Sprintf("insert token %q", t.Name)
 	n, err := w.exec(ctx, what,
-		`INSERT INTO tokens (name, roles, hash, created_ts) VALUES ($1, $2, $3, $4) ON CONFLICT DO NOTHING`,
-		t.Name, list(t.Roles), t.Hash, action.UTC(t.CreatedTS))
+		`INSERT INTO tokens (name, roles, hash, created_ts, expires_ts, cluster_id, uses_left)
+		VALUES ($1, $2, $3, $4, $5, $6, $7) ON CONFLICT DO NOTHING`,
+		t.Name, list(t.Roles), t.Hash, action.UTC(t.CreatedTS), nullTS(t.ExpiresTS), t.ClusterID, t.UsesLeft)
 	if err == nil && n == 0 {
 		err = fmt.Errorf("%s: %w", what, store.ErrExists)
 	}

@@ -319,7 +319,7 @@ func (r *reader) LatestSeq(ctx context.Context) (int64, error) {
 }
 
 func (r *reader) Tokens(ctx context.Context) ([]store.Token, error) {
-	rows, err := r.tx.QueryContext(ctx, `SELECT name, roles, hash, created_ts FROM tokens ORDER BY name`)
+	rows, err := r.tx.QueryContext(ctx, `SELECT name, roles, hash, created_ts, expires_ts, cluster_id, uses_left FROM tokens ORDER BY name`)
 	if err != nil {
 		return nil, fmt.Errorf("tokens: %w", err)
 	}
@@ -336,7 +336,7 @@ func (r *reader) Tokens(ctx context.Context) ([]store.Token, error) {
 }
 
 func (r *reader) TokenByHash(ctx context.Context, hash string) (*store.Token, error) {
-	row := r.tx.QueryRowContext(ctx, `SELECT name, roles, hash, created_ts FROM tokens WHERE hash = ?`, hash)
+	row := r.tx.QueryRowContext(ctx, `SELECT name, roles, hash, created_ts, expires_ts, cluster_id, uses_left FROM tokens WHERE hash = ?`, hash)
 	t, err := scanToken(row)
 	if errors.Is(err, sql.ErrNoRows) {
 		return nil, fmt.Errorf("token: %w", store.ErrNotFound)
@@ -348,8 +348,17 @@ func scanToken(s scanner) (*store.Token, error) {
 	var t store.Token
 	var roles string
 	var ts int64
-	if err := s.Scan(&t.Name, &roles, &t.Hash, &ts); err != nil {
+	var expires, uses sql.NullInt64
+	if err := s.Scan(&t.Name, &roles, &t.Hash, &ts, &expires, &t.ClusterID, &uses); err != nil {
 		return nil, err
+	}
+	if expires.Valid {
+		e := shsqlite.FromMicros(expires.Int64)
+		t.ExpiresTS = &e
+	}
+	if uses.Valid {
+		n := int(uses.Int64)
+		t.UsesLeft = &n
 	}
 	if err := json.Unmarshal([]byte(roles), &t.Roles); err != nil {
 		return nil, fmt.Errorf("token %q: roles: %w", t.Name, err)

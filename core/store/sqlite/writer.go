@@ -160,8 +160,8 @@ func (w *writer) InsertToken(ctx context.Context, t *store.Token) error {
 		return fmt.Errorf("insert token %q: roles: %w", t.Name, err)
 	}
 	_, _, err = w.exec(ctx, fmt.Sprintf("insert token %q", t.Name),
-		`INSERT INTO tokens (name, roles, hash, created_ts) VALUES (?, ?, ?, ?)`,
-		t.Name, roles, t.Hash, shsqlite.Micros(t.CreatedTS))
+		`INSERT INTO tokens (name, roles, hash, created_ts, expires_ts, cluster_id, uses_left) VALUES (?, ?, ?, ?, ?, ?, ?)`,
+		t.Name, roles, t.Hash, shsqlite.Micros(t.CreatedTS), optMicros(t.ExpiresTS), t.ClusterID, optInt(t.UsesLeft))
 	return err
 }
 
