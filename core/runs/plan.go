@@ -197,7 +197,10 @@ func evalNode(st *store.RunStage, node string, kids []Child, env PlanEnv) nodeSt
 		}
 	}
 	procedure := st.Procedure()
-	ctx := newNodeContext(env.Params, node, env.Labels[node], append(slices.Clone(procedure), st.Rollback...))
+	var ctx nodeContext // only for a stage whose steps hold templates
+	if hasTemplates(st) {
+		ctx = newNodeContext(env.Params, node, env.Labels[node], append(slices.Clone(procedure), st.Rollback...))
+	}
 	failed, why := false, ""
 	fail := func(reason string) {
 		if !failed {

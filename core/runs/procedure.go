@@ -140,7 +140,19 @@ func walkArgStrings(v any, fn func(string) string) any {
 	return v
 }
 
-// nodeContext is what a node's templates see.
+// hasTemplates reports whether a step of st has a when or args template.
+func hasTemplates(st *store.RunStage) bool {
+	for _, list := range [][]store.RunStep{st.Steps, st.Rollback} {
+		for _, sp := range list {
+			if strings.Contains(sp.When, "{{") || strings.Contains(string(sp.Args), "{{") {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// nodeContext is what a node's templates see (nil when none has any).
 type nodeContext map[string]any
 
 func newNodeContext(params map[string]any, node string, labels map[string]string, steps []store.RunStep) nodeContext {
@@ -158,6 +170,9 @@ func newNodeContext(params map[string]any, node string, labels map[string]string
 }
 
 func (c nodeContext) set(step, state string, outputs json.RawMessage) {
+	if c == nil {
+		return
+	}
 	out := map[string]string{}
 	if len(outputs) > 0 {
 		_ = json.Unmarshal(outputs, &out)
