@@ -74,3 +74,11 @@ func Remove(ctx context.Context, tx store.Tx, clusterID, nodeID string, by actio
 	}
 	return len(ended), nil
 }
+
+// Apply stores what a sync of the node with its agent found: its status,
+// its agent's database and cursor, kinds, version, labels and last contact
+// (core/orchestrate, which decides them). It appends no event: the caller
+// records node.up and node.down.
+func Apply(ctx context.Context, tx store.Tx, n *store.Node) error {
+	return tx.PutNode(ctx, n)
+}
