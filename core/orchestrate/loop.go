@@ -81,11 +81,11 @@ type clusterState struct {
 	id string
 
 	// requests
-	running   bool              // a loop goroutine runs
-	fullWait  []chan syncDone   // the scheduler's full syncs
-	wantNodes map[string]bool   // nudged nodes (NudgeNode), merged
-	directs   []*direct         // direct calls, in order
-	wake      chan struct{}     // a new request for the running loop
+	running   bool            // a loop goroutine runs
+	fullWait  []chan syncDone // the scheduler's full syncs
+	wantNodes map[string]bool // nudged nodes (NudgeNode), merged
+	directs   []*direct       // direct calls, in order
+	wake      chan struct{}   // a new request for the running loop
 
 	// the loop's own
 	fulls       int                    // full syncs started (FullSyncEvery)
