@@ -580,14 +580,17 @@ func (l *loopRun) commitArrived(j *job, whole bool) {
 	o, cs := l.o, l.cs
 	results := j.arrived
 	j.arrived = nil
-	for _, res := range results {
+	ids := make([]string, len(results))
+	for i, res := range results {
 		delete(l.busy, res.node.ID)
+		ids[i] = res.node.ID
+	}
+	sig := &o.TestSignals.Steps
+	if j.err == nil {
+		j.err = j.ctx.Err() // answers cut short by shutdown are not the agents' word
 	}
 	if j.err != nil {
-		return
-	}
-	if err := j.ctx.Err(); err != nil {
-		j.err = err // answers cut short by shutdown are not the agents' word
+		sig.Send(Step{Cluster: cs.id, Kind: StepDrop, Nodes: ids})
 		return
 	}
 	slices.SortFunc(results, func(a, b *nodeResult) int { return cmp.Compare(a.seq, b.seq) })
@@ -599,10 +602,9 @@ func (l *loopRun) commitArrived(j *job, whole bool) {
 	if j.full {
 		what = "pass of " + cs.id
 	}
-	sig := &o.TestSignals.Steps
-	ids := make([]string, len(vals))
+	ids = ids[:0]
 	for i := range vals {
-		ids[i] = vals[i].node.ID
+		ids = append(ids, vals[i].node.ID)
 	}
 	sig.Send(Step{Cluster: cs.id, Kind: StepCommit, Begin: true, Nodes: ids})
 	changes := j.rep.Changes
@@ -637,10 +639,15 @@ func (l *loopRun) finish(j *job) {
 	if j.release != nil {
 		j.release()
 	}
-	for _, res := range j.arrived {
-		delete(l.busy, res.node.ID)
+	if len(j.arrived) > 0 {
+		ids := make([]string, len(j.arrived))
+		for i, res := range j.arrived {
+			delete(l.busy, res.node.ID)
+			ids[i] = res.node.ID
+		}
+		j.arrived = nil
+		o.TestSignals.Steps.Send(Step{Cluster: cs.id, Kind: StepDrop, Nodes: ids})
 	}
-	j.arrived = nil
 	for _, w := range j.waits {
 		w <- syncDone{rep: j.rep, err: j.err}
 	}

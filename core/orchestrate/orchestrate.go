@@ -253,15 +253,18 @@ type TestSignals struct {
 // Step is the beginning or the end of one step of a cluster's pipeline.
 type Step struct {
 	Cluster string
-	Kind    string // StepTalk or StepCommit
+	Kind    string // StepTalk, StepCommit or StepDrop
 	Begin   bool
-	Nodes   []string // the node talked to, or those whose answers are committed
+	Nodes   []string // the node talked to, or those whose answers are committed or dropped
 }
 
 // The kinds of Step.
 const (
 	StepTalk   = "talk"
 	StepCommit = "commit"
+	// StepDrop: answers dropped unwritten (their sync was cut short); it
+	// has no end.
+	StepDrop = "drop"
 )
 
 // InitSteps readies the Steps signal for the test tb.
