@@ -13,7 +13,10 @@ import (
 
 // Reasons of the changes a pass makes.
 const (
-	ReasonGone        = "the agent purged this id (410)"
+	ReasonGone = "the agent purged this id (410)"
+	// ReasonDrained is the state_reason of an action held because its
+	// node is drained.
+	ReasonDrained     = "held: the node is drained; it is sent once the node is undrained"
 	ReasonMissing     = "the agent no longer has this action"
 	ReasonUnconfirmed = "pushed to an agent database since replaced, with no answer: it may have run there"
 	ReasonReapprove   = "the action no longer matches its approval"
@@ -232,6 +235,9 @@ func Reapprove(cur *store.Record, now time.Time) *Change {
 // disruption budget holds it): its state_reason, with no state change,
 // history line or event. nil when the record says so already, so that a
 // pass that holds it again writes nothing.
+//
+// The reasons of a hold: ReasonDrained, or the disruption budget's
+// (budget.HeldPrefix...).
 func Hold(cur *store.Record, reason string, now time.Time) *Change {
 	if cur.State != action.PendingSchedule || cur.StateReason == reason {
 		return nil

@@ -281,10 +281,8 @@ func pulledOps(order []string, pulled map[string]*action.Action) []op {
 // pushed blindly), and an API cancel that commits first wins (markPushed
 // sends nothing cancelled).
 func (o *Orchestrator) pushPending(ctx context.Context, ag *client.Agent, res *nodeResult, pulled map[string]*action.Action, log *slog.Logger) {
+	// A drained node gets no new pushes; what the agent holds finishes.
 	room := o.cfg.MaxQueuedPerNode - res.info.Queue[action.New] - res.info.Queue[action.Running]
-	if res.node.Drained {
-		room = 0 // no new pushes; what the agent holds finishes
-	}
 	var batch []*store.Record
 	for i := range res.open {
 		r := &res.open[i]
@@ -303,6 +301,13 @@ func (o *Orchestrator) pushPending(ctx context.Context, ag *client.Agent, res *n
 		}
 		if !actions.ApprovalHolds(r) {
 			res.ops = append(res.ops, op{kind: opReapprove, id: r.ID})
+			continue
+		}
+		if res.node.Drained {
+			// Held while the node is drained, and it says so.
+			if r.StateReason != actions.ReasonDrained {
+				res.ops = append(res.ops, op{kind: opHeld, id: r.ID, msg: actions.ReasonDrained})
+			}
 			continue
 		}
 		if room <= 0 {

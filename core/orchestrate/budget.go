@@ -1,9 +1,13 @@
 package orchestrate
 
 import (
+	"context"
+	"errors"
+	"strings"
 	"sync"
 	"time"
 
+	"github.com/musterhq/muster/core/actions"
 	"github.com/musterhq/muster/core/budget"
 	"github.com/musterhq/muster/core/store"
 	"github.com/musterhq/muster/shared/action"
@@ -31,11 +35,16 @@ type admission struct {
 type ledger struct {
 	mu       sync.Mutex
 	admitted map[string]admission // action id → a disruptive push admitted, not yet settled
-	held     map[string]bool      // nodes with a disruptive action the budget held
+	held     map[string]hold      // node → its disruptive action the budget held
+}
+
+// hold is an action the budget held, and the reason it was given.
+type hold struct {
+	id, reason string
 }
 
 func newLedger() *ledger {
-	return &ledger{admitted: map[string]admission{}, held: map[string]bool{}}
+	return &ledger{admitted: map[string]admission{}, held: map[string]hold{}}
 }
 
 // budgetView is the budget of one read of a cluster; nil when the cluster
@@ -135,6 +144,20 @@ func (v *budgetView) admit(node string, r *store.Record) (bool, string) {
 	}
 	v.led.mu.Lock()
 	defer v.led.mu.Unlock()
+	u := v.now()
+	if !u.Admits(node) {
+		why := u.HeldReason()
+		v.led.held[node] = hold{id: r.ID, reason: why}
+		return false, why
+	}
+	delete(v.led.held, node)
+	v.led.admitted[r.ID] = admission{node: node, at: time.Now()}
+	return true, ""
+}
+
+// now is the usage as the view sees it with the pushes admitted and not
+// yet settled. v.led.mu is held.
+func (v *budgetView) now() *budget.Usage {
 	u := &budget.Usage{Limit: v.usage.Limit, Total: v.usage.Total, Max: v.usage.Max, Unavailable: map[string]string{}}
 	for n, why := range v.usage.Unavailable {
 		u.Unavailable[n] = why
@@ -144,13 +167,65 @@ func (v *budgetView) admit(node string, r *store.Record) (bool, string) {
 			u.Unavailable[a.node] = budget.ReasonPushing
 		}
 	}
-	if !u.Admits(node) {
-		v.led.held[node] = true
-		return false, u.HeldReason()
+	return u
+}
+
+// refreshHeld rewrites, once a sync has committed, the state_reason of
+// every action the budget holds whose reason the budget's use, as this
+// sync saw it, no longer matches (a node went DOWN, another push was
+// admitted), without talking to their agents. It writes nothing when every
+// reason still holds.
+func (o *Orchestrator) refreshHeld(ctx context.Context, v *budgetView) {
+	if v == nil {
+		return
 	}
-	delete(v.led.held, node)
-	v.led.admitted[r.ID] = admission{node: node, at: time.Now()}
-	return true, ""
+	v.led.mu.Lock()
+	why := v.now().HeldReason()
+	stale := map[string]string{} // node → action id
+	for n, h := range v.led.held {
+		if h.reason != why {
+			stale[n] = h.id
+		}
+	}
+	v.led.mu.Unlock()
+	if len(stale) == 0 {
+		return
+	}
+	now := action.UTC(time.Now())
+	o.TestSignals.Steps.Send(Step{Cluster: v.id, Kind: StepCommit, Begin: true})
+	defer o.TestSignals.Steps.Send(Step{Cluster: v.id, Kind: StepCommit})
+	err := o.st.Update(ctx, func(tx store.Tx) error {
+		for _, id := range stale {
+			cur, err := tx.Action(ctx, id)
+			if errors.Is(err, store.ErrNotFound) {
+				continue
+			} else if err != nil {
+				return err
+			}
+			if !strings.HasPrefix(cur.StateReason, budget.HeldPrefix) {
+				continue // no longer held by the budget
+			}
+			if c := actions.Hold(cur, why, now); c != nil {
+				if err := actions.Write(ctx, tx, c); err != nil {
+					return err
+				}
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		if ctx.Err() == nil {
+			o.log.Warn("refresh the reasons of held actions", "cluster", v.id, "err", err)
+		}
+		return
+	}
+	v.led.mu.Lock()
+	for n, id := range stale {
+		if h, ok := v.led.held[n]; ok && h.id == id {
+			v.led.held[n] = hold{id: id, reason: why}
+		}
+	}
+	v.led.mu.Unlock()
 }
 
 // nudgeHeld asks, once a sync has committed, for a sync of every node

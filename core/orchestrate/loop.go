@@ -621,6 +621,7 @@ func (l *loopRun) commitArrived(j *job, whole bool) {
 	}
 	for v := range views {
 		o.nudgeHeld(v)
+		o.refreshHeld(j.ctx, v)
 	}
 	// A child of a run that this commit saw finish may admit the run's
 	// next wave: create it now, and sync the nodes it goes to.
