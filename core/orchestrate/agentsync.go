@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"slices"
 	"strconv"
+	"sync/atomic"
 	"time"
 
 	"github.com/musterhq/muster/core/actions"
@@ -85,6 +86,9 @@ type nodeResult struct {
 	// place in the loop's dispatch order.
 	job *job
 	seq uint64
+	// claim, for a full sync's node, says whether a worker talks to it or a
+	// nudged sync took it (queued, talking, taken).
+	claim *atomic.Int32
 	// labels: the node's labels, the configured ones with the agent's laid
 	// over them (set when the agent answered).
 	labels map[string]string

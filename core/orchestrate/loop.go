@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"slices"
 	"sort"
+	"sync/atomic"
 	"time"
 
 	"github.com/musterhq/muster/core/store"
@@ -113,8 +114,9 @@ type job struct {
 	deferred []string // a full sync: nodes of the batch another job was talking to
 	sem      chan struct{}
 	inflight int
-	arrived  []*nodeResult // answers not committed yet
-	lost     int           // actions made LOST by this full sync's commits
+	queued   map[string]*nodeResult // a full sync's nodes waiting for a worker
+	arrived  []*nodeResult          // answers not committed yet
+	lost     int                    // actions made LOST by this full sync's commits
 }
 
 // loopRun is one goroutine's run of a cluster's loop.
@@ -374,8 +376,22 @@ func (l *loopRun) free(n string) bool {
 			return l.busy[n] == nil
 		}
 	}
+	// Still waiting for a worker of a full sync's batch: the node is taken
+	// out of the batch (the full sync learns of it from this sync's commit).
+	if res, ok := j.queued[n]; ok && res.claim.CompareAndSwap(queued, taken) {
+		delete(j.queued, n)
+		delete(l.busy, n)
+		return true
+	}
 	return false
 }
+
+// The states of a full sync's node waiting for a worker (nodeResult.claim).
+const (
+	queued  int32 = iota // waiting for a worker
+	talking              // a worker talks to it
+	taken                // taken out of the batch by a nudged sync
+)
 
 // startNodes starts a node job: one read, then a worker per node.
 func (l *loopRun) startNodes(j *job) {
@@ -514,10 +530,22 @@ func (l *loopRun) dispatch(j *job, results []*nodeResult) {
 		}
 		return
 	}
+	if j.queued == nil {
+		j.queued = map[string]*nodeResult{}
+	}
+	for _, res := range out {
+		res.claim = new(atomic.Int32)
+		j.queued[res.node.ID] = res
+	}
 	go func() {
 		for _, res := range out {
 			select {
 			case j.sem <- struct{}{}:
+				if !res.claim.CompareAndSwap(queued, talking) {
+					<-j.sem
+					l.answers <- res // taken by a nudged sync
+					continue
+				}
 				go func() {
 					defer func() { <-j.sem }()
 					l.work(j, res)
@@ -542,6 +570,12 @@ func (l *loopRun) work(j *job, res *nodeResult) {
 func (l *loopRun) arrive(res *nodeResult) {
 	j := res.job
 	j.inflight--
+	if res.claim != nil {
+		if res.claim.Load() == taken {
+			return // a nudged sync has the node now
+		}
+		delete(j.queued, res.node.ID)
+	}
 	j.arrived = append(j.arrived, res)
 }
 

@@ -193,3 +193,35 @@ func TestANudgedNodeGoesBetweenBatches(t *testing.T) {
 		t.Fatalf("n4's action %s", got)
 	}
 }
+
+// TestANudgedNodeDoesNotWaitForItsTurnInTheBatch: one worker for a full
+// sync, stuck on a hung agent, the other nodes of the batch waiting behind
+// it; a nudged node among them is taken out of the batch and synced at once.
+func TestANudgedNodeDoesNotWaitForItsTurnInTheBatch(t *testing.T) {
+	t.Parallel()
+	h := setup(t, Config{Interval: time.Hour, NodeConcurrency: 1}, "slow", "n2", "n3")
+	h.pass()
+	entered, release := stuck(h, "slow")
+	done := make(chan error, 1)
+	go func() { _, err := h.o.Pass(context.Background(), cluster); done <- err }()
+	<-entered
+	h.start()
+	id := h.create("n3", nil)
+	h.o.NudgeNode(cluster, "n3")
+	s := h.o.TestSignals.NodesSynced.WaitFor("n3's sync", func(s NodesSynced) bool { return slices.Contains(s.Nodes, "n3") })
+	if s.Err != nil || s.Report.Pushed != 1 {
+		t.Fatalf("n3's sync: %+v", s)
+	}
+	if got := h.record(id).State; got != action.New {
+		t.Fatalf("n3's action %s", got)
+	}
+	close(release)
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	for _, n := range []string{"slow", "n2", "n3"} {
+		if got := h.node(n).Status; got != "UP" {
+			t.Fatalf("%s is %s after the full sync", n, got)
+		}
+	}
+}
