@@ -199,9 +199,12 @@ func TestANudgedNodeGoesBetweenBatches(t *testing.T) {
 // it; a nudged node among them is taken out of the batch and synced at once.
 func TestANudgedNodeDoesNotWaitForItsTurnInTheBatch(t *testing.T) {
 	t.Parallel()
-	h := setup(t, Config{Interval: time.Hour, NodeConcurrency: 1}, "slow", "n2", "n3")
+	h := setup(t, Config{Interval: time.Hour, NodeConcurrency: 1, AgentTimeout: time.Hour}, "n2", "n3", "slow")
 	h.pass()
-	entered, release := stuck(h, "slow")
+	h.create("slow", nil) // something to push: the full sync takes it first
+	entered, rel := stuck(h, "slow")
+	release := sync.OnceFunc(func() { close(rel) })
+	defer release()
 	done := make(chan error, 1)
 	go func() { _, err := h.o.Pass(context.Background(), cluster); done <- err }()
 	<-entered
@@ -215,7 +218,7 @@ func TestANudgedNodeDoesNotWaitForItsTurnInTheBatch(t *testing.T) {
 	if got := h.record(id).State; got != action.New {
 		t.Fatalf("n3's action %s", got)
 	}
-	close(release)
+	release()
 	if err := <-done; err != nil {
 		t.Fatal(err)
 	}
