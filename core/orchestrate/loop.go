@@ -91,7 +91,6 @@ type clusterState struct {
 	// the loop's own
 	fulls       int                    // full syncs started (FullSyncEvery)
 	lastContact map[string]time.Time   // node id → last successful sync
-	contactSent map[string]time.Time   // node id → the last contact stored
 	clients     map[string]*nodeClient // node id → its HTTP client (with AgentTLS)
 	ledger      *ledger                // budget admissions, shared by the loop's workers
 }
@@ -134,7 +133,7 @@ type loopRun struct {
 
 func newClusterState(id string) *clusterState {
 	return &clusterState{id: id, wantNodes: map[string]bool{}, wake: make(chan struct{}, 1),
-		lastContact: map[string]time.Time{}, contactSent: map[string]time.Time{},
+		lastContact: map[string]time.Time{},
 		clients: map[string]*nodeClient{}, ledger: newLedger()}
 }
 
@@ -444,7 +443,7 @@ func (l *loopRun) stepFull(j *job) {
 			return
 		}
 		cs.fulls++
-		dropClients(cs, order)
+		forgetNodes(cs, order)
 		j.order = order
 		j.sem = make(chan struct{}, o.cfg.NodeConcurrency)
 	}
@@ -869,11 +868,6 @@ func (o *Orchestrator) commit(ctx context.Context, cs *clusterState, nodes []nod
 	}
 	for _, wn := range w.warnings {
 		o.log.Warn(wn[0].(string), wn[1:]...)
-	}
-	for i := range w.nodes {
-		if c := w.nodes[i].LastContact; c != nil {
-			cs.contactSent[w.nodes[i].ID] = *c
-		}
 	}
 	rep.Changes += w.changes()
 	rep.Events += len(w.events) + w.actionEvents()

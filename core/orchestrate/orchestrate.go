@@ -497,9 +497,10 @@ func (o *Orchestrator) nodeClients(cs *clusterState, nodes []*nodeResult) {
 	}
 }
 
-// dropClients closes the clients of the nodes a full sync no longer
-// listed. Called by the cluster's loop alone.
-func dropClients(cs *clusterState, keep []string) {
+// forgetNodes drops what the loop keeps of the nodes a full sync no longer
+// lists (keep are those it lists): their clients, closed, and their last
+// contact. Called by the cluster's loop alone.
+func forgetNodes(cs *clusterState, keep []string) {
 	in := make(map[string]bool, len(keep))
 	for _, id := range keep {
 		in[id] = true
@@ -508,6 +509,11 @@ func dropClients(cs *clusterState, keep []string) {
 		if !in[id] {
 			c.hc.CloseIdleConnections()
 			delete(cs.clients, id)
+		}
+	}
+	for id := range cs.lastContact {
+		if !in[id] {
+			delete(cs.lastContact, id)
 		}
 	}
 }
