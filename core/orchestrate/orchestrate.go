@@ -443,7 +443,7 @@ func (o *Orchestrator) Start(ctx context.Context) error {
 // once cancelled) and waits for the loops. It is idempotent.
 func (o *Orchestrator) Stop() {
 	o.mu.Lock()
-	o.closed = true
+	o.closed, o.started = true, false
 	o.mu.Unlock()
 	o.stopLoop()
 	o.Base.Stop()
