@@ -11,6 +11,8 @@ import (
 	"github.com/musterhq/muster/core/budget"
 	"github.com/musterhq/muster/core/discovery"
 	"github.com/musterhq/muster/core/retention"
+	"github.com/musterhq/muster/core/streams"
+	"github.com/musterhq/muster/core/ui"
 	"github.com/musterhq/muster/shared/config"
 	"github.com/musterhq/muster/shared/gossip"
 	"github.com/musterhq/muster/shared/labels"
@@ -45,6 +47,12 @@ type Config struct {
 	// DevLogins maps one-time sign-in nonces to token names, for the links
 	// `muster dev` prints. It is never read from a configuration source.
 	DevLogins map[string]string `mapstructure:"-" yaml:"-"`
+	// DevLoginsExpire is when the DevLogins links stop working.
+	DevLoginsExpire time.Time `mapstructure:"-" yaml:"-"`
+	// LoopbackUncapped lifts api.max_connections_per_client for loopback
+	// clients. Only `muster dev` sets it; it is never read from a
+	// configuration source.
+	LoopbackUncapped bool `mapstructure:"-" yaml:"-"`
 }
 
 // UIConfig is the web UI served at /ui/ beside the API.
@@ -52,7 +60,19 @@ type UIConfig struct {
 	Enabled bool `mapstructure:"enabled" yaml:"enabled"`
 	// SessionTTL is how long a browser stays signed in.
 	SessionTTL time.Duration `mapstructure:"session_ttl" yaml:"session_ttl"`
+	// MaxSessionsPerToken caps the sessions of one token: signing in once
+	// more ends its oldest.
+	MaxSessionsPerToken int `mapstructure:"max_sessions_per_token" yaml:"max_sessions_per_token"`
 }
+
+// DevLoginTTL is how long the DevLogins links work (`muster dev`).
+const DevLoginTTL = ui.DevLoginTTL
+
+// Defaults of the API's connection limits.
+const (
+	DefaultMaxConnectionsPerClient = 64
+	DefaultHeaderTimeout           = 5 * time.Second
+)
 
 // Store drivers.
 const (
@@ -71,9 +91,22 @@ type StoreConfig struct {
 // APIConfig is the REST API's listener and its limits.
 type APIConfig struct {
 	config.API `mapstructure:",squash" yaml:",inline"`
-	// MaxEventStreams caps the event streams open at once, over all tokens
-	// (503 beyond); each token has its own, smaller cap too.
+	// MaxEventStreams caps the streams open at once, the API's event
+	// streams and the web UI's live updates together, over all tokens (503
+	// beyond). At most half of max_connections, so that streams never take
+	// every connection.
 	MaxEventStreams int `mapstructure:"max_event_streams" yaml:"max_event_streams"`
+	// MaxStreamsPerToken caps the streams of one token over all its
+	// sessions, API and web UI together (429 beyond).
+	MaxStreamsPerToken int `mapstructure:"max_streams_per_token" yaml:"max_streams_per_token"`
+	// MaxConnectionsPerClient caps the connections open at once from one
+	// client address; beyond it the address's oldest connection doing
+	// nothing is closed (or, when all are serving, the new one).
+	MaxConnectionsPerClient int `mapstructure:"max_connections_per_client" yaml:"max_connections_per_client"`
+	// HeaderTimeout: a connection that has not sent a whole request's
+	// headers this long after it opened (or after it began the next
+	// request) is closed; read_timeout when that is shorter.
+	HeaderTimeout time.Duration `mapstructure:"header_timeout" yaml:"header_timeout"`
 }
 
 // AgentsTLSConfig is how the core reaches agents over TLS: the CA that signs
@@ -132,8 +165,10 @@ type HAConfig struct {
 // DefaultConfig returns the defaults (docs/architecture.md, "Configuration").
 func DefaultConfig() Config {
 	return Config{
-		Store:    StoreConfig{Driver: DriverSQLite},
-		API:      APIConfig{API: config.API{Addr: "127.0.0.1:7410", Server: config.DefaultServer()}, MaxEventStreams: 256},
+		Store: StoreConfig{Driver: DriverSQLite},
+		API: APIConfig{API: config.API{Addr: "127.0.0.1:7410", Server: config.DefaultServer()},
+			MaxEventStreams: streams.DefaultMax, MaxStreamsPerToken: streams.DefaultPerToken,
+			MaxConnectionsPerClient: DefaultMaxConnectionsPerClient, HeaderTimeout: DefaultHeaderTimeout},
 		Clusters: []discovery.ClusterSpec{},
 		Kinds:    []budget.KindRule{},
 		Orchestrate: OrchestrateConfig{
@@ -148,7 +183,7 @@ func DefaultConfig() Config {
 		Approval:        approval.DefaultPolicy(),
 		Retention:       retention.DefaultConfig().Retention,
 		Gossip:          GossipConfig{BindAddr: "0.0.0.0:7946", Join: []string{}, Timing: gossip.Timing{Profile: gossip.ProfileLAN}},
-		UI:              UIConfig{Enabled: true, SessionTTL: 12 * time.Hour},
+		UI:              UIConfig{Enabled: true, SessionTTL: 12 * time.Hour, MaxSessionsPerToken: ui.DefaultMaxSessionsPerToken},
 		HA:              HAConfig{LeaseTTL: 10 * time.Second},
 		Log:             config.DefaultLog(),
 		ShutdownTimeout: config.DefaultShutdownTimeout,
@@ -179,8 +214,20 @@ func (c *Config) Validate() error {
 	}
 	errs = append(errs, c.API.TLS.Validate("api.tls")...)
 	errs = append(errs, c.API.Server.Validate("api")...)
-	if c.API.MaxEventStreams < 1 {
-		add("api.max_event_streams", "must be at least 1, got %d", c.API.MaxEventStreams)
+	if c.API.MaxEventStreams < 1 || c.API.MaxEventStreams > c.API.MaxConnections/2 {
+		add("api.max_event_streams", "must be from 1 to half of api.max_connections (%d), got %d",
+			c.API.MaxConnections/2, c.API.MaxEventStreams)
+	}
+	if c.API.MaxStreamsPerToken < 1 || c.API.MaxStreamsPerToken > c.API.MaxEventStreams {
+		add("api.max_streams_per_token", "must be from 1 to api.max_event_streams (%d), got %d",
+			c.API.MaxEventStreams, c.API.MaxStreamsPerToken)
+	}
+	if c.API.MaxConnectionsPerClient < 1 || c.API.MaxConnectionsPerClient > c.API.MaxConnections {
+		add("api.max_connections_per_client", "must be from 1 to api.max_connections (%d), got %d",
+			c.API.MaxConnections, c.API.MaxConnectionsPerClient)
+	}
+	if c.API.HeaderTimeout <= 0 {
+		add("api.header_timeout", "must be a positive duration such as 5s, got %s", c.API.HeaderTimeout)
 	}
 	if (c.AgentsTLS.CertFile == "") != (c.AgentsTLS.KeyFile == "") {
 		add("agents_tls", "cert_file and key_file must be set together")
@@ -265,6 +312,9 @@ func (c *Config) Validate() error {
 	}
 	if c.UI.Enabled && c.UI.SessionTTL <= 0 {
 		add("ui.session_ttl", "must be a positive duration such as 12h, got %s", c.UI.SessionTTL)
+	}
+	if c.UI.Enabled && c.UI.MaxSessionsPerToken < 1 {
+		add("ui.max_sessions_per_token", "must be at least 1, got %d", c.UI.MaxSessionsPerToken)
 	}
 	if c.HA.LeaseTTL < time.Second {
 		add("ha.lease_ttl", "must be at least 1s, got %s", c.HA.LeaseTTL)

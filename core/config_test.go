@@ -87,10 +87,23 @@ func TestValidate(t *testing.T) {
 			c.Gossip.Enabled, c.Gossip.Insecure, c.Gossip.Join, c.Gossip.Profile = true, true, []string{"core"}, "wan"
 		}, []string{"gossip.join[0]", "gossip.profile"}},
 		{"log", func(c *Config) { c.Log.Level = "loud" }, []string{"log.level"}},
-		{"server limits zero", func(c *Config) { c.API.Server, c.API.MaxEventStreams = config.Server{}, 0 }, []string{
-			"api.idle_timeout", "api.max_connections", "api.max_event_streams", "api.max_header_bytes",
+		{"server limits zero", func(c *Config) {
+			c.API = APIConfig{API: config.API{Addr: c.API.Addr}}
+		}, []string{
+			"api.header_timeout", "api.idle_timeout", "api.max_connections", "api.max_connections_per_client",
+			"api.max_event_streams", "api.max_header_bytes", "api.max_streams_per_token",
 			"api.read_timeout", "api.write_timeout",
 		}},
+		// Issue 17, items 2 and 4: streams never take more than half the
+		// connections; the caps per token and per client fit in the whole.
+		{"streams over half the connections", func(c *Config) { c.API.MaxEventStreams = c.API.MaxConnections/2 + 1 },
+			[]string{"api.max_event_streams"}},
+		{"streams per token over all streams", func(c *Config) { c.API.MaxStreamsPerToken = c.API.MaxEventStreams + 1 },
+			[]string{"api.max_streams_per_token"}},
+		{"connections per client over all", func(c *Config) { c.API.MaxConnectionsPerClient = c.API.MaxConnections + 1 },
+			[]string{"api.max_connections_per_client"}},
+		{"header timeout zero", func(c *Config) { c.API.HeaderTimeout = 0 }, []string{"api.header_timeout"}},
+		{"ui sessions per token zero", func(c *Config) { c.UI.MaxSessionsPerToken = 0 }, []string{"ui.max_sessions_per_token"}},
 		{"ui session ttl", func(c *Config) { c.UI.SessionTTL = 0 }, []string{"ui.session_ttl"}},
 		{"ui off, no ttl", func(c *Config) { c.UI = UIConfig{} }, nil},
 	}

@@ -28,6 +28,7 @@ import (
 	"github.com/musterhq/muster/core/store"
 	"github.com/musterhq/muster/core/store/postgres"
 	"github.com/musterhq/muster/core/store/sqlite"
+	"github.com/musterhq/muster/core/streams"
 	"github.com/musterhq/muster/core/ui"
 	"github.com/musterhq/muster/shared/apiserver"
 	"github.com/musterhq/muster/shared/config"
@@ -104,7 +105,7 @@ func (c *Core) Run(ctx context.Context) error {
 	// orchestrator or the run engine makes it.
 	rules := &actions.Rules{Policy: cfg.Approval, ScheduleTTL: cfg.Orchestrate.ScheduleTTL}
 	engine := &runs.Engine{Policy: cfg.Approval, Actions: actions.Children{Rules: rules}}
-	ln, err := listen(cfg.API)
+	ln, guard, err := listen(cfg)
 	if err != nil {
 		return err
 	}
@@ -136,18 +137,23 @@ func (c *Core) Run(ctx context.Context) error {
 		ln.Close()
 		return err
 	}
+	// The API's event streams and the web UI's live updates share one cap
+	// per token and one in all.
+	lim := streams.New(cfg.API.MaxEventStreams, cfg.API.MaxStreamsPerToken)
 	apiSrv := api.New(api.Config{Policy: cfg.Approval, Rules: rules, Budget: cfg.BudgetPolicy(), Gatherer: reg,
-		Registerer: reg, Runs: engine, Replicas: repl, MaxStreams: cfg.API.MaxEventStreams,
+		Registerer: reg, Runs: engine, Replicas: repl, Streams: lim,
 		StreamWriteTimeout: cfg.API.WriteTimeout}, st, repl, c.log)
-	handler, closeUI, err := withUI(cfg, apiSrv, rules, engine, repl, st, c.log)
+	handler, closeUI, err := withUI(cfg, apiSrv, rules, engine, repl, st, lim, c.log)
 	if err != nil {
 		ln.Close()
 		return err
 	}
 	// Refused TLS handshakes (no or a wrong client certificate) land in
 	// the error log.
-	httpSrv := apiserver.NewServer(handler, cfg.API.Server,
+	httpSrv := apiserver.NewServer(withHSTS(handler), cfg.API.Server,
 		slog.NewLogLogger(c.log.With("component", "api").Handler(), slog.LevelWarn))
+	httpSrv.ReadHeaderTimeout = min(cfg.API.HeaderTimeout, cfg.API.ReadTimeout)
+	guard.Attach(httpSrv)
 	httpSrv.RegisterOnShutdown(apiSrv.Close) // event streams end, so Shutdown can finish
 	httpSrv.RegisterOnShutdown(closeUI)
 
@@ -233,16 +239,19 @@ var _ ui.Changer = (*actions.Rules)(nil)
 // withUI serves the web UI at /ui/ beside the API when it is enabled, and
 // returns the handler of both and the UI's Close.
 func withUI(cfg Config, apiSrv *api.Server, rules *actions.Rules, engine *runs.Engine, n ui.Nudger, st store.Store,
-	log *slog.Logger) (http.Handler, func(), error) {
+	lim *streams.Limiter, log *slog.Logger) (http.Handler, func(), error) {
 	if !cfg.UI.Enabled {
 		return apiSrv.Handler(), func() {}, nil
 	}
 	uiSrv, err := ui.New(ui.Config{
-		SessionTTL:  cfg.UI.SessionTTL,
-		Policy:      cfg.Approval,
-		ErrorStatus: api.Status,
-		DevLogins:   cfg.DevLogins,
-		Runs:        engine,
+		SessionTTL:          cfg.UI.SessionTTL,
+		MaxSessionsPerToken: cfg.UI.MaxSessionsPerToken,
+		Policy:              cfg.Approval,
+		ErrorStatus:         api.Status,
+		DevLogins:           cfg.DevLogins,
+		DevLoginsExpire:     cfg.DevLoginsExpire,
+		Runs:                engine,
+		Streams:             lim,
 	}, st, rules, n, log)
 	if err != nil {
 		return nil, nil, err
@@ -283,9 +292,43 @@ func openStore(ctx context.Context, cfg Config) (store.Store, error) {
 
 // listen opens the API listener, with TLS when configured; with
 // api.tls.client_ca_file, clients must present a certificate of that CA (the
-// bearer token is still required).
-func listen(c APIConfig) (net.Listener, error) {
-	return apiserver.Listen("api", c.API)
+// bearer token is still required). Its guard holds api.max_connections
+// open, api.max_connections_per_client from one address (loopback
+// uncapped under `muster dev` alone), making room by closing the oldest
+// connection that does nothing; attach it to the server.
+func listen(cfg Config) (net.Listener, *apiserver.Guard, error) {
+	c := cfg.API
+	tc, err := tlsutil.ListenConfig("api", c.TLS.CertFile, c.TLS.KeyFile, c.TLS.ClientCAFile)
+	if err != nil {
+		return nil, nil, err
+	}
+	ln, err := net.Listen("tcp", c.Addr)
+	if err != nil {
+		return nil, nil, fmt.Errorf("api.addr: %w", err)
+	}
+	// The caps count connections before their handshake: one that never
+	// completes it goes first when room is needed.
+	guard := apiserver.NewGuard(ln, apiserver.GuardConfig{Max: c.MaxConnections,
+		PerClient: c.MaxConnectionsPerClient, ExemptLoopback: cfg.LoopbackUncapped})
+	if tc == nil {
+		return guard, guard, nil
+	}
+	return tls.NewListener(guard, tc), guard, nil
+}
+
+// hstsMaxAge is how long a browser that reached the core over TLS keeps to
+// TLS for it (a year).
+const hstsMaxAge = "max-age=31536000"
+
+// withHSTS tells browsers that reached the core over TLS to use nothing
+// else for it (Strict-Transport-Security).
+func withHSTS(h http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.TLS != nil {
+			w.Header().Set("Strict-Transport-Security", hstsMaxAge)
+		}
+		h.ServeHTTP(w, r)
+	})
 }
 
 // agentsTLS returns the TLS client configuration the orchestrator reaches

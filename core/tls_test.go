@@ -104,3 +104,66 @@ func TestCoreTLSVersionsAndSuites(t *testing.T) {
 		t.Fatalf("the TLS 1.2 agent got %d requests", n)
 	}
 }
+
+// Hardening of issue 17: under TLS, every answer carries
+// Strict-Transport-Security and the web UI's cookies are __Host- (Secure,
+// path /, no Domain).
+func TestCoreSendsHSTSAndHostCookiesUnderTLS(t *testing.T) {
+	t.Parallel()
+	dir := filepath.Join(t.TempDir(), "tls")
+	if _, err := tlsutil.CreateCA(dir, time.Now(), tlsutil.CAValidity); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := tlsutil.CreateCert(dir, tlsutil.Core(), nil, time.Now(), tlsutil.LeafValidity); err != nil {
+		t.Fatal(err)
+	}
+	file := func(name string) string { return filepath.Join(dir, name) }
+	cfg := core.DefaultConfig()
+	cfg.DataDir = t.TempDir()
+	cfg.API.Addr = "127.0.0.1:0"
+	cfg.API.TLS = config.TLS{CertFile: file("core.pem"), KeyFile: file("core-key.pem")}
+	c, err := core.New(cfg, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- c.Run(ctx) }()
+	t.Cleanup(func() { cancel(); <-done })
+	select {
+	case <-c.Ready():
+	case err := <-done:
+		t.Fatalf("Run: %v", err)
+	}
+	tc, err := tlsutil.ClientConfig(file("ca.pem"), "", "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	tr := &http.Transport{TLSClientConfig: tlsutil.ForPeer(tc, tlsutil.Core())}
+	t.Cleanup(tr.CloseIdleConnections)
+	hc := &http.Client{Transport: tr, Timeout: 10 * time.Second}
+	base := "https://" + c.Addr().String()
+	for _, path := range []string{"/health", "/ui/login"} {
+		resp, err := hc.Get(base + path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if h := resp.Header.Get("Strict-Transport-Security"); !strings.HasPrefix(h, "max-age=") {
+			t.Fatalf("%s: Strict-Transport-Security %q, want max-age=...", path, h)
+		}
+		if path != "/ui/login" {
+			continue
+		}
+		var found bool
+		for _, ck := range resp.Cookies() {
+			found = found || ck.Name == "__Host-muster_login"
+			if !strings.HasPrefix(ck.Name, "__Host-") || !ck.Secure || ck.Path != "/" || ck.Domain != "" {
+				t.Fatalf("cookie %+v: want __Host-, Secure, Path=/, no Domain", ck)
+			}
+		}
+		if !found {
+			t.Fatal("no __Host-muster_login cookie on the sign-in page")
+		}
+	}
+}

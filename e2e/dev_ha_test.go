@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"net"
 	"net/http"
+	"net/url"
 	"os/exec"
 	"regexp"
 	"strconv"
@@ -12,6 +13,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/jackc/pgx/v5"
 
 	"github.com/musterhq/muster/shared/action"
 	"github.com/musterhq/muster/shared/client"
@@ -81,6 +84,7 @@ func TestDevHAWalkthrough(t *testing.T) {
 	if addr == nil || alice == nil || bob == nil || addr[1] == bob[1] {
 		t.Fatalf("banner lacks the lines for two replicas:\n%s", text)
 	}
+	checkDevHAPostgresIsPrivate(t, text)
 	hc := &http.Client{Timeout: 10 * time.Second}
 	a := client.NewCore(addr[1], alice[1], hc)
 	b := client.NewCore(bob[1], bob[2], hc)
@@ -114,5 +118,44 @@ func TestDevHAWalkthrough(t *testing.T) {
 	}
 	if _, err := net.Dial("tcp", "127.0.0.1:"+strconv.Itoa(corePort+1)); err == nil {
 		t.Fatal("a replica still listens after muster dev --ha stopped")
+	}
+}
+
+// checkDevHAPostgresIsPrivate (hardening of issue 17): the PostgreSQL of
+// `muster dev --ha` listens on a Unix socket alone, wants a password, and
+// the muster role the replicas use is not a superuser.
+func checkDevHAPostgresIsPrivate(t *testing.T, banner string) {
+	t.Helper()
+	m := regexp.MustCompile(`(?m)^  postgres  (\S+)$`).FindStringSubmatch(banner)
+	if m == nil {
+		t.Fatalf("no postgres line in the banner:\n%s", banner)
+	}
+	u, err := url.Parse(m[1])
+	if err != nil {
+		t.Fatal(err)
+	}
+	pw, _ := u.User.Password()
+	if u.User.Username() != "muster" || pw == "" || u.Hostname() != "" || !strings.HasPrefix(u.Query().Get("host"), "/") {
+		t.Fatalf("postgres DSN %s: want the muster role with a password, over a Unix socket", u.Redacted())
+	}
+	ctx := ctxT(t)
+	if c, err := net.Dial("tcp", "127.0.0.1:"+u.Query().Get("port")); err == nil {
+		c.Close()
+		t.Fatal("the PostgreSQL of muster dev --ha listens on TCP")
+	}
+	noPW := *u
+	noPW.User = url.User("muster")
+	if conn, err := pgx.Connect(ctx, noPW.String()); err == nil {
+		conn.Close(ctx)
+		t.Fatal("connected as muster without its password")
+	}
+	conn, err := pgx.Connect(ctx, m[1])
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(ctx)
+	var super bool
+	if err := conn.QueryRow(ctx, "SELECT rolsuper FROM pg_roles WHERE rolname = current_user").Scan(&super); err != nil || super {
+		t.Fatalf("the muster role: superuser %v (%v), want not", super, err)
 	}
 }

@@ -13,7 +13,7 @@ import (
 // BenchmarkGossipKillToDown starts a core and five agents (real processes)
 // that find each other through gossip, SIGKILLs one agent and reports the
 // time until the core lists its node DOWN: with memberlist's LAN defaults
-// and with the timing the README recommends for a local network. Passes run
+// and with the timing docs/gossip.md recommends for a local network. Passes run
 // every 10 minutes, so the figure is gossip's alone. The timer runs through
 // setup too, so that one slow iteration is enough (ns/op is not the figure;
 // s_kill_to_down is).

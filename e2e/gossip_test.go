@@ -17,7 +17,7 @@ import (
 	"github.com/musterhq/muster/shared/wire"
 )
 
-// gossipTiming tunes failure detection for loopback (README, "Gossip").
+// gossipTiming tunes failure detection for loopback (docs/gossip.md, "Failure detection timing").
 const gossipTiming = "  profile: local\n  probe_interval: 500ms\n  probe_timeout: 200ms\n"
 
 // pool is a core that knows no node but through gossip, and its agents.

@@ -471,7 +471,7 @@ func TestWebUI(t *testing.T) {
 				waitJS(t, ctx, "local times", `!document.querySelector('time') || document.querySelector('time[data-local]')`)
 				screenshot(t, ctx, shots, p.name+"-"+size.name)
 				if p.name == "approvals" && size.name == "desktop" {
-					// The first screen only, as the README shows it.
+					// The first screen only, as docs/web-ui.md shows it.
 					png, err := chromedp.Run(ctx, chromedp.CaptureScreenshot())
 					if err != nil {
 						t.Fatal(err)

@@ -10,7 +10,7 @@ import (
 
 // peerCred cannot tell who is on the other end of c outside Linux (this
 // build has no SO_PEERCRED), so every socket request is refused as coming
-// from an unknown caller: the socket API is for Linux agents (README.md,
+// from an unknown caller: the socket API is for Linux agents (docs/operations.md,
 // "Platforms").
 func peerCred(*net.UnixConn) (Peer, error) {
 	return Peer{}, fmt.Errorf("%w: no SO_PEERCRED on %s", errNoPeer, runtime.GOOS)

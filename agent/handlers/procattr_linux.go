@@ -5,7 +5,7 @@ import "syscall"
 // procAttr puts an external command in its own process group, so that cancel
 // and timeout reach the whole tree, and has the kernel kill it when the agent
 // dies (Pdeathsig), so a restarted agent never finds it running beside a
-// second copy (README.md, "Guarantees and how we test them", guarantee 5).
+// second copy (docs/guarantees.md, guarantee 5).
 func procAttr() *syscall.SysProcAttr {
 	return &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
 }

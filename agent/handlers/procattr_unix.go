@@ -7,7 +7,7 @@ import "syscall"
 // procAttr puts an external command in its own process group, so that cancel
 // and timeout reach the whole tree. Outside Linux there is no Pdeathsig: a
 // command started by an agent that is then SIGKILLed keeps running, which is
-// why production agents run on Linux (README.md, "Platforms").
+// why production agents run on Linux (docs/operations.md, "Platforms").
 func procAttr() *syscall.SysProcAttr {
 	return &syscall.SysProcAttr{Setpgid: true}
 }

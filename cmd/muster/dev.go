@@ -140,7 +140,11 @@ func runDev(ctx context.Context, o devOptions, out io.Writer) error {
 		ccfg.Gossip = core.GossipConfig{Enabled: true, Insecure: true, BindAddr: o.gossipAddr, Timing: devGossipTiming}
 	}
 	ccfg.Orchestrate.Interval = o.interval
-	// One-time sign-in links for the web UI, accepted only from loopback.
+	// The browser, the CLI and the agents all come from loopback.
+	ccfg.LoopbackUncapped = true
+	// One-time sign-in links for the web UI, accepted only from loopback,
+	// for ten minutes.
+	ccfg.DevLoginsExpire = time.Now().Add(core.DevLoginTTL)
 	links := map[string]string{}
 	ccfg.DevLogins = map[string]string{}
 	for _, name := range []string{"alice", "bob"} {
@@ -212,8 +216,8 @@ func runDev(ctx context.Context, o devOptions, out io.Writer) error {
 	return nil
 }
 
-// devGossipTiming is the timing recommended for a local network (README,
-// "Gossip"): a killed agent is DOWN in about two seconds.
+// devGossipTiming is the timing recommended for a local network (docs/gossip.md,
+// "Failure detection timing"): a killed agent is DOWN in about two seconds.
 var devGossipTiming = gossip.Timing{Profile: gossip.ProfileLocal, ProbeInterval: 500 * time.Millisecond, ProbeTimeout: 200 * time.Millisecond}
 
 func waitReady(ctx context.Context, ready <-chan struct{}, errs chan error) error {
@@ -282,7 +286,7 @@ On a node, people use the agent's socket (its file mode decides who may):
 
   curl -s --unix-socket %[6]s http://agent/api/v1/info
 
-In a browser on this machine (each link signs in once):
+In a browser on this machine (each link signs in once, within ten minutes):
 
   alice  %[7]s
   bob    %[8]s

@@ -61,15 +61,24 @@ func runDevHA(ctx context.Context, o devOptions, out io.Writer) error {
 	defer cancel()
 
 	fmt.Fprintln(out, "muster dev --ha: starting PostgreSQL...")
-	pg, err := pglocal.Start(ctx, pglocal.Options{})
+	// On a Unix socket in its own directory alone, with passwords; the
+	// replicas connect as muster, which owns the database and nothing more.
+	pg, err := pglocal.Start(ctx, pglocal.Options{Private: true})
 	if err != nil {
 		return err
 	}
 	defer pg.Stop()
+	password, err := devNonce()
+	if err != nil {
+		return err
+	}
 	if err := pg.CreateDatabase(ctx, "muster", ""); err != nil {
 		return err
 	}
-	dsn := pg.DSN("muster")
+	if err := pg.CreateRole(ctx, "muster", password, "muster"); err != nil {
+		return err
+	}
+	dsn := pg.RoleDSN("muster", "muster", password)
 
 	var agents []*agent.Agent
 	var clusters strings.Builder

@@ -25,6 +25,7 @@ import (
 	"github.com/musterhq/muster/core/budget"
 	"github.com/musterhq/muster/core/runs"
 	"github.com/musterhq/muster/core/store"
+	"github.com/musterhq/muster/core/streams"
 	"github.com/musterhq/muster/shared/apiserver"
 )
 
@@ -78,6 +79,10 @@ type Config struct {
 	// Budget is the clusters' disruption budgets, shown by GET
 	// /api/v1/clusters/{c}.
 	Budget budget.Policy
+	// Streams counts the event streams together with the web UI's
+	// live-update streams (the core shares one); nil counts the API's alone,
+	// MaxStreams in all and MaxSSEPerToken per token.
+	Streams *streams.Limiter
 	// Replicas answers GET /api/v1/core/replicas; nil lists none.
 	Replicas ReplicaLister
 	// Runs makes every change to runs.
@@ -106,11 +111,9 @@ type Server struct {
 	// "METHOD path"; public routes map to "".
 	perms map[string]auth.Permission
 
-	mu      sync.Mutex
-	streams map[string]int // open event streams by token name
-	open    int            // open event streams, all tokens
-	done    chan struct{}  // closed by Close
-	closed  bool
+	mu     sync.Mutex
+	done   chan struct{} // closed by Close
+	closed bool
 
 	metrics *metrics
 }
@@ -128,6 +131,9 @@ func New(cfg Config, st store.Store, n Nudger, log *slog.Logger) *Server {
 	}
 	if cfg.StreamWriteTimeout <= 0 {
 		cfg.StreamWriteTimeout = DefaultStreamWriteTimeout
+	}
+	if cfg.Streams == nil {
+		cfg.Streams = streams.New(cfg.MaxStreams, cfg.MaxSSEPerToken)
 	}
 	if cfg.Policy.Default == "" {
 		cfg.Policy = approval.DefaultPolicy()
@@ -148,7 +154,6 @@ func New(cfg Config, st store.Store, n Nudger, log *slog.Logger) *Server {
 		nudge:   n,
 		log:     log,
 		perms:   map[string]auth.Permission{},
-		streams: map[string]int{},
 		done:    make(chan struct{}),
 		metrics: newMetrics(cfg.Registerer),
 	}

@@ -12,6 +12,7 @@ import (
 	"github.com/labstack/echo/v5"
 
 	"github.com/musterhq/muster/core/store"
+	"github.com/musterhq/muster/core/streams"
 	"github.com/musterhq/muster/shared/wire"
 )
 
@@ -108,29 +109,25 @@ func (s *Server) listEvents(c *echo.Context) error {
 	return c.JSON(http.StatusOK, out)
 }
 
-// acquireStream counts one more stream for a token, or refuses it.
+// acquireStream counts one more stream for a token, or refuses it: the
+// token's streams (the web UI's included) or the core's are at their cap.
 func (s *Server) acquireStream(name string) (release func(), err error) {
 	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.closed {
+	closed := s.closed
+	s.mu.Unlock()
+	if closed {
 		return nil, echo.ErrServiceUnavailable
 	}
-	if s.streams[name] >= s.cfg.MaxSSEPerToken {
-		return nil, fmt.Errorf("%w: token %s already has %d event streams open", ErrTooMany, name, s.streams[name])
+	rel, err := s.cfg.Streams.Acquire(name)
+	switch {
+	case errors.Is(err, streams.ErrTokenFull):
+		return nil, fmt.Errorf("%w: %w", ErrTooMany, err)
+	case err != nil:
+		return nil, fmt.Errorf("%w: %w", ErrBusy, err)
 	}
-	if s.open >= s.cfg.MaxStreams {
-		return nil, fmt.Errorf("%w: %d event streams are open, the most this core serves; retry later", ErrBusy, s.open)
-	}
-	s.streams[name]++
-	s.open++
 	s.metrics.streams.Inc()
 	return func() {
-		s.mu.Lock()
-		defer s.mu.Unlock()
-		if s.streams[name]--; s.streams[name] <= 0 {
-			delete(s.streams, name)
-		}
-		s.open--
+		rel()
 		s.metrics.streams.Dec()
 	}, nil
 }
@@ -265,7 +262,6 @@ func (s *Server) sendEvents(ctx context.Context, w http.ResponseWriter, f eventF
 
 // openStreams returns how many event streams a token has open.
 func (s *Server) openStreams(name string) int {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.streams[name]
+	_, n := s.cfg.Streams.Open(name)
+	return n
 }

@@ -80,7 +80,7 @@ func (p Policy) NeedsApproval(kind, cluster string) bool {
 }
 
 // Glob matches a kind or a cluster id against pattern, the one glob syntax of
-// the core's configuration (README.md, "Approval, tokens and roles"): that of
+// the core's configuration (docs/core.md, "Approval, tokens and roles"): that of
 // doublestar, where "*" and "?" stay within one "/" segment, "**" as a whole
 // segment crosses "/" (so example.com/** covers example.com/db/backup), and
 // [class] and {a,b} are supported. An empty pattern, or a lone "*", matches

@@ -12,7 +12,7 @@ import (
 	"github.com/musterhq/muster/shared/gossip"
 )
 
-// benchTimings are memberlist's LAN defaults and the timing the README
+// benchTimings are memberlist's LAN defaults and the timing docs/gossip.md
 // recommends for a local network.
 var benchTimings = []struct {
 	name string

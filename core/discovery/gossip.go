@@ -20,8 +20,8 @@ import (
 // since the core started, alive or gone.
 //
 // Anyone holding the pool's key can announce anything, so the source trusts
-// an announcement only as far as it can check it (README.md, "Securing
-// muster"): API addresses on loopback or link-local are ignored unless
+// an announcement only as far as it can check it (docs/security.md, "Threat
+// model"): API addresses on loopback or link-local are ignored unless
 // AllowLoopback, and with VerifyClaims, when several members claim one node
 // at different addresses, the address whose agent proves the node's
 // identity wins and the others are refused claims, not an outage.

@@ -117,7 +117,7 @@ type Config struct {
 	// RefuseInternalGossip: nodes found through gossip are never dialled at
 	// a loopback, link-local or unspecified IP address, whatever their host
 	// name resolves to (the core is off loopback and gossip.insecure is not
-	// set; README.md, "Securing muster"). Static nodes are not concerned.
+	// set; docs/security.md). Static nodes are not concerned.
 	RefuseInternalGossip bool
 }
 

@@ -129,6 +129,9 @@ type Tx interface {
 	// InsertToken stores a new token (ErrExists when the hash is taken, or
 	// the name is, ignoring case: alice and Alice are one name).
 	InsertToken(ctx context.Context, t *Token) error
+	// DeleteToken removes a token (ErrNotFound when there is none by
+	// that name) and, in the same transaction, its web UI sessions: a
+	// revoked token signs nobody in, on any replica, after any restart.
 	DeleteToken(ctx context.Context, name string) error
 	// InsertSession stores a new web UI session (ErrExists when the hash
 	// is taken).
@@ -138,6 +141,9 @@ type Tx interface {
 	// DeleteSessionsBefore removes the sessions that expire at or before t
 	// and returns how many it removed.
 	DeleteSessionsBefore(ctx context.Context, t time.Time) (int, error)
+	// TrimSessions removes the sessions of the token with hash tokenHash
+	// but its keep newest (by created_ts) and returns how many it removed.
+	TrimSessions(ctx context.Context, tokenHash string, keep int) (int, error)
 	// InsertRun stores a new run (ErrExists when the id is taken).
 	InsertRun(ctx context.Context, r *Run) error
 	// UpdateRun replaces the stored run with the same id.

@@ -7,6 +7,7 @@ import (
 	"net"
 	"net/http"
 	"net/url"
+	"strconv"
 	"strings"
 	"time"
 
@@ -33,7 +34,7 @@ type loginData struct {
 
 func (s *Server) loginPage(w http.ResponseWriter, r *http.Request) {
 	q := r.URL.Query()
-	if c, err := r.Cookie(sessionCookie); err == nil {
+	if c, err := readCookie(r, sessionCookie); err == nil {
 		if sess, _, _, err := s.sessions.get(r.Context(), c.Value); err == nil && sess != nil {
 			// Signed in already: on to the page asked for.
 			next := safeNext(q.Get("next"))
@@ -70,7 +71,7 @@ func (s *Server) login(w http.ResponseWriter, r *http.Request) {
 		s.showLogin(w, r, http.StatusBadRequest, loginData{}, "The form could not be read.")
 		return
 	}
-	c, err := r.Cookie(loginCookie)
+	c, err := readCookie(r, loginCookie)
 	if !sameOrigin(r) || err != nil || c.Value == "" ||
 		subtle.ConstantTimeCompare([]byte(c.Value), []byte(r.PostForm.Get("csrf"))) != 1 {
 		s.showLogin(w, r, http.StatusForbidden, loginData{Next: safeNext(r.PostForm.Get("next"))},
@@ -88,13 +89,30 @@ func (s *Server) login(w http.ResponseWriter, r *http.Request) {
 		tok, err = auth.Authenticate(r.Context(), rd, f.Token)
 		return err
 	})
+	if err != nil && !errors.Is(err, auth.ErrUnauthenticated) {
+		s.log.Error("sign in", "err", err)
+	}
+	// Every attempt from an address counts, but an admin's: an admin signs
+	// in whatever others do from the same address.
+	now := s.now()
+	if !isAdmin(tok) && !s.signIns.allowClient(clientAddr(r), now) {
+		s.log.Warn("sign-in refused: too many from this address", "client", clientAddr(r))
+		w.Header().Set("Retry-After", strconv.Itoa(int(s.cfg.SignInEvery/time.Second)+1))
+		s.showLogin(w, r, http.StatusTooManyRequests, loginData{Next: f.Next},
+			"Too many sign-in attempts from this address. Wait a minute and try again.")
+		return
+	}
 	if err != nil {
-		if !errors.Is(err, auth.ErrUnauthenticated) {
-			s.log.Error("sign in", "err", err)
-		}
 		s.log.Info("sign-in refused", "client", clientAddr(r))
 		s.showLogin(w, r, http.StatusUnauthorized, loginData{Next: f.Next},
 			"That token was not accepted: it is unknown, revoked or mistyped. Ask an admin for a token (muster token create).")
+		return
+	}
+	if !s.signIns.allowToken(tok.Hash, now) {
+		s.log.Warn("sign-in refused: too many with this token", "actor", tok.Name, "client", clientAddr(r))
+		w.Header().Set("Retry-After", strconv.Itoa(int(s.cfg.SignInEvery/time.Second)+1))
+		s.showLogin(w, r, http.StatusTooManyRequests, loginData{Next: f.Next},
+			"This token has signed in too often. Wait a minute and try again.")
 		return
 	}
 	if err := s.startSession(w, r, tok); err != nil {
@@ -132,6 +150,11 @@ func (s *Server) devLogin(w http.ResponseWriter, r *http.Request) {
 	if name == "" || used {
 		s.renderError(w, r, nil, http.StatusForbidden,
 			"This sign-in link is unknown or was used already. Sign in with the token muster dev printed.")
+		return
+	}
+	if !s.now().Before(s.cfg.DevLoginsExpire) {
+		s.renderError(w, r, nil, http.StatusForbidden,
+			"This sign-in link has expired (they work for ten minutes). Sign in with the token muster dev printed.")
 		return
 	}
 	var tok *store.Token

@@ -22,7 +22,24 @@ const (
 	// loginCookie holds the sign-in form's CSRF token, before any session.
 	loginCookie = "muster_login"
 	cookiePath  = "/ui/"
+	// hostPrefix marks a cookie under TLS: a browser keeps it only when it
+	// is Secure, for path / and without Domain, so no other host of the
+	// domain and no plaintext page can set or shadow it.
+	hostPrefix = "__Host-"
 )
+
+// cookieName is the name of a UI cookie on this request's connection.
+func cookieName(r *http.Request, name string) string {
+	if r.TLS != nil {
+		return hostPrefix + name
+	}
+	return name
+}
+
+// readCookie returns the UI cookie called name (cookieName) of r.
+func readCookie(r *http.Request, name string) (*http.Cookie, error) {
+	return r.Cookie(cookieName(r, name))
+}
 
 // checkCSRF reports whether v is the session's CSRF token.
 func checkCSRF(s *store.Session, v string) bool {
@@ -33,14 +50,15 @@ func checkCSRF(s *store.Session, v string) bool {
 // of the core knows them and a restart keeps them. Only the hash of a
 // session id is stored: a copy of the database does not hand out sessions.
 type sessions struct {
-	st  store.Store
-	ttl time.Duration
-	max int
-	now func() time.Time
+	st       store.Store
+	ttl      time.Duration
+	max      int
+	perToken int
+	now      func() time.Time
 }
 
-func newSessions(st store.Store, ttl time.Duration, max int, now func() time.Time) *sessions {
-	return &sessions{st: st, ttl: ttl, max: max, now: now}
+func newSessions(st store.Store, ttl time.Duration, max, perToken int, now func() time.Time) *sessions {
+	return &sessions{st: st, ttl: ttl, max: max, perToken: perToken, now: now}
 }
 
 // errTooManySessions: the store holds as many live sessions as allowed.
@@ -60,8 +78,10 @@ func hashID(id string) string {
 
 // create starts a session for the token with hash tokenHash and returns its
 // id (to put in the cookie; it is not kept). Expired sessions are removed
-// on the way.
-func (ss *sessions) create(ctx context.Context, tokenHash string) (string, error) {
+// on the way, and the token's oldest when it holds as many as it may. The
+// cap over all tokens does not apply to an admin: an admin can always sign
+// in, to revoke whatever fills the store.
+func (ss *sessions) create(ctx context.Context, tokenHash string, admin bool) (string, error) {
 	id := randomToken()
 	// The store keeps microseconds: truncated, a session never outlives
 	// its TTL by rounding.
@@ -70,6 +90,12 @@ func (ss *sessions) create(ctx context.Context, tokenHash string) (string, error
 	err := ss.st.Update(ctx, func(tx store.Tx) error {
 		if _, err := tx.DeleteSessionsBefore(ctx, now); err != nil {
 			return err
+		}
+		if _, err := tx.TrimSessions(ctx, tokenHash, ss.perToken-1); err != nil {
+			return err
+		}
+		if admin {
+			return tx.InsertSession(ctx, sess)
 		}
 		n, err := tx.SessionCount(ctx)
 		if err != nil {
@@ -139,16 +165,22 @@ func (ss *sessions) end(ctx context.Context, hash string) error {
 	return ss.st.Update(ctx, func(tx store.Tx) error { return tx.DeleteSession(ctx, hash) })
 }
 
+// setCookie sets a UI cookie: under TLS with the __Host- prefix (Secure,
+// path /), else for /ui/ alone.
 func setCookie(w http.ResponseWriter, r *http.Request, name, value string, maxAge int) {
+	path := cookiePath
+	if r.TLS != nil {
+		path = "/"
+	}
 	http.SetCookie(w, &http.Cookie{
-		Name: name, Value: value, Path: cookiePath, MaxAge: maxAge,
+		Name: cookieName(r, name), Value: value, Path: path, MaxAge: maxAge,
 		HttpOnly: true, Secure: r.TLS != nil, SameSite: http.SameSiteStrictMode,
 	})
 }
 
 // startSession signs the token in: a new session and its cookie.
 func (s *Server) startSession(w http.ResponseWriter, r *http.Request, tok *store.Token) error {
-	id, err := s.sessions.create(r.Context(), tok.Hash)
+	id, err := s.sessions.create(r.Context(), tok.Hash, isAdmin(tok))
 	if err != nil {
 		return err
 	}
@@ -167,7 +199,7 @@ func (s *Server) signedIn(w http.ResponseWriter, r *http.Request, stream bool) (
 		tok     *store.Token
 		expired bool
 	)
-	if c, err := r.Cookie(sessionCookie); err == nil {
+	if c, err := readCookie(r, sessionCookie); err == nil {
 		sess, tok, expired, err = s.sessions.get(r.Context(), c.Value)
 		if err != nil {
 			s.log.Error("read session", "err", err)

@@ -19,6 +19,7 @@ import (
 	"github.com/musterhq/muster/core/auth"
 	"github.com/musterhq/muster/core/store"
 	"github.com/musterhq/muster/core/store/sqlite"
+	"github.com/musterhq/muster/core/streams"
 	"github.com/musterhq/muster/shared/action"
 )
 
@@ -97,13 +98,16 @@ func setup(t *testing.T, opts ...func(*Config)) *env {
 		}
 		e.secrets[name] = sec
 	}
-	apiSrv := api.New(api.Config{Policy: approval.DefaultPolicy()}, st, nil, nil)
 	rules := &actions.Rules{Policy: approval.DefaultPolicy()}
+	// Sign-in limits that the tests signing in many times never reach; the
+	// tests of those limits set their own.
 	cfg := Config{Policy: approval.DefaultPolicy(), ErrorStatus: api.Status, Now: e.clock.now,
-		StreamKeepAlive: time.Second}
+		StreamKeepAlive: time.Second, SignInBurst: 1000, MaxSessionsPerToken: 1000, Streams: streams.New(0, 0)}
 	for _, o := range opts {
 		o(&cfg)
 	}
+	// The API counts its event streams with the UI's, as in the core.
+	apiSrv := api.New(api.Config{Policy: approval.DefaultPolicy(), Streams: cfg.Streams}, st, nil, nil)
 	e.ui, err = New(cfg, st, rules, e.nudges, nil)
 	if err != nil {
 		t.Fatal(err)

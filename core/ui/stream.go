@@ -3,12 +3,14 @@ package ui
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"net/http"
 	"strconv"
 	"time"
 
 	"github.com/musterhq/muster/core/store"
+	"github.com/musterhq/muster/core/streams"
 )
 
 const (
@@ -30,22 +32,34 @@ type streamNote struct {
 	RunID    string `json:"run_id,omitempty"`
 }
 
-func (s *Server) acquireStream(hash string) (func(), bool) {
+// acquireStream counts one more stream of a session and its token, or
+// says why not (an HTTP status and a message).
+func (s *Server) acquireStream(v *visitor) (release func(), status int, msg string) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if s.closed || s.streams[hash] >= MaxStreamsPerSession || s.openStreams >= MaxStreams {
-		return nil, false
+	hash := v.sess.Hash
+	switch {
+	case s.closed:
+		return nil, http.StatusServiceUnavailable, "the web UI is stopping"
+	case s.streams[hash] >= MaxStreamsPerSession:
+		return nil, http.StatusTooManyRequests, "too many live-update streams are open in this session"
+	}
+	rel, err := s.cfg.Streams.Acquire(v.tok.Name)
+	switch {
+	case errors.Is(err, streams.ErrTokenFull):
+		return nil, http.StatusTooManyRequests, "too many live-update streams are open for this token"
+	case err != nil:
+		return nil, http.StatusServiceUnavailable, "too many live-update streams are open; retry later"
 	}
 	s.streams[hash]++
-	s.openStreams++
 	return func() {
+		rel()
 		s.mu.Lock()
 		defer s.mu.Unlock()
-		s.openStreams--
 		if s.streams[hash]--; s.streams[hash] <= 0 {
 			delete(s.streams, hash)
 		}
-	}, true
+	}, 0, ""
 }
 
 // stream answers GET /ui/stream with Server-Sent Events: one message per
@@ -69,9 +83,9 @@ func (s *Server) stream(w http.ResponseWriter, r *http.Request, v *visitor) {
 		}
 		since = n
 	}
-	release, ok := s.acquireStream(v.sess.Hash)
-	if !ok {
-		http.Error(w, "too many live-update streams are open", http.StatusTooManyRequests)
+	release, status, msg := s.acquireStream(v)
+	if release == nil {
+		http.Error(w, msg, status)
 		return
 	}
 	defer release()

@@ -30,6 +30,7 @@ import (
 	"github.com/musterhq/muster/core/auth"
 	"github.com/musterhq/muster/core/runs"
 	"github.com/musterhq/muster/core/store"
+	"github.com/musterhq/muster/core/streams"
 )
 
 // Defaults of Config.
@@ -37,11 +38,12 @@ const (
 	DefaultSessionTTL      = 12 * time.Hour
 	DefaultMaxSessions     = 10000
 	DefaultStreamKeepAlive = 15 * time.Second
+	// DevLoginTTL is how long `muster dev`'s sign-in links work.
+	DevLoginTTL = 10 * time.Minute
 	// MaxStreamsPerSession caps the live-update streams of one session
-	// (one per open tab).
+	// (one per open tab); Config.Streams caps them per token, over every
+	// session and the API's event streams, and in all.
 	MaxStreamsPerSession = 16
-	// MaxStreams caps the live-update streams of the whole UI.
-	MaxStreams = 1024
 	// maxForm is the largest form body accepted.
 	maxForm = 64 << 10
 )
@@ -80,12 +82,27 @@ type Config struct {
 	// DevLogins maps one-time sign-in nonces to token names. Set only by
 	// `muster dev`: each nonce signs in once, from a loopback address.
 	DevLogins map[string]string
-	// MaxSessions caps the sessions held at once.
+	// MaxSessions caps the sessions held at once, but admins' (an admin
+	// can always sign in).
 	MaxSessions int
+	// MaxSessionsPerToken caps the sessions of one token: signing in once
+	// more ends its oldest.
+	MaxSessionsPerToken int
+	// SignInBurst sign-ins at once, then one every SignInEvery, per client
+	// address (every attempt but an admin's) and per token.
+	SignInBurst int
+	SignInEvery time.Duration
+	// DevLoginsExpire is when the DevLogins links stop working; zero is
+	// ten minutes after New.
+	DevLoginsExpire time.Time
 	// StreamKeepAlive is how often an idle live-update stream sends a comment.
 	StreamKeepAlive time.Duration
 	// Now returns the time (tests move it); nil is time.Now.
 	Now func() time.Time
+	// Streams counts the live-update streams with the API's event streams
+	// (the core shares one limiter); nil counts the UI's alone, with the
+	// default caps.
+	Streams *streams.Limiter
 	// Runs makes the run changes the Runs page offers (the core's run
 	// engine); nil is an engine over the Policy.
 	Runs RunChanger
@@ -109,16 +126,15 @@ type Server struct {
 	mux      *http.ServeMux
 	pages    map[string]*template.Template
 	sessions *sessions
+	signIns  *signIns
 	routes   []route
 
-	mu      sync.Mutex
-	devUsed map[string]bool // dev nonces already used
-	streams map[string]int  // open streams by session hash
-	// openStreams counts every open stream.
-	openStreams int
-	done        chan struct{}
-	closed      bool
-	staticFS    fs.FS
+	mu       sync.Mutex
+	devUsed  map[string]bool // dev nonces already used
+	streams  map[string]int  // open streams by session hash
+	done     chan struct{}
+	closed   bool
+	staticFS fs.FS
 }
 
 // New builds the UI. It starts nothing. n may be nil (no nudges).
@@ -128,6 +144,15 @@ func New(cfg Config, st store.Store, ch Changer, n Nudger, log *slog.Logger) (*S
 	}
 	if cfg.MaxSessions <= 0 {
 		cfg.MaxSessions = DefaultMaxSessions
+	}
+	if cfg.MaxSessionsPerToken <= 0 {
+		cfg.MaxSessionsPerToken = DefaultMaxSessionsPerToken
+	}
+	if cfg.SignInBurst <= 0 {
+		cfg.SignInBurst = DefaultSignInBurst
+	}
+	if cfg.SignInEvery <= 0 {
+		cfg.SignInEvery = DefaultSignInEvery
 	}
 	if cfg.StreamKeepAlive <= 0 {
 		cfg.StreamKeepAlive = DefaultStreamKeepAlive
@@ -140,6 +165,12 @@ func New(cfg Config, st store.Store, ch Changer, n Nudger, log *slog.Logger) (*S
 	}
 	if cfg.Now == nil {
 		cfg.Now = time.Now
+	}
+	if cfg.Streams == nil {
+		cfg.Streams = streams.New(0, 0)
+	}
+	if cfg.DevLoginsExpire.IsZero() {
+		cfg.DevLoginsExpire = cfg.Now().Add(DevLoginTTL)
 	}
 	if cfg.Runs == nil {
 		cfg.Runs = &runs.Engine{Policy: cfg.Policy, Actions: actions.Children{Rules: &actions.Rules{Policy: cfg.Policy}}}
@@ -163,7 +194,8 @@ func New(cfg Config, st store.Store, ch Changer, n Nudger, log *slog.Logger) (*S
 		log:      log.With("component", "ui"),
 		mux:      http.NewServeMux(),
 		pages:    pages,
-		sessions: newSessions(st, cfg.SessionTTL, cfg.MaxSessions, cfg.Now),
+		sessions: newSessions(st, cfg.SessionTTL, cfg.MaxSessions, cfg.MaxSessionsPerToken, cfg.Now),
+		signIns:  newSignIns(cfg.SignInBurst, cfg.SignInEvery),
 		devUsed:  map[string]bool{},
 		streams:  map[string]int{},
 		done:     make(chan struct{}),

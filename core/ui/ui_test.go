@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/musterhq/muster/core/store"
+	"github.com/musterhq/muster/core/streams"
 	"github.com/musterhq/muster/shared/action"
 )
 
@@ -222,7 +223,7 @@ func TestSessionCookieFlags(t *testing.T) {
 			body := readAll(t, resp)
 			var login *http.Cookie
 			for _, c := range resp.Cookies() {
-				if c.Name == loginCookie {
+				if strings.TrimPrefix(c.Name, hostPrefix) == loginCookie {
 					login = c
 				}
 			}
@@ -239,17 +240,22 @@ func TestSessionCookieFlags(t *testing.T) {
 				t.Fatal(err)
 			}
 			resp.Body.Close()
+			// Under TLS the cookie is __Host-: Secure, for path /, no Domain.
+			name_, path := sessionCookie, "/ui/"
+			if name == "tls" {
+				name_, path = hostPrefix+sessionCookie, "/"
+			}
 			var sess *http.Cookie
 			for _, c := range resp.Cookies() {
-				if c.Name == sessionCookie {
+				if c.Name == name_ {
 					sess = c
 				}
 			}
 			if sess == nil {
-				t.Fatalf("no session cookie (status %d)", resp.StatusCode)
+				t.Fatalf("no session cookie %s (status %d)", name_, resp.StatusCode)
 			}
-			if !sess.HttpOnly || sess.SameSite != http.SameSiteStrictMode || sess.Path != "/ui/" {
-				t.Fatalf("cookie %+v: want HttpOnly, SameSite=Strict, Path=/ui/", sess)
+			if !sess.HttpOnly || sess.SameSite != http.SameSiteStrictMode || sess.Path != path || sess.Domain != "" {
+				t.Fatalf("cookie %+v: want HttpOnly, SameSite=Strict, Path=%s, no Domain", sess, path)
 			}
 			if sess.Secure != (name == "tls") {
 				t.Fatalf("cookie Secure=%v under %s", sess.Secure, name)
@@ -707,7 +713,7 @@ func TestEventsPageShowsTheNewestMatchesFirst(t *testing.T) {
 
 func TestStreamsPerSessionAreCapped(t *testing.T) {
 	t.Parallel()
-	e := setup(t)
+	e := setup(t, func(c *Config) { c.Streams = streams.New(100, 50) })
 	b := e.browser().signIn("viewer")
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
@@ -728,8 +734,8 @@ func TestStreamsPerSessionAreCapped(t *testing.T) {
 			resp.Body.Close()
 		}
 	}
-	// Another session is not affected.
-	if got := streamStatus(t, e.browser().signIn("viewer"), "/ui/stream"); got != http.StatusOK {
+	// Another token's session is not affected.
+	if got := streamStatus(t, e.browser().signIn("op"), "/ui/stream"); got != http.StatusOK {
 		t.Fatalf("another session's stream: %d", got)
 	}
 }

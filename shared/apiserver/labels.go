@@ -1,7 +1,7 @@
 // Package apiserver holds what the agent's and the core's HTTP APIs share
 // about serving: metric labels from a closed set, the JSON content type
 // required on writes, and the limits of every server (timeouts, header size,
-// open connections). See docs in README.md, "Securing muster".
+// open connections). See docs/security.md, "Server limits".
 package apiserver
 
 import (

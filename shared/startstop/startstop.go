@@ -4,7 +4,7 @@
 // goroutines and returns, and they end when ctx ends or Stop is called. Stop
 // is idempotent, blocks until every goroutine of the part has ended, and
 // works on a part never started. A part starts once. The model is river's
-// startstop (see docs in README.md, "Development").
+// startstop (see docs/development.md).
 //
 // A Group starts parts in order and stops them in reverse order under one
 // deadline, reporting every part that failed to stop in time or whose

@@ -1,7 +1,8 @@
 // Package pglocal runs a throwaway PostgreSQL server from the distribution's
 // packages (Debian's postgresql): initdb in a temporary directory, then the
-// server on a free loopback port and a Unix socket in that directory, as an
-// unprivileged user. Tests (through core/store/pgtest) and `muster dev --ha`
+// server on a free loopback port and a Unix socket in that directory (or, with
+// Options.Private, on the socket alone with passwords), as an unprivileged
+// user. Tests (through core/store/pgtest) and `muster dev --ha`
 // use it; it is not meant for production.
 //
 // PostgreSQL refuses to run as root. Started by root, the server runs as the
@@ -14,6 +15,8 @@ package pglocal
 import (
 	"bytes"
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"net"
@@ -39,6 +42,11 @@ const User = "muster-pg"
 // on the socket and on loopback only.
 const Superuser = "muster"
 
+// PrivateSuperuser is the role initdb creates for a Private server; it
+// authenticates with a random password only Server knows, so that the
+// role name muster is free for an unprivileged role (CreateRole).
+const PrivateSuperuser = "postgres"
+
 // Server is a running local PostgreSQL.
 type Server struct {
 	// Dir holds the data directory, the socket and the server's log.
@@ -51,6 +59,8 @@ type Server struct {
 	bin  string
 	cred *syscall.Credential
 	opts Options
+	// super and superPassword are who the Server connects as itself.
+	super, superPassword string
 
 	mu       sync.Mutex // guards cmd, exited, waitErr across Restart
 	cmd      *exec.Cmd
@@ -68,6 +78,12 @@ type Options struct {
 	Settings map[string]string
 	// Durable keeps fsync and synchronous_commit on.
 	Durable bool
+	// Private listens on the Unix socket alone (in the server's own
+	// directory, mode 0700), with password authentication
+	// (scram-sha-256) for every role: the superuser PrivateSuperuser gets
+	// a random password, and the application a role of its own with
+	// CreateRole. DSN (TCP) does not reach a private server.
+	Private bool
 }
 
 // FindBinDir returns the directory with the server binaries: the env
@@ -152,8 +168,25 @@ func Start(ctx context.Context, o Options) (*Server, error) {
 		}
 	}
 	data := filepath.Join(dir, "data")
-	initdb := exec.CommandContext(ctx, filepath.Join(bin, "initdb"), "-D", data, "-U", Superuser,
-		"--auth=trust", "--encoding=UTF8", "--locale=C", "--no-sync", "--no-instructions")
+	super, superPassword := Superuser, ""
+	args := []string{"-D", data, "--encoding=UTF8", "--locale=C", "--no-sync", "--no-instructions"}
+	if o.Private {
+		super, superPassword = PrivateSuperuser, randomPassword()
+		pwfile := filepath.Join(dir, "pwfile")
+		if err := os.WriteFile(pwfile, []byte(superPassword+"\n"), 0o600); err != nil {
+			return fail(err)
+		}
+		if cred != nil {
+			if err := os.Chown(pwfile, int(cred.Uid), int(cred.Gid)); err != nil {
+				return fail(err)
+			}
+		}
+		defer os.Remove(pwfile)
+		args = append(args, "-U", super, "--auth=scram-sha-256", "--pwfile="+pwfile)
+	} else {
+		args = append(args, "-U", super, "--auth=trust")
+	}
+	initdb := exec.CommandContext(ctx, filepath.Join(bin, "initdb"), args...)
 	initdb.SysProcAttr = &syscall.SysProcAttr{Credential: cred}
 	initdb.Dir = dir
 	if out, err := initdb.CombinedOutput(); err != nil {
@@ -165,7 +198,7 @@ func Start(ctx context.Context, o Options) (*Server, error) {
 		if err != nil {
 			return fail(err)
 		}
-		s := &Server{Dir: dir, Port: port, bin: bin, cred: cred, opts: o}
+		s := &Server{Dir: dir, Port: port, bin: bin, cred: cred, opts: o, super: super, superPassword: superPassword}
 		if lastErr = s.run(ctx); lastErr == nil {
 			return s, nil
 		}
@@ -216,6 +249,10 @@ func (s *Server) run(ctx context.Context) error {
 		"shared_buffers":          "32MB",
 		"log_min_messages":        "warning",
 		"logging_collector":       "off",
+	}
+	if o.Private {
+		settings["listen_addresses"] = "" // the socket alone
+		settings["unix_socket_permissions"] = "0700"
 	}
 	if !o.Durable {
 		settings["fsync"] = "off"
@@ -289,7 +326,7 @@ func (s *Server) run(ctx context.Context) error {
 func (s *Server) ping(ctx context.Context) (int, error) {
 	ctx, cancel := context.WithTimeout(ctx, 2*time.Second)
 	defer cancel()
-	conn, err := pgx.Connect(ctx, s.DSN("postgres"))
+	conn, err := pgx.Connect(ctx, s.SocketDSN("postgres"))
 	if err != nil {
 		return 0, err
 	}
@@ -316,18 +353,68 @@ func lastLines(b []byte, n int) string {
 	return strings.Join(lines, " | ")
 }
 
-// DSN returns a connection string for database db over TCP on loopback.
+// DSN returns a connection string for database db over TCP on loopback,
+// as the superuser.
 func (s *Server) DSN(db string) string {
-	u := url.URL{Scheme: "postgres", User: url.User(Superuser), Host: net.JoinHostPort("127.0.0.1", strconv.Itoa(s.Port)),
+	u := url.URL{Scheme: "postgres", User: s.superUser(), Host: net.JoinHostPort("127.0.0.1", strconv.Itoa(s.Port)),
 		Path: "/" + db, RawQuery: "sslmode=disable"}
 	return u.String()
 }
 
-// SocketDSN returns a connection string for database db over the Unix socket.
+// SocketDSN returns a connection string for database db over the Unix
+// socket, as the superuser.
 func (s *Server) SocketDSN(db string) string {
+	return s.socketDSN(db, s.superUser())
+}
+
+// RoleDSN returns a connection string for database db over the Unix socket,
+// as role with password.
+func (s *Server) RoleDSN(db, role, password string) string {
+	return s.socketDSN(db, url.UserPassword(role, password))
+}
+
+func (s *Server) socketDSN(db string, who *url.Userinfo) string {
 	q := url.Values{"host": {s.Dir}, "port": {strconv.Itoa(s.Port)}}
-	u := url.URL{Scheme: "postgres", User: url.User(Superuser), Path: "/" + db, RawQuery: q.Encode()}
+	u := url.URL{Scheme: "postgres", User: who, Path: "/" + db, RawQuery: q.Encode()}
 	return u.String()
+}
+
+func (s *Server) superUser() *url.Userinfo {
+	if s.superPassword == "" {
+		return url.User(s.super)
+	}
+	return url.UserPassword(s.super, s.superPassword)
+}
+
+// randomPassword returns 32 random hex digits.
+func randomPassword() string {
+	b := make([]byte, 16)
+	_, _ = rand.Read(b) // never fails (crypto/rand)
+	return hex.EncodeToString(b)
+}
+
+// CreateRole creates a login role that is not a superuser, may create
+// neither databases nor roles, authenticates with password, and owns
+// database db (so that it can create its tables there).
+func (s *Server) CreateRole(ctx context.Context, role, password, db string) error {
+	conn, err := pgx.Connect(ctx, s.SocketDSN("postgres"))
+	if err != nil {
+		return fmt.Errorf("create role %s: %w", role, err)
+	}
+	defer conn.Close(context.Background())
+	id := pgx.Identifier{role}.Sanitize()
+	quoted := "'" + strings.ReplaceAll(password, "'", "''") + "'"
+	for _, q := range []string{
+		"CREATE ROLE " + id + " LOGIN NOSUPERUSER NOCREATEDB NOCREATEROLE NOREPLICATION NOBYPASSRLS PASSWORD " + quoted,
+		"ALTER DATABASE " + pgx.Identifier{db}.Sanitize() + " OWNER TO " + id,
+	} {
+		if _, err := conn.Exec(ctx, q); err != nil {
+			return fmt.Errorf("create role %s: %w", role, err)
+		}
+	}
+	// From PostgreSQL 15 the public schema belongs to pg_database_owner,
+	// the new owner; before, it was open to every role.
+	return nil
 }
 
 // CreateDatabase creates database name, a copy of template (template0 when

@@ -2,8 +2,12 @@ package pglocal
 
 import (
 	"context"
+	"net"
+	"net/url"
 	"os"
+	"strconv"
 	"testing"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 )
@@ -60,5 +64,57 @@ func TestServerLifecycle(t *testing.T) {
 	}
 	if _, err := os.Stat(s.Dir); !os.IsNotExist(err) {
 		t.Fatalf("directory left after Stop: %v", err)
+	}
+}
+
+// Hardening of issue 17 (`muster dev --ha`): a private server listens on
+// its socket alone, every role needs its password, and the application's
+// role is not a superuser yet can create its tables.
+func TestPrivateServerTakesPasswordsOnItsSocketOnly(t *testing.T) {
+	ctx := context.Background()
+	s, err := Start(ctx, Options{Private: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.Stop() })
+	if err := s.CreateDatabase(ctx, "muster", ""); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.CreateRole(ctx, "muster", "s3cret'x", "muster"); err != nil {
+		t.Fatal(err)
+	}
+	if c, err := net.DialTimeout("tcp", net.JoinHostPort("127.0.0.1", strconv.Itoa(s.Port)), 2*time.Second); err == nil {
+		c.Close()
+		t.Fatal("a private server listens on TCP")
+	}
+	for name, dsn := range map[string]string{
+		"no password":                    s.socketDSN("muster", url.User("muster")),
+		"wrong password":                 s.RoleDSN("muster", "muster", "nope"),
+		"superuser without its password": s.socketDSN("muster", url.User(PrivateSuperuser)),
+	} {
+		if conn, err := pgx.Connect(ctx, dsn); err == nil {
+			conn.Close(ctx)
+			t.Fatalf("%s: connected", name)
+		}
+	}
+	conn, err := pgx.Connect(ctx, s.RoleDSN("muster", "muster", "s3cret'x"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(ctx)
+	var super, createDB, createRole bool
+	if err := conn.QueryRow(ctx, "SELECT rolsuper, rolcreatedb, rolcreaterole FROM pg_roles WHERE rolname = current_user").
+		Scan(&super, &createDB, &createRole); err != nil {
+		t.Fatal(err)
+	}
+	if super || createDB || createRole {
+		t.Fatalf("the muster role: superuser %v, createdb %v, createrole %v; want none", super, createDB, createRole)
+	}
+	if _, err := conn.Exec(ctx, "CREATE TABLE t (v int)"); err != nil {
+		t.Fatalf("the muster role cannot create its tables: %v", err)
+	}
+	fi, err := os.Stat(s.Dir)
+	if err != nil || fi.Mode().Perm()&0o077 != 0 {
+		t.Fatalf("the socket's directory: %v %v, want no group or other bits", fi.Mode(), err)
 	}
 }

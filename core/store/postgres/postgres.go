@@ -1,6 +1,6 @@
 // Package postgres implements core/store on PostgreSQL (13 or newer), for
 // several core replicas sharing one database (docs/architecture.md,
-// "Several core replicas", and "High availability" in the README).
+// "Several core replicas", and docs/high-availability.md).
 //
 // It keeps the semantics core/store/sqlite has with its single writer:
 //   - Update runs in a SERIALIZABLE transaction and is run again, from the

@@ -57,3 +57,10 @@ func (w *writer) DeleteSessionsBefore(ctx context.Context, t time.Time) (int, er
 	n, err := w.exec(ctx, "delete expired sessions", `DELETE FROM ui_sessions WHERE expires_ts <= $1`, action.UTC(t))
 	return int(n), err
 }
+
+func (w *writer) TrimSessions(ctx context.Context, tokenHash string, keep int) (int, error) {
+	n, err := w.exec(ctx, "trim sessions", `DELETE FROM ui_sessions WHERE token_hash = $1 AND hash NOT IN
+		(SELECT hash FROM ui_sessions WHERE token_hash = $1 ORDER BY created_ts DESC, hash DESC LIMIT $2)`,
+		tokenHash, max(keep, 0))
+	return int(n), err
+}

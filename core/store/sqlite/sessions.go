@@ -54,3 +54,10 @@ func (w *writer) DeleteSessionsBefore(ctx context.Context, t time.Time) (int, er
 	_, n, err := w.exec(ctx, "delete expired sessions", `DELETE FROM ui_sessions WHERE expires_ts <= ?`, shsqlite.Micros(t))
 	return int(n), err
 }
+
+func (w *writer) TrimSessions(ctx context.Context, tokenHash string, keep int) (int, error) {
+	_, n, err := w.exec(ctx, "trim sessions", `DELETE FROM ui_sessions WHERE token_hash = ? AND hash NOT IN
+		(SELECT hash FROM ui_sessions WHERE token_hash = ? ORDER BY created_ts DESC, hash DESC LIMIT ?)`,
+		tokenHash, tokenHash, max(keep, 0))
+	return int(n), err
+}

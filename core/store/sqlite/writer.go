@@ -218,6 +218,10 @@ func (w *writer) InsertToken(ctx context.Context, t *store.Token) error {
 // DeleteToken removes a token (ErrNotFound when there is none).
 func (w *writer) DeleteToken(ctx context.Context, name string) error {
 	what := fmt.Sprintf("delete token %q", name)
+	// Its web UI sessions go with it, in the same transaction.
+	if _, _, err := w.exec(ctx, what, `DELETE FROM ui_sessions WHERE token_hash IN (SELECT hash FROM tokens WHERE name = ?)`, name); err != nil {
+		return err
+	}
 	_, n, err := w.exec(ctx, what, `DELETE FROM tokens WHERE name = ?`, name)
 	if err == nil && n == 0 {
 		err = fmt.Errorf("%s: %w", what, store.ErrNotFound)

@@ -40,6 +40,7 @@ func Run(t *testing.T, db NewDB) {
 		{"Tokens", testTokens},
 		{"TokenNamesAreUniqueIgnoringCase", testTokenNamesAreUniqueIgnoringCase},
 		{"Sessions", testSessions},
+		{"SessionsEndWithTheirToken", testSessionsEndWithTheirToken},
 		{"RunsRoundTripAndList", testRunsRoundTripAndList},
 		{"ARunHasOneChildPerStageAndNode", testARunHasOneChildPerStageAndNode},
 		{"PlaybookVersions", testPlaybookVersions},
@@ -413,6 +414,59 @@ func testSessions(t *testing.T, db NewDB) {
 		}
 		return nil
 	})
+}
+
+// testSessionsEndWithTheirToken (issue 17, item 3): TrimSessions keeps a
+// token's newest sessions and ends the rest; revoking a token deletes its
+// sessions in the same transaction, as another store on the database (a
+// restart, another replica) sees.
+func testSessionsEndWithTheirToken(t *testing.T, db NewDB) {
+	open := db(t)
+	s := open(t)
+	update(t, s, func(ctx context.Context, tx store.Tx) error {
+		for _, tok := range []store.Token{
+			{Name: "viewer", Roles: []string{store.RoleViewer}, Hash: "hv", CreatedTS: t0},
+			{Name: "admin2", Roles: []string{store.RoleAdmin}, Hash: "ha", CreatedTS: t0},
+		} {
+			if err := tx.InsertToken(ctx, &tok); err != nil {
+				return err
+			}
+		}
+		for i := range 5 {
+			ts := t0.Add(time.Duration(i) * time.Second)
+			if err := tx.InsertSession(ctx, &store.Session{Hash: fmt.Sprintf("v%d", i), TokenHash: "hv", CSRF: "c",
+				CreatedTS: ts, ExpiresTS: ts.Add(time.Hour)}); err != nil {
+				return err
+			}
+		}
+		return tx.InsertSession(ctx, &store.Session{Hash: "a0", TokenHash: "ha", CSRF: "c", CreatedTS: t0, ExpiresTS: t0.Add(time.Hour)})
+	})
+	update(t, s, func(ctx context.Context, tx store.Tx) error {
+		n, err := tx.TrimSessions(ctx, "hv", 2)
+		if n != 3 {
+			t.Errorf("TrimSessions removed %d, want 3", n)
+		}
+		return err
+	})
+	found := func(st store.Store) map[string]bool {
+		got := map[string]bool{}
+		read(t, st, func(ctx context.Context, r store.Reader) error {
+			for _, h := range []string{"v0", "v1", "v2", "v3", "v4", "a0"} {
+				if _, err := r.Session(ctx, h); err == nil {
+					got[h] = true
+				}
+			}
+			return nil
+		})
+		return got
+	}
+	if got, want := found(s), map[string]bool{"v3": true, "v4": true, "a0": true}; !reflect.DeepEqual(got, want) {
+		t.Fatalf("after TrimSessions(keep 2): %v, want the two newest and the other token's: %v", got, want)
+	}
+	update(t, s, func(ctx context.Context, tx store.Tx) error { return tx.DeleteToken(ctx, "viewer") })
+	if got, want := found(open(t)), map[string]bool{"a0": true}; !reflect.DeepEqual(got, want) {
+		t.Fatalf("after revoking the viewer, another store sees sessions %v, want %v", got, want)
+	}
 }
 
 func testUpdateRollsBack(t *testing.T, db NewDB) {
