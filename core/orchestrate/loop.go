@@ -203,7 +203,7 @@ func (o *Orchestrator) call(ctx context.Context, clusterID string, d *direct) (R
 
 // fullSync asks the cluster's loop for a full sync under the cluster's
 // lease and waits for it; ok is false when this replica does not hold it.
-func (o *Orchestrator) fullSync(ctx context.Context, clusterID string) (rep Report, err error, ok bool) {
+func (o *Orchestrator) fullSync(ctx context.Context, clusterID string) (rep Report, ok bool, err error) {
 	reply := make(chan syncDone, 1)
 	o.mu.Lock()
 	cs := o.clusterLocked(clusterID)
@@ -212,9 +212,9 @@ func (o *Orchestrator) fullSync(ctx context.Context, clusterID string) (rep Repo
 	o.mu.Unlock()
 	select {
 	case done := <-reply:
-		return done.rep, done.err, !done.refused
+		return done.rep, !done.refused, done.err
 	case <-ctx.Done():
-		return Report{Cluster: clusterID}, ctx.Err(), true
+		return Report{Cluster: clusterID}, true, ctx.Err()
 	}
 }
 

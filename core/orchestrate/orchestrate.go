@@ -594,7 +594,7 @@ func (o *Orchestrator) schedule(ctx context.Context) {
 			passes.Add(1)
 			go func(id string) {
 				defer passes.Done()
-				rep, err, ok := o.fullSync(ctx, id)
+				rep, ok, err := o.fullSync(ctx, id)
 				if !ok { // another replica holds the cluster's lease
 					finished <- id
 					return
