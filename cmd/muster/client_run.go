@@ -131,7 +131,7 @@ func newRunCreateCmd(f *clientFlags) *cobra.Command {
 			w := cmd.OutOrStdout()
 			n := 0
 			for _, s := range r.Stages {
-				n += len(s.Nodes)
+				n += s.Size()
 			}
 			fmt.Fprintf(w, "Created run %s (%s): %s on %d node(s).\n", textsafe.Escape(r.ID), textsafe.Escape(r.State), textsafe.Escape(st.Kind), n)
 			if r.State == "PENDING_APPROVE" {
@@ -195,7 +195,7 @@ func newRunListCmd(f *clientFlags) *cobra.Command {
 // progress counts the finished children of a run and all it will have.
 func progress(r *wire.Run) (done, total int) {
 	for _, s := range r.Stages {
-		total += len(s.Nodes)
+		total += s.Size()
 		for st, n := range s.Counts {
 			if st != "PENDING" && action.State(st).Final() {
 				done += n
@@ -248,7 +248,7 @@ func printRun(w io.Writer, r *wire.Run) error {
 	fmt.Fprintln(w, "\nStages:")
 	s := newTable(w, "STAGE", "KIND", "STATE", "NODES", "CONCURRENCY", "MAX ERRORS", "ON FAILURE", "DEPENDS ON", "ARGS")
 	for _, st := range r.Stages {
-		s.row(textsafe.Escape(st.Name), textsafe.Escape(st.Kind), st.State, fmt.Sprint(len(st.Nodes)), st.MaxConcurrency.String(),
+		s.row(textsafe.Escape(st.Name), textsafe.Escape(st.Kind), st.State, fmt.Sprint(st.Size()), st.MaxConcurrency.String(),
 			st.MaxErrors.String(), st.OnFailure, textsafe.Escape(strings.Join(st.DependsOn, ",")), textsafe.Escape(string(st.Args)))
 	}
 	if err := s.flush(); err != nil {
@@ -278,7 +278,7 @@ var stageOrder = []string{"DONE", "RUNNING", "NEW", "PENDING_SCHEDULE", "PENDING
 
 // stageLine is a stage's progress: a bar of finished children and counts.
 func stageLine(st *wire.Stage) string {
-	total := len(st.Nodes)
+	total := st.Size()
 	finished := 0
 	for s, n := range st.Counts {
 		if s != "PENDING" && action.State(s).Final() {

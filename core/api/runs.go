@@ -67,22 +67,22 @@ func (s *Server) createRun(c *echo.Context) error {
 func (s *Server) newRun(c *echo.Context, fn func(ctx context.Context, tx store.Tx) (*store.Run, error)) error {
 	ctx := c.Request().Context()
 	var run *store.Run
-	var kids []store.Record
+	var counts []store.ChildCount
 	err := s.st.Update(ctx, func(tx store.Tx) error {
 		var err error
 		if run, err = fn(ctx, tx); err != nil {
 			return err
 		}
-		kids, err = tx.RunChildren(ctx, run.ID)
+		counts, err = tx.RunChildCounts(ctx, []string{run.ID})
 		return err
 	})
 	if err != nil {
 		return err
 	}
-	if len(kids) > 0 {
+	if len(counts) > 0 {
 		s.nudgeCluster(run.ClusterID)
 	}
-	return c.JSON(http.StatusCreated, runs.View(run, kids, false))
+	return c.JSON(http.StatusCreated, runs.View(run, counts))
 }
 
 func (s *Server) listRuns(c *echo.Context) error {
@@ -112,30 +112,36 @@ func (s *Server) listRuns(c *echo.Context) error {
 	}
 	limit := q.Limit
 	q.Limit++
+	q.Brief = true // the first nodes of each stage and their count
 	ctx := c.Request().Context()
 	out := wire.RunList{Runs: []wire.Run{}}
 	err = s.st.Read(ctx, func(r store.Reader) error {
 		if q.Marker != "" {
-			if _, err := r.Run(ctx, q.Marker); errors.Is(err, store.ErrNotFound) {
-				return badRequest("marker %s is not a run", q.Marker)
-			} else if err != nil {
+			if ok, err := store.RunExists(ctx, r, q.Marker); err != nil {
 				return err
+			} else if !ok {
+				return badRequest("marker %s is not a run", q.Marker)
 			}
 		}
 		list, err := r.ListRuns(ctx, q)
 		if err != nil {
 			return err
 		}
+		if len(list) > limit {
+			list, out.NextMarker = list[:limit], list[limit-1].ID
+		}
+		ids := make([]string, len(list))
 		for i := range list {
-			if i == limit {
-				out.NextMarker = list[i-1].ID
-				break
-			}
-			kids, err := r.RunChildren(ctx, list[i].ID)
-			if err != nil {
-				return err
-			}
-			w := runs.View(&list[i], kids, false)
+			ids[i] = list[i].ID
+		}
+		// Counted with the children by the store: a list never reads them.
+		counts, err := r.RunChildCounts(ctx, ids)
+		if err != nil {
+			return err
+		}
+		byRun := store.CountsByRun(counts)
+		for i := range list {
+			w := runs.View(&list[i], byRun[list[i].ID])
 			for j := range w.Stages {
 				w.Stages[j].Args = nil // in the run's own answer, not in lists
 			}
@@ -161,7 +167,8 @@ func (s *Server) showRun(c *echo.Context) error {
 		if err != nil {
 			return err
 		}
-		out = runs.View(run, kids, true)
+		out = runs.View(run, store.CountChildren(kids))
+		out.Children = runs.Grid(run, kids)
 		return nil
 	})
 	if err != nil {
@@ -198,7 +205,7 @@ func (s *Server) changeRun(c *echo.Context, body any, fn func(ctx context.Contex
 	}
 	ctx := c.Request().Context()
 	var run *store.Run
-	var kids []store.Record
+	var counts []store.ChildCount
 	err := s.st.Update(ctx, func(tx store.Tx) error {
 		found, err := resolveRun(ctx, tx, c.Param("id"))
 		if err != nil {
@@ -207,14 +214,14 @@ func (s *Server) changeRun(c *echo.Context, body any, fn func(ctx context.Contex
 		if run, err = fn(ctx, tx, found.ID); err != nil {
 			return err
 		}
-		kids, err = tx.RunChildren(ctx, run.ID)
+		counts, err = tx.RunChildCounts(ctx, []string{run.ID})
 		return err
 	})
 	if err != nil {
 		return err
 	}
 	s.nudgeCluster(run.ClusterID)
-	return c.JSON(http.StatusOK, runs.View(run, kids, false))
+	return c.JSON(http.StatusOK, runs.View(run, counts))
 }
 
 // approveRun approves a run. With {"digest": "..."}, the approval holds only

@@ -332,16 +332,30 @@ func (e *Engine) Expire(ctx context.Context, tx store.Tx) (int, error) {
 	if e.Policy.TTL <= 0 {
 		return 0, nil
 	}
-	waiting, err := tx.RunsInState(ctx, "", store.RunPendingApprove)
-	if err != nil {
-		return 0, err
+	// Oldest first, and brief: a pass does not read the node lists of
+	// every run waiting, only of those that expire.
+	t := e.now()
+	var expired []string
+	q := store.RunQuery{States: []string{store.RunPendingApprove}, Oldest: true, Brief: true, Limit: 100}
+	for {
+		page, err := tx.ListRuns(ctx, q)
+		if err != nil {
+			return 0, err
+		}
+		i := 0
+		for ; i < len(page) && t.Sub(page[i].CreatedTS) > e.Policy.TTL; i++ {
+			expired = append(expired, page[i].ID)
+		}
+		if i < len(page) || len(page) < q.Limit {
+			break
+		}
+		q.Marker = page[len(page)-1].ID
 	}
 	n := 0
-	t := e.now()
-	for i := range waiting {
-		r := &waiting[i]
-		if t.Sub(r.CreatedTS) <= e.Policy.TTL {
-			continue
+	for _, id := range expired {
+		r, err := tx.Run(ctx, id)
+		if err != nil {
+			return n, err
 		}
 		if err := e.finish(ctx, tx, r, store.RunCancelled, ReasonExpired, store.EventRunExpired, Who{Name: actorCore},
 			fmt.Sprintf("run %s expired after waiting %s for approval", r.ID, e.Policy.TTL)); err != nil {

@@ -328,3 +328,38 @@ func TestAChildOnAForgottenNodeEndsAndCountsAsAnError(t *testing.T) {
 		}
 	}
 }
+
+// TestRunsWaitingForApprovalExpirePageByPage: expiring reads the runs
+// waiting a page at a time, oldest first, and cancels every run past the
+// TTL, however many pages they fill, and none of the others.
+func TestRunsWaitingForApprovalExpirePageByPage(t *testing.T) {
+	t.Parallel()
+	env := setupEngine(t)
+	create := func(n int) {
+		env.update(func(ctx context.Context, tx store.Tx) error {
+			for range n {
+				if _, err := env.e.Create(ctx, tx, &wire.CreateRunRequest{ClusterID: "c", Stages: []wire.StageSpec{{
+					Kind: "muster.io/debug.ping", Target: wire.Target{All: true}}}}, runs.Who{Name: "alice"}); err != nil {
+					return err
+				}
+			}
+			return nil
+		})
+	}
+	create(250)
+	env.now = env.now.Add(env.e.Policy.TTL + time.Minute)
+	create(30)
+	var n int
+	var left []store.Run
+	env.update(func(ctx context.Context, tx store.Tx) error {
+		var err error
+		if n, err = env.e.Expire(ctx, tx); err != nil {
+			return err
+		}
+		left, err = tx.RunsInState(ctx, "", store.RunPendingApprove)
+		return err
+	})
+	if n != 250 || len(left) != 30 {
+		t.Fatalf("expired %d, %d left waiting; want 250 and 30", n, len(left))
+	}
+}

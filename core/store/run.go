@@ -1,8 +1,15 @@
 package store
 
 import (
+	"cmp"
+	"context"
 	"encoding/json"
+	"errors"
+	"fmt"
+	"slices"
 	"time"
+
+	"github.com/musterhq/muster/shared/action"
 
 	"github.com/musterhq/muster/shared/limit"
 	"github.com/musterhq/muster/shared/wire"
@@ -48,7 +55,14 @@ type Run struct {
 	CreatedTS  time.Time
 	UpdatedTS  time.Time
 	FinishedTS *time.Time
+	// Brief: the run was read by a list with RunQuery.Brief, and each
+	// stage's Nodes holds at most its first BriefNodes nodes (NodeCount
+	// counts them all). A brief run is for showing: it cannot be stored.
+	Brief bool
 }
+
+// BriefNodes is how many of a stage's nodes a brief run holds.
+const BriefNodes = 10
 
 // RunStage is one stage of a stored run: its spec, resolved, and its state.
 type RunStage struct {
@@ -66,6 +80,112 @@ type RunStage struct {
 	// Forgiven counts the errors a resume accepted after the stage paused
 	// the run on them: only errors beyond these count against MaxErrors.
 	Forgiven int `json:"forgiven,omitempty"`
+	// NodeCount counts the stage's nodes in a brief run (Run.Brief), whose
+	// Nodes holds only the first of them; it is 0 otherwise. Size counts
+	// them either way.
+	NodeCount int `json:"node_count,omitempty"`
+}
+
+// Size is how many nodes the stage has, in a brief run as in a full one.
+func (s *RunStage) Size() int {
+	return max(s.NodeCount, len(s.Nodes))
+}
+
+// Brief returns stages with each stage's node list cut to its first
+// BriefNodes nodes and NodeCount set: what a brief run holds.
+func Brief(stages []RunStage) []RunStage {
+	out := make([]RunStage, len(stages))
+	for i, st := range stages {
+		st.NodeCount = st.Size()
+		st.Nodes = st.Nodes[:min(len(st.Nodes), BriefNodes)]
+		out[i] = st
+	}
+	return out
+}
+
+// ErrBriefRun is the error of storing a brief run (Run.Brief): its node
+// lists are cut.
+var ErrBriefRun = errors.New("a brief run cannot be stored")
+
+// MarshalStages is what both stores keep of r's stages: the stages as JSON,
+// and the brief stages (Brief) as JSON. A brief run is refused.
+func MarshalStages(r *Run) (stages, brief string, err error) {
+	if r.Brief {
+		return "", "", fmt.Errorf("run %s: %w", r.ID, ErrBriefRun)
+	}
+	full, err := json.Marshal(r.Stages)
+	if err != nil {
+		return "", "", fmt.Errorf("run %s: stages: %w", r.ID, err)
+	}
+	short, err := json.Marshal(Brief(r.Stages))
+	if err != nil {
+		return "", "", fmt.Errorf("run %s: stages: %w", r.ID, err)
+	}
+	return string(full), string(short), nil
+}
+
+// ChildCount is how many children of a run's stage are in one state with
+// one approver and, for CANCELLED children only, one state reason (what
+// tells a run's own cancel from an error). The store keeps these counts
+// with the children, so a list of runs reads them without the children.
+type ChildCount struct {
+	RunID      string
+	Stage      string
+	State      action.State
+	ApprovedBy string
+	// Reason is the state reason of CANCELLED children, "" for the others.
+	Reason string
+	N      int
+}
+
+// CountChildren counts children as the store's counts do
+// (Reader.RunChildCounts): by run, stage, state, approver and reason, in
+// that order.
+func CountChildren(children []Record) []ChildCount {
+	idx := map[ChildCount]int{}
+	var out []ChildCount
+	for i := range children {
+		c := &children[i]
+		if c.RunID == "" {
+			continue
+		}
+		k := ChildCount{RunID: c.RunID, Stage: c.Stage, State: c.State, ApprovedBy: c.ApprovedBy}
+		if c.State == action.Cancelled {
+			k.Reason = c.StateReason
+		}
+		if j, ok := idx[k]; ok {
+			out[j].N++
+			continue
+		}
+		idx[k] = len(out)
+		k.N = 1
+		out = append(out, k)
+	}
+	SortChildCounts(out)
+	return out
+}
+
+// CountsByRun groups counts by run id.
+func CountsByRun(cs []ChildCount) map[string][]ChildCount {
+	out := map[string][]ChildCount{}
+	for _, c := range cs {
+		out[c.RunID] = append(out[c.RunID], c)
+	}
+	return out
+}
+
+// RunExists reports whether a run has exactly this id, without reading it.
+func RunExists(ctx context.Context, r Reader, id string) (bool, error) {
+	ids, err := r.RunIDsWithPrefix(ctx, id, 1)
+	return len(ids) == 1 && ids[0] == id, err
+}
+
+// SortChildCounts puts counts in the order RunChildCounts returns them.
+func SortChildCounts(cs []ChildCount) {
+	slices.SortFunc(cs, func(a, b ChildCount) int {
+		return cmp.Or(cmp.Compare(a.RunID, b.RunID), cmp.Compare(a.Stage, b.Stage), cmp.Compare(a.State, b.State),
+			cmp.Compare(a.ApprovedBy, b.ApprovedBy), cmp.Compare(a.Reason, b.Reason))
+	})
 }
 
 // RunQuery selects runs, newest first. Empty fields do not filter.
@@ -75,6 +195,12 @@ type RunQuery struct {
 	// Marker is the id of the last run of the previous page.
 	Marker string
 	Limit  int
+	// Oldest lists oldest first (then by id) instead of newest first.
+	Oldest bool
+	// Brief reads each stage's first BriefNodes nodes and its count, not
+	// its whole node list (Run.Brief): for lists, whose cost then does not
+	// grow with the size of the runs.
+	Brief bool
 }
 
 // Run event types (docs/architecture.md, "Runs and playbooks").

@@ -88,13 +88,19 @@ type Reader interface {
 	Run(ctx context.Context, id string) (*Run, error)
 	// RunIDsWithPrefix returns up to max run ids that start with prefix.
 	RunIDsWithPrefix(ctx context.Context, prefix string, max int) ([]string, error)
-	// ListRuns lists runs, newest first, then by id.
+	// ListRuns lists runs, newest first (oldest first with q.Oldest), then
+	// by id; with q.Brief, brief runs (Run.Brief).
 	ListRuns(ctx context.Context, q RunQuery) ([]Run, error)
 	// RunsInState lists the runs of a cluster (every cluster when "") in
 	// one of states, oldest first.
 	RunsInState(ctx context.Context, clusterID string, states ...string) ([]Run, error)
 	// RunChildren lists the child actions of a run, oldest first.
 	RunChildren(ctx context.Context, runID string) ([]Record, error)
+	// RunChildCounts counts the children of the given runs (CountChildren
+	// of their RunChildren, without reading them), ordered by run, stage,
+	// state, approver and reason. It reads counters kept with the children,
+	// so its cost grows with the runs asked for, not with their children.
+	RunChildCounts(ctx context.Context, runIDs []string) ([]ChildCount, error)
 
 	// Playbook returns one version of a playbook, the newest when version
 	// is 0 (ErrNotFound when there is none).

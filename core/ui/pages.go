@@ -214,15 +214,23 @@ type approvalsData struct {
 	Runs  []pendingRun
 	Mine  int
 	ForMe int
-	// More: there are more waiting than the page shows.
+	// More: there are more actions waiting than the page shows.
 	More bool
+	// RunsNextURL is the next page of runs ("": this is the last one);
+	// RunsFirstURL the first, when this is not it.
+	RunsNextURL, RunsFirstURL string
 }
 
 func (s *Server) approvals(w http.ResponseWriter, r *http.Request, v *visitor) {
 	ctx := r.Context()
+	marker := r.URL.Query().Get("marker")
+	if marker != "" && !action.ValidID(marker) {
+		s.renderError(w, r, v, http.StatusBadRequest, "The page marker is not a run id.")
+		return
+	}
 	var recs []store.Record
 	var runs []pendingRun
-	var more bool
+	var next string
 	err := s.st.Read(ctx, func(rd store.Reader) error {
 		var err error
 		recs, err = rd.ListActions(ctx, store.ListQuery{States: []action.State{action.PendingApprove},
@@ -230,14 +238,24 @@ func (s *Server) approvals(w http.ResponseWriter, r *http.Request, v *visitor) {
 		if err != nil {
 			return err
 		}
-		runs, more, err = s.pendingRuns(ctx, rd, v)
+		runs, next, err = s.pendingRuns(ctx, rd, v, marker)
 		return err
 	})
+	if errors.Is(err, store.ErrNotFound) {
+		s.renderError(w, r, v, http.StatusBadRequest, "The page marker names no run.")
+		return
+	}
 	if err != nil {
 		s.storeError(w, r, v, err)
 		return
 	}
-	d := approvalsData{Items: []pending{}, Runs: runs, More: more}
+	d := approvalsData{Items: []pending{}, Runs: runs}
+	if next != "" {
+		d.RunsNextURL = "/ui/approvals?" + url.Values{"marker": {next}}.Encode()
+	}
+	if marker != "" {
+		d.RunsFirstURL = "/ui/approvals"
+	}
 	if len(recs) > approvalsShown {
 		recs, d.More = recs[:approvalsShown], true
 	}
@@ -274,7 +292,11 @@ func (s *Server) approvals(w http.ResponseWriter, r *http.Request, v *visitor) {
 	} else if vw.Flash = runFlash(r); vw.Flash != "" {
 		vw.FlashLink = "/ui/runs/" + r.URL.Query().Get("run")
 	}
-	vw.Live = &liveRegion{URL: "/ui/approvals?part=live", Stream: "type=action.*,run.*"}
+	live := url.Values{"part": {"live"}}
+	if marker != "" {
+		live.Set("marker", marker)
+	}
+	vw.Live = &liveRegion{URL: "/ui/approvals?" + live.Encode(), Stream: "type=action.*,run.*"}
 	vw.Data = d
 	s.render(w, r, http.StatusOK, "approvals", vw)
 }

@@ -46,10 +46,12 @@ type stageProgress struct {
 	Total    int
 	Finished int // children in a final state
 	Counts   []stateCount
+	// More counts the nodes not listed (a brief run lists the first ones).
+	More int
 }
 
 func progressOf(st wire.Stage) stageProgress {
-	p := stageProgress{Stage: st, Total: len(st.Nodes)}
+	p := stageProgress{Stage: st, Total: st.Size(), More: st.Size() - len(st.Nodes)}
 	order := append([]string{"PENDING"}, statesText()...)
 	for _, s := range order {
 		if n := st.Counts[s]; n > 0 {
@@ -101,27 +103,27 @@ func (s *Server) runsList(w http.ResponseWriter, r *http.Request, v *visitor) {
 		if d.Clusters, err = rd.Clusters(ctx); err != nil {
 			return err
 		}
-		if f.Marker != "" {
-			if _, err := rd.Run(ctx, f.Marker); err != nil {
-				return err
-			}
+		if err := markerRun(ctx, rd, f.Marker); err != nil {
+			return err
 		}
-		list, err := rd.ListRuns(ctx, f.query(runsPerPage+1))
+		q := f.query(runsPerPage + 1)
+		q.Brief = true
+		list, err := rd.ListRuns(ctx, q)
+		if err != nil {
+			return err
+		}
+		if len(list) > runsPerPage {
+			list = list[:runsPerPage]
+			q := f.values()
+			q.Set("marker", list[runsPerPage-1].ID)
+			d.NextURL = "/ui/runs?" + q.Encode()
+		}
+		byRun, err := childCounts(ctx, rd, list)
 		if err != nil {
 			return err
 		}
 		for i := range list {
-			if i == runsPerPage {
-				q := f.values()
-				q.Set("marker", list[i-1].ID)
-				d.NextURL = "/ui/runs?" + q.Encode()
-				break
-			}
-			kids, err := rd.RunChildren(ctx, list[i].ID)
-			if err != nil {
-				return err
-			}
-			row := runRow{Run: runs.View(&list[i], kids, false)}
+			row := runRow{Run: runs.View(&list[i], byRun[list[i].ID])}
 			for _, st := range row.Stages {
 				row.Progress = append(row.Progress, progressOf(st))
 			}
@@ -150,6 +152,33 @@ func (s *Server) runsList(w http.ResponseWriter, r *http.Request, v *visitor) {
 	vw.Live = &liveRegion{URL: "/ui/runs?" + live.Encode(), Stream: stream.Encode()}
 	vw.Data = d
 	s.render(w, r, status, "runs", vw)
+}
+
+// markerRun checks that a page's marker ("": none) names a run, without
+// reading it (store.ErrNotFound otherwise).
+func markerRun(ctx context.Context, rd store.Reader, marker string) error {
+	if marker == "" {
+		return nil
+	}
+	ok, err := store.RunExists(ctx, rd, marker)
+	if err == nil && !ok {
+		err = fmt.Errorf("marker %s: %w", marker, store.ErrNotFound)
+	}
+	return err
+}
+
+// childCounts reads the counts of the children of runs, by run, from the
+// counters the store keeps with them: a page of runs never reads children.
+func childCounts(ctx context.Context, rd store.Reader, list []store.Run) (map[string][]store.ChildCount, error) {
+	ids := make([]string, len(list))
+	for i := range list {
+		ids[i] = list[i].ID
+	}
+	counts, err := rd.RunChildCounts(ctx, ids)
+	if err != nil {
+		return nil, err
+	}
+	return store.CountsByRun(counts), nil
 }
 
 // wave is the nodes of one wave of a stage.
@@ -255,7 +284,8 @@ func (s *Server) runDetail(w http.ResponseWriter, r *http.Request, v *visitor) {
 		s.storeError(w, r, v, err)
 		return
 	}
-	d := runData{Run: runs.View(run, kids, true), Self: "/ui/runs/" + id}
+	d := runData{Run: runs.View(run, store.CountChildren(kids)), Self: "/ui/runs/" + id}
+	d.Run.Children = runs.Grid(run, kids)
 	waves := map[string]map[int][]string{}
 	cells := map[string]*wire.RunChild{}
 	var nodes []string
@@ -388,27 +418,37 @@ type pendingRun struct {
 	runDecision
 }
 
-// pendingRuns lists the runs waiting for approval, oldest first, at most
-// approvalsShown (more: there are others).
-func (s *Server) pendingRuns(ctx context.Context, rd store.Reader, v *visitor) (out []pendingRun, more bool, err error) {
-	list, err := rd.RunsInState(ctx, "", store.RunPendingApprove)
-	if err != nil {
-		return nil, false, err
+// pendingRuns lists a page of the runs waiting for approval, oldest first:
+// runsPerPage of them after the run marker names ("": from the oldest).
+// next is the marker of the next page, "" when this is the last. The runs
+// are brief: each stage shows its first nodes and how many it has.
+func (s *Server) pendingRuns(ctx context.Context, rd store.Reader, v *visitor, marker string) (out []pendingRun, next string, err error) {
+	if err := markerRun(ctx, rd, marker); err != nil {
+		return nil, "", err
 	}
-	slices.SortStableFunc(list, func(a, b store.Run) int { return a.CreatedTS.Compare(b.CreatedTS) })
-	if len(list) > approvalsShown {
-		list, more = list[:approvalsShown], true
+	list, err := rd.ListRuns(ctx, store.RunQuery{States: []string{store.RunPendingApprove}, Marker: marker,
+		Limit: runsPerPage + 1, Oldest: true, Brief: true})
+	if err != nil {
+		return nil, "", err
+	}
+	if len(list) > runsPerPage {
+		list = list[:runsPerPage]
+		next = list[runsPerPage-1].ID
+	}
+	byRun, err := childCounts(ctx, rd, list)
+	if err != nil {
+		return nil, "", err
 	}
 	for i := range list {
 		applier, err := applierOf(ctx, rd, &list[i])
 		if err != nil {
-			return nil, false, err
+			return nil, "", err
 		}
-		p := pendingRun{Run: runs.View(&list[i], nil, false), runDecision: s.runDecisionFor(v, &list[i], applier)}
+		p := pendingRun{Run: runs.View(&list[i], byRun[list[i].ID]), runDecision: s.runDecisionFor(v, &list[i], applier)}
 		for _, st := range p.Run.Stages {
 			p.Progress = append(p.Progress, progressOf(st))
 		}
 		out = append(out, p)
 	}
-	return out, more, nil
+	return out, next, nil
 }

@@ -61,7 +61,7 @@ func (n *nudges) list() []string {
 
 type env struct {
 	nudges  *nudges
-	t       *testing.T
+	t       testing.TB
 	st      *sqlite.Store
 	ui      *Server
 	ts      *httptest.Server
@@ -71,7 +71,7 @@ type env struct {
 
 // setup serves the UI (with the API beside it, as the core does) on a fresh
 // SQLite store holding cluster prod with node db-1 and one token per role.
-func setup(t *testing.T, opts ...func(*Config)) *env {
+func setup(t testing.TB, opts ...func(*Config)) *env {
 	t.Helper()
 	ctx := context.Background()
 	st, err := sqlite.Open(ctx, t.TempDir())

@@ -19,6 +19,10 @@ const (
 	// streamWriteGrace is how long a write to the stream may take beyond
 	// the keep-alive period.
 	streamWriteGrace = 30 * time.Second
+	// streamGap is the least time between two rounds of notes on a stream:
+	// a page refreshes its live region at most once per round, so a busy
+	// event log costs each open tab at most one refresh a second.
+	streamGap = time.Second
 )
 
 // streamNote is what the live-update stream sends for each event: enough for
@@ -121,9 +125,20 @@ func (s *Server) stream(w http.ResponseWriter, r *http.Request, v *visitor) {
 		// Each round of writes has its own deadline, whatever the server's
 		// WriteTimeout: a browser that stops reading is let go.
 		_ = rc.SetWriteDeadline(time.Now().Add(s.cfg.StreamKeepAlive + streamWriteGrace))
-		since, err = s.sendNotes(ctx, w, f, since)
+		var sent int
+		since, sent, err = s.sendNotes(ctx, w, f, since)
 		if err != nil || rc.Flush() != nil {
 			return
+		}
+		if sent > 0 {
+			// What happens meanwhile goes out together in the next round.
+			gap := time.NewTimer(streamGap)
+			select {
+			case <-ctx.Done():
+			case <-s.done:
+			case <-gap.C:
+			}
+			gap.Stop()
 		}
 		select {
 		case <-ctx.Done():
@@ -151,12 +166,14 @@ func (s *Server) stream(w http.ResponseWriter, r *http.Request, v *visitor) {
 }
 
 // sendNotes writes a note for every matching event after since and returns
-// the last seq read.
-func (s *Server) sendNotes(ctx context.Context, w http.ResponseWriter, f eventFilter, since int64) (int64, error) {
-	return store.EachEvent(ctx, s.st, since, streamBatch, func(e *store.Event) error {
+// the last seq read and how many notes it wrote.
+func (s *Server) sendNotes(ctx context.Context, w http.ResponseWriter, f eventFilter, since int64) (int64, int, error) {
+	sent := 0
+	last, err := store.EachEvent(ctx, s.st, since, streamBatch, func(e *store.Event) error {
 		if !f.keep(e) {
 			return nil
 		}
+		sent++
 		b, err := json.Marshal(streamNote{Seq: e.Seq, Type: e.Type, Cluster: e.ClusterID, Node: e.NodeID,
 			ActionID: e.ActionID, RunID: e.RunID})
 		if err != nil {
@@ -165,4 +182,5 @@ func (s *Server) sendNotes(ctx context.Context, w http.ResponseWriter, f eventFi
 		_, err = fmt.Fprintf(w, "id: %d\ndata: %s\n\n", e.Seq, b)
 		return err
 	})
+	return last, sent, err
 }

@@ -47,8 +47,9 @@ var runs = []run{
 	{"./core/orchestrate", "^BenchmarkApproveDuringPass$", "1x"}, // its own sample count per size
 	{"./e2e", "^BenchmarkCore$/^nodes=10$", "200x"},
 	{"./e2e", "^BenchmarkCore$/^nodes=1000$", "20x"},
-	{"./e2e", "^BenchmarkHAFailover$", "1x"}, // ten SIGKILLs of a lease holder
-	{"./e2e", "^BenchmarkHAScaleOut$", "1x"}, // 1, 2 and 3 replicas over one fleet
+	{"./e2e", "^BenchmarkHAFailover$", "1x"},    // ten SIGKILLs of a lease holder
+	{"./e2e", "^BenchmarkHAScaleOut$", "1x"},    // 1, 2 and 3 replicas over one fleet
+	{"./core/ui", "^BenchmarkLargeRuns$", "1x"}, // seeds 300,000 children once, then 3 requests of each
 }
 
 const defaultBenchtime = "2s"
@@ -148,6 +149,10 @@ var rows = []row{
 	{"core CPU s per 1,000 node syncs, 1 replica (PostgreSQL)", "ha_cpu_s_per_1000_syncs_r1", "ha_node_syncs_per_s_r1", "node syncs/s", nil},
 	{"… 2 replicas, relative to 1", "ha_cost_ratio_r2", "ha_node_syncs_per_s_r2", "node syncs/s", &goal{"<", 1.2}},
 	{"… 3 replicas, relative to 1", "ha_cost_ratio_r3", "ha_node_syncs_per_s_r3", "node syncs/s", &goal{"<", 1.2}},
+	{"Approvals, 200 runs of 10,000 nodes waiting: median of 3 (ms)", "approvals_200_runs_10000_nodes_ms", "approvals_200_runs_10000_nodes_spread_ms", "ms spread", &goal{"<", 300}},
+	{"… its size (KB)", "approvals_200_runs_10000_nodes_kb", "", "", &goal{"<", 1024}},
+	{"GET /api/v1/runs?limit=200, 300,000 children: median of 3 (ms)", "run_list_200_runs_300k_children_ms", "run_list_200_runs_300k_children_spread_ms", "ms spread", &goal{"<", 200}},
+	{"… its size (KB)", "run_list_200_runs_300k_children_kb", "", "", nil},
 }
 
 var (

@@ -51,14 +51,17 @@ type Stage struct {
 	Name string `json:"name"`
 	Kind string `json:"kind"`
 	// Args are left out of run lists: GET /api/v1/runs/{id} has them.
-	Args           json.RawMessage `json:"args,omitempty"`
-	Target         Target          `json:"target"`
-	Nodes          []string        `json:"nodes"`
-	MaxConcurrency limit.Limit     `json:"max_concurrency"`
-	MaxErrors      limit.Limit     `json:"max_errors"`
-	OnFailure      string          `json:"on_failure"`
-	DependsOn      []string        `json:"depends_on"`
-	TimeoutS       int             `json:"timeout_s,omitempty"`
+	Args   json.RawMessage `json:"args,omitempty"`
+	Target Target          `json:"target"`
+	// Nodes are the stage's nodes; run lists hold only the first of them
+	// (GET /api/v1/runs/{id} has them all), and NodeCount counts them all.
+	Nodes          []string    `json:"nodes"`
+	NodeCount      int         `json:"node_count"`
+	MaxConcurrency limit.Limit `json:"max_concurrency"`
+	MaxErrors      limit.Limit `json:"max_errors"`
+	OnFailure      string      `json:"on_failure"`
+	DependsOn      []string    `json:"depends_on"`
+	TimeoutS       int         `json:"timeout_s,omitempty"`
 
 	State string `json:"state"`
 	// Counts counts the stage's children by state, and "PENDING" the nodes
@@ -67,6 +70,10 @@ type Stage struct {
 	// Errors counts the children that count against max_errors.
 	Errors int `json:"errors"`
 }
+
+// Size is how many nodes the stage has (NodeCount; len(Nodes) from a core
+// that does not send it).
+func (s *Stage) Size() int { return max(s.NodeCount, len(s.Nodes)) }
 
 // RunChild is one cell of a run's per-node grid.
 type RunChild struct {

@@ -18,6 +18,12 @@ import (
 const runColumns = `id, cluster_id, state, state_reason, requester, approved_by, playbook,
 	playbook_version, digest, stages, created_ts, updated_ts, finished_ts`
 
+// briefColumns are runColumns with the brief stages in place of the stages
+// (the stages for runs stored before there were brief ones).
+const briefColumns = `id, cluster_id, state, state_reason, requester, approved_by, playbook,
+	playbook_version, digest, CASE stages_brief WHEN '' THEN stages ELSE stages_brief END,
+	created_ts, updated_ts, finished_ts`
+
 func scanRun(s pgx.Row) (*store.Run, error) {
 	var r store.Run
 	var stages string
@@ -33,6 +39,11 @@ func scanRun(s pgx.Row) (*store.Run, error) {
 }
 
 func (r *reader) runs(ctx context.Context, q string, args ...any) ([]store.Run, error) {
+	return r.runList(ctx, false, q, args...)
+}
+
+// runList reads runs, brief ones when brief.
+func (r *reader) runList(ctx context.Context, brief bool, q string, args ...any) ([]store.Run, error) {
 	rows, err := r.query(ctx, q, args...)
 	if err != nil {
 		return nil, err
@@ -43,6 +54,9 @@ func (r *reader) runs(ctx context.Context, q string, args ...any) ([]store.Run, 
 		run, err := scanRun(rows)
 		if err != nil {
 			return nil, err
+		}
+		if brief {
+			run.Stages, run.Brief = store.Brief(run.Stages), true
 		}
 		out = append(out, *run)
 	}
@@ -97,18 +111,25 @@ func (r *reader) ListRuns(ctx context.Context, q store.RunQuery) ([]store.Run, e
 	if len(q.States) > 0 {
 		where = append(where, "state = ANY("+arg(q.States)+")")
 	}
-	if q.Marker != "" {
-		where = append(where, "(created_ts, id) < (SELECT created_ts, id FROM runs WHERE id = "+arg(q.Marker)+")")
+	cmp, order, cols := " < ", " ORDER BY created_ts DESC, id DESC", runColumns
+	if q.Oldest {
+		cmp, order = " > ", " ORDER BY created_ts, id"
 	}
-	stmt := `SELECT ` + runColumns + ` FROM runs`
+	if q.Brief {
+		cols = briefColumns
+	}
+	if q.Marker != "" {
+		where = append(where, "(created_ts, id)"+cmp+"(SELECT created_ts, id FROM runs WHERE id = "+arg(q.Marker)+")")
+	}
+	stmt := `SELECT ` + cols + ` FROM runs`
 	if len(where) > 0 {
 		stmt += " WHERE " + strings.Join(where, " AND ")
 	}
-	stmt += " ORDER BY created_ts DESC, id DESC"
+	stmt += order
 	if q.Limit > 0 {
 		stmt += " LIMIT " + arg(q.Limit)
 	}
-	out, err := r.runs(ctx, stmt, args...)
+	out, err := r.runList(ctx, q.Brief, stmt, args...)
 	if err != nil {
 		return nil, fmt.Errorf("list runs: %w", err)
 	}
@@ -141,13 +162,43 @@ func (r *reader) RunChildren(ctx context.Context, runID string) ([]store.Record,
 	return out, nil
 }
 
-func runArgs(r *store.Run) ([]any, error) {
-	stages, err := json.Marshal(r.Stages)
+// RunChildCounts counts the children of runs from the counters the
+// trigger of migration 007 keeps.
+func (r *reader) RunChildCounts(ctx context.Context, runIDs []string) ([]store.ChildCount, error) {
+	if len(runIDs) == 0 {
+		return nil, nil
+	}
+	rows, err := r.query(ctx, `SELECT run_id, stage, state, approved_by, reason, n FROM run_child_counts
+		WHERE run_id = ANY($1) AND n > 0`, runIDs)
 	if err != nil {
-		return nil, fmt.Errorf("run %s: stages: %w", r.ID, err)
+		return nil, fmt.Errorf("child counts: %w", err)
+	}
+	defer rows.Close()
+	var out []store.ChildCount
+	for rows.Next() {
+		var c store.ChildCount
+		var state string
+		var n int64
+		if err := rows.Scan(&c.RunID, &c.Stage, &state, &c.ApprovedBy, &c.Reason, &n); err != nil {
+			return nil, fmt.Errorf("child counts: %w", err)
+		}
+		c.State, c.N = action.State(state), int(n)
+		out = append(out, c)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("child counts: %w", err)
+	}
+	store.SortChildCounts(out)
+	return out, nil
+}
+
+func runArgs(r *store.Run) ([]any, error) {
+	stages, brief, err := store.MarshalStages(r)
+	if err != nil {
+		return nil, err
 	}
 	return []any{r.ClusterID, r.State, r.StateReason, r.Requester, r.ApprovedBy, r.Playbook,
-		r.PlaybookVersion, r.Digest, string(stages), action.UTC(r.CreatedTS), action.UTC(r.UpdatedTS), nullTS(r.FinishedTS)}, nil
+		r.PlaybookVersion, r.Digest, stages, action.UTC(r.CreatedTS), action.UTC(r.UpdatedTS), nullTS(r.FinishedTS), brief}, nil
 }
 
 // InsertRun stores a new run (ErrExists when its id is taken). A zero
@@ -164,8 +215,8 @@ func (w *writer) InsertRun(ctx context.Context, r *store.Run) error {
 		return err
 	}
 	what := fmt.Sprintf("insert run %q", r.ID)
-	n, err := w.exec(ctx, what, `INSERT INTO runs (`+runColumns+`)
-		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13) ON CONFLICT DO NOTHING`,
+	n, err := w.exec(ctx, what, `INSERT INTO runs (`+runColumns+`, stages_brief)
+		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14) ON CONFLICT DO NOTHING`,
 		append([]any{r.ID}, args...)...)
 	if err == nil && n == 0 {
 		err = fmt.Errorf("%s: %w", what, store.ErrExists)
@@ -183,7 +234,7 @@ func (w *writer) UpdateRun(ctx context.Context, r *store.Run) error {
 	what := fmt.Sprintf("update run %q", r.ID)
 	n, err := w.exec(ctx, what, `UPDATE runs SET cluster_id = $1, state = $2, state_reason = $3,
 		requester = $4, approved_by = $5, playbook = $6, playbook_version = $7, digest = $8, stages = $9,
-		created_ts = $10, updated_ts = $11, finished_ts = $12 WHERE id = $13`, append(args, r.ID)...)
+		created_ts = $10, updated_ts = $11, finished_ts = $12, stages_brief = $13 WHERE id = $14`, append(args, r.ID)...)
 	if err == nil && n == 0 {
 		err = fmt.Errorf("%s: %w", what, store.ErrNotFound)
 	}

@@ -14,6 +14,12 @@ import (
 const runColumns = `id, cluster_id, state, state_reason, requester, approved_by, playbook,
 	playbook_version, digest, stages, created_ts, updated_ts, finished_ts`
 
+// briefColumns are runColumns with the brief stages in place of the stages
+// (the stages for runs stored before there were brief ones).
+const briefColumns = `id, cluster_id, state, state_reason, requester, approved_by, playbook,
+	playbook_version, digest, CASE stages_brief WHEN '' THEN stages ELSE stages_brief END,
+	created_ts, updated_ts, finished_ts`
+
 func scanRun(s scanner) (*store.Run, error) {
 	var r store.Run
 	var stages string
@@ -31,6 +37,11 @@ func scanRun(s scanner) (*store.Run, error) {
 }
 
 func (r *reader) runs(ctx context.Context, q string, args ...any) ([]store.Run, error) {
+	return r.runList(ctx, false, q, args...)
+}
+
+// runList reads runs, brief ones when brief.
+func (r *reader) runList(ctx context.Context, brief bool, q string, args ...any) ([]store.Run, error) {
 	rows, err := r.tx.QueryContext(ctx, q, args...)
 	if err != nil {
 		return nil, err
@@ -41,6 +52,9 @@ func (r *reader) runs(ctx context.Context, q string, args ...any) ([]store.Run, 
 		run, err := scanRun(rows)
 		if err != nil {
 			return nil, err
+		}
+		if brief {
+			run.Stages, run.Brief = store.Brief(run.Stages), true
 		}
 		out = append(out, *run)
 	}
@@ -91,16 +105,22 @@ func (r *reader) ListRuns(ctx context.Context, q store.RunQuery) ([]store.Run, e
 			args = append(args, s)
 		}
 	}
+	cmp, order, cols := "<", " ORDER BY created_ts DESC, id DESC", runColumns
+	if q.Oldest {
+		cmp, order = ">", " ORDER BY created_ts, id"
+	}
+	if q.Brief {
+		cols = briefColumns
+	}
 	if q.Marker != "" {
-		where += ` AND (created_ts, id) < (SELECT created_ts, id FROM runs WHERE id = ?)`
+		where += ` AND (created_ts, id) ` + cmp + ` (SELECT created_ts, id FROM runs WHERE id = ?)`
 		args = append(args, q.Marker)
 	}
 	limit := q.Limit
 	if limit <= 0 {
 		limit = -1
 	}
-	out, err := r.runs(ctx, `SELECT `+runColumns+` FROM runs WHERE `+where+
-		` ORDER BY created_ts DESC, id DESC LIMIT ?`, append(args, limit)...)
+	out, err := r.runList(ctx, q.Brief, `SELECT `+cols+` FROM runs WHERE `+where+order+` LIMIT ?`, append(args, limit)...)
 	if err != nil {
 		return nil, fmt.Errorf("list runs: %w", err)
 	}
@@ -137,14 +157,45 @@ func (r *reader) RunChildren(ctx context.Context, runID string) ([]store.Record,
 	return out, nil
 }
 
-func (w *writer) runArgs(r *store.Run) ([]any, error) {
-	stages, err := json.Marshal(r.Stages)
+// RunChildCounts counts the children of runs from the counters the
+// triggers of migration 012 keep.
+func (r *reader) RunChildCounts(ctx context.Context, runIDs []string) ([]store.ChildCount, error) {
+	if len(runIDs) == 0 {
+		return nil, nil
+	}
+	args := make([]any, len(runIDs))
+	for i, id := range runIDs {
+		args[i] = id
+	}
+	rows, err := r.tx.QueryContext(ctx, `SELECT run_id, stage, state, approved_by, reason, n FROM run_child_counts
+		WHERE run_id IN (`+placeholders(len(runIDs))+`) AND n > 0`, args...)
 	if err != nil {
-		return nil, fmt.Errorf("run %s: stages: %w", r.ID, err)
+		return nil, fmt.Errorf("child counts: %w", err)
+	}
+	defer rows.Close()
+	var out []store.ChildCount
+	for rows.Next() {
+		var c store.ChildCount
+		if err := rows.Scan(&c.RunID, &c.Stage, &c.State, &c.ApprovedBy, &c.Reason, &c.N); err != nil {
+			return nil, fmt.Errorf("child counts: %w", err)
+		}
+		out = append(out, c)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("child counts: %w", err)
+	}
+	store.SortChildCounts(out)
+	return out, nil
+}
+
+func (w *writer) runArgs(r *store.Run) ([]any, error) {
+	stages, brief, err := store.MarshalStages(r)
+	if err != nil {
+		return nil, err
 	}
 	return []any{r.ClusterID, r.State, r.StateReason, r.Requester, r.ApprovedBy, r.Playbook,
-		r.PlaybookVersion, r.Digest, string(stages), shsqlite.Micros(r.CreatedTS), shsqlite.Micros(r.UpdatedTS),
-		shsqlite.NullMicros(r.FinishedTS)}, nil
+		r.PlaybookVersion, r.Digest, stages, shsqlite.Micros(r.CreatedTS), shsqlite.Micros(r.UpdatedTS),
+		shsqlite.NullMicros(r.FinishedTS), brief}, nil
 }
 
 // InsertRun stores a new run (ErrExists when its id is taken). A zero
@@ -161,7 +212,7 @@ func (w *writer) InsertRun(ctx context.Context, r *store.Run) error {
 		return err
 	}
 	_, _, err = w.exec(ctx, fmt.Sprintf("insert run %q", r.ID),
-		`INSERT INTO runs (`+runColumns+`) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+		`INSERT INTO runs (`+runColumns+`, stages_brief) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
 		append([]any{r.ID}, args...)...)
 	return err
 }
@@ -176,7 +227,7 @@ func (w *writer) UpdateRun(ctx context.Context, r *store.Run) error {
 	what := fmt.Sprintf("update run %q", r.ID)
 	_, n, err := w.exec(ctx, what, `UPDATE runs SET cluster_id = ?, state = ?, state_reason = ?,
 		requester = ?, approved_by = ?, playbook = ?, playbook_version = ?, digest = ?, stages = ?,
-		created_ts = ?, updated_ts = ?, finished_ts = ? WHERE id = ?`, append(args, r.ID)...)
+		created_ts = ?, updated_ts = ?, finished_ts = ?, stages_brief = ? WHERE id = ?`, append(args, r.ID)...)
 	if err == nil && n == 0 {
 		err = fmt.Errorf("%s: %w", what, store.ErrNotFound)
 	}

@@ -3,7 +3,9 @@ package sqlite
 import (
 	"context"
 	"database/sql"
+	"fmt"
 	"path/filepath"
+	"reflect"
 	"strings"
 	"testing"
 	"testing/fstest"
@@ -118,6 +120,79 @@ func TestMigrationStoresTheDownCauseOfExistingNodes(t *testing.T) {
 			}
 		}
 		return err
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestMigrationCountsTheChildrenOfExistingRuns: migration 012 counts the
+// children stored before it, and a run stored before it is listed brief
+// from its full stages.
+func TestMigrationCountsTheChildrenOfExistingRuns(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	file := filepath.Join(t.TempDir(), FileName)
+	old := fstest.MapFS{}
+	names, err := migrationFiles.ReadDir("migrations")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, e := range names {
+		if e.Name() >= "012" {
+			continue
+		}
+		b, err := migrationFiles.ReadFile("migrations/" + e.Name())
+		if err != nil {
+			t.Fatal(err)
+		}
+		old[e.Name()] = &fstest.MapFile{Data: b}
+	}
+	db, err := shsqlite.Open(ctx, file, old)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var nodes []string
+	for i := range 25 {
+		nodes = append(nodes, fmt.Sprintf(`"n%02d"`, i))
+	}
+	_, err = db.W.ExecContext(ctx, `INSERT INTO runs (id, cluster_id, state, approved_by, digest, stages, created_ts, updated_ts)
+		VALUES ('r', 'c', 'RUNNING', 'bob', 'd', '[{"name":"main","nodes":[`+strings.Join(nodes, ",")+`],"state":"RUNNING"}]', 0, 0);
+		INSERT INTO actions (id, cluster_id, node_id, kind, state, state_reason, origin, approved_by, created_ts, updated_ts, run_id, stage) VALUES
+			('a1', 'c', 'n00', 'k', 'DONE', '', 'core', 'bob', 0, 0, 'r', 'main'),
+			('a2', 'c', 'n01', 'k', 'DONE', 'ok', 'core', 'bob', 0, 0, 'r', 'main'),
+			('a3', 'c', 'n02', 'k', 'CANCELLED', 'run cancelled', 'core', 'bob', 0, 0, 'r', 'main'),
+			('a4', 'c', 'n03', 'k', 'FAILED', 'exit 1', 'core', 'eve', 0, 0, 'r', 'main'),
+			('a5', 'c', 'n00', 'k', 'DONE', '', 'core', '', 0, 0, '', '')`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	db.Close()
+	s, err := OpenFile(ctx, file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	err = s.Read(ctx, func(r store.Reader) error {
+		kids, err := r.RunChildren(ctx, "r")
+		if err != nil {
+			return err
+		}
+		got, err := r.RunChildCounts(ctx, []string{"r"})
+		if err != nil {
+			return err
+		}
+		if want := store.CountChildren(kids); len(want) != 3 || !reflect.DeepEqual(got, want) {
+			t.Errorf("counts after the migration = %+v\nwant %+v", got, want)
+		}
+		list, err := r.ListRuns(ctx, store.RunQuery{Brief: true})
+		if err != nil {
+			return err
+		}
+		if st := list[0].Stages[0]; len(list) != 1 || !list[0].Brief || len(st.Nodes) != store.BriefNodes || st.Size() != 25 {
+			t.Errorf("the run stored before the migration, listed brief: %+v", list)
+		}
+		return nil
 	})
 	if err != nil {
 		t.Fatal(err)

@@ -43,6 +43,8 @@ func Run(t *testing.T, db NewDB) {
 		{"SessionsEndWithTheirToken", testSessionsEndWithTheirToken},
 		{"RunsRoundTripAndList", testRunsRoundTripAndList},
 		{"ARunHasOneChildPerStageAndNode", testARunHasOneChildPerStageAndNode},
+		{"RunChildCountsFollowTheChildren", testRunChildCountsFollowTheChildren},
+		{"BriefRunLists", testBriefRunLists},
 		{"PlaybookVersions", testPlaybookVersions},
 		{"UpdateRollsBack", testUpdateRollsBack},
 		{"ErrorsLeaveTheTransactionUsable", testErrorsLeaveTheTransactionUsable},

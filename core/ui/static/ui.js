@@ -55,13 +55,15 @@
   function live(main) {
     var url = main.getAttribute("data-live"), region = document.getElementById("live");
     if (!url || !region || !window.EventSource) return;
-    var pending = false, running = false, timer = null;
+    // A refresh starts at most once a second (GAP): the events of a busy
+    // second make one refresh, not one each.
+    var pending = false, running = false, timer = null, last = 0, GAP = 1000;
 
     function refresh() {
       timer = null;
       if (running) { pending = true; return; }
       if (busy(region)) { pending = true; status("Updates are waiting until you finish typing."); return; }
-      running = true; pending = false;
+      running = true; pending = false; last = Date.now();
       fetch(url, { credentials: "same-origin", headers: { "Accept": "text/html" } }).then(function (res) {
         if (res.redirected && res.url.indexOf("/ui/login") >= 0) { location.assign(res.url); return null; }
         if (!res.ok) throw new Error("HTTP " + res.status);
@@ -83,7 +85,7 @@
         if (pending) schedule();
       });
     }
-    function schedule() { if (!timer) timer = setTimeout(refresh, 150); }
+    function schedule() { if (!timer) timer = setTimeout(refresh, Math.max(150, last + GAP - Date.now())); }
 
     region.addEventListener("focusout", function () { if (pending) schedule(); });
     region.addEventListener("input", function () { /* refresh waits while typing */ });
