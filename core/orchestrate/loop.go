@@ -134,7 +134,7 @@ type loopRun struct {
 func newClusterState(id string) *clusterState {
 	return &clusterState{id: id, wantNodes: map[string]bool{}, wake: make(chan struct{}, 1),
 		lastContact: map[string]time.Time{},
-		clients: map[string]*nodeClient{}, ledger: newLedger()}
+		clients:     map[string]*nodeClient{}, ledger: newLedger()}
 }
 
 // kick starts the cluster's loop, or wakes it. o.mu is held.
