@@ -116,6 +116,10 @@ type job struct {
 	queued   map[string]*nodeResult // a full sync's nodes waiting for a worker
 	arrived  []*nodeResult          // answers not committed yet
 	lost     int                    // actions made LOST by this full sync's commits
+	// snap is what a full sync read at its start; touched lists the nodes
+	// another sync committed since, which its batches read again.
+	snap    map[string]*nodeResult
+	touched map[string]bool
 }
 
 // loopRun is one goroutine's run of a cluster's loop.
@@ -396,7 +400,7 @@ const (
 func (l *loopRun) startNodes(j *job) {
 	j.started = true
 	j.rep = Report{Cluster: l.cs.id}
-	results, err := l.o.prepare(j.ctx, l.cs, j.nodes, false)
+	results, err := l.o.prepare(j.ctx, l.cs, j.nodes)
 	if err != nil {
 		if errors.Is(err, store.ErrNotFound) {
 			l.o.forgetCluster(l.cs.id) // a nudge may name any cluster
@@ -433,7 +437,7 @@ func (l *loopRun) stepFull(j *job) {
 		j.rep = Report{Cluster: cs.id, Full: cs.fulls%o.cfg.FullSyncEvery == 0}
 		// The runs' next waves are created first, so this sync pushes them.
 		o.advanceRuns(j.ctx, cs.id)
-		order, err := o.fullOrder(j.ctx, cs.id)
+		order, snap, err := o.snapshot(j.ctx, cs)
 		if err != nil {
 			if errors.Is(err, store.ErrNotFound) {
 				o.forgetCluster(cs.id)
@@ -444,7 +448,7 @@ func (l *loopRun) stepFull(j *job) {
 		}
 		cs.fulls++
 		forgetNodes(cs, order)
-		j.order = order
+		j.order, j.snap, j.touched = order, snap, map[string]bool{}
 		j.sem = make(chan struct{}, o.cfg.NodeConcurrency)
 	}
 	if j.inflight > 0 || len(j.arrived) > 0 {
@@ -491,11 +495,35 @@ func (l *loopRun) stepFull(j *job) {
 
 // sendBatch reads the nodes of a batch and sends them to the workers.
 func (l *loopRun) sendBatch(j *job, ids []string) {
-	results, err := l.o.prepare(j.ctx, l.cs, ids, true)
-	if err != nil {
-		j.err = fmt.Errorf("pass of %s: %w", l.cs.id, err)
-		l.finish(j)
-		return
+	// From the full sync's snapshot, but for the nodes another sync
+	// committed since: those are read again.
+	var again []string
+	for _, id := range ids {
+		if j.touched[id] {
+			again = append(again, id)
+		}
+	}
+	fresh := map[string]*nodeResult{}
+	if len(again) > 0 {
+		rs, err := l.o.prepare(j.ctx, l.cs, again)
+		if err != nil {
+			j.err = fmt.Errorf("pass of %s: %w", l.cs.id, err)
+			l.finish(j)
+			return
+		}
+		for _, res := range rs {
+			fresh[res.node.ID] = res
+		}
+	}
+	var results []*nodeResult
+	for _, id := range ids {
+		if res, ok := fresh[id]; ok {
+			results = append(results, res)
+		} else if snap, ok := j.snap[id]; ok && !j.touched[id] {
+			res := *snap
+			results = append(results, &res)
+		}
+		delete(j.snap, id)
 	}
 	l.dispatch(j, results)
 	l.settle()
@@ -648,6 +676,13 @@ func (l *loopRun) commitArrived(j *job, whole bool) {
 		j.err = fmt.Errorf("%s: %w", what, err)
 		return
 	}
+	if !j.full && len(l.fulls) > 0 {
+		if f := l.fulls[0]; f.touched != nil {
+			for _, id := range ids {
+				f.touched[id] = true
+			}
+		}
+	}
 	views := map[*budgetView]bool{}
 	for i := range vals {
 		views[vals[i].budget] = true
@@ -706,47 +741,59 @@ func (l *loopRun) finish(j *job) {
 	}
 }
 
-// fullOrder lists the cluster's nodes in the order a full sync takes them:
-// first those with an action to push or a cancel to send, so that an
-// approval reaches its agent in the first batch, then the others.
-func (o *Orchestrator) fullOrder(ctx context.Context, clusterID string) ([]string, error) {
+// snapshot reads, in one snapshot, what a full sync talks to the agents
+// from: every node of the cluster, their open actions, the paused runs
+// among theirs and the budget's view. It returns the nodes in the order the
+// full sync takes them: first those with an action to push or a cancel to
+// send, so that an approval reaches its agent in the first batch, then the
+// others.
+func (o *Orchestrator) snapshot(ctx context.Context, cs *clusterState) ([]string, map[string]*nodeResult, error) {
 	var first, rest []string
+	snap := map[string]*nodeResult{}
+	readAt := time.Now()
 	err := o.st.Read(ctx, func(r store.Reader) error {
-		if _, err := r.Cluster(ctx, clusterID); err != nil {
+		if _, err := r.Cluster(ctx, cs.id); err != nil {
 			return err
 		}
-		ns, err := r.Nodes(ctx, clusterID)
+		ns, err := r.Nodes(ctx, cs.id)
 		if err != nil {
 			return err
 		}
-		open, err := r.OpenActions(ctx, clusterID, "")
+		open, err := r.OpenActions(ctx, cs.id, "")
 		if err != nil {
 			return err
 		}
+		byNode := map[string][]store.Record{}
 		busy := map[string]bool{}
-		for i := range open {
-			if a := &open[i]; a.State == action.PendingSchedule || a.CancelRequested {
+		for _, a := range open {
+			byNode[a.NodeID] = append(byNode[a.NodeID], a)
+			if a.State == action.PendingSchedule || a.CancelRequested {
 				busy[a.NodeID] = true
 			}
 		}
+		paused, err := pausedRuns(ctx, r, cs.id, open)
+		if err != nil {
+			return err
+		}
+		bv := o.newBudgetView(cs, ns, open, readAt)
 		for i := range ns {
-			if busy[ns[i].ID] {
-				first = append(first, ns[i].ID)
+			id := ns[i].ID
+			snap[id] = &nodeResult{node: ns[i], open: byNode[id], pausedRuns: paused, budget: bv}
+			if busy[id] {
+				first = append(first, id)
 			} else {
-				rest = append(rest, ns[i].ID)
+				rest = append(rest, id)
 			}
 		}
 		return nil
 	})
-	return append(first, rest...), err
+	return append(first, rest...), snap, err
 }
 
 // prepare reads, in one snapshot, the named nodes, their open actions, the
 // paused runs among theirs and, with a budget, the whole cluster for it.
-// many says the nodes are many (a batch): every node and every open action
-// of the cluster are then read at once rather than node by node. Unknown
-// nodes are skipped.
-func (o *Orchestrator) prepare(ctx context.Context, cs *clusterState, ids []string, many bool) ([]*nodeResult, error) {
+// Unknown nodes are skipped.
+func (o *Orchestrator) prepare(ctx context.Context, cs *clusterState, ids []string) ([]*nodeResult, error) {
 	var out []*nodeResult
 	readAt := time.Now()
 	err := o.st.Read(ctx, func(r store.Reader) error {
@@ -754,14 +801,10 @@ func (o *Orchestrator) prepare(ctx context.Context, cs *clusterState, ids []stri
 			return err
 		}
 		_, hasBudget := o.cfg.Budget.Limit(cs.id)
-		want := map[string]bool{}
-		for _, id := range ids {
-			want[id] = true
-		}
 		var all []store.Node
 		var open []store.Record
 		var err error
-		if many || hasBudget {
+		if hasBudget {
 			if all, err = r.Nodes(ctx, cs.id); err != nil {
 				return err
 			}
@@ -769,41 +812,24 @@ func (o *Orchestrator) prepare(ctx context.Context, cs *clusterState, ids []stri
 				return err
 			}
 		}
-		byNode := map[string][]store.Record{}
-		for _, a := range open {
-			byNode[a.NodeID] = append(byNode[a.NodeID], a)
-		}
 		var mine []store.Record
-		if many {
-			byID := make(map[string]*store.Node, len(all))
-			for i := range all {
-				byID[all[i].ID] = &all[i]
+		seen := map[string]bool{}
+		for _, id := range ids {
+			if seen[id] {
+				continue
 			}
-			for _, id := range ids {
-				if n, ok := byID[id]; ok && want[id] {
-					delete(want, id)
-					out = append(out, &nodeResult{node: *n, open: byNode[id]})
-				}
+			seen[id] = true
+			n, err := r.Node(ctx, cs.id, id)
+			if errors.Is(err, store.ErrNotFound) {
+				continue
+			} else if err != nil {
+				return err
 			}
-		} else {
-			seen := map[string]bool{}
-			for _, id := range ids {
-				if seen[id] {
-					continue
-				}
-				seen[id] = true
-				n, err := r.Node(ctx, cs.id, id)
-				if errors.Is(err, store.ErrNotFound) {
-					continue
-				} else if err != nil {
-					return err
-				}
-				acts, err := r.OpenActions(ctx, cs.id, id)
-				if err != nil {
-					return err
-				}
-				out = append(out, &nodeResult{node: *n, open: acts})
+			acts, err := r.OpenActions(ctx, cs.id, id)
+			if err != nil {
+				return err
 			}
+			out = append(out, &nodeResult{node: *n, open: acts})
 		}
 		for _, res := range out {
 			mine = append(mine, res.open...)
@@ -886,8 +912,24 @@ func (o *Orchestrator) mayWrite(ctx context.Context, cs *clusterState, nodes []n
 		}
 	}
 	w := newWritePlan()
+	if !whole {
+		// The nodes as read before their agents were talked to: nothing
+		// else writes them meanwhile but discovery and people, whose
+		// changes no sync's write would need to follow.
+		stored := make(map[string]*store.Node, len(nodes))
+		for i := range nodes {
+			n := nodes[i].node
+			stored[n.ID] = &n
+		}
+		err := o.planStatus(ctx, nil, cs, nodes, stored, lost, now, false, w)
+		return len(w.nodes) > 0, err
+	}
 	err := o.st.Read(ctx, func(r store.Reader) error {
-		return o.planStatus(ctx, r, cs, nodes, lost, now, whole, w)
+		stored, err := storedNodes(ctx, r, cs.id, nodes, whole)
+		if err != nil {
+			return err
+		}
+		return o.planStatus(ctx, r, cs, nodes, stored, lost, now, whole, w)
 	})
 	return len(w.nodes) > 0 || w.cluster != nil, err
 }

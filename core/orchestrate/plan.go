@@ -150,23 +150,25 @@ func (o *Orchestrator) plan(ctx context.Context, r store.Reader, cs *clusterStat
 			}
 		}
 	}
-	if err := o.planStatus(ctx, r, cs, results, lost+w.lost, now, whole, w); err != nil {
+	stored, err := storedNodes(ctx, r, cs.id, results, whole)
+	if err != nil {
+		return nil, err
+	}
+	if err := o.planStatus(ctx, r, cs, results, stored, lost+w.lost, now, whole, w); err != nil {
 		return nil, err
 	}
 	return w, nil
 }
 
 // planStatus adds to w the node and cluster updates, and their events, that
-// the results call for, given the actions the full sync made LOST. The
+// the results call for against stored (the nodes as stored; every node of
+// the cluster when whole), given the actions the full sync made LOST. r is
+// read for the cluster when whole. The
 // cluster's status is decided by the last commit of a full sync (whole)
 // only, from every node as it now stands. A node's last contact is stored
 // with any other change of the node, or alone once it is ContactEvery
 // older than the one the loop keeps.
-func (o *Orchestrator) planStatus(ctx context.Context, r store.Reader, cs *clusterState, results []nodeResult, lost int, now time.Time, whole bool, w *writePlan) error {
-	stored, err := storedNodes(ctx, r, cs.id, results, whole)
-	if err != nil {
-		return err
-	}
+func (o *Orchestrator) planStatus(ctx context.Context, r store.Reader, cs *clusterState, results []nodeResult, stored map[string]*store.Node, lost int, now time.Time, whole bool, w *writePlan) error {
 	down := map[string]bool{}
 	if whole {
 		for id, n := range stored {
@@ -313,11 +315,10 @@ func (w *writePlan) apply(ctx context.Context, tx store.Tx) error {
 }
 
 // storedNodes reads the stored nodes a commit needs: every node of the
-// cluster for the last commit of a full sync or a commit of many nodes (one
-// query), or the synced ones.
+// cluster for the last commit of a full sync (one query), or the synced ones.
 func storedNodes(ctx context.Context, r store.Reader, clusterID string, results []nodeResult, whole bool) (map[string]*store.Node, error) {
 	out := make(map[string]*store.Node, len(results))
-	if whole || len(results) > 16 {
+	if whole {
 		stored, err := r.Nodes(ctx, clusterID)
 		if err != nil {
 			return nil, err
