@@ -108,6 +108,7 @@ type job struct {
 
 	begin    time.Time
 	started  bool
+	reading  bool // a full sync's snapshot is being read
 	done     bool
 	order    []string // a full sync: the nodes not dispatched yet
 	deferred []string // a full sync: nodes of the batch another job was talking to
@@ -127,6 +128,7 @@ type loopRun struct {
 	o       *Orchestrator
 	cs      *clusterState
 	answers chan *nodeResult
+	snaps   chan snapRead
 	busy    map[string]*job // node → the job talking to it, or holding its uncommitted answer
 	fulls   []*job          // full syncs: the first runs, the others wait
 	nodeJob []*job          // direct node syncs waiting for their nodes, in order
@@ -238,7 +240,7 @@ func (o *Orchestrator) NudgeNode(clusterID, nodeID string) {
 // loop runs a cluster's loop until it has nothing left to do.
 func (o *Orchestrator) loop(cs *clusterState) {
 	defer o.loops.Done()
-	l := &loopRun{o: o, cs: cs, answers: make(chan *nodeResult), busy: map[string]*job{}, waiting: map[string]bool{}}
+	l := &loopRun{o: o, cs: cs, answers: make(chan *nodeResult), snaps: make(chan snapRead), busy: map[string]*job{}, waiting: map[string]bool{}}
 	for {
 		l.take()
 		l.step()
@@ -260,6 +262,8 @@ func (o *Orchestrator) loop(cs *clusterState) {
 				}
 			}
 			l.settle()
+		case m := <-l.snaps:
+			l.snapped(m)
 		case <-cs.wake:
 		}
 	}
@@ -437,19 +441,18 @@ func (l *loopRun) stepFull(j *job) {
 		j.rep = Report{Cluster: cs.id, Full: cs.fulls%o.cfg.FullSyncEvery == 0}
 		// The runs' next waves are created first, so this sync pushes them.
 		o.advanceRuns(j.ctx, cs.id)
-		order, snap, err := o.snapshot(j.ctx, cs)
-		if err != nil {
-			if errors.Is(err, store.ErrNotFound) {
-				o.forgetCluster(cs.id)
-			}
-			j.err = fmt.Errorf("pass of %s: %w", cs.id, err)
-			l.finish(j)
-			return
-		}
-		cs.fulls++
-		forgetNodes(cs, order)
-		j.order, j.snap, j.touched = order, snap, map[string]bool{}
-		j.sem = make(chan struct{}, o.cfg.NodeConcurrency)
+		// The snapshot is read on a worker: nudged nodes go meanwhile
+		// (those they commit are read again by the batches: touched).
+		j.touched, j.reading = map[string]bool{}, true
+		ctx := j.ctx
+		go func() {
+			order, snap, err := o.snapshot(ctx, cs)
+			l.snaps <- snapRead{j: j, order: order, snap: snap, err: err}
+		}()
+		return
+	}
+	if j.reading {
+		return
 	}
 	if j.inflight > 0 || len(j.arrived) > 0 {
 		return // the batch under way
@@ -491,6 +494,32 @@ func (l *loopRun) stepFull(j *job) {
 	if len(now) > 0 {
 		l.sendBatch(j, now)
 	}
+}
+
+// snapRead is a full sync's snapshot, read by a worker.
+type snapRead struct {
+	j     *job
+	order []string
+	snap  map[string]*nodeResult
+	err   error
+}
+
+// snapped takes a full sync's snapshot.
+func (l *loopRun) snapped(m snapRead) {
+	o, cs, j := l.o, l.cs, m.j
+	j.reading = false
+	if m.err != nil {
+		if errors.Is(m.err, store.ErrNotFound) {
+			o.forgetCluster(cs.id)
+		}
+		j.err = fmt.Errorf("pass of %s: %w", cs.id, m.err)
+		l.finish(j)
+		return
+	}
+	cs.fulls++
+	forgetNodes(cs, m.order)
+	j.order, j.snap = m.order, m.snap
+	j.sem = make(chan struct{}, o.cfg.NodeConcurrency)
 }
 
 // sendBatch reads the nodes of a batch and sends them to the workers.
@@ -717,16 +746,17 @@ func (l *loopRun) finish(j *job) {
 		j.arrived = nil
 		o.TestSignals.Steps.Send(Step{Cluster: cs.id, Kind: StepDrop, Nodes: ids})
 	}
-	for _, w := range j.waits {
-		w <- syncDone{rep: j.rep, err: j.err}
-	}
 	err := j.err
+	// Counted before whoever waits is answered.
 	if j.full {
 		o.metrics.observePass(time.Since(j.begin), j.rep, err)
-		return
+	} else {
+		o.metrics.observeNodeSync(j.rep, err)
 	}
-	o.metrics.observeNodeSync(j.rep, err)
-	if j.direct {
+	for _, w := range j.waits {
+		w <- syncDone{rep: j.rep, err: err}
+	}
+	if j.full || j.direct {
 		return
 	}
 	o.TestSignals.NodesSynced.Send(NodesSynced{Cluster: cs.id, Nodes: j.nodes, Report: j.rep, Err: err})

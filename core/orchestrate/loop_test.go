@@ -99,8 +99,8 @@ func TestTwoSyncsOfOneClusterNeverOverlap(t *testing.T) {
 		go func() { // nudges and direct node syncs, with new actions to push
 			defer wg.Done()
 			for k := 0; ctx.Err() == nil && k < 10; k++ {
+				mu.Lock() // create is not safe for concurrent use
 				id := h.create(n, nil)
-				mu.Lock()
 				ids = append(ids, id)
 				mu.Unlock()
 				h.o.NudgeNode(cluster, n)
