@@ -7,13 +7,20 @@ BIN       ?= bin/muster
 # of SQLite the first time, cached afterwards.
 RACE      ?= -race
 PKGS      := ./...
-VERSION   ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
+# Expanded once: `make package` names the binaries `make release` built
+# with it, and the tree may change in between.
+ifndef VERSION
+VERSION   := $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
+endif
 LDFLAGS   := -X github.com/musterhq/muster/shared/version.Version=$(VERSION)
 DIST      ?= dist
 # C compilers for `make release` (SQLite is cgo): Debian's gcc package gives
 # x86_64-linux-gnu-gcc, gcc-aarch64-linux-gnu gives the arm64 one.
 CC_amd64  ?= x86_64-linux-gnu-gcc
 CC_arm64  ?= aarch64-linux-gnu-gcc
+# staticcheck at a pinned version, fetched through the module proxy by
+# `go run` (nothing to install; cached after the first run).
+STATICCHECK ?= $(GO) run honnef.co/go/tools/cmd/staticcheck@v0.8.2
 
 .DEFAULT_GOAL := help
 
@@ -46,6 +53,17 @@ release: ## Build dist/muster-VERSION-linux-{amd64,arm64} and dist/SHA256SUMS
 	    -o $(DIST)/muster-$(VERSION)-linux-$$arch ./cmd/muster || exit 1; \
 	done
 	cd $(DIST) && sha256sum muster-$(VERSION)-linux-* > SHA256SUMS && cat SHA256SUMS
+# package makes the .deb and .rpm of each binary `make release` built, with
+# nfpm driven by ./packaging (the files, the muster user, the scripts: see
+# docs/operations.md, "Packages"), and lists every file in SHA256SUMS.
+.PHONY: package
+package: release ## Build dist/*.deb and dist/*.rpm for amd64 and arm64 (nfpm)
+	for arch in amd64 arm64; do \
+	  $(GO) run ./packaging -binary $(DIST)/muster-$(VERSION)-linux-$$arch -arch $$arch \
+	    -version $(VERSION) -formats deb,rpm -out $(DIST) || exit 1; \
+	done
+	cd $(DIST) && sha256sum muster* > SHA256SUMS && cat SHA256SUMS
+
 .PHONY: dev-ha
 dev-ha: build ## Start PostgreSQL, three core replicas and three agents on loopback
 	$(BIN) dev --ha --replicas 3 --agents 3
@@ -76,10 +94,11 @@ test-deps: ## Install what the tests need (systemd, postgresql, chromium) when m
 	  fi
 
 .PHONY: lint
-lint: ## gofmt, go vet, go.mod tidy, and the client build for macOS without cgo
+lint: ## gofmt, go vet, staticcheck, go.mod tidy, and the client build for macOS without cgo
 	@out=$$(gofmt -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go')); \
 	  if [ -n "$$out" ]; then echo "gofmt needed on:"; echo "$$out"; exit 1; fi
 	$(GO) vet $(RACE) $(PKGS)
+	$(STATICCHECK) $(PKGS)
 	@$(GO) mod tidy -diff >/dev/null || { echo "go.mod or go.sum is not tidy: run go mod tidy"; $(GO) mod tidy -diff; exit 1; }
 	CGO_ENABLED=0 GOOS=darwin GOARCH=arm64 $(GO) vet $(PKGS)
 

@@ -21,6 +21,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 
 	"github.com/musterhq/muster/agent/api"
+	"github.com/musterhq/muster/agent/enroll"
 	"github.com/musterhq/muster/agent/handlers"
 	"github.com/musterhq/muster/agent/queue"
 	"github.com/musterhq/muster/agent/runner"
@@ -37,14 +38,27 @@ type Agent struct {
 	cfg Config
 	log *slog.Logger
 
-	mu     sync.Mutex
-	addr   net.Addr
-	socket string
-	ready  chan struct{}
+	mu      sync.Mutex
+	addr    net.Addr
+	socket  string
+	ready   chan struct{}
+	renewer *enroll.Renewer
+}
+
+// Renewals counts the certificate renewals since Run started (0 when the
+// agent is not enrolled).
+func (a *Agent) Renewals() int64 {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if a.renewer == nil {
+		return 0
+	}
+	return a.renewer.Renewed()
 }
 
 // New checks cfg and returns an agent; it opens and starts nothing.
 func New(cfg Config, log *slog.Logger) (*Agent, error) {
+	cfg = cfg.WithEnrollment()
 	if err := cfg.Validate(); err != nil {
 		return nil, err // config.Errors: every bad field
 	}
@@ -78,6 +92,9 @@ func (a *Agent) Ready() <-chan struct{} { return a.ready }
 // the queue.
 func (a *Agent) Run(ctx context.Context) error {
 	cfg := a.cfg
+	if err := a.enrollFirst(ctx); err != nil {
+		return err
+	}
 	if err := config.CheckKeyFiles(map[string]string{
 		"api.tls.key_file": cfg.API.TLS.KeyFile, "gossip.key_file": gossipKeyFile(cfg.Gossip),
 	}); err != nil {
@@ -123,7 +140,7 @@ func (a *Agent) Run(ctx context.Context) error {
 		NodeID: cfg.NodeID, ClusterID: cfg.ClusterID, Version: version.Version, Labels: cfg.Labels,
 		DefaultTimeout: cfg.Actions.DefaultTimeout,
 		Queue:          q, Runner: run, Kinds: reg, Gatherer: prom, Registerer: prom, Log: a.log,
-		Caller: apiCaller(cfg.API),
+		Caller: apiCaller(cfg.API), Hosts: apiHosts(cfg),
 	})
 	// Refused TLS handshakes (no or a wrong client certificate) land in
 	// the error log.
@@ -137,9 +154,12 @@ func (a *Agent) Run(ctx context.Context) error {
 			ln.Close()
 		}
 	}
-	var tcp net.Listener
+	var (
+		tcp  net.Listener
+		pair *tlsutil.KeyPair
+	)
 	if cfg.API.Addr != "" {
-		if tcp, err = a.listen(cfg.API); err != nil {
+		if tcp, pair, err = a.listen(cfg.API); err != nil {
 			return err
 		}
 		lns = append(lns, tcp)
@@ -182,6 +202,15 @@ func (a *Agent) Run(ctx context.Context) error {
 		closeAll()
 		return errors.Join(err, stopAll())
 	}
+	if r := a.newRenewer(pair); r != nil {
+		if err := parts.Start(ctx, "renewal", r); err != nil {
+			closeAll()
+			return errors.Join(err, stopAll())
+		}
+		a.mu.Lock()
+		a.renewer = r
+		a.mu.Unlock()
+	}
 	apiAddr := ""
 	a.mu.Lock()
 	if tcp != nil {
@@ -201,11 +230,8 @@ func (a *Agent) Run(ctx context.Context) error {
 	}
 	if gs != nil {
 		// Stopped before the pool is left.
-		notePart := &startstop.Hooks{
-			OnStart: func(ctx context.Context) error { return note.Start(ctx, gs) },
-			OnStop:  note.Stop,
-		}
-		if err := parts.Start(ctx, "notifier", notePart); err != nil {
+		note.to = gs
+		if err := parts.Start(ctx, "notifier", note); err != nil {
 			return errors.Join(err, stopAll())
 		}
 	}
@@ -225,8 +251,64 @@ func (a *Agent) Run(ctx context.Context) error {
 // listen opens the API listener, with TLS when configured. With
 // api.tls.client_ca_file, the handshake requires a client certificate of that
 // CA (and the API then requires the core's identity in it).
-func (a *Agent) listen(c APIConfig) (net.Listener, error) {
-	return apiserver.Listen("api", c.API, tlsutil.OnlyTLS13)
+// Its certificate is read from a KeyPair, which renewal reloads.
+func (a *Agent) listen(c APIConfig) (net.Listener, *tlsutil.KeyPair, error) {
+	if !c.TLS.Enabled() {
+		ln, err := apiserver.Listen("api", c.API, tlsutil.OnlyTLS13)
+		return ln, nil, err
+	}
+	kp, err := tlsutil.LoadKeyPair(c.TLS.CertFile, c.TLS.KeyFile)
+	if err != nil {
+		return nil, nil, fmt.Errorf("api.tls.%w", err)
+	}
+	ln, err := apiserver.Listen("api", c.API, tlsutil.OnlyTLS13, tlsutil.ServeKeyPair(kp))
+	return ln, kp, err
+}
+
+// enrollFirst enrolls the agent when its configuration has an enroll block
+// and no certificate exists yet (the first start).
+func (a *Agent) enrollFirst(ctx context.Context) error {
+	e := a.cfg.Enroll
+	p := enroll.PathsIn(a.cfg.EnrollDir())
+	if e.Core == "" || p.Enrolled() {
+		return nil
+	}
+	if e.TokenFile == "" {
+		return fmt.Errorf("enroll.token_file: required at the first start (no certificate in %s yet)", p.Dir)
+	}
+	tok, err := enroll.ReadToken(e.TokenFile)
+	if err != nil {
+		return fmt.Errorf("enroll.token_file: %w", err)
+	}
+	st, err := enroll.Enroll(ctx, enroll.Options{Core: e.Core, Token: tok, CAPin: e.CAPin,
+		NodeID: a.cfg.NodeID, ClusterID: a.cfg.ClusterID, Paths: p})
+	if err != nil {
+		return fmt.Errorf("enroll: %w", err)
+	}
+	a.log.Info("enrolled", "core", st.Core, "cluster", st.ClusterID, "serial", st.Serial, "not_after", st.NotAfter, "dir", p.Dir)
+	return nil
+}
+
+// newRenewer returns the renewer of an enrolled agent serving its enrolled
+// certificate (nil otherwise).
+func (a *Agent) newRenewer(pair *tlsutil.KeyPair) *enroll.Renewer {
+	if pair == nil || !a.cfg.Enrolled() {
+		return nil
+	}
+	p := enroll.PathsIn(a.cfg.EnrollDir())
+	if filepath.Clean(a.cfg.API.TLS.CertFile) != filepath.Clean(p.Cert) {
+		return nil // api.tls names other files: renewed by whoever made them
+	}
+	core := a.cfg.Enroll.Core
+	if core == "" {
+		st, err := enroll.ReadState(p)
+		if err != nil {
+			a.log.Warn("no renewal: the enrollment state cannot be read", "err", err)
+			return nil
+		}
+		core = st.Core
+	}
+	return enroll.NewRenewer(core, a.cfg.NodeID, p, pair, a.log.With("component", "renewal"))
 }
 
 // listenSocket opens the API's Unix socket at path, mode 0660, of group (a name
@@ -352,4 +434,20 @@ func newRetention(q *queue.Queue, r queue.Retention, interval time.Duration, log
 			}
 		}
 	})
+}
+
+// apiHosts are the names a request over TCP may give in its Host header
+// beside IP literals: those configured, the hosts of the addresses the agent
+// listens on and announces, and the machine's name.
+func apiHosts(cfg Config) []string {
+	hosts := append([]string{}, cfg.API.Hosts...)
+	for _, addr := range []string{cfg.API.Addr, cfg.Gossip.AdvertiseAPI} {
+		if h, _, err := net.SplitHostPort(addr); err == nil && h != "" {
+			hosts = append(hosts, h)
+		}
+	}
+	if h, err := os.Hostname(); err == nil && h != "" {
+		hosts = append(hosts, h)
+	}
+	return hosts
 }

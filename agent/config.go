@@ -2,8 +2,12 @@ package agent
 
 import (
 	"errors"
+	"fmt"
 	"net"
+	"net/url"
+	"os"
 	"path/filepath"
+	"strings"
 	"time"
 
 	"github.com/musterhq/muster/agent/handlers"
@@ -26,7 +30,10 @@ type Config struct {
 	API     APIConfig         `mapstructure:"api" yaml:"api"`
 	Actions ActionsConfig     `mapstructure:"actions" yaml:"actions"`
 	Gossip  GossipConfig      `mapstructure:"gossip" yaml:"gossip"`
-	Log     config.Log        `mapstructure:"log" yaml:"log"`
+	// Enroll, with core set, enrolls the agent at its first start (when
+	// no certificate exists) and renews its certificate after.
+	Enroll EnrollConfig `mapstructure:"enroll" yaml:"enroll"`
+	Log    config.Log   `mapstructure:"log" yaml:"log"`
 	// ShutdownTimeout bounds the whole stop, every part together.
 	ShutdownTimeout time.Duration `mapstructure:"shutdown_timeout" yaml:"shutdown_timeout"`
 }
@@ -41,6 +48,10 @@ type APIConfig struct {
 	// SocketGroup is the group (name or gid) whose members may use the
 	// socket; empty: the agent's own group.
 	SocketGroup string `mapstructure:"socket_group" yaml:"socket_group"`
+	// Hosts are DNS names the core reaches this agent by, accepted in the
+	// Host header over TCP beside IP literals, localhost, the machine's
+	// name and the hosts of api.addr and gossip.advertise_api.
+	Hosts []string `mapstructure:"hosts" yaml:"hosts"`
 }
 
 // SocketFile is the name of the socket in data_dir when api.socket is unset.
@@ -85,6 +96,68 @@ type GossipConfig struct {
 	Insecure bool `mapstructure:"insecure" yaml:"insecure"`
 	// Timing: profile, probe_interval, probe_timeout, suspicion_mult.
 	gossip.Timing `mapstructure:",squash" yaml:",inline"`
+}
+
+// EnrollConfig is how the agent joins the fleet with a join token
+// (docs/architecture.md, "Installing on a fleet").
+type EnrollConfig struct {
+	// Core is the core's API URL (https://host:port).
+	Core string `mapstructure:"core" yaml:"core"`
+	// TokenFile holds the join token, read at the first start only.
+	TokenFile string `mapstructure:"token_file" yaml:"token_file"`
+	// CAPin is the SHA-256 pin of the core's CA ('muster tls ca create'
+	// prints it).
+	CAPin string `mapstructure:"ca_pin" yaml:"ca_pin"`
+	// Dir holds the certificate, key, CA bundle and gossip key (default
+	// <data_dir>/tls).
+	Dir string `mapstructure:"dir" yaml:"dir"`
+}
+
+// EnrollDir is the directory of the enrolled agent's files.
+func (c *Config) EnrollDir() string {
+	if c.Enroll.Dir != "" {
+		return c.Enroll.Dir
+	}
+	if c.DataDir == "" {
+		return ""
+	}
+	return filepath.Join(c.DataDir, "tls")
+}
+
+// Enrolled reports whether the agent runs on certificates from enrollment:
+// an enroll block, or an earlier 'muster agent enroll' into EnrollDir.
+func (c *Config) Enrolled() bool {
+	if c.Enroll.Core != "" {
+		return true
+	}
+	d := c.EnrollDir()
+	if d == "" {
+		return false
+	}
+	_, err := os.Stat(filepath.Join(d, "enrolled.json"))
+	return err == nil
+}
+
+// WithEnrollment returns c with the files of enrollment as the defaults of
+// api.tls (certificate, key, and the CA bundle as client CA: the core's
+// client certificate is signed by it) and of gossip.key_file, when the
+// agent is enrolled.
+func (c Config) WithEnrollment() Config {
+	if !c.Enrolled() {
+		return c
+	}
+	d := c.EnrollDir()
+	t := &c.API.TLS
+	if t.CertFile == "" && t.KeyFile == "" {
+		t.CertFile, t.KeyFile = filepath.Join(d, "agent.pem"), filepath.Join(d, "agent-key.pem")
+		if t.ClientCAFile == "" {
+			t.ClientCAFile = filepath.Join(d, "ca.pem")
+		}
+	}
+	if c.Gossip.Enabled && c.Gossip.KeyFile == "" && !c.Gossip.Insecure {
+		c.Gossip.KeyFile = filepath.Join(d, "gossip.key")
+	}
+	return c
 }
 
 // DefaultConfig returns the defaults (docs/architecture.md, "Configuration").
@@ -142,6 +215,11 @@ func (c *Config) Validate() error {
 	}
 	if c.API.Addr != "" {
 		errs = append(errs, config.ValidateAddr("api.addr", c.API.Addr)...)
+	}
+	for i, h := range c.API.Hosts {
+		if h == "" || strings.ContainsAny(h, ":/ ") {
+			errs.Add(fmt.Sprintf("api.hosts[%d]", i), "%q is not a host name (no port, no scheme)", h)
+		}
 	}
 	errs = append(errs, c.API.TLS.Validate("api.tls")...)
 	errs = append(errs, c.API.Server.Validate("api")...)
@@ -205,6 +283,14 @@ func (c *Config) Validate() error {
 			if host, _, err := net.SplitHostPort(c.API.Addr); err == nil && (host == "" || net.ParseIP(host) != nil && net.ParseIP(host).IsUnspecified()) {
 				errs.Add("gossip.advertise_api", "required when api.addr %s listens on every interface (the address the core should use)", c.API.Addr)
 			}
+		}
+	}
+	if e := c.Enroll; e.Core != "" {
+		if u, err := url.Parse(e.Core); err != nil || u.Scheme != "https" || u.Host == "" {
+			errs.Add("enroll.core", "%q is not https://host:port (enrollment sends a secret: TLS only)", e.Core)
+		}
+		if e.CAPin == "" {
+			errs.Add("enroll.ca_pin", "required with enroll.core (printed by 'muster tls ca create'): the core is never trusted on first use")
 		}
 	}
 	errs = append(errs, c.Log.Validate()...)

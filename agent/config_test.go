@@ -20,6 +20,12 @@ func TestConfigRefusesWhatTheCoreRefuses(t *testing.T) {
 		{"node id with a slash", func(c *Config) { c.NodeID = "db/1" }, []string{"node_id"}},
 		{"node id ..", func(c *Config) { c.NodeID = ".." }, []string{"node_id"}},
 		{"cluster id with a space", func(c *Config) { c.ClusterID = "eu west" }, []string{"cluster_id"}},
+		{"enroll over plain http, without a pin", func(c *Config) { c.Enroll.Core = "http://core:7410" }, []string{"enroll.ca_pin", "enroll.core"}},
+		// With an enroll block, api.tls defaults to the enrolled files:
+		// a TCP API needs nothing more.
+		{"enroll with a TCP API", func(c *Config) {
+			c.API.Addr, c.Enroll.Core, c.Enroll.CAPin = "127.0.0.1:7420", "https://core:7410", "sha256:00"
+		}, nil},
 		{"default timeout over the longest", func(c *Config) { c.Actions.DefaultTimeout = 8 * 24 * time.Hour }, []string{"actions.default_timeout"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -32,5 +38,29 @@ func TestConfigRefusesWhatTheCoreRefuses(t *testing.T) {
 				t.Fatalf("bad fields %q, want %q (%v)", got, tc.fields, err)
 			}
 		})
+	}
+}
+
+// TestEnrollmentDefaults: an enrolled agent serves its enrolled
+// certificate, requires the core's client certificate of the enrolled CA
+// bundle and gossips with the enrolled key, unless configured otherwise.
+func TestEnrollmentDefaults(t *testing.T) {
+	t.Parallel()
+	cfg := DefaultConfig()
+	cfg.NodeID, cfg.ClusterID, cfg.DataDir = "db-1", "eu", "/var/lib/muster"
+	cfg.Gossip.Enabled = true
+	if got := cfg.WithEnrollment(); got.API.TLS.CertFile != "" || got.Gossip.KeyFile != "" {
+		t.Fatalf("not enrolled, yet %+v", got.API.TLS)
+	}
+	cfg.Enroll.Core = "https://core:7410"
+	got := cfg.WithEnrollment()
+	want := config.TLS{CertFile: "/var/lib/muster/tls/agent.pem", KeyFile: "/var/lib/muster/tls/agent-key.pem",
+		ClientCAFile: "/var/lib/muster/tls/ca.pem"}
+	if got.API.TLS != want || got.Gossip.KeyFile != "/var/lib/muster/tls/gossip.key" {
+		t.Fatalf("defaults %+v, gossip key %q", got.API.TLS, got.Gossip.KeyFile)
+	}
+	cfg.API.TLS = config.TLS{CertFile: "/etc/x.pem", KeyFile: "/etc/x-key.pem", ClientCAFile: "/etc/ca.pem"}
+	if got := cfg.WithEnrollment(); got.API.TLS != cfg.API.TLS {
+		t.Fatalf("configured files were replaced: %+v", got.API.TLS)
 	}
 }

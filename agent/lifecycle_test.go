@@ -106,7 +106,7 @@ func TestRunReportsAPartThatDoesNotStopInTime(t *testing.T) {
 // once the handler reads the body, and the body never comes.
 func holdRequest(t *testing.T, c net.Conn, token string) {
 	t.Helper()
-	req := "POST /api/v1/actions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n" +
+	req := "POST /api/v1/actions HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n" +
 		"Content-Length: 100\r\nExpect: 100-continue\r\n"
 	if token != "" {
 		req += "Authorization: Bearer " + token + "\r\n"

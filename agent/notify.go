@@ -2,14 +2,15 @@ package agent
 
 import (
 	"context"
+	"errors"
 	"log/slog"
-	"sync"
 	"time"
 
 	"github.com/musterhq/muster/agent/queue"
 	"github.com/musterhq/muster/agent/runner"
 	"github.com/musterhq/muster/shared/action"
 	"github.com/musterhq/muster/shared/gossip"
+	"github.com/musterhq/muster/shared/startstop"
 )
 
 // NoteGap is the least time between two "changed" notes of one agent: a
@@ -25,23 +26,26 @@ type teller interface {
 
 // notifier tells the cores, through the gossip pool, that this agent's
 // actions changed state: a note naming the node, never action data. Changed
-// never blocks; a goroutine owned by Start/Stop sends, at most one note per
-// NoteGap.
+// never blocks; the notifier's goroutine, a shared/startstop part, sends at
+// most one note per NoteGap.
 type notifier struct {
+	startstop.Base
+	// to is the gossip service the notes go through, set before Start
+	// (the notifier is made before the pool is joined).
 	to   teller
 	note gossip.Note
 	gap  time.Duration
 	log  *slog.Logger
 
 	kick chan struct{}
-	stop chan struct{}
-	done chan struct{}
-	once sync.Once
 }
 
+var _ startstop.Service = (*notifier)(nil)
+
+// newNotifier returns a notifier; it starts nothing.
 func newNotifier(cluster, node string, gap time.Duration, log *slog.Logger) *notifier {
 	return &notifier{note: gossip.Note{Changed: &gossip.NodeRef{Cluster: cluster, Node: node}}, gap: gap, log: log,
-		kick: make(chan struct{}, 1), stop: make(chan struct{}), done: make(chan struct{})}
+		kick: make(chan struct{}, 1)}
 }
 
 // Changed asks for a note; calls between two notes make one.
@@ -52,47 +56,52 @@ func (n *notifier) Changed() {
 	}
 }
 
-// Start runs the sender, telling the cores through to, until Stop or the
-// end of ctx. Changes made before Start are told once it runs.
-func (n *notifier) Start(ctx context.Context, to teller) error {
-	n.to = to
+// errNoTeller is Start's error when no gossip service was given.
+var errNoTeller = errors.New("notifier: no gossip service to tell through")
+
+// Start runs the sender, telling the cores through n.to, until Stop or the
+// end of ctx. Changes made before Start are told once it runs. Stop
+// (startstop.Base's) is idempotent and returns at once on a notifier never
+// started.
+func (n *notifier) Start(ctx context.Context) error {
+	ctx, done, err := n.StartInit(ctx)
+	if err != nil {
+		return err
+	}
+	if n.to == nil {
+		done()
+		return errNoTeller
+	}
 	go func() {
-		defer close(n.done)
-		var last time.Time
-		for {
-			select {
-			case <-ctx.Done():
-				return
-			case <-n.stop:
-				return
-			case <-n.kick:
-			}
-			if wait := n.gap - time.Since(last); wait > 0 {
-				t := time.NewTimer(wait)
-				select {
-				case <-ctx.Done():
-					t.Stop()
-					return
-				case <-n.stop:
-					t.Stop()
-					return
-				case <-t.C:
-				}
-			}
-			last = time.Now()
-			if sent := n.to.Tell(gossip.RoleCore, n.note); sent == 0 {
-				n.log.Debug("changed note reached no core")
-			}
-		}
+		defer done()
+		n.send(ctx)
 	}()
 	return nil
 }
 
-// Stop ends the sender and waits for it; it is idempotent. Start must have
-// been called.
-func (n *notifier) Stop() {
-	n.once.Do(func() { close(n.stop) })
-	<-n.done
+// send tells a note after each kick, at most one per gap, until ctx ends.
+func (n *notifier) send(ctx context.Context) {
+	var last time.Time
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-n.kick:
+		}
+		if wait := n.gap - time.Since(last); wait > 0 {
+			t := time.NewTimer(wait)
+			select {
+			case <-ctx.Done():
+				t.Stop()
+				return
+			case <-t.C:
+			}
+		}
+		last = time.Now()
+		if sent := n.to.Tell(gossip.RoleCore, n.note); sent == 0 {
+			n.log.Debug("changed note reached no core")
+		}
+	}
 }
 
 // notifyingQueue is the runner's queue, calling changed after every commit

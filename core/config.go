@@ -10,6 +10,7 @@ import (
 	"github.com/musterhq/muster/core/approval"
 	"github.com/musterhq/muster/core/budget"
 	"github.com/musterhq/muster/core/discovery"
+	"github.com/musterhq/muster/core/enroll"
 	"github.com/musterhq/muster/core/retention"
 	"github.com/musterhq/muster/core/streams"
 	"github.com/musterhq/muster/core/ui"
@@ -23,10 +24,13 @@ import (
 // Config is the core's configuration (docs/architecture.md, "Configuration").
 type Config struct {
 	// DataDir holds core.db (with the sqlite driver) and admin.token.
-	DataDir     string                  `mapstructure:"data_dir" yaml:"data_dir"`
-	Store       StoreConfig             `mapstructure:"store" yaml:"store"`
-	API         APIConfig               `mapstructure:"api" yaml:"api"`
-	AgentsTLS   AgentsTLSConfig         `mapstructure:"agents_tls" yaml:"agents_tls"`
+	DataDir   string          `mapstructure:"data_dir" yaml:"data_dir"`
+	Store     StoreConfig     `mapstructure:"store" yaml:"store"`
+	API       APIConfig       `mapstructure:"api" yaml:"api"`
+	AgentsTLS AgentsTLSConfig `mapstructure:"agents_tls" yaml:"agents_tls"`
+	// AgentsCA signs the certificates of agents that enroll with a join
+	// token (docs/architecture.md, "Installing on a fleet").
+	AgentsCA    AgentsCAConfig          `mapstructure:"agents_ca" yaml:"agents_ca"`
 	Clusters    []discovery.ClusterSpec `mapstructure:"clusters" yaml:"clusters"`
 	Orchestrate OrchestrateConfig       `mapstructure:"orchestrate" yaml:"orchestrate"`
 	Approval    approval.Policy         `mapstructure:"approval" yaml:"approval"`
@@ -121,6 +125,17 @@ type AgentsTLSConfig struct {
 // Enabled reports whether agents are reached over TLS.
 func (t AgentsTLSConfig) Enabled() bool { return t.CAFile != "" || t.CertFile != "" || t.KeyFile != "" }
 
+// AgentsCAConfig is the CA the core signs enrolled agents' certificates
+// with, and how long those last (agents renew at two thirds of it).
+type AgentsCAConfig struct {
+	CertFile string        `mapstructure:"cert_file" yaml:"cert_file"`
+	KeyFile  string        `mapstructure:"key_file" yaml:"key_file"`
+	Lifetime time.Duration `mapstructure:"lifetime" yaml:"lifetime"`
+}
+
+// Enabled reports whether the core enrolls agents.
+func (c AgentsCAConfig) Enabled() bool { return c.CertFile != "" || c.KeyFile != "" }
+
 // OrchestrateConfig tunes the orchestration passes.
 type OrchestrateConfig struct {
 	Interval         time.Duration `mapstructure:"interval" yaml:"interval"`
@@ -180,6 +195,7 @@ func DefaultConfig() Config {
 			ScheduleTTL:      24 * time.Hour,
 			RunPoll:          250 * time.Millisecond,
 		},
+		AgentsCA:        AgentsCAConfig{Lifetime: enroll.DefaultLifetime},
 		Approval:        approval.DefaultPolicy(),
 		Retention:       retention.DefaultConfig().Retention,
 		Gossip:          GossipConfig{BindAddr: "0.0.0.0:7946", Join: []string{}, Timing: gossip.Timing{Profile: gossip.ProfileLAN}},
@@ -237,6 +253,20 @@ func (c *Config) Validate() error {
 	}
 	if c.API.TLS.ClientCAFile != "" && !c.API.TLS.Enabled() {
 		add("api.tls.client_ca_file", "needs api.tls.cert_file and api.tls.key_file")
+	}
+	if a := c.AgentsCA; a.Enabled() {
+		if a.CertFile == "" || a.KeyFile == "" {
+			add("agents_ca", "cert_file and key_file must be set together")
+		}
+		if !c.API.TLS.Enabled() {
+			add("agents_ca", "needs api.tls: agents enroll over TLS and check the core against their CA pin")
+		}
+		if c.AgentsTLS.CertFile == "" {
+			add("agents_ca", "needs agents_tls (ca_file, cert_file, key_file): enrolled agents require the core's client certificate")
+		}
+		if a.Lifetime < enroll.MinLifetime {
+			add("agents_ca.lifetime", "must be at least %s, got %s", enroll.MinLifetime, a.Lifetime)
+		}
 	}
 
 	clusters := map[string]bool{}

@@ -51,6 +51,20 @@ func TestValidate(t *testing.T) {
 		{"cert without key", func(c *Config) { c.API.TLS.CertFile = "c.pem" }, []string{"api.tls"}},
 		{"agents cert without key", func(c *Config) { c.AgentsTLS.CertFile, c.AgentsTLS.CAFile = "c.pem", "ca.pem" }, []string{"agents_tls"}},
 		{"agents cert without CA", func(c *Config) { c.AgentsTLS.CertFile, c.AgentsTLS.KeyFile = "c.pem", "k.pem" }, []string{"agents_tls.ca_file"}},
+		{"agents_ca without TLS", func(c *Config) {
+			c.AgentsCA = AgentsCAConfig{CertFile: "ca.pem", KeyFile: "ca-key.pem", Lifetime: time.Hour}
+		},
+			[]string{"agents_ca"}},
+		{"agents_ca half set, short lifetime", func(c *Config) {
+			c.API.TLS.CertFile, c.API.TLS.KeyFile = "core.pem", "core-key.pem"
+			c.AgentsTLS = AgentsTLSConfig{CAFile: "ca.pem", CertFile: "core.pem", KeyFile: "core-key.pem"}
+			c.AgentsCA = AgentsCAConfig{CertFile: "ca.pem", Lifetime: time.Second}
+		}, []string{"agents_ca", "agents_ca.lifetime"}},
+		{"agents_ca", func(c *Config) {
+			c.API.TLS.CertFile, c.API.TLS.KeyFile = "core.pem", "core-key.pem"
+			c.AgentsTLS = AgentsTLSConfig{CAFile: "ca.pem", CertFile: "core.pem", KeyFile: "core-key.pem"}
+			c.AgentsCA = AgentsCAConfig{CertFile: "ca.pem", KeyFile: "ca-key.pem", Lifetime: 30 * time.Second}
+		}, nil},
 		{"client CA without a certificate", func(c *Config) { c.API.TLS.ClientCAFile = "ca.pem" }, []string{"api.tls.client_ca_file"}},
 		{"cluster without id", func(c *Config) { c.Clusters[0].ID = "" }, []string{"clusters[0].id"}},
 		{"cluster twice", func(c *Config) { c.Clusters = append(c.Clusters, c.Clusters[0]) }, []string{"clusters[1].id"}},

@@ -7,12 +7,16 @@ package core
 import (
 	"context"
 	"crypto/tls"
+	"crypto/x509"
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"net"
 	"net/http"
 	"os"
+	"slices"
+	"strings"
 	"sync"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -22,6 +26,7 @@ import (
 	"github.com/musterhq/muster/core/api"
 	"github.com/musterhq/muster/core/auth"
 	"github.com/musterhq/muster/core/discovery"
+	"github.com/musterhq/muster/core/enroll"
 	"github.com/musterhq/muster/core/orchestrate"
 	"github.com/musterhq/muster/core/retention"
 	"github.com/musterhq/muster/core/runs"
@@ -46,6 +51,8 @@ type Core struct {
 	mu    sync.Mutex
 	addr  net.Addr
 	ready chan struct{}
+	// pairs are the certificates ReloadTLS reads again.
+	pairs map[string]*tlsutil.KeyPair
 }
 
 // New checks cfg and returns a core; it opens and starts nothing.
@@ -82,7 +89,7 @@ func (c *Core) Run(ctx context.Context) error {
 	if err := os.MkdirAll(cfg.DataDir, 0o700); err != nil {
 		return fmt.Errorf("data_dir: %w", err)
 	}
-	st, err := openStore(ctx, cfg)
+	st, coord, err := openStore(ctx, cfg)
 	if err != nil {
 		return err
 	}
@@ -97,19 +104,37 @@ func (c *Core) Run(ctx context.Context) error {
 
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
-	atls, err := agentsTLS(cfg.AgentsTLS)
+	atls, agentsPair, err := agentsTLS(cfg.AgentsTLS)
 	if err != nil {
 		return err
+	}
+	enr, err := newEnroll(cfg, st, c.log)
+	if err != nil {
+		return err
+	}
+	if atls != nil {
+		// Every connection to an agent (a sync, a gossip claim check)
+		// refuses a certificate on the revocation list.
+		atls.VerifyConnection = tlsutil.CheckSerials(enr.Revoked)
 	}
 	// One set of rules for every action change, whether the API, the
 	// orchestrator or the run engine makes it.
 	rules := &actions.Rules{Policy: cfg.Approval, ScheduleTTL: cfg.Orchestrate.ScheduleTTL}
-	engine := &runs.Engine{Policy: cfg.Approval, Actions: actions.Children{Rules: rules}}
-	ln, guard, err := listen(cfg)
+	engine := &runs.Engine{Policy: cfg.Approval, Actions: rules}
+	ln, guard, apiPair, err := listen(cfg, enr)
 	if err != nil {
 		return err
 	}
-	repl, err := newReplication(cfg, st, ln.Addr().String(), c.log, reg)
+	c.mu.Lock()
+	c.pairs = map[string]*tlsutil.KeyPair{}
+	if apiPair != nil {
+		c.pairs["api.tls"] = apiPair
+	}
+	if agentsPair != nil {
+		c.pairs["agents_tls"] = agentsPair
+	}
+	c.mu.Unlock()
+	repl, err := newReplication(cfg, coord, ln.Addr().String(), c.log, reg)
 	if err != nil {
 		ln.Close()
 		return err
@@ -141,7 +166,7 @@ func (c *Core) Run(ctx context.Context) error {
 	// per token and one in all.
 	lim := streams.New(cfg.API.MaxEventStreams, cfg.API.MaxStreamsPerToken)
 	apiSrv := api.New(api.Config{Policy: cfg.Approval, Rules: rules, Budget: cfg.BudgetPolicy(), Gatherer: reg,
-		Registerer: reg, Runs: engine, Replicas: repl, Streams: lim,
+		Registerer: reg, Runs: engine, Replicas: repl, Streams: lim, Enroll: enr,
 		StreamWriteTimeout: cfg.API.WriteTimeout}, st, repl, c.log)
 	handler, closeUI, err := withUI(cfg, apiSrv, rules, engine, repl, st, lim, c.log)
 	if err != nil {
@@ -160,8 +185,8 @@ func (c *Core) Run(ctx context.Context) error {
 	// Started in this order, stopped in the reverse one under one deadline
 	// (shutdown_timeout): the API stops taking requests, gossip leaves the
 	// pool, the discovery watch ends, replication gives up the leases, the
-	// orchestrator cancels its passes (they write nothing once cancelled);
-	// then the store closes.
+	// orchestrator cancels its passes (they write nothing once cancelled),
+	// the store stops listening to other replicas; then the store closes.
 	var parts startstop.Group
 	stopAll := func() error {
 		shutCtx, cancel := context.WithTimeout(context.Background(), cfg.ShutdownTimeout)
@@ -172,16 +197,20 @@ func (c *Core) Run(ctx context.Context) error {
 		}
 		return err
 	}
+	if coord != nil {
+		// Stopped last: it hears the other replicas' commits and nudges.
+		if err := parts.Start(ctx, "store listener", coord); err != nil {
+			ln.Close()
+			return errors.Join(err, stopAll())
+		}
+	}
 	if err := parts.Start(ctx, "orchestrator", orch); err != nil {
 		ln.Close()
 		return errors.Join(err, stopAll())
 	}
 	// Stopped before the orchestrator: it gives up the leases first.
-	replPart := &startstop.Hooks{
-		OnStart: func(ctx context.Context) error { return repl.Start(ctx, orch.Nudge, orch.NudgeNode) },
-		OnStop:  repl.Stop,
-	}
-	if err := parts.Start(ctx, "replication", replPart); err != nil {
+	repl.deliver(orch.Nudge, orch.NudgeNode)
+	if err := parts.Start(ctx, "replication", repl); err != nil {
 		ln.Close()
 		return errors.Join(err, stopAll())
 	}
@@ -193,12 +222,21 @@ func (c *Core) Run(ctx context.Context) error {
 	sources := []discovery.Source{static}
 	var pool *discovery.GossipSource
 	if cfg.Gossip.Enabled {
-		pool = discovery.NewGossipSource(c.log, gossipOptions(cfg, atls)...)
+		opts := append(gossipOptions(cfg, atls), discovery.RefuseRevoked(enr.RevokedNode))
+		pool = discovery.NewGossipSource(c.log, opts...)
 		sources = append(sources, pool)
 	}
-	watch := startstop.NewFunc(func(ctx context.Context) {
-		_ = discovery.Watch(ctx, st, c.log, repl.Nudge, static.Clusters(), sources...)
-	})
+	// A revocation ends the kept connections to agents and has the gossip
+	// claims judged again, on every replica as soon as it reads the list.
+	enr.OnChange(orch.DropAgentConnections)
+	if pool != nil {
+		enr.OnChange(pool.Recheck)
+	}
+	if err := parts.Start(ctx, "enroll", startstop.NewFunc(enr.Run)); err != nil {
+		ln.Close()
+		return errors.Join(err, stopAll())
+	}
+	watch := discovery.NewWatcher(st, c.log, repl.Nudge, static.Clusters(), sources...)
 	if err := parts.Start(ctx, "discovery", watch); err != nil {
 		ln.Close()
 		return errors.Join(err, stopAll())
@@ -262,32 +300,91 @@ func withUI(cfg Config, apiSrv *api.Server, rules *actions.Rules, engine *runs.E
 	return mux, uiSrv.Close, nil
 }
 
+// ReloadTLS reads the core's certificates again (api.tls, agents_tls) from
+// their files: new connections use them, without a restart (SIGHUP). A pair
+// that fails to load keeps the one in use, and the error names it.
+func (c *Core) ReloadTLS() error {
+	c.mu.Lock()
+	pairs := maps.Clone(c.pairs)
+	c.mu.Unlock()
+	var errs []error
+	for _, key := range slices.Sorted(maps.Keys(pairs)) {
+		if err := pairs[key].Reload(); err != nil {
+			errs = append(errs, fmt.Errorf("%s: %w", key, err))
+			continue
+		}
+		c.log.Info("certificate reloaded", "key", key, "not_after", pairs[key].Leaf().NotAfter)
+	}
+	return errors.Join(errs...)
+}
+
+// newEnroll builds enrollment: with agents_ca, the CA that signs agents,
+// the bundle they are given and the gossip key; without, only the
+// revocation list.
+func newEnroll(cfg Config, st store.Store, log *slog.Logger) (*enroll.Service, error) {
+	ec := enroll.Config{Lifetime: cfg.AgentsCA.Lifetime}
+	if a := cfg.AgentsCA; a.Enabled() {
+		certPEM, err := os.ReadFile(a.CertFile)
+		if err != nil {
+			return nil, fmt.Errorf("agents_ca.cert_file: %w", err)
+		}
+		keyPEM, err := os.ReadFile(a.KeyFile)
+		if err != nil {
+			return nil, fmt.Errorf("agents_ca.key_file: %w", err)
+		}
+		ca, err := tlsutil.ParseCA(tlsutil.Pair{CertPEM: certPEM, KeyPEM: keyPEM})
+		if err != nil {
+			return nil, fmt.Errorf("agents_ca: %w", err)
+		}
+		ec.CA, ec.Bundle = ca, certPEM
+		if cfg.Gossip.Enabled && cfg.Gossip.KeyFile != "" {
+			key, err := os.ReadFile(cfg.Gossip.KeyFile)
+			if err != nil {
+				return nil, fmt.Errorf("gossip.key_file: %w", err)
+			}
+			ec.GossipKey = strings.TrimSpace(string(key))
+		}
+	}
+	return enroll.New(ec, st, log.With("component", "enroll")), nil
+}
+
 // keyFiles are the key files of cfg, by configuration key.
 func keyFiles(cfg Config) map[string]string {
-	files := map[string]string{"api.tls.key_file": cfg.API.TLS.KeyFile, "agents_tls.key_file": cfg.AgentsTLS.KeyFile}
+	files := map[string]string{"api.tls.key_file": cfg.API.TLS.KeyFile, "agents_tls.key_file": cfg.AgentsTLS.KeyFile,
+		"agents_ca.key_file": cfg.AgentsCA.KeyFile}
 	if cfg.Gossip.Enabled {
 		files["gossip.key_file"] = cfg.Gossip.KeyFile
 	}
 	return files
 }
 
-func openStore(ctx context.Context, cfg Config) (store.Store, error) {
+// openStore opens the configured store, and returns with it the
+// coordination of several replicas when the store has one (PostgreSQL).
+func openStore(ctx context.Context, cfg Config) (store.Store, coordination, error) {
 	var (
 		st  store.Store
 		err error
 	)
 	switch {
 	case cfg.Store.Driver == DriverPostgres:
-		st, err = postgres.Open(ctx, cfg.Store.DSN)
+		pg, err := postgres.Open(ctx, cfg.Store.DSN)
+		if err != nil {
+			return nil, nil, fmt.Errorf("open store: %w", err)
+		}
+		return pg, pg, nil
+	case postgres.LooksLikeDSN(cfg.Store.DSN):
+		// Shown redacted: the string may hold a password.
+		return nil, nil, fmt.Errorf("store.dsn looks like a PostgreSQL connection string (%s), but store.driver is %q: set store.driver: %s (MUSTER_STORE_DRIVER=%s)",
+			postgres.Describe(cfg.Store.DSN), cfg.Store.Driver, DriverPostgres, DriverPostgres)
 	case cfg.Store.DSN != "":
 		st, err = sqlite.OpenFile(ctx, cfg.Store.DSN)
 	default:
 		st, err = sqlite.Open(ctx, cfg.DataDir)
 	}
 	if err != nil {
-		return nil, fmt.Errorf("open store: %w", err)
+		return nil, nil, fmt.Errorf("open store: %w", err)
 	}
-	return st, nil
+	return st, nil, nil
 }
 
 // listen opens the API listener, with TLS when configured; with
@@ -295,25 +392,49 @@ func openStore(ctx context.Context, cfg Config) (store.Store, error) {
 // bearer token is still required). Its guard holds api.max_connections
 // open, api.max_connections_per_client from one address (loopback
 // uncapped under `muster dev` alone), making room by closing the oldest
-// connection that does nothing; attach it to the server.
-func listen(cfg Config) (net.Listener, *apiserver.Guard, error) {
+// connection that does nothing; attach it to the server. Its certificate
+// is read from a KeyPair (ReloadTLS); with enrollment, agents'
+// certificates are asked for (renewal checks them).
+func listen(cfg Config, enr *enroll.Service) (net.Listener, *apiserver.Guard, *tlsutil.KeyPair, error) {
 	c := cfg.API
-	tc, err := tlsutil.ListenConfig("api", c.TLS.CertFile, c.TLS.KeyFile, c.TLS.ClientCAFile)
+	var (
+		opts []tlsutil.ListenOption
+		kp   *tlsutil.KeyPair
+		err  error
+	)
+	if c.TLS.Enabled() {
+		if kp, err = tlsutil.LoadKeyPair(c.TLS.CertFile, c.TLS.KeyFile); err != nil {
+			return nil, nil, nil, fmt.Errorf("api.tls.%w", err)
+		}
+		opts = append(opts, tlsutil.ServeKeyPair(kp))
+		if enr.Enabled() {
+			certs, err := tlsutil.ParseCerts(enr.Bundle())
+			if err != nil {
+				return nil, nil, nil, fmt.Errorf("agents_ca.cert_file: %w", err)
+			}
+			pool := x509.NewCertPool()
+			for _, ca := range certs {
+				pool.AddCert(ca)
+			}
+			opts = append(opts, tlsutil.RequestAgentCerts(pool, certs))
+		}
+	}
+	tc, err := tlsutil.ListenConfig("api", c.TLS.CertFile, c.TLS.KeyFile, c.TLS.ClientCAFile, opts...)
 	if err != nil {
-		return nil, nil, err
+		return nil, nil, nil, err
 	}
 	ln, err := net.Listen("tcp", c.Addr)
 	if err != nil {
-		return nil, nil, fmt.Errorf("api.addr: %w", err)
+		return nil, nil, nil, fmt.Errorf("api.addr: %w", err)
 	}
 	// The caps count connections before their handshake: one that never
 	// completes it goes first when room is needed.
 	guard := apiserver.NewGuard(ln, apiserver.GuardConfig{Max: c.MaxConnections,
 		PerClient: c.MaxConnectionsPerClient, ExemptLoopback: cfg.LoopbackUncapped})
 	if tc == nil {
-		return guard, guard, nil
+		return guard, guard, kp, nil
 	}
-	return tls.NewListener(guard, tc), guard, nil
+	return tls.NewListener(guard, tc), guard, kp, nil
 }
 
 // hstsMaxAge is how long a browser that reached the core over TLS keeps to
@@ -332,18 +453,26 @@ func withHSTS(h http.Handler) http.Handler {
 }
 
 // agentsTLS returns the TLS client configuration the orchestrator reaches
-// agents with (nil: plain HTTP). The orchestrator adds, per node, the check
-// that the agent's certificate names that node.
-func agentsTLS(c AgentsTLSConfig) (*tls.Config, error) {
+// agents with (nil: plain HTTP), and the KeyPair of its client certificate
+// (ReloadTLS). The orchestrator adds, per node, the check that the agent's
+// certificate names that node.
+func agentsTLS(c AgentsTLSConfig) (*tls.Config, *tlsutil.KeyPair, error) {
 	if !c.Enabled() {
-		return nil, nil
+		return nil, nil, nil
 	}
-	tc, err := tlsutil.ClientConfig(c.CAFile, c.CertFile, c.KeyFile)
+	tc, err := tlsutil.ClientConfig(c.CAFile, "", "")
 	if err != nil {
-		return nil, fmt.Errorf("agents_tls.%w", err)
+		return nil, nil, fmt.Errorf("agents_tls.%w", err)
+	}
+	var kp *tlsutil.KeyPair
+	if c.CertFile != "" || c.KeyFile != "" {
+		if kp, err = tlsutil.LoadKeyPair(c.CertFile, c.KeyFile); err != nil {
+			return nil, nil, fmt.Errorf("agents_tls.%w", err)
+		}
+		tc.GetClientCertificate = kp.GetClientCertificate
 	}
 	tc.MinVersion = tlsutil.LinkVersion // Go on both ends: TLS 1.3 only
-	return tc, nil
+	return tc, kp, nil
 }
 
 // gossipOptions says how far the core trusts gossip announcements: agents

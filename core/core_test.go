@@ -276,7 +276,7 @@ func TestRunFailsOnAnUnreachableDatabase(t *testing.T) {
 		t.Fatal(err)
 	}
 	err = c.Run(context.Background())
-	if err == nil || !strings.HasPrefix(err.Error(), "open store: cannot reach PostgreSQL at "+addr+"/muster: ") ||
+	if err == nil || !strings.HasPrefix(err.Error(), "open store: cannot reach PostgreSQL at "+pgWhere(addr)+": ") ||
 		strings.Contains(err.Error(), "\n") {
 		t.Fatalf("Run = %v", err)
 	}
@@ -420,4 +420,11 @@ func TestStoreFilesArePrivateInAnExistingDataDir(t *testing.T) {
 			t.Errorf("%s has mode %04o, want 0600", f, m)
 		}
 	}
+}
+
+// pgWhere is how the store names a server at addr (host:port) in its errors:
+// host, port, database and user, never a password.
+func pgWhere(addr string) string {
+	host, port, _ := net.SplitHostPort(addr)
+	return "host=" + host + " port=" + port + " database=muster user=muster"
 }

@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
-	"sync"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -16,27 +15,49 @@ import (
 	"github.com/musterhq/muster/core/orchestrate"
 	"github.com/musterhq/muster/core/store"
 	"github.com/musterhq/muster/core/store/postgres"
+	"github.com/musterhq/muster/shared/startstop"
 	"github.com/musterhq/muster/shared/version"
 	"github.com/musterhq/muster/shared/wire"
 )
+
+// coordination is what several replicas on one database need of the store
+// beside store.Store (docs/architecture.md, "Several core replicas"): the
+// cluster leases, nudges between replicas, and the replicas' status.
+// core/store/postgres provides it; on SQLite there is none.
+type coordination interface {
+	// Start listens for the other replicas' commits and nudges until Stop.
+	startstop.Service
+	lease.Store
+	// PublishNudge asks every replica for a sync of the cluster now.
+	PublishNudge(ctx context.Context, clusterID string) error
+	// Nudges receives the clusters nudged by PublishNudge on any replica.
+	Nudges() <-chan string
+	// LeaseStatus returns the replicas (live: a heartbeat younger than ttl)
+	// and the leases.
+	LeaseStatus(ctx context.Context, ttl time.Duration) ([]store.Replica, []store.Lease, error)
+}
+
+var _ coordination = (*postgres.Store)(nil)
 
 // replication is what several replicas on one PostgreSQL database add to a core
 // (docs/architecture.md, "Several core replicas"): the cluster leases, nudges
 // that reach the replica holding a cluster's lease, and the list of replicas.
 // On SQLite there is one core: no leases, and nudges stay local.
+//
+// It is a startstop part: newReplication starts nothing; Start takes the
+// first leases and relays nudges between replicas until Stop.
 type replication struct {
+	startstop.Base
 	self   store.Replica
 	ttl    time.Duration
-	pg     *postgres.Store // nil on SQLite
-	leases *lease.Manager  // nil on SQLite
+	coord  coordination   // nil on SQLite
+	leases *lease.Manager // nil on SQLite
 	log    *slog.Logger
-	local  func(clusterID string)
-	// localNode asks this replica's orchestrator for a sync of one node.
+	// local receives the nudges meant for this replica's orchestrator, and
+	// localNode its syncs of single nodes (deliver sets them).
+	local     func(clusterID string)
 	localNode func(clusterID, nodeID string)
 	publish   chan string
-
-	cancel context.CancelFunc
-	wg     sync.WaitGroup
 }
 
 // replicaID returns the configured ha.replica_id, or the host name with a
@@ -54,17 +75,18 @@ func replicaID(configured string) string {
 	return host + "-" + hex.EncodeToString(b)
 }
 
-func newReplication(cfg Config, st store.Store, addr string, log *slog.Logger, reg prometheus.Registerer) (*replication, error) {
+// newReplication builds the replication of a core whose store coordinates
+// replicas through coord (nil on SQLite). It starts nothing.
+func newReplication(cfg Config, coord coordination, addr string, log *slog.Logger, reg prometheus.Registerer) (*replication, error) {
 	r := &replication{
 		self: store.Replica{ID: replicaID(cfg.HA.ReplicaID), Addr: addr, Version: version.Version, StartedTS: time.Now().UTC()},
 		ttl:  cfg.HA.LeaseTTL, log: log, publish: make(chan string, 64),
 	}
-	pg, ok := st.(*postgres.Store)
-	if !ok {
+	if coord == nil {
 		return r, nil
 	}
-	r.pg = pg
-	m, err := lease.New(lease.Config{TTL: r.ttl, Replica: r.self, OnAcquire: r.nudgeLocal}, pg, log, reg)
+	r.coord = coord
+	m, err := lease.New(lease.Config{TTL: r.ttl, Replica: r.self, OnAcquire: r.nudgeLocal}, coord, log, reg)
 	if err != nil {
 		return nil, err
 	}
@@ -91,7 +113,7 @@ func (r *replication) nudgeLocal(clusterID string) {
 // on the replica that holds its lease. It never blocks.
 func (r *replication) Nudge(clusterID string) {
 	r.nudgeLocal(clusterID)
-	if r.pg == nil {
+	if r.coord == nil {
 		return
 	}
 	select {
@@ -109,7 +131,7 @@ func (r *replication) NudgeNode(clusterID, nodeID string) {
 	if r.localNode != nil {
 		r.localNode(clusterID, nodeID)
 	}
-	if r.pg == nil {
+	if r.coord == nil {
 		return
 	}
 	select {
@@ -118,56 +140,66 @@ func (r *replication) NudgeNode(clusterID, nodeID string) {
 	}
 }
 
-// Start takes the first leases and relays nudges between replicas until
-// Stop; local receives the nudges meant for this replica's orchestrator, and
-// localNode its syncs of single nodes.
-func (r *replication) Start(ctx context.Context, local func(clusterID string), localNode func(clusterID, nodeID string)) error {
+// deliver names where this replica's own nudges go: local for a cluster,
+// localNode for one node (the orchestrator's). It is called before Start.
+func (r *replication) deliver(local func(clusterID string), localNode func(clusterID, nodeID string)) {
 	r.local, r.localNode = local, localNode
-	if r.pg == nil {
-		return nil
-	}
-	ctx, r.cancel = context.WithCancel(ctx)
-	r.wg.Add(1)
-	go func() {
-		defer r.wg.Done()
-		for {
-			select {
-			case <-ctx.Done():
-				return
-			case c := <-r.publish:
-				pctx, cancel := context.WithTimeout(ctx, time.Second)
-				if err := r.pg.PublishNudge(pctx, c); err != nil && ctx.Err() == nil {
-					r.log.Debug("nudge not published", "cluster", c, "err", err)
-				}
-				cancel()
-			case c := <-r.pg.Nudges():
-				local(c)
-			}
-		}
-	}()
-	return r.leases.Start(ctx)
 }
 
-// Stop gives up this replica's leases (cancelling its passes) and stops
-// relaying nudges. It is idempotent.
-func (r *replication) Stop() {
-	if r.cancel == nil {
-		return
+// Start takes the first leases and relays nudges between replicas until
+// Stop or the end of ctx; on SQLite it has nothing to run. Stop
+// (startstop.Base's) gives up this replica's leases (cancelling its syncs)
+// and stops relaying nudges; it is idempotent, and returns at once on a
+// replication never started.
+func (r *replication) Start(ctx context.Context) error {
+	ctx, done, err := r.StartInit(ctx)
+	if err != nil {
+		return err
 	}
-	r.leases.Stop()
-	r.cancel()
-	r.wg.Wait()
+	if r.coord == nil {
+		done()
+		return nil
+	}
+	if err := r.leases.Start(ctx); err != nil {
+		done()
+		return err
+	}
+	go func() {
+		defer done()
+		defer r.leases.Stop() // gives the leases up before Stop returns
+		r.relay(ctx)
+	}()
+	return nil
+}
+
+// relay publishes this replica's nudges to the others and hands theirs to
+// the local orchestrator, until ctx ends.
+func (r *replication) relay(ctx context.Context) {
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case c := <-r.publish:
+			pctx, cancel := context.WithTimeout(ctx, time.Second)
+			if err := r.coord.PublishNudge(pctx, c); err != nil && ctx.Err() == nil {
+				r.log.Debug("nudge not published", "cluster", c, "err", err)
+			}
+			cancel()
+		case c := <-r.coord.Nudges():
+			r.nudgeLocal(c)
+		}
+	}
 }
 
 // Replicas answers GET /api/v1/core/replicas.
 func (r *replication) Replicas(ctx context.Context) (*wire.CoreReplicas, error) {
-	if r.pg == nil {
+	if r.coord == nil {
 		return &wire.CoreReplicas{Store: DriverSQLite, Self: r.self.ID, Replicas: []wire.CoreReplica{{
 			ID: r.self.ID, Addr: r.self.Addr, Version: r.self.Version, StartedTS: r.self.StartedTS,
 			HeartbeatTS: time.Now().UTC(), Live: true, Leases: []wire.ClusterLease{},
 		}}}, nil
 	}
-	reps, ls, err := r.pg.LeaseStatus(ctx, r.ttl)
+	reps, ls, err := r.coord.LeaseStatus(ctx, r.ttl)
 	if err != nil {
 		return nil, fmt.Errorf("replicas: %w", err)
 	}

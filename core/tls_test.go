@@ -167,3 +167,70 @@ func TestCoreSendsHSTSAndHostCookiesUnderTLS(t *testing.T) {
 		}
 	}
 }
+
+// TestReloadTLSServesTheNewCertificate: after the core's certificate files
+// are replaced, ReloadTLS (what SIGHUP calls) makes new connections get the
+// new certificate, without a restart; a file that does not load keeps the
+// one in use and the error names it.
+func TestReloadTLSServesTheNewCertificate(t *testing.T) {
+	t.Parallel()
+	dir := filepath.Join(t.TempDir(), "tls")
+	if _, err := tlsutil.CreateCA(dir, time.Now(), tlsutil.CAValidity); err != nil {
+		t.Fatal(err)
+	}
+	p, err := tlsutil.CreateCert(dir, tlsutil.Core(), nil, time.Now(), time.Hour)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := core.DefaultConfig()
+	cfg.DataDir = t.TempDir()
+	cfg.API.Addr = "127.0.0.1:0"
+	cfg.API.TLS = config.TLS{CertFile: p.Cert, KeyFile: p.Key}
+	c, err := core.New(cfg, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- c.Run(ctx) }()
+	t.Cleanup(func() { cancel(); <-done })
+	select {
+	case <-c.Ready():
+	case err := <-done:
+		t.Fatalf("Run: %v", err)
+	}
+	served := func() string {
+		t.Helper()
+		conn, err := tls.Dial("tcp", c.Addr().String(), &tls.Config{InsecureSkipVerify: true})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer conn.Close()
+		return tlsutil.SerialHex(conn.ConnectionState().PeerCertificates[0])
+	}
+	first := served()
+	os.Remove(p.Cert)
+	os.Remove(p.Key)
+	if _, err := tlsutil.CreateCert(dir, tlsutil.Core(), nil, time.Now(), time.Hour); err != nil {
+		t.Fatal(err)
+	}
+	if got := served(); got != first {
+		t.Fatalf("the new certificate was served before a reload: %s", got)
+	}
+	if err := c.ReloadTLS(); err != nil {
+		t.Fatal(err)
+	}
+	second := served()
+	if second == first {
+		t.Fatal("the reload did not change the certificate served")
+	}
+	if err := os.WriteFile(p.Cert, []byte("not a certificate"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.ReloadTLS(); err == nil || !strings.Contains(err.Error(), "api.tls") {
+		t.Fatalf("reloading a broken file: %v, want an error naming api.tls", err)
+	}
+	if got := served(); got != second {
+		t.Fatalf("a failed reload changed the certificate served: %s", got)
+	}
+}

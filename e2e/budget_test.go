@@ -109,3 +109,27 @@ func TestBudgetKeepsAManualActionAndARunApart(t *testing.T) {
 		t.Fatalf("%d nodes ran the disruptive kind at once with max_unavailable 1", n)
 	}
 }
+
+// Issue 17, item 5: a nested disruptive kind is held by the budget. The
+// core's kinds rule is example.com/** and the run's stage kind
+// example.com/os/reboot on three nodes at once (max_concurrency 3): with
+// max_unavailable 1 the agents' execution log shows never two at once.
+func TestBudgetHoldsANestedDisruptiveKind(t *testing.T) {
+	t.Parallel()
+	f := newStepFleetWith(t, "0.5", fleetOptions{nodes: 3, stepKind: "example.com/os/reboot",
+		clusterYAML: "    budget:\n      max_unavailable: 1\n",
+		coreExtra:   "kinds:\n  - {kind: \"example.com/**\", disruptive: true}\n"})
+	req := stepRun("3", "0", "")
+	req.Stages[0].Kind = "example.com/os/reboot"
+	run := f.startRun(t, req)
+	if r := f.waitRun(t, run.ID, 60*time.Second, "DONE", "FAILED", "CANCELLED"); r.State != "DONE" {
+		t.Fatalf("run ended %s (%s)", r.State, r.StateReason)
+	}
+	spans := f.spans(t)
+	if len(spans) != 3 {
+		t.Fatalf("%d executions, want one per node", len(spans))
+	}
+	if n := maxOverlap(spans); n != 1 {
+		t.Fatalf("%d nodes ran example.com/os/reboot at once with max_unavailable 1 and kinds example.com/**", n)
+	}
+}

@@ -52,9 +52,9 @@ const (
 // when it ends to <dir>/<node>.exec.log, sleeping in between for the "ms"
 // of its args (read from the action record on stdin). A cancel's SIGTERM
 // ends it too, with its end line: only SIGKILL (its agent died) leaves a run
-// without one. The trap first ignores TERM, so that a second one sent to the
-// process group cannot kill the date of its end line (it would leave
-// "<id> end " with no time, then a second end line).
+// without one. TERM is ignored before either end line is written, so that a
+// TERM sent to the process group cannot kill the date of an end line (it
+// would leave "<id> end " with no time, then a second end line from the trap).
 const chaosScript = `#!/bin/sh
 log=%q/"$MUSTER_NODE_ID".exec.log
 trap 'trap "" TERM; echo "$MUSTER_ACTION_ID end $(date +%%s%%N)" >> "$log"; exit 143' TERM
@@ -62,6 +62,7 @@ echo "$MUSTER_ACTION_ID start $(date +%%s%%N)" >> "$log"
 ms=$(sed -n 's/.*"ms":\([0-9]*\).*/\1/p' | head -n 1)
 ms=${ms:-0}
 sleep "$((ms / 1000)).$(printf %%03d $((ms %% 1000)))"
+trap "" TERM
 echo "$MUSTER_ACTION_ID end $(date +%%s%%N)" >> "$log"
 `
 

@@ -68,6 +68,9 @@ type fleetOptions struct {
 	// fresh PostgreSQL database (lease TTL 2 s) instead of one core on
 	// SQLite.
 	replicas int
+	// stepKind names the kind of a step fleet's script (default
+	// example.com/step).
+	stepKind string
 }
 
 func newFleetWith(t testing.TB, o fleetOptions) *fleet {

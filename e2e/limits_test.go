@@ -62,7 +62,7 @@ func TestServersCloseIdleAndSlowConnections(t *testing.T) {
 				t.Fatal(err)
 			}
 			defer conn.Close()
-			fmt.Fprintf(conn, "GET %s HTTP/1.1\r\nHost: muster\r\n\r\n", c.health)
+			fmt.Fprintf(conn, "GET %s HTTP/1.1\r\nHost: %s\r\n\r\n", c.health, c.addr)
 			br := bufio.NewReader(conn)
 			resp, err := http.ReadResponse(br, nil)
 			if err != nil {
@@ -90,7 +90,7 @@ func TestServersCloseIdleAndSlowConnections(t *testing.T) {
 				t.Fatal(err)
 			}
 			defer conn.Close()
-			fmt.Fprintf(conn, "POST %s HTTP/1.1\r\nHost: muster\r\n%sContent-Type: application/json\r\nContent-Length: 1000\r\n\r\n{", c.post, c.auth)
+			fmt.Fprintf(conn, "POST %s HTTP/1.1\r\nHost: %s\r\n%sContent-Type: application/json\r\nContent-Length: 1000\r\n\r\n{", c.post, c.addr, c.auth)
 			start := time.Now()
 			ended := make(chan error, 1)
 			go func() {

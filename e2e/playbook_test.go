@@ -153,6 +153,7 @@ func (f *workFleet) runPlaybook(t *testing.T, name string, params map[string]str
 	if err != nil {
 		t.Fatal(err)
 	}
+	req.Digest = plan.Digest // start what the plan showed
 	run, err := f.alice.StartPlaybook(ctxT(t), name, req)
 	if err != nil {
 		t.Fatal(err)
@@ -284,7 +285,7 @@ func TestPlaybookDrainUpgradeVerifyStopsAtTheFirstFailure(t *testing.T) {
 	if err := os.WriteFile(f.failOn, []byte("example.com/node.upgrade node-3\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := f.alice.StartPlaybook(ctxT(t), "drain-upgrade-verify", &wire.PlanRequest{ClusterID: "e2e"}); err == nil ||
+	if _, err := f.alice.StartPlaybook(ctxT(t), "drain-upgrade-verify", &wire.PlanRequest{ClusterID: "e2e", Version: 1}); err == nil ||
 		!strings.Contains(err.Error(), "parameter version is required") {
 		t.Fatalf("a start without the required version: %v", err)
 	}

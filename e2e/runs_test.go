@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/musterhq/muster/shared/action"
 	"github.com/musterhq/muster/shared/limit"
 	"github.com/musterhq/muster/shared/testwait"
 	"github.com/musterhq/muster/shared/wire"
@@ -47,7 +48,11 @@ if grep -qx "$MUSTER_NODE_ID" %[3]q 2>/dev/null; then echo "failing on purpose";
 	if err := os.WriteFile(script, []byte(body), 0o755); err != nil {
 		t.Fatal(err)
 	}
-	kinds := fmt.Sprintf("actions:\n  external:\n    - kind: example.com/step\n      run: [%q]\n", script)
+	kind := o.stepKind
+	if kind == "" {
+		kind = "example.com/step"
+	}
+	kinds := fmt.Sprintf("actions:\n  external:\n    - kind: %s\n      run: [%q]\n", kind, script)
 	o.actionsYAML, o.dir = kinds, filepath.Join(dir, "fleet")
 	f := newFleetWith(t, o)
 	return &stepFleet{fleet: f, stepLog: log, failOn: failOn}
@@ -292,5 +297,33 @@ func TestRunSurvivesAReplicaFailover(t *testing.T) {
 	}
 	if n := maxOverlap(spans); n != 1 {
 		t.Fatalf("%d nodes ran at once across the failover", n)
+	}
+}
+
+// Issue 17, hardening: a run's child cancelled on its node, not by the
+// core, says so in what the core shows: its state_reason is "cancelled on
+// the node", and the run does not pass it off as done.
+func TestARunChildCancelledOnTheNodeSaysSo(t *testing.T) {
+	t.Parallel()
+	f := newStepFleet(t, 1, "30", "")
+	r := f.startRun(t, stepRun("1", "0", ""))
+	var child string
+	testwait.Within(t, 20*time.Second, "the child running on node-1", func() bool {
+		got, err := f.alice.Run(ctxT(t), r.ID)
+		if err != nil || len(got.Children) != 1 || got.Children[0].State != action.Running {
+			return false
+		}
+		child = got.Children[0].ActionID
+		return true
+	})
+	if _, err := f.agentC["node-1"].Cancel(ctxT(t), child); err != nil {
+		t.Fatal(err)
+	}
+	a := f.waitCore(child, 20*time.Second, action.Cancelled)
+	if !strings.HasPrefix(a.StateReason, "cancelled on the node") {
+		t.Fatalf("the child's state_reason is %q, want it to say it was cancelled on the node", a.StateReason)
+	}
+	if end := f.waitRun(t, r.ID, 30*time.Second, "DONE", "FAILED", "CANCELLED"); end.State == "DONE" {
+		t.Fatalf("the run ended DONE (%s) with its only child cancelled", end.StateReason)
 	}
 }

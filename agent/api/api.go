@@ -11,8 +11,11 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net"
 	"net/http"
+	"os"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/labstack/echo/v5"
@@ -89,12 +92,22 @@ type Config struct {
 	// Unix socket (see ConnContext) are the node's users': the socket's file
 	// mode let them in, and they are recorded by uid.
 	Caller *tlsutil.Identity
+	// Hosts are the names, beside IP literals and localhost, that a request
+	// over TCP may carry in its Host header (api.hosts, the host of api.addr
+	// and of gossip.advertise_api, the machine's name). Any other is refused:
+	// a web page whose name resolves to this agent (DNS rebinding) sends its
+	// own.
+	Hosts []string
 }
 
 // Server is the agent API.
 type Server struct {
-	cfg  Config
-	echo *echo.Echo
+	cfg   Config
+	echo  *echo.Echo
+	hosts map[string]bool
+	// ownUID is the agent's own user: like root, it may cancel any action
+	// over the socket.
+	ownUID int
 }
 
 // New builds the API; serving it is the caller's job (Handler).
@@ -102,19 +115,25 @@ func New(cfg Config) *Server {
 	if cfg.Log == nil {
 		cfg.Log = slog.New(slog.DiscardHandler)
 	}
-	s := &Server{cfg: cfg, echo: echo.New()}
+	s := &Server{cfg: cfg, echo: echo.New(), hosts: map[string]bool{"localhost": true}, ownUID: os.Getuid()}
+	for _, h := range cfg.Hosts {
+		s.hosts[normalHost(h)] = true
+	}
 	s.echo.Logger = cfg.Log
 	s.echo.HTTPErrorHandler = s.handleError
 	s.echo.Use(newMetrics(cfg.Registerer).middleware)
 	s.echo.Use(middleware.Recover())
 	s.echo.Use(s.checkCaller)
-	s.echo.Use(apiserver.RequireJSON)
+	s.echo.Use(s.refuseBrowsers)
+	s.echo.Use(apiserver.RequireJSONWrites)
 	s.echo.GET("/api/v1/health", s.health)
 	s.echo.GET("/api/v1/info", s.info)
 	s.echo.GET("/api/v1/actions", s.changes)
 	s.echo.POST("/api/v1/actions", s.push)
+	s.echo.POST("/api/v1/actions/ack", s.ack)
 	s.echo.GET("/api/v1/actions/:id", s.show)
 	s.echo.POST("/api/v1/actions/:id/cancel", s.cancel)
+	s.echo.GET("/api/v1/openapi.json", apiserver.ServeJSON(openAPIJSON))
 	if cfg.Gatherer != nil {
 		s.echo.GET("/metrics", echo.WrapHandler(promhttp.HandlerFor(cfg.Gatherer, promhttp.HandlerOpts{})))
 	}
@@ -155,6 +174,51 @@ func (s *Server) checkCaller(next echo.HandlerFunc) echo.HandlerFunc {
 	}
 }
 
+// refuseBrowsers refuses, over TCP, what only a web page sends: an Origin
+// header, and, unless the core's certificate is required, a Host that is
+// neither an IP literal nor a name this agent was given (docs/architecture.md,
+// "Who may call an agent"). The node's users on the socket are not browsers.
+func (s *Server) refuseBrowsers(next echo.HandlerFunc) echo.HandlerFunc {
+	return func(c *echo.Context) error {
+		r := c.Request()
+		if _, onSocket, _ := peerOf(r.Context()); onSocket {
+			return next(c)
+		}
+		if o := r.Header.Get("Origin"); o != "" {
+			return apiErr(http.StatusForbidden, wire.CodeForbidden,
+				fmt.Sprintf("a request from a web page (Origin %.100q) is refused: this API is for the core and the node's users", o))
+		}
+		// With the core's certificate required (checkCaller), a page cannot
+		// get a request through, and the core may name the agent by any DNS
+		// name its certificate allows: the Host is checked without it.
+		if s.cfg.Caller == nil && !s.hostAllowed(r.Host) {
+			return apiErr(http.StatusForbidden, wire.CodeForbidden,
+				fmt.Sprintf("Host %.100q is not an IP address or a name of this agent (add it to api.hosts)", r.Host))
+		}
+		return next(c)
+	}
+}
+
+// hostAllowed reports whether a Host header names this agent: an IP
+// literal, localhost or one of its configured names, with any port.
+func (s *Server) hostAllowed(hostport string) bool {
+	host := hostport
+	if h, _, err := net.SplitHostPort(hostport); err == nil {
+		host = h
+	}
+	host = strings.TrimSuffix(strings.TrimPrefix(host, "["), "]")
+	if host == "" {
+		return false
+	}
+	if net.ParseIP(host) != nil {
+		return true
+	}
+	return s.hosts[normalHost(host)]
+}
+
+// normalHost is a host name as compared: lower case, no trailing dot.
+func normalHost(h string) string { return strings.ToLower(strings.TrimSuffix(h, ".")) }
+
 func (s *Server) health(c *echo.Context) error {
 	return c.JSON(http.StatusOK, wire.Health{Status: "ok"})
 }
@@ -189,15 +253,12 @@ func (s *Server) changes(c *echo.Context) error {
 		}
 		limit = n
 	}
+	// A GET changes nothing: acknowledging is POST /api/v1/actions/ack.
+	// ack=1, which cores of the previous release send, is accepted and
+	// ignored for one release, so that they keep pulling while the agents are
+	// upgraded first (finished records then wait for retention_max).
 	switch c.QueryParam("ack") {
-	case "", "0":
-	case "1":
-		if c.QueryParam("since") == "" {
-			return apiErr(http.StatusBadRequest, wire.CodeBadRequest, "ack=1 acknowledges the since cursor: since is required")
-		}
-		if err := s.cfg.Queue.Ack(ctx, since); err != nil {
-			return err
-		}
+	case "", "0", "1":
 	default:
 		return apiErr(http.StatusBadRequest, wire.CodeBadRequest, "ack must be 0 or 1")
 	}
@@ -206,6 +267,27 @@ func (s *Server) changes(c *echo.Context) error {
 		return err
 	}
 	return c.JSON(http.StatusOK, wire.ChangesPage{Actions: acts, NextCursor: next, More: more})
+}
+
+// ack records that the caller (the core) has durably stored every change up
+// to the cursor: only acknowledged finished records are purged before
+// retention_max.
+func (s *Server) ack(c *echo.Context) error {
+	body, err := jsonbody.Read(c.Request().Body, MaxBody)
+	if err != nil {
+		return err
+	}
+	var req wire.AckRequest
+	if err := jsonbody.Decode(body, &req); err != nil {
+		return err
+	}
+	if req.Cursor < 0 {
+		return apiErr(http.StatusBadRequest, wire.CodeBadRequest, "cursor must be a non-negative integer")
+	}
+	if err := s.cfg.Queue.Ack(c.Request().Context(), req.Cursor); err != nil {
+		return err
+	}
+	return c.NoContent(http.StatusNoContent)
 }
 
 func (s *Server) push(c *echo.Context) error {
@@ -342,6 +424,9 @@ func (s *Server) cancel(c *echo.Context) error {
 	actor := "api"
 	if p, onSocket, _ := peerOf(c.Request().Context()); onSocket {
 		actor = p.User
+		if err := s.mayCancel(c.Request().Context(), p, id); err != nil {
+			return err
+		}
 	}
 	a, running, err := s.cfg.Queue.Cancel(c.Request().Context(), id, actor)
 	if err != nil {
@@ -354,6 +439,29 @@ func (s *Server) cancel(c *echo.Context) error {
 		s.cfg.Runner.Cancel(id)
 	}
 	return c.JSON(http.StatusAccepted, a)
+}
+
+// mayCancel lets a user on the socket cancel only an action it queued
+// itself there (origin agent, requester its user); root and the agent's own
+// user may cancel any (docs/architecture.md, "Who may call an agent"). An id
+// the queue does not hold is left to Cancel to answer.
+func (s *Server) mayCancel(ctx context.Context, p Peer, id string) error {
+	if p.UID == 0 || p.UID == s.ownUID {
+		return nil
+	}
+	a, err := s.cfg.Queue.Get(ctx, id)
+	if err != nil {
+		return nil
+	}
+	if a.Origin == action.OriginAgent && a.Requester == p.User {
+		return nil
+	}
+	by := "the core"
+	if a.Origin == action.OriginAgent {
+		by = a.Requester
+	}
+	return apiErr(http.StatusForbidden, wire.CodeForbidden,
+		fmt.Sprintf("user %s may cancel only the actions it queued on this node; %s was queued by %s (root may cancel it)", p.User, id, by))
 }
 
 // apiError is an error with its answer.
@@ -381,7 +489,7 @@ func (s *Server) handleError(c *echo.Context, err error) {
 	if e.status == http.StatusInternalServerError {
 		s.cfg.Log.Error("agent api request failed", "method", c.Request().Method, "path", c.Request().URL.Path, "err", err)
 	}
-	body := wire.ErrorBody{Error: wire.ErrorDetail{Code: e.code, Message: e.msg, State: e.state, Record: e.record}}
+	body := wire.ErrorBody{Error: wire.ErrorDetail{Code: e.code, Message: e.msg, State: string(e.state), Record: e.record}}
 	if werr := c.JSON(e.status, body); werr != nil {
 		s.cfg.Log.Debug("write error answer", "err", werr)
 	}

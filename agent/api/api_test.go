@@ -8,7 +8,9 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -19,6 +21,7 @@ import (
 	"github.com/musterhq/muster/agent/queue"
 	"github.com/musterhq/muster/agent/runner"
 	"github.com/musterhq/muster/shared/action"
+	"github.com/musterhq/muster/shared/apicontract"
 	"github.com/musterhq/muster/shared/testwait"
 	"github.com/musterhq/muster/shared/wire"
 )
@@ -26,6 +29,32 @@ import (
 type fixture struct {
 	url string
 	q   *queue.Queue
+	// client checks every exchange against openapi.yaml.
+	client *http.Client
+}
+
+var contract struct {
+	once sync.Once
+	spec *apicontract.Spec
+	err  error
+}
+
+// newFixture serves h and checks, when the test ends, that every exchange
+// of f.client was as openapi.yaml describes it.
+func newFixture(t *testing.T, h http.Handler, q *queue.Queue) (*fixture, *httptest.Server) {
+	t.Helper()
+	contract.once.Do(func() { contract.spec, contract.err = apicontract.Load(OpenAPIDocument) })
+	if contract.err != nil {
+		t.Fatal(contract.err)
+	}
+	ts := httptest.NewServer(h)
+	tr := contract.spec.Transport(ts.Client().Transport)
+	t.Cleanup(func() {
+		for _, p := range tr.Problems() {
+			t.Errorf("openapi contract: %s", p)
+		}
+	})
+	return &fixture{url: ts.URL, q: q, client: &http.Client{Transport: tr}}, ts
 }
 
 func setup(t *testing.T) *fixture {
@@ -41,18 +70,18 @@ func setup(t *testing.T) *fixture {
 	srv := New(Config{NodeID: "n1", ClusterID: "c1", Version: "test", DefaultTimeout: time.Hour,
 		Labels: map[string]string{"role": "replica", "zone": "eu-1"},
 		Queue:  q, Runner: run, Kinds: reg, Gatherer: prom, Registerer: prom})
-	ts := httptest.NewServer(srv.Handler())
+	f, ts := newFixture(t, srv.Handler(), q)
 	t.Cleanup(func() { ts.Close(); run.Stop(); q.Close() })
-	return &fixture{url: ts.URL, q: q}
+	return f
 }
 
 func (f *fixture) do(t *testing.T, method, path, body string) (int, []byte) {
 	t.Helper()
 	req, _ := http.NewRequest(method, f.url+path, strings.NewReader(body))
-	if body != "" {
+	if body != "" || method == http.MethodPost {
 		req.Header.Set("Content-Type", "application/json")
 	}
-	resp, err := http.DefaultClient.Do(req)
+	resp, err := f.client.Do(req)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -210,12 +239,20 @@ func TestChangesCursorAndAck(t *testing.T) {
 	if st != 200 || len(page.Actions) != 2 || !page.More {
 		t.Fatalf("page 1: %d %s", st, b)
 	}
-	_, b = f.do(t, "GET", fmt.Sprintf("/api/v1/actions?since=%d&ack=1", page.NextCursor), "")
+	if st, b := f.do(t, "POST", "/api/v1/actions/ack", fmt.Sprintf(`{"cursor":%d}`, page.NextCursor)); st != http.StatusNoContent {
+		t.Fatalf("ack: %d %s", st, b)
+	}
+	_, b = f.do(t, "GET", fmt.Sprintf("/api/v1/actions?since=%d", page.NextCursor), "")
 	page2 := decode[wire.ChangesPage](t, b)
 	if len(page2.Actions) == 0 || page2.More {
 		t.Fatalf("page 2: %s", b)
 	}
-	for _, bad := range []string{"since=-1", "since=x", "limit=0", "limit=100000", "ack=1", "ack=2&since=1"} {
+	for _, bad := range []string{`{"cursor":-1}`, `{"cursor":"x"}`, `{}x`, ``} {
+		if st, _ := f.do(t, "POST", "/api/v1/actions/ack", bad); st != 400 {
+			t.Errorf("ack %s: status %d, want 400", bad, st)
+		}
+	}
+	for _, bad := range []string{"since=-1", "since=x", "limit=0", "limit=100000", "ack=2&since=1"} {
 		if st, _ := f.do(t, "GET", "/api/v1/actions?"+bad, ""); st != 400 {
 			t.Errorf("%s: status %d, want 400", bad, st)
 		}
@@ -245,7 +282,7 @@ func TestShowAndCancel(t *testing.T) {
 	}
 	// Again: 409 with the state.
 	st, b = f.do(t, "POST", "/api/v1/actions/"+id+"/cancel", "")
-	if env := decode[wire.ErrorBody](t, b); st != http.StatusConflict || env.Error.State != action.Cancelled {
+	if env := decode[wire.ErrorBody](t, b); st != http.StatusConflict || env.Error.State != string(action.Cancelled) {
 		t.Fatalf("cancel final: %d %s", st, b)
 	}
 	// Show has the history.
@@ -287,6 +324,24 @@ func TestInfoHealthMetrics(t *testing.T) {
 	}
 }
 
+// Issue 17, hardening: a push body with a key twice, or a key that names a
+// field only when case is ignored, is a 400: a proxy or a log reading the
+// body must not see another action than the agent queues.
+func TestPushRefusesDuplicateAndCaseFoldedKeys(t *testing.T) {
+	t.Parallel()
+	for _, body := range []string{
+		`{"kind":"muster.io/debug.ping","kind":"muster.io/debug.sleep"}`,
+		`{"KIND":"muster.io/debug.ping"}`,
+		`{"kind":"muster.io/debug.ping","Requester":"root"}`,
+		`{"kind":"muster.io/debug.ping","args":{"x":1,"x":2}}`,
+	} {
+		a, err := DecodePush([]byte(body), "n1", "c1")
+		if a != nil || classify(err).status != 400 {
+			t.Errorf("DecodePush(%s) = %+v, %v; want a 400", body, a, err)
+		}
+	}
+}
+
 // FuzzDecodePush checks that no body makes decoding panic, and that every
 // body it accepts yields a queueable action.
 func FuzzDecodePush(f *testing.F) {
@@ -298,6 +353,8 @@ func FuzzDecodePush(f *testing.F) {
 		`{"kind":"muster.io/debug.ping","state":"DONE"}`,
 		`{"kind":1}`, `[]`, `null`, ``, `{"args":"x"}`, `{"kind":"a/b","args":{}}{}`,
 		`{"kind":"a/b","timeout_s":1e99}`, "{\"kind\":\"a/b\",\"args\":{\"\xff\":1}}",
+		`{"kind":"muster.io/debug.ping","kind":"muster.io/debug.sleep"}`, `{"KIND":"muster.io/debug.ping"}`,
+		`{"kind":"muster.io/debug.ping","Requester":"root"}`, `{"kind":"a/b","args":{"x":1,"x":2}}`,
 	} {
 		f.Add([]byte(s))
 	}
@@ -336,9 +393,8 @@ func TestAPIDrivesTheRunner(t *testing.T) {
 	}
 	defer q.Close()
 	reg, _ := handlers.NewRegistry(nil, handlers.Env{})
-	ts := httptest.NewServer(New(Config{NodeID: "n1", ClusterID: "c1", DefaultTimeout: time.Hour, Queue: q, Runner: run, Kinds: reg}).Handler())
+	f, ts := newFixture(t, New(Config{NodeID: "n1", ClusterID: "c1", DefaultTimeout: time.Hour, Queue: q, Runner: run, Kinds: reg}).Handler(), q)
 	defer ts.Close()
-	f := &fixture{url: ts.URL, q: q}
 
 	run.EXPECT().Wake().Times(2)
 	_, b := f.do(t, "POST", "/api/v1/actions", `{"kind":"muster.io/debug.sleep","args":{"seconds":60}}`)
@@ -391,5 +447,40 @@ func TestRepeatPushOfARemovedKindIsNotRefused(t *testing.T) {
 	}
 	if st, b := f.do(t, "POST", "/api/v1/actions", fmt.Sprintf(`{"id":%q,"kind":"example.com/removed"}`, held.ID)); st != http.StatusGone {
 		t.Fatalf("push of a purged id with a removed kind: %d %s, want 410", st, b)
+	}
+}
+
+// TestOpenAPIDocumentNamesEveryRoute: the document names every registered
+// route and no other, and GET /api/v1/openapi.json serves it.
+func TestOpenAPIDocumentNamesEveryRoute(t *testing.T) {
+	t.Parallel()
+	f := setup(t)
+	srv := New(Config{Gatherer: prometheus.NewRegistry()})
+	registered := map[string]bool{}
+	for _, r := range srv.echo.Router().Routes() {
+		registered[r.Method+" "+r.Path] = true
+	}
+	documented := map[string]bool{}
+	for _, key := range contract.spec.Operations() {
+		documented[key] = true
+		if !registered[key] {
+			t.Errorf("openapi.yaml documents %s, which is not registered", key)
+		}
+	}
+	for key := range registered {
+		if !documented[key] {
+			t.Errorf("route %s is missing from openapi.yaml", key)
+		}
+	}
+	status, b := f.do(t, "GET", "/api/v1/openapi.json", "")
+	if status != http.StatusOK {
+		t.Fatalf("status %d: %s", status, b)
+	}
+	served, err := apicontract.Load(b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, want := served.Operations(), contract.spec.Operations(); !slices.Equal(got, want) {
+		t.Fatalf("served operations %q, repository's %q", got, want)
 	}
 }

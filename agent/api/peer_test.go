@@ -88,6 +88,7 @@ func TestSocketRecordsTheCallersUserAsRequester(t *testing.T) {
 	}
 	// A cancel names the caller too.
 	req, _ = http.NewRequest(http.MethodPost, "http://agent/api/v1/actions/"+a.ID+"/cancel", nil)
+	req.Header.Set("Content-Type", "application/json")
 	resp, err = hc.Do(req)
 	if err != nil {
 		t.Fatal(err)

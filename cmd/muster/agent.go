@@ -1,12 +1,15 @@
 package main
 
 import (
+	"fmt"
+	"time"
+
 	"github.com/spf13/cobra"
 
 	"github.com/musterhq/muster/agent"
+	"github.com/musterhq/muster/agent/enroll"
+	"github.com/musterhq/muster/shared/textsafe"
 )
-
-func init() { register(newAgentCmd) }
 
 func newAgentCmd() *cobra.Command {
 	cmd := &cobra.Command{
@@ -40,5 +43,88 @@ for api.addr), then flags.`,
 	f.String("node-id", "", "this node's id (node_id)")
 	f.String("cluster-id", "", "this node's cluster (cluster_id)")
 	f.String("api-addr", "", "listen address of the API (api.addr)")
+	cmd.AddCommand(newAgentEnrollCmd())
+	return cmd
+}
+
+func newAgentEnrollCmd() *cobra.Command {
+	var (
+		core, tokenFile, pin, dir string
+		replace, force            bool
+	)
+	cmd := &cobra.Command{
+		Use:   "enroll --core URL --token-file F --ca-pin SHA256",
+		Short: "Join the fleet: make this node's key, have the core sign it with a join token",
+		Long: `Enroll this node. The key pair is made here and never leaves the node; the
+core signs a certificate for the node and cluster of the agent's
+configuration (node_id, cluster_id, or the flags) when the join token allows
+it. Before the token is sent, the core must prove it holds a certificate of
+the CA whose pin --ca-pin gives (printed by 'muster tls ca create'): the core
+is never trusted on first use.
+
+The certificate, its key, the CA bundle and the gossip key are written to
+<data_dir>/tls (or --dir, enroll.dir), mode 0600. 'muster agent' then serves
+with them and renews the certificate over mutual TLS at two thirds of its
+lifetime, without a restart.
+
+The same happens at the first start of 'muster agent' when its configuration
+has an enroll block (core, token_file, ca_pin).`,
+		Example: `  muster agent enroll --config /etc/muster/agent.yaml \
+    --core https://core.example.com:7410 --token-file /etc/muster/join.token \
+    --ca-pin sha256:4f1c...`,
+		Args: noArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			cfg := agent.DefaultConfig()
+			if err := loadConfig(cmd, &cfg, map[string]string{
+				"data-dir": "data_dir", "node-id": "node_id", "cluster-id": "cluster_id",
+				"core": "enroll.core", "token-file": "enroll.token_file", "ca-pin": "enroll.ca_pin", "dir": "enroll.dir",
+			}); err != nil {
+				return err
+			}
+			e := cfg.Enroll
+			switch {
+			case e.Core == "":
+				return usageError("--core is required (or enroll.core in the configuration)")
+			case e.TokenFile == "":
+				return usageError("--token-file is required (or enroll.token_file)")
+			case e.CAPin == "":
+				return usageError("--ca-pin is required (or enroll.ca_pin): printed by 'muster tls ca create'; the core is never trusted on first use")
+			case cfg.NodeID == "" || cfg.ClusterID == "":
+				return usageError("node_id and cluster_id are required (--node-id, --cluster-id or the configuration)")
+			case cfg.EnrollDir() == "":
+				return usageError("--data-dir or --dir is required")
+			}
+			tok, err := enroll.ReadToken(e.TokenFile)
+			if err != nil {
+				return err
+			}
+			p := enroll.PathsIn(cfg.EnrollDir())
+			st, err := enroll.Enroll(cmd.Context(), enroll.Options{Core: e.Core, Token: tok, CAPin: e.CAPin,
+				NodeID: cfg.NodeID, ClusterID: cfg.ClusterID, Replace: replace, Force: force, Paths: p})
+			if err != nil {
+				return err
+			}
+			w := cmd.OutOrStdout()
+			fmt.Fprintf(w, "Enrolled node %s into cluster %s (certificate %s, valid until %s).\n",
+				textsafe.Escape(st.NodeID), textsafe.Escape(st.ClusterID), st.Serial, st.NotAfter.Format(time.RFC3339))
+			fmt.Fprintf(w, "Wrote %s, %s, %s", p.Cert, p.Key, p.CA)
+			if st.Gossip {
+				fmt.Fprintf(w, " and %s", p.GossipKey)
+			}
+			fmt.Fprintf(w, " (mode 0600).\nStart the agent with the same configuration: it serves and renews with them.\n")
+			return nil
+		},
+	}
+	f := cmd.Flags()
+	f.String("config", "", "YAML configuration file of the agent")
+	f.String("data-dir", "", "the agent's data directory (data_dir)")
+	f.String("node-id", "", "this node's id (node_id)")
+	f.String("cluster-id", "", "this node's cluster (cluster_id)")
+	f.StringVar(&core, "core", "", "the core's API URL, https://host:port (enroll.core)")
+	f.StringVar(&tokenFile, "token-file", "", "file holding the join token (enroll.token_file)")
+	f.StringVar(&pin, "ca-pin", "", "the core CA's pin, sha256:... (enroll.ca_pin)")
+	f.StringVar(&dir, "dir", "", "where the files go (enroll.dir; default <data_dir>/tls)")
+	f.BoolVar(&replace, "replace", false, "take over a node id a live certificate holds (needs an admin token)")
+	f.BoolVar(&force, "force", false, "overwrite the files of an earlier enrollment")
 	return cmd
 }

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"strconv"
 	"strings"
 	"time"
 
@@ -17,8 +18,6 @@ import (
 	"github.com/musterhq/muster/shared/textsafe"
 	"github.com/musterhq/muster/shared/wire"
 )
-
-func init() { register(newActionCmd) }
 
 func newActionCmd() *cobra.Command {
 	cmd := &cobra.Command{
@@ -49,6 +48,7 @@ func newActionListCmd(f *clientFlags) *cobra.Command {
 		Use:   "list",
 		Short: "List actions, newest first",
 		Example: `  muster action list --cluster prod --state RUNNING,NEW
+  muster action list --run 3f0c8a52-7e4e-4a8e-9a4e-4f5a3b0f2c11
   muster action list --sort created_ts:asc --limit 10
   muster action list --all -o json`,
 		Args: noArgs,
@@ -81,9 +81,9 @@ func newActionListCmd(f *clientFlags) *cobra.Command {
 			if f.json() {
 				return writeJSON(cmd.OutOrStdout(), page)
 			}
-			t := newTable(cmd.OutOrStdout(), "ID", "CLUSTER", "NODE", "KIND", "STATE", "REQUESTER", "CREATED")
+			t := newTable(cmd.OutOrStdout(), "ID", "CLUSTER", "NODE", "KIND", "STATE", "REQUESTER", "RUN", "CREATED")
 			for _, a := range page.Actions {
-				t.row(shortID(a.ID), a.ClusterID, a.NodeID, a.Kind, string(a.State), a.Requester, ts(a.CreatedTS))
+				t.row(shortID(a.ID), a.ClusterID, a.NodeID, a.Kind, string(a.State), a.Requester, runPlace(&a), ts(a.CreatedTS))
 			}
 			if err := t.flush(); err != nil {
 				return err
@@ -97,6 +97,7 @@ func newActionListCmd(f *clientFlags) *cobra.Command {
 	fl := cmd.Flags()
 	fl.StringVar(&flt.Cluster, "cluster", "", "only this cluster")
 	fl.StringVar(&flt.Node, "node", "", "only this node")
+	fl.StringVar(&flt.Run, "run", "", "only the child actions of this run (its full id)")
 	fl.StringSliceVar(&states, "state", nil, "only these states (comma list)")
 	fl.StringSliceVar(&kinds, "kind", nil, "only these kinds (comma list)")
 	fl.StringVar(&flt.Sort, "sort", "", "order, like created_ts:desc,id:asc")
@@ -128,6 +129,23 @@ func newActionShowCmd(f *clientFlags) *cobra.Command {
 	}
 }
 
+// wave shows a child's wave ("" for none).
+func wave(n int) string {
+	if n == 0 {
+		return ""
+	}
+	return strconv.Itoa(n)
+}
+
+// runPlace says where a run's child belongs: run (short id), stage and
+// wave; "" for an action of its own.
+func runPlace(a *action.Action) string {
+	if a.RunID == "" {
+		return ""
+	}
+	return fmt.Sprintf("%s/%s/w%d", shortID(a.RunID), a.Stage, a.Wave)
+}
+
 func printAction(w io.Writer, a *action.Action) error {
 	t := newTable(w, "ID", a.ID)
 	state := string(a.State)
@@ -137,7 +155,8 @@ func printAction(w io.Writer, a *action.Action) error {
 	for _, kv := range [][2]string{
 		{"Cluster", a.ClusterID}, {"Node", a.NodeID}, {"Kind", a.Kind}, {"Args", string(a.Args)},
 		{"State", state}, {"Origin", a.Origin}, {"Requester", a.Requester}, {"Approved by", a.ApprovedBy},
-		{"Retry of", a.RetryOf}, {"Timeout", timeoutText(a.TimeoutS)}, {"Created", ts(a.CreatedTS)},
+		{"Retry of", a.RetryOf}, {"Run", a.RunID}, {"Stage", a.Stage}, {"Wave", wave(a.Wave)},
+		{"Timeout", timeoutText(a.TimeoutS)}, {"Created", ts(a.CreatedTS)},
 		{"Scheduled", tsPtr(a.ScheduledTS)}, {"Started", tsPtr(a.StartedTS)}, {"Finished", tsPtr(a.FinishedTS)},
 		{"Updated", ts(a.UpdatedTS)},
 	} {

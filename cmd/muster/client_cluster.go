@@ -13,11 +13,6 @@ import (
 	"github.com/musterhq/muster/shared/wire"
 )
 
-func init() {
-	register(newClusterCmd)
-	register(newNodeCmd)
-}
-
 func newClusterCmd() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "cluster",
@@ -40,10 +35,11 @@ func newClusterCmd() *cobra.Command {
 			if f.json() {
 				return writeJSON(cmd.OutOrStdout(), wire.ClusterList{Clusters: cs})
 			}
-			t := newTable(cmd.OutOrStdout(), "CLUSTER", "STATUS", "NODES", "UP", "DOWN", "UNKNOWN", "REASON")
+			t := newTable(cmd.OutOrStdout(), "CLUSTER", "STATUS", "NODES", "UP", "DRAINED", "DOWN", "UNKNOWN", "REASON")
 			for _, cl := range cs {
 				n := cl.NodeCounts
-				t.row(cl.ID, cl.Status, strconv.Itoa(n.Total), strconv.Itoa(n.Up), strconv.Itoa(n.Down), strconv.Itoa(n.Unknown), cl.StatusReason)
+				t.row(cl.ID, cl.Status, strconv.Itoa(n.Total), strconv.Itoa(n.Up), strconv.Itoa(n.Drained), strconv.Itoa(n.Down),
+					strconv.Itoa(n.Unknown), cl.StatusReason)
 			}
 			return t.flush()
 		},
@@ -68,7 +64,8 @@ func newClusterCmd() *cobra.Command {
 			if cl.StatusReason != "" {
 				fmt.Fprintf(w, "Reason:   %s\n", textsafe.Escape(cl.StatusReason))
 			}
-			fmt.Fprintf(w, "Nodes:    %d (%d up, %d down, %d unknown)\n", cl.NodeCounts.Total, cl.NodeCounts.Up, cl.NodeCounts.Down, cl.NodeCounts.Unknown)
+			fmt.Fprintf(w, "Nodes:    %d (%d up, %d drained, %d down, %d unknown)\n", cl.NodeCounts.Total, cl.NodeCounts.Up,
+				cl.NodeCounts.Drained, cl.NodeCounts.Down, cl.NodeCounts.Unknown)
 			if b := cl.Budget; b != nil {
 				fmt.Fprintf(w, "Budget:   %d of %d unavailable (max_unavailable %s)", b.Unavailable, b.Max, b.MaxUnavailable)
 				if b.Held > 0 {
@@ -107,7 +104,7 @@ func newClusterCmd() *cobra.Command {
 func newNodeCmd() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "node",
-		Short: "List, drain, undrain and forget the nodes the core knows",
+		Short: "List, drain, undrain, forget and revoke the nodes the core knows",
 	}
 	f := bindClientFlags(cmd)
 	var (
@@ -144,7 +141,7 @@ func newNodeCmd() *cobra.Command {
 		{"undrain", "Send actions to a drained node again"},
 		{"forget", "Remove a node that is gone for good; its open actions end (LOST, node forgotten)"},
 	} {
-		var in string
+		var in, reason string
 		sub := &cobra.Command{
 			Use:   v.use + " NODE",
 			Short: v.short,
@@ -162,8 +159,10 @@ func newNodeCmd() *cobra.Command {
 				switch v.use {
 				case "forget":
 					out, err = c.ForgetNode(cmd.Context(), clusterID, args[0])
+				case "drain":
+					out, err = c.DrainNode(cmd.Context(), clusterID, args[0], reason)
 				default:
-					out, err = c.DrainNode(cmd.Context(), clusterID, args[0], v.use == "drain")
+					out, err = c.UndrainNode(cmd.Context(), clusterID, args[0])
 				}
 				if err != nil {
 					return apiError(c, err)
@@ -182,8 +181,50 @@ func newNodeCmd() *cobra.Command {
 			},
 		}
 		sub.Flags().StringVar(&in, "cluster", "", "the node's cluster (needed when several clusters have a node of that name)")
+		if v.use == "drain" {
+			sub.Flags().StringVar(&reason, "reason", "", "why the node is drained (shown with the node, recorded in its event)")
+		}
 		cmd.AddCommand(sub)
 	}
+	cmd.AddCommand(newNodeRevokeCmd(f))
+	return cmd
+}
+
+func newNodeRevokeCmd(f *clientFlags) *cobra.Command {
+	var in, reason string
+	cmd := &cobra.Command{
+		Use:   "revoke NODE [--reason TEXT]",
+		Short: "Revoke a node's certificates: the core refuses the node at once (admin role)",
+		Long: `Put every certificate the core signed for NODE (by enrollment) on the
+revocation list. The core drops its connections to the node, refuses the
+node's certificate on every new one and refuses its gossip claims; the
+node cannot renew. It shows as REVOKED until it enrolls again, which needs
+a new join token.`,
+		Example: `  muster node revoke web-7 --reason "disk sent for repair"`,
+		Args:    exactArgs("NODE"),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			c, err := f.core()
+			if err != nil {
+				return err
+			}
+			clusterID, err := nodeCluster(cmd, c, in, args[0])
+			if err != nil {
+				return err
+			}
+			out, err := c.RevokeNode(cmd.Context(), clusterID, args[0], reason)
+			if err != nil {
+				return apiError(c, err)
+			}
+			if f.json() {
+				return writeJSON(cmd.OutOrStdout(), out)
+			}
+			fmt.Fprintf(cmd.OutOrStdout(), "Node %s/%s revoked: %d certificate(s) on the revocation list.\n",
+				textsafe.Escape(clusterID), textsafe.Escape(args[0]), len(out.Serials))
+			return nil
+		},
+	}
+	cmd.Flags().StringVar(&in, "cluster", "", "the node's cluster (needed when several clusters have a node of that name)")
+	cmd.Flags().StringVar(&reason, "reason", "", "why, recorded in the event and shown with the node")
 	return cmd
 }
 
@@ -212,6 +253,26 @@ func nodeCluster(cmd *cobra.Command, c *client.Core, given, id string) (string, 
 	return "", usageError("node %q is in clusters %s: give --cluster", id, strings.Join(in, ", "))
 }
 
+// nodeReason is why a node is as it is: who drained it and why, then its
+// status reason.
+func nodeReason(n *wire.Node) string {
+	var parts []string
+	if n.Drained {
+		d := "drained by " + n.DrainedBy
+		if n.DrainReason != "" {
+			d += ": " + n.DrainReason
+		}
+		parts = append(parts, d)
+	}
+	if n.StatusReason != "" {
+		parts = append(parts, n.StatusReason)
+	}
+	if n.Revoked {
+		parts = append(parts, "certificate revoked: "+n.RevokeReason)
+	}
+	return strings.Join(parts, "; ")
+}
+
 func nodeTable(cmd *cobra.Command, nodes []wire.Node, withCluster bool) error {
 	header := []string{"NODE", "STATUS", "ADDR", "SOURCE", "VERSION", "LAST CONTACT", "KINDS", "LABELS", "REASON"}
 	if withCluster {
@@ -219,8 +280,12 @@ func nodeTable(cmd *cobra.Command, nodes []wire.Node, withCluster bool) error {
 	}
 	t := newTable(cmd.OutOrStdout(), header...)
 	for _, n := range nodes {
-		row := []string{n.ID, n.Status, n.Addr, n.Source, n.Version, tsPtr(n.LastContact), strconv.Itoa(len(n.Kinds)),
-			labels.Set(n.Labels).String(), n.StatusReason}
+		status := n.Status
+		if n.Revoked {
+			status = "REVOKED"
+		}
+		row := []string{n.ID, status, n.Addr, n.Source, n.Version, tsPtr(n.LastContact), strconv.Itoa(len(n.Kinds)),
+			labels.Set(n.Labels).String(), nodeReason(&n)}
 		if withCluster {
 			row = append([]string{n.ClusterID}, row...)
 		}

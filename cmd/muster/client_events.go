@@ -14,8 +14,6 @@ import (
 	"github.com/musterhq/muster/shared/wire"
 )
 
-func init() { register(newEventsCmd) }
-
 func newEventsCmd() *cobra.Command {
 	var since int64
 	var limit int

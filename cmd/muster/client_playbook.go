@@ -14,8 +14,6 @@ import (
 	"github.com/musterhq/muster/shared/wire"
 )
 
-func init() { register(newPlaybookCmd) }
-
 func newPlaybookCmd() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "playbook",
@@ -153,6 +151,7 @@ type planFlags struct {
 	cluster string
 	params  []string
 	version int
+	digest  string
 }
 
 func (p *planFlags) bind(cmd *cobra.Command) {
@@ -165,7 +164,7 @@ func (p *planFlags) request() (*wire.PlanRequest, error) {
 	if p.cluster == "" {
 		return nil, usageError("--cluster is required")
 	}
-	req := &wire.PlanRequest{ClusterID: p.cluster, Version: p.version, Params: map[string]string{}}
+	req := &wire.PlanRequest{ClusterID: p.cluster, Version: p.version, Digest: p.digest, Params: map[string]string{}}
 	for _, kv := range p.params {
 		k, v, ok := strings.Cut(kv, "=")
 		if !ok || k == "" {
@@ -247,19 +246,33 @@ func printPlan(w io.Writer, p *wire.Plan) error {
 		}
 	}
 	fmt.Fprintf(w, "\n%d child action(s); nothing was created.\n", len(p.Children))
+	if p.Version > 0 {
+		fmt.Fprintf(w, "To start exactly this plan: muster playbook start %s --cluster %s --digest %s (and the same --param flags)\n",
+			textsafe.Escape(p.Playbook), textsafe.Escape(p.ClusterID), textsafe.Escape(p.Digest))
+	}
 	return nil
 }
 
 func newPlaybookStartCmd(f *clientFlags) *cobra.Command {
 	var pf planFlags
 	cmd := &cobra.Command{
-		Use:   "start NAME --cluster C [--param k=v]...",
+		Use:   "start NAME --cluster C (--version N | --digest D) [--param k=v]...",
 		Short: "Create a run from a stored playbook's plan; it waits for approval like any run",
-		Args:  exactArgs("NAME"),
+		Long: `Create a run from a stored playbook's plan. Give what the plan showed: --digest,
+the plan's digest (the run is created only if its plan is still exactly that one),
+or --version, which must still be the newest. If the playbook moved since the
+plan, nothing is created: plan it again.`,
+		Example: `  muster playbook plan rolling-restart --cluster prod --param service=nginx
+  muster playbook start rolling-restart --cluster prod --param service=nginx --digest 3f9c...
+  muster playbook start rolling-restart --cluster prod --param service=nginx --version 4`,
+		Args: exactArgs("NAME"),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			req, err := pf.request()
 			if err != nil {
 				return err
+			}
+			if req.Version == 0 && req.Digest == "" {
+				return usageError("give --digest (or --version) as muster playbook plan %s showed it: a start creates what was planned", args[0])
 			}
 			c, err := f.core()
 			if err != nil {
@@ -281,5 +294,6 @@ func newPlaybookStartCmd(f *clientFlags) *cobra.Command {
 		},
 	}
 	pf.bind(cmd)
+	cmd.Flags().StringVar(&pf.digest, "digest", "", "the digest muster playbook plan printed")
 	return cmd
 }

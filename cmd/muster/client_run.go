@@ -18,8 +18,6 @@ import (
 	"github.com/musterhq/muster/shared/wire"
 )
 
-func init() { register(newRunCmd) }
-
 func newRunCmd() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "run",

@@ -15,6 +15,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/musterhq/muster/core/actions"
 	"github.com/musterhq/muster/core/api"
 	"github.com/musterhq/muster/core/approval"
 	"github.com/musterhq/muster/core/auth"
@@ -145,7 +146,7 @@ func TestCLIClusterAndNodeList(t *testing.T) {
 	t.Parallel()
 	e := setupCLI(t, approval.DefaultPolicy())
 	out, msg, code := e.run("op", "cluster", "list")
-	if code != 0 || !regexp.MustCompile(`(?m)^CLUSTER\s+STATUS\s+NODES.*\nprod\s+HEALTHY\s+1\s+1\s+0\s+0\s+-`).MatchString(out) {
+	if code != 0 || !regexp.MustCompile(`(?m)^CLUSTER\s+STATUS\s+NODES\s+UP\s+DRAINED\s+DOWN\s+UNKNOWN.*\nprod\s+HEALTHY\s+1\s+1\s+0\s+0\s+0\s+-`).MatchString(out) {
 		t.Fatalf("cluster list: %d %s\n%s", code, msg, out)
 	}
 	out, _, code = e.run("op", "cluster", "list", "-o", "json")
@@ -213,7 +214,7 @@ func TestCLIActionLifecycle(t *testing.T) {
 	ping := m[1]
 
 	out, _, code = e.run("op", "action", "list")
-	if code != 0 || !regexp.MustCompile(`(?m)^`+a.ID[:8]+`\s+prod\s+db-1\s+muster.io/debug.sleep\s+PENDING_APPROVE\s+op\s+\d{4}-`).MatchString(out) {
+	if code != 0 || !regexp.MustCompile(`(?m)^`+a.ID[:8]+`\s+prod\s+db-1\s+muster.io/debug.sleep\s+PENDING_APPROVE\s+op\s+-\s+\d{4}-`).MatchString(out) {
 		t.Fatalf("list: %s", out)
 	}
 	out, _, code = e.run("op", "action", "list", "--kind", "muster.io/debug.ping", "-o", "json")
@@ -502,13 +503,22 @@ func TestCompletion(t *testing.T) {
 func TestCLINodeDrainUndrainForget(t *testing.T) {
 	t.Parallel()
 	e := setupCLI(t, approval.DefaultPolicy())
-	out, msg, code := e.run("op", "node", "drain", "db-1")
+	out, msg, code := e.run("op", "node", "drain", "db-1", "--reason", "disk swap")
 	if code != 0 || !strings.Contains(out, "Node prod/db-1 is DRAINED.") {
 		t.Fatalf("node drain: %d %s %s", code, msg, out)
 	}
 	out, _, code = e.run("op", "node", "list")
-	if code != 0 || !regexp.MustCompile(`(?m)^prod\s+db-1\s+DRAINED`).MatchString(out) {
+	if code != 0 || !regexp.MustCompile(`(?m)^prod\s+db-1\s+DRAINED\s.*drained by op: disk swap$`).MatchString(out) {
 		t.Fatalf("node list after drain: %s", out)
+	}
+	// A drained node is counted drained, not up.
+	out, _, code = e.run("op", "cluster", "list")
+	if code != 0 || !regexp.MustCompile(`(?m)^prod\s+HEALTHY\s+1\s+0\s+1\s+0\s+0\s`).MatchString(out) {
+		t.Fatalf("cluster list after drain: %s", out)
+	}
+	out, _, code = e.run("op", "cluster", "show", "prod")
+	if code != 0 || !strings.Contains(out, "Nodes:    1 (0 up, 1 drained, 0 down, 0 unknown)") {
+		t.Fatalf("cluster show after drain: %s", out)
 	}
 	out, _, code = e.run("op", "node", "undrain", "db-1", "--cluster", "prod", "-o", "json")
 	if n := decode[wire.Node](t, out); code != 0 || n.Drained || n.Status != "UP" {
@@ -520,6 +530,23 @@ func TestCLINodeDrainUndrainForget(t *testing.T) {
 	}
 	a, err := e.runJSONCreate()
 	if err != nil {
+		t.Fatal(err)
+	}
+	// db-1 is in the core's configuration: forgetting it is refused, in one
+	// line that says what to do instead, and changes nothing.
+	out, msg, code = e.run("admin", "node", "forget", "db-1")
+	if code != 1 || out != "" || strings.Count(strings.TrimSpace(msg), "\n") != 0 ||
+		!strings.Contains(msg, "remove it from there (core.yaml)") || !strings.Contains(msg, "409") {
+		t.Fatalf("forget of a configured node: exit %d %q %q", code, msg, out)
+	}
+	if err := e.st.Update(context.Background(), func(tx store.Tx) error {
+		n, err := tx.Node(context.Background(), "prod", "db-1")
+		if err != nil {
+			return err
+		}
+		n.Source = store.SourceGossip
+		return tx.PutNode(context.Background(), n)
+	}); err != nil {
 		t.Fatal(err)
 	}
 	out, msg, code = e.run("admin", "node", "forget", "db-1")
@@ -606,5 +633,69 @@ func TestCLIReadsTheTokenFromMUSTER_TOKEN_FILE(t *testing.T) {
 	}
 	if !strings.Contains(help.String(), "MUSTER_TOKEN_FILE") || !strings.Contains(help.String(), "process list") {
 		t.Fatalf("--token help does not point at the environment or the file:\n%s", help.String())
+	}
+}
+
+// A run's child says where it belongs in action list and show, and
+// action list --run lists only a run's children.
+func TestCLIActionListByRun(t *testing.T) {
+	t.Parallel()
+	e := setupCLI(t, approval.DefaultPolicy())
+	own, err := e.runJSONCreate()
+	if err != nil {
+		t.Fatal(err)
+	}
+	rules := &actions.Rules{Policy: approval.DefaultPolicy()}
+	runID := action.NewID()
+	var kid *store.Record
+	if err := e.st.Update(context.Background(), func(tx store.Tx) error {
+		var err error
+		kid, err = rules.CreateChild(context.Background(), tx, actions.Child{RunID: runID, Stage: "canary", Wave: 2,
+			ClusterID: "prod", NodeID: "db-1", Kind: "muster.io/debug.ping", Requester: "op", ApprovedBy: "appr"}, actions.Core)
+		return err
+	}); err != nil {
+		t.Fatal(err)
+	}
+	out, msg, code := e.run("op", "action", "list", "--run", runID)
+	if code != 0 || !strings.Contains(out, kid.ID[:8]) || strings.Contains(out, own[:8]) ||
+		!regexp.MustCompile(`(?m)^ID\s.*\sRUN\s+CREATED$`).MatchString(out) ||
+		!strings.Contains(out, runID[:8]+"/canary/w2") {
+		t.Fatalf("action list --run: %d %s\n%s", code, msg, out)
+	}
+	out, _, code = e.run("op", "action", "show", kid.ID)
+	if code != 0 || !regexp.MustCompile(`(?m)^Run\s+`+runID+`$`).MatchString(out) ||
+		!regexp.MustCompile(`(?m)^Stage\s+canary$`).MatchString(out) || !regexp.MustCompile(`(?m)^Wave\s+2$`).MatchString(out) {
+		t.Fatalf("action show of a child: %s", out)
+	}
+	out, _, _ = e.run("op", "action", "show", kid.ID, "-o", "json")
+	if got := decode[action.Action](t, out); got.RunID != runID || got.Stage != "canary" || got.Wave != 2 {
+		t.Fatalf("action show -o json: %s", out)
+	}
+}
+
+// TestCLIJoinTokens: a join token needs no name (one is made from its
+// cluster), carries its TTL, cluster and uses, and is listed with them; a
+// token without a name that is not a join token is a usage error, and so
+// is a bad combination the core refuses.
+func TestCLIJoinTokens(t *testing.T) {
+	t.Parallel()
+	e := setupCLI(t, approval.DefaultPolicy())
+	file := filepath.Join(t.TempDir(), "join.token")
+	out, msg, code := e.run("admin", "token", "create", "--roles", "enroll", "--ttl", "2h", "--cluster", "prod",
+		"--uses", "50", "--secret-file", file, "-o", "json")
+	tok := decode[wire.Token](t, out)
+	if code != 0 || !strings.HasPrefix(tok.Name, "join-prod-") || tok.ClusterID != "prod" || tok.UsesLeft == nil ||
+		*tok.UsesLeft != 50 || tok.ExpiresTS == nil || time.Until(*tok.ExpiresTS) > 2*time.Hour || time.Until(*tok.ExpiresTS) < time.Hour {
+		t.Fatalf("join token create: %d %s %s", code, out, msg)
+	}
+	out, _, code = e.run("admin", "token", "list")
+	if code != 0 || !regexp.MustCompile(`(?m)^join-prod-\S+\s+enroll\s+\S+ \S+\s+\S+ \S+\s+prod\s+50$`).MatchString(out) {
+		t.Fatalf("token list: %s", out)
+	}
+	if _, msg, code := e.run("admin", "token", "create", "--role", "viewer"); code != 2 || !strings.Contains(msg, "NAME is required") {
+		t.Fatalf("a viewer token without a name: %d %q", code, msg)
+	}
+	if _, msg, code := e.run("admin", "token", "create", "ci", "--role", "operator", "--uses", "3"); code != 1 || !strings.Contains(msg, "join tokens") {
+		t.Fatalf("uses on an operator token: %d %q", code, msg)
 	}
 }

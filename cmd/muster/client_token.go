@@ -4,15 +4,16 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
+	"time"
 
+	"github.com/google/uuid"
 	"github.com/spf13/cobra"
 
 	"github.com/musterhq/muster/shared/textsafe"
 	"github.com/musterhq/muster/shared/wire"
 )
-
-func init() { register(newTokenCmd) }
 
 func newTokenCmd() *cobra.Command {
 	cmd := &cobra.Command{
@@ -20,32 +21,64 @@ func newTokenCmd() *cobra.Command {
 		Short: "Create, list and revoke API tokens (admin role)",
 	}
 	f := bindClientFlags(cmd)
-	var roles []string
-	var secretFile string
+	var (
+		roles      []string
+		secretFile string
+		ttl        time.Duration
+		cluster    string
+		uses       int
+	)
 	create := &cobra.Command{
-		Use:   "create NAME --role ROLE...",
+		Use:   "create [NAME] --role ROLE... [--ttl D] [--cluster C --uses N]",
 		Short: "Create a token and print its secret, once",
 		Long: `Create a token. Its secret is shown once and stored nowhere: the core keeps
 only a hash. Roles: viewer (read), operator (read, create, cancel, retry,
-orchestrate), approver (read, approve, reject), admin (all, and tokens).
+orchestrate), approver (read, approve, reject), admin (all, and tokens),
+enroll (a join token: agents enroll with it, nothing else).
+
+A join token (--role enroll) is for one cluster (--cluster), lasts --ttl
+(24h by default) and may allow a number of enrollments (--uses); its name
+is made up when none is given. Any token may take --ttl.
 
 With --secret-file the secret is written to that file (mode 0600) instead of
 the terminal. -o json never prints a secret, so it needs --secret-file.`,
 		Example: `  muster token create bob --role approver
-  muster token create ci --role operator --secret-file ci.token -o json`,
-		Args: exactArgs("NAME"),
+  muster token create ci --role operator --secret-file ci.token -o json
+  muster token create --roles enroll --ttl 24h --cluster prod --uses 50 --secret-file join.token`,
+		Args: func(cmd *cobra.Command, args []string) error {
+			if len(args) > 1 {
+				return usageError("%s takes at most one argument, NAME (see '%s --help')", cmd.CommandPath(), cmd.CommandPath())
+			}
+			return nil
+		},
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if len(roles) == 0 {
-				return usageError("--role is required (viewer, operator, approver or admin)")
+				return usageError("--role is required (viewer, operator, approver, admin or enroll)")
 			}
 			if f.json() && secretFile == "" {
 				return usageError("-o json never prints a secret: add --secret-file FILE")
+			}
+			req := wire.CreateTokenRequest{Roles: roles, ClusterID: cluster}
+			if len(args) == 1 {
+				req.Name = args[0]
+			} else if len(roles) == 1 && roles[0] == "enroll" && cluster != "" {
+				req.Name = "join-" + cluster + "-" + uuid.NewString()[:8]
+			} else {
+				return usageError("NAME is required, except for a join token (--role enroll --cluster C)")
+			}
+			if ttl < 0 {
+				return usageError("--ttl must be positive, got %s", ttl)
+			} else if ttl > 0 {
+				req.TTL = ttl.String()
+			}
+			if cmd.Flags().Changed("uses") {
+				req.Uses = &uses
 			}
 			c, err := f.core()
 			if err != nil {
 				return err
 			}
-			tok, err := c.CreateToken(cmd.Context(), args[0], roles)
+			tok, err := c.CreateTokenWith(cmd.Context(), req)
 			if err != nil {
 				return apiError(c, err)
 			}
@@ -56,9 +89,9 @@ the terminal. -o json never prints a secret, so it needs --secret-file.`,
 				}
 			}
 			if f.json() {
-				return writeJSON(w, wire.Token{Name: tok.Name, Roles: tok.Roles})
+				return writeJSON(w, wire.Token{Name: tok.Name, Roles: tok.Roles, ExpiresTS: tok.ExpiresTS, ClusterID: tok.ClusterID, UsesLeft: tok.UsesLeft})
 			}
-			fmt.Fprintf(w, "Created token %s (roles %s).\n", textsafe.Escape(tok.Name), textsafe.Escape(strings.Join(tok.Roles, ", ")))
+			fmt.Fprintf(w, "Created token %s (roles %s%s).\n", textsafe.Escape(tok.Name), textsafe.Escape(strings.Join(tok.Roles, ", ")), tokenScope(tok.ClusterID, tok.UsesLeft, tok.ExpiresTS))
 			if secretFile != "" {
 				fmt.Fprintf(w, "Its secret is in %s.\n", secretFile)
 				return nil
@@ -68,6 +101,10 @@ the terminal. -o json never prints a secret, so it needs --secret-file.`,
 		},
 	}
 	create.Flags().StringSliceVar(&roles, "role", nil, "role(s) of the token (repeatable or a comma list)")
+	create.Flags().StringSliceVar(&roles, "roles", nil, "the same as --role")
+	create.Flags().DurationVar(&ttl, "ttl", 0, "the token expires after this long (join tokens: 24h by default)")
+	create.Flags().StringVar(&cluster, "cluster", "", "the one cluster a join token may enroll into")
+	create.Flags().IntVar(&uses, "uses", 0, "how many agents a join token may enroll (default: no count)")
 	create.Flags().StringVar(&secretFile, "secret-file", "", "write the secret to this file (mode 0600) instead of printing it")
 
 	list := &cobra.Command{
@@ -86,9 +123,13 @@ the terminal. -o json never prints a secret, so it needs --secret-file.`,
 			if f.json() {
 				return writeJSON(cmd.OutOrStdout(), wire.TokenList{Tokens: toks})
 			}
-			t := newTable(cmd.OutOrStdout(), "NAME", "ROLES", "CREATED")
+			t := newTable(cmd.OutOrStdout(), "NAME", "ROLES", "CREATED", "EXPIRES", "CLUSTER", "USES LEFT")
 			for _, tok := range toks {
-				t.row(tok.Name, strings.Join(tok.Roles, ","), ts(tok.CreatedTS))
+				left := ""
+				if tok.UsesLeft != nil {
+					left = strconv.Itoa(*tok.UsesLeft)
+				}
+				t.row(tok.Name, strings.Join(tok.Roles, ","), ts(tok.CreatedTS), tsPtr(tok.ExpiresTS), tok.ClusterID, left)
 			}
 			return t.flush()
 		},
@@ -114,6 +155,21 @@ the terminal. -o json never prints a secret, so it needs --secret-file.`,
 	}
 	cmd.AddCommand(create, list, revoke)
 	return cmd
+}
+
+// tokenScope says what limits a token: ", cluster prod, 50 uses, expires ...".
+func tokenScope(cluster string, uses *int, expires *time.Time) string {
+	out := ""
+	if cluster != "" {
+		out += ", cluster " + textsafe.Escape(cluster)
+	}
+	if uses != nil {
+		out += fmt.Sprintf(", %d uses", *uses)
+	}
+	if expires != nil {
+		out += ", expires " + expires.Format(time.RFC3339)
+	}
+	return out
 }
 
 // writeSecret writes a secret to a new file of mode 0600; it refuses to

@@ -1,12 +1,20 @@
 package main
 
 import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"os/signal"
+	"syscall"
+
 	"github.com/spf13/cobra"
+	"gopkg.in/yaml.v3"
 
 	"github.com/musterhq/muster/core"
+	"github.com/musterhq/muster/core/store/postgres"
+	"github.com/musterhq/muster/shared/config"
 )
-
-func init() { register(newCoreCmd) }
 
 func newCoreCmd() *cobra.Command {
 	cmd := &cobra.Command{
@@ -21,6 +29,9 @@ With store.driver postgres, several replicas share one database: each
 cluster's passes run on the replica holding its lease ("muster core status"
 lists them).
 
+SIGHUP reloads the core's certificates (api.tls, agents_tls) from their
+files without a restart.
+
 Configuration comes from --config (YAML), then MUSTER_* environment variables
 (MUSTER_API_ADDR for api.addr), then flags.`,
 		Args: cobra.NoArgs,
@@ -31,11 +42,25 @@ Configuration comes from --config (YAML), then MUSTER_* environment variables
 			}); err != nil {
 				return err
 			}
-			c, err := core.New(cfg, newLogger(cfg.Log))
+			if err := checkConfigSecrets(cmd.Flags().Lookup("config").Value.String()); err != nil {
+				return &exitError{code: 2, err: err}
+			}
+			log := newLogger(cfg.Log)
+			c, err := core.New(cfg, log)
 			if err != nil {
 				return configExit(err)
 			}
-			return c.Run(cmd.Context())
+			ctx, stop := context.WithCancel(cmd.Context())
+			defer stop()
+			done := reloadOnHangup(ctx, func() {
+				if err := c.ReloadTLS(); err != nil {
+					log.Error("SIGHUP: reloading certificates failed; the ones in use stay", "err", err)
+				}
+			})
+			err = c.Run(ctx)
+			stop()
+			<-done
+			return err
 		},
 	}
 	f := cmd.Flags()
@@ -44,4 +69,52 @@ Configuration comes from --config (YAML), then MUSTER_* environment variables
 	f.String("api-addr", "", "listen address of the REST API (api.addr)")
 	cmd.AddCommand(newCoreStatusCmd())
 	return cmd
+}
+
+// reloadOnHangup calls reload at every SIGHUP until ctx ends; the returned
+// channel is closed once it stopped listening.
+func reloadOnHangup(ctx context.Context, reload func()) <-chan struct{} {
+	ch := make(chan os.Signal, 1)
+	signal.Notify(ch, syscall.SIGHUP)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		defer signal.Stop(ch)
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-ch:
+				reload()
+			}
+		}
+	}()
+	return done
+}
+
+// checkConfigSecrets refuses a core configuration file whose store.dsn holds
+// a PostgreSQL password while its group or others may read it, as key files
+// are refused (docs/architecture.md, "Several core replicas on PostgreSQL").
+// The password itself is never shown.
+func checkConfigSecrets(path string) error {
+	if path == "" {
+		return nil
+	}
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return nil // loadConfig has read it; a file gone since fails later
+	}
+	var doc struct {
+		Store struct {
+			DSN string `yaml:"dsn"`
+		} `yaml:"store"`
+	}
+	if yaml.Unmarshal(b, &doc) != nil || !postgres.LooksLikeDSN(doc.Store.DSN) || !postgres.HasPassword(doc.Store.DSN) {
+		return nil
+	}
+	if err := config.CheckPrivateFile(path); errors.Is(err, config.ErrFileOpen) {
+		return fmt.Errorf("config %s holds a PostgreSQL password in store.dsn (%s): %w; or give the DSN in MUSTER_STORE_DSN",
+			path, postgres.Describe(doc.Store.DSN), err)
+	}
+	return nil
 }

@@ -25,8 +25,6 @@ import (
 	"github.com/musterhq/muster/shared/gossip"
 )
 
-func init() { register(newDevCmd) }
-
 // devOptions configure `muster dev`.
 type devOptions struct {
 	agents    int

@@ -8,8 +8,6 @@ import (
 	"github.com/musterhq/muster/shared/gossip"
 )
 
-func init() { register(newGossipCmd) }
-
 func newGossipCmd() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "gossip",

@@ -40,18 +40,17 @@ func newRootCmd() *cobra.Command {
 	root.SetFlagErrorFunc(func(c *cobra.Command, err error) error {
 		return &exitError{code: 2, err: fmt.Errorf("%w (see '%s --help')", err, c.CommandPath())}
 	})
-	root.AddCommand(newVersionCmd())
-	for _, add := range extraCommands {
-		root.AddCommand(add())
-	}
+	// Every command of muster, in one place (help lists them by name).
+	root.AddCommand(
+		// Run muster.
+		newAgentCmd(), newCoreCmd(), newDevCmd(),
+		// Talk to a core.
+		newActionCmd(), newRunCmd(), newPlaybookCmd(), newClusterCmd(), newNodeCmd(), newEventsCmd(), newTokenCmd(),
+		// Set-up helpers.
+		newTLSCmd(), newGossipCmd(), newVersionCmd(),
+	)
 	return root
 }
-
-// extraCommands lets each command file register itself from init, so that
-// adding a command never means editing this file.
-var extraCommands []func() *cobra.Command
-
-func register(f func() *cobra.Command) { extraCommands = append(extraCommands, f) }
 
 func newVersionCmd() *cobra.Command {
 	return &cobra.Command{

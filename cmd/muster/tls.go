@@ -2,6 +2,8 @@ package main
 
 import (
 	"fmt"
+	"os"
+	"path/filepath"
 	"strings"
 	"time"
 
@@ -9,8 +11,6 @@ import (
 
 	"github.com/musterhq/muster/shared/tlsutil"
 )
-
-func init() { register(newTLSCmd) }
 
 func newTLSCmd() *cobra.Command {
 	cmd := &cobra.Command{
@@ -28,7 +28,7 @@ Keys are ECDSA P-256, written with mode 0600. No file is ever overwritten.`,
 		Args: noArgs,
 	}
 	ca := &cobra.Command{Use: "ca", Short: "The certificate authority", Args: noArgs}
-	ca.AddCommand(newTLSCACreateCmd())
+	ca.AddCommand(newTLSCACreateCmd(), newTLSCAPinCmd())
 	cert := &cobra.Command{Use: "cert", Short: "Certificates signed by the authority", Args: noArgs}
 	cert.AddCommand(newTLSCertCreateCmd())
 	cmd.AddCommand(ca, cert)
@@ -44,7 +44,11 @@ func newTLSCACreateCmd() *cobra.Command {
 		Use:   "create",
 		Short: "Create a certificate authority: DIR/ca.pem and DIR/ca-key.pem",
 		Long: `Create a certificate authority in DIR: ca.pem (give it to every agent and
-the core) and ca-key.pem (keep it offline: whoever holds it can make a core).`,
+the core) and ca-key.pem (keep it offline: whoever holds it can make a core).
+
+It prints the CA's pin (sha256:...): agents that enroll with a join token
+check the core against it before they send the token ('muster agent enroll
+--ca-pin'). 'muster tls ca pin --dir DIR' prints it again.`,
 		Example: "  muster tls ca create --dir /etc/muster/tls",
 		Args:    noArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
@@ -59,12 +63,53 @@ the core) and ca-key.pem (keep it offline: whoever holds it can make a core).`,
 				return err
 			}
 			fmt.Fprintf(cmd.OutOrStdout(), "Wrote the CA certificate %s and its key %s (mode 0600), valid %d days.\n", p.Cert, p.Key, days)
+			pin, err := caPin(p.Cert)
+			if err != nil {
+				return err
+			}
+			fmt.Fprintf(cmd.OutOrStdout(), "CA pin (for 'muster agent enroll --ca-pin'): %s\n", pin)
 			return nil
 		},
 	}
 	cmd.Flags().StringVar(&dir, "dir", "", "directory of the CA files (created when missing)")
 	cmd.Flags().IntVar(&days, "days", int(tlsutil.CAValidity/(24*time.Hour)), "validity in days")
 	return cmd
+}
+
+func newTLSCAPinCmd() *cobra.Command {
+	var dir string
+	cmd := &cobra.Command{
+		Use:     "pin",
+		Short:   "Print the pin of the CA in DIR (what enrolling agents check the core against)",
+		Example: "  muster tls ca pin --dir /etc/muster/tls",
+		Args:    noArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if dir == "" {
+				return usageError("--dir is required")
+			}
+			pin, err := caPin(filepath.Join(dir, tlsutil.CACertFile))
+			if err != nil {
+				return err
+			}
+			fmt.Fprintln(cmd.OutOrStdout(), pin)
+			return nil
+		},
+	}
+	cmd.Flags().StringVar(&dir, "dir", "", "directory of the CA files")
+	return cmd
+}
+
+// caPin reads a CA certificate and returns its pin.
+func caPin(certFile string) (string, error) {
+	b, err := os.ReadFile(certFile)
+	if err != nil {
+		return "", err
+	}
+	certs, err := tlsutil.ParseCerts(b)
+	if err != nil {
+		return "", fmt.Errorf("%s: %w", certFile, err)
+	}
+	return tlsutil.Pin(certs[0]), nil
 }
 
 func newTLSCertCreateCmd() *cobra.Command {

@@ -95,6 +95,37 @@ func TestAdopt(t *testing.T) {
 // with other args, and the agent ran it: the core takes the agent's state,
 // args and output, its history keeps what the core had decided, and the
 // conflict event says both.
+// Issue 17, hardening: a child the agent cancelled without the core asking
+// (someone on the node did) says so in its state_reason and history; one
+// the core asked to cancel keeps the agent's reason.
+func TestACancelFromTheNodeSaysSo(t *testing.T) {
+	t.Parallel()
+	now := action.UTC(time.Now())
+	for _, tc := range []struct {
+		name        string
+		cancelAsked bool
+		agentReason string
+		want        string
+	}{
+		{"from the node", false, action.ReasonCancelled, ReasonCancelledOnNode},
+		{"from the node, with the agent's words", false, "timeout", ReasonCancelledOnNode + ": timeout"},
+		{"asked by the core", true, action.ReasonCancelled, action.ReasonCancelled},
+	} {
+		cur := &store.Record{Action: action.Action{ID: "id", ClusterID: cluster, NodeID: "n1", Kind: "a/b",
+			Args: json.RawMessage(`{}`), State: action.Running, Progress: json.RawMessage(`{}`), Origin: action.OriginCore,
+			RunID: "run-1", CreatedTS: now, UpdatedTS: now}, CancelRequested: tc.cancelAsked}
+		a := cur.Action
+		a.State, a.StateReason, a.UpdatedTS = action.Cancelled, tc.agentReason, now.Add(time.Second)
+		c := Adopt(cur, &a, "n1", now)
+		if c == nil || c.Rec.State != action.Cancelled || c.Rec.StateReason != tc.want {
+			t.Fatalf("%s: %+v, want CANCELLED (%s)", tc.name, c, tc.want)
+		}
+		if h := c.History[len(c.History)-1]; h.Reason != tc.want {
+			t.Fatalf("%s: history %+v", tc.name, h)
+		}
+	}
+}
+
 func TestAdoptOverARejectionTellsWhatTheCoreDecidedAndWhatHappened(t *testing.T) {
 	t.Parallel()
 	now := action.UTC(time.Now())

@@ -21,6 +21,9 @@ const (
 	ReasonUnconfirmed = "pushed to an agent database since replaced, with no answer: it may have run there"
 	ReasonReapprove   = "the action no longer matches its approval"
 	ReasonImported    = "imported from the agent"
+	// ReasonCancelledOnNode: the agent cancelled an action the core never
+	// asked it to cancel, so someone on the node did.
+	ReasonCancelledOnNode = "cancelled on the node"
 	// UnknownUser stands for an agent record that names no requester.
 	UnknownUser = "unknown"
 )
@@ -46,6 +49,7 @@ func Import(a *action.Action, node *store.Node, now time.Time) *Change {
 	rec.Origin = action.OriginAgent
 	rec.Requester = AgentRequester(node.ID, a.Requester)
 	rec.ApprovedBy, rec.RetryOf = "", ""
+	rec.RunID, rec.Stage, rec.Wave = "", "", 0 // an agent's own action belongs to no run
 	rec.Output = action.ClipOutput(a.Output)
 	rec.CreatedTS = action.UTC(a.CreatedTS)
 	if rec.CreatedTS.IsZero() {
@@ -122,10 +126,19 @@ func Adopt(cur *store.Record, a *action.Action, node string, now time.Time) *Cha
 		}
 		c.event(store.EventActionConflict, by, time.Time{}, msg, data)
 	}
-	if c.Rec.State != a.State {
-		c.move(a.State, by, a.StateReason, "", "", now)
+	reason := a.StateReason
+	if a.State == action.Cancelled && cur.State != action.Cancelled && !cur.CancelRequested {
+		// Not the core's cancel: say where it came from, whatever the
+		// agent calls it.
+		reason = ReasonCancelledOnNode
+		if a.StateReason != "" && a.StateReason != action.ReasonCancelled {
+			reason += ": " + a.StateReason
+		}
 	}
-	c.Rec.StateReason = a.StateReason
+	if c.Rec.State != a.State {
+		c.move(a.State, by, reason, "", "", now)
+	}
+	c.Rec.StateReason = reason
 	c.Rec.Progress = a.Progress
 	c.Rec.Output = action.ClipOutput(a.Output)
 	c.Rec.TimeoutS = a.TimeoutS

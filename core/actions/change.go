@@ -24,12 +24,14 @@ import (
 	"github.com/musterhq/muster/shared/action"
 )
 
-// ActorCore names the core as the actor of a change it decided itself.
-const ActorCore = "core"
+// ActorCore names the core as the actor of a change it decided itself: of
+// an action, a run, a node or a cluster. It is store.ActorCore, the one
+// spelling of the core in history lines and events.
+const ActorCore = store.ActorCore
 
-// Errors of this package, matched with errors.Is.
+// Errors of this package and of core/runs, matched with errors.Is.
 var (
-	// ErrWrongState: the action's state does not allow the call.
+	// ErrWrongState: the state of the action or run does not allow the call.
 	ErrWrongState = errors.New("wrong state")
 	// ErrForbidden: the caller may not make this change (self-approval).
 	ErrForbidden = errors.New("forbidden")
@@ -37,26 +39,36 @@ var (
 	ErrUnprocessable = errors.New("unprocessable")
 )
 
-// StateError is a call on an action in a state that does not allow it.
+// What a StateError is about.
+const (
+	OfAction = "action"
+	OfRun    = "run"
+)
+
+// StateError is a call on an action or a run (Of) in a state that does not
+// allow it. It is the one state error of the action and run rules; the API
+// answers it 409 with the state.
 type StateError struct {
+	Of    string // OfAction or OfRun
 	ID    string
-	State action.State
+	State string
 	What  string
 }
 
 func (e *StateError) Error() string {
-	return fmt.Sprintf("%s: action %s is %s", e.What, e.ID, e.State)
+	return fmt.Sprintf("%s: %s %s is %s", e.What, e.Of, e.ID, e.State)
 }
 
 // Unwrap makes a StateError match ErrWrongState.
 func (e *StateError) Unwrap() error { return ErrWrongState }
 
 func wrongState(r *store.Record, what string) error {
-	return &StateError{ID: r.ID, State: r.State, What: what}
+	return &StateError{Of: OfAction, ID: r.ID, State: string(r.State), What: what}
 }
 
-// Actor is who makes a change: a token name, ActorCore or a node id, and
-// the client address of the request that asked for it ("" for the core).
+// Actor is who makes a change, to an action, a run or a node: a token name,
+// ActorCore or a node id, and the client address of the request that asked
+// for it ("" for the core). core/runs and core/nodes take it too.
 type Actor struct {
 	Name string
 	Addr string

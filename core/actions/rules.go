@@ -48,19 +48,16 @@ func (r *Rules) now() time.Time {
 	return action.UTC(time.Now())
 }
 
-// Request is a new action. ID "" makes a new id. ApprovedBy, when set,
-// creates the action already approved by that person (a run's children,
-// approved with their run): it is PENDING_SCHEDULE with the approval's
-// digest, whatever the policy says; the caller has checked the approval.
+// Request is a new action. ID "" makes a new id. A run's child is made by
+// CreateChild instead.
 type Request struct {
-	ID         string
-	ClusterID  string
-	NodeID     string
-	Kind       string
-	Args       json.RawMessage
-	TimeoutS   int
-	RetryOf    string
-	ApprovedBy string
+	ID        string
+	ClusterID string
+	NodeID    string
+	Kind      string
+	Args      json.RawMessage
+	TimeoutS  int
+	RetryOf   string
 }
 
 // Create stores a new action with its first history line and its
@@ -105,12 +102,7 @@ func (r *Rules) Create(ctx context.Context, tx store.Tx, req Request, by Actor) 
 		UpdatedTS: t,
 		RetryOf:   req.RetryOf,
 	}}
-	switch {
-	case req.ApprovedBy != "":
-		rec.State, rec.StateReason = action.PendingSchedule, ReasonApproved
-		rec.ApprovedBy, rec.ApprovalDigest = req.ApprovedBy, approval.Digest(&rec.Action)
-		rec.ScheduledTS = action.TimePtr(t)
-	case !r.Policy.NeedsApproval(req.Kind, req.ClusterID):
+	if !r.Policy.NeedsApproval(req.Kind, req.ClusterID) {
 		rec.State = action.PendingSchedule
 		rec.ScheduledTS = action.TimePtr(t)
 	}
@@ -118,17 +110,15 @@ func (r *Rules) Create(ctx context.Context, tx store.Tx, req Request, by Actor) 
 	if rec.RetryOf != "" {
 		reason = ReasonRetry
 	}
-	if err := Insert(ctx, tx, rec, by, reason); err != nil {
+	if err := insert(ctx, tx, rec, by, reason); err != nil {
 		return nil, err
 	}
 	return rec, nil
 }
 
-// Insert stores a new action the caller has built (a run's child, say) with
-// its first history line (reason) and its action.created event. The record
-// must be valid and its state one an action starts in; Create builds one
-// from a Request and the policy.
-func Insert(ctx context.Context, tx store.Tx, rec *store.Record, by Actor, reason string) error {
+// insert stores a new action built by Create or CreateChild with its first
+// history line (reason) and its action.created event.
+func insert(ctx context.Context, tx store.Tx, rec *store.Record, by Actor, reason string) error {
 	c := &Change{Insert: true, Rec: *rec}
 	t := rec.CreatedTS
 	data := map[string]any{"kind": rec.Kind, "state": string(rec.State)}
@@ -141,7 +131,7 @@ func Insert(ctx context.Context, tx store.Tx, rec *store.Record, by Actor, reaso
 		data["approved_by"] = rec.ApprovedBy
 	}
 	if rec.RunID != "" {
-		data["run_id"], data["stage"] = rec.RunID, rec.Stage
+		data["run_id"], data["stage"], data["wave"] = rec.RunID, rec.Stage, rec.Wave
 	}
 	c.History = append(c.History, action.Transition{TS: t, To: rec.State, Actor: by.Name, Reason: reason})
 	c.event(store.EventActionCreated, by, t, msg, data)
@@ -184,12 +174,12 @@ func (r *Rules) Approve(ctx context.Context, tx store.Tx, id string, by Actor) (
 	if cur.State != action.PendingApprove {
 		return nil, wrongState(cur, "approve")
 	}
-	if approval.SamePerson(cur.Requester, by.Name) && !r.Policy.SelfApproval {
+	if r.Policy.MayApprove(cur.Requester, "", by.Name, true) == approval.OwnRequest {
 		return nil, fmt.Errorf("%w: %s requested action %s and may not approve it too", ErrForbidden, by.Name, cur.ID)
 	}
 	t := r.now()
 	if r.ApprovalExpired(cur, t) {
-		return nil, &StateError{ID: cur.ID, State: cur.State,
+		return nil, &StateError{Of: OfAction, ID: cur.ID, State: string(cur.State),
 			What: fmt.Sprintf("approve: the approval window of %s has passed", r.Policy.TTL)}
 	}
 	c := finish(cur, action.PendingSchedule, by, ReasonApproved, store.EventActionApproved,

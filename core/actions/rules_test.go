@@ -124,17 +124,55 @@ func TestManyChangesInOneTransaction(t *testing.T) {
 	}
 }
 
-func TestCreateApprovedByARun(t *testing.T) {
+// childOf makes a child of run-1 on node n1, approved with its run by bob.
+func (e *env) childOf(ctx context.Context, tx store.Tx, stage string) (*store.Record, error) {
+	return e.r.CreateChild(ctx, tx, Child{RunID: "run-1", Stage: stage, Wave: 2, ClusterID: cluster, NodeID: "n1",
+		Kind: "muster.io/debug.ping", Requester: "alice", ApprovedBy: "bob"}, Core)
+}
+
+// A run's child is made by the action rules: approved with its run (the
+// digest of its own content, so the push checks it like any approval), in
+// its run, stage and wave, with a history line and an event naming them; a
+// child of a run that needed no approval carries none; a child whose node
+// is gone is born CANCELLED.
+func TestCreateChild(t *testing.T) {
 	t.Parallel()
 	e := setup(t)
-	var rec *store.Record
+	var approved, free, orphan *store.Record
 	e.update(func(ctx context.Context, tx store.Tx) error {
 		var err error
-		rec, err = e.r.Create(ctx, tx, Request{ClusterID: cluster, NodeID: "n1", Kind: "muster.io/debug.ping", ApprovedBy: "bob"}, alice)
+		if approved, err = e.childOf(ctx, tx, "a"); err != nil {
+			return err
+		}
+		if free, err = e.r.CreateChild(ctx, tx, Child{RunID: "run-2", Stage: "s", Wave: 1, ClusterID: cluster, NodeID: "n1",
+			Kind: "muster.io/debug.ping", Requester: "alice"}, Core); err != nil {
+			return err
+		}
+		orphan, err = e.r.CreateChild(ctx, tx, Child{RunID: "run-1", Stage: "a", Wave: 1, ClusterID: cluster, NodeID: "gone",
+			Kind: "muster.io/debug.ping", Requester: "alice", ApprovedBy: "bob"}, Core)
 		return err
 	})
-	if rec.State != action.PendingSchedule || rec.ApprovedBy != "bob" || !ApprovalHolds(rec) || rec.ScheduledTS == nil {
-		t.Fatalf("record %+v", rec)
+	if approved.State != action.PendingSchedule || approved.ApprovedBy != "bob" || approved.Requester != "alice" ||
+		!ApprovalHolds(approved) || approved.ApprovalDigest == "" || approved.ScheduledTS == nil {
+		t.Fatalf("approved child %+v", approved)
+	}
+	rec, evs := e.get(approved.ID)
+	if rec.RunID != "run-1" || rec.Stage != "a" || rec.Wave != 2 {
+		t.Fatalf("stored child is in run %q stage %q wave %d", rec.RunID, rec.Stage, rec.Wave)
+	}
+	if h := rec.History[0]; h.Actor != ActorCore || h.Reason != "run run-1, stage a, wave 2" || h.To != action.PendingSchedule {
+		t.Fatalf("history %+v", h)
+	}
+	if len(evs) != 1 || evs[0].Type != store.EventActionCreated || evs[0].RunID != "run-1" || evs[0].Data["stage"] != "a" ||
+		evs[0].Data["approved_by"] != "bob" {
+		t.Fatalf("events %+v", evs)
+	}
+	if free.State != action.PendingSchedule || free.ApprovedBy != "" || free.ApprovalDigest != "" || !ApprovalHolds(free) {
+		t.Fatalf("child of a run without approval %+v", free)
+	}
+	if orphan.State != action.Cancelled || orphan.StateReason != ReasonNodeForgotten || orphan.FinishedTS == nil ||
+		orphan.ApprovalDigest != "" || orphan.ScheduledTS != nil {
+		t.Fatalf("child on a forgotten node %+v", orphan)
 	}
 	var err error
 	e.update(func(ctx context.Context, tx store.Tx) error {
@@ -212,8 +250,8 @@ func TestExpireSchedules(t *testing.T) {
 	e := setup(t)
 	var never, sent, recent string
 	e.update(func(ctx context.Context, tx store.Tx) error {
-		for _, p := range []*string{&never, &sent} {
-			rec, err := e.r.Create(ctx, tx, Request{ClusterID: cluster, NodeID: "n1", Kind: "muster.io/debug.ping", ApprovedBy: "bob"}, alice)
+		for i, p := range []*string{&never, &sent} {
+			rec, err := e.childOf(ctx, tx, fmt.Sprint(i))
 			if err != nil {
 				return err
 			}
@@ -227,7 +265,7 @@ func TestExpireSchedules(t *testing.T) {
 	})
 	e.now = e.now.Add(30 * time.Minute)
 	e.update(func(ctx context.Context, tx store.Tx) error {
-		rec, err := e.r.Create(ctx, tx, Request{ClusterID: cluster, NodeID: "n1", Kind: "muster.io/debug.ping", ApprovedBy: "bob"}, alice)
+		rec, err := e.childOf(ctx, tx, "recent")
 		recent = rec.ID
 		return err
 	})
@@ -274,18 +312,14 @@ func TestExpireSchedules(t *testing.T) {
 func TestChildrenOfARun(t *testing.T) {
 	t.Parallel()
 	e := setup(t)
-	ch := Children{Rules: e.r}
-	mk := func(stage string) *store.Record {
-		r := &store.Record{Action: action.Action{ID: action.NewID(), ClusterID: cluster, NodeID: "n1", Kind: "muster.io/debug.ping",
-			State: action.PendingSchedule, Origin: action.OriginCore, Requester: "alice", ApprovedBy: "bob",
-			CreatedTS: e.now, UpdatedTS: e.now, ScheduledTS: &e.now}, RunID: "run-1", Stage: stage}
-		r.ApprovalDigest = approval.Digest(&r.Action)
-		return r
-	}
-	fresh, sent, done := mk("a"), mk("b"), mk("c")
+	var fresh, sent, done *store.Record
 	e.update(func(ctx context.Context, tx store.Tx) error {
-		for _, r := range []*store.Record{fresh, sent, done} {
-			if err := ch.Insert(ctx, tx, r, "core", "", "run run-1, stage "+r.Stage); err != nil {
+		var err error
+		for _, c := range []struct {
+			rec   **store.Record
+			stage string
+		}{{&fresh, "a"}, {&sent, "b"}, {&done, "c"}} {
+			if *c.rec, err = e.childOf(ctx, tx, c.stage); err != nil {
 				return err
 			}
 		}
@@ -310,7 +344,7 @@ func TestChildrenOfARun(t *testing.T) {
 			if err != nil {
 				return err
 			}
-			if err := ch.Cancel(ctx, tx, r, "alice", "10.0.0.1", "run cancelled"); err != nil {
+			if _, err := e.r.CancelChild(ctx, tx, r, Actor{Name: "alice", Addr: "10.0.0.1"}, "run cancelled"); err != nil {
 				return err
 			}
 		}

@@ -2,38 +2,77 @@ package actions
 
 import (
 	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
 
+	"github.com/musterhq/muster/core/approval"
 	"github.com/musterhq/muster/core/store"
+	"github.com/musterhq/muster/shared/action"
 )
 
-// Children makes the changes a run makes to its child actions, in the
-// shape the run engine declares (core/runs.Actions), with the same rules as
-// every other action: a child is stored like any new action, and cancelled
-// by the cancel rule of Rules.Cancel.
-type Children struct {
-	Rules *Rules
+// Child is a run's child action: what one stage of the run does on one
+// node, in one wave. The run's requester is the child's; the run's approver,
+// when the run was approved, approved the child too.
+type Child struct {
+	RunID     string
+	Stage     string
+	Wave      int
+	ClusterID string
+	NodeID    string
+	Kind      string
+	Args      json.RawMessage
+	TimeoutS  int
+	// Requester is the run's requester.
+	Requester string
+	// ApprovedBy is the run's approver; "" for a run that needed no
+	// approval.
+	ApprovedBy string
 }
 
-// Insert stores a child the run engine built, already approved with its run,
-// with its history line and action.created event (see Insert).
-func (ch Children) Insert(ctx context.Context, tx store.Tx, rec *store.Record, actor, addr, reason string) error {
-	return Insert(ctx, tx, rec, Actor{Name: actor, Addr: addr}, reason)
+// CreateChild stores a run's child with its history line and its
+// action.created event naming the run, stage and wave. The child is
+// PENDING_SCHEDULE: its approval is the run's, carried with the approval's
+// digest of the child's own content (approval.Digest), so that the push
+// checks it as it checks every approved action. A child of a run that
+// needed no approval carries no approval. A child whose node was forgotten
+// since the run was resolved is born CANCELLED with reason "node forgotten"
+// and counts against its stage's max_errors.
+func (r *Rules) CreateChild(ctx context.Context, tx store.Tx, ch Child, by Actor) (*store.Record, error) {
+	t := r.now()
+	rec := &store.Record{Action: action.Action{
+		ID: action.NewID(), ClusterID: ch.ClusterID, NodeID: ch.NodeID, Kind: ch.Kind, Args: ch.Args,
+		State: action.PendingSchedule, StateReason: "run " + ch.RunID, Progress: []byte("{}"),
+		Origin: action.OriginCore, Requester: ch.Requester, ApprovedBy: ch.ApprovedBy, TimeoutS: ch.TimeoutS,
+		CreatedTS: t, ScheduledTS: action.TimePtr(t), UpdatedTS: t,
+		RunID: ch.RunID, Stage: ch.Stage, Wave: ch.Wave,
+	}}
+	if ch.ApprovedBy != "" {
+		rec.ApprovalDigest = approval.Digest(&rec.Action)
+	}
+	_, err := tx.Node(ctx, ch.ClusterID, ch.NodeID)
+	switch {
+	case errors.Is(err, store.ErrNotFound):
+		rec.State, rec.StateReason, rec.ScheduledTS, rec.FinishedTS = action.Cancelled, ReasonNodeForgotten, nil, action.TimePtr(t)
+		rec.ApprovalDigest = ""
+	case err != nil:
+		return nil, err
+	}
+	reason := fmt.Sprintf("run %s, stage %s, wave %d", ch.RunID, ch.Stage, ch.Wave)
+	if err := insert(ctx, tx, rec, by, reason); err != nil {
+		return nil, fmt.Errorf("run %s: child on %s: %w", ch.RunID, ch.NodeID, err)
+	}
+	return rec, nil
 }
 
-// Cancel cancels an unfinished child, at once when no push was attempted,
-// otherwise as a request the next pass settles; reason says why (the run
-// was cancelled). A finished child is left as it is.
-func (ch Children) Cancel(ctx context.Context, tx store.Tx, rec *store.Record, actor, addr, reason string) error {
+// CancelChild cancels an unfinished child of a run by the cancel rule of
+// Cancel: at once when no push was attempted, otherwise as a request the
+// next sync settles; why says why (the run was cancelled, or failed before
+// the child was sent). A finished child is returned as it is.
+func (r *Rules) CancelChild(ctx context.Context, tx store.Tx, rec *store.Record, by Actor, why string) (*store.Record, error) {
 	if rec.State.Final() {
-		return nil
+		return rec, nil
 	}
-	r := ch.Rules
-	if r == nil {
-		r = &Rules{}
-	}
-	got, _, err := r.cancel(ctx, tx, rec, Actor{Name: actor, Addr: addr}, reason)
-	if err == nil {
-		*rec = *got
-	}
-	return err
+	got, _, err := r.cancel(ctx, tx, rec, by, why)
+	return got, err
 }

@@ -3,6 +3,7 @@ package api
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"net/http"
 	"slices"
 	"strings"
@@ -187,7 +188,7 @@ func TestApprove(t *testing.T) {
 	}
 	// Approving again is a wrong-state call.
 	d := e.fail(http.MethodPost, "/api/v1/actions/"+a.ID+"/approve", "admin", nil, http.StatusConflict)
-	if d.State != action.PendingSchedule {
+	if d.State != string(action.PendingSchedule) {
 		t.Fatalf("409 envelope %+v, want state PENDING_SCHEDULE", d)
 	}
 }
@@ -260,7 +261,7 @@ func TestApproveAfterTTLRefused(t *testing.T) {
 		t.Fatal(err)
 	}
 	d := e.fail(http.MethodPost, "/api/v1/actions/"+a.ID+"/approve", "appr", nil, http.StatusConflict)
-	if d.State != action.PendingApprove || !strings.Contains(d.Message, "approval window") {
+	if d.State != string(action.PendingApprove) || !strings.Contains(d.Message, "approval window") {
 		t.Fatalf("envelope %+v", d)
 	}
 }
@@ -279,11 +280,11 @@ func TestReject(t *testing.T) {
 		t.Fatalf("action.rejected events %+v", evs)
 	}
 	d := e.fail(http.MethodPost, "/api/v1/actions/"+a.ID+"/reject", "appr", nil, http.StatusConflict)
-	if d.State != action.Cancelled {
+	if d.State != string(action.Cancelled) {
 		t.Fatalf("409 envelope %+v", d)
 	}
 	d = e.fail(http.MethodPost, "/api/v1/actions/"+a.ID+"/approve", "appr", nil, http.StatusConflict)
-	if d.State != action.Cancelled {
+	if d.State != string(action.Cancelled) {
 		t.Fatalf("approve after reject: %+v", d)
 	}
 }
@@ -305,7 +306,7 @@ func TestCancelPending(t *testing.T) {
 		t.Fatalf("events %+v", evs)
 	}
 	d := e.fail(http.MethodPost, "/api/v1/actions/"+a.ID+"/cancel", "op", nil, http.StatusConflict)
-	if d.State != action.Cancelled {
+	if d.State != string(action.Cancelled) {
 		t.Fatalf("cancel of a final action: %+v", d)
 	}
 
@@ -371,7 +372,7 @@ func TestRetry(t *testing.T) {
 	e := setup(t)
 	a := e.create("op", wire.CreateActionRequest{Kind: kindSleep, Args: json.RawMessage(`{"seconds":2}`), TimeoutS: 30})
 	d := e.fail(http.MethodPost, "/api/v1/actions/"+a.ID+"/retry", "op", nil, http.StatusConflict)
-	if d.State != action.PendingApprove {
+	if d.State != string(action.PendingApprove) {
 		t.Fatalf("retry of an open action: %+v", d)
 	}
 	e.setState(a.ID, action.Failed)
@@ -532,5 +533,26 @@ func TestListFiltersSortAndPaging(t *testing.T) {
 
 	for _, bad := range []string{"state=BOGUS", "sort=colour:asc", "sort=id:sideways", "sort=id,id", "limit=0", "limit=x", "marker=nope", "marker=" + action.NewID()} {
 		e.fail(http.MethodGet, "/api/v1/actions?"+bad, "viewer", nil, http.StatusBadRequest)
+	}
+}
+
+// TestInvalidQueryAnswers400: a list query the store refuses (an unknown sort
+// field, one given twice) answers 400 through the one error mapping, with the
+// store's reason, and the API does not check the sort fields itself.
+func TestInvalidQueryAnswers400(t *testing.T) {
+	t.Parallel()
+	err := fmt.Errorf("list actions: %w: cannot sort by %q", store.ErrInvalidQuery, "colour")
+	if st, code := classify(err); st != http.StatusBadRequest || code != wire.CodeBadRequest {
+		t.Fatalf("ErrInvalidQuery answers %d %s, want 400 %s", st, code, wire.CodeBadRequest)
+	}
+	if !isOurs(err) {
+		t.Fatal("ErrInvalidQuery's message is not shown to the caller")
+	}
+	e := setup(t)
+	for _, bad := range []string{"sort=colour:asc", "sort=state,state:desc", "sort=id,id"} {
+		body := e.fail(http.MethodGet, "/api/v1/actions?"+bad, "viewer", nil, http.StatusBadRequest)
+		if !strings.Contains(body.Message, "invalid query") {
+			t.Fatalf("%s: message %q does not carry the store's reason", bad, body.Message)
+		}
 	}
 }

@@ -1,6 +1,7 @@
 // Package api serves the core's REST API (docs/architecture.md, "The core"):
 // clusters, nodes, actions and their approval, the event log and its live
-// stream, and API tokens. Every route but /health and /metrics needs a bearer
+// stream, and API tokens. Every route but /health, /metrics and
+// /api/v1/openapi.json (the API's contract, openapi.yaml) needs a bearer
 // token whose roles grant the route's permission (see core/auth).
 //
 // Handlers decode, call core/actions (the one home of every action change)
@@ -23,6 +24,7 @@ import (
 	"github.com/musterhq/muster/core/approval"
 	"github.com/musterhq/muster/core/auth"
 	"github.com/musterhq/muster/core/budget"
+	"github.com/musterhq/muster/core/enroll"
 	"github.com/musterhq/muster/core/runs"
 	"github.com/musterhq/muster/core/store"
 	"github.com/musterhq/muster/core/streams"
@@ -87,6 +89,9 @@ type Config struct {
 	Replicas ReplicaLister
 	// Runs makes every change to runs.
 	Runs *runs.Engine
+	// Enroll signs, renews and revokes agent certificates; nil answers
+	// its routes 404.
+	Enroll *enroll.Service
 }
 
 // Nudger asks the orchestrator for a pass of one cluster now, or for a sync
@@ -106,7 +111,9 @@ type Server struct {
 	rules *actions.Rules
 	nudge Nudger
 	log   *slog.Logger
-	echo  *echo.Echo
+	// enroll is cfg.Enroll.
+	enroll *enroll.Service
+	echo   *echo.Echo
 	// perms records the permission of every authenticated route, by
 	// "METHOD path"; public routes map to "".
 	perms map[string]auth.Permission
@@ -142,7 +149,7 @@ func New(cfg Config, st store.Store, n Nudger, log *slog.Logger) *Server {
 		cfg.Rules = &actions.Rules{Policy: cfg.Policy}
 	}
 	if cfg.Runs == nil {
-		cfg.Runs = &runs.Engine{Policy: cfg.Policy, Actions: actions.Children{Rules: cfg.Rules}}
+		cfg.Runs = &runs.Engine{Policy: cfg.Policy, Actions: cfg.Rules}
 	}
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
@@ -156,6 +163,7 @@ func New(cfg Config, st store.Store, n Nudger, log *slog.Logger) *Server {
 		perms:   map[string]auth.Permission{},
 		done:    make(chan struct{}),
 		metrics: newMetrics(cfg.Registerer),
+		enroll:  cfg.Enroll,
 	}
 	e := echo.NewWithConfig(echo.Config{
 		Logger:                       log,
@@ -195,27 +203,28 @@ func (s *Server) routes() {
 		gatherer = prometheus.NewRegistry()
 	}
 	s.public(http.MethodGet, "/metrics", echo.WrapHandler(promhttp.HandlerFor(gatherer, promhttp.HandlerOpts{})))
+	s.public(http.MethodGet, "/api/v1/openapi.json", apiserver.ServeJSON(openAPIJSON))
 
-	s.add(http.MethodGet, "/api/v1/clusters", auth.Read, s.listClusters)
-	s.add(http.MethodGet, "/api/v1/clusters/:cluster", auth.Read, s.showCluster)
+	s.add(http.MethodGet, "/api/v1/clusters", auth.Read, onlyParams(s.listClusters))
+	s.add(http.MethodGet, "/api/v1/clusters/:cluster", auth.Read, onlyParams(s.showCluster))
 	s.add(http.MethodPost, "/api/v1/clusters/:cluster/orchestrate", auth.Orchestrate, s.orchestrate)
-	s.add(http.MethodGet, "/api/v1/nodes", auth.Read, s.listNodes)
+	s.add(http.MethodGet, "/api/v1/nodes", auth.Read, onlyParams(s.listNodes, "cluster", "label"))
 	s.add(http.MethodPost, "/api/v1/clusters/:cluster/nodes/:node/drain", auth.Drain, s.drainNode(true))
 	s.add(http.MethodPost, "/api/v1/clusters/:cluster/nodes/:node/undrain", auth.Drain, s.drainNode(false))
 	s.add(http.MethodPost, "/api/v1/clusters/:cluster/nodes/:node/forget", auth.Forget, s.forgetNode)
-	s.add(http.MethodGet, "/api/v1/core/replicas", auth.Read, s.listReplicas)
+	s.add(http.MethodGet, "/api/v1/core/replicas", auth.Read, onlyParams(s.listReplicas))
 
-	s.add(http.MethodGet, "/api/v1/actions", auth.Read, s.listActions)
+	s.add(http.MethodGet, "/api/v1/actions", auth.Read, onlyParams(s.listActions, actionListParams...))
 	s.add(http.MethodPost, "/api/v1/actions", auth.Create, s.createAction)
-	s.add(http.MethodGet, "/api/v1/actions/:id", auth.Read, s.showAction)
+	s.add(http.MethodGet, "/api/v1/actions/:id", auth.Read, onlyParams(s.showAction))
 	s.add(http.MethodPost, "/api/v1/actions/:id/approve", auth.Approve, s.approveAction)
 	s.add(http.MethodPost, "/api/v1/actions/:id/reject", auth.Reject, s.rejectAction)
 	s.add(http.MethodPost, "/api/v1/actions/:id/cancel", auth.Cancel, s.cancelAction)
 	s.add(http.MethodPost, "/api/v1/actions/:id/retry", auth.Retry, s.retryAction)
 
-	s.add(http.MethodGet, "/api/v1/runs", auth.Read, s.listRuns)
+	s.add(http.MethodGet, "/api/v1/runs", auth.Read, onlyParams(s.listRuns, "cluster", "state", "limit", "marker"))
 	s.add(http.MethodPost, "/api/v1/runs", auth.Create, s.createRun)
-	s.add(http.MethodGet, "/api/v1/runs/:id", auth.Read, s.showRun)
+	s.add(http.MethodGet, "/api/v1/runs/:id", auth.Read, onlyParams(s.showRun))
 	s.add(http.MethodPost, "/api/v1/runs/:id/approve", auth.Approve, s.approveRun)
 	s.add(http.MethodPost, "/api/v1/runs/:id/reject", auth.Reject, s.rejectRun)
 	s.add(http.MethodPost, "/api/v1/runs/:id/pause", auth.Cancel, s.pauseRun)
@@ -223,17 +232,26 @@ func (s *Server) routes() {
 	s.add(http.MethodPost, "/api/v1/runs/:id/cancel", auth.Cancel, s.cancelRun)
 
 	s.add(http.MethodPost, "/api/v1/playbooks", auth.Create, s.applyPlaybook)
-	s.add(http.MethodGet, "/api/v1/playbooks", auth.Read, s.listPlaybooks)
-	s.add(http.MethodGet, "/api/v1/playbooks/:name", auth.Read, s.showPlaybook)
+	s.add(http.MethodGet, "/api/v1/playbooks", auth.Read, onlyParams(s.listPlaybooks))
+	s.add(http.MethodGet, "/api/v1/playbooks/:name", auth.Read, onlyParams(s.showPlaybook, "version"))
 	s.add(http.MethodPost, "/api/v1/playbooks/:name/plan", auth.Read, s.planPlaybook)
 	s.add(http.MethodPost, "/api/v1/playbooks/:name/runs", auth.Create, s.startPlaybook)
 
-	s.add(http.MethodGet, "/api/v1/events", auth.Read, s.listEvents)
-	s.add(http.MethodGet, "/api/v1/events/stream", auth.Read, s.streamEvents)
+	s.add(http.MethodGet, "/api/v1/events", auth.Read, onlyParams(s.listEvents, "since", "limit", "tail", "action_id", "run_id", "cluster"))
+	s.add(http.MethodGet, "/api/v1/events/stream", auth.Read, onlyParams(s.streamEvents, "since", "action_id", "run_id", "cluster"))
 
 	s.add(http.MethodPost, "/api/v1/tokens", auth.Tokens, s.createToken)
-	s.add(http.MethodGet, "/api/v1/tokens", auth.Tokens, s.listTokens)
+	s.add(http.MethodGet, "/api/v1/tokens", auth.Tokens, onlyParams(s.listTokens))
 	s.add(http.MethodDelete, "/api/v1/tokens/:name", auth.Tokens, s.revokeToken)
+
+	// Enrollment: the CA bundle is public (an agent checks it against its
+	// pin before sending a secret); enroll authenticates its join token
+	// itself, so that refusals carry their reason and an event; renewal
+	// authenticates the agent's client certificate.
+	s.public(http.MethodGet, "/api/v1/enroll/ca", s.enrollCA)
+	s.self(http.MethodPost, "/api/v1/enroll", auth.Enroll, s.enrollAgent)
+	s.self(http.MethodPost, "/api/v1/enroll/renew", "", s.renewAgent)
+	s.add(http.MethodPost, "/api/v1/clusters/:cluster/nodes/:node/revoke", auth.Revoke, s.revokeNode)
 
 }
 
@@ -241,6 +259,13 @@ func (s *Server) routes() {
 func (s *Server) add(method, path string, p auth.Permission, h echo.HandlerFunc) {
 	s.perms[method+" "+path] = p
 	s.echo.Add(method, path, h, s.authenticate, s.authorize(p), checkQuery)
+}
+
+// self registers a route that authenticates its caller itself (p is what
+// it grants, "" when no token does).
+func (s *Server) self(method, path string, p auth.Permission, h echo.HandlerFunc) {
+	s.perms[method+" "+path] = p
+	s.echo.Add(method, path, h, checkQuery)
 }
 
 // public registers a route open to anyone.

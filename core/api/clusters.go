@@ -9,6 +9,7 @@ import (
 	"github.com/labstack/echo/v5"
 
 	"github.com/musterhq/muster/core/budget"
+	"github.com/musterhq/muster/core/enroll"
 	"github.com/musterhq/muster/core/nodes"
 	"github.com/musterhq/muster/core/store"
 	"github.com/musterhq/muster/shared/action"
@@ -25,34 +26,17 @@ func toWireNode(n store.Node) wire.Node {
 	if kinds == nil {
 		kinds = []string{}
 	}
-	status := n.Status
-	if n.Drained && status != store.NodeDown {
-		status = wire.NodeDrained
-	}
 	return wire.Node{
-		ClusterID: n.ClusterID, ID: n.ID, Addr: n.Addr, Source: n.Source, Status: status,
-		StatusReason: n.StatusReason, Drained: n.Drained, StoreID: n.StoreID, Kinds: kinds, Version: n.Version,
+		ClusterID: n.ClusterID, ID: n.ID, Addr: n.Addr, Source: n.Source, Status: nodes.Status(&n),
+		StatusReason: n.StatusReason, Drained: n.Drained, DrainedBy: n.DrainedBy, DrainReason: n.DrainReason,
+		StoreID: n.StoreID, Kinds: kinds, Version: n.Version,
 		LastContact: n.LastContact, UpdatedTS: n.UpdatedTS, Labels: labels.Merge(nil, n.Labels),
 	}
 }
 
-func toWireCluster(c store.Cluster, nodes []store.Node) wire.Cluster {
-	out := wire.Cluster{ID: c.ID, Status: c.Status, StatusReason: c.StatusReason, UpdatedTS: c.UpdatedTS}
-	for _, n := range nodes {
-		if n.ClusterID != c.ID {
-			continue
-		}
-		out.NodeCounts.Total++
-		switch n.Status {
-		case store.NodeUp:
-			out.NodeCounts.Up++
-		case store.NodeDown:
-			out.NodeCounts.Down++
-		default:
-			out.NodeCounts.Unknown++
-		}
-	}
-	return out
+func toWireCluster(c store.Cluster, all []store.Node) wire.Cluster {
+	return wire.Cluster{ID: c.ID, Status: c.Status, StatusReason: c.StatusReason, UpdatedTS: c.UpdatedTS,
+		NodeCounts: nodes.Counts(all, c.ID)}
 }
 
 func (s *Server) listClusters(c *echo.Context) error {
@@ -103,6 +87,11 @@ func (s *Server) showCluster(c *echo.Context) error {
 		for _, n := range nodes {
 			out.Nodes = append(out.Nodes, toWireNode(n))
 		}
+		revoked, err := enroll.RevokedNodes(ctx, r, id)
+		if err != nil {
+			return err
+		}
+		withRevocations(out.Nodes, revoked)
 		return nil
 	})
 	if err != nil {
@@ -134,6 +123,11 @@ func (s *Server) listNodes(c *echo.Context) error {
 				out.Nodes = append(out.Nodes, toWireNode(n))
 			}
 		}
+		revoked, err := enroll.RevokedNodes(ctx, r, cluster)
+		if err != nil {
+			return err
+		}
+		withRevocations(out.Nodes, revoked)
 		return nil
 	})
 	if err != nil {
@@ -158,13 +152,26 @@ func (s *Server) orchestrate(c *echo.Context) error {
 }
 
 // drainNode drains (drained true) or undrains a node: 200 with the node.
+// A drain may say why ({"reason": "..."}); an undrain takes no body.
 func (s *Server) drainNode(drained bool) echo.HandlerFunc {
 	return func(c *echo.Context) error {
+		var req wire.ReasonRequest
+		var body any
+		if drained {
+			body = &req
+		}
+		if err := optionalBody(c, body); err != nil {
+			return err
+		}
 		ctx := c.Request().Context()
 		var n *store.Node
 		err := s.st.Update(ctx, func(tx store.Tx) error {
 			var err error
-			n, err = nodes.SetDrained(ctx, tx, c.Param("cluster"), c.Param("node"), drained, actor(c))
+			if drained {
+				n, err = nodes.Drain(ctx, tx, c.Param("cluster"), c.Param("node"), req.Reason, actor(c))
+			} else {
+				n, err = nodes.Undrain(ctx, tx, c.Param("cluster"), c.Param("node"), actor(c))
+			}
 			return err
 		})
 		if err != nil {

@@ -3,6 +3,7 @@ package api
 import (
 	"fmt"
 	"net/http"
+	"slices"
 	"strings"
 
 	"github.com/labstack/echo/v5"
@@ -94,6 +95,23 @@ func checkQuery(next echo.HandlerFunc) echo.HandlerFunc {
 			return badRequest("the query string has %d parameters; at most %d are allowed", n, MaxQueryParams)
 		}
 		return next(c)
+	}
+}
+
+// onlyParams refuses, with a 400 that names it and the parameters the call
+// reads, a query parameter the call does not read: a misspelt filter
+// (?run_id= for ?run=) must not silently list everything.
+func onlyParams(h echo.HandlerFunc, names ...string) echo.HandlerFunc {
+	return func(c *echo.Context) error {
+		for name := range c.QueryParams() {
+			if !slices.Contains(names, name) {
+				if len(names) == 0 {
+					return badRequest("unknown query parameter %q: this call takes none", name)
+				}
+				return badRequest("unknown query parameter %q (this call takes %s)", name, strings.Join(names, ", "))
+			}
+		}
+		return h(c)
 	}
 }
 

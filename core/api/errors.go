@@ -10,12 +10,15 @@ import (
 
 	"github.com/musterhq/muster/core/actions"
 	"github.com/musterhq/muster/core/auth"
+	"github.com/musterhq/muster/core/enroll"
+	"github.com/musterhq/muster/core/nodes"
 	"github.com/musterhq/muster/core/runs"
 	"github.com/musterhq/muster/core/runs/playbook"
 	"github.com/musterhq/muster/core/store"
 	"github.com/musterhq/muster/shared/action"
 	"github.com/musterhq/muster/shared/apiserver"
 	"github.com/musterhq/muster/shared/jsonbody"
+	"github.com/musterhq/muster/shared/tlsutil"
 	"github.com/musterhq/muster/shared/wire"
 )
 
@@ -64,9 +67,12 @@ func classify(err error) (int, string) {
 	if status, code, ok := playbookError(err); ok {
 		return status, code
 	}
+	if status, code, ok := enrollError(err); ok {
+		return status, code
+	}
 	switch {
 	case errors.Is(err, ErrBadRequest), errors.Is(err, action.ErrInvalid), errors.Is(err, auth.ErrInvalid),
-		errors.Is(err, jsonbody.ErrInvalid):
+		errors.Is(err, jsonbody.ErrInvalid), errors.Is(err, store.ErrInvalidQuery):
 		return http.StatusBadRequest, wire.CodeBadRequest
 	case errors.Is(err, auth.ErrUnauthenticated):
 		return http.StatusUnauthorized, wire.CodeUnauthorized
@@ -74,7 +80,7 @@ func classify(err error) (int, string) {
 		return http.StatusForbidden, wire.CodeForbidden
 	case errors.Is(err, store.ErrNotFound):
 		return http.StatusNotFound, wire.CodeNotFound
-	case errors.Is(err, ErrWrongState), errors.Is(err, ErrAmbiguous), errors.Is(err, ErrConflict),
+	case errors.Is(err, ErrWrongState), errors.Is(err, ErrAmbiguous), errors.Is(err, ErrConflict), errors.Is(err, nodes.ErrConfigured),
 		errors.Is(err, store.ErrExists), errors.Is(err, action.ErrTransition):
 		return http.StatusConflict, wire.CodeConflict
 	case errors.Is(err, ErrTooLarge), errors.Is(err, jsonbody.ErrTooLarge):
@@ -137,10 +143,6 @@ func (s *Server) handleError(c *echo.Context, err error) {
 	if errors.As(err, &se) {
 		body.Error.State = se.State
 	}
-	var rse *runs.StateError
-	if errors.As(err, &rse) {
-		body.Error.State = action.State(rse.State)
-	}
 	var ae *ambiguousError
 	if errors.As(err, &ae) {
 		body.Error.Matches = ae.matches
@@ -159,9 +161,10 @@ func (s *Server) handleError(c *echo.Context, err error) {
 // (so its message is meant for the caller).
 func isOurs(err error) bool {
 	for _, e := range []error{ErrBadRequest, ErrForbidden, ErrWrongState, ErrAmbiguous, ErrUnprocessable,
-		ErrTooLarge, ErrTooMany, ErrBusy, ErrConflict, store.ErrNotFound, store.ErrExists, auth.ErrUnauthenticated,
+		ErrTooLarge, ErrTooMany, ErrBusy, ErrConflict, store.ErrNotFound, store.ErrExists, store.ErrInvalidQuery, auth.ErrUnauthenticated,
 		auth.ErrInvalid, action.ErrInvalid, jsonbody.ErrInvalid, jsonbody.ErrTooLarge, apiserver.ErrUnsupportedMediaType,
-		runs.ErrInvalid, runs.ErrUnresolvable, runs.ErrWrongState, runs.ErrForbidden, playbook.ErrInvalid} {
+		runs.ErrInvalid, runs.ErrUnresolvable, playbook.ErrInvalid, nodes.ErrConfigured,
+		enroll.ErrDisabled, enroll.ErrInvalid, enroll.ErrRefused, enroll.ErrHeld, tlsutil.ErrBadCSR} {
 		if errors.Is(err, e) {
 			return true
 		}

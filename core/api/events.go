@@ -87,7 +87,7 @@ func (s *Server) listEvents(c *echo.Context) error {
 		if tail > 0 {
 			// The last tail events: sequence numbers have no gaps but for
 			// rolled-back appends, so this is at most tail of them.
-			last, err := store.LatestSeq(ctx, r)
+			last, err := r.LatestSeq(ctx)
 			if err != nil {
 				return err
 			}
@@ -168,7 +168,7 @@ func (s *Server) streamEvents(c *echo.Context) error {
 	if since < 0 {
 		if err := s.st.Read(ctx, func(r store.Reader) error {
 			var err error
-			since, err = store.LatestSeq(ctx, r)
+			since, err = r.LatestSeq(ctx)
 			return err
 		}); err != nil {
 			return err

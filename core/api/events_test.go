@@ -54,34 +54,6 @@ func TestListEvents(t *testing.T) {
 	e.fail(http.MethodGet, "/api/v1/events?limit=zero", "viewer", nil, http.StatusBadRequest)
 }
 
-func TestLatestSeq(t *testing.T) {
-	t.Parallel()
-	e := setup(t)
-	ctx := context.Background()
-	for n := range 40 {
-		var want int64
-		for _, ev := range e.events() {
-			want = max(want, ev.Seq)
-		}
-		var got int64
-		if err := e.st.Read(ctx, func(r store.Reader) error {
-			var err error
-			got, err = store.LatestSeq(ctx, r)
-			return err
-		}); err != nil {
-			t.Fatal(err)
-		}
-		if got != want {
-			t.Fatalf("with %d events: LatestSeq = %d, want %d", n, got, want)
-		}
-		if err := e.st.Update(ctx, func(tx store.Tx) error {
-			return tx.AppendEvent(ctx, &store.Event{Type: store.EventNodeUp, Actor: "core", Message: "x"})
-		}); err != nil {
-			t.Fatal(err)
-		}
-	}
-}
-
 func TestStreamDeliversNewEvents(t *testing.T) {
 	t.Parallel()
 	e := setup(t)

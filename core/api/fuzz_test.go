@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"net/http"
 	"net/http/httptest"
+	"slices"
 	"strings"
 	"testing"
 
@@ -28,6 +29,9 @@ func FuzzCreateDecode(f *testing.F) {
 		`{"cluster_id":"prod","node_id":"db-1","kind":"muster.io/debug.ping","args":{"a":{"b":{"c":[{}]}}}}`,
 		`{"cluster_id":"prod","node_id":"db-1","kind":"muster.io/debug.ping"} trailing`,
 		`{"cluster_id":1}`, `{"CLUSTER_ID":"prod","node_id":"db-1","kind":"a/b"}`,
+		`{"cluster_id":"prod","node_id":"db-1","kind":"a/b","kind":"muster.io/debug.ping"}`,
+		`{"cluster_id":"prod","Node_ID":"db-1","kind":"a/b"}`,
+		`{"cluster_id":"prod","node_id":"db-1","kind":"a/b","args":{"x":1,"x":2}}`,
 		`[]`, `null`, ``, `{`, "\x00", `{"args":{"\ud800":1}}`,
 	} {
 		f.Add([]byte(seed))
@@ -82,13 +86,15 @@ func FuzzCreateDecode(f *testing.F) {
 }
 
 // FuzzListQuery decodes the query string of GET /api/v1/actions: any query is
-// either a 400 or a list query within every cap.
+// either a 400 or a list query within every cap, made of known parameters
+// only.
 func FuzzListQuery(f *testing.F) {
 	for _, seed := range []string{
 		"", "kind=a/b,c/d&state=running,NEW", "sort=created_ts:desc,id:asc&limit=10",
 		"kind=a/b&kind=c/d", "sort=,", "sort=id&sort=id", "state=" + strings.Repeat("DONE,", MaxListValues+1),
 		"kind=" + strings.Repeat(",", MaxListValues), strings.Repeat("x=1&", MaxQueryParams+1),
 		"marker=nope", "limit=0", "limit=501", "%zz", "kind=%2C%2C", "sort=id:sideways", ";;;",
+		"run=3f0c8a52-7e4e-4a8e-9a4e-4f5a3b0f2c11&state=DONE", "run_id=x", "run=&run=", "Run=x", "cluster=a&nodes=b",
 	} {
 		f.Add(seed)
 	}
@@ -98,16 +104,22 @@ func FuzzListQuery(f *testing.F) {
 		req.URL.RawQuery = raw
 		c := e.NewContext(req, httptest.NewRecorder())
 		var q store.ListQuery
-		err := checkQuery(func(c *echo.Context) error {
+		err := checkQuery(onlyParams(func(c *echo.Context) error {
 			var err error
 			q, err = parseList(c)
 			return err
-		})(c)
+		}, actionListParams...))(c)
 		if err != nil {
 			if st, _ := classify(err); st != http.StatusBadRequest {
 				t.Fatalf("query %q: error %v answers %d, not 400", raw, err, st)
 			}
 			return
+		}
+		// The sort fields are the store's to check: a sort it refuses is a 400 too.
+		if _, err := store.SortKeys(q.Sort); err != nil {
+			if st, _ := classify(err); st != http.StatusBadRequest {
+				t.Fatalf("query %q: sort error %v answers %d, not 400", raw, err, st)
+			}
 		}
 		if len(q.States) > MaxListValues || len(q.Kinds) > MaxListValues || len(q.Sort) > MaxListValues {
 			t.Fatalf("query %q: accepted %d states, %d kinds, %d sort keys", raw, len(q.States), len(q.Kinds), len(q.Sort))
@@ -117,6 +129,11 @@ func FuzzListQuery(f *testing.F) {
 		}
 		if q.Marker != "" && !action.ValidID(q.Marker) {
 			t.Fatalf("query %q: accepted marker %q", raw, q.Marker)
+		}
+		for name := range c.QueryParams() {
+			if !slices.Contains(actionListParams, name) {
+				t.Fatalf("query %q: accepted unknown parameter %q", raw, name)
+			}
 		}
 	})
 }

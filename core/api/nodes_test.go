@@ -2,6 +2,7 @@ package api
 
 import (
 	"net/http"
+	"strings"
 	"testing"
 
 	"github.com/musterhq/muster/core/actions"
@@ -113,4 +114,61 @@ func TestForgetEndsTheNodesOpenActions(t *testing.T) {
 		t.Fatalf("action.lost events %+v", lost)
 	}
 	e.fail(http.MethodPost, "/api/v1/clusters/prod/nodes/db-2/forget", "admin", nil, http.StatusNotFound)
+}
+
+// A drain says who and why; a bad body changes nothing; an undrain takes no
+// body; the cluster counts a drained node as drained, not up.
+func TestDrainRecordsWhoAndWhyAndCountsDrained(t *testing.T) {
+	t.Parallel()
+	e := setup(t)
+	e.fail(http.MethodPost, "/api/v1/clusters/prod/nodes/db-1/drain", "op", `{"reason":"x","extra":1}`, http.StatusBadRequest)
+	e.fail(http.MethodPost, "/api/v1/clusters/prod/nodes/db-1/drain", "op",
+		wire.ReasonRequest{Reason: strings.Repeat("x", wire.MaxReason+1)}, http.StatusBadRequest)
+	e.fail(http.MethodPost, "/api/v1/clusters/prod/nodes/db-1/undrain", "op", wire.ReasonRequest{Reason: "x"}, http.StatusBadRequest)
+	if n, _ := e.nodeOf("db-1"); n.Drained || len(e.nodeEvents(store.EventNodeDrained)) != 0 {
+		t.Fatal("a refused drain changed the node")
+	}
+	var n wire.Node
+	e.call(http.MethodPost, "/api/v1/clusters/prod/nodes/db-1/drain", "op", wire.ReasonRequest{Reason: "kernel <b>update</b>"}, http.StatusOK, &n)
+	if n.Status != wire.NodeDrained || n.DrainedBy != "op" || n.DrainReason != "kernel <b>update</b>" {
+		t.Fatalf("drained node %+v", n)
+	}
+	if evs := e.nodeEvents(store.EventNodeDrained); len(evs) != 1 || evs[0].Data["reason"] != "kernel <b>update</b>" {
+		t.Fatalf("node.drained events %+v", evs)
+	}
+	var cl wire.Cluster
+	e.call(http.MethodGet, "/api/v1/clusters/prod", "viewer", nil, http.StatusOK, &cl)
+	if c := cl.NodeCounts; c.Drained != 1 || c.Up != 0 || c.Total != 2 {
+		t.Fatalf("counts with db-1 drained: %+v", c)
+	}
+	var list wire.ClusterList
+	e.call(http.MethodGet, "/api/v1/clusters", "viewer", nil, http.StatusOK, &list)
+	for _, c := range list.Clusters {
+		if c.ID == "prod" && (c.NodeCounts.Drained != 1 || c.NodeCounts.Up != 0) {
+			t.Fatalf("listed counts %+v", c.NodeCounts)
+		}
+	}
+	var un wire.Node
+	e.call(http.MethodPost, "/api/v1/clusters/prod/nodes/db-1/undrain", "op", nil, http.StatusOK, &un)
+	if un.Drained || un.DrainedBy != "" || un.DrainReason != "" {
+		t.Fatalf("undrained node still says %q %q", un.DrainedBy, un.DrainReason)
+	}
+}
+
+// A node of the core's configuration (static) is not forgotten: 409 with
+// the envelope saying to remove it from the configuration; nothing changes.
+func TestForgetOfAConfiguredNodeIsRefused(t *testing.T) {
+	t.Parallel()
+	e := setup(t)
+	a := e.create("op", wire.CreateActionRequest{ClusterID: "prod", NodeID: "db-1", Kind: kindPing})
+	d := e.fail(http.MethodPost, "/api/v1/clusters/prod/nodes/db-1/forget", "admin", nil, http.StatusConflict)
+	if d.Code != wire.CodeConflict || !strings.Contains(d.Message, "remove it from there (core.yaml)") {
+		t.Fatalf("refusal %+v", d)
+	}
+	if _, ok := e.nodeOf("db-1"); !ok {
+		t.Fatal("the refused forget removed the node")
+	}
+	if rec := e.record(a.ID); rec.State.Final() || len(e.nodeEvents(store.EventNodeForgotten)) != 0 {
+		t.Fatalf("the refused forget ended %s or recorded an event", rec.State)
+	}
 }

@@ -90,6 +90,28 @@ func TestAPI3MassAssignmentIsRefusedOrIgnored(t *testing.T) {
 	}
 }
 
+// Issue 17, hardening: a body with a key twice, or a key that names a field
+// only when case is ignored, is a 400 that creates nothing, on every route
+// that decodes a body (they share one decoder).
+func TestAPI3DuplicateAndCaseFoldedKeysAreRefused(t *testing.T) {
+	t.Parallel()
+	e := setup(t)
+	for path, body := range map[string]string{
+		"/api/v1/actions": `{"cluster_id":"prod","node_id":"db-1","kind":"` + kindPing + `","node_id":"db-2"}`,
+		"/api/v1/runs":    `{"Cluster_ID":"prod","stages":[{"kind":"` + kindPing + `","target":{"all":true}}]}`,
+		"/api/v1/tokens":  `{"name":"x","roles":["viewer"],"Roles":["admin"]}`,
+	} {
+		if st, b := e.do(http.MethodPost, path, "admin", body); st != http.StatusBadRequest || !strings.Contains(string(b), "key") {
+			t.Errorf("POST %s %s: %d %s, want a 400 naming the key", path, body, st, b)
+		}
+	}
+	var list wire.ActionList
+	e.call(http.MethodGet, "/api/v1/actions", "viewer", nil, http.StatusOK, &list)
+	if len(list.Actions) != 0 {
+		t.Fatalf("refused bodies created actions: %+v", list.Actions)
+	}
+}
+
 // API4 (unrestricted resource consumption): every limit answers its own
 // clear 4xx and stores nothing.
 func TestAPI4LimitsAnswerAClear4xx(t *testing.T) {

@@ -3,11 +3,14 @@ package api
 import (
 	"context"
 	"errors"
+	"fmt"
 	"net/http"
 	"strconv"
+	"strings"
 
 	"github.com/labstack/echo/v5"
 
+	"github.com/musterhq/muster/core/auth"
 	"github.com/musterhq/muster/core/runs/playbook"
 	"github.com/musterhq/muster/core/store"
 	"github.com/musterhq/muster/shared/wire"
@@ -125,6 +128,13 @@ func (s *Server) planPlaybook(c *echo.Context) error {
 	if err != nil {
 		return err
 	}
+	// A document not stored is parsed for this request only: planning one
+	// needs the role that may apply it (docs/architecture.md, "Runs and
+	// playbooks").
+	if tok := caller(c); req.Document != "" && !auth.Can(tok.Roles, auth.Create) {
+		return fmt.Errorf("%w: token %s (roles %s) may not plan a document that is not stored: apply it first, or ask an operator",
+			ErrForbidden, tok.Name, strings.Join(tok.Roles, ","))
+	}
 	ctx := c.Request().Context()
 	pb, version, err := playbook.Load(ctx, s.st, c.Param("name"), req)
 	if err != nil {
@@ -176,6 +186,9 @@ func (s *Server) startPlaybook(c *echo.Context) error {
 func playbookError(err error) (int, string, bool) {
 	if errors.Is(err, playbook.ErrInvalid) {
 		return http.StatusBadRequest, wire.CodeBadRequest, true
+	}
+	if errors.Is(err, playbook.ErrMoved) {
+		return http.StatusConflict, wire.CodeConflict, true
 	}
 	return 0, "", false
 }

@@ -86,6 +86,7 @@ func TestPlaybookPlanIsWhatStartCreates(t *testing.T) {
 		t.Fatalf("plan created %d actions and %d runs", len(acts.Actions), len(runsBefore.Runs))
 	}
 	var run wire.Run
+	req.Digest = plan.Digest
 	e.call(http.MethodPost, "/api/v1/playbooks/pb/runs", "op", req, http.StatusCreated, &run)
 	if run.Playbook != "pb" || run.PlaybookVersion != 1 || run.Digest != plan.Digest {
 		t.Fatalf("run %+v does not carry the plan (digest %s)", run, plan.Digest)
@@ -105,6 +106,52 @@ func TestPlaybookPlanIsWhatStartCreates(t *testing.T) {
 	}
 }
 
+// Issue 17, item 8: a start names what its plan showed, the version or the
+// plan's digest; a playbook applied again in between makes it a 409, not a
+// run of the newer version recorded as the first person's request.
+func TestPlaybookStartIsTiedToWhatWasPlanned(t *testing.T) {
+	t.Parallel()
+	e := setup(t)
+	e.call(http.MethodPost, "/api/v1/playbooks", "op", wire.ApplyPlaybookRequest{Document: testPlaybook("pb", "")}, http.StatusCreated, nil)
+	var plan wire.Plan
+	e.call(http.MethodPost, "/api/v1/playbooks/pb/plan", "viewer", wire.PlanRequest{ClusterID: "prod"}, http.StatusOK, &plan)
+	// Someone else applies version 2 in between.
+	e.call(http.MethodPost, "/api/v1/playbooks", "admin", wire.ApplyPlaybookRequest{
+		Document: strings.Replace(testPlaybook("pb", ""), "all: true", "nodes: [db-2]", 1)}, http.StatusCreated, nil)
+	for name, tc := range map[string]struct {
+		req    wire.PlanRequest
+		status int
+		want   string
+	}{
+		"neither":            {wire.PlanRequest{ClusterID: "prod"}, http.StatusBadRequest, "the version or the digest"},
+		"the version moved":  {wire.PlanRequest{ClusterID: "prod", Version: plan.Version}, http.StatusConflict, "is at version 2 now"},
+		"the digest changed": {wire.PlanRequest{ClusterID: "prod", Digest: plan.Digest}, http.StatusConflict, "the plan changed"},
+		"a bad digest":       {wire.PlanRequest{ClusterID: "prod", Version: 2, Digest: "nope"}, http.StatusConflict, "the plan changed"},
+	} {
+		var body wire.ErrorBody
+		e.call(http.MethodPost, "/api/v1/playbooks/pb/runs", "op", tc.req, tc.status, &body)
+		if !strings.Contains(body.Error.Message, tc.want) {
+			t.Errorf("%s: %q does not say %q", name, body.Error.Message, tc.want)
+		}
+	}
+	var runs wire.RunList
+	e.call(http.MethodGet, "/api/v1/runs", "viewer", nil, http.StatusOK, &runs)
+	if len(runs.Runs) != 0 {
+		t.Fatalf("refused starts created %d runs", len(runs.Runs))
+	}
+	// What was planned starts: version 1 by its plan's digest, and the
+	// newest by its version.
+	var run wire.Run
+	e.call(http.MethodPost, "/api/v1/playbooks/pb/runs", "op", wire.PlanRequest{ClusterID: "prod", Version: 1, Digest: plan.Digest}, http.StatusCreated, &run)
+	if run.PlaybookVersion != 1 || run.Digest != plan.Digest {
+		t.Fatalf("start of version 1 by digest: version %d, digest %s", run.PlaybookVersion, run.Digest)
+	}
+	e.call(http.MethodPost, "/api/v1/playbooks/pb/runs", "op", wire.PlanRequest{ClusterID: "prod", Version: 2}, http.StatusCreated, &run)
+	if run.PlaybookVersion != 2 {
+		t.Fatalf("start of version 2: version %d", run.PlaybookVersion)
+	}
+}
+
 func TestPlaybookBadInputIsRefusedAndStoresNothing(t *testing.T) {
 	t.Parallel()
 	e := setup(t)
@@ -119,7 +166,7 @@ func TestPlaybookBadInputIsRefusedAndStoresNothing(t *testing.T) {
 		"undefined param":   {"/api/v1/playbooks", wire.ApplyPlaybookRequest{Document: strings.Replace(testPlaybook("pb3", ""), ".msg", ".mesage", 1)}, `undefined parameter "mesage"`},
 		"too large":         {"/api/v1/playbooks", wire.ApplyPlaybookRequest{Document: testPlaybook("pb4", "#"+strings.Repeat("x", 300<<10)+"\n")}, "over the limit"},
 		"wrong param type":  {"/api/v1/playbooks/pb/plan", wire.PlanRequest{ClusterID: "prod", Params: map[string]string{"n": "three"}}, `"three" is not an int`},
-		"unknown param":     {"/api/v1/playbooks/pb/runs", wire.PlanRequest{ClusterID: "prod", Params: map[string]string{"colour": "red"}}, "unknown parameter(s) colour"},
+		"unknown param":     {"/api/v1/playbooks/pb/runs", wire.PlanRequest{ClusterID: "prod", Version: 1, Params: map[string]string{"colour": "red"}}, "unknown parameter(s) colour"},
 		"document on start": {"/api/v1/playbooks/pb/runs", wire.PlanRequest{ClusterID: "prod", Document: testPlaybook("pb", "")}, "apply the document first"},
 	} {
 		t.Run(name, func(t *testing.T) {

@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/musterhq/muster/core/store"
 	"github.com/musterhq/muster/shared/wire"
@@ -23,6 +24,7 @@ var callers = []string{"none", "viewer", "op", "appr", "admin"}
 var roleTable = map[string][5]int{ //        none viewer  op   appr admin
 	"GET /health":                                        {200, 200, 200, 200, 200},
 	"GET /metrics":                                       {200, 200, 200, 200, 200},
+	"GET /api/v1/openapi.json":                           {200, 200, 200, 200, 200},
 	"GET /api/v1/clusters":                               {401, 200, 200, 200, 200},
 	"GET /api/v1/clusters/:cluster":                      {401, 200, 200, 200, 200},
 	"POST /api/v1/clusters/:cluster/orchestrate":         {401, 403, 202, 403, 202},
@@ -56,6 +58,12 @@ var roleTable = map[string][5]int{ //        none viewer  op   appr admin
 	"POST /api/v1/tokens":                                {401, 403, 403, 403, 201},
 	"GET /api/v1/tokens":                                 {401, 403, 403, 403, 200},
 	"DELETE /api/v1/tokens/:name":                        {401, 403, 403, 403, 204},
+	"GET /api/v1/enroll/ca":                              {200, 200, 200, 200, 200},
+	// Only a join token (or an admin's) enrolls; renewal takes the agent's
+	// client certificate, never a bearer token.
+	"POST /api/v1/enroll":                               {401, 403, 403, 403, 201},
+	"POST /api/v1/enroll/renew":                         {401, 401, 401, 401, 401},
+	"POST /api/v1/clusters/:cluster/nodes/:node/revoke": {401, 403, 403, 403, 200},
 }
 
 // fixture makes what one call of a route needs (a fresh action in the right
@@ -69,7 +77,7 @@ func (e *env) fixture(route string, n int) (string, any) {
 	case "POST /api/v1/clusters/:cluster/nodes/:node/forget":
 		node := fmt.Sprintf("gone-%d", n)
 		e.update(func(ctx context.Context, tx store.Tx) error {
-			return tx.PutNode(ctx, &store.Node{ClusterID: "prod", ID: node, Addr: "127.0.0.1:9", Source: store.SourceStatic, Status: store.NodeUnknown})
+			return tx.PutNode(ctx, &store.Node{ClusterID: "prod", ID: node, Addr: "127.0.0.1:9", Source: store.SourceGossip, Status: store.NodeUnknown})
 		})
 		path = strings.ReplaceAll(path, "db-1", node)
 	case "POST /api/v1/actions":
@@ -104,8 +112,22 @@ func (e *env) fixture(route string, n int) (string, any) {
 		e.call(http.MethodPost, "/api/v1/playbooks", "op", wire.ApplyPlaybookRequest{Document: testPlaybook(name, "")}, http.StatusCreated, nil)
 		path = strings.ReplaceAll(path, ":name", name)
 		if !strings.HasPrefix(route, "GET") {
-			body = wire.PlanRequest{ClusterID: "prod"}
+			body = wire.PlanRequest{ClusterID: "prod", Version: 1}
 		}
+	case "POST /api/v1/enroll":
+		node := fmt.Sprintf("enrolled-%d", n)
+		csr, _ := csrFor(e.t, node)
+		body = wire.EnrollRequest{NodeID: node, ClusterID: "prod", CSR: csr}
+	case "POST /api/v1/enroll/renew":
+		csr, _ := csrFor(e.t, "db-1")
+		body = wire.RenewRequest{CSR: csr}
+	case "POST /api/v1/clusters/:cluster/nodes/:node/revoke":
+		node := fmt.Sprintf("revoked-%d", n)
+		e.update(func(ctx context.Context, tx store.Tx) error {
+			return tx.InsertAgentCert(ctx, &store.AgentCert{Serial: fmt.Sprintf("%x", n), ClusterID: "prod", NodeID: node,
+				NotBefore: time.Now(), NotAfter: time.Now().Add(time.Hour), IssuedTS: time.Now(), IssuedBy: "join"})
+		})
+		path = strings.ReplaceAll(path, "db-1", node)
 	case "POST /api/v1/tokens":
 		body = wire.CreateTokenRequest{Name: fmt.Sprintf("new-%d", n), Roles: []string{"viewer"}}
 	case "DELETE /api/v1/tokens/:name":
@@ -135,6 +157,18 @@ func TestAPI5RoleTable(t *testing.T) {
 			t.Errorf("the role table names %s, which is not registered", key)
 		}
 	}
+	documented := map[string]bool{}
+	for _, key := range loadContract(t).Operations() {
+		documented[key] = true
+		if !registered[key] {
+			t.Errorf("openapi.yaml documents %s, which is not registered", key)
+		}
+	}
+	for key := range registered {
+		if !documented[key] {
+			t.Errorf("route %s is missing from openapi.yaml", key)
+		}
+	}
 	if t.Failed() {
 		t.FailNow()
 	}
@@ -159,6 +193,24 @@ func TestAPI5RoleTable(t *testing.T) {
 					t.Fatalf("status %d (%s), want %d", status, b, want[i])
 				}
 			})
+		}
+	}
+}
+
+// Issue 17, item 1: planning a document that is not stored runs the
+// parser on whatever the caller sends, so it needs the operator role (the
+// role that may apply it); planning a stored playbook stays open to viewers.
+func TestPlanningAnUnstoredDocumentNeedsTheOperatorRole(t *testing.T) {
+	t.Parallel()
+	e := setup(t)
+	want := [5]int{401, 403, 200, 403, 200} // none viewer op appr admin
+	for i, who := range callers {
+		if who == "none" {
+			who = ""
+		}
+		body := wire.PlanRequest{ClusterID: "prod", Document: testPlaybook("unsaved", "")}
+		if status, b := e.do(http.MethodPost, "/api/v1/playbooks/unsaved/plan", who, body); status != want[i] {
+			t.Errorf("plan of a document as %q: status %d (%s), want %d", callers[i], status, b, want[i])
 		}
 	}
 }

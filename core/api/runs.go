@@ -10,6 +10,7 @@ import (
 
 	"github.com/labstack/echo/v5"
 
+	"github.com/musterhq/muster/core/actions"
 	"github.com/musterhq/muster/core/auth"
 	"github.com/musterhq/muster/core/runs"
 	"github.com/musterhq/muster/core/store"
@@ -44,8 +45,8 @@ func resolveRun(ctx context.Context, r store.Reader, ref string) (*store.Run, er
 	return nil, &ambiguousError{prefix: ref, matches: ids}
 }
 
-func (s *Server) who(c *echo.Context) runs.Who {
-	return runs.Who{Name: caller(c).Name, Addr: clientAddr(c)}
+func (s *Server) who(c *echo.Context) actions.Actor {
+	return actions.Actor{Name: caller(c).Name, Addr: clientAddr(c)}
 }
 
 func (s *Server) createRun(c *echo.Context) error {
@@ -177,9 +178,9 @@ func (s *Server) showRun(c *echo.Context) error {
 	return c.JSON(http.StatusOK, out)
 }
 
-// runBody reads the optional body of a run call into into: nil means the
-// call takes none, and any body is refused.
-func runBody(c *echo.Context, into any) error {
+// optionalBody reads the optional body of a call (a run's change, a drain)
+// into into: nil means the call takes none, and any body is refused.
+func optionalBody(c *echo.Context, into any) error {
 	body, err := readBody(c)
 	if err != nil || len(strings.TrimSpace(string(body))) == 0 {
 		return err
@@ -200,7 +201,7 @@ func runBody(c *echo.Context, into any) error {
 // engine change on the run named by the path, and answers the run as it is
 // after it, nudging a pass of its cluster.
 func (s *Server) changeRun(c *echo.Context, body any, fn func(ctx context.Context, tx store.Tx, id string) (*store.Run, error)) error {
-	if err := runBody(c, body); err != nil {
+	if err := optionalBody(c, body); err != nil {
 		return err
 	}
 	ctx := c.Request().Context()
@@ -260,18 +261,14 @@ func (s *Server) cancelRun(c *echo.Context) error {
 	})
 }
 
-// runError maps the run engine's errors to the API's.
+// runError maps the run specs' errors to the API's; a run's state and
+// forbidden errors are the action rules' and map with them.
 func runError(err error) (int, string, bool) {
-	var se *runs.StateError
 	switch {
-	case errors.As(err, &se), errors.Is(err, runs.ErrWrongState):
-		return http.StatusConflict, wire.CodeConflict, true
 	case errors.Is(err, runs.ErrInvalid):
 		return http.StatusBadRequest, wire.CodeBadRequest, true
 	case errors.Is(err, runs.ErrUnresolvable):
 		return http.StatusUnprocessableEntity, wire.CodeUnprocessable, true
-	case errors.Is(err, runs.ErrForbidden):
-		return http.StatusForbidden, wire.CodeForbidden, true
 	}
 	return 0, "", false
 }

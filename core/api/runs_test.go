@@ -205,3 +205,50 @@ func TestRunWithoutApprovalRuleStartsAtOnce(t *testing.T) {
 		t.Fatalf("run %s with %d children; want RUNNING with its first wave", run.State, len(e.runChildren(run.ID)))
 	}
 }
+
+// A run's child says which run, stage and wave it belongs to, in the list
+// and in show; ?run=ID lists exactly a run's children; a misspelt filter
+// (?run_id=) is a 400 naming it, never the whole list.
+func TestRunChildrenAreListedByRunAndSayWhereTheyBelong(t *testing.T) {
+	t.Parallel()
+	e := setup(t)
+	r := e.createRun("op", oneStageRun(kindPing))
+	e.call(http.MethodPost, "/api/v1/runs/"+r.ID+"/approve", "appr", nil, http.StatusOK, nil)
+	own := e.create("op", wire.CreateActionRequest{ClusterID: "prod", NodeID: "db-1", Kind: kindPing})
+	var list wire.ActionList
+	e.call(http.MethodGet, "/api/v1/actions?run="+r.ID, "viewer", nil, http.StatusOK, &list)
+	if len(list.Actions) != 1 {
+		t.Fatalf("?run= listed %d actions, want the run's one child", len(list.Actions))
+	}
+	kid := list.Actions[0]
+	if kid.RunID != r.ID || kid.Stage != r.Stages[0].Name || kid.Wave != 1 || kid.ID == own.ID {
+		t.Fatalf("child %+v", kid)
+	}
+	var shown action.Action
+	e.call(http.MethodGet, "/api/v1/actions/"+kid.ID, "viewer", nil, http.StatusOK, &shown)
+	if shown.RunID != r.ID || shown.Stage != kid.Stage || shown.Wave != 1 {
+		t.Fatalf("shown child %+v", shown)
+	}
+	_, b := e.do(http.MethodGet, "/api/v1/actions/"+own.ID, "viewer", nil)
+	if strings.Contains(string(b), `"run_id"`) {
+		t.Fatalf("an action of its own carries run fields: %s", b)
+	}
+	e.call(http.MethodGet, "/api/v1/actions?run=nope", "viewer", nil, http.StatusOK, &list)
+	if len(list.Actions) != 0 {
+		t.Fatalf("?run= of no run listed %d", len(list.Actions))
+	}
+	for _, path := range []string{
+		"/api/v1/actions?run_id=" + r.ID, "/api/v1/runs?clster=prod", "/api/v1/nodes?node=db-1",
+		"/api/v1/clusters?x=1", "/api/v1/events?run=" + r.ID, "/api/v1/tokens?all=1", "/api/v1/runs/" + r.ID + "?grid=1",
+	} {
+		who := "viewer"
+		if strings.HasPrefix(path, "/api/v1/tokens") {
+			who = "admin"
+		}
+		d := e.fail(http.MethodGet, path, who, nil, http.StatusBadRequest)
+		name, _, _ := strings.Cut(path[strings.Index(path, "?")+1:], "=")
+		if d.Code != wire.CodeBadRequest || !strings.Contains(d.Message, `unknown query parameter "`+name+`"`) {
+			t.Fatalf("%s: %+v", path, d)
+		}
+	}
+}

@@ -18,9 +18,11 @@ import (
 
 	"github.com/musterhq/muster/core/approval"
 	"github.com/musterhq/muster/core/auth"
+	"github.com/musterhq/muster/core/enroll"
 	"github.com/musterhq/muster/core/store"
 	"github.com/musterhq/muster/core/store/sqlite"
 	"github.com/musterhq/muster/shared/action"
+	"github.com/musterhq/muster/shared/apicontract"
 	"github.com/musterhq/muster/shared/client"
 	"github.com/musterhq/muster/shared/wire"
 )
@@ -76,6 +78,22 @@ func (s *syncBuffer) String() string {
 	return s.b.String()
 }
 
+var contract struct {
+	once sync.Once
+	spec *apicontract.Spec
+	err  error
+}
+
+// loadContract loads openapi.yaml once for every test.
+func loadContract(t *testing.T) *apicontract.Spec {
+	t.Helper()
+	contract.once.Do(func() { contract.spec, contract.err = apicontract.Load(OpenAPIDocument) })
+	if contract.err != nil {
+		t.Fatal(contract.err)
+	}
+	return contract.spec
+}
+
 type env struct {
 	t      *testing.T
 	st     *sqlite.Store
@@ -105,12 +123,23 @@ func setup(t *testing.T, opts ...func(*Config)) *env {
 	for _, o := range opts {
 		o(&cfg)
 	}
+	if cfg.Enroll == nil {
+		ca := testCA(t)
+		cfg.Enroll = enroll.New(enroll.Config{CA: ca.CA, Bundle: ca.pem, GossipKey: "Z29zc2lw"}, st, nil)
+	}
 	n := &nudges{}
 	srv := New(cfg, st, n, slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug})))
 	ts := httptest.NewServer(srv.Handler())
+	// Every exchange through the test server's client is checked against
+	// the OpenAPI document (openapi.yaml).
+	contract := loadContract(t).Transport(ts.Client().Transport)
+	ts.Client().Transport = contract
 	t.Cleanup(func() {
 		srv.Close()
 		ts.Close()
+		for _, p := range contract.Problems() {
+			t.Errorf("openapi contract: %s", p)
+		}
 	})
 	e := &env{t: t, st: st, srv: srv, ts: ts, nudges: n, logs: logs, reg: reg, secrets: map[string]string{}}
 

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net/http"
 	"slices"
+	"time"
 
 	"github.com/labstack/echo/v5"
 
@@ -26,11 +27,18 @@ func (s *Server) createToken(c *echo.Context) error {
 	if err != nil {
 		return err
 	}
-	secret, err := auth.CreateToken(c.Request().Context(), s.st, req.Name, roles, caller(c).Name, clientAddr(c))
+	o := auth.Options{ClusterID: req.ClusterID, Uses: req.Uses}
+	if req.TTL != "" {
+		if o.TTL, err = time.ParseDuration(req.TTL); err != nil || o.TTL <= 0 {
+			return badRequest("ttl %q is not a positive Go duration such as 24h", req.TTL)
+		}
+	}
+	secret, tok, err := auth.CreateTokenWith(c.Request().Context(), s.st, req.Name, roles, o, caller(c).Name, clientAddr(c))
 	if err != nil {
 		return err
 	}
-	return c.JSON(http.StatusCreated, wire.TokenSecret{Name: req.Name, Roles: roles, Token: secret})
+	return c.JSON(http.StatusCreated, wire.TokenSecret{Name: req.Name, Roles: roles, Token: secret,
+		ExpiresTS: tok.ExpiresTS, ClusterID: tok.ClusterID, UsesLeft: tok.UsesLeft})
 }
 
 func (s *Server) listTokens(c *echo.Context) error {
@@ -39,7 +47,8 @@ func (s *Server) listTokens(c *echo.Context) error {
 	err := s.st.Read(ctx, func(r store.Reader) error {
 		toks, err := r.Tokens(ctx)
 		for _, t := range toks {
-			out.Tokens = append(out.Tokens, wire.Token{Name: t.Name, Roles: t.Roles, CreatedTS: t.CreatedTS})
+			out.Tokens = append(out.Tokens, wire.Token{Name: t.Name, Roles: t.Roles, CreatedTS: t.CreatedTS,
+				ExpiresTS: t.ExpiresTS, ClusterID: t.ClusterID, UsesLeft: t.UsesLeft})
 		}
 		return err
 	})

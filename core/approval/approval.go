@@ -10,8 +10,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/bmatcuk/doublestar/v4"
-
+	"github.com/musterhq/muster/core/glob"
 	"github.com/musterhq/muster/shared/action"
 	"github.com/musterhq/muster/shared/config"
 )
@@ -60,7 +59,7 @@ func (p Policy) Validate() config.Errors {
 			errs.Add(fmt.Sprintf("approval.rules[%d].approval", i), "%q is not %q or %q", r.Approval, Required, None)
 		}
 		for _, f := range []struct{ name, glob string }{{"kind", r.Kind}, {"cluster", r.Cluster}} {
-			if !ValidGlob(f.glob) {
+			if !glob.Valid(f.glob) {
 				errs.Add(fmt.Sprintf("approval.rules[%d].%s", i, f.name), "bad glob %q (an unclosed [ or {, or a trailing \\)", f.glob)
 			}
 		}
@@ -72,35 +71,50 @@ func (p Policy) Validate() config.Errors {
 // The first matching rule decides; otherwise Default does.
 func (p Policy) NeedsApproval(kind, cluster string) bool {
 	for _, r := range p.Rules {
-		if Glob(r.Kind, kind) && Glob(r.Cluster, cluster) {
+		if glob.Match(r.Kind, kind) && glob.Match(r.Cluster, cluster) {
 			return r.Approval != None
 		}
 	}
 	return p.Default != None
 }
 
-// Glob matches a kind or a cluster id against pattern, the one glob syntax of
-// the core's configuration (docs/core.md, "Approval, tokens and roles"): that of
-// doublestar, where "*" and "?" stay within one "/" segment, "**" as a whole
-// segment crosses "/" (so example.com/** covers example.com/db/backup), and
-// [class] and {a,b} are supported. An empty pattern, or a lone "*", matches
-// everything. Check patterns with ValidGlob when the configuration loads.
-func Glob(pattern, s string) bool {
-	if pattern == "" || pattern == "*" {
-		return true
-	}
-	ok, err := doublestar.Match(pattern, s)
-	return err == nil && ok
-}
-
-// ValidGlob reports whether Glob can read pattern: no unclosed [ or {, no
-// trailing backslash.
-func ValidGlob(pattern string) bool { return doublestar.ValidatePattern(pattern) }
-
 // SamePerson reports whether a requester and an approver are the same person,
 // for four-eyes approval. Names are compared ignoring case, as token names are
 // unique ignoring case: Alice may not approve what alice requested.
 func SamePerson(requester, approver string) bool { return strings.EqualFold(requester, approver) }
+
+// Refusal is why a person may not approve (or reject) something;
+// MayDecide when they may.
+type Refusal int
+
+const (
+	// MayDecide: nothing stands in the way.
+	MayDecide Refusal = iota
+	// OwnRequest: they asked for it, and self-approval is off.
+	OwnRequest
+	// AppliedPlaybook: they applied the playbook version it was made from,
+	// and self-approval is off (four eyes over the content too).
+	AppliedPlaybook
+	// NoRole: their roles do not include approving.
+	NoRole
+)
+
+// MayApprove is the one answer to "may this person approve?", used by the
+// action and run rules and by the web UI alike: approver, whose roles grant
+// approving when hasRole, deciding what requester asked for, made from a
+// playbook version applied by applier ("" for none). Names are compared
+// with SamePerson. It does not look at the approval window.
+func (p Policy) MayApprove(requester, applier, approver string, hasRole bool) Refusal {
+	switch {
+	case SamePerson(requester, approver) && !p.SelfApproval:
+		return OwnRequest
+	case applier != "" && SamePerson(applier, approver) && !p.SelfApproval:
+		return AppliedPlaybook
+	case !hasRole:
+		return NoRole
+	}
+	return MayDecide
+}
 
 // Digest is a fingerprint of what an approver signs off: kind, args
 // (canonical), cluster and node. An action whose digest no longer matches its

@@ -151,3 +151,31 @@ func TestDigestBindsContent(t *testing.T) {
 		}
 	}
 }
+
+// MayApprove is the one rule of who may decide: not the requester (names
+// ignoring case) nor the playbook's applier unless self-approval is on, and
+// only with the approver role.
+func TestMayApprove(t *testing.T) {
+	t.Parallel()
+	strict, lax := DefaultPolicy(), DefaultPolicy()
+	lax.SelfApproval = true
+	for _, c := range []struct {
+		name                         string
+		p                            Policy
+		requester, applier, approver string
+		role                         bool
+		want                         Refusal
+	}{
+		{"another approver", strict, "alice", "", "bob", true, MayDecide},
+		{"the requester", strict, "alice", "", "Alice", true, OwnRequest},
+		{"the requester, self-approval on", lax, "alice", "", "alice", true, MayDecide},
+		{"the applier", strict, "alice", "carol", "CAROL", true, AppliedPlaybook},
+		{"the applier, self-approval on", lax, "alice", "carol", "carol", true, MayDecide},
+		{"without the role", strict, "alice", "", "bob", false, NoRole},
+		{"the requester without the role", strict, "alice", "", "alice", false, OwnRequest},
+	} {
+		if got := c.p.MayApprove(c.requester, c.applier, c.approver, c.role); got != c.want {
+			t.Errorf("%s: %v, want %v", c.name, got, c.want)
+		}
+	}
+}

@@ -52,16 +52,22 @@ const (
 	Drain Permission = "drain"
 	// Forget removes a node for good, ending its open actions.
 	Forget Permission = "forget"
+	// Enroll sends an agent's certificate signing request (a join token).
+	Enroll Permission = "enroll"
+	// Revoke puts a node's certificates on the revocation list.
+	Revoke Permission = "revoke"
 )
 
 // Permissions lists every permission.
-var Permissions = []Permission{Read, Create, Cancel, Retry, Orchestrate, Approve, Reject, Tokens, Drain, Forget}
+var Permissions = []Permission{Read, Create, Cancel, Retry, Orchestrate, Approve, Reject, Tokens, Drain, Forget, Enroll, Revoke}
 
 // Roles lists every role, least powerful first.
-var Roles = []string{store.RoleViewer, store.RoleOperator, store.RoleApprover, store.RoleAdmin}
+var Roles = []string{store.RoleEnroll, store.RoleViewer, store.RoleOperator, store.RoleApprover, store.RoleAdmin}
 
-// grants is the one table of what each role may do. admin may do everything.
+// grants is the one table of what each role may do. admin may do everything;
+// enroll may only enroll.
 var grants = map[string][]Permission{
+	store.RoleEnroll:   {Enroll},
 	store.RoleViewer:   {Read},
 	store.RoleOperator: {Read, Create, Cancel, Retry, Orchestrate, Drain},
 	store.RoleApprover: {Read, Approve, Reject},
@@ -150,7 +156,54 @@ func Authenticate(ctx context.Context, r store.Reader, secret string) (*store.To
 	if subtle.ConstantTimeCompare([]byte(t.Hash), []byte(h)) != 1 {
 		return nil, fmt.Errorf("%w: unknown or revoked token", ErrUnauthenticated)
 	}
+	if t.Expired(time.Now()) {
+		return nil, fmt.Errorf("%w: token %s expired at %s", ErrUnauthenticated, t.Name, t.ExpiresTS.Format(time.RFC3339))
+	}
 	return t, nil
+}
+
+// DefaultJoinTTL is the lifetime of a join token made without a TTL.
+const DefaultJoinTTL = 24 * time.Hour
+
+// Options are what a token may carry beyond its name and roles: a TTL (any
+// token), and for a join token (role enroll, alone) its cluster and a use
+// count.
+type Options struct {
+	TTL       time.Duration
+	ClusterID string
+	// Uses is the number of enrollments allowed (nil: no count).
+	Uses *int
+}
+
+// CheckOptions validates o against roles (checked by CheckToken) and
+// returns it with a join token's default TTL.
+func CheckOptions(roles []string, o Options) (Options, error) {
+	join := slices.Contains(roles, store.RoleEnroll)
+	if o.TTL < 0 {
+		return o, fmt.Errorf("%w: ttl %s is negative", ErrInvalid, o.TTL)
+	}
+	if !join {
+		if o.ClusterID != "" || o.Uses != nil {
+			return o, fmt.Errorf("%w: cluster and uses are for join tokens (role %s)", ErrInvalid, store.RoleEnroll)
+		}
+		return o, nil
+	}
+	if len(roles) != 1 {
+		return o, fmt.Errorf("%w: role %s goes alone: a join token can do nothing else", ErrInvalid, store.RoleEnroll)
+	}
+	if o.ClusterID == "" {
+		return o, fmt.Errorf("%w: a join token needs a cluster (the only one it may enroll into)", ErrInvalid)
+	}
+	if err := names.CheckID(o.ClusterID); err != nil {
+		return o, fmt.Errorf("%w: cluster: %w", ErrInvalid, err)
+	}
+	if o.Uses != nil && *o.Uses < 1 {
+		return o, fmt.Errorf("%w: uses must be at least 1, got %d", ErrInvalid, *o.Uses)
+	}
+	if o.TTL == 0 {
+		o.TTL = DefaultJoinTTL
+	}
+	return o, nil
 }
 
 // CreateToken stores a new token named name with roles, appends a
@@ -158,39 +211,74 @@ func Authenticate(ctx context.Context, r store.Reader, secret string) (*store.To
 // secret is shown to the caller once and stored nowhere: only its hash is
 // kept. A name already in use, ignoring case, is store.ErrExists.
 func CreateToken(ctx context.Context, st store.Store, name string, roles []string, actor, clientAddr string) (string, error) {
+	secret, _, err := CreateTokenWith(ctx, st, name, roles, Options{}, actor, clientAddr)
+	return secret, err
+}
+
+// CreateTokenWith is CreateToken with Options; it returns the token as
+// stored too.
+func CreateTokenWith(ctx context.Context, st store.Store, name string, roles []string, o Options, actor, clientAddr string) (string, *store.Token, error) {
 	roles, err := CheckToken(name, roles)
 	if err != nil {
-		return "", err
+		return "", nil, err
+	}
+	if o, err = CheckOptions(roles, o); err != nil {
+		return "", nil, err
 	}
 	secret, err := NewSecret()
 	if err != nil {
-		return "", err
+		return "", nil, err
 	}
+	var t *store.Token
 	err = st.Update(ctx, func(tx store.Tx) error {
-		return insertToken(ctx, tx, name, roles, secret, actor, clientAddr)
+		t, err = insertToken(ctx, tx, name, roles, o, secret, actor, clientAddr)
+		return err
 	})
 	if err != nil {
-		return "", err
+		return "", nil, err
 	}
-	return secret, nil
+	return secret, t, nil
 }
 
-func insertToken(ctx context.Context, tx store.Tx, name string, roles []string, secret, actor, clientAddr string) error {
-	now := time.Now().UTC()
-	t := &store.Token{Name: name, Roles: roles, Hash: Hash(secret), CreatedTS: now}
+func insertToken(ctx context.Context, tx store.Tx, name string, roles []string, o Options, secret, actor, clientAddr string) (*store.Token, error) {
+	now := time.Now().UTC().Round(time.Microsecond)
+	t := &store.Token{Name: name, Roles: roles, Hash: Hash(secret), CreatedTS: now, ClusterID: o.ClusterID}
+	if o.TTL > 0 {
+		exp := now.Add(o.TTL).Round(time.Microsecond)
+		t.ExpiresTS = &exp
+	}
+	if o.Uses != nil {
+		n := *o.Uses
+		t.UsesLeft = &n
+	}
+	data := map[string]any{"name": name, "roles": roles}
+	msg := fmt.Sprintf("token %s created with roles %s", name, strings.Join(roles, ","))
+	if t.ClusterID != "" {
+		data["cluster_id"] = t.ClusterID
+		msg += " for cluster " + t.ClusterID
+	}
+	if t.UsesLeft != nil {
+		data["uses"] = *t.UsesLeft
+		msg += fmt.Sprintf(", %d uses", *t.UsesLeft)
+	}
+	if t.ExpiresTS != nil {
+		data["expires_ts"] = t.ExpiresTS.Format(time.RFC3339)
+		msg += ", expires " + t.ExpiresTS.Format(time.RFC3339)
+	}
 	if err := tx.InsertToken(ctx, t); err != nil {
 		if errors.Is(err, store.ErrExists) {
-			return fmt.Errorf("token %q: %w (names are unique ignoring case)", name, err)
+			return nil, fmt.Errorf("token %q: %w (names are unique ignoring case)", name, err)
 		}
-		return fmt.Errorf("insert token: %w", err)
+		return nil, fmt.Errorf("insert token: %w", err)
 	}
-	return tx.AppendEvent(ctx, &store.Event{
+	return t, tx.AppendEvent(ctx, &store.Event{
 		TS:         now,
 		Type:       store.EventTokenCreated,
 		Actor:      actor,
 		ClientAddr: clientAddr,
-		Message:    fmt.Sprintf("token %s created with roles %s", name, strings.Join(roles, ",")),
-		Data:       map[string]any{"name": name, "roles": roles},
+		ClusterID:  t.ClusterID,
+		Message:    msg,
+		Data:       data,
 	})
 }
 

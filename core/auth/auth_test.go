@@ -4,12 +4,14 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
 	"os"
 	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/musterhq/muster/core/auth"
 	"github.com/musterhq/muster/core/store"
@@ -33,6 +35,7 @@ func setup(t *testing.T) *sqlite.Store {
 func TestCanTable(t *testing.T) {
 	t.Parallel()
 	want := map[string][]auth.Permission{
+		store.RoleEnroll:   {auth.Enroll},
 		store.RoleViewer:   {auth.Read},
 		store.RoleOperator: {auth.Read, auth.Create, auth.Cancel, auth.Retry, auth.Orchestrate, auth.Drain},
 		store.RoleApprover: {auth.Read, auth.Approve, auth.Reject},
@@ -296,5 +299,54 @@ func TestBootstrapReplicasMakeOneToken(t *testing.T) {
 	}
 	if len(files) != 1 {
 		t.Fatalf("admin.token in %d directories, want 1", len(files))
+	}
+}
+
+// TestJoinTokenOptions: a join token needs its cluster and goes alone; cluster
+// and uses are refused on other tokens; a join token without a TTL gets the
+// default one; an expired token no longer authenticates.
+func TestJoinTokenOptions(t *testing.T) {
+	t.Parallel()
+	st := setup(t)
+	ctx := context.Background()
+	uses, zero := 3, 0
+	bad := []struct {
+		name  string
+		roles []string
+		o     auth.Options
+	}{
+		{"join without cluster", []string{store.RoleEnroll}, auth.Options{}},
+		{"join with another role", []string{store.RoleEnroll, store.RoleViewer}, auth.Options{ClusterID: "prod"}},
+		{"cluster on a viewer", []string{store.RoleViewer}, auth.Options{ClusterID: "prod"}},
+		{"uses on a viewer", []string{store.RoleViewer}, auth.Options{Uses: &uses}},
+		{"zero uses", []string{store.RoleEnroll}, auth.Options{ClusterID: "prod", Uses: &zero}},
+		{"bad cluster", []string{store.RoleEnroll}, auth.Options{ClusterID: "no such/cluster"}},
+		{"negative ttl", []string{store.RoleViewer}, auth.Options{TTL: -time.Hour}},
+	}
+	for i, c := range bad {
+		if _, _, err := auth.CreateTokenWith(ctx, st, fmt.Sprintf("bad-%d", i), c.roles, c.o, "admin", ""); !errors.Is(err, auth.ErrInvalid) {
+			t.Errorf("%s: %v, want ErrInvalid", c.name, err)
+		}
+	}
+	_, tok, err := auth.CreateTokenWith(ctx, st, "join", []string{store.RoleEnroll}, auth.Options{ClusterID: "prod", Uses: &uses}, "admin", "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if tok.ExpiresTS == nil || tok.ExpiresTS.Sub(tok.CreatedTS) != auth.DefaultJoinTTL || tok.ClusterID != "prod" || *tok.UsesLeft != 3 {
+		t.Fatalf("join token = %+v", tok)
+	}
+	secret, _, err := auth.CreateTokenWith(ctx, st, "brief", []string{store.RoleViewer}, auth.Options{TTL: time.Microsecond}, "admin", "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(time.Second)
+	for {
+		err = st.Read(ctx, func(r store.Reader) error { _, err := auth.Authenticate(ctx, r, secret); return err })
+		if err != nil || time.Now().After(deadline) {
+			break
+		}
+	}
+	if !errors.Is(err, auth.ErrUnauthenticated) || !strings.Contains(err.Error(), "expired") {
+		t.Fatalf("expired token: %v, want ErrUnauthenticated naming the expiry", err)
 	}
 }

@@ -46,7 +46,8 @@ func Bootstrap(ctx context.Context, st store.Store, dataDir string, log *slog.Lo
 			return err
 		}
 		created, wrote = true, true
-		return insertToken(ctx, tx, BootstrapName, []string{store.RoleAdmin}, secret, "core", "")
+		_, ierr := insertToken(ctx, tx, BootstrapName, []string{store.RoleAdmin}, Options{}, secret, store.ActorCore, "")
+		return ierr
 	})
 	if wrote && (err != nil || !created) {
 		// Another replica made the token first (this Update ran again and

@@ -9,9 +9,9 @@ package budget
 import (
 	"fmt"
 	"maps"
-	"path"
 	"slices"
 
+	"github.com/musterhq/muster/core/glob"
 	"github.com/musterhq/muster/core/store"
 	"github.com/musterhq/muster/shared/action"
 	"github.com/musterhq/muster/shared/limit"
@@ -19,8 +19,9 @@ import (
 	"github.com/musterhq/muster/shared/config"
 )
 
-// KindRule marks the kinds matching a glob (path.Match syntax, as approval
-// rules: "*" alone matches every kind) as disruptive or not. It is one entry of the core's `kinds:` configuration.
+// KindRule marks the kinds matching a glob (glob.Match, the syntax of the
+// approval rules: "*" alone matches every kind, example.com/** every kind
+// below example.com/) as disruptive or not. It is one entry of the core's `kinds:` configuration.
 type KindRule struct {
 	Kind       string `mapstructure:"kind" yaml:"kind"`
 	Disruptive bool   `mapstructure:"disruptive" yaml:"disruptive"`
@@ -43,7 +44,7 @@ func ValidateKinds(rules []KindRule) config.Errors {
 			errs.Add(fmt.Sprintf("kinds[%d].kind", i), "required (a kind or a glob such as example.com/db.*)")
 			continue
 		}
-		if _, err := path.Match(r.Kind, ""); err != nil {
+		if !glob.Valid(r.Kind) {
 			errs.Add(fmt.Sprintf("kinds[%d].kind", i), "bad glob %q", r.Kind)
 		}
 	}
@@ -53,10 +54,7 @@ func ValidateKinds(rules []KindRule) config.Errors {
 // Disruptive reports whether actions of kind count against a budget.
 func (p Policy) Disruptive(kind string) bool {
 	for _, r := range p.Kinds {
-		if r.Kind == "*" {
-			return r.Disruptive
-		}
-		if ok, err := path.Match(r.Kind, kind); err == nil && ok {
+		if glob.Match(r.Kind, kind) {
 			return r.Disruptive
 		}
 	}

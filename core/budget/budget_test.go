@@ -42,6 +42,23 @@ func TestDisruptiveFirstRuleDecides(t *testing.T) {
 	}
 }
 
+// Issue 17, item 5: a kind rule's glob is the approval rules' glob, so
+// example.com/** covers nested kinds such as example.com/os/reboot (path.Match
+// matched none of them, and the budget let them all run at once).
+func TestNestedKindsMatchTheBudgetsGlob(t *testing.T) {
+	t.Parallel()
+	p := Policy{Kinds: []KindRule{{Kind: "example.com/os/status", Disruptive: false}, {Kind: "example.com/**", Disruptive: true}}}
+	for kind, want := range map[string]bool{"example.com/os/reboot": true, "example.com/a/b/c": true, restart: true,
+		"example.com/os/status": false, "example.org/os/reboot": false} {
+		if got := p.Disruptive(kind); got != want {
+			t.Errorf("Disruptive(%s) = %v, want %v", kind, got, want)
+		}
+	}
+	if errs := ValidateKinds([]KindRule{{Kind: "example.com/**"}, {Kind: "example.com/{a,b"}}); len(errs) != 1 {
+		t.Fatalf("ValidateKinds: %v, want one error (the unclosed {)", errs)
+	}
+}
+
 func TestUsageCountsDownNodesAndDisruptiveActions(t *testing.T) {
 	t.Parallel()
 	p := Policy{MaxUnavailable: map[string]limit.Limit{"c": mustLimit(t, "40%")},

@@ -14,7 +14,6 @@ import (
 	"maps"
 	"reflect"
 	"sort"
-	"time"
 
 	"github.com/musterhq/muster/core/actions"
 	corenodes "github.com/musterhq/muster/core/nodes"
@@ -294,34 +293,28 @@ func Sync(ctx context.Context, st store.Store, extra []string, sources ...Source
 			}
 		}
 		for _, n := range res.Joined {
-			err := tx.PutNode(ctx, &store.Node{ClusterID: n.ClusterID, ID: n.ID, Addr: n.Addr,
+			err := corenodes.Save(ctx, tx, &store.Node{ClusterID: n.ClusterID, ID: n.ID, Addr: n.Addr,
 				Source: n.Source, Status: store.NodeUnknown, Labels: n.Labels})
 			if err != nil {
 				return err
 			}
-			if err := tx.AppendEvent(ctx, &store.Event{Type: store.EventNodeJoined, Actor: "core",
+			if err := tx.AppendEvent(ctx, &store.Event{Type: store.EventNodeJoined, Actor: actions.ActorCore,
 				ClusterID: n.ClusterID, NodeID: n.ID,
 				Message: fmt.Sprintf("node %s joined at %s (%s)", n.ID, n.Addr, n.Source)}); err != nil {
 				return err
 			}
 		}
 		for _, n := range res.Moved {
-			cur, err := tx.Node(ctx, n.ClusterID, n.ID)
-			if err != nil {
-				return err
-			}
-			cur.Addr, cur.Source, cur.UpdatedTS = n.Addr, n.Source, time.Time{}
-			if err := tx.PutNode(ctx, cur); err != nil {
+			if _, _, err := corenodes.Update(ctx, tx, n.ClusterID, n.ID, func(cur *store.Node) {
+				cur.Addr, cur.Source = n.Addr, n.Source
+			}); err != nil {
 				return err
 			}
 		}
 		for _, n := range res.Relabelled {
-			cur, err := tx.Node(ctx, n.ClusterID, n.ID)
-			if err != nil {
-				return err
-			}
-			cur.Labels, cur.UpdatedTS = n.Labels, time.Time{}
-			if err := tx.PutNode(ctx, cur); err != nil {
+			if _, _, err := corenodes.Update(ctx, tx, n.ClusterID, n.ID, func(cur *store.Node) {
+				cur.Labels = n.Labels
+			}); err != nil {
 				return err
 			}
 		}
@@ -331,22 +324,19 @@ func Sync(ctx context.Context, st store.Store, extra []string, sources ...Source
 			}
 		}
 		for _, n := range res.Back {
-			cur, err := tx.Node(ctx, n.ClusterID, n.ID)
-			if err != nil {
+			if _, _, err := corenodes.Update(ctx, tx, n.ClusterID, n.ID, func(cur *store.Node) {
+				cur.Status, cur.StatusReason, cur.DownCause = store.NodeUnknown, "", ""
+			}); err != nil {
 				return err
 			}
-			cur.Status, cur.StatusReason, cur.DownCause, cur.UpdatedTS = store.NodeUnknown, "", "", time.Time{}
-			if err := tx.PutNode(ctx, cur); err != nil {
-				return err
-			}
-			if err := tx.AppendEvent(ctx, &store.Event{Type: store.EventNodeJoined, Actor: "core",
+			if err := tx.AppendEvent(ctx, &store.Event{Type: store.EventNodeJoined, Actor: actions.ActorCore,
 				ClusterID: n.ClusterID, NodeID: n.ID,
 				Message: fmt.Sprintf("node %s is back at %s (%s)", n.ID, n.Addr, n.Source)}); err != nil {
 				return err
 			}
 		}
 		for _, c := range res.Refused {
-			if err := tx.AppendEvent(ctx, &store.Event{Type: store.EventNodeClaimRefused, Actor: "core",
+			if err := tx.AppendEvent(ctx, &store.Event{Type: store.EventNodeClaimRefused, Actor: actions.ActorCore,
 				ClusterID: c.ClusterID, NodeID: c.NodeID,
 				Message: fmt.Sprintf("node %s: the claim of gossip member %s at %s was refused: %s", c.NodeID, c.Member, c.Addr, c.Reason),
 				Data:    map[string]any{"addr": c.Addr, "member": c.Member, "reason": c.Reason}}); err != nil {
@@ -360,7 +350,7 @@ func Sync(ctx context.Context, st store.Store, extra []string, sources ...Source
 			if err != nil {
 				return err
 			}
-			if err := tx.AppendEvent(ctx, &store.Event{Type: store.EventNodeLeft, Actor: "core",
+			if err := tx.AppendEvent(ctx, &store.Event{Type: store.EventNodeLeft, Actor: actions.ActorCore,
 				ClusterID: n.ClusterID, NodeID: n.ID,
 				Message: fmt.Sprintf("node %s left (%s); %d open action(s) ended", n.ID, n.Source, ended),
 				Data:    map[string]any{"actions_ended": ended}}); err != nil {
@@ -377,16 +367,13 @@ func Sync(ctx context.Context, st store.Store, extra []string, sources ...Source
 
 // markDown holds n DOWN for the reason its source gives, with its event.
 func markDown(ctx context.Context, tx store.Tx, n Node) error {
-	cur, err := tx.Node(ctx, n.ClusterID, n.ID)
-	if err != nil {
-		return err
-	}
 	reason := store.CauseReason(n.Down)
-	cur.Status, cur.StatusReason, cur.DownCause, cur.UpdatedTS = store.NodeDown, reason, n.Down, time.Time{}
-	if err := tx.PutNode(ctx, cur); err != nil {
+	if _, _, err := corenodes.Update(ctx, tx, n.ClusterID, n.ID, func(cur *store.Node) {
+		cur.Status, cur.StatusReason, cur.DownCause = store.NodeDown, reason, n.Down
+	}); err != nil {
 		return err
 	}
-	ev := &store.Event{Type: store.EventNodeDown, Actor: "core", ClusterID: n.ClusterID, NodeID: n.ID,
+	ev := &store.Event{Type: store.EventNodeDown, Actor: actions.ActorCore, ClusterID: n.ClusterID, NodeID: n.ID,
 		Data: map[string]any{"reason": reason, "cause": n.Down, "source": n.Source}}
 	switch n.Down {
 	case store.CauseLeft:

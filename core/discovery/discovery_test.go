@@ -13,6 +13,8 @@ import (
 	"github.com/musterhq/muster/core/store"
 	"github.com/musterhq/muster/core/store/sqlite"
 	"github.com/musterhq/muster/shared/action"
+	"github.com/musterhq/muster/shared/testgoroutine"
+	"github.com/musterhq/muster/shared/testwait"
 )
 
 func setup(t *testing.T) store.Store {
@@ -364,4 +366,34 @@ func TestSyncLabels(t *testing.T) {
 	if !maps.Equal(got["db/db-2"].Labels, map[string]string{"role": "primary", "from": "info"}) {
 		t.Errorf("a contacted node's labels were rewritten by discovery: %v", got["db/db-2"].Labels)
 	}
+}
+
+// TestWatcherFollowsStartStop: NewWatcher starts nothing; Stop of a watcher
+// never started returns at once; a started one syncs on a change and leaves
+// no goroutine once stopped. Not parallel: it looks at every goroutine.
+func TestWatcherFollowsStartStop(t *testing.T) {
+	st := setup(t)
+	src := &fakeSource{name: store.SourceGossip, ch: make(chan struct{}, 1)}
+	nudged := make(chan string, 10)
+	never := NewWatcher(st, nil, func(c string) { nudged <- c }, nil, src)
+	testgoroutine.None(t, "core/discovery.NewWatcher")
+	testgoroutine.None(t, "core/discovery.Watch")
+	testgoroutine.Returns(t, 5*time.Second, "Stop before Start", never.Stop)
+
+	w := NewWatcher(st, nil, func(c string) { nudged <- c }, nil, src)
+	if err := w.Start(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	src.set(Node{ClusterID: "web", ID: "web-9", Addr: "10.0.1.9:7420"})
+	select {
+	case c := <-nudged:
+		if c != "web" {
+			t.Fatalf("nudged %q, want web", c)
+		}
+	case <-time.After(testwait.Timeout):
+		t.Fatal("no nudge after a source change")
+	}
+	w.Stop()
+	testgoroutine.None(t, "core/discovery.NewWatcher")
+	testgoroutine.None(t, "core/discovery.Watch")
 }

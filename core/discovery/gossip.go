@@ -30,6 +30,7 @@ type GossipSource struct {
 	ch            chan struct{}
 	allowLoopback bool
 	verify        VerifyFunc
+	revoked       RevokedFunc
 	now           func() time.Time // time.Now; tests move it
 
 	mu      sync.Mutex
@@ -63,6 +64,28 @@ func AllowLoopback() GossipOption { return func(g *GossipSource) { g.allowLoopba
 // VerifyClaims makes the source check, with fn, every address of a node
 // that more than one live member claims.
 func VerifyClaims(fn VerifyFunc) GossipOption { return func(g *GossipSource) { g.verify = fn } }
+
+// RevokedFunc reports whether a node's certificate is revoked, and why. It
+// must not block.
+type RevokedFunc func(clusterID, nodeID string) (reason string, revoked bool)
+
+// RefuseRevoked makes the source refuse every claim of a node whose
+// certificate is revoked (core/enroll): the node is DOWN with cause
+// store.CauseRevoked and each claim is reported once by Claims. Call
+// Recheck when the revocation list changes.
+func RefuseRevoked(fn RevokedFunc) GossipOption { return func(g *GossipSource) { g.revoked = fn } }
+
+// Recheck forgets every verified and refused claim and asks for a sync, so
+// that claims are judged again (after the revocation list changed).
+func (g *GossipSource) Recheck() {
+	g.mu.Lock()
+	g.claims = map[claim]*claimCheck{}
+	g.mu.Unlock()
+	select {
+	case g.ch <- struct{}{}:
+	default:
+	}
+}
 
 // member is one agent process in the pool.
 type member struct {
@@ -213,7 +236,15 @@ func (g *GossipSource) Snapshot() []Node {
 			}
 		}
 		n := Node{ClusterID: k.cluster, ID: k.node, Source: store.SourceGossip}
+		reason, revoked := "", false
+		if g.revoked != nil && len(alive) > 0 {
+			reason, revoked = g.revoked(k.cluster, k.node)
+		}
 		switch {
+		case revoked:
+			n.Addr, n.Labels = alive[0].meta.API, maps.Clone(alive[0].meta.Labels)
+			n.Down, n.Detail = store.CauseRevoked, reason
+			g.refuseAll(alive, "its certificate is revoked ("+reason+")")
 		case len(alive) == 0:
 			last := ms[len(ms)-1]
 			n.Addr, n.Down, n.Labels = last.meta.API, last.gone, maps.Clone(last.meta.Labels)
@@ -324,6 +355,19 @@ func (g *GossipSource) Claims() []Claim {
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].Member < out[j].Member })
 	return out
+}
+
+// refuseAll records the claims of alive as refused for reason (each
+// reported once by Claims).
+func (g *GossipSource) refuseAll(alive []member, reason string) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	for _, m := range alive {
+		c := claim{m.name, m.meta.Cluster, m.meta.Node, m.meta.API}
+		if cc, ok := g.claims[c]; !ok || cc.err != reason {
+			g.claims[c] = &claimCheck{err: reason}
+		}
+	}
 }
 
 // forgetClaims drops what was verified about the member's claims. g.mu is held.

@@ -309,3 +309,57 @@ func TestGossipClaimVerifiedAddressWins(t *testing.T) {
 		t.Fatalf("an unanswered claim was verified %d times after retryUnanswered, want twice", n)
 	}
 }
+
+// TestGossipRefusesRevokedNodes: a revoked node's claim is refused (one
+// node.claim_refused event) and the node is DOWN "certificate revoked";
+// after Recheck with the node enrolled again, its claim stands and it is
+// back.
+func TestGossipRefusesRevokedNodes(t *testing.T) {
+	t.Parallel()
+	st := setup(t)
+	ctx := context.Background()
+	var mu sync.Mutex
+	revoked := map[string]string{}
+	g := NewGossipSource(nil, RefuseRevoked(func(cluster, node string) (string, bool) {
+		mu.Lock()
+		defer mu.Unlock()
+		r, ok := revoked[cluster+"/"+node]
+		return r, ok
+	}))
+	resync := func() Result {
+		t.Helper()
+		res, err := Sync(ctx, st, nil, g)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return res
+	}
+	g.Handle(agentEvent(gossip.KindJoin, "m1", "web", "web-1", "10.0.1.1:7420"))
+	resync()
+	if n := nodes(t, st)["web/web-1"]; n.Status == store.NodeDown {
+		t.Fatalf("web-1 = %+v before any revocation", n)
+	}
+	mu.Lock()
+	revoked["web/web-1"] = "stolen"
+	mu.Unlock()
+	g.Recheck()
+	<-g.Changes() // Recheck asks for a sync
+	res := resync()
+	if len(res.Refused) != 1 || res.Refused[0].Member != "m1" {
+		t.Fatalf("Sync = %+v, want m1's claim refused", res)
+	}
+	if n := nodes(t, st)["web/web-1"]; n.Status != store.NodeDown || n.StatusReason != store.ReasonRevoked {
+		t.Fatalf("web-1 = %+v, want DOWN %q", n, store.ReasonRevoked)
+	}
+	if res := resync(); len(res.Refused) != 0 {
+		t.Fatalf("the refusal was reported again: %+v", res)
+	}
+	mu.Lock()
+	delete(revoked, "web/web-1")
+	mu.Unlock()
+	g.Recheck()
+	resync()
+	if n := nodes(t, st)["web/web-1"]; n.Status == store.NodeDown {
+		t.Fatalf("web-1 = %+v after it enrolled again, want it back", n)
+	}
+}

@@ -34,6 +34,8 @@ import (
 const (
 	ReasonIdentityMismatch = "identity mismatch"
 	ReasonUnreachable      = "unreachable"
+	// ReasonRevoked: the agent presented a certificate on the revocation list.
+	ReasonRevoked = "tls: the agent's certificate is revoked"
 	// ReasonTooLarge: an answer passed the client's limit, or the info its
 	// bounds (shared/client, shared/wire); nothing past the limit was read.
 	ReasonTooLarge = "the agent's answer is over a size limit"
@@ -124,6 +126,8 @@ func downReason(err error) string {
 		return ReasonInternalAddr
 	case errors.As(err, &ie):
 		return fmt.Sprintf("%s: the certificate at this address is %s", ReasonIdentityMismatch, ie.Got)
+	case errors.Is(err, tlsutil.ErrRevoked):
+		return ReasonRevoked
 	case errors.As(err, &ua):
 		return "tls: the agent's certificate is not signed by agents_tls.ca_file"
 	case errors.As(err, &inv):

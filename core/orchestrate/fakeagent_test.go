@@ -32,6 +32,7 @@ type fakeAgent struct {
 	labels    map[string]string
 	seq       int64
 	acked     int64
+	ackCalls  int // POST /api/v1/actions/ack received
 	recs      map[string]*fakeRec
 	tombs     map[string]bool
 	down      bool // every request fails at the transport level
@@ -79,7 +80,11 @@ func writeErr(w http.ResponseWriter, status int, code, msg string, rec *action.A
 
 func (f *fakeAgent) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	f.mu.Lock()
-	f.requests = append(f.requests, r.Method+" "+r.URL.RequestURI())
+	if r.URL.Path == "/api/v1/actions/ack" {
+		f.ackCalls++ // counted apart: tests of pushes and cancels list the POSTs
+	} else {
+		f.requests = append(f.requests, r.Method+" "+r.URL.RequestURI())
+	}
 	down, hook := f.down, f.infoHook
 	f.mu.Unlock()
 	if down {
@@ -95,6 +100,8 @@ func (f *fakeAgent) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		f.info(w)
 	case r.Method == http.MethodGet && path == "/api/v1/actions":
 		f.list(w, r)
+	case r.Method == http.MethodPost && path == "/api/v1/actions/ack":
+		f.ack(w, r)
 	case r.Method == http.MethodPost && path == "/api/v1/actions":
 		f.push(w, r)
 	case r.Method == http.MethodPost && strings.HasSuffix(path, "/cancel"):
@@ -121,9 +128,6 @@ func (f *fakeAgent) list(w http.ResponseWriter, r *http.Request) {
 	var since int64
 	if s := r.URL.Query().Get("since"); s != "" {
 		since, _ = strconv.ParseInt(s, 10, 64)
-		if r.URL.Query().Get("ack") == "1" && since > f.acked {
-			f.acked = since
-		}
 	}
 	limit := 1000
 	if s := r.URL.Query().Get("limit"); s != "" {
@@ -146,6 +150,18 @@ func (f *fakeAgent) list(w http.ResponseWriter, r *http.Request) {
 		page.NextCursor = rec.seq
 	}
 	writeJSON(w, http.StatusOK, page)
+}
+
+func (f *fakeAgent) ack(w http.ResponseWriter, r *http.Request) {
+	var req wire.AckRequest
+	if r.Header.Get("Content-Type") != "application/json" || json.NewDecoder(r.Body).Decode(&req) != nil {
+		writeErr(w, http.StatusBadRequest, wire.CodeBadRequest, "want a JSON cursor", nil)
+		return
+	}
+	f.mu.Lock()
+	f.acked = max(f.acked, req.Cursor)
+	f.mu.Unlock()
+	w.WriteHeader(http.StatusNoContent)
 }
 
 func (f *fakeAgent) push(w http.ResponseWriter, r *http.Request) {
@@ -283,14 +299,6 @@ func (f *fakeAgent) forget(id string) {
 	delete(f.recs, id)
 }
 
-// purge drops a record and leaves a tombstone.
-func (f *fakeAgent) purge(id string) {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	delete(f.recs, id)
-	f.tombs[id] = true
-}
-
 // replaceStore gives the agent a new, empty database.
 func (f *fakeAgent) replaceStore() {
 	f.mu.Lock()
@@ -328,6 +336,15 @@ func (f *fakeAgent) calls(prefix string) []string {
 	}
 	f.requests = nil
 	return out
+}
+
+// acks returns how many acknowledgements came, and forgets them.
+func (f *fakeAgent) acks() int {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	n := f.ackCalls
+	f.ackCalls = 0
+	return n
 }
 
 func (f *fakeAgent) String() string { return fmt.Sprintf("fake agent %s/%s", f.clusterID, f.nodeID) }

@@ -59,7 +59,12 @@ func TestADrainedNodesActionSaysWhyItWaits(t *testing.T) {
 	h.pass()
 	drain := func(on bool) {
 		h.update(func(ctx context.Context, tx store.Tx) error {
-			_, err := nodes.SetDrained(ctx, tx, cluster, "n1", on, actions.Actor{Name: "alice"})
+			var err error
+			if on {
+				_, err = nodes.Drain(ctx, tx, cluster, "n1", "maintenance", actions.Actor{Name: "alice"})
+			} else {
+				_, err = nodes.Undrain(ctx, tx, cluster, "n1", actions.Actor{Name: "alice"})
+			}
 			return err
 		})
 	}

@@ -87,6 +87,9 @@ type clusterState struct {
 	wantNodes map[string]bool // nudged nodes (NudgeNode), merged
 	directs   []*direct       // direct calls, in order
 	wake      chan struct{}   // a new request for the running loop
+	// dropClients asks the running loop to drop its clients
+	// (DropAgentConnections).
+	dropClients bool
 
 	// the loop's own
 	fulls       int                    // full syncs started (FullSyncEvery)
@@ -291,6 +294,10 @@ func (l *loopRun) take() {
 	o, cs := l.o, l.cs
 	o.mu.Lock()
 	defer o.mu.Unlock()
+	if cs.dropClients {
+		cs.dropClients = false
+		dropClients(cs)
+	}
 	if len(cs.fullWait) > 0 {
 		// Merged into an internal full sync not started yet, if any.
 		i := slices.IndexFunc(l.fulls, func(j *job) bool { return !j.direct && !j.started })

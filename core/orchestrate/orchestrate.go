@@ -760,3 +760,35 @@ func (o *Orchestrator) ExpireSchedules(ctx context.Context) (int, error) {
 	}
 	return len(out), nil
 }
+
+// DropAgentConnections closes the kept connections to every agent and
+// forgets the per-node clients, so that the next call to any agent makes a
+// new TLS handshake. The core calls it when the revocation list changes: a
+// revoked agent is refused at once, not when its kept connection ends.
+//
+// The clients belong to the clusters' loops: a loop that runs drops its own
+// before it next talks to an agent; those of a parked loop are dropped here.
+func (o *Orchestrator) DropAgentConnections() {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	for _, cs := range o.clusters {
+		if cs.running {
+			cs.dropClients = true
+			select {
+			case cs.wake <- struct{}{}:
+			default:
+			}
+			continue
+		}
+		dropClients(cs)
+	}
+}
+
+// dropClients closes and forgets every per-node client of the cluster.
+// Called by its loop, or under o.mu while it is parked.
+func dropClients(cs *clusterState) {
+	for id, c := range cs.clients {
+		c.hc.CloseIdleConnections()
+		delete(cs.clients, id)
+	}
+}

@@ -297,7 +297,7 @@ func (w *writePlan) apply(ctx context.Context, tx store.Tx) error {
 		}
 	}
 	for i := range w.nodes {
-		if err := nodes.Apply(ctx, tx, &w.nodes[i]); err != nil {
+		if err := nodes.Save(ctx, tx, &w.nodes[i]); err != nil {
 			return err
 		}
 	}

@@ -60,7 +60,7 @@ func coreConfig() orchestrate.Config {
 	cfg := orchestrate.DefaultConfig()
 	policy := approval.DefaultPolicy()
 	rules := &actions.Rules{Policy: policy, ScheduleTTL: cfg.ScheduleTTL}
-	engine := &runs.Engine{Policy: policy, Actions: actions.Children{Rules: rules}}
+	engine := &runs.Engine{Policy: policy, Actions: rules}
 	cfg.Rules, cfg.Runs, cfg.ApprovalTTL = rules, engine, policy.TTL
 	return cfg
 }

@@ -20,16 +20,16 @@ import (
 func TestARunsNextWaveDoesNotWaitForTheInterval(t *testing.T) {
 	t.Parallel()
 	pol := approval.DefaultPolicy()
-	engine := &runs.Engine{Policy: pol, Actions: actions.Children{Rules: &actions.Rules{Policy: pol}}}
+	engine := &runs.Engine{Policy: pol, Actions: &actions.Rules{Policy: pol}}
 	h := setup(t, Config{Interval: time.Hour, RunPoll: 50 * time.Millisecond, Runs: engine}, "n1", "n2")
 	var run *store.Run
 	h.update(func(ctx context.Context, tx store.Tx) error {
 		var err error
 		if run, err = engine.Create(ctx, tx, &wire.CreateRunRequest{ClusterID: cluster, Stages: []wire.StageSpec{{
-			Kind: "muster.io/debug.ping", Target: wire.Target{All: true}}}}, runs.Who{Name: "alice"}); err != nil {
+			Kind: "muster.io/debug.ping", Target: wire.Target{All: true}}}}, actions.Actor{Name: "alice"}); err != nil {
 			return err
 		}
-		_, err = engine.Approve(ctx, tx, run.ID, "", runs.Who{Name: "bob"})
+		_, err = engine.Approve(ctx, tx, run.ID, "", actions.Actor{Name: "bob"})
 		return err
 	})
 	h.start()

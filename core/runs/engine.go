@@ -2,34 +2,30 @@ package runs
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"strings"
 	"time"
 
+	"github.com/musterhq/muster/core/actions"
 	"github.com/musterhq/muster/core/approval"
 	"github.com/musterhq/muster/core/store"
 	"github.com/musterhq/muster/shared/action"
 	"github.com/musterhq/muster/shared/wire"
 )
 
-// Errors of run changes, matched with errors.Is.
+// Errors of run changes are those of the action rules, matched with
+// errors.Is: a change the run's state does not allow is an
+// *actions.StateError (Of: actions.OfRun) matching actions.ErrWrongState (a
+// 409); an approval by the run's own requester is actions.ErrForbidden (a
+// 403).
 var (
-	// ErrWrongState is a change the run's state does not allow (a 409).
-	ErrWrongState = errors.New("wrong state")
-	// ErrForbidden is an approval by the run's own requester (a 403).
-	ErrForbidden = errors.New("forbidden")
+	ErrWrongState = actions.ErrWrongState
+	ErrForbidden  = actions.ErrForbidden
 )
 
-// StateError is a change refused because of the run's state.
-type StateError struct {
-	ID, State, What string
+func wrongState(r *store.Run, what string) error {
+	return &actions.StateError{Of: actions.OfRun, ID: r.ID, State: r.State, What: what}
 }
-
-func (e *StateError) Error() string { return fmt.Sprintf("%s: run %s is %s", e.What, e.ID, e.State) }
-
-// Unwrap makes a StateError match ErrWrongState.
-func (e *StateError) Unwrap() error { return ErrWrongState }
 
 // Reasons of run changes.
 const (
@@ -41,21 +37,24 @@ const (
 	ReasonResumed   = "resumed"
 	ReasonCancelled = "cancelled"
 	// ReasonNodeForgotten ends a child whose node was forgotten after its
-	// run was resolved.
-	ReasonNodeForgotten = "node forgotten"
+	// run was resolved (actions.CreateChild).
+	ReasonNodeForgotten = actions.ReasonNodeForgotten
 )
 
-// Actions is what the engine needs of the action rules: it creates and
-// cancels child actions only through them, so a child's history and events
-// are made where every other action's are.
+// Actions is what the engine needs of the action rules (*actions.Rules):
+// it creates and cancels child actions only through them, so a child's
+// state, approval, digest, history and events are decided where every other
+// action's are.
 type Actions interface {
-	// Insert stores a new action with its first history line and its
-	// action.created event.
-	Insert(ctx context.Context, tx store.Tx, rec *store.Record, actor, addr, reason string) error
-	// Cancel cancels an unfinished action, or asks its agent to (a pushed
-	// one); it does nothing to a finished one.
-	Cancel(ctx context.Context, tx store.Tx, rec *store.Record, actor, addr, reason string) error
+	// CreateChild stores a run's child: approved with its run, or born
+	// CANCELLED when its node was forgotten.
+	CreateChild(ctx context.Context, tx store.Tx, ch actions.Child, by actions.Actor) (*store.Record, error)
+	// CancelChild cancels an unfinished child, or asks its agent to (a
+	// pushed one); it does nothing to a finished one.
+	CancelChild(ctx context.Context, tx store.Tx, rec *store.Record, by actions.Actor, why string) (*store.Record, error)
 }
+
+var _ Actions = (*actions.Rules)(nil)
 
 // Engine makes every change to runs, each in the caller's transaction.
 type Engine struct {
@@ -72,12 +71,7 @@ func (e *Engine) now() time.Time {
 	return action.UTC(time.Now())
 }
 
-// Who made a change and from where, for events.
-type Who struct {
-	Name, Addr string
-}
-
-func runEvent(r *store.Run, typ string, who Who, t time.Time, msg string, data map[string]any) *store.Event {
+func runEvent(r *store.Run, typ string, who actions.Actor, t time.Time, msg string, data map[string]any) *store.Event {
 	return &store.Event{TS: t, Type: typ, Actor: who.Name, ClientAddr: who.Addr, ClusterID: r.ClusterID,
 		RunID: r.ID, Message: msg, Data: data}
 }
@@ -96,7 +90,7 @@ func (e *Engine) NeedsApproval(clusterID string, stages []store.RunStage) bool {
 // Create checks req, resolves its targets against the cluster's nodes and
 // stores the run: PENDING_APPROVE, or RUNNING with its first wave when no
 // rule over its kinds asks for approval.
-func (e *Engine) Create(ctx context.Context, tx store.Tx, req *wire.CreateRunRequest, who Who) (*store.Run, error) {
+func (e *Engine) Create(ctx context.Context, tx store.Tx, req *wire.CreateRunRequest, who actions.Actor) (*store.Run, error) {
 	if err := Check(req); err != nil {
 		return nil, err
 	}
@@ -116,7 +110,7 @@ func (e *Engine) Create(ctx context.Context, tx store.Tx, req *wire.CreateRunReq
 
 // Insert stores a run over resolved stages (a playbook's plan, or Create's).
 func (e *Engine) Insert(ctx context.Context, tx store.Tx, clusterID string, stages []store.RunStage,
-	playbook string, version int, who Who) (*store.Run, error) {
+	playbook string, version int, who actions.Actor) (*store.Run, error) {
 	t := e.now()
 	r := &store.Run{
 		ID: action.NewID(), ClusterID: clusterID, State: store.RunPendingApprove, Requester: who.Name,
@@ -163,23 +157,23 @@ func load(ctx context.Context, tx store.Tx, id, what string, from ...string) (*s
 			return r, nil
 		}
 	}
-	return nil, &StateError{ID: r.ID, State: r.State, What: what}
+	return nil, wrongState(r, what)
 }
 
 // Approve approves run id as who and creates its first wave. A non-empty
 // digest is what the approver was shown: the approval is refused when the
 // run's digest is another.
-func (e *Engine) Approve(ctx context.Context, tx store.Tx, id, digest string, who Who) (*store.Run, error) {
+func (e *Engine) Approve(ctx context.Context, tx store.Tx, id, digest string, who actions.Actor) (*store.Run, error) {
 	r, err := load(ctx, tx, id, "approve", store.RunPendingApprove)
 	if err != nil {
 		return nil, err
 	}
 	t := e.now()
-	if approval.SamePerson(r.Requester, who.Name) && !e.Policy.SelfApproval {
+	if e.Policy.MayApprove(r.Requester, "", who.Name, true) == approval.OwnRequest {
 		return nil, fmt.Errorf("%w: %s requested run %s and may not approve it too", ErrForbidden, who.Name, r.ID)
 	}
 	if ttl := e.Policy.TTL; ttl > 0 && t.Sub(r.CreatedTS) > ttl {
-		return nil, &StateError{ID: r.ID, State: r.State, What: fmt.Sprintf("approve: the approval window of %s has passed", ttl)}
+		return nil, wrongState(r, fmt.Sprintf("approve: the approval window of %s has passed", ttl))
 	}
 	if r.Playbook != "" && !e.Policy.SelfApproval {
 		// Four eyes over the content too: whoever applied the playbook
@@ -188,17 +182,16 @@ func (e *Engine) Approve(ctx context.Context, tx store.Tx, id, digest string, wh
 		if err != nil {
 			return nil, err
 		}
-		if approval.SamePerson(pb.CreatedBy, who.Name) {
+		if e.Policy.MayApprove(r.Requester, pb.CreatedBy, who.Name, true) == approval.AppliedPlaybook {
 			return nil, fmt.Errorf("%w: %s applied playbook %s version %d and may not approve its runs", ErrForbidden,
 				who.Name, r.Playbook, r.PlaybookVersion)
 		}
 	}
 	if Digest(r.ClusterID, r.Stages) != r.Digest {
-		return nil, &StateError{ID: r.ID, State: r.State, What: "approve: the run no longer matches its digest"}
+		return nil, wrongState(r, "approve: the run no longer matches its digest")
 	}
 	if digest != "" && digest != r.Digest {
-		return nil, &StateError{ID: r.ID, State: r.State,
-			What: fmt.Sprintf("approve: digest %.12s is not the run's (%.12s): look at the run again", digest, r.Digest)}
+		return nil, wrongState(r, fmt.Sprintf("approve: digest %.12s is not the run's (%.12s): look at the run again", digest, r.Digest))
 	}
 	r.State, r.StateReason, r.ApprovedBy, r.UpdatedTS = store.RunRunning, ReasonApproved, who.Name, t
 	if err := tx.UpdateRun(ctx, r); err != nil {
@@ -215,7 +208,7 @@ func (e *Engine) Approve(ctx context.Context, tx store.Tx, id, digest string, wh
 }
 
 // Reject cancels a run waiting for approval.
-func (e *Engine) Reject(ctx context.Context, tx store.Tx, id string, who Who, reason string) (*store.Run, error) {
+func (e *Engine) Reject(ctx context.Context, tx store.Tx, id string, who actions.Actor, reason string) (*store.Run, error) {
 	r, err := load(ctx, tx, id, "reject", store.RunPendingApprove)
 	if err != nil {
 		return nil, err
@@ -231,7 +224,7 @@ func joinReason(base, extra string) string {
 	return base
 }
 
-func (e *Engine) finish(ctx context.Context, tx store.Tx, r *store.Run, state, reason, typ string, who Who, msg string) error {
+func (e *Engine) finish(ctx context.Context, tx store.Tx, r *store.Run, state, reason, typ string, who actions.Actor, msg string) error {
 	t := e.now()
 	r.State, r.StateReason, r.UpdatedTS, r.FinishedTS = state, reason, t, action.TimePtr(t)
 	if err := tx.UpdateRun(ctx, r); err != nil {
@@ -241,7 +234,7 @@ func (e *Engine) finish(ctx context.Context, tx store.Tx, r *store.Run, state, r
 }
 
 // Pause stops a running run from creating children; those running finish.
-func (e *Engine) Pause(ctx context.Context, tx store.Tx, id string, who Who) (*store.Run, error) {
+func (e *Engine) Pause(ctx context.Context, tx store.Tx, id string, who actions.Actor) (*store.Run, error) {
 	r, err := load(ctx, tx, id, "pause", store.RunRunning)
 	if err != nil {
 		return nil, err
@@ -264,7 +257,7 @@ func (e *Engine) Pause(ctx context.Context, tx store.Tx, id string, who Who) (*s
 // Forgiving errors lifts, once, a limit the approver signed, so it takes
 // what an approval takes: mayApprove (the caller holds the approver role)
 // and another person than the requester, unless self-approval is allowed.
-func (e *Engine) Resume(ctx context.Context, tx store.Tx, id string, who Who, mayApprove bool) (*store.Run, error) {
+func (e *Engine) Resume(ctx context.Context, tx store.Tx, id string, who actions.Actor, mayApprove bool) (*store.Run, error) {
 	r, err := load(ctx, tx, id, "resume", store.RunPaused)
 	if err != nil {
 		return nil, err
@@ -282,7 +275,7 @@ func (e *Engine) Resume(ctx context.Context, tx store.Tx, id string, who Who, ma
 			forgiven = append(forgiven, st.Name)
 		}
 	}
-	if len(forgiven) > 0 && (!mayApprove || approval.SamePerson(r.Requester, who.Name) && !e.Policy.SelfApproval) {
+	if len(forgiven) > 0 && e.Policy.MayApprove(r.Requester, "", who.Name, mayApprove) != approval.MayDecide {
 		return nil, fmt.Errorf("%w: resuming run %s forgives the errors of stage(s) %s past the max_errors its approver signed: "+
 			"that takes an approver other than %s", ErrForbidden, r.ID, strings.Join(forgiven, ", "), r.Requester)
 	}
@@ -306,7 +299,7 @@ func (e *Engine) Resume(ctx context.Context, tx store.Tx, id string, who Who, ma
 
 // Cancel ends a run that is not final: it creates no more children and
 // cancels those not finished.
-func (e *Engine) Cancel(ctx context.Context, tx store.Tx, id string, who Who, reason string) (*store.Run, error) {
+func (e *Engine) Cancel(ctx context.Context, tx store.Tx, id string, who actions.Actor, reason string) (*store.Run, error) {
 	r, err := load(ctx, tx, id, "cancel", store.RunPendingApprove, store.RunRunning, store.RunPaused)
 	if err != nil {
 		return nil, err
@@ -317,7 +310,7 @@ func (e *Engine) Cancel(ctx context.Context, tx store.Tx, id string, who Who, re
 	}
 	for i := range recs {
 		if !recs[i].State.Final() {
-			if err := e.Actions.Cancel(ctx, tx, &recs[i], who.Name, who.Addr, ReasonRunCancelled); err != nil {
+			if _, err := e.Actions.CancelChild(ctx, tx, &recs[i], who, ReasonRunCancelled); err != nil {
 				return nil, err
 			}
 		}
@@ -357,7 +350,7 @@ func (e *Engine) Expire(ctx context.Context, tx store.Tx) (int, error) {
 		if err != nil {
 			return n, err
 		}
-		if err := e.finish(ctx, tx, r, store.RunCancelled, ReasonExpired, store.EventRunExpired, Who{Name: actorCore},
+		if err := e.finish(ctx, tx, r, store.RunCancelled, ReasonExpired, store.EventRunExpired, actions.Core,
 			fmt.Sprintf("run %s expired after waiting %s for approval", r.ID, e.Policy.TTL)); err != nil {
 			return n, err
 		}
@@ -365,9 +358,6 @@ func (e *Engine) Expire(ctx context.Context, tx store.Tx) (int, error) {
 	}
 	return n, nil
 }
-
-// actorCore names the core as the actor of the changes it makes by itself.
-const actorCore = "core"
 
 func children(ctx context.Context, r store.Reader, runID, approvedBy string) ([]Child, error) {
 	recs, err := r.RunChildren(ctx, runID)
@@ -417,7 +407,7 @@ func (e *Engine) advance(ctx context.Context, tx store.Tx, r *store.Run, t time.
 		return 0, err
 	}
 	step := Plan(r, kids)
-	who := Who{Name: actorCore}
+	who := actions.Core
 	changed := step.State != r.State
 	for i := range r.Stages {
 		st := &r.Stages[i]
@@ -444,27 +434,16 @@ func (e *Engine) advance(ctx context.Context, tx store.Tx, r *store.Run, t time.
 	forgotten := 0
 	for _, n := range step.Create {
 		st := r.Stages[stageIndex(r, n.Stage)]
-		rec := &store.Record{Action: action.Action{
-			ID: action.NewID(), ClusterID: r.ClusterID, NodeID: n.Node, Kind: st.Kind, Args: st.Args,
-			State: action.PendingSchedule, StateReason: "run " + r.ID, Progress: []byte("{}"),
-			Origin: action.OriginCore, Requester: r.Requester, ApprovedBy: r.ApprovedBy, TimeoutS: st.TimeoutS,
-			CreatedTS: t, ScheduledTS: action.TimePtr(t), UpdatedTS: t,
-		}, RunID: r.ID, Stage: n.Stage, Wave: n.Wave}
-		if r.ApprovedBy != "" {
-			rec.ApprovalDigest = approval.Digest(&rec.Action)
-		}
-		reason := fmt.Sprintf("run %s, stage %s, wave %d", r.ID, n.Stage, n.Wave)
-		if _, err := tx.Node(ctx, r.ClusterID, n.Node); errors.Is(err, store.ErrNotFound) {
-			// The node was forgotten since the run was resolved: its child
-			// ends at once, and counts against max_errors.
-			rec.State, rec.StateReason, rec.ScheduledTS, rec.FinishedTS = action.Cancelled, ReasonNodeForgotten, nil, action.TimePtr(t)
-			rec.ApprovalDigest = ""
-			forgotten++
-		} else if err != nil {
+		rec, err := e.Actions.CreateChild(ctx, tx, actions.Child{RunID: r.ID, Stage: n.Stage, Wave: n.Wave,
+			ClusterID: r.ClusterID, NodeID: n.Node, Kind: st.Kind, Args: st.Args, TimeoutS: st.TimeoutS,
+			Requester: r.Requester, ApprovedBy: r.ApprovedBy}, actions.Core)
+		if err != nil {
 			return 0, err
 		}
-		if err := e.Actions.Insert(ctx, tx, rec, actorCore, "", reason); err != nil {
-			return 0, fmt.Errorf("run %s: child on %s: %w", r.ID, n.Node, err)
+		if rec.State.Final() {
+			// Born finished (its node was forgotten since the run was
+			// resolved): it counts at once.
+			forgotten++
 		}
 	}
 	if forgotten > 0 {
@@ -523,7 +502,7 @@ func (e *Engine) cancelUnsent(ctx context.Context, tx store.Tx, r *store.Run) er
 	}
 	for i := range recs {
 		if recs[i].State == action.PendingSchedule && recs[i].PushedStoreID == "" {
-			if err := e.Actions.Cancel(ctx, tx, &recs[i], actorCore, "", ReasonRunEnded); err != nil {
+			if _, err := e.Actions.CancelChild(ctx, tx, &recs[i], actions.Core, ReasonRunEnded); err != nil {
 				return err
 			}
 		}

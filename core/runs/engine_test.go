@@ -36,8 +36,8 @@ func setupEngine(t *testing.T) *engineEnv {
 	t.Cleanup(func() { st.Close() })
 	env := &engineEnv{t: t, st: st, now: time.Date(2026, 11, 23, 10, 0, 0, 0, time.UTC)}
 	pol := approval.DefaultPolicy()
-	env.e = &runs.Engine{Policy: pol, Actions: actions.Children{Rules: &actions.Rules{Policy: pol}},
-		Now: func() time.Time { return env.now }}
+	clock := func() time.Time { return env.now }
+	env.e = &runs.Engine{Policy: pol, Actions: &actions.Rules{Policy: pol, Now: clock}, Now: clock}
 	env.update(func(ctx context.Context, tx store.Tx) error {
 		if err := tx.PutCluster(ctx, &store.Cluster{ID: "c", Status: store.ClusterHealthy}); err != nil {
 			return err
@@ -107,11 +107,11 @@ func (env *engineEnv) start(conc, errs, onFailure string) *store.Run {
 		var err error
 		r, err = env.e.Create(ctx, tx, &wire.CreateRunRequest{ClusterID: "c", Stages: []wire.StageSpec{{
 			Kind: "muster.io/debug.ping", Target: wire.Target{All: true}, MaxConcurrency: &c, MaxErrors: &e, OnFailure: onFailure,
-		}}}, runs.Who{Name: "alice"})
+		}}}, actions.Actor{Name: "alice"})
 		if err != nil {
 			return err
 		}
-		r, err = env.e.Approve(ctx, tx, r.ID, "", runs.Who{Name: "bob"})
+		r, err = env.e.Approve(ctx, tx, r.ID, "", actions.Actor{Name: "bob"})
 		return err
 	})
 	return r
@@ -147,10 +147,10 @@ func TestAManualPauseAndResumeDoNotLiftMaxErrors(t *testing.T) {
 		t.Fatalf("one error within max_errors 1: run %s", r.State)
 	}
 	env.update(func(ctx context.Context, tx store.Tx) error {
-		if _, err := env.e.Pause(ctx, tx, r.ID, runs.Who{Name: "alice"}); err != nil {
+		if _, err := env.e.Pause(ctx, tx, r.ID, actions.Actor{Name: "alice"}); err != nil {
 			return err
 		}
-		_, err := env.e.Resume(ctx, tx, r.ID, runs.Who{Name: "alice"}, false)
+		_, err := env.e.Resume(ctx, tx, r.ID, actions.Actor{Name: "alice"}, false)
 		return err
 	})
 	kids := env.children(r.ID)
@@ -166,7 +166,7 @@ func TestAManualPauseAndResumeDoNotLiftMaxErrors(t *testing.T) {
 		mayApprove bool
 	}{{"alice", false}, {"alice", true}, {"carol", false}} {
 		err := env.st.Update(ctx, func(tx store.Tx) error {
-			_, err := env.e.Resume(ctx, tx, r.ID, runs.Who{Name: tc.who}, tc.mayApprove)
+			_, err := env.e.Resume(ctx, tx, r.ID, actions.Actor{Name: tc.who}, tc.mayApprove)
 			return err
 		})
 		if !errors.Is(err, runs.ErrForbidden) {
@@ -174,7 +174,7 @@ func TestAManualPauseAndResumeDoNotLiftMaxErrors(t *testing.T) {
 		}
 	}
 	env.update(func(ctx context.Context, tx store.Tx) error {
-		_, err := env.e.Resume(ctx, tx, r.ID, runs.Who{Name: "bob"}, true)
+		_, err := env.e.Resume(ctx, tx, r.ID, actions.Actor{Name: "bob"}, true)
 		return err
 	})
 	if kids := env.children(r.ID); len(kids) != 3 {
@@ -189,19 +189,19 @@ func TestApproveChecksTheDigestShown(t *testing.T) {
 	env.update(func(ctx context.Context, tx store.Tx) error {
 		var err error
 		r, err = env.e.Create(ctx, tx, &wire.CreateRunRequest{ClusterID: "c", Stages: []wire.StageSpec{{
-			Kind: "muster.io/debug.ping", Target: wire.Target{All: true}}}}, runs.Who{Name: "alice"})
+			Kind: "muster.io/debug.ping", Target: wire.Target{All: true}}}}, actions.Actor{Name: "alice"})
 		return err
 	})
 	ctx := context.Background()
 	err := env.st.Update(ctx, func(tx store.Tx) error {
-		_, err := env.e.Approve(ctx, tx, r.ID, strings.Repeat("0", 64), runs.Who{Name: "bob"})
+		_, err := env.e.Approve(ctx, tx, r.ID, strings.Repeat("0", 64), actions.Actor{Name: "bob"})
 		return err
 	})
 	if !errors.Is(err, runs.ErrWrongState) {
 		t.Fatalf("approve with another digest: %v, want ErrWrongState", err)
 	}
 	env.update(func(ctx context.Context, tx store.Tx) error {
-		_, err := env.e.Approve(ctx, tx, r.ID, r.Digest, runs.Who{Name: "bob"})
+		_, err := env.e.Approve(ctx, tx, r.ID, r.Digest, actions.Actor{Name: "bob"})
 		return err
 	})
 }
@@ -213,7 +213,7 @@ func TestRunsWaitingForApprovalExpire(t *testing.T) {
 	env.update(func(ctx context.Context, tx store.Tx) error {
 		var err error
 		r, err = env.e.Create(ctx, tx, &wire.CreateRunRequest{ClusterID: "c", Stages: []wire.StageSpec{{
-			Kind: "muster.io/debug.ping", Target: wire.Target{All: true}}}}, runs.Who{Name: "alice"})
+			Kind: "muster.io/debug.ping", Target: wire.Target{All: true}}}}, actions.Actor{Name: "alice"})
 		return err
 	})
 	env.now = env.now.Add(env.e.Policy.TTL + time.Minute)
@@ -300,7 +300,7 @@ func TestAChildOnAForgottenNodeEndsAndCountsAsAnError(t *testing.T) {
 			var err error
 			r, err = env.e.Create(ctx, tx, &wire.CreateRunRequest{ClusterID: "c", Stages: []wire.StageSpec{{
 				Kind: "muster.io/debug.ping", Target: wire.Target{All: true}, MaxConcurrency: &c, MaxErrors: &e,
-			}}}, runs.Who{Name: "alice"})
+			}}}, actions.Actor{Name: "alice"})
 			if err != nil {
 				return err
 			}
@@ -308,7 +308,7 @@ func TestAChildOnAForgottenNodeEndsAndCountsAsAnError(t *testing.T) {
 			if err := tx.DeleteNode(ctx, "c", "n2"); err != nil {
 				return err
 			}
-			if _, err := env.e.Approve(ctx, tx, r.ID, "", runs.Who{Name: "bob"}); err != nil {
+			if _, err := env.e.Approve(ctx, tx, r.ID, "", actions.Actor{Name: "bob"}); err != nil {
 				return err
 			}
 			r, err = tx.Run(ctx, r.ID)
@@ -339,7 +339,7 @@ func TestRunsWaitingForApprovalExpirePageByPage(t *testing.T) {
 		env.update(func(ctx context.Context, tx store.Tx) error {
 			for range n {
 				if _, err := env.e.Create(ctx, tx, &wire.CreateRunRequest{ClusterID: "c", Stages: []wire.StageSpec{{
-					Kind: "muster.io/debug.ping", Target: wire.Target{All: true}}}}, runs.Who{Name: "alice"}); err != nil {
+					Kind: "muster.io/debug.ping", Target: wire.Target{All: true}}}}, actions.Actor{Name: "alice"}); err != nil {
 					return err
 				}
 			}

@@ -232,7 +232,7 @@ func Resolve(req *wire.CreateRunRequest, nodes []store.Node) ([]store.RunStage, 
 			return nil, invalid("a run creates at most %d child actions; this one would create more", MaxChildren)
 		}
 		out = append(out, store.RunStage{
-			Name: sp.Name, Kind: sp.Kind, Args: sp.Args, Target: sp.Target, Nodes: ids,
+			Name: sp.Name, Kind: sp.Kind, Args: sp.Args, Target: store.Target(sp.Target), Nodes: ids,
 			MaxConcurrency: *sp.MaxConcurrency, MaxErrors: *sp.MaxErrors, OnFailure: sp.OnFailure,
 			DependsOn: sp.DependsOn, TimeoutS: sp.TimeoutS, State: store.StagePending,
 		})

@@ -35,7 +35,7 @@ func View(r *store.Run, counts []store.ChildCount) wire.Run {
 		// without one are the pending ones.
 		byState["PENDING"] = max(st.Size()-children, 0)
 		out.Stages = append(out.Stages, wire.Stage{
-			Name: st.Name, Kind: st.Kind, Args: st.Args, Target: st.Target, Nodes: st.Nodes, NodeCount: st.Size(),
+			Name: st.Name, Kind: st.Kind, Args: st.Args, Target: wire.Target(st.Target), Nodes: st.Nodes, NodeCount: st.Size(),
 			MaxConcurrency: st.MaxConcurrency, MaxErrors: st.MaxErrors, OnFailure: st.OnFailure,
 			DependsOn: st.DependsOn, TimeoutS: st.TimeoutS, State: st.State, Counts: byState, Errors: errs,
 		})

@@ -12,7 +12,6 @@ import (
 	"github.com/musterhq/muster/shared/action"
 
 	"github.com/musterhq/muster/shared/limit"
-	"github.com/musterhq/muster/shared/wire"
 )
 
 // Run states (docs/architecture.md, "Runs and playbooks"): PENDING_APPROVE →
@@ -69,7 +68,7 @@ type RunStage struct {
 	Name           string          `json:"name"`
 	Kind           string          `json:"kind"`
 	Args           json.RawMessage `json:"args"`
-	Target         wire.Target     `json:"target"`
+	Target         Target          `json:"target"`
 	Nodes          []string        `json:"nodes"`
 	MaxConcurrency limit.Limit     `json:"max_concurrency"`
 	MaxErrors      limit.Limit     `json:"max_errors"`
@@ -186,6 +185,15 @@ func SortChildCounts(cs []ChildCount) {
 		return cmp.Or(cmp.Compare(a.RunID, b.RunID), cmp.Compare(a.Stage, b.Stage), cmp.Compare(a.State, b.State),
 			cmp.Compare(a.ApprovedBy, b.ApprovedBy), cmp.Compare(a.Reason, b.Reason))
 	})
+}
+
+// Target is the node selection a stage was created with, as the store keeps
+// it (the stages column's JSON): the API's wire.Target converts to it field
+// for field at the API boundary (core/runs).
+type Target struct {
+	Nodes  []string          `json:"nodes,omitempty"`
+	Labels map[string]string `json:"labels,omitempty"`
+	All    bool              `json:"all,omitempty"`
 }
 
 // RunQuery selects runs, newest first. Empty fields do not filter.

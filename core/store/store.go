@@ -27,6 +27,8 @@ var (
 	// ErrInvalidQuery is a list query no store can run, such as an unknown
 	// sort field.
 	ErrInvalidQuery = errors.New("invalid query")
+	// ErrUsedUp is a join token with no use left.
+	ErrUsedUp = errors.New("no use left")
 )
 
 // Store is the core's persistence.
@@ -74,9 +76,23 @@ type Reader interface {
 	ScheduledBefore(ctx context.Context, t time.Time) ([]Record, error)
 
 	Events(ctx context.Context, since int64, limit int) ([]Event, error)
+	// LatestSeq returns the sequence number of the newest event (0 when
+	// there is none), by one indexed read.
+	LatestSeq(ctx context.Context) (int64, error)
 
 	Tokens(ctx context.Context) ([]Token, error)
 	TokenByHash(ctx context.Context, hash string) (*Token, error)
+
+	// AgentCerts lists the agent certificates the core signed for a node
+	// (of any cluster when clusterID is ""; of every node when nodeID is
+	// "" too), newest issue first.
+	AgentCerts(ctx context.Context, clusterID, nodeID string) ([]AgentCert, error)
+	// AgentCert returns the certificate with this serial (ErrNotFound
+	// otherwise).
+	AgentCert(ctx context.Context, serial string) (*AgentCert, error)
+	// RevokedSerials lists the serials of every revoked agent certificate:
+	// the revocation list.
+	RevokedSerials(ctx context.Context) ([]string, error)
 
 	// Session returns the web UI session whose id hashes to hash
 	// (ErrNotFound otherwise), expired or not.
@@ -139,6 +155,23 @@ type Tx interface {
 	// that name) and, in the same transaction, its web UI sessions: a
 	// revoked token signs nobody in, on any replica, after any restart.
 	DeleteToken(ctx context.Context, name string) error
+	// UseToken takes one use of the token whose secret hashes to hash and
+	// returns the uses left, in the caller's transaction: two concurrent
+	// enrollments cannot both take the last use. A token without a use
+	// count returns -1 and is not changed. ErrNotFound: no such token;
+	// ErrUsedUp: no use left.
+	UseToken(ctx context.Context, hash string) (int, error)
+	// InsertAgentCert records a signed agent certificate (ErrExists when the
+	// serial is taken).
+	InsertAgentCert(ctx context.Context, c *AgentCert) error
+	// PruneAgentCerts deletes the certificates of a node (of any cluster)
+	// that expired before t, and returns how many: an expired certificate
+	// fails every handshake, so neither the list nor the node needs it.
+	PruneAgentCerts(ctx context.Context, nodeID string, before time.Time) (int, error)
+	// RevokeAgentCerts marks every unrevoked certificate of a node (of any
+	// cluster when clusterID is "") revoked at at, and returns their
+	// serials (none: an empty list, no error).
+	RevokeAgentCerts(ctx context.Context, clusterID, nodeID string, at time.Time, reason, by string) ([]string, error)
 	// InsertSession stores a new web UI session (ErrExists when the hash
 	// is taken).
 	InsertSession(ctx context.Context, s *Session) error
@@ -172,11 +205,6 @@ type Record struct {
 	// PushedStoreID is the store_id of the agent database a push was last
 	// attempted to, written before the push is sent. Empty: never pushed.
 	PushedStoreID string
-	// RunID, Stage and Wave place a child action in its run (empty for an
-	// action of its own). A run has at most one child per stage and node.
-	RunID string
-	Stage string
-	Wave  int
 }
 
 // Cluster status values.
@@ -214,6 +242,9 @@ const (
 	CauseLeft      = "left"
 	CauseFailed    = "failed"
 	CauseDuplicate = "duplicate"
+	// CauseRevoked: the node's certificate is on the revocation list
+	// (core/enroll); its gossip claims are refused until it enrolls again.
+	CauseRevoked = "revoked"
 )
 
 // Reasons shown to people for each cause (Node.StatusReason).
@@ -221,6 +252,7 @@ const (
 	ReasonLeft      = "left"
 	ReasonFailed    = "failed"
 	ReasonDuplicate = "announced from two addresses"
+	ReasonRevoked   = "certificate revoked"
 )
 
 // CauseReason is the text shown to people for a discovery cause.
@@ -232,6 +264,8 @@ func CauseReason(cause string) string {
 		return ReasonFailed
 	case CauseDuplicate:
 		return ReasonDuplicate
+	case CauseRevoked:
+		return ReasonRevoked
 	}
 	return cause
 }
@@ -255,10 +289,14 @@ type Node struct {
 	// the text for people.
 	DownCause string `json:"down_cause,omitempty"`
 	// Drained: the node gets no new pushes; what it holds finishes.
-	Drained bool     `json:"drained"`
-	StoreID string   `json:"store_id"`
-	Cursor  int64    `json:"cursor"`
-	Kinds   []string `json:"kinds"`
+	// DrainedBy and DrainReason say who drained it and why ("" when not
+	// drained).
+	Drained     bool     `json:"drained"`
+	DrainedBy   string   `json:"drained_by,omitempty"`
+	DrainReason string   `json:"drain_reason,omitempty"`
+	StoreID     string   `json:"store_id"`
+	Cursor      int64    `json:"cursor"`
+	Kinds       []string `json:"kinds"`
 	// Labels are the static labels of the configuration with the agent's
 	// own laid over them, key by key (nil when there are none).
 	Labels      map[string]string `json:"labels"`
@@ -271,8 +309,10 @@ type Node struct {
 type ListQuery struct {
 	ClusterID string
 	NodeID    string
-	States    []action.State
-	Kinds     []string
+	// RunID selects the child actions of one run.
+	RunID  string
+	States []action.State
+	Kinds  []string
 	// Sort keys in order; the id is always the last tie-breaker.
 	Sort []SortKey
 	// Marker is the id of the last action of the previous page.
@@ -300,7 +340,6 @@ func SortKeys(keys []SortKey) ([]SortKey, error) {
 	if len(keys) == 0 {
 		keys = DefaultSort
 	}
-	out := make([]SortKey, 0, len(keys)+1)
 	seen := map[string]bool{}
 	for _, k := range keys {
 		if !slices.Contains(SortFields, k.Field) {
@@ -310,6 +349,9 @@ func SortKeys(keys []SortKey) ([]SortKey, error) {
 			return nil, fmt.Errorf("%w: sort field %q given twice", ErrInvalidQuery, k.Field)
 		}
 		seen[k.Field] = true
+	}
+	out := make([]SortKey, 0, len(keys)+1)
+	for _, k := range keys {
 		out = append(out, k)
 		if k.Field == "id" { // unique: any further key can never decide
 			return out, nil
@@ -346,6 +388,11 @@ const (
 // not changed by it.
 const EventNodeClaimRefused = "node.claim_refused"
 
+// ActorCore is the core as the actor of what it decides itself, in events
+// and history lines: the one spelling (core/actions names it
+// actions.ActorCore too).
+const ActorCore = "core"
+
 // Event is one line of the audit trail.
 type Event struct {
 	Seq        int64     `json:"seq"`
@@ -368,6 +415,8 @@ const (
 	RoleOperator = "operator"
 	RoleApprover = "approver"
 	RoleAdmin    = "admin"
+	// RoleEnroll may only enroll agents (core/enroll).
+	RoleEnroll = "enroll"
 )
 
 // Session is a web UI sign-in (core/ui). Only the hash of its id is stored,
@@ -388,50 +437,48 @@ type Token struct {
 	Roles     []string  `json:"roles"`
 	Hash      string    `json:"-"`
 	CreatedTS time.Time `json:"created_ts"`
+	// ExpiresTS, when set, ends the token (a join token's TTL).
+	ExpiresTS *time.Time `json:"expires_ts,omitempty"`
+	// ClusterID scopes a join token to one cluster ("" for other tokens).
+	ClusterID string `json:"cluster_id,omitempty"`
+	// UsesLeft counts the enrollments a join token still allows (nil:
+	// no count).
+	UsesLeft *int `json:"uses_left,omitempty"`
 }
 
-// LatestSeq returns the sequence number of the newest event (0 when there is
-// none) with O(log n) indexed reads: "is there an event after k" is monotone
-// in k, so a galloping then binary search finds the last k for which it holds.
-func LatestSeq(ctx context.Context, r Reader) (int64, error) {
-	// firstAfter returns the seq of the first event after k, if any.
-	firstAfter := func(k int64) (int64, bool, error) {
-		evs, err := r.Events(ctx, k, 1)
-		if err != nil || len(evs) == 0 {
-			return 0, false, err
-		}
-		return evs[0].Seq, true, nil
-	}
-	lo, ok, err := firstAfter(0)
-	if err != nil || !ok {
-		return 0, err
-	}
-	// Invariant: an event exists at lo; none exists after hi.
-	var hi int64
-	for step := int64(1); ; step *= 2 {
-		next, ok, err := firstAfter(lo + step)
-		if err != nil {
-			return 0, err
-		}
-		if !ok {
-			hi = lo + step
-			break
-		}
-		lo = next
-	}
-	for lo < hi {
-		mid := lo + (hi-lo+1)/2
-		next, ok, err := firstAfter(mid - 1)
-		if err != nil {
-			return 0, err
-		}
-		if ok {
-			lo = next // next >= mid > lo
-		} else {
-			hi = mid - 1
-		}
-	}
-	return lo, nil
+// Expired reports whether the token has expired at now.
+func (t *Token) Expired(now time.Time) bool {
+	return t.ExpiresTS != nil && !now.Before(*t.ExpiresTS)
+}
+
+// Events of enrollment (core/enroll).
+const (
+	EventNodeEnrolled      = "node.enrolled"
+	EventNodeEnrollRefused = "node.enroll_refused"
+	EventNodeCertRenewed   = "node.cert_renewed"
+	EventNodeRenewRefused  = "node.renew_refused"
+	EventNodeRevoked       = "node.revoked"
+)
+
+// AgentCert is an agent certificate the core signed with its agent CA.
+type AgentCert struct {
+	// Serial is the certificate's serial number in lowercase hex.
+	Serial    string    `json:"serial"`
+	ClusterID string    `json:"cluster_id"`
+	NodeID    string    `json:"node_id"`
+	NotBefore time.Time `json:"not_before"`
+	NotAfter  time.Time `json:"not_after"`
+	IssuedTS  time.Time `json:"issued_ts"`
+	// IssuedBy names the join token, or "renewal".
+	IssuedBy     string     `json:"issued_by"`
+	RevokedTS    *time.Time `json:"revoked_ts,omitempty"`
+	RevokeReason string     `json:"revoke_reason,omitempty"`
+	RevokedBy    string     `json:"revoked_by,omitempty"`
+}
+
+// Live reports whether the certificate is unrevoked and unexpired at now.
+func (c *AgentCert) Live(now time.Time) bool {
+	return c.RevokedTS == nil && now.Before(c.NotAfter)
 }
 
 // EachEvent calls fn for every event after since, oldest first, reading

@@ -194,6 +194,8 @@ var eventTypes = []string{
 	store.EventActionExpired, store.EventActionStateChanged, store.EventActionCancelRequested,
 	store.EventActionConflict, store.EventActionLost,
 	"node.*", store.EventNodeUp, store.EventNodeDown, store.EventNodeJoined, store.EventNodeLeft,
+	store.EventNodeEnrolled, store.EventNodeEnrollRefused, store.EventNodeCertRenewed, store.EventNodeRenewRefused,
+	store.EventNodeRevoked,
 	"cluster.*", store.EventClusterAlert, store.EventClusterHealthy,
 	"token.*", store.EventTokenCreated, store.EventTokenRevoked,
 	"run.*", store.EventRunCreated, store.EventRunApproved, store.EventRunRejected, store.EventRunExpired,

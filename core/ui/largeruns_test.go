@@ -40,7 +40,7 @@ func seedRuns(tb testing.TB, st store.Store, n, nodes int, state string, start t
 				ids[j] = action.NewID()
 				r := &store.Run{ID: ids[j], ClusterID: "prod", State: state, Requester: "op", Digest: strings.Repeat("d", 64),
 					Stages: []store.RunStage{{Name: "main", Kind: "muster.io/debug.sleep", Args: json.RawMessage(`{"seconds":1}`),
-						Target: wire.Target{All: true}, Nodes: names, MaxConcurrency: limit.Limit{N: 10, Percent: true},
+						Target: store.Target{All: true}, Nodes: names, MaxConcurrency: limit.Limit{N: 10, Percent: true},
 						OnFailure: "abort", DependsOn: []string{}, State: store.StagePending}},
 					CreatedTS: at, UpdatedTS: at}
 				if state == store.RunPendingApprove {
@@ -56,8 +56,8 @@ func seedRuns(tb testing.TB, st store.Store, n, nodes int, state string, start t
 				for k, node := range names {
 					c := &store.Record{Action: action.Action{ID: action.NewID(), ClusterID: "prod", NodeID: node,
 						Kind: "muster.io/debug.sleep", Args: json.RawMessage(`{"seconds":1}`), State: action.Done,
-						Origin: action.OriginCore, Requester: "op", ApprovedBy: "appr", CreatedTS: at, UpdatedTS: at},
-						RunID: r.ID, Stage: "main", Wave: k/100 + 1}
+						Origin: action.OriginCore, Requester: "op", ApprovedBy: "appr", CreatedTS: at, UpdatedTS: at,
+						RunID: r.ID, Stage: "main", Wave: k/100 + 1}}
 					if k%4 == 0 {
 						c.State, c.StateReason = action.Failed, "exit status 1"
 					}

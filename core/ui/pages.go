@@ -14,8 +14,11 @@ import (
 	"github.com/musterhq/muster/core/actions"
 	"github.com/musterhq/muster/core/approval"
 	"github.com/musterhq/muster/core/auth"
+	"github.com/musterhq/muster/core/enroll"
+	corenodes "github.com/musterhq/muster/core/nodes"
 	"github.com/musterhq/muster/core/store"
 	"github.com/musterhq/muster/shared/action"
+	"github.com/musterhq/muster/shared/wire"
 )
 
 // Sizes of the lists shown.
@@ -271,14 +274,8 @@ func (s *Server) approvals(w http.ResponseWriter, r *http.Request, v *visitor) {
 		if ttl := s.cfg.Policy.TTL; ttl > 0 {
 			p.Expires = rec.CreatedTS.Add(ttl)
 		}
-		switch {
-		case p.Mine && !s.cfg.Policy.SelfApproval:
-			p.Why = "You asked for this: another approver must decide."
-		case !v.can(auth.Approve):
-			p.Why = "Your roles (" + strings.Join(v.tok.Roles, ", ") + ") do not include approving."
-		default:
-			p.CanDecide = true
-		}
+		p.Why = s.whyNot(v, "this", rec.Requester, "")
+		p.CanDecide = p.Why == ""
 		if p.Mine {
 			d.Mine++
 		} else if p.CanDecide {
@@ -472,14 +469,8 @@ func (s *Server) actionDetail(w http.ResponseWriter, r *http.Request, v *visitor
 		d.Expires = a.CreatedTS.Add(ttl)
 	}
 	if a.State == action.PendingApprove {
-		switch {
-		case d.Mine && !s.cfg.Policy.SelfApproval:
-			d.Why = "You asked for this: another approver must decide."
-		case !v.can(auth.Approve):
-			d.Why = "Your roles (" + strings.Join(v.tok.Roles, ", ") + ") do not include approving."
-		default:
-			d.CanDecide = true
-		}
+		d.Why = s.whyNot(v, "this", a.Requester, "")
+		d.CanDecide = d.Why == ""
 	}
 	vw := newView(v, "Action "+id[:8], "actions")
 	vw.Flash = flash(r)
@@ -490,8 +481,18 @@ func (s *Server) actionDetail(w http.ResponseWriter, r *http.Request, v *visitor
 
 type clusterView struct {
 	store.Cluster
-	Nodes []store.Node
-	Up    int
+	Nodes  []nodeRow
+	Counts wire.NodeCounts
+}
+
+// nodeRow is a node as the clusters page shows it: Status is the status it
+// is shown with (nodes.Status: DRAINED over UP), as in the API and the CLI,
+// and its revocation (core/enroll), if any.
+type nodeRow struct {
+	store.Node
+	Status       string
+	Revoked      bool
+	RevokeReason string
 }
 
 func (s *Server) clusters(w http.ResponseWriter, r *http.Request, v *visitor) {
@@ -502,18 +503,21 @@ func (s *Server) clusters(w http.ResponseWriter, r *http.Request, v *visitor) {
 		if err != nil {
 			return err
 		}
-		nodes, err := rd.Nodes(ctx, "")
+		all, err := rd.Nodes(ctx, "")
+		if err != nil {
+			return err
+		}
+		revoked, err := enroll.RevokedNodes(ctx, rd, "")
 		if err != nil {
 			return err
 		}
 		for _, c := range cs {
-			cv := clusterView{Cluster: c}
-			for _, n := range nodes {
-				if n.ClusterID == c.ID {
-					cv.Nodes = append(cv.Nodes, n)
-					if n.Status == store.NodeUp {
-						cv.Up++
-					}
+			cv := clusterView{Cluster: c, Counts: corenodes.Counts(all, c.ID)}
+			for i := range all {
+				if n := &all[i]; n.ClusterID == c.ID {
+					rc, isRevoked := revoked[n.ClusterID+"/"+n.ID]
+					cv.Nodes = append(cv.Nodes, nodeRow{Node: *n, Status: corenodes.Status(n), Revoked: isRevoked,
+						RevokeReason: rc.RevokeReason})
 				}
 			}
 			out = append(out, cv)
@@ -569,7 +573,7 @@ func (s *Server) events(w http.ResponseWriter, r *http.Request, v *visitor) {
 // looking back over at most eventsScanned events.
 func newestEvents(r *http.Request, rd store.Reader, f eventFilter) ([]store.Event, error) {
 	ctx := r.Context()
-	hi, err := store.LatestSeq(ctx, rd)
+	hi, err := rd.LatestSeq(ctx)
 	if err != nil {
 		return nil, err
 	}

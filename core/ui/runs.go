@@ -10,6 +10,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/musterhq/muster/core/actions"
 	"github.com/musterhq/muster/core/approval"
 	"github.com/musterhq/muster/core/auth"
 	"github.com/musterhq/muster/core/runs"
@@ -23,11 +24,11 @@ import (
 // permission; the engine checks the rest (state, four-eyes, digest,
 // approval window, forgiving errors on resume) and writes the events.
 type RunChanger interface {
-	Approve(ctx context.Context, tx store.Tx, id, digest string, who runs.Who) (*store.Run, error)
-	Reject(ctx context.Context, tx store.Tx, id string, who runs.Who, reason string) (*store.Run, error)
-	Pause(ctx context.Context, tx store.Tx, id string, who runs.Who) (*store.Run, error)
-	Resume(ctx context.Context, tx store.Tx, id string, who runs.Who, mayApprove bool) (*store.Run, error)
-	Cancel(ctx context.Context, tx store.Tx, id string, who runs.Who, reason string) (*store.Run, error)
+	Approve(ctx context.Context, tx store.Tx, id, digest string, who actions.Actor) (*store.Run, error)
+	Reject(ctx context.Context, tx store.Tx, id string, who actions.Actor, reason string) (*store.Run, error)
+	Pause(ctx context.Context, tx store.Tx, id string, who actions.Actor) (*store.Run, error)
+	Resume(ctx context.Context, tx store.Tx, id string, who actions.Actor, mayApprove bool) (*store.Run, error)
+	Cancel(ctx context.Context, tx store.Tx, id string, who actions.Actor, reason string) (*store.Run, error)
 }
 
 // runsPerPage is the size of a page of the Runs list.
@@ -227,17 +228,24 @@ func (s *Server) runDecisionFor(v *visitor, r *store.Run, applier string) runDec
 	if ttl := s.cfg.Policy.TTL; ttl > 0 {
 		d.Expires = r.CreatedTS.Add(ttl)
 	}
-	switch {
-	case d.Mine && !s.cfg.Policy.SelfApproval:
-		d.Why = "You asked for this run: another approver must decide."
-	case applier != "" && approval.SamePerson(applier, v.tok.Name) && !s.cfg.Policy.SelfApproval:
-		d.Why = "You applied the playbook version of this run: another approver must decide."
-	case !v.can(auth.Approve):
-		d.Why = "Your roles (" + strings.Join(v.tok.Roles, ", ") + ") do not include approving."
-	default:
-		d.CanDecide = true
-	}
+	d.Why = s.whyNot(v, "this run", r.Requester, applier)
+	d.CanDecide = d.Why == ""
 	return d
+}
+
+// whyNot says why visitor v may not approve or reject what (requested by
+// requester, made from a playbook version applied by applier), by the one
+// rule of approval.Policy.MayApprove; "" when they may.
+func (s *Server) whyNot(v *visitor, what, requester, applier string) string {
+	switch s.cfg.Policy.MayApprove(requester, applier, v.tok.Name, v.can(auth.Approve)) {
+	case approval.OwnRequest:
+		return "You asked for " + what + ": another approver must decide."
+	case approval.AppliedPlaybook:
+		return "You applied the playbook version of " + what + ": another approver must decide."
+	case approval.NoRole:
+		return "Your roles (" + strings.Join(v.tok.Roles, ", ") + ") do not include approving."
+	}
+	return ""
 }
 
 // applierOf returns who applied the playbook version run r was made from.
@@ -364,7 +372,7 @@ func (s *Server) changeRun(c runChange) handlerFunc {
 			s.renderError(w, r, v, http.StatusBadRequest, strings.TrimPrefix(err.Error(), errForm.Error()+": "))
 			return
 		}
-		who := runs.Who{Name: v.tok.Name, Addr: clientAddr(r)}
+		who := actions.Actor{Name: v.tok.Name, Addr: clientAddr(r)}
 		var run *store.Run
 		err = s.st.Update(r.Context(), func(tx store.Tx) error {
 			var err error

@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/musterhq/muster/core/actions"
 	"github.com/musterhq/muster/core/runs"
 	"github.com/musterhq/muster/core/store"
 	"github.com/musterhq/muster/shared/action"
@@ -48,7 +49,7 @@ func (e *env) createRun(requester string, stages ...wire.StageSpec) *store.Run {
 	var r *store.Run
 	e.runChange(func(ctx context.Context, tx store.Tx) (err error) {
 		r, err = e.ui.cfg.Runs.(*runs.Engine).Create(ctx, tx, &wire.CreateRunRequest{ClusterID: "prod", Stages: stages},
-			runs.Who{Name: requester})
+			actions.Actor{Name: requester})
 		return err
 	})
 	return r
@@ -67,7 +68,7 @@ func (e *env) runChange(fn func(ctx context.Context, tx store.Tx) error) {
 func (e *env) approveRun(id, who string) {
 	e.t.Helper()
 	e.runChange(func(ctx context.Context, tx store.Tx) error {
-		_, err := e.ui.cfg.Runs.Approve(ctx, tx, id, "", runs.Who{Name: who})
+		_, err := e.ui.cfg.Runs.Approve(ctx, tx, id, "", actions.Actor{Name: who})
 		return err
 	})
 }
@@ -76,7 +77,7 @@ func (e *env) approveRun(id, who string) {
 func (e *env) pauseRun(id string) {
 	e.t.Helper()
 	e.runChange(func(ctx context.Context, tx store.Tx) error {
-		_, err := e.ui.cfg.Runs.Pause(ctx, tx, id, runs.Who{Name: "op"})
+		_, err := e.ui.cfg.Runs.Pause(ctx, tx, id, actions.Actor{Name: "op"})
 		return err
 	})
 }

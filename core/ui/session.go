@@ -134,8 +134,8 @@ func (ss *sessions) get(ctx context.Context, id string) (sess *store.Session, to
 		ended = true
 	case err != nil:
 		return nil, nil, false, err
-	case !ss.now().Before(sess.ExpiresTS):
-		ended = true
+	case !ss.now().Before(sess.ExpiresTS), tok.Expired(ss.now()):
+		ended = true // the session's end, or its token's (a TTL)
 	}
 	if ended {
 		return nil, nil, true, ss.end(ctx, sess.Hash)
@@ -154,7 +154,10 @@ func (ss *sessions) live(ctx context.Context, hash string) bool {
 			return err
 		}
 		ok = ss.now().Before(sess.ExpiresTS)
-		_, err = r.TokenByHash(ctx, sess.TokenHash)
+		tok, err := r.TokenByHash(ctx, sess.TokenHash)
+		if err == nil && tok.Expired(ss.now()) {
+			ok = false
+		}
 		return err
 	})
 	return ok && !errors.Is(err, store.ErrNotFound)

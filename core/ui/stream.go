@@ -98,7 +98,7 @@ func (s *Server) stream(w http.ResponseWriter, r *http.Request, v *visitor) {
 	if since < 0 {
 		if err := s.st.Read(ctx, func(rd store.Reader) error {
 			var err error
-			since, err = store.LatestSeq(ctx, rd)
+			since, err = rd.LatestSeq(ctx)
 			return err
 		}); err != nil {
 			s.log.Error("stream start", "err", err)

@@ -173,7 +173,7 @@ func New(cfg Config, st store.Store, ch Changer, n Nudger, log *slog.Logger) (*S
 		cfg.DevLoginsExpire = cfg.Now().Add(DevLoginTTL)
 	}
 	if cfg.Runs == nil {
-		cfg.Runs = &runs.Engine{Policy: cfg.Policy, Actions: actions.Children{Rules: &actions.Rules{Policy: cfg.Policy}}}
+		cfg.Runs = &runs.Engine{Policy: cfg.Policy, Actions: &actions.Rules{Policy: cfg.Policy}}
 	}
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)

@@ -14,6 +14,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/musterhq/muster/core/actions"
+	"github.com/musterhq/muster/core/approval"
+	"github.com/musterhq/muster/core/auth"
+	corenodes "github.com/musterhq/muster/core/nodes"
 	"github.com/musterhq/muster/core/store"
 	"github.com/musterhq/muster/core/streams"
 	"github.com/musterhq/muster/shared/action"
@@ -774,14 +778,75 @@ func TestClustersPageShowsNodesWithLabels(t *testing.T) {
 	now := time.Now()
 	err := e.ui.pages["clusters"].ExecuteTemplate(&out, "live", &view{Data: []clusterView{{
 		Cluster: store.Cluster{ID: "prod", Status: store.ClusterHealthy},
-		Nodes: []store.Node{{ClusterID: "prod", ID: "db-1", Status: store.NodeUp, LastContact: &now,
-			Labels: map[string]string{"zone": "eu-1", "role": "<b>replica\x1b"}}},
+		Nodes: []nodeRow{{Node: store.Node{ClusterID: "prod", ID: "db-1", Status: store.NodeUp, LastContact: &now,
+			Labels: map[string]string{"zone": "eu-1", "role": "<b>replica\x1b"}}, Status: store.NodeUp}},
 	}}})
 	if err != nil {
 		t.Fatal(err)
 	}
 	if want := `<li>role=&lt;b&gt;replica\x1b</li><li>zone=eu-1</li>`; !strings.Contains(out.String(), want) {
 		t.Fatalf("labels not shown as %s:\n%s", want, out.String())
+	}
+}
+
+// A drained node is shown DRAINED, not UP, with who drained it and why
+// (escaped), and counted apart from the nodes up.
+func TestClustersPageShowsADrainedNodeAsDrained(t *testing.T) {
+	t.Parallel()
+	e := setup(t)
+	ctx := context.Background()
+	if err := e.st.Update(ctx, func(tx store.Tx) error {
+		_, err := corenodes.Drain(ctx, tx, "prod", "db-1", "<b>disk</b>\x1b[31m", actions.Actor{Name: "op"})
+		return err
+	}); err != nil {
+		t.Fatal(err)
+	}
+	b := e.browser().signIn("viewer")
+	_, _, body := b.get("/ui/clusters")
+	for _, want := range []string{`<span class="health health-drained">DRAINED</span>`, "drained by op: &lt;b&gt;disk&lt;/b&gt;\\x1b[31m",
+		"0 of 1 nodes up, 1 drained"} {
+		if !strings.Contains(body, want) {
+			t.Errorf("the Clusters page lacks %q:\n%s", want, body)
+		}
+	}
+	if strings.Contains(body, `health-up">UP`) || strings.Contains(body, "<b>disk") {
+		t.Error("the drained node is shown UP, or its reason unescaped")
+	}
+}
+
+// A run's child says on its page which run, stage and wave it belongs to,
+// with a link to the run, and the actions list links it to its run.
+func TestActionPageShowsTheRunOfAChild(t *testing.T) {
+	t.Parallel()
+	e := setup(t)
+	ctx := context.Background()
+	runID := action.NewID()
+	var kid *store.Record
+	if err := e.st.Update(ctx, func(tx store.Tx) error {
+		var err error
+		kid, err = (&actions.Rules{Policy: approval.DefaultPolicy()}).CreateChild(ctx, tx, actions.Child{RunID: runID,
+			Stage: "<i>canary</i>", Wave: 3, ClusterID: "prod", NodeID: "db-1", Kind: "muster.io/debug.ping",
+			Requester: "op", ApprovedBy: "appr"}, actions.Core)
+		return err
+	}); err != nil {
+		t.Fatal(err)
+	}
+	b := e.browser().signIn("viewer")
+	_, _, body := b.get("/ui/actions/" + kid.ID)
+	want := `<a href="/ui/runs/` + runID + `"><code>` + runID[:8] + `</code></a> · stage &lt;i&gt;canary&lt;/i&gt; · wave 3`
+	if !strings.Contains(body, want) {
+		t.Fatalf("the child's page lacks %q:\n%s", want, body)
+	}
+	own := e.create("op", `{}`)
+	if _, _, body := b.get("/ui/actions/" + own.ID); strings.Contains(body, "<dt>Run</dt>") {
+		t.Fatal("an action of its own shows a run")
+	}
+	_, _, body = b.get("/ui/actions")
+	if want := `<a class="tag" href="/ui/runs/` + runID + `" title="stage &lt;i&gt;canary&lt;/i&gt;, wave 3">run ` + runID[:8] + `</a>`; !strings.Contains(body, want) {
+		t.Fatalf("the actions list lacks %q:\n%s", want, body)
+	}
+	if strings.Count(body, `class="tag" href="/ui/runs/`) != 1 {
+		t.Fatal("the actions list links an action of its own to a run")
 	}
 }
 
@@ -852,4 +917,50 @@ func TestSignOutEndsTheSessionsLiveStreams(t *testing.T) {
 		}
 	}
 	t.Fatalf("the stream ended without saying the session ended: %v", sc.Err())
+}
+
+// TestClustersPageShowsRevokedNodes: a node whose newest certificate is
+// revoked shows REVOKED with the reason, escaped; the others do not.
+func TestClustersPageShowsRevokedNodes(t *testing.T) {
+	t.Parallel()
+	e := setup(t)
+	ctx := context.Background()
+	now := time.Now().UTC()
+	err := e.st.Update(ctx, func(tx store.Tx) error {
+		if err := tx.InsertAgentCert(ctx, &store.AgentCert{Serial: "0a", ClusterID: "prod", NodeID: "db-1",
+			NotBefore: now, NotAfter: now.Add(time.Hour), IssuedTS: now, IssuedBy: "join"}); err != nil {
+			return err
+		}
+		_, err := tx.RevokeAgentCerts(ctx, "prod", "db-1", now, "<i>stolen\x1b", "admin")
+		return err
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	b := e.browser().signIn("viewer")
+	_, _, body := b.get("/ui/clusters")
+	if !strings.Contains(body, "REVOKED") || !strings.Contains(body, `certificate revoked: &lt;i&gt;stolen\x1b`) {
+		t.Fatalf("the Clusters page does not show db-1 revoked, escaped:\n%s", body)
+	}
+}
+
+// TestSessionEndsWithItsTokensTTL: a session signed in with a token that
+// has a TTL ends when the token expires, even before the session would.
+func TestSessionEndsWithItsTokensTTL(t *testing.T) {
+	t.Parallel()
+	e := setup(t, func(c *Config) { c.SessionTTL = 12 * time.Hour })
+	secret, _, err := auth.CreateTokenWith(context.Background(), e.st, "brief", []string{store.RoleViewer},
+		auth.Options{TTL: time.Hour}, "admin", "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.secrets["brief"] = secret
+	b := e.browser().signIn("brief")
+	if status, _, _ := b.get("/ui/events"); status != http.StatusOK {
+		t.Fatalf("events: %d", status)
+	}
+	e.clock.add(2 * time.Hour)
+	if status, loc, _ := b.get("/ui/events"); status != http.StatusSeeOther || !strings.HasPrefix(loc, "/ui/login") {
+		t.Fatalf("after the token's TTL: %d to %q, want the sign-in page", status, loc)
+	}
 }

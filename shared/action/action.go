@@ -50,6 +50,12 @@ type Action struct {
 
 	// RetryOf links an action made by retry to the one it repeats (core only).
 	RetryOf string `json:"retry_of,omitempty"`
+	// RunID, Stage and Wave place a run's child action in its run (core
+	// only; empty for an action of its own). A run has at most one child
+	// per stage and node.
+	RunID string `json:"run_id,omitempty"`
+	Stage string `json:"stage,omitempty"`
+	Wave  int    `json:"wave,omitempty"`
 	// History lists every transition; filled only by "show" calls.
 	History []Transition `json:"history,omitempty"`
 }

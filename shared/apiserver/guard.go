@@ -131,7 +131,7 @@ func (g *Guard) admit(c net.Conn, client string) (gc *guardConn, victims []*guar
 		return nil, victims, false
 	}
 	g.seq++
-	gc = &guardConn{Conn: c, g: g, client: client, seq: g.seq, counted: true}
+	gc = &guardConn{Conn: c, g: g, client: client, seq: g.seq, state: stateFresh, counted: true}
 	g.open[gc] = struct{}{}
 	g.byClient[client]++
 	return gc, victims, true

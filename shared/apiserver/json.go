@@ -42,3 +42,27 @@ func RequireJSON(next echo.HandlerFunc) echo.HandlerFunc {
 		return next(c)
 	}
 }
+
+// RequireJSONWrites is RequireJSON for an API every write of which declares
+// JSON, a body-less one included (a cancel): a browser's cross-site form or
+// fetch without a preflight can send neither, whatever its body.
+func RequireJSONWrites(next echo.HandlerFunc) echo.HandlerFunc {
+	return func(c *echo.Context) error {
+		r := c.Request()
+		switch r.Method {
+		case http.MethodPost, http.MethodPut, http.MethodPatch, http.MethodDelete:
+		default:
+			return next(c)
+		}
+		ct := r.Header.Get("Content-Type")
+		mt, _, err := mime.ParseMediaType(ct)
+		if err != nil || mt != "application/json" {
+			if ct == "" {
+				ct = "none"
+			}
+			return fmt.Errorf("%w: a %s needs Content-Type: application/json, even without a body, not %.100q",
+				ErrUnsupportedMediaType, r.Method, ct)
+		}
+		return next(c)
+	}
+}

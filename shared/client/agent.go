@@ -56,9 +56,15 @@ func (a *Agent) Info(ctx context.Context) (*wire.AgentInfo, error) {
 	return &out, nil
 }
 
-// Changes calls GET /api/v1/actions. since < 0 lists everything. ack tells the
-// agent that everything up to since is durably stored by the caller.
+// Changes calls GET /api/v1/actions. since < 0 lists everything. ack first
+// tells the agent, with Ack, that everything up to since is durably stored by
+// the caller.
 func (a *Agent) Changes(ctx context.Context, since int64, limit int, ack bool) (*wire.ChangesPage, error) {
+	if ack && since >= 0 {
+		if err := a.Ack(ctx, since); err != nil {
+			return &wire.ChangesPage{}, err
+		}
+	}
 	q := url.Values{}
 	if since >= 0 {
 		q.Set("since", strconv.FormatInt(since, 10))
@@ -66,12 +72,22 @@ func (a *Agent) Changes(ctx context.Context, since int64, limit int, ack bool) (
 	if limit > 0 {
 		q.Set("limit", strconv.Itoa(limit))
 	}
-	if ack && since >= 0 {
-		q.Set("ack", "1")
-	}
 	var out wire.ChangesPage
 	_, err := do(ctx, a.http, http.MethodGet, a.base+"/api/v1/actions?"+q.Encode(), nil, capped{&out, pageLimit(limit, maxAgentPage)})
 	return &out, err
+}
+
+// Ack calls POST /api/v1/actions/ack: every change up to cursor is durably
+// stored by the caller. An agent of the previous release has no such route
+// (404 or 405): that is not an error, its finished records wait for
+// retention_max instead.
+func (a *Agent) Ack(ctx context.Context, cursor int64) error {
+	_, err := do(ctx, a.http, http.MethodPost, a.base+"/api/v1/actions/ack", wire.AckRequest{Cursor: cursor}, capped{nil, InfoLimit})
+	var ae *APIError
+	if errors.As(err, &ae) && (ae.Status == http.StatusNotFound || ae.Status == http.StatusMethodNotAllowed) {
+		return nil
+	}
+	return err
 }
 
 // Push calls POST /api/v1/actions. It returns the agent's record and the
@@ -137,7 +153,9 @@ func doWith(ctx context.Context, hc *http.Client, method, u, token string, in, o
 	if err != nil {
 		return 0, err
 	}
-	if in != nil {
+	if in != nil || method != http.MethodGet {
+		// Every write declares JSON, a body-less one included: the
+		// agent's API refuses any other.
 		req.Header.Set("Content-Type", "application/json")
 	}
 	req.Header.Set("Accept", "application/json")

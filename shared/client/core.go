@@ -89,15 +89,22 @@ func (c *Core) Nodes(ctx context.Context, cluster string, selector ...string) ([
 	return out.Nodes, err
 }
 
-// DrainNode calls POST /api/v1/clusters/{c}/nodes/{n}/drain (drain true)
-// or /undrain.
-func (c *Core) DrainNode(ctx context.Context, cluster, node string, drain bool) (*wire.Node, error) {
-	verb := "drain"
-	if !drain {
-		verb = "undrain"
+// DrainNode calls POST /api/v1/clusters/{c}/nodes/{n}/drain, saying why
+// (reason, "" for none).
+func (c *Core) DrainNode(ctx context.Context, cluster, node, reason string) (*wire.Node, error) {
+	var in any
+	if reason != "" {
+		in = wire.ReasonRequest{Reason: reason}
 	}
 	var out wire.Node
-	_, err := c.call(ctx, http.MethodPost, "/api/v1/clusters/"+url.PathEscape(cluster)+"/nodes/"+url.PathEscape(node)+"/"+verb, nil, &out)
+	_, err := c.call(ctx, http.MethodPost, "/api/v1/clusters/"+url.PathEscape(cluster)+"/nodes/"+url.PathEscape(node)+"/drain", in, &out)
+	return &out, err
+}
+
+// UndrainNode calls POST /api/v1/clusters/{c}/nodes/{n}/undrain.
+func (c *Core) UndrainNode(ctx context.Context, cluster, node string) (*wire.Node, error) {
+	var out wire.Node
+	_, err := c.call(ctx, http.MethodPost, "/api/v1/clusters/"+url.PathEscape(cluster)+"/nodes/"+url.PathEscape(node)+"/undrain", nil, &out)
 	return &out, err
 }
 
@@ -113,8 +120,10 @@ func (c *Core) ForgetNode(ctx context.Context, cluster, node string) (*wire.Forg
 type ActionFilter struct {
 	Cluster string
 	Node    string
-	States  []action.State
-	Kinds   []string
+	// Run lists the child actions of one run.
+	Run    string
+	States []action.State
+	Kinds  []string
 	// Sort is like "created_ts:desc,id:asc".
 	Sort   string
 	Limit  int
@@ -130,6 +139,7 @@ func (f ActionFilter) values() url.Values {
 	}
 	set("cluster", f.Cluster)
 	set("node", f.Node)
+	set("run", f.Run)
 	states := make([]string, len(f.States))
 	for i, s := range f.States {
 		states[i] = string(s)
@@ -242,6 +252,44 @@ func (c *Core) Events(ctx context.Context, since int64, limit int, f EventFilter
 func (c *Core) CreateToken(ctx context.Context, name string, roles []string) (*wire.TokenSecret, error) {
 	var out wire.TokenSecret
 	_, err := c.call(ctx, http.MethodPost, "/api/v1/tokens", wire.CreateTokenRequest{Name: name, Roles: roles}, &out)
+	return &out, err
+}
+
+// CreateTokenWith calls POST /api/v1/tokens with every field of req (a
+// join token's TTL, cluster and uses).
+func (c *Core) CreateTokenWith(ctx context.Context, req wire.CreateTokenRequest) (*wire.TokenSecret, error) {
+	var out wire.TokenSecret
+	_, err := c.call(ctx, http.MethodPost, "/api/v1/tokens", req, &out)
+	return &out, err
+}
+
+// EnrollCA calls GET /api/v1/enroll/ca: the agent CA bundle, public.
+func (c *Core) EnrollCA(ctx context.Context) (*wire.EnrollCA, error) {
+	var out wire.EnrollCA
+	_, err := c.call(ctx, http.MethodGet, "/api/v1/enroll/ca", nil, &out)
+	return &out, err
+}
+
+// Enroll calls POST /api/v1/enroll with the client's token as join token.
+func (c *Core) Enroll(ctx context.Context, req wire.EnrollRequest) (*wire.EnrollResponse, error) {
+	var out wire.EnrollResponse
+	_, err := c.call(ctx, http.MethodPost, "/api/v1/enroll", req, &out)
+	return &out, err
+}
+
+// Renew calls POST /api/v1/enroll/renew; the client's HTTP client must
+// present the agent's certificate (mutual TLS).
+func (c *Core) Renew(ctx context.Context, req wire.RenewRequest) (*wire.EnrollResponse, error) {
+	var out wire.EnrollResponse
+	_, err := c.call(ctx, http.MethodPost, "/api/v1/enroll/renew", req, &out)
+	return &out, err
+}
+
+// RevokeNode calls POST /api/v1/clusters/{c}/nodes/{n}/revoke.
+func (c *Core) RevokeNode(ctx context.Context, cluster, node, reason string) (*wire.RevokeResult, error) {
+	var out wire.RevokeResult
+	_, err := c.call(ctx, http.MethodPost, "/api/v1/clusters/"+url.PathEscape(cluster)+"/nodes/"+url.PathEscape(node)+"/revoke",
+		wire.RevokeRequest{Reason: reason}, &out)
 	return &out, err
 }
 

@@ -40,6 +40,8 @@ import (
 	"time"
 
 	"github.com/hashicorp/memberlist"
+
+	"github.com/musterhq/muster/shared/startstop"
 )
 
 // Kind is what happened to a member.
@@ -125,14 +127,16 @@ type Config struct {
 
 // Errors of the service.
 var (
-	ErrNoKey   = errors.New("gossip needs an encryption key (gossip.key_file), or gossip.insecure: true")
-	ErrStarted = errors.New("gossip already started")
-	ErrStopped = errors.New("gossip stopped")
+	ErrNoKey = errors.New("gossip needs an encryption key (gossip.key_file), or gossip.insecure: true")
+	// ErrStarted and ErrStopped are shared/startstop's: a service starts once.
+	ErrStarted = startstop.ErrStarted
+	ErrStopped = startstop.ErrStopped
 )
 
-// Service runs one memberlist instance. Build it with New, run it with
-// Start, end it with Stop.
+// Service runs one memberlist instance. Build it with New (which starts
+// nothing), run it with Start, end it with Stop: a shared/startstop part.
 type Service struct {
+	startstop.Base
 	cfg  Config
 	meta []byte
 	// leaveProof is the secret of Meta.Leave, revealed by the leave intent.
@@ -142,12 +146,13 @@ type Service struct {
 	// seen counts the live members (other than this one) with the sought role.
 	seen atomic.Int64
 
-	mu    sync.Mutex
-	state int // 0 new, 1 started, 2 stopped
-	ml    *memberlist.Memberlist
-	addr  string
-	stop  chan struct{}
-	wg    sync.WaitGroup
+	// stopMu makes Stops wait for each other: the pool is left once,
+	// before the service's goroutines end.
+	stopMu sync.Mutex
+	mu     sync.Mutex
+	ml     *memberlist.Memberlist // while running: set by Start, cleared by Stop
+	left   bool                   // Stop has begun: Start makes no instance
+	addr   string
 }
 
 // New checks cfg and returns a service; it opens and starts nothing.
@@ -189,7 +194,7 @@ func New(cfg Config) (*Service, error) {
 		cfg.Log = slog.New(slog.DiscardHandler)
 	}
 	return &Service{cfg: cfg, meta: meta, leaveProof: base64.RawURLEncoding.EncodeToString(secret),
-		log: cfg.Log.With("component", "gossip"), q: newFIFO(), stop: make(chan struct{})}, nil
+		log: cfg.Log.With("component", "gossip"), q: newFIFO()}, nil
 }
 
 func splitAddr(addr string) (string, int, error) {
@@ -207,13 +212,9 @@ func splitAddr(addr string) (string, int, error) {
 // Start creates the memberlist instance (binding its port), then joins the
 // pool in the background and delivers events until Stop or the end of ctx.
 func (s *Service) Start(ctx context.Context) error {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	switch s.state {
-	case 1:
-		return ErrStarted
-	case 2:
-		return ErrStopped
+	ctx, done, err := s.StartInit(ctx)
+	if err != nil {
+		return err
 	}
 	host, port, _ := splitAddr(s.cfg.BindAddr)
 	c := s.cfg.Timing.config()
@@ -231,33 +232,40 @@ func (s *Service) Start(ctx context.Context) error {
 	c.Logger = log.New(&logWriter{log: s.log}, "", 0)
 	ml, err := memberlist.Create(c)
 	if err != nil {
+		done()
 		return fmt.Errorf("gossip: %w", err)
 	}
 	self := ml.LocalNode()
-	s.ml, s.state = ml, 1
+	s.mu.Lock()
+	if s.left { // a Stop came while the instance was made
+		s.mu.Unlock()
+		_ = ml.Shutdown()
+		done()
+		return ErrStopped
+	}
+	s.ml = ml
 	s.addr = net.JoinHostPort(self.Addr.String(), strconv.Itoa(int(self.Port)))
+	s.mu.Unlock()
 	s.log.Info("gossip started", "name", s.cfg.Name, "addr", s.addr, "encrypted", len(s.cfg.Key) > 0,
 		"profile", s.cfg.Timing.Profile, "probe_interval", c.ProbeInterval, "suspicion_mult", c.SuspicionMult)
-	ctx, cancel := context.WithCancel(ctx)
-	s.wg.Add(2)
-	go func() { defer s.wg.Done(); defer cancel(); s.loop(ctx, d) }()
-	go func() { defer s.wg.Done(); s.joiner(ctx, ml) }()
+	var wg sync.WaitGroup
+	wg.Add(2)
+	go func() { defer wg.Done(); s.loop(ctx, d) }()
+	go func() { defer wg.Done(); s.joiner(ctx, ml) }()
+	go func() { wg.Wait(); done() }()
 	return nil
 }
 
 // Stop leaves the pool gracefully (waiting up to LeaveTimeout for the
 // message to go out), shuts memberlist down and waits for the service's
-// goroutines. It is idempotent.
+// goroutines. It is idempotent, and returns at once on a service never
+// started.
 func (s *Service) Stop() {
+	s.stopMu.Lock()
+	defer s.stopMu.Unlock()
 	s.mu.Lock()
-	if s.state == 2 {
-		s.mu.Unlock()
-		s.wg.Wait()
-		return
-	}
 	ml := s.ml
-	s.state = 2
-	close(s.stop)
+	s.ml, s.left = nil, true
 	s.mu.Unlock()
 	if ml != nil {
 		s.tellLeaving(ml)
@@ -269,7 +277,7 @@ func (s *Service) Stop() {
 		}
 		s.log.Info("gossip left")
 	}
-	s.wg.Wait()
+	s.Base.Stop()
 }
 
 // Addr is the gossip address this member advertises, once started.
@@ -283,9 +291,8 @@ func (s *Service) Addr() string {
 func (s *Service) Members() []Member {
 	s.mu.Lock()
 	ml := s.ml
-	running := s.state == 1
 	s.mu.Unlock()
-	if !running {
+	if ml == nil {
 		return nil
 	}
 	var out []Member
@@ -341,9 +348,8 @@ func (s *Service) Tell(role string, n Note) int {
 	}
 	s.mu.Lock()
 	ml := s.ml
-	running := s.state == 1
 	s.mu.Unlock()
-	if !running {
+	if ml == nil {
 		return 0
 	}
 	return s.send(ml, role, msg)
@@ -424,8 +430,6 @@ func (s *Service) loop(ctx context.Context, d *delegate) {
 		select {
 		case <-ctx.Done():
 			return
-		case <-s.stop:
-			return
 		case <-s.q.wake:
 		case <-timer.C:
 		}
@@ -491,8 +495,6 @@ func (s *Service) joiner(ctx context.Context, ml *memberlist.Memberlist) {
 	for {
 		select {
 		case <-ctx.Done():
-			return
-		case <-s.stop:
 			return
 		case <-t.C:
 		}

@@ -19,6 +19,7 @@ import (
 	"github.com/hashicorp/memberlist"
 
 	"github.com/musterhq/muster/shared/config"
+	"github.com/musterhq/muster/shared/testgoroutine"
 	"github.com/musterhq/muster/shared/testwait"
 )
 
@@ -284,6 +285,31 @@ func TestStopIsIdempotentAndFinal(t *testing.T) {
 	}
 }
 
+// TestNewStartsNothing: New makes no memberlist instance and starts no
+// goroutine; Stop of a service never started returns at once; one started
+// and stopped leaves no goroutine. Not parallel: it looks at every
+// goroutine.
+func TestNewStartsNothing(t *testing.T) {
+	s, err := New(Config{Name: "idle", BindAddr: "127.0.0.1:0", Insecure: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	testgoroutine.None(t, "shared/gossip.(*Service)")
+	testgoroutine.None(t, "shared/gossip.New")
+	testgoroutine.None(t, "hashicorp/memberlist.")
+	if s.Addr() != "" || s.Members() != nil || s.Tell(RoleCore, Note{Leaving: "x"}) != 0 {
+		t.Fatal("a service never started has an address, members or sends notes")
+	}
+	testgoroutine.Returns(t, 5*time.Second, "Stop before Start", s.Stop)
+
+	run := member(t, "run", nil, nil, nil)
+	if !testgoroutine.Running("shared/gossip.(*Service)") {
+		t.Fatal("no goroutine of a started service")
+	}
+	run.Stop()
+	testgoroutine.None(t, "shared/gossip.(*Service)")
+}
+
 func TestKindString(t *testing.T) {
 	t.Parallel()
 	got := fmt.Sprint(KindJoin, KindUpdate, KindLeave, KindFail)
@@ -297,13 +323,12 @@ func crash(t testing.TB, s *Service) {
 	t.Helper()
 	s.mu.Lock()
 	ml := s.ml
-	s.state = 2
-	close(s.stop)
+	s.ml, s.left = nil, true
 	s.mu.Unlock()
 	if err := ml.Shutdown(); err != nil {
 		t.Fatal(err)
 	}
-	s.wg.Wait()
+	s.Base.Stop() // the goroutines end; nobody was told
 }
 
 // The leave intent travels over TCP and memberlist's leave over UDP: the
@@ -313,7 +338,7 @@ func TestLeaveIntentArrivingAfterTheDisappearance(t *testing.T) {
 	t.Parallel()
 	var rec recorder
 	s := &Service{cfg: Config{Name: "core", Handler: rec.handle}, q: newFIFO(),
-		log: slog.New(slog.DiscardHandler), stop: make(chan struct{})}
+		log: slog.New(slog.DiscardHandler)}
 	d := &delegate{q: s.q, log: s.log}
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})

@@ -9,6 +9,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"reflect"
 	"strings"
 )
 
@@ -33,7 +34,9 @@ func Read(r io.Reader, limit int64) ([]byte, error) {
 }
 
 // Decode decodes exactly one JSON object from body into out. An empty body,
-// unknown fields and trailing data are ErrInvalid.
+// unknown fields, trailing data, a key given twice in one object and a key
+// that names a field only when case is ignored are ErrInvalid: two readers
+// of one body (a proxy, a log, this decoder) must not see two requests.
 func Decode(body []byte, out any) error {
 	if len(bytes.TrimSpace(body)) == 0 {
 		return fmt.Errorf("%w: empty body, want a JSON object", ErrInvalid)
@@ -46,7 +49,123 @@ func Decode(body []byte, out any) error {
 	if _, err := dec.Token(); !errors.Is(err, io.EOF) {
 		return fmt.Errorf("%w: trailing data after the JSON object", ErrInvalid)
 	}
+	kd := json.NewDecoder(bytes.NewReader(body))
+	kd.UseNumber()
+	if err := checkKeys(kd, reflect.TypeOf(out), ""); err != nil {
+		return fmt.Errorf("%w: %v", ErrInvalid, err)
+	}
 	return nil
+}
+
+// checkKeys walks the next JSON value of dec (already known to be valid)
+// beside t, the type it decodes into (nil: free-form), refusing a key twice
+// in an object and a key that matches a field of a struct only when case is
+// ignored (encoding/json would take it for that field).
+func checkKeys(dec *json.Decoder, t reflect.Type, path string) error {
+	tok, err := dec.Token()
+	if err != nil {
+		return err
+	}
+	for t != nil && t.Kind() == reflect.Pointer {
+		t = t.Elem()
+	}
+	if t != nil && (t.Implements(unmarshaler) || reflect.PointerTo(t).Implements(unmarshaler)) {
+		t = nil // its own format: only duplicates are checked
+	}
+	switch tok {
+	case json.Delim('{'):
+		var fields map[string]reflect.Type
+		if t != nil && t.Kind() == reflect.Struct {
+			fields = map[string]reflect.Type{}
+			structFields(t, fields)
+		}
+		seen := map[string]bool{}
+		for dec.More() {
+			kt, err := dec.Token()
+			if err != nil {
+				return err
+			}
+			key := kt.(string)
+			if seen[key] {
+				return fmt.Errorf("key %q appears twice in %s", key, where(path))
+			}
+			seen[key] = true
+			var child reflect.Type
+			switch {
+			case fields != nil:
+				ft, ok := fields[key]
+				if !ok {
+					for name := range fields {
+						if strings.EqualFold(name, key) {
+							return fmt.Errorf("key %q in %s: the field is %q (keys are case-sensitive)", key, where(path), name)
+						}
+					}
+				}
+				child = ft
+			case t != nil && t.Kind() == reflect.Map:
+				child = t.Elem()
+			}
+			if err := checkKeys(dec, child, path+"."+key); err != nil {
+				return err
+			}
+		}
+		_, err = dec.Token()
+		return err
+	case json.Delim('['):
+		var elem reflect.Type
+		if t != nil && (t.Kind() == reflect.Slice || t.Kind() == reflect.Array) {
+			elem = t.Elem()
+		}
+		for i := 0; dec.More(); i++ {
+			if err := checkKeys(dec, elem, fmt.Sprintf("%s[%d]", path, i)); err != nil {
+				return err
+			}
+		}
+		_, err = dec.Token()
+		return err
+	}
+	return nil
+}
+
+var unmarshaler = reflect.TypeFor[json.Unmarshaler]()
+
+func where(path string) string {
+	if path == "" {
+		return "the body"
+	}
+	return strings.TrimPrefix(path, ".")
+}
+
+// structFields maps the JSON name of every exported field of the struct t
+// to its type, with embedded structs' fields in line, as encoding/json
+// names them.
+func structFields(t reflect.Type, into map[string]reflect.Type) {
+	for i := range t.NumField() {
+		f := t.Field(i)
+		name, _, _ := strings.Cut(f.Tag.Get("json"), ",")
+		if name == "-" && f.Tag.Get("json") == "-" {
+			continue
+		}
+		if f.Anonymous && name == "" {
+			ft := f.Type
+			if ft.Kind() == reflect.Pointer {
+				ft = ft.Elem()
+			}
+			if ft.Kind() == reflect.Struct {
+				structFields(ft, into)
+				continue
+			}
+		}
+		if !f.IsExported() {
+			continue
+		}
+		if name == "" {
+			name = f.Name
+		}
+		if _, ok := into[name]; !ok {
+			into[name] = f.Type
+		}
+	}
 }
 
 // Describe rewrites a decoding error into a message for people.

@@ -2,6 +2,7 @@ package jsonbody
 
 import (
 	"bytes"
+	"encoding/json"
 	"errors"
 	"strings"
 	"testing"
@@ -34,6 +35,50 @@ func TestDecodeIsStrict(t *testing.T) {
 	}
 }
 
+// Issue 17, hardening: a key given twice, or one that names a field only
+// when case is ignored, is refused, at any depth; free-form objects (a map,
+// a json.RawMessage) are checked for duplicates too.
+func TestJSONBodiesRefuseDuplicateAndCaseFoldedKeys(t *testing.T) {
+	t.Parallel()
+	type inner struct {
+		N int `json:"n"`
+	}
+	type embedded struct {
+		E string `json:"e"`
+	}
+	type body struct {
+		embedded
+		A     string           `json:"a"`
+		In    *inner           `json:"in"`
+		List  []inner          `json:"list"`
+		M     map[string]inner `json:"m"`
+		Raw   json.RawMessage  `json:"raw"`
+		Plain string
+	}
+	for name, tc := range map[string]struct{ in, want string }{
+		"duplicate":               {`{"a":"x","a":"y"}`, `key "a" appears twice in the body`},
+		"case folded":             {`{"A":"x"}`, `key "A" in the body: the field is "a"`},
+		"case folded embedded":    {`{"E":"x"}`, `the field is "e"`},
+		"case folded untagged":    {`{"plain":"x"}`, `the field is "Plain"`},
+		"case folded nested":      {`{"in":{"N":1}}`, `key "N" in in: the field is "n"`},
+		"case folded in a list":   {`{"list":[{"n":1},{"N":2}]}`, `in list[1]`},
+		"case folded in a map":    {`{"m":{"k":{"N":2}}}`, `in m.k`},
+		"duplicate in a map":      {`{"m":{"k":{},"k":{}}}`, `key "k" appears twice in m`},
+		"duplicate in free-form":  {`{"raw":{"x":1,"x":2}}`, `key "x" appears twice in raw`},
+		"duplicate, escaped form": {`{"a":"x","\u0061":"y"}`, `appears twice`},
+	} {
+		var b body
+		err := Decode([]byte(tc.in), &b)
+		if !errors.Is(err, ErrInvalid) || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%s: Decode(%s) = %v, want ErrInvalid mentioning %q", name, tc.in, err, tc.want)
+		}
+	}
+	var b body
+	if err := Decode([]byte(`{"a":"x","e":"y","Plain":"z","in":{"n":1},"list":[{"n":2}],"m":{"K":{"n":3},"k":{"n":4}},"raw":{"X":1,"x":2}}`), &b); err != nil {
+		t.Fatalf("a good body: %v", err)
+	}
+}
+
 func TestReadStopsAtTheLimit(t *testing.T) {
 	t.Parallel()
 	if _, err := Read(bytes.NewReader(make([]byte, 11)), 10); !errors.Is(err, ErrTooLarge) {
@@ -47,7 +92,8 @@ func TestReadStopsAtTheLimit(t *testing.T) {
 // FuzzDecode: any input either decodes or is ErrInvalid, never a panic or
 // another error.
 func FuzzDecode(f *testing.F) {
-	for _, s := range []string{`{}`, `{"a":"x"}`, `{"a":1}`, `{"b":1}`, `[]`, `null`, ``, `{"a":"x"}x`, "\x00", `{"a":"\ud800"}`} {
+	for _, s := range []string{`{}`, `{"a":"x"}`, `{"a":1}`, `{"b":1}`, `[]`, `null`, ``, `{"a":"x"}x`, "\x00", `{"a":"\ud800"}`,
+		`{"a":"x","a":"y"}`, `{"A":"x"}`, `{"a":"x","\u0041":"y"}`} {
 		f.Add([]byte(s))
 	}
 	f.Fuzz(func(t *testing.T, in []byte) {

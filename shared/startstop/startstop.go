@@ -1,6 +1,7 @@
 // Package startstop is the one lifecycle of muster's long-running parts (the
 // runner, retention, the API servers, the orchestrator, the discovery watch,
-// gossip): a constructor starts nothing, Start(ctx) starts the part's
+// gossip, the agent's notifier, the core's replication, the PostgreSQL
+// store's listener): a constructor starts nothing, Start(ctx) starts the part's
 // goroutines and returns, and they end when ctx ends or Stop is called. Stop
 // is idempotent, blocks until every goroutine of the part has ended, and
 // works on a part never started. A part starts once. The model is river's
@@ -114,45 +115,4 @@ func (f *Func) Start(ctx context.Context) error {
 		f.run(ctx)
 	}()
 	return nil
-}
-
-// Hooks is a part whose own start and stop do not have the Service shape
-// (core's replication takes the orchestrator's nudge when it starts). It
-// gives them the Service rules: Start once, Stop idempotent, and Stop of a
-// part never started does nothing.
-type Hooks struct {
-	OnStart func(ctx context.Context) error
-	OnStop  func()
-
-	mu    sync.Mutex
-	state int // 0 new, 1 started, 2 stopped
-}
-
-// Start calls OnStart once.
-func (h *Hooks) Start(ctx context.Context) error {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	switch h.state {
-	case 1:
-		return ErrStarted
-	case 2:
-		return ErrStopped
-	}
-	if err := h.OnStart(ctx); err != nil {
-		h.state = 2
-		h.OnStop() // undo a partial start
-		return err
-	}
-	h.state = 1
-	return nil
-}
-
-// Stop calls OnStop once, if Start succeeded.
-func (h *Hooks) Stop() {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	if h.state == 1 {
-		h.OnStop()
-	}
-	h.state = 2
 }

@@ -105,6 +105,9 @@ func loadKeyPair(certFile, keyFile string) (tls.Certificate, error) {
 func ForPeer(c *tls.Config, want Identity) *tls.Config {
 	c = c.Clone()
 	roots := c.RootCAs
+	// A check c already makes (the revocation list) runs after the
+	// identity's.
+	extra := c.VerifyConnection
 	// Standard verification is replaced, not dropped: VerifyConnection
 	// below verifies the chain, then the identity.
 	c.InsecureSkipVerify = true
@@ -122,9 +125,54 @@ func ForPeer(c *tls.Config, want Identity) *tls.Config {
 		}); err != nil {
 			return fmt.Errorf("tls: %w", err)
 		}
-		return CheckIdentity(leaf, want)
+		if err := CheckIdentity(leaf, want); err != nil {
+			return err
+		}
+		if extra != nil {
+			return extra(cs)
+		}
+		return nil
 	}
 	return c
+}
+
+// ServeKeyPair makes a listener serve the pair of kp, read at every
+// handshake, so that kp.Reload takes effect without a restart.
+func ServeKeyPair(kp *KeyPair) ListenOption {
+	return func(c *tls.Config) {
+		c.Certificates = nil
+		c.GetCertificate = kp.GetCertificate
+	}
+}
+
+// RequestAgentCerts makes a listener ask clients for a certificate of the
+// agents' CA (pool) without requiring one: the core's enrollment renewal
+// verifies it itself, so that an expired or revoked certificate gets a
+// clear answer rather than a failed handshake. When the listener already
+// requires client certificates (api.tls.client_ca_file), the agents' CA is
+// accepted beside that CA.
+func RequestAgentCerts(pool *x509.CertPool, certs []*x509.Certificate) ListenOption {
+	return func(c *tls.Config) {
+		if c.ClientAuth == tls.RequireAndVerifyClientCert {
+			for _, ca := range certs {
+				c.ClientCAs.AddCert(ca)
+			}
+			return
+		}
+		c.ClientAuth = tls.RequestClientCert
+		c.ClientCAs = pool
+	}
+}
+
+// CheckSerials returns a VerifyConnection check that refuses a peer whose
+// certificate's serial revoked reports (ErrRevoked).
+func CheckSerials(revoked func(serial string) bool) func(tls.ConnectionState) error {
+	return func(cs tls.ConnectionState) error {
+		if len(cs.PeerCertificates) > 0 && revoked(SerialHex(cs.PeerCertificates[0])) {
+			return fmt.Errorf("tls: %w: serial %s", ErrRevoked, SerialHex(cs.PeerCertificates[0]))
+		}
+		return nil
+	}
 }
 
 // PeerIdentity returns the identity of the verified client certificate of a
@@ -227,6 +275,8 @@ func ProvePeer(ctx context.Context, d *net.Dialer, c *tls.Config, addr string, w
 	switch {
 	case errors.As(err, &ie):
 		return &ProofError{Reason: ie.Error()}
+	case errors.Is(refused, ErrRevoked):
+		return &ProofError{Reason: "its certificate is revoked"}
 	case errors.As(err, &ua):
 		return &ProofError{Reason: "its certificate is not signed by the CA"}
 	case refused != nil:

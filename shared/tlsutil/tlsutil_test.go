@@ -219,9 +219,9 @@ func TestIdentityOfNeedsExactlyOneMusterURI(t *testing.T) {
 	}
 }
 
-// handshake runs a TLS handshake over loopback TCP and returns the client's
-// error and the connection state the server saw.
-func handshake(t *testing.T, server, client *tls.Config) (error, tls.ConnectionState) {
+// handshake runs a TLS handshake over loopback TCP and returns the
+// connection state the server saw and the client's error.
+func handshake(t *testing.T, server, client *tls.Config) (tls.ConnectionState, error) {
 	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -258,7 +258,7 @@ func handshake(t *testing.T, server, client *tls.Config) (error, tls.ConnectionS
 		_, err = cl.Read(make([]byte, 1))
 	}
 	c.Close()
-	return err, <-done
+	return <-done, err
 }
 
 func TestForPeerChecksChainAndIdentityNotHostName(t *testing.T) {
@@ -287,18 +287,18 @@ func TestForPeerChecksChainAndIdentityNotHostName(t *testing.T) {
 	}
 	client.ServerName = "127.0.0.1"
 
-	if err, _ := handshake(t, server(dir, "agent-db-1"), ForPeer(client, Agent("db-1"))); err != nil {
+	if _, err := handshake(t, server(dir, "agent-db-1"), ForPeer(client, Agent("db-1"))); err != nil {
 		t.Fatalf("the expected agent was refused: %v", err)
 	}
-	err, _ = handshake(t, server(dir, "agent-db-1"), ForPeer(client, Agent("db-2")))
+	_, err = handshake(t, server(dir, "agent-db-1"), ForPeer(client, Agent("db-2")))
 	var ie *IdentityError
 	if !errors.Is(err, ErrIdentityMismatch) || !errors.As(err, &ie) || ie.Got != Agent("db-1") || ie.Want != Agent("db-2") {
 		t.Fatalf("another agent's certificate: %v, want an IdentityError naming db-1", err)
 	}
-	if err, _ := handshake(t, server(dir, "core"), ForPeer(client, Agent("db-1"))); !errors.Is(err, ErrIdentityMismatch) {
+	if _, err := handshake(t, server(dir, "core"), ForPeer(client, Agent("db-1"))); !errors.Is(err, ErrIdentityMismatch) {
 		t.Fatalf("the core's certificate posing as an agent: %v", err)
 	}
-	if err, _ := handshake(t, server(other, "agent-db-1"), ForPeer(client, Agent("db-1"))); err == nil || errors.Is(err, ErrIdentityMismatch) {
+	if _, err := handshake(t, server(other, "agent-db-1"), ForPeer(client, Agent("db-1"))); err == nil || errors.Is(err, ErrIdentityMismatch) {
 		t.Fatalf("a certificate of another CA: %v, want a chain error", err)
 	}
 }
@@ -330,11 +330,11 @@ func TestServerRequiresAClientCertificateOfItsCA(t *testing.T) {
 		}
 		return ForPeer(cc, Agent("a"))
 	}
-	_, st := handshake(t, sc, clientAs(dir, "core"))
+	st, _ := handshake(t, sc, clientAs(dir, "core"))
 	if id, err := PeerIdentity(&st); err != nil || id != Core() {
 		t.Fatalf("the core's client certificate: identity %v, %v", id, err)
 	}
-	_, st = handshake(t, sc, clientAs(dir, "client-alice"))
+	st, _ = handshake(t, sc, clientAs(dir, "client-alice"))
 	if id, err := PeerIdentity(&st); err != nil || id != Client("alice") {
 		t.Fatalf("a person's certificate: identity %v, %v (the API refuses it by identity)", id, err)
 	}
@@ -342,7 +342,7 @@ func TestServerRequiresAClientCertificateOfItsCA(t *testing.T) {
 		"no client certificate": clientAs(dir, ""),
 		"another CA":            clientAs(other, "core"),
 	} {
-		_, st := handshake(t, sc, cc)
+		st, _ := handshake(t, sc, cc)
 		if st.HandshakeComplete {
 			t.Errorf("%s: the handshake completed", name)
 		}

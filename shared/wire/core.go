@@ -30,8 +30,11 @@ type ActionList struct {
 
 // NodeCounts counts the nodes of a cluster by status.
 type NodeCounts struct {
-	Total   int `json:"total"`
-	Up      int `json:"up"`
+	Total int `json:"total"`
+	Up    int `json:"up"`
+	// Drained counts the drained nodes that are not DOWN: they are shown
+	// DRAINED, not UP.
+	Drained int `json:"drained"`
 	Down    int `json:"down"`
 	Unknown int `json:"unknown"`
 }
@@ -86,8 +89,11 @@ type Node struct {
 	Status       string `json:"status"`
 	StatusReason string `json:"status_reason"`
 	// Drained: no new pushes go to the node; Status shows DRAINED then,
-	// unless the node is DOWN.
+	// unless the node is DOWN. DrainedBy and DrainReason say who drained it
+	// and why.
 	Drained     bool       `json:"drained"`
+	DrainedBy   string     `json:"drained_by,omitempty"`
+	DrainReason string     `json:"drain_reason,omitempty"`
 	StoreID     string     `json:"store_id"`
 	Kinds       []string   `json:"kinds"`
 	Version     string     `json:"version"`
@@ -96,6 +102,10 @@ type Node struct {
 	// Labels: the configured labels with the agent's own laid over them
 	// (always an object).
 	Labels map[string]string `json:"labels"`
+	// Revoked: the node's newest certificate is on the revocation list; the
+	// core refuses it until the node enrolls again.
+	Revoked      bool   `json:"revoked,omitempty"`
+	RevokeReason string `json:"revoke_reason,omitempty"`
 }
 
 // NodeDrained is the Status shown for a drained node that is not DOWN.
@@ -142,25 +152,86 @@ type EventList struct {
 	Next   int64   `json:"next"`
 }
 
-// CreateTokenRequest is the body of POST /api/v1/tokens.
+// CreateTokenRequest is the body of POST /api/v1/tokens. A join token
+// (role enroll) takes a cluster and, optionally, a use count; any token may
+// take a TTL (a Go duration such as 24h).
 type CreateTokenRequest struct {
-	Name  string   `json:"name"`
-	Roles []string `json:"roles"`
+	Name      string   `json:"name"`
+	Roles     []string `json:"roles"`
+	TTL       string   `json:"ttl,omitempty"`
+	ClusterID string   `json:"cluster_id,omitempty"`
+	Uses      *int     `json:"uses,omitempty"`
 }
 
 // TokenSecret answers POST /api/v1/tokens: the only answer that ever carries
 // a token's secret.
 type TokenSecret struct {
-	Name  string   `json:"name"`
-	Roles []string `json:"roles"`
-	Token string   `json:"token"`
+	Name      string     `json:"name"`
+	Roles     []string   `json:"roles"`
+	Token     string     `json:"token"`
+	ExpiresTS *time.Time `json:"expires_ts,omitempty"`
+	ClusterID string     `json:"cluster_id,omitempty"`
+	UsesLeft  *int       `json:"uses_left,omitempty"`
 }
 
 // Token is a token as listed: never its secret, nor its hash.
 type Token struct {
-	Name      string    `json:"name"`
-	Roles     []string  `json:"roles"`
-	CreatedTS time.Time `json:"created_ts"`
+	Name      string     `json:"name"`
+	Roles     []string   `json:"roles"`
+	CreatedTS time.Time  `json:"created_ts"`
+	ExpiresTS *time.Time `json:"expires_ts,omitempty"`
+	ClusterID string     `json:"cluster_id,omitempty"`
+	UsesLeft  *int       `json:"uses_left,omitempty"`
+}
+
+// EnrollRequest is the body of POST /api/v1/enroll, sent with a join token:
+// the node's id and cluster and a PEM certificate signing request for it
+// (the key stays on the node). Replace asks to enroll a node id that a live
+// certificate holds, revoking that certificate; it needs an admin token.
+type EnrollRequest struct {
+	NodeID    string `json:"node_id"`
+	ClusterID string `json:"cluster_id"`
+	CSR       string `json:"csr"`
+	Replace   bool   `json:"replace,omitempty"`
+}
+
+// RenewRequest is the body of POST /api/v1/enroll/renew, sent over mutual
+// TLS with the agent's current certificate: a new signing request for the
+// same node (a new key).
+type RenewRequest struct {
+	CSR string `json:"csr"`
+}
+
+// EnrollResponse answers an enrollment or a renewal: the signed
+// certificate, the CA bundle to trust the core with (and to require of its
+// client certificate), and the gossip key when the core has one.
+type EnrollResponse struct {
+	NodeID      string    `json:"node_id"`
+	ClusterID   string    `json:"cluster_id"`
+	Certificate string    `json:"certificate"`
+	CABundle    string    `json:"ca_bundle"`
+	GossipKey   string    `json:"gossip_key,omitempty"`
+	Serial      string    `json:"serial"`
+	NotAfter    time.Time `json:"not_after"`
+}
+
+// EnrollCA answers GET /api/v1/enroll/ca: the agent CA bundle and the pin
+// of each CA in it.
+type EnrollCA struct {
+	CABundle string   `json:"ca_bundle"`
+	Pins     []string `json:"pins"`
+}
+
+// RevokeRequest is the body of POST /api/v1/clusters/{c}/nodes/{n}/revoke.
+type RevokeRequest struct {
+	Reason string `json:"reason,omitempty"`
+}
+
+// RevokeResult answers a revocation: the serials put on the list.
+type RevokeResult struct {
+	ClusterID string   `json:"cluster_id"`
+	NodeID    string   `json:"node_id"`
+	Serials   []string `json:"serials"`
 }
 
 // TokenList answers GET /api/v1/tokens.

@@ -158,6 +158,10 @@ type PlanRequest struct {
 	Params    map[string]string `json:"params,omitempty"`
 	Version   int               `json:"version,omitempty"`
 	Document  string            `json:"document,omitempty"`
+	// A start names what its plan showed: Version, which must still be the
+	// newest, or Digest, the plan's digest (of Version, the newest when 0),
+	// which the run's plan must still have. Otherwise it is a 409.
+	Digest string `json:"digest,omitempty"`
 }
 
 // PlanChild is one child action a plan would create.

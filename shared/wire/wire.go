@@ -36,12 +36,13 @@ type ErrorBody struct {
 
 // ErrorDetail is the inside of the envelope.
 type ErrorDetail struct {
-	Code    string          `json:"code"`
-	Message string          `json:"message"`
-	Matches []string        `json:"matches,omitempty"`
-	State   action.State    `json:"state,omitempty"`
-	Record  *action.Action  `json:"record,omitempty"`
-	Extra   json.RawMessage `json:"extra,omitempty"`
+	Code    string   `json:"code"`
+	Message string   `json:"message"`
+	Matches []string `json:"matches,omitempty"`
+	// State is the state of the action or run a call was refused for.
+	State  string          `json:"state,omitempty"`
+	Record *action.Action  `json:"record,omitempty"`
+	Extra  json.RawMessage `json:"extra,omitempty"`
 }
 
 // AgentInfo answers GET /api/v1/info on the agent.
@@ -78,6 +79,12 @@ type ChangesPage struct {
 	NextCursor int64           `json:"next_cursor"`
 	// More is true when the page was cut by limit and more changes follow.
 	More bool `json:"more"`
+}
+
+// AckRequest is the body of POST /api/v1/actions/ack on the agent: every
+// change up to Cursor is durably stored by the caller.
+type AckRequest struct {
+	Cursor int64 `json:"cursor"`
 }
 
 // Health answers the liveness probes.

@@ -133,6 +133,11 @@ func Parse(doc []byte) (*Playbook, error) {
 	if len(root.Content) == 0 || root.Content[0].Kind != yaml.MappingNode {
 		return nil, fmt.Errorf("%w: the document is not a playbook (want a mapping with name and stages)", ErrInvalid)
 	}
+	// Refused before anything expands the document: a few aliases of one
+	// anchor would make a small document a huge one.
+	if err := checkNoAliases(&root); err != nil {
+		return nil, err
+	}
 	dec := yaml.NewDecoder(bytes.NewReader(doc))
 	dec.KnownFields(true)
 	var p Playbook
@@ -170,7 +175,7 @@ func Parse(doc []byte) (*Playbook, error) {
 		if !action.ValidKind(st.Kind) {
 			return nil, posError(at("stages", i, "kind"), field+".kind", "%q is not of the form domain/name", st.Kind)
 		}
-		if st.Target.All == false && len(st.Target.Nodes) == 0 && len(st.Target.Labels) == 0 {
+		if !st.Target.All && len(st.Target.Nodes) == 0 && len(st.Target.Labels) == 0 {
 			return nil, posError(at("stages", i, "target"), field+".target", `targets nothing: give "nodes", "labels" or "all"`)
 		}
 		for _, l := range []struct {
@@ -193,6 +198,10 @@ func Parse(doc []byte) (*Playbook, error) {
 				return nil, posError(at("stages", i, "timeout"), field+".timeout", "%q is not a whole number of seconds up to 7 days, like 90s or 2h", st.Timeout)
 			}
 			st.timeoutS = int(d / time.Second)
+		}
+		// The args are bounded before any template in them is parsed.
+		if n := argsSize(st.Args); n > action.MaxArgs {
+			return nil, posError(at("stages", i, "args"), field+".args", "larger than %d bytes", action.MaxArgs)
 		}
 		// Every template must parse and refer only to declared parameters.
 		var err error
@@ -228,6 +237,48 @@ func Parse(doc []byte) (*Playbook, error) {
 		return nil, posError(at("stages"), "stages", "%s", strings.TrimPrefix(err.Error(), runs.ErrInvalid.Error()+": "))
 	}
 	return &p, nil
+}
+
+// checkNoAliases refuses anchors, aliases and merge keys anywhere in the
+// document tree: a playbook says everything once, and a reference would let
+// a few bytes stand for megabytes once expanded.
+func checkNoAliases(n *yaml.Node) error {
+	switch {
+	case n.Kind == yaml.AliasNode:
+		return posError(n.Line, "document", "aliases (*%s) are not allowed", n.Value)
+	case n.Anchor != "":
+		return posError(n.Line, "document", "anchors (&%s) are not allowed", n.Anchor)
+	case n.Kind == yaml.ScalarNode && n.Tag == "!!merge":
+		return posError(n.Line, "document", "merge keys (<<) are not allowed")
+	}
+	for _, c := range n.Content {
+		if err := checkNoAliases(c); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// argsSize is about the size of args as JSON: every key and string with its
+// quotes, and a few bytes for every other value.
+func argsSize(v any) int {
+	switch x := v.(type) {
+	case string:
+		return len(x) + 2
+	case map[string]any:
+		n := 2
+		for k, e := range x {
+			n += len(k) + 4 + argsSize(e)
+		}
+		return n
+	case []any:
+		n := 2
+		for _, e := range x {
+			n += 1 + argsSize(e)
+		}
+		return n
+	}
+	return len(fmt.Sprint(v))
 }
 
 func yamlMessage(err error) string {

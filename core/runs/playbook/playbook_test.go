@@ -112,11 +112,11 @@ func TestBadDocumentsAreRefusedWithLineAndField(t *testing.T) {
 
 func TestParametersAreCheckedAgainstThePlaybook(t *testing.T) {
 	t.Parallel()
-	p, err := Parse([]byte(good + "params_extra: 1\n"))
+	_, err := Parse([]byte(good + "params_extra: 1\n"))
 	if err == nil {
 		t.Fatal("an unknown top-level field was accepted")
 	}
-	p, err = Parse([]byte(strings.Replace(good, "default: web", "description: no default", 1)))
+	p, err := Parse([]byte(strings.Replace(good, "default: web", "description: no default", 1)))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -143,6 +143,8 @@ func FuzzParse(f *testing.F) {
 	f.Add([]byte("name: x\nstages:\n  - {name: a, kind: example.com/x, target: {all: true}, depends_on: [a]}\n"))
 	f.Add([]byte("name: x\nparams: [{name: a, type: enum, values: []}]\nstages: []\n"))
 	f.Add([]byte("{{"))
+	f.Add([]byte(aliasBomb(50<<10, 2000)))
+	f.Add([]byte("name: x\nstages:\n  - name: a\n    kind: example.com/x\n    target: {all: true}\n    args:\n      <<: {a: 1}\n"))
 	f.Add([]byte("name: x\nparams: [{name: p, type: bool, default: true}]\nstages:\n  - {name: a, kind: example.com/x, target: {all: true}, args: {a: '{{ if .p }}x{{ end }}'}}\n"))
 	f.Fuzz(func(t *testing.T, doc []byte) {
 		p, err := Parse(doc)
@@ -216,4 +218,47 @@ func TestAnIfWithoutElseRenders(t *testing.T) {
 	if err != nil || string(specs[0].Args) != `{"a":"on"}` {
 		t.Fatalf("Render = %s, %v", specs[0].Args, err)
 	}
+}
+
+// aliasBomb is one anchored string aliased n times: a small document that
+// would expand to n × size bytes.
+func aliasBomb(size, n int) string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "name: bomb\nstages:\n  - name: a\n    kind: example.com/x\n    target: {all: true}\n    args:\n      seed: &s %q\n", strings.Repeat("x", size))
+	for i := range n {
+		fmt.Fprintf(&b, "      k%d: *s\n", i)
+	}
+	return b.String()
+}
+
+// Issue 17, item 1: anchors, aliases and merge keys are refused before the
+// document is expanded, so a small document cannot make the core build a
+// large one (nor parse one template thousands of times).
+func TestYAMLAliasBombIsRefused(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct{ name, doc, want string }{
+		{"alias bomb", aliasBomb(50<<10, 2000), "line 7: document: anchors (&s) are not allowed"},
+		{"template aliased", "name: x\nparams: [{name: p, type: string, default: v}]\nstages:\n  - name: a\n    kind: example.com/x\n    target: {all: true}\n    args:\n      t: &t '{{ .p }}{{ .p }}'\n      u: *t\n", "line 8: document: anchors (&t) are not allowed"},
+		{"alias without anchor", "name: x\nstages:\n  - name: a\n    kind: example.com/x\n    target: {all: true}\n    args: {v: *nope}\n", "invalid playbook"},
+		{"merge key", "name: x\nstages:\n  - name: a\n    kind: example.com/x\n    target: {all: true}\n    args:\n      <<: {a: 1}\n", "line 7: document: merge keys (<<) are not allowed"},
+		{"anchor on a mapping", "name: x\nstages:\n  - &st {name: a, kind: example.com/x, target: {all: true}}\n", "line 3: document: anchors (&st) are not allowed"},
+		{"args over the limit", "name: x\nstages:\n  - name: a\n    kind: example.com/x\n    target: {all: true}\n    args:\n" +
+			argsLines(70), "stages[0].args: larger than"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := Parse([]byte(tc.doc))
+			if !errors.Is(err, ErrInvalid) || !strings.Contains(err.Error(), tc.want) {
+				t.Fatalf("Parse = %v\nwant ErrInvalid containing %q", err, tc.want)
+			}
+		})
+	}
+}
+
+// argsLines is n args of 1,000 bytes each.
+func argsLines(n int) string {
+	var b strings.Builder
+	for i := range n {
+		fmt.Fprintf(&b, "      k%d: %q\n", i, strings.Repeat("y", 1000))
+	}
+	return b.String()
 }

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"strings"
 
+	"github.com/musterhq/muster/core/actions"
 	"github.com/musterhq/muster/core/budget"
 	"github.com/musterhq/muster/core/runs"
 	"github.com/musterhq/muster/core/store"
@@ -125,7 +126,7 @@ func (p *Planned) Wire() wire.Plan {
 	out := wire.Plan{Playbook: p.Name, Version: p.Version, ClusterID: p.Cluster, Params: p.Values,
 		Digest: runs.Digest(p.Cluster, p.Stages), Stages: []wire.Stage{}, Children: []wire.PlanChild{}}
 	for _, st := range p.Stages {
-		out.Stages = append(out.Stages, wire.Stage{Name: st.Name, Kind: st.Kind, Args: st.Args, Target: st.Target,
+		out.Stages = append(out.Stages, wire.Stage{Name: st.Name, Kind: st.Kind, Args: st.Args, Target: wire.Target(st.Target),
 			Nodes: st.Nodes, MaxConcurrency: st.MaxConcurrency, MaxErrors: st.MaxErrors, OnFailure: st.OnFailure,
 			DependsOn: st.DependsOn, TimeoutS: st.TimeoutS, State: st.State})
 		conc := st.MaxConcurrency.Ceil(len(st.Nodes))
@@ -137,15 +138,40 @@ func (p *Planned) Wire() wire.Plan {
 	return out
 }
 
+// ErrMoved is a start whose plan is no longer the one its caller saw: the
+// playbook has a newer version, or the plan's digest changed.
+var ErrMoved = errors.New("the playbook moved since it was planned")
+
 // Start creates a run from exactly the plan of the stored playbook p (as
-// Load gave it, with its version).
-func Start(ctx context.Context, tx store.Tx, e *runs.Engine, p *Playbook, version int, req *wire.PlanRequest, who runs.Who) (*store.Run, error) {
+// Load gave it, with its version). req names what the caller's plan showed
+// (wire.PlanRequest): a version that must still be the newest, or the plan's
+// digest; ErrMoved otherwise.
+func Start(ctx context.Context, tx store.Tx, e *runs.Engine, p *Playbook, version int, req *wire.PlanRequest, who actions.Actor) (*store.Run, error) {
 	if strings.TrimSpace(req.Document) != "" || version == 0 {
 		return nil, fmt.Errorf("%w: a run starts from a stored playbook: apply the document first", ErrInvalid)
+	}
+	if req.Version == 0 && req.Digest == "" {
+		return nil, fmt.Errorf("%w: give the version or the digest that the plan showed (muster playbook plan prints both)", ErrInvalid)
+	}
+	if req.Digest == "" {
+		latest, err := tx.Playbook(ctx, p.Name, 0)
+		if err != nil {
+			return nil, err
+		}
+		if latest.Version != version {
+			return nil, fmt.Errorf("%w: playbook %s is at version %d now, not %d (applied by %s): plan it again",
+				ErrMoved, p.Name, latest.Version, version, latest.CreatedBy)
+		}
 	}
 	plan, err := p.Plan(ctx, tx, version, req)
 	if err != nil {
 		return nil, err
+	}
+	if req.Digest != "" {
+		if d := runs.Digest(plan.Cluster, plan.Stages); d != req.Digest {
+			return nil, fmt.Errorf("%w: the plan changed: version %d of playbook %s plans to digest %s now, not %.64q: plan it again",
+				ErrMoved, version, p.Name, d, req.Digest)
+		}
 	}
 	return e.Insert(ctx, tx, plan.Cluster, plan.Stages, plan.Name, plan.Version, who)
 }

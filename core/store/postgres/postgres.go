@@ -9,7 +9,8 @@
 //   - events are numbered in commit order (an advisory lock, taken before the
 //     first event of a transaction, is held until it commits), so a reader
 //     that has seen event n never finds a smaller one later;
-//   - Subscribe hears the commits of every replica through LISTEN/NOTIFY.
+//   - Subscribe hears the commits of every replica through LISTEN/NOTIFY,
+//     once Start listens (a shared/startstop part: Open starts nothing).
 //
 // Migrations are embedded and applied under an advisory lock, so replicas may
 // start together. Times are timestamptz at microsecond precision; the JSON
@@ -34,6 +35,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/musterhq/muster/core/store"
+	"github.com/musterhq/muster/shared/startstop"
 )
 
 // MinVersion is the oldest PostgreSQL major version the store runs on.
@@ -58,29 +60,37 @@ const DefaultMaxConns = 16
 // maxAttempts bounds how often Update runs fn after serialization failures.
 const maxAttempts = 20
 
-// Store is a store.Store on PostgreSQL.
+// Store is a store.Store on PostgreSQL. Its listener for other replicas'
+// commits and nudges is a shared/startstop part: Start, Stop.
 type Store struct {
-	pool *pgxpool.Pool
-	rows atomic.Int64
+	startstop.Base
+	pool     *pgxpool.Pool
+	where    string // host:port/database, for errors
+	password string // scrubbed from the server's errors
+	rows     atomic.Int64
 
 	feed *store.Feed
 
 	nudges chan string
-
-	stopListen context.CancelFunc
-	listenDone chan struct{}
 }
 
-var _ store.Store = (*Store)(nil)
+var (
+	_ store.Store       = (*Store)(nil)
+	_ startstop.Service = (*Store)(nil)
+)
 
 // Open connects to the database dsn names (a postgres:// URL or key=value
-// pairs), checks the server's version, applies the migrations and starts
-// listening for other replicas' events. A bad DSN, an unreachable server or
-// one older than MinVersion is one clear error.
+// pairs), checks the server's version and applies the migrations. It
+// starts nothing: Start listens for other replicas' events. A bad DSN, an
+// unreachable server or one older than MinVersion is one clear error, which
+// names the DSN only as Describe shows it: a password never appears.
 func Open(ctx context.Context, dsn string) (*Store, error) {
 	cfg, err := pgxpool.ParseConfig(dsn)
 	if err != nil {
-		return nil, fmt.Errorf("store.dsn: %s", oneLine(err))
+		// pgx's message quotes the string, and its redaction misses a
+		// password it could not parse: nothing of it is shown.
+		return nil, errors.New("store.dsn: not a connection string pgx can read (a postgres:// URL or key=value pairs); " +
+			"is a character of the password (@, :, / or a space) not escaped?")
 	}
 	if cfg.ConnConfig.ConnectTimeout == 0 {
 		cfg.ConnConfig.ConnectTimeout = 5 * time.Second
@@ -91,10 +101,10 @@ func Open(ctx context.Context, dsn string) (*Store, error) {
 		// would make them queue on a small machine.
 		cfg.MaxConns = DefaultMaxConns
 	}
-	where := fmt.Sprintf("%s:%d/%s", cfg.ConnConfig.Host, cfg.ConnConfig.Port, cfg.ConnConfig.Database)
+	where, pw := Describe(dsn), cfg.ConnConfig.Password
 	pool, err := pgxpool.NewWithConfig(ctx, cfg)
 	if err != nil {
-		return nil, fmt.Errorf("store.dsn: %s", oneLine(err))
+		return nil, fmt.Errorf("store.dsn (%s): %s", where, scrub(oneLine(err), pw))
 	}
 	fail := func(err error) (*Store, error) {
 		pool.Close()
@@ -102,27 +112,58 @@ func Open(ctx context.Context, dsn string) (*Store, error) {
 	}
 	var num int
 	if err := pool.QueryRow(ctx, "SELECT current_setting('server_version_num')::int").Scan(&num); err != nil {
-		return fail(fmt.Errorf("cannot reach PostgreSQL at %s: %s", where, oneLine(err)))
+		return fail(fmt.Errorf("cannot reach PostgreSQL at %s: %s", where, scrub(oneLine(err), pw)))
 	}
 	if err := checkVersion(num); err != nil {
 		return fail(fmt.Errorf("PostgreSQL at %s %w", where, err))
 	}
 	if err := migrate(ctx, pool); err != nil {
-		return fail(fmt.Errorf("migrate PostgreSQL at %s: %s", where, oneLine(err)))
+		return fail(fmt.Errorf("migrate PostgreSQL at %s: %s", where, scrub(oneLine(err), pw)))
 	}
 	var latest int64
 	if err := pool.QueryRow(ctx, "SELECT COALESCE(MAX(seq), 0) FROM events").Scan(&latest); err != nil {
-		return fail(fmt.Errorf("PostgreSQL at %s: %s", where, oneLine(err)))
+		return fail(fmt.Errorf("PostgreSQL at %s: %s", where, scrub(oneLine(err), pw)))
 	}
-	s := &Store{pool: pool, feed: store.NewFeed(latest), nudges: make(chan string, 64)}
-	conn, err := s.listen(ctx)
+	return &Store{pool: pool, where: where, password: pw, feed: store.NewFeed(latest), nudges: make(chan string, 64)}, nil
+}
+
+// Start listens (LISTEN/NOTIFY) for the commits and nudges of every replica
+// until Stop, Close or the end of ctx. It opens the listening connection
+// before it returns, so a server that refuses it is its error; then it
+// announces the newest event, so that no commit made since Open goes
+// unannounced.
+func (s *Store) Start(ctx context.Context) error {
+	ctx, done, err := s.StartInit(ctx)
 	if err != nil {
-		return fail(fmt.Errorf("PostgreSQL at %s: listen: %s", where, oneLine(err)))
+		return err
 	}
-	lctx, cancel := context.WithCancel(context.Background())
-	s.stopListen, s.listenDone = cancel, make(chan struct{})
-	go s.listenLoop(lctx, conn)
-	return s, nil
+	conn, err := s.listen(ctx)
+	if err == nil {
+		if err = s.announceLatest(ctx); err != nil {
+			conn.Close(context.Background())
+		}
+	}
+	if err != nil {
+		done()
+		return fmt.Errorf("PostgreSQL at %s: listen: %s", s.where, scrub(oneLine(err), s.password))
+	}
+	go func() {
+		defer done()
+		s.listenLoop(ctx, conn)
+	}()
+	return nil
+}
+
+// announceLatest publishes the newest event number to the subscribers. A
+// listener calls it once it listens, so that nothing committed before is
+// missed.
+func (s *Store) announceLatest(ctx context.Context) error {
+	var seq int64
+	if err := s.pool.QueryRow(ctx, "SELECT COALESCE(MAX(seq), 0) FROM events").Scan(&seq); err != nil {
+		return err
+	}
+	s.feed.Publish(seq)
+	return nil
 }
 
 // checkVersion refuses a server older than MinVersion; num is its
@@ -136,6 +177,15 @@ func checkVersion(num int) error {
 		return fmt.Errorf("is version %s; muster needs %d or newer", ver, MinVersion)
 	}
 	return nil
+}
+
+// scrub removes a password from a message, should a driver's error ever
+// quote it.
+func scrub(msg, password string) string {
+	if password == "" {
+		return msg
+	}
+	return strings.ReplaceAll(msg, password, "xxxxx")
 }
 
 // oneLine keeps an error on one line (PostgreSQL details may span several).
@@ -166,7 +216,7 @@ func (s *Store) Update(ctx context.Context, fn func(tx store.Tx) error) error {
 	var w *writer
 	fence, fenced := store.FenceOf(ctx)
 	err := s.serializable(ctx, func(tx pgx.Tx) error {
-		w = &writer{reader: reader{q: tx}}
+		w = newWriter(tx)
 		if fenced {
 			if err := checkFence(ctx, tx, fence); err != nil {
 				return err
@@ -299,7 +349,6 @@ func (s *Store) listen(ctx context.Context) (*pgx.Conn, error) {
 // breaks, it connects again (backing off up to 2 s) and reads the newest
 // event number, so that no commit made meanwhile goes unannounced.
 func (s *Store) listenLoop(ctx context.Context, conn *pgx.Conn) {
-	defer close(s.listenDone)
 	backoff := 100 * time.Millisecond
 	for {
 		for conn == nil {
@@ -313,13 +362,11 @@ func (s *Store) listenLoop(ctx context.Context, conn *pgx.Conn) {
 			if err != nil {
 				continue
 			}
-			var seq int64
-			if err := c.QueryRow(ctx, "SELECT COALESCE(MAX(seq), 0) FROM events").Scan(&seq); err != nil {
+			if err := s.announceLatest(ctx); err != nil {
 				c.Close(context.Background())
 				continue
 			}
 			conn, backoff = c, 100*time.Millisecond
-			s.feed.Publish(seq)
 		}
 		n, err := conn.WaitForNotification(ctx)
 		if err != nil {
@@ -353,8 +400,8 @@ func (s *Store) PublishNudge(ctx context.Context, clusterID string) error {
 	return nil
 }
 
-// Nudges receives the clusters nudged by PublishNudge on any replica. It has
-// one reader; nudges that find it full are dropped.
+// Nudges receives the clusters nudged by PublishNudge on any replica, while
+// Start listens. It has one reader; nudges that find it full are dropped.
 func (s *Store) Nudges() <-chan string { return s.nudges }
 
 // Subscribe returns a channel receiving the newest event sequence number
@@ -365,13 +412,12 @@ func (s *Store) Subscribe() (<-chan int64, func()) { return s.feed.Subscribe() }
 // Updates since Open.
 func (s *Store) RowsWritten() int64 { return s.rows.Load() }
 
-// Close stops listening, closes subscriber channels and the pool.
+// Close stops listening (Stop), closes subscriber channels and the pool.
 func (s *Store) Close() error {
+	s.Stop()
 	if !s.feed.Close() {
 		return nil
 	}
-	s.stopListen()
-	<-s.listenDone
 	s.pool.Close()
 	return nil
 }

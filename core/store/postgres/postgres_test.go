@@ -2,6 +2,7 @@ package postgres
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net"
 	"strconv"
@@ -14,11 +15,14 @@ import (
 	"github.com/musterhq/muster/core/store/pgtest"
 	"github.com/musterhq/muster/core/store/storetest"
 	"github.com/musterhq/muster/shared/action"
+	"github.com/musterhq/muster/shared/startstop"
+	"github.com/musterhq/muster/shared/testgoroutine"
 )
 
 func TestMain(m *testing.M) { pgtest.Main(m) }
 
-// open opens a store on dsn, closed when the test ends.
+// open opens a store on dsn and starts its listener; it is closed when the
+// test ends.
 func open(t *testing.T, dsn string) *Store {
 	t.Helper()
 	s, err := Open(context.Background(), dsn)
@@ -26,6 +30,9 @@ func open(t *testing.T, dsn string) *Store {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { s.Close() })
+	if err := s.Start(context.Background()); err != nil {
+		t.Fatal(err)
+	}
 	return s
 }
 
@@ -77,7 +84,7 @@ func TestOpenFailsWithOneClearLine(t *testing.T) {
 		{"not a DSN", "postgres://muster:s3cret@127.0.0.1:notaport/db", []string{"store.dsn:"}},
 		{"bad port", "host=127.0.0.1 port=seventy password=s3cret", []string{"store.dsn:"}},
 		{"nobody listens", fmt.Sprintf("postgres://muster:s3cret@127.0.0.1:%d/muster?connect_timeout=2", closed),
-			[]string{"cannot reach PostgreSQL at 127.0.0.1:" + strconv.Itoa(closed) + "/muster"}},
+			[]string{"cannot reach PostgreSQL at host=127.0.0.1 port=" + strconv.Itoa(closed) + " database=muster user=muster:"}},
 		{"no such database", strings.Replace(srv.DSN("nope"), "muster@", "muster:s3cret@", 1),
 			[]string{"cannot reach PostgreSQL at", `database "nope" does not exist`}},
 	}
@@ -267,4 +274,41 @@ func TestNudgesReachEveryReplica(t *testing.T) {
 			t.Fatal("nudge not heard within 10s")
 		}
 	}
+}
+
+// TestOpenStartsNothing: Open starts no goroutine (the listener is Start's);
+// Stop of a store never started returns at once and ends it for good; Close
+// after that is fine. Not parallel: it looks at every goroutine.
+func TestOpenStartsNothing(t *testing.T) {
+	s, err := Open(context.Background(), pgtest.NewDatabase(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	testgoroutine.None(t, "core/store/postgres.(*Store)")
+	testgoroutine.None(t, "core/store/postgres.Open")
+	testgoroutine.Returns(t, 5*time.Second, "Stop before Start", s.Stop)
+	if err := s.Start(context.Background()); !errors.Is(err, startstop.ErrStopped) {
+		t.Fatalf("Start after Stop = %v, want ErrStopped", err)
+	}
+	testgoroutine.None(t, "core/store/postgres.(*Store)")
+}
+
+// TestStopEndsTheListener: the listener runs from Start to Stop, and a
+// nudge is heard only while it runs.
+func TestStopEndsTheListener(t *testing.T) {
+	dsn := pgtest.NewDatabase(t)
+	s, err := Open(context.Background(), dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	if err := s.Start(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if !testgoroutine.Running("core/store/postgres.(*Store)") {
+		t.Fatal("no listener after Start")
+	}
+	s.Stop()
+	testgoroutine.None(t, "core/store/postgres.(*Store)")
 }

@@ -120,7 +120,7 @@ func scanCluster(s pgx.Row) (*store.Cluster, error) {
 	return &c, nil
 }
 
-const nodeColumns = `cluster_id, id, addr, source, status, status_reason, down_cause, drained, store_id, cursor, kinds, version, last_contact, updated_ts, labels`
+const nodeColumns = `cluster_id, id, addr, source, status, status_reason, down_cause, drained, store_id, cursor, kinds, version, last_contact, updated_ts, labels, drained_by, drain_reason`
 
 func (r *reader) Nodes(ctx context.Context, clusterID string) ([]store.Node, error) {
 	q := `SELECT ` + nodeColumns + ` FROM nodes`
@@ -160,7 +160,7 @@ func scanNode(s pgx.Row) (*store.Node, error) {
 	var n store.Node
 	var labels []byte
 	err := s.Scan(&n.ClusterID, &n.ID, &n.Addr, &n.Source, &n.Status, &n.StatusReason, &n.DownCause, &n.Drained,
-		&n.StoreID, &n.Cursor, &n.Kinds, &n.Version, &n.LastContact, &n.UpdatedTS, &labels)
+		&n.StoreID, &n.Cursor, &n.Kinds, &n.Version, &n.LastContact, &n.UpdatedTS, &labels, &n.DrainedBy, &n.DrainReason)
 	if err != nil {
 		return nil, err
 	}
@@ -353,8 +353,18 @@ func (r *reader) Events(ctx context.Context, since int64, limit int) ([]store.Ev
 	return out, rows.Err()
 }
 
+// LatestSeq returns the newest event's number (0 with none): the maximum
+// of the primary key, one read of its index.
+func (r *reader) LatestSeq(ctx context.Context) (int64, error) {
+	var seq int64
+	if err := r.queryRow(ctx, `SELECT COALESCE(MAX(seq), 0) FROM events`).Scan(&seq); err != nil {
+		return 0, fmt.Errorf("latest event: %w", err)
+	}
+	return seq, nil
+}
+
 func (r *reader) Tokens(ctx context.Context) ([]store.Token, error) {
-	rows, err := r.query(ctx, `SELECT name, roles, hash, created_ts FROM tokens ORDER BY name`)
+	rows, err := r.query(ctx, `SELECT name, roles, hash, created_ts, expires_ts, cluster_id, uses_left FROM tokens ORDER BY name`)
 	if err != nil {
 		return nil, fmt.Errorf("tokens: %w", err)
 	}
@@ -371,7 +381,7 @@ func (r *reader) Tokens(ctx context.Context) ([]store.Token, error) {
 }
 
 func (r *reader) TokenByHash(ctx context.Context, hash string) (*store.Token, error) {
-	t, err := scanToken(r.queryRow(ctx, `SELECT name, roles, hash, created_ts FROM tokens WHERE hash = $1`, hash))
+	t, err := scanToken(r.queryRow(ctx, `SELECT name, roles, hash, created_ts, expires_ts, cluster_id, uses_left FROM tokens WHERE hash = $1`, hash))
 	if errors.Is(err, pgx.ErrNoRows) {
 		return nil, fmt.Errorf("token: %w", store.ErrNotFound)
 	}
@@ -383,8 +393,17 @@ func (r *reader) TokenByHash(ctx context.Context, hash string) (*store.Token, er
 
 func scanToken(s pgx.Row) (*store.Token, error) {
 	var t store.Token
-	if err := s.Scan(&t.Name, &t.Roles, &t.Hash, &t.CreatedTS); err != nil {
+	var uses *int32
+	if err := s.Scan(&t.Name, &t.Roles, &t.Hash, &t.CreatedTS, &t.ExpiresTS, &t.ClusterID, &uses); err != nil {
 		return nil, err
+	}
+	if t.ExpiresTS != nil {
+		e := t.ExpiresTS.UTC()
+		t.ExpiresTS = &e
+	}
+	if uses != nil {
+		n := int(*uses)
+		t.UsesLeft = &n
 	}
 	if len(t.Roles) == 0 {
 		t.Roles = nil

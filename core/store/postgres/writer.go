@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/jackc/pgx/v5"
+
 	"github.com/musterhq/muster/core/store"
 	"github.com/musterhq/muster/shared/action"
 )
@@ -20,12 +22,22 @@ import (
 // EXISTS), never by failing.
 type writer struct {
 	reader
+	store.Writes
 	rows        int64
 	lastEvent   int64
 	eventLocked bool
 }
 
 var _ store.Tx = (*writer)(nil)
+
+// newWriter returns the writer of one attempt of an Update in tx. The writes
+// both stores make with the same SQL (action rows, history, events) are
+// store.Writes'.
+func newWriter(tx pgx.Tx) *writer {
+	w := &writer{reader: reader{q: tx}}
+	w.Writes = store.Writes{Dialect: dialect, Exec: w.exec, InsertSeq: w.insertSeq}
+	return w
+}
 
 func (w *writer) exec(ctx context.Context, what, q string, args ...any) (int64, error) {
 	tag, err := w.q.Exec(ctx, q, clean(args)...)
@@ -76,16 +88,17 @@ func (w *writer) PutNode(ctx context.Context, n *store.Node) error {
 	}
 	rows, err := w.exec(ctx, what,
 		`INSERT INTO nodes (`+nodeColumns+`)
-		SELECT $1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15::jsonb
+		SELECT $1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15::jsonb, $16, $17
 		WHERE EXISTS (SELECT 1 FROM clusters WHERE id = $1)
 		ON CONFLICT (cluster_id, id) DO UPDATE SET addr = excluded.addr, source = excluded.source,
 			status = excluded.status, status_reason = excluded.status_reason,
 			down_cause = excluded.down_cause, drained = excluded.drained,
 			store_id = excluded.store_id, cursor = excluded.cursor, kinds = excluded.kinds,
 			version = excluded.version, last_contact = excluded.last_contact,
-			updated_ts = excluded.updated_ts, labels = excluded.labels`,
+			updated_ts = excluded.updated_ts, labels = excluded.labels,
+			drained_by = excluded.drained_by, drain_reason = excluded.drain_reason`,
 		n.ClusterID, n.ID, n.Addr, n.Source, n.Status, n.StatusReason, n.DownCause, n.Drained, n.StoreID, n.Cursor, list(n.Kinds),
-		n.Version, nullTS(n.LastContact), action.UTC(n.UpdatedTS), string(labels))
+		n.Version, nullTS(n.LastContact), action.UTC(n.UpdatedTS), string(labels), n.DrainedBy, n.DrainReason)
 	if err == nil && rows == 0 {
 		err = fmt.Errorf("%s: cluster %q: %w", what, n.ClusterID, store.ErrNotFound)
 	}
@@ -102,105 +115,26 @@ func (w *writer) DeleteNode(ctx context.Context, clusterID, nodeID string) error
 	return err
 }
 
-func actionArgs(r *store.Record) []any {
-	return []any{r.ClusterID, r.NodeID, r.Kind, string(r.Args), string(r.State), r.StateReason,
-		string(r.Progress), r.Output, r.Origin, r.Requester, r.ApprovedBy, r.TimeoutS,
-		action.UTC(r.CreatedTS), nullTS(r.ScheduledTS), nullTS(r.StartedTS),
-		nullTS(r.FinishedTS), action.UTC(r.UpdatedTS), r.RetryOf, r.ApprovalDigest,
-		r.CancelRequested, r.SeenOnAgent, r.PushedStoreID, r.RunID, r.Stage, r.Wave}
-}
+// dialect is PostgreSQL's, for the statements core/store writes for both stores.
+var dialect = store.Dialect{Placeholder: store.DollarNumbers, Time: func(t time.Time) any { return action.UTC(t) }}
 
-// InsertAction stores a new record (ErrExists when its id is taken, or its
-// run already has a child for its stage and node). A zero
-// CreatedTS is set to now, a zero UpdatedTS to CreatedTS. History is not
-// stored: AppendHistory does that.
-func (w *writer) InsertAction(ctx context.Context, r *store.Record) error {
-	if r.CreatedTS.IsZero() {
-		r.CreatedTS = now()
-	}
-	if r.UpdatedTS.IsZero() {
-		r.UpdatedTS = r.CreatedTS
-	}
-	what := fmt.Sprintf("insert action %q", r.ID)
-	n, err := w.exec(ctx, what,
-		`INSERT INTO actions (`+actionColumns+`)
-		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19, $20,
-			$21, $22, $23, $24, $25, $26)
-		ON CONFLICT DO NOTHING`,
-		append([]any{r.ID}, actionArgs(r)...)...)
-	if err == nil && n == 0 {
-		err = fmt.Errorf("%s: %w", what, store.ErrExists)
-	}
-	return err
-}
-
-// UpdateAction replaces every field of the stored record with the same id
-// (ErrNotFound when there is none).
-func (w *writer) UpdateAction(ctx context.Context, r *store.Record) error {
-	what := fmt.Sprintf("update action %q", r.ID)
-	n, err := w.exec(ctx, what, `UPDATE actions SET cluster_id = $1, node_id = $2, kind = $3, args = $4,
-		state = $5, state_reason = $6, progress = $7, output = $8, origin = $9, requester = $10,
-		approved_by = $11, timeout_s = $12, created_ts = $13, scheduled_ts = $14, started_ts = $15,
-		finished_ts = $16, updated_ts = $17, retry_of = $18, approval_digest = $19, cancel_requested = $20,
-		seen_on_agent = $21, pushed_store_id = $22, run_id = $23, stage = $24, wave = $25 WHERE id = $26`,
-		append(actionArgs(r), r.ID)...)
-	if err == nil && n == 0 {
-		err = fmt.Errorf("%s: %w", what, store.ErrNotFound)
-	}
-	return err
-}
-
-// AppendHistory adds one transition to an action's history (ErrNotFound when
-// the action does not exist). A zero TS is set to now.
-func (w *writer) AppendHistory(ctx context.Context, actionID string, t action.Transition) error {
-	if t.TS.IsZero() {
-		t.TS = now()
-	}
-	what := fmt.Sprintf("history of %q", actionID)
-	n, err := w.exec(ctx, what,
-		`INSERT INTO action_history (action_id, ts, from_state, to_state, actor, reason)
-		SELECT $1, $2, $3, $4, $5, $6 WHERE EXISTS (SELECT 1 FROM actions WHERE id = $1)`,
-		actionID, action.UTC(t.TS), string(t.From), string(t.To), t.Actor, t.Reason)
-	if err == nil && n == 0 {
-		err = fmt.Errorf("%s: %w", what, store.ErrNotFound)
-	}
-	return err
-}
-
-// AppendEvent stores e and sets e.Seq and, when zero, e.TS. The first event
-// of a transaction takes the events lock, held until the transaction ends:
-// numbers are drawn in commit order.
-func (w *writer) AppendEvent(ctx context.Context, e *store.Event) error {
-	if e.TS.IsZero() {
-		e.TS = now()
-	}
-	var data string
-	if len(e.Data) > 0 {
-		b, err := json.Marshal(e.Data)
-		if err != nil {
-			return fmt.Errorf("event %s: data: %w", e.Type, err)
-		}
-		data = string(b)
-	}
-	what := "append event " + e.Type
+// insertSeq takes the events lock (once a transaction), runs an INSERT ...
+// RETURNING seq of an event, remembers the seq as the newest event and
+// returns it.
+func (w *writer) insertSeq(ctx context.Context, what, q string, args ...any) (int64, error) {
 	if !w.eventLocked {
 		if _, err := w.q.Exec(ctx, `SELECT pg_advisory_xact_lock($1)`, lockEvents); err != nil {
-			return fmt.Errorf("%s: lock: %w", what, err)
+			return 0, fmt.Errorf("%s: lock: %w", what, err)
 		}
 		w.eventLocked = true
 	}
 	var seq int64
-	err := w.queryRow(ctx,
-		`INSERT INTO events (ts, type, actor, client_addr, cluster_id, node_id, action_id, run_id, message, data)
-		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10) RETURNING seq`,
-		action.UTC(e.TS), e.Type, e.Actor, e.ClientAddr, e.ClusterID, e.NodeID, e.ActionID, e.RunID, e.Message, data).Scan(&seq)
-	if err != nil {
-		return translate(err, what)
+	if err := w.queryRow(ctx, q, args...).Scan(&seq); err != nil {
+		return 0, translate(err, what)
 	}
 	w.rows++
-	e.Seq = seq
 	w.lastEvent = seq
-	return nil
+	return seq, nil
 }
 
 // PurgeActions deletes up to limit finished actions last changed before t,
@@ -231,8 +165,9 @@ func (w *writer) InsertToken(ctx context.Context, t *store.Token) error {
 	}
 	what := fmt.Sprintf("insert token %q", t.Name)
 	n, err := w.exec(ctx, what,
-		`INSERT INTO tokens (name, roles, hash, created_ts) VALUES ($1, $2, $3, $4) ON CONFLICT DO NOTHING`,
-		t.Name, list(t.Roles), t.Hash, action.UTC(t.CreatedTS))
+		`INSERT INTO tokens (name, roles, hash, created_ts, expires_ts, cluster_id, uses_left)
+		VALUES ($1, $2, $3, $4, $5, $6, $7) ON CONFLICT DO NOTHING`,
+		t.Name, list(t.Roles), t.Hash, action.UTC(t.CreatedTS), nullTS(t.ExpiresTS), t.ClusterID, t.UsesLeft)
 	if err == nil && n == 0 {
 		err = fmt.Errorf("%s: %w", what, store.ErrExists)
 	}

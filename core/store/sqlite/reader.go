@@ -66,7 +66,7 @@ func scanCluster(s scanner) (*store.Cluster, error) {
 	return &c, nil
 }
 
-const nodeColumns = `cluster_id, id, addr, source, status, status_reason, down_cause, drained, store_id, cursor, kinds, version, last_contact, updated_ts, labels`
+const nodeColumns = `cluster_id, id, addr, source, status, status_reason, down_cause, drained, store_id, cursor, kinds, version, last_contact, updated_ts, labels, drained_by, drain_reason`
 
 func (r *reader) Nodes(ctx context.Context, clusterID string) ([]store.Node, error) {
 	q := `SELECT ` + nodeColumns + ` FROM nodes`
@@ -106,7 +106,7 @@ func scanNode(s scanner) (*store.Node, error) {
 	var last sql.NullInt64
 	var ts int64
 	err := s.Scan(&n.ClusterID, &n.ID, &n.Addr, &n.Source, &n.Status, &n.StatusReason, &n.DownCause, &n.Drained,
-		&n.StoreID, &n.Cursor, &kinds, &n.Version, &last, &ts, &lbls)
+		&n.StoreID, &n.Cursor, &kinds, &n.Version, &last, &ts, &lbls, &n.DrainedBy, &n.DrainReason)
 	if err != nil {
 		return nil, err
 	}
@@ -307,8 +307,18 @@ func (r *reader) Events(ctx context.Context, since int64, limit int) ([]store.Ev
 	return out, rows.Err()
 }
 
+// LatestSeq returns the newest event's number (0 with none): the maximum
+// of the primary key, one read of its index.
+func (r *reader) LatestSeq(ctx context.Context) (int64, error) {
+	var seq int64
+	if err := r.tx.QueryRowContext(ctx, `SELECT COALESCE(MAX(seq), 0) FROM events`).Scan(&seq); err != nil {
+		return 0, fmt.Errorf("latest event: %w", err)
+	}
+	return seq, nil
+}
+
 func (r *reader) Tokens(ctx context.Context) ([]store.Token, error) {
-	rows, err := r.tx.QueryContext(ctx, `SELECT name, roles, hash, created_ts FROM tokens ORDER BY name`)
+	rows, err := r.tx.QueryContext(ctx, `SELECT name, roles, hash, created_ts, expires_ts, cluster_id, uses_left FROM tokens ORDER BY name`)
 	if err != nil {
 		return nil, fmt.Errorf("tokens: %w", err)
 	}
@@ -325,7 +335,7 @@ func (r *reader) Tokens(ctx context.Context) ([]store.Token, error) {
 }
 
 func (r *reader) TokenByHash(ctx context.Context, hash string) (*store.Token, error) {
-	row := r.tx.QueryRowContext(ctx, `SELECT name, roles, hash, created_ts FROM tokens WHERE hash = ?`, hash)
+	row := r.tx.QueryRowContext(ctx, `SELECT name, roles, hash, created_ts, expires_ts, cluster_id, uses_left FROM tokens WHERE hash = ?`, hash)
 	t, err := scanToken(row)
 	if errors.Is(err, sql.ErrNoRows) {
 		return nil, fmt.Errorf("token: %w", store.ErrNotFound)
@@ -337,8 +347,17 @@ func scanToken(s scanner) (*store.Token, error) {
 	var t store.Token
 	var roles string
 	var ts int64
-	if err := s.Scan(&t.Name, &roles, &t.Hash, &ts); err != nil {
+	var expires, uses sql.NullInt64
+	if err := s.Scan(&t.Name, &roles, &t.Hash, &ts, &expires, &t.ClusterID, &uses); err != nil {
 		return nil, err
+	}
+	if expires.Valid {
+		e := shsqlite.FromMicros(expires.Int64)
+		t.ExpiresTS = &e
+	}
+	if uses.Valid {
+		n := int(uses.Int64)
+		t.UsesLeft = &n
 	}
 	if err := json.Unmarshal([]byte(roles), &t.Roles); err != nil {
 		return nil, fmt.Errorf("token %q: roles: %w", t.Name, err)

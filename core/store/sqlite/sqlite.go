@@ -73,7 +73,7 @@ func (s *Store) Read(ctx context.Context, fn func(r store.Reader) error) error {
 // Update runs fn in one write transaction. Subscribers are notified after the
 // commit when fn appended events.
 func (s *Store) Update(ctx context.Context, fn func(tx store.Tx) error) error {
-	w := &writer{reader: reader{}}
+	w := newWriter()
 	err := s.db.InTx(ctx, func(tx *sql.Tx) error {
 		w.tx = tx
 		return fn(w)

@@ -13,11 +13,21 @@ import (
 )
 
 // writer is the store.Tx of one Update. It counts the rows it changes and
-// remembers the newest event it appended.
+// remembers the newest event it appended. The writes both stores make with
+// the same SQL (action rows, history, events) are store.Writes'.
 type writer struct {
 	reader
+	store.Writes
 	rows      int64
 	lastEvent int64
+}
+
+// newWriter returns the writer of one Update; its transaction is set by
+// the Update.
+func newWriter() *writer {
+	w := &writer{}
+	w.Writes = store.Writes{Dialect: dialect, Exec: w.execRows, InsertSeq: w.insertSeq}
+	return w
 }
 
 var _ store.Tx = (*writer)(nil)
@@ -76,14 +86,15 @@ func (w *writer) PutNode(ctx context.Context, n *store.Node) error {
 		}
 	}
 	_, _, err = w.exec(ctx, fmt.Sprintf("put node %s/%s", n.ClusterID, n.ID),
-		`INSERT INTO nodes (`+nodeColumns+`) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+		`INSERT INTO nodes (`+nodeColumns+`) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
 		ON CONFLICT (cluster_id, id) DO UPDATE SET addr = excluded.addr, source = excluded.source,
 			status = excluded.status, status_reason = excluded.status_reason, down_cause = excluded.down_cause, drained = excluded.drained,
 			store_id = excluded.store_id, cursor = excluded.cursor, kinds = excluded.kinds,
 			version = excluded.version, last_contact = excluded.last_contact,
-			updated_ts = excluded.updated_ts, labels = excluded.labels`,
+			updated_ts = excluded.updated_ts, labels = excluded.labels,
+			drained_by = excluded.drained_by, drain_reason = excluded.drain_reason`,
 		n.ClusterID, n.ID, n.Addr, n.Source, n.Status, n.StatusReason, n.DownCause, n.Drained, n.StoreID, n.Cursor, kinds,
-		n.Version, shsqlite.NullMicros(n.LastContact), shsqlite.Micros(n.UpdatedTS), string(lbls))
+		n.Version, shsqlite.NullMicros(n.LastContact), shsqlite.Micros(n.UpdatedTS), string(lbls), n.DrainedBy, n.DrainReason)
 	return err
 }
 
@@ -97,86 +108,25 @@ func (w *writer) DeleteNode(ctx context.Context, clusterID, nodeID string) error
 	return err
 }
 
-func (w *writer) actionArgs(r *store.Record) []any {
-	return []any{r.ClusterID, r.NodeID, r.Kind, string(r.Args), string(r.State), r.StateReason,
-		string(r.Progress), r.Output, r.Origin, r.Requester, r.ApprovedBy, r.TimeoutS,
-		shsqlite.Micros(r.CreatedTS), shsqlite.NullMicros(r.ScheduledTS), shsqlite.NullMicros(r.StartedTS),
-		shsqlite.NullMicros(r.FinishedTS), shsqlite.Micros(r.UpdatedTS), r.RetryOf, r.ApprovalDigest,
-		r.CancelRequested, r.SeenOnAgent, r.PushedStoreID, r.RunID, r.Stage, r.Wave}
+// dialect is SQLite's, for the statements core/store writes for both stores.
+var dialect = store.Dialect{Placeholder: store.QuestionMarks, Time: func(t time.Time) any { return shsqlite.Micros(t) }}
+
+// execRows is exec as a store.Exec.
+func (w *writer) execRows(ctx context.Context, what, q string, args ...any) (int64, error) {
+	_, n, err := w.exec(ctx, what, q, args...)
+	return n, err
 }
 
-// InsertAction stores a new record (ErrExists when its id is taken). A zero
-// CreatedTS is set to now, a zero UpdatedTS to CreatedTS. History is not
-// stored: AppendHistory does that.
-func (w *writer) InsertAction(ctx context.Context, r *store.Record) error {
-	if r.CreatedTS.IsZero() {
-		r.CreatedTS = now()
+// insertSeq runs an INSERT ... RETURNING seq of an event, remembers the
+// seq as the newest event and returns it.
+func (w *writer) insertSeq(ctx context.Context, what, q string, args ...any) (int64, error) {
+	var seq int64
+	if err := w.tx.QueryRowContext(ctx, q, args...).Scan(&seq); err != nil {
+		return 0, translate(err, what)
 	}
-	if r.UpdatedTS.IsZero() {
-		r.UpdatedTS = r.CreatedTS
-	}
-	_, _, err := w.exec(ctx, fmt.Sprintf("insert action %q", r.ID),
-		`INSERT INTO actions (`+actionColumns+`)
-		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
-		append([]any{r.ID}, w.actionArgs(r)...)...)
-	return err
-}
-
-// UpdateAction replaces every field of the stored record with the same id
-// (ErrNotFound when there is none).
-func (w *writer) UpdateAction(ctx context.Context, r *store.Record) error {
-	what := fmt.Sprintf("update action %q", r.ID)
-	_, n, err := w.exec(ctx, what, `UPDATE actions SET cluster_id = ?, node_id = ?, kind = ?, args = ?,
-		state = ?, state_reason = ?, progress = ?, output = ?, origin = ?, requester = ?,
-		approved_by = ?, timeout_s = ?, created_ts = ?, scheduled_ts = ?, started_ts = ?,
-		finished_ts = ?, updated_ts = ?, retry_of = ?, approval_digest = ?, cancel_requested = ?,
-		seen_on_agent = ?, pushed_store_id = ?, run_id = ?, stage = ?, wave = ? WHERE id = ?`,
-		append(w.actionArgs(r), r.ID)...)
-	if err == nil && n == 0 {
-		err = fmt.Errorf("%s: %w", what, store.ErrNotFound)
-	}
-	return err
-}
-
-// AppendHistory adds one transition to an action's history (ErrNotFound when
-// the action does not exist). A zero TS is set to now.
-func (w *writer) AppendHistory(ctx context.Context, actionID string, t action.Transition) error {
-	if t.TS.IsZero() {
-		t.TS = now()
-	}
-	_, _, err := w.exec(ctx, fmt.Sprintf("history of %q", actionID),
-		`INSERT INTO action_history (action_id, ts, from_state, to_state, actor, reason) VALUES (?, ?, ?, ?, ?, ?)`,
-		actionID, shsqlite.Micros(t.TS), string(t.From), string(t.To), t.Actor, t.Reason)
-	return err
-}
-
-// AppendEvent stores e and sets e.Seq and, when zero, e.TS.
-func (w *writer) AppendEvent(ctx context.Context, e *store.Event) error {
-	if e.TS.IsZero() {
-		e.TS = now()
-	}
-	var data string
-	if len(e.Data) > 0 {
-		b, err := json.Marshal(e.Data)
-		if err != nil {
-			return fmt.Errorf("event %s: data: %w", e.Type, err)
-		}
-		data = string(b)
-	}
-	res, _, err := w.exec(ctx, "append event "+e.Type,
-		`INSERT INTO events (ts, type, actor, client_addr, cluster_id, node_id, action_id, run_id, message, data)
-		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
-		shsqlite.Micros(e.TS), e.Type, e.Actor, e.ClientAddr, e.ClusterID, e.NodeID, e.ActionID, e.RunID, e.Message, data)
-	if err != nil {
-		return err
-	}
-	seq, err := res.LastInsertId()
-	if err != nil {
-		return fmt.Errorf("append event %s: %w", e.Type, err)
-	}
-	e.Seq = seq
+	w.rows++
 	w.lastEvent = seq
-	return nil
+	return seq, nil
 }
 
 // PurgeActions deletes up to limit finished actions last changed before t,
@@ -210,8 +160,8 @@ func (w *writer) InsertToken(ctx context.Context, t *store.Token) error {
 		return fmt.Errorf("insert token %q: roles: %w", t.Name, err)
 	}
 	_, _, err = w.exec(ctx, fmt.Sprintf("insert token %q", t.Name),
-		`INSERT INTO tokens (name, roles, hash, created_ts) VALUES (?, ?, ?, ?)`,
-		t.Name, roles, t.Hash, shsqlite.Micros(t.CreatedTS))
+		`INSERT INTO tokens (name, roles, hash, created_ts, expires_ts, cluster_id, uses_left) VALUES (?, ?, ?, ?, ?, ?, ?)`,
+		t.Name, roles, t.Hash, shsqlite.Micros(t.CreatedTS), optMicros(t.ExpiresTS), t.ClusterID, optInt(t.UsesLeft))
 	return err
 }
 

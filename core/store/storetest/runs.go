@@ -11,7 +11,6 @@ import (
 	"github.com/musterhq/muster/core/store"
 	"github.com/musterhq/muster/shared/action"
 	"github.com/musterhq/muster/shared/limit"
-	"github.com/musterhq/muster/shared/wire"
 )
 
 func testRun(id string, created time.Time) *store.Run {
@@ -19,7 +18,7 @@ func testRun(id string, created time.Time) *store.Run {
 		ID: id, ClusterID: "c1", State: store.RunPendingApprove, Requester: "alice", Digest: "d",
 		Stages: []store.RunStage{{
 			Name: "main", Kind: "muster.io/debug.sleep", Args: json.RawMessage(`{"seconds":1}`),
-			Target: wire.Target{All: true}, Nodes: []string{"n1", "n2"}, MaxConcurrency: limit.Limit{N: 50, Percent: true},
+			Target: store.Target{All: true}, Nodes: []string{"n1", "n2"}, MaxConcurrency: limit.Limit{N: 50, Percent: true},
 			OnFailure: "abort", DependsOn: []string{}, State: store.StagePending,
 		}},
 		CreatedTS: created, UpdatedTS: created,

@@ -40,6 +40,9 @@ func Run(t *testing.T, db NewDB) {
 		{"Tokens", testTokens},
 		{"TokenNamesAreUniqueIgnoringCase", testTokenNamesAreUniqueIgnoringCase},
 		{"Sessions", testSessions},
+		{"JoinTokenFieldsRoundTrip", testJoinTokenFieldsRoundTrip},
+		{"UseTokenCountsDownAtomically", testUseTokenCountsDownAtomically},
+		{"AgentCertsAndRevocation", testAgentCertsAndRevocation},
 		{"SessionsEndWithTheirToken", testSessionsEndWithTheirToken},
 		{"RunsRoundTripAndList", testRunsRoundTripAndList},
 		{"ARunHasOneChildPerStageAndNode", testARunHasOneChildPerStageAndNode},
@@ -61,6 +64,7 @@ func Run(t *testing.T, db NewDB) {
 		{"EventsSequenceAndSubscribe", testEventsSequenceAndSubscribe},
 		{"EventsAreNumberedInCommitOrder", testEventsAreNumberedInCommitOrder},
 		{"EventSequenceSurvivesReopen", testEventSequenceSurvivesReopen},
+		{"LatestSeq", testLatestSeq},
 		{"RowsWritten", testRowsWritten},
 		{"ReadIsASnapshot", testReadIsASnapshot},
 	}
@@ -128,7 +132,7 @@ func testClusterAndNodeRoundTrip(t *testing.T, db NewDB) {
 	c := store.Cluster{ID: "c1", Status: store.ClusterAlert, StatusReason: "node n1 down", UpdatedTS: t0}
 	contact := t0.Add(time.Second)
 	n := store.Node{ClusterID: "c1", ID: "n1", Addr: "10.0.0.1:7420", Source: store.SourceGossip,
-		Status: store.NodeDown, StatusReason: "left", DownCause: store.CauseLeft, Drained: true, StoreID: "sid", Cursor: 42,
+		Status: store.NodeDown, StatusReason: "left", DownCause: store.CauseLeft, Drained: true, DrainedBy: "alice", DrainReason: "disk swap", StoreID: "sid", Cursor: 42,
 		Kinds: []string{"a/b", "c/d"}, Version: "1.2.3", LastContact: &contact, UpdatedTS: t0,
 		Labels: map[string]string{"role": "replica", "zone": "eu-1"}}
 	n2 := store.Node{ClusterID: "c1", ID: "n2", Addr: "x:1", Source: store.SourceStatic, Status: store.NodeUnknown, UpdatedTS: t0}
@@ -584,6 +588,9 @@ func listFixture(t *testing.T, db NewDB) (store.Store, []store.Record) {
 		r.Kind = kinds[i%5%2]
 		r.CreatedTS = t0.Add(time.Duration(i/3) * time.Second)
 		r.UpdatedTS = t0.Add(time.Duration(20-i) * time.Second)
+		if i%5 == 1 {
+			r.RunID, r.Stage, r.Wave = "run-1", fmt.Sprint("s", i), 1+i/8
+		}
 		all = append(all, *r)
 	}
 	update(t, s, func(ctx context.Context, tx store.Tx) error {
@@ -634,6 +641,10 @@ func testListActionsFilters(t *testing.T, db NewDB) {
 		{"kinds", store.ListQuery{Kinds: []string{"muster.io/debug.sleep", "x/y"}}, func(r store.Record) bool { return r.Kind == "muster.io/debug.sleep" }},
 		{"everything", store.ListQuery{ClusterID: "c1", States: []action.State{action.PendingApprove, action.Running}, Kinds: []string{"muster.io/debug.ping"}}, func(r store.Record) bool {
 			return r.ClusterID == "c1" && (r.State == action.PendingApprove || r.State == action.Running) && r.Kind == "muster.io/debug.ping"
+		}},
+		{"run", store.ListQuery{RunID: "run-1"}, func(r store.Record) bool { return r.RunID == "run-1" }},
+		{"run and state", store.ListQuery{RunID: "run-1", States: []action.State{action.PendingSchedule}}, func(r store.Record) bool {
+			return r.RunID == "run-1" && r.State == action.PendingSchedule
 		}},
 		{"no match", store.ListQuery{ClusterID: "c3"}, func(store.Record) bool { return false }},
 		{"limit", store.ListQuery{Limit: 4}, nil},
@@ -764,6 +775,8 @@ func testListActionsErrors(t *testing.T, db NewDB) {
 	}{
 		{"unknown field", store.ListQuery{Sort: []store.SortKey{{Field: "output"}}}, store.ErrInvalidQuery},
 		{"field twice", store.ListQuery{Sort: []store.SortKey{{Field: "state"}, {Field: "state", Desc: true}}}, store.ErrInvalidQuery},
+		{"id twice", store.ListQuery{Sort: []store.SortKey{{Field: "id"}, {Field: "id", Desc: true}}}, store.ErrInvalidQuery},
+		{"unknown field after id", store.ListQuery{Sort: []store.SortKey{{Field: "id"}, {Field: "output"}}}, store.ErrInvalidQuery},
 		{"unknown marker", store.ListQuery{Marker: action.NewID()}, store.ErrNotFound},
 	}
 	for _, c := range cases {
@@ -910,6 +923,53 @@ func testEventsSequenceAndSubscribe(t *testing.T, db NewDB) {
 		t.Fatal("channel still open after unsubscribe")
 	}
 	unsubscribe() // twice is harmless
+}
+
+// testLatestSeq: LatestSeq is the newest event's number, 0 with none, the
+// transaction's own appends included, and unchanged when older events are
+// purged.
+func testLatestSeq(t *testing.T, db NewDB) {
+	s := setup(t, db)
+	latest := func() int64 {
+		t.Helper()
+		var got int64
+		read(t, s, func(ctx context.Context, r store.Reader) error {
+			var err error
+			got, err = r.LatestSeq(ctx)
+			return err
+		})
+		return got
+	}
+	if got := latest(); got != 0 {
+		t.Fatalf("LatestSeq of an empty log = %d, want 0", got)
+	}
+	var last int64
+	for i := range 5 {
+		update(t, s, func(ctx context.Context, tx store.Tx) error {
+			for range i + 1 {
+				e := &store.Event{Type: store.EventNodeUp, Actor: "core", TS: time.Now().Add(-time.Hour)}
+				if err := tx.AppendEvent(ctx, e); err != nil {
+					return err
+				}
+				last = e.Seq
+			}
+			got, err := tx.LatestSeq(ctx)
+			if err == nil && got != last {
+				t.Errorf("LatestSeq inside the Update = %d, want its own %d", got, last)
+			}
+			return err
+		})
+		if got := latest(); got != last {
+			t.Fatalf("LatestSeq = %d, want %d", got, last)
+		}
+	}
+	update(t, s, func(ctx context.Context, tx store.Tx) error {
+		_, err := tx.PurgeEvents(ctx, time.Now().Add(-time.Minute), 3)
+		return err
+	})
+	if got := latest(); got != last {
+		t.Fatalf("LatestSeq after purging older events = %d, want %d", got, last)
+	}
 }
 
 func testEventSequenceSurvivesReopen(t *testing.T, db NewDB) {

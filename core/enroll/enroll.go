@@ -1,0 +1,554 @@
+// Package enroll is how agents join the fleet without hand-made
+// certificates (docs/architecture.md, "Installing on a fleet"): join tokens
+// (role enroll, a cluster, a TTL and a use count), signing an agent's
+// certificate signing request with the core's agent CA, renewal over mutual
+// TLS, and the revocation list that the core checks on every connection to
+// an agent and every gossip claim.
+//
+// The key of an agent never leaves its node. Each enrollment, renewal,
+// refusal and revocation is an event, written in the same transaction as
+// what it describes (a refusal in a transaction of its own, since nothing
+// else is written).
+package enroll
+
+import (
+	"context"
+	"crypto/x509"
+	"errors"
+	"fmt"
+	"log/slog"
+	"maps"
+	"slices"
+	"sort"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/musterhq/muster/core/auth"
+	"github.com/musterhq/muster/core/store"
+	"github.com/musterhq/muster/shared/names"
+	"github.com/musterhq/muster/shared/tlsutil"
+	"github.com/musterhq/muster/shared/wire"
+)
+
+// DefaultLifetime is how long an agent certificate lasts unless configured.
+const DefaultLifetime = 30 * 24 * time.Hour
+
+// MinLifetime is the shortest lifetime accepted (tests use short ones).
+const MinLifetime = 10 * time.Second
+
+// RenewalActor is the IssuedBy of a renewed certificate.
+const RenewalActor = "renewal"
+
+// Errors of enrollment, matched with errors.Is. Unknown and expired
+// tokens, and certificates that do not verify, are auth.ErrUnauthenticated;
+// bad signing requests are tlsutil.ErrBadCSR.
+var (
+	// ErrRefused: the token or certificate is valid but may not do this
+	// (another cluster, used up, revoked, not a join token).
+	ErrRefused = errors.New("enrollment refused")
+	// ErrHeld: a live certificate holds the node id.
+	ErrHeld = errors.New("node id held by a live certificate")
+	// ErrInvalid: a malformed request.
+	ErrInvalid = errors.New("invalid enrollment request")
+	// ErrDisabled: the core has no agent CA (agents_ca).
+	ErrDisabled = errors.New("enrollment is not configured on this core (agents_ca)")
+)
+
+// Config is what enrollment needs beyond the store.
+type Config struct {
+	// CA signs agent certificates; nil disables enrollment (the revocation
+	// list still works).
+	CA *tlsutil.CA
+	// Bundle is the PEM CA bundle given to agents.
+	Bundle []byte
+	// GossipKey is the pool's base64 key given to agents ("" without).
+	GossipKey string
+	// Lifetime of a signed certificate (DefaultLifetime when zero).
+	Lifetime time.Duration
+	// Now is the clock (time.Now when nil).
+	Now func() time.Time
+}
+
+// Service signs, renews and revokes agent certificates and keeps the
+// revocation list in memory, fresh from the store.
+type Service struct {
+	cfg  Config
+	st   store.Store
+	log  *slog.Logger
+	pool *x509.CertPool
+
+	revoked atomic.Pointer[map[string]bool]
+	// nodes: "cluster/node" → reason, for nodes whose newest certificate
+	// is revoked.
+	nodes atomic.Pointer[map[string]string]
+	gen   atomic.Uint64
+
+	mu       sync.Mutex
+	onChange []func()
+}
+
+// New builds the service; it starts nothing (Run keeps the list fresh).
+func New(cfg Config, st store.Store, log *slog.Logger) *Service {
+	if cfg.Lifetime <= 0 {
+		cfg.Lifetime = DefaultLifetime
+	}
+	if cfg.Now == nil {
+		cfg.Now = time.Now
+	}
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	s := &Service{cfg: cfg, st: st, log: log}
+	if cfg.CA != nil {
+		s.pool = x509.NewCertPool()
+		s.pool.AddCert(cfg.CA.Cert)
+	}
+	empty, none := map[string]bool{}, map[string]string{}
+	s.revoked.Store(&empty)
+	s.nodes.Store(&none)
+	return s
+}
+
+// Enabled reports whether the core signs agent certificates.
+func (s *Service) Enabled() bool { return s.cfg.CA != nil }
+
+// Bundle is the CA bundle agents are given (nil when disabled).
+func (s *Service) Bundle() []byte { return s.cfg.Bundle }
+
+// Revoked reports whether serial (lowercase hex) is on the revocation list.
+// It never blocks: TLS handshakes call it.
+func (s *Service) Revoked(serial string) bool { return (*s.revoked.Load())[serial] }
+
+// RevokedNode reports whether the node's newest certificate is revoked,
+// and why. It never blocks: gossip claim checks call it.
+func (s *Service) RevokedNode(clusterID, nodeID string) (string, bool) {
+	r, ok := (*s.nodes.Load())[clusterID+"/"+nodeID]
+	return r, ok
+}
+
+// Generation changes every time the revocation list does: a client that
+// keeps connections to agents drops them when it changes.
+func (s *Service) Generation() uint64 { return s.gen.Load() }
+
+// OnChange registers fn, called outside any lock after the revocation list
+// changed (from Run, or from a Revoke on this replica: fn must be safe to
+// call concurrently). Register before Run.
+func (s *Service) OnChange(fn func()) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.onChange = append(s.onChange, fn)
+}
+
+// Refresh reads the revocation list from the store. Replicas share it
+// through the store; Run calls Refresh after every commit it hears of.
+func (s *Service) Refresh(ctx context.Context) error {
+	var (
+		serials []string
+		nodes   map[string]store.AgentCert
+	)
+	if err := s.st.Read(ctx, func(r store.Reader) error {
+		var err error
+		if serials, err = r.RevokedSerials(ctx); err != nil {
+			return err
+		}
+		nodes, err = RevokedNodes(ctx, r, "")
+		return err
+	}); err != nil {
+		return err
+	}
+	next := make(map[string]bool, len(serials))
+	for _, x := range serials {
+		next[x] = true
+	}
+	nextNodes := make(map[string]string, len(nodes))
+	for k, c := range nodes {
+		nextNodes[k] = c.RevokeReason
+	}
+	if maps.Equal(*s.revoked.Load(), next) && maps.Equal(*s.nodes.Load(), nextNodes) {
+		return nil
+	}
+	s.revoked.Store(&next)
+	s.nodes.Store(&nextNodes)
+	s.gen.Add(1)
+	s.mu.Lock()
+	fns := slices.Clone(s.onChange)
+	s.mu.Unlock()
+	for _, fn := range fns {
+		fn()
+	}
+	return nil
+}
+
+// Run loads the revocation list, then reloads it whenever the event log
+// (of this replica or, on PostgreSQL, of another) shows an enrollment or a
+// revocation, until ctx ends. Other commits cost one read of their events.
+func (s *Service) Run(ctx context.Context) {
+	ch, unsubscribe := s.st.Subscribe()
+	defer unsubscribe()
+	var since int64
+	for {
+		err := s.st.Read(ctx, func(r store.Reader) error {
+			var err error
+			since, err = r.LatestSeq(ctx)
+			return err
+		})
+		if err == nil {
+			err = s.Refresh(ctx)
+		}
+		if err == nil {
+			break
+		}
+		s.log.Warn("enroll: reading the revocation list failed; trying again at the next commit", "err", err)
+		select {
+		case <-ctx.Done():
+			return
+		case <-ch:
+		}
+	}
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-ch:
+		}
+		changed := false
+		next, err := store.EachEvent(ctx, s.st, since, 256, func(e *store.Event) error {
+			switch e.Type {
+			case store.EventNodeRevoked, store.EventNodeEnrolled:
+				changed = true
+			}
+			return nil
+		})
+		since = next
+		if err == nil && changed {
+			err = s.Refresh(ctx)
+		}
+		if err != nil && ctx.Err() == nil {
+			s.log.Warn("enroll: reading the revocation list failed; the last one stays", "err", err)
+		}
+	}
+}
+
+// Caller is who sent a request, for the events.
+type Caller struct {
+	ClientAddr string
+}
+
+// Enroll checks the join token whose secret is secret and the request, and
+// signs the request's CSR for its node and cluster, taking one use of the
+// token in the same transaction as the certificate's record and its
+// node.enrolled event. Every refusal of a known token is a
+// node.enroll_refused event; one without a known token is only logged.
+func (s *Service) Enroll(ctx context.Context, secret string, req wire.EnrollRequest, c Caller) (*wire.EnrollResponse, error) {
+	tokName := ""
+	refuse := func(err error) (*wire.EnrollResponse, error) {
+		s.refused(ctx, store.EventNodeEnrollRefused, tokName, req.ClusterID, req.NodeID, c, err)
+		return nil, err
+	}
+	if !s.Enabled() {
+		return nil, ErrDisabled
+	}
+	var tok *store.Token
+	err := s.st.Read(ctx, func(r store.Reader) error {
+		var err error
+		tok, err = r.TokenByHash(ctx, auth.Hash(secret))
+		return err
+	})
+	switch {
+	case errors.Is(err, store.ErrNotFound):
+		return refuse(fmt.Errorf("%w: unknown or revoked join token", auth.ErrUnauthenticated))
+	case err != nil:
+		return nil, err
+	}
+	tokName = tok.Name
+	if err := names.CheckID(req.NodeID); err != nil {
+		return refuse(fmt.Errorf("%w: node_id: %w", ErrInvalid, err))
+	}
+	if err := names.CheckID(req.ClusterID); err != nil {
+		return refuse(fmt.Errorf("%w: cluster_id: %w", ErrInvalid, err))
+	}
+	now := s.cfg.Now().UTC()
+	admin := auth.Can(tok.Roles, auth.Revoke)
+	switch {
+	case !auth.Can(tok.Roles, auth.Enroll):
+		return refuse(fmt.Errorf("%w: token %s (roles %s) is not a join token", ErrRefused, tok.Name, strings.Join(tok.Roles, ",")))
+	case tok.Expired(now):
+		return refuse(fmt.Errorf("%w: join token %s expired at %s", auth.ErrUnauthenticated, tok.Name, tok.ExpiresTS.Format(time.RFC3339)))
+	case tok.ClusterID != "" && tok.ClusterID != req.ClusterID:
+		return refuse(fmt.Errorf("%w: join token %s is for cluster %s, not %s", ErrRefused, tok.Name, tok.ClusterID, req.ClusterID))
+	case tok.UsesLeft != nil && *tok.UsesLeft <= 0:
+		return refuse(fmt.Errorf("%w: join token %s is used up", ErrRefused, tok.Name))
+	case req.Replace && !admin:
+		return refuse(fmt.Errorf("%w: replace needs an admin token; join token %s may only enroll a free node id", ErrRefused, tok.Name))
+	}
+	csr, err := tlsutil.ParseAgentCSR([]byte(req.CSR), req.NodeID)
+	if err != nil {
+		return refuse(err)
+	}
+	var out *wire.EnrollResponse
+	err = s.st.Update(ctx, func(tx store.Tx) error {
+		out = nil
+		certs, err := tx.AgentCerts(ctx, "", req.NodeID)
+		if err != nil {
+			return err
+		}
+		var live []string
+		for _, lc := range certs {
+			if lc.Live(now) {
+				live = append(live, fmt.Sprintf("serial %s (cluster %s, until %s)", lc.Serial, lc.ClusterID, lc.NotAfter.Format(time.RFC3339)))
+			}
+		}
+		replaced := []string{}
+		if len(live) > 0 {
+			if !req.Replace {
+				return fmt.Errorf("%w: node %s is held by %s; revoke it (muster node revoke) or enroll with --replace and an admin token",
+					ErrHeld, req.NodeID, strings.Join(live, ", "))
+			}
+			if replaced, err = tx.RevokeAgentCerts(ctx, "", req.NodeID, now, "replaced", tok.Name); err != nil {
+				return err
+			}
+		}
+		if _, err := tx.PruneAgentCerts(ctx, req.NodeID, now); err != nil {
+			return err
+		}
+		left, err := tx.UseToken(ctx, tok.Hash)
+		if errors.Is(err, store.ErrUsedUp) {
+			return fmt.Errorf("%w: join token %s is used up", ErrRefused, tok.Name)
+		} else if err != nil {
+			return err
+		}
+		resp, rec, err := s.sign(csr, req.NodeID, req.ClusterID, now, tok.Name)
+		if err != nil {
+			return err
+		}
+		if err := tx.InsertAgentCert(ctx, rec); err != nil {
+			return err
+		}
+		data := map[string]any{"token": tok.Name, "serial": rec.Serial, "not_after": rec.NotAfter.Format(time.RFC3339)}
+		msg := fmt.Sprintf("node %s enrolled into cluster %s with join token %s (certificate %s until %s)",
+			req.NodeID, req.ClusterID, tok.Name, rec.Serial, rec.NotAfter.Format(time.RFC3339))
+		if left >= 0 {
+			data["uses_left"] = left
+			msg += fmt.Sprintf("; %d uses left", left)
+		}
+		if len(replaced) > 0 {
+			data["replaced"] = replaced
+			msg += "; replaced " + strings.Join(replaced, ", ")
+		}
+		out = resp
+		return tx.AppendEvent(ctx, &store.Event{TS: now, Type: store.EventNodeEnrolled, Actor: tok.Name, ClientAddr: c.ClientAddr,
+			ClusterID: req.ClusterID, NodeID: req.NodeID, Message: msg, Data: data})
+	})
+	if err != nil {
+		if errors.Is(err, ErrHeld) || errors.Is(err, ErrRefused) {
+			return refuse(err)
+		}
+		return nil, err
+	}
+	if req.Replace {
+		s.refreshNow(ctx)
+	}
+	return out, nil
+}
+
+// Renew signs a new CSR for the agent whose certificate peer is (the
+// client certificate of a mutual TLS connection): it must chain to the
+// agent CA, be unexpired, be one this core signed, and not be revoked. The
+// new certificate keeps the old one's node and cluster.
+func (s *Service) Renew(ctx context.Context, peer []*x509.Certificate, req wire.RenewRequest, c Caller) (*wire.EnrollResponse, error) {
+	node, cluster := "", ""
+	refuse := func(err error) (*wire.EnrollResponse, error) {
+		s.refused(ctx, store.EventNodeRenewRefused, node, cluster, node, c, err)
+		return nil, err
+	}
+	if !s.Enabled() {
+		return nil, ErrDisabled
+	}
+	if len(peer) == 0 {
+		return refuse(fmt.Errorf("%w: renewal needs the agent's certificate as client certificate (mutual TLS)", auth.ErrUnauthenticated))
+	}
+	leaf := peer[0]
+	now := s.cfg.Now().UTC()
+	if id, ok := tlsutil.IdentityOf(leaf); ok && id.Role == tlsutil.RoleAgent {
+		node = id.Name
+	}
+	inter := x509.NewCertPool()
+	for _, ic := range peer[1:] {
+		inter.AddCert(ic)
+	}
+	if _, err := leaf.Verify(x509.VerifyOptions{Roots: s.pool, Intermediates: inter, CurrentTime: now,
+		KeyUsages: []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth}}); err != nil {
+		var inv x509.CertificateInvalidError
+		if errors.As(err, &inv) && inv.Reason == x509.Expired {
+			return refuse(fmt.Errorf("%w: the certificate (serial %s) expired at %s; enroll again with a join token",
+				auth.ErrUnauthenticated, tlsutil.SerialHex(leaf), leaf.NotAfter.UTC().Format(time.RFC3339)))
+		}
+		return refuse(fmt.Errorf("%w: the certificate does not verify against the agent CA: %v", auth.ErrUnauthenticated, err))
+	}
+	if node == "" {
+		return refuse(fmt.Errorf("%w: the certificate names no agent", auth.ErrUnauthenticated))
+	}
+	serial := tlsutil.SerialHex(leaf)
+	var rec *store.AgentCert
+	err := s.st.Read(ctx, func(r store.Reader) error {
+		var err error
+		rec, err = r.AgentCert(ctx, serial)
+		return err
+	})
+	switch {
+	case errors.Is(err, store.ErrNotFound):
+		return refuse(fmt.Errorf("%w: certificate %s was not issued by enrollment; enroll with a join token", ErrRefused, serial))
+	case err != nil:
+		return nil, err
+	}
+	cluster = rec.ClusterID
+	if rec.RevokedTS != nil {
+		return refuse(fmt.Errorf("%w: certificate %s of node %s is revoked (%s); enroll again with a new join token",
+			ErrRefused, serial, node, rec.RevokeReason))
+	}
+	csr, err := tlsutil.ParseAgentCSR([]byte(req.CSR), node)
+	if err != nil {
+		return refuse(err)
+	}
+	var out *wire.EnrollResponse
+	err = s.st.Update(ctx, func(tx store.Tx) error {
+		out = nil
+		// Read again inside the transaction: a revocation may have landed.
+		cur, err := tx.AgentCert(ctx, serial)
+		if err != nil {
+			return err
+		}
+		if cur.RevokedTS != nil {
+			return fmt.Errorf("%w: certificate %s of node %s is revoked", ErrRefused, serial, node)
+		}
+		// The node's expired certificates go: they fail every handshake.
+		if _, err := tx.PruneAgentCerts(ctx, node, now); err != nil {
+			return err
+		}
+		resp, nrec, err := s.sign(csr, node, cluster, now, RenewalActor)
+		if err != nil {
+			return err
+		}
+		if err := tx.InsertAgentCert(ctx, nrec); err != nil {
+			return err
+		}
+		out = resp
+		return tx.AppendEvent(ctx, &store.Event{TS: now, Type: store.EventNodeCertRenewed, Actor: node, ClientAddr: c.ClientAddr,
+			ClusterID: cluster, NodeID: node,
+			Message: fmt.Sprintf("node %s renewed its certificate %s: new certificate %s until %s", node, serial, nrec.Serial,
+				nrec.NotAfter.Format(time.RFC3339)),
+			Data: map[string]any{"old_serial": serial, "serial": nrec.Serial, "not_after": nrec.NotAfter.Format(time.RFC3339)}})
+	})
+	if err != nil {
+		if errors.Is(err, ErrRefused) {
+			return refuse(err)
+		}
+		return nil, err
+	}
+	return out, nil
+}
+
+// Revoke puts every unrevoked certificate of the node on the revocation
+// list, with a node.revoked event, and reloads the list at once. A node
+// with no certificate from enrollment is store.ErrNotFound; one whose
+// certificates are all revoked already is revoked again with none.
+func (s *Service) Revoke(ctx context.Context, clusterID, nodeID, reason, actor string, c Caller) ([]string, error) {
+	now := s.cfg.Now().UTC()
+	if reason == "" {
+		reason = "revoked"
+	}
+	var serials []string
+	err := s.st.Update(ctx, func(tx store.Tx) error {
+		certs, err := tx.AgentCerts(ctx, clusterID, nodeID)
+		if err != nil {
+			return err
+		}
+		if len(certs) == 0 {
+			return fmt.Errorf("node %s of cluster %s has no certificate from enrollment: %w", nodeID, clusterID, store.ErrNotFound)
+		}
+		serials, err = tx.RevokeAgentCerts(ctx, clusterID, nodeID, now, reason, actor)
+		if err != nil || len(serials) == 0 {
+			return err
+		}
+		sort.Strings(serials)
+		return tx.AppendEvent(ctx, &store.Event{TS: now, Type: store.EventNodeRevoked, Actor: actor, ClientAddr: c.ClientAddr,
+			ClusterID: clusterID, NodeID: nodeID,
+			Message: fmt.Sprintf("node %s revoked (%s): certificates %s", nodeID, reason, strings.Join(serials, ", ")),
+			Data:    map[string]any{"serials": serials, "reason": reason}})
+	})
+	if err != nil {
+		return nil, err
+	}
+	s.refreshNow(ctx)
+	return serials, nil
+}
+
+// RevokedNodes returns, for the nodes of a cluster (every cluster when
+// ""), keyed "cluster/node", the revocation of those whose newest
+// certificate is revoked: the node is refused until it enrolls again.
+func RevokedNodes(ctx context.Context, r store.Reader, clusterID string) (map[string]store.AgentCert, error) {
+	certs, err := r.AgentCerts(ctx, clusterID, "")
+	if err != nil {
+		return nil, err
+	}
+	out := map[string]store.AgentCert{}
+	seen := map[string]bool{}
+	for _, c := range certs { // newest first
+		k := c.ClusterID + "/" + c.NodeID
+		if seen[k] {
+			continue
+		}
+		seen[k] = true
+		if c.RevokedTS != nil {
+			out[k] = c
+		}
+	}
+	return out, nil
+}
+
+func (s *Service) refreshNow(ctx context.Context) {
+	if err := s.Refresh(context.WithoutCancel(ctx)); err != nil {
+		s.log.Warn("enroll: reading the revocation list failed", "err", err)
+	}
+}
+
+// sign signs csr and returns the answer and the record to store.
+func (s *Service) sign(csr *x509.CertificateRequest, node, cluster string, now time.Time, by string) (*wire.EnrollResponse, *store.AgentCert, error) {
+	certPEM, cert, err := s.cfg.CA.SignAgent(csr, node, cluster, now, s.cfg.Lifetime)
+	if err != nil {
+		return nil, nil, err
+	}
+	rec := &store.AgentCert{Serial: tlsutil.SerialHex(cert), ClusterID: cluster, NodeID: node,
+		NotBefore: cert.NotBefore.UTC(), NotAfter: cert.NotAfter.UTC(), IssuedTS: now.Round(time.Microsecond), IssuedBy: by}
+	return &wire.EnrollResponse{NodeID: node, ClusterID: cluster, Certificate: string(certPEM), CABundle: string(s.cfg.Bundle),
+		GossipKey: s.cfg.GossipKey, Serial: rec.Serial, NotAfter: rec.NotAfter}, rec, nil
+}
+
+// refused records a refusal event in a transaction of its own.
+func (s *Service) refused(ctx context.Context, typ, actor, cluster, node string, c Caller, cause error) {
+	if actor == "" {
+		actor = "enroll"
+	}
+	ev := &store.Event{Type: typ, Actor: actor, ClientAddr: c.ClientAddr, Message: cause.Error()}
+	// Only well-formed ids name the event's node and cluster; the
+	// message says what was asked for.
+	if names.CheckID(cluster) == nil {
+		ev.ClusterID = cluster
+	}
+	if names.CheckID(node) == nil {
+		ev.NodeID = node
+	}
+	s.log.Warn("enroll: refused", "type", typ, "client", c.ClientAddr, "reason", cause)
+	if actor == "enroll" && typ == store.EventNodeEnrollRefused {
+		// No known token was shown: anyone who reaches the listener could
+		// send this, so it is logged, not written to the event log.
+		return
+	}
+	ctx = context.WithoutCancel(ctx)
+	err := s.st.Update(ctx, func(tx store.Tx) error { return tx.AppendEvent(ctx, ev) })
+	if err != nil {
+		s.log.Warn("enroll: recording a refusal failed", "err", err, "refusal", cause)
+	}
+}

@@ -1,0 +1,122 @@
+package core_test
+
+import (
+	"context"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/musterhq/muster/agent"
+	"github.com/musterhq/muster/agent/agenttest"
+	agentenroll "github.com/musterhq/muster/agent/enroll"
+	"github.com/musterhq/muster/core"
+	"github.com/musterhq/muster/core/auth"
+	"github.com/musterhq/muster/core/discovery"
+	"github.com/musterhq/muster/core/orchestrate"
+	"github.com/musterhq/muster/shared/client"
+	"github.com/musterhq/muster/shared/config"
+	"github.com/musterhq/muster/shared/testwait"
+	"github.com/musterhq/muster/shared/tlsutil"
+	"github.com/musterhq/muster/shared/wire"
+)
+
+// TestARevokedAgentIsRefusedAtOnce: a static node whose agent enrolled
+// (through the real API) is synced over mutual TLS; once revoked, the
+// core drops its kept connection and refuses the agent's certificate at
+// the next handshake: the node is DOWN with the revocation as reason right
+// away, not when the kept connection ends.
+func TestARevokedAgentIsRefusedAtOnce(t *testing.T) {
+	t.Parallel()
+	pki := filepath.Join(t.TempDir(), "tls")
+	if _, err := tlsutil.CreateCA(pki, time.Now(), tlsutil.CAValidity); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := tlsutil.CreateCert(pki, tlsutil.Core(), nil, time.Now(), time.Hour); err != nil {
+		t.Fatal(err)
+	}
+	file := func(name string) string { return filepath.Join(pki, name) }
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	agentAddr := l.Addr().String()
+	l.Close()
+
+	cfg := core.DefaultConfig()
+	cfg.DataDir = t.TempDir()
+	cfg.API.Addr = "127.0.0.1:0"
+	cfg.API.TLS = config.TLS{CertFile: file("core.pem"), KeyFile: file("core-key.pem")}
+	cfg.AgentsTLS = core.AgentsTLSConfig{CAFile: file("ca.pem"), CertFile: file("core.pem"), KeyFile: file("core-key.pem")}
+	cfg.AgentsCA = core.AgentsCAConfig{CertFile: file("ca.pem"), KeyFile: file("ca-key.pem"), Lifetime: time.Hour}
+	cfg.Clusters = []discovery.ClusterSpec{{ID: "prod", Nodes: []discovery.NodeSpec{{ID: "web-1", Addr: agentAddr}}}}
+	cfg.Orchestrate.Interval = time.Hour // syncs come from nudges
+	c, err := core.New(cfg, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- c.Run(ctx) }()
+	t.Cleanup(func() { cancel(); <-done })
+	select {
+	case <-c.Ready():
+	case err := <-done:
+		t.Fatalf("Run: %v", err)
+	}
+	secret, err := os.ReadFile(filepath.Join(cfg.DataDir, auth.AdminTokenFile))
+	if err != nil {
+		t.Fatal(err)
+	}
+	tc, err := tlsutil.ClientConfig(file("ca.pem"), "", "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	tr := &http.Transport{TLSClientConfig: tc}
+	t.Cleanup(tr.CloseIdleConnections)
+	url := "https://" + c.Addr().String()
+	cl := client.NewCore(url, strings.TrimSpace(string(secret)), &http.Client{Transport: tr, Timeout: 10 * time.Second})
+	uses := 1
+	join, err := cl.CreateTokenWith(ctx, wire.CreateTokenRequest{Name: "join", Roles: []string{"enroll"}, ClusterID: "prod", Uses: &uses})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ca, err := tlsutil.LoadCA(pki)
+	if err != nil {
+		t.Fatal(err)
+	}
+	agentDir := t.TempDir()
+	if _, err := agentenroll.Enroll(ctx, agentenroll.Options{Core: url, Token: join.Token, CAPin: tlsutil.Pin(ca.Cert),
+		NodeID: "web-1", ClusterID: "prod", Paths: agentenroll.PathsIn(filepath.Join(agentDir, "tls"))}); err != nil {
+		t.Fatal(err)
+	}
+	acfg := agent.DefaultConfig()
+	acfg.NodeID, acfg.ClusterID, acfg.DataDir, acfg.API.Addr = "web-1", "prod", agentDir, agentAddr
+	agenttest.Start(t, acfg) // enrolled: serves <data_dir>/tls, requires the core's certificate
+
+	node := func() wire.Node {
+		ns, err := cl.Nodes(ctx, "prod")
+		if err != nil || len(ns) != 1 {
+			return wire.Node{}
+		}
+		return ns[0]
+	}
+	testwait.For(t, "web-1 UP over mutual TLS with its enrolled certificate", func() bool {
+		if node().Status == "UP" {
+			return true
+		}
+		_ = cl.Orchestrate(ctx, "prod")
+		return false
+	})
+	if _, err := cl.RevokeNode(ctx, "prod", "web-1", "lost"); err != nil {
+		t.Fatal(err)
+	}
+	// The revocation nudges the node: no orchestrate call from here on.
+	testwait.Within(t, 5*time.Second, "web-1 DOWN, its certificate refused", func() bool {
+		n := node()
+		return n.Status == "DOWN" && n.StatusReason == orchestrate.ReasonRevoked && n.Revoked
+	})
+}

@@ -1,0 +1,162 @@
+package store
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/musterhq/muster/shared/action"
+)
+
+// Dialect is what the statements core/store writes for both stores (the
+// appends here, the action list in list.go) need to know of one store's SQL.
+type Dialect struct {
+	Placeholder Placeholder
+	// Time is a time as the store binds it (SQLite: microseconds since the
+	// epoch; PostgreSQL: a timestamptz).
+	Time func(time.Time) any
+}
+
+// nullTime binds an optional time: NULL for nil.
+func (d Dialect) nullTime(t *time.Time) any {
+	if t == nil {
+		return nil
+	}
+	return d.Time(*t)
+}
+
+// values writes one placeholder a value, from the first, and returns them
+// with the values.
+func (d Dialect) values(first int, vals ...any) (string, []any) {
+	ps := make([]string, len(vals))
+	for i := range vals {
+		ps[i] = d.Placeholder(first + i)
+	}
+	return strings.Join(ps, ", "), vals
+}
+
+// Exec runs a statement in a store's transaction and returns the rows it
+// changed (for the store's count of rows written). what names the write in
+// errors.
+type Exec func(ctx context.Context, what, stmt string, args ...any) (int64, error)
+
+// Now is the time a store records for a zero timestamp.
+func Now() time.Time { return action.UTC(time.Now()) }
+
+// Writes are the writes of a Tx that both stores make with the same SQL:
+// action rows, their history and events. Each store's writer embeds them,
+// made with its Dialect and how a statement runs in its transaction.
+type Writes struct {
+	Dialect Dialect
+	// Exec runs a statement and returns the rows it changed.
+	Exec Exec
+	// InsertSeq runs the INSERT ... RETURNING seq of an event and returns
+	// the seq (the store remembers it as the newest event of the
+	// transaction; PostgreSQL takes the events lock first).
+	InsertSeq Exec
+}
+
+// AppendHistory is Tx.AppendHistory of both stores: it adds one transition
+// to an action's history (ErrNotFound when the action does not exist,
+// without failing the transaction: PostgreSQL aborts one whose statement
+// fails). A zero TS is set to now.
+func (w Writes) AppendHistory(ctx context.Context, actionID string, t action.Transition) error {
+	d, exec := w.Dialect, w.Exec
+	if t.TS.IsZero() {
+		t.TS = Now()
+	}
+	what := fmt.Sprintf("history of %q", actionID)
+	ps, args := d.values(1, actionID, d.Time(t.TS), string(t.From), string(t.To), t.Actor, t.Reason)
+	n, err := exec(ctx, what, `INSERT INTO action_history (action_id, ts, from_state, to_state, actor, reason)
+		SELECT `+ps+` WHERE EXISTS (SELECT 1 FROM actions WHERE id = `+d.Placeholder(len(args)+1)+`)`,
+		append(args, actionID)...)
+	if err == nil && n == 0 {
+		err = fmt.Errorf("%s: %w", what, ErrNotFound)
+	}
+	return err
+}
+
+// AppendEvent is Tx.AppendEvent of both stores: it stores e and sets e.Seq
+// and, when zero, e.TS.
+func (w Writes) AppendEvent(ctx context.Context, e *Event) error {
+	d, insert := w.Dialect, w.InsertSeq
+	if e.TS.IsZero() {
+		e.TS = Now()
+	}
+	var data string
+	if len(e.Data) > 0 {
+		b, err := json.Marshal(e.Data)
+		if err != nil {
+			return fmt.Errorf("event %s: data: %w", e.Type, err)
+		}
+		data = string(b)
+	}
+	ps, args := d.values(1, d.Time(e.TS), e.Type, e.Actor, e.ClientAddr, e.ClusterID, e.NodeID, e.ActionID, e.RunID, e.Message, data)
+	seq, err := insert(ctx, "append event "+e.Type,
+		`INSERT INTO events (ts, type, actor, client_addr, cluster_id, node_id, action_id, run_id, message, data)
+		VALUES (`+ps+`) RETURNING seq`, args...)
+	if err != nil {
+		return err
+	}
+	e.Seq = seq
+	return nil
+}
+
+// actionFields are the columns of an action row after its id, in the order
+// of actionValues.
+var actionFields = []string{"cluster_id", "node_id", "kind", "args", "state", "state_reason", "progress", "output",
+	"origin", "requester", "approved_by", "timeout_s", "created_ts", "scheduled_ts", "started_ts", "finished_ts",
+	"updated_ts", "retry_of", "approval_digest", "cancel_requested", "seen_on_agent", "pushed_store_id",
+	"run_id", "stage", "wave"}
+
+// actionValues are r's values in the order of actionFields, bound as the
+// dialect binds them.
+func actionValues(d Dialect, r *Record) []any {
+	return []any{r.ClusterID, r.NodeID, r.Kind, string(r.Args), string(r.State), r.StateReason,
+		string(r.Progress), r.Output, r.Origin, r.Requester, r.ApprovedBy, r.TimeoutS,
+		d.Time(r.CreatedTS), d.nullTime(r.ScheduledTS), d.nullTime(r.StartedTS),
+		d.nullTime(r.FinishedTS), d.Time(r.UpdatedTS), r.RetryOf, r.ApprovalDigest,
+		r.CancelRequested, r.SeenOnAgent, r.PushedStoreID, r.RunID, r.Stage, r.Wave}
+}
+
+// InsertAction is Tx.InsertAction of both stores: it stores a new record
+// (ErrExists when its id is taken, or its run already has a child for its
+// stage and node, without failing the transaction). A zero CreatedTS is set
+// to now, a zero UpdatedTS to CreatedTS. History is not stored:
+// AppendHistory does that.
+func (w Writes) InsertAction(ctx context.Context, r *Record) error {
+	d, exec := w.Dialect, w.Exec
+	if r.CreatedTS.IsZero() {
+		r.CreatedTS = Now()
+	}
+	if r.UpdatedTS.IsZero() {
+		r.UpdatedTS = r.CreatedTS
+	}
+	what := fmt.Sprintf("insert action %q", r.ID)
+	ps, args := d.values(1, append([]any{r.ID}, actionValues(d, r)...)...)
+	n, err := exec(ctx, what, `INSERT INTO actions (id, `+strings.Join(actionFields, ", ")+`)
+		VALUES (`+ps+`) ON CONFLICT DO NOTHING`, args...)
+	if err == nil && n == 0 {
+		err = fmt.Errorf("%s: %w", what, ErrExists)
+	}
+	return err
+}
+
+// UpdateAction is Tx.UpdateAction of both stores: it replaces every field
+// of the stored record with the same id (ErrNotFound when there is none).
+func (w Writes) UpdateAction(ctx context.Context, r *Record) error {
+	d, exec := w.Dialect, w.Exec
+	what := fmt.Sprintf("update action %q", r.ID)
+	sets := make([]string, len(actionFields))
+	for i, f := range actionFields {
+		sets[i] = f + " = " + d.Placeholder(i+1)
+	}
+	args := append(actionValues(d, r), r.ID)
+	n, err := exec(ctx, what, `UPDATE actions SET `+strings.Join(sets, ", ")+` WHERE id = `+d.Placeholder(len(args)), args...)
+	if err == nil && n == 0 {
+		err = fmt.Errorf("%s: %w", what, ErrNotFound)
+	}
+	return err
+}

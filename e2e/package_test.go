@@ -1,0 +1,251 @@
+package e2e
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"net/http"
+	"os"
+	"os/exec"
+	"os/user"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/musterhq/muster/shared/testwait"
+	"github.com/musterhq/muster/shared/wire"
+)
+
+// packageVersion is the version the test's package is built with.
+const packageVersion = "v9.8.7"
+
+// TestPackageDebInstallStartRemove builds the amd64 .deb as `make package`
+// does (with the binary the tests built), installs it with dpkg on this
+// machine, checks the files, their owners and modes, the muster user, runs
+// `muster version`, starts an agent from the installed configuration as the
+// muster user (not through systemd, which does not run here) and waits for
+// its health, then removes and purges the package and checks that nothing
+// is left. It needs root and dpkg, as CI has.
+func TestPackageDebInstallStartRemove(t *testing.T) {
+	t.Parallel()
+	if os.Geteuid() != 0 {
+		t.Fatal("this test installs a .deb with dpkg: run it as root (CI does)")
+	}
+	if _, err := exec.LookPath("dpkg"); err != nil {
+		t.Fatal("this test needs dpkg (a Debian machine)")
+	}
+	if exec.Command("dpkg-query", "-W", "muster").Run() == nil {
+		t.Fatal("a muster package is installed on this machine already: dpkg --purge muster first")
+	}
+	if _, err := user.Lookup("muster"); err == nil {
+		t.Fatal("a muster user exists on this machine already: the test would not know what to leave")
+	}
+
+	out := t.TempDir()
+	build := exec.Command("go", "run", "./packaging", "-binary", binary, "-arch", "amd64",
+		"-version", packageVersion, "-formats", "deb", "-out", out)
+	build.Dir = ".."
+	b, err := build.CombinedOutput()
+	if err != nil {
+		t.Fatalf("go run ./packaging: %v\n%s", err, b)
+	}
+	deb := strings.TrimSpace(string(b))
+	if filepath.Ext(deb) != ".deb" {
+		t.Fatalf("packaging printed %q, want the .deb's path", deb)
+	}
+
+	t.Cleanup(func() {
+		// Whatever happened, the machine is left as it was.
+		if exec.Command("dpkg-query", "-W", "muster").Run() == nil {
+			if b, err := exec.Command("dpkg", "--purge", "muster").CombinedOutput(); err != nil {
+				t.Errorf("dpkg --purge muster: %v\n%s", err, b)
+			}
+		}
+	})
+	b = runOK(t, "dpkg", "-i", deb)
+	if !strings.Contains(string(b), "edit /etc/muster/agent.yaml") {
+		t.Errorf("the post-install note does not say what to edit:\n%s", b)
+	}
+
+	u, err := user.Lookup("muster")
+	if err != nil {
+		t.Fatalf("no muster user after the install: %v", err)
+	}
+	g, err := user.LookupGroup("muster")
+	if err != nil {
+		t.Fatalf("no muster group after the install: %v", err)
+	}
+	uid, _ := strconv.Atoi(u.Uid)
+	gid, _ := strconv.Atoi(g.Gid)
+	if uid >= 1000 || u.Gid != g.Gid || u.HomeDir != "/var/lib/muster" {
+		t.Errorf("user muster: uid %d (want a system uid), gid %s (want %s), home %s", uid, u.Gid, g.Gid, u.HomeDir)
+	}
+	if entry := runOK(t, "getent", "passwd", "muster"); !strings.HasSuffix(strings.TrimSpace(string(entry)), "nologin") {
+		t.Errorf("user muster can log in: %s", entry)
+	}
+
+	for _, f := range []struct {
+		path       string
+		mode       os.FileMode
+		owner, grp int
+		sameAs     string // the repository's file it must equal
+		dir        bool
+	}{
+		{path: "/usr/bin/muster", mode: 0o755},
+		{path: "/usr/lib/systemd/system/muster-agent.service", mode: 0o644},
+		{path: "/usr/lib/systemd/system/muster-core.service", mode: 0o644},
+		{path: "/etc/muster", mode: 0o750, grp: gid, dir: true},
+		{path: "/etc/muster/agent.yaml", mode: 0o640, grp: gid, sameAs: "../configs/agent.yaml"},
+		{path: "/etc/muster/core.yaml", mode: 0o640, grp: gid, sameAs: "../configs/core.yaml"},
+		{path: "/var/lib/muster", mode: 0o750, owner: uid, grp: gid, dir: true},
+	} {
+		fi, err := os.Stat(f.path)
+		if err != nil {
+			t.Errorf("%s: %v", f.path, err)
+			continue
+		}
+		st := fi.Sys().(*syscall.Stat_t)
+		if fi.Mode().Perm() != f.mode || fi.IsDir() != f.dir || int(st.Uid) != f.owner || int(st.Gid) != f.grp {
+			t.Errorf("%s: %v %d:%d, want %v (dir %v) %d:%d", f.path, fi.Mode(), st.Uid, st.Gid, f.mode, f.dir, f.owner, f.grp)
+		}
+		if f.sameAs != "" {
+			want, _ := os.ReadFile(f.sameAs)
+			if got, _ := os.ReadFile(f.path); !bytes.Equal(got, want) {
+				t.Errorf("%s differs from %s", f.path, f.sameAs)
+			}
+		}
+	}
+	for _, unit := range []string{"muster-agent", "muster-core"} {
+		text, _ := os.ReadFile("/usr/lib/systemd/system/" + unit + ".service")
+		if !strings.Contains(string(text), "ExecStart=/usr/bin/muster ") || strings.Contains(string(text), "/usr/local/bin/muster") {
+			t.Errorf("%s.service does not start /usr/bin/muster:\n%s", unit, text)
+		}
+	}
+	conffiles := string(runOK(t, "dpkg-query", "-W", "-f=${Conffiles}", "muster"))
+	for _, f := range []string{"/etc/muster/agent.yaml", "/etc/muster/core.yaml"} {
+		if !strings.Contains(conffiles, f) {
+			t.Errorf("%s is not a configuration file of the package: %q", f, conffiles)
+		}
+	}
+	if v := string(runOK(t, "dpkg-query", "-W", "-f=${Version}", "muster")); v != strings.TrimPrefix(packageVersion, "v") {
+		t.Errorf("package version %q, want %q", v, strings.TrimPrefix(packageVersion, "v"))
+	}
+	if b := runOK(t, "/usr/bin/muster", "version"); len(bytes.TrimSpace(b)) == 0 {
+		t.Error("muster version printed nothing")
+	}
+
+	startInstalledAgent(t, uint32(uid), uint32(gid))
+
+	runOK(t, "dpkg", "-r", "muster")
+	for _, gone := range []string{"/usr/bin/muster", "/usr/lib/systemd/system/muster-agent.service"} {
+		if _, err := os.Stat(gone); !os.IsNotExist(err) {
+			t.Errorf("%s is still there after dpkg -r (%v)", gone, err)
+		}
+	}
+	if _, err := os.Stat("/etc/muster/agent.yaml"); err != nil {
+		t.Errorf("dpkg -r removed the configuration, which only a purge removes: %v", err)
+	}
+	runOK(t, "dpkg", "--purge", "muster")
+	for _, gone := range []string{"/etc/muster", "/var/lib/muster"} {
+		if _, err := os.Stat(gone); !os.IsNotExist(err) {
+			t.Errorf("%s is still there after the purge (%v)", gone, err)
+		}
+	}
+	if _, err := user.Lookup("muster"); err == nil {
+		t.Error("the muster user is still there after the purge")
+	}
+	if _, err := user.LookupGroup("muster"); err == nil {
+		t.Error("the muster group is still there after the purge")
+	}
+}
+
+// startInstalledAgent runs the installed binary with the installed agent
+// configuration as the muster user, the way muster-agent.service does,
+// waits for its health on its socket, checks that it is the configured node,
+// and stops it with SIGTERM.
+func startInstalledAgent(t *testing.T, uid, gid uint32) {
+	t.Helper()
+	logPath := filepath.Join(t.TempDir(), "agent.log")
+	logFile, err := os.Create(logPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer logFile.Close()
+	cmd := exec.Command("/usr/bin/muster", "agent", "--config", "/etc/muster/agent.yaml", "--data-dir", "/var/lib/muster/agent")
+	cmd.Dir = "/"
+	cmd.Env = []string{"PATH=/usr/bin:/bin", "HOME=/var/lib/muster"}
+	cmd.Stdout, cmd.Stderr = logFile, logFile
+	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: uid, Gid: gid}}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	exited := make(chan error, 1)
+	go func() { exited <- cmd.Wait() }()
+	stopped := false
+	defer func() {
+		if !stopped {
+			cmd.Process.Kill()
+			<-exited
+		}
+	}()
+
+	hc := socketClient(t, "/var/lib/muster/agent/agent.sock")
+	var info wire.AgentInfo
+	testwait.Within(t, time.Minute, "the installed agent's health on its socket", func() bool {
+		select {
+		case err := <-exited:
+			stopped = true
+			logs, _ := os.ReadFile(logPath)
+			t.Fatalf("the installed agent exited: %v\n%s", err, logs)
+		default:
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+		defer cancel()
+		req, _ := http.NewRequestWithContext(ctx, http.MethodGet, "http://agent/api/v1/info", nil)
+		resp, err := hc.Do(req)
+		if err != nil {
+			return false
+		}
+		defer resp.Body.Close()
+		return resp.StatusCode == http.StatusOK && json.NewDecoder(resp.Body).Decode(&info) == nil
+	})
+	if info.NodeID != "node-1" || info.ClusterID != "local" {
+		t.Errorf("the agent is %s/%s, not the installed configuration's local/node-1", info.ClusterID, info.NodeID)
+	}
+	fi, err := os.Stat("/var/lib/muster/agent")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st := fi.Sys().(*syscall.Stat_t); st.Uid != uid {
+		t.Errorf("the agent's data directory belongs to uid %d, not muster's %d", st.Uid, uid)
+	}
+
+	cmd.Process.Signal(syscall.SIGTERM)
+	select {
+	case err := <-exited:
+		stopped = true
+		if err != nil {
+			logs, _ := os.ReadFile(logPath)
+			t.Fatalf("the agent did not stop cleanly on SIGTERM: %v\n%s", err, logs)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("the agent did not stop within 30s of SIGTERM")
+	}
+}
+
+// runOK runs a command and fails the test unless it succeeds; it returns
+// its standard output.
+func runOK(t *testing.T, name string, args ...string) []byte {
+	t.Helper()
+	var stderr bytes.Buffer
+	cmd := exec.Command(name, args...)
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("%s %s: %v\n%s%s", name, strings.Join(args, " "), err, out, stderr.String())
+	}
+	return out
+}

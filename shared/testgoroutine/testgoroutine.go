@@ -1,0 +1,66 @@
+// Package testgoroutine tells tests which goroutines of the process run
+// code of a part: that its constructor started none, that its Stop left
+// none behind (shared/startstop's rules).
+//
+// A test that asks must not run in parallel with tests that start the same
+// kind of part: it sees every goroutine of the process.
+package testgoroutine
+
+import (
+	"bytes"
+	"runtime"
+	"time"
+)
+
+// TB is the part of testing.TB the checks need.
+type TB interface {
+	Helper()
+	Errorf(format string, args ...any)
+}
+
+// Running reports whether a goroutine other than the caller's runs, or was
+// created by, a function whose qualified name contains fn (for example
+// "muster/shared/gossip.(*Service)": its methods and the goroutines they
+// start, which name their creator from the first instant).
+func Running(fn string) bool {
+	buf := make([]byte, 1<<16)
+	for {
+		n := runtime.Stack(buf, true)
+		if n < len(buf) {
+			buf = buf[:n]
+			break
+		}
+		buf = make([]byte, 2*len(buf))
+	}
+	stacks := bytes.Split(buf, []byte("\n\n"))
+	for _, s := range stacks[1:] { // the first is the caller's own
+		if bytes.Contains(s, []byte(fn)) {
+			return true
+		}
+	}
+	return false
+}
+
+// None fails the test when a goroutine runs code of fn.
+func None(t TB, fn string) {
+	t.Helper()
+	if Running(fn) {
+		t.Errorf("a goroutine runs %s", fn)
+	}
+}
+
+// Returns fails the test unless f returns within d: a Stop of a part that
+// never started returns at once.
+func Returns(t TB, d time.Duration, what string, f func()) {
+	t.Helper()
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		f()
+	}()
+	select {
+	case <-done:
+	case <-time.After(d):
+		t.Errorf("%s did not return within %s", what, d)
+	}
+}
