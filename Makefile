@@ -111,9 +111,11 @@ generate: ## Regenerate mocks (go.uber.org/mock) and fail if they drifted
 bench: ## Run the benchmarks (no race detector): a table, and bench/results.json
 	$(GO) run ./e2e/benchreport -out bench/results.json
 
-# The chaos test. `make test` runs it for 50 s with a fixed seed (the same
-# choices every time); these run it with a random seed (printed, with the
-# command that replays it): CHAOS_SEED=N replays a seed.
+# The chaos test. `make test` runs it with a fixed seed (the same choices
+# every time) twice: one core on SQLite for 50 s (TestChaos) and three core
+# replicas on PostgreSQL for 60 s (TestChaosReplicas: replicas killed and
+# frozen, PostgreSQL restarted). These run it with a random seed (printed,
+# with the command that replays it): CHAOS_SEED=N replays a seed.
 CHAOS_SEED     ?= random
 CHAOS_DURATION ?= 10m
 # CHAOS_REPLICAS=3 runs three core replicas on PostgreSQL instead of one core on SQLite.

@@ -27,6 +27,7 @@ import (
 	"github.com/musterhq/muster/core/auth"
 	"github.com/musterhq/muster/core/discovery"
 	"github.com/musterhq/muster/core/enroll"
+	"github.com/musterhq/muster/core/notify"
 	"github.com/musterhq/muster/core/orchestrate"
 	"github.com/musterhq/muster/core/retention"
 	"github.com/musterhq/muster/core/runs"
@@ -94,6 +95,8 @@ func (c *Core) Run(ctx context.Context) error {
 		return err
 	}
 	defer st.Close()
+	// Every event a destination wants is enqueued with it.
+	st.SetOutbox(notify.Route(cfg.Notify))
 	if err := auth.Bootstrap(ctx, st, cfg.DataDir, c.log); err != nil {
 		return err
 	}
@@ -162,11 +165,19 @@ func (c *Core) Run(ctx context.Context) error {
 		ln.Close()
 		return err
 	}
+	// With several replicas, the one holding the outbox's lease delivers.
+	var notifier *notify.Worker
+	notifier, err = notify.New(notify.Config{Destinations: cfg.Notify, PublicURL: cfg.PublicURL(),
+		AllowLoopback: cfg.NotifyAllowLoopback, Lease: repl.outboxLease(func() { notifier.Nudge() })}, st, c.log, reg)
+	if err != nil {
+		ln.Close()
+		return err
+	}
 	// The API's event streams and the web UI's live updates share one cap
 	// per token and one in all.
 	lim := streams.New(cfg.API.MaxEventStreams, cfg.API.MaxStreamsPerToken)
 	apiSrv := api.New(api.Config{Policy: cfg.Approval, Rules: rules, Budget: cfg.BudgetPolicy(), Gatherer: reg,
-		Registerer: reg, Runs: engine, Replicas: repl, Streams: lim, Enroll: enr,
+		Registerer: reg, Runs: engine, Replicas: repl, Streams: lim, Enroll: enr, Notify: notifier,
 		StreamWriteTimeout: cfg.API.WriteTimeout}, st, repl, c.log)
 	handler, closeUI, err := withUI(cfg, apiSrv, rules, engine, repl, st, lim, c.log)
 	if err != nil {
@@ -216,6 +227,10 @@ func (c *Core) Run(ctx context.Context) error {
 	}
 	purger := retention.New(retention.Config{Retention: cfg.Retention}, st, c.log)
 	if err := parts.Start(ctx, "retention", purger); err != nil {
+		ln.Close()
+		return errors.Join(err, stopAll())
+	}
+	if err := parts.Start(ctx, "notify", notifier); err != nil {
 		ln.Close()
 		return errors.Join(err, stopAll())
 	}
@@ -290,6 +305,7 @@ func withUI(cfg Config, apiSrv *api.Server, rules *actions.Rules, engine *runs.E
 		DevLoginsExpire:     cfg.DevLoginsExpire,
 		Runs:                engine,
 		Streams:             lim,
+		Notify:              cfg.Notify,
 	}, st, rules, n, log)
 	if err != nil {
 		return nil, nil, err

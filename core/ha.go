@@ -58,6 +58,8 @@ type replication struct {
 	local     func(clusterID string)
 	localNode func(clusterID, nodeID string)
 	publish   chan string
+	// onOutbox is called when this replica takes the outbox's lease.
+	onOutbox func()
 }
 
 // replicaID returns the configured ha.replica_id, or the host name with a
@@ -104,8 +106,26 @@ func (r *replication) orchestrateLeases() orchestrate.Leases {
 }
 
 func (r *replication) nudgeLocal(clusterID string) {
+	if clusterID == store.OutboxLease {
+		if r.onOutbox != nil {
+			r.onOutbox()
+		}
+		return
+	}
 	if r.local != nil {
 		r.local(clusterID)
+	}
+}
+
+// outboxLease is the notify worker's Lease: nil on SQLite (one core
+// delivers), else the outbox's lease, whose context carries its fence.
+func (r *replication) outboxLease(onAcquire func()) func(ctx context.Context) (context.Context, context.CancelFunc, bool) {
+	if r.leases == nil {
+		return nil
+	}
+	r.onOutbox = onAcquire
+	return func(ctx context.Context) (context.Context, context.CancelFunc, bool) {
+		return r.leases.PassContext(ctx, store.OutboxLease)
 	}
 }
 

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"math/rand/v2"
+	"net/http"
 	"os"
 	"path/filepath"
 	"slices"
@@ -17,6 +18,7 @@ import (
 
 	"github.com/google/uuid"
 
+	"github.com/musterhq/muster/core/store/pglocal"
 	"github.com/musterhq/muster/shared/action"
 	"github.com/musterhq/muster/shared/client"
 	"github.com/musterhq/muster/shared/wire"
@@ -34,9 +36,16 @@ import (
 // test` replays the same choices every time; "random" for a random seed
 // (always printed). CHAOS_DURATION (default 50s) is how long the faults and
 // the workload run; CHAOS_REPLICAS, when set above zero, runs that many core
-// replicas on PostgreSQL instead of one core on SQLite, and kill-core
-// SIGKILLs one of them at random (the one the workload talks to among them).
-// `make chaos` and `make chaos-nightly` run it for long with a random seed.
+// replicas on PostgreSQL instead of one core on SQLite. With replicas,
+// kill-core SIGKILLs one of them at random (the one the workload talks to
+// among them), and two more faults join: freeze-core (SIGSTOP of a replica
+// for a while, then SIGCONT: it wakes up believing it still holds its
+// leases) and restart-store (SIGKILL of the replicas' PostgreSQL server,
+// its own for this test, and a restart on the same data after a pause).
+// TestChaos is the SQLite mode unless CHAOS_REPLICAS says otherwise;
+// TestChaosReplicas is the PostgreSQL mode with three replicas for 60 s.
+// `make chaos` (CHAOS_REPLICAS=3 for the PostgreSQL mode) and `make
+// chaos-nightly` run TestChaos for long with a random seed.
 
 const (
 	// chaosSeed is the seed of the run in `make test`: its choices inject
@@ -84,6 +93,7 @@ type chaosRun struct {
 	seed    uint64
 	dir     string
 	proxies map[string]*faultProxy
+	pg      *pglocal.Server // the replicas' PostgreSQL (nil: one core on SQLite)
 
 	mu       sync.Mutex
 	actions  map[string]*chaosAction
@@ -126,7 +136,8 @@ func chaosReplicas(t *testing.T) int {
 	return n
 }
 
-func chaosSettings(t *testing.T) (uint64, time.Duration) {
+// chaosSettings reads CHAOS_SEED and CHAOS_DURATION (default dur).
+func chaosSettings(t *testing.T, dur time.Duration) (uint64, time.Duration) {
 	t.Helper()
 	seed := uint64(chaosSeed)
 	switch v := os.Getenv("CHAOS_SEED"); v {
@@ -140,7 +151,6 @@ func chaosSettings(t *testing.T) (uint64, time.Duration) {
 		}
 		seed = s
 	}
-	dur := 50 * time.Second
 	if v := os.Getenv("CHAOS_DURATION"); v != "" {
 		d, err := time.ParseDuration(v)
 		if err != nil || d <= 0 {
@@ -153,8 +163,20 @@ func chaosSettings(t *testing.T) (uint64, time.Duration) {
 
 func TestChaos(t *testing.T) {
 	t.Parallel()
-	seed, dur := chaosSettings(t)
-	replicas := chaosReplicas(t)
+	seed, dur := chaosSettings(t, 50*time.Second)
+	runChaos(t, seed, dur, chaosReplicas(t))
+}
+
+// TestChaosReplicas is the PostgreSQL mode in `make test`: three core
+// replicas for 60 s with the fixed seed, whose choices freeze and kill
+// replicas, restart PostgreSQL and kill agents, checked like TestChaos.
+func TestChaosReplicas(t *testing.T) {
+	t.Parallel()
+	seed, dur := chaosSettings(t, 60*time.Second)
+	runChaos(t, seed, dur, 3)
+}
+
+func runChaos(t *testing.T, seed uint64, dur time.Duration, replicas int) {
 	t.Logf("chaos: CHAOS_SEED=%d CHAOS_DURATION=%s CHAOS_REPLICAS=%d", seed, dur, replicas)
 	// Not t.TempDir: a failed run keeps every data directory and log.
 	dir, err := os.MkdirTemp("", "muster-chaos-")
@@ -178,6 +200,10 @@ func TestChaos(t *testing.T) {
 	if err := os.WriteFile(script, []byte(fmt.Sprintf(chaosScript, dir)), 0o755); err != nil {
 		t.Fatal(err)
 	}
+	dsn := ""
+	if replicas > 0 {
+		r.pg, dsn = chaosPostgres(t, dir)
+	}
 	kinds := fmt.Sprintf("actions:\n  external:\n    - kind: %s\n      run: [%q]\n    - kind: %s\n      run: [%q]\n",
 		kindRun, script, kindGated, script)
 	proxySeed := seed
@@ -188,6 +214,7 @@ func TestChaos(t *testing.T) {
 		coreExtra: fmt.Sprintf("approval:\n  default: none\n  rules:\n    - {kind: %q, cluster: %q, approval: required}\n",
 			kindGated, chaosCluster),
 		replicas: replicas,
+		dsn:      dsn,
 		coreAddr: func(node, agentAddr string) string {
 			proxySeed++
 			p := newFaultProxy(t, agentAddr, proxySeed)
@@ -211,11 +238,42 @@ func TestChaos(t *testing.T) {
 	r.check()
 }
 
+// chaosPostgres starts a PostgreSQL server of the test's own (restart-store
+// must not disturb the other tests' server) with an empty database, and
+// returns it and the database's DSN. On failure its log is copied to dir.
+func chaosPostgres(t *testing.T, dir string) (*pglocal.Server, string) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	// synchronous_commit on: a commit is written to the OS before the core
+	// answers, so that it outlives a SIGKILL of the server, as on a real
+	// one (the test server's default, off, loses the last commits of a
+	// crash: accepted actions the checker would find lost). fsync stays
+	// off: the OS itself does not crash here.
+	srv, err := pglocal.Start(ctx, pglocal.Options{Settings: map[string]string{"synchronous_commit": "on"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if t.Failed() {
+			if b, err := os.ReadFile(filepath.Join(srv.Dir, "postgres.log")); err == nil {
+				_ = os.WriteFile(filepath.Join(dir, "postgres.log"), b, 0o644)
+			}
+		}
+		_ = srv.Stop()
+	})
+	if err := srv.CreateDatabase(ctx, "chaos", ""); err != nil {
+		t.Fatal(err)
+	}
+	return srv, srv.DSN("chaos")
+}
+
 // nodeName is node-1 … node-N.
 func nodeName(i int) string { return fmt.Sprintf("node-%d", i+1) }
 
-// untilOK runs call until it gets an answer (any HTTP status) or within has
-// passed. Transport errors (the core is down or restarting) are retried.
+// untilOK runs call until it gets an answer (any HTTP status but 503) or
+// within has passed. Transport errors (the core is down or restarting) and
+// 503 (the core's database is unavailable: nothing was changed) are retried.
 func untilOK(within time.Duration, call func(ctx context.Context) error) error {
 	deadline := time.Now().Add(within)
 	backoff := 50 * time.Millisecond
@@ -223,7 +281,8 @@ func untilOK(within time.Duration, call func(ctx context.Context) error) error {
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		err := call(ctx)
 		cancel()
-		if err == nil || client.StatusOf(err) != 0 || time.Now().After(deadline) {
+		st := client.StatusOf(err)
+		if err == nil || (st != 0 && st != http.StatusServiceUnavailable) || time.Now().After(deadline) {
 			return err
 		}
 		time.Sleep(backoff) // pacing retries against a core that is down, not synchronisation
@@ -402,6 +461,16 @@ func (r *chaosRun) inject(dur time.Duration) {
 	heal := map[string]time.Time{}
 	types := []string{"partition", "delay", "drop", "reset", "kill-agent", "kill-core"}
 	weights := []int{5, 5, 3, 3, 5, 2}
+	if r.pg != nil {
+		types = append(types, "freeze-core", "restart-store")
+		weights = append(weights, 2, 1)
+	}
+	frozen := map[int]time.Time{} // core replica → when it is thawed
+	thaw := func(i int) {
+		r.f.cores[i].thaw()
+		delete(frozen, i)
+		r.note("thawed %s", r.f.cores[i].name)
+	}
 	first := slices.Clone(types)
 	rng.Shuffle(len(first), func(i, j int) { first[i], first[j] = first[j], first[i] })
 	var replaceAt []time.Time
@@ -419,6 +488,11 @@ func (r *chaosRun) inject(dur time.Duration) {
 				r.proxies[node].Set(pass)
 				delete(heal, node)
 				r.note("heal: %s", node)
+			}
+		}
+		for i, at := range frozen {
+			if !now.Before(at) {
+				thaw(i)
 			}
 		}
 		node := nodeName(rng.IntN(chaosNodes))
@@ -465,13 +539,40 @@ func (r *chaosRun) inject(dur time.Duration) {
 			r.f.agents[node].restart()
 			r.note("restarted %s", node)
 		case "kill-core":
-			c := r.f.cores[rng.IntN(len(r.f.cores))]
+			i := rng.IntN(len(r.f.cores))
+			c := r.f.cores[i]
 			c.kill()
+			delete(frozen, i) // SIGKILL ends a frozen process too
 			r.fault(typ, "%s", c.name)
 			pause(time.Duration(rng.Int64N(int64(1500 * time.Millisecond))))
 			c.restart()
 			r.note("restarted %s", c.name)
+		case "freeze-core":
+			// Past the lease TTL (2 s) more often than not: another
+			// replica takes the frozen one's clusters, and the frozen
+			// one wakes up with its passes in flight.
+			i := rng.IntN(len(r.f.cores))
+			r.f.cores[i].freeze()
+			frozen[i] = now.Add(lasting)
+			r.fault(typ, "%s for %s", r.f.cores[i].name, lasting.Round(time.Millisecond))
+		case "restart-store":
+			if err := r.pg.Kill(); err != nil {
+				t.Fatalf("kill PostgreSQL: %v", err)
+			}
+			down := time.Duration(rng.Int64N(int64(2 * time.Second)))
+			r.fault(typ, "PostgreSQL down for %s", down.Round(time.Millisecond))
+			pause(down)
+			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+			err := r.pg.Restart(ctx)
+			cancel()
+			if err != nil {
+				t.Fatalf("restart PostgreSQL: %v", err)
+			}
+			r.note("PostgreSQL restarted")
 		}
+	}
+	for i := range frozen {
+		thaw(i)
 	}
 	t.Logf("chaos: faults injected for %s", dur)
 }

@@ -68,6 +68,9 @@ type fleetOptions struct {
 	// fresh PostgreSQL database (lease TTL 2 s) instead of one core on
 	// SQLite.
 	replicas int
+	// dsn, with replicas, is the PostgreSQL database of the replicas; ""
+	// means a fresh database on the test binary's shared server.
+	dsn string
 	// stepKind names the kind of a step fleet's script (default
 	// example.com/step).
 	stepKind string
@@ -118,7 +121,11 @@ func newFleetWith(t testing.TB, o fleetOptions) *fleet {
 	replicas, storeYAML := 1, ""
 	if o.replicas > 0 {
 		replicas = o.replicas
-		storeYAML = fmt.Sprintf("store:\n  driver: postgres\n  dsn: %q\nha:\n  lease_ttl: 2s\n", pgtest.NewDatabase(t))
+		dsn := o.dsn
+		if dsn == "" {
+			dsn = pgtest.NewDatabase(t)
+		}
+		storeYAML = fmt.Sprintf("store:\n  driver: postgres\n  dsn: %q\nha:\n  lease_ttl: 2s\n", dsn)
 	}
 	var admin []byte
 	for i := range replicas {

@@ -9,12 +9,14 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	mrand "math/rand/v2"
 	"net"
 	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -188,6 +190,13 @@ func (p *proc) kill() {
 	<-done
 }
 
+// freeze sends SIGSTOP: the process keeps its sockets and memory but runs
+// no more until thaw (or kill).
+func (p *proc) freeze() { p.signal(syscall.SIGSTOP) }
+
+// thaw sends SIGCONT to a frozen process.
+func (p *proc) thaw() { p.signal(syscall.SIGCONT) }
+
 // stop sends SIGTERM and returns the exit code.
 func (p *proc) stop() int {
 	p.t.Helper()
@@ -257,14 +266,48 @@ func startOnFreePort(t testing.TB, dir, name string, args func(port int) []strin
 	}
 }
 
+// freePort returns a loopback port free now, below the kernel's ephemeral
+// range: a process restarted on its port (kill, then restart) must find it
+// free again, and a port of the ephemeral range can meanwhile become the
+// local end of any outgoing connection on the machine ("address already in
+// use"). Ports below the range are taken only by listeners that ask for
+// them.
 func freePort(t testing.TB) int {
 	t.Helper()
+	low := ephemeralLow()
+	for range 100 {
+		port := low - 1 - mrand.IntN(min(low-1024, 12000))
+		l, err := net.Listen("tcp", fmt.Sprintf("127.0.0.1:%d", port))
+		if err != nil {
+			continue
+		}
+		l.Close()
+		return port
+	}
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer l.Close()
 	return l.Addr().(*net.TCPAddr).Port
+}
+
+// ephemeralLow is the first port of the kernel's ephemeral range (32768
+// when it cannot be read).
+func ephemeralLow() int {
+	b, err := os.ReadFile("/proc/sys/net/ipv4/ip_local_port_range")
+	if err != nil {
+		return 32768
+	}
+	f := strings.Fields(string(b))
+	if len(f) == 0 {
+		return 32768
+	}
+	n, err := strconv.Atoi(f[0])
+	if err != nil || n <= 2048 {
+		return 32768
+	}
+	return n
 }
 
 func ctxT(t testing.TB) context.Context {

@@ -133,7 +133,7 @@ func New(cfg Config) *Server {
 	s.echo.POST("/api/v1/actions/ack", s.ack)
 	s.echo.GET("/api/v1/actions/:id", s.show)
 	s.echo.POST("/api/v1/actions/:id/cancel", s.cancel)
-	s.echo.GET("/api/v1/openapi.json", apiserver.ServeJSON(openAPIJSON))
+	s.echo.GET("/api/v1/openapi.json", apiserver.ServeOpenAPI(OpenAPIDocument))
 	if cfg.Gatherer != nil {
 		s.echo.GET("/metrics", echo.WrapHandler(promhttp.HandlerFor(cfg.Gatherer, promhttp.HandlerOpts{})))
 	}

@@ -385,11 +385,13 @@ func TestCLIEvents(t *testing.T) {
 		t.Fatalf("events: %s", out)
 	}
 	out, _, code = e.run("op", "events", "--limit", "2", "-o", "json")
-	if l := decode[wire.EventList](t, out); code != 0 || len(l.Events) != 2 || l.Events[1].Type != "action.created" {
+	// The action waits for an approver: approval.waiting follows its creation.
+	if l := decode[wire.EventList](t, out); code != 0 || len(l.Events) != 2 || l.Events[0].Type != "action.created" ||
+		l.Events[1].Type != "approval.waiting" {
 		t.Fatalf("events -o json: %s", out)
 	}
 	out, _, _ = e.run("op", "events", "--since", "3", "-o", "json")
-	if l := decode[wire.EventList](t, out); len(l.Events) != 1 || l.Events[0].Seq != 4 {
+	if l := decode[wire.EventList](t, out); len(l.Events) != 2 || l.Events[0].Seq != 4 {
 		t.Fatalf("events --since 3: %s", out)
 	}
 
@@ -401,9 +403,9 @@ func TestCLIEvents(t *testing.T) {
 		code, _ := e.runCtx(ctx, &buf, "op", "events", "--follow", "--limit", "1", "-o", "json")
 		done <- code
 	}()
-	testwait.For(t, "the last event", func() bool { return strings.Contains(buf.String(), `"seq":4`) })
+	testwait.For(t, "the last event", func() bool { return strings.Contains(buf.String(), `"seq":5`) })
 	e.run("op", "action", "create", "--cluster", "prod", "--node", "db-1", "--kind", "muster.io/debug.sleep")
-	testwait.For(t, "the new event", func() bool { return strings.Contains(buf.String(), `"seq":5`) })
+	testwait.For(t, "the new event", func() bool { return strings.Contains(buf.String(), `"seq":6`) })
 	cancel()
 	select {
 	case code := <-done:

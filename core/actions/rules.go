@@ -135,6 +135,10 @@ func insert(ctx context.Context, tx store.Tx, rec *store.Record, by Actor, reaso
 	}
 	c.History = append(c.History, action.Transition{TS: t, To: rec.State, Actor: by.Name, Reason: reason})
 	c.event(store.EventActionCreated, by, t, msg, data)
+	if rec.State == action.PendingApprove {
+		c.event(store.EventApprovalWaiting, by, t, fmt.Sprintf("%s on %s/%s waits for an approver (requested by %s)",
+			rec.Kind, rec.ClusterID, rec.NodeID, by.Name), map[string]any{"kind": rec.Kind, "reason": "created"})
+	}
 	if err := Write(ctx, tx, c); err != nil {
 		return err
 	}

@@ -42,8 +42,8 @@ func TestListEvents(t *testing.T) {
 		t.Fatalf("page %+v", l)
 	}
 	e.call(http.MethodGet, "/api/v1/events?action_id="+a.ID, "viewer", nil, http.StatusOK, &l)
-	if len(l.Events) != 2 {
-		t.Fatalf("action_id filter: %d events, want 2", len(l.Events))
+	if len(l.Events) != 3 || l.Events[1].Type != store.EventApprovalWaiting {
+		t.Fatalf("action_id filter: %d events, want 3 (created, approval.waiting, approved)", len(l.Events))
 	}
 	e.call(http.MethodGet, "/api/v1/events?tail=3", "viewer", nil, http.StatusOK, &l)
 	if len(l.Events) != 3 || l.Events[2].Seq != last.Seq || l.Events[0].Seq != all[len(all)-3].Seq {
@@ -75,6 +75,10 @@ func TestStreamDeliversNewEvents(t *testing.T) {
 	}
 	if s.LastID() != ev.Seq {
 		t.Fatalf("SSE id %d differs from the event seq %d", s.LastID(), ev.Seq)
+	}
+	ev, err = s.Next()
+	if err != nil || ev.Type != store.EventApprovalWaiting || ev.ActionID != a.ID {
+		t.Fatalf("second streamed event %+v, %v, want approval.waiting", ev, err)
 	}
 	e.call(http.MethodPost, "/api/v1/actions/"+a.ID+"/reject", "appr", nil, http.StatusOK, nil)
 	ev, err = s.Next()

@@ -138,6 +138,13 @@ func (e *Engine) Insert(ctx context.Context, tx store.Tx, clusterID string, stag
 		map[string]any{"state": r.State, "digest": r.Digest})); err != nil {
 		return nil, err
 	}
+	if !auto {
+		if err := tx.AppendEvent(ctx, runEvent(r, store.EventApprovalWaiting, who, t,
+			fmt.Sprintf("run %s on %s waits for an approver (requested by %s)", r.ID, clusterID, who.Name),
+			map[string]any{"reason": "created"})); err != nil {
+			return nil, err
+		}
+	}
 	if auto {
 		if _, err := e.advance(ctx, tx, r, t); err != nil {
 			return nil, err
@@ -477,8 +484,13 @@ func (e *Engine) advance(ctx context.Context, tx store.Tx, r *store.Run, t time.
 			if err := tx.UpdateRun(ctx, r); err != nil {
 				return 0, err
 			}
-			return len(step.Create), tx.AppendEvent(ctx, runEvent(r, store.EventRunPaused, who, t,
-				fmt.Sprintf("run %s paused: %s", r.ID, step.Reason), map[string]any{"reason": step.Reason}))
+			if err := tx.AppendEvent(ctx, runEvent(r, store.EventRunPaused, who, t,
+				fmt.Sprintf("run %s paused: %s", r.ID, step.Reason), map[string]any{"reason": step.Reason})); err != nil {
+				return 0, err
+			}
+			return len(step.Create), tx.AppendEvent(ctx, runEvent(r, store.EventApprovalWaiting, who, t,
+				fmt.Sprintf("run %s paused by errors waits for someone to resume or cancel it: %s", r.ID, step.Reason),
+				map[string]any{"reason": "paused"}))
 		}
 	}
 	r.UpdatedTS = t

@@ -28,6 +28,7 @@ import (
 	"github.com/musterhq/muster/core/actions"
 	"github.com/musterhq/muster/core/approval"
 	"github.com/musterhq/muster/core/auth"
+	"github.com/musterhq/muster/core/notify"
 	"github.com/musterhq/muster/core/runs"
 	"github.com/musterhq/muster/core/store"
 	"github.com/musterhq/muster/core/streams"
@@ -106,6 +107,9 @@ type Config struct {
 	// Runs makes the run changes the Runs page offers (the core's run
 	// engine); nil is an engine over the Policy.
 	Runs RunChanger
+	// Notify are the configured notification destinations (the
+	// Notifications page, admin).
+	Notify []notify.Destination
 }
 
 // route is one registered route and the permission it needs ("" for a page
@@ -241,6 +245,7 @@ func (s *Server) register() {
 	s.add("POST /ui/runs/{id}/cancel", auth.Cancel, s.changeRun(runCancel))
 	s.add("GET /ui/clusters", auth.Read, s.clusters)
 	s.add("GET /ui/events", auth.Read, s.events)
+	s.add("GET /ui/notifications", auth.Notify, s.notifications)
 	s.add("GET /ui/stream", auth.Read, s.stream)
 	s.mux.HandleFunc("/ui/", func(w http.ResponseWriter, r *http.Request) {
 		s.renderError(w, r, nil, http.StatusNotFound, "There is no such page.")

@@ -52,6 +52,7 @@ var roleTable = map[string][5]int{ //    none viewer  op   appr admin
 	"POST /ui/runs/{id}/cancel":     {303, 403, 303, 403, 303},
 	"GET /ui/clusters":              {303, 200, 200, 200, 200},
 	"GET /ui/events":                {303, 200, 200, 200, 200},
+	"GET /ui/notifications":         {303, 403, 403, 403, 200},
 	"GET /ui/stream":                {401, 200, 200, 200, 200},
 }
 

@@ -45,11 +45,13 @@ var runs = []run{
 	{"./core/orchestrate", "^BenchmarkPass$", "5s"},              // 5,000 nodes: more than one pass
 	{"./core/orchestrate", "^BenchmarkRunWaves$", "1x"},          // one run of ten waves
 	{"./core/orchestrate", "^BenchmarkApproveDuringPass$", "1x"}, // its own sample count per size
-	{"./e2e", "^BenchmarkCore$/^nodes=10$", "200x"},
+	{"./e2e", "^BenchmarkCore$/^nodes=10$/^approve$", "200x"},    // one approval at a time, no pass in between
+	{"./e2e", "^BenchmarkCore$/^nodes=10$/^rss$", "5x"},          // five nudged passes
 	{"./e2e", "^BenchmarkCore$/^nodes=1000$", "20x"},
-	{"./e2e", "^BenchmarkHAFailover$", "1x"},    // ten SIGKILLs of a lease holder
-	{"./e2e", "^BenchmarkHAScaleOut$", "1x"},    // 1, 2 and 3 replicas over one fleet
-	{"./core/ui", "^BenchmarkLargeRuns$", "1x"}, // seeds 300,000 children once, then 3 requests of each
+	{"./e2e", "^BenchmarkHAFailover$", "1x"},     // ten SIGKILLs of a lease holder
+	{"./e2e", "^BenchmarkHAScaleOut$", "1x"},     // 1, 2 and 3 replicas over one fleet
+	{"./core/ui", "^BenchmarkLargeRuns$", "1x"},  // seeds 300,000 children once, then 3 requests of each
+	{"./core/notify", "^BenchmarkNotify$", "1x"}, // 300 events at 100/s; 7 rounds of writes at 0, 1, 3 destinations
 }
 
 const defaultBenchtime = "2s"
@@ -111,6 +113,7 @@ var rows = []row{
 	{"agent queue throughput (actions/s)", "agent_actions_per_s", "sqlite_commits_per_s", "raw SQLite commits/s", nil},
 	{"agent queue ratio (actions/s ÷ (commits/s ÷ 3))", "agent_queue_ratio", "", "", &goal{">=", 0.8}},
 	{"idle agent RSS (MB)", "agent_idle_rss_mb", "", "", &goal{"<", 20}},
+	{"… of which anonymous (heap, stacks) (MB)", "agent_idle_rss_anon_mb", "agent_idle_rss_file_mb", "MB pages of the binary", nil},
 	{"node syncs/s, 100 nodes, idle", "core_node_syncs_per_s_100", "agent_info_calls_per_s_100", "agent info calls/s (a sync is 2 calls)", nil},
 	{"node syncs/s, 1,000 nodes, idle", "core_node_syncs_per_s_1000", "agent_info_calls_per_s_1000", "agent info calls/s", nil},
 	{"node syncs/s, 5,000 nodes, idle", "core_node_syncs_per_s_5000", "agent_info_calls_per_s_5000", "agent info calls/s", &goal{">=", 1000}},
@@ -134,6 +137,10 @@ var rows = []row{
 	{"run of 100 nodes × 1 s sleep, 10% at once, gossip on: wall time (s)", "run_waves_wall_s_gossip_100", "run_waves_ideal_s_gossip_100", "s ideal (10 waves × 1 s)", nil},
 	{"… as a ratio of the ideal", "run_waves_ratio_gossip_100", "run_waves_interval_s_gossip_100", "s interval", &goal{"<=", 1.3}},
 	{"… overhead per wave (ms): (wall − ideal) ÷ 10", "run_waves_overhead_ms_gossip_100", "run_waves_gap_ms_gossip_100", "ms gap: a wave's last finish → next first start", &goal{"<", 300}},
+	{"notification: event committed → delivered p50 (ms), 100 events/s", "notify_latency_p50_ms", "", "", nil},
+	{"notification: event committed → delivered p99 (ms), 100 events/s", "notify_latency_p99_ms", "", "", &goal{"<", 1000}},
+	{"event writes/s, one destination ÷ none", "notify_write_ratio_1", "notify_event_writes_per_s_0", "event writes/s without notify", &goal{">=", 0.8}},
+	{"event writes/s, three destinations ÷ none", "notify_write_ratio_3", "", "", &goal{">=", 0.8}},
 	{"core RSS per 1,000 nodes (MB)", "core_rss_mb_per_1000_nodes", "core_rss_mb_1000_nodes", "core RSS at 1,000 nodes", &goal{"<", 50}},
 	{"core RSS, 10 nodes (MB)", "core_rss_mb_base", "", "", nil},
 	{"gossip: SIGKILL to node DOWN (s), memberlist LAN defaults", "gossip_detect_s", "", "", nil},
@@ -172,13 +179,16 @@ func main() {
 }
 
 func report(ctx context.Context, out string, w io.Writer) error {
+	began := time.Now()
 	res := map[string]float64{}
 	res["nproc"] = float64(runtime.NumCPU())
 	res["load_avg_start"] = loadAvg()
+	res["load_avg_max"] = res["load_avg_start"]
 	var failed []string
 	var named []string
 	for _, r := range runs {
 		named = append(named, strings.SplitN(r.bench, "/", 2)[0])
+		res["load_avg_max"] = max(res["load_avg_max"], loadAvg())
 		if err := goTest(ctx, w, res, "-bench", r.bench, "-benchtime", r.benchtime, r.pkg); err != nil {
 			failed = append(failed, fmt.Sprintf("%s %s: %v", r.pkg, r.bench, err))
 		}
@@ -192,6 +202,8 @@ func report(ctx context.Context, out string, w io.Writer) error {
 		failed = append(failed, fmt.Sprintf("./... (the rest): %v", err))
 	}
 	res["load_avg_end"] = loadAvg()
+	res["load_avg_max"] = max(res["load_avg_max"], res["load_avg_end"])
+	res["bench_wall_s"] = time.Since(began).Seconds()
 	derive(res)
 
 	if err := writeJSON(out, res); err != nil {
@@ -291,12 +303,10 @@ func writeJSON(path string, res map[string]float64) error {
 }
 
 func printTable(w io.Writer, res map[string]float64, out string) {
-	fmt.Fprintf(w, "\nmuster benchmarks, %s: %d CPUs (%s), %s/%s, %s; load average %s at the start, %s at the end\n\n",
-		time.Now().UTC().Format("2006-01-02 15:04 UTC"), runtime.NumCPU(), cpuModel(), runtime.GOOS, runtime.GOARCH,
-		runtime.Version(), num(res["load_avg_start"]), num(res["load_avg_end"]))
+	fmt.Fprint(w, header(res, time.Now(), cpuModel()))
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	fmt.Fprintln(tw, "figure\tvalue\treference (same run)\tgoal\t")
-	shown := map[string]bool{"nproc": true, "load_avg_start": true, "load_avg_end": true}
+	shown := map[string]bool{"nproc": true, "load_avg_start": true, "load_avg_end": true, "load_avg_max": true, "bench_wall_s": true}
 	for _, r := range rows {
 		shown[r.key], shown[r.ref] = true, true
 		v, ok := res[r.key]
@@ -325,6 +335,16 @@ func printTable(w io.Writer, res map[string]float64, out string) {
 	}
 	tw.Flush()
 	fmt.Fprintf(w, "\nwritten to %s\n", out)
+}
+
+// header is the table's first lines: when, the machine (nproc and CPU
+// model), the load average at the start, at the end and the largest seen
+// between runs (the figures move with the neighbours), and how long it took.
+func header(res map[string]float64, now time.Time, cpu string) string {
+	return fmt.Sprintf("\nmuster benchmarks, %s, %s/%s, %s\nmachine: nproc %s, %s\nload average: %s at the start, %s at the end, %s at most between runs; took %s\n\n",
+		now.UTC().Format("2006-01-02 15:04 UTC"), runtime.GOOS, runtime.GOARCH, runtime.Version(),
+		num(res["nproc"]), cpu, num(res["load_avg_start"]), num(res["load_avg_end"]), num(res["load_avg_max"]),
+		(time.Duration(res["bench_wall_s"]) * time.Second).Round(time.Second))
 }
 
 // num formats a figure with three significant digits at most after the point.

@@ -4,7 +4,9 @@ import (
 	"encoding/json"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
+	"time"
 )
 
 func TestCollectTakesKeyUnitsAndKeepsTheLargest(t *testing.T) {
@@ -95,6 +97,18 @@ func TestGoalsCompareTheirOwnWay(t *testing.T) {
 	} {
 		if got := c.g.met(c.v); got != c.want {
 			t.Errorf("%v against %s: %s, want %s", c.v, c.g.String(), got, c.want)
+		}
+	}
+}
+
+func TestHeaderNotesTheMachineAndTheLoad(t *testing.T) {
+	t.Parallel()
+	res := map[string]float64{"nproc": 2, "load_avg_start": 5.1, "load_avg_end": 2.8, "load_avg_max": 14, "bench_wall_s": 1024}
+	got := header(res, time.Date(2026, 11, 25, 20, 0, 0, 0, time.UTC), "AMD EPYC 7B13")
+	for _, want := range []string{"2026-11-25 20:00 UTC", "nproc 2, AMD EPYC 7B13",
+		"5.10 at the start, 2.80 at the end, 14 at most between runs", "took 17m4s"} {
+		if !strings.Contains(got, want) {
+			t.Errorf("header lacks %q:\n%s", want, got)
 		}
 	}
 }

@@ -2,7 +2,11 @@ package apiserver
 
 import (
 	"encoding/json"
+	"net/http"
+	"net/http/httptest"
 	"testing"
+
+	"github.com/labstack/echo/v5"
 )
 
 func TestOpenAPIJSON(t *testing.T) {
@@ -41,4 +45,38 @@ func FuzzOpenAPIJSON(f *testing.F) {
 			t.Fatalf("invalid JSON %s", b)
 		}
 	})
+}
+
+// TestServeOpenAPIConvertsOnFirstRequest: the document is turned into JSON
+// when first asked for, not when the handler is made (at start, in every
+// process of the binary: the agent carries the core's document too), and
+// once.
+func TestServeOpenAPIConvertsOnFirstRequest(t *testing.T) {
+	t.Parallel()
+	doc := []byte("openapi: 3.1.0\npaths: {}\n")
+	conversions := 0
+	h := serveOpenAPI(doc, func(d []byte) ([]byte, error) { conversions++; return OpenAPIJSON(d) })
+	if conversions != 0 {
+		t.Fatalf("converted %d time(s) before any request", conversions)
+	}
+	e := echo.New()
+	e.GET("/api/v1/openapi.json", h)
+	for range 2 {
+		rec := httptest.NewRecorder()
+		e.ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/api/v1/openapi.json", nil))
+		if rec.Code != http.StatusOK || rec.Body.String() != `{"openapi":"3.1.0","paths":{}}` {
+			t.Fatalf("answer %d %s", rec.Code, rec.Body)
+		}
+	}
+	if conversions != 1 {
+		t.Fatalf("converted %d times for two requests, want 1", conversions)
+	}
+
+	rec := httptest.NewRecorder()
+	bad := echo.New()
+	bad.GET("/x", ServeOpenAPI([]byte("- not\n- a mapping\n")))
+	bad.ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/x", nil))
+	if rec.Code != http.StatusInternalServerError {
+		t.Fatalf("a broken document answered %d, want 500", rec.Code)
+	}
 }

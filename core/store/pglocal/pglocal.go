@@ -19,6 +19,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	mrand "math/rand/v2"
 	"net"
 	"net/url"
 	"os"
@@ -230,13 +231,46 @@ func credential() (*syscall.Credential, error) {
 	return &syscall.Credential{Uid: uint32(uid), Gid: uint32(gid), NoSetGroups: true}, nil
 }
 
+// freePort returns a loopback port free now, below the kernel's ephemeral
+// range when it can: Restart binds the same port again, and a port of the
+// ephemeral range can meanwhile become the local end of any outgoing
+// connection on the machine. Ports below the range are taken only by
+// listeners that ask for them.
 func freePort() (int, error) {
+	low := ephemeralLow()
+	for range 100 {
+		port := low - 1 - mrand.IntN(min(low-1024, 12000))
+		ln, err := net.Listen("tcp", "127.0.0.1:"+strconv.Itoa(port))
+		if err != nil {
+			continue
+		}
+		ln.Close()
+		return port, nil
+	}
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		return 0, err
 	}
 	defer ln.Close()
 	return ln.Addr().(*net.TCPAddr).Port, nil
+}
+
+// ephemeralLow is the first port of the kernel's ephemeral range (32768
+// when it cannot be read).
+func ephemeralLow() int {
+	b, err := os.ReadFile("/proc/sys/net/ipv4/ip_local_port_range")
+	if err != nil {
+		return 32768
+	}
+	f := strings.Fields(string(b))
+	if len(f) == 0 {
+		return 32768
+	}
+	n, err := strconv.Atoi(f[0])
+	if err != nil || n <= 2048 {
+		return 32768
+	}
+	return n
 }
 
 func (s *Server) run(ctx context.Context) error {

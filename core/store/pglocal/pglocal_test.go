@@ -118,3 +118,19 @@ func TestPrivateServerTakesPasswordsOnItsSocketOnly(t *testing.T) {
 		t.Fatalf("the socket's directory: %v %v, want no group or other bits", fi.Mode(), err)
 	}
 }
+
+// TestFreePortIsBelowTheEphemeralRange: Restart binds the server's port
+// again, so it must not be one an outgoing connection can take meanwhile.
+func TestFreePortIsBelowTheEphemeralRange(t *testing.T) {
+	t.Parallel()
+	low := ephemeralLow()
+	for range 20 {
+		port, err := freePort()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if port >= low || port < 1024 {
+			t.Fatalf("freePort() = %d, want in [1024, %d)", port, low)
+		}
+	}
+}
