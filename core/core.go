@@ -24,7 +24,9 @@ import (
 
 	"github.com/musterhq/muster/core/actions"
 	"github.com/musterhq/muster/core/api"
+	"github.com/musterhq/muster/core/approval"
 	"github.com/musterhq/muster/core/auth"
+	"github.com/musterhq/muster/core/budget"
 	"github.com/musterhq/muster/core/discovery"
 	"github.com/musterhq/muster/core/enroll"
 	"github.com/musterhq/muster/core/notify"
@@ -49,9 +51,11 @@ type Core struct {
 	cfg Config
 	log *slog.Logger
 
-	mu    sync.Mutex
-	addr  net.Addr
-	ready chan struct{}
+	mu        sync.Mutex
+	addr      net.Addr
+	ready     chan struct{}
+	live      *live // set while Run serves: what Reload changes
+	reloaders []Reloader
 	// pairs are the certificates ReloadTLS reads again.
 	pairs map[string]*tlsutil.KeyPair
 }
@@ -122,8 +126,12 @@ func (c *Core) Run(ctx context.Context) error {
 	}
 	// One set of rules for every action change, whether the API, the
 	// orchestrator or the run engine makes it.
-	rules := &actions.Rules{Policy: cfg.Approval, ScheduleTTL: cfg.Orchestrate.ScheduleTTL}
-	engine := &runs.Engine{Policy: cfg.Approval, Actions: rules}
+	// The approval policy and the budget are read through their Live
+	// holders, which Reload replaces (SIGHUP).
+	lv := &live{approval: approval.NewLive(cfg.Approval), budget: budget.NewLive(cfg.BudgetPolicy()), st: st}
+	policy, budgets := lv.approval.Policy(), lv.budget.Policy()
+	rules := &actions.Rules{Policy: policy, ScheduleTTL: cfg.Orchestrate.ScheduleTTL}
+	engine := &runs.Engine{Policy: policy, Actions: rules}
 	ln, guard, apiPair, err := listen(cfg, enr)
 	if err != nil {
 		return err
@@ -142,6 +150,7 @@ func (c *Core) Run(ctx context.Context) error {
 		ln.Close()
 		return err
 	}
+	repl.st = st // replica joins and losses are events
 	ocfg := orchestrate.Config{
 		Rules:            rules,
 		Interval:         cfg.Orchestrate.Interval,
@@ -154,7 +163,7 @@ func (c *Core) Run(ctx context.Context) error {
 		RunPoll:          cfg.Orchestrate.RunPoll,
 		AgentTLS:         atls,
 		StaticLabels:     discovery.StaticLabels(cfg.Clusters),
-		Budget:           cfg.BudgetPolicy(),
+		Budget:           budgets,
 		Runs:             engine,
 		Leases:           repl.orchestrateLeases(),
 	}
@@ -176,10 +185,10 @@ func (c *Core) Run(ctx context.Context) error {
 	// The API's event streams and the web UI's live updates share one cap
 	// per token and one in all.
 	lim := streams.New(cfg.API.MaxEventStreams, cfg.API.MaxStreamsPerToken)
-	apiSrv := api.New(api.Config{Policy: cfg.Approval, Rules: rules, Budget: cfg.BudgetPolicy(), Gatherer: reg,
+	apiSrv := api.New(api.Config{Policy: policy, Rules: rules, Budget: budgets, Gatherer: reg,
 		Registerer: reg, Runs: engine, Replicas: repl, Streams: lim, Enroll: enr, Notify: notifier,
 		StreamWriteTimeout: cfg.API.WriteTimeout}, st, repl, c.log)
-	handler, closeUI, err := withUI(cfg, apiSrv, rules, engine, repl, st, lim, c.log)
+	handler, closeUI, err := withUI(cfg, policy, apiSrv, rules, engine, repl, st, lim, c.log)
 	if err != nil {
 		ln.Close()
 		return err
@@ -271,7 +280,13 @@ func (c *Core) Run(ctx context.Context) error {
 	}
 	c.mu.Lock()
 	c.addr = ln.Addr()
+	c.live = lv
 	c.mu.Unlock()
+	defer func() {
+		c.mu.Lock()
+		c.live = nil
+		c.mu.Unlock()
+	}()
 	close(c.ready)
 	c.log.Info("core started", "api", ln.Addr().String(), "clusters", len(cfg.Clusters),
 		"data_dir", cfg.DataDir, "store", cfg.Store.Driver, "replica", repl.self.ID, "version", version.Version)
@@ -291,7 +306,7 @@ var _ ui.Changer = (*actions.Rules)(nil)
 
 // withUI serves the web UI at /ui/ beside the API when it is enabled, and
 // returns the handler of both and the UI's Close.
-func withUI(cfg Config, apiSrv *api.Server, rules *actions.Rules, engine *runs.Engine, n ui.Nudger, st store.Store,
+func withUI(cfg Config, policy approval.Policy, apiSrv *api.Server, rules *actions.Rules, engine *runs.Engine, n ui.Nudger, st store.Store,
 	lim *streams.Limiter, log *slog.Logger) (http.Handler, func(), error) {
 	if !cfg.UI.Enabled {
 		return apiSrv.Handler(), func() {}, nil
@@ -299,7 +314,7 @@ func withUI(cfg Config, apiSrv *api.Server, rules *actions.Rules, engine *runs.E
 	uiSrv, err := ui.New(ui.Config{
 		SessionTTL:          cfg.UI.SessionTTL,
 		MaxSessionsPerToken: cfg.UI.MaxSessionsPerToken,
-		Policy:              cfg.Approval,
+		Policy:              policy,
 		ErrorStatus:         api.Status,
 		DevLogins:           cfg.DevLogins,
 		DevLoginsExpire:     cfg.DevLoginsExpire,

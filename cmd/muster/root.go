@@ -49,6 +49,7 @@ func newRootCmd() *cobra.Command {
 		// Set-up helpers.
 		newTLSCmd(), newGossipCmd(), newVersionCmd(),
 	)
+	addCompletions(root)
 	return root
 }
 

@@ -243,3 +243,30 @@ func TestStreamKeepAlive(t *testing.T) {
 		}
 	}
 }
+
+// ?type= and ?node= narrow the log; an unknown type is a 400.
+func TestEventsByTypeAndNode(t *testing.T) {
+	t.Parallel()
+	e := setup(t)
+	a := e.create("op", wire.CreateActionRequest{})
+	var l wire.EventList
+	e.call(http.MethodGet, "/api/v1/events?type=action.created&node="+a.NodeID, "op", nil, http.StatusOK, &l)
+	if len(l.Events) != 1 || l.Events[0].ActionID != a.ID {
+		t.Fatalf("type=action.created: %+v", l.Events)
+	}
+	e.call(http.MethodGet, "/api/v1/events?type=token.*", "op", nil, http.StatusOK, &l)
+	for _, ev := range l.Events {
+		if ev.Type != "token.created" {
+			t.Fatalf("type=token.*: %+v", ev)
+		}
+	}
+	e.call(http.MethodGet, "/api/v1/events?node=nope", "op", nil, http.StatusOK, &l)
+	if len(l.Events) != 0 {
+		t.Fatalf("node=nope: %+v", l.Events)
+	}
+	for _, p := range []string{"/api/v1/events?type=action.creatd", "/api/v1/events/stream?type=*"} {
+		if d := e.fail(http.MethodGet, p, "op", nil, http.StatusBadRequest); !strings.Contains(d.Message, "unknown event type") {
+			t.Fatalf("%s: %+v", p, d)
+		}
+	}
+}

@@ -179,7 +179,7 @@ func (e *Engine) Approve(ctx context.Context, tx store.Tx, id, digest string, wh
 	if e.Policy.MayApprove(r.Requester, "", who.Name, true) == approval.OwnRequest {
 		return nil, fmt.Errorf("%w: %s requested run %s and may not approve it too", ErrForbidden, who.Name, r.ID)
 	}
-	if ttl := e.Policy.TTL; ttl > 0 && t.Sub(r.CreatedTS) > ttl {
+	if ttl := e.Policy.Window(); ttl > 0 && t.Sub(r.CreatedTS) > ttl {
 		return nil, wrongState(r, fmt.Sprintf("approve: the approval window of %s has passed", ttl))
 	}
 	if r.Playbook != "" && !e.Policy.SelfApproval {
@@ -329,7 +329,7 @@ func (e *Engine) Cancel(ctx context.Context, tx store.Tx, id string, who actions
 // Expire cancels the runs that waited for approval longer than the policy's
 // TTL. It returns how many it cancelled.
 func (e *Engine) Expire(ctx context.Context, tx store.Tx) (int, error) {
-	if e.Policy.TTL <= 0 {
+	if e.Policy.Window() <= 0 {
 		return 0, nil
 	}
 	// Oldest first, and brief: a pass does not read the node lists of
@@ -343,7 +343,7 @@ func (e *Engine) Expire(ctx context.Context, tx store.Tx) (int, error) {
 			return 0, err
 		}
 		i := 0
-		for ; i < len(page) && t.Sub(page[i].CreatedTS) > e.Policy.TTL; i++ {
+		for ; i < len(page) && t.Sub(page[i].CreatedTS) > e.Policy.Window(); i++ {
 			expired = append(expired, page[i].ID)
 		}
 		if i < len(page) || len(page) < q.Limit {
@@ -358,7 +358,7 @@ func (e *Engine) Expire(ctx context.Context, tx store.Tx) (int, error) {
 			return n, err
 		}
 		if err := e.finish(ctx, tx, r, store.RunCancelled, ReasonExpired, store.EventRunExpired, actions.Core,
-			fmt.Sprintf("run %s expired after waiting %s for approval", r.ID, e.Policy.TTL)); err != nil {
+			fmt.Sprintf("run %s expired after waiting %s for approval", r.ID, e.Policy.Window())); err != nil {
 			return n, err
 		}
 		n++

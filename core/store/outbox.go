@@ -124,16 +124,3 @@ const (
 	// delivery, event_seq).
 	EventNotifyDead = "notify.dead"
 )
-
-// EventTypes are the event types the core writes, for checking the event
-// globs of the configuration.
-var EventTypes = []string{
-	EventActionCreated, EventActionApproved, EventActionRejected, EventActionExpired, EventActionStateChanged,
-	EventActionCancelRequested, EventActionConflict, EventActionLost,
-	EventNodeUp, EventNodeDown, EventNodeJoined, EventNodeLeft, EventNodeDrained, EventNodeUndrained,
-	EventNodeForgotten, EventNodeClaimRefused, EventClusterAlert, EventClusterHealthy,
-	EventTokenCreated, EventTokenRevoked,
-	EventRunCreated, EventRunApproved, EventRunRejected, EventRunExpired, EventRunCancelled,
-	EventRunStageStarted, EventRunStageFinished, EventRunPaused, EventRunResumed, EventRunFinished,
-	"playbook.applied", EventApprovalWaiting, EventNotifyDead,
-}

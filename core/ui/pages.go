@@ -271,7 +271,7 @@ func (s *Server) approvals(w http.ResponseWriter, r *http.Request, v *visitor) {
 	}
 	for _, rec := range recs {
 		p := pending{Action: rec.Action, Mine: approval.SamePerson(rec.Requester, v.tok.Name)}
-		if ttl := s.cfg.Policy.TTL; ttl > 0 {
+		if ttl := s.cfg.Policy.Window(); ttl > 0 {
 			p.Expires = rec.CreatedTS.Add(ttl)
 		}
 		p.Why = s.whyNot(v, "this", rec.Requester, "")
@@ -465,7 +465,7 @@ func (s *Server) actionDetail(w http.ResponseWriter, r *http.Request, v *visitor
 		return
 	}
 	d := actionData{Action: a, Mine: approval.SamePerson(a.Requester, v.tok.Name), Self: "/ui/actions/" + id}
-	if ttl := s.cfg.Policy.TTL; ttl > 0 {
+	if ttl := s.cfg.Policy.Window(); ttl > 0 {
 		d.Expires = a.CreatedTS.Add(ttl)
 	}
 	if a.State == action.PendingApprove {
