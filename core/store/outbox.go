@@ -52,6 +52,16 @@ type DeliveryQuery struct {
 	Oldest bool
 }
 
+// EventDeliveryQuery selects the deliveries of the events numbered FromSeq
+// to ToSeq whose times lie between FromTS and ToTS (both inclusive). A
+// delivery is created with its event's time, so the times bound the read
+// by the index on creation time.
+type EventDeliveryQuery struct {
+	FromSeq, ToSeq int64
+	FromTS, ToTS   time.Time
+	Limit          int
+}
+
 // DeliveryStat sums up the deliveries of one destination.
 type DeliveryStat struct {
 	Destination string `json:"destination"`
@@ -71,6 +81,9 @@ type OutboxReader interface {
 	Delivery(ctx context.Context, id int64) (*Delivery, error)
 	// Deliveries lists the deliveries q selects, newest first.
 	Deliveries(ctx context.Context, q DeliveryQuery) ([]Delivery, error)
+	// EventDeliveries lists the deliveries q selects, newest event first,
+	// then by destination.
+	EventDeliveries(ctx context.Context, q EventDeliveryQuery) ([]Delivery, error)
 	// PendingDeliveries lists up to limit pending deliveries of a
 	// destination, oldest first: the first is the one in flight.
 	PendingDeliveries(ctx context.Context, destination string, limit int) ([]Delivery, error)

@@ -57,3 +57,66 @@ func TestNotificationsPageShowsDestinationsToAdminsAlone(t *testing.T) {
 		t.Error("a viewer's menu links to Notifications")
 	}
 }
+
+func TestEventsPageMarksEachDeliveryOfAnEvent(t *testing.T) {
+	t.Parallel()
+	e := setup(t)
+	e.st.SetOutbox(func(ev *store.Event) []string {
+		if ev.Type == store.EventRunPaused {
+			return []string{"pager<b>", "chat", "ops"}
+		}
+		return nil
+	})
+	ctx := context.Background()
+	if err := e.st.Update(ctx, func(tx store.Tx) error {
+		if err := tx.AppendEvent(ctx, &store.Event{Type: store.EventRunPaused, Actor: store.ActorCore, Message: "paused"}); err != nil {
+			return err
+		}
+		if err := tx.AppendEvent(ctx, &store.Event{Type: store.EventRunResumed, Actor: store.ActorCore, Message: "resumed"}); err != nil {
+			return err
+		}
+		d, err := store.NextDelivery(ctx, tx, "pager<b>")
+		if err != nil {
+			return err
+		}
+		d.State, d.Attempts, d.LastError = store.DeliveryDead, 3, "404 from https://hooks.example.com/in?key=TOPSECRET"
+		if err := tx.UpdateDelivery(ctx, d); err != nil {
+			return err
+		}
+		if d, err = store.NextDelivery(ctx, tx, "chat"); err != nil {
+			return err
+		}
+		d.State, d.Attempts = store.DeliveryDelivered, 1
+		if err := tx.UpdateDelivery(ctx, d); err != nil {
+			return err
+		}
+		if d, err = store.NextDelivery(ctx, tx, "ops"); err != nil {
+			return err
+		}
+		d.Attempts = 2
+		return tx.UpdateDelivery(ctx, d)
+	}); err != nil {
+		t.Fatal(err)
+	}
+	viewer := e.browser().signIn("viewer")
+	for _, path := range []string{"/ui/events", "/ui/events?part=live"} {
+		status, _, body := viewer.get(path)
+		if status != http.StatusOK {
+			t.Fatalf("%s: %d\n%s", path, status, body)
+		}
+		for _, want := range []string{`class="mark mark-dead"`, "pager&lt;b&gt;: dead", `class="mark mark-delivered"`, "chat: delivered",
+			`class="mark mark-pending"`, "ops: pending, 2 tries"} {
+			if !strings.Contains(body, want) {
+				t.Errorf("%s lacks %q", path, want)
+			}
+		}
+		if strings.Count(body, `class="mark `) != 3 {
+			t.Errorf("%s shows %d marks, want 3 (the resumed event has no delivery)", path, strings.Count(body, `class="mark `))
+		}
+		for _, bad := range []string{"pager<b>", "TOPSECRET", "hooks.example.com"} {
+			if strings.Contains(body, bad) {
+				t.Errorf("%s shows %q", path, bad)
+			}
+		}
+	}
+}

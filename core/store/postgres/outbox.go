@@ -68,6 +68,26 @@ func (r *reader) Deliveries(ctx context.Context, q store.DeliveryQuery) ([]store
 	return out, rows.Err()
 }
 
+func (r *reader) EventDeliveries(ctx context.Context, q store.EventDeliveryQuery) ([]store.Delivery, error) {
+	rows, err := r.query(ctx, `SELECT `+deliveryColumns+` FROM notify_deliveries
+		WHERE created_ts BETWEEN $1 AND $2 AND event_seq BETWEEN $3 AND $4
+		ORDER BY event_seq DESC, destination LIMIT $5`,
+		q.FromTS.UTC(), q.ToTS.UTC(), q.FromSeq, q.ToSeq, q.Limit)
+	if err != nil {
+		return nil, fmt.Errorf("event deliveries: %w", err)
+	}
+	defer rows.Close()
+	var out []store.Delivery
+	for rows.Next() {
+		d, err := scanDelivery(rows)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, *d)
+	}
+	return out, rows.Err()
+}
+
 func (r *reader) PendingDeliveries(ctx context.Context, destination string, limit int) ([]store.Delivery, error) {
 	return r.Deliveries(ctx, store.DeliveryQuery{Destination: destination, State: store.DeliveryPending, Limit: limit, Oldest: true})
 }

@@ -3,6 +3,7 @@ package storetest
 import (
 	"context"
 	"errors"
+	"slices"
 	"testing"
 	"time"
 
@@ -188,6 +189,78 @@ func testDeliveryLifecycle(t *testing.T, db NewDB) {
 		left, err := r.Deliveries(ctx, store.DeliveryQuery{Destination: "b"})
 		if err == nil && (len(left) != 1 || !left[0].CreatedTS.Equal(t0.Add(3*time.Hour))) {
 			t.Errorf("left after purge = %+v, want the newest", left)
+		}
+		return err
+	})
+}
+
+// testEventDeliveries: the deliveries of a range of events, in one read
+// bounded by the events' numbers, their times and a limit.
+func testEventDeliveries(t *testing.T, db NewDB) {
+	s := setup(t, db)
+	s.SetOutbox(outboxTo)
+	var evs []store.Event
+	update(t, s, func(ctx context.Context, tx store.Tx) error {
+		for i, typ := range []string{"x", "z", "y", "x"} {
+			e := store.Event{TS: t0.Add(time.Duration(i) * time.Minute), Type: typ, Actor: "core"}
+			if err := tx.AppendEvent(ctx, &e); err != nil {
+				return err
+			}
+			evs = append(evs, e)
+		}
+		return nil
+	})
+	type mark struct {
+		seq  int64
+		dest string
+	}
+	marks := func(ds []store.Delivery) []mark {
+		var out []mark
+		for _, d := range ds {
+			out = append(out, mark{d.EventSeq, d.Destination})
+		}
+		return out
+	}
+	for _, tc := range []struct {
+		name string
+		q    store.EventDeliveryQuery
+		want []mark
+	}{
+		{"the first three", store.EventDeliveryQuery{FromSeq: evs[0].Seq, ToSeq: evs[2].Seq, FromTS: evs[0].TS, ToTS: evs[2].TS, Limit: 10},
+			[]mark{{evs[2].Seq, "b"}, {evs[0].Seq, "a"}, {evs[0].Seq, "b"}}},
+		{"all, limited", store.EventDeliveryQuery{FromSeq: evs[0].Seq, ToSeq: evs[3].Seq, FromTS: evs[0].TS, ToTS: evs[3].TS, Limit: 2},
+			[]mark{{evs[3].Seq, "a"}, {evs[3].Seq, "b"}}},
+		{"the times bound too", store.EventDeliveryQuery{FromSeq: evs[0].Seq, ToSeq: evs[3].Seq, FromTS: evs[2].TS, ToTS: evs[2].TS, Limit: 10},
+			[]mark{{evs[2].Seq, "b"}}},
+		{"an event without deliveries", store.EventDeliveryQuery{FromSeq: evs[1].Seq, ToSeq: evs[1].Seq, FromTS: evs[1].TS, ToTS: evs[1].TS, Limit: 10},
+			nil},
+	} {
+		read(t, s, func(ctx context.Context, r store.Reader) error {
+			ds, err := r.EventDeliveries(ctx, tc.q)
+			if err != nil {
+				return err
+			}
+			if got := marks(ds); !slices.Equal(got, tc.want) {
+				t.Errorf("%s: EventDeliveries = %v, want %v", tc.name, got, tc.want)
+			}
+			return nil
+		})
+	}
+	// A delivery's state and tries are read as stored.
+	var d *store.Delivery
+	read(t, s, func(ctx context.Context, r store.Reader) error {
+		var err error
+		d, err = store.NextDelivery(ctx, r, "a")
+		return err
+	})
+	d.State, d.Attempts = store.DeliveryDead, 3
+	update(t, s, func(ctx context.Context, tx store.Tx) error { return tx.UpdateDelivery(ctx, d) })
+	read(t, s, func(ctx context.Context, r store.Reader) error {
+		ds, err := r.EventDeliveries(ctx, store.EventDeliveryQuery{FromSeq: evs[0].Seq, ToSeq: evs[0].Seq,
+			FromTS: evs[0].TS, ToTS: evs[0].TS, Limit: 10})
+		if err == nil && (len(ds) != 2 || ds[0].Destination != "a" || ds[0].State != store.DeliveryDead || ds[0].Attempts != 3 ||
+			ds[1].State != store.DeliveryPending) {
+			t.Errorf("EventDeliveries of event %d = %+v, want a dead after 3 tries, b pending", evs[0].Seq, ds)
 		}
 		return err
 	})

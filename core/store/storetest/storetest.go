@@ -69,6 +69,7 @@ func Run(t *testing.T, db NewDB) {
 		{"ReadIsASnapshot", testReadIsASnapshot},
 		{"OutboxEnqueuesWithTheEvent", testOutboxEnqueuesWithTheEvent},
 		{"DeliveryLifecycle", testDeliveryLifecycle},
+		{"EventDeliveries", testEventDeliveries},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
