@@ -175,6 +175,18 @@ func TestProcedureGoesNodeFirst(t *testing.T) {
 			t.Fatalf("%s on %s started before %s on %s ended", e.step, e.node, ex[i-1].step, ex[i-1].node)
 		}
 	}
+	// Step to next step on one node: the end line of a step's command to
+	// the start line of the next one's (the core's sync, the next child's
+	// creation and push, the agent's start of the command).
+	var gaps []time.Duration
+	for i := 1; i < len(ex); i++ {
+		if i%4 != 0 {
+			gaps = append(gaps, time.Duration(ex[i].start-ex[i-1].end))
+		}
+	}
+	slices.Sort(gaps)
+	t.Logf("step to next step on a node: p50 %s, max %s over %d", gaps[len(gaps)/2].Round(time.Millisecond),
+		gaps[len(gaps)-1].Round(time.Millisecond), len(gaps))
 	seen := map[string]bool{}
 	for _, e := range ex {
 		k := e.node + "/" + e.step
