@@ -35,6 +35,13 @@ var procKinds = append(slices.Clone(procSteps), "downgrade")
 
 func newProcFleet(t *testing.T, n int) *procFleet {
 	t.Helper()
+	return newProcFleetWith(t, n, fleetOptions{})
+}
+
+// newProcFleetWith is newProcFleet with more of the fleet's options (its
+// nodes, kinds and directory are the procedure fleet's).
+func newProcFleetWith(t *testing.T, n int, opts fleetOptions) *procFleet {
+	t.Helper()
 	dir := t.TempDir()
 	log := filepath.Join(dir, "steps.log")
 	script := filepath.Join(dir, "step.sh")
@@ -58,7 +65,8 @@ fi
 	for _, s := range procKinds {
 		fmt.Fprintf(&kinds, "    - kind: example.com/%s\n      run: [%q, %q]\n", s, script, s)
 	}
-	f := newFleetWith(t, fleetOptions{nodes: n, actionsYAML: kinds.String(), dir: filepath.Join(dir, "fleet")})
+	opts.nodes, opts.actionsYAML, opts.dir = n, kinds.String(), filepath.Join(dir, "fleet")
+	f := newFleetWith(t, opts)
 	return &procFleet{fleet: f, dir: dir, log: log}
 }
 
@@ -209,6 +217,70 @@ func TestProcedureGoesNodeFirst(t *testing.T) {
 		k, ok := byID[e.id]
 		if !ok || k.Step != e.step || k.NodeID != e.node || k.Attempt != 1 || k.RunID != r.ID || k.Stage != "upgrade" {
 			t.Fatalf("execution %+v: child %+v", e, k)
+		}
+	}
+}
+
+// TestProcedureHoldsTheBudgetWholeNode is the issue's end-to-end test 2:
+// max_unavailable 1, a four-step procedure whose upgrade step alone is
+// disruptive, max_concurrency 2 over three nodes, and a manual upgrade
+// created on the third node once the run has started. A run's node is
+// unavailable from the start of its drain to the end of its undrain, the
+// manual action while it runs: the agents' log shows never two nodes
+// unavailable at once, and everything ran.
+func TestProcedureHoldsTheBudgetWholeNode(t *testing.T) {
+	t.Parallel()
+	f := newProcFleetWith(t, 3, fleetOptions{
+		clusterYAML: "    budget:\n      max_unavailable: 1\n",
+		coreExtra:   "kinds:\n  - {kind: example.com/upgrade, disruptive: true}\n"})
+	r := f.start(t, procRun("2", nil))
+	testwait.Within(t, 30*time.Second, "the run's first step started", func() bool {
+		return len(f.executions(t)) > 0
+	})
+	manual := f.create("node-3", "example.com/upgrade", `{}`)
+	f.approve(manual.ID)
+	end := f.waitRun(t, r.ID, 90*time.Second, "DONE", "FAILED", "CANCELLED", "PAUSED")
+	if end.State != "DONE" {
+		t.Fatalf("run ended %s (%s)", end.State, end.StateReason)
+	}
+	f.waitCore(manual.ID, 60*time.Second, action.Done)
+	ex := f.executions(t)
+	if len(ex) != 13 {
+		t.Fatalf("%d executions, want 3 nodes × 4 steps and the manual action: %+v", len(ex), ex)
+	}
+	// Unavailability spans, by node and owner: a run's node from its first
+	// step's start to its last step's end, the manual action alone.
+	type span struct {
+		who, node  string
+		start, end int64
+	}
+	byNode := map[string]*span{}
+	var spans []span
+	for _, e := range ex {
+		if e.end == 0 {
+			t.Fatalf("%s on %s has no end", e.step, e.node)
+		}
+		if e.id == manual.ID {
+			spans = append(spans, span{who: "manual on " + e.node, node: e.node, start: e.start, end: e.end})
+			continue
+		}
+		sp := byNode[e.node]
+		if sp == nil {
+			sp = &span{who: "run on " + e.node, node: e.node, start: e.start}
+			byNode[e.node] = sp
+		}
+		sp.end = max(sp.end, e.end)
+	}
+	for _, sp := range byNode {
+		spans = append(spans, *sp)
+	}
+	for i := range spans {
+		for j := i + 1; j < len(spans); j++ {
+			a, b := spans[i], spans[j]
+			if a.node != b.node && a.start < b.end && b.start < a.end {
+				t.Fatalf("two nodes unavailable at once with max_unavailable 1: %s [%d, %d] and %s [%d, %d]",
+					a.who, a.start, a.end, b.who, b.start, b.end)
+			}
 		}
 	}
 }

@@ -92,7 +92,26 @@ const (
 	ReasonDrained    = "drained"
 	ReasonDisruptive = "disruptive action"
 	ReasonPushing    = "disruptive action pushed, not yet confirmed"
+	ReasonProcedure  = "in flight in a disruptive procedure"
 )
+
+// Procedure reports whether the nodes of a run's stage whose steps (and
+// rollback steps) are of kinds are unavailable for their whole time in
+// flight, from their first step until their last ended and their soak
+// passed: when any of those kinds is disruptive. Drain → upgrade → verify →
+// undrain of one node is then one unavailability, gaps between steps,
+// retry delays and soak included, and every step of such a stage, of a
+// disruptive kind or not, waits for the budget before it is pushed to a
+// node not yet unavailable (docs/architecture.md, "Labels, targets and the
+// disruption budget").
+func (p Policy) Procedure(kinds []string) bool {
+	for _, k := range kinds {
+		if p.Disruptive(k) {
+			return true
+		}
+	}
+	return false
+}
 
 // NodeReason says whether a node is unavailable by its own status, and why (""
 // when it is not). It is the one place that decides it: a node is unavailable
@@ -137,6 +156,12 @@ type Usage struct {
 // Usage computes the budget in use of a cluster from its nodes and its open
 // actions; nil when the cluster has no budget.
 func (p Policy) Usage(clusterID string, nodes []store.Node, open []store.Record) *Usage {
+	return p.UsageWith(clusterID, nodes, open, nil)
+}
+
+// UsageWith is Usage with the nodes in flight in a stage that Procedure
+// holds (ReasonProcedure).
+func (p Policy) UsageWith(clusterID string, nodes []store.Node, open []store.Record, inFlight map[string]bool) *Usage {
 	p = p.cur()
 	l, ok := p.Limit(clusterID)
 	if !ok {
@@ -146,6 +171,11 @@ func (p Policy) Usage(clusterID string, nodes []store.Node, open []store.Record)
 	for i := range nodes {
 		if why := NodeReason(&nodes[i]); why != "" {
 			u.Unavailable[nodes[i].ID] = why
+		}
+	}
+	for node := range inFlight {
+		if _, ok := u.Unavailable[node]; !ok {
+			u.Unavailable[node] = ReasonProcedure
 		}
 	}
 	for i := range open {

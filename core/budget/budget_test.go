@@ -126,3 +126,27 @@ func TestValidateKinds(t *testing.T) {
 		t.Fatalf("bad fields %q (%v)", got, errs)
 	}
 }
+
+// A stage with any disruptive step holds its nodes in flight: they count
+// unavailable for ReasonProcedure, and a stage of harmless kinds does not.
+func TestProcedureHoldsNodesInFlight(t *testing.T) {
+	p := Policy{MaxUnavailable: map[string]limit.Limit{"c": limit.MustParse("1")},
+		Kinds: []KindRule{{Kind: "example.com/upgrade", Disruptive: true}}}
+	if !p.Procedure([]string{"example.com/drain", "example.com/upgrade", "example.com/undrain"}) {
+		t.Fatal("a procedure with a disruptive step does not hold its nodes")
+	}
+	if p.Procedure([]string{"example.com/drain", "example.com/undrain"}) || p.Procedure(nil) {
+		t.Fatal("a procedure of harmless kinds holds its nodes")
+	}
+	nodes := []store.Node{{ID: "a", ClusterID: "c"}, {ID: "b", ClusterID: "c"}}
+	u := p.UsageWith("c", nodes, nil, map[string]bool{"a": true})
+	if u.Unavailable["a"] != ReasonProcedure || len(u.Unavailable) != 1 {
+		t.Fatalf("unavailable: %v", u.Unavailable)
+	}
+	if !u.Admits("a") || u.Admits("b") {
+		t.Fatal("the node in flight must admit its own steps and hold another node's")
+	}
+	if u := p.Usage("c", nodes, nil); len(u.Unavailable) != 0 {
+		t.Fatalf("Usage without nodes in flight: %v", u.Unavailable)
+	}
+}

@@ -9,6 +9,7 @@ import (
 
 	"github.com/musterhq/muster/core/actions"
 	"github.com/musterhq/muster/core/budget"
+	"github.com/musterhq/muster/core/runs"
 	"github.com/musterhq/muster/core/store"
 	"github.com/musterhq/muster/shared/action"
 )
@@ -59,18 +60,25 @@ type budgetView struct {
 	active map[string]map[string]bool
 	// freed is set when an agent showed a disruptive action over.
 	freed bool
+	// procs are the run stages whose every child waits for the budget,
+	// their nodes in flight counted unavailable (budget.Policy.Procedure).
+	procs *runs.Procedures
 }
 
 // newBudgetView builds the view of a sync from its snapshot, read at
 // readAt: every node of the cluster and every open action. Admissions that
 // the snapshot shows settled (no longer open, and admitted before it was
 // read) are forgotten.
-func (o *Orchestrator) newBudgetView(cs *clusterState, nodes []store.Node, open []store.Record, readAt time.Time) *budgetView {
-	u := o.cfg.Budget.Usage(cs.id, nodes, open)
+func (o *Orchestrator) newBudgetView(cs *clusterState, nodes []store.Node, open []store.Record, procs *runs.Procedures, readAt time.Time) *budgetView {
+	var inFlight map[string]bool
+	if procs != nil {
+		inFlight = procs.InFlight
+	}
+	u := o.cfg.Budget.UsageWith(cs.id, nodes, open, inFlight)
 	if u == nil {
 		return nil
 	}
-	v := &budgetView{id: cs.id, led: cs.ledger, policy: o.cfg.Budget, usage: u, active: map[string]map[string]bool{}}
+	v := &budgetView{id: cs.id, led: cs.ledger, policy: o.cfg.Budget, usage: u, active: map[string]map[string]bool{}, procs: procs}
 	isOpen := make(map[string]bool, len(open))
 	for i := range open {
 		r := &open[i]
@@ -139,7 +147,7 @@ func (v *budgetView) observe(node string, down bool, pulled map[string]*action.A
 // or an agent's final state). Actions of other kinds are always admitted.
 // When it refuses, it returns the state_reason that says why.
 func (v *budgetView) admit(node string, r *store.Record) (bool, string) {
-	if v == nil || !v.policy.Disruptive(r.Kind) {
+	if v == nil || (!v.policy.Disruptive(r.Kind) && !v.procs.Holds(r)) {
 		return true, ""
 	}
 	v.led.mu.Lock()

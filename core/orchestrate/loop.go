@@ -812,7 +812,11 @@ func (o *Orchestrator) snapshot(ctx context.Context, cs *clusterState) ([]string
 		if err != nil {
 			return err
 		}
-		bv := o.newBudgetView(cs, ns, open, readAt)
+		procs, err := o.procedures(ctx, r, cs.id, readAt)
+		if err != nil {
+			return err
+		}
+		bv := o.newBudgetView(cs, ns, open, procs, readAt)
 		for i := range ns {
 			id := ns[i].ID
 			snap[id] = &nodeResult{node: ns[i], open: byNode[id], pausedRuns: paused, budget: bv}
@@ -877,7 +881,11 @@ func (o *Orchestrator) prepare(ctx context.Context, cs *clusterState, ids []stri
 		}
 		var bv *budgetView
 		if hasBudget {
-			bv = o.newBudgetView(cs, all, open, readAt)
+			procs, err := o.procedures(ctx, r, cs.id, readAt)
+			if err != nil {
+				return err
+			}
+			bv = o.newBudgetView(cs, all, open, procs, readAt)
 		}
 		for _, res := range out {
 			res.pausedRuns, res.budget = paused, bv

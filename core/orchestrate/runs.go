@@ -82,6 +82,16 @@ func pausedRuns(ctx context.Context, r store.Reader, clusterID string, open []st
 	return runs.PausedRuns(ctx, r, clusterID, open)
 }
 
+// procedures reads, for a cluster with a budget, the stages of its runs
+// whose nodes the budget holds for their whole time in flight, and those
+// nodes (core/runs); nil without a budget.
+func (o *Orchestrator) procedures(ctx context.Context, r store.Reader, clusterID string, now time.Time) (*runs.Procedures, error) {
+	if _, ok := o.cfg.Budget.Limit(clusterID); !ok {
+		return nil, nil
+	}
+	return runs.InFlight(ctx, r, clusterID, now, o.cfg.Budget.Procedure)
+}
+
 // nudgeUnsent asks for a sync of every node of the cluster with an action
 // not yet sent: after a run's next wave was created, the nodes it goes to.
 func (o *Orchestrator) nudgeUnsent(ctx context.Context, clusterID string) {

@@ -2,6 +2,8 @@ package runs
 
 import (
 	"context"
+	"slices"
+	"time"
 
 	"github.com/musterhq/muster/core/store"
 	"github.com/musterhq/muster/shared/action"
@@ -38,4 +40,83 @@ func PausedRuns(ctx context.Context, r store.Reader, clusterID string, open []st
 // yet sent whose run is among paused (PausedRuns).
 func HoldsChild(paused map[string]bool, r *store.Record) bool {
 	return r.RunID != "" && r.PushedStoreID == "" && paused[r.RunID]
+}
+
+// Procedures are the stages of a cluster's active runs whose nodes the
+// disruption budget holds for their whole time in flight (budget.Policy's
+// Procedure decides which), and the nodes in flight in them now.
+type Procedures struct {
+	// Stages holds "run id/stage name" of every such stage.
+	Stages map[string]bool
+	// InFlight holds the nodes in flight in one of them.
+	InFlight map[string]bool
+}
+
+// Holds reports whether r is a child of one of the stages, whose push
+// waits for the budget whatever its kind.
+func (p *Procedures) Holds(r *store.Record) bool {
+	return p != nil && r.RunID != "" && p.Stages[r.RunID+"/"+r.Stage]
+}
+
+// InFlight reads the RUNNING and PAUSED runs of a cluster and returns, among
+// their started stages for which holds(kinds of its steps and rollback) is
+// true, the stages and their nodes in flight at now: from the push of a
+// node's first child until its procedure ended (soak included). A node
+// whose children were created but none pushed yet is not in flight: its
+// push waits for the budget.
+func InFlight(ctx context.Context, r store.Reader, clusterID string, now time.Time, holds func(kinds []string) bool) (*Procedures, error) {
+	p := &Procedures{Stages: map[string]bool{}, InFlight: map[string]bool{}}
+	active, err := r.RunsInState(ctx, clusterID, store.RunRunning, store.RunPaused)
+	if err != nil {
+		return nil, err
+	}
+	var labels map[string]map[string]string
+	for ri := range active {
+		run := &active[ri]
+		var kids []Child
+		started := map[string]bool{} // stage/node with a child pushed
+		loaded := false
+		for si := range run.Stages {
+			st := &run.Stages[si]
+			var kinds []string
+			for _, sp := range append(slices.Clone(st.Procedure()), st.Rollback...) {
+				kinds = append(kinds, sp.Kind)
+			}
+			if st.State != store.StageRunning || !holds(kinds) {
+				continue
+			}
+			p.Stages[run.ID+"/"+st.Name] = true
+			if !loaded {
+				recs, err := r.RunChildren(ctx, run.ID)
+				if err != nil {
+					return nil, err
+				}
+				kids = make([]Child, len(recs))
+				for i := range recs {
+					kids[i] = ChildOf(&recs[i], run.ApprovedBy)
+					if recs[i].State != action.PendingSchedule || recs[i].PushedStoreID != "" {
+						started[recs[i].Stage+"/"+recs[i].NodeID] = true
+					}
+				}
+				loaded = true
+			}
+			if labels == nil && hasTemplates(st) {
+				nodes, err := r.Nodes(ctx, clusterID)
+				if err != nil {
+					return nil, err
+				}
+				labels = map[string]map[string]string{}
+				for _, n := range nodes {
+					labels[n.ID] = n.Labels
+				}
+			}
+			v := viewStage(st, kids, PlanEnv{Now: now, Labels: labels})
+			for i, ns := range v.nodes {
+				if ns.status == nodeBusy && started[st.Name+"/"+st.Nodes[i]] {
+					p.InFlight[st.Nodes[i]] = true
+				}
+			}
+		}
+	}
+	return p, nil
 }
