@@ -40,6 +40,9 @@ type devOptions struct {
 	// ha: a local PostgreSQL and several core replicas (dev_ha.go).
 	ha       bool
 	replicas int
+	// fail lists STEP@NODE: that example kind fails on that node
+	// (devkinds.go).
+	fail []string
 }
 
 func newDevCmd() *cobra.Command {
@@ -57,7 +60,14 @@ the agents announce themselves in an (unencrypted) gossip pool.
 With --ha it starts a throwaway PostgreSQL from the distribution's packages
 (initdb and postgres, as the user muster-pg when run as root), --replicas
 core replicas sharing it, each its own process, and one cluster per agent
-(dev-1, dev-2...), so that the cluster leases spread over the replicas.`,
+(dev-1, dev-2...), so that the cluster leases spread over the replicas.
+
+Its agents carry a role label (node-1 primary, the others replica) and the
+example kinds the shipped playbooks use (example.com/node.drain, undrain,
+upgrade, verify, service.restart, service.health, db.backup), which keep a
+node's version in the data directory. A kind fails on a node while the file
+fail/STEP.NODE exists in the data directory (holding a number: that many
+times); --fail upgrade@node-2 creates it at start.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if o.ha {
@@ -80,6 +90,8 @@ core replicas sharing it, each its own process, and one cluster per agent
 	f.StringVar(&o.gossipAddr, "gossip-addr", "127.0.0.1:7946", "with --gossip: the core's gossip address, which the agents join")
 	f.BoolVar(&o.ha, "ha", false, "start a local PostgreSQL and several core replicas (on --api-addr and the ports after it), one cluster per agent")
 	f.IntVar(&o.replicas, "replicas", 3, "with --ha: the number of core replicas")
+	f.StringArrayVar(&o.fail, "fail", nil, "STEP@NODE: make that example kind fail on that node (repeatable; the file fail/STEP.NODE in the data directory)")
+	cmd.AddCommand(newDevKindCmd())
 	return cmd
 }
 
@@ -108,11 +120,22 @@ func runDev(ctx context.Context, o devOptions, out io.Writer) error {
 	if err != nil {
 		return &exitError{code: 2, err: fmt.Errorf("--api-addr: %v", err)}
 	}
+	exe, err := os.Executable()
+	if err != nil {
+		return err
+	}
+	for _, f := range o.fail {
+		if err := devFail(dir, f); err != nil {
+			return &exitError{code: 2, err: err}
+		}
+	}
 	var agents []*agent.Agent
-	spec := discovery.ClusterSpec{ID: "dev"}
+	spec := discovery.ClusterSpec{ID: "dev", Budget: discovery.BudgetSpec{MaxUnavailable: "1"}}
 	for i := 1; i <= o.agents; i++ {
 		cfg := agent.DefaultConfig()
 		cfg.NodeID = "node-" + strconv.Itoa(i)
+		cfg.Labels = map[string]string{"role": devRole(i)}
+		cfg.Actions.External = devExternalKinds(exe, dir)
 		cfg.ClusterID = "dev"
 		cfg.DataDir = filepath.Join(dir, cfg.NodeID)
 		cfg.API.Addr = net.JoinHostPort(host, strconv.Itoa(o.agentPort+i-1))
@@ -138,6 +161,7 @@ func runDev(ctx context.Context, o devOptions, out io.Writer) error {
 		ccfg.Gossip = core.GossipConfig{Enabled: true, Insecure: true, BindAddr: o.gossipAddr, Timing: devGossipTiming}
 	}
 	ccfg.Orchestrate.Interval = o.interval
+	ccfg.Kinds = devKindRules()
 	// The browser, the CLI and the agents all come from loopback.
 	ccfg.LoopbackUncapped = true
 	// Receivers tried out on this machine are on loopback.

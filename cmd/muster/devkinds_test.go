@@ -1,0 +1,74 @@
+package main
+
+import (
+	"bytes"
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// The example upgrade keeps the node's version and passes on the previous
+// one as an output; verify checks it.
+func TestDevKindUpgradePassesThePreviousVersion(t *testing.T) {
+	dir := t.TempDir()
+	outputs := filepath.Join(t.TempDir(), "outputs")
+	var out bytes.Buffer
+	if err := runDevKind(dir, "upgrade", "node-2", outputs, strings.NewReader(`{"args":{"version":"2.0"}}`), &out); err != nil {
+		t.Fatal(err)
+	}
+	b, err := os.ReadFile(outputs)
+	if err != nil || string(b) != `{"previous":"1.0"}` {
+		t.Fatalf("outputs %q, %v", b, err)
+	}
+	if err := runDevKind(dir, "upgrade", "node-2", outputs, strings.NewReader(`{"args":{"version":"3.0"}}`), &out); err != nil {
+		t.Fatal(err)
+	}
+	if b, _ := os.ReadFile(outputs); string(b) != `{"previous":"2.0"}` {
+		t.Fatalf("second upgrade's outputs %q", b)
+	}
+	if err := runDevKind(dir, "verify", "node-2", "", strings.NewReader(`{"args":{"version":"3.0"}}`), &out); err != nil {
+		t.Fatalf("verify at the version: %v", err)
+	}
+	if err := runDevKind(dir, "verify", "node-2", "", strings.NewReader(`{"args":{"version":"2.0"}}`), &out); err == nil {
+		t.Fatal("verify passed at another version")
+	}
+	if err := runDevKind(dir, "verify", "node-1", "", strings.NewReader(`{"args":{"version":"1.0"}}`), &out); err != nil {
+		t.Fatalf("another node keeps its version: %v", err)
+	}
+}
+
+// A kind fails on the node its fail file names: empty, every time; with a
+// count, that many times.
+func TestDevKindFailsOnTheChosenNode(t *testing.T) {
+	dir := t.TempDir()
+	var out bytes.Buffer
+	if err := devFail(dir, "health@node-3"); err != nil {
+		t.Fatal(err)
+	}
+	for i := 0; i < 2; i++ {
+		err := runDevKind(dir, "health", "node-3", "", strings.NewReader(`{}`), &out)
+		var ee *exitError
+		if !errors.As(err, &ee) || ee.code != 3 {
+			t.Fatalf("health on node-3, try %d: %v", i, err)
+		}
+	}
+	if err := runDevKind(dir, "health", "node-2", "", strings.NewReader(`{}`), &out); err != nil {
+		t.Fatalf("health on node-2: %v", err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "fail", "drain.node-1"), []byte("1\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := runDevKind(dir, "drain", "node-1", "", strings.NewReader(`{}`), &out); err == nil {
+		t.Fatal("drain did not fail the first time")
+	}
+	if err := runDevKind(dir, "drain", "node-1", "", strings.NewReader(`{}`), &out); err != nil {
+		t.Fatalf("drain after its count: %v", err)
+	}
+	for _, bad := range []string{"health", "nope@node-1", "health@", "health@a/b"} {
+		if err := devFail(dir, bad); err == nil {
+			t.Fatalf("--fail %q accepted", bad)
+		}
+	}
+}
