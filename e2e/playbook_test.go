@@ -26,8 +26,8 @@ type workFleet struct {
 	carol string
 }
 
-var exampleKinds = []string{"example.com/service.restart", "example.com/db.backup",
-	"example.com/node.drain", "example.com/node.upgrade", "example.com/node.verify"}
+var exampleKinds = []string{"example.com/service.restart", "example.com/service.health", "example.com/db.backup",
+	"example.com/node.drain", "example.com/node.undrain", "example.com/node.upgrade", "example.com/node.verify"}
 
 func newWorkFleet(t *testing.T) *workFleet {
 	t.Helper()
@@ -144,8 +144,9 @@ func (f *workFleet) cli(t *testing.T, args ...string) string {
 }
 
 // runPlaybook plans NAME with params, starts it, has bob approve it, waits
-// until it is final, and checks that the children it made are exactly the
-// plan: the same stage, wave, node and args for each.
+// until it is final or PAUSED, and checks that the children it made are
+// exactly the plan: the same stage, wave, node and (for a one-step stage)
+// kind and args for each.
 func (f *workFleet) runPlaybook(t *testing.T, name string, params map[string]string, within time.Duration, kill func()) *wire.Run {
 	t.Helper()
 	req := &wire.PlanRequest{ClusterID: "e2e", Params: params}
@@ -170,7 +171,7 @@ func (f *workFleet) runPlaybook(t *testing.T, name string, params map[string]str
 	var end *wire.Run
 	testwait.Within(t, within, "the run to end", func() bool {
 		r, err := f.admin.Run(ctxT(t), run.ID)
-		if err != nil || !(r.State == "DONE" || r.State == "PARTIAL" || r.State == "FAILED" || r.State == "CANCELLED") {
+		if err != nil || !(r.State == "DONE" || r.State == "PARTIAL" || r.State == "FAILED" || r.State == "CANCELLED" || r.State == "PAUSED") {
 			return false
 		}
 		end = r
@@ -178,18 +179,38 @@ func (f *workFleet) runPlaybook(t *testing.T, name string, params map[string]str
 	})
 	// Every child made is in the plan, with the plan's wave and args.
 	planned := map[string]wire.PlanChild{}
+	steps := map[string]wire.PlanChild{}
 	for _, c := range plan.Children {
 		planned[c.Stage+"/"+c.NodeID] = c
+		if c.Step != "" {
+			steps[c.Stage+"/"+c.NodeID+"/"+c.Step] = c
+		}
 	}
 	made := 0
 	for _, cell := range end.Children {
-		if cell.ActionID == "" {
+		if cell.ActionID == "" && len(cell.Steps) == 0 {
 			continue
 		}
 		made++
 		p, ok := planned[cell.Stage+"/"+cell.NodeID]
 		if !ok || p.Wave != cell.Wave {
 			t.Fatalf("child %s/%s in wave %d is not in the plan (%+v)", cell.Stage, cell.NodeID, cell.Wave, p)
+		}
+		if len(cell.Steps) > 0 {
+			// A node of a procedure: each child is one of its planned
+			// steps, of the planned kind.
+			made += len(cell.Steps) - 1
+			for _, sc := range cell.Steps {
+				ps, ok := steps[cell.Stage+"/"+cell.NodeID+"/"+sc.Step]
+				a, err := f.admin.Action(ctxT(t), sc.ActionID)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if ok && a.Kind != ps.Kind {
+					t.Fatalf("step %s of %s/%s ran %s; the plan said %s", sc.Step, cell.Stage, cell.NodeID, a.Kind, ps.Kind)
+				}
+			}
+			continue
 		}
 		a, err := f.admin.Action(ctxT(t), cell.ActionID)
 		if err != nil {
@@ -235,21 +256,29 @@ func TestPlaybookRollingRestart(t *testing.T) {
 	if end.State != "DONE" {
 		t.Fatalf("run ended %s (%s)", end.State, end.StateReason)
 	}
+	// Each node restarted once and checked once, in that order; never two
+	// restarts at once; the primary last, after the replicas' soak.
 	ws := f.works(t)
-	if len(ws) != 4 {
-		t.Fatalf("%d executions, want each of the 4 nodes once: %+v", len(ws), ws)
+	if len(ws) != 8 {
+		t.Fatalf("%d executions, want a restart and a health check on each of the 4 nodes: %+v", len(ws), ws)
+	}
+	for i := 0; i < len(ws); i += 2 {
+		if ws[i].kind != "example.com/service.restart" || ws[i+1].kind != "example.com/service.health" || ws[i].node != ws[i+1].node {
+			t.Fatalf("executions %d and %d are not one node's restart then health: %+v", i, i+1, ws)
+		}
+		if i > 0 && ws[i].start < ws[i-1].end {
+			t.Fatalf("%s restarted before %s's health check ended", ws[i].node, ws[i-1].node)
+		}
 	}
 	if n := maxOverlap(spansOf(ws, "example.com/service.restart")); n != 1 {
 		t.Fatalf("%d nodes restarted at once", n)
 	}
-	last := ws[len(ws)-1]
-	if last.node != "node-1" {
+	primary := ws[6]
+	if primary.node != "node-1" {
 		t.Fatalf("the primary (node-1) did not go last: %+v", ws)
 	}
-	for _, w := range ws[:3] {
-		if w.end > last.start {
-			t.Fatalf("the primary started before replica %s ended", w.node)
-		}
+	if gap := time.Duration(primary.start - ws[5].end); gap < 5*time.Second {
+		t.Fatalf("the primary restarted %s after the last replica's health check, within its 5s soak", gap)
 	}
 }
 
@@ -279,7 +308,11 @@ func TestPlaybookBackupAll(t *testing.T) {
 	}
 }
 
-func TestPlaybookDrainUpgradeVerifyStopsAtTheFirstFailure(t *testing.T) {
+// The shipped drain-upgrade-verify goes node first: each replica drained,
+// upgraded, verified and undrained before the next is drained. An upgrade
+// failing on node-3 undrains node-3 (when: always), skips its rollback (the
+// upgrade never happened), touches no further node, and pauses the run.
+func TestPlaybookDrainUpgradeVerifyGoesNodeFirst(t *testing.T) {
 	t.Parallel()
 	f := newWorkFleet(t)
 	f.applyExample(t, "drain-upgrade-verify")
@@ -291,17 +324,22 @@ func TestPlaybookDrainUpgradeVerifyStopsAtTheFirstFailure(t *testing.T) {
 		t.Fatalf("a start without the required version: %v", err)
 	}
 	end := f.runPlaybook(t, "drain-upgrade-verify", map[string]string{"version": "2.1"}, 60*time.Second, nil)
-	if end.State != "FAILED" || !strings.Contains(end.StateReason, "upgrade") {
-		t.Fatalf("run ended %s (%s), want FAILED in stage upgrade", end.State, end.StateReason)
+	if end.State != "PAUSED" {
+		t.Fatalf("run ended %s (%s), want PAUSED by node-3's failure", end.State, end.StateReason)
 	}
 	var kinds []string
 	for _, w := range f.works(t) {
 		kinds = append(kinds, strings.TrimPrefix(w.kind, "example.com/node.")+"/"+w.node)
 	}
-	// Three replicas drained one at a time, then upgraded in order until
-	// node-3 failed: nothing after it, and nothing verified.
-	want := []string{"drain/node-2", "drain/node-3", "drain/node-4", "upgrade/node-2", "upgrade/node-3"}
+	want := []string{"drain/node-2", "upgrade/node-2", "verify/node-2", "undrain/node-2",
+		"drain/node-3", "upgrade/node-3", "undrain/node-3"}
 	if !slices.Equal(kinds, want) {
 		t.Fatalf("executions %v, want %v", kinds, want)
+	}
+	ws := f.works(t)
+	for i := 1; i < len(ws); i++ {
+		if ws[i].start < ws[i-1].end {
+			t.Fatalf("%v started before %v ended", ws[i], ws[i-1])
+		}
 	}
 }

@@ -235,10 +235,24 @@ func printPlan(w io.Writer, p *wire.Plan) error {
 		}
 		fmt.Fprintf(w, "\nStage %s: %s on %d node(s), max_concurrency %s, max_errors %s, on_failure %s, after %s\n",
 			textsafe.Escape(st.Name), textsafe.Escape(st.Kind), len(st.Nodes), st.MaxConcurrency, st.MaxErrors, textsafe.Escape(st.OnFailure), textsafe.Escape(deps))
-		t := newTable(w, "WAVE", "NODE", "ARGS", "HELD")
+		if len(st.Steps) == 0 {
+			t := newTable(w, "WAVE", "NODE", "ARGS", "HELD")
+			for _, ch := range p.Children {
+				if ch.Stage == st.Name {
+					t.row(fmt.Sprint(ch.Wave), textsafe.Escape(ch.NodeID), textsafe.Escape(string(ch.Args)), textsafe.Escape(ch.Held))
+				}
+			}
+			if err := t.flush(); err != nil {
+				return err
+			}
+			continue
+		}
+		printProcedure(w, &st)
+		t := newTable(w, "WAVE", "NODE", "STEP", "KIND", "ARGS", "HELD")
 		for _, ch := range p.Children {
 			if ch.Stage == st.Name {
-				t.row(fmt.Sprint(ch.Wave), textsafe.Escape(ch.NodeID), textsafe.Escape(string(ch.Args)), textsafe.Escape(ch.Held))
+				t.row(fmt.Sprint(ch.Wave), textsafe.Escape(ch.NodeID), textsafe.Escape(ch.Step), textsafe.Escape(ch.Kind),
+					textsafe.Escape(string(ch.Args)), textsafe.Escape(ch.Held))
 			}
 		}
 		if err := t.flush(); err != nil {
@@ -251,6 +265,33 @@ func printPlan(w io.Writer, p *wire.Plan) error {
 			textsafe.Escape(p.Playbook), textsafe.Escape(p.ClusterID), textsafe.Escape(p.Digest))
 	}
 	return nil
+}
+
+// printProcedure shows a stage's steps, with their retry and when, its
+// rollback, canary and soak.
+func printProcedure(w io.Writer, st *wire.Stage) {
+	line := func(what string, sp wire.StepSpec) {
+		fmt.Fprintf(w, "  %s %s: %s", what, textsafe.Escape(sp.Name), textsafe.Escape(sp.Kind))
+		if sp.Retry != nil {
+			fmt.Fprintf(w, ", retry %d attempts", sp.Retry.Attempts)
+		}
+		if sp.When != "" {
+			fmt.Fprintf(w, ", when %s", textsafe.Escape(sp.When))
+		}
+		fmt.Fprintln(w)
+	}
+	for _, sp := range st.Steps {
+		line("step", sp)
+	}
+	for _, sp := range st.Rollback {
+		line("rollback", sp)
+	}
+	if st.Canary > 0 {
+		fmt.Fprintf(w, "  canary: the run pauses after %d node(s) until an approver promotes it\n", st.Canary)
+	}
+	if st.SoakS > 0 {
+		fmt.Fprintf(w, "  soak: %ds after each node's last step\n", st.SoakS)
+	}
 }
 
 func newPlaybookStartCmd(f *clientFlags) *cobra.Command {

@@ -264,11 +264,15 @@ type PlanRequest struct {
 
 // PlanChild is one child action a plan would create.
 type PlanChild struct {
-	Stage  string          `json:"stage"`
-	Wave   int             `json:"wave"`
-	NodeID string          `json:"node_id"`
-	Kind   string          `json:"kind"`
-	Args   json.RawMessage `json:"args"`
+	Stage  string `json:"stage"`
+	Wave   int    `json:"wave"`
+	NodeID string `json:"node_id"`
+	// Step is the step of a stage with steps (one child per step of each
+	// node, in order; retries and rollback are the stage's), When its when.
+	Step string          `json:"step,omitempty"`
+	When string          `json:"when,omitempty"`
+	Kind string          `json:"kind"`
+	Args json.RawMessage `json:"args"`
 	// Held says why the disruption budget would hold this child back now
 	// (empty when it would go).
 	Held string `json:"held,omitempty"`

@@ -80,9 +80,42 @@ type Stage struct {
 	OnFailure      string         `yaml:"on_failure,omitempty"`
 	DependsOn      *[]string      `yaml:"depends_on,omitempty"`
 	Timeout        string         `yaml:"timeout,omitempty"`
+	// Steps, Rollback, Canary, Soak and Unavailable are a procedure
+	// (docs/runs-and-playbooks.md, "Procedures: steps node by node").
+	Steps       []Step `yaml:"steps,omitempty"`
+	Rollback    []Step `yaml:"rollback,omitempty"`
+	Canary      int    `yaml:"canary,omitempty"`
+	Soak        string `yaml:"soak,omitempty"`
+	Unavailable string `yaml:"unavailable,omitempty"`
 
 	conc, errs *limit.Limit
-	timeoutS   int
+	// concRef, errsRef name the int parameter a limit is ("{{ .name }}").
+	concRef, errsRef string
+	timeoutS, soakS  int
+}
+
+// Step is one step of a stage's procedure as written. Its args and when may
+// use the parameters, rendered when the run is made, or the run's own
+// templates over .node and .steps, rendered node by node as it runs; one
+// string does not mix both.
+type Step struct {
+	Name    string         `yaml:"name"`
+	Kind    string         `yaml:"kind"`
+	Args    map[string]any `yaml:"args,omitempty"`
+	Timeout string         `yaml:"timeout,omitempty"`
+	Retry   *Retry         `yaml:"retry,omitempty"`
+	When    string         `yaml:"when,omitempty"`
+
+	timeoutS int
+	retry    *wire.Retry
+}
+
+// Retry is a step's retry as written: durations like 5s and 1m.
+type Retry struct {
+	Attempts int     `yaml:"attempts"`
+	Delay    string  `yaml:"delay,omitempty"`
+	Backoff  float64 `yaml:"backoff,omitempty"`
+	MaxDelay string  `yaml:"max_delay,omitempty"`
 }
 
 // Playbook is a parsed document.
@@ -166,13 +199,14 @@ func Parse(doc []byte) (*Playbook, error) {
 	if len(p.Stages) == 0 {
 		return nil, posError(at("stages"), "stages", "a playbook needs at least one stage")
 	}
+	used := map[string]bool{} // the parameters some field uses
 	for i := range p.Stages {
 		st := &p.Stages[i]
 		field := fmt.Sprintf("stages[%d]", i)
 		if st.Name == "" {
 			return nil, posError(at("stages", i), field+".name", "required")
 		}
-		if !action.ValidKind(st.Kind) {
+		if len(st.Steps) == 0 && !action.ValidKind(st.Kind) {
 			return nil, posError(at("stages", i, "kind"), field+".kind", "%q is not of the form domain/name", st.Kind)
 		}
 		if !st.Target.All && len(st.Target.Nodes) == 0 && len(st.Target.Labels) == 0 {
@@ -182,8 +216,17 @@ func Parse(doc []byte) (*Playbook, error) {
 			n    *yaml.Node
 			name string
 			dst  **limit.Limit
-		}{{&st.MaxConcurrency, "max_concurrency", &st.conc}, {&st.MaxErrors, "max_errors", &st.errs}} {
+			ref  *string
+		}{{&st.MaxConcurrency, "max_concurrency", &st.conc, &st.concRef}, {&st.MaxErrors, "max_errors", &st.errs, &st.errsRef}} {
 			if l.n.Kind == 0 {
+				continue
+			}
+			if m := wholeRef.FindStringSubmatch(l.n.Value); m != nil && l.n.Kind == yaml.ScalarNode {
+				if pr := params[m[1]]; pr == nil || pr.Type != TypeInt {
+					return nil, posError(l.n.Line, field+"."+l.name, "%q: a limit may be an int parameter, and %q is not one", l.n.Value, m[1])
+				}
+				*l.ref = m[1]
+				used[m[1]] = true
 				continue
 			}
 			v, err := limit.Parse(l.n.Value)
@@ -199,6 +242,25 @@ func Parse(doc []byte) (*Playbook, error) {
 			}
 			st.timeoutS = int(d / time.Second)
 		}
+		if st.Soak != "" {
+			d, err := time.ParseDuration(st.Soak)
+			if err != nil || d < time.Second || d%time.Second != 0 {
+				return nil, posError(at("stages", i, "soak"), field+".soak", "%q is not a whole number of seconds, like 60s or 5m", st.Soak)
+			}
+			st.soakS = int(d / time.Second)
+		}
+		for _, list := range []struct {
+			name  string
+			steps []Step
+		}{{"steps", st.Steps}, {"rollback", st.Rollback}} {
+			for j := range list.steps {
+				if err := checkStep(&list.steps[j], params, used, func(path ...any) int {
+					return at(append([]any{"stages", i, list.name, j}, path...)...)
+				}, fmt.Sprintf("%s.%s[%d]", field, list.name, j)); err != nil {
+					return nil, err
+				}
+			}
+		}
 		// The args are bounded before any template in them is parsed.
 		if n := argsSize(st.Args); n > action.MaxArgs {
 			return nil, posError(at("stages", i, "args"), field+".args", "larger than %d bytes", action.MaxArgs)
@@ -207,7 +269,7 @@ func Parse(doc []byte) (*Playbook, error) {
 		var err error
 		walkStrings(st.Args, func(path string, s string) {
 			if err == nil {
-				err = checkTemplate(s, params)
+				err = checkTemplate(s, params, used)
 				if err != nil {
 					err = posError(at("stages", i, "args"), field+".args"+path, "%v", err)
 				}
@@ -217,14 +279,20 @@ func Parse(doc []byte) (*Playbook, error) {
 			return nil, err
 		}
 		for j, n := range st.Target.Nodes {
-			if err := checkTemplate(n, params); err != nil {
+			if err := checkTemplate(n, params, used); err != nil {
 				return nil, posError(at("stages", i, "target", "nodes", j), fmt.Sprintf("%s.target.nodes[%d]", field, j), "%v", err)
 			}
 		}
 		for k, v := range st.Target.Labels {
-			if err := checkTemplate(v, params); err != nil {
+			if err := checkTemplate(v, params, used); err != nil {
 				return nil, posError(at("stages", i, "target", "labels", k), field+".target.labels."+k, "%v", err)
 			}
+		}
+	}
+	// A parameter that no field uses would change nothing but the digest.
+	for i := range p.Params {
+		if !used[p.Params[i].Name] {
+			return nil, posError(at("params", i), fmt.Sprintf("params[%d]", i), "%q is used by no field of the playbook", p.Params[i].Name)
 		}
 	}
 	// The stages must make a valid run: names, on_failure, dependencies
@@ -345,8 +413,9 @@ func newTemplate(s string) (*template.Template, error) {
 	return template.New("").Funcs(Funcs).Option("missingkey=error").Parse(s)
 }
 
-// checkTemplate parses s and checks every name it uses.
-func checkTemplate(s string, params map[string]*Param) error {
+// checkTemplate parses s and checks every name it uses, marking the
+// parameters it uses in used.
+func checkTemplate(s string, params map[string]*Param, used map[string]bool) error {
 	if !strings.Contains(s, "{{") {
 		return nil
 	}
@@ -387,6 +456,8 @@ func checkTemplate(s string, params map[string]*Param) error {
 				bad = fmt.Errorf("template: %s: a parameter has no fields", n)
 			} else if params[n.Ident[0]] == nil {
 				bad = fmt.Errorf("template: %s refers to an undefined parameter %q", n, n.Ident[0])
+			} else {
+				used[n.Ident[0]] = true
 			}
 		case *parse.IdentifierNode:
 			if Funcs[n.Ident] == nil && !allowedBuiltins[n.Ident] {
@@ -544,8 +615,8 @@ var wholeRef = regexp.MustCompile(`^\{\{\s*\.([A-Za-z_][A-Za-z0-9_]*)\s*\}\}$`)
 // render fills one string's template. A string that is exactly one
 // reference keeps its parameter's type (when typed is set).
 func render(s string, values map[string]any, typed bool, b *renderBudget) (any, error) {
-	if !strings.Contains(s, "{{") {
-		return s, nil
+	if !strings.Contains(s, "{{") || runTime(s) {
+		return s, nil // no template, or the run's own (rendered as it goes)
 	}
 	if m := wholeRef.FindStringSubmatch(s); m != nil && typed {
 		if v, ok := values[m[1]]; ok {
@@ -614,7 +685,24 @@ func (p *Playbook) stageSpecs(values map[string]any) ([]wire.StageSpec, error) {
 	for i := range p.Stages {
 		st := &p.Stages[i]
 		sp := wire.StageSpec{Name: st.Name, Kind: st.Kind, MaxConcurrency: st.conc, MaxErrors: st.errs,
-			OnFailure: st.OnFailure, TimeoutS: st.timeoutS}
+			OnFailure: st.OnFailure, TimeoutS: st.timeoutS, Canary: st.Canary, SoakS: st.soakS, Unavailable: st.Unavailable}
+		var err error
+		if st.concRef != "" && values != nil {
+			if sp.MaxConcurrency, err = limitOf(st.Name, "max_concurrency", st.concRef, values); err != nil {
+				return nil, err
+			}
+		}
+		if st.errsRef != "" && values != nil {
+			if sp.MaxErrors, err = limitOf(st.Name, "max_errors", st.errsRef, values); err != nil {
+				return nil, err
+			}
+		}
+		if sp.Steps, err = stepSpecs(st.Name, st.Steps, values, b); err != nil {
+			return nil, err
+		}
+		if sp.Rollback, err = stepSpecs(st.Name, st.Rollback, values, b); err != nil {
+			return nil, err
+		}
 		if st.DependsOn != nil {
 			sp.DependsOn = append([]string{}, *st.DependsOn...)
 		}
@@ -655,4 +743,121 @@ func (p *Playbook) stageSpecs(values map[string]any) ([]wire.StageSpec, error) {
 		out = append(out, sp)
 	}
 	return out, nil
+}
+
+// runTimeRef finds a run-time reference (.steps or .node) in a template.
+var runTimeRef = regexp.MustCompile(`\.(steps|node)\b`)
+
+// paramRef finds the names a template refers to (.name).
+var paramRef = regexp.MustCompile(`(?:^|[\s({])\.([A-Za-z_][A-Za-z0-9_]*)`)
+
+// runTime reports whether s is one of the run's own templates (over .node
+// and .steps), rendered node by node as the run goes, not when it is made.
+func runTime(s string) bool {
+	return strings.Contains(s, "{{") && runTimeRef.MatchString(s)
+}
+
+// checkRunTime refuses a run-time template that also names a parameter:
+// it would render empty, as the run does not know the parameters.
+func checkRunTime(s string, params map[string]*Param) error {
+	for _, m := range paramRef.FindAllStringSubmatch(s, -1) {
+		if params[m[1]] != nil {
+			return fmt.Errorf("template: mixes the parameter %q with .steps or .node: give them in separate fields", m[1])
+		}
+	}
+	return nil
+}
+
+// checkStep checks one step as written and converts its durations; at
+// gives the line of a path below the step.
+func checkStep(sp *Step, params map[string]*Param, used map[string]bool, at func(path ...any) int, field string) error {
+	if sp.Timeout != "" {
+		d, err := time.ParseDuration(sp.Timeout)
+		if err != nil || d < time.Second || d%time.Second != 0 || d > action.MaxTimeoutS*time.Second {
+			return posError(at("timeout"), field+".timeout", "%q is not a whole number of seconds up to 7 days, like 90s or 2h", sp.Timeout)
+		}
+		sp.timeoutS = int(d / time.Second)
+	}
+	if r := sp.Retry; r != nil {
+		wr := &wire.Retry{Attempts: r.Attempts, Backoff: r.Backoff}
+		for _, d := range []struct {
+			s, name string
+			dst     *int
+		}{{r.Delay, "delay", &wr.DelayS}, {r.MaxDelay, "max_delay", &wr.MaxDelayS}} {
+			if d.s == "" {
+				continue
+			}
+			v, err := time.ParseDuration(d.s)
+			if err != nil || v < 0 || v%time.Second != 0 {
+				return posError(at("retry", d.name), field+".retry."+d.name, "%q is not a whole number of seconds, like 5s or 1m", d.s)
+			}
+			*d.dst = int(v / time.Second)
+		}
+		sp.retry = wr
+	}
+	if n := argsSize(sp.Args); n > action.MaxArgs {
+		return posError(at("args"), field+".args", "larger than %d bytes", action.MaxArgs)
+	}
+	check := func(s string) error {
+		if runTime(s) {
+			return checkRunTime(s, params)
+		}
+		return checkTemplate(s, params, used)
+	}
+	var err error
+	walkStrings(sp.Args, func(path string, s string) {
+		if err == nil {
+			if err = check(s); err != nil {
+				err = posError(at("args"), field+".args"+path, "%v", err)
+			}
+		}
+	})
+	if err != nil {
+		return err
+	}
+	if err := check(sp.When); err != nil {
+		return posError(at("when"), field+".when", "%v", err)
+	}
+	return nil
+}
+
+// stepSpecs renders steps as written into a run's (values nil: as written).
+func stepSpecs(stage string, steps []Step, values map[string]any, b *renderBudget) ([]wire.StepSpec, error) {
+	var out []wire.StepSpec
+	for i := range steps {
+		sp := &steps[i]
+		ws := wire.StepSpec{Name: sp.Name, Kind: sp.Kind, TimeoutS: sp.timeoutS, Retry: sp.retry, When: sp.When}
+		args := any(sp.Args)
+		if values != nil {
+			var err error
+			if args, err = renderValue(args, values, b); err != nil {
+				return nil, fmt.Errorf("%w: stage %s: step %s: args: %v", ErrInvalid, stage, sp.Name, err)
+			}
+			if ws.When, err = renderText(sp.When, values, b); err != nil {
+				return nil, fmt.Errorf("%w: stage %s: step %s: when: %v", ErrInvalid, stage, sp.Name, err)
+			}
+		}
+		if sp.Args != nil {
+			raw, err := json.Marshal(args)
+			if err != nil {
+				return nil, fmt.Errorf("%w: stage %s: step %s: args: %v", ErrInvalid, stage, sp.Name, err)
+			}
+			ws.Args = raw
+		}
+		out = append(out, ws)
+	}
+	return out, nil
+}
+
+// limitOf is a limit given as an int parameter's value.
+func limitOf(stage, field, name string, values map[string]any) (*limit.Limit, error) {
+	v, ok := values[name]
+	if !ok {
+		return nil, nil
+	}
+	l, err := limit.Parse(fmt.Sprint(v))
+	if err != nil {
+		return nil, fmt.Errorf("%w: stage %s: %s: the parameter %s is %v, not a count from 0", ErrInvalid, stage, field, name, v)
+	}
+	return &l, nil
 }

@@ -13,7 +13,7 @@ import (
 func TestExamplesParse(t *testing.T) {
 	t.Parallel()
 	files, err := filepath.Glob("../../../configs/playbooks/*.yaml")
-	if err != nil || len(files) != 3 {
+	if err != nil || len(files) != 4 {
 		t.Fatalf("examples: %v, %v", files, err)
 	}
 	for _, f := range files {
@@ -261,4 +261,119 @@ func argsLines(n int) string {
 		fmt.Fprintf(&b, "      k%d: %q\n", i, strings.Repeat("y", 1000))
 	}
 	return b.String()
+}
+
+const procedureDoc = `name: proc
+description: d
+params:
+  - {name: version, type: string}
+  - {name: errors, type: int, default: 1}
+stages:
+  - name: up
+    target: {all: true}
+    max_errors: "{{ .errors }}"
+    canary: 1
+    soak: 1m
+    unavailable: skip
+    steps:
+      - name: upgrade
+        kind: example.com/node.upgrade
+        args: {version: "{{ .version }}"}
+        timeout: 2m
+      - name: verify
+        kind: example.com/node.verify
+        retry: {attempts: 3, delay: 5s, backoff: 2, max_delay: 1m}
+        when: '{{ eq .steps.upgrade.state "DONE" }}'
+    rollback:
+      - name: downgrade
+        kind: example.com/node.upgrade
+        args: {version: "{{ .steps.upgrade.outputs.previous }}"}
+`
+
+// A playbook's stage carries a procedure: its steps and rollback, retry,
+// canary and soak reach the run; parameters are rendered when the run is
+// made and the run's own templates (.steps) are left for it; a limit given
+// as an int parameter takes its value.
+func TestPlaybookProcedureRenders(t *testing.T) {
+	t.Parallel()
+	p, err := Parse([]byte(procedureDoc))
+	if err != nil {
+		t.Fatal(err)
+	}
+	vals, err := p.Values(map[string]string{"version": "2.0", "errors": "3"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	specs, err := p.Render(vals)
+	if err != nil {
+		t.Fatal(err)
+	}
+	st := specs[0]
+	if st.MaxErrors == nil || st.MaxErrors.String() != "3" || st.Canary != 1 || st.SoakS != 60 || st.Unavailable != "skip" {
+		t.Fatalf("stage %+v", st)
+	}
+	if len(st.Steps) != 2 || string(st.Steps[0].Args) != `{"version":"2.0"}` || st.Steps[0].TimeoutS != 120 {
+		t.Fatalf("steps %+v", st.Steps)
+	}
+	if r := st.Steps[1].Retry; r == nil || r.Attempts != 3 || r.DelayS != 5 || r.Backoff != 2 || r.MaxDelayS != 60 {
+		t.Fatalf("retry %+v", r)
+	}
+	if st.Steps[1].When != `{{ eq .steps.upgrade.state "DONE" }}` {
+		t.Fatalf("when %q", st.Steps[1].When)
+	}
+	if len(st.Rollback) != 1 || string(st.Rollback[0].Args) != `{"version":"{{ .steps.upgrade.outputs.previous }}"}` {
+		t.Fatalf("rollback %+v", st.Rollback)
+	}
+	// The limit follows its parameter: another value, another plan.
+	vals["errors"] = 0
+	specs, err = p.Render(vals)
+	if err != nil || specs[0].MaxErrors.String() != "0" {
+		t.Fatalf("max_errors with errors=0: %v, %v", specs[0].MaxErrors, err)
+	}
+}
+
+// A parameter no field uses, a limit from a parameter that is not an int,
+// and a template mixing a parameter with .steps are refused with the line.
+func TestPlaybookRefusesUnusedParametersWithTheLine(t *testing.T) {
+	t.Parallel()
+	for name, tc := range map[string]struct{ doc, want string }{
+		"unused": {`name: x
+description: d
+params:
+  - {name: service, type: string, default: web}
+  - {name: max_errors, type: int, default: 0}
+stages:
+  - name: one
+    kind: example.com/x
+    args: {service: "{{ .service }}"}
+    target: {all: true}
+`, `line 5: params[1]: "max_errors" is used by no field`},
+		"limit of a string": {`name: x
+description: d
+params:
+  - {name: service, type: string, default: web}
+stages:
+  - name: one
+    kind: example.com/x
+    target: {all: true}
+    max_errors: "{{ .service }}"
+`, `line 9: stages[0].max_errors`},
+		"mixed": {`name: x
+description: d
+params:
+  - {name: version, type: string}
+stages:
+  - name: one
+    target: {all: true}
+    steps:
+      - name: up
+        kind: example.com/x
+        args: {v: "{{ .version }}-{{ .steps.up.state }}"}
+`, `mixes the parameter "version"`},
+	} {
+		_, err := Parse([]byte(tc.doc))
+		if err == nil || !errors.Is(err, ErrInvalid) || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%s: %v, want %q", name, err, tc.want)
+		}
+	}
 }

@@ -128,11 +128,22 @@ func (p *Planned) Wire() wire.Plan {
 	for _, st := range p.Stages {
 		out.Stages = append(out.Stages, wire.Stage{Name: st.Name, Kind: st.Kind, Args: st.Args, Target: wire.Target(st.Target),
 			Nodes: st.Nodes, MaxConcurrency: st.MaxConcurrency, MaxErrors: st.MaxErrors, OnFailure: st.OnFailure,
-			DependsOn: st.DependsOn, TimeoutS: st.TimeoutS, State: st.State})
+			DependsOn: st.DependsOn, TimeoutS: st.TimeoutS, State: st.State,
+			Steps: runs.StepSpecs(st.Steps), Rollback: runs.StepSpecs(st.Rollback), Canary: st.Canary, SoakS: st.SoakS,
+			Unavailable: st.Unavailable, UnavailableTimeoutS: st.UnavailableTimeoutS})
 		conc := st.MaxConcurrency.Ceil(len(st.Nodes))
 		for j, n := range st.Nodes {
-			out.Children = append(out.Children, wire.PlanChild{Stage: st.Name, Wave: runs.Wave(j, conc), NodeID: n,
-				Kind: st.Kind, Args: st.Args})
+			if len(st.Steps) == 0 {
+				out.Children = append(out.Children, wire.PlanChild{Stage: st.Name, Wave: runs.Wave(j, conc), NodeID: n,
+					Kind: st.Kind, Args: st.Args})
+				continue
+			}
+			// A procedure: each node's steps in order, their args as
+			// written (the run's own templates render as it goes).
+			for _, sp := range st.Steps {
+				out.Children = append(out.Children, wire.PlanChild{Stage: st.Name, Wave: runs.Wave(j, conc), NodeID: n,
+					Step: sp.Name, Kind: sp.Kind, Args: sp.Args, When: sp.When})
+			}
 		}
 	}
 	return out
