@@ -2,6 +2,7 @@ package tlsutil
 
 import (
 	"crypto/tls"
+	"crypto/x509"
 	"errors"
 	"net"
 	"os"
@@ -213,4 +214,40 @@ func TestRevokedPeerIsRefused(t *testing.T) {
 		t.Fatalf("dial after revocation: %v, want ErrRevoked", err)
 	}
 
+}
+
+// TestPinnedPoolTrustsOnlyThePinnedCA: a bundle holding the pinned CA and
+// another one (a man in the middle's) yields a pool that verifies the
+// pinned CA's certificates and not the other CA's.
+func TestPinnedPoolTrustsOnlyThePinnedCA(t *testing.T) {
+	t.Parallel()
+	dir, evilDir := setup(t), setup(t)
+	good, err := os.ReadFile(filepath.Join(dir, CACertFile))
+	if err != nil {
+		t.Fatal(err)
+	}
+	evil, err := os.ReadFile(filepath.Join(evilDir, CACertFile))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ca, _ := LoadCA(dir)
+	pool, err := PinnedPool(append(append([]byte{}, evil...), good...), Pin(ca.Cert))
+	if err != nil {
+		t.Fatal(err)
+	}
+	gp, err := CreateCert(dir, Core(), []string{"core.test"}, time.Now(), time.Hour)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ep, err := CreateCert(evilDir, Core(), []string{"core.test"}, time.Now(), time.Hour)
+	if err != nil {
+		t.Fatal(err)
+	}
+	opts := x509.VerifyOptions{Roots: pool}
+	if _, err := readCert(t, gp.Cert).Verify(opts); err != nil {
+		t.Fatalf("the pinned CA's certificate: %v", err)
+	}
+	if _, err := readCert(t, ep.Cert).Verify(opts); err == nil {
+		t.Fatal("a certificate of the other CA in the bundle verified")
+	}
 }
