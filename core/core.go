@@ -447,7 +447,7 @@ func listen(cfg Config, enr *enroll.Service) (net.Listener, *apiserver.Guard, *t
 			for _, ca := range certs {
 				pool.AddCert(ca)
 			}
-			opts = append(opts, tlsutil.RequestAgentCerts(pool, certs))
+			opts = append(opts, tlsutil.RequestAgentCerts(pool, certs, enr.Revoked))
 		}
 	}
 	tc, err := tlsutil.ListenConfig("api", c.TLS.CertFile, c.TLS.KeyFile, c.TLS.ClientCAFile, opts...)

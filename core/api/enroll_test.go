@@ -283,7 +283,7 @@ func (e *env) tlsAPI() *httptest.Server {
 	pool.AddCert(ca.Cert)
 	ts := httptest.NewUnstartedServer(e.srv.Handler())
 	ts.TLS = &tls.Config{Certificates: []tls.Certificate{cert}}
-	tlsutil.RequestAgentCerts(pool, []*x509.Certificate{ca.Cert})(ts.TLS)
+	tlsutil.RequestAgentCerts(pool, []*x509.Certificate{ca.Cert}, nil)(ts.TLS)
 	ts.StartTLS()
 	e.t.Cleanup(ts.Close)
 	return ts

@@ -150,18 +150,45 @@ func ServeKeyPair(kp *KeyPair) ListenOption {
 // verifies it itself, so that an expired or revoked certificate gets a
 // clear answer rather than a failed handshake. When the listener already
 // requires client certificates (api.tls.client_ca_file), the agents' CA is
-// accepted beside that CA.
-func RequestAgentCerts(pool *x509.CertPool, certs []*x509.Certificate) ListenOption {
+// accepted beside that CA, and an agent certificate whose serial revoked
+// reports is refused in the handshake (nil revoked: none is).
+func RequestAgentCerts(pool *x509.CertPool, certs []*x509.Certificate, revoked func(serial string) bool) ListenOption {
 	return func(c *tls.Config) {
 		if c.ClientAuth == tls.RequireAndVerifyClientCert {
 			for _, ca := range certs {
 				c.ClientCAs.AddCert(ca)
+			}
+			if revoked != nil {
+				check, extra := CheckSerials(revoked), c.VerifyConnection
+				c.VerifyConnection = func(cs tls.ConnectionState) error {
+					// Only a certificate the agents' CA signed is looked
+					// up: the serials on the list are that CA's.
+					if len(cs.PeerCertificates) > 0 && signedByOneOf(cs.PeerCertificates[0], certs) {
+						if err := check(cs); err != nil {
+							return err
+						}
+					}
+					if extra != nil {
+						return extra(cs)
+					}
+					return nil
+				}
 			}
 			return
 		}
 		c.ClientAuth = tls.RequestClientCert
 		c.ClientCAs = pool
 	}
+}
+
+// signedByOneOf reports whether one of cas signed leaf.
+func signedByOneOf(leaf *x509.Certificate, cas []*x509.Certificate) bool {
+	for _, ca := range cas {
+		if leaf.CheckSignatureFrom(ca) == nil {
+			return true
+		}
+	}
+	return false
 }
 
 // CheckSerials returns a VerifyConnection check that refuses a peer whose

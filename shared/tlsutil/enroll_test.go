@@ -251,3 +251,60 @@ func TestPinnedPoolTrustsOnlyThePinnedCA(t *testing.T) {
 		t.Fatal("a certificate of the other CA in the bundle verified")
 	}
 }
+
+// TestClientCAListenerRefusesRevokedAgentCert: a listener that requires
+// client certificates (api.tls.client_ca_file) and accepts the agents' CA
+// beside it refuses an agent certificate once its serial is revoked, and
+// still accepts a certificate of its own client CA.
+func TestClientCAListenerRefusesRevokedAgentCert(t *testing.T) {
+	t.Parallel()
+	dir, agents := setup(t), setup(t)
+	if _, err := CreateCert(dir, Core(), []string{"127.0.0.1"}, time.Now(), time.Hour); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := CreateCert(dir, Client("alice"), nil, time.Now(), time.Hour); err != nil {
+		t.Fatal(err)
+	}
+	aca, _ := LoadCA(agents)
+	csrPEM, keyPEM, err := NewAgentCSR("web-1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	csr, _ := ParseAgentCSR(csrPEM, "web-1")
+	certPEM, leaf, err := aca.SignAgent(csr, "web-1", "prod", time.Now(), time.Hour)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pair, err := tls.X509KeyPair(certPEM, keyPEM)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sc, err := ServerConfig(filepath.Join(dir, "core.pem"), filepath.Join(dir, "core-key.pem"), filepath.Join(dir, CACertFile))
+	if err != nil {
+		t.Fatal(err)
+	}
+	pool := x509.NewCertPool()
+	pool.AddCert(aca.Cert)
+	revoked := map[string]bool{}
+	RequestAgentCerts(pool, []*x509.Certificate{aca.Cert}, func(s string) bool { return revoked[s] })(sc)
+	clientAs := func(cert, key string) *tls.Config {
+		cc, err := ClientConfig(filepath.Join(dir, CACertFile), cert, key)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return ForPeer(cc, Core())
+	}
+	agent := clientAs("", "")
+	agent.Certificates = []tls.Certificate{pair}
+	if st, err := handshake(t, sc, agent); err != nil || !st.HandshakeComplete {
+		t.Fatalf("before revocation: %v", err)
+	}
+	revoked[SerialHex(leaf)] = true
+	if st, _ := handshake(t, sc, agent); st.HandshakeComplete {
+		t.Fatal("a revoked agent certificate completed the handshake")
+	}
+	alice := clientAs(filepath.Join(dir, "client-alice.pem"), filepath.Join(dir, "client-alice-key.pem"))
+	if st, err := handshake(t, sc, alice); err != nil || !st.HandshakeComplete {
+		t.Fatalf("the client CA's certificate after an agent's revocation: %v", err)
+	}
+}
