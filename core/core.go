@@ -522,10 +522,12 @@ func gossipOptions(cfg Config, atls *tls.Config) []discovery.GossipOption {
 		if !allowInternalGossip(cfg) {
 			d = &net.Dialer{Control: gossip.RefuseInternal} // as the orchestrator dials gossip nodes
 		}
-		opts = append(opts, discovery.VerifyClaims(func(ctx context.Context, _, node, addr string) error {
+		opts = append(opts, discovery.VerifyClaims(func(ctx context.Context, cluster, node, addr string) error {
 			ctx, cancel := context.WithTimeout(ctx, timeout)
 			defer cancel()
-			err := tlsutil.ProvePeer(ctx, d, atls, addr, tlsutil.Agent(node))
+			// The certificate must name the node, and its cluster when it
+			// names one (an enrolled one does).
+			err := tlsutil.ProvePeer(ctx, d, tlsutil.InCluster(atls, cluster), addr, tlsutil.Agent(node))
 			if pe := (*tlsutil.ProofError)(nil); errors.As(err, &pe) {
 				return &discovery.ClaimError{Reason: pe.Reason}
 			}

@@ -295,6 +295,7 @@ func ProvePeer(ctx context.Context, d *net.Dialer, c *tls.Config, addr string, w
 	}
 	var (
 		ie *IdentityError
+		ce *ClusterError
 		ua x509.UnknownAuthorityError
 		rh tls.RecordHeaderError
 		al tls.AlertError
@@ -302,6 +303,8 @@ func ProvePeer(ctx context.Context, d *net.Dialer, c *tls.Config, addr string, w
 	switch {
 	case errors.As(err, &ie):
 		return &ProofError{Reason: ie.Error()}
+	case errors.As(refused, &ce):
+		return &ProofError{Reason: ce.Error()}
 	case errors.Is(refused, ErrRevoked):
 		return &ProofError{Reason: "its certificate is revoked"}
 	case errors.As(err, &ua):
@@ -314,4 +317,40 @@ func ProvePeer(ctx context.Context, d *net.Dialer, c *tls.Config, addr string, w
 		return &ProofError{Reason: "it refused the TLS handshake"}
 	}
 	return err
+}
+
+// ErrWrongCluster: an agent's certificate names another cluster than the
+// node's. Errors of InCluster that match it are *ClusterError.
+var ErrWrongCluster = errors.New("certificate of another cluster")
+
+// ClusterError says which cluster an agent's certificate names instead of
+// the node's. It matches ErrWrongCluster.
+type ClusterError struct{ Got, Want string }
+
+func (e *ClusterError) Error() string {
+	return fmt.Sprintf("the peer's certificate is for cluster %s, not %s", e.Got, e.Want)
+}
+
+// Is makes errors.Is(err, ErrWrongCluster) true.
+func (e *ClusterError) Is(target error) bool { return target == ErrWrongCluster }
+
+// InCluster returns a copy of c that also refuses a peer whose certificate
+// names a cluster (ClusterOf) other than cluster; a certificate naming none
+// passes. Wrapped by ForPeer, the check runs after the chain's and the
+// identity's.
+func InCluster(c *tls.Config, cluster string) *tls.Config {
+	c = c.Clone()
+	extra := c.VerifyConnection
+	c.VerifyConnection = func(cs tls.ConnectionState) error {
+		if len(cs.PeerCertificates) > 0 {
+			if got := ClusterOf(cs.PeerCertificates[0]); got != "" && got != cluster {
+				return &ClusterError{Got: got, Want: cluster}
+			}
+		}
+		if extra != nil {
+			return extra(cs)
+		}
+		return nil
+	}
+	return c
 }

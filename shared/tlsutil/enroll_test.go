@@ -308,3 +308,70 @@ func TestClientCAListenerRefusesRevokedAgentCert(t *testing.T) {
 		t.Fatalf("the client CA's certificate after an agent's revocation: %v", err)
 	}
 }
+
+// TestInClusterRefusesAnotherClustersAgent: an enrolled certificate for
+// node web-1 of cluster dev does not pass as web-1 of cluster prod, through
+// ForPeer or ProvePeer; it passes for dev; a certificate naming no cluster
+// (made by `muster tls cert create`) passes for any cluster.
+func TestInClusterRefusesAnotherClustersAgent(t *testing.T) {
+	t.Parallel()
+	dir := setup(t)
+	ca, _ := LoadCA(dir)
+	csrPEM, keyPEM, err := NewAgentCSR("web-1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	csr, _ := ParseAgentCSR(csrPEM, "web-1")
+	certPEM, _, err := ca.SignAgent(csr, "web-1", "dev", time.Now(), time.Hour)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pair, err := tls.X509KeyPair(certPEM, keyPEM)
+	if err != nil {
+		t.Fatal(err)
+	}
+	serve := func(c tls.Certificate) string {
+		ln, err := tls.Listen("tcp", "127.0.0.1:0", &tls.Config{Certificates: []tls.Certificate{c}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { ln.Close() })
+		go func() {
+			for {
+				c, err := ln.Accept()
+				if err != nil {
+					return
+				}
+				go func() { _ = c.(*tls.Conn).Handshake(); c.Close() }()
+			}
+		}()
+		return ln.Addr().String()
+	}
+	enrolled := serve(pair)
+	cc, err := ClientConfig(filepath.Join(dir, CACertFile), "", "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := ProvePeer(t.Context(), nil, InCluster(cc, "dev"), enrolled, Agent("web-1")); err != nil {
+		t.Fatalf("web-1 of dev for dev: %v", err)
+	}
+	err = ProvePeer(t.Context(), nil, InCluster(cc, "prod"), enrolled, Agent("web-1"))
+	var pe *ProofError
+	if !errors.As(err, &pe) || !strings.Contains(pe.Reason, "cluster dev") {
+		t.Fatalf("web-1 of dev for prod: %v, want a proof error naming cluster dev", err)
+	}
+	if _, err := tls.Dial("tcp", enrolled, ForPeer(InCluster(cc, "prod"), Agent("web-1"))); !errors.Is(err, ErrWrongCluster) {
+		t.Fatalf("dial web-1 of dev for prod: %v, want ErrWrongCluster", err)
+	}
+	p, err := CreateCert(dir, Agent("web-2"), nil, time.Now(), time.Hour)
+	if err != nil {
+		t.Fatal(err)
+	}
+	hand, err := tls.LoadX509KeyPair(p.Cert, p.Key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := ProvePeer(t.Context(), nil, InCluster(cc, "prod"), serve(hand), Agent("web-2")); err != nil {
+		t.Fatalf("a certificate naming no cluster: %v", err)
+	}
+}
