@@ -290,6 +290,7 @@ func withUI(cfg Config, apiSrv *api.Server, rules *actions.Rules, engine *runs.E
 		DevLoginsExpire:     cfg.DevLoginsExpire,
 		Runs:                engine,
 		Streams:             lim,
+		Budget:              cfg.BudgetPolicy(),
 	}, st, rules, n, log)
 	if err != nil {
 		return nil, nil, err

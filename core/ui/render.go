@@ -19,7 +19,7 @@ import (
 
 // pageNames are the templates/<name>.html files; each defines "content"
 // and, for pages that update live, "live".
-var pageNames = []string{"login", "approvals", "actions", "action", "clusters", "events", "error", "runs", "run"}
+var pageNames = []string{"login", "approvals", "actions", "action", "clusters", "events", "error", "runs", "run", "node", "dashboard"}
 
 // printable returns s with every control character (but newline and tab,
 // which a page shows as they are), every bidirectional override and every
@@ -75,6 +75,7 @@ var funcs = template.FuncMap{
 		return t.UTC().Format("2006-01-02 15:04:05") + " UTC"
 	},
 	"join":      strings.Join,
+	"nodePath":  nodePath,
 	"short":     func(id string) string { return id[:min(8, len(id))] },
 	"stateName": func(s action.State) string { return strings.ReplaceAll(string(s), "_", " ") },
 	"lower":     strings.ToLower,
