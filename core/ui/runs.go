@@ -354,7 +354,7 @@ func runFlash(r *http.Request) string {
 		return ""
 	}
 	switch q.Get("done") {
-	case "approved", "rejected", "paused", "resumed", "cancelled":
+	case "approved", "rejected", "paused", "resumed", "cancelled", "started":
 		return strings.ToUpper(q.Get("done")[:1]) + q.Get("done")[1:] + " run " + id + "."
 	}
 	return ""

@@ -51,6 +51,9 @@ var roleTable = map[string][5]int{ //    none viewer  op   appr admin
 	"POST /ui/runs/{id}/resume":                        {303, 403, 303, 403, 303},
 	"POST /ui/runs/{id}/cancel":                        {303, 403, 303, 403, 303},
 	"GET /ui/dashboard":                                {303, 200, 200, 200, 200},
+	"GET /ui/playbooks":                                {303, 200, 200, 200, 200},
+	"GET /ui/playbooks/{name}":                         {303, 200, 200, 200, 200},
+	"POST /ui/playbooks/{name}/start":                  {303, 403, 303, 403, 303},
 	"GET /ui/clusters":                                 {303, 200, 200, 200, 200},
 	"GET /ui/clusters/{cluster}/nodes/{node}":          {303, 200, 200, 200, 200},
 	"POST /ui/clusters/{cluster}/nodes/{node}/drain":   {303, 403, 303, 403, 303},
@@ -66,6 +69,7 @@ func TestUIRoleTable(t *testing.T) {
 		nonces[strings.Repeat(string(rune('a'+i)), 32)] = "viewer"
 	}
 	e := setup(t, func(c *Config) { c.DevLogins = nonces })
+	e.applyPlaybook(sleepPlaybook, "admin")
 	registered := map[string]bool{}
 	for _, r := range e.ui.routes {
 		key := r.Method + " " + r.Pattern
@@ -110,6 +114,14 @@ func TestUIRoleTable(t *testing.T) {
 					"POST /ui/clusters/{cluster}/nodes/{node}/undrain":
 					path = strings.NewReplacer("{cluster}", "prod", "{node}", "db-1").Replace(path)
 					form.Set("reason", "checked")
+				case "GET /ui/playbooks/{name}", "POST /ui/playbooks/{name}/start":
+					path = strings.Replace(path, "{name}", "nap", 1)
+					version, digest := e.planDigest("nap", map[string]string{"node": "db-1", "loud": "false"})
+					form.Set("cluster", "prod")
+					form.Set("version", strconv.Itoa(version))
+					form.Set("digest", digest)
+					form.Set("p.node", "db-1")
+					form.Set("p.loud", "false")
 				case "GET /ui/actions/{id}", "POST /ui/actions/{id}/approve", "POST /ui/actions/{id}/reject":
 					a := e.create("someone", `{"seconds":1}`)
 					path = strings.Replace(path, "{id}", a.ID, 1)
