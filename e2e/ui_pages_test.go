@@ -178,6 +178,30 @@ func TestWebUIPages(t *testing.T) {
 		chromedp.Click(chromedp.CSS(`form[action$="/approve"] button`)))
 	waitLoaded(t, bob, "the run DONE", `(document.querySelector('#run-state') || {}).textContent === 'DONE'`)
 
+	// A run that fails says why on its page, and its progress bar has the
+	// colour of FAILED.
+	failing, err := f.alice.CreateRun(ctxT(t), &wire.CreateRunRequest{ClusterID: "e2e", Stages: []wire.StageSpec{
+		{Name: "break", Kind: "muster.io/debug.fail", Args: json.RawMessage(`{"message":"disk full"}`),
+			Target: wire.Target{Nodes: []string{"node-1"}}},
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.bob.ApproveRun(ctxT(t), failing.ID, failing.Digest); err != nil {
+		t.Fatal(err)
+	}
+	do(t, alice, chromedp.Navigate(base+"/ui/runs/"+failing.ID))
+	waitLoaded(t, alice, "the run FAILED, live", `(document.querySelector('#run-state') || {}).textContent === 'FAILED'`)
+	waitLoaded(t, alice, "why it failed", `document.querySelector('#run-why') !== null`)
+	if why := eval[string](t, alice, `document.querySelector('#run-why').textContent`); !strings.Contains(why, "This run failed") || !strings.Contains(why, "break") {
+		t.Fatalf("the failed run says %q", why)
+	}
+	colours := eval[[]string](t, alice, `[getComputedStyle(document.querySelector('.progress.is-failed progress')).accentColor,
+		getComputedStyle(document.querySelector('#run-state .state')).color]`)
+	if colours[0] != colours[1] || colours[0] != "rgb(180, 35, 24)" {
+		t.Fatalf("the failed run's progress bar is %s and its state %s, want both the colour of FAILED", colours[0], colours[1])
+	}
+
 	// A run with long stage names waits for approval, so that the lists
 	// have wide rows that squeeze their narrow columns.
 	if _, err := f.alice.CreateRun(ctxT(t), &wire.CreateRunRequest{ClusterID: "e2e", Stages: []wire.StageSpec{
@@ -201,6 +225,7 @@ func TestWebUIPages(t *testing.T) {
 		{"action", "/ui/actions/" + a.ID, "#action-state"},
 		{"runs", "/ui/runs", "table.runs"},
 		{"run", "/ui/runs/" + runID, "#run-state"},
+		{"run-failed", "/ui/runs/" + failing.ID, "#run-why"},
 		{"events", "/ui/events", "main h1"},
 	}
 	for _, who := range []string{"vera", "alice"} {
