@@ -122,15 +122,19 @@ func (a *Agent) Run(ctx context.Context) error {
 
 	var rq runner.Queue = q
 	var note *notifier
+	var onOutput func()
 	if cfg.Gossip.Enabled {
 		// With gossip, every state change is told to the cores at once
 		// (its sender starts with the gossip service, below).
 		note = newNotifier(cfg.ClusterID, cfg.NodeID, NoteGap, a.log)
 		rq = notifyingQueue{Queue: q, changed: note.Changed}
+		// A running action's output, committed as it grows (at most once
+		// a second), is told too: the core pulls it in a sync of this node.
+		onOutput = note.Changed
 	}
 	run := runner.New(runner.Config{
 		Queue: rq, Handlers: reg, Actor: cfg.NodeID, DefaultTimeout: cfg.Actions.DefaultTimeout,
-		Log: a.log, Metrics: runner.NewMetrics(prom),
+		Log: a.log, Metrics: runner.NewMetrics(prom), OnOutput: onOutput,
 	})
 	ret := newRetention(q, queue.Retention{
 		Retention: cfg.Actions.Retention, Max: cfg.Actions.RetentionMax, Tombstones: cfg.Actions.TombstoneRetention,

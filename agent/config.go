@@ -164,7 +164,9 @@ func (c Config) WithEnrollment() Config {
 func DefaultConfig() Config {
 	return Config{
 		Labels: map[string]string{},
-		API:    APIConfig{API: config.API{Addr: "127.0.0.1:7420", Server: config.DefaultServer()}},
+		// No TCP listener by default: it serves the core only, over mutual
+		// TLS that must be configured first; the Unix socket needs nothing.
+		API: APIConfig{API: config.API{Server: config.DefaultServer()}},
 		Actions: ActionsConfig{
 			DefaultTimeout:     time.Hour,
 			Retention:          7 * 24 * time.Hour,

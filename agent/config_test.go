@@ -41,6 +41,20 @@ func TestConfigRefusesWhatTheCoreRefuses(t *testing.T) {
 	}
 }
 
+// The built-in defaults with the three settings every node must give start:
+// no TCP listener (it needs TLS), the Unix socket only.
+func TestMinimalConfigStarts(t *testing.T) {
+	t.Parallel()
+	c := DefaultConfig()
+	c.NodeID, c.ClusterID, c.DataDir = "db-1", "prod", t.TempDir()
+	if err := c.Validate(); err != nil {
+		t.Fatalf("a minimal config is refused: %v", err)
+	}
+	if c.API.Addr != "" {
+		t.Fatalf("default api.addr %q needs TLS to start", c.API.Addr)
+	}
+}
+
 // TestEnrollmentDefaults: an enrolled agent serves its enrolled
 // certificate, requires the core's client certificate of the enrolled CA
 // bundle and gossips with the enrolled key, unless configured otherwise.

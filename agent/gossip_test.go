@@ -50,7 +50,7 @@ func TestGossipConfig(t *testing.T) {
 		t.Run(c.name, func(t *testing.T) {
 			t.Parallel()
 			cfg := DefaultConfig()
-			cfg.NodeID, cfg.ClusterID, cfg.DataDir, cfg.API.Insecure = "n1", "c1", "/d", true
+			cfg.NodeID, cfg.ClusterID, cfg.DataDir, cfg.API.Addr, cfg.API.Insecure = "n1", "c1", "/d", "127.0.0.1:7420", true
 			cfg.Gossip.Enabled, cfg.Gossip.KeyFile, cfg.Gossip.Join = true, "/gossip.key", []string{"10.0.0.9:7946"}
 			c.edit(&cfg)
 			err := cfg.Validate()

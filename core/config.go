@@ -11,6 +11,7 @@ import (
 	"github.com/musterhq/muster/core/budget"
 	"github.com/musterhq/muster/core/discovery"
 	"github.com/musterhq/muster/core/enroll"
+	"github.com/musterhq/muster/core/notify"
 	"github.com/musterhq/muster/core/retention"
 	"github.com/musterhq/muster/core/streams"
 	"github.com/musterhq/muster/core/ui"
@@ -45,6 +46,11 @@ type Config struct {
 	// than this are purged in the background.
 	Retention time.Duration `mapstructure:"retention" yaml:"retention"`
 	Log       config.Log    `mapstructure:"log" yaml:"log"`
+	// Notify lists the notification destinations (docs/notifications.md).
+	Notify []notify.Destination `mapstructure:"notify" yaml:"notify"`
+	// NotifyAllowLoopback lets destinations be plain http and on loopback
+	// or link-local addresses (`muster dev` sets it).
+	NotifyAllowLoopback bool `mapstructure:"notify_allow_loopback" yaml:"notify_allow_loopback"`
 	// ShutdownTimeout bounds the whole stop, every part together.
 	ShutdownTimeout time.Duration `mapstructure:"shutdown_timeout" yaml:"shutdown_timeout"`
 
@@ -67,6 +73,9 @@ type UIConfig struct {
 	// MaxSessionsPerToken caps the sessions of one token: signing in once
 	// more ends its oldest.
 	MaxSessionsPerToken int `mapstructure:"max_sessions_per_token" yaml:"max_sessions_per_token"`
+	// PublicURL is the core's address as people reach it, for the links
+	// of notifications; empty: http(s)://api.addr.
+	PublicURL string `mapstructure:"public_url" yaml:"public_url"`
 }
 
 // DevLoginTTL is how long the DevLogins links work (`muster dev`).
@@ -198,6 +207,7 @@ func DefaultConfig() Config {
 		AgentsCA:        AgentsCAConfig{Lifetime: enroll.DefaultLifetime},
 		Approval:        approval.DefaultPolicy(),
 		Retention:       retention.DefaultConfig().Retention,
+		Notify:          []notify.Destination{},
 		Gossip:          GossipConfig{BindAddr: "0.0.0.0:7946", Join: []string{}, Timing: gossip.Timing{Profile: gossip.ProfileLAN}},
 		UI:              UIConfig{Enabled: true, SessionTTL: 12 * time.Hour, MaxSessionsPerToken: ui.DefaultMaxSessionsPerToken},
 		HA:              HAConfig{LeaseTTL: 10 * time.Second},
@@ -354,6 +364,16 @@ func (c *Config) Validate() error {
 			add("ha.replica_id", "%v", err)
 		}
 	}
+	known := notify.Known{Dynamic: c.Gossip.Enabled}
+	for _, cl := range c.Clusters {
+		known.Clusters = append(known.Clusters, cl.ID)
+	}
+	errs = append(errs, notify.Validate(c.Notify, c.NotifyAllowLoopback, known)...)
+	if u := c.UI.PublicURL; u != "" {
+		if pu, err := url.Parse(u); err != nil || (pu.Scheme != "http" && pu.Scheme != "https") || pu.Host == "" {
+			add("ui.public_url", "%q is not an http(s) URL with a host", u)
+		}
+	}
 	errs = append(errs, c.Log.Validate()...)
 	errs = append(errs, config.ValidateShutdownTimeout(c.ShutdownTimeout)...)
 	return errs.Err()
@@ -375,6 +395,18 @@ func validAgentAddr(addr string) error {
 		return fmt.Errorf("%q is not host:port", addr)
 	}
 	return nil
+}
+
+// PublicURL is where people reach the core: ui.public_url, else the API's
+// address.
+func (c *Config) PublicURL() string {
+	if c.UI.PublicURL != "" {
+		return c.UI.PublicURL
+	}
+	if c.API.TLS.Enabled() {
+		return "https://" + c.API.Addr
+	}
+	return "http://" + c.API.Addr
 }
 
 // BudgetPolicy is the disruption budget of every configured cluster and

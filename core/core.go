@@ -24,9 +24,12 @@ import (
 
 	"github.com/musterhq/muster/core/actions"
 	"github.com/musterhq/muster/core/api"
+	"github.com/musterhq/muster/core/approval"
 	"github.com/musterhq/muster/core/auth"
+	"github.com/musterhq/muster/core/budget"
 	"github.com/musterhq/muster/core/discovery"
 	"github.com/musterhq/muster/core/enroll"
+	"github.com/musterhq/muster/core/notify"
 	"github.com/musterhq/muster/core/orchestrate"
 	"github.com/musterhq/muster/core/retention"
 	"github.com/musterhq/muster/core/runs"
@@ -48,9 +51,11 @@ type Core struct {
 	cfg Config
 	log *slog.Logger
 
-	mu    sync.Mutex
-	addr  net.Addr
-	ready chan struct{}
+	mu        sync.Mutex
+	addr      net.Addr
+	ready     chan struct{}
+	live      *live // set while Run serves: what Reload changes
+	reloaders []Reloader
 	// pairs are the certificates ReloadTLS reads again.
 	pairs map[string]*tlsutil.KeyPair
 }
@@ -94,6 +99,8 @@ func (c *Core) Run(ctx context.Context) error {
 		return err
 	}
 	defer st.Close()
+	// Every event a destination wants is enqueued with it.
+	st.SetOutbox(notify.Route(cfg.Notify))
 	if err := auth.Bootstrap(ctx, st, cfg.DataDir, c.log); err != nil {
 		return err
 	}
@@ -119,8 +126,12 @@ func (c *Core) Run(ctx context.Context) error {
 	}
 	// One set of rules for every action change, whether the API, the
 	// orchestrator or the run engine makes it.
-	rules := &actions.Rules{Policy: cfg.Approval, ScheduleTTL: cfg.Orchestrate.ScheduleTTL}
-	engine := &runs.Engine{Policy: cfg.Approval, Actions: rules}
+	// The approval policy and the budget are read through their Live
+	// holders, which Reload replaces (SIGHUP).
+	lv := &live{approval: approval.NewLive(cfg.Approval), budget: budget.NewLive(cfg.BudgetPolicy()), st: st}
+	policy, budgets := lv.approval.Policy(), lv.budget.Policy()
+	rules := &actions.Rules{Policy: policy, ScheduleTTL: cfg.Orchestrate.ScheduleTTL}
+	engine := &runs.Engine{Policy: policy, Actions: rules}
 	ln, guard, apiPair, err := listen(cfg, enr)
 	if err != nil {
 		return err
@@ -139,6 +150,7 @@ func (c *Core) Run(ctx context.Context) error {
 		ln.Close()
 		return err
 	}
+	repl.st = st // replica joins and losses are events
 	ocfg := orchestrate.Config{
 		Rules:            rules,
 		Interval:         cfg.Orchestrate.Interval,
@@ -151,7 +163,7 @@ func (c *Core) Run(ctx context.Context) error {
 		RunPoll:          cfg.Orchestrate.RunPoll,
 		AgentTLS:         atls,
 		StaticLabels:     discovery.StaticLabels(cfg.Clusters),
-		Budget:           cfg.BudgetPolicy(),
+		Budget:           budgets,
 		Runs:             engine,
 		Leases:           repl.orchestrateLeases(),
 	}
@@ -162,13 +174,21 @@ func (c *Core) Run(ctx context.Context) error {
 		ln.Close()
 		return err
 	}
+	// With several replicas, the one holding the outbox's lease delivers.
+	var notifier *notify.Worker
+	notifier, err = notify.New(notify.Config{Destinations: cfg.Notify, PublicURL: cfg.PublicURL(),
+		AllowLoopback: cfg.NotifyAllowLoopback, Lease: repl.outboxLease(func() { notifier.Nudge() })}, st, c.log, reg)
+	if err != nil {
+		ln.Close()
+		return err
+	}
 	// The API's event streams and the web UI's live updates share one cap
 	// per token and one in all.
 	lim := streams.New(cfg.API.MaxEventStreams, cfg.API.MaxStreamsPerToken)
-	apiSrv := api.New(api.Config{Policy: cfg.Approval, Rules: rules, Budget: cfg.BudgetPolicy(), Gatherer: reg,
-		Registerer: reg, Runs: engine, Replicas: repl, Streams: lim, Enroll: enr,
+	apiSrv := api.New(api.Config{Policy: policy, Rules: rules, Budget: budgets, Gatherer: reg,
+		Registerer: reg, Runs: engine, Replicas: repl, Streams: lim, Enroll: enr, Notify: notifier,
 		StreamWriteTimeout: cfg.API.WriteTimeout}, st, repl, c.log)
-	handler, closeUI, err := withUI(cfg, apiSrv, rules, engine, repl, st, lim, c.log)
+	handler, closeUI, err := withUI(cfg, policy, apiSrv, rules, engine, repl, st, lim, c.log)
 	if err != nil {
 		ln.Close()
 		return err
@@ -219,6 +239,10 @@ func (c *Core) Run(ctx context.Context) error {
 		ln.Close()
 		return errors.Join(err, stopAll())
 	}
+	if err := parts.Start(ctx, "notify", notifier); err != nil {
+		ln.Close()
+		return errors.Join(err, stopAll())
+	}
 	sources := []discovery.Source{static}
 	var pool *discovery.GossipSource
 	if cfg.Gossip.Enabled {
@@ -256,7 +280,13 @@ func (c *Core) Run(ctx context.Context) error {
 	}
 	c.mu.Lock()
 	c.addr = ln.Addr()
+	c.live = lv
 	c.mu.Unlock()
+	defer func() {
+		c.mu.Lock()
+		c.live = nil
+		c.mu.Unlock()
+	}()
 	close(c.ready)
 	c.log.Info("core started", "api", ln.Addr().String(), "clusters", len(cfg.Clusters),
 		"data_dir", cfg.DataDir, "store", cfg.Store.Driver, "replica", repl.self.ID, "version", version.Version)
@@ -276,7 +306,7 @@ var _ ui.Changer = (*actions.Rules)(nil)
 
 // withUI serves the web UI at /ui/ beside the API when it is enabled, and
 // returns the handler of both and the UI's Close.
-func withUI(cfg Config, apiSrv *api.Server, rules *actions.Rules, engine *runs.Engine, n ui.Nudger, st store.Store,
+func withUI(cfg Config, policy approval.Policy, apiSrv *api.Server, rules *actions.Rules, engine *runs.Engine, n ui.Nudger, st store.Store,
 	lim *streams.Limiter, log *slog.Logger) (http.Handler, func(), error) {
 	if !cfg.UI.Enabled {
 		return apiSrv.Handler(), func() {}, nil
@@ -284,13 +314,14 @@ func withUI(cfg Config, apiSrv *api.Server, rules *actions.Rules, engine *runs.E
 	uiSrv, err := ui.New(ui.Config{
 		SessionTTL:          cfg.UI.SessionTTL,
 		MaxSessionsPerToken: cfg.UI.MaxSessionsPerToken,
-		Policy:              cfg.Approval,
+		Policy:              policy,
 		ErrorStatus:         api.Status,
 		DevLogins:           cfg.DevLogins,
 		DevLoginsExpire:     cfg.DevLoginsExpire,
 		Runs:                engine,
 		Streams:             lim,
 		Budget:              cfg.BudgetPolicy(),
+		Notify:              cfg.Notify,
 	}, st, rules, n, log)
 	if err != nil {
 		return nil, nil, err

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
+	"slices"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -58,6 +59,12 @@ type replication struct {
 	local     func(clusterID string)
 	localNode func(clusterID, nodeID string)
 	publish   chan string
+	// st, when set, takes the replica membership events; members is the
+	// live set the last lease round saw (nil before the first).
+	st      store.Store
+	members []string
+	// onOutbox is called when this replica takes the outbox's lease.
+	onOutbox func()
 }
 
 // replicaID returns the configured ha.replica_id, or the host name with a
@@ -86,7 +93,7 @@ func newReplication(cfg Config, coord coordination, addr string, log *slog.Logge
 		return r, nil
 	}
 	r.coord = coord
-	m, err := lease.New(lease.Config{TTL: r.ttl, Replica: r.self, OnAcquire: r.nudgeLocal}, coord, log, reg)
+	m, err := lease.New(lease.Config{TTL: r.ttl, Replica: r.self, OnAcquire: r.nudgeLocal, OnView: r.membership}, coord, log, reg)
 	if err != nil {
 		return nil, err
 	}
@@ -104,8 +111,26 @@ func (r *replication) orchestrateLeases() orchestrate.Leases {
 }
 
 func (r *replication) nudgeLocal(clusterID string) {
+	if clusterID == store.OutboxLease {
+		if r.onOutbox != nil {
+			r.onOutbox()
+		}
+		return
+	}
 	if r.local != nil {
 		r.local(clusterID)
+	}
+}
+
+// outboxLease is the notify worker's Lease: nil on SQLite (one core
+// delivers), else the outbox's lease, whose context carries its fence.
+func (r *replication) outboxLease(onAcquire func()) func(ctx context.Context) (context.Context, context.CancelFunc, bool) {
+	if r.leases == nil {
+		return nil
+	}
+	r.onOutbox = onAcquire
+	return func(ctx context.Context) (context.Context, context.CancelFunc, bool) {
+		return r.leases.PassContext(ctx, store.OutboxLease)
 	}
 }
 
@@ -191,7 +216,63 @@ func (r *replication) relay(ctx context.Context) {
 	}
 }
 
-// Replicas answers GET /api/v1/core/replicas.
+// forgetReplicaAfter is how long a replica that stopped heartbeating stays
+// listed (as not live) by Replicas: long enough to be seen, then gone.
+func (r *replication) forgetReplicaAfter() time.Duration { return max(10*r.ttl, time.Minute) }
+
+// listed reports whether a replica is still shown: live, or its last
+// heartbeat within forget of now.
+func listed(live bool, heartbeat, now time.Time, forget time.Duration) bool {
+	return live || now.Sub(heartbeat) <= forget
+}
+
+// membership appends core.replica_joined and core.replica_lost events for
+// the replicas that joined or left the live set since the last lease round.
+// The first live replica (by id) writes them, so that one change is told
+// once; a replica's first round only learns the set.
+func (r *replication) membership(live []string) {
+	prev := r.members
+	r.members = live
+	if r.st == nil || prev == nil || len(live) == 0 || live[0] != r.self.ID {
+		return
+	}
+	var evs []store.Event
+	now := time.Now().UTC()
+	for _, id := range live {
+		if !slices.Contains(prev, id) {
+			evs = append(evs, store.Event{TS: now, Type: store.EventCoreReplicaJoined, Actor: store.ActorCore,
+				Message: fmt.Sprintf("core replica %s joined (%d live)", id, len(live)), Data: map[string]any{"replica": id}})
+		}
+	}
+	for _, id := range prev {
+		if !slices.Contains(live, id) {
+			evs = append(evs, store.Event{TS: now, Type: store.EventCoreReplicaLost, Actor: store.ActorCore,
+				Message: fmt.Sprintf("core replica %s stopped heartbeating for %s; its leases move (%d live)", id, r.ttl, len(live)),
+				Data:    map[string]any{"replica": id}})
+		}
+	}
+	if len(evs) == 0 {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), r.ttl/3)
+	defer cancel()
+	if err := r.st.Update(ctx, func(tx store.Tx) error {
+		for i := range evs {
+			if err := tx.AppendEvent(ctx, &evs[i]); err != nil {
+				return err
+			}
+		}
+		return nil
+	}); err != nil {
+		r.log.Warn("replica membership events not written", "err", err)
+	}
+	for _, e := range evs {
+		r.log.Info(e.Message)
+	}
+}
+
+// Replicas answers GET /api/v1/core/replicas. A replica that stopped
+// heartbeating is listed, not live, for forgetReplicaAfter, then no more.
 func (r *replication) Replicas(ctx context.Context) (*wire.CoreReplicas, error) {
 	if r.coord == nil {
 		return &wire.CoreReplicas{Store: DriverSQLite, Self: r.self.ID, Replicas: []wire.CoreReplica{{
@@ -205,6 +286,9 @@ func (r *replication) Replicas(ctx context.Context) (*wire.CoreReplicas, error) 
 	}
 	out := &wire.CoreReplicas{Store: DriverPostgres, Self: r.self.ID, LeaseTTLS: r.ttl.Seconds(), Replicas: []wire.CoreReplica{}}
 	for _, rep := range reps {
+		if !listed(rep.Live, rep.HeartbeatTS, time.Now(), r.forgetReplicaAfter()) {
+			continue
+		}
 		cr := wire.CoreReplica{ID: rep.ID, Addr: rep.Addr, Version: rep.Version, StartedTS: rep.StartedTS,
 			HeartbeatTS: rep.HeartbeatTS, Live: rep.Live, Leases: []wire.ClusterLease{}}
 		for _, l := range ls {

@@ -392,6 +392,12 @@ func TestHASpreadFailoverAndNudges(t *testing.T) {
 		c := counts(w, 3)
 		return ok && len(w) == 6 && c[holder] == 0 && c[other] == 3
 	})
+	// The loss is an event, written once.
+	survivor := client.NewCore("http://"+f.cores[other].Addr(), f.secrets["admin"], &http.Client{Timeout: 10 * time.Second})
+	testwait.Within(t, 10*time.Second, "one core.replica_lost event", func() bool {
+		l, err := survivor.Events(ctxT(t), 0, 1000, client.EventFilter{Types: []string{store.EventCoreReplicaLost}})
+		return err == nil && len(l.Events) == 1
+	})
 }
 
 // TestHAFrozenReplicaGivesUpItsClusters: a replica frozen with SIGSTOP past

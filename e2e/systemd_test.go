@@ -49,7 +49,7 @@ func TestSystemdUnitCheckCatchesBreakage(t *testing.T) {
 	for _, tc := range []struct{ name, old, new string }{
 		{"unknown key", "Restart=on-failure", "Restart=on-failure\nRestartEvery=2s"},
 		{"bad value", "ProtectHome=yes", "ProtectHome=perhaps"},
-		{"hardening removed", "NoNewPrivileges=yes\nCapabilityBoundingSet=\n", ""},
+		{"hardening removed", "NoNewPrivileges=yes\nCapabilityBoundingSet=CAP_SETUID CAP_SETGID CAP_KILL\n", ""},
 		{"unknown flag", "--data-dir", "--data-directory"},
 		{"unknown command", "muster agent --config", "muster agnet --config"},
 	} {
@@ -122,4 +122,38 @@ func checkUnit(t *testing.T, name, text string) []string {
 		problems = append(problems, fmt.Sprintf("%s: %v: %s", strings.Join(execStart, " "), err, bytes.TrimSpace(b)))
 	}
 	return problems
+}
+
+// TestAgentUnitCanActOnTheNode: the shipped agent unit runs as root, keeps
+// the capabilities a kind's user and group need (and CAP_KILL to stop what
+// runs as them), and reaches systemd's socket, so that a kind may run
+// `systemctl restart`.
+func TestAgentUnitCanActOnTheNode(t *testing.T) {
+	t.Parallel()
+	text, err := os.ReadFile(filepath.Join("..", "configs", "systemd", "muster-agent.service"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	keys := map[string]string{}
+	for _, line := range strings.Split(string(text), "\n") {
+		if k, v, ok := strings.Cut(line, "="); ok && !strings.HasPrefix(k, "#") {
+			keys[k] = v
+		}
+	}
+	if u := keys["User"]; u != "root" {
+		t.Errorf("User=%s: the agent runs as root", u)
+	}
+	for _, c := range []string{"CAP_SETUID", "CAP_SETGID", "CAP_KILL"} {
+		if !strings.Contains(keys["CapabilityBoundingSet"], c) {
+			t.Errorf("CapabilityBoundingSet=%s lacks %s", keys["CapabilityBoundingSet"], c)
+		}
+	}
+	if !strings.Contains(keys["RestrictAddressFamilies"], "AF_UNIX") {
+		t.Error("systemctl needs AF_UNIX to reach systemd")
+	}
+	for _, k := range []string{"PrivateUsers", "ProtectSystem=full", "InaccessiblePaths"} {
+		if _, ok := keys[k]; ok {
+			t.Errorf("%s would keep systemctl from systemd", k)
+		}
+	}
 }

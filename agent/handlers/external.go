@@ -33,6 +33,12 @@ type External struct {
 	// action (see AllowedEnv). Each entry is NAME=value: a list, not a map,
 	// because configuration keys are case-insensitive and names are not.
 	Env []string `mapstructure:"env" yaml:"env,omitempty"`
+	// User and Group are whom run and check run as (names or numeric ids):
+	// the agent, running as root, drops to them before the command starts.
+	// Without Group, the user's primary group and its other groups; with
+	// it, that group only. Empty: the agent's own user.
+	User  string `mapstructure:"user" yaml:"user,omitempty"`
+	Group string `mapstructure:"group" yaml:"group,omitempty"`
 }
 
 // AllowedEnv lists the variables of the agent's own environment that its
@@ -75,6 +81,16 @@ func (e External) Validate(i int) config.Errors {
 	}
 	if err := action.CheckTimeout(e.Timeout); err != nil {
 		errs.Add(key+".timeout", "%v", err)
+	}
+	if e.User == "" && e.Group != "" {
+		errs.Add(key+".group", "needs user: the command runs as a user of that group")
+	}
+	if e.User != "" {
+		// Whether the agent may switch to it is known when it runs: a
+		// check by another user (muster agent check) would be misled.
+		if _, err := e.credential(); err != nil {
+			errs.Add(key+".user", "%v", err)
+		}
 	}
 	if e.CheckInterval < 0 {
 		errs.Add(key+".check_interval", "must not be negative, got %s", e.CheckInterval)
@@ -163,7 +179,7 @@ func (h *externalHandler) Step(ctx context.Context, x *Exec) Result {
 		x.SetProgress(extProgress{Phase: phaseLaunching})
 		return Result{Status: Running}
 	case phaseLaunching:
-		proc, err := startProcess(h.spec.Run, x, h.env, h.spec.Env, x)
+		proc, err := h.start(h.spec.Run, x, x)
 		if err != nil {
 			x.Printf("muster: %v", err)
 			return Result{Status: Failed, Message: err.Error()}
@@ -197,7 +213,7 @@ func (h *externalHandler) check(x *Exec, st *extState, p extProgress) Result {
 			return Result{Status: Running, After: wait}
 		}
 		st.checkOut = &bytes.Buffer{}
-		proc, err := startProcess(h.spec.Check, x, h.env, h.spec.Env, &cappedWriter{w: st.checkOut})
+		proc, err := h.start(h.spec.Check, x, &cappedWriter{w: st.checkOut})
 		if err != nil {
 			return Result{Status: Failed, Message: err.Error()}
 		}
@@ -324,9 +340,26 @@ func commandEnv(x *Exec, env Env, extra []string) []string {
 	)
 }
 
+// start starts one of the kind's commands, as its user when it names one.
+func (h *externalHandler) start(argv []string, x *Exec, out interface{ Write([]byte) (int, error) }) (*process, error) {
+	var cred *syscall.Credential
+	if h.spec.User != "" {
+		var err error
+		if cred, err = h.spec.credential(); err != nil {
+			return nil, fmt.Errorf("start %s as %s: %w", argv[0], h.spec.User, err)
+		}
+	}
+	p, err := startProcess(argv, x, h.env, h.spec.Env, cred, out)
+	if cred != nil && errors.Is(err, syscall.EPERM) {
+		return nil, fmt.Errorf("%w: running commands as %s needs the agent to run as root (it runs as uid %d)", err, h.spec.User, os.Geteuid())
+	}
+	return p, err
+}
+
 // startProcess starts argv with the action record on stdin and the
-// environment of commandEnv. stdout goes to out, stderr to the output.
-func startProcess(argv []string, x *Exec, env Env, extra []string, out interface{ Write([]byte) (int, error) }) (*process, error) {
+// environment of commandEnv, as cred when not nil. stdout goes to out,
+// stderr to the output.
+func startProcess(argv []string, x *Exec, env Env, extra []string, cred *syscall.Credential, out interface{ Write([]byte) (int, error) }) (*process, error) {
 	rec, err := json.Marshal(x.Action)
 	if err != nil {
 		return nil, err
@@ -341,6 +374,7 @@ func startProcess(argv []string, x *Exec, env Env, extra []string, out interface
 	// Its own process group, so that cancel and timeout reach the whole tree;
 	// on Linux it also dies with the agent (procattr_linux.go).
 	cmd.SysProcAttr = procAttr()
+	cmd.SysProcAttr.Credential = cred
 	// Wait returns this long after the process exits even if a grandchild
 	// still holds its output open.
 	cmd.WaitDelay = time.Second

@@ -48,7 +48,17 @@ type Config struct {
 	Idle    time.Duration
 	Log     *slog.Logger
 	Metrics *Metrics
+	// OutputEvery is the least time between two commits of a RUNNING
+	// action that change only its output (default 1s): the output tail is
+	// in the record as it grows, at a bounded cost.
+	OutputEvery time.Duration
+	// OnOutput, when set, is called after a commit that changed a RUNNING
+	// action's output (the agent sends a change note).
+	OnOutput func()
 }
+
+// DefaultOutputEvery is Config.OutputEvery's default.
+const DefaultOutputEvery = time.Second
 
 // Runner executes actions one at a time.
 type Runner struct {
@@ -100,6 +110,9 @@ func New(cfg Config) *Runner {
 	}
 	if cfg.DefaultTimeout <= 0 {
 		cfg.DefaultTimeout = time.Hour
+	}
+	if cfg.OutputEvery <= 0 {
+		cfg.OutputEvery = DefaultOutputEvery
 	}
 	return &Runner{
 		cfg:       cfg,
@@ -247,6 +260,26 @@ func (r *Runner) run(a *action.Action, resumed, cancelReq bool) (next *action.Ac
 	}()
 
 	x := handlers.NewExec(a, resumed)
+	// What the queue holds of the running action: a step that changes only
+	// the output is committed once OutputEvery has passed since the last
+	// output commit; until then the output is pending, and committed when
+	// that time comes even if the handler's next step is later.
+	savedProgress, savedOutput := string(a.Progress), a.Output
+	var outputAt time.Time
+	saveRunning := func() bool {
+		step := queue.Step{State: action.Running, Progress: x.Progress, Output: x.Output()}
+		if _, err := r.save(a.ID, step); err != nil {
+			return false
+		}
+		if step.Output != savedOutput {
+			outputAt = time.Now()
+			if r.cfg.OnOutput != nil {
+				r.cfg.OnOutput()
+			}
+		}
+		savedProgress, savedOutput = string(step.Progress), step.Output
+		return true
+	}
 	for {
 		t0 := time.Now()
 		res := h.Step(ctx, x)
@@ -275,24 +308,47 @@ func (r *Runner) run(a *action.Action, resumed, cancelReq bool) (next *action.Ac
 			r.cfg.Metrics.finished(a.Kind, step.State)
 			return next, nextCancel, true
 		}
-		if _, err := r.save(a.ID, step); err != nil {
-			return nil, false, false // stopped while the store refused the write; resumed on restart
+		onlyOutput := string(step.Progress) == savedProgress && step.Output != savedOutput
+		if !onlyOutput || time.Since(outputAt) >= r.cfg.OutputEvery {
+			if !saveRunning() {
+				return nil, false, false // stopped while the store refused the write; resumed on restart
+			}
 		}
 		// Between steps: the next step is due, or the action was cancelled or
-		// timed out (step at once so the handler can stop), or the agent stops.
+		// timed out (step at once so the handler can stop), or the agent
+		// stops; a pending output is committed when its time comes.
 		wait := time.NewTimer(max(res.After, 0))
 		var ctxDone <-chan struct{}
 		if ctx.Err() == nil {
 			ctxDone = ctx.Done()
 		}
-		select {
-		case <-wait.C:
-		case <-ctxDone:
-			wait.Stop()
-		case <-r.stopped:
-			wait.Stop()
-			log.Info("agent stopping; action stays RUNNING and resumes at next start")
-			return nil, false, false
+		for waiting := true; waiting; {
+			var flush <-chan time.Time
+			var ft *time.Timer
+			if x.Output() != savedOutput {
+				ft = time.NewTimer(time.Until(outputAt.Add(r.cfg.OutputEvery)))
+				flush = ft.C
+			}
+			select {
+			case <-wait.C:
+				waiting = false
+			case <-flush:
+				ft = nil
+				if !saveRunning() {
+					wait.Stop()
+					return nil, false, false
+				}
+			case <-ctxDone:
+				wait.Stop()
+				waiting = false
+			case <-r.stopped:
+				wait.Stop()
+				log.Info("agent stopping; action stays RUNNING and resumes at next start")
+				return nil, false, false
+			}
+			if ft != nil {
+				ft.Stop()
+			}
 		}
 	}
 }

@@ -1,17 +1,22 @@
 package main
 
 import (
+	"bytes"
+	"crypto/x509"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"net/http"
 	"os"
+	"slices"
 	"strings"
+	"sync/atomic"
 	"text/tabwriter"
 	"time"
 
 	"github.com/spf13/cobra"
+	"go.yaml.in/yaml/v3"
 
 	"github.com/musterhq/muster/shared/client"
 	"github.com/musterhq/muster/shared/config"
@@ -27,6 +32,7 @@ type clientFlags struct {
 	addr   string
 	token  string
 	output string
+	utc    bool
 	// TLS towards the core: its CA, and a client certificate when the core
 	// requires one.
 	caCert, clientCert, clientKey string
@@ -38,7 +44,8 @@ func bindClientFlags(cmd *cobra.Command) *clientFlags {
 	p := cmd.PersistentFlags()
 	p.StringVar(&f.addr, "addr", "", "core API address (default $MUSTER_ADDR, else "+DefaultCoreAddr+")")
 	p.StringVar(&f.token, "token", "", "API token; prefer $MUSTER_TOKEN or $MUSTER_TOKEN_FILE (a file holding it, mode 0600): a flag is visible to every user in the process list")
-	p.StringVarP(&f.output, "output", "o", "table", "output format: table or json")
+	p.StringVarP(&f.output, "output", "o", "table", "output format: "+strings.Join(outputForms, ", "))
+	p.BoolVar(&f.utc, "utc", false, "print times in UTC (default: local time, $TZ honoured)")
 	p.StringVar(&f.caCert, "cacert", "", "CA certificate of the core's TLS certificate (default $MUSTER_CACERT)")
 	p.StringVar(&f.clientCert, "client-cert", "", "client certificate, when the core requires one (default $MUSTER_CLIENT_CERT)")
 	p.StringVar(&f.clientKey, "client-key", "", "key of the client certificate (default $MUSTER_CLIENT_KEY)")
@@ -69,9 +76,10 @@ func (f *clientFlags) httpClient() (*http.Client, error) {
 
 // core returns a client of the core named by the flags and the environment.
 func (f *clientFlags) core() (*client.Core, error) {
-	if f.output != "table" && f.output != "json" {
-		return nil, usageError("-o %q: want table or json", f.output)
+	if err := f.checkOutput(); err != nil {
+		return nil, err
 	}
+	displayUTC.Store(f.utc)
 	addr := firstNonEmpty(f.addr, os.Getenv("MUSTER_ADDR"), DefaultCoreAddr)
 	token, err := f.apiToken()
 	if err != nil {
@@ -128,7 +136,143 @@ func (f *clientFlags) apiToken() (string, error) {
 	return token, nil
 }
 
-func (f *clientFlags) json() bool { return f.output == "json" }
+// json reports an -o form that prints records rather than a table: json,
+// yaml or name. Commands print them with f.write.
+func (f *clientFlags) json() bool {
+	return f.output == "json" || f.output == "yaml" || f.output == "name"
+}
+
+// wide reports -o wide: the table with more columns.
+func (f *clientFlags) wide() bool { return f.output == "wide" }
+
+// outputForms are the values of -o.
+var outputForms = []string{"table", "wide", "json", "yaml", "name"}
+
+func (f *clientFlags) checkOutput() error {
+	if !slices.Contains(outputForms, f.output) {
+		return usageError("-o %q: want one of %s", f.output, strings.Join(outputForms, ", "))
+	}
+	return nil
+}
+
+// write prints v, the record or list a command got, in the -o form: json,
+// yaml, or name (one id or name a line, for scripts and xargs).
+func (f *clientFlags) write(w io.Writer, v any) error {
+	switch f.output {
+	case "yaml":
+		return writeYAML(w, v)
+	case "name":
+		return writeNames(w, v)
+	}
+	return writeJSON(w, v)
+}
+
+// generic is v as the JSON encoder sees it (its json field names), decoded
+// into maps, slices and scalars.
+func generic(v any) (any, error) {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return nil, err
+	}
+	dec := json.NewDecoder(bytes.NewReader(b))
+	dec.UseNumber()
+	var out any
+	if err := dec.Decode(&out); err != nil {
+		return nil, err
+	}
+	return numbers(out), nil
+}
+
+// numbers turns json.Number leaves into int64 or float64, so YAML prints
+// them as numbers.
+func numbers(v any) any {
+	switch x := v.(type) {
+	case map[string]any:
+		for k, e := range x {
+			x[k] = numbers(e)
+		}
+	case []any:
+		for i, e := range x {
+			x[i] = numbers(e)
+		}
+	case json.Number:
+		if n, err := x.Int64(); err == nil {
+			return n
+		}
+		f, _ := x.Float64()
+		return f
+	}
+	return v
+}
+
+// writeYAML prints v as YAML with the field names of its JSON form. Lines
+// are escaped as tables are (textsafe.Escape), so that piping -o yaml to a
+// terminal is as safe as a table.
+func writeYAML(w io.Writer, v any) error {
+	g, err := generic(v)
+	if err != nil {
+		return err
+	}
+	b, err := yaml.Marshal(g)
+	if err != nil {
+		return err
+	}
+	_, err = fmt.Fprintf(w, "%s\n", safeLines(strings.TrimSuffix(string(b), "\n")))
+	return err
+}
+
+// writeNames prints the id (else the name) of a record, or of each record
+// of the first list a listing holds.
+func writeNames(w io.Writer, v any) error {
+	g, err := generic(v)
+	if err != nil {
+		return err
+	}
+	for _, n := range names(g) {
+		if _, err := fmt.Fprintln(w, textsafe.Escape(n)); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func names(g any) []string {
+	name := func(m map[string]any) (string, bool) {
+		for _, k := range []string{"id", "name"} {
+			if s, ok := m[k].(string); ok && s != "" {
+				return s, true
+			}
+		}
+		return "", false
+	}
+	switch x := g.(type) {
+	case map[string]any:
+		if n, ok := name(x); ok {
+			return []string{n}
+		}
+		keys := make([]string, 0, len(x))
+		for k := range x {
+			keys = append(keys, k)
+		}
+		slices.Sort(keys)
+		for _, k := range keys {
+			if l, ok := x[k].([]any); ok {
+				return names(l)
+			}
+		}
+	case []any:
+		var out []string
+		for _, e := range x {
+			if m, ok := e.(map[string]any); ok {
+				if n, ok := name(m); ok {
+					out = append(out, n)
+				}
+			}
+		}
+		return out
+	}
+	return nil
+}
 
 func firstNonEmpty(vs ...string) string {
 	for _, v := range vs {
@@ -166,10 +310,27 @@ func noArgs(cmd *cobra.Command, args []string) error {
 // apiError turns a client error into one line for people.
 func apiError(c *client.Core, err error) error {
 	var ae *client.APIError
+	var ua x509.UnknownAuthorityError
+	var he x509.HostnameError
+	switch {
+	case errors.As(err, &ae) && ae.PlainHTTPToTLS():
+		return fmt.Errorf("the core at %s serves TLS: use https:// in MUSTER_ADDR (or --addr), and set MUSTER_CACERT to its CA", c.Addr())
+	case errors.As(err, &ua):
+		return fmt.Errorf("core at %s: its certificate is signed by an unknown authority: set MUSTER_CACERT (or --cacert) to the CA file that signed it", c.Addr())
+	case errors.As(err, &he):
+		return fmt.Errorf("core at %s: %v: use an address its certificate names", c.Addr(), he)
+	case err != nil && strings.Contains(err.Error(), "server gave HTTP response to HTTPS client"):
+		return fmt.Errorf("the core at %s serves plain HTTP: use http:// in MUSTER_ADDR (or --addr)", c.Addr())
+	case errors.Is(err, client.ErrNoCore):
+		return fmt.Errorf("%w (MUSTER_ADDR lists the cores to try, separated by commas)", err)
+	}
 	if errors.As(err, &ae) {
 		msg := ae.Detail.Message
 		if len(ae.Detail.Matches) > 0 {
 			msg += ": " + strings.Join(ae.Detail.Matches, ", ")
+		}
+		if ae.Detail.Code == "" {
+			return fmt.Errorf("%s (%d from %s)", msg, ae.Status, c.Addr())
 		}
 		return fmt.Errorf("%s (%d %s)", msg, ae.Status, ae.Detail.Code)
 	}
@@ -244,12 +405,22 @@ func shortID(id string) string {
 	return id
 }
 
-// ts prints a time for people: UTC, to the second.
+// displayUTC is --utc: the one process-wide choice of how times print,
+// set from the flags before a command prints anything.
+var displayUTC atomic.Bool
+
+// ts prints a time for people: local time ($TZ honoured) with its zone, or
+// UTC under --utc, to the second.
 func ts(t time.Time) string {
 	if t.IsZero() {
 		return ""
 	}
-	return t.UTC().Format("2006-01-02 15:04:05")
+	if displayUTC.Load() {
+		t = t.UTC()
+	} else {
+		t = t.Local()
+	}
+	return t.Format("2006-01-02 15:04:05 MST")
 }
 
 func tsPtr(t *time.Time) string {

@@ -36,6 +36,7 @@ or a unique prefix of it of at least 8 characters.`,
 		newActionVerbCmd(f, "cancel", "Cancel an action (at once while it waits for approval; once scheduled, the agent decides)"),
 		newActionVerbCmd(f, "retry", "Create a new action with the content of a finished one"),
 		newActionWatchCmd(f),
+		newActionLogsCmd(f),
 	)
 	return cmd
 }
@@ -79,14 +80,26 @@ func newActionListCmd(f *clientFlags) *cobra.Command {
 				page.NextMarker = next.NextMarker
 			}
 			if f.json() {
-				return writeJSON(cmd.OutOrStdout(), page)
+				return f.write(cmd.OutOrStdout(), page)
 			}
-			t := newTable(cmd.OutOrStdout(), "ID", "CLUSTER", "NODE", "KIND", "STATE", "REQUESTER", "RUN", "CREATED")
-			for _, a := range page.Actions {
-				t.row(shortID(a.ID), a.ClusterID, a.NodeID, a.Kind, string(a.State), a.Requester, runPlace(&a), ts(a.CreatedTS))
-			}
-			if err := t.flush(); err != nil {
-				return err
+			if f.wide() {
+				t := newTable(cmd.OutOrStdout(), "ID", "CLUSTER", "NODE", "KIND", "ARGS", "STATE", "REASON", "REQUESTER", "APPROVED BY",
+					"RUN", "CREATED", "UPDATED")
+				for _, a := range page.Actions {
+					t.row(a.ID, a.ClusterID, a.NodeID, a.Kind, string(a.Args), string(a.State), a.StateReason, a.Requester, a.ApprovedBy,
+						runPlace(&a), ts(a.CreatedTS), ts(a.UpdatedTS))
+				}
+				if err := t.flush(); err != nil {
+					return err
+				}
+			} else {
+				t := newTable(cmd.OutOrStdout(), "ID", "CLUSTER", "NODE", "KIND", "STATE", "REQUESTER", "RUN", "CREATED")
+				for _, a := range page.Actions {
+					t.row(shortID(a.ID), a.ClusterID, a.NodeID, a.Kind, string(a.State), a.Requester, runPlace(&a), ts(a.CreatedTS))
+				}
+				if err := t.flush(); err != nil {
+					return err
+				}
 			}
 			if page.NextMarker != "" {
 				fmt.Fprintf(cmd.ErrOrStderr(), "More actions follow: add --marker %s (or --all).\n", textsafe.Escape(page.NextMarker))
@@ -122,7 +135,7 @@ func newActionShowCmd(f *clientFlags) *cobra.Command {
 				return apiError(c, err)
 			}
 			if f.json() {
-				return writeJSON(cmd.OutOrStdout(), a)
+				return f.write(cmd.OutOrStdout(), a)
 			}
 			return printAction(cmd.OutOrStdout(), a)
 		},
@@ -257,7 +270,7 @@ func newActionCreateCmd(f *clientFlags) *cobra.Command {
 				return apiError(c, err)
 			}
 			if f.json() {
-				return writeJSON(cmd.OutOrStdout(), a)
+				return f.write(cmd.OutOrStdout(), a)
 			}
 			w := cmd.OutOrStdout()
 			fmt.Fprintf(w, "Created action %s (%s).\n", textsafe.Escape(a.ID), textsafe.Escape(string(a.State)))
@@ -280,7 +293,8 @@ func newActionCreateCmd(f *clientFlags) *cobra.Command {
 
 // newActionVerbCmd builds approve, reject, cancel and retry.
 func newActionVerbCmd(f *clientFlags, verb, short string) *cobra.Command {
-	return &cobra.Command{
+	var reason string
+	cmd := &cobra.Command{
 		Use:   verb + " ACTION",
 		Short: short,
 		Args:  exactArgs("ACTION"),
@@ -294,10 +308,10 @@ func newActionVerbCmd(f *clientFlags, verb, short string) *cobra.Command {
 			msg := ""
 			switch verb {
 			case "approve":
-				a, err = c.Approve(ctx, args[0])
+				a, err = c.Decide(ctx, args[0], verb, reason)
 				msg = "Approved action %s (%s)."
 			case "reject":
-				a, err = c.Reject(ctx, args[0])
+				a, err = c.Decide(ctx, args[0], verb, reason)
 				msg = "Rejected action %s (%s)."
 			case "cancel":
 				var requested bool
@@ -314,12 +328,16 @@ func newActionVerbCmd(f *clientFlags, verb, short string) *cobra.Command {
 				return apiError(c, err)
 			}
 			if f.json() {
-				return writeJSON(cmd.OutOrStdout(), a)
+				return f.write(cmd.OutOrStdout(), a)
 			}
 			fmt.Fprintf(cmd.OutOrStdout(), msg+"\n", textsafe.Escape(a.ID), textsafe.Escape(string(a.State)))
 			return nil
 		},
 	}
+	if verb == "approve" || verb == "reject" {
+		cmd.Flags().StringVar(&reason, "reason", "", "why, kept in the action's history and the event log")
+	}
+	return cmd
 }
 
 // errActionNotDone is the exit of a watch whose action ended other than DONE.

@@ -33,7 +33,7 @@ func newClusterCmd() *cobra.Command {
 				return apiError(c, err)
 			}
 			if f.json() {
-				return writeJSON(cmd.OutOrStdout(), wire.ClusterList{Clusters: cs})
+				return f.write(cmd.OutOrStdout(), wire.ClusterList{Clusters: cs})
 			}
 			t := newTable(cmd.OutOrStdout(), "CLUSTER", "STATUS", "NODES", "UP", "DRAINED", "DOWN", "UNKNOWN", "REASON")
 			for _, cl := range cs {
@@ -57,7 +57,7 @@ func newClusterCmd() *cobra.Command {
 				return apiError(c, err)
 			}
 			if f.json() {
-				return writeJSON(cmd.OutOrStdout(), cl)
+				return f.write(cmd.OutOrStdout(), cl)
 			}
 			w := cmd.OutOrStdout()
 			fmt.Fprintf(w, "Cluster:  %s\nStatus:   %s\n", textsafe.Escape(cl.ID), textsafe.Escape(cl.Status))
@@ -77,7 +77,7 @@ func newClusterCmd() *cobra.Command {
 				}
 			}
 			fmt.Fprintln(w)
-			return nodeTable(cmd, cl.Nodes, false)
+			return nodeTable(cmd, cl.Nodes, false, f.wide())
 		},
 	}, &cobra.Command{
 		Use:   "orchestrate CLUSTER",
@@ -92,7 +92,7 @@ func newClusterCmd() *cobra.Command {
 				return apiError(c, err)
 			}
 			if f.json() {
-				return writeJSON(cmd.OutOrStdout(), wire.Accepted{Status: "accepted", Message: "orchestration pass of " + args[0] + " requested"})
+				return f.write(cmd.OutOrStdout(), wire.Accepted{Status: "accepted", Message: "orchestration pass of " + args[0] + " requested"})
 			}
 			fmt.Fprintf(cmd.OutOrStdout(), "Orchestration pass of %s requested.\n", textsafe.Escape(args[0]))
 			return nil
@@ -128,9 +128,9 @@ func newNodeCmd() *cobra.Command {
 				return apiError(c, err)
 			}
 			if f.json() {
-				return writeJSON(cmd.OutOrStdout(), wire.NodeList{Nodes: nodes})
+				return f.write(cmd.OutOrStdout(), wire.NodeList{Nodes: nodes})
 			}
-			return nodeTable(cmd, nodes, true)
+			return nodeTable(cmd, nodes, true, f.wide())
 		},
 	}
 	list.Flags().StringVar(&cluster, "cluster", "", "only the nodes of this cluster")
@@ -168,7 +168,7 @@ func newNodeCmd() *cobra.Command {
 					return apiError(c, err)
 				}
 				if f.json() {
-					return writeJSON(cmd.OutOrStdout(), out)
+					return f.write(cmd.OutOrStdout(), out)
 				}
 				w := cmd.OutOrStdout()
 				switch r := out.(type) {
@@ -273,7 +273,9 @@ func nodeReason(n *wire.Node) string {
 	return strings.Join(parts, "; ")
 }
 
-func nodeTable(cmd *cobra.Command, nodes []wire.Node, withCluster bool) error {
+// nodeTable prints nodes; wide lists each node's kinds instead of counting
+// them.
+func nodeTable(cmd *cobra.Command, nodes []wire.Node, withCluster, wide bool) error {
 	header := []string{"NODE", "STATUS", "ADDR", "SOURCE", "VERSION", "LAST CONTACT", "KINDS", "LABELS", "REASON"}
 	if withCluster {
 		header = append([]string{"CLUSTER"}, header...)
@@ -284,7 +286,11 @@ func nodeTable(cmd *cobra.Command, nodes []wire.Node, withCluster bool) error {
 		if n.Revoked {
 			status = "REVOKED"
 		}
-		row := []string{n.ID, status, n.Addr, n.Source, n.Version, tsPtr(n.LastContact), strconv.Itoa(len(n.Kinds)),
+		kinds := strconv.Itoa(len(n.Kinds))
+		if wide {
+			kinds = strings.Join(n.Kinds, ",")
+		}
+		row := []string{n.ID, status, n.Addr, n.Source, n.Version, tsPtr(n.LastContact), kinds,
 			labels.Set(n.Labels).String(), nodeReason(&n)}
 		if withCluster {
 			row = append([]string{n.ClusterID}, row...)

@@ -29,7 +29,7 @@ func newCoreStatusCmd() *cobra.Command {
 			return apiError(c, err)
 		}
 		if f.json() {
-			return writeJSON(cmd.OutOrStdout(), rs)
+			return f.write(cmd.OutOrStdout(), rs)
 		}
 		w := cmd.OutOrStdout()
 		fmt.Fprintf(w, "Store:     %s\n", textsafe.Escape(rs.Store))

@@ -5,10 +5,11 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"strconv"
+	"strings"
 
 	"github.com/spf13/cobra"
 
+	"github.com/musterhq/muster/core/store"
 	"github.com/musterhq/muster/shared/client"
 	"github.com/musterhq/muster/shared/textsafe"
 	"github.com/musterhq/muster/shared/wire"
@@ -25,18 +26,24 @@ func newEventsCmd() *cobra.Command {
 		Short: "Print the event log (the audit trail), and follow it",
 		Long: `Print the event log, the core's audit trail. Without --since it prints the
 newest --limit events; with --follow it then prints each new event as it is
-appended, until interrupted. With -o json and --follow, each event is one
-JSON line.`,
+appended, until interrupted, in the same layout. With -o json and --follow,
+each event is one JSON line; with -o yaml, one YAML document.`,
+		Example: `  muster events --cluster prod --type node.down,node.up
+  muster events --run 3f0c8a52 --follow
+  muster events --type 'action.*' -o json`,
 		Args: noArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if limit < 1 {
 				return usageError("--limit must be positive")
 			}
+			var err error
+			if flt.Types, err = store.ParseEventTypes(strings.Join(flt.Types, ",")); err != nil {
+				return usageError("--type: %v", err)
+			}
 			c, err := f.core()
 			if err != nil {
 				return err
 			}
-			asJSON := f.json()
 			if !cmd.Flags().Changed("since") {
 				since = -1
 			}
@@ -47,16 +54,23 @@ JSON line.`,
 			}
 			w := cmd.OutOrStdout()
 			if !follow {
-				if asJSON {
-					return writeJSON(w, page)
+				if f.output == "name" { // an event's name is its sequence number
+					for _, e := range page.Events {
+						fmt.Fprintln(w, e.Seq)
+					}
+					return nil
 				}
-				t := newTable(w, eventHeader...)
+				if f.json() {
+					return f.write(w, page)
+				}
 				for _, e := range page.Events {
-					t.row(eventRow(e)...)
+					if err := eventLine(w, e, f.wide()); err != nil {
+						return err
+					}
 				}
-				return t.flush()
+				return nil
 			}
-			return followEvents(ctx, c, page, flt, w, asJSON)
+			return followEvents(ctx, c, page, flt, w, f)
 		},
 	}
 	f = bindClientFlags(cmd)
@@ -65,14 +79,11 @@ JSON line.`,
 	fl.IntVar(&limit, "limit", 20, "how many events to print (at most 1000)")
 	fl.BoolVarP(&follow, "follow", "f", false, "keep printing new events as they happen")
 	fl.StringVar(&flt.ActionID, "action", "", "only the events of this action id")
+	fl.StringVar(&flt.RunID, "run", "", "only the events of this run id")
 	fl.StringVar(&flt.Cluster, "cluster", "", "only the events of this cluster")
+	fl.StringVar(&flt.Node, "node", "", "only the events of this node")
+	fl.StringSliceVar(&flt.Types, "type", nil, "only these event types or families, like node.down,run.* (comma list)")
 	return cmd
-}
-
-var eventHeader = []string{"SEQ", "TIME", "TYPE", "ACTOR", "FROM", "ACTION", "MESSAGE"}
-
-func eventRow(e wire.Event) []string {
-	return []string{strconv.FormatInt(e.Seq, 10), ts(e.TS), e.Type, e.Actor, e.ClientAddr, shortID(e.ActionID), e.Message}
 }
 
 func dash(s string) string {
@@ -82,16 +93,40 @@ func dash(s string) string {
 	return s
 }
 
-// followEvents prints page, then streams what follows it.
-func followEvents(ctx context.Context, c *client.Core, page *wire.EventList, flt client.EventFilter, w io.Writer, asJSON bool) error {
-	print := func(e wire.Event) error {
-		if asJSON {
-			return writeJSONLine(w, e)
-		}
-		// Fixed widths: each event prints as soon as it arrives.
-		_, err := fmt.Fprintf(w, "%-7d %s  %-24s %-10s %-8s %s\n", e.Seq, ts(e.TS), textsafe.Escape(e.Type), textsafe.Escape(e.Actor),
-			textsafe.Escape(dash(shortID(e.ActionID))), textsafe.Escape(e.Message))
+// eventLine prints one event in fixed widths, so that a list and a
+// followed stream look the same and each event prints as soon as it
+// arrives: seq, time, type, actor, client address, action, message. wide
+// adds the cluster, the node and the run.
+func eventLine(w io.Writer, e wire.Event, wide bool) error {
+	if wide {
+		_, err := fmt.Fprintf(w, "%-7d %s  %-24s %-10s %-15s %-10s %-12s %-8s %-8s %s\n", e.Seq, ts(e.TS), textsafe.Escape(e.Type),
+			textsafe.Escape(dash(e.Actor)), textsafe.Escape(dash(e.ClientAddr)), textsafe.Escape(dash(e.ClusterID)),
+			textsafe.Escape(dash(e.NodeID)), textsafe.Escape(dash(shortID(e.ActionID))), textsafe.Escape(dash(shortID(e.RunID))),
+			textsafe.Escape(e.Message))
 		return err
+	}
+	_, err := fmt.Fprintf(w, "%-7d %s  %-24s %-10s %-15s %-8s %s\n", e.Seq, ts(e.TS), textsafe.Escape(e.Type), textsafe.Escape(dash(e.Actor)),
+		textsafe.Escape(dash(e.ClientAddr)), textsafe.Escape(dash(shortID(e.ActionID))), textsafe.Escape(e.Message))
+	return err
+}
+
+// followEvents prints page, then streams what follows it, each event as
+// the -o form wants it.
+func followEvents(ctx context.Context, c *client.Core, page *wire.EventList, flt client.EventFilter, w io.Writer, f *clientFlags) error {
+	print := func(e wire.Event) error {
+		switch f.output {
+		case "json":
+			return writeJSONLine(w, e)
+		case "yaml":
+			if _, err := fmt.Fprintln(w, "---"); err != nil {
+				return err
+			}
+			return writeYAML(w, e)
+		case "name":
+			_, err := fmt.Fprintln(w, e.Seq)
+			return err
+		}
+		return eventLine(w, e, f.wide())
 	}
 	for _, e := range page.Events {
 		if err := print(e); err != nil {

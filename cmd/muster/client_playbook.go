@@ -53,7 +53,7 @@ func newPlaybookApplyCmd(f *clientFlags) *cobra.Command {
 				return apiError(c, err)
 			}
 			if f.json() {
-				return writeJSON(cmd.OutOrStdout(), p)
+				return f.write(cmd.OutOrStdout(), p)
 			}
 			if p.Changed {
 				fmt.Fprintf(cmd.OutOrStdout(), "Applied playbook %s version %d.\n", textsafe.Escape(p.Name), p.Version)
@@ -80,7 +80,7 @@ func newPlaybookListCmd(f *clientFlags) *cobra.Command {
 				return apiError(c, err)
 			}
 			if f.json() {
-				return writeJSON(cmd.OutOrStdout(), list)
+				return f.write(cmd.OutOrStdout(), list)
 			}
 			t := newTable(cmd.OutOrStdout(), "NAME", "VERSION", "APPLIED BY", "APPLIED", "DESCRIPTION")
 			for _, p := range list {
@@ -129,7 +129,7 @@ func newPlaybookShowCmd(f *clientFlags) *cobra.Command {
 				return apiError(c, err)
 			}
 			if f.json() {
-				return writeJSON(w, p)
+				return f.write(w, p)
 			}
 			fmt.Fprintf(w, "# %s version %d, applied by %s at %s\n", textsafe.Escape(p.Name), p.Version, textsafe.Escape(p.CreatedBy), ts(p.CreatedTS))
 			var vs []string
@@ -213,7 +213,7 @@ before it is applied; NAME plans a stored playbook.`,
 				return apiError(c, err)
 			}
 			if f.json() {
-				return writeJSON(cmd.OutOrStdout(), p)
+				return f.write(cmd.OutOrStdout(), p)
 			}
 			return printPlan(cmd.OutOrStdout(), p)
 		},
@@ -283,7 +283,7 @@ plan, nothing is created: plan it again.`,
 				return apiError(c, err)
 			}
 			if f.json() {
-				return writeJSON(cmd.OutOrStdout(), r)
+				return f.write(cmd.OutOrStdout(), r)
 			}
 			fmt.Fprintf(cmd.OutOrStdout(), "Started playbook %s version %d as run %s (%s).\n", textsafe.Escape(r.Playbook),
 				r.PlaybookVersion, textsafe.Escape(r.ID), textsafe.Escape(r.State))

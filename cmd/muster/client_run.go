@@ -5,11 +5,13 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"os"
 	"slices"
 	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
+	"golang.org/x/term"
 
 	"github.com/musterhq/muster/shared/action"
 	"github.com/musterhq/muster/shared/client"
@@ -124,7 +126,7 @@ func newRunCreateCmd(f *clientFlags) *cobra.Command {
 				return apiError(c, err)
 			}
 			if f.json() {
-				return writeJSON(cmd.OutOrStdout(), r)
+				return f.write(cmd.OutOrStdout(), r)
 			}
 			w := cmd.OutOrStdout()
 			n := 0
@@ -171,7 +173,7 @@ func newRunListCmd(f *clientFlags) *cobra.Command {
 				return apiError(c, err)
 			}
 			if f.json() {
-				return writeJSON(cmd.OutOrStdout(), list)
+				return f.write(cmd.OutOrStdout(), list)
 			}
 			t := newTable(cmd.OutOrStdout(), "ID", "CLUSTER", "STATE", "STAGES", "PROGRESS", "REQUESTER", "CREATED")
 			for _, r := range list.Runs {
@@ -218,7 +220,7 @@ func newRunShowCmd(f *clientFlags) *cobra.Command {
 				return apiError(c, err)
 			}
 			if f.json() {
-				return writeJSON(cmd.OutOrStdout(), r)
+				return f.write(cmd.OutOrStdout(), r)
 			}
 			return printRun(cmd.OutOrStdout(), r)
 		},
@@ -337,7 +339,7 @@ func newRunVerbCmd(f *clientFlags, verb, short string) *cobra.Command {
 				}
 			}
 			if f.json() {
-				return writeJSON(cmd.OutOrStdout(), r)
+				return f.write(cmd.OutOrStdout(), r)
 			}
 			past := map[string]string{"approve": "Approved", "reject": "Rejected", "pause": "Paused",
 				"resume": "Resumed", "cancel": "Cancelled"}[verb]
@@ -372,22 +374,20 @@ the run ends DONE and 1 otherwise.`,
 	}
 }
 
-// watchRun prints the run's stage lines each time they change. Every event
-// of the run or of one of its children (they carry its run_id) re-reads the
-// run, at most a few times a second.
+// watchRun shows the run's stage lines, and a line per node in flight,
+// each time they change: redrawn in place on a terminal, as plain lines
+// otherwise (see runView). Every event of the run or of one of its children
+// (they carry its run_id) re-reads the run, at most a few times a second.
 func watchRun(ctx context.Context, c *client.Core, ref string, w io.Writer, asJSON bool) error {
 	r, err := c.Run(ctx, ref)
 	if err != nil {
 		return apiError(c, err)
 	}
 	id := r.ID
+	view := newRunView(w)
 	var last []string
 	show := func(r *wire.Run) error {
-		var lines []string
-		for _, st := range r.Stages {
-			lines = append(lines, stageLine(&st))
-		}
-		lines = append(lines, "run "+textsafe.Escape(shortID(r.ID))+": "+textsafe.Escape(r.State)+reasonText(r.StateReason))
+		lines := runLines(r)
 		if slices.Equal(lines, last) {
 			return nil
 		}
@@ -396,8 +396,7 @@ func watchRun(ctx context.Context, c *client.Core, ref string, w io.Writer, asJS
 			r.Children = nil
 			return writeJSON(w, r)
 		}
-		_, err := fmt.Fprintf(w, "%s\n%s\n\n", time.Now().Format("15:04:05"), strings.Join(lines, "\n"))
-		return err
+		return view.show(lines)
 	}
 	since := int64(-1)
 	for attempt := 0; ; {
@@ -447,6 +446,102 @@ func watchRun(ctx context.Context, c *client.Core, ref string, w io.Writer, asJS
 		case <-time.After(time.Duration(attempt) * time.Second):
 		}
 	}
+}
+
+// runLines are what run watch shows: per stage its progress line and a
+// line per node in flight (a child NEW or RUNNING, or waiting to be pushed),
+// then the run's state.
+func runLines(r *wire.Run) []string {
+	var lines []string
+	for _, st := range r.Stages {
+		lines = append(lines, stageLine(&st))
+		for _, ch := range r.Children {
+			if ch.Stage != st.Name || ch.State.Final() || ch.State == "" || ch.State == action.PendingApprove {
+				continue
+			}
+			lines = append(lines, fmt.Sprintf("  %-20s %-16s wave %d  %s", textsafe.Escape(ch.NodeID), ch.State, ch.Wave,
+				shortID(ch.ActionID)))
+		}
+	}
+	return append(lines, "run "+textsafe.Escape(shortID(r.ID))+": "+textsafe.Escape(r.State)+reasonText(r.StateReason))
+}
+
+// runView shows successive states of a run.
+type runView interface{ show(lines []string) error }
+
+// newRunView redraws in place when w is a terminal, and prints plain lines
+// otherwise (a file, a pipe, CI logs).
+func newRunView(w io.Writer) runView {
+	if f, ok := w.(*os.File); ok && term.IsTerminal(int(f.Fd())) {
+		v := &liveView{w: w}
+		v.width, v.height, _ = term.GetSize(int(f.Fd()))
+		return v
+	}
+	return &plainView{w: w, now: time.Now}
+}
+
+// liveView redraws the lines it drew last: cursor up over them, each line
+// cleared and written again, what is left below cleared. Lines are cut to
+// the terminal's width and their number to its height (when known), so
+// that the cursor can always go back over what it drew.
+type liveView struct {
+	w             io.Writer
+	width, height int // 0: unknown
+	drawn         int
+}
+
+func (v *liveView) show(lines []string) error {
+	if v.height > 1 && len(lines) > v.height-1 {
+		more := len(lines) - (v.height - 2)
+		lines = append(slices.Clone(lines[:v.height-2]), fmt.Sprintf("… %d more lines", more))
+	}
+	if v.width > 1 {
+		cut := make([]string, len(lines))
+		for i, l := range lines {
+			if r := []rune(l); len(r) > v.width-1 {
+				l = string(r[:v.width-2]) + "…"
+			}
+			cut[i] = l
+		}
+		lines = cut
+	}
+	var b strings.Builder
+	if v.drawn > 0 {
+		fmt.Fprintf(&b, "\x1b[%dA", v.drawn)
+	}
+	for _, l := range lines {
+		b.WriteString("\r\x1b[2K")
+		b.WriteString(l)
+		b.WriteString("\n")
+	}
+	b.WriteString("\x1b[J")
+	v.drawn = len(lines)
+	_, err := io.WriteString(v.w, b.String())
+	return err
+}
+
+// plainView prints, with the time, only the lines that changed since the
+// last show: a log reads as a history, one line per change.
+type plainView struct {
+	w    io.Writer
+	now  func() time.Time
+	seen map[string]bool
+}
+
+func (v *plainView) show(lines []string) error {
+	next := map[string]bool{}
+	stamp := v.now().Format("15:04:05")
+	for _, l := range lines {
+		next[l] = true
+		if v.seen[l] {
+			continue
+		}
+		if _, err := fmt.Fprintf(v.w, "%s  %s\n", stamp, l); err != nil {
+			return err
+		}
+	}
+	v.seen = next
+	return nil
 }
 
 func reasonText(r string) string {

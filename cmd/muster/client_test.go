@@ -278,7 +278,8 @@ func TestCLIErrors(t *testing.T) {
 		{"wrong state", "op", []string{"action", "retry", a.ID}, 1, "409 conflict"},
 		{"kind unknown to node", "op", []string{"action", "create", "--cluster", "prod", "--node", "db-1", "--kind", "x.io/y"}, 1, "422 unprocessable"},
 		{"bad token", "nobody", []string{"cluster", "list"}, 2, "no API token"},
-		{"bad output", "op", []string{"cluster", "list", "-o", "yaml"}, 2, "want table or json"},
+		{"bad output", "op", []string{"cluster", "list", "-o", "xml"}, 2, "want one of table, wide, json, yaml, name"},
+		{"unknown event type", "op", []string{"events", "--type", "node.dwn"}, 2, "unknown event type \"node.dwn\""},
 		{"missing argument", "op", []string{"action", "show"}, 2, "needs 1 argument"},
 		{"extra argument", "op", []string{"cluster", "list", "x"}, 2, "takes no arguments"},
 		{"unknown flag", "op", []string{"action", "list", "--colour"}, 2, "unknown flag"},
@@ -381,15 +382,17 @@ func TestCLIEvents(t *testing.T) {
 	e := setupCLI(t, approval.DefaultPolicy())
 	e.run("op", "action", "create", "--cluster", "prod", "--node", "db-1", "--kind", "muster.io/debug.ping")
 	out, _, code := e.run("op", "events")
-	if code != 0 || !regexp.MustCompile(`(?m)^SEQ\s+TIME\s+TYPE.*\n(.*\n)*4\s+\S+ \S+\s+action.created\s+op\s+127.0.0.1\s+[0-9a-f]{8}\s+op created`).MatchString(out) {
+	if code != 0 || !regexp.MustCompile(`(?m)^4\s+\S+ \S+ \S+\s+action.created\s+op\s+127.0.0.1\s+[0-9a-f]{8}\s+op created`).MatchString(out) {
 		t.Fatalf("events: %s", out)
 	}
 	out, _, code = e.run("op", "events", "--limit", "2", "-o", "json")
-	if l := decode[wire.EventList](t, out); code != 0 || len(l.Events) != 2 || l.Events[1].Type != "action.created" {
+	// The action waits for an approver: approval.waiting follows its creation.
+	if l := decode[wire.EventList](t, out); code != 0 || len(l.Events) != 2 || l.Events[0].Type != "action.created" ||
+		l.Events[1].Type != "approval.waiting" {
 		t.Fatalf("events -o json: %s", out)
 	}
 	out, _, _ = e.run("op", "events", "--since", "3", "-o", "json")
-	if l := decode[wire.EventList](t, out); len(l.Events) != 1 || l.Events[0].Seq != 4 {
+	if l := decode[wire.EventList](t, out); len(l.Events) != 2 || l.Events[0].Seq != 4 {
 		t.Fatalf("events --since 3: %s", out)
 	}
 
@@ -401,9 +404,9 @@ func TestCLIEvents(t *testing.T) {
 		code, _ := e.runCtx(ctx, &buf, "op", "events", "--follow", "--limit", "1", "-o", "json")
 		done <- code
 	}()
-	testwait.For(t, "the last event", func() bool { return strings.Contains(buf.String(), `"seq":4`) })
+	testwait.For(t, "the last event", func() bool { return strings.Contains(buf.String(), `"seq":5`) })
 	e.run("op", "action", "create", "--cluster", "prod", "--node", "db-1", "--kind", "muster.io/debug.sleep")
-	testwait.For(t, "the new event", func() bool { return strings.Contains(buf.String(), `"seq":5`) })
+	testwait.For(t, "the new event", func() bool { return strings.Contains(buf.String(), `"seq":6`) })
 	cancel()
 	select {
 	case code := <-done:
@@ -689,7 +692,7 @@ func TestCLIJoinTokens(t *testing.T) {
 		t.Fatalf("join token create: %d %s %s", code, out, msg)
 	}
 	out, _, code = e.run("admin", "token", "list")
-	if code != 0 || !regexp.MustCompile(`(?m)^join-prod-\S+\s+enroll\s+\S+ \S+\s+\S+ \S+\s+prod\s+50$`).MatchString(out) {
+	if code != 0 || !regexp.MustCompile(`(?m)^join-prod-\S+\s+enroll\s+\S+ \S+ \S+\s+\S+ \S+ \S+\s+prod\s+50$`).MatchString(out) {
 		t.Fatalf("token list: %s", out)
 	}
 	if _, msg, code := e.run("admin", "token", "create", "--role", "viewer"); code != 2 || !strings.Contains(msg, "NAME is required") {

@@ -56,7 +56,7 @@ the terminal. -o json never prints a secret, so it needs --secret-file.`,
 				return usageError("--role is required (viewer, operator, approver, admin or enroll)")
 			}
 			if f.json() && secretFile == "" {
-				return usageError("-o json never prints a secret: add --secret-file FILE")
+				return usageError("-o %s never prints a secret: add --secret-file FILE", f.output)
 			}
 			req := wire.CreateTokenRequest{Roles: roles, ClusterID: cluster}
 			if len(args) == 1 {
@@ -89,7 +89,7 @@ the terminal. -o json never prints a secret, so it needs --secret-file.`,
 				}
 			}
 			if f.json() {
-				return writeJSON(w, wire.Token{Name: tok.Name, Roles: tok.Roles, ExpiresTS: tok.ExpiresTS, ClusterID: tok.ClusterID, UsesLeft: tok.UsesLeft})
+				return f.write(w, wire.Token{Name: tok.Name, Roles: tok.Roles, ExpiresTS: tok.ExpiresTS, ClusterID: tok.ClusterID, UsesLeft: tok.UsesLeft})
 			}
 			fmt.Fprintf(w, "Created token %s (roles %s%s).\n", textsafe.Escape(tok.Name), textsafe.Escape(strings.Join(tok.Roles, ", ")), tokenScope(tok.ClusterID, tok.UsesLeft, tok.ExpiresTS))
 			if secretFile != "" {
@@ -121,7 +121,7 @@ the terminal. -o json never prints a secret, so it needs --secret-file.`,
 				return apiError(c, err)
 			}
 			if f.json() {
-				return writeJSON(cmd.OutOrStdout(), wire.TokenList{Tokens: toks})
+				return f.write(cmd.OutOrStdout(), wire.TokenList{Tokens: toks})
 			}
 			t := newTable(cmd.OutOrStdout(), "NAME", "ROLES", "CREATED", "EXPIRES", "CLUSTER", "USES LEFT")
 			for _, tok := range toks {
@@ -147,7 +147,7 @@ the terminal. -o json never prints a secret, so it needs --secret-file.`,
 				return apiError(c, err)
 			}
 			if f.json() {
-				return writeJSON(cmd.OutOrStdout(), wire.Accepted{Status: "revoked", Message: "token " + args[0] + " revoked"})
+				return f.write(cmd.OutOrStdout(), wire.Accepted{Status: "revoked", Message: "token " + args[0] + " revoked"})
 			}
 			fmt.Fprintf(cmd.OutOrStdout(), "Revoked token %s.\n", textsafe.Escape(args[0]))
 			return nil

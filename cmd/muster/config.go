@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"reflect"
+	"slices"
 	"strings"
 	"time"
 
@@ -57,6 +58,31 @@ func loadConfig(cmd *cobra.Command, out any, flagKeys map[string]string) error {
 	)))
 	if err != nil {
 		errs = append(errs, decodeErrors(err)...)
+	}
+	return configExit(errs.Err())
+}
+
+// loadValid loads the configuration as loadConfig does, then validates it
+// with validate, and reports every unknown key, bad value and bad field in
+// one list (config.Errors, exit code 2). A field whose value the decoder
+// refused is not validated again.
+func loadValid(cmd *cobra.Command, out any, flagKeys map[string]string, validate func() error) error {
+	var errs config.Errors
+	if err := loadConfig(cmd, out, flagKeys); err != nil && !errors.As(err, &errs) {
+		return err // the file could not be read or parsed: nothing to validate
+	}
+	errs = slices.Clone(errs)
+	if err := validate(); err != nil {
+		var verrs config.Errors
+		if !errors.As(err, &verrs) {
+			return err
+		}
+		refused := errs.Fields()
+		for _, v := range verrs {
+			if !slices.Contains(refused, v.Field) {
+				errs = append(errs, v)
+			}
+		}
 	}
 	return configExit(errs.Err())
 }

@@ -29,17 +29,19 @@ With store.driver postgres, several replicas share one database: each
 cluster's passes run on the replica holding its lease ("muster core status"
 lists them).
 
-SIGHUP reloads the core's certificates (api.tls, agents_tls) from their
-files without a restart.
+SIGHUP (systemctl reload) reloads the core's certificates (api.tls,
+agents_tls) from their files, reads the configuration again and applies the
+approval rules, the disruptive kinds and the clusters' budgets, all without a
+restart; an event (core.config_reloaded) says what changed. An invalid
+configuration changes nothing: the one in use stays, and an event
+(core.config_rejected) and a log line say why.
 
 Configuration comes from --config (YAML), then MUSTER_* environment variables
 (MUSTER_API_ADDR for api.addr), then flags.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			cfg := core.DefaultConfig()
-			if err := loadConfig(cmd, &cfg, map[string]string{
-				"data-dir": "data_dir", "api-addr": "api.addr",
-			}); err != nil {
+			if err := loadValid(cmd, &cfg, coreFlagKeys, cfg.Validate); err != nil {
 				return err
 			}
 			if err := checkConfigSecrets(cmd.Flags().Lookup("config").Value.String()); err != nil {
@@ -56,6 +58,14 @@ Configuration comes from --config (YAML), then MUSTER_* environment variables
 				if err := c.ReloadTLS(); err != nil {
 					log.Error("SIGHUP: reloading certificates failed; the ones in use stay", "err", err)
 				}
+				next := core.DefaultConfig()
+				if err := loadValid(cmd, &next, coreFlagKeys, next.Validate); err != nil {
+					_ = c.RejectConfig(ctx, err)
+					return
+				}
+				if _, err := c.Reload(ctx, next); err != nil {
+					log.Error("SIGHUP: reload failed", "err", err)
+				}
 			})
 			err = c.Run(ctx)
 			stop()
@@ -63,11 +73,26 @@ Configuration comes from --config (YAML), then MUSTER_* environment variables
 			return err
 		},
 	}
-	f := cmd.Flags()
-	f.String("config", "", "YAML configuration file")
-	f.String("data-dir", "", "directory of the core database and the admin token (data_dir)")
-	f.String("api-addr", "", "listen address of the REST API (api.addr)")
-	cmd.AddCommand(newCoreStatusCmd())
+	coreFlags(cmd)
+	check := &cobra.Command{
+		Use:   "check",
+		Short: "Check a core configuration and report every problem at once",
+		Long: `Check a core configuration as "muster core" would load it (the file, then
+MUSTER_* environment variables, then flags) and report every unknown key, bad
+value and bad field at once. Exit status 0 when it is valid, 2 when not.
+Nothing is opened or started: the store is not contacted.`,
+		Example: `  muster core check --config /etc/muster/core.yaml`,
+		Args:    noArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			cfg := core.DefaultConfig()
+			if err := loadValid(cmd, &cfg, coreFlagKeys, cfg.Validate); err != nil {
+				return err
+			}
+			return configOK(cmd)
+		},
+	}
+	coreFlags(check)
+	cmd.AddCommand(newCoreStatusCmd(), check)
 	return cmd
 }
 
@@ -90,6 +115,15 @@ func reloadOnHangup(ctx context.Context, reload func()) <-chan struct{} {
 		}
 	}()
 	return done
+}
+
+var coreFlagKeys = map[string]string{"data-dir": "data_dir", "api-addr": "api.addr"}
+
+func coreFlags(cmd *cobra.Command) {
+	f := cmd.Flags()
+	f.String("config", "", "YAML configuration file")
+	f.String("data-dir", "", "directory of the core database and the admin token (data_dir)")
+	f.String("api-addr", "", "listen address of the REST API (api.addr)")
 }
 
 // checkConfigSecrets refuses a core configuration file whose store.dsn holds

@@ -140,6 +140,8 @@ func runDev(ctx context.Context, o devOptions, out io.Writer) error {
 	ccfg.Orchestrate.Interval = o.interval
 	// The browser, the CLI and the agents all come from loopback.
 	ccfg.LoopbackUncapped = true
+	// Receivers tried out on this machine are on loopback.
+	ccfg.NotifyAllowLoopback = true
 	// One-time sign-in links for the web UI, accepted only from loopback,
 	// for ten minutes.
 	ccfg.DevLoginsExpire = time.Now().Add(core.DevLoginTTL)

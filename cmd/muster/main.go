@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"os"
 	"os/signal"
+	"strings"
 	"syscall"
 )
 
@@ -23,7 +24,12 @@ func main() {
 }
 
 // errorText is how an error prints: its lines, each escaped, since an error
-// may quote what a server answered.
+// may quote what a server answered. Tabs stay tabs: cobra indents its
+// suggestions ("Did you mean this?") with one.
 func errorText(err error) string {
-	return safeLines(err.Error())
+	parts := strings.Split(err.Error(), "\t")
+	for i, p := range parts {
+		parts[i] = safeLines(p)
+	}
+	return strings.Join(parts, "\t")
 }

@@ -45,10 +45,11 @@ func newRootCmd() *cobra.Command {
 		// Run muster.
 		newAgentCmd(), newCoreCmd(), newDevCmd(),
 		// Talk to a core.
-		newActionCmd(), newRunCmd(), newPlaybookCmd(), newClusterCmd(), newNodeCmd(), newEventsCmd(), newTokenCmd(),
+		newActionCmd(), newRunCmd(), newPlaybookCmd(), newClusterCmd(), newNodeCmd(), newEventsCmd(), newTokenCmd(), newNotifyCmd(),
 		// Set-up helpers.
 		newTLSCmd(), newGossipCmd(), newVersionCmd(),
 	)
+	addCompletions(root)
 	return root
 }
 

@@ -13,7 +13,10 @@ import (
 
 // Reasons of the changes a pass makes.
 const (
-	ReasonGone        = "the agent purged this id (410)"
+	ReasonGone = "the agent purged this id (410)"
+	// ReasonDrained is the state_reason of an action held because its
+	// node is drained.
+	ReasonDrained     = "held: the node is drained; it is sent once the node is undrained"
 	ReasonMissing     = "the agent no longer has this action"
 	ReasonUnconfirmed = "pushed to an agent database since replaced, with no answer: it may have run there"
 	ReasonReapprove   = "the action no longer matches its approval"
@@ -164,9 +167,52 @@ func joinWhy(why []string) string {
 
 // MarkLost makes an action LOST with reason: the agent answered 410 for it,
 // a full listing lacks it, or it was pushed to an agent database since
-// replaced. A final record is not changed (nil).
+// replaced. A final record is not changed (nil). The three cases have their
+// own rule below (LoseGone, LoseMissing, LoseUnconfirmed).
 func MarkLost(cur *store.Record, reason string, now time.Time) *Change {
 	return finish(cur, action.Lost, Core, reason, "", "", now)
+}
+
+// When an action becomes LOST (docs/architecture.md, "Action states"): the
+// agent purged its id; a full listing of the agent lacks an action it held;
+// or it was pushed to an agent database since replaced and no answer says
+// whether it arrived. A LOST action is never pushed again.
+
+// LoseGone makes LOST an action whose push the agent answered 410: it had
+// the id once and purged it.
+func LoseGone(cur *store.Record, now time.Time) *Change {
+	return MarkLost(cur, ReasonGone, now)
+}
+
+// MissingIsLost reports whether an action that a full listing of its agent
+// lacks is LOST: the agent had it (seen there, in a state only the agent
+// moves) and no longer has it.
+func MissingIsLost(r *store.Record) bool {
+	return r.SeenOnAgent && !r.State.Final() && r.State.OnAgent()
+}
+
+// LoseMissing makes LOST an action that a full listing of its agent lacks,
+// when MissingIsLost says so (else nil).
+func LoseMissing(cur *store.Record, now time.Time) *Change {
+	if !MissingIsLost(cur) {
+		return nil
+	}
+	return MarkLost(cur, ReasonMissing, now)
+}
+
+// UnconfirmedIsLost reports whether an action not yet seen on its agent was
+// pushed to an agent database other than storeID, the agent's database now:
+// the push may have run there, so it is LOST, never pushed again.
+func UnconfirmedIsLost(r *store.Record, storeID string) bool {
+	return r.State == action.PendingSchedule && r.PushedStoreID != "" && r.PushedStoreID != storeID
+}
+
+// LoseUnconfirmed makes LOST an action UnconfirmedIsLost says is (else nil).
+func LoseUnconfirmed(cur *store.Record, storeID string, now time.Time) *Change {
+	if !UnconfirmedIsLost(cur, storeID) {
+		return nil
+	}
+	return MarkLost(cur, ReasonUnconfirmed, now)
 }
 
 // Refused makes a PENDING_SCHEDULE action the agent refused (422: unknown
@@ -202,6 +248,9 @@ func Reapprove(cur *store.Record, now time.Time) *Change {
 // disruption budget holds it): its state_reason, with no state change,
 // history line or event. nil when the record says so already, so that a
 // pass that holds it again writes nothing.
+//
+// The reasons of a hold: ReasonDrained, or the disruption budget's
+// (budget.HeldPrefix...).
 func Hold(cur *store.Record, reason string, now time.Time) *Change {
 	if cur.State != action.PendingSchedule || cur.StateReason == reason {
 		return nil

@@ -135,6 +135,10 @@ func insert(ctx context.Context, tx store.Tx, rec *store.Record, by Actor, reaso
 	}
 	c.History = append(c.History, action.Transition{TS: t, To: rec.State, Actor: by.Name, Reason: reason})
 	c.event(store.EventActionCreated, by, t, msg, data)
+	if rec.State == action.PendingApprove {
+		c.event(store.EventApprovalWaiting, by, t, fmt.Sprintf("%s on %s/%s waits for an approver (requested by %s)",
+			rec.Kind, rec.ClusterID, rec.NodeID, by.Name), map[string]any{"kind": rec.Kind, "reason": "created"})
+	}
 	if err := Write(ctx, tx, c); err != nil {
 		return err
 	}
@@ -158,7 +162,7 @@ func load(ctx context.Context, tx store.Tx, id string) (*store.Record, error) {
 // Policy.TTL at now: it can no longer be approved, and ExpireApprovals
 // cancels it.
 func (r *Rules) ApprovalExpired(rec *store.Record, now time.Time) bool {
-	return rec.State == action.PendingApprove && r.Policy.TTL > 0 && now.Sub(rec.CreatedTS) > r.Policy.TTL
+	return rec.State == action.PendingApprove && r.Policy.Window() > 0 && now.Sub(rec.CreatedTS) > r.Policy.Window()
 }
 
 // Approve moves a PENDING_APPROVE action to PENDING_SCHEDULE, binding the
@@ -180,7 +184,7 @@ func (r *Rules) Approve(ctx context.Context, tx store.Tx, id string, by Actor) (
 	t := r.now()
 	if r.ApprovalExpired(cur, t) {
 		return nil, &StateError{Of: OfAction, ID: cur.ID, State: string(cur.State),
-			What: fmt.Sprintf("approve: the approval window of %s has passed", r.Policy.TTL)}
+			What: fmt.Sprintf("approve: the approval window of %s has passed", r.Policy.Window())}
 	}
 	c := finish(cur, action.PendingSchedule, by, ReasonApproved, store.EventActionApproved,
 		fmt.Sprintf("%s approved %s (%s on %s/%s)", by.Name, cur.ID, cur.Kind, cur.ClusterID, cur.NodeID), t)
@@ -297,11 +301,11 @@ func (r *Rules) Retry(ctx context.Context, tx store.Tx, id string, by Actor) (*s
 // event, every PENDING_APPROVE action whose approval window (Policy.TTL) has
 // passed, and returns them. It writes nothing when there are none.
 func (r *Rules) ExpireApprovals(ctx context.Context, tx store.Tx) ([]*store.Record, error) {
-	if r.Policy.TTL <= 0 {
+	if r.Policy.Window() <= 0 {
 		return nil, nil
 	}
 	t := r.now()
-	recs, err := tx.ApprovalsBefore(ctx, t.Add(-r.Policy.TTL))
+	recs, err := tx.ApprovalsBefore(ctx, t.Add(-r.Policy.Window()))
 	if err != nil {
 		return nil, err
 	}

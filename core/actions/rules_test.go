@@ -102,8 +102,9 @@ func TestManyChangesInOneTransaction(t *testing.T) {
 		if rec.State != want[i] {
 			t.Fatalf("action %d is %s, want %s", i, rec.State, want[i])
 		}
-		if len(evs) != len(rec.History) {
-			t.Fatalf("action %d: %d events for %d history lines", i, len(evs), len(rec.History))
+		// One event per history line, and approval.waiting for the one created waiting.
+		if len(evs) != len(rec.History)+1 || evs[1].Type != store.EventApprovalWaiting {
+			t.Fatalf("action %d: %d events for %d history lines, want approval.waiting beside them", i, len(evs), len(rec.History))
 		}
 	}
 	// A failing call rolls the whole transaction back.

@@ -7,6 +7,8 @@ import (
 	"net/http"
 	"strconv"
 	"strings"
+	"unicode"
+	"unicode/utf8"
 
 	"github.com/labstack/echo/v5"
 
@@ -230,9 +232,28 @@ func (s *Server) change(c *echo.Context, fn func(ctx context.Context, tx store.T
 	return rec, err
 }
 
+// decisionActor is the caller with the reason of an optional
+// {"reason": "..."} body: stored in the history line and the event.
+func decisionActor(c *echo.Context) (actions.Actor, error) {
+	var req wire.ReasonRequest
+	if err := optionalBody(c, &req); err != nil {
+		return actions.Actor{}, err
+	}
+	if strings.ContainsFunc(req.Reason, unicode.IsControl) || !utf8.ValidString(req.Reason) {
+		return actions.Actor{}, badRequest("reason contains control characters")
+	}
+	by := actor(c)
+	by.Note = strings.TrimSpace(req.Reason)
+	return by, nil
+}
+
 func (s *Server) approveAction(c *echo.Context) error {
+	by, err := decisionActor(c)
+	if err != nil {
+		return err
+	}
 	rec, err := s.change(c, func(ctx context.Context, tx store.Tx, id string) (*store.Record, error) {
-		return s.rules.Approve(ctx, tx, id, actor(c))
+		return s.rules.Approve(ctx, tx, id, by)
 	})
 	if err != nil {
 		return err
@@ -242,8 +263,12 @@ func (s *Server) approveAction(c *echo.Context) error {
 }
 
 func (s *Server) rejectAction(c *echo.Context) error {
+	by, err := decisionActor(c)
+	if err != nil {
+		return err
+	}
 	rec, err := s.change(c, func(ctx context.Context, tx store.Tx, id string) (*store.Record, error) {
-		return s.rules.Reject(ctx, tx, id, actor(c))
+		return s.rules.Reject(ctx, tx, id, by)
 	})
 	if err != nil {
 		return err

@@ -536,6 +536,37 @@ func TestListFiltersSortAndPaging(t *testing.T) {
 	}
 }
 
+// A reason given with approve or reject is kept in the history line and
+// the event; a bad one is a 400 that changes nothing.
+func TestApproveRejectReason(t *testing.T) {
+	t.Parallel()
+	e := setup(t)
+	a := e.create("op", wire.CreateActionRequest{})
+	e.fail(http.MethodPost, "/api/v1/actions/"+a.ID+"/approve", "appr", map[string]string{"reason": "ok\x1b[2J"}, http.StatusBadRequest)
+	e.fail(http.MethodPost, "/api/v1/actions/"+a.ID+"/approve", "appr", map[string]any{"reason": "ok", "extra": 1}, http.StatusBadRequest)
+	var got action.Action
+	e.call(http.MethodGet, "/api/v1/actions/"+a.ID, "appr", nil, http.StatusOK, &got)
+	if got.State != action.PendingApprove {
+		t.Fatalf("a refused approval changed the action: %s", got.State)
+	}
+	e.call(http.MethodPost, "/api/v1/actions/"+a.ID+"/approve", "appr", map[string]string{"reason": "change CHG-42"}, http.StatusOK, &got)
+	e.call(http.MethodGet, "/api/v1/actions/"+a.ID, "appr", nil, http.StatusOK, &got)
+	last := got.History[len(got.History)-1]
+	if got.State != action.PendingSchedule || !strings.HasSuffix(last.Reason, ": change CHG-42") {
+		t.Fatalf("approved with a reason: %s, history %+v", got.State, last)
+	}
+	if evs := e.eventsOf(a.ID, "action.approved"); len(evs) != 1 || evs[0].Data["note"] != "change CHG-42" {
+		t.Fatalf("action.approved events %+v", evs)
+	}
+
+	b := e.create("op", wire.CreateActionRequest{})
+	e.call(http.MethodPost, "/api/v1/actions/"+b.ID+"/reject", "appr", map[string]string{"reason": "not in the window"}, http.StatusOK, &got)
+	e.call(http.MethodGet, "/api/v1/actions/"+b.ID, "appr", nil, http.StatusOK, &got)
+	if last := got.History[len(got.History)-1]; !strings.HasSuffix(last.Reason, ": not in the window") {
+		t.Fatalf("rejected with a reason: history %+v", last)
+	}
+}
+
 // TestInvalidQueryAnswers400: a list query the store refuses (an unknown sort
 // field, one given twice) answers 400 through the one error mapping, with the
 // store's reason, and the API does not check the sort fields itself.

@@ -89,6 +89,9 @@ type Config struct {
 	Replicas ReplicaLister
 	// Runs makes every change to runs.
 	Runs *runs.Engine
+	// Notify sends test deliveries and lists the destinations; nil: none
+	// configured.
+	Notify Notifier
 	// Enroll signs, renews and revokes agent certificates; nil answers
 	// its routes 404.
 	Enroll *enroll.Service
@@ -237,8 +240,13 @@ func (s *Server) routes() {
 	s.add(http.MethodPost, "/api/v1/playbooks/:name/plan", auth.Read, s.planPlaybook)
 	s.add(http.MethodPost, "/api/v1/playbooks/:name/runs", auth.Create, s.startPlaybook)
 
-	s.add(http.MethodGet, "/api/v1/events", auth.Read, onlyParams(s.listEvents, "since", "limit", "tail", "action_id", "run_id", "cluster"))
-	s.add(http.MethodGet, "/api/v1/events/stream", auth.Read, onlyParams(s.streamEvents, "since", "action_id", "run_id", "cluster"))
+	s.add(http.MethodGet, "/api/v1/events", auth.Read, onlyParams(s.listEvents, "since", "limit", "tail", "action_id", "run_id", "cluster", "node", "type"))
+	s.add(http.MethodGet, "/api/v1/events/stream", auth.Read, onlyParams(s.streamEvents, "since", "action_id", "run_id", "cluster", "node", "type"))
+
+	s.add(http.MethodGet, "/api/v1/notify", auth.Notify, onlyParams(s.listNotify))
+	s.add(http.MethodPost, "/api/v1/notify/:name/test", auth.Notify, s.testNotify)
+	s.add(http.MethodGet, "/api/v1/notify/:name/deliveries", auth.Notify, onlyParams(s.listDeliveries, "state", "before", "limit"))
+	s.add(http.MethodPost, "/api/v1/notify/deliveries/:id/redeliver", auth.Notify, s.redeliver)
 
 	s.add(http.MethodPost, "/api/v1/tokens", auth.Tokens, s.createToken)
 	s.add(http.MethodGet, "/api/v1/tokens", auth.Tokens, onlyParams(s.listTokens))

@@ -177,7 +177,10 @@ func (s *Server) drainNode(drained bool) echo.HandlerFunc {
 		if err != nil {
 			return err
 		}
-		if !drained {
+		if drained {
+			// A sync of the node: what waits for it says why.
+			s.nudgeNode(n.ClusterID, n.ID)
+		} else {
 			s.nudgeCluster(n.ClusterID) // what waited for the node may go now
 		}
 		return c.JSON(http.StatusOK, toWireNode(*n))

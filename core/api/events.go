@@ -28,17 +28,25 @@ func toWireEvent(e store.Event) wire.Event {
 }
 
 // eventFilter keeps the events a caller asked for (?action_id=, ?run_id=,
-// ?cluster=).
-type eventFilter struct{ actionID, runID, clusterID string }
+// ?cluster=, ?node=, ?type= a comma list of types and families like node.*).
+type eventFilter struct {
+	actionID, runID, clusterID, nodeID string
+	types                              []string
+}
 
-func newEventFilter(c *echo.Context) eventFilter {
+func newEventFilter(c *echo.Context) (eventFilter, error) {
+	types, err := store.ParseEventTypes(c.QueryParam("type"))
+	if err != nil {
+		return eventFilter{}, badRequest("type: %v", err)
+	}
 	return eventFilter{actionID: c.QueryParam("action_id"), runID: c.QueryParam("run_id"),
-		clusterID: c.QueryParam("cluster")}
+		clusterID: c.QueryParam("cluster"), nodeID: c.QueryParam("node"), types: types}, nil
 }
 
 func (f eventFilter) keep(e *store.Event) bool {
 	return (f.actionID == "" || e.ActionID == f.actionID) && (f.runID == "" || e.RunID == f.runID) &&
-		(f.clusterID == "" || e.ClusterID == f.clusterID)
+		(f.clusterID == "" || e.ClusterID == f.clusterID) && (f.nodeID == "" || e.NodeID == f.nodeID) &&
+		store.MatchEventType(f.types, e.Type)
 }
 
 func parseSeq(name, v string) (int64, error) {
@@ -80,7 +88,10 @@ func (s *Server) listEvents(c *echo.Context) error {
 		tail = int64(n)
 		limit = int(tail)
 	}
-	f := newEventFilter(c)
+	f, err := newEventFilter(c)
+	if err != nil {
+		return err
+	}
 	ctx := c.Request().Context()
 	var evs []store.Event
 	if err := s.st.Read(ctx, func(r store.Reader) error {
@@ -154,7 +165,10 @@ func (s *Server) streamEvents(c *echo.Context) error {
 		}
 		since = n
 	}
-	f := newEventFilter(c)
+	f, err := newEventFilter(c)
+	if err != nil {
+		return err
+	}
 	release, err := s.acquireStream(caller(c).Name)
 	if err != nil {
 		return err

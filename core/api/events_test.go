@@ -42,8 +42,8 @@ func TestListEvents(t *testing.T) {
 		t.Fatalf("page %+v", l)
 	}
 	e.call(http.MethodGet, "/api/v1/events?action_id="+a.ID, "viewer", nil, http.StatusOK, &l)
-	if len(l.Events) != 2 {
-		t.Fatalf("action_id filter: %d events, want 2", len(l.Events))
+	if len(l.Events) != 3 || l.Events[1].Type != store.EventApprovalWaiting {
+		t.Fatalf("action_id filter: %d events, want 3 (created, approval.waiting, approved)", len(l.Events))
 	}
 	e.call(http.MethodGet, "/api/v1/events?tail=3", "viewer", nil, http.StatusOK, &l)
 	if len(l.Events) != 3 || l.Events[2].Seq != last.Seq || l.Events[0].Seq != all[len(all)-3].Seq {
@@ -75,6 +75,10 @@ func TestStreamDeliversNewEvents(t *testing.T) {
 	}
 	if s.LastID() != ev.Seq {
 		t.Fatalf("SSE id %d differs from the event seq %d", s.LastID(), ev.Seq)
+	}
+	ev, err = s.Next()
+	if err != nil || ev.Type != store.EventApprovalWaiting || ev.ActionID != a.ID {
+		t.Fatalf("second streamed event %+v, %v, want approval.waiting", ev, err)
 	}
 	e.call(http.MethodPost, "/api/v1/actions/"+a.ID+"/reject", "appr", nil, http.StatusOK, nil)
 	ev, err = s.Next()
@@ -236,6 +240,33 @@ func TestStreamKeepAlive(t *testing.T) {
 		text.Write(buf[:n])
 		if err != nil {
 			t.Fatalf("read: %v (so far %q)", err, text.String())
+		}
+	}
+}
+
+// ?type= and ?node= narrow the log; an unknown type is a 400.
+func TestEventsByTypeAndNode(t *testing.T) {
+	t.Parallel()
+	e := setup(t)
+	a := e.create("op", wire.CreateActionRequest{})
+	var l wire.EventList
+	e.call(http.MethodGet, "/api/v1/events?type=action.created&node="+a.NodeID, "op", nil, http.StatusOK, &l)
+	if len(l.Events) != 1 || l.Events[0].ActionID != a.ID {
+		t.Fatalf("type=action.created: %+v", l.Events)
+	}
+	e.call(http.MethodGet, "/api/v1/events?type=token.*", "op", nil, http.StatusOK, &l)
+	for _, ev := range l.Events {
+		if ev.Type != "token.created" {
+			t.Fatalf("type=token.*: %+v", ev)
+		}
+	}
+	e.call(http.MethodGet, "/api/v1/events?node=nope", "op", nil, http.StatusOK, &l)
+	if len(l.Events) != 0 {
+		t.Fatalf("node=nope: %+v", l.Events)
+	}
+	for _, p := range []string{"/api/v1/events?type=action.creatd", "/api/v1/events/stream?type=*"} {
+		if d := e.fail(http.MethodGet, p, "op", nil, http.StatusBadRequest); !strings.Contains(d.Message, "unknown event type") {
+			t.Fatalf("%s: %+v", p, d)
 		}
 	}
 }

@@ -65,6 +65,18 @@ func TestDrainAndUndrain(t *testing.T) {
 	e.fail(http.MethodPost, "/api/v1/clusters/nope/nodes/db-1/drain", "op", nil, http.StatusNotFound)
 }
 
+// TestDrainNudgesASyncOfTheNode: a drain asks for a sync of the node, so
+// that its waiting actions say at once that the drain holds them.
+func TestDrainNudgesASyncOfTheNode(t *testing.T) {
+	t.Parallel()
+	e := setup(t)
+	before := e.nudges.count("prod")
+	e.call(http.MethodPost, "/api/v1/clusters/prod/nodes/db-1/drain", "op", nil, http.StatusOK, nil)
+	if e.nudges.count("prod") != before+1 {
+		t.Fatalf("the drain made %d nudges, want 1", e.nudges.count("prod")-before)
+	}
+}
+
 func TestForgetEndsTheNodesOpenActions(t *testing.T) {
 	t.Parallel()
 	e := setup(t, noApproval)

@@ -75,11 +75,16 @@ func TestAPI3MassAssignmentIsRefusedOrIgnored(t *testing.T) {
 	} {
 		e.fail(http.MethodPost, "/api/v1/tokens", "admin", body, http.StatusBadRequest)
 	}
-	// Verbs take no body: what one carries never reaches the record.
+	// Approve takes only a reason: a body with anything else is refused
+	// and changes nothing.
 	a := e.create("op", wire.CreateActionRequest{})
+	e.fail(http.MethodPost, "/api/v1/actions/"+a.ID+"/approve", "appr",
+		`{"approved_by":"mallory","requester":"mallory","state":"DONE","kind":"x.io/evil"}`, http.StatusBadRequest)
+	if rec := e.record(a.ID); rec.State != action.PendingApprove || rec.ApprovedBy != "" {
+		t.Fatalf("a refused approve changed the action: %+v", rec.Action)
+	}
 	var got action.Action
-	e.call(http.MethodPost, "/api/v1/actions/"+a.ID+"/approve", "appr",
-		`{"approved_by":"mallory","requester":"mallory","state":"DONE","kind":"x.io/evil"}`, http.StatusOK, &got)
+	e.call(http.MethodPost, "/api/v1/actions/"+a.ID+"/approve", "appr", `{"reason":"ok"}`, http.StatusOK, &got)
 	rec := e.record(a.ID)
 	if rec.ApprovedBy != "appr" || rec.Requester != "op" || rec.State != action.PendingSchedule || rec.Kind != kindPing {
 		t.Fatalf("approve with a body: %+v", rec.Action)

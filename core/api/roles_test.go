@@ -55,6 +55,10 @@ var roleTable = map[string][5]int{ //        none viewer  op   appr admin
 	"POST /api/v1/playbooks/:name/runs":                  {401, 403, 201, 403, 201},
 	"GET /api/v1/events":                                 {401, 200, 200, 200, 200},
 	"GET /api/v1/events/stream":                          {401, 200, 200, 200, 200},
+	"GET /api/v1/notify":                                 {401, 403, 403, 403, 200},
+	"POST /api/v1/notify/:name/test":                     {401, 403, 403, 403, 200},
+	"GET /api/v1/notify/:name/deliveries":                {401, 403, 403, 403, 200},
+	"POST /api/v1/notify/deliveries/:id/redeliver":       {401, 403, 403, 403, 200},
 	"POST /api/v1/tokens":                                {401, 403, 403, 403, 201},
 	"GET /api/v1/tokens":                                 {401, 403, 403, 403, 200},
 	"DELETE /api/v1/tokens/:name":                        {401, 403, 403, 403, 204},
@@ -114,6 +118,22 @@ func (e *env) fixture(route string, n int) (string, any) {
 		if !strings.HasPrefix(route, "GET") {
 			body = wire.PlanRequest{ClusterID: "prod", Version: 1}
 		}
+	case "POST /api/v1/notify/:name/test", "GET /api/v1/notify/:name/deliveries":
+		path = strings.ReplaceAll(path, ":name", "hook")
+	case "POST /api/v1/notify/deliveries/:id/redeliver":
+		var id int64
+		e.update(func(ctx context.Context, tx store.Tx) error {
+			ev := &store.Event{Type: "notify.test.fixture", Actor: "test"}
+			if err := tx.AppendEvent(ctx, ev); err != nil {
+				return err
+			}
+			d, err := store.NextDelivery(ctx, tx, "hook")
+			if err == nil {
+				id = d.ID
+			}
+			return err
+		})
+		path = strings.ReplaceAll(path, ":id", fmt.Sprint(id))
 	case "POST /api/v1/enroll":
 		node := fmt.Sprintf("enrolled-%d", n)
 		csr, _ := csrFor(e.t, node)

@@ -19,6 +19,7 @@ import (
 	"github.com/musterhq/muster/core/approval"
 	"github.com/musterhq/muster/core/auth"
 	"github.com/musterhq/muster/core/enroll"
+	"github.com/musterhq/muster/core/notify"
 	"github.com/musterhq/muster/core/store"
 	"github.com/musterhq/muster/core/store/sqlite"
 	"github.com/musterhq/muster/shared/action"
@@ -120,6 +121,16 @@ func setup(t *testing.T, opts ...func(*Config)) *env {
 	logs := &syncBuffer{}
 	reg := prometheus.NewRegistry()
 	cfg := Config{Policy: approval.DefaultPolicy(), Gatherer: reg, Registerer: reg}
+	// One notification destination, a real receiver answering 204.
+	hook := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { w.WriteHeader(http.StatusNoContent) }))
+	t.Cleanup(hook.Close)
+	dests := []notify.Destination{{Name: "hook", URL: hook.URL + "/in?key=TOPSECRET", Format: notify.FormatSlack, Events: []string{"notify.test.*"}}}
+	st.SetOutbox(notify.Route(dests))
+	notifier, err := notify.New(notify.Config{Destinations: dests, AllowLoopback: true}, st, nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg.Notify = notifier
 	for _, o := range opts {
 		o(&cfg)
 	}

@@ -52,6 +52,8 @@ const (
 	Drain Permission = "drain"
 	// Forget removes a node for good, ending its open actions.
 	Forget Permission = "forget"
+	// Notify sees and runs the notification destinations (admin).
+	Notify Permission = "notify"
 	// Enroll sends an agent's certificate signing request (a join token).
 	Enroll Permission = "enroll"
 	// Revoke puts a node's certificates on the revocation list.
@@ -59,7 +61,7 @@ const (
 )
 
 // Permissions lists every permission.
-var Permissions = []Permission{Read, Create, Cancel, Retry, Orchestrate, Approve, Reject, Tokens, Drain, Forget, Enroll, Revoke}
+var Permissions = []Permission{Read, Create, Cancel, Retry, Orchestrate, Approve, Reject, Tokens, Drain, Forget, Enroll, Revoke, Notify}
 
 // Roles lists every role, least powerful first.
 var Roles = []string{store.RoleEnroll, store.RoleViewer, store.RoleOperator, store.RoleApprover, store.RoleAdmin}

@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"maps"
 	"slices"
+	"sync/atomic"
 
 	"github.com/musterhq/muster/core/glob"
 	"github.com/musterhq/muster/core/store"
@@ -34,6 +35,9 @@ type Policy struct {
 	// Kinds in order: the first rule whose glob matches a kind decides;
 	// a kind no rule matches is not disruptive.
 	Kinds []KindRule
+
+	// live, when set, answers instead (Live.Policy).
+	live *Live
 }
 
 // ValidateKinds returns one error per bad rule, named by its key.
@@ -53,6 +57,7 @@ func ValidateKinds(rules []KindRule) config.Errors {
 
 // Disruptive reports whether actions of kind count against a budget.
 func (p Policy) Disruptive(kind string) bool {
+	p = p.cur()
 	for _, r := range p.Kinds {
 		if glob.Match(r.Kind, kind) {
 			return r.Disruptive
@@ -64,6 +69,7 @@ func (p Policy) Disruptive(kind string) bool {
 // Limit returns the cluster's max_unavailable, and false when it has none
 // (a cluster listed with 0 has a budget: no disruption at all).
 func (p Policy) Limit(clusterID string) (limit.Limit, bool) {
+	p = p.cur()
 	l, ok := p.MaxUnavailable[clusterID]
 	return l, ok
 }
@@ -106,6 +112,7 @@ func NodeReason(n *store.Node) string {
 // disruptive action NEW or RUNNING on the agent, or PENDING_SCHEDULE but
 // already pushed (its answer not seen yet: it may be running).
 func (p Policy) Holds(r *store.Record) bool {
+	p = p.cur()
 	if !p.Disruptive(r.Kind) {
 		return false
 	}
@@ -130,6 +137,7 @@ type Usage struct {
 // Usage computes the budget in use of a cluster from its nodes and its open
 // actions; nil when the cluster has no budget.
 func (p Policy) Usage(clusterID string, nodes []store.Node, open []store.Record) *Usage {
+	p = p.cur()
 	l, ok := p.Limit(clusterID)
 	if !ok {
 		return nil
@@ -173,3 +181,32 @@ func (u *Usage) Nodes() []string { return slices.Sorted(maps.Keys(u.Unavailable)
 
 // HeldPrefix starts the state_reason of every action the budget holds.
 const HeldPrefix = "held by the disruption budget"
+
+// Live holds the budget policy a running core uses, replaced as a whole
+// when its configuration is reloaded (SIGHUP). A Policy from Live.Policy
+// answers every call from the latest one stored.
+type Live struct{ p atomic.Pointer[Policy] }
+
+// NewLive returns a Live holding p.
+func NewLive(p Policy) *Live {
+	l := &Live{}
+	l.Store(p)
+	return l
+}
+
+// Store makes p the policy every Policy of l answers from.
+func (l *Live) Store(p Policy) {
+	p.live = nil
+	l.p.Store(&p)
+}
+
+// Policy returns a Policy that follows l.
+func (l *Live) Policy() Policy { return Policy{live: l} }
+
+// cur is the policy to answer from: the latest of its Live, or p itself.
+func (p Policy) cur() Policy {
+	if p.live != nil {
+		return *p.live.p.Load()
+	}
+	return p
+}

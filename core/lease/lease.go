@@ -49,6 +49,10 @@ type Config struct {
 	// OnAcquire is called, outside any lock, with each cluster whose lease
 	// this replica took (the core nudges it: its first pass starts at once).
 	OnAcquire func(clusterID string)
+	// OnView, when set, is called after each successful round, outside any
+	// lock, with the live replicas that round saw (sorted; this one among
+	// them).
+	OnView func(live []string)
 }
 
 // Manager holds this replica's leases. Build it with New, run it with
@@ -151,7 +155,11 @@ func (m *Manager) release() {
 func (m *Manager) round(ctx context.Context) {
 	start := time.Now()
 	rctx, cancel := context.WithTimeout(ctx, m.cfg.TTL/3)
-	got, err := m.st.Coordinate(rctx, m.cfg.Replica, m.cfg.TTL, func(v store.LeaseView) []string { return Assign(v) })
+	var live []string
+	got, err := m.st.Coordinate(rctx, m.cfg.Replica, m.cfg.TTL, func(v store.LeaseView) []string {
+		live = slices.Clone(v.Live)
+		return Assign(v)
+	})
 	cancel()
 	if err != nil {
 		if ctx.Err() == nil {
@@ -198,6 +206,9 @@ func (m *Manager) round(ctx context.Context) {
 		if m.cfg.OnAcquire != nil {
 			m.cfg.OnAcquire(c)
 		}
+	}
+	if m.cfg.OnView != nil {
+		m.cfg.OnView(live)
 	}
 }
 

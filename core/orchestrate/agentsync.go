@@ -10,9 +10,11 @@ import (
 	"net/http"
 	"slices"
 	"strconv"
+	"sync/atomic"
 	"time"
 
 	"github.com/musterhq/muster/core/actions"
+	"github.com/musterhq/muster/core/runs"
 	"github.com/musterhq/muster/core/store"
 	"github.com/musterhq/muster/shared/action"
 	"github.com/musterhq/muster/shared/client"
@@ -65,7 +67,7 @@ type op struct {
 
 // nodeResult is what syncing one node learnt, before anything is written.
 type nodeResult struct {
-	node    store.Node   // as read at the start of the pass
+	node    store.Node   // as read before the agent was talked to
 	hc      *http.Client // reaches the node's agent
 	open    []store.Record
 	status  string
@@ -77,49 +79,24 @@ type nodeResult struct {
 	pulled  int
 	pushed  int
 	cancels int
-	// held: discovery held the node DOWN, so the pass did not contact it
-	// (or a sync of the node alone committed newer answers meanwhile).
+	// held: discovery held the node DOWN, so the sync did not contact it.
 	held bool
-	// gen is the node's count of committed syncs when the pass talked to it.
-	gen uint64
-	// pausedRuns are the runs, among those of the open actions, that are
-	// not RUNNING: their children not yet sent wait (shared by all nodes).
+	// pausedRuns are the runs, among those of the open actions, that hold
+	// their children not yet sent (runs.PausedRuns; shared by all nodes).
 	pausedRuns map[string]bool
+	// job is the sync of the cluster's loop this node is part of; seq its
+	// place in the loop's dispatch order.
+	job *job
+	seq uint64
+	// claim, for a full sync's node, says whether a worker talks to it or a
+	// nudged sync took it (queued, talking, taken).
+	claim *atomic.Int32
 	// labels: the node's labels, the configured ones with the agent's laid
 	// over them (set when the agent answered).
 	labels map[string]string
 	// budget is the disruption budget of the sync, shared by its nodes (nil
 	// without a budget).
 	budget *budgetView
-}
-
-// busy reports whether the node has an action to push or a cancel to send.
-func (res *nodeResult) busy() bool {
-	for i := range res.open {
-		if r := &res.open[i]; r.State == action.PendingSchedule || r.CancelRequested {
-			return true
-		}
-	}
-	return false
-}
-
-// syncOrder lists the indexes of nodes in the order their syncs start:
-// first the nodes with an action to push or a cancel to send, so that the
-// pass an approval nudges reaches that agent after a few node syncs, not
-// after half the fleet; then the others, in their order.
-func syncOrder(nodes []nodeResult) []int {
-	order := make([]int, 0, len(nodes))
-	for i := range nodes {
-		if nodes[i].busy() {
-			order = append(order, i)
-		}
-	}
-	for i := range nodes {
-		if !nodes[i].busy() {
-			order = append(order, i)
-		}
-	}
-	return order
 }
 
 // call runs one agent request with the agent timeout.
@@ -219,7 +196,7 @@ func (o *Orchestrator) syncNode(ctx context.Context, res *nodeResult, full bool)
 
 	if listAll {
 		for _, r := range res.open {
-			if r.SeenOnAgent && !r.State.Final() && r.State.OnAgent() && pulled[r.ID] == nil {
+			if actions.MissingIsLost(&r) && pulled[r.ID] == nil {
 				res.ops = append(res.ops, op{kind: opLost, id: r.ID, msg: actions.ReasonMissing})
 			}
 		}
@@ -227,7 +204,7 @@ func (o *Orchestrator) syncNode(ctx context.Context, res *nodeResult, full bool)
 	// An action pushed to a database the agent no longer has, whose answer
 	// never came back, may have run there: it is LOST, never pushed again.
 	for _, r := range res.open {
-		if r.State == action.PendingSchedule && r.PushedStoreID != "" && r.PushedStoreID != info.StoreID && pulled[r.ID] == nil {
+		if actions.UnconfirmedIsLost(&r, info.StoreID) && pulled[r.ID] == nil {
 			res.ops = append(res.ops, op{kind: opUnconfirmed, id: r.ID, msg: actions.ReasonUnconfirmed})
 		}
 	}
@@ -312,28 +289,33 @@ func pulledOps(order []string, pulled map[string]*action.Action) []op {
 // pushed blindly), and an API cancel that commits first wins (markPushed
 // sends nothing cancelled).
 func (o *Orchestrator) pushPending(ctx context.Context, ag *client.Agent, res *nodeResult, pulled map[string]*action.Action, log *slog.Logger) {
+	// A drained node gets no new pushes; what the agent holds finishes.
 	room := o.cfg.MaxQueuedPerNode - res.info.Queue[action.New] - res.info.Queue[action.Running]
-	if res.node.Drained {
-		room = 0 // no new pushes; what the agent holds finishes
-	}
 	var batch []*store.Record
 	for i := range res.open {
 		r := &res.open[i]
 		if r.State != action.PendingSchedule || pulled[r.ID] != nil {
 			continue
 		}
-		if r.PushedStoreID != "" && r.PushedStoreID != res.info.StoreID {
-			continue // LOST by this pass (opUnconfirmed)
+		if actions.UnconfirmedIsLost(r, res.info.StoreID) {
+			continue // LOST by this sync (opUnconfirmed)
 		}
 		if r.CancelRequested {
 			o.settleCancel(ctx, ag, res, r, log)
 			continue
 		}
-		if r.PushedStoreID == "" && res.pausedRuns[r.RunID] {
+		if runs.HoldsChild(res.pausedRuns, r) {
 			continue // its run is paused: it goes when the run resumes
 		}
 		if !actions.ApprovalHolds(r) {
 			res.ops = append(res.ops, op{kind: opReapprove, id: r.ID})
+			continue
+		}
+		if res.node.Drained {
+			// Held while the node is drained, and it says so.
+			if r.StateReason != actions.ReasonDrained {
+				res.ops = append(res.ops, op{kind: opHeld, id: r.ID, msg: actions.ReasonDrained})
+			}
 			continue
 		}
 		if room <= 0 {

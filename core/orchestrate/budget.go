@@ -1,21 +1,27 @@
 package orchestrate
 
 import (
+	"context"
+	"errors"
+	"strings"
+	"sync"
 	"time"
 
+	"github.com/musterhq/muster/core/actions"
 	"github.com/musterhq/muster/core/budget"
 	"github.com/musterhq/muster/core/store"
 	"github.com/musterhq/muster/shared/action"
 )
 
 // The disruption budget at push time (docs/architecture.md, "Labels, targets
-// and the disruption budget"). Every sync of a cluster with a budget (a pass,
-// or a sync of a few nodes) builds a budgetView from the snapshot it read,
-// corrects it with what the agents answer, and asks it before pushing each
-// disruptive action. Syncs of one cluster may run at the same time (a node sync
-// during a pass), so the pushes a view admits are also kept in the cluster's
-// state until an agent or a later snapshot shows them settled: two syncs never
-// both take the last room.
+// and the disruption budget"). Every read of a cluster with a budget before
+// its agents are talked to (a batch of a full sync, or a sync of a few nodes)
+// builds a budgetView from that snapshot; the workers correct it with what
+// the agents answer and ask it before pushing each disruptive action. The
+// workers of a batch and of a nudged sync may run at the same time, so the
+// pushes a view admits are also kept in the cluster's ledger until an agent
+// or a later snapshot shows them settled: two workers never both take the
+// last room.
 
 // admission is a disruptive push admitted by the budget, not yet settled.
 type admission struct {
@@ -23,10 +29,29 @@ type admission struct {
 	at   time.Time
 }
 
-// budgetView is the budget of one sync of a cluster; nil when the cluster
+// ledger is what the workers of a cluster share about its budget: the
+// admitted pushes not yet settled and the nodes held. mu guards it and the
+// usage of every budgetView of the cluster.
+type ledger struct {
+	mu       sync.Mutex
+	admitted map[string]admission // action id → a disruptive push admitted, not yet settled
+	held     map[string]hold      // node → its disruptive action the budget held
+}
+
+// hold is an action the budget held, and the reason it was given.
+type hold struct {
+	id, reason string
+}
+
+func newLedger() *ledger {
+	return &ledger{admitted: map[string]admission{}, held: map[string]hold{}}
+}
+
+// budgetView is the budget of one read of a cluster; nil when the cluster
 // has none (every method then admits everything).
 type budgetView struct {
-	cs     *clusterState
+	id     string
+	led    *ledger
 	policy budget.Policy
 	usage  *budget.Usage
 	// active lists, by node, the disruptive actions that make it
@@ -45,7 +70,7 @@ func (o *Orchestrator) newBudgetView(cs *clusterState, nodes []store.Node, open 
 	if u == nil {
 		return nil
 	}
-	v := &budgetView{cs: cs, policy: o.cfg.Budget, usage: u, active: map[string]map[string]bool{}}
+	v := &budgetView{id: cs.id, led: cs.ledger, policy: o.cfg.Budget, usage: u, active: map[string]map[string]bool{}}
 	isOpen := make(map[string]bool, len(open))
 	for i := range open {
 		r := &open[i]
@@ -54,13 +79,13 @@ func (o *Orchestrator) newBudgetView(cs *clusterState, nodes []store.Node, open 
 			v.hold(r.NodeID, r.ID)
 		}
 	}
-	cs.smu.Lock()
-	for id, a := range cs.admitted {
+	v.led.mu.Lock()
+	for id, a := range v.led.admitted {
 		if !isOpen[id] && a.at.Before(readAt) {
-			delete(cs.admitted, id)
+			delete(v.led.admitted, id)
 		}
 	}
-	cs.smu.Unlock()
+	v.led.mu.Unlock()
 	return v
 }
 
@@ -77,8 +102,8 @@ func (v *budgetView) observe(node string, down bool, pulled map[string]*action.A
 	if v == nil {
 		return
 	}
-	v.cs.smu.Lock()
-	defer v.cs.smu.Unlock()
+	v.led.mu.Lock()
+	defer v.led.mu.Unlock()
 	if down {
 		v.usage.Unavailable[node] = budget.ReasonDown
 		return
@@ -93,7 +118,7 @@ func (v *budgetView) observe(node string, down bool, pulled map[string]*action.A
 				v.freed = true
 			}
 			delete(v.active[node], id)
-			delete(v.cs.admitted, id)
+			delete(v.led.admitted, id)
 		case a.State == action.New || a.State == action.Running:
 			v.hold(node, id)
 		}
@@ -117,24 +142,90 @@ func (v *budgetView) admit(node string, r *store.Record) (bool, string) {
 	if v == nil || !v.policy.Disruptive(r.Kind) {
 		return true, ""
 	}
-	v.cs.smu.Lock()
-	defer v.cs.smu.Unlock()
+	v.led.mu.Lock()
+	defer v.led.mu.Unlock()
+	u := v.now()
+	if !u.Admits(node) {
+		why := u.HeldReason()
+		v.led.held[node] = hold{id: r.ID, reason: why}
+		return false, why
+	}
+	delete(v.led.held, node)
+	v.led.admitted[r.ID] = admission{node: node, at: time.Now()}
+	return true, ""
+}
+
+// now is the usage as the view sees it with the pushes admitted and not
+// yet settled. v.led.mu is held.
+func (v *budgetView) now() *budget.Usage {
 	u := &budget.Usage{Limit: v.usage.Limit, Total: v.usage.Total, Max: v.usage.Max, Unavailable: map[string]string{}}
 	for n, why := range v.usage.Unavailable {
 		u.Unavailable[n] = why
 	}
-	for _, a := range v.cs.admitted {
+	for _, a := range v.led.admitted {
 		if _, ok := u.Unavailable[a.node]; !ok {
 			u.Unavailable[a.node] = budget.ReasonPushing
 		}
 	}
-	if !u.Admits(node) {
-		v.cs.heldNodes[node] = true
-		return false, u.HeldReason()
+	return u
+}
+
+// refreshHeld rewrites, once a sync has committed, the state_reason of
+// every action the budget holds whose reason the budget's use, as this
+// sync saw it, no longer matches (a node went DOWN, another push was
+// admitted), without talking to their agents. It writes nothing when every
+// reason still holds.
+func (o *Orchestrator) refreshHeld(ctx context.Context, v *budgetView) {
+	if v == nil {
+		return
 	}
-	delete(v.cs.heldNodes, node)
-	v.cs.admitted[r.ID] = admission{node: node, at: time.Now()}
-	return true, ""
+	v.led.mu.Lock()
+	why := v.now().HeldReason()
+	stale := map[string]string{} // node → action id
+	for n, h := range v.led.held {
+		if h.reason != why {
+			stale[n] = h.id
+		}
+	}
+	v.led.mu.Unlock()
+	if len(stale) == 0 {
+		return
+	}
+	now := action.UTC(time.Now())
+	o.TestSignals.Steps.Send(Step{Cluster: v.id, Kind: StepCommit, Begin: true})
+	defer o.TestSignals.Steps.Send(Step{Cluster: v.id, Kind: StepCommit})
+	err := o.st.Update(ctx, func(tx store.Tx) error {
+		for _, id := range stale {
+			cur, err := tx.Action(ctx, id)
+			if errors.Is(err, store.ErrNotFound) {
+				continue
+			} else if err != nil {
+				return err
+			}
+			if !strings.HasPrefix(cur.StateReason, budget.HeldPrefix) {
+				continue // no longer held by the budget
+			}
+			if c := actions.Hold(cur, why, now); c != nil {
+				if err := actions.Write(ctx, tx, c); err != nil {
+					return err
+				}
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		if ctx.Err() == nil {
+			o.log.Warn("refresh the reasons of held actions", "cluster", v.id, "err", err)
+		}
+		return
+	}
+	v.led.mu.Lock()
+	for n, id := range stale {
+		if h, ok := v.led.held[n]; ok && h.id == id {
+			v.led.held[n] = hold{id: id, reason: why}
+		}
+	}
+	v.led.mu.Unlock()
 }
 
 // nudgeHeld asks, once a sync has committed, for a sync of every node
@@ -145,17 +236,17 @@ func (o *Orchestrator) nudgeHeld(v *budgetView) {
 	if v == nil {
 		return
 	}
-	v.cs.smu.Lock()
+	v.led.mu.Lock()
 	var nodes []string
 	if v.freed {
-		for n := range v.cs.heldNodes {
+		for n := range v.led.held {
 			nodes = append(nodes, n)
 		}
-		clear(v.cs.heldNodes)
+		clear(v.led.held)
 	}
-	v.cs.smu.Unlock()
+	v.led.mu.Unlock()
 	for _, n := range nodes {
-		o.NudgeNode(v.cs.id, n)
+		o.NudgeNode(v.id, n)
 	}
 }
 
@@ -165,7 +256,7 @@ func (v *budgetView) release(id string) {
 	if v == nil {
 		return
 	}
-	v.cs.smu.Lock()
-	delete(v.cs.admitted, id)
-	v.cs.smu.Unlock()
+	v.led.mu.Lock()
+	delete(v.led.admitted, id)
+	v.led.mu.Unlock()
 }

@@ -1,12 +1,14 @@
-// Package orchestrate is the only part of the core that talks to agents. A pass
-// of one cluster (docs/architecture.md, "Orchestration pass") pulls every
-// node's changed actions, reconciles them with the core's records (the agent
-// wins every conflict), pushes PENDING_SCHEDULE actions and pending cancels,
-// and commits all of it in one transaction, or nothing when nothing changed.
+// Package orchestrate is the only part of the core that talks to agents.
+// Each cluster has one loop (loop.go, docs/architecture.md, "One loop per
+// cluster") and one pipeline, "sync a set of nodes": pull the nodes' changed
+// actions, reconcile them with the core's records (the agent wins every
+// conflict), push PENDING_SCHEDULE actions and pending cancels, and commit
+// it under the lease's fencing epoch, or nothing when nothing changed.
 //
-// The Orchestrator schedules passes: every cluster every Interval (with
-// jitter) on a bounded pool, never two passes of one cluster at once, and an
-// early pass when a cluster is nudged. It also expires approvals.
+// The Orchestrator asks each cluster's loop for a full sync every Interval
+// (with jitter), at most Workers clusters at once, and early when a cluster
+// is nudged; a nudge of a node asks for a sync of that node. It also expires
+// approvals.
 package orchestrate
 
 import (
@@ -61,8 +63,18 @@ type Config struct {
 	Rules *actions.Rules
 	// SweepEvery is the period of the expiry sweep (default Interval).
 	SweepEvery time.Duration
-	// NodeConcurrency bounds the nodes of one pass synced at once.
+	// NodeConcurrency bounds the nodes of one full sync's batch talked to
+	// at once.
 	NodeConcurrency int
+	// BatchSize is the number of nodes of one batch of a full sync: nudged
+	// nodes are served between batches (and beside a batch a slow agent
+	// holds up).
+	BatchSize int
+	// ContactEvery: a node's last contact (its last successful sync) is
+	// kept in memory and stored with the node at most this often, unless
+	// something else of the node is written (so that an idle sync writes
+	// nothing).
+	ContactEvery time.Duration
 	// PageSize is the limit of one GET actions page.
 	PageSize int
 	// Debounce delays a nudged pass so that a burst of nudges makes one pass.
@@ -120,6 +132,8 @@ func DefaultConfig() Config {
 		ApprovalTTL:      24 * time.Hour,
 		ScheduleTTL:      24 * time.Hour,
 		NodeConcurrency:  16,
+		BatchSize:        256,
+		ContactEvery:     time.Minute,
 		PageSize:         500,
 		Debounce:         50 * time.Millisecond,
 		RunPoll:          250 * time.Millisecond,
@@ -149,6 +163,12 @@ func (c *Config) fill() {
 	}
 	if c.NodeConcurrency <= 0 {
 		c.NodeConcurrency = d.NodeConcurrency
+	}
+	if c.BatchSize <= 0 {
+		c.BatchSize = d.BatchSize
+	}
+	if c.ContactEvery <= 0 {
+		c.ContactEvery = d.ContactEvery
 	}
 	if c.PageSize <= 0 {
 		c.PageSize = d.PageSize
@@ -181,8 +201,9 @@ var (
 	ErrStopped = startstop.ErrStopped
 )
 
-// Orchestrator runs passes. Build it with New, run it with Start, end it with
-// Stop. Pass and ExpireApprovals may also be called directly.
+// Orchestrator runs the clusters' loops. Build it with New, run it with
+// Start, end it with Stop. Pass, SyncNodes and ExpireApprovals may also be
+// called directly.
 type Orchestrator struct {
 	cfg     Config
 	st      store.Store
@@ -196,12 +217,17 @@ type Orchestrator struct {
 	startstop.Base
 	mu       sync.Mutex
 	clusters map[string]*clusterState
+	gone     map[string]bool // clusters the store lacks: dropped when their loop parks
 	nudged   map[string]bool
-	// nodeNudged: cluster id → node ids to sync alone (NudgeNode).
-	nodeNudged map[string]map[string]bool
-	nodeWake   chan struct{}
-
-	wake chan struct{}
+	wake     chan struct{}
+	started  bool            // Start ran: nudges are served
+	closed   bool            // Stop ran: no loop starts
+	runCtxV  context.Context // Start's context
+	loops    sync.WaitGroup  // the clusters' loops
+	// stopCtx ends at Stop: the loops' context before Start, and a bound on
+	// direct calls.
+	stopCtx  context.Context
+	stopLoop context.CancelFunc
 
 	// TestSignals lets a test wait for the orchestrator to reach a point;
 	// they do nothing unless a test calls Init.
@@ -215,9 +241,34 @@ type TestSignals struct {
 	// Swept carries what each sweep expired.
 	Swept testsignal.Signal[Swept]
 	// NodesSynced carries every sync of nudged nodes (NudgeNode) the
-	// orchestrator ran, once it returned.
+	// orchestrator ran, once it returned (Err errNotLeased: refused for
+	// want of the cluster's lease).
 	NodesSynced testsignal.Signal[NodesSynced]
+	// Steps carries the beginning and the end of every step of every
+	// cluster's pipeline: each talk to a node, each commit. Init leaves it
+	// alone (a test of it calls InitSteps): they are many.
+	Steps testsignal.Signal[Step]
 }
+
+// Step is the beginning or the end of one step of a cluster's pipeline.
+type Step struct {
+	Cluster string
+	Kind    string // StepTalk, StepCommit or StepDrop
+	Begin   bool
+	Nodes   []string // the node talked to, or those whose answers are committed or dropped
+}
+
+// The kinds of Step.
+const (
+	StepTalk   = "talk"
+	StepCommit = "commit"
+	// StepDrop: answers dropped unwritten (their sync was cut short); it
+	// has no end.
+	StepDrop = "drop"
+)
+
+// InitSteps readies the Steps signal for the test tb.
+func (ts *TestSignals) InitSteps(tb testsignal.TB) { ts.Steps.Init(tb) }
 
 // NodesSynced is one sync of nudged nodes.
 type NodesSynced struct {
@@ -244,32 +295,6 @@ func (ts *TestSignals) Init(tb testsignal.TB) {
 	ts.Passed.Init(tb)
 	ts.Swept.Init(tb)
 	ts.NodesSynced.Init(tb)
-}
-
-// clusterState is what the orchestrator keeps in memory about a cluster
-// between passes. mu is held by a pass.
-type clusterState struct {
-	id          string
-	mu          sync.Mutex
-	passes      int
-	lastContact map[string]time.Time   // node id → last answer (written only with other changes)
-	clients     map[string]*nodeClient // node id → its HTTP client (with AgentTLS)
-
-	// smu guards what syncs of the cluster running at once share: a pass
-	// and syncs of single nodes (lastContact, clients, admitted, nodeLocks,
-	// heldNodes, and every budgetView's usage).
-	smu       sync.Mutex
-	admitted  map[string]admission     // action id → a disruptive push admitted, not yet settled
-	nodeLocks map[string]chan struct{} // node id → held while a sync talks to it
-	// gens counts, per node, the commits of its syncs. A pass notes the
-	// count when it talks to a node and drops that node's answers at its
-	// commit if a sync of the node alone committed meanwhile: those are
-	// newer than the pass's (see commit).
-	gens map[string]uint64
-	// commitMu orders the commits of a pass and of node syncs, so that the
-	// check of gens and the commit it guards are one step.
-	commitMu  sync.Mutex
-	heldNodes map[string]bool // nodes with a disruptive action the budget held
 }
 
 // nodeClient is the HTTP client of one node, for the address (and the
@@ -324,14 +349,15 @@ func New(cfg Config, st store.Store, log *slog.Logger, reg prometheus.Registerer
 	if err != nil {
 		return nil, fmt.Errorf("orchestrator metrics: %w", err)
 	}
+	stopCtx, stopLoop := context.WithCancel(context.Background())
 	return &Orchestrator{
 		cfg: cfg, st: st, log: log.With("component", "orchestrate"), hc: hc, guarded: guarded, ownHC: ownHC, metrics: m,
-		rules:      cfg.Rules,
-		clusters:   map[string]*clusterState{},
-		nudged:     map[string]bool{},
-		wake:       make(chan struct{}, 1),
-		nodeNudged: map[string]map[string]bool{},
-		nodeWake:   make(chan struct{}, 1),
+		rules:    cfg.Rules,
+		clusters: map[string]*clusterState{},
+		gone:     map[string]bool{},
+		nudged:   map[string]bool{},
+		wake:     make(chan struct{}, 1),
+		stopCtx:  stopCtx, stopLoop: stopLoop,
 	}, nil
 }
 
@@ -355,22 +381,30 @@ func (o *Orchestrator) agentURL(addr string) string {
 // accept, and is never followed.
 func noRedirect(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }
 
-func (o *Orchestrator) cluster(id string) *clusterState {
-	o.mu.Lock()
-	defer o.mu.Unlock()
+// clusterLocked returns the state of a cluster, made on first use. o.mu is held.
+func (o *Orchestrator) clusterLocked(id string) *clusterState {
 	cs, ok := o.clusters[id]
 	if !ok {
-		cs = &clusterState{id: id, lastContact: map[string]time.Time{}, clients: map[string]*nodeClient{},
-			admitted: map[string]admission{}, nodeLocks: map[string]chan struct{}{}, heldNodes: map[string]bool{},
-			gens: map[string]uint64{}}
+		cs = newClusterState(id)
 		o.clusters[id] = cs
 	}
+	delete(o.gone, id)
 	return cs
 }
 
-// Nudge asks for a pass of the cluster soon (after Debounce; nudges that come
-// while one is pending or running make one more pass, not one each). It
-// never blocks.
+// runCtx is the context of the loops: Start's, or one Stop ends before it.
+func (o *Orchestrator) runCtx() context.Context {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	if o.runCtxV != nil {
+		return o.runCtxV
+	}
+	return o.stopCtx
+}
+
+// Nudge asks for a full sync of the cluster soon (after Debounce; nudges
+// that come while one is pending or running make one more, not one each).
+// It never blocks.
 func (o *Orchestrator) Nudge(clusterID string) {
 	o.mu.Lock()
 	o.nudged[clusterID] = true
@@ -388,20 +422,32 @@ func (o *Orchestrator) Start(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	o.mu.Lock()
+	o.started, o.runCtxV = true, ctx
+	for _, cs := range o.clusters {
+		if len(cs.wantNodes) > 0 { // nudged before Start
+			o.kick(cs)
+		}
+	}
+	o.mu.Unlock()
 	var wg sync.WaitGroup
-	wg.Add(4)
+	wg.Add(3)
 	go func() { defer wg.Done(); o.schedule(ctx) }()
-	go func() { defer wg.Done(); o.syncNudgedNodes(ctx) }()
 	go func() { defer wg.Done(); o.sweep(ctx) }()
 	go func() { defer wg.Done(); o.pollRuns(ctx) }()
 	go func() { wg.Wait(); done() }()
 	return nil
 }
 
-// Stop ends the scheduler, cancels running passes (they write nothing once
-// cancelled) and waits for them. It is idempotent.
+// Stop ends the scheduler, cancels the syncs under way (they write nothing
+// once cancelled) and waits for the loops. It is idempotent.
 func (o *Orchestrator) Stop() {
+	o.mu.Lock()
+	o.closed, o.started = true, false
+	o.mu.Unlock()
+	o.stopLoop()
 	o.Base.Stop()
+	o.loops.Wait()
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	if o.ownHC {
@@ -411,35 +457,29 @@ func (o *Orchestrator) Stop() {
 		o.guarded.CloseIdleConnections()
 	}
 	for _, cs := range o.clusters {
-		cs.smu.Lock()
 		for _, c := range cs.clients {
 			c.hc.CloseIdleConnections()
 		}
-		cs.smu.Unlock()
 	}
 }
 
-// nodeClients gives every node of a pass its HTTP client: the shared one,
+// nodeClients gives every node of a sync its HTTP client: the shared one,
 // or with AgentTLS one per node that checks the node's identity, kept
-// between passes while the node keeps its address. Clients of nodes no
-// longer listed are closed. cs.mu is held.
-func (o *Orchestrator) nodeClients(cs *clusterState, nodes []nodeResult) {
+// between syncs while the node keeps its address. Called by the cluster's
+// loop alone.
+func (o *Orchestrator) nodeClients(cs *clusterState, nodes []*nodeResult) {
 	guarded := func(n *store.Node) bool { return o.cfg.RefuseInternalGossip && n.Source == store.SourceGossip }
 	if o.cfg.AgentTLS == nil {
-		for i := range nodes {
-			nodes[i].hc = o.hc
-			if guarded(&nodes[i].node) {
-				nodes[i].hc = o.guarded
+		for _, res := range nodes {
+			res.hc = o.hc
+			if guarded(&res.node) {
+				res.hc = o.guarded
 			}
 		}
 		return
 	}
-	cs.smu.Lock()
-	defer cs.smu.Unlock()
-	keep := map[string]bool{}
 	for i := range nodes {
 		n := &nodes[i].node
-		keep[n.ID] = true
 		c, ok := cs.clients[n.ID]
 		if !ok || c.addr != n.Addr || c.guarded != guarded(n) {
 			if ok {
@@ -455,10 +495,25 @@ func (o *Orchestrator) nodeClients(cs *clusterState, nodes []nodeResult) {
 		}
 		nodes[i].hc = c.hc
 	}
+}
+
+// forgetNodes drops what the loop keeps of the nodes a full sync no longer
+// lists (keep are those it lists): their clients, closed, and their last
+// contact. Called by the cluster's loop alone.
+func forgetNodes(cs *clusterState, keep []string) {
+	in := make(map[string]bool, len(keep))
+	for _, id := range keep {
+		in[id] = true
+	}
 	for id, c := range cs.clients {
-		if !keep[id] {
+		if !in[id] {
 			c.hc.CloseIdleConnections()
 			delete(cs.clients, id)
+		}
+	}
+	for id := range cs.lastContact {
+		if !in[id] {
+			delete(cs.lastContact, id)
 		}
 	}
 }
@@ -476,8 +531,9 @@ func (o *Orchestrator) jitter() time.Duration {
 	return d - d/10 + time.Duration(rand.Int64N(int64(d/5)+1))
 }
 
-// schedule is the scheduler loop: it starts due passes while fewer than
-// Workers run, and sleeps until the next one is due, a nudge or a pass ends.
+// schedule is the scheduler: it asks the loops of due clusters for a full
+// sync while fewer than Workers run, and sleeps until the next one is due,
+// a nudge or a full sync ends.
 func (o *Orchestrator) schedule(ctx context.Context) {
 	var passes sync.WaitGroup
 	defer passes.Wait()
@@ -538,13 +594,11 @@ func (o *Orchestrator) schedule(ctx context.Context) {
 			passes.Add(1)
 			go func(id string) {
 				defer passes.Done()
-				pctx, done, ok := o.passContext(ctx, id)
+				rep, ok, err := o.fullSync(ctx, id)
 				if !ok { // another replica holds the cluster's lease
 					finished <- id
 					return
 				}
-				rep, err := o.Pass(pctx, id)
-				done()
 				switch {
 				case errors.Is(err, store.ErrFenced):
 					o.metrics.latePushes.Add(float64(rep.Pushed))
@@ -711,19 +765,30 @@ func (o *Orchestrator) ExpireSchedules(ctx context.Context) (int, error) {
 // forgets the per-node clients, so that the next call to any agent makes a
 // new TLS handshake. The core calls it when the revocation list changes: a
 // revoked agent is refused at once, not when its kept connection ends.
+//
+// The clients belong to the clusters' loops: a loop that runs drops its own
+// before it next talks to an agent; those of a parked loop are dropped here.
 func (o *Orchestrator) DropAgentConnections() {
 	o.mu.Lock()
-	states := make([]*clusterState, 0, len(o.clusters))
+	defer o.mu.Unlock()
 	for _, cs := range o.clusters {
-		states = append(states, cs)
-	}
-	o.mu.Unlock()
-	for _, cs := range states {
-		cs.smu.Lock()
-		for id, c := range cs.clients {
-			c.hc.CloseIdleConnections()
-			delete(cs.clients, id)
+		if cs.running {
+			cs.dropClients = true
+			select {
+			case cs.wake <- struct{}{}:
+			default:
+			}
+			continue
 		}
-		cs.smu.Unlock()
+		dropClients(cs)
+	}
+}
+
+// dropClients closes and forgets every per-node client of the cluster.
+// Called by its loop, or under o.mu while it is parked.
+func dropClients(cs *clusterState) {
+	for id, c := range cs.clients {
+		c.hc.CloseIdleConnections()
+		delete(cs.clients, id)
 	}
 }

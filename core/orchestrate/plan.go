@@ -12,18 +12,19 @@ import (
 	"github.com/musterhq/muster/core/actions"
 	"github.com/musterhq/muster/core/nodes"
 	"github.com/musterhq/muster/core/store"
-	"github.com/musterhq/muster/shared/action"
 	"github.com/musterhq/muster/shared/labels"
 )
 
-// This file plans the writes of a pass: it turns what the agents said (the
-// ops of every nodeResult) into action changes, made by core/actions, and
-// into node and cluster updates. plan is pure: it reads through the Tx it is
-// given and changes nothing but the plan it returns; it runs once per pass,
-// inside the pass's write transaction.
+// This file plans the writes of a commit of a cluster's loop: it turns what
+// the agents said (the ops of every nodeResult) into action changes, made by
+// core/actions, and into node and cluster updates. plan is pure: it reads
+// through the Tx it is given and changes nothing but the plan it returns; it
+// runs once per commit, inside the commit's write transaction, against the
+// store as it is then.
 
-// writePlan is everything a pass must write, in order.
+// writePlan is everything a commit must write, in order.
 type writePlan struct {
+	lost    int // actions this plan makes LOST
 	records map[string]*actions.Change
 	order   []string
 	nodes   []store.Node
@@ -97,11 +98,9 @@ func decide(o *op, cur *store.Record, node *store.Node, storeID string, now time
 	case opAgent:
 		return actions.Adopt(cur, o.rec, node.ID, now)
 	case opGone:
-		return actions.MarkLost(cur, o.msg, now)
+		return actions.LoseGone(cur, now)
 	case opLost:
-		if cur.SeenOnAgent && cur.State.OnAgent() {
-			return actions.MarkLost(cur, o.msg, now)
-		}
+		return actions.LoseMissing(cur, now)
 	case opRefused:
 		return actions.Refused(cur, node.ID, o.msg, now)
 	case opReapprove:
@@ -109,20 +108,18 @@ func decide(o *op, cur *store.Record, node *store.Node, storeID string, now time
 	case opCancelled:
 		return actions.SettleCancel(cur, now)
 	case opUnconfirmed:
-		if cur.State == action.PendingSchedule && cur.PushedStoreID != "" && cur.PushedStoreID != storeID {
-			return actions.MarkLost(cur, o.msg, now)
-		}
+		return actions.LoseUnconfirmed(cur, storeID, now)
 	case opHeld:
 		return actions.Hold(cur, o.msg, now)
 	}
 	return nil
 }
 
-// plan computes, against what r reads, every write the results of a pass
-// (whole) or of a sync of a few nodes call for.
-func (o *Orchestrator) plan(ctx context.Context, r store.Reader, cs *clusterState, results []nodeResult, now time.Time, whole bool) (*writePlan, error) {
+// plan computes, against what r reads, every write the results call for.
+// whole is true for the last commit of a full sync, which decides the
+// cluster's status given lost, the actions its earlier commits made LOST.
+func (o *Orchestrator) plan(ctx context.Context, r store.Reader, cs *clusterState, results []nodeResult, now time.Time, whole bool, lost int) (*writePlan, error) {
 	w := newWritePlan()
-	lost := 0
 	for i := range results {
 		res := &results[i]
 		node := &res.node
@@ -149,40 +146,55 @@ func (o *Orchestrator) plan(ctx context.Context, r store.Reader, cs *clusterStat
 			}
 			w.add(c)
 			if c.Lost {
-				lost++
+				w.lost++
 			}
 		}
 	}
-	if err := planStatus(ctx, r, cs, results, lost, now, whole, w); err != nil {
+	stored, err := storedNodes(ctx, r, cs.id, results, whole)
+	if err != nil {
+		return nil, err
+	}
+	if err := o.planStatus(ctx, r, cs, results, stored, lost+w.lost, now, whole, w); err != nil {
 		return nil, err
 	}
 	return w, nil
 }
 
 // planStatus adds to w the node and cluster updates, and their events, that
-// the results of a pass call for, given the actions the pass made LOST. The
-// cluster's status is decided by a pass over all its nodes (whole) only.
-func planStatus(ctx context.Context, r store.Reader, cs *clusterState, results []nodeResult, lost int, now time.Time, whole bool, w *writePlan) error {
-	var down []string
-	nodes, err := storedNodes(ctx, r, cs.id, results, whole)
-	if err != nil {
-		return err
+// the results call for against stored (the nodes as stored; every node of
+// the cluster when whole), given the actions the full sync made LOST. r is
+// read for the cluster when whole. The
+// cluster's status is decided by the last commit of a full sync (whole)
+// only, from every node as it now stands. A node's last contact is stored
+// with any other change of the node, or alone once it is ContactEvery
+// older than the one the loop keeps.
+func (o *Orchestrator) planStatus(ctx context.Context, r store.Reader, cs *clusterState, results []nodeResult, stored map[string]*store.Node, lost int, now time.Time, whole bool, w *writePlan) error {
+	down := map[string]bool{}
+	if whole {
+		for id, n := range stored {
+			if n.Status == store.NodeDown {
+				down[id] = true
+			}
+		}
 	}
 	for i := range results {
 		res := &results[i]
 		node := &res.node
-		fresh, ok := nodes[node.ID]
+		fresh, ok := stored[node.ID]
 		if !ok {
 			continue // removed by discovery meanwhile
 		}
 		next, write, isDown := nodeNext(fresh, res)
-		if isDown {
-			down = append(down, node.ID)
-		}
-		if !write || sameNode(fresh, &next) {
+		down[node.ID] = isDown
+		if !write {
 			continue
 		}
-		if t, ok := cs.contact(node.ID); ok {
+		t, contacted := cs.lastContact[node.ID]
+		stale := contacted && (fresh.LastContact == nil || t.Sub(*fresh.LastContact) >= o.cfg.ContactEvery)
+		if sameNode(fresh, &next) && !stale {
+			continue
+		}
+		if contacted {
 			next.LastContact = &t
 		}
 		next.UpdatedTS = now
@@ -207,8 +219,14 @@ func planStatus(ctx context.Context, r store.Reader, cs *clusterState, results [
 	} else if err != nil {
 		return err
 	}
-	sort.Strings(down)
-	if next, changed := clusterNext(cluster, down, lost); changed {
+	var downIDs []string
+	for id, d := range down {
+		if d {
+			downIDs = append(downIDs, id)
+		}
+	}
+	sort.Strings(downIDs)
+	if next, changed := clusterNext(cluster, downIDs, lost); changed {
 		next.UpdatedTS = now
 		w.cluster = &next
 		if next.Status != cluster.Status {
@@ -294,4 +312,30 @@ func (w *writePlan) apply(ctx context.Context, tx store.Tx) error {
 		}
 	}
 	return nil
+}
+
+// storedNodes reads the stored nodes a commit needs: every node of the
+// cluster for the last commit of a full sync (one query), or the synced ones.
+func storedNodes(ctx context.Context, r store.Reader, clusterID string, results []nodeResult, whole bool) (map[string]*store.Node, error) {
+	out := make(map[string]*store.Node, len(results))
+	if whole {
+		stored, err := r.Nodes(ctx, clusterID)
+		if err != nil {
+			return nil, err
+		}
+		for i := range stored {
+			out[stored[i].ID] = &stored[i]
+		}
+		return out, nil
+	}
+	for i := range results {
+		n, err := r.Node(ctx, clusterID, results[i].node.ID)
+		if errors.Is(err, store.ErrNotFound) {
+			continue
+		} else if err != nil {
+			return nil, err
+		}
+		out[n.ID] = n
+	}
+	return out, nil
 }

@@ -4,13 +4,15 @@ import (
 	"context"
 	"time"
 
+	"github.com/musterhq/muster/core/runs"
 	"github.com/musterhq/muster/core/store"
 	"github.com/musterhq/muster/shared/action"
 )
 
 // Runs is what the orchestrator needs of the run engine (core/runs): it
-// moves a cluster's runs on at every pass, so each wave is created inside
-// the pass that then pushes it, and expires runs nobody approved.
+// moves a cluster's runs on at every full sync and after every commit that
+// changed something, so each wave is created by the loop that then pushes
+// it, and expires runs nobody approved.
 type Runs interface {
 	// Active lists the ids of the cluster's runs that Advance may move on.
 	Active(ctx context.Context, r store.Reader, clusterID string) ([]string, error)
@@ -75,27 +77,33 @@ func (o *Orchestrator) expireRuns(ctx context.Context) (int, error) {
 	return n, err
 }
 
-// pausedRuns lists, among the runs of the open actions, those that are not
-// RUNNING, so that their children not yet sent wait. It reads only when an
-// open action belongs to a run.
+// pausedRuns lists the runs that hold their children not yet sent (core/runs).
 func pausedRuns(ctx context.Context, r store.Reader, clusterID string, open []store.Record) (map[string]bool, error) {
-	ids := map[string]bool{}
-	for i := range open {
-		if open[i].RunID != "" && open[i].State == action.PendingSchedule && open[i].PushedStoreID == "" {
-			ids[open[i].RunID] = true
+	return runs.PausedRuns(ctx, r, clusterID, open)
+}
+
+// nudgeUnsent asks for a sync of every node of the cluster with an action
+// not yet sent: after a run's next wave was created, the nodes it goes to.
+func (o *Orchestrator) nudgeUnsent(ctx context.Context, clusterID string) {
+	nodes := map[string]bool{}
+	err := o.st.Read(ctx, func(r store.Reader) error {
+		open, err := r.OpenActions(ctx, clusterID, "")
+		for i := range open {
+			if a := &open[i]; a.State == action.PendingSchedule && a.PushedStoreID == "" {
+				nodes[a.NodeID] = true
+			}
 		}
-	}
-	if len(ids) == 0 {
-		return nil, nil
-	}
-	running, err := r.RunsInState(ctx, clusterID, store.RunRunning)
+		return err
+	})
 	if err != nil {
-		return nil, err
+		if ctx.Err() == nil {
+			o.log.Warn("list the actions to push", "cluster", clusterID, "err", err)
+		}
+		return
 	}
-	for _, run := range running {
-		delete(ids, run.ID)
+	for n := range nodes {
+		o.NudgeNode(clusterID, n)
 	}
-	return ids, nil
 }
 
 // pollRuns, every RunPoll until ctx ends, asks for a sync of each node that

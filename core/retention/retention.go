@@ -102,9 +102,11 @@ func (p *Purger) Start(ctx context.Context) error {
 
 // Purge deletes every finished action (with its history) and every event
 // older than the retention, Batch rows per transaction, and returns how
-// many actions and events it deleted.
+// many actions and events it deleted. Notification deliveries older than
+// the retention go with them.
 func (p *Purger) Purge(ctx context.Context) (actions, events int, err error) {
 	before := p.cfg.Now().Add(-p.cfg.Retention)
+	var deliveries int
 	for _, step := range []struct {
 		n    *int
 		what string
@@ -112,6 +114,7 @@ func (p *Purger) Purge(ctx context.Context) (actions, events int, err error) {
 	}{
 		{&actions, "actions", func(tx store.Tx) (int, error) { return tx.PurgeActions(ctx, before, p.cfg.Batch) }},
 		{&events, "events", func(tx store.Tx) (int, error) { return tx.PurgeEvents(ctx, before, p.cfg.Batch) }},
+		{&deliveries, "deliveries", func(tx store.Tx) (int, error) { return tx.PurgeDeliveries(ctx, before, p.cfg.Batch) }},
 	} {
 		for {
 			var n int

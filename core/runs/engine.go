@@ -138,6 +138,13 @@ func (e *Engine) Insert(ctx context.Context, tx store.Tx, clusterID string, stag
 		map[string]any{"state": r.State, "digest": r.Digest})); err != nil {
 		return nil, err
 	}
+	if !auto {
+		if err := tx.AppendEvent(ctx, runEvent(r, store.EventApprovalWaiting, who, t,
+			fmt.Sprintf("run %s on %s waits for an approver (requested by %s)", r.ID, clusterID, who.Name),
+			map[string]any{"reason": "created"})); err != nil {
+			return nil, err
+		}
+	}
 	if auto {
 		if _, err := e.advance(ctx, tx, r, t); err != nil {
 			return nil, err
@@ -172,7 +179,7 @@ func (e *Engine) Approve(ctx context.Context, tx store.Tx, id, digest string, wh
 	if e.Policy.MayApprove(r.Requester, "", who.Name, true) == approval.OwnRequest {
 		return nil, fmt.Errorf("%w: %s requested run %s and may not approve it too", ErrForbidden, who.Name, r.ID)
 	}
-	if ttl := e.Policy.TTL; ttl > 0 && t.Sub(r.CreatedTS) > ttl {
+	if ttl := e.Policy.Window(); ttl > 0 && t.Sub(r.CreatedTS) > ttl {
 		return nil, wrongState(r, fmt.Sprintf("approve: the approval window of %s has passed", ttl))
 	}
 	if r.Playbook != "" && !e.Policy.SelfApproval {
@@ -322,7 +329,7 @@ func (e *Engine) Cancel(ctx context.Context, tx store.Tx, id string, who actions
 // Expire cancels the runs that waited for approval longer than the policy's
 // TTL. It returns how many it cancelled.
 func (e *Engine) Expire(ctx context.Context, tx store.Tx) (int, error) {
-	if e.Policy.TTL <= 0 {
+	if e.Policy.Window() <= 0 {
 		return 0, nil
 	}
 	// Oldest first, and brief: a pass does not read the node lists of
@@ -336,7 +343,7 @@ func (e *Engine) Expire(ctx context.Context, tx store.Tx) (int, error) {
 			return 0, err
 		}
 		i := 0
-		for ; i < len(page) && t.Sub(page[i].CreatedTS) > e.Policy.TTL; i++ {
+		for ; i < len(page) && t.Sub(page[i].CreatedTS) > e.Policy.Window(); i++ {
 			expired = append(expired, page[i].ID)
 		}
 		if i < len(page) || len(page) < q.Limit {
@@ -351,7 +358,7 @@ func (e *Engine) Expire(ctx context.Context, tx store.Tx) (int, error) {
 			return n, err
 		}
 		if err := e.finish(ctx, tx, r, store.RunCancelled, ReasonExpired, store.EventRunExpired, actions.Core,
-			fmt.Sprintf("run %s expired after waiting %s for approval", r.ID, e.Policy.TTL)); err != nil {
+			fmt.Sprintf("run %s expired after waiting %s for approval", r.ID, e.Policy.Window())); err != nil {
 			return n, err
 		}
 		n++
@@ -477,8 +484,13 @@ func (e *Engine) advance(ctx context.Context, tx store.Tx, r *store.Run, t time.
 			if err := tx.UpdateRun(ctx, r); err != nil {
 				return 0, err
 			}
-			return len(step.Create), tx.AppendEvent(ctx, runEvent(r, store.EventRunPaused, who, t,
-				fmt.Sprintf("run %s paused: %s", r.ID, step.Reason), map[string]any{"reason": step.Reason}))
+			if err := tx.AppendEvent(ctx, runEvent(r, store.EventRunPaused, who, t,
+				fmt.Sprintf("run %s paused: %s", r.ID, step.Reason), map[string]any{"reason": step.Reason})); err != nil {
+				return 0, err
+			}
+			return len(step.Create), tx.AppendEvent(ctx, runEvent(r, store.EventApprovalWaiting, who, t,
+				fmt.Sprintf("run %s paused by errors waits for someone to resume or cancel it: %s", r.ID, step.Reason),
+				map[string]any{"reason": "paused"}))
 		}
 	}
 	r.UpdatedTS = t

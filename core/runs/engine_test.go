@@ -363,3 +363,34 @@ func TestRunsWaitingForApprovalExpirePageByPage(t *testing.T) {
 		t.Fatalf("expired %d, %d left waiting; want 250 and 30", n, len(left))
 	}
 }
+
+// runWaits lists the reasons of the approval.waiting events of a run.
+func (env *engineEnv) runWaits(runID string) []string {
+	var out []string
+	env.update(func(ctx context.Context, tx store.Tx) error {
+		evs, err := tx.Events(ctx, 0, 0)
+		for _, e := range evs {
+			if e.RunID == runID && e.Type == store.EventApprovalWaiting {
+				out = append(out, e.Data["reason"].(string))
+			}
+		}
+		return err
+	})
+	return out
+}
+
+func TestARunWaitingForAnApproverSaysSo(t *testing.T) {
+	t.Parallel()
+	env := setupEngine(t)
+	r := env.start("1", "0", "pause")
+	if got := strings.Join(env.runWaits(r.ID), " "); got != "created" {
+		t.Fatalf("a run created waiting for approval: approval.waiting reasons %q, want created", got)
+	}
+	env.finishChild(env.children(r.ID)[0].ID, action.Failed)
+	if r = env.advance(r.ID); r.State != store.RunPaused {
+		t.Fatalf("run %s, want PAUSED by its error", r.State)
+	}
+	if got := strings.Join(env.runWaits(r.ID), " "); got != "created paused" {
+		t.Fatalf("approval.waiting reasons %q, want created then paused", got)
+	}
+}

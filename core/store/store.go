@@ -49,6 +49,9 @@ type Store interface {
 	// RowsWritten counts rows inserted, updated or deleted since Open (for
 	// metrics and the idle-pass benchmark).
 	RowsWritten() int64
+	// SetOutbox makes AppendEvent enqueue notification deliveries (see
+	// Outbox). Call it before the first Update; nil enqueues nothing.
+	SetOutbox(o Outbox)
 	Close() error
 }
 
@@ -125,6 +128,8 @@ type Reader interface {
 	Playbooks(ctx context.Context) ([]Playbook, error)
 	// PlaybookVersions lists every version of one playbook, oldest first.
 	PlaybookVersions(ctx context.Context, name string) ([]Playbook, error)
+
+	OutboxReader
 }
 
 // Tx writes within an Update.
@@ -189,6 +194,8 @@ type Tx interface {
 	UpdateRun(ctx context.Context, r *Run) error
 	// InsertPlaybook stores a new version (ErrExists when it is taken).
 	InsertPlaybook(ctx context.Context, p *Playbook) error
+
+	OutboxTx
 }
 
 // Record is an action as the core keeps it: the shared record and the

@@ -55,7 +55,9 @@ type Writes struct {
 	// InsertSeq runs the INSERT ... RETURNING seq of an event and returns
 	// the seq (the store remembers it as the newest event of the
 	// transaction; PostgreSQL takes the events lock first).
-	InsertSeq Exec
+	InsertSeq Exec // Outbox, when set, chooses the notification destinations of each
+	// event; AppendEvent writes their deliveries with it.
+	Outbox Outbox
 }
 
 // AppendHistory is Tx.AppendHistory of both stores: it adds one transition
@@ -101,7 +103,33 @@ func (w Writes) AppendEvent(ctx context.Context, e *Event) error {
 		return err
 	}
 	e.Seq = seq
-	return nil
+	return w.enqueue(ctx, e)
+}
+
+// enqueue writes the deliveries of e, in the transaction that appends it,
+// with one statement.
+func (w Writes) enqueue(ctx context.Context, e *Event) error {
+	if w.Outbox == nil {
+		return nil
+	}
+	dests := w.Outbox(e)
+	if len(dests) == 0 {
+		return nil
+	}
+	d := w.Dialect
+	ts := d.Time(e.TS)
+	rows := make([]string, len(dests))
+	var args []any
+	for i, dest := range dests {
+		var ps string
+		ps, _ = d.values(len(args)+1, dest, e.Seq, ts, ts, ts)
+		rows[i] = "(" + ps + ")"
+		args = append(args, dest, e.Seq, ts, ts, ts)
+	}
+	_, err := w.Exec(ctx, "enqueue deliveries of event "+e.Type,
+		`INSERT INTO notify_deliveries (destination, event_seq, created_ts, next_ts, updated_ts) VALUES `+strings.Join(rows, ", "),
+		args...)
+	return err
 }
 
 // actionFields are the columns of an action row after its id, in the order

@@ -1,6 +1,7 @@
 package ui
 
 import (
+	"context"
 	"crypto/subtle"
 	"errors"
 	"fmt"
@@ -271,7 +272,7 @@ func (s *Server) approvals(w http.ResponseWriter, r *http.Request, v *visitor) {
 	}
 	for _, rec := range recs {
 		p := pending{Action: rec.Action, Mine: approval.SamePerson(rec.Requester, v.tok.Name)}
-		if ttl := s.cfg.Policy.TTL; ttl > 0 {
+		if ttl := s.cfg.Policy.Window(); ttl > 0 {
 			p.Expires = rec.CreatedTS.Add(ttl)
 		}
 		p.Why = s.whyNot(v, "this", rec.Requester, "")
@@ -465,7 +466,7 @@ func (s *Server) actionDetail(w http.ResponseWriter, r *http.Request, v *visitor
 		return
 	}
 	d := actionData{Action: a, Mine: approval.SamePerson(a.Requester, v.tok.Name), Self: "/ui/actions/" + id}
-	if ttl := s.cfg.Policy.TTL; ttl > 0 {
+	if ttl := s.cfg.Policy.Window(); ttl > 0 {
 		d.Expires = a.CreatedTS.Add(ttl)
 	}
 	if a.State == action.PendingApprove {
@@ -555,6 +556,46 @@ type eventsData struct {
 	Types     []string
 	Events    []store.Event
 	FilterErr string
+	// Marks are the deliveries of each event shown, by event number.
+	Marks map[int64][]deliveryMark
+}
+
+// deliveryMark is what every reader of the Events page sees of a delivery:
+// its destination's name and state, never its URL or errors.
+type deliveryMark struct {
+	Destination string
+	State       string
+	Attempts    int
+}
+
+// marksShown bounds the deliveries the Events page reads.
+const marksShown = 20 * eventsShown
+
+// eventMarks reads the deliveries of evs (newest first) in one query
+// bounded by their numbers, their times and marksShown.
+func eventMarks(ctx context.Context, rd store.Reader, evs []store.Event) (map[int64][]deliveryMark, error) {
+	if len(evs) == 0 {
+		return nil, nil
+	}
+	q := store.EventDeliveryQuery{FromSeq: evs[len(evs)-1].Seq, ToSeq: evs[0].Seq,
+		FromTS: evs[0].TS, ToTS: evs[0].TS, Limit: marksShown}
+	for _, e := range evs {
+		if e.TS.Before(q.FromTS) {
+			q.FromTS = e.TS
+		}
+		if e.TS.After(q.ToTS) {
+			q.ToTS = e.TS
+		}
+	}
+	ds, err := rd.EventDeliveries(ctx, q)
+	if err != nil {
+		return nil, err
+	}
+	marks := make(map[int64][]deliveryMark)
+	for _, d := range ds {
+		marks[d.EventSeq] = append(marks[d.EventSeq], deliveryMark{Destination: d.Destination, State: d.State, Attempts: d.Attempts})
+	}
+	return marks, nil
 }
 
 func (s *Server) events(w http.ResponseWriter, r *http.Request, v *visitor) {
@@ -570,7 +611,10 @@ func (s *Server) events(w http.ResponseWriter, r *http.Request, v *visitor) {
 	d.Filter = f
 	err := s.st.Read(ctx, func(rd store.Reader) error {
 		var err error
-		d.Events, err = newestEvents(r, rd, f)
+		if d.Events, err = newestEvents(r, rd, f); err != nil {
+			return err
+		}
+		d.Marks, err = eventMarks(ctx, rd, d.Events)
 		return err
 	})
 	if err != nil {

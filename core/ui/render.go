@@ -19,7 +19,8 @@ import (
 
 // pageNames are the templates/<name>.html files; each defines "content"
 // and, for pages that update live, "live".
-var pageNames = []string{"login", "approvals", "actions", "action", "clusters", "events", "error", "runs", "run", "node", "dashboard", "playbooks", "playbook"}
+var pageNames = []string{"login", "approvals", "actions", "action", "clusters", "events", "error", "runs", "run",
+	"notifications", "node", "dashboard", "playbooks", "playbook"}
 
 // printable returns s with every control character (but newline and tab,
 // which a page shows as they are), every bidirectional override and every
@@ -117,11 +118,13 @@ type view struct {
 	CSRF  string
 	// CanApprove: the visitor's roles grant approve (and reject).
 	CanApprove bool
-	Flash      string
-	FlashLink  string // a page the flash message points to
-	Error      string
-	Live       *liveRegion
-	Data       any
+	// CanNotify: the visitor may see the Notifications page (admin).
+	CanNotify bool
+	Flash     string
+	FlashLink string // a page the flash message points to
+	Error     string
+	Live      *liveRegion
+	Data      any
 }
 
 // newView fills the common part of a page for v (nil before sign-in).
@@ -131,6 +134,7 @@ func newView(v *visitor, title, nav string) *view {
 		out.User = v.tok
 		out.CSRF = v.sess.CSRF
 		out.CanApprove = v.can(auth.Approve)
+		out.CanNotify = v.can(auth.Notify)
 	}
 	return out
 }

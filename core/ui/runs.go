@@ -225,7 +225,7 @@ type runData struct {
 // applied the playbook version the run was made from, "" for none).
 func (s *Server) runDecisionFor(v *visitor, r *store.Run, applier string) runDecision {
 	d := runDecision{Mine: approval.SamePerson(r.Requester, v.tok.Name)}
-	if ttl := s.cfg.Policy.TTL; ttl > 0 {
+	if ttl := s.cfg.Policy.Window(); ttl > 0 {
 		d.Expires = r.CreatedTS.Add(ttl)
 	}
 	d.Why = s.whyNot(v, "this run", r.Requester, applier)

@@ -29,6 +29,7 @@ import (
 	"github.com/musterhq/muster/core/approval"
 	"github.com/musterhq/muster/core/auth"
 	"github.com/musterhq/muster/core/budget"
+	"github.com/musterhq/muster/core/notify"
 	"github.com/musterhq/muster/core/runs"
 	"github.com/musterhq/muster/core/store"
 	"github.com/musterhq/muster/core/streams"
@@ -110,6 +111,9 @@ type Config struct {
 	// Budget is the disruption budget of the clusters, to show the budget
 	// in use (the zero Policy: no cluster has one).
 	Budget budget.Policy
+	// Notify are the configured notification destinations (the
+	// Notifications page, admin).
+	Notify []notify.Destination
 }
 
 // route is one registered route and the permission it needs ("" for a page
@@ -252,6 +256,7 @@ func (s *Server) register() {
 	s.add("POST /ui/clusters/{cluster}/nodes/{node}/drain", auth.Drain, s.drainNode(true))
 	s.add("POST /ui/clusters/{cluster}/nodes/{node}/undrain", auth.Drain, s.drainNode(false))
 	s.add("GET /ui/events", auth.Read, s.events)
+	s.add("GET /ui/notifications", auth.Notify, s.notifications)
 	s.add("GET /ui/stream", auth.Read, s.stream)
 	s.mux.HandleFunc("/ui/", func(w http.ResponseWriter, r *http.Request) {
 		s.renderError(w, r, nil, http.StatusNotFound, "There is no such page.")

@@ -59,6 +59,7 @@ var roleTable = map[string][5]int{ //    none viewer  op   appr admin
 	"POST /ui/clusters/{cluster}/nodes/{node}/drain":   {303, 403, 303, 403, 303},
 	"POST /ui/clusters/{cluster}/nodes/{node}/undrain": {303, 403, 303, 403, 303},
 	"GET /ui/events":                                   {303, 200, 200, 200, 200},
+	"GET /ui/notifications":                            {303, 403, 403, 403, 200},
 	"GET /ui/stream":                                   {401, 200, 200, 200, 200},
 }
 

@@ -48,9 +48,10 @@ var runs = []run{
 	{"./e2e", "^BenchmarkCore$/^nodes=10$/^approve$", "200x"},    // one approval at a time, no pass in between
 	{"./e2e", "^BenchmarkCore$/^nodes=10$/^rss$", "5x"},          // five nudged passes
 	{"./e2e", "^BenchmarkCore$/^nodes=1000$", "20x"},
-	{"./e2e", "^BenchmarkHAFailover$", "1x"},    // ten SIGKILLs of a lease holder
-	{"./e2e", "^BenchmarkHAScaleOut$", "1x"},    // 1, 2 and 3 replicas over one fleet
-	{"./core/ui", "^BenchmarkLargeRuns$", "1x"}, // seeds 300,000 children once, then 3 requests of each
+	{"./e2e", "^BenchmarkHAFailover$", "1x"},     // ten SIGKILLs of a lease holder
+	{"./e2e", "^BenchmarkHAScaleOut$", "1x"},     // 1, 2 and 3 replicas over one fleet
+	{"./core/ui", "^BenchmarkLargeRuns$", "1x"},  // seeds 300,000 children once, then 3 requests of each
+	{"./core/notify", "^BenchmarkNotify$", "1x"}, // 300 events at 100/s; 7 rounds of writes at 0, 1, 3 destinations
 }
 
 const defaultBenchtime = "2s"
@@ -136,6 +137,10 @@ var rows = []row{
 	{"run of 100 nodes × 1 s sleep, 10% at once, gossip on: wall time (s)", "run_waves_wall_s_gossip_100", "run_waves_ideal_s_gossip_100", "s ideal (10 waves × 1 s)", nil},
 	{"… as a ratio of the ideal", "run_waves_ratio_gossip_100", "run_waves_interval_s_gossip_100", "s interval", &goal{"<=", 1.3}},
 	{"… overhead per wave (ms): (wall − ideal) ÷ 10", "run_waves_overhead_ms_gossip_100", "run_waves_gap_ms_gossip_100", "ms gap: a wave's last finish → next first start", &goal{"<", 300}},
+	{"notification: event committed → delivered p50 (ms), 100 events/s", "notify_latency_p50_ms", "", "", nil},
+	{"notification: event committed → delivered p99 (ms), 100 events/s", "notify_latency_p99_ms", "", "", &goal{"<", 1000}},
+	{"event writes/s, one destination ÷ none", "notify_write_ratio_1", "notify_event_writes_per_s_0", "event writes/s without notify", &goal{">=", 0.8}},
+	{"event writes/s, three destinations ÷ none", "notify_write_ratio_3", "", "", &goal{">=", 0.8}},
 	{"core RSS per 1,000 nodes (MB)", "core_rss_mb_per_1000_nodes", "core_rss_mb_1000_nodes", "core RSS at 1,000 nodes", &goal{"<", 50}},
 	{"core RSS, 10 nodes (MB)", "core_rss_mb_base", "", "", nil},
 	{"gossip: SIGKILL to node DOWN (s), memberlist LAN defaults", "gossip_detect_s", "", "", nil},

@@ -7,10 +7,13 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"net/url"
+	"slices"
 	"strconv"
 	"strings"
+	"sync/atomic"
 
 	"github.com/musterhq/muster/shared/action"
 	"github.com/musterhq/muster/shared/wire"
@@ -18,26 +21,81 @@ import (
 
 // Core calls the core's API with a bearer token.
 type Core struct {
-	base  string
+	bases []string
+	cur   atomic.Int32 // the index in bases of the core that last answered
 	token string
 	http  *http.Client
 }
 
 // NewCore returns a client for the core at addr ("host:port" or a URL),
-// authenticating with token. A nil hc uses a client without a timeout;
-// callers pass contexts (an event stream has no end).
+// authenticating with token. addr may list several replicas separated by
+// commas: a call goes to the one that answered last, and moves on to the
+// next when it cannot connect (nothing was sent, so any call may move). A
+// nil hc uses a client without a timeout; callers pass contexts (an event
+// stream has no end).
 func NewCore(addr, token string, hc *http.Client) *Core {
 	if hc == nil {
 		hc = &http.Client{}
 	}
-	return &Core{base: BaseURL(addr), token: token, http: hc}
+	c := &Core{token: token, http: hc}
+	for _, a := range strings.Split(addr, ",") {
+		if a = strings.TrimSpace(a); a != "" {
+			c.bases = append(c.bases, BaseURL(a))
+		}
+	}
+	if len(c.bases) == 0 {
+		c.bases = []string{BaseURL(addr)}
+	}
+	return c
 }
 
-// Addr returns the base URL the client talks to.
-func (c *Core) Addr() string { return c.base }
+// Addr returns the base URL the client talks to: the replica that answered
+// last.
+func (c *Core) Addr() string { return c.bases[c.cur.Load()] }
+
+// Addrs returns every base URL the client may talk to, in order.
+func (c *Core) Addrs() []string { return slices.Clone(c.bases) }
+
+// ErrNoCore is a call that could not connect to any of the addresses.
+var ErrNoCore = errors.New("no core reachable")
+
+// DialFailed reports an error of connecting (refused, no route, unknown
+// host, dial timeout): the request was never sent.
+func DialFailed(err error) bool {
+	var op *net.OpError
+	return errors.As(err, &op) && op.Op == "dial"
+}
+
+// each runs fn on the base URLs from the current one on, until fn's error
+// is not a failure to connect.
+func (c *Core) each(fn func(base string) error) error {
+	n := len(c.bases)
+	start := int(c.cur.Load())
+	var errs []error
+	for i := range n {
+		k := (start + i) % n
+		err := fn(c.bases[k])
+		if !DialFailed(err) {
+			c.cur.Store(int32(k))
+			return err
+		}
+		errs = append(errs, err)
+	}
+	if n == 1 {
+		return errs[0]
+	}
+	last := errs[len(errs)-1]
+	return fmt.Errorf("%w at %s (the last said: %w)", ErrNoCore, strings.Join(c.bases, ", "), last)
+}
 
 func (c *Core) call(ctx context.Context, method, path string, in, out any) (int, error) {
-	return doWith(ctx, c.http, method, c.base+path, c.token, in, out)
+	var status int
+	err := c.each(func(base string) error {
+		var err error
+		status, err = doWith(ctx, c.http, method, base+path, c.token, in, out)
+		return err
+	})
+	return status, err
 }
 
 // Health calls GET /health.
@@ -188,6 +246,21 @@ func (c *Core) Approve(ctx context.Context, ref string) (*action.Action, error) 
 	return a, err
 }
 
+// Decide calls POST /api/v1/actions/{id}/approve or /reject (verb) with the
+// person's reason, which the core keeps in the history and the event.
+func (c *Core) Decide(ctx context.Context, ref, verb, reason string) (*action.Action, error) {
+	if verb != "approve" && verb != "reject" {
+		return nil, fmt.Errorf("decide: verb %q: want approve or reject", verb)
+	}
+	var out action.Action
+	var in any
+	if reason != "" {
+		in = wire.ReasonRequest{Reason: reason}
+	}
+	_, err := c.call(ctx, http.MethodPost, "/api/v1/actions/"+url.PathEscape(ref)+"/"+verb, in, capped{&out, OneRecordLimit})
+	return &out, err
+}
+
 // Reject calls POST /api/v1/actions/{id}/reject.
 func (c *Core) Reject(ctx context.Context, ref string) (*action.Action, error) {
 	a, _, err := c.actionCall(ctx, ref, "reject")
@@ -213,6 +286,10 @@ type EventFilter struct {
 	ActionID string
 	RunID    string
 	Cluster  string
+	Node     string
+	// Types are event types or families ("node.*"); the core refuses an
+	// unknown one with a 400.
+	Types []string
 }
 
 func (f EventFilter) values() url.Values {
@@ -225,6 +302,12 @@ func (f EventFilter) values() url.Values {
 	}
 	if f.Cluster != "" {
 		q.Set("cluster", f.Cluster)
+	}
+	if f.Node != "" {
+		q.Set("node", f.Node)
+	}
+	if len(f.Types) > 0 {
+		q.Set("type", strings.Join(f.Types, ","))
 	}
 	return q
 }
@@ -325,16 +408,22 @@ const EventLimit = 1 << 20
 // the core has fixed the starting point: nothing appended later is missed.
 // The stream ends when ctx ends or Close is called.
 func (c *Core) Stream(ctx context.Context, since int64, f EventFilter) (*EventStream, error) {
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, c.base+"/api/v1/events/stream"+query(f.values()), nil)
-	if err != nil {
-		return nil, err
-	}
-	req.Header.Set("Accept", "text/event-stream")
-	req.Header.Set("Authorization", "Bearer "+c.token)
-	if since >= 0 {
-		req.Header.Set("Last-Event-ID", strconv.FormatInt(since, 10))
-	}
-	resp, err := c.http.Do(req)
+	var req *http.Request
+	var resp *http.Response
+	err := c.each(func(base string) error {
+		var err error
+		req, err = http.NewRequestWithContext(ctx, http.MethodGet, base+"/api/v1/events/stream"+query(f.values()), nil)
+		if err != nil {
+			return err
+		}
+		req.Header.Set("Accept", "text/event-stream")
+		req.Header.Set("Authorization", "Bearer "+c.token)
+		if since >= 0 {
+			req.Header.Set("Last-Event-ID", strconv.FormatInt(since, 10))
+		}
+		resp, err = c.http.Do(req)
+		return err
+	})
 	if err != nil {
 		return nil, err
 	}

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"strings"
 
 	"github.com/musterhq/muster/shared/action"
 	"github.com/musterhq/muster/shared/wire"
@@ -50,14 +51,27 @@ var byStatus = map[int]error{
 type APIError struct {
 	Status int
 	Detail wire.ErrorDetail
-	final  bool
+	// Raw is the start of a body that was not the JSON error envelope (a
+	// proxy's page, or Go's answer to plain HTTP on a TLS port); "" when
+	// the envelope came.
+	Raw   string
+	final bool
 }
 
 func (e *APIError) Error() string {
-	if e.Detail.Message != "" {
+	switch {
+	case e.Detail.Message != "" && e.Detail.Code != "":
 		return fmt.Sprintf("%s (%d %s)", e.Detail.Message, e.Status, e.Detail.Code)
+	case e.Detail.Message != "":
+		return fmt.Sprintf("%s (%d)", e.Detail.Message, e.Status)
 	}
 	return fmt.Sprintf("HTTP %d", e.Status)
+}
+
+// PlainHTTPToTLS reports the answer Go's TLS servers give a plain HTTP
+// request: the address names the TLS port with http:// (or no scheme).
+func (e *APIError) PlainHTTPToTLS() bool {
+	return e.Status == http.StatusBadRequest && strings.Contains(e.Raw, "HTTP request to an HTTPS server")
 }
 
 // Is matches the sentinel of the answer's status.
@@ -116,6 +130,8 @@ func decodeError(resp *http.Response) error {
 	var env wire.ErrorBody
 	if json.Unmarshal(body, &env) == nil {
 		e.Detail = env.Error
+	} else {
+		e.Raw = strings.TrimSpace(string(body[:min(len(body), 200)]))
 	}
 	if e.Detail.Message == "" {
 		e.Detail.Message = http.StatusText(resp.StatusCode)

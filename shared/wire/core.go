@@ -269,3 +269,54 @@ type ClusterLease struct {
 	Epoch     int64     `json:"epoch"`
 	ExpiresTS time.Time `json:"expires_ts"`
 }
+
+// NotifyDestination is one notification destination and how its
+// deliveries fare (GET /api/v1/notify). URL shows the scheme and host alone.
+type NotifyDestination struct {
+	Name          string     `json:"name"`
+	URL           string     `json:"url"`
+	Format        string     `json:"format"`
+	Events        []string   `json:"events"`
+	Clusters      []string   `json:"clusters"`
+	Backlog       int        `json:"backlog"`
+	Dead          int        `json:"dead"`
+	OldestPending *time.Time `json:"oldest_pending,omitempty"`
+	LastSuccess   *time.Time `json:"last_success,omitempty"`
+	LastFailure   *time.Time `json:"last_failure,omitempty"`
+	LastError     string     `json:"last_error,omitempty"`
+}
+
+// NotifyList answers GET /api/v1/notify.
+type NotifyList struct {
+	Destinations []NotifyDestination `json:"destinations"`
+}
+
+// NotifyDelivery is one delivery of an event to a destination.
+type NotifyDelivery struct {
+	ID          int64     `json:"id"`
+	Destination string    `json:"destination"`
+	EventSeq    int64     `json:"event_seq"`
+	State       string    `json:"state"`
+	Attempts    int       `json:"attempts"`
+	CreatedTS   time.Time `json:"created_ts"`
+	NextTS      time.Time `json:"next_ts"`
+	UpdatedTS   time.Time `json:"updated_ts"`
+	LastStatus  int       `json:"last_status"`
+	LastError   string    `json:"last_error,omitempty"`
+}
+
+// NotifyDeliveries answers GET /api/v1/notify/{name}/deliveries, newest
+// first; Next is the before= of the next page (0: none).
+type NotifyDeliveries struct {
+	Deliveries []NotifyDelivery `json:"deliveries"`
+	Next       int64            `json:"next"`
+}
+
+// NotifyTestResult answers POST /api/v1/notify/{name}/test.
+type NotifyTestResult struct {
+	Destination string `json:"destination"`
+	OK          bool   `json:"ok"`
+	Status      int    `json:"status"`
+	Error       string `json:"error,omitempty"`
+	TookMS      int64  `json:"took_ms"`
+}

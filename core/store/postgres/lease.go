@@ -58,6 +58,11 @@ func (s *Store) Coordinate(ctx context.Context, me store.Replica, ttl time.Durat
 		if v.Clusters, err = pgx.CollectRows(rows, pgx.RowTo[string]); err != nil {
 			return err
 		}
+		// The outbox, when there is one, is leased as a cluster is: one
+		// replica delivers it.
+		if s.outbox != nil {
+			v.Clusters = append(v.Clusters, store.OutboxLease)
+		}
 		if v.Leases, err = leases(ctx, tx); err != nil {
 			return err
 		}

@@ -173,3 +173,50 @@ func TestSilentReplicasAreForgotten(t *testing.T) {
 		t.Fatalf("replicas %+v, %v; want b alone, started at %s", reps, err, restarted)
 	}
 }
+
+// TestTheOutboxIsLeasedLikeACluster: with an outbox, one replica holds its
+// lease; delivery writes under the lease's fence are refused once another
+// replica took it.
+func TestTheOutboxIsLeasedLikeACluster(t *testing.T) {
+	t.Parallel()
+	db := pgtest.NewDatabase(t)
+	s := open(t, db)
+	s.SetOutbox(func(*store.Event) []string { return []string{"hook"} })
+	ctx := context.Background()
+	a, b := store.Replica{ID: "a"}, store.Replica{ID: "b"}
+	held, err := s.Coordinate(ctx, a, time.Minute, all)
+	if err != nil || held[store.OutboxLease] != 1 {
+		t.Fatalf("a holds %v, %v; want the outbox", held, err)
+	}
+	if held, err := s.Coordinate(ctx, b, time.Minute, all); err != nil || len(held) != 0 {
+		t.Fatalf("b took %v, %v while a holds the outbox", held, err)
+	}
+	if err := s.Update(ctx, func(tx store.Tx) error {
+		return tx.AppendEvent(ctx, &store.Event{Type: "x", Actor: "t"})
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Release(ctx, "a"); err != nil {
+		t.Fatal(err)
+	}
+	if held, err := s.Coordinate(ctx, b, time.Minute, all); err != nil || held[store.OutboxLease] != 2 {
+		t.Fatalf("b holds %v, %v; want the outbox at epoch 2", held, err)
+	}
+	stale := store.WithFence(ctx, store.Fence{ClusterID: store.OutboxLease, Holder: "a", Epoch: 1})
+	err = s.Update(stale, func(tx store.Tx) error {
+		d, err := store.NextDelivery(ctx, tx, "hook")
+		if err != nil {
+			return err
+		}
+		d.State = store.DeliveryDelivered
+		return tx.UpdateDelivery(ctx, d)
+	})
+	if !errors.Is(err, store.ErrFenced) {
+		t.Fatalf("a delivery recorded under a lost outbox lease: %v, want ErrFenced", err)
+	}
+	// Without an outbox, no replica leases one.
+	plain := open(t, pgtest.NewDatabase(t))
+	if held, err := plain.Coordinate(ctx, a, time.Minute, all); err != nil || len(held) != 0 {
+		t.Fatalf("without an outbox a holds %v, %v", held, err)
+	}
+}

@@ -69,7 +69,8 @@ type Store struct {
 	password string // scrubbed from the server's errors
 	rows     atomic.Int64
 
-	feed *store.Feed
+	feed   *store.Feed
+	outbox store.Outbox
 
 	nudges chan string
 }
@@ -217,6 +218,7 @@ func (s *Store) Update(ctx context.Context, fn func(tx store.Tx) error) error {
 	fence, fenced := store.FenceOf(ctx)
 	err := s.serializable(ctx, func(tx pgx.Tx) error {
 		w = newWriter(tx)
+		w.Outbox = s.outbox
 		if fenced {
 			if err := checkFence(ctx, tx, fence); err != nil {
 				return err
@@ -407,6 +409,9 @@ func (s *Store) Nudges() <-chan string { return s.nudges }
 // Subscribe returns a channel receiving the newest event sequence number
 // after every commit, by any replica, that appended events (see store.Feed).
 func (s *Store) Subscribe() (<-chan int64, func()) { return s.feed.Subscribe() }
+
+// SetOutbox makes AppendEvent enqueue notification deliveries.
+func (s *Store) SetOutbox(o store.Outbox) { s.outbox = o }
 
 // RowsWritten counts the rows inserted, updated or deleted by committed
 // Updates since Open.

@@ -31,7 +31,8 @@ type Store struct {
 	db   *shsqlite.DB
 	rows atomic.Int64
 
-	feed *store.Feed
+	feed   *store.Feed
+	outbox store.Outbox
 }
 
 var _ store.Store = (*Store)(nil)
@@ -74,6 +75,7 @@ func (s *Store) Read(ctx context.Context, fn func(r store.Reader) error) error {
 // commit when fn appended events.
 func (s *Store) Update(ctx context.Context, fn func(tx store.Tx) error) error {
 	w := newWriter()
+	w.Outbox = s.outbox
 	err := s.db.InTx(ctx, func(tx *sql.Tx) error {
 		w.tx = tx
 		return fn(w)
@@ -95,6 +97,9 @@ func (s *Store) Subscribe() (<-chan int64, func()) { return s.feed.Subscribe() }
 // RowsWritten counts the rows inserted, updated or deleted by committed
 // Updates since Open.
 func (s *Store) RowsWritten() int64 { return s.rows.Load() }
+
+// SetOutbox makes AppendEvent enqueue notification deliveries.
+func (s *Store) SetOutbox(o store.Outbox) { s.outbox = o }
 
 // Close closes subscriber channels and the database.
 func (s *Store) Close() error {

@@ -67,6 +67,9 @@ func Run(t *testing.T, db NewDB) {
 		{"LatestSeq", testLatestSeq},
 		{"RowsWritten", testRowsWritten},
 		{"ReadIsASnapshot", testReadIsASnapshot},
+		{"OutboxEnqueuesWithTheEvent", testOutboxEnqueuesWithTheEvent},
+		{"DeliveryLifecycle", testDeliveryLifecycle},
+		{"EventDeliveries", testEventDeliveries},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

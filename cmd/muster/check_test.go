@@ -1,0 +1,63 @@
+package main
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// checkRun runs `muster <what> check --config F` with yaml in F.
+func checkRun(t *testing.T, what, yaml string) (string, string, int) {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), what+".yaml")
+	if err := os.WriteFile(path, []byte(yaml), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	e := &cliEnv{t: t}
+	return e.runRaw(what, "check", "--config", path)
+}
+
+// Unknown keys, values the decoder refuses and fields validation refuses
+// come in one report: one run of check shows every problem.
+func TestCheckReportsEveryErrorInOnePass(t *testing.T) {
+	t.Parallel()
+	for _, c := range []struct {
+		what, yaml string
+		want       []string
+	}{
+		{"agent", "cluster_id: prod\ndata_dir: /tmp/x\ncolour: blue\nactions:\n  retention: soon\ngossip:\n  enabled: true\n",
+			[]string{"colour: unknown key", "actions.retention:", "node_id:", "gossip.key_file:"}},
+		{"core", "data_dir: /tmp/x\nshape: round\norchestrate:\n  interval: often\napproval:\n  default: maybe\n",
+			[]string{"shape: unknown key", "orchestrate.interval:", "approval.default:"}},
+	} {
+		t.Run(c.what, func(t *testing.T) {
+			t.Parallel()
+			_, msg, code := checkRun(t, c.what, c.yaml)
+			if code != 2 {
+				t.Fatalf("exit %d: %s", code, msg)
+			}
+			for _, w := range c.want {
+				if !strings.Contains(msg, w) {
+					t.Errorf("report lacks %q:\n%s", w, msg)
+				}
+			}
+		})
+	}
+}
+
+func TestCheckValidConfig(t *testing.T) {
+	t.Parallel()
+	for what, yaml := range map[string]string{
+		"agent": "node_id: db-1\ncluster_id: prod\ndata_dir: /var/lib/muster\n",
+		"core":  "data_dir: /var/lib/muster\nclusters:\n  - id: prod\n    nodes: [{id: db-1, addr: \"10.0.0.1:7420\"}]\n",
+	} {
+		out, msg, code := checkRun(t, what, yaml)
+		if code != 0 || !strings.HasPrefix(out, "Configuration is valid: ") {
+			t.Fatalf("%s check: exit %d %q %s", what, code, out, msg)
+		}
+	}
+	if _, msg, code := checkRun(t, "agent", "node_id: [unclosed\n"); code != 2 || !strings.Contains(msg, "config ") {
+		t.Fatalf("bad YAML: exit %d %s", code, msg)
+	}
+}

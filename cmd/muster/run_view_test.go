@@ -1,0 +1,118 @@
+package main
+
+import (
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+)
+
+// screen is a small terminal: enough of VT100 to replay what liveView
+// writes (text, \r, \n, cursor up, erase line, erase below).
+type screen struct {
+	lines []string
+	row   int
+}
+
+func (s *screen) Write(p []byte) (int, error) {
+	in := string(p)
+	for len(in) > 0 {
+		switch {
+		case strings.HasPrefix(in, "\x1b["):
+			end := strings.IndexAny(in[2:], "ABCDHJK")
+			if end < 0 {
+				panic("unfinished escape " + strconv.Quote(in))
+			}
+			arg, cmd := in[2:2+end], in[2+end]
+			in = in[3+end:]
+			switch cmd {
+			case 'A':
+				n, _ := strconv.Atoi(arg)
+				s.row = max(0, s.row-max(n, 1))
+			case 'K':
+				s.set("")
+			case 'J':
+				if s.row < len(s.lines) {
+					s.lines = s.lines[:s.row]
+				}
+			default:
+				panic("unexpected escape " + string(cmd))
+			}
+		case in[0] == '\r':
+			in = in[1:]
+		case in[0] == '\n':
+			s.row++
+			in = in[1:]
+		default:
+			end := strings.IndexAny(in, "\x1b\r\n")
+			if end < 0 {
+				end = len(in)
+			}
+			s.set(s.get() + in[:end])
+			in = in[end:]
+		}
+	}
+	return len(p), nil
+}
+
+func (s *screen) get() string {
+	if s.row < len(s.lines) {
+		return s.lines[s.row]
+	}
+	return ""
+}
+
+func (s *screen) set(l string) {
+	for len(s.lines) <= s.row {
+		s.lines = append(s.lines, "")
+	}
+	s.lines[s.row] = l
+}
+
+func TestLiveViewRedrawsInPlace(t *testing.T) {
+	t.Parallel()
+	var s screen
+	v := &liveView{w: &s}
+	for _, lines := range [][]string{
+		{"build [....] 0/2", "  db-1 RUNNING", "run 1234: RUNNING"},
+		{"build [##..] 1/2", "  db-1 DONE", "  db-2 RUNNING", "run 1234: RUNNING"},
+		{"build [####] 2/2", "run 1234: DONE"}, // fewer lines: the rest is cleared
+	} {
+		if err := v.show(lines); err != nil {
+			t.Fatal(err)
+		}
+		if strings.Join(s.lines, "\n") != strings.Join(lines, "\n") {
+			t.Fatalf("screen:\n%s\nwant:\n%s", strings.Join(s.lines, "\n"), strings.Join(lines, "\n"))
+		}
+	}
+}
+
+func TestPlainViewPrintsChangedLines(t *testing.T) {
+	t.Parallel()
+	var b strings.Builder
+	v := &plainView{w: &b, now: func() time.Time { return time.Date(2026, 1, 1, 10, 0, 0, 0, time.Local) }}
+	v.show([]string{"build 0/2", "run: RUNNING"})
+	v.show([]string{"build 1/2", "run: RUNNING"})
+	want := "10:00:00  build 0/2\n10:00:00  run: RUNNING\n10:00:00  build 1/2\n"
+	if b.String() != want || strings.Contains(b.String(), "\x1b") {
+		t.Fatalf("printed %q, want %q", b.String(), want)
+	}
+}
+
+// On a small terminal, lines are cut to its width and their number to its
+// height, so that a redraw always lands on what it drew.
+func TestLiveViewFitsTheTerminal(t *testing.T) {
+	t.Parallel()
+	var s screen
+	v := &liveView{w: &s, width: 12, height: 4}
+	long := []string{"a stage line that is long", "  db-1 RUNNING", "  db-2 RUNNING", "  db-3 RUNNING", "run: RUNNING"}
+	for range 3 {
+		if err := v.show(long); err != nil {
+			t.Fatal(err)
+		}
+	}
+	want := []string{"a stage li…", "  db-1 RUN…", "… 3 more l…"}
+	if strings.Join(s.lines, "\n") != strings.Join(want, "\n") {
+		t.Fatalf("screen %q, want %q", s.lines, want)
+	}
+}

@@ -1,0 +1,198 @@
+// Package notify delivers the notification outbox (docs/notifications.md):
+// each event a destination wants is enqueued by the store in the
+// transaction of the event (store.Outbox); a Worker sends each
+// destination's deliveries one at a time, in event order, retrying with
+// backoff, signed as the Standard Webhooks specification says (json) or as
+// one line of text (slack).
+package notify
+
+import (
+	"encoding/base64"
+	"fmt"
+	"net"
+	"net/url"
+	"os"
+	"slices"
+	"strings"
+
+	"github.com/musterhq/muster/core/glob"
+	"github.com/musterhq/muster/core/store"
+	"github.com/musterhq/muster/shared/config"
+	"github.com/musterhq/muster/shared/gossip"
+	"github.com/musterhq/muster/shared/names"
+)
+
+// Formats of a destination.
+const (
+	FormatJSON  = "json"
+	FormatSlack = "slack"
+)
+
+// Destination is one entry of the core's notify: list.
+type Destination struct {
+	Name   string `mapstructure:"name" yaml:"name"`
+	URL    string `mapstructure:"url" yaml:"url"`
+	Format string `mapstructure:"format" yaml:"format"`
+	// SecretFile holds the signing secret (json): whsec_ and base64, as
+	// the specification writes secrets, or any other text, used as is.
+	SecretFile string `mapstructure:"secret_file" yaml:"secret_file"`
+	// Events are globs of event types; empty: every event.
+	Events []string `mapstructure:"events" yaml:"events"`
+	// Clusters are globs of cluster ids; empty: every cluster. Events
+	// that name no cluster pass.
+	Clusters []string `mapstructure:"clusters" yaml:"clusters"`
+}
+
+// Known is what the configured globs are checked against.
+type Known struct {
+	// Clusters are the configured clusters; with Dynamic, clusters come
+	// from agents too and cluster globs are not checked against them.
+	Clusters []string
+	Dynamic  bool
+}
+
+// Validate returns one error per bad field of dests, named notify[i].field.
+// A secret file must be readable and private (the key-file mode rule).
+func Validate(dests []Destination, allowLoopback bool, known Known) config.Errors {
+	var errs config.Errors
+	seen := map[string]bool{}
+	for i, d := range dests {
+		key := fmt.Sprintf("notify[%d]", i)
+		switch {
+		case d.Name == "":
+			errs.Add(key+".name", "required")
+		case names.CheckID(d.Name) != nil:
+			errs.Add(key+".name", "%v", names.CheckID(d.Name))
+		case seen[d.Name]:
+			errs.Add(key+".name", "destination %q is listed twice", d.Name)
+		}
+		seen[d.Name] = true
+		if err := checkURL(d.URL, allowLoopback); err != nil {
+			errs.Add(key+".url", "%v", err)
+		}
+		switch d.Format {
+		case FormatJSON, FormatSlack:
+		default:
+			errs.Add(key+".format", "%q is not %q or %q", d.Format, FormatJSON, FormatSlack)
+		}
+		if d.SecretFile == "" {
+			if d.Format == FormatJSON {
+				errs.Add(key+".secret_file", "required with format json (the signing secret)")
+			}
+		} else if _, err := LoadSecret(d.SecretFile); err != nil {
+			errs.Add(key+".secret_file", "%v", err)
+		}
+		for j, g := range d.Events {
+			if !glob.Valid(g) {
+				errs.Add(fmt.Sprintf("%s.events[%d]", key, j), "%q is not a valid glob", g)
+			} else if !slices.ContainsFunc(store.EventTypes, func(t string) bool { return glob.Match(g, t) }) {
+				errs.Add(fmt.Sprintf("%s.events[%d]", key, j), "%q matches no event type (such as %s)", g,
+					strings.Join([]string{store.EventApprovalWaiting, store.EventRunPaused, store.EventNodeDown}, ", "))
+			}
+		}
+		for j, g := range d.Clusters {
+			if !glob.Valid(g) {
+				errs.Add(fmt.Sprintf("%s.clusters[%d]", key, j), "%q is not a valid glob", g)
+			} else if !known.Dynamic && !slices.ContainsFunc(known.Clusters, func(c string) bool { return glob.Match(g, c) }) {
+				errs.Add(fmt.Sprintf("%s.clusters[%d]", key, j), "%q matches no configured cluster", g)
+			}
+		}
+	}
+	return errs
+}
+
+// checkURL accepts an https URL with a host, or an http one when loopback
+// destinations are allowed; a literal loopback or link-local address only
+// then.
+func checkURL(raw string, allowLoopback bool) error {
+	if raw == "" {
+		return fmt.Errorf("required (the https URL to post to)")
+	}
+	u, err := url.Parse(raw)
+	if err != nil || u.Host == "" || (u.Scheme != "https" && u.Scheme != "http") {
+		return fmt.Errorf("%s is not an http(s) URL with a host", Redact(raw))
+	}
+	if u.Scheme != "https" && !allowLoopback {
+		return fmt.Errorf("%s is not https (plain http only with notify_allow_loopback)", Redact(raw))
+	}
+	host := u.Hostname()
+	if ip := net.ParseIP(host); !allowLoopback && (host == "localhost" || ip != nil && gossip.InternalIP(ip)) {
+		return fmt.Errorf("%s is a loopback or link-local address (allowed only with notify_allow_loopback)", Redact(raw))
+	}
+	return nil
+}
+
+// Redact returns the scheme and host of a URL: its path and query may hold
+// a secret (a Slack webhook's does) and are never logged or shown.
+func Redact(raw string) string {
+	u, err := url.Parse(raw)
+	if err != nil || u.Host == "" {
+		return "(an unreadable URL)"
+	}
+	return u.Scheme + "://" + u.Host + "/…"
+}
+
+// LoadSecret reads a signing secret: the file must be private to its owner.
+// "whsec_" and base64 is decoded; any other text is the secret as it is.
+func LoadSecret(path string) ([]byte, error) {
+	if err := config.CheckPrivateFile(path); err != nil {
+		return nil, err
+	}
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return nil, err
+	}
+	key, err := parseSecret(string(b))
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", path, err)
+	}
+	return key, nil
+}
+
+// parseSecret reads the text of a secret file.
+func parseSecret(text string) ([]byte, error) {
+	s := strings.TrimSpace(text)
+	if rest, ok := strings.CutPrefix(s, "whsec_"); ok {
+		key, err := base64.StdEncoding.DecodeString(rest)
+		if err != nil {
+			return nil, fmt.Errorf("the whsec_ secret is not base64: %w", err)
+		}
+		s = string(key)
+	}
+	if s == "" {
+		return nil, fmt.Errorf("the secret is empty")
+	}
+	return []byte(s), nil
+}
+
+// Route is the outbox of dests: the names of the destinations whose globs
+// take e. A notify.dead event does not go to the destination it is about
+// (a dead receiver would never stop hearing of itself).
+func Route(dests []Destination) store.Outbox {
+	if len(dests) == 0 {
+		return nil
+	}
+	return func(e *store.Event) []string {
+		var out []string
+		for _, d := range dests {
+			if wants(d, e) {
+				out = append(out, d.Name)
+			}
+		}
+		return out
+	}
+}
+
+func wants(d Destination, e *store.Event) bool {
+	if e.Type == store.EventNotifyDead && e.Data["destination"] == d.Name {
+		return false
+	}
+	if len(d.Events) > 0 && !slices.ContainsFunc(d.Events, func(g string) bool { return glob.Match(g, e.Type) }) {
+		return false
+	}
+	if len(d.Clusters) > 0 && e.ClusterID != "" &&
+		!slices.ContainsFunc(d.Clusters, func(g string) bool { return glob.Match(g, e.ClusterID) }) {
+		return false
+	}
+	return true
+}

@@ -1,0 +1,75 @@
+package notify
+
+import (
+	"context"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/musterhq/muster/core/store"
+)
+
+type metrics struct {
+	results *prometheus.CounterVec
+}
+
+// newMetrics registers the delivery counters and a collector that reads
+// the backlog and the age of the oldest pending delivery from the store.
+func newMetrics(w *Worker, reg prometheus.Registerer) *metrics {
+	m := &metrics{results: prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "muster_notify_deliveries_total",
+		Help: "Delivery tries by destination and result (ok, retry, failed).",
+	}, []string{"destination", "result"})}
+	if reg != nil {
+		reg.MustRegister(m.results, &backlog{w: w})
+	}
+	return m
+}
+
+func (m *metrics) result(dest string, r Result) {
+	res := "ok"
+	switch {
+	case r.OK():
+	case r.Status == 0:
+		res = "no_answer"
+	default:
+		res = "failed"
+	}
+	m.results.WithLabelValues(dest, res).Inc()
+}
+
+var (
+	backlogDesc = prometheus.NewDesc("muster_notify_backlog", "Pending deliveries by destination.", []string{"destination"}, nil)
+	oldestDesc  = prometheus.NewDesc("muster_notify_oldest_pending_seconds",
+		"Age of the oldest pending delivery by destination (0: none).", []string{"destination"}, nil)
+)
+
+type backlog struct{ w *Worker }
+
+func (b *backlog) Describe(ch chan<- *prometheus.Desc) { ch <- backlogDesc; ch <- oldestDesc }
+
+func (b *backlog) Collect(ch chan<- prometheus.Metric) {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	var stats []store.DeliveryStat
+	if err := b.w.st.Read(ctx, func(r store.Reader) error {
+		var err error
+		stats, err = r.DeliveryStats(ctx)
+		return err
+	}); err != nil {
+		return
+	}
+	by := map[string]store.DeliveryStat{}
+	for _, s := range stats {
+		by[s.Destination] = s
+	}
+	for _, d := range b.w.cfg.Destinations {
+		s := by[d.Name]
+		age := 0.0
+		if s.OldestPending != nil {
+			age = time.Since(*s.OldestPending).Seconds()
+		}
+		ch <- prometheus.MustNewConstMetric(backlogDesc, prometheus.GaugeValue, float64(s.Backlog), d.Name)
+		ch <- prometheus.MustNewConstMetric(oldestDesc, prometheus.GaugeValue, age, d.Name)
+	}
+}

@@ -1,0 +1,486 @@
+package notify
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	standardwebhooks "github.com/standard-webhooks/standard-webhooks/libraries/go"
+
+	"github.com/musterhq/muster/core/store"
+	"github.com/musterhq/muster/core/store/sqlite"
+	"github.com/musterhq/muster/shared/gossip"
+	"github.com/musterhq/muster/shared/testwait"
+)
+
+// The specification's published test vector.
+func TestSignMatchesTheSpecificationVector(t *testing.T) {
+	t.Parallel()
+	secret, err := LoadSecret(writeSecret(t, "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw", 0o600))
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := http.Header{}
+	if err := Sign(h, secret, "msg_p5jXN8AQM9LWM0D4loKWxJek", time.Unix(1614265330, 0), []byte(`{"test": 2432232314}`)); err != nil {
+		t.Fatal(err)
+	}
+	if got, want := h.Get("webhook-signature"), "v1,g0hM9SsE+OTPJTGt/tmIKtSyZlE3uFJELVlNIOLJ1OE="; got != want {
+		t.Errorf("signature = %s, want %s", got, want)
+	}
+	if h.Get("webhook-timestamp") != "1614265330" || h.Get("webhook-id") != "msg_p5jXN8AQM9LWM0D4loKWxJek" {
+		t.Errorf("headers = %v", h)
+	}
+}
+
+func writeSecret(t *testing.T, s string, mode os.FileMode) string {
+	t.Helper()
+	p := filepath.Join(t.TempDir(), "secret")
+	if err := os.WriteFile(p, []byte(s+"\n"), mode); err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+func TestValidateNamesEachBadField(t *testing.T) {
+	t.Parallel()
+	good := writeSecret(t, "s3cret", 0o600)
+	open := writeSecret(t, "s3cret", 0o644)
+	dests := []Destination{
+		{Name: "ok", URL: "https://hooks.example.com/x", Format: "json", SecretFile: good, Events: []string{"run.*"}, Clusters: []string{"prod-*"}},
+		{Name: "a", URL: "http://hooks.example.com/x", Format: "xml", SecretFile: open, Events: []string{"nothing.*"}, Clusters: []string{"dev"}},
+		{Name: "b", URL: "https://127.0.0.1/hook?token=TOPSECRET", Format: "slack", SecretFile: "/nonexistent/secret", Events: []string{"[bad"}},
+		{Name: "ok", URL: "", Format: "json"},
+	}
+	errs := Validate(dests, false, Known{Clusters: []string{"prod-1"}})
+	got := map[string]string{}
+	for _, e := range errs {
+		s := e.Error()
+		key, _, _ := strings.Cut(s, ":")
+		got[key] = s
+	}
+	for _, key := range []string{"notify[1].url", "notify[1].format", "notify[1].secret_file", "notify[1].events[0]",
+		"notify[1].clusters[0]", "notify[2].url", "notify[2].secret_file", "notify[2].events[0]", "notify[3].name",
+		"notify[3].url", "notify[3].secret_file"} {
+		if got[key] == "" {
+			t.Errorf("no error for %s; got %v", key, errs)
+		}
+	}
+	for key, e := range got {
+		if strings.HasPrefix(key, "notify[0]") {
+			t.Errorf("error for the good destination: %s", e)
+		}
+		if strings.Contains(e, "TOPSECRET") {
+			t.Errorf("error shows the URL's secret: %s", e)
+		}
+	}
+	if len(errs) != 11 {
+		t.Errorf("%d errors, want 11: %v", len(errs), errs)
+	}
+	if errs := Validate(dests[2:3], true, Known{}); len(errs) != 2 { // loopback allowed: secret and glob remain
+		t.Errorf("with loopback allowed: %v, want the secret and glob errors alone", errs)
+	}
+}
+
+func TestRouteByEventAndCluster(t *testing.T) {
+	t.Parallel()
+	route := Route([]Destination{
+		{Name: "all"},
+		{Name: "prod", Events: []string{"run.*", "approval.waiting"}, Clusters: []string{"prod-*"}},
+	})
+	for _, tc := range []struct {
+		e    store.Event
+		want string
+	}{
+		{store.Event{Type: "run.paused", ClusterID: "prod-1"}, "all,prod"},
+		{store.Event{Type: "run.paused", ClusterID: "dev"}, "all"},
+		{store.Event{Type: "node.down", ClusterID: "prod-1"}, "all"},
+		{store.Event{Type: "approval.waiting"}, "all,prod"},
+		{store.Event{Type: "notify.dead", Data: map[string]any{"destination": "all"}}, ""},
+	} {
+		if got := strings.Join(route(&tc.e), ","); got != tc.want {
+			t.Errorf("route(%s in %q) = %q, want %q", tc.e.Type, tc.e.ClusterID, got, tc.want)
+		}
+	}
+}
+
+func TestSlackTextIsOneEscapedLine(t *testing.T) {
+	t.Parallel()
+	e := &store.Event{Type: "run.paused", ClusterID: "prod", NodeID: "n1", Actor: "alice",
+		Message: "stage <b> failed:\n" + strings.Repeat("x", 500) + " &\u202e"}
+	got := SlackText(e, "https://muster.example.com/ui/runs/r1")
+	if strings.ContainsAny(got, "\n") || strings.Contains(got, "<b>") || strings.Contains(got, "\u202e") {
+		t.Errorf("text not escaped to one line: %q", got)
+	}
+	if !strings.Contains(got, "&lt;b&gt;") || !strings.Contains(got, " on prod/n1 by alice <https://muster.example.com/ui/runs/r1|open>") {
+		t.Errorf("text = %q", got)
+	}
+	if len(got) > 400 {
+		t.Errorf("text not cut: %d bytes", len(got))
+	}
+}
+
+func TestBackoffDoublesWithJitterUpToTheMaximum(t *testing.T) {
+	t.Parallel()
+	for tries, want := range map[int]time.Duration{1: time.Second, 2: 2 * time.Second, 5: 16 * time.Second, 30: time.Hour} {
+		for range 50 {
+			if got := Backoff(tries, time.Second, time.Hour); got < want/2 || got > want {
+				t.Fatalf("Backoff(%d) = %s, want within [%s, %s]", tries, got, want/2, want)
+			}
+		}
+	}
+}
+
+// receiver is a real HTTP receiver that records what it accepted.
+type receiver struct {
+	mu     sync.Mutex
+	ids    []string
+	types  []string
+	seqs   []int64
+	fail   atomic.Int32 // answer 500 while > 0, counting down
+	status atomic.Int32 // when set, always answer this
+	srv    *httptest.Server
+	secret string
+	bad    atomic.Int32
+}
+
+func newReceiver(t *testing.T, secret string) *receiver {
+	rc := &receiver{secret: secret}
+	rc.srv = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		body, _ := io.ReadAll(r.Body)
+		if s := rc.status.Load(); s != 0 {
+			w.WriteHeader(int(s))
+			return
+		}
+		if rc.fail.Add(-1) >= 0 {
+			w.WriteHeader(500)
+			return
+		}
+		wh, _ := standardwebhooks.NewWebhookRaw([]byte(rc.secret))
+		if err := wh.Verify(body, r.Header); err != nil {
+			rc.bad.Add(1)
+			w.WriteHeader(400)
+			return
+		}
+		var p Payload
+		_ = json.Unmarshal(body, &p)
+		rc.mu.Lock()
+		rc.ids = append(rc.ids, r.Header.Get("webhook-id"))
+		rc.types = append(rc.types, p.Type)
+		rc.seqs = append(rc.seqs, p.Seq)
+		rc.mu.Unlock()
+		w.WriteHeader(204)
+	}))
+	t.Cleanup(rc.srv.Close)
+	return rc
+}
+
+func (rc *receiver) got() ([]string, []int64) {
+	rc.mu.Lock()
+	defer rc.mu.Unlock()
+	return append([]string(nil), rc.ids...), append([]int64(nil), rc.seqs...)
+}
+
+type setupOut struct {
+	st *sqlite.Store
+	w  *Worker
+}
+
+func setup(t *testing.T, dests []Destination) setupOut {
+	t.Helper()
+	ctx := context.Background()
+	st, err := sqlite.Open(ctx, t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { st.Close() })
+	st.SetOutbox(Route(dests))
+	w, err := New(Config{Destinations: dests, PublicURL: "https://muster.example.com", AllowLoopback: true,
+		MinBackoff: 20 * time.Millisecond, MaxBackoff: 100 * time.Millisecond, Poll: 200 * time.Millisecond}, st, nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := w.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(w.Stop)
+	return setupOut{st, w}
+}
+
+func appendEvents(t *testing.T, st store.Store, n int, typ string) []int64 {
+	t.Helper()
+	var seqs []int64
+	for i := range n {
+		if err := st.Update(context.Background(), func(tx store.Tx) error {
+			e := &store.Event{Type: typ, Actor: "core", ClusterID: "c1", Message: strings.Repeat("m", i)}
+			err := tx.AppendEvent(context.Background(), e)
+			seqs = append(seqs, e.Seq)
+			return err
+		}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return seqs
+}
+
+func TestFailingReceiverGetsEveryEventInOrderOnce(t *testing.T) {
+	t.Parallel()
+	rc := newReceiver(t, "s3cret")
+	rc.fail.Store(6)
+	s := setup(t, []Destination{{Name: "hook", URL: rc.srv.URL, Format: FormatJSON, SecretFile: writeSecret(t, "s3cret", 0o600)}})
+	want := appendEvents(t, s.st, 10, "run.paused")
+	testwait.For(t, "ten deliveries", func() bool { ids, _ := rc.got(); return len(ids) >= 10 })
+	ids, seqs := rc.got()
+	seen := map[string]bool{}
+	for i, id := range ids {
+		if seen[id] {
+			t.Errorf("webhook-id %s delivered twice", id)
+		}
+		seen[id] = true
+		if seqs[i] != want[i] || id != MessageID(want[i], "hook") {
+			t.Errorf("delivery %d = event %d (%s), want event %d in order", i, seqs[i], id, want[i])
+		}
+	}
+	if rc.bad.Load() != 0 {
+		t.Errorf("%d deliveries failed the signature check", rc.bad.Load())
+	}
+}
+
+func TestClientErrorIsDeadAfterThreeTriesAndSaysSo(t *testing.T) {
+	t.Parallel()
+	rc := newReceiver(t, "s")
+	rc.status.Store(404)
+	s := setup(t, []Destination{{Name: "hook", URL: rc.srv.URL + "/hook?key=TOPSECRET", Format: FormatSlack}})
+	seqs := appendEvents(t, s.st, 1, "node.down")
+	var d store.Delivery
+	testwait.For(t, "the delivery dead", func() bool {
+		_ = s.st.Read(context.Background(), func(r store.Reader) error {
+			ds, err := r.Deliveries(context.Background(), store.DeliveryQuery{Destination: "hook"})
+			if err == nil && len(ds) == 1 {
+				d = ds[0]
+			}
+			return err
+		})
+		return d.State == store.DeliveryDead
+	})
+	if d.Attempts != ClientErrorTries || d.LastStatus != 404 || d.EventSeq != seqs[0] {
+		t.Errorf("dead delivery = %+v, want 3 tries ending in 404", d)
+	}
+	var dead *store.Event
+	_ = s.st.Read(context.Background(), func(r store.Reader) error {
+		evs, err := r.Events(context.Background(), seqs[0], 10)
+		for i := range evs {
+			if evs[i].Type == store.EventNotifyDead {
+				dead = &evs[i]
+			}
+		}
+		return err
+	})
+	if dead == nil || dead.Data["destination"] != "hook" || strings.Contains(dead.Message, "TOPSECRET") {
+		t.Errorf("notify.dead event = %+v", dead)
+	}
+}
+
+func TestSlowReceiverDoesNotDelayAnother(t *testing.T) {
+	t.Parallel()
+	release := make(chan struct{})
+	slow := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		select {
+		case <-release:
+		case <-r.Context().Done():
+		}
+	}))
+	t.Cleanup(slow.Close)
+	t.Cleanup(func() { close(release) })
+	fast := newReceiver(t, "s")
+	s := setup(t, []Destination{
+		{Name: "slow", URL: slow.URL, Format: FormatSlack},
+		{Name: "fast", URL: fast.srv.URL, Format: FormatJSON, SecretFile: writeSecret(t, "s", 0o600)},
+	})
+	start := time.Now()
+	appendEvents(t, s.st, 3, "run.paused")
+	testwait.Within(t, time.Second, "three deliveries to the fast receiver", func() bool {
+		ids, _ := fast.got()
+		return len(ids) == 3
+	})
+	t.Logf("fast receiver had all three after %s", time.Since(start))
+}
+
+func TestDialRefusesLoopbackUnlessAllowed(t *testing.T) {
+	t.Parallel()
+	rc := newReceiver(t, "s")
+	c := NewClient(time.Second, false)
+	resp, err := c.Post(rc.srv.URL, "application/json", strings.NewReader("{}"))
+	if err == nil {
+		resp.Body.Close()
+		t.Fatal("posted to a loopback receiver without notify_allow_loopback")
+	}
+	if !errors.Is(err, gossip.ErrInternalAddr) {
+		t.Errorf("refused with %v, want the dial-time refusal", err)
+	}
+}
+
+func TestNoRedirectsAndAnswersCapped(t *testing.T) {
+	t.Parallel()
+	var hits atomic.Int32
+	target := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { hits.Add(1) }))
+	t.Cleanup(target.Close)
+	redirect := httptest.NewServer(http.RedirectHandler(target.URL, http.StatusFound))
+	t.Cleanup(redirect.Close)
+	big := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		_, _ = w.Write(make([]byte, MaxAnswer+10))
+	}))
+	t.Cleanup(big.Close)
+	w, err := New(Config{AllowLoopback: true}, nil, nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	e := &store.Event{Seq: 1, Type: "x"}
+	if r := w.Send(context.Background(), Destination{Name: "r", URL: redirect.URL, Format: FormatSlack}, e, "id", time.Now()); r.OK() || r.Status != 302 || hits.Load() != 0 {
+		t.Errorf("redirect: %+v, %d hits on its target; want a failed 302, none", r, hits.Load())
+	}
+	if r := w.Send(context.Background(), Destination{Name: "b", URL: big.URL, Format: FormatSlack}, e, "id", time.Now()); r.OK() || r.Err != "answer over 64 KiB" {
+		t.Errorf("big answer: %+v, want a failure", r)
+	}
+}
+
+func TestOnlyTheLeaseHolderDelivers(t *testing.T) {
+	t.Parallel()
+	rc := newReceiver(t, "s")
+	ctx := context.Background()
+	st, err := sqlite.Open(ctx, t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { st.Close() })
+	dests := []Destination{{Name: "hook", URL: rc.srv.URL, Format: FormatJSON, SecretFile: writeSecret(t, "s", 0o600)}}
+	st.SetOutbox(Route(dests))
+	var held atomic.Bool
+	var asked atomic.Int32
+	var leaseCtx context.Context
+	var lose context.CancelFunc
+	var mu sync.Mutex
+	w, err := New(Config{Destinations: dests, AllowLoopback: true, Poll: 20 * time.Millisecond,
+		Lease: func(ctx context.Context) (context.Context, context.CancelFunc, bool) {
+			if !held.Load() {
+				asked.Add(1)
+				return nil, nil, false
+			}
+			mu.Lock()
+			defer mu.Unlock()
+			leaseCtx, lose = context.WithCancel(ctx)
+			return leaseCtx, lose, true
+		}}, st, nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := w.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(w.Stop)
+	appendEvents(t, st, 2, "node.down")
+	// Not holding the lease: the worker asks for it again and again (one
+	// asking per destination loop), and sends nothing.
+	testwait.For(t, "the lease asked for five times", func() bool { return asked.Load() >= 5 })
+	if ids, _ := rc.got(); len(ids) != 0 {
+		t.Fatalf("delivered %v without the lease", ids)
+	}
+	held.Store(true)
+	testwait.For(t, "both delivered once the lease is held", func() bool { ids, _ := rc.got(); return len(ids) == 2 })
+}
+
+func TestMetricsCountResultsAndTheBacklog(t *testing.T) {
+	t.Parallel()
+	rc := newReceiver(t, "s")
+	rc.status.Store(503)
+	ctx := context.Background()
+	st, err := sqlite.Open(ctx, t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { st.Close() })
+	dests := []Destination{{Name: "hook", URL: rc.srv.URL, Format: FormatSlack}}
+	st.SetOutbox(Route(dests))
+	reg := prometheus.NewRegistry()
+	w, err := New(Config{Destinations: dests, AllowLoopback: true, MinBackoff: time.Hour, MaxBackoff: time.Hour}, st, nil, reg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	appendEvents(t, st, 3, "node.down")
+	if err := w.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(w.Stop)
+	// gauge returns the value of one series of reg, by metric name and
+	// destination label.
+	gauge := func(name string) float64 {
+		mfs, err := reg.Gather()
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, mf := range mfs {
+			for _, m := range mf.Metric {
+				if mf.GetName() != name || len(m.Label) == 0 || m.Label[0].GetValue() != "hook" {
+					continue
+				}
+				if len(m.Label) == 2 && m.Label[1].GetValue() != "failed" {
+					continue
+				}
+				if c := m.GetCounter(); c != nil {
+					return c.GetValue()
+				}
+				return m.GetGauge().GetValue()
+			}
+		}
+		return -1
+	}
+	testwait.For(t, "one failed try", func() bool { return gauge("muster_notify_deliveries_total") == 1 })
+	if got := gauge("muster_notify_backlog"); got != 3 {
+		t.Errorf("backlog %v, want 3", got)
+	}
+	if got := gauge("muster_notify_oldest_pending_seconds"); got <= 0 {
+		t.Errorf("oldest pending age %v, want above 0", got)
+	}
+}
+
+// FuzzParseSecret: a secret file's text gives a non-empty key or an error,
+// and a whsec_ secret gives its decoded bytes.
+func FuzzParseSecret(f *testing.F) {
+	for _, s := range []string{"whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw", "s3cret\n", "", " \n", "whsec_", "whsec_!!",
+		"whsec_YQ==", "whsec_YQ", "\x00", "whsec_" + strings.Repeat("A", 4096)} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, text string) {
+		key, err := parseSecret(text)
+		if err == nil && len(key) == 0 {
+			t.Fatalf("parseSecret(%q) gave an empty key", text)
+		}
+	})
+}
+
+func TestSecretFileRules(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name, text string
+		mode       os.FileMode
+		want       string
+	}{
+		{"group readable", "s", 0o640, "chmod 600"},
+		{"empty", " \n", 0o600, "empty"},
+		{"bad base64", "whsec_!!", 0o600, "not base64"},
+	} {
+		if _, err := LoadSecret(writeSecret(t, tc.text, tc.mode)); err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%s: %v, want an error saying %q", tc.name, err, tc.want)
+		}
+	}
+}

@@ -1,0 +1,428 @@
+package notify
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"math/rand/v2"
+	"net"
+	"net/http"
+	"net/url"
+	"sync"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/musterhq/muster/core/store"
+	"github.com/musterhq/muster/shared/gossip"
+	"github.com/musterhq/muster/shared/startstop"
+)
+
+// Limits of a delivery (docs/notifications.md).
+const (
+	Timeout     = 10 * time.Second
+	MaxAnswer   = 64 << 10
+	MinBackoff  = time.Second
+	MaxBackoff  = time.Hour
+	GiveUpAfter = 24 * time.Hour
+	// ClientErrorTries: a 4xx answer other than 408 and 429 is given up
+	// after this many tries.
+	ClientErrorTries = 3
+)
+
+// Config configures a Worker.
+type Config struct {
+	Destinations []Destination
+	// PublicURL is the web UI's address as people reach it (ui.public_url).
+	PublicURL     string
+	AllowLoopback bool
+	// Poll bounds how long a destination waits before looking at its
+	// queue again without being woken (deliveries enqueued or changed by
+	// another replica). Default 2s.
+	Poll time.Duration
+	// Lease, when set, returns a context that ends when this replica stops
+	// holding the outbox, and false while another replica holds it.
+	Lease func(ctx context.Context) (context.Context, context.CancelFunc, bool)
+	// Timeout of one try; default Timeout. Backoff bounds (MinBackoff,
+	// MaxBackoff) may be shortened by tests.
+	Timeout    time.Duration
+	MinBackoff time.Duration
+	MaxBackoff time.Duration
+	// Linger is how long a destination waits after sending fewer than a
+	// batch, so that the next tries are recorded together; default 50ms.
+	Linger time.Duration
+}
+
+// Worker sends the outbox's deliveries. Build it with New, run it with
+// Start, end it with Stop.
+type Worker struct {
+	cfg     Config
+	st      store.Store
+	log     *slog.Logger
+	client  *http.Client
+	secrets map[string][]byte
+	dests   map[string]Destination
+	metrics *metrics
+
+	startstop.Base
+	// wake has one channel per destination, made by New, read-only after.
+	wake map[string]chan struct{}
+}
+
+// New builds a worker: it loads the secrets and starts nothing. Its
+// metrics go to reg (none when nil).
+func New(cfg Config, st store.Store, log *slog.Logger, reg prometheus.Registerer) (*Worker, error) {
+	if cfg.Poll <= 0 {
+		cfg.Poll = 2 * time.Second
+	}
+	if cfg.Timeout <= 0 {
+		cfg.Timeout = Timeout
+	}
+	if cfg.MinBackoff <= 0 {
+		cfg.MinBackoff = MinBackoff
+	}
+	if cfg.MaxBackoff <= 0 {
+		cfg.MaxBackoff = MaxBackoff
+	}
+	if cfg.Linger <= 0 {
+		cfg.Linger = 50 * time.Millisecond
+	}
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	w := &Worker{cfg: cfg, st: st, log: log.With("component", "notify"), secrets: map[string][]byte{},
+		dests: map[string]Destination{}, wake: map[string]chan struct{}{}}
+	for _, d := range cfg.Destinations {
+		if d.SecretFile != "" {
+			s, err := LoadSecret(d.SecretFile)
+			if err != nil {
+				return nil, fmt.Errorf("notify %s: secret_file: %w", d.Name, err)
+			}
+			w.secrets[d.Name] = s
+		}
+		w.dests[d.Name] = d
+		w.wake[d.Name] = make(chan struct{}, 1)
+	}
+	w.client = NewClient(cfg.Timeout, cfg.AllowLoopback)
+	w.metrics = newMetrics(w, reg)
+	return w, nil
+}
+
+// NewClient is the HTTP client of deliveries: one timeout per try, no
+// proxy, no redirects followed, and unless allowLoopback, no connection to
+// a loopback or link-local address (checked when dialling, whatever the
+// name resolved to).
+func NewClient(timeout time.Duration, allowLoopback bool) *http.Client {
+	d := &net.Dialer{Timeout: timeout}
+	if !allowLoopback {
+		d.Control = gossip.RefuseInternal
+	}
+	return &http.Client{
+		Timeout: timeout,
+		Transport: &http.Transport{DialContext: d.DialContext, TLSHandshakeTimeout: timeout,
+			ResponseHeaderTimeout: timeout, MaxIdleConnsPerHost: 2, IdleConnTimeout: time.Minute},
+		CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },
+	}
+}
+
+// Start runs one loop per destination and returns at once.
+func (w *Worker) Start(ctx context.Context) error {
+	ctx, done, err := w.StartInit(ctx)
+	if err != nil {
+		return err
+	}
+	feed, unsub := w.st.Subscribe()
+	var wg sync.WaitGroup
+	for name := range w.dests {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			w.leased(ctx, name)
+		}()
+	}
+	go func() {
+		defer done()
+		defer wg.Wait()
+		defer unsub()
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case _, ok := <-feed:
+				if !ok {
+					<-ctx.Done()
+					return
+				}
+				w.Nudge()
+			}
+		}
+	}()
+	return nil
+}
+
+// Nudge wakes every destination's loop to look at its queue.
+func (w *Worker) Nudge() {
+	for _, c := range w.wake {
+		select {
+		case c <- struct{}{}:
+		default:
+		}
+	}
+}
+
+// leased runs a destination's loop while this replica holds the outbox.
+func (w *Worker) leased(ctx context.Context, name string) {
+	for ctx.Err() == nil {
+		if w.cfg.Lease == nil {
+			w.loop(ctx, name)
+			return
+		}
+		lctx, cancel, ok := w.cfg.Lease(ctx)
+		if ok {
+			w.loop(lctx, name)
+			cancel()
+			continue
+		}
+		select {
+		case <-ctx.Done():
+		case <-time.After(w.cfg.Poll):
+		}
+	}
+}
+
+func (w *Worker) loop(ctx context.Context, name string) {
+	for ctx.Err() == nil {
+		wait, sent, err := w.step(ctx, name)
+		if err != nil && ctx.Err() == nil {
+			w.log.Warn("delivery failed to be recorded", "destination", name, "err", err)
+			wait = w.cfg.Poll
+		}
+		if sent > 0 && sent < batchSize {
+			// Let the next deliveries gather: their tries are then
+			// recorded together, one transaction for many events.
+			t := time.NewTimer(w.cfg.Linger)
+			select {
+			case <-ctx.Done():
+			case <-t.C:
+			}
+			t.Stop()
+			continue
+		}
+		if wait <= 0 {
+			continue
+		}
+		t := time.NewTimer(min(wait, w.cfg.Poll))
+		select {
+		case <-ctx.Done():
+		case <-w.wake[name]:
+		case <-t.C:
+		}
+		t.Stop()
+	}
+}
+
+// batchSize bounds the deliveries of a destination read, sent (one after
+// the other, in order) and recorded in one step.
+const batchSize = 64
+
+// step sends the due deliveries at the head of a destination's queue, one
+// at a time, stopping at the first that fails, and records them all in one
+// transaction. It returns how long to wait before the next step. A
+// delivery sent but not recorded (a crash, a lost lease) is sent again:
+// with the same webhook-id.
+func (w *Worker) step(ctx context.Context, name string) (wait time.Duration, sent int, err error) {
+	var batch []store.Delivery
+	events := map[int64]*store.Event{}
+	err = w.st.Read(ctx, func(r store.Reader) error {
+		var err error
+		if batch, err = r.PendingDeliveries(ctx, name, batchSize); err != nil {
+			return err
+		}
+		for _, d := range batch {
+			e, err := store.EventBySeq(ctx, r, d.EventSeq)
+			if err != nil && !errors.Is(err, store.ErrNotFound) {
+				return err
+			}
+			events[d.EventSeq] = e
+		}
+		return nil
+	})
+	if err != nil {
+		return 0, 0, err
+	}
+	if len(batch) == 0 {
+		return w.cfg.Poll, 0, nil
+	}
+	if wait := time.Until(batch[0].NextTS); wait > 0 {
+		return wait, 0, nil
+	}
+	var tried []store.Delivery
+	for _, d := range batch {
+		now := time.Now()
+		if d.NextTS.After(now) {
+			break // redelivered or retried later: its turn comes
+		}
+		ev := events[d.EventSeq]
+		var res Result
+		if ev == nil {
+			res = Result{Err: "the event is no longer stored"}
+		} else {
+			res = w.Send(ctx, w.dests[name], ev, MessageID(ev.Seq, name), now)
+		}
+		if ctx.Err() != nil {
+			break // stopping: this try is made again later
+		}
+		w.metrics.result(name, res)
+		d.Attempts++
+		d.LastStatus, d.LastError = res.Status, res.Err
+		d.UpdatedTS = time.Now().UTC()
+		switch {
+		case res.OK():
+			d.State, d.LastError = store.DeliveryDelivered, ""
+		case ev == nil, res.Permanent() && d.Attempts >= ClientErrorTries, now.Sub(d.CreatedTS) >= GiveUpAfter:
+			d.State = store.DeliveryDead
+		default:
+			d.NextTS = now.Add(Backoff(d.Attempts, w.cfg.MinBackoff, w.cfg.MaxBackoff))
+		}
+		tried = append(tried, d)
+		if !res.OK() {
+			break
+		}
+	}
+	if len(tried) == 0 {
+		return 0, 0, nil
+	}
+	// Recorded even when stopping, if the store answers soon: fewer
+	// repeats. With several replicas the context keeps the lease's fence,
+	// so a replica that lost the lease records nothing.
+	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+	defer cancel()
+	err = w.st.Update(rctx, func(tx store.Tx) error {
+		for i := range tried {
+			d := &tried[i]
+			if err := tx.UpdateDelivery(rctx, d); err != nil {
+				return err
+			}
+			if d.State != store.DeliveryDead {
+				continue
+			}
+			if err := tx.AppendEvent(rctx, &store.Event{Type: store.EventNotifyDead, Actor: store.ActorCore,
+				ClusterID: clusterOf(events[d.EventSeq]), Message: fmt.Sprintf("gave up delivering event %d to %s after %d tries: %s",
+					d.EventSeq, name, d.Attempts, d.LastError),
+				Data: map[string]any{"destination": name, "delivery": d.ID, "event_seq": d.EventSeq}}); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return 0, 0, err
+	}
+	last := tried[len(tried)-1]
+	if last.State == store.DeliveryDead {
+		w.log.Warn("delivery dead", "destination", name, "delivery", last.ID, "tries", last.Attempts, "err", last.LastError)
+	} else if last.State == store.DeliveryPending {
+		w.log.Info("delivery failed, will retry", "destination", name, "delivery", last.ID, "tries", last.Attempts,
+			"status", last.LastStatus, "err", last.LastError, "next", last.NextTS)
+	}
+	return 0, len(tried), nil
+}
+
+func clusterOf(e *store.Event) string {
+	if e == nil {
+		return ""
+	}
+	return e.ClusterID
+}
+
+// Backoff is the wait after the given number of failed tries: doubling
+// from min, at most max, with jitter (a half to the whole of it).
+func Backoff(tries int, minD, maxD time.Duration) time.Duration {
+	d := minD
+	for i := 1; i < tries && d < maxD; i++ {
+		d *= 2
+	}
+	d = min(d, maxD)
+	return d/2 + rand.N(d/2+1)
+}
+
+// Result is the outcome of one try.
+type Result struct {
+	// Status is the HTTP status (0: no answer).
+	Status int           `json:"status"`
+	Err    string        `json:"error,omitempty"`
+	Took   time.Duration `json:"took_ns"`
+}
+
+// OK reports a 2xx answer read whole.
+func (r Result) OK() bool { return r.Err == "" && r.Status >= 200 && r.Status < 300 }
+
+// Permanent reports an answer that retrying soon will not change: a 4xx
+// other than 408 and 429.
+func (r Result) Permanent() bool {
+	return r.Status >= 400 && r.Status < 500 && r.Status != 408 && r.Status != 429
+}
+
+// Send makes one try of delivering e to d as message id, at now.
+func (w *Worker) Send(ctx context.Context, d Destination, e *store.Event, id string, now time.Time) Result {
+	start := time.Now()
+	res := w.send(ctx, d, e, id, now)
+	res.Took = time.Since(start)
+	return res
+}
+
+func (w *Worker) send(ctx context.Context, d Destination, e *store.Event, id string, now time.Time) Result {
+	body, err := Body(d.Format, w.cfg.PublicURL, e)
+	if err != nil {
+		return Result{Err: err.Error()}
+	}
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, d.URL, bytes.NewReader(body))
+	if err != nil {
+		return Result{Err: "bad url " + Redact(d.URL)}
+	}
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("User-Agent", "muster-notify")
+	if secret := w.secrets[d.Name]; secret != nil {
+		if err := Sign(req.Header, secret, id, now, body); err != nil {
+			return Result{Err: err.Error()}
+		}
+	}
+	resp, err := w.client.Do(req)
+	if err != nil {
+		var ue *url.Error
+		if errors.As(err, &ue) { // its text holds the whole URL: keep the cause alone
+			err = ue.Err
+		}
+		return Result{Err: err.Error()}
+	}
+	defer resp.Body.Close()
+	n, err := io.Copy(io.Discard, io.LimitReader(resp.Body, MaxAnswer+1))
+	res := Result{Status: resp.StatusCode}
+	switch {
+	case err != nil:
+		res.Err = "reading the answer: " + err.Error()
+	case n > MaxAnswer:
+		res.Err = "answer over 64 KiB"
+	case resp.StatusCode < 200 || resp.StatusCode >= 300:
+		res.Err = resp.Status
+	}
+	return res
+}
+
+// Test sends a signed test event to a destination now, outside the
+// outbox, and returns its result (ok false: no such destination).
+func (w *Worker) Test(ctx context.Context, name, actor string) (Result, bool) {
+	d, ok := w.dests[name]
+	if !ok {
+		return Result{}, false
+	}
+	now := time.Now().UTC()
+	e := &store.Event{Seq: 0, TS: now, Type: "notify.test", Actor: actor, Message: "test delivery to " + name}
+	return w.Send(ctx, d, e, fmt.Sprintf("msg_test_%d_%s", now.UnixNano(), name), now), true
+}
+
+// Destinations returns the configured destinations, in configuration order.
+func (w *Worker) Destinations() []Destination { return w.cfg.Destinations }

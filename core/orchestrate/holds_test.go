@@ -1,0 +1,125 @@
+package orchestrate
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/musterhq/muster/core/actions"
+	"github.com/musterhq/muster/core/budget"
+	"github.com/musterhq/muster/core/nodes"
+	"github.com/musterhq/muster/core/store"
+	"github.com/musterhq/muster/shared/action"
+	"github.com/musterhq/muster/shared/limit"
+	"github.com/musterhq/muster/shared/testwait"
+)
+
+// TestABudgetHoldsReasonIsRefreshedWhenTheBudgetChanges: an action the
+// budget holds says how much of it is taken; when another node goes DOWN
+// (seen by a sync of that node alone), the held action's reason says so at
+// once, without its own agent being asked.
+func TestABudgetHoldsReasonIsRefreshedWhenTheBudgetChanges(t *testing.T) {
+	t.Parallel()
+	one, _ := limit.Parse("1")
+	h := setup(t, Config{Budget: budget.Policy{MaxUnavailable: map[string]limit.Limit{cluster: one},
+		Kinds: []budget.KindRule{{Kind: "muster.io/debug.sleep", Disruptive: true}}}}, "n1", "n2", "n3")
+	h.pass()
+	a := h.create("n1", nil)
+	h.pass()
+	wantState(t, h.record(a), action.New)
+	b := h.create("n3", nil)
+	h.pass()
+	if r := h.record(b); r.State != action.PendingSchedule || r.StateReason != "held by the disruption budget: 1 of 1 unavailable" {
+		t.Fatalf("held: %s %q", r.State, r.StateReason)
+	}
+	h.agents["n3"].calls("") // forget the requests so far
+	h.agents["n2"].set(func(f *fakeAgent) { f.down = true })
+	if _, err := h.o.SyncNodes(context.Background(), cluster, []string{"n2"}); err != nil {
+		t.Fatal(err)
+	}
+	if r := h.record(b); r.StateReason != "held by the disruption budget: 2 of 1 unavailable" {
+		t.Fatalf("the held reason after n2 went down: %q", r.StateReason)
+	}
+	if calls := h.agents["n3"].calls(""); len(calls) != 0 {
+		t.Fatalf("n3's agent was asked %v", calls)
+	}
+	// Nothing changed since: nothing is written again.
+	rows := h.st.RowsWritten()
+	if _, err := h.o.SyncNodes(context.Background(), cluster, []string{"n2"}); err != nil || h.st.RowsWritten() != rows {
+		t.Fatalf("a sync that changes nothing wrote %d rows (%v)", h.st.RowsWritten()-rows, err)
+	}
+}
+
+// TestADrainedNodesActionSaysWhyItWaits: an action on a drained node stays
+// PENDING_SCHEDULE with a state_reason that names the drain (written once),
+// and is pushed once the node is undrained.
+func TestADrainedNodesActionSaysWhyItWaits(t *testing.T) {
+	t.Parallel()
+	h := setup(t, Config{}, "n1")
+	h.pass()
+	drain := func(on bool) {
+		h.update(func(ctx context.Context, tx store.Tx) error {
+			var err error
+			if on {
+				_, err = nodes.Drain(ctx, tx, cluster, "n1", "maintenance", actions.Actor{Name: "alice"})
+			} else {
+				_, err = nodes.Undrain(ctx, tx, cluster, "n1", actions.Actor{Name: "alice"})
+			}
+			return err
+		})
+	}
+	drain(true)
+	id := h.create("n1", nil)
+	h.pass()
+	if r := h.record(id); r.State != action.PendingSchedule || r.StateReason != actions.ReasonDrained {
+		t.Fatalf("on a drained node: %s %q", r.State, r.StateReason)
+	}
+	h.idle()
+	drain(false)
+	if rep := h.pass(); rep.Pushed != 1 {
+		t.Fatalf("after the undrain: %+v", rep)
+	}
+	if r := h.record(id); r.State != action.New || r.StateReason == actions.ReasonDrained {
+		t.Fatalf("after the undrain: %s %q", r.State, r.StateReason)
+	}
+}
+
+// TestLastContactMovesInMemoryWithoutWrites: a sync that finds nothing new
+// writes no row within ContactEvery, yet the loop knows the node answered.
+func TestLastContactMovesInMemoryWithoutWrites(t *testing.T) {
+	t.Parallel()
+	h := setup(t, Config{ContactEvery: time.Hour}, "n1")
+	h.pass()
+	stored := h.node("n1").LastContact
+	if stored == nil {
+		t.Fatal("no last contact after the first sync")
+	}
+	h.idle() // no row written
+	h.o.mu.Lock()
+	kept := h.o.clusters[cluster].lastContact["n1"]
+	h.o.mu.Unlock()
+	if !kept.After(*stored) {
+		t.Fatalf("kept last contact %v, not after the stored %v", kept, *stored)
+	}
+	if got := h.node("n1").LastContact; !got.Equal(*stored) {
+		t.Fatalf("stored last contact moved from %v to %v", *stored, got)
+	}
+}
+
+// TestLastContactIsStoredOnceContactEveryHasPassed: once the node's last
+// contact is ContactEvery newer than the stored one, an otherwise idle sync
+// stores it (the node's row alone, no event).
+func TestLastContactIsStoredOnceContactEveryHasPassed(t *testing.T) {
+	t.Parallel()
+	h := setup(t, Config{ContactEvery: 20 * time.Millisecond}, "n1")
+	h.pass()
+	first := *h.node("n1").LastContact
+	h.events()
+	testwait.For(t, "the last contact stored again", func() bool {
+		h.pass()
+		return h.node("n1").LastContact.Sub(first) >= 20*time.Millisecond
+	})
+	if ev := h.events(); len(ev) != 0 {
+		t.Fatalf("storing the last contact appended events %v", ev)
+	}
+}

@@ -1,0 +1,163 @@
+package core
+
+import (
+	"context"
+	"errors"
+	"reflect"
+	"strings"
+	"time"
+
+	"github.com/musterhq/muster/core/approval"
+	"github.com/musterhq/muster/core/budget"
+	"github.com/musterhq/muster/core/discovery"
+	"github.com/musterhq/muster/core/store"
+)
+
+// ErrNotRunning is a reload asked of a core that is not serving.
+var ErrNotRunning = errors.New("the core is not running")
+
+// Reloader applies one part of a reloaded configuration to the running
+// core and says what changed ("" for nothing). It is called with the
+// configuration in use and the new one, already validated. A part that
+// reloads itself (notifications, once they have a running half) adds one
+// with AddReloader before Run.
+type Reloader func(old, next Config) (changed string)
+
+// AddReloader adds a part reloaded on Reload, after the built-in ones.
+func (c *Core) AddReloader(r Reloader) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.reloaders = append(c.reloaders, r)
+}
+
+// live is what a reload may change in a running core: the approval policy,
+// the disruptive kinds and the clusters' budgets. The parts of the core read
+// them through approval.Live and budget.Live.
+type live struct {
+	approval *approval.Live
+	budget   *budget.Live
+	st       store.Store
+}
+
+// Reload makes next the running configuration's approval rules, kinds and
+// budgets (the parts a core can change without a restart), and appends a
+// core.config_reloaded event saying what changed. next is validated first:
+// an invalid next changes nothing, and RejectConfig records why. Other
+// changed sections are named in the event as needing a restart.
+func (c *Core) Reload(ctx context.Context, next Config) (string, error) {
+	if err := next.Validate(); err != nil {
+		return "", c.RejectConfig(ctx, err)
+	}
+	c.mu.Lock()
+	lv, old, reloaders := c.live, c.cfg, append([]Reloader(nil), c.reloaders...)
+	c.mu.Unlock()
+	if lv == nil {
+		return "", ErrNotRunning
+	}
+	var changed []string
+	if !reflect.DeepEqual(old.Approval, next.Approval) {
+		lv.approval.Store(next.Approval)
+		changed = append(changed, "approval")
+	}
+	oldBudget, nextBudget := old.BudgetPolicy(), next.BudgetPolicy()
+	if !reflect.DeepEqual(oldBudget.Kinds, nextBudget.Kinds) {
+		changed = append(changed, "kinds")
+	}
+	if !reflect.DeepEqual(oldBudget.MaxUnavailable, nextBudget.MaxUnavailable) {
+		changed = append(changed, "budgets")
+	}
+	lv.budget.Store(nextBudget)
+	for _, r := range reloaders {
+		if what := r(old, next); what != "" {
+			changed = append(changed, what)
+		}
+	}
+	restart := needsRestart(old, next)
+	msg := "configuration reloaded: nothing changed"
+	if len(changed) > 0 {
+		msg = "configuration reloaded: " + strings.Join(changed, ", ") + " changed"
+	}
+	if len(restart) > 0 {
+		msg += "; changes to " + strings.Join(restart, ", ") + " take effect at the next restart"
+	}
+	// What is running now: the reloaded parts of next, the rest of old.
+	kept := old
+	kept.Approval, kept.Kinds = next.Approval, next.Kinds
+	kept.Clusters = withBudgets(old.Clusters, next)
+	c.mu.Lock()
+	c.cfg = kept
+	c.mu.Unlock()
+	c.log.Info(msg)
+	return msg, appendCoreEvent(ctx, lv.st, store.EventCoreConfigReloaded, msg,
+		map[string]any{"changed": changed, "restart": restart})
+}
+
+// RejectConfig records a reload that brought an invalid configuration:
+// the core keeps the one it has, with an event and a log line saying why.
+// It returns err.
+func (c *Core) RejectConfig(ctx context.Context, err error) error {
+	c.mu.Lock()
+	lv := c.live
+	c.mu.Unlock()
+	msg := "configuration not reloaded, the one in use stays: " + strings.ReplaceAll(err.Error(), "\n ", ";")
+	c.log.Error("configuration not reloaded, the one in use stays", "err", err)
+	if lv == nil {
+		return errors.Join(err, ErrNotRunning)
+	}
+	if werr := appendCoreEvent(ctx, lv.st, store.EventCoreConfigRejected, msg, nil); werr != nil {
+		return errors.Join(err, werr)
+	}
+	return err
+}
+
+func appendCoreEvent(ctx context.Context, st store.Store, typ, msg string, data map[string]any) error {
+	return st.Update(ctx, func(tx store.Tx) error {
+		return tx.AppendEvent(ctx, &store.Event{TS: time.Now().UTC(), Type: typ, Actor: store.ActorCore, Message: msg, Data: data})
+	})
+}
+
+// withBudgets returns clusters with the budgets next gives them.
+func withBudgets(clusters []discovery.ClusterSpec, next Config) []discovery.ClusterSpec {
+	out := make([]discovery.ClusterSpec, len(clusters))
+	copy(out, clusters)
+	for i := range out {
+		for _, n := range next.Clusters {
+			if n.ID == out[i].ID {
+				out[i].Budget = n.Budget
+			}
+		}
+	}
+	return out
+}
+
+// needsRestart names the sections that changed but are only read at start.
+func needsRestart(old, next Config) []string {
+	var out []string
+	a, b := reflect.ValueOf(old), reflect.ValueOf(next)
+	t := a.Type()
+	for i := range t.NumField() {
+		f := t.Field(i)
+		name, _, _ := strings.Cut(f.Tag.Get("mapstructure"), ",")
+		switch name {
+		case "", "-", "approval", "kinds":
+			continue
+		}
+		x, y := a.Field(i).Interface(), b.Field(i).Interface()
+		if name == "clusters" { // budgets reload; the rest does not
+			x, y = withoutBudgets(old.Clusters), withoutBudgets(next.Clusters)
+		}
+		if !reflect.DeepEqual(x, y) {
+			out = append(out, name)
+		}
+	}
+	return out
+}
+
+func withoutBudgets(cs []discovery.ClusterSpec) []discovery.ClusterSpec {
+	out := make([]discovery.ClusterSpec, len(cs))
+	copy(out, cs)
+	for i := range out {
+		out[i].Budget = discovery.BudgetSpec{}
+	}
+	return out
+}

@@ -1,0 +1,139 @@
+package store
+
+import (
+	"context"
+	"fmt"
+	"time"
+)
+
+// Outbox chooses the notification destinations (core/notify) an event goes
+// to. A store given one with SetOutbox enqueues a Delivery per destination
+// in the same transaction as the event (AppendEvent): the outbox never
+// disagrees with the event log, and a crash loses no delivery.
+type Outbox func(e *Event) []string
+
+// OutboxLease is the lease (core/lease) of the replica that delivers the
+// outbox, held beside the cluster leases under a name no cluster can have.
+const OutboxLease = "~notify"
+
+// Delivery states.
+const (
+	DeliveryPending   = "pending"
+	DeliveryDelivered = "delivered"
+	DeliveryDead      = "dead"
+)
+
+// Delivery is one event to send to one destination.
+type Delivery struct {
+	ID          int64     `json:"id"`
+	Destination string    `json:"destination"`
+	EventSeq    int64     `json:"event_seq"`
+	State       string    `json:"state"`
+	Attempts    int       `json:"attempts"`
+	CreatedTS   time.Time `json:"created_ts"`
+	// NextTS is when the next try may start (pending deliveries).
+	NextTS    time.Time `json:"next_ts"`
+	UpdatedTS time.Time `json:"updated_ts"`
+	// LastStatus is the HTTP status of the last try (0: no answer).
+	LastStatus int    `json:"last_status"`
+	LastError  string `json:"last_error,omitempty"`
+}
+
+// DeliveryQuery selects deliveries of one destination, newest first
+// unless Oldest.
+type DeliveryQuery struct {
+	Destination string
+	// State filters when not empty.
+	State string
+	// Before is the id of the last delivery of the previous page (0: none).
+	Before int64
+	Limit  int
+	// Oldest lists oldest first (Before is then ignored).
+	Oldest bool
+}
+
+// EventDeliveryQuery selects the deliveries of the events numbered FromSeq
+// to ToSeq whose times lie between FromTS and ToTS (both inclusive). A
+// delivery is created with its event's time, so the times bound the read
+// by the index on creation time.
+type EventDeliveryQuery struct {
+	FromSeq, ToSeq int64
+	FromTS, ToTS   time.Time
+	Limit          int
+}
+
+// DeliveryStat sums up the deliveries of one destination.
+type DeliveryStat struct {
+	Destination string `json:"destination"`
+	// Backlog counts the pending deliveries.
+	Backlog       int        `json:"backlog"`
+	OldestPending *time.Time `json:"oldest_pending,omitempty"`
+	LastSuccess   *time.Time `json:"last_success,omitempty"`
+	LastFailure   *time.Time `json:"last_failure,omitempty"`
+	// LastError is why the last failed try failed.
+	LastError string `json:"last_error,omitempty"`
+	Dead      int    `json:"dead"`
+}
+
+// OutboxReader reads the notification outbox (a part of Reader).
+type OutboxReader interface {
+	// Delivery returns one delivery (ErrNotFound when there is none).
+	Delivery(ctx context.Context, id int64) (*Delivery, error)
+	// Deliveries lists the deliveries q selects, newest first.
+	Deliveries(ctx context.Context, q DeliveryQuery) ([]Delivery, error)
+	// EventDeliveries lists the deliveries q selects, newest event first,
+	// then by destination.
+	EventDeliveries(ctx context.Context, q EventDeliveryQuery) ([]Delivery, error)
+	// PendingDeliveries lists up to limit pending deliveries of a
+	// destination, oldest first: the first is the one in flight.
+	PendingDeliveries(ctx context.Context, destination string, limit int) ([]Delivery, error)
+	// DeliveryStats sums up every destination that has deliveries, by name.
+	DeliveryStats(ctx context.Context) ([]DeliveryStat, error)
+}
+
+// OutboxTx writes the notification outbox (a part of Tx).
+type OutboxTx interface {
+	// UpdateDelivery stores d's state, attempts, next_ts, last status and
+	// error (ErrNotFound when there is no such delivery). A zero UpdatedTS
+	// is set to now.
+	UpdateDelivery(ctx context.Context, d *Delivery) error
+	// PurgeDeliveries deletes up to limit deliveries created before t,
+	// oldest first, and returns how many it deleted.
+	PurgeDeliveries(ctx context.Context, before time.Time, limit int) (int, error)
+}
+
+// NextDelivery returns the oldest pending delivery of a destination
+// (ErrNotFound when there is none): the one in flight, in event order.
+func NextDelivery(ctx context.Context, r Reader, destination string) (*Delivery, error) {
+	ds, err := r.PendingDeliveries(ctx, destination, 1)
+	if err != nil {
+		return nil, err
+	}
+	if len(ds) == 0 {
+		return nil, fmt.Errorf("next delivery to %s: %w", destination, ErrNotFound)
+	}
+	return &ds[0], nil
+}
+
+// EventBySeq returns the event numbered seq (ErrNotFound when it is not,
+// or no longer, stored).
+func EventBySeq(ctx context.Context, r Reader, seq int64) (*Event, error) {
+	evs, err := r.Events(ctx, seq-1, 1)
+	if err != nil {
+		return nil, err
+	}
+	if len(evs) == 0 || evs[0].Seq != seq {
+		return nil, ErrNotFound
+	}
+	return &evs[0], nil
+}
+
+// Notification events.
+const (
+	// EventApprovalWaiting: an action or a run starts waiting for an
+	// approver.
+	EventApprovalWaiting = "approval.waiting"
+	// EventNotifyDead: a delivery was given up (Data: destination,
+	// delivery, event_seq).
+	EventNotifyDead = "notify.dead"
+)
