@@ -304,3 +304,26 @@ func TestResumeIsShownOnlyToWhoMayForgiveErrors(t *testing.T) {
 		t.Fatal("an admin (approver, not the requester) is not shown Resume")
 	}
 }
+
+// Ids are shown by their first 8 characters, with the full id on hover and
+// in a copy button, on the lists and on the pages of an action and a run.
+func TestIdsAreShortWithTheFullIdToCopy(t *testing.T) {
+	t.Parallel()
+	e := setup(t)
+	a := e.create("op", `{"seconds":1}`)
+	r := e.createRun("op")
+	b := e.browser().signIn("viewer")
+	for page, id := range map[string]string{"/ui/actions/" + a.ID: a.ID, "/ui/runs/" + r.ID: r.ID,
+		"/ui/actions": a.ID, "/ui/runs": r.ID, "/ui/approvals": a.ID} {
+		_, _, body := b.get(page)
+		if !strings.Contains(body, `<code>`+id[:8]+`</code>`) && !strings.Contains(body, `<code title="`+id+`">`+id[:8]+`</code>`) {
+			t.Errorf("%s does not show %s by its first 8 characters", page, id)
+		}
+		if !strings.Contains(body, `data-copy="`+id+`"`) {
+			t.Errorf("%s has no copy button for %s", page, id)
+		}
+		if strings.Contains(body, `<code>`+id+`</code>`) {
+			t.Errorf("%s shows the full id %s", page, id)
+		}
+	}
+}
