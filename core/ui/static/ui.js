@@ -143,6 +143,8 @@
 
   function start() {
     localTimes(document);
+    // Relative times age: say them again every half minute.
+    setInterval(function () { localTimes(document); }, 30000);
     copyButtons(document);
     // On a phone the filters start folded behind their one control.
     if (window.matchMedia && window.matchMedia("(max-width: 700px)").matches) {
