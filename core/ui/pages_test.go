@@ -75,7 +75,7 @@ func TestNodePageShowsStatusCauseAndActions(t *testing.T) {
 	if strings.Contains(body, "/drain\"") || strings.Contains(body, "/undrain\"") {
 		t.Fatal("a viewer sees drain buttons")
 	}
-	for _, page := range []string{"/ui/clusters", "/ui/actions/" + a.ID, "/ui/dashboard"} {
+	for _, page := range []string{"/ui/clusters", "/ui/actions/" + a.ID, "/ui/dashboard", "/ui/actions", "/ui/approvals"} {
 		_, _, body := b.get(page)
 		if !strings.Contains(body, `href="/ui/clusters/prod/nodes/db-1"`) {
 			t.Errorf("%s does not link to the node page", page)
