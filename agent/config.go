@@ -186,6 +186,10 @@ func DefaultConfig() Config {
 // follow the core's rule (shared/names): an agent the core would ignore does
 // not start.
 func (c *Config) Validate() error {
+	// An enrolled agent (or one with an enroll block, acted on at its first
+	// start) gets api.tls and gossip.key_file from enrollment's files.
+	e := c.WithEnrollment()
+	c = &e
 	var errs config.Errors
 	if c.NodeID == "" {
 		errs.Add("node_id", "required (this node's name, e.g. db-1)")

@@ -35,7 +35,12 @@ func TestConfigRefusesWhatTheCoreRefuses(t *testing.T) {
 			tc.edit(&cfg)
 			_, err := New(cfg, nil)
 			if got := config.FieldsOf(err); !slices.Equal(got, tc.fields) {
-				t.Fatalf("bad fields %q, want %q (%v)", got, tc.fields, err)
+				t.Fatalf("New: bad fields %q, want %q (%v)", got, tc.fields, err)
+			}
+			// What 'muster agent' and 'muster agent check' run before New.
+			err = cfg.Validate()
+			if got := config.FieldsOf(err); !slices.Equal(got, tc.fields) {
+				t.Fatalf("Validate: bad fields %q, want %q (%v)", got, tc.fields, err)
 			}
 		})
 	}

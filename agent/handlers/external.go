@@ -6,8 +6,10 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"os/exec"
+	"slices"
 	"strings"
 	"syscall"
 	"time"
@@ -132,6 +134,9 @@ type externalHandler struct {
 
 // extState is the in-memory part of one run.
 type extState struct {
+	// outputs is the file named in $MUSTER_OUTPUTS ("" before launch, and
+	// after an agent restart: outputs of a resumed command are lost).
+	outputs   string
 	proc      *process
 	checkOut  *bytes.Buffer
 	nextCheck time.Time
@@ -179,7 +184,14 @@ func (h *externalHandler) Step(ctx context.Context, x *Exec) Result {
 		x.SetProgress(extProgress{Phase: phaseLaunching})
 		return Result{Status: Running}
 	case phaseLaunching:
-		proc, err := h.start(h.spec.Run, x, x)
+		f, err := os.CreateTemp("", "muster-outputs-*")
+		if err != nil {
+			x.Printf("muster: outputs file: %v", err)
+			return Result{Status: Failed, Message: err.Error()}
+		}
+		f.Close()
+		st.outputs = f.Name()
+		proc, err := h.start(h.spec.Run, x, x, st.outputs)
 		if err != nil {
 			x.Printf("muster: %v", err)
 			return Result{Status: Failed, Message: err.Error()}
@@ -193,9 +205,19 @@ func (h *externalHandler) Step(ctx context.Context, x *Exec) Result {
 		}
 		code, err := st.proc.result()
 		st.proc = nil
+		outputs, oerr := readOutputs(st.outputs)
+		st.outputs = ""
+		if oerr != nil {
+			x.Printf("muster: %v", oerr)
+		}
 		if err != nil || code != 0 {
+			x.Outputs = outputs
 			return Result{Status: Failed, Message: exitMessage("run", code, err)}
 		}
+		if oerr != nil {
+			return Result{Status: Failed, Message: oerr.Error()}
+		}
+		x.Outputs = outputs
 		if len(h.spec.Check) == 0 {
 			return Result{Status: Done}
 		}
@@ -287,6 +309,55 @@ func exitMessage(what string, code int, err error) string {
 	return fmt.Sprintf("%s exited with status %d", what, code)
 }
 
+// Bounds of a command's outputs ($MUSTER_OUTPUTS).
+const (
+	MaxOutputKeys  = 32
+	MaxOutputBytes = 4 << 10
+)
+
+// readOutputs reads and removes the outputs file at path: nil when it is
+// empty or absent, an error when it is not a JSON object of strings within
+// MaxOutputKeys and MaxOutputBytes.
+func readOutputs(path string) (json.RawMessage, error) {
+	if path == "" {
+		return nil, nil
+	}
+	defer os.Remove(path)
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, nil
+	}
+	defer f.Close()
+	b, err := io.ReadAll(io.LimitReader(f, MaxOutputBytes+1))
+	if err != nil {
+		return nil, fmt.Errorf("outputs: %v", err)
+	}
+	return CheckOutputs(b)
+}
+
+// CheckOutputs checks what a command wrote to $MUSTER_OUTPUTS and returns
+// it compact: nil for nothing.
+func CheckOutputs(b []byte) (json.RawMessage, error) {
+	if len(bytes.TrimSpace(b)) == 0 {
+		return nil, nil
+	}
+	if len(b) > MaxOutputBytes {
+		return nil, fmt.Errorf("outputs: more than %d bytes in $MUSTER_OUTPUTS", MaxOutputBytes)
+	}
+	var m map[string]string
+	if err := json.Unmarshal(b, &m); err != nil {
+		return nil, fmt.Errorf("outputs: $MUSTER_OUTPUTS must hold a JSON object of strings: %v", err)
+	}
+	if len(m) > MaxOutputKeys {
+		return nil, fmt.Errorf("outputs: %d keys in $MUSTER_OUTPUTS, at most %d", len(m), MaxOutputKeys)
+	}
+	if m == nil {
+		return nil, fmt.Errorf("outputs: $MUSTER_OUTPUTS must hold a JSON object of strings, not null")
+	}
+	out, _ := json.Marshal(m)
+	return out, nil
+}
+
 func (h *externalHandler) grace() time.Duration {
 	if h.env.Grace > 0 {
 		return h.env.Grace
@@ -341,7 +412,10 @@ func commandEnv(x *Exec, env Env, extra []string) []string {
 }
 
 // start starts one of the kind's commands, as its user when it names one.
-func (h *externalHandler) start(argv []string, x *Exec, out interface{ Write([]byte) (int, error) }) (*process, error) {
+//
+// outputs, when not "", is the file named in $MUSTER_OUTPUTS: it is given to
+// the kind's user, who writes it.
+func (h *externalHandler) start(argv []string, x *Exec, out interface{ Write([]byte) (int, error) }, outputs ...string) (*process, error) {
 	var cred *syscall.Credential
 	if h.spec.User != "" {
 		var err error
@@ -349,7 +423,16 @@ func (h *externalHandler) start(argv []string, x *Exec, out interface{ Write([]b
 			return nil, fmt.Errorf("start %s as %s: %w", argv[0], h.spec.User, err)
 		}
 	}
-	p, err := startProcess(argv, x, h.env, h.spec.Env, cred, out)
+	env := h.spec.Env
+	for _, o := range outputs {
+		if cred != nil {
+			if err := os.Chown(o, int(cred.Uid), int(cred.Gid)); err != nil {
+				return nil, fmt.Errorf("outputs file for %s: %w", h.spec.User, err)
+			}
+		}
+		env = append(slices.Clone(env), "MUSTER_OUTPUTS="+o)
+	}
+	p, err := startProcess(argv, x, h.env, env, cred, out)
 	if cred != nil && errors.Is(err, syscall.EPERM) {
 		return nil, fmt.Errorf("%w: running commands as %s needs the agent to run as root (it runs as uid %d)", err, h.spec.User, os.Geteuid())
 	}

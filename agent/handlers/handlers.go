@@ -58,6 +58,9 @@ type Exec struct {
 	// State is the handler's in-memory state for this run; nil on the first
 	// step, and again after a restart.
 	State any
+	// Outputs is what the action's command passed on ($MUSTER_OUTPUTS): a
+	// JSON object of strings, saved with the action's final state.
+	Outputs json.RawMessage
 
 	mu  sync.Mutex
 	out []byte

@@ -319,7 +319,8 @@ func TestExternalValidate(t *testing.T) {
 }
 
 // Item 8 of the attack review: a command's environment is an allowlist
-// (PATH, LANG, TZ, the action's MUSTER_* variables) plus its kind's env, never
+// (PATH, LANG, TZ, the action's MUSTER_* variables, $MUSTER_OUTPUTS included)
+// plus its kind's env, never
 // the agent's own: its token and cloud credentials stayed out of the output.
 // Not parallel: it sets the process environment, which the agent would have.
 func TestExternalCommandEnvironmentIsAnAllowlist(t *testing.T) {
@@ -353,8 +354,11 @@ func TestExternalCommandEnvironmentIsAnAllowlist(t *testing.T) {
 			t.Errorf("%s = %q, want %q", k, got[k], v)
 		}
 	}
+	if !strings.Contains(got["MUSTER_OUTPUTS"], "muster-outputs-") {
+		t.Errorf("MUSTER_OUTPUTS = %q, want the outputs file", got["MUSTER_OUTPUTS"])
+	}
 	for k := range got {
-		if _, ok := want[k]; !ok && k != "LANG" {
+		if _, ok := want[k]; !ok && k != "LANG" && k != "MUSTER_OUTPUTS" {
 			t.Errorf("unexpected variable %s in the command's environment", k)
 		}
 	}

@@ -303,6 +303,9 @@ func (q *Queue) claimTx(ctx context.Context, tx *sql.Tx, actor string) (*action.
 type Step struct {
 	Progress json.RawMessage
 	Output   string
+	// Outputs is what the command passed on ($MUSTER_OUTPUTS), kept with a
+	// final state.
+	Outputs json.RawMessage
 	// State is RUNNING to carry on, or a final state.
 	State  action.State
 	Reason string
@@ -370,13 +373,18 @@ func (q *Queue) saveStepTx(ctx context.Context, tx *sql.Tx, id, actor string, s 
 			return nil, err
 		}
 	}
+	outputs := cur.Outputs
+	if s.State.Final() && len(s.Outputs) > 0 {
+		outputs = s.Outputs
+	}
 	_, err = tx.ExecContext(ctx, `UPDATE actions SET state = ?, state_reason = ?, progress = ?, output = ?,
-		finished_us = ?, updated_us = ?, change_seq = ? WHERE id = ?`,
-		s.State, s.Reason, string(progress), output, sqlite.NullMicros(finished), sqlite.Micros(now), seq, id)
+		finished_us = ?, updated_us = ?, change_seq = ?, outputs = ? WHERE id = ?`,
+		s.State, s.Reason, string(progress), output, sqlite.NullMicros(finished), sqlite.Micros(now), seq,
+		string(outputs), id)
 	if err != nil {
 		return nil, fmt.Errorf("save step: %w", err)
 	}
-	cur.State, cur.StateReason, cur.Progress, cur.Output = s.State, s.Reason, progress, output
+	cur.State, cur.StateReason, cur.Progress, cur.Output, cur.Outputs = s.State, s.Reason, progress, output, outputs
 	cur.FinishedTS, cur.UpdatedTS = finished, now
 	return cur, nil
 }
@@ -474,7 +482,8 @@ func (q *Queue) Tombstoned(ctx context.Context, id string) (bool, error) {
 // --- helpers ---
 
 const columns = `id, cluster_id, node_id, kind, args, state, state_reason, progress, output, origin,
-	requester, approved_by, timeout_s, created_us, scheduled_us, started_us, finished_us, updated_us, change_seq`
+	requester, approved_by, timeout_s, created_us, scheduled_us, started_us, finished_us, updated_us, change_seq,
+	outputs`
 
 type querier interface {
 	QueryRowContext(ctx context.Context, query string, args ...any) *sql.Row
@@ -491,11 +500,12 @@ func scan(s scanner) (*action.Action, int64, error) { return scanWith(s) }
 
 func scanWith(s scanner, extra ...any) (*action.Action, int64, error) {
 	var a action.Action
-	var args, progress string
+	var args, progress, outputs string
 	var created, updated, seq int64
 	var scheduled, started, finished sql.NullInt64
 	dest := []any{&a.ID, &a.ClusterID, &a.NodeID, &a.Kind, &args, &a.State, &a.StateReason, &progress, &a.Output,
-		&a.Origin, &a.Requester, &a.ApprovedBy, &a.TimeoutS, &created, &scheduled, &started, &finished, &updated, &seq}
+		&a.Origin, &a.Requester, &a.ApprovedBy, &a.TimeoutS, &created, &scheduled, &started, &finished, &updated, &seq,
+		&outputs}
 	if err := s.Scan(append(dest, extra...)...); err != nil {
 		if errors.Is(err, sql.ErrNoRows) {
 			return nil, 0, ErrNotFound
@@ -503,6 +513,9 @@ func scanWith(s scanner, extra ...any) (*action.Action, int64, error) {
 		return nil, 0, err
 	}
 	a.Args, a.Progress = json.RawMessage(args), json.RawMessage(progress)
+	if outputs != "" {
+		a.Outputs = json.RawMessage(outputs)
+	}
 	a.CreatedTS, a.UpdatedTS = sqlite.FromMicros(created), sqlite.FromMicros(updated)
 	a.ScheduledTS, a.StartedTS, a.FinishedTS = sqlite.FromNullMicros(scheduled), sqlite.FromNullMicros(started), sqlite.FromNullMicros(finished)
 	return &a, seq, nil

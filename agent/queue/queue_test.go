@@ -393,3 +393,26 @@ func TestClaimOnAnIdleQueueDoesNotTakeTheWriter(t *testing.T) {
 		t.Fatalf("claim on an empty queue while the writer is busy: %v %v", a, err)
 	}
 }
+
+func TestOutputsAreKeptWithTheFinalState(t *testing.T) {
+	t.Parallel()
+	q, _, dir := setup(t)
+	ctx := context.Background()
+	a := enqueue(t, q, newAction("k.io/a", `{}`))
+	if _, _, _, err := q.Claim(ctx, "runner"); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := q.Finish(ctx, a.ID, "runner", Step{State: action.Done, Outputs: json.RawMessage(`{"previous":"1.2"}`)}); err != nil {
+		t.Fatal(err)
+	}
+	q.Close()
+	q2, err := Open(ctx, dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer q2.Close()
+	got, err := q2.Get(ctx, a.ID)
+	if err != nil || string(got.Outputs) != `{"previous":"1.2"}` {
+		t.Fatalf("outputs after reopening: %s, %v", got.Outputs, err)
+	}
+}

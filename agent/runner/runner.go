@@ -300,6 +300,7 @@ func (r *Runner) run(a *action.Action, resumed, cancelReq bool) (next *action.Ac
 			}
 		}
 		if step.State.Final() {
+			step.Outputs = x.Outputs
 			next, nextCancel, err := r.finish(a.ID, step)
 			if err != nil {
 				return nil, false, false // stopped while the store refused the write

@@ -38,6 +38,8 @@ prefix of it of at least 8 characters.`,
 		newRunVerbCmd(f, "pause", "Stop a run from starting more children; those running finish"),
 		newRunVerbCmd(f, "resume", "Let a paused run go on (errors that paused it are forgiven)"),
 		newRunVerbCmd(f, "cancel", "Cancel a run: its unfinished children are cancelled and no more start"),
+		newRunVerbCmd(f, "promote", "Let a run paused after its canary go on (an approver other than the requester)"),
+		newRunVerbCmd(f, "retry", "Make a new run, waiting for approval, over the nodes a finished run did not carry through"),
 		newRunWatchCmd(f),
 	)
 	return cmd
@@ -149,7 +151,7 @@ func newRunCreateCmd(f *clientFlags) *cobra.Command {
 	fl.StringVar(&rawArgs, "args", "", "all arguments as a JSON object (--arg values override its keys)")
 	fl.StringVar(&conc, "max-concurrency", "", "nodes with an unfinished child at once: a count or a percentage (default 1)")
 	fl.StringVar(&errs, "max-errors", "", "failed children tolerated before the run stops: a count or a percentage (default 0)")
-	fl.StringVar(&st.OnFailure, "on-failure", "", "abort (default: the run ends FAILED) or pause")
+	fl.StringVar(&st.OnFailure, "on-failure", "", "abort (default: the run ends FAILED), pause or continue")
 	fl.DurationVar(&timeout, "timeout", 0, "each child's time limit (default: the agent's)")
 	return cmd
 }
@@ -257,6 +259,24 @@ func printRun(w io.Writer, r *wire.Run) error {
 	fmt.Fprintln(w)
 	for _, st := range r.Stages {
 		fmt.Fprintln(w, stageLine(&st))
+		if len(st.Steps) > 0 {
+			fmt.Fprintf(w, "%-12s steps: %s\n", "", stepsText(&st))
+		}
+	}
+	if r.Summary != nil {
+		for _, kv := range []struct {
+			what  string
+			nodes []wire.StageNode
+		}{{"Failed", r.Summary.Failed}, {"Skipped", r.Summary.Skipped}} {
+			if len(kv.nodes) == 0 {
+				continue
+			}
+			var names []string
+			for _, n := range kv.nodes {
+				names = append(names, textsafe.Escape(n.Stage+"/"+n.NodeID))
+			}
+			fmt.Fprintf(w, "%s: %s\n", kv.what, strings.Join(names, ", "))
+		}
 	}
 	if len(r.Children) > 0 {
 		fmt.Fprintln(w, "\nNodes:")
@@ -268,7 +288,25 @@ func printRun(w io.Writer, r *wire.Run) error {
 			}
 			g.row(textsafe.Escape(ch.Stage), fmt.Sprint(ch.Wave), textsafe.Escape(ch.NodeID), state, shortID(ch.ActionID))
 		}
-		return g.flush()
+		if err := g.flush(); err != nil {
+			return err
+		}
+		var steps bool
+		for _, ch := range r.Children {
+			steps = steps || len(ch.Steps) > 0
+		}
+		if steps {
+			fmt.Fprintln(w, "\nSteps:")
+			g := newTable(w, "STAGE", "NODE", "STEP", "ATTEMPT", "STATE", "ACTION", "ARGS", "REASON")
+			for _, ch := range r.Children {
+				for _, sc := range ch.Steps {
+					g.row(textsafe.Escape(ch.Stage), textsafe.Escape(ch.NodeID), textsafe.Escape(sc.Step),
+						fmt.Sprint(sc.Attempt), string(sc.State), shortID(sc.ActionID), textsafe.Escape(string(sc.Args)),
+						textsafe.Escape(sc.Reason))
+				}
+			}
+			return g.flush()
+		}
 	}
 	return nil
 }
@@ -326,6 +364,9 @@ func newRunVerbCmd(f *clientFlags, verb, short string) *cobra.Command {
 						fmt.Fprintf(cmd.OutOrStdout(), "  %s: %s %s on %s (max_concurrency %s, max_errors %s)\n",
 							textsafe.Escape(st.Name), textsafe.Escape(st.Kind), textsafe.Escape(string(st.Args)),
 							textsafe.Escape(strings.Join(st.Nodes, ",")), st.MaxConcurrency, st.MaxErrors)
+						if len(st.Steps) > 0 {
+							fmt.Fprintf(cmd.OutOrStdout(), "    each node, one after another: %s\n", stepsText(&st))
+						}
 					}
 				}
 				r, err = c.ApproveRun(cmd.Context(), shown.ID, shown.Digest)
@@ -341,8 +382,13 @@ func newRunVerbCmd(f *clientFlags, verb, short string) *cobra.Command {
 			if f.json() {
 				return f.write(cmd.OutOrStdout(), r)
 			}
+			if verb == "retry" {
+				fmt.Fprintf(cmd.OutOrStdout(), "Run %s retries run %s over %d node(s) (%s).\n", textsafe.Escape(r.ID),
+					textsafe.Escape(r.RetryOf), runNodes(r), textsafe.Escape(r.State))
+				return nil
+			}
 			past := map[string]string{"approve": "Approved", "reject": "Rejected", "pause": "Paused",
-				"resume": "Resumed", "cancel": "Cancelled"}[verb]
+				"resume": "Resumed", "cancel": "Cancelled", "promote": "Promoted"}[verb]
 			fmt.Fprintf(cmd.OutOrStdout(), "%s run %s (%s).\n", past, textsafe.Escape(r.ID), textsafe.Escape(r.State))
 			return nil
 		},
@@ -351,6 +397,47 @@ func newRunVerbCmd(f *clientFlags, verb, short string) *cobra.Command {
 		cmd.Flags().StringVar(&reason, "reason", "", "why, kept in the run's state and its event")
 	}
 	return cmd
+}
+
+// runNodes counts the nodes of a run's stages.
+func runNodes(r *wire.Run) int {
+	n := 0
+	for i := range r.Stages {
+		n += r.Stages[i].Size()
+	}
+	return n
+}
+
+// stepsText is a stage's procedure in order: "drain → upgrade (retry 3) →
+// undrain [always]; rollback: downgrade".
+func stepsText(st *wire.Stage) string {
+	one := func(sp wire.StepSpec) string {
+		s := sp.Name
+		if sp.Retry != nil && sp.Retry.Attempts > 1 {
+			s += fmt.Sprintf(" (%d attempts)", sp.Retry.Attempts)
+		}
+		switch sp.When {
+		case "":
+		case "always":
+			s += " [always]"
+		default:
+			s += " [when " + sp.When + "]"
+		}
+		return s
+	}
+	var parts []string
+	for _, sp := range st.Steps {
+		parts = append(parts, one(sp))
+	}
+	out := strings.Join(parts, " → ")
+	if len(st.Rollback) > 0 {
+		parts = parts[:0]
+		for _, sp := range st.Rollback {
+			parts = append(parts, one(sp))
+		}
+		out += "; rollback: " + strings.Join(parts, " → ")
+	}
+	return textsafe.Escape(out)
 }
 
 // errRunNotDone is the exit of a watch whose run ended other than DONE.
@@ -417,7 +504,7 @@ func watchRun(ctx context.Context, c *client.Core, ref string, w io.Writer, asJS
 				if r.State == "DONE" {
 					return nil
 				}
-				if r.State == "FAILED" || r.State == "CANCELLED" {
+				if r.State == "FAILED" || r.State == "CANCELLED" || r.State == "PARTIAL" {
 					return fmt.Errorf("%w: %s ended %s%s", errRunNotDone, textsafe.Escape(id), textsafe.Escape(r.State), reasonText(r.StateReason))
 				}
 				if _, err := s.Next(); err != nil {

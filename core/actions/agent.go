@@ -141,6 +141,9 @@ func Adopt(cur *store.Record, a *action.Action, node string, now time.Time) *Cha
 	c.Rec.StateReason = reason
 	c.Rec.Progress = a.Progress
 	c.Rec.Output = action.ClipOutput(a.Output)
+	if len(a.Outputs) > 0 {
+		c.Rec.Outputs = a.Outputs
+	}
 	c.Rec.TimeoutS = a.TimeoutS
 	c.Rec.ScheduledTS, c.Rec.StartedTS, c.Rec.FinishedTS = utcPtr(a.ScheduledTS), utcPtr(a.StartedTS), utcPtr(a.FinishedTS)
 	if !a.State.Final() {

@@ -219,5 +219,6 @@ func sameRecord(a, b *store.Record) bool {
 		a.UpdatedTS.Equal(b.UpdatedTS) && a.RetryOf == b.RetryOf &&
 		a.ApprovalDigest == b.ApprovalDigest && a.CancelRequested == b.CancelRequested &&
 		a.SeenOnAgent == b.SeenOnAgent && a.PushedStoreID == b.PushedStoreID &&
-		a.RunID == b.RunID && a.Stage == b.Stage && a.Wave == b.Wave
+		a.RunID == b.RunID && a.Stage == b.Stage && a.Wave == b.Wave && a.Step == b.Step &&
+		a.Attempt == b.Attempt && string(a.Outputs) == string(b.Outputs)
 }

@@ -15,9 +15,15 @@ import (
 // node, in one wave. The run's requester is the child's; the run's approver,
 // when the run was approved, approved the child too.
 type Child struct {
-	RunID     string
-	Stage     string
-	Wave      int
+	RunID string
+	Stage string
+	Wave  int
+	// Step is the child's step of its stage's procedure ("" in a stage
+	// without steps), Attempt its try of that step (from 1), RetryOf the
+	// failed attempt it repeats.
+	Step      string
+	Attempt   int
+	RetryOf   string
 	ClusterID string
 	NodeID    string
 	Kind      string
@@ -45,7 +51,7 @@ func (r *Rules) CreateChild(ctx context.Context, tx store.Tx, ch Child, by Actor
 		State: action.PendingSchedule, StateReason: "run " + ch.RunID, Progress: []byte("{}"),
 		Origin: action.OriginCore, Requester: ch.Requester, ApprovedBy: ch.ApprovedBy, TimeoutS: ch.TimeoutS,
 		CreatedTS: t, ScheduledTS: action.TimePtr(t), UpdatedTS: t,
-		RunID: ch.RunID, Stage: ch.Stage, Wave: ch.Wave,
+		RunID: ch.RunID, Stage: ch.Stage, Wave: ch.Wave, Step: ch.Step, Attempt: ch.Attempt, RetryOf: ch.RetryOf,
 	}}
 	if ch.ApprovedBy != "" {
 		rec.ApprovalDigest = approval.Digest(&rec.Action)
@@ -59,6 +65,12 @@ func (r *Rules) CreateChild(ctx context.Context, tx store.Tx, ch Child, by Actor
 		return nil, err
 	}
 	reason := fmt.Sprintf("run %s, stage %s, wave %d", ch.RunID, ch.Stage, ch.Wave)
+	if ch.Step != "" {
+		reason += fmt.Sprintf(", step %s", ch.Step)
+	}
+	if ch.Attempt > 1 {
+		reason += fmt.Sprintf(", attempt %d (retry of %s)", ch.Attempt, ch.RetryOf)
+	}
 	if err := insert(ctx, tx, rec, by, reason); err != nil {
 		return nil, fmt.Errorf("run %s: child on %s: %w", ch.RunID, ch.NodeID, err)
 	}

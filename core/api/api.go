@@ -231,8 +231,10 @@ func (s *Server) routes() {
 	s.add(http.MethodPost, "/api/v1/runs/:id/approve", auth.Approve, s.approveRun)
 	s.add(http.MethodPost, "/api/v1/runs/:id/reject", auth.Reject, s.rejectRun)
 	s.add(http.MethodPost, "/api/v1/runs/:id/pause", auth.Cancel, s.pauseRun)
-	s.add(http.MethodPost, "/api/v1/runs/:id/resume", auth.Cancel, s.resumeRun)
+	s.add(http.MethodPost, "/api/v1/runs/:id/resume", auth.Continue, s.resumeRun)
 	s.add(http.MethodPost, "/api/v1/runs/:id/cancel", auth.Cancel, s.cancelRun)
+	s.add(http.MethodPost, "/api/v1/runs/:id/retry", auth.Create, s.retryRun)
+	s.add(http.MethodPost, "/api/v1/runs/:id/promote", auth.Approve, s.promoteRun)
 
 	s.add(http.MethodPost, "/api/v1/playbooks", auth.Create, s.applyPlaybook)
 	s.add(http.MethodGet, "/api/v1/playbooks", auth.Read, onlyParams(s.listPlaybooks))

@@ -48,6 +48,8 @@ var roleTable = map[string][5]int{ //        none viewer  op   appr admin
 	"POST /api/v1/runs/:id/pause":                        {401, 403, 200, 403, 200},
 	"POST /api/v1/runs/:id/resume":                       {401, 403, 200, 403, 200},
 	"POST /api/v1/runs/:id/cancel":                       {401, 403, 200, 403, 200},
+	"POST /api/v1/runs/:id/retry":                        {401, 403, 201, 403, 201},
+	"POST /api/v1/runs/:id/promote":                      {401, 403, 403, 200, 200},
 	"POST /api/v1/playbooks":                             {401, 403, 201, 403, 201},
 	"GET /api/v1/playbooks":                              {401, 200, 200, 200, 200},
 	"GET /api/v1/playbooks/:name":                        {401, 200, 200, 200, 200},
@@ -101,13 +103,29 @@ func (e *env) fixture(route string, n int) (string, any) {
 		r := e.createRun("op", oneStageRun(kindPing))
 		path = strings.ReplaceAll(path, ":id", r.ID)
 	case "POST /api/v1/runs/:id/pause":
+		e.available("db-1") // the drain fixture may have drained it
 		r := e.createRun("op", oneStageRun(kindPing))
 		e.call(http.MethodPost, "/api/v1/runs/"+r.ID+"/approve", "appr", nil, http.StatusOK, nil)
 		path = strings.ReplaceAll(path, ":id", r.ID)
 	case "POST /api/v1/runs/:id/resume":
+		e.available("db-1")
 		r := e.createRun("op", oneStageRun(kindPing))
 		e.call(http.MethodPost, "/api/v1/runs/"+r.ID+"/approve", "appr", nil, http.StatusOK, nil)
 		e.call(http.MethodPost, "/api/v1/runs/"+r.ID+"/pause", "op", nil, http.StatusOK, nil)
+		path = strings.ReplaceAll(path, ":id", r.ID)
+	case "POST /api/v1/runs/:id/promote":
+		e.available("db-1")
+		req := oneStageRun(kindPing)
+		req.Stages[0].Target = wire.Target{All: true}
+		req.Stages[0].Canary = 1
+		req.Stages[0].Unavailable = "skip"
+		r := e.createRun("op", req)
+		e.call(http.MethodPost, "/api/v1/runs/"+r.ID+"/approve", "appr", nil, http.StatusOK, nil)
+		e.finishRunChildren(r.ID)
+		path = strings.ReplaceAll(path, ":id", r.ID)
+	case "POST /api/v1/runs/:id/retry":
+		r := e.createRun("op", oneStageRun(kindPing))
+		e.call(http.MethodPost, "/api/v1/runs/"+r.ID+"/cancel", "op", nil, http.StatusOK, nil)
 		path = strings.ReplaceAll(path, ":id", r.ID)
 	case "POST /api/v1/playbooks":
 		body = wire.ApplyPlaybookRequest{Document: testPlaybook(fmt.Sprintf("pb-%d", n), "")}

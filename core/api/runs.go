@@ -63,6 +63,21 @@ func (s *Server) createRun(c *echo.Context) error {
 	})
 }
 
+// retryRun makes a new run over the failed and skipped nodes of a finished
+// run (201), waiting for approval as any run.
+func (s *Server) retryRun(c *echo.Context) error {
+	if err := optionalBody(c, nil); err != nil {
+		return err
+	}
+	return s.newRun(c, func(ctx context.Context, tx store.Tx) (*store.Run, error) {
+		found, err := resolveRun(ctx, tx, c.Param("id"))
+		if err != nil {
+			return nil, err
+		}
+		return s.cfg.Runs.Retry(ctx, tx, found.ID, s.who(c))
+	})
+}
+
 // newRun stores the run fn makes, in one transaction, and answers it (201);
 // a run that starts at once nudges a pass to push its first wave.
 func (s *Server) newRun(c *echo.Context, fn func(ctx context.Context, tx store.Tx) (*store.Run, error)) error {
@@ -95,7 +110,8 @@ func (s *Server) listRuns(c *echo.Context) error {
 	for _, st := range states {
 		st = strings.ToUpper(st)
 		switch st {
-		case store.RunPendingApprove, store.RunRunning, store.RunPaused, store.RunDone, store.RunFailed, store.RunCancelled:
+		case store.RunPendingApprove, store.RunRunning, store.RunPaused, store.RunDone, store.RunPartial, store.RunFailed,
+			store.RunCancelled:
 		default:
 			return badRequest("state: %q is not a run state", st)
 		}
@@ -250,7 +266,16 @@ func (s *Server) pauseRun(c *echo.Context) error {
 
 func (s *Server) resumeRun(c *echo.Context) error {
 	return s.changeRun(c, nil, func(ctx context.Context, tx store.Tx, id string) (*store.Run, error) {
-		return s.cfg.Runs.Resume(ctx, tx, id, s.who(c), auth.Can(caller(c).Roles, auth.Approve))
+		roles := caller(c).Roles
+		return s.cfg.Runs.ResumeAs(ctx, tx, id, s.who(c), auth.Can(roles, auth.Approve), auth.Can(roles, auth.Cancel))
+	})
+}
+
+// promoteRun lets a run paused after its canary go on (an approver other
+// than the requester).
+func (s *Server) promoteRun(c *echo.Context) error {
+	return s.changeRun(c, nil, func(ctx context.Context, tx store.Tx, id string) (*store.Run, error) {
+		return s.cfg.Runs.Promote(ctx, tx, id, s.who(c), auth.Can(caller(c).Roles, auth.Approve))
 	})
 }
 

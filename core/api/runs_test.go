@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/musterhq/muster/core/store"
 	"github.com/musterhq/muster/shared/action"
@@ -250,5 +251,105 @@ func TestRunChildrenAreListedByRunAndSayWhereTheyBelong(t *testing.T) {
 		if d.Code != wire.CodeBadRequest || !strings.Contains(d.Message, `unknown query parameter "`+name+`"`) {
 			t.Fatalf("%s: %+v", path, d)
 		}
+	}
+}
+
+func TestAPIRetryRunMakesARunOverTheNodesNotCarriedThrough(t *testing.T) {
+	t.Parallel()
+	e := setup(t)
+	r := e.createRun("op", oneStageRun(kindPing))
+	// A run not finished has nothing to retry yet: 409, nothing stored.
+	if d := e.fail(http.MethodPost, "/api/v1/runs/"+r.ID+"/retry", "op", nil, http.StatusConflict); !strings.Contains(d.Message, "retry") {
+		t.Fatalf("retry of a waiting run: %+v", d)
+	}
+	e.call(http.MethodPost, "/api/v1/runs/"+r.ID+"/cancel", "op", nil, http.StatusOK, nil)
+	var again wire.Run
+	e.call(http.MethodPost, "/api/v1/runs/"+r.ID+"/retry", "op", nil, http.StatusCreated, &again)
+	if again.RetryOf != r.ID || again.State != "PENDING_APPROVE" || again.ID == r.ID ||
+		len(again.Stages) != 1 || strings.Join(again.Stages[0].Nodes, ",") != "db-1" {
+		t.Fatalf("retry run %+v", again)
+	}
+	e.fail(http.MethodPost, "/api/v1/runs/"+r.ID+"/retry", "op", map[string]string{"x": "y"}, http.StatusBadRequest)
+}
+
+// available undrains node prod/id in the store: a run finds it available
+// at its turn.
+func (e *env) available(id string) {
+	e.t.Helper()
+	ctx := context.Background()
+	if err := e.st.Update(ctx, func(tx store.Tx) error {
+		n, err := tx.Node(ctx, "prod", id)
+		if err != nil {
+			return err
+		}
+		n.Drained, n.DrainedBy, n.DrainReason = false, "", ""
+		return tx.PutNode(ctx, n)
+	}); err != nil {
+		e.t.Fatal(err)
+	}
+}
+
+// finishRunChildren ends the run's unfinished children DONE, as their
+// agents would report it, and moves the run on.
+func (e *env) finishRunChildren(id string) {
+	e.t.Helper()
+	ctx := context.Background()
+	if err := e.st.Update(ctx, func(tx store.Tx) error {
+		kids, err := tx.RunChildren(ctx, id)
+		if err != nil {
+			return err
+		}
+		for i := range kids {
+			k := &kids[i]
+			if !k.State.Final() {
+				now := time.Now().UTC()
+				k.State, k.FinishedTS, k.PushedStoreID = action.Done, &now, "store-1"
+				if err := tx.UpdateAction(ctx, k); err != nil {
+					return err
+				}
+			}
+		}
+		_, err = e.srv.cfg.Runs.Advance(ctx, tx, id)
+		return err
+	}); err != nil {
+		e.t.Fatal(err)
+	}
+}
+
+func TestAPIPromoteTakesAnApproverOtherThanTheRequester(t *testing.T) {
+	t.Parallel()
+	e := setup(t)
+	req := oneStageRun(kindPing)
+	req.Stages[0].Target = wire.Target{All: true}
+	req.Stages[0].Canary = 1
+	req.Stages[0].Unavailable = "skip" // db-2 is DOWN
+	r := e.createRun("self", req)
+	e.call(http.MethodPost, "/api/v1/runs/"+r.ID+"/approve", "appr", nil, http.StatusOK, nil)
+	if n := len(e.runChildren(r.ID)); n != 1 {
+		t.Fatalf("%d children with canary 1", n)
+	}
+	e.finishRunChildren(r.ID)
+	var paused wire.Run
+	e.call(http.MethodGet, "/api/v1/runs/"+r.ID, "viewer", nil, http.StatusOK, &paused)
+	if paused.State != "PAUSED" || !strings.HasPrefix(paused.StateReason, "canary") {
+		t.Fatalf("run %s (%s), want PAUSED on its canary", paused.State, paused.StateReason)
+	}
+	// The requester holds the approver role too, but may not promote.
+	e.fail(http.MethodPost, "/api/v1/runs/"+r.ID+"/promote", "self", nil, http.StatusForbidden)
+	e.fail(http.MethodPost, "/api/v1/runs/"+r.ID+"/resume", "self", nil, http.StatusConflict)
+	// Promoted, the run goes on to db-2, which is DOWN at its turn:
+	// skipped at once, and the run ends PARTIAL naming it.
+	var promoted wire.Run
+	e.call(http.MethodPost, "/api/v1/runs/"+r.ID+"/promote", "appr", nil, http.StatusOK, &promoted)
+	if promoted.State != "PARTIAL" || len(e.runChildren(r.ID)) != 1 || promoted.Summary == nil ||
+		len(promoted.Summary.Skipped) != 1 || promoted.Summary.Skipped[0].NodeID != "db-2" {
+		t.Fatalf("promoted run %s (%s) with %d children, summary %+v: want PARTIAL skipping db-2", promoted.State,
+			promoted.StateReason, len(e.runChildren(r.ID)), promoted.Summary)
+	}
+	// A canary as large as the stage is refused, nothing stored.
+	req.Stages[0].Canary = 2
+	d := e.fail(http.MethodPost, "/api/v1/runs", "op", req, http.StatusBadRequest)
+	if !strings.Contains(d.Message, "canary") {
+		t.Fatalf("canary of every node: %+v", d)
 	}
 }

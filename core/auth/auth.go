@@ -58,10 +58,15 @@ const (
 	Enroll Permission = "enroll"
 	// Revoke puts a node's certificates on the revocation list.
 	Revoke Permission = "revoke"
+	// Continue resumes a paused run or promotes a canary: an operator's
+	// manual pause, an approver's pause on errors or canary (the run
+	// engine decides which).
+	Continue Permission = "continue"
 )
 
 // Permissions lists every permission.
-var Permissions = []Permission{Read, Create, Cancel, Retry, Orchestrate, Approve, Reject, Tokens, Drain, Forget, Enroll, Revoke, Notify}
+var Permissions = []Permission{Read, Create, Cancel, Retry, Orchestrate, Approve, Reject, Tokens, Drain, Forget, Enroll, Revoke,
+	Notify, Continue}
 
 // Roles lists every role, least powerful first.
 var Roles = []string{store.RoleEnroll, store.RoleViewer, store.RoleOperator, store.RoleApprover, store.RoleAdmin}
@@ -71,8 +76,8 @@ var Roles = []string{store.RoleEnroll, store.RoleViewer, store.RoleOperator, sto
 var grants = map[string][]Permission{
 	store.RoleEnroll:   {Enroll},
 	store.RoleViewer:   {Read},
-	store.RoleOperator: {Read, Create, Cancel, Retry, Orchestrate, Drain},
-	store.RoleApprover: {Read, Approve, Reject},
+	store.RoleOperator: {Read, Create, Cancel, Retry, Orchestrate, Drain, Continue},
+	store.RoleApprover: {Read, Approve, Reject, Continue},
 	store.RoleAdmin:    Permissions,
 }
 

@@ -3,6 +3,7 @@ package runs
 import (
 	"context"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
@@ -79,9 +80,11 @@ func runEvent(r *store.Run, typ string, who actions.Actor, t time.Time, msg stri
 // NeedsApproval reports whether a run over these stages must be approved:
 // the strictest rule over its kinds decides.
 func (e *Engine) NeedsApproval(clusterID string, stages []store.RunStage) bool {
-	for _, st := range stages {
-		if e.Policy.NeedsApproval(st.Kind, clusterID) {
-			return true
+	for i := range stages {
+		for _, sp := range stages[i].Procedure() {
+			if e.Policy.NeedsApproval(sp.Kind, clusterID) {
+				return true
+			}
 		}
 	}
 	return false
@@ -105,21 +108,27 @@ func (e *Engine) Create(ctx context.Context, tx store.Tx, req *wire.CreateRunReq
 	if err != nil {
 		return nil, err
 	}
-	return e.Insert(ctx, tx, req.ClusterID, stages, "", 0, who)
+	return e.insert(ctx, tx, req.ClusterID, stages, "", 0, "", req.DeadlineS, who)
 }
 
 // Insert stores a run over resolved stages (a playbook's plan, or Create's).
 func (e *Engine) Insert(ctx context.Context, tx store.Tx, clusterID string, stages []store.RunStage,
 	playbook string, version int, who actions.Actor) (*store.Run, error) {
+	return e.insert(ctx, tx, clusterID, stages, playbook, version, "", 0, who)
+}
+
+func (e *Engine) insert(ctx context.Context, tx store.Tx, clusterID string, stages []store.RunStage,
+	playbook string, version int, retryOf string, deadlineS int, who actions.Actor) (*store.Run, error) {
 	t := e.now()
 	r := &store.Run{
 		ID: action.NewID(), ClusterID: clusterID, State: store.RunPendingApprove, Requester: who.Name,
-		Playbook: playbook, PlaybookVersion: version, Digest: Digest(clusterID, stages), Stages: stages,
-		CreatedTS: t, UpdatedTS: t,
+		Playbook: playbook, PlaybookVersion: version, Digest: DigestRun(clusterID, stages, deadlineS), Stages: stages,
+		CreatedTS: t, UpdatedTS: t, RetryOf: retryOf, DeadlineS: deadlineS,
 	}
 	auto := !e.NeedsApproval(clusterID, stages)
 	if auto {
 		r.State, r.StateReason = store.RunRunning, "approval not required"
+		startDeadline(r, t)
 	}
 	if err := tx.InsertRun(ctx, r); err != nil {
 		return nil, err
@@ -133,6 +142,9 @@ func (e *Engine) Insert(ctx context.Context, tx store.Tx, clusterID string, stag
 	if playbook != "" {
 		msg = fmt.Sprintf("%s started playbook %s v%d as run %s on %s: %d stage(s), %d child action(s) (%s)",
 			who.Name, playbook, version, r.ID, clusterID, len(stages), children, r.State)
+	}
+	if retryOf != "" {
+		msg += fmt.Sprintf(", retrying the failed and skipped nodes of run %s", retryOf)
 	}
 	if err := tx.AppendEvent(ctx, runEvent(r, store.EventRunCreated, who, t, msg,
 		map[string]any{"state": r.State, "digest": r.Digest})); err != nil {
@@ -151,6 +163,13 @@ func (e *Engine) Insert(ctx context.Context, tx store.Tx, clusterID string, stag
 		}
 	}
 	return r, nil
+}
+
+// startDeadline sets when r's deadline falls, r starting to run at t.
+func startDeadline(r *store.Run, t time.Time) {
+	if r.DeadlineS > 0 {
+		r.DeadlineTS = action.TimePtr(t.Add(time.Duration(r.DeadlineS) * time.Second))
+	}
 }
 
 // load reads run id and checks that it is in one of the states from.
@@ -194,13 +213,14 @@ func (e *Engine) Approve(ctx context.Context, tx store.Tx, id, digest string, wh
 				who.Name, r.Playbook, r.PlaybookVersion)
 		}
 	}
-	if Digest(r.ClusterID, r.Stages) != r.Digest {
+	if DigestRun(r.ClusterID, r.Stages, r.DeadlineS) != r.Digest {
 		return nil, wrongState(r, "approve: the run no longer matches its digest")
 	}
 	if digest != "" && digest != r.Digest {
 		return nil, wrongState(r, fmt.Sprintf("approve: digest %.12s is not the run's (%.12s): look at the run again", digest, r.Digest))
 	}
 	r.State, r.StateReason, r.ApprovedBy, r.UpdatedTS = store.RunRunning, ReasonApproved, who.Name, t
+	startDeadline(r, t)
 	if err := tx.UpdateRun(ctx, r); err != nil {
 		return nil, err
 	}
@@ -212,6 +232,52 @@ func (e *Engine) Approve(ctx context.Context, tx store.Tx, id, digest string, wh
 		return nil, err
 	}
 	return r, nil
+}
+
+// Retry makes a new run with the same stages as the finished run id over
+// the nodes it did not carry through (failed, skipped, or never reached),
+// linked by RetryOf and approved as any run. A run whose every node
+// succeeded has nothing to retry (a 409).
+func (e *Engine) Retry(ctx context.Context, tx store.Tx, id string, who actions.Actor) (*store.Run, error) {
+	r, err := load(ctx, tx, id, "retry", store.RunPartial, store.RunFailed, store.RunCancelled)
+	if err != nil {
+		return nil, err
+	}
+	kids, err := children(ctx, tx, r.ID, r.ApprovedBy)
+	if err != nil {
+		return nil, err
+	}
+	var stages []store.RunStage
+	kept := map[string]bool{}
+	for i := range r.Stages {
+		st := r.Stages[i]
+		v := viewStage(&st, kids, PlanEnv{})
+		var nodes []string
+		for j, ns := range v.nodes {
+			if ns.status != nodeDone {
+				nodes = append(nodes, st.Nodes[j])
+			}
+		}
+		if len(nodes) == 0 {
+			continue
+		}
+		st.Nodes, st.State, st.Forgiven, st.Failed, st.Skipped, st.NodeCount = nodes, store.StagePending, 0, nil, nil, 0
+		stages = append(stages, st)
+		kept[st.Name] = true
+	}
+	if len(stages) == 0 {
+		return nil, wrongState(r, "retry: every node of the run succeeded")
+	}
+	for i := range stages {
+		deps := []string{}
+		for _, d := range stages[i].DependsOn {
+			if kept[d] {
+				deps = append(deps, d)
+			}
+		}
+		stages[i].DependsOn = deps
+	}
+	return e.insert(ctx, tx, r.ClusterID, stages, r.Playbook, r.PlaybookVersion, r.ID, r.DeadlineS, who)
 }
 
 // Reject cancels a run waiting for approval.
@@ -265,6 +331,14 @@ func (e *Engine) Pause(ctx context.Context, tx store.Tx, id string, who actions.
 // what an approval takes: mayApprove (the caller holds the approver role)
 // and another person than the requester, unless self-approval is allowed.
 func (e *Engine) Resume(ctx context.Context, tx store.Tx, id string, who actions.Actor, mayApprove bool) (*store.Run, error) {
+	return e.ResumeAs(ctx, tx, id, who, mayApprove, true)
+}
+
+// ResumeAs is Resume by a caller who may approve (mayApprove) and may
+// operate (mayOperate): resuming a manual pause, which forgives nothing,
+// stays with operators; resuming past errors takes an approver other than
+// the requester.
+func (e *Engine) ResumeAs(ctx context.Context, tx store.Tx, id string, who actions.Actor, mayApprove, mayOperate bool) (*store.Run, error) {
 	r, err := load(ctx, tx, id, "resume", store.RunPaused)
 	if err != nil {
 		return nil, err
@@ -282,6 +356,12 @@ func (e *Engine) Resume(ctx context.Context, tx store.Tx, id string, who actions
 			forgiven = append(forgiven, st.Name)
 		}
 	}
+	if strings.HasPrefix(r.StateReason, "canary") {
+		return nil, wrongState(r, "resume: it waits for an approver to promote its canary (promote)")
+	}
+	if len(forgiven) == 0 && !mayOperate {
+		return nil, fmt.Errorf("%w: run %s was paused by hand: resuming it is an operator's", ErrForbidden, r.ID)
+	}
 	if len(forgiven) > 0 && e.Policy.MayApprove(r.Requester, "", who.Name, mayApprove) != approval.MayDecide {
 		return nil, fmt.Errorf("%w: resuming run %s forgives the errors of stage(s) %s past the max_errors its approver signed: "+
 			"that takes an approver other than %s", ErrForbidden, r.ID, strings.Join(forgiven, ", "), r.Requester)
@@ -298,6 +378,43 @@ func (e *Engine) Resume(ctx context.Context, tx store.Tx, id string, who actions
 		data["forgiven"] = forgiven
 	}
 	if err := tx.AppendEvent(ctx, runEvent(r, store.EventRunResumed, who, t, msg, data)); err != nil {
+		return nil, err
+	}
+	_, err = e.advance(ctx, tx, r, t)
+	return r, err
+}
+
+// Promote lets a run paused after its canary go on: the stage's canary
+// is promoted and the rest of its nodes start. It takes an approver
+// (mayApprove) other than the requester, unless self-approval is allowed.
+func (e *Engine) Promote(ctx context.Context, tx store.Tx, id string, who actions.Actor, mayApprove bool) (*store.Run, error) {
+	r, err := load(ctx, tx, id, "promote", store.RunPaused)
+	if err != nil {
+		return nil, err
+	}
+	var promoted []string
+	for i := range r.Stages {
+		st := &r.Stages[i]
+		if st.State == store.StageRunning && st.Canary > 0 && !st.Promoted {
+			st.Promoted = true
+			promoted = append(promoted, st.Name)
+		}
+	}
+	if len(promoted) == 0 || !strings.HasPrefix(r.StateReason, "canary") {
+		return nil, wrongState(r, "promote: it is not paused after a canary")
+	}
+	if e.Policy.MayApprove(r.Requester, "", who.Name, mayApprove) != approval.MayDecide {
+		return nil, fmt.Errorf("%w: promoting the canary of run %s takes an approver other than %s", ErrForbidden,
+			r.ID, r.Requester)
+	}
+	t := e.now()
+	r.State, r.StateReason, r.UpdatedTS = store.RunRunning, "promoted by "+who.Name, t
+	if err := tx.UpdateRun(ctx, r); err != nil {
+		return nil, err
+	}
+	if err := tx.AppendEvent(ctx, runEvent(r, store.EventRunPromoted, who, t,
+		fmt.Sprintf("%s promoted the canary of stage(s) %s of run %s", who.Name, strings.Join(promoted, ", "), r.ID),
+		map[string]any{"stages": promoted})); err != nil {
 		return nil, err
 	}
 	_, err = e.advance(ctx, tx, r, t)
@@ -413,9 +530,47 @@ func (e *Engine) advance(ctx context.Context, tx store.Tx, r *store.Run, t time.
 	if err != nil {
 		return 0, err
 	}
-	step := Plan(r, kids)
+	env, err := e.planEnv(ctx, tx, r, t)
+	if err != nil {
+		return 0, err
+	}
+	step := PlanWith(r, kids, env)
 	who := actions.Core
 	changed := step.State != r.State
+	for i := range r.Stages {
+		st := &r.Stages[i]
+		if i < len(step.Failed) && !slices.Equal(step.Failed[i], st.Failed) {
+			st.Failed, changed = step.Failed[i], true
+		}
+		if i < len(step.Skipped) && !slices.Equal(step.Skipped[i], st.Skipped) {
+			st.Skipped, changed = step.Skipped[i], true
+		}
+	}
+	decided := false // a node unavailable at its turn failed or was skipped
+	for i, us := range step.Unreachable {
+		st := &r.Stages[i]
+		if st.Unreachable == nil {
+			st.Unreachable = map[string]store.Unreachable{}
+		}
+		for node, u := range us {
+			st.Unreachable[node], changed = u, true
+			if u.As != UnavailableWait {
+				decided = true
+			}
+			if err := tx.AppendEvent(ctx, runEvent(r, store.EventRunNodeUnavailable, actions.Core, t,
+				fmt.Sprintf("run %s: stage %s: node %s is unavailable at its turn (%s)", r.ID, st.Name, node, u.As),
+				map[string]any{"stage": st.Name, "node": node, "as": u.As})); err != nil {
+				return 0, err
+			}
+		}
+	}
+	if decided {
+		r.UpdatedTS = t
+		if err := tx.UpdateRun(ctx, r); err != nil {
+			return 0, err
+		}
+		return e.advance(ctx, tx, r, t)
+	}
 	for i := range r.Stages {
 		st := &r.Stages[i]
 		if step.Stages[i] == st.State {
@@ -441,8 +596,14 @@ func (e *Engine) advance(ctx context.Context, tx store.Tx, r *store.Run, t time.
 	forgotten := 0
 	for _, n := range step.Create {
 		st := r.Stages[stageIndex(r, n.Stage)]
+		sp := stepOf(&st, n.Step)
+		args := sp.Args
+		if n.Args != nil {
+			args = n.Args
+		}
 		rec, err := e.Actions.CreateChild(ctx, tx, actions.Child{RunID: r.ID, Stage: n.Stage, Wave: n.Wave,
-			ClusterID: r.ClusterID, NodeID: n.Node, Kind: st.Kind, Args: st.Args, TimeoutS: st.TimeoutS,
+			Step: n.Step, Attempt: n.Attempt, RetryOf: n.RetryOf,
+			ClusterID: r.ClusterID, NodeID: n.Node, Kind: sp.Kind, Args: args, TimeoutS: sp.TimeoutS,
 			Requester: r.Requester, ApprovedBy: r.ApprovedBy}, actions.Core)
 		if err != nil {
 			return 0, err
@@ -469,7 +630,7 @@ func (e *Engine) advance(ctx context.Context, tx store.Tx, r *store.Run, t time.
 	}
 	if step.State != r.State {
 		switch step.State {
-		case store.RunDone, store.RunFailed:
+		case store.RunDone, store.RunPartial, store.RunFailed:
 			if step.State == store.RunFailed {
 				// Children created but never sent do not run once their run
 				// has failed; those on their agents finish.
@@ -495,6 +656,47 @@ func (e *Engine) advance(ctx context.Context, tx store.Tx, r *store.Run, t time.
 	}
 	r.UpdatedTS = t
 	return len(step.Create), tx.UpdateRun(ctx, r)
+}
+
+// planEnv is what the planner needs besides the run and its children: the
+// time, and the nodes' labels when a step's templates may use them.
+func (e *Engine) planEnv(ctx context.Context, tx store.Tx, r *store.Run, t time.Time) (PlanEnv, error) {
+	env := PlanEnv{Now: t, Unavailable: map[string]bool{}}
+	nodes, err := tx.Nodes(ctx, r.ClusterID)
+	if err != nil {
+		return env, err
+	}
+	for _, n := range nodes {
+		if n.Status == store.NodeDown || n.Drained {
+			env.Unavailable[n.ID] = true
+		}
+	}
+	templates := false
+	for i := range r.Stages {
+		for _, sp := range append(slices.Clone(r.Stages[i].Steps), r.Stages[i].Rollback...) {
+			if strings.Contains(sp.When, "{{") || strings.Contains(string(sp.Args), "{{") {
+				templates = true
+			}
+		}
+	}
+	if !templates {
+		return env, nil
+	}
+	env.Labels = map[string]map[string]string{}
+	for _, n := range nodes {
+		env.Labels[n.ID] = n.Labels
+	}
+	return env, nil
+}
+
+// stepOf is the step of st's procedure or rollback named name.
+func stepOf(st *store.RunStage, name string) store.RunStep {
+	for _, sp := range append(slices.Clone(st.Procedure()), st.Rollback...) {
+		if sp.Name == name {
+			return sp
+		}
+	}
+	return store.RunStep{Name: name, Kind: st.Kind, Args: st.Args, TimeoutS: st.TimeoutS}
 }
 
 func stageIndex(r *store.Run, name string) int {

@@ -2,6 +2,7 @@ package runs
 
 import (
 	"encoding/json"
+	"slices"
 	"testing"
 
 	"github.com/musterhq/muster/shared/jsonbody"
@@ -19,6 +20,14 @@ func FuzzCheck(f *testing.F) {
 		`{"cluster_id":"c","stages":[{"name":"a","kind":"a.io/x","target":{"all":true},"depends_on":["b"]},{"name":"b","kind":"a.io/x","target":{"all":true}}]}`,
 		`{"cluster_id":"c","stages":[{"kind":"a.io/x","target":{},"on_failure":"pause"}]}`,
 		`{"cluster_id":"c","stages":[{"kind":"a.io/x","target":{"all":true},"max_concurrency":"101%"}]}`,
+		`{"cluster_id":"c","stages":[{"name":"u","target":{"all":true},"max_concurrency":1,"on_failure":"continue","canary":1,"soak_s":30,"unavailable":"wait","unavailable_timeout_s":60,` +
+			`"steps":[{"name":"drain","kind":"a.io/drain"},{"name":"up","kind":"a.io/up","args":{"v":"{{ .params.v }}"},"timeout_s":60},` +
+			`{"name":"verify","kind":"a.io/check","retry":{"attempts":3,"delay_s":5,"backoff":2,"max_delay_s":60},"when":"{{ eq .steps.up.state \"DONE\" }}"},` +
+			`{"name":"undrain","kind":"a.io/undrain","when":"always"}],` +
+			`"rollback":[{"name":"down","kind":"a.io/up","args":{"v":"{{ .steps.up.outputs.previous }}"}}]}]}`,
+		`{"cluster_id":"c","stages":[{"name":"u","target":{"all":true},"steps":[{"name":"a","kind":"a.io/x","args":{"v":"{{ .steps.b.outputs.x }}"}},{"name":"b","kind":"a.io/x"}]}]}`,
+		`{"cluster_id":"c","stages":[{"name":"u","target":{"all":true},"steps":[{"name":"a","kind":"a.io/x","retry":{"attempts":21}}]}]}`,
+		`{"cluster_id":"c","stages":[{"name":"u","target":{"all":true},"steps":[{"name":"a","kind":"a.io/x","when":"{{ .steps }}"}]}]}`,
 		`{"stages":null}`, `[]`, `{"cluster_id":"c","stages":[{"kind":"a.io/x","target":{"all":true},"depends_on":[]}]}`,
 	} {
 		f.Add([]byte(s))
@@ -38,6 +47,17 @@ func FuzzCheck(f *testing.F) {
 				t.Fatalf("accepted a stage the planner cannot run: %+v", st)
 			}
 			names[st.Name] = true
+			if len(st.Steps)+len(st.Rollback) > MaxSteps || (len(st.Steps) > 0 && st.Kind != "") {
+				t.Fatalf("accepted a procedure the planner cannot run: %+v", st)
+			}
+			steps := map[string]bool{}
+			for _, sp := range append(slices.Clone(st.Steps), st.Rollback...) {
+				if sp.Name == "" || steps[sp.Name] || (sp.Retry != nil && (sp.Retry.Attempts < 1 || sp.Retry.Attempts > MaxAttempts ||
+					sp.Retry.MaxDelayS > MaxRetryDelayS)) {
+					t.Fatalf("accepted a step the planner cannot run: %+v", sp)
+				}
+				steps[sp.Name] = true
+			}
 		}
 		for _, st := range req.Stages {
 			for _, d := range st.DependsOn {

@@ -1,35 +1,63 @@
 package runs
 
 import (
+	"cmp"
+	"encoding/json"
+	"fmt"
+	"slices"
+	"time"
+
 	"github.com/musterhq/muster/core/store"
 	"github.com/musterhq/muster/shared/action"
 )
 
 // Child is what the planner needs to know of a child action.
 type Child struct {
+	ID    string
 	Stage string
 	Node  string
-	State action.State
+	// Step is the child's step ("" in a stage without steps); Attempt
+	// counts its tries from 1 (0, from a store older than steps, is 1).
+	Step    string
+	Attempt int
+	State   action.State
 	// Reason is the child's state reason (a run's own cancel is not an error).
 	Reason string
 	// Replaced: the agent ran other content under the child's id, so the
 	// run's approval no longer covers it; once finished it is an error,
 	// whatever its state.
 	Replaced bool
+	// Finished is when it finished (zero while it has not).
+	Finished time.Time
+	// Outputs is what its command passed on.
+	Outputs json.RawMessage
 }
 
 // ChildOf is what the planner needs of a child record of a run approved by
 // approvedBy ("" for a run that needed no approval).
 func ChildOf(rec *store.Record, approvedBy string) Child {
-	return Child{Stage: rec.Stage, Node: rec.NodeID, State: rec.State, Reason: rec.StateReason,
-		Replaced: approvedBy != "" && rec.ApprovedBy != approvedBy}
+	c := Child{ID: rec.ID, Stage: rec.Stage, Node: rec.NodeID, Step: rec.Step, Attempt: rec.Attempt,
+		State: rec.State, Reason: rec.StateReason, Replaced: approvedBy != "" && rec.ApprovedBy != approvedBy,
+		Outputs: rec.Outputs}
+	if rec.FinishedTS != nil {
+		c.Finished = *rec.FinishedTS
+	}
+	return c
 }
 
-// New is a child the planner admits: one node of one stage, in a wave.
+func (c Child) attempt() int { return max(c.Attempt, 1) }
+
+// New is a child the planner admits: one step of one stage on one node, in
+// a wave, in an attempt (RetryOf names the failed attempt it repeats).
 type New struct {
-	Stage string
-	Node  string
-	Wave  int
+	Stage   string
+	Node    string
+	Wave    int
+	Step    string
+	Attempt int
+	RetryOf string
+	// Args are the step's args rendered for the node.
+	Args json.RawMessage
 }
 
 // Step is what a run should do now, given its children: the children to
@@ -41,11 +69,23 @@ type Step struct {
 	Stages []string
 	State  string
 	Reason string
+	// Failed and Skipped list, for every stage in the run's order, its
+	// failed nodes and those skipped as unavailable.
+	Failed  [][]string
+	Skipped [][]string
+	// Unreachable holds, by stage index, what the planner decided now of
+	// nodes DOWN or drained at their turn: the engine records it.
+	Unreachable map[int]map[string]store.Unreachable
 }
 
 // Reasons of run state changes made by the planner.
 const (
-	ReasonDone        = "every stage is done"
+	ReasonDone    = "every stage is done"
+	ReasonPartial = "every stage is done, with %d failed node(s) within max_errors and %d skipped"
+	// ReasonDeadline ends a run past its deadline.
+	ReasonDeadline = "deadline: the run's deadline passed before every node was done"
+	// ReasonCanary pauses a run after its canary nodes; promote goes on.
+	ReasonCanary      = "canary: stage %s paused after its first nodes (%d done, %d failed); an approver promotes it"
 	ReasonStageFailed = "stage %s: %d errors, more than max_errors %s"
 )
 
@@ -67,36 +107,242 @@ func IsError(c Child) bool {
 
 // StageCounts is a stage's progress.
 type StageCounts struct {
-	// ByState counts children by state; Pending counts nodes without one.
-	ByState    map[action.State]int
+	// ByState counts children by state.
+	ByState map[action.State]int
+	// Pending counts the nodes not started, Unfinished those in flight
+	// (from their first step until their procedure ended), Errors the
+	// failed nodes (one error a node, whatever its attempts), Done the
+	// nodes whose every step is DONE.
 	Pending    int
 	Unfinished int
 	Errors     int
+	Done       int
 }
 
-// Count tallies the children of stage st.
-func Count(st *store.RunStage, children []Child) StageCounts {
-	c := StageCounts{ByState: map[action.State]int{}}
-	have := map[string]bool{}
+// Node states of a stage's procedure.
+const (
+	nodePending = iota // no child yet
+	nodeBusy           // in flight: a child unfinished, or a next one to create
+	nodeDone           // every step DONE or skipped by its when
+	nodeFailed         // a step failed past its attempts; its always and rollback steps ended
+	nodeStopped        // a child ended without error but not DONE (its run's cancel)
+	nodeSkipped        // DOWN or drained at its turn, with unavailable: skip
+)
+
+// nodeState is where a node stands in its stage's procedure, and the child
+// to create for it now, if any. failed marks a node in flight that failed
+// and runs its always and rollback steps: it counts as an error already.
+type nodeState struct {
+	status int
+	next   *New
+	failed bool
+	// why says why it failed without a child failing (a when or args that
+	// would not render).
+	why string
+}
+
+// PlanEnv is what the planner knows besides a run and its children.
+type PlanEnv struct {
+	// Now decides which retries are due; zero waits for none.
+	Now time.Time
+	// Labels are the nodes' labels (.node.labels in templates).
+	Labels map[string]map[string]string
+	// Params are the run's parameters (.params in templates).
+	Params map[string]any
+	// Unavailable holds the nodes that are DOWN or drained now; nil when
+	// not known (every node is then taken as available).
+	Unavailable map[string]bool
+}
+
+// retryDelay is the wait before attempt n+1 of a step whose attempt n
+// failed: delay × backoff^(n-1), at most max_delay.
+func retryDelay(r *store.Retry, n int) time.Duration {
+	if r == nil || r.DelayS <= 0 {
+		return 0
+	}
+	d := float64(r.DelayS)
+	b := r.Backoff
+	if b < 1 {
+		b = 1
+	}
+	for i := 1; i < n; i++ {
+		d *= b
+		if r.MaxDelayS > 0 && d >= float64(r.MaxDelayS) {
+			break
+		}
+	}
+	if r.MaxDelayS > 0 && d > float64(r.MaxDelayS) {
+		d = float64(r.MaxDelayS)
+	}
+	return time.Duration(d * float64(time.Second))
+}
+
+// evalNode places node in stage st's procedure given its children there
+// (any order): its steps in order while none failed, then, once one failed,
+// its steps with when "always" and the stage's rollback steps. A step whose
+// when renders false is skipped; args are rendered for the child to create.
+func evalNode(st *store.RunStage, node string, kids []Child, env PlanEnv) nodeState {
+	if len(kids) == 0 {
+		switch st.Unreachable[node].As {
+		case UnavailableFail:
+			return nodeState{status: nodeFailed, failed: true, why: ReasonNodeUnavailable}
+		case UnavailableSkip:
+			return nodeState{status: nodeSkipped}
+		}
+	}
+	latest := map[string]Child{}
+	for _, c := range kids {
+		if l, ok := latest[c.Step]; !ok || c.attempt() > l.attempt() {
+			latest[c.Step] = c
+		}
+	}
+	procedure := st.Procedure()
+	var ctx nodeContext // only for a stage whose steps hold templates
+	if hasTemplates(st) {
+		ctx = newNodeContext(env.Params, node, env.Labels[node], append(slices.Clone(procedure), st.Rollback...))
+	}
+	failed, why := false, ""
+	fail := func(reason string) {
+		if !failed {
+			failed, why = true, reason
+		}
+	}
+	busy := func(next *New) nodeState {
+		if next != nil && len(kids) == 0 {
+			return nodeState{status: nodePending, next: next}
+		}
+		return nodeState{status: nodeBusy, next: next, failed: failed, why: why}
+	}
+	walk := func(steps []store.RunStep, rollback bool) *nodeState {
+		for i := range steps {
+			step := &steps[i]
+			if failed && !rollback && step.When != WhenAlways {
+				continue
+			}
+			run, err := evalWhen(step, ctx)
+			if err != nil {
+				fail(err.Error())
+				ctx.set(step.Name, string(action.Failed), nil)
+				continue
+			}
+			if !run {
+				ctx.set(step.Name, StepSkipped, nil)
+				continue
+			}
+			c, ok := latest[step.Name]
+			switch {
+			case !ok:
+				args, err := renderArgs(step, ctx)
+				if err != nil {
+					fail(err.Error())
+					ctx.set(step.Name, string(action.Failed), nil)
+					continue
+				}
+				ns := busy(&New{Stage: st.Name, Node: node, Step: step.Name, Attempt: 1, Args: args})
+				return &ns
+			case !c.State.Final():
+				ns := busy(nil)
+				return &ns
+			case IsError(c):
+				if c.attempt() < step.Attempts() {
+					if !env.Now.IsZero() && env.Now.Before(c.Finished.Add(retryDelay(step.Retry, c.attempt()))) {
+						ns := busy(nil) // waiting to try again
+						return &ns
+					}
+					args, err := renderArgs(step, ctx)
+					if err == nil {
+						ns := busy(&New{Stage: st.Name, Node: node, Step: step.Name, Attempt: c.attempt() + 1,
+							RetryOf: c.ID, Args: args})
+						return &ns
+					}
+				}
+				fail(fmt.Sprintf("step %s %s", displayStep(step.Name), c.State))
+				ctx.set(step.Name, string(c.State), c.Outputs)
+			case c.State != action.Done:
+				return &nodeState{status: nodeStopped}
+			default:
+				ctx.set(step.Name, string(action.Done), c.Outputs)
+			}
+		}
+		return nil
+	}
+	if ns := walk(procedure, false); ns != nil {
+		return *ns
+	}
+	if failed {
+		if ns := walk(st.Rollback, true); ns != nil {
+			return *ns
+		}
+		return nodeState{status: nodeFailed, failed: true, why: why}
+	}
+	if st.SoakS > 0 && !env.Now.IsZero() {
+		// In flight until soak has passed since its last step ended.
+		var last time.Time
+		for _, c := range kids {
+			if c.Finished.After(last) {
+				last = c.Finished
+			}
+		}
+		if env.Now.Before(last.Add(time.Duration(st.SoakS) * time.Second)) {
+			return nodeState{status: nodeBusy}
+		}
+	}
+	return nodeState{status: nodeDone}
+}
+
+// ReasonNodeUnavailable is why a node DOWN or drained at its turn failed.
+const ReasonNodeUnavailable = "node unavailable"
+
+func displayStep(name string) string {
+	if name == "" {
+		return "(the stage's one step)"
+	}
+	return name
+}
+
+// stageView is a stage's children by node and where each node stands.
+type stageView struct {
+	counts  StageCounts
+	failed  []string    // the failed nodes, in the stage's order
+	skipped []string    // the nodes skipped as unavailable
+	nodes   []nodeState // in the stage's node order
+}
+
+func viewStage(st *store.RunStage, children []Child, env PlanEnv) stageView {
+	v := stageView{counts: StageCounts{ByState: map[action.State]int{}}}
+	byNode := map[string][]Child{}
 	for _, ch := range children {
 		if ch.Stage != st.Name {
 			continue
 		}
-		have[ch.Node] = true
-		c.ByState[ch.State]++
-		switch {
-		case !ch.State.Final():
-			c.Unfinished++
-		case IsError(ch):
-			c.Errors++
+		byNode[ch.Node] = append(byNode[ch.Node], ch)
+		v.counts.ByState[ch.State]++
+	}
+	v.nodes = make([]nodeState, len(st.Nodes))
+	for i, n := range st.Nodes {
+		ns := evalNode(st, n, byNode[n], env)
+		v.nodes[i] = ns
+		switch ns.status {
+		case nodePending:
+			v.counts.Pending++
+		case nodeBusy:
+			v.counts.Unfinished++
+		case nodeDone:
+			v.counts.Done++
+		case nodeSkipped:
+			v.skipped = append(v.skipped, n)
+		}
+		if ns.failed {
+			v.counts.Errors++
+			v.failed = append(v.failed, n)
 		}
 	}
-	for _, n := range st.Nodes {
-		if !have[n] {
-			c.Pending++
-		}
-	}
-	return c
+	return v
+}
+
+// Count tallies the children and nodes of stage st.
+func Count(st *store.RunStage, children []Child) StageCounts {
+	return viewStage(st, children, PlanEnv{}).counts
 }
 
 // Wave is the wave of the i-th node of a stage with concurrency c: nodes
@@ -108,11 +354,24 @@ func Wave(i, c int) int {
 	return i/c + 1
 }
 
-// Plan decides the next step of run r given its children. It is a pure
-// function: the engine stores what it returns. A run that is not RUNNING
-// creates nothing; stages still settle (a PAUSED run's stage may finish).
+// Plan decides the next step of run r given its children, now: PlanAt
+// with the current time.
 func Plan(r *store.Run, children []Child) Step {
-	s := Step{State: r.State, Stages: make([]string, len(r.Stages))}
+	return PlanWith(r, children, PlanEnv{Now: time.Now()})
+}
+
+// PlanWith decides the next step of run r given its children and env. It is a pure function: the engine stores what
+// it returns. A run that is not RUNNING creates nothing; stages still settle
+// (a PAUSED run's stage may finish).
+//
+// Nodes go through their stage's procedure node first: a node's next step
+// is created once its previous step ended DONE, and max_concurrency bounds
+// the nodes in flight. A stage over its max_errors starts no new node; with
+// on_failure abort it fails once no node of it is in flight, with pause it
+// holds the run PAUSED until a resume forgives those errors.
+func PlanWith(r *store.Run, children []Child, env PlanEnv) Step {
+	s := Step{State: r.State, Stages: make([]string, len(r.Stages)), Failed: make([][]string, len(r.Stages)),
+		Skipped: make([][]string, len(r.Stages))}
 	byName := map[string]int{}
 	for i, st := range r.Stages {
 		byName[st.Name] = i
@@ -121,22 +380,28 @@ func Plan(r *store.Run, children []Child) Step {
 	if store.RunFinal(r.State) || r.State == store.RunPendingApprove {
 		return s
 	}
-	have := map[string]map[string]bool{}
-	for _, ch := range children {
-		if have[ch.Stage] == nil {
-			have[ch.Stage] = map[string]bool{}
-		}
-		have[ch.Stage][ch.Node] = true
+	views := make([]stageView, len(r.Stages))
+	for i := range r.Stages {
+		views[i] = viewStage(&r.Stages[i], children, env)
+		s.Failed[i], s.Skipped[i] = views[i].failed, views[i].skipped
 	}
-	// Settle stages in order until nothing changes: a stage that finishes
-	// may let a later one start in the same step. A stage over its
-	// max_errors fails (on_failure: abort) or stays RUNNING and holds the
-	// run PAUSED until a resume forgives those errors (on_failure: pause).
-	overErrors := func(st *store.RunStage) (bool, int) {
-		c := Count(st, children)
-		n := c.Errors - st.Forgiven
+	overErrors := func(i int) (bool, int) {
+		st := &r.Stages[i]
+		n := views[i].counts.Errors - st.Forgiven
+		if st.OnFailure == OnFailureContinue {
+			return false, n
+		}
 		return n > st.MaxErrors.Floor(len(st.Nodes)), n
 	}
+	// inFlight: nodes of stage i with steps still to go. A stage with
+	// steps over its errors lets the procedure of its nodes in flight end
+	// (their always and rollback steps included) before it fails or
+	// pauses the run, so that no node is left half done.
+	inFlight := func(i int) bool {
+		return procedureLong(&r.Stages[i]) && views[i].counts.Unfinished > 0
+	}
+	// Settle stages in order until nothing changes: a stage that finishes
+	// may let a later one start in the same step.
 	for changed := true; changed; {
 		changed = false
 		for i := range r.Stages {
@@ -156,13 +421,13 @@ func Plan(r *store.Run, children []Child) Step {
 				}
 				s.Stages[i], changed = store.StageRunning, true
 			}
-			if over, _ := overErrors(st); over {
-				if st.OnFailure != OnFailurePause {
+			if over, _ := overErrors(i); over {
+				if st.OnFailure != OnFailurePause && !inFlight(i) {
 					s.Stages[i], changed = store.StageFailed, true
 				}
 				continue
 			}
-			c := Count(st, children)
+			c := views[i].counts
 			if c.Pending == 0 && c.Unfinished == 0 {
 				s.Stages[i], changed = store.StageDone, true
 			}
@@ -170,11 +435,11 @@ func Plan(r *store.Run, children []Child) Step {
 	}
 	// The run's state follows its stages: a failed stage (abort) ends it
 	// FAILED, whatever else holds; a stage over its errors with on_failure
-	// pause holds it PAUSED.
+	// pause holds it PAUSED once its nodes in flight are done.
 	for i := range r.Stages {
 		if s.Stages[i] == store.StageFailed {
 			st := &r.Stages[i]
-			_, n := overErrors(st)
+			_, n := overErrors(i)
 			s.State, s.Reason = store.RunFailed, sprintf(ReasonStageFailed, st.Name, n, st.MaxErrors)
 			return s
 		}
@@ -184,7 +449,7 @@ func Plan(r *store.Run, children []Child) Step {
 		if s.Stages[i] != store.StageRunning || st.OnFailure != OnFailurePause {
 			continue
 		}
-		if over, n := overErrors(st); over {
+		if over, n := overErrors(i); over && !inFlight(i) {
 			if r.State == store.RunRunning {
 				s.State, s.Reason = store.RunPaused, sprintf(ReasonStageFailed, st.Name, n, st.MaxErrors)
 			}
@@ -192,38 +457,119 @@ func Plan(r *store.Run, children []Child) Step {
 		}
 	}
 	done := true
+	failed, skipped := 0, 0
 	for i := range r.Stages {
 		if s.Stages[i] != store.StageDone {
 			done = false
 		}
+		failed += len(views[i].failed)
+		skipped += len(views[i].skipped)
 	}
 	if done {
 		s.State, s.Reason = store.RunDone, ReasonDone
+		if failed+skipped > 0 {
+			s.State, s.Reason = store.RunPartial, sprintf(ReasonPartial, failed, skipped)
+		}
 		return s
+	}
+	// Past its deadline, a run starts no new node, and fails once its nodes
+	// in flight are done.
+	late := r.DeadlineTS != nil && !env.Now.IsZero() && !env.Now.Before(*r.DeadlineTS)
+	if late {
+		busy := false
+		for i := range r.Stages {
+			busy = busy || (s.Stages[i] == store.StageRunning && views[i].counts.Unfinished > 0)
+		}
+		if !busy {
+			s.State, s.Reason = store.RunFailed, ReasonDeadline
+			return s
+		}
+	}
+	// A canary holds the run PAUSED once its nodes are through, until an
+	// approver promotes it.
+	for i := range r.Stages {
+		st := &r.Stages[i]
+		if s.Stages[i] != store.StageRunning || st.Canary == 0 || st.Promoted {
+			continue
+		}
+		c := views[i].counts
+		if started := len(st.Nodes) - c.Pending; started >= st.Canary && c.Unfinished == 0 && c.Pending > 0 {
+			if r.State == store.RunRunning {
+				s.State, s.Reason = store.RunPaused, sprintf(ReasonCanary, st.Name, c.Done, c.Errors)
+			}
+			return s
+		}
 	}
 	if r.State != store.RunRunning {
 		return s
 	}
-	for i, st := range r.Stages {
+	for i := range r.Stages {
+		st := &r.Stages[i]
 		if s.Stages[i] != store.StageRunning {
 			continue
 		}
-		c := Count(&st, children)
 		conc := st.MaxConcurrency.Ceil(len(st.Nodes))
-		room := conc - c.Unfinished
-		for j, n := range st.Nodes {
+		// Nodes in flight go on first; then new nodes while there is room,
+		// unless the stage is over its errors.
+		for j, ns := range views[i].nodes {
+			if ns.status == nodeBusy && ns.next != nil {
+				n := *ns.next
+				n.Wave = Wave(j, conc)
+				s.Create = append(s.Create, n)
+			}
+		}
+		if over, _ := overErrors(i); over || late {
+			continue
+		}
+		room := conc - views[i].counts.Unfinished
+		if st.Canary > 0 && !st.Promoted {
+			room = min(room, st.Canary-(len(st.Nodes)-views[i].counts.Pending))
+		}
+		for j, ns := range views[i].nodes {
 			if room <= 0 {
 				break
 			}
-			if have[st.Name][n] {
+			if ns.status != nodePending {
 				continue
 			}
-			s.Create = append(s.Create, New{Stage: st.Name, Node: n, Wave: Wave(j, conc)})
+			if node := st.Nodes[j]; env.Unavailable[node] {
+				// Its turn, and it is DOWN or drained.
+				u, waiting := st.Unreachable[node], st.Unreachable[node].As == UnavailableWait
+				switch {
+				case st.Unavailable == UnavailableWait && !waiting:
+					u = store.Unreachable{As: UnavailableWait, Since: env.Now}
+				case st.Unavailable == UnavailableWait:
+					timeout := time.Duration(cmp.Or(st.UnavailableTimeoutS, DefaultUnavailableTimeoutS)) * time.Second
+					if env.Now.Sub(u.Since) < timeout {
+						continue
+					}
+					u = store.Unreachable{As: UnavailableFail, Since: env.Now}
+				case st.Unavailable == UnavailableSkip:
+					u = store.Unreachable{As: UnavailableSkip, Since: env.Now}
+				default:
+					u = store.Unreachable{As: UnavailableFail, Since: env.Now}
+				}
+				if s.Unreachable == nil {
+					s.Unreachable = map[int]map[string]store.Unreachable{}
+				}
+				if s.Unreachable[i] == nil {
+					s.Unreachable[i] = map[string]store.Unreachable{}
+				}
+				s.Unreachable[i][node] = u
+				continue
+			}
+			n := *ns.next
+			n.Wave = Wave(j, conc)
+			s.Create = append(s.Create, n)
 			room--
 		}
 	}
 	return s
 }
+
+// procedureLong reports whether the stage's nodes go through more than
+// one child: steps, or a rollback.
+func procedureLong(st *store.RunStage) bool { return len(st.Steps) > 0 || len(st.Rollback) > 0 }
 
 // State reasons of children cancelled by their run: its cancel, or its end
 // (FAILED) before they were sent. Neither counts against max_errors.

@@ -12,6 +12,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
 	"strings"
 
@@ -35,6 +36,15 @@ var (
 const (
 	OnFailureAbort = "abort"
 	OnFailurePause = "pause"
+	// OnFailureContinue never stops for errors.
+	OnFailureContinue = "continue"
+)
+
+// Values of unavailable: what becomes of a DOWN or drained node at its turn.
+const (
+	UnavailableFail = "fail"
+	UnavailableSkip = "skip"
+	UnavailableWait = "wait"
 )
 
 // Bounds of a run.
@@ -45,6 +55,17 @@ const (
 	MaxStageName = 64
 	// MaxRunArgs bounds the args of all a run's stages together.
 	MaxRunArgs = 256 << 10
+	// MaxWaitS bounds a stage's soak and unavailable_timeout (7 days).
+	MaxWaitS = 7 * 24 * 3600
+	// DefaultUnavailableTimeoutS is how long unavailable: wait waits.
+	DefaultUnavailableTimeoutS = 600
+	// MaxSteps bounds the steps of a stage's procedure.
+	MaxSteps = 50
+	// MaxAttempts bounds a step's tries (retry.attempts), MaxRetryDelayS
+	// its delay and max_delay, MaxBackoff its backoff factor.
+	MaxAttempts    = 20
+	MaxRetryDelayS = 3600
+	MaxBackoff     = 10
 )
 
 func sprintf(format string, args ...any) string { return fmt.Sprintf(format, args...) }
@@ -76,6 +97,9 @@ func Check(req *wire.CreateRunRequest) error {
 	if len(req.Stages) == 0 {
 		return invalid("a run needs at least one stage")
 	}
+	if req.DeadlineS < 0 || req.DeadlineS > MaxWaitS {
+		return invalid("deadline_s must be between 0 (none) and %d (7 days)", MaxWaitS)
+	}
 	if len(req.Stages) > MaxStages {
 		return invalid("a run has at most %d stages, not %d", MaxStages, len(req.Stages))
 	}
@@ -94,14 +118,23 @@ func Check(req *wire.CreateRunRequest) error {
 			return invalid("%s: the name is used twice", where)
 		}
 		seen[st.Name] = true
-		if !action.ValidKind(st.Kind) {
-			return invalid("%s: kind %q is not of the form domain/name", where, st.Kind)
+		if len(st.Rollback) > 0 && len(st.Steps) == 0 {
+			return invalid("%s: a rollback needs steps", where)
 		}
-		args, err := action.NormalizeArgs(st.Args)
-		if err != nil {
-			return invalid("%s: %v", where, err)
+		if len(st.Steps) > 0 {
+			if err := checkSteps(st, where); err != nil {
+				return err
+			}
+		} else {
+			if !action.ValidKind(st.Kind) {
+				return invalid("%s: kind %q is not of the form domain/name", where, st.Kind)
+			}
+			args, err := action.NormalizeArgs(st.Args)
+			if err != nil {
+				return invalid("%s: %v", where, err)
+			}
+			st.Args = args
 		}
-		st.Args = args
 		if err := checkTarget(&st.Target); err != nil {
 			return invalid("%s: target: %v", where, err)
 		}
@@ -117,12 +150,30 @@ func Check(req *wire.CreateRunRequest) error {
 		switch st.OnFailure {
 		case "":
 			st.OnFailure = OnFailureAbort
-		case OnFailureAbort, OnFailurePause:
+		case OnFailureAbort, OnFailurePause, OnFailureContinue:
 		default:
-			return invalid("%s: on_failure %q is not %q or %q", where, st.OnFailure, OnFailureAbort, OnFailurePause)
+			return invalid("%s: on_failure %q is not %q, %q or %q", where, st.OnFailure, OnFailureAbort, OnFailurePause,
+				OnFailureContinue)
 		}
 		if st.TimeoutS < 0 || st.TimeoutS > action.MaxTimeoutS {
 			return invalid("%s: timeout_s must be between 0 (the agent's default) and %d", where, action.MaxTimeoutS)
+		}
+		if st.Canary < 0 {
+			return invalid("%s: canary must be 0 (none) or more", where)
+		}
+		if st.SoakS < 0 || st.SoakS > MaxWaitS {
+			return invalid("%s: soak_s must be between 0 and %d (7 days)", where, MaxWaitS)
+		}
+		switch st.Unavailable {
+		case "":
+			st.Unavailable = UnavailableFail
+		case UnavailableFail, UnavailableSkip, UnavailableWait:
+		default:
+			return invalid("%s: unavailable %q is not %q, %q or %q", where, st.Unavailable, UnavailableFail,
+				UnavailableSkip, UnavailableWait)
+		}
+		if st.UnavailableTimeoutS < 0 || st.UnavailableTimeoutS > MaxWaitS {
+			return invalid("%s: unavailable_timeout_s must be between 0 (the default, 600) and %d (7 days)", where, MaxWaitS)
 		}
 		if st.DependsOn == nil {
 			st.DependsOn = []string{}
@@ -144,12 +195,101 @@ func Check(req *wire.CreateRunRequest) error {
 	total := 0
 	for _, st := range req.Stages {
 		total += len(st.Args)
+		for _, sp := range append(slices.Clone(st.Steps), st.Rollback...) {
+			total += len(sp.Args) + len(sp.When)
+		}
 	}
 	if total > MaxRunArgs {
 		return invalid("the stages' args come to %d bytes, more than a run may carry (%d)", total, MaxRunArgs)
 	}
 	if cyc := cycle(req.Stages); cyc != nil {
 		return invalid("depends_on forms a cycle: %s", strings.Join(cyc, " → "))
+	}
+	return nil
+}
+
+// checkSteps checks the procedure of stage st (named where in errors):
+// step names, kinds, args, timeouts and retries.
+func checkSteps(st *wire.StageSpec, where string) error {
+	if st.Kind != "" || len(st.Args) > 0 || st.TimeoutS != 0 {
+		return invalid("%s: a stage with steps gives kind, args and timeout in each step", where)
+	}
+	if n := len(st.Steps) + len(st.Rollback); n > MaxSteps {
+		return invalid("%s: a stage has at most %d steps, rollback included, not %d", where, MaxSteps, n)
+	}
+	all := map[string]bool{}
+	for _, sp := range st.Steps {
+		all[sp.Name] = true
+	}
+	for _, sp := range st.Rollback {
+		all[sp.Name] = true
+	}
+	seen := map[string]bool{}
+	list := append(slices.Clone(st.Steps), st.Rollback...)
+	for j := range list {
+		sp := &list[j]
+		at := fmt.Sprintf("%s: steps[%d]", where, j)
+		if j >= len(st.Steps) {
+			at = fmt.Sprintf("%s: rollback[%d]", where, j-len(st.Steps))
+		}
+		if !validStageName(sp.Name) {
+			return invalid("%s.name %q: letters, digits, '-', '_' and '.', at most %d", at, sp.Name, MaxStageName)
+		}
+		at = fmt.Sprintf("%s: step %s", where, sp.Name)
+		if seen[sp.Name] {
+			return invalid("%s: the name is used twice", at)
+		}
+		seen[sp.Name] = true
+		if !action.ValidKind(sp.Kind) {
+			return invalid("%s: kind %q is not of the form domain/name", at, sp.Kind)
+		}
+		args, err := action.NormalizeArgs(sp.Args)
+		if err != nil {
+			return invalid("%s: %v", at, err)
+		}
+		sp.Args = args
+		if sp.TimeoutS < 0 || sp.TimeoutS > action.MaxTimeoutS {
+			return invalid("%s: timeout_s must be between 0 (the agent's default) and %d", at, action.MaxTimeoutS)
+		}
+		if err := checkRetry(sp.Retry); err != nil {
+			return invalid("%s: retry: %v", at, err)
+		}
+		// Templates see the steps before this one: for a rollback step,
+		// every step and the rollback steps before it.
+		before := maps.Clone(seen)
+		delete(before, sp.Name)
+		if sp.When != "" && sp.When != WhenAlways {
+			if !strings.Contains(sp.When, "{{") {
+				return invalid("%s: when %q is neither %q nor a template such as {{ eq .steps.NAME.state \"DONE\" }}",
+					at, sp.When, WhenAlways)
+			}
+			if err := checkStepTemplate(sp.When, at+": when", before, all); err != nil {
+				return err
+			}
+		}
+		if err := checkArgTemplates(sp.Args, at, before, all); err != nil {
+			return err
+		}
+	}
+	copy(st.Steps, list[:len(st.Steps)])
+	copy(st.Rollback, list[len(st.Steps):])
+	return nil
+}
+
+// checkRetry checks a step's retry (nil: no retry).
+func checkRetry(r *wire.Retry) error {
+	if r == nil {
+		return nil
+	}
+	switch {
+	case r.Attempts < 1 || r.Attempts > MaxAttempts:
+		return fmt.Errorf("attempts must be between 1 and %d, not %d", MaxAttempts, r.Attempts)
+	case r.DelayS < 0 || r.DelayS > MaxRetryDelayS:
+		return fmt.Errorf("delay_s must be between 0 and %d (1h), not %d", MaxRetryDelayS, r.DelayS)
+	case r.MaxDelayS < 0 || r.MaxDelayS > MaxRetryDelayS:
+		return fmt.Errorf("max_delay_s must be between 0 and %d (1h), not %d", MaxRetryDelayS, r.MaxDelayS)
+	case r.Backoff != 0 && (r.Backoff < 1 || r.Backoff > MaxBackoff):
+		return fmt.Errorf("backoff must be between 1 and %g, not %g", float64(MaxBackoff), r.Backoff)
 	}
 	return nil
 }
@@ -217,21 +357,40 @@ func Resolve(req *wire.CreateRunRequest, nodes []store.Node) ([]store.RunStage, 
 		if err != nil {
 			return nil, fmt.Errorf("%w: stage %s: target: %v", ErrUnresolvable, sp.Name, err)
 		}
-		var lacking []string
-		for _, id := range ids {
-			if k := byID[id].Kinds; len(k) > 0 && !slices.Contains(k, sp.Kind) {
-				lacking = append(lacking, id)
+		rs := store.RunStage{Name: sp.Name, Kind: sp.Kind, Args: sp.Args, TimeoutS: sp.TimeoutS}
+		for _, step := range sp.Steps {
+			rs.Steps = append(rs.Steps, store.RunStep{Name: step.Name, Kind: step.Kind, Args: step.Args,
+				TimeoutS: step.TimeoutS, Retry: (*store.Retry)(step.Retry), When: step.When})
+		}
+		for _, step := range sp.Rollback {
+			rs.Rollback = append(rs.Rollback, store.RunStep{Name: step.Name, Kind: step.Kind, Args: step.Args,
+				TimeoutS: step.TimeoutS, Retry: (*store.Retry)(step.Retry), When: step.When})
+		}
+		perNode := 0
+		for _, step := range append(slices.Clone(rs.Procedure()), rs.Rollback...) {
+			var lacking []string
+			for _, id := range ids {
+				if k := byID[id].Kinds; len(k) > 0 && !slices.Contains(k, step.Kind) {
+					lacking = append(lacking, id)
+				}
 			}
+			if len(lacking) > 0 {
+				return nil, fmt.Errorf("%w: stage %s: kind %s is unknown to node(s) %s", ErrUnresolvable,
+					sp.Name, step.Kind, strings.Join(lacking, ", "))
+			}
+			perNode += step.Attempts()
 		}
-		if len(lacking) > 0 {
-			return nil, fmt.Errorf("%w: stage %s: kind %s is unknown to node(s) %s", ErrUnresolvable,
-				sp.Name, sp.Kind, strings.Join(lacking, ", "))
+		if sp.Canary > 0 && sp.Canary >= len(ids) {
+			return nil, invalid("stage %s: canary %d must be fewer than the stage's %d node(s)", sp.Name, sp.Canary, len(ids))
 		}
-		total += len(ids)
+		// Every step of every node, and every attempt at most.
+		total += len(ids) * perNode
 		if total > MaxChildren {
-			return nil, invalid("a run creates at most %d child actions; this one would create more", MaxChildren)
+			return nil, invalid("a run creates at most %d child actions, counting every step and retry; this one could create %d or more",
+				MaxChildren, total)
 		}
-		out = append(out, store.RunStage{
+		out = append(out, store.RunStage{Steps: rs.Steps, Rollback: rs.Rollback, Canary: sp.Canary, SoakS: sp.SoakS,
+			Unavailable: sp.Unavailable, UnavailableTimeoutS: sp.UnavailableTimeoutS,
 			Name: sp.Name, Kind: sp.Kind, Args: sp.Args, Target: store.Target(sp.Target), Nodes: ids,
 			MaxConcurrency: *sp.MaxConcurrency, MaxErrors: *sp.MaxErrors, OnFailure: sp.OnFailure,
 			DependsOn: sp.DependsOn, TimeoutS: sp.TimeoutS, State: store.StagePending,
@@ -242,8 +401,13 @@ func Resolve(req *wire.CreateRunRequest, nodes []store.Node) ([]store.RunStage, 
 
 // Digest fingerprints what an approver of the run signs off: the cluster
 // and every stage's name, kind, canonical args, resolved nodes, limits,
-// on_failure, dependencies and timeout.
-func Digest(clusterID string, stages []store.RunStage) string {
+// on_failure, dependencies and timeout, and its steps (each one's name,
+// kind, canonical args, timeout and retry).
+func Digest(clusterID string, stages []store.RunStage) string { return DigestRun(clusterID, stages, 0) }
+
+// DigestRun is Digest of a run with a deadline (deadlineS seconds; 0 for
+// none gives Digest's).
+func DigestRun(clusterID string, stages []store.RunStage, deadlineS int) string {
 	type stage struct {
 		Name, Kind string
 		Args       json.RawMessage
@@ -252,18 +416,45 @@ func Digest(clusterID string, stages []store.RunStage) string {
 		OnFailure  string
 		DependsOn  []string
 		TimeoutS   int
+		Steps      []store.RunStep `json:",omitempty"`
+		Rollback   []store.RunStep `json:",omitempty"`
+		Canary     int             `json:",omitempty"`
+		SoakS      int             `json:",omitempty"`
+		// Unavailable is left out when it is the default, fail.
+		Unavailable         string `json:",omitempty"`
+		UnavailableTimeoutS int    `json:",omitempty"`
 	}
 	v := struct {
-		Cluster string
-		Stages  []stage
-	}{Cluster: clusterID}
+		Cluster   string
+		Stages    []stage
+		DeadlineS int `json:",omitempty"`
+	}{Cluster: clusterID, DeadlineS: deadlineS}
 	for _, st := range stages {
 		args, err := action.NormalizeArgs(st.Args)
 		if err != nil {
 			args = st.Args
 		}
+		steps := make([]store.RunStep, len(st.Steps))
+		for j, sp := range st.Steps {
+			if a, err := action.NormalizeArgs(sp.Args); err == nil {
+				sp.Args = a
+			}
+			steps[j] = sp
+		}
+		rollback := make([]store.RunStep, len(st.Rollback))
+		for j, sp := range st.Rollback {
+			if a, err := action.NormalizeArgs(sp.Args); err == nil {
+				sp.Args = a
+			}
+			rollback[j] = sp
+		}
+		unavailable := st.Unavailable
+		if unavailable == UnavailableFail {
+			unavailable = ""
+		}
 		v.Stages = append(v.Stages, stage{st.Name, st.Kind, args, st.Nodes, st.MaxConcurrency.String(),
-			st.MaxErrors.String(), st.OnFailure, st.DependsOn, st.TimeoutS})
+			st.MaxErrors.String(), st.OnFailure, st.DependsOn, st.TimeoutS, steps, rollback, st.Canary, st.SoakS,
+			unavailable, st.UnavailableTimeoutS})
 	}
 	b, _ := json.Marshal(v)
 	sum := sha256.Sum256(b)

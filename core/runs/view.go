@@ -15,7 +15,9 @@ func View(r *store.Run, counts []store.ChildCount) wire.Run {
 		ID: r.ID, ClusterID: r.ClusterID, State: r.State, StateReason: r.StateReason, Requester: r.Requester,
 		ApprovedBy: r.ApprovedBy, Playbook: r.Playbook, PlaybookVersion: r.PlaybookVersion, Digest: r.Digest,
 		CreatedTS: r.CreatedTS, UpdatedTS: r.UpdatedTS, FinishedTS: r.FinishedTS, Stages: []wire.Stage{},
+		RetryOf: r.RetryOf, DeadlineS: r.DeadlineS, DeadlineTS: r.DeadlineTS,
 	}
+	summary := &wire.RunSummary{Failed: []wire.StageNode{}, Skipped: []wire.StageNode{}}
 	for i := range r.Stages {
 		st := &r.Stages[i]
 		byState := map[string]int{}
@@ -34,11 +36,40 @@ func View(r *store.Run, counts []store.ChildCount) wire.Run {
 		// A run has at most one child per stage and node: the nodes
 		// without one are the pending ones.
 		byState["PENDING"] = max(st.Size()-children, 0)
+		if procedureLong(st) {
+			// Children are steps and attempts: the stored failed nodes
+			// are the errors, and the nodes without a child are not known
+			// from the counts.
+			errs = len(st.Failed)
+			delete(byState, "PENDING")
+		}
 		out.Stages = append(out.Stages, wire.Stage{
 			Name: st.Name, Kind: st.Kind, Args: st.Args, Target: wire.Target(st.Target), Nodes: st.Nodes, NodeCount: st.Size(),
 			MaxConcurrency: st.MaxConcurrency, MaxErrors: st.MaxErrors, OnFailure: st.OnFailure,
 			DependsOn: st.DependsOn, TimeoutS: st.TimeoutS, State: st.State, Counts: byState, Errors: errs,
+			Steps: StepSpecs(st.Steps), Rollback: StepSpecs(st.Rollback), Failed: st.Failed, Skipped: st.Skipped,
+			Canary: st.Canary, Promoted: st.Promoted, SoakS: st.SoakS, Unavailable: st.Unavailable,
+			UnavailableTimeoutS: st.UnavailableTimeoutS,
 		})
+		for _, n := range st.Failed {
+			summary.Failed = append(summary.Failed, wire.StageNode{Stage: st.Name, NodeID: n})
+		}
+		for _, n := range st.Skipped {
+			summary.Skipped = append(summary.Skipped, wire.StageNode{Stage: st.Name, NodeID: n})
+		}
+	}
+	if len(summary.Failed) > 0 || len(summary.Skipped) > 0 {
+		out.Summary = summary
+	}
+	return out
+}
+
+// StepSpecs shows stored steps as the API does.
+func StepSpecs(steps []store.RunStep) []wire.StepSpec {
+	var out []wire.StepSpec
+	for _, sp := range steps {
+		out = append(out, wire.StepSpec{Name: sp.Name, Kind: sp.Kind, Args: sp.Args, TimeoutS: sp.TimeoutS,
+			Retry: (*wire.Retry)(sp.Retry), When: sp.When})
 	}
 	return out
 }
@@ -47,9 +78,13 @@ func View(r *store.Run, counts []store.ChildCount) wire.Run {
 // child's state once it has one. It needs the full run, not a brief one.
 func Grid(r *store.Run, children []store.Record) []wire.RunChild {
 	byCell := map[string]*store.Record{}
+	steps := map[string][]wire.RunStepChild{}
 	for i := range children {
 		c := &children[i]
-		byCell[c.Stage+"\x00"+c.NodeID] = c
+		k := c.Stage + "\x00" + c.NodeID
+		byCell[k] = c
+		steps[k] = append(steps[k], wire.RunStepChild{Step: c.Step, Attempt: max(c.Attempt, 1), ActionID: c.ID,
+			State: c.State, Reason: c.StateReason, Args: c.Args, Outputs: c.Outputs})
 	}
 	var out []wire.RunChild
 	for i := range r.Stages {
@@ -59,6 +94,9 @@ func Grid(r *store.Run, children []store.Record) []wire.RunChild {
 			cell := wire.RunChild{Stage: st.Name, NodeID: n, Wave: Wave(j, conc)}
 			if c := byCell[st.Name+"\x00"+n]; c != nil {
 				cell.ActionID, cell.State, cell.Wave = c.ID, c.State, c.Wave
+			}
+			if procedureLong(st) {
+				cell.Steps = steps[st.Name+"\x00"+n]
 			}
 			out = append(out, cell)
 		}

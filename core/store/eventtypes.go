@@ -35,6 +35,7 @@ var EventTypes = []string{
 	EventTokenCreated, EventTokenRevoked,
 	EventRunCreated, EventRunApproved, EventRunRejected, EventRunExpired, EventRunStageStarted,
 	EventRunStageFinished, EventRunPaused, EventRunResumed, EventRunCancelled, EventRunFinished,
+	EventRunNodeUnavailable, EventRunPromoted,
 	EventPlaybookApplied, EventApprovalWaiting, EventNotifyDead,
 	EventCoreReplicaJoined, EventCoreReplicaLost, EventCoreConfigReloaded, EventCoreConfigRejected,
 }

@@ -22,11 +22,16 @@ const (
 	RunPaused         = "PAUSED"
 	RunDone           = "DONE"
 	RunFailed         = "FAILED"
-	RunCancelled      = "CANCELLED"
+	// RunPartial: finished within every stage's max_errors, with nodes
+	// that failed or were skipped (listed in the stages' summary).
+	RunPartial   = "PARTIAL"
+	RunCancelled = "CANCELLED"
 )
 
 // RunFinal reports whether a run in state s can no longer change.
-func RunFinal(s string) bool { return s == RunDone || s == RunFailed || s == RunCancelled }
+func RunFinal(s string) bool {
+	return s == RunDone || s == RunFailed || s == RunCancelled || s == RunPartial
+}
 
 // Stage states: PENDING until its dependencies are DONE, then RUNNING, then
 // DONE or FAILED.
@@ -54,6 +59,12 @@ type Run struct {
 	CreatedTS  time.Time
 	UpdatedTS  time.Time
 	FinishedTS *time.Time
+	// RetryOf is the run whose failed and skipped nodes this run retries.
+	RetryOf string
+	// DeadlineS is the run's deadline, counted from when it starts
+	// running (0: none); DeadlineTS is that moment, once it started.
+	DeadlineS  int
+	DeadlineTS *time.Time
 	// Brief: the run was read by a list with RunQuery.Brief, and each
 	// stage's Nodes holds at most its first BriefNodes nodes (NodeCount
 	// counts them all). A brief run is for showing: it cannot be stored.
@@ -79,10 +90,71 @@ type RunStage struct {
 	// Forgiven counts the errors a resume accepted after the stage paused
 	// the run on them: only errors beyond these count against MaxErrors.
 	Forgiven int `json:"forgiven,omitempty"`
+	// Steps is the stage's procedure, node first; empty for a one-step
+	// stage of Kind and Args (Procedure gives the steps either way).
+	Steps []RunStep `json:"steps,omitempty"`
+	// Rollback runs on a node whose procedure failed.
+	Rollback []RunStep `json:"rollback,omitempty"`
+	// Failed and Skipped list the nodes that failed, and those skipped,
+	// once the stage has finished: the run's summary.
+	Failed  []string `json:"failed,omitempty"`
+	Skipped []string `json:"skipped,omitempty"`
+	// Canary, SoakS, Unavailable and UnavailableTimeoutS are the spec's
+	// (wire.StageSpec); Promoted records the canary's promotion.
+	Canary              int    `json:"canary,omitempty"`
+	Promoted            bool   `json:"promoted,omitempty"`
+	SoakS               int    `json:"soak_s,omitempty"`
+	Unavailable         string `json:"unavailable,omitempty"`
+	UnavailableTimeoutS int    `json:"unavailable_timeout_s,omitempty"`
+	// Unreachable records, by node, what the planner decided of a node
+	// that was DOWN or drained at its turn: "fail", "skip", or when it
+	// started waiting ("wait" with Since).
+	Unreachable map[string]Unreachable `json:"unreachable,omitempty"`
 	// NodeCount counts the stage's nodes in a brief run (Run.Brief), whose
 	// Nodes holds only the first of them; it is 0 otherwise. Size counts
 	// them either way.
 	NodeCount int `json:"node_count,omitempty"`
+}
+
+// RunStep is one step of a stage's procedure.
+type RunStep struct {
+	Name     string          `json:"name"`
+	Kind     string          `json:"kind"`
+	Args     json.RawMessage `json:"args"`
+	TimeoutS int             `json:"timeout_s,omitempty"`
+	Retry    *Retry          `json:"retry,omitempty"`
+	When     string          `json:"when,omitempty"`
+}
+
+// Unreachable is what became of a node DOWN or drained at its turn.
+type Unreachable struct {
+	As    string    `json:"as"`
+	Since time.Time `json:"since"`
+}
+
+// Retry is how a failed step is tried again (wire.Retry).
+type Retry struct {
+	Attempts  int     `json:"attempts"`
+	DelayS    int     `json:"delay_s,omitempty"`
+	Backoff   float64 `json:"backoff,omitempty"`
+	MaxDelayS int     `json:"max_delay_s,omitempty"`
+}
+
+// Procedure is the steps every node of the stage goes through: its Steps,
+// or the one unnamed step of its Kind, Args and TimeoutS.
+func (s *RunStage) Procedure() []RunStep {
+	if len(s.Steps) > 0 {
+		return s.Steps
+	}
+	return []RunStep{{Kind: s.Kind, Args: s.Args, TimeoutS: s.TimeoutS}}
+}
+
+// Attempts is how many times step may be tried in all (at least 1).
+func (s *RunStep) Attempts() int {
+	if s.Retry == nil || s.Retry.Attempts < 1 {
+		return 1
+	}
+	return s.Retry.Attempts
 }
 
 // Size is how many nodes the stage has, in a brief run as in a full one.
@@ -223,6 +295,10 @@ const (
 	EventRunResumed       = "run.resumed"
 	EventRunCancelled     = "run.cancelled"
 	EventRunFinished      = "run.finished"
+	// EventRunNodeUnavailable: a node was DOWN or drained at its turn.
+	EventRunNodeUnavailable = "run.node_unavailable"
+	// EventRunPromoted: an approver promoted a run's canary.
+	EventRunPromoted = "run.promoted"
 )
 
 // Playbook is one stored version of a playbook.

@@ -200,7 +200,7 @@ var eventTypes = []string{
 	"token.*", store.EventTokenCreated, store.EventTokenRevoked,
 	"run.*", store.EventRunCreated, store.EventRunApproved, store.EventRunRejected, store.EventRunExpired,
 	store.EventRunStageStarted, store.EventRunStageFinished, store.EventRunPaused, store.EventRunResumed,
-	store.EventRunCancelled, store.EventRunFinished,
+	store.EventRunCancelled, store.EventRunFinished, store.EventRunNodeUnavailable, store.EventRunPromoted,
 }
 
 // eventFilter is the filter of the Events page and of the live stream.

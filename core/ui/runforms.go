@@ -11,7 +11,7 @@ import (
 
 // runStates are the run states, in their order (docs/architecture.md, "Runs and
 // playbooks").
-var runStates = []string{store.RunPendingApprove, store.RunRunning, store.RunPaused, store.RunDone,
+var runStates = []string{store.RunPendingApprove, store.RunRunning, store.RunPaused, store.RunDone, store.RunPartial,
 	store.RunFailed, store.RunCancelled}
 
 // runFilter is the filter of the Runs page.

@@ -50,12 +50,19 @@ type Action struct {
 
 	// RetryOf links an action made by retry to the one it repeats (core only).
 	RetryOf string `json:"retry_of,omitempty"`
-	// RunID, Stage and Wave place a run's child action in its run (core
-	// only; empty for an action of its own). A run has at most one child
-	// per stage and node.
-	RunID string `json:"run_id,omitempty"`
-	Stage string `json:"stage,omitempty"`
-	Wave  int    `json:"wave,omitempty"`
+	// RunID, Stage, Step, Wave and Attempt place a run's child action in
+	// its run (core only; empty for an action of its own). A run has at
+	// most one child per stage, node, step and attempt; Step is "" in a
+	// stage without steps, Attempt counts from 1 (0 in a child stored
+	// before steps existed).
+	RunID   string `json:"run_id,omitempty"`
+	Stage   string `json:"stage,omitempty"`
+	Step    string `json:"step,omitempty"`
+	Wave    int    `json:"wave,omitempty"`
+	Attempt int    `json:"attempt,omitempty"`
+	// Outputs is the JSON object of strings the command wrote to the file
+	// named in $MUSTER_OUTPUTS (absent when it wrote none).
+	Outputs json.RawMessage `json:"outputs,omitempty"`
 	// History lists every transition; filled only by "show" calls.
 	History []Transition `json:"history,omitempty"`
 }

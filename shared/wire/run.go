@@ -30,19 +30,67 @@ type StageSpec struct {
 	// MaxErrors: the stage stops when more children than this have failed
 	// (default 0).
 	MaxErrors *limit.Limit `json:"max_errors,omitempty"`
-	// OnFailure is "abort" (the default: the run ends FAILED) or "pause".
+	// OnFailure is "abort" (the default: the run ends FAILED), "pause" or
+	// "continue" (never stop for errors).
 	OnFailure string `json:"on_failure,omitempty"`
 	// DependsOn names the stages that must be DONE first. Absent: the
 	// previous stage; an empty list: none.
 	DependsOn []string `json:"depends_on"`
 	// TimeoutS is each child's timeout; 0 leaves it to the agent.
 	TimeoutS int `json:"timeout_s,omitempty"`
+	// Steps, when given, is the procedure every node of the stage goes
+	// through in order, node first (Kind, Args and TimeoutS are then
+	// left empty). A stage without steps is one step of Kind and Args.
+	Steps []StepSpec `json:"steps,omitempty"`
+	// Rollback runs on a node whose procedure failed, after its steps
+	// with when "always", each once and in order.
+	Rollback []StepSpec `json:"rollback,omitempty"`
+	// Canary: once the first Canary nodes are done without error, the run
+	// is PAUSED until an approver other than the requester promotes it.
+	Canary int `json:"canary,omitempty"`
+	// SoakS keeps a node in flight this long after its last step.
+	SoakS int `json:"soak_s,omitempty"`
+	// Unavailable says what becomes of a DOWN or drained node at its
+	// turn: "fail" (the default: an error at once), "skip" (recorded
+	// skipped) or "wait" (up to UnavailableTimeoutS, default 600, then
+	// an error).
+	Unavailable         string `json:"unavailable,omitempty"`
+	UnavailableTimeoutS int    `json:"unavailable_timeout_s,omitempty"`
+}
+
+// StepSpec is one step of a stage's procedure.
+type StepSpec struct {
+	Name     string          `json:"name"`
+	Kind     string          `json:"kind"`
+	Args     json.RawMessage `json:"args,omitempty"`
+	TimeoutS int             `json:"timeout_s,omitempty"`
+	// Retry tries a failed step again, each attempt a new child action.
+	Retry *Retry `json:"retry,omitempty"`
+	// When is "" (run while the node has not failed), "always" (run even
+	// after a failed step), or a template over .params, .node (id,
+	// labels) and .steps.NAME (state, outputs) of the same node that
+	// renders true or false; false records the step SKIPPED, no child.
+	When string `json:"when,omitempty"`
+}
+
+// Retry is how a failed step is tried again: at most Attempts tries in
+// all (the first included), the n-th retry waiting DelayS × Backoff^(n-1)
+// seconds, at most MaxDelayS.
+type Retry struct {
+	Attempts  int     `json:"attempts"`
+	DelayS    int     `json:"delay_s,omitempty"`
+	Backoff   float64 `json:"backoff,omitempty"`
+	MaxDelayS int     `json:"max_delay_s,omitempty"`
 }
 
 // CreateRunRequest is the body of POST /api/v1/runs.
 type CreateRunRequest struct {
 	ClusterID string      `json:"cluster_id"`
 	Stages    []StageSpec `json:"stages"`
+	// DeadlineS: this long after the run starts, no new node starts, and
+	// the run ends FAILED (reason deadline) once its nodes in flight are
+	// done (0: none).
+	DeadlineS int `json:"deadline_s,omitempty"`
 }
 
 // Stage is one stage of a run as the core shows it: its spec with the target
@@ -67,8 +115,23 @@ type Stage struct {
 	// Counts counts the stage's children by state, and "PENDING" the nodes
 	// without a child yet.
 	Counts map[string]int `json:"counts"`
-	// Errors counts the children that count against max_errors.
+	// Errors counts what counts against max_errors: the failed nodes of a
+	// stage with steps, the failed children of another.
 	Errors int `json:"errors"`
+	// Steps and Rollback are the stage's procedure, in order (absent for
+	// a one-step stage of Kind and Args).
+	Steps    []StepSpec `json:"steps,omitempty"`
+	Rollback []StepSpec `json:"rollback,omitempty"`
+	// Failed lists the stage's failed nodes, Skipped those it skipped.
+	Failed  []string `json:"failed,omitempty"`
+	Skipped []string `json:"skipped,omitempty"`
+	// Canary, SoakS, Unavailable and UnavailableTimeoutS are the spec's;
+	// Promoted says an approver promoted the canary.
+	Canary              int    `json:"canary,omitempty"`
+	Promoted            bool   `json:"promoted,omitempty"`
+	SoakS               int    `json:"soak_s,omitempty"`
+	Unavailable         string `json:"unavailable,omitempty"`
+	UnavailableTimeoutS int    `json:"unavailable_timeout_s,omitempty"`
 }
 
 // Size is how many nodes the stage has (NodeCount; len(Nodes) from a core
@@ -82,6 +145,32 @@ type RunChild struct {
 	Wave     int          `json:"wave"`
 	ActionID string       `json:"action_id,omitempty"`
 	State    action.State `json:"state,omitempty"`
+	// Steps are the node's children in this stage, in the order they were
+	// created (every attempt of every step), with their rendered args.
+	Steps []RunStepChild `json:"steps,omitempty"`
+}
+
+// RunStepChild is one child of a node in a stage of steps.
+type RunStepChild struct {
+	Step     string          `json:"step"`
+	Attempt  int             `json:"attempt"`
+	ActionID string          `json:"action_id"`
+	State    action.State    `json:"state"`
+	Reason   string          `json:"state_reason,omitempty"`
+	Args     json.RawMessage `json:"args,omitempty"`
+	Outputs  json.RawMessage `json:"outputs,omitempty"`
+}
+
+// RunSummary lists the nodes of a finished run that failed or were skipped.
+type RunSummary struct {
+	Failed  []StageNode `json:"failed"`
+	Skipped []StageNode `json:"skipped"`
+}
+
+// StageNode names a node of a stage.
+type StageNode struct {
+	Stage  string `json:"stage"`
+	NodeID string `json:"node_id"`
 }
 
 // Run is a run as the core shows it.
@@ -101,6 +190,15 @@ type Run struct {
 	FinishedTS      *time.Time `json:"finished_ts"`
 	// Children is the per-node grid, filled only by GET /api/v1/runs/{id}.
 	Children []RunChild `json:"children,omitempty"`
+	// RetryOf is the run whose failed and skipped nodes this run retries.
+	RetryOf string `json:"retry_of,omitempty"`
+	// DeadlineS is the run's deadline; DeadlineTS when it falls, once the
+	// run started.
+	DeadlineS  int        `json:"deadline_s,omitempty"`
+	DeadlineTS *time.Time `json:"deadline_ts,omitempty"`
+	// Summary lists the failed and skipped nodes (a PARTIAL or FAILED run
+	// says which).
+	Summary *RunSummary `json:"summary,omitempty"`
 }
 
 // RunList answers GET /api/v1/runs.

@@ -1,0 +1,245 @@
+package runs
+
+import (
+	"encoding/json"
+	"fmt"
+	"strings"
+	"text/template"
+	"text/template/parse"
+
+	"github.com/musterhq/muster/core/store"
+	"github.com/musterhq/muster/shared/action"
+)
+
+// Procedures (docs/architecture.md, "Runs and playbooks"): the templates of
+// a step's when and args see the run's .params, the node (.node.id,
+// .node.labels) and the earlier steps of the same node (.steps.NAME.state,
+// .steps.NAME.outputs).
+
+// WhenAlways runs a step even after its node failed.
+const WhenAlways = "always"
+
+// Step states in templates (.steps.NAME.state) besides the child states.
+const (
+	StepPending = "PENDING"
+	StepSkipped = "SKIPPED"
+)
+
+func newStepTemplate(s string) (*template.Template, error) {
+	return template.New("").Option("missingkey=zero").Parse(s)
+}
+
+// stepRefs returns the step names a template refers to as .steps.NAME.
+func stepRefs(t *template.Template) []string {
+	var out []string
+	var walk func(n parse.Node)
+	walk = func(n parse.Node) {
+		switch n := n.(type) {
+		case *parse.ListNode:
+			if n == nil {
+				return
+			}
+			for _, c := range n.Nodes {
+				walk(c)
+			}
+		case *parse.ActionNode:
+			walk(n.Pipe)
+		case *parse.PipeNode:
+			if n == nil {
+				return
+			}
+			for _, c := range n.Cmds {
+				walk(c)
+			}
+		case *parse.CommandNode:
+			for _, a := range n.Args {
+				walk(a)
+			}
+		case *parse.FieldNode:
+			if len(n.Ident) >= 2 && n.Ident[0] == "steps" {
+				out = append(out, n.Ident[1])
+			} else if len(n.Ident) == 1 && n.Ident[0] == "steps" {
+				out = append(out, "")
+			}
+		case *parse.IfNode:
+			walk(n.Pipe)
+			walk(n.List)
+			walk(n.ElseList)
+		case *parse.RangeNode:
+			walk(n.Pipe)
+			walk(n.List)
+			walk(n.ElseList)
+		case *parse.WithNode:
+			walk(n.Pipe)
+			walk(n.List)
+			walk(n.ElseList)
+		}
+	}
+	if t.Tree != nil {
+		walk(t.Tree.Root)
+	}
+	return out
+}
+
+// checkStepTemplate checks a template of a step (where names it): it
+// parses, and refers only to the steps in before by name.
+func checkStepTemplate(s, where string, before map[string]bool, all map[string]bool) error {
+	if !strings.Contains(s, "{{") {
+		return nil
+	}
+	t, err := newStepTemplate(s)
+	if err != nil {
+		return invalid("%s: %v", where, err)
+	}
+	for _, name := range stepRefs(t) {
+		switch {
+		case name == "":
+			return invalid("%s: refer to a step as .steps.NAME", where)
+		case all[name] && !before[name]:
+			return invalid("%s: step %s comes later: only earlier steps' state and outputs are known", where, name)
+		case !before[name]:
+			return invalid("%s: names no step %q", where, name)
+		}
+	}
+	return nil
+}
+
+// checkArgTemplates checks every string of args as a template.
+func checkArgTemplates(args json.RawMessage, where string, before, all map[string]bool) error {
+	if len(args) == 0 || !strings.Contains(string(args), "{{") {
+		return nil
+	}
+	var v any
+	if err := json.Unmarshal(args, &v); err != nil {
+		return invalid("%s: args: %v", where, err)
+	}
+	var err error
+	walkArgStrings(v, func(s string) string {
+		if err == nil {
+			err = checkStepTemplate(s, where+": args", before, all)
+		}
+		return s
+	})
+	return err
+}
+
+// walkArgStrings replaces every string of v (decoded JSON) by fn's result.
+func walkArgStrings(v any, fn func(string) string) any {
+	switch x := v.(type) {
+	case string:
+		return fn(x)
+	case map[string]any:
+		for k, e := range x {
+			x[k] = walkArgStrings(e, fn)
+		}
+	case []any:
+		for i, e := range x {
+			x[i] = walkArgStrings(e, fn)
+		}
+	}
+	return v
+}
+
+// hasTemplates reports whether a step of st has a when or args template.
+func hasTemplates(st *store.RunStage) bool {
+	for _, list := range [][]store.RunStep{st.Steps, st.Rollback} {
+		for _, sp := range list {
+			if strings.Contains(sp.When, "{{") || strings.Contains(string(sp.Args), "{{") {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// nodeContext is what a node's templates see (nil when none has any).
+type nodeContext map[string]any
+
+func newNodeContext(params map[string]any, node string, labels map[string]string, steps []store.RunStep) nodeContext {
+	if labels == nil {
+		labels = map[string]string{}
+	}
+	if params == nil {
+		params = map[string]any{}
+	}
+	st := map[string]any{}
+	for _, sp := range steps {
+		st[sp.Name] = map[string]any{"state": StepPending, "outputs": map[string]string{}}
+	}
+	return nodeContext{"params": params, "node": map[string]any{"id": node, "labels": labels}, "steps": st}
+}
+
+func (c nodeContext) set(step, state string, outputs json.RawMessage) {
+	if c == nil {
+		return
+	}
+	out := map[string]string{}
+	if len(outputs) > 0 {
+		_ = json.Unmarshal(outputs, &out)
+	}
+	c["steps"].(map[string]any)[step] = map[string]any{"state": state, "outputs": out}
+}
+
+func renderString(s string, c nodeContext) (string, error) {
+	if !strings.Contains(s, "{{") {
+		return s, nil
+	}
+	t, err := newStepTemplate(s)
+	if err != nil {
+		return "", err
+	}
+	var b strings.Builder
+	if err := t.Execute(&b, map[string]any(c)); err != nil {
+		return "", err
+	}
+	if b.Len() > MaxRunArgs {
+		return "", fmt.Errorf("renders more than %d bytes", MaxRunArgs)
+	}
+	return b.String(), nil
+}
+
+// evalWhen decides a step's when: run (true) or skip (false).
+func evalWhen(sp *store.RunStep, c nodeContext) (bool, error) {
+	switch sp.When {
+	case "", WhenAlways:
+		return true, nil
+	}
+	s, err := renderString(sp.When, c)
+	if err != nil {
+		return false, fmt.Errorf("step %s: when: %v", sp.Name, err)
+	}
+	switch strings.TrimSpace(s) {
+	case "true":
+		return true, nil
+	case "false":
+		return false, nil
+	}
+	return false, fmt.Errorf("step %s: when renders %q, not true or false", sp.Name, s)
+}
+
+// renderArgs renders the templates in a step's args for a node.
+func renderArgs(sp *store.RunStep, c nodeContext) (json.RawMessage, error) {
+	if len(sp.Args) == 0 || !strings.Contains(string(sp.Args), "{{") {
+		return sp.Args, nil
+	}
+	var v any
+	if err := json.Unmarshal(sp.Args, &v); err != nil {
+		return nil, err
+	}
+	var rerr error
+	v = walkArgStrings(v, func(s string) string {
+		out, err := renderString(s, c)
+		if err != nil && rerr == nil {
+			rerr = fmt.Errorf("step %s: args: %v", sp.Name, err)
+		}
+		return out
+	})
+	if rerr != nil {
+		return nil, rerr
+	}
+	b, err := json.Marshal(v)
+	if err != nil {
+		return nil, err
+	}
+	return action.NormalizeArgs(b)
+}
