@@ -190,8 +190,17 @@ func TestWebUIPages(t *testing.T) {
 	if _, err := f.bob.ApproveRun(ctxT(t), failing.ID, failing.Digest); err != nil {
 		t.Fatal(err)
 	}
+	var last string
+	testwait.Within(t, 30*time.Second, "the failing run FAILED", func() bool {
+		r, err := f.admin.Run(ctxT(t), failing.ID)
+		if err == nil {
+			last = r.State + " " + r.StateReason
+		}
+		return err == nil && r.State == "FAILED"
+	})
+	t.Logf("failing run: %s", last)
 	do(t, alice, chromedp.Navigate(base+"/ui/runs/"+failing.ID))
-	waitLoaded(t, alice, "the run FAILED, live", `(document.querySelector('#run-state') || {}).textContent === 'FAILED'`)
+	waitLoaded(t, alice, "the failed run's page", `(document.querySelector('#run-state') || {}).textContent === 'FAILED'`)
 	waitLoaded(t, alice, "why it failed", `document.querySelector('#run-why') !== null`)
 	if why := eval[string](t, alice, `document.querySelector('#run-why').textContent`); !strings.Contains(why, "This run failed") || !strings.Contains(why, "break") {
 		t.Fatalf("the failed run says %q", why)
