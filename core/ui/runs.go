@@ -329,7 +329,11 @@ func (s *Server) runDetail(w http.ResponseWriter, r *http.Request, v *visitor) {
 	}
 	if v.can(auth.Cancel) {
 		d.CanPause = run.State == store.RunRunning
-		d.CanResume = run.State == store.RunPaused
+		d.CanResume = run.State == store.RunPaused && s.mayResume(v, run, kids)
+		if run.State == store.RunPaused && !d.CanResume {
+			d.OpWhy = "This run paused on errors past the max_errors its approver signed: resuming forgives them, " +
+				"which takes an approver other than " + run.Requester + "."
+		}
 		d.CanCancel = !store.RunFinal(run.State)
 	} else if !store.RunFinal(run.State) {
 		d.OpWhy = "Your roles (" + strings.Join(v.tok.Roles, ", ") + ") do not include pausing, resuming or cancelling runs."
@@ -350,7 +354,7 @@ func runFlash(r *http.Request) string {
 		return ""
 	}
 	switch q.Get("done") {
-	case "approved", "rejected", "paused", "resumed", "cancelled":
+	case "approved", "rejected", "paused", "resumed", "cancelled", "started":
 		return strings.ToUpper(q.Get("done")[:1]) + q.Get("done")[1:] + " run " + id + "."
 	}
 	return ""
@@ -459,4 +463,22 @@ func (s *Server) pendingRuns(ctx context.Context, rd store.Reader, v *visitor, m
 		out = append(out, p)
 	}
 	return out, next, nil
+}
+
+// mayResume reports whether v may resume a paused run as the engine would
+// allow it (runs.Engine.Resume): resuming a stage paused past its
+// max_errors forgives the errors, which takes what an approval takes.
+func (s *Server) mayResume(v *visitor, run *store.Run, kids []store.Record) bool {
+	children := make([]runs.Child, len(kids))
+	for i := range kids {
+		children[i] = runs.ChildOf(&kids[i], run.ApprovedBy)
+	}
+	for i := range run.Stages {
+		st := &run.Stages[i]
+		c := runs.Count(st, children)
+		if st.OnFailure == runs.OnFailurePause && c.Errors-st.Forgiven > st.MaxErrors.Floor(len(st.Nodes)) {
+			return s.cfg.Policy.MayApprove(run.Requester, "", v.tok.Name, v.can(auth.Approve)) == approval.MayDecide
+		}
+	}
+	return true
 }
