@@ -219,10 +219,10 @@ type runData struct {
 	Grid   []gridRow
 	runDecision
 	CanPause, CanResume, CanCancel bool
-	// OpWhy explains why there are no pause, resume or cancel buttons;
-	// ResumeWhy why a paused run has no Resume button for this caller.
-	OpWhy, ResumeWhy string
-	Self             string // this page's path, where the forms come back to
+	// OpWhy explains why there are no pause, resume or cancel buttons,
+	// or why a paused run has no Resume button for this caller.
+	OpWhy string
+	Self  string // this page's path, where the forms come back to
 }
 
 // runDecisionFor works out whether visitor v may decide run r (applier: who
@@ -341,13 +341,14 @@ func (s *Server) runDetail(w http.ResponseWriter, r *http.Request, v *visitor) {
 	// Resume follows the API's rule (MayResume): a run paused by its
 	// errors is an approver's to resume, a manual pause an operator's.
 	d.CanResume = run.State == store.RunPaused && v.can(auth.Continue) && resumeErr == nil
-	if run.State == store.RunPaused && v.can(auth.Continue) && resumeErr != nil {
-		d.ResumeWhy = resumeErr.Error()
-	}
 	if v.can(auth.Cancel) {
 		d.CanPause = run.State == store.RunRunning
 		d.CanCancel = !store.RunFinal(run.State)
-	} else if !store.RunFinal(run.State) && !d.CanResume {
+	}
+	switch {
+	case run.State == store.RunPaused && v.can(auth.Continue) && resumeErr != nil:
+		d.OpWhy = "You may not resume this run: " + strings.TrimPrefix(resumeErr.Error(), runs.ErrForbidden.Error()+": ") + "."
+	case !v.can(auth.Cancel) && !store.RunFinal(run.State) && !d.CanResume:
 		d.OpWhy = "Your roles (" + strings.Join(v.tok.Roles, ", ") + ") do not include pausing, resuming or cancelling runs."
 	}
 	vw := newView(v, "Run "+id[:8], "runs")
@@ -366,7 +367,7 @@ func runFlash(r *http.Request) string {
 		return ""
 	}
 	switch q.Get("done") {
-	case "approved", "rejected", "paused", "resumed", "cancelled":
+	case "approved", "rejected", "paused", "resumed", "cancelled", "started":
 		return strings.ToUpper(q.Get("done")[:1]) + q.Get("done")[1:] + " run " + id + "."
 	}
 	return ""
