@@ -245,7 +245,7 @@ func (s *Server) register() {
 	s.add("POST /ui/runs/{id}/approve", auth.Approve, s.changeRun(runApprove))
 	s.add("POST /ui/runs/{id}/reject", auth.Reject, s.changeRun(runReject))
 	s.add("POST /ui/runs/{id}/pause", auth.Cancel, s.changeRun(runPause))
-	s.add("POST /ui/runs/{id}/resume", auth.Cancel, s.changeRun(runResume))
+	s.add("POST /ui/runs/{id}/resume", auth.Continue, s.changeRun(runResume))
 	s.add("POST /ui/runs/{id}/cancel", auth.Cancel, s.changeRun(runCancel))
 	s.add("GET /ui/dashboard", auth.Read, s.dashboard)
 	s.add("GET /ui/playbooks", auth.Read, s.playbooks)

@@ -48,7 +48,7 @@ var roleTable = map[string][5]int{ //    none viewer  op   appr admin
 	"POST /ui/runs/{id}/approve":                       {303, 403, 403, 303, 303},
 	"POST /ui/runs/{id}/reject":                        {303, 403, 403, 303, 303},
 	"POST /ui/runs/{id}/pause":                         {303, 403, 303, 403, 303},
-	"POST /ui/runs/{id}/resume":                        {303, 403, 303, 403, 303},
+	"POST /ui/runs/{id}/resume":                        {303, 403, 303, 403, 303}, // a manual pause: the approver's 403 is the engine's (TestRunResumeFollowsTheAPIsRule)
 	"POST /ui/runs/{id}/cancel":                        {303, 403, 303, 403, 303},
 	"GET /ui/dashboard":                                {303, 200, 200, 200, 200},
 	"GET /ui/playbooks":                                {303, 200, 200, 200, 200},
