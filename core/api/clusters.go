@@ -5,12 +5,14 @@ import (
 	"fmt"
 	"net/http"
 	"strings"
+	"time"
 
 	"github.com/labstack/echo/v5"
 
 	"github.com/musterhq/muster/core/budget"
 	"github.com/musterhq/muster/core/enroll"
 	"github.com/musterhq/muster/core/nodes"
+	"github.com/musterhq/muster/core/runs"
 	"github.com/musterhq/muster/core/store"
 	"github.com/musterhq/muster/shared/action"
 	"github.com/musterhq/muster/shared/labels"
@@ -81,7 +83,11 @@ func (s *Server) showCluster(c *echo.Context) error {
 			if err != nil {
 				return err
 			}
-			out.Budget = toWireBudget(s.cfg.Budget, id, nodes, open)
+			procs, err := runs.InFlight(ctx, r, id, time.Now(), s.cfg.Budget.Procedure)
+			if err != nil {
+				return err
+			}
+			out.Budget = toWireBudget(s.cfg.Budget, id, nodes, open, procs.InFlight)
 		}
 		out.Nodes = []wire.Node{}
 		for _, n := range nodes {
@@ -212,8 +218,8 @@ func notFound(err error, format string, args ...any) error {
 }
 
 // toWireBudget shows a cluster's disruption budget in use.
-func toWireBudget(p budget.Policy, clusterID string, nodes []store.Node, open []store.Record) *wire.Budget {
-	u := p.Usage(clusterID, nodes, open)
+func toWireBudget(p budget.Policy, clusterID string, nodes []store.Node, open []store.Record, inFlight map[string]bool) *wire.Budget {
+	u := p.UsageWith(clusterID, nodes, open, inFlight)
 	out := &wire.Budget{MaxUnavailable: u.Limit.String(), Max: u.Max, Unavailable: len(u.Unavailable),
 		Nodes: []wire.UnavailableNode{}}
 	for _, id := range u.Nodes() {

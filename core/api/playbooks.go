@@ -7,10 +7,12 @@ import (
 	"net/http"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/labstack/echo/v5"
 
 	"github.com/musterhq/muster/core/auth"
+	"github.com/musterhq/muster/core/runs"
 	"github.com/musterhq/muster/core/runs/playbook"
 	"github.com/musterhq/muster/core/store"
 	"github.com/musterhq/muster/shared/wire"
@@ -155,7 +157,11 @@ func (s *Server) planPlaybook(c *echo.Context) error {
 		if err != nil {
 			return err
 		}
-		playbook.MarkHeld(&out, s.cfg.Budget, nodes, open)
+		procs, err := runs.InFlight(ctx, r, p.Cluster, time.Now(), s.cfg.Budget.Procedure)
+		if err != nil {
+			return err
+		}
+		playbook.MarkHeld(&out, s.cfg.Budget, nodes, open, procs.InFlight)
 		return nil
 	})
 	if err != nil {

@@ -8,6 +8,7 @@ import (
 	"net/url"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/aymanbagabas/go-udiff"
 
@@ -237,7 +238,11 @@ func (s *Server) plan(ctx context.Context, pb *playbook.Playbook, version int, r
 		if err != nil {
 			return err
 		}
-		playbook.MarkHeld(&out, s.cfg.Budget, nodes, open)
+		procs, err := runs.InFlight(ctx, rd, p.Cluster, time.Now(), s.cfg.Budget.Procedure)
+		if err != nil {
+			return err
+		}
+		playbook.MarkHeld(&out, s.cfg.Budget, nodes, open, procs.InFlight)
 		return nil
 	})
 	return &out, err

@@ -13,7 +13,7 @@ import (
 )
 
 // sleepPlaybook has one parameter of each type; the sleep's seconds and
-// the target come from them.
+// the target come from them (the note and loud ride along in the args).
 const sleepPlaybook = `name: nap
 description: sleeps on the chosen nodes <b>
 params:
@@ -24,7 +24,7 @@ params:
 stages:
   - name: sleep
     kind: muster.io/debug.sleep
-    args: {seconds: "{{ .seconds }}"}
+    args: {seconds: "{{ .seconds }}", note: "{{ .note }}", loud: "{{ .loud }}"}
     target: {nodes: ["{{ .node }}"]}
 `
 

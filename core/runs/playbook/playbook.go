@@ -745,8 +745,10 @@ func (p *Playbook) stageSpecs(values map[string]any) ([]wire.StageSpec, error) {
 	return out, nil
 }
 
-// runTimeRef finds a run-time reference (.steps or .node) in a template.
-var runTimeRef = regexp.MustCompile(`\.(steps|node)\b`)
+// runTimeRef finds a run-time reference (.steps.NAME, .node.id or
+// .node.labels) in a template; a parameter has no fields, so .node alone
+// is a parameter.
+var runTimeRef = regexp.MustCompile(`\.(steps|node)\.`)
 
 // paramRef finds the names a template refers to (.name).
 var paramRef = regexp.MustCompile(`(?:^|[\s({])\.([A-Za-z_][A-Za-z0-9_]*)`)

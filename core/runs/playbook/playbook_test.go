@@ -377,3 +377,29 @@ stages:
 		}
 	}
 }
+
+// A parameter named node (or steps) is a parameter: only .node.X and
+// .steps.X are the run's own templates.
+func TestAParameterNamedNodeIsRendered(t *testing.T) {
+	t.Parallel()
+	p, err := Parse([]byte(`name: x
+description: d
+params:
+  - {name: node, type: string, default: db-2}
+stages:
+  - name: one
+    kind: example.com/x
+    target: {nodes: ["{{ .node }}"]}
+`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	vals, err := p.Values(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	specs, err := p.Render(vals)
+	if err != nil || specs[0].Target.Nodes[0] != "db-2" {
+		t.Fatalf("target %+v, %v", specs, err)
+	}
+}

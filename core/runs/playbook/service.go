@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 
 	"github.com/musterhq/muster/core/actions"
@@ -193,15 +194,25 @@ func Start(ctx context.Context, tx store.Tx, e *runs.Engine, p *Playbook, versio
 // admitted one by one; a child over the room left is marked with why. The
 // waves of a stage are taken as ending before the next starts, and other
 // stages as not running at the same time: the plan shows the budget's room
-// now, not a schedule.
-func MarkHeld(p *wire.Plan, pol budget.Policy, nodes []store.Node, open []store.Record) {
-	u := pol.Usage(p.ClusterID, nodes, open)
+// now, not a schedule. inFlight are the nodes in flight now in procedures
+// the budget holds whole (runs.InFlight); every step of such a stage
+// counts, whatever its kind (budget.Policy.Procedure).
+func MarkHeld(p *wire.Plan, pol budget.Policy, nodes []store.Node, open []store.Record, inFlight map[string]bool) {
+	u := pol.UsageWith(p.ClusterID, nodes, open, inFlight)
 	if u == nil {
 		return
 	}
+	whole := map[string]bool{} // stages whose every step counts
+	for _, st := range p.Stages {
+		var kinds []string
+		for _, sp := range append(slices.Clone(st.Steps), st.Rollback...) {
+			kinds = append(kinds, sp.Kind)
+		}
+		whole[st.Name] = len(st.Steps) > 0 && pol.Procedure(kinds)
+	}
 	byStageWave := map[string][]int{}
 	for i, ch := range p.Children {
-		if pol.Disruptive(ch.Kind) {
+		if pol.Disruptive(ch.Kind) || whole[ch.Stage] {
 			key := fmt.Sprintf("%s\x00%d", ch.Stage, ch.Wave)
 			byStageWave[key] = append(byStageWave[key], i)
 		}
@@ -210,6 +221,9 @@ func MarkHeld(p *wire.Plan, pol budget.Policy, nodes []store.Node, open []store.
 		taken := map[string]bool{}
 		for _, i := range idx {
 			ch := &p.Children[i]
+			if taken[ch.NodeID] {
+				continue // another step of a node this wave already holds
+			}
 			if _, down := u.Unavailable[ch.NodeID]; down {
 				ch.Held = fmt.Sprintf("%s: the node is %s", budget.HeldPrefix, u.Unavailable[ch.NodeID])
 				continue
