@@ -144,7 +144,11 @@ func (s *Server) dashboard(w http.ResponseWriter, r *http.Request, v *visitor) {
 			if err != nil {
 				return err
 			}
-			d.Budgets = append(d.Budgets, dashBudget{ClusterID: c.ID, Budget: budgetOf(s.cfg.Budget, c.ID, nodes, open)})
+			b, err := budgetOf(ctx, rd, s.cfg.Budget, c.ID, nodes, open)
+			if err != nil {
+				return err
+			}
+			d.Budgets = append(d.Budgets, dashBudget{ClusterID: c.ID, Budget: b})
 		}
 		return nil
 	})

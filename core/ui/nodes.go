@@ -1,17 +1,20 @@
 package ui
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"net/http"
 	"net/url"
 	"strings"
+	"time"
 
 	"github.com/musterhq/muster/core/actions"
 	"github.com/musterhq/muster/core/auth"
 	"github.com/musterhq/muster/core/budget"
 	"github.com/musterhq/muster/core/enroll"
 	corenodes "github.com/musterhq/muster/core/nodes"
+	"github.com/musterhq/muster/core/runs"
 	"github.com/musterhq/muster/core/store"
 	"github.com/musterhq/muster/shared/action"
 	"github.com/musterhq/muster/shared/names"
@@ -31,12 +34,17 @@ type budgetView struct {
 
 type unavailable struct{ Node, Reason string }
 
-// budgetOf computes the budget in use of cluster c from its nodes and open
-// actions, as the API's cluster view does.
-func budgetOf(p budget.Policy, clusterID string, nodes []store.Node, open []store.Record) *budgetView {
-	u := p.Usage(clusterID, nodes, open)
+// budgetOf computes the budget in use of cluster c from its nodes, open
+// actions and the nodes in flight in procedures the budget holds whole
+// (runs.InFlight), as the API's cluster view does.
+func budgetOf(ctx context.Context, rd store.Reader, p budget.Policy, clusterID string, nodes []store.Node, open []store.Record) (*budgetView, error) {
+	procs, err := runs.InFlight(ctx, rd, clusterID, time.Now(), p.Procedure)
+	if err != nil {
+		return nil, err
+	}
+	u := p.UsageWith(clusterID, nodes, open, procs.InFlight)
 	if u == nil {
-		return nil
+		return nil, nil
 	}
 	out := &budgetView{Limit: u.Limit.String(), Max: u.Max, InUse: len(u.Unavailable)}
 	for _, id := range u.Nodes() {
@@ -47,7 +55,7 @@ func budgetOf(p budget.Policy, clusterID string, nodes []store.Node, open []stor
 			out.Held++
 		}
 	}
-	return out
+	return out, nil
 }
 
 type nodeData struct {
@@ -108,7 +116,9 @@ func (s *Server) nodePage(w http.ResponseWriter, r *http.Request, v *visitor) {
 			if err != nil {
 				return err
 			}
-			d.Budget = budgetOf(s.cfg.Budget, cid, all, open)
+			if d.Budget, err = budgetOf(ctx, rd, s.cfg.Budget, cid, all, open); err != nil {
+				return err
+			}
 		}
 		return nil
 	})

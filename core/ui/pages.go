@@ -535,7 +535,9 @@ func (s *Server) clusters(w http.ResponseWriter, r *http.Request, v *visitor) {
 				for _, n := range cv.Nodes {
 					mine = append(mine, n.Node)
 				}
-				cv.Budget = budgetOf(s.cfg.Budget, c.ID, mine, open)
+				if cv.Budget, err = budgetOf(ctx, rd, s.cfg.Budget, c.ID, mine, open); err != nil {
+					return err
+				}
 			}
 			out = append(out, cv)
 		}
