@@ -239,6 +239,19 @@ func TestProcedureHoldsTheBudgetWholeNode(t *testing.T) {
 	})
 	manual := f.create("node-3", "example.com/upgrade", `{}`)
 	f.approve(manual.ID)
+	// The cluster's budget names a node in flight, between its steps too.
+	testwait.Within(t, 30*time.Second, "the budget showing a node in flight", func() bool {
+		cl, err := f.admin.Cluster(ctxT(t), "e2e")
+		if err != nil || cl.Budget == nil {
+			return false
+		}
+		for _, n := range cl.Budget.Nodes {
+			if n.Reason == "in flight in a disruptive procedure" {
+				return true
+			}
+		}
+		return false
+	})
 	end := f.waitRun(t, r.ID, 90*time.Second, "DONE", "FAILED", "CANCELLED", "PAUSED")
 	if end.State != "DONE" {
 		t.Fatalf("run ended %s (%s)", end.State, end.StateReason)
