@@ -289,3 +289,61 @@ func TestTheDigestCoversTheSteps(t *testing.T) {
 		}
 	}
 }
+
+// InFlight names the nodes of a procedure the budget holds whole from the
+// push of their first step until their procedure ended, between steps too;
+// a node whose first child was only created is not in flight, and a stage
+// the budget does not hold is not listed.
+func TestInFlightHoldsANodeBetweenItsSteps(t *testing.T) {
+	t.Parallel()
+	env := setupEngine(t)
+	r := env.startReq(procedure("2", "0", "", nil))
+	inFlight := func(holds bool) *runs.Procedures {
+		t.Helper()
+		var p *runs.Procedures
+		err := env.st.Read(context.Background(), func(rd store.Reader) error {
+			var err error
+			p, err = runs.InFlight(context.Background(), rd, "c", env.now, func([]string) bool { return holds })
+			return err
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	p := inFlight(true)
+	if !p.Stages[r.ID+"/roll"] || len(p.InFlight) != 0 {
+		t.Fatalf("two drains created, none pushed: %+v", p)
+	}
+	var n1 string
+	for _, k := range env.children(r.ID) {
+		if k.NodeID == "n1" {
+			n1 = k.ID
+		}
+	}
+	env.finishChild(n1, action.Done) // n1's drain ended; its upgrade is not yet pushed
+	env.advance(r.ID)
+	if p := inFlight(true); !p.InFlight["n1"] || p.InFlight["n2"] || len(p.InFlight) != 1 {
+		t.Fatalf("after n1's drain: %+v", p.InFlight)
+	}
+	if p := inFlight(false); len(p.Stages) != 0 || len(p.InFlight) != 0 {
+		t.Fatalf("a stage the budget does not hold: %+v", p)
+	}
+	// Procedures.Holds: a child of the stage, whatever its kind.
+	k := env.open2(r.ID, "n1")
+	if !inFlight(true).Holds(&k) {
+		t.Fatalf("n1's next step is not held by its procedure")
+	}
+}
+
+// open2 is the unfinished child of node in run id.
+func (env *engineEnv) open2(id, node string) store.Record {
+	env.t.Helper()
+	for _, k := range env.children(id) {
+		if k.NodeID == node && !k.State.Final() {
+			return k
+		}
+	}
+	env.t.Fatalf("no unfinished child on %s", node)
+	return store.Record{}
+}
