@@ -2,6 +2,7 @@ package store
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strconv"
 	"strings"
@@ -175,4 +176,61 @@ func listRunsSQL(q RunQuery, columns string, ph Placeholder) (string, []any) {
 	}
 	keys := []SortKey{{Field: "created_ts", Desc: !q.Oldest}, {Field: "id", Desc: !q.Oldest}}
 	return b.statement("runs", columns, keys, q.Marker, q.Limit), b.args
+}
+
+// ErrUnknownMarker is a page marker that names nothing: an ErrInvalidQuery
+// (the API answers 400).
+var ErrUnknownMarker = fmt.Errorf("%w: unknown page marker", ErrInvalidQuery)
+
+// ActionPage reads one page of the actions q lists, at most q.Limit of them
+// (every one when it is 0 or less), for the API's and the UI's lists: it
+// asks for one more to tell whether a next page exists, and returns the
+// marker of the next page ("" on the last). A marker that names no action
+// is ErrUnknownMarker.
+func ActionPage(ctx context.Context, r Reader, q ListQuery) ([]Record, string, error) {
+	limit := q.Limit
+	if limit > 0 {
+		q.Limit++
+	}
+	recs, err := r.ListActions(ctx, q)
+	if q.Marker != "" && errors.Is(err, ErrNotFound) {
+		return nil, "", fmt.Errorf("%w: %s is not an action", ErrUnknownMarker, q.Marker)
+	}
+	if err != nil {
+		return nil, "", err
+	}
+	recs, next := cutPage(recs, limit, func(r *Record) string { return r.ID })
+	return recs, next, nil
+}
+
+// RunPage reads one page of the runs q lists as ActionPage does actions. A
+// marker that names no run is ErrUnknownMarker.
+func RunPage(ctx context.Context, r Reader, q RunQuery) ([]Run, string, error) {
+	if q.Marker != "" {
+		if ok, err := RunExists(ctx, r, q.Marker); err != nil {
+			return nil, "", err
+		} else if !ok {
+			return nil, "", fmt.Errorf("%w: %s is not a run", ErrUnknownMarker, q.Marker)
+		}
+	}
+	limit := q.Limit
+	if limit > 0 {
+		q.Limit++
+	}
+	list, err := r.ListRuns(ctx, q)
+	if err != nil {
+		return nil, "", err
+	}
+	list, next := cutPage(list, limit, func(r *Run) string { return r.ID })
+	return list, next, nil
+}
+
+// cutPage cuts list, read with one more than limit, to limit, and returns
+// the marker of the next page: the id of its last item, "" when nothing
+// follows.
+func cutPage[T any](list []T, limit int, id func(*T) string) ([]T, string) {
+	if limit <= 0 || len(list) <= limit {
+		return list, ""
+	}
+	return list[:limit], id(&list[limit-1])
 }

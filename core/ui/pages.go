@@ -245,7 +245,7 @@ func (s *Server) approvals(w http.ResponseWriter, r *http.Request, v *visitor) {
 		runs, next, err = s.pendingRuns(ctx, rd, v, marker)
 		return err
 	})
-	if errors.Is(err, store.ErrNotFound) {
+	if errors.Is(err, store.ErrUnknownMarker) {
 		s.renderError(w, r, v, http.StatusBadRequest, "The page marker names no run.")
 		return
 	}
@@ -391,15 +391,16 @@ func (s *Server) actions(w http.ResponseWriter, r *http.Request, v *visitor) {
 		if d.Clusters, err = rd.Clusters(ctx); err != nil {
 			return err
 		}
-		if f.Marker != "" {
-			if _, err := rd.Action(ctx, f.Marker); err != nil {
-				return err
-			}
+		var next string
+		recs, next, err = store.ActionPage(ctx, rd, f.query(actionsPerPage))
+		if next != "" {
+			q := f.values()
+			q.Set("marker", next)
+			d.NextURL = "/ui/actions?" + q.Encode()
 		}
-		recs, err = rd.ListActions(ctx, f.query(actionsPerPage+1))
 		return err
 	})
-	if errors.Is(err, store.ErrNotFound) {
+	if errors.Is(err, store.ErrUnknownMarker) {
 		s.renderError(w, r, v, http.StatusBadRequest, "The page marker names no action.")
 		return
 	}
@@ -408,12 +409,6 @@ func (s *Server) actions(w http.ResponseWriter, r *http.Request, v *visitor) {
 		return
 	}
 	for i := range recs {
-		if i == actionsPerPage {
-			q := f.values()
-			q.Set("marker", recs[i-1].ID)
-			d.NextURL = "/ui/actions?" + q.Encode()
-			break
-		}
 		d.Actions = append(d.Actions, recs[i].Action)
 	}
 	live := f.values()
