@@ -254,9 +254,7 @@ func (s *Server) approvals(w http.ResponseWriter, r *http.Request, v *visitor) {
 		return
 	}
 	d := approvalsData{Items: []pending{}, Runs: runs}
-	if next != "" {
-		d.RunsNextURL = "/ui/approvals?" + url.Values{"marker": {next}}.Encode()
-	}
+	d.RunsNextURL = listPage{path: "/ui/approvals"}.url(next)
 	if marker != "" {
 		d.RunsFirstURL = "/ui/approvals"
 	}
@@ -378,13 +376,12 @@ func (s *Server) actions(w http.ResponseWriter, r *http.Request, v *visitor) {
 	ctx := r.Context()
 	d := actionsData{States: action.States}
 	f, ferr := decodeActionFilter(r.URL.Query())
-	status := http.StatusOK
+	status, why := filterStatus(ferr)
 	if ferr != nil {
-		status = http.StatusBadRequest
-		d.FilterErr = strings.TrimPrefix(ferr.Error(), errForm.Error()+": ")
-		f = actionFilter{}
+		d.FilterErr, f = why, actionFilter{}
 	}
 	d.Filter = f
+	page := listPage{path: "/ui/actions", filter: f.values()}
 	var recs []store.Record
 	err := s.st.Read(ctx, func(rd store.Reader) error {
 		var err error
@@ -393,11 +390,7 @@ func (s *Server) actions(w http.ResponseWriter, r *http.Request, v *visitor) {
 		}
 		var next string
 		recs, next, err = store.ActionPage(ctx, rd, f.query(actionsPerPage))
-		if next != "" {
-			q := f.values()
-			q.Set("marker", next)
-			d.NextURL = "/ui/actions?" + q.Encode()
-		}
+		d.NextURL = page.url(next)
 		return err
 	})
 	if errors.Is(err, store.ErrUnknownMarker) {
@@ -411,17 +404,8 @@ func (s *Server) actions(w http.ResponseWriter, r *http.Request, v *visitor) {
 	for i := range recs {
 		d.Actions = append(d.Actions, recs[i].Action)
 	}
-	live := f.values()
-	if f.Marker != "" {
-		live.Set("marker", f.Marker)
-	}
-	live.Set("part", "live")
-	stream := url.Values{"type": {"action.*"}}
-	if f.Cluster != "" {
-		stream.Set("cluster", f.Cluster)
-	}
 	vw := newView(v, "Actions", "actions")
-	vw.Live = &liveRegion{URL: "/ui/actions?" + live.Encode(), Stream: stream.Encode()}
+	vw.Live = page.live(f.Marker, url.Values{"type": {"action.*"}}, f.Cluster)
 	vw.Data = d
 	s.render(w, r, status, "actions", vw)
 }

@@ -92,13 +92,12 @@ func (s *Server) runsList(w http.ResponseWriter, r *http.Request, v *visitor) {
 	ctx := r.Context()
 	d := runsData{States: runStates}
 	f, ferr := decodeRunFilter(r.URL.Query())
-	status := http.StatusOK
+	status, why := filterStatus(ferr)
 	if ferr != nil {
-		status = http.StatusBadRequest
-		d.FilterErr = strings.TrimPrefix(ferr.Error(), errForm.Error()+": ")
-		f = runFilter{}
+		d.FilterErr, f = why, runFilter{}
 	}
 	d.Filter = f
+	page := listPage{path: "/ui/runs", filter: f.values()}
 	err := s.st.Read(ctx, func(rd store.Reader) error {
 		var err error
 		if d.Clusters, err = rd.Clusters(ctx); err != nil {
@@ -110,11 +109,7 @@ func (s *Server) runsList(w http.ResponseWriter, r *http.Request, v *visitor) {
 		if err != nil {
 			return err
 		}
-		if next != "" {
-			q := f.values()
-			q.Set("marker", next)
-			d.NextURL = "/ui/runs?" + q.Encode()
-		}
+		d.NextURL = page.url(next)
 		byRun, err := childCounts(ctx, rd, list)
 		if err != nil {
 			return err
@@ -136,17 +131,8 @@ func (s *Server) runsList(w http.ResponseWriter, r *http.Request, v *visitor) {
 		s.storeError(w, r, v, err)
 		return
 	}
-	live := f.values()
-	if f.Marker != "" {
-		live.Set("marker", f.Marker)
-	}
-	live.Set("part", "live")
-	stream := url.Values{"run": {"*"}}
-	if f.Cluster != "" {
-		stream.Set("cluster", f.Cluster)
-	}
 	vw := newView(v, "Runs", "runs")
-	vw.Live = &liveRegion{URL: "/ui/runs?" + live.Encode(), Stream: stream.Encode()}
+	vw.Live = page.live(f.Marker, url.Values{"run": {"*"}}, f.Cluster)
 	vw.Data = d
 	s.render(w, r, status, "runs", vw)
 }
