@@ -320,6 +320,7 @@ func withUI(cfg Config, policy approval.Policy, apiSrv *api.Server, rules *actio
 		DevLoginsExpire:     cfg.DevLoginsExpire,
 		Runs:                engine,
 		Streams:             lim,
+		Budget:              cfg.BudgetPolicy(),
 		Notify:              cfg.Notify,
 	}, st, rules, n, log)
 	if err != nil {

@@ -163,9 +163,11 @@ func TestPackageDebInstallStartRemove(t *testing.T) {
 }
 
 // startInstalledAgent runs the installed binary with the installed agent
-// configuration as the muster user, the way muster-agent.service does,
-// waits for its health on its socket, checks that it is the configured node,
-// and stops it with SIGTERM.
+// configuration as the muster user the package made, which owns its data
+// directory (muster-agent.service itself runs the agent as root, keeping
+// only CAP_SETUID, CAP_SETGID and CAP_KILL; the unprivileged setup is in
+// docs/operations.md, "Privileges"), waits for its health on its socket,
+// checks that it is the configured node, and stops it with SIGTERM.
 func startInstalledAgent(t *testing.T, uid, gid uint32) {
 	t.Helper()
 	logPath := filepath.Join(t.TempDir(), "agent.log")

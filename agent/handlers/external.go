@@ -134,9 +134,10 @@ type externalHandler struct {
 
 // extState is the in-memory part of one run.
 type extState struct {
-	// outputs is the file named in $MUSTER_OUTPUTS ("" before launch, and
-	// after an agent restart: outputs of a resumed command are lost).
-	outputs   string
+	// outputs is the agent's own handle on the file behind $MUSTER_OUTPUTS
+	// (nil before launch, and after an agent restart: outputs of a resumed
+	// command are lost).
+	outputs   *os.File
 	proc      *process
 	checkOut  *bytes.Buffer
 	nextCheck time.Time
@@ -161,6 +162,10 @@ func (h *externalHandler) Step(ctx context.Context, x *Exec) Result {
 			st.proc.stop(h.grace())
 			return Result{Status: Running, After: pollEvery}
 		}
+		if st != nil && st.outputs != nil {
+			st.outputs.Close()
+			st.outputs = nil
+		}
 		return Result{Status: Failed, Message: "stopped"}
 	}
 
@@ -184,15 +189,16 @@ func (h *externalHandler) Step(ctx context.Context, x *Exec) Result {
 		x.SetProgress(extProgress{Phase: phaseLaunching})
 		return Result{Status: Running}
 	case phaseLaunching:
-		f, err := os.CreateTemp("", "muster-outputs-*")
+		f, err := outputsFile()
 		if err != nil {
-			x.Printf("muster: outputs file: %v", err)
+			x.Printf("muster: %v", err)
 			return Result{Status: Failed, Message: err.Error()}
 		}
-		f.Close()
-		st.outputs = f.Name()
-		proc, err := h.start(h.spec.Run, x, x, st.outputs)
+		st.outputs = f
+		proc, err := h.start(h.spec.Run, x, x, f)
 		if err != nil {
+			f.Close()
+			st.outputs = nil
 			x.Printf("muster: %v", err)
 			return Result{Status: Failed, Message: err.Error()}
 		}
@@ -206,7 +212,7 @@ func (h *externalHandler) Step(ctx context.Context, x *Exec) Result {
 		code, err := st.proc.result()
 		st.proc = nil
 		outputs, oerr := readOutputs(st.outputs)
-		st.outputs = ""
+		st.outputs = nil
 		if oerr != nil {
 			x.Printf("muster: %v", oerr)
 		}
@@ -315,20 +321,45 @@ const (
 	MaxOutputBytes = 4 << 10
 )
 
-// readOutputs reads and removes the outputs file at path: nil when it is
-// empty or absent, an error when it is not a JSON object of strings within
-// MaxOutputKeys and MaxOutputBytes.
-func readOutputs(path string) (json.RawMessage, error) {
-	if path == "" {
-		return nil, nil
-	}
-	defer os.Remove(path)
-	f, err := os.Open(path)
+// outputsPath is $MUSTER_OUTPUTS: the file is the command's fd 3
+// (exec.Cmd.ExtraFiles[0]), which it opens by this name or writes directly.
+const outputsPath = "/dev/fd/3"
+
+// outputsFile makes the file behind $MUSTER_OUTPUTS. It has no name: it is
+// made in a directory of the agent's own (mode 0700, made by mkdir so that
+// nobody can have put anything in its place), then unlinked with the
+// directory, so that only the agent and the command, through their open
+// files, reach it: nothing can swap it for a symlink or a FIFO, and the
+// agent reads it back through its own handle, never by name. It is
+// writable by all (0666) because the command, maybe another user, reopens
+// it through /dev/fd/3, which checks the file's mode but no directory;
+// no chown is needed.
+func outputsFile() (*os.File, error) {
+	dir, err := os.MkdirTemp("", "muster-outputs-")
 	if err != nil {
+		return nil, fmt.Errorf("outputs file: %v", err)
+	}
+	defer os.RemoveAll(dir)
+	f, err := os.OpenFile(dir+"/outputs", os.O_RDWR|os.O_CREATE|os.O_EXCL, 0o600)
+	if err != nil {
+		return nil, fmt.Errorf("outputs file: %v", err)
+	}
+	if err := f.Chmod(0o666); err != nil {
+		f.Close()
+		return nil, fmt.Errorf("outputs file: %v", err)
+	}
+	return f, nil
+}
+
+// readOutputs reads the outputs file through f and closes it: nil when it is
+// empty, an error when it is not a JSON object of strings within
+// MaxOutputKeys and MaxOutputBytes. It reads at most MaxOutputBytes+1 bytes.
+func readOutputs(f *os.File) (json.RawMessage, error) {
+	if f == nil {
 		return nil, nil
 	}
 	defer f.Close()
-	b, err := io.ReadAll(io.LimitReader(f, MaxOutputBytes+1))
+	b, err := io.ReadAll(io.LimitReader(io.NewSectionReader(f, 0, MaxOutputBytes+1), MaxOutputBytes+1))
 	if err != nil {
 		return nil, fmt.Errorf("outputs: %v", err)
 	}
@@ -413,9 +444,9 @@ func commandEnv(x *Exec, env Env, extra []string) []string {
 
 // start starts one of the kind's commands, as its user when it names one.
 //
-// outputs, when not "", is the file named in $MUSTER_OUTPUTS: it is given to
-// the kind's user, who writes it.
-func (h *externalHandler) start(argv []string, x *Exec, out interface{ Write([]byte) (int, error) }, outputs ...string) (*process, error) {
+// outputs, when not nil, is the file behind $MUSTER_OUTPUTS: the command
+// gets it as fd 3.
+func (h *externalHandler) start(argv []string, x *Exec, out interface{ Write([]byte) (int, error) }, outputs ...*os.File) (*process, error) {
 	var cred *syscall.Credential
 	if h.spec.User != "" {
 		var err error
@@ -424,15 +455,10 @@ func (h *externalHandler) start(argv []string, x *Exec, out interface{ Write([]b
 		}
 	}
 	env := h.spec.Env
-	for _, o := range outputs {
-		if cred != nil {
-			if err := os.Chown(o, int(cred.Uid), int(cred.Gid)); err != nil {
-				return nil, fmt.Errorf("outputs file for %s: %w", h.spec.User, err)
-			}
-		}
-		env = append(slices.Clone(env), "MUSTER_OUTPUTS="+o)
+	if len(outputs) > 0 {
+		env = append(slices.Clone(env), "MUSTER_OUTPUTS="+outputsPath)
 	}
-	p, err := startProcess(argv, x, h.env, env, cred, out)
+	p, err := startProcess(argv, x, h.env, env, cred, out, outputs...)
 	if cred != nil && errors.Is(err, syscall.EPERM) {
 		return nil, fmt.Errorf("%w: running commands as %s needs the agent to run as root (it runs as uid %d)", err, h.spec.User, os.Geteuid())
 	}
@@ -441,8 +467,8 @@ func (h *externalHandler) start(argv []string, x *Exec, out interface{ Write([]b
 
 // startProcess starts argv with the action record on stdin and the
 // environment of commandEnv, as cred when not nil. stdout goes to out,
-// stderr to the output.
-func startProcess(argv []string, x *Exec, env Env, extra []string, cred *syscall.Credential, out interface{ Write([]byte) (int, error) }) (*process, error) {
+// stderr to the output; files are its fds 3 and on.
+func startProcess(argv []string, x *Exec, env Env, extra []string, cred *syscall.Credential, out interface{ Write([]byte) (int, error) }, files ...*os.File) (*process, error) {
 	rec, err := json.Marshal(x.Action)
 	if err != nil {
 		return nil, err
@@ -454,6 +480,7 @@ func startProcess(argv []string, x *Exec, env Env, extra []string, cred *syscall
 	// Never os.Environ(): the agent's own secrets (its token, cloud
 	// credentials) would reach the output, which every viewer reads.
 	cmd.Env = commandEnv(x, env, extra)
+	cmd.ExtraFiles = files
 	// Its own process group, so that cancel and timeout reach the whole tree;
 	// on Linux it also dies with the agent (procattr_linux.go).
 	cmd.SysProcAttr = procAttr()

@@ -4,11 +4,14 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"os/user"
+	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 )
 
-func TestExternalOutputsAreCapturedAndTheFileRemoved(t *testing.T) {
+func TestExternalOutputsAreCapturedThroughFd3(t *testing.T) {
 	t.Parallel()
 	s := script(t, `echo "$MUSTER_OUTPUTS" ; printf '{"previous":"1.2.3","note":"a \\"quoted\\" <b>"}' > "$MUSTER_OUTPUTS"`)
 	h, _ := registry(t, External{Kind: "example.com/x", Run: []string{"/bin/sh", s}}).Get("example.com/x")
@@ -20,12 +23,9 @@ func TestExternalOutputsAreCapturedAndTheFileRemoved(t *testing.T) {
 	if got := string(x.Outputs); got != `{"note":"a \"quoted\" \u003cb\u003e","previous":"1.2.3"}` {
 		t.Fatalf("outputs %s", got)
 	}
-	path := strings.TrimSpace(x.Output())
-	if path == "" {
-		t.Fatal("MUSTER_OUTPUTS was not set")
-	}
-	if _, err := os.Stat(path); !os.IsNotExist(err) {
-		t.Fatalf("outputs file %s still there: %v", path, err)
+	// The file has no name of its own: the command gets it as fd 3.
+	if path := strings.TrimSpace(x.Output()); path != "/dev/fd/3" {
+		t.Fatalf("MUSTER_OUTPUTS=%q, want /dev/fd/3", path)
 	}
 }
 
@@ -79,4 +79,94 @@ func FuzzCheckOutputs(f *testing.F) {
 			t.Fatalf("outputs of %d bytes accepted", len(out))
 		}
 	})
+}
+
+// outputUsers are whom the commands of the attack tests run as: the agent's
+// own user, and nobody when the tests run as root (as in CI).
+func outputUsers(t *testing.T) []string {
+	users := []string{""}
+	if os.Geteuid() == 0 {
+		if _, err := user.Lookup("nobody"); err == nil {
+			users = append(users, "nobody")
+		}
+	}
+	return users
+}
+
+// A command that replaces $MUSTER_OUTPUTS with a symlink to a file only the
+// agent may read must not get that file's content into its outputs, which
+// every viewer reads.
+func TestExternalOutputsSymlinkDoesNotLeak(t *testing.T) {
+	t.Parallel()
+	secret := filepath.Join(t.TempDir(), "secret")
+	if err := os.WriteFile(secret, []byte(`{"secret":"s3cr3t-value"}`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	for _, u := range outputUsers(t) {
+		t.Run("user="+u, func(t *testing.T) {
+			t.Parallel()
+			// Inline: the test's temporary files are not readable by nobody.
+			spec := External{Kind: "example.com/x", User: u, Run: []string{"/bin/sh", "-c",
+				`rm -f "$MUSTER_OUTPUTS"; ln -s "$0" "$MUSTER_OUTPUTS"; exit 0`, secret}}
+			h, _ := registry(t, spec).Get("example.com/x")
+			x := execFor("example.com/x", `{}`)
+			res := drive(t, context.Background(), h, x)
+			if strings.Contains(string(x.Outputs), "s3cr3t") || strings.Contains(res.Message+x.Output(), "s3cr3t") {
+				t.Fatalf("the secret leaked: result %+v outputs %s output %q", res, x.Outputs, x.Output())
+			}
+		})
+	}
+}
+
+// A command that replaces $MUSTER_OUTPUTS with a FIFO must not hang the
+// runner once it has exited.
+func TestExternalOutputsFIFODoesNotHang(t *testing.T) {
+	t.Parallel()
+	for _, u := range outputUsers(t) {
+		t.Run("user="+u, func(t *testing.T) {
+			t.Parallel()
+			spec := External{Kind: "example.com/x", User: u, Run: []string{"/bin/sh", "-c",
+				`rm -f "$MUSTER_OUTPUTS"; mkfifo "$MUSTER_OUTPUTS"; exit 0`}}
+			h, _ := registry(t, spec).Get("example.com/x")
+			x := execFor("example.com/x", `{}`)
+			done := make(chan Result, 1)
+			go func() {
+				ctx := context.Background()
+				for {
+					if res := h.Step(ctx, x); res.Status != Running {
+						done <- res
+						return
+					}
+					<-time.After(10 * time.Millisecond)
+				}
+			}()
+			select {
+			case res := <-done:
+				if res.Status != Done {
+					t.Fatalf("result %+v output %q", res, x.Output())
+				}
+			case <-time.After(15 * time.Second):
+				t.Fatal("the runner hung reading the outputs")
+			}
+		})
+	}
+}
+
+// A command running as another user writes its outputs by name, as a
+// program that opens the path itself (dash, not bash's /dev/fd emulation).
+func TestExternalOutputsWrittenByItsUser(t *testing.T) {
+	t.Parallel()
+	for _, u := range outputUsers(t) {
+		t.Run("user="+u, func(t *testing.T) {
+			t.Parallel()
+			spec := External{Kind: "example.com/x", User: u, Run: []string{"/bin/sh", "-c",
+				`printf '{"a":"b"}' > "$MUSTER_OUTPUTS"; echo "$MUSTER_OUTPUTS"`}}
+			h, _ := registry(t, spec).Get("example.com/x")
+			x := execFor("example.com/x", `{}`)
+			res := drive(t, context.Background(), h, x)
+			if res.Status != Done || string(x.Outputs) != `{"a":"b"}` {
+				t.Fatalf("result %+v outputs %s output %q", res, x.Outputs, x.Output())
+			}
+		})
+	}
 }

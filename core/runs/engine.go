@@ -335,36 +335,21 @@ func (e *Engine) Resume(ctx context.Context, tx store.Tx, id string, who actions
 }
 
 // ResumeAs is Resume by a caller who may approve (mayApprove) and may
-// operate (mayOperate): resuming a manual pause, which forgives nothing,
-// stays with operators; resuming past errors takes an approver other than
-// the requester.
+// operate (mayOperate), as MayResume decides: the API and the web UI both
+// resume with it.
 func (e *Engine) ResumeAs(ctx context.Context, tx store.Tx, id string, who actions.Actor, mayApprove, mayOperate bool) (*store.Run, error) {
 	r, err := load(ctx, tx, id, "resume", store.RunPaused)
 	if err != nil {
 		return nil, err
 	}
-	kids, err := children(ctx, tx, r.ID, r.ApprovedBy)
+	forgiven, counts, err := e.resumeRule(ctx, tx, r, who.Name, mayApprove, mayOperate)
 	if err != nil {
 		return nil, err
 	}
-	var forgiven []string
 	for i := range r.Stages {
-		st := &r.Stages[i]
-		c := Count(st, kids)
-		if st.OnFailure == OnFailurePause && c.Errors-st.Forgiven > st.MaxErrors.Floor(len(st.Nodes)) {
-			st.Forgiven = c.Errors
-			forgiven = append(forgiven, st.Name)
+		if slices.Contains(forgiven, r.Stages[i].Name) {
+			r.Stages[i].Forgiven = counts[i]
 		}
-	}
-	if strings.HasPrefix(r.StateReason, "canary") {
-		return nil, wrongState(r, "resume: it waits for an approver to promote its canary (promote)")
-	}
-	if len(forgiven) == 0 && !mayOperate {
-		return nil, fmt.Errorf("%w: run %s was paused by hand: resuming it is an operator's", ErrForbidden, r.ID)
-	}
-	if len(forgiven) > 0 && e.Policy.MayApprove(r.Requester, "", who.Name, mayApprove) != approval.MayDecide {
-		return nil, fmt.Errorf("%w: resuming run %s forgives the errors of stage(s) %s past the max_errors its approver signed: "+
-			"that takes an approver other than %s", ErrForbidden, r.ID, strings.Join(forgiven, ", "), r.Requester)
 	}
 	t := e.now()
 	r.State, r.StateReason, r.UpdatedTS = store.RunRunning, ReasonResumed+" by "+who.Name, t
@@ -382,6 +367,50 @@ func (e *Engine) ResumeAs(ctx context.Context, tx store.Tx, id string, who actio
 	}
 	_, err = e.advance(ctx, tx, r, t)
 	return r, err
+}
+
+// MayResume says whether who may resume run r, paused, now: nil when
+// they may, the error ResumeAs would return otherwise. Resuming a manual
+// pause, which forgives nothing, stays with operators (mayOperate);
+// resuming past errors forgives them, so it takes an approver (mayApprove)
+// other than the requester, unless self-approval is allowed. The web UI
+// shows its Resume button by it.
+func (e *Engine) MayResume(ctx context.Context, rd store.Reader, r *store.Run, who string, mayApprove, mayOperate bool) error {
+	if r.State != store.RunPaused {
+		return wrongState(r, "resume")
+	}
+	_, _, err := e.resumeRule(ctx, rd, r, who, mayApprove, mayOperate)
+	return err
+}
+
+// resumeRule is MayResume's decision. It returns the stages whose errors
+// the resume forgives, and the error count of every stage.
+func (e *Engine) resumeRule(ctx context.Context, rd store.Reader, r *store.Run, who string, mayApprove, mayOperate bool) ([]string, []int, error) {
+	kids, err := children(ctx, rd, r.ID, r.ApprovedBy)
+	if err != nil {
+		return nil, nil, err
+	}
+	var forgiven []string
+	counts := make([]int, len(r.Stages))
+	for i := range r.Stages {
+		st := &r.Stages[i]
+		c := Count(st, kids)
+		counts[i] = c.Errors
+		if st.OnFailure == OnFailurePause && c.Errors-st.Forgiven > st.MaxErrors.Floor(len(st.Nodes)) {
+			forgiven = append(forgiven, st.Name)
+		}
+	}
+	if strings.HasPrefix(r.StateReason, "canary") {
+		return nil, nil, wrongState(r, "resume: it waits for an approver to promote its canary (promote)")
+	}
+	if len(forgiven) == 0 && !mayOperate {
+		return nil, nil, fmt.Errorf("%w: run %s was paused by hand: resuming it is an operator's", ErrForbidden, r.ID)
+	}
+	if len(forgiven) > 0 && e.Policy.MayApprove(r.Requester, "", who, mayApprove) != approval.MayDecide {
+		return nil, nil, fmt.Errorf("%w: resuming run %s forgives the errors of stage(s) %s past the max_errors its approver signed: "+
+			"that takes an approver other than %s", ErrForbidden, r.ID, strings.Join(forgiven, ", "), r.Requester)
+	}
+	return forgiven, counts, nil
 }
 
 // Promote lets a run paused after its canary go on: the stage's canary

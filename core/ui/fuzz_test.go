@@ -1,6 +1,7 @@
 package ui
 
 import (
+	"github.com/musterhq/muster/core/runs/playbook"
 	"net/url"
 	"slices"
 	"strings"
@@ -201,6 +202,56 @@ func FuzzPrintable(f *testing.F) {
 		}
 		if strings.Count(out, "\n") != strings.Count(in, "\n") {
 			t.Fatalf("printable(%q) = %q changes the lines", in, out)
+		}
+	})
+}
+
+func FuzzDecodeDrain(f *testing.F) {
+	for _, s := range []string{"reason=kernel+update&csrf=x", "reason=", "reason=%1b%5b31m", "reason=%e2%80%ae",
+		"reason=" + strings.Repeat("c", 600), "reason=%20spaced%20"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, body string) {
+		v, err := url.ParseQuery(body)
+		if err != nil {
+			return
+		}
+		got, err := decodeDrain(v)
+		if err != nil {
+			return
+		}
+		if len(got.Reason) > maxReason || hasControl(got.Reason) || got.Reason != strings.TrimSpace(got.Reason) {
+			t.Fatalf("decodeDrain(%q) accepted reason %q", body, got.Reason)
+		}
+	})
+}
+
+func FuzzDecodeStart(f *testing.F) {
+	pb, err := playbook.Parse([]byte(sleepPlaybook))
+	if err != nil {
+		f.Fatal(err)
+	}
+	for _, s := range []string{"cluster=prod&version=1&digest=abc&p.node=db-1", "cluster=&version=1&digest=x",
+		"cluster=prod&version=-1&digest=x", "cluster=prod&version=1&digest=x&p.bogus=1", "cluster=prod&version=1&digest=x&p.note=%1b",
+		"cluster=prod&version=1&digest=x&p.seconds=" + strings.Repeat("9", 2000), "plan=1&p.loud=true"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, body string) {
+		v, err := url.ParseQuery(body)
+		if err != nil {
+			return
+		}
+		got, err := decodeStart(v, pb)
+		if err != nil {
+			return
+		}
+		if got.Cluster == "" || got.Version < 1 || got.Digest == "" || hasControl(got.Cluster) || hasControl(got.Digest) {
+			t.Fatalf("decodeStart(%q) accepted %+v", body, got)
+		}
+		for k, val := range got.Params {
+			if k != "seconds" && k != "node" && k != "note" && k != "loud" || len(val) > maxParamField || hasControl(val) {
+				t.Fatalf("decodeStart(%q) accepted parameter %q=%q", body, k, val)
+			}
 		}
 	})
 }

@@ -43,7 +43,7 @@ func (s *Server) loginPage(w http.ResponseWriter, r *http.Request) {
 			// Signed in already: on to the page asked for.
 			next := safeNext(q.Get("next"))
 			if next == "" {
-				next = "/ui/approvals"
+				next = "/ui/dashboard"
 			}
 			http.Redirect(w, r, next, http.StatusSeeOther)
 			return
@@ -125,7 +125,7 @@ func (s *Server) login(w http.ResponseWriter, r *http.Request) {
 	}
 	next := f.Next
 	if next == "" {
-		next = "/ui/approvals"
+		next = "/ui/dashboard"
 	}
 	http.Redirect(w, r, next, http.StatusSeeOther)
 }
@@ -179,7 +179,7 @@ func (s *Server) devLogin(w http.ResponseWriter, r *http.Request) {
 		s.renderError(w, r, nil, http.StatusServiceUnavailable, s.sessionError(err))
 		return
 	}
-	http.Redirect(w, r, "/ui/approvals", http.StatusSeeOther)
+	http.Redirect(w, r, "/ui/dashboard", http.StatusSeeOther)
 }
 
 // sessionError is what a person is told when no session could be started.
@@ -461,8 +461,10 @@ func (s *Server) actionDetail(w http.ResponseWriter, r *http.Request, v *visitor
 
 type clusterView struct {
 	store.Cluster
-	Nodes  []nodeRow
-	Counts wire.NodeCounts
+	Nodes        []nodeRow
+	DrainedNodes []store.Node
+	Counts       wire.NodeCounts
+	Budget       *budgetView
 }
 
 // nodeRow is a node as the clusters page shows it: Status is the status it
@@ -498,7 +500,21 @@ func (s *Server) clusters(w http.ResponseWriter, r *http.Request, v *visitor) {
 					rc, isRevoked := revoked[n.ClusterID+"/"+n.ID]
 					cv.Nodes = append(cv.Nodes, nodeRow{Node: *n, Status: corenodes.Status(n), Revoked: isRevoked,
 						RevokeReason: rc.RevokeReason})
+					if n.Drained {
+						cv.DrainedNodes = append(cv.DrainedNodes, *n)
+					}
 				}
+			}
+			if _, ok := s.cfg.Budget.Limit(c.ID); ok {
+				open, err := rd.OpenActions(ctx, c.ID, "")
+				if err != nil {
+					return err
+				}
+				var mine []store.Node
+				for _, n := range cv.Nodes {
+					mine = append(mine, n.Node)
+				}
+				cv.Budget = budgetOf(s.cfg.Budget, c.ID, mine, open)
 			}
 			out = append(out, cv)
 		}

@@ -19,7 +19,8 @@ import (
 
 // pageNames are the templates/<name>.html files; each defines "content"
 // and, for pages that update live, "live".
-var pageNames = []string{"login", "approvals", "actions", "action", "clusters", "events", "error", "runs", "run", "notifications"}
+var pageNames = []string{"login", "approvals", "actions", "action", "clusters", "events", "error", "runs", "run",
+	"notifications", "node", "dashboard", "playbooks", "playbook"}
 
 // printable returns s with every control character (but newline and tab,
 // which a page shows as they are), every bidirectional override and every
@@ -74,13 +75,15 @@ var funcs = template.FuncMap{
 	"utcText": func(t time.Time) string {
 		return t.UTC().Format("2006-01-02 15:04:05") + " UTC"
 	},
-	"join":      strings.Join,
-	"short":     func(id string) string { return id[:min(8, len(id))] },
-	"stateName": func(s action.State) string { return strings.ReplaceAll(string(s), "_", " ") },
-	"lower":     strings.ToLower,
-	"deref":     func(t *time.Time) time.Time { return *t },
-	"sameText":  func(a, b any) bool { return fmt.Sprint(a) == fmt.Sprint(b) },
-	"spaced":    func(s string) string { return strings.ReplaceAll(s, "_", " ") },
+	"join":         strings.Join,
+	"nodePath":     nodePath,
+	"playbookPath": playbookPath,
+	"short":        func(id string) string { return id[:min(8, len(id))] },
+	"stateName":    func(s action.State) string { return strings.ReplaceAll(string(s), "_", " ") },
+	"lower":        strings.ToLower,
+	"deref":        func(t *time.Time) time.Time { return *t },
+	"sameText":     func(a, b any) bool { return fmt.Sprint(a) == fmt.Sprint(b) },
+	"spaced":       func(s string) string { return strings.ReplaceAll(s, "_", " ") },
 	// runCard and decideArgs hand a run's templates the page's view too.
 	"runCard": func(v *view, p pendingRun) map[string]any { return map[string]any{"V": v, "Item": p} },
 	"decideArgs": func(v *view, r wire.Run, next string) map[string]any {

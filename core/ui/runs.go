@@ -27,7 +27,10 @@ type RunChanger interface {
 	Approve(ctx context.Context, tx store.Tx, id, digest string, who actions.Actor) (*store.Run, error)
 	Reject(ctx context.Context, tx store.Tx, id string, who actions.Actor, reason string) (*store.Run, error)
 	Pause(ctx context.Context, tx store.Tx, id string, who actions.Actor) (*store.Run, error)
-	Resume(ctx context.Context, tx store.Tx, id string, who actions.Actor, mayApprove bool) (*store.Run, error)
+	// ResumeAs and MayResume are the API's rule for resuming: errors are
+	// an approver's to forgive, a manual pause an operator's to lift.
+	ResumeAs(ctx context.Context, tx store.Tx, id string, who actions.Actor, mayApprove, mayOperate bool) (*store.Run, error)
+	MayResume(ctx context.Context, rd store.Reader, r *store.Run, who string, mayApprove, mayOperate bool) error
 	Cancel(ctx context.Context, tx store.Tx, id string, who actions.Actor, reason string) (*store.Run, error)
 }
 
@@ -185,7 +188,8 @@ type runData struct {
 	Grid   []gridRow
 	runDecision
 	CanPause, CanResume, CanCancel bool
-	// OpWhy explains why there are no pause, resume or cancel buttons.
+	// OpWhy explains why there are no pause, resume or cancel buttons,
+	// or why a paused run has no Resume button for this caller.
 	OpWhy string
 	Self  string // this page's path, where the forms come back to
 }
@@ -242,6 +246,7 @@ func (s *Server) runDetail(w http.ResponseWriter, r *http.Request, v *visitor) {
 	var run *store.Run
 	var kids []store.Record
 	var applier string
+	var resumeErr error
 	err := s.st.Read(ctx, func(rd store.Reader) error {
 		var err error
 		if run, err = rd.Run(ctx, id); err != nil {
@@ -249,6 +254,12 @@ func (s *Server) runDetail(w http.ResponseWriter, r *http.Request, v *visitor) {
 		}
 		if kids, err = rd.RunChildren(ctx, id); err != nil {
 			return err
+		}
+		if run.State == store.RunPaused && v.can(auth.Continue) {
+			resumeErr = s.cfg.Runs.MayResume(ctx, rd, run, v.tok.Name, v.can(auth.Approve), v.can(auth.Cancel))
+			if resumeErr != nil && s.cfg.ErrorStatus(resumeErr) >= 500 {
+				return resumeErr
+			}
 		}
 		applier, err = applierOf(ctx, rd, run)
 		return err
@@ -296,11 +307,17 @@ func (s *Server) runDetail(w http.ResponseWriter, r *http.Request, v *visitor) {
 	if run.State == store.RunPendingApprove {
 		d.runDecision = s.runDecisionFor(v, run, applier)
 	}
+	// Resume follows the API's rule (MayResume): a run paused by its
+	// errors is an approver's to resume, a manual pause an operator's.
+	d.CanResume = run.State == store.RunPaused && v.can(auth.Continue) && resumeErr == nil
 	if v.can(auth.Cancel) {
 		d.CanPause = run.State == store.RunRunning
-		d.CanResume = run.State == store.RunPaused
 		d.CanCancel = !store.RunFinal(run.State)
-	} else if !store.RunFinal(run.State) {
+	}
+	switch {
+	case run.State == store.RunPaused && v.can(auth.Continue) && resumeErr != nil:
+		d.OpWhy = "You may not resume this run: " + strings.TrimPrefix(resumeErr.Error(), runs.ErrForbidden.Error()+": ") + "."
+	case !v.can(auth.Cancel) && !store.RunFinal(run.State) && !d.CanResume:
 		d.OpWhy = "Your roles (" + strings.Join(v.tok.Roles, ", ") + ") do not include pausing, resuming or cancelling runs."
 	}
 	vw := newView(v, "Run "+id[:8], "runs")
@@ -319,7 +336,7 @@ func runFlash(r *http.Request) string {
 		return ""
 	}
 	switch q.Get("done") {
-	case "approved", "rejected", "paused", "resumed", "cancelled":
+	case "approved", "rejected", "paused", "resumed", "cancelled", "started":
 		return strings.ToUpper(q.Get("done")[:1]) + q.Get("done")[1:] + " run " + id + "."
 	}
 	return ""
@@ -353,7 +370,7 @@ func (s *Server) changeRun(c runChange) handlerFunc {
 			case runPause:
 				run, err = s.cfg.Runs.Pause(r.Context(), tx, id, who)
 			case runResume:
-				run, err = s.cfg.Runs.Resume(r.Context(), tx, id, who, v.can(auth.Approve))
+				run, err = s.cfg.Runs.ResumeAs(r.Context(), tx, id, who, v.can(auth.Approve), v.can(auth.Cancel))
 			case runCancel:
 				run, err = s.cfg.Runs.Cancel(r.Context(), tx, id, who, f.Reason)
 			}

@@ -435,3 +435,72 @@ func TestStreamFiltersOnRuns(t *testing.T) {
 	}
 	t.Fatalf("no event on the stream: %v", sc.Err())
 }
+
+// Resuming from the web UI follows the API's rule (core/runs'
+// Engine.MayResume): a run paused by its errors is an approver's to resume,
+// a manual pause an operator's; each sees the Resume button only when they
+// may, and a forged post changes nothing.
+func TestRunResumeFollowsTheAPIsRule(t *testing.T) {
+	t.Parallel()
+	e := setup(t)
+	resumable := func(b *browser, id string) bool {
+		_, _, body := b.get("/ui/runs/" + id)
+		return strings.Contains(body, `action="/ui/runs/`+id+`/resume"`)
+	}
+	op, appr := e.browser().signIn("op"), e.browser().signIn("appr")
+
+	// Paused by its errors: the only node of an on_failure: pause stage failed.
+	r := e.createRun("someone", wire.StageSpec{Name: "sleep", Kind: "muster.io/debug.sleep", Args: json.RawMessage(`{"seconds":1}`),
+		Target: wire.Target{Nodes: []string{"db-1"}}, OnFailure: "pause"})
+	e.approveRun(r.ID, "appr")
+	kids := e.children(r.ID)
+	if len(kids) != 1 {
+		t.Fatalf("%d children, want 1", len(kids))
+	}
+	e.edit(kids[0].ID, func(rec *store.Record) { rec.State = action.Failed })
+	e.runChange(func(ctx context.Context, tx store.Tx) error {
+		_, err := e.ui.cfg.Runs.(*runs.Engine).Advance(ctx, tx, r.ID)
+		return err
+	})
+	if got := e.run(r.ID); got.State != store.RunPaused {
+		t.Fatalf("run %s (%s), want PAUSED by its errors", got.State, got.StateReason)
+	}
+	if resumable(op, r.ID) {
+		t.Fatal("an operator is offered to resume a run paused by its errors")
+	}
+	if status, _, _ := op.post("/ui/runs/"+r.ID+"/resume", url.Values{"csrf": {op.csrf}}); status != http.StatusForbidden {
+		t.Fatalf("an operator's resume of a run paused by its errors: %d, want 403", status)
+	}
+	if got := e.run(r.ID); got.State != store.RunPaused {
+		t.Fatalf("a refused resume changed the run to %s", got.State)
+	}
+	if !resumable(appr, r.ID) {
+		t.Fatal("the approver is not offered to resume a run paused by its errors")
+	}
+	if status, _, body := appr.post("/ui/runs/"+r.ID+"/resume", url.Values{"csrf": {appr.csrf}}); status != http.StatusSeeOther {
+		t.Fatalf("the approver's resume: %d\n%s", status, body)
+	}
+	if got := e.run(r.ID); got.State == store.RunPaused || got.Stages[0].Forgiven != 1 {
+		t.Fatalf("after the approver's resume: %s (%s), forgiven %d", got.State, got.StateReason, got.Stages[0].Forgiven)
+	}
+
+	// Paused by hand: an operator's to resume, not an approver's.
+	m := e.createRun("someone")
+	e.approveRun(m.ID, "appr")
+	e.pauseRun(m.ID)
+	if resumable(appr, m.ID) {
+		t.Fatal("an approver is offered to resume a manual pause")
+	}
+	if status, _, _ := appr.post("/ui/runs/"+m.ID+"/resume", url.Values{"csrf": {appr.csrf}}); status != http.StatusForbidden {
+		t.Fatalf("an approver's resume of a manual pause: %d, want 403", status)
+	}
+	if !resumable(op, m.ID) {
+		t.Fatal("the operator is not offered to resume a manual pause")
+	}
+	if status, _, _ := op.post("/ui/runs/"+m.ID+"/resume", url.Values{"csrf": {op.csrf}}); status != http.StatusSeeOther {
+		t.Fatalf("the operator's resume: %d", status)
+	}
+	if got := e.run(m.ID); got.State != store.RunRunning {
+		t.Fatalf("after the operator's resume: %s", got.State)
+	}
+}

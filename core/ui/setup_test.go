@@ -176,7 +176,7 @@ func (b *browser) signIn(who string) *browser {
 	b.e.t.Helper()
 	b.get("/ui/login")
 	status, loc, body := b.post("/ui/login", url.Values{"token": {b.e.secrets[who]}, "csrf": {b.csrf}})
-	if status != http.StatusSeeOther || loc != "/ui/approvals" {
+	if status != http.StatusSeeOther || loc != "/ui/dashboard" {
 		b.e.t.Fatalf("sign in as %s: %d to %q\n%s", who, status, loc, body)
 	}
 	b.get("/ui/approvals") // reads the session's CSRF token

@@ -28,6 +28,7 @@ import (
 	"github.com/musterhq/muster/core/actions"
 	"github.com/musterhq/muster/core/approval"
 	"github.com/musterhq/muster/core/auth"
+	"github.com/musterhq/muster/core/budget"
 	"github.com/musterhq/muster/core/notify"
 	"github.com/musterhq/muster/core/runs"
 	"github.com/musterhq/muster/core/store"
@@ -107,6 +108,9 @@ type Config struct {
 	// Runs makes the run changes the Runs page offers (the core's run
 	// engine); nil is an engine over the Policy.
 	Runs RunChanger
+	// Budget is the disruption budget of the clusters, to show the budget
+	// in use (the zero Policy: no cluster has one).
+	Budget budget.Policy
 	// Notify are the configured notification destinations (the
 	// Notifications page, admin).
 	Notify []notify.Destination
@@ -241,9 +245,16 @@ func (s *Server) register() {
 	s.add("POST /ui/runs/{id}/approve", auth.Approve, s.changeRun(runApprove))
 	s.add("POST /ui/runs/{id}/reject", auth.Reject, s.changeRun(runReject))
 	s.add("POST /ui/runs/{id}/pause", auth.Cancel, s.changeRun(runPause))
-	s.add("POST /ui/runs/{id}/resume", auth.Cancel, s.changeRun(runResume))
+	s.add("POST /ui/runs/{id}/resume", auth.Continue, s.changeRun(runResume))
 	s.add("POST /ui/runs/{id}/cancel", auth.Cancel, s.changeRun(runCancel))
+	s.add("GET /ui/dashboard", auth.Read, s.dashboard)
+	s.add("GET /ui/playbooks", auth.Read, s.playbooks)
+	s.add("GET /ui/playbooks/{name}", auth.Read, s.playbookPage)
+	s.add("POST /ui/playbooks/{name}/start", auth.Create, s.startPlaybook)
 	s.add("GET /ui/clusters", auth.Read, s.clusters)
+	s.add("GET /ui/clusters/{cluster}/nodes/{node}", auth.Read, s.nodePage)
+	s.add("POST /ui/clusters/{cluster}/nodes/{node}/drain", auth.Drain, s.drainNode(true))
+	s.add("POST /ui/clusters/{cluster}/nodes/{node}/undrain", auth.Drain, s.drainNode(false))
 	s.add("GET /ui/events", auth.Read, s.events)
 	s.add("GET /ui/notifications", auth.Notify, s.notifications)
 	s.add("GET /ui/stream", auth.Read, s.stream)
@@ -345,7 +356,7 @@ func sameOrigin(r *http.Request) bool {
 func (s *Server) now() time.Time { return s.cfg.Now().UTC() }
 
 func (s *Server) home(w http.ResponseWriter, r *http.Request) {
-	http.Redirect(w, r, "/ui/approvals", http.StatusSeeOther)
+	http.Redirect(w, r, "/ui/dashboard", http.StatusSeeOther)
 }
 
 func (s *Server) static(w http.ResponseWriter, r *http.Request) {

@@ -32,28 +32,35 @@ var callers = []string{"none", "viewer", "op", "appr", "admin"}
 // The permissions are the API's: see core/api/roles_test.go. Every registered
 // route must have a line here (TestUIRoleTable fails otherwise).
 var roleTable = map[string][5]int{ //    none viewer  op   appr admin
-	"GET /ui/{$}":                   {303, 303, 303, 303, 303},
-	"GET /ui/static/{file}":         {200, 200, 200, 200, 200},
-	"GET /ui/login":                 {200, 303, 303, 303, 303},
-	"POST /ui/login":                {303, 303, 303, 303, 303},
-	"GET /ui/dev-login":             {303, 303, 303, 303, 303},
-	"POST /ui/logout":               {303, 303, 303, 303, 303},
-	"GET /ui/approvals":             {303, 200, 200, 200, 200},
-	"GET /ui/actions":               {303, 200, 200, 200, 200},
-	"GET /ui/actions/{id}":          {303, 200, 200, 200, 200},
-	"POST /ui/actions/{id}/approve": {303, 403, 403, 303, 303},
-	"POST /ui/actions/{id}/reject":  {303, 403, 403, 303, 303},
-	"GET /ui/runs":                  {303, 200, 200, 200, 200},
-	"GET /ui/runs/{id}":             {303, 200, 200, 200, 200},
-	"POST /ui/runs/{id}/approve":    {303, 403, 403, 303, 303},
-	"POST /ui/runs/{id}/reject":     {303, 403, 403, 303, 303},
-	"POST /ui/runs/{id}/pause":      {303, 403, 303, 403, 303},
-	"POST /ui/runs/{id}/resume":     {303, 403, 303, 403, 303},
-	"POST /ui/runs/{id}/cancel":     {303, 403, 303, 403, 303},
-	"GET /ui/clusters":              {303, 200, 200, 200, 200},
-	"GET /ui/events":                {303, 200, 200, 200, 200},
-	"GET /ui/notifications":         {303, 403, 403, 403, 200},
-	"GET /ui/stream":                {401, 200, 200, 200, 200},
+	"GET /ui/{$}":                                      {303, 303, 303, 303, 303},
+	"GET /ui/static/{file}":                            {200, 200, 200, 200, 200},
+	"GET /ui/login":                                    {200, 303, 303, 303, 303},
+	"POST /ui/login":                                   {303, 303, 303, 303, 303},
+	"GET /ui/dev-login":                                {303, 303, 303, 303, 303},
+	"POST /ui/logout":                                  {303, 303, 303, 303, 303},
+	"GET /ui/approvals":                                {303, 200, 200, 200, 200},
+	"GET /ui/actions":                                  {303, 200, 200, 200, 200},
+	"GET /ui/actions/{id}":                             {303, 200, 200, 200, 200},
+	"POST /ui/actions/{id}/approve":                    {303, 403, 403, 303, 303},
+	"POST /ui/actions/{id}/reject":                     {303, 403, 403, 303, 303},
+	"GET /ui/runs":                                     {303, 200, 200, 200, 200},
+	"GET /ui/runs/{id}":                                {303, 200, 200, 200, 200},
+	"POST /ui/runs/{id}/approve":                       {303, 403, 403, 303, 303},
+	"POST /ui/runs/{id}/reject":                        {303, 403, 403, 303, 303},
+	"POST /ui/runs/{id}/pause":                         {303, 403, 303, 403, 303},
+	"POST /ui/runs/{id}/resume":                        {303, 403, 303, 403, 303}, // a manual pause: the approver's 403 is the engine's (TestRunResumeFollowsTheAPIsRule)
+	"POST /ui/runs/{id}/cancel":                        {303, 403, 303, 403, 303},
+	"GET /ui/dashboard":                                {303, 200, 200, 200, 200},
+	"GET /ui/playbooks":                                {303, 200, 200, 200, 200},
+	"GET /ui/playbooks/{name}":                         {303, 200, 200, 200, 200},
+	"POST /ui/playbooks/{name}/start":                  {303, 403, 303, 403, 303},
+	"GET /ui/clusters":                                 {303, 200, 200, 200, 200},
+	"GET /ui/clusters/{cluster}/nodes/{node}":          {303, 200, 200, 200, 200},
+	"POST /ui/clusters/{cluster}/nodes/{node}/drain":   {303, 403, 303, 403, 303},
+	"POST /ui/clusters/{cluster}/nodes/{node}/undrain": {303, 403, 303, 403, 303},
+	"GET /ui/events":                                   {303, 200, 200, 200, 200},
+	"GET /ui/notifications":                            {303, 403, 403, 403, 200},
+	"GET /ui/stream":                                   {401, 200, 200, 200, 200},
 }
 
 func TestUIRoleTable(t *testing.T) {
@@ -63,6 +70,8 @@ func TestUIRoleTable(t *testing.T) {
 		nonces[strings.Repeat(string(rune('a'+i)), 32)] = "viewer"
 	}
 	e := setup(t, func(c *Config) { c.DevLogins = nonces })
+	e.applyPlaybook(sleepPlaybook, "admin")
+	e.addNodes("db-9")
 	registered := map[string]bool{}
 	for _, r := range e.ui.routes {
 		key := r.Method + " " + r.Pattern
@@ -103,6 +112,20 @@ func TestUIRoleTable(t *testing.T) {
 					u, _ := url.Parse(e.ts.URL + "/ui/")
 					b.c.Jar.SetCookies(u, fresh.c.Jar.Cookies(u))
 					form = url.Values{"csrf": {fresh.csrf}, "token": {e.secrets["viewer"]}}
+				case "GET /ui/clusters/{cluster}/nodes/{node}", "POST /ui/clusters/{cluster}/nodes/{node}/drain",
+					"POST /ui/clusters/{cluster}/nodes/{node}/undrain":
+					// A node of its own: a drained db-1 would hold the runs of
+					// the other lines.
+					path = strings.NewReplacer("{cluster}", "prod", "{node}", "db-9").Replace(path)
+					form.Set("reason", "checked")
+				case "GET /ui/playbooks/{name}", "POST /ui/playbooks/{name}/start":
+					path = strings.Replace(path, "{name}", "nap", 1)
+					version, digest := e.planDigest("nap", map[string]string{"node": "db-1", "loud": "false"})
+					form.Set("cluster", "prod")
+					form.Set("version", strconv.Itoa(version))
+					form.Set("digest", digest)
+					form.Set("p.node", "db-1")
+					form.Set("p.loud", "false")
 				case "GET /ui/actions/{id}", "POST /ui/actions/{id}/approve", "POST /ui/actions/{id}/reject":
 					a := e.create("someone", `{"seconds":1}`)
 					path = strings.Replace(path, "{id}", a.ID, 1)
@@ -490,8 +513,8 @@ func TestNextIsOnlyALocalUIPath(t *testing.T) {
 		b2 := e.browser()
 		b2.get("/ui/login")
 		status, loc, _ := b2.post("/ui/login", url.Values{"token": {e.secrets["viewer"]}, "csrf": {b2.csrf}, "next": {next}})
-		if status != http.StatusSeeOther || loc != "/ui/approvals" {
-			t.Errorf("next %q: %d to %q, want /ui/approvals", next, status, loc)
+		if status != http.StatusSeeOther || loc != "/ui/dashboard" {
+			t.Errorf("next %q: %d to %q, want /ui/dashboard", next, status, loc)
 		}
 	}
 }
@@ -545,7 +568,7 @@ func TestDevLoginWorksOnceAndOnlyFromLoopback(t *testing.T) {
 		t.Fatalf("a wrong nonce: %d, want 403", status)
 	}
 	status, loc, _ := b.get("/ui/dev-login?nonce=" + nonce)
-	if status != http.StatusSeeOther || loc != "/ui/approvals" {
+	if status != http.StatusSeeOther || loc != "/ui/dashboard" {
 		t.Fatalf("dev login: %d %q", status, loc)
 	}
 	if _, _, body := b.get("/ui/approvals"); !strings.Contains(body, "appr <small>") {
@@ -602,7 +625,7 @@ func TestPagesRenderWithCSP(t *testing.T) {
 	e := setup(t)
 	a := e.create("op", `{"seconds":1}`)
 	b := e.browser().signIn("admin")
-	for _, page := range []string{"/ui/approvals", "/ui/actions", "/ui/actions?state=PENDING_APPROVE&cluster=prod",
+	for _, page := range []string{"/ui/dashboard", "/ui/clusters/prod/nodes/db-1", "/ui/approvals", "/ui/actions", "/ui/actions?state=PENDING_APPROVE&cluster=prod",
 		"/ui/actions/" + a.ID, "/ui/clusters", "/ui/events", "/ui/events?type=action.*&action=" + a.ID, "/ui/login"} {
 		c := b.c
 		if page == "/ui/login" {

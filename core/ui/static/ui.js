@@ -5,20 +5,53 @@
 
   var pad = function (n) { return (n < 10 ? "0" : "") + n; };
 
-  // Show every <time datetime> in the viewer's time zone; UTC stays on hover.
+  // absolute is a time in the viewer's zone, with the zone: what a title
+  // shows on hover.
+  function absolute(d) {
+    var off = -d.getTimezoneOffset(), sign = off >= 0 ? "+" : "-";
+    off = Math.abs(off);
+    return d.getFullYear() + "-" + pad(d.getMonth() + 1) + "-" + pad(d.getDate()) + " " +
+      pad(d.getHours()) + ":" + pad(d.getMinutes()) + ":" + pad(d.getSeconds()) +
+      " (UTC" + sign + pad(Math.floor(off / 60)) + ":" + pad(off % 60) + ")";
+  }
+
+  // relative says how long ago (or in how long) d is, briefly.
+  function relative(d, now) {
+    var s = Math.round((now - d.getTime()) / 1000), future = s < 0;
+    s = Math.abs(s);
+    var text;
+    if (s < 45) text = s + " s";
+    else if (s < 45 * 60) text = Math.round(s / 60) + " min";
+    else if (s < 36 * 3600) text = Math.round(s / 3600) + " h";
+    else text = Math.round(s / 86400) + " d";
+    return future ? "in " + text : text + " ago";
+  }
+
+  // Show every <time datetime> relative to now, with the absolute time in
+  // the viewer's zone on hover.
   function localTimes(root) {
-    var els = root.querySelectorAll("time[datetime]");
+    var els = root.querySelectorAll("time[datetime]"), now = Date.now();
     for (var i = 0; i < els.length; i++) {
       var el = els[i], d = new Date(el.getAttribute("datetime"));
       if (isNaN(d.getTime())) continue;
-      var off = -d.getTimezoneOffset(), sign = off >= 0 ? "+" : "-";
-      off = Math.abs(off);
-      el.textContent = d.getFullYear() + "-" + pad(d.getMonth() + 1) + "-" + pad(d.getDate()) + " " +
-        pad(d.getHours()) + ":" + pad(d.getMinutes()) + ":" + pad(d.getSeconds()) +
-        " (UTC" + sign + pad(Math.floor(off / 60)) + ":" + pad(off % 60) + ")";
+      el.textContent = relative(d, now);
+      el.setAttribute("title", absolute(d));
       el.setAttribute("data-local", "1");
     }
   }
+
+  // Copy buttons copy a full id; they stay hidden where the clipboard is
+  // not available.
+  function copyButtons(root) {
+    if (!navigator.clipboard) return;
+    var els = root.querySelectorAll("button.copy[data-copy]");
+    for (var i = 0; i < els.length; i++) els[i].hidden = false;
+  }
+  document.addEventListener("click", function (e) {
+    var b = e.target.closest && e.target.closest("button.copy[data-copy]");
+    if (!b || !navigator.clipboard) return;
+    navigator.clipboard.writeText(b.getAttribute("data-copy")).then(function () { status("Copied."); });
+  });
 
   function status(text) {
     var el = document.getElementById("live-status");
@@ -73,6 +106,7 @@
         var key = focusKey(region);
         region.innerHTML = html; // rendered and escaped by the server's templates
         localTimes(region);
+        copyButtons(region);
         var again = key && region.querySelector(key);
         if (again) again.focus();
         else if (key) main.focus(); // what had focus is gone: stay in the page
@@ -109,6 +143,14 @@
 
   function start() {
     localTimes(document);
+    // Relative times age: say them again every half minute.
+    setInterval(function () { localTimes(document); }, 30000);
+    copyButtons(document);
+    // On a phone the filters start folded behind their one control.
+    if (window.matchMedia && window.matchMedia("(max-width: 700px)").matches) {
+      var boxes = document.querySelectorAll("details.filter-box");
+      for (var i = 0; i < boxes.length; i++) boxes[i].open = false;
+    }
     var main = document.getElementById("main");
     if (main) live(main);
   }

@@ -1,0 +1,187 @@
+package ui
+
+import (
+	"context"
+	"net/http"
+	"time"
+
+	"github.com/musterhq/muster/core/approval"
+	corenodes "github.com/musterhq/muster/core/nodes"
+	"github.com/musterhq/muster/core/runs"
+	"github.com/musterhq/muster/core/store"
+	"github.com/musterhq/muster/shared/action"
+)
+
+// Bounds of the Dashboard: each list reads at most this many rows (and one
+// more, to say there are more), whatever the store holds, so that a viewer
+// cannot make the landing page expensive.
+const (
+	dashWaiting  = 20
+	dashRunning  = 20
+	dashRuns     = 10
+	dashFailed   = 20
+	dashNodes    = 50
+	failedWindow = 24 * time.Hour
+)
+
+type dashNode struct {
+	store.Node
+	Status string
+}
+
+type dashBudget struct {
+	ClusterID string
+	Budget    *budgetView
+}
+
+type dashboardData struct {
+	// Waiting: actions waiting for an approval the visitor may give; Runs
+	// the same for runs. WaitingMore: there may be more than shown.
+	Waiting     []action.Action
+	WaitingRuns []runRow
+	WaitingMore bool
+	Running     []action.Action
+	RunningMore bool
+	RunningRuns []runRow
+	Failed      []action.Action
+	FailedMore  bool
+	FailedRuns  []runRow
+	Nodes       []dashNode
+	NodesMore   bool
+	Budgets     []dashBudget
+}
+
+func (s *Server) dashboard(w http.ResponseWriter, r *http.Request, v *visitor) {
+	ctx := r.Context()
+	var d dashboardData
+	since := s.now().Add(-failedWindow)
+	err := s.st.Read(ctx, func(rd store.Reader) error {
+		pend, err := rd.ListActions(ctx, store.ListQuery{States: []action.State{action.PendingApprove},
+			Sort: []store.SortKey{{Field: "created_ts"}}, Limit: dashWaiting + 1})
+		if err != nil {
+			return err
+		}
+		d.WaitingMore = len(pend) > dashWaiting
+		for _, rec := range pend[:min(len(pend), dashWaiting)] {
+			if s.whyNot(v, "this", rec.Requester, "") == "" && !approval.SamePerson(rec.Requester, v.tok.Name) {
+				d.Waiting = append(d.Waiting, rec.Action)
+			}
+		}
+		prs, _, err := s.pendingRuns(ctx, rd, v, "")
+		if err != nil {
+			return err
+		}
+		for _, p := range prs {
+			if p.CanDecide {
+				d.WaitingRuns = append(d.WaitingRuns, runRow{Run: p.Run, Progress: p.Progress})
+			}
+		}
+		running, err := rd.ListActions(ctx, store.ListQuery{States: []action.State{action.Running},
+			Sort: []store.SortKey{{Field: "updated_ts", Desc: true}}, Limit: dashRunning + 1})
+		if err != nil {
+			return err
+		}
+		d.RunningMore = len(running) > dashRunning
+		for _, rec := range running[:min(len(running), dashRunning)] {
+			d.Running = append(d.Running, rec.Action)
+		}
+		if d.RunningRuns, err = s.briefRuns(ctx, rd, store.RunQuery{States: []string{store.RunRunning, store.RunPaused},
+			Limit: dashRuns, Brief: true}, time.Time{}); err != nil {
+			return err
+		}
+		failed, err := rd.ListActions(ctx, store.ListQuery{States: []action.State{action.Failed, action.Lost},
+			Sort: []store.SortKey{{Field: "updated_ts", Desc: true}}, Limit: dashFailed + 1})
+		if err != nil {
+			return err
+		}
+		for i, rec := range failed {
+			if rec.UpdatedTS.Before(since) {
+				break
+			}
+			if i == dashFailed {
+				d.FailedMore = true
+				break
+			}
+			d.Failed = append(d.Failed, rec.Action)
+		}
+		if d.FailedRuns, err = s.briefRuns(ctx, rd, store.RunQuery{States: []string{store.RunFailed},
+			Limit: dashRuns, Brief: true}, since); err != nil {
+			return err
+		}
+		// Nodes are read whole, as the Clusters page does: their number is
+		// the fleet's, not something a visitor can grow.
+		all, err := rd.Nodes(ctx, "")
+		if err != nil {
+			return err
+		}
+		for i := range all {
+			n := &all[i]
+			st := corenodes.Status(n)
+			if st == store.NodeUp {
+				continue
+			}
+			if len(d.Nodes) == dashNodes {
+				d.NodesMore = true
+				break
+			}
+			d.Nodes = append(d.Nodes, dashNode{Node: *n, Status: st})
+		}
+		cs, err := rd.Clusters(ctx)
+		if err != nil {
+			return err
+		}
+		for _, c := range cs {
+			if _, ok := s.cfg.Budget.Limit(c.ID); !ok {
+				continue
+			}
+			var nodes []store.Node
+			for i := range all {
+				if all[i].ClusterID == c.ID {
+					nodes = append(nodes, all[i])
+				}
+			}
+			open, err := rd.OpenActions(ctx, c.ID, "")
+			if err != nil {
+				return err
+			}
+			d.Budgets = append(d.Budgets, dashBudget{ClusterID: c.ID, Budget: budgetOf(s.cfg.Budget, c.ID, nodes, open)})
+		}
+		return nil
+	})
+	if err != nil {
+		s.storeError(w, r, v, err)
+		return
+	}
+	vw := newView(v, "Dashboard", "dashboard")
+	vw.Live = &liveRegion{URL: "/ui/dashboard?part=live", Stream: ""}
+	vw.Data = d
+	s.render(w, r, http.StatusOK, "dashboard", vw)
+}
+
+// briefRuns reads a page of brief runs with their progress; runs last
+// changed before since (when not zero) are left out.
+func (s *Server) briefRuns(ctx context.Context, rd store.Reader, q store.RunQuery, since time.Time) ([]runRow, error) {
+	list, err := rd.ListRuns(ctx, q)
+	if err != nil {
+		return nil, err
+	}
+	var kept []store.Run
+	for i := range list {
+		if since.IsZero() || !list[i].UpdatedTS.Before(since) {
+			kept = append(kept, list[i])
+		}
+	}
+	byRun, err := childCounts(ctx, rd, kept)
+	if err != nil {
+		return nil, err
+	}
+	var out []runRow
+	for i := range kept {
+		row := runRow{Run: runs.View(&kept[i], byRun[kept[i].ID])}
+		for _, st := range row.Stages {
+			row.Progress = append(row.Progress, progressOf(st))
+		}
+		out = append(out, row)
+	}
+	return out, nil
+}

@@ -1,0 +1,193 @@
+package ui
+
+import (
+	"errors"
+	"fmt"
+	"net/http"
+	"net/url"
+	"strings"
+
+	"github.com/musterhq/muster/core/actions"
+	"github.com/musterhq/muster/core/auth"
+	"github.com/musterhq/muster/core/budget"
+	"github.com/musterhq/muster/core/enroll"
+	corenodes "github.com/musterhq/muster/core/nodes"
+	"github.com/musterhq/muster/core/store"
+	"github.com/musterhq/muster/shared/action"
+	"github.com/musterhq/muster/shared/names"
+)
+
+// nodeActionsShown bounds the action history of the Node page.
+const nodeActionsShown = 50
+
+// budgetView is a cluster's disruption budget in use, as the pages show it
+// (nil: the cluster has no budget).
+type budgetView struct {
+	Limit       string
+	Max, InUse  int
+	Unavailable []unavailable
+	Held        int
+}
+
+type unavailable struct{ Node, Reason string }
+
+// budgetOf computes the budget in use of cluster c from its nodes and open
+// actions, as the API's cluster view does.
+func budgetOf(p budget.Policy, clusterID string, nodes []store.Node, open []store.Record) *budgetView {
+	u := p.Usage(clusterID, nodes, open)
+	if u == nil {
+		return nil
+	}
+	out := &budgetView{Limit: u.Limit.String(), Max: u.Max, InUse: len(u.Unavailable)}
+	for _, id := range u.Nodes() {
+		out.Unavailable = append(out.Unavailable, unavailable{Node: id, Reason: u.Unavailable[id]})
+	}
+	for i := range open {
+		if r := &open[i]; r.State == action.PendingSchedule && strings.HasPrefix(r.StateReason, budget.HeldPrefix) {
+			out.Held++
+		}
+	}
+	return out
+}
+
+type nodeData struct {
+	Node         store.Node
+	Status       string
+	Revoked      bool
+	RevokeReason string
+	Actions      []action.Action
+	More         bool
+	Budget       *budgetView
+	CanDrain     bool
+	Self         string
+}
+
+// nodePath is the Node page of a node.
+func nodePath(clusterID, nodeID string) string {
+	return "/ui/clusters/" + url.PathEscape(clusterID) + "/nodes/" + url.PathEscape(nodeID)
+}
+
+func (s *Server) nodePage(w http.ResponseWriter, r *http.Request, v *visitor) {
+	ctx := r.Context()
+	cid, nid := r.PathValue("cluster"), r.PathValue("node")
+	if names.CheckID(cid) != nil || names.CheckID(nid) != nil {
+		s.renderError(w, r, v, http.StatusNotFound, "There is no such node.")
+		return
+	}
+	d := nodeData{CanDrain: v.can(auth.Drain), Self: nodePath(cid, nid)}
+	err := s.st.Read(ctx, func(rd store.Reader) error {
+		n, err := rd.Node(ctx, cid, nid)
+		if err != nil {
+			return err
+		}
+		d.Node, d.Status = *n, corenodes.Status(n)
+		revoked, err := enroll.RevokedNodes(ctx, rd, cid)
+		if err != nil {
+			return err
+		}
+		if rc, ok := revoked[cid+"/"+nid]; ok {
+			d.Revoked, d.RevokeReason = true, rc.RevokeReason
+		}
+		recs, err := rd.ListActions(ctx, store.ListQuery{ClusterID: cid, NodeID: nid,
+			Sort: []store.SortKey{{Field: "created_ts", Desc: true}}, Limit: nodeActionsShown + 1})
+		if err != nil {
+			return err
+		}
+		if len(recs) > nodeActionsShown {
+			recs, d.More = recs[:nodeActionsShown], true
+		}
+		for i := range recs {
+			d.Actions = append(d.Actions, recs[i].Action)
+		}
+		if _, ok := s.cfg.Budget.Limit(cid); ok {
+			all, err := rd.Nodes(ctx, cid)
+			if err != nil {
+				return err
+			}
+			open, err := rd.OpenActions(ctx, cid, "")
+			if err != nil {
+				return err
+			}
+			d.Budget = budgetOf(s.cfg.Budget, cid, all, open)
+		}
+		return nil
+	})
+	if errors.Is(err, store.ErrNotFound) {
+		s.renderError(w, r, v, http.StatusNotFound, "There is no such node.")
+		return
+	}
+	if err != nil {
+		s.storeError(w, r, v, err)
+		return
+	}
+	vw := newView(v, "Node "+nid, "clusters")
+	switch r.URL.Query().Get("done") {
+	case "drained":
+		vw.Flash = "Drained node " + nid + ": it gets no new pushes."
+	case "undrained":
+		vw.Flash = "Undrained node " + nid + "."
+	}
+	live := url.Values{"cluster": {cid}, "node": {nid}}
+	vw.Live = &liveRegion{URL: d.Self + "?part=live", Stream: live.Encode()}
+	vw.Data = d
+	s.render(w, r, http.StatusOK, "node", vw)
+}
+
+// drainForm is the drain or undrain form of the Node page.
+type drainForm struct {
+	Reason string
+}
+
+func decodeDrain(v url.Values) (drainForm, error) {
+	reason, err := plainField(v, "reason", maxReason)
+	return drainForm{Reason: reason}, err
+}
+
+// drainNode drains (drained true) or undrains a node through core/nodes, as
+// the API does, then comes back to the Node page.
+func (s *Server) drainNode(drained bool) handlerFunc {
+	return func(w http.ResponseWriter, r *http.Request, v *visitor) {
+		cid, nid := r.PathValue("cluster"), r.PathValue("node")
+		if names.CheckID(cid) != nil || names.CheckID(nid) != nil {
+			s.renderError(w, r, v, http.StatusNotFound, "There is no such node.")
+			return
+		}
+		f, err := decodeDrain(r.PostForm)
+		if err != nil {
+			s.renderError(w, r, v, http.StatusBadRequest, strings.TrimPrefix(err.Error(), errForm.Error()+": "))
+			return
+		}
+		by := actions.Actor{Name: v.tok.Name, Addr: clientAddr(r), Note: f.Reason}
+		err = s.st.Update(r.Context(), func(tx store.Tx) error {
+			var err error
+			if drained {
+				_, err = corenodes.Drain(r.Context(), tx, cid, nid, f.Reason, by)
+			} else {
+				_, err = corenodes.Undrain(r.Context(), tx, cid, nid, by)
+			}
+			return err
+		})
+		if errors.Is(err, store.ErrNotFound) {
+			s.renderError(w, r, v, http.StatusNotFound, "There is no such node.")
+			return
+		}
+		if err != nil {
+			status := s.cfg.ErrorStatus(err)
+			msg := err.Error()
+			if status >= 500 {
+				s.log.Error("drain", "cluster", cid, "node", nid, "err", err)
+				msg = "internal error"
+			}
+			s.renderError(w, r, v, status, fmt.Sprintf("Could not change the node: %s", msg))
+			return
+		}
+		done := "drained"
+		if !drained {
+			done = "undrained"
+			if s.nudge != nil {
+				s.nudge.Nudge(cid) // what waited for the node may go now
+			}
+		}
+		http.Redirect(w, r, nodePath(cid, nid)+"?done="+done, http.StatusSeeOther)
+	}
+}

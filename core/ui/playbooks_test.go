@@ -1,0 +1,180 @@
+package ui
+
+import (
+	"context"
+	"net/http"
+	"net/url"
+	"strings"
+	"testing"
+
+	"github.com/musterhq/muster/core/runs/playbook"
+	"github.com/musterhq/muster/core/store"
+	"github.com/musterhq/muster/shared/wire"
+)
+
+// sleepPlaybook has one parameter of each type; the sleep's seconds and
+// the target come from them.
+const sleepPlaybook = `name: nap
+description: sleeps on the chosen nodes <b>
+params:
+  - {name: seconds, type: int, default: 1, description: how long}
+  - {name: node, type: enum, values: [db-1, db-2]}
+  - {name: note, type: string, default: "x"}
+  - {name: loud, type: bool, default: false}
+stages:
+  - name: sleep
+    kind: muster.io/debug.sleep
+    args: {seconds: "{{ .seconds }}"}
+    target: {nodes: ["{{ .node }}"]}
+`
+
+// applyPlaybook stores doc as a new version, as `muster playbook apply` does.
+func (e *env) applyPlaybook(doc, who string) *store.Playbook {
+	e.t.Helper()
+	p, err := playbook.Parse([]byte(doc))
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	var out *store.Playbook
+	e.runChange(func(ctx context.Context, tx store.Tx) error {
+		out, _, err = playbook.Apply(ctx, tx, doc, p, who)
+		return err
+	})
+	return out
+}
+
+// planDigest is the digest of the plan of the newest version of name.
+func (e *env) planDigest(name string, params map[string]string) (int, string) {
+	e.t.Helper()
+	req := &wire.PlanRequest{ClusterID: "prod", Params: params}
+	pb, version, err := playbook.Load(context.Background(), e.st, name, req)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	p, err := e.ui.plan(context.Background(), pb, version, req)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	return version, p.Digest
+}
+
+// The Playbooks page lists the playbooks; a playbook's page lists its
+// versions and shows the diff between two, escaped.
+func TestPlaybooksPageListsVersionsAndDiffs(t *testing.T) {
+	t.Parallel()
+	e := setup(t)
+	e.applyPlaybook(sleepPlaybook, "op")
+	e.applyPlaybook(strings.Replace(sleepPlaybook, "default: 1,", "default: 5,", 1), "admin")
+	b := e.browser().signIn("viewer")
+	_, _, body := b.get("/ui/playbooks")
+	if !strings.Contains(body, `<a href="/ui/playbooks/nap">nap</a>`) || !strings.Contains(body, "v2") {
+		t.Fatalf("the list lacks playbook nap v2:\n%s", body)
+	}
+	status, _, body := b.get("/ui/playbooks/nap?version=2&diff=1")
+	if status != http.StatusOK {
+		t.Fatalf("playbook page: %d\n%s", status, body)
+	}
+	for _, want := range []string{`data-version="1"`, `data-version="2"`, "--- version 1", "&#43;&#43;&#43; version 2",
+		"-  - {name: seconds, type: int, default: 1,", "&#43;  - {name: seconds, type: int, default: 5,",
+		"sleeps on the chosen nodes &lt;b&gt;"} {
+		if !strings.Contains(body, want) {
+			t.Errorf("the playbook page lacks %q", want)
+		}
+	}
+	// The plan form follows the parameters' types.
+	for _, want := range []string{`type="number" step="1" id="param-seconds" name="p.seconds" value="5"`,
+		`<select id="param-node" name="p.node" required>`, `type="checkbox" id="param-loud" name="p.loud" value="true"`,
+		`type="text" id="param-note" name="p.note" value="x"`} {
+		if !strings.Contains(body, want) {
+			t.Errorf("the plan form lacks %q", want)
+		}
+	}
+	for page, want := range map[string]int{
+		"/ui/playbooks/nope":           http.StatusNotFound,
+		"/ui/playbooks/NAP!":           http.StatusNotFound,
+		"/ui/playbooks/nap?version=9":  http.StatusNotFound,
+		"/ui/playbooks/nap?version=-1": http.StatusBadRequest,
+		"/ui/playbooks/nap?diff=x":     http.StatusBadRequest,
+		"/ui/playbooks/nap?plan=1":     http.StatusBadRequest,
+		"/ui/playbooks/nap?plan=1&cluster=prod&p.seconds=abc&p.node=db-1": http.StatusBadRequest,
+		"/ui/playbooks/nap?plan=1&cluster=prod&p.bogus=1&p.node=db-1":     http.StatusBadRequest,
+	} {
+		if status, _, _ := b.get(page); status != want {
+			t.Errorf("%s: %d, want %d", page, status, want)
+		}
+	}
+}
+
+// A plan from the typed form shows its actions and digest; an operator
+// starts it (the digest carried to the start), a viewer sees no Start; a
+// start whose plan moved is refused with 409 and starts nothing.
+func TestPlanAndStartFromThePlaybookPage(t *testing.T) {
+	t.Parallel()
+	e := setup(t)
+	e.addNodes("db-2")
+	e.applyPlaybook(sleepPlaybook, "admin")
+	planURL := "/ui/playbooks/nap?" + url.Values{"plan": {"1"}, "version": {"1"}, "cluster": {"prod"},
+		"p.seconds": {"3"}, "p.node": {"db-2"}, "p.note": {"<i>hi</i>"}}.Encode()
+	viewer := e.browser().signIn("viewer")
+	status, _, body := viewer.get(planURL)
+	if status != http.StatusOK {
+		t.Fatalf("plan: %d\n%s", status, body)
+	}
+	_, digest := e.planDigest("nap", map[string]string{"seconds": "3", "node": "db-2", "note": "<i>hi</i>", "loud": "false"})
+	if !strings.Contains(body, `data-copy="`+digest+`"`) || !strings.Contains(body, `&#34;seconds&#34;: 3`) && !strings.Contains(body, `"seconds": 3`) {
+		t.Fatalf("the plan lacks its digest %s or the typed seconds:\n%s", digest, body)
+	}
+	if strings.Contains(body, "/start\"") {
+		t.Fatal("a viewer sees Start")
+	}
+	op := e.browser().signIn("op")
+	_, _, body = op.get(planURL)
+	if !strings.Contains(body, `name="digest" value="`+digest+`"`) || !strings.Contains(body, `name="p.note" value="&lt;i&gt;hi&lt;/i&gt;"`) {
+		t.Fatalf("the start form does not carry the digest and the parameters:\n%s", body)
+	}
+	form := url.Values{"csrf": {op.csrf}, "cluster": {"prod"}, "version": {"1"}, "digest": {digest},
+		"p.seconds": {"3"}, "p.node": {"db-2"}, "p.note": {"<i>hi</i>"}, "p.loud": {"false"}}
+	// A digest that is not the plan's starts nothing.
+	bad := url.Values{}
+	for k, v := range form {
+		bad[k] = v
+	}
+	bad.Set("digest", strings.Repeat("0", len(digest)))
+	if status, _, _ := op.post("/ui/playbooks/nap/start", bad); status != http.StatusConflict {
+		t.Fatalf("start with a stale digest: %d, want 409", status)
+	}
+	bad.Del("digest")
+	if status, _, _ := op.post("/ui/playbooks/nap/start", bad); status != http.StatusBadRequest {
+		t.Fatalf("start without a digest: %d, want 400", status)
+	}
+	if n := e.runCount(); n != 0 {
+		t.Fatalf("%d runs after refused starts", n)
+	}
+	status, loc, _ := op.post("/ui/playbooks/nap/start", form)
+	if status != http.StatusSeeOther || !strings.HasPrefix(loc, "/ui/runs/") {
+		t.Fatalf("start: %d %q", status, loc)
+	}
+	id := strings.TrimPrefix(strings.SplitN(loc, "?", 2)[0], "/ui/runs/")
+	r := e.run(id)
+	if r.Playbook != "nap" || r.PlaybookVersion != 1 || r.Digest != digest || r.Requester != "op" ||
+		len(r.Stages) != 1 || r.Stages[0].Nodes[0] != "db-2" {
+		t.Fatalf("the run started: %+v", r)
+	}
+	_, _, body = op.get(loc)
+	if !strings.Contains(body, "Started run "+id) {
+		t.Fatal("no confirmation after the start")
+	}
+}
+
+func (e *env) runCount() int {
+	e.t.Helper()
+	var n int
+	if err := e.st.Read(context.Background(), func(rd store.Reader) error {
+		list, err := rd.ListRuns(context.Background(), store.RunQuery{Limit: 1000, Brief: true})
+		n = len(list)
+		return err
+	}); err != nil {
+		e.t.Fatal(err)
+	}
+	return n
+}
