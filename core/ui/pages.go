@@ -235,13 +235,16 @@ func (s *Server) approvals(w http.ResponseWriter, r *http.Request, v *visitor) {
 	var recs []store.Record
 	var runs []pendingRun
 	var next string
+	var d approvalsData
 	err := s.st.Read(ctx, func(rd store.Reader) error {
+		var more string
 		var err error
-		recs, err = rd.ListActions(ctx, store.ListQuery{States: []action.State{action.PendingApprove},
-			Sort: []store.SortKey{{Field: "created_ts"}}, Limit: approvalsShown + 1})
+		recs, more, err = store.ActionPage(ctx, rd, store.ListQuery{States: []action.State{action.PendingApprove},
+			Sort: []store.SortKey{{Field: "created_ts"}}, Limit: approvalsShown})
 		if err != nil {
 			return err
 		}
+		d.More = more != ""
 		runs, next, err = s.pendingRuns(ctx, rd, v, marker)
 		return err
 	})
@@ -253,13 +256,10 @@ func (s *Server) approvals(w http.ResponseWriter, r *http.Request, v *visitor) {
 		s.storeError(w, r, v, err)
 		return
 	}
-	d := approvalsData{Items: []pending{}, Runs: runs}
+	d.Items, d.Runs = []pending{}, runs
 	d.RunsNextURL = listPage{path: "/ui/approvals"}.url(next)
 	if marker != "" {
 		d.RunsFirstURL = "/ui/approvals"
-	}
-	if len(recs) > approvalsShown {
-		recs, d.More = recs[:approvalsShown], true
 	}
 	for _, p := range runs {
 		if p.Mine {
