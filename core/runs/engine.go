@@ -575,12 +575,6 @@ func (e *Engine) advance(ctx context.Context, tx store.Tx, r *store.Run, t time.
 			st.Skipped, changed = step.Skipped[i], true
 		}
 	}
-	if r.State == store.RunRunning && step.State == store.RunRunning {
-		// What holds its next nodes, said in its own reason.
-		if why := WithWaiting(r.StateReason, Waiting(r, kids, env)); why != r.StateReason {
-			r.StateReason, changed = why, true
-		}
-	}
 	decided := false // a node unavailable at its turn failed or was skipped
 	for i, us := range step.Unreachable {
 		st := &r.Stages[i]
@@ -605,6 +599,13 @@ func (e *Engine) advance(ctx context.Context, tx store.Tx, r *store.Run, t time.
 			return 0, err
 		}
 		return e.advance(ctx, tx, r, t)
+	}
+	if r.State == store.RunRunning && step.State == store.RunRunning {
+		// What holds its next nodes (with the nodes found waiting just
+		// now), said in its own reason.
+		if why := WithWaiting(r.StateReason, Waiting(r, kids, env)); why != r.StateReason {
+			r.StateReason, changed = why, true
+		}
 	}
 	for i := range r.Stages {
 		st := &r.Stages[i]
