@@ -1,6 +1,7 @@
 package main
 
 import (
+	"encoding/json"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -111,4 +112,36 @@ func TestDocsRefuseAnUnknownTableAnOpenMarkerAndBadResults(t *testing.T) {
 			t.Errorf("%s: the file changed to %q", name, b)
 		}
 	}
+}
+
+// FuzzRewriteDocs: whatever the documentation file and the results, the
+// rewrite never panics, keeps the text before the first table, and a
+// second rewrite changes nothing.
+func FuzzRewriteDocs(f *testing.F) {
+	f.Add("# x\n<!-- bench:table notify -->\nold\n<!-- /bench:table -->\ntail\n", `{"notify_latency_p99_ms": 3}`)
+	f.Add("<!-- bench:table core -->\n", `{}`)
+	f.Add("<!-- bench:table runs -->\r\n<!-- /bench:table -->", `{"run_waves_ratio": null}`)
+	f.Add("<!-- bench:table Core -->\n<!-- /bench:table -->\n", `[1]`)
+	f.Fuzz(func(t *testing.T, doc, results string) {
+		var raw map[string]*float64
+		res := map[string]float64{}
+		if json.Unmarshal([]byte(results), &raw) == nil {
+			for k, v := range raw {
+				if v != nil {
+					res[k] = *v
+				}
+			}
+		}
+		once, err := rewriteDocs([]byte(doc), res)
+		if err != nil {
+			return
+		}
+		twice, err := rewriteDocs(once, res)
+		if err != nil || string(twice) != string(once) {
+			t.Fatalf("a second rewrite changed it (%v):\n%q\n%q", err, once, twice)
+		}
+		if head, _, _ := strings.Cut(doc, "<!-- bench:table"); !strings.HasPrefix(string(once), head) {
+			t.Fatalf("the text before the first table changed:\n%q\n%q", doc, once)
+		}
+	})
 }
