@@ -269,11 +269,19 @@ func (a *Agent) listen(c APIConfig) (net.Listener, *tlsutil.KeyPair, error) {
 	return ln, kp, err
 }
 
-// enrollFirst enrolls the agent when its configuration has an enroll block
-// and no certificate exists yet (the first start).
+// enrollFirst recovers an interrupted renewal of an enrolled agent, and
+// enrolls the agent when its configuration has an enroll block and no
+// certificate exists yet (the first start).
 func (a *Agent) enrollFirst(ctx context.Context) error {
 	e := a.cfg.Enroll
 	p := enroll.PathsIn(a.cfg.EnrollDir())
+	if p.Dir != "" && a.cfg.Enrolled() {
+		// A renewal a crash interrupted is finished (or undone) before
+		// the pair is loaded.
+		if err := enroll.Recover(p); err != nil {
+			return fmt.Errorf("enroll: recover the renewed certificate: %w", err)
+		}
+	}
 	if e.Core == "" || p.Enrolled() {
 		return nil
 	}

@@ -18,6 +18,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
@@ -448,7 +449,7 @@ func listen(cfg Config, enr *enroll.Service) (net.Listener, *apiserver.Guard, *t
 			for _, ca := range certs {
 				pool.AddCert(ca)
 			}
-			opts = append(opts, tlsutil.RequestAgentCerts(pool, certs))
+			opts = append(opts, tlsutil.RequestAgentCerts(pool, certs, enr.Revoked))
 		}
 	}
 	tc, err := tlsutil.ListenConfig("api", c.TLS.CertFile, c.TLS.KeyFile, c.TLS.ClientCAFile, opts...)
@@ -523,17 +524,24 @@ func gossipOptions(cfg Config, atls *tls.Config) []discovery.GossipOption {
 		if !allowInternalGossip(cfg) {
 			d = &net.Dialer{Control: gossip.RefuseInternal} // as the orchestrator dials gossip nodes
 		}
-		opts = append(opts, discovery.VerifyClaims(func(ctx context.Context, _, node, addr string) error {
-			ctx, cancel := context.WithTimeout(ctx, timeout)
-			defer cancel()
-			err := tlsutil.ProvePeer(ctx, d, atls, addr, tlsutil.Agent(node))
-			if pe := (*tlsutil.ProofError)(nil); errors.As(err, &pe) {
-				return &discovery.ClaimError{Reason: pe.Reason}
-			}
-			return err
-		}))
+		opts = append(opts, discovery.VerifyClaims(verifyClaim(atls, d, timeout)))
 	}
 	return opts
+}
+
+// verifyClaim checks a gossip claim: the agent at addr must prove, within
+// timeout, a certificate of atls's CA naming the node, and naming its
+// cluster when the certificate names one (an enrolled one does).
+func verifyClaim(atls *tls.Config, d *net.Dialer, timeout time.Duration) discovery.VerifyFunc {
+	return func(ctx context.Context, cluster, node, addr string) error {
+		ctx, cancel := context.WithTimeout(ctx, timeout)
+		defer cancel()
+		err := tlsutil.ProvePeer(ctx, d, tlsutil.InCluster(atls, cluster), addr, tlsutil.Agent(node))
+		if pe := (*tlsutil.ProofError)(nil); errors.As(err, &pe) {
+			return &discovery.ClaimError{Reason: pe.Reason}
+		}
+		return err
+	}
 }
 
 // allowInternalGossip reports whether gossip agents may be on loopback or

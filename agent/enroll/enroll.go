@@ -203,16 +203,22 @@ func check(resp *wire.EnrollResponse, keyPEM []byte, node string) error {
 	return nil
 }
 
-// write writes every file, mode 0600, each atomically; the key goes
-// first, the state last.
+// write writes every file, mode 0600, each atomically; the key and
+// certificate first, as one pair (stagePair), the state last.
 func write(p Paths, resp *wire.EnrollResponse, keyPEM []byte, st *State) error {
 	if err := os.MkdirAll(p.Dir, 0o700); err != nil {
 		return err
 	}
+	if err := stagePair(p, keyPEM, []byte(resp.Certificate)); err != nil {
+		return fmt.Errorf("write %s: %w", p.Cert, err)
+	}
+	if err := commitPair(p); err != nil {
+		return fmt.Errorf("write %s: %w", p.Cert, err)
+	}
 	files := []struct {
 		path string
 		data []byte
-	}{{p.Key, keyPEM}, {p.Cert, []byte(resp.Certificate)}, {p.CA, []byte(resp.CABundle)}}
+	}{{p.CA, []byte(resp.CABundle)}}
 	if resp.GossipKey != "" {
 		files = append(files, struct {
 			path string

@@ -207,3 +207,79 @@ func TestRenewReloadsThePairInUse(t *testing.T) {
 		t.Fatalf("the core saw %d renewals with a client certificate", f.renewed)
 	}
 }
+
+// TestRenewedPairSurvivesACrashAtEachStep: a renewal stages the new key and
+// certificate beside the pair in use, then moves the key, then the
+// certificate. Stopped after any step, Recover leaves a key and a
+// certificate that match: the old pair before both are staged, the new one
+// after.
+func TestRenewedPairSurvivesACrashAtEachStep(t *testing.T) {
+	t.Parallel()
+	f := newFakeCore(t)
+	for _, step := range []string{"key staged", "both staged", "key moved", "done"} {
+		t.Run(step, func(t *testing.T) {
+			dir := filepath.Join(t.TempDir(), "tls")
+			if _, err := Enroll(t.Context(), options(f, dir, tlsutil.Pin(f.ca.Cert))); err != nil {
+				t.Fatal(err)
+			}
+			p := PathsIn(dir)
+			old := serialOnDisk(t, p)
+			csrPEM, keyPEM, _ := tlsutil.NewAgentCSR("web-1")
+			csr, _ := tlsutil.ParseAgentCSR(csrPEM, "web-1")
+			certPEM, cert, err := f.ca.SignAgent(csr, "web-1", "prod", time.Now(), time.Hour)
+			if err != nil {
+				t.Fatal(err)
+			}
+			want := old
+			switch step {
+			case "key staged":
+				if err := tlsutil.WriteFileAtomic(p.Key+nextSuffix, keyPEM, 0o600); err != nil {
+					t.Fatal(err)
+				}
+			case "both staged":
+				if err := stagePair(p, keyPEM, certPEM); err != nil {
+					t.Fatal(err)
+				}
+				want = tlsutil.SerialHex(cert)
+			case "key moved":
+				if err := stagePair(p, keyPEM, certPEM); err != nil {
+					t.Fatal(err)
+				}
+				if err := os.Rename(p.Key+nextSuffix, p.Key); err != nil {
+					t.Fatal(err)
+				}
+				want = tlsutil.SerialHex(cert)
+			case "done":
+				if err := stagePair(p, keyPEM, certPEM); err != nil {
+					t.Fatal(err)
+				}
+				if err := commitPair(p); err != nil {
+					t.Fatal(err)
+				}
+				want = tlsutil.SerialHex(cert)
+			}
+			if err := Recover(p); err != nil {
+				t.Fatal(err)
+			}
+			if got := serialOnDisk(t, p); got != want {
+				t.Fatalf("after recovery the pair on disk is %s, want %s", got, want)
+			}
+			for _, left := range []string{p.Key + nextSuffix, p.Cert + nextSuffix} {
+				if _, err := os.Stat(left); err == nil {
+					t.Fatalf("%s is left behind", left)
+				}
+			}
+		})
+	}
+}
+
+// serialOnDisk loads the pair of p (failing when key and certificate do
+// not match) and returns its serial.
+func serialOnDisk(t *testing.T, p Paths) string {
+	t.Helper()
+	kp, err := tlsutil.LoadKeyPair(p.Cert, p.Key)
+	if err != nil {
+		t.Fatalf("the pair on disk: %v", err)
+	}
+	return tlsutil.SerialHex(kp.Leaf())
+}

@@ -110,11 +110,13 @@ func (r *Renewer) Renew(ctx context.Context) error {
 	if err := check(resp, keyPEM, r.Node); err != nil {
 		return err
 	}
-	// The key first, then the certificate: each file is replaced whole.
-	if err := tlsutil.WriteFileAtomic(r.Paths.Key, keyPEM, 0o600); err != nil {
+	// Both staged, then moved in: a crash between leaves what Recover
+	// completes at the next start, never a key and a certificate that do
+	// not match.
+	if err := stagePair(r.Paths, keyPEM, []byte(resp.Certificate)); err != nil {
 		return err
 	}
-	if err := tlsutil.WriteFileAtomic(r.Paths.Cert, []byte(resp.Certificate), 0o600); err != nil {
+	if err := commitPair(r.Paths); err != nil {
 		return err
 	}
 	if err := tlsutil.WriteFileAtomic(r.Paths.CA, []byte(resp.CABundle), 0o600); err != nil {

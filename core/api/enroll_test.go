@@ -12,6 +12,7 @@ import (
 	"encoding/json"
 	"encoding/pem"
 	"fmt"
+	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
@@ -21,6 +22,7 @@ import (
 	"time"
 
 	"github.com/musterhq/muster/core/auth"
+	"github.com/musterhq/muster/core/enroll"
 	"github.com/musterhq/muster/core/store"
 	"github.com/musterhq/muster/shared/tlsutil"
 	"github.com/musterhq/muster/shared/wire"
@@ -283,7 +285,7 @@ func (e *env) tlsAPI() *httptest.Server {
 	pool.AddCert(ca.Cert)
 	ts := httptest.NewUnstartedServer(e.srv.Handler())
 	ts.TLS = &tls.Config{Certificates: []tls.Certificate{cert}}
-	tlsutil.RequestAgentCerts(pool, []*x509.Certificate{ca.Cert})(ts.TLS)
+	tlsutil.RequestAgentCerts(pool, []*x509.Certificate{ca.Cert}, nil)(ts.TLS)
 	ts.StartTLS()
 	e.t.Cleanup(ts.Close)
 	return ts
@@ -301,7 +303,8 @@ func renew(t *testing.T, ts *httptest.Server, certPEM, keyPEM []byte, node strin
 		if err != nil {
 			t.Fatal(err)
 		}
-		tc.Certificates = []tls.Certificate{cert}
+		// Presented whatever CAs the server names, as a forger would.
+		tc.GetClientCertificate = func(*tls.CertificateRequestInfo) (*tls.Certificate, error) { return &cert, nil }
 	}
 	hc := &http.Client{Transport: &http.Transport{TLSClientConfig: tc}}
 	csr, newKey := csrFor(t, node)
@@ -320,7 +323,8 @@ func renew(t *testing.T, ts *httptest.Server, certPEM, keyPEM []byte, node strin
 // client certificate and gets a new one for the same node and cluster; a
 // renewal without a certificate, with an expired one, with one the core did
 // not sign by enrollment, or after the node was revoked is refused with its
-// 4xx and an event, and nothing is signed.
+// 4xx, nothing is signed, and only a certificate the agent CA signed makes
+// an event.
 func TestRenewOverMutualTLS(t *testing.T) {
 	t.Parallel()
 	e := setup(t)
@@ -358,15 +362,33 @@ func TestRenewOverMutualTLS(t *testing.T) {
 		t.Fatal(err)
 	}
 	// (It has server authentication only: refused as a client certificate.)
+	// Forged: another CA's certificate naming app-1.
+	otherPair, err := tlsutil.NewCA(time.Now(), time.Hour)
+	if err != nil {
+		t.Fatal(err)
+	}
+	otherCA, err := tlsutil.ParseCA(otherPair)
+	if err != nil {
+		t.Fatal(err)
+	}
+	forgedPEM, _, err := otherCA.SignAgent(req, "app-1", "prod", time.Now(), time.Hour)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Only a certificate the agent CA signed (an expired one included: its
+	// signature verifies, and the connection proved its key) names the node
+	// of an event; anything else is logged only.
 	cases := []struct {
 		name      string
 		cert, key []byte
 		status    int
 		says      string
+		events    int
 	}{
-		{"no certificate", nil, nil, 401, "mutual TLS"},
-		{"expired certificate", oldPEM, key, 401, "expired"},
-		{"hand-made certificate", handMade.CertPEM, handMade.KeyPEM, 401, "does not verify"},
+		{"no certificate", nil, nil, 401, "mutual TLS", 0},
+		{"expired certificate", oldPEM, key, 401, "expired", 1},
+		{"hand-made certificate", handMade.CertPEM, handMade.KeyPEM, 401, "does not verify", 0},
+		{"another CA's certificate", forgedPEM, key, 401, "does not verify", 0},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -375,8 +397,12 @@ func TestRenewOverMutualTLS(t *testing.T) {
 			if status != c.status || !strings.Contains(string(body), c.says) {
 				t.Fatalf("%d %s, want %d saying %q", status, body, c.status, c.says)
 			}
-			if n := len(e.nodeEvents(store.EventNodeRenewRefused)); n != before+1 {
-				t.Fatalf("%d refusal events, want %d", n, before+1)
+			evs := e.nodeEvents(store.EventNodeRenewRefused)
+			if n := len(evs); n != before+c.events {
+				t.Fatalf("%d refusal events, want %d", n, before+c.events)
+			}
+			if c.events > 0 && (evs[len(evs)-1].NodeID != "app-1" || evs[len(evs)-1].ClusterID != "prod") {
+				t.Fatalf("the refusal event names %s/%s, want prod/app-1", evs[len(evs)-1].ClusterID, evs[len(evs)-1].NodeID)
 			}
 			if n := len(e.certs("app-1")); n != signed {
 				t.Fatalf("%d certificates, want %d", n, signed)
@@ -480,4 +506,81 @@ func FuzzDecodeEnroll(f *testing.F) {
 			}
 		}
 	})
+}
+
+// TestEnrollRefusesNodeIDOfAnotherCluster: a join token for cluster dev
+// cannot enroll the node id db-1 that cluster prod has (no live certificate
+// holds it): 409 naming prod, nothing signed, the token keeps its use.
+func TestEnrollRefusesNodeIDOfAnotherCluster(t *testing.T) {
+	t.Parallel()
+	e := setup(t)
+	uses := 2
+	e.joinToken("dev-join", wire.CreateTokenRequest{ClusterID: "dev", Uses: &uses})
+	csr, _ := csrFor(t, "db-1")
+	status, body := e.do(http.MethodPost, "/api/v1/enroll", "dev-join", wire.EnrollRequest{NodeID: "db-1", ClusterID: "dev", CSR: csr})
+	var env wire.ErrorBody
+	if err := json.Unmarshal(body, &env); err != nil || status != http.StatusConflict || env.Error.Code != wire.CodeConflict ||
+		!strings.Contains(env.Error.Message, "cluster prod") {
+		t.Fatalf("%d %s, want 409 naming cluster prod", status, body)
+	}
+	if n := len(e.certs("db-1")); n != 0 {
+		t.Fatalf("%d certificates signed for db-1", n)
+	}
+	if got := e.usesLeft("dev-join"); got != 2 {
+		t.Fatalf("the token has %d uses left, want 2", got)
+	}
+	// The same id in its own cluster is enrolled.
+	e.joinToken("prod-join", wire.CreateTokenRequest{ClusterID: "prod"})
+	e.call(http.MethodPost, "/api/v1/enroll", "prod-join", wire.EnrollRequest{NodeID: "db-1", ClusterID: "prod", CSR: csr}, http.StatusCreated, nil)
+}
+
+// TestEnrollRefusalEventsPerTokenAtMostOneAMinute: refusals of an expired
+// or used-up join token are all refused and logged, but write at most one
+// node.enroll_refused event per token a minute.
+func TestEnrollRefusalEventsPerTokenAtMostOneAMinute(t *testing.T) {
+	t.Parallel()
+	var mu sync.Mutex
+	now := time.Now()
+	clock := func() time.Time { mu.Lock(); defer mu.Unlock(); return now }
+	advance := func(d time.Duration) { mu.Lock(); now = now.Add(d); mu.Unlock() }
+	e := setup(t)
+	ca := testCA(t)
+	logs := &syncBuffer{}
+	e.srv.enroll = enroll.New(enroll.Config{CA: ca.CA, Bundle: ca.pem, Now: clock}, e.st, slog.New(slog.NewTextHandler(logs, nil)))
+	past, none := now.Add(-time.Minute).UTC(), 0
+	e.storedToken("expired", store.Token{ClusterID: "prod", ExpiresTS: &past})
+	e.storedToken("usedup", store.Token{ClusterID: "prod", UsesLeft: &none})
+	csr, _ := csrFor(t, "n1")
+	try := func(who string, want int) {
+		t.Helper()
+		status, body := e.do(http.MethodPost, "/api/v1/enroll", who, wire.EnrollRequest{NodeID: "n1", ClusterID: "prod", CSR: csr})
+		if status != want {
+			t.Fatalf("%s: %d %s, want %d", who, status, body, want)
+		}
+	}
+	count := func(who string) int {
+		n := 0
+		for _, ev := range e.nodeEvents(store.EventNodeEnrollRefused) {
+			if ev.Actor == who {
+				n++
+			}
+		}
+		return n
+	}
+	for range 5 {
+		try("expired", http.StatusUnauthorized)
+		try("usedup", http.StatusForbidden)
+	}
+	if a, b := count("expired"), count("usedup"); a != 1 || b != 1 {
+		t.Fatalf("%d and %d refusal events after five tries each, want 1 each", a, b)
+	}
+	advance(61 * time.Second)
+	try("expired", http.StatusUnauthorized)
+	try("expired", http.StatusUnauthorized)
+	if a := count("expired"); a != 2 {
+		t.Fatalf("%d refusal events a minute later, want 2", a)
+	}
+	if n := strings.Count(logs.String(), "enroll: refused"); n != 12 {
+		t.Fatalf("%d refusals logged, want all 12:\n%s", n, logs.String())
+	}
 }

@@ -87,7 +87,17 @@ type Service struct {
 
 	mu       sync.Mutex
 	onChange []func()
+
+	// lastRefusal: join token name → when its last refusal event was
+	// written (refusalEvery).
+	limitMu     sync.Mutex
+	lastRefusal map[string]time.Time
 }
+
+// refusalEvery is how often at most a refusal of one expired or used-up
+// join token is written as an event: such tokens may be spread widely and
+// tried again and again. Every refusal is logged.
+const refusalEvery = time.Minute
 
 // New builds the service; it starts nothing (Run keeps the list fresh).
 func New(cfg Config, st store.Store, log *slog.Logger) *Service {
@@ -100,7 +110,7 @@ func New(cfg Config, st store.Store, log *slog.Logger) *Service {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	s := &Service{cfg: cfg, st: st, log: log}
+	s := &Service{cfg: cfg, st: st, log: log, lastRefusal: map[string]time.Time{}}
 	if cfg.CA != nil {
 		s.pool = x509.NewCertPool()
 		s.pool.AddCert(cfg.CA.Cert)
@@ -244,7 +254,13 @@ type Caller struct {
 func (s *Service) Enroll(ctx context.Context, secret string, req wire.EnrollRequest, c Caller) (*wire.EnrollResponse, error) {
 	tokName := ""
 	refuse := func(err error) (*wire.EnrollResponse, error) {
-		s.refused(ctx, store.EventNodeEnrollRefused, tokName, req.ClusterID, req.NodeID, c, err)
+		s.refused(ctx, store.EventNodeEnrollRefused, tokName, req.ClusterID, req.NodeID, c, err, true)
+		return nil, err
+	}
+	// refuseLimited: a refusal of a token that can no longer enroll
+	// (expired, used up) is an event at most once per token a minute.
+	refuseLimited := func(err error) (*wire.EnrollResponse, error) {
+		s.refused(ctx, store.EventNodeEnrollRefused, tokName, req.ClusterID, req.NodeID, c, err, s.refusalDue(tokName))
 		return nil, err
 	}
 	if !s.Enabled() {
@@ -275,11 +291,11 @@ func (s *Service) Enroll(ctx context.Context, secret string, req wire.EnrollRequ
 	case !auth.Can(tok.Roles, auth.Enroll):
 		return refuse(fmt.Errorf("%w: token %s (roles %s) is not a join token", ErrRefused, tok.Name, strings.Join(tok.Roles, ",")))
 	case tok.Expired(now):
-		return refuse(fmt.Errorf("%w: join token %s expired at %s", auth.ErrUnauthenticated, tok.Name, tok.ExpiresTS.Format(time.RFC3339)))
+		return refuseLimited(fmt.Errorf("%w: join token %s expired at %s", auth.ErrUnauthenticated, tok.Name, tok.ExpiresTS.Format(time.RFC3339)))
 	case tok.ClusterID != "" && tok.ClusterID != req.ClusterID:
 		return refuse(fmt.Errorf("%w: join token %s is for cluster %s, not %s", ErrRefused, tok.Name, tok.ClusterID, req.ClusterID))
 	case tok.UsesLeft != nil && *tok.UsesLeft <= 0:
-		return refuse(fmt.Errorf("%w: join token %s is used up", ErrRefused, tok.Name))
+		return refuseLimited(fmt.Errorf("%w: join token %s is used up", ErrRefused, tok.Name))
 	case req.Replace && !admin:
 		return refuse(fmt.Errorf("%w: replace needs an admin token; join token %s may only enroll a free node id", ErrRefused, tok.Name))
 	}
@@ -290,6 +306,15 @@ func (s *Service) Enroll(ctx context.Context, secret string, req wire.EnrollRequ
 	var out *wire.EnrollResponse
 	err = s.st.Update(ctx, func(tx store.Tx) error {
 		out = nil
+		// A node id names one node: the same id in another cluster would
+		// let this token's certificate claim that node (gossip names
+		// nodes by id).
+		if other, err := clusterHolding(ctx, tx, req.NodeID, req.ClusterID); err != nil {
+			return err
+		} else if other != "" {
+			return fmt.Errorf("%w: node id %s belongs to cluster %s; a join token for cluster %s cannot enroll it (forget the node there first, or pick another id)",
+				ErrHeld, req.NodeID, other, req.ClusterID)
+		}
 		certs, err := tx.AgentCerts(ctx, "", req.NodeID)
 		if err != nil {
 			return err
@@ -315,7 +340,7 @@ func (s *Service) Enroll(ctx context.Context, secret string, req wire.EnrollRequ
 		}
 		left, err := tx.UseToken(ctx, tok.Hash)
 		if errors.Is(err, store.ErrUsedUp) {
-			return fmt.Errorf("%w: join token %s is used up", ErrRefused, tok.Name)
+			return fmt.Errorf("%w: join token %s is used up", errUsedUp, tok.Name)
 		} else if err != nil {
 			return err
 		}
@@ -342,6 +367,9 @@ func (s *Service) Enroll(ctx context.Context, secret string, req wire.EnrollRequ
 			ClusterID: req.ClusterID, NodeID: req.NodeID, Message: msg, Data: data})
 	})
 	if err != nil {
+		if errors.Is(err, errUsedUp) {
+			return refuseLimited(err)
+		}
 		if errors.Is(err, ErrHeld) || errors.Is(err, ErrRefused) {
 			return refuse(err)
 		}
@@ -358,9 +386,13 @@ func (s *Service) Enroll(ctx context.Context, secret string, req wire.EnrollRequ
 // agent CA, be unexpired, be one this core signed, and not be revoked. The
 // new certificate keeps the old one's node and cluster.
 func (s *Service) Renew(ctx context.Context, peer []*x509.Certificate, req wire.RenewRequest, c Caller) (*wire.EnrollResponse, error) {
+	// node and cluster are set only from a certificate the agent CA
+	// signed: only then is a refusal an event (named after that node).
+	// Anyone who reaches the listener can send the others; they are
+	// logged.
 	node, cluster := "", ""
 	refuse := func(err error) (*wire.EnrollResponse, error) {
-		s.refused(ctx, store.EventNodeRenewRefused, node, cluster, node, c, err)
+		s.refused(ctx, store.EventNodeRenewRefused, node, cluster, node, c, err, node != "")
 		return nil, err
 	}
 	if !s.Enabled() {
@@ -371,22 +403,30 @@ func (s *Service) Renew(ctx context.Context, peer []*x509.Certificate, req wire.
 	}
 	leaf := peer[0]
 	now := s.cfg.Now().UTC()
-	if id, ok := tlsutil.IdentityOf(leaf); ok && id.Role == tlsutil.RoleAgent {
-		node = id.Name
-	}
 	inter := x509.NewCertPool()
 	for _, ic := range peer[1:] {
 		inter.AddCert(ic)
+	}
+	signedHere := func() {
+		if id, ok := tlsutil.IdentityOf(leaf); ok && id.Role == tlsutil.RoleAgent {
+			node, cluster = id.Name, tlsutil.ClusterOf(leaf)
+		}
 	}
 	if _, err := leaf.Verify(x509.VerifyOptions{Roots: s.pool, Intermediates: inter, CurrentTime: now,
 		KeyUsages: []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth}}); err != nil {
 		var inv x509.CertificateInvalidError
 		if errors.As(err, &inv) && inv.Reason == x509.Expired {
+			// Signed by the agent CA, and the handshake proved its key:
+			// the node is known, its certificate only too old.
+			if leaf.CheckSignatureFrom(s.cfg.CA.Cert) == nil {
+				signedHere()
+			}
 			return refuse(fmt.Errorf("%w: the certificate (serial %s) expired at %s; enroll again with a join token",
 				auth.ErrUnauthenticated, tlsutil.SerialHex(leaf), leaf.NotAfter.UTC().Format(time.RFC3339)))
 		}
 		return refuse(fmt.Errorf("%w: the certificate does not verify against the agent CA: %v", auth.ErrUnauthenticated, err))
 	}
+	signedHere()
 	if node == "" {
 		return refuse(fmt.Errorf("%w: the certificate names no agent", auth.ErrUnauthenticated))
 	}
@@ -514,6 +554,51 @@ func (s *Service) refreshNow(ctx context.Context) {
 	}
 }
 
+// errUsedUp: the join token's last use went while this request waited.
+var errUsedUp = fmt.Errorf("%w: used up", ErrRefused)
+
+// refusalDue reports whether a refusal of the token named tok may be an
+// event now (none in the last refusalEvery), and if so notes it.
+func (s *Service) refusalDue(tok string) bool {
+	now := s.cfg.Now()
+	s.limitMu.Lock()
+	defer s.limitMu.Unlock()
+	if last, ok := s.lastRefusal[tok]; ok && now.Sub(last) < refusalEvery {
+		return false
+	}
+	if len(s.lastRefusal) >= 4096 { // known tokens only; old entries go
+		for k, t := range s.lastRefusal {
+			if now.Sub(t) >= refusalEvery {
+				delete(s.lastRefusal, k)
+			}
+		}
+	}
+	s.lastRefusal[tok] = now
+	return true
+}
+
+// clusterHolding returns a cluster other than cluster whose nodes include
+// nodeID ("" when none).
+func clusterHolding(ctx context.Context, r store.Reader, nodeID, cluster string) (string, error) {
+	clusters, err := r.Clusters(ctx)
+	if err != nil {
+		return "", err
+	}
+	for _, cl := range clusters {
+		if cl.ID == cluster {
+			continue
+		}
+		_, err := r.Node(ctx, cl.ID, nodeID)
+		switch {
+		case err == nil:
+			return cl.ID, nil
+		case !errors.Is(err, store.ErrNotFound):
+			return "", err
+		}
+	}
+	return "", nil
+}
+
 // sign signs csr and returns the answer and the record to store.
 func (s *Service) sign(csr *x509.CertificateRequest, node, cluster string, now time.Time, by string) (*wire.EnrollResponse, *store.AgentCert, error) {
 	certPEM, cert, err := s.cfg.CA.SignAgent(csr, node, cluster, now, s.cfg.Lifetime)
@@ -526,8 +611,9 @@ func (s *Service) sign(csr *x509.CertificateRequest, node, cluster string, now t
 		GossipKey: s.cfg.GossipKey, Serial: rec.Serial, NotAfter: rec.NotAfter}, rec, nil
 }
 
-// refused records a refusal event in a transaction of its own.
-func (s *Service) refused(ctx context.Context, typ, actor, cluster, node string, c Caller, cause error) {
+// refused logs a refusal and, when event is set, records it as an event
+// in a transaction of its own.
+func (s *Service) refused(ctx context.Context, typ, actor, cluster, node string, c Caller, cause error, event bool) {
 	if actor == "" {
 		actor = "enroll"
 	}
@@ -541,9 +627,11 @@ func (s *Service) refused(ctx context.Context, typ, actor, cluster, node string,
 		ev.NodeID = node
 	}
 	s.log.Warn("enroll: refused", "type", typ, "client", c.ClientAddr, "reason", cause)
-	if actor == "enroll" && typ == store.EventNodeEnrollRefused {
-		// No known token was shown: anyone who reaches the listener could
-		// send this, so it is logged, not written to the event log.
+	if !event || actor == "enroll" && typ == store.EventNodeEnrollRefused {
+		// No known token was shown, or no certificate of the agent CA, or
+		// this token's refusal was recorded less than refusalEvery ago:
+		// anyone who reaches the listener could send this, so it is
+		// logged, not written to the event log.
 		return
 	}
 	ctx = context.WithoutCancel(ctx)

@@ -112,6 +112,7 @@ func downReason(err error) string {
 	var (
 		ae  *client.APIError
 		ie  *tlsutil.IdentityError
+		ce  *tlsutil.ClusterError
 		ua  x509.UnknownAuthorityError
 		inv x509.CertificateInvalidError
 		rh  tls.RecordHeaderError
@@ -126,6 +127,8 @@ func downReason(err error) string {
 		return ReasonInternalAddr
 	case errors.As(err, &ie):
 		return fmt.Sprintf("%s: the certificate at this address is %s", ReasonIdentityMismatch, ie.Got)
+	case errors.As(err, &ce):
+		return fmt.Sprintf("%s: %s", ReasonIdentityMismatch, ce.Error())
 	case errors.Is(err, tlsutil.ErrRevoked):
 		return ReasonRevoked
 	case errors.As(err, &ua):

@@ -489,7 +489,9 @@ func (o *Orchestrator) nodeClients(cs *clusterState, nodes []*nodeResult) {
 			if guarded(n) {
 				guard(tr)
 			}
-			tr.TLSClientConfig = tlsutil.ForPeer(o.cfg.AgentTLS, tlsutil.Agent(n.ID))
+			// An enrolled certificate names its cluster: n1 of another
+			// cluster is not this node.
+			tr.TLSClientConfig = tlsutil.ForPeer(tlsutil.InCluster(o.cfg.AgentTLS, n.ClusterID), tlsutil.Agent(n.ID))
 			c = &nodeClient{addr: n.Addr, guarded: guarded(n), hc: &http.Client{Transport: tr, CheckRedirect: noRedirect}}
 			cs.clients[n.ID] = c
 		}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"net/http"
 	"net/http/httptest"
+	"os"
 	"path/filepath"
 	"strings"
 	"sync/atomic"
@@ -282,5 +283,43 @@ func TestClientBodyLimitMarksTheNodeDown(t *testing.T) {
 	huge.CloseClientConnections()
 	if w := written.Load(); w > 64<<20 {
 		t.Fatalf("the agent wrote %d bytes before the core stopped reading", w)
+	}
+}
+
+// An agent enrolled as n1 of another cluster does not pass for n1 of this
+// cluster: the node is DOWN with a reason naming both clusters and gets
+// nothing.
+func TestAgentCertificateOfAnotherClusterIsRefused(t *testing.T) {
+	t.Parallel()
+	dir := filepath.Join(t.TempDir(), "tls")
+	makeCerts(t, dir, tlsutil.Core())
+	ca, err := tlsutil.LoadCA(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	csrPEM, keyPEM, err := tlsutil.NewAgentCSR("n1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	csr, _ := tlsutil.ParseAgentCSR(csrPEM, "n1")
+	certPEM, _, err := ca.SignAgent(csr, "n1", "dev", time.Now(), time.Hour)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "agent-n1.pem"), certPEM, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "agent-n1-key.pem"), keyPEM, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	e := setupTLS(t, dir, map[string]*realAgent{"n1": runTLSAgent(t, "n1", "n1", dir)})
+	id := e.create("n1", "muster.io/debug.ping", `{}`)
+	e.pass()
+	n := e.node("n1")
+	if n.Status != store.NodeDown || !strings.Contains(n.StatusReason, "cluster dev, not prod") {
+		t.Fatalf("n1: %s %q, want DOWN naming cluster dev", n.Status, n.StatusReason)
+	}
+	if rec := e.record(id); rec.SeenOnAgent {
+		t.Fatal("the action reached the agent of another cluster")
 	}
 }

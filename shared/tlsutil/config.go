@@ -150,18 +150,45 @@ func ServeKeyPair(kp *KeyPair) ListenOption {
 // verifies it itself, so that an expired or revoked certificate gets a
 // clear answer rather than a failed handshake. When the listener already
 // requires client certificates (api.tls.client_ca_file), the agents' CA is
-// accepted beside that CA.
-func RequestAgentCerts(pool *x509.CertPool, certs []*x509.Certificate) ListenOption {
+// accepted beside that CA, and an agent certificate whose serial revoked
+// reports is refused in the handshake (nil revoked: none is).
+func RequestAgentCerts(pool *x509.CertPool, certs []*x509.Certificate, revoked func(serial string) bool) ListenOption {
 	return func(c *tls.Config) {
 		if c.ClientAuth == tls.RequireAndVerifyClientCert {
 			for _, ca := range certs {
 				c.ClientCAs.AddCert(ca)
+			}
+			if revoked != nil {
+				check, extra := CheckSerials(revoked), c.VerifyConnection
+				c.VerifyConnection = func(cs tls.ConnectionState) error {
+					// Only a certificate the agents' CA signed is looked
+					// up: the serials on the list are that CA's.
+					if len(cs.PeerCertificates) > 0 && signedByOneOf(cs.PeerCertificates[0], certs) {
+						if err := check(cs); err != nil {
+							return err
+						}
+					}
+					if extra != nil {
+						return extra(cs)
+					}
+					return nil
+				}
 			}
 			return
 		}
 		c.ClientAuth = tls.RequestClientCert
 		c.ClientCAs = pool
 	}
+}
+
+// signedByOneOf reports whether one of cas signed leaf.
+func signedByOneOf(leaf *x509.Certificate, cas []*x509.Certificate) bool {
+	for _, ca := range cas {
+		if leaf.CheckSignatureFrom(ca) == nil {
+			return true
+		}
+	}
+	return false
 }
 
 // CheckSerials returns a VerifyConnection check that refuses a peer whose
@@ -268,6 +295,7 @@ func ProvePeer(ctx context.Context, d *net.Dialer, c *tls.Config, addr string, w
 	}
 	var (
 		ie *IdentityError
+		ce *ClusterError
 		ua x509.UnknownAuthorityError
 		rh tls.RecordHeaderError
 		al tls.AlertError
@@ -275,6 +303,8 @@ func ProvePeer(ctx context.Context, d *net.Dialer, c *tls.Config, addr string, w
 	switch {
 	case errors.As(err, &ie):
 		return &ProofError{Reason: ie.Error()}
+	case errors.As(refused, &ce):
+		return &ProofError{Reason: ce.Error()}
 	case errors.Is(refused, ErrRevoked):
 		return &ProofError{Reason: "its certificate is revoked"}
 	case errors.As(err, &ua):
@@ -287,4 +317,40 @@ func ProvePeer(ctx context.Context, d *net.Dialer, c *tls.Config, addr string, w
 		return &ProofError{Reason: "it refused the TLS handshake"}
 	}
 	return err
+}
+
+// ErrWrongCluster: an agent's certificate names another cluster than the
+// node's. Errors of InCluster that match it are *ClusterError.
+var ErrWrongCluster = errors.New("certificate of another cluster")
+
+// ClusterError says which cluster an agent's certificate names instead of
+// the node's. It matches ErrWrongCluster.
+type ClusterError struct{ Got, Want string }
+
+func (e *ClusterError) Error() string {
+	return fmt.Sprintf("the peer's certificate is for cluster %s, not %s", e.Got, e.Want)
+}
+
+// Is makes errors.Is(err, ErrWrongCluster) true.
+func (e *ClusterError) Is(target error) bool { return target == ErrWrongCluster }
+
+// InCluster returns a copy of c that also refuses a peer whose certificate
+// names a cluster (ClusterOf) other than cluster; a certificate naming none
+// passes. Wrapped by ForPeer, the check runs after the chain's and the
+// identity's.
+func InCluster(c *tls.Config, cluster string) *tls.Config {
+	c = c.Clone()
+	extra := c.VerifyConnection
+	c.VerifyConnection = func(cs tls.ConnectionState) error {
+		if len(cs.PeerCertificates) > 0 {
+			if got := ClusterOf(cs.PeerCertificates[0]); got != "" && got != cluster {
+				return &ClusterError{Got: got, Want: cluster}
+			}
+		}
+		if extra != nil {
+			return extra(cs)
+		}
+		return nil
+	}
+	return c
 }

@@ -79,8 +79,9 @@ func ParseCerts(b []byte) ([]*x509.Certificate, error) {
 	return out, nil
 }
 
-// PinnedPool returns the pool of the certificates of bundle after checking
-// that one of them is a CA whose Pin is pin (ErrPinMismatch otherwise).
+// PinnedPool returns a pool holding only the CA of bundle whose Pin is pin
+// (ErrPinMismatch when none has it). The other certificates of the bundle
+// are not trusted: whoever answers in the core's place may add their own.
 func PinnedPool(bundle []byte, pin string) (*x509.CertPool, error) {
 	want, err := NormalizePin(pin)
 	if err != nil {
@@ -93,8 +94,10 @@ func PinnedPool(bundle []byte, pin string) (*x509.CertPool, error) {
 	pool := x509.NewCertPool()
 	found := false
 	for _, c := range certs {
-		pool.AddCert(c)
-		found = found || c.IsCA && Pin(c) == want
+		if c.IsCA && Pin(c) == want {
+			pool.AddCert(c)
+			found = true
+		}
 	}
 	if !found {
 		return nil, fmt.Errorf("%w: no CA of the core's bundle has pin %s", ErrPinMismatch, want)

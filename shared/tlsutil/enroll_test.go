@@ -2,6 +2,7 @@ package tlsutil
 
 import (
 	"crypto/tls"
+	"crypto/x509"
 	"errors"
 	"net"
 	"os"
@@ -213,4 +214,164 @@ func TestRevokedPeerIsRefused(t *testing.T) {
 		t.Fatalf("dial after revocation: %v, want ErrRevoked", err)
 	}
 
+}
+
+// TestPinnedPoolTrustsOnlyThePinnedCA: a bundle holding the pinned CA and
+// another one (a man in the middle's) yields a pool that verifies the
+// pinned CA's certificates and not the other CA's.
+func TestPinnedPoolTrustsOnlyThePinnedCA(t *testing.T) {
+	t.Parallel()
+	dir, evilDir := setup(t), setup(t)
+	good, err := os.ReadFile(filepath.Join(dir, CACertFile))
+	if err != nil {
+		t.Fatal(err)
+	}
+	evil, err := os.ReadFile(filepath.Join(evilDir, CACertFile))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ca, _ := LoadCA(dir)
+	pool, err := PinnedPool(append(append([]byte{}, evil...), good...), Pin(ca.Cert))
+	if err != nil {
+		t.Fatal(err)
+	}
+	gp, err := CreateCert(dir, Core(), []string{"core.test"}, time.Now(), time.Hour)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ep, err := CreateCert(evilDir, Core(), []string{"core.test"}, time.Now(), time.Hour)
+	if err != nil {
+		t.Fatal(err)
+	}
+	opts := x509.VerifyOptions{Roots: pool}
+	if _, err := readCert(t, gp.Cert).Verify(opts); err != nil {
+		t.Fatalf("the pinned CA's certificate: %v", err)
+	}
+	if _, err := readCert(t, ep.Cert).Verify(opts); err == nil {
+		t.Fatal("a certificate of the other CA in the bundle verified")
+	}
+}
+
+// TestClientCAListenerRefusesRevokedAgentCert: a listener that requires
+// client certificates (api.tls.client_ca_file) and accepts the agents' CA
+// beside it refuses an agent certificate once its serial is revoked, and
+// still accepts a certificate of its own client CA.
+func TestClientCAListenerRefusesRevokedAgentCert(t *testing.T) {
+	t.Parallel()
+	dir, agents := setup(t), setup(t)
+	if _, err := CreateCert(dir, Core(), []string{"127.0.0.1"}, time.Now(), time.Hour); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := CreateCert(dir, Client("alice"), nil, time.Now(), time.Hour); err != nil {
+		t.Fatal(err)
+	}
+	aca, _ := LoadCA(agents)
+	csrPEM, keyPEM, err := NewAgentCSR("web-1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	csr, _ := ParseAgentCSR(csrPEM, "web-1")
+	certPEM, leaf, err := aca.SignAgent(csr, "web-1", "prod", time.Now(), time.Hour)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pair, err := tls.X509KeyPair(certPEM, keyPEM)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sc, err := ServerConfig(filepath.Join(dir, "core.pem"), filepath.Join(dir, "core-key.pem"), filepath.Join(dir, CACertFile))
+	if err != nil {
+		t.Fatal(err)
+	}
+	pool := x509.NewCertPool()
+	pool.AddCert(aca.Cert)
+	revoked := map[string]bool{}
+	RequestAgentCerts(pool, []*x509.Certificate{aca.Cert}, func(s string) bool { return revoked[s] })(sc)
+	clientAs := func(cert, key string) *tls.Config {
+		cc, err := ClientConfig(filepath.Join(dir, CACertFile), cert, key)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return ForPeer(cc, Core())
+	}
+	agent := clientAs("", "")
+	agent.Certificates = []tls.Certificate{pair}
+	if st, err := handshake(t, sc, agent); err != nil || !st.HandshakeComplete {
+		t.Fatalf("before revocation: %v", err)
+	}
+	revoked[SerialHex(leaf)] = true
+	if st, _ := handshake(t, sc, agent); st.HandshakeComplete {
+		t.Fatal("a revoked agent certificate completed the handshake")
+	}
+	alice := clientAs(filepath.Join(dir, "client-alice.pem"), filepath.Join(dir, "client-alice-key.pem"))
+	if st, err := handshake(t, sc, alice); err != nil || !st.HandshakeComplete {
+		t.Fatalf("the client CA's certificate after an agent's revocation: %v", err)
+	}
+}
+
+// TestInClusterRefusesAnotherClustersAgent: an enrolled certificate for
+// node web-1 of cluster dev does not pass as web-1 of cluster prod, through
+// ForPeer or ProvePeer; it passes for dev; a certificate naming no cluster
+// (made by `muster tls cert create`) passes for any cluster.
+func TestInClusterRefusesAnotherClustersAgent(t *testing.T) {
+	t.Parallel()
+	dir := setup(t)
+	ca, _ := LoadCA(dir)
+	csrPEM, keyPEM, err := NewAgentCSR("web-1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	csr, _ := ParseAgentCSR(csrPEM, "web-1")
+	certPEM, _, err := ca.SignAgent(csr, "web-1", "dev", time.Now(), time.Hour)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pair, err := tls.X509KeyPair(certPEM, keyPEM)
+	if err != nil {
+		t.Fatal(err)
+	}
+	serve := func(c tls.Certificate) string {
+		ln, err := tls.Listen("tcp", "127.0.0.1:0", &tls.Config{Certificates: []tls.Certificate{c}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { ln.Close() })
+		go func() {
+			for {
+				c, err := ln.Accept()
+				if err != nil {
+					return
+				}
+				go func() { _ = c.(*tls.Conn).Handshake(); c.Close() }()
+			}
+		}()
+		return ln.Addr().String()
+	}
+	enrolled := serve(pair)
+	cc, err := ClientConfig(filepath.Join(dir, CACertFile), "", "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := ProvePeer(t.Context(), nil, InCluster(cc, "dev"), enrolled, Agent("web-1")); err != nil {
+		t.Fatalf("web-1 of dev for dev: %v", err)
+	}
+	err = ProvePeer(t.Context(), nil, InCluster(cc, "prod"), enrolled, Agent("web-1"))
+	var pe *ProofError
+	if !errors.As(err, &pe) || !strings.Contains(pe.Reason, "cluster dev") {
+		t.Fatalf("web-1 of dev for prod: %v, want a proof error naming cluster dev", err)
+	}
+	if _, err := tls.Dial("tcp", enrolled, ForPeer(InCluster(cc, "prod"), Agent("web-1"))); !errors.Is(err, ErrWrongCluster) {
+		t.Fatalf("dial web-1 of dev for prod: %v, want ErrWrongCluster", err)
+	}
+	p, err := CreateCert(dir, Agent("web-2"), nil, time.Now(), time.Hour)
+	if err != nil {
+		t.Fatal(err)
+	}
+	hand, err := tls.LoadX509KeyPair(p.Cert, p.Key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := ProvePeer(t.Context(), nil, InCluster(cc, "prod"), serve(hand), Agent("web-2")); err != nil {
+		t.Fatalf("a certificate naming no cluster: %v", err)
+	}
 }
