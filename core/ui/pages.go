@@ -257,7 +257,8 @@ func (s *Server) approvals(w http.ResponseWriter, r *http.Request, v *visitor) {
 		return
 	}
 	d.Items, d.Runs = []pending{}, runs
-	d.RunsNextURL = listPage{path: "/ui/approvals"}.url(next)
+	page := listPage{path: "/ui/approvals"}
+	d.RunsNextURL = page.url(next)
 	if marker != "" {
 		d.RunsFirstURL = "/ui/approvals"
 	}
@@ -288,11 +289,7 @@ func (s *Server) approvals(w http.ResponseWriter, r *http.Request, v *visitor) {
 	} else if vw.Flash = runFlash(r); vw.Flash != "" {
 		vw.FlashLink = "/ui/runs/" + r.URL.Query().Get("run")
 	}
-	live := url.Values{"part": {"live"}}
-	if marker != "" {
-		live.Set("marker", marker)
-	}
-	vw.Live = &liveRegion{URL: "/ui/approvals?" + live.Encode(), Stream: "type=action.*,run.*"}
+	vw.Live = page.live(marker, url.Values{"type": {"action.*,run.*"}}, "")
 	vw.Data = d
 	s.render(w, r, http.StatusOK, "approvals", vw)
 }
