@@ -111,6 +111,10 @@ generate: ## Regenerate mocks (go.uber.org/mock) and fail if they drifted
 bench: ## Run the benchmarks (no race detector): a table, and bench/results.json
 	$(GO) run ./e2e/benchreport -out bench/results.json
 
+.PHONY: docs
+docs: ## Rewrite the tables of docs/performance.md from bench/results.json
+	$(GO) run ./e2e/benchreport -docs docs/performance.md -results bench/results.json
+
 # The chaos test. `make test` runs it with a fixed seed (the same choices
 # every time) twice: one core on SQLite for 50 s (TestChaos) and three core
 # replicas on PostgreSQL for 60 s (TestChaosReplicas: replicas killed and
@@ -134,4 +138,4 @@ chaos-nightly: ## The nightly chaos run: a random seed for 30 minutes, log in ch
 
 .PHONY: clean
 clean: ## Remove build output
-	rm -rf bin $(DIST) bench/results.json chaos-nightly.log
+	rm -rf bin $(DIST) chaos-nightly.log

@@ -328,3 +328,28 @@ func TestARunChildCancelledOnTheNodeSaysSo(t *testing.T) {
 		t.Fatalf("the run ended DONE (%s) with its only child cancelled", end.StateReason)
 	}
 }
+
+// A running run whose next node is drained (stage unavailable: wait) says
+// so in its own state_reason, through the API; once the node is undrained
+// the run goes on, and its reason no longer says it waits.
+func TestARunWaitingForADrainedNodeSaysSo(t *testing.T) {
+	t.Parallel()
+	f := newStepFleet(t, 2, "0.1", "")
+	if _, err := f.alice.DrainNode(ctxT(t), "e2e", "node-2", "disk swap"); err != nil {
+		t.Fatal(err)
+	}
+	req := stepRun("1", "0", "")
+	req.Stages[0].Unavailable = "wait"
+	run := f.startRun(t, req)
+	want := "waiting: node node-2 is drained"
+	testwait.Within(t, 30*time.Second, "the run says it waits for node-2", func() bool {
+		r, err := f.admin.Run(ctxT(t), run.ID)
+		return err == nil && r.State == "RUNNING" && strings.HasSuffix(r.StateReason, "; "+want)
+	})
+	if _, err := f.alice.UndrainNode(ctxT(t), "e2e", "node-2"); err != nil {
+		t.Fatal(err)
+	}
+	if r := f.waitRun(t, run.ID, 60*time.Second, "DONE", "FAILED", "CANCELLED", "PARTIAL"); r.State != "DONE" || strings.Contains(r.StateReason, "waiting") {
+		t.Fatalf("after the undrain: %s (%s)", r.State, r.StateReason)
+	}
+}

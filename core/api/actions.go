@@ -2,7 +2,6 @@ package api
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"net/http"
 	"strconv"
@@ -109,32 +108,19 @@ func (s *Server) listActions(c *echo.Context) error {
 	if err != nil {
 		return err
 	}
-	limit := q.Limit
-	q.Limit = limit + 1 // one more tells whether a next page exists
 	var recs []store.Record
+	var next string
 	err = s.st.Read(c.Request().Context(), func(r store.Reader) error {
-		if q.Marker != "" {
-			if _, err := r.Action(c.Request().Context(), q.Marker); err != nil {
-				if errors.Is(err, store.ErrNotFound) {
-					return badRequest("marker %s is not an action", q.Marker)
-				}
-				return err
-			}
-		}
 		var err error
-		recs, err = r.ListActions(c.Request().Context(), q)
+		recs, next, err = store.ActionPage(c.Request().Context(), r, q)
 		return err
 	})
 	if err != nil {
 		return err
 	}
-	out := wire.ActionList{Actions: make([]action.Action, 0, min(len(recs), limit))}
+	out := wire.ActionList{Actions: make([]action.Action, len(recs)), NextMarker: next}
 	for i := range recs {
-		if i == limit {
-			out.NextMarker = recs[i-1].ID
-			break
-		}
-		out.Actions = append(out.Actions, recs[i].Action)
+		out.Actions[i] = recs[i].Action
 	}
 	return c.JSON(http.StatusOK, out)
 }

@@ -127,26 +127,15 @@ func (s *Server) listRuns(c *echo.Context) error {
 	if q.Marker != "" && !action.ValidID(q.Marker) {
 		return badRequest("marker %q is not a run id", q.Marker)
 	}
-	limit := q.Limit
-	q.Limit++
 	q.Brief = true // the first nodes of each stage and their count
 	ctx := c.Request().Context()
 	out := wire.RunList{Runs: []wire.Run{}}
 	err = s.st.Read(ctx, func(r store.Reader) error {
-		if q.Marker != "" {
-			if ok, err := store.RunExists(ctx, r, q.Marker); err != nil {
-				return err
-			} else if !ok {
-				return badRequest("marker %s is not a run", q.Marker)
-			}
-		}
-		list, err := r.ListRuns(ctx, q)
+		list, next, err := store.RunPage(ctx, r, q)
 		if err != nil {
 			return err
 		}
-		if len(list) > limit {
-			list, out.NextMarker = list[:limit], list[limit-1].ID
-		}
+		out.NextMarker = next
 		ids := make([]string, len(list))
 		for i := range list {
 			ids[i] = list[i].ID

@@ -182,10 +182,10 @@ func (v *budgetView) now() *budget.Usage {
 // every action the budget holds whose reason the budget's use, as this
 // sync saw it, no longer matches (a node went DOWN, another push was
 // admitted), without talking to their agents. It writes nothing when every
-// reason still holds.
-func (o *Orchestrator) refreshHeld(ctx context.Context, v *budgetView) {
+// reason still holds, and reports whether it wrote.
+func (o *Orchestrator) refreshHeld(ctx context.Context, v *budgetView) bool {
 	if v == nil {
-		return
+		return false
 	}
 	v.led.mu.Lock()
 	why := v.now().HeldReason()
@@ -197,7 +197,7 @@ func (o *Orchestrator) refreshHeld(ctx context.Context, v *budgetView) {
 	}
 	v.led.mu.Unlock()
 	if len(stale) == 0 {
-		return
+		return false
 	}
 	now := action.UTC(time.Now())
 	o.TestSignals.Steps.Send(Step{Cluster: v.id, Kind: StepCommit, Begin: true})
@@ -225,7 +225,7 @@ func (o *Orchestrator) refreshHeld(ctx context.Context, v *budgetView) {
 		if ctx.Err() == nil {
 			o.log.Warn("refresh the reasons of held actions", "cluster", v.id, "err", err)
 		}
-		return
+		return false
 	}
 	v.led.mu.Lock()
 	for n, id := range stale {
@@ -234,6 +234,7 @@ func (o *Orchestrator) refreshHeld(ctx context.Context, v *budgetView) {
 		}
 	}
 	v.led.mu.Unlock()
+	return true
 }
 
 // nudgeHeld asks, once a sync has committed, for a sync of every node

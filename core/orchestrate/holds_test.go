@@ -2,16 +2,20 @@ package orchestrate
 
 import (
 	"context"
+	"encoding/json"
 	"testing"
 	"time"
 
 	"github.com/musterhq/muster/core/actions"
+	"github.com/musterhq/muster/core/approval"
 	"github.com/musterhq/muster/core/budget"
 	"github.com/musterhq/muster/core/nodes"
+	"github.com/musterhq/muster/core/runs"
 	"github.com/musterhq/muster/core/store"
 	"github.com/musterhq/muster/shared/action"
 	"github.com/musterhq/muster/shared/limit"
 	"github.com/musterhq/muster/shared/testwait"
+	"github.com/musterhq/muster/shared/wire"
 )
 
 // TestABudgetHoldsReasonIsRefreshedWhenTheBudgetChanges: an action the
@@ -121,5 +125,107 @@ func TestLastContactIsStoredOnceContactEveryHasPassed(t *testing.T) {
 	})
 	if ev := h.events(); len(ev) != 0 {
 		t.Fatalf("storing the last contact appended events %v", ev)
+	}
+}
+
+// runOn creates and approves a run of one debug.sleep stage on node, with
+// the harness's engine.
+func (h *harness) runOn(engine *runs.Engine, node string) string {
+	h.t.Helper()
+	var id string
+	h.update(func(ctx context.Context, tx store.Tx) error {
+		run, err := engine.Create(ctx, tx, &wire.CreateRunRequest{ClusterID: cluster, Stages: []wire.StageSpec{{
+			Kind: "muster.io/debug.sleep", Args: json.RawMessage(`{"seconds":1}`), Target: wire.Target{Nodes: []string{node}}}}},
+			actions.Actor{Name: "alice"})
+		if err != nil {
+			return err
+		}
+		id = run.ID
+		_, err = engine.Approve(ctx, tx, run.ID, "", actions.Actor{Name: "bob"})
+		return err
+	})
+	return id
+}
+
+func (h *harness) run(id string) *store.Run {
+	h.t.Helper()
+	var r *store.Run
+	h.update(func(ctx context.Context, tx store.Tx) error {
+		var err error
+		r, err = tx.Run(ctx, id)
+		return err
+	})
+	return r
+}
+
+// TestARunHeldByTheBudgetSaysSo: a running run whose next child the budget
+// holds says so in its own state_reason; the reason follows the budget
+// when it changes and is gone once the child is sent.
+func TestARunHeldByTheBudgetSaysSo(t *testing.T) {
+	t.Parallel()
+	one, _ := limit.Parse("1")
+	pol := approval.DefaultPolicy()
+	engine := &runs.Engine{Policy: pol, Actions: &actions.Rules{Policy: pol}}
+	h := setup(t, Config{Runs: engine, Budget: budget.Policy{MaxUnavailable: map[string]limit.Limit{cluster: one},
+		Kinds: []budget.KindRule{{Kind: "muster.io/debug.sleep", Disruptive: true}}}}, "n1", "n2", "n3")
+	h.pass()
+	a := h.create("n1", nil)
+	h.pass()
+	wantState(t, h.record(a), action.New)
+	id := h.runOn(engine, "n3")
+	h.pass()
+	want := runs.ReasonApproved + "; waiting: node n3 is held by the disruption budget of cluster " + cluster + " (1 of 1 unavailable)"
+	if r := h.run(id); r.State != store.RunRunning || r.StateReason != want {
+		t.Fatalf("held by the budget: %s %q, want %q", r.State, r.StateReason, want)
+	}
+	h.agents["n2"].set(func(f *fakeAgent) { f.down = true })
+	if _, err := h.o.SyncNodes(context.Background(), cluster, []string{"n2"}); err != nil {
+		t.Fatal(err)
+	}
+	want = runs.ReasonApproved + "; waiting: node n3 is held by the disruption budget of cluster " + cluster + " (2 of 1 unavailable)"
+	if r := h.run(id); r.StateReason != want {
+		t.Fatalf("after n2 went down: %q, want %q", r.StateReason, want)
+	}
+	h.agents["n2"].set(func(f *fakeAgent) { f.down = false })
+	h.agents["n1"].run(t, a, action.Done, nil)
+	h.pass()
+	h.pass()
+	if r := h.run(id); r.State != store.RunRunning || r.StateReason != runs.ReasonApproved {
+		t.Fatalf("once its child was sent: %s %q", r.State, r.StateReason)
+	}
+}
+
+// TestARunHeldByADrainSaysSo: a running run whose child waits for its
+// drained node says so in its state_reason, and no longer once the node is
+// undrained.
+func TestARunHeldByADrainSaysSo(t *testing.T) {
+	t.Parallel()
+	pol := approval.DefaultPolicy()
+	engine := &runs.Engine{Policy: pol, Actions: &actions.Rules{Policy: pol}}
+	h := setup(t, Config{Runs: engine}, "n1")
+	h.pass()
+	drain := func(on bool) {
+		h.update(func(ctx context.Context, tx store.Tx) error {
+			var err error
+			if on {
+				_, err = nodes.Drain(ctx, tx, cluster, "n1", "maintenance", actions.Actor{Name: "alice"})
+			} else {
+				_, err = nodes.Undrain(ctx, tx, cluster, "n1", actions.Actor{Name: "alice"})
+			}
+			return err
+		})
+	}
+	id := h.runOn(engine, "n1") // its child is created at once, not yet sent
+	drain(true)
+	h.pass()
+	want := runs.ReasonApproved + "; waiting: node n1 is drained"
+	if r := h.run(id); r.State != store.RunRunning || r.StateReason != want {
+		t.Fatalf("on a drained node: %s %q, want %q", r.State, r.StateReason, want)
+	}
+	h.idle()
+	drain(false)
+	h.pass()
+	if r := h.run(id); r.State != store.RunRunning || r.StateReason != runs.ReasonApproved {
+		t.Fatalf("after the undrain: %s %q", r.State, r.StateReason)
 	}
 }

@@ -723,13 +723,15 @@ func (l *loopRun) commitArrived(j *job, whole bool) {
 	for i := range vals {
 		views[vals[i].budget] = true
 	}
+	refreshed := false
 	for v := range views {
 		o.nudgeHeld(v)
-		o.refreshHeld(j.ctx, v)
+		refreshed = o.refreshHeld(j.ctx, v) || refreshed
 	}
 	// A child of a run that this commit saw finish may admit the run's
-	// next wave: create it now, and sync the nodes it goes to.
-	if j.rep.Changes > changes && o.advanceRuns(j.ctx, cs.id) > 0 {
+	// next wave: create it now, and sync the nodes it goes to. A child
+	// held, or held for a new reason, changes its run's reason (core/runs).
+	if (j.rep.Changes > changes || refreshed) && o.advanceRuns(j.ctx, cs.id) > 0 {
 		o.nudgeUnsent(j.ctx, cs.id)
 	}
 }

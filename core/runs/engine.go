@@ -600,6 +600,13 @@ func (e *Engine) advance(ctx context.Context, tx store.Tx, r *store.Run, t time.
 		}
 		return e.advance(ctx, tx, r, t)
 	}
+	if r.State == store.RunRunning && step.State == store.RunRunning {
+		// What holds its next nodes (with the nodes found waiting just
+		// now), said in its own reason.
+		if why := WithWaiting(r.StateReason, Waiting(r, kids, env)); why != r.StateReason {
+			r.StateReason, changed = why, true
+		}
+	}
 	for i := range r.Stages {
 		st := &r.Stages[i]
 		if step.Stages[i] == st.State {
@@ -690,7 +697,7 @@ func (e *Engine) advance(ctx context.Context, tx store.Tx, r *store.Run, t time.
 // planEnv is what the planner needs besides the run and its children: the
 // time, and the nodes' labels when a step's templates may use them.
 func (e *Engine) planEnv(ctx context.Context, tx store.Tx, r *store.Run, t time.Time) (PlanEnv, error) {
-	env := PlanEnv{Now: t, Unavailable: map[string]bool{}}
+	env := PlanEnv{Now: t, Unavailable: map[string]bool{}, Drained: map[string]bool{}}
 	nodes, err := tx.Nodes(ctx, r.ClusterID)
 	if err != nil {
 		return env, err
@@ -698,6 +705,9 @@ func (e *Engine) planEnv(ctx context.Context, tx store.Tx, r *store.Run, t time.
 	for _, n := range nodes {
 		if n.Status == store.NodeDown || n.Drained {
 			env.Unavailable[n.ID] = true
+		}
+		if n.Drained {
+			env.Drained[n.ID] = true
 		}
 	}
 	templates := false

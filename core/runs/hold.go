@@ -2,9 +2,13 @@ package runs
 
 import (
 	"context"
+	"fmt"
 	"slices"
+	"strings"
 	"time"
 
+	"github.com/musterhq/muster/core/actions"
+	"github.com/musterhq/muster/core/budget"
 	"github.com/musterhq/muster/core/store"
 	"github.com/musterhq/muster/shared/action"
 )
@@ -119,4 +123,103 @@ func InFlight(ctx context.Context, r store.Reader, clusterID string, now time.Ti
 		}
 	}
 	return p, nil
+}
+
+// A running run whose next nodes are held says so in its own state_reason,
+// after the reason it runs for: "approved; waiting: node n1 is drained".
+// The part after waitingSep is refreshed at every advance of the run
+// (after every commit that held, refreshed or sent one of its children)
+// and dropped once nothing holds it. What holds it:
+//   - a child not yet sent that the disruption budget holds, or that waits
+//     for its drained node (the child's own state_reason, set by
+//     core/actions.Hold);
+//   - a node whose turn came while it was DOWN or drained, in a stage that
+//     waits for it (unavailable: wait).
+const waitingSep = "; waiting: "
+
+// WithWaiting is reason with its waiting part replaced by waiting (dropped
+// when waiting is "").
+func WithWaiting(reason, waiting string) string {
+	base, _, _ := strings.Cut(reason, waitingSep)
+	if waiting == "" {
+		return base
+	}
+	return base + waitingSep + waiting
+}
+
+// Waiting says what holds the next nodes of run r, whose children are kids,
+// in env; "" when nothing does.
+func Waiting(r *store.Run, kids []Child, env PlanEnv) string {
+	var budgeted, drained, down []string
+	usage := ""
+	for i := range kids {
+		c := &kids[i]
+		if c.State != action.PendingSchedule {
+			continue
+		}
+		switch {
+		case c.Reason == actions.ReasonDrained:
+			drained = append(drained, c.Node)
+		case strings.HasPrefix(c.Reason, budget.HeldPrefix):
+			budgeted = append(budgeted, c.Node)
+			if usage == "" {
+				usage = strings.TrimPrefix(strings.TrimPrefix(c.Reason, budget.HeldPrefix), ": ")
+			}
+		}
+	}
+	for i := range r.Stages {
+		st := &r.Stages[i]
+		if st.State != store.StageRunning {
+			continue
+		}
+		for node, u := range st.Unreachable {
+			if u.As != UnavailableWait || !env.Unavailable[node] || started(kids, st.Name, node) {
+				continue
+			}
+			if env.Drained[node] {
+				drained = append(drained, node)
+			} else {
+				down = append(down, node)
+			}
+		}
+	}
+	var parts []string
+	if len(budgeted) > 0 {
+		s := fmt.Sprintf("%s held by the disruption budget of cluster %s", nodeList(budgeted), r.ClusterID)
+		if usage != "" {
+			s += " (" + usage + ")"
+		}
+		parts = append(parts, s)
+	}
+	if len(drained) > 0 {
+		parts = append(parts, nodeList(drained)+" drained")
+	}
+	if len(down) > 0 {
+		parts = append(parts, nodeList(down)+" DOWN")
+	}
+	return strings.Join(parts, "; ")
+}
+
+// started reports whether node has a child in stage.
+func started(kids []Child, stage, node string) bool {
+	for i := range kids {
+		if kids[i].Stage == stage && kids[i].Node == node {
+			return true
+		}
+	}
+	return false
+}
+
+// nodeList names nodes, sorted and without repeats, the first three of
+// them, with the verb: "node n1 is", "nodes n1, n2 are".
+func nodeList(nodes []string) string {
+	slices.Sort(nodes)
+	nodes = slices.Compact(nodes)
+	switch {
+	case len(nodes) == 1:
+		return "node " + nodes[0] + " is"
+	case len(nodes) > 3:
+		return "nodes " + strings.Join(nodes[:3], ", ") + fmt.Sprintf(" and %d more are", len(nodes)-3)
+	}
+	return "nodes " + strings.Join(nodes, ", ") + " are"
 }

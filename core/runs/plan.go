@@ -152,6 +152,8 @@ type PlanEnv struct {
 	// Unavailable holds the nodes that are DOWN or drained now; nil when
 	// not known (every node is then taken as available).
 	Unavailable map[string]bool
+	// Drained holds, among Unavailable, the nodes drained now.
+	Drained map[string]bool
 }
 
 // retryDelay is the wait before attempt n+1 of a step whose attempt n

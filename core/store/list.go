@@ -2,6 +2,7 @@ package store
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strconv"
 	"strings"
@@ -51,56 +52,77 @@ func listActionsSQL(q ListQuery, columns string, ph Placeholder) (string, []any,
 	if err != nil {
 		return "", nil, err
 	}
-	var where []string
-	var args []any
-	arg := func(v any) string {
-		args = append(args, v)
-		return ph(len(args))
-	}
-	in := func(col string, vals []string) string {
-		ps := make([]string, len(vals))
-		for i, v := range vals {
-			ps[i] = arg(v)
-		}
-		return col + " IN (" + strings.Join(ps, ", ") + ")"
-	}
+	b := &listSQL{ph: ph}
 	if q.ClusterID != "" {
-		where = append(where, "cluster_id = "+arg(q.ClusterID))
+		b.where = append(b.where, "cluster_id = "+b.arg(q.ClusterID))
 	}
 	if q.RunID != "" {
-		where = append(where, "run_id = "+arg(q.RunID))
+		b.where = append(b.where, "run_id = "+b.arg(q.RunID))
 	}
 	if q.NodeID != "" {
-		where = append(where, "node_id = "+arg(q.NodeID))
+		b.where = append(b.where, "node_id = "+b.arg(q.NodeID))
 	}
 	if len(q.States) > 0 {
 		states := make([]string, len(q.States))
 		for i, s := range q.States {
 			states[i] = string(s)
 		}
-		where = append(where, in("state", states))
+		b.in("state", states)
 	}
 	if len(q.Kinds) > 0 {
-		where = append(where, in("kind", q.Kinds))
+		b.in("kind", q.Kinds)
 	}
-	if q.Marker != "" {
-		where = append(where, after(keys, func(field string) string {
-			return "(SELECT " + field + " FROM actions WHERE id = " + arg(q.Marker) + ")"
+	return b.statement("actions", columns, keys, q.Marker, q.Limit), b.args, nil
+}
+
+// listSQL builds a list statement of either store: its conditions and
+// their parameters in the placeholder style ph.
+type listSQL struct {
+	ph    Placeholder
+	where []string
+	args  []any
+}
+
+// arg adds a parameter and returns its placeholder.
+func (b *listSQL) arg(v any) string {
+	b.args = append(b.args, v)
+	return b.ph(len(b.args))
+}
+
+// in adds the condition "col is one of vals".
+func (b *listSQL) in(col string, vals []string) {
+	ps := make([]string, len(vals))
+	for i, v := range vals {
+		ps[i] = b.arg(v)
+	}
+	b.where = append(b.where, col+" IN ("+strings.Join(ps, ", ")+")")
+}
+
+// statement is the SELECT of columns from table with the conditions so
+// far, in the order of keys and, when marker is set, after the marker's row
+// in that order (keyset paging: the marker's values are read in the
+// database by subqueries, so they keep their column types in either store;
+// a marker that names no row matches nothing). A limit of 0 or less means
+// no limit.
+func (b *listSQL) statement(table, columns string, keys []SortKey, marker string, limit int) string {
+	if marker != "" {
+		b.where = append(b.where, after(keys, func(field string) string {
+			return "(SELECT " + field + " FROM " + table + " WHERE id = " + b.arg(marker) + ")"
 		}))
 	}
-	stmt := "SELECT " + columns + " FROM actions"
-	if len(where) > 0 {
-		stmt += " WHERE " + strings.Join(where, " AND ")
+	stmt := "SELECT " + columns + " FROM " + table
+	if len(b.where) > 0 {
+		stmt += " WHERE " + strings.Join(b.where, " AND ")
 	}
 	order := make([]string, len(keys))
 	for i, k := range keys {
 		order[i] = k.Field + map[bool]string{false: " ASC", true: " DESC"}[k.Desc]
 	}
 	stmt += " ORDER BY " + strings.Join(order, ", ")
-	if q.Limit > 0 {
-		stmt += " LIMIT " + arg(q.Limit)
+	if limit > 0 {
+		stmt += " LIMIT " + b.arg(limit)
 	}
-	return stmt, args, nil
+	return stmt
 }
 
 // after returns the condition "comes after the marker in the order of keys":
@@ -121,4 +143,94 @@ func after(keys []SortKey, val func(field string) string) string {
 		ors = append(ors, "("+strings.Join(ands, " AND ")+")")
 	}
 	return "(" + strings.Join(ors, " OR ") + ")"
+}
+
+// ListRuns is Reader.ListRuns of both stores: columns and briefColumns are
+// the store's run columns (whole and brief), ph its placeholder style, and
+// runs reads a statement of runs (brief ones when brief) in its
+// transaction. A marker that names no run lists nothing.
+func ListRuns(ctx context.Context, q RunQuery, columns, briefColumns string, ph Placeholder,
+	runs func(ctx context.Context, brief bool, stmt string, args ...any) ([]Run, error)) ([]Run, error) {
+	if q.Brief {
+		columns = briefColumns
+	}
+	stmt, args := listRunsSQL(q, columns, ph)
+	out, err := runs(ctx, q.Brief, stmt, args...)
+	if err != nil {
+		return nil, fmt.Errorf("list runs: %w", err)
+	}
+	return out, nil
+}
+
+// listRunsSQL builds the one statement of ListRuns for both stores, in the
+// placeholder style ph, selecting columns from runs: newest first (oldest
+// with Oldest), then by id, and after the marker's row in that order by
+// the same keyset condition as the actions' (after).
+func listRunsSQL(q RunQuery, columns string, ph Placeholder) (string, []any) {
+	b := &listSQL{ph: ph}
+	if q.ClusterID != "" {
+		b.where = append(b.where, "cluster_id = "+b.arg(q.ClusterID))
+	}
+	if len(q.States) > 0 {
+		b.in("state", q.States)
+	}
+	keys := []SortKey{{Field: "created_ts", Desc: !q.Oldest}, {Field: "id", Desc: !q.Oldest}}
+	return b.statement("runs", columns, keys, q.Marker, q.Limit), b.args
+}
+
+// ErrUnknownMarker is a page marker that names nothing: an ErrInvalidQuery
+// (the API answers 400).
+var ErrUnknownMarker = fmt.Errorf("%w: unknown page marker", ErrInvalidQuery)
+
+// ActionPage reads one page of the actions q lists, at most q.Limit of them
+// (every one when it is 0 or less), for the API's and the UI's lists: it
+// asks for one more to tell whether a next page exists, and returns the
+// marker of the next page ("" on the last). A marker that names no action
+// is ErrUnknownMarker.
+func ActionPage(ctx context.Context, r Reader, q ListQuery) ([]Record, string, error) {
+	limit := q.Limit
+	if limit > 0 {
+		q.Limit++
+	}
+	recs, err := r.ListActions(ctx, q)
+	if q.Marker != "" && errors.Is(err, ErrNotFound) {
+		return nil, "", fmt.Errorf("%w: %s is not an action", ErrUnknownMarker, q.Marker)
+	}
+	if err != nil {
+		return nil, "", err
+	}
+	recs, next := cutPage(recs, limit, func(r *Record) string { return r.ID })
+	return recs, next, nil
+}
+
+// RunPage reads one page of the runs q lists as ActionPage does actions. A
+// marker that names no run is ErrUnknownMarker.
+func RunPage(ctx context.Context, r Reader, q RunQuery) ([]Run, string, error) {
+	if q.Marker != "" {
+		if ok, err := RunExists(ctx, r, q.Marker); err != nil {
+			return nil, "", err
+		} else if !ok {
+			return nil, "", fmt.Errorf("%w: %s is not a run", ErrUnknownMarker, q.Marker)
+		}
+	}
+	limit := q.Limit
+	if limit > 0 {
+		q.Limit++
+	}
+	list, err := r.ListRuns(ctx, q)
+	if err != nil {
+		return nil, "", err
+	}
+	list, next := cutPage(list, limit, func(r *Run) string { return r.ID })
+	return list, next, nil
+}
+
+// cutPage cuts list, read with one more than limit, to limit, and returns
+// the marker of the next page: the id of its last item, "" when nothing
+// follows.
+func cutPage[T any](list []T, limit int, id func(*T) string) ([]T, string) {
+	if limit <= 0 || len(list) <= limit {
+		return list, ""
+	}
+	return list[:limit], id(&list[limit-1])
 }

@@ -53,3 +53,36 @@ func TestListActionsSQLDialects(t *testing.T) {
 		t.Errorf("an empty query filters or limits: %s", s)
 	}
 }
+
+// TestListRunsSQLDialects: runs are listed by the same builder as actions:
+// the dialects differ only in placeholders, newest first (oldest with
+// Oldest), and after the marker by the keyset condition on (created_ts, id).
+func TestListRunsSQLDialects(t *testing.T) {
+	t.Parallel()
+	q := RunQuery{ClusterID: "c", States: []string{"RUNNING", "PAUSED"}, Marker: "m", Limit: 10}
+	sq, sargs := listRunsSQL(q, "id", QuestionMarks)
+	pq, pargs := listRunsSQL(q, "id", DollarNumbers)
+	if n := strings.Count(sq, "?"); n != len(sargs) || len(pargs) != len(sargs) {
+		t.Fatalf("%d placeholders, %d and %d args: %s", n, len(sargs), len(pargs), sq)
+	}
+	for i := len(pargs); i >= 1; i-- {
+		pq = strings.ReplaceAll(pq, DollarNumbers(i), "?")
+	}
+	if pq != sq {
+		t.Errorf("the dialects differ beyond placeholders:\n%s\n%s", sq, pq)
+	}
+	want := "SELECT id FROM runs WHERE cluster_id = ? AND state IN (?, ?) AND " +
+		"((created_ts < (SELECT created_ts FROM runs WHERE id = ?)) OR " +
+		"(created_ts = (SELECT created_ts FROM runs WHERE id = ?) AND id < (SELECT id FROM runs WHERE id = ?))) " +
+		"ORDER BY created_ts DESC, id DESC LIMIT ?"
+	if sq != want {
+		t.Errorf("newest first:\n got %s\nwant %s", sq, want)
+	}
+	if s, _ := listRunsSQL(RunQuery{Oldest: true, Marker: "m"}, "id", QuestionMarks); !strings.Contains(s, "created_ts > (") ||
+		!strings.HasSuffix(s, "ORDER BY created_ts ASC, id ASC") {
+		t.Errorf("oldest first: %s", s)
+	}
+	if s, _ := listRunsSQL(RunQuery{}, "id", QuestionMarks); strings.Contains(s, "LIMIT") || strings.Contains(s, "WHERE") {
+		t.Errorf("an empty query filters or limits: %s", s)
+	}
+}

@@ -96,14 +96,12 @@ func (s *Server) nodePage(w http.ResponseWriter, r *http.Request, v *visitor) {
 		if rc, ok := revoked[cid+"/"+nid]; ok {
 			d.Revoked, d.RevokeReason = true, rc.RevokeReason
 		}
-		recs, err := rd.ListActions(ctx, store.ListQuery{ClusterID: cid, NodeID: nid,
-			Sort: []store.SortKey{{Field: "created_ts", Desc: true}}, Limit: nodeActionsShown + 1})
+		recs, more, err := store.ActionPage(ctx, rd, store.ListQuery{ClusterID: cid, NodeID: nid,
+			Sort: []store.SortKey{{Field: "created_ts", Desc: true}}, Limit: nodeActionsShown})
 		if err != nil {
 			return err
 		}
-		if len(recs) > nodeActionsShown {
-			recs, d.More = recs[:nodeActionsShown], true
-		}
+		d.More = more != ""
 		for i := range recs {
 			d.Actions = append(d.Actions, recs[i].Action)
 		}

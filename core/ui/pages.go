@@ -235,17 +235,20 @@ func (s *Server) approvals(w http.ResponseWriter, r *http.Request, v *visitor) {
 	var recs []store.Record
 	var runs []pendingRun
 	var next string
+	var d approvalsData
 	err := s.st.Read(ctx, func(rd store.Reader) error {
+		var more string
 		var err error
-		recs, err = rd.ListActions(ctx, store.ListQuery{States: []action.State{action.PendingApprove},
-			Sort: []store.SortKey{{Field: "created_ts"}}, Limit: approvalsShown + 1})
+		recs, more, err = store.ActionPage(ctx, rd, store.ListQuery{States: []action.State{action.PendingApprove},
+			Sort: []store.SortKey{{Field: "created_ts"}}, Limit: approvalsShown})
 		if err != nil {
 			return err
 		}
+		d.More = more != ""
 		runs, next, err = s.pendingRuns(ctx, rd, v, marker)
 		return err
 	})
-	if errors.Is(err, store.ErrNotFound) {
+	if errors.Is(err, store.ErrUnknownMarker) {
 		s.renderError(w, r, v, http.StatusBadRequest, "The page marker names no run.")
 		return
 	}
@@ -253,15 +256,11 @@ func (s *Server) approvals(w http.ResponseWriter, r *http.Request, v *visitor) {
 		s.storeError(w, r, v, err)
 		return
 	}
-	d := approvalsData{Items: []pending{}, Runs: runs}
-	if next != "" {
-		d.RunsNextURL = "/ui/approvals?" + url.Values{"marker": {next}}.Encode()
-	}
+	d.Items, d.Runs = []pending{}, runs
+	page := listPage{path: "/ui/approvals"}
+	d.RunsNextURL = page.url(next)
 	if marker != "" {
 		d.RunsFirstURL = "/ui/approvals"
-	}
-	if len(recs) > approvalsShown {
-		recs, d.More = recs[:approvalsShown], true
 	}
 	for _, p := range runs {
 		if p.Mine {
@@ -290,11 +289,7 @@ func (s *Server) approvals(w http.ResponseWriter, r *http.Request, v *visitor) {
 	} else if vw.Flash = runFlash(r); vw.Flash != "" {
 		vw.FlashLink = "/ui/runs/" + r.URL.Query().Get("run")
 	}
-	live := url.Values{"part": {"live"}}
-	if marker != "" {
-		live.Set("marker", marker)
-	}
-	vw.Live = &liveRegion{URL: "/ui/approvals?" + live.Encode(), Stream: "type=action.*,run.*"}
+	vw.Live = page.live(marker, url.Values{"type": {"action.*,run.*"}}, "")
 	vw.Data = d
 	s.render(w, r, http.StatusOK, "approvals", vw)
 }
@@ -378,28 +373,24 @@ func (s *Server) actions(w http.ResponseWriter, r *http.Request, v *visitor) {
 	ctx := r.Context()
 	d := actionsData{States: action.States}
 	f, ferr := decodeActionFilter(r.URL.Query())
-	status := http.StatusOK
+	status, why := filterStatus(ferr)
 	if ferr != nil {
-		status = http.StatusBadRequest
-		d.FilterErr = strings.TrimPrefix(ferr.Error(), errForm.Error()+": ")
-		f = actionFilter{}
+		d.FilterErr, f = why, actionFilter{}
 	}
 	d.Filter = f
+	page := listPage{path: "/ui/actions", filter: f.values()}
 	var recs []store.Record
 	err := s.st.Read(ctx, func(rd store.Reader) error {
 		var err error
 		if d.Clusters, err = rd.Clusters(ctx); err != nil {
 			return err
 		}
-		if f.Marker != "" {
-			if _, err := rd.Action(ctx, f.Marker); err != nil {
-				return err
-			}
-		}
-		recs, err = rd.ListActions(ctx, f.query(actionsPerPage+1))
+		var next string
+		recs, next, err = store.ActionPage(ctx, rd, f.query(actionsPerPage))
+		d.NextURL = page.url(next)
 		return err
 	})
-	if errors.Is(err, store.ErrNotFound) {
+	if errors.Is(err, store.ErrUnknownMarker) {
 		s.renderError(w, r, v, http.StatusBadRequest, "The page marker names no action.")
 		return
 	}
@@ -408,25 +399,10 @@ func (s *Server) actions(w http.ResponseWriter, r *http.Request, v *visitor) {
 		return
 	}
 	for i := range recs {
-		if i == actionsPerPage {
-			q := f.values()
-			q.Set("marker", recs[i-1].ID)
-			d.NextURL = "/ui/actions?" + q.Encode()
-			break
-		}
 		d.Actions = append(d.Actions, recs[i].Action)
 	}
-	live := f.values()
-	if f.Marker != "" {
-		live.Set("marker", f.Marker)
-	}
-	live.Set("part", "live")
-	stream := url.Values{"type": {"action.*"}}
-	if f.Cluster != "" {
-		stream.Set("cluster", f.Cluster)
-	}
 	vw := newView(v, "Actions", "actions")
-	vw.Live = &liveRegion{URL: "/ui/actions?" + live.Encode(), Stream: stream.Encode()}
+	vw.Live = page.live(f.Marker, url.Values{"type": {"action.*"}}, f.Cluster)
 	vw.Data = d
 	s.render(w, r, status, "actions", vw)
 }

@@ -95,33 +95,24 @@ func (s *Server) runsList(w http.ResponseWriter, r *http.Request, v *visitor) {
 	ctx := r.Context()
 	d := runsData{States: runStates}
 	f, ferr := decodeRunFilter(r.URL.Query())
-	status := http.StatusOK
+	status, why := filterStatus(ferr)
 	if ferr != nil {
-		status = http.StatusBadRequest
-		d.FilterErr = strings.TrimPrefix(ferr.Error(), errForm.Error()+": ")
-		f = runFilter{}
+		d.FilterErr, f = why, runFilter{}
 	}
 	d.Filter = f
+	page := listPage{path: "/ui/runs", filter: f.values()}
 	err := s.st.Read(ctx, func(rd store.Reader) error {
 		var err error
 		if d.Clusters, err = rd.Clusters(ctx); err != nil {
 			return err
 		}
-		if err := markerRun(ctx, rd, f.Marker); err != nil {
-			return err
-		}
-		q := f.query(runsPerPage + 1)
+		q := f.query(runsPerPage)
 		q.Brief = true
-		list, err := rd.ListRuns(ctx, q)
+		list, next, err := store.RunPage(ctx, rd, q)
 		if err != nil {
 			return err
 		}
-		if len(list) > runsPerPage {
-			list = list[:runsPerPage]
-			q := f.values()
-			q.Set("marker", list[runsPerPage-1].ID)
-			d.NextURL = "/ui/runs?" + q.Encode()
-		}
+		d.NextURL = page.url(next)
 		byRun, err := childCounts(ctx, rd, list)
 		if err != nil {
 			return err
@@ -135,7 +126,7 @@ func (s *Server) runsList(w http.ResponseWriter, r *http.Request, v *visitor) {
 		}
 		return nil
 	})
-	if errors.Is(err, store.ErrNotFound) {
+	if errors.Is(err, store.ErrUnknownMarker) {
 		s.renderError(w, r, v, http.StatusBadRequest, "The page marker names no run.")
 		return
 	}
@@ -143,32 +134,10 @@ func (s *Server) runsList(w http.ResponseWriter, r *http.Request, v *visitor) {
 		s.storeError(w, r, v, err)
 		return
 	}
-	live := f.values()
-	if f.Marker != "" {
-		live.Set("marker", f.Marker)
-	}
-	live.Set("part", "live")
-	stream := url.Values{"run": {"*"}}
-	if f.Cluster != "" {
-		stream.Set("cluster", f.Cluster)
-	}
 	vw := newView(v, "Runs", "runs")
-	vw.Live = &liveRegion{URL: "/ui/runs?" + live.Encode(), Stream: stream.Encode()}
+	vw.Live = page.live(f.Marker, url.Values{"run": {"*"}}, f.Cluster)
 	vw.Data = d
 	s.render(w, r, status, "runs", vw)
-}
-
-// markerRun checks that a page's marker ("": none) names a run, without
-// reading it (store.ErrNotFound otherwise).
-func markerRun(ctx context.Context, rd store.Reader, marker string) error {
-	if marker == "" {
-		return nil
-	}
-	ok, err := store.RunExists(ctx, rd, marker)
-	if err == nil && !ok {
-		err = fmt.Errorf("marker %s: %w", marker, store.ErrNotFound)
-	}
-	return err
 }
 
 // childCounts reads the counts of the children of runs, by run, from the
@@ -448,17 +417,10 @@ type pendingRun struct {
 // next is the marker of the next page, "" when this is the last. The runs
 // are brief: each stage shows its first nodes and how many it has.
 func (s *Server) pendingRuns(ctx context.Context, rd store.Reader, v *visitor, marker string) (out []pendingRun, next string, err error) {
-	if err := markerRun(ctx, rd, marker); err != nil {
-		return nil, "", err
-	}
-	list, err := rd.ListRuns(ctx, store.RunQuery{States: []string{store.RunPendingApprove}, Marker: marker,
-		Limit: runsPerPage + 1, Oldest: true, Brief: true})
+	list, next, err := store.RunPage(ctx, rd, store.RunQuery{States: []string{store.RunPendingApprove}, Marker: marker,
+		Limit: runsPerPage, Oldest: true, Brief: true})
 	if err != nil {
 		return nil, "", err
-	}
-	if len(list) > runsPerPage {
-		list = list[:runsPerPage]
-		next = list[runsPerPage-1].ID
 	}
 	byRun, err := childCounts(ctx, rd, list)
 	if err != nil {

@@ -8,6 +8,9 @@
 // benchmark of the module runs afterwards with the default one, so a new
 // benchmark needs no change here to reach the JSON. A key reported more than
 // once keeps its largest value.
+//
+// With -docs FILE it runs nothing: it rewrites the tables of FILE
+// (docs/performance.md) from a results file (-results, bench/results.json).
 package main
 
 import (
@@ -169,7 +172,16 @@ var (
 
 func main() {
 	out := flag.String("out", "bench/results.json", "where to write the results")
+	docs := flag.String("docs", "", "rewrite the tables of this file (docs/performance.md) from -results, and run nothing")
+	results := flag.String("results", "bench/results.json", "the results -docs reads")
 	flag.Parse()
+	if *docs != "" {
+		if err := writeDocs(*docs, *results); err != nil {
+			fmt.Fprintln(os.Stderr, "benchreport:", err)
+			os.Exit(1)
+		}
+		return
+	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	if err := report(ctx, *out, os.Stdout); err != nil {

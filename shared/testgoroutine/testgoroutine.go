@@ -41,13 +41,24 @@ func Running(fn string) bool {
 	return false
 }
 
-// None fails the test when a goroutine runs code of fn.
+// None fails the test when a goroutine runs code of fn and still does
+// after a short grace: a goroutine that signalled its owner's Stop runs its
+// last deferred calls a moment after Stop returned. One left running for
+// the whole grace was left behind.
 func None(t TB, fn string) {
 	t.Helper()
-	if Running(fn) {
-		t.Errorf("a goroutine runs %s", fn)
+	deadline := time.Now().Add(noneGrace)
+	for Running(fn) {
+		if time.Now().After(deadline) {
+			t.Errorf("a goroutine runs %s %s after it should have ended", fn, noneGrace)
+			return
+		}
+		time.Sleep(5 * time.Millisecond)
 	}
 }
+
+// noneGrace is how long None waits for goroutines that are ending.
+const noneGrace = 2 * time.Second
 
 // Returns fails the test unless f returns within d: a Stop of a part that
 // never started returns at once.

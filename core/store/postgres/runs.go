@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"strconv"
 	"strings"
 	"unicode/utf8"
 
@@ -98,43 +97,10 @@ func (r *reader) RunIDsWithPrefix(ctx context.Context, prefix string, max int) (
 	return ids, nil
 }
 
-// ListRuns lists runs newest first, then by id, after the marker.
+// ListRuns lists runs by the statement core/store builds for both
+// stores: newest first, then by id, after the marker.
 func (r *reader) ListRuns(ctx context.Context, q store.RunQuery) ([]store.Run, error) {
-	var where []string
-	var args []any
-	arg := func(v any) string {
-		args = append(args, v)
-		return "$" + strconv.Itoa(len(args))
-	}
-	if q.ClusterID != "" {
-		where = append(where, "cluster_id = "+arg(q.ClusterID))
-	}
-	if len(q.States) > 0 {
-		where = append(where, "state = ANY("+arg(q.States)+")")
-	}
-	cmp, order, cols := " < ", " ORDER BY created_ts DESC, id DESC", runColumns
-	if q.Oldest {
-		cmp, order = " > ", " ORDER BY created_ts, id"
-	}
-	if q.Brief {
-		cols = briefColumns
-	}
-	if q.Marker != "" {
-		where = append(where, "(created_ts, id)"+cmp+"(SELECT created_ts, id FROM runs WHERE id = "+arg(q.Marker)+")")
-	}
-	stmt := `SELECT ` + cols + ` FROM runs`
-	if len(where) > 0 {
-		stmt += " WHERE " + strings.Join(where, " AND ")
-	}
-	stmt += order
-	if q.Limit > 0 {
-		stmt += " LIMIT " + arg(q.Limit)
-	}
-	out, err := r.runList(ctx, q.Brief, stmt, args...)
-	if err != nil {
-		return nil, fmt.Errorf("list runs: %w", err)
-	}
-	return out, nil
+	return store.ListRuns(ctx, q, runColumns, briefColumns, store.DollarNumbers, r.runList)
 }
 
 // RunsInState lists runs in one of states, oldest first.

@@ -93,39 +93,10 @@ func (r *reader) RunIDsWithPrefix(ctx context.Context, prefix string, max int) (
 	return ids, rows.Err()
 }
 
-// ListRuns lists runs newest first, then by id, after the marker.
+// ListRuns lists runs by the statement core/store builds for both
+// stores: newest first, then by id, after the marker.
 func (r *reader) ListRuns(ctx context.Context, q store.RunQuery) ([]store.Run, error) {
-	where, args := "1 = 1", []any{}
-	if q.ClusterID != "" {
-		where += " AND cluster_id = ?"
-		args = append(args, q.ClusterID)
-	}
-	if len(q.States) > 0 {
-		where += " AND state IN (" + placeholders(len(q.States)) + ")"
-		for _, s := range q.States {
-			args = append(args, s)
-		}
-	}
-	cmp, order, cols := "<", " ORDER BY created_ts DESC, id DESC", runColumns
-	if q.Oldest {
-		cmp, order = ">", " ORDER BY created_ts, id"
-	}
-	if q.Brief {
-		cols = briefColumns
-	}
-	if q.Marker != "" {
-		where += ` AND (created_ts, id) ` + cmp + ` (SELECT created_ts, id FROM runs WHERE id = ?)`
-		args = append(args, q.Marker)
-	}
-	limit := q.Limit
-	if limit <= 0 {
-		limit = -1
-	}
-	out, err := r.runList(ctx, q.Brief, `SELECT `+cols+` FROM runs WHERE `+where+order+` LIMIT ?`, append(args, limit)...)
-	if err != nil {
-		return nil, fmt.Errorf("list runs: %w", err)
-	}
-	return out, nil
+	return store.ListRuns(ctx, q, runColumns, briefColumns, store.QuestionMarks, r.runList)
 }
 
 // RunsInState lists runs in one of states, oldest first.

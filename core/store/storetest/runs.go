@@ -173,3 +173,59 @@ func testTokenNamesAreUniqueIgnoringCase(t *testing.T, db NewDB) {
 		return nil
 	})
 }
+
+// testPagesOfActionsAndRuns: store.ActionPage and store.RunPage, which the
+// API's and the UI's lists both use, cut a list to its limit with the
+// marker of the next page ("" on the last), and refuse a marker that names
+// nothing as an invalid query.
+func testPagesOfActionsAndRuns(t *testing.T, db NewDB) {
+	s := setup(t, db)
+	var actionIDs, runIDs []string
+	update(t, s, func(ctx context.Context, tx store.Tx) error {
+		for i := range 3 {
+			rec := record(action.NewID())
+			rec.CreatedTS = t0.Add(time.Duration(i) * time.Second)
+			actionIDs = append(actionIDs, rec.ID)
+			if err := tx.InsertAction(ctx, rec); err != nil {
+				return err
+			}
+			run := testRun(action.NewID(), t0.Add(time.Duration(i)*time.Second))
+			runIDs = append(runIDs, run.ID)
+			if err := tx.InsertRun(ctx, run); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	read(t, s, func(ctx context.Context, r store.Reader) error {
+		sortCreated := []store.SortKey{{Field: "created_ts"}}
+		recs, next, err := store.ActionPage(ctx, r, store.ListQuery{Sort: sortCreated, Limit: 2})
+		if err != nil || len(recs) != 2 || recs[1].ID != actionIDs[1] || next != actionIDs[1] {
+			t.Errorf("first page of actions: %d, next %q, %v; want 2, next %s", len(recs), next, err, actionIDs[1])
+		}
+		recs, next, err = store.ActionPage(ctx, r, store.ListQuery{Sort: sortCreated, Limit: 2, Marker: next})
+		if err != nil || len(recs) != 1 || recs[0].ID != actionIDs[2] || next != "" {
+			t.Errorf("last page of actions: %d, next %q, %v; want %s alone", len(recs), next, err, actionIDs[2])
+		}
+		if recs, next, err := store.ActionPage(ctx, r, store.ListQuery{Sort: sortCreated, Limit: 3}); err != nil || len(recs) != 3 || next != "" {
+			t.Errorf("a page of exactly every action: %d, next %q, %v", len(recs), next, err)
+		}
+		if _, _, err := store.ActionPage(ctx, r, store.ListQuery{Marker: action.NewID()}); !errors.Is(err, store.ErrUnknownMarker) ||
+			!errors.Is(err, store.ErrInvalidQuery) {
+			t.Errorf("unknown action marker: %v, want ErrUnknownMarker (an ErrInvalidQuery)", err)
+		}
+		list, next, err := store.RunPage(ctx, r, store.RunQuery{Limit: 2})
+		if err != nil || len(list) != 2 || list[0].ID != runIDs[2] || next != runIDs[1] {
+			t.Errorf("first page of runs: %d, next %q, %v; want newest first, next %s", len(list), next, err, runIDs[1])
+		}
+		list, next, err = store.RunPage(ctx, r, store.RunQuery{Limit: 2, Marker: next})
+		if err != nil || len(list) != 1 || list[0].ID != runIDs[0] || next != "" {
+			t.Errorf("last page of runs: %d, next %q, %v; want %s alone", len(list), next, err, runIDs[0])
+		}
+		if _, _, err := store.RunPage(ctx, r, store.RunQuery{Marker: action.NewID()}); !errors.Is(err, store.ErrUnknownMarker) ||
+			!errors.Is(err, store.ErrInvalidQuery) {
+			t.Errorf("unknown run marker: %v, want ErrUnknownMarker (an ErrInvalidQuery)", err)
+		}
+		return nil
+	})
+}

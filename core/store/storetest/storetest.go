@@ -48,6 +48,7 @@ func Run(t *testing.T, db NewDB) {
 		{"ARunHasOneChildPerStageAndNode", testARunHasOneChildPerStageAndNode},
 		{"RunChildCountsFollowTheChildren", testRunChildCountsFollowTheChildren},
 		{"BriefRunLists", testBriefRunLists},
+		{"PagesOfActionsAndRuns", testPagesOfActionsAndRuns},
 		{"PlaybookVersions", testPlaybookVersions},
 		{"UpdateRollsBack", testUpdateRollsBack},
 		{"ErrorsLeaveTheTransactionUsable", testErrorsLeaveTheTransactionUsable},
