@@ -306,6 +306,13 @@ A run over every node, one at a time, approved once (alice creates, bob approves
   MUSTER_TOKEN=%[4]s %[5]s run approve <id>
   %[5]s run watch <id>          # a bar and counts per state for each stage
 
+The agents carry role labels (node-1 primary) and example kinds, so the shipped playbooks run:
+
+  %[5]s playbook apply configs/playbooks/drain-upgrade-verify.yaml
+  %[5]s playbook plan drain-upgrade-verify --cluster dev --param version=2.0
+
+A kind fails on a node while %[9]s exists (e.g. fail/upgrade.node-2; a number in it: that many times).
+
 On a node, people use the agent's socket (its file mode decides who may):
 
   curl -s --unix-socket %[6]s http://agent/api/v1/info
@@ -317,5 +324,5 @@ In a browser on this machine (each link signs in once, within ten minutes):
 
 Stop with Ctrl-C.
 `, where, coreURL, tokens["alice"], tokens["bob"], bin, filepath.Join(dir, spec.Nodes[0].ID, agent.SocketFile),
-		links["alice"], links["bob"])
+		links["alice"], links["bob"], filepath.Join(dir, "fail", "STEP.NODE"))
 }
