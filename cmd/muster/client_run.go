@@ -315,18 +315,24 @@ func printRun(w io.Writer, r *wire.Run) error {
 var stageOrder = []string{"DONE", "RUNNING", "NEW", "PENDING_SCHEDULE", "PENDING", "FAILED", "LOST", "CANCELLED"}
 
 // stageLine is a stage's progress: a bar of finished children and counts.
+// A stage with steps has a child per node and step at least (retries and
+// rollbacks add more), so its total is never less than what finished.
 func stageLine(st *wire.Stage) string {
 	total := st.Size()
+	if n := len(st.Steps); n > 0 {
+		total *= n
+	}
 	finished := 0
 	for s, n := range st.Counts {
 		if s != "PENDING" && action.State(s).Final() {
 			finished += n
 		}
 	}
+	total = max(total, finished)
 	const width = 20
 	fill := 0
 	if total > 0 {
-		fill = finished * width / total
+		fill = min(finished*width/total, width)
 	}
 	var counts []string
 	for _, s := range stageOrder {

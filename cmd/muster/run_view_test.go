@@ -5,6 +5,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/musterhq/muster/shared/wire"
 )
 
 // screen is a small terminal: enough of VT100 to replay what liveView
@@ -114,5 +116,22 @@ func TestLiveViewFitsTheTerminal(t *testing.T) {
 	want := []string{"a stage li…", "  db-1 RUN…", "… 3 more l…"}
 	if strings.Join(s.lines, "\n") != strings.Join(want, "\n") {
 		t.Fatalf("screen %q, want %q", s.lines, want)
+	}
+}
+
+// TestStageLineOfAProcedureCountsEveryStep: a stage with steps has more
+// children than nodes; its bar stays within its width and counts them all
+// (it once asked strings.Repeat for a negative count and panicked).
+func TestStageLineOfAProcedureCountsEveryStep(t *testing.T) {
+	t.Parallel()
+	st := &wire.Stage{Name: "upgrade", Nodes: []string{"n2", "n3"}, NodeCount: 2, State: "RUNNING",
+		Steps:  []wire.StepSpec{{Name: "drain"}, {Name: "upgrade"}},
+		Counts: map[string]int{"DONE": 3, "NEW": 1}}
+	if got := stageLine(st); !strings.Contains(got, "[###############.....] 3/4") {
+		t.Fatalf("stageLine = %q, want 3 of 4 children", got)
+	}
+	st.Counts = map[string]int{"DONE": 5, "FAILED": 1} // retries and a rollback
+	if got := stageLine(st); !strings.Contains(got, "[####################] 6/6") {
+		t.Fatalf("stageLine = %q, want a full bar of 6", got)
 	}
 }
