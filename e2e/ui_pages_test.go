@@ -16,7 +16,8 @@ import (
 )
 
 // napPlaybook sleeps on one node chosen from an enum, for an int of
-// seconds; note and loud only show that every type gets its field.
+// seconds; note and loud only show that every type gets its field (the
+// target uses them, rendering nothing, since every parameter must be used).
 const napPlaybook = `name: nap
 description: sleeps on one node
 params:
@@ -28,7 +29,7 @@ stages:
   - name: sleep
     kind: muster.io/debug.sleep
     args: {seconds: "{{ .seconds }}"}
-    target: {nodes: ["{{ .node }}"]}
+    target: {nodes: ['{{ .node }}{{ if .loud }}{{ end }}{{ if eq .note "" }}{{ end }}']}
 `
 
 // brokenHeaders lists the visible column headers of the page with a word
