@@ -213,10 +213,24 @@ func (p *proc) stop() int {
 }
 
 // restart starts the process again with the same arguments (same port when
-// the first run was given a fixed one).
+// the first run was given a fixed one). Its port is below the ephemeral range,
+// but another test's process may still bind it in a random pick for a moment
+// (it probes a port by listening, then closes it): a start refused with
+// "address already in use" is tried again until the port is free, for up to
+// 20 s.
 func (p *proc) restart() {
 	p.t.Helper()
-	p.launch()
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		err := p.tryLaunch()
+		if err == nil {
+			return
+		}
+		if !errors.Is(err, errExited) || !strings.Contains(err.Error(), "address already in use") || time.Now().After(deadline) {
+			p.t.Fatal(err)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
 }
 
 func (p *proc) logs() string {
