@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"bufio"
+	"bytes"
 	"encoding/json"
 	"net/http"
 	"os"
@@ -10,6 +11,7 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -28,13 +30,33 @@ type devCluster struct {
 }
 
 // startDev starts `muster dev` with extra arguments and reads its banner.
+// Its ports are picked free, but another test's probe may hold one for a
+// moment: a start that ends with "address already in use" is tried again on
+// new ports.
 func startDev(t *testing.T, extra ...string) *devCluster {
+	t.Helper()
+	for attempt := 1; ; attempt++ {
+		d, text, errText := tryStartDev(t, extra...)
+		if d != nil {
+			return devFromBanner(t, d, text)
+		}
+		if attempt == 3 || !strings.Contains(errText, "address already in use") {
+			t.Fatalf("no banner from muster dev:\n%s", errText)
+		}
+	}
+}
+
+// tryStartDev starts `muster dev` and waits for its banner; when it ends
+// first, it returns what it printed on stderr.
+func tryStartDev(t *testing.T, extra ...string) (*devCluster, string, string) {
 	t.Helper()
 	dir := t.TempDir()
 	corePort, agentPort := freePort(t), freePort(t)
 	args := append([]string{"dev", "--interval", "500ms", "--data-dir", dir,
 		"--api-addr", "127.0.0.1:" + strconv.Itoa(corePort), "--agent-port", strconv.Itoa(agentPort)}, extra...)
 	cmd := exec.Command(binary, args...)
+	var stderr syncBuffer
+	cmd.Stderr = &stderr
 	stdout, err := cmd.StdoutPipe()
 	if err != nil {
 		t.Fatal(err)
@@ -43,8 +65,9 @@ func startDev(t *testing.T, extra ...string) *devCluster {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
-	banner := make(chan string, 1)
+	banner, ended := make(chan string, 1), make(chan struct{})
 	go func() {
+		defer close(ended)
 		var b strings.Builder
 		sc := bufio.NewScanner(stdout)
 		for sc.Scan() {
@@ -54,12 +77,21 @@ func startDev(t *testing.T, extra ...string) *devCluster {
 			}
 		}
 	}()
-	var text string
 	select {
-	case text = <-banner:
-	case <-time.After(60 * time.Second):
-		t.Fatal("no banner from muster dev")
+	case text := <-banner:
+		return &devCluster{dir: dir, cmd: cmd}, text, ""
+	case <-ended:
+		_ = cmd.Wait()
+		return nil, "", stderr.String()
+	case <-time.After(120 * time.Second):
+		return nil, "", "no banner in 120 s:\n" + stderr.String()
 	}
+}
+
+// devFromBanner reads the addresses and tokens of d's banner.
+func devFromBanner(t *testing.T, d *devCluster, text string) *devCluster {
+	t.Helper()
+	dir, cmd := d.dir, d.cmd
 	addr := regexp.MustCompile(`export MUSTER_ADDR=(\S+)`).FindStringSubmatch(text)
 	alice := regexp.MustCompile(`export MUSTER_TOKEN=(\S+)`).FindStringSubmatch(text)
 	bob := regexp.MustCompile(`MUSTER_TOKEN=(\S+) \S+ action approve`).FindStringSubmatch(text)
@@ -230,4 +262,23 @@ func TestDevFailFlagFailsTheChosenNode(t *testing.T) {
 	if err != nil || !strings.Contains(string(b), `"drained":false`) {
 		t.Fatalf("node-3 after its failure: %s, %v; want it undrained", b, err)
 	}
+}
+
+// syncBuffer is a bytes.Buffer that a process's output and the test may use
+// at once.
+type syncBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *syncBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *syncBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
 }
