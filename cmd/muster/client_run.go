@@ -282,11 +282,7 @@ func printRun(w io.Writer, r *wire.Run) error {
 		fmt.Fprintln(w, "\nNodes:")
 		g := newTable(w, "STAGE", "WAVE", "NODE", "STATE", "ACTION")
 		for _, ch := range r.Children {
-			state := string(ch.State)
-			if state == "" {
-				state = "-"
-			}
-			g.row(textsafe.Escape(ch.Stage), fmt.Sprint(ch.Wave), textsafe.Escape(ch.NodeID), state, shortID(ch.ActionID))
+			g.row(textsafe.Escape(ch.Stage), fmt.Sprint(ch.Wave), textsafe.Escape(ch.NodeID), nodeState(r, ch), shortID(ch.ActionID))
 		}
 		if err := g.flush(); err != nil {
 			return err
@@ -642,4 +638,26 @@ func reasonText(r string) string {
 		return ""
 	}
 	return " (" + textsafe.Escape(r) + ")"
+}
+
+// nodeState is how a run's node ended in its stage: FAILED or SKIPPED when
+// the stage lists it so (a failed node's last child may be a DONE
+// `when: always` step or rollback), else its last child's state.
+func nodeState(r *wire.Run, ch wire.RunChild) string {
+	for i := range r.Stages {
+		st := &r.Stages[i]
+		if st.Name != ch.Stage {
+			continue
+		}
+		if slices.Contains(st.Failed, ch.NodeID) {
+			return "FAILED"
+		}
+		if slices.Contains(st.Skipped, ch.NodeID) {
+			return "SKIPPED"
+		}
+	}
+	if ch.State == "" {
+		return "-"
+	}
+	return string(ch.State)
 }

@@ -135,3 +135,18 @@ func TestStageLineOfAProcedureCountsEveryStep(t *testing.T) {
 		t.Fatalf("stageLine = %q, want a full bar of 6", got)
 	}
 }
+
+// TestNodeStateShowsAFailedNodeAsFailed: a node whose upgrade failed ends
+// with a DONE undrain and rollback; run show's Nodes table says FAILED.
+func TestNodeStateShowsAFailedNodeAsFailed(t *testing.T) {
+	t.Parallel()
+	r := &wire.Run{Stages: []wire.Stage{{Name: "upgrade", Failed: []string{"node-3"}, Skipped: []string{"node-4"}}}}
+	for node, want := range map[string]string{"node-2": "DONE", "node-3": "FAILED", "node-4": "SKIPPED"} {
+		if got := nodeState(r, wire.RunChild{Stage: "upgrade", NodeID: node, State: "DONE"}); got != want {
+			t.Errorf("%s: %s, want %s", node, got, want)
+		}
+	}
+	if got := nodeState(r, wire.RunChild{Stage: "upgrade", NodeID: "node-5"}); got != "-" {
+		t.Errorf("a node without a child: %s, want -", got)
+	}
+}
