@@ -84,10 +84,10 @@ type Config struct {
 	// does not wait for the interval when no gossip note tells of the end.
 	RunPoll time.Duration
 	// HTTPClient reaches the agents (with the agents' TLS settings). Nil
-	// uses a plain client that keeps an idle connection to every node
-	// between passes (the standard library's default keeps 100 in all, so a
-	// larger fleet would reconnect to most nodes on every pass); requests
-	// carry their own timeouts.
+	// uses a plain client that keeps one idle connection to every node
+	// between passes and opens at most two to a node (the standard
+	// library's default keeps 100 in all, so a larger fleet would reconnect
+	// to most nodes on every pass); requests carry their own timeouts.
 	HTTPClient *http.Client
 	// Scheme is put before agent addresses that have none: "http" (default)
 	// or "https". With AgentTLS it is always "https".
@@ -311,6 +311,23 @@ func guard(tr *http.Transport) {
 	tr.DialContext = d.DialContext
 }
 
+// agentTransport is the transport of the plain client that reaches the
+// agents: about one descriptor per node (docs/architecture.md, "One loop per
+// cluster"). A cluster's loop never talks to a node twice at once, so one
+// connection per node is kept alive between passes (no bound on the total:
+// a fleet of 10,000 keeps 10,000, the reason for LimitNOFILE in the core's
+// unit), and at most two are open to a node (a request of the API beside a
+// sync) rather than one more per request. A connection idle for three
+// intervals is closed.
+func agentTransport(interval time.Duration) *http.Transport {
+	tr := http.DefaultTransport.(*http.Transport).Clone()
+	tr.MaxIdleConns = 0
+	tr.MaxIdleConnsPerHost = 1
+	tr.MaxConnsPerHost = 2
+	tr.IdleConnTimeout = max(90*time.Second, 3*interval)
+	return tr
+}
+
 // baseTransport returns a copy of the transport of hc.
 func baseTransport(hc *http.Client) *http.Transport {
 	if base, isTr := hc.Transport.(*http.Transport); isTr {
@@ -328,9 +345,7 @@ func New(cfg Config, st store.Store, log *slog.Logger, reg prometheus.Registerer
 	}
 	hc, ownHC := cfg.HTTPClient, cfg.HTTPClient == nil
 	if ownHC {
-		tr := http.DefaultTransport.(*http.Transport).Clone()
-		tr.MaxIdleConns = 0 // no total bound: MaxIdleConnsPerHost (2) per node
-		hc = &http.Client{Transport: tr}
+		hc = &http.Client{Transport: agentTransport(cfg.Interval)}
 	} else {
 		c := *hc // a copy: the redirect rule below is the orchestrator's
 		hc = &c
