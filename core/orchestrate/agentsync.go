@@ -97,6 +97,16 @@ type nodeResult struct {
 	// budget is the disruption budget of the sync, shared by its nodes (nil
 	// without a budget).
 	budget *budgetView
+	// acked is the cursor the core last acknowledged to the node's agent
+	// (set by the loop before the sync), ackSent the one this sync
+	// acknowledged, if any (kept by the loop at the commit).
+	acked, ackSent ackMark
+}
+
+// ackMark is a cursor acknowledged to an agent's database.
+type ackMark struct {
+	storeID string
+	cursor  int64
 }
 
 // call runs one agent request with the agent timeout.
@@ -178,11 +188,17 @@ func (o *Orchestrator) syncNode(ctx context.Context, res *nodeResult, full bool)
 		log.Warn("agent database replaced: full listing", "old_store_id", n.StoreID, "store_id", info.StoreID)
 	}
 	listAll := full || storeChanged || n.StoreID == ""
-	since, ack := n.Cursor, true
+	// The committed cursor is acknowledged once: an idle sync is then two
+	// requests, info and one page of changes.
+	mark := ackMark{storeID: n.StoreID, cursor: n.Cursor}
+	since, ack := n.Cursor, res.acked != mark
 	if listAll {
 		since, ack = 0, false
 	}
 	pulled, order, since, err := o.pull(ctx, ag, since, ack)
+	if ack && (err == nil || len(order) > 0) {
+		res.ackSent = mark // the acknowledgement went before the first page
+	}
 	res.pulled += len(order)
 	if err != nil {
 		res.budget.observe(n.ID, true, nil)

@@ -515,8 +515,9 @@ func (o *Orchestrator) nodeClients(cs *clusterState, nodes []*nodeResult) {
 }
 
 // forgetNodes drops what the loop keeps of the nodes a full sync no longer
-// lists (keep are those it lists): their clients, closed, and their last
-// contact. Called by the cluster's loop alone.
+// lists (keep are those it lists): their clients, closed, their last
+// contact and the cursor last acknowledged to them. Called by the cluster's
+// loop alone.
 func forgetNodes(cs *clusterState, keep []string) {
 	in := make(map[string]bool, len(keep))
 	for _, id := range keep {
@@ -531,6 +532,11 @@ func forgetNodes(cs *clusterState, keep []string) {
 	for id := range cs.lastContact {
 		if !in[id] {
 			delete(cs.lastContact, id)
+		}
+	}
+	for id := range cs.acked {
+		if !in[id] {
+			delete(cs.acked, id)
 		}
 	}
 }
