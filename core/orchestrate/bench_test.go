@@ -245,7 +245,36 @@ func hostedAgents(b *testing.B, n int) *agentSet {
 	hosts := (n + perProc - 1) / perProc
 	b.Logf("%d agents in %d agent-host processes (about %d descriptors each, limit %d)",
 		n, hosts, n/hosts*hostFdsPerAgent, fdLimit())
-	all := &agentSet{elsewhere: true}
+	began := time.Now()
+	// The hosts start at once (starting an agent waits on its disk as
+	// much as on the CPU), and stop at once.
+	cmds := make([]*exec.Cmd, hosts)
+	stdins := make([]io.Closer, hosts)
+	outs := make([]io.Reader, hosts)
+	b.Cleanup(func() {
+		for _, in := range stdins {
+			if in != nil {
+				in.Close() // the host stops its agents and exits
+			}
+		}
+		for _, cmd := range cmds {
+			if cmd == nil || cmd.Process == nil {
+				continue
+			}
+			done := make(chan error, 1)
+			go func() { done <- cmd.Wait() }()
+			select {
+			case err := <-done:
+				if err != nil {
+					b.Errorf("agent host: %v", err)
+				}
+			case <-time.After(2 * time.Minute):
+				_ = cmd.Process.Kill()
+				<-done
+				b.Error("agent host did not stop in 2 minutes: killed")
+			}
+		}
+	})
 	for h := 0; h < hosts; h++ {
 		first, count := 1+h*n/hosts, (h+1)*n/hosts-h*n/hosts
 		cmd := exec.Command(exe, "-test.run=^$")
@@ -262,21 +291,10 @@ func hostedAgents(b *testing.B, n int) *agentSet {
 		if err := cmd.Start(); err != nil {
 			b.Fatal(err)
 		}
-		b.Cleanup(func() {
-			stdin.Close() // the host stops its agents and exits
-			done := make(chan error, 1)
-			go func() { done <- cmd.Wait() }()
-			select {
-			case err := <-done:
-				if err != nil {
-					b.Errorf("agent host: %v", err)
-				}
-			case <-time.After(60 * time.Second):
-				_ = cmd.Process.Kill()
-				<-done
-				b.Error("agent host did not stop in 60 s: killed")
-			}
-		})
+		cmds[h], stdins[h], outs[h] = cmd, stdin, stdout
+	}
+	all := &agentSet{elsewhere: true}
+	for h, stdout := range outs {
 		sc := bufio.NewScanner(stdout)
 		ready := false
 		for sc.Scan() {
@@ -296,6 +314,7 @@ func hostedAgents(b *testing.B, n int) *agentSet {
 		}
 		go func() { _, _ = io.Copy(io.Discard, stdout) }() // nothing more is expected
 	}
+	b.Logf("%d agents started in %v", n, time.Since(began).Round(time.Second))
 	if len(all.addrs) != n {
 		b.Fatalf("agent hosts started %d agents, want %d", len(all.addrs), n)
 	}
@@ -592,10 +611,10 @@ func cpuTime(b *testing.B) time.Duration {
 // sync and its memory per 1,000 nodes), "changing" (a tenth of the nodes
 // each have one new finished action to import before every pass) and, from
 // 1,000 nodes, "approve" (approval → RUNNING while passes run back to back,
-// see approveDuringPass). Every idle sample is a reference sweep from the
-// reference process, then as many passes as make about 5,000 node syncs;
-// the ratio of a sample is its syncs/s to half the reference's calls/s (a
-// sync is two calls), and the figure is the median ratio of the samples,
+// see approveDuringPass). Every idle sample is as many passes as make about
+// 5,000 node syncs, between two sweeps of the reference process; the ratio
+// of a sample is its syncs/s to half the mean of those two sweeps' calls/s
+// (a sync is two calls), and the figure is the median ratio of the samples,
 // with their spread (largest − smallest).
 //
 // Run it with -benchtime 1x: every sub-benchmark takes its samples per
@@ -619,21 +638,23 @@ func BenchmarkPass(b *testing.B) {
 					ref, ratios []float64
 					cpu         time.Duration
 				)
-				b.ResetTimer()
+				// Each sample's passes lie between two reference sweeps,
+				// and its reference is their mean: both see the same
+				// load on a shared machine.
+				b.StopTimer()
+				ref = append(ref, f.infoRate(b))
+				b.StartTimer()
 				for i := 0; i < b.N*refSamples; i++ {
-					b.StopTimer()
-					// Each sample follows a reference sweep, so that both
-					// see the same load on a shared machine.
-					r := f.infoRate(b)
-					ref = append(ref, r)
 					c, t := cpuTime(b), time.Now()
-					b.StartTimer()
 					for range rounds {
 						f.pass(b, n)
 					}
 					b.StopTimer()
+					rate := float64(n*rounds) / time.Since(t).Seconds()
 					cpu += cpuTime(b) - c
-					ratios = append(ratios, float64(n*rounds)/time.Since(t).Seconds()/(r/2))
+					ref = append(ref, f.infoRate(b))
+					around := (ref[len(ref)-2] + ref[len(ref)-1]) / 2
+					ratios = append(ratios, rate/(around/2))
 					b.StartTimer()
 				}
 				b.StopTimer()
