@@ -65,6 +65,9 @@ type Run struct {
 	// running (0: none); DeadlineTS is that moment, once it started.
 	DeadlineS  int
 	DeadlineTS *time.Time
+	// ScheduleID is the schedule whose occurrence made the run ("" for
+	// a run started by a person).
+	ScheduleID string
 	// Brief: the run was read by a list with RunQuery.Brief, and each
 	// stage's Nodes holds at most its first BriefNodes nodes (NodeCount
 	// counts them all). A brief run is for showing: it cannot be stored.
