@@ -196,6 +196,8 @@ type Run struct {
 	// run started.
 	DeadlineS  int        `json:"deadline_s,omitempty"`
 	DeadlineTS *time.Time `json:"deadline_ts,omitempty"`
+	// ScheduleID names the schedule whose occurrence made the run.
+	ScheduleID string `json:"schedule_id,omitempty"`
 	// Summary lists the failed and skipped nodes (a PARTIAL or FAILED run
 	// says which).
 	Summary *RunSummary `json:"summary,omitempty"`
