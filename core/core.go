@@ -34,6 +34,7 @@ import (
 	"github.com/musterhq/muster/core/orchestrate"
 	"github.com/musterhq/muster/core/retention"
 	"github.com/musterhq/muster/core/runs"
+	"github.com/musterhq/muster/core/schedule/recur"
 	"github.com/musterhq/muster/core/store"
 	"github.com/musterhq/muster/core/store/postgres"
 	"github.com/musterhq/muster/core/store/sqlite"
@@ -133,6 +134,7 @@ func (c *Core) Run(ctx context.Context) error {
 	policy, budgets := lv.approval.Policy(), lv.budget.Policy()
 	rules := &actions.Rules{Policy: policy, ScheduleTTL: cfg.Orchestrate.ScheduleTTL}
 	engine := &runs.Engine{Policy: policy, Actions: rules}
+	schedules := &recur.Service{Policy: policy}
 	ln, guard, apiPair, err := listen(cfg, enr)
 	if err != nil {
 		return err
@@ -187,7 +189,7 @@ func (c *Core) Run(ctx context.Context) error {
 	// per token and one in all.
 	lim := streams.New(cfg.API.MaxEventStreams, cfg.API.MaxStreamsPerToken)
 	apiSrv := api.New(api.Config{Policy: policy, Rules: rules, Budget: budgets, Gatherer: reg,
-		Registerer: reg, Runs: engine, Replicas: repl, Streams: lim, Enroll: enr, Notify: notifier,
+		Registerer: reg, Runs: engine, Schedules: schedules, Replicas: repl, Streams: lim, Enroll: enr, Notify: notifier,
 		StreamWriteTimeout: cfg.API.WriteTimeout}, st, repl, c.log)
 	handler, closeUI, err := withUI(cfg, policy, apiSrv, rules, engine, repl, st, lim, c.log)
 	if err != nil {
@@ -241,6 +243,13 @@ func (c *Core) Run(ctx context.Context) error {
 		return errors.Join(err, stopAll())
 	}
 	if err := parts.Start(ctx, "notify", notifier); err != nil {
+		ln.Close()
+		return errors.Join(err, stopAll())
+	}
+	// Every replica looks at the schedules: one run per occurrence is the
+	// store's to keep (docs/architecture.md, "Windows and schedules").
+	occurrences := recur.New(recur.Config{Runs: engine, Nudge: repl.Nudge}, st, c.log)
+	if err := parts.Start(ctx, "schedules", occurrences); err != nil {
 		ln.Close()
 		return errors.Join(err, stopAll())
 	}

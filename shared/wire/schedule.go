@@ -116,6 +116,9 @@ type Schedule struct {
 	Next      []time.Time `json:"next"`
 	CreatedTS time.Time   `json:"created_ts"`
 	UpdatedTS time.Time   `json:"updated_ts"`
+	// Outcome answers POST /api/v1/schedules: created, changed (back to
+	// approval) or unchanged.
+	Outcome string `json:"outcome,omitempty"`
 	// Runs lists the schedule's newest runs, only in GET /api/v1/schedules/{name}.
 	Runs []ScheduleRun `json:"runs,omitempty"`
 }
