@@ -136,8 +136,8 @@ func TestRunStageShowsPausedWhileItsRunIsPaused(t *testing.T) {
 	}
 	var paused wire.Run
 	e.call(http.MethodPost, "/api/v1/runs/"+run.ID+"/pause", "op", nil, http.StatusOK, &paused)
-	if paused.Stages[0].State != store.StagePaused {
-		t.Fatalf("pause answers the stage %s, want PAUSED", paused.Stages[0].State)
+	if paused.Stages[0].State != store.StagePaused || paused.PausedFor != wire.PausedManual {
+		t.Fatalf("pause answers the stage %s, paused_for %q; want PAUSED, manual", paused.Stages[0].State, paused.PausedFor)
 	}
 	if got := stageStates(); got[0] != store.StagePaused || got[1] != store.StagePaused {
 		t.Fatalf("stage of a paused run: %v, want PAUSED in both", got)

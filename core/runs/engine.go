@@ -416,13 +416,13 @@ func (e *Engine) resumeRule(ctx context.Context, rd store.Reader, r *store.Run, 
 // Why a run is PAUSED (PausedFor).
 const (
 	// PauseManual: a person paused it; an operator resumes it.
-	PauseManual = "manual"
+	PauseManual = wire.PausedManual
 	// PauseErrors: a stage with on_failure pause passed its max_errors;
 	// an approver other than the requester resumes it, forgiving them.
-	PauseErrors = "errors"
+	PauseErrors = wire.PausedErrors
 	// PauseCanary: a stage's canary nodes are through; an approver other
 	// than the requester promotes it.
-	PauseCanary = "canary"
+	PauseCanary = wire.PausedCanary
 )
 
 // PausedFor says why run r is PAUSED, from its state reason alone (the
