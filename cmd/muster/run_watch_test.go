@@ -23,7 +23,7 @@ func TestRunLinesShowTheStepOfEachNodeInFlight(t *testing.T) {
 	t.Parallel()
 	r := &wire.Run{ID: "0123456789abcdef", State: "RUNNING", Stages: []wire.Stage{{Name: "upgrade", State: "RUNNING",
 		Nodes: []string{"db-1", "db-2", "db-3"}, NodeCount: 3,
-		Steps: []wire.StepSpec{{Name: "drain"}, {Name: "verify", Retry: &wire.Retry{Attempts: 5}}},
+		Steps:  []wire.StepSpec{{Name: "drain"}, {Name: "verify", Retry: &wire.Retry{Attempts: 5}}},
 		Counts: map[string]int{"DONE": 3, "RUNNING": 2}}},
 		Children: []wire.RunChild{
 			{Stage: "upgrade", NodeID: "db-1", Wave: 1, ActionID: "aaaaaaaa-1", State: action.Done,

@@ -224,7 +224,7 @@ func TestApprovalsShowWhatResumeAndPromoteContinue(t *testing.T) {
 	e.storeRun(manual)
 
 	card := func(body, id string) string {
-		return regexp.MustCompile(`(?s)<li class="card approval run paused[^"]*" data-paused-run="`+id+`">.*?</li>\n</ul>|(?s)<li class="card approval run paused[^"]*" data-paused-run="`+id+`">.*?\n</li>`).FindString(body)
+		return regexp.MustCompile(`(?s)<li class="card approval run paused[^"]*" data-paused-run="` + id + `">.*?\n</li>`).FindString(body)
 	}
 	appr := e.browser().signIn("appr")
 	_, _, body := appr.get("/ui/approvals")
