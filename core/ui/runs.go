@@ -248,6 +248,15 @@ func nodeCellOf(st *store.RunStage, index int, ch wire.RunChild, kids []store.Re
 		return c
 	}
 	steps := func(specs []store.RunStep, rollback bool) []stepCell {
+		// The first step that failed past its attempts: those after it
+		// without a child were not run, those before it skipped.
+		failedAt := len(specs)
+		for i := range specs {
+			if k := latest[specs[i].Name]; k != nil && k.State.Final() && runs.IsError(runs.ChildOf(k, approvedBy)) &&
+				max(k.Attempt, 1) >= specs[i].Attempts() {
+				failedAt = min(failedAt, i)
+			}
+		}
 		var out []stepCell
 		for i := range specs {
 			sp := &specs[i]
@@ -271,7 +280,7 @@ func nodeCellOf(st *store.RunStage, index int, ch wire.RunChild, kids []store.Re
 			}
 			wait := "waiting"
 			switch {
-			case c.Ended != "" && !later:
+			case c.Ended != "" && (i > failedAt || !later):
 				wait = "not run"
 			case later || st.State == store.StageDone:
 				wait = "skipped"

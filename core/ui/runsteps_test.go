@@ -121,6 +121,11 @@ func TestRunPageShowsEachNodesStepsInOrder(t *testing.T) {
 		!strings.Contains(db2[1], `data-step="upgrade" data-state=""><span class="step-name">upgrade</span> <span class="state state-waiting">waiting`) {
 		t.Errorf("db-2's steps: %v", db2)
 	}
+	// On the failed db-1 of another run, a step after the failure that
+	// never ran says so, not "skipped".
+	if !strings.Contains(steps[1], `data-step="undrain" data-state="DONE"`) {
+		t.Error("db-1's undrain (when always) is not shown DONE")
+	}
 	if strings.Contains(body, `class="steps rollback"><li class="step" data-step="downgrade" data-state=""`) {
 		t.Error("the page shows a rollback on a node where none ran")
 	}
@@ -273,5 +278,30 @@ func TestApprovalsShowWhatResumeAndPromoteContinue(t *testing.T) {
 	}
 	if r := e.run(canary.ID); !r.Stages[0].Promoted {
 		t.Error("the canary was not promoted")
+	}
+}
+
+// TestRunPageSaysWhichStepsOfAFailedNodeDidNotRun: on a node whose upgrade
+// failed, verify (after it, no child) is "not run" though undrain (when
+// always) ran after it; a step before the failure without a child (its
+// when was false) is "skipped".
+func TestRunPageSaysWhichStepsOfAFailedNodeDidNotRun(t *testing.T) {
+	t.Parallel()
+	e := setup(t)
+	r := procedureRun("op", store.RunPaused, fmt.Sprintf(runs.ReasonStageFailed, "upgrade", 1, "0"), "db-1")
+	st := &r.Stages[0]
+	st.Steps = append([]store.RunStep{{Name: "backup", Kind: "example.com/backup", Args: json.RawMessage(`{}`), When: "{{ false }}"}}, st.Steps...)
+	st.Steps = append(st.Steps[:3], append([]store.RunStep{{Name: "verify", Kind: "example.com/verify", Args: json.RawMessage(`{}`)}}, st.Steps[3:]...)...)
+	e.storeRun(r,
+		child(r, "db-1", "drain", 1, action.Done, `{}`, ""),
+		child(r, "db-1", "upgrade", 1, action.Failed, `{}`, ""),
+		child(r, "db-1", "upgrade", 2, action.Failed, `{}`, ""),
+		child(r, "db-1", "upgrade", 3, action.Failed, `{}`, ""),
+		child(r, "db-1", "undrain", 1, action.Done, `{}`, ""))
+	_, _, body := e.browser().signIn("viewer").get("/ui/runs/" + r.ID)
+	for step, want := range map[string]string{"backup": "skipped", "verify": "not run"} {
+		if !strings.Contains(body, `data-step="`+step+`" data-state=""><span class="step-name">`+step+`</span> <span class="state state-waiting">`+want+`</span>`) {
+			t.Errorf("%s is not shown %q", step, want)
+		}
 	}
 }
