@@ -52,15 +52,17 @@ type stateCount struct {
 // the order of the states, only those above zero.
 type stageProgress struct {
 	wire.Stage
-	Total    int
-	Finished int // children in a final state
-	Counts   []stateCount
+	// Total counts the children the stage will have at least (a node's
+	// steps in a stage with steps), NodeTotal its nodes.
+	Total, NodeTotal int
+	Finished         int // children in a final state
+	Counts           []stateCount
 	// More counts the nodes not listed (a brief run lists the first ones).
 	More int
 }
 
 func progressOf(st wire.Stage) stageProgress {
-	p := stageProgress{Stage: st, Total: st.Size(), More: st.Size() - len(st.Nodes)}
+	p := stageProgress{Stage: st, Total: st.Size(), NodeTotal: st.Size(), More: st.Size() - len(st.Nodes)}
 	order := append([]string{"PENDING"}, statesText()...)
 	for _, s := range order {
 		if n := st.Counts[s]; n > 0 {
@@ -267,7 +269,7 @@ func nodeCellOf(st *store.RunStage, index int, ch wire.RunChild, kids []store.Re
 				}
 				ran = true
 				out = append(out, stepCell{Name: sp.Name, State: k.State, Attempt: k.Attempt, Attempts: sp.Attempts(),
-					ActionID: k.ActionID, Reason: k.Reason, Args: k.Args, Outputs: k.Outputs})
+					ActionID: k.ActionID, Reason: k.Reason, Args: shownArgs(k.Args), Outputs: shownArgs(k.Outputs)})
 			}
 			if ran || rollback {
 				continue
@@ -799,4 +801,12 @@ func (s *Server) pausedRun(ctx context.Context, rd store.Reader, v *visitor, r *
 		p.Why = "You may not " + verb + " this run: your roles (" + strings.Join(v.tok.Roles, ", ") + ") " + roleWhy + "."
 	}
 	return p, nil
+}
+
+// shownArgs is args as a step shows them: nothing for none or {}.
+func shownArgs(raw json.RawMessage) json.RawMessage {
+	if t := strings.TrimSpace(string(raw)); t == "" || t == "{}" || t == "null" {
+		return nil
+	}
+	return raw
 }
