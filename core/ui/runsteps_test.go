@@ -264,6 +264,14 @@ func TestApprovalsShowWhatResumeAndPromoteContinue(t *testing.T) {
 			}
 		}
 	}
+	// The canary's own page: Promote for the approver alone.
+	if _, _, page := appr.get("/ui/runs/" + canary.ID); !strings.Contains(page, `id="run-promote"`) || strings.Contains(page, `id="run-resume"`) {
+		t.Error("the approver's page of the canary lacks Promote, or offers Resume")
+	}
+	if _, _, page := e.browser().signIn("op").get("/ui/runs/" + canary.ID); strings.Contains(page, `id="run-promote"`) ||
+		!strings.Contains(page, "You may not promote this run&#39;s canary") {
+		t.Error("the requester's page of the canary offers Promote, or does not say why not")
+	}
 	// Every button shown works: the approver promotes and resumes from
 	// Approvals and comes back to it.
 	for _, id := range []string{canary.ID, errs.ID} {
