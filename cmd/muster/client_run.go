@@ -256,6 +256,9 @@ func printRun(w io.Writer, r *wire.Run) error {
 	if err := s.flush(); err != nil {
 		return err
 	}
+	if r.State == "PAUSED" {
+		fmt.Fprintln(w, "\n"+pausedText(r, false))
+	}
 	fmt.Fprintln(w)
 	for _, st := range r.Stages {
 		fmt.Fprintln(w, stageLine(&st))
@@ -475,8 +478,9 @@ status 3; --wait-resume keeps watching through the pause instead.`,
 	return cmd
 }
 
-// pausedText says why run r is paused and who may go on with it, and how.
-func pausedText(r *wire.Run) string {
+// pausedText says why run r is paused and who may go on with it, and how
+// (with the watch's way to keep watching when watching).
+func pausedText(r *wire.Run, watching bool) string {
 	id := textsafe.Escape(r.ID)
 	out := "Run " + id + " is PAUSED" + reasonText(r.StateReason) + ". "
 	switch r.PausedFor {
@@ -489,7 +493,10 @@ func pausedText(r *wire.Run) string {
 	default:
 		out += fmt.Sprintf("It was paused by hand: an operator may resume it with `muster run resume %s`.", id)
 	}
-	return out + " (`muster run watch --wait-resume " + id + "` keeps watching.)"
+	if watching {
+		out += " (`muster run watch --wait-resume " + id + "` keeps watching.)"
+	}
+	return out
 }
 
 // watchRun shows the run's stage lines, and a line per node in flight,
@@ -542,7 +549,7 @@ func watchRun(ctx context.Context, c *client.Core, ref string, w io.Writer, asJS
 				}
 				if r.State == "PAUSED" && !waitResume {
 					if !asJSON {
-						if _, err := fmt.Fprintln(w, pausedText(r)); err != nil {
+						if _, err := fmt.Fprintln(w, pausedText(r, true)); err != nil {
 							return err
 						}
 					}

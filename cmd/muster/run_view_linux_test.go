@@ -116,7 +116,7 @@ func TestRunWatchOfAPausedRunOnAPseudoTerminal(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := append(runLines(r), pausedText(r))
+	want := append(runLines(r), pausedText(r, true))
 	var got strings.Builder
 	buf := make([]byte, 4096)
 	for !strings.Contains(got.String(), want[len(want)-1]+"\n") {

@@ -95,6 +95,12 @@ func TestRunWatchOfAPausedRunSaysWhyAndWhoMayGoOn(t *testing.T) {
 			if !strings.Contains(out.String(), "  PAUSED  ") {
 				t.Errorf("the stage line does not show the stage PAUSED: %q", out.String())
 			}
+			// run show says the same, and the stage PAUSED in its table.
+			show, msg, code := e.run("op", "run", "show", id)
+			if code != 0 || !strings.Contains(show, fmt.Sprintf(c.want, id)) || strings.Contains(show, "--wait-resume") ||
+				!strings.Contains(show, "restart  muster.io/debug.ping  PAUSED") {
+				t.Errorf("run show: %d %q\n%s", code, msg, show)
+			}
 		})
 	}
 }
