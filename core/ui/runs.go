@@ -713,19 +713,23 @@ func (s *Server) pausedRuns(ctx context.Context, rd store.Reader, v *visitor) ([
 	var out []pausedRun
 	marker := ""
 	for pages := 0; pages < 5; pages++ {
+		// Brief runs to find them; the whole run of those shown.
 		list, next, err := store.RunPage(ctx, rd, store.RunQuery{States: []string{store.RunPaused}, Marker: marker,
-			Limit: runsPerPage, Oldest: true})
+			Limit: runsPerPage, Oldest: true, Brief: true})
 		if err != nil {
 			return nil, false, err
 		}
 		for i := range list {
-			r := &list[i]
-			why := runs.PausedFor(r)
+			why := runs.PausedFor(&list[i])
 			if why == runs.PauseManual {
 				continue
 			}
 			if len(out) == pausedShown {
 				return out, true, nil
+			}
+			r, err := rd.Run(ctx, list[i].ID)
+			if err != nil {
+				return nil, false, err
 			}
 			p, err := s.pausedRun(ctx, rd, v, r, why)
 			if err != nil {
