@@ -10,6 +10,7 @@ import (
 	"github.com/chromedp/chromedp"
 
 	"github.com/musterhq/muster/shared/limit"
+	"github.com/musterhq/muster/shared/testwait"
 	"github.com/musterhq/muster/shared/wire"
 )
 
@@ -77,10 +78,13 @@ func TestWebUIRunSteps(t *testing.T) {
 
 	// node-3's upgrade fails: its undrain and rollback run, and the run
 	// pauses on its errors.
-	end := f.waitRun(t, r.ID, 90*time.Second, "PAUSED", "DONE", "FAILED", "PARTIAL", "CANCELLED")
-	for end.State == "PAUSED" && end.PausedFor == wire.PausedCanary {
-		end = f.waitRun(t, r.ID, 30*time.Second, "PAUSED", "DONE", "FAILED", "PARTIAL", "CANCELLED")
-	}
+	var end *wire.Run
+	testwait.Within(t, 90*time.Second, "the run past its canary, paused or ended", func() bool {
+		var err error
+		end, err = f.admin.Run(ctxT(t), r.ID)
+		return err == nil && (end.State == "PAUSED" && end.PausedFor != wire.PausedCanary ||
+			end.State == "DONE" || end.State == "FAILED" || end.State == "PARTIAL" || end.State == "CANCELLED")
+	})
 	if end.State != "PAUSED" || end.PausedFor != wire.PausedErrors || end.Stages[0].State != "PAUSED" {
 		t.Fatalf("after node-3's failure the run is %s (%s, %q), stage %s; want PAUSED by errors, the stage PAUSED",
 			end.State, end.StateReason, end.PausedFor, end.Stages[0].State)
