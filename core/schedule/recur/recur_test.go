@@ -16,6 +16,8 @@ import (
 	"github.com/musterhq/muster/core/schedule"
 	"github.com/musterhq/muster/core/schedule/recur"
 	"github.com/musterhq/muster/core/store"
+	"github.com/musterhq/muster/core/store/pgtest"
+	"github.com/musterhq/muster/core/store/postgres"
 	"github.com/musterhq/muster/core/store/sqlite"
 	"github.com/musterhq/muster/shared/wire"
 )
@@ -51,19 +53,30 @@ func (e *env) set(t time.Time) {
 	e.mu.Unlock()
 }
 
+func TestMain(m *testing.M) { pgtest.Main(m) }
+
 func setup(t *testing.T) *env {
 	t.Helper()
-	ctx := context.Background()
-	st, err := sqlite.Open(ctx, t.TempDir())
+	st, err := sqlite.Open(context.Background(), t.TempDir())
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { st.Close() })
-	e := &env{t: t, st: st, now: time.Date(2026, 11, 23, 10, 0, 0, 0, time.UTC)}
+	return setupOn(t, st)
+}
+
+// worker is a worker on st with e's clock.
+func (e *env) worker(st store.Store) *recur.Worker {
 	pol := approval.DefaultPolicy()
-	e.svc = &recur.Service{Policy: pol, Now: e.clock}
 	engine := &runs.Engine{Policy: pol, Actions: &actions.Rules{Policy: pol, Now: e.clock}, Now: e.clock}
-	e.w = recur.New(recur.Config{Runs: engine, Now: e.clock}, st, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	return recur.New(recur.Config{Runs: engine, Now: e.clock}, st, slog.New(slog.NewTextHandler(io.Discard, nil)))
+}
+
+func setupOn(t *testing.T, st store.Store) *env {
+	t.Helper()
+	e := &env{t: t, st: st, now: time.Date(2026, 11, 23, 10, 0, 0, 0, time.UTC)}
+	e.svc = &recur.Service{Policy: approval.DefaultPolicy(), Now: e.clock}
+	e.w = e.worker(st)
 	e.update(func(ctx context.Context, tx store.Tx) error {
 		if err := tx.PutCluster(ctx, &store.Cluster{ID: "c", Status: store.ClusterHealthy}); err != nil {
 			return err
@@ -443,5 +456,47 @@ func TestPausedSchedulesMakeNoRunsAndResumeFromTheNextOccurrence(t *testing.T) {
 	_ = e.w.Pass(context.Background())
 	if n := len(e.runsOf(sc)); n != 1 {
 		t.Fatalf("%d runs after resume, want 1", n)
+	}
+}
+
+// Two replicas on one PostgreSQL database, two workers each, all looking at
+// the schedules at the same moments: each occurrence makes one run and one
+// schedule.occurrence event.
+func TestReplicasOnPostgreSQLMakeOneRunPerOccurrence(t *testing.T) {
+	t.Parallel()
+	dsn := pgtest.NewDatabase(t)
+	var stores []store.Store
+	for range 2 {
+		st, err := postgres.Open(context.Background(), dsn)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { st.Close() })
+		stores = append(stores, st)
+	}
+	e := setupOn(t, stores[0])
+	r := req()
+	r.Cron, r.Timezone, r.Concurrency = "*/10 * * * *", "", store.ConcurrencyAllow
+	sc := e.active(r)
+	workers := []*recur.Worker{e.worker(stores[0]), e.worker(stores[0]), e.worker(stores[1]), e.worker(stores[1])}
+	for k := 1; k <= 5; k++ {
+		e.set(time.Date(2026, 11, 23, 10, 10*k, 1, 0, time.UTC))
+		var wg sync.WaitGroup
+		for _, w := range workers {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				if err := w.Pass(context.Background()); err != nil {
+					t.Error(err)
+				}
+			}()
+		}
+		wg.Wait()
+		if n := len(e.runsOf(sc)); n != k {
+			t.Fatalf("after occurrence %d: %d runs", k, n)
+		}
+	}
+	if n := len(e.events(store.EventScheduleOccurrence)); n != 5 {
+		t.Fatalf("%d schedule.occurrence events for 5 occurrences", n)
 	}
 }
