@@ -256,6 +256,11 @@ func TestRealAgentsArgsSchemaIsStoredWithItsKinds(t *testing.T) {
 		!slices.Contains(n.Kinds, "example.com/pkg.upgrade") {
 		t.Fatalf("stored node: kinds %v schemas %v", n.Kinds, n.ArgsSchemas)
 	}
+	// An idle pass writes the node no more: the schema read back is the one announced.
+	e.pass()
+	if again := e.node("n1"); !again.UpdatedTS.Equal(n.UpdatedTS) {
+		t.Fatalf("an idle pass rewrote the node (updated %s, then %s)", n.UpdatedTS, again.UpdatedTS)
+	}
 	r.Stop()
 	e.agents["n1"] = runAgent(t, "n1", r.Addr, t.TempDir())
 	e.pass()
