@@ -263,25 +263,30 @@ func renderArgs(sp *store.RunStep, c nodeContext) (json.RawMessage, error) {
 // false; args are checked against the kind's args_schema, except the values
 // that read a step (known only when the node runs; the agent checks them).
 
-// planContext is node's template context at plan time for the steps of a
-// stage (procedure and rollback).
-func planContext(node string, labels map[string]string, steps []store.RunStep) nodeContext {
-	c := newNodeContext(nil, node, labels, steps)
-	outputs := map[string]map[string]string{}
+// planner renders a stage's templates at plan time, for one node after
+// another: each template is parsed once, and the outputs the templates read
+// are found once.
+type planner struct {
+	steps   []store.RunStep
+	tmpl    map[string]*template.Template
+	outputs map[string][]string // step → the output keys templates read
+}
+
+func newPlanner(steps []store.RunStep) *planner {
+	p := &planner{steps: steps, tmpl: map[string]*template.Template{}, outputs: map[string][]string{}}
+	known := map[string]bool{}
 	for _, sp := range steps {
-		outputs[sp.Name] = map[string]string{}
+		known[sp.Name] = true
 	}
 	read := func(s string) {
-		if !strings.Contains(s, "{{") {
-			return
-		}
-		t, err := newStepTemplate(s)
-		if err != nil {
+		t, err := p.parse(s)
+		if err != nil || t == nil {
 			return
 		}
 		fieldRefs(t, func(ident []string) {
-			if len(ident) >= 4 && ident[0] == "steps" && ident[2] == "outputs" && outputs[ident[1]] != nil {
-				outputs[ident[1]][ident[3]] = "true"
+			if len(ident) >= 4 && ident[0] == "steps" && ident[2] == "outputs" && known[ident[1]] &&
+				!slices.Contains(p.outputs[ident[1]], ident[3]) {
+				p.outputs[ident[1]] = append(p.outputs[ident[1]], ident[3])
 			}
 		})
 	}
@@ -294,26 +299,74 @@ func planContext(node string, labels map[string]string, steps []store.RunStep) n
 			}
 		}
 	}
+	return p
+}
+
+// parse returns s's template, parsed once (nil for a string without one).
+func (p *planner) parse(s string) (*template.Template, error) {
+	if !strings.Contains(s, "{{") {
+		return nil, nil
+	}
+	if t, ok := p.tmpl[s]; ok {
+		return t, nil
+	}
+	t, err := newStepTemplate(s)
+	if err != nil {
+		return nil, err
+	}
+	p.tmpl[s] = t
+	return t, nil
+}
+
+func (p *planner) render(s string, c nodeContext) (string, error) {
+	t, err := p.parse(s)
+	if err != nil || t == nil {
+		return s, err
+	}
+	var b strings.Builder
+	if err := t.Execute(&b, map[string]any(c)); err != nil {
+		return "", err
+	}
+	if b.Len() > MaxRunArgs {
+		return "", fmt.Errorf("renders more than %d bytes", MaxRunArgs)
+	}
+	return b.String(), nil
+}
+
+// context is node's template context at plan time.
+func (p *planner) context(node string, labels map[string]string) nodeContext {
+	c := newNodeContext(nil, node, labels, p.steps)
 	st := c["steps"].(map[string]any)
-	for _, sp := range steps {
-		st[sp.Name] = map[string]any{"state": string(action.Done), "outputs": outputs[sp.Name]}
+	for _, sp := range p.steps {
+		out := map[string]string{}
+		for _, k := range p.outputs[sp.Name] {
+			out[k] = "true"
+		}
+		st[sp.Name] = map[string]any{"state": string(action.Done), "outputs": out}
 	}
 	return c
 }
 
-// planWhen renders a step's when at plan time: nil when it is true or
-// false (or none, or always).
-func planWhen(sp *store.RunStep, c nodeContext) error {
+// when renders a step's when at plan time: nil when it is true or false
+// (or none, or always).
+func (p *planner) when(sp *store.RunStep, c nodeContext) error {
 	if sp.When == "" || sp.When == WhenAlways {
 		return nil
 	}
-	_, err := evalWhen(sp, c)
-	return err
+	s, err := p.render(sp.When, c)
+	if err != nil {
+		return fmt.Errorf("step %s: when: %v", sp.Name, err)
+	}
+	switch strings.TrimSpace(s) {
+	case "true", "false":
+		return nil
+	}
+	return fmt.Errorf("step %s: when renders %q, not true or false", sp.Name, s)
 }
 
-// planArgs renders a step's args at plan time, and names the fields whose
+// args renders a step's args at plan time, and names the fields whose
 // values read a step's state or outputs (not known until the node runs).
-func planArgs(sp *store.RunStep, c nodeContext) (json.RawMessage, map[string]bool, error) {
+func (p *planner) args(sp *store.RunStep, c nodeContext) (json.RawMessage, map[string]bool, error) {
 	if len(sp.Args) == 0 || !strings.Contains(string(sp.Args), "{{") {
 		return sp.Args, nil, nil
 	}
@@ -327,13 +380,14 @@ func planArgs(sp *store.RunStep, c nodeContext) (json.RawMessage, map[string]boo
 	walk = func(v any, path []string) any {
 		switch x := v.(type) {
 		case string:
-			if !strings.Contains(x, "{{") {
+			t, err := p.parse(x)
+			if t == nil && err == nil {
 				return x
 			}
-			if t, err := newStepTemplate(x); err == nil && len(stepRefs(t)) > 0 {
+			if t != nil && len(stepRefs(t)) > 0 {
 				later[argschema.FieldOf(path)] = true
 			}
-			out, err := renderString(x, c)
+			out, err := p.render(x, c)
 			if err != nil {
 				if !later[argschema.FieldOf(path)] && rerr == nil {
 					rerr = fmt.Errorf("step %s: args: %v", displayStep(sp.Name), err)

@@ -426,6 +426,7 @@ func planNodes(st *store.RunStage, ids []string, byID map[string]*store.Node) er
 	type key struct{ schema, args string }
 	checked := map[key]error{} // the same args against the same schema
 	ctxs := map[string]nodeContext{}
+	pl := newPlanner(steps)
 	for i := range steps {
 		sp := &steps[i]
 		when := strings.Contains(sp.When, "{{")
@@ -439,16 +440,16 @@ func planNodes(st *store.RunStage, ids []string, byID map[string]*store.Node) er
 			}
 			c, made := ctxs[id]
 			if !made {
-				c = planContext(id, n.Labels, steps)
+				c = pl.context(id, n.Labels)
 				ctxs[id] = c
 			}
-			if err := planWhen(sp, c); err != nil {
+			if err := pl.when(sp, c); err != nil {
 				return fmt.Errorf("%w: node %s: %v", ErrInvalid, id, err)
 			}
 			if !ok {
 				continue
 			}
-			args, later, err := planArgs(sp, c)
+			args, later, err := pl.args(sp, c)
 			if err != nil {
 				return fmt.Errorf("%w: node %s: %v", ErrInvalid, id, err)
 			}
