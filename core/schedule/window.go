@@ -1,0 +1,258 @@
+package schedule
+
+import (
+	"fmt"
+	"strings"
+	"sync/atomic"
+	"time"
+)
+
+// Bounds of a maintenance window's duration.
+const (
+	MinWindow = time.Minute
+	MaxWindow = 7 * 24 * time.Hour
+)
+
+// Window is a recurring maintenance window: it opens at every occurrence of
+// Cron and stays open for Duration (the opening included, its end not).
+type Window struct {
+	Cron     Cron
+	Duration time.Duration
+}
+
+// Freeze is a span in which no disruptive work goes, urgent or not: from
+// From (included) to To (not included).
+type Freeze struct {
+	From, To time.Time
+	Reason   string
+}
+
+// Calendar is a cluster's windows and freezes. With no windows, the
+// cluster is open whenever it is not frozen.
+type Calendar struct {
+	Windows []Window
+	Freezes []Freeze
+}
+
+// NewWindow parses a window as configured, checking its duration bounds.
+func NewWindow(expr string, d time.Duration, tz string) (Window, error) {
+	c, err := ParseCron(expr, tz)
+	if err != nil {
+		return Window{}, err
+	}
+	if d < MinWindow || d > MaxWindow {
+		return Window{}, fmt.Errorf("duration %s: %w: must be from %s to %s", d, ErrInvalid, MinWindow, "168h (7 days)")
+	}
+	return Window{Cron: c, Duration: d}, nil
+}
+
+// NewFreeze parses a freeze as configured: RFC 3339 times, To after From.
+func NewFreeze(from, to, reason string) (Freeze, error) {
+	f, err := time.Parse(time.RFC3339, from)
+	if err != nil {
+		return Freeze{}, fmt.Errorf("from %q: %w: not an RFC 3339 time such as 2026-12-24T00:00:00+01:00", from, ErrInvalid)
+	}
+	t, err := time.Parse(time.RFC3339, to)
+	if err != nil {
+		return Freeze{}, fmt.Errorf("to %q: %w: not an RFC 3339 time such as 2026-12-27T00:00:00+01:00", to, ErrInvalid)
+	}
+	if !t.After(f) {
+		return Freeze{}, fmt.Errorf("to %q: %w: must be after from %q", to, ErrInvalid, from)
+	}
+	return Freeze{From: f, To: t, Reason: reason}, nil
+}
+
+// Empty reports whether the calendar restricts nothing.
+func (c *Calendar) Empty() bool { return c == nil || len(c.Windows) == 0 && len(c.Freezes) == 0 }
+
+// Status is what a calendar says at one instant.
+type Status struct {
+	At time.Time
+	// InWindow: a window is open at At, or the calendar has none.
+	InWindow bool
+	// Windowed: the calendar has windows.
+	Windowed bool
+	// CloseAt: when InWindow and Windowed, when the open windows close
+	// (overlapping and back-to-back windows joined).
+	CloseAt time.Time
+	// NextOpen: when not InWindow, the next opening of a window.
+	NextOpen time.Time
+	// Frozen is the freeze in force at At, if any; FrozenUntil is when the
+	// freezes in force end (overlapping freezes joined).
+	Frozen      *Freeze
+	FrozenUntil time.Time
+	// NextFreeze is the next freeze to begin after At, if any.
+	NextFreeze *Freeze
+}
+
+// maxChain bounds the joining of overlapping windows or freezes.
+const maxChain = 64
+
+// At says whether disruptive work may go at t, and until or from when.
+func (c *Calendar) At(t time.Time) Status {
+	s := Status{At: t, InWindow: true}
+	if c == nil {
+		return s
+	}
+	s.Windowed = len(c.Windows) > 0
+	if s.Windowed {
+		end, open := c.windowEnd(t)
+		s.InWindow = open
+		if open {
+			s.CloseAt = end
+		} else {
+			s.NextOpen = c.nextOpening(t)
+		}
+	}
+	if f, until := c.frozen(t); f != nil {
+		s.Frozen, s.FrozenUntil = f, until
+	}
+	for i := range c.Freezes {
+		f := &c.Freezes[i]
+		if f.From.After(t) && (s.NextFreeze == nil || f.From.Before(s.NextFreeze.From)) {
+			s.NextFreeze = f
+		}
+	}
+	return s
+}
+
+// windowEnd is whether a window is open at t and, if so, when the open
+// windows close (following windows that open before the last one closes).
+func (c *Calendar) windowEnd(t time.Time) (time.Time, bool) {
+	var end time.Time
+	at := t
+	for range maxChain {
+		next := end
+		for _, w := range c.Windows {
+			if open, ok := w.Cron.Last(at, w.Duration); ok {
+				if e := open.Add(w.Duration); e.After(at) && e.After(next) {
+					next = e
+				}
+			}
+		}
+		if !next.After(end) {
+			break
+		}
+		end, at = next, next
+	}
+	return end, !end.IsZero()
+}
+
+// nextOpening is the first opening of any window after t.
+func (c *Calendar) nextOpening(t time.Time) time.Time {
+	var first time.Time
+	for _, w := range c.Windows {
+		if n := w.Cron.Next(t); !n.IsZero() && (first.IsZero() || n.Before(first)) {
+			first = n
+		}
+	}
+	return first
+}
+
+// frozen is the freeze in force at t (the one ending last) and when the
+// freezes in force end, joined with those that begin before it.
+func (c *Calendar) frozen(t time.Time) (*Freeze, time.Time) {
+	var in *Freeze
+	until := t
+	for range maxChain {
+		moved := false
+		for i := range c.Freezes {
+			f := &c.Freezes[i]
+			if !f.From.After(until) && f.To.After(until) {
+				if in == nil || f.To.After(in.To) {
+					in = f
+				}
+				until, moved = f.To, true
+			}
+		}
+		if !moved {
+			break
+		}
+	}
+	if in == nil {
+		return nil, time.Time{}
+	}
+	return in, until
+}
+
+// Allows reports whether disruptive work may go: never in a freeze; in a
+// window (or with no windows), or outside one when urgent.
+func (s Status) Allows(urgent bool) bool {
+	return s.Frozen == nil && (s.InWindow || urgent)
+}
+
+// Reason says why disruptive work waits (the state_reason of what the
+// calendar holds), "" when Allows(urgent).
+func (s Status) Reason(urgent bool) string {
+	switch {
+	case s.Frozen != nil:
+		r := "frozen until " + s.FrozenUntil.Format(time.RFC3339)
+		if s.Frozen.Reason != "" {
+			r += ": " + s.Frozen.Reason
+		}
+		return r
+	case !s.InWindow && !urgent:
+		if s.NextOpen.IsZero() {
+			return ReasonOutsideWindow + "; no window opens again"
+		}
+		return ReasonOutsideWindow + "; next opens " + s.NextOpen.Format(time.RFC3339)
+	}
+	return ""
+}
+
+// Reason prefixes of the calendar's holds.
+const (
+	ReasonOutsideWindow = "outside the maintenance window"
+	ReasonFrozen        = "frozen until "
+)
+
+// IsReason reports whether a state_reason is one of the calendar's.
+func IsReason(reason string) bool {
+	return strings.HasPrefix(reason, ReasonFrozen) || strings.HasPrefix(reason, ReasonOutsideWindow)
+}
+
+// NextChange is the first instant after s.At at which what the calendar
+// allows may change: a window opens or closes, a freeze begins or ends.
+// Zero when nothing will change.
+func (s Status) NextChange() time.Time {
+	var first time.Time
+	for _, t := range []time.Time{s.CloseAt, s.NextOpen, s.FrozenUntil} {
+		if t.After(s.At) && (first.IsZero() || t.Before(first)) {
+			first = t
+		}
+	}
+	if s.NextFreeze != nil && (first.IsZero() || s.NextFreeze.From.Before(first)) {
+		first = s.NextFreeze.From
+	}
+	return first
+}
+
+// Calendars maps a cluster id to its calendar; a cluster not listed is
+// always open.
+type Calendars map[string]*Calendar
+
+// Live holds the calendars of every cluster a running core uses, replaced
+// as a whole when its configuration is reloaded (SIGHUP). The zero value
+// holds none: every cluster is open.
+type Live struct{ p atomic.Pointer[Calendars] }
+
+// NewLive returns a Live holding cals.
+func NewLive(cals Calendars) *Live {
+	l := &Live{}
+	l.Store(cals)
+	return l
+}
+
+// Store makes cals the calendars l answers from.
+func (l *Live) Store(cals Calendars) { l.p.Store(&cals) }
+
+// Of returns the calendar of a cluster, nil when it has none (or l is nil).
+func (l *Live) Of(cluster string) *Calendar {
+	if l == nil {
+		return nil
+	}
+	if p := l.p.Load(); p != nil {
+		return (*p)[cluster]
+	}
+	return nil
+}
