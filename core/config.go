@@ -13,6 +13,7 @@ import (
 	"github.com/musterhq/muster/core/enroll"
 	"github.com/musterhq/muster/core/notify"
 	"github.com/musterhq/muster/core/retention"
+	"github.com/musterhq/muster/core/schedule"
 	"github.com/musterhq/muster/core/streams"
 	"github.com/musterhq/muster/core/ui"
 	"github.com/musterhq/muster/shared/config"
@@ -317,6 +318,11 @@ func (c *Config) Validate() error {
 				add(key+".budget.max_unavailable", "%v", err)
 			}
 		}
+		if _, bad := schedule.ParseCalendar(cl.Windows, cl.Freezes); len(bad) > 0 {
+			for _, b := range bad {
+				add(key+"."+b.Field, "%v", b.Err)
+			}
+		}
 	}
 
 	o := c.Orchestrate
@@ -407,6 +413,18 @@ func (c *Config) PublicURL() string {
 		return "https://" + c.API.Addr
 	}
 	return "http://" + c.API.Addr
+}
+
+// Calendars are the maintenance windows and freezes of every configured
+// cluster that has any. Call it on a validated configuration.
+func (c *Config) Calendars() schedule.Calendars {
+	out := schedule.Calendars{}
+	for _, cl := range c.Clusters {
+		if cal, _ := schedule.ParseCalendar(cl.Windows, cl.Freezes); cal != nil {
+			out[cl.ID] = cal
+		}
+	}
+	return out
 }
 
 // BudgetPolicy is the disruption budget of every configured cluster and

@@ -256,3 +256,68 @@ func (l *Live) Of(cluster string) *Calendar {
 	}
 	return nil
 }
+
+// WindowSpec is one entry of a cluster's `windows:` configuration.
+type WindowSpec struct {
+	Cron     string        `mapstructure:"cron" yaml:"cron" json:"cron"`
+	Duration time.Duration `mapstructure:"duration" yaml:"duration" json:"-"`
+	Timezone string        `mapstructure:"timezone" yaml:"timezone" json:"timezone"`
+}
+
+// FreezeSpec is one entry of a cluster's `freezes:` configuration: RFC 3339
+// times.
+type FreezeSpec struct {
+	From   string `mapstructure:"from" yaml:"from" json:"from"`
+	To     string `mapstructure:"to" yaml:"to" json:"to"`
+	Reason string `mapstructure:"reason" yaml:"reason" json:"reason"`
+}
+
+// FieldError is a bad field of a calendar's configuration: Field is its
+// key below the cluster ("windows[0].cron").
+type FieldError struct {
+	Field string
+	Err   error
+}
+
+// ParseCalendar builds a calendar from its configuration; it returns every
+// bad field at once, and a nil calendar when there is nothing to keep.
+func ParseCalendar(windows []WindowSpec, freezes []FreezeSpec) (*Calendar, []FieldError) {
+	var bad []FieldError
+	cal := &Calendar{}
+	for i, w := range windows {
+		key := fmt.Sprintf("windows[%d]", i)
+		ok := true
+		if _, err := LoadZone(w.Timezone); err != nil {
+			bad, ok = append(bad, FieldError{key + ".timezone", err}), false
+		}
+		if _, err := ParseCron(w.Cron, ""); err != nil {
+			bad, ok = append(bad, FieldError{key + ".cron", err}), false
+		}
+		if w.Duration < MinWindow || w.Duration > MaxWindow {
+			bad, ok = append(bad, FieldError{key + ".duration", fmt.Errorf("%w: must be from 1m to 168h (7 days), got %s", ErrInvalid, w.Duration)}), false
+		}
+		if !ok {
+			continue
+		}
+		win, err := NewWindow(w.Cron, w.Duration, w.Timezone)
+		if err != nil {
+			bad = append(bad, FieldError{key, err})
+			continue
+		}
+		cal.Windows = append(cal.Windows, win)
+	}
+	for i, f := range freezes {
+		key := fmt.Sprintf("freezes[%d]", i)
+		fr, err := NewFreeze(f.From, f.To, f.Reason)
+		if err != nil {
+			field, _, _ := strings.Cut(err.Error(), " ")
+			bad = append(bad, FieldError{key + "." + field, err})
+			continue
+		}
+		cal.Freezes = append(cal.Freezes, fr)
+	}
+	if len(bad) > 0 || cal.Empty() {
+		return nil, bad
+	}
+	return cal, nil
+}

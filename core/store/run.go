@@ -65,6 +65,11 @@ type Run struct {
 	// running (0: none); DeadlineTS is that moment, once it started.
 	DeadlineS  int
 	DeadlineTS *time.Time
+	// NotBefore: no child of the run is pushed before it (nil: none).
+	NotBefore *time.Time
+	// Urgent is the reason an approver gave to let the run's children pass
+	// a closed maintenance window, never a freeze ("" when not urgent).
+	Urgent string
 	// Brief: the run was read by a list with RunQuery.Brief, and each
 	// stage's Nodes holds at most its first BriefNodes nodes (NodeCount
 	// counts them all). A brief run is for showing: it cannot be stored.

@@ -60,6 +60,13 @@ type Action struct {
 	Step    string `json:"step,omitempty"`
 	Wave    int    `json:"wave,omitempty"`
 	Attempt int    `json:"attempt,omitempty"`
+	// NotBefore: the core pushes the action no earlier than this (core
+	// only; docs/architecture.md, "Windows, freezes and later starts").
+	NotBefore *time.Time `json:"not_before,omitempty"`
+	// Urgent is the reason an approver gave to let the action pass a
+	// closed maintenance window, never a freeze (core only; "" when not
+	// urgent).
+	Urgent string `json:"urgent,omitempty"`
 	// Outputs is the JSON object of strings the command wrote to the file
 	// named in $MUSTER_OUTPUTS (absent when it wrote none).
 	Outputs json.RawMessage `json:"outputs,omitempty"`
