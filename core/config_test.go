@@ -6,8 +6,8 @@ import (
 	"time"
 
 	"github.com/musterhq/muster/core/budget"
-	"github.com/musterhq/muster/core/schedule"
 	"github.com/musterhq/muster/core/discovery"
+	"github.com/musterhq/muster/core/schedule"
 	"github.com/musterhq/muster/shared/config"
 )
 

@@ -167,6 +167,7 @@ func (c *Core) Run(ctx context.Context) error {
 		AgentTLS:         atls,
 		StaticLabels:     discovery.StaticLabels(cfg.Clusters),
 		Budget:           budgets,
+		Calendars:        lv.calendar,
 		Runs:             engine,
 		Leases:           repl.orchestrateLeases(),
 	}

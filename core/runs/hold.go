@@ -54,6 +54,16 @@ type Procedures struct {
 	Stages map[string]bool
 	// InFlight holds the nodes in flight in one of them.
 	InFlight map[string]bool
+	// started holds "run id/stage/node" of every node of such a stage
+	// with a child pushed: its procedure has begun.
+	started map[string]bool
+}
+
+// Started reports whether r is a child of such a stage on a node whose
+// procedure has begun (a child of it was pushed): a maintenance window
+// that closed meanwhile lets it finish its steps.
+func (p *Procedures) Started(r *store.Record) bool {
+	return p != nil && r.RunID != "" && p.started[r.RunID+"/"+r.Stage+"/"+r.NodeID]
 }
 
 // Holds reports whether r is a child of one of the stages, whose push
@@ -69,7 +79,7 @@ func (p *Procedures) Holds(r *store.Record) bool {
 // whose children were created but none pushed yet is not in flight: its
 // push waits for the budget.
 func InFlight(ctx context.Context, r store.Reader, clusterID string, now time.Time, holds func(kinds []string) bool) (*Procedures, error) {
-	p := &Procedures{Stages: map[string]bool{}, InFlight: map[string]bool{}}
+	p := &Procedures{Stages: map[string]bool{}, InFlight: map[string]bool{}, started: map[string]bool{}}
 	active, err := r.RunsInState(ctx, clusterID, store.RunRunning, store.RunPaused)
 	if err != nil {
 		return nil, err
@@ -112,6 +122,11 @@ func InFlight(ctx context.Context, r store.Reader, clusterID string, now time.Ti
 				labels = map[string]map[string]string{}
 				for _, n := range nodes {
 					labels[n.ID] = n.Labels
+				}
+			}
+			for _, n := range st.Nodes {
+				if started[st.Name+"/"+n] {
+					p.started[run.ID+"/"+st.Name+"/"+n] = true
 				}
 			}
 			v := viewStage(st, kids, PlanEnv{Now: now, Labels: labels})
