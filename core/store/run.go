@@ -304,6 +304,9 @@ const (
 	EventRunNodeUnavailable = "run.node_unavailable"
 	// EventRunPromoted: an approver promoted a run's canary.
 	EventRunPromoted = "run.promoted"
+	// EventRunUrgent: an approver marked a run urgent, with a reason: its
+	// children pass a closed maintenance window, never a freeze.
+	EventRunUrgent = "run.urgent"
 )
 
 // Playbook is one stored version of a playbook.

@@ -377,6 +377,9 @@ const (
 	EventActionCancelRequested = "action.cancel_requested"
 	EventActionConflict        = "action.conflict"
 	EventActionLost            = "action.lost"
+	// EventActionUrgent: an approver marked an action urgent, with a reason:
+	// it passes a closed maintenance window, never a freeze.
+	EventActionUrgent = "action.urgent"
 	EventNodeUp                = "node.up"
 	EventNodeDown              = "node.down"
 	EventNodeJoined            = "node.joined"

@@ -91,6 +91,9 @@ type CreateRunRequest struct {
 	// the run ends FAILED (reason deadline) once its nodes in flight are
 	// done (0: none).
 	DeadlineS int `json:"deadline_s,omitempty"`
+	// NotBefore: no child of the run is pushed before it (RFC 3339; nil:
+	// at once).
+	NotBefore *time.Time `json:"not_before,omitempty"`
 }
 
 // Stage is one stage of a run as the core shows it: its spec with the target
