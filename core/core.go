@@ -189,7 +189,7 @@ func (c *Core) Run(ctx context.Context) error {
 	// The API's event streams and the web UI's live updates share one cap
 	// per token and one in all.
 	lim := streams.New(cfg.API.MaxEventStreams, cfg.API.MaxStreamsPerToken)
-	apiSrv := api.New(api.Config{Policy: policy, Rules: rules, Budget: budgets, Gatherer: reg,
+	apiSrv := api.New(api.Config{Policy: policy, Rules: rules, Budget: budgets, Calendars: lv.calendar, Gatherer: reg,
 		Registerer: reg, Runs: engine, Replicas: repl, Streams: lim, Enroll: enr, Notify: notifier,
 		StreamWriteTimeout: cfg.API.WriteTimeout}, st, repl, c.log)
 	handler, closeUI, err := withUI(cfg, policy, apiSrv, rules, engine, repl, st, lim, c.log)

@@ -59,6 +59,8 @@ type Request struct {
 	Args      json.RawMessage
 	TimeoutS  int
 	RetryOf   string
+	// NotBefore: it is pushed no earlier (nil: at once).
+	NotBefore *time.Time
 }
 
 // Create stores a new action with its first history line and its
@@ -103,6 +105,9 @@ func (r *Rules) Create(ctx context.Context, tx store.Tx, req Request, by Actor) 
 		UpdatedTS: t,
 		RetryOf:   req.RetryOf,
 	}}
+	if req.NotBefore != nil {
+		rec.NotBefore = action.TimePtr(*req.NotBefore)
+	}
 	if !r.Policy.NeedsApproval(req.Kind, req.ClusterID) {
 		rec.State = action.PendingSchedule
 		rec.ScheduledTS = action.TimePtr(t)

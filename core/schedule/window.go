@@ -321,3 +321,22 @@ func ParseCalendar(windows []WindowSpec, freezes []FreezeSpec) (*Calendar, []Fie
 	}
 	return cal, nil
 }
+
+// Bounds of a not_before: not in the past (beyond a small clock skew
+// between the caller and the core), not further ahead than MaxAhead.
+const (
+	NotBeforeSkew     = time.Minute
+	NotBeforeMaxAhead = 90 * 24 * time.Hour
+)
+
+// CheckNotBefore refuses a not_before in the past or more than 90 days
+// after now.
+func CheckNotBefore(t, now time.Time) error {
+	switch {
+	case t.Before(now.Add(-NotBeforeSkew)):
+		return fmt.Errorf("not_before %s: %w: it is in the past", t.Format(time.RFC3339), ErrInvalid)
+	case t.After(now.Add(NotBeforeMaxAhead)):
+		return fmt.Errorf("not_before %s: %w: more than 90 days ahead", t.Format(time.RFC3339), ErrInvalid)
+	}
+	return nil
+}

@@ -187,3 +187,24 @@ func TestLiveFollowsTheLatestCalendars(t *testing.T) {
 		t.Fatal("Of does not return the stored calendar")
 	}
 }
+
+func TestCheckNotBefore(t *testing.T) {
+	t.Parallel()
+	now := time.Date(2026, 11, 25, 12, 0, 0, 0, time.UTC)
+	for name, c := range map[string]struct {
+		at time.Time
+		ok bool
+	}{
+		"now":               {now, true},
+		"within the skew":   {now.Add(-59 * time.Second), true},
+		"in the past":       {now.Add(-61 * time.Second), false},
+		"in 90 days":        {now.Add(90 * 24 * time.Hour), true},
+		"beyond 90 days":    {now.Add(90*24*time.Hour + time.Second), false},
+		"tomorrow at 02:00": {time.Date(2026, 11, 26, 2, 0, 0, 0, time.UTC), true},
+	} {
+		err := CheckNotBefore(c.at, now)
+		if (err == nil) != c.ok || (err != nil && (!errors.Is(err, ErrInvalid) || !strings.HasPrefix(err.Error(), "not_before "))) {
+			t.Errorf("%s: CheckNotBefore = %v, want ok=%v and the field named", name, err, c.ok)
+		}
+	}
+}

@@ -379,18 +379,18 @@ const (
 	EventActionLost            = "action.lost"
 	// EventActionUrgent: an approver marked an action urgent, with a reason:
 	// it passes a closed maintenance window, never a freeze.
-	EventActionUrgent = "action.urgent"
-	EventNodeUp                = "node.up"
-	EventNodeDown              = "node.down"
-	EventNodeJoined            = "node.joined"
-	EventNodeLeft              = "node.left"
-	EventNodeDrained           = "node.drained"
-	EventNodeUndrained         = "node.undrained"
-	EventNodeForgotten         = "node.forgotten"
-	EventClusterAlert          = "cluster.alert"
-	EventClusterHealthy        = "cluster.healthy"
-	EventTokenCreated          = "token.created"
-	EventTokenRevoked          = "token.revoked"
+	EventActionUrgent   = "action.urgent"
+	EventNodeUp         = "node.up"
+	EventNodeDown       = "node.down"
+	EventNodeJoined     = "node.joined"
+	EventNodeLeft       = "node.left"
+	EventNodeDrained    = "node.drained"
+	EventNodeUndrained  = "node.undrained"
+	EventNodeForgotten  = "node.forgotten"
+	EventClusterAlert   = "cluster.alert"
+	EventClusterHealthy = "cluster.healthy"
+	EventTokenCreated   = "token.created"
+	EventTokenRevoked   = "token.revoked"
 )
 
 // EventNodeClaimRefused: a gossip member announced a node at an address
