@@ -9,6 +9,7 @@ import (
 
 	"github.com/musterhq/muster/core/actions"
 	"github.com/musterhq/muster/core/budget"
+	"github.com/musterhq/muster/core/schedule"
 	"github.com/musterhq/muster/core/store"
 	"github.com/musterhq/muster/shared/action"
 )
@@ -145,8 +146,9 @@ func InFlight(ctx context.Context, r store.Reader, clusterID string, now time.Ti
 // The part after waitingSep is refreshed at every advance of the run
 // (after every commit that held, refreshed or sent one of its children)
 // and dropped once nothing holds it. What holds it:
-//   - a child not yet sent that the disruption budget holds, or that waits
-//     for its drained node (the child's own state_reason, set by
+//   - a child not yet sent that the disruption budget holds, that waits
+//     for its drained node, for the cluster's maintenance window, the end
+//     of a freeze or its not_before (the child's own state_reason, set by
 //     core/actions.Hold);
 //   - a node whose turn came while it was DOWN or drained, in a stage that
 //     waits for it (unavailable: wait).
@@ -165,8 +167,8 @@ func WithWaiting(reason, waiting string) string {
 // Waiting says what holds the next nodes of run r, whose children are kids,
 // in env; "" when nothing does.
 func Waiting(r *store.Run, kids []Child, env PlanEnv) string {
-	var budgeted, drained, down []string
-	usage := ""
+	var budgeted, drained, down, calendar []string
+	usage, when := "", ""
 	for i := range kids {
 		c := &kids[i]
 		if c.State != action.PendingSchedule {
@@ -175,6 +177,11 @@ func Waiting(r *store.Run, kids []Child, env PlanEnv) string {
 		switch {
 		case c.Reason == actions.ReasonDrained:
 			drained = append(drained, c.Node)
+		case schedule.IsReason(c.Reason) || strings.HasPrefix(c.Reason, actions.NotBeforePrefix):
+			calendar = append(calendar, c.Node)
+			if when == "" {
+				when = c.Reason
+			}
 		case strings.HasPrefix(c.Reason, budget.HeldPrefix):
 			budgeted = append(budgeted, c.Node)
 			if usage == "" {
@@ -199,6 +206,9 @@ func Waiting(r *store.Run, kids []Child, env PlanEnv) string {
 		}
 	}
 	var parts []string
+	if len(calendar) > 0 {
+		parts = append(parts, fmt.Sprintf("%s held: %s", strings.TrimSuffix(strings.TrimSuffix(nodeList(calendar), " is"), " are"), when))
+	}
 	if len(budgeted) > 0 {
 		s := fmt.Sprintf("%s held by the disruption budget of cluster %s", nodeList(budgeted), r.ClusterID)
 		if usage != "" {
