@@ -192,7 +192,7 @@ func (c *Core) Run(ctx context.Context) error {
 	apiSrv := api.New(api.Config{Policy: policy, Rules: rules, Budget: budgets, Calendars: lv.calendar, Gatherer: reg,
 		Registerer: reg, Runs: engine, Replicas: repl, Streams: lim, Enroll: enr, Notify: notifier,
 		StreamWriteTimeout: cfg.API.WriteTimeout}, st, repl, c.log)
-	handler, closeUI, err := withUI(cfg, policy, apiSrv, rules, engine, repl, st, lim, c.log)
+	handler, closeUI, err := withUI(cfg, policy, apiSrv, rules, engine, repl, st, lim, lv.calendar, c.log)
 	if err != nil {
 		ln.Close()
 		return err
@@ -311,7 +311,7 @@ var _ ui.Changer = (*actions.Rules)(nil)
 // withUI serves the web UI at /ui/ beside the API when it is enabled, and
 // returns the handler of both and the UI's Close.
 func withUI(cfg Config, policy approval.Policy, apiSrv *api.Server, rules *actions.Rules, engine *runs.Engine, n ui.Nudger, st store.Store,
-	lim *streams.Limiter, log *slog.Logger) (http.Handler, func(), error) {
+	lim *streams.Limiter, cals *schedule.Live, log *slog.Logger) (http.Handler, func(), error) {
 	if !cfg.UI.Enabled {
 		return apiSrv.Handler(), func() {}, nil
 	}
@@ -325,6 +325,7 @@ func withUI(cfg Config, policy approval.Policy, apiSrv *api.Server, rules *actio
 		Runs:                engine,
 		Streams:             lim,
 		Budget:              cfg.BudgetPolicy(),
+		Calendars:           cals,
 		Notify:              cfg.Notify,
 	}, st, rules, n, log)
 	if err != nil {

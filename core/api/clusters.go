@@ -9,7 +9,6 @@ import (
 
 	"github.com/labstack/echo/v5"
 
-	"github.com/musterhq/muster/core/actions"
 	"github.com/musterhq/muster/core/budget"
 	"github.com/musterhq/muster/core/enroll"
 	"github.com/musterhq/muster/core/nodes"
@@ -96,7 +95,7 @@ func (s *Server) showCluster(c *echo.Context) error {
 			if err != nil {
 				return err
 			}
-			out.Calendar = toWireCalendar(cal, open, time.Now())
+			out.Calendar = schedule.View(cal, time.Now(), schedule.Waiting(open))
 		}
 		out.Nodes = []wire.Node{}
 		for _, n := range nodes {
@@ -113,36 +112,6 @@ func (s *Server) showCluster(c *echo.Context) error {
 		return err
 	}
 	return c.JSON(http.StatusOK, out)
-}
-
-// toWireCalendar is a cluster's calendar at now, with the count of the
-// open actions that wait for it or for their not_before.
-func toWireCalendar(cal *schedule.Calendar, open []store.Record, now time.Time) *wire.Calendar {
-	st := cal.At(now)
-	out := &wire.Calendar{Windows: []wire.Window{}, Freezes: []wire.Freeze{}, Open: st.Allows(false), InWindow: st.InWindow}
-	for _, w := range cal.Windows {
-		out.Windows = append(out.Windows, wire.Window{Cron: w.Cron.String(), Duration: w.Duration.String(),
-			Timezone: w.Cron.Location().String(), DurationS: int64(w.Duration / time.Second)})
-	}
-	for _, f := range cal.Freezes {
-		out.Freezes = append(out.Freezes, wire.Freeze{From: f.From, To: f.To, Reason: f.Reason})
-	}
-	if !st.CloseAt.IsZero() {
-		out.CloseAt = &st.CloseAt
-	}
-	if !st.NextOpen.IsZero() {
-		out.NextOpen = &st.NextOpen
-	}
-	if st.Frozen != nil {
-		out.Frozen = &wire.Freeze{From: st.Frozen.From, To: st.FrozenUntil, Reason: st.Frozen.Reason}
-	}
-	for i := range open {
-		r := &open[i]
-		if r.State == action.PendingSchedule && (schedule.IsReason(r.StateReason) || strings.HasPrefix(r.StateReason, actions.NotBeforePrefix)) {
-			out.Waiting++
-		}
-	}
-	return out
 }
 
 func (s *Server) listNodes(c *echo.Context) error {

@@ -5,6 +5,10 @@ import (
 	"strings"
 	"sync/atomic"
 	"time"
+
+	"github.com/musterhq/muster/core/store"
+	"github.com/musterhq/muster/shared/action"
+	"github.com/musterhq/muster/shared/wire"
 )
 
 // Bounds of a maintenance window's duration.
@@ -200,10 +204,12 @@ func (s Status) Reason(urgent bool) string {
 	return ""
 }
 
-// Reason prefixes of the calendar's holds.
+// Reason prefixes of the calendar's holds, and of an action held until
+// its not_before.
 const (
 	ReasonOutsideWindow = "outside the maintenance window"
 	ReasonFrozen        = "frozen until "
+	ReasonNotBefore     = "not before "
 )
 
 // IsReason reports whether a state_reason is one of the calendar's.
@@ -339,4 +345,42 @@ func CheckNotBefore(t, now time.Time) error {
 		return fmt.Errorf("not_before %s: %w: more than 90 days ahead", t.Format(time.RFC3339), ErrInvalid)
 	}
 	return nil
+}
+
+// Waiting counts the open actions that wait in PENDING_SCHEDULE for a
+// window, the end of a freeze or their not_before.
+func Waiting(open []store.Record) int {
+	n := 0
+	for i := range open {
+		r := &open[i]
+		if r.State == action.PendingSchedule && (IsReason(r.StateReason) || strings.HasPrefix(r.StateReason, ReasonNotBefore)) {
+			n++
+		}
+	}
+	return n
+}
+
+// View is a cluster's calendar as the API and the web UI show it, at now,
+// with waiting actions held by it.
+func View(cal *Calendar, now time.Time, waiting int) *wire.Calendar {
+	st := cal.At(now)
+	out := &wire.Calendar{Windows: []wire.Window{}, Freezes: []wire.Freeze{}, Open: st.Allows(false),
+		InWindow: st.InWindow, Waiting: waiting}
+	for _, w := range cal.Windows {
+		out.Windows = append(out.Windows, wire.Window{Cron: w.Cron.String(), Duration: w.Duration.String(),
+			Timezone: w.Cron.Location().String(), DurationS: int64(w.Duration / time.Second)})
+	}
+	for _, f := range cal.Freezes {
+		out.Freezes = append(out.Freezes, wire.Freeze{From: f.From, To: f.To, Reason: f.Reason})
+	}
+	if !st.CloseAt.IsZero() {
+		out.CloseAt = &st.CloseAt
+	}
+	if !st.NextOpen.IsZero() {
+		out.NextOpen = &st.NextOpen
+	}
+	if st.Frozen != nil {
+		out.Frozen = &wire.Freeze{From: st.Frozen.From, To: st.FrozenUntil, Reason: st.Frozen.Reason}
+	}
+	return out
 }

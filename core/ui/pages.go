@@ -17,6 +17,7 @@ import (
 	"github.com/musterhq/muster/core/auth"
 	"github.com/musterhq/muster/core/enroll"
 	corenodes "github.com/musterhq/muster/core/nodes"
+	"github.com/musterhq/muster/core/schedule"
 	"github.com/musterhq/muster/core/store"
 	"github.com/musterhq/muster/shared/action"
 	"github.com/musterhq/muster/shared/wire"
@@ -462,6 +463,8 @@ type clusterView struct {
 	DrainedNodes []store.Node
 	Counts       wire.NodeCounts
 	Budget       *budgetView
+	// Calendar is the cluster's windows and freezes now; nil: none.
+	Calendar *wire.Calendar
 }
 
 // nodeRow is a node as the clusters page shows it: Status is the status it
@@ -514,6 +517,13 @@ func (s *Server) clusters(w http.ResponseWriter, r *http.Request, v *visitor) {
 				if cv.Budget, err = budgetOf(ctx, rd, s.cfg.Budget, c.ID, mine, open); err != nil {
 					return err
 				}
+			}
+			if cal := s.cfg.Calendars.Of(c.ID); cal != nil {
+				open, err := rd.OpenActions(ctx, c.ID, "")
+				if err != nil {
+					return err
+				}
+				cv.Calendar = schedule.View(cal, time.Now(), schedule.Waiting(open))
 			}
 			out = append(out, cv)
 		}

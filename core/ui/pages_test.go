@@ -11,6 +11,7 @@ import (
 	"github.com/musterhq/muster/core/actions"
 	"github.com/musterhq/muster/core/budget"
 	corenodes "github.com/musterhq/muster/core/nodes"
+	"github.com/musterhq/muster/core/schedule"
 	"github.com/musterhq/muster/core/store"
 	"github.com/musterhq/muster/shared/action"
 	"github.com/musterhq/muster/shared/limit"
@@ -325,5 +326,36 @@ func TestIdsAreShortWithTheFullIdToCopy(t *testing.T) {
 		if strings.Contains(body, `<code>`+id+`</code>`) {
 			t.Errorf("%s shows the full id %s", page, id)
 		}
+	}
+}
+
+// The Clusters page shows a cluster's windows and freezes, whether it is
+// open, frozen until when and why (escaped), and how many actions wait.
+func TestClustersPageShowsTheCalendar(t *testing.T) {
+	t.Parallel()
+	now := time.Now()
+	w, err := schedule.NewWindow("0 2 * * *", 4*time.Hour, "Europe/Berlin")
+	if err != nil {
+		t.Fatal(err)
+	}
+	cal := &schedule.Calendar{Windows: []schedule.Window{w},
+		Freezes: []schedule.Freeze{{From: now.Add(-time.Hour), To: now.Add(time.Hour), Reason: "<b>year-end</b>"}}}
+	e := setup(t, func(c *Config) { c.Calendars = schedule.NewLive(schedule.Calendars{"prod": cal}) })
+	a := e.create("op", `{"seconds":1}`)
+	e.edit(a.ID, func(r *store.Record) {
+		r.State, r.StateReason = action.PendingSchedule, "frozen until 2026-12-27T00:00:00Z: <b>year-end</b>"
+	})
+	status, _, body := e.browser().signIn("viewer").get("/ui/clusters")
+	if status != http.StatusOK {
+		t.Fatalf("clusters: %d\n%s", status, body)
+	}
+	for _, want := range []string{`class="calendar-frozen">frozen until <time`, ": &lt;b&gt;year-end&lt;/b&gt;",
+		"window <code>0 2 * * *</code> for 4h0m0s (Europe/Berlin)", "1 action(s) waiting"} {
+		if !strings.Contains(body, want) {
+			t.Errorf("the clusters page lacks %q", want)
+		}
+	}
+	if strings.Contains(body, "<b>year-end") {
+		t.Fatal("a freeze's reason is not escaped")
 	}
 }

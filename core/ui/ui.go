@@ -29,6 +29,7 @@ import (
 	"github.com/musterhq/muster/core/approval"
 	"github.com/musterhq/muster/core/auth"
 	"github.com/musterhq/muster/core/budget"
+	"github.com/musterhq/muster/core/schedule"
 	"github.com/musterhq/muster/core/notify"
 	"github.com/musterhq/muster/core/runs"
 	"github.com/musterhq/muster/core/store"
@@ -111,6 +112,9 @@ type Config struct {
 	// Budget is the disruption budget of the clusters, to show the budget
 	// in use (the zero Policy: no cluster has one).
 	Budget budget.Policy
+	// Calendars are the clusters' maintenance windows and freezes, shown on
+	// the clusters page; nil: none.
+	Calendars *schedule.Live
 	// Notify are the configured notification destinations (the
 	// Notifications page, admin).
 	Notify []notify.Destination
