@@ -29,9 +29,9 @@ import (
 	"github.com/musterhq/muster/core/approval"
 	"github.com/musterhq/muster/core/auth"
 	"github.com/musterhq/muster/core/budget"
-	"github.com/musterhq/muster/core/schedule"
 	"github.com/musterhq/muster/core/notify"
 	"github.com/musterhq/muster/core/runs"
+	"github.com/musterhq/muster/core/schedule"
 	"github.com/musterhq/muster/core/store"
 	"github.com/musterhq/muster/core/streams"
 )
