@@ -60,6 +60,11 @@ type Config struct {
 	DevLogins map[string]string `mapstructure:"-" yaml:"-"`
 	// DevLoginsExpire is when the DevLogins links stop working.
 	DevLoginsExpire time.Time `mapstructure:"-" yaml:"-"`
+	// MinWindow, when set, replaces the 1-minute minimum of a maintenance
+	// window's duration (never below a second). Only the end-to-end tests
+	// set it, through a hidden flag; it is never read from a
+	// configuration source.
+	MinWindow time.Duration `mapstructure:"-" yaml:"-"`
 	// LoopbackUncapped lifts api.max_connections_per_client for loopback
 	// clients. Only `muster dev` sets it; it is never read from a
 	// configuration source.
@@ -318,7 +323,7 @@ func (c *Config) Validate() error {
 				add(key+".budget.max_unavailable", "%v", err)
 			}
 		}
-		if _, bad := schedule.ParseCalendar(cl.Windows, cl.Freezes); len(bad) > 0 {
+		if _, bad := schedule.ParseCalendar(cl.Windows, cl.Freezes, c.MinWindow); len(bad) > 0 {
 			for _, b := range bad {
 				add(key+"."+b.Field, "%v", b.Err)
 			}
@@ -420,7 +425,7 @@ func (c *Config) PublicURL() string {
 func (c *Config) Calendars() schedule.Calendars {
 	out := schedule.Calendars{}
 	for _, cl := range c.Clusters {
-		if cal, _ := schedule.ParseCalendar(cl.Windows, cl.Freezes); cal != nil {
+		if cal, _ := schedule.ParseCalendar(cl.Windows, cl.Freezes, c.MinWindow); cal != nil {
 			out[cl.ID] = cal
 		}
 	}

@@ -103,8 +103,8 @@ func TestValidate(t *testing.T) {
 				{Cron: "0 2 * * *", Duration: 8 * 24 * time.Hour},
 			}
 			c.Clusters[0].Freezes = []schedule.FreezeSpec{{From: "2026-12-27T00:00:00Z", To: "2026-12-24T00:00:00Z"}, {From: "soon", To: "2026-12-24T00:00:00Z"}}
-		}, []string{"clusters[0].windows[0].cron", "clusters[0].windows[1].timezone", "clusters[0].windows[2].duration",
-			"clusters[0].windows[3].duration", "clusters[0].freezes[0].to", "clusters[0].freezes[1].from"}},
+		}, []string{"clusters[0].freezes[0].to", "clusters[0].freezes[1].from", "clusters[0].windows[0].cron",
+			"clusters[0].windows[1].timezone", "clusters[0].windows[2].duration", "clusters[0].windows[3].duration"}},
 		{"disruptive kinds", func(c *Config) {
 			c.Kinds = []budget.KindRule{{Kind: "example.com/db.*", Disruptive: true}, {Kind: "*"}}
 		}, nil},

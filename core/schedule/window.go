@@ -287,7 +287,12 @@ type FieldError struct {
 
 // ParseCalendar builds a calendar from its configuration; it returns every
 // bad field at once, and a nil calendar when there is nothing to keep.
-func ParseCalendar(windows []WindowSpec, freezes []FreezeSpec) (*Calendar, []FieldError) {
+// minWindow replaces MinWindow when set (never below a second).
+func ParseCalendar(windows []WindowSpec, freezes []FreezeSpec, minWindow time.Duration) (*Calendar, []FieldError) {
+	least := MinWindow
+	if minWindow > 0 {
+		least = max(minWindow, time.Second)
+	}
 	var bad []FieldError
 	cal := &Calendar{}
 	for i, w := range windows {
@@ -299,18 +304,18 @@ func ParseCalendar(windows []WindowSpec, freezes []FreezeSpec) (*Calendar, []Fie
 		if _, err := ParseCron(w.Cron, ""); err != nil {
 			bad, ok = append(bad, FieldError{key + ".cron", err}), false
 		}
-		if w.Duration < MinWindow || w.Duration > MaxWindow {
-			bad, ok = append(bad, FieldError{key + ".duration", fmt.Errorf("%w: must be from 1m to 168h (7 days), got %s", ErrInvalid, w.Duration)}), false
+		if w.Duration < least || w.Duration > MaxWindow {
+			bad, ok = append(bad, FieldError{key + ".duration", fmt.Errorf("%w: must be from %s to 168h (7 days), got %s", ErrInvalid, least, w.Duration)}), false
 		}
 		if !ok {
 			continue
 		}
-		win, err := NewWindow(w.Cron, w.Duration, w.Timezone)
+		c, err := ParseCron(w.Cron, w.Timezone)
 		if err != nil {
 			bad = append(bad, FieldError{key, err})
 			continue
 		}
-		cal.Windows = append(cal.Windows, win)
+		cal.Windows = append(cal.Windows, Window{Cron: c, Duration: w.Duration})
 	}
 	for i, f := range freezes {
 		key := fmt.Sprintf("freezes[%d]", i)
