@@ -427,6 +427,64 @@ func (e *Engine) resumeRule(ctx context.Context, rd store.Reader, r *store.Run, 
 	return forgiven, counts, nil
 }
 
+// Why a run is PAUSED (PausedFor).
+const (
+	// PauseManual: a person paused it; an operator resumes it.
+	PauseManual = wire.PausedManual
+	// PauseErrors: a stage with on_failure pause passed its max_errors;
+	// an approver other than the requester resumes it, forgiving them.
+	PauseErrors = wire.PausedErrors
+	// PauseCanary: a stage's canary nodes are through; an approver other
+	// than the requester promotes it.
+	PauseCanary = wire.PausedCanary
+)
+
+// PausedFor says why run r is PAUSED, from its state reason alone (the
+// engine writes one of three forms): PauseCanary, PauseErrors or
+// PauseManual; "" when it is not paused.
+func PausedFor(r *store.Run) string {
+	switch {
+	case r.State != store.RunPaused:
+		return ""
+	case strings.HasPrefix(r.StateReason, "canary"):
+		return PauseCanary
+	case strings.HasPrefix(r.StateReason, ReasonPaused+" by "):
+		return PauseManual
+	}
+	return PauseErrors
+}
+
+// MayPromote says whether who may promote run r's canary now: nil when
+// they may, the error Promote would return otherwise. The web UI shows its
+// Promote button by it.
+func (e *Engine) MayPromote(ctx context.Context, rd store.Reader, r *store.Run, who string, mayApprove bool) error {
+	_, err := e.promoteRule(r, who, mayApprove)
+	return err
+}
+
+// promoteRule is MayPromote's decision: the stages a promote of r by who
+// promotes, or why it may not.
+func (e *Engine) promoteRule(r *store.Run, who string, mayApprove bool) ([]string, error) {
+	if r.State != store.RunPaused {
+		return nil, wrongState(r, "promote")
+	}
+	var promoted []string
+	for i := range r.Stages {
+		st := &r.Stages[i]
+		if st.State == store.StageRunning && st.Canary > 0 && !st.Promoted {
+			promoted = append(promoted, st.Name)
+		}
+	}
+	if len(promoted) == 0 || PausedFor(r) != PauseCanary {
+		return nil, wrongState(r, "promote: it is not paused after a canary")
+	}
+	if e.Policy.MayApprove(r.Requester, "", who, mayApprove) != approval.MayDecide {
+		return nil, fmt.Errorf("%w: promoting the canary of run %s takes an approver other than %s", ErrForbidden,
+			r.ID, r.Requester)
+	}
+	return promoted, nil
+}
+
 // Promote lets a run paused after its canary go on: the stage's canary
 // is promoted and the rest of its nodes start. It takes an approver
 // (mayApprove) other than the requester, unless self-approval is allowed.
@@ -435,20 +493,14 @@ func (e *Engine) Promote(ctx context.Context, tx store.Tx, id string, who action
 	if err != nil {
 		return nil, err
 	}
-	var promoted []string
+	promoted, err := e.promoteRule(r, who.Name, mayApprove)
+	if err != nil {
+		return nil, err
+	}
 	for i := range r.Stages {
-		st := &r.Stages[i]
-		if st.State == store.StageRunning && st.Canary > 0 && !st.Promoted {
-			st.Promoted = true
-			promoted = append(promoted, st.Name)
+		if slices.Contains(promoted, r.Stages[i].Name) {
+			r.Stages[i].Promoted = true
 		}
-	}
-	if len(promoted) == 0 || !strings.HasPrefix(r.StateReason, "canary") {
-		return nil, wrongState(r, "promote: it is not paused after a canary")
-	}
-	if e.Policy.MayApprove(r.Requester, "", who.Name, mayApprove) != approval.MayDecide {
-		return nil, fmt.Errorf("%w: promoting the canary of run %s takes an approver other than %s", ErrForbidden,
-			r.ID, r.Requester)
 	}
 	t := e.now()
 	r.State, r.StateReason, r.UpdatedTS = store.RunRunning, "promoted by "+who.Name, t

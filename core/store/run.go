@@ -34,12 +34,15 @@ func RunFinal(s string) bool {
 }
 
 // Stage states: PENDING until its dependencies are DONE, then RUNNING, then
-// DONE or FAILED.
+// DONE or FAILED. StagePaused is never stored: a RUNNING stage of a PAUSED
+// run is shown PAUSED (runs.View), as it starts nothing new until the run
+// goes on.
 const (
 	StagePending = "PENDING"
 	StageRunning = "RUNNING"
 	StageDone    = "DONE"
 	StageFailed  = "FAILED"
+	StagePaused  = "PAUSED"
 )
 
 // Run is a run as the core keeps it.

@@ -317,9 +317,12 @@ type ListQuery struct {
 	ClusterID string
 	NodeID    string
 	// RunID selects the child actions of one run.
-	RunID  string
-	States []action.State
-	Kinds  []string
+	RunID string
+	// NodeIDs, when set, selects the actions of these nodes (a page of a
+	// run's nodes: with RunID, read through the run's child index).
+	NodeIDs []string
+	States  []action.State
+	Kinds   []string
 	// Sort keys in order; the id is always the last tie-breaker.
 	Sort []SortKey
 	// Marker is the id of the last action of the previous page.

@@ -85,7 +85,8 @@ var funcs = template.FuncMap{
 	"sameText":     func(a, b any) bool { return fmt.Sprint(a) == fmt.Sprint(b) },
 	"spaced":       func(s string) string { return strings.ReplaceAll(s, "_", " ") },
 	// runCard and decideArgs hand a run's templates the page's view too.
-	"runCard": func(v *view, p pendingRun) map[string]any { return map[string]any{"V": v, "Item": p} },
+	"shownArgs": shownArgs,
+	"runCard":   func(v *view, p any) map[string]any { return map[string]any{"V": v, "Item": p} },
 	"decideArgs": func(v *view, r wire.Run, next string) map[string]any {
 		return map[string]any{"V": v, "Run": r, "Next": next}
 	},

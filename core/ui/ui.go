@@ -251,6 +251,7 @@ func (s *Server) register() {
 	s.add("POST /ui/runs/{id}/pause", auth.Cancel, s.changeRun(runPause))
 	s.add("POST /ui/runs/{id}/resume", auth.Continue, s.changeRun(runResume))
 	s.add("POST /ui/runs/{id}/cancel", auth.Cancel, s.changeRun(runCancel))
+	s.add("POST /ui/runs/{id}/promote", auth.Approve, s.changeRun(runPromote))
 	s.add("GET /ui/dashboard", auth.Read, s.dashboard)
 	s.add("GET /ui/playbooks", auth.Read, s.playbooks)
 	s.add("GET /ui/playbooks/{name}", auth.Read, s.playbookPage)

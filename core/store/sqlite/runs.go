@@ -122,9 +122,11 @@ func (r *reader) RunsInState(ctx context.Context, clusterID string, states ...st
 	return out, nil
 }
 
-// RunChildren lists a run's child actions, oldest first.
+// RunChildren lists a run's child actions, oldest first. The condition
+// that run_id is not empty lets the query use the partial index of run
+// children (without it, a scan of every action).
 func (r *reader) RunChildren(ctx context.Context, runID string) ([]store.Record, error) {
-	out, err := r.records(ctx, `SELECT `+actionColumns+` FROM actions WHERE run_id = ? ORDER BY created_ts, seq`, runID)
+	out, err := r.records(ctx, `SELECT `+actionColumns+` FROM actions WHERE run_id = ? AND run_id <> '' ORDER BY created_ts, seq`, runID)
 	if err != nil {
 		return nil, fmt.Errorf("children of run %s: %w", runID, err)
 	}
