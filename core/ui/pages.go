@@ -289,7 +289,7 @@ func (s *Server) approvals(w http.ResponseWriter, r *http.Request, v *visitor) {
 	for _, rec := range recs {
 		p := pending{Action: rec.Action, Mine: approval.SamePerson(rec.Requester, v.tok.Name)}
 		if ttl := s.cfg.Policy.Window(); ttl > 0 {
-			p.Expires = rec.CreatedTS.Add(ttl)
+			p.Expires = approvalEnds(rec.CreatedTS, rec.NotBefore, ttl)
 		}
 		p.Why = s.whyNot(v, "this", rec.Requester, "")
 		p.CanDecide = p.Why == ""
@@ -460,7 +460,7 @@ func (s *Server) actionDetail(w http.ResponseWriter, r *http.Request, v *visitor
 	}
 	d := actionData{Action: a, Mine: approval.SamePerson(a.Requester, v.tok.Name), Self: "/ui/actions/" + id}
 	if ttl := s.cfg.Policy.Window(); ttl > 0 {
-		d.Expires = a.CreatedTS.Add(ttl)
+		d.Expires = approvalEnds(a.CreatedTS, a.NotBefore, ttl)
 	}
 	if a.State == action.PendingApprove {
 		d.Why = s.whyNot(v, "this", a.Requester, "")
@@ -668,4 +668,14 @@ func (s *Server) storeError(w http.ResponseWriter, r *http.Request, v *visitor, 
 		status = http.StatusServiceUnavailable
 	}
 	s.renderError(w, r, v, status, "The store could not be reached; try again shortly.")
+}
+
+// approvalEnds is when the approval window of something created at
+// created ends: ttl after it, or after its not_before when that is later
+// (docs/runs-and-playbooks.md, "Windows, freezes and later starts").
+func approvalEnds(created time.Time, notBefore *time.Time, ttl time.Duration) time.Time {
+	if notBefore != nil && notBefore.After(created) {
+		return notBefore.Add(ttl)
+	}
+	return created.Add(ttl)
 }

@@ -11,6 +11,7 @@ import (
 	"github.com/musterhq/muster/core/actions"
 	"github.com/musterhq/muster/core/budget"
 	corenodes "github.com/musterhq/muster/core/nodes"
+	"github.com/musterhq/muster/core/approval"
 	"github.com/musterhq/muster/core/schedule"
 	"github.com/musterhq/muster/core/store"
 	"github.com/musterhq/muster/shared/action"
@@ -357,5 +358,25 @@ func TestClustersPageShowsTheCalendar(t *testing.T) {
 	}
 	if strings.Contains(body, "<b>year-end") {
 		t.Fatal("a freeze's reason is not escaped")
+	}
+}
+
+// The action page shows a not_before and an urgent mark (escaped), and
+// the approval window counted from the not_before.
+func TestActionPageShowsNotBeforeAndUrgent(t *testing.T) {
+	t.Parallel()
+	e := setup(t)
+	a := e.create("op", `{"seconds":1}`)
+	nb := action.UTC(time.Now().Add(48 * time.Hour))
+	e.edit(a.ID, func(r *store.Record) { r.NotBefore, r.Urgent = &nb, "<b>INC-1</b>" })
+	status, _, body := e.browser().signIn("appr").get("/ui/actions/" + a.ID)
+	if status != http.StatusOK {
+		t.Fatalf("action: %d\n%s", status, body)
+	}
+	ends := nb.Add(approval.DefaultPolicy().Window())
+	for _, want := range []string{"<dt>Not before</dt>", "&lt;b&gt;INC-1&lt;/b&gt;", ends.UTC().Format("2006-01-02T15:04:05")} {
+		if !strings.Contains(body, want) {
+			t.Errorf("the action page lacks %q", want)
+		}
 	}
 }
