@@ -171,6 +171,7 @@ func printAction(w io.Writer, a *action.Action) error {
 		{"State", state}, {"Origin", a.Origin}, {"Requester", a.Requester}, {"Approved by", a.ApprovedBy},
 		{"Retry of", a.RetryOf}, {"Run", a.RunID}, {"Stage", a.Stage}, {"Wave", wave(a.Wave)},
 		{"Timeout", timeoutText(a.TimeoutS)}, {"Created", ts(a.CreatedTS)},
+		{"Not before", tsPtr(a.NotBefore)}, {"Urgent", a.Urgent},
 		{"Scheduled", tsPtr(a.ScheduledTS)}, {"Started", tsPtr(a.StartedTS)}, {"Finished", tsPtr(a.FinishedTS)},
 		{"Updated", ts(a.UpdatedTS)},
 	} {

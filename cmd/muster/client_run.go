@@ -248,7 +248,7 @@ func printRun(w io.Writer, r *wire.Run) error {
 	}
 	for _, kv := range [][2]string{{"Cluster", r.ClusterID}, {"State", state}, {"Requester", r.Requester},
 		{"Approved by", r.ApprovedBy}, {"Playbook", pb}, {"Digest", r.Digest}, {"Created", ts(r.CreatedTS)},
-		{"Finished", tsPtr(r.FinishedTS)}} {
+		{"Not before", tsPtr(r.NotBefore)}, {"Urgent", r.Urgent}, {"Finished", tsPtr(r.FinishedTS)}} {
 		t.row(kv[0], textsafe.Escape(kv[1]))
 	}
 	if err := t.flush(); err != nil {
@@ -370,8 +370,9 @@ func newRunVerbCmd(f *clientFlags, verb, short string) *cobra.Command {
 				}
 				if !f.json() {
 					_, total := progress(shown)
-					fmt.Fprintf(cmd.OutOrStdout(), "Run %s on %s by %s: %d stage(s), %d child action(s), digest %.12s\n",
-						shown.ID, textsafe.Escape(shown.ClusterID), textsafe.Escape(shown.Requester), len(shown.Stages), total, shown.Digest)
+					fmt.Fprintf(cmd.OutOrStdout(), "Run %s on %s by %s: %d stage(s), %d child action(s), digest %.12s%s\n",
+						shown.ID, textsafe.Escape(shown.ClusterID), textsafe.Escape(shown.Requester), len(shown.Stages), total, shown.Digest,
+						notBeforeText(shown.NotBefore))
 					for _, st := range shown.Stages {
 						fmt.Fprintf(cmd.OutOrStdout(), "  %s: %s %s on %s (max_concurrency %s, max_errors %s)\n",
 							textsafe.Escape(st.Name), textsafe.Escape(st.Kind), textsafe.Escape(string(st.Args)),

@@ -9,9 +9,9 @@ import (
 	"time"
 
 	"github.com/musterhq/muster/core/actions"
+	"github.com/musterhq/muster/core/approval"
 	"github.com/musterhq/muster/core/budget"
 	corenodes "github.com/musterhq/muster/core/nodes"
-	"github.com/musterhq/muster/core/approval"
 	"github.com/musterhq/muster/core/schedule"
 	"github.com/musterhq/muster/core/store"
 	"github.com/musterhq/muster/shared/action"
