@@ -284,6 +284,7 @@ func (c *Core) Run(ctx context.Context) error {
 	}
 	c.mu.Lock()
 	c.addr = ln.Addr()
+	lv.nudge = orch.Nudge
 	c.live = lv
 	c.mu.Unlock()
 	defer func() {

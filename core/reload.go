@@ -40,6 +40,9 @@ type live struct {
 	budget   *budget.Live
 	calendar *schedule.Live
 	st       store.Store
+	// nudge asks for a sync of a cluster (nil before the orchestrator
+	// exists): a reloaded calendar may let held work go now.
+	nudge func(clusterID string)
 }
 
 // Reload makes next the running configuration's approval rules, kinds and
@@ -70,10 +73,16 @@ func (c *Core) Reload(ctx context.Context, next Config) (string, error) {
 		changed = append(changed, "budgets")
 	}
 	lv.budget.Store(nextBudget)
-	if !reflect.DeepEqual(calendarSpecs(old.Clusters), calendarSpecs(next.Clusters)) {
-		changed = append(changed, "windows and freezes")
-	}
+	oldCals, nextCals := calendarSpecs(old.Clusters), calendarSpecs(next.Clusters)
 	lv.calendar.Store(next.Calendars())
+	if !reflect.DeepEqual(oldCals, nextCals) {
+		changed = append(changed, "windows and freezes")
+		for _, cl := range next.Clusters {
+			if lv.nudge != nil && !reflect.DeepEqual(oldCals[cl.ID], nextCals[cl.ID]) {
+				lv.nudge(cl.ID)
+			}
+		}
+	}
 	for _, r := range reloaders {
 		if what := r(old, next); what != "" {
 			changed = append(changed, what)
