@@ -131,7 +131,7 @@ func (c *Core) Run(ctx context.Context) error {
 	// The approval policy and the budget are read through their Live
 	// holders, which Reload replaces (SIGHUP).
 	lv := &live{approval: approval.NewLive(cfg.Approval), budget: budget.NewLive(cfg.BudgetPolicy()),
-		calendar: schedule.NewLive(cfg.Calendars()), st: st}
+		calendar: schedule.NewLiveCalendars(cfg.Calendars()), st: st}
 	policy, budgets := lv.approval.Policy(), lv.budget.Policy()
 	rules := &actions.Rules{Policy: policy, ScheduleTTL: cfg.Orchestrate.ScheduleTTL}
 	engine := &runs.Engine{Policy: policy, Actions: rules}
@@ -312,7 +312,7 @@ var _ ui.Changer = (*actions.Rules)(nil)
 // withUI serves the web UI at /ui/ beside the API when it is enabled, and
 // returns the handler of both and the UI's Close.
 func withUI(cfg Config, policy approval.Policy, apiSrv *api.Server, rules *actions.Rules, engine *runs.Engine, n ui.Nudger, st store.Store,
-	lim *streams.Limiter, cals *schedule.Live, log *slog.Logger) (http.Handler, func(), error) {
+	lim *streams.Limiter, cals *schedule.LiveCalendars, log *slog.Logger) (http.Handler, func(), error) {
 	if !cfg.UI.Enabled {
 		return apiSrv.Handler(), func() {}, nil
 	}

@@ -34,11 +34,11 @@ func (c *Core) AddReloader(r Reloader) {
 // live is what a reload may change in a running core: the approval policy,
 // the disruptive kinds, the clusters' budgets, windows and freezes. The
 // parts of the core read them through approval.Live, budget.Live and
-// schedule.Live.
+// schedule.LiveCalendars.
 type live struct {
 	approval *approval.Live
 	budget   *budget.Live
-	calendar *schedule.Live
+	calendar *schedule.LiveCalendars
 	st       store.Store
 	// nudge asks for a sync of a cluster (nil before the orchestrator
 	// exists): a reloaded calendar may let held work go now.

@@ -408,7 +408,7 @@ func (r *Rules) ExpireSchedules(ctx context.Context, tx store.Tx) ([]*store.Reco
 		if cur.State != action.PendingSchedule || cur.ScheduledTS == nil || t.Sub(laterOf(*cur.ScheduledTS, cur.NotBefore)) <= r.ScheduleTTL {
 			return nil
 		}
-		if schedule.IsReason(cur.StateReason) {
+		if schedule.HeldByCalendar(cur.StateReason) {
 			return nil // it waits for its window, or for a freeze to end, however long
 		}
 		if cur.PushedStoreID == "" {

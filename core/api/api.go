@@ -84,7 +84,7 @@ type Config struct {
 	Budget budget.Policy
 	// Calendars are the clusters' maintenance windows and freezes, shown
 	// with each cluster; nil: none.
-	Calendars *schedule.Live
+	Calendars *schedule.LiveCalendars
 	// Streams counts the event streams together with the web UI's
 	// live-update streams (the core shares one); nil counts the API's alone,
 	// MaxStreams in all and MaxSSEPerToken per token.

@@ -95,7 +95,7 @@ func (s *Server) showCluster(c *echo.Context) error {
 			if err != nil {
 				return err
 			}
-			out.Calendar = schedule.View(cal, time.Now(), schedule.Waiting(open))
+			out.Calendar = schedule.CalendarView(cal, time.Now(), schedule.WaitingOnCalendar(open))
 		}
 		out.Nodes = []wire.Node{}
 		for _, n := range nodes {

@@ -27,7 +27,7 @@ type pushGate struct {
 	procs  *runs.Procedures
 
 	mu     sync.Mutex
-	status schedule.Status // the calendar at status.At, until status.NextChange()
+	status schedule.CalendarStatus // the calendar at status.At, until status.NextChange()
 	valid  bool
 }
 
@@ -38,7 +38,7 @@ func (o *Orchestrator) newGate(clusterID string, procs *runs.Procedures) *pushGa
 
 // at is the calendar's status at now, computed again only once it may
 // have changed.
-func (g *pushGate) at(now time.Time) schedule.Status {
+func (g *pushGate) at(now time.Time) schedule.CalendarStatus {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	if next := g.status.NextChange(); !g.valid || now.Before(g.status.At) || (!next.IsZero() && !now.Before(next)) {

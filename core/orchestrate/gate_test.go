@@ -16,9 +16,9 @@ const kindPing = "muster.io/debug.ping"
 
 // gateSetup is a cluster whose sleep kind is disruptive and whose calendar
 // the test sets through cals.
-func gateSetup(t *testing.T, nodes ...string) (*harness, *schedule.Live) {
+func gateSetup(t *testing.T, nodes ...string) (*harness, *schedule.LiveCalendars) {
 	t.Helper()
-	cals := schedule.NewLive(nil)
+	cals := schedule.NewLiveCalendars(nil)
 	h := setup(t, Config{Interval: time.Hour, Calendars: cals,
 		Budget: budget.Policy{Kinds: []budget.KindRule{{Kind: "muster.io/debug.sleep", Disruptive: true}}}}, nodes...)
 	return h, cals

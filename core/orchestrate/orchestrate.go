@@ -117,7 +117,7 @@ type Config struct {
 	// (docs/architecture.md, "Windows, freezes and later starts"): no
 	// disruptive action is pushed outside a window or in a freeze. nil:
 	// none.
-	Calendars *schedule.Live
+	Calendars *schedule.LiveCalendars
 	// Runs, when set, moves runs on at every pass (core/runs).
 	Runs Runs
 	// RefuseInternalGossip: nodes found through gossip are never dialled at

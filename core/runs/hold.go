@@ -177,7 +177,7 @@ func Waiting(r *store.Run, kids []Child, env PlanEnv) string {
 		switch {
 		case c.Reason == actions.ReasonDrained:
 			drained = append(drained, c.Node)
-		case schedule.IsReason(c.Reason) || strings.HasPrefix(c.Reason, actions.NotBeforePrefix):
+		case schedule.HeldByCalendar(c.Reason) || strings.HasPrefix(c.Reason, actions.NotBeforePrefix):
 			calendar = append(calendar, c.Node)
 			if when == "" {
 				when = c.Reason

@@ -69,8 +69,8 @@ func NewFreeze(from, to, reason string) (Freeze, error) {
 // Empty reports whether the calendar restricts nothing.
 func (c *Calendar) Empty() bool { return c == nil || len(c.Windows) == 0 && len(c.Freezes) == 0 }
 
-// Status is what a calendar says at one instant.
-type Status struct {
+// CalendarStatus is what a calendar says at one instant.
+type CalendarStatus struct {
 	At time.Time
 	// InWindow: a window is open at At, or the calendar has none.
 	InWindow bool
@@ -93,8 +93,8 @@ type Status struct {
 const maxChain = 64
 
 // At says whether disruptive work may go at t, and until or from when.
-func (c *Calendar) At(t time.Time) Status {
-	s := Status{At: t, InWindow: true}
+func (c *Calendar) At(t time.Time) CalendarStatus {
+	s := CalendarStatus{At: t, InWindow: true}
 	if c == nil {
 		return s
 	}
@@ -181,13 +181,13 @@ func (c *Calendar) frozen(t time.Time) (*Freeze, time.Time) {
 
 // Allows reports whether disruptive work may go: never in a freeze; in a
 // window (or with no windows), or outside one when urgent.
-func (s Status) Allows(urgent bool) bool {
+func (s CalendarStatus) Allows(urgent bool) bool {
 	return s.Frozen == nil && (s.InWindow || urgent)
 }
 
 // Reason says why disruptive work waits (the state_reason of what the
 // calendar holds), "" when Allows(urgent).
-func (s Status) Reason(urgent bool) string {
+func (s CalendarStatus) Reason(urgent bool) string {
 	switch {
 	case s.Frozen != nil:
 		r := "frozen until " + s.FrozenUntil.Format(time.RFC3339)
@@ -212,15 +212,15 @@ const (
 	ReasonNotBefore     = "not before "
 )
 
-// IsReason reports whether a state_reason is one of the calendar's.
-func IsReason(reason string) bool {
+// HeldByCalendar reports whether a state_reason is one of the calendar's.
+func HeldByCalendar(reason string) bool {
 	return strings.HasPrefix(reason, ReasonFrozen) || strings.HasPrefix(reason, ReasonOutsideWindow)
 }
 
 // NextChange is the first instant after s.At at which what the calendar
 // allows may change: a window opens or closes, a freeze begins or ends.
 // Zero when nothing will change.
-func (s Status) NextChange() time.Time {
+func (s CalendarStatus) NextChange() time.Time {
 	var first time.Time
 	for _, t := range []time.Time{s.CloseAt, s.NextOpen, s.FrozenUntil} {
 		if t.After(s.At) && (first.IsZero() || t.Before(first)) {
@@ -237,23 +237,23 @@ func (s Status) NextChange() time.Time {
 // always open.
 type Calendars map[string]*Calendar
 
-// Live holds the calendars of every cluster a running core uses, replaced
+// LiveCalendars holds the calendars of every cluster a running core uses, replaced
 // as a whole when its configuration is reloaded (SIGHUP). The zero value
 // holds none: every cluster is open.
-type Live struct{ p atomic.Pointer[Calendars] }
+type LiveCalendars struct{ p atomic.Pointer[Calendars] }
 
-// NewLive returns a Live holding cals.
-func NewLive(cals Calendars) *Live {
-	l := &Live{}
+// NewLiveCalendars returns a LiveCalendars holding cals.
+func NewLiveCalendars(cals Calendars) *LiveCalendars {
+	l := &LiveCalendars{}
 	l.Store(cals)
 	return l
 }
 
 // Store makes cals the calendars l answers from.
-func (l *Live) Store(cals Calendars) { l.p.Store(&cals) }
+func (l *LiveCalendars) Store(cals Calendars) { l.p.Store(&cals) }
 
 // Of returns the calendar of a cluster, nil when it has none (or l is nil).
-func (l *Live) Of(cluster string) *Calendar {
+func (l *LiveCalendars) Of(cluster string) *Calendar {
 	if l == nil {
 		return nil
 	}
@@ -278,9 +278,9 @@ type FreezeSpec struct {
 	Reason string `mapstructure:"reason" yaml:"reason" json:"reason"`
 }
 
-// FieldError is a bad field of a calendar's configuration: Field is its
+// CalendarError is a bad field of a calendar's configuration: Field is its
 // key below the cluster ("windows[0].cron").
-type FieldError struct {
+type CalendarError struct {
 	Field string
 	Err   error
 }
@@ -288,31 +288,31 @@ type FieldError struct {
 // ParseCalendar builds a calendar from its configuration; it returns every
 // bad field at once, and a nil calendar when there is nothing to keep.
 // minWindow replaces MinWindow when set (never below a second).
-func ParseCalendar(windows []WindowSpec, freezes []FreezeSpec, minWindow time.Duration) (*Calendar, []FieldError) {
+func ParseCalendar(windows []WindowSpec, freezes []FreezeSpec, minWindow time.Duration) (*Calendar, []CalendarError) {
 	least := MinWindow
 	if minWindow > 0 {
 		least = max(minWindow, time.Second)
 	}
-	var bad []FieldError
+	var bad []CalendarError
 	cal := &Calendar{}
 	for i, w := range windows {
 		key := fmt.Sprintf("windows[%d]", i)
 		ok := true
 		if _, err := LoadZone(w.Timezone); err != nil {
-			bad, ok = append(bad, FieldError{key + ".timezone", err}), false
+			bad, ok = append(bad, CalendarError{key + ".timezone", err}), false
 		}
 		if _, err := ParseCron(w.Cron, ""); err != nil {
-			bad, ok = append(bad, FieldError{key + ".cron", err}), false
+			bad, ok = append(bad, CalendarError{key + ".cron", err}), false
 		}
 		if w.Duration < least || w.Duration > MaxWindow {
-			bad, ok = append(bad, FieldError{key + ".duration", fmt.Errorf("%w: must be from %s to 168h (7 days), got %s", ErrInvalid, least, w.Duration)}), false
+			bad, ok = append(bad, CalendarError{key + ".duration", fmt.Errorf("%w: must be from %s to 168h (7 days), got %s", ErrInvalid, least, w.Duration)}), false
 		}
 		if !ok {
 			continue
 		}
 		c, err := ParseCron(w.Cron, w.Timezone)
 		if err != nil {
-			bad = append(bad, FieldError{key, err})
+			bad = append(bad, CalendarError{key, err})
 			continue
 		}
 		cal.Windows = append(cal.Windows, Window{Cron: c, Duration: w.Duration})
@@ -322,7 +322,7 @@ func ParseCalendar(windows []WindowSpec, freezes []FreezeSpec, minWindow time.Du
 		fr, err := NewFreeze(f.From, f.To, f.Reason)
 		if err != nil {
 			field, _, _ := strings.Cut(err.Error(), " ")
-			bad = append(bad, FieldError{key + "." + field, err})
+			bad = append(bad, CalendarError{key + "." + field, err})
 			continue
 		}
 		cal.Freezes = append(cal.Freezes, fr)
@@ -354,11 +354,11 @@ func CheckNotBefore(t, now time.Time) error {
 
 // Waiting counts the open actions that wait in PENDING_SCHEDULE for a
 // window, the end of a freeze or their not_before.
-func Waiting(open []store.Record) int {
+func WaitingOnCalendar(open []store.Record) int {
 	n := 0
 	for i := range open {
 		r := &open[i]
-		if r.State == action.PendingSchedule && (IsReason(r.StateReason) || strings.HasPrefix(r.StateReason, ReasonNotBefore)) {
+		if r.State == action.PendingSchedule && (HeldByCalendar(r.StateReason) || strings.HasPrefix(r.StateReason, ReasonNotBefore)) {
 			n++
 		}
 	}
@@ -367,7 +367,7 @@ func Waiting(open []store.Record) int {
 
 // View is a cluster's calendar as the API and the web UI show it, at now,
 // with waiting actions held by it.
-func View(cal *Calendar, now time.Time, waiting int) *wire.Calendar {
+func CalendarView(cal *Calendar, now time.Time, waiting int) *wire.Calendar {
 	st := cal.At(now)
 	out := &wire.Calendar{Windows: []wire.Window{}, Freezes: []wire.Freeze{}, Open: st.Allows(false),
 		InWindow: st.InWindow, Waiting: waiting}

@@ -100,8 +100,8 @@ func TestCalendarAt(t *testing.T) {
 			if got := s.NextChange(); !got.Equal(tc.nextChange) {
 				t.Fatalf("NextChange = %v, want %v", got, tc.nextChange)
 			}
-			if tc.reason != "" && !IsReason(tc.reason) {
-				t.Fatalf("IsReason(%q) = false", tc.reason)
+			if tc.reason != "" && !HeldByCalendar(tc.reason) {
+				t.Fatalf("HeldByCalendar(%q) = false", tc.reason)
 			}
 		})
 	}
@@ -173,13 +173,13 @@ func TestEveryWindowOpensOnTheEpochGrid(t *testing.T) {
 
 func TestLiveFollowsTheLatestCalendars(t *testing.T) {
 	t.Parallel()
-	var nilLive *Live
+	var nilLive *LiveCalendars
 	if nilLive.Of("c") != nil {
-		t.Fatal("a nil Live has a calendar")
+		t.Fatal("a nil LiveCalendars has a calendar")
 	}
-	l := NewLive(nil)
+	l := NewLiveCalendars(nil)
 	if l.Of("c") != nil {
-		t.Fatal("an empty Live has a calendar")
+		t.Fatal("an empty LiveCalendars has a calendar")
 	}
 	cal := &Calendar{Freezes: []Freeze{{From: time.Unix(0, 0), To: time.Unix(10, 0)}}}
 	l.Store(Calendars{"c": cal})

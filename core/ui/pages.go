@@ -539,7 +539,7 @@ func (s *Server) clusters(w http.ResponseWriter, r *http.Request, v *visitor) {
 				if err != nil {
 					return err
 				}
-				cv.Calendar = schedule.View(cal, time.Now(), schedule.Waiting(open))
+				cv.Calendar = schedule.CalendarView(cal, time.Now(), schedule.WaitingOnCalendar(open))
 			}
 			out = append(out, cv)
 		}

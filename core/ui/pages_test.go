@@ -341,7 +341,7 @@ func TestClustersPageShowsTheCalendar(t *testing.T) {
 	}
 	cal := &schedule.Calendar{Windows: []schedule.Window{w},
 		Freezes: []schedule.Freeze{{From: now.Add(-time.Hour), To: now.Add(time.Hour), Reason: "<b>year-end</b>"}}}
-	e := setup(t, func(c *Config) { c.Calendars = schedule.NewLive(schedule.Calendars{"prod": cal}) })
+	e := setup(t, func(c *Config) { c.Calendars = schedule.NewLiveCalendars(schedule.Calendars{"prod": cal}) })
 	a := e.create("op", `{"seconds":1}`)
 	e.edit(a.ID, func(r *store.Record) {
 		r.State, r.StateReason = action.PendingSchedule, "frozen until 2026-12-27T00:00:00Z: <b>year-end</b>"

@@ -114,7 +114,7 @@ type Config struct {
 	Budget budget.Policy
 	// Calendars are the clusters' maintenance windows and freezes, shown on
 	// the clusters page; nil: none.
-	Calendars *schedule.Live
+	Calendars *schedule.LiveCalendars
 	// Notify are the configured notification destinations (the
 	// Notifications page, admin).
 	Notify []notify.Destination
