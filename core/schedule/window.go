@@ -6,7 +6,6 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/musterhq/muster/core/store"
 	"github.com/musterhq/muster/shared/action"
 	"github.com/musterhq/muster/shared/wire"
 )
@@ -352,20 +351,13 @@ func CheckNotBefore(t, now time.Time) error {
 	return nil
 }
 
-// Waiting counts the open actions that wait in PENDING_SCHEDULE for a
-// window, the end of a freeze or their not_before.
-func WaitingOnCalendar(open []store.Record) int {
-	n := 0
-	for i := range open {
-		r := &open[i]
-		if r.State == action.PendingSchedule && (HeldByCalendar(r.StateReason) || strings.HasPrefix(r.StateReason, ReasonNotBefore)) {
-			n++
-		}
-	}
-	return n
+// WaitsForItsTime reports whether an action in state, with reason, waits
+// in PENDING_SCHEDULE for a window, the end of a freeze or its not_before.
+func WaitsForItsTime(state action.State, reason string) bool {
+	return state == action.PendingSchedule && (HeldByCalendar(reason) || strings.HasPrefix(reason, ReasonNotBefore))
 }
 
-// View is a cluster's calendar as the API and the web UI show it, at now,
+// CalendarView is a cluster's calendar as the API and the web UI show it, at now,
 // with waiting actions held by it.
 func CalendarView(cal *Calendar, now time.Time, waiting int) *wire.Calendar {
 	st := cal.At(now)
