@@ -7,7 +7,6 @@ import (
 	"time"
 
 	"github.com/musterhq/muster/core/approval"
-	"github.com/musterhq/muster/core/schedule"
 	"github.com/musterhq/muster/core/store"
 	"github.com/musterhq/muster/shared/action"
 )
@@ -307,7 +306,7 @@ func MarkSending(ctx context.Context, tx store.Tx, id, storeID string) (*store.R
 
 // NotBeforePrefix starts the state_reason of an action that waits for its
 // not_before.
-const NotBeforePrefix = schedule.ReasonNotBefore
+const NotBeforePrefix = action.ReasonNotBefore
 
 // NotBeforeReason is the state_reason of an action held until t.
 func NotBeforeReason(t time.Time) string {

@@ -10,7 +10,6 @@ import (
 	"time"
 
 	"github.com/musterhq/muster/core/approval"
-	"github.com/musterhq/muster/core/schedule"
 	"github.com/musterhq/muster/core/store"
 	"github.com/musterhq/muster/shared/action"
 )
@@ -408,7 +407,7 @@ func (r *Rules) ExpireSchedules(ctx context.Context, tx store.Tx) ([]*store.Reco
 		if cur.State != action.PendingSchedule || cur.ScheduledTS == nil || t.Sub(laterOf(*cur.ScheduledTS, cur.NotBefore)) <= r.ScheduleTTL {
 			return nil
 		}
-		if schedule.HeldByCalendar(cur.StateReason) {
+		if action.HeldByCalendar(cur.StateReason) {
 			return nil // it waits for its window, or for a freeze to end, however long
 		}
 		if cur.PushedStoreID == "" {

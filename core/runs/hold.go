@@ -9,7 +9,6 @@ import (
 
 	"github.com/musterhq/muster/core/actions"
 	"github.com/musterhq/muster/core/budget"
-	"github.com/musterhq/muster/core/schedule"
 	"github.com/musterhq/muster/core/store"
 	"github.com/musterhq/muster/shared/action"
 )
@@ -177,7 +176,7 @@ func Waiting(r *store.Run, kids []Child, env PlanEnv) string {
 		switch {
 		case c.Reason == actions.ReasonDrained:
 			drained = append(drained, c.Node)
-		case schedule.HeldByCalendar(c.Reason) || strings.HasPrefix(c.Reason, actions.NotBeforePrefix):
+		case action.HeldForTime(c.Reason):
 			calendar = append(calendar, c.Node)
 			if when == "" {
 				when = c.Reason

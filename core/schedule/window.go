@@ -204,17 +204,15 @@ func (s CalendarStatus) Reason(urgent bool) string {
 }
 
 // Reason prefixes of the calendar's holds, and of an action held until
-// its not_before.
+// its not_before (one source: shared/action).
 const (
-	ReasonOutsideWindow = "outside the maintenance window"
-	ReasonFrozen        = "frozen until "
-	ReasonNotBefore     = "not before "
+	ReasonOutsideWindow = action.ReasonOutsideWindow
+	ReasonFrozen        = action.ReasonFrozen
+	ReasonNotBefore     = action.ReasonNotBefore
 )
 
 // HeldByCalendar reports whether a state_reason is one of the calendar's.
-func HeldByCalendar(reason string) bool {
-	return strings.HasPrefix(reason, ReasonFrozen) || strings.HasPrefix(reason, ReasonOutsideWindow)
-}
+func HeldByCalendar(reason string) bool { return action.HeldByCalendar(reason) }
 
 // NextChange is the first instant after s.At at which what the calendar
 // allows may change: a window opens or closes, a freeze begins or ends.
@@ -354,7 +352,7 @@ func CheckNotBefore(t, now time.Time) error {
 // WaitsForItsTime reports whether an action in state, with reason, waits
 // in PENDING_SCHEDULE for a window, the end of a freeze or its not_before.
 func WaitsForItsTime(state action.State, reason string) bool {
-	return state == action.PendingSchedule && (HeldByCalendar(reason) || strings.HasPrefix(reason, ReasonNotBefore))
+	return state == action.PendingSchedule && action.HeldForTime(reason)
 }
 
 // CalendarView is a cluster's calendar as the API and the web UI show it, at now,

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"regexp"
+	"strings"
 	"time"
 
 	"github.com/google/uuid"
@@ -89,6 +90,27 @@ const (
 	ReasonInterrupted = "interrupted"
 	ReasonCancelled   = "cancelled"
 )
+
+// Reasons of a PENDING_SCHEDULE action the core holds for its time: its
+// cluster's maintenance window, a freeze, its not_before (core/schedule
+// writes them, core/orchestrate holds with them). Each starts the reason.
+const (
+	ReasonOutsideWindow = "outside the maintenance window"
+	ReasonFrozen        = "frozen until "
+	ReasonNotBefore     = "not before "
+)
+
+// HeldByCalendar reports whether a state_reason says the action waits for
+// its cluster's window or the end of a freeze.
+func HeldByCalendar(reason string) bool {
+	return strings.HasPrefix(reason, ReasonOutsideWindow) || strings.HasPrefix(reason, ReasonFrozen)
+}
+
+// HeldForTime reports whether a state_reason says the action waits for its
+// time: a window, the end of a freeze, or its not_before.
+func HeldForTime(reason string) bool {
+	return HeldByCalendar(reason) || strings.HasPrefix(reason, ReasonNotBefore)
+}
 
 // Errors returned by validation.
 var (
