@@ -247,7 +247,7 @@ func printRun(w io.Writer, r *wire.Run) error {
 		pb = fmt.Sprintf("%s v%d", r.Playbook, r.PlaybookVersion)
 	}
 	for _, kv := range [][2]string{{"Cluster", r.ClusterID}, {"State", state}, {"Requester", r.Requester},
-		{"Approved by", r.ApprovedBy}, {"Playbook", pb}, {"Digest", r.Digest}, {"Created", ts(r.CreatedTS)},
+		{"Approved by", r.ApprovedBy}, {"Playbook", pb}, {"Schedule", r.ScheduleID}, {"Digest", r.Digest}, {"Created", ts(r.CreatedTS)},
 		{"Not before", tsPtr(r.NotBefore)}, {"Urgent", r.Urgent}, {"Finished", tsPtr(r.FinishedTS)}} {
 		t.row(kv[0], textsafe.Escape(kv[1]))
 	}

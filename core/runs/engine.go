@@ -175,6 +175,56 @@ func (e *Engine) insert(ctx context.Context, tx store.Tx, clusterID string, stag
 	return r, nil
 }
 
+// Occurrence is a run a schedule's occurrence makes (core/schedule):
+// approved already by the schedule's approver, with an id derived from the
+// schedule and the occurrence time.
+type Occurrence struct {
+	ID         string
+	ScheduleID string
+	Schedule   string
+	At         time.Time
+	Requester  string
+	ApprovedBy string
+}
+
+// InsertOccurrence stores the run of a schedule's occurrence over resolved
+// stages (a playbook's plan), RUNNING and approved by o.ApprovedBy, and
+// creates its first wave. A run with o.ID already stored is
+// store.ErrExists: that occurrence made its run already.
+func (e *Engine) InsertOccurrence(ctx context.Context, tx store.Tx, o Occurrence, clusterID string, stages []store.RunStage,
+	playbook string, version int) (*store.Run, error) {
+	t := e.now()
+	r := &store.Run{
+		ID: o.ID, ClusterID: clusterID, State: store.RunRunning,
+		StateReason: fmt.Sprintf("approved with schedule %s", o.Schedule), Requester: o.Requester,
+		ApprovedBy: o.ApprovedBy, Playbook: playbook, PlaybookVersion: version, Digest: Digest(clusterID, stages),
+		Stages: stages, CreatedTS: t, UpdatedTS: t, ScheduleID: o.ScheduleID,
+	}
+	if err := tx.InsertRun(ctx, r); err != nil {
+		return nil, err
+	}
+	core := actions.Actor{Name: store.ActorCore}
+	children := 0
+	for _, st := range stages {
+		children += len(st.Nodes)
+	}
+	if err := tx.AppendEvent(ctx, runEvent(r, store.EventRunCreated, core, t,
+		fmt.Sprintf("schedule %s started playbook %s v%d as run %s on %s for its occurrence at %s: %d stage(s), %d child action(s)",
+			o.Schedule, playbook, version, r.ID, clusterID, o.At.UTC().Format(time.RFC3339), len(stages), children),
+		map[string]any{"state": r.State, "digest": r.Digest, "schedule": o.Schedule, "occurrence": o.At.UTC()})); err != nil {
+		return nil, err
+	}
+	if err := tx.AppendEvent(ctx, runEvent(r, store.EventRunApproved, actions.Actor{Name: o.ApprovedBy}, t,
+		fmt.Sprintf("run %s on %s approved by %s through schedule %s", r.ID, clusterID, o.ApprovedBy, o.Schedule),
+		map[string]any{"digest": r.Digest, "schedule": o.Schedule})); err != nil {
+		return nil, err
+	}
+	if _, err := e.advance(ctx, tx, r, t); err != nil {
+		return nil, err
+	}
+	return r, nil
+}
+
 // startDeadline sets when r's deadline falls, r starting to run at t.
 func startDeadline(r *store.Run, t time.Time) {
 	if r.DeadlineS > 0 {

@@ -16,7 +16,7 @@ func View(r *store.Run, counts []store.ChildCount) wire.Run {
 		ID: r.ID, ClusterID: r.ClusterID, State: r.State, StateReason: r.StateReason, Requester: r.Requester,
 		ApprovedBy: r.ApprovedBy, Playbook: r.Playbook, PlaybookVersion: r.PlaybookVersion, Digest: r.Digest,
 		CreatedTS: r.CreatedTS, UpdatedTS: r.UpdatedTS, FinishedTS: r.FinishedTS, Stages: []wire.Stage{},
-		RetryOf: r.RetryOf, DeadlineS: r.DeadlineS, DeadlineTS: r.DeadlineTS, PausedFor: PausedFor(r),
+		RetryOf: r.RetryOf, DeadlineS: r.DeadlineS, DeadlineTS: r.DeadlineTS, PausedFor: PausedFor(r), ScheduleID: r.ScheduleID,
 		NotBefore: r.NotBefore, Urgent: r.Urgent,
 	}
 	summary := &wire.RunSummary{Failed: []wire.StageNode{}, Skipped: []wire.StageNode{}}

@@ -73,6 +73,9 @@ type Run struct {
 	// Urgent is the reason an approver gave to let the run's children pass
 	// a closed maintenance window, never a freeze ("" when not urgent).
 	Urgent string
+	// ScheduleID is the schedule whose occurrence made the run ("" for
+	// a run started by a person).
+	ScheduleID string
 	// Brief: the run was read by a list with RunQuery.Brief, and each
 	// stage's Nodes holds at most its first BriefNodes nodes (NodeCount
 	// counts them all). A brief run is for showing: it cannot be stored.

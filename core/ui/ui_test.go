@@ -56,6 +56,10 @@ var roleTable = map[string][5]int{ //    none viewer  op   appr admin
 	"GET /ui/playbooks":                                {303, 200, 200, 200, 200},
 	"GET /ui/playbooks/{name}":                         {303, 200, 200, 200, 200},
 	"POST /ui/playbooks/{name}/start":                  {303, 403, 303, 403, 303},
+	"GET /ui/schedules":                                {303, 200, 200, 200, 200},
+	"GET /ui/schedules/{name}":                         {303, 200, 200, 200, 200},
+	"POST /ui/schedules/{name}/approve":                {303, 403, 403, 303, 303},
+	"POST /ui/schedules/{name}/reject":                 {303, 403, 403, 303, 303},
 	"GET /ui/clusters":                                 {303, 200, 200, 200, 200},
 	"GET /ui/clusters/{cluster}/nodes/{node}":          {303, 200, 200, 200, 200},
 	"POST /ui/clusters/{cluster}/nodes/{node}/drain":   {303, 403, 303, 403, 303},
@@ -128,6 +132,11 @@ func TestUIRoleTable(t *testing.T) {
 					form.Set("digest", digest)
 					form.Set("p.node", "db-1")
 					form.Set("p.loud", "false")
+				case "GET /ui/schedules/{name}", "POST /ui/schedules/{name}/approve", "POST /ui/schedules/{name}/reject":
+					sc := e.createSchedule(fmt.Sprintf("sch-%d", scheduleSeq.Add(1)), "someone")
+					path = strings.Replace(path, "{name}", sc.Name, 1)
+					form.Set("reason", "checked")
+					form.Set("digest", sc.Digest)
 				case "GET /ui/actions/{id}", "POST /ui/actions/{id}/approve", "POST /ui/actions/{id}/reject":
 					a := e.create("someone", `{"seconds":1}`)
 					path = strings.Replace(path, "{id}", a.ID, 1)

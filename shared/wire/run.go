@@ -203,6 +203,8 @@ type Run struct {
 	// approver gave to let its children pass a closed maintenance window.
 	NotBefore *time.Time `json:"not_before,omitempty"`
 	Urgent    string     `json:"urgent,omitempty"`
+	// ScheduleID names the schedule whose occurrence made the run.
+	ScheduleID string `json:"schedule_id,omitempty"`
 	// Summary lists the failed and skipped nodes (a PARTIAL or FAILED run
 	// says which).
 	Summary *RunSummary `json:"summary,omitempty"`

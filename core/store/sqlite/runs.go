@@ -12,13 +12,13 @@ import (
 )
 
 const runColumns = `id, cluster_id, state, state_reason, requester, approved_by, playbook,
-	playbook_version, digest, stages, created_ts, updated_ts, finished_ts, retry_of, deadline_s, deadline_ts, not_before, urgent`
+	playbook_version, digest, stages, created_ts, updated_ts, finished_ts, retry_of, deadline_s, deadline_ts, not_before, urgent, schedule_id`
 
 // briefColumns are runColumns with the brief stages in place of the stages
 // (the stages for runs stored before there were brief ones).
 const briefColumns = `id, cluster_id, state, state_reason, requester, approved_by, playbook,
 	playbook_version, digest, CASE stages_brief WHEN '' THEN stages ELSE stages_brief END,
-	created_ts, updated_ts, finished_ts, retry_of, deadline_s, deadline_ts, not_before, urgent`
+	created_ts, updated_ts, finished_ts, retry_of, deadline_s, deadline_ts, not_before, urgent, schedule_id`
 
 func scanRun(s scanner) (*store.Run, error) {
 	var r store.Run
@@ -27,7 +27,7 @@ func scanRun(s scanner) (*store.Run, error) {
 	var finished, deadline, notBefore sql.NullInt64
 	if err := s.Scan(&r.ID, &r.ClusterID, &r.State, &r.StateReason, &r.Requester, &r.ApprovedBy,
 		&r.Playbook, &r.PlaybookVersion, &r.Digest, &stages, &created, &updated, &finished, &r.RetryOf, &r.DeadlineS, &deadline,
-		&notBefore, &r.Urgent); err != nil {
+		&notBefore, &r.Urgent, &r.ScheduleID); err != nil {
 		return nil, err
 	}
 	if err := json.Unmarshal([]byte(stages), &r.Stages); err != nil {
@@ -172,7 +172,7 @@ func (w *writer) runArgs(r *store.Run) ([]any, error) {
 	return []any{r.ClusterID, r.State, r.StateReason, r.Requester, r.ApprovedBy, r.Playbook,
 		r.PlaybookVersion, r.Digest, stages, shsqlite.Micros(r.CreatedTS), shsqlite.Micros(r.UpdatedTS),
 		shsqlite.NullMicros(r.FinishedTS), r.RetryOf, r.DeadlineS, shsqlite.NullMicros(r.DeadlineTS),
-		shsqlite.NullMicros(r.NotBefore), r.Urgent, brief}, nil
+		shsqlite.NullMicros(r.NotBefore), r.Urgent, r.ScheduleID, brief}, nil
 }
 
 // InsertRun stores a new run (ErrExists when its id is taken). A zero
@@ -189,7 +189,7 @@ func (w *writer) InsertRun(ctx context.Context, r *store.Run) error {
 		return err
 	}
 	_, _, err = w.exec(ctx, fmt.Sprintf("insert run %q", r.ID),
-		`INSERT INTO runs (`+runColumns+`, stages_brief) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+		`INSERT INTO runs (`+runColumns+`, stages_brief) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
 		append([]any{r.ID}, args...)...)
 	return err
 }
@@ -205,7 +205,7 @@ func (w *writer) UpdateRun(ctx context.Context, r *store.Run) error {
 	_, n, err := w.exec(ctx, what, `UPDATE runs SET cluster_id = ?, state = ?, state_reason = ?,
 		requester = ?, approved_by = ?, playbook = ?, playbook_version = ?, digest = ?, stages = ?,
 		created_ts = ?, updated_ts = ?, finished_ts = ?, retry_of = ?, deadline_s = ?, deadline_ts = ?,
-		not_before = ?, urgent = ?, stages_brief = ? WHERE id = ?`, append(args, r.ID)...)
+		not_before = ?, urgent = ?, schedule_id = ?, stages_brief = ? WHERE id = ?`, append(args, r.ID)...)
 	if err == nil && n == 0 {
 		err = fmt.Errorf("%s: %w", what, store.ErrNotFound)
 	}

@@ -50,6 +50,7 @@ func Run(t *testing.T, db NewDB) {
 		{"BriefRunLists", testBriefRunLists},
 		{"PagesOfActionsAndRuns", testPagesOfActionsAndRuns},
 		{"PlaybookVersions", testPlaybookVersions},
+		{"SchedulesRoundTrip", testSchedulesRoundTrip},
 		{"UpdateRollsBack", testUpdateRollsBack},
 		{"ErrorsLeaveTheTransactionUsable", testErrorsLeaveTheTransactionUsable},
 		{"ConcurrentUpdatesSerialize", testConcurrentUpdatesSerialize},
