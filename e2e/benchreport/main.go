@@ -175,6 +175,8 @@ var rows = []row{
 	{"… its size (KB)", "approvals_200_runs_10000_nodes_kb", "", "", &goal{"<", 1024}},
 	{"GET /api/v1/runs?limit=200, 300,000 children: median of 3 (ms)", "run_list_200_runs_300k_children_ms", "run_list_200_runs_300k_children_spread_ms", "ms spread", &goal{"<", 200}},
 	{"… its size (KB)", "run_list_200_runs_300k_children_kb", "", "", nil},
+	{"GET /api/v1/runs/{id}, 10,000 nodes (run watch, each second): median of 3 (ms)", "run_api_10000_nodes_ms", "run_api_10000_nodes_spread_ms", "ms spread", &goal{"<", 100}},
+	{"… its size (KB)", "run_api_10000_nodes_kb", "", "", &goal{"<", 256}},
 }
 
 var (
