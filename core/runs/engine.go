@@ -406,7 +406,11 @@ func (e *Engine) ResumeAs(ctx context.Context, tx store.Tx, id string, who actio
 	if err != nil {
 		return nil, err
 	}
-	forgiven, counts, err := e.resumeRule(ctx, tx, r, who.Name, mayApprove, mayOperate)
+	counts, err := stageErrors(ctx, tx, r)
+	if err != nil {
+		return nil, err
+	}
+	forgiven, err := e.resumeRule(r, who.Name, mayApprove, mayOperate, counts)
 	if err != nil {
 		return nil, err
 	}
@@ -438,43 +442,55 @@ func (e *Engine) ResumeAs(ctx context.Context, tx store.Tx, id string, who actio
 // pause, which forgives nothing, stays with operators (mayOperate);
 // resuming past errors forgives them, so it takes an approver (mayApprove)
 // other than the requester, unless self-approval is allowed. The web UI
-// shows its Resume button by it.
+// shows its Resume button by it. It reads no child: each stage's errors
+// are its failed nodes as the run's last advance stored them (ResumeAs
+// counts them from the children).
 func (e *Engine) MayResume(ctx context.Context, rd store.Reader, r *store.Run, who string, mayApprove, mayOperate bool) error {
 	if r.State != store.RunPaused {
 		return wrongState(r, "resume")
 	}
-	_, _, err := e.resumeRule(ctx, rd, r, who, mayApprove, mayOperate)
+	errs := make([]int, len(r.Stages))
+	for i := range r.Stages {
+		errs[i] = len(r.Stages[i].Failed)
+	}
+	_, err := e.resumeRule(r, who, mayApprove, mayOperate, errs)
 	return err
 }
 
-// resumeRule is MayResume's decision. It returns the stages whose errors
-// the resume forgives, and the error count of every stage.
-func (e *Engine) resumeRule(ctx context.Context, rd store.Reader, r *store.Run, who string, mayApprove, mayOperate bool) ([]string, []int, error) {
+// stageErrors counts the errors of each stage of r from its children.
+func stageErrors(ctx context.Context, rd store.Reader, r *store.Run) ([]int, error) {
 	kids, err := children(ctx, rd, r.ID, r.ApprovedBy)
 	if err != nil {
-		return nil, nil, err
+		return nil, err
 	}
+	errs := make([]int, len(r.Stages))
+	for i := range r.Stages {
+		errs[i] = Count(&r.Stages[i], kids).Errors
+	}
+	return errs, nil
+}
+
+// resumeRule is MayResume's decision, given the error count of every
+// stage. It returns the stages whose errors the resume forgives.
+func (e *Engine) resumeRule(r *store.Run, who string, mayApprove, mayOperate bool, errs []int) ([]string, error) {
 	var forgiven []string
-	counts := make([]int, len(r.Stages))
 	for i := range r.Stages {
 		st := &r.Stages[i]
-		c := Count(st, kids)
-		counts[i] = c.Errors
-		if st.OnFailure == OnFailurePause && c.Errors-st.Forgiven > st.MaxErrors.Floor(len(st.Nodes)) {
+		if st.OnFailure == OnFailurePause && errs[i]-st.Forgiven > st.MaxErrors.Floor(len(st.Nodes)) {
 			forgiven = append(forgiven, st.Name)
 		}
 	}
 	if strings.HasPrefix(r.StateReason, "canary") {
-		return nil, nil, wrongState(r, "resume: it waits for an approver to promote its canary (promote)")
+		return nil, wrongState(r, "resume: it waits for an approver to promote its canary (promote)")
 	}
 	if len(forgiven) == 0 && !mayOperate {
-		return nil, nil, fmt.Errorf("%w: run %s was paused by hand: resuming it is an operator's", ErrForbidden, r.ID)
+		return nil, fmt.Errorf("%w: run %s was paused by hand: resuming it is an operator's", ErrForbidden, r.ID)
 	}
 	if len(forgiven) > 0 && e.Policy.MayApprove(r.Requester, "", who, mayApprove) != approval.MayDecide {
-		return nil, nil, fmt.Errorf("%w: resuming run %s forgives the errors of stage(s) %s past the max_errors its approver signed: "+
+		return nil, fmt.Errorf("%w: resuming run %s forgives the errors of stage(s) %s past the max_errors its approver signed: "+
 			"that takes an approver other than %s", ErrForbidden, r.ID, strings.Join(forgiven, ", "), r.Requester)
 	}
-	return forgiven, counts, nil
+	return forgiven, nil
 }
 
 // Why a run is PAUSED (PausedFor).
