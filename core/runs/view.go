@@ -157,3 +157,39 @@ func GridOf(r *store.Run, children []store.Record, keep func(stage, node string)
 	}
 	return out
 }
+
+// Tally is what the store's counters tell of stage st of run r without
+// reading a child: counts are the run's (Reader.RunChildCounts), started
+// the stage's nodes with a child (Reader.RunStartedNodes). Pending and
+// Errors are as Count makes them; Done is exact for a one-step stage, and
+// for a stage with steps counts the started nodes neither failed nor with
+// a child in flight (a node between two steps of a paused run counts
+// done).
+func Tally(r *store.Run, st *store.RunStage, counts []store.ChildCount, started int) StageCounts {
+	c := StageCounts{ByState: map[action.State]int{}, Errors: len(st.Failed)}
+	for _, n := range counts {
+		if n.RunID == r.ID && n.Stage == st.Name {
+			c.ByState[n.State] += n.N
+		}
+	}
+	decided, failedAtTurn := 0, 0 // unavailable at their turn: no child
+	for _, u := range st.Unreachable {
+		switch u.As {
+		case UnavailableFail:
+			decided++
+			failedAtTurn++
+		case UnavailableSkip:
+			decided++
+		}
+	}
+	c.Pending = max(len(st.Nodes)-started-decided, 0)
+	for _, s := range InFlightStates {
+		c.Unfinished += c.ByState[s]
+	}
+	if procedureLong(st) {
+		c.Done = max(started-c.Unfinished-(c.Errors-failedAtTurn), 0)
+	} else {
+		c.Done = c.ByState[action.Done]
+	}
+	return c
+}

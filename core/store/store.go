@@ -121,6 +121,10 @@ type Reader interface {
 	// state, approver and reason. It reads counters kept with the children,
 	// so its cost grows with the runs asked for, not with their children.
 	RunChildCounts(ctx context.Context, runIDs []string) ([]ChildCount, error)
+	// RunStartedNodes counts, per stage, the nodes of run runID that have
+	// a child (a stage with none is absent). It counts in the run's child
+	// index: it reads no child.
+	RunStartedNodes(ctx context.Context, runID string) (map[string]int, error)
 
 	// Playbook returns one version of a playbook, the newest when version
 	// is 0 (ErrNotFound when there is none).

@@ -164,6 +164,30 @@ func (r *reader) RunChildCounts(ctx context.Context, runIDs []string) ([]store.C
 	return out, nil
 }
 
+// RunStartedNodes counts a run's nodes with a child, per stage, in the
+// run's child index (run_id != '' lets the query use it).
+func (r *reader) RunStartedNodes(ctx context.Context, runID string) (map[string]int, error) {
+	rows, err := r.tx.QueryContext(ctx, `SELECT stage, COUNT(DISTINCT node_id) FROM actions
+		WHERE run_id = ? AND run_id != '' GROUP BY stage`, runID)
+	if err != nil {
+		return nil, fmt.Errorf("started nodes of run %s: %w", runID, err)
+	}
+	defer rows.Close()
+	out := map[string]int{}
+	for rows.Next() {
+		var stage string
+		var n int
+		if err := rows.Scan(&stage, &n); err != nil {
+			return nil, fmt.Errorf("started nodes of run %s: %w", runID, err)
+		}
+		out[stage] = n
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("started nodes of run %s: %w", runID, err)
+	}
+	return out, nil
+}
+
 func (w *writer) runArgs(r *store.Run) ([]any, error) {
 	stages, brief, err := store.MarshalStages(r)
 	if err != nil {
