@@ -165,7 +165,8 @@ func (r *reader) RunChildCounts(ctx context.Context, runIDs []string) ([]store.C
 }
 
 // RunStartedNodes counts a run's nodes with a child, per stage, in the
-// run's child index (run_id != ” lets the query use it).
+// run's child index (the condition on an empty run_id lets the query
+// use it).
 func (r *reader) RunStartedNodes(ctx context.Context, runID string) (map[string]int, error) {
 	rows, err := r.tx.QueryContext(ctx, `SELECT stage, COUNT(DISTINCT node_id) FROM actions
 		WHERE run_id = ? AND run_id != '' GROUP BY stage`, runID)
