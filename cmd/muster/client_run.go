@@ -322,6 +322,16 @@ func printRun(w io.Writer, r *wire.Run) error {
 	return nil
 }
 
+// stageNodesText lists a stage's nodes as the core sent them, saying how
+// many more it has when the list is cut (a run of more than 100 nodes).
+func stageNodesText(st *wire.Stage) string {
+	out := textsafe.Escape(strings.Join(st.Nodes, ","))
+	if more := st.Size() - len(st.Nodes); more > 0 {
+		out += fmt.Sprintf(" and %d more", more)
+	}
+	return out
+}
+
 // printCells prints grid cells of run r, a row each.
 func printCells(w io.Writer, r *wire.Run, cells []wire.RunChild) error {
 	g := newTable(w, "STAGE", "WAVE", "NODE", "STATE", "ACTION")
@@ -429,7 +439,7 @@ func newRunVerbCmd(f *clientFlags, verb, short string) *cobra.Command {
 					for _, st := range shown.Stages {
 						fmt.Fprintf(cmd.OutOrStdout(), "  %s: %s %s on %s (max_concurrency %s, max_errors %s)\n",
 							textsafe.Escape(st.Name), textsafe.Escape(st.Kind), textsafe.Escape(string(st.Args)),
-							textsafe.Escape(strings.Join(st.Nodes, ",")), st.MaxConcurrency, st.MaxErrors)
+							stageNodesText(&st), st.MaxConcurrency, st.MaxErrors)
 						if len(st.Steps) > 0 {
 							fmt.Fprintf(cmd.OutOrStdout(), "    each node, one after another: %s\n", stepsText(&st))
 						}

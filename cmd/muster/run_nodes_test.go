@@ -82,6 +82,11 @@ func TestRunShowOfALargeRunShowsItsCountsAndNodesInFlight(t *testing.T) {
 	if code != 0 || !strings.Contains(last, "n0120") || !strings.Contains(last, "n0149") || strings.Contains(last, "More:") {
 		t.Fatalf("run nodes, last page: %d %q\n%s", code, msg, last)
 	}
+	// An approval shows how many nodes the list left out.
+	approve, _, _ := e.run("appr", "run", "approve", id)
+	if !strings.Contains(approve, "n0009 and 140 more (max_concurrency") {
+		t.Errorf("run approve does not say how many nodes are not listed:\n%s", approve)
+	}
 	if _, msg, code := e.run("op", "run", "nodes", "--marker", "nope", id); code == 0 || !strings.Contains(msg, "marker") {
 		t.Fatalf("a bad marker: %d %q", code, msg)
 	}
