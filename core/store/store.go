@@ -50,7 +50,8 @@ type Store interface {
 	// metrics and the idle-pass benchmark).
 	RowsWritten() int64
 	// SetOutbox makes AppendEvent enqueue notification deliveries (see
-	// Outbox). Call it before the first Update; nil enqueues nothing.
+	// Outbox); nil enqueues nothing. It may be called at any time (a
+	// configuration reload): an Update uses the outbox set when it began.
 	SetOutbox(o Outbox)
 	Close() error
 }

@@ -111,9 +111,9 @@ type Config struct {
 	// Budget is the disruption budget of the clusters, to show the budget
 	// in use (the zero Policy: no cluster has one).
 	Budget budget.Policy
-	// Notify are the configured notification destinations (the
-	// Notifications page, admin).
-	Notify []notify.Destination
+	// Notify returns the notification destinations in use (the
+	// Notifications page, admin); a reload may change them. nil: none.
+	Notify func() []notify.Destination
 }
 
 // route is one registered route and the permission it needs ("" for a page
