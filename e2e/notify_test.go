@@ -32,7 +32,7 @@ type hookReceiver struct {
 	tries  atomic.Int64
 	// firstFail is when it first answered 500 (Unix ns; 0: never).
 	firstFail atomic.Int64
-	badSig atomic.Int64
+	badSig    atomic.Int64
 
 	mu  sync.Mutex
 	got []hookDelivery
