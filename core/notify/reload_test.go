@@ -168,3 +168,46 @@ func TestReloadRemoveThenAddAgain(t *testing.T) {
 		t.Errorf("got %v, want %v in order", got, seqs)
 	}
 }
+
+// The events of a batch are read whether they lie close together (one
+// read of their range) or apart (one by one); an event no longer stored
+// is nil.
+func TestReadEventsOfABatch(t *testing.T) {
+	t.Parallel()
+	s := setup(t, nil)
+	seqs := appendEvents(t, s.st, 12, "run.paused")
+	for _, tc := range []struct {
+		name string
+		seqs []int64
+	}{
+		{"close together", []int64{seqs[1], seqs[2], seqs[4]}},
+		{"apart", []int64{seqs[0], seqs[11]}},
+		{"one", []int64{seqs[5]}},
+		{"one gone", []int64{seqs[10], seqs[11], seqs[11] + 1}},
+	} {
+		var batch []store.Delivery
+		for _, q := range tc.seqs {
+			batch = append(batch, store.Delivery{EventSeq: q})
+		}
+		events := map[int64]*store.Event{}
+		if err := s.st.Read(context.Background(), func(r store.Reader) error {
+			return readEvents(context.Background(), r, batch, events)
+		}); err != nil {
+			t.Fatal(err)
+		}
+		if len(events) != len(tc.seqs) {
+			t.Errorf("%s: %d events read, want %d", tc.name, len(events), len(tc.seqs))
+		}
+		for _, q := range tc.seqs {
+			e, ok := events[q]
+			switch {
+			case !ok:
+				t.Errorf("%s: event %d not read", tc.name, q)
+			case q > seqs[11] && e != nil:
+				t.Errorf("%s: event %d does not exist, read %+v", tc.name, q, e)
+			case q <= seqs[11] && (e == nil || e.Seq != q):
+				t.Errorf("%s: event %d read as %+v", tc.name, q, e)
+			}
+		}
+	}
+}

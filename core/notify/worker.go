@@ -424,14 +424,7 @@ func (w *Worker) step(ctx context.Context, name string) (wait time.Duration, sen
 		if batch, err = r.PendingDeliveries(ctx, name, batchSize); err != nil {
 			return err
 		}
-		for _, d := range batch {
-			e, err := store.EventBySeq(ctx, r, d.EventSeq)
-			if err != nil && !errors.Is(err, store.ErrNotFound) {
-				return err
-			}
-			events[d.EventSeq] = e
-		}
-		return nil
+		return readEvents(ctx, r, batch, events)
 	})
 	if err != nil {
 		return 0, 0, err
@@ -516,6 +509,40 @@ func (w *Worker) step(ctx context.Context, name string) (wait time.Duration, sen
 			"status", last.LastStatus, "err", last.LastError, "next", last.NextTS)
 	}
 	return 0, len(tried), nil
+}
+
+// readEvents reads the events of a batch into events, by seq (nil: no
+// longer stored): in one read of their range when they lie close together
+// (a destination that takes most events), else one by one.
+func readEvents(ctx context.Context, r store.Reader, batch []store.Delivery, events map[int64]*store.Event) error {
+	if len(batch) == 0 {
+		return nil
+	}
+	first, last := batch[0].EventSeq, batch[0].EventSeq
+	for _, d := range batch {
+		first, last = min(first, d.EventSeq), max(last, d.EventSeq)
+		events[d.EventSeq] = nil
+	}
+	if span := last - first + 1; len(batch) > 1 && span <= int64(4*len(batch)) {
+		evs, err := r.Events(ctx, first-1, int(span))
+		if err != nil {
+			return err
+		}
+		for i := range evs {
+			if _, ok := events[evs[i].Seq]; ok {
+				events[evs[i].Seq] = &evs[i]
+			}
+		}
+		return nil
+	}
+	for _, d := range batch {
+		e, err := store.EventBySeq(ctx, r, d.EventSeq)
+		if err != nil && !errors.Is(err, store.ErrNotFound) {
+			return err
+		}
+		events[d.EventSeq] = e
+	}
+	return nil
 }
 
 func clusterOf(e *store.Event) string {
