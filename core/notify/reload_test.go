@@ -5,8 +5,10 @@ import (
 	"os"
 	"slices"
 	"testing"
+	"time"
 
 	"github.com/musterhq/muster/core/store"
+	"github.com/musterhq/muster/core/store/sqlite"
 	"github.com/musterhq/muster/shared/testwait"
 )
 
@@ -210,4 +212,32 @@ func TestReadEventsOfABatch(t *testing.T) {
 			}
 		}
 	}
+}
+
+// Deliveries left pending for a destination that is not configured when
+// the worker starts (removed while the core was stopped) are dropped too.
+func TestStartDropsDeliveriesOfDestinationsNoLongerConfigured(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	st, err := sqlite.Open(ctx, t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { st.Close() })
+	st.SetOutbox(Route([]Destination{{Name: "old"}}))
+	appendEvents(t, st, 2, "run.paused")
+	st.SetOutbox(nil)
+	w, err := New(Config{Poll: 100 * time.Millisecond}, st, nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := w.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(w.Stop)
+	s := setupOut{st, w}
+	testwait.For(t, "old's deliveries dead", func() bool {
+		ds := s.deliveries(t, "old")
+		return len(ds) == 2 && ds[0].State == store.DeliveryDead && ds[1].State == store.DeliveryDead
+	})
 }
