@@ -75,6 +75,17 @@ func (w *Worker) retire(ctx context.Context) error {
 // longer configured, a page per transaction, and appends one notify.dead
 // event saying how many.
 func (w *Worker) drop(ctx context.Context, name string) error {
+	// Its loop, stopped by the reload, records the tries it made first.
+	w.mu.Lock()
+	ended := w.ended[name]
+	w.mu.Unlock()
+	if ended != nil {
+		select {
+		case <-ended:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
 	total := 0
 	for {
 		if _, _, _, ok := w.dest(name); ok {
