@@ -34,6 +34,7 @@ import (
 	"github.com/musterhq/muster/core/orchestrate"
 	"github.com/musterhq/muster/core/retention"
 	"github.com/musterhq/muster/core/runs"
+	"github.com/musterhq/muster/core/schedule/recur"
 	"github.com/musterhq/muster/core/store"
 	"github.com/musterhq/muster/core/store/postgres"
 	"github.com/musterhq/muster/core/store/sqlite"
@@ -135,6 +136,7 @@ func (c *Core) Run(ctx context.Context) error {
 	policy, budgets := lv.approval.Policy(), lv.budget.Policy()
 	rules := &actions.Rules{Policy: policy, ScheduleTTL: cfg.Orchestrate.ScheduleTTL}
 	engine := &runs.Engine{Policy: policy, Actions: rules}
+	schedules := &recur.Service{Policy: policy}
 	ln, guard, apiPair, err := listen(cfg, enr)
 	if err != nil {
 		return err
@@ -190,9 +192,9 @@ func (c *Core) Run(ctx context.Context) error {
 	// per token and one in all.
 	lim := streams.New(cfg.API.MaxEventStreams, cfg.API.MaxStreamsPerToken)
 	apiSrv := api.New(api.Config{Policy: policy, Rules: rules, Budget: budgets, Gatherer: reg,
-		Registerer: reg, Runs: engine, Replicas: repl, Streams: lim, Enroll: enr, Notify: notifier,
+		Registerer: reg, Runs: engine, Schedules: schedules, Replicas: repl, Streams: lim, Enroll: enr, Notify: notifier,
 		StreamWriteTimeout: cfg.API.WriteTimeout}, st, repl, c.log)
-	handler, closeUI, err := withUI(cfg, policy, apiSrv, rules, engine, repl, st, lim, notifier, c.log)
+	handler, closeUI, err := withUI(cfg, policy, apiSrv, rules, engine, schedules, repl, st, lim, notifier, c.log)
 	if err != nil {
 		ln.Close()
 		return err
@@ -244,6 +246,13 @@ func (c *Core) Run(ctx context.Context) error {
 		return errors.Join(err, stopAll())
 	}
 	if err := parts.Start(ctx, "notify", notifier); err != nil {
+		ln.Close()
+		return errors.Join(err, stopAll())
+	}
+	// Every replica looks at the schedules: one run per occurrence is the
+	// store's to keep (docs/architecture.md, "Windows and schedules").
+	occurrences := recur.New(recur.Config{Runs: engine, Nudge: repl.Nudge}, st, c.log)
+	if err := parts.Start(ctx, "schedules", occurrences); err != nil {
 		ln.Close()
 		return errors.Join(err, stopAll())
 	}
@@ -310,7 +319,7 @@ var _ ui.Changer = (*actions.Rules)(nil)
 
 // withUI serves the web UI at /ui/ beside the API when it is enabled, and
 // returns the handler of both and the UI's Close.
-func withUI(cfg Config, policy approval.Policy, apiSrv *api.Server, rules *actions.Rules, engine *runs.Engine, n ui.Nudger, st store.Store,
+func withUI(cfg Config, policy approval.Policy, apiSrv *api.Server, rules *actions.Rules, engine *runs.Engine, schedules *recur.Service, n ui.Nudger, st store.Store,
 	lim *streams.Limiter, notifier *notify.Worker, log *slog.Logger) (http.Handler, func(), error) {
 	if !cfg.UI.Enabled {
 		return apiSrv.Handler(), func() {}, nil
@@ -323,6 +332,7 @@ func withUI(cfg Config, policy approval.Policy, apiSrv *api.Server, rules *actio
 		DevLogins:           cfg.DevLogins,
 		DevLoginsExpire:     cfg.DevLoginsExpire,
 		Runs:                engine,
+		Schedules:           schedules,
 		Streams:             lim,
 		Budget:              cfg.BudgetPolicy(),
 		Notify:              notifier.Destinations,

@@ -240,7 +240,7 @@ func printRun(w io.Writer, r *wire.Run) error {
 		pb = fmt.Sprintf("%s v%d", r.Playbook, r.PlaybookVersion)
 	}
 	for _, kv := range [][2]string{{"Cluster", r.ClusterID}, {"State", state}, {"Requester", r.Requester},
-		{"Approved by", r.ApprovedBy}, {"Playbook", pb}, {"Digest", r.Digest}, {"Created", ts(r.CreatedTS)},
+		{"Approved by", r.ApprovedBy}, {"Playbook", pb}, {"Schedule", r.ScheduleID}, {"Digest", r.Digest}, {"Created", ts(r.CreatedTS)},
 		{"Finished", tsPtr(r.FinishedTS)}} {
 		t.row(kv[0], textsafe.Escape(kv[1]))
 	}
@@ -255,6 +255,9 @@ func printRun(w io.Writer, r *wire.Run) error {
 	}
 	if err := s.flush(); err != nil {
 		return err
+	}
+	if r.State == "PAUSED" {
+		fmt.Fprintln(w, "\n"+pausedText(r, false))
 	}
 	fmt.Fprintln(w)
 	for _, st := range r.Stages {
@@ -445,29 +448,64 @@ func stepsText(st *wire.Stage) string {
 // errRunNotDone is the exit of a watch whose run ended other than DONE.
 var errRunNotDone = errors.New("run did not succeed")
 
+// errRunPaused is the exit of a watch whose run is PAUSED (exit code 3),
+// without --wait-resume.
+var errRunPaused = errors.New("run is paused")
+
 func newRunWatchCmd(f *clientFlags) *cobra.Command {
-	return &cobra.Command{
+	var waitResume bool
+	cmd := &cobra.Command{
 		Use:   "watch RUN",
-		Short: "Show a run's progress per stage as it happens, until it is final",
-		Long: `Show a run's progress per stage (a bar and counts per state) as it happens,
-updated from the event stream, until the run is final. The exit status is 0 when
-the run ends DONE and 1 otherwise.`,
+		Short: "Show a run's progress per stage as it happens, until it is final or paused",
+		Long: `Show a run's progress per stage (a bar and counts per state), and each node in
+flight with its current step and attempt, as it happens, updated from the event
+stream, until the run is final. The exit status is 0 when the run ends DONE and 1
+otherwise.
+
+When the run is (or becomes) PAUSED, watch says why and who may go on with it
+(muster run resume ID, or muster run promote ID for a canary) and exits with
+status 3; --wait-resume keeps watching through the pause instead.`,
 		Args: exactArgs("RUN"),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			c, err := f.core()
 			if err != nil {
 				return err
 			}
-			return watchRun(cmd.Context(), c, args[0], cmd.OutOrStdout(), f.json())
+			return watchRun(cmd.Context(), c, args[0], cmd.OutOrStdout(), f.json(), waitResume)
 		},
 	}
+	cmd.Flags().BoolVar(&waitResume, "wait-resume", false, "keep watching a PAUSED run until it goes on and ends, instead of exiting with status 3")
+	return cmd
+}
+
+// pausedText says why run r is paused and who may go on with it, and how
+// (with the watch's way to keep watching when watching).
+func pausedText(r *wire.Run, watching bool) string {
+	id := textsafe.Escape(r.ID)
+	out := "Run " + id + " is PAUSED" + reasonText(r.StateReason) + ". "
+	switch r.PausedFor {
+	case wire.PausedCanary:
+		out += fmt.Sprintf("Its canary is through: an approver other than %s may promote it with `muster run promote %s`.",
+			textsafe.Escape(r.Requester), id)
+	case wire.PausedErrors:
+		out += fmt.Sprintf("Its errors passed max_errors: an approver other than %s may resume it, forgiving them, with `muster run resume %s`.",
+			textsafe.Escape(r.Requester), id)
+	default:
+		out += fmt.Sprintf("It was paused by hand: an operator may resume it with `muster run resume %s`.", id)
+	}
+	if watching {
+		out += " (`muster run watch --wait-resume " + id + "` keeps watching.)"
+	}
+	return out
 }
 
 // watchRun shows the run's stage lines, and a line per node in flight,
 // each time they change: redrawn in place on a terminal, as plain lines
 // otherwise (see runView). Every event of the run or of one of its children
 // (they carry its run_id) re-reads the run, at most a few times a second.
-func watchRun(ctx context.Context, c *client.Core, ref string, w io.Writer, asJSON bool) error {
+// A PAUSED run ends the watch (errRunPaused, after a line saying why and
+// who may go on) unless waitResume.
+func watchRun(ctx context.Context, c *client.Core, ref string, w io.Writer, asJSON, waitResume bool) error {
 	r, err := c.Run(ctx, ref)
 	if err != nil {
 		return apiError(c, err)
@@ -509,6 +547,14 @@ func watchRun(ctx context.Context, c *client.Core, ref string, w io.Writer, asJS
 				if r.State == "FAILED" || r.State == "CANCELLED" || r.State == "PARTIAL" {
 					return fmt.Errorf("%w: %s ended %s%s", errRunNotDone, textsafe.Escape(id), textsafe.Escape(r.State), reasonText(r.StateReason))
 				}
+				if r.State == "PAUSED" && !waitResume {
+					if !asJSON {
+						if _, err := fmt.Fprintln(w, pausedText(r, true)); err != nil {
+							return err
+						}
+					}
+					return &exitError{code: 3, err: fmt.Errorf("%w: %s is PAUSED%s", errRunPaused, textsafe.Escape(id), reasonText(r.StateReason))}
+				}
 				if _, err := s.Next(); err != nil {
 					since = s.LastID()
 					return err
@@ -538,8 +584,9 @@ func watchRun(ctx context.Context, c *client.Core, ref string, w io.Writer, asJS
 }
 
 // runLines are what run watch shows: per stage its progress line and a
-// line per node in flight (a child NEW or RUNNING, or waiting to be pushed),
-// then the run's state.
+// line per node in flight (a child NEW or RUNNING, or waiting to be pushed)
+// with, in a stage with steps, its current step and attempt, then the
+// run's state.
 func runLines(r *wire.Run) []string {
 	var lines []string
 	for _, st := range r.Stages {
@@ -548,11 +595,27 @@ func runLines(r *wire.Run) []string {
 			if ch.Stage != st.Name || ch.State.Final() || ch.State == "" || ch.State == action.PendingApprove {
 				continue
 			}
-			lines = append(lines, fmt.Sprintf("  %-20s %-16s wave %d  %s", textsafe.Escape(ch.NodeID), ch.State, ch.Wave,
-				shortID(ch.ActionID)))
+			step := ""
+			if n := len(ch.Steps); n > 0 {
+				cur := ch.Steps[n-1] // the newest child: the step under way
+				step = fmt.Sprintf("  step %s attempt %d/%d", textsafe.Escape(cur.Step), cur.Attempt, stepAttempts(&st, cur.Step))
+			}
+			lines = append(lines, fmt.Sprintf("  %-20s %-16s wave %d%s  %s", textsafe.Escape(ch.NodeID), ch.State, ch.Wave,
+				step, shortID(ch.ActionID)))
 		}
 	}
 	return append(lines, "run "+textsafe.Escape(shortID(r.ID))+": "+textsafe.Escape(r.State)+reasonText(r.StateReason))
+}
+
+// stepAttempts is how many attempts the step named name of stage st has
+// (its retry's, 1 without one).
+func stepAttempts(st *wire.Stage, name string) int {
+	for _, sp := range append(slices.Clone(st.Steps), st.Rollback...) {
+		if sp.Name == name && sp.Retry != nil && sp.Retry.Attempts > 1 {
+			return sp.Retry.Attempts
+		}
+	}
+	return 1
 }
 
 // runView shows successive states of a run.

@@ -26,6 +26,7 @@ import (
 	"github.com/musterhq/muster/core/budget"
 	"github.com/musterhq/muster/core/enroll"
 	"github.com/musterhq/muster/core/runs"
+	"github.com/musterhq/muster/core/schedule/recur"
 	"github.com/musterhq/muster/core/store"
 	"github.com/musterhq/muster/core/streams"
 	"github.com/musterhq/muster/shared/apiserver"
@@ -89,6 +90,9 @@ type Config struct {
 	Replicas ReplicaLister
 	// Runs makes every change to runs.
 	Runs *runs.Engine
+	// Schedules makes every change to schedules; nil builds one from
+	// Policy.
+	Schedules *recur.Service
 	// Notify sends test deliveries and lists the destinations; nil: none
 	// configured.
 	Notify Notifier
@@ -153,6 +157,9 @@ func New(cfg Config, st store.Store, n Nudger, log *slog.Logger) *Server {
 	}
 	if cfg.Runs == nil {
 		cfg.Runs = &runs.Engine{Policy: cfg.Policy, Actions: cfg.Rules}
+	}
+	if cfg.Schedules == nil {
+		cfg.Schedules = &recur.Service{Policy: cfg.Policy}
 	}
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
@@ -241,6 +248,15 @@ func (s *Server) routes() {
 	s.add(http.MethodGet, "/api/v1/playbooks/:name", auth.Read, onlyParams(s.showPlaybook, "version"))
 	s.add(http.MethodPost, "/api/v1/playbooks/:name/plan", auth.Read, s.planPlaybook)
 	s.add(http.MethodPost, "/api/v1/playbooks/:name/runs", auth.Create, s.startPlaybook)
+
+	s.add(http.MethodPost, "/api/v1/schedules", auth.Create, s.applySchedule)
+	s.add(http.MethodGet, "/api/v1/schedules", auth.Read, onlyParams(s.listSchedules))
+	s.add(http.MethodGet, "/api/v1/schedules/:name", auth.Read, onlyParams(s.showSchedule))
+	s.add(http.MethodDelete, "/api/v1/schedules/:name", auth.Cancel, s.deleteSchedule)
+	s.add(http.MethodPost, "/api/v1/schedules/:name/approve", auth.Approve, s.approveSchedule)
+	s.add(http.MethodPost, "/api/v1/schedules/:name/reject", auth.Reject, s.rejectSchedule)
+	s.add(http.MethodPost, "/api/v1/schedules/:name/pause", auth.Cancel, s.pauseSchedule)
+	s.add(http.MethodPost, "/api/v1/schedules/:name/resume", auth.Continue, s.resumeSchedule)
 
 	s.add(http.MethodGet, "/api/v1/events", auth.Read, onlyParams(s.listEvents, "since", "limit", "tail", "action_id", "run_id", "cluster", "node", "type"))
 	s.add(http.MethodGet, "/api/v1/events/stream", auth.Read, onlyParams(s.streamEvents, "since", "action_id", "run_id", "cluster", "node", "type"))

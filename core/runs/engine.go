@@ -165,6 +165,56 @@ func (e *Engine) insert(ctx context.Context, tx store.Tx, clusterID string, stag
 	return r, nil
 }
 
+// Occurrence is a run a schedule's occurrence makes (core/schedule):
+// approved already by the schedule's approver, with an id derived from the
+// schedule and the occurrence time.
+type Occurrence struct {
+	ID         string
+	ScheduleID string
+	Schedule   string
+	At         time.Time
+	Requester  string
+	ApprovedBy string
+}
+
+// InsertOccurrence stores the run of a schedule's occurrence over resolved
+// stages (a playbook's plan), RUNNING and approved by o.ApprovedBy, and
+// creates its first wave. A run with o.ID already stored is
+// store.ErrExists: that occurrence made its run already.
+func (e *Engine) InsertOccurrence(ctx context.Context, tx store.Tx, o Occurrence, clusterID string, stages []store.RunStage,
+	playbook string, version int) (*store.Run, error) {
+	t := e.now()
+	r := &store.Run{
+		ID: o.ID, ClusterID: clusterID, State: store.RunRunning,
+		StateReason: fmt.Sprintf("approved with schedule %s", o.Schedule), Requester: o.Requester,
+		ApprovedBy: o.ApprovedBy, Playbook: playbook, PlaybookVersion: version, Digest: Digest(clusterID, stages),
+		Stages: stages, CreatedTS: t, UpdatedTS: t, ScheduleID: o.ScheduleID,
+	}
+	if err := tx.InsertRun(ctx, r); err != nil {
+		return nil, err
+	}
+	core := actions.Actor{Name: store.ActorCore}
+	children := 0
+	for _, st := range stages {
+		children += len(st.Nodes)
+	}
+	if err := tx.AppendEvent(ctx, runEvent(r, store.EventRunCreated, core, t,
+		fmt.Sprintf("schedule %s started playbook %s v%d as run %s on %s for its occurrence at %s: %d stage(s), %d child action(s)",
+			o.Schedule, playbook, version, r.ID, clusterID, o.At.UTC().Format(time.RFC3339), len(stages), children),
+		map[string]any{"state": r.State, "digest": r.Digest, "schedule": o.Schedule, "occurrence": o.At.UTC()})); err != nil {
+		return nil, err
+	}
+	if err := tx.AppendEvent(ctx, runEvent(r, store.EventRunApproved, actions.Actor{Name: o.ApprovedBy}, t,
+		fmt.Sprintf("run %s on %s approved by %s through schedule %s", r.ID, clusterID, o.ApprovedBy, o.Schedule),
+		map[string]any{"digest": r.Digest, "schedule": o.Schedule})); err != nil {
+		return nil, err
+	}
+	if _, err := e.advance(ctx, tx, r, t); err != nil {
+		return nil, err
+	}
+	return r, nil
+}
+
 // startDeadline sets when r's deadline falls, r starting to run at t.
 func startDeadline(r *store.Run, t time.Time) {
 	if r.DeadlineS > 0 {
@@ -413,6 +463,64 @@ func (e *Engine) resumeRule(ctx context.Context, rd store.Reader, r *store.Run, 
 	return forgiven, counts, nil
 }
 
+// Why a run is PAUSED (PausedFor).
+const (
+	// PauseManual: a person paused it; an operator resumes it.
+	PauseManual = wire.PausedManual
+	// PauseErrors: a stage with on_failure pause passed its max_errors;
+	// an approver other than the requester resumes it, forgiving them.
+	PauseErrors = wire.PausedErrors
+	// PauseCanary: a stage's canary nodes are through; an approver other
+	// than the requester promotes it.
+	PauseCanary = wire.PausedCanary
+)
+
+// PausedFor says why run r is PAUSED, from its state reason alone (the
+// engine writes one of three forms): PauseCanary, PauseErrors or
+// PauseManual; "" when it is not paused.
+func PausedFor(r *store.Run) string {
+	switch {
+	case r.State != store.RunPaused:
+		return ""
+	case strings.HasPrefix(r.StateReason, "canary"):
+		return PauseCanary
+	case strings.HasPrefix(r.StateReason, ReasonPaused+" by "):
+		return PauseManual
+	}
+	return PauseErrors
+}
+
+// MayPromote says whether who may promote run r's canary now: nil when
+// they may, the error Promote would return otherwise. The web UI shows its
+// Promote button by it.
+func (e *Engine) MayPromote(ctx context.Context, rd store.Reader, r *store.Run, who string, mayApprove bool) error {
+	_, err := e.promoteRule(r, who, mayApprove)
+	return err
+}
+
+// promoteRule is MayPromote's decision: the stages a promote of r by who
+// promotes, or why it may not.
+func (e *Engine) promoteRule(r *store.Run, who string, mayApprove bool) ([]string, error) {
+	if r.State != store.RunPaused {
+		return nil, wrongState(r, "promote")
+	}
+	var promoted []string
+	for i := range r.Stages {
+		st := &r.Stages[i]
+		if st.State == store.StageRunning && st.Canary > 0 && !st.Promoted {
+			promoted = append(promoted, st.Name)
+		}
+	}
+	if len(promoted) == 0 || PausedFor(r) != PauseCanary {
+		return nil, wrongState(r, "promote: it is not paused after a canary")
+	}
+	if e.Policy.MayApprove(r.Requester, "", who, mayApprove) != approval.MayDecide {
+		return nil, fmt.Errorf("%w: promoting the canary of run %s takes an approver other than %s", ErrForbidden,
+			r.ID, r.Requester)
+	}
+	return promoted, nil
+}
+
 // Promote lets a run paused after its canary go on: the stage's canary
 // is promoted and the rest of its nodes start. It takes an approver
 // (mayApprove) other than the requester, unless self-approval is allowed.
@@ -421,20 +529,14 @@ func (e *Engine) Promote(ctx context.Context, tx store.Tx, id string, who action
 	if err != nil {
 		return nil, err
 	}
-	var promoted []string
+	promoted, err := e.promoteRule(r, who.Name, mayApprove)
+	if err != nil {
+		return nil, err
+	}
 	for i := range r.Stages {
-		st := &r.Stages[i]
-		if st.State == store.StageRunning && st.Canary > 0 && !st.Promoted {
-			st.Promoted = true
-			promoted = append(promoted, st.Name)
+		if slices.Contains(promoted, r.Stages[i].Name) {
+			r.Stages[i].Promoted = true
 		}
-	}
-	if len(promoted) == 0 || !strings.HasPrefix(r.StateReason, "canary") {
-		return nil, wrongState(r, "promote: it is not paused after a canary")
-	}
-	if e.Policy.MayApprove(r.Requester, "", who.Name, mayApprove) != approval.MayDecide {
-		return nil, fmt.Errorf("%w: promoting the canary of run %s takes an approver other than %s", ErrForbidden,
-			r.ID, r.Requester)
 	}
 	t := e.now()
 	r.State, r.StateReason, r.UpdatedTS = store.RunRunning, "promoted by "+who.Name, t

@@ -37,6 +37,8 @@ var EventTypes = []string{
 	EventRunStageFinished, EventRunPaused, EventRunResumed, EventRunCancelled, EventRunFinished,
 	EventRunNodeUnavailable, EventRunPromoted,
 	EventPlaybookApplied, EventApprovalWaiting, EventNotifyDead,
+	EventScheduleCreated, EventScheduleChanged, EventScheduleApproved, EventScheduleRejected, EventSchedulePaused,
+	EventScheduleResumed, EventScheduleDeleted, EventScheduleUnapproved, EventScheduleOccurrence, EventScheduleSkipped,
 	EventCoreReplicaJoined, EventCoreReplicaLost, EventCoreConfigReloaded, EventCoreConfigRejected,
 }
 

@@ -130,6 +130,14 @@ type Reader interface {
 	// PlaybookVersions lists every version of one playbook, oldest first.
 	PlaybookVersions(ctx context.Context, name string) ([]Playbook, error)
 
+	// Schedule returns the schedule with this name (ErrNotFound otherwise).
+	Schedule(ctx context.Context, name string) (*Schedule, error)
+	// Schedules lists every schedule, by name.
+	Schedules(ctx context.Context) ([]Schedule, error)
+	// ScheduleRuns lists up to limit runs of a schedule (by its id), newest
+	// first, brief (RunQuery.Brief).
+	ScheduleRuns(ctx context.Context, scheduleID string, limit int) ([]Run, error)
+
 	OutboxReader
 }
 
@@ -195,6 +203,15 @@ type Tx interface {
 	UpdateRun(ctx context.Context, r *Run) error
 	// InsertPlaybook stores a new version (ErrExists when it is taken).
 	InsertPlaybook(ctx context.Context, p *Playbook) error
+	// InsertSchedule stores a new schedule (ErrExists when its name or id
+	// is taken).
+	InsertSchedule(ctx context.Context, s *Schedule) error
+	// UpdateSchedule replaces the stored schedule with the same id
+	// (ErrNotFound when there is none).
+	UpdateSchedule(ctx context.Context, s *Schedule) error
+	// DeleteSchedule removes a schedule by name (ErrNotFound when there is
+	// none); its runs stay.
+	DeleteSchedule(ctx context.Context, name string) error
 
 	OutboxTx
 }
@@ -318,9 +335,12 @@ type ListQuery struct {
 	ClusterID string
 	NodeID    string
 	// RunID selects the child actions of one run.
-	RunID  string
-	States []action.State
-	Kinds  []string
+	RunID string
+	// NodeIDs, when set, selects the actions of these nodes (a page of a
+	// run's nodes: with RunID, read through the run's child index).
+	NodeIDs []string
+	States  []action.State
+	Kinds   []string
 	// Sort keys in order; the id is always the last tie-breaker.
 	Sort []SortKey
 	// Marker is the id of the last action of the previous page.

@@ -215,9 +215,13 @@ type pending struct {
 type approvalsData struct {
 	Items []pending
 	// Runs are the runs waiting for approval, oldest first.
-	Runs  []pendingRun
-	Mine  int
-	ForMe int
+	Runs []pendingRun
+	// Paused are the runs paused for an approver (errors, canary), oldest
+	// first; MorePaused: there are more than the page shows.
+	Paused     []pausedRun
+	MorePaused bool
+	Mine       int
+	ForMe      int
 	// More: there are more actions waiting than the page shows.
 	More bool
 	// RunsNextURL is the next page of runs ("": this is the last one);
@@ -245,7 +249,12 @@ func (s *Server) approvals(w http.ResponseWriter, r *http.Request, v *visitor) {
 			return err
 		}
 		d.More = more != ""
-		runs, next, err = s.pendingRuns(ctx, rd, v, marker)
+		if runs, next, err = s.pendingRuns(ctx, rd, v, marker); err != nil {
+			return err
+		}
+		if marker == "" {
+			d.Paused, d.MorePaused, err = s.pausedRuns(ctx, rd, v)
+		}
 		return err
 	})
 	if errors.Is(err, store.ErrUnknownMarker) {
@@ -266,6 +275,13 @@ func (s *Server) approvals(w http.ResponseWriter, r *http.Request, v *visitor) {
 		if p.Mine {
 			d.Mine++
 		} else if p.CanDecide {
+			d.ForMe++
+		}
+	}
+	for _, p := range d.Paused {
+		if p.Mine {
+			d.Mine++
+		} else if p.CanResume || p.CanPromote {
 			d.ForMe++
 		}
 	}

@@ -196,10 +196,24 @@ type Run struct {
 	// run started.
 	DeadlineS  int        `json:"deadline_s,omitempty"`
 	DeadlineTS *time.Time `json:"deadline_ts,omitempty"`
+	// ScheduleID names the schedule whose occurrence made the run.
+	ScheduleID string `json:"schedule_id,omitempty"`
 	// Summary lists the failed and skipped nodes (a PARTIAL or FAILED run
 	// says which).
 	Summary *RunSummary `json:"summary,omitempty"`
+	// PausedFor says why a PAUSED run is paused, and so who goes on with
+	// it: PausedManual (an operator resumes), PausedErrors (an approver
+	// other than the requester resumes, forgiving the errors) or
+	// PausedCanary (an approver other than the requester promotes).
+	PausedFor string `json:"paused_for,omitempty"`
 }
+
+// Why a run is PAUSED (Run.PausedFor).
+const (
+	PausedManual = "manual"
+	PausedErrors = "errors"
+	PausedCanary = "canary"
+)
 
 // RunList answers GET /api/v1/runs.
 type RunList struct {

@@ -39,6 +39,8 @@ type ErrorDetail struct {
 	Code    string   `json:"code"`
 	Message string   `json:"message"`
 	Matches []string `json:"matches,omitempty"`
+	// Field names the field of the request a 400 is about, when one is.
+	Field string `json:"field,omitempty"`
 	// State is the state of the action or run a call was refused for.
 	State  string          `json:"state,omitempty"`
 	Record *action.Action  `json:"record,omitempty"`

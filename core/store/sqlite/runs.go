@@ -12,13 +12,13 @@ import (
 )
 
 const runColumns = `id, cluster_id, state, state_reason, requester, approved_by, playbook,
-	playbook_version, digest, stages, created_ts, updated_ts, finished_ts, retry_of, deadline_s, deadline_ts`
+	playbook_version, digest, stages, created_ts, updated_ts, finished_ts, retry_of, deadline_s, deadline_ts, schedule_id`
 
 // briefColumns are runColumns with the brief stages in place of the stages
 // (the stages for runs stored before there were brief ones).
 const briefColumns = `id, cluster_id, state, state_reason, requester, approved_by, playbook,
 	playbook_version, digest, CASE stages_brief WHEN '' THEN stages ELSE stages_brief END,
-	created_ts, updated_ts, finished_ts, retry_of, deadline_s, deadline_ts`
+	created_ts, updated_ts, finished_ts, retry_of, deadline_s, deadline_ts, schedule_id`
 
 func scanRun(s scanner) (*store.Run, error) {
 	var r store.Run
@@ -26,7 +26,7 @@ func scanRun(s scanner) (*store.Run, error) {
 	var created, updated int64
 	var finished, deadline sql.NullInt64
 	if err := s.Scan(&r.ID, &r.ClusterID, &r.State, &r.StateReason, &r.Requester, &r.ApprovedBy,
-		&r.Playbook, &r.PlaybookVersion, &r.Digest, &stages, &created, &updated, &finished, &r.RetryOf, &r.DeadlineS, &deadline); err != nil {
+		&r.Playbook, &r.PlaybookVersion, &r.Digest, &stages, &created, &updated, &finished, &r.RetryOf, &r.DeadlineS, &deadline, &r.ScheduleID); err != nil {
 		return nil, err
 	}
 	if err := json.Unmarshal([]byte(stages), &r.Stages); err != nil {
@@ -120,9 +120,11 @@ func (r *reader) RunsInState(ctx context.Context, clusterID string, states ...st
 	return out, nil
 }
 
-// RunChildren lists a run's child actions, oldest first.
+// RunChildren lists a run's child actions, oldest first. The condition
+// that run_id is not empty lets the query use the partial index of run
+// children (without it, a scan of every action).
 func (r *reader) RunChildren(ctx context.Context, runID string) ([]store.Record, error) {
-	out, err := r.records(ctx, `SELECT `+actionColumns+` FROM actions WHERE run_id = ? ORDER BY created_ts, seq`, runID)
+	out, err := r.records(ctx, `SELECT `+actionColumns+` FROM actions WHERE run_id = ? AND run_id <> '' ORDER BY created_ts, seq`, runID)
 	if err != nil {
 		return nil, fmt.Errorf("children of run %s: %w", runID, err)
 	}
@@ -167,7 +169,7 @@ func (w *writer) runArgs(r *store.Run) ([]any, error) {
 	}
 	return []any{r.ClusterID, r.State, r.StateReason, r.Requester, r.ApprovedBy, r.Playbook,
 		r.PlaybookVersion, r.Digest, stages, shsqlite.Micros(r.CreatedTS), shsqlite.Micros(r.UpdatedTS),
-		shsqlite.NullMicros(r.FinishedTS), r.RetryOf, r.DeadlineS, shsqlite.NullMicros(r.DeadlineTS), brief}, nil
+		shsqlite.NullMicros(r.FinishedTS), r.RetryOf, r.DeadlineS, shsqlite.NullMicros(r.DeadlineTS), r.ScheduleID, brief}, nil
 }
 
 // InsertRun stores a new run (ErrExists when its id is taken). A zero
@@ -184,7 +186,7 @@ func (w *writer) InsertRun(ctx context.Context, r *store.Run) error {
 		return err
 	}
 	_, _, err = w.exec(ctx, fmt.Sprintf("insert run %q", r.ID),
-		`INSERT INTO runs (`+runColumns+`, stages_brief) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+		`INSERT INTO runs (`+runColumns+`, stages_brief) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
 		append([]any{r.ID}, args...)...)
 	return err
 }
@@ -200,7 +202,7 @@ func (w *writer) UpdateRun(ctx context.Context, r *store.Run) error {
 	_, n, err := w.exec(ctx, what, `UPDATE runs SET cluster_id = ?, state = ?, state_reason = ?,
 		requester = ?, approved_by = ?, playbook = ?, playbook_version = ?, digest = ?, stages = ?,
 		created_ts = ?, updated_ts = ?, finished_ts = ?, retry_of = ?, deadline_s = ?, deadline_ts = ?,
-		stages_brief = ? WHERE id = ?`, append(args, r.ID)...)
+		schedule_id = ?, stages_brief = ? WHERE id = ?`, append(args, r.ID)...)
 	if err == nil && n == 0 {
 		err = fmt.Errorf("%s: %w", what, store.ErrNotFound)
 	}

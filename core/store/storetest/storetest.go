@@ -50,6 +50,7 @@ func Run(t *testing.T, db NewDB) {
 		{"BriefRunLists", testBriefRunLists},
 		{"PagesOfActionsAndRuns", testPagesOfActionsAndRuns},
 		{"PlaybookVersions", testPlaybookVersions},
+		{"SchedulesRoundTrip", testSchedulesRoundTrip},
 		{"UpdateRollsBack", testUpdateRollsBack},
 		{"ErrorsLeaveTheTransactionUsable", testErrorsLeaveTheTransactionUsable},
 		{"ConcurrentUpdatesSerialize", testConcurrentUpdatesSerialize},
@@ -649,6 +650,9 @@ func testListActionsFilters(t *testing.T, db NewDB) {
 		{"run", store.ListQuery{RunID: "run-1"}, func(r store.Record) bool { return r.RunID == "run-1" }},
 		{"run and state", store.ListQuery{RunID: "run-1", States: []action.State{action.PendingSchedule}}, func(r store.Record) bool {
 			return r.RunID == "run-1" && r.State == action.PendingSchedule
+		}},
+		{"run and nodes", store.ListQuery{RunID: "run-1", NodeIDs: []string{"n1", "n3", "nope"}}, func(r store.Record) bool {
+			return r.RunID == "run-1" && (r.NodeID == "n1" || r.NodeID == "n3")
 		}},
 		{"no match", store.ListQuery{ClusterID: "c3"}, func(store.Record) bool { return false }},
 		{"limit", store.ListQuery{Limit: 4}, nil},
