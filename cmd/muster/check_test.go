@@ -61,3 +61,23 @@ func TestCheckValidConfig(t *testing.T) {
 		t.Fatalf("bad YAML: exit %d %s", code, msg)
 	}
 }
+
+// A bad args_schema is a configuration error reported with the others; a
+// schema written as a YAML mapping (whose keys would lose their case) is
+// refused with how to write it; one written as a block of text is valid.
+func TestCheckArgsSchema(t *testing.T) {
+	t.Parallel()
+	const head = "node_id: db-1\ncluster_id: prod\ndata_dir: /var/lib/muster\nactions:\n  external:\n    - kind: example.com/pkg.upgrade\n      run: [/bin/true]\n"
+	_, msg, code := checkRun(t, "agent", head+"      args_schema: |\n        {\"type\": \"banana\"}\n"+"colour: blue\n")
+	if code != 2 || !strings.Contains(msg, "actions.external[0].args_schema:") || !strings.Contains(msg, "colour: unknown key") {
+		t.Fatalf("bad schema: exit %d %s", code, msg)
+	}
+	_, msg, code = checkRun(t, "agent", head+"      args_schema:\n        type: object\n        minProperties: 1\n")
+	if code != 2 || !strings.Contains(msg, "actions.external[0].args_schema:") || !strings.Contains(msg, "args_schema: |") {
+		t.Fatalf("schema as a mapping: exit %d %s", code, msg)
+	}
+	out, msg, code := checkRun(t, "agent", head+"      args_schema: |\n        type: object\n        required: [version]\n        properties:\n          version: {type: string, minLength: 1}\n")
+	if code != 0 || !strings.HasPrefix(out, "Configuration is valid: ") {
+		t.Fatalf("good schema: exit %d %q %s", code, out, msg)
+	}
+}

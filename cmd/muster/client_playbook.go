@@ -248,18 +248,45 @@ func printPlan(w io.Writer, p *wire.Plan) error {
 			continue
 		}
 		printProcedure(w, &st)
-		t := newTable(w, "WAVE", "NODE", "STEP", "KIND", "ARGS", "HELD")
+		// Each node: its steps in order, then the rollback it would run
+		// if it failed; the canary nodes, and the pause after them.
+		t := newTable(w, "WAVE", "NODE", "STEP", "KIND", "ARGS", "NOTE", "HELD")
 		for _, ch := range p.Children {
 			if ch.Stage == st.Name {
+				var note []string
+				if ch.Rollback {
+					note = append(note, "rollback, if the node fails")
+				}
+				if ch.Canary {
+					note = append(note, "canary")
+				}
+				if ch.CanaryPause {
+					note = append(note, "then the run pauses until an approver promotes it")
+				}
+				if ch.When != "" {
+					note = append(note, "when "+ch.When)
+				}
 				t.row(fmt.Sprint(ch.Wave), textsafe.Escape(ch.NodeID), textsafe.Escape(ch.Step), textsafe.Escape(ch.Kind),
-					textsafe.Escape(string(ch.Args)), textsafe.Escape(ch.Held))
+					textsafe.Escape(string(ch.Args)), textsafe.Escape(strings.Join(note, "; ")), textsafe.Escape(ch.Held))
 			}
 		}
 		if err := t.flush(); err != nil {
 			return err
 		}
 	}
-	fmt.Fprintf(w, "\n%d child action(s); nothing was created.\n", len(p.Children))
+	steps, rollback := 0, 0
+	for _, ch := range p.Children {
+		if ch.Rollback {
+			rollback++
+		} else {
+			steps++
+		}
+	}
+	if rollback > 0 {
+		fmt.Fprintf(w, "\n%d child action(s), and %d rollback step(s) made only on a node that fails; nothing was created.\n", steps, rollback)
+	} else {
+		fmt.Fprintf(w, "\n%d child action(s); nothing was created.\n", steps)
+	}
 	if p.Version > 0 {
 		fmt.Fprintf(w, "To start exactly this plan: muster playbook start %s --cluster %s --digest %s (and the same --param flags)\n",
 			textsafe.Escape(p.Playbook), textsafe.Escape(p.ClusterID), textsafe.Escape(p.Digest))

@@ -62,7 +62,8 @@ type Request struct {
 
 // Create stores a new action with its first history line and its
 // action.created event. The node must exist and, when it has reported its
-// kinds, know the kind (ErrUnprocessable otherwise). The action starts
+// kinds, know the kind, and args must match the kind's args_schema when the
+// node announced one (ErrUnprocessable otherwise). The action starts
 // PENDING_APPROVE or PENDING_SCHEDULE according to the policy.
 func (r *Rules) Create(ctx context.Context, tx store.Tx, req Request, by Actor) (*store.Record, error) {
 	if _, err := tx.Cluster(ctx, req.ClusterID); err != nil {
@@ -81,6 +82,9 @@ func (r *Rules) Create(ctx context.Context, tx store.Tx, req Request, by Actor) 
 	if len(node.Kinds) > 0 && !slices.Contains(node.Kinds, req.Kind) {
 		return nil, fmt.Errorf("%w: node %s does not know kind %s (it knows %s)", ErrUnprocessable,
 			req.NodeID, req.Kind, strings.Join(node.Kinds, ", "))
+	}
+	if err := CheckArgs(node, req.Kind, req.Args, nil); err != nil {
+		return nil, err
 	}
 	id := req.ID
 	if id == "" {

@@ -33,6 +33,7 @@ func toWireNode(n store.Node) wire.Node {
 		StatusReason: n.StatusReason, Drained: n.Drained, DrainedBy: n.DrainedBy, DrainReason: n.DrainReason,
 		StoreID: n.StoreID, Kinds: kinds, Version: n.Version,
 		LastContact: n.LastContact, UpdatedTS: n.UpdatedTS, Labels: labels.Merge(nil, n.Labels),
+		ArgsSchemas: n.ArgsSchemas,
 	}
 }
 

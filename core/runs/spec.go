@@ -16,6 +16,7 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/musterhq/muster/core/actions"
 	"github.com/musterhq/muster/core/store"
 	"github.com/musterhq/muster/core/target"
 	"github.com/musterhq/muster/shared/action"
@@ -380,6 +381,9 @@ func Resolve(req *wire.CreateRunRequest, nodes []store.Node) ([]store.RunStage, 
 			}
 			perNode += step.Attempts()
 		}
+		if err := planNodes(&rs, ids, byID); err != nil {
+			return nil, fmt.Errorf("stage %s: %w", sp.Name, err)
+		}
 		if sp.Canary > 0 && sp.Canary >= len(ids) {
 			return nil, invalid("stage %s: canary %d must be fewer than the stage's %d node(s)", sp.Name, sp.Canary, len(ids))
 		}
@@ -397,6 +401,90 @@ func Resolve(req *wire.CreateRunRequest, nodes []store.Node) ([]store.RunStage, 
 		})
 	}
 	return out, nil
+}
+
+// planNodes checks, for every node of stage st (ids), what can be known of
+// its steps before the run: each when renders true or false, and each step's
+// args match the args_schema the node announced for its kind (each node is
+// checked against its own: nodes may run different versions of a kind).
+func planNodes(st *store.RunStage, ids []string, byID map[string]*store.Node) error {
+	steps := append(slices.Clone(st.Procedure()), st.Rollback...)
+	need := false
+	for _, sp := range steps {
+		if strings.Contains(sp.When, "{{") {
+			need = true
+		}
+		for _, id := range ids {
+			if _, ok := byID[id].ArgsSchemas[sp.Kind]; ok {
+				need = true
+			}
+		}
+	}
+	if !need {
+		return nil
+	}
+	type key struct{ schema, args string }
+	checked := map[key]error{} // the same args against the same schema
+	ctxs := map[string]nodeContext{}
+	pl := newPlanner(steps)
+	for i := range steps {
+		sp := &steps[i]
+		when := strings.Contains(sp.When, "{{")
+		var failed []string
+		var first error
+		for _, id := range ids {
+			n := byID[id]
+			raw, ok := n.ArgsSchemas[sp.Kind]
+			if !ok && !when {
+				continue
+			}
+			c, made := ctxs[id]
+			if !made {
+				c = pl.context(id, n.Labels)
+				ctxs[id] = c
+			}
+			if err := pl.when(sp, c); err != nil {
+				return fmt.Errorf("%w: node %s: %v", ErrInvalid, id, err)
+			}
+			if !ok {
+				continue
+			}
+			args, later, err := pl.args(sp, c)
+			if err != nil {
+				return fmt.Errorf("%w: node %s: %v", ErrInvalid, id, err)
+			}
+			k := key{string(raw), string(args)}
+			err, done := checked[k]
+			if !done || len(later) > 0 {
+				err = actions.ValidateArgs(n, sp.Kind, args, func(f string) bool { return later[f] })
+				if len(later) == 0 {
+					checked[k] = err
+				}
+			}
+			if err != nil {
+				failed = append(failed, id)
+				if first == nil {
+					first = fmt.Errorf("node %s: %s: %w", id, sp.Kind, err)
+				}
+			}
+		}
+		if first != nil {
+			more := ""
+			if len(failed) > 1 {
+				rest := failed[1:]
+				if len(rest) > 3 {
+					rest = append(rest[:3:3], "…")
+				}
+				more = fmt.Sprintf(" (and %d more node(s): %s)", len(failed)-1, strings.Join(rest, ", "))
+			}
+			where := "step " + displayStep(sp.Name)
+			if sp.Name == "" {
+				where = "args"
+			}
+			return fmt.Errorf("%w: %s: %v%s", ErrUnresolvable, where, first, more)
+		}
+	}
+	return nil
 }
 
 // Digest fingerprints what an approver of the run signs off: the cluster

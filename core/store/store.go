@@ -11,6 +11,7 @@ package store
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"slices"
@@ -322,12 +323,50 @@ type Node struct {
 	StoreID     string   `json:"store_id"`
 	Cursor      int64    `json:"cursor"`
 	Kinds       []string `json:"kinds"`
+	// ArgsSchemas are the args_schema the node announced, by kind (nil when
+	// none). They are kept in the kinds column (KindsColumn).
+	ArgsSchemas map[string]json.RawMessage `json:"args_schemas,omitempty"`
 	// Labels are the static labels of the configuration with the agent's
 	// own laid over them, key by key (nil when there are none).
 	Labels      map[string]string `json:"labels"`
 	Version     string            `json:"version"`
 	LastContact *time.Time        `json:"last_contact"`
 	UpdatedTS   time.Time         `json:"updated_ts"`
+}
+
+// KindsColumn is how a store keeps a node's kinds with their args schemas,
+// in the one kinds column both stores have: an entry per kind, "KIND" or
+// "KIND SCHEMA" (a kind never holds a space; the schema is canonical JSON).
+func KindsColumn(kinds []string, schemas map[string]json.RawMessage) []string {
+	out := make([]string, len(kinds))
+	for i, k := range kinds {
+		out[i] = k
+		if s, ok := schemas[k]; ok && len(s) > 0 {
+			out[i] = k + " " + string(s)
+		}
+	}
+	return out
+}
+
+// FromKindsColumn reads what KindsColumn wrote (and the plain kinds of
+// earlier releases).
+func FromKindsColumn(entries []string) ([]string, map[string]json.RawMessage) {
+	if len(entries) == 0 {
+		return nil, nil
+	}
+	kinds := make([]string, len(entries))
+	var schemas map[string]json.RawMessage
+	for i, e := range entries {
+		k, s, ok := strings.Cut(e, " ")
+		kinds[i] = k
+		if ok {
+			if schemas == nil {
+				schemas = map[string]json.RawMessage{}
+			}
+			schemas[k] = json.RawMessage(s)
+		}
+	}
+	return kinds, schemas
 }
 
 // ListQuery selects and orders actions. Empty fields do not filter.

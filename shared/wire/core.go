@@ -91,14 +91,16 @@ type Node struct {
 	// Drained: no new pushes go to the node; Status shows DRAINED then,
 	// unless the node is DOWN. DrainedBy and DrainReason say who drained it
 	// and why.
-	Drained     bool       `json:"drained"`
-	DrainedBy   string     `json:"drained_by,omitempty"`
-	DrainReason string     `json:"drain_reason,omitempty"`
-	StoreID     string     `json:"store_id"`
-	Kinds       []string   `json:"kinds"`
-	Version     string     `json:"version"`
-	LastContact *time.Time `json:"last_contact"`
-	UpdatedTS   time.Time  `json:"updated_ts"`
+	Drained     bool     `json:"drained"`
+	DrainedBy   string   `json:"drained_by,omitempty"`
+	DrainReason string   `json:"drain_reason,omitempty"`
+	StoreID     string   `json:"store_id"`
+	Kinds       []string `json:"kinds"`
+	// ArgsSchemas: the args_schema of each kind that announced one.
+	ArgsSchemas map[string]json.RawMessage `json:"args_schemas,omitempty"`
+	Version     string                     `json:"version"`
+	LastContact *time.Time                 `json:"last_contact"`
+	UpdatedTS   time.Time                  `json:"updated_ts"`
 	// Labels: the configured labels with the agent's own laid over them
 	// (always an object).
 	Labels map[string]string `json:"labels"`

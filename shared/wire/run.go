@@ -282,11 +282,20 @@ type PlanChild struct {
 	Wave   int    `json:"wave"`
 	NodeID string `json:"node_id"`
 	// Step is the step of a stage with steps (one child per step of each
-	// node, in order; retries and rollback are the stage's), When its when.
+	// node, in order, then its rollback steps; retries are the step's), When
+	// its when.
 	Step string          `json:"step,omitempty"`
 	When string          `json:"when,omitempty"`
 	Kind string          `json:"kind"`
 	Args json.RawMessage `json:"args"`
+	// Rollback marks a rollback step of the node: it runs only if the node
+	// fails, after its steps with when "always".
+	Rollback bool `json:"rollback,omitempty"`
+	// Canary marks the children of the stage's canary nodes: once they are
+	// done the run pauses until an approver promotes it; CanaryPause marks
+	// the last child of the last canary node, where that pause falls.
+	Canary      bool `json:"canary,omitempty"`
+	CanaryPause bool `json:"canary_pause,omitempty"`
 	// Held says why the disruption budget would hold this child back now
 	// (empty when it would go).
 	Held string `json:"held,omitempty"`

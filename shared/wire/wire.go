@@ -58,6 +58,9 @@ type AgentInfo struct {
 	// Labels are the agent's own labels (docs/architecture.md, "Labels, targets
 	// and the disruption budget"); always an object.
 	Labels map[string]string `json:"labels"`
+	// ArgsSchemas are the JSON Schemas that kinds' args must match, by kind,
+	// for the kinds that declare one (args_schema).
+	ArgsSchemas map[string]json.RawMessage `json:"args_schemas,omitempty"`
 }
 
 // PushRequest is the body of POST /api/v1/actions on the agent. Only these

@@ -159,14 +159,13 @@ func (r *reader) Node(ctx context.Context, clusterID, nodeID string) (*store.Nod
 func scanNode(s pgx.Row) (*store.Node, error) {
 	var n store.Node
 	var labels []byte
+	var kinds []string
 	err := s.Scan(&n.ClusterID, &n.ID, &n.Addr, &n.Source, &n.Status, &n.StatusReason, &n.DownCause, &n.Drained,
-		&n.StoreID, &n.Cursor, &n.Kinds, &n.Version, &n.LastContact, &n.UpdatedTS, &labels, &n.DrainedBy, &n.DrainReason)
+		&n.StoreID, &n.Cursor, &kinds, &n.Version, &n.LastContact, &n.UpdatedTS, &labels, &n.DrainedBy, &n.DrainReason)
 	if err != nil {
 		return nil, err
 	}
-	if len(n.Kinds) == 0 {
-		n.Kinds = nil
-	}
+	n.Kinds, n.ArgsSchemas = store.FromKindsColumn(kinds)
 	if err := json.Unmarshal(labels, &n.Labels); err != nil {
 		return nil, fmt.Errorf("node %s/%s: labels: %w", n.ClusterID, n.ID, err)
 	}

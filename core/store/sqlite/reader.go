@@ -110,12 +110,11 @@ func scanNode(s scanner) (*store.Node, error) {
 	if err != nil {
 		return nil, err
 	}
-	if err := json.Unmarshal([]byte(kinds), &n.Kinds); err != nil {
+	var entries []string
+	if err := json.Unmarshal([]byte(kinds), &entries); err != nil {
 		return nil, fmt.Errorf("node %s/%s: kinds: %w", n.ClusterID, n.ID, err)
 	}
-	if len(n.Kinds) == 0 {
-		n.Kinds = nil
-	}
+	n.Kinds, n.ArgsSchemas = store.FromKindsColumn(entries)
 	if err := json.Unmarshal([]byte(lbls), &n.Labels); err != nil {
 		return nil, fmt.Errorf("node %s/%s: labels: %w", n.ClusterID, n.ID, err)
 	}
