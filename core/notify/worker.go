@@ -408,8 +408,16 @@ func (w *Worker) loop(ctx context.Context, name string, wake <-chan struct{}) {
 }
 
 // batchSize bounds the deliveries of a destination read, sent (one after
-// the other, in order) and recorded in one step.
-const batchSize = 64
+// the other, in order) and recorded in one step, and stepTime how long a
+// step sends before it records what it sent. Under a flood of events,
+// fewer and larger transactions take the store's one write lock from the
+// event writes less often (docs/performance.md); with a slow receiver a
+// step still records within about stepTime (fewer repeats after a crash or
+// a lost lease).
+const (
+	batchSize = 256
+	stepTime  = time.Second
+)
 
 // step sends the due deliveries at the head of a destination's queue, one
 // at a time, stopping at the first that fails, and records them all in one
@@ -436,8 +444,12 @@ func (w *Worker) step(ctx context.Context, name string) (wait time.Duration, sen
 		return wait, 0, nil
 	}
 	var tried []store.Delivery
+	start := time.Now()
 	for _, d := range batch {
 		now := time.Now()
+		if len(tried) > 0 && now.Sub(start) >= stepTime {
+			break // record these; the rest in the next step
+		}
 		if d.NextTS.After(now) {
 			break // redelivered or retried later: its turn comes
 		}
