@@ -34,6 +34,7 @@ import (
 	"github.com/musterhq/muster/core/orchestrate"
 	"github.com/musterhq/muster/core/retention"
 	"github.com/musterhq/muster/core/runs"
+	"github.com/musterhq/muster/core/schedule"
 	"github.com/musterhq/muster/core/schedule/recur"
 	"github.com/musterhq/muster/core/store"
 	"github.com/musterhq/muster/core/store/postgres"
@@ -130,7 +131,8 @@ func (c *Core) Run(ctx context.Context) error {
 	// orchestrator or the run engine makes it.
 	// The approval policy and the budget are read through their Live
 	// holders, which Reload replaces (SIGHUP).
-	lv := &live{approval: approval.NewLive(cfg.Approval), budget: budget.NewLive(cfg.BudgetPolicy()), st: st}
+	lv := &live{approval: approval.NewLive(cfg.Approval), budget: budget.NewLive(cfg.BudgetPolicy()),
+		calendar: schedule.NewLiveCalendars(cfg.Calendars()), st: st}
 	// SIGHUP also reloads the notification destinations: the worker's and
 	// the store's outbox (see Reload).
 	policy, budgets := lv.approval.Policy(), lv.budget.Policy()
@@ -169,6 +171,7 @@ func (c *Core) Run(ctx context.Context) error {
 		AgentTLS:         atls,
 		StaticLabels:     discovery.StaticLabels(cfg.Clusters),
 		Budget:           budgets,
+		Calendars:        lv.calendar,
 		Runs:             engine,
 		Leases:           repl.orchestrateLeases(),
 	}
@@ -191,10 +194,10 @@ func (c *Core) Run(ctx context.Context) error {
 	// The API's event streams and the web UI's live updates share one cap
 	// per token and one in all.
 	lim := streams.New(cfg.API.MaxEventStreams, cfg.API.MaxStreamsPerToken)
-	apiSrv := api.New(api.Config{Policy: policy, Rules: rules, Budget: budgets, Gatherer: reg,
+	apiSrv := api.New(api.Config{Policy: policy, Rules: rules, Budget: budgets, Calendars: lv.calendar, Gatherer: reg,
 		Registerer: reg, Runs: engine, Schedules: schedules, Replicas: repl, Streams: lim, Enroll: enr, Notify: notifier,
 		StreamWriteTimeout: cfg.API.WriteTimeout}, st, repl, c.log)
-	handler, closeUI, err := withUI(cfg, policy, apiSrv, rules, engine, schedules, repl, st, lim, notifier, c.log)
+	handler, closeUI, err := withUI(cfg, policy, apiSrv, rules, engine, schedules, repl, st, lim, lv.calendar, notifier, c.log)
 	if err != nil {
 		ln.Close()
 		return err
@@ -293,6 +296,7 @@ func (c *Core) Run(ctx context.Context) error {
 	}
 	c.mu.Lock()
 	c.addr = ln.Addr()
+	lv.nudge = orch.Nudge
 	c.live = lv
 	c.mu.Unlock()
 	defer func() {
@@ -320,7 +324,7 @@ var _ ui.Changer = (*actions.Rules)(nil)
 // withUI serves the web UI at /ui/ beside the API when it is enabled, and
 // returns the handler of both and the UI's Close.
 func withUI(cfg Config, policy approval.Policy, apiSrv *api.Server, rules *actions.Rules, engine *runs.Engine, schedules *recur.Service, n ui.Nudger, st store.Store,
-	lim *streams.Limiter, notifier *notify.Worker, log *slog.Logger) (http.Handler, func(), error) {
+	lim *streams.Limiter, cals *schedule.LiveCalendars, notifier *notify.Worker, log *slog.Logger) (http.Handler, func(), error) {
 	if !cfg.UI.Enabled {
 		return apiSrv.Handler(), func() {}, nil
 	}
@@ -335,6 +339,7 @@ func withUI(cfg Config, policy approval.Policy, apiSrv *api.Server, rules *actio
 		Schedules:           schedules,
 		Streams:             lim,
 		Budget:              cfg.BudgetPolicy(),
+		Calendars:           cals,
 		Notify:              notifier.Destinations,
 	}, st, rules, n, log)
 	if err != nil {

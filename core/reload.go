@@ -12,6 +12,7 @@ import (
 	"github.com/musterhq/muster/core/budget"
 	"github.com/musterhq/muster/core/discovery"
 	"github.com/musterhq/muster/core/notify"
+	"github.com/musterhq/muster/core/schedule"
 	"github.com/musterhq/muster/core/store"
 )
 
@@ -33,18 +34,23 @@ func (c *Core) AddReloader(r Reloader) {
 }
 
 // live is what a reload may change in a running core: the approval policy,
-// the disruptive kinds, the clusters' budgets and the notification
-// destinations. The parts of the core read them through approval.Live,
-// budget.Live, the notify worker and the store's outbox.
+// the disruptive kinds, the clusters' budgets, windows and freezes, and the
+// notification destinations. The parts of the core read them through
+// approval.Live, budget.Live, schedule.LiveCalendars, the notify worker
+// and the store's outbox.
 type live struct {
 	approval *approval.Live
 	budget   *budget.Live
+	calendar *schedule.LiveCalendars
 	notify   *notify.Worker
 	st       store.Store
+	// nudge asks for a sync of a cluster (nil before the orchestrator
+	// exists): a reloaded calendar may let held work go now.
+	nudge func(clusterID string)
 }
 
 // Reload makes next the running configuration's approval rules, kinds,
-// budgets and notification destinations (the parts a core can change
+// budgets, windows, freezes and notification destinations (the parts a core can change
 // without a restart), and appends a core.config_reloaded event saying what
 // changed. next is validated first: an invalid next changes nothing, and
 // RejectConfig records why. Other changed sections are named in the event
@@ -74,6 +80,16 @@ func (c *Core) Reload(ctx context.Context, next Config) (string, error) {
 		changed = append(changed, "budgets")
 	}
 	lv.budget.Store(nextBudget)
+	oldCals, nextCals := calendarSpecs(old.Clusters), calendarSpecs(next.Clusters)
+	lv.calendar.Store(next.Calendars())
+	if !reflect.DeepEqual(oldCals, nextCals) {
+		changed = append(changed, "windows and freezes")
+		for _, cl := range next.Clusters {
+			if lv.nudge != nil && !reflect.DeepEqual(oldCals[cl.ID], nextCals[cl.ID]) {
+				lv.nudge(cl.ID)
+			}
+		}
+	}
 	kept := old
 	data := map[string]any{}
 	if lv.notify != nil {
@@ -144,14 +160,15 @@ func appendCoreEvent(ctx context.Context, st store.Store, typ, msg string, data 
 	})
 }
 
-// withBudgets returns clusters with the budgets next gives them.
+// withBudgets returns clusters with the budgets, windows and freezes next
+// gives them.
 func withBudgets(clusters []discovery.ClusterSpec, next Config) []discovery.ClusterSpec {
 	out := make([]discovery.ClusterSpec, len(clusters))
 	copy(out, clusters)
 	for i := range out {
 		for _, n := range next.Clusters {
 			if n.ID == out[i].ID {
-				out[i].Budget = n.Budget
+				out[i].Budget, out[i].Windows, out[i].Freezes = n.Budget, n.Windows, n.Freezes
 			}
 		}
 	}
@@ -171,7 +188,7 @@ func needsRestart(old, next Config) []string {
 			continue
 		}
 		x, y := a.Field(i).Interface(), b.Field(i).Interface()
-		if name == "clusters" { // budgets reload; the rest does not
+		if name == "clusters" { // budgets, windows and freezes reload; the rest does not
 			x, y = withoutBudgets(old.Clusters), withoutBudgets(next.Clusters)
 		}
 		if !reflect.DeepEqual(x, y) {
@@ -186,6 +203,19 @@ func withoutBudgets(cs []discovery.ClusterSpec) []discovery.ClusterSpec {
 	copy(out, cs)
 	for i := range out {
 		out[i].Budget = discovery.BudgetSpec{}
+		out[i].Windows, out[i].Freezes = nil, nil
+	}
+	return out
+}
+
+// calendarSpecs is the windows and freezes of every cluster, by id, for
+// comparison.
+func calendarSpecs(cs []discovery.ClusterSpec) map[string]any {
+	out := map[string]any{}
+	for _, c := range cs {
+		if len(c.Windows)+len(c.Freezes) > 0 {
+			out[c.ID] = []any{c.Windows, c.Freezes}
+		}
 	}
 	return out
 }

@@ -5,6 +5,7 @@ import (
 	"io"
 	"os"
 	"strings"
+	"time"
 
 	"github.com/aymanbagabas/go-udiff"
 	"github.com/spf13/cobra"
@@ -152,6 +153,8 @@ type planFlags struct {
 	params  []string
 	version int
 	digest  string
+	// notBefore is --not-before of a start.
+	notBefore string
 }
 
 func (p *planFlags) bind(cmd *cobra.Command) {
@@ -339,6 +342,9 @@ plan, nothing is created: plan it again.`,
 			if err != nil {
 				return err
 			}
+			if req.NotBefore, err = parseNotBefore(pf.notBefore, time.Now()); err != nil {
+				return err
+			}
 			if req.Version == 0 && req.Digest == "" {
 				return usageError("give --digest (or --version) as muster playbook plan %s showed it: a start creates what was planned", args[0])
 			}
@@ -363,5 +369,6 @@ plan, nothing is created: plan it again.`,
 	}
 	pf.bind(cmd)
 	cmd.Flags().StringVar(&pf.digest, "digest", "", "the digest muster playbook plan printed")
+	cmd.Flags().StringVar(&pf.notBefore, "not-before", "", "push no child earlier: an RFC 3339 time, or a local time like 02:00 (the next one)")
 	return cmd
 }

@@ -35,6 +35,7 @@ prefix of it of at least 8 characters.`,
 		newRunShowCmd(f),
 		newRunVerbCmd(f, "approve", "Approve a run waiting for approval (approver role)"),
 		newRunVerbCmd(f, "reject", "Reject a run waiting for approval (approver role)"),
+		newRunVerbCmd(f, "urgent", "Let a run's children pass the cluster's closed maintenance window, never a freeze (approver role, --reason required)"),
 		newRunVerbCmd(f, "pause", "Stop a run from starting more children; those running finish"),
 		newRunVerbCmd(f, "resume", "Let a paused run go on (errors that paused it are forgiven)"),
 		newRunVerbCmd(f, "cancel", "Cancel a run: its unfinished children are cancelled and no more start"),
@@ -85,6 +86,7 @@ func newRunCreateCmd(f *clientFlags) *cobra.Command {
 	var cluster, target, rawArgs, conc, errs string
 	var pairs []string
 	var timeout time.Duration
+	var notBefore string
 	cmd := &cobra.Command{
 		Use:   "create --cluster C --kind K --target T [flags]",
 		Short: "Create a one-stage run",
@@ -123,7 +125,11 @@ func newRunCreateCmd(f *clientFlags) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			r, err := c.CreateRun(cmd.Context(), &wire.CreateRunRequest{ClusterID: cluster, Stages: []wire.StageSpec{st}})
+			nb, err := parseNotBefore(notBefore, time.Now())
+			if err != nil {
+				return err
+			}
+			r, err := c.CreateRun(cmd.Context(), &wire.CreateRunRequest{ClusterID: cluster, Stages: []wire.StageSpec{st}, NotBefore: nb})
 			if err != nil {
 				return apiError(c, err)
 			}
@@ -153,6 +159,7 @@ func newRunCreateCmd(f *clientFlags) *cobra.Command {
 	fl.StringVar(&errs, "max-errors", "", "failed children tolerated before the run stops: a count or a percentage (default 0)")
 	fl.StringVar(&st.OnFailure, "on-failure", "", "abort (default: the run ends FAILED), pause or continue")
 	fl.DurationVar(&timeout, "timeout", 0, "each child's time limit (default: the agent's)")
+	fl.StringVar(&notBefore, "not-before", "", "push no child earlier: an RFC 3339 time, or a local time like 02:00 (the next one)")
 	return cmd
 }
 
@@ -241,7 +248,7 @@ func printRun(w io.Writer, r *wire.Run) error {
 	}
 	for _, kv := range [][2]string{{"Cluster", r.ClusterID}, {"State", state}, {"Requester", r.Requester},
 		{"Approved by", r.ApprovedBy}, {"Playbook", pb}, {"Schedule", r.ScheduleID}, {"Digest", r.Digest}, {"Created", ts(r.CreatedTS)},
-		{"Finished", tsPtr(r.FinishedTS)}} {
+		{"Not before", tsPtr(r.NotBefore)}, {"Urgent", r.Urgent}, {"Finished", tsPtr(r.FinishedTS)}} {
 		t.row(kv[0], textsafe.Escape(kv[1]))
 	}
 	if err := t.flush(); err != nil {
@@ -363,8 +370,9 @@ func newRunVerbCmd(f *clientFlags, verb, short string) *cobra.Command {
 				}
 				if !f.json() {
 					_, total := progress(shown)
-					fmt.Fprintf(cmd.OutOrStdout(), "Run %s on %s by %s: %d stage(s), %d child action(s), digest %.12s\n",
-						shown.ID, textsafe.Escape(shown.ClusterID), textsafe.Escape(shown.Requester), len(shown.Stages), total, shown.Digest)
+					fmt.Fprintf(cmd.OutOrStdout(), "Run %s on %s by %s: %d stage(s), %d child action(s), digest %.12s%s\n",
+						shown.ID, textsafe.Escape(shown.ClusterID), textsafe.Escape(shown.Requester), len(shown.Stages), total, shown.Digest,
+						notBeforeText(shown.NotBefore))
 					for _, st := range shown.Stages {
 						fmt.Fprintf(cmd.OutOrStdout(), "  %s: %s %s on %s (max_concurrency %s, max_errors %s)\n",
 							textsafe.Escape(st.Name), textsafe.Escape(st.Kind), textsafe.Escape(string(st.Args)),
@@ -380,6 +388,9 @@ func newRunVerbCmd(f *clientFlags, verb, short string) *cobra.Command {
 				}
 			} else {
 				var err error
+				if verb == "urgent" && strings.TrimSpace(reason) == "" {
+					return usageError("--reason is required: say why it may not wait for the window")
+				}
 				if r, err = c.RunVerb(cmd.Context(), args[0], verb, reason); err != nil {
 					return apiError(c, err)
 				}
@@ -393,12 +404,12 @@ func newRunVerbCmd(f *clientFlags, verb, short string) *cobra.Command {
 				return nil
 			}
 			past := map[string]string{"approve": "Approved", "reject": "Rejected", "pause": "Paused",
-				"resume": "Resumed", "cancel": "Cancelled", "promote": "Promoted"}[verb]
+				"resume": "Resumed", "cancel": "Cancelled", "promote": "Promoted", "urgent": "Marked urgent"}[verb]
 			fmt.Fprintf(cmd.OutOrStdout(), "%s run %s (%s).\n", past, textsafe.Escape(r.ID), textsafe.Escape(r.State))
 			return nil
 		},
 	}
-	if verb == "reject" || verb == "cancel" {
+	if verb == "reject" || verb == "cancel" || verb == "urgent" {
 		cmd.Flags().StringVar(&reason, "reason", "", "why, kept in the run's state and its event")
 	}
 	return cmd

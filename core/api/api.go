@@ -26,6 +26,7 @@ import (
 	"github.com/musterhq/muster/core/budget"
 	"github.com/musterhq/muster/core/enroll"
 	"github.com/musterhq/muster/core/runs"
+	"github.com/musterhq/muster/core/schedule"
 	"github.com/musterhq/muster/core/schedule/recur"
 	"github.com/musterhq/muster/core/store"
 	"github.com/musterhq/muster/core/streams"
@@ -82,6 +83,9 @@ type Config struct {
 	// Budget is the clusters' disruption budgets, shown by GET
 	// /api/v1/clusters/{c}.
 	Budget budget.Policy
+	// Calendars are the clusters' maintenance windows and freezes, shown
+	// with each cluster; nil: none.
+	Calendars *schedule.LiveCalendars
 	// Streams counts the event streams together with the web UI's
 	// live-update streams (the core shares one); nil counts the API's alone,
 	// MaxStreams in all and MaxSSEPerToken per token.
@@ -229,6 +233,7 @@ func (s *Server) routes() {
 	s.add(http.MethodGet, "/api/v1/actions/:id", auth.Read, onlyParams(s.showAction))
 	s.add(http.MethodPost, "/api/v1/actions/:id/approve", auth.Approve, s.approveAction)
 	s.add(http.MethodPost, "/api/v1/actions/:id/reject", auth.Reject, s.rejectAction)
+	s.add(http.MethodPost, "/api/v1/actions/:id/urgent", auth.Approve, s.urgentAction)
 	s.add(http.MethodPost, "/api/v1/actions/:id/cancel", auth.Cancel, s.cancelAction)
 	s.add(http.MethodPost, "/api/v1/actions/:id/retry", auth.Retry, s.retryAction)
 
@@ -237,6 +242,7 @@ func (s *Server) routes() {
 	s.add(http.MethodGet, "/api/v1/runs/:id", auth.Read, onlyParams(s.showRun))
 	s.add(http.MethodPost, "/api/v1/runs/:id/approve", auth.Approve, s.approveRun)
 	s.add(http.MethodPost, "/api/v1/runs/:id/reject", auth.Reject, s.rejectRun)
+	s.add(http.MethodPost, "/api/v1/runs/:id/urgent", auth.Approve, s.urgentRun)
 	s.add(http.MethodPost, "/api/v1/runs/:id/pause", auth.Cancel, s.pauseRun)
 	s.add(http.MethodPost, "/api/v1/runs/:id/resume", auth.Continue, s.resumeRun)
 	s.add(http.MethodPost, "/api/v1/runs/:id/cancel", auth.Cancel, s.cancelRun)

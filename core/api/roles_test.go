@@ -38,6 +38,7 @@ var roleTable = map[string][5]int{ //        none viewer  op   appr admin
 	"GET /api/v1/actions/:id":                            {401, 200, 200, 200, 200},
 	"POST /api/v1/actions/:id/approve":                   {401, 403, 403, 200, 200},
 	"POST /api/v1/actions/:id/reject":                    {401, 403, 403, 200, 200},
+	"POST /api/v1/actions/:id/urgent":                    {401, 403, 403, 200, 200},
 	"POST /api/v1/actions/:id/cancel":                    {401, 403, 200, 403, 200},
 	"POST /api/v1/actions/:id/retry":                     {401, 403, 201, 403, 201},
 	"GET /api/v1/runs":                                   {401, 200, 200, 200, 200},
@@ -45,6 +46,7 @@ var roleTable = map[string][5]int{ //        none viewer  op   appr admin
 	"GET /api/v1/runs/:id":                               {401, 200, 200, 200, 200},
 	"POST /api/v1/runs/:id/approve":                      {401, 403, 403, 200, 200},
 	"POST /api/v1/runs/:id/reject":                       {401, 403, 403, 200, 200},
+	"POST /api/v1/runs/:id/urgent":                       {401, 403, 403, 200, 200},
 	"POST /api/v1/runs/:id/pause":                        {401, 403, 200, 403, 200},
 	"POST /api/v1/runs/:id/resume":                       {401, 403, 200, 403, 200},
 	"POST /api/v1/runs/:id/cancel":                       {401, 403, 200, 403, 200},
@@ -100,6 +102,14 @@ func (e *env) fixture(route string, n int) (string, any) {
 		"POST /api/v1/actions/:id/reject", "POST /api/v1/actions/:id/cancel":
 		a := e.create("op", wire.CreateActionRequest{})
 		path = strings.ReplaceAll(path, ":id", a.ID)
+	case "POST /api/v1/actions/:id/urgent":
+		a := e.create("op", wire.CreateActionRequest{})
+		path = strings.ReplaceAll(path, ":id", a.ID)
+		body = wire.ReasonRequest{Reason: "the disk fills up"}
+	case "POST /api/v1/runs/:id/urgent":
+		r := e.createRun("op", oneStageRun(kindPing))
+		path = strings.ReplaceAll(path, ":id", r.ID)
+		body = wire.ReasonRequest{Reason: "security fix"}
 	case "POST /api/v1/actions/:id/retry":
 		a := e.create("op", wire.CreateActionRequest{})
 		e.call(http.MethodPost, "/api/v1/actions/"+a.ID+"/cancel", "op", nil, http.StatusOK, nil)

@@ -10,6 +10,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/musterhq/muster/core/runs"
 	"github.com/musterhq/muster/core/store"
 	"github.com/musterhq/muster/shared/action"
 )
@@ -94,6 +95,7 @@ type clusterState struct {
 	// the loop's own
 	fulls       int                    // full syncs started (FullSyncEvery)
 	lastContact map[string]time.Time   // node id → last successful sync
+	acked       map[string]ackMark     // node id → the cursor last acknowledged to its agent
 	clients     map[string]*nodeClient // node id → its HTTP client (with AgentTLS)
 	ledger      *ledger                // budget admissions, shared by the loop's workers
 }
@@ -142,8 +144,8 @@ type loopRun struct {
 
 func newClusterState(id string) *clusterState {
 	return &clusterState{id: id, wantNodes: map[string]bool{}, wake: make(chan struct{}, 1),
-		lastContact: map[string]time.Time{},
-		clients:     map[string]*nodeClient{}, ledger: newLedger()}
+		lastContact: map[string]time.Time{}, acked: map[string]ackMark{},
+		clients: map[string]*nodeClient{}, ledger: newLedger()}
 }
 
 // kick starts the cluster's loop, or wakes it. o.mu is held.
@@ -574,6 +576,7 @@ func (l *loopRun) dispatch(j *job, results []*nodeResult) {
 	var out []*nodeResult
 	for _, res := range results {
 		res.job = j
+		res.acked = cs.acked[res.node.ID]
 		l.seq++
 		res.seq = l.seq
 		l.busy[res.node.ID] = j
@@ -819,9 +822,10 @@ func (o *Orchestrator) snapshot(ctx context.Context, cs *clusterState) ([]string
 			return err
 		}
 		bv := o.newBudgetView(cs, ns, open, procs, readAt)
+		g := o.newGate(cs.id, procs)
 		for i := range ns {
 			id := ns[i].ID
-			snap[id] = &nodeResult{node: ns[i], open: byNode[id], pausedRuns: paused, budget: bv}
+			snap[id] = &nodeResult{node: ns[i], open: byNode[id], pausedRuns: paused, budget: bv, gate: g}
 			if busy[id] {
 				first = append(first, id)
 			} else {
@@ -882,15 +886,18 @@ func (o *Orchestrator) prepare(ctx context.Context, cs *clusterState, ids []stri
 			return err
 		}
 		var bv *budgetView
-		if hasBudget {
-			procs, err := o.procedures(ctx, r, cs.id, readAt)
-			if err != nil {
+		var procs *runs.Procedures
+		if hasBudget || o.cfg.Calendars.Of(cs.id) != nil {
+			if procs, err = o.procedures(ctx, r, cs.id, readAt); err != nil {
 				return err
 			}
+		}
+		if hasBudget {
 			bv = o.newBudgetView(cs, all, open, procs, readAt)
 		}
+		g := o.newGate(cs.id, procs)
 		for _, res := range out {
-			res.pausedRuns, res.budget = paused, bv
+			res.pausedRuns, res.budget, res.gate = paused, bv, g
 		}
 		return nil
 	})
@@ -914,6 +921,9 @@ func (o *Orchestrator) forgetCluster(id string) {
 func (o *Orchestrator) commit(ctx context.Context, cs *clusterState, nodes []nodeResult, whole bool, lost int, rep *Report) (int, error) {
 	now := action.UTC(time.Now())
 	for _, res := range nodes {
+		if res.ackSent.storeID != "" {
+			cs.acked[res.node.ID] = res.ackSent
+		}
 		rep.Nodes++
 		if res.status != store.NodeUp {
 			rep.Down++

@@ -108,22 +108,32 @@ func (e *Engine) Create(ctx context.Context, tx store.Tx, req *wire.CreateRunReq
 	if err != nil {
 		return nil, err
 	}
-	return e.insert(ctx, tx, req.ClusterID, stages, "", 0, "", req.DeadlineS, who)
+	return e.insert(ctx, tx, req.ClusterID, stages, "", 0, "", req.DeadlineS, req.NotBefore, who)
 }
 
 // Insert stores a run over resolved stages (a playbook's plan, or Create's).
 func (e *Engine) Insert(ctx context.Context, tx store.Tx, clusterID string, stages []store.RunStage,
 	playbook string, version int, who actions.Actor) (*store.Run, error) {
-	return e.insert(ctx, tx, clusterID, stages, playbook, version, "", 0, who)
+	return e.insert(ctx, tx, clusterID, stages, playbook, version, "", 0, nil, who)
+}
+
+// InsertAt is Insert for a run that starts no earlier than notBefore (nil:
+// at once).
+func (e *Engine) InsertAt(ctx context.Context, tx store.Tx, clusterID string, stages []store.RunStage,
+	playbook string, version int, notBefore *time.Time, who actions.Actor) (*store.Run, error) {
+	return e.insert(ctx, tx, clusterID, stages, playbook, version, "", 0, notBefore, who)
 }
 
 func (e *Engine) insert(ctx context.Context, tx store.Tx, clusterID string, stages []store.RunStage,
-	playbook string, version int, retryOf string, deadlineS int, who actions.Actor) (*store.Run, error) {
+	playbook string, version int, retryOf string, deadlineS int, notBefore *time.Time, who actions.Actor) (*store.Run, error) {
 	t := e.now()
+	if notBefore != nil {
+		notBefore = action.TimePtr(*notBefore)
+	}
 	r := &store.Run{
 		ID: action.NewID(), ClusterID: clusterID, State: store.RunPendingApprove, Requester: who.Name,
-		Playbook: playbook, PlaybookVersion: version, Digest: DigestRun(clusterID, stages, deadlineS), Stages: stages,
-		CreatedTS: t, UpdatedTS: t, RetryOf: retryOf, DeadlineS: deadlineS,
+		Playbook: playbook, PlaybookVersion: version, Digest: DigestRunAt(clusterID, stages, deadlineS, notBefore), Stages: stages,
+		CreatedTS: t, UpdatedTS: t, RetryOf: retryOf, DeadlineS: deadlineS, NotBefore: notBefore,
 	}
 	auto := !e.NeedsApproval(clusterID, stages)
 	if auto {
@@ -248,7 +258,11 @@ func (e *Engine) Approve(ctx context.Context, tx store.Tx, id, digest string, wh
 	if e.Policy.MayApprove(r.Requester, "", who.Name, true) == approval.OwnRequest {
 		return nil, fmt.Errorf("%w: %s requested run %s and may not approve it too", ErrForbidden, who.Name, r.ID)
 	}
-	if ttl := e.Policy.Window(); ttl > 0 && t.Sub(r.CreatedTS) > ttl {
+	since := r.CreatedTS // the approval's time counts from a later start
+	if r.NotBefore != nil && r.NotBefore.After(since) {
+		since = *r.NotBefore
+	}
+	if ttl := e.Policy.Window(); ttl > 0 && t.Sub(since) > ttl {
 		return nil, wrongState(r, fmt.Sprintf("approve: the approval window of %s has passed", ttl))
 	}
 	if r.Playbook != "" && !e.Policy.SelfApproval {
@@ -263,7 +277,7 @@ func (e *Engine) Approve(ctx context.Context, tx store.Tx, id, digest string, wh
 				who.Name, r.Playbook, r.PlaybookVersion)
 		}
 	}
-	if DigestRun(r.ClusterID, r.Stages, r.DeadlineS) != r.Digest {
+	if DigestRunAt(r.ClusterID, r.Stages, r.DeadlineS, r.NotBefore) != r.Digest {
 		return nil, wrongState(r, "approve: the run no longer matches its digest")
 	}
 	if digest != "" && digest != r.Digest {
@@ -327,7 +341,7 @@ func (e *Engine) Retry(ctx context.Context, tx store.Tx, id string, who actions.
 		}
 		stages[i].DependsOn = deps
 	}
-	return e.insert(ctx, tx, r.ClusterID, stages, r.Playbook, r.PlaybookVersion, r.ID, r.DeadlineS, who)
+	return e.insert(ctx, tx, r.ClusterID, stages, r.Playbook, r.PlaybookVersion, r.ID, r.DeadlineS, nil, who)
 }
 
 // Reject cancels a run waiting for approval.
@@ -574,6 +588,47 @@ func (e *Engine) Cancel(ctx context.Context, tx store.Tx, id string, who actions
 		store.EventRunCancelled, who, fmt.Sprintf("%s cancelled run %s", who.Name, r.ID))
 }
 
+// MarkUrgent marks run id urgent with the reason who gives (who.Note,
+// required): its children, those not yet sent and those to come, pass the
+// cluster's closed maintenance window, never a freeze. Like an approval,
+// the run's requester may not mark it (ErrForbidden) unless the policy
+// allows self-approval; the mark is a run.urgent event.
+func (e *Engine) MarkUrgent(ctx context.Context, tx store.Tx, id string, who actions.Actor) (*store.Run, error) {
+	r, err := load(ctx, tx, id, "mark urgent", store.RunPendingApprove, store.RunRunning, store.RunPaused)
+	if err != nil {
+		return nil, err
+	}
+	if who.Note == "" {
+		return nil, fmt.Errorf("%w: reason is required to mark a run urgent", actions.ErrUnprocessable)
+	}
+	if e.Policy.MayApprove(r.Requester, "", who.Name, true) == approval.OwnRequest {
+		return nil, fmt.Errorf("%w: %s requested run %s and may not mark it urgent too", ErrForbidden, who.Name, r.ID)
+	}
+	if r.Urgent == who.Note {
+		return r, nil
+	}
+	t := e.now()
+	r.Urgent, r.UpdatedTS = who.Note, t
+	if err := tx.UpdateRun(ctx, r); err != nil {
+		return nil, err
+	}
+	kids, err := tx.RunChildren(ctx, r.ID)
+	if err != nil {
+		return nil, err
+	}
+	for i := range kids {
+		k := &kids[i]
+		if k.State != action.PendingSchedule || k.PushedStoreID != "" || k.Urgent == who.Note {
+			continue
+		}
+		if err := actions.UrgentChild(ctx, tx, k, who.Note, t); err != nil {
+			return nil, err
+		}
+	}
+	return r, tx.AppendEvent(ctx, runEvent(r, store.EventRunUrgent, who, t,
+		fmt.Sprintf("%s marked run %s urgent: %s", who.Name, r.ID, who.Note), map[string]any{"reason": who.Note}))
+}
+
 // Expire cancels the runs that waited for approval longer than the policy's
 // TTL. It returns how many it cancelled.
 func (e *Engine) Expire(ctx context.Context, tx store.Tx) (int, error) {
@@ -592,6 +647,10 @@ func (e *Engine) Expire(ctx context.Context, tx store.Tx) (int, error) {
 		}
 		i := 0
 		for ; i < len(page) && t.Sub(page[i].CreatedTS) > e.Policy.Window(); i++ {
+			// The approval's time counts from a later start.
+			if nb := page[i].NotBefore; nb != nil && t.Sub(*nb) <= e.Policy.Window() {
+				continue
+			}
 			expired = append(expired, page[i].ID)
 		}
 		if i < len(page) || len(page) < q.Limit {
@@ -742,7 +801,7 @@ func (e *Engine) advance(ctx context.Context, tx store.Tx, r *store.Run, t time.
 		rec, err := e.Actions.CreateChild(ctx, tx, actions.Child{RunID: r.ID, Stage: n.Stage, Wave: n.Wave,
 			Step: n.Step, Attempt: n.Attempt, RetryOf: n.RetryOf,
 			ClusterID: r.ClusterID, NodeID: n.Node, Kind: sp.Kind, Args: args, TimeoutS: sp.TimeoutS,
-			Requester: r.Requester, ApprovedBy: r.ApprovedBy}, actions.Core)
+			Requester: r.Requester, ApprovedBy: r.ApprovedBy, NotBefore: r.NotBefore, Urgent: r.Urgent}, actions.Core)
 		if err != nil {
 			return 0, err
 		}

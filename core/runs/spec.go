@@ -15,6 +15,7 @@ import (
 	"maps"
 	"slices"
 	"strings"
+	"time"
 
 	"github.com/musterhq/muster/core/actions"
 	"github.com/musterhq/muster/core/store"
@@ -496,6 +497,13 @@ func Digest(clusterID string, stages []store.RunStage) string { return DigestRun
 // DigestRun is Digest of a run with a deadline (deadlineS seconds; 0 for
 // none gives Digest's).
 func DigestRun(clusterID string, stages []store.RunStage, deadlineS int) string {
+	return DigestRunAt(clusterID, stages, deadlineS, nil)
+}
+
+// DigestRunAt is DigestRun covering the run's not_before too: an approver
+// approves this run, at that time (docs/architecture.md, "Windows, freezes
+// and later starts"). Without a not_before it is DigestRun.
+func DigestRunAt(clusterID string, stages []store.RunStage, deadlineS int, notBefore *time.Time) string {
 	type stage struct {
 		Name, Kind string
 		Args       json.RawMessage
@@ -515,8 +523,12 @@ func DigestRun(clusterID string, stages []store.RunStage, deadlineS int) string 
 	v := struct {
 		Cluster   string
 		Stages    []stage
-		DeadlineS int `json:",omitempty"`
+		DeadlineS int    `json:",omitempty"`
+		NotBefore string `json:",omitempty"`
 	}{Cluster: clusterID, DeadlineS: deadlineS}
+	if notBefore != nil {
+		v.NotBefore = notBefore.UTC().Format(time.RFC3339Nano)
+	}
 	for _, st := range stages {
 		args, err := action.NormalizeArgs(st.Args)
 		if err != nil {

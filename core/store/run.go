@@ -68,6 +68,11 @@ type Run struct {
 	// running (0: none); DeadlineTS is that moment, once it started.
 	DeadlineS  int
 	DeadlineTS *time.Time
+	// NotBefore: no child of the run is pushed before it (nil: none).
+	NotBefore *time.Time
+	// Urgent is the reason an approver gave to let the run's children pass
+	// a closed maintenance window, never a freeze ("" when not urgent).
+	Urgent string
 	// ScheduleID is the schedule whose occurrence made the run ("" for
 	// a run started by a person).
 	ScheduleID string
@@ -305,6 +310,9 @@ const (
 	EventRunNodeUnavailable = "run.node_unavailable"
 	// EventRunPromoted: an approver promoted a run's canary.
 	EventRunPromoted = "run.promoted"
+	// EventRunUrgent: an approver marked a run urgent, with a reason: its
+	// children pass a closed maintenance window, never a freeze.
+	EventRunUrgent = "run.urgent"
 )
 
 // Playbook is one stored version of a playbook.

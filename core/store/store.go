@@ -437,17 +437,20 @@ const (
 	EventActionCancelRequested = "action.cancel_requested"
 	EventActionConflict        = "action.conflict"
 	EventActionLost            = "action.lost"
-	EventNodeUp                = "node.up"
-	EventNodeDown              = "node.down"
-	EventNodeJoined            = "node.joined"
-	EventNodeLeft              = "node.left"
-	EventNodeDrained           = "node.drained"
-	EventNodeUndrained         = "node.undrained"
-	EventNodeForgotten         = "node.forgotten"
-	EventClusterAlert          = "cluster.alert"
-	EventClusterHealthy        = "cluster.healthy"
-	EventTokenCreated          = "token.created"
-	EventTokenRevoked          = "token.revoked"
+	// EventActionUrgent: an approver marked an action urgent, with a reason:
+	// it passes a closed maintenance window, never a freeze.
+	EventActionUrgent   = "action.urgent"
+	EventNodeUp         = "node.up"
+	EventNodeDown       = "node.down"
+	EventNodeJoined     = "node.joined"
+	EventNodeLeft       = "node.left"
+	EventNodeDrained    = "node.drained"
+	EventNodeUndrained  = "node.undrained"
+	EventNodeForgotten  = "node.forgotten"
+	EventClusterAlert   = "cluster.alert"
+	EventClusterHealthy = "cluster.healthy"
+	EventTokenCreated   = "token.created"
+	EventTokenRevoked   = "token.revoked"
 )
 
 // EventNodeClaimRefused: a gossip member announced a node at an address

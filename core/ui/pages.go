@@ -17,6 +17,7 @@ import (
 	"github.com/musterhq/muster/core/auth"
 	"github.com/musterhq/muster/core/enroll"
 	corenodes "github.com/musterhq/muster/core/nodes"
+	"github.com/musterhq/muster/core/schedule"
 	"github.com/musterhq/muster/core/store"
 	"github.com/musterhq/muster/shared/action"
 	"github.com/musterhq/muster/shared/wire"
@@ -288,7 +289,7 @@ func (s *Server) approvals(w http.ResponseWriter, r *http.Request, v *visitor) {
 	for _, rec := range recs {
 		p := pending{Action: rec.Action, Mine: approval.SamePerson(rec.Requester, v.tok.Name)}
 		if ttl := s.cfg.Policy.Window(); ttl > 0 {
-			p.Expires = rec.CreatedTS.Add(ttl)
+			p.Expires = approvalEnds(rec.CreatedTS, rec.NotBefore, ttl)
 		}
 		p.Why = s.whyNot(v, "this", rec.Requester, "")
 		p.CanDecide = p.Why == ""
@@ -459,7 +460,7 @@ func (s *Server) actionDetail(w http.ResponseWriter, r *http.Request, v *visitor
 	}
 	d := actionData{Action: a, Mine: approval.SamePerson(a.Requester, v.tok.Name), Self: "/ui/actions/" + id}
 	if ttl := s.cfg.Policy.Window(); ttl > 0 {
-		d.Expires = a.CreatedTS.Add(ttl)
+		d.Expires = approvalEnds(a.CreatedTS, a.NotBefore, ttl)
 	}
 	if a.State == action.PendingApprove {
 		d.Why = s.whyNot(v, "this", a.Requester, "")
@@ -478,6 +479,8 @@ type clusterView struct {
 	DrainedNodes []store.Node
 	Counts       wire.NodeCounts
 	Budget       *budgetView
+	// Calendar is the cluster's windows and freezes now; nil: none.
+	Calendar *wire.Calendar
 }
 
 // nodeRow is a node as the clusters page shows it: Status is the status it
@@ -530,6 +533,13 @@ func (s *Server) clusters(w http.ResponseWriter, r *http.Request, v *visitor) {
 				if cv.Budget, err = budgetOf(ctx, rd, s.cfg.Budget, c.ID, mine, open); err != nil {
 					return err
 				}
+			}
+			if cal := s.cfg.Calendars.Of(c.ID); cal != nil {
+				open, err := rd.OpenActions(ctx, c.ID, "")
+				if err != nil {
+					return err
+				}
+				cv.Calendar = schedule.CalendarView(cal, time.Now(), waitingForTime(open))
 			}
 			out = append(out, cv)
 		}
@@ -658,4 +668,26 @@ func (s *Server) storeError(w http.ResponseWriter, r *http.Request, v *visitor, 
 		status = http.StatusServiceUnavailable
 	}
 	s.renderError(w, r, v, status, "The store could not be reached; try again shortly.")
+}
+
+// approvalEnds is when the approval window of something created at
+// created ends: ttl after it, or after its not_before when that is later
+// (docs/runs-and-playbooks.md, "Windows, freezes and later starts").
+func approvalEnds(created time.Time, notBefore *time.Time, ttl time.Duration) time.Time {
+	if notBefore != nil && notBefore.After(created) {
+		return notBefore.Add(ttl)
+	}
+	return created.Add(ttl)
+}
+
+// waitingForTime counts the open actions that wait for a window, the end
+// of a freeze or their not_before.
+func waitingForTime(open []store.Record) int {
+	n := 0
+	for i := range open {
+		if schedule.WaitsForItsTime(open[i].State, open[i].StateReason) {
+			n++
+		}
+	}
+	return n
 }

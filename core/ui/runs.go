@@ -229,7 +229,7 @@ const summaryShown = 20
 func (s *Server) runDecisionFor(v *visitor, r *store.Run, applier string) runDecision {
 	d := runDecision{Mine: approval.SamePerson(r.Requester, v.tok.Name)}
 	if ttl := s.cfg.Policy.Window(); ttl > 0 {
-		d.Expires = r.CreatedTS.Add(ttl)
+		d.Expires = approvalEnds(r.CreatedTS, r.NotBefore, ttl)
 	}
 	d.Why = s.whyNot(v, "this run", r.Requester, applier)
 	d.CanDecide = d.Why == ""

@@ -31,6 +31,7 @@ import (
 	"github.com/musterhq/muster/core/budget"
 	"github.com/musterhq/muster/core/notify"
 	"github.com/musterhq/muster/core/runs"
+	"github.com/musterhq/muster/core/schedule"
 	"github.com/musterhq/muster/core/schedule/recur"
 	"github.com/musterhq/muster/core/store"
 	"github.com/musterhq/muster/core/streams"
@@ -115,6 +116,9 @@ type Config struct {
 	// Budget is the disruption budget of the clusters, to show the budget
 	// in use (the zero Policy: no cluster has one).
 	Budget budget.Policy
+	// Calendars are the clusters' maintenance windows and freezes, shown on
+	// the clusters page; nil: none.
+	Calendars *schedule.LiveCalendars
 	// Notify returns the notification destinations in use (the
 	// Notifications page, admin); a reload may change them. nil: none.
 	Notify func() []notify.Destination

@@ -91,6 +91,9 @@ type CreateRunRequest struct {
 	// the run ends FAILED (reason deadline) once its nodes in flight are
 	// done (0: none).
 	DeadlineS int `json:"deadline_s,omitempty"`
+	// NotBefore: no child of the run is pushed before it (RFC 3339; nil:
+	// at once).
+	NotBefore *time.Time `json:"not_before,omitempty"`
 }
 
 // Stage is one stage of a run as the core shows it: its spec with the target
@@ -196,6 +199,10 @@ type Run struct {
 	// run started.
 	DeadlineS  int        `json:"deadline_s,omitempty"`
 	DeadlineTS *time.Time `json:"deadline_ts,omitempty"`
+	// NotBefore: no child is pushed before it; Urgent: the reason an
+	// approver gave to let its children pass a closed maintenance window.
+	NotBefore *time.Time `json:"not_before,omitempty"`
+	Urgent    string     `json:"urgent,omitempty"`
 	// ScheduleID names the schedule whose occurrence made the run.
 	ScheduleID string `json:"schedule_id,omitempty"`
 	// Summary lists the failed and skipped nodes (a PARTIAL or FAILED run
@@ -274,6 +281,8 @@ type PlanRequest struct {
 	// newest, or Digest, the plan's digest (of Version, the newest when 0),
 	// which the run's plan must still have. Otherwise it is a 409.
 	Digest string `json:"digest,omitempty"`
+	// NotBefore (a start only): no child of the run is pushed before it.
+	NotBefore *time.Time `json:"not_before,omitempty"`
 }
 
 // PlanChild is one child action a plan would create.

@@ -196,7 +196,7 @@ func Start(ctx context.Context, tx store.Tx, e *runs.Engine, p *Playbook, versio
 				ErrMoved, version, p.Name, d, req.Digest)
 		}
 	}
-	return e.Insert(ctx, tx, plan.Cluster, plan.Stages, plan.Name, plan.Version, who)
+	return e.InsertAt(ctx, tx, plan.Cluster, plan.Stages, plan.Name, plan.Version, req.NotBefore, who)
 }
 
 // MarkHeld fills, in a plan, the children the disruption budget would hold

@@ -180,7 +180,7 @@ func scanNode(s pgx.Row) (*store.Node, error) {
 const actionColumns = `id, cluster_id, node_id, kind, args, state, state_reason, progress, output,
 	origin, requester, approved_by, timeout_s, created_ts, scheduled_ts, started_ts, finished_ts,
 	updated_ts, retry_of, approval_digest, cancel_requested, seen_on_agent, pushed_store_id,
-	run_id, stage, wave, step, attempt, outputs`
+	run_id, stage, wave, step, attempt, outputs, not_before, urgent`
 
 func scanRecord(s pgx.Row) (*store.Record, error) {
 	var rec store.Record
@@ -189,7 +189,7 @@ func scanRecord(s pgx.Row) (*store.Record, error) {
 		&progress, &rec.Output, &rec.Origin, &rec.Requester, &rec.ApprovedBy, &rec.TimeoutS,
 		&rec.CreatedTS, &rec.ScheduledTS, &rec.StartedTS, &rec.FinishedTS, &rec.UpdatedTS, &rec.RetryOf,
 		&rec.ApprovalDigest, &rec.CancelRequested, &rec.SeenOnAgent, &rec.PushedStoreID,
-		&rec.RunID, &rec.Stage, &rec.Wave, &rec.Step, &rec.Attempt, &outputs)
+		&rec.RunID, &rec.Stage, &rec.Wave, &rec.Step, &rec.Attempt, &outputs, &rec.NotBefore, &rec.Urgent)
 	if err != nil {
 		return nil, err
 	}
@@ -202,6 +202,7 @@ func scanRecord(s pgx.Row) (*store.Record, error) {
 	rec.ScheduledTS = fromNullTS(rec.ScheduledTS)
 	rec.StartedTS = fromNullTS(rec.StartedTS)
 	rec.FinishedTS = fromNullTS(rec.FinishedTS)
+	rec.NotBefore = fromNullTS(rec.NotBefore)
 	return &rec, nil
 }
 

@@ -234,6 +234,7 @@ func testActionRoundTrip(t *testing.T, db NewDB) {
 	full.RetryOf = action.NewID()
 	full.ApprovalDigest, full.CancelRequested, full.SeenOnAgent, full.PushedStoreID = "digest", true, true, "store-1"
 	full.RunID, full.Stage, full.Wave = "run-1", "main", 3
+	full.NotBefore, full.Urgent = action.TimePtr(t0.Add(time.Hour)), "the disk fills up"
 	minimal := record(action.NewID())
 	minimal.Args = nil
 
@@ -272,6 +273,7 @@ func testActionRoundTrip(t *testing.T, db NewDB) {
 
 	minimal.State, minimal.Output, minimal.SeenOnAgent = action.Running, "out", true
 	minimal.StartedTS = action.TimePtr(t0.Add(time.Minute))
+	minimal.NotBefore, minimal.Urgent = action.TimePtr(t0.Add(2*time.Hour)), "now"
 	update(t, s, func(ctx context.Context, tx store.Tx) error { return tx.UpdateAction(ctx, minimal) })
 	read(t, s, func(ctx context.Context, r store.Reader) error {
 		got, err := r.Action(ctx, minimal.ID)
