@@ -514,7 +514,7 @@ func (e *Engine) Expire(ctx context.Context, tx store.Tx) (int, error) {
 }
 
 func children(ctx context.Context, r store.Reader, runID, approvedBy string) ([]Child, error) {
-	recs, err := r.RunChildren(ctx, runID)
+	recs, err := r.RunChildrenBrief(ctx, runID)
 	if err != nil {
 		return nil, err
 	}

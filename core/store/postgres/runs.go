@@ -122,7 +122,17 @@ func (r *reader) RunsInState(ctx context.Context, clusterID string, states ...st
 
 // RunChildren lists a run's child actions, oldest first.
 func (r *reader) RunChildren(ctx context.Context, runID string) ([]store.Record, error) {
-	out, err := r.records(ctx, `SELECT `+actionColumns+` FROM actions WHERE run_id = $1 ORDER BY created_ts, seq`, runID)
+	out, err := r.records(ctx, `SELECT `+actionColumns+` FROM actions WHERE run_id = $1 AND run_id != '' ORDER BY created_ts, seq`, runID)
+	if err != nil {
+		return nil, fmt.Errorf("children of run %s: %w", runID, err)
+	}
+	return out, nil
+}
+
+// RunChildrenBrief is RunChildren without the children's args, progress
+// and output, which it never reads.
+func (r *reader) RunChildrenBrief(ctx context.Context, runID string) ([]store.Record, error) {
+	out, err := r.records(ctx, `SELECT `+briefActionColumns+` FROM actions WHERE run_id = $1 AND run_id != '' ORDER BY created_ts, seq`, runID)
 	if err != nil {
 		return nil, fmt.Errorf("children of run %s: %w", runID, err)
 	}

@@ -132,6 +132,13 @@ const actionColumns = `id, cluster_id, node_id, kind, args, state, state_reason,
 	updated_ts, retry_of, approval_digest, cancel_requested, seen_on_agent, pushed_store_id,
 	run_id, stage, wave, step, attempt, outputs`
 
+// briefActionColumns are actionColumns with empty args, progress and
+// output, in the same order (scanRecord reads both).
+const briefActionColumns = `id, cluster_id, node_id, kind, '' AS args, state, state_reason, '' AS progress, '' AS output,
+	origin, requester, approved_by, timeout_s, created_ts, scheduled_ts, started_ts, finished_ts,
+	updated_ts, retry_of, approval_digest, cancel_requested, seen_on_agent, pushed_store_id,
+	run_id, stage, wave, step, attempt, outputs`
+
 func scanRecord(s scanner) (*store.Record, error) {
 	var rec store.Record
 	var args, progress, state, outputs string

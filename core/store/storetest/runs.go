@@ -78,6 +78,7 @@ func testARunHasOneChildPerStageAndNode(t *testing.T, db NewDB) {
 	child := func(id, stage, node string) *store.Record {
 		r := record(id)
 		r.NodeID, r.RunID, r.Stage, r.Wave = node, "run-1", stage, 1
+		r.Output, r.Progress, r.Outputs = "printed", json.RawMessage(`{"at":1}`), json.RawMessage(`{"previous":"1.2"}`)
 		return r
 	}
 	update(t, s, func(ctx context.Context, tx store.Tx) error {
@@ -97,6 +98,21 @@ func testARunHasOneChildPerStageAndNode(t *testing.T, db NewDB) {
 		kids, err := r.RunChildren(ctx, "run-1")
 		if err != nil || len(kids) != 2 || kids[0].Stage != "main" || kids[0].Wave != 1 {
 			t.Errorf("RunChildren = %+v, %v", kids, err)
+		}
+		// The brief children are the same, without args, progress and output.
+		brief, err := r.RunChildrenBrief(ctx, "run-1")
+		if err != nil || len(brief) != len(kids) {
+			t.Fatalf("RunChildrenBrief = %+v, %v; want %d children", brief, err, len(kids))
+		}
+		for i := range kids {
+			if len(kids[i].Args) == 0 || kids[i].Output == "" || len(kids[i].Progress) == 0 {
+				t.Fatalf("child %d has no args, output or progress to leave out: %+v", i, kids[i])
+			}
+			want := kids[i]
+			want.Args, want.Progress, want.Output = nil, nil, ""
+			if !reflect.DeepEqual(brief[i], want) {
+				t.Errorf("RunChildrenBrief[%d] =\n  %+v\nwant\n  %+v", i, brief[i], want)
+			}
 		}
 		return nil
 	})
