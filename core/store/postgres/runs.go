@@ -130,7 +130,7 @@ func (r *reader) RunChildren(ctx context.Context, runID string) ([]store.Record,
 }
 
 // runChildrenQuery reads the columns of the children of one run. It says
-// run_id != '' so that the partial index on run_id (actions_run_child)
+// run_id != ” so that the partial index on run_id (actions_run_child)
 // serves it: a bound run id alone does not tell the planner so, and the
 // whole actions table would be read.
 func runChildrenQuery(columns string) string {
