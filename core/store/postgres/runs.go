@@ -129,8 +129,8 @@ func (r *reader) RunChildren(ctx context.Context, runID string) ([]store.Record,
 	return out, nil
 }
 
-// runChildrenQuery reads the columns of the children of one run. It says
-// run_id != ” so that the partial index on run_id (actions_run_child)
+// runChildrenQuery reads the columns of the children of one run. It also
+// asks for a non-empty run_id, so that the partial index on run_id (actions_run_child)
 // serves it: a bound run id alone does not tell the planner so, and the
 // whole actions table would be read.
 func runChildrenQuery(columns string) string {
