@@ -75,10 +75,6 @@ func procedure(b *testing.B, c *coreAPI, suffix string) {
 		if err != nil {
 			b.Fatal(err)
 		}
-		slices.SortFunc(lat, func(a, b stepLatency) int { return int(b.total - a.total) })
-		for _, l := range lat[:min(8, len(lat))] {
-			b.Logf("worst: %+v", l)
-		}
 		for _, l := range lat {
 			step, detect = append(step, l.total), append(detect, l.detect)
 			create, start = append(create, l.create), append(start, l.start)
