@@ -137,10 +137,10 @@ func runChildrenQuery(columns string) string {
 	return `SELECT ` + columns + ` FROM actions WHERE run_id = $1 AND run_id != '' ORDER BY created_ts, seq`
 }
 
-// RunChildrenBrief is RunChildren without the children's args, progress
-// and output, which it never reads.
+// RunChildrenBrief is RunChildren with only the fields of
+// briefActionColumns.
 func (r *reader) RunChildrenBrief(ctx context.Context, runID string) ([]store.Record, error) {
-	out, err := r.records(ctx, runChildrenQuery(briefActionColumns), runID)
+	out, err := r.recordsWith(ctx, scanBrief, runChildrenQuery(briefActionColumns), runID)
 	if err != nil {
 		return nil, fmt.Errorf("children of run %s: %w", runID, err)
 	}
