@@ -12,10 +12,12 @@ import (
 
 	"github.com/musterhq/muster/agent/handlers"
 	"github.com/musterhq/muster/shared/action"
+	"github.com/musterhq/muster/shared/argschema"
 	"github.com/musterhq/muster/shared/config"
 	"github.com/musterhq/muster/shared/gossip"
 	"github.com/musterhq/muster/shared/labels"
 	"github.com/musterhq/muster/shared/names"
+	"github.com/musterhq/muster/shared/wire"
 )
 
 // Config is the agent's configuration (docs/architecture.md, "Configuration").
@@ -268,8 +270,18 @@ func (c *Config) Validate() error {
 	if a.RetentionMax < a.Retention {
 		errs.Add("actions.retention_max", "%s is shorter than actions.retention %s", a.RetentionMax, a.Retention)
 	}
+	schemaBytes := 0
 	for i, e := range a.External {
 		errs = append(errs, e.Validate(i)...)
+		if strings.TrimSpace(string(e.ArgsSchema)) != "" {
+			if raw, err := argschema.Decode(string(e.ArgsSchema)); err == nil {
+				schemaBytes += len(raw)
+			}
+		}
+	}
+	if schemaBytes > wire.MaxInfoSchemas {
+		errs.Add("actions.external", "the kinds' args_schema come to %d bytes as JSON, more than an agent may announce (%d): the core would refuse its info",
+			schemaBytes, wire.MaxInfoSchemas)
 	}
 	if g := c.Gossip; g.Enabled {
 		if g.KeyFile == "" && !g.Insecure {

@@ -1,10 +1,14 @@
 package agent
 
 import (
+	"fmt"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
+	"github.com/musterhq/muster/agent/handlers"
+	"github.com/musterhq/muster/shared/argschema"
 	"github.com/musterhq/muster/shared/config"
 )
 
@@ -27,6 +31,15 @@ func TestConfigRefusesWhatTheCoreRefuses(t *testing.T) {
 			c.API.Addr, c.Enroll.Core, c.Enroll.CAPin = "127.0.0.1:7420", "https://core:7410", "sha256:00"
 		}, nil},
 		{"default timeout over the longest", func(c *Config) { c.Actions.DefaultTimeout = 8 * 24 * time.Hour }, []string{"actions.default_timeout"}},
+		{"a bad args schema", func(c *Config) {
+			c.Actions.External = []handlers.External{{Kind: "example.com/x", Run: []string{"/bin/true"}, ArgsSchema: `{"type": 3}`}}
+		}, []string{"actions.external[0].args_schema"}},
+		{"args schemas past what the core takes", func(c *Config) {
+			big := handlers.SchemaText(`{"description": "` + strings.Repeat("x", argschema.MaxBytes-100) + `"}`)
+			for i := range 5 {
+				c.Actions.External = append(c.Actions.External, handlers.External{Kind: fmt.Sprintf("example.com/k%d", i), Run: []string{"/bin/true"}, ArgsSchema: big})
+			}
+		}, []string{"actions.external"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()

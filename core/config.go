@@ -13,6 +13,7 @@ import (
 	"github.com/musterhq/muster/core/enroll"
 	"github.com/musterhq/muster/core/notify"
 	"github.com/musterhq/muster/core/retention"
+	"github.com/musterhq/muster/core/schedule"
 	"github.com/musterhq/muster/core/streams"
 	"github.com/musterhq/muster/core/ui"
 	"github.com/musterhq/muster/shared/config"
@@ -59,6 +60,11 @@ type Config struct {
 	DevLogins map[string]string `mapstructure:"-" yaml:"-"`
 	// DevLoginsExpire is when the DevLogins links stop working.
 	DevLoginsExpire time.Time `mapstructure:"-" yaml:"-"`
+	// MinWindow, when set, replaces the 1-minute minimum of a maintenance
+	// window's duration (never below a second). Only the end-to-end tests
+	// set it, through a hidden flag; it is never read from a
+	// configuration source.
+	MinWindow time.Duration `mapstructure:"-" yaml:"-"`
 	// LoopbackUncapped lifts api.max_connections_per_client for loopback
 	// clients. Only `muster dev` sets it; it is never read from a
 	// configuration source.
@@ -317,6 +323,11 @@ func (c *Config) Validate() error {
 				add(key+".budget.max_unavailable", "%v", err)
 			}
 		}
+		if _, bad := schedule.ParseCalendar(cl.Windows, cl.Freezes, c.MinWindow); len(bad) > 0 {
+			for _, b := range bad {
+				add(key+"."+b.Field, "%v", b.Err)
+			}
+		}
 	}
 
 	o := c.Orchestrate
@@ -407,6 +418,18 @@ func (c *Config) PublicURL() string {
 		return "https://" + c.API.Addr
 	}
 	return "http://" + c.API.Addr
+}
+
+// Calendars are the maintenance windows and freezes of every configured
+// cluster that has any. Call it on a validated configuration.
+func (c *Config) Calendars() schedule.Calendars {
+	out := schedule.Calendars{}
+	for _, cl := range c.Clusters {
+		if cal, _ := schedule.ParseCalendar(cl.Windows, cl.Freezes, c.MinWindow); cal != nil {
+			out[cl.ID] = cal
+		}
+	}
+	return out
 }
 
 // BudgetPolicy is the disruption budget of every configured cluster and

@@ -7,6 +7,7 @@ import (
 
 	"github.com/musterhq/muster/core/budget"
 	"github.com/musterhq/muster/core/discovery"
+	"github.com/musterhq/muster/core/schedule"
 	"github.com/musterhq/muster/shared/config"
 )
 
@@ -90,6 +91,20 @@ func TestValidate(t *testing.T) {
 		{"budget percentage", func(c *Config) { c.Clusters[0].Budget.MaxUnavailable = "10%" }, nil},
 		{"budget over 100%", func(c *Config) { c.Clusters[0].Budget.MaxUnavailable = "101%" }, []string{"clusters[0].budget.max_unavailable"}},
 		{"budget not a number", func(c *Config) { c.Clusters[0].Budget.MaxUnavailable = "one" }, []string{"clusters[0].budget.max_unavailable"}},
+		{"window and freeze", func(c *Config) {
+			c.Clusters[0].Windows = []schedule.WindowSpec{{Cron: "0 2 * * *", Duration: 4 * time.Hour, Timezone: "Europe/Berlin"}}
+			c.Clusters[0].Freezes = []schedule.FreezeSpec{{From: "2026-12-24T00:00:00+01:00", To: "2026-12-27T00:00:00+01:00", Reason: "holidays"}}
+		}, nil},
+		{"bad windows and freezes, all at once", func(c *Config) {
+			c.Clusters[0].Windows = []schedule.WindowSpec{
+				{Cron: "61 * * * *", Duration: time.Hour},
+				{Cron: "0 2 * * *", Duration: time.Hour, Timezone: "Mars/Olympus"},
+				{Cron: "0 2 * * *", Duration: 30 * time.Second},
+				{Cron: "0 2 * * *", Duration: 8 * 24 * time.Hour},
+			}
+			c.Clusters[0].Freezes = []schedule.FreezeSpec{{From: "2026-12-27T00:00:00Z", To: "2026-12-24T00:00:00Z"}, {From: "soon", To: "2026-12-24T00:00:00Z"}}
+		}, []string{"clusters[0].freezes[0].to", "clusters[0].freezes[1].from", "clusters[0].windows[0].cron",
+			"clusters[0].windows[1].timezone", "clusters[0].windows[2].duration", "clusters[0].windows[3].duration"}},
 		{"disruptive kinds", func(c *Config) {
 			c.Kinds = []budget.KindRule{{Kind: "example.com/db.*", Disruptive: true}, {Kind: "*"}}
 		}, nil},

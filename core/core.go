@@ -34,6 +34,8 @@ import (
 	"github.com/musterhq/muster/core/orchestrate"
 	"github.com/musterhq/muster/core/retention"
 	"github.com/musterhq/muster/core/runs"
+	"github.com/musterhq/muster/core/schedule"
+	"github.com/musterhq/muster/core/schedule/recur"
 	"github.com/musterhq/muster/core/store"
 	"github.com/musterhq/muster/core/store/postgres"
 	"github.com/musterhq/muster/core/store/sqlite"
@@ -129,10 +131,12 @@ func (c *Core) Run(ctx context.Context) error {
 	// orchestrator or the run engine makes it.
 	// The approval policy and the budget are read through their Live
 	// holders, which Reload replaces (SIGHUP).
-	lv := &live{approval: approval.NewLive(cfg.Approval), budget: budget.NewLive(cfg.BudgetPolicy()), st: st}
+	lv := &live{approval: approval.NewLive(cfg.Approval), budget: budget.NewLive(cfg.BudgetPolicy()),
+		calendar: schedule.NewLiveCalendars(cfg.Calendars()), st: st}
 	policy, budgets := lv.approval.Policy(), lv.budget.Policy()
 	rules := &actions.Rules{Policy: policy, ScheduleTTL: cfg.Orchestrate.ScheduleTTL}
 	engine := &runs.Engine{Policy: policy, Actions: rules}
+	schedules := &recur.Service{Policy: policy}
 	ln, guard, apiPair, err := listen(cfg, enr)
 	if err != nil {
 		return err
@@ -165,6 +169,7 @@ func (c *Core) Run(ctx context.Context) error {
 		AgentTLS:         atls,
 		StaticLabels:     discovery.StaticLabels(cfg.Clusters),
 		Budget:           budgets,
+		Calendars:        lv.calendar,
 		Runs:             engine,
 		Leases:           repl.orchestrateLeases(),
 	}
@@ -186,10 +191,10 @@ func (c *Core) Run(ctx context.Context) error {
 	// The API's event streams and the web UI's live updates share one cap
 	// per token and one in all.
 	lim := streams.New(cfg.API.MaxEventStreams, cfg.API.MaxStreamsPerToken)
-	apiSrv := api.New(api.Config{Policy: policy, Rules: rules, Budget: budgets, Gatherer: reg,
-		Registerer: reg, Runs: engine, Replicas: repl, Streams: lim, Enroll: enr, Notify: notifier,
+	apiSrv := api.New(api.Config{Policy: policy, Rules: rules, Budget: budgets, Calendars: lv.calendar, Gatherer: reg,
+		Registerer: reg, Runs: engine, Schedules: schedules, Replicas: repl, Streams: lim, Enroll: enr, Notify: notifier,
 		StreamWriteTimeout: cfg.API.WriteTimeout}, st, repl, c.log)
-	handler, closeUI, err := withUI(cfg, policy, apiSrv, rules, engine, repl, st, lim, c.log)
+	handler, closeUI, err := withUI(cfg, policy, apiSrv, rules, engine, schedules, repl, st, lim, lv.calendar, c.log)
 	if err != nil {
 		ln.Close()
 		return err
@@ -244,6 +249,13 @@ func (c *Core) Run(ctx context.Context) error {
 		ln.Close()
 		return errors.Join(err, stopAll())
 	}
+	// Every replica looks at the schedules: one run per occurrence is the
+	// store's to keep (docs/architecture.md, "Windows and schedules").
+	occurrences := recur.New(recur.Config{Runs: engine, Nudge: repl.Nudge}, st, c.log)
+	if err := parts.Start(ctx, "schedules", occurrences); err != nil {
+		ln.Close()
+		return errors.Join(err, stopAll())
+	}
 	sources := []discovery.Source{static}
 	var pool *discovery.GossipSource
 	if cfg.Gossip.Enabled {
@@ -281,6 +293,7 @@ func (c *Core) Run(ctx context.Context) error {
 	}
 	c.mu.Lock()
 	c.addr = ln.Addr()
+	lv.nudge = orch.Nudge
 	c.live = lv
 	c.mu.Unlock()
 	defer func() {
@@ -307,8 +320,8 @@ var _ ui.Changer = (*actions.Rules)(nil)
 
 // withUI serves the web UI at /ui/ beside the API when it is enabled, and
 // returns the handler of both and the UI's Close.
-func withUI(cfg Config, policy approval.Policy, apiSrv *api.Server, rules *actions.Rules, engine *runs.Engine, n ui.Nudger, st store.Store,
-	lim *streams.Limiter, log *slog.Logger) (http.Handler, func(), error) {
+func withUI(cfg Config, policy approval.Policy, apiSrv *api.Server, rules *actions.Rules, engine *runs.Engine, schedules *recur.Service, n ui.Nudger, st store.Store,
+	lim *streams.Limiter, cals *schedule.LiveCalendars, log *slog.Logger) (http.Handler, func(), error) {
 	if !cfg.UI.Enabled {
 		return apiSrv.Handler(), func() {}, nil
 	}
@@ -320,8 +333,10 @@ func withUI(cfg Config, policy approval.Policy, apiSrv *api.Server, rules *actio
 		DevLogins:           cfg.DevLogins,
 		DevLoginsExpire:     cfg.DevLoginsExpire,
 		Runs:                engine,
+		Schedules:           schedules,
 		Streams:             lim,
 		Budget:              cfg.BudgetPolicy(),
+		Calendars:           cals,
 		Notify:              cfg.Notify,
 	}, st, rules, n, log)
 	if err != nil {

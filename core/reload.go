@@ -10,6 +10,7 @@ import (
 	"github.com/musterhq/muster/core/approval"
 	"github.com/musterhq/muster/core/budget"
 	"github.com/musterhq/muster/core/discovery"
+	"github.com/musterhq/muster/core/schedule"
 	"github.com/musterhq/muster/core/store"
 )
 
@@ -31,12 +32,17 @@ func (c *Core) AddReloader(r Reloader) {
 }
 
 // live is what a reload may change in a running core: the approval policy,
-// the disruptive kinds and the clusters' budgets. The parts of the core read
-// them through approval.Live and budget.Live.
+// the disruptive kinds, the clusters' budgets, windows and freezes. The
+// parts of the core read them through approval.Live, budget.Live and
+// schedule.LiveCalendars.
 type live struct {
 	approval *approval.Live
 	budget   *budget.Live
+	calendar *schedule.LiveCalendars
 	st       store.Store
+	// nudge asks for a sync of a cluster (nil before the orchestrator
+	// exists): a reloaded calendar may let held work go now.
+	nudge func(clusterID string)
 }
 
 // Reload makes next the running configuration's approval rules, kinds and
@@ -67,6 +73,16 @@ func (c *Core) Reload(ctx context.Context, next Config) (string, error) {
 		changed = append(changed, "budgets")
 	}
 	lv.budget.Store(nextBudget)
+	oldCals, nextCals := calendarSpecs(old.Clusters), calendarSpecs(next.Clusters)
+	lv.calendar.Store(next.Calendars())
+	if !reflect.DeepEqual(oldCals, nextCals) {
+		changed = append(changed, "windows and freezes")
+		for _, cl := range next.Clusters {
+			if lv.nudge != nil && !reflect.DeepEqual(oldCals[cl.ID], nextCals[cl.ID]) {
+				lv.nudge(cl.ID)
+			}
+		}
+	}
 	for _, r := range reloaders {
 		if what := r(old, next); what != "" {
 			changed = append(changed, what)
@@ -116,14 +132,15 @@ func appendCoreEvent(ctx context.Context, st store.Store, typ, msg string, data 
 	})
 }
 
-// withBudgets returns clusters with the budgets next gives them.
+// withBudgets returns clusters with the budgets, windows and freezes next
+// gives them.
 func withBudgets(clusters []discovery.ClusterSpec, next Config) []discovery.ClusterSpec {
 	out := make([]discovery.ClusterSpec, len(clusters))
 	copy(out, clusters)
 	for i := range out {
 		for _, n := range next.Clusters {
 			if n.ID == out[i].ID {
-				out[i].Budget = n.Budget
+				out[i].Budget, out[i].Windows, out[i].Freezes = n.Budget, n.Windows, n.Freezes
 			}
 		}
 	}
@@ -143,7 +160,7 @@ func needsRestart(old, next Config) []string {
 			continue
 		}
 		x, y := a.Field(i).Interface(), b.Field(i).Interface()
-		if name == "clusters" { // budgets reload; the rest does not
+		if name == "clusters" { // budgets, windows and freezes reload; the rest does not
 			x, y = withoutBudgets(old.Clusters), withoutBudgets(next.Clusters)
 		}
 		if !reflect.DeepEqual(x, y) {
@@ -158,6 +175,19 @@ func withoutBudgets(cs []discovery.ClusterSpec) []discovery.ClusterSpec {
 	copy(out, cs)
 	for i := range out {
 		out[i].Budget = discovery.BudgetSpec{}
+		out[i].Windows, out[i].Freezes = nil, nil
+	}
+	return out
+}
+
+// calendarSpecs is the windows and freezes of every cluster, by id, for
+// comparison.
+func calendarSpecs(cs []discovery.ClusterSpec) map[string]any {
+	out := map[string]any{}
+	for _, c := range cs {
+		if len(c.Windows)+len(c.Freezes) > 0 {
+			out[c.ID] = []any{c.Windows, c.Freezes}
+		}
 	}
 	return out
 }

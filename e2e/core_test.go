@@ -74,6 +74,8 @@ type fleetOptions struct {
 	// stepKind names the kind of a step fleet's script (default
 	// example.com/step).
 	stepKind string
+	// coreArgs are added to the core's command line.
+	coreArgs []string
 }
 
 func newFleetWith(t testing.TB, o fleetOptions) *fleet {
@@ -150,7 +152,7 @@ clusters:
 			if err := os.WriteFile(path, []byte(cfg), 0o600); err != nil {
 				t.Fatal(err)
 			}
-			return []string{"core", "--config", path}
+			return append([]string{"core", "--config", path}, o.coreArgs...)
 		})
 		f.cores = append(f.cores, p)
 		if b, err := os.ReadFile(filepath.Join(dir, "data", "admin.token")); err == nil {

@@ -222,6 +222,16 @@ func TestWebUIPages(t *testing.T) {
 		t.Fatal(err)
 	}
 
+	// An approved schedule, for the Schedules pages.
+	sched, err := f.alice.ApplySchedule(ctxT(t), &wire.CreateScheduleRequest{Name: "nap-nightly", Cluster: "e2e", Playbook: "nap",
+		Cron: "0 2 * * *", Timezone: "Europe/Berlin", Params: map[string]string{"node": "node-1"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.bob.ApproveSchedule(ctxT(t), sched.Name, sched.Digest); err != nil {
+		t.Fatal(err)
+	}
+
 	// Every page at both sizes, as a viewer (the fewest buttons) and as the
 	// operator (the most forms).
 	pages := []struct{ name, path, ready string }{
@@ -237,6 +247,8 @@ func TestWebUIPages(t *testing.T) {
 		{"run", "/ui/runs/" + runID, "#run-state"},
 		{"run-failed", "/ui/runs/" + failing.ID, "#run-why"},
 		{"events", "/ui/events", "main h1"},
+		{"schedules", "/ui/schedules", `tr[data-schedule="nap-nightly"]`},
+		{"schedule", "/ui/schedules/nap-nightly", "#sc-next-h"},
 	}
 	for _, who := range []string{"vera", "alice"} {
 		for _, size := range []struct {

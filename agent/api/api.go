@@ -8,6 +8,7 @@ package api
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -60,6 +61,8 @@ type Kinds interface {
 	Get(kind string) (handlers.Handler, bool)
 	Kinds() []string
 	Timeout(kind string) time.Duration
+	// Schemas are the args_schema of the kinds that declare one.
+	Schemas() map[string]json.RawMessage
 }
 
 var _ Kinds = (*handlers.Registry)(nil)
@@ -231,7 +234,7 @@ func (s *Server) info(c *echo.Context) error {
 	return c.JSON(http.StatusOK, wire.AgentInfo{
 		NodeID: s.cfg.NodeID, ClusterID: s.cfg.ClusterID, Version: s.cfg.Version,
 		StoreID: s.cfg.Queue.StoreID(), Kinds: s.cfg.Kinds.Kinds(), Queue: counts,
-		Labels: labels.Merge(nil, s.cfg.Labels),
+		Labels: labels.Merge(nil, s.cfg.Labels), ArgsSchemas: s.cfg.Kinds.Schemas(),
 	})
 }
 

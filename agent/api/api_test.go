@@ -59,11 +59,20 @@ func newFixture(t *testing.T, h http.Handler, q *queue.Queue) (*fixture, *httpte
 
 func setup(t *testing.T) *fixture {
 	t.Helper()
+	return setupKinds(t, nil)
+}
+
+// setupKinds is setup with external kinds besides the built-in ones.
+func setupKinds(t *testing.T, external []handlers.External) *fixture {
+	t.Helper()
 	q, err := queue.Open(context.Background(), t.TempDir())
 	if err != nil {
 		t.Fatal(err)
 	}
-	reg, _ := handlers.NewRegistry(nil, handlers.Env{NodeID: "n1", ClusterID: "c1"})
+	reg, err := handlers.NewRegistry(external, handlers.Env{NodeID: "n1", ClusterID: "c1"})
+	if err != nil {
+		t.Fatal(err)
+	}
 	prom := prometheus.NewRegistry()
 	run := runner.New(runner.Config{Queue: q, Handlers: reg, Actor: "n1", Idle: 20 * time.Millisecond, Metrics: runner.NewMetrics(prom)})
 	_ = run.Start(context.Background())
@@ -321,6 +330,35 @@ func TestInfoHealthMetrics(t *testing.T) {
 	st, b = f.do(t, "GET", "/api/v1/nope", "")
 	if st != 404 || decode[wire.ErrorBody](t, b).Error.Code != wire.CodeNotFound {
 		t.Fatalf("unknown route: %d %s", st, b)
+	}
+}
+
+// An external kind's args_schema is announced in info, and args it
+// refuses are a 422 naming the field, with nothing queued.
+func TestArgsSchemaIsAnnouncedAndEnforced(t *testing.T) {
+	t.Parallel()
+	f := setupKinds(t, []handlers.External{{Kind: "example.com/pkg.upgrade", Run: []string{"/bin/true"},
+		ArgsSchema: "type: object\nrequired: [version]\nproperties:\n  version: {type: string, minLength: 1}\n"}})
+	st, b := f.do(t, "GET", "/api/v1/info", "")
+	info := decode[wire.AgentInfo](t, b)
+	if st != 200 || len(info.ArgsSchemas) != 1 || !strings.Contains(string(info.ArgsSchemas["example.com/pkg.upgrade"]), `"minLength":1`) {
+		t.Fatalf("info: %d %s", st, b)
+	}
+	if err := info.Check(); err != nil {
+		t.Fatalf("the agent announces what the core refuses: %v", err)
+	}
+	for _, args := range []string{`{}`, `{"version": 2}`, `{"version": ""}`} {
+		st, b = f.do(t, "POST", "/api/v1/actions", `{"kind":"example.com/pkg.upgrade","args":`+args+`}`)
+		e := decode[wire.ErrorBody](t, b)
+		if st != http.StatusUnprocessableEntity || e.Error.Code != wire.CodeUnprocessable || !strings.Contains(e.Error.Message, "args.version") {
+			t.Fatalf("args %s: %d %s, want 422 naming args.version", args, st, b)
+		}
+	}
+	if _, b := f.do(t, "GET", "/api/v1/actions?since=0", ""); len(decode[wire.ChangesPage](t, b).Actions) != 0 {
+		t.Fatalf("a refused push was queued: %s", b)
+	}
+	if st, b := f.do(t, "POST", "/api/v1/actions", `{"kind":"example.com/pkg.upgrade","args":{"version":"2.0"}}`); st != http.StatusCreated {
+		t.Fatalf("good args: %d %s", st, b)
 	}
 }
 

@@ -16,6 +16,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/musterhq/muster/shared/action"
+	"github.com/musterhq/muster/shared/argschema"
 	"github.com/musterhq/muster/shared/config"
 )
 
@@ -41,7 +42,16 @@ type External struct {
 	// it, that group only. Empty: the agent's own user.
 	User  string `mapstructure:"user" yaml:"user,omitempty"`
 	Group string `mapstructure:"group" yaml:"group,omitempty"`
+	// ArgsSchema is a JSON Schema (draft 2020-12 unless it names another)
+	// that the kind's args must match, written as JSON or YAML text (a block
+	// scalar: configuration keys lose their case, a schema's must not). The
+	// agent refuses other args with 422 and announces the schema in its
+	// info, so that the core refuses them before any approval.
+	ArgsSchema SchemaText `mapstructure:"args_schema" yaml:"args_schema,omitempty"`
 }
+
+// SchemaText is a JSON Schema written as JSON or YAML text.
+type SchemaText string
 
 // AllowedEnv lists the variables of the agent's own environment that its
 // commands inherit; nothing else does (no token, no cloud credential). The
@@ -97,7 +107,32 @@ func (e External) Validate(i int) config.Errors {
 	if e.CheckInterval < 0 {
 		errs.Add(key+".check_interval", "must not be negative, got %s", e.CheckInterval)
 	}
+	if _, err := e.schema(); err != nil {
+		errs.Add(key+".args_schema", "%v", err)
+	}
 	return errs
+}
+
+// schema decodes and compiles ArgsSchema: nil, nil when there is none.
+func (e External) schema() (*compiledSchema, error) {
+	if strings.TrimSpace(string(e.ArgsSchema)) == "" {
+		return nil, nil
+	}
+	raw, err := argschema.Decode(string(e.ArgsSchema))
+	if err != nil {
+		return nil, err
+	}
+	s, err := argschema.Compile(raw)
+	if err != nil {
+		return nil, err
+	}
+	return &compiledSchema{raw: raw, s: s}, nil
+}
+
+// compiledSchema is a kind's args_schema, as announced and compiled.
+type compiledSchema struct {
+	raw json.RawMessage
+	s   *argschema.Schema
 }
 
 // Env is what the agent tells external commands about itself.
@@ -128,8 +163,9 @@ type checkReport struct {
 }
 
 type externalHandler struct {
-	spec External
-	env  Env
+	spec   External
+	env    Env
+	schema *compiledSchema // nil: any JSON object
 }
 
 // extState is the in-memory part of one run.
@@ -148,6 +184,11 @@ const pollEvery = 100 * time.Millisecond
 func (h *externalHandler) Validate(args json.RawMessage) error {
 	if _, err := action.NormalizeArgs(args); err != nil {
 		return fmt.Errorf("%w: %v", ErrBadArgs, err)
+	}
+	if h.schema != nil {
+		if err := h.schema.s.Validate(args, nil); err != nil {
+			return fmt.Errorf("%w: %v", ErrBadArgs, err)
+		}
 	}
 	return nil
 }

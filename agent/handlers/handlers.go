@@ -120,7 +120,11 @@ func NewRegistry(external []External, env Env) (*Registry, error) {
 		if _, dup := r.handlers[e.Kind]; dup {
 			return nil, fmt.Errorf("actions.external: kind %q declared twice", e.Kind)
 		}
-		r.handlers[e.Kind] = &externalHandler{spec: e, env: env}
+		sch, err := e.schema()
+		if err != nil {
+			return nil, fmt.Errorf("actions.external[%d].args_schema: %w", i, err)
+		}
+		r.handlers[e.Kind] = &externalHandler{spec: e, env: env, schema: sch}
 		if e.Timeout > 0 {
 			r.timeouts[e.Kind] = e.Timeout
 		}
@@ -144,6 +148,18 @@ func (r *Registry) Kinds() []string {
 		out = append(out, k)
 	}
 	sort.Strings(out)
+	return out
+}
+
+// Schemas returns the args_schema of every kind that declares one, by kind,
+// in canonical JSON.
+func (r *Registry) Schemas() map[string]json.RawMessage {
+	out := map[string]json.RawMessage{}
+	for k, h := range r.handlers {
+		if e, ok := h.(*externalHandler); ok && e.schema != nil {
+			out[k] = e.schema.raw
+		}
+	}
 	return out
 }
 

@@ -319,6 +319,36 @@ func TestExternalValidate(t *testing.T) {
 	}
 }
 
+// A kind's args_schema: a bad one is a config error naming the field; a
+// good one makes Validate refuse args that break it, naming the field, and
+// is announced by the registry.
+func TestExternalArgsSchema(t *testing.T) {
+	t.Parallel()
+	bad := External{Kind: "example.com/x", Run: []string{"/bin/true"}, ArgsSchema: `{"type": "banana"}`}
+	if errs := bad.Validate(0); len(errs) != 1 || errs[0].Field != "actions.external[0].args_schema" {
+		t.Fatalf("bad schema: %v", errs)
+	}
+	if _, err := NewRegistry([]External{bad}, Env{}); err == nil {
+		t.Fatal("a registry was made with a bad schema")
+	}
+	good := External{Kind: "example.com/pkg.upgrade", Run: []string{"/bin/true"},
+		ArgsSchema: "type: object\nrequired: [version]\nproperties: {version: {type: string}}\n"}
+	r, err := NewRegistry([]External{good}, Env{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	h, _ := r.Get(good.Kind)
+	if err := h.Validate(json.RawMessage(`{"version": 3}`)); !errors.Is(err, ErrBadArgs) || !strings.Contains(err.Error(), "args.version") {
+		t.Fatalf("bad args: %v", err)
+	}
+	if err := h.Validate(json.RawMessage(`{"version": "3"}`)); err != nil {
+		t.Fatalf("good args: %v", err)
+	}
+	if s := r.Schemas(); len(s) != 1 || !json.Valid(s[good.Kind]) {
+		t.Fatalf("schemas: %v", s)
+	}
+}
+
 // Item 8 of the attack review: a command's environment is an allowlist
 // (PATH, LANG, TZ, the action's MUSTER_* variables, $MUSTER_OUTPUTS included)
 // plus its kind's env, never

@@ -30,6 +30,10 @@ func TestCheckReportsEveryErrorInOnePass(t *testing.T) {
 			[]string{"colour: unknown key", "actions.retention:", "node_id:", "gossip.key_file:"}},
 		{"core", "data_dir: /tmp/x\nshape: round\norchestrate:\n  interval: often\napproval:\n  default: maybe\n",
 			[]string{"shape: unknown key", "orchestrate.interval:", "approval.default:"}},
+		{"core", "data_dir: /tmp/x\nclusters:\n  - id: prod\n    windows: [{cron: '0 25 * * *', duration: 30s, timezone: Mars/Base}]\n" +
+			"    freezes: [{from: '2026-12-27T00:00:00Z', to: '2026-12-24T00:00:00Z', reason: x}]\n",
+			[]string{"clusters[0].windows[0].cron:", "clusters[0].windows[0].duration:", "clusters[0].windows[0].timezone:",
+				"clusters[0].freezes[0].to:"}},
 	} {
 		t.Run(c.what, func(t *testing.T) {
 			t.Parallel()
@@ -50,7 +54,9 @@ func TestCheckValidConfig(t *testing.T) {
 	t.Parallel()
 	for what, yaml := range map[string]string{
 		"agent": "node_id: db-1\ncluster_id: prod\ndata_dir: /var/lib/muster\n",
-		"core":  "data_dir: /var/lib/muster\nclusters:\n  - id: prod\n    nodes: [{id: db-1, addr: \"10.0.0.1:7420\"}]\n",
+		"core": "data_dir: /var/lib/muster\nclusters:\n  - id: prod\n    nodes: [{id: db-1, addr: \"10.0.0.1:7420\"}]\n" +
+			"    windows: [{cron: '0 2 * * *', duration: 4h, timezone: Europe/Berlin}]\n" +
+			"    freezes: [{from: '2026-12-24T00:00:00+01:00', to: '2026-12-27T00:00:00+01:00', reason: holidays}]\n",
 	} {
 		out, msg, code := checkRun(t, what, yaml)
 		if code != 0 || !strings.HasPrefix(out, "Configuration is valid: ") {
@@ -59,5 +65,25 @@ func TestCheckValidConfig(t *testing.T) {
 	}
 	if _, msg, code := checkRun(t, "agent", "node_id: [unclosed\n"); code != 2 || !strings.Contains(msg, "config ") {
 		t.Fatalf("bad YAML: exit %d %s", code, msg)
+	}
+}
+
+// A bad args_schema is a configuration error reported with the others; a
+// schema written as a YAML mapping (whose keys would lose their case) is
+// refused with how to write it; one written as a block of text is valid.
+func TestCheckArgsSchema(t *testing.T) {
+	t.Parallel()
+	const head = "node_id: db-1\ncluster_id: prod\ndata_dir: /var/lib/muster\nactions:\n  external:\n    - kind: example.com/pkg.upgrade\n      run: [/bin/true]\n"
+	_, msg, code := checkRun(t, "agent", head+"      args_schema: |\n        {\"type\": \"banana\"}\n"+"colour: blue\n")
+	if code != 2 || !strings.Contains(msg, "actions.external[0].args_schema:") || !strings.Contains(msg, "colour: unknown key") {
+		t.Fatalf("bad schema: exit %d %s", code, msg)
+	}
+	_, msg, code = checkRun(t, "agent", head+"      args_schema:\n        type: object\n        minProperties: 1\n")
+	if code != 2 || !strings.Contains(msg, "actions.external[0].args_schema:") || !strings.Contains(msg, "args_schema: |") {
+		t.Fatalf("schema as a mapping: exit %d %s", code, msg)
+	}
+	out, msg, code := checkRun(t, "agent", head+"      args_schema: |\n        type: object\n        required: [version]\n        properties:\n          version: {type: string, minLength: 1}\n")
+	if code != 0 || !strings.HasPrefix(out, "Configuration is valid: ") {
+		t.Fatalf("good schema: exit %d %q %s", code, out, msg)
 	}
 }

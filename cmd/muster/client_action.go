@@ -33,6 +33,7 @@ or a unique prefix of it of at least 8 characters.`,
 		newActionCreateCmd(f),
 		newActionVerbCmd(f, "approve", "Approve an action waiting for approval (approver role)"),
 		newActionVerbCmd(f, "reject", "Reject an action waiting for approval (approver role)"),
+		newActionVerbCmd(f, "urgent", "Let an action pass its cluster's closed maintenance window, never a freeze (approver role, --reason required)"),
 		newActionVerbCmd(f, "cancel", "Cancel an action (at once while it waits for approval; once scheduled, the agent decides)"),
 		newActionVerbCmd(f, "retry", "Create a new action with the content of a finished one"),
 		newActionWatchCmd(f),
@@ -170,6 +171,7 @@ func printAction(w io.Writer, a *action.Action) error {
 		{"State", state}, {"Origin", a.Origin}, {"Requester", a.Requester}, {"Approved by", a.ApprovedBy},
 		{"Retry of", a.RetryOf}, {"Run", a.RunID}, {"Stage", a.Stage}, {"Wave", wave(a.Wave)},
 		{"Timeout", timeoutText(a.TimeoutS)}, {"Created", ts(a.CreatedTS)},
+		{"Not before", tsPtr(a.NotBefore)}, {"Urgent", a.Urgent},
 		{"Scheduled", tsPtr(a.ScheduledTS)}, {"Started", tsPtr(a.StartedTS)}, {"Finished", tsPtr(a.FinishedTS)},
 		{"Updated", ts(a.UpdatedTS)},
 	} {
@@ -240,11 +242,13 @@ func newActionCreateCmd(f *clientFlags) *cobra.Command {
 	var rawArgs string
 	var pairs []string
 	var timeout time.Duration
+	var notBefore string
 	cmd := &cobra.Command{
 		Use:   "create --cluster C --node N --kind K [--arg key=value]... [--args JSON]",
 		Short: "Create an action on one node",
 		Example: `  muster action create --cluster prod --node db-1 --kind muster.io/debug.sleep --arg seconds=30
-  muster action create --cluster prod --node db-1 --kind example.com/db.backup --args '{"full": true}' --timeout 2h`,
+  muster action create --cluster prod --node db-1 --kind example.com/db.backup --args '{"full": true}' --timeout 2h
+  muster action create --cluster prod --node db-1 --kind example.com/pkg.upgrade --not-before 02:00`,
 		Args: noArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			for name, v := range map[string]string{"cluster": req.ClusterID, "node": req.NodeID, "kind": req.Kind} {
@@ -256,6 +260,11 @@ func newActionCreateCmd(f *clientFlags) *cobra.Command {
 				return usageError("--timeout %s: want a whole number of seconds, like 90s or 2h", timeout)
 			}
 			req.TimeoutS = int(timeout / time.Second)
+			nb, err := parseNotBefore(notBefore, time.Now())
+			if err != nil {
+				return err
+			}
+			req.NotBefore = nb
 			args, err := parseArgs(rawArgs, pairs)
 			if err != nil {
 				return err
@@ -273,7 +282,7 @@ func newActionCreateCmd(f *clientFlags) *cobra.Command {
 				return f.write(cmd.OutOrStdout(), a)
 			}
 			w := cmd.OutOrStdout()
-			fmt.Fprintf(w, "Created action %s (%s).\n", textsafe.Escape(a.ID), textsafe.Escape(string(a.State)))
+			fmt.Fprintf(w, "Created action %s (%s)%s.\n", textsafe.Escape(a.ID), textsafe.Escape(string(a.State)), notBeforeText(a.NotBefore))
 			if a.State == action.PendingApprove {
 				fmt.Fprintf(w, "It waits for approval: muster action approve %s\n", textsafe.Escape(shortID(a.ID)))
 			}
@@ -288,6 +297,7 @@ func newActionCreateCmd(f *clientFlags) *cobra.Command {
 	fl.StringVar(&rawArgs, "args", "", "all arguments as a JSON object (--arg values override its keys)")
 	fl.DurationVar(&timeout, "timeout", 0, "run time limit (default: the agent's)")
 	fl.StringVar(&req.ID, "id", "", "the action id to use (a UUID; default: a new one)")
+	fl.StringVar(&notBefore, "not-before", "", "push it no earlier: an RFC 3339 time, or a local time like 02:00 (the next one)")
 	return cmd
 }
 
@@ -313,6 +323,12 @@ func newActionVerbCmd(f *clientFlags, verb, short string) *cobra.Command {
 			case "reject":
 				a, err = c.Decide(ctx, args[0], verb, reason)
 				msg = "Rejected action %s (%s)."
+			case "urgent":
+				if strings.TrimSpace(reason) == "" {
+					return usageError("--reason is required: say why it may not wait for the window")
+				}
+				a, err = c.Decide(ctx, args[0], verb, reason)
+				msg = "Marked action %s urgent (%s): it passes a closed maintenance window, never a freeze."
 			case "cancel":
 				var requested bool
 				a, requested, err = c.Cancel(ctx, args[0])
@@ -334,7 +350,7 @@ func newActionVerbCmd(f *clientFlags, verb, short string) *cobra.Command {
 			return nil
 		},
 	}
-	if verb == "approve" || verb == "reject" {
+	if verb == "approve" || verb == "reject" || verb == "urgent" {
 		cmd.Flags().StringVar(&reason, "reason", "", "why, kept in the action's history and the event log")
 	}
 	return cmd

@@ -2,8 +2,10 @@ package main
 
 import (
 	"fmt"
+	"io"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/spf13/cobra"
 
@@ -76,6 +78,7 @@ func newClusterCmd() *cobra.Command {
 					fmt.Fprintf(w, "          %s: %s\n", textsafe.Escape(n.ID), textsafe.Escape(n.Reason))
 				}
 			}
+			printCalendar(w, cl.Calendar)
 			fmt.Fprintln(w)
 			return nodeTable(cmd, cl.Nodes, false, f.wide())
 		},
@@ -298,4 +301,37 @@ func nodeTable(cmd *cobra.Command, nodes []wire.Node, withCluster, wide bool) er
 		t.row(row...)
 	}
 	return t.flush()
+}
+
+// printCalendar shows a cluster's maintenance windows and freezes, whether
+// disruptive work may go now, and what waits for them.
+func printCalendar(w io.Writer, cal *wire.Calendar) {
+	if cal == nil {
+		return
+	}
+	at := func(t *time.Time) string { return t.Local().Format(time.RFC3339) }
+	switch {
+	case cal.Frozen != nil:
+		fmt.Fprintf(w, "Schedule: frozen until %s: %s\n", at(&cal.Frozen.To), textsafe.Escape(cal.Frozen.Reason))
+	case cal.InWindow && cal.CloseAt != nil:
+		fmt.Fprintf(w, "Schedule: open, the window closes %s\n", at(cal.CloseAt))
+	case cal.InWindow:
+		fmt.Fprintln(w, "Schedule: open (no window set)")
+	case cal.NextOpen != nil:
+		fmt.Fprintf(w, "Schedule: closed, the next window opens %s\n", at(cal.NextOpen))
+	default:
+		fmt.Fprintln(w, "Schedule: closed, no window opens again")
+	}
+	if cal.Frozen != nil && !cal.InWindow && cal.NextOpen != nil {
+		fmt.Fprintf(w, "          outside the windows too; the next opens %s\n", at(cal.NextOpen))
+	}
+	for _, win := range cal.Windows {
+		fmt.Fprintf(w, "          window %s for %s (%s)\n", textsafe.Escape(win.Cron), textsafe.Escape(win.Duration), textsafe.Escape(win.Timezone))
+	}
+	for _, f := range cal.Freezes {
+		fmt.Fprintf(w, "          freeze %s to %s: %s\n", at(&f.From), at(&f.To), textsafe.Escape(f.Reason))
+	}
+	if cal.Waiting > 0 {
+		fmt.Fprintf(w, "          %d action(s) wait for a window, a freeze to end or their not_before\n", cal.Waiting)
+	}
 }

@@ -164,6 +164,15 @@ func completePlaybooks(ctx context.Context, c *client.Core, _ *cobra.Command) ([
 	return out, err
 }
 
+func completeSchedules(ctx context.Context, c *client.Core, _ *cobra.Command) ([]string, error) {
+	list, err := c.Schedules(ctx)
+	var out []string
+	for _, sc := range list {
+		out = append(out, sc.Name+"\t"+sc.Playbook+" on "+sc.Cluster+" "+sc.State)
+	}
+	return out, err
+}
+
 func stateNames() []string {
 	out := make([]string, len(action.States))
 	for i, s := range action.States {
@@ -188,6 +197,9 @@ var argCompletion = map[string]completer{
 	"muster cluster show": completeClusters, "muster cluster orchestrate": completeClusters,
 	"muster node drain": completeNodes, "muster node undrain": completeNodes, "muster node forget": completeNodes,
 	"muster playbook show": completePlaybooks, "muster playbook start": completePlaybooks,
+	"muster schedule show": completeSchedules, "muster schedule approve": completeSchedules,
+	"muster schedule reject": completeSchedules, "muster schedule pause": completeSchedules,
+	"muster schedule resume": completeSchedules, "muster schedule delete": completeSchedules,
 }
 
 // addCompletions gives every client command the completion of its first

@@ -5,6 +5,7 @@ import (
 	"io"
 	"os"
 	"strings"
+	"time"
 
 	"github.com/aymanbagabas/go-udiff"
 	"github.com/spf13/cobra"
@@ -152,6 +153,8 @@ type planFlags struct {
 	params  []string
 	version int
 	digest  string
+	// notBefore is --not-before of a start.
+	notBefore string
 }
 
 func (p *planFlags) bind(cmd *cobra.Command) {
@@ -248,18 +251,45 @@ func printPlan(w io.Writer, p *wire.Plan) error {
 			continue
 		}
 		printProcedure(w, &st)
-		t := newTable(w, "WAVE", "NODE", "STEP", "KIND", "ARGS", "HELD")
+		// Each node: its steps in order, then the rollback it would run
+		// if it failed; the canary nodes, and the pause after them.
+		t := newTable(w, "WAVE", "NODE", "STEP", "KIND", "ARGS", "NOTE", "HELD")
 		for _, ch := range p.Children {
 			if ch.Stage == st.Name {
+				var note []string
+				if ch.Rollback {
+					note = append(note, "rollback, if the node fails")
+				}
+				if ch.Canary {
+					note = append(note, "canary")
+				}
+				if ch.CanaryPause {
+					note = append(note, "then the run pauses until an approver promotes it")
+				}
+				if ch.When != "" {
+					note = append(note, "when "+ch.When)
+				}
 				t.row(fmt.Sprint(ch.Wave), textsafe.Escape(ch.NodeID), textsafe.Escape(ch.Step), textsafe.Escape(ch.Kind),
-					textsafe.Escape(string(ch.Args)), textsafe.Escape(ch.Held))
+					textsafe.Escape(string(ch.Args)), textsafe.Escape(strings.Join(note, "; ")), textsafe.Escape(ch.Held))
 			}
 		}
 		if err := t.flush(); err != nil {
 			return err
 		}
 	}
-	fmt.Fprintf(w, "\n%d child action(s); nothing was created.\n", len(p.Children))
+	steps, rollback := 0, 0
+	for _, ch := range p.Children {
+		if ch.Rollback {
+			rollback++
+		} else {
+			steps++
+		}
+	}
+	if rollback > 0 {
+		fmt.Fprintf(w, "\n%d child action(s), and %d rollback step(s) made only on a node that fails; nothing was created.\n", steps, rollback)
+	} else {
+		fmt.Fprintf(w, "\n%d child action(s); nothing was created.\n", steps)
+	}
 	if p.Version > 0 {
 		fmt.Fprintf(w, "To start exactly this plan: muster playbook start %s --cluster %s --digest %s (and the same --param flags)\n",
 			textsafe.Escape(p.Playbook), textsafe.Escape(p.ClusterID), textsafe.Escape(p.Digest))
@@ -312,6 +342,9 @@ plan, nothing is created: plan it again.`,
 			if err != nil {
 				return err
 			}
+			if req.NotBefore, err = parseNotBefore(pf.notBefore, time.Now()); err != nil {
+				return err
+			}
 			if req.Version == 0 && req.Digest == "" {
 				return usageError("give --digest (or --version) as muster playbook plan %s showed it: a start creates what was planned", args[0])
 			}
@@ -336,5 +369,6 @@ plan, nothing is created: plan it again.`,
 	}
 	pf.bind(cmd)
 	cmd.Flags().StringVar(&pf.digest, "digest", "", "the digest muster playbook plan printed")
+	cmd.Flags().StringVar(&pf.notBefore, "not-before", "", "push no child earlier: an RFC 3339 time, or a local time like 02:00 (the next one)")
 	return cmd
 }

@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/musterhq/muster/core/approval"
+	"github.com/musterhq/muster/shared/wire"
 )
 
 const cliPlaybook = `name: pb
@@ -57,5 +58,45 @@ func TestPlaybookStartPassesWhatThePlanShowed(t *testing.T) {
 	out, msg, code = e.run("op", "playbook", "start", "pb", "--cluster", "prod", "--digest", m[1])
 	if code != 0 || !strings.Contains(out, "Started playbook pb version 2") {
 		t.Fatalf("start by the current digest: %d %s\n%s", code, msg, out)
+	}
+}
+
+// The printed plan shows, per node, its steps then its rollback, the canary
+// nodes and the pause after them, and what the budget holds back.
+func TestPrintPlanShowsEachNodesRollbackAndTheCanaryPause(t *testing.T) {
+	t.Parallel()
+	p := &wire.Plan{Playbook: "up", Version: 1, ClusterID: "prod", Digest: "d1",
+		Stages: []wire.Stage{{Name: "up", Nodes: []string{"n1", "n2"}, Canary: 1,
+			Steps:    []wire.StepSpec{{Name: "upgrade", Kind: "example.com/node.upgrade"}},
+			Rollback: []wire.StepSpec{{Name: "downgrade", Kind: "example.com/node.upgrade"}}}},
+		Children: []wire.PlanChild{
+			{Stage: "up", Wave: 1, NodeID: "n1", Step: "upgrade", Kind: "example.com/node.upgrade", Canary: true},
+			{Stage: "up", Wave: 1, NodeID: "n1", Step: "downgrade", Kind: "example.com/node.upgrade", Rollback: true, Canary: true, CanaryPause: true},
+			{Stage: "up", Wave: 2, NodeID: "n2", Step: "upgrade", Kind: "example.com/node.upgrade", Held: "budget: full"},
+			{Stage: "up", Wave: 2, NodeID: "n2", Step: "downgrade", Kind: "example.com/node.upgrade", Rollback: true, Held: "budget: full",
+				When: `{{ eq .steps.upgrade.state "DONE" }}`},
+		}}
+	var b strings.Builder
+	if err := printPlan(&b, p); err != nil {
+		t.Fatal(err)
+	}
+	out := b.String()
+	var rows []string
+	for _, l := range strings.Split(out, "\n") {
+		if strings.Contains(l, " n1 ") || strings.Contains(l, " n2 ") {
+			rows = append(rows, strings.Join(strings.Fields(l), " "))
+		}
+	}
+	want := []string{
+		"1 n1 upgrade example.com/node.upgrade - canary -",
+		"1 n1 downgrade example.com/node.upgrade - rollback, if the node fails; canary; then the run pauses until an approver promotes it -",
+		"2 n2 upgrade example.com/node.upgrade - - budget: full",
+		`2 n2 downgrade example.com/node.upgrade - rollback, if the node fails; when {{ eq .steps.upgrade.state "DONE" }} budget: full`,
+	}
+	if strings.Join(rows, "\n") != strings.Join(want, "\n") {
+		t.Fatalf("rows:\n%s\nwant:\n%s\n\n%s", strings.Join(rows, "\n"), strings.Join(want, "\n"), out)
+	}
+	if !strings.Contains(out, "2 child action(s), and 2 rollback step(s) made only on a node that fails") {
+		t.Fatalf("summary line:\n%s", out)
 	}
 }

@@ -35,6 +35,7 @@ prefix of it of at least 8 characters.`,
 		newRunShowCmd(f),
 		newRunVerbCmd(f, "approve", "Approve a run waiting for approval (approver role)"),
 		newRunVerbCmd(f, "reject", "Reject a run waiting for approval (approver role)"),
+		newRunVerbCmd(f, "urgent", "Let a run's children pass the cluster's closed maintenance window, never a freeze (approver role, --reason required)"),
 		newRunVerbCmd(f, "pause", "Stop a run from starting more children; those running finish"),
 		newRunVerbCmd(f, "resume", "Let a paused run go on (errors that paused it are forgiven)"),
 		newRunVerbCmd(f, "cancel", "Cancel a run: its unfinished children are cancelled and no more start"),
@@ -85,6 +86,7 @@ func newRunCreateCmd(f *clientFlags) *cobra.Command {
 	var cluster, target, rawArgs, conc, errs string
 	var pairs []string
 	var timeout time.Duration
+	var notBefore string
 	cmd := &cobra.Command{
 		Use:   "create --cluster C --kind K --target T [flags]",
 		Short: "Create a one-stage run",
@@ -123,7 +125,11 @@ func newRunCreateCmd(f *clientFlags) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			r, err := c.CreateRun(cmd.Context(), &wire.CreateRunRequest{ClusterID: cluster, Stages: []wire.StageSpec{st}})
+			nb, err := parseNotBefore(notBefore, time.Now())
+			if err != nil {
+				return err
+			}
+			r, err := c.CreateRun(cmd.Context(), &wire.CreateRunRequest{ClusterID: cluster, Stages: []wire.StageSpec{st}, NotBefore: nb})
 			if err != nil {
 				return apiError(c, err)
 			}
@@ -153,6 +159,7 @@ func newRunCreateCmd(f *clientFlags) *cobra.Command {
 	fl.StringVar(&errs, "max-errors", "", "failed children tolerated before the run stops: a count or a percentage (default 0)")
 	fl.StringVar(&st.OnFailure, "on-failure", "", "abort (default: the run ends FAILED), pause or continue")
 	fl.DurationVar(&timeout, "timeout", 0, "each child's time limit (default: the agent's)")
+	fl.StringVar(&notBefore, "not-before", "", "push no child earlier: an RFC 3339 time, or a local time like 02:00 (the next one)")
 	return cmd
 }
 
@@ -240,8 +247,8 @@ func printRun(w io.Writer, r *wire.Run) error {
 		pb = fmt.Sprintf("%s v%d", r.Playbook, r.PlaybookVersion)
 	}
 	for _, kv := range [][2]string{{"Cluster", r.ClusterID}, {"State", state}, {"Requester", r.Requester},
-		{"Approved by", r.ApprovedBy}, {"Playbook", pb}, {"Digest", r.Digest}, {"Created", ts(r.CreatedTS)},
-		{"Finished", tsPtr(r.FinishedTS)}} {
+		{"Approved by", r.ApprovedBy}, {"Playbook", pb}, {"Schedule", r.ScheduleID}, {"Digest", r.Digest}, {"Created", ts(r.CreatedTS)},
+		{"Not before", tsPtr(r.NotBefore)}, {"Urgent", r.Urgent}, {"Finished", tsPtr(r.FinishedTS)}} {
 		t.row(kv[0], textsafe.Escape(kv[1]))
 	}
 	if err := t.flush(); err != nil {
@@ -255,6 +262,9 @@ func printRun(w io.Writer, r *wire.Run) error {
 	}
 	if err := s.flush(); err != nil {
 		return err
+	}
+	if r.State == "PAUSED" {
+		fmt.Fprintln(w, "\n"+pausedText(r, false))
 	}
 	fmt.Fprintln(w)
 	for _, st := range r.Stages {
@@ -360,8 +370,9 @@ func newRunVerbCmd(f *clientFlags, verb, short string) *cobra.Command {
 				}
 				if !f.json() {
 					_, total := progress(shown)
-					fmt.Fprintf(cmd.OutOrStdout(), "Run %s on %s by %s: %d stage(s), %d child action(s), digest %.12s\n",
-						shown.ID, textsafe.Escape(shown.ClusterID), textsafe.Escape(shown.Requester), len(shown.Stages), total, shown.Digest)
+					fmt.Fprintf(cmd.OutOrStdout(), "Run %s on %s by %s: %d stage(s), %d child action(s), digest %.12s%s\n",
+						shown.ID, textsafe.Escape(shown.ClusterID), textsafe.Escape(shown.Requester), len(shown.Stages), total, shown.Digest,
+						notBeforeText(shown.NotBefore))
 					for _, st := range shown.Stages {
 						fmt.Fprintf(cmd.OutOrStdout(), "  %s: %s %s on %s (max_concurrency %s, max_errors %s)\n",
 							textsafe.Escape(st.Name), textsafe.Escape(st.Kind), textsafe.Escape(string(st.Args)),
@@ -377,6 +388,9 @@ func newRunVerbCmd(f *clientFlags, verb, short string) *cobra.Command {
 				}
 			} else {
 				var err error
+				if verb == "urgent" && strings.TrimSpace(reason) == "" {
+					return usageError("--reason is required: say why it may not wait for the window")
+				}
 				if r, err = c.RunVerb(cmd.Context(), args[0], verb, reason); err != nil {
 					return apiError(c, err)
 				}
@@ -390,12 +404,12 @@ func newRunVerbCmd(f *clientFlags, verb, short string) *cobra.Command {
 				return nil
 			}
 			past := map[string]string{"approve": "Approved", "reject": "Rejected", "pause": "Paused",
-				"resume": "Resumed", "cancel": "Cancelled", "promote": "Promoted"}[verb]
+				"resume": "Resumed", "cancel": "Cancelled", "promote": "Promoted", "urgent": "Marked urgent"}[verb]
 			fmt.Fprintf(cmd.OutOrStdout(), "%s run %s (%s).\n", past, textsafe.Escape(r.ID), textsafe.Escape(r.State))
 			return nil
 		},
 	}
-	if verb == "reject" || verb == "cancel" {
+	if verb == "reject" || verb == "cancel" || verb == "urgent" {
 		cmd.Flags().StringVar(&reason, "reason", "", "why, kept in the run's state and its event")
 	}
 	return cmd
@@ -445,29 +459,64 @@ func stepsText(st *wire.Stage) string {
 // errRunNotDone is the exit of a watch whose run ended other than DONE.
 var errRunNotDone = errors.New("run did not succeed")
 
+// errRunPaused is the exit of a watch whose run is PAUSED (exit code 3),
+// without --wait-resume.
+var errRunPaused = errors.New("run is paused")
+
 func newRunWatchCmd(f *clientFlags) *cobra.Command {
-	return &cobra.Command{
+	var waitResume bool
+	cmd := &cobra.Command{
 		Use:   "watch RUN",
-		Short: "Show a run's progress per stage as it happens, until it is final",
-		Long: `Show a run's progress per stage (a bar and counts per state) as it happens,
-updated from the event stream, until the run is final. The exit status is 0 when
-the run ends DONE and 1 otherwise.`,
+		Short: "Show a run's progress per stage as it happens, until it is final or paused",
+		Long: `Show a run's progress per stage (a bar and counts per state), and each node in
+flight with its current step and attempt, as it happens, updated from the event
+stream, until the run is final. The exit status is 0 when the run ends DONE and 1
+otherwise.
+
+When the run is (or becomes) PAUSED, watch says why and who may go on with it
+(muster run resume ID, or muster run promote ID for a canary) and exits with
+status 3; --wait-resume keeps watching through the pause instead.`,
 		Args: exactArgs("RUN"),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			c, err := f.core()
 			if err != nil {
 				return err
 			}
-			return watchRun(cmd.Context(), c, args[0], cmd.OutOrStdout(), f.json())
+			return watchRun(cmd.Context(), c, args[0], cmd.OutOrStdout(), f.json(), waitResume)
 		},
 	}
+	cmd.Flags().BoolVar(&waitResume, "wait-resume", false, "keep watching a PAUSED run until it goes on and ends, instead of exiting with status 3")
+	return cmd
+}
+
+// pausedText says why run r is paused and who may go on with it, and how
+// (with the watch's way to keep watching when watching).
+func pausedText(r *wire.Run, watching bool) string {
+	id := textsafe.Escape(r.ID)
+	out := "Run " + id + " is PAUSED" + reasonText(r.StateReason) + ". "
+	switch r.PausedFor {
+	case wire.PausedCanary:
+		out += fmt.Sprintf("Its canary is through: an approver other than %s may promote it with `muster run promote %s`.",
+			textsafe.Escape(r.Requester), id)
+	case wire.PausedErrors:
+		out += fmt.Sprintf("Its errors passed max_errors: an approver other than %s may resume it, forgiving them, with `muster run resume %s`.",
+			textsafe.Escape(r.Requester), id)
+	default:
+		out += fmt.Sprintf("It was paused by hand: an operator may resume it with `muster run resume %s`.", id)
+	}
+	if watching {
+		out += " (`muster run watch --wait-resume " + id + "` keeps watching.)"
+	}
+	return out
 }
 
 // watchRun shows the run's stage lines, and a line per node in flight,
 // each time they change: redrawn in place on a terminal, as plain lines
 // otherwise (see runView). Every event of the run or of one of its children
 // (they carry its run_id) re-reads the run, at most a few times a second.
-func watchRun(ctx context.Context, c *client.Core, ref string, w io.Writer, asJSON bool) error {
+// A PAUSED run ends the watch (errRunPaused, after a line saying why and
+// who may go on) unless waitResume.
+func watchRun(ctx context.Context, c *client.Core, ref string, w io.Writer, asJSON, waitResume bool) error {
 	r, err := c.Run(ctx, ref)
 	if err != nil {
 		return apiError(c, err)
@@ -509,6 +558,14 @@ func watchRun(ctx context.Context, c *client.Core, ref string, w io.Writer, asJS
 				if r.State == "FAILED" || r.State == "CANCELLED" || r.State == "PARTIAL" {
 					return fmt.Errorf("%w: %s ended %s%s", errRunNotDone, textsafe.Escape(id), textsafe.Escape(r.State), reasonText(r.StateReason))
 				}
+				if r.State == "PAUSED" && !waitResume {
+					if !asJSON {
+						if _, err := fmt.Fprintln(w, pausedText(r, true)); err != nil {
+							return err
+						}
+					}
+					return &exitError{code: 3, err: fmt.Errorf("%w: %s is PAUSED%s", errRunPaused, textsafe.Escape(id), reasonText(r.StateReason))}
+				}
 				if _, err := s.Next(); err != nil {
 					since = s.LastID()
 					return err
@@ -538,8 +595,9 @@ func watchRun(ctx context.Context, c *client.Core, ref string, w io.Writer, asJS
 }
 
 // runLines are what run watch shows: per stage its progress line and a
-// line per node in flight (a child NEW or RUNNING, or waiting to be pushed),
-// then the run's state.
+// line per node in flight (a child NEW or RUNNING, or waiting to be pushed)
+// with, in a stage with steps, its current step and attempt, then the
+// run's state.
 func runLines(r *wire.Run) []string {
 	var lines []string
 	for _, st := range r.Stages {
@@ -548,11 +606,27 @@ func runLines(r *wire.Run) []string {
 			if ch.Stage != st.Name || ch.State.Final() || ch.State == "" || ch.State == action.PendingApprove {
 				continue
 			}
-			lines = append(lines, fmt.Sprintf("  %-20s %-16s wave %d  %s", textsafe.Escape(ch.NodeID), ch.State, ch.Wave,
-				shortID(ch.ActionID)))
+			step := ""
+			if n := len(ch.Steps); n > 0 {
+				cur := ch.Steps[n-1] // the newest child: the step under way
+				step = fmt.Sprintf("  step %s attempt %d/%d", textsafe.Escape(cur.Step), cur.Attempt, stepAttempts(&st, cur.Step))
+			}
+			lines = append(lines, fmt.Sprintf("  %-20s %-16s wave %d%s  %s", textsafe.Escape(ch.NodeID), ch.State, ch.Wave,
+				step, shortID(ch.ActionID)))
 		}
 	}
 	return append(lines, "run "+textsafe.Escape(shortID(r.ID))+": "+textsafe.Escape(r.State)+reasonText(r.StateReason))
+}
+
+// stepAttempts is how many attempts the step named name of stage st has
+// (its retry's, 1 without one).
+func stepAttempts(st *wire.Stage, name string) int {
+	for _, sp := range append(slices.Clone(st.Steps), st.Rollback...) {
+		if sp.Name == name && sp.Retry != nil && sp.Retry.Attempts > 1 {
+			return sp.Retry.Attempts
+		}
+	}
+	return 1
 }
 
 // runView shows successive states of a run.

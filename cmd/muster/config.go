@@ -14,6 +14,7 @@ import (
 	"github.com/spf13/viper"
 	"go.yaml.in/yaml/v3"
 
+	"github.com/musterhq/muster/agent/handlers"
 	"github.com/musterhq/muster/shared/config"
 )
 
@@ -54,6 +55,7 @@ func loadConfig(cmd *cobra.Command, out any, flagKeys map[string]string) error {
 	errs := unknownKeys(v.AllSettings(), reflect.TypeOf(out).Elem(), "")
 	err = v.Unmarshal(out, viper.DecodeHook(mapstructure.ComposeDecodeHookFunc(
 		durationHook,
+		schemaTextHook,
 		mapstructure.StringToSliceHookFunc(","),
 	)))
 	if err != nil {
@@ -184,6 +186,16 @@ func configExit(err error) error {
 		return &exitError{code: 2, err: err}
 	}
 	return err
+}
+
+// schemaTextHook refuses a schema written as a YAML mapping: configuration
+// keys lose their case on the way in, and a schema's keywords and property
+// names must not.
+func schemaTextHook(from, to reflect.Type, data any) (any, error) {
+	if to != reflect.TypeOf(handlers.SchemaText("")) || from.Kind() == reflect.String {
+		return data, nil
+	}
+	return nil, errors.New("write the schema as a block of JSON or YAML text (args_schema: | and the schema indented below), not as a mapping: configuration keys lose their case, a schema's must keep it")
 }
 
 // durationHook accepts Go durations ("10s", "24h") and, for the defaults

@@ -53,6 +53,8 @@ func FuzzLoadConfig(f *testing.F) {
 		"clusters:\n  - id: c\n    budget: {max_unavailable: 10%}\n    nodes: [{id: n, addr: 'x:1', labels: {role: replica}}]\n",
 		"clusters:\n  - id: c\n    budget: {max_unavailable: [1]}\n",
 		"kinds: [{kind: '[', disruptive: yes}]\n",
+		"clusters:\n  - id: c\n    windows: [{cron: '0 2 * * *', duration: 4h, timezone: Europe/Berlin}]\n    freezes: [{from: '2026-12-24T00:00:00+01:00', to: '2026-12-27T00:00:00+01:00', reason: x}]\n",
+		"clusters:\n  - id: c\n    windows: [{cron: '@every 0s', duration: -1h, timezone: Local}, {cron: [1]}]\n    freezes: [{from: 2026-12-24, to: 2026-12-23}, {from: {a: b}}]\n",
 	} {
 		f.Add(s)
 	}

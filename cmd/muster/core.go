@@ -31,8 +31,8 @@ lists them).
 
 SIGHUP (systemctl reload) reloads the core's certificates (api.tls,
 agents_tls) from their files, reads the configuration again and applies the
-approval rules, the disruptive kinds and the clusters' budgets, all without a
-restart; an event (core.config_reloaded) says what changed. An invalid
+approval rules, the disruptive kinds and the clusters' budgets, windows and
+freezes, all without a restart; an event (core.config_reloaded) says what changed. An invalid
 configuration changes nothing: the one in use stays, and an event
 (core.config_rejected) and a log line say why.
 
@@ -40,7 +40,7 @@ Configuration comes from --config (YAML), then MUSTER_* environment variables
 (MUSTER_API_ADDR for api.addr), then flags.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			cfg := core.DefaultConfig()
+			cfg := coreDefaults(cmd)
 			if err := loadValid(cmd, &cfg, coreFlagKeys, cfg.Validate); err != nil {
 				return err
 			}
@@ -58,7 +58,7 @@ Configuration comes from --config (YAML), then MUSTER_* environment variables
 				if err := c.ReloadTLS(); err != nil {
 					log.Error("SIGHUP: reloading certificates failed; the ones in use stay", "err", err)
 				}
-				next := core.DefaultConfig()
+				next := coreDefaults(cmd)
 				if err := loadValid(cmd, &next, coreFlagKeys, next.Validate); err != nil {
 					_ = c.RejectConfig(ctx, err)
 					return
@@ -84,7 +84,7 @@ Nothing is opened or started: the store is not contacted.`,
 		Example: `  muster core check --config /etc/muster/core.yaml`,
 		Args:    noArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			cfg := core.DefaultConfig()
+			cfg := coreDefaults(cmd)
 			if err := loadValid(cmd, &cfg, coreFlagKeys, cfg.Validate); err != nil {
 				return err
 			}
@@ -121,6 +121,10 @@ var coreFlagKeys = map[string]string{"data-dir": "data_dir", "api-addr": "api.ad
 
 func coreFlags(cmd *cobra.Command) {
 	f := cmd.Flags()
+	// The end-to-end tests move time with windows of a few seconds; people
+	// keep the 1-minute minimum.
+	f.Duration("test-min-window", 0, "the shortest maintenance window accepted (tests only)")
+	_ = f.MarkHidden("test-min-window")
 	f.String("config", "", "YAML configuration file")
 	f.String("data-dir", "", "directory of the core database and the admin token (data_dir)")
 	f.String("api-addr", "", "listen address of the REST API (api.addr)")
@@ -151,4 +155,14 @@ func checkConfigSecrets(path string) error {
 			path, postgres.Describe(doc.Store.DSN), err)
 	}
 	return nil
+}
+
+// coreDefaults is the core's default configuration with what the hidden
+// test flags set.
+func coreDefaults(cmd *cobra.Command) core.Config {
+	cfg := core.DefaultConfig()
+	if d, err := cmd.Flags().GetDuration("test-min-window"); err == nil && d > 0 {
+		cfg.MinWindow = d
+	}
+	return cfg
 }

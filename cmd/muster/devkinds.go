@@ -28,19 +28,29 @@ import (
 const devKindPrefix = "example.com/"
 
 // devKinds are the example kinds by step: the kind's name after
-// devKindPrefix, and whether the disruption budget counts it.
+// devKindPrefix, whether the disruption budget counts it, and its
+// args_schema (the core refuses bad args before any approval).
 var devKinds = []struct {
 	step, kind string
 	disruptive bool
+	schema     handlers.SchemaText
 }{
-	{"drain", "node.drain", false},
-	{"undrain", "node.undrain", false},
-	{"upgrade", "node.upgrade", true},
-	{"verify", "node.verify", false},
-	{"restart", "service.restart", true},
-	{"health", "service.health", false},
-	{"backup", "db.backup", false},
+	{"drain", "node.drain", false, ""},
+	{"undrain", "node.undrain", false, ""},
+	{"upgrade", "node.upgrade", true, devUpgradeSchema},
+	{"verify", "node.verify", false, ""},
+	{"restart", "service.restart", true, ""},
+	{"health", "service.health", false, ""},
+	{"backup", "db.backup", false, ""},
 }
+
+// devUpgradeSchema: upgrade takes one argument, the version, a string.
+const devUpgradeSchema = `type: object
+required: [version]
+additionalProperties: false
+properties:
+  version: {type: string, minLength: 1, maxLength: 64, description: the version to upgrade to}
+`
 
 // devInitialVersion is every dev node's version before any upgrade.
 const devInitialVersion = "1.0"
@@ -50,7 +60,8 @@ const devInitialVersion = "1.0"
 func devExternalKinds(exe, dir string) []handlers.External {
 	var out []handlers.External
 	for _, k := range devKinds {
-		out = append(out, handlers.External{Kind: devKindPrefix + k.kind, Run: []string{exe, "dev", "kind", "--dir", dir, k.step}})
+		out = append(out, handlers.External{Kind: devKindPrefix + k.kind, Run: []string{exe, "dev", "kind", "--dir", dir, k.step},
+			ArgsSchema: k.schema})
 	}
 	return out
 }

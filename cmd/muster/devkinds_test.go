@@ -2,11 +2,14 @@ package main
 
 import (
 	"bytes"
+	"encoding/json"
 	"errors"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/musterhq/muster/agent/handlers"
 )
 
 // The example upgrade keeps the node's version and passes on the previous
@@ -70,5 +73,34 @@ func TestDevKindFailsOnTheChosenNode(t *testing.T) {
 		if err := devFail(dir, bad); err == nil {
 			t.Fatalf("--fail %q accepted", bad)
 		}
+	}
+}
+
+// The dev agents' upgrade declares an args_schema that requires a string
+// version: it is valid (the agents start with it) and refuses what upgrade
+// would fail on.
+func TestDevKindUpgradeDeclaresItsArgs(t *testing.T) {
+	t.Parallel()
+	kinds := devExternalKinds("/bin/muster", t.TempDir())
+	reg, err := handlers.NewRegistry(kinds, handlers.Env{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, k := range kinds {
+		if errs := k.Validate(i); len(errs) != 0 {
+			t.Fatalf("%s: %v", k.Kind, errs)
+		}
+	}
+	if _, ok := reg.Schemas()[devKindPrefix+"node.upgrade"]; !ok {
+		t.Fatalf("upgrade announces no schema: %v", reg.Schemas())
+	}
+	h, _ := reg.Get(devKindPrefix + "node.upgrade")
+	for _, args := range []string{`{}`, `{"version": 2}`, `{"version": "2.0", "force": true}`} {
+		if err := h.Validate(json.RawMessage(args)); err == nil {
+			t.Errorf("upgrade took %s", args)
+		}
+	}
+	if err := h.Validate(json.RawMessage(`{"version": "2.0"}`)); err != nil {
+		t.Fatal(err)
 	}
 }

@@ -45,7 +45,7 @@ func newRootCmd() *cobra.Command {
 		// Run muster.
 		newAgentCmd(), newCoreCmd(), newDevCmd(),
 		// Talk to a core.
-		newActionCmd(), newRunCmd(), newPlaybookCmd(), newClusterCmd(), newNodeCmd(), newEventsCmd(), newTokenCmd(), newNotifyCmd(),
+		newActionCmd(), newRunCmd(), newPlaybookCmd(), newScheduleCmd(), newClusterCmd(), newNodeCmd(), newEventsCmd(), newTokenCmd(), newNotifyCmd(),
 		// Set-up helpers.
 		newTLSCmd(), newGossipCmd(), newVersionCmd(),
 	)

@@ -3,6 +3,8 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"errors"
+	"fmt"
 	"io"
 	"os"
 	"strconv"
@@ -13,6 +15,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/musterhq/muster/core/approval"
+	"github.com/musterhq/muster/core/runs"
 	"github.com/musterhq/muster/core/store"
 	"github.com/musterhq/muster/shared/action"
 	"github.com/musterhq/muster/shared/client"
@@ -67,7 +70,7 @@ func TestRunWatchOnAPseudoTerminal(t *testing.T) {
 	}
 	tty, reader := openPTY(t)
 	c := client.NewCore(e.url, e.secrets["op"], nil)
-	if err := watchRun(ctx, c, runID, tty, false); err != nil {
+	if err := watchRun(ctx, c, runID, tty, false, false); err != nil {
 		t.Fatal(err)
 	}
 	r, err := c.Run(ctx, runID)
@@ -93,5 +96,45 @@ func TestRunWatchOnAPseudoTerminal(t *testing.T) {
 	s.Write([]byte(got.String()))
 	if strings.Join(s.lines, "\n") != strings.Join(want, "\n") || !strings.Contains(got.String(), "\x1b[2K") {
 		t.Fatalf("terminal shows:\n%s\nwant:\n%s\n(raw %q)", strings.Join(s.lines, "\n"), strings.Join(want, "\n"), got.String())
+	}
+}
+
+// run watch of a PAUSED run on a terminal draws the run's lines, then says
+// below them why it is paused and who may go on, and ends (errRunPaused).
+func TestRunWatchOfAPausedRunOnAPseudoTerminal(t *testing.T) {
+	t.Parallel()
+	e := setupCLI(t, approval.DefaultPolicy())
+	ctx := context.Background()
+	id := e.storePausedRun(fmt.Sprintf(runs.ReasonCanary, "restart", 1, 0))
+	tty, reader := openPTY(t)
+	c := client.NewCore(e.url, e.secrets["op"], nil)
+	err := watchRun(ctx, c, id, tty, false, false)
+	if !errors.Is(err, errRunPaused) || exitCode(err) != 3 {
+		t.Fatalf("watch of a paused run: %v (exit %d), want errRunPaused, exit 3", err, exitCode(err))
+	}
+	r, err := c.Run(ctx, id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := append(runLines(r), pausedText(r, true))
+	var got strings.Builder
+	buf := make([]byte, 4096)
+	for !strings.Contains(got.String(), want[len(want)-1]+"\n") {
+		if err := reader.SetReadDeadline(time.Now().Add(10 * time.Second)); err != nil {
+			t.Fatal(err)
+		}
+		n, err := reader.Read(buf)
+		if err != nil && err != io.EOF {
+			t.Fatalf("read the terminal: %v (got %q)", err, got.String())
+		}
+		got.Write(buf[:n])
+	}
+	var s screen
+	s.Write([]byte(got.String()))
+	if strings.Join(s.lines, "\n") != strings.Join(want, "\n") {
+		t.Fatalf("terminal shows:\n%s\nwant:\n%s", strings.Join(s.lines, "\n"), strings.Join(want, "\n"))
+	}
+	if !strings.Contains(s.lines[0], "PAUSED") || !strings.Contains(want[len(want)-1], "muster run promote "+id) {
+		t.Fatalf("the stage line %q or the pause text %q", s.lines[0], want[len(want)-1])
 	}
 }

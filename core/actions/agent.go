@@ -303,3 +303,12 @@ func MarkSending(ctx context.Context, tx store.Tx, id, storeID string) (*store.R
 	}
 	return cur, true, nil
 }
+
+// NotBeforePrefix starts the state_reason of an action that waits for its
+// not_before.
+const NotBeforePrefix = action.ReasonNotBefore
+
+// NotBeforeReason is the state_reason of an action held until t.
+func NotBeforeReason(t time.Time) string {
+	return NotBeforePrefix + t.Format(time.RFC3339)
+}

@@ -220,5 +220,6 @@ func sameRecord(a, b *store.Record) bool {
 		a.ApprovalDigest == b.ApprovalDigest && a.CancelRequested == b.CancelRequested &&
 		a.SeenOnAgent == b.SeenOnAgent && a.PushedStoreID == b.PushedStoreID &&
 		a.RunID == b.RunID && a.Stage == b.Stage && a.Wave == b.Wave && a.Step == b.Step &&
-		a.Attempt == b.Attempt && string(a.Outputs) == string(b.Outputs)
+		a.Attempt == b.Attempt && string(a.Outputs) == string(b.Outputs) &&
+		timeEq(a.NotBefore, b.NotBefore) && a.Urgent == b.Urgent
 }

@@ -58,11 +58,14 @@ type Request struct {
 	Args      json.RawMessage
 	TimeoutS  int
 	RetryOf   string
+	// NotBefore: it is pushed no earlier (nil: at once).
+	NotBefore *time.Time
 }
 
 // Create stores a new action with its first history line and its
 // action.created event. The node must exist and, when it has reported its
-// kinds, know the kind (ErrUnprocessable otherwise). The action starts
+// kinds, know the kind, and args must match the kind's args_schema when the
+// node announced one (ErrUnprocessable otherwise). The action starts
 // PENDING_APPROVE or PENDING_SCHEDULE according to the policy.
 func (r *Rules) Create(ctx context.Context, tx store.Tx, req Request, by Actor) (*store.Record, error) {
 	if _, err := tx.Cluster(ctx, req.ClusterID); err != nil {
@@ -81,6 +84,9 @@ func (r *Rules) Create(ctx context.Context, tx store.Tx, req Request, by Actor) 
 	if len(node.Kinds) > 0 && !slices.Contains(node.Kinds, req.Kind) {
 		return nil, fmt.Errorf("%w: node %s does not know kind %s (it knows %s)", ErrUnprocessable,
 			req.NodeID, req.Kind, strings.Join(node.Kinds, ", "))
+	}
+	if err := CheckArgs(node, req.Kind, req.Args, nil); err != nil {
+		return nil, err
 	}
 	id := req.ID
 	if id == "" {
@@ -102,6 +108,9 @@ func (r *Rules) Create(ctx context.Context, tx store.Tx, req Request, by Actor) 
 		UpdatedTS: t,
 		RetryOf:   req.RetryOf,
 	}}
+	if req.NotBefore != nil {
+		rec.NotBefore = action.TimePtr(*req.NotBefore)
+	}
 	if !r.Policy.NeedsApproval(req.Kind, req.ClusterID) {
 		rec.State = action.PendingSchedule
 		rec.ScheduledTS = action.TimePtr(t)
@@ -162,7 +171,17 @@ func load(ctx context.Context, tx store.Tx, id string) (*store.Record, error) {
 // Policy.TTL at now: it can no longer be approved, and ExpireApprovals
 // cancels it.
 func (r *Rules) ApprovalExpired(rec *store.Record, now time.Time) bool {
-	return rec.State == action.PendingApprove && r.Policy.Window() > 0 && now.Sub(rec.CreatedTS) > r.Policy.Window()
+	return rec.State == action.PendingApprove && r.Policy.Window() > 0 && now.Sub(laterOf(rec.CreatedTS, rec.NotBefore)) > r.Policy.Window()
+}
+
+// laterOf is t, or notBefore when it is later: the approval's time and
+// the schedule's time count from an action's not_before (docs/architecture.md,
+// "Windows, freezes and later starts").
+func laterOf(t time.Time, notBefore *time.Time) time.Time {
+	if notBefore != nil && notBefore.After(t) {
+		return *notBefore
+	}
+	return t
 }
 
 // Approve moves a PENDING_APPROVE action to PENDING_SCHEDULE, binding the
@@ -196,6 +215,45 @@ func (r *Rules) Approve(ctx context.Context, tx store.Tx, id string, by Actor) (
 	}
 	return &c.Rec, nil
 }
+
+// MarkUrgent marks an action that has not left the core urgent, with the
+// reason by gives (required): it passes its cluster's closed maintenance
+// window, never a freeze (docs/architecture.md, "Windows, freezes and later
+// starts"). Like an approval, the requester may not mark their own
+// (ErrForbidden) unless Policy.SelfApproval. The mark is recorded as an
+// action.urgent event and a history line; marking again changes the reason.
+func (r *Rules) MarkUrgent(ctx context.Context, tx store.Tx, id string, by Actor) (*store.Record, error) {
+	cur, err := load(ctx, tx, id)
+	if err != nil {
+		return nil, err
+	}
+	if by.Note == "" {
+		return nil, fmt.Errorf("%w: reason is required to mark an action urgent", ErrUnprocessable)
+	}
+	if (cur.State != action.PendingApprove && cur.State != action.PendingSchedule) || cur.PushedStoreID != "" {
+		return nil, wrongState(cur, "mark urgent")
+	}
+	if r.Policy.MayApprove(cur.Requester, "", by.Name, true) == approval.OwnRequest {
+		return nil, fmt.Errorf("%w: %s requested action %s and may not mark it urgent too", ErrForbidden, by.Name, cur.ID)
+	}
+	if cur.Urgent == by.Note {
+		return cur, nil
+	}
+	t := r.now()
+	c := begin(cur)
+	c.Rec.Urgent, c.Rec.UpdatedTS = by.Note, t
+	c.History = append(c.History, action.Transition{TS: t, From: cur.State, To: cur.State, Actor: by.Name,
+		Reason: ReasonUrgent + ": " + by.Note})
+	c.event(store.EventActionUrgent, by, t, fmt.Sprintf("%s marked %s urgent (%s on %s/%s): %s", by.Name, cur.ID,
+		cur.Kind, cur.ClusterID, cur.NodeID, by.Note), map[string]any{"reason": by.Note})
+	if err := Write(ctx, tx, c); err != nil {
+		return nil, err
+	}
+	return &c.Rec, nil
+}
+
+// ReasonUrgent starts the history line of an urgent mark.
+const ReasonUrgent = "urgent"
 
 // Reject cancels a PENDING_APPROVE action with reason "rejected". If an
 // agent turns out to hold the same id (someone pushed it there directly),
@@ -350,8 +408,11 @@ func (r *Rules) ExpireSchedules(ctx context.Context, tx store.Tx) ([]*store.Reco
 		return nil, err
 	}
 	return writeEach(ctx, tx, recs, func(cur *store.Record) *Change {
-		if cur.State != action.PendingSchedule || cur.ScheduledTS == nil || t.Sub(*cur.ScheduledTS) <= r.ScheduleTTL {
+		if cur.State != action.PendingSchedule || cur.ScheduledTS == nil || t.Sub(laterOf(*cur.ScheduledTS, cur.NotBefore)) <= r.ScheduleTTL {
 			return nil
+		}
+		if action.HeldByCalendar(cur.StateReason) {
+			return nil // it waits for its window, or for a freeze to end, however long
 		}
 		if cur.PushedStoreID == "" {
 			return finish(cur, action.Cancelled, Core, ReasonScheduleTimeout, "",

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"time"
 
 	"github.com/musterhq/muster/core/approval"
 	"github.com/musterhq/muster/core/store"
@@ -34,6 +35,10 @@ type Child struct {
 	// ApprovedBy is the run's approver; "" for a run that needed no
 	// approval.
 	ApprovedBy string
+	// NotBefore and Urgent are the run's: no child goes before it, and an
+	// urgent run's children pass a closed window.
+	NotBefore *time.Time
+	Urgent    string
 }
 
 // CreateChild stores a run's child with its history line and its
@@ -52,6 +57,7 @@ func (r *Rules) CreateChild(ctx context.Context, tx store.Tx, ch Child, by Actor
 		Origin: action.OriginCore, Requester: ch.Requester, ApprovedBy: ch.ApprovedBy, TimeoutS: ch.TimeoutS,
 		CreatedTS: t, ScheduledTS: action.TimePtr(t), UpdatedTS: t,
 		RunID: ch.RunID, Stage: ch.Stage, Wave: ch.Wave, Step: ch.Step, Attempt: ch.Attempt, RetryOf: ch.RetryOf,
+		NotBefore: ch.NotBefore, Urgent: ch.Urgent,
 	}}
 	if ch.ApprovedBy != "" {
 		rec.ApprovalDigest = approval.Digest(&rec.Action)
@@ -75,6 +81,17 @@ func (r *Rules) CreateChild(ctx context.Context, tx store.Tx, ch Child, by Actor
 		return nil, fmt.Errorf("run %s: child on %s: %w", ch.RunID, ch.NodeID, err)
 	}
 	return rec, nil
+}
+
+// UrgentChild marks a run's child not yet sent urgent as its run is
+// (Engine.MarkUrgent records who and why, in the run's event).
+func UrgentChild(ctx context.Context, tx store.Tx, rec *store.Record, reason string, now time.Time) error {
+	if rec.State != action.PendingSchedule || rec.PushedStoreID != "" || rec.Urgent == reason {
+		return nil
+	}
+	c := begin(rec)
+	c.Rec.Urgent, c.Rec.UpdatedTS = reason, now
+	return Write(ctx, tx, c)
 }
 
 // CancelChild cancels an unfinished child of a run by the cancel rule of

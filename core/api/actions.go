@@ -190,7 +190,7 @@ func (s *Server) createAction(c *echo.Context) error {
 	err = s.st.Update(ctx, func(tx store.Tx) error {
 		var err error
 		rec, err = s.rules.Create(ctx, tx, actions.Request{ID: req.ID, ClusterID: req.ClusterID, NodeID: req.NodeID,
-			Kind: req.Kind, Args: req.Args, TimeoutS: req.TimeoutS}, actor(c))
+			Kind: req.Kind, Args: req.Args, TimeoutS: req.TimeoutS, NotBefore: req.NotBefore}, actor(c))
 		return err
 	})
 	if err != nil {
@@ -240,6 +240,26 @@ func (s *Server) approveAction(c *echo.Context) error {
 	}
 	rec, err := s.change(c, func(ctx context.Context, tx store.Tx, id string) (*store.Record, error) {
 		return s.rules.Approve(ctx, tx, id, by)
+	})
+	if err != nil {
+		return err
+	}
+	s.nudgeNode(rec.ClusterID, rec.NodeID)
+	return c.JSON(http.StatusOK, rec.Action)
+}
+
+// urgentAction marks an action urgent: {"reason": "..."} (required). It
+// passes its cluster's closed maintenance window, never a freeze.
+func (s *Server) urgentAction(c *echo.Context) error {
+	by, err := decisionActor(c)
+	if err != nil {
+		return err
+	}
+	if by.Note == "" {
+		return badRequest("reason is required: say why it may not wait for the window")
+	}
+	rec, err := s.change(c, func(ctx context.Context, tx store.Tx, id string) (*store.Record, error) {
+		return s.rules.MarkUrgent(ctx, tx, id, by)
 	})
 	if err != nil {
 		return err

@@ -26,6 +26,8 @@ import (
 	"github.com/musterhq/muster/core/budget"
 	"github.com/musterhq/muster/core/enroll"
 	"github.com/musterhq/muster/core/runs"
+	"github.com/musterhq/muster/core/schedule"
+	"github.com/musterhq/muster/core/schedule/recur"
 	"github.com/musterhq/muster/core/store"
 	"github.com/musterhq/muster/core/streams"
 	"github.com/musterhq/muster/shared/apiserver"
@@ -81,6 +83,9 @@ type Config struct {
 	// Budget is the clusters' disruption budgets, shown by GET
 	// /api/v1/clusters/{c}.
 	Budget budget.Policy
+	// Calendars are the clusters' maintenance windows and freezes, shown
+	// with each cluster; nil: none.
+	Calendars *schedule.LiveCalendars
 	// Streams counts the event streams together with the web UI's
 	// live-update streams (the core shares one); nil counts the API's alone,
 	// MaxStreams in all and MaxSSEPerToken per token.
@@ -89,6 +94,9 @@ type Config struct {
 	Replicas ReplicaLister
 	// Runs makes every change to runs.
 	Runs *runs.Engine
+	// Schedules makes every change to schedules; nil builds one from
+	// Policy.
+	Schedules *recur.Service
 	// Notify sends test deliveries and lists the destinations; nil: none
 	// configured.
 	Notify Notifier
@@ -153,6 +161,9 @@ func New(cfg Config, st store.Store, n Nudger, log *slog.Logger) *Server {
 	}
 	if cfg.Runs == nil {
 		cfg.Runs = &runs.Engine{Policy: cfg.Policy, Actions: cfg.Rules}
+	}
+	if cfg.Schedules == nil {
+		cfg.Schedules = &recur.Service{Policy: cfg.Policy}
 	}
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
@@ -222,6 +233,7 @@ func (s *Server) routes() {
 	s.add(http.MethodGet, "/api/v1/actions/:id", auth.Read, onlyParams(s.showAction))
 	s.add(http.MethodPost, "/api/v1/actions/:id/approve", auth.Approve, s.approveAction)
 	s.add(http.MethodPost, "/api/v1/actions/:id/reject", auth.Reject, s.rejectAction)
+	s.add(http.MethodPost, "/api/v1/actions/:id/urgent", auth.Approve, s.urgentAction)
 	s.add(http.MethodPost, "/api/v1/actions/:id/cancel", auth.Cancel, s.cancelAction)
 	s.add(http.MethodPost, "/api/v1/actions/:id/retry", auth.Retry, s.retryAction)
 
@@ -230,6 +242,7 @@ func (s *Server) routes() {
 	s.add(http.MethodGet, "/api/v1/runs/:id", auth.Read, onlyParams(s.showRun))
 	s.add(http.MethodPost, "/api/v1/runs/:id/approve", auth.Approve, s.approveRun)
 	s.add(http.MethodPost, "/api/v1/runs/:id/reject", auth.Reject, s.rejectRun)
+	s.add(http.MethodPost, "/api/v1/runs/:id/urgent", auth.Approve, s.urgentRun)
 	s.add(http.MethodPost, "/api/v1/runs/:id/pause", auth.Cancel, s.pauseRun)
 	s.add(http.MethodPost, "/api/v1/runs/:id/resume", auth.Continue, s.resumeRun)
 	s.add(http.MethodPost, "/api/v1/runs/:id/cancel", auth.Cancel, s.cancelRun)
@@ -241,6 +254,15 @@ func (s *Server) routes() {
 	s.add(http.MethodGet, "/api/v1/playbooks/:name", auth.Read, onlyParams(s.showPlaybook, "version"))
 	s.add(http.MethodPost, "/api/v1/playbooks/:name/plan", auth.Read, s.planPlaybook)
 	s.add(http.MethodPost, "/api/v1/playbooks/:name/runs", auth.Create, s.startPlaybook)
+
+	s.add(http.MethodPost, "/api/v1/schedules", auth.Create, s.applySchedule)
+	s.add(http.MethodGet, "/api/v1/schedules", auth.Read, onlyParams(s.listSchedules))
+	s.add(http.MethodGet, "/api/v1/schedules/:name", auth.Read, onlyParams(s.showSchedule))
+	s.add(http.MethodDelete, "/api/v1/schedules/:name", auth.Cancel, s.deleteSchedule)
+	s.add(http.MethodPost, "/api/v1/schedules/:name/approve", auth.Approve, s.approveSchedule)
+	s.add(http.MethodPost, "/api/v1/schedules/:name/reject", auth.Reject, s.rejectSchedule)
+	s.add(http.MethodPost, "/api/v1/schedules/:name/pause", auth.Cancel, s.pauseSchedule)
+	s.add(http.MethodPost, "/api/v1/schedules/:name/resume", auth.Continue, s.resumeSchedule)
 
 	s.add(http.MethodGet, "/api/v1/events", auth.Read, onlyParams(s.listEvents, "since", "limit", "tail", "action_id", "run_id", "cluster", "node", "type"))
 	s.add(http.MethodGet, "/api/v1/events/stream", auth.Read, onlyParams(s.streamEvents, "since", "action_id", "run_id", "cluster", "node", "type"))

@@ -13,6 +13,7 @@ import (
 	"github.com/musterhq/muster/core/enroll"
 	"github.com/musterhq/muster/core/nodes"
 	"github.com/musterhq/muster/core/runs"
+	"github.com/musterhq/muster/core/schedule"
 	"github.com/musterhq/muster/core/store"
 	"github.com/musterhq/muster/shared/action"
 	"github.com/musterhq/muster/shared/labels"
@@ -33,6 +34,7 @@ func toWireNode(n store.Node) wire.Node {
 		StatusReason: n.StatusReason, Drained: n.Drained, DrainedBy: n.DrainedBy, DrainReason: n.DrainReason,
 		StoreID: n.StoreID, Kinds: kinds, Version: n.Version,
 		LastContact: n.LastContact, UpdatedTS: n.UpdatedTS, Labels: labels.Merge(nil, n.Labels),
+		ArgsSchemas: n.ArgsSchemas,
 	}
 }
 
@@ -88,6 +90,13 @@ func (s *Server) showCluster(c *echo.Context) error {
 				return err
 			}
 			out.Budget = toWireBudget(s.cfg.Budget, id, nodes, open, procs.InFlight)
+		}
+		if cal := s.cfg.Calendars.Of(id); cal != nil {
+			open, err := r.OpenActions(ctx, id, "")
+			if err != nil {
+				return err
+			}
+			out.Calendar = schedule.CalendarView(cal, time.Now(), waitingForTime(open))
 		}
 		out.Nodes = []wire.Node{}
 		for _, n := range nodes {
@@ -231,4 +240,16 @@ func toWireBudget(p budget.Policy, clusterID string, nodes []store.Node, open []
 		}
 	}
 	return out
+}
+
+// waitingForTime counts the open actions that wait for a window, the end
+// of a freeze or their not_before.
+func waitingForTime(open []store.Record) int {
+	n := 0
+	for i := range open {
+		if schedule.WaitsForItsTime(open[i].State, open[i].StateReason) {
+			n++
+		}
+	}
+	return n
 }

@@ -5,9 +5,11 @@ import (
 	"net/http"
 	"slices"
 	"strings"
+	"time"
 
 	"github.com/labstack/echo/v5"
 
+	"github.com/musterhq/muster/core/schedule"
 	"github.com/musterhq/muster/shared/action"
 	"github.com/musterhq/muster/shared/jsonbody"
 	"github.com/musterhq/muster/shared/wire"
@@ -68,6 +70,18 @@ func checkCreate(req *wire.CreateActionRequest) error {
 		return badRequest("args larger than %d bytes", action.MaxArgs)
 	}
 	req.Args = args
+	return checkNotBefore(req.NotBefore)
+}
+
+// checkNotBefore refuses a not_before in the past or more than 90 days
+// ahead (schedule.CheckNotBefore).
+func checkNotBefore(t *time.Time) error {
+	if t == nil {
+		return nil
+	}
+	if err := schedule.CheckNotBefore(*t, time.Now()); err != nil {
+		return badRequest("%v", err)
+	}
 	return nil
 }
 

@@ -14,6 +14,7 @@ import (
 	"github.com/musterhq/muster/core/nodes"
 	"github.com/musterhq/muster/core/runs"
 	"github.com/musterhq/muster/core/runs/playbook"
+	"github.com/musterhq/muster/core/schedule"
 	"github.com/musterhq/muster/core/store"
 	"github.com/musterhq/muster/shared/action"
 	"github.com/musterhq/muster/shared/apiserver"
@@ -70,6 +71,9 @@ func classify(err error) (int, string) {
 	if status, code, ok := enrollError(err); ok {
 		return status, code
 	}
+	if status, code, ok := scheduleError(err); ok {
+		return status, code
+	}
 	switch {
 	case errors.Is(err, ErrBadRequest), errors.Is(err, action.ErrInvalid), errors.Is(err, auth.ErrInvalid),
 		errors.Is(err, jsonbody.ErrInvalid), errors.Is(err, store.ErrInvalidQuery):
@@ -120,7 +124,7 @@ func (s *Server) handleError(c *echo.Context, err error) {
 		return
 	}
 	status, code := classify(err)
-	body := wire.ErrorBody{Error: wire.ErrorDetail{Code: code, Message: err.Error()}}
+	body := wire.ErrorBody{Error: wire.ErrorDetail{Code: code, Message: err.Error(), Field: errorField(err)}}
 	switch status {
 	case http.StatusInternalServerError:
 		// The cause goes to the log, not to the caller.
@@ -163,7 +167,7 @@ func isOurs(err error) bool {
 	for _, e := range []error{ErrBadRequest, ErrForbidden, ErrWrongState, ErrAmbiguous, ErrUnprocessable,
 		ErrTooLarge, ErrTooMany, ErrBusy, ErrConflict, store.ErrNotFound, store.ErrExists, store.ErrInvalidQuery, auth.ErrUnauthenticated,
 		auth.ErrInvalid, action.ErrInvalid, jsonbody.ErrInvalid, jsonbody.ErrTooLarge, apiserver.ErrUnsupportedMediaType,
-		runs.ErrInvalid, runs.ErrUnresolvable, playbook.ErrInvalid, nodes.ErrConfigured,
+		runs.ErrInvalid, runs.ErrUnresolvable, playbook.ErrInvalid, nodes.ErrConfigured, schedule.ErrInvalid,
 		enroll.ErrDisabled, enroll.ErrInvalid, enroll.ErrRefused, enroll.ErrHeld, tlsutil.ErrBadCSR} {
 		if errors.Is(err, e) {
 			return true

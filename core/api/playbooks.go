@@ -179,6 +179,9 @@ func (s *Server) startPlaybook(c *echo.Context) error {
 	if req.Document != "" {
 		return badRequest("a run starts from a stored playbook: apply the document first")
 	}
+	if err := checkNotBefore(req.NotBefore); err != nil {
+		return err
+	}
 	pb, version, err := playbook.Load(c.Request().Context(), s.st, c.Param("name"), req)
 	if err != nil {
 		return err

@@ -38,6 +38,7 @@ var roleTable = map[string][5]int{ //        none viewer  op   appr admin
 	"GET /api/v1/actions/:id":                            {401, 200, 200, 200, 200},
 	"POST /api/v1/actions/:id/approve":                   {401, 403, 403, 200, 200},
 	"POST /api/v1/actions/:id/reject":                    {401, 403, 403, 200, 200},
+	"POST /api/v1/actions/:id/urgent":                    {401, 403, 403, 200, 200},
 	"POST /api/v1/actions/:id/cancel":                    {401, 403, 200, 403, 200},
 	"POST /api/v1/actions/:id/retry":                     {401, 403, 201, 403, 201},
 	"GET /api/v1/runs":                                   {401, 200, 200, 200, 200},
@@ -45,6 +46,7 @@ var roleTable = map[string][5]int{ //        none viewer  op   appr admin
 	"GET /api/v1/runs/:id":                               {401, 200, 200, 200, 200},
 	"POST /api/v1/runs/:id/approve":                      {401, 403, 403, 200, 200},
 	"POST /api/v1/runs/:id/reject":                       {401, 403, 403, 200, 200},
+	"POST /api/v1/runs/:id/urgent":                       {401, 403, 403, 200, 200},
 	"POST /api/v1/runs/:id/pause":                        {401, 403, 200, 403, 200},
 	"POST /api/v1/runs/:id/resume":                       {401, 403, 200, 403, 200},
 	"POST /api/v1/runs/:id/cancel":                       {401, 403, 200, 403, 200},
@@ -55,6 +57,14 @@ var roleTable = map[string][5]int{ //        none viewer  op   appr admin
 	"GET /api/v1/playbooks/:name":                        {401, 200, 200, 200, 200},
 	"POST /api/v1/playbooks/:name/plan":                  {401, 200, 200, 200, 200},
 	"POST /api/v1/playbooks/:name/runs":                  {401, 403, 201, 403, 201},
+	"POST /api/v1/schedules":                             {401, 403, 201, 403, 201},
+	"GET /api/v1/schedules":                              {401, 200, 200, 200, 200},
+	"GET /api/v1/schedules/:name":                        {401, 200, 200, 200, 200},
+	"DELETE /api/v1/schedules/:name":                     {401, 403, 204, 403, 204},
+	"POST /api/v1/schedules/:name/approve":               {401, 403, 403, 200, 200},
+	"POST /api/v1/schedules/:name/reject":                {401, 403, 403, 200, 200},
+	"POST /api/v1/schedules/:name/pause":                 {401, 403, 200, 403, 200},
+	"POST /api/v1/schedules/:name/resume":                {401, 403, 200, 200, 200},
 	"GET /api/v1/events":                                 {401, 200, 200, 200, 200},
 	"GET /api/v1/events/stream":                          {401, 200, 200, 200, 200},
 	"GET /api/v1/notify":                                 {401, 403, 403, 403, 200},
@@ -92,6 +102,14 @@ func (e *env) fixture(route string, n int) (string, any) {
 		"POST /api/v1/actions/:id/reject", "POST /api/v1/actions/:id/cancel":
 		a := e.create("op", wire.CreateActionRequest{})
 		path = strings.ReplaceAll(path, ":id", a.ID)
+	case "POST /api/v1/actions/:id/urgent":
+		a := e.create("op", wire.CreateActionRequest{})
+		path = strings.ReplaceAll(path, ":id", a.ID)
+		body = wire.ReasonRequest{Reason: "the disk fills up"}
+	case "POST /api/v1/runs/:id/urgent":
+		r := e.createRun("op", oneStageRun(kindPing))
+		path = strings.ReplaceAll(path, ":id", r.ID)
+		body = wire.ReasonRequest{Reason: "security fix"}
 	case "POST /api/v1/actions/:id/retry":
 		a := e.create("op", wire.CreateActionRequest{})
 		e.call(http.MethodPost, "/api/v1/actions/"+a.ID+"/cancel", "op", nil, http.StatusOK, nil)
@@ -136,6 +154,19 @@ func (e *env) fixture(route string, n int) (string, any) {
 		if !strings.HasPrefix(route, "GET") {
 			body = wire.PlanRequest{ClusterID: "prod", Version: 1}
 		}
+	case "POST /api/v1/schedules":
+		body = e.scheduleFixture(fmt.Sprintf("new-sch-%d", n))
+	case "GET /api/v1/schedules/:name", "DELETE /api/v1/schedules/:name", "POST /api/v1/schedules/:name/approve",
+		"POST /api/v1/schedules/:name/reject", "POST /api/v1/schedules/:name/pause", "POST /api/v1/schedules/:name/resume":
+		name := fmt.Sprintf("sch-%d", n)
+		e.call(http.MethodPost, "/api/v1/schedules", "op", e.scheduleFixture(name), http.StatusCreated, nil)
+		if strings.HasSuffix(route, "/pause") || strings.HasSuffix(route, "/resume") {
+			e.call(http.MethodPost, "/api/v1/schedules/"+name+"/approve", "appr", nil, http.StatusOK, nil)
+		}
+		if strings.HasSuffix(route, "/resume") {
+			e.call(http.MethodPost, "/api/v1/schedules/"+name+"/pause", "op", nil, http.StatusOK, nil)
+		}
+		path = strings.ReplaceAll(path, ":name", name)
 	case "POST /api/v1/notify/:name/test", "GET /api/v1/notify/:name/deliveries":
 		path = strings.ReplaceAll(path, ":name", "hook")
 	case "POST /api/v1/notify/deliveries/:id/redeliver":

@@ -7,6 +7,8 @@ import (
 	"net/http"
 	"strconv"
 	"strings"
+	"unicode"
+	"unicode/utf8"
 
 	"github.com/labstack/echo/v5"
 
@@ -56,6 +58,9 @@ func (s *Server) createRun(c *echo.Context) error {
 	}
 	var req wire.CreateRunRequest
 	if err := decodeStrict(body, &req); err != nil {
+		return err
+	}
+	if err := checkNotBefore(req.NotBefore); err != nil {
 		return err
 	}
 	return s.newRun(c, func(ctx context.Context, tx store.Tx) (*store.Run, error) {
@@ -237,6 +242,23 @@ func (s *Server) approveRun(c *echo.Context) error {
 	var req wire.ApproveRunRequest
 	return s.changeRun(c, &req, func(ctx context.Context, tx store.Tx, id string) (*store.Run, error) {
 		return s.cfg.Runs.Approve(ctx, tx, id, req.Digest, s.who(c))
+	})
+}
+
+// urgentRun marks a run urgent: {"reason": "..."} (required). Its children
+// pass the cluster's closed maintenance window, never a freeze.
+func (s *Server) urgentRun(c *echo.Context) error {
+	var req wire.ReasonRequest
+	return s.changeRun(c, &req, func(ctx context.Context, tx store.Tx, id string) (*store.Run, error) {
+		by := s.who(c)
+		by.Note = strings.TrimSpace(req.Reason)
+		if by.Note == "" {
+			return nil, badRequest("reason is required: say why it may not wait for the window")
+		}
+		if strings.ContainsFunc(by.Note, unicode.IsControl) || !utf8.ValidString(by.Note) {
+			return nil, badRequest("reason contains control characters")
+		}
+		return s.cfg.Runs.MarkUrgent(ctx, tx, id, by)
 	})
 }
 

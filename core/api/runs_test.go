@@ -113,6 +113,41 @@ func TestRunPauseResumeCancel(t *testing.T) {
 	e.call(http.MethodPost, "/api/v1/runs/"+run.ID+"/resume", "op", nil, http.StatusConflict, nil)
 }
 
+// TestRunStageShowsPausedWhileItsRunIsPaused: a RUNNING stage of a PAUSED
+// run is shown PAUSED by the run's answer, its page and the run list, and
+// RUNNING again once the run is resumed.
+func TestRunStageShowsPausedWhileItsRunIsPaused(t *testing.T) {
+	t.Parallel()
+	e := setup(t)
+	run := e.createRun("op", oneStageRun(kindPing))
+	e.call(http.MethodPost, "/api/v1/runs/"+run.ID+"/approve", "appr", nil, http.StatusOK, nil)
+	stageStates := func() []string {
+		var one wire.Run
+		e.call(http.MethodGet, "/api/v1/runs/"+run.ID, "viewer", nil, http.StatusOK, &one)
+		var list wire.RunList
+		e.call(http.MethodGet, "/api/v1/runs", "viewer", nil, http.StatusOK, &list)
+		if len(list.Runs) != 1 {
+			t.Fatalf("the list has %d runs, want 1", len(list.Runs))
+		}
+		return []string{one.Stages[0].State, list.Runs[0].Stages[0].State}
+	}
+	if got := stageStates(); got[0] != store.StageRunning || got[1] != store.StageRunning {
+		t.Fatalf("stage of a running run: %v, want RUNNING in both", got)
+	}
+	var paused wire.Run
+	e.call(http.MethodPost, "/api/v1/runs/"+run.ID+"/pause", "op", nil, http.StatusOK, &paused)
+	if paused.Stages[0].State != store.StagePaused || paused.PausedFor != wire.PausedManual {
+		t.Fatalf("pause answers the stage %s, paused_for %q; want PAUSED, manual", paused.Stages[0].State, paused.PausedFor)
+	}
+	if got := stageStates(); got[0] != store.StagePaused || got[1] != store.StagePaused {
+		t.Fatalf("stage of a paused run: %v, want PAUSED in both", got)
+	}
+	e.call(http.MethodPost, "/api/v1/runs/"+run.ID+"/resume", "op", nil, http.StatusOK, nil)
+	if got := stageStates(); got[0] != store.StageRunning || got[1] != store.StageRunning {
+		t.Fatalf("stage of a resumed run: %v, want RUNNING in both", got)
+	}
+}
+
 func TestRunRejectCancelsIt(t *testing.T) {
 	t.Parallel()
 	e := setup(t)

@@ -168,7 +168,13 @@ func Digest(a *action.Action) string {
 	if err != nil {
 		args = a.Args
 	}
-	b, _ := json.Marshal([]string{a.Kind, string(args), a.ClusterID, a.NodeID})
+	fields := []string{a.Kind, string(args), a.ClusterID, a.NodeID}
+	if a.NotBefore != nil {
+		// "This, at that time"; an action without one keeps the digest
+		// it always had.
+		fields = append(fields, a.NotBefore.UTC().Format(time.RFC3339Nano))
+	}
+	b, _ := json.Marshal(fields)
 	sum := sha256.Sum256(b)
 	return hex.EncodeToString(sum[:])
 }

@@ -17,6 +17,7 @@ import (
 
 	"github.com/musterhq/muster/core/actions"
 	corenodes "github.com/musterhq/muster/core/nodes"
+	"github.com/musterhq/muster/core/schedule"
 	"github.com/musterhq/muster/core/store"
 	"github.com/musterhq/muster/shared/labels"
 )
@@ -28,6 +29,10 @@ type ClusterSpec struct {
 	// Budget is the cluster's disruption budget (docs/architecture.md, "Labels,
 	// targets and the disruption budget").
 	Budget BudgetSpec `mapstructure:"budget" yaml:"budget"`
+	// Windows and Freezes say when disruptive work may go to the cluster
+	// (docs/architecture.md, "Windows, freezes and later starts").
+	Windows []schedule.WindowSpec `mapstructure:"windows" yaml:"windows"`
+	Freezes []schedule.FreezeSpec `mapstructure:"freezes" yaml:"freezes"`
 }
 
 // BudgetSpec is a cluster's disruption budget as configured.

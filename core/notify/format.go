@@ -30,14 +30,18 @@ func MessageID(seq int64, destination string) string {
 }
 
 // PageURL is the web UI page of e under publicURL (the core's public
-// address): its run, its action, else the events page.
+// address): its run, its action, its schedule (a schedule waiting for
+// approval, say), else the events page.
 func PageURL(publicURL string, e *store.Event) string {
 	base := strings.TrimRight(publicURL, "/") + "/ui/"
+	schedule, _ := e.Data["schedule"].(string)
 	switch {
 	case e.RunID != "":
 		return base + "runs/" + url.PathEscape(e.RunID)
 	case e.ActionID != "":
 		return base + "actions/" + url.PathEscape(e.ActionID)
+	case schedule != "":
+		return base + "schedules/" + url.PathEscape(schedule)
 	}
 	return base + "events"
 }

@@ -484,3 +484,18 @@ func TestSecretFileRules(t *testing.T) {
 		}
 	}
 }
+
+func TestPageURLLeadsToTheRunTheActionOrTheSchedule(t *testing.T) {
+	t.Parallel()
+	const base = "https://muster.example.com/"
+	for want, e := range map[string]*store.Event{
+		base + "ui/runs/r1":         {RunID: "r1", Data: map[string]any{"schedule": "nightly"}},
+		base + "ui/actions/a1":      {ActionID: "a1"},
+		base + "ui/schedules/a%2Fb": {Type: store.EventApprovalWaiting, Data: map[string]any{"schedule": "a/b"}},
+		base + "ui/events":          {Type: store.EventNodeDown},
+	} {
+		if got := PageURL(base, e); got != want {
+			t.Errorf("PageURL(%+v) = %s, want %s", e, got, want)
+		}
+	}
+}

@@ -8,12 +8,14 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"slices"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/musterhq/muster/agent"
 	"github.com/musterhq/muster/agent/agenttest"
+	"github.com/musterhq/muster/agent/handlers"
 	"github.com/musterhq/muster/core/actions"
 	"github.com/musterhq/muster/core/orchestrate"
 	"github.com/musterhq/muster/core/store"
@@ -232,6 +234,38 @@ func TestRealAgentRefusesAnUnknownKind(t *testing.T) {
 	rec := e.record(id)
 	if rec.State != action.Failed || !strings.Contains(rec.StateReason, "example.com/not.installed") {
 		t.Fatalf("record %s %q", rec.State, rec.StateReason)
+	}
+}
+
+// The args_schema a real agent announces is kept with the node's kinds,
+// and dropped once the agent no longer declares it.
+func TestRealAgentsArgsSchemaIsStoredWithItsKinds(t *testing.T) {
+	t.Parallel()
+	e := setup(t, orchestrate.Config{}, "n1")
+	old := e.agents["n1"]
+	old.stop()
+	cfg := agent.DefaultConfig()
+	cfg.NodeID, cfg.ClusterID, cfg.DataDir, cfg.API.Addr, cfg.API.Insecure = "n1", cluster, t.TempDir(), old.addr, true
+	cfg.Actions.External = []handlers.External{{Kind: "example.com/pkg.upgrade", Run: []string{"/bin/true"},
+		ArgsSchema: `{"type": "object", "required": ["version"]}`}}
+	r := agenttest.Start(t, cfg)
+	e.agents["n1"] = &realAgent{addr: r.Addr, stop: r.Stop}
+	e.pass()
+	n := e.node("n1")
+	if got := string(n.ArgsSchemas["example.com/pkg.upgrade"]); got != `{"required":["version"],"type":"object"}` || len(n.ArgsSchemas) != 1 ||
+		!slices.Contains(n.Kinds, "example.com/pkg.upgrade") {
+		t.Fatalf("stored node: kinds %v schemas %v", n.Kinds, n.ArgsSchemas)
+	}
+	// An idle pass writes the node no more: the schema read back is the one announced.
+	e.pass()
+	if again := e.node("n1"); !again.UpdatedTS.Equal(n.UpdatedTS) {
+		t.Fatalf("an idle pass rewrote the node (updated %s, then %s)", n.UpdatedTS, again.UpdatedTS)
+	}
+	r.Stop()
+	e.agents["n1"] = runAgent(t, "n1", r.Addr, t.TempDir())
+	e.pass()
+	if n := e.node("n1"); n.ArgsSchemas != nil || slices.Contains(n.Kinds, "example.com/pkg.upgrade") {
+		t.Fatalf("after the kind went: kinds %v schemas %v", n.Kinds, n.ArgsSchemas)
 	}
 }
 

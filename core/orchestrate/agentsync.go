@@ -97,6 +97,9 @@ type nodeResult struct {
 	// budget is the disruption budget of the sync, shared by its nodes (nil
 	// without a budget).
 	budget *budgetView
+	// gate holds what waits for its not_before, or for the cluster's
+	// window or the end of its freeze (gate.go); shared by the sync's nodes.
+	gate *pushGate
 }
 
 // call runs one agent request with the agent timeout.
@@ -319,6 +322,16 @@ func (o *Orchestrator) pushPending(ctx context.Context, ag *client.Agent, res *n
 			if r.StateReason != actions.ReasonDrained {
 				res.ops = append(res.ops, op{kind: opHeld, id: r.ID, msg: actions.ReasonDrained})
 			}
+			continue
+		}
+		// Its not_before, the cluster's windows and freezes (gate.go): a
+		// held action waits, a wake-up is armed for when it may go, and
+		// the node's later actions are not held back by it.
+		if why, until := res.gate.holds(r, time.Now()); why != "" {
+			if r.StateReason != why {
+				res.ops = append(res.ops, op{kind: opHeld, id: r.ID, msg: why})
+			}
+			o.wakeAt(res.node.ClusterID, res.node.ID, until)
 			continue
 		}
 		if room <= 0 {

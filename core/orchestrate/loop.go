@@ -10,6 +10,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/musterhq/muster/core/runs"
 	"github.com/musterhq/muster/core/store"
 	"github.com/musterhq/muster/shared/action"
 )
@@ -829,9 +830,10 @@ func (o *Orchestrator) snapshot(ctx context.Context, cs *clusterState) ([]string
 			return err
 		}
 		bv := o.newBudgetView(cs, ns, open, procs, readAt)
+		g := o.newGate(cs.id, procs)
 		for i := range ns {
 			id := ns[i].ID
-			snap[id] = &nodeResult{node: ns[i], open: byNode[id], pausedRuns: paused, budget: bv}
+			snap[id] = &nodeResult{node: ns[i], open: byNode[id], pausedRuns: paused, budget: bv, gate: g}
 			if busy[id] {
 				first = append(first, id)
 			} else {
@@ -892,15 +894,18 @@ func (o *Orchestrator) prepare(ctx context.Context, cs *clusterState, ids []stri
 			return err
 		}
 		var bv *budgetView
-		if hasBudget {
-			procs, err := o.procedures(ctx, r, cs.id, readAt)
-			if err != nil {
+		var procs *runs.Procedures
+		if hasBudget || o.cfg.Calendars.Of(cs.id) != nil {
+			if procs, err = o.procedures(ctx, r, cs.id, readAt); err != nil {
 				return err
 			}
+		}
+		if hasBudget {
 			bv = o.newBudgetView(cs, all, open, procs, readAt)
 		}
+		g := o.newGate(cs.id, procs)
 		for _, res := range out {
-			res.pausedRuns, res.budget = paused, bv
+			res.pausedRuns, res.budget, res.gate = paused, bv, g
 		}
 		return nil
 	})

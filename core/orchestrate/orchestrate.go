@@ -29,6 +29,7 @@ import (
 	"github.com/musterhq/muster/core/actions"
 	"github.com/musterhq/muster/core/approval"
 	"github.com/musterhq/muster/core/budget"
+	"github.com/musterhq/muster/core/schedule"
 	"github.com/musterhq/muster/core/store"
 	"github.com/musterhq/muster/shared/action"
 	"github.com/musterhq/muster/shared/gossip"
@@ -112,6 +113,11 @@ type Config struct {
 	// (docs/architecture.md, "Labels, targets and the disruption budget"): no
 	// disruptive action is pushed past it.
 	Budget budget.Policy
+	// Calendars are the clusters' maintenance windows and freezes
+	// (docs/architecture.md, "Windows, freezes and later starts"): no
+	// disruptive action is pushed outside a window or in a freeze. nil:
+	// none.
+	Calendars *schedule.LiveCalendars
 	// Runs, when set, moves runs on at every pass (core/runs).
 	Runs Runs
 	// RefuseInternalGossip: nodes found through gossip are never dialled at
@@ -228,6 +234,8 @@ type Orchestrator struct {
 	// direct calls.
 	stopCtx  context.Context
 	stopLoop context.CancelFunc
+	// wakeups nudge the nodes of held actions when they may go (gate.go).
+	wakeups wakeups
 
 	// TestSignals lets a test wait for the orchestrator to reach a point;
 	// they do nothing unless a test calls Init.
@@ -446,6 +454,7 @@ func (o *Orchestrator) Stop() {
 	o.closed, o.started = true, false
 	o.mu.Unlock()
 	o.stopLoop()
+	o.stopWakeups()
 	o.Base.Stop()
 	o.loops.Wait()
 	o.mu.Lock()

@@ -1,9 +1,12 @@
 package orchestrate
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
 	"sort"
 	"strings"
@@ -256,6 +259,10 @@ func nodeNext(stored *store.Node, res *nodeResult) (next store.Node, write, isDo
 		kinds := slices.Clone(res.info.Kinds)
 		sort.Strings(kinds)
 		next.StoreID, next.Cursor, next.Kinds, next.Version = res.storeID, res.cursor, kinds, res.info.Version
+		next.ArgsSchemas = nil
+		if len(res.info.ArgsSchemas) > 0 {
+			next.ArgsSchemas = maps.Clone(res.info.ArgsSchemas)
+		}
 		if res.storeID == stored.StoreID && res.cursor < stored.Cursor {
 			next.Cursor = stored.Cursor // a sync of this node alone committed a later one meanwhile
 		}
@@ -284,8 +291,12 @@ func clusterNext(cur *store.Cluster, down []string, lost int) (store.Cluster, bo
 
 func sameNode(a, b *store.Node) bool {
 	return a.Status == b.Status && a.StatusReason == b.StatusReason && a.DownCause == b.DownCause && a.StoreID == b.StoreID &&
-		a.Cursor == b.Cursor && slices.Equal(a.Kinds, b.Kinds) && a.Version == b.Version &&
+		a.Cursor == b.Cursor && slices.Equal(a.Kinds, b.Kinds) && a.Version == b.Version && sameSchemas(a.ArgsSchemas, b.ArgsSchemas) &&
 		a.Addr == b.Addr && a.Source == b.Source && labels.Equal(a.Labels, b.Labels)
+}
+
+func sameSchemas(a, b map[string]json.RawMessage) bool {
+	return maps.EqualFunc(a, b, func(x, y json.RawMessage) bool { return bytes.Equal(x, y) })
 }
 
 // apply writes the plan in tx: every action change with its history and

@@ -140,11 +140,12 @@ func pausedRuns(ctx context.Context, r store.Reader, clusterID string, open []st
 	return runs.PausedRuns(ctx, r, clusterID, open)
 }
 
-// procedures reads, for a cluster with a budget, the stages of its runs
-// whose nodes the budget holds for their whole time in flight, and those
-// nodes (core/runs); nil without a budget.
+// procedures reads, for a cluster with a budget or a calendar, the stages
+// of its runs whose nodes the budget holds for their whole time in flight
+// (and the windows hold at their first step), and those nodes
+// (core/runs); nil without either.
 func (o *Orchestrator) procedures(ctx context.Context, r store.Reader, clusterID string, now time.Time) (*runs.Procedures, error) {
-	if _, ok := o.cfg.Budget.Limit(clusterID); !ok {
+	if _, ok := o.cfg.Budget.Limit(clusterID); !ok && o.cfg.Calendars.Of(clusterID) == nil {
 		return nil, nil
 	}
 	return runs.InFlight(ctx, r, clusterID, now, o.cfg.Budget.Procedure)

@@ -109,22 +109,32 @@ func (e *Engine) Create(ctx context.Context, tx store.Tx, req *wire.CreateRunReq
 	if err != nil {
 		return nil, err
 	}
-	return e.insert(ctx, tx, req.ClusterID, stages, "", 0, "", req.DeadlineS, who)
+	return e.insert(ctx, tx, req.ClusterID, stages, "", 0, "", req.DeadlineS, req.NotBefore, who)
 }
 
 // Insert stores a run over resolved stages (a playbook's plan, or Create's).
 func (e *Engine) Insert(ctx context.Context, tx store.Tx, clusterID string, stages []store.RunStage,
 	playbook string, version int, who actions.Actor) (*store.Run, error) {
-	return e.insert(ctx, tx, clusterID, stages, playbook, version, "", 0, who)
+	return e.insert(ctx, tx, clusterID, stages, playbook, version, "", 0, nil, who)
+}
+
+// InsertAt is Insert for a run that starts no earlier than notBefore (nil:
+// at once).
+func (e *Engine) InsertAt(ctx context.Context, tx store.Tx, clusterID string, stages []store.RunStage,
+	playbook string, version int, notBefore *time.Time, who actions.Actor) (*store.Run, error) {
+	return e.insert(ctx, tx, clusterID, stages, playbook, version, "", 0, notBefore, who)
 }
 
 func (e *Engine) insert(ctx context.Context, tx store.Tx, clusterID string, stages []store.RunStage,
-	playbook string, version int, retryOf string, deadlineS int, who actions.Actor) (*store.Run, error) {
+	playbook string, version int, retryOf string, deadlineS int, notBefore *time.Time, who actions.Actor) (*store.Run, error) {
 	t := e.now()
+	if notBefore != nil {
+		notBefore = action.TimePtr(*notBefore)
+	}
 	r := &store.Run{
 		ID: action.NewID(), ClusterID: clusterID, State: store.RunPendingApprove, Requester: who.Name,
-		Playbook: playbook, PlaybookVersion: version, Digest: DigestRun(clusterID, stages, deadlineS), Stages: stages,
-		CreatedTS: t, UpdatedTS: t, RetryOf: retryOf, DeadlineS: deadlineS,
+		Playbook: playbook, PlaybookVersion: version, Digest: DigestRunAt(clusterID, stages, deadlineS, notBefore), Stages: stages,
+		CreatedTS: t, UpdatedTS: t, RetryOf: retryOf, DeadlineS: deadlineS, NotBefore: notBefore,
 	}
 	auto := !e.NeedsApproval(clusterID, stages)
 	if auto {
@@ -166,6 +176,56 @@ func (e *Engine) insert(ctx context.Context, tx store.Tx, clusterID string, stag
 	return r, nil
 }
 
+// Occurrence is a run a schedule's occurrence makes (core/schedule):
+// approved already by the schedule's approver, with an id derived from the
+// schedule and the occurrence time.
+type Occurrence struct {
+	ID         string
+	ScheduleID string
+	Schedule   string
+	At         time.Time
+	Requester  string
+	ApprovedBy string
+}
+
+// InsertOccurrence stores the run of a schedule's occurrence over resolved
+// stages (a playbook's plan), RUNNING and approved by o.ApprovedBy, and
+// creates its first wave. A run with o.ID already stored is
+// store.ErrExists: that occurrence made its run already.
+func (e *Engine) InsertOccurrence(ctx context.Context, tx store.Tx, o Occurrence, clusterID string, stages []store.RunStage,
+	playbook string, version int) (*store.Run, error) {
+	t := e.now()
+	r := &store.Run{
+		ID: o.ID, ClusterID: clusterID, State: store.RunRunning,
+		StateReason: fmt.Sprintf("approved with schedule %s", o.Schedule), Requester: o.Requester,
+		ApprovedBy: o.ApprovedBy, Playbook: playbook, PlaybookVersion: version, Digest: Digest(clusterID, stages),
+		Stages: stages, CreatedTS: t, UpdatedTS: t, ScheduleID: o.ScheduleID,
+	}
+	if err := tx.InsertRun(ctx, r); err != nil {
+		return nil, err
+	}
+	core := actions.Actor{Name: store.ActorCore}
+	children := 0
+	for _, st := range stages {
+		children += len(st.Nodes)
+	}
+	if err := tx.AppendEvent(ctx, runEvent(r, store.EventRunCreated, core, t,
+		fmt.Sprintf("schedule %s started playbook %s v%d as run %s on %s for its occurrence at %s: %d stage(s), %d child action(s)",
+			o.Schedule, playbook, version, r.ID, clusterID, o.At.UTC().Format(time.RFC3339), len(stages), children),
+		map[string]any{"state": r.State, "digest": r.Digest, "schedule": o.Schedule, "occurrence": o.At.UTC()})); err != nil {
+		return nil, err
+	}
+	if err := tx.AppendEvent(ctx, runEvent(r, store.EventRunApproved, actions.Actor{Name: o.ApprovedBy}, t,
+		fmt.Sprintf("run %s on %s approved by %s through schedule %s", r.ID, clusterID, o.ApprovedBy, o.Schedule),
+		map[string]any{"digest": r.Digest, "schedule": o.Schedule})); err != nil {
+		return nil, err
+	}
+	if _, err := e.advance(ctx, tx, r, t); err != nil {
+		return nil, err
+	}
+	return r, nil
+}
+
 // startDeadline sets when r's deadline falls, r starting to run at t.
 func startDeadline(r *store.Run, t time.Time) {
 	if r.DeadlineS > 0 {
@@ -199,7 +259,11 @@ func (e *Engine) Approve(ctx context.Context, tx store.Tx, id, digest string, wh
 	if e.Policy.MayApprove(r.Requester, "", who.Name, true) == approval.OwnRequest {
 		return nil, fmt.Errorf("%w: %s requested run %s and may not approve it too", ErrForbidden, who.Name, r.ID)
 	}
-	if ttl := e.Policy.Window(); ttl > 0 && t.Sub(r.CreatedTS) > ttl {
+	since := r.CreatedTS // the approval's time counts from a later start
+	if r.NotBefore != nil && r.NotBefore.After(since) {
+		since = *r.NotBefore
+	}
+	if ttl := e.Policy.Window(); ttl > 0 && t.Sub(since) > ttl {
 		return nil, wrongState(r, fmt.Sprintf("approve: the approval window of %s has passed", ttl))
 	}
 	if r.Playbook != "" && !e.Policy.SelfApproval {
@@ -214,7 +278,7 @@ func (e *Engine) Approve(ctx context.Context, tx store.Tx, id, digest string, wh
 				who.Name, r.Playbook, r.PlaybookVersion)
 		}
 	}
-	if DigestRun(r.ClusterID, r.Stages, r.DeadlineS) != r.Digest {
+	if DigestRunAt(r.ClusterID, r.Stages, r.DeadlineS, r.NotBefore) != r.Digest {
 		return nil, wrongState(r, "approve: the run no longer matches its digest")
 	}
 	if digest != "" && digest != r.Digest {
@@ -278,7 +342,7 @@ func (e *Engine) Retry(ctx context.Context, tx store.Tx, id string, who actions.
 		}
 		stages[i].DependsOn = deps
 	}
-	return e.insert(ctx, tx, r.ClusterID, stages, r.Playbook, r.PlaybookVersion, r.ID, r.DeadlineS, who)
+	return e.insert(ctx, tx, r.ClusterID, stages, r.Playbook, r.PlaybookVersion, r.ID, r.DeadlineS, nil, who)
 }
 
 // Reject cancels a run waiting for approval.
@@ -414,6 +478,64 @@ func (e *Engine) resumeRule(ctx context.Context, rd store.Reader, r *store.Run, 
 	return forgiven, counts, nil
 }
 
+// Why a run is PAUSED (PausedFor).
+const (
+	// PauseManual: a person paused it; an operator resumes it.
+	PauseManual = wire.PausedManual
+	// PauseErrors: a stage with on_failure pause passed its max_errors;
+	// an approver other than the requester resumes it, forgiving them.
+	PauseErrors = wire.PausedErrors
+	// PauseCanary: a stage's canary nodes are through; an approver other
+	// than the requester promotes it.
+	PauseCanary = wire.PausedCanary
+)
+
+// PausedFor says why run r is PAUSED, from its state reason alone (the
+// engine writes one of three forms): PauseCanary, PauseErrors or
+// PauseManual; "" when it is not paused.
+func PausedFor(r *store.Run) string {
+	switch {
+	case r.State != store.RunPaused:
+		return ""
+	case strings.HasPrefix(r.StateReason, "canary"):
+		return PauseCanary
+	case strings.HasPrefix(r.StateReason, ReasonPaused+" by "):
+		return PauseManual
+	}
+	return PauseErrors
+}
+
+// MayPromote says whether who may promote run r's canary now: nil when
+// they may, the error Promote would return otherwise. The web UI shows its
+// Promote button by it.
+func (e *Engine) MayPromote(ctx context.Context, rd store.Reader, r *store.Run, who string, mayApprove bool) error {
+	_, err := e.promoteRule(r, who, mayApprove)
+	return err
+}
+
+// promoteRule is MayPromote's decision: the stages a promote of r by who
+// promotes, or why it may not.
+func (e *Engine) promoteRule(r *store.Run, who string, mayApprove bool) ([]string, error) {
+	if r.State != store.RunPaused {
+		return nil, wrongState(r, "promote")
+	}
+	var promoted []string
+	for i := range r.Stages {
+		st := &r.Stages[i]
+		if st.State == store.StageRunning && st.Canary > 0 && !st.Promoted {
+			promoted = append(promoted, st.Name)
+		}
+	}
+	if len(promoted) == 0 || PausedFor(r) != PauseCanary {
+		return nil, wrongState(r, "promote: it is not paused after a canary")
+	}
+	if e.Policy.MayApprove(r.Requester, "", who, mayApprove) != approval.MayDecide {
+		return nil, fmt.Errorf("%w: promoting the canary of run %s takes an approver other than %s", ErrForbidden,
+			r.ID, r.Requester)
+	}
+	return promoted, nil
+}
+
 // Promote lets a run paused after its canary go on: the stage's canary
 // is promoted and the rest of its nodes start. It takes an approver
 // (mayApprove) other than the requester, unless self-approval is allowed.
@@ -422,20 +544,14 @@ func (e *Engine) Promote(ctx context.Context, tx store.Tx, id string, who action
 	if err != nil {
 		return nil, err
 	}
-	var promoted []string
+	promoted, err := e.promoteRule(r, who.Name, mayApprove)
+	if err != nil {
+		return nil, err
+	}
 	for i := range r.Stages {
-		st := &r.Stages[i]
-		if st.State == store.StageRunning && st.Canary > 0 && !st.Promoted {
-			st.Promoted = true
-			promoted = append(promoted, st.Name)
+		if slices.Contains(promoted, r.Stages[i].Name) {
+			r.Stages[i].Promoted = true
 		}
-	}
-	if len(promoted) == 0 || !strings.HasPrefix(r.StateReason, "canary") {
-		return nil, wrongState(r, "promote: it is not paused after a canary")
-	}
-	if e.Policy.MayApprove(r.Requester, "", who.Name, mayApprove) != approval.MayDecide {
-		return nil, fmt.Errorf("%w: promoting the canary of run %s takes an approver other than %s", ErrForbidden,
-			r.ID, r.Requester)
 	}
 	t := e.now()
 	r.State, r.StateReason, r.UpdatedTS = store.RunRunning, "promoted by "+who.Name, t
@@ -473,6 +589,47 @@ func (e *Engine) Cancel(ctx context.Context, tx store.Tx, id string, who actions
 		store.EventRunCancelled, who, fmt.Sprintf("%s cancelled run %s", who.Name, r.ID))
 }
 
+// MarkUrgent marks run id urgent with the reason who gives (who.Note,
+// required): its children, those not yet sent and those to come, pass the
+// cluster's closed maintenance window, never a freeze. Like an approval,
+// the run's requester may not mark it (ErrForbidden) unless the policy
+// allows self-approval; the mark is a run.urgent event.
+func (e *Engine) MarkUrgent(ctx context.Context, tx store.Tx, id string, who actions.Actor) (*store.Run, error) {
+	r, err := load(ctx, tx, id, "mark urgent", store.RunPendingApprove, store.RunRunning, store.RunPaused)
+	if err != nil {
+		return nil, err
+	}
+	if who.Note == "" {
+		return nil, fmt.Errorf("%w: reason is required to mark a run urgent", actions.ErrUnprocessable)
+	}
+	if e.Policy.MayApprove(r.Requester, "", who.Name, true) == approval.OwnRequest {
+		return nil, fmt.Errorf("%w: %s requested run %s and may not mark it urgent too", ErrForbidden, who.Name, r.ID)
+	}
+	if r.Urgent == who.Note {
+		return r, nil
+	}
+	t := e.now()
+	r.Urgent, r.UpdatedTS = who.Note, t
+	if err := tx.UpdateRun(ctx, r); err != nil {
+		return nil, err
+	}
+	kids, err := tx.RunChildren(ctx, r.ID)
+	if err != nil {
+		return nil, err
+	}
+	for i := range kids {
+		k := &kids[i]
+		if k.State != action.PendingSchedule || k.PushedStoreID != "" || k.Urgent == who.Note {
+			continue
+		}
+		if err := actions.UrgentChild(ctx, tx, k, who.Note, t); err != nil {
+			return nil, err
+		}
+	}
+	return r, tx.AppendEvent(ctx, runEvent(r, store.EventRunUrgent, who, t,
+		fmt.Sprintf("%s marked run %s urgent: %s", who.Name, r.ID, who.Note), map[string]any{"reason": who.Note}))
+}
+
 // Expire cancels the runs that waited for approval longer than the policy's
 // TTL. It returns how many it cancelled.
 func (e *Engine) Expire(ctx context.Context, tx store.Tx) (int, error) {
@@ -491,6 +648,10 @@ func (e *Engine) Expire(ctx context.Context, tx store.Tx) (int, error) {
 		}
 		i := 0
 		for ; i < len(page) && t.Sub(page[i].CreatedTS) > e.Policy.Window(); i++ {
+			// The approval's time counts from a later start.
+			if nb := page[i].NotBefore; nb != nil && t.Sub(*nb) <= e.Policy.Window() {
+				continue
+			}
 			expired = append(expired, page[i].ID)
 		}
 		if i < len(page) || len(page) < q.Limit {
@@ -649,7 +810,7 @@ func (e *Engine) advance(ctx context.Context, tx store.Tx, r *store.Run, t time.
 		rec, err := e.Actions.CreateChild(ctx, tx, actions.Child{RunID: r.ID, Stage: n.Stage, Wave: n.Wave,
 			Step: n.Step, Attempt: n.Attempt, RetryOf: n.RetryOf,
 			ClusterID: r.ClusterID, NodeID: n.Node, Kind: sp.Kind, Args: args, TimeoutS: sp.TimeoutS,
-			Requester: r.Requester, ApprovedBy: r.ApprovedBy}, actions.Core)
+			Requester: r.Requester, ApprovedBy: r.ApprovedBy, NotBefore: r.NotBefore, Urgent: r.Urgent}, actions.Core)
 		if err != nil {
 			return nil, err
 		}

@@ -54,6 +54,16 @@ type Procedures struct {
 	Stages map[string]bool
 	// InFlight holds the nodes in flight in one of them.
 	InFlight map[string]bool
+	// started holds "run id/stage/node" of every node of such a stage
+	// with a child pushed: its procedure has begun.
+	started map[string]bool
+}
+
+// Started reports whether r is a child of such a stage on a node whose
+// procedure has begun (a child of it was pushed): a maintenance window
+// that closed meanwhile lets it finish its steps.
+func (p *Procedures) Started(r *store.Record) bool {
+	return p != nil && r.RunID != "" && p.started[r.RunID+"/"+r.Stage+"/"+r.NodeID]
 }
 
 // Holds reports whether r is a child of one of the stages, whose push
@@ -69,7 +79,7 @@ func (p *Procedures) Holds(r *store.Record) bool {
 // whose children were created but none pushed yet is not in flight: its
 // push waits for the budget.
 func InFlight(ctx context.Context, r store.Reader, clusterID string, now time.Time, holds func(kinds []string) bool) (*Procedures, error) {
-	p := &Procedures{Stages: map[string]bool{}, InFlight: map[string]bool{}}
+	p := &Procedures{Stages: map[string]bool{}, InFlight: map[string]bool{}, started: map[string]bool{}}
 	active, err := r.RunsInState(ctx, clusterID, store.RunRunning, store.RunPaused)
 	if err != nil {
 		return nil, err
@@ -114,6 +124,11 @@ func InFlight(ctx context.Context, r store.Reader, clusterID string, now time.Ti
 					labels[n.ID] = n.Labels
 				}
 			}
+			for _, n := range st.Nodes {
+				if started[st.Name+"/"+n] {
+					p.started[run.ID+"/"+st.Name+"/"+n] = true
+				}
+			}
 			v := viewStage(st, kids, PlanEnv{Now: now, Labels: labels})
 			for i, ns := range v.nodes {
 				if ns.status == nodeBusy && started[st.Name+"/"+st.Nodes[i]] {
@@ -130,8 +145,9 @@ func InFlight(ctx context.Context, r store.Reader, clusterID string, now time.Ti
 // The part after waitingSep is refreshed at every advance of the run
 // (after every commit that held, refreshed or sent one of its children)
 // and dropped once nothing holds it. What holds it:
-//   - a child not yet sent that the disruption budget holds, or that waits
-//     for its drained node (the child's own state_reason, set by
+//   - a child not yet sent that the disruption budget holds, that waits
+//     for its drained node, for the cluster's maintenance window, the end
+//     of a freeze or its not_before (the child's own state_reason, set by
 //     core/actions.Hold);
 //   - a node whose turn came while it was DOWN or drained, in a stage that
 //     waits for it (unavailable: wait).
@@ -150,8 +166,8 @@ func WithWaiting(reason, waiting string) string {
 // Waiting says what holds the next nodes of run r, whose children are kids,
 // in env; "" when nothing does.
 func Waiting(r *store.Run, kids []Child, env PlanEnv) string {
-	var budgeted, drained, down []string
-	usage := ""
+	var budgeted, drained, down, calendar []string
+	usage, when := "", ""
 	for i := range kids {
 		c := &kids[i]
 		if c.State != action.PendingSchedule {
@@ -160,6 +176,11 @@ func Waiting(r *store.Run, kids []Child, env PlanEnv) string {
 		switch {
 		case c.Reason == actions.ReasonDrained:
 			drained = append(drained, c.Node)
+		case action.HeldForTime(c.Reason):
+			calendar = append(calendar, c.Node)
+			if when == "" {
+				when = c.Reason
+			}
 		case strings.HasPrefix(c.Reason, budget.HeldPrefix):
 			budgeted = append(budgeted, c.Node)
 			if usage == "" {
@@ -184,6 +205,9 @@ func Waiting(r *store.Run, kids []Child, env PlanEnv) string {
 		}
 	}
 	var parts []string
+	if len(calendar) > 0 {
+		parts = append(parts, fmt.Sprintf("%s held: %s", strings.TrimSuffix(strings.TrimSuffix(nodeList(calendar), " is"), " are"), when))
+	}
 	if len(budgeted) > 0 {
 		s := fmt.Sprintf("%s held by the disruption budget of cluster %s", nodeList(budgeted), r.ClusterID)
 		if usage != "" {

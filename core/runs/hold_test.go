@@ -39,3 +39,22 @@ func TestWaitingNamesEveryHoldOfARunsNextNodes(t *testing.T) {
 		t.Fatalf("nothing unavailable: %q", got)
 	}
 }
+
+// TestWaitingSaysWhenTheWindowOpens: children held by the cluster's
+// maintenance window (or a freeze, or their not_before) make the run say
+// so, with the child's own reason naming when they may go.
+func TestWaitingSaysWhenTheWindowOpens(t *testing.T) {
+	r := &store.Run{ClusterID: "c1", Stages: []store.RunStage{{Name: "main", State: store.StageRunning}}}
+	why := "outside the maintenance window; next opens 2026-12-01T02:00:00+01:00"
+	kids := []Child{
+		{Stage: "main", Node: "n1", State: action.Done},
+		{Stage: "main", Node: "n2", State: action.PendingSchedule, Reason: why},
+	}
+	if got, want := Waiting(r, kids, PlanEnv{}), "node n2 held: "+why; got != want {
+		t.Fatalf("waiting: %q, want %q", got, want)
+	}
+	kids[1].Reason = "frozen until 2026-12-27T00:00:00+01:00: holidays"
+	if got, want := Waiting(r, kids, PlanEnv{}), "node n2 held: "+kids[1].Reason; got != want {
+		t.Fatalf("waiting: %q, want %q", got, want)
+	}
+}

@@ -3,12 +3,15 @@ package runs
 import (
 	"encoding/json"
 	"fmt"
+	"slices"
+	"strconv"
 	"strings"
 	"text/template"
 	"text/template/parse"
 
 	"github.com/musterhq/muster/core/store"
 	"github.com/musterhq/muster/shared/action"
+	"github.com/musterhq/muster/shared/argschema"
 )
 
 // Procedures (docs/architecture.md, "Runs and playbooks"): the templates of
@@ -32,6 +35,19 @@ func newStepTemplate(s string) (*template.Template, error) {
 // stepRefs returns the step names a template refers to as .steps.NAME.
 func stepRefs(t *template.Template) []string {
 	var out []string
+	fieldRefs(t, func(ident []string) {
+		if len(ident) >= 2 && ident[0] == "steps" {
+			out = append(out, ident[1])
+		} else if len(ident) == 1 && ident[0] == "steps" {
+			out = append(out, "")
+		}
+	})
+	return out
+}
+
+// fieldRefs calls fn with the identifiers of every field a template reads
+// (.steps.a.outputs.b gives [steps a outputs b]).
+func fieldRefs(t *template.Template, fn func(ident []string)) {
 	var walk func(n parse.Node)
 	walk = func(n parse.Node) {
 		switch n := n.(type) {
@@ -56,11 +72,7 @@ func stepRefs(t *template.Template) []string {
 				walk(a)
 			}
 		case *parse.FieldNode:
-			if len(n.Ident) >= 2 && n.Ident[0] == "steps" {
-				out = append(out, n.Ident[1])
-			} else if len(n.Ident) == 1 && n.Ident[0] == "steps" {
-				out = append(out, "")
-			}
+			fn(n.Ident)
 		case *parse.IfNode:
 			walk(n.Pipe)
 			walk(n.List)
@@ -78,7 +90,6 @@ func stepRefs(t *template.Template) []string {
 	if t.Tree != nil {
 		walk(t.Tree.Root)
 	}
-	return out
 }
 
 // checkStepTemplate checks a template of a step (where names it): it
@@ -242,4 +253,166 @@ func renderArgs(sp *store.RunStep, c nodeContext) (json.RawMessage, error) {
 		return nil, err
 	}
 	return action.NormalizeArgs(b)
+}
+
+// Plan time (docs/runs-and-playbooks.md, "What is checked before a run"):
+// a step's when and args are rendered for every node of its stage with
+// what is known before the run starts, the node's id and labels. The
+// steps a template names have not run yet: they are taken as DONE, and
+// every output a template reads as "true". A when must then render true or
+// false; args are checked against the kind's args_schema, except the values
+// that read a step (known only when the node runs; the agent checks them).
+
+// planner renders a stage's templates at plan time, for one node after
+// another: each template is parsed once, and the outputs the templates read
+// are found once.
+type planner struct {
+	steps   []store.RunStep
+	tmpl    map[string]*template.Template
+	outputs map[string][]string // step → the output keys templates read
+}
+
+func newPlanner(steps []store.RunStep) *planner {
+	p := &planner{steps: steps, tmpl: map[string]*template.Template{}, outputs: map[string][]string{}}
+	known := map[string]bool{}
+	for _, sp := range steps {
+		known[sp.Name] = true
+	}
+	read := func(s string) {
+		t, err := p.parse(s)
+		if err != nil || t == nil {
+			return
+		}
+		fieldRefs(t, func(ident []string) {
+			if len(ident) >= 4 && ident[0] == "steps" && ident[2] == "outputs" && known[ident[1]] &&
+				!slices.Contains(p.outputs[ident[1]], ident[3]) {
+				p.outputs[ident[1]] = append(p.outputs[ident[1]], ident[3])
+			}
+		})
+	}
+	for _, sp := range steps {
+		read(sp.When)
+		if strings.Contains(string(sp.Args), "{{") {
+			var v any
+			if json.Unmarshal(sp.Args, &v) == nil {
+				walkArgStrings(v, func(s string) string { read(s); return s })
+			}
+		}
+	}
+	return p
+}
+
+// parse returns s's template, parsed once (nil for a string without one).
+func (p *planner) parse(s string) (*template.Template, error) {
+	if !strings.Contains(s, "{{") {
+		return nil, nil
+	}
+	if t, ok := p.tmpl[s]; ok {
+		return t, nil
+	}
+	t, err := newStepTemplate(s)
+	if err != nil {
+		return nil, err
+	}
+	p.tmpl[s] = t
+	return t, nil
+}
+
+func (p *planner) render(s string, c nodeContext) (string, error) {
+	t, err := p.parse(s)
+	if err != nil || t == nil {
+		return s, err
+	}
+	var b strings.Builder
+	if err := t.Execute(&b, map[string]any(c)); err != nil {
+		return "", err
+	}
+	if b.Len() > MaxRunArgs {
+		return "", fmt.Errorf("renders more than %d bytes", MaxRunArgs)
+	}
+	return b.String(), nil
+}
+
+// context is node's template context at plan time.
+func (p *planner) context(node string, labels map[string]string) nodeContext {
+	c := newNodeContext(nil, node, labels, p.steps)
+	st := c["steps"].(map[string]any)
+	for _, sp := range p.steps {
+		out := map[string]string{}
+		for _, k := range p.outputs[sp.Name] {
+			out[k] = "true"
+		}
+		st[sp.Name] = map[string]any{"state": string(action.Done), "outputs": out}
+	}
+	return c
+}
+
+// when renders a step's when at plan time: nil when it is true or false
+// (or none, or always).
+func (p *planner) when(sp *store.RunStep, c nodeContext) error {
+	if sp.When == "" || sp.When == WhenAlways {
+		return nil
+	}
+	s, err := p.render(sp.When, c)
+	if err != nil {
+		return fmt.Errorf("step %s: when: %v", sp.Name, err)
+	}
+	switch strings.TrimSpace(s) {
+	case "true", "false":
+		return nil
+	}
+	return fmt.Errorf("step %s: when renders %q, not true or false", sp.Name, s)
+}
+
+// args renders a step's args at plan time, and names the fields whose
+// values read a step's state or outputs (not known until the node runs).
+func (p *planner) args(sp *store.RunStep, c nodeContext) (json.RawMessage, map[string]bool, error) {
+	if len(sp.Args) == 0 || !strings.Contains(string(sp.Args), "{{") {
+		return sp.Args, nil, nil
+	}
+	var v any
+	if err := json.Unmarshal(sp.Args, &v); err != nil {
+		return nil, nil, err
+	}
+	later := map[string]bool{}
+	var rerr error
+	var walk func(v any, path []string) any
+	walk = func(v any, path []string) any {
+		switch x := v.(type) {
+		case string:
+			t, err := p.parse(x)
+			if t == nil && err == nil {
+				return x
+			}
+			if t != nil && len(stepRefs(t)) > 0 {
+				later[argschema.FieldOf(path)] = true
+			}
+			out, err := p.render(x, c)
+			if err != nil {
+				if !later[argschema.FieldOf(path)] && rerr == nil {
+					rerr = fmt.Errorf("step %s: args: %v", displayStep(sp.Name), err)
+				}
+				return x
+			}
+			return out
+		case map[string]any:
+			for k, e := range x {
+				x[k] = walk(e, append(slices.Clone(path), k))
+			}
+		case []any:
+			for i, e := range x {
+				x[i] = walk(e, append(slices.Clone(path), strconv.Itoa(i)))
+			}
+		}
+		return v
+	}
+	v = walk(v, nil)
+	if rerr != nil {
+		return nil, nil, rerr
+	}
+	b, err := json.Marshal(v)
+	if err != nil {
+		return nil, nil, err
+	}
+	return b, later, nil
 }

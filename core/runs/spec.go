@@ -15,7 +15,9 @@ import (
 	"maps"
 	"slices"
 	"strings"
+	"time"
 
+	"github.com/musterhq/muster/core/actions"
 	"github.com/musterhq/muster/core/store"
 	"github.com/musterhq/muster/core/target"
 	"github.com/musterhq/muster/shared/action"
@@ -380,6 +382,9 @@ func Resolve(req *wire.CreateRunRequest, nodes []store.Node) ([]store.RunStage, 
 			}
 			perNode += step.Attempts()
 		}
+		if err := planNodes(&rs, ids, byID); err != nil {
+			return nil, fmt.Errorf("stage %s: %w", sp.Name, err)
+		}
 		if sp.Canary > 0 && sp.Canary >= len(ids) {
 			return nil, invalid("stage %s: canary %d must be fewer than the stage's %d node(s)", sp.Name, sp.Canary, len(ids))
 		}
@@ -399,6 +404,90 @@ func Resolve(req *wire.CreateRunRequest, nodes []store.Node) ([]store.RunStage, 
 	return out, nil
 }
 
+// planNodes checks, for every node of stage st (ids), what can be known of
+// its steps before the run: each when renders true or false, and each step's
+// args match the args_schema the node announced for its kind (each node is
+// checked against its own: nodes may run different versions of a kind).
+func planNodes(st *store.RunStage, ids []string, byID map[string]*store.Node) error {
+	steps := append(slices.Clone(st.Procedure()), st.Rollback...)
+	need := false
+	for _, sp := range steps {
+		if strings.Contains(sp.When, "{{") {
+			need = true
+		}
+		for _, id := range ids {
+			if _, ok := byID[id].ArgsSchemas[sp.Kind]; ok {
+				need = true
+			}
+		}
+	}
+	if !need {
+		return nil
+	}
+	type key struct{ schema, args string }
+	checked := map[key]error{} // the same args against the same schema
+	ctxs := map[string]nodeContext{}
+	pl := newPlanner(steps)
+	for i := range steps {
+		sp := &steps[i]
+		when := strings.Contains(sp.When, "{{")
+		var failed []string
+		var first error
+		for _, id := range ids {
+			n := byID[id]
+			raw, ok := n.ArgsSchemas[sp.Kind]
+			if !ok && !when {
+				continue
+			}
+			c, made := ctxs[id]
+			if !made {
+				c = pl.context(id, n.Labels)
+				ctxs[id] = c
+			}
+			if err := pl.when(sp, c); err != nil {
+				return fmt.Errorf("%w: node %s: %v", ErrInvalid, id, err)
+			}
+			if !ok {
+				continue
+			}
+			args, later, err := pl.args(sp, c)
+			if err != nil {
+				return fmt.Errorf("%w: node %s: %v", ErrInvalid, id, err)
+			}
+			k := key{string(raw), string(args)}
+			err, done := checked[k]
+			if !done || len(later) > 0 {
+				err = actions.ValidateArgs(n, sp.Kind, args, func(f string) bool { return later[f] })
+				if len(later) == 0 {
+					checked[k] = err
+				}
+			}
+			if err != nil {
+				failed = append(failed, id)
+				if first == nil {
+					first = fmt.Errorf("node %s: %s: %w", id, sp.Kind, err)
+				}
+			}
+		}
+		if first != nil {
+			more := ""
+			if len(failed) > 1 {
+				rest := failed[1:]
+				if len(rest) > 3 {
+					rest = append(rest[:3:3], "…")
+				}
+				more = fmt.Sprintf(" (and %d more node(s): %s)", len(failed)-1, strings.Join(rest, ", "))
+			}
+			where := "step " + displayStep(sp.Name)
+			if sp.Name == "" {
+				where = "args"
+			}
+			return fmt.Errorf("%w: %s: %v%s", ErrUnresolvable, where, first, more)
+		}
+	}
+	return nil
+}
+
 // Digest fingerprints what an approver of the run signs off: the cluster
 // and every stage's name, kind, canonical args, resolved nodes, limits,
 // on_failure, dependencies and timeout, and its steps (each one's name,
@@ -408,6 +497,13 @@ func Digest(clusterID string, stages []store.RunStage) string { return DigestRun
 // DigestRun is Digest of a run with a deadline (deadlineS seconds; 0 for
 // none gives Digest's).
 func DigestRun(clusterID string, stages []store.RunStage, deadlineS int) string {
+	return DigestRunAt(clusterID, stages, deadlineS, nil)
+}
+
+// DigestRunAt is DigestRun covering the run's not_before too: an approver
+// approves this run, at that time (docs/architecture.md, "Windows, freezes
+// and later starts"). Without a not_before it is DigestRun.
+func DigestRunAt(clusterID string, stages []store.RunStage, deadlineS int, notBefore *time.Time) string {
 	type stage struct {
 		Name, Kind string
 		Args       json.RawMessage
@@ -427,8 +523,12 @@ func DigestRun(clusterID string, stages []store.RunStage, deadlineS int) string 
 	v := struct {
 		Cluster   string
 		Stages    []stage
-		DeadlineS int `json:",omitempty"`
+		DeadlineS int    `json:",omitempty"`
+		NotBefore string `json:",omitempty"`
 	}{Cluster: clusterID, DeadlineS: deadlineS}
+	if notBefore != nil {
+		v.NotBefore = notBefore.UTC().Format(time.RFC3339Nano)
+	}
 	for _, st := range stages {
 		args, err := action.NormalizeArgs(st.Args)
 		if err != nil {

@@ -9,13 +9,15 @@ import (
 // nodes and counts per state, from counts (the store's RunChildCounts of
 // the run, or store.CountChildren of its children). A brief run
 // (store.Run.Brief) shows each stage's first nodes and how many it has, so
-// a list of runs costs the same whatever their size.
+// a list of runs costs the same whatever their size. A RUNNING stage of a
+// PAUSED run is shown PAUSED (store.StagePaused).
 func View(r *store.Run, counts []store.ChildCount) wire.Run {
 	out := wire.Run{
 		ID: r.ID, ClusterID: r.ClusterID, State: r.State, StateReason: r.StateReason, Requester: r.Requester,
 		ApprovedBy: r.ApprovedBy, Playbook: r.Playbook, PlaybookVersion: r.PlaybookVersion, Digest: r.Digest,
 		CreatedTS: r.CreatedTS, UpdatedTS: r.UpdatedTS, FinishedTS: r.FinishedTS, Stages: []wire.Stage{},
-		RetryOf: r.RetryOf, DeadlineS: r.DeadlineS, DeadlineTS: r.DeadlineTS,
+		RetryOf: r.RetryOf, DeadlineS: r.DeadlineS, DeadlineTS: r.DeadlineTS, PausedFor: PausedFor(r), ScheduleID: r.ScheduleID,
+		NotBefore: r.NotBefore, Urgent: r.Urgent,
 	}
 	summary := &wire.RunSummary{Failed: []wire.StageNode{}, Skipped: []wire.StageNode{}}
 	for i := range r.Stages {
@@ -43,10 +45,15 @@ func View(r *store.Run, counts []store.ChildCount) wire.Run {
 			errs = len(st.Failed)
 			delete(byState, "PENDING")
 		}
+		state := st.State
+		if r.State == store.RunPaused && state == store.StageRunning {
+			// It creates nothing while its run is paused: say so.
+			state = store.StagePaused
+		}
 		out.Stages = append(out.Stages, wire.Stage{
 			Name: st.Name, Kind: st.Kind, Args: st.Args, Target: wire.Target(st.Target), Nodes: st.Nodes, NodeCount: st.Size(),
 			MaxConcurrency: st.MaxConcurrency, MaxErrors: st.MaxErrors, OnFailure: st.OnFailure,
-			DependsOn: st.DependsOn, TimeoutS: st.TimeoutS, State: st.State, Counts: byState, Errors: errs,
+			DependsOn: st.DependsOn, TimeoutS: st.TimeoutS, State: state, Counts: byState, Errors: errs,
 			Steps: StepSpecs(st.Steps), Rollback: StepSpecs(st.Rollback), Failed: st.Failed, Skipped: st.Skipped,
 			Canary: st.Canary, Promoted: st.Promoted, SoakS: st.SoakS, Unavailable: st.Unavailable,
 			UnavailableTimeoutS: st.UnavailableTimeoutS,

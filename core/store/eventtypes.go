@@ -27,7 +27,7 @@ const (
 // against them. A test keeps it in step with the Event constants.
 var EventTypes = []string{
 	EventActionCreated, EventActionApproved, EventActionRejected, EventActionExpired,
-	EventActionStateChanged, EventActionCancelRequested, EventActionConflict, EventActionLost,
+	EventActionStateChanged, EventActionCancelRequested, EventActionConflict, EventActionLost, EventActionUrgent,
 	EventNodeUp, EventNodeDown, EventNodeJoined, EventNodeLeft, EventNodeDrained, EventNodeUndrained,
 	EventNodeForgotten, EventNodeClaimRefused, EventNodeEnrolled, EventNodeEnrollRefused, EventNodeCertRenewed,
 	EventNodeRenewRefused, EventNodeRevoked,
@@ -35,8 +35,10 @@ var EventTypes = []string{
 	EventTokenCreated, EventTokenRevoked,
 	EventRunCreated, EventRunApproved, EventRunRejected, EventRunExpired, EventRunStageStarted,
 	EventRunStageFinished, EventRunPaused, EventRunResumed, EventRunCancelled, EventRunFinished,
-	EventRunNodeUnavailable, EventRunPromoted,
+	EventRunNodeUnavailable, EventRunPromoted, EventRunUrgent,
 	EventPlaybookApplied, EventApprovalWaiting, EventNotifyDead,
+	EventScheduleCreated, EventScheduleChanged, EventScheduleApproved, EventScheduleRejected, EventSchedulePaused,
+	EventScheduleResumed, EventScheduleDeleted, EventScheduleUnapproved, EventScheduleOccurrence, EventScheduleSkipped,
 	EventCoreReplicaJoined, EventCoreReplicaLost, EventCoreConfigReloaded, EventCoreConfigRejected,
 }
 

@@ -57,10 +57,15 @@ func listActionsSQL(q ListQuery, columns string, ph Placeholder) (string, []any,
 		b.where = append(b.where, "cluster_id = "+b.arg(q.ClusterID))
 	}
 	if q.RunID != "" {
-		b.where = append(b.where, "run_id = "+b.arg(q.RunID))
+		// run_id <> '' lets either store use the run's child index, which
+		// holds only the children of runs.
+		b.where = append(b.where, "run_id = "+b.arg(q.RunID), "run_id <> ''")
 	}
 	if q.NodeID != "" {
 		b.where = append(b.where, "node_id = "+b.arg(q.NodeID))
+	}
+	if len(q.NodeIDs) > 0 {
+		b.in("node_id", q.NodeIDs)
 	}
 	if len(q.States) > 0 {
 		states := make([]string, len(q.States))

@@ -34,12 +34,15 @@ func RunFinal(s string) bool {
 }
 
 // Stage states: PENDING until its dependencies are DONE, then RUNNING, then
-// DONE or FAILED.
+// DONE or FAILED. StagePaused is never stored: a RUNNING stage of a PAUSED
+// run is shown PAUSED (runs.View), as it starts nothing new until the run
+// goes on.
 const (
 	StagePending = "PENDING"
 	StageRunning = "RUNNING"
 	StageDone    = "DONE"
 	StageFailed  = "FAILED"
+	StagePaused  = "PAUSED"
 )
 
 // Run is a run as the core keeps it.
@@ -65,6 +68,14 @@ type Run struct {
 	// running (0: none); DeadlineTS is that moment, once it started.
 	DeadlineS  int
 	DeadlineTS *time.Time
+	// NotBefore: no child of the run is pushed before it (nil: none).
+	NotBefore *time.Time
+	// Urgent is the reason an approver gave to let the run's children pass
+	// a closed maintenance window, never a freeze ("" when not urgent).
+	Urgent string
+	// ScheduleID is the schedule whose occurrence made the run ("" for
+	// a run started by a person).
+	ScheduleID string
 	// Brief: the run was read by a list with RunQuery.Brief, and each
 	// stage's Nodes holds at most its first BriefNodes nodes (NodeCount
 	// counts them all). A brief run is for showing: it cannot be stored.
@@ -299,6 +310,9 @@ const (
 	EventRunNodeUnavailable = "run.node_unavailable"
 	// EventRunPromoted: an approver promoted a run's canary.
 	EventRunPromoted = "run.promoted"
+	// EventRunUrgent: an approver marked a run urgent, with a reason: its
+	// children pass a closed maintenance window, never a freeze.
+	EventRunUrgent = "run.urgent"
 )
 
 // Playbook is one stored version of a playbook.

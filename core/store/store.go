@@ -11,6 +11,7 @@ package store
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"slices"
@@ -134,6 +135,14 @@ type Reader interface {
 	// PlaybookVersions lists every version of one playbook, oldest first.
 	PlaybookVersions(ctx context.Context, name string) ([]Playbook, error)
 
+	// Schedule returns the schedule with this name (ErrNotFound otherwise).
+	Schedule(ctx context.Context, name string) (*Schedule, error)
+	// Schedules lists every schedule, by name.
+	Schedules(ctx context.Context) ([]Schedule, error)
+	// ScheduleRuns lists up to limit runs of a schedule (by its id), newest
+	// first, brief (RunQuery.Brief).
+	ScheduleRuns(ctx context.Context, scheduleID string, limit int) ([]Run, error)
+
 	OutboxReader
 }
 
@@ -199,6 +208,15 @@ type Tx interface {
 	UpdateRun(ctx context.Context, r *Run) error
 	// InsertPlaybook stores a new version (ErrExists when it is taken).
 	InsertPlaybook(ctx context.Context, p *Playbook) error
+	// InsertSchedule stores a new schedule (ErrExists when its name or id
+	// is taken).
+	InsertSchedule(ctx context.Context, s *Schedule) error
+	// UpdateSchedule replaces the stored schedule with the same id
+	// (ErrNotFound when there is none).
+	UpdateSchedule(ctx context.Context, s *Schedule) error
+	// DeleteSchedule removes a schedule by name (ErrNotFound when there is
+	// none); its runs stay.
+	DeleteSchedule(ctx context.Context, name string) error
 
 	OutboxTx
 }
@@ -309,6 +327,9 @@ type Node struct {
 	StoreID     string   `json:"store_id"`
 	Cursor      int64    `json:"cursor"`
 	Kinds       []string `json:"kinds"`
+	// ArgsSchemas are the args_schema the node announced, by kind (nil when
+	// none). They are kept in the kinds column (KindsColumn).
+	ArgsSchemas map[string]json.RawMessage `json:"args_schemas,omitempty"`
 	// Labels are the static labels of the configuration with the agent's
 	// own laid over them, key by key (nil when there are none).
 	Labels      map[string]string `json:"labels"`
@@ -317,14 +338,52 @@ type Node struct {
 	UpdatedTS   time.Time         `json:"updated_ts"`
 }
 
+// KindsColumn is how a store keeps a node's kinds with their args schemas,
+// in the one kinds column both stores have: an entry per kind, "KIND" or
+// "KIND SCHEMA" (a kind never holds a space; the schema is canonical JSON).
+func KindsColumn(kinds []string, schemas map[string]json.RawMessage) []string {
+	out := make([]string, len(kinds))
+	for i, k := range kinds {
+		out[i] = k
+		if s, ok := schemas[k]; ok && len(s) > 0 {
+			out[i] = k + " " + string(s)
+		}
+	}
+	return out
+}
+
+// FromKindsColumn reads what KindsColumn wrote (and the plain kinds of
+// earlier releases).
+func FromKindsColumn(entries []string) ([]string, map[string]json.RawMessage) {
+	if len(entries) == 0 {
+		return nil, nil
+	}
+	kinds := make([]string, len(entries))
+	var schemas map[string]json.RawMessage
+	for i, e := range entries {
+		k, s, ok := strings.Cut(e, " ")
+		kinds[i] = k
+		if ok {
+			if schemas == nil {
+				schemas = map[string]json.RawMessage{}
+			}
+			schemas[k] = json.RawMessage(s)
+		}
+	}
+	return kinds, schemas
+}
+
 // ListQuery selects and orders actions. Empty fields do not filter.
 type ListQuery struct {
 	ClusterID string
 	NodeID    string
 	// RunID selects the child actions of one run.
-	RunID  string
-	States []action.State
-	Kinds  []string
+	RunID string
+	// NodeIDs, when set, selects the actions of these nodes (a page of a
+	// run's nodes: with RunID, read through the run's child index).
+	NodeIDs []string
+	States  []action.State
+	Kinds   []string
 	// Sort keys in order; the id is always the last tie-breaker.
 	Sort []SortKey
 	// Marker is the id of the last action of the previous page.
@@ -382,17 +441,20 @@ const (
 	EventActionCancelRequested = "action.cancel_requested"
 	EventActionConflict        = "action.conflict"
 	EventActionLost            = "action.lost"
-	EventNodeUp                = "node.up"
-	EventNodeDown              = "node.down"
-	EventNodeJoined            = "node.joined"
-	EventNodeLeft              = "node.left"
-	EventNodeDrained           = "node.drained"
-	EventNodeUndrained         = "node.undrained"
-	EventNodeForgotten         = "node.forgotten"
-	EventClusterAlert          = "cluster.alert"
-	EventClusterHealthy        = "cluster.healthy"
-	EventTokenCreated          = "token.created"
-	EventTokenRevoked          = "token.revoked"
+	// EventActionUrgent: an approver marked an action urgent, with a reason:
+	// it passes a closed maintenance window, never a freeze.
+	EventActionUrgent   = "action.urgent"
+	EventNodeUp         = "node.up"
+	EventNodeDown       = "node.down"
+	EventNodeJoined     = "node.joined"
+	EventNodeLeft       = "node.left"
+	EventNodeDrained    = "node.drained"
+	EventNodeUndrained  = "node.undrained"
+	EventNodeForgotten  = "node.forgotten"
+	EventClusterAlert   = "cluster.alert"
+	EventClusterHealthy = "cluster.healthy"
+	EventTokenCreated   = "token.created"
+	EventTokenRevoked   = "token.revoked"
 )
 
 // EventNodeClaimRefused: a gossip member announced a node at an address

@@ -137,7 +137,7 @@ func (w Writes) enqueue(ctx context.Context, e *Event) error {
 var actionFields = []string{"cluster_id", "node_id", "kind", "args", "state", "state_reason", "progress", "output",
 	"origin", "requester", "approved_by", "timeout_s", "created_ts", "scheduled_ts", "started_ts", "finished_ts",
 	"updated_ts", "retry_of", "approval_digest", "cancel_requested", "seen_on_agent", "pushed_store_id",
-	"run_id", "stage", "wave", "step", "attempt", "outputs"}
+	"run_id", "stage", "wave", "step", "attempt", "outputs", "not_before", "urgent"}
 
 // actionValues are r's values in the order of actionFields, bound as the
 // dialect binds them.
@@ -147,7 +147,7 @@ func actionValues(d Dialect, r *Record) []any {
 		d.Time(r.CreatedTS), d.nullTime(r.ScheduledTS), d.nullTime(r.StartedTS),
 		d.nullTime(r.FinishedTS), d.Time(r.UpdatedTS), r.RetryOf, r.ApprovalDigest,
 		r.CancelRequested, r.SeenOnAgent, r.PushedStoreID, r.RunID, r.Stage, r.Wave, r.Step, r.Attempt,
-		string(r.Outputs)}
+		string(r.Outputs), d.nullTime(r.NotBefore), r.Urgent}
 }
 
 // InsertAction is Tx.InsertAction of both stores: it stores a new record

@@ -202,9 +202,10 @@ func mapsEqual(a, b map[string]int) bool {
 }
 
 // BenchmarkLargeRuns measures, on a real SQLite store and HTTP listener,
-// the Approvals page with 200 runs of 10,000 nodes waiting, and
+// the Approvals page with 200 runs of 10,000 nodes waiting,
 // GET /api/v1/runs?limit=200 over 200 running runs with 300,000 children
-// in all: the median of 3 requests each, their spread (slowest − fastest)
+// in all, and the page of a run of 1,500 and of 10,000 nodes (its first 50
+// nodes): the median of 3 requests each, their spread (slowest − fastest)
 // and the size of the answer. The runs are stored directly, not through
 // the API. `make bench` runs it once (-benchtime 1x).
 func BenchmarkLargeRuns(b *testing.B) {
@@ -212,8 +213,10 @@ func BenchmarkLargeRuns(b *testing.B) {
 	start := time.Now().UTC().Add(-time.Hour)
 	t0 := time.Now()
 	seedRuns(b, e.st, 200, 10_000, store.RunPendingApprove, start)
-	seedRuns(b, e.st, 200, 1_500, store.RunRunning, start.Add(time.Minute))
-	b.Logf("seeded 200 pending runs of 10,000 nodes and 200 running runs with 300,000 children in %s", time.Since(t0).Round(time.Millisecond))
+	running := seedRuns(b, e.st, 200, 1_500, store.RunRunning, start.Add(time.Minute))
+	big := seedRuns(b, e.st, 1, 10_000, store.RunRunning, start.Add(2*time.Minute))
+	b.Logf("seeded 200 pending runs of 10,000 nodes, 200 running runs with 300,000 children and a run of 10,000 nodes in %s",
+		time.Since(t0).Round(time.Millisecond))
 	appr := e.browser().signIn("appr")
 	measure := func(name string, get func() (int, int)) {
 		var ms []float64
@@ -240,6 +243,15 @@ func BenchmarkLargeRuns(b *testing.B) {
 		})
 		measure("run_list_200_runs_300k_children", func() (int, int) {
 			status, body := e.getAs(b, "viewer", "/api/v1/runs?limit=200")
+			return status, len(body)
+		})
+		// A run's page reads a page of its nodes and their children.
+		measure("run_page_1500_nodes", func() (int, int) {
+			status, _, body := appr.get("/ui/runs/" + running[0])
+			return status, len(body)
+		})
+		measure("run_page_10000_nodes", func() (int, int) {
+			status, _, body := appr.get("/ui/runs/" + big[0])
 			return status, len(body)
 		})
 	}

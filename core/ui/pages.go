@@ -17,6 +17,7 @@ import (
 	"github.com/musterhq/muster/core/auth"
 	"github.com/musterhq/muster/core/enroll"
 	corenodes "github.com/musterhq/muster/core/nodes"
+	"github.com/musterhq/muster/core/schedule"
 	"github.com/musterhq/muster/core/store"
 	"github.com/musterhq/muster/shared/action"
 	"github.com/musterhq/muster/shared/wire"
@@ -215,9 +216,13 @@ type pending struct {
 type approvalsData struct {
 	Items []pending
 	// Runs are the runs waiting for approval, oldest first.
-	Runs  []pendingRun
-	Mine  int
-	ForMe int
+	Runs []pendingRun
+	// Paused are the runs paused for an approver (errors, canary), oldest
+	// first; MorePaused: there are more than the page shows.
+	Paused     []pausedRun
+	MorePaused bool
+	Mine       int
+	ForMe      int
 	// More: there are more actions waiting than the page shows.
 	More bool
 	// RunsNextURL is the next page of runs ("": this is the last one);
@@ -245,7 +250,12 @@ func (s *Server) approvals(w http.ResponseWriter, r *http.Request, v *visitor) {
 			return err
 		}
 		d.More = more != ""
-		runs, next, err = s.pendingRuns(ctx, rd, v, marker)
+		if runs, next, err = s.pendingRuns(ctx, rd, v, marker); err != nil {
+			return err
+		}
+		if marker == "" {
+			d.Paused, d.MorePaused, err = s.pausedRuns(ctx, rd, v)
+		}
 		return err
 	})
 	if errors.Is(err, store.ErrUnknownMarker) {
@@ -269,10 +279,17 @@ func (s *Server) approvals(w http.ResponseWriter, r *http.Request, v *visitor) {
 			d.ForMe++
 		}
 	}
+	for _, p := range d.Paused {
+		if p.Mine {
+			d.Mine++
+		} else if p.CanResume || p.CanPromote {
+			d.ForMe++
+		}
+	}
 	for _, rec := range recs {
 		p := pending{Action: rec.Action, Mine: approval.SamePerson(rec.Requester, v.tok.Name)}
 		if ttl := s.cfg.Policy.Window(); ttl > 0 {
-			p.Expires = rec.CreatedTS.Add(ttl)
+			p.Expires = approvalEnds(rec.CreatedTS, rec.NotBefore, ttl)
 		}
 		p.Why = s.whyNot(v, "this", rec.Requester, "")
 		p.CanDecide = p.Why == ""
@@ -443,7 +460,7 @@ func (s *Server) actionDetail(w http.ResponseWriter, r *http.Request, v *visitor
 	}
 	d := actionData{Action: a, Mine: approval.SamePerson(a.Requester, v.tok.Name), Self: "/ui/actions/" + id}
 	if ttl := s.cfg.Policy.Window(); ttl > 0 {
-		d.Expires = a.CreatedTS.Add(ttl)
+		d.Expires = approvalEnds(a.CreatedTS, a.NotBefore, ttl)
 	}
 	if a.State == action.PendingApprove {
 		d.Why = s.whyNot(v, "this", a.Requester, "")
@@ -462,6 +479,8 @@ type clusterView struct {
 	DrainedNodes []store.Node
 	Counts       wire.NodeCounts
 	Budget       *budgetView
+	// Calendar is the cluster's windows and freezes now; nil: none.
+	Calendar *wire.Calendar
 }
 
 // nodeRow is a node as the clusters page shows it: Status is the status it
@@ -514,6 +533,13 @@ func (s *Server) clusters(w http.ResponseWriter, r *http.Request, v *visitor) {
 				if cv.Budget, err = budgetOf(ctx, rd, s.cfg.Budget, c.ID, mine, open); err != nil {
 					return err
 				}
+			}
+			if cal := s.cfg.Calendars.Of(c.ID); cal != nil {
+				open, err := rd.OpenActions(ctx, c.ID, "")
+				if err != nil {
+					return err
+				}
+				cv.Calendar = schedule.CalendarView(cal, time.Now(), waitingForTime(open))
 			}
 			out = append(out, cv)
 		}
@@ -642,4 +668,26 @@ func (s *Server) storeError(w http.ResponseWriter, r *http.Request, v *visitor, 
 		status = http.StatusServiceUnavailable
 	}
 	s.renderError(w, r, v, status, "The store could not be reached; try again shortly.")
+}
+
+// approvalEnds is when the approval window of something created at
+// created ends: ttl after it, or after its not_before when that is later
+// (docs/runs-and-playbooks.md, "Windows, freezes and later starts").
+func approvalEnds(created time.Time, notBefore *time.Time, ttl time.Duration) time.Time {
+	if notBefore != nil && notBefore.After(created) {
+		return notBefore.Add(ttl)
+	}
+	return created.Add(ttl)
+}
+
+// waitingForTime counts the open actions that wait for a window, the end
+// of a freeze or their not_before.
+func waitingForTime(open []store.Record) int {
+	n := 0
+	for i := range open {
+		if schedule.WaitsForItsTime(open[i].State, open[i].StateReason) {
+			n++
+		}
+	}
+	return n
 }

@@ -9,8 +9,10 @@ import (
 	"time"
 
 	"github.com/musterhq/muster/core/actions"
+	"github.com/musterhq/muster/core/approval"
 	"github.com/musterhq/muster/core/budget"
 	corenodes "github.com/musterhq/muster/core/nodes"
+	"github.com/musterhq/muster/core/schedule"
 	"github.com/musterhq/muster/core/store"
 	"github.com/musterhq/muster/shared/action"
 	"github.com/musterhq/muster/shared/limit"
@@ -324,6 +326,57 @@ func TestIdsAreShortWithTheFullIdToCopy(t *testing.T) {
 		}
 		if strings.Contains(body, `<code>`+id+`</code>`) {
 			t.Errorf("%s shows the full id %s", page, id)
+		}
+	}
+}
+
+// The Clusters page shows a cluster's windows and freezes, whether it is
+// open, frozen until when and why (escaped), and how many actions wait.
+func TestClustersPageShowsTheCalendar(t *testing.T) {
+	t.Parallel()
+	now := time.Now()
+	w, err := schedule.NewWindow("0 2 * * *", 4*time.Hour, "Europe/Berlin")
+	if err != nil {
+		t.Fatal(err)
+	}
+	cal := &schedule.Calendar{Windows: []schedule.Window{w},
+		Freezes: []schedule.Freeze{{From: now.Add(-time.Hour), To: now.Add(time.Hour), Reason: "<b>year-end</b>"}}}
+	e := setup(t, func(c *Config) { c.Calendars = schedule.NewLiveCalendars(schedule.Calendars{"prod": cal}) })
+	a := e.create("op", `{"seconds":1}`)
+	e.edit(a.ID, func(r *store.Record) {
+		r.State, r.StateReason = action.PendingSchedule, "frozen until 2026-12-27T00:00:00Z: <b>year-end</b>"
+	})
+	status, _, body := e.browser().signIn("viewer").get("/ui/clusters")
+	if status != http.StatusOK {
+		t.Fatalf("clusters: %d\n%s", status, body)
+	}
+	for _, want := range []string{`class="calendar-frozen">frozen until <time`, ": &lt;b&gt;year-end&lt;/b&gt;",
+		"window <code>0 2 * * *</code> for 4h0m0s (Europe/Berlin)", "1 action(s) waiting"} {
+		if !strings.Contains(body, want) {
+			t.Errorf("the clusters page lacks %q", want)
+		}
+	}
+	if strings.Contains(body, "<b>year-end") {
+		t.Fatal("a freeze's reason is not escaped")
+	}
+}
+
+// The action page shows a not_before and an urgent mark (escaped), and
+// the approval window counted from the not_before.
+func TestActionPageShowsNotBeforeAndUrgent(t *testing.T) {
+	t.Parallel()
+	e := setup(t)
+	a := e.create("op", `{"seconds":1}`)
+	nb := action.UTC(time.Now().Add(48 * time.Hour))
+	e.edit(a.ID, func(r *store.Record) { r.NotBefore, r.Urgent = &nb, "<b>INC-1</b>" })
+	status, _, body := e.browser().signIn("appr").get("/ui/actions/" + a.ID)
+	if status != http.StatusOK {
+		t.Fatalf("action: %d\n%s", status, body)
+	}
+	ends := nb.Add(approval.DefaultPolicy().Window())
+	for _, want := range []string{"<dt>Not before</dt>", "&lt;b&gt;INC-1&lt;/b&gt;", ends.UTC().Format("2006-01-02T15:04:05")} {
+		if !strings.Contains(body, want) {
+			t.Errorf("the action page lacks %q", want)
 		}
 	}
 }

@@ -178,3 +178,41 @@ func (e *env) runCount() int {
 	}
 	return n
 }
+
+// The plan page shows each node's steps, then that node's rollback, the
+// canary nodes and the canary pause after them, escaped.
+func TestPlanPageShowsEachNodesRollbackAndTheCanaryPause(t *testing.T) {
+	t.Parallel()
+	e := setup(t)
+	e.addNodes("db-2")
+	e.applyPlaybook(`name: roll
+description: upgrade with a rollback
+stages:
+  - name: up
+    target: {all: true}
+    max_concurrency: 1
+    canary: 1
+    steps:
+      - {name: upgrade, kind: muster.io/debug.ping}
+    rollback:
+      - {name: undo-it, kind: muster.io/debug.ping, when: '{{ eq .steps.upgrade.state "DONE" }}', args: {note: "<b>back</b>"}}
+`, "admin")
+	viewer := e.browser().signIn("viewer")
+	status, _, body := viewer.get("/ui/playbooks/roll?" + url.Values{"plan": {"1"}, "version": {"1"}, "cluster": {"prod"}}.Encode())
+	if status != http.StatusOK {
+		t.Fatalf("plan: %d\n%s", status, body)
+	}
+	if n := strings.Count(body, "rollback, if the node fails"); n != 2 {
+		t.Fatalf("%d rollback rows, want one per node (2):\n%s", n, body)
+	}
+	if strings.Count(body, "Canary pause:") != 1 || strings.Count(body, `<span class="tag">canary</span>`) != 2 {
+		t.Fatalf("the canary node and its pause are not shown once:\n%s", body)
+	}
+	pause, rollback2 := strings.Index(body, "Canary pause:"), strings.LastIndex(body, "undo-it")
+	if pause < 0 || pause > rollback2 || pause < strings.Index(body, "undo-it") {
+		t.Fatal("the canary pause is not between the first node's rollback and the second node's")
+	}
+	if strings.Contains(body, "<b>back</b>") || !strings.Contains(body, "eq .steps.upgrade.state &#34;DONE&#34;") {
+		t.Fatalf("args or when not escaped:\n%s", body)
+	}
+}

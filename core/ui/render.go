@@ -20,7 +20,7 @@ import (
 // pageNames are the templates/<name>.html files; each defines "content"
 // and, for pages that update live, "live".
 var pageNames = []string{"login", "approvals", "actions", "action", "clusters", "events", "error", "runs", "run",
-	"notifications", "node", "dashboard", "playbooks", "playbook"}
+	"notifications", "node", "dashboard", "playbooks", "playbook", "schedules", "schedule"}
 
 // printable returns s with every control character (but newline and tab,
 // which a page shows as they are), every bidirectional override and every
@@ -78,6 +78,7 @@ var funcs = template.FuncMap{
 	"join":         strings.Join,
 	"nodePath":     nodePath,
 	"playbookPath": playbookPath,
+	"schedulePath": schedulePath,
 	"short":        func(id string) string { return id[:min(8, len(id))] },
 	"stateName":    func(s action.State) string { return strings.ReplaceAll(string(s), "_", " ") },
 	"lower":        strings.ToLower,
@@ -85,7 +86,8 @@ var funcs = template.FuncMap{
 	"sameText":     func(a, b any) bool { return fmt.Sprint(a) == fmt.Sprint(b) },
 	"spaced":       func(s string) string { return strings.ReplaceAll(s, "_", " ") },
 	// runCard and decideArgs hand a run's templates the page's view too.
-	"runCard": func(v *view, p pendingRun) map[string]any { return map[string]any{"V": v, "Item": p} },
+	"shownArgs": shownArgs,
+	"runCard":   func(v *view, p any) map[string]any { return map[string]any{"V": v, "Item": p} },
 	"decideArgs": func(v *view, r wire.Run, next string) map[string]any {
 		return map[string]any{"V": v, "Run": r, "Next": next}
 	},

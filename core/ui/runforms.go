@@ -70,6 +70,7 @@ const (
 	runPause   runChange = "pause"
 	runResume  runChange = "resume"
 	runCancel  runChange = "cancel"
+	runPromote runChange = "promote"
 )
 
 // runChangeForm is the form of a run change.
@@ -107,7 +108,7 @@ func decodeRunChange(c runChange, v url.Values) (runChangeForm, error) {
 			return f, formError("tick the box to confirm: cancelling ends the run and its unfinished children")
 		}
 		f.Reason = reason
-	case runPause, runResume:
+	case runPause, runResume, runPromote:
 	default:
 		return f, formError("%q is not a run change", c)
 	}

@@ -32,6 +32,10 @@ type RunChanger interface {
 	ResumeAs(ctx context.Context, tx store.Tx, id string, who actions.Actor, mayApprove, mayOperate bool) (*store.Run, error)
 	MayResume(ctx context.Context, rd store.Reader, r *store.Run, who string, mayApprove, mayOperate bool) error
 	Cancel(ctx context.Context, tx store.Tx, id string, who actions.Actor, reason string) (*store.Run, error)
+	// Promote and MayPromote are the API's rule for a canary: an
+	// approver other than the requester promotes it.
+	Promote(ctx context.Context, tx store.Tx, id string, who actions.Actor, mayApprove bool) (*store.Run, error)
+	MayPromote(ctx context.Context, rd store.Reader, r *store.Run, who string, mayApprove bool) error
 }
 
 // runsPerPage is the size of a page of the Runs list.
@@ -47,15 +51,17 @@ type stateCount struct {
 // the order of the states, only those above zero.
 type stageProgress struct {
 	wire.Stage
-	Total    int
-	Finished int // children in a final state
-	Counts   []stateCount
+	// Total counts the children the stage will have at least (a node's
+	// steps in a stage with steps), NodeTotal its nodes.
+	Total, NodeTotal int
+	Finished         int // children in a final state
+	Counts           []stateCount
 	// More counts the nodes not listed (a brief run lists the first ones).
 	More int
 }
 
 func progressOf(st wire.Stage) stageProgress {
-	p := stageProgress{Stage: st, Total: st.Size(), More: st.Size() - len(st.Nodes)}
+	p := stageProgress{Stage: st, Total: st.Size(), NodeTotal: st.Size(), More: st.Size() - len(st.Nodes)}
 	order := append([]string{"PENDING"}, statesText()...)
 	for _, s := range order {
 		if n := st.Counts[s]; n > 0 {
@@ -64,6 +70,11 @@ func progressOf(st wire.Stage) stageProgress {
 				p.Finished += n
 			}
 		}
+	}
+	// A stage with steps has a child per node and step at least (retries
+	// and rollbacks add more): its bar never goes past its end.
+	if n := len(st.Steps); n > 0 {
+		p.Total = max(st.Size()*n, p.Finished)
 	}
 	return p
 }
@@ -163,14 +174,22 @@ type wave struct {
 // stageDetail is a stage on the run's page.
 type stageDetail struct {
 	stageProgress
-	Waves []wave
+	// Waves lists the nodes of each wave of a stage of at most
+	// nodesPerPage nodes; a larger one says how many waves of how many
+	// nodes (WaveCount, WaveSize), each node's wave being in the grid.
+	Waves               []wave
+	WaveCount, WaveSize int
 }
+
+// nodesPerPage is how many nodes a run's page shows at a time: it reads
+// the children of those nodes only, so a run of any size costs a page.
+const nodesPerPage = 50
 
 // gridRow is one node's line of the per-node grid: a cell per stage, nil
 // where the stage does not include the node.
 type gridRow struct {
 	Node  string
-	Cells []*wire.RunChild
+	Cells []*nodeCell
 }
 
 // runDecision says whether the visitor may approve or reject a run waiting
@@ -187,19 +206,30 @@ type runData struct {
 	Stages []stageDetail
 	Grid   []gridRow
 	runDecision
-	CanPause, CanResume, CanCancel bool
+	CanPause, CanResume, CanCancel, CanPromote bool
 	// OpWhy explains why there are no pause, resume or cancel buttons,
 	// or why a paused run has no Resume button for this caller.
 	OpWhy string
 	Self  string // this page's path, where the forms come back to
+	// Nodes counts the run's nodes; FirstNode and LastNode number those
+	// of this page (from 1); NextURL and FirstURL page through them.
+	Nodes, FirstNode, LastNode int
+	NextURL, FirstURL          string
+	// Failed and Skipped are the summary's nodes, the first summaryShown
+	// of them, and how many more there are.
+	Failed, Skipped         []wire.StageNode
+	MoreFailed, MoreSkipped int
 }
+
+// summaryShown bounds the failed or skipped nodes a run's page names.
+const summaryShown = 20
 
 // runDecisionFor works out whether visitor v may decide run r (applier: who
 // applied the playbook version the run was made from, "" for none).
 func (s *Server) runDecisionFor(v *visitor, r *store.Run, applier string) runDecision {
 	d := runDecision{Mine: approval.SamePerson(r.Requester, v.tok.Name)}
 	if ttl := s.cfg.Policy.Window(); ttl > 0 {
-		d.Expires = r.CreatedTS.Add(ttl)
+		d.Expires = approvalEnds(r.CreatedTS, r.NotBefore, ttl)
 	}
 	d.Why = s.whyNot(v, "this run", r.Requester, applier)
 	d.CanDecide = d.Why == ""
@@ -243,19 +273,42 @@ func (s *Server) runDetail(w http.ResponseWriter, r *http.Request, v *visitor) {
 		s.renderError(w, r, v, http.StatusNotFound, "There is no such run.")
 		return
 	}
+	marker := r.URL.Query().Get("marker")
 	var run *store.Run
 	var kids []store.Record
+	var counts []store.ChildCount
 	var applier string
-	var resumeErr error
+	var resumeErr, promoteErr error
+	var nodes, page []string
+	var next string
+	errMarker := errors.New("the page marker names no node of this run")
 	err := s.st.Read(ctx, func(rd store.Reader) error {
 		var err error
 		if run, err = rd.Run(ctx, id); err != nil {
 			return err
 		}
-		if kids, err = rd.RunChildren(ctx, id); err != nil {
+		// A page of nodes, and the children of those nodes alone: the
+		// counts come from the store's counters, never from every child.
+		nodes = runNodes(run)
+		var ok bool
+		if page, next, ok = nodePage(nodes, marker); !ok {
+			return errMarker
+		}
+		if len(page) > 0 {
+			if kids, err = rd.ListActions(ctx, store.ListQuery{RunID: id, NodeIDs: page}); err != nil {
+				return err
+			}
+		}
+		if counts, err = rd.RunChildCounts(ctx, []string{id}); err != nil {
 			return err
 		}
 		if run.State == store.RunPaused && v.can(auth.Continue) {
+			if runs.PausedFor(run) == runs.PauseCanary {
+				promoteErr = s.cfg.Runs.MayPromote(ctx, rd, run, v.tok.Name, v.can(auth.Approve))
+				if promoteErr != nil && s.cfg.ErrorStatus(promoteErr) >= 500 {
+					return promoteErr
+				}
+			}
 			resumeErr = s.cfg.Runs.MayResume(ctx, rd, run, v.tok.Name, v.can(auth.Approve), v.can(auth.Cancel))
 			if resumeErr != nil && s.cfg.ErrorStatus(resumeErr) >= 500 {
 				return resumeErr
@@ -268,38 +321,77 @@ func (s *Server) runDetail(w http.ResponseWriter, r *http.Request, v *visitor) {
 		s.renderError(w, r, v, http.StatusNotFound, "There is no such run.")
 		return
 	}
+	if errors.Is(err, errMarker) {
+		s.renderError(w, r, v, http.StatusBadRequest, "The page marker names no node of this run.")
+		return
+	}
 	if err != nil {
 		s.storeError(w, r, v, err)
 		return
 	}
-	d := runData{Run: runs.View(run, store.CountChildren(kids)), Self: "/ui/runs/" + id}
-	d.Run.Children = runs.Grid(run, kids)
-	waves := map[string]map[int][]string{}
-	cells := map[string]*wire.RunChild{}
-	var nodes []string
-	for i := range d.Run.Children {
-		c := &d.Run.Children[i]
-		if waves[c.Stage] == nil {
-			waves[c.Stage] = map[int][]string{}
-		}
-		waves[c.Stage][c.Wave] = append(waves[c.Stage][c.Wave], c.NodeID)
-		cells[c.Stage+"\x00"+c.NodeID] = c
-		if !slices.Contains(nodes, c.NodeID) {
-			nodes = append(nodes, c.NodeID)
+	self := "/ui/runs/" + id
+	d := runData{Run: runs.View(run, counts), Self: self, Nodes: len(nodes)}
+	paging := listPage{path: self}
+	d.NextURL = paging.url(next)
+	if marker != "" {
+		d.FirstURL = self
+	}
+	if len(page) > 0 {
+		d.FirstNode, _ = slices.BinarySearch(nodes, page[0])
+		d.FirstNode++
+		d.LastNode = d.FirstNode + len(page) - 1
+	}
+	if sum := d.Run.Summary; sum != nil {
+		d.Failed, d.MoreFailed = sum.Failed[:min(len(sum.Failed), summaryShown)], max(len(sum.Failed)-summaryShown, 0)
+		d.Skipped, d.MoreSkipped = sum.Skipped[:min(len(sum.Skipped), summaryShown)], max(len(sum.Skipped)-summaryShown, 0)
+	}
+	onPage := map[string]bool{}
+	for _, n := range page {
+		onPage[n] = true
+	}
+	cells := map[string]*nodeCell{}
+	index := map[string]int{} // a node's place in its stage
+	for i := range run.Stages {
+		for j, n := range run.Stages[i].Nodes {
+			if onPage[n] {
+				index[run.Stages[i].Name+"\x00"+n] = j
+			}
 		}
 	}
-	slices.Sort(nodes)
-	for _, st := range d.Run.Stages {
-		sd := stageDetail{stageProgress: progressOf(st)}
-		for n, ns := range waves[st.Name] {
-			sd.Waves = append(sd.Waves, wave{N: n, Nodes: ns})
+	byCell := map[string][]store.Record{}
+	for _, k := range kids {
+		byCell[k.Stage+"\x00"+k.NodeID] = append(byCell[k.Stage+"\x00"+k.NodeID], k)
+	}
+	for _, c := range runs.Grid(run, kids) {
+		if !onPage[c.NodeID] {
+			continue
 		}
-		slices.SortFunc(sd.Waves, func(a, b wave) int { return a.N - b.N })
+		key := c.Stage + "\x00" + c.NodeID
+		cells[key] = nodeCellOf(&run.Stages[stageIndex(run, c.Stage)], index[key], c, byCell[key], run.ApprovedBy)
+	}
+	for i, st := range d.Run.Stages {
+		stored := &run.Stages[i]
+		// The stage's nodes: its first ones; the grid pages through all.
+		st.Nodes = st.Nodes[:min(len(st.Nodes), nodesPerPage)]
+		sd := stageDetail{stageProgress: progressOf(st)}
+		conc := stored.MaxConcurrency.Ceil(len(stored.Nodes))
+		if len(stored.Nodes) <= nodesPerPage {
+			byWave := map[int][]string{}
+			for j, n := range stored.Nodes {
+				byWave[runs.Wave(j, conc)] = append(byWave[runs.Wave(j, conc)], n)
+			}
+			for n, ns := range byWave {
+				sd.Waves = append(sd.Waves, wave{N: n, Nodes: ns})
+			}
+			slices.SortFunc(sd.Waves, func(a, b wave) int { return a.N - b.N })
+		} else {
+			sd.WaveCount, sd.WaveSize = runs.Wave(len(stored.Nodes)-1, conc), max(conc, 1)
+		}
 		d.Stages = append(d.Stages, sd)
 	}
-	for _, n := range nodes {
+	for _, n := range page {
 		row := gridRow{Node: n}
-		for _, st := range d.Run.Stages {
+		for _, st := range run.Stages {
 			row.Cells = append(row.Cells, cells[st.Name+"\x00"+n])
 		}
 		d.Grid = append(d.Grid, row)
@@ -307,22 +399,30 @@ func (s *Server) runDetail(w http.ResponseWriter, r *http.Request, v *visitor) {
 	if run.State == store.RunPendingApprove {
 		d.runDecision = s.runDecisionFor(v, run, applier)
 	}
-	// Resume follows the API's rule (MayResume): a run paused by its
-	// errors is an approver's to resume, a manual pause an operator's.
+	// Resume and Promote follow the API's rules (MayResume, MayPromote): a
+	// run paused by its errors is an approver's to resume, a canary an
+	// approver's to promote, a manual pause an operator's.
 	d.CanResume = run.State == store.RunPaused && v.can(auth.Continue) && resumeErr == nil
+	d.CanPromote = run.State == store.RunPaused && v.can(auth.Approve) && runs.PausedFor(run) == runs.PauseCanary && promoteErr == nil
 	if v.can(auth.Cancel) {
 		d.CanPause = run.State == store.RunRunning
 		d.CanCancel = !store.RunFinal(run.State)
 	}
 	switch {
+	case run.State == store.RunPaused && runs.PausedFor(run) == runs.PauseCanary && !d.CanPromote:
+		why := "your roles (" + strings.Join(v.tok.Roles, ", ") + ") do not include approving"
+		if promoteErr != nil {
+			why = strings.TrimPrefix(promoteErr.Error(), runs.ErrForbidden.Error()+": ")
+		}
+		d.OpWhy = "You may not promote this run's canary: " + why + "."
 	case run.State == store.RunPaused && v.can(auth.Continue) && resumeErr != nil:
 		d.OpWhy = "You may not resume this run: " + strings.TrimPrefix(resumeErr.Error(), runs.ErrForbidden.Error()+": ") + "."
-	case !v.can(auth.Cancel) && !store.RunFinal(run.State) && !d.CanResume:
+	case !v.can(auth.Cancel) && !store.RunFinal(run.State) && !d.CanResume && !d.CanPromote:
 		d.OpWhy = "Your roles (" + strings.Join(v.tok.Roles, ", ") + ") do not include pausing, resuming or cancelling runs."
 	}
 	vw := newView(v, "Run "+id[:8], "runs")
 	vw.Flash = runFlash(r)
-	vw.Live = &liveRegion{URL: "/ui/runs/" + id + "?part=live", Stream: "run=" + id}
+	vw.Live = paging.live(marker, url.Values{"run": {id}}, "")
 	vw.Data = d
 	s.render(w, r, http.StatusOK, "run", vw)
 }
@@ -336,7 +436,7 @@ func runFlash(r *http.Request) string {
 		return ""
 	}
 	switch q.Get("done") {
-	case "approved", "rejected", "paused", "resumed", "cancelled", "started":
+	case "approved", "rejected", "paused", "resumed", "cancelled", "started", "promoted":
 		return strings.ToUpper(q.Get("done")[:1]) + q.Get("done")[1:] + " run " + id + "."
 	}
 	return ""
@@ -346,7 +446,7 @@ func runFlash(r *http.Request) string {
 // transaction, then back to the page the form came from.
 func (s *Server) changeRun(c runChange) handlerFunc {
 	done := map[runChange]string{runApprove: "approved", runReject: "rejected", runPause: "paused",
-		runResume: "resumed", runCancel: "cancelled"}[c]
+		runResume: "resumed", runCancel: "cancelled", runPromote: "promoted"}[c]
 	return func(w http.ResponseWriter, r *http.Request, v *visitor) {
 		id := r.PathValue("id")
 		if !action.ValidID(id) {
@@ -373,6 +473,8 @@ func (s *Server) changeRun(c runChange) handlerFunc {
 				run, err = s.cfg.Runs.ResumeAs(r.Context(), tx, id, who, v.can(auth.Approve), v.can(auth.Cancel))
 			case runCancel:
 				run, err = s.cfg.Runs.Cancel(r.Context(), tx, id, who, f.Reason)
+			case runPromote:
+				run, err = s.cfg.Runs.Promote(r.Context(), tx, id, who, v.can(auth.Approve))
 			}
 			return err
 		})

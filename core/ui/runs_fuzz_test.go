@@ -43,7 +43,7 @@ func FuzzDecodeRunFilter(f *testing.F) {
 
 func FuzzDecodeRunChange(f *testing.F) {
 	digest := strings.Repeat("ab", 32)
-	for _, c := range []runChange{runApprove, runReject, runPause, runResume, runCancel, "bogus"} {
+	for _, c := range []runChange{runApprove, runReject, runPause, runResume, runCancel, runPromote, "bogus"} {
 		for _, s := range []string{"digest=" + digest, "digest=" + strings.ToUpper(digest), "digest=short", "reason=not+now",
 			"reason=", "reason=%1b[31m", "reason=" + strings.Repeat("r", 501), "confirm=yes&reason=done", "confirm=no",
 			"next=%2Fui%2Fapprovals", "next=//evil"} {
@@ -72,7 +72,7 @@ func FuzzDecodeRunChange(f *testing.F) {
 			if c == runCancel && v.Get("confirm") != "yes" {
 				t.Fatalf("decodeRunChange(cancel, %q) accepted no confirmation", body)
 			}
-		case runPause, runResume:
+		case runPause, runResume, runPromote:
 		default:
 			t.Fatalf("decodeRunChange accepted the change %q", change)
 		}

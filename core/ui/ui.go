@@ -31,6 +31,8 @@ import (
 	"github.com/musterhq/muster/core/budget"
 	"github.com/musterhq/muster/core/notify"
 	"github.com/musterhq/muster/core/runs"
+	"github.com/musterhq/muster/core/schedule"
+	"github.com/musterhq/muster/core/schedule/recur"
 	"github.com/musterhq/muster/core/store"
 	"github.com/musterhq/muster/core/streams"
 )
@@ -108,9 +110,15 @@ type Config struct {
 	// Runs makes the run changes the Runs page offers (the core's run
 	// engine); nil is an engine over the Policy.
 	Runs RunChanger
+	// Schedules makes the schedule changes the Schedules page offers; nil
+	// is a service over the Policy.
+	Schedules *recur.Service
 	// Budget is the disruption budget of the clusters, to show the budget
 	// in use (the zero Policy: no cluster has one).
 	Budget budget.Policy
+	// Calendars are the clusters' maintenance windows and freezes, shown on
+	// the clusters page; nil: none.
+	Calendars *schedule.LiveCalendars
 	// Notify are the configured notification destinations (the
 	// Notifications page, admin).
 	Notify []notify.Destination
@@ -180,6 +188,9 @@ func New(cfg Config, st store.Store, ch Changer, n Nudger, log *slog.Logger) (*S
 	if cfg.DevLoginsExpire.IsZero() {
 		cfg.DevLoginsExpire = cfg.Now().Add(DevLoginTTL)
 	}
+	if cfg.Schedules == nil {
+		cfg.Schedules = &recur.Service{Policy: cfg.Policy}
+	}
 	if cfg.Runs == nil {
 		cfg.Runs = &runs.Engine{Policy: cfg.Policy, Actions: &actions.Rules{Policy: cfg.Policy}}
 	}
@@ -247,10 +258,15 @@ func (s *Server) register() {
 	s.add("POST /ui/runs/{id}/pause", auth.Cancel, s.changeRun(runPause))
 	s.add("POST /ui/runs/{id}/resume", auth.Continue, s.changeRun(runResume))
 	s.add("POST /ui/runs/{id}/cancel", auth.Cancel, s.changeRun(runCancel))
+	s.add("POST /ui/runs/{id}/promote", auth.Approve, s.changeRun(runPromote))
 	s.add("GET /ui/dashboard", auth.Read, s.dashboard)
 	s.add("GET /ui/playbooks", auth.Read, s.playbooks)
 	s.add("GET /ui/playbooks/{name}", auth.Read, s.playbookPage)
 	s.add("POST /ui/playbooks/{name}/start", auth.Create, s.startPlaybook)
+	s.add("GET /ui/schedules", auth.Read, s.schedules)
+	s.add("GET /ui/schedules/{name}", auth.Read, s.schedulePage)
+	s.add("POST /ui/schedules/{name}/approve", auth.Approve, s.decideSchedule(true))
+	s.add("POST /ui/schedules/{name}/reject", auth.Reject, s.decideSchedule(false))
 	s.add("GET /ui/clusters", auth.Read, s.clusters)
 	s.add("GET /ui/clusters/{cluster}/nodes/{node}", auth.Read, s.nodePage)
 	s.add("POST /ui/clusters/{cluster}/nodes/{node}/drain", auth.Drain, s.drainNode(true))

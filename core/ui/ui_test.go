@@ -18,6 +18,7 @@ import (
 	"github.com/musterhq/muster/core/approval"
 	"github.com/musterhq/muster/core/auth"
 	corenodes "github.com/musterhq/muster/core/nodes"
+	"github.com/musterhq/muster/core/runs"
 	"github.com/musterhq/muster/core/store"
 	"github.com/musterhq/muster/core/streams"
 	"github.com/musterhq/muster/shared/action"
@@ -50,10 +51,15 @@ var roleTable = map[string][5]int{ //    none viewer  op   appr admin
 	"POST /ui/runs/{id}/pause":                         {303, 403, 303, 403, 303},
 	"POST /ui/runs/{id}/resume":                        {303, 403, 303, 403, 303}, // a manual pause: the approver's 403 is the engine's (TestRunResumeFollowsTheAPIsRule)
 	"POST /ui/runs/{id}/cancel":                        {303, 403, 303, 403, 303},
+	"POST /ui/runs/{id}/promote":                       {303, 403, 403, 303, 303}, // a canary asked by someone else
 	"GET /ui/dashboard":                                {303, 200, 200, 200, 200},
 	"GET /ui/playbooks":                                {303, 200, 200, 200, 200},
 	"GET /ui/playbooks/{name}":                         {303, 200, 200, 200, 200},
 	"POST /ui/playbooks/{name}/start":                  {303, 403, 303, 403, 303},
+	"GET /ui/schedules":                                {303, 200, 200, 200, 200},
+	"GET /ui/schedules/{name}":                         {303, 200, 200, 200, 200},
+	"POST /ui/schedules/{name}/approve":                {303, 403, 403, 303, 303},
+	"POST /ui/schedules/{name}/reject":                 {303, 403, 403, 303, 303},
 	"GET /ui/clusters":                                 {303, 200, 200, 200, 200},
 	"GET /ui/clusters/{cluster}/nodes/{node}":          {303, 200, 200, 200, 200},
 	"POST /ui/clusters/{cluster}/nodes/{node}/drain":   {303, 403, 303, 403, 303},
@@ -126,10 +132,19 @@ func TestUIRoleTable(t *testing.T) {
 					form.Set("digest", digest)
 					form.Set("p.node", "db-1")
 					form.Set("p.loud", "false")
+				case "GET /ui/schedules/{name}", "POST /ui/schedules/{name}/approve", "POST /ui/schedules/{name}/reject":
+					sc := e.createSchedule(fmt.Sprintf("sch-%d", scheduleSeq.Add(1)), "someone")
+					path = strings.Replace(path, "{name}", sc.Name, 1)
+					form.Set("reason", "checked")
+					form.Set("digest", sc.Digest)
 				case "GET /ui/actions/{id}", "POST /ui/actions/{id}/approve", "POST /ui/actions/{id}/reject":
 					a := e.create("someone", `{"seconds":1}`)
 					path = strings.Replace(path, "{id}", a.ID, 1)
 					form.Set("reason", "checked")
+				case "POST /ui/runs/{id}/promote":
+					r := procedureRun("someone", store.RunPaused, fmt.Sprintf(runs.ReasonCanary, "upgrade", 1, 0), "db-1", "db-2")
+					e.storeRun(r)
+					path = strings.Replace(path, "{id}", r.ID, 1)
 				case "GET /ui/runs/{id}", "POST /ui/runs/{id}/approve", "POST /ui/runs/{id}/reject",
 					"POST /ui/runs/{id}/pause", "POST /ui/runs/{id}/resume", "POST /ui/runs/{id}/cancel":
 					// A run in the state the change needs, asked by someone else.

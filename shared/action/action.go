@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"regexp"
+	"strings"
 	"time"
 
 	"github.com/google/uuid"
@@ -60,6 +61,13 @@ type Action struct {
 	Step    string `json:"step,omitempty"`
 	Wave    int    `json:"wave,omitempty"`
 	Attempt int    `json:"attempt,omitempty"`
+	// NotBefore: the core pushes the action no earlier than this (core
+	// only; docs/architecture.md, "Windows, freezes and later starts").
+	NotBefore *time.Time `json:"not_before,omitempty"`
+	// Urgent is the reason an approver gave to let the action pass a
+	// closed maintenance window, never a freeze (core only; "" when not
+	// urgent).
+	Urgent string `json:"urgent,omitempty"`
 	// Outputs is the JSON object of strings the command wrote to the file
 	// named in $MUSTER_OUTPUTS (absent when it wrote none).
 	Outputs json.RawMessage `json:"outputs,omitempty"`
@@ -82,6 +90,27 @@ const (
 	ReasonInterrupted = "interrupted"
 	ReasonCancelled   = "cancelled"
 )
+
+// Reasons of a PENDING_SCHEDULE action the core holds for its time: its
+// cluster's maintenance window, a freeze, its not_before (core/schedule
+// writes them, core/orchestrate holds with them). Each starts the reason.
+const (
+	ReasonOutsideWindow = "outside the maintenance window"
+	ReasonFrozen        = "frozen until "
+	ReasonNotBefore     = "not before "
+)
+
+// HeldByCalendar reports whether a state_reason says the action waits for
+// its cluster's window or the end of a freeze.
+func HeldByCalendar(reason string) bool {
+	return strings.HasPrefix(reason, ReasonOutsideWindow) || strings.HasPrefix(reason, ReasonFrozen)
+}
+
+// HeldForTime reports whether a state_reason says the action waits for its
+// time: a window, the end of a freeze, or its not_before.
+func HeldForTime(reason string) bool {
+	return HeldByCalendar(reason) || strings.HasPrefix(reason, ReasonNotBefore)
+}
 
 // Errors returned by validation.
 var (

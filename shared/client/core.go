@@ -246,11 +246,11 @@ func (c *Core) Approve(ctx context.Context, ref string) (*action.Action, error) 
 	return a, err
 }
 
-// Decide calls POST /api/v1/actions/{id}/approve or /reject (verb) with the
+// Decide calls POST /api/v1/actions/{id}/approve, /reject or /urgent (verb) with the
 // person's reason, which the core keeps in the history and the event.
 func (c *Core) Decide(ctx context.Context, ref, verb, reason string) (*action.Action, error) {
-	if verb != "approve" && verb != "reject" {
-		return nil, fmt.Errorf("decide: verb %q: want approve or reject", verb)
+	if verb != "approve" && verb != "reject" && verb != "urgent" {
+		return nil, fmt.Errorf("decide: verb %q: want approve, reject or urgent", verb)
 	}
 	var out action.Action
 	var in any

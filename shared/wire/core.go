@@ -19,6 +19,9 @@ type CreateActionRequest struct {
 	Args      json.RawMessage `json:"args,omitempty"`
 	// TimeoutS is optional; 0 leaves it to the agent's default.
 	TimeoutS int `json:"timeout_s,omitempty"`
+	// NotBefore: the core pushes it no earlier (RFC 3339); an approval's
+	// time counts from it. Not in the past, at most 90 days ahead.
+	NotBefore *time.Time `json:"not_before,omitempty"`
 }
 
 // ActionList answers GET /api/v1/actions on the core. NextMarker is empty on
@@ -51,7 +54,45 @@ type Cluster struct {
 	// targets and the disruption budget"); nil when the cluster has none. Filled
 	// only by GET /api/v1/clusters/{c}.
 	Budget *Budget `json:"budget,omitempty"`
-	Nodes  []Node  `json:"nodes,omitempty"`
+	// Calendar is the cluster's maintenance windows and freezes now
+	// (docs/architecture.md, "Windows, freezes and later starts"); nil when
+	// it has none. Filled only by GET /api/v1/clusters/{c}.
+	Calendar *Calendar `json:"calendar,omitempty"`
+	Nodes    []Node    `json:"nodes,omitempty"`
+}
+
+// Calendar says when disruptive work may go to a cluster.
+type Calendar struct {
+	Windows []Window `json:"windows"`
+	Freezes []Freeze `json:"freezes"`
+	// Open: disruptive work may go now (in a window, or none is set, and
+	// no freeze holds).
+	Open bool `json:"open"`
+	// InWindow: a window is open now, or none is set. CloseAt is when the
+	// open windows close; NextOpen, outside them, when one opens next.
+	InWindow bool       `json:"in_window"`
+	CloseAt  *time.Time `json:"close_at,omitempty"`
+	NextOpen *time.Time `json:"next_open,omitempty"`
+	// Frozen is the freeze that holds now, if any, and until when.
+	Frozen *Freeze `json:"frozen,omitempty"`
+	// Waiting counts the actions waiting in PENDING_SCHEDULE for a window,
+	// the end of a freeze or their not_before.
+	Waiting int `json:"waiting"`
+}
+
+// Window is one maintenance window of a cluster.
+type Window struct {
+	Cron      string `json:"cron"`
+	Duration  string `json:"duration"`
+	Timezone  string `json:"timezone"`
+	DurationS int64  `json:"duration_s"`
+}
+
+// Freeze is one freeze of a cluster, from (included) to (excluded).
+type Freeze struct {
+	From   time.Time `json:"from"`
+	To     time.Time `json:"to"`
+	Reason string    `json:"reason"`
 }
 
 // Budget is a cluster's disruption budget in use: how many nodes are
@@ -91,14 +132,16 @@ type Node struct {
 	// Drained: no new pushes go to the node; Status shows DRAINED then,
 	// unless the node is DOWN. DrainedBy and DrainReason say who drained it
 	// and why.
-	Drained     bool       `json:"drained"`
-	DrainedBy   string     `json:"drained_by,omitempty"`
-	DrainReason string     `json:"drain_reason,omitempty"`
-	StoreID     string     `json:"store_id"`
-	Kinds       []string   `json:"kinds"`
-	Version     string     `json:"version"`
-	LastContact *time.Time `json:"last_contact"`
-	UpdatedTS   time.Time  `json:"updated_ts"`
+	Drained     bool     `json:"drained"`
+	DrainedBy   string   `json:"drained_by,omitempty"`
+	DrainReason string   `json:"drain_reason,omitempty"`
+	StoreID     string   `json:"store_id"`
+	Kinds       []string `json:"kinds"`
+	// ArgsSchemas: the args_schema of each kind that announced one.
+	ArgsSchemas map[string]json.RawMessage `json:"args_schemas,omitempty"`
+	Version     string                     `json:"version"`
+	LastContact *time.Time                 `json:"last_contact"`
+	UpdatedTS   time.Time                  `json:"updated_ts"`
 	// Labels: the configured labels with the agent's own laid over them
 	// (always an object).
 	Labels map[string]string `json:"labels"`

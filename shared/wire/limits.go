@@ -3,8 +3,10 @@ package wire
 import (
 	"errors"
 	"fmt"
+	"slices"
 
 	"github.com/musterhq/muster/shared/action"
+	"github.com/musterhq/muster/shared/argschema"
 )
 
 // Bounds on what an agent's info may hold, as the core reads it: an agent
@@ -13,6 +15,8 @@ const (
 	MaxInfoKinds  = 512 // kinds an agent announces
 	MaxInfoString = 256 // bytes of node_id, cluster_id, version and store_id
 	MaxInfoQueue  = 16  // states in the queue counts
+	// MaxInfoSchemas bounds the args schemas of one node, in all.
+	MaxInfoSchemas = 64 << 10
 )
 
 // ErrInfoOutOfBounds: an agent's info passes one of the bounds above.
@@ -35,6 +39,22 @@ func (i *AgentInfo) Check() error {
 		if len(k) > action.MaxKindLength {
 			return bad("a kind of %d bytes, the limit is %d", len(k), action.MaxKindLength)
 		}
+	}
+	if len(i.ArgsSchemas) > len(i.Kinds) {
+		return bad("%d args schemas for %d kinds", len(i.ArgsSchemas), len(i.Kinds))
+	}
+	total := 0
+	for k, s := range i.ArgsSchemas {
+		if !slices.Contains(i.Kinds, k) {
+			return bad("an args schema for kind %.100q, which it does not announce", k)
+		}
+		if len(s) > argschema.MaxBytes {
+			return bad("the args schema of %s is %d bytes, the limit is %d", k, len(s), argschema.MaxBytes)
+		}
+		total += len(s)
+	}
+	if total > MaxInfoSchemas {
+		return bad("args schemas of %d bytes in all, the limit is %d", total, MaxInfoSchemas)
 	}
 	if len(i.Queue) > MaxInfoQueue {
 		return bad("%d queue states, the limit is %d", len(i.Queue), MaxInfoQueue)

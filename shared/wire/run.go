@@ -91,6 +91,9 @@ type CreateRunRequest struct {
 	// the run ends FAILED (reason deadline) once its nodes in flight are
 	// done (0: none).
 	DeadlineS int `json:"deadline_s,omitempty"`
+	// NotBefore: no child of the run is pushed before it (RFC 3339; nil:
+	// at once).
+	NotBefore *time.Time `json:"not_before,omitempty"`
 }
 
 // Stage is one stage of a run as the core shows it: its spec with the target
@@ -196,10 +199,28 @@ type Run struct {
 	// run started.
 	DeadlineS  int        `json:"deadline_s,omitempty"`
 	DeadlineTS *time.Time `json:"deadline_ts,omitempty"`
+	// NotBefore: no child is pushed before it; Urgent: the reason an
+	// approver gave to let its children pass a closed maintenance window.
+	NotBefore *time.Time `json:"not_before,omitempty"`
+	Urgent    string     `json:"urgent,omitempty"`
+	// ScheduleID names the schedule whose occurrence made the run.
+	ScheduleID string `json:"schedule_id,omitempty"`
 	// Summary lists the failed and skipped nodes (a PARTIAL or FAILED run
 	// says which).
 	Summary *RunSummary `json:"summary,omitempty"`
+	// PausedFor says why a PAUSED run is paused, and so who goes on with
+	// it: PausedManual (an operator resumes), PausedErrors (an approver
+	// other than the requester resumes, forgiving the errors) or
+	// PausedCanary (an approver other than the requester promotes).
+	PausedFor string `json:"paused_for,omitempty"`
 }
+
+// Why a run is PAUSED (Run.PausedFor).
+const (
+	PausedManual = "manual"
+	PausedErrors = "errors"
+	PausedCanary = "canary"
+)
 
 // RunList answers GET /api/v1/runs.
 type RunList struct {
@@ -260,6 +281,8 @@ type PlanRequest struct {
 	// newest, or Digest, the plan's digest (of Version, the newest when 0),
 	// which the run's plan must still have. Otherwise it is a 409.
 	Digest string `json:"digest,omitempty"`
+	// NotBefore (a start only): no child of the run is pushed before it.
+	NotBefore *time.Time `json:"not_before,omitempty"`
 }
 
 // PlanChild is one child action a plan would create.
@@ -268,11 +291,20 @@ type PlanChild struct {
 	Wave   int    `json:"wave"`
 	NodeID string `json:"node_id"`
 	// Step is the step of a stage with steps (one child per step of each
-	// node, in order; retries and rollback are the stage's), When its when.
+	// node, in order, then its rollback steps; retries are the step's), When
+	// its when.
 	Step string          `json:"step,omitempty"`
 	When string          `json:"when,omitempty"`
 	Kind string          `json:"kind"`
 	Args json.RawMessage `json:"args"`
+	// Rollback marks a rollback step of the node: it runs only if the node
+	// fails, after its steps with when "always".
+	Rollback bool `json:"rollback,omitempty"`
+	// Canary marks the children of the stage's canary nodes: once they are
+	// done the run pauses until an approver promotes it; CanaryPause marks
+	// the last child of the last canary node, where that pause falls.
+	Canary      bool `json:"canary,omitempty"`
+	CanaryPause bool `json:"canary_pause,omitempty"`
 	// Held says why the disruption budget would hold this child back now
 	// (empty when it would go).
 	Held string `json:"held,omitempty"`

@@ -39,6 +39,8 @@ type ErrorDetail struct {
 	Code    string   `json:"code"`
 	Message string   `json:"message"`
 	Matches []string `json:"matches,omitempty"`
+	// Field names the field of the request a 400 is about, when one is.
+	Field string `json:"field,omitempty"`
 	// State is the state of the action or run a call was refused for.
 	State  string          `json:"state,omitempty"`
 	Record *action.Action  `json:"record,omitempty"`
@@ -56,6 +58,9 @@ type AgentInfo struct {
 	// Labels are the agent's own labels (docs/architecture.md, "Labels, targets
 	// and the disruption budget"); always an object.
 	Labels map[string]string `json:"labels"`
+	// ArgsSchemas are the JSON Schemas that kinds' args must match, by kind,
+	// for the kinds that declare one (args_schema).
+	ArgsSchemas map[string]json.RawMessage `json:"args_schemas,omitempty"`
 }
 
 // PushRequest is the body of POST /api/v1/actions on the agent. Only these

@@ -1,9 +1,12 @@
 package playbook
 
 import (
+	"fmt"
+	"strings"
 	"testing"
 
 	"github.com/musterhq/muster/core/budget"
+	"github.com/musterhq/muster/core/runs"
 	"github.com/musterhq/muster/core/store"
 	"github.com/musterhq/muster/shared/limit"
 	"github.com/musterhq/muster/shared/wire"
@@ -43,4 +46,118 @@ func TestMarkHeldCountsEveryStepOfADisruptiveProcedure(t *testing.T) {
 			t.Fatalf("%s/%s not held while n3 is in flight", ch.NodeID, ch.Step)
 		}
 	}
+}
+
+// The plan shows each node's steps in order, then the rollback steps of
+// that node, its wave, the canary nodes and where the canary pause falls;
+// the budget marks the rollback of a node it holds back as held too; and
+// the digest covers every one of them, the rollback's args, when, kind and
+// order included.
+func TestPlanShowsEachNodesRollbackAndTheDigestCoversIt(t *testing.T) {
+	t.Parallel()
+	doc := func(rollbackArgs, when string) string {
+		return `name: up
+description: upgrade
+params:
+  - {name: version, type: string}
+stages:
+  - name: up
+    target: {all: true}
+    max_concurrency: 1
+    canary: 1
+    steps:
+      - {name: drain, kind: example.com/node.drain}
+      - {name: upgrade, kind: example.com/node.upgrade, args: {version: "{{ .version }}"}}
+    rollback:
+      - {name: downgrade, kind: example.com/node.upgrade, when: '` + when + `', args: ` + rollbackArgs + `}
+      - {name: note, kind: example.com/node.note}
+`
+	}
+	nodes := []store.Node{{ID: "n1", ClusterID: "c"}, {ID: "n2", ClusterID: "c"}, {ID: "n3", ClusterID: "c"}}
+	plan := func(d string) wire.Plan {
+		t.Helper()
+		pb, err := Parse([]byte(d))
+		if err != nil {
+			t.Fatal(err)
+		}
+		values, err := pb.Values(map[string]string{"version": "2.0"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		specs, err := pb.Render(values)
+		if err != nil {
+			t.Fatal(err)
+		}
+		req := wire.CreateRunRequest{ClusterID: "c", Stages: specs}
+		if err := runs.Check(&req); err != nil {
+			t.Fatal(err)
+		}
+		stages, err := runs.Resolve(&req, nodes)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return (&Planned{Name: pb.Name, Cluster: "c", Values: values, Stages: stages}).Wire()
+	}
+	base := doc(`{version: "{{ .steps.upgrade.outputs.previous }}"}`, `{{ eq .steps.upgrade.state "DONE" }}`)
+	p := plan(base)
+	var got []string
+	for _, ch := range p.Children {
+		mark := ""
+		if ch.Rollback {
+			mark += " rollback"
+		}
+		if ch.Canary {
+			mark += " canary"
+		}
+		if ch.CanaryPause {
+			mark += " pause"
+		}
+		got = append(got, fmt.Sprintf("%d %s %s%s", ch.Wave, ch.NodeID, ch.Step, mark))
+	}
+	want := []string{
+		"1 n1 drain canary", "1 n1 upgrade canary", "1 n1 downgrade rollback canary", "1 n1 note rollback canary pause",
+		"2 n2 drain", "2 n2 upgrade", "2 n2 downgrade rollback", "2 n2 note rollback",
+		"3 n3 drain", "3 n3 upgrade", "3 n3 downgrade rollback", "3 n3 note rollback",
+	}
+	if strings.Join(got, "\n") != strings.Join(want, "\n") {
+		t.Fatalf("plan children:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
+	}
+	if r := p.Children[2]; r.Kind != "example.com/node.upgrade" || !strings.Contains(string(r.Args), "outputs.previous") || !strings.Contains(r.When, "DONE") {
+		t.Fatalf("rollback child %+v", r)
+	}
+	// Held: with room for no node, every child of every node, rollback included.
+	pol := budget.Policy{MaxUnavailable: map[string]limit.Limit{"c": limit.MustParse("1")},
+		Kinds: []budget.KindRule{{Kind: "example.com/node.upgrade", Disruptive: true}}}
+	MarkHeld(&p, pol, nodes, nil, map[string]bool{"other": true})
+	for _, ch := range p.Children {
+		if ch.Held == "" {
+			t.Fatalf("%s/%s (rollback %v) not held while another node is in flight", ch.NodeID, ch.Step, ch.Rollback)
+		}
+	}
+	for name, d := range map[string]string{
+		"rollback args":  doc(`{version: "1.0"}`, `{{ eq .steps.upgrade.state "DONE" }}`),
+		"rollback when":  doc(`{version: "{{ .steps.upgrade.outputs.previous }}"}`, `{{ ne .steps.upgrade.state "SKIPPED" }}`),
+		"rollback kind":  strings.Replace(base, "example.com/node.note", "example.com/node.notify", 1),
+		"rollback order": swapRollback(base),
+		"canary":         strings.Replace(base, "canary: 1", "canary: 2", 1),
+	} {
+		if plan(d).Digest == p.Digest {
+			t.Errorf("changing the %s keeps the digest", name)
+		}
+	}
+	if plan(base).Digest != p.Digest {
+		t.Fatal("the same plan twice has two digests")
+	}
+}
+
+// swapRollback swaps the two rollback lines of the document.
+func swapRollback(doc string) string {
+	lines := strings.Split(doc, "\n")
+	for i, l := range lines {
+		if strings.Contains(l, "name: downgrade") {
+			lines[i], lines[i+1] = lines[i+1], lines[i]
+			break
+		}
+	}
+	return strings.Join(lines, "\n")
 }

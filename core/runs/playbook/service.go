@@ -122,7 +122,9 @@ func (p *Playbook) Plan(ctx context.Context, r store.Reader, version int, req *w
 }
 
 // Wire shows a plan: every child by stage and wave, in the order the run
-// would create them within each stage.
+// would create them within each stage; for a stage with steps, each node's
+// steps, then its rollback steps (made only if the node fails), the canary
+// nodes and where the canary pause falls.
 func (p *Planned) Wire() wire.Plan {
 	out := wire.Plan{Playbook: p.Name, Version: p.Version, ClusterID: p.Cluster, Params: p.Values,
 		Digest: runs.Digest(p.Cluster, p.Stages), Stages: []wire.Stage{}, Children: []wire.PlanChild{}}
@@ -139,11 +141,20 @@ func (p *Planned) Wire() wire.Plan {
 					Kind: st.Kind, Args: st.Args})
 				continue
 			}
-			// A procedure: each node's steps in order, their args as
-			// written (the run's own templates render as it goes).
+			// A procedure: each node's steps in order, then the rollback
+			// steps it would run if it failed, their args as written (the
+			// run's own templates render as it goes).
+			canary := j < st.Canary
 			for _, sp := range st.Steps {
 				out.Children = append(out.Children, wire.PlanChild{Stage: st.Name, Wave: runs.Wave(j, conc), NodeID: n,
-					Step: sp.Name, Kind: sp.Kind, Args: sp.Args, When: sp.When})
+					Step: sp.Name, Kind: sp.Kind, Args: sp.Args, When: sp.When, Canary: canary})
+			}
+			for _, sp := range st.Rollback {
+				out.Children = append(out.Children, wire.PlanChild{Stage: st.Name, Wave: runs.Wave(j, conc), NodeID: n,
+					Step: sp.Name, Kind: sp.Kind, Args: sp.Args, When: sp.When, Rollback: true, Canary: canary})
+			}
+			if canary && j == st.Canary-1 {
+				out.Children[len(out.Children)-1].CanaryPause = true
 			}
 		}
 	}
@@ -185,7 +196,7 @@ func Start(ctx context.Context, tx store.Tx, e *runs.Engine, p *Playbook, versio
 				ErrMoved, version, p.Name, d, req.Digest)
 		}
 	}
-	return e.Insert(ctx, tx, plan.Cluster, plan.Stages, plan.Name, plan.Version, who)
+	return e.InsertAt(ctx, tx, plan.Cluster, plan.Stages, plan.Name, plan.Version, req.NotBefore, who)
 }
 
 // MarkHeld fills, in a plan, the children the disruption budget would hold

@@ -159,14 +159,13 @@ func (r *reader) Node(ctx context.Context, clusterID, nodeID string) (*store.Nod
 func scanNode(s pgx.Row) (*store.Node, error) {
 	var n store.Node
 	var labels []byte
+	var kinds []string
 	err := s.Scan(&n.ClusterID, &n.ID, &n.Addr, &n.Source, &n.Status, &n.StatusReason, &n.DownCause, &n.Drained,
-		&n.StoreID, &n.Cursor, &n.Kinds, &n.Version, &n.LastContact, &n.UpdatedTS, &labels, &n.DrainedBy, &n.DrainReason)
+		&n.StoreID, &n.Cursor, &kinds, &n.Version, &n.LastContact, &n.UpdatedTS, &labels, &n.DrainedBy, &n.DrainReason)
 	if err != nil {
 		return nil, err
 	}
-	if len(n.Kinds) == 0 {
-		n.Kinds = nil
-	}
+	n.Kinds, n.ArgsSchemas = store.FromKindsColumn(kinds)
 	if err := json.Unmarshal(labels, &n.Labels); err != nil {
 		return nil, fmt.Errorf("node %s/%s: labels: %w", n.ClusterID, n.ID, err)
 	}
@@ -181,7 +180,7 @@ func scanNode(s pgx.Row) (*store.Node, error) {
 const actionColumns = `id, cluster_id, node_id, kind, args, state, state_reason, progress, output,
 	origin, requester, approved_by, timeout_s, created_ts, scheduled_ts, started_ts, finished_ts,
 	updated_ts, retry_of, approval_digest, cancel_requested, seen_on_agent, pushed_store_id,
-	run_id, stage, wave, step, attempt, outputs`
+	run_id, stage, wave, step, attempt, outputs, not_before, urgent`
 
 // briefActionColumns are the columns of a brief child (RunChildrenBrief),
 // read by scanBrief.
@@ -209,7 +208,7 @@ func scanRecord(s pgx.Row) (*store.Record, error) {
 		&progress, &rec.Output, &rec.Origin, &rec.Requester, &rec.ApprovedBy, &rec.TimeoutS,
 		&rec.CreatedTS, &rec.ScheduledTS, &rec.StartedTS, &rec.FinishedTS, &rec.UpdatedTS, &rec.RetryOf,
 		&rec.ApprovalDigest, &rec.CancelRequested, &rec.SeenOnAgent, &rec.PushedStoreID,
-		&rec.RunID, &rec.Stage, &rec.Wave, &rec.Step, &rec.Attempt, &outputs)
+		&rec.RunID, &rec.Stage, &rec.Wave, &rec.Step, &rec.Attempt, &outputs, &rec.NotBefore, &rec.Urgent)
 	if err != nil {
 		return nil, err
 	}
@@ -222,6 +221,7 @@ func scanRecord(s pgx.Row) (*store.Record, error) {
 	rec.ScheduledTS = fromNullTS(rec.ScheduledTS)
 	rec.StartedTS = fromNullTS(rec.StartedTS)
 	rec.FinishedTS = fromNullTS(rec.FinishedTS)
+	rec.NotBefore = fromNullTS(rec.NotBefore)
 	return &rec, nil
 }
 

@@ -15,19 +15,20 @@ import (
 )
 
 const runColumns = `id, cluster_id, state, state_reason, requester, approved_by, playbook,
-	playbook_version, digest, stages, created_ts, updated_ts, finished_ts, retry_of, deadline_s, deadline_ts`
+	playbook_version, digest, stages, created_ts, updated_ts, finished_ts, retry_of, deadline_s, deadline_ts, not_before, urgent, schedule_id`
 
 // briefColumns are runColumns with the brief stages in place of the stages
 // (the stages for runs stored before there were brief ones).
 const briefColumns = `id, cluster_id, state, state_reason, requester, approved_by, playbook,
 	playbook_version, digest, CASE stages_brief WHEN '' THEN stages ELSE stages_brief END,
-	created_ts, updated_ts, finished_ts, retry_of, deadline_s, deadline_ts`
+	created_ts, updated_ts, finished_ts, retry_of, deadline_s, deadline_ts, not_before, urgent, schedule_id`
 
 func scanRun(s pgx.Row) (*store.Run, error) {
 	var r store.Run
 	var stages string
 	if err := s.Scan(&r.ID, &r.ClusterID, &r.State, &r.StateReason, &r.Requester, &r.ApprovedBy,
-		&r.Playbook, &r.PlaybookVersion, &r.Digest, &stages, &r.CreatedTS, &r.UpdatedTS, &r.FinishedTS, &r.RetryOf, &r.DeadlineS, &r.DeadlineTS); err != nil {
+		&r.Playbook, &r.PlaybookVersion, &r.Digest, &stages, &r.CreatedTS, &r.UpdatedTS, &r.FinishedTS, &r.RetryOf, &r.DeadlineS, &r.DeadlineTS,
+		&r.NotBefore, &r.Urgent, &r.ScheduleID); err != nil {
 		return nil, err
 	}
 	if err := json.Unmarshal([]byte(stages), &r.Stages); err != nil {
@@ -35,6 +36,7 @@ func scanRun(s pgx.Row) (*store.Run, error) {
 	}
 	r.CreatedTS, r.UpdatedTS, r.FinishedTS = r.CreatedTS.UTC(), r.UpdatedTS.UTC(), fromNullTS(r.FinishedTS)
 	r.DeadlineTS = fromNullTS(r.DeadlineTS)
+	r.NotBefore = fromNullTS(r.NotBefore)
 	return &r, nil
 }
 
@@ -183,7 +185,8 @@ func runArgs(r *store.Run) ([]any, error) {
 		return nil, err
 	}
 	return []any{r.ClusterID, r.State, r.StateReason, r.Requester, r.ApprovedBy, r.Playbook,
-		r.PlaybookVersion, r.Digest, stages, action.UTC(r.CreatedTS), action.UTC(r.UpdatedTS), nullTS(r.FinishedTS), r.RetryOf, r.DeadlineS, nullTS(r.DeadlineTS), brief}, nil
+		r.PlaybookVersion, r.Digest, stages, action.UTC(r.CreatedTS), action.UTC(r.UpdatedTS), nullTS(r.FinishedTS), r.RetryOf, r.DeadlineS, nullTS(r.DeadlineTS),
+		nullTS(r.NotBefore), r.Urgent, r.ScheduleID, brief}, nil
 }
 
 // InsertRun stores a new run (ErrExists when its id is taken). A zero
@@ -201,7 +204,7 @@ func (w *writer) InsertRun(ctx context.Context, r *store.Run) error {
 	}
 	what := fmt.Sprintf("insert run %q", r.ID)
 	n, err := w.exec(ctx, what, `INSERT INTO runs (`+runColumns+`, stages_brief)
-		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17) ON CONFLICT DO NOTHING`,
+		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19, $20) ON CONFLICT DO NOTHING`,
 		append([]any{r.ID}, args...)...)
 	if err == nil && n == 0 {
 		err = fmt.Errorf("%s: %w", what, store.ErrExists)
@@ -220,7 +223,7 @@ func (w *writer) UpdateRun(ctx context.Context, r *store.Run) error {
 	n, err := w.exec(ctx, what, `UPDATE runs SET cluster_id = $1, state = $2, state_reason = $3,
 		requester = $4, approved_by = $5, playbook = $6, playbook_version = $7, digest = $8, stages = $9,
 		created_ts = $10, updated_ts = $11, finished_ts = $12, retry_of = $13, deadline_s = $14,
-		deadline_ts = $15, stages_brief = $16 WHERE id = $17`, append(args, r.ID)...)
+		deadline_ts = $15, not_before = $16, urgent = $17, schedule_id = $18, stages_brief = $19 WHERE id = $20`, append(args, r.ID)...)
 	if err == nil && n == 0 {
 		err = fmt.Errorf("%s: %w", what, store.ErrNotFound)
 	}

@@ -110,12 +110,11 @@ func scanNode(s scanner) (*store.Node, error) {
 	if err != nil {
 		return nil, err
 	}
-	if err := json.Unmarshal([]byte(kinds), &n.Kinds); err != nil {
+	var entries []string
+	if err := json.Unmarshal([]byte(kinds), &entries); err != nil {
 		return nil, fmt.Errorf("node %s/%s: kinds: %w", n.ClusterID, n.ID, err)
 	}
-	if len(n.Kinds) == 0 {
-		n.Kinds = nil
-	}
+	n.Kinds, n.ArgsSchemas = store.FromKindsColumn(entries)
 	if err := json.Unmarshal([]byte(lbls), &n.Labels); err != nil {
 		return nil, fmt.Errorf("node %s/%s: labels: %w", n.ClusterID, n.ID, err)
 	}
@@ -130,7 +129,7 @@ func scanNode(s scanner) (*store.Node, error) {
 const actionColumns = `id, cluster_id, node_id, kind, args, state, state_reason, progress, output,
 	origin, requester, approved_by, timeout_s, created_ts, scheduled_ts, started_ts, finished_ts,
 	updated_ts, retry_of, approval_digest, cancel_requested, seen_on_agent, pushed_store_id,
-	run_id, stage, wave, step, attempt, outputs`
+	run_id, stage, wave, step, attempt, outputs, not_before, urgent`
 
 // briefActionColumns are the columns of a brief child (RunChildrenBrief),
 // read by scanBrief.
@@ -156,11 +155,12 @@ func scanRecord(s scanner) (*store.Record, error) {
 	var rec store.Record
 	var args, progress, state, outputs string
 	var created, updated int64
-	var scheduled, started, finished sql.NullInt64
+	var scheduled, started, finished, notBefore sql.NullInt64
 	err := s.Scan(&rec.ID, &rec.ClusterID, &rec.NodeID, &rec.Kind, &args, &state, &rec.StateReason,
 		&progress, &rec.Output, &rec.Origin, &rec.Requester, &rec.ApprovedBy, &rec.TimeoutS,
 		&created, &scheduled, &started, &finished, &updated, &rec.RetryOf, &rec.ApprovalDigest,
-		&rec.CancelRequested, &rec.SeenOnAgent, &rec.PushedStoreID, &rec.RunID, &rec.Stage, &rec.Wave, &rec.Step, &rec.Attempt, &outputs)
+		&rec.CancelRequested, &rec.SeenOnAgent, &rec.PushedStoreID, &rec.RunID, &rec.Stage, &rec.Wave, &rec.Step, &rec.Attempt, &outputs,
+		&notBefore, &rec.Urgent)
 	if err != nil {
 		return nil, err
 	}
@@ -173,6 +173,7 @@ func scanRecord(s scanner) (*store.Record, error) {
 	rec.ScheduledTS = shsqlite.FromNullMicros(scheduled)
 	rec.StartedTS = shsqlite.FromNullMicros(started)
 	rec.FinishedTS = shsqlite.FromNullMicros(finished)
+	rec.NotBefore = shsqlite.FromNullMicros(notBefore)
 	return &rec, nil
 }
 

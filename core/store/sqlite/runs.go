@@ -12,21 +12,22 @@ import (
 )
 
 const runColumns = `id, cluster_id, state, state_reason, requester, approved_by, playbook,
-	playbook_version, digest, stages, created_ts, updated_ts, finished_ts, retry_of, deadline_s, deadline_ts`
+	playbook_version, digest, stages, created_ts, updated_ts, finished_ts, retry_of, deadline_s, deadline_ts, not_before, urgent, schedule_id`
 
 // briefColumns are runColumns with the brief stages in place of the stages
 // (the stages for runs stored before there were brief ones).
 const briefColumns = `id, cluster_id, state, state_reason, requester, approved_by, playbook,
 	playbook_version, digest, CASE stages_brief WHEN '' THEN stages ELSE stages_brief END,
-	created_ts, updated_ts, finished_ts, retry_of, deadline_s, deadline_ts`
+	created_ts, updated_ts, finished_ts, retry_of, deadline_s, deadline_ts, not_before, urgent, schedule_id`
 
 func scanRun(s scanner) (*store.Run, error) {
 	var r store.Run
 	var stages string
 	var created, updated int64
-	var finished, deadline sql.NullInt64
+	var finished, deadline, notBefore sql.NullInt64
 	if err := s.Scan(&r.ID, &r.ClusterID, &r.State, &r.StateReason, &r.Requester, &r.ApprovedBy,
-		&r.Playbook, &r.PlaybookVersion, &r.Digest, &stages, &created, &updated, &finished, &r.RetryOf, &r.DeadlineS, &deadline); err != nil {
+		&r.Playbook, &r.PlaybookVersion, &r.Digest, &stages, &created, &updated, &finished, &r.RetryOf, &r.DeadlineS, &deadline,
+		&notBefore, &r.Urgent, &r.ScheduleID); err != nil {
 		return nil, err
 	}
 	if err := json.Unmarshal([]byte(stages), &r.Stages); err != nil {
@@ -34,6 +35,7 @@ func scanRun(s scanner) (*store.Run, error) {
 	}
 	r.CreatedTS, r.UpdatedTS, r.FinishedTS = shsqlite.FromMicros(created), shsqlite.FromMicros(updated), shsqlite.FromNullMicros(finished)
 	r.DeadlineTS = shsqlite.FromNullMicros(deadline)
+	r.NotBefore = shsqlite.FromNullMicros(notBefore)
 	return &r, nil
 }
 
@@ -185,7 +187,8 @@ func (w *writer) runArgs(r *store.Run) ([]any, error) {
 	}
 	return []any{r.ClusterID, r.State, r.StateReason, r.Requester, r.ApprovedBy, r.Playbook,
 		r.PlaybookVersion, r.Digest, stages, shsqlite.Micros(r.CreatedTS), shsqlite.Micros(r.UpdatedTS),
-		shsqlite.NullMicros(r.FinishedTS), r.RetryOf, r.DeadlineS, shsqlite.NullMicros(r.DeadlineTS), brief}, nil
+		shsqlite.NullMicros(r.FinishedTS), r.RetryOf, r.DeadlineS, shsqlite.NullMicros(r.DeadlineTS),
+		shsqlite.NullMicros(r.NotBefore), r.Urgent, r.ScheduleID, brief}, nil
 }
 
 // InsertRun stores a new run (ErrExists when its id is taken). A zero
@@ -202,7 +205,7 @@ func (w *writer) InsertRun(ctx context.Context, r *store.Run) error {
 		return err
 	}
 	_, _, err = w.exec(ctx, fmt.Sprintf("insert run %q", r.ID),
-		`INSERT INTO runs (`+runColumns+`, stages_brief) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+		`INSERT INTO runs (`+runColumns+`, stages_brief) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
 		append([]any{r.ID}, args...)...)
 	return err
 }
@@ -218,7 +221,7 @@ func (w *writer) UpdateRun(ctx context.Context, r *store.Run) error {
 	_, n, err := w.exec(ctx, what, `UPDATE runs SET cluster_id = ?, state = ?, state_reason = ?,
 		requester = ?, approved_by = ?, playbook = ?, playbook_version = ?, digest = ?, stages = ?,
 		created_ts = ?, updated_ts = ?, finished_ts = ?, retry_of = ?, deadline_s = ?, deadline_ts = ?,
-		stages_brief = ? WHERE id = ?`, append(args, r.ID)...)
+		not_before = ?, urgent = ?, schedule_id = ?, stages_brief = ? WHERE id = ?`, append(args, r.ID)...)
 	if err == nil && n == 0 {
 		err = fmt.Errorf("%s: %w", what, store.ErrNotFound)
 	}

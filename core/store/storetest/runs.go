@@ -40,6 +40,7 @@ func testRunsRoundTripAndList(t *testing.T, db NewDB) {
 		}
 		a.State, a.ApprovedBy, a.FinishedTS = store.RunRunning, "bob", action.TimePtr(t0.Add(time.Minute))
 		a.Stages[0].State, a.Stages[0].Forgiven = store.StageRunning, 1
+		a.NotBefore, a.Urgent = action.TimePtr(t0.Add(time.Hour)), "security fix"
 		return tx.UpdateRun(ctx, a)
 	})
 	read(t, s, func(ctx context.Context, r store.Reader) error {

@@ -50,6 +50,7 @@ func Run(t *testing.T, db NewDB) {
 		{"BriefRunLists", testBriefRunLists},
 		{"PagesOfActionsAndRuns", testPagesOfActionsAndRuns},
 		{"PlaybookVersions", testPlaybookVersions},
+		{"SchedulesRoundTrip", testSchedulesRoundTrip},
 		{"UpdateRollsBack", testUpdateRollsBack},
 		{"ErrorsLeaveTheTransactionUsable", testErrorsLeaveTheTransactionUsable},
 		{"ConcurrentUpdatesSerialize", testConcurrentUpdatesSerialize},
@@ -138,7 +139,8 @@ func testClusterAndNodeRoundTrip(t *testing.T, db NewDB) {
 	n := store.Node{ClusterID: "c1", ID: "n1", Addr: "10.0.0.1:7420", Source: store.SourceGossip,
 		Status: store.NodeDown, StatusReason: "left", DownCause: store.CauseLeft, Drained: true, DrainedBy: "alice", DrainReason: "disk swap", StoreID: "sid", Cursor: 42,
 		Kinds: []string{"a/b", "c/d"}, Version: "1.2.3", LastContact: &contact, UpdatedTS: t0,
-		Labels: map[string]string{"role": "replica", "zone": "eu-1"}}
+		Labels:      map[string]string{"role": "replica", "zone": "eu-1"},
+		ArgsSchemas: map[string]json.RawMessage{"c/d": json.RawMessage(`{"properties":{"a b":{"type":"string"}},"required":["a b"]}`)}}
 	n2 := store.Node{ClusterID: "c1", ID: "n2", Addr: "x:1", Source: store.SourceStatic, Status: store.NodeUnknown, UpdatedTS: t0}
 	update(t, s, func(ctx context.Context, tx store.Tx) error {
 		if err := tx.PutCluster(ctx, &c); err != nil {
@@ -232,6 +234,7 @@ func testActionRoundTrip(t *testing.T, db NewDB) {
 	full.RetryOf = action.NewID()
 	full.ApprovalDigest, full.CancelRequested, full.SeenOnAgent, full.PushedStoreID = "digest", true, true, "store-1"
 	full.RunID, full.Stage, full.Wave = "run-1", "main", 3
+	full.NotBefore, full.Urgent = action.TimePtr(t0.Add(time.Hour)), "the disk fills up"
 	minimal := record(action.NewID())
 	minimal.Args = nil
 
@@ -270,6 +273,7 @@ func testActionRoundTrip(t *testing.T, db NewDB) {
 
 	minimal.State, minimal.Output, minimal.SeenOnAgent = action.Running, "out", true
 	minimal.StartedTS = action.TimePtr(t0.Add(time.Minute))
+	minimal.NotBefore, minimal.Urgent = action.TimePtr(t0.Add(2*time.Hour)), "now"
 	update(t, s, func(ctx context.Context, tx store.Tx) error { return tx.UpdateAction(ctx, minimal) })
 	read(t, s, func(ctx context.Context, r store.Reader) error {
 		got, err := r.Action(ctx, minimal.ID)
@@ -649,6 +653,9 @@ func testListActionsFilters(t *testing.T, db NewDB) {
 		{"run", store.ListQuery{RunID: "run-1"}, func(r store.Record) bool { return r.RunID == "run-1" }},
 		{"run and state", store.ListQuery{RunID: "run-1", States: []action.State{action.PendingSchedule}}, func(r store.Record) bool {
 			return r.RunID == "run-1" && r.State == action.PendingSchedule
+		}},
+		{"run and nodes", store.ListQuery{RunID: "run-1", NodeIDs: []string{"n1", "n3", "nope"}}, func(r store.Record) bool {
+			return r.RunID == "run-1" && (r.NodeID == "n1" || r.NodeID == "n3")
 		}},
 		{"no match", store.ListQuery{ClusterID: "c3"}, func(store.Record) bool { return false }},
 		{"limit", store.ListQuery{Limit: 4}, nil},

@@ -1,0 +1,159 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/musterhq/muster/core/approval"
+	"github.com/musterhq/muster/core/runs"
+	"github.com/musterhq/muster/core/store"
+	"github.com/musterhq/muster/shared/action"
+	"github.com/musterhq/muster/shared/testwait"
+	"github.com/musterhq/muster/shared/wire"
+)
+
+// TestRunLinesShowTheStepOfEachNodeInFlight: run watch shows one line per
+// stage and, under it, each node in flight with its current step and
+// attempt (n of the step's attempts); nodes done or not started have none.
+func TestRunLinesShowTheStepOfEachNodeInFlight(t *testing.T) {
+	t.Parallel()
+	r := &wire.Run{ID: "0123456789abcdef", State: "RUNNING", Stages: []wire.Stage{{Name: "upgrade", State: "RUNNING",
+		Nodes: []string{"db-1", "db-2", "db-3"}, NodeCount: 3,
+		Steps:  []wire.StepSpec{{Name: "drain"}, {Name: "verify", Retry: &wire.Retry{Attempts: 5}}},
+		Counts: map[string]int{"DONE": 3, "RUNNING": 2}}},
+		Children: []wire.RunChild{
+			{Stage: "upgrade", NodeID: "db-1", Wave: 1, ActionID: "aaaaaaaa-1", State: action.Done,
+				Steps: []wire.RunStepChild{{Step: "drain", Attempt: 1, State: action.Done}, {Step: "verify", Attempt: 1, State: action.Done}}},
+			{Stage: "upgrade", NodeID: "db-2", Wave: 2, ActionID: "bbbbbbbb-2", State: action.Running,
+				Steps: []wire.RunStepChild{{Step: "drain", Attempt: 1, State: action.Done},
+					{Step: "verify", Attempt: 1, State: action.Failed}, {Step: "verify", Attempt: 2, State: action.Running}}},
+			{Stage: "upgrade", NodeID: "db-3", Wave: 3, ActionID: "cccccccc-3", State: action.Running,
+				Steps: []wire.RunStepChild{{Step: "drain", Attempt: 1, State: action.Running}}},
+		}}
+	lines := runLines(r)
+	if len(lines) != 4 || !strings.HasPrefix(lines[0], "upgrade ") || lines[3] != "run 01234567: RUNNING" {
+		t.Fatalf("lines %q: want the stage, two nodes in flight, the run", lines)
+	}
+	for i, want := range []string{"db-2 RUNNING wave 2 step verify attempt 2/5 bbbbbbbb", "db-3 RUNNING wave 3 step drain attempt 1/1 cccccccc"} {
+		if got := strings.Join(strings.Fields(lines[i+1]), " "); got != want {
+			t.Errorf("line %d: %q, want %q", i+1, got, want)
+		}
+	}
+}
+
+// storePausedRun stores a RUNNING-stage run of cluster prod asked by op,
+// PAUSED with reason, and returns its id.
+func (e *cliEnv) storePausedRun(reason string) string {
+	e.t.Helper()
+	ctx := context.Background()
+	now := time.Now().UTC()
+	id := action.NewID()
+	if err := e.st.Update(ctx, func(tx store.Tx) error {
+		return tx.InsertRun(ctx, &store.Run{ID: id, ClusterID: "prod", State: store.RunPaused, StateReason: reason,
+			Requester: "op", ApprovedBy: "appr", Digest: "d", CreatedTS: now, UpdatedTS: now,
+			Stages: []store.RunStage{{Name: "restart", Kind: "muster.io/debug.ping", Args: json.RawMessage(`{}`),
+				Nodes: []string{"db-1"}, OnFailure: "pause", State: store.StageRunning, Canary: 1}}})
+	}); err != nil {
+		e.t.Fatal(err)
+	}
+	return id
+}
+
+// TestRunWatchOfAPausedRunSaysWhyAndWhoMayGoOn: run watch of a PAUSED run
+// does not wait silently: it shows the stage PAUSED, says why the run is
+// paused and who may go on with it and how, and exits 3.
+func TestRunWatchOfAPausedRunSaysWhyAndWhoMayGoOn(t *testing.T) {
+	t.Parallel()
+	e := setupCLI(t, approval.DefaultPolicy())
+	for _, c := range []struct {
+		name, reason, want string
+	}{
+		{"errors", fmt.Sprintf(runs.ReasonStageFailed, "restart", 1, "0"), "an approver other than op may resume it, forgiving them, with `muster run resume %s`"},
+		{"canary", fmt.Sprintf(runs.ReasonCanary, "restart", 1, 0), "an approver other than op may promote it with `muster run promote %s`"},
+		{"manual", runs.ReasonPaused + " by op", "an operator may resume it with `muster run resume %s`"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			t.Parallel()
+			id := e.storePausedRun(c.reason)
+			ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+			defer cancel()
+			var out lockedBuffer
+			code, msg := e.runCtx(ctx, &out, "op", "run", "watch", id)
+			if code != 3 || !strings.Contains(msg, "is PAUSED ("+c.reason+")") {
+				t.Fatalf("exit %d %q, want 3 naming the pause", code, msg)
+			}
+			for _, want := range []string{"Run " + id + " is PAUSED (" + c.reason + ").", fmt.Sprintf(c.want, id),
+				"--wait-resume", "PAUSED", "run " + id[:8] + ": PAUSED"} {
+				if !strings.Contains(out.String(), want) {
+					t.Errorf("watch printed %q, lacking %q", out.String(), want)
+				}
+			}
+			if !strings.Contains(out.String(), "  PAUSED  ") {
+				t.Errorf("the stage line does not show the stage PAUSED: %q", out.String())
+			}
+			// run show says the same, and the stage PAUSED in its table.
+			show, msg, code := e.run("op", "run", "show", id)
+			if code != 0 || !strings.Contains(show, fmt.Sprintf(c.want, id)) || strings.Contains(show, "--wait-resume") ||
+				!strings.Contains(show, "restart  muster.io/debug.ping  PAUSED") {
+				t.Errorf("run show: %d %q\n%s", code, msg, show)
+			}
+		})
+	}
+}
+
+// TestRunWatchWaitResumeKeepsWatchingThroughAPause: with --wait-resume,
+// watch of a PAUSED run stays until the run goes on and ends, then exits
+// as its end says (0 for DONE).
+func TestRunWatchWaitResumeKeepsWatchingThroughAPause(t *testing.T) {
+	t.Parallel()
+	e := setupCLI(t, approval.DefaultPolicy())
+	id := e.storePausedRun(runs.ReasonPaused + " by op")
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	var out lockedBuffer
+	done := make(chan int, 1)
+	go func() {
+		code, _ := e.runCtx(ctx, &out, "op", "run", "watch", "--wait-resume", id)
+		done <- code
+	}()
+	testwait.Within(t, 20*time.Second, "watch showing the paused run", func() bool {
+		return strings.Contains(out.String(), "run "+id[:8]+": PAUSED")
+	})
+	select {
+	case code := <-done:
+		t.Fatalf("watch --wait-resume ended (%d) while the run was paused: %q", code, out.String())
+	default:
+	}
+	if strings.Contains(out.String(), "is PAUSED (") {
+		t.Errorf("watch --wait-resume printed the pause's exit text: %q", out.String())
+	}
+	// The run goes on and ends DONE, with its events.
+	bg := context.Background()
+	if err := e.st.Update(bg, func(tx store.Tx) error {
+		r, err := tx.Run(bg, id)
+		if err != nil {
+			return err
+		}
+		now := time.Now().UTC()
+		r.State, r.StateReason, r.FinishedTS, r.Stages[0].State = store.RunDone, runs.ReasonDone, &now, store.StageDone
+		if err := tx.UpdateRun(bg, r); err != nil {
+			return err
+		}
+		return tx.AppendEvent(bg, &store.Event{Type: store.EventRunFinished, Actor: "core", ClusterID: "prod", RunID: id,
+			Message: "run done"})
+	}); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case code := <-done:
+		if code != 0 || !strings.Contains(out.String(), "run "+id[:8]+": DONE") {
+			t.Fatalf("watch ended %d with %q; want 0 after DONE", code, out.String())
+		}
+	case <-ctx.Done():
+		t.Fatalf("watch --wait-resume did not end after the run did: %q", out.String())
+	}
+}

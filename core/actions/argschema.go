@@ -1,0 +1,41 @@
+package actions
+
+import (
+	"encoding/json"
+	"fmt"
+
+	"github.com/musterhq/muster/core/store"
+	"github.com/musterhq/muster/shared/argschema"
+)
+
+// schemas compiles each distinct args_schema the nodes announce once. It
+// only memoizes a pure function of the schema's bytes, and holds at most
+// maxSchemas of them (docs/architecture.md, "Runs and playbooks").
+var schemas = argschema.NewCache(maxSchemas)
+
+const maxSchemas = 256
+
+// CheckArgs checks args of kind against the args_schema node announced for
+// that kind, if any: nil, or ErrUnprocessable naming the node and the
+// fields. ignore, when not nil, leaves out fields whose values are known
+// only when the action is made (argschema.Schema.Validate).
+func CheckArgs(node *store.Node, kind string, args json.RawMessage, ignore func(field string) bool) error {
+	if err := ValidateArgs(node, kind, args, ignore); err != nil {
+		return fmt.Errorf("%w: node %s: %v", ErrUnprocessable, node.ID, err)
+	}
+	return nil
+}
+
+// ValidateArgs is CheckArgs's check: the schema's refusal as it is (it
+// names the fields, not the node).
+func ValidateArgs(node *store.Node, kind string, args json.RawMessage, ignore func(field string) bool) error {
+	raw, ok := node.ArgsSchemas[kind]
+	if !ok {
+		return nil
+	}
+	s, err := schemas.Get(raw)
+	if err != nil {
+		return fmt.Errorf("the args_schema it announces for %s cannot be used: %v", kind, err)
+	}
+	return s.Validate(args, ignore)
+}

@@ -1,0 +1,341 @@
+// Package recur keeps approved schedules (docs/architecture.md, "Windows
+// and schedules"): their changes, approved once by an approver other than
+// their requester, and the worker that makes one run per occurrence through
+// core/runs. core/schedule holds what needs no store: the cron, the digest,
+// the run ids; this package holds what writes.
+package recur
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/musterhq/muster/core/actions"
+	"github.com/musterhq/muster/core/approval"
+	"github.com/musterhq/muster/core/runs"
+	"github.com/musterhq/muster/core/runs/playbook"
+	"github.com/musterhq/muster/core/schedule"
+	"github.com/musterhq/muster/core/store"
+	"github.com/musterhq/muster/shared/action"
+	"github.com/musterhq/muster/shared/wire"
+)
+
+// Errors of schedule changes: a change the schedule's state does not allow
+// matches actions.ErrWrongState (a 409); an approval by its requester, or
+// by whoever applied its playbook version, actions.ErrForbidden (a 403).
+var (
+	ErrWrongState = actions.ErrWrongState
+	ErrForbidden  = actions.ErrForbidden
+)
+
+// Outcomes of Apply.
+const (
+	Created   = "created"
+	Changed   = "changed"
+	Unchanged = "unchanged"
+)
+
+// Service makes every change to schedules, each in the caller's
+// transaction.
+type Service struct {
+	Policy approval.Policy
+	// Now returns the current time; time.Now when nil.
+	Now func() time.Time
+}
+
+func (s *Service) now() time.Time {
+	if s.Now != nil {
+		return action.UTC(s.Now())
+	}
+	return action.UTC(time.Now())
+}
+
+func event(sc *store.Schedule, typ string, who actions.Actor, t time.Time, msg string, data map[string]any) *store.Event {
+	if data == nil {
+		data = map[string]any{}
+	}
+	data["schedule"] = sc.Name
+	return &store.Event{TS: t, Type: typ, Actor: who.Name, ClientAddr: who.Addr, ClusterID: sc.ClusterID, Message: msg, Data: data}
+}
+
+// resolve reads the playbook version sc runs: its own, or the newest.
+func resolve(ctx context.Context, r store.Reader, sc *store.Schedule) (*store.Playbook, error) {
+	return r.Playbook(ctx, sc.Playbook, sc.Version)
+}
+
+// Apply checks req and stores it as a new schedule, or as a change to the
+// schedule of that name (which sends it back to approval), waiting for
+// approval either way. The same schedule again changes nothing. Bad input
+// is a *schedule.FieldError naming the field; nothing is stored then.
+func (s *Service) Apply(ctx context.Context, tx store.Tx, req *wire.CreateScheduleRequest, who actions.Actor) (*store.Schedule, string, error) {
+	_, catchUp, err := schedule.Check(req)
+	if err != nil {
+		return nil, "", err
+	}
+	if _, err := tx.Cluster(ctx, req.Cluster); errors.Is(err, store.ErrNotFound) {
+		return nil, "", &schedule.FieldError{Field: "cluster", Msg: fmt.Sprintf("no cluster %q", req.Cluster)}
+	} else if err != nil {
+		return nil, "", err
+	}
+	pb, err := tx.Playbook(ctx, req.Playbook, int(req.Version))
+	if errors.Is(err, store.ErrNotFound) {
+		if _, err := tx.Playbook(ctx, req.Playbook, 0); err == nil {
+			return nil, "", &schedule.FieldError{Field: "version", Msg: fmt.Sprintf("playbook %s has no version %d", req.Playbook, req.Version)}
+		}
+		return nil, "", &schedule.FieldError{Field: "playbook", Msg: fmt.Sprintf("no playbook %q (apply it first)", req.Playbook)}
+	} else if err != nil {
+		return nil, "", err
+	}
+	if err := checkParams(pb, req.Cluster, req.Params); err != nil {
+		return nil, "", err
+	}
+	params, err := json.Marshal(req.Params)
+	if err != nil {
+		return nil, "", err
+	}
+	if req.Params == nil {
+		params = []byte("{}")
+	}
+	t := s.now()
+	next := &store.Schedule{
+		ID: action.NewID(), Name: req.Name, ClusterID: req.Cluster, Playbook: req.Playbook, Version: int(req.Version),
+		Params: params, Cron: req.Cron, Timezone: req.Timezone, Concurrency: req.Concurrency,
+		CatchUpS: int(catchUp / time.Second), State: store.SchedulePendingApprove, Requester: who.Name,
+		CreatedTS: t, UpdatedTS: t,
+	}
+	next.Digest = schedule.Digest(next, pb.Version, pb.Digest)
+	old, err := tx.Schedule(ctx, req.Name)
+	switch {
+	case errors.Is(err, store.ErrNotFound):
+		next.StateReason = "created"
+		if err := tx.InsertSchedule(ctx, next); err != nil {
+			return nil, "", err
+		}
+		if err := tx.AppendEvent(ctx, event(next, store.EventScheduleCreated, who, t,
+			fmt.Sprintf("%s created schedule %s: playbook %s %s on %s at %q (%s)", who.Name, next.Name, next.Playbook,
+				req.Version, next.ClusterID, next.Cron, zoneName(next.Timezone)), map[string]any{"digest": next.Digest})); err != nil {
+			return nil, "", err
+		}
+		return next, Created, s.waiting(ctx, tx, next, who, t, "created")
+	case err != nil:
+		return nil, "", err
+	}
+	if old.Digest == next.Digest && old.State != store.ScheduleRejected {
+		return old, Unchanged, nil
+	}
+	next.ID, next.CreatedTS, next.LastOccurrence = old.ID, old.CreatedTS, old.LastOccurrence
+	next.StateReason = "changed by " + who.Name
+	if err := tx.UpdateSchedule(ctx, next); err != nil {
+		return nil, "", err
+	}
+	if err := tx.AppendEvent(ctx, event(next, store.EventScheduleChanged, who, t,
+		fmt.Sprintf("%s changed schedule %s: it waits for approval again", who.Name, next.Name),
+		map[string]any{"digest": next.Digest, "old_digest": old.Digest})); err != nil {
+		return nil, "", err
+	}
+	return next, Changed, s.waiting(ctx, tx, next, who, t, "changed")
+}
+
+func zoneName(tz string) string {
+	if tz == "" {
+		return "UTC"
+	}
+	return tz
+}
+
+// checkParams checks params against the playbook version's declared
+// parameters, and that the playbook renders with them.
+func checkParams(pb *store.Playbook, cluster string, params map[string]string) error {
+	p, err := playbook.Parse([]byte(pb.Document))
+	if err != nil {
+		return err
+	}
+	values, err := p.Values(params)
+	if err != nil {
+		return &schedule.FieldError{Field: "params", Msg: strings.TrimPrefix(err.Error(), playbook.ErrInvalid.Error()+": ")}
+	}
+	specs, err := p.Render(values)
+	if err != nil {
+		return &schedule.FieldError{Field: "params", Msg: strings.TrimPrefix(err.Error(), playbook.ErrInvalid.Error()+": ")}
+	}
+	run := wire.CreateRunRequest{ClusterID: cluster, Stages: specs}
+	if err := runs.Check(&run); err != nil {
+		return &schedule.FieldError{Field: "params", Msg: err.Error()}
+	}
+	return nil
+}
+
+// waiting announces that sc waits for an approver (approval.waiting, as
+// actions and runs do).
+func (s *Service) waiting(ctx context.Context, tx store.Tx, sc *store.Schedule, who actions.Actor, t time.Time, why string) error {
+	return tx.AppendEvent(ctx, event(sc, store.EventApprovalWaiting, who, t,
+		fmt.Sprintf("schedule %s on %s waits for an approver (requested by %s)", sc.Name, sc.ClusterID, sc.Requester),
+		map[string]any{"reason": why}))
+}
+
+func load(ctx context.Context, tx store.Tx, name, what string, from ...string) (*store.Schedule, error) {
+	sc, err := tx.Schedule(ctx, name)
+	if err != nil {
+		return nil, err
+	}
+	for _, st := range from {
+		if sc.State == st {
+			return sc, nil
+		}
+	}
+	return nil, fmt.Errorf("%w: cannot %s schedule %s: it is %s", ErrWrongState, what, name, sc.State)
+}
+
+// Approve approves schedule name as who: from now on each occurrence makes
+// a run approved by who, of the playbook version approved now. A non-empty
+// digest is what the approver was shown: the approval is refused when the
+// schedule's is another.
+func (s *Service) Approve(ctx context.Context, tx store.Tx, name, digest string, who actions.Actor) (*store.Schedule, error) {
+	sc, err := load(ctx, tx, name, "approve", store.SchedulePendingApprove)
+	if err != nil {
+		return nil, err
+	}
+	pb, err := resolve(ctx, tx, sc)
+	if err != nil {
+		return nil, err
+	}
+	switch s.Policy.MayApprove(sc.Requester, pb.CreatedBy, who.Name, true) {
+	case approval.OwnRequest:
+		return nil, fmt.Errorf("%w: %s created or last changed schedule %s and may not approve it too", ErrForbidden, who.Name, sc.Name)
+	case approval.AppliedPlaybook:
+		return nil, fmt.Errorf("%w: %s applied playbook %s version %d and may not approve schedules of it", ErrForbidden,
+			who.Name, pb.Name, pb.Version)
+	}
+	cur := schedule.Digest(sc, pb.Version, pb.Digest)
+	if digest != "" && digest != cur {
+		return nil, fmt.Errorf("%w: approve: digest %.12s is not the schedule's (%.12s): look at it again", ErrWrongState, digest, cur)
+	}
+	t := s.now()
+	sc.State, sc.StateReason, sc.ApprovedBy, sc.ApprovedDigest, sc.ApprovedVersion = store.ScheduleActive,
+		"approved by "+who.Name, who.Name, cur, pb.Version
+	sc.Digest, sc.ActiveSince, sc.UpdatedTS = cur, action.TimePtr(t), t
+	if err := tx.UpdateSchedule(ctx, sc); err != nil {
+		return nil, err
+	}
+	return sc, tx.AppendEvent(ctx, event(sc, store.EventScheduleApproved, who, t,
+		fmt.Sprintf("%s approved schedule %s (playbook %s v%d)", who.Name, sc.Name, pb.Name, pb.Version),
+		map[string]any{"digest": cur, "version": pb.Version}))
+}
+
+// Reject refuses a schedule waiting for approval: it makes no run until
+// it is changed (POST again) and approved.
+func (s *Service) Reject(ctx context.Context, tx store.Tx, name, reason string, who actions.Actor) (*store.Schedule, error) {
+	sc, err := load(ctx, tx, name, "reject", store.SchedulePendingApprove)
+	if err != nil {
+		return nil, err
+	}
+	t := s.now()
+	sc.State, sc.StateReason, sc.UpdatedTS = store.ScheduleRejected, "rejected by "+who.Name, t
+	if r := strings.TrimSpace(reason); r != "" {
+		sc.StateReason += ": " + r
+	}
+	if err := tx.UpdateSchedule(ctx, sc); err != nil {
+		return nil, err
+	}
+	return sc, tx.AppendEvent(ctx, event(sc, store.EventScheduleRejected, who, t,
+		fmt.Sprintf("%s rejected schedule %s", who.Name, sc.Name), map[string]any{"reason": reason}))
+}
+
+// Pause stops an active schedule from making runs; the runs it made go on.
+func (s *Service) Pause(ctx context.Context, tx store.Tx, name string, who actions.Actor) (*store.Schedule, error) {
+	sc, err := load(ctx, tx, name, "pause", store.ScheduleActive)
+	if err != nil {
+		return nil, err
+	}
+	t := s.now()
+	sc.State, sc.StateReason, sc.UpdatedTS = store.SchedulePaused, "paused by "+who.Name, t
+	if err := tx.UpdateSchedule(ctx, sc); err != nil {
+		return nil, err
+	}
+	return sc, tx.AppendEvent(ctx, event(sc, store.EventSchedulePaused, who, t,
+		fmt.Sprintf("%s paused schedule %s", who.Name, sc.Name), nil))
+}
+
+// Resume lets a paused schedule go on from its next occurrence: those
+// that fell while it was paused are not run.
+func (s *Service) Resume(ctx context.Context, tx store.Tx, name string, who actions.Actor) (*store.Schedule, error) {
+	sc, err := load(ctx, tx, name, "resume", store.SchedulePaused)
+	if err != nil {
+		return nil, err
+	}
+	t := s.now()
+	sc.State, sc.StateReason, sc.ActiveSince, sc.UpdatedTS = store.ScheduleActive, "resumed by "+who.Name, action.TimePtr(t), t
+	if err := tx.UpdateSchedule(ctx, sc); err != nil {
+		return nil, err
+	}
+	return sc, tx.AppendEvent(ctx, event(sc, store.EventScheduleResumed, who, t,
+		fmt.Sprintf("%s resumed schedule %s", who.Name, sc.Name), nil))
+}
+
+// Delete removes a schedule; the runs it made stay, and go on.
+func (s *Service) Delete(ctx context.Context, tx store.Tx, name string, who actions.Actor) (*store.Schedule, error) {
+	sc, err := tx.Schedule(ctx, name)
+	if err != nil {
+		return nil, err
+	}
+	if err := tx.DeleteSchedule(ctx, name); err != nil {
+		return nil, err
+	}
+	return sc, tx.AppendEvent(ctx, event(sc, store.EventScheduleDeleted, who, s.now(),
+		fmt.Sprintf("%s deleted schedule %s", who.Name, sc.Name), nil))
+}
+
+// unapprove sends an active schedule back to approval because its playbook
+// moved under `latest`.
+func unapprove(ctx context.Context, tx store.Tx, sc *store.Schedule, pb *store.Playbook, cur string, t time.Time) error {
+	core := actions.Actor{Name: store.ActorCore}
+	sc.State, sc.Digest, sc.UpdatedTS = store.SchedulePendingApprove, cur, t
+	sc.StateReason = fmt.Sprintf("playbook %s is at version %d now (approved: %d): approve again", pb.Name, pb.Version, sc.ApprovedVersion)
+	if err := tx.UpdateSchedule(ctx, sc); err != nil {
+		return err
+	}
+	if err := tx.AppendEvent(ctx, event(sc, store.EventScheduleUnapproved, core, t,
+		fmt.Sprintf("schedule %s waits for approval again: %s", sc.Name, sc.StateReason),
+		map[string]any{"version": pb.Version, "approved_version": sc.ApprovedVersion, "digest": cur})); err != nil {
+		return err
+	}
+	return tx.AppendEvent(ctx, event(sc, store.EventApprovalWaiting, core, t,
+		fmt.Sprintf("schedule %s on %s waits for an approver: playbook %s has version %d", sc.Name, sc.ClusterID, pb.Name, pb.Version),
+		map[string]any{"reason": "playbook version"}))
+}
+
+// View shows a schedule with its next occurrences (n of them, while it is
+// active) and, when withRuns, its newest runs.
+func View(ctx context.Context, r store.Reader, sc *store.Schedule, now time.Time, n int, withRuns bool) (wire.Schedule, error) {
+	out := wire.Schedule{ID: sc.ID, Name: sc.Name, Cluster: sc.ClusterID, Playbook: sc.Playbook, Version: wire.VersionRef(sc.Version),
+		Params: map[string]string{}, Cron: sc.Cron, Timezone: zoneName(sc.Timezone), Concurrency: sc.Concurrency,
+		CatchUp: (time.Duration(sc.CatchUpS) * time.Second).String(), State: sc.State, StateReason: sc.StateReason,
+		Requester: sc.Requester, Digest: sc.Digest, ApprovedBy: sc.ApprovedBy, ApprovedVersion: sc.ApprovedVersion,
+		ActiveSince: sc.ActiveSince, LastOccurrence: sc.LastOccurrence, Next: []time.Time{}, CreatedTS: sc.CreatedTS,
+		UpdatedTS: sc.UpdatedTS}
+	_ = json.Unmarshal(sc.Params, &out.Params)
+	if pb, err := resolve(ctx, r, sc); err == nil {
+		out.PlaybookVersion = pb.Version
+		out.Digest = schedule.Digest(sc, pb.Version, pb.Digest)
+	} else if !errors.Is(err, store.ErrNotFound) {
+		return out, err
+	}
+	if c, err := schedule.ParseCron(sc.Cron, sc.Timezone); err == nil && sc.State == store.ScheduleActive {
+		for _, t := range schedule.NextN(c, now, n) {
+			out.Next = append(out.Next, t.UTC())
+		}
+	}
+	if withRuns {
+		list, err := r.ScheduleRuns(ctx, sc.ID, 20)
+		if err != nil {
+			return out, err
+		}
+		for _, run := range list {
+			out.Runs = append(out.Runs, wire.ScheduleRun{ID: run.ID, State: run.State, CreatedTS: run.CreatedTS})
+		}
+	}
+	return out, nil
+}

@@ -1,0 +1,135 @@
+package ui
+
+import (
+	"context"
+	"fmt"
+	"strings"
+
+	"github.com/musterhq/muster/core/approval"
+	"github.com/musterhq/muster/core/auth"
+	"github.com/musterhq/muster/core/runs"
+	"github.com/musterhq/muster/core/store"
+	"github.com/musterhq/muster/shared/wire"
+)
+
+// pausedShown bounds the paused runs the Approvals page shows: each one
+// reads its children to say what approving continues.
+const pausedShown = 20
+
+// pausedRun is a run PAUSED for an approver (by its errors, or after a
+// canary), as the Approvals page shows it: what approving continues, and
+// the button the visitor may use.
+type pausedRun struct {
+	Run      wire.Run
+	Progress []stageProgress
+	// For is runs.PauseErrors or runs.PauseCanary.
+	For string
+	// Continues says, a line each, what a resume or a promote continues.
+	Continues []string
+	Mine      bool
+	// CanResume, CanPromote: the engine's MayResume and MayPromote let
+	// the visitor; Why says why not otherwise.
+	CanResume, CanPromote bool
+	Why                   string
+}
+
+// pausedRuns lists the oldest runs PAUSED for an approver (errors or a
+// canary; a manual pause is an operator's and is not listed), at most
+// pausedShown, and says whether there are more.
+func (s *Server) pausedRuns(ctx context.Context, rd store.Reader, v *visitor) ([]pausedRun, bool, error) {
+	var out []pausedRun
+	marker := ""
+	for pages := 0; pages < 5; pages++ {
+		// Brief runs to find them; the whole run of those shown.
+		list, next, err := store.RunPage(ctx, rd, store.RunQuery{States: []string{store.RunPaused}, Marker: marker,
+			Limit: runsPerPage, Oldest: true, Brief: true})
+		if err != nil {
+			return nil, false, err
+		}
+		for i := range list {
+			why := runs.PausedFor(&list[i])
+			if why == runs.PauseManual {
+				continue
+			}
+			if len(out) == pausedShown {
+				return out, true, nil
+			}
+			r, err := rd.Run(ctx, list[i].ID)
+			if err != nil {
+				return nil, false, err
+			}
+			p, err := s.pausedRun(ctx, rd, v, r, why)
+			if err != nil {
+				return nil, false, err
+			}
+			out = append(out, p)
+		}
+		if next == "" {
+			return out, false, nil
+		}
+		marker = next
+	}
+	return out, true, nil
+}
+
+// pausedRun says what approving run r, paused for why, continues, and
+// whether v may.
+func (s *Server) pausedRun(ctx context.Context, rd store.Reader, v *visitor, r *store.Run, why string) (pausedRun, error) {
+	recs, err := rd.RunChildren(ctx, r.ID)
+	if err != nil {
+		return pausedRun{}, err
+	}
+	kids := make([]runs.Child, len(recs))
+	for i := range recs {
+		kids[i] = runs.ChildOf(&recs[i], r.ApprovedBy)
+	}
+	p := pausedRun{Run: runs.View(r, store.CountChildren(recs)), For: why, Mine: approval.SamePerson(r.Requester, v.tok.Name)}
+	for i := range p.Run.Stages {
+		st := p.Run.Stages[i]
+		st.Nodes = st.Nodes[:min(len(st.Nodes), store.BriefNodes)]
+		p.Progress = append(p.Progress, progressOf(st))
+	}
+	var pending []string
+	for i := range r.Stages {
+		st := &r.Stages[i]
+		c := runs.Count(st, kids)
+		switch {
+		case st.State == store.StagePending:
+			pending = append(pending, st.Name)
+		case st.State != store.StageRunning:
+		case why == runs.PauseCanary && st.Canary > 0 && !st.Promoted:
+			p.Continues = append(p.Continues, fmt.Sprintf("Promoting lets stage %s go on past its canary: %d of its %d nodes remain. "+
+				"The canary: %d node(s) done, %d failed.", st.Name, c.Pending, len(st.Nodes), c.Done, c.Errors))
+		case why == runs.PauseErrors && st.OnFailure == runs.OnFailurePause && c.Errors-st.Forgiven > st.MaxErrors.Floor(len(st.Nodes)):
+			p.Continues = append(p.Continues, fmt.Sprintf("Resuming forgives the %d error(s) of stage %s (max_errors %s) and goes on: "+
+				"%d of its %d nodes remain.", c.Errors-st.Forgiven, st.Name, st.MaxErrors, c.Pending, len(st.Nodes)))
+		case c.Pending > 0:
+			p.Continues = append(p.Continues, fmt.Sprintf("Stage %s goes on too: %d of its %d nodes remain.", st.Name, c.Pending, len(st.Nodes)))
+		}
+	}
+	if len(pending) > 0 {
+		p.Continues = append(p.Continues, "Then stage(s) "+strings.Join(pending, ", ")+".")
+	}
+	verb, roleWhy, mayErr := "resume", "", error(nil)
+	switch {
+	case why == runs.PauseCanary && !v.can(auth.Approve):
+		verb, roleWhy = "promote", "do not include approving"
+	case why == runs.PauseCanary:
+		verb, mayErr = "promote", s.cfg.Runs.MayPromote(ctx, rd, r, v.tok.Name, true)
+		p.CanPromote = mayErr == nil
+	case !v.can(auth.Continue):
+		roleWhy = "do not include resuming runs"
+	default:
+		mayErr = s.cfg.Runs.MayResume(ctx, rd, r, v.tok.Name, v.can(auth.Approve), v.can(auth.Cancel))
+		p.CanResume = mayErr == nil
+	}
+	switch {
+	case mayErr != nil && s.cfg.ErrorStatus(mayErr) >= 500:
+		return pausedRun{}, mayErr
+	case mayErr != nil:
+		p.Why = "You may not " + verb + " this run: " + strings.TrimPrefix(mayErr.Error(), runs.ErrForbidden.Error()+": ") + "."
+	case roleWhy != "":
+		p.Why = "You may not " + verb + " this run: your roles (" + strings.Join(v.tok.Roles, ", ") + ") " + roleWhy + "."
+	}
+	return p, nil
+}

@@ -1,0 +1,161 @@
+package ui
+
+import (
+	"fmt"
+	"net/http"
+	"net/url"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/musterhq/muster/core/actions"
+	"github.com/musterhq/muster/core/auth"
+	"github.com/musterhq/muster/core/schedule/recur"
+	"github.com/musterhq/muster/core/store"
+	"github.com/musterhq/muster/shared/names"
+	"github.com/musterhq/muster/shared/wire"
+)
+
+// scheduleNext is how many next occurrences a schedule's page shows.
+const scheduleNext = 5
+
+type schedulesData struct {
+	Schedules []wire.Schedule
+}
+
+// schedulePath is the page of a schedule.
+func schedulePath(name string) string { return "/ui/schedules/" + url.PathEscape(name) }
+
+func (s *Server) schedules(w http.ResponseWriter, r *http.Request, v *visitor) {
+	ctx := r.Context()
+	var d schedulesData
+	err := s.st.Read(ctx, func(rd store.Reader) error {
+		list, err := rd.Schedules(ctx)
+		if err != nil {
+			return err
+		}
+		now := time.Now()
+		for i := range list {
+			sc, err := recur.View(ctx, rd, &list[i], now, 1, false)
+			if err != nil {
+				return err
+			}
+			d.Schedules = append(d.Schedules, sc)
+		}
+		return nil
+	})
+	if err != nil {
+		s.storeError(w, r, v, err)
+		return
+	}
+	vw := newView(v, "Schedules", "schedules")
+	vw.Data = d
+	s.render(w, r, http.StatusOK, "schedules", vw)
+}
+
+type scheduleData struct {
+	Schedule wire.Schedule
+	Params   []paramValue
+	// Local are the next occurrences in the schedule's time zone.
+	Local []string
+	// CanDecide: the visitor may approve or reject it now.
+	CanDecide bool
+	// Own: the visitor created or last changed it (and may not approve it).
+	Own bool
+}
+
+func (s *Server) schedulePage(w http.ResponseWriter, r *http.Request, v *visitor) {
+	ctx := r.Context()
+	name := r.PathValue("name")
+	if names.CheckID(name) != nil {
+		s.renderError(w, r, v, http.StatusNotFound, "There is no such schedule.")
+		return
+	}
+	var d scheduleData
+	err := s.st.Read(ctx, func(rd store.Reader) error {
+		sc, err := rd.Schedule(ctx, name)
+		if err != nil {
+			return err
+		}
+		d.Schedule, err = recur.View(ctx, rd, sc, time.Now(), scheduleNext, true)
+		return err
+	})
+	if err != nil {
+		s.storeError(w, r, v, err)
+		return
+	}
+	sc := &d.Schedule
+	for k, val := range sc.Params {
+		d.Params = append(d.Params, paramValue{Field: k, Value: val})
+	}
+	sort.Slice(d.Params, func(i, j int) bool { return d.Params[i].Field < d.Params[j].Field })
+	loc, err := time.LoadLocation(sc.Timezone)
+	if err != nil {
+		loc = time.UTC
+	}
+	for _, n := range sc.Next {
+		d.Local = append(d.Local, n.In(loc).Format("Mon 2006-01-02 15:04 MST"))
+	}
+	d.Own = strings.EqualFold(sc.Requester, v.tok.Name)
+	d.CanDecide = sc.State == store.SchedulePendingApprove && v.can(auth.Approve)
+	vw := newView(v, "Schedule "+sc.Name, "schedules")
+	vw.Data = d
+	if done := r.URL.Query().Get("done"); done == "approved" || done == "rejected" {
+		vw.Flash = fmt.Sprintf("Schedule %s %s.", sc.Name, done)
+	}
+	s.render(w, r, http.StatusOK, "schedule", vw)
+}
+
+// decideSchedule approves (with the digest shown) or rejects (with a
+// reason) a schedule waiting for approval.
+func (s *Server) decideSchedule(approve bool) handlerFunc {
+	verb, done := "reject", "rejected"
+	if approve {
+		verb, done = "approve", "approved"
+	}
+	return func(w http.ResponseWriter, r *http.Request, v *visitor) {
+		name := r.PathValue("name")
+		if names.CheckID(name) != nil {
+			s.renderError(w, r, v, http.StatusNotFound, "There is no such schedule.")
+			return
+		}
+		var digest, reason string
+		if approve {
+			digest = r.PostForm.Get("digest")
+			if !validDigest(digest) {
+				s.renderError(w, r, v, http.StatusBadRequest, "The form lacks the digest of the schedule you were shown; reload it and approve again.")
+				return
+			}
+		} else {
+			var err error
+			if reason, err = plainField(r.PostForm, "reason", maxReason); err != nil || reason == "" {
+				s.renderError(w, r, v, http.StatusBadRequest, "A rejection needs a reason, for the requester and the audit trail.")
+				return
+			}
+		}
+		who := actions.Actor{Name: v.tok.Name, Addr: clientAddr(r)}
+		err := s.st.Update(r.Context(), func(tx store.Tx) error {
+			var err error
+			if approve {
+				_, err = s.cfg.Schedules.Approve(r.Context(), tx, name, digest, who)
+			} else {
+				_, err = s.cfg.Schedules.Reject(r.Context(), tx, name, reason, who)
+			}
+			return err
+		})
+		if err != nil {
+			status := s.cfg.ErrorStatus(err)
+			msg := err.Error()
+			if status >= 500 {
+				s.log.Error("schedule change", "change", verb, "name", name, "err", err)
+				msg = "internal error"
+			}
+			if status == http.StatusNotFound {
+				msg = "there is no such schedule"
+			}
+			s.renderError(w, r, v, status, fmt.Sprintf("Could not %s: %s", verb, msg))
+			return
+		}
+		http.Redirect(w, r, schedulePath(name)+"?done="+done, http.StatusSeeOther)
+	}
+}

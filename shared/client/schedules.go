@@ -1,0 +1,61 @@
+package client
+
+import (
+	"context"
+	"net/http"
+	"net/url"
+
+	"github.com/musterhq/muster/shared/wire"
+)
+
+// ApplySchedule calls POST /api/v1/schedules: a new schedule, or a change
+// to the one of that name (back to approval).
+func (c *Core) ApplySchedule(ctx context.Context, req *wire.CreateScheduleRequest) (*wire.Schedule, error) {
+	var out wire.Schedule
+	_, err := c.call(ctx, http.MethodPost, "/api/v1/schedules", req, &out)
+	return &out, err
+}
+
+// Schedules calls GET /api/v1/schedules.
+func (c *Core) Schedules(ctx context.Context) ([]wire.Schedule, error) {
+	var out wire.ScheduleList
+	_, err := c.call(ctx, http.MethodGet, "/api/v1/schedules", nil, &out)
+	return out.Schedules, err
+}
+
+// Schedule calls GET /api/v1/schedules/{name}.
+func (c *Core) Schedule(ctx context.Context, name string) (*wire.Schedule, error) {
+	var out wire.Schedule
+	_, err := c.call(ctx, http.MethodGet, "/api/v1/schedules/"+url.PathEscape(name), nil, &out)
+	return &out, err
+}
+
+// ScheduleVerb calls POST /api/v1/schedules/{name}/{verb}: reject (with an
+// optional reason), pause or resume.
+func (c *Core) ScheduleVerb(ctx context.Context, name, verb, reason string) (*wire.Schedule, error) {
+	var in any
+	if reason != "" {
+		in = wire.ReasonRequest{Reason: reason}
+	}
+	var out wire.Schedule
+	_, err := c.call(ctx, http.MethodPost, "/api/v1/schedules/"+url.PathEscape(name)+"/"+url.PathEscape(verb), in, &out)
+	return &out, err
+}
+
+// ApproveSchedule calls POST /api/v1/schedules/{name}/approve with the
+// digest the approver was shown.
+func (c *Core) ApproveSchedule(ctx context.Context, name, digest string) (*wire.Schedule, error) {
+	var in any
+	if digest != "" {
+		in = wire.ApproveScheduleRequest{Digest: digest}
+	}
+	var out wire.Schedule
+	_, err := c.call(ctx, http.MethodPost, "/api/v1/schedules/"+url.PathEscape(name)+"/approve", in, &out)
+	return &out, err
+}
+
+// DeleteSchedule calls DELETE /api/v1/schedules/{name}.
+func (c *Core) DeleteSchedule(ctx context.Context, name string) error {
+	_, err := c.call(ctx, http.MethodDelete, "/api/v1/schedules/"+url.PathEscape(name), nil, nil)
+	return err
+}
