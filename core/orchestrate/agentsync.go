@@ -100,6 +100,16 @@ type nodeResult struct {
 	// gate holds what waits for its not_before, or for the cluster's
 	// window or the end of its freeze (gate.go); shared by the sync's nodes.
 	gate *pushGate
+	// acked is the cursor the core last acknowledged to the node's agent
+	// (set by the loop before the sync), ackSent the one this sync
+	// acknowledged, if any (kept by the loop at the commit).
+	acked, ackSent ackMark
+}
+
+// ackMark is a cursor acknowledged to an agent's database.
+type ackMark struct {
+	storeID string
+	cursor  int64
 }
 
 // call runs one agent request with the agent timeout.
@@ -181,11 +191,17 @@ func (o *Orchestrator) syncNode(ctx context.Context, res *nodeResult, full bool)
 		log.Warn("agent database replaced: full listing", "old_store_id", n.StoreID, "store_id", info.StoreID)
 	}
 	listAll := full || storeChanged || n.StoreID == ""
-	since, ack := n.Cursor, true
+	// The committed cursor is acknowledged once: an idle sync is then two
+	// requests, info and one page of changes.
+	mark := ackMark{storeID: n.StoreID, cursor: n.Cursor}
+	since, ack := n.Cursor, res.acked != mark
 	if listAll {
 		since, ack = 0, false
 	}
 	pulled, order, since, err := o.pull(ctx, ag, since, ack)
+	if ack && (err == nil || len(order) > 0) {
+		res.ackSent = mark // the acknowledgement went before the first page
+	}
 	res.pulled += len(order)
 	if err != nil {
 		res.budget.observe(n.ID, true, nil)

@@ -20,6 +20,8 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime/debug"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -45,18 +47,33 @@ const (
 	// "node addr" per agent and then "ready" on stdout, and stops them all
 	// when its stdin closes.
 	hostEnv = "MUSTER_BENCH_AGENT_HOST"
+	// refEnv, when set, makes the test binary the reference process (see
+	// refProcess).
+	refEnv = "MUSTER_BENCH_REFERENCE"
 	// fdsPerAgent is what one agent costs this process in descriptors once
 	// it has been synced: six at rest, and both ends of the connection the
-	// orchestrator keeps alive, both ends of the reference client's, plus
-	// one spare; fdReserve is kept for everything else.
-	fdsPerAgent = 11
-	fdReserve   = 1000
+	// orchestrator keeps alive, the agent's end of the reference's, plus
+	// one spare; hostFdsPerAgent is what it costs an agent host (the
+	// agents' ends alone); fdReserve is kept for everything else.
+	fdsPerAgent     = 10
+	hostFdsPerAgent = 9
+	fdReserve       = 1000
+	// hostFrom: fleets of this many agents or more run in agent hosts, so
+	// that this process's CPU time and memory are the core's alone.
+	hostFrom = 1000
 )
 
 func TestMain(m *testing.M) {
 	if spec := os.Getenv(hostEnv); spec != "" {
 		if err := hostAgents(spec, os.Stdin, os.Stdout); err != nil {
 			fmt.Fprintln(os.Stderr, "agent host:", err)
+			os.Exit(1)
+		}
+		os.Exit(0)
+	}
+	if os.Getenv(refEnv) != "" {
+		if err := serveReference(os.Stdin, os.Stdout); err != nil {
+			fmt.Fprintln(os.Stderr, "reference:", err)
 			os.Exit(1)
 		}
 		os.Exit(0)
@@ -74,19 +91,35 @@ type agentSet struct {
 }
 
 // startAgents starts count agents node-first…, each with its own data
-// directory under dir, eight at a time. stop ends them all and waits.
-// With gossipJoin set, every agent joins the gossip pool there (on
-// loopback, without a key) and tells the cores of its changes.
+// directory under dir, eight at a time. stop ends them all, stopGroup at a
+// time (thousands stopping at once on two cores would miss their shutdown
+// deadlines), and waits. With gossipJoin set, every agent joins the gossip
+// pool there (on loopback, without a key) and tells the cores of its
+// changes.
 func startAgents(ctx context.Context, first, count int, dir, gossipJoin string) (*agentSet, error) {
-	ctx, cancel := context.WithCancel(ctx)
+	const stopGroup = 32
 	set := &agentSet{nodes: make([]string, count), addrs: make([]string, count)}
 	var (
 		running sync.WaitGroup
 		mu      sync.Mutex
 		runErr  error
+		cancels = make([]context.CancelFunc, count)
+		dones   = make([]chan struct{}, count)
 	)
 	set.stop = func() error {
-		cancel()
+		for g := 0; g < count; g += stopGroup {
+			group := min(count, g+stopGroup)
+			for i := g; i < group; i++ {
+				if cancels[i] != nil {
+					cancels[i]()
+				}
+			}
+			for i := g; i < group; i++ {
+				if dones[i] != nil {
+					<-dones[i]
+				}
+			}
+		}
 		running.Wait()
 		return runErr
 	}
@@ -111,7 +144,9 @@ func startAgents(ctx context.Context, first, count int, dir, gossipJoin string) 
 				startErr[i] = err
 				return
 			}
+			ctx, cancel := context.WithCancel(ctx)
 			done := make(chan struct{})
+			cancels[i], dones[i] = cancel, done
 			running.Add(1)
 			go func() {
 				defer running.Done()
@@ -167,23 +202,30 @@ func hostAgents(spec string, in io.Reader, out io.Writer) error {
 	return set.stop()
 }
 
-// fdLimit is this process's RLIMIT_NOFILE (Go raises the soft limit to the
-// hard one at start-up; the hard one needs privileges to raise).
+// fdLimit is this process's RLIMIT_NOFILE, its soft limit raised to the
+// hard one first (the Go runtime does so at start-up too; the hard one
+// needs privileges to raise).
 func fdLimit() int {
 	var rl syscall.Rlimit
 	if err := syscall.Getrlimit(syscall.RLIMIT_NOFILE, &rl); err != nil {
 		return 1024
 	}
+	if rl.Cur < rl.Max {
+		rl.Cur = rl.Max
+		if err := syscall.Setrlimit(syscall.RLIMIT_NOFILE, &rl); err != nil {
+			_ = syscall.Getrlimit(syscall.RLIMIT_NOFILE, &rl)
+		}
+	}
 	return int(min(rl.Cur, 1<<30))
 }
 
-// hostedAgents starts n agents: in this process when they fit in its
-// descriptor limit, else spread over as many agent-host processes as needed.
+// hostedAgents starts n agents: in this process when they are fewer than
+// hostFrom and fit in its descriptor limit, else spread over as many
+// agent-host processes as their descriptors need.
 func hostedAgents(b *testing.B, n int) *agentSet {
 	b.Helper()
 	dir := b.TempDir()
-	perProc := (fdLimit() - fdReserve) / fdsPerAgent
-	if n <= perProc {
+	if n < hostFrom && n <= (fdLimit()-fdReserve)/fdsPerAgent {
 		set, err := startAgents(context.Background(), 1, n, dir, "")
 		if err != nil {
 			b.Fatal(err)
@@ -199,10 +241,40 @@ func hostedAgents(b *testing.B, n int) *agentSet {
 	if err != nil {
 		b.Fatal(err)
 	}
+	perProc := (fdLimit() - fdReserve) / hostFdsPerAgent
 	hosts := (n + perProc - 1) / perProc
-	b.Logf("%d agents need about %d descriptors, over this process's limit of %d: %d agent-host processes",
-		n, n*fdsPerAgent, fdLimit(), hosts)
-	all := &agentSet{elsewhere: true}
+	b.Logf("%d agents in %d agent-host processes (about %d descriptors each, limit %d)",
+		n, hosts, n/hosts*hostFdsPerAgent, fdLimit())
+	began := time.Now()
+	// The hosts start at once (starting an agent waits on its disk as
+	// much as on the CPU), and stop at once.
+	cmds := make([]*exec.Cmd, hosts)
+	stdins := make([]io.Closer, hosts)
+	outs := make([]io.Reader, hosts)
+	b.Cleanup(func() {
+		for _, in := range stdins {
+			if in != nil {
+				in.Close() // the host stops its agents and exits
+			}
+		}
+		for _, cmd := range cmds {
+			if cmd == nil || cmd.Process == nil {
+				continue
+			}
+			done := make(chan error, 1)
+			go func() { done <- cmd.Wait() }()
+			select {
+			case err := <-done:
+				if err != nil {
+					b.Errorf("agent host: %v", err)
+				}
+			case <-time.After(2 * time.Minute):
+				_ = cmd.Process.Kill()
+				<-done
+				b.Error("agent host did not stop in 2 minutes: killed")
+			}
+		}
+	})
 	for h := 0; h < hosts; h++ {
 		first, count := 1+h*n/hosts, (h+1)*n/hosts-h*n/hosts
 		cmd := exec.Command(exe, "-test.run=^$")
@@ -219,21 +291,10 @@ func hostedAgents(b *testing.B, n int) *agentSet {
 		if err := cmd.Start(); err != nil {
 			b.Fatal(err)
 		}
-		b.Cleanup(func() {
-			stdin.Close() // the host stops its agents and exits
-			done := make(chan error, 1)
-			go func() { done <- cmd.Wait() }()
-			select {
-			case err := <-done:
-				if err != nil {
-					b.Errorf("agent host: %v", err)
-				}
-			case <-time.After(60 * time.Second):
-				_ = cmd.Process.Kill()
-				<-done
-				b.Error("agent host did not stop in 60 s: killed")
-			}
-		})
+		cmds[h], stdins[h], outs[h] = cmd, stdin, stdout
+	}
+	all := &agentSet{elsewhere: true}
+	for h, stdout := range outs {
 		sc := bufio.NewScanner(stdout)
 		ready := false
 		for sc.Scan() {
@@ -253,6 +314,7 @@ func hostedAgents(b *testing.B, n int) *agentSet {
 		}
 		go func() { _, _ = io.Copy(io.Discard, stdout) }() // nothing more is expected
 	}
+	b.Logf("%d agents started in %v", n, time.Since(began).Round(time.Second))
 	if len(all.addrs) != n {
 		b.Fatalf("agent hosts started %d agents, want %d", len(all.addrs), n)
 	}
@@ -265,8 +327,8 @@ type benchFleet struct {
 	dbFile string // the SQLite file ("" on PostgreSQL)
 	o      *orchestrate.Orchestrator
 	agents *agentSet
-	ref    *http.Client // the reference calls' own client
-	next   int          // the first agent of the next changing pass
+	ref    *reference // the reference sweeps, in a process of their own
+	next   int        // the first agent of the next changing pass
 }
 
 // newBenchFleet builds the fleet over n hosted agents and a SQLite store
@@ -316,17 +378,12 @@ func newBenchFleetOn(b *testing.B, agents *agentSet, st store.Store, dbFile stri
 		b.Fatal(err)
 	}
 	b.Cleanup(o.Stop) // closes its idle connections
-	tr := http.DefaultTransport.(*http.Transport).Clone()
-	tr.MaxIdleConns = 0
-	ref := &http.Client{Transport: tr}
-	b.Cleanup(ref.CloseIdleConnections)
-	f := &benchFleet{st: st, dbFile: dbFile, o: o, agents: agents, ref: ref}
+	f := &benchFleet{st: st, dbFile: dbFile, o: o, agents: agents, ref: startReference(b, agents.addrs)}
 	// The first pass finds every node UP and stores its cursor; from the
 	// second on, an unchanged fleet is idle.
 	for range 2 {
 		f.pass(b, n)
 	}
-	f.infoRate(b) // the reference client connects to every agent once
 	return f
 }
 
@@ -360,38 +417,147 @@ func (f *benchFleet) dbBytes(b *testing.B) int64 {
 
 // infoRate is the reference of a pass: GET /api/v1/info on every node,
 // NodeConcurrency at once, over kept-alive connections, in calls per
-// second. A node sync is two such calls (info, then the changes since the
-// cursor), so a pass cannot beat half this rate.
+// second, measured by the reference process. A node sync is two such calls
+// (info, then the changes since the cursor), so a pass cannot beat half
+// this rate.
 func (f *benchFleet) infoRate(b *testing.B) float64 {
 	b.Helper()
+	return f.ref.sweep(b)
+}
+
+// reference is the process that measures the reference: the test binary
+// started again with refEnv set. Its connections to the agents are its own,
+// so that the core's process holds only the core's descriptors (at 10,000
+// nodes the two would not fit in one process's limit) and the reference
+// does not share the core's CPU scheduling or garbage collector.
+type reference struct {
+	in  io.WriteCloser
+	out *bufio.Scanner
+}
+
+// startReference starts the reference process over the agents at addrs.
+func startReference(b *testing.B, addrs []string) *reference {
+	b.Helper()
+	exe, err := os.Executable()
+	if err != nil {
+		b.Fatal(err)
+	}
+	cmd := exec.Command(exe, "-test.run=^$")
+	cmd.Env = append(os.Environ(), refEnv+"=1")
+	cmd.Stderr = os.Stderr
+	in, err := cmd.StdinPipe()
+	if err != nil {
+		b.Fatal(err)
+	}
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		b.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() {
+		in.Close() // the reference exits at the end of its input
+		if err := cmd.Wait(); err != nil {
+			b.Errorf("reference process: %v", err)
+		}
+	})
+	w := bufio.NewWriter(in)
+	for _, a := range addrs {
+		fmt.Fprintln(w, a)
+	}
+	fmt.Fprintln(w, "ready")
+	if err := w.Flush(); err != nil {
+		b.Fatal(err)
+	}
+	return &reference{in: in, out: bufio.NewScanner(out)}
+}
+
+// sweep asks the reference process for one sweep and returns its rate.
+func (r *reference) sweep(b *testing.B) float64 {
+	b.Helper()
+	if _, err := io.WriteString(r.in, "sweep\n"); err != nil {
+		b.Fatal(err)
+	}
+	if !r.out.Scan() {
+		b.Fatalf("reference process ended: %v", r.out.Err())
+	}
+	v, err := strconv.ParseFloat(r.out.Text(), 64)
+	if err != nil {
+		b.Fatalf("reference process: %s", r.out.Text())
+	}
+	return v
+}
+
+// serveReference is the reference process (see refEnv): it reads the
+// agents' addresses, one a line, up to "ready", then answers every "sweep"
+// line with the calls per second of one sweep (or an error line), until
+// its input ends.
+func serveReference(in io.Reader, out io.Writer) error {
+	fdLimit()
+	sc := bufio.NewScanner(in)
+	var addrs []string
+	for sc.Scan() && sc.Text() != "ready" {
+		addrs = append(addrs, sc.Text())
+	}
+	tr := http.DefaultTransport.(*http.Transport).Clone()
+	tr.MaxIdleConns, tr.MaxIdleConnsPerHost = 0, 1
+	hc := &http.Client{Transport: tr}
+	defer hc.CloseIdleConnections()
+	agents := make([]*client.Agent, len(addrs))
+	for i, a := range addrs {
+		agents[i] = client.NewAgent(a, hc)
+	}
+	// The first sweep connects to every agent: the measured ones reuse.
+	if _, err := sweepInfo(agents); err != nil {
+		return err
+	}
+	for sc.Scan() {
+		if sc.Text() != "sweep" {
+			return fmt.Errorf("unknown request %q", sc.Text())
+		}
+		rate, err := sweepInfo(agents)
+		if err != nil {
+			return err
+		}
+		if _, err := fmt.Fprintln(out, rate); err != nil {
+			return err
+		}
+	}
+	return sc.Err()
+}
+
+// sweepInfo calls GET /api/v1/info on every agent, NodeConcurrency at once,
+// and returns the calls per second.
+func sweepInfo(agents []*client.Agent) (float64, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	work := make(chan string)
-	errs := make(chan error, len(f.agents.addrs))
+	work := make(chan *client.Agent)
+	errs := make(chan error, len(agents))
 	var wg sync.WaitGroup
 	start := time.Now()
 	for range orchestrate.DefaultConfig().NodeConcurrency {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			for addr := range work {
-				if _, err := client.NewAgent(addr, f.ref).Info(ctx); err != nil {
+			for ag := range work {
+				if _, err := ag.Info(ctx); err != nil {
 					errs <- err
 				}
 			}
 		}()
 	}
-	for _, addr := range f.agents.addrs {
-		work <- addr
+	for _, ag := range agents {
+		work <- ag
 	}
 	close(work)
 	wg.Wait()
 	elapsed := time.Since(start)
 	close(errs)
 	if err := <-errs; err != nil {
-		b.Fatal(err)
+		return 0, err
 	}
-	return float64(len(f.agents.addrs)) / elapsed.Seconds()
+	return float64(len(agents)) / elapsed.Seconds(), nil
 }
 
 // change gives the next tenth of the fleet one new action each, scheduled
@@ -439,44 +605,80 @@ func cpuTime(b *testing.B) time.Duration {
 }
 
 // BenchmarkPass measures one core's node syncs per second over N real
-// agents: "idle" (nothing changed; also the rows and bytes an idle pass
-// writes, the goal being zero, and, when the agents run in agent-host
-// processes, the core's CPU time per node sync) and "changing" (a tenth of
-// the nodes each have one new finished action to import before every pass).
+// agents (in agent-host processes from hostFrom agents on): "idle" (nothing
+// changed; also the rows and bytes an idle pass writes, the goal being
+// zero, and, when the agents run elsewhere, the core's CPU time per node
+// sync and its memory per 1,000 nodes), "changing" (a tenth of the nodes
+// each have one new finished action to import before every pass) and, from
+// 1,000 nodes, "approve" (approval → RUNNING while passes run back to back,
+// see approveDuringPass). Every idle sample is as many passes as make about
+// 5,000 node syncs, between two sweeps of the reference process; the ratio
+// of a sample is its syncs/s to half the mean of those two sweeps' calls/s
+// (a sync is two calls), and the figure is the median ratio of the samples,
+// with their spread (largest − smallest).
+//
+// Run it with -benchtime 1x: every sub-benchmark takes its samples per
+// iteration (refSamples reference samples; at least two changing passes;
+// the approvals of its size).
 func BenchmarkPass(b *testing.B) {
-	for _, n := range []int{100, 1000, 5000} {
+	const refSamples = 3
+	for _, tc := range []struct{ n, samples int }{{100, 0}, {1000, 40}, {5000, 15}, {10000, 15}} {
+		n := tc.n
 		b.Run(fmt.Sprintf("nodes=%d", n), func(b *testing.B) {
+			debug.FreeOSMemory() // what the last size left behind
+			rss0 := rssMB(b)
 			// The orchestrator as muster core builds it: default
 			// settings, a plain HTTP client.
-			f := newBenchFleet(b, n, orchestrate.DefaultConfig())
+			cfg := coreConfig()
+			f := newBenchFleet(b, n, cfg)
+			rounds := max(1, 5000/n)
 			b.Run("idle", func(b *testing.B) {
-				// Each pass follows a reference sweep, so that both
-				// see the same load on a shared machine.
 				rows, bytes := f.st.RowsWritten(), f.dbBytes(b)
-				var ref float64
-				var cpu time.Duration
-				b.ResetTimer()
-				for i := 0; i < b.N; i++ {
+				var (
+					ref, ratios []float64
+					cpu         time.Duration
+				)
+				// Each sample's passes lie between two reference sweeps,
+				// and its reference is their mean: both see the same
+				// load on a shared machine.
+				b.StopTimer()
+				ref = append(ref, f.infoRate(b))
+				b.StartTimer()
+				for i := 0; i < b.N*refSamples; i++ {
+					c, t := cpuTime(b), time.Now()
+					for range rounds {
+						f.pass(b, n)
+					}
 					b.StopTimer()
-					ref += f.infoRate(b)
-					c := cpuTime(b)
-					b.StartTimer()
-					f.pass(b, n)
+					rate := float64(n*rounds) / time.Since(t).Seconds()
 					cpu += cpuTime(b) - c
+					ref = append(ref, f.infoRate(b))
+					around := (ref[len(ref)-2] + ref[len(ref)-1]) / 2
+					ratios = append(ratios, rate/(around/2))
+					b.StartTimer()
 				}
 				b.StopTimer()
+				syncs := float64(n * rounds * b.N * refSamples)
 				if f.agents.elsewhere {
-					// Only the core runs here: what one sync costs it.
-					b.ReportMetric(cpu.Seconds()*1000/float64(n*b.N), fmt.Sprintf("core_cpu_ms_per_node_sync_%d", n))
+					// Only the core runs here: what one sync costs it, and
+					// what the nodes cost its memory.
+					b.ReportMetric(cpu.Seconds()*1000/syncs, fmt.Sprintf("core_cpu_ms_per_node_sync_%d", n))
+					rss := rssMB(b)
+					b.ReportMetric(rss, fmt.Sprintf("core_rss_mb_%d_nodes", n))
+					b.ReportMetric((rss-rss0)*1000/float64(n), fmt.Sprintf("core_rss_mb_per_1000_nodes_%d", n))
 				}
-				b.ReportMetric(float64(n*b.N)/b.Elapsed().Seconds(), fmt.Sprintf("core_node_syncs_per_s_%d", n))
-				b.ReportMetric(ref/float64(b.N), fmt.Sprintf("agent_info_calls_per_s_%d", n))
-				b.ReportMetric(float64(f.st.RowsWritten()-rows)/float64(b.N), "idle_pass_rows_written")
-				b.ReportMetric(float64(f.dbBytes(b)-bytes)/float64(b.N), "idle_pass_bytes_written")
+				slices.Sort(ratios)
+				b.ReportMetric(syncs/b.Elapsed().Seconds(), fmt.Sprintf("core_node_syncs_per_s_%d", n))
+				b.ReportMetric(mean(ref), fmt.Sprintf("agent_info_calls_per_s_%d", n))
+				b.ReportMetric(ratios[len(ratios)/2], fmt.Sprintf("core_ref_ratio_%d", n))
+				b.ReportMetric(ratios[len(ratios)-1]-ratios[0], fmt.Sprintf("core_ref_ratio_spread_%d", n))
+				b.ReportMetric(float64(f.st.RowsWritten()-rows)/float64(b.N*rounds*refSamples), "idle_pass_rows_written")
+				b.ReportMetric(float64(f.dbBytes(b)-bytes)/float64(b.N*rounds*refSamples), "idle_pass_bytes_written")
 			})
 			b.Run("changing", func(b *testing.B) {
+				passes := max(2, rounds) * b.N
 				b.ResetTimer()
-				for i := 0; i < b.N; i++ {
+				for i := 0; i < passes; i++ {
 					b.StopTimer()
 					k := f.change(b)
 					b.StartTimer()
@@ -485,10 +687,45 @@ func BenchmarkPass(b *testing.B) {
 					}
 				}
 				b.StopTimer()
-				b.ReportMetric(float64(n*b.N)/b.Elapsed().Seconds(), fmt.Sprintf("core_node_syncs_per_s_%d_changing", n))
+				b.ReportMetric(float64(n*passes)/b.Elapsed().Seconds(), fmt.Sprintf("core_node_syncs_per_s_%d_changing", n))
 			})
+			if tc.samples > 0 {
+				// Last: it starts the scheduler.
+				b.Run("approve", func(b *testing.B) {
+					approveDuringPass(b, startCoreAPI(b, f, cfg), n, tc.samples)
+				})
+			}
 		})
 	}
+}
+
+// mean is the mean of v.
+func mean(v []float64) float64 {
+	var sum float64
+	for _, x := range v {
+		sum += x
+	}
+	return sum / float64(max(len(v), 1))
+}
+
+// rssMB is this process's resident set size in MB.
+func rssMB(b *testing.B) float64 {
+	b.Helper()
+	raw, err := os.ReadFile("/proc/self/status")
+	if err != nil {
+		b.Skip("no /proc/self/status:", err)
+	}
+	for _, l := range strings.Split(string(raw), "\n") {
+		if v, ok := strings.CutPrefix(l, "VmRSS:"); ok {
+			kb, err := strconv.ParseFloat(strings.TrimSuffix(strings.TrimSpace(v), " kB"), 64)
+			if err != nil {
+				b.Fatal(err)
+			}
+			return kb / 1024
+		}
+	}
+	b.Fatal("no VmRSS in /proc/self/status")
+	return 0
 }
 
 // BenchmarkPassPostgres is BenchmarkPass's idle and changing passes over

@@ -98,6 +98,7 @@ type clusterState struct {
 	// the loop's own
 	fulls       int                    // full syncs started (FullSyncEvery)
 	lastContact map[string]time.Time   // node id → last successful sync
+	acked       map[string]ackMark     // node id → the cursor last acknowledged to its agent
 	clients     map[string]*nodeClient // node id → its HTTP client (with AgentTLS)
 	ledger      *ledger                // budget admissions, shared by the loop's workers
 }
@@ -146,8 +147,8 @@ type loopRun struct {
 
 func newClusterState(id string) *clusterState {
 	return &clusterState{id: id, wantNodes: map[string]bool{}, wake: make(chan struct{}, 1),
-		lastContact: map[string]time.Time{},
-		clients:     map[string]*nodeClient{}, ledger: newLedger()}
+		lastContact: map[string]time.Time{}, acked: map[string]ackMark{},
+		clients: map[string]*nodeClient{}, ledger: newLedger()}
 }
 
 // kick starts the cluster's loop, or wakes it. o.mu is held.
@@ -578,6 +579,7 @@ func (l *loopRun) dispatch(j *job, results []*nodeResult) {
 	var out []*nodeResult
 	for _, res := range results {
 		res.job = j
+		res.acked = cs.acked[res.node.ID]
 		l.seq++
 		res.seq = l.seq
 		l.busy[res.node.ID] = j
@@ -929,6 +931,9 @@ func (o *Orchestrator) forgetCluster(id string) {
 func (o *Orchestrator) commit(ctx context.Context, cs *clusterState, nodes []nodeResult, whole bool, lost int, rep *Report) (int, error) {
 	now := action.UTC(time.Now())
 	for _, res := range nodes {
+		if res.ackSent.storeID != "" {
+			cs.acked[res.node.ID] = res.ackSent
+		}
 		rep.Nodes++
 		if res.status != store.NodeUp {
 			rep.Down++

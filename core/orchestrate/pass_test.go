@@ -618,6 +618,52 @@ func TestAckSendsTheCommittedCursor(t *testing.T) {
 	})
 }
 
+// An idle sync is two requests, info and one page of changes: the cursor
+// the agent already acknowledged is not acknowledged again, until it moves
+// or the agent's database is replaced.
+func TestAnAcknowledgedCursorIsNotSentAgain(t *testing.T) {
+	t.Parallel()
+	h := setup(t, Config{}, "n1")
+	ag := h.agents["n1"]
+	ag.add("muster.io/debug.ping", action.Done)
+	h.pass() // first contact: a full listing, no ack
+	h.pass() // acknowledges cursor 1
+	if n := ag.acks(); n != 1 {
+		t.Fatalf("%d acks after the second pass, want 1", n)
+	}
+	ag.calls("")
+	for range 3 {
+		h.idle()
+	}
+	if n := ag.acks(); n != 0 {
+		t.Fatalf("%d acks in three idle passes, want 0", n)
+	}
+	if calls := ag.calls(""); len(calls) != 6 {
+		t.Fatalf("three idle passes made %d requests %v, want 6 (info and changes each)", len(calls), calls)
+	}
+	ag.add("muster.io/debug.ping", action.Done)
+	h.pass() // imports cursor 2
+	h.pass() // acknowledges it
+	if n := ag.acks(); n != 1 {
+		t.Fatalf("%d acks once the cursor moved, want 1", n)
+	}
+	ag.set(func(f *fakeAgent) {
+		if f.acked != 2 {
+			t.Errorf("agent acked %d, want 2", f.acked)
+		}
+	})
+	// A replaced database: listed in full without ack, then its cursor is
+	// acknowledged once.
+	ag.replaceStore()
+	ag.add("muster.io/debug.ping", action.Done)
+	h.pass()
+	h.pass()
+	h.pass()
+	if n := ag.acks(); n != 1 {
+		t.Fatalf("%d acks after the database was replaced, want 1", n)
+	}
+}
+
 func TestReplacedAgentDatabase(t *testing.T) {
 	t.Parallel()
 	h := setup(t, Config{}, "n1")

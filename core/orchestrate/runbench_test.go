@@ -357,104 +357,100 @@ func waveTimes(kids []store.Record, waves int, t0 time.Time) (work, gaps, lead t
 	return work, gaps, spans[order[0]].start.Sub(t0), nil
 }
 
-// BenchmarkApproveDuringPass measures approval → RUNNING over 1,000 and
-// 5,000 real agents while passes are under way: besides the scheduler
-// (default interval, nudged by the API's approvals), a loop runs passes of
-// the cluster back to back, so every approval lands during a pass, at a
-// random point of it. Each sample creates a muster.io/debug.ping on one
-// node as one person and approves it as another through the core API, and
-// takes the time from the approval request to the started_ts the agent
-// records. The
-// reference is the mean duration of a pass measured by the loop in the
-// same run: since passes of a cluster never overlap, an approval waits for
-// the end of the pass under way before the next one pushes it.
-func BenchmarkApproveDuringPass(b *testing.B) {
-	for _, tc := range []struct{ n, samples int }{{1000, 40}, {5000, 15}} {
-		b.Run(fmt.Sprintf("nodes=%d", tc.n), func(b *testing.B) {
-			c := newCoreAPI(b, tc.n)
-			f := c.f
-			ctx := context.Background()
+// approveDuringPass measures approval → RUNNING over the n real agents of
+// c while passes are under way (BenchmarkPass's "approve"): besides the
+// scheduler (default interval, nudged by the API's approvals), a loop runs
+// passes of the cluster back to back, so every approval lands during a
+// pass, at a random point of it. Each of the samples creates a
+// muster.io/debug.ping on one node as one person and approves it as another
+// through the core API, and takes the time from the approval request to the
+// started_ts the agent records. The reference is the mean duration of a
+// pass measured by the loop in the same run: since passes of a cluster
+// never overlap, an approval waits for the end of the pass under way before
+// the next one pushes it, unless its nudge syncs the node between batches.
+func approveDuringPass(b *testing.B, c *coreAPI, n, samples int) {
+	f := c.f
+	ctx := context.Background()
 
-			// The passes under way.
-			var (
-				passCount, passNanos atomic.Int64
-				loopErr              atomic.Value
-				stop                 = make(chan struct{})
-				looping              sync.WaitGroup
-			)
-			looping.Add(1)
-			go func() {
-				defer looping.Done()
-				for {
-					select {
-					case <-stop:
-						return
-					default:
-					}
-					t := time.Now()
-					if _, err := f.o.Pass(ctx, benchCluster); err != nil {
-						loopErr.Store(err)
-						return
-					}
-					passNanos.Add(int64(time.Since(t)))
-					passCount.Add(1)
-				}
-			}()
-			b.Cleanup(func() { close(stop); looping.Wait() })
-			testwait.Within(b, 2*time.Minute, "a pass of the loop", func() bool { return passCount.Load() > 0 })
-			meanPass := func() time.Duration { return time.Duration(passNanos.Load() / max(passCount.Load(), 1)) }
-
-			hc := &http.Client{Timeout: 10 * time.Second}
-			b.Cleanup(hc.CloseIdleConnections)
-			var lat []time.Duration
-			b.ResetTimer()
-			for i := 0; i < b.N; i++ {
-				for s := 0; s < tc.samples; s++ {
-					b.StopTimer()
-					// A prime stride spreads the samples over the fleet;
-					// a random pause of up to a pass places each approval
-					// at a random point of the pass under way.
-					j := (s*7919 + i) % tc.n
-					node, ag := f.agents.nodes[j], client.NewAgent(f.agents.addrs[j], hc)
-					rec, err := c.alice.CreateAction(ctx, &wire.CreateActionRequest{ClusterID: benchCluster, NodeID: node,
-						Kind: "muster.io/debug.ping"})
-					if err != nil {
-						b.Fatal(err)
-					}
-					if rec.State != action.PendingApprove {
-						b.Fatalf("created %s, want %s", rec.State, action.PendingApprove)
-					}
-					time.Sleep(time.Duration(rand.Int64N(int64(meanPass()) + 1)))
-					b.StartTimer()
-					t0 := time.Now()
-					if _, err := c.bob.Approve(ctx, rec.ID); err != nil {
-						b.Fatal(err)
-					}
-					var started time.Time
-					testwait.Within(b, time.Minute, "the agent to start "+rec.ID, func() bool {
-						if err, _ := loopErr.Load().(error); err != nil {
-							b.Fatalf("pass loop: %v", err)
-						}
-						got, err := ag.Get(ctx, rec.ID)
-						if err != nil || got.StartedTS == nil {
-							return false // not pushed yet
-						}
-						started = *got.StartedTS
-						return true
-					})
-					lat = append(lat, started.Sub(t0))
-				}
+	// The passes under way.
+	var (
+		passCount, passNanos atomic.Int64
+		loopErr              atomic.Value
+		stop                 = make(chan struct{})
+		looping              sync.WaitGroup
+	)
+	looping.Add(1)
+	go func() {
+		defer looping.Done()
+		for {
+			select {
+			case <-stop:
+				return
+			default:
 			}
+			t := time.Now()
+			if _, err := f.o.Pass(ctx, benchCluster); err != nil {
+				loopErr.Store(err)
+				return
+			}
+			passNanos.Add(int64(time.Since(t)))
+			passCount.Add(1)
+		}
+	}()
+	b.Cleanup(func() { close(stop); looping.Wait() })
+	testwait.Within(b, 2*time.Minute, "a pass of the loop", func() bool { return passCount.Load() > 0 })
+	meanPass := func() time.Duration { return time.Duration(passNanos.Load() / max(passCount.Load(), 1)) }
+
+	hc := &http.Client{Timeout: 10 * time.Second}
+	b.Cleanup(hc.CloseIdleConnections)
+	var lat []time.Duration
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		for s := 0; s < samples; s++ {
 			b.StopTimer()
-			slices.Sort(lat)
-			p99 := percentile(lat, 99)
-			b.ReportMetric(ms(percentile(lat, 50)), fmt.Sprintf("approve_busy_p50_ms_%d", tc.n))
-			b.ReportMetric(ms(p99), fmt.Sprintf("approve_busy_p99_ms_%d", tc.n))
-			b.ReportMetric(ms(meanPass()), fmt.Sprintf("approve_busy_pass_ms_%d", tc.n))
-			b.ReportMetric(float64(p99)/float64(meanPass()), fmt.Sprintf("approve_busy_p99_of_pass_%d", tc.n))
-			b.ReportMetric(float64(len(lat)), fmt.Sprintf("approve_busy_samples_%d", tc.n))
-		})
+			// A prime stride spreads the samples over the fleet; a random
+			// pause of up to a pass places each approval at a random
+			// point of the pass under way.
+			j := (s*7919 + i) % n
+			node, ag := f.agents.nodes[j], client.NewAgent(f.agents.addrs[j], hc)
+			rec, err := c.alice.CreateAction(ctx, &wire.CreateActionRequest{ClusterID: benchCluster, NodeID: node,
+				Kind: "muster.io/debug.ping"})
+			if err != nil {
+				b.Fatal(err)
+			}
+			if rec.State != action.PendingApprove {
+				b.Fatalf("created %s, want %s", rec.State, action.PendingApprove)
+			}
+			time.Sleep(time.Duration(rand.Int64N(int64(meanPass()) + 1)))
+			b.StartTimer()
+			t0 := time.Now()
+			if _, err := c.bob.Approve(ctx, rec.ID); err != nil {
+				b.Fatal(err)
+			}
+			var started time.Time
+			testwait.Within(b, time.Minute, "the agent to start "+rec.ID, func() bool {
+				if err, _ := loopErr.Load().(error); err != nil {
+					b.Fatalf("pass loop: %v", err)
+				}
+				got, err := ag.Get(ctx, rec.ID)
+				if err != nil || got.StartedTS == nil {
+					return false // not pushed yet
+				}
+				started = *got.StartedTS
+				return true
+			})
+			lat = append(lat, started.Sub(t0))
+		}
 	}
+	b.StopTimer()
+	slices.Sort(lat)
+	ms := func(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
+	p99 := percentile(lat, 99)
+	b.ReportMetric(ms(percentile(lat, 50)), fmt.Sprintf("approve_busy_p50_ms_%d", n))
+	b.ReportMetric(ms(p99), fmt.Sprintf("approve_busy_p99_ms_%d", n))
+	b.ReportMetric(ms(meanPass()), fmt.Sprintf("approve_busy_pass_ms_%d", n))
+	b.ReportMetric(float64(p99)/float64(meanPass()), fmt.Sprintf("approve_busy_p99_of_pass_%d", n))
+	b.ReportMetric(float64(len(lat)), fmt.Sprintf("approve_busy_samples_%d", n))
 }
 
 // percentile returns the p-th percentile (0 < p ≤ 100) of sorted d, nearest rank.

@@ -45,12 +45,11 @@ type run struct {
 var runs = []run{
 	{"./agent", "^BenchmarkQueueThroughput$", "2s"},
 	{"./e2e", "^BenchmarkAgentIdleRSS$", "1x"},
-	{"./core/orchestrate", "^BenchmarkPass$", "5s"},              // 5,000 nodes: more than one pass
-	{"./core/orchestrate", "^BenchmarkRunWaves$", "1x"},          // one run of ten waves
-	{"./core/orchestrate", "^BenchmarkProcedure$", "1x"},         // one run of ten waves of three steps
-	{"./core/orchestrate", "^BenchmarkApproveDuringPass$", "1x"}, // its own sample count per size
-	{"./e2e", "^BenchmarkCore$/^nodes=10$/^approve$", "200x"},    // one approval at a time, no pass in between
-	{"./e2e", "^BenchmarkCore$/^nodes=10$/^rss$", "5x"},          // five nudged passes
+	{"./core/orchestrate", "^BenchmarkPass$", "1x"},           // 100 to 10,000 nodes: its own samples per size
+	{"./core/orchestrate", "^BenchmarkRunWaves$", "1x"},       // one run of ten waves
+	{"./core/orchestrate", "^BenchmarkProcedure$", "1x"},      // one run of ten waves of three steps
+	{"./e2e", "^BenchmarkCore$/^nodes=10$/^approve$", "200x"}, // one approval at a time, no pass in between
+	{"./e2e", "^BenchmarkCore$/^nodes=10$/^rss$", "5x"},       // five nudged passes
 	{"./e2e", "^BenchmarkCore$/^nodes=1000$", "20x"},
 	{"./e2e", "^BenchmarkHAFailover$", "1x"},     // ten SIGKILLs of a lease holder
 	{"./e2e", "^BenchmarkHAScaleOut$", "1x"},     // 1, 2 and 3 replicas over one fleet
@@ -70,6 +69,9 @@ var required = []string{
 	"run_waves_ratio", "run_waves_overhead_ms", "run_waves_ratio_gossip_100", "run_waves_overhead_ms_gossip_100",
 	"approve_busy_p99_ms_1000", "approve_busy_p99_ms_5000",
 	"procedure_ratio", "step_latency_p99_ms_gossip_100",
+	"core_node_syncs_per_s_10000", "core_node_syncs_per_s_10000_changing",
+	"core_ref_ratio_1000", "core_ref_ratio_5000", "core_ref_ratio_10000",
+	"core_cpu_ms_per_node_sync_10000", "core_rss_mb_per_1000_nodes_10000", "approve_busy_p99_ms_10000",
 }
 
 // goal is a target for a figure.
@@ -122,10 +124,17 @@ var rows = []row{
 	{"node syncs/s, 100 nodes, idle", "core_node_syncs_per_s_100", "agent_info_calls_per_s_100", "agent info calls/s (a sync is 2 calls)", nil},
 	{"node syncs/s, 1,000 nodes, idle", "core_node_syncs_per_s_1000", "agent_info_calls_per_s_1000", "agent info calls/s", nil},
 	{"node syncs/s, 5,000 nodes, idle", "core_node_syncs_per_s_5000", "agent_info_calls_per_s_5000", "agent info calls/s", &goal{">=", 1000}},
+	{"node syncs/s, 10,000 nodes, idle", "core_node_syncs_per_s_10000", "agent_info_calls_per_s_10000", "agent info calls/s", &goal{">=", 1000}},
+	{"node syncs/s ÷ (info calls/s ÷ 2), 1,000 nodes: median of 3", "core_ref_ratio_1000", "core_ref_ratio_spread_1000", "spread", &goal{">=", 0.7}},
+	{"node syncs/s ÷ (info calls/s ÷ 2), 5,000 nodes: median of 3", "core_ref_ratio_5000", "core_ref_ratio_spread_5000", "spread", &goal{">=", 0.7}},
+	{"node syncs/s ÷ (info calls/s ÷ 2), 10,000 nodes: median of 3", "core_ref_ratio_10000", "core_ref_ratio_spread_10000", "spread", &goal{">=", 0.7}},
+	{"core CPU per node sync (ms), 1,000 nodes", "core_cpu_ms_per_node_sync_1000", "", "", nil},
 	{"core CPU per node sync (ms), 5,000 nodes", "core_cpu_ms_per_node_sync_5000", "", "", nil},
+	{"core CPU per node sync (ms), 10,000 nodes", "core_cpu_ms_per_node_sync_10000", "", "", nil},
 	{"node syncs/s, 100 nodes, 10% changing", "core_node_syncs_per_s_100_changing", "core_node_syncs_per_s_100", "idle", nil},
 	{"node syncs/s, 1,000 nodes, 10% changing", "core_node_syncs_per_s_1000_changing", "core_node_syncs_per_s_1000", "idle", nil},
 	{"node syncs/s, 5,000 nodes, 10% changing", "core_node_syncs_per_s_5000_changing", "core_node_syncs_per_s_5000", "idle", nil},
+	{"node syncs/s, 10,000 nodes, 10% changing", "core_node_syncs_per_s_10000_changing", "core_node_syncs_per_s_10000", "idle", nil},
 	{"rows written by an idle pass", "idle_pass_rows_written", "", "", &goal{"==", 0}},
 	{"bytes written by an idle pass", "idle_pass_bytes_written", "", "", &goal{"==", 0}},
 	{"approval → RUNNING p50 (ms), 10 nodes", "approve_to_running_p50_ms", "", "", nil},
@@ -136,6 +145,8 @@ var rows = []row{
 	{"approval → RUNNING p99 (ms), 1,000 nodes, during passes", "approve_busy_p99_ms_1000", "approve_busy_pass_ms_1000", "ms, mean pass of 1,000 nodes", &goal{"<", 250}},
 	{"approval → RUNNING p50 (ms), 5,000 nodes, during passes", "approve_busy_p50_ms_5000", "", "", nil},
 	{"approval → RUNNING p99 (ms), 5,000 nodes, during passes", "approve_busy_p99_ms_5000", "approve_busy_pass_ms_5000", "ms, mean pass of 5,000 nodes", &goal{"<", 250}},
+	{"approval → RUNNING p50 (ms), 10,000 nodes, during passes", "approve_busy_p50_ms_10000", "", "", nil},
+	{"approval → RUNNING p99 (ms), 10,000 nodes, during passes", "approve_busy_p99_ms_10000", "approve_busy_pass_ms_10000", "ms, mean pass of 10,000 nodes", &goal{"<", 250}},
 	{"run of 1,000 nodes × 1 s sleep, 10% at once, no gossip: wall time (s)", "run_waves_wall_s", "run_waves_ideal_s", "s ideal (10 waves × 1 s)", nil},
 	{"… as a ratio of the ideal", "run_waves_ratio", "run_waves_interval_s", "s interval", &goal{"<=", 1.3}},
 	{"… overhead per wave (ms): (wall − ideal) ÷ 10", "run_waves_overhead_ms", "run_waves_gap_ms", "ms gap: a wave's last finish → next first start", &goal{"<", 300}},
@@ -157,6 +168,7 @@ var rows = []row{
 	{"event writes/s, three destinations ÷ none", "notify_write_ratio_3", "", "", &goal{">=", 0.8}},
 	{"core RSS per 1,000 nodes (MB)", "core_rss_mb_per_1000_nodes", "core_rss_mb_1000_nodes", "core RSS at 1,000 nodes", &goal{"<", 50}},
 	{"core RSS, 10 nodes (MB)", "core_rss_mb_base", "", "", nil},
+	{"core RSS per 1,000 nodes (MB), 10,000 nodes", "core_rss_mb_per_1000_nodes_10000", "core_rss_mb_10000_nodes", "core RSS at 10,000 nodes", &goal{"<", 50}},
 	{"gossip: SIGKILL to node DOWN (s), memberlist LAN defaults", "gossip_detect_s", "", "", nil},
 	{"action finished → visible in the core p50 (ms), gossip, 10 s interval", "finished_to_visible_p50_ms", "", "", nil},
 	{"action finished → visible in the core p99 (ms), gossip, 10 s interval", "finished_to_visible_p99_ms", "", "", &goal{"<", 1000}},

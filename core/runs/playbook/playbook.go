@@ -20,6 +20,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"text/template"
 	"text/template/parse"
 	"time"
@@ -126,13 +127,21 @@ type Playbook struct {
 	Stages      []Stage `yaml:"stages"`
 }
 
+// The expressions are compiled on first use, not when the program starts:
+// the agent, which never reads a playbook, shares the binary
+// (docs/performance.md, "Idle agent RSS").
 var (
-	nameRE  = regexp.MustCompile(`^[a-z0-9]([a-z0-9._-]{0,62}[a-z0-9])?$`)
-	paramRE = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]{0,62}$`)
+	nameRE  = lazyRegexp(`^[a-z0-9]([a-z0-9._-]{0,62}[a-z0-9])?$`)
+	paramRE = lazyRegexp(`^[A-Za-z_][A-Za-z0-9_]{0,62}$`)
 )
 
+// lazyRegexp compiles expr once, at its first use.
+func lazyRegexp(expr string) func() *regexp.Regexp {
+	return sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(expr) })
+}
+
 // ValidName reports whether n can name a playbook.
-func ValidName(n string) bool { return nameRE.MatchString(n) }
+func ValidName(n string) bool { return nameRE().MatchString(n) }
 
 // Funcs are the only functions a template may call, beside the comparison
 // and logic built-ins (eq, ne, lt, le, gt, ge, and, or, not). printf is not
@@ -221,7 +230,7 @@ func Parse(doc []byte) (*Playbook, error) {
 			if l.n.Kind == 0 {
 				continue
 			}
-			if m := wholeRef.FindStringSubmatch(l.n.Value); m != nil && l.n.Kind == yaml.ScalarNode {
+			if m := wholeRef().FindStringSubmatch(l.n.Value); m != nil && l.n.Kind == yaml.ScalarNode {
 				if pr := params[m[1]]; pr == nil || pr.Type != TypeInt {
 					return nil, posError(l.n.Line, field+"."+l.name, "%q: a limit may be an int parameter, and %q is not one", l.n.Value, m[1])
 				}
@@ -358,7 +367,7 @@ func yamlMessage(err error) string {
 }
 
 func checkParam(p *Param) error {
-	if !paramRE.MatchString(p.Name) {
+	if !paramRE().MatchString(p.Name) {
 		return fmt.Errorf("name %q: letters, digits and '_', not starting with a digit", p.Name)
 	}
 	switch p.Type {
@@ -610,7 +619,7 @@ func (w *cappedBuilder) Write(p []byte) (int, error) {
 	return w.Builder.Write(p)
 }
 
-var wholeRef = regexp.MustCompile(`^\{\{\s*\.([A-Za-z_][A-Za-z0-9_]*)\s*\}\}$`)
+var wholeRef = lazyRegexp(`^\{\{\s*\.([A-Za-z_][A-Za-z0-9_]*)\s*\}\}$`)
 
 // render fills one string's template. A string that is exactly one
 // reference keeps its parameter's type (when typed is set).
@@ -618,7 +627,7 @@ func render(s string, values map[string]any, typed bool, b *renderBudget) (any, 
 	if !strings.Contains(s, "{{") || runTime(s) {
 		return s, nil // no template, or the run's own (rendered as it goes)
 	}
-	if m := wholeRef.FindStringSubmatch(s); m != nil && typed {
+	if m := wholeRef().FindStringSubmatch(s); m != nil && typed {
 		if v, ok := values[m[1]]; ok {
 			if _, err := b.Write([]byte(fmt.Sprint(v))); err != nil {
 				return nil, err
@@ -748,21 +757,21 @@ func (p *Playbook) stageSpecs(values map[string]any) ([]wire.StageSpec, error) {
 // runTimeRef finds a run-time reference (.steps.NAME, .node.id or
 // .node.labels) in a template; a parameter has no fields, so .node alone
 // is a parameter.
-var runTimeRef = regexp.MustCompile(`\.(steps|node)\.`)
+var runTimeRef = lazyRegexp(`\.(steps|node)\.`)
 
 // paramRef finds the names a template refers to (.name).
-var paramRef = regexp.MustCompile(`(?:^|[\s({])\.([A-Za-z_][A-Za-z0-9_]*)`)
+var paramRef = lazyRegexp(`(?:^|[\s({])\.([A-Za-z_][A-Za-z0-9_]*)`)
 
 // runTime reports whether s is one of the run's own templates (over .node
 // and .steps), rendered node by node as the run goes, not when it is made.
 func runTime(s string) bool {
-	return strings.Contains(s, "{{") && runTimeRef.MatchString(s)
+	return strings.Contains(s, "{{") && runTimeRef().MatchString(s)
 }
 
 // checkRunTime refuses a run-time template that also names a parameter:
 // it would render empty, as the run does not know the parameters.
 func checkRunTime(s string, params map[string]*Param) error {
-	for _, m := range paramRef.FindAllStringSubmatch(s, -1) {
+	for _, m := range paramRef().FindAllStringSubmatch(s, -1) {
 		if params[m[1]] != nil {
 			return fmt.Errorf("template: mixes the parameter %q with .steps or .node: give them in separate fields", m[1])
 		}
