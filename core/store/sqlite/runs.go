@@ -180,12 +180,16 @@ func (r *reader) RunChildCounts(ctx context.Context, runIDs []string) ([]store.C
 	return out, nil
 }
 
+// startedNodesQuery counts a run's nodes with a child, per stage, in the
+// covering index actions_run_child.
+const startedNodesQuery = `SELECT stage, COUNT(DISTINCT node_id) FROM actions
+	WHERE run_id = ? AND run_id != '' GROUP BY stage`
+
 // RunStartedNodes counts a run's nodes with a child, per stage, in the
 // run's child index (the condition on an empty run_id lets the query
 // use it).
 func (r *reader) RunStartedNodes(ctx context.Context, runID string) (map[string]int, error) {
-	rows, err := r.tx.QueryContext(ctx, `SELECT stage, COUNT(DISTINCT node_id) FROM actions
-		WHERE run_id = ? AND run_id != '' GROUP BY stage`, runID)
+	rows, err := r.tx.QueryContext(ctx, startedNodesQuery, runID)
 	if err != nil {
 		return nil, fmt.Errorf("started nodes of run %s: %w", runID, err)
 	}

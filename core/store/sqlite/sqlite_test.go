@@ -235,4 +235,22 @@ func TestRunChildrenAreReadThroughTheirIndex(t *testing.T) {
 			t.Errorf("the children of a run are read by %q, want a search of index actions_run_child", p)
 		}
 	}
+	// A run's started nodes are counted in the index alone.
+	rows, err := db.QueryContext(ctx, "EXPLAIN QUERY PLAN "+startedNodesQuery, "run-1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rows.Close()
+	var plan []string
+	for rows.Next() {
+		var id, parent, unused int
+		var detail string
+		if err := rows.Scan(&id, &parent, &unused, &detail); err != nil {
+			t.Fatal(err)
+		}
+		plan = append(plan, detail)
+	}
+	if p := strings.Join(plan, "; "); !strings.Contains(p, "USING COVERING INDEX actions_run_child") {
+		t.Errorf("a run's started nodes are counted by %q, want a search of covering index actions_run_child", p)
+	}
 }
