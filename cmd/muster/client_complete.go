@@ -204,7 +204,7 @@ var argCompletion = map[string]completer{
 	"muster run pause": completeRuns, "muster run resume": completeRuns, "muster run cancel": completeRuns,
 	"muster run watch": completeRuns, "muster run retry": completeRuns,
 	"muster run promote": completeRuns, "muster run urgent": completeRuns, "muster action urgent": completeActions,
-	"muster node revoke": completeNodes,
+	"muster node revoke":  completeNodes,
 	"muster cluster show": completeClusters, "muster cluster orchestrate": completeClusters,
 	"muster node drain": completeNodes, "muster node undrain": completeNodes, "muster node forget": completeNodes,
 	"muster playbook show": completePlaybooks, "muster playbook start": completePlaybooks,
