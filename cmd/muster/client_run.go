@@ -131,7 +131,7 @@ func newRunCreateCmd(f *clientFlags) *cobra.Command {
 			}
 			r, err := c.CreateRun(cmd.Context(), &wire.CreateRunRequest{ClusterID: cluster, Stages: []wire.StageSpec{st}, NotBefore: nb})
 			if err != nil {
-				return apiError(c, err)
+				return argHint(apiError(c, err), pairs)
 			}
 			if f.json() {
 				return f.write(cmd.OutOrStdout(), r)
