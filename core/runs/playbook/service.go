@@ -193,7 +193,7 @@ func Start(ctx context.Context, tx store.Tx, e *runs.Engine, p *Playbook, versio
 	if req.Digest != "" {
 		if d := runs.Digest(plan.Cluster, plan.Stages); d != req.Digest {
 			return nil, fmt.Errorf("%w: the plan changed: version %d of playbook %s, with these parameters on the cluster's nodes now, "+
-				"plans to digest %s, not %.64q: plan it again, and start it with the same parameters (and not_before) as the plan",
+				"plans to digest %s, not %.64q: plan it again, and start it with the same parameters as the plan",
 				ErrMoved, version, p.Name, d, req.Digest)
 		}
 	}
