@@ -111,7 +111,7 @@ func newActionListCmd(f *clientFlags) *cobra.Command {
 	fl := cmd.Flags()
 	fl.StringVar(&flt.Cluster, "cluster", "", "only this cluster")
 	fl.StringVar(&flt.Node, "node", "", "only this node")
-	fl.StringVar(&flt.Run, "run", "", "only the child actions of this run (its full id)")
+	fl.StringVar(&flt.Run, "run", "", "only the child actions of this run (its id or a unique prefix of 8+ characters)")
 	fl.StringSliceVar(&states, "state", nil, "only these states (comma list)")
 	fl.StringSliceVar(&kinds, "kind", nil, "only these kinds (comma list)")
 	fl.StringVar(&flt.Sort, "sort", "", "order, like created_ts:desc,id:asc")
