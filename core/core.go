@@ -133,6 +133,8 @@ func (c *Core) Run(ctx context.Context) error {
 	// holders, which Reload replaces (SIGHUP).
 	lv := &live{approval: approval.NewLive(cfg.Approval), budget: budget.NewLive(cfg.BudgetPolicy()),
 		calendar: schedule.NewLiveCalendars(cfg.Calendars()), st: st}
+	// SIGHUP also reloads the notification destinations: the worker's and
+	// the store's outbox (see Reload).
 	policy, budgets := lv.approval.Policy(), lv.budget.Policy()
 	rules := &actions.Rules{Policy: policy, ScheduleTTL: cfg.Orchestrate.ScheduleTTL}
 	engine := &runs.Engine{Policy: policy, Actions: rules}
@@ -188,13 +190,14 @@ func (c *Core) Run(ctx context.Context) error {
 		ln.Close()
 		return err
 	}
+	lv.notify = notifier
 	// The API's event streams and the web UI's live updates share one cap
 	// per token and one in all.
 	lim := streams.New(cfg.API.MaxEventStreams, cfg.API.MaxStreamsPerToken)
 	apiSrv := api.New(api.Config{Policy: policy, Rules: rules, Budget: budgets, Calendars: lv.calendar, Gatherer: reg,
 		Registerer: reg, Runs: engine, Schedules: schedules, Replicas: repl, Streams: lim, Enroll: enr, Notify: notifier,
 		StreamWriteTimeout: cfg.API.WriteTimeout}, st, repl, c.log)
-	handler, closeUI, err := withUI(cfg, policy, apiSrv, rules, engine, schedules, repl, st, lim, lv.calendar, c.log)
+	handler, closeUI, err := withUI(cfg, policy, apiSrv, rules, engine, schedules, repl, st, lim, lv.calendar, notifier, c.log)
 	if err != nil {
 		ln.Close()
 		return err
@@ -321,7 +324,7 @@ var _ ui.Changer = (*actions.Rules)(nil)
 // withUI serves the web UI at /ui/ beside the API when it is enabled, and
 // returns the handler of both and the UI's Close.
 func withUI(cfg Config, policy approval.Policy, apiSrv *api.Server, rules *actions.Rules, engine *runs.Engine, schedules *recur.Service, n ui.Nudger, st store.Store,
-	lim *streams.Limiter, cals *schedule.LiveCalendars, log *slog.Logger) (http.Handler, func(), error) {
+	lim *streams.Limiter, cals *schedule.LiveCalendars, notifier *notify.Worker, log *slog.Logger) (http.Handler, func(), error) {
 	if !cfg.UI.Enabled {
 		return apiSrv.Handler(), func() {}, nil
 	}
@@ -337,7 +340,7 @@ func withUI(cfg Config, policy approval.Policy, apiSrv *api.Server, rules *actio
 		Streams:             lim,
 		Budget:              cfg.BudgetPolicy(),
 		Calendars:           cals,
-		Notify:              cfg.Notify,
+		Notify:              notifier.Destinations,
 	}, st, rules, n, log)
 	if err != nil {
 		return nil, nil, err

@@ -3,6 +3,7 @@ package core
 import (
 	"context"
 	"errors"
+	"fmt"
 	"reflect"
 	"strings"
 	"time"
@@ -10,6 +11,7 @@ import (
 	"github.com/musterhq/muster/core/approval"
 	"github.com/musterhq/muster/core/budget"
 	"github.com/musterhq/muster/core/discovery"
+	"github.com/musterhq/muster/core/notify"
 	"github.com/musterhq/muster/core/schedule"
 	"github.com/musterhq/muster/core/store"
 )
@@ -32,24 +34,29 @@ func (c *Core) AddReloader(r Reloader) {
 }
 
 // live is what a reload may change in a running core: the approval policy,
-// the disruptive kinds, the clusters' budgets, windows and freezes. The
-// parts of the core read them through approval.Live, budget.Live and
-// schedule.LiveCalendars.
+// the disruptive kinds, the clusters' budgets, windows and freezes, and the
+// notification destinations. The parts of the core read them through
+// approval.Live, budget.Live, schedule.LiveCalendars, the notify worker
+// and the store's outbox.
 type live struct {
 	approval *approval.Live
 	budget   *budget.Live
 	calendar *schedule.LiveCalendars
+	notify   *notify.Worker
 	st       store.Store
 	// nudge asks for a sync of a cluster (nil before the orchestrator
 	// exists): a reloaded calendar may let held work go now.
 	nudge func(clusterID string)
 }
 
-// Reload makes next the running configuration's approval rules, kinds and
-// budgets (the parts a core can change without a restart), and appends a
-// core.config_reloaded event saying what changed. next is validated first:
-// an invalid next changes nothing, and RejectConfig records why. Other
-// changed sections are named in the event as needing a restart.
+// Reload makes next the running configuration's approval rules, kinds,
+// budgets, windows, freezes and notification destinations (the parts a core can change
+// without a restart), and appends a core.config_reloaded event saying what
+// changed. next is validated first: an invalid next changes nothing, and
+// RejectConfig records why. Other changed sections are named in the event
+// as needing a restart. Secret files of destinations are read again at
+// every reload; one that cannot be read by then keeps the destinations in
+// use, with a core.config_rejected event and a log line.
 func (c *Core) Reload(ctx context.Context, next Config) (string, error) {
 	if err := next.Validate(); err != nil {
 		return "", c.RejectConfig(ctx, err)
@@ -83,6 +90,24 @@ func (c *Core) Reload(ctx context.Context, next Config) (string, error) {
 			}
 		}
 	}
+	kept := old
+	data := map[string]any{}
+	if lv.notify != nil {
+		ch, err := lv.notify.Reload(next.Notify, next.NotifyAllowLoopback)
+		if err != nil {
+			// Validate read the secrets a moment ago: one changed since.
+			_ = c.RejectConfig(ctx, fmt.Errorf("notify: %w", err))
+		} else {
+			lv.st.SetOutbox(notify.Route(next.Notify))
+			kept.Notify, kept.NotifyAllowLoopback = next.Notify, next.NotifyAllowLoopback
+			if !ch.Empty() {
+				changed = append(changed, "notify")
+				data["notify"] = ch
+				c.log.Info("notification destinations reloaded", "added", ch.Added, "removed", ch.Removed,
+					"changed", ch.Changed, "loopback_changed", ch.Loopback)
+			}
+		}
+	}
 	for _, r := range reloaders {
 		if what := r(old, next); what != "" {
 			changed = append(changed, what)
@@ -93,19 +118,22 @@ func (c *Core) Reload(ctx context.Context, next Config) (string, error) {
 	if len(changed) > 0 {
 		msg = "configuration reloaded: " + strings.Join(changed, ", ") + " changed"
 	}
+	if ch, ok := data["notify"].(notify.Change); ok {
+		msg += " (notify: " + ch.String() + ")"
+	}
 	if len(restart) > 0 {
 		msg += "; changes to " + strings.Join(restart, ", ") + " take effect at the next restart"
 	}
 	// What is running now: the reloaded parts of next, the rest of old.
-	kept := old
 	kept.Approval, kept.Kinds = next.Approval, next.Kinds
 	kept.Clusters = withBudgets(old.Clusters, next)
 	c.mu.Lock()
 	c.cfg = kept
 	c.mu.Unlock()
+	data["changed"], data["restart"] = changed, restart
 	c.log.Info(msg)
 	return msg, appendCoreEvent(ctx, lv.st, store.EventCoreConfigReloaded, msg,
-		map[string]any{"changed": changed, "restart": restart})
+		data)
 }
 
 // RejectConfig records a reload that brought an invalid configuration:
@@ -172,7 +200,7 @@ func needsRestart(old, next Config) []string {
 		f := t.Field(i)
 		name, _, _ := strings.Cut(f.Tag.Get("mapstructure"), ",")
 		switch name {
-		case "", "-", "approval", "kinds":
+		case "", "-", "approval", "kinds", "notify", "notify_allow_loopback":
 			continue
 		}
 		x, y := a.Field(i).Interface(), b.Field(i).Interface()

@@ -30,7 +30,9 @@ type hookReceiver struct {
 	secret string
 	fail   atomic.Bool // answer 500 while set
 	tries  atomic.Int64
-	badSig atomic.Int64
+	// firstFail is when it first answered 500 (Unix ns; 0: never).
+	firstFail atomic.Int64
+	badSig    atomic.Int64
 
 	mu  sync.Mutex
 	got []hookDelivery
@@ -58,6 +60,7 @@ func newHookReceiver(t *testing.T, secret string, handler func(w http.ResponseWr
 			return
 		}
 		if h.fail.Load() {
+			h.firstFail.CompareAndSwap(0, time.Now().UnixNano())
 			w.WriteHeader(http.StatusInternalServerError)
 			return
 		}
@@ -192,24 +195,44 @@ func TestNotifyApprovalWaitingAndRunPausedSigned(t *testing.T) {
 	}
 }
 
-// The receiver answers 500 for a while, then recovers; later the core is
-// SIGKILLed with deliveries pending. Every event arrives, in order, none
-// twice by webhook-id, none lost.
+// The receiver answers 500 for 20 s from its first refused delivery, then
+// recovers: once the head of the queue is tried again (within the longest
+// wait the backoff gives after 20 s of failures), the backlog follows at
+// once. Later the core is SIGKILLed with deliveries pending. Every event
+// arrives, in order, none twice by webhook-id, none lost.
 func TestNotifyEveryEventInOrderThroughFailuresAndACoreSIGKILL(t *testing.T) {
 	t.Parallel()
 	hook := newHookReceiver(t, "e2e-secret", nil)
 	f := newFleet(t, 1, notifyYAML(t, t.TempDir(), map[string]*hookReceiver{"oncall": hook}, "['action.*', approval.waiting]"))
 	hook.fail.Store(true)
-	failFrom := time.Now()
 	var ids []string
 	for range 5 {
 		ids = append(ids, f.create("node-1", "example.com/append", "{}").ID)
 	}
-	// Five creations and five approval.waiting, each tried and refused.
+	// Five creations and five approval.waiting: the first refused, then
+	// tried again with backoff (1 s doubling, jitter) for 20 s.
 	testwait.Within(t, 30*time.Second, "tries refused", func() bool { return hook.tries.Load() >= 3 })
-	testwait.Within(t, 30*time.Second, "8 s of failures", func() bool { return time.Since(failFrom) > 8*time.Second })
+	const failFor = 20 * time.Second
+	testwait.Within(t, 30*time.Second, "20 s of failures from the first refused delivery", func() bool {
+		first := hook.firstFail.Load()
+		return first != 0 && time.Since(time.Unix(0, first)) >= failFor
+	})
 	hook.fail.Store(false)
-	testwait.Within(t, 60*time.Second, "ten deliveries after the receiver recovered", func() bool { return len(hook.deliveries()) >= 10 })
+	recovered := time.Now()
+	refused := hook.tries.Load()
+	// After 20 s of failures at most 6 tries were made (the earliest at
+	// 0, 0.5, 1.5, 3.5, 7.5 and 15.5 s), so the next one waits at most
+	// 32 s; the rest of the queue follows it at once.
+	const longestWait = 32 * time.Second
+	testwait.Within(t, longestWait+15*time.Second, "ten deliveries after the receiver recovered", func() bool {
+		return len(hook.deliveries()) >= 10
+	})
+	first := hook.deliveries()
+	t.Logf("%d tries refused in %s; first delivery %s after the recovery, the tenth %s after the first",
+		refused, failFor, first[0].at.Sub(recovered).Round(time.Millisecond), first[9].at.Sub(first[0].at).Round(time.Millisecond))
+	if lag := first[9].at.Sub(first[0].at); lag > 5*time.Second {
+		t.Errorf("the backlog took %s to follow its head after the recovery, want it at once", lag)
+	}
 
 	// Deliveries pending when the core is killed.
 	hook.fail.Store(true)

@@ -3,6 +3,7 @@ package e2e
 import (
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -32,7 +33,9 @@ func (f *fleet) coreEvent(typ string, since int64) wire.Event {
 
 // TestCoreReloadsItsConfigOnSIGHUP: a real core process takes new approval
 // rules on SIGHUP and says so in an event; an invalid configuration on the
-// next SIGHUP changes nothing, with an event and a log line.
+// next SIGHUP changes nothing, with an event and a log line; a notification
+// destination added by a SIGHUP receives the next event, signed, and an
+// invalid notify: section keeps it.
 func TestCoreReloadsItsConfigOnSIGHUP(t *testing.T) {
 	t.Parallel()
 	dir := t.TempDir()
@@ -89,6 +92,52 @@ func TestCoreReloadsItsConfigOnSIGHUP(t *testing.T) {
 	})
 	if a := f.create("node-1", "muster.io/debug.ping", `{}`); a.State == action.PendingApprove {
 		t.Fatal("an invalid configuration changed the approval rules")
+	}
+	since = ev.Seq
+
+	// A notification destination added: it receives the next event, signed
+	// with its secret.
+	hook := newHookReceiver(t, "reloaded-secret", nil)
+	withHook := next + notifyYAML(t, t.TempDir(), map[string]*hookReceiver{"oncall": hook}, "['action.created']")
+	if err := os.WriteFile(path, []byte(withHook), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	f.core.signal(syscall.SIGHUP)
+	ev = f.coreEvent("core.config_reloaded", since)
+	if !strings.Contains(ev.Message, "notify changed") || !strings.Contains(ev.Message, "added oncall") ||
+		strings.Contains(ev.Message, "restart") {
+		t.Fatalf("reload event %+v, want notify changed, oncall added, no restart", ev)
+	}
+	a := f.create("node-1", "muster.io/debug.ping", `{}`)
+	var got []hookDelivery
+	testwait.Within(t, 20*time.Second, "the added destination has the action.created", func() bool {
+		got = hook.deliveries()
+		return len(got) > 0
+	})
+	if got[0].Type != "action.created" || got[0].Action != a.ID || got[0].id != "msg_"+strconv.FormatInt(got[0].Seq, 10)+"_oncall" {
+		t.Fatalf("delivery %+v, want the action.created of %s", got[0], a.ID)
+	}
+	if n := hook.badSig.Load(); n != 0 {
+		t.Fatalf("%d deliveries failed the signature check", n)
+	}
+	since = ev.Seq
+
+	// An invalid notify: section: the destination in use stays.
+	if err := os.WriteFile(path, []byte(strings.Replace(withHook, "format: json", "format: xml", 1)), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	f.core.signal(syscall.SIGHUP)
+	ev = f.coreEvent("core.config_rejected", since)
+	if !strings.Contains(ev.Message, "notify[0].format") {
+		t.Fatalf("reject event %+v, want notify[0].format named", ev)
+	}
+	a = f.create("node-1", "muster.io/debug.ping", `{}`)
+	testwait.Within(t, 20*time.Second, "the destination in use has the next action.created", func() bool {
+		got = hook.deliveries()
+		return len(got) > 1
+	})
+	if got[1].Action != a.ID || hook.badSig.Load() != 0 {
+		t.Fatalf("delivery %+v after the rejected reload, want the action.created of %s, signed", got[1], a.ID)
 	}
 	if err := f.admin.Health(ctxT(t)); err != nil {
 		t.Fatalf("the core is not healthy after the reloads: %v", err)

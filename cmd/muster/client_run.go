@@ -33,6 +33,7 @@ prefix of it of at least 8 characters.`,
 		newRunCreateCmd(f),
 		newRunListCmd(f),
 		newRunShowCmd(f),
+		newRunNodesCmd(f),
 		newRunVerbCmd(f, "approve", "Approve a run waiting for approval (approver role)"),
 		newRunVerbCmd(f, "reject", "Reject a run waiting for approval (approver role)"),
 		newRunVerbCmd(f, "urgent", "Let a run's children pass the cluster's closed maintenance window, never a freeze (approver role, --reason required)"),
@@ -302,13 +303,17 @@ func printRun(w io.Writer, r *wire.Run) error {
 			fmt.Fprintf(w, "%s: %s\n", kv.what, strings.Join(names, ", "))
 		}
 	}
+	if r.NodesPaged {
+		// A large run: the core sent the cells in flight alone.
+		fmt.Fprintf(w, "\n%d node(s) in flight shown; `muster run nodes %s` lists every node.\n", len(r.Children), shortID(r.ID))
+	}
 	if len(r.Children) > 0 {
-		fmt.Fprintln(w, "\nNodes:")
-		g := newTable(w, "STAGE", "WAVE", "NODE", "STATE", "ACTION")
-		for _, ch := range r.Children {
-			g.row(textsafe.Escape(ch.Stage), fmt.Sprint(ch.Wave), textsafe.Escape(ch.NodeID), nodeState(r, ch), shortID(ch.ActionID))
+		if r.NodesPaged {
+			fmt.Fprintln(w, "\nNodes in flight:")
+		} else {
+			fmt.Fprintln(w, "\nNodes:")
 		}
-		if err := g.flush(); err != nil {
+		if err := printCells(w, r, r.Children); err != nil {
 			return err
 		}
 		var steps bool
@@ -329,6 +334,64 @@ func printRun(w io.Writer, r *wire.Run) error {
 		}
 	}
 	return nil
+}
+
+// stageNodesText lists a stage's nodes as the core sent them, saying how
+// many more it has when the list is cut (a run of more than 100 nodes).
+func stageNodesText(st *wire.Stage) string {
+	out := textsafe.Escape(strings.Join(st.Nodes, ","))
+	if more := st.Size() - len(st.Nodes); more > 0 {
+		out += fmt.Sprintf(" and %d more", more)
+	}
+	return out
+}
+
+// printCells prints grid cells of run r, a row each.
+func printCells(w io.Writer, r *wire.Run, cells []wire.RunChild) error {
+	g := newTable(w, "STAGE", "WAVE", "NODE", "STATE", "ACTION")
+	for _, ch := range cells {
+		g.row(textsafe.Escape(ch.Stage), fmt.Sprint(ch.Wave), textsafe.Escape(ch.NodeID), nodeState(r, ch), shortID(ch.ActionID))
+	}
+	return g.flush()
+}
+
+func newRunNodesCmd(f *clientFlags) *cobra.Command {
+	var marker string
+	var limit int
+	cmd := &cobra.Command{
+		Use:   "nodes RUN",
+		Short: "List a page of a run's nodes with their state in each stage, by node name",
+		Args:  exactArgs("RUN"),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			c, err := f.core()
+			if err != nil {
+				return err
+			}
+			r, err := c.Run(cmd.Context(), args[0])
+			if err != nil {
+				return apiError(c, err)
+			}
+			page, err := c.RunNodes(cmd.Context(), r.ID, marker, limit)
+			if err != nil {
+				return apiError(c, err)
+			}
+			if f.json() {
+				return f.write(cmd.OutOrStdout(), page)
+			}
+			w := cmd.OutOrStdout()
+			if err := printCells(w, r, page.Children); err != nil {
+				return err
+			}
+			if page.NextMarker != "" {
+				_, err = fmt.Fprintf(w, "\nMore: muster run nodes %s --marker %s\n", shortID(r.ID), textsafe.Escape(page.NextMarker))
+			}
+			return err
+		},
+	}
+	fl := cmd.Flags()
+	fl.StringVar(&marker, "marker", "", "start after this node")
+	fl.IntVar(&limit, "limit", 0, "nodes per page (default 100, at most 1000)")
+	return cmd
 }
 
 // stageOrder is the order of the states in a stage's progress line.
@@ -420,7 +483,7 @@ func printApproval(w io.Writer, r *wire.Run) {
 			what += " " + args
 		}
 		fmt.Fprintf(w, "  %s: %s on %s (max_concurrency %s, max_errors %s)\n",
-			textsafe.Escape(st.Name), what, textsafe.Escape(strings.Join(st.Nodes, ",")), st.MaxConcurrency, st.MaxErrors)
+			textsafe.Escape(st.Name), what, stageNodesText(&st), st.MaxConcurrency, st.MaxErrors)
 		if len(st.Steps) > 0 {
 			fmt.Fprintf(w, "    each node, one after another: %s\n", stepsText(&st))
 		}

@@ -31,8 +31,9 @@ lists them).
 
 SIGHUP (systemctl reload) reloads the core's certificates (api.tls,
 agents_tls) from their files, reads the configuration again and applies the
-approval rules, the disruptive kinds and the clusters' budgets, windows and
-freezes, all without a restart; an event (core.config_reloaded) says what changed. An invalid
+approval rules, the disruptive kinds, the clusters' budgets, windows and
+freezes, and the notification destinations (their secret files read again),
+all without a restart; an event (core.config_reloaded) says what changed. An invalid
 configuration changes nothing: the one in use stays, and an event
 (core.config_rejected) and a log line say why.
 

@@ -240,6 +240,7 @@ func (s *Server) routes() {
 	s.add(http.MethodGet, "/api/v1/runs", auth.Read, onlyParams(s.listRuns, "cluster", "state", "limit", "marker"))
 	s.add(http.MethodPost, "/api/v1/runs", auth.Create, s.createRun)
 	s.add(http.MethodGet, "/api/v1/runs/:id", auth.Read, onlyParams(s.showRun))
+	s.add(http.MethodGet, "/api/v1/runs/:id/nodes", auth.Read, onlyParams(s.runNodes, "marker", "limit"))
 	s.add(http.MethodPost, "/api/v1/runs/:id/approve", auth.Approve, s.approveRun)
 	s.add(http.MethodPost, "/api/v1/runs/:id/reject", auth.Reject, s.rejectRun)
 	s.add(http.MethodPost, "/api/v1/runs/:id/urgent", auth.Approve, s.urgentRun)

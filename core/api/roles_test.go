@@ -44,6 +44,7 @@ var roleTable = map[string][5]int{ //        none viewer  op   appr admin
 	"GET /api/v1/runs":                                   {401, 200, 200, 200, 200},
 	"POST /api/v1/runs":                                  {401, 403, 201, 403, 201},
 	"GET /api/v1/runs/:id":                               {401, 200, 200, 200, 200},
+	"GET /api/v1/runs/:id/nodes":                         {401, 200, 200, 200, 200},
 	"POST /api/v1/runs/:id/approve":                      {401, 403, 403, 200, 200},
 	"POST /api/v1/runs/:id/reject":                       {401, 403, 403, 200, 200},
 	"POST /api/v1/runs/:id/urgent":                       {401, 403, 403, 200, 200},
@@ -116,7 +117,7 @@ func (e *env) fixture(route string, n int) (string, any) {
 		path = strings.ReplaceAll(path, ":id", a.ID)
 	case "POST /api/v1/runs":
 		body = oneStageRun(kindPing)
-	case "GET /api/v1/runs/:id", "POST /api/v1/runs/:id/approve", "POST /api/v1/runs/:id/reject",
+	case "GET /api/v1/runs/:id", "GET /api/v1/runs/:id/nodes", "POST /api/v1/runs/:id/approve", "POST /api/v1/runs/:id/reject",
 		"POST /api/v1/runs/:id/cancel":
 		r := e.createRun("op", oneStageRun(kindPing))
 		path = strings.ReplaceAll(path, ":id", r.ID)

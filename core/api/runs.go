@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"slices"
 	"strconv"
 	"strings"
 	"unicode"
@@ -22,6 +23,15 @@ import (
 
 // MaxRunListLimit bounds GET /api/v1/runs.
 const MaxRunListLimit = 200
+
+// MaxShownNodes is how many nodes GET /api/v1/runs/{id} shows a cell of
+// (every node of a run up to this size, the nodes in flight of a larger
+// one), and the default page of GET /api/v1/runs/{id}/nodes, whose limit
+// is at most MaxNodePageLimit.
+const (
+	MaxShownNodes    = 100
+	MaxNodePageLimit = 1000
+)
 
 // resolveRun finds the run named by an id or a unique prefix.
 func resolveRun(ctx context.Context, r store.Reader, ref string) (*store.Run, error) {
@@ -174,14 +184,99 @@ func (s *Server) showRun(c *echo.Context) error {
 		if err != nil {
 			return err
 		}
-		kids, err := r.RunChildren(ctx, run.ID)
+		// Counted by the store's counters; the children read are those of
+		// a bounded set of nodes, whatever the run's size.
+		counts, err := r.RunChildCounts(ctx, []string{run.ID})
 		if err != nil {
 			return err
 		}
-		out = runs.View(run, store.CountChildren(kids))
-		out.Children = runs.Grid(run, kids)
+		nodes := runs.Nodes(run)
+		if len(nodes) <= MaxShownNodes {
+			kids, err := r.ListActions(ctx, store.ListQuery{RunID: run.ID, NodeIDs: nodes})
+			if err != nil {
+				return err
+			}
+			out = runs.View(run, counts)
+			out.Children = runs.Grid(run, kids)
+			return nil
+		}
+		// A large run: its cells in flight, and the first nodes of each
+		// stage; GET /api/v1/runs/{id}/nodes pages the rest.
+		flying, err := r.ListActions(ctx, store.ListQuery{RunID: run.ID, States: runs.InFlightStates, Limit: MaxShownNodes})
+		if err != nil {
+			return err
+		}
+		cells := map[string]bool{}
+		var ids []string
+		for _, k := range flying {
+			cells[k.Stage+"\x00"+k.NodeID] = true
+			ids = append(ids, k.NodeID)
+		}
+		slices.Sort(ids)
+		var kids []store.Record
+		if ids = slices.Compact(ids); len(ids) > 0 {
+			if kids, err = r.ListActions(ctx, store.ListQuery{RunID: run.ID, NodeIDs: ids}); err != nil {
+				return err
+			}
+		}
+		children := runs.GridOf(run, kids, func(stage, node string) bool { return cells[stage+"\x00"+node] })
+		brief := *run
+		brief.Stages = store.Brief(run.Stages)
+		out = runs.View(&brief, counts)
+		out.Children, out.NodesPaged = children, true
 		return nil
 	})
+	if err != nil {
+		return err
+	}
+	return c.JSON(http.StatusOK, out)
+}
+
+// runNodes answers GET /api/v1/runs/{id}/nodes: the grid's cells of a page
+// of the run's nodes, sorted by node id, after marker (a node id).
+func (s *Server) runNodes(c *echo.Context) error {
+	limit := MaxShownNodes
+	if v := c.QueryParam("limit"); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 1 || n > MaxNodePageLimit {
+			return badRequest("limit must be an integer from 1 to %d, not %q", MaxNodePageLimit, v)
+		}
+		limit = n
+	}
+	marker := c.QueryParam("marker")
+	ctx := c.Request().Context()
+	out := wire.RunNodeList{Children: []wire.RunChild{}}
+	errMarker := errors.New("marker")
+	err := s.st.Read(ctx, func(r store.Reader) error {
+		run, err := resolveRun(ctx, r, c.Param("id"))
+		if err != nil {
+			return err
+		}
+		page, next, ok := runs.NodePage(runs.Nodes(run), marker, limit)
+		if !ok {
+			return errMarker
+		}
+		out.NextMarker = next
+		if len(page) == 0 {
+			return nil
+		}
+		kids, err := r.ListActions(ctx, store.ListQuery{RunID: run.ID, NodeIDs: page})
+		if err != nil {
+			return err
+		}
+		on := map[string]bool{}
+		for _, n := range page {
+			on[n] = true
+		}
+		cells := runs.GridOf(run, kids, func(_, node string) bool { return on[node] })
+		// Node by node, each node's cells in stage order.
+		slices.SortStableFunc(cells, func(a, b wire.RunChild) int { return strings.Compare(a.NodeID, b.NodeID) })
+		out.Children = append(out.Children, cells...)
+		return nil
+	})
+	if errors.Is(err, errMarker) {
+		return badRequest("marker %q is not a node of this run", marker)
+	}
 	if err != nil {
 		return err
 	}

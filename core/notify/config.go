@@ -14,6 +14,7 @@ import (
 	"os"
 	"slices"
 	"strings"
+	"sync"
 
 	"github.com/musterhq/muster/core/glob"
 	"github.com/musterhq/muster/core/store"
@@ -167,31 +168,59 @@ func parseSecret(text string) ([]byte, error) {
 
 // Route is the outbox of dests: the names of the destinations whose globs
 // take e. A notify.dead event does not go to the destination it is about
-// (a dead receiver would never stop hearing of itself).
+// (a dead receiver would never stop hearing of itself). The destinations
+// of each event type and cluster are matched once and remembered, so an
+// event costs a map lookup, not a glob match per destination; the slices
+// returned are shared and read-only.
 func Route(dests []Destination) store.Outbox {
 	if len(dests) == 0 {
 		return nil
 	}
+	dests = slices.Clone(dests)
+	var (
+		mu   sync.RWMutex
+		memo = map[routeKey][]string{}
+	)
 	return func(e *store.Event) []string {
-		var out []string
-		for _, d := range dests {
-			if wants(d, e) {
-				out = append(out, d.Name)
+		k := routeKey{e.Type, e.ClusterID}
+		mu.RLock()
+		out, ok := memo[k]
+		mu.RUnlock()
+		if !ok {
+			for _, d := range dests {
+				if wants(d, e.Type, e.ClusterID) {
+					out = append(out, d.Name)
+				}
+			}
+			mu.Lock()
+			if len(memo) < maxRoutes {
+				memo[k] = out
+			}
+			mu.Unlock()
+		}
+		if e.Type == store.EventNotifyDead {
+			about, _ := e.Data["destination"].(string)
+			if slices.Contains(out, about) {
+				out = slices.DeleteFunc(slices.Clone(out), func(n string) bool { return n == about })
 			}
 		}
 		return out
 	}
 }
 
-func wants(d Destination, e *store.Event) bool {
-	if e.Type == store.EventNotifyDead && e.Data["destination"] == d.Name {
+// routeKey is what routing depends on (besides a notify.dead event's
+// destination).
+type routeKey struct{ typ, cluster string }
+
+// maxRoutes bounds the remembered routes (clusters may come from agents).
+const maxRoutes = 4096
+
+func wants(d Destination, typ, cluster string) bool {
+	if len(d.Events) > 0 && !slices.ContainsFunc(d.Events, func(g string) bool { return glob.Match(g, typ) }) {
 		return false
 	}
-	if len(d.Events) > 0 && !slices.ContainsFunc(d.Events, func(g string) bool { return glob.Match(g, e.Type) }) {
-		return false
-	}
-	if len(d.Clusters) > 0 && e.ClusterID != "" &&
-		!slices.ContainsFunc(d.Clusters, func(g string) bool { return glob.Match(g, e.ClusterID) }) {
+	if len(d.Clusters) > 0 && cluster != "" &&
+		!slices.ContainsFunc(d.Clusters, func(g string) bool { return glob.Match(g, cluster) }) {
 		return false
 	}
 	return true

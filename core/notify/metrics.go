@@ -63,7 +63,7 @@ func (b *backlog) Collect(ch chan<- prometheus.Metric) {
 	for _, s := range stats {
 		by[s.Destination] = s
 	}
-	for _, d := range b.w.cfg.Destinations {
+	for _, d := range b.w.Destinations() {
 		s := by[d.Name]
 		age := 0.0
 		if s.OldestPending != nil {

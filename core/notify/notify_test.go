@@ -106,7 +106,9 @@ func TestRouteByEventAndCluster(t *testing.T) {
 		{store.Event{Type: "run.paused", ClusterID: "dev"}, "all"},
 		{store.Event{Type: "node.down", ClusterID: "prod-1"}, "all"},
 		{store.Event{Type: "approval.waiting"}, "all,prod"},
+		{store.Event{Type: "notify.dead", Data: map[string]any{"destination": "other"}}, "all"},
 		{store.Event{Type: "notify.dead", Data: map[string]any{"destination": "all"}}, ""},
+		{store.Event{Type: "run.paused", ClusterID: "prod-1"}, "all,prod"}, // remembered
 	} {
 		if got := strings.Join(route(&tc.e), ","); got != tc.want {
 			t.Errorf("route(%s in %q) = %q, want %q", tc.e.Type, tc.e.ClusterID, got, tc.want)
@@ -150,13 +152,16 @@ type receiver struct {
 	fail   atomic.Int32 // answer 500 while > 0, counting down
 	status atomic.Int32 // when set, always answer this
 	srv    *httptest.Server
-	secret string
+	secret atomic.Pointer[string] // the secret it verifies with
 	bad    atomic.Int32
+	tries  atomic.Int32
 }
 
 func newReceiver(t *testing.T, secret string) *receiver {
-	rc := &receiver{secret: secret}
+	rc := &receiver{}
+	rc.secret.Store(&secret)
 	rc.srv = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		rc.tries.Add(1)
 		body, _ := io.ReadAll(r.Body)
 		if s := rc.status.Load(); s != 0 {
 			w.WriteHeader(int(s))
@@ -166,7 +171,7 @@ func newReceiver(t *testing.T, secret string) *receiver {
 			w.WriteHeader(500)
 			return
 		}
-		wh, _ := standardwebhooks.NewWebhookRaw([]byte(rc.secret))
+		wh, _ := standardwebhooks.NewWebhookRaw([]byte(*rc.secret.Load()))
 		if err := wh.Verify(body, r.Header); err != nil {
 			rc.bad.Add(1)
 			w.WriteHeader(400)

@@ -11,6 +11,9 @@ import (
 	"net"
 	"net/http"
 	"net/url"
+	"reflect"
+	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -57,19 +60,43 @@ type Config struct {
 }
 
 // Worker sends the outbox's deliveries. Build it with New, run it with
-// Start, end it with Stop.
+// Start, end it with Stop; Reload changes its destinations while it runs.
 type Worker struct {
 	cfg     Config
 	st      store.Store
 	log     *slog.Logger
-	client  *http.Client
-	secrets map[string][]byte
-	dests   map[string]Destination
 	metrics *metrics
 
 	startstop.Base
-	// wake has one channel per destination, made by New, read-only after.
-	wake map[string]chan struct{}
+
+	mu sync.Mutex
+	// dests are the destinations in use, in configuration order;
+	// secrets their signing secrets by name; client sends.
+	dests         []Destination
+	secrets       map[string][]byte
+	client        *http.Client
+	allowLoopback bool
+	// loops are the destinations' loops by name; ended, the done
+	// channels of loops of removed destinations (a destination added
+	// again waits for its old loop to end: one delivery in flight).
+	loops map[string]*destLoop
+	ended map[string]<-chan struct{}
+	// runCtx is Start's context (nil before Start); stopping is set once
+	// the worker stops starting loops.
+	runCtx   context.Context
+	stopping bool
+	wg       sync.WaitGroup
+	// retireWake asks for a pass over the deliveries of destinations no
+	// longer configured.
+	retireWake chan struct{}
+}
+
+// destLoop is the loop of one destination.
+type destLoop struct {
+	wake   chan struct{}
+	cancel context.CancelFunc // nil until started
+	done   chan struct{}      // closed when the loop ended; nil until started
+	prev   <-chan struct{}    // the loop this one waits for (a removed one)
 }
 
 // New builds a worker: it loads the secrets and starts nothing. Its
@@ -93,22 +120,142 @@ func New(cfg Config, st store.Store, log *slog.Logger, reg prometheus.Registerer
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	w := &Worker{cfg: cfg, st: st, log: log.With("component", "notify"), secrets: map[string][]byte{},
-		dests: map[string]Destination{}, wake: map[string]chan struct{}{}}
+	secrets, err := loadSecrets(cfg.Destinations)
+	if err != nil {
+		return nil, err
+	}
+	w := &Worker{cfg: cfg, st: st, log: log.With("component", "notify"), secrets: secrets,
+		dests: slices.Clone(cfg.Destinations), loops: map[string]*destLoop{}, ended: map[string]<-chan struct{}{},
+		allowLoopback: cfg.AllowLoopback, retireWake: make(chan struct{}, 1)}
 	for _, d := range cfg.Destinations {
-		if d.SecretFile != "" {
-			s, err := LoadSecret(d.SecretFile)
-			if err != nil {
-				return nil, fmt.Errorf("notify %s: secret_file: %w", d.Name, err)
-			}
-			w.secrets[d.Name] = s
-		}
-		w.dests[d.Name] = d
-		w.wake[d.Name] = make(chan struct{}, 1)
+		w.loops[d.Name] = &destLoop{wake: make(chan struct{}, 1)}
 	}
 	w.client = NewClient(cfg.Timeout, cfg.AllowLoopback)
 	w.metrics = newMetrics(w, reg)
 	return w, nil
+}
+
+// loadSecrets reads the secret file of each destination that has one.
+func loadSecrets(dests []Destination) (map[string][]byte, error) {
+	secrets := map[string][]byte{}
+	for _, d := range dests {
+		if d.SecretFile == "" {
+			continue
+		}
+		s, err := LoadSecret(d.SecretFile)
+		if err != nil {
+			return nil, fmt.Errorf("notify %s: secret_file: %w", d.Name, err)
+		}
+		secrets[d.Name] = s
+	}
+	return secrets, nil
+}
+
+// Change says what a Reload changed, by destination name.
+type Change struct {
+	Added   []string `json:"added,omitempty"`
+	Removed []string `json:"removed,omitempty"`
+	Changed []string `json:"changed,omitempty"`
+	// Loopback: notify_allow_loopback changed.
+	Loopback bool `json:"loopback_changed,omitempty"`
+}
+
+// Empty reports a reload that changed nothing.
+func (c Change) Empty() bool {
+	return len(c.Added)+len(c.Removed)+len(c.Changed) == 0 && !c.Loopback
+}
+
+// String is the change in one line, such as "added pager; removed old".
+func (c Change) String() string {
+	var parts []string
+	for _, p := range []struct {
+		what  string
+		names []string
+	}{{"added", c.Added}, {"removed", c.Removed}, {"changed", c.Changed}} {
+		if len(p.names) > 0 {
+			parts = append(parts, p.what+" "+strings.Join(p.names, ", "))
+		}
+	}
+	if c.Loopback {
+		parts = append(parts, "notify_allow_loopback changed")
+	}
+	return strings.Join(parts, "; ")
+}
+
+// Reload makes dests the destinations the worker delivers to, their secret
+// files read again (docs/notifications.md, "Reloading"). A destination
+// added gets its loop; one removed has its loop stopped (a try in flight is
+// abandoned, not recorded) and its pending deliveries made dead; one
+// changed sends its next tries, pending ones too, with its new URL, format
+// and secret. An unreadable secret changes nothing and is returned. The
+// caller validated dests (Validate) and routes events to them (Route).
+func (w *Worker) Reload(dests []Destination, allowLoopback bool) (Change, error) {
+	secrets, err := loadSecrets(dests)
+	if err != nil {
+		return Change{}, err
+	}
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	var ch Change
+	old := map[string]Destination{}
+	for _, d := range w.dests {
+		old[d.Name] = d
+	}
+	for _, d := range dests {
+		o, ok := old[d.Name]
+		switch {
+		case !ok:
+			ch.Added = append(ch.Added, d.Name)
+		case !reflect.DeepEqual(o, d) || !bytes.Equal(w.secrets[d.Name], secrets[d.Name]):
+			ch.Changed = append(ch.Changed, d.Name)
+		}
+		delete(old, d.Name)
+	}
+	for _, d := range w.dests {
+		if _, gone := old[d.Name]; gone {
+			ch.Removed = append(ch.Removed, d.Name)
+		}
+	}
+	if allowLoopback != w.allowLoopback {
+		ch.Loopback = true
+		w.client.CloseIdleConnections()
+		w.client = NewClient(w.cfg.Timeout, allowLoopback)
+		w.allowLoopback = allowLoopback
+	}
+	w.dests, w.secrets = slices.Clone(dests), secrets
+	for _, name := range ch.Removed {
+		l := w.loops[name]
+		delete(w.loops, name)
+		if l.cancel != nil {
+			l.cancel()
+			w.ended[name] = l.done
+		}
+	}
+	for _, name := range ch.Added {
+		w.loops[name] = &destLoop{wake: make(chan struct{}, 1), prev: w.ended[name]}
+		delete(w.ended, name)
+		w.startLoopLocked(name)
+	}
+	if len(ch.Removed) > 0 {
+		select {
+		case w.retireWake <- struct{}{}:
+		default:
+		}
+	}
+	return ch, nil
+}
+
+// dest returns the destination named name, its secret and the client to
+// send with (ok false: no longer configured).
+func (w *Worker) dest(name string) (d Destination, secret []byte, client *http.Client, ok bool) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	for _, d := range w.dests {
+		if d.Name == name {
+			return d, w.secrets[name], w.client, true
+		}
+	}
+	return Destination{}, nil, w.client, false
 }
 
 // NewClient is the HTTP client of deliveries: one timeout per try, no
@@ -135,17 +282,25 @@ func (w *Worker) Start(ctx context.Context) error {
 		return err
 	}
 	feed, unsub := w.st.Subscribe()
-	var wg sync.WaitGroup
-	for name := range w.dests {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			w.leased(ctx, name)
-		}()
+	w.mu.Lock()
+	w.runCtx = ctx
+	for _, d := range w.dests {
+		w.startLoopLocked(d.Name)
 	}
+	w.wg.Add(1)
+	go func() {
+		defer w.wg.Done()
+		w.leased(ctx, w.retirer)
+	}()
+	w.mu.Unlock()
 	go func() {
 		defer done()
-		defer wg.Wait()
+		defer func() {
+			w.mu.Lock()
+			w.stopping = true // no loop starts after this
+			w.mu.Unlock()
+			w.wg.Wait()
+		}()
 		defer unsub()
 		for {
 			select {
@@ -163,26 +318,54 @@ func (w *Worker) Start(ctx context.Context) error {
 	return nil
 }
 
+// startLoopLocked starts the loop of a destination, once the worker runs
+// (w.mu held).
+func (w *Worker) startLoopLocked(name string) {
+	l := w.loops[name]
+	if w.runCtx == nil || w.stopping || l == nil || l.cancel != nil {
+		return
+	}
+	ctx, cancel := context.WithCancel(w.runCtx)
+	l.cancel, l.done = cancel, make(chan struct{})
+	w.wg.Add(1)
+	go func() {
+		defer w.wg.Done()
+		defer close(l.done)
+		defer cancel()
+		if l.prev != nil {
+			select {
+			case <-l.prev:
+			case <-ctx.Done():
+				return
+			}
+		}
+		w.leased(ctx, func(ctx context.Context) { w.loop(ctx, name, l.wake) })
+	}()
+}
+
 // Nudge wakes every destination's loop to look at its queue.
 func (w *Worker) Nudge() {
-	for _, c := range w.wake {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	for _, l := range w.loops {
 		select {
-		case c <- struct{}{}:
+		case l.wake <- struct{}{}:
 		default:
 		}
 	}
 }
 
-// leased runs a destination's loop while this replica holds the outbox.
-func (w *Worker) leased(ctx context.Context, name string) {
+// leased runs fn while this replica holds the outbox: fn returns when the
+// context it is given ends.
+func (w *Worker) leased(ctx context.Context, fn func(ctx context.Context)) {
 	for ctx.Err() == nil {
 		if w.cfg.Lease == nil {
-			w.loop(ctx, name)
+			fn(ctx)
 			return
 		}
 		lctx, cancel, ok := w.cfg.Lease(ctx)
 		if ok {
-			w.loop(lctx, name)
+			fn(lctx)
 			cancel()
 			continue
 		}
@@ -193,7 +376,7 @@ func (w *Worker) leased(ctx context.Context, name string) {
 	}
 }
 
-func (w *Worker) loop(ctx context.Context, name string) {
+func (w *Worker) loop(ctx context.Context, name string, wake <-chan struct{}) {
 	for ctx.Err() == nil {
 		wait, sent, err := w.step(ctx, name)
 		if err != nil && ctx.Err() == nil {
@@ -217,7 +400,7 @@ func (w *Worker) loop(ctx context.Context, name string) {
 		t := time.NewTimer(min(wait, w.cfg.Poll))
 		select {
 		case <-ctx.Done():
-		case <-w.wake[name]:
+		case <-wake:
 		case <-t.C:
 		}
 		t.Stop()
@@ -225,8 +408,16 @@ func (w *Worker) loop(ctx context.Context, name string) {
 }
 
 // batchSize bounds the deliveries of a destination read, sent (one after
-// the other, in order) and recorded in one step.
-const batchSize = 64
+// the other, in order) and recorded in one step, and stepTime how long a
+// step sends before it records what it sent. Under a flood of events,
+// fewer and larger transactions take the store's one write lock from the
+// event writes less often (docs/performance.md); with a slow receiver a
+// step still records within about stepTime (fewer repeats after a crash or
+// a lost lease).
+const (
+	batchSize = 256
+	stepTime  = time.Second
+)
 
 // step sends the due deliveries at the head of a destination's queue, one
 // at a time, stopping at the first that fails, and records them all in one
@@ -241,14 +432,7 @@ func (w *Worker) step(ctx context.Context, name string) (wait time.Duration, sen
 		if batch, err = r.PendingDeliveries(ctx, name, batchSize); err != nil {
 			return err
 		}
-		for _, d := range batch {
-			e, err := store.EventBySeq(ctx, r, d.EventSeq)
-			if err != nil && !errors.Is(err, store.ErrNotFound) {
-				return err
-			}
-			events[d.EventSeq] = e
-		}
-		return nil
+		return readEvents(ctx, r, batch, events)
 	})
 	if err != nil {
 		return 0, 0, err
@@ -260,17 +444,25 @@ func (w *Worker) step(ctx context.Context, name string) (wait time.Duration, sen
 		return wait, 0, nil
 	}
 	var tried []store.Delivery
+	start := time.Now()
 	for _, d := range batch {
 		now := time.Now()
+		if len(tried) > 0 && now.Sub(start) >= stepTime {
+			break // record these; the rest in the next step
+		}
 		if d.NextTS.After(now) {
 			break // redelivered or retried later: its turn comes
 		}
 		ev := events[d.EventSeq]
+		dest, _, _, ok := w.dest(name)
+		if !ok {
+			break // removed by a reload: its deliveries are made dead
+		}
 		var res Result
 		if ev == nil {
 			res = Result{Err: "the event is no longer stored"}
 		} else {
-			res = w.Send(ctx, w.dests[name], ev, MessageID(ev.Seq, name), now)
+			res = w.Send(ctx, dest, ev, MessageID(ev.Seq, name), now)
 		}
 		if ctx.Err() != nil {
 			break // stopping: this try is made again later
@@ -331,6 +523,40 @@ func (w *Worker) step(ctx context.Context, name string) (wait time.Duration, sen
 	return 0, len(tried), nil
 }
 
+// readEvents reads the events of a batch into events, by seq (nil: no
+// longer stored): in one read of their range when they lie close together
+// (a destination that takes most events), else one by one.
+func readEvents(ctx context.Context, r store.Reader, batch []store.Delivery, events map[int64]*store.Event) error {
+	if len(batch) == 0 {
+		return nil
+	}
+	first, last := batch[0].EventSeq, batch[0].EventSeq
+	for _, d := range batch {
+		first, last = min(first, d.EventSeq), max(last, d.EventSeq)
+		events[d.EventSeq] = nil
+	}
+	if span := last - first + 1; len(batch) > 1 && span <= int64(4*len(batch)) {
+		evs, err := r.Events(ctx, first-1, int(span))
+		if err != nil {
+			return err
+		}
+		for i := range evs {
+			if _, ok := events[evs[i].Seq]; ok {
+				events[evs[i].Seq] = &evs[i]
+			}
+		}
+		return nil
+	}
+	for _, d := range batch {
+		e, err := store.EventBySeq(ctx, r, d.EventSeq)
+		if err != nil && !errors.Is(err, store.ErrNotFound) {
+			return err
+		}
+		events[d.EventSeq] = e
+	}
+	return nil
+}
+
 func clusterOf(e *store.Event) string {
 	if e == nil {
 		return ""
@@ -385,12 +611,13 @@ func (w *Worker) send(ctx context.Context, d Destination, e *store.Event, id str
 	}
 	req.Header.Set("Content-Type", "application/json")
 	req.Header.Set("User-Agent", "muster-notify")
-	if secret := w.secrets[d.Name]; secret != nil {
+	_, secret, client, _ := w.dest(d.Name)
+	if secret != nil {
 		if err := Sign(req.Header, secret, id, now, body); err != nil {
 			return Result{Err: err.Error()}
 		}
 	}
-	resp, err := w.client.Do(req)
+	resp, err := client.Do(req)
 	if err != nil {
 		var ue *url.Error
 		if errors.As(err, &ue) { // its text holds the whole URL: keep the cause alone
@@ -415,7 +642,7 @@ func (w *Worker) send(ctx context.Context, d Destination, e *store.Event, id str
 // Test sends a signed test event to a destination now, outside the
 // outbox, and returns its result (ok false: no such destination).
 func (w *Worker) Test(ctx context.Context, name, actor string) (Result, bool) {
-	d, ok := w.dests[name]
+	d, _, _, ok := w.dest(name)
 	if !ok {
 		return Result{}, false
 	}
@@ -424,5 +651,9 @@ func (w *Worker) Test(ctx context.Context, name, actor string) (Result, bool) {
 	return w.Send(ctx, d, e, fmt.Sprintf("msg_test_%d_%s", now.UnixNano(), name), now), true
 }
 
-// Destinations returns the configured destinations, in configuration order.
-func (w *Worker) Destinations() []Destination { return w.cfg.Destinations }
+// Destinations returns the destinations in use, in configuration order.
+func (w *Worker) Destinations() []Destination {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return slices.Clone(w.dests)
+}

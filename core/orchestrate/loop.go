@@ -91,6 +91,9 @@ type clusterState struct {
 	// dropClients asks the running loop to drop its clients
 	// (DropAgentConnections).
 	dropClients bool
+	// advancing: the cluster's advancer runs (requestAdvance);
+	// advanceAgain: a request came meanwhile.
+	advancing, advanceAgain bool
 
 	// the loop's own
 	fulls       int                    // full syncs started (FullSyncEvery)
@@ -732,10 +735,17 @@ func (l *loopRun) commitArrived(j *job, whole bool) {
 		refreshed = o.refreshHeld(j.ctx, v) || refreshed
 	}
 	// A child of a run that this commit saw finish may admit the run's
-	// next wave: create it now, and sync the nodes it goes to. A child
-	// held, or held for a new reason, changes its run's reason (core/runs).
-	if (j.rep.Changes > changes || refreshed) && o.advanceRuns(j.ctx, cs.id) > 0 {
-		o.nudgeUnsent(j.ctx, cs.id)
+	// next wave or its node's next step: create them, and sync the nodes
+	// they go to. A child held, or held for a new reason, changes its run's
+	// reason (core/runs). A direct call (Pass, SyncNodes) does it before it
+	// returns; the loop's own syncs leave it to the cluster's advancer, so
+	// that the next commit does not wait for it.
+	if j.rep.Changes > changes || refreshed {
+		if j.direct {
+			o.advanceAndNudge(j.ctx, cs.id)
+		} else {
+			o.requestAdvance(cs)
+		}
 	}
 }
 

@@ -2,6 +2,7 @@ package orchestrate
 
 import (
 	"context"
+	"slices"
 	"time"
 
 	"github.com/musterhq/muster/core/runs"
@@ -11,15 +12,15 @@ import (
 
 // Runs is what the orchestrator needs of the run engine (core/runs): it
 // moves a cluster's runs on at every full sync and after every commit that
-// changed something, so each wave is created by the loop that then pushes
-// it, and expires runs nobody approved.
+// changed something, so each wave is created by the loop's cluster and then
+// pushed to the nodes it goes to, and expires runs nobody approved.
 type Runs interface {
 	// Active lists the ids of the cluster's runs that Advance may move on.
 	Active(ctx context.Context, r store.Reader, clusterID string) ([]string, error)
-	// Advance moves one run on: it creates the child actions its limits
-	// admit now and settles its stages; it returns how many children it
-	// created and writes nothing when nothing changed.
-	Advance(ctx context.Context, tx store.Tx, runID string) (int, error)
+	// AdvanceNodes moves one run on: it creates the child actions its
+	// limits admit now and settles its stages; it returns the node of every
+	// child it created and writes nothing when nothing changed.
+	AdvanceNodes(ctx context.Context, tx store.Tx, runID string) ([]string, error)
 	// Expire cancels the runs that waited for approval too long.
 	Expire(ctx context.Context, tx store.Tx) (int, error)
 }
@@ -27,10 +28,11 @@ type Runs interface {
 // advanceRuns moves the cluster's active runs on, each in its own
 // transaction: a run that cannot advance is logged and does not hold up the
 // others or the pass. It only reads when the cluster has none, so an idle
-// pass still writes nothing.
-func (o *Orchestrator) advanceRuns(ctx context.Context, clusterID string) int {
+// pass still writes nothing. It returns the nodes of the children it
+// created, without repeats.
+func (o *Orchestrator) advanceRuns(ctx context.Context, clusterID string) []string {
 	if o.cfg.Runs == nil {
-		return 0
+		return nil
 	}
 	var ids []string
 	err := o.st.Read(ctx, func(r store.Reader) error {
@@ -42,14 +44,14 @@ func (o *Orchestrator) advanceRuns(ctx context.Context, clusterID string) int {
 		if ctx.Err() == nil {
 			o.log.Warn("list the runs to advance", "cluster", clusterID, "err", err)
 		}
-		return 0
+		return nil
 	}
-	created := 0
+	var created []string
 	for _, id := range ids {
-		var n int // set again if the store runs the transaction again
+		var nodes []string // set again if the store runs the transaction again
 		err := o.st.Update(ctx, func(tx store.Tx) error {
 			var err error
-			n, err = o.cfg.Runs.Advance(ctx, tx, id)
+			nodes, err = o.cfg.Runs.AdvanceNodes(ctx, tx, id)
 			return err
 		})
 		if err != nil {
@@ -58,9 +60,65 @@ func (o *Orchestrator) advanceRuns(ctx context.Context, clusterID string) int {
 			}
 			continue
 		}
-		created += n
+		created = append(created, nodes...)
 	}
-	return created
+	slices.Sort(created)
+	return slices.Compact(created)
+}
+
+// requestAdvance asks for the cluster's runs to be moved on soon, and the
+// nodes of the children that creates to be synced (docs/architecture.md,
+// "One loop per cluster"). The advance runs beside the loop, in its own
+// goroutine, under the lease's fencing epoch, so that a commit of the loop
+// never waits for it: requests that come while it runs merge into one more
+// advance after it, which sees every child that ended meanwhile. It never
+// blocks.
+func (o *Orchestrator) requestAdvance(cs *clusterState) {
+	if o.cfg.Runs == nil {
+		return
+	}
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	if cs.advancing {
+		cs.advanceAgain = true
+		return
+	}
+	if o.closed {
+		return
+	}
+	cs.advancing = true
+	o.loops.Add(1)
+	go o.advancer(cs)
+}
+
+// advancer moves the cluster's runs on until no request waits.
+func (o *Orchestrator) advancer(cs *clusterState) {
+	defer o.loops.Done()
+	for {
+		if ctx, done, ok := o.passContext(o.runCtx(), cs.id); ok {
+			o.advanceAndNudge(ctx, cs.id)
+			done()
+		}
+		o.mu.Lock()
+		if cs.advanceAgain && !o.closed {
+			cs.advanceAgain = false
+			o.mu.Unlock()
+			continue
+		}
+		cs.advancing, cs.advanceAgain = false, false
+		o.mu.Unlock()
+		return
+	}
+}
+
+// advanceAndNudge moves the cluster's runs on and asks for a sync of the
+// nodes of the children it created; it returns them.
+func (o *Orchestrator) advanceAndNudge(ctx context.Context, clusterID string) []string {
+	nodes := o.advanceRuns(ctx, clusterID)
+	for _, n := range nodes {
+		o.NudgeNode(clusterID, n)
+	}
+	return nodes
 }
 
 // expireRuns cancels the runs waiting for approval past its TTL.
@@ -91,30 +149,6 @@ func (o *Orchestrator) procedures(ctx context.Context, r store.Reader, clusterID
 		return nil, nil
 	}
 	return runs.InFlight(ctx, r, clusterID, now, o.cfg.Budget.Procedure)
-}
-
-// nudgeUnsent asks for a sync of every node of the cluster with an action
-// not yet sent: after a run's next wave was created, the nodes it goes to.
-func (o *Orchestrator) nudgeUnsent(ctx context.Context, clusterID string) {
-	nodes := map[string]bool{}
-	err := o.st.Read(ctx, func(r store.Reader) error {
-		open, err := r.OpenActions(ctx, clusterID, "")
-		for i := range open {
-			if a := &open[i]; a.State == action.PendingSchedule && a.PushedStoreID == "" {
-				nodes[a.NodeID] = true
-			}
-		}
-		return err
-	})
-	if err != nil {
-		if ctx.Err() == nil {
-			o.log.Warn("list the actions to push", "cluster", clusterID, "err", err)
-		}
-		return
-	}
-	for n := range nodes {
-		o.NudgeNode(clusterID, n)
-	}
 }
 
 // pollRuns, every RunPoll until ctx ends, asks for a sync of each node that

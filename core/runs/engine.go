@@ -2,6 +2,7 @@ package runs
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 	"strings"
@@ -406,7 +407,11 @@ func (e *Engine) ResumeAs(ctx context.Context, tx store.Tx, id string, who actio
 	if err != nil {
 		return nil, err
 	}
-	forgiven, counts, err := e.resumeRule(ctx, tx, r, who.Name, mayApprove, mayOperate)
+	counts, err := stageErrors(ctx, tx, r)
+	if err != nil {
+		return nil, err
+	}
+	forgiven, err := e.resumeRule(r, who.Name, mayApprove, mayOperate, counts)
 	if err != nil {
 		return nil, err
 	}
@@ -438,43 +443,55 @@ func (e *Engine) ResumeAs(ctx context.Context, tx store.Tx, id string, who actio
 // pause, which forgives nothing, stays with operators (mayOperate);
 // resuming past errors forgives them, so it takes an approver (mayApprove)
 // other than the requester, unless self-approval is allowed. The web UI
-// shows its Resume button by it.
+// shows its Resume button by it. It reads no child: each stage's errors
+// are its failed nodes as the run's last advance stored them (ResumeAs
+// counts them from the children).
 func (e *Engine) MayResume(ctx context.Context, rd store.Reader, r *store.Run, who string, mayApprove, mayOperate bool) error {
 	if r.State != store.RunPaused {
 		return wrongState(r, "resume")
 	}
-	_, _, err := e.resumeRule(ctx, rd, r, who, mayApprove, mayOperate)
+	errs := make([]int, len(r.Stages))
+	for i := range r.Stages {
+		errs[i] = len(r.Stages[i].Failed)
+	}
+	_, err := e.resumeRule(r, who, mayApprove, mayOperate, errs)
 	return err
 }
 
-// resumeRule is MayResume's decision. It returns the stages whose errors
-// the resume forgives, and the error count of every stage.
-func (e *Engine) resumeRule(ctx context.Context, rd store.Reader, r *store.Run, who string, mayApprove, mayOperate bool) ([]string, []int, error) {
+// stageErrors counts the errors of each stage of r from its children.
+func stageErrors(ctx context.Context, rd store.Reader, r *store.Run) ([]int, error) {
 	kids, err := children(ctx, rd, r.ID, r.ApprovedBy)
 	if err != nil {
-		return nil, nil, err
+		return nil, err
 	}
+	errs := make([]int, len(r.Stages))
+	for i := range r.Stages {
+		errs[i] = Count(&r.Stages[i], kids).Errors
+	}
+	return errs, nil
+}
+
+// resumeRule is MayResume's decision, given the error count of every
+// stage. It returns the stages whose errors the resume forgives.
+func (e *Engine) resumeRule(r *store.Run, who string, mayApprove, mayOperate bool, errs []int) ([]string, error) {
 	var forgiven []string
-	counts := make([]int, len(r.Stages))
 	for i := range r.Stages {
 		st := &r.Stages[i]
-		c := Count(st, kids)
-		counts[i] = c.Errors
-		if st.OnFailure == OnFailurePause && c.Errors-st.Forgiven > st.MaxErrors.Floor(len(st.Nodes)) {
+		if st.OnFailure == OnFailurePause && errs[i]-st.Forgiven > st.MaxErrors.Floor(len(st.Nodes)) {
 			forgiven = append(forgiven, st.Name)
 		}
 	}
 	if strings.HasPrefix(r.StateReason, "canary") {
-		return nil, nil, wrongState(r, "resume: it waits for an approver to promote its canary (promote)")
+		return nil, wrongState(r, "resume: it waits for an approver to promote its canary (promote)")
 	}
 	if len(forgiven) == 0 && !mayOperate {
-		return nil, nil, fmt.Errorf("%w: run %s was paused by hand: resuming it is an operator's", ErrForbidden, r.ID)
+		return nil, fmt.Errorf("%w: run %s was paused by hand: resuming it is an operator's", ErrForbidden, r.ID)
 	}
 	if len(forgiven) > 0 && e.Policy.MayApprove(r.Requester, "", who, mayApprove) != approval.MayDecide {
-		return nil, nil, fmt.Errorf("%w: resuming run %s forgives the errors of stage(s) %s past the max_errors its approver signed: "+
+		return nil, fmt.Errorf("%w: resuming run %s forgives the errors of stage(s) %s past the max_errors its approver signed: "+
 			"that takes an approver other than %s", ErrForbidden, r.ID, strings.Join(forgiven, ", "), r.Requester)
 	}
-	return forgiven, counts, nil
+	return forgiven, nil
 }
 
 // Why a run is PAUSED (PausedFor).
@@ -674,7 +691,7 @@ func (e *Engine) Expire(ctx context.Context, tx store.Tx) (int, error) {
 }
 
 func children(ctx context.Context, r store.Reader, runID, approvedBy string) ([]Child, error) {
-	recs, err := r.RunChildren(ctx, runID)
+	recs, err := r.RunChildrenBrief(ctx, runID)
 	if err != nil {
 		return nil, err
 	}
@@ -704,27 +721,34 @@ func (e *Engine) Active(ctx context.Context, r store.Reader, clusterID string) (
 // push. It returns how many children it created; a run with nothing to do
 // writes nothing, and a run that is no longer active is left alone.
 func (e *Engine) Advance(ctx context.Context, tx store.Tx, runID string) (int, error) {
+	nodes, err := e.AdvanceNodes(ctx, tx, runID)
+	return len(nodes), err
+}
+
+// AdvanceNodes is Advance, returning the node of every child it created
+// (a node once per child), so that the caller syncs those nodes alone.
+func (e *Engine) AdvanceNodes(ctx context.Context, tx store.Tx, runID string) ([]string, error) {
 	r, err := tx.Run(ctx, runID)
 	if err != nil {
-		return 0, err
+		return nil, err
 	}
 	if r.State != store.RunRunning && r.State != store.RunPaused {
-		return 0, nil
+		return nil, nil
 	}
 	return e.advance(ctx, tx, r, e.now())
 }
 
-// advance moves run r one step (see Advance).
-func (e *Engine) advance(ctx context.Context, tx store.Tx, r *store.Run, t time.Time) (int, error) {
+// advance moves run r one step (see Advance) and returns the nodes of the
+// children it created.
+func (e *Engine) advance(ctx context.Context, tx store.Tx, r *store.Run, t time.Time) ([]string, error) {
 	kids, err := children(ctx, tx, r.ID, r.ApprovedBy)
 	if err != nil {
-		return 0, err
+		return nil, err
 	}
-	env, err := e.planEnv(ctx, tx, r, t)
+	step, env, err := e.plan(ctx, tx, r, kids, t)
 	if err != nil {
-		return 0, err
+		return nil, err
 	}
-	step := PlanWith(r, kids, env)
 	who := actions.Core
 	changed := step.State != r.State
 	for i := range r.Stages {
@@ -750,14 +774,14 @@ func (e *Engine) advance(ctx context.Context, tx store.Tx, r *store.Run, t time.
 			if err := tx.AppendEvent(ctx, runEvent(r, store.EventRunNodeUnavailable, actions.Core, t,
 				fmt.Sprintf("run %s: stage %s: node %s is unavailable at its turn (%s)", r.ID, st.Name, node, u.As),
 				map[string]any{"stage": st.Name, "node": node, "as": u.As})); err != nil {
-				return 0, err
+				return nil, err
 			}
 		}
 	}
 	if decided {
 		r.UpdatedTS = t
 		if err := tx.UpdateRun(ctx, r); err != nil {
-			return 0, err
+			return nil, err
 		}
 		return e.advance(ctx, tx, r, t)
 	}
@@ -787,10 +811,11 @@ func (e *Engine) advance(ctx context.Context, tx store.Tx, r *store.Run, t time.
 				map[string]any{"stage": st.Name, "state": st.State, "errors": c.Errors}))
 		}
 		if err != nil {
-			return 0, err
+			return nil, err
 		}
 	}
 	forgotten := 0
+	created := make([]string, 0, len(step.Create))
 	for _, n := range step.Create {
 		st := r.Stages[stageIndex(r, n.Stage)]
 		sp := stepOf(&st, n.Step)
@@ -803,8 +828,9 @@ func (e *Engine) advance(ctx context.Context, tx store.Tx, r *store.Run, t time.
 			ClusterID: r.ClusterID, NodeID: n.Node, Kind: sp.Kind, Args: args, TimeoutS: sp.TimeoutS,
 			Requester: r.Requester, ApprovedBy: r.ApprovedBy, NotBefore: r.NotBefore, Urgent: r.Urgent}, actions.Core)
 		if err != nil {
-			return 0, err
+			return nil, err
 		}
+		created = append(created, n.Node)
 		if rec.State.Final() {
 			// Born finished (its node was forgotten since the run was
 			// resolved): it counts at once.
@@ -816,14 +842,14 @@ func (e *Engine) advance(ctx context.Context, tx store.Tx, r *store.Run, t time.
 		if changed {
 			r.UpdatedTS = t
 			if err := tx.UpdateRun(ctx, r); err != nil {
-				return 0, err
+				return nil, err
 			}
 		}
-		n, err := e.advance(ctx, tx, r, t)
-		return len(step.Create) + n, err
+		more, err := e.advance(ctx, tx, r, t)
+		return append(created, more...), err
 	}
 	if !changed {
-		return len(step.Create), nil
+		return created, nil
 	}
 	if step.State != r.State {
 		switch step.State {
@@ -832,38 +858,41 @@ func (e *Engine) advance(ctx context.Context, tx store.Tx, r *store.Run, t time.
 				// Children created but never sent do not run once their run
 				// has failed; those on their agents finish.
 				if err := e.cancelUnsent(ctx, tx, r); err != nil {
-					return 0, err
+					return nil, err
 				}
 			}
-			return len(step.Create), e.finish(ctx, tx, r, step.State, step.Reason, store.EventRunFinished, who,
+			return created, e.finish(ctx, tx, r, step.State, step.Reason, store.EventRunFinished, who,
 				fmt.Sprintf("run %s %s: %s", r.ID, step.State, step.Reason))
 		case store.RunPaused:
 			r.State, r.StateReason, r.UpdatedTS = step.State, step.Reason, t
 			if err := tx.UpdateRun(ctx, r); err != nil {
-				return 0, err
+				return nil, err
 			}
 			if err := tx.AppendEvent(ctx, runEvent(r, store.EventRunPaused, who, t,
 				fmt.Sprintf("run %s paused: %s", r.ID, step.Reason), map[string]any{"reason": step.Reason})); err != nil {
-				return 0, err
+				return nil, err
 			}
-			return len(step.Create), tx.AppendEvent(ctx, runEvent(r, store.EventApprovalWaiting, who, t,
+			return created, tx.AppendEvent(ctx, runEvent(r, store.EventApprovalWaiting, who, t,
 				fmt.Sprintf("run %s paused by errors waits for someone to resume or cancel it: %s", r.ID, step.Reason),
 				map[string]any{"reason": "paused"}))
 		}
 	}
 	r.UpdatedTS = t
-	return len(step.Create), tx.UpdateRun(ctx, r)
+	return created, tx.UpdateRun(ctx, r)
 }
 
-// planEnv is what the planner needs besides the run and its children: the
-// time, and the nodes' labels when a step's templates may use them.
-func (e *Engine) planEnv(ctx context.Context, tx store.Tx, r *store.Run, t time.Time) (PlanEnv, error) {
+// plan decides run r's next step given its children, at t, and returns it
+// with the environment it was planned in. The planner asks whether a node
+// is DOWN or drained only of the nodes it would start now and of those a
+// stage waits for, so plan reads those nodes alone, one by one, rather
+// than every node of the cluster at every advance: it plans as if every
+// node were available, reads the nodes of the children it would create,
+// and plans again while one of them turns out unavailable. A stage whose
+// steps hold templates needs every node's labels: then every node is read
+// once.
+func (e *Engine) plan(ctx context.Context, tx store.Tx, r *store.Run, kids []Child, t time.Time) (Step, PlanEnv, error) {
 	env := PlanEnv{Now: t, Unavailable: map[string]bool{}, Drained: map[string]bool{}}
-	nodes, err := tx.Nodes(ctx, r.ClusterID)
-	if err != nil {
-		return env, err
-	}
-	for _, n := range nodes {
+	mark := func(n *store.Node) {
 		if n.Status == store.NodeDown || n.Drained {
 			env.Unavailable[n.ID] = true
 		}
@@ -871,22 +900,64 @@ func (e *Engine) planEnv(ctx context.Context, tx store.Tx, r *store.Run, t time.
 			env.Drained[n.ID] = true
 		}
 	}
-	templates := false
+	if hasAnyTemplates(r) {
+		nodes, err := tx.Nodes(ctx, r.ClusterID)
+		if err != nil {
+			return Step{}, env, err
+		}
+		env.Labels = map[string]map[string]string{}
+		for i := range nodes {
+			mark(&nodes[i])
+			env.Labels[nodes[i].ID] = nodes[i].Labels
+		}
+		return PlanWith(r, kids, env), env, nil
+	}
+	read := map[string]bool{}
+	check := func(ids []string) (bool, error) {
+		found := false
+		for _, id := range ids {
+			if read[id] {
+				continue
+			}
+			read[id] = true
+			n, err := tx.Node(ctx, r.ClusterID, id)
+			if errors.Is(err, store.ErrNotFound) {
+				continue // forgotten: its child is born CANCELLED (actions.CreateChild)
+			} else if err != nil {
+				return false, err
+			}
+			mark(n)
+			found = found || env.Unavailable[id]
+		}
+		return found, nil
+	}
+	var waited []string
 	for i := range r.Stages {
-		for _, sp := range append(slices.Clone(r.Stages[i].Steps), r.Stages[i].Rollback...) {
-			if strings.Contains(sp.When, "{{") || strings.Contains(string(sp.Args), "{{") {
-				templates = true
+		if r.Stages[i].State == store.StageRunning {
+			for node := range r.Stages[i].Unreachable {
+				waited = append(waited, node)
 			}
 		}
 	}
-	if !templates {
-		return env, nil
+	slices.Sort(waited)
+	if _, err := check(waited); err != nil {
+		return Step{}, env, err
 	}
-	env.Labels = map[string]map[string]string{}
-	for _, n := range nodes {
-		env.Labels[n.ID] = n.Labels
+	for {
+		step := PlanWith(r, kids, env)
+		next := make([]string, 0, len(step.Create))
+		for _, n := range step.Create {
+			next = append(next, n.Node)
+		}
+		if found, err := check(next); err != nil || !found {
+			return step, env, err
+		}
 	}
-	return env, nil
+}
+
+// hasAnyTemplates reports whether a stage of r holds a template.
+func hasAnyTemplates(r *store.Run) bool {
+	return slices.ContainsFunc(r.Stages, func(st store.RunStage) bool { return hasTemplates(&st) })
 }
 
 // stepOf is the step of st's procedure or rollback named name.

@@ -394,3 +394,73 @@ func TestARunWaitingForAnApproverSaysSo(t *testing.T) {
 		t.Fatalf("approval.waiting reasons %q, want created then paused", got)
 	}
 }
+
+// TestAdvanceSkipsNodesUnavailableAtTheirTurn: the engine reads only the
+// nodes it would start, and plans again when one of them is DOWN or
+// drained: with n2 DOWN and n3 drained, the end of n1's child skips both
+// (unavailable: skip) and starts n4, in one advance; a skipped node gets
+// no child.
+func TestAdvanceSkipsNodesUnavailableAtTheirTurn(t *testing.T) {
+	t.Parallel()
+	env := setupEngine(t)
+	env.update(func(ctx context.Context, tx store.Tx) error {
+		for _, n := range []struct {
+			id      string
+			down    bool
+			drained bool
+		}{{"n2", true, false}, {"n3", false, true}} {
+			node, err := tx.Node(ctx, "c", n.id)
+			if err != nil {
+				return err
+			}
+			if n.down {
+				node.Status = store.NodeDown
+			}
+			node.Drained = n.drained
+			if err := tx.PutNode(ctx, node); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	one := limit.MustParse("1")
+	var r *store.Run
+	env.update(func(ctx context.Context, tx store.Tx) error {
+		var err error
+		r, err = env.e.Create(ctx, tx, &wire.CreateRunRequest{ClusterID: "c", Stages: []wire.StageSpec{{
+			Kind: "muster.io/debug.ping", Target: wire.Target{All: true}, MaxConcurrency: &one, Unavailable: runs.UnavailableSkip,
+		}}}, actions.Actor{Name: "alice"})
+		if err != nil {
+			return err
+		}
+		r, err = env.e.Approve(ctx, tx, r.ID, "", actions.Actor{Name: "bob"})
+		return err
+	})
+	kids := env.children(r.ID)
+	if len(kids) != 1 || kids[0].NodeID != "n1" {
+		t.Fatalf("first wave %+v, want one child on n1", kids)
+	}
+	env.finishChild(kids[0].ID, action.Done)
+	var created []string
+	env.update(func(ctx context.Context, tx store.Tx) error {
+		var err error
+		created, err = env.e.AdvanceNodes(ctx, tx, r.ID)
+		return err
+	})
+	if len(created) != 1 || created[0] != "n4" {
+		t.Fatalf("the advance created children on %v, want [n4]", created)
+	}
+	kids = env.children(r.ID)
+	if len(kids) != 2 || kids[1].NodeID != "n4" {
+		t.Fatalf("children %+v, want n1's and n4's", kids)
+	}
+	var got *store.Run
+	env.update(func(ctx context.Context, tx store.Tx) error {
+		var err error
+		got, err = tx.Run(ctx, r.ID)
+		return err
+	})
+	if s := got.Stages[0].Skipped; len(s) != 2 || s[0] != "n2" || s[1] != "n3" {
+		t.Fatalf("skipped %v, want [n2 n3]", s)
+	}
+}

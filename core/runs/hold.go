@@ -101,7 +101,7 @@ func InFlight(ctx context.Context, r store.Reader, clusterID string, now time.Ti
 			}
 			p.Stages[run.ID+"/"+st.Name] = true
 			if !loaded {
-				recs, err := r.RunChildren(ctx, run.ID)
+				recs, err := r.RunChildrenBrief(ctx, run.ID)
 				if err != nil {
 					return nil, err
 				}

@@ -1,7 +1,10 @@
 package runs
 
 import (
+	"slices"
+
 	"github.com/musterhq/muster/core/store"
+	"github.com/musterhq/muster/shared/action"
 	"github.com/musterhq/muster/shared/wire"
 )
 
@@ -84,6 +87,47 @@ func StepSpecs(steps []store.RunStep) []wire.StepSpec {
 // Grid is a run's per-node grid: a cell per stage and node, with the
 // child's state once it has one. It needs the full run, not a brief one.
 func Grid(r *store.Run, children []store.Record) []wire.RunChild {
+	return GridOf(r, children, nil)
+}
+
+// InFlightStates are the states of a child in flight: pushed or about to be,
+// not yet finished (a child waiting for its approval is not).
+var InFlightStates = []action.State{action.PendingSchedule, action.New, action.Running}
+
+// Nodes lists every node of a run's stages, sorted, once each: the order
+// in which GET /api/v1/runs/{id}/nodes and the run's web page page them.
+func Nodes(r *store.Run) []string {
+	var out []string
+	for i := range r.Stages {
+		out = append(out, r.Stages[i].Nodes...)
+	}
+	slices.Sort(out)
+	return slices.Compact(out)
+}
+
+// NodePage cuts the page of at most limit nodes after marker ("": the
+// first), and returns the marker of the next page ("" on the last). ok is
+// false when marker names no node of the list.
+func NodePage(nodes []string, marker string, limit int) (page []string, next string, ok bool) {
+	from := 0
+	if marker != "" {
+		i, found := slices.BinarySearch(nodes, marker)
+		if !found {
+			return nil, "", false
+		}
+		from = i + 1
+	}
+	to := min(from+limit, len(nodes))
+	page = nodes[from:to]
+	if to < len(nodes) && len(page) > 0 {
+		next = page[len(page)-1]
+	}
+	return page, next, true
+}
+
+// GridOf is Grid with only the cells for which keep (when not nil) holds:
+// children need only be the children of those cells.
+func GridOf(r *store.Run, children []store.Record, keep func(stage, node string) bool) []wire.RunChild {
 	byCell := map[string]*store.Record{}
 	steps := map[string][]wire.RunStepChild{}
 	for i := range children {
@@ -98,6 +142,9 @@ func Grid(r *store.Run, children []store.Record) []wire.RunChild {
 		st := &r.Stages[i]
 		conc := st.MaxConcurrency.Ceil(len(st.Nodes))
 		for j, n := range st.Nodes {
+			if keep != nil && !keep(st.Name, n) {
+				continue
+			}
 			cell := wire.RunChild{Stage: st.Name, NodeID: n, Wave: Wave(j, conc)}
 			if c := byCell[st.Name+"\x00"+n]; c != nil {
 				cell.ActionID, cell.State, cell.Wave = c.ID, c.State, c.Wave
@@ -109,4 +156,40 @@ func Grid(r *store.Run, children []store.Record) []wire.RunChild {
 		}
 	}
 	return out
+}
+
+// Tally is what the store's counters tell of stage st of run r without
+// reading a child: counts are the run's (Reader.RunChildCounts), started
+// the stage's nodes with a child (Reader.RunStartedNodes). Pending and
+// Errors are as Count makes them; Done is exact for a one-step stage, and
+// for a stage with steps counts the started nodes neither failed nor with
+// a child in flight (a node between two steps of a paused run counts
+// done).
+func Tally(r *store.Run, st *store.RunStage, counts []store.ChildCount, started int) StageCounts {
+	c := StageCounts{ByState: map[action.State]int{}, Errors: len(st.Failed)}
+	for _, n := range counts {
+		if n.RunID == r.ID && n.Stage == st.Name {
+			c.ByState[n.State] += n.N
+		}
+	}
+	decided, failedAtTurn := 0, 0 // unavailable at their turn: no child
+	for _, u := range st.Unreachable {
+		switch u.As {
+		case UnavailableFail:
+			decided++
+			failedAtTurn++
+		case UnavailableSkip:
+			decided++
+		}
+	}
+	c.Pending = max(len(st.Nodes)-started-decided, 0)
+	for _, s := range InFlightStates {
+		c.Unfinished += c.ByState[s]
+	}
+	if procedureLong(st) {
+		c.Done = max(started-c.Unfinished-(c.Errors-failedAtTurn), 0)
+	} else {
+		c.Done = c.ByState[action.Done]
+	}
+	return c
 }

@@ -134,6 +134,8 @@ const (
 	// approver.
 	EventApprovalWaiting = "approval.waiting"
 	// EventNotifyDead: a delivery was given up (Data: destination,
-	// delivery, event_seq).
+	// delivery, event_seq), or the pending deliveries of a destination
+	// no longer configured were dropped (Data: destination, dropped,
+	// reason).
 	EventNotifyDead = "notify.dead"
 )

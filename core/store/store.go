@@ -51,7 +51,8 @@ type Store interface {
 	// metrics and the idle-pass benchmark).
 	RowsWritten() int64
 	// SetOutbox makes AppendEvent enqueue notification deliveries (see
-	// Outbox). Call it before the first Update; nil enqueues nothing.
+	// Outbox); nil enqueues nothing. It may be called at any time (a
+	// configuration reload): an Update uses the outbox set when it began.
 	SetOutbox(o Outbox)
 	Close() error
 }
@@ -116,11 +117,20 @@ type Reader interface {
 	RunsInState(ctx context.Context, clusterID string, states ...string) ([]Run, error)
 	// RunChildren lists the child actions of a run, oldest first.
 	RunChildren(ctx context.Context, runID string) ([]Record, error)
+	// RunChildrenBrief is RunChildren with only what deciding a run's next
+	// step needs: each child's ID, ClusterID, NodeID, RunID, Stage, Step,
+	// Attempt, State, StateReason, ApprovedBy, FinishedTS, PushedStoreID
+	// and Outputs; the other fields are left zero, unread.
+	RunChildrenBrief(ctx context.Context, runID string) ([]Record, error)
 	// RunChildCounts counts the children of the given runs (CountChildren
 	// of their RunChildren, without reading them), ordered by run, stage,
 	// state, approver and reason. It reads counters kept with the children,
 	// so its cost grows with the runs asked for, not with their children.
 	RunChildCounts(ctx context.Context, runIDs []string) ([]ChildCount, error)
+	// RunStartedNodes counts, per stage, the nodes of run runID that have
+	// a child (a stage with none is absent). It counts in the run's child
+	// index: it reads no child.
+	RunStartedNodes(ctx context.Context, runID string) (map[string]int, error)
 
 	// Playbook returns one version of a playbook, the newest when version
 	// is 0 (ErrNotFound when there is none).

@@ -254,6 +254,12 @@ func BenchmarkLargeRuns(b *testing.B) {
 			status, _, body := appr.get("/ui/runs/" + big[0])
 			return status, len(body)
 		})
+		// What run watch reads every second and run show once: the
+		// counts and the nodes in flight, not every child.
+		measure("run_api_10000_nodes", func() (int, int) {
+			status, body := e.getAs(b, "viewer", "/api/v1/runs/"+big[0])
+			return status, len(body)
+		})
 	}
 }
 

@@ -25,6 +25,10 @@ const deadShown = 10
 func (s *Server) notifications(w http.ResponseWriter, r *http.Request, v *visitor) {
 	ctx := r.Context()
 	var out []destinationView
+	var dests []notify.Destination
+	if s.cfg.Notify != nil {
+		dests = s.cfg.Notify()
+	}
 	err := s.st.Read(ctx, func(rd store.Reader) error {
 		stats, err := rd.DeliveryStats(ctx)
 		if err != nil {
@@ -34,7 +38,7 @@ func (s *Server) notifications(w http.ResponseWriter, r *http.Request, v *visito
 		for _, st := range stats {
 			by[st.Destination] = st
 		}
-		for _, d := range s.cfg.Notify {
+		for _, d := range dests {
 			dv := destinationView{Name: d.Name, URL: notify.Redact(d.URL), Format: d.Format, Events: d.Events,
 				Clusters: d.Clusters, Stat: by[d.Name]}
 			if dv.Stat.Dead > 0 {

@@ -14,7 +14,7 @@ func TestNotificationsPageShowsDestinationsToAdminsAlone(t *testing.T) {
 	t.Parallel()
 	dests := []notify.Destination{{Name: "oncall", URL: "https://hooks.example.com/in?key=TOPSECRET", Format: notify.FormatJSON,
 		Events: []string{"run.*"}}}
-	e := setup(t, func(c *Config) { c.Notify = dests })
+	e := setup(t, func(c *Config) { c.Notify = func() []notify.Destination { return dests } })
 	e.st.SetOutbox(notify.Route(dests))
 	ctx := context.Background()
 	if err := e.st.Update(ctx, func(tx store.Tx) error {

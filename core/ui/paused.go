@@ -75,15 +75,17 @@ func (s *Server) pausedRuns(ctx context.Context, rd store.Reader, v *visitor) ([
 // pausedRun says what approving run r, paused for why, continues, and
 // whether v may.
 func (s *Server) pausedRun(ctx context.Context, rd store.Reader, v *visitor, r *store.Run, why string) (pausedRun, error) {
-	recs, err := rd.RunChildren(ctx, r.ID)
+	// From the store's counters: a paused run of any size costs two small
+	// reads, not its children.
+	counts, err := rd.RunChildCounts(ctx, []string{r.ID})
 	if err != nil {
 		return pausedRun{}, err
 	}
-	kids := make([]runs.Child, len(recs))
-	for i := range recs {
-		kids[i] = runs.ChildOf(&recs[i], r.ApprovedBy)
+	started, err := rd.RunStartedNodes(ctx, r.ID)
+	if err != nil {
+		return pausedRun{}, err
 	}
-	p := pausedRun{Run: runs.View(r, store.CountChildren(recs)), For: why, Mine: approval.SamePerson(r.Requester, v.tok.Name)}
+	p := pausedRun{Run: runs.View(r, counts), For: why, Mine: approval.SamePerson(r.Requester, v.tok.Name)}
 	for i := range p.Run.Stages {
 		st := p.Run.Stages[i]
 		st.Nodes = st.Nodes[:min(len(st.Nodes), store.BriefNodes)]
@@ -92,7 +94,7 @@ func (s *Server) pausedRun(ctx context.Context, rd store.Reader, v *visitor, r *
 	var pending []string
 	for i := range r.Stages {
 		st := &r.Stages[i]
-		c := runs.Count(st, kids)
+		c := runs.Tally(r, st, counts, started[st.Name])
 		switch {
 		case st.State == store.StagePending:
 			pending = append(pending, st.Name)

@@ -117,36 +117,6 @@ func nodeCellOf(st *store.RunStage, index int, ch wire.RunChild, kids []store.Re
 	return c
 }
 
-// runNodes lists every node of a run's stages, sorted, once each.
-func runNodes(r *store.Run) []string {
-	var out []string
-	for i := range r.Stages {
-		out = append(out, r.Stages[i].Nodes...)
-	}
-	slices.Sort(out)
-	return slices.Compact(out)
-}
-
-// nodePage cuts the page of nodes after marker ("": the first), and
-// returns the marker of the next page ("" on the last). ok is false when
-// marker names no node of the list.
-func nodePage(nodes []string, marker string) (page []string, next string, ok bool) {
-	from := 0
-	if marker != "" {
-		i, found := slices.BinarySearch(nodes, marker)
-		if !found {
-			return nil, "", false
-		}
-		from = i + 1
-	}
-	to := min(from+nodesPerPage, len(nodes))
-	page = nodes[from:to]
-	if to < len(nodes) && len(page) > 0 {
-		next = page[len(page)-1]
-	}
-	return page, next, true
-}
-
 // stageIndex is the index of the stage named name in r.
 func stageIndex(r *store.Run, name string) int {
 	for i := range r.Stages {

@@ -289,9 +289,9 @@ func (s *Server) runDetail(w http.ResponseWriter, r *http.Request, v *visitor) {
 		}
 		// A page of nodes, and the children of those nodes alone: the
 		// counts come from the store's counters, never from every child.
-		nodes = runNodes(run)
+		nodes = runs.Nodes(run)
 		var ok bool
-		if page, next, ok = nodePage(nodes, marker); !ok {
+		if page, next, ok = runs.NodePage(nodes, marker, nodesPerPage); !ok {
 			return errMarker
 		}
 		if len(page) > 0 {

@@ -119,9 +119,9 @@ type Config struct {
 	// Calendars are the clusters' maintenance windows and freezes, shown on
 	// the clusters page; nil: none.
 	Calendars *schedule.LiveCalendars
-	// Notify are the configured notification destinations (the
-	// Notifications page, admin).
-	Notify []notify.Destination
+	// Notify returns the notification destinations in use (the
+	// Notifications page, admin); a reload may change them. nil: none.
+	Notify func() []notify.Destination
 }
 
 // route is one registered route and the permission it needs ("" for a page

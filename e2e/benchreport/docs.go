@@ -22,7 +22,8 @@ var (
 // tableOf names the documentation table that shows the figure key.
 func tableOf(key string) string {
 	switch {
-	case strings.HasPrefix(key, "run_waves_"), strings.HasPrefix(key, "approve_busy_"):
+	case strings.HasPrefix(key, "run_waves_"), strings.HasPrefix(key, "approve_busy_"),
+		strings.HasPrefix(key, "procedure_"), strings.HasPrefix(key, "step_latency_"), strings.HasPrefix(key, "inflight_"):
 		return "runs"
 	case strings.HasPrefix(key, "notify_"):
 		return "notify"

@@ -47,6 +47,7 @@ var runs = []run{
 	{"./e2e", "^BenchmarkAgentIdleRSS$", "1x"},
 	{"./core/orchestrate", "^BenchmarkPass$", "1x"},           // 100 to 10,000 nodes: its own samples per size
 	{"./core/orchestrate", "^BenchmarkRunWaves$", "1x"},       // one run of ten waves
+	{"./core/orchestrate", "^BenchmarkProcedure$", "1x"},      // one run of ten waves of three steps
 	{"./e2e", "^BenchmarkCore$/^nodes=10$/^approve$", "200x"}, // one approval at a time, no pass in between
 	{"./e2e", "^BenchmarkCore$/^nodes=10$/^rss$", "5x"},       // five nudged passes
 	{"./e2e", "^BenchmarkCore$/^nodes=1000$", "20x"},
@@ -67,6 +68,7 @@ var required = []string{
 	"finished_to_visible_p50_ms", "finished_to_visible_p99_ms",
 	"run_waves_ratio", "run_waves_overhead_ms", "run_waves_ratio_gossip_100", "run_waves_overhead_ms_gossip_100",
 	"approve_busy_p99_ms_1000", "approve_busy_p99_ms_5000",
+	"procedure_ratio", "step_latency_p99_ms_gossip_100",
 	"core_node_syncs_per_s_10000", "core_node_syncs_per_s_10000_changing",
 	"core_ref_ratio_1000", "core_ref_ratio_5000", "core_ref_ratio_10000",
 	"core_cpu_ms_per_node_sync_10000", "core_rss_mb_per_1000_nodes_10000", "approve_busy_p99_ms_10000",
@@ -151,6 +153,15 @@ var rows = []row{
 	{"run of 100 nodes × 1 s sleep, 10% at once, gossip on: wall time (s)", "run_waves_wall_s_gossip_100", "run_waves_ideal_s_gossip_100", "s ideal (10 waves × 1 s)", nil},
 	{"… as a ratio of the ideal", "run_waves_ratio_gossip_100", "run_waves_interval_s_gossip_100", "s interval", &goal{"<=", 1.3}},
 	{"… overhead per wave (ms): (wall − ideal) ÷ 10", "run_waves_overhead_ms_gossip_100", "run_waves_gap_ms_gossip_100", "ms gap: a wave's last finish → next first start", &goal{"<", 300}},
+	{"… a slot's turnover p50 (ms): a child ends on its agent → the next node's child starts", "run_waves_turnover_p50_ms", "run_waves_turnover_p99_ms", "ms p99", nil},
+	{"procedure of 1,000 nodes × 3 steps of 1 s sleep, 10% at once, no gossip: wall time (s)", "procedure_wall_s", "procedure_ideal_s", "s ideal (10 waves × 3 s)", nil},
+	{"… as a ratio of the ideal", "procedure_ratio", "procedure_turnover_p50_ms", "ms p50 turnover: a node's last step ends → the next node's first starts", &goal{"<=", 1.3}},
+	{"… a step's end → the node's next step started, p99 (ms)", "step_latency_p99_ms", "step_latency_p50_ms", "ms p50", nil},
+	{"procedure of 100 nodes × 3 steps of 1 s sleep, 10% at once, gossip on: wall time (s)", "procedure_wall_s_gossip_100", "procedure_ideal_s_gossip_100", "s ideal (10 waves × 3 s)", nil},
+	{"… as a ratio of the ideal", "procedure_ratio_gossip_100", "procedure_turnover_p50_ms_gossip_100", "ms p50 turnover", &goal{"<=", 1.3}},
+	{"step on its agent DONE → the node's next step RUNNING p50 (ms), gossip on", "step_latency_p50_ms_gossip_100", "step_latency_seen_p50_ms_gossip_100", "ms p50 until the core stored the end", nil},
+	{"step on its agent DONE → the node's next step RUNNING p99 (ms), gossip on", "step_latency_p99_ms_gossip_100", "step_latency_started_p50_ms_gossip_100", "ms p50 from the next child's creation to its start", &goal{"<", 500}},
+	{"procedures in flight read by a sync with a budget (ms), 20 open runs of 1,000 nodes × 3 steps", "inflight_ms_20_runs", "inflight_children_ms_20_runs", "ms to read their children whole", nil},
 	{"notification: event committed → delivered p50 (ms), 100 events/s", "notify_latency_p50_ms", "", "", nil},
 	{"notification: event committed → delivered p99 (ms), 100 events/s", "notify_latency_p99_ms", "", "", &goal{"<", 1000}},
 	{"event writes/s, one destination ÷ none", "notify_write_ratio_1", "notify_event_writes_per_s_0", "event writes/s without notify", &goal{">=", 0.8}},
@@ -175,6 +186,8 @@ var rows = []row{
 	{"… its size (KB)", "approvals_200_runs_10000_nodes_kb", "", "", &goal{"<", 1024}},
 	{"GET /api/v1/runs?limit=200, 300,000 children: median of 3 (ms)", "run_list_200_runs_300k_children_ms", "run_list_200_runs_300k_children_spread_ms", "ms spread", &goal{"<", 200}},
 	{"… its size (KB)", "run_list_200_runs_300k_children_kb", "", "", nil},
+	{"GET /api/v1/runs/{id}, 10,000 nodes (run watch, each second): median of 3 (ms)", "run_api_10000_nodes_ms", "run_api_10000_nodes_spread_ms", "ms spread", &goal{"<", 100}},
+	{"… its size (KB)", "run_api_10000_nodes_kb", "", "", &goal{"<", 256}},
 }
 
 var (

@@ -52,6 +52,22 @@ func (c *Core) Run(ctx context.Context, ref string) (*wire.Run, error) {
 	return &out, err
 }
 
+// RunNodes calls GET /api/v1/runs/{id-or-prefix}/nodes: the grid's cells
+// of a page of at most limit (0: the core's default) of the run's nodes,
+// after marker.
+func (c *Core) RunNodes(ctx context.Context, ref, marker string, limit int) (*wire.RunNodeList, error) {
+	q := url.Values{}
+	if limit > 0 {
+		q.Set("limit", strconv.Itoa(limit))
+	}
+	if marker != "" {
+		q.Set("marker", marker)
+	}
+	var out wire.RunNodeList
+	_, err := c.call(ctx, http.MethodGet, "/api/v1/runs/"+url.PathEscape(ref)+"/nodes"+query(q), nil, &out)
+	return &out, err
+}
+
 // RunVerb calls POST /api/v1/runs/{id}/{verb}: approve, reject, pause,
 // resume or cancel, with an optional reason (reject and cancel).
 func (c *Core) RunVerb(ctx context.Context, ref, verb, reason string) (*wire.Run, error) {

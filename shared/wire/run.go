@@ -191,8 +191,14 @@ type Run struct {
 	CreatedTS       time.Time  `json:"created_ts"`
 	UpdatedTS       time.Time  `json:"updated_ts"`
 	FinishedTS      *time.Time `json:"finished_ts"`
-	// Children is the per-node grid, filled only by GET /api/v1/runs/{id}.
+	// Children is the per-node grid, filled only by GET /api/v1/runs/{id}:
+	// every cell of a run of at most 100 nodes; of a larger one (NodesPaged)
+	// only the cells of up to 100 nodes in flight.
 	Children []RunChild `json:"children,omitempty"`
+	// NodesPaged says the run is too large to be shown whole: Children
+	// holds the cells in flight, each stage's Nodes its first nodes (with
+	// NodeCount), and GET /api/v1/runs/{id}/nodes pages every cell.
+	NodesPaged bool `json:"nodes_paged,omitempty"`
 	// RetryOf is the run whose failed and skipped nodes this run retries.
 	RetryOf string `json:"retry_of,omitempty"`
 	// DeadlineS is the run's deadline; DeadlineTS when it falls, once the
@@ -226,6 +232,14 @@ const (
 type RunList struct {
 	Runs       []Run  `json:"runs"`
 	NextMarker string `json:"next_marker"`
+}
+
+// RunNodeList answers GET /api/v1/runs/{id}/nodes: the grid's cells of a
+// page of the run's nodes (in node order, each node's cells in stage order)
+// and the marker of the next page ("" on the last).
+type RunNodeList struct {
+	Children   []RunChild `json:"children"`
+	NextMarker string     `json:"next_marker"`
 }
 
 // MaxReason bounds the reason a person gives to a reject or a cancel.

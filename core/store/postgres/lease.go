@@ -60,7 +60,7 @@ func (s *Store) Coordinate(ctx context.Context, me store.Replica, ttl time.Durat
 		}
 		// The outbox, when there is one, is leased as a cluster is: one
 		// replica delivers it.
-		if s.outbox != nil {
+		if s.Outbox() != nil {
 			v.Clusters = append(v.Clusters, store.OutboxLease)
 		}
 		if v.Leases, err = leases(ctx, tx); err != nil {

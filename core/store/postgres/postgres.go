@@ -69,8 +69,10 @@ type Store struct {
 	password string // scrubbed from the server's errors
 	rows     atomic.Int64
 
-	feed   *store.Feed
-	outbox store.Outbox
+	feed *store.Feed
+	// outbox is swapped by SetOutbox at any time (a reload); each
+	// Update reads it once.
+	outbox atomic.Pointer[store.Outbox]
 
 	nudges chan string
 }
@@ -218,7 +220,7 @@ func (s *Store) Update(ctx context.Context, fn func(tx store.Tx) error) error {
 	fence, fenced := store.FenceOf(ctx)
 	err := s.serializable(ctx, func(tx pgx.Tx) error {
 		w = newWriter(tx)
-		w.Outbox = s.outbox
+		w.Outbox = s.Outbox()
 		if fenced {
 			if err := checkFence(ctx, tx, fence); err != nil {
 				return err
@@ -410,8 +412,23 @@ func (s *Store) Nudges() <-chan string { return s.nudges }
 // after every commit, by any replica, that appended events (see store.Feed).
 func (s *Store) Subscribe() (<-chan int64, func()) { return s.feed.Subscribe() }
 
-// SetOutbox makes AppendEvent enqueue notification deliveries.
-func (s *Store) SetOutbox(o store.Outbox) { s.outbox = o }
+// SetOutbox makes AppendEvent enqueue notification deliveries; safe to
+// call while Updates run (each uses the outbox it started with).
+func (s *Store) SetOutbox(o store.Outbox) {
+	if o == nil {
+		s.outbox.Store(nil)
+		return
+	}
+	s.outbox.Store(&o)
+}
+
+// Outbox returns the outbox in use (nil: none).
+func (s *Store) Outbox() store.Outbox {
+	if o := s.outbox.Load(); o != nil {
+		return *o
+	}
+	return nil
+}
 
 // RowsWritten counts the rows inserted, updated or deleted by committed
 // Updates since Open.

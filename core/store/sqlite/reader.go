@@ -131,6 +131,26 @@ const actionColumns = `id, cluster_id, node_id, kind, args, state, state_reason,
 	updated_ts, retry_of, approval_digest, cancel_requested, seen_on_agent, pushed_store_id,
 	run_id, stage, wave, step, attempt, outputs, not_before, urgent`
 
+// briefActionColumns are the columns of a brief child (RunChildrenBrief),
+// read by scanBrief.
+const briefActionColumns = `id, cluster_id, node_id, state, state_reason, approved_by, finished_ts,
+	pushed_store_id, run_id, stage, step, attempt, outputs`
+
+func scanBrief(s scanner) (*store.Record, error) {
+	var rec store.Record
+	var state, outputs string
+	var finished sql.NullInt64
+	err := s.Scan(&rec.ID, &rec.ClusterID, &rec.NodeID, &state, &rec.StateReason, &rec.ApprovedBy, &finished,
+		&rec.PushedStoreID, &rec.RunID, &rec.Stage, &rec.Step, &rec.Attempt, &outputs)
+	if err != nil {
+		return nil, err
+	}
+	rec.State = action.State(state)
+	rec.Outputs = rawOrNil(outputs)
+	rec.FinishedTS = shsqlite.FromNullMicros(finished)
+	return &rec, nil
+}
+
 func scanRecord(s scanner) (*store.Record, error) {
 	var rec store.Record
 	var args, progress, state, outputs string
@@ -158,6 +178,11 @@ func scanRecord(s scanner) (*store.Record, error) {
 }
 
 func (r *reader) records(ctx context.Context, q string, args ...any) ([]store.Record, error) {
+	return r.recordsWith(ctx, scanRecord, q, args...)
+}
+
+// recordsWith reads the records of q, each scanned by scan.
+func (r *reader) recordsWith(ctx context.Context, scan func(scanner) (*store.Record, error), q string, args ...any) ([]store.Record, error) {
 	rows, err := r.tx.QueryContext(ctx, q, args...)
 	if err != nil {
 		return nil, err
@@ -165,7 +190,7 @@ func (r *reader) records(ctx context.Context, q string, args ...any) ([]store.Re
 	defer rows.Close()
 	var out []store.Record
 	for rows.Next() {
-		rec, err := scanRecord(rows)
+		rec, err := scan(rows)
 		if err != nil {
 			return nil, err
 		}

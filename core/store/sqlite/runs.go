@@ -122,11 +122,27 @@ func (r *reader) RunsInState(ctx context.Context, clusterID string, states ...st
 	return out, nil
 }
 
-// RunChildren lists a run's child actions, oldest first. The condition
-// that run_id is not empty lets the query use the partial index of run
-// children (without it, a scan of every action).
+// RunChildren lists a run's child actions, oldest first.
 func (r *reader) RunChildren(ctx context.Context, runID string) ([]store.Record, error) {
-	out, err := r.records(ctx, `SELECT `+actionColumns+` FROM actions WHERE run_id = ? AND run_id <> '' ORDER BY created_ts, seq`, runID)
+	out, err := r.records(ctx, runChildrenQuery(actionColumns), runID)
+	if err != nil {
+		return nil, fmt.Errorf("children of run %s: %w", runID, err)
+	}
+	return out, nil
+}
+
+// runChildrenQuery reads the columns of the children of one run. It also
+// asks for a non-empty run_id, so that the partial index on run_id (actions_run_child)
+// serves it: a bound run id alone does not tell the planner so, and the
+// whole actions table would be read.
+func runChildrenQuery(columns string) string {
+	return `SELECT ` + columns + ` FROM actions WHERE run_id = ? AND run_id != '' ORDER BY created_ts, seq`
+}
+
+// RunChildrenBrief is RunChildren with only the fields of
+// briefActionColumns.
+func (r *reader) RunChildrenBrief(ctx context.Context, runID string) ([]store.Record, error) {
+	out, err := r.recordsWith(ctx, scanBrief, runChildrenQuery(briefActionColumns), runID)
 	if err != nil {
 		return nil, fmt.Errorf("children of run %s: %w", runID, err)
 	}
@@ -161,6 +177,35 @@ func (r *reader) RunChildCounts(ctx context.Context, runIDs []string) ([]store.C
 		return nil, fmt.Errorf("child counts: %w", err)
 	}
 	store.SortChildCounts(out)
+	return out, nil
+}
+
+// startedNodesQuery counts a run's nodes with a child, per stage, in the
+// covering index actions_run_child.
+const startedNodesQuery = `SELECT stage, COUNT(DISTINCT node_id) FROM actions
+	WHERE run_id = ? AND run_id != '' GROUP BY stage`
+
+// RunStartedNodes counts a run's nodes with a child, per stage, in the
+// run's child index (the condition on an empty run_id lets the query
+// use it).
+func (r *reader) RunStartedNodes(ctx context.Context, runID string) (map[string]int, error) {
+	rows, err := r.tx.QueryContext(ctx, startedNodesQuery, runID)
+	if err != nil {
+		return nil, fmt.Errorf("started nodes of run %s: %w", runID, err)
+	}
+	defer rows.Close()
+	out := map[string]int{}
+	for rows.Next() {
+		var stage string
+		var n int
+		if err := rows.Scan(&stage, &n); err != nil {
+			return nil, fmt.Errorf("started nodes of run %s: %w", runID, err)
+		}
+		out[stage] = n
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("started nodes of run %s: %w", runID, err)
+	}
 	return out, nil
 }
 

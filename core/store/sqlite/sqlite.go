@@ -31,8 +31,10 @@ type Store struct {
 	db   *shsqlite.DB
 	rows atomic.Int64
 
-	feed   *store.Feed
-	outbox store.Outbox
+	feed *store.Feed
+	// outbox is swapped by SetOutbox at any time (a reload); each
+	// Update reads it once.
+	outbox atomic.Pointer[store.Outbox]
 }
 
 var _ store.Store = (*Store)(nil)
@@ -75,7 +77,7 @@ func (s *Store) Read(ctx context.Context, fn func(r store.Reader) error) error {
 // commit when fn appended events.
 func (s *Store) Update(ctx context.Context, fn func(tx store.Tx) error) error {
 	w := newWriter()
-	w.Outbox = s.outbox
+	w.Outbox = s.Outbox()
 	err := s.db.InTx(ctx, func(tx *sql.Tx) error {
 		w.tx = tx
 		return fn(w)
@@ -98,8 +100,23 @@ func (s *Store) Subscribe() (<-chan int64, func()) { return s.feed.Subscribe() }
 // Updates since Open.
 func (s *Store) RowsWritten() int64 { return s.rows.Load() }
 
-// SetOutbox makes AppendEvent enqueue notification deliveries.
-func (s *Store) SetOutbox(o store.Outbox) { s.outbox = o }
+// SetOutbox makes AppendEvent enqueue notification deliveries; safe to
+// call while Updates run (each uses the outbox it started with).
+func (s *Store) SetOutbox(o store.Outbox) {
+	if o == nil {
+		s.outbox.Store(nil)
+		return
+	}
+	s.outbox.Store(&o)
+}
+
+// Outbox returns the outbox in use (nil: none).
+func (s *Store) Outbox() store.Outbox {
+	if o := s.outbox.Load(); o != nil {
+		return *o
+	}
+	return nil
+}
 
 // Close closes subscriber channels and the database.
 func (s *Store) Close() error {

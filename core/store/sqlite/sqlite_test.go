@@ -198,3 +198,59 @@ func TestMigrationCountsTheChildrenOfExistingRuns(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// TestRunChildrenAreReadThroughTheirIndex: reading a run's children
+// searches the partial index on run_id, never scans the actions table
+// (whose size is every action the core keeps, not the run's).
+func TestRunChildrenAreReadThroughTheirIndex(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	dir := t.TempDir()
+	st, err := Open(ctx, dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	st.Close()
+	db, err := sql.Open("sqlite3", filepath.Join(dir, FileName))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	for _, cols := range []string{actionColumns, briefActionColumns} {
+		rows, err := db.QueryContext(ctx, "EXPLAIN QUERY PLAN "+runChildrenQuery(cols), "run-1")
+		if err != nil {
+			t.Fatal(err)
+		}
+		var plan []string
+		for rows.Next() {
+			var id, parent, unused int
+			var detail string
+			if err := rows.Scan(&id, &parent, &unused, &detail); err != nil {
+				t.Fatal(err)
+			}
+			plan = append(plan, detail)
+		}
+		rows.Close()
+		if p := strings.Join(plan, "; "); !strings.Contains(p, "USING INDEX actions_run_child") || strings.Contains(p, "SCAN actions") {
+			t.Errorf("the children of a run are read by %q, want a search of index actions_run_child", p)
+		}
+	}
+	// A run's started nodes are counted in the index alone.
+	rows, err := db.QueryContext(ctx, "EXPLAIN QUERY PLAN "+startedNodesQuery, "run-1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rows.Close()
+	var plan []string
+	for rows.Next() {
+		var id, parent, unused int
+		var detail string
+		if err := rows.Scan(&id, &parent, &unused, &detail); err != nil {
+			t.Fatal(err)
+		}
+		plan = append(plan, detail)
+	}
+	if p := strings.Join(plan, "; "); !strings.Contains(p, "USING COVERING INDEX actions_run_child") {
+		t.Errorf("a run's started nodes are counted by %q, want a search of covering index actions_run_child", p)
+	}
+}

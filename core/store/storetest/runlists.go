@@ -206,3 +206,47 @@ func testBriefRunLists(t *testing.T, db NewDB) {
 		return nil
 	})
 }
+
+// testRunStartedNodesCountsNodesNotChildren: a node with several children
+// in a stage (steps, attempts) counts once there, per stage; other runs'
+// children and actions of their own count nowhere.
+func testRunStartedNodesCountsNodesNotChildren(t *testing.T, db NewDB) {
+	s := setup(t, db)
+	a, b := testRun(action.NewID(), t0), testRun(action.NewID(), t0.Add(time.Second))
+	a.State, b.State = store.RunRunning, store.RunRunning
+	update(t, s, func(ctx context.Context, tx store.Tx) error {
+		for _, run := range []*store.Run{a, b} {
+			if err := tx.InsertRun(ctx, run); err != nil {
+				return err
+			}
+		}
+		for _, c := range []struct {
+			run, stage, node, step string
+			attempt                int
+		}{
+			{a.ID, "main", "n1", "drain", 1}, {a.ID, "main", "n1", "drain", 2}, {a.ID, "main", "n1", "verify", 1},
+			{a.ID, "main", "n2", "drain", 1}, {a.ID, "other", "n1", "", 0}, {b.ID, "main", "n3", "", 0},
+		} {
+			r := record(action.NewID())
+			r.RunID, r.Stage, r.NodeID, r.Step, r.Attempt = c.run, c.stage, c.node, c.step, c.attempt
+			if err := tx.InsertAction(ctx, r); err != nil {
+				return err
+			}
+		}
+		return tx.InsertAction(ctx, record(action.NewID()))
+	})
+	read(t, s, func(ctx context.Context, r store.Reader) error {
+		got, err := r.RunStartedNodes(ctx, a.ID)
+		if err != nil {
+			return err
+		}
+		if want := map[string]int{"main": 2, "other": 1}; !reflect.DeepEqual(got, want) {
+			t.Errorf("RunStartedNodes = %v, want %v", got, want)
+		}
+		none, err := r.RunStartedNodes(ctx, "no-such-run")
+		if err != nil || len(none) != 0 {
+			t.Errorf("RunStartedNodes of no run = %v, %v", none, err)
+		}
+		return nil
+	})
+}

@@ -79,6 +79,9 @@ func testARunHasOneChildPerStageAndNode(t *testing.T, db NewDB) {
 	child := func(id, stage, node string) *store.Record {
 		r := record(id)
 		r.NodeID, r.RunID, r.Stage, r.Wave = node, "run-1", stage, 1
+		r.Output, r.Progress, r.Outputs = "printed", json.RawMessage(`{"at":1}`), json.RawMessage(`{"previous":"1.2"}`)
+		r.State, r.StateReason, r.ApprovedBy, r.PushedStoreID = action.Done, "ok", "bob", "store-1"
+		r.Step, r.Attempt, r.FinishedTS = "upgrade", 2, action.TimePtr(t0.Add(time.Second))
 		return r
 	}
 	update(t, s, func(ctx context.Context, tx store.Tx) error {
@@ -98,6 +101,24 @@ func testARunHasOneChildPerStageAndNode(t *testing.T, db NewDB) {
 		kids, err := r.RunChildren(ctx, "run-1")
 		if err != nil || len(kids) != 2 || kids[0].Stage != "main" || kids[0].Wave != 1 {
 			t.Errorf("RunChildren = %+v, %v", kids, err)
+		}
+		// The brief children are the same, with only what a run's planner reads.
+		brief, err := r.RunChildrenBrief(ctx, "run-1")
+		if err != nil || len(brief) != len(kids) {
+			t.Fatalf("RunChildrenBrief = %+v, %v; want %d children", brief, err, len(kids))
+		}
+		for i := range kids {
+			if len(kids[i].Args) == 0 || kids[i].Output == "" || len(kids[i].Progress) == 0 {
+				t.Fatalf("child %d has no args, output or progress to leave out: %+v", i, kids[i])
+			}
+			k := kids[i]
+			want := store.Record{Action: action.Action{ID: k.ID, ClusterID: k.ClusterID, NodeID: k.NodeID,
+				RunID: k.RunID, Stage: k.Stage, Step: k.Step, Attempt: k.Attempt, State: k.State,
+				StateReason: k.StateReason, ApprovedBy: k.ApprovedBy, FinishedTS: k.FinishedTS, Outputs: k.Outputs},
+				PushedStoreID: k.PushedStoreID}
+			if !reflect.DeepEqual(brief[i], want) {
+				t.Errorf("RunChildrenBrief[%d] =\n  %+v\nwant\n  %+v", i, brief[i], want)
+			}
 		}
 		return nil
 	})

@@ -47,6 +47,7 @@ func Run(t *testing.T, db NewDB) {
 		{"RunsRoundTripAndList", testRunsRoundTripAndList},
 		{"ARunHasOneChildPerStageAndNode", testARunHasOneChildPerStageAndNode},
 		{"RunChildCountsFollowTheChildren", testRunChildCountsFollowTheChildren},
+		{"RunStartedNodesCountsNodesNotChildren", testRunStartedNodesCountsNodesNotChildren},
 		{"BriefRunLists", testBriefRunLists},
 		{"PagesOfActionsAndRuns", testPagesOfActionsAndRuns},
 		{"PlaybookVersions", testPlaybookVersions},

@@ -1,0 +1,76 @@
+package orchestrate
+
+import (
+	"context"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/musterhq/muster/core/store"
+	"github.com/musterhq/muster/shared/testwait"
+)
+
+// gatedRuns is a Runs with one active run whose advances, once armed,
+// wait for a gate and report the node n1 created.
+type gatedRuns struct {
+	armed    atomic.Bool
+	gate     chan struct{}
+	entered  chan struct{}
+	advances atomic.Int32
+}
+
+func (g *gatedRuns) Active(context.Context, store.Reader, string) ([]string, error) {
+	return []string{"run-1"}, nil
+}
+
+func (g *gatedRuns) AdvanceNodes(context.Context, store.Tx, string) ([]string, error) {
+	if !g.armed.Load() {
+		return nil, nil
+	}
+	g.advances.Add(1)
+	g.entered <- struct{}{}
+	<-g.gate
+	return []string{"n1"}, nil
+}
+
+func (g *gatedRuns) Expire(context.Context, store.Tx) (int, error) { return 0, nil }
+
+// TestAdvanceRequestsMergeWhileOneRuns: the cluster's advancer runs beside
+// the loop, so asking for an advance never waits for it; requests that come
+// while an advance runs make one more advance, not one each; and the nodes
+// of the children an advance created are synced.
+func TestAdvanceRequestsMergeWhileOneRuns(t *testing.T) {
+	t.Parallel()
+	g := &gatedRuns{gate: make(chan struct{}), entered: make(chan struct{}, 10)}
+	h := setup(t, Config{Runs: g, Interval: time.Hour}, "n1")
+	h.o.TestSignals.Init(t)
+	h.start()
+	h.o.TestSignals.Passed.Wait() // the first pass, and the advance it asked for, before arming
+	cs := func() *clusterState {
+		h.o.mu.Lock()
+		defer h.o.mu.Unlock()
+		return h.o.clusterLocked(cluster)
+	}()
+	idle := func() bool {
+		h.o.mu.Lock()
+		defer h.o.mu.Unlock()
+		return !cs.advancing
+	}
+	testwait.For(t, "the advance the first pass asked for", idle)
+	g.armed.Store(true)
+	h.o.requestAdvance(cs) // returns at once: the advance waits at the gate
+	<-g.entered
+	for range 3 {
+		h.o.requestAdvance(cs)
+	}
+	g.gate <- struct{}{}
+	<-g.entered // the one more advance the three requests made
+	g.gate <- struct{}{}
+	h.o.TestSignals.NodesSynced.WaitFor("a sync of n1, whose child the advance created", func(s NodesSynced) bool {
+		return len(s.Nodes) == 1 && s.Nodes[0] == "n1"
+	})
+	testwait.For(t, "the advancer to stop", idle)
+	if n := g.advances.Load(); n != 2 {
+		t.Fatalf("%d advances for four requests, three of them while one ran; want 2", n)
+	}
+}
