@@ -124,10 +124,8 @@ func runDev(ctx context.Context, o devOptions, out io.Writer) error {
 	if err != nil {
 		return err
 	}
-	for _, f := range o.fail {
-		if err := devFail(dir, f); err != nil {
-			return &exitError{code: 2, err: err}
-		}
+	if err := devPrepareFail(dir, o.fail); err != nil {
+		return err
 	}
 	var agents []*agent.Agent
 	spec := discovery.ClusterSpec{ID: "dev", Budget: discovery.BudgetSpec{MaxUnavailable: "1"}}

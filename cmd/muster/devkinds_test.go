@@ -104,3 +104,20 @@ func TestDevKindUpgradeDeclaresItsArgs(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// TestDevPreparesTheFailDirectory: the banner tells people to create
+// fail/STEP.NODE in the data directory; the directory is there whether or
+// not --fail was given, so `echo 1 > DIR/fail/upgrade.node-2` works.
+func TestDevPreparesTheFailDirectory(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	if err := devPrepareFail(dir, nil); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "fail", "upgrade.node-2"), []byte("1\n"), 0o644); err != nil {
+		t.Fatalf("the banner's way to make a step fail: %v", err)
+	}
+	if err := devPrepareFail(t.TempDir(), []string{"nope@node-1"}); err == nil {
+		t.Fatal("a bad --fail was accepted")
+	}
+}
