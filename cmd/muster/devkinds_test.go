@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"errors"
+	"io"
 	"os"
 	"path/filepath"
 	"strings"
@@ -119,5 +120,20 @@ func TestDevPreparesTheFailDirectory(t *testing.T) {
 	}
 	if err := devPrepareFail(t.TempDir(), []string{"nope@node-1"}); err == nil {
 		t.Fatal("a bad --fail was accepted")
+	}
+}
+
+// TestDevHARefusesFail: the --ha agents carry no example kinds, so --fail
+// with --ha is refused (exit 2) rather than ignored.
+func TestDevHARefusesFail(t *testing.T) {
+	t.Parallel()
+	root := newRootCmd()
+	root.SetArgs([]string{"dev", "--ha", "--fail", "upgrade@node-2"})
+	root.SetOut(io.Discard)
+	root.SetErr(io.Discard)
+	err := root.Execute()
+	var ee *exitError
+	if !errors.As(err, &ee) || ee.code != 2 || !strings.Contains(err.Error(), "--fail") {
+		t.Fatalf("dev --ha --fail: %v, want a usage error naming --fail", err)
 	}
 }
