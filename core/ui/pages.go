@@ -303,6 +303,13 @@ func (s *Server) approvals(w http.ResponseWriter, r *http.Request, v *visitor) {
 			d.ForMe++
 		}
 	}
+	for _, sc := range d.Schedules {
+		if approval.SamePerson(sc.Requester, v.tok.Name) {
+			d.Mine++
+		} else if v.can(auth.Approve) {
+			d.ForMe++
+		}
+	}
 	for _, p := range d.Paused {
 		if p.Mine {
 			d.Mine++
