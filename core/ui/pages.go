@@ -8,6 +8,7 @@ import (
 	"net"
 	"net/http"
 	"net/url"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -228,6 +229,26 @@ type approvalsData struct {
 	// RunsNextURL is the next page of runs ("": this is the last one);
 	// RunsFirstURL the first, when this is not it.
 	RunsNextURL, RunsFirstURL string
+	// Schedules are the schedules waiting for an approver, oldest first;
+	// each is decided on its own page.
+	Schedules []store.Schedule
+}
+
+// waitingSchedules are the schedules waiting for an approver, oldest
+// change first.
+func waitingSchedules(ctx context.Context, rd store.Reader) ([]store.Schedule, error) {
+	all, err := rd.Schedules(ctx)
+	if err != nil {
+		return nil, err
+	}
+	var out []store.Schedule
+	for _, sc := range all {
+		if sc.State == store.SchedulePendingApprove {
+			out = append(out, sc)
+		}
+	}
+	slices.SortStableFunc(out, func(a, b store.Schedule) int { return a.UpdatedTS.Compare(b.UpdatedTS) })
+	return out, nil
 }
 
 func (s *Server) approvals(w http.ResponseWriter, r *http.Request, v *visitor) {
@@ -254,7 +275,10 @@ func (s *Server) approvals(w http.ResponseWriter, r *http.Request, v *visitor) {
 			return err
 		}
 		if marker == "" {
-			d.Paused, d.MorePaused, err = s.pausedRuns(ctx, rd, v)
+			if d.Paused, d.MorePaused, err = s.pausedRuns(ctx, rd, v); err != nil {
+				return err
+			}
+			d.Schedules, err = waitingSchedules(ctx, rd)
 		}
 		return err
 	})
@@ -276,6 +300,13 @@ func (s *Server) approvals(w http.ResponseWriter, r *http.Request, v *visitor) {
 		if p.Mine {
 			d.Mine++
 		} else if p.CanDecide {
+			d.ForMe++
+		}
+	}
+	for _, sc := range d.Schedules {
+		if approval.SamePerson(sc.Requester, v.tok.Name) {
+			d.Mine++
+		} else if v.can(auth.Approve) {
 			d.ForMe++
 		}
 	}
