@@ -199,3 +199,23 @@ func TestApprovalHolds(t *testing.T) {
 		}
 	}
 }
+
+func TestReapproveVoidsTheUrgentMarkWithTheApproval(t *testing.T) {
+	t.Parallel()
+	now := action.UTC(time.Now())
+	r := &store.Record{Action: action.Action{ID: "id", ClusterID: cluster, NodeID: "n1", Kind: "a/b",
+		Args: json.RawMessage(`{"x":1}`), State: action.PendingSchedule, Progress: json.RawMessage(`{}`),
+		Origin: action.OriginCore, CreatedTS: now, UpdatedTS: now, ApprovedBy: "bob", Urgent: "disk full"}}
+	r.ApprovalDigest = approval.Digest(&r.Action)
+	if c := Reapprove(r, now); c != nil {
+		t.Fatal("an action whose approval holds was sent back")
+	}
+	r.Args = json.RawMessage(`{"x":2}`) // the content changed after the approval
+	c := Reapprove(r, now.Add(time.Second))
+	if c == nil || c.Rec.State != action.PendingApprove {
+		t.Fatalf("changed content not sent back to approval: %+v", c)
+	}
+	if c.Rec.Urgent != "" || c.Rec.ApprovedBy != "" {
+		t.Fatalf("urgent %q and approver %q kept after the approval was voided", c.Rec.Urgent, c.Rec.ApprovedBy)
+	}
+}

@@ -237,13 +237,15 @@ func ApprovalHolds(r *store.Record) bool {
 }
 
 // Reapprove sends a PENDING_SCHEDULE action whose content no longer matches
-// its approval back to PENDING_APPROVE, voiding the approval.
+// its approval back to PENDING_APPROVE, voiding the approval and any
+// urgent mark: the mark was given for the content approved, and a new
+// approval of new content is a new decision.
 func Reapprove(cur *store.Record, now time.Time) *Change {
 	if cur.State != action.PendingSchedule || ApprovalHolds(cur) {
 		return nil
 	}
 	c := finish(cur, action.PendingApprove, Core, ReasonReapprove, "", "", now)
-	c.Rec.ApprovedBy, c.Rec.ApprovalDigest = "", ""
+	c.Rec.ApprovedBy, c.Rec.ApprovalDigest, c.Rec.Urgent = "", "", ""
 	return c
 }
 

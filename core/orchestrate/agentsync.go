@@ -379,6 +379,16 @@ func (o *Orchestrator) pushPending(ctx context.Context, ag *client.Agent, res *n
 		return
 	}
 	for _, r := range batch {
+		// Pushes to one node go one after another, each allowed up to
+		// AgentTimeout: ask the cluster's calendar as it is now (a window
+		// may have closed, a freeze begun or been added by a reload) right
+		// before each push. One held now is not sent, as one whose push
+		// failed: it waits, and goes when it may.
+		if why, until := res.gate.again(o.cfg.Calendars.Of(res.node.ClusterID), r, time.Now()); why != "" {
+			o.wakeAt(res.node.ClusterID, res.node.ID, until)
+			log.Debug("held at its push", "action", r.ID, "why", why)
+			return
+		}
 		req := &wire.PushRequest{ID: r.ID, Kind: r.Kind, Args: r.Args, TimeoutS: r.TimeoutS,
 			CreatedTS: &r.CreatedTS, Origin: r.Origin, Requester: r.Requester, ApprovedBy: r.ApprovedBy,
 			ClusterID: r.ClusterID, NodeID: r.NodeID}

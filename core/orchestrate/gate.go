@@ -69,6 +69,18 @@ func (g *pushGate) holds(r *store.Record, now time.Time) (string, time.Time) {
 	return s.Reason(urgent), s.NextChange()
 }
 
+// again is holds asked with the calendar cal as it is now, rather than the
+// one the sync began with (a reload may have replaced it).
+func (g *pushGate) again(cal *schedule.Calendar, r *store.Record, now time.Time) (string, time.Time) {
+	if g == nil {
+		return "", time.Time{}
+	}
+	if cal != g.cal {
+		g = &pushGate{cal: cal, policy: g.policy, procs: g.procs}
+	}
+	return g.holds(r, now)
+}
+
 // wakeSlack is added to a wake-up so that the clock has passed the moment
 // when the nudged sync reads it.
 const wakeSlack = 20 * time.Millisecond

@@ -108,3 +108,36 @@ func TestNotBeforeHoldsAnyActionAndAWakeUpPushesIt(t *testing.T) {
 		t.Fatal("the agent does not hold it")
 	}
 }
+
+// TestAFreezeThatBeginsDuringABatchStopsItsLaterPushes: a node's pushes go
+// one after another; a freeze that begins (here, reloaded) while the first
+// is on its way holds the second, which is not sent and says why.
+func TestAFreezeThatBeginsDuringABatchStopsItsLaterPushes(t *testing.T) {
+	t.Parallel()
+	h, cals := gateSetup(t, "n1")
+	first := h.create("n1", nil)
+	second := h.create("n1", nil)
+	ag := h.agents["n1"]
+	ag.set(func(f *fakeAgent) {
+		f.pushHook = func(id string) {
+			if id == first {
+				cals.Store(schedule.Calendars{cluster: frozenNow("incident 42")})
+			}
+		}
+	})
+	h.pass()
+	wantState(t, h.record(first), action.New)
+	if _, sent := ag.get(second); sent {
+		t.Fatal("the second push went out after the freeze began")
+	}
+	ag.set(func(f *fakeAgent) { f.pushHook = nil })
+	h.pass()
+	rec := h.record(second)
+	wantState(t, rec, action.PendingSchedule)
+	if !strings.HasSuffix(rec.StateReason, ": incident 42") {
+		t.Fatalf("held by the freeze: reason %q", rec.StateReason)
+	}
+	cals.Store(nil)
+	h.pass()
+	wantState(t, h.record(second), action.New)
+}

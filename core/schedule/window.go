@@ -88,8 +88,38 @@ type CalendarStatus struct {
 	NextFreeze *Freeze
 }
 
-// maxChain bounds the joining of overlapping windows or freezes.
-const maxChain = 64
+// maxChain bounds the joining of overlapping windows or freezes. Past it,
+// CloseAt is earlier than the true close; that is safe, since the gate asks
+// again at CloseAt and finds the window still open.
+const maxChain = 8
+
+// MaxOpeningsPerWindow bounds how often a window's cron may open within its
+// own duration. Each question to a calendar walks the openings within a
+// window's duration, and a viewer's GET asks one: `* * * * *` with 168h
+// would be 10,080 steps for an always-open window.
+const MaxOpeningsPerWindow = 100
+
+// tooDense reports whether c opens more than MaxOpeningsPerWindow times
+// within some span d among its next openings after from.
+func tooDense(c Cron, d time.Duration, from time.Time) bool {
+	const look = 1000
+	opens := make([]time.Time, 0, look+MaxOpeningsPerWindow+1)
+	at := from
+	for range look + MaxOpeningsPerWindow + 1 {
+		n := c.Next(at)
+		if n.IsZero() {
+			break
+		}
+		opens = append(opens, n)
+		at = n
+	}
+	for i := 0; i+MaxOpeningsPerWindow < len(opens); i++ {
+		if opens[i+MaxOpeningsPerWindow].Sub(opens[i]) < d {
+			return true
+		}
+	}
+	return false
+}
 
 // At says whether disruptive work may go at t, and until or from when.
 func (c *Calendar) At(t time.Time) CalendarStatus {
@@ -310,6 +340,10 @@ func ParseCalendar(windows []WindowSpec, freezes []FreezeSpec, minWindow time.Du
 		c, err := ParseCron(w.Cron, w.Timezone)
 		if err != nil {
 			bad = append(bad, CalendarError{key, err})
+			continue
+		}
+		if tooDense(c, w.Duration, time.Now()) {
+			bad = append(bad, CalendarError{key + ".cron", fmt.Errorf("%w: %q opens more than %d times within the window's %s; open it less often or shorten it", ErrInvalid, w.Cron, MaxOpeningsPerWindow, w.Duration)})
 			continue
 		}
 		cal.Windows = append(cal.Windows, Window{Cron: c, Duration: w.Duration})

@@ -208,3 +208,33 @@ func TestCheckNotBefore(t *testing.T) {
 		}
 	}
 }
+
+func TestAWindowThatOpensTooOftenWithinItselfIsRefused(t *testing.T) {
+	t.Parallel()
+	for name, c := range map[string]struct {
+		cron string
+		d    time.Duration
+		ok   bool
+	}{
+		"every minute for a week":      {"* * * * *", 168 * time.Hour, false},
+		"every minute on the 1st, 2 h": {"* * 1 * *", 2 * time.Hour, false},
+		"@every 1s for an hour":        {"@every 1s", time.Hour, false},
+		"nightly for 4 h":              {"0 2 * * *", 4 * time.Hour, true},
+		"every minute for 90 minutes":  {"* * * * *", 90 * time.Minute, true},
+		"@every 4s for 2 s":            {"@every 4s", 2 * time.Second, true},
+	} {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			cal, bad := ParseCalendar([]WindowSpec{{Cron: c.cron, Duration: c.d}}, nil, time.Second)
+			if c.ok {
+				if len(bad) > 0 || cal == nil {
+					t.Fatalf("refused: %v", bad)
+				}
+				return
+			}
+			if len(bad) != 1 || bad[0].Field != "windows[0].cron" || !errors.Is(bad[0].Err, ErrInvalid) {
+				t.Fatalf("got %v, want one error on windows[0].cron", bad)
+			}
+		})
+	}
+}
