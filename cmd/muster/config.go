@@ -24,6 +24,16 @@ import (
 // bound in flagKeys (flag name → config key) that the user set. Unknown keys in
 // the file are errors.
 func loadConfig(cmd *cobra.Command, out any, flagKeys map[string]string) error {
+	path := ""
+	if f := cmd.Flags().Lookup("config"); f != nil {
+		path = f.Value.String()
+	}
+	return loadConfigFrom(cmd, path, out, flagKeys)
+}
+
+// loadConfigFrom is loadConfig with the file named by path; with a nil cmd
+// only the defaults and the file count (no environment, no flags).
+func loadConfigFrom(cmd *cobra.Command, path string, out any, flagKeys map[string]string) error {
 	v := viper.New()
 	v.SetConfigType("yaml")
 	// The defaults go in first as a YAML document, so that every key is known to
@@ -35,18 +45,20 @@ func loadConfig(cmd *cobra.Command, out any, flagKeys map[string]string) error {
 	if err := v.ReadConfig(bytes.NewReader(def)); err != nil {
 		return fmt.Errorf("load defaults: %w", err)
 	}
-	if f := cmd.Flags().Lookup("config"); f != nil && f.Value.String() != "" {
-		v.SetConfigFile(f.Value.String())
+	if path != "" {
+		v.SetConfigFile(path)
 		if err := v.MergeInConfig(); err != nil {
-			return &exitError{code: 2, err: fmt.Errorf("config %s: %w", f.Value.String(), err)}
+			return &exitError{code: 2, err: fmt.Errorf("config %s: %w", path, err)}
 		}
 	}
-	v.SetEnvPrefix("MUSTER")
-	v.SetEnvKeyReplacer(strings.NewReplacer(".", "_"))
-	v.AutomaticEnv()
-	for flag, key := range flagKeys {
-		if f := cmd.Flags().Lookup(flag); f != nil && f.Changed {
-			v.Set(key, f.Value.String())
+	if cmd != nil {
+		v.SetEnvPrefix("MUSTER")
+		v.SetEnvKeyReplacer(strings.NewReplacer(".", "_"))
+		v.AutomaticEnv()
+		for flag, key := range flagKeys {
+			if f := cmd.Flags().Lookup(flag); f != nil && f.Changed {
+				v.Set(key, f.Value.String())
+			}
 		}
 	}
 	// Unknown keys are found against out's fields and bad values come from
@@ -69,8 +81,18 @@ func loadConfig(cmd *cobra.Command, out any, flagKeys map[string]string) error {
 // one list (config.Errors, exit code 2). A field whose value the decoder
 // refused is not validated again.
 func loadValid(cmd *cobra.Command, out any, flagKeys map[string]string, validate func() error) error {
+	path := ""
+	if f := cmd.Flags().Lookup("config"); f != nil {
+		path = f.Value.String()
+	}
+	return loadValidFrom(cmd, path, out, flagKeys, validate)
+}
+
+// loadValidFrom is loadValid with the file named by path; with a nil cmd
+// only the defaults and the file count.
+func loadValidFrom(cmd *cobra.Command, path string, out any, flagKeys map[string]string, validate func() error) error {
 	var errs config.Errors
-	if err := loadConfig(cmd, out, flagKeys); err != nil && !errors.As(err, &errs) {
+	if err := loadConfigFrom(cmd, path, out, flagKeys); err != nil && !errors.As(err, &errs) {
 		return err // the file could not be read or parsed: nothing to validate
 	}
 	errs = slices.Clone(errs)

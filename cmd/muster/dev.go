@@ -180,9 +180,39 @@ func runDev(ctx context.Context, o devOptions, out io.Writer) error {
 		ccfg.DevLogins[nonce] = name
 		links[name] = nonce
 	}
+	// dev.yaml: the settings a newcomer may change, read again at SIGHUP
+	// (not with --gossip: the cluster comes from the pool there).
+	base, devFile := ccfg, ""
+	if !o.gossip {
+		if devFile, err = writeDevConfig(dir); err != nil {
+			return err
+		}
+		if ccfg, err = loadDevConfig(devFile, base, &spec); err != nil {
+			return &exitError{code: 2, err: err}
+		}
+	}
 	c, err := core.New(ccfg, log)
 	if err != nil {
 		return err
+	}
+	if devFile != "" {
+		// Like muster core: SIGHUP reads the file again; an invalid one
+		// changes nothing.
+		done := reloadOnHangup(ctx, func() {
+			next, err := loadDevConfig(devFile, base, &spec)
+			if err != nil {
+				_ = c.RejectConfig(ctx, err)
+				fmt.Fprintf(out, "muster dev: %s refused, the settings in use stay: %v\n", devFile, err)
+				return
+			}
+			msg, err := c.Reload(ctx, next)
+			if err != nil {
+				fmt.Fprintf(out, "muster dev: reload failed: %v\n", err)
+				return
+			}
+			fmt.Fprintf(out, "muster dev: %s: %s\n", devFile, msg)
+		})
+		defer func() { cancel(); <-done }()
 	}
 
 	// Every part runs until ctx ends; the first one to fail stops the others.
@@ -229,7 +259,7 @@ func runDev(ctx context.Context, o devOptions, out io.Writer) error {
 	for name, nonce := range links {
 		links[name] = coreURL + "/ui/dev-login?nonce=" + nonce
 	}
-	printDevBanner(out, dir, coreURL, spec, tokens, links, o.dataDir == "")
+	printDevBanner(out, dir, coreURL, spec, tokens, links, o.dataDir == "", devFile)
 
 	select {
 	case <-ctx.Done():
@@ -265,7 +295,7 @@ func devNonce() (string, error) {
 	return base64.RawURLEncoding.EncodeToString(b), nil
 }
 
-func printDevBanner(out io.Writer, dir, coreURL string, spec discovery.ClusterSpec, tokens, links map[string]string, temp bool) {
+func printDevBanner(out io.Writer, dir, coreURL string, spec discovery.ClusterSpec, tokens, links map[string]string, temp bool, devFile string) {
 	where := dir
 	if temp {
 		where += " (removed on exit)"
@@ -323,7 +353,11 @@ In a browser on this machine (each link signs in once, within ten minutes):
   alice  %[7]s
   bob    %[8]s
 
-Stop with Ctrl-C.
 `, where, coreURL, tokens["alice"], tokens["bob"], bin, filepath.Join(dir, spec.Nodes[0].ID, agent.SocketFile),
 		links["alice"], links["bob"], filepath.Join(dir, "fail", "STEP.NODE"))
+	if devFile != "" {
+		fmt.Fprintf(out, "To try maintenance windows, freezes and notifications: edit %s\nand run kill -HUP %d (an invalid file is refused, the settings in use stay).\n\n",
+			devFile, os.Getpid())
+	}
+	fmt.Fprintln(out, "Stop with Ctrl-C.")
 }
