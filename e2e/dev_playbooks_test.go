@@ -27,6 +27,7 @@ type devCluster struct {
 	alice, bob *client.Core
 	dir        string
 	cmd        *exec.Cmd
+	banner     string
 }
 
 // startDev starts `muster dev` with extra arguments and reads its banner.
@@ -99,7 +100,7 @@ func devFromBanner(t *testing.T, d *devCluster, text string) *devCluster {
 		t.Fatalf("banner lacks the export lines:\n%s", text)
 	}
 	hc := &http.Client{Timeout: 10 * time.Second}
-	return &devCluster{alice: client.NewCore(addr[1], alice[1], hc), bob: client.NewCore(addr[1], bob[1], hc), dir: dir, cmd: cmd}
+	return &devCluster{alice: client.NewCore(addr[1], alice[1], hc), bob: client.NewCore(addr[1], bob[1], hc), dir: dir, cmd: cmd, banner: text}
 }
 
 // version is a dev node's version as its example kinds keep it.
