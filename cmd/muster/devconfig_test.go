@@ -1,0 +1,106 @@
+package main
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/musterhq/muster/core"
+	"github.com/musterhq/muster/core/discovery"
+)
+
+func devConfigSetup(t *testing.T) (core.Config, *discovery.ClusterSpec) {
+	t.Helper()
+	spec := &discovery.ClusterSpec{ID: "dev", Budget: discovery.BudgetSpec{MaxUnavailable: "1"},
+		Nodes: []discovery.NodeSpec{{ID: "node-1", Addr: "127.0.0.1:7421"}}}
+	base := core.DefaultConfig()
+	base.DataDir = t.TempDir()
+	base.Clusters = []discovery.ClusterSpec{*spec}
+	base.Kinds = devKindRules()
+	base.NotifyAllowLoopback = true
+	return base, spec
+}
+
+// The example dev.yaml is valid as written, keeps the nodes of cluster dev
+// and a second start leaves an edited file alone.
+func TestDevConfigExampleLoadsAndIsKept(t *testing.T) {
+	t.Parallel()
+	base, spec := devConfigSetup(t)
+	dir := t.TempDir()
+	path, err := writeDevConfig(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg, err := loadDevConfig(path, base, spec)
+	if err != nil {
+		t.Fatalf("the example dev.yaml is refused: %v", err)
+	}
+	if len(cfg.Clusters) != 1 || len(cfg.Clusters[0].Nodes) != 1 || cfg.Clusters[0].Budget.MaxUnavailable != "1" {
+		t.Fatalf("clusters from the example: %+v", cfg.Clusters)
+	}
+	if len(cfg.Kinds) != len(base.Kinds) {
+		t.Fatalf("kinds: got %d rules, want the dev ones (%d)", len(cfg.Kinds), len(base.Kinds))
+	}
+	if err := os.WriteFile(path, []byte("notify: []\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := writeDevConfig(dir); err != nil {
+		t.Fatal(err)
+	}
+	if b, _ := os.ReadFile(path); string(b) != "notify: []\n" {
+		t.Fatalf("a second start rewrote dev.yaml: %q", b)
+	}
+}
+
+// Sections other than clusters, approval, kinds and notify, and what the
+// core's validation refuses, are refused with the file and the key named.
+func TestDevConfigRefusesOtherKeysAndBadValues(t *testing.T) {
+	t.Parallel()
+	base, spec := devConfigSetup(t)
+	for _, tc := range []struct{ text, want string }{
+		{"data_dir: /tmp/x\n", "data_dir"},
+		{"clusters:\n  - id: dev\n    windows:\n      - {cron: \"0 2 * * *\", duration: 10s}\n", "clusters[0].windows[0].duration"},
+		{"notify:\n  - name: x\n    url: ftp://127.0.0.1/\n    events: [run.finished]\n", "notify[0]"},
+		{"clusters: [\n", "dev.yaml"},
+	} {
+		path := filepath.Join(t.TempDir(), devConfigFile)
+		if err := os.WriteFile(path, []byte(tc.text), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		_, err := loadDevConfig(path, base, spec)
+		if err == nil || !strings.Contains(err.Error(), tc.want) || !strings.Contains(err.Error(), "dev.yaml") {
+			t.Errorf("%q: got %v, want an error naming dev.yaml and %s", tc.text, err, tc.want)
+		}
+	}
+}
+
+// loadDevConfig never panics and, when it accepts a file, returns a
+// configuration the core accepts with cluster dev in it.
+func FuzzLoadDevConfig(f *testing.F) {
+	f.Add(devConfigExample)
+	f.Add("clusters:\n  - id: other\n")
+	f.Add("kinds: []\napproval: {}\n")
+	f.Add("notify: 3\n")
+	f.Fuzz(func(t *testing.T, text string) {
+		base, spec := devConfigSetup(t)
+		path := filepath.Join(t.TempDir(), devConfigFile)
+		if err := os.WriteFile(path, []byte(text), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		cfg, err := loadDevConfig(path, base, spec)
+		if err != nil {
+			return
+		}
+		if err := cfg.Validate(); err != nil {
+			t.Fatalf("accepted a configuration the core refuses: %v", err)
+		}
+		found := false
+		for _, c := range cfg.Clusters {
+			found = found || (c.ID == "dev" && len(c.Nodes) > 0)
+		}
+		if !found {
+			t.Fatalf("cluster dev lost its nodes: %+v", cfg.Clusters)
+		}
+	})
+}
