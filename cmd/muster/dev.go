@@ -67,7 +67,13 @@ example kinds the shipped playbooks use (example.com/node.drain, undrain,
 upgrade, verify, service.restart, service.health, db.backup), which keep a
 node's version in the data directory. A kind fails on a node while the file
 fail/STEP.NODE exists in the data directory (holding a number: that many
-times); --fail upgrade@node-2 creates it at start.`,
+times); --fail upgrade@node-2 creates it at start.
+
+On first start it writes dev.yaml in the data directory: cluster dev's budget,
+windows and freezes, approval rules, kinds and notification destinations, in
+the format of a core configuration file, with commented examples. SIGHUP reads
+it again and reloads the core as "muster core" does; an invalid file changes
+nothing (not with --gossip or --ha).`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if o.ha {
