@@ -83,3 +83,18 @@ func TestScheduleIsApprovedOnceByAnotherPersonAndShowsItsNextOccurrences(t *test
 	e.call(http.MethodDelete, "/api/v1/schedules/mine", "op", nil, http.StatusNoContent, nil)
 	e.call(http.MethodGet, "/api/v1/schedules/mine", "viewer", nil, http.StatusNotFound, nil)
 }
+
+func TestRevokingTheApproversTokenSendsTheScheduleBackToApproval(t *testing.T) {
+	t.Parallel()
+	e := setup(t)
+	var created wire.Schedule
+	e.call(http.MethodPost, "/api/v1/schedules", "op", e.scheduleFixture("nightly"), http.StatusCreated, &created)
+	e.call(http.MethodPost, "/api/v1/schedules/nightly/approve", "appr", wire.ApproveScheduleRequest{Digest: created.Digest}, http.StatusOK, nil)
+	e.call(http.MethodDelete, "/api/v1/tokens/appr", "admin", nil, http.StatusNoContent, nil)
+	var shown wire.Schedule
+	e.call(http.MethodGet, "/api/v1/schedules/nightly", "viewer", nil, http.StatusOK, &shown)
+	if shown.State != "PENDING_APPROVE" || !strings.Contains(shown.StateReason, "appr") || len(shown.Next) != 0 {
+		t.Errorf("after revoking its approver: %s (%q), next %v; want PENDING_APPROVE naming appr, no next occurrence",
+			shown.State, shown.StateReason, shown.Next)
+	}
+}
