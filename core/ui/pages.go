@@ -20,6 +20,7 @@ import (
 	"github.com/musterhq/muster/core/schedule"
 	"github.com/musterhq/muster/core/store"
 	"github.com/musterhq/muster/shared/action"
+	"github.com/musterhq/muster/shared/names"
 	"github.com/musterhq/muster/shared/wire"
 )
 
@@ -221,8 +222,11 @@ type approvalsData struct {
 	// first; MorePaused: there are more than the page shows.
 	Paused     []pausedRun
 	MorePaused bool
-	Mine       int
-	ForMe      int
+	// Schedules are the schedules waiting for approval, oldest change
+	// first.
+	Schedules []pendingSchedule
+	Mine      int
+	ForMe     int
 	// More: there are more actions waiting than the page shows.
 	More bool
 	// RunsNextURL is the next page of runs ("": this is the last one);
@@ -254,7 +258,10 @@ func (s *Server) approvals(w http.ResponseWriter, r *http.Request, v *visitor) {
 			return err
 		}
 		if marker == "" {
-			d.Paused, d.MorePaused, err = s.pausedRuns(ctx, rd, v)
+			if d.Paused, d.MorePaused, err = s.pausedRuns(ctx, rd, v); err != nil {
+				return err
+			}
+			d.Schedules, err = s.pendingSchedules(ctx, rd, v)
 		}
 		return err
 	})
@@ -286,6 +293,13 @@ func (s *Server) approvals(w http.ResponseWriter, r *http.Request, v *visitor) {
 			d.ForMe++
 		}
 	}
+	for _, p := range d.Schedules {
+		if p.Mine {
+			d.Mine++
+		} else if p.CanDecide {
+			d.ForMe++
+		}
+	}
 	for _, rec := range recs {
 		p := pending{Action: rec.Action, Mine: approval.SamePerson(rec.Requester, v.tok.Name)}
 		if ttl := s.cfg.Policy.Window(); ttl > 0 {
@@ -305,8 +319,11 @@ func (s *Server) approvals(w http.ResponseWriter, r *http.Request, v *visitor) {
 		vw.FlashLink = "/ui/actions/" + r.URL.Query().Get("id")
 	} else if vw.Flash = runFlash(r); vw.Flash != "" {
 		vw.FlashLink = "/ui/runs/" + r.URL.Query().Get("run")
+	} else if name, done := r.URL.Query().Get("schedule"), r.URL.Query().Get("done"); names.CheckID(name) == nil &&
+		(done == "approved" || done == "rejected") {
+		vw.Flash, vw.FlashLink = fmt.Sprintf("Schedule %s %s.", name, done), schedulePath(name)
 	}
-	vw.Live = page.live(marker, url.Values{"type": {"action.*,run.*"}}, "")
+	vw.Live = page.live(marker, url.Values{"type": {"action.*,run.*,schedule.*"}}, "")
 	vw.Data = d
 	s.render(w, r, http.StatusOK, "approvals", vw)
 }

@@ -1,6 +1,7 @@
 package ui
 
 import (
+	"context"
 	"fmt"
 	"net/http"
 	"net/url"
@@ -9,7 +10,7 @@ import (
 	"time"
 
 	"github.com/musterhq/muster/core/actions"
-	"github.com/musterhq/muster/core/auth"
+	"github.com/musterhq/muster/core/approval"
 	"github.com/musterhq/muster/core/schedule/recur"
 	"github.com/musterhq/muster/core/store"
 	"github.com/musterhq/muster/shared/names"
@@ -62,6 +63,53 @@ type scheduleData struct {
 	CanDecide bool
 	// Own: the visitor created or last changed it (and may not approve it).
 	Own bool
+	// Why says why a schedule waiting for approval shows no buttons.
+	Why string
+}
+
+// pendingSchedule is a schedule waiting for approval, as the Approvals page
+// shows it.
+type pendingSchedule struct {
+	Schedule wire.Schedule
+	// Mine: the visitor created or last changed it. CanDecide: the visitor
+	// may approve or reject it (the rule of recur.Service.Approve); Why
+	// says why not otherwise.
+	Mine, CanDecide bool
+	Why             string
+}
+
+// pendingSchedules lists the schedules waiting for approval, oldest change
+// first, at most approvalsShown.
+func (s *Server) pendingSchedules(ctx context.Context, rd store.Reader, v *visitor) ([]pendingSchedule, error) {
+	list, err := rd.Schedules(ctx)
+	if err != nil {
+		return nil, err
+	}
+	sort.SliceStable(list, func(i, j int) bool { return list[i].UpdatedTS.Before(list[j].UpdatedTS) })
+	out := []pendingSchedule{}
+	now := s.now()
+	for i := range list {
+		sc := &list[i]
+		if sc.State != store.SchedulePendingApprove {
+			continue
+		}
+		if len(out) == approvalsShown {
+			break
+		}
+		applier, err := recur.Applier(ctx, rd, sc)
+		if err != nil {
+			return nil, err
+		}
+		view, err := recur.View(ctx, rd, sc, now, 0, false)
+		if err != nil {
+			return nil, err
+		}
+		p := pendingSchedule{Schedule: view, Mine: approval.SamePerson(sc.Requester, v.tok.Name)}
+		p.Why = s.whyNot(v, "this schedule", sc.Requester, applier)
+		p.CanDecide = p.Why == ""
+		out = append(out, p)
+	}
+	return out, nil
 }
 
 func (s *Server) schedulePage(w http.ResponseWriter, r *http.Request, v *visitor) {
@@ -72,9 +120,13 @@ func (s *Server) schedulePage(w http.ResponseWriter, r *http.Request, v *visitor
 		return
 	}
 	var d scheduleData
+	var applier string
 	err := s.st.Read(ctx, func(rd store.Reader) error {
 		sc, err := rd.Schedule(ctx, name)
 		if err != nil {
+			return err
+		}
+		if applier, err = recur.Applier(ctx, rd, sc); err != nil {
 			return err
 		}
 		d.Schedule, err = recur.View(ctx, rd, sc, time.Now(), scheduleNext, true)
@@ -97,7 +149,10 @@ func (s *Server) schedulePage(w http.ResponseWriter, r *http.Request, v *visitor
 		d.Local = append(d.Local, n.In(loc).Format("Mon 2006-01-02 15:04 MST"))
 	}
 	d.Own = strings.EqualFold(sc.Requester, v.tok.Name)
-	d.CanDecide = sc.State == store.SchedulePendingApprove && v.can(auth.Approve)
+	if sc.State == store.SchedulePendingApprove {
+		d.Why = s.whyNot(v, "this schedule", sc.Requester, applier)
+		d.CanDecide = d.Why == ""
+	}
 	vw := newView(v, "Schedule "+sc.Name, "schedules")
 	vw.Data = d
 	if done := r.URL.Query().Get("done"); done == "approved" || done == "rejected" {
@@ -154,6 +209,10 @@ func (s *Server) decideSchedule(approve bool) handlerFunc {
 				msg = "there is no such schedule"
 			}
 			s.renderError(w, r, v, status, fmt.Sprintf("Could not %s: %s", verb, msg))
+			return
+		}
+		if r.PostForm.Get("next") == "/ui/approvals" {
+			http.Redirect(w, r, "/ui/approvals?done="+done+"&schedule="+url.QueryEscape(name), http.StatusSeeOther)
 			return
 		}
 		http.Redirect(w, r, schedulePath(name)+"?done="+done, http.StatusSeeOther)

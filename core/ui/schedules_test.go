@@ -94,7 +94,91 @@ func TestSchedulePagesShowNextOccurrencesAndDecideForApproversOnly(t *testing.T)
 	e.createSchedule("own", "admin")
 	a := e.browser()
 	a.signIn("admin")
-	if _, _, body := a.get("/ui/schedules/own"); strings.Contains(body, `id="schedule-approve"`) || !strings.Contains(body, "another approver approves it") {
+	if _, _, body := a.get("/ui/schedules/own"); strings.Contains(body, `id="schedule-approve"`) || !strings.Contains(body, "another approver must decide") {
 		t.Errorf("the requester's own page offers approval:\n%s", body)
 	}
+}
+
+// The Approvals page lists the schedules waiting for approval with approve
+// and reject for an approver who neither created them nor applied their
+// playbook version, a reason instead of buttons for the others; approving
+// there makes the schedule ACTIVE. The Dashboard counts the ones the
+// visitor may decide among what waits for them.
+func TestApprovalsPageDecidesSchedulesForOtherApproversOnly(t *testing.T) {
+	t.Parallel()
+	e := setup(t)
+	e.createSchedule("by-op", "op")
+	e.createSchedule("by-admin", "admin")
+	e.applyPlaybook(strings.Replace(schedulePlaybookDoc, "name: nightly", "name: weekly", 1), "appr")
+	e.runChange(func(ctx context.Context, tx store.Tx) error {
+		_, _, err := e.ui.cfg.Schedules.Apply(ctx, tx, &wire.CreateScheduleRequest{Name: "applied-by-appr", Cluster: "prod",
+			Playbook: "weekly", Cron: "@daily"}, actions.Actor{Name: "op"})
+		return err
+	})
+	card := func(body, name string) string {
+		i := strings.Index(body, `data-schedule="`+name+`"`)
+		if i < 0 {
+			return ""
+		}
+		rest := body[i:]
+		if j := strings.Index(rest, "</li>"); j >= 0 {
+			rest = rest[:j]
+		}
+		return rest
+	}
+	for who, want := range map[string]map[string]string{
+		"appr":  {"by-op": "button", "by-admin": "button", "applied-by-appr": "You applied the playbook version"},
+		"admin": {"by-op": "button", "by-admin": "You asked for this schedule", "applied-by-appr": "button"},
+		"op":    {"by-op": "You asked for this schedule", "by-admin": "do not include approving"},
+	} {
+		b := e.browser()
+		b.signIn(who)
+		status, _, body := b.get("/ui/approvals")
+		if status != http.StatusOK {
+			t.Fatalf("%s: approvals %d", who, status)
+		}
+		for name, w := range want {
+			c := card(body, name)
+			if c == "" {
+				t.Errorf("%s: schedule %s not listed", who, name)
+				continue
+			}
+			hasButton := strings.Contains(c, `class="approve"`)
+			if (w == "button") != hasButton || (w != "button" && !strings.Contains(c, w)) {
+				t.Errorf("%s: schedule %s: buttons %v, want %q:\n%s", who, name, hasButton, w, c)
+			}
+		}
+		_, _, dash := b.get("/ui/dashboard")
+		if got, wantIt := strings.Contains(dash, `data-schedule="by-op"`), who != "op"; got != wantIt {
+			t.Errorf("%s: the Dashboard lists by-op as waiting = %v, want %v", who, got, wantIt)
+		}
+	}
+	b := e.browser()
+	b.signIn("appr")
+	_, _, body := b.get("/ui/approvals")
+	var sc *store.Schedule
+	e.runChange(func(ctx context.Context, tx store.Tx) error {
+		var err error
+		sc, err = tx.Schedule(ctx, "by-op")
+		return err
+	})
+	if !strings.Contains(card(body, "by-op"), sc.Digest) {
+		t.Fatalf("the approve form lacks the digest %s", sc.Digest)
+	}
+	status, loc, _ := b.post("/ui/schedules/by-op/approve", map[string][]string{"csrf": {b.csrf}, "digest": {sc.Digest},
+		"next": {"/ui/approvals"}})
+	if status != http.StatusSeeOther || !strings.HasPrefix(loc, "/ui/approvals?") {
+		t.Fatalf("approve: %d to %q", status, loc)
+	}
+	_, _, body = b.get(loc)
+	if card(body, "by-op") != "" || !strings.Contains(body, "Schedule by-op approved.") {
+		t.Errorf("after approval the page still lists by-op or says nothing:\n%s", body)
+	}
+	e.runChange(func(ctx context.Context, tx store.Tx) error {
+		sc, err := tx.Schedule(ctx, "by-op")
+		if err == nil && (sc.State != store.ScheduleActive || sc.ApprovedBy != "appr") {
+			t.Errorf("by-op is %s approved by %q, want ACTIVE by appr", sc.State, sc.ApprovedBy)
+		}
+		return err
+	})
 }

@@ -190,6 +190,21 @@ func load(ctx context.Context, tx store.Tx, name, what string, from ...string) (
 	return nil, fmt.Errorf("%w: cannot %s schedule %s: it is %s", ErrWrongState, what, name, sc.State)
 }
 
+// Applier returns who applied the playbook version schedule sc runs now
+// ("" when there is none): with its requester, the person who may not
+// approve it (approval.Policy.MayApprove), so that pages offer no approval
+// that Approve refuses.
+func Applier(ctx context.Context, r store.Reader, sc *store.Schedule) (string, error) {
+	pb, err := resolve(ctx, r, sc)
+	if errors.Is(err, store.ErrNotFound) {
+		return "", nil
+	}
+	if err != nil {
+		return "", err
+	}
+	return pb.CreatedBy, nil
+}
+
 // Approve approves schedule name as who: from now on each occurrence makes
 // a run approved by who, of the playbook version approved now. A non-empty
 // digest is what the approver was shown: the approval is refused when the
