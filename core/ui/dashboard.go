@@ -43,15 +43,15 @@ type dashboardData struct {
 	// WaitingSchedules: schedules waiting for an approval the visitor may
 	// give.
 	WaitingSchedules []pendingSchedule
-	Running     []action.Action
-	RunningMore bool
-	RunningRuns []runRow
-	Failed      []action.Action
-	FailedMore  bool
-	FailedRuns  []runRow
-	Nodes       []dashNode
-	NodesMore   bool
-	Budgets     []dashBudget
+	Running          []action.Action
+	RunningMore      bool
+	RunningRuns      []runRow
+	Failed           []action.Action
+	FailedMore       bool
+	FailedRuns       []runRow
+	Nodes            []dashNode
+	NodesMore        bool
+	Budgets          []dashBudget
 }
 
 func (s *Server) dashboard(w http.ResponseWriter, r *http.Request, v *visitor) {
