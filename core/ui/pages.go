@@ -340,6 +340,8 @@ func flash(r *http.Request) string {
 		return "Approved action " + id + "."
 	case "rejected":
 		return "Rejected action " + id + "."
+	case "urgent":
+		return "Marked action " + id + " urgent: it passes a closed window, never a freeze."
 	}
 	return ""
 }
@@ -357,8 +359,11 @@ func (s *Server) decide(d decision) handlerFunc {
 			return
 		}
 		change, done := s.changer.Approve, "approved"
-		if d == decisionReject {
+		switch d {
+		case decisionReject:
 			change, done = s.changer.Reject, "rejected"
+		case decisionUrgent:
+			change, done = s.changer.MarkUrgent, "urgent"
 		}
 		by := actions.Actor{Name: v.tok.Name, Addr: clientAddr(r), Note: f.Reason}
 		var rec *store.Record
@@ -377,11 +382,13 @@ func (s *Server) decide(d decision) handlerFunc {
 			s.renderError(w, r, v, status, fmt.Sprintf("Could not %s: %s", d, msg))
 			return
 		}
-		if d == decisionApprove && s.nudge != nil {
+		if d != decisionReject && s.nudge != nil {
 			s.nudge.Nudge(rec.ClusterID)
 		}
 		next := f.Next
-		if next == "" {
+		if next == "" && d == decisionUrgent {
+			next = "/ui/actions/" + id
+		} else if next == "" {
 			next = "/ui/approvals"
 		}
 		u, _ := url.Parse(next) // safeNext made it parseable
@@ -448,6 +455,11 @@ type actionData struct {
 	CanDecide bool
 	Why       string
 	Self      string // this page's path, where the forms come back to
+	// CanUrgent: the visitor may mark it urgent (an approver other than
+	// its requester, while it has not left the core); UrgentWhy says
+	// why not to an approver when it is not yet pushed.
+	CanUrgent bool
+	UrgentWhy string
 }
 
 func (s *Server) actionDetail(w http.ResponseWriter, r *http.Request, v *visitor) {
@@ -458,12 +470,13 @@ func (s *Server) actionDetail(w http.ResponseWriter, r *http.Request, v *visitor
 		return
 	}
 	var a action.Action
+	var pushed bool
 	err := s.st.Read(ctx, func(rd store.Reader) error {
 		rec, err := rd.Action(ctx, id)
 		if err != nil {
 			return err
 		}
-		a = rec.Action
+		a, pushed = rec.Action, rec.PushedStoreID != ""
 		a.History, err = rd.History(ctx, id)
 		return err
 	})
@@ -482,6 +495,10 @@ func (s *Server) actionDetail(w http.ResponseWriter, r *http.Request, v *visitor
 	if a.State == action.PendingApprove {
 		d.Why = s.whyNot(v, "this", a.Requester, "")
 		d.CanDecide = d.Why == ""
+	}
+	if (a.State == action.PendingApprove || a.State == action.PendingSchedule) && !pushed && v.can(auth.Approve) {
+		d.UrgentWhy = s.urgentWhyNot(v, a.Requester)
+		d.CanUrgent = d.UrgentWhy == ""
 	}
 	vw := newView(v, "Action "+id[:8], "actions")
 	vw.Flash = flash(r)

@@ -43,7 +43,7 @@ func FuzzDecodeRunFilter(f *testing.F) {
 
 func FuzzDecodeRunChange(f *testing.F) {
 	digest := strings.Repeat("ab", 32)
-	for _, c := range []runChange{runApprove, runReject, runPause, runResume, runCancel, runPromote, "bogus"} {
+	for _, c := range []runChange{runApprove, runReject, runPause, runResume, runCancel, runPromote, runUrgent, "bogus"} {
 		for _, s := range []string{"digest=" + digest, "digest=" + strings.ToUpper(digest), "digest=short", "reason=not+now",
 			"reason=", "reason=%1b[31m", "reason=" + strings.Repeat("r", 501), "confirm=yes&reason=done", "confirm=no",
 			"next=%2Fui%2Fapprovals", "next=//evil"} {
@@ -65,8 +65,8 @@ func FuzzDecodeRunChange(f *testing.F) {
 			if !validDigest(got.Digest) || got.Digest != v.Get("digest") {
 				t.Fatalf("decodeRunChange(approve, %q) accepted digest %q", body, got.Digest)
 			}
-		case runReject, runCancel:
-			if len(got.Reason) > maxReason || hasControl(got.Reason) || c == runReject && got.Reason == "" {
+		case runReject, runCancel, runUrgent:
+			if len(got.Reason) > maxReason || hasControl(got.Reason) || c != runCancel && got.Reason == "" {
 				t.Fatalf("decodeRunChange(%s, %q) accepted reason %q", c, body, got.Reason)
 			}
 			if c == runCancel && v.Get("confirm") != "yes" {

@@ -182,3 +182,54 @@ func TestApprovalsPageDecidesSchedulesForOtherApproversOnly(t *testing.T) {
 		return err
 	})
 }
+
+// Urgent on an action's and a run's page: shown to an approver other than
+// the requester only, with a reason; posting it marks the action or run
+// urgent through the rule the API applies; the requester who also holds
+// approve reads why not, and no one else sees the form.
+func TestUrgentIsOfferedToOtherApproversAndMarksThroughTheAPIsRule(t *testing.T) {
+	t.Parallel()
+	e := setup(t)
+	a := e.create("admin", `{"seconds":1}`)
+	r := e.createRun("admin")
+	pages := map[string]string{"/ui/actions/" + a.ID: `id="action-urgent"`, "/ui/runs/" + r.ID: `id="run-urgent"`}
+	for who, want := range map[string]bool{"viewer": false, "op": false, "appr": true, "admin": false} {
+		b := e.browser().signIn(who)
+		for page, button := range pages {
+			_, _, body := b.get(page)
+			if got := strings.Contains(body, button); got != want {
+				t.Errorf("%s on %s: urgent form shown = %v, want %v", who, page, got, want)
+			}
+			if who == "admin" && !strings.Contains(body, "another approver may mark it urgent") {
+				t.Errorf("the requester's page %s does not say why there is no urgent form", page)
+			}
+		}
+	}
+	appr := e.browser().signIn("appr")
+	appr.get("/ui/actions/" + a.ID)
+	if status, _, _ := appr.post("/ui/actions/"+a.ID+"/urgent", map[string][]string{"csrf": {appr.csrf}}); status != http.StatusBadRequest {
+		t.Errorf("urgent without a reason: %d, want 400", status)
+	}
+	status, loc, _ := appr.post("/ui/actions/"+a.ID+"/urgent", map[string][]string{"csrf": {appr.csrf}, "reason": {"outage <b>now</b>"},
+		"next": {"/ui/actions/" + a.ID}})
+	if status != http.StatusSeeOther {
+		t.Fatalf("urgent action: %d", status)
+	}
+	_, _, body := appr.get(loc)
+	if !strings.Contains(body, "Marked urgent: outage &lt;b&gt;now&lt;/b&gt;") {
+		t.Errorf("the action page does not show the urgent reason escaped:\n%s", body)
+	}
+	status, _, _ = appr.post("/ui/runs/"+r.ID+"/urgent", map[string][]string{"csrf": {appr.csrf}, "reason": {"outage"}})
+	if status != http.StatusSeeOther {
+		t.Fatalf("urgent run: %d", status)
+	}
+	if got := e.run(r.ID); got.Urgent != "outage" {
+		t.Errorf("run urgent %q, want outage", got.Urgent)
+	}
+	// The requester's forged POST is the engine's 403.
+	adm := e.browser().signIn("admin")
+	adm.get("/ui/runs/" + r.ID)
+	if status, _, _ := adm.post("/ui/runs/"+r.ID+"/urgent", map[string][]string{"csrf": {adm.csrf}, "reason": {"mine"}}); status != http.StatusForbidden {
+		t.Errorf("the requester marking their own run urgent: %d, want 403", status)
+	}
+}
