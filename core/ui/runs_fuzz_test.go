@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/musterhq/muster/shared/action"
+	"github.com/musterhq/muster/shared/names"
 )
 
 // The decoders of the Runs pages' forms and filters; the seeds run in plain
@@ -78,6 +79,35 @@ func FuzzDecodeRunChange(f *testing.F) {
 		}
 		if got.Next != "" && safeNext(got.Next) != got.Next {
 			t.Fatalf("decodeRunChange(%s, %q) accepted next %q", c, body, got.Next)
+		}
+	})
+}
+
+func FuzzDecodeScheduleFilter(f *testing.F) {
+	for _, s := range []string{"cluster=prod&state=ACTIVE", "state=pending_approve", "state=BOGUS", "state=%00",
+		"marker=nightly", "marker=Bad%20Name", "marker=../x", "cluster=%07", "cluster=" + strings.Repeat("c", 201)} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, query string) {
+		v, err := url.ParseQuery(query)
+		if err != nil {
+			return
+		}
+		got, err := decodeScheduleFilter(v)
+		if err != nil {
+			return
+		}
+		if got.State != "" && !slices.Contains(scheduleStates, got.State) {
+			t.Fatalf("decodeScheduleFilter(%q) accepted state %q", query, got.State)
+		}
+		if got.Marker != "" && names.CheckID(got.Marker) != nil {
+			t.Fatalf("decodeScheduleFilter(%q) accepted marker %q", query, got.Marker)
+		}
+		if len(got.Cluster) > maxFilter || hasControl(got.Cluster) {
+			t.Fatalf("decodeScheduleFilter(%q) accepted cluster %q", query, got.Cluster)
+		}
+		if again, err := decodeScheduleFilter(got.values()); err != nil || again.State != got.State || again.Cluster != got.Cluster {
+			t.Fatalf("decodeScheduleFilter(%q): its values %v decode to %+v, %v", query, got.values(), again, err)
 		}
 	})
 }

@@ -2,9 +2,11 @@ package ui
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net/http"
 	"net/url"
+	"slices"
 	"sort"
 	"strings"
 	"time"
@@ -20,8 +22,67 @@ import (
 // scheduleNext is how many next occurrences a schedule's page shows.
 const scheduleNext = 5
 
+// schedulesPerPage is how many schedules a page of the list shows.
+const schedulesPerPage = 50
+
+// scheduleStates are the states the Schedules page filters by.
+var scheduleStates = []string{store.SchedulePendingApprove, store.ScheduleActive, store.SchedulePaused, store.ScheduleRejected}
+
 type schedulesData struct {
+	Filter    scheduleFilter
+	States    []string
+	Clusters  []store.Cluster
 	Schedules []wire.Schedule
+	// NextURL is the next page ("": this is the last).
+	NextURL   string
+	FilterErr string
+}
+
+// scheduleFilter is the filter of the Schedules page.
+type scheduleFilter struct {
+	Cluster, State, Marker string
+}
+
+func decodeScheduleFilter(v url.Values) (scheduleFilter, error) {
+	var f scheduleFilter
+	var err error
+	if f.Cluster, err = plainField(v, "cluster", maxFilter); err != nil {
+		return f, err
+	}
+	if s := strings.ToUpper(strings.TrimSpace(v.Get("state"))); s != "" {
+		if !slices.Contains(scheduleStates, s) {
+			return f, formError("state %q is not one of %s", v.Get("state"), strings.Join(scheduleStates, ", "))
+		}
+		f.State = s
+	}
+	if m := v.Get("marker"); m != "" {
+		if names.CheckID(m) != nil {
+			return f, formError("marker is not a schedule name")
+		}
+		f.Marker = m
+	}
+	return f, nil
+}
+
+// query returns the store query of the filter, for one page of n.
+func (f scheduleFilter) query(n int) store.ScheduleQuery {
+	q := store.ScheduleQuery{ClusterID: f.Cluster, Marker: f.Marker, Limit: n}
+	if f.State != "" {
+		q.States = []string{f.State}
+	}
+	return q
+}
+
+// values returns the filter as a query string (without the marker).
+func (f scheduleFilter) values() url.Values {
+	v := url.Values{}
+	if f.Cluster != "" {
+		v.Set("cluster", f.Cluster)
+	}
+	if f.State != "" {
+		v.Set("state", f.State)
+	}
+	return v
 }
 
 // schedulePath is the page of a schedule.
@@ -29,12 +90,24 @@ func schedulePath(name string) string { return "/ui/schedules/" + url.PathEscape
 
 func (s *Server) schedules(w http.ResponseWriter, r *http.Request, v *visitor) {
 	ctx := r.Context()
-	var d schedulesData
+	d := schedulesData{States: scheduleStates}
+	f, ferr := decodeScheduleFilter(r.URL.Query())
+	status, why := filterStatus(ferr)
+	if ferr != nil {
+		d.FilterErr, f = why, scheduleFilter{}
+	}
+	d.Filter = f
+	page := listPage{path: "/ui/schedules", filter: f.values()}
 	err := s.st.Read(ctx, func(rd store.Reader) error {
-		list, err := rd.Schedules(ctx)
+		var err error
+		if d.Clusters, err = rd.Clusters(ctx); err != nil {
+			return err
+		}
+		list, next, err := store.SchedulePage(ctx, rd, f.query(schedulesPerPage))
 		if err != nil {
 			return err
 		}
+		d.NextURL = page.url(next)
 		now := time.Now()
 		for i := range list {
 			sc, err := recur.View(ctx, rd, &list[i], now, 1, false)
@@ -45,13 +118,17 @@ func (s *Server) schedules(w http.ResponseWriter, r *http.Request, v *visitor) {
 		}
 		return nil
 	})
+	if errors.Is(err, store.ErrUnknownMarker) {
+		s.renderError(w, r, v, http.StatusBadRequest, "The page marker names no schedule.")
+		return
+	}
 	if err != nil {
 		s.storeError(w, r, v, err)
 		return
 	}
 	vw := newView(v, "Schedules", "schedules")
 	vw.Data = d
-	s.render(w, r, http.StatusOK, "schedules", vw)
+	s.render(w, r, status, "schedules", vw)
 }
 
 type scheduleData struct {

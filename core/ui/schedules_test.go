@@ -2,6 +2,7 @@ package ui
 
 import (
 	"context"
+	"fmt"
 	"net/http"
 	"strings"
 	"sync/atomic"
@@ -231,5 +232,43 @@ func TestUrgentIsOfferedToOtherApproversAndMarksThroughTheAPIsRule(t *testing.T)
 	adm.get("/ui/runs/" + r.ID)
 	if status, _, _ := adm.post("/ui/runs/"+r.ID+"/urgent", map[string][]string{"csrf": {adm.csrf}, "reason": {"mine"}}); status != http.StatusForbidden {
 		t.Errorf("the requester marking their own run urgent: %d, want 403", status)
+	}
+}
+
+// The Schedules list filters by cluster and state and pages by name; a bad
+// filter is a 400 naming it.
+func TestSchedulesListFiltersAndPages(t *testing.T) {
+	t.Parallel()
+	e := setup(t)
+	for i := range schedulesPerPage + 1 {
+		e.createSchedule(fmt.Sprintf("s-%03d", i), "op")
+	}
+	var sc *store.Schedule
+	e.runChange(func(ctx context.Context, tx store.Tx) error {
+		var err error
+		if sc, err = tx.Schedule(ctx, "s-007"); err != nil {
+			return err
+		}
+		_, err = e.ui.cfg.Schedules.Approve(ctx, tx, "s-007", sc.Digest, actions.Actor{Name: "appr"})
+		return err
+	})
+	b := e.browser().signIn("viewer")
+	_, _, body := b.get("/ui/schedules")
+	if n := strings.Count(body, `<tr data-schedule=`); n != schedulesPerPage || !strings.Contains(body, `id="schedules-next"`) {
+		t.Fatalf("first page: %d rows, want %d and a next link", n, schedulesPerPage)
+	}
+	_, _, body = b.get("/ui/schedules?marker=s-049")
+	if n := strings.Count(body, `<tr data-schedule=`); n != 1 || !strings.Contains(body, `data-schedule="s-050"`) || strings.Contains(body, `id="schedules-next"`) {
+		t.Errorf("second page: %d rows, want s-050 alone and no next link", n)
+	}
+	_, _, body = b.get("/ui/schedules?state=active&cluster=prod")
+	if n := strings.Count(body, `<tr data-schedule=`); n != 1 || !strings.Contains(body, `data-schedule="s-007"`) {
+		t.Errorf("state=active: %d rows, want s-007 alone", n)
+	}
+	if status, _, body := b.get("/ui/schedules?state=DONE"); status != http.StatusBadRequest || !strings.Contains(body, "state") {
+		t.Errorf("state=DONE: %d, want 400 naming state", status)
+	}
+	if status, _, _ := b.get("/ui/schedules?marker=zz-none"); status != http.StatusBadRequest {
+		t.Errorf("an unknown marker: %d, want 400", status)
 	}
 }
