@@ -143,7 +143,7 @@ func (c *Core) RejectConfig(ctx context.Context, err error) error {
 	c.mu.Lock()
 	lv := c.live
 	c.mu.Unlock()
-	msg := "configuration not reloaded, the one in use stays: " + strings.ReplaceAll(err.Error(), "\n ", ";")
+	msg := "configuration not reloaded, the one in use stays: " + oneLine(err)
 	c.log.Error("configuration not reloaded, the one in use stays", "err", err)
 	if lv == nil {
 		return errors.Join(err, ErrNotRunning)
@@ -152,6 +152,22 @@ func (c *Core) RejectConfig(ctx context.Context, err error) error {
 		return errors.Join(err, werr)
 	}
 	return err
+}
+
+// oneLine puts a report of several lines (a heading ending in ":", then
+// one indented line per field) on one line: "heading: a; b".
+func oneLine(err error) string {
+	lines := strings.Split(err.Error(), "\n")
+	var fields []string
+	for _, l := range lines[1:] {
+		if l = strings.TrimSpace(l); l != "" {
+			fields = append(fields, l)
+		}
+	}
+	if len(fields) == 0 {
+		return lines[0]
+	}
+	return strings.TrimSuffix(lines[0], ":") + ": " + strings.Join(fields, "; ")
 }
 
 func appendCoreEvent(ctx context.Context, st store.Store, typ, msg string, data map[string]any) error {

@@ -111,7 +111,7 @@ func newActionListCmd(f *clientFlags) *cobra.Command {
 	fl := cmd.Flags()
 	fl.StringVar(&flt.Cluster, "cluster", "", "only this cluster")
 	fl.StringVar(&flt.Node, "node", "", "only this node")
-	fl.StringVar(&flt.Run, "run", "", "only the child actions of this run (its full id)")
+	fl.StringVar(&flt.Run, "run", "", "only the child actions of this run (its id or a unique prefix of 8+ characters)")
 	fl.StringSliceVar(&states, "state", nil, "only these states (comma list)")
 	fl.StringSliceVar(&kinds, "kind", nil, "only these kinds (comma list)")
 	fl.StringVar(&flt.Sort, "sort", "", "order, like created_ts:desc,id:asc")
@@ -237,6 +237,27 @@ func parseArgs(raw string, pairs []string) (json.RawMessage, error) {
 	return b, nil
 }
 
+// argHint adds to a refusal of args by a kind's args_schema, where a
+// string was wanted and an --arg value was sent as JSON (version=2.0 is a
+// number), how to send it as a string.
+func argHint(err error, pairs []string) error {
+	if err == nil {
+		return nil
+	}
+	for _, p := range pairs {
+		k, v, _ := strings.Cut(p, "=")
+		if !json.Valid([]byte(v)) || strings.HasPrefix(strings.TrimSpace(v), `"`) {
+			continue
+		}
+		for _, got := range []string{"number", "boolean", "null"} {
+			if strings.Contains(err.Error(), "args."+k+": got "+got+", want string") {
+				return fmt.Errorf("%w; --arg %s sent a JSON %s: for a string, quote it: --arg '%s=\"%s\"'", err, k, got, k, v)
+			}
+		}
+	}
+	return err
+}
+
 func newActionCreateCmd(f *clientFlags) *cobra.Command {
 	var req wire.CreateActionRequest
 	var rawArgs string
@@ -276,7 +297,7 @@ func newActionCreateCmd(f *clientFlags) *cobra.Command {
 			}
 			a, err := c.CreateAction(cmd.Context(), &req)
 			if err != nil {
-				return apiError(c, err)
+				return argHint(apiError(c, err), pairs)
 			}
 			if f.json() {
 				return f.write(cmd.OutOrStdout(), a)

@@ -74,6 +74,15 @@ func prefixed(all []string, typed string) []string {
 	return out
 }
 
+// orFiles completes as fn does, and lets the shell offer file names as well:
+// for an argument that is a stored name or a file.
+func orFiles(fn cobra.CompletionFunc) cobra.CompletionFunc {
+	return func(cmd *cobra.Command, args []string, toComplete string) ([]cobra.Completion, cobra.ShellCompDirective) {
+		out, _ := fn(cmd, args, toComplete)
+		return out, cobra.ShellCompDirectiveDefault
+	}
+}
+
 // onlyFirst completes the first positional argument only.
 func onlyFirst(fn cobra.CompletionFunc) cobra.CompletionFunc {
 	return func(cmd *cobra.Command, args []string, toComplete string) ([]cobra.Completion, cobra.ShellCompDirective) {
@@ -194,7 +203,10 @@ var argCompletion = map[string]completer{
 	"muster run show":    completeRuns, "muster run approve": completeRuns, "muster run reject": completeRuns,
 	"muster run pause": completeRuns, "muster run resume": completeRuns, "muster run cancel": completeRuns,
 	"muster run watch": completeRuns, "muster run retry": completeRuns,
-	"muster cluster show": completeClusters, "muster cluster orchestrate": completeClusters,
+	"muster run promote": completeRuns, "muster run urgent": completeRuns, "muster run nodes": completeRuns,
+	"muster action urgent": completeActions,
+	"muster node revoke":   completeNodes,
+	"muster cluster show":  completeClusters, "muster cluster orchestrate": completeClusters,
 	"muster node drain": completeNodes, "muster node undrain": completeNodes, "muster node forget": completeNodes,
 	"muster playbook show": completePlaybooks, "muster playbook start": completePlaybooks,
 	"muster schedule show": completeSchedules, "muster schedule approve": completeSchedules,
@@ -211,6 +223,9 @@ func addCompletions(root *cobra.Command) {
 		if fn, ok := argCompletion[cmd.CommandPath()]; ok && cmd.ValidArgsFunction == nil {
 			cmd.ValidArgsFunction = onlyFirst(ask(fn))
 		}
+		if cmd.CommandPath() == "muster playbook plan" && cmd.ValidArgsFunction == nil {
+			cmd.ValidArgsFunction = onlyFirst(orFiles(ask(completePlaybooks)))
+		}
 		flag := func(name string, fn cobra.CompletionFunc) {
 			if cmd.Flags().Lookup(name) != nil || cmd.PersistentFlags().Lookup(name) != nil {
 				_ = cmd.RegisterFlagCompletionFunc(name, fn)
@@ -222,6 +237,7 @@ func addCompletions(root *cobra.Command) {
 		flag("kind", ask(completeKinds))
 		flag("run", ask(completeRuns))
 		flag("action", ask(completeActions))
+		flag("playbook", ask(completePlaybooks))
 		flag("role", fixed("viewer", "operator", "approver", "admin"))
 		flag("type", fixed(append(slices.Clone(store.EventTypes), familyGlobs()...)...))
 		if strings.HasPrefix(cmd.CommandPath(), "muster run ") {

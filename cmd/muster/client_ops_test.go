@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"errors"
+	"github.com/spf13/cobra"
 	"net/http"
 	"net/http/httptest"
 	"regexp"
@@ -260,4 +261,38 @@ func TestCLIEventsFilters(t *testing.T) {
 	if buf.String() != listed {
 		t.Fatalf("followed %q, listed %q", buf.String(), listed)
 	}
+}
+
+// TestEveryArgumentNamingACoreObjectCompletes: every command whose first
+// argument is an action, a run, a cluster, a node, a playbook or a schedule
+// completes it from the core, and so does --playbook (run promote, run
+// urgent and playbook plan once completed nothing).
+func TestEveryArgumentNamingACoreObjectCompletes(t *testing.T) {
+	t.Parallel()
+	root := newRootCmd()
+	var walk func(c *cobra.Command)
+	walk = func(c *cobra.Command) {
+		for _, s := range c.Commands() {
+			walk(s)
+		}
+		words := strings.Fields(c.Use)
+		if len(words) < 2 {
+			return
+		}
+		path := c.CommandPath()
+		named := strings.HasPrefix(path, "muster playbook ") || strings.HasPrefix(path, "muster schedule ")
+		switch arg := words[1]; {
+		case arg == "ACTION", arg == "RUN", arg == "CLUSTER", arg == "NODE",
+			named && (arg == "NAME" || arg == "FILE|NAME") && words[0] != "create":
+			if c.ValidArgsFunction == nil {
+				t.Errorf("%s: its %s does not complete", path, arg)
+			}
+		}
+		if c.Flags().Lookup("playbook") != nil {
+			if _, ok := c.GetFlagCompletionFunc("playbook"); !ok {
+				t.Errorf("%s: --playbook does not complete", path)
+			}
+		}
+	}
+	walk(root)
 }

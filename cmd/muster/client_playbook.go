@@ -3,7 +3,9 @@ package main
 import (
 	"fmt"
 	"io"
+	"maps"
 	"os"
+	"slices"
 	"strings"
 	"time"
 
@@ -218,14 +220,32 @@ before it is applied; NAME plans a stored playbook.`,
 			if f.json() {
 				return f.write(cmd.OutOrStdout(), p)
 			}
-			return printPlan(cmd.OutOrStdout(), p)
+			return printPlan(cmd.OutOrStdout(), p, req.Params)
 		},
 	}
 	pf.bind(cmd)
 	return cmd
 }
 
-func printPlan(w io.Writer, p *wire.Plan) error {
+// shellWord quotes s for a POSIX shell when it holds anything but letters,
+// digits and -_./:=,@+.
+func shellWord(s string) string {
+	safe := s != ""
+	for _, r := range s {
+		if !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || strings.ContainsRune("-_./:=,@+", r)) {
+			safe = false
+			break
+		}
+	}
+	if safe {
+		return s
+	}
+	return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
+}
+
+// printPlan prints plan p; given are the --param flags it was planned with,
+// which the start line it ends with repeats.
+func printPlan(w io.Writer, p *wire.Plan, given map[string]string) error {
 	v := "unsaved document"
 	if p.Version > 0 {
 		v = fmt.Sprintf("version %d", p.Version)
@@ -291,8 +311,11 @@ func printPlan(w io.Writer, p *wire.Plan) error {
 		fmt.Fprintf(w, "\n%d child action(s); nothing was created.\n", steps)
 	}
 	if p.Version > 0 {
-		fmt.Fprintf(w, "To start exactly this plan: muster playbook start %s --cluster %s --digest %s (and the same --param flags)\n",
-			textsafe.Escape(p.Playbook), textsafe.Escape(p.ClusterID), textsafe.Escape(p.Digest))
+		line := fmt.Sprintf("muster playbook start %s --cluster %s --digest %s", shellWord(p.Playbook), shellWord(p.ClusterID), shellWord(p.Digest))
+		for _, k := range slices.Sorted(maps.Keys(given)) {
+			line += " --param " + shellWord(k+"="+given[k])
+		}
+		fmt.Fprintf(w, "To start exactly this plan: %s\n", textsafe.Escape(line))
 	}
 	return nil
 }

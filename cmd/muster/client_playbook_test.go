@@ -77,7 +77,7 @@ func TestPrintPlanShowsEachNodesRollbackAndTheCanaryPause(t *testing.T) {
 				When: `{{ eq .steps.upgrade.state "DONE" }}`},
 		}}
 	var b strings.Builder
-	if err := printPlan(&b, p); err != nil {
+	if err := printPlan(&b, p, nil); err != nil {
 		t.Fatal(err)
 	}
 	out := b.String()
@@ -98,5 +98,21 @@ func TestPrintPlanShowsEachNodesRollbackAndTheCanaryPause(t *testing.T) {
 	}
 	if !strings.Contains(out, "2 child action(s), and 2 rollback step(s) made only on a node that fails") {
 		t.Fatalf("summary line:\n%s", out)
+	}
+}
+
+// TestPrintPlanEndsWithTheWholeStartLine: the start line a plan ends with
+// repeats its --param flags, quoted for the shell, so that pasting it
+// starts exactly that plan (it once said "and the same --param flags").
+func TestPrintPlanEndsWithTheWholeStartLine(t *testing.T) {
+	t.Parallel()
+	p := &wire.Plan{Playbook: "up", Version: 1, ClusterID: "prod", Digest: "d1"}
+	var b strings.Builder
+	if err := printPlan(&b, p, map[string]string{"version": "2.0", "service": "it's web"}); err != nil {
+		t.Fatal(err)
+	}
+	want := `To start exactly this plan: muster playbook start up --cluster prod --digest d1 --param 'service=it'\''s web' --param version=2.0` + "\n"
+	if !strings.HasSuffix(b.String(), want) {
+		t.Fatalf("plan ends\n%s\nwant it to end with\n%s", b.String(), want)
 	}
 }

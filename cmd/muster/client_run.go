@@ -132,7 +132,7 @@ func newRunCreateCmd(f *clientFlags) *cobra.Command {
 			}
 			r, err := c.CreateRun(cmd.Context(), &wire.CreateRunRequest{ClusterID: cluster, Stages: []wire.StageSpec{st}, NotBefore: nb})
 			if err != nil {
-				return apiError(c, err)
+				return argHint(apiError(c, err), pairs)
 			}
 			if f.json() {
 				return f.write(cmd.OutOrStdout(), r)
@@ -204,15 +204,28 @@ func newRunListCmd(f *clientFlags) *cobra.Command {
 
 // progress counts the finished children of a run and all it will have.
 func progress(r *wire.Run) (done, total int) {
-	for _, s := range r.Stages {
-		total += s.Size()
-		for st, n := range s.Counts {
-			if st != "PENDING" && action.State(st).Final() {
-				done += n
-			}
-		}
+	for i := range r.Stages {
+		d, t := stageProgress(&r.Stages[i])
+		done += d
+		total += t
 	}
 	return done, total
+}
+
+// stageProgress is a stage's finished children and its total. A stage with
+// steps has a child per node and step at least (retries and rollbacks add
+// more), so its total is never less than what finished.
+func stageProgress(st *wire.Stage) (finished, total int) {
+	total = st.Size()
+	if n := len(st.Steps); n > 0 {
+		total *= n
+	}
+	for s, n := range st.Counts {
+		if s != "PENDING" && action.State(s).Final() {
+			finished += n
+		}
+	}
+	return finished, max(total, finished)
 }
 
 func newRunShowCmd(f *clientFlags) *cobra.Command {
@@ -258,8 +271,9 @@ func printRun(w io.Writer, r *wire.Run) error {
 	fmt.Fprintln(w, "\nStages:")
 	s := newTable(w, "STAGE", "KIND", "STATE", "NODES", "CONCURRENCY", "MAX ERRORS", "ON FAILURE", "DEPENDS ON", "ARGS")
 	for _, st := range r.Stages {
-		s.row(textsafe.Escape(st.Name), textsafe.Escape(st.Kind), st.State, fmt.Sprint(st.Size()), st.MaxConcurrency.String(),
-			st.MaxErrors.String(), st.OnFailure, textsafe.Escape(strings.Join(st.DependsOn, ",")), textsafe.Escape(string(st.Args)))
+		kind, args := stageKind(&st)
+		s.row(textsafe.Escape(st.Name), kind, st.State, fmt.Sprint(st.Size()), st.MaxConcurrency.String(),
+			st.MaxErrors.String(), st.OnFailure, textsafe.Escape(strings.Join(st.DependsOn, ",")), args)
 	}
 	if err := s.flush(); err != nil {
 		return err
@@ -384,20 +398,8 @@ func newRunNodesCmd(f *clientFlags) *cobra.Command {
 var stageOrder = []string{"DONE", "RUNNING", "NEW", "PENDING_SCHEDULE", "PENDING", "FAILED", "LOST", "CANCELLED"}
 
 // stageLine is a stage's progress: a bar of finished children and counts.
-// A stage with steps has a child per node and step at least (retries and
-// rollbacks add more), so its total is never less than what finished.
 func stageLine(st *wire.Stage) string {
-	total := st.Size()
-	if n := len(st.Steps); n > 0 {
-		total *= n
-	}
-	finished := 0
-	for s, n := range st.Counts {
-		if s != "PENDING" && action.State(s).Final() {
-			finished += n
-		}
-	}
-	total = max(total, finished)
+	finished, total := stageProgress(st)
 	const width = 20
 	fill := 0
 	if total > 0 {
@@ -432,18 +434,7 @@ func newRunVerbCmd(f *clientFlags, verb, short string) *cobra.Command {
 					return apiError(c, err)
 				}
 				if !f.json() {
-					_, total := progress(shown)
-					fmt.Fprintf(cmd.OutOrStdout(), "Run %s on %s by %s: %d stage(s), %d child action(s), digest %.12s%s\n",
-						shown.ID, textsafe.Escape(shown.ClusterID), textsafe.Escape(shown.Requester), len(shown.Stages), total, shown.Digest,
-						notBeforeText(shown.NotBefore))
-					for _, st := range shown.Stages {
-						fmt.Fprintf(cmd.OutOrStdout(), "  %s: %s %s on %s (max_concurrency %s, max_errors %s)\n",
-							textsafe.Escape(st.Name), textsafe.Escape(st.Kind), textsafe.Escape(string(st.Args)),
-							stageNodesText(&st), st.MaxConcurrency, st.MaxErrors)
-						if len(st.Steps) > 0 {
-							fmt.Fprintf(cmd.OutOrStdout(), "    each node, one after another: %s\n", stepsText(&st))
-						}
-					}
+					printApproval(cmd.OutOrStdout(), shown)
 				}
 				r, err = c.ApproveRun(cmd.Context(), shown.ID, shown.Digest)
 				if err != nil {
@@ -476,6 +467,39 @@ func newRunVerbCmd(f *clientFlags, verb, short string) *cobra.Command {
 		cmd.Flags().StringVar(&reason, "reason", "", "why, kept in the run's state and its event")
 	}
 	return cmd
+}
+
+// printApproval shows what an approval covers: each stage's kind and args
+// on its nodes, or, for a stage of steps, the steps each node goes through.
+func printApproval(w io.Writer, r *wire.Run) {
+	_, total := progress(r)
+	fmt.Fprintf(w, "Run %s on %s by %s: %d stage(s), %d child action(s), digest %.12s%s\n",
+		r.ID, textsafe.Escape(r.ClusterID), textsafe.Escape(r.Requester), len(r.Stages), total, r.Digest,
+		notBeforeText(r.NotBefore))
+	for _, st := range r.Stages {
+		kind, args := stageKind(&st)
+		what := kind
+		if args != "" {
+			what += " " + args
+		}
+		fmt.Fprintf(w, "  %s: %s on %s (max_concurrency %s, max_errors %s)\n",
+			textsafe.Escape(st.Name), what, stageNodesText(&st), st.MaxConcurrency, st.MaxErrors)
+		if len(st.Steps) > 0 {
+			fmt.Fprintf(w, "    each node, one after another: %s\n", stepsText(&st))
+		}
+	}
+}
+
+// stageKind is a stage's kind and args, escaped, for a person: a stage of
+// steps has neither (its steps carry them) and says how many steps it has.
+func stageKind(st *wire.Stage) (kind, args string) {
+	if len(st.Steps) > 0 {
+		return fmt.Sprintf("%d steps", len(st.Steps)), ""
+	}
+	if a := strings.TrimSpace(string(st.Args)); a != "" && a != "null" {
+		args = textsafe.Escape(a)
+	}
+	return textsafe.Escape(st.Kind), args
 }
 
 // runNodes counts the nodes of a run's stages.

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"log/slog"
 	"net/http/httptest"
@@ -700,5 +701,25 @@ func TestCLIJoinTokens(t *testing.T) {
 	}
 	if _, msg, code := e.run("admin", "token", "create", "ci", "--role", "operator", "--uses", "3"); code != 1 || !strings.Contains(msg, "join tokens") {
 		t.Fatalf("uses on an operator token: %d %q", code, msg)
+	}
+}
+
+// TestArgHintSaysHowToSendAString: --arg version=2.0 sends a number; when a
+// kind's args_schema wants a string there, the one-line refusal says how
+// to quote it, and says nothing more for other refusals.
+func TestArgHintSaysHowToSendAString(t *testing.T) {
+	t.Parallel()
+	refused := errors.New("unprocessable: node node-1: args do not match the kind's args_schema: args.version: got number, want string (422 unprocessable)")
+	got := argHint(refused, []string{"seconds=5", "version=2.0"}).Error()
+	if want := `--arg version sent a JSON number: for a string, quote it: --arg 'version="2.0"'`; !strings.Contains(got, want) ||
+		!strings.HasPrefix(got, refused.Error()) || strings.Contains(got, "\n") {
+		t.Fatalf("argHint = %q, want one line ending with %q", got, want)
+	}
+	other := errors.New("unprocessable: args.version: minLength: got 0, want 1 (422 unprocessable)")
+	if got := argHint(other, []string{"version="}); got != other {
+		t.Fatalf("argHint added to an unrelated refusal: %q", got)
+	}
+	if got := argHint(refused, []string{`version="2.0"`}); got != refused {
+		t.Fatalf("argHint added to a quoted value: %q", got)
 	}
 }

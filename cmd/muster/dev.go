@@ -74,6 +74,9 @@ times); --fail upgrade@node-2 creates it at start.`,
 				if o.gossip {
 					return &exitError{code: 2, err: errors.New("--ha and --gossip do not go together")}
 				}
+				if len(o.fail) > 0 {
+					return &exitError{code: 2, err: errors.New("--fail goes without --ha: the --ha agents run no example kinds")}
+				}
 				return runDevHA(cmd.Context(), o, cmd.OutOrStdout())
 			}
 			return runDev(cmd.Context(), o, cmd.OutOrStdout())
@@ -90,7 +93,7 @@ times); --fail upgrade@node-2 creates it at start.`,
 	f.StringVar(&o.gossipAddr, "gossip-addr", "127.0.0.1:7946", "with --gossip: the core's gossip address, which the agents join")
 	f.BoolVar(&o.ha, "ha", false, "start a local PostgreSQL and several core replicas (on --api-addr and the ports after it), one cluster per agent")
 	f.IntVar(&o.replicas, "replicas", 3, "with --ha: the number of core replicas")
-	f.StringArrayVar(&o.fail, "fail", nil, "STEP@NODE: make that example kind fail on that node (repeatable; the file fail/STEP.NODE in the data directory)")
+	f.StringArrayVar(&o.fail, "fail", nil, "STEP@NODE: make that example kind fail on that node (repeatable; the file fail/STEP.NODE in the data directory; not with --ha)")
 	cmd.AddCommand(newDevKindCmd())
 	return cmd
 }
@@ -124,10 +127,8 @@ func runDev(ctx context.Context, o devOptions, out io.Writer) error {
 	if err != nil {
 		return err
 	}
-	for _, f := range o.fail {
-		if err := devFail(dir, f); err != nil {
-			return &exitError{code: 2, err: err}
-		}
+	if err := devPrepareFail(dir, o.fail); err != nil {
+		return err
 	}
 	var agents []*agent.Agent
 	spec := discovery.ClusterSpec{ID: "dev", Budget: discovery.BudgetSpec{MaxUnavailable: "1"}}

@@ -90,6 +90,20 @@ var devFailFlag = regexp.MustCompile(`^([a-z]+)@([A-Za-z0-9._-]+)$`)
 
 // devFail makes step fail on node (STEP@NODE) from the start: it writes
 // the empty fail file.
+// devPrepareFail makes the fail directory, which the banner tells people
+// to put fail files in, and a fail file for each --fail spec.
+func devPrepareFail(dir string, specs []string) error {
+	if err := os.MkdirAll(filepath.Join(dir, "fail"), 0o755); err != nil {
+		return err
+	}
+	for _, f := range specs {
+		if err := devFail(dir, f); err != nil {
+			return &exitError{code: 2, err: err}
+		}
+	}
+	return nil
+}
+
 func devFail(dir, spec string) error {
 	m := devFailFlag.FindStringSubmatch(spec)
 	if m == nil || !devStepKnown(m[1]) {

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"errors"
+	"io"
 	"os"
 	"path/filepath"
 	"strings"
@@ -102,5 +103,37 @@ func TestDevKindUpgradeDeclaresItsArgs(t *testing.T) {
 	}
 	if err := h.Validate(json.RawMessage(`{"version": "2.0"}`)); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// TestDevPreparesTheFailDirectory: the banner tells people to create
+// fail/STEP.NODE in the data directory; the directory is there whether or
+// not --fail was given, so `echo 1 > DIR/fail/upgrade.node-2` works.
+func TestDevPreparesTheFailDirectory(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	if err := devPrepareFail(dir, nil); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "fail", "upgrade.node-2"), []byte("1\n"), 0o644); err != nil {
+		t.Fatalf("the banner's way to make a step fail: %v", err)
+	}
+	if err := devPrepareFail(t.TempDir(), []string{"nope@node-1"}); err == nil {
+		t.Fatal("a bad --fail was accepted")
+	}
+}
+
+// TestDevHARefusesFail: the --ha agents carry no example kinds, so --fail
+// with --ha is refused (exit 2) rather than ignored.
+func TestDevHARefusesFail(t *testing.T) {
+	t.Parallel()
+	root := newRootCmd()
+	root.SetArgs([]string{"dev", "--ha", "--fail", "upgrade@node-2"})
+	root.SetOut(io.Discard)
+	root.SetErr(io.Discard)
+	err := root.Execute()
+	var ee *exitError
+	if !errors.As(err, &ee) || ee.code != 2 || !strings.Contains(err.Error(), "--fail") {
+		t.Fatalf("dev --ha --fail: %v, want a usage error naming --fail", err)
 	}
 }

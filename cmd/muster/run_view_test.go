@@ -1,6 +1,7 @@
 package main
 
 import (
+	"encoding/json"
 	"strconv"
 	"strings"
 	"testing"
@@ -148,5 +149,46 @@ func TestNodeStateShowsAFailedNodeAsFailed(t *testing.T) {
 	}
 	if got := nodeState(r, wire.RunChild{Stage: "upgrade", NodeID: "node-5"}); got != "-" {
 		t.Errorf("a node without a child: %s, want -", got)
+	}
+}
+
+// TestRunProgressOfAProcedureCountsEveryStep: run list's PROGRESS and the
+// approval header count a procedure's children as its stage bar does, never
+// more done than in all (it once printed 7/2 for two nodes of four steps).
+func TestRunProgressOfAProcedureCountsEveryStep(t *testing.T) {
+	t.Parallel()
+	r := &wire.Run{Stages: []wire.Stage{
+		{Name: "upgrade", Nodes: []string{"n2", "n3"}, NodeCount: 2,
+			Steps:  []wire.StepSpec{{Name: "drain"}, {Name: "upgrade"}, {Name: "verify"}, {Name: "undrain"}},
+			Counts: map[string]int{"DONE": 6, "FAILED": 1}},
+		{Name: "plain", Nodes: []string{"n1"}, NodeCount: 1, Counts: map[string]int{"DONE": 1}},
+	}}
+	if done, total := progress(r); done != 8 || total != 9 {
+		t.Fatalf("progress = %d/%d, want 8/9", done, total)
+	}
+	r.Stages[0].Counts = map[string]int{"DONE": 9, "FAILED": 1} // retries and a rollback
+	if done, total := progress(r); done != 11 || total != 11 {
+		t.Fatalf("progress = %d/%d, want 11/11", done, total)
+	}
+}
+
+// TestApprovalAndShowOfAProcedureSayItsSteps: a stage of steps has no kind
+// nor args of its own; what bob approves and run show say how many steps it
+// has, never "null".
+func TestApprovalAndShowOfAProcedureSayItsSteps(t *testing.T) {
+	t.Parallel()
+	r := &wire.Run{ID: "r1", ClusterID: "dev", Requester: "alice", State: "PENDING_APPROVE", Stages: []wire.Stage{{
+		Name: "upgrade", Nodes: []string{"n2", "n3"}, NodeCount: 2, State: "PENDING",
+		Args:  json.RawMessage("null"),
+		Steps: []wire.StepSpec{{Name: "drain"}, {Name: "upgrade"}, {Name: "verify"}, {Name: "undrain"}}}}}
+	var b strings.Builder
+	printApproval(&b, r)
+	if err := printRun(&b, r); err != nil {
+		t.Fatal(err)
+	}
+	out := b.String()
+	if strings.Contains(out, "null") || !strings.Contains(out, "upgrade: 4 steps on n2,n3") ||
+		!strings.Contains(out, "8 child action(s)") {
+		t.Fatalf("printed\n%s\nwant the stage's 4 steps, 8 children and no null", out)
 	}
 }

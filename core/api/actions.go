@@ -2,6 +2,7 @@ package api
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net/http"
 	"strconv"
@@ -111,6 +112,17 @@ func (s *Server) listActions(c *echo.Context) error {
 	var recs []store.Record
 	var next string
 	err = s.st.Read(c.Request().Context(), func(r store.Reader) error {
+		// ?run= takes a run's id or a unique prefix, as GET /runs/{id}
+		// does; what names no run lists nothing.
+		if q.RunID != "" && !action.ValidID(q.RunID) && len(q.RunID) >= action.MinPrefix {
+			run, err := resolveRun(c.Request().Context(), r, q.RunID)
+			switch {
+			case err == nil:
+				q.RunID = run.ID
+			case !errors.Is(err, store.ErrNotFound):
+				return err
+			}
+		}
 		var err error
 		recs, next, err = store.ActionPage(c.Request().Context(), r, q)
 		return err

@@ -587,3 +587,20 @@ func TestInvalidQueryAnswers400(t *testing.T) {
 		}
 	}
 }
+
+// TestForbiddenNamesTheRolesThatWould: a 403 for a missing permission says
+// which roles grant it, so an operator refused `run promote` or `action
+// urgent` ("may not approve") learns that it takes an approver.
+func TestForbiddenNamesTheRolesThatWould(t *testing.T) {
+	t.Parallel()
+	e := setup(t)
+	a := e.create("op", wire.CreateActionRequest{})
+	d := e.fail(http.MethodPost, "/api/v1/actions/"+a.ID+"/urgent", "op", map[string]string{"reason": "x"}, http.StatusForbidden)
+	if want := "token op (roles operator) may not approve: that takes the approver or admin role"; !strings.Contains(d.Message, want) {
+		t.Fatalf("403 message %q, want it to say %q", d.Message, want)
+	}
+	d = e.fail(http.MethodPost, "/api/v1/tokens", "appr", map[string]any{"name": "x", "roles": []string{"viewer"}}, http.StatusForbidden)
+	if want := "may not tokens: that takes the admin role"; !strings.Contains(d.Message, want) {
+		t.Fatalf("403 message %q, want it to say %q", d.Message, want)
+	}
+}

@@ -47,11 +47,20 @@ func (s *Server) authorize(p auth.Permission) echo.MiddlewareFunc {
 		return func(c *echo.Context) error {
 			tok := caller(c)
 			if !auth.Can(tok.Roles, p) {
-				return fmt.Errorf("%w: token %s (roles %s) may not %s", ErrForbidden, tok.Name, strings.Join(tok.Roles, ","), p)
+				return fmt.Errorf("%w: token %s (roles %s) may not %s: that takes the %s role", ErrForbidden, tok.Name,
+					strings.Join(tok.Roles, ","), p, orList(auth.Granting(p)))
 			}
 			return next(c)
 		}
 	}
+}
+
+// orList is "a", "a or b", "a, b or c".
+func orList(xs []string) string {
+	if len(xs) < 2 {
+		return strings.Join(xs, "")
+	}
+	return strings.Join(xs[:len(xs)-1], ", ") + " or " + xs[len(xs)-1]
 }
 
 // caller returns the token of an authenticated request.

@@ -127,6 +127,10 @@ func TestPlaybookStartIsTiedToWhatWasPlanned(t *testing.T) {
 		"the version moved":  {wire.PlanRequest{ClusterID: "prod", Version: plan.Version}, http.StatusConflict, "is at version 2 now"},
 		"the digest changed": {wire.PlanRequest{ClusterID: "prod", Digest: plan.Digest}, http.StatusConflict, "the plan changed"},
 		"a bad digest":       {wire.PlanRequest{ClusterID: "prod", Version: 2, Digest: "nope"}, http.StatusConflict, "the plan changed"},
+		// The digest of a plan with other parameters: the playbook did not
+		// move, and the message says what to give again.
+		"other parameters": {wire.PlanRequest{ClusterID: "prod", Version: 1, Digest: plan.Digest, Params: map[string]string{"msg": "hi"}},
+			http.StatusConflict, "with the same parameters"},
 	} {
 		var body wire.ErrorBody
 		e.call(http.MethodPost, "/api/v1/playbooks/pb/runs", "op", tc.req, tc.status, &body)

@@ -269,6 +269,12 @@ func TestRunChildrenAreListedByRunAndSayWhereTheyBelong(t *testing.T) {
 	if strings.Contains(string(b), `"run_id"`) {
 		t.Fatalf("an action of its own carries run fields: %s", b)
 	}
+	// A run is named by its id or a unique prefix, as everywhere else.
+	var byPrefix wire.ActionList
+	e.call(http.MethodGet, "/api/v1/actions?run="+r.ID[:8], "viewer", nil, http.StatusOK, &byPrefix)
+	if len(byPrefix.Actions) != 1 || byPrefix.Actions[0].ID != kid.ID {
+		t.Fatalf("?run=%s (a prefix) listed %d actions, want the run's one child", r.ID[:8], len(byPrefix.Actions))
+	}
 	e.call(http.MethodGet, "/api/v1/actions?run=nope", "viewer", nil, http.StatusOK, &list)
 	if len(list.Actions) != 0 {
 		t.Fatalf("?run= of no run listed %d", len(list.Actions))

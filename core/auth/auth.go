@@ -91,6 +91,18 @@ func Can(roles []string, p Permission) bool {
 	return false
 }
 
+// Granting lists the roles that grant p, least powerful first: what a
+// refusal tells the caller to ask for.
+func Granting(p Permission) []string {
+	var out []string
+	for _, r := range Roles {
+		if slices.Contains(grants[r], p) {
+			out = append(out, r)
+		}
+	}
+	return out
+}
+
 // ValidRole reports whether r is a known role.
 func ValidRole(r string) bool { return slices.Contains(Roles, r) }
 

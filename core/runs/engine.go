@@ -327,6 +327,9 @@ func (e *Engine) Retry(ctx context.Context, tx store.Tx, id string, who actions.
 			continue
 		}
 		st.Nodes, st.State, st.Forgiven, st.Failed, st.Skipped, st.NodeCount = nodes, store.StagePending, 0, nil, nil, 0
+		// A new run: its canary pauses it again, and nodes unavailable
+		// at their turn are decided again.
+		st.Promoted, st.Unreachable = false, nil
 		stages = append(stages, st)
 		kept[st.Name] = true
 	}

@@ -464,3 +464,37 @@ func TestAdvanceSkipsNodesUnavailableAtTheirTurn(t *testing.T) {
 		t.Fatalf("skipped %v, want [n2 n3]", s)
 	}
 }
+
+// TestRetryStartsItsStagesAfresh: a retry is a new run of the same spec,
+// so its stages keep the canary but not the first run's promotion (it
+// pauses after its canary again, for an approver to promote), nor what
+// the first run decided of nodes unavailable at their turn.
+func TestRetryStartsItsStagesAfresh(t *testing.T) {
+	t.Parallel()
+	env := setupEngine(t)
+	r := env.start("1", "0", "")
+	env.update(func(ctx context.Context, tx store.Tx) error {
+		cur, err := tx.Run(ctx, r.ID)
+		if err != nil {
+			return err
+		}
+		st := &cur.Stages[0]
+		st.Canary, st.Promoted, st.State = 1, true, store.StageFailed
+		st.Unreachable = map[string]store.Unreachable{"n2": {As: runs.UnavailableSkip}}
+		cur.State = store.RunFailed
+		return tx.UpdateRun(ctx, cur)
+	})
+	var retry *store.Run
+	env.update(func(ctx context.Context, tx store.Tx) error {
+		var err error
+		retry, err = env.e.Retry(ctx, tx, r.ID, actions.Actor{Name: "alice"})
+		return err
+	})
+	st := retry.Stages[0]
+	if st.Canary != 1 || st.Promoted {
+		t.Errorf("retry stage: canary %d, promoted %v; want canary 1, not promoted", st.Canary, st.Promoted)
+	}
+	if len(st.Unreachable) != 0 {
+		t.Errorf("retry stage carries the first run's unavailable nodes: %v", st.Unreachable)
+	}
+}

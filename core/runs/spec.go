@@ -482,7 +482,7 @@ func planNodes(st *store.RunStage, ids []string, byID map[string]*store.Node) er
 			if sp.Name == "" {
 				where = "args"
 			}
-			return fmt.Errorf("%w: %s: %v%s", ErrUnresolvable, where, first, more)
+			return fmt.Errorf("%w: %s: %w%s", ErrUnresolvable, where, first, more)
 		}
 	}
 	return nil

@@ -101,11 +101,24 @@ func (c Cron) Next(t time.Time) time.Time {
 // whether there is one. A window is open at t when Last(t, duration) finds
 // an opening; a schedule's missed occurrence is Last(now, catchUp).
 func (c Cron) Last(t time.Time, within time.Duration) (time.Time, bool) {
+	if c.every > 0 {
+		// Arithmetic, as Next: a walk would stop at its bound long
+		// before now for "@every 1s" across a day of catch_up.
+		d, n := int64(c.every), t.UnixNano()
+		last := n / d * d
+		if n < 0 && n%d != 0 {
+			last -= d
+		}
+		if last <= t.Add(-within).UnixNano() {
+			return time.Time{}, false
+		}
+		return time.Unix(0, last).In(c.loc), true
+	}
 	var last time.Time
 	found := false
-	// Walk forward from the start of the span; a span holds few
-	// occurrences for any window or catch-up muster accepts, but stop at a
-	// bound in case an expression fires every minute across a week.
+	// Walk forward from the start of the span: a five-field expression
+	// fires at most every minute, so a week (the longest window) holds
+	// 10,080 occurrences, within the bound.
 	at := t.Add(-within)
 	for i := 0; i < 20000; i++ {
 		n := c.Next(at)

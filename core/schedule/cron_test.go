@@ -81,3 +81,28 @@ func TestLastFindsTheOpeningWithinTheSpan(t *testing.T) {
 		}
 	}
 }
+
+// A frequent "@every" across a long span: Last is the latest occurrence,
+// not one the walk stopped at, so that a schedule with a day of catch_up
+// handles its newest occurrence and no stale one.
+func TestCronLastOfAFrequentEveryIsTheLatest(t *testing.T) {
+	t.Parallel()
+	c, err := ParseCron("@every 1s", "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	now := time.Date(2026, 11, 25, 12, 0, 0, 500e6, time.UTC)
+	want := now.Truncate(time.Second)
+	for _, within := range []time.Duration{MaxCatchUp, MaxWindow} {
+		if got, ok := c.Last(now, within); !ok || !got.Equal(want) {
+			t.Errorf("Last(now, %s) = %v, %v; want %v, true", within, got, ok, want)
+		}
+	}
+	if _, ok := c.Last(now, 400*time.Millisecond); ok {
+		t.Error("Last within 400ms of 12:00:00.5 found an occurrence; the last one is 500ms old")
+	}
+	since := now.Add(-10 * time.Second)
+	if at, due := Due(c, now, MaxCatchUp, &since, nil); !due || !at.Equal(want) {
+		t.Errorf("Due with a day of catch_up, active 10s = %v, %v; want %v, true", at, due, want)
+	}
+}

@@ -80,9 +80,13 @@ type playbookData struct {
 	Diff     string
 	DiffFrom int
 	// Plan is the plan asked for (nil: none); PlanErr why there is none.
-	Plan     *wire.Plan
-	PlanErr  string
-	Held     int
+	Plan    *wire.Plan
+	PlanErr string
+	Held    int
+	// Actions are the children a start makes; Rollback the rollback
+	// steps made only on a node that fails.
+	Actions  int
+	Rollback int
 	More     int
 	Children []wire.PlanChild
 	Params   []paramValue
@@ -183,6 +187,11 @@ func (s *Server) playbookPage(w http.ResponseWriter, r *http.Request, v *visitor
 					for _, ch := range d.Plan.Children {
 						if ch.Held != "" {
 							d.Held++
+						}
+						if ch.Rollback {
+							d.Rollback++
+						} else {
+							d.Actions++
 						}
 					}
 					d.Children = d.Plan.Children[:min(len(d.Plan.Children), planChildrenShown)]

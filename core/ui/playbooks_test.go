@@ -216,3 +216,30 @@ stages:
 		t.Fatalf("args or when not escaped:\n%s", body)
 	}
 }
+
+// TestPlanPageCountsRollbackStepsApart: the plan's summary counts the
+// actions a start makes and, apart, the rollback steps made only on a node
+// that fails, as muster playbook plan does (it once counted them together).
+func TestPlanPageCountsRollbackStepsApart(t *testing.T) {
+	t.Parallel()
+	e := setup(t)
+	e.addNodes("db-2")
+	e.applyPlaybook(`name: roll
+stages:
+  - name: up
+    target: {all: true}
+    steps:
+      - {name: upgrade, kind: muster.io/debug.ping}
+      - {name: verify, kind: muster.io/debug.ping}
+    rollback:
+      - {name: undo, kind: muster.io/debug.ping}
+`, "admin")
+	viewer := e.browser().signIn("viewer")
+	status, _, body := viewer.get("/ui/playbooks/roll?" + url.Values{"plan": {"1"}, "version": {"1"}, "cluster": {"prod"}}.Encode())
+	if status != http.StatusOK {
+		t.Fatalf("plan: %d\n%s", status, body)
+	}
+	if want := "1 stage(s), 4 action(s), and 2 rollback step(s) made only on a node that fails"; !strings.Contains(body, want) {
+		t.Fatalf("plan page does not say %q:\n%s", want, body)
+	}
+}

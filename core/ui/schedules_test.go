@@ -272,3 +272,21 @@ func TestSchedulesListFiltersAndPages(t *testing.T) {
 		t.Errorf("an unknown marker: %d, want 400", status)
 	}
 }
+
+// TestApprovalsPageListsSchedulesWaiting: a schedule waiting for an
+// approver is on the Approvals page, beside actions and runs, with a link
+// to its page where it is decided (approval.waiting points people there).
+func TestApprovalsPageListsSchedulesWaiting(t *testing.T) {
+	t.Parallel()
+	e := setup(t)
+	e.createSchedule("nightly-nap", "op")
+	appr := e.browser().signIn("appr")
+	status, _, body := appr.get("/ui/approvals")
+	if status != http.StatusOK {
+		t.Fatalf("approvals: %d\n%s", status, body)
+	}
+	if !strings.Contains(body, `href="/ui/schedules/nightly-nap"`) || !strings.Contains(body, "1 schedules waiting, 1 for you to decide") ||
+		strings.Contains(body, "Nothing waits for approval") {
+		t.Fatalf("the approvals page does not list the schedule waiting:\n%s", body)
+	}
+}

@@ -163,7 +163,7 @@ func (p *Planned) Wire() wire.Plan {
 
 // ErrMoved is a start whose plan is no longer the one its caller saw: the
 // playbook has a newer version, or the plan's digest changed.
-var ErrMoved = errors.New("the playbook moved since it was planned")
+var ErrMoved = errors.New("not the plan that was shown")
 
 // Start creates a run from exactly the plan of the stored playbook p (as
 // Load gave it, with its version). req names what the caller's plan showed
@@ -192,7 +192,8 @@ func Start(ctx context.Context, tx store.Tx, e *runs.Engine, p *Playbook, versio
 	}
 	if req.Digest != "" {
 		if d := runs.Digest(plan.Cluster, plan.Stages); d != req.Digest {
-			return nil, fmt.Errorf("%w: the plan changed: version %d of playbook %s plans to digest %s now, not %.64q: plan it again",
+			return nil, fmt.Errorf("%w: the plan changed: version %d of playbook %s, with these parameters on the cluster's nodes now, "+
+				"plans to digest %s, not %.64q: plan it again, and start it with the same parameters as the plan",
 				ErrMoved, version, p.Name, d, req.Digest)
 		}
 	}

@@ -21,6 +21,7 @@ import (
 	"github.com/musterhq/muster/core/schedule"
 	"github.com/musterhq/muster/core/store"
 	"github.com/musterhq/muster/shared/action"
+	"github.com/musterhq/muster/shared/argschema"
 	"github.com/musterhq/muster/shared/wire"
 )
 
@@ -90,7 +91,7 @@ func (s *Service) Apply(ctx context.Context, tx store.Tx, req *wire.CreateSchedu
 	} else if err != nil {
 		return nil, "", err
 	}
-	if err := checkParams(pb, req.Cluster, req.Params); err != nil {
+	if err := checkParams(ctx, tx, pb, req.Cluster, req.Params); err != nil {
 		return nil, "", err
 	}
 	params, err := json.Marshal(req.Params)
@@ -149,7 +150,12 @@ func zoneName(tz string) string {
 
 // checkParams checks params against the playbook version's declared
 // parameters, and that the playbook renders with them.
-func checkParams(pb *store.Playbook, cluster string, params map[string]string) error {
+//
+// Args that break a kind's args_schema on the cluster's nodes as they are
+// now are refused too, as muster playbook plan refuses them: every
+// occurrence would be. Other misfits (a target no node matches yet) may
+// change before an occurrence and are left to it.
+func checkParams(ctx context.Context, tx store.Tx, pb *store.Playbook, cluster string, params map[string]string) error {
 	p, err := playbook.Parse([]byte(pb.Document))
 	if err != nil {
 		return err
@@ -164,6 +170,13 @@ func checkParams(pb *store.Playbook, cluster string, params map[string]string) e
 	}
 	run := wire.CreateRunRequest{ClusterID: cluster, Stages: specs}
 	if err := runs.Check(&run); err != nil {
+		return &schedule.FieldError{Field: "params", Msg: err.Error()}
+	}
+	nodes, err := tx.Nodes(ctx, cluster)
+	if err != nil {
+		return err
+	}
+	if _, err := runs.Resolve(&run, nodes); errors.Is(err, argschema.ErrArgs) {
 		return &schedule.FieldError{Field: "params", Msg: err.Error()}
 	}
 	return nil

@@ -2,6 +2,7 @@ package recur_test
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"io"
 	"log/slog"
@@ -599,5 +600,40 @@ func TestReplicasOnPostgreSQLMakeOneRunPerOccurrence(t *testing.T) {
 	}
 	if n := len(e.events(store.EventScheduleOccurrence)); n != 5 {
 		t.Fatalf("%d schedule.occurrence events for 5 occurrences", n)
+	}
+}
+
+// TestApplyRefusesParamsThatBreakAKindsArgsSchema: params are checked as
+// muster playbook plan checks them, args_schema included, so a schedule
+// whose every occurrence would be refused is never stored.
+func TestApplyRefusesParamsThatBreakAKindsArgsSchema(t *testing.T) {
+	t.Parallel()
+	e := setup(t)
+	if err := e.update(func(ctx context.Context, tx store.Tx) error {
+		return tx.PutNode(ctx, &store.Node{ClusterID: "c", ID: "n2", Addr: "127.0.0.1:1", Source: store.SourceStatic,
+			Status: store.NodeUp, Kinds: []string{"muster.io/debug.sleep"},
+			ArgsSchemas: map[string]json.RawMessage{"muster.io/debug.sleep": json.RawMessage(
+				`{"type":"object","properties":{"seconds":{"type":"integer","maximum":10}}}`)}})
+	}); err != nil {
+		t.Fatal(err)
+	}
+	r := req()
+	r.Params = map[string]string{"seconds": "99"}
+	_, _, err := e.create(r, "alice")
+	var fe *schedule.FieldError
+	if !errors.As(err, &fe) || fe.Field != "params" || !strings.Contains(err.Error(), "args.seconds") {
+		t.Fatalf("create = %v, want a FieldError on params naming args.seconds", err)
+	}
+	if err := e.st.Read(context.Background(), func(rd store.Reader) error {
+		if _, err := rd.Schedule(context.Background(), r.Name); !errors.Is(err, store.ErrNotFound) {
+			t.Errorf("schedule stored from params its kind refuses (%v)", err)
+		}
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	r.Params = map[string]string{"seconds": "5"}
+	if _, _, err := e.create(r, "alice"); err != nil {
+		t.Fatalf("create with params the schema accepts: %v", err)
 	}
 }
