@@ -174,6 +174,13 @@ func (w *Worker) Occur(ctx context.Context, name string, at time.Time, due bool)
 		if !due {
 			return nil
 		}
+		if why, err := ApproverGone(ctx, tx, sc.ApprovedBy, t); err != nil || why != "" {
+			if err != nil {
+				return err
+			}
+			return sendBack(ctx, tx, sc, t, why, "approver "+sc.ApprovedBy+" may no longer approve", "approver gone",
+				map[string]any{"approved_by": sc.ApprovedBy, "occurrence": at.UTC()})
+		}
 		sc.LastOccurrence, sc.UpdatedTS = action.TimePtr(at), t
 		if err := tx.UpdateSchedule(ctx, sc); err != nil {
 			return err
