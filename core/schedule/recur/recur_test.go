@@ -637,3 +637,39 @@ func TestApplyRefusesParamsThatBreakAKindsArgsSchema(t *testing.T) {
 		t.Fatalf("create with params the schema accepts: %v", err)
 	}
 }
+
+// TestAScheduleWhosePlaybookIsGoneWaitsAndTheOthersGoOn: a schedule whose
+// playbook cannot be found goes back to approval saying so, once; the pass
+// does not fail, and another schedule still makes its run.
+func TestAScheduleWhosePlaybookIsGoneWaitsAndTheOthersGoOn(t *testing.T) {
+	t.Parallel()
+	e := setup(t)
+	r := req()
+	r.Cron, r.Timezone = "*/10 * * * *", ""
+	e.active(r)
+	other := req()
+	other.Name, other.Cron, other.Timezone = "other", "*/10 * * * *", ""
+	sc := e.active(other)
+	if err := e.update(func(ctx context.Context, tx store.Tx) error {
+		s, err := tx.Schedule(ctx, "nightly")
+		if err != nil {
+			return err
+		}
+		s.Playbook = "vanished"
+		return tx.UpdateSchedule(ctx, s)
+	}); err != nil {
+		t.Fatal(err)
+	}
+	e.occurAt(time.Date(2026, 11, 23, 10, 10, 1, 0, time.UTC))
+	got := e.schedule("nightly")
+	if got.State != store.SchedulePendingApprove || !strings.Contains(got.StateReason, "playbook vanished") {
+		t.Fatalf("schedule of a vanished playbook: %s %q, want PENDING_APPROVE saying so", got.State, got.StateReason)
+	}
+	if n := len(e.runsOf(sc)); n != 1 {
+		t.Fatalf("the other schedule made %d runs, want 1", n)
+	}
+	e.occurAt(time.Date(2026, 11, 23, 10, 20, 1, 0, time.UTC))
+	if n := len(e.events(store.EventScheduleUnapproved)); n != 1 {
+		t.Fatalf("%d schedule.unapproved events, want 1", n)
+	}
+}
