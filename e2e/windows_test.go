@@ -268,3 +268,67 @@ func TestNotBeforeHoldsAcrossACoreRestart(t *testing.T) {
 		t.Fatalf("started at %s, before its not_before %s", got.StartedTS, nb)
 	}
 }
+
+// Schedules and windows together: a run a schedule makes while its
+// cluster's window is closed holds its disruptive stage, saying until when,
+// and goes when the window opens.
+func TestAScheduledRunWaitsForTheWindow(t *testing.T) {
+	t.Parallel()
+	f := windowFleet(t, 1, "0.1", "    windows:\n      - {cron: \"@every 10s\", duration: 2s}\n")
+	applyPlaybook(t, f.alice, schedulePlaybook("patch", "example.com/step", "{}", "v1"))
+	var next time.Time
+	testwait.Within(t, 15*time.Second, "the window closed, opening in 5 s or more", func() bool {
+		c := f.calendar(t)
+		if c.InWindow || c.NextOpen == nil || time.Until(*c.NextOpen) < 5*time.Second {
+			return false
+		}
+		next = *c.NextOpen
+		return true
+	})
+	created, err := f.alice.ApplySchedule(ctxT(t), &wire.CreateScheduleRequest{Name: "patch", Cluster: "e2e",
+		Playbook: "patch", Version: 1, Cron: "@every 1s"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.bob.ApproveSchedule(ctxT(t), "patch", created.Digest); err != nil {
+		t.Fatal(err)
+	}
+	var runID string
+	testwait.Within(t, 4*time.Second, "the schedule's first run", func() bool {
+		if runs := scheduleRuns(t, f.admin, "patch"); len(runs) > 0 {
+			runID = runs[len(runs)-1].ID
+			return true
+		}
+		return false
+	})
+	if time.Until(next) < time.Second {
+		t.Fatalf("the run came too late (the window opens at %s) to see it wait", next)
+	}
+	want := "outside the maintenance window; next opens " + next.Format(time.RFC3339)
+	said := false
+	var r *wire.Run
+	testwait.Within(t, 20*time.Second, "the scheduled run to end", func() bool {
+		r, err = f.admin.Run(ctxT(t), runID)
+		if err != nil {
+			return false
+		}
+		if time.Now().Before(next) && strings.Contains(r.StateReason, want) {
+			said = true
+		}
+		return r.State == "DONE" || r.State == "FAILED" || r.State == "CANCELLED" || r.State == "PARTIAL"
+	})
+	if r.State != "DONE" || r.ScheduleID == "" {
+		t.Fatalf("scheduled run ended %s (%s), schedule %q", r.State, r.StateReason, r.ScheduleID)
+	}
+	if !said {
+		t.Errorf("the scheduled run never said %q while it waited", want)
+	}
+	kids, err := f.admin.Actions(ctxT(t), client.ActionFilter{Run: runID, Limit: 10})
+	if err != nil || len(kids.Actions) != 1 {
+		t.Fatalf("children: %+v, %v", kids, err)
+	}
+	got := f.agentRecord(t, "node-1", kids.Actions[0].ID)
+	if got.StartedTS.Before(next) || got.StartedTS.After(next.Add(2500*time.Millisecond)) {
+		t.Fatalf("the scheduled step started at %s; the window was open from %s for 2 s", got.StartedTS, next)
+	}
+}

@@ -9,6 +9,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/musterhq/muster/shared/client"
 	"github.com/musterhq/muster/shared/textsafe"
 	"github.com/musterhq/muster/shared/wire"
 )
@@ -121,21 +122,26 @@ func nextText(sc *wire.Schedule) string {
 }
 
 func newScheduleListCmd(f *clientFlags) *cobra.Command {
-	return &cobra.Command{
+	var flt client.ScheduleFilter
+	cmd := &cobra.Command{
 		Use:   "list",
-		Short: "List schedules with their state and next occurrence",
+		Short: "List schedules with their state and next occurrence, by name",
 		Args:  noArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			c, err := f.core()
 			if err != nil {
 				return err
 			}
-			list, err := c.Schedules(cmd.Context())
+			for i, s := range flt.States {
+				flt.States[i] = strings.ToUpper(s)
+			}
+			page, err := c.SchedulePage(cmd.Context(), flt)
 			if err != nil {
 				return apiError(c, err)
 			}
+			list := page.Schedules
 			if f.json() {
-				return f.writeSchedules(cmd.OutOrStdout(), list, list...)
+				return f.writeSchedules(cmd.OutOrStdout(), page, list...)
 			}
 			head := []string{"NAME", "STATE", "CLUSTER", "PLAYBOOK", "VERSION", "CRON", "TIMEZONE", "NEXT"}
 			if f.wide() {
@@ -152,9 +158,21 @@ func newScheduleListCmd(f *clientFlags) *cobra.Command {
 				}
 				t.row(row...)
 			}
-			return t.flush()
+			if err := t.flush(); err != nil {
+				return err
+			}
+			if page.NextMarker != "" {
+				fmt.Fprintf(cmd.ErrOrStderr(), "more: --marker %s\n", textsafe.Escape(page.NextMarker))
+			}
+			return nil
 		},
 	}
+	fl := cmd.Flags()
+	fl.StringVar(&flt.Cluster, "cluster", "", "only this cluster")
+	fl.StringSliceVar(&flt.States, "state", nil, "only these states (comma list: PENDING_APPROVE, ACTIVE, PAUSED, REJECTED)")
+	fl.IntVar(&flt.Limit, "limit", 0, "schedules per page (default 50, at most 200)")
+	fl.StringVar(&flt.Marker, "marker", "", "start after the schedule of this name")
+	return cmd
 }
 
 func printSchedule(w io.Writer, sc *wire.Schedule) error {

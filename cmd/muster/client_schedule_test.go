@@ -51,6 +51,16 @@ func TestCLIScheduleLifecycle(t *testing.T) {
 	if strings.TrimSpace(out) != "nightly" {
 		t.Fatalf("list -o name: %q", out)
 	}
+	if out, _, code = e.run("op", "schedule", "list", "--state", "pending_approve", "-o", "name"); code != 0 || strings.TrimSpace(out) != "" {
+		t.Fatalf("list --state pending_approve: %d %q, want nothing", code, out)
+	}
+	if out, _, code = e.run("op", "schedule", "list", "--state", "active", "--cluster", "prod", "-o", "name"); code != 0 ||
+		strings.TrimSpace(out) != "nightly" {
+		t.Fatalf("list --state active --cluster prod: %d %q", code, out)
+	}
+	if _, msg, code := e.run("op", "schedule", "list", "--state", "done"); code == 0 || !strings.Contains(msg, "state") {
+		t.Fatalf("list --state done: %d %q, want an error naming state", code, msg)
+	}
 	out, _, _ = e.run("op", "schedule", "show", "nightly")
 	if !strings.Contains(out, "Next occurrences:") || !strings.Contains(out, "02:00 CET") {
 		t.Fatalf("show:\n%s", out)

@@ -257,7 +257,7 @@ func (s *Server) routes() {
 	s.add(http.MethodPost, "/api/v1/playbooks/:name/runs", auth.Create, s.startPlaybook)
 
 	s.add(http.MethodPost, "/api/v1/schedules", auth.Create, s.applySchedule)
-	s.add(http.MethodGet, "/api/v1/schedules", auth.Read, onlyParams(s.listSchedules))
+	s.add(http.MethodGet, "/api/v1/schedules", auth.Read, onlyParams(s.listSchedules, "cluster", "state", "limit", "marker"))
 	s.add(http.MethodGet, "/api/v1/schedules/:name", auth.Read, onlyParams(s.showSchedule))
 	s.add(http.MethodDelete, "/api/v1/schedules/:name", auth.Cancel, s.deleteSchedule)
 	s.add(http.MethodPost, "/api/v1/schedules/:name/approve", auth.Approve, s.approveSchedule)

@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"net/http"
+	"strconv"
+	"strings"
 	"time"
 
 	"github.com/labstack/echo/v5"
@@ -68,13 +70,45 @@ func decodeSchedule(body []byte) (*wire.CreateScheduleRequest, error) {
 }
 
 func (s *Server) listSchedules(c *echo.Context) error {
+	q := store.ScheduleQuery{ClusterID: c.QueryParam("cluster"), Marker: c.QueryParam("marker"), Limit: DefaultListLimit}
+	if q.ClusterID != "" {
+		if err := names.CheckID(q.ClusterID); err != nil {
+			return badRequest("cluster: %v", err)
+		}
+	}
+	states, err := listParam(c, "state")
+	if err != nil {
+		return err
+	}
+	for _, st := range states {
+		st = strings.ToUpper(st)
+		switch st {
+		case store.SchedulePendingApprove, store.ScheduleActive, store.SchedulePaused, store.ScheduleRejected:
+		default:
+			return badRequest("state: %q is not a schedule state", st)
+		}
+		q.States = append(q.States, st)
+	}
+	if v := c.QueryParam("limit"); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 1 || n > MaxRunListLimit {
+			return badRequest("limit must be an integer from 1 to %d, not %q", MaxRunListLimit, v)
+		}
+		q.Limit = n
+	}
+	if q.Marker != "" {
+		if err := names.CheckID(q.Marker); err != nil {
+			return badRequest("marker: %v", err)
+		}
+	}
 	ctx := c.Request().Context()
 	out := wire.ScheduleList{Schedules: []wire.Schedule{}}
-	err := s.st.Read(ctx, func(r store.Reader) error {
-		list, err := r.Schedules(ctx)
+	err = s.st.Read(ctx, func(r store.Reader) error {
+		list, next, err := store.SchedulePage(ctx, r, q)
 		if err != nil {
 			return err
 		}
+		out.NextMarker = next
 		now := time.Now()
 		for i := range list {
 			v, err := recur.View(ctx, r, &list[i], now, 1, false)

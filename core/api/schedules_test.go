@@ -83,3 +83,53 @@ func TestScheduleIsApprovedOnceByAnotherPersonAndShowsItsNextOccurrences(t *test
 	e.call(http.MethodDelete, "/api/v1/schedules/mine", "op", nil, http.StatusNoContent, nil)
 	e.call(http.MethodGet, "/api/v1/schedules/mine", "viewer", nil, http.StatusNotFound, nil)
 }
+
+func TestRevokingTheApproversTokenSendsTheScheduleBackToApproval(t *testing.T) {
+	t.Parallel()
+	e := setup(t)
+	var created wire.Schedule
+	e.call(http.MethodPost, "/api/v1/schedules", "op", e.scheduleFixture("nightly"), http.StatusCreated, &created)
+	e.call(http.MethodPost, "/api/v1/schedules/nightly/approve", "appr", wire.ApproveScheduleRequest{Digest: created.Digest}, http.StatusOK, nil)
+	e.call(http.MethodDelete, "/api/v1/tokens/appr", "admin", nil, http.StatusNoContent, nil)
+	var shown wire.Schedule
+	e.call(http.MethodGet, "/api/v1/schedules/nightly", "viewer", nil, http.StatusOK, &shown)
+	if shown.State != "PENDING_APPROVE" || !strings.Contains(shown.StateReason, "appr") || len(shown.Next) != 0 {
+		t.Errorf("after revoking its approver: %s (%q), next %v; want PENDING_APPROVE naming appr, no next occurrence",
+			shown.State, shown.StateReason, shown.Next)
+	}
+}
+
+func TestScheduleListPagesAndFilters(t *testing.T) {
+	t.Parallel()
+	e := setup(t)
+	for _, n := range []string{"a-sched", "b-sched", "c-sched"} {
+		e.call(http.MethodPost, "/api/v1/schedules", "op", e.scheduleFixture(n), http.StatusCreated, nil)
+	}
+	var created wire.Schedule
+	e.call(http.MethodGet, "/api/v1/schedules/b-sched", "viewer", nil, http.StatusOK, &created)
+	e.call(http.MethodPost, "/api/v1/schedules/b-sched/approve", "appr", wire.ApproveScheduleRequest{Digest: created.Digest}, http.StatusOK, nil)
+	var page wire.ScheduleList
+	e.call(http.MethodGet, "/api/v1/schedules?limit=2", "viewer", nil, http.StatusOK, &page)
+	if len(page.Schedules) != 2 || page.Schedules[0].Name != "a-sched" || page.NextMarker != "b-sched" {
+		t.Fatalf("first page %+v, want a-sched, b-sched and next b-sched", page)
+	}
+	e.call(http.MethodGet, "/api/v1/schedules?limit=2&marker="+page.NextMarker, "viewer", nil, http.StatusOK, &page)
+	if len(page.Schedules) != 1 || page.Schedules[0].Name != "c-sched" || page.NextMarker != "" {
+		t.Fatalf("second page %+v, want c-sched alone and no next", page)
+	}
+	e.call(http.MethodGet, "/api/v1/schedules?state=active&cluster=prod", "viewer", nil, http.StatusOK, &page)
+	if len(page.Schedules) != 1 || page.Schedules[0].Name != "b-sched" {
+		t.Errorf("state=active: %+v, want b-sched alone", page.Schedules)
+	}
+	e.call(http.MethodGet, "/api/v1/schedules?cluster=staging", "viewer", nil, http.StatusOK, &page)
+	if len(page.Schedules) != 0 {
+		t.Errorf("cluster=staging: %+v, want none", page.Schedules)
+	}
+	for q, field := range map[string]string{"colour=red": "colour", "state=DONE": "state", "limit=0": "limit",
+		"marker=zzz-none": "marker", "cluster=Bad%20Name": "cluster"} {
+		status, b := e.do(http.MethodGet, "/api/v1/schedules?"+q, "viewer", nil)
+		if status != http.StatusBadRequest || !strings.Contains(string(b), field) {
+			t.Errorf("?%s: %d %s, want 400 naming %s", q, status, b, field)
+		}
+	}
+}

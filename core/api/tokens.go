@@ -10,6 +10,7 @@ import (
 	"github.com/labstack/echo/v5"
 
 	"github.com/musterhq/muster/core/auth"
+	"github.com/musterhq/muster/core/schedule/recur"
 	"github.com/musterhq/muster/core/store"
 	"github.com/musterhq/muster/shared/wire"
 )
@@ -67,7 +68,12 @@ func (s *Server) revokeToken(c *echo.Context) error {
 		if err := lastAdmin(ctx, tx, name); err != nil {
 			return err
 		}
-		return auth.RevokeTokenTx(ctx, tx, name, caller(c).Name, clientAddr(c))
+		if err := auth.RevokeTokenTx(ctx, tx, name, caller(c).Name, clientAddr(c)); err != nil {
+			return err
+		}
+		// Schedules approved by this token wait for approval again.
+		_, err := recur.Unapproved(ctx, tx, name, time.Now())
+		return err
 	})
 	if err != nil {
 		return err

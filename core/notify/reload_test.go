@@ -214,9 +214,11 @@ func TestReadEventsOfABatch(t *testing.T) {
 	}
 }
 
-// Deliveries left pending for a destination that is not configured when
-// the worker starts (removed while the core was stopped) are dropped too.
-func TestStartDropsDeliveriesOfDestinationsNoLongerConfigured(t *testing.T) {
+// Deliveries pending for a destination this worker never had configured
+// (another replica added it and this one has not reloaded yet, or it was
+// removed while the core was stopped) are left pending and not sent: the
+// worker drops only what a reload of its own removed.
+func TestADestinationOnlyUnknownHereKeepsItsDeliveries(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	st, err := sqlite.Open(ctx, t.TempDir())
@@ -224,10 +226,10 @@ func TestStartDropsDeliveriesOfDestinationsNoLongerConfigured(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { st.Close() })
-	st.SetOutbox(Route([]Destination{{Name: "old"}}))
+	st.SetOutbox(Route([]Destination{{Name: "theirs"}, {Name: "gone"}}))
 	appendEvents(t, st, 2, "run.paused")
 	st.SetOutbox(nil)
-	w, err := New(Config{Poll: 100 * time.Millisecond}, st, nil, nil)
+	w, err := New(Config{Poll: 20 * time.Millisecond, Destinations: []Destination{{Name: "gone", URL: "https://gone.example/hook"}}}, st, nil, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -235,9 +237,24 @@ func TestStartDropsDeliveriesOfDestinationsNoLongerConfigured(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(w.Stop)
+	// A reload here removes "gone": its deliveries die. "theirs" was never
+	// configured here: its deliveries stay pending.
+	if _, err := w.Reload(nil, false); err != nil {
+		t.Fatal(err)
+	}
 	s := setupOut{st, w}
-	testwait.For(t, "old's deliveries dead", func() bool {
-		ds := s.deliveries(t, "old")
+	testwait.For(t, "gone's deliveries dead", func() bool {
+		ds := s.deliveries(t, "gone")
 		return len(ds) == 2 && ds[0].State == store.DeliveryDead && ds[1].State == store.DeliveryDead
 	})
+	// Three wake-ups through a buffer of one: when the third is taken in,
+	// the pass for the first has ended.
+	for range 3 {
+		w.retireWake <- struct{}{}
+	}
+	for _, d := range s.deliveries(t, "theirs") {
+		if d.State != store.DeliveryPending {
+			t.Fatalf("a delivery of a destination unknown here is %s, want pending", d.State)
+		}
+	}
 }

@@ -15,12 +15,14 @@ const ReasonRemoved = "the destination is no longer configured"
 // retirePage bounds the deliveries made dead in one transaction.
 const retirePage = 500
 
-// retirer makes dead the pending deliveries of destinations no longer
-// configured (docs/notifications.md, "Reloading"): when this replica takes
-// the outbox, after each reload that removed a destination, and once more
-// a poll later (an event whose transaction began before the reload may
-// still have been enqueued for the removed destination). Such deliveries
-// are never sent: no loop runs for their destination.
+// retirer makes dead the pending deliveries of destinations this worker
+// saw removed by a reload (docs/notifications.md, "Reloading"): after each
+// reload that removed a destination, and once more a poll later (an event
+// whose transaction began before the reload may still have been enqueued
+// for the removed destination). Such deliveries are never sent: no loop
+// runs for their destination. A destination merely not configured here is
+// left alone: during a rolling reload of several replicas, it may be one
+// the others have just added.
 func (w *Worker) retirer(ctx context.Context) {
 	var later <-chan time.Time
 	pass := func() {
@@ -47,7 +49,7 @@ func (w *Worker) retirer(ctx context.Context) {
 }
 
 // retire makes dead the pending deliveries of every destination that has
-// some and is not configured.
+// some, was removed by a reload here and is not configured again.
 func (w *Worker) retire(ctx context.Context) error {
 	var stats []store.DeliveryStat
 	if err := w.st.Read(ctx, func(r store.Reader) error {
@@ -59,6 +61,12 @@ func (w *Worker) retire(ctx context.Context) error {
 	}
 	for _, s := range stats {
 		if s.Backlog == 0 {
+			continue
+		}
+		w.mu.Lock()
+		removed := w.removed[s.Destination]
+		w.mu.Unlock()
+		if !removed {
 			continue
 		}
 		if _, _, _, ok := w.dest(s.Destination); ok {

@@ -89,6 +89,10 @@ type Worker struct {
 	// retireWake asks for a pass over the deliveries of destinations no
 	// longer configured.
 	retireWake chan struct{}
+	// removed are the destinations this worker saw removed by a reload
+	// (and not added again): only their deliveries are made dead. A name
+	// merely unknown here may be one another replica has just added.
+	removed map[string]bool
 }
 
 // destLoop is the loop of one destination.
@@ -126,7 +130,7 @@ func New(cfg Config, st store.Store, log *slog.Logger, reg prometheus.Registerer
 	}
 	w := &Worker{cfg: cfg, st: st, log: log.With("component", "notify"), secrets: secrets,
 		dests: slices.Clone(cfg.Destinations), loops: map[string]*destLoop{}, ended: map[string]<-chan struct{}{},
-		allowLoopback: cfg.AllowLoopback, retireWake: make(chan struct{}, 1)}
+		allowLoopback: cfg.AllowLoopback, retireWake: make(chan struct{}, 1), removed: map[string]bool{}}
 	for _, d := range cfg.Destinations {
 		w.loops[d.Name] = &destLoop{wake: make(chan struct{}, 1)}
 	}
@@ -224,6 +228,7 @@ func (w *Worker) Reload(dests []Destination, allowLoopback bool) (Change, error)
 	}
 	w.dests, w.secrets = slices.Clone(dests), secrets
 	for _, name := range ch.Removed {
+		w.removed[name] = true
 		l := w.loops[name]
 		delete(w.loops, name)
 		if l.cancel != nil {
@@ -232,6 +237,7 @@ func (w *Worker) Reload(dests []Destination, allowLoopback bool) (Change, error)
 		}
 	}
 	for _, name := range ch.Added {
+		delete(w.removed, name)
 		w.loops[name] = &destLoop{wake: make(chan struct{}, 1), prev: w.ended[name]}
 		delete(w.ended, name)
 		w.startLoopLocked(name)

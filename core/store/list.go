@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 )
@@ -238,4 +239,54 @@ func cutPage[T any](list []T, limit int, id func(*T) string) ([]T, string) {
 		return list, ""
 	}
 	return list[:limit], id(&list[limit-1])
+}
+
+// ScheduleQuery selects a page of schedules: those of ClusterID ("" for
+// every cluster) in one of States (none: every state), in name order after
+// the schedule named Marker, at most Limit (every one when 0 or less).
+type ScheduleQuery struct {
+	ClusterID string
+	States    []string
+	Marker    string
+	Limit     int
+}
+
+// SchedulePage reads one page of the schedules q lists, as ActionPage does
+// actions: keyset by name, and the marker of the next page ("" on the
+// last). A marker that names no schedule is ErrUnknownMarker. Schedules are
+// made by people and stay few, so the filter runs over the name-ordered
+// list the store reads (docs/schedules.md).
+func SchedulePage(ctx context.Context, r Reader, q ScheduleQuery) ([]Schedule, string, error) {
+	all, err := r.Schedules(ctx)
+	if err != nil {
+		return nil, "", err
+	}
+	// Byte order, whatever the database's collation.
+	slices.SortFunc(all, func(a, b Schedule) int { return strings.Compare(a.Name, b.Name) })
+	found := q.Marker == ""
+	out := []Schedule{}
+	for i := range all {
+		sc := &all[i]
+		if sc.Name == q.Marker {
+			found = true
+		}
+		if q.Marker != "" && sc.Name <= q.Marker {
+			continue
+		}
+		if q.ClusterID != "" && sc.ClusterID != q.ClusterID {
+			continue
+		}
+		if len(q.States) > 0 && !slices.Contains(q.States, sc.State) {
+			continue
+		}
+		out = append(out, *sc)
+		if q.Limit > 0 && len(out) > q.Limit {
+			break
+		}
+	}
+	if !found {
+		return nil, "", fmt.Errorf("%w: %s is not a schedule", ErrUnknownMarker, q.Marker)
+	}
+	out, next := cutPage(out, q.Limit, func(sc *Schedule) string { return sc.Name })
+	return out, next, nil
 }

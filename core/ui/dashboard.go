@@ -40,15 +40,18 @@ type dashboardData struct {
 	Waiting     []action.Action
 	WaitingRuns []runRow
 	WaitingMore bool
-	Running     []action.Action
-	RunningMore bool
-	RunningRuns []runRow
-	Failed      []action.Action
-	FailedMore  bool
-	FailedRuns  []runRow
-	Nodes       []dashNode
-	NodesMore   bool
-	Budgets     []dashBudget
+	// WaitingSchedules: schedules waiting for an approval the visitor may
+	// give.
+	WaitingSchedules []pendingSchedule
+	Running          []action.Action
+	RunningMore      bool
+	RunningRuns      []runRow
+	Failed           []action.Action
+	FailedMore       bool
+	FailedRuns       []runRow
+	Nodes            []dashNode
+	NodesMore        bool
+	Budgets          []dashBudget
 }
 
 func (s *Server) dashboard(w http.ResponseWriter, r *http.Request, v *visitor) {
@@ -74,6 +77,26 @@ func (s *Server) dashboard(w http.ResponseWriter, r *http.Request, v *visitor) {
 		for _, p := range prs {
 			if p.CanDecide {
 				d.WaitingRuns = append(d.WaitingRuns, runRow{Run: p.Run, Progress: p.Progress})
+			}
+		}
+		// Runs paused for an approver (errors, canary) wait for one too.
+		paused, more, err := s.pausedRuns(ctx, rd, v)
+		if err != nil {
+			return err
+		}
+		d.WaitingMore = d.WaitingMore || more
+		for _, p := range paused {
+			if !p.Mine && (p.CanResume || p.CanPromote) {
+				d.WaitingRuns = append(d.WaitingRuns, runRow{Run: p.Run, Progress: p.Progress})
+			}
+		}
+		scs, err := s.pendingSchedules(ctx, rd, v)
+		if err != nil {
+			return err
+		}
+		for _, p := range scs {
+			if p.CanDecide {
+				d.WaitingSchedules = append(d.WaitingSchedules, p)
 			}
 		}
 		running, err := rd.ListActions(ctx, store.ListQuery{States: []action.State{action.Running},

@@ -104,6 +104,8 @@ type decision string
 const (
 	decisionApprove decision = "approve"
 	decisionReject  decision = "reject"
+	// decisionUrgent marks an action urgent: it passes a closed window.
+	decisionUrgent decision = "urgent"
 )
 
 // decisionForm is the approve or reject form of an action.
@@ -120,6 +122,9 @@ func decodeDecision(d decision, v url.Values) (decisionForm, error) {
 	}
 	if d == decisionReject && reason == "" {
 		return f, formError("a rejection needs a reason, for the requester and the audit trail")
+	}
+	if d == decisionUrgent && reason == "" {
+		return f, formError("marking urgent needs a reason: say why it may not wait for the window")
 	}
 	f.Reason = reason
 	f.Next = safeNext(v.Get("next"))

@@ -89,18 +89,17 @@ func FuzzDecodeLogin(f *testing.F) {
 func FuzzDecodeDecision(f *testing.F) {
 	for _, s := range []string{"reason=ok&csrf=x", "reason=", "reason=%1b%5b31m", "next=%2Fui%2Factions%2Fx&reason=r",
 		"reason=" + strings.Repeat("b", 600), "reason=%e2%80%ae"} {
-		f.Add(s, false)
-		f.Add(s, true)
+		for _, d := range []uint8{0, 1, 2} {
+			f.Add(s, d)
+		}
 	}
-	f.Fuzz(func(t *testing.T, body string, reject bool) {
+	f.Fuzz(func(t *testing.T, body string, which uint8) {
 		v, err := url.ParseQuery(body)
 		if err != nil {
 			return
 		}
-		d := decisionApprove
-		if reject {
-			d = decisionReject
-		}
+		d := []decision{decisionApprove, decisionReject, decisionUrgent}[which%3]
+		reject := d != decisionApprove // a rejection and an urgent mark need a reason
 		got, err := decodeDecision(d, v)
 		if err != nil {
 			return

@@ -8,7 +8,6 @@ import (
 	"net"
 	"net/http"
 	"net/url"
-	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -21,6 +20,7 @@ import (
 	"github.com/musterhq/muster/core/schedule"
 	"github.com/musterhq/muster/core/store"
 	"github.com/musterhq/muster/shared/action"
+	"github.com/musterhq/muster/shared/names"
 	"github.com/musterhq/muster/shared/wire"
 )
 
@@ -222,33 +222,16 @@ type approvalsData struct {
 	// first; MorePaused: there are more than the page shows.
 	Paused     []pausedRun
 	MorePaused bool
-	Mine       int
-	ForMe      int
+	// Schedules are the schedules waiting for approval, oldest change
+	// first.
+	Schedules []pendingSchedule
+	Mine      int
+	ForMe     int
 	// More: there are more actions waiting than the page shows.
 	More bool
 	// RunsNextURL is the next page of runs ("": this is the last one);
 	// RunsFirstURL the first, when this is not it.
 	RunsNextURL, RunsFirstURL string
-	// Schedules are the schedules waiting for an approver, oldest first;
-	// each is decided on its own page.
-	Schedules []store.Schedule
-}
-
-// waitingSchedules are the schedules waiting for an approver, oldest
-// change first.
-func waitingSchedules(ctx context.Context, rd store.Reader) ([]store.Schedule, error) {
-	all, err := rd.Schedules(ctx)
-	if err != nil {
-		return nil, err
-	}
-	var out []store.Schedule
-	for _, sc := range all {
-		if sc.State == store.SchedulePendingApprove {
-			out = append(out, sc)
-		}
-	}
-	slices.SortStableFunc(out, func(a, b store.Schedule) int { return a.UpdatedTS.Compare(b.UpdatedTS) })
-	return out, nil
 }
 
 func (s *Server) approvals(w http.ResponseWriter, r *http.Request, v *visitor) {
@@ -278,7 +261,7 @@ func (s *Server) approvals(w http.ResponseWriter, r *http.Request, v *visitor) {
 			if d.Paused, d.MorePaused, err = s.pausedRuns(ctx, rd, v); err != nil {
 				return err
 			}
-			d.Schedules, err = waitingSchedules(ctx, rd)
+			d.Schedules, err = s.pendingSchedules(ctx, rd, v)
 		}
 		return err
 	})
@@ -303,17 +286,17 @@ func (s *Server) approvals(w http.ResponseWriter, r *http.Request, v *visitor) {
 			d.ForMe++
 		}
 	}
-	for _, sc := range d.Schedules {
-		if approval.SamePerson(sc.Requester, v.tok.Name) {
-			d.Mine++
-		} else if v.can(auth.Approve) {
-			d.ForMe++
-		}
-	}
 	for _, p := range d.Paused {
 		if p.Mine {
 			d.Mine++
 		} else if p.CanResume || p.CanPromote {
+			d.ForMe++
+		}
+	}
+	for _, p := range d.Schedules {
+		if p.Mine {
+			d.Mine++
+		} else if p.CanDecide {
 			d.ForMe++
 		}
 	}
@@ -336,8 +319,11 @@ func (s *Server) approvals(w http.ResponseWriter, r *http.Request, v *visitor) {
 		vw.FlashLink = "/ui/actions/" + r.URL.Query().Get("id")
 	} else if vw.Flash = runFlash(r); vw.Flash != "" {
 		vw.FlashLink = "/ui/runs/" + r.URL.Query().Get("run")
+	} else if name, done := r.URL.Query().Get("schedule"), r.URL.Query().Get("done"); names.CheckID(name) == nil &&
+		(done == "approved" || done == "rejected") {
+		vw.Flash, vw.FlashLink = fmt.Sprintf("Schedule %s %s.", name, done), schedulePath(name)
 	}
-	vw.Live = page.live(marker, url.Values{"type": {"action.*,run.*"}}, "")
+	vw.Live = page.live(marker, url.Values{"type": {"action.*,run.*,schedule.*"}}, "")
 	vw.Data = d
 	s.render(w, r, http.StatusOK, "approvals", vw)
 }
@@ -354,6 +340,8 @@ func flash(r *http.Request) string {
 		return "Approved action " + id + "."
 	case "rejected":
 		return "Rejected action " + id + "."
+	case "urgent":
+		return "Marked action " + id + " urgent: it passes a closed window, never a freeze."
 	}
 	return ""
 }
@@ -371,8 +359,11 @@ func (s *Server) decide(d decision) handlerFunc {
 			return
 		}
 		change, done := s.changer.Approve, "approved"
-		if d == decisionReject {
+		switch d {
+		case decisionReject:
 			change, done = s.changer.Reject, "rejected"
+		case decisionUrgent:
+			change, done = s.changer.MarkUrgent, "urgent"
 		}
 		by := actions.Actor{Name: v.tok.Name, Addr: clientAddr(r), Note: f.Reason}
 		var rec *store.Record
@@ -391,11 +382,13 @@ func (s *Server) decide(d decision) handlerFunc {
 			s.renderError(w, r, v, status, fmt.Sprintf("Could not %s: %s", d, msg))
 			return
 		}
-		if d == decisionApprove && s.nudge != nil {
+		if d != decisionReject && s.nudge != nil {
 			s.nudge.Nudge(rec.ClusterID)
 		}
 		next := f.Next
-		if next == "" {
+		if next == "" && d == decisionUrgent {
+			next = "/ui/actions/" + id
+		} else if next == "" {
 			next = "/ui/approvals"
 		}
 		u, _ := url.Parse(next) // safeNext made it parseable
@@ -462,6 +455,11 @@ type actionData struct {
 	CanDecide bool
 	Why       string
 	Self      string // this page's path, where the forms come back to
+	// CanUrgent: the visitor may mark it urgent (an approver other than
+	// its requester, while it has not left the core); UrgentWhy says
+	// why not to an approver when it is not yet pushed.
+	CanUrgent bool
+	UrgentWhy string
 }
 
 func (s *Server) actionDetail(w http.ResponseWriter, r *http.Request, v *visitor) {
@@ -472,12 +470,13 @@ func (s *Server) actionDetail(w http.ResponseWriter, r *http.Request, v *visitor
 		return
 	}
 	var a action.Action
+	var pushed bool
 	err := s.st.Read(ctx, func(rd store.Reader) error {
 		rec, err := rd.Action(ctx, id)
 		if err != nil {
 			return err
 		}
-		a = rec.Action
+		a, pushed = rec.Action, rec.PushedStoreID != ""
 		a.History, err = rd.History(ctx, id)
 		return err
 	})
@@ -496,6 +495,10 @@ func (s *Server) actionDetail(w http.ResponseWriter, r *http.Request, v *visitor
 	if a.State == action.PendingApprove {
 		d.Why = s.whyNot(v, "this", a.Requester, "")
 		d.CanDecide = d.Why == ""
+	}
+	if (a.State == action.PendingApprove || a.State == action.PendingSchedule) && !pushed && v.can(auth.Approve) {
+		d.UrgentWhy = s.urgentWhyNot(v, a.Requester)
+		d.CanUrgent = d.UrgentWhy == ""
 	}
 	vw := newView(v, "Action "+id[:8], "actions")
 	vw.Flash = flash(r)

@@ -71,6 +71,8 @@ const (
 	runResume  runChange = "resume"
 	runCancel  runChange = "cancel"
 	runPromote runChange = "promote"
+	// runUrgent lets the run's children pass a closed window.
+	runUrgent runChange = "urgent"
 )
 
 // runChangeForm is the form of a run change.
@@ -96,6 +98,15 @@ func decodeRunChange(c runChange, v url.Values) (runChangeForm, error) {
 			return f, formError("the form lacks the digest of the run you were shown; reload the run and approve again")
 		}
 		f.Digest = d
+	case runUrgent:
+		reason, err := plainField(v, "reason", maxReason)
+		if err != nil {
+			return f, err
+		}
+		if reason == "" {
+			return f, formError("marking urgent needs a reason: say why it may not wait for the window")
+		}
+		f.Reason = reason
 	case runReject, runCancel:
 		reason, err := plainField(v, "reason", maxReason)
 		if err != nil {

@@ -36,6 +36,9 @@ type RunChanger interface {
 	// approver other than the requester promotes it.
 	Promote(ctx context.Context, tx store.Tx, id string, who actions.Actor, mayApprove bool) (*store.Run, error)
 	MayPromote(ctx context.Context, rd store.Reader, r *store.Run, who string, mayApprove bool) error
+	// MarkUrgent lets the run's children pass the cluster's closed window
+	// (the rule of POST /api/v1/runs/{id}/urgent).
+	MarkUrgent(ctx context.Context, tx store.Tx, id string, who actions.Actor) (*store.Run, error)
 }
 
 // runsPerPage is the size of a page of the Runs list.
@@ -207,6 +210,11 @@ type runData struct {
 	Grid   []gridRow
 	runDecision
 	CanPause, CanResume, CanCancel, CanPromote bool
+	// CanUrgent: the visitor may mark the run urgent (an approver other
+	// than its requester, while the run is open); UrgentWhy says why not
+	// to an approver.
+	CanUrgent bool
+	UrgentWhy string
 	// OpWhy explains why there are no pause, resume or cancel buttons,
 	// or why a paused run has no Resume button for this caller.
 	OpWhy string
@@ -247,6 +255,16 @@ func (s *Server) whyNot(v *visitor, what, requester, applier string) string {
 		return "You applied the playbook version of " + what + ": another approver must decide."
 	case approval.NoRole:
 		return "Your roles (" + strings.Join(v.tok.Roles, ", ") + ") do not include approving."
+	}
+	return ""
+}
+
+// urgentWhyNot says why an approver may not mark urgent what requester
+// asked for ("" when they may): the rule of actions.Rules.MarkUrgent and
+// runs.Engine.MarkUrgent.
+func (s *Server) urgentWhyNot(v *visitor, requester string) string {
+	if s.cfg.Policy.MayApprove(requester, "", v.tok.Name, v.can(auth.Approve)) == approval.OwnRequest {
+		return "You asked for this: another approver may mark it urgent."
 	}
 	return ""
 }
@@ -404,6 +422,13 @@ func (s *Server) runDetail(w http.ResponseWriter, r *http.Request, v *visitor) {
 	// approver's to promote, a manual pause an operator's.
 	d.CanResume = run.State == store.RunPaused && v.can(auth.Continue) && resumeErr == nil
 	d.CanPromote = run.State == store.RunPaused && v.can(auth.Approve) && runs.PausedFor(run) == runs.PauseCanary && promoteErr == nil
+	switch run.State {
+	case store.RunPendingApprove, store.RunRunning, store.RunPaused:
+		if v.can(auth.Approve) {
+			d.UrgentWhy = s.urgentWhyNot(v, run.Requester)
+			d.CanUrgent = d.UrgentWhy == ""
+		}
+	}
 	if v.can(auth.Cancel) {
 		d.CanPause = run.State == store.RunRunning
 		d.CanCancel = !store.RunFinal(run.State)
@@ -436,6 +461,8 @@ func runFlash(r *http.Request) string {
 		return ""
 	}
 	switch q.Get("done") {
+	case "urgent":
+		return "Marked run " + id + " urgent: its nodes pass a closed window, never a freeze."
 	case "approved", "rejected", "paused", "resumed", "cancelled", "started", "promoted":
 		return strings.ToUpper(q.Get("done")[:1]) + q.Get("done")[1:] + " run " + id + "."
 	}
@@ -446,7 +473,7 @@ func runFlash(r *http.Request) string {
 // transaction, then back to the page the form came from.
 func (s *Server) changeRun(c runChange) handlerFunc {
 	done := map[runChange]string{runApprove: "approved", runReject: "rejected", runPause: "paused",
-		runResume: "resumed", runCancel: "cancelled", runPromote: "promoted"}[c]
+		runResume: "resumed", runCancel: "cancelled", runPromote: "promoted", runUrgent: "urgent"}[c]
 	return func(w http.ResponseWriter, r *http.Request, v *visitor) {
 		id := r.PathValue("id")
 		if !action.ValidID(id) {
@@ -475,6 +502,9 @@ func (s *Server) changeRun(c runChange) handlerFunc {
 				run, err = s.cfg.Runs.Cancel(r.Context(), tx, id, who, f.Reason)
 			case runPromote:
 				run, err = s.cfg.Runs.Promote(r.Context(), tx, id, who, v.can(auth.Approve))
+			case runUrgent:
+				who.Note = f.Reason
+				run, err = s.cfg.Runs.MarkUrgent(r.Context(), tx, id, who)
 			}
 			return err
 		})

@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/musterhq/muster/shared/action"
+	"github.com/musterhq/muster/shared/names"
 )
 
 // The decoders of the Runs pages' forms and filters; the seeds run in plain
@@ -43,7 +44,7 @@ func FuzzDecodeRunFilter(f *testing.F) {
 
 func FuzzDecodeRunChange(f *testing.F) {
 	digest := strings.Repeat("ab", 32)
-	for _, c := range []runChange{runApprove, runReject, runPause, runResume, runCancel, runPromote, "bogus"} {
+	for _, c := range []runChange{runApprove, runReject, runPause, runResume, runCancel, runPromote, runUrgent, "bogus"} {
 		for _, s := range []string{"digest=" + digest, "digest=" + strings.ToUpper(digest), "digest=short", "reason=not+now",
 			"reason=", "reason=%1b[31m", "reason=" + strings.Repeat("r", 501), "confirm=yes&reason=done", "confirm=no",
 			"next=%2Fui%2Fapprovals", "next=//evil"} {
@@ -65,8 +66,8 @@ func FuzzDecodeRunChange(f *testing.F) {
 			if !validDigest(got.Digest) || got.Digest != v.Get("digest") {
 				t.Fatalf("decodeRunChange(approve, %q) accepted digest %q", body, got.Digest)
 			}
-		case runReject, runCancel:
-			if len(got.Reason) > maxReason || hasControl(got.Reason) || c == runReject && got.Reason == "" {
+		case runReject, runCancel, runUrgent:
+			if len(got.Reason) > maxReason || hasControl(got.Reason) || c != runCancel && got.Reason == "" {
 				t.Fatalf("decodeRunChange(%s, %q) accepted reason %q", c, body, got.Reason)
 			}
 			if c == runCancel && v.Get("confirm") != "yes" {
@@ -78,6 +79,35 @@ func FuzzDecodeRunChange(f *testing.F) {
 		}
 		if got.Next != "" && safeNext(got.Next) != got.Next {
 			t.Fatalf("decodeRunChange(%s, %q) accepted next %q", c, body, got.Next)
+		}
+	})
+}
+
+func FuzzDecodeScheduleFilter(f *testing.F) {
+	for _, s := range []string{"cluster=prod&state=ACTIVE", "state=pending_approve", "state=BOGUS", "state=%00",
+		"marker=nightly", "marker=Bad%20Name", "marker=../x", "cluster=%07", "cluster=" + strings.Repeat("c", 201)} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, query string) {
+		v, err := url.ParseQuery(query)
+		if err != nil {
+			return
+		}
+		got, err := decodeScheduleFilter(v)
+		if err != nil {
+			return
+		}
+		if got.State != "" && !slices.Contains(scheduleStates, got.State) {
+			t.Fatalf("decodeScheduleFilter(%q) accepted state %q", query, got.State)
+		}
+		if got.Marker != "" && names.CheckID(got.Marker) != nil {
+			t.Fatalf("decodeScheduleFilter(%q) accepted marker %q", query, got.Marker)
+		}
+		if len(got.Cluster) > maxFilter || hasControl(got.Cluster) {
+			t.Fatalf("decodeScheduleFilter(%q) accepted cluster %q", query, got.Cluster)
+		}
+		if again, err := decodeScheduleFilter(got.values()); err != nil || again.State != got.State || again.Cluster != got.Cluster {
+			t.Fatalf("decodeScheduleFilter(%q): its values %v decode to %+v, %v", query, got.values(), again, err)
 		}
 	})
 }

@@ -272,6 +272,16 @@ func TestApprovalsShowWhatResumeAndPromoteContinue(t *testing.T) {
 		!strings.Contains(page, "You may not promote this run&#39;s canary") {
 		t.Error("the requester's page of the canary offers Promote, or does not say why not")
 	}
+	// The Dashboard's "Waiting for you" lists both for the approver, none
+	// for their requester, and never the run paused by hand.
+	_, _, dash := appr.get("/ui/dashboard")
+	dash = dash[:max(0, strings.Index(dash, `id="dash-running"`))]
+	if !strings.Contains(dash, `data-run="`+canary.ID+`"`) || !strings.Contains(dash, `data-run="`+errs.ID+`"`) {
+		t.Error("the approver's Dashboard does not list the runs paused for an approver")
+	}
+	if _, _, dash := e.browser().signIn("op").get("/ui/dashboard"); strings.Contains(dash[:max(0, strings.Index(dash, `id="dash-running"`))], `data-run="`+errs.ID+`"`) {
+		t.Error("the requester's Dashboard lists their own paused run as waiting for them")
+	}
 	// Every button shown works: the approver promotes and resumes from
 	// Approvals and comes back to it.
 	for _, id := range []string{canary.ID, errs.ID} {

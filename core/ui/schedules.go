@@ -1,15 +1,18 @@
 package ui
 
 import (
+	"context"
+	"errors"
 	"fmt"
 	"net/http"
 	"net/url"
+	"slices"
 	"sort"
 	"strings"
 	"time"
 
 	"github.com/musterhq/muster/core/actions"
-	"github.com/musterhq/muster/core/auth"
+	"github.com/musterhq/muster/core/approval"
 	"github.com/musterhq/muster/core/schedule/recur"
 	"github.com/musterhq/muster/core/store"
 	"github.com/musterhq/muster/shared/names"
@@ -19,8 +22,67 @@ import (
 // scheduleNext is how many next occurrences a schedule's page shows.
 const scheduleNext = 5
 
+// schedulesPerPage is how many schedules a page of the list shows.
+const schedulesPerPage = 50
+
+// scheduleStates are the states the Schedules page filters by.
+var scheduleStates = []string{store.SchedulePendingApprove, store.ScheduleActive, store.SchedulePaused, store.ScheduleRejected}
+
 type schedulesData struct {
+	Filter    scheduleFilter
+	States    []string
+	Clusters  []store.Cluster
 	Schedules []wire.Schedule
+	// NextURL is the next page ("": this is the last).
+	NextURL   string
+	FilterErr string
+}
+
+// scheduleFilter is the filter of the Schedules page.
+type scheduleFilter struct {
+	Cluster, State, Marker string
+}
+
+func decodeScheduleFilter(v url.Values) (scheduleFilter, error) {
+	var f scheduleFilter
+	var err error
+	if f.Cluster, err = plainField(v, "cluster", maxFilter); err != nil {
+		return f, err
+	}
+	if s := strings.ToUpper(strings.TrimSpace(v.Get("state"))); s != "" {
+		if !slices.Contains(scheduleStates, s) {
+			return f, formError("state %q is not one of %s", v.Get("state"), strings.Join(scheduleStates, ", "))
+		}
+		f.State = s
+	}
+	if m := v.Get("marker"); m != "" {
+		if names.CheckID(m) != nil {
+			return f, formError("marker is not a schedule name")
+		}
+		f.Marker = m
+	}
+	return f, nil
+}
+
+// query returns the store query of the filter, for one page of n.
+func (f scheduleFilter) query(n int) store.ScheduleQuery {
+	q := store.ScheduleQuery{ClusterID: f.Cluster, Marker: f.Marker, Limit: n}
+	if f.State != "" {
+		q.States = []string{f.State}
+	}
+	return q
+}
+
+// values returns the filter as a query string (without the marker).
+func (f scheduleFilter) values() url.Values {
+	v := url.Values{}
+	if f.Cluster != "" {
+		v.Set("cluster", f.Cluster)
+	}
+	if f.State != "" {
+		v.Set("state", f.State)
+	}
+	return v
 }
 
 // schedulePath is the page of a schedule.
@@ -28,12 +90,24 @@ func schedulePath(name string) string { return "/ui/schedules/" + url.PathEscape
 
 func (s *Server) schedules(w http.ResponseWriter, r *http.Request, v *visitor) {
 	ctx := r.Context()
-	var d schedulesData
+	d := schedulesData{States: scheduleStates}
+	f, ferr := decodeScheduleFilter(r.URL.Query())
+	status, why := filterStatus(ferr)
+	if ferr != nil {
+		d.FilterErr, f = why, scheduleFilter{}
+	}
+	d.Filter = f
+	page := listPage{path: "/ui/schedules", filter: f.values()}
 	err := s.st.Read(ctx, func(rd store.Reader) error {
-		list, err := rd.Schedules(ctx)
+		var err error
+		if d.Clusters, err = rd.Clusters(ctx); err != nil {
+			return err
+		}
+		list, next, err := store.SchedulePage(ctx, rd, f.query(schedulesPerPage))
 		if err != nil {
 			return err
 		}
+		d.NextURL = page.url(next)
 		now := time.Now()
 		for i := range list {
 			sc, err := recur.View(ctx, rd, &list[i], now, 1, false)
@@ -44,13 +118,17 @@ func (s *Server) schedules(w http.ResponseWriter, r *http.Request, v *visitor) {
 		}
 		return nil
 	})
+	if errors.Is(err, store.ErrUnknownMarker) {
+		s.renderError(w, r, v, http.StatusBadRequest, "The page marker names no schedule.")
+		return
+	}
 	if err != nil {
 		s.storeError(w, r, v, err)
 		return
 	}
 	vw := newView(v, "Schedules", "schedules")
 	vw.Data = d
-	s.render(w, r, http.StatusOK, "schedules", vw)
+	s.render(w, r, status, "schedules", vw)
 }
 
 type scheduleData struct {
@@ -62,6 +140,53 @@ type scheduleData struct {
 	CanDecide bool
 	// Own: the visitor created or last changed it (and may not approve it).
 	Own bool
+	// Why says why a schedule waiting for approval shows no buttons.
+	Why string
+}
+
+// pendingSchedule is a schedule waiting for approval, as the Approvals page
+// shows it.
+type pendingSchedule struct {
+	Schedule wire.Schedule
+	// Mine: the visitor created or last changed it. CanDecide: the visitor
+	// may approve or reject it (the rule of recur.Service.Approve); Why
+	// says why not otherwise.
+	Mine, CanDecide bool
+	Why             string
+}
+
+// pendingSchedules lists the schedules waiting for approval, oldest change
+// first, at most approvalsShown.
+func (s *Server) pendingSchedules(ctx context.Context, rd store.Reader, v *visitor) ([]pendingSchedule, error) {
+	list, err := rd.Schedules(ctx)
+	if err != nil {
+		return nil, err
+	}
+	sort.SliceStable(list, func(i, j int) bool { return list[i].UpdatedTS.Before(list[j].UpdatedTS) })
+	out := []pendingSchedule{}
+	now := s.now()
+	for i := range list {
+		sc := &list[i]
+		if sc.State != store.SchedulePendingApprove {
+			continue
+		}
+		if len(out) == approvalsShown {
+			break
+		}
+		applier, err := recur.Applier(ctx, rd, sc)
+		if err != nil {
+			return nil, err
+		}
+		view, err := recur.View(ctx, rd, sc, now, 0, false)
+		if err != nil {
+			return nil, err
+		}
+		p := pendingSchedule{Schedule: view, Mine: approval.SamePerson(sc.Requester, v.tok.Name)}
+		p.Why = s.whyNot(v, "this schedule", sc.Requester, applier)
+		p.CanDecide = p.Why == ""
+		out = append(out, p)
+	}
+	return out, nil
 }
 
 func (s *Server) schedulePage(w http.ResponseWriter, r *http.Request, v *visitor) {
@@ -72,9 +197,13 @@ func (s *Server) schedulePage(w http.ResponseWriter, r *http.Request, v *visitor
 		return
 	}
 	var d scheduleData
+	var applier string
 	err := s.st.Read(ctx, func(rd store.Reader) error {
 		sc, err := rd.Schedule(ctx, name)
 		if err != nil {
+			return err
+		}
+		if applier, err = recur.Applier(ctx, rd, sc); err != nil {
 			return err
 		}
 		d.Schedule, err = recur.View(ctx, rd, sc, time.Now(), scheduleNext, true)
@@ -97,7 +226,10 @@ func (s *Server) schedulePage(w http.ResponseWriter, r *http.Request, v *visitor
 		d.Local = append(d.Local, n.In(loc).Format("Mon 2006-01-02 15:04 MST"))
 	}
 	d.Own = strings.EqualFold(sc.Requester, v.tok.Name)
-	d.CanDecide = sc.State == store.SchedulePendingApprove && v.can(auth.Approve)
+	if sc.State == store.SchedulePendingApprove {
+		d.Why = s.whyNot(v, "this schedule", sc.Requester, applier)
+		d.CanDecide = d.Why == ""
+	}
 	vw := newView(v, "Schedule "+sc.Name, "schedules")
 	vw.Data = d
 	if done := r.URL.Query().Get("done"); done == "approved" || done == "rejected" {
@@ -154,6 +286,10 @@ func (s *Server) decideSchedule(approve bool) handlerFunc {
 				msg = "there is no such schedule"
 			}
 			s.renderError(w, r, v, status, fmt.Sprintf("Could not %s: %s", verb, msg))
+			return
+		}
+		if r.PostForm.Get("next") == "/ui/approvals" {
+			http.Redirect(w, r, "/ui/approvals?done="+done+"&schedule="+url.QueryEscape(name), http.StatusSeeOther)
 			return
 		}
 		http.Redirect(w, r, schedulePath(name)+"?done="+done, http.StatusSeeOther)

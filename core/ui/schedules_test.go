@@ -2,6 +2,7 @@ package ui
 
 import (
 	"context"
+	"fmt"
 	"net/http"
 	"strings"
 	"sync/atomic"
@@ -94,8 +95,181 @@ func TestSchedulePagesShowNextOccurrencesAndDecideForApproversOnly(t *testing.T)
 	e.createSchedule("own", "admin")
 	a := e.browser()
 	a.signIn("admin")
-	if _, _, body := a.get("/ui/schedules/own"); strings.Contains(body, `id="schedule-approve"`) || !strings.Contains(body, "another approver approves it") {
+	if _, _, body := a.get("/ui/schedules/own"); strings.Contains(body, `id="schedule-approve"`) || !strings.Contains(body, "another approver must decide") {
 		t.Errorf("the requester's own page offers approval:\n%s", body)
+	}
+}
+
+// The Approvals page lists the schedules waiting for approval with approve
+// and reject for an approver who neither created them nor applied their
+// playbook version, a reason instead of buttons for the others; approving
+// there makes the schedule ACTIVE. The Dashboard counts the ones the
+// visitor may decide among what waits for them.
+func TestApprovalsPageDecidesSchedulesForOtherApproversOnly(t *testing.T) {
+	t.Parallel()
+	e := setup(t)
+	e.createSchedule("by-op", "op")
+	e.createSchedule("by-admin", "admin")
+	e.applyPlaybook(strings.Replace(schedulePlaybookDoc, "name: nightly", "name: weekly", 1), "appr")
+	e.runChange(func(ctx context.Context, tx store.Tx) error {
+		_, _, err := e.ui.cfg.Schedules.Apply(ctx, tx, &wire.CreateScheduleRequest{Name: "applied-by-appr", Cluster: "prod",
+			Playbook: "weekly", Cron: "@daily"}, actions.Actor{Name: "op"})
+		return err
+	})
+	card := func(body, name string) string {
+		i := strings.Index(body, `data-schedule="`+name+`"`)
+		if i < 0 {
+			return ""
+		}
+		rest := body[i:]
+		if j := strings.Index(rest, "</li>"); j >= 0 {
+			rest = rest[:j]
+		}
+		return rest
+	}
+	for who, want := range map[string]map[string]string{
+		"appr":  {"by-op": "button", "by-admin": "button", "applied-by-appr": "You applied the playbook version"},
+		"admin": {"by-op": "button", "by-admin": "You asked for this schedule", "applied-by-appr": "button"},
+		"op":    {"by-op": "You asked for this schedule", "by-admin": "do not include approving"},
+	} {
+		b := e.browser()
+		b.signIn(who)
+		status, _, body := b.get("/ui/approvals")
+		if status != http.StatusOK {
+			t.Fatalf("%s: approvals %d", who, status)
+		}
+		for name, w := range want {
+			c := card(body, name)
+			if c == "" {
+				t.Errorf("%s: schedule %s not listed", who, name)
+				continue
+			}
+			hasButton := strings.Contains(c, `class="approve"`)
+			if (w == "button") != hasButton || (w != "button" && !strings.Contains(c, w)) {
+				t.Errorf("%s: schedule %s: buttons %v, want %q:\n%s", who, name, hasButton, w, c)
+			}
+		}
+		_, _, dash := b.get("/ui/dashboard")
+		if got, wantIt := strings.Contains(dash, `data-schedule="by-op"`), who != "op"; got != wantIt {
+			t.Errorf("%s: the Dashboard lists by-op as waiting = %v, want %v", who, got, wantIt)
+		}
+	}
+	b := e.browser()
+	b.signIn("appr")
+	_, _, body := b.get("/ui/approvals")
+	var sc *store.Schedule
+	e.runChange(func(ctx context.Context, tx store.Tx) error {
+		var err error
+		sc, err = tx.Schedule(ctx, "by-op")
+		return err
+	})
+	if !strings.Contains(card(body, "by-op"), sc.Digest) {
+		t.Fatalf("the approve form lacks the digest %s", sc.Digest)
+	}
+	status, loc, _ := b.post("/ui/schedules/by-op/approve", map[string][]string{"csrf": {b.csrf}, "digest": {sc.Digest},
+		"next": {"/ui/approvals"}})
+	if status != http.StatusSeeOther || !strings.HasPrefix(loc, "/ui/approvals?") {
+		t.Fatalf("approve: %d to %q", status, loc)
+	}
+	_, _, body = b.get(loc)
+	if card(body, "by-op") != "" || !strings.Contains(body, "Schedule by-op approved.") {
+		t.Errorf("after approval the page still lists by-op or says nothing:\n%s", body)
+	}
+	e.runChange(func(ctx context.Context, tx store.Tx) error {
+		sc, err := tx.Schedule(ctx, "by-op")
+		if err == nil && (sc.State != store.ScheduleActive || sc.ApprovedBy != "appr") {
+			t.Errorf("by-op is %s approved by %q, want ACTIVE by appr", sc.State, sc.ApprovedBy)
+		}
+		return err
+	})
+}
+
+// Urgent on an action's and a run's page: shown to an approver other than
+// the requester only, with a reason; posting it marks the action or run
+// urgent through the rule the API applies; the requester who also holds
+// approve reads why not, and no one else sees the form.
+func TestUrgentIsOfferedToOtherApproversAndMarksThroughTheAPIsRule(t *testing.T) {
+	t.Parallel()
+	e := setup(t)
+	a := e.create("admin", `{"seconds":1}`)
+	r := e.createRun("admin")
+	pages := map[string]string{"/ui/actions/" + a.ID: `id="action-urgent"`, "/ui/runs/" + r.ID: `id="run-urgent"`}
+	for who, want := range map[string]bool{"viewer": false, "op": false, "appr": true, "admin": false} {
+		b := e.browser().signIn(who)
+		for page, button := range pages {
+			_, _, body := b.get(page)
+			if got := strings.Contains(body, button); got != want {
+				t.Errorf("%s on %s: urgent form shown = %v, want %v", who, page, got, want)
+			}
+			if who == "admin" && !strings.Contains(body, "another approver may mark it urgent") {
+				t.Errorf("the requester's page %s does not say why there is no urgent form", page)
+			}
+		}
+	}
+	appr := e.browser().signIn("appr")
+	appr.get("/ui/actions/" + a.ID)
+	if status, _, _ := appr.post("/ui/actions/"+a.ID+"/urgent", map[string][]string{"csrf": {appr.csrf}}); status != http.StatusBadRequest {
+		t.Errorf("urgent without a reason: %d, want 400", status)
+	}
+	status, loc, _ := appr.post("/ui/actions/"+a.ID+"/urgent", map[string][]string{"csrf": {appr.csrf}, "reason": {"outage <b>now</b>"},
+		"next": {"/ui/actions/" + a.ID}})
+	if status != http.StatusSeeOther {
+		t.Fatalf("urgent action: %d", status)
+	}
+	_, _, body := appr.get(loc)
+	if !strings.Contains(body, "Marked urgent: outage &lt;b&gt;now&lt;/b&gt;") {
+		t.Errorf("the action page does not show the urgent reason escaped:\n%s", body)
+	}
+	status, _, _ = appr.post("/ui/runs/"+r.ID+"/urgent", map[string][]string{"csrf": {appr.csrf}, "reason": {"outage"}})
+	if status != http.StatusSeeOther {
+		t.Fatalf("urgent run: %d", status)
+	}
+	if got := e.run(r.ID); got.Urgent != "outage" {
+		t.Errorf("run urgent %q, want outage", got.Urgent)
+	}
+	// The requester's forged POST is the engine's 403.
+	adm := e.browser().signIn("admin")
+	adm.get("/ui/runs/" + r.ID)
+	if status, _, _ := adm.post("/ui/runs/"+r.ID+"/urgent", map[string][]string{"csrf": {adm.csrf}, "reason": {"mine"}}); status != http.StatusForbidden {
+		t.Errorf("the requester marking their own run urgent: %d, want 403", status)
+	}
+}
+
+// The Schedules list filters by cluster and state and pages by name; a bad
+// filter is a 400 naming it.
+func TestSchedulesListFiltersAndPages(t *testing.T) {
+	t.Parallel()
+	e := setup(t)
+	for i := range schedulesPerPage + 1 {
+		e.createSchedule(fmt.Sprintf("s-%03d", i), "op")
+	}
+	var sc *store.Schedule
+	e.runChange(func(ctx context.Context, tx store.Tx) error {
+		var err error
+		if sc, err = tx.Schedule(ctx, "s-007"); err != nil {
+			return err
+		}
+		_, err = e.ui.cfg.Schedules.Approve(ctx, tx, "s-007", sc.Digest, actions.Actor{Name: "appr"})
+		return err
+	})
+	b := e.browser().signIn("viewer")
+	_, _, body := b.get("/ui/schedules")
+	if n := strings.Count(body, `<tr data-schedule=`); n != schedulesPerPage || !strings.Contains(body, `id="schedules-next"`) {
+		t.Fatalf("first page: %d rows, want %d and a next link", n, schedulesPerPage)
+	}
+	_, _, body = b.get("/ui/schedules?marker=s-049")
+	if n := strings.Count(body, `<tr data-schedule=`); n != 1 || !strings.Contains(body, `data-schedule="s-050"`) || strings.Contains(body, `id="schedules-next"`) {
+		t.Errorf("second page: %d rows, want s-050 alone and no next link", n)
+	}
+	_, _, body = b.get("/ui/schedules?state=active&cluster=prod")
+	if n := strings.Count(body, `<tr data-schedule=`); n != 1 || !strings.Contains(body, `data-schedule="s-007"`) {
+		t.Errorf("state=active: %d rows, want s-007 alone", n)
+	}
+	if status, _, body := b.get("/ui/schedules?state=DONE"); status != http.StatusBadRequest || !strings.Contains(body, "state") {
+		t.Errorf("state=DONE: %d, want 400 naming state", status)
+	}
+	if status, _, _ := b.get("/ui/schedules?marker=zz-none"); status != http.StatusBadRequest {
+		t.Errorf("an unknown marker: %d, want 400", status)
 	}
 }
 

@@ -66,6 +66,9 @@ var staticFS embed.FS
 type Changer interface {
 	Approve(ctx context.Context, tx store.Tx, id string, by actions.Actor) (*store.Record, error)
 	Reject(ctx context.Context, tx store.Tx, id string, by actions.Actor) (*store.Record, error)
+	// MarkUrgent lets an action pass its cluster's closed window (the
+	// rule of POST /api/v1/actions/{id}/urgent).
+	MarkUrgent(ctx context.Context, tx store.Tx, id string, by actions.Actor) (*store.Record, error)
 }
 
 // Nudger asks for a pass of a cluster now, as an approval through the API
@@ -251,6 +254,7 @@ func (s *Server) register() {
 	s.add("GET /ui/actions/{id}", auth.Read, s.actionDetail)
 	s.add("POST /ui/actions/{id}/approve", auth.Approve, s.decide(decisionApprove))
 	s.add("POST /ui/actions/{id}/reject", auth.Reject, s.decide(decisionReject))
+	s.add("POST /ui/actions/{id}/urgent", auth.Approve, s.decide(decisionUrgent))
 	s.add("GET /ui/runs", auth.Read, s.runsList)
 	s.add("GET /ui/runs/{id}", auth.Read, s.runDetail)
 	s.add("POST /ui/runs/{id}/approve", auth.Approve, s.changeRun(runApprove))
@@ -259,6 +263,7 @@ func (s *Server) register() {
 	s.add("POST /ui/runs/{id}/resume", auth.Continue, s.changeRun(runResume))
 	s.add("POST /ui/runs/{id}/cancel", auth.Cancel, s.changeRun(runCancel))
 	s.add("POST /ui/runs/{id}/promote", auth.Approve, s.changeRun(runPromote))
+	s.add("POST /ui/runs/{id}/urgent", auth.Approve, s.changeRun(runUrgent))
 	s.add("GET /ui/dashboard", auth.Read, s.dashboard)
 	s.add("GET /ui/playbooks", auth.Read, s.playbooks)
 	s.add("GET /ui/playbooks/{name}", auth.Read, s.playbookPage)

@@ -44,6 +44,7 @@ var roleTable = map[string][5]int{ //    none viewer  op   appr admin
 	"GET /ui/actions/{id}":                             {303, 200, 200, 200, 200},
 	"POST /ui/actions/{id}/approve":                    {303, 403, 403, 303, 303},
 	"POST /ui/actions/{id}/reject":                     {303, 403, 403, 303, 303},
+	"POST /ui/actions/{id}/urgent":                     {303, 403, 403, 303, 303},
 	"GET /ui/runs":                                     {303, 200, 200, 200, 200},
 	"GET /ui/runs/{id}":                                {303, 200, 200, 200, 200},
 	"POST /ui/runs/{id}/approve":                       {303, 403, 403, 303, 303},
@@ -52,6 +53,7 @@ var roleTable = map[string][5]int{ //    none viewer  op   appr admin
 	"POST /ui/runs/{id}/resume":                        {303, 403, 303, 403, 303}, // a manual pause: the approver's 403 is the engine's (TestRunResumeFollowsTheAPIsRule)
 	"POST /ui/runs/{id}/cancel":                        {303, 403, 303, 403, 303},
 	"POST /ui/runs/{id}/promote":                       {303, 403, 403, 303, 303}, // a canary asked by someone else
+	"POST /ui/runs/{id}/urgent":                        {303, 403, 403, 303, 303},
 	"GET /ui/dashboard":                                {303, 200, 200, 200, 200},
 	"GET /ui/playbooks":                                {303, 200, 200, 200, 200},
 	"GET /ui/playbooks/{name}":                         {303, 200, 200, 200, 200},
@@ -137,7 +139,7 @@ func TestUIRoleTable(t *testing.T) {
 					path = strings.Replace(path, "{name}", sc.Name, 1)
 					form.Set("reason", "checked")
 					form.Set("digest", sc.Digest)
-				case "GET /ui/actions/{id}", "POST /ui/actions/{id}/approve", "POST /ui/actions/{id}/reject":
+				case "GET /ui/actions/{id}", "POST /ui/actions/{id}/approve", "POST /ui/actions/{id}/reject", "POST /ui/actions/{id}/urgent":
 					a := e.create("someone", `{"seconds":1}`)
 					path = strings.Replace(path, "{id}", a.ID, 1)
 					form.Set("reason", "checked")
@@ -146,7 +148,7 @@ func TestUIRoleTable(t *testing.T) {
 					e.storeRun(r)
 					path = strings.Replace(path, "{id}", r.ID, 1)
 				case "GET /ui/runs/{id}", "POST /ui/runs/{id}/approve", "POST /ui/runs/{id}/reject",
-					"POST /ui/runs/{id}/pause", "POST /ui/runs/{id}/resume", "POST /ui/runs/{id}/cancel":
+					"POST /ui/runs/{id}/pause", "POST /ui/runs/{id}/resume", "POST /ui/runs/{id}/cancel", "POST /ui/runs/{id}/urgent":
 					// A run in the state the change needs, asked by someone else.
 					r := e.createRun("someone")
 					switch route {

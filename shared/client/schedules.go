@@ -4,6 +4,8 @@ import (
 	"context"
 	"net/http"
 	"net/url"
+	"strconv"
+	"strings"
 
 	"github.com/musterhq/muster/shared/wire"
 )
@@ -16,11 +18,50 @@ func (c *Core) ApplySchedule(ctx context.Context, req *wire.CreateScheduleReques
 	return &out, err
 }
 
-// Schedules calls GET /api/v1/schedules.
-func (c *Core) Schedules(ctx context.Context) ([]wire.Schedule, error) {
+// ScheduleFilter selects a page of schedules (GET /api/v1/schedules).
+type ScheduleFilter struct {
+	Cluster string
+	States  []string
+	Limit   int
+	Marker  string
+}
+
+// SchedulePage calls GET /api/v1/schedules: one page of the schedules f
+// selects, by name.
+func (c *Core) SchedulePage(ctx context.Context, f ScheduleFilter) (*wire.ScheduleList, error) {
+	q := url.Values{}
+	if f.Cluster != "" {
+		q.Set("cluster", f.Cluster)
+	}
+	if len(f.States) > 0 {
+		q.Set("state", strings.Join(f.States, ","))
+	}
+	if f.Limit > 0 {
+		q.Set("limit", strconv.Itoa(f.Limit))
+	}
+	if f.Marker != "" {
+		q.Set("marker", f.Marker)
+	}
 	var out wire.ScheduleList
-	_, err := c.call(ctx, http.MethodGet, "/api/v1/schedules", nil, &out)
-	return out.Schedules, err
+	_, err := c.call(ctx, http.MethodGet, "/api/v1/schedules"+query(q), nil, &out)
+	return &out, err
+}
+
+// Schedules calls GET /api/v1/schedules page after page: every schedule.
+func (c *Core) Schedules(ctx context.Context) ([]wire.Schedule, error) {
+	var all []wire.Schedule
+	f := ScheduleFilter{}
+	for {
+		page, err := c.SchedulePage(ctx, f)
+		if err != nil {
+			return nil, err
+		}
+		all = append(all, page.Schedules...)
+		if page.NextMarker == "" || page.NextMarker == f.Marker {
+			return all, nil
+		}
+		f.Marker = page.NextMarker
+	}
 }
 
 // Schedule calls GET /api/v1/schedules/{name}.

@@ -133,4 +133,6 @@ type ScheduleRun struct {
 // ScheduleList answers GET /api/v1/schedules.
 type ScheduleList struct {
 	Schedules []Schedule `json:"schedules"`
+	// NextMarker is the marker of the next page ("" on the last).
+	NextMarker string `json:"next_marker"`
 }

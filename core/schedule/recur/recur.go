@@ -15,6 +15,7 @@ import (
 
 	"github.com/musterhq/muster/core/actions"
 	"github.com/musterhq/muster/core/approval"
+	"github.com/musterhq/muster/core/auth"
 	"github.com/musterhq/muster/core/runs"
 	"github.com/musterhq/muster/core/runs/playbook"
 	"github.com/musterhq/muster/core/schedule"
@@ -202,6 +203,21 @@ func load(ctx context.Context, tx store.Tx, name, what string, from ...string) (
 	return nil, fmt.Errorf("%w: cannot %s schedule %s: it is %s", ErrWrongState, what, name, sc.State)
 }
 
+// Applier returns who applied the playbook version schedule sc runs now
+// ("" when there is none): with its requester, the person who may not
+// approve it (approval.Policy.MayApprove), so that pages offer no approval
+// that Approve refuses.
+func Applier(ctx context.Context, r store.Reader, sc *store.Schedule) (string, error) {
+	pb, err := resolve(ctx, r, sc)
+	if errors.Is(err, store.ErrNotFound) {
+		return "", nil
+	}
+	if err != nil {
+		return "", err
+	}
+	return pb.CreatedBy, nil
+}
+
 // Approve approves schedule name as who: from now on each occurrence makes
 // a run approved by who, of the playbook version approved now. A non-empty
 // digest is what the approver was shown: the approval is refused when the
@@ -304,20 +320,86 @@ func (s *Service) Delete(ctx context.Context, tx store.Tx, name string, who acti
 // unapprove sends an active schedule back to approval because its playbook
 // moved under `latest`.
 func unapprove(ctx context.Context, tx store.Tx, sc *store.Schedule, pb *store.Playbook, cur string, t time.Time) error {
+	sc.Digest = cur
+	return sendBack(ctx, tx, sc, t,
+		fmt.Sprintf("playbook %s is at version %d now (approved: %d): approve again", pb.Name, pb.Version, sc.ApprovedVersion),
+		fmt.Sprintf("playbook %s has version %d", pb.Name, pb.Version), "playbook version",
+		map[string]any{"version": pb.Version, "approved_version": sc.ApprovedVersion, "digest": cur})
+}
+
+// sendBack puts an active schedule back to PENDING_APPROVE for reason (its
+// state_reason), with a schedule.unapproved event and an approval.waiting
+// one that notifications announce.
+func sendBack(ctx context.Context, tx store.Tx, sc *store.Schedule, t time.Time, reason, short, code string, data map[string]any) error {
 	core := actions.Actor{Name: store.ActorCore}
-	sc.State, sc.Digest, sc.UpdatedTS = store.SchedulePendingApprove, cur, t
-	sc.StateReason = fmt.Sprintf("playbook %s is at version %d now (approved: %d): approve again", pb.Name, pb.Version, sc.ApprovedVersion)
+	sc.State, sc.StateReason, sc.UpdatedTS = store.SchedulePendingApprove, reason, t
 	if err := tx.UpdateSchedule(ctx, sc); err != nil {
 		return err
 	}
+	if data == nil {
+		data = map[string]any{}
+	}
+	data["reason"] = code
 	if err := tx.AppendEvent(ctx, event(sc, store.EventScheduleUnapproved, core, t,
-		fmt.Sprintf("schedule %s waits for approval again: %s", sc.Name, sc.StateReason),
-		map[string]any{"version": pb.Version, "approved_version": sc.ApprovedVersion, "digest": cur})); err != nil {
+		fmt.Sprintf("schedule %s waits for approval again: %s", sc.Name, reason), data)); err != nil {
 		return err
 	}
 	return tx.AppendEvent(ctx, event(sc, store.EventApprovalWaiting, core, t,
-		fmt.Sprintf("schedule %s on %s waits for an approver: playbook %s has version %d", sc.Name, sc.ClusterID, pb.Name, pb.Version),
-		map[string]any{"reason": "playbook version"}))
+		fmt.Sprintf("schedule %s on %s waits for an approver: %s", sc.Name, sc.ClusterID, short),
+		map[string]any{"reason": code}))
+}
+
+// ApproverGone says why the approval of a schedule approved by name no
+// longer holds ("" while it holds): the approver's token was revoked or has
+// expired, or no longer grants approve. An approval lasts only as long as
+// its approver may approve (docs/schedules.md).
+func ApproverGone(ctx context.Context, r store.Reader, name string, now time.Time) (string, error) {
+	toks, err := r.Tokens(ctx)
+	if err != nil {
+		return "", err
+	}
+	for i := range toks {
+		t := &toks[i]
+		if t.Name != name {
+			continue
+		}
+		switch {
+		case t.Expired(now):
+			return fmt.Sprintf("the token of its approver %s has expired: approve again", name), nil
+		case !auth.Can(t.Roles, auth.Approve):
+			return fmt.Sprintf("its approver %s no longer holds a role that may approve: approve again", name), nil
+		}
+		return "", nil
+	}
+	return fmt.Sprintf("the token of its approver %s was revoked: approve again", name), nil
+}
+
+// Unapproved sends every active or paused schedule approved by name back
+// to approval when that approval no longer holds (ApproverGone), in the
+// caller's transaction; a token's revocation calls it so that no occurrence
+// runs on a revoked approval. It returns the schedules sent back.
+func Unapproved(ctx context.Context, tx store.Tx, name string, now time.Time) ([]string, error) {
+	why, err := ApproverGone(ctx, tx, name, now)
+	if err != nil || why == "" {
+		return nil, err
+	}
+	list, err := tx.Schedules(ctx)
+	if err != nil {
+		return nil, err
+	}
+	var out []string
+	for i := range list {
+		sc := &list[i]
+		if sc.ApprovedBy != name || (sc.State != store.ScheduleActive && sc.State != store.SchedulePaused) {
+			continue
+		}
+		if err := sendBack(ctx, tx, sc, action.UTC(now), why, "approver "+name+" may no longer approve", "approver gone",
+			map[string]any{"approved_by": name}); err != nil {
+			return nil, err
+		}
+		out = append(out, sc.Name)
+	}
+	return out, nil
 }
 
 // View shows a schedule with its next occurrences (n of them, while it is

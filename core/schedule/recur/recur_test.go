@@ -83,6 +83,11 @@ func setupOn(t *testing.T, st store.Store) *env {
 		if err := tx.PutCluster(ctx, &store.Cluster{ID: "c", Status: store.ClusterHealthy}); err != nil {
 			return err
 		}
+		// bob approves; his token is what keeps his approvals alive.
+		if err := tx.InsertToken(ctx, &store.Token{Name: "bob", Roles: []string{store.RoleApprover}, Hash: "hash-bob",
+			CreatedTS: e.now}); err != nil {
+			return err
+		}
 		for _, n := range []string{"n1", "n2"} {
 			if err := tx.PutNode(ctx, &store.Node{ClusterID: "c", ID: n, Addr: "127.0.0.1:1", Source: store.SourceStatic, Status: store.NodeUp}); err != nil {
 				return err
@@ -430,6 +435,101 @@ func TestANewPlaybookVersionUnderLatestSendsItBackToApproval(t *testing.T) {
 	}
 }
 
+// occurAt moves the clock to at and runs one pass of the worker.
+func (e *env) occurAt(at time.Time) {
+	e.t.Helper()
+	e.set(at)
+	if err := e.w.Pass(context.Background()); err != nil {
+		e.t.Fatal(err)
+	}
+}
+
+func TestAScheduleWhoseApproverMayNoLongerApproveStopsMakingRuns(t *testing.T) {
+	t.Parallel()
+	for name, gone := range map[string]func(ctx context.Context, tx store.Tx) error{
+		"token revoked": func(ctx context.Context, tx store.Tx) error { return tx.DeleteToken(ctx, "bob") },
+		"role lost": func(ctx context.Context, tx store.Tx) error {
+			if err := tx.DeleteToken(ctx, "bob"); err != nil {
+				return err
+			}
+			return tx.InsertToken(ctx, &store.Token{Name: "bob", Roles: []string{store.RoleViewer}, Hash: "hash-bob2",
+				CreatedTS: time.Date(2026, 11, 23, 10, 0, 0, 0, time.UTC)})
+		},
+	} {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			e := setup(t)
+			r := req()
+			r.Cron, r.Timezone = "*/10 * * * *", ""
+			sc := e.active(r)
+			e.occurAt(time.Date(2026, 11, 23, 10, 10, 1, 0, time.UTC))
+			if n := len(e.runsOf(sc)); n != 1 {
+				t.Fatalf("%d runs while bob may approve, want 1", n)
+			}
+			if err := e.update(gone); err != nil {
+				t.Fatal(err)
+			}
+			e.occurAt(time.Date(2026, 11, 23, 10, 20, 1, 0, time.UTC))
+			got := e.schedule("nightly")
+			if got.State != store.SchedulePendingApprove || !strings.Contains(got.StateReason, "bob") {
+				t.Fatalf("schedule %s (%q), want PENDING_APPROVE naming its approver", got.State, got.StateReason)
+			}
+			if n := len(e.runsOf(sc)); n != 1 {
+				t.Errorf("%d runs after the approver went, want still 1", n)
+			}
+			un := e.events(store.EventScheduleUnapproved)
+			if len(un) != 1 || un[0].Data["reason"] != "approver gone" {
+				t.Errorf("schedule.unapproved events %+v, want one with reason approver gone", un)
+			}
+			if n := len(e.events(store.EventApprovalWaiting)); n != 2 {
+				t.Errorf("%d approval.waiting events, want 2 (created, sent back)", n)
+			}
+			e.occurAt(time.Date(2026, 11, 23, 10, 30, 1, 0, time.UTC))
+			if n := len(e.runsOf(sc)); n != 1 {
+				t.Errorf("%d runs while waiting for approval, want 1", n)
+			}
+		})
+	}
+}
+
+func TestRevokingTheApproversTokenSendsItsSchedulesBackAtOnce(t *testing.T) {
+	t.Parallel()
+	e := setup(t)
+	e.active(req())
+	other := req()
+	other.Name = "weekly"
+	e.active(other)
+	var sent []string
+	if err := e.update(func(ctx context.Context, tx store.Tx) error {
+		if err := tx.DeleteToken(ctx, "bob"); err != nil {
+			return err
+		}
+		var err error
+		sent, err = recur.Unapproved(ctx, tx, "bob", e.clock())
+		return err
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if len(sent) != 2 {
+		t.Fatalf("sent back %v, want both schedules", sent)
+	}
+	for _, n := range []string{"nightly", "weekly"} {
+		if got := e.schedule(n); got.State != store.SchedulePendingApprove {
+			t.Errorf("%s is %s, want PENDING_APPROVE", n, got.State)
+		}
+	}
+	// A token that still approves leaves its schedules alone.
+	if err := e.update(func(ctx context.Context, tx store.Tx) error {
+		got, err := recur.Unapproved(ctx, tx, "nobody-else", e.clock())
+		if err == nil && len(got) != 0 {
+			t.Errorf("sent back %v for a token that approved nothing", got)
+		}
+		return err
+	}); err != nil {
+		t.Fatal(err)
+	}
+}
+
 func TestPausedSchedulesMakeNoRunsAndResumeFromTheNextOccurrence(t *testing.T) {
 	t.Parallel()
 	e := setup(t)
@@ -535,5 +635,41 @@ func TestApplyRefusesParamsThatBreakAKindsArgsSchema(t *testing.T) {
 	r.Params = map[string]string{"seconds": "5"}
 	if _, _, err := e.create(r, "alice"); err != nil {
 		t.Fatalf("create with params the schema accepts: %v", err)
+	}
+}
+
+// TestAScheduleWhosePlaybookIsGoneWaitsAndTheOthersGoOn: a schedule whose
+// playbook cannot be found goes back to approval saying so, once; the pass
+// does not fail, and another schedule still makes its run.
+func TestAScheduleWhosePlaybookIsGoneWaitsAndTheOthersGoOn(t *testing.T) {
+	t.Parallel()
+	e := setup(t)
+	r := req()
+	r.Cron, r.Timezone = "*/10 * * * *", ""
+	e.active(r)
+	other := req()
+	other.Name, other.Cron, other.Timezone = "other", "*/10 * * * *", ""
+	sc := e.active(other)
+	if err := e.update(func(ctx context.Context, tx store.Tx) error {
+		s, err := tx.Schedule(ctx, "nightly")
+		if err != nil {
+			return err
+		}
+		s.Playbook = "vanished"
+		return tx.UpdateSchedule(ctx, s)
+	}); err != nil {
+		t.Fatal(err)
+	}
+	e.occurAt(time.Date(2026, 11, 23, 10, 10, 1, 0, time.UTC))
+	got := e.schedule("nightly")
+	if got.State != store.SchedulePendingApprove || !strings.Contains(got.StateReason, "playbook vanished") {
+		t.Fatalf("schedule of a vanished playbook: %s %q, want PENDING_APPROVE saying so", got.State, got.StateReason)
+	}
+	if n := len(e.runsOf(sc)); n != 1 {
+		t.Fatalf("the other schedule made %d runs, want 1", n)
+	}
+	e.occurAt(time.Date(2026, 11, 23, 10, 20, 1, 0, time.UTC))
+	if n := len(e.events(store.EventScheduleUnapproved)); n != 1 {
+		t.Fatalf("%d schedule.unapproved events, want 1", n)
 	}
 }

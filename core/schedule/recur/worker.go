@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"strconv"
 	"time"
 
 	"github.com/musterhq/muster/core/actions"
@@ -109,6 +110,11 @@ func (w *Worker) Pass(ctx context.Context) error {
 				continue
 			}
 			pb, err := r.Playbook(ctx, sc.Playbook, 0)
+			if errors.Is(err, store.ErrNotFound) {
+				// Occur sends that schedule back; the others go on.
+				latest[sc.Playbook] = -1
+				continue
+			}
 			if err != nil {
 				return err
 			}
@@ -165,6 +171,12 @@ func (w *Worker) Occur(ctx context.Context, name string, at time.Time, due bool)
 		}
 		t := w.now()
 		pb, err := resolve(ctx, tx, sc)
+		if errors.Is(err, store.ErrNotFound) {
+			// Its playbook (or the version it pins) is gone: nothing may
+			// run, and it says so once rather than failing every pass.
+			why := fmt.Sprintf("playbook %s version %s not found", sc.Playbook, versionName(sc.Version))
+			return sendBack(ctx, tx, sc, t, why, why, "playbook gone", map[string]any{"playbook": sc.Playbook})
+		}
 		if err != nil {
 			return err
 		}
@@ -173,6 +185,13 @@ func (w *Worker) Occur(ctx context.Context, name string, at time.Time, due bool)
 		}
 		if !due {
 			return nil
+		}
+		if why, err := ApproverGone(ctx, tx, sc.ApprovedBy, t); err != nil || why != "" {
+			if err != nil {
+				return err
+			}
+			return sendBack(ctx, tx, sc, t, why, "approver "+sc.ApprovedBy+" may no longer approve", "approver gone",
+				map[string]any{"approved_by": sc.ApprovedBy, "occurrence": at.UTC()})
 		}
 		sc.LastOccurrence, sc.UpdatedTS = action.TimePtr(at), t
 		if err := tx.UpdateSchedule(ctx, sc); err != nil {
@@ -241,4 +260,12 @@ func jsonUnmarshal(b []byte, v any) error {
 		return nil
 	}
 	return json.Unmarshal(b, v)
+}
+
+// versionName is a schedule's version as people write it.
+func versionName(v int) string {
+	if v == 0 {
+		return "latest"
+	}
+	return strconv.Itoa(v)
 }
