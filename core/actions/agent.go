@@ -306,6 +306,26 @@ func MarkSending(ctx context.Context, tx store.Tx, id, storeID string) (*store.R
 	return cur, true, nil
 }
 
+// UnmarkSending takes back the mark MarkSending set on action id for
+// storeID, when the caller knows the push was never made (held at its push
+// by the calendar): the action is then as never sent, so a cancel or an
+// urgent mark applies at once and an agent database change does not make
+// it LOST.
+func UnmarkSending(ctx context.Context, tx store.Tx, id, storeID string) error {
+	cur, err := tx.Action(ctx, id)
+	if errors.Is(err, store.ErrNotFound) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	if cur.State != action.PendingSchedule || cur.PushedStoreID != storeID || cur.SeenOnAgent {
+		return nil
+	}
+	cur.PushedStoreID = ""
+	return tx.UpdateAction(ctx, cur)
+}
+
 // NotBeforePrefix starts the state_reason of an action that waits for its
 // not_before.
 const NotBeforePrefix = action.ReasonNotBefore

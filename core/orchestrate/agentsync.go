@@ -378,7 +378,15 @@ func (o *Orchestrator) pushPending(ctx context.Context, ag *client.Agent, res *n
 		log.Warn("record pushes; none sent this pass", "err", err)
 		return
 	}
-	for _, r := range batch {
+	// The actions this pass marked: one held at its push is then known
+	// never sent, and its mark is taken back.
+	fresh := map[string]bool{}
+	for _, r := range admitted {
+		if r.PushedStoreID == "" {
+			fresh[r.ID] = true
+		}
+	}
+	for i, r := range batch {
 		// Pushes to one node go one after another, each allowed up to
 		// AgentTimeout: ask the cluster's calendar as it is now (a window
 		// may have closed, a freeze begun or been added by a reload) right
@@ -387,6 +395,7 @@ func (o *Orchestrator) pushPending(ctx context.Context, ag *client.Agent, res *n
 		if why, until := res.gate.again(o.cfg.Calendars.Of(res.node.ClusterID), r, time.Now()); why != "" {
 			o.wakeAt(res.node.ClusterID, res.node.ID, until)
 			log.Debug("held at its push", "action", r.ID, "why", why)
+			o.unmarkUnsent(ctx, res, batch[i:], fresh, log)
 			return
 		}
 		req := &wire.PushRequest{ID: r.ID, Kind: r.Kind, Args: r.Args, TimeoutS: r.TimeoutS,
@@ -424,6 +433,30 @@ func (o *Orchestrator) pushPending(ctx context.Context, ag *client.Agent, res *n
 			o.metrics.pushes.WithLabelValues(strconv.Itoa(client.StatusOf(err))).Inc()
 			log.Warn("push refused; retried next pass", "action", r.ID, "err", err)
 			return
+		}
+	}
+}
+
+// unmarkUnsent takes back the push mark of the actions of unsent that this
+// pass marked (fresh) and releases their budget: they were never sent.
+func (o *Orchestrator) unmarkUnsent(ctx context.Context, res *nodeResult, unsent []*store.Record, fresh map[string]bool, log *slog.Logger) {
+	err := o.st.Update(ctx, func(tx store.Tx) error {
+		for _, r := range unsent {
+			if fresh[r.ID] {
+				if err := actions.UnmarkSending(ctx, tx, r.ID, res.info.StoreID); err != nil {
+					return err
+				}
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		log.Warn("take back push marks", "err", err)
+		return
+	}
+	for _, r := range unsent {
+		if fresh[r.ID] {
+			res.budget.release(r.ID)
 		}
 	}
 }

@@ -130,6 +130,11 @@ func TestAFreezeThatBeginsDuringABatchStopsItsLaterPushes(t *testing.T) {
 	if _, sent := ag.get(second); sent {
 		t.Fatal("the second push went out after the freeze began")
 	}
+	// Never sent, it is as never pushed: cancel and urgent apply at once,
+	// and an agent database change does not make it LOST.
+	if m := h.record(second).PushedStoreID; m != "" {
+		t.Fatalf("the second keeps a push mark %q though it was never sent", m)
+	}
 	ag.set(func(f *fakeAgent) { f.pushHook = nil })
 	h.pass()
 	rec := h.record(second)
