@@ -193,20 +193,21 @@ func states() string {
 	return strings.Join(out, ", ")
 }
 
-// eventTypes are the event types the Events page filters on, by family.
-var eventTypes = []string{
-	"action.*", store.EventActionCreated, store.EventActionApproved, store.EventActionRejected,
-	store.EventActionExpired, store.EventActionStateChanged, store.EventActionCancelRequested,
-	store.EventActionConflict, store.EventActionLost,
-	"node.*", store.EventNodeUp, store.EventNodeDown, store.EventNodeJoined, store.EventNodeLeft,
-	store.EventNodeEnrolled, store.EventNodeEnrollRefused, store.EventNodeCertRenewed, store.EventNodeRenewRefused,
-	store.EventNodeRevoked,
-	"cluster.*", store.EventClusterAlert, store.EventClusterHealthy,
-	"token.*", store.EventTokenCreated, store.EventTokenRevoked,
-	"run.*", store.EventRunCreated, store.EventRunApproved, store.EventRunRejected, store.EventRunExpired,
-	store.EventRunStageStarted, store.EventRunStageFinished, store.EventRunPaused, store.EventRunResumed,
-	store.EventRunCancelled, store.EventRunFinished, store.EventRunNodeUnavailable, store.EventRunPromoted,
-}
+// eventTypes are the event types the Events page and the live stream
+// filter on: each family ("run.*") followed by its types, all from the
+// store's one list, so that a new event type is never refused here.
+var eventTypes = func() []string {
+	var out []string
+	for _, fam := range store.EventTypeFamilies() {
+		out = append(out, fam+".*")
+		for _, t := range store.EventTypes {
+			if strings.HasPrefix(t, fam+".") {
+				out = append(out, t)
+			}
+		}
+	}
+	return out
+}()
 
 // eventFilter is the filter of the Events page and of the live stream.
 // Type may list several types or families, separated by commas (the stream
