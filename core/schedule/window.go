@@ -14,6 +14,10 @@ import (
 const (
 	MinWindow = time.Minute
 	MaxWindow = 7 * 24 * time.Hour
+	// MaxWindows and MaxFreezes bound a cluster's calendar: every
+	// question to it (a viewer's GET of the cluster too) walks them all.
+	MaxWindows = 32
+	MaxFreezes = 64
 )
 
 // Window is a recurring maintenance window: it opens at every occurrence of
@@ -321,6 +325,14 @@ func ParseCalendar(windows []WindowSpec, freezes []FreezeSpec, minWindow time.Du
 		least = max(minWindow, time.Second)
 	}
 	var bad []CalendarError
+	if len(windows) > MaxWindows {
+		bad = append(bad, CalendarError{"windows", fmt.Errorf("%w: %d windows, at most %d", ErrInvalid, len(windows), MaxWindows)})
+		windows = nil
+	}
+	if len(freezes) > MaxFreezes {
+		bad = append(bad, CalendarError{"freezes", fmt.Errorf("%w: %d freezes, at most %d; remove those that ended", ErrInvalid, len(freezes), MaxFreezes)})
+		freezes = nil
+	}
 	cal := &Calendar{}
 	for i, w := range windows {
 		key := fmt.Sprintf("windows[%d]", i)

@@ -238,3 +238,24 @@ func TestAWindowThatOpensTooOftenWithinItselfIsRefused(t *testing.T) {
 		})
 	}
 }
+
+func TestACalendarHasAtMost32WindowsAnd64Freezes(t *testing.T) {
+	t.Parallel()
+	ws := make([]WindowSpec, MaxWindows+1)
+	for i := range ws {
+		ws[i] = WindowSpec{Cron: "0 2 * * *", Duration: time.Hour}
+	}
+	if _, bad := ParseCalendar(ws, nil, 0); len(bad) != 1 || bad[0].Field != "windows" {
+		t.Fatalf("%d windows: %v, want one error on windows", len(ws), bad)
+	}
+	if _, bad := ParseCalendar(ws[:MaxWindows], nil, 0); len(bad) != 0 {
+		t.Fatalf("%d windows refused: %v", MaxWindows, bad)
+	}
+	fs := make([]FreezeSpec, MaxFreezes+1)
+	for i := range fs {
+		fs[i] = FreezeSpec{From: "2026-12-24T00:00:00Z", To: "2026-12-25T00:00:00Z"}
+	}
+	if _, bad := ParseCalendar(nil, fs, 0); len(bad) != 1 || bad[0].Field != "freezes" {
+		t.Fatalf("%d freezes: %v, want one error on freezes", len(fs), bad)
+	}
+}
