@@ -14,30 +14,53 @@ import (
 var runStates = []string{store.RunPendingApprove, store.RunRunning, store.RunPaused, store.RunDone, store.RunPartial,
 	store.RunFailed, store.RunCancelled}
 
-// runFilter is the filter of the Runs page.
-type runFilter struct {
+// listFilter is the filter of a list page by cluster and state, paged by
+// a marker: the Runs and Schedules pages.
+type listFilter struct {
 	Cluster, State, Marker string
 }
 
-func decodeRunFilter(v url.Values) (runFilter, error) {
-	var f runFilter
+// decodeListFilter decodes a list filter whose state is one of states and
+// whose marker passes validMarker (what names the marker in an error).
+func decodeListFilter(v url.Values, states []string, validMarker func(string) bool, what string) (listFilter, error) {
+	var f listFilter
 	var err error
 	if f.Cluster, err = plainField(v, "cluster", maxFilter); err != nil {
 		return f, err
 	}
 	if s := strings.ToUpper(strings.TrimSpace(v.Get("state"))); s != "" {
-		if !slices.Contains(runStates, s) {
-			return f, formError("state %q is not one of %s", v.Get("state"), strings.Join(runStates, ", "))
+		if !slices.Contains(states, s) {
+			return f, formError("state %q is not one of %s", v.Get("state"), strings.Join(states, ", "))
 		}
 		f.State = s
 	}
 	if m := v.Get("marker"); m != "" {
-		if !action.ValidID(m) {
-			return f, formError("marker is not a run id")
+		if !validMarker(m) {
+			return f, formError("marker is not %s", what)
 		}
 		f.Marker = m
 	}
 	return f, nil
+}
+
+// values returns the filter as a query string (without the marker).
+func (f listFilter) values() url.Values {
+	v := url.Values{}
+	if f.Cluster != "" {
+		v.Set("cluster", f.Cluster)
+	}
+	if f.State != "" {
+		v.Set("state", f.State)
+	}
+	return v
+}
+
+// runFilter is the filter of the Runs page.
+type runFilter struct{ listFilter }
+
+func decodeRunFilter(v url.Values) (runFilter, error) {
+	f, err := decodeListFilter(v, runStates, action.ValidID, "a run id")
+	return runFilter{f}, err
 }
 
 // query returns the store query of the filter, for one page of n.
@@ -47,18 +70,6 @@ func (f runFilter) query(n int) store.RunQuery {
 		q.States = []string{f.State}
 	}
 	return q
-}
-
-// values returns the filter as a query string (without the marker).
-func (f runFilter) values() url.Values {
-	v := url.Values{}
-	if f.Cluster != "" {
-		v.Set("cluster", f.Cluster)
-	}
-	if f.State != "" {
-		v.Set("state", f.State)
-	}
-	return v
 }
 
 // runChange is a change the run page offers.

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"net/http"
 	"net/url"
-	"slices"
 	"sort"
 	"strings"
 	"time"
@@ -39,29 +38,11 @@ type schedulesData struct {
 }
 
 // scheduleFilter is the filter of the Schedules page.
-type scheduleFilter struct {
-	Cluster, State, Marker string
-}
+type scheduleFilter struct{ listFilter }
 
 func decodeScheduleFilter(v url.Values) (scheduleFilter, error) {
-	var f scheduleFilter
-	var err error
-	if f.Cluster, err = plainField(v, "cluster", maxFilter); err != nil {
-		return f, err
-	}
-	if s := strings.ToUpper(strings.TrimSpace(v.Get("state"))); s != "" {
-		if !slices.Contains(scheduleStates, s) {
-			return f, formError("state %q is not one of %s", v.Get("state"), strings.Join(scheduleStates, ", "))
-		}
-		f.State = s
-	}
-	if m := v.Get("marker"); m != "" {
-		if names.CheckID(m) != nil {
-			return f, formError("marker is not a schedule name")
-		}
-		f.Marker = m
-	}
-	return f, nil
+	f, err := decodeListFilter(v, scheduleStates, func(m string) bool { return names.CheckID(m) == nil }, "a schedule name")
+	return scheduleFilter{f}, err
 }
 
 // query returns the store query of the filter, for one page of n.
@@ -71,18 +52,6 @@ func (f scheduleFilter) query(n int) store.ScheduleQuery {
 		q.States = []string{f.State}
 	}
 	return q
-}
-
-// values returns the filter as a query string (without the marker).
-func (f scheduleFilter) values() url.Values {
-	v := url.Values{}
-	if f.Cluster != "" {
-		v.Set("cluster", f.Cluster)
-	}
-	if f.State != "" {
-		v.Set("state", f.State)
-	}
-	return v
 }
 
 // schedulePath is the page of a schedule.
