@@ -27,19 +27,7 @@ func (c *Core) CreateRun(ctx context.Context, req *wire.CreateRunRequest) (*wire
 
 // Runs calls GET /api/v1/runs: one page, newest first.
 func (c *Core) Runs(ctx context.Context, f RunFilter) (*wire.RunList, error) {
-	q := url.Values{}
-	if f.Cluster != "" {
-		q.Set("cluster", f.Cluster)
-	}
-	if len(f.States) > 0 {
-		q.Set("state", strings.Join(f.States, ","))
-	}
-	if f.Limit > 0 {
-		q.Set("limit", strconv.Itoa(f.Limit))
-	}
-	if f.Marker != "" {
-		q.Set("marker", f.Marker)
-	}
+	q := listQuery(f.Cluster, f.States, f.Limit, f.Marker)
 	var out wire.RunList
 	_, err := c.call(ctx, http.MethodGet, "/api/v1/runs"+query(q), nil, &out)
 	return &out, err
@@ -129,4 +117,23 @@ func (c *Core) ApproveRun(ctx context.Context, ref, digest string) (*wire.Run, e
 	var out wire.Run
 	_, err := c.call(ctx, http.MethodPost, "/api/v1/runs/"+url.PathEscape(ref)+"/approve", in, &out)
 	return &out, err
+}
+
+// listQuery is the query of a list by cluster and states, paged by limit
+// and marker (runs, schedules); unset fields are left out.
+func listQuery(cluster string, states []string, limit int, marker string) url.Values {
+	q := url.Values{}
+	if cluster != "" {
+		q.Set("cluster", cluster)
+	}
+	if len(states) > 0 {
+		q.Set("state", strings.Join(states, ","))
+	}
+	if limit > 0 {
+		q.Set("limit", strconv.Itoa(limit))
+	}
+	if marker != "" {
+		q.Set("marker", marker)
+	}
+	return q
 }

@@ -4,8 +4,6 @@ import (
 	"context"
 	"net/http"
 	"net/url"
-	"strconv"
-	"strings"
 
 	"github.com/musterhq/muster/shared/wire"
 )
@@ -29,19 +27,7 @@ type ScheduleFilter struct {
 // SchedulePage calls GET /api/v1/schedules: one page of the schedules f
 // selects, by name.
 func (c *Core) SchedulePage(ctx context.Context, f ScheduleFilter) (*wire.ScheduleList, error) {
-	q := url.Values{}
-	if f.Cluster != "" {
-		q.Set("cluster", f.Cluster)
-	}
-	if len(f.States) > 0 {
-		q.Set("state", strings.Join(f.States, ","))
-	}
-	if f.Limit > 0 {
-		q.Set("limit", strconv.Itoa(f.Limit))
-	}
-	if f.Marker != "" {
-		q.Set("marker", f.Marker)
-	}
+	q := listQuery(f.Cluster, f.States, f.Limit, f.Marker)
 	var out wire.ScheduleList
 	_, err := c.call(ctx, http.MethodGet, "/api/v1/schedules"+query(q), nil, &out)
 	return &out, err
