@@ -236,8 +236,8 @@ func TestFreezeHoldsUrgentAndUrgentPassesAClosedWindow(t *testing.T) {
 }
 
 // Issue 21, end-to-end 4: an action approved now with a not_before a few
-// seconds ahead waits, saying until when, across a restart of the core,
-// and its agent starts it no earlier than that.
+// seconds ahead waits, saying until when, across a SIGKILL and restart of
+// the core, and its agent starts it no earlier than that.
 func TestNotBeforeHoldsAcrossACoreRestart(t *testing.T) {
 	t.Parallel()
 	f := newFleetWith(t, fleetOptions{nodes: 1})
@@ -253,9 +253,7 @@ func TestNotBeforeHoldsAcrossACoreRestart(t *testing.T) {
 		got, err := f.admin.Action(ctxT(t), a.ID)
 		return err == nil && got.State == action.PendingSchedule && got.StateReason == want
 	})
-	if code := f.core.stop(); code != 0 {
-		t.Fatalf("core exit %d", code)
-	}
+	f.core.kill()
 	f.core.restart()
 	testwait.Within(t, 10*time.Second, "the core back", func() bool { return f.admin.Health(ctxT(t)) == nil })
 	if time.Now().Before(nb) {
