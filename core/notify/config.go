@@ -99,6 +99,9 @@ func Validate(dests []Destination, allowLoopback bool, known Known) config.Error
 			}
 		}
 	}
+	if len(dests) > store.MaxDestinations {
+		errs.Add("notify", "%d destinations, at most %d", len(dests), store.MaxDestinations)
+	}
 	return errs
 }
 

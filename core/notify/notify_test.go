@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -89,6 +90,16 @@ func TestValidateNamesEachBadField(t *testing.T) {
 	}
 	if errs := Validate(dests[2:3], true, Known{}); len(errs) != 2 { // loopback allowed: secret and glob remain
 		t.Errorf("with loopback allowed: %v, want the secret and glob errors alone", errs)
+	}
+	many := make([]Destination, store.MaxDestinations+1) // a delivery's id has room for MaxDestinations
+	for i := range many {
+		many[i] = Destination{Name: fmt.Sprintf("d%d", i), URL: "https://hooks.example.com/x", Format: "slack"}
+	}
+	if errs := Validate(many, false, Known{Dynamic: true}); len(errs) != 1 || !strings.HasPrefix(errs[0].Error(), "notify:") {
+		t.Errorf("%d destinations: %v, want one error, for notify", len(many), errs)
+	}
+	if errs := Validate(many[:store.MaxDestinations], false, Known{Dynamic: true}); len(errs) != 0 {
+		t.Errorf("%d destinations: %v, want none", store.MaxDestinations, errs)
 	}
 }
 

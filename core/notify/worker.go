@@ -499,8 +499,30 @@ func (w *Worker) step(ctx context.Context, name string) (wait time.Duration, sen
 	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
 	defer cancel()
 	err = w.st.Update(rctx, func(tx store.Tx) error {
+		// The deliveries delivered, by answer status, one statement each
+		// (docs/notifications.md, "Cost"); a failed try, the last, alone.
+		delivered := map[int][]int64{}
+		last := map[int]time.Time{}
+		for _, d := range tried {
+			if d.State == store.DeliveryDelivered {
+				delivered[d.LastStatus] = append(delivered[d.LastStatus], d.ID)
+				last[d.LastStatus] = d.UpdatedTS
+			}
+		}
+		for status, ids := range delivered {
+			n, err := tx.MarkDelivered(rctx, ids, status, last[status])
+			if err != nil {
+				return err
+			}
+			if n != len(ids) {
+				return fmt.Errorf("mark %d deliveries delivered: %d found: %w", len(ids), n, store.ErrNotFound)
+			}
+		}
 		for i := range tried {
 			d := &tried[i]
+			if d.State == store.DeliveryDelivered {
+				continue
+			}
 			if err := tx.UpdateDelivery(rctx, d); err != nil {
 				return err
 			}

@@ -16,6 +16,15 @@ type Outbox func(e *Event) []string
 // outbox, held beside the cluster leases under a name no cluster can have.
 const OutboxLease = "~notify"
 
+// MaxDestinations bounds the destinations of one event: a delivery's id is
+// DeliveryID(event seq, its rank among them).
+const MaxDestinations = 1024
+
+// DeliveryID is the id of the delivery of event seq to its rank-th
+// destination (from 0): deliveries are ordered by event, and the deliveries
+// of a range of events are a range of ids (docs/notifications.md, "Cost").
+func DeliveryID(seq int64, rank int) int64 { return seq*MaxDestinations + int64(rank) }
+
 // Delivery states.
 const (
 	DeliveryPending   = "pending"
@@ -97,6 +106,10 @@ type OutboxTx interface {
 	// error (ErrNotFound when there is no such delivery). A zero UpdatedTS
 	// is set to now.
 	UpdateDelivery(ctx context.Context, d *Delivery) error
+	// MarkDelivered records, in one statement, that the deliveries ids were
+	// each delivered by one more try answered with status at ts: state
+	// delivered, attempts one more, no error. It returns how many it found.
+	MarkDelivered(ctx context.Context, ids []int64, status int, ts time.Time) (int, error)
 	// PurgeDeliveries deletes up to limit deliveries created before t,
 	// oldest first, and returns how many it deleted.
 	PurgeDeliveries(ctx context.Context, before time.Time, limit int) (int, error)

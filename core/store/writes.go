@@ -120,14 +120,17 @@ func (w Writes) enqueue(ctx context.Context, e *Event) error {
 	ts := d.Time(e.TS)
 	rows := make([]string, len(dests))
 	var args []any
+	if len(dests) > MaxDestinations {
+		return fmt.Errorf("enqueue deliveries of event %s: %d destinations, at most %d", e.Type, len(dests), MaxDestinations)
+	}
 	for i, dest := range dests {
 		var ps string
-		ps, _ = d.values(len(args)+1, dest, e.Seq, ts, ts, ts)
+		ps, _ = d.values(len(args)+1, DeliveryID(e.Seq, i), dest, e.Seq, ts, ts, ts)
 		rows[i] = "(" + ps + ")"
-		args = append(args, dest, e.Seq, ts, ts, ts)
+		args = append(args, DeliveryID(e.Seq, i), dest, e.Seq, ts, ts, ts)
 	}
 	_, err := w.Exec(ctx, "enqueue deliveries of event "+e.Type,
-		`INSERT INTO notify_deliveries (destination, event_seq, created_ts, next_ts, updated_ts) VALUES `+strings.Join(rows, ", "),
+		`INSERT INTO notify_deliveries (id, destination, event_seq, created_ts, next_ts, updated_ts) VALUES `+strings.Join(rows, ", "),
 		args...)
 	return err
 }

@@ -35,7 +35,12 @@ func (r *reader) Delivery(ctx context.Context, id int64) (*store.Delivery, error
 func (r *reader) Deliveries(ctx context.Context, q store.DeliveryQuery) ([]store.Delivery, error) {
 	query := `SELECT ` + deliveryColumns + ` FROM notify_deliveries WHERE destination = $1`
 	args := []any{q.Destination}
-	if q.State != "" {
+	switch q.State {
+	case "":
+	case store.DeliveryPending, store.DeliveryDead:
+		// A literal, so that the partial index of the state serves the read.
+		query += ` AND state = '` + q.State + `'`
+	default:
 		args = append(args, q.State)
 		query += fmt.Sprintf(` AND state = $%d`, len(args))
 	}
@@ -70,9 +75,9 @@ func (r *reader) Deliveries(ctx context.Context, q store.DeliveryQuery) ([]store
 
 func (r *reader) EventDeliveries(ctx context.Context, q store.EventDeliveryQuery) ([]store.Delivery, error) {
 	rows, err := r.query(ctx, `SELECT `+deliveryColumns+` FROM notify_deliveries
-		WHERE created_ts BETWEEN $1 AND $2 AND event_seq BETWEEN $3 AND $4
+		WHERE id BETWEEN $1 AND $2 AND created_ts BETWEEN $3 AND $4
 		ORDER BY event_seq DESC, destination LIMIT $5`,
-		q.FromTS.UTC(), q.ToTS.UTC(), q.FromSeq, q.ToSeq, q.Limit)
+		store.DeliveryID(q.FromSeq, 0), store.DeliveryID(q.ToSeq, store.MaxDestinations-1), q.FromTS.UTC(), q.ToTS.UTC(), q.Limit)
 	if err != nil {
 		return nil, fmt.Errorf("event deliveries: %w", err)
 	}
@@ -131,9 +136,23 @@ func (w *writer) UpdateDelivery(ctx context.Context, d *store.Delivery) error {
 	return err
 }
 
+func (w *writer) MarkDelivered(ctx context.Context, ids []int64, status int, ts time.Time) (int, error) {
+	if len(ids) == 0 {
+		return 0, nil
+	}
+	n, err := w.exec(ctx, "mark deliveries delivered", `UPDATE notify_deliveries SET state = 'delivered',
+		attempts = attempts + 1, updated_ts = $1, last_status = $2, last_error = '' WHERE id = ANY($3)`,
+		action.UTC(ts), status, ids)
+	return int(n), err
+}
+
 func (w *writer) PurgeDeliveries(ctx context.Context, before time.Time, limit int) (int, error) {
+	// Oldest first by id (deliveries are created in event order), up to the
+	// first created at or after before: a read of limit rows at most.
 	n, err := w.exec(ctx, "purge deliveries", `DELETE FROM notify_deliveries WHERE id IN (
-		SELECT id FROM notify_deliveries WHERE created_ts < $1 ORDER BY created_ts, id LIMIT $2)`,
-		action.UTC(before), limit)
+		SELECT id FROM (SELECT id, created_ts FROM notify_deliveries ORDER BY id LIMIT $1) head
+		WHERE id < COALESCE((SELECT min(id) FROM (SELECT id, created_ts FROM notify_deliveries ORDER BY id LIMIT $1) h
+			WHERE created_ts >= $2), 9223372036854775807))`,
+		limit, action.UTC(before))
 	return int(n), err
 }

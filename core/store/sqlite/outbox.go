@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/musterhq/muster/core/store"
@@ -35,7 +36,12 @@ func (r *reader) Delivery(ctx context.Context, id int64) (*store.Delivery, error
 func (r *reader) Deliveries(ctx context.Context, q store.DeliveryQuery) ([]store.Delivery, error) {
 	query := `SELECT ` + deliveryColumns + ` FROM notify_deliveries WHERE destination = ?`
 	args := []any{q.Destination}
-	if q.State != "" {
+	switch q.State {
+	case "":
+	case store.DeliveryPending, store.DeliveryDead:
+		// A literal, so that the partial index of the state serves the read.
+		query += ` AND state = '` + q.State + `'`
+	default:
 		query += ` AND state = ?`
 		args = append(args, q.State)
 	}
@@ -70,9 +76,9 @@ func (r *reader) Deliveries(ctx context.Context, q store.DeliveryQuery) ([]store
 
 func (r *reader) EventDeliveries(ctx context.Context, q store.EventDeliveryQuery) ([]store.Delivery, error) {
 	rows, err := r.tx.QueryContext(ctx, `SELECT `+deliveryColumns+` FROM notify_deliveries
-		WHERE created_ts BETWEEN ? AND ? AND event_seq BETWEEN ? AND ?
-		ORDER BY event_seq DESC, destination LIMIT ?`,
-		shsqlite.Micros(q.FromTS), shsqlite.Micros(q.ToTS), q.FromSeq, q.ToSeq, q.Limit)
+		WHERE id BETWEEN ? AND ? AND created_ts BETWEEN ? AND ? ORDER BY event_seq DESC, destination LIMIT ?`,
+		store.DeliveryID(q.FromSeq, 0), store.DeliveryID(q.ToSeq, store.MaxDestinations-1),
+		shsqlite.Micros(q.FromTS), shsqlite.Micros(q.ToTS), q.Limit)
 	if err != nil {
 		return nil, fmt.Errorf("event deliveries: %w", err)
 	}
@@ -144,9 +150,26 @@ func (w *writer) UpdateDelivery(ctx context.Context, d *store.Delivery) error {
 	return err
 }
 
+func (w *writer) MarkDelivered(ctx context.Context, ids []int64, status int, ts time.Time) (int, error) {
+	if len(ids) == 0 {
+		return 0, nil
+	}
+	args := []any{shsqlite.Micros(ts), status}
+	for _, id := range ids {
+		args = append(args, id)
+	}
+	_, n, err := w.exec(ctx, "mark deliveries delivered", `UPDATE notify_deliveries SET state = 'delivered',
+		attempts = attempts + 1, updated_ts = ?, last_status = ?, last_error = ''
+		WHERE id IN (?`+strings.Repeat(", ?", len(ids)-1)+`)`, args...)
+	return int(n), err
+}
+
 func (w *writer) PurgeDeliveries(ctx context.Context, before time.Time, limit int) (int, error) {
-	_, n, err := w.exec(ctx, "purge deliveries", `DELETE FROM notify_deliveries WHERE id IN (
-		SELECT id FROM notify_deliveries WHERE created_ts < ? ORDER BY created_ts, id LIMIT ?)`,
-		shsqlite.Micros(before), limit)
+	// Oldest first by id (deliveries are created in event order), up to the
+	// first created at or after before: a read of limit rows at most.
+	_, n, err := w.exec(ctx, "purge deliveries", `DELETE FROM notify_deliveries WHERE id < (
+		SELECT COALESCE(MIN(id), (SELECT MAX(id) + 1 FROM (SELECT id FROM notify_deliveries ORDER BY id LIMIT ?)))
+		FROM (SELECT id, created_ts FROM notify_deliveries ORDER BY id LIMIT ?) WHERE created_ts >= ?)`,
+		limit, limit, shsqlite.Micros(before))
 	return int(n), err
 }

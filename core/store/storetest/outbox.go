@@ -3,6 +3,7 @@ package storetest
 import (
 	"context"
 	"errors"
+	"fmt"
 	"slices"
 	"testing"
 	"time"
@@ -105,10 +106,19 @@ func testDeliveryLifecycle(t *testing.T, db NewDB) {
 		return nil
 	})
 	var first store.Delivery
+	var ids []int64 // of the deliveries to b, oldest first
 	read(t, s, func(ctx context.Context, r store.Reader) error {
 		d, err := store.NextDelivery(ctx, r, "b")
-		if err == nil {
-			first = *d
+		if err != nil {
+			return err
+		}
+		first = *d
+		ds, err := r.PendingDeliveries(ctx, "b", 10)
+		for _, d := range ds {
+			ids = append(ids, d.ID)
+		}
+		if err == nil && len(ids) != 4 {
+			t.Fatalf("pending deliveries to b = %d, want 4", len(ids))
 		}
 		return err
 	})
@@ -139,16 +149,16 @@ func testDeliveryLifecycle(t *testing.T, db NewDB) {
 		if err != nil {
 			return err
 		}
-		if len(dead) != 1 || dead[0].ID != first.ID+1 || dead[0].Attempts != 3 || dead[0].LastStatus != 404 ||
+		if len(dead) != 1 || dead[0].ID != ids[1] || dead[0].Attempts != 3 || dead[0].LastStatus != 404 ||
 			dead[0].LastError != "404 Not Found" || !dead[0].NextTS.Equal(t0.Add(9*time.Hour)) {
 			t.Errorf("dead deliveries = %+v, want the second, as updated", dead)
 		}
-		page, err := r.Deliveries(ctx, store.DeliveryQuery{Destination: "b", Before: first.ID + 3, Limit: 2})
+		page, err := r.Deliveries(ctx, store.DeliveryQuery{Destination: "b", Before: ids[3], Limit: 2})
 		if err != nil {
 			return err
 		}
-		if len(page) != 2 || page[0].ID != first.ID+2 || page[1].ID != first.ID+1 {
-			t.Errorf("page before %d = %+v, want the two before it", first.ID+3, page)
+		if len(page) != 2 || page[0].ID != ids[2] || page[1].ID != ids[1] {
+			t.Errorf("page before %d = %+v, want the two before it", ids[3], page)
 		}
 		got, err := r.Delivery(ctx, first.ID)
 		if err != nil || got.State != store.DeliveryDelivered {
@@ -158,7 +168,7 @@ func testDeliveryLifecycle(t *testing.T, db NewDB) {
 			t.Errorf("Delivery(missing) = %v, want ErrNotFound", err)
 		}
 		next, err := store.NextDelivery(ctx, r, "b")
-		if err != nil || next.ID != first.ID+2 {
+		if err != nil || next.ID != ids[2] {
 			t.Errorf("NextDelivery after two = %+v, %v, want the third", next, err)
 		}
 		stats, err := r.DeliveryStats(ctx)
@@ -264,4 +274,159 @@ func testEventDeliveries(t *testing.T, db NewDB) {
 		}
 		return err
 	})
+}
+
+// testMarkDelivered: the deliveries named are delivered by one more try, in
+// one statement; the others keep their state; an unknown id is not counted.
+func testMarkDelivered(t *testing.T, db NewDB) {
+	s := setup(t, db)
+	s.SetOutbox(outboxTo)
+	update(t, s, func(ctx context.Context, tx store.Tx) error {
+		for i := range 4 {
+			if err := tx.AppendEvent(ctx, &store.Event{TS: t0.Add(time.Duration(i) * time.Minute), Type: "y", Actor: "core"}); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	var ds []store.Delivery
+	read(t, s, func(ctx context.Context, r store.Reader) error {
+		var err error
+		ds, err = r.PendingDeliveries(ctx, "b", 10)
+		return err
+	})
+	if len(ds) != 4 {
+		t.Fatalf("pending = %d, want 4", len(ds))
+	}
+	// The first failed once before.
+	first := ds[0]
+	first.Attempts, first.LastStatus, first.LastError = 1, 503, "503 Service Unavailable"
+	update(t, s, func(ctx context.Context, tx store.Tx) error { return tx.UpdateDelivery(ctx, &first) })
+	at := t0.Add(time.Hour)
+	var n int
+	update(t, s, func(ctx context.Context, tx store.Tx) error {
+		var err error
+		n, err = tx.MarkDelivered(ctx, []int64{ds[0].ID, ds[1].ID, 1 << 40}, 204, at)
+		return err
+	})
+	if n != 2 {
+		t.Errorf("MarkDelivered = %d, want 2 (the unknown id not counted)", n)
+	}
+	read(t, s, func(ctx context.Context, r store.Reader) error {
+		for i, want := range []struct {
+			state    string
+			attempts int
+			status   int
+		}{{store.DeliveryDelivered, 2, 204}, {store.DeliveryDelivered, 1, 204}, {store.DeliveryPending, 0, 0}} {
+			d, err := r.Delivery(ctx, ds[i].ID)
+			if err != nil {
+				return err
+			}
+			if d.State != want.state || d.Attempts != want.attempts || d.LastStatus != want.status || d.LastError != "" {
+				t.Errorf("delivery %d = %+v, want %s after %d tries, status %d, no error", i, d, want.state, want.attempts, want.status)
+			}
+			if want.state == store.DeliveryDelivered && !d.UpdatedTS.Equal(at) {
+				t.Errorf("delivery %d updated at %v, want %v", i, d.UpdatedTS, at)
+			}
+		}
+		next, err := store.NextDelivery(ctx, r, "b")
+		if err == nil && next.ID != ds[2].ID {
+			t.Errorf("NextDelivery = %d, want the third, %d", next.ID, ds[2].ID)
+		}
+		return err
+	})
+	update(t, s, func(ctx context.Context, tx store.Tx) error {
+		var err error
+		n, err = tx.MarkDelivered(ctx, nil, 204, at)
+		return err
+	})
+	if n != 0 {
+		t.Errorf("MarkDelivered(none) = %d, want 0", n)
+	}
+}
+
+// testDeliveryIDsFollowEvents: a delivery's id is store.DeliveryID of its
+// event and its rank among the event's destinations, so ids order
+// deliveries by event.
+func testDeliveryIDsFollowEvents(t *testing.T, db NewDB) {
+	s := setup(t, db)
+	s.SetOutbox(outboxTo)
+	var seqs []int64
+	update(t, s, func(ctx context.Context, tx store.Tx) error {
+		for _, typ := range []string{"x", "y", "x"} {
+			e := &store.Event{Type: typ, Actor: "core"}
+			if err := tx.AppendEvent(ctx, e); err != nil {
+				return err
+			}
+			seqs = append(seqs, e.Seq)
+		}
+		return nil
+	})
+	read(t, s, func(ctx context.Context, r store.Reader) error {
+		for _, want := range []struct {
+			seq  int64
+			rank int
+			dest string
+		}{{seqs[0], 0, "a"}, {seqs[0], 1, "b"}, {seqs[1], 0, "b"}, {seqs[2], 0, "a"}, {seqs[2], 1, "b"}} {
+			d, err := r.Delivery(ctx, store.DeliveryID(want.seq, want.rank))
+			if err != nil {
+				return err
+			}
+			if d.EventSeq != want.seq || d.Destination != want.dest {
+				t.Errorf("delivery %d = event %d to %s, want event %d to %s", d.ID, d.EventSeq, d.Destination, want.seq, want.dest)
+			}
+		}
+		return nil
+	})
+	many := make([]string, store.MaxDestinations+1)
+	for i := range many {
+		many[i] = fmt.Sprintf("d%d", i)
+	}
+	s.SetOutbox(func(*store.Event) []string { return many })
+	if err := s.Update(context.Background(), func(tx store.Tx) error {
+		return tx.AppendEvent(context.Background(), &store.Event{Type: "x", Actor: "core"})
+	}); err == nil {
+		t.Errorf("an event with %d destinations was stored, want an error", store.MaxDestinations+1)
+	}
+}
+
+// testPurgeDeliveriesStopsAtTheFirstKept: deliveries are purged oldest
+// first, by event, up to the first created at or after the bound, and no
+// more than the limit.
+func testPurgeDeliveriesStopsAtTheFirstKept(t *testing.T, db NewDB) {
+	s := setup(t, db)
+	s.SetOutbox(outboxTo)
+	update(t, s, func(ctx context.Context, tx store.Tx) error {
+		for i := range 5 {
+			if err := tx.AppendEvent(ctx, &store.Event{TS: t0.Add(time.Duration(i) * time.Hour), Type: "x", Actor: "core"}); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	purge := func(before time.Time, limit int) int {
+		var n int
+		update(t, s, func(ctx context.Context, tx store.Tx) error {
+			var err error
+			n, err = tx.PurgeDeliveries(ctx, before, limit)
+			return err
+		})
+		return n
+	}
+	// Two events before 1h30, two deliveries each: a limit of 3 takes three.
+	if n := purge(t0.Add(90*time.Minute), 3); n != 3 {
+		t.Errorf("PurgeDeliveries(1h30, 3) = %d, want 3", n)
+	}
+	if n := purge(t0.Add(90*time.Minute), 3); n != 1 {
+		t.Errorf("PurgeDeliveries(1h30, 3) again = %d, want the 1 left before 1h30", n)
+	}
+	if n := purge(t0.Add(90*time.Minute), 3); n != 0 {
+		t.Errorf("PurgeDeliveries(1h30, 3) a third time = %d, want 0", n)
+	}
+	if n := purge(t0.Add(24*time.Hour), 100); n != 6 {
+		t.Errorf("PurgeDeliveries(all) = %d, want the 6 left", n)
+	}
+	if n := purge(t0.Add(24*time.Hour), 100); n != 0 {
+		t.Errorf("PurgeDeliveries(empty) = %d, want 0", n)
+	}
 }

@@ -73,6 +73,9 @@ func Run(t *testing.T, db NewDB) {
 		{"OutboxEnqueuesWithTheEvent", testOutboxEnqueuesWithTheEvent},
 		{"DeliveryLifecycle", testDeliveryLifecycle},
 		{"EventDeliveries", testEventDeliveries},
+		{"MarkDelivered", testMarkDelivered},
+		{"DeliveryIDsFollowEvents", testDeliveryIDsFollowEvents},
+		{"PurgeDeliveriesStopsAtTheFirstKept", testPurgeDeliveriesStopsAtTheFirstKept},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
