@@ -10,6 +10,7 @@ import (
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -513,5 +514,78 @@ func TestPageURLLeadsToTheRunTheActionOrTheSchedule(t *testing.T) {
 		if got := PageURL(base, e); got != want {
 			t.Errorf("PageURL(%+v) = %s, want %s", e, got, want)
 		}
+	}
+}
+
+// unrecorded is a store whose write transactions fail while kill is set: a
+// worker on it sends, then cannot record what it sent, as a core killed
+// between the two.
+type unrecorded struct {
+	store.Store
+	kill atomic.Bool
+}
+
+func (u *unrecorded) Update(ctx context.Context, fn func(tx store.Tx) error) error {
+	if u.kill.Load() {
+		return errors.New("killed before recording")
+	}
+	return u.Store.Update(ctx, fn)
+}
+
+func TestSentButNotRecordedIsSentAgainWithTheSameID(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	rc := newReceiver(t, "s3cret")
+	dests := []Destination{{Name: "hook", URL: rc.srv.URL, Format: FormatJSON, SecretFile: writeSecret(t, "s3cret", 0o600)}}
+	st, err := sqlite.Open(ctx, t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { st.Close() })
+	st.SetOutbox(Route(dests))
+	cfg := Config{Destinations: dests, AllowLoopback: true, Poll: 100 * time.Millisecond}
+	start := func(s store.Store) *Worker {
+		w, err := New(cfg, s, nil, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := w.Start(ctx); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(w.Stop)
+		return w
+	}
+	u := &unrecorded{Store: st}
+	u.kill.Store(true)
+	first := start(u)
+	want := appendEvents(t, st, 5, "run.paused")
+	testwait.For(t, "the five events sent", func() bool { ids, _ := rc.got(); return len(ids) >= len(want) })
+	first.Stop()
+	pending := func() int {
+		var ds []store.Delivery
+		if err := st.Read(ctx, func(r store.Reader) error {
+			var err error
+			ds, err = r.PendingDeliveries(ctx, "hook", 100)
+			return err
+		}); err != nil {
+			t.Fatal(err)
+		}
+		return len(ds)
+	}
+	if n := pending(); n != len(want) {
+		t.Fatalf("%d deliveries pending after sending without recording, want %d", n, len(want))
+	}
+	sentBefore, _ := rc.got()
+	start(st)
+	testwait.For(t, "every delivery recorded", func() bool { return pending() == 0 })
+	ids, seqs := rc.got()
+	for i, id := range ids {
+		if id != MessageID(seqs[i], "hook") {
+			t.Errorf("event %d sent with webhook-id %s, want %s every time", seqs[i], id, MessageID(seqs[i], "hook"))
+		}
+	}
+	again := seqs[len(sentBefore):]
+	if !slices.Equal(again, want) {
+		t.Errorf("after the restart, sent events %v, want every one again in order, %v", again, want)
 	}
 }
