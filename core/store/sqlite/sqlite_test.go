@@ -254,3 +254,92 @@ func TestRunChildrenAreReadThroughTheirIndex(t *testing.T) {
 		t.Errorf("a run's started nodes are counted by %q, want a search of covering index actions_run_child", p)
 	}
 }
+
+// TestMigrationNumbersExistingDeliveriesByEvent: migration 022 gives the
+// deliveries stored before it the ids of store.DeliveryID (by event, then
+// in the order they were stored), keeps their state and tries, and the
+// pending ones stay the destination's queue, in event order.
+func TestMigrationNumbersExistingDeliveriesByEvent(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	file := filepath.Join(t.TempDir(), FileName)
+	old := fstest.MapFS{}
+	names, err := migrationFiles.ReadDir("migrations")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, e := range names {
+		if e.Name() >= "022" {
+			continue
+		}
+		b, err := migrationFiles.ReadFile("migrations/" + e.Name())
+		if err != nil {
+			t.Fatal(err)
+		}
+		old[e.Name()] = &fstest.MapFile{Data: b}
+	}
+	db, err := shsqlite.Open(ctx, file, old)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = db.W.ExecContext(ctx, `INSERT INTO events (seq, ts, type, actor) VALUES (7, 0, 'run.paused', 'core'), (9, 0, 'run.failed', 'core');
+		INSERT INTO notify_deliveries (id, destination, event_seq, state, attempts, created_ts, next_ts, updated_ts, last_status) VALUES
+			(1, 'a', 7, 'delivered', 1, 0, 0, 5, 204),
+			(2, 'b', 7, 'dead', 3, 0, 0, 6, 404),
+			(3, 'b', 9, 'pending', 2, 0, 0, 7, 503),
+			(4, 'a', 9, 'pending', 0, 0, 0, 0, 0)`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	db.Close()
+	s, err := OpenFile(ctx, file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	err = s.Read(ctx, func(r store.Reader) error {
+		for _, want := range []struct {
+			id       int64
+			dest     string
+			state    string
+			attempts int
+		}{{store.DeliveryID(7, 0), "a", store.DeliveryDelivered, 1}, {store.DeliveryID(7, 1), "b", store.DeliveryDead, 3},
+			{store.DeliveryID(9, 0), "b", store.DeliveryPending, 2}, {store.DeliveryID(9, 1), "a", store.DeliveryPending, 0}} {
+			d, err := r.Delivery(ctx, want.id)
+			if err != nil {
+				return err
+			}
+			if d.Destination != want.dest || d.State != want.state || d.Attempts != want.attempts {
+				t.Errorf("delivery %d after the migration = %+v, want %s %s after %d tries", want.id, d, want.dest, want.state, want.attempts)
+			}
+		}
+		next, err := store.NextDelivery(ctx, r, "a")
+		if err != nil || next.ID != store.DeliveryID(9, 1) {
+			t.Errorf("NextDelivery(a) = %+v, %v, want event 9's", next, err)
+		}
+		dead, err := r.Deliveries(ctx, store.DeliveryQuery{Destination: "b", State: store.DeliveryDead})
+		if err == nil && (len(dead) != 1 || dead[0].EventSeq != 7) {
+			t.Errorf("dead deliveries to b = %+v, want event 7's", dead)
+		}
+		return err
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// New deliveries follow on.
+	s.SetOutbox(func(*store.Event) []string { return []string{"a"} })
+	if err := s.Update(ctx, func(tx store.Tx) error {
+		return tx.AppendEvent(ctx, &store.Event{Type: "run.paused", Actor: "core"})
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Read(ctx, func(r store.Reader) error {
+		ds, err := r.PendingDeliveries(ctx, "a", 10)
+		if err == nil && (len(ds) != 2 || ds[0].EventSeq != 9 || ds[1].EventSeq != 10) {
+			t.Errorf("pending to a = %+v, want events 9 and 10", ds)
+		}
+		return err
+	}); err != nil {
+		t.Fatal(err)
+	}
+}
