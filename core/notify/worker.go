@@ -498,6 +498,13 @@ func (w *Worker) step(ctx context.Context, name string) (wait time.Duration, sen
 	// so a replica that lost the lease records nothing.
 	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
 	defer cancel()
+	if tried[len(tried)-1].State == store.DeliveryDelivered {
+		// Only deliveries delivered: their record may be lost in a crash
+		// (they are sent again, with the same webhook-id), so it does not
+		// wait for the disk, and takes the store's one writer for less
+		// time (docs/notifications.md, "Cost").
+		rctx = store.WithLazyCommit(rctx)
+	}
 	err = w.st.Update(rctx, func(tx store.Tx) error {
 		// The deliveries delivered, by answer status, one statement each
 		// (docs/notifications.md, "Cost"); a failed try, the last, alone.

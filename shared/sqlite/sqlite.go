@@ -7,6 +7,7 @@ package sqlite
 import (
 	"context"
 	"database/sql"
+	"database/sql/driver"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -111,6 +112,39 @@ func (db *DB) InTx(ctx context.Context, fn func(tx *sql.Tx) error) (err error) {
 	if err != nil {
 		return fmt.Errorf("begin: %w", err)
 	}
+	return inTx(tx, fn)
+}
+
+// InTxNoSync is InTx with a commit that does not wait for the disk
+// (synchronous=NORMAL for this commit alone): a crash or a power loss may
+// lose it, and the commits of the same kind just before it, but never one
+// followed by an ordinary commit, whose sync makes the log durable up to
+// it. The writer connection is held throughout, so no other transaction
+// commits unsynced.
+func (db *DB) InTxNoSync(ctx context.Context, fn func(tx *sql.Tx) error) (err error) {
+	conn, err := db.W.Conn(ctx)
+	if err != nil {
+		return fmt.Errorf("begin: %w", err)
+	}
+	defer conn.Close()
+	if _, err := conn.ExecContext(ctx, "PRAGMA synchronous = NORMAL"); err != nil {
+		return fmt.Errorf("begin: %w", err)
+	}
+	defer func() {
+		if _, rerr := conn.ExecContext(context.WithoutCancel(ctx), "PRAGMA synchronous = FULL"); rerr != nil {
+			// Never hand the connection on unsynced: drop it.
+			_ = conn.Raw(func(any) error { return driver.ErrBadConn })
+			err = errors.Join(err, fmt.Errorf("synchronous back to FULL: %w", rerr))
+		}
+	}()
+	tx, err := conn.BeginTx(ctx, nil)
+	if err != nil {
+		return fmt.Errorf("begin: %w", err)
+	}
+	return inTx(tx, fn)
+}
+
+func inTx(tx *sql.Tx, fn func(tx *sql.Tx) error) (err error) {
 	defer func() {
 		if p := recover(); p != nil {
 			_ = tx.Rollback()

@@ -4,6 +4,7 @@ import (
 	"context"
 	"database/sql"
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"testing"
@@ -153,4 +154,65 @@ func TestDatabaseFilesAreCreatedPrivate(t *testing.T) {
 		defer db2.Close()
 		check(t, file)
 	})
+}
+
+// TestInTxNoSyncCommitsUnsyncedAloneAndRollsBack: InTxNoSync's transaction
+// commits with synchronous=NORMAL, and every transaction after it, on the
+// one writer connection, with FULL again (whether it committed or rolled
+// back); its writes are kept or undone as InTx's.
+func TestInTxNoSyncCommitsUnsyncedAloneAndRollsBack(t *testing.T) {
+	t.Parallel()
+	db, _ := setup(t)
+	ctx := context.Background()
+	syncMode := func(q interface {
+		QueryRowContext(context.Context, string, ...any) *sql.Row
+	}) int {
+		var mode int
+		if err := q.QueryRowContext(ctx, "PRAGMA synchronous").Scan(&mode); err != nil {
+			t.Fatal(err)
+		}
+		return mode
+	}
+	boom := errors.New("boom")
+	for _, fail := range []bool{false, true} {
+		err := db.InTxNoSync(ctx, func(tx *sql.Tx) error {
+			if mode := syncMode(tx); mode != 1 {
+				t.Errorf("synchronous in InTxNoSync = %d, want 1 (NORMAL)", mode)
+			}
+			if _, err := tx.ExecContext(ctx, "INSERT INTO items (name) VALUES (?)", fmt.Sprint("lazy-", fail)); err != nil {
+				return err
+			}
+			if fail {
+				return boom
+			}
+			return nil
+		})
+		if fail != errors.Is(err, boom) {
+			t.Fatalf("InTxNoSync (fail %v) = %v", fail, err)
+		}
+		if err := db.InTx(ctx, func(tx *sql.Tx) error {
+			if mode := syncMode(tx); mode != 2 {
+				t.Errorf("synchronous in InTx after InTxNoSync (fail %v) = %d, want 2 (FULL)", fail, mode)
+			}
+			return nil
+		}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var names []string
+	rows, err := db.R.QueryContext(ctx, "SELECT name FROM items ORDER BY name")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var n string
+		if err := rows.Scan(&n); err != nil {
+			t.Fatal(err)
+		}
+		names = append(names, n)
+	}
+	if len(names) != 1 || names[0] != "lazy-false" {
+		t.Errorf("items = %v, want the committed one alone", names)
+	}
 }

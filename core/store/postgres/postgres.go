@@ -226,8 +226,16 @@ func (s *Store) Update(ctx context.Context, fn func(tx store.Tx) error) error {
 				return err
 			}
 		}
+		if store.LazyCommit(ctx) {
+			if _, err := tx.Exec(ctx, "SET LOCAL synchronous_commit = off"); err != nil {
+				return fmt.Errorf("lazy commit: %w", err)
+			}
+		}
 		if err := fn(w); err != nil {
 			return err
+		}
+		if w.lastEvent > 0 && store.LazyCommit(ctx) {
+			return store.ErrLazyEvent
 		}
 		if w.lastEvent > 0 {
 			// Delivered to every listener when, and only if, the commit succeeds.

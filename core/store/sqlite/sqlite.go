@@ -78,9 +78,19 @@ func (s *Store) Read(ctx context.Context, fn func(r store.Reader) error) error {
 func (s *Store) Update(ctx context.Context, fn func(tx store.Tx) error) error {
 	w := newWriter()
 	w.Outbox = s.Outbox()
-	err := s.db.InTx(ctx, func(tx *sql.Tx) error {
+	inTx := s.db.InTx
+	if store.LazyCommit(ctx) {
+		inTx = s.db.InTxNoSync
+	}
+	err := inTx(ctx, func(tx *sql.Tx) error {
 		w.tx = tx
-		return fn(w)
+		if err := fn(w); err != nil {
+			return err
+		}
+		if w.lastEvent > 0 && store.LazyCommit(ctx) {
+			return store.ErrLazyEvent
+		}
+		return nil
 	})
 	if err != nil {
 		return err

@@ -430,3 +430,60 @@ func testPurgeDeliveriesStopsAtTheFirstKept(t *testing.T, db NewDB) {
 		t.Errorf("PurgeDeliveries(empty) = %d, want 0", n)
 	}
 }
+
+// testLazyCommitKeepsWritesButNoEvent: an Update with a lazy commit (the
+// outbox worker's record of deliveries it sent) commits its writes; one
+// that appends an event fails with ErrLazyEvent and writes nothing.
+func testLazyCommitKeepsWritesButNoEvent(t *testing.T, db NewDB) {
+	s := setup(t, db)
+	s.SetOutbox(outboxTo)
+	update(t, s, func(ctx context.Context, tx store.Tx) error {
+		return tx.AppendEvent(ctx, &store.Event{Type: "y", Actor: "core"})
+	})
+	var d *store.Delivery
+	read(t, s, func(ctx context.Context, r store.Reader) error {
+		var err error
+		d, err = store.NextDelivery(ctx, r, "b")
+		return err
+	})
+	ctx := store.WithLazyCommit(context.Background())
+	if err := s.Update(ctx, func(tx store.Tx) error {
+		_, err := tx.MarkDelivered(ctx, []int64{d.ID}, 204, t0)
+		return err
+	}); err != nil {
+		t.Fatalf("lazy Update = %v", err)
+	}
+	var latest int64
+	read(t, s, func(ctx context.Context, r store.Reader) error {
+		got, err := r.Delivery(ctx, d.ID)
+		if err == nil && got.State != store.DeliveryDelivered {
+			t.Errorf("after a lazy commit, delivery = %+v, want delivered", got)
+		}
+		latest, err = r.LatestSeq(ctx)
+		return err
+	})
+	err := s.Update(ctx, func(tx store.Tx) error {
+		if _, err := tx.MarkDelivered(ctx, []int64{d.ID}, 200, t0); err != nil {
+			return err
+		}
+		return tx.AppendEvent(ctx, &store.Event{Type: "z", Actor: "core"})
+	})
+	if !errors.Is(err, store.ErrLazyEvent) {
+		t.Errorf("lazy Update appending an event = %v, want ErrLazyEvent", err)
+	}
+	read(t, s, func(ctx context.Context, r store.Reader) error {
+		got, err := r.Delivery(ctx, d.ID)
+		if err == nil && got.LastStatus != 204 {
+			t.Errorf("the refused lazy Update changed the delivery: %+v", got)
+		}
+		seq, err := r.LatestSeq(ctx)
+		if err == nil && seq != latest {
+			t.Errorf("the refused lazy Update stored an event: latest %d, was %d", seq, latest)
+		}
+		return err
+	})
+	// An ordinary Update after a lazy one is not lazy.
+	update(t, s, func(ctx context.Context, tx store.Tx) error {
+		return tx.AppendEvent(ctx, &store.Event{Type: "z", Actor: "core"})
+	})
+}

@@ -76,6 +76,7 @@ func Run(t *testing.T, db NewDB) {
 		{"MarkDelivered", testMarkDelivered},
 		{"DeliveryIDsFollowEvents", testDeliveryIDsFollowEvents},
 		{"PurgeDeliveriesStopsAtTheFirstKept", testPurgeDeliveriesStopsAtTheFirstKept},
+		{"LazyCommitKeepsWritesButNoEvent", testLazyCommitKeepsWritesButNoEvent},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
