@@ -55,7 +55,8 @@ type Config struct {
 	MinBackoff time.Duration
 	MaxBackoff time.Duration
 	// Linger is how long a destination waits after sending fewer than a
-	// batch, so that the next tries are recorded together; default 50ms.
+	// batch, so that the next tries are read, sent and recorded together;
+	// default 150ms.
 	Linger time.Duration
 }
 
@@ -119,7 +120,7 @@ func New(cfg Config, st store.Store, log *slog.Logger, reg prometheus.Registerer
 		cfg.MaxBackoff = MaxBackoff
 	}
 	if cfg.Linger <= 0 {
-		cfg.Linger = 50 * time.Millisecond
+		cfg.Linger = 150 * time.Millisecond
 	}
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
@@ -421,7 +422,7 @@ func (w *Worker) loop(ctx context.Context, name string, wake <-chan struct{}) {
 // step still records within about stepTime (fewer repeats after a crash or
 // a lost lease).
 const (
-	batchSize = 256
+	batchSize = 1024
 	stepTime  = time.Second
 )
 
