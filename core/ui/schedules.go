@@ -255,7 +255,7 @@ func (s *Server) decideSchedule(approve bool) handlerFunc {
 			return err
 		})
 		if err != nil {
-			s.scheduleChangeError(w, r, v, verb, name, err)
+			s.refusedChange(w, r, v, "schedule", verb, name, err)
 			return
 		}
 		if r.PostForm.Get("next") == "/ui/approvals" {
@@ -264,21 +264,6 @@ func (s *Server) decideSchedule(approve bool) handlerFunc {
 		}
 		http.Redirect(w, r, schedulePath(name)+"?done="+done, http.StatusSeeOther)
 	}
-}
-
-// scheduleChangeError answers a schedule change the store or the schedule
-// service refused: the API's status, and its reason unless it is a 5xx.
-func (s *Server) scheduleChangeError(w http.ResponseWriter, r *http.Request, v *visitor, verb, name string, err error) {
-	status := s.cfg.ErrorStatus(err)
-	msg := err.Error()
-	if status >= 500 {
-		s.log.Error("schedule change", "change", verb, "name", name, "err", err)
-		msg = "internal error"
-	}
-	if status == http.StatusNotFound {
-		msg = "there is no such schedule"
-	}
-	s.renderError(w, r, v, status, fmt.Sprintf("Could not %s: %s", verb, msg))
 }
 
 // A change of an approved schedule that the schedule's page offers.
@@ -320,7 +305,7 @@ func (s *Server) operateSchedule(op scheduleOp) handlerFunc {
 			return err
 		})
 		if err != nil {
-			s.scheduleChangeError(w, r, v, string(op), name, err)
+			s.refusedChange(w, r, v, "schedule", string(op), name, err)
 			return
 		}
 		if op == scheduleDelete {

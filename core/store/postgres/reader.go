@@ -150,16 +150,7 @@ func (r *reader) DownNodes(ctx context.Context, clusterID string) ([]string, err
 	if err != nil {
 		return nil, fmt.Errorf("down nodes: %w", err)
 	}
-	defer rows.Close()
-	var out []string
-	for rows.Next() {
-		var id string
-		if err := rows.Scan(&id); err != nil {
-			return nil, err
-		}
-		out = append(out, id)
-	}
-	return out, rows.Err()
+	return pgx.CollectRows(rows, pgx.RowTo[string])
 }
 
 func (r *reader) Node(ctx context.Context, clusterID, nodeID string) (*store.Node, error) {
