@@ -1,0 +1,326 @@
+package orchestrate
+
+import (
+	"context"
+	"net/http"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/musterhq/muster/core/store"
+	"github.com/musterhq/muster/shared/action"
+	"github.com/musterhq/muster/shared/client"
+	"github.com/musterhq/muster/shared/tlsutil"
+	"github.com/musterhq/muster/shared/wire"
+)
+
+// Run watches (docs/architecture.md, "Node syncs and reactive progress").
+// Without gossip the core would learn that a run's child ended only at the
+// next poll of the run's busy nodes (pollRuns). Instead, for every node
+// holding an unfinished child of a running run, one watcher holds a
+// blocking GET of the agent's changes (GET /api/v1/actions?wait=…, as a
+// Consul blocking query) and, when it returns an action that ended, nudges
+// a sync of the node. A watcher changes nothing itself: it pulls one change
+// at a time with its own cursor, never acknowledges, never commits; the
+// cluster's loop stays the only path that pulls and commits. Its requests
+// go over their own transport, so a held watch never takes a connection a
+// sync needs.
+
+const (
+	// runWatchWait is the wait of one blocking GET (the agent cuts it to its
+	// own bound, 30 s at most).
+	runWatchWait = 20 * time.Second
+	// watchedPollEvery: a node whose watcher's agent holds its requests
+	// (live) is polled by pollRuns every this many RunPolls, not every one:
+	// the watcher tells of the ends; the poll remains the safety net.
+	watchedPollEvery = 4
+)
+
+// nodeKey names a node of a cluster.
+type nodeKey struct{ cluster, node string }
+
+// watchSet is the orchestrator's watchers, one per watched node.
+type watchSet struct {
+	mu     sync.Mutex
+	m      map[nodeKey]*watcher
+	closed bool
+	wg     sync.WaitGroup
+}
+
+// watcher is one node's watch.
+type watcher struct {
+	cancel context.CancelFunc
+	begun  time.Time
+	// live: the agent held the watcher's last GET, or answered it with a
+	// change (an agent of an earlier release answers at once).
+	live atomic.Bool
+}
+
+// watchTransport is the transport of the watches: the agents' transport's
+// settings (TLS, timeouts) on a pool of its own, one connection per node.
+func watchTransport(base *http.Client) *http.Transport {
+	tr := baseTransport(base)
+	tr.MaxIdleConns = 0
+	tr.MaxIdleConnsPerHost = 1
+	tr.MaxConnsPerHost = 1
+	return tr
+}
+
+// liveWatch reports whether the node has a watcher whose agent holds its
+// requests.
+func (o *Orchestrator) liveWatch(k nodeKey) bool {
+	o.watch.mu.Lock()
+	defer o.watch.mu.Unlock()
+	w := o.watch.m[k]
+	return w != nil && w.live.Load()
+}
+
+// reconcileWatches makes the watchers of the clusters in busy (cluster →
+// nodes holding an unfinished child of a running run, read at readAt) those
+// nodes: it starts the missing ones and stops those of nodes no longer
+// busy, except those started after readAt (a child created since). Only
+// clusters named in scope are touched (nil: every cluster). It does
+// nothing before Start or with watches off.
+func (o *Orchestrator) reconcileWatches(busy map[string]map[string]bool, scope map[string]bool, readAt time.Time) {
+	if o.cfg.NoRunWatch {
+		return
+	}
+	o.mu.Lock()
+	started := o.started
+	o.mu.Unlock()
+	if !started {
+		return
+	}
+	ws := &o.watch
+	ws.mu.Lock()
+	defer ws.mu.Unlock()
+	if ws.closed {
+		return
+	}
+	for k, w := range ws.m {
+		if scope != nil && !scope[k.cluster] {
+			continue
+		}
+		if !busy[k.cluster][k.node] && w.begun.Before(readAt) {
+			w.cancel()
+			delete(ws.m, k)
+		}
+	}
+	for c, nodes := range busy {
+		for n := range nodes {
+			k := nodeKey{c, n}
+			if _, ok := ws.m[k]; ok {
+				continue
+			}
+			ctx, done, ok := o.passContext(o.runCtx(), c)
+			if !ok {
+				continue // another replica holds the cluster
+			}
+			ctx, cancel := context.WithCancel(ctx)
+			w := &watcher{cancel: func() { cancel(); done() }, begun: time.Now()}
+			ws.m[k] = w
+			ws.wg.Add(1)
+			go o.watchNode(ctx, k, w)
+		}
+	}
+}
+
+// stopWatches ends every watcher and waits for them (Stop).
+func (o *Orchestrator) stopWatches() {
+	ws := &o.watch
+	ws.mu.Lock()
+	ws.closed = true
+	for k, w := range ws.m {
+		w.cancel()
+		delete(ws.m, k)
+	}
+	ws.mu.Unlock()
+	ws.wg.Wait()
+	o.whc.CloseIdleConnections()
+	if o.wguarded != nil {
+		o.wguarded.CloseIdleConnections()
+	}
+}
+
+// dropWatcher forgets w, ending its node's watch, if it is still the node's.
+func (o *Orchestrator) dropWatcher(k nodeKey, w *watcher) {
+	ws := &o.watch
+	ws.mu.Lock()
+	if ws.m[k] == w {
+		delete(ws.m, k)
+	}
+	ws.mu.Unlock()
+	w.cancel()
+}
+
+// watchClient is the HTTP client of a watch of node n, and whether it is
+// the watch's own (to close when the watch ends): with AgentTLS, one that
+// accepts only n's certificate, as the loop's.
+func (o *Orchestrator) watchClient(n *store.Node) (*http.Client, bool) {
+	guarded := o.cfg.RefuseInternalGossip && n.Source == store.SourceGossip
+	if o.cfg.AgentTLS == nil {
+		if guarded {
+			return o.wguarded, false
+		}
+		return o.whc, false
+	}
+	tr := watchTransport(o.whc)
+	if guarded {
+		guard(tr)
+	}
+	tr.TLSClientConfig = tlsutil.ForPeer(tlsutil.InCluster(o.cfg.AgentTLS, n.ClusterID), tlsutil.Agent(n.ID))
+	return &http.Client{Transport: tr, CheckRedirect: noRedirect}, true
+}
+
+// watchNode is one node's watcher: blocking GETs of one change after its
+// cursor (from the node's stored cursor), a nudge of the node for every
+// change that ends an action. It ends when ctx does (Stop, the lease lost,
+// reconcileWatches), or once the node no longer holds an unfinished child
+// of a running run, which it checks after every wait that ended without a
+// change and every failure. An agent that answers an empty page long before
+// the wait ended (one of an earlier release, which ignores wait) is asked
+// again only after RunPoll, as is one that fails.
+func (o *Orchestrator) watchNode(ctx context.Context, k nodeKey, w *watcher) {
+	defer o.watch.wg.Done()
+	defer o.dropWatcher(k, w)
+	var (
+		ag      *client.Agent
+		hc      *http.Client
+		own     bool
+		addr    string
+		storeID string
+		cursor  int64
+	)
+	defer func() {
+		if own {
+			hc.CloseIdleConnections()
+		}
+	}()
+	pause := func() bool {
+		t := time.NewTimer(o.cfg.RunPoll)
+		defer t.Stop()
+		select {
+		case <-ctx.Done():
+			return false
+		case <-t.C:
+			return true
+		}
+	}
+	fresh := true // read the node (and whether it is busy) before the next GET
+	for ctx.Err() == nil {
+		if fresh {
+			n, busy, err := o.watchedNode(ctx, k)
+			if err != nil || !busy {
+				return
+			}
+			if ag == nil || n.Addr != addr || n.StoreID != storeID {
+				if own {
+					hc.CloseIdleConnections()
+				}
+				hc, own = o.watchClient(n)
+				ag, addr = client.NewAgent(o.agentURL(n.Addr), hc), n.Addr
+				if n.StoreID != storeID {
+					storeID, cursor = n.StoreID, n.Cursor
+				}
+			}
+			fresh = false
+		}
+		begin := time.Now()
+		page, err := call(ctx, runWatchWait+o.cfg.AgentTimeout, func(ctx context.Context) (*wire.ChangesPage, error) {
+			return ag.WaitChanges(ctx, cursor, 1, runWatchWait)
+		})
+		switch {
+		case ctx.Err() != nil:
+			return
+		case err != nil:
+			w.live.Store(false)
+			fresh = true
+			if !pause() {
+				return
+			}
+		case len(page.Actions) > 0:
+			w.live.Store(true)
+			cursor = page.NextCursor
+			if page.Actions[0].State.Final() {
+				o.NudgeNode(k.cluster, k.node)
+			}
+		case time.Since(begin) < runWatchWait/10:
+			// Answered at once with nothing: an agent that ignores wait
+			// (or one shutting down). pollRuns polls it at every RunPoll.
+			w.live.Store(false)
+			fresh = true
+			if !pause() {
+				return
+			}
+		default:
+			w.live.Store(true)
+			fresh = true
+		}
+	}
+}
+
+// watchedNode reads node k and whether it still holds an unfinished child
+// (not sent yet, NEW or RUNNING) of a running run.
+func (o *Orchestrator) watchedNode(ctx context.Context, k nodeKey) (*store.Node, bool, error) {
+	var n *store.Node
+	busy := false
+	err := o.st.Read(ctx, func(r store.Reader) error {
+		var err error
+		if n, err = r.Node(ctx, k.cluster, k.node); err != nil {
+			return err
+		}
+		open, err := r.OpenActions(ctx, k.cluster, k.node)
+		if err != nil {
+			return err
+		}
+		runsOf := map[string]bool{}
+		for i := range open {
+			if open[i].RunID != "" && unfinishedChild(open[i].State) {
+				runsOf[open[i].RunID] = true
+			}
+		}
+		for id := range runsOf {
+			run, err := r.Run(ctx, id)
+			if err != nil {
+				return err
+			}
+			if run.State == store.RunRunning {
+				busy = true
+				return nil
+			}
+		}
+		return nil
+	})
+	return n, busy, err
+}
+
+// unfinishedChild reports whether a run's child in state s is one whose
+// end a watch waits for: not sent yet, NEW or RUNNING.
+func unfinishedChild(s action.State) bool {
+	return s == action.PendingSchedule || s == action.New || s == action.Running
+}
+
+// watching reports whether a node of the cluster is watched.
+func (o *Orchestrator) watching(clusterID string) bool {
+	o.watch.mu.Lock()
+	defer o.watch.mu.Unlock()
+	for k := range o.watch.m {
+		if k.cluster == clusterID {
+			return true
+		}
+	}
+	return false
+}
+
+// watched lists the watched nodes as "cluster/node" (tests).
+func (o *Orchestrator) watched() []string {
+	o.watch.mu.Lock()
+	defer o.watch.mu.Unlock()
+	out := make([]string, 0, len(o.watch.m))
+	for k := range o.watch.m {
+		out = append(out, k.cluster+"/"+k.node)
+	}
+	slices.Sort(out)
+	return out
+}
