@@ -224,8 +224,8 @@ type Orchestrator struct {
 	// on a pool of their own.
 	whc, wguarded *http.Client
 	watch         watchSet
-	ownHC   bool         // hc was made here: Stop closes its idle connections
-	metrics *metrics
+	ownHC         bool // hc was made here: Stop closes its idle connections
+	metrics       *metrics
 
 	startstop.Base
 	mu       sync.Mutex
