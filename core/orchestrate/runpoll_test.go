@@ -93,8 +93,10 @@ func TestRunWatchDoesNotSpinOnAnAgentThatIgnoresWait(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	if n := ag.seen("wait="); n != 1 {
-		t.Fatalf("%d blocking GETs to an agent that answers them at once, want 1", n)
+	// One GET may return the pushed child (a change), the next one is
+	// answered at once with nothing: then the watcher waits.
+	if n := ag.seen("wait="); n > 2 {
+		t.Fatalf("%d blocking GETs to an agent that answers them at once, want at most 2", n)
 	}
 	if h.o.liveWatch(nodeKey{cluster, "n1"}) {
 		t.Fatal("the watch of an agent that ignores wait counts as live: pollRuns would poll it less")

@@ -63,7 +63,7 @@ func (o *Orchestrator) advanceRuns(ctx context.Context, clusterID string) []stri
 		created = append(created, nodes...)
 	}
 	if len(ids) > 0 || o.watching(clusterID) {
-		o.watchRuns(ctx, clusterID)
+		o.watchRuns(ctx, clusterID, ids)
 	}
 	slices.Sort(created)
 	return slices.Compact(created)
@@ -187,18 +187,27 @@ func runBusy(ctx context.Context, r store.Reader, clusterID string) (map[string]
 	return busy, nil
 }
 
-// watchRuns reads the cluster's nodes that hold an unfinished child of a
-// running run and makes them the cluster's watched nodes (watch.go). The
-// advance calls it, so a child it creates is watched at once.
-func (o *Orchestrator) watchRuns(ctx context.Context, clusterID string) {
+// watchRuns reads the cluster's nodes that hold an unfinished child of the
+// runs ids (those the advance moved on: running or paused) and makes them
+// the cluster's watched nodes (watch.go). The advance calls it, so a child
+// it creates is watched at once.
+func (o *Orchestrator) watchRuns(ctx context.Context, clusterID string, ids []string) {
 	if o.cfg.NoRunWatch {
 		return
 	}
+	active := make(map[string]bool, len(ids))
+	for _, id := range ids {
+		active[id] = true
+	}
 	readAt := time.Now()
-	var busy map[string]map[string]bool
+	busy := map[string]map[string]bool{clusterID: {}}
 	err := o.st.Read(ctx, func(r store.Reader) error {
-		var err error
-		busy, err = runBusy(ctx, r, clusterID)
+		open, err := r.OpenActions(ctx, clusterID, "")
+		for i := range open {
+			if a := &open[i]; active[a.RunID] && unfinishedChild(a.State) {
+				busy[clusterID][a.NodeID] = true
+			}
+		}
 		return err
 	})
 	if err != nil {

@@ -31,6 +31,10 @@ const (
 	// runWatchWait is the wait of one blocking GET (the agent cuts it to its
 	// own bound, 30 s at most).
 	runWatchWait = 20 * time.Second
+	// watchIdleGrace: a watcher whose node is found without an unfinished
+	// run child is stopped only if no new child comes within this time (a
+	// node's next step is created a moment after its last one ended).
+	watchIdleGrace = 500 * time.Millisecond
 	// watchedPollEvery: a node whose watcher's agent holds its requests
 	// (live) is polled by pollRuns every this many RunPolls, not every one:
 	// the watcher tells of the ends; the poll remains the safety net.
@@ -52,6 +56,11 @@ type watchSet struct {
 type watcher struct {
 	cancel context.CancelFunc
 	begun  time.Time
+	// idle: found without an unfinished run child; it is stopped unless a
+	// child comes before its grace ends. idleGen tells one grace from the
+	// next. Both guarded by watchSet.mu.
+	idle    bool
+	idleGen int
 	// live: the agent held the watcher's last GET, or answered it with a
 	// change (an agent of an earlier release answers at once).
 	live atomic.Bool
@@ -79,7 +88,8 @@ func (o *Orchestrator) liveWatch(k nodeKey) bool {
 // reconcileWatches makes the watchers of the clusters in busy (cluster →
 // nodes holding an unfinished child of a running run, read at readAt) those
 // nodes: it starts the missing ones and stops those of nodes no longer
-// busy, except those started after readAt (a child created since). Only
+// busy, after watchIdleGrace and unless started after readAt (a child
+// created since). Only
 // clusters named in scope are touched (nil: every cluster). It does
 // nothing before Start or with watches off.
 func (o *Orchestrator) reconcileWatches(busy map[string]map[string]bool, scope map[string]bool, readAt time.Time) {
@@ -102,9 +112,21 @@ func (o *Orchestrator) reconcileWatches(busy map[string]map[string]bool, scope m
 		if scope != nil && !scope[k.cluster] {
 			continue
 		}
-		if !busy[k.cluster][k.node] && w.begun.Before(readAt) {
-			w.cancel()
-			delete(ws.m, k)
+		switch {
+		case busy[k.cluster][k.node]:
+			w.idle = false
+		case !w.idle && w.begun.Before(readAt):
+			w.idle = true
+			w.idleGen++
+			gen := w.idleGen
+			time.AfterFunc(watchIdleGrace, func() {
+				ws.mu.Lock()
+				defer ws.mu.Unlock()
+				if ws.m[k] == w && w.idle && w.idleGen == gen {
+					w.cancel()
+					delete(ws.m, k)
+				}
+			})
 		}
 	}
 	for c, nodes := range busy {
@@ -261,7 +283,9 @@ func (o *Orchestrator) watchNode(ctx context.Context, k nodeKey, w *watcher) {
 }
 
 // watchedNode reads node k and whether it still holds an unfinished child
-// (not sent yet, NEW or RUNNING) of a running run.
+// of a run (not sent yet, NEW or RUNNING). The run's state is not read (a
+// run's record is large): the advance and pollRuns stop the watches of runs
+// that are not running.
 func (o *Orchestrator) watchedNode(ctx context.Context, k nodeKey) (*store.Node, bool, error) {
 	var n *store.Node
 	busy := false
@@ -274,22 +298,7 @@ func (o *Orchestrator) watchedNode(ctx context.Context, k nodeKey) (*store.Node,
 		if err != nil {
 			return err
 		}
-		runsOf := map[string]bool{}
-		for i := range open {
-			if open[i].RunID != "" && unfinishedChild(open[i].State) {
-				runsOf[open[i].RunID] = true
-			}
-		}
-		for id := range runsOf {
-			run, err := r.Run(ctx, id)
-			if err != nil {
-				return err
-			}
-			if run.State == store.RunRunning {
-				busy = true
-				return nil
-			}
-		}
+		busy = slices.ContainsFunc(open, func(a store.Record) bool { return a.RunID != "" && unfinishedChild(a.State) })
 		return nil
 	})
 	return n, busy, err
