@@ -967,6 +967,7 @@ func (o *Orchestrator) commit(ctx context.Context, cs *clusterState, nodes []nod
 	for _, wn := range w.warnings {
 		o.log.Warn(wn[0].(string), wn[1:]...)
 	}
+	o.watchSent(cs.id, w)
 	rep.Changes += w.changes()
 	rep.runMoves += w.runMoves()
 	rep.Events += len(w.events) + w.actionEvents()

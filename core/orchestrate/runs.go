@@ -62,9 +62,6 @@ func (o *Orchestrator) advanceRuns(ctx context.Context, clusterID string) []stri
 		}
 		created = append(created, nodes...)
 	}
-	if len(ids) > 0 || o.watching(clusterID) {
-		o.watchRuns(ctx, clusterID, ids)
-	}
 	slices.Sort(created)
 	return slices.Compact(created)
 }
@@ -185,38 +182,6 @@ func runBusy(ctx context.Context, r store.Reader, clusterID string) (map[string]
 		}
 	}
 	return busy, nil
-}
-
-// watchRuns reads the cluster's nodes that hold an unfinished child of the
-// runs ids (those the advance moved on: running or paused) and makes them
-// the cluster's watched nodes (watch.go). The advance calls it, so a child
-// it creates is watched at once.
-func (o *Orchestrator) watchRuns(ctx context.Context, clusterID string, ids []string) {
-	if o.cfg.NoRunWatch {
-		return
-	}
-	active := make(map[string]bool, len(ids))
-	for _, id := range ids {
-		active[id] = true
-	}
-	readAt := time.Now()
-	busy := map[string]map[string]bool{clusterID: {}}
-	err := o.st.Read(ctx, func(r store.Reader) error {
-		open, err := r.OpenActions(ctx, clusterID, "")
-		for i := range open {
-			if a := &open[i]; active[a.RunID] && unfinishedChild(a.State) {
-				busy[clusterID][a.NodeID] = true
-			}
-		}
-		return err
-	})
-	if err != nil {
-		if ctx.Err() == nil {
-			o.log.Warn("read the nodes of running runs", "cluster", clusterID, "err", err)
-		}
-		return
-	}
-	o.reconcileWatches(busy, map[string]bool{clusterID: true}, readAt)
 }
 
 // pollRuns, every RunPoll until ctx ends, asks for a sync of each node that

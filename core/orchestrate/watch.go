@@ -33,7 +33,9 @@ const (
 	runWatchWait = 20 * time.Second
 	// watchIdleGrace: a watcher whose node is found without an unfinished
 	// run child is stopped only if no new child comes within this time (a
-	// node's next step is created a moment after its last one ended).
+	// node's next step is created a moment after its last one ended); after
+	// an end, the watcher's next GET waits this long, then it checks its
+	// node.
 	watchIdleGrace = 500 * time.Millisecond
 	// watchedPollEvery: a node whose watcher's agent holds its requests
 	// (live) is polled by pollRuns every this many RunPolls, not every one:
@@ -148,6 +150,27 @@ func (o *Orchestrator) reconcileWatches(busy map[string]map[string]bool, scope m
 	}
 }
 
+// watchSent starts the watches of the nodes to which the committed plan w
+// sent a run's child, or on which it saw one unfinished: from then on its
+// end is told by its node's watcher.
+func (o *Orchestrator) watchSent(clusterID string, w *writePlan) {
+	if o.cfg.NoRunWatch {
+		return
+	}
+	var nodes map[string]bool
+	for _, c := range w.records {
+		if c.Rec.RunID != "" && (c.Rec.State == action.New || c.Rec.State == action.Running) {
+			if nodes == nil {
+				nodes = map[string]bool{}
+			}
+			nodes[c.Rec.NodeID] = true
+		}
+	}
+	if nodes != nil {
+		o.reconcileWatches(map[string]map[string]bool{clusterID: nodes}, map[string]bool{}, time.Now())
+	}
+}
+
 // stopWatches ends every watcher and waits for them (Stop).
 func (o *Orchestrator) stopWatches() {
 	ws := &o.watch
@@ -198,9 +221,10 @@ func (o *Orchestrator) watchClient(n *store.Node) (*http.Client, bool) {
 // watchNode is one node's watcher: blocking GETs of one change after its
 // cursor (from the node's stored cursor), a nudge of the node for every
 // change that ends an action. It ends when ctx does (Stop, the lease lost,
-// reconcileWatches), or once the node no longer holds an unfinished child
-// of a running run, which it checks after every wait that ended without a
-// change and every failure. An agent that answers an empty page long before
+// reconcileWatches), or once the node no longer holds an unfinished run
+// child, which it checks after every wait that ended without a change
+// (watchIdleGrace after an end, so that the watch of a run's last child
+// ends with it) and every failure. An agent that answers an empty page long before
 // the wait ended (one of an earlier release, which ignores wait) is asked
 // again only after RunPoll, as is one that fails.
 func (o *Orchestrator) watchNode(ctx context.Context, k nodeKey, w *watcher) {
@@ -230,6 +254,7 @@ func (o *Orchestrator) watchNode(ctx context.Context, k nodeKey, w *watcher) {
 		}
 	}
 	fresh := true // read the node (and whether it is busy) before the next GET
+	wait := runWatchWait
 	for ctx.Err() == nil {
 		if fresh {
 			n, busy, err := o.watchedNode(ctx, k)
@@ -249,8 +274,8 @@ func (o *Orchestrator) watchNode(ctx context.Context, k nodeKey, w *watcher) {
 			fresh = false
 		}
 		begin := time.Now()
-		page, err := call(ctx, runWatchWait+o.cfg.AgentTimeout, func(ctx context.Context) (*wire.ChangesPage, error) {
-			return ag.WaitChanges(ctx, cursor, 1, runWatchWait)
+		page, err := call(ctx, wait+o.cfg.AgentTimeout, func(ctx context.Context) (*wire.ChangesPage, error) {
+			return ag.WaitChanges(ctx, cursor, 1, wait)
 		})
 		switch {
 		case ctx.Err() != nil:
@@ -264,10 +289,14 @@ func (o *Orchestrator) watchNode(ctx context.Context, k nodeKey, w *watcher) {
 		case len(page.Actions) > 0:
 			w.live.Store(true)
 			cursor = page.NextCursor
+			wait = runWatchWait
 			if page.Actions[0].State.Final() {
 				o.NudgeNode(k.cluster, k.node)
+				// The node's next child, if any, comes within the
+				// grace; else the watch checks its node and ends.
+				wait = watchIdleGrace
 			}
-		case time.Since(begin) < runWatchWait/10:
+		case time.Since(begin) < wait/10:
 			// Answered at once with nothing: an agent that ignores wait
 			// (or one shutting down). pollRuns polls it at every RunPoll.
 			w.live.Store(false)
@@ -277,7 +306,7 @@ func (o *Orchestrator) watchNode(ctx context.Context, k nodeKey, w *watcher) {
 			}
 		default:
 			w.live.Store(true)
-			fresh = true
+			fresh, wait = true, runWatchWait
 		}
 	}
 }
@@ -308,18 +337,6 @@ func (o *Orchestrator) watchedNode(ctx context.Context, k nodeKey) (*store.Node,
 // end a watch waits for: not sent yet, NEW or RUNNING.
 func unfinishedChild(s action.State) bool {
 	return s == action.PendingSchedule || s == action.New || s == action.Running
-}
-
-// watching reports whether a node of the cluster is watched.
-func (o *Orchestrator) watching(clusterID string) bool {
-	o.watch.mu.Lock()
-	defer o.watch.mu.Unlock()
-	for k := range o.watch.m {
-		if k.cluster == clusterID {
-			return true
-		}
-	}
-	return false
 }
 
 // watched lists the watched nodes as "cluster/node" (tests).
