@@ -18,10 +18,11 @@ import (
 // Run watches (docs/architecture.md, "Node syncs and reactive progress").
 // Without gossip the core would learn that a run's child ended only at the
 // next poll of the run's busy nodes (pollRuns). Instead, for every node
-// holding an unfinished child of a running run, one watcher holds a
-// blocking GET of the agent's changes (GET /api/v1/actions?wait=…, as a
-// Consul blocking query) and, when it returns an action that ended, nudges
-// a sync of the node. A watcher changes nothing itself: it pulls one change
+// holding an unfinished child of a run (from the commit that sent it,
+// watchSent, or as pollRuns finds it), one watcher holds a blocking GET of
+// the agent's changes (GET /api/v1/actions?wait=…, as a Consul blocking
+// query) and, when it returns an action that ended, nudges a sync of the
+// node. A watcher changes nothing itself: it pulls one change
 // at a time with its own cursor, never acknowledges, never commits; the
 // cluster's loop stays the only path that pulls and commits. Its requests
 // go over their own transport, so a held watch never takes a connection a
@@ -104,6 +105,7 @@ func (o *Orchestrator) reconcileWatches(busy map[string]map[string]bool, scope m
 	if !started {
 		return
 	}
+	rctx := o.runCtx()
 	ws := &o.watch
 	ws.mu.Lock()
 	defer ws.mu.Unlock()
@@ -137,7 +139,7 @@ func (o *Orchestrator) reconcileWatches(busy map[string]map[string]bool, scope m
 			if _, ok := ws.m[k]; ok {
 				continue
 			}
-			ctx, done, ok := o.passContext(o.runCtx(), c)
+			ctx, done, ok := o.passContext(rctx, c)
 			if !ok {
 				continue // another replica holds the cluster
 			}
