@@ -999,7 +999,7 @@ func (o *Orchestrator) mayWrite(ctx context.Context, cs *clusterState, nodes []n
 		return len(w.nodes) > 0, err
 	}
 	err := o.st.Read(ctx, func(r store.Reader) error {
-		stored, err := storedNodes(ctx, r, cs.id, nodes, whole)
+		stored, err := storedNodes(ctx, r, cs.id, nodes)
 		if err != nil {
 			return err
 		}

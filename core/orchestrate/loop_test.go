@@ -3,10 +3,12 @@ package orchestrate
 import (
 	"context"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"time"
 
+	"github.com/musterhq/muster/core/store"
 	"github.com/musterhq/muster/shared/action"
 	"github.com/musterhq/muster/shared/testwait"
 )
@@ -161,6 +163,29 @@ func TestAFullSyncGoesInBatches(t *testing.T) {
 		if got := h.node(n).Status; got != "UP" {
 			t.Fatalf("%s is %s", n, got)
 		}
+	}
+}
+
+// TestTheLastBatchCountsTheDownNodesOfEarlierOnes: the cluster's status is
+// decided by the last commit of a full sync, from every DOWN node, not only
+// those of the last batch: a node found DOWN in the first batch keeps the
+// cluster in alert, and the alert ends once it is up again.
+func TestTheLastBatchCountsTheDownNodesOfEarlierOnes(t *testing.T) {
+	t.Parallel()
+	h := setup(t, Config{BatchSize: 2, NodeConcurrency: 1}, "n1", "n2", "n3", "n4", "n5")
+	h.agents["n1"].set(func(f *fakeAgent) { f.down = true })
+	h.pass()
+	if c := h.cluster(); c.Status != store.ClusterAlert || !strings.Contains(c.StatusReason, "n1") {
+		t.Fatalf("n1 down in the first batch, cluster = %+v", c)
+	}
+	h.pass() // n1 still down: still in alert
+	if c := h.cluster(); c.Status != store.ClusterAlert || !strings.Contains(c.StatusReason, "n1") {
+		t.Fatalf("second pass, cluster = %+v", c)
+	}
+	h.agents["n1"].set(func(f *fakeAgent) { f.down = false })
+	h.pass()
+	if c := h.cluster(); c.Status != store.ClusterHealthy {
+		t.Fatalf("n1 up again, cluster = %+v", c)
 	}
 }
 

@@ -175,7 +175,7 @@ func (o *Orchestrator) plan(ctx context.Context, r store.Reader, cs *clusterStat
 			}
 		}
 	}
-	stored, err := storedNodes(ctx, r, cs.id, results, whole)
+	stored, err := storedNodes(ctx, r, cs.id, results)
 	if err != nil {
 		return nil, err
 	}
@@ -186,9 +186,9 @@ func (o *Orchestrator) plan(ctx context.Context, r store.Reader, cs *clusterStat
 }
 
 // planStatus adds to w the node and cluster updates, and their events, that
-// the results call for against stored (the nodes as stored; every node of
-// the cluster when whole), given the actions the full sync made LOST. r is
-// read for the cluster when whole. The
+// the results call for against stored (the synced nodes as stored), given
+// the actions the full sync made LOST. r is read for the cluster and its
+// DOWN nodes when whole. The
 // cluster's status is decided by the last commit of a full sync (whole)
 // only, from every node as it now stands. A node's last contact is stored
 // with any other change of the node, or alone once it is ContactEvery
@@ -196,10 +196,13 @@ func (o *Orchestrator) plan(ctx context.Context, r store.Reader, cs *clusterStat
 func (o *Orchestrator) planStatus(ctx context.Context, r store.Reader, cs *clusterState, results []nodeResult, stored map[string]*store.Node, lost int, now time.Time, whole bool, w *writePlan) error {
 	down := map[string]bool{}
 	if whole {
-		for id, n := range stored {
-			if n.Status == store.NodeDown {
-				down[id] = true
-			}
+		// Every DOWN node as stored; the results below override theirs.
+		ids, err := r.DownNodes(ctx, cs.id)
+		if err != nil {
+			return err
+		}
+		for _, id := range ids {
+			down[id] = true
 		}
 	}
 	for i := range results {
@@ -347,20 +350,13 @@ func (w *writePlan) apply(ctx context.Context, tx store.Tx) error {
 	return nil
 }
 
-// storedNodes reads the stored nodes a commit needs: every node of the
-// cluster for the last commit of a full sync (one query), or the synced ones.
-func storedNodes(ctx context.Context, r store.Reader, clusterID string, results []nodeResult, whole bool) (map[string]*store.Node, error) {
+// storedNodes reads the stored nodes a commit needs: the synced ones. (The
+// last commit of a full sync, which decides the cluster's status, reads the
+// names of the DOWN nodes beside them, never every node whole: at 10,000
+// nodes that read held the loop, and the write lock, for tens of
+// milliseconds; docs/performance.md.)
+func storedNodes(ctx context.Context, r store.Reader, clusterID string, results []nodeResult) (map[string]*store.Node, error) {
 	out := make(map[string]*store.Node, len(results))
-	if whole {
-		stored, err := r.Nodes(ctx, clusterID)
-		if err != nil {
-			return nil, err
-		}
-		for i := range stored {
-			out[stored[i].ID] = &stored[i]
-		}
-		return out, nil
-	}
 	for i := range results {
 		n, err := r.Node(ctx, clusterID, results[i].node.ID)
 		if errors.Is(err, store.ErrNotFound) {

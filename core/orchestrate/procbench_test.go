@@ -64,9 +64,12 @@ func procedure(b *testing.B, c *coreAPI, suffix string) {
 	}
 	var wall time.Duration
 	var step, detect, create, start, turn []time.Duration
+	var ratios []float64
+	ideal := time.Duration(waves*steps) * sleep
 	b.ResetTimer()
 	for i := 0; i < b.N; i++ {
 		elapsed, kids, _ := timeRun(b, c, spec)
+		ratios = append(ratios, elapsed.Seconds()/ideal.Seconds())
 		if len(kids) != steps*len(c.f.agents.nodes) {
 			b.Fatalf("%d children, want %d", len(kids), steps*len(c.f.agents.nodes))
 		}
@@ -83,10 +86,11 @@ func procedure(b *testing.B, c *coreAPI, suffix string) {
 	}
 	b.StopTimer()
 	wallS := wall.Seconds() / float64(b.N)
-	ideal := time.Duration(waves*steps) * sleep
 	b.ReportMetric(wallS, "procedure_wall_s"+suffix)
 	b.ReportMetric(ideal.Seconds(), "procedure_ideal_s"+suffix)
-	b.ReportMetric(wallS/ideal.Seconds(), "procedure_ratio"+suffix)
+	med, spread := medianSpread(ratios)
+	b.ReportMetric(med, "procedure_ratio"+suffix)
+	b.ReportMetric(spread, "procedure_ratio_spread"+suffix)
 	b.ReportMetric((wallS-ideal.Seconds())*1000/waves, "procedure_overhead_ms"+suffix)
 	for _, d := range [][]time.Duration{step, detect, create, start, turn} {
 		slices.Sort(d)

@@ -198,6 +198,8 @@ func runWaves(b *testing.B, c *coreAPI, suffix string) {
 	}
 	var wall, agents, gap, first time.Duration
 	var turn []time.Duration
+	var ratios []float64
+	ideal := time.Duration(waves) * sleep
 	b.ResetTimer()
 	for i := 0; i < b.N; i++ {
 		elapsed, kids, t0 := timeRun(b, c, spec)
@@ -205,6 +207,7 @@ func runWaves(b *testing.B, c *coreAPI, suffix string) {
 		if err != nil {
 			b.Fatal(err)
 		}
+		ratios = append(ratios, elapsed.Seconds()/ideal.Seconds())
 		wall += elapsed
 		agents += work
 		gap += gaps / (waves - 1)
@@ -213,10 +216,11 @@ func runWaves(b *testing.B, c *coreAPI, suffix string) {
 	}
 	b.StopTimer()
 	per := func(d time.Duration) float64 { return d.Seconds() / float64(b.N) }
-	ideal := time.Duration(waves) * sleep
 	b.ReportMetric(per(wall), "run_waves_wall_s"+suffix)
 	b.ReportMetric(ideal.Seconds(), "run_waves_ideal_s"+suffix)
-	b.ReportMetric(per(wall)/ideal.Seconds(), "run_waves_ratio"+suffix)
+	med, spread := medianSpread(ratios)
+	b.ReportMetric(med, "run_waves_ratio"+suffix)
+	b.ReportMetric(spread, "run_waves_ratio_spread"+suffix)
 	b.ReportMetric(per(agents), "run_waves_agent_s"+suffix)
 	b.ReportMetric(per(gap)*1000, "run_waves_gap_ms"+suffix)
 	b.ReportMetric((per(wall)-ideal.Seconds())*1000/waves, "run_waves_overhead_ms"+suffix)
@@ -457,4 +461,13 @@ func approveDuringPass(b *testing.B, c *coreAPI, n, samples int) {
 func percentile(d []time.Duration, p float64) time.Duration {
 	i := int(float64(len(d))*p/100+0.999999) - 1
 	return d[min(max(i, 0), len(d)-1)]
+}
+
+// medianSpread returns the median of v and its spread (largest − smallest):
+// a ratio goal is judged on the median of several runs (make bench runs
+// these benchmarks three times: e2e/benchreport), never on one.
+func medianSpread(v []float64) (median, spread float64) {
+	v = slices.Clone(v)
+	slices.Sort(v)
+	return v[len(v)/2], v[len(v)-1] - v[0]
 }

@@ -64,6 +64,9 @@ type Reader interface {
 	// Nodes lists the nodes of a cluster, or of every cluster when clusterID is "".
 	Nodes(ctx context.Context, clusterID string) ([]Node, error)
 	Node(ctx context.Context, clusterID, nodeID string) (*Node, error)
+	// DownNodes names the DOWN nodes of a cluster, sorted, without reading
+	// them whole.
+	DownNodes(ctx context.Context, clusterID string) ([]string, error)
 
 	// Action returns the action with exactly this id (ErrNotFound otherwise).
 	Action(ctx context.Context, id string) (*Record, error)

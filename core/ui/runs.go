@@ -509,16 +509,7 @@ func (s *Server) changeRun(c runChange) handlerFunc {
 			return err
 		})
 		if err != nil {
-			status := s.cfg.ErrorStatus(err)
-			msg := err.Error()
-			if status >= 500 {
-				s.log.Error("run change", "change", c, "id", id, "err", err)
-				msg = "internal error"
-			}
-			if status == http.StatusNotFound {
-				msg = "there is no such run"
-			}
-			s.renderError(w, r, v, status, fmt.Sprintf("Could not %s: %s", c, msg))
+			s.refusedChange(w, r, v, "run", string(c), id, err)
 			return
 		}
 		if s.nudge != nil {
@@ -570,4 +561,20 @@ func (s *Server) pendingRuns(ctx context.Context, rd store.Reader, v *visitor, m
 		out = append(out, p)
 	}
 	return out, next, nil
+}
+
+// refusedChange answers a change of a run or a schedule (what) that the
+// engine or the store refused: the API's status for the error, and its
+// reason unless it is a 5xx (logged instead).
+func (s *Server) refusedChange(w http.ResponseWriter, r *http.Request, v *visitor, what, verb, id string, err error) {
+	status := s.cfg.ErrorStatus(err)
+	msg := err.Error()
+	if status >= 500 {
+		s.log.Error(what+" change", "change", verb, "id", id, "err", err)
+		msg = "internal error"
+	}
+	if status == http.StatusNotFound {
+		msg = "there is no such " + what
+	}
+	s.renderError(w, r, v, status, fmt.Sprintf("Could not %s: %s", verb, msg))
 }

@@ -12,6 +12,7 @@ import (
 
 	"github.com/musterhq/muster/core/actions"
 	"github.com/musterhq/muster/core/approval"
+	"github.com/musterhq/muster/core/auth"
 	"github.com/musterhq/muster/core/schedule/recur"
 	"github.com/musterhq/muster/core/store"
 	"github.com/musterhq/muster/shared/names"
@@ -97,6 +98,9 @@ func (s *Server) schedules(w http.ResponseWriter, r *http.Request, v *visitor) {
 	}
 	vw := newView(v, "Schedules", "schedules")
 	vw.Data = d
+	if q := r.URL.Query(); q.Get("done") == "deleted" && names.CheckID(q.Get("schedule")) == nil {
+		vw.Flash = fmt.Sprintf("Schedule %s deleted.", q.Get("schedule"))
+	}
 	s.render(w, r, status, "schedules", vw)
 }
 
@@ -111,6 +115,9 @@ type scheduleData struct {
 	Own bool
 	// Why says why a schedule waiting for approval shows no buttons.
 	Why string
+	// CanPause, CanResume, CanDelete: the visitor may make that change
+	// now (the API's permissions: cancel, continue, cancel).
+	CanPause, CanResume, CanDelete bool
 }
 
 // pendingSchedule is a schedule waiting for approval, as the Approvals page
@@ -199,9 +206,12 @@ func (s *Server) schedulePage(w http.ResponseWriter, r *http.Request, v *visitor
 		d.Why = s.whyNot(v, "this schedule", sc.Requester, applier)
 		d.CanDecide = d.Why == ""
 	}
+	d.CanPause = sc.State == store.ScheduleActive && v.can(auth.Cancel)
+	d.CanResume = sc.State == store.SchedulePaused && v.can(auth.Continue)
+	d.CanDelete = v.can(auth.Cancel)
 	vw := newView(v, "Schedule "+sc.Name, "schedules")
 	vw.Data = d
-	if done := r.URL.Query().Get("done"); done == "approved" || done == "rejected" {
+	if done := r.URL.Query().Get("done"); done == "approved" || done == "rejected" || done == "paused" || done == "resumed" {
 		vw.Flash = fmt.Sprintf("Schedule %s %s.", sc.Name, done)
 	}
 	s.render(w, r, http.StatusOK, "schedule", vw)
@@ -245,20 +255,61 @@ func (s *Server) decideSchedule(approve bool) handlerFunc {
 			return err
 		})
 		if err != nil {
-			status := s.cfg.ErrorStatus(err)
-			msg := err.Error()
-			if status >= 500 {
-				s.log.Error("schedule change", "change", verb, "name", name, "err", err)
-				msg = "internal error"
-			}
-			if status == http.StatusNotFound {
-				msg = "there is no such schedule"
-			}
-			s.renderError(w, r, v, status, fmt.Sprintf("Could not %s: %s", verb, msg))
+			s.refusedChange(w, r, v, "schedule", verb, name, err)
 			return
 		}
 		if r.PostForm.Get("next") == "/ui/approvals" {
 			http.Redirect(w, r, "/ui/approvals?done="+done+"&schedule="+url.QueryEscape(name), http.StatusSeeOther)
+			return
+		}
+		http.Redirect(w, r, schedulePath(name)+"?done="+done, http.StatusSeeOther)
+	}
+}
+
+// A change of an approved schedule that the schedule's page offers.
+type scheduleOp string
+
+const (
+	schedulePause  scheduleOp = "pause"
+	scheduleResume scheduleOp = "resume"
+	scheduleDelete scheduleOp = "delete"
+)
+
+// operateSchedule pauses, resumes or deletes a schedule through the schedule
+// service, as the API's routes do. Deleting needs the confirm box ticked: it
+// ends every later occurrence (the runs it made stay).
+func (s *Server) operateSchedule(op scheduleOp) handlerFunc {
+	done := map[scheduleOp]string{schedulePause: "paused", scheduleResume: "resumed", scheduleDelete: "deleted"}[op]
+	return func(w http.ResponseWriter, r *http.Request, v *visitor) {
+		name := r.PathValue("name")
+		if names.CheckID(name) != nil {
+			s.renderError(w, r, v, http.StatusNotFound, "There is no such schedule.")
+			return
+		}
+		if op == scheduleDelete && r.PostForm.Get("confirm") != "yes" {
+			s.renderError(w, r, v, http.StatusBadRequest, "Nothing was deleted: tick the box to confirm. Deleting a schedule ends its later occurrences; the runs it made stay.")
+			return
+		}
+		who := actions.Actor{Name: v.tok.Name, Addr: clientAddr(r)}
+		ctx := r.Context()
+		err := s.st.Update(ctx, func(tx store.Tx) error {
+			var err error
+			switch op {
+			case schedulePause:
+				_, err = s.cfg.Schedules.Pause(ctx, tx, name, who)
+			case scheduleResume:
+				_, err = s.cfg.Schedules.Resume(ctx, tx, name, who)
+			case scheduleDelete:
+				_, err = s.cfg.Schedules.Delete(ctx, tx, name, who)
+			}
+			return err
+		})
+		if err != nil {
+			s.refusedChange(w, r, v, "schedule", string(op), name, err)
+			return
+		}
+		if op == scheduleDelete {
+			http.Redirect(w, r, "/ui/schedules?done=deleted&schedule="+url.QueryEscape(name), http.StatusSeeOther)
 			return
 		}
 		http.Redirect(w, r, schedulePath(name)+"?done="+done, http.StatusSeeOther)

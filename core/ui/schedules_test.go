@@ -2,6 +2,7 @@ package ui
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net/http"
 	"strings"
@@ -289,4 +290,109 @@ func TestApprovalsPageListsSchedulesWaiting(t *testing.T) {
 		strings.Contains(body, "Nothing waits for approval") {
 		t.Fatalf("the approvals page does not list the schedule waiting:\n%s", body)
 	}
+}
+
+// approveSchedule approves schedule name as appr, with its digest.
+func (e *env) approveSchedule(name string) {
+	e.t.Helper()
+	e.runChange(func(ctx context.Context, tx store.Tx) error {
+		sc, err := tx.Schedule(ctx, name)
+		if err != nil {
+			return err
+		}
+		_, err = e.ui.cfg.Schedules.Approve(ctx, tx, name, sc.Digest, actions.Actor{Name: "appr"})
+		return err
+	})
+}
+
+// scheduleState reads schedule name's state ("" when it is gone).
+func (e *env) scheduleState(name string) string {
+	e.t.Helper()
+	state := ""
+	e.runChange(func(ctx context.Context, tx store.Tx) error {
+		sc, err := tx.Schedule(ctx, name)
+		if err == nil {
+			state = sc.State
+		}
+		if errors.Is(err, store.ErrNotFound) {
+			return nil
+		}
+		return err
+	})
+	return state
+}
+
+// A schedule's page offers pause, resume and delete to those the API lets
+// do them (pause and delete: cancel; resume: continue), and each does what
+// it says: pausing makes it PAUSED, resuming ACTIVE again, and deleting
+// needs the box ticked (without it: 400 and the schedule stays), then
+// removes it and says so on the list.
+func TestSchedulePageOffersPauseResumeDeleteByRole(t *testing.T) {
+	t.Parallel()
+	e := setup(t)
+	e.createSchedule("op-nap", "op")
+	e.approveSchedule("op-nap")
+	buttons := func(b *browser, name string) string {
+		_, _, body := b.get("/ui/schedules/" + name)
+		var got []string
+		for _, id := range []string{"schedule-pause", "schedule-resume", "schedule-delete"} {
+			if strings.Contains(body, `id="`+id+`"`) {
+				got = append(got, strings.TrimPrefix(id, "schedule-"))
+			}
+		}
+		return strings.Join(got, ",")
+	}
+	active := map[string]string{"viewer": "", "op": "pause,delete", "appr": "", "admin": "pause,delete"}
+	paused := map[string]string{"viewer": "", "op": "resume,delete", "appr": "resume", "admin": "resume,delete"}
+	for who, want := range active {
+		b := e.browser()
+		b.signIn(who)
+		if got := buttons(b, "op-nap"); got != want {
+			t.Errorf("%s on an active schedule: buttons %q, want %q", who, got, want)
+		}
+	}
+	op := e.browser()
+	op.signIn("op")
+	status, loc, _ := op.post("/ui/schedules/op-nap/pause", map[string][]string{"csrf": {op.csrf}})
+	if status != http.StatusSeeOther || e.scheduleState("op-nap") != store.SchedulePaused {
+		t.Fatalf("pause: %d %s, state %s", status, loc, e.scheduleState("op-nap"))
+	}
+	if _, _, body := op.get(loc); !strings.Contains(body, "Schedule op-nap paused.") {
+		t.Errorf("no word of the pause after it:\n%s", body)
+	}
+	for who, want := range paused {
+		b := e.browser()
+		b.signIn(who)
+		if got := buttons(b, "op-nap"); got != want {
+			t.Errorf("%s on a paused schedule: buttons %q, want %q", who, got, want)
+		}
+	}
+	appr := e.browser()
+	appr.signIn("appr")
+	if status, _, _ := appr.post("/ui/schedules/op-nap/resume", map[string][]string{"csrf": {appr.csrf}}); status != http.StatusSeeOther || e.scheduleState("op-nap") != store.ScheduleActive {
+		t.Fatalf("resume: %d, state %s", status, e.scheduleState("op-nap"))
+	}
+	if status, _, body := op.post("/ui/schedules/op-nap/delete", map[string][]string{"csrf": {op.csrf}}); status != http.StatusBadRequest || !strings.Contains(body, "tick the box") || e.scheduleState("op-nap") != store.ScheduleActive {
+		t.Fatalf("delete without the box: %d, state %s\n%s", status, e.scheduleState("op-nap"), body)
+	}
+	status, loc, _ = op.post("/ui/schedules/op-nap/delete", map[string][]string{"csrf": {op.csrf}, "confirm": {"yes"}})
+	if status != http.StatusSeeOther || e.scheduleState("op-nap") != "" {
+		t.Fatalf("delete: %d, state %q", status, e.scheduleState("op-nap"))
+	}
+	if _, _, body := op.get(loc); !strings.Contains(body, "Schedule op-nap deleted.") || strings.Contains(body, `href="/ui/schedules/op-nap"`) {
+		t.Errorf("the list after the delete:\n%s", body)
+	}
+	// Pausing what is not active is refused with the engine's reason.
+	if status, _, _ := op.post("/ui/schedules/op-nap/pause", map[string][]string{"csrf": {op.csrf}}); status != http.StatusNotFound {
+		t.Errorf("pause of a deleted schedule: %d, want 404", status)
+	}
+}
+
+// pauseSchedule pauses schedule name as op.
+func (e *env) pauseSchedule(name string) {
+	e.t.Helper()
+	e.runChange(func(ctx context.Context, tx store.Tx) error {
+		_, err := e.ui.cfg.Schedules.Pause(ctx, tx, name, actions.Actor{Name: "op"})
+		return err
+	})
 }

@@ -62,6 +62,9 @@ var roleTable = map[string][5]int{ //    none viewer  op   appr admin
 	"GET /ui/schedules/{name}":                         {303, 200, 200, 200, 200},
 	"POST /ui/schedules/{name}/approve":                {303, 403, 403, 303, 303},
 	"POST /ui/schedules/{name}/reject":                 {303, 403, 403, 303, 303},
+	"POST /ui/schedules/{name}/pause":                  {303, 403, 303, 403, 303},
+	"POST /ui/schedules/{name}/resume":                 {303, 403, 303, 303, 303},
+	"POST /ui/schedules/{name}/delete":                 {303, 403, 303, 403, 303},
 	"GET /ui/clusters":                                 {303, 200, 200, 200, 200},
 	"GET /ui/clusters/{cluster}/nodes/{node}":          {303, 200, 200, 200, 200},
 	"POST /ui/clusters/{cluster}/nodes/{node}/drain":   {303, 403, 303, 403, 303},
@@ -134,8 +137,17 @@ func TestUIRoleTable(t *testing.T) {
 					form.Set("digest", digest)
 					form.Set("p.node", "db-1")
 					form.Set("p.loud", "false")
-				case "GET /ui/schedules/{name}", "POST /ui/schedules/{name}/approve", "POST /ui/schedules/{name}/reject":
+				case "GET /ui/schedules/{name}", "POST /ui/schedules/{name}/approve", "POST /ui/schedules/{name}/reject",
+					"POST /ui/schedules/{name}/pause", "POST /ui/schedules/{name}/resume", "POST /ui/schedules/{name}/delete":
 					sc := e.createSchedule(fmt.Sprintf("sch-%d", scheduleSeq.Add(1)), "someone")
+					switch route {
+					case "POST /ui/schedules/{name}/pause", "POST /ui/schedules/{name}/delete":
+						e.approveSchedule(sc.Name)
+					case "POST /ui/schedules/{name}/resume":
+						e.approveSchedule(sc.Name)
+						e.pauseSchedule(sc.Name)
+					}
+					form.Set("confirm", "yes")
 					path = strings.Replace(path, "{name}", sc.Name, 1)
 					form.Set("reason", "checked")
 					form.Set("digest", sc.Digest)

@@ -46,8 +46,8 @@ var runs = []run{
 	{"./agent", "^BenchmarkQueueThroughput$", "2s"},
 	{"./e2e", "^BenchmarkAgentIdleRSS$", "1x"},
 	{"./core/orchestrate", "^BenchmarkPass$", "1x"},           // 100 to 10,000 nodes: its own samples per size
-	{"./core/orchestrate", "^BenchmarkRunWaves$", "1x"},       // one run of ten waves
-	{"./core/orchestrate", "^BenchmarkProcedure$", "1x"},      // one run of ten waves of three steps
+	{"./core/orchestrate", "^BenchmarkRunWaves$", "3x"},       // three runs of ten waves: the median ratio
+	{"./core/orchestrate", "^BenchmarkProcedure$", "3x"},      // three runs of ten waves of three steps
 	{"./e2e", "^BenchmarkCore$/^nodes=10$/^approve$", "200x"}, // one approval at a time, no pass in between
 	{"./e2e", "^BenchmarkCore$/^nodes=10$/^rss$", "5x"},       // five nudged passes
 	{"./e2e", "^BenchmarkCore$/^nodes=1000$", "20x"},
@@ -148,17 +148,18 @@ var rows = []row{
 	{"approval → RUNNING p50 (ms), 10,000 nodes, during passes", "approve_busy_p50_ms_10000", "", "", nil},
 	{"approval → RUNNING p99 (ms), 10,000 nodes, during passes", "approve_busy_p99_ms_10000", "approve_busy_pass_ms_10000", "ms, mean pass of 10,000 nodes", &goal{"<", 250}},
 	{"run of 1,000 nodes × 1 s sleep, 10% at once, no gossip: wall time (s)", "run_waves_wall_s", "run_waves_ideal_s", "s ideal (10 waves × 1 s)", nil},
-	{"… as a ratio of the ideal", "run_waves_ratio", "run_waves_interval_s", "s interval", &goal{"<=", 1.3}},
+	{"… as a ratio of the ideal: median of 3", "run_waves_ratio", "run_waves_ratio_spread", "spread", &goal{"<=", 1.3}},
 	{"… overhead per wave (ms): (wall − ideal) ÷ 10", "run_waves_overhead_ms", "run_waves_gap_ms", "ms gap: a wave's last finish → next first start", &goal{"<", 300}},
 	{"run of 100 nodes × 1 s sleep, 10% at once, gossip on: wall time (s)", "run_waves_wall_s_gossip_100", "run_waves_ideal_s_gossip_100", "s ideal (10 waves × 1 s)", nil},
-	{"… as a ratio of the ideal", "run_waves_ratio_gossip_100", "run_waves_interval_s_gossip_100", "s interval", &goal{"<=", 1.3}},
+	{"… as a ratio of the ideal: median of 3", "run_waves_ratio_gossip_100", "run_waves_ratio_spread_gossip_100", "spread", &goal{"<=", 1.3}},
 	{"… overhead per wave (ms): (wall − ideal) ÷ 10", "run_waves_overhead_ms_gossip_100", "run_waves_gap_ms_gossip_100", "ms gap: a wave's last finish → next first start", &goal{"<", 300}},
 	{"… a slot's turnover p50 (ms): a child ends on its agent → the next node's child starts", "run_waves_turnover_p50_ms", "run_waves_turnover_p99_ms", "ms p99", nil},
 	{"procedure of 1,000 nodes × 3 steps of 1 s sleep, 10% at once, no gossip: wall time (s)", "procedure_wall_s", "procedure_ideal_s", "s ideal (10 waves × 3 s)", nil},
-	{"… as a ratio of the ideal", "procedure_ratio", "procedure_turnover_p50_ms", "ms p50 turnover: a node's last step ends → the next node's first starts", &goal{"<=", 1.3}},
+	{"… as a ratio of the ideal: median of 3", "procedure_ratio", "procedure_ratio_spread", "spread", &goal{"<=", 1.3}},
+	{"… a slot's turnover p50 (ms): a node's last step ends → the next node's first starts", "procedure_turnover_p50_ms", "procedure_turnover_p99_ms", "ms p99", nil},
 	{"… a step's end → the node's next step started, p99 (ms)", "step_latency_p99_ms", "step_latency_p50_ms", "ms p50", nil},
 	{"procedure of 100 nodes × 3 steps of 1 s sleep, 10% at once, gossip on: wall time (s)", "procedure_wall_s_gossip_100", "procedure_ideal_s_gossip_100", "s ideal (10 waves × 3 s)", nil},
-	{"… as a ratio of the ideal", "procedure_ratio_gossip_100", "procedure_turnover_p50_ms_gossip_100", "ms p50 turnover", &goal{"<=", 1.3}},
+	{"… as a ratio of the ideal: median of 3", "procedure_ratio_gossip_100", "procedure_ratio_spread_gossip_100", "spread", &goal{"<=", 1.3}},
 	{"step on its agent DONE → the node's next step RUNNING p50 (ms), gossip on", "step_latency_p50_ms_gossip_100", "step_latency_seen_p50_ms_gossip_100", "ms p50 until the core stored the end", nil},
 	{"step on its agent DONE → the node's next step RUNNING p99 (ms), gossip on", "step_latency_p99_ms_gossip_100", "step_latency_started_p50_ms_gossip_100", "ms p50 from the next child's creation to its start", &goal{"<", 500}},
 	{"procedures in flight read by a sync with a budget (ms), 20 open runs of 1,000 nodes × 3 steps", "inflight_ms_20_runs", "inflight_children_ms_20_runs", "ms to read their children whole", nil},

@@ -145,6 +145,14 @@ func (r *reader) Nodes(ctx context.Context, clusterID string) ([]store.Node, err
 	return out, rows.Err()
 }
 
+func (r *reader) DownNodes(ctx context.Context, clusterID string) ([]string, error) {
+	rows, err := r.query(ctx, `SELECT id FROM nodes WHERE cluster_id = $1 AND status = $2 ORDER BY id`, clusterID, store.NodeDown)
+	if err != nil {
+		return nil, fmt.Errorf("down nodes: %w", err)
+	}
+	return pgx.CollectRows(rows, pgx.RowTo[string])
+}
+
 func (r *reader) Node(ctx context.Context, clusterID, nodeID string) (*store.Node, error) {
 	n, err := scanNode(r.queryRow(ctx, `SELECT `+nodeColumns+` FROM nodes WHERE cluster_id = $1 AND id = $2`, clusterID, nodeID))
 	if errors.Is(err, pgx.ErrNoRows) {

@@ -91,6 +91,14 @@ func (r *reader) Nodes(ctx context.Context, clusterID string) ([]store.Node, err
 	return out, rows.Err()
 }
 
+func (r *reader) DownNodes(ctx context.Context, clusterID string) ([]string, error) {
+	rows, err := r.tx.QueryContext(ctx, `SELECT id FROM nodes WHERE cluster_id = ? AND status = ? ORDER BY id`, clusterID, store.NodeDown)
+	if err != nil {
+		return nil, fmt.Errorf("down nodes: %w", err)
+	}
+	return scanIDs(rows)
+}
+
 func (r *reader) Node(ctx context.Context, clusterID, nodeID string) (*store.Node, error) {
 	row := r.tx.QueryRowContext(ctx, `SELECT `+nodeColumns+` FROM nodes WHERE cluster_id = ? AND id = ?`, clusterID, nodeID)
 	n, err := scanNode(row)
@@ -225,6 +233,11 @@ func (r *reader) ActionIDsWithPrefix(ctx context.Context, prefix string, max int
 	if err != nil {
 		return nil, fmt.Errorf("actions with prefix %q: %w", prefix, err)
 	}
+	return scanIDs(rows)
+}
+
+// scanIDs reads and closes rows of one text column.
+func scanIDs(rows *sql.Rows) ([]string, error) {
 	defer rows.Close()
 	var out []string
 	for rows.Next() {

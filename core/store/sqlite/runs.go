@@ -83,16 +83,7 @@ func (r *reader) RunIDsWithPrefix(ctx context.Context, prefix string, max int) (
 	if err != nil {
 		return nil, fmt.Errorf("runs with prefix %q: %w", prefix, err)
 	}
-	defer rows.Close()
-	var ids []string
-	for rows.Next() {
-		var id string
-		if err := rows.Scan(&id); err != nil {
-			return nil, err
-		}
-		ids = append(ids, id)
-	}
-	return ids, rows.Err()
+	return scanIDs(rows)
 }
 
 // ListRuns lists runs by the statement core/store builds for both

@@ -35,6 +35,7 @@ func Run(t *testing.T, db NewDB) {
 	}{
 		{"ClusterAndNodeRoundTrip", testClusterAndNodeRoundTrip},
 		{"NodeErrors", testNodeErrors},
+		{"DownNodesOfOneClusterOnly", testDownNodesOfOneClusterOnly},
 		{"ActionRoundTrip", testActionRoundTrip},
 		{"History", testHistory},
 		{"Tokens", testTokens},
@@ -1245,6 +1246,40 @@ func testEventsAreNumberedInCommitOrder(t *testing.T, db NewDB) {
 		}
 		if len(missed) > 0 {
 			t.Errorf("the follower missed events %v (committed after a larger number was read)", missed)
+		}
+		return nil
+	})
+}
+
+// DownNodes names the DOWN nodes of one cluster, in order, and no other:
+// the last commit of a full sync decides the cluster's status from it
+// without reading every node whole.
+func testDownNodesOfOneClusterOnly(t *testing.T, db NewDB) {
+	s := setup(t, db)
+	putClusterNode(t, s, "c1", "n1", "n2", "n3", "n4")
+	putClusterNode(t, s, "c2", "n1", "n2")
+	update(t, s, func(ctx context.Context, tx store.Tx) error {
+		for _, n := range []store.Node{
+			{ClusterID: "c1", ID: "n3", Addr: "n3:7420", Source: store.SourceStatic, Status: store.NodeDown, StatusReason: "no answer"},
+			{ClusterID: "c1", ID: "n1", Addr: "n1:7420", Source: store.SourceStatic, Status: store.NodeDown, StatusReason: "left", DownCause: store.CauseLeft},
+			{ClusterID: "c1", ID: "n2", Addr: "n2:7420", Source: store.SourceStatic, Status: store.NodeUp},
+			{ClusterID: "c2", ID: "n2", Addr: "n2:7420", Source: store.SourceStatic, Status: store.NodeDown},
+		} {
+			if err := tx.PutNode(ctx, &n); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	read(t, s, func(ctx context.Context, r store.Reader) error {
+		for cluster, want := range map[string][]string{"c1": {"n1", "n3"}, "c2": {"n2"}, "none": nil} {
+			got, err := r.DownNodes(ctx, cluster)
+			if err != nil {
+				return err
+			}
+			if !slices.Equal(got, want) {
+				t.Errorf("DownNodes(%s) = %v, want %v", cluster, got, want)
+			}
 		}
 		return nil
 	})
