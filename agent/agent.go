@@ -144,7 +144,7 @@ func (a *Agent) Run(ctx context.Context) error {
 		NodeID: cfg.NodeID, ClusterID: cfg.ClusterID, Version: version.Version, Labels: cfg.Labels,
 		DefaultTimeout: cfg.Actions.DefaultTimeout,
 		Queue:          q, Runner: run, Kinds: reg, Gatherer: prom, Registerer: prom, Log: a.log,
-		Caller: apiCaller(cfg.API), Hosts: apiHosts(cfg),
+		Caller: apiCaller(cfg.API), Hosts: apiHosts(cfg), MaxWait: api.WaitBound(cfg.API.WriteTimeout),
 	})
 	// Refused TLS handshakes (no or a wrong client certificate) land in
 	// the error log.
@@ -152,6 +152,9 @@ func (a *Agent) Run(ctx context.Context) error {
 		slog.NewLogLogger(a.log.With("component", "api").Handler(), slog.LevelWarn))
 	// Requests over the socket carry the caller's uid.
 	httpSrv.ConnContext = api.ConnContext
+	// A blocking GET of the changes is answered as the server shuts down,
+	// not held until its wait ends.
+	httpSrv.RegisterOnShutdown(srv.EndWaits)
 	var lns []net.Listener
 	closeAll := func() {
 		for _, ln := range lns {

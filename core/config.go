@@ -164,6 +164,11 @@ type OrchestrateConfig struct {
 	// RunPoll: how often the nodes holding an unfinished child of a running
 	// run are synced, so that its next wave does not wait for the interval.
 	RunPoll time.Duration `mapstructure:"run_poll" yaml:"run_poll"`
+	// RunWatch: the nodes holding an unfinished child of a run are watched
+	// with blocking GETs of their agents' changes, so that the child's end
+	// is seen at once without gossip (docs/architecture.md, "Node syncs and
+	// reactive progress").
+	RunWatch bool `mapstructure:"run_watch" yaml:"run_watch"`
 }
 
 // GossipConfig is the core's membership in the gossip pool, where agents
@@ -209,6 +214,7 @@ func DefaultConfig() Config {
 			AgentTimeout:     5 * time.Second,
 			ScheduleTTL:      24 * time.Hour,
 			RunPoll:          250 * time.Millisecond,
+			RunWatch:         true,
 		},
 		AgentsCA:        AgentsCAConfig{Lifetime: enroll.DefaultLifetime},
 		Approval:        approval.DefaultPolicy(),

@@ -168,6 +168,7 @@ func (c *Core) Run(ctx context.Context) error {
 		ApprovalTTL:      cfg.Approval.TTL,
 		ScheduleTTL:      cfg.Orchestrate.ScheduleTTL,
 		RunPoll:          cfg.Orchestrate.RunPoll,
+		NoRunWatch:       !cfg.Orchestrate.RunWatch,
 		AgentTLS:         atls,
 		StaticLabels:     discovery.StaticLabels(cfg.Clusters),
 		Budget:           budgets,

@@ -14,9 +14,11 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"net/url"
 	"os"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/labstack/echo/v5"
@@ -39,6 +41,8 @@ type Queue interface {
 	Enqueue(ctx context.Context, a *action.Action, actor string) (*action.Action, bool, error)
 	Get(ctx context.Context, id string) (*action.Action, error)
 	Changes(ctx context.Context, since int64, limit int) ([]action.Action, int64, bool, error)
+	// Changed returns a channel closed by the next committed change.
+	Changed() <-chan struct{}
 	Ack(ctx context.Context, cursor int64) error
 	Cancel(ctx context.Context, id, actor string) (*action.Action, bool, error)
 	Counts(ctx context.Context) (map[action.State]int, error)
@@ -72,6 +76,9 @@ const (
 	MaxBody      = 1 << 20
 	DefaultLimit = 500
 	MaxLimit     = 5000
+	// MaxWait bounds the wait of a blocking GET /api/v1/actions: a longer
+	// wait is cut to it (and to Config.MaxWait).
+	MaxWait = 30 * time.Second
 )
 
 // Config configures the API.
@@ -101,6 +108,17 @@ type Config struct {
 	// a web page whose name resolves to this agent (DNS rebinding) sends its
 	// own.
 	Hosts []string
+	// MaxWait, when positive and below MaxWait, bounds the wait of a
+	// blocking GET /api/v1/actions (the agent keeps it below the server's
+	// write timeout: WaitBound).
+	MaxWait time.Duration
+}
+
+// WaitBound is the longest wait a server whose answers must be written
+// within writeTimeout may hold a GET /api/v1/actions for: MaxWait, or three
+// quarters of writeTimeout when that is shorter.
+func WaitBound(writeTimeout time.Duration) time.Duration {
+	return min(MaxWait, writeTimeout-writeTimeout/4)
 }
 
 // Server is the agent API.
@@ -111,6 +129,11 @@ type Server struct {
 	// ownUID is the agent's own user: like root, it may cancel any action
 	// over the socket.
 	ownUID int
+	// maxWait bounds the wait of a blocking GET actions; ending is closed
+	// by EndWaits.
+	maxWait time.Duration
+	endOnce sync.Once
+	ending  chan struct{}
 }
 
 // New builds the API; serving it is the caller's job (Handler).
@@ -118,7 +141,11 @@ func New(cfg Config) *Server {
 	if cfg.Log == nil {
 		cfg.Log = slog.New(slog.DiscardHandler)
 	}
-	s := &Server{cfg: cfg, echo: echo.New(), hosts: map[string]bool{"localhost": true}, ownUID: os.Getuid()}
+	s := &Server{cfg: cfg, echo: echo.New(), hosts: map[string]bool{"localhost": true}, ownUID: os.Getuid(),
+		maxWait: MaxWait, ending: make(chan struct{})}
+	if cfg.MaxWait > 0 && cfg.MaxWait < MaxWait {
+		s.maxWait = cfg.MaxWait
+	}
 	for _, h := range cfg.Hosts {
 		s.hosts[normalHost(h)] = true
 	}
@@ -145,6 +172,11 @@ func New(cfg Config) *Server {
 
 // Handler returns the HTTP handler.
 func (s *Server) Handler() http.Handler { return s.echo }
+
+// EndWaits answers every blocking GET /api/v1/actions now, and every later
+// one at once, so that a server shutting down is not held by them
+// (http.Server.RegisterOnShutdown). It is idempotent.
+func (s *Server) EndWaits() { s.endOnce.Do(func() { close(s.ending) }) }
 
 // checkCaller lets in a request over the Unix socket whose caller the
 // kernel named, and over TCP, when Config.Caller is set, only a verified
@@ -238,38 +270,92 @@ func (s *Server) info(c *echo.Context) error {
 	})
 }
 
-func (s *Server) changes(c *echo.Context) error {
-	ctx := c.Request().Context()
-	since := int64(0)
-	if v := c.QueryParam("since"); v != "" {
-		n, err := strconv.ParseInt(v, 10, 64)
+// changesQuery is the query of GET /api/v1/actions.
+type changesQuery struct {
+	since int64
+	limit int
+	// wait: hold the request up to this long while nothing changed after
+	// since (0: answer at once).
+	wait time.Duration
+}
+
+// parseChangesQuery decodes and checks the query of GET /api/v1/actions; an
+// error maps to a 400. A wait longer than maxWait is cut to it.
+func parseChangesQuery(v url.Values, maxWait time.Duration) (changesQuery, error) {
+	q := changesQuery{limit: DefaultLimit}
+	bad := func(msg string) error { return apiErr(http.StatusBadRequest, wire.CodeBadRequest, msg) }
+	if s := v.Get("since"); s != "" {
+		n, err := strconv.ParseInt(s, 10, 64)
 		if err != nil || n < 0 {
-			return apiErr(http.StatusBadRequest, wire.CodeBadRequest, "since must be a non-negative integer cursor")
+			return changesQuery{}, bad("since must be a non-negative integer cursor")
 		}
-		since = n
+		q.since = n
 	}
-	limit := DefaultLimit
-	if v := c.QueryParam("limit"); v != "" {
-		n, err := strconv.Atoi(v)
+	if s := v.Get("limit"); s != "" {
+		n, err := strconv.Atoi(s)
 		if err != nil || n < 1 || n > MaxLimit {
-			return apiErr(http.StatusBadRequest, wire.CodeBadRequest, fmt.Sprintf("limit must be between 1 and %d", MaxLimit))
+			return changesQuery{}, bad(fmt.Sprintf("limit must be between 1 and %d", MaxLimit))
 		}
-		limit = n
+		q.limit = n
 	}
 	// A GET changes nothing: acknowledging is POST /api/v1/actions/ack.
 	// ack=1, which cores of the previous release send, is accepted and
 	// ignored for one release, so that they keep pulling while the agents are
 	// upgraded first (finished records then wait for retention_max).
-	switch c.QueryParam("ack") {
+	switch v.Get("ack") {
 	case "", "0", "1":
 	default:
-		return apiErr(http.StatusBadRequest, wire.CodeBadRequest, "ack must be 0 or 1")
+		return changesQuery{}, bad("ack must be 0 or 1")
 	}
-	acts, next, more, err := s.cfg.Queue.Changes(ctx, since, limit)
+	if s := v.Get("wait"); s != "" {
+		d, err := time.ParseDuration(s)
+		if err != nil || d < 0 || (s[0] != '.' && (s[0] < '0' || s[0] > '9')) {
+			return changesQuery{}, bad(fmt.Sprintf("wait must be a non-negative duration such as 20s (at most %s is held)", maxWait))
+		}
+		q.wait = min(d, maxWait)
+	}
+	return q, nil
+}
+
+// changes lists the actions changed after a cursor. With wait, when none
+// changed, it holds the request until one does (Queue.Changed, taken before
+// each read so that no commit between the read and the wait is missed),
+// the wait ends, the caller leaves or the server shuts down (EndWaits), and
+// then answers as without it: an empty page when nothing changed
+// (docs/architecture.md, "The agent").
+func (s *Server) changes(c *echo.Context) error {
+	ctx := c.Request().Context()
+	q, err := parseChangesQuery(c.QueryParams(), s.maxWait)
 	if err != nil {
 		return err
 	}
-	return c.JSON(http.StatusOK, wire.ChangesPage{Actions: acts, NextCursor: next, More: more})
+	var timeout <-chan time.Time
+	if q.wait > 0 {
+		t := time.NewTimer(q.wait)
+		defer t.Stop()
+		timeout = t.C
+	}
+	for {
+		var changed <-chan struct{}
+		if timeout != nil {
+			changed = s.cfg.Queue.Changed()
+		}
+		acts, next, more, err := s.cfg.Queue.Changes(ctx, q.since, q.limit)
+		if err != nil {
+			return err
+		}
+		if len(acts) > 0 || timeout == nil {
+			return c.JSON(http.StatusOK, wire.ChangesPage{Actions: acts, NextCursor: next, More: more})
+		}
+		select {
+		case <-changed:
+			continue
+		case <-timeout:
+		case <-ctx.Done():
+		case <-s.ending:
+		}
+		return c.JSON(http.StatusOK, wire.ChangesPage{Actions: acts, NextCursor: next, More: more})
+	}
 }
 
 // ack records that the caller (the core) has durably stored every change up

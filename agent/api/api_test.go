@@ -8,6 +8,7 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"net/url"
 	"slices"
 	"strings"
 	"sync"
@@ -521,4 +522,175 @@ func TestOpenAPIDocumentNamesEveryRoute(t *testing.T) {
 	if got, want := served.Operations(), contract.spec.Operations(); !slices.Equal(got, want) {
 		t.Fatalf("served operations %q, repository's %q", got, want)
 	}
+}
+
+// changedSpy tells when a blocking GET of the changes is about to wait.
+type changedSpy struct {
+	*queue.Queue
+	waiting chan struct{}
+}
+
+func (q *changedSpy) Changed() <-chan struct{} {
+	ch := q.Queue.Changed()
+	select {
+	case q.waiting <- struct{}{}:
+	default:
+	}
+	return ch
+}
+
+// setupWait serves a queue whose Changed calls are told on the returned
+// channel, with maxWait as Config.MaxWait.
+func setupWait(t *testing.T, maxWait time.Duration) (*fixture, *Server, chan struct{}) {
+	t.Helper()
+	q, err := queue.Open(context.Background(), t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	reg, _ := handlers.NewRegistry(nil, handlers.Env{})
+	spy := &changedSpy{Queue: q, waiting: make(chan struct{}, 1)}
+	ctrl := gomock.NewController(t)
+	run := NewMockRunner(ctrl)
+	run.EXPECT().Wake().AnyTimes()
+	srv := New(Config{NodeID: "n1", ClusterID: "c1", DefaultTimeout: time.Hour, Queue: spy, Runner: run, Kinds: reg, MaxWait: maxWait})
+	f, ts := newFixture(t, srv.Handler(), q)
+	t.Cleanup(func() { ts.Close(); q.Close() })
+	return f, srv, spy.waiting
+}
+
+// TestChangesWaitIsHeldUntilAChange: GET actions with wait, when nothing
+// changed after since, answers with the change that comes while it is held,
+// not with the empty page it would have answered at once.
+func TestChangesWaitIsHeldUntilAChange(t *testing.T) {
+	t.Parallel()
+	f, _, waiting := setupWait(t, 0)
+	type answer struct {
+		status int
+		page   wire.ChangesPage
+		raw    []byte
+	}
+	got := make(chan answer, 1)
+	go func() {
+		st, b := f.do(t, "GET", "/api/v1/actions?since=0&limit=1&wait=30s", "")
+		var p wire.ChangesPage
+		_ = json.Unmarshal(b, &p)
+		got <- answer{st, p, b}
+	}()
+	select {
+	case <-waiting: // the handler took the signal and reads next; the push may come before or after its read
+	case <-time.After(10 * time.Second):
+		t.Fatal("the GET never reached the queue")
+	}
+	st, b := f.do(t, "POST", "/api/v1/actions", `{"kind":"muster.io/debug.sleep","args":{"seconds":60}}`)
+	if st != http.StatusCreated {
+		t.Fatalf("push: %d %s", st, b)
+	}
+	pushed := decode[action.Action](t, b)
+	select {
+	case a := <-got:
+		if a.status != http.StatusOK || len(a.page.Actions) != 1 || a.page.Actions[0].ID != pushed.ID || a.page.NextCursor == 0 {
+			t.Fatalf("held GET answered %d %s, want the pushed action", a.status, a.raw)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("the held GET did not answer the change within 10s of its 30s wait")
+	}
+}
+
+// TestChangesWaitAnswersEmptyWhenItEnds: a held GET with nothing to report
+// answers an empty page at the end of its wait, cut to the server's bound,
+// and at once when the server shuts down (EndWaits); a GET with changes
+// answers at once whatever its wait.
+func TestChangesWaitAnswersEmptyWhenItEnds(t *testing.T) {
+	t.Parallel()
+	f, srv, _ := setupWait(t, 200*time.Millisecond)
+	if st, b := f.do(t, "POST", "/api/v1/actions", `{"kind":"muster.io/debug.sleep","args":{"seconds":60}}`); st != http.StatusCreated {
+		t.Fatalf("push: %d %s", st, b)
+	}
+	begin := time.Now()
+	st, b := f.do(t, "GET", "/api/v1/actions?since=0&wait=1h", "")
+	if page := decode[wire.ChangesPage](t, b); st != 200 || len(page.Actions) != 1 {
+		t.Fatalf("GET with a change: %d %s", st, b)
+	}
+	if d := time.Since(begin); d > 10*time.Second {
+		t.Fatalf("GET with a change waited %s", d)
+	}
+	cursor := decode[wire.ChangesPage](t, b).NextCursor
+	for _, wait := range []string{"50ms", "1h"} { // 1h is cut to the bound, 200ms
+		begin := time.Now()
+		st, b := f.do(t, "GET", fmt.Sprintf("/api/v1/actions?since=%d&wait=%s", cursor, wait), "")
+		held := time.Since(begin)
+		page := decode[wire.ChangesPage](t, b)
+		if st != 200 || len(page.Actions) != 0 || page.More || page.NextCursor != cursor {
+			t.Fatalf("wait=%s: %d %s, want an empty page at cursor %d", wait, st, b, cursor)
+		}
+		if held < 50*time.Millisecond || held > 10*time.Second {
+			t.Fatalf("wait=%s: answered after %s", wait, held)
+		}
+	}
+	srv.EndWaits()
+	srv.EndWaits() // idempotent
+	begin = time.Now()
+	st, b = f.do(t, "GET", fmt.Sprintf("/api/v1/actions?since=%d&wait=30s", cursor), "")
+	if st != 200 || len(decode[wire.ChangesPage](t, b).Actions) != 0 {
+		t.Fatalf("after EndWaits: %d %s", st, b)
+	}
+	if held := time.Since(begin); held > 5*time.Second {
+		t.Fatalf("after EndWaits a GET was held %s", held)
+	}
+}
+
+// TestChangesRefusesABadWait: wait must be a non-negative Go duration.
+func TestChangesRefusesABadWait(t *testing.T) {
+	t.Parallel()
+	f := setup(t)
+	for _, bad := range []string{"wait=x", "wait=-1s", "wait=1", "wait=10", "wait=1s2"} {
+		st, b := f.do(t, "GET", "/api/v1/actions?"+bad, "")
+		if st != http.StatusBadRequest {
+			t.Errorf("%s: status %d, want 400", bad, st)
+			continue
+		}
+		if env := decode[wire.ErrorBody](t, b); env.Error.Code != wire.CodeBadRequest || !strings.Contains(env.Error.Message, "wait") {
+			t.Errorf("%s: error %s", bad, b)
+		}
+	}
+	if st, b := f.do(t, "GET", "/api/v1/actions?wait=0", ""); st != 200 {
+		t.Errorf("wait=0: %d %s", st, b)
+	}
+	// The bound stays below the server's write timeout.
+	for _, wt := range []time.Duration{time.Second, 10 * time.Second, 60 * time.Second} {
+		if b := WaitBound(wt); b <= 0 || b >= wt || b > MaxWait {
+			t.Errorf("WaitBound(%s) = %s", wt, b)
+		}
+	}
+}
+
+// FuzzParseChangesQuery checks that no query makes the decoder of GET
+// actions panic, that it refuses only with a 4xx, and that what it accepts
+// is within bounds: a wait never past the bound it was given.
+func FuzzParseChangesQuery(f *testing.F) {
+	for _, s := range []string{
+		"", "since=0", "since=12&limit=1&wait=20s", "wait=1h", "wait=0", "wait=.5s", "wait=1m30s",
+		"wait=-1s", "wait=x", "wait=1", "wait=+1s", "wait=1e9s", "wait=9223372036854775807ns",
+		"wait=1.5.5s", "since=-1", "limit=0", "limit=5001", "ack=1&wait=5s", "ack=2", "wait=10s&wait=x",
+		"since=9223372036854775808", "wait=%00", "wait=1µs", "since=1&limit=5000&ack=0&wait=30s",
+	} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, raw string) {
+		v, err := url.ParseQuery(raw)
+		if err != nil {
+			return
+		}
+		const bound = 7 * time.Second
+		q, err := parseChangesQuery(v, bound)
+		if err != nil {
+			if st := classify(err).status; st != http.StatusBadRequest {
+				t.Fatalf("%q refused with %d: %v", raw, st, err)
+			}
+			return
+		}
+		if q.since < 0 || q.limit < 1 || q.limit > MaxLimit || q.wait < 0 || q.wait > bound {
+			t.Fatalf("%q accepted out of bounds: %+v", raw, q)
+		}
+	})
 }

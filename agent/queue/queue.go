@@ -14,6 +14,7 @@ import (
 	"fmt"
 	"io/fs"
 	"path/filepath"
+	"sync"
 	"time"
 
 	"github.com/musterhq/muster/shared/action"
@@ -39,6 +40,11 @@ type Queue struct {
 	db      *sqlite.DB
 	storeID string
 	now     func() time.Time
+
+	// changed is closed, and replaced, after every committed change
+	// (Changed).
+	changeMu sync.Mutex
+	changed  chan struct{}
 }
 
 // Open opens (creating if needed) the queue at <dataDir>/agent.db.
@@ -51,7 +57,7 @@ func Open(ctx context.Context, dataDir string) (*Queue, error) {
 	if err != nil {
 		return nil, err
 	}
-	q := &Queue{db: db, now: time.Now}
+	q := &Queue{db: db, now: time.Now, changed: make(chan struct{})}
 	if err := q.loadStoreID(ctx); err != nil {
 		db.Close()
 		return nil, err
@@ -78,6 +84,27 @@ func (q *Queue) loadStoreID(ctx context.Context) error {
 		}
 		return err
 	})
+}
+
+// Changed returns a channel that is closed once a change of the queue (one
+// that moves the change sequence) is committed after this call. A reader
+// that waits for changes after a cursor takes it before it reads them, so
+// that a change committed between its read and its wait still wakes it
+// (docs/architecture.md, "The agent").
+func (q *Queue) Changed() <-chan struct{} {
+	q.changeMu.Lock()
+	defer q.changeMu.Unlock()
+	return q.changed
+}
+
+// notify wakes every reader waiting on Changed. It is called after a
+// commit; a call for a transaction that changed nothing only wakes the
+// readers early, and they read again.
+func (q *Queue) notify() {
+	q.changeMu.Lock()
+	defer q.changeMu.Unlock()
+	close(q.changed)
+	q.changed = make(chan struct{})
 }
 
 // ConflictError carries the record that holds the id (wraps ErrConflict).
@@ -149,6 +176,9 @@ func (q *Queue) Enqueue(ctx context.Context, a *action.Action, actor string) (*a
 	})
 	if err != nil {
 		return nil, false, err
+	}
+	if created {
+		q.notify()
 	}
 	return out, created, nil
 }
@@ -262,6 +292,9 @@ func (q *Queue) Claim(ctx context.Context, actor string) (a *action.Action, resu
 		a, resumed, cancelRequested, err = q.claimTx(ctx, tx, actor)
 		return err
 	})
+	if err == nil && a != nil && !resumed {
+		q.notify()
+	}
 	return a, resumed, cancelRequested, err
 }
 
@@ -315,10 +348,14 @@ type Step struct {
 // that changed nothing writes nothing. It returns the record as stored.
 func (q *Queue) SaveStep(ctx context.Context, id, actor string, s Step) (*action.Action, error) {
 	var out *action.Action
+	changed := false
 	err := q.db.InTx(ctx, func(tx *sql.Tx) (err error) {
-		out, err = q.saveStepTx(ctx, tx, id, actor, s)
+		out, changed, err = q.saveStepTx(ctx, tx, id, actor, s)
 		return err
 	})
+	if err == nil && changed {
+		q.notify()
+	}
 	return out, err
 }
 
@@ -331,26 +368,30 @@ func (q *Queue) Finish(ctx context.Context, id, actor string, s Step) (next *act
 		return nil, false, fmt.Errorf("finish %s: %w", id, action.CheckTransition(action.Running, s.State))
 	}
 	err = q.db.InTx(ctx, func(tx *sql.Tx) error {
-		if _, err := q.saveStepTx(ctx, tx, id, actor, s); err != nil {
+		if _, _, err := q.saveStepTx(ctx, tx, id, actor, s); err != nil {
 			return err
 		}
 		next, _, cancelRequested, err = q.claimTx(ctx, tx, actor)
 		return err
 	})
+	if err == nil {
+		q.notify() // a final step always changes the record
+	}
 	return next, cancelRequested, err
 }
 
-func (q *Queue) saveStepTx(ctx context.Context, tx *sql.Tx, id, actor string, s Step) (*action.Action, error) {
+// saveStepTx commits one step; changed is false when it wrote nothing.
+func (q *Queue) saveStepTx(ctx context.Context, tx *sql.Tx, id, actor string, s Step) (_ *action.Action, changed bool, _ error) {
 	cur, err := getTx(ctx, tx, id)
 	if err != nil {
-		return nil, err
+		return nil, false, err
 	}
 	if cur.State != action.Running {
-		return nil, fmt.Errorf("save step of %s: %w", id, action.CheckTransition(cur.State, s.State))
+		return nil, false, fmt.Errorf("save step of %s: %w", id, action.CheckTransition(cur.State, s.State))
 	}
 	if s.State != action.Running {
 		if err := action.CheckTransition(cur.State, s.State); err != nil {
-			return nil, err
+			return nil, false, err
 		}
 	}
 	progress := s.Progress
@@ -359,18 +400,18 @@ func (q *Queue) saveStepTx(ctx context.Context, tx *sql.Tx, id, actor string, s 
 	}
 	output := action.ClipOutput(s.Output)
 	if s.State == action.Running && string(progress) == string(cur.Progress) && output == cur.Output {
-		return cur, nil
+		return cur, false, nil
 	}
 	now := action.UTC(q.now())
 	seq, err := bump(ctx, tx)
 	if err != nil {
-		return nil, err
+		return nil, false, err
 	}
 	var finished *time.Time
 	if s.State.Final() {
 		finished = &now
 		if err := addHistory(ctx, tx, id, now, cur.State, s.State, actor, s.Reason); err != nil {
-			return nil, err
+			return nil, false, err
 		}
 	}
 	outputs := cur.Outputs
@@ -382,11 +423,11 @@ func (q *Queue) saveStepTx(ctx context.Context, tx *sql.Tx, id, actor string, s 
 		s.State, s.Reason, string(progress), output, sqlite.NullMicros(finished), sqlite.Micros(now), seq,
 		string(outputs), id)
 	if err != nil {
-		return nil, fmt.Errorf("save step: %w", err)
+		return nil, false, fmt.Errorf("save step: %w", err)
 	}
 	cur.State, cur.StateReason, cur.Progress, cur.Output, cur.Outputs = s.State, s.Reason, progress, output, outputs
 	cur.FinishedTS, cur.UpdatedTS = finished, now
-	return cur, nil
+	return cur, true, nil
 }
 
 // Cancel cancels a NEW action at once, or marks a RUNNING one for the
@@ -429,6 +470,9 @@ func (q *Queue) Cancel(ctx context.Context, id, actor string) (a *action.Action,
 		a = cur
 		return nil
 	})
+	if err == nil && !running {
+		q.notify()
+	}
 	return a, running, err
 }
 

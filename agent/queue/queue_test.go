@@ -416,3 +416,98 @@ func TestOutputsAreKeptWithTheFinalState(t *testing.T) {
 		t.Fatalf("outputs after reopening: %s, %v", got.Outputs, err)
 	}
 }
+
+// closed reports whether ch is closed now.
+func closed(ch <-chan struct{}) bool {
+	select {
+	case <-ch:
+		return true
+	default:
+		return false
+	}
+}
+
+// TestChangedIsClosedByEveryCommittedChange: a channel taken from Changed
+// is closed by the next change that moves the change sequence (queued,
+// claimed, a step that changed something, finished, cancelled) and by
+// nothing else, so a blocking GET of the changes wakes for each of them.
+func TestChangedIsClosedByEveryCommittedChange(t *testing.T) {
+	t.Parallel()
+	q, _, _ := setup(t)
+	ctx := context.Background()
+	step := func(name string, wantWake bool, fn func() error) {
+		t.Helper()
+		ch := q.Changed()
+		if err := fn(); err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+		if got := closed(ch); got != wantWake {
+			t.Fatalf("%s: waiter woken %v, want %v", name, got, wantWake)
+		}
+	}
+	a := newAction("muster.io/debug.sleep", `{"seconds":1}`)
+	b := newAction("muster.io/debug.ping", `{}`)
+	step("enqueue", true, func() error { _, _, err := q.Enqueue(ctx, a, "test"); return err })
+	step("repeat enqueue", false, func() error { _, _, err := q.Enqueue(ctx, a, "test"); return err })
+	step("enqueue another", true, func() error { _, _, err := q.Enqueue(ctx, b, "test"); return err })
+	step("claim", true, func() error { _, _, _, err := q.Claim(ctx, "n1"); return err })
+	step("resume", false, func() error { _, _, _, err := q.Claim(ctx, "n1"); return err })
+	step("step with progress", true, func() error {
+		_, err := q.SaveStep(ctx, a.ID, "n1", Step{State: action.Running, Progress: json.RawMessage(`{"d":1}`)})
+		return err
+	})
+	step("step without change", false, func() error {
+		_, err := q.SaveStep(ctx, a.ID, "n1", Step{State: action.Running, Progress: json.RawMessage(`{"d":1}`)})
+		return err
+	})
+	step("cancel of the running one", false, func() error { _, _, err := q.Cancel(ctx, a.ID, "test"); return err })
+	step("finish", true, func() error { _, _, err := q.Finish(ctx, a.ID, "n1", Step{State: action.Done}); return err })
+	c := newAction("muster.io/debug.ping", `{}`)
+	enqueue(t, q, c)
+	step("cancel of a new one", true, func() error { _, _, err := q.Cancel(ctx, c.ID, "test"); return err })
+	step("ack", false, func() error { return q.Ack(ctx, 1) })
+}
+
+// TestChangedLosesNoWakeup: readers that take Changed before reading the
+// changes after their cursor, and wait on it when there are none, see
+// every change of writers that commit meanwhile, however the two
+// interleave: none waits for a change that was already committed.
+func TestChangedLosesNoWakeup(t *testing.T) {
+	t.Parallel()
+	q, _, _ := setup(t)
+	ctx := context.Background()
+	const readers, writes = 4, 50
+	var wg sync.WaitGroup
+	seen := make([]int, readers)
+	for r := range readers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			var cursor int64
+			deadline := time.After(30 * time.Second)
+			for seen[r] < writes {
+				ch := q.Changed()
+				acts, next, _, err := q.Changes(ctx, cursor, 1000)
+				if err != nil {
+					t.Error(err)
+					return
+				}
+				seen[r] += len(acts)
+				cursor = next
+				if len(acts) > 0 {
+					continue
+				}
+				select {
+				case <-ch:
+				case <-deadline:
+					t.Errorf("reader %d saw %d of %d changes: a wake-up was lost", r, seen[r], writes)
+					return
+				}
+			}
+		}()
+	}
+	for range writes {
+		enqueue(t, q, newAction("muster.io/debug.ping", `{}`))
+	}
+	wg.Wait()
+}

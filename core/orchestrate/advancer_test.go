@@ -6,7 +6,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/musterhq/muster/core/actions"
 	"github.com/musterhq/muster/core/store"
+	"github.com/musterhq/muster/shared/action"
 	"github.com/musterhq/muster/shared/testwait"
 )
 
@@ -72,5 +74,47 @@ func TestAdvanceRequestsMergeWhileOneRuns(t *testing.T) {
 	testwait.For(t, "the advancer to stop", idle)
 	if n := g.advances.Load(); n != 2 {
 		t.Fatalf("%d advances for four requests, three of them while one ran; want 2", n)
+	}
+}
+
+// TestOnlyAnEndOrASendOfARunsChildAsksForAnAdvance: a commit whose only
+// changes are run children started or reporting progress asks the
+// advancer for nothing (no run can move on for it); a send, an end, a
+// loss, a change of another action or of a node does.
+func TestOnlyAnEndOrASendOfARunsChildAsksForAnAdvance(t *testing.T) {
+	t.Parallel()
+	child := func(st action.State, hist ...action.State) *actions.Change {
+		c := &actions.Change{Rec: store.Record{Action: action.Action{ID: action.NewID(), State: st, RunID: "r1"}}}
+		for _, to := range hist {
+			c.History = append(c.History, action.Transition{To: to})
+		}
+		return c
+	}
+	for _, tc := range []struct {
+		name   string
+		change *actions.Change
+		node   bool
+		want   int
+	}{
+		{"started", child(action.Running, action.Running), false, 0},
+		{"progress", child(action.Running), false, 0},
+		{"sent", child(action.New, action.New), false, 1},
+		{"sent and started", child(action.Running, action.New, action.Running), false, 1},
+		{"ended", child(action.Done, action.Done), false, 1},
+		{"held", child(action.PendingSchedule), false, 1},
+		{"lost", func() *actions.Change { c := child(action.Running); c.Lost = true; return c }(), false, 1},
+		{"an action of no run", func() *actions.Change { c := child(action.Running, action.Running); c.Rec.RunID = ""; return c }(), false, 1},
+		{"started, and a node", child(action.Running, action.Running), true, 1},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			w := newWritePlan()
+			w.add(tc.change)
+			if tc.node {
+				w.nodes = append(w.nodes, store.Node{ID: "n1"})
+			}
+			if got := w.runMoves(); got != tc.want {
+				t.Fatalf("runMoves = %d, want %d", got, tc.want)
+			}
+		})
 	}
 }

@@ -338,6 +338,20 @@ func (f *fakeAgent) calls(prefix string) []string {
 	return out
 }
 
+// seen counts the requests received so far whose "METHOD uri" contains
+// part, forgetting none.
+func (f *fakeAgent) seen(part string) int {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	n := 0
+	for _, r := range f.requests {
+		if strings.Contains(r, part) {
+			n++
+		}
+	}
+	return n
+}
+
 // acks returns how many acknowledgements came, and forgets them.
 func (f *fakeAgent) acks() int {
 	f.mu.Lock()

@@ -56,6 +56,9 @@ type Report struct {
 	// Full is true when this sync compared id sets (every FullSyncEvery
 	// full syncs).
 	Full bool
+	// runMoves counts the changes that may let a run move on
+	// (writePlan.runMoves).
+	runMoves int
 }
 
 // syncDone is the answer to a request that waits.
@@ -710,7 +713,7 @@ func (l *loopRun) commitArrived(j *job, whole bool) {
 		ids = append(ids, vals[i].node.ID)
 	}
 	sig.Send(Step{Cluster: cs.id, Kind: StepCommit, Begin: true, Nodes: ids})
-	changes := j.rep.Changes
+	moves := j.rep.runMoves
 	lost, err := o.commit(j.ctx, cs, vals, whole, j.lost, &j.rep)
 	sig.Send(Step{Cluster: cs.id, Kind: StepCommit, Nodes: ids})
 	j.lost += lost
@@ -737,10 +740,12 @@ func (l *loopRun) commitArrived(j *job, whole bool) {
 	// A child of a run that this commit saw finish may admit the run's
 	// next wave or its node's next step: create them, and sync the nodes
 	// they go to. A child held, or held for a new reason, changes its run's
-	// reason (core/runs). A direct call (Pass, SyncNodes) does it before it
-	// returns; the loop's own syncs leave it to the cluster's advancer, so
-	// that the next commit does not wait for it.
-	if j.rep.Changes > changes || refreshed {
+	// reason (core/runs). A commit that only saw run children sent or
+	// started asks for nothing: no run can move on for it. A direct call
+	// (Pass, SyncNodes) does it before it returns; the loop's own syncs
+	// leave it to the cluster's advancer, so that the next commit does not
+	// wait for it.
+	if j.rep.runMoves > moves || refreshed {
 		if j.direct {
 			o.advanceAndNudge(j.ctx, cs.id)
 		} else {
@@ -962,7 +967,9 @@ func (o *Orchestrator) commit(ctx context.Context, cs *clusterState, nodes []nod
 	for _, wn := range w.warnings {
 		o.log.Warn(wn[0].(string), wn[1:]...)
 	}
+	o.watchSent(cs.id, w)
 	rep.Changes += w.changes()
+	rep.runMoves += w.runMoves()
 	rep.Events += len(w.events) + w.actionEvents()
 	return w.lost, nil
 }

@@ -84,6 +84,9 @@ type Config struct {
 	// running run are synced (those nodes alone), so that a run's next wave
 	// does not wait for the interval when no gossip note tells of the end.
 	RunPoll time.Duration
+	// NoRunWatch turns the run watches off (watch.go): the ends of a run's
+	// children are then seen at the polls of RunPoll alone, without gossip.
+	NoRunWatch bool
 	// HTTPClient reaches the agents (with the agents' TLS settings). Nil
 	// uses a plain client that keeps one idle connection to every node
 	// between passes and opens at most two to a node (the standard
@@ -217,8 +220,12 @@ type Orchestrator struct {
 	log     *slog.Logger
 	hc      *http.Client
 	guarded *http.Client // hc's twin for gossip nodes, with RefuseInternalGossip (else nil)
-	ownHC   bool         // hc was made here: Stop closes its idle connections
-	metrics *metrics
+	// whc and wguarded are hc and guarded for the run watches (watch.go),
+	// on a pool of their own.
+	whc, wguarded *http.Client
+	watch         watchSet
+	ownHC         bool // hc was made here: Stop closes its idle connections
+	metrics       *metrics
 
 	startstop.Base
 	mu       sync.Mutex
@@ -359,12 +366,16 @@ func New(cfg Config, st store.Store, log *slog.Logger, reg prometheus.Registerer
 		hc = &c
 	}
 	hc.CheckRedirect = noRedirect
-	var guarded *http.Client
+	var guarded, wguarded *http.Client
 	if cfg.RefuseInternalGossip {
 		tr := baseTransport(hc)
 		guard(tr)
 		guarded = &http.Client{Transport: tr, CheckRedirect: noRedirect}
+		wtr := watchTransport(hc)
+		guard(wtr)
+		wguarded = &http.Client{Transport: wtr, CheckRedirect: noRedirect}
 	}
+	whc := &http.Client{Transport: watchTransport(hc), CheckRedirect: noRedirect}
 	if cfg.Rules == nil {
 		cfg.Rules = &actions.Rules{Policy: approval.Policy{TTL: cfg.ApprovalTTL}, ScheduleTTL: cfg.ScheduleTTL}
 	}
@@ -375,6 +386,7 @@ func New(cfg Config, st store.Store, log *slog.Logger, reg prometheus.Registerer
 	stopCtx, stopLoop := context.WithCancel(context.Background())
 	return &Orchestrator{
 		cfg: cfg, st: st, log: log.With("component", "orchestrate"), hc: hc, guarded: guarded, ownHC: ownHC, metrics: m,
+		whc: whc, wguarded: wguarded, watch: watchSet{m: map[nodeKey]*watcher{}},
 		rules:    cfg.Rules,
 		clusters: map[string]*clusterState{},
 		gone:     map[string]bool{},
@@ -471,6 +483,7 @@ func (o *Orchestrator) Stop() {
 	o.stopLoop()
 	o.stopWakeups()
 	o.Base.Stop()
+	o.stopWatches()
 	o.loops.Wait()
 	o.mu.Lock()
 	defer o.mu.Unlock()

@@ -15,6 +15,7 @@ import (
 	"github.com/musterhq/muster/core/actions"
 	"github.com/musterhq/muster/core/nodes"
 	"github.com/musterhq/muster/core/store"
+	"github.com/musterhq/muster/shared/action"
 	"github.com/musterhq/muster/shared/labels"
 )
 
@@ -51,6 +52,27 @@ func (w *writePlan) changes() int {
 	n := len(w.order) + len(w.nodes)
 	if w.cluster != nil {
 		n++
+	}
+	return n
+}
+
+// runMoves counts the changes that may let a run move on: all but those of
+// a run's child that was started or reports progress (RUNNING before and
+// after, or NEW to RUNNING), which change nothing a run's advance decides
+// on (docs/architecture.md, "One loop per cluster").
+func (w *writePlan) runMoves() int {
+	n := len(w.nodes)
+	if w.cluster != nil {
+		n++
+	}
+	for _, c := range w.records {
+		started := c.Rec.RunID != "" && c.Rec.State == action.Running && !c.Insert && !c.Lost
+		for _, t := range c.History {
+			started = started && t.To == action.Running
+		}
+		if !started {
+			n++
+		}
 	}
 	return n
 }

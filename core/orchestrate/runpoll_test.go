@@ -60,3 +60,45 @@ func TestARunsNextWaveDoesNotWaitForTheInterval(t *testing.T) {
 		return ok
 	})
 }
+
+// TestRunWatchDoesNotSpinOnAnAgentThatIgnoresWait: an agent of an earlier
+// release answers a blocking GET of its changes at once (it ignores wait).
+// The node's watcher then asks again only after RunPoll, leaving the node
+// to pollRuns, instead of asking again and again.
+func TestRunWatchDoesNotSpinOnAnAgentThatIgnoresWait(t *testing.T) {
+	t.Parallel()
+	pol := approval.DefaultPolicy()
+	engine := &runs.Engine{Policy: pol, Actions: &actions.Rules{Policy: pol}}
+	h := setup(t, Config{Interval: time.Hour, RunPoll: time.Hour, Runs: engine}, "n1")
+	h.update(func(ctx context.Context, tx store.Tx) error {
+		run, err := engine.Create(ctx, tx, &wire.CreateRunRequest{ClusterID: cluster, Stages: []wire.StageSpec{{
+			Kind: "muster.io/debug.sleep", Args: []byte(`{"seconds":60}`), Target: wire.Target{All: true}}}},
+			actions.Actor{Name: "alice"})
+		if err != nil {
+			return err
+		}
+		_, err = engine.Approve(ctx, tx, run.ID, "", actions.Actor{Name: "bob"})
+		return err
+	})
+	h.start()
+	ag := h.agents["n1"]
+	testwait.For(t, "the watcher's first blocking GET", func() bool { return ag.seen("wait=") > 0 })
+	if got := h.o.watched(); len(got) != 1 || got[0] != cluster+"/n1" {
+		t.Fatalf("watched %q, want n1", got)
+	}
+	// Twenty syncs of the node: a watcher asking again at once would have
+	// sent many more GETs meanwhile.
+	for range 20 {
+		if _, err := h.o.SyncNodes(context.Background(), cluster, []string{"n1"}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// One GET may return the pushed child (a change), the next one is
+	// answered at once with nothing: then the watcher waits.
+	if n := ag.seen("wait="); n > 2 {
+		t.Fatalf("%d blocking GETs to an agent that answers them at once, want at most 2", n)
+	}
+	if h.o.liveWatch(nodeKey{cluster, "n1"}) {
+		t.Fatal("the watch of an agent that ignores wait counts as live: pollRuns would poll it less")
+	}
+}

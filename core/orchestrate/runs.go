@@ -151,50 +151,65 @@ func (o *Orchestrator) procedures(ctx context.Context, r store.Reader, clusterID
 	return runs.InFlight(ctx, r, clusterID, now, o.cfg.Budget.Procedure)
 }
 
+// runBusy reads the nodes of the cluster (every cluster when "") that hold
+// an unfinished child of a running run: cluster → node → whether the agent
+// has it (NEW or RUNNING; false: not sent yet).
+func runBusy(ctx context.Context, r store.Reader, clusterID string) (map[string]map[string]bool, error) {
+	busy := map[string]map[string]bool{}
+	running, err := r.RunsInState(ctx, clusterID, store.RunRunning)
+	if err != nil || len(running) == 0 {
+		return busy, err
+	}
+	ids := map[string]bool{}
+	clusters := map[string]bool{}
+	for _, run := range running {
+		ids[run.ID], clusters[run.ClusterID] = true, true
+	}
+	for c := range clusters {
+		open, err := r.OpenActions(ctx, c, "")
+		if err != nil {
+			return nil, err
+		}
+		for i := range open {
+			a := &open[i]
+			if !ids[a.RunID] || !unfinishedChild(a.State) {
+				continue
+			}
+			if busy[c] == nil {
+				busy[c] = map[string]bool{}
+			}
+			busy[c][a.NodeID] = busy[c][a.NodeID] || a.State != action.PendingSchedule
+		}
+	}
+	return busy, nil
+}
+
 // pollRuns, every RunPoll until ctx ends, asks for a sync of each node that
 // holds an unfinished (NEW or RUNNING) child of a running run: that node
 // alone, so the end of a child is seen within RunPoll, not at the next pass,
-// whether or not gossip notes come. A cluster with no running run costs one
-// read a tick for all clusters.
+// whether or not gossip notes come. A node whose watcher's agent holds its
+// requests (watch.go) tells of its ends itself, and is polled only every
+// watchedPollEvery RunPolls, as a safety net. Each tick also starts and
+// stops the watchers of every cluster. A cluster with no running run costs
+// one read a tick for all clusters.
 func (o *Orchestrator) pollRuns(ctx context.Context) {
 	if o.cfg.Runs == nil {
 		return
 	}
 	t := time.NewTicker(o.cfg.RunPoll)
 	defer t.Stop()
-	for {
+	for tick := 1; ; tick++ {
 		select {
 		case <-ctx.Done():
 			return
 		case <-t.C:
 		}
-		busy := map[string]map[string]bool{} // cluster → nodes
+		readAt := time.Now()
+		var busy map[string]map[string]bool // cluster → nodes
 		err := o.st.Read(ctx, func(r store.Reader) error {
-			running, err := r.RunsInState(ctx, "", store.RunRunning)
-			if err != nil || len(running) == 0 {
-				return err
-			}
-			ids := map[string]bool{}
-			clusters := map[string]bool{}
-			for _, run := range running {
-				ids[run.ID], clusters[run.ClusterID] = true, true
-			}
-			for c := range clusters {
-				open, err := r.OpenActions(ctx, c, "")
-				if err != nil {
-					return err
-				}
-				for i := range open {
-					a := &open[i]
-					if ids[a.RunID] && (a.State == action.New || a.State == action.Running) {
-						if busy[c] == nil {
-							busy[c] = map[string]bool{}
-						}
-						busy[c][a.NodeID] = true
-					}
-				}
-			}
-			return nil
+			var err error
+			busy, err = runBusy(ctx, r, "")
+			return err
 		})
 		if err != nil {
 			if ctx.Err() == nil {
@@ -202,8 +217,12 @@ func (o *Orchestrator) pollRuns(ctx context.Context) {
 			}
 			continue
 		}
+		o.reconcileWatches(busy, nil, readAt)
 		for c, nodes := range busy {
-			for n := range nodes {
+			for n, onAgent := range nodes {
+				if !onAgent || (tick%watchedPollEvery != 0 && o.liveWatch(nodeKey{c, n})) {
+					continue
+				}
 				o.NudgeNode(c, n)
 			}
 		}

@@ -11,6 +11,7 @@ import (
 	"net/url"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/musterhq/muster/shared/action"
 	"github.com/musterhq/muster/shared/wire"
@@ -72,6 +73,25 @@ func (a *Agent) Changes(ctx context.Context, since int64, limit int, ack bool) (
 	if limit > 0 {
 		q.Set("limit", strconv.Itoa(limit))
 	}
+	var out wire.ChangesPage
+	_, err := do(ctx, a.http, http.MethodGet, a.base+"/api/v1/actions?"+q.Encode(), nil, capped{&out, pageLimit(limit, maxAgentPage)})
+	return &out, err
+}
+
+// WaitChanges calls GET /api/v1/actions?since=…&limit=…&wait=…, a blocking
+// query: when nothing changed after since, the agent holds the request until
+// something does or wait ends (it cuts a longer wait to its own bound), then
+// answers as Changes would, with an empty page when nothing changed. ctx must
+// outlast wait. An agent of an earlier release ignores wait and answers at
+// once: a caller that gets an empty page much sooner than wait must not ask
+// again at once.
+func (a *Agent) WaitChanges(ctx context.Context, since int64, limit int, wait time.Duration) (*wire.ChangesPage, error) {
+	q := url.Values{}
+	q.Set("since", strconv.FormatInt(max(since, 0), 10))
+	if limit > 0 {
+		q.Set("limit", strconv.Itoa(limit))
+	}
+	q.Set("wait", wait.String())
 	var out wire.ChangesPage
 	_, err := do(ctx, a.http, http.MethodGet, a.base+"/api/v1/actions?"+q.Encode(), nil, capped{&out, pageLimit(limit, maxAgentPage)})
 	return &out, err

@@ -1,0 +1,354 @@
+package orchestrate
+
+import (
+	"context"
+	"net/http"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/musterhq/muster/core/store"
+	"github.com/musterhq/muster/shared/action"
+	"github.com/musterhq/muster/shared/client"
+	"github.com/musterhq/muster/shared/tlsutil"
+	"github.com/musterhq/muster/shared/wire"
+)
+
+// Run watches (docs/architecture.md, "Node syncs and reactive progress").
+// Without gossip the core would learn that a run's child ended only at the
+// next poll of the run's busy nodes (pollRuns). Instead, for every node
+// holding an unfinished child of a run (from the commit that sent it,
+// watchSent, or as pollRuns finds it), one watcher holds a blocking GET of
+// the agent's changes (GET /api/v1/actions?wait=…, as a Consul blocking
+// query) and, when it returns an action that ended, nudges a sync of the
+// node. A watcher changes nothing itself: it pulls one change
+// at a time with its own cursor, never acknowledges, never commits; the
+// cluster's loop stays the only path that pulls and commits. Its requests
+// go over their own transport, so a held watch never takes a connection a
+// sync needs.
+
+const (
+	// runWatchWait is the wait of one blocking GET (the agent cuts it to its
+	// own bound, 30 s at most).
+	runWatchWait = 20 * time.Second
+	// watchIdleGrace: a watcher whose node is found without an unfinished
+	// run child is stopped only if no new child comes within this time (a
+	// node's next step is created a moment after its last one ended); after
+	// an end, the watcher's next GET waits this long, then it checks its
+	// node.
+	watchIdleGrace = 500 * time.Millisecond
+	// watchedPollEvery: a node whose watcher's agent holds its requests
+	// (live) is polled by pollRuns every this many RunPolls, not every one:
+	// the watcher tells of the ends; the poll remains the safety net.
+	watchedPollEvery = 4
+)
+
+// nodeKey names a node of a cluster.
+type nodeKey struct{ cluster, node string }
+
+// watchSet is the orchestrator's watchers, one per watched node.
+type watchSet struct {
+	mu     sync.Mutex
+	m      map[nodeKey]*watcher
+	closed bool
+	wg     sync.WaitGroup
+}
+
+// watcher is one node's watch.
+type watcher struct {
+	cancel context.CancelFunc
+	begun  time.Time
+	// idle: found without an unfinished run child; it is stopped unless a
+	// child comes before its grace ends. idleGen tells one grace from the
+	// next. Both guarded by watchSet.mu.
+	idle    bool
+	idleGen int
+	// live: the agent held the watcher's last GET, or answered it with a
+	// change (an agent of an earlier release answers at once).
+	live atomic.Bool
+}
+
+// watchTransport is the transport of the watches: the agents' transport's
+// settings (TLS, timeouts) on a pool of its own, one connection per node.
+func watchTransport(base *http.Client) *http.Transport {
+	tr := baseTransport(base)
+	tr.MaxIdleConns = 0
+	tr.MaxIdleConnsPerHost = 1
+	tr.MaxConnsPerHost = 1
+	return tr
+}
+
+// liveWatch reports whether the node has a watcher whose agent holds its
+// requests.
+func (o *Orchestrator) liveWatch(k nodeKey) bool {
+	o.watch.mu.Lock()
+	defer o.watch.mu.Unlock()
+	w := o.watch.m[k]
+	return w != nil && w.live.Load()
+}
+
+// reconcileWatches makes the watchers of the clusters in busy (cluster →
+// nodes holding an unfinished child of a running run, read at readAt) those
+// nodes: it starts the missing ones and stops those of nodes no longer
+// busy, after watchIdleGrace and unless started after readAt (a child
+// created since). Only
+// clusters named in scope are touched (nil: every cluster). It does
+// nothing before Start or with watches off.
+func (o *Orchestrator) reconcileWatches(busy map[string]map[string]bool, scope map[string]bool, readAt time.Time) {
+	if o.cfg.NoRunWatch {
+		return
+	}
+	o.mu.Lock()
+	started := o.started
+	o.mu.Unlock()
+	if !started {
+		return
+	}
+	rctx := o.runCtx()
+	ws := &o.watch
+	ws.mu.Lock()
+	defer ws.mu.Unlock()
+	if ws.closed {
+		return
+	}
+	for k, w := range ws.m {
+		if scope != nil && !scope[k.cluster] {
+			continue
+		}
+		switch {
+		case busy[k.cluster][k.node]:
+			w.idle = false
+		case !w.idle && w.begun.Before(readAt):
+			w.idle = true
+			w.idleGen++
+			gen := w.idleGen
+			time.AfterFunc(watchIdleGrace, func() {
+				ws.mu.Lock()
+				defer ws.mu.Unlock()
+				if ws.m[k] == w && w.idle && w.idleGen == gen {
+					w.cancel()
+					delete(ws.m, k)
+				}
+			})
+		}
+	}
+	for c, nodes := range busy {
+		for n := range nodes {
+			k := nodeKey{c, n}
+			if _, ok := ws.m[k]; ok {
+				continue
+			}
+			ctx, done, ok := o.passContext(rctx, c)
+			if !ok {
+				continue // another replica holds the cluster
+			}
+			ctx, cancel := context.WithCancel(ctx)
+			w := &watcher{cancel: func() { cancel(); done() }, begun: time.Now()}
+			ws.m[k] = w
+			ws.wg.Add(1)
+			go o.watchNode(ctx, k, w)
+		}
+	}
+}
+
+// watchSent starts the watches of the nodes to which the committed plan w
+// sent a run's child, or on which it saw one unfinished: from then on its
+// end is told by its node's watcher.
+func (o *Orchestrator) watchSent(clusterID string, w *writePlan) {
+	if o.cfg.NoRunWatch {
+		return
+	}
+	var nodes map[string]bool
+	for _, c := range w.records {
+		if c.Rec.RunID != "" && (c.Rec.State == action.New || c.Rec.State == action.Running) {
+			if nodes == nil {
+				nodes = map[string]bool{}
+			}
+			nodes[c.Rec.NodeID] = true
+		}
+	}
+	if nodes != nil {
+		o.reconcileWatches(map[string]map[string]bool{clusterID: nodes}, map[string]bool{}, time.Now())
+	}
+}
+
+// stopWatches ends every watcher and waits for them (Stop).
+func (o *Orchestrator) stopWatches() {
+	ws := &o.watch
+	ws.mu.Lock()
+	ws.closed = true
+	for k, w := range ws.m {
+		w.cancel()
+		delete(ws.m, k)
+	}
+	ws.mu.Unlock()
+	ws.wg.Wait()
+	o.whc.CloseIdleConnections()
+	if o.wguarded != nil {
+		o.wguarded.CloseIdleConnections()
+	}
+}
+
+// dropWatcher forgets w, ending its node's watch, if it is still the node's.
+func (o *Orchestrator) dropWatcher(k nodeKey, w *watcher) {
+	ws := &o.watch
+	ws.mu.Lock()
+	if ws.m[k] == w {
+		delete(ws.m, k)
+	}
+	ws.mu.Unlock()
+	w.cancel()
+}
+
+// watchClient is the HTTP client of a watch of node n, and whether it is
+// the watch's own (to close when the watch ends): with AgentTLS, one that
+// accepts only n's certificate, as the loop's.
+func (o *Orchestrator) watchClient(n *store.Node) (*http.Client, bool) {
+	guarded := o.cfg.RefuseInternalGossip && n.Source == store.SourceGossip
+	if o.cfg.AgentTLS == nil {
+		if guarded {
+			return o.wguarded, false
+		}
+		return o.whc, false
+	}
+	tr := watchTransport(o.whc)
+	if guarded {
+		guard(tr)
+	}
+	tr.TLSClientConfig = tlsutil.ForPeer(tlsutil.InCluster(o.cfg.AgentTLS, n.ClusterID), tlsutil.Agent(n.ID))
+	return &http.Client{Transport: tr, CheckRedirect: noRedirect}, true
+}
+
+// watchNode is one node's watcher: blocking GETs of one change after its
+// cursor (from the node's stored cursor), a nudge of the node for every
+// change that ends an action. It ends when ctx does (Stop, the lease lost,
+// reconcileWatches), or once the node no longer holds an unfinished run
+// child, which it checks after every wait that ended without a change
+// (watchIdleGrace after an end, so that the watch of a run's last child
+// ends with it) and every failure. An agent that answers an empty page long before
+// the wait ended (one of an earlier release, which ignores wait) is asked
+// again only after RunPoll, as is one that fails.
+func (o *Orchestrator) watchNode(ctx context.Context, k nodeKey, w *watcher) {
+	defer o.watch.wg.Done()
+	defer o.dropWatcher(k, w)
+	var (
+		ag      *client.Agent
+		hc      *http.Client
+		own     bool
+		addr    string
+		storeID string
+		cursor  int64
+	)
+	defer func() {
+		if own {
+			hc.CloseIdleConnections()
+		}
+	}()
+	pause := func() bool {
+		t := time.NewTimer(o.cfg.RunPoll)
+		defer t.Stop()
+		select {
+		case <-ctx.Done():
+			return false
+		case <-t.C:
+			return true
+		}
+	}
+	fresh := true // read the node (and whether it is busy) before the next GET
+	wait := runWatchWait
+	for ctx.Err() == nil {
+		if fresh {
+			n, busy, err := o.watchedNode(ctx, k)
+			if err != nil || !busy {
+				return
+			}
+			if ag == nil || n.Addr != addr || n.StoreID != storeID {
+				if own {
+					hc.CloseIdleConnections()
+				}
+				hc, own = o.watchClient(n)
+				ag, addr = client.NewAgent(o.agentURL(n.Addr), hc), n.Addr
+				if n.StoreID != storeID {
+					storeID, cursor = n.StoreID, n.Cursor
+				}
+			}
+			fresh = false
+		}
+		begin := time.Now()
+		page, err := call(ctx, wait+o.cfg.AgentTimeout, func(ctx context.Context) (*wire.ChangesPage, error) {
+			return ag.WaitChanges(ctx, cursor, 1, wait)
+		})
+		switch {
+		case ctx.Err() != nil:
+			return
+		case err != nil:
+			w.live.Store(false)
+			fresh = true
+			if !pause() {
+				return
+			}
+		case len(page.Actions) > 0:
+			w.live.Store(true)
+			cursor = page.NextCursor
+			wait = runWatchWait
+			if page.Actions[0].State.Final() {
+				o.NudgeNode(k.cluster, k.node)
+				// The node's next child, if any, comes within the
+				// grace; else the watch checks its node and ends.
+				wait = watchIdleGrace
+			}
+		case time.Since(begin) < wait/10:
+			// Answered at once with nothing: an agent that ignores wait
+			// (or one shutting down). pollRuns polls it at every RunPoll.
+			w.live.Store(false)
+			fresh = true
+			if !pause() {
+				return
+			}
+		default:
+			w.live.Store(true)
+			fresh, wait = true, runWatchWait
+		}
+	}
+}
+
+// watchedNode reads node k and whether it still holds an unfinished child
+// of a run (not sent yet, NEW or RUNNING). The run's state is not read (a
+// run's record is large): the advance and pollRuns stop the watches of runs
+// that are not running.
+func (o *Orchestrator) watchedNode(ctx context.Context, k nodeKey) (*store.Node, bool, error) {
+	var n *store.Node
+	busy := false
+	err := o.st.Read(ctx, func(r store.Reader) error {
+		var err error
+		if n, err = r.Node(ctx, k.cluster, k.node); err != nil {
+			return err
+		}
+		open, err := r.OpenActions(ctx, k.cluster, k.node)
+		if err != nil {
+			return err
+		}
+		busy = slices.ContainsFunc(open, func(a store.Record) bool { return a.RunID != "" && unfinishedChild(a.State) })
+		return nil
+	})
+	return n, busy, err
+}
+
+// unfinishedChild reports whether a run's child in state s is one whose
+// end a watch waits for: not sent yet, NEW or RUNNING.
+func unfinishedChild(s action.State) bool {
+	return s == action.PendingSchedule || s == action.New || s == action.Running
+}
+
+// watched lists the watched nodes as "cluster/node" (tests).
+func (o *Orchestrator) watched() []string {
+	o.watch.mu.Lock()
+	defer o.watch.mu.Unlock()
+	out := make([]string, 0, len(o.watch.m))
+	for k := range o.watch.m {
+		out = append(out, k.cluster+"/"+k.node)
+	}
+	slices.Sort(out)
+	return out
+}
