@@ -75,6 +75,8 @@ func TestDocsTablesShowNullAsNotMeasuredAndKeepTheRest(t *testing.T) {
 		"| notification: event committed → delivered p99 (ms), 100 events/s | 1500 |  | < 1000: MISSED |\n" +
 		"| event writes/s, one destination ÷ none | 0.9 | not measured | >= 0.8: met |\n" +
 		"| event writes/s, three destinations ÷ none | not measured |  | >= 0.8 |\n" +
+		"| … the delivery rows alone (worker stopped), one destination ÷ none | not measured |  |  |\n" +
+		"| … the delivery rows alone (worker stopped), three destinations ÷ none | not measured |  |  |\n" +
 		"<!-- /bench:table -->\n\nAfter.\n"
 	if string(b) != want {
 		t.Fatalf("got\n%s\nwant\n%s", b, want)

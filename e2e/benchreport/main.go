@@ -167,6 +167,8 @@ var rows = []row{
 	{"notification: event committed → delivered p99 (ms), 100 events/s", "notify_latency_p99_ms", "", "", &goal{"<", 1000}},
 	{"event writes/s, one destination ÷ none", "notify_write_ratio_1", "notify_event_writes_per_s_0", "event writes/s without notify", &goal{">=", 0.8}},
 	{"event writes/s, three destinations ÷ none", "notify_write_ratio_3", "", "", &goal{">=", 0.8}},
+	{"… the delivery rows alone (worker stopped), one destination ÷ none", "notify_write_path_ratio_1", "", "", nil},
+	{"… the delivery rows alone (worker stopped), three destinations ÷ none", "notify_write_path_ratio_3", "", "", nil},
 	{"core RSS per 1,000 nodes (MB)", "core_rss_mb_per_1000_nodes", "core_rss_mb_1000_nodes", "core RSS at 1,000 nodes", &goal{"<", 50}},
 	{"core RSS, 10 nodes (MB)", "core_rss_mb_base", "", "", nil},
 	{"core RSS per 1,000 nodes (MB), 10,000 nodes", "core_rss_mb_per_1000_nodes_10000", "core_rss_mb_10000_nodes", "core RSS at 10,000 nodes", &goal{"<", 50}},
