@@ -740,8 +740,8 @@ func (l *loopRun) commitArrived(j *job, whole bool) {
 	// A child of a run that this commit saw finish may admit the run's
 	// next wave or its node's next step: create them, and sync the nodes
 	// they go to. A child held, or held for a new reason, changes its run's
-	// reason (core/runs). A commit that only saw run children sent or
-	// started asks for nothing: no run can move on for it. A direct call
+	// reason (core/runs). A commit that only saw run children start or
+	// report progress asks for nothing: no run can move on for it. A direct call
 	// (Pass, SyncNodes) does it before it returns; the loop's own syncs
 	// leave it to the cluster's advancer, so that the next commit does not
 	// wait for it.

@@ -98,7 +98,37 @@ func TestRunWatchDoesNotSpinOnAnAgentThatIgnoresWait(t *testing.T) {
 	if n := ag.seen("wait="); n > 2 {
 		t.Fatalf("%d blocking GETs to an agent that answers them at once, want at most 2", n)
 	}
-	if h.o.liveWatch(nodeKey{cluster, "n1"}) {
-		t.Fatal("the watch of an agent that ignores wait counts as live: pollRuns would poll it less")
+	testwait.For(t, "the watch of an agent that ignores wait to count as not live (pollRuns polls it at every tick)", func() bool {
+		return !h.o.liveWatch(nodeKey{cluster, "n1"})
+	})
+}
+
+// TestRunWatchesOnlyNodesWhoseChildIsOnItsAgent: a node whose run child
+// waits in PENDING_SCHEDULE (a window, a freeze, the budget) has nothing on
+// its agent to end, so it gets no watcher, which would hold a connection
+// for as long as the hold lasts; a watcher that exists is kept while its
+// node is busy, and one found idle looks once more when a commit wanted it.
+func TestRunWatchesOnlyNodesWhoseChildIsOnItsAgent(t *testing.T) {
+	t.Parallel()
+	h := setup(t, Config{Interval: time.Hour, RunPoll: time.Hour}, "n1", "n2")
+	h.start()
+	h.o.reconcileWatches(map[string]map[string]bool{cluster: {"n1": false}}, nil, time.Now())
+	if got := h.o.watched(); len(got) != 0 {
+		t.Fatalf("watched %q for a node whose child is not on its agent", got)
+	}
+	k := nodeKey{cluster, "n2"}
+	w := &watcher{cancel: func() {}, begun: time.Now()}
+	h.o.watch.mu.Lock()
+	h.o.watch.m[k] = w
+	h.o.watch.mu.Unlock()
+	h.o.reconcileWatches(map[string]map[string]bool{cluster: {"n2": true}}, map[string]bool{}, time.Now())
+	if !h.o.watchOnce(k, w) {
+		t.Fatal("a watcher found idle right after a commit sent its node a child ends instead of looking again")
+	}
+	if h.o.watchOnce(k, w) {
+		t.Fatal("a watcher found idle twice, wanted once, keeps watching")
+	}
+	if got := h.o.watched(); len(got) != 0 {
+		t.Fatalf("a watcher that ended is still listed: %q", got)
 	}
 }

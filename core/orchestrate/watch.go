@@ -42,6 +42,11 @@ const (
 	// (live) is polled by pollRuns every this many RunPolls, not every one:
 	// the watcher tells of the ends; the poll remains the safety net.
 	watchedPollEvery = 4
+	// earlyAnswer: an empty answer sooner than this (or a tenth of the
+	// wait) comes from an agent that ignores wait. An agent may cut the
+	// wait to three quarters of its write timeout (agent/api.WaitBound), so
+	// a short one still holds the request longer than this.
+	earlyAnswer = 250 * time.Millisecond
 )
 
 // nodeKey names a node of a cluster.
@@ -64,6 +69,11 @@ type watcher struct {
 	// next. Both guarded by watchSet.mu.
 	idle    bool
 	idleGen int
+	// wanted: a commit or a poll found the node busy since the watcher
+	// last checked it; a watcher that finds its node idle keeps watching
+	// once more instead of ending (a child sent meanwhile). Guarded by
+	// watchSet.mu.
+	wanted bool
 	// live: the agent held the watcher's last GET, or answered it with a
 	// change (an agent of an earlier release answers at once).
 	live atomic.Bool
@@ -89,12 +99,14 @@ func (o *Orchestrator) liveWatch(k nodeKey) bool {
 }
 
 // reconcileWatches makes the watchers of the clusters in busy (cluster →
-// nodes holding an unfinished child of a running run, read at readAt) those
-// nodes: it starts the missing ones and stops those of nodes no longer
-// busy, after watchIdleGrace and unless started after readAt (a child
-// created since). Only
-// clusters named in scope are touched (nil: every cluster). It does
-// nothing before Start or with watches off.
+// node → whether an unfinished child of a running run is on its agent, read
+// at readAt) those nodes: it keeps the watchers of busy nodes, starts the
+// missing ones of nodes whose child is on its agent (one not sent yet, held
+// by a window or the budget, needs no held connection), and stops those of
+// nodes no longer busy, after watchIdleGrace and unless started after
+// readAt (a child created since). Only clusters named in scope are
+// stopped (nil: every cluster; empty: none). It does nothing before Start or
+// with watches off.
 func (o *Orchestrator) reconcileWatches(busy map[string]map[string]bool, scope map[string]bool, readAt time.Time) {
 	if o.cfg.NoRunWatch {
 		return
@@ -112,14 +124,20 @@ func (o *Orchestrator) reconcileWatches(busy map[string]map[string]bool, scope m
 	if ws.closed {
 		return
 	}
-	for k, w := range ws.m {
-		if scope != nil && !scope[k.cluster] {
-			continue
+	// A busy node keeps its watcher, whatever the scope: a grace under way
+	// ends, and a watcher about to end watches on.
+	for c, nodes := range busy {
+		for n, onAgent := range nodes {
+			if w := ws.m[nodeKey{c, n}]; w != nil && onAgent {
+				w.idle, w.wanted = false, true
+			}
 		}
-		switch {
-		case busy[k.cluster][k.node]:
-			w.idle = false
-		case !w.idle && w.begun.Before(readAt):
+	}
+	if scope == nil || len(scope) > 0 {
+		for k, w := range ws.m {
+			if (scope != nil && !scope[k.cluster]) || busy[k.cluster][k.node] || w.idle || !w.begun.Before(readAt) {
+				continue
+			}
 			w.idle = true
 			w.idleGen++
 			gen := w.idleGen
@@ -134,9 +152,9 @@ func (o *Orchestrator) reconcileWatches(busy map[string]map[string]bool, scope m
 		}
 	}
 	for c, nodes := range busy {
-		for n := range nodes {
+		for n, onAgent := range nodes {
 			k := nodeKey{c, n}
-			if _, ok := ws.m[k]; ok {
+			if _, ok := ws.m[k]; ok || !onAgent {
 				continue
 			}
 			ctx, done, ok := o.passContext(rctx, c)
@@ -150,6 +168,24 @@ func (o *Orchestrator) reconcileWatches(busy map[string]map[string]bool, scope m
 			go o.watchNode(ctx, k, w)
 		}
 	}
+}
+
+// watchOnce reports whether watcher w of node k, which found its node
+// without an unfinished run child, should look once more: a commit or a
+// poll wanted it since it last looked. If not, w leaves the set, so that
+// the next commit that sends the node a child starts a new watcher.
+func (o *Orchestrator) watchOnce(k nodeKey, w *watcher) bool {
+	ws := &o.watch
+	ws.mu.Lock()
+	defer ws.mu.Unlock()
+	if w.wanted && ws.m[k] == w {
+		w.wanted = false
+		return true
+	}
+	if ws.m[k] == w {
+		delete(ws.m, k)
+	}
+	return false
 }
 
 // watchSent starts the watches of the nodes to which the committed plan w
@@ -228,7 +264,8 @@ func (o *Orchestrator) watchClient(n *store.Node) (*http.Client, bool) {
 // (watchIdleGrace after an end, so that the watch of a run's last child
 // ends with it) and every failure. An agent that answers an empty page long before
 // the wait ended (one of an earlier release, which ignores wait) is asked
-// again only after RunPoll, as is one that fails.
+// again only after RunPoll, and then after twice as long each time, up to
+// runWatchWait, as is one that fails.
 func (o *Orchestrator) watchNode(ctx context.Context, k nodeKey, w *watcher) {
 	defer o.watch.wg.Done()
 	defer o.dropWatcher(k, w)
@@ -245,8 +282,10 @@ func (o *Orchestrator) watchNode(ctx context.Context, k nodeKey, w *watcher) {
 			hc.CloseIdleConnections()
 		}
 	}()
+	backoff := o.cfg.RunPoll
 	pause := func() bool {
-		t := time.NewTimer(o.cfg.RunPoll)
+		t := time.NewTimer(backoff)
+		backoff = min(2*backoff, runWatchWait)
 		defer t.Stop()
 		select {
 		case <-ctx.Done():
@@ -257,18 +296,25 @@ func (o *Orchestrator) watchNode(ctx context.Context, k nodeKey, w *watcher) {
 	}
 	fresh := true // read the node (and whether it is busy) before the next GET
 	wait := runWatchWait
+	var source string
 	for ctx.Err() == nil {
 		if fresh {
 			n, busy, err := o.watchedNode(ctx, k)
-			if err != nil || !busy {
+			if err != nil {
 				return
 			}
-			if ag == nil || n.Addr != addr || n.StoreID != storeID {
+			if !busy {
+				if o.watchOnce(k, w) {
+					continue // a child was sent meanwhile: read the node again
+				}
+				return
+			}
+			if ag == nil || n.Addr != addr || n.StoreID != storeID || n.Source != source {
 				if own {
 					hc.CloseIdleConnections()
 				}
 				hc, own = o.watchClient(n)
-				ag, addr = client.NewAgent(o.agentURL(n.Addr), hc), n.Addr
+				ag, addr, source = client.NewAgent(o.agentURL(n.Addr), hc), n.Addr, n.Source
 				if n.StoreID != storeID {
 					storeID, cursor = n.StoreID, n.Cursor
 				}
@@ -290,6 +336,7 @@ func (o *Orchestrator) watchNode(ctx context.Context, k nodeKey, w *watcher) {
 			}
 		case len(page.Actions) > 0:
 			w.live.Store(true)
+			backoff = o.cfg.RunPoll
 			cursor = page.NextCursor
 			wait = runWatchWait
 			if page.Actions[0].State.Final() {
@@ -298,7 +345,7 @@ func (o *Orchestrator) watchNode(ctx context.Context, k nodeKey, w *watcher) {
 				// grace; else the watch checks its node and ends.
 				wait = watchIdleGrace
 			}
-		case time.Since(begin) < wait/10:
+		case time.Since(begin) < min(wait/10, earlyAnswer):
 			// Answered at once with nothing: an agent that ignores wait
 			// (or one shutting down). pollRuns polls it at every RunPoll.
 			w.live.Store(false)
@@ -308,6 +355,7 @@ func (o *Orchestrator) watchNode(ctx context.Context, k nodeKey, w *watcher) {
 			}
 		default:
 			w.live.Store(true)
+			backoff = o.cfg.RunPoll
 			fresh, wait = true, runWatchWait
 		}
 	}
