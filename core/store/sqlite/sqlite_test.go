@@ -132,31 +132,12 @@ func TestMigrationStoresTheDownCauseOfExistingNodes(t *testing.T) {
 func TestMigrationCountsTheChildrenOfExistingRuns(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	file := filepath.Join(t.TempDir(), FileName)
-	old := fstest.MapFS{}
-	names, err := migrationFiles.ReadDir("migrations")
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, e := range names {
-		if e.Name() >= "012" {
-			continue
-		}
-		b, err := migrationFiles.ReadFile("migrations/" + e.Name())
-		if err != nil {
-			t.Fatal(err)
-		}
-		old[e.Name()] = &fstest.MapFile{Data: b}
-	}
-	db, err := shsqlite.Open(ctx, file, old)
-	if err != nil {
-		t.Fatal(err)
-	}
+	file, db := migratedBefore(t, "012")
 	var nodes []string
 	for i := range 25 {
 		nodes = append(nodes, fmt.Sprintf(`"n%02d"`, i))
 	}
-	_, err = db.W.ExecContext(ctx, `INSERT INTO runs (id, cluster_id, state, approved_by, digest, stages, created_ts, updated_ts)
+	_, err := db.W.ExecContext(ctx, `INSERT INTO runs (id, cluster_id, state, approved_by, digest, stages, created_ts, updated_ts)
 		VALUES ('r', 'c', 'RUNNING', 'bob', 'd', '[{"name":"main","nodes":[`+strings.Join(nodes, ",")+`],"state":"RUNNING"}]', 0, 0);
 		INSERT INTO actions (id, cluster_id, node_id, kind, state, state_reason, origin, approved_by, created_ts, updated_ts, run_id, stage) VALUES
 			('a1', 'c', 'n00', 'k', 'DONE', '', 'core', 'bob', 0, 0, 'r', 'main'),
@@ -262,27 +243,8 @@ func TestRunChildrenAreReadThroughTheirIndex(t *testing.T) {
 func TestMigrationNumbersExistingDeliveriesByEvent(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	file := filepath.Join(t.TempDir(), FileName)
-	old := fstest.MapFS{}
-	names, err := migrationFiles.ReadDir("migrations")
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, e := range names {
-		if e.Name() >= "022" {
-			continue
-		}
-		b, err := migrationFiles.ReadFile("migrations/" + e.Name())
-		if err != nil {
-			t.Fatal(err)
-		}
-		old[e.Name()] = &fstest.MapFile{Data: b}
-	}
-	db, err := shsqlite.Open(ctx, file, old)
-	if err != nil {
-		t.Fatal(err)
-	}
-	_, err = db.W.ExecContext(ctx, `INSERT INTO events (seq, ts, type, actor) VALUES (7, 0, 'run.paused', 'core'), (9, 0, 'run.failed', 'core');
+	file, db := migratedBefore(t, "022")
+	_, err := db.W.ExecContext(ctx, `INSERT INTO events (seq, ts, type, actor) VALUES (7, 0, 'run.paused', 'core'), (9, 0, 'run.failed', 'core');
 		INSERT INTO notify_deliveries (id, destination, event_seq, state, attempts, created_ts, next_ts, updated_ts, last_status) VALUES
 			(1, 'a', 7, 'delivered', 1, 0, 0, 5, 204),
 			(2, 'b', 7, 'dead', 3, 0, 0, 6, 404),
@@ -342,4 +304,32 @@ func TestMigrationNumbersExistingDeliveriesByEvent(t *testing.T) {
 	}); err != nil {
 		t.Fatal(err)
 	}
+}
+
+// migratedBefore opens a SQLite file in t's temp dir migrated up to, not
+// including, the migration numbered before: the store as an older release
+// left it.
+func migratedBefore(t *testing.T, before string) (string, *shsqlite.DB) {
+	t.Helper()
+	file := filepath.Join(t.TempDir(), FileName)
+	old := fstest.MapFS{}
+	names, err := migrationFiles.ReadDir("migrations")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, e := range names {
+		if e.Name() >= before {
+			continue
+		}
+		b, err := migrationFiles.ReadFile("migrations/" + e.Name())
+		if err != nil {
+			t.Fatal(err)
+		}
+		old[e.Name()] = &fstest.MapFile{Data: b}
+	}
+	db, err := shsqlite.Open(context.Background(), file, old)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return file, db
 }
