@@ -344,8 +344,9 @@ func (s *Server) changes(c *echo.Context) error {
 		if err != nil {
 			return err
 		}
+		page := wire.ChangesPage{Actions: acts, NextCursor: next, More: more, WaitMS: q.wait.Milliseconds()}
 		if len(acts) > 0 || timeout == nil {
-			return c.JSON(http.StatusOK, wire.ChangesPage{Actions: acts, NextCursor: next, More: more})
+			return c.JSON(http.StatusOK, page)
 		}
 		select {
 		case <-changed:
@@ -354,7 +355,7 @@ func (s *Server) changes(c *echo.Context) error {
 		case <-ctx.Done():
 		case <-s.ending:
 		}
-		return c.JSON(http.StatusOK, wire.ChangesPage{Actions: acts, NextCursor: next, More: more})
+		return c.JSON(http.StatusOK, page)
 	}
 }
 

@@ -333,8 +333,8 @@ func guard(tr *http.Transport) {
 // a fleet of 10,000 keeps 10,000, the reason for LimitNOFILE in the core's
 // unit), and at most two are open to a node (a request of the API beside a
 // sync) rather than one more per request. A connection idle for three
-// intervals is closed. A node holding a run's unfinished child has one
-// more, its run watcher's (watch.go, its own transport).
+// intervals is closed. A node whose run child is on its agent (NEW or
+// RUNNING) has one more, its run watcher's (watch.go, its own transport).
 func agentTransport(interval time.Duration) *http.Transport {
 	tr := http.DefaultTransport.(*http.Transport).Clone()
 	tr.MaxIdleConns = 0

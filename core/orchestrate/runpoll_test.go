@@ -101,6 +101,9 @@ func TestRunWatchDoesNotSpinOnAnAgentThatIgnoresWait(t *testing.T) {
 	testwait.For(t, "the watch of an agent that ignores wait to count as not live (pollRuns polls it at every tick)", func() bool {
 		return !h.o.liveWatch(nodeKey{cluster, "n1"})
 	})
+	if got := h.o.watched(); len(got) != 1 || got[0] != cluster+"/n1" {
+		t.Fatalf("watched %q after the early answers, want n1 still (waiting to ask again)", got)
+	}
 }
 
 // TestRunWatchesOnlyNodesWhoseChildIsOnItsAgent: a node whose run child

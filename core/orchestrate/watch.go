@@ -18,8 +18,8 @@ import (
 // Run watches (docs/architecture.md, "Node syncs and reactive progress").
 // Without gossip the core would learn that a run's child ended only at the
 // next poll of the run's busy nodes (pollRuns). Instead, for every node
-// holding an unfinished child of a run (from the commit that sent it,
-// watchSent, or as pollRuns finds it), one watcher holds a blocking GET of
+// whose run child is on its agent, NEW or RUNNING (from the commit that sent
+// it, watchSent, or as pollRuns finds it), one watcher holds a blocking GET of
 // the agent's changes (GET /api/v1/actions?wait=…, as a Consul blocking
 // query) and, when it returns an action that ended, nudges a sync of the
 // node. A watcher changes nothing itself: it pulls one change
@@ -42,11 +42,6 @@ const (
 	// (live) is polled by pollRuns every this many RunPolls, not every one:
 	// the watcher tells of the ends; the poll remains the safety net.
 	watchedPollEvery = 4
-	// earlyAnswer: an empty answer sooner than this (or a tenth of the
-	// wait) comes from an agent that ignores wait. An agent may cut the
-	// wait to three quarters of its write timeout (agent/api.WaitBound), so
-	// a short one still holds the request longer than this.
-	earlyAnswer = 250 * time.Millisecond
 )
 
 // nodeKey names a node of a cluster.
@@ -74,6 +69,9 @@ type watcher struct {
 	// once more instead of ending (a child sent meanwhile). Guarded by
 	// watchSet.mu.
 	wanted bool
+	// wantedAt is when a commit or a poll last found the node busy: a poll
+	// that read the store before it cannot start the watcher's grace.
+	wantedAt time.Time
 	// live: the agent held the watcher's last GET, or answered it with a
 	// change (an agent of an earlier release answers at once).
 	live atomic.Bool
@@ -129,13 +127,14 @@ func (o *Orchestrator) reconcileWatches(busy map[string]map[string]bool, scope m
 	for c, nodes := range busy {
 		for n, onAgent := range nodes {
 			if w := ws.m[nodeKey{c, n}]; w != nil && onAgent {
-				w.idle, w.wanted = false, true
+				w.idle, w.wanted, w.wantedAt = false, true, time.Now()
 			}
 		}
 	}
 	if scope == nil || len(scope) > 0 {
 		for k, w := range ws.m {
-			if (scope != nil && !scope[k.cluster]) || busy[k.cluster][k.node] || w.idle || !w.begun.Before(readAt) {
+			if (scope != nil && !scope[k.cluster]) || busy[k.cluster][k.node] || w.idle ||
+				!w.begun.Before(readAt) || !w.wantedAt.Before(readAt) {
 				continue
 			}
 			w.idle = true
@@ -285,7 +284,7 @@ func (o *Orchestrator) watchNode(ctx context.Context, k nodeKey, w *watcher) {
 	backoff := o.cfg.RunPoll
 	pause := func() bool {
 		t := time.NewTimer(backoff)
-		backoff = min(2*backoff, runWatchWait)
+		backoff = max(backoff, min(2*backoff, runWatchWait))
 		defer t.Stop()
 		select {
 		case <-ctx.Done():
@@ -345,9 +344,10 @@ func (o *Orchestrator) watchNode(ctx context.Context, k nodeKey, w *watcher) {
 				// grace; else the watch checks its node and ends.
 				wait = watchIdleGrace
 			}
-		case time.Since(begin) < min(wait/10, earlyAnswer):
-			// Answered at once with nothing: an agent that ignores wait
-			// (or one shutting down). pollRuns polls it at every RunPoll.
+		case page.WaitMS == 0 || time.Since(begin) < time.Duration(page.WaitMS)*time.Millisecond/2:
+			// Answered with nothing and no wait applied: an agent of an
+			// earlier release, which ignores wait; or answered early: one
+			// shutting down. pollRuns polls it at every RunPoll.
 			w.live.Store(false)
 			fresh = true
 			if !pause() {

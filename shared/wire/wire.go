@@ -84,6 +84,11 @@ type ChangesPage struct {
 	NextCursor int64           `json:"next_cursor"`
 	// More is true when the page was cut by limit and more changes follow.
 	More bool `json:"more"`
+	// WaitMS is the wait the agent applied to a blocking GET (the wait
+	// asked for, cut to its bound), in milliseconds; absent when none was
+	// asked for. An agent of an earlier release, which ignores wait, never
+	// sends it.
+	WaitMS int64 `json:"wait_ms,omitempty"`
 }
 
 // AckRequest is the body of POST /api/v1/actions/ack on the agent: every
