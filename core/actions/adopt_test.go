@@ -123,6 +123,13 @@ func TestACancelFromTheNodeSaysSo(t *testing.T) {
 		if h := c.History[len(c.History)-1]; h.Reason != tc.want {
 			t.Fatalf("%s: history %+v", tc.name, h)
 		}
+		// The agent's record pulled again (it changed once more after it
+		// ended, or a second sync read it): the reason stays as told.
+		again := a
+		again.UpdatedTS = now.Add(2 * time.Second)
+		if c2 := Adopt(&c.Rec, &again, "n1", now); c2 != nil && c2.Rec.StateReason != tc.want {
+			t.Fatalf("%s: pulled again, the reason became %q, want %q", tc.name, c2.Rec.StateReason, tc.want)
+		}
 	}
 }
 

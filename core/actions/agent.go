@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/musterhq/muster/core/approval"
@@ -127,13 +128,18 @@ func Adopt(cur *store.Record, a *action.Action, node string, now time.Time) *Cha
 		c.event(store.EventActionConflict, by, time.Time{}, msg, data)
 	}
 	reason := a.StateReason
-	if a.State == action.Cancelled && cur.State != action.Cancelled && !cur.CancelRequested {
+	switch {
+	case a.State == action.Cancelled && cur.State != action.Cancelled && !cur.CancelRequested:
 		// Not the core's cancel: say where it came from, whatever the
 		// agent calls it.
 		reason = ReasonCancelledOnNode
 		if a.StateReason != "" && a.StateReason != action.ReasonCancelled {
 			reason += ": " + a.StateReason
 		}
+	case a.State == action.Cancelled && cur.State == action.Cancelled && strings.HasPrefix(cur.StateReason, ReasonCancelledOnNode):
+		// Told already: the same record pulled again (it changed once
+		// more after it ended, or a second sync read it) keeps saying so.
+		reason = cur.StateReason
 	}
 	if c.Rec.State != a.State {
 		c.move(a.State, by, reason, "", "", now)

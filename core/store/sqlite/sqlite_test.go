@@ -79,20 +79,8 @@ func TestUpgradeRefusesTokenNamesThatDifferOnlyInCase(t *testing.T) {
 func TestMigrationStoresTheDownCauseOfExistingNodes(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	file := filepath.Join(t.TempDir(), FileName)
-	old := fstest.MapFS{}
-	for _, name := range []string{"001_init.sql", "002_pushed_store.sql"} {
-		b, err := migrationFiles.ReadFile("migrations/" + name)
-		if err != nil {
-			t.Fatal(err)
-		}
-		old[name] = &fstest.MapFile{Data: b}
-	}
-	db, err := shsqlite.Open(ctx, file, old)
-	if err != nil {
-		t.Fatal(err)
-	}
-	_, err = db.W.ExecContext(ctx, `INSERT INTO clusters (id, status, updated_ts) VALUES ('c', 'ALERT', 0);
+	file, db := migratedBefore(t, "003")
+	_, err := db.W.ExecContext(ctx, `INSERT INTO clusters (id, status, updated_ts) VALUES ('c', 'ALERT', 0);
 		INSERT INTO nodes (cluster_id, id, addr, source, status, status_reason, updated_ts) VALUES
 			('c', 'left', 'a:1', 'gossip', 'DOWN', 'left', 0),
 			('c', 'failed', 'a:2', 'gossip', 'DOWN', 'failed', 0),
@@ -317,7 +305,9 @@ func migratedBefore(t *testing.T, before string) (string, *shsqlite.DB) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	found := false
 	for _, e := range names {
+		found = found || strings.HasPrefix(e.Name(), before+"_")
 		if e.Name() >= before {
 			continue
 		}
@@ -326,6 +316,9 @@ func migratedBefore(t *testing.T, before string) (string, *shsqlite.DB) {
 			t.Fatal(err)
 		}
 		old[e.Name()] = &fstest.MapFile{Data: b}
+	}
+	if !found {
+		t.Fatalf("no migration numbered %q", before)
 	}
 	db, err := shsqlite.Open(context.Background(), file, old)
 	if err != nil {
