@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
-	"strconv"
 	"strings"
 	"unicode"
 	"unicode/utf8"
@@ -50,12 +49,8 @@ func parseList(c *echo.Context) (store.ListQuery, error) {
 	if q.Kinds, err = listParam(c, "kind"); err != nil {
 		return q, err
 	}
-	if v := c.QueryParam("limit"); v != "" {
-		n, err := strconv.Atoi(v)
-		if err != nil || n < 1 || n > MaxListLimit {
-			return q, badRequest("limit must be an integer from 1 to %d, not %q", MaxListLimit, v)
-		}
-		q.Limit = n
+	if q.Limit, err = limitParam(c.QueryParam("limit"), q.Limit, MaxListLimit); err != nil {
+		return q, err
 	}
 	sort, err := listParam(c, "sort")
 	if err != nil {

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"net/http"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -127,6 +128,19 @@ func onlyParams(h echo.HandlerFunc, names ...string) echo.HandlerFunc {
 		}
 		return h(c)
 	}
+}
+
+// limitParam reads a page size: fallback when v is empty, otherwise an
+// integer from 1 to max, or a 400 that says so.
+func limitParam(v string, fallback, max int) (int, error) {
+	if v == "" {
+		return fallback, nil
+	}
+	n, err := strconv.Atoi(v)
+	if err != nil || n < 1 || n > max {
+		return 0, badRequest("limit must be an integer from 1 to %d, not %q", max, v)
+	}
+	return n, nil
 }
 
 // listParam returns the values of the list parameter name: comma lists, the

@@ -68,13 +68,9 @@ func (s *Server) listEvents(c *echo.Context) error {
 			return err
 		}
 	}
-	limit := DefaultEventLimit
-	if v := c.QueryParam("limit"); v != "" {
-		n, err := strconv.Atoi(v)
-		if err != nil || n < 1 || n > MaxEventLimit {
-			return badRequest("limit must be an integer from 1 to %d, not %q", MaxEventLimit, v)
-		}
-		limit = n
+	limit, err := limitParam(c.QueryParam("limit"), DefaultEventLimit, MaxEventLimit)
+	if err != nil {
+		return err
 	}
 	var tail int64
 	if v := c.QueryParam("tail"); v != "" {

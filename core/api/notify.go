@@ -125,12 +125,9 @@ func decodeDeliveryQuery(name string, v url.Values) (store.DeliveryQuery, error)
 	default:
 		return q, badRequest("state must be %s, %s or %s, not %q", store.DeliveryPending, store.DeliveryDelivered, store.DeliveryDead, q.State)
 	}
-	if s := v.Get("limit"); s != "" {
-		n, err := strconv.Atoi(s)
-		if err != nil || n < 1 || n > maxDeliveryPage {
-			return q, badRequest("limit must be an integer from 1 to %d, not %q", maxDeliveryPage, s)
-		}
-		q.Limit = n
+	var err error
+	if q.Limit, err = limitParam(v.Get("limit"), q.Limit, maxDeliveryPage); err != nil {
+		return q, err
 	}
 	if s := v.Get("before"); s != "" {
 		n, err := strconv.ParseInt(s, 10, 64)

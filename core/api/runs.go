@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"net/http"
 	"slices"
-	"strconv"
 	"strings"
 	"unicode"
 	"unicode/utf8"
@@ -132,12 +131,8 @@ func (s *Server) listRuns(c *echo.Context) error {
 		}
 		q.States = append(q.States, st)
 	}
-	if v := c.QueryParam("limit"); v != "" {
-		n, err := strconv.Atoi(v)
-		if err != nil || n < 1 || n > MaxRunListLimit {
-			return badRequest("limit must be an integer from 1 to %d, not %q", MaxRunListLimit, v)
-		}
-		q.Limit = n
+	if q.Limit, err = limitParam(c.QueryParam("limit"), q.Limit, MaxRunListLimit); err != nil {
+		return err
 	}
 	if q.Marker != "" && !action.ValidID(q.Marker) {
 		return badRequest("marker %q is not a run id", q.Marker)
@@ -235,19 +230,15 @@ func (s *Server) showRun(c *echo.Context) error {
 // runNodes answers GET /api/v1/runs/{id}/nodes: the grid's cells of a page
 // of the run's nodes, sorted by node id, after marker (a node id).
 func (s *Server) runNodes(c *echo.Context) error {
-	limit := MaxShownNodes
-	if v := c.QueryParam("limit"); v != "" {
-		n, err := strconv.Atoi(v)
-		if err != nil || n < 1 || n > MaxNodePageLimit {
-			return badRequest("limit must be an integer from 1 to %d, not %q", MaxNodePageLimit, v)
-		}
-		limit = n
+	limit, err := limitParam(c.QueryParam("limit"), MaxShownNodes, MaxNodePageLimit)
+	if err != nil {
+		return err
 	}
 	marker := c.QueryParam("marker")
 	ctx := c.Request().Context()
 	out := wire.RunNodeList{Children: []wire.RunChild{}}
 	errMarker := errors.New("marker")
-	err := s.st.Read(ctx, func(r store.Reader) error {
+	err = s.st.Read(ctx, func(r store.Reader) error {
 		run, err := resolveRun(ctx, r, c.Param("id"))
 		if err != nil {
 			return err

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"net/http"
-	"strconv"
 	"strings"
 	"time"
 
@@ -89,12 +88,8 @@ func (s *Server) listSchedules(c *echo.Context) error {
 		}
 		q.States = append(q.States, st)
 	}
-	if v := c.QueryParam("limit"); v != "" {
-		n, err := strconv.Atoi(v)
-		if err != nil || n < 1 || n > MaxRunListLimit {
-			return badRequest("limit must be an integer from 1 to %d, not %q", MaxRunListLimit, v)
-		}
-		q.Limit = n
+	if q.Limit, err = limitParam(c.QueryParam("limit"), q.Limit, MaxRunListLimit); err != nil {
+		return err
 	}
 	if q.Marker != "" {
 		if err := names.CheckID(q.Marker); err != nil {
