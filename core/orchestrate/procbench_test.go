@@ -30,23 +30,7 @@ import (
 // "gossip=off" is the core without gossip, where the end of a step comes at
 // the next poll of the run's busy nodes (orchestrate.Config.RunPoll);
 // "gossip=on" has every agent tell the core of its changes.
-func BenchmarkProcedure(b *testing.B) {
-	for _, tc := range []struct {
-		gossip bool
-		n      int
-		suffix string
-	}{{false, 1000, ""}, {true, 100, "_gossip_100"}} {
-		b.Run(fmt.Sprintf("gossip=%t/nodes=%d", tc.gossip, tc.n), func(b *testing.B) {
-			var c *coreAPI
-			if tc.gossip {
-				c = newGossipCoreAPI(b, tc.n)
-			} else {
-				c = newCoreAPI(b, tc.n)
-			}
-			procedure(b, c, tc.suffix)
-		})
-	}
-}
+func BenchmarkProcedure(b *testing.B) { withAndWithoutGossip(b, procedure) }
 
 // procedure is one BenchmarkProcedure case over c; its figures' keys end
 // with suffix.
