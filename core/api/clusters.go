@@ -96,7 +96,7 @@ func (s *Server) showCluster(c *echo.Context) error {
 			if err != nil {
 				return err
 			}
-			out.Calendar = schedule.CalendarView(cal, time.Now(), waitingForTime(open))
+			out.Calendar = schedule.CalendarView(cal, time.Now(), schedule.WaitingForTime(open))
 		}
 		out.Nodes = []wire.Node{}
 		for _, n := range nodes {
@@ -240,16 +240,4 @@ func toWireBudget(p budget.Policy, clusterID string, nodes []store.Node, open []
 		}
 	}
 	return out
-}
-
-// waitingForTime counts the open actions that wait for a window, the end
-// of a freeze or their not_before.
-func waitingForTime(open []store.Record) int {
-	n := 0
-	for i := range open {
-		if schedule.WaitsForItsTime(open[i].State, open[i].StateReason) {
-			n++
-		}
-	}
-	return n
 }

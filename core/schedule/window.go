@@ -6,6 +6,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/musterhq/muster/core/store"
 	"github.com/musterhq/muster/shared/action"
 	"github.com/musterhq/muster/shared/wire"
 )
@@ -395,10 +396,17 @@ func CheckNotBefore(t, now time.Time) error {
 	return nil
 }
 
-// WaitsForItsTime reports whether an action in state, with reason, waits
-// in PENDING_SCHEDULE for a window, the end of a freeze or its not_before.
-func WaitsForItsTime(state action.State, reason string) bool {
-	return state == action.PendingSchedule && action.HeldForTime(reason)
+// WaitingForTime counts the actions of open that wait in PENDING_SCHEDULE
+// for a window, the end of a freeze or their not_before: the "waiting" of a
+// cluster's calendar as the API and the web UI show it.
+func WaitingForTime(open []store.Record) int {
+	n := 0
+	for i := range open {
+		if open[i].State == action.PendingSchedule && action.HeldForTime(open[i].StateReason) {
+			n++
+		}
+	}
+	return n
 }
 
 // CalendarView is a cluster's calendar as the API and the web UI show it, at now,

@@ -573,7 +573,7 @@ func (s *Server) clusters(w http.ResponseWriter, r *http.Request, v *visitor) {
 				if err != nil {
 					return err
 				}
-				cv.Calendar = schedule.CalendarView(cal, time.Now(), waitingForTime(open))
+				cv.Calendar = schedule.CalendarView(cal, time.Now(), schedule.WaitingForTime(open))
 			}
 			out = append(out, cv)
 		}
@@ -712,16 +712,4 @@ func approvalEnds(created time.Time, notBefore *time.Time, ttl time.Duration) ti
 		return notBefore.Add(ttl)
 	}
 	return created.Add(ttl)
-}
-
-// waitingForTime counts the open actions that wait for a window, the end
-// of a freeze or their not_before.
-func waitingForTime(open []store.Record) int {
-	n := 0
-	for i := range open {
-		if schedule.WaitsForItsTime(open[i].State, open[i].StateReason) {
-			n++
-		}
-	}
-	return n
 }
