@@ -171,13 +171,13 @@ func load(ctx context.Context, tx store.Tx, id string) (*store.Record, error) {
 // Policy.TTL at now: it can no longer be approved, and ExpireApprovals
 // cancels it.
 func (r *Rules) ApprovalExpired(rec *store.Record, now time.Time) bool {
-	return rec.State == action.PendingApprove && r.Policy.Window() > 0 && now.Sub(laterOf(rec.CreatedTS, rec.NotBefore)) > r.Policy.Window()
+	return rec.State == action.PendingApprove && r.Policy.Window() > 0 && now.Sub(LaterOf(rec.CreatedTS, rec.NotBefore)) > r.Policy.Window()
 }
 
-// laterOf is t, or notBefore when it is later: the approval's time and
-// the schedule's time count from an action's not_before (docs/architecture.md,
+// LaterOf is t, or notBefore when it is later: the approval's time, the
+// schedule's time and a run's deadline count from a not_before (docs/architecture.md,
 // "Windows, freezes and later starts").
-func laterOf(t time.Time, notBefore *time.Time) time.Time {
+func LaterOf(t time.Time, notBefore *time.Time) time.Time {
 	if notBefore != nil && notBefore.After(t) {
 		return *notBefore
 	}
@@ -408,7 +408,7 @@ func (r *Rules) ExpireSchedules(ctx context.Context, tx store.Tx) ([]*store.Reco
 		return nil, err
 	}
 	return writeEach(ctx, tx, recs, func(cur *store.Record) *Change {
-		if cur.State != action.PendingSchedule || cur.ScheduledTS == nil || t.Sub(laterOf(*cur.ScheduledTS, cur.NotBefore)) <= r.ScheduleTTL {
+		if cur.State != action.PendingSchedule || cur.ScheduledTS == nil || t.Sub(LaterOf(*cur.ScheduledTS, cur.NotBefore)) <= r.ScheduleTTL {
 			return nil
 		}
 		if action.HeldByCalendar(cur.StateReason) {

@@ -226,10 +226,12 @@ func (e *Engine) InsertOccurrence(ctx context.Context, tx store.Tx, o Occurrence
 	return r, nil
 }
 
-// startDeadline sets when r's deadline falls, r starting to run at t.
+// startDeadline sets when r's deadline falls, r starting to run at t, or at
+// its not_before when that is later: a run that may not start yet is not
+// spending its time.
 func startDeadline(r *store.Run, t time.Time) {
 	if r.DeadlineS > 0 {
-		r.DeadlineTS = action.TimePtr(t.Add(time.Duration(r.DeadlineS) * time.Second))
+		r.DeadlineTS = action.TimePtr(actions.LaterOf(t, r.NotBefore).Add(time.Duration(r.DeadlineS) * time.Second))
 	}
 }
 
@@ -259,11 +261,8 @@ func (e *Engine) Approve(ctx context.Context, tx store.Tx, id, digest string, wh
 	if e.Policy.MayApprove(r.Requester, "", who.Name, true) == approval.OwnRequest {
 		return nil, fmt.Errorf("%w: %s requested run %s and may not approve it too", ErrForbidden, who.Name, r.ID)
 	}
-	since := r.CreatedTS // the approval's time counts from a later start
-	if r.NotBefore != nil && r.NotBefore.After(since) {
-		since = *r.NotBefore
-	}
-	if ttl := e.Policy.Window(); ttl > 0 && t.Sub(since) > ttl {
+	// The approval's time counts from a later start.
+	if ttl := e.Policy.Window(); ttl > 0 && t.Sub(actions.LaterOf(r.CreatedTS, r.NotBefore)) > ttl {
 		return nil, wrongState(r, fmt.Sprintf("approve: the approval window of %s has passed", ttl))
 	}
 	if r.Playbook != "" && !e.Policy.SelfApproval {
@@ -668,7 +667,7 @@ func (e *Engine) Expire(ctx context.Context, tx store.Tx) (int, error) {
 		i := 0
 		for ; i < len(page) && t.Sub(page[i].CreatedTS) > e.Policy.Window(); i++ {
 			// The approval's time counts from a later start.
-			if nb := page[i].NotBefore; nb != nil && t.Sub(*nb) <= e.Policy.Window() {
+			if t.Sub(actions.LaterOf(page[i].CreatedTS, page[i].NotBefore)) <= e.Policy.Window() {
 				continue
 			}
 			expired = append(expired, page[i].ID)

@@ -227,6 +227,27 @@ func TestADeadlineStartsNoNewNodeAndFailsTheRun(t *testing.T) {
 	}
 }
 
+// A run that may start only later (not_before) has its deadline counted
+// from then, not from its approval: a run approved two days before its
+// not_before, with a one-hour deadline, is not failed on its deadline
+// before a node ran.
+func TestADeadlineCountsFromTheRunsNotBefore(t *testing.T) {
+	t.Parallel()
+	env := setupEngine(t)
+	req := procedure("1", "0", "", nil)
+	req.DeadlineS = 3600
+	later := env.now.Add(48 * time.Hour)
+	req.NotBefore = &later
+	r := env.startReq(req)
+	if r.DeadlineTS == nil || !r.DeadlineTS.Equal(later.Add(time.Hour)) {
+		t.Fatalf("deadline_ts %v, want an hour after not_before %v", r.DeadlineTS, later)
+	}
+	env.now = later.Add(time.Minute)
+	if r = env.advance(r.ID); r.State != store.RunRunning {
+		t.Fatalf("a minute after not_before the run is %s (%s), want RUNNING", r.State, r.StateReason)
+	}
+}
+
 func TestSoakKeepsANodeInFlight(t *testing.T) {
 	t.Parallel()
 	env := setupEngine(t)
