@@ -332,11 +332,7 @@ func UnmarkSending(ctx context.Context, tx store.Tx, id, storeID string) error {
 	return tx.UpdateAction(ctx, cur)
 }
 
-// NotBeforePrefix starts the state_reason of an action that waits for its
-// not_before.
-const NotBeforePrefix = action.ReasonNotBefore
-
 // NotBeforeReason is the state_reason of an action held until t.
 func NotBeforeReason(t time.Time) string {
-	return NotBeforePrefix + t.Format(time.RFC3339)
+	return action.ReasonNotBefore + t.Format(time.RFC3339)
 }

@@ -224,30 +224,19 @@ func (s CalendarStatus) Allows(urgent bool) bool {
 func (s CalendarStatus) Reason(urgent bool) string {
 	switch {
 	case s.Frozen != nil:
-		r := "frozen until " + s.FrozenUntil.Format(time.RFC3339)
+		r := action.ReasonFrozen + s.FrozenUntil.Format(time.RFC3339)
 		if s.Frozen.Reason != "" {
 			r += ": " + s.Frozen.Reason
 		}
 		return r
 	case !s.InWindow && !urgent:
 		if s.NextOpen.IsZero() {
-			return ReasonOutsideWindow + "; no window opens again"
+			return action.ReasonOutsideWindow + "; no window opens again"
 		}
-		return ReasonOutsideWindow + "; next opens " + s.NextOpen.Format(time.RFC3339)
+		return action.ReasonOutsideWindow + "; next opens " + s.NextOpen.Format(time.RFC3339)
 	}
 	return ""
 }
-
-// Reason prefixes of the calendar's holds, and of an action held until
-// its not_before (one source: shared/action).
-const (
-	ReasonOutsideWindow = action.ReasonOutsideWindow
-	ReasonFrozen        = action.ReasonFrozen
-	ReasonNotBefore     = action.ReasonNotBefore
-)
-
-// HeldByCalendar reports whether a state_reason is one of the calendar's.
-func HeldByCalendar(reason string) bool { return action.HeldByCalendar(reason) }
 
 // NextChange is the first instant after s.At at which what the calendar
 // allows may change: a window opens or closes, a freeze begins or ends.

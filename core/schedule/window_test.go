@@ -5,6 +5,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/musterhq/muster/shared/action"
 )
 
 func mustWindow(t *testing.T, expr string, d time.Duration, tz string) Window {
@@ -100,7 +102,7 @@ func TestCalendarAt(t *testing.T) {
 			if got := s.NextChange(); !got.Equal(tc.nextChange) {
 				t.Fatalf("NextChange = %v, want %v", got, tc.nextChange)
 			}
-			if tc.reason != "" && !HeldByCalendar(tc.reason) {
+			if tc.reason != "" && !action.HeldByCalendar(tc.reason) {
 				t.Fatalf("HeldByCalendar(%q) = false", tc.reason)
 			}
 		})

@@ -7,7 +7,6 @@ import (
 	"net/http"
 	"net/url"
 	"sort"
-	"strings"
 	"time"
 
 	"github.com/musterhq/muster/core/actions"
@@ -111,8 +110,6 @@ type scheduleData struct {
 	Local []string
 	// CanDecide: the visitor may approve or reject it now.
 	CanDecide bool
-	// Own: the visitor created or last changed it (and may not approve it).
-	Own bool
 	// Why says why a schedule waiting for approval shows no buttons.
 	Why string
 	// CanPause, CanResume, CanDelete: the visitor may make that change
@@ -201,7 +198,6 @@ func (s *Server) schedulePage(w http.ResponseWriter, r *http.Request, v *visitor
 	for _, n := range sc.Next {
 		d.Local = append(d.Local, n.In(loc).Format("Mon 2006-01-02 15:04 MST"))
 	}
-	d.Own = strings.EqualFold(sc.Requester, v.tok.Name)
 	if sc.State == store.SchedulePendingApprove {
 		d.Why = s.whyNot(v, "this schedule", sc.Requester, applier)
 		d.CanDecide = d.Why == ""

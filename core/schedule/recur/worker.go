@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"strconv"
 	"time"
 
 	"github.com/musterhq/muster/core/actions"
@@ -174,7 +173,7 @@ func (w *Worker) Occur(ctx context.Context, name string, at time.Time, due bool)
 		if errors.Is(err, store.ErrNotFound) {
 			// Its playbook (or the version it pins) is gone: nothing may
 			// run, and it says so once rather than failing every pass.
-			why := fmt.Sprintf("playbook %s version %s not found", sc.Playbook, versionName(sc.Version))
+			why := fmt.Sprintf("playbook %s version %s not found", sc.Playbook, wire.VersionRef(sc.Version))
 			return sendBack(ctx, tx, sc, t, why, why, "playbook gone", map[string]any{"playbook": sc.Playbook})
 		}
 		if err != nil {
@@ -219,7 +218,7 @@ func (w *Worker) Occur(ctx context.Context, name string, at time.Time, due bool)
 		var plan *playbook.Planned
 		if err == nil {
 			var params map[string]string
-			if err = jsonUnmarshal(sc.Params, &params); err == nil {
+			if err = json.Unmarshal(sc.Params, &params); err == nil {
 				plan, err = p.Plan(ctx, tx, pb.Version, &wire.PlanRequest{ClusterID: sc.ClusterID, Params: params})
 			}
 		}
@@ -253,19 +252,4 @@ func (w *Worker) Occur(ctx context.Context, name string, at time.Time, due bool)
 		}
 	}
 	return err
-}
-
-func jsonUnmarshal(b []byte, v any) error {
-	if len(b) == 0 {
-		return nil
-	}
-	return json.Unmarshal(b, v)
-}
-
-// versionName is a schedule's version as people write it.
-func versionName(v int) string {
-	if v == 0 {
-		return "latest"
-	}
-	return strconv.Itoa(v)
 }
