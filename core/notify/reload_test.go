@@ -229,7 +229,7 @@ func TestADestinationOnlyUnknownHereKeepsItsDeliveries(t *testing.T) {
 	st.SetOutbox(Route([]Destination{{Name: "theirs"}, {Name: "gone"}}))
 	appendEvents(t, st, 2, "run.paused")
 	st.SetOutbox(nil)
-	w, err := New(Config{Poll: 20 * time.Millisecond, Destinations: []Destination{{Name: "gone", URL: "https://gone.example/hook"}}}, st, nil, nil)
+	w, err := New(Config{Poll: 20 * time.Millisecond, AllowLoopback: true, Destinations: []Destination{{Name: "gone", URL: "https://127.0.0.1:1/hook"}}}, st, nil, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
