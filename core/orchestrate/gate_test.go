@@ -94,7 +94,9 @@ func TestNotBeforeHoldsAnyActionAndAWakeUpPushesIt(t *testing.T) {
 	t.Parallel()
 	h, _ := gateSetup(t, "n1")
 	h.pass()
-	at := action.UTC(time.Now().Add(700 * time.Millisecond))
+	// Far enough ahead that the pass below ends before it even on a loaded
+	// machine; the wake-up then pushes it about 3 s from now.
+	at := action.UTC(time.Now().Add(3 * time.Second))
 	id := h.create("n1", func(r *store.Record) { r.Kind, r.NotBefore = kindPing, &at })
 	h.pass()
 	rec := h.record(id)
