@@ -506,7 +506,7 @@ func (o *Orchestrator) Stop() {
 // between syncs while the node keeps its address. Called by the cluster's
 // loop alone.
 func (o *Orchestrator) nodeClients(cs *clusterState, nodes []*nodeResult) {
-	guarded := func(n *store.Node) bool { return o.cfg.RefuseInternalGossip && n.Source == store.SourceGossip }
+	guarded := o.guardedNode
 	if o.cfg.AgentTLS == nil {
 		for _, res := range nodes {
 			res.hc = o.hc
@@ -523,18 +523,29 @@ func (o *Orchestrator) nodeClients(cs *clusterState, nodes []*nodeResult) {
 			if ok {
 				c.hc.CloseIdleConnections()
 			}
-			tr := baseTransport(o.hc)
-			if guarded(n) {
-				guard(tr)
-			}
-			// An enrolled certificate names its cluster: n1 of another
-			// cluster is not this node.
-			tr.TLSClientConfig = tlsutil.ForPeer(tlsutil.InCluster(o.cfg.AgentTLS, n.ClusterID), tlsutil.Agent(n.ID))
-			c = &nodeClient{addr: n.Addr, guarded: guarded(n), hc: &http.Client{Transport: tr, CheckRedirect: noRedirect}}
+			c = &nodeClient{addr: n.Addr, guarded: guarded(n), hc: o.peerClient(baseTransport(o.hc), n)}
 			cs.clients[n.ID] = c
 		}
 		nodes[i].hc = c.hc
 	}
+}
+
+// guardedNode reports whether the clients that reach node n refuse
+// internal addresses: a node gossip announced, with RefuseInternalGossip.
+func (o *Orchestrator) guardedNode(n *store.Node) bool {
+	return o.cfg.RefuseInternalGossip && n.Source == store.SourceGossip
+}
+
+// peerClient is a client of node n's own over tr (with AgentTLS): tr
+// refuses internal addresses when n is guarded, and accepts only n's
+// certificate (an enrolled certificate names its cluster: n1 of another
+// cluster is not this node).
+func (o *Orchestrator) peerClient(tr *http.Transport, n *store.Node) *http.Client {
+	if o.guardedNode(n) {
+		guard(tr)
+	}
+	tr.TLSClientConfig = tlsutil.ForPeer(tlsutil.InCluster(o.cfg.AgentTLS, n.ClusterID), tlsutil.Agent(n.ID))
+	return &http.Client{Transport: tr, CheckRedirect: noRedirect}
 }
 
 // forgetNodes drops what the loop keeps of the nodes a full sync no longer

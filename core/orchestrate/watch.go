@@ -11,7 +11,6 @@ import (
 	"github.com/musterhq/muster/core/store"
 	"github.com/musterhq/muster/shared/action"
 	"github.com/musterhq/muster/shared/client"
-	"github.com/musterhq/muster/shared/tlsutil"
 	"github.com/musterhq/muster/shared/wire"
 )
 
@@ -240,19 +239,13 @@ func (o *Orchestrator) dropWatcher(k nodeKey, w *watcher) {
 // the watch's own (to close when the watch ends): with AgentTLS, one that
 // accepts only n's certificate, as the loop's.
 func (o *Orchestrator) watchClient(n *store.Node) (*http.Client, bool) {
-	guarded := o.cfg.RefuseInternalGossip && n.Source == store.SourceGossip
 	if o.cfg.AgentTLS == nil {
-		if guarded {
+		if o.guardedNode(n) {
 			return o.wguarded, false
 		}
 		return o.whc, false
 	}
-	tr := watchTransport(o.whc)
-	if guarded {
-		guard(tr)
-	}
-	tr.TLSClientConfig = tlsutil.ForPeer(tlsutil.InCluster(o.cfg.AgentTLS, n.ClusterID), tlsutil.Agent(n.ID))
-	return &http.Client{Transport: tr, CheckRedirect: noRedirect}, true
+	return o.peerClient(watchTransport(o.whc), n), true
 }
 
 // watchNode is one node's watcher: blocking GETs of one change after its
