@@ -42,14 +42,12 @@ type Calendar struct {
 	Freezes []Freeze
 }
 
-// NewWindow parses a window as configured, checking its duration bounds.
+// NewWindow is a window opening at expr in zone tz for d. Its bounds are
+// checked where the configuration is read (ParseCalendar).
 func NewWindow(expr string, d time.Duration, tz string) (Window, error) {
 	c, err := ParseCron(expr, tz)
 	if err != nil {
 		return Window{}, err
-	}
-	if d < MinWindow || d > MaxWindow {
-		return Window{}, fmt.Errorf("duration %s: %w: must be from %s to %s", d, ErrInvalid, MinWindow, "168h (7 days)")
 	}
 	return Window{Cron: c, Duration: d}, nil
 }

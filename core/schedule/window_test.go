@@ -18,7 +18,9 @@ func mustWindow(t *testing.T, expr string, d time.Duration, tz string) Window {
 	return w
 }
 
-func TestNewWindowRefusesBadDurations(t *testing.T) {
+// A window's duration is checked where the configuration is read
+// (ParseCalendar), naming the field: from a minute to 7 days.
+func TestACalendarRefusesBadWindowDurations(t *testing.T) {
 	t.Parallel()
 	for name, d := range map[string]time.Duration{
 		"under a minute": 59 * time.Second,
@@ -27,14 +29,15 @@ func TestNewWindowRefusesBadDurations(t *testing.T) {
 	} {
 		t.Run(name, func(t *testing.T) {
 			t.Parallel()
-			if _, err := NewWindow("0 2 * * *", d, "UTC"); !errors.Is(err, ErrInvalid) || !strings.Contains(err.Error(), "duration") {
-				t.Fatalf("NewWindow(%s) = %v, want ErrInvalid naming the duration", d, err)
+			_, bad := ParseCalendar([]WindowSpec{{Cron: "0 2 * * *", Duration: d, Timezone: "UTC"}}, nil, 0)
+			if len(bad) != 1 || bad[0].Field != "windows[0].duration" || !errors.Is(bad[0].Err, ErrInvalid) {
+				t.Fatalf("ParseCalendar with a %s window = %v, want one ErrInvalid naming windows[0].duration", d, bad)
 			}
 		})
 	}
 	for _, d := range []time.Duration{time.Minute, 7 * 24 * time.Hour} {
-		if _, err := NewWindow("0 2 * * *", d, "UTC"); err != nil {
-			t.Fatalf("NewWindow(%s) = %v, want it accepted", d, err)
+		if cal, bad := ParseCalendar([]WindowSpec{{Cron: "0 2 * * *", Duration: d, Timezone: "UTC"}}, nil, 0); len(bad) != 0 || len(cal.Windows) != 1 {
+			t.Fatalf("ParseCalendar with a %s window = %v, want it accepted", d, bad)
 		}
 	}
 }
