@@ -160,26 +160,20 @@ func checkParams(ctx context.Context, tx store.Tx, pb *store.Playbook, cluster s
 	if err != nil {
 		return err
 	}
-	values, err := p.Values(params)
-	if err != nil {
-		return &schedule.FieldError{Field: "params", Msg: strings.TrimPrefix(err.Error(), playbook.ErrInvalid.Error()+": ")}
-	}
-	specs, err := p.Render(values)
-	if err != nil {
-		return &schedule.FieldError{Field: "params", Msg: strings.TrimPrefix(err.Error(), playbook.ErrInvalid.Error()+": ")}
-	}
-	run := wire.CreateRunRequest{ClusterID: cluster, Stages: specs}
-	if err := runs.Check(&run); err != nil {
+	_, err = p.Plan(ctx, tx, pb.Version, &wire.PlanRequest{ClusterID: cluster, Params: params})
+	switch {
+	case err == nil:
+		return nil
+	case errors.Is(err, argschema.ErrArgs): // before ErrUnresolvable, which it carries too
 		return &schedule.FieldError{Field: "params", Msg: err.Error()}
-	}
-	nodes, err := tx.Nodes(ctx, cluster)
-	if err != nil {
-		return err
-	}
-	if _, err := runs.Resolve(&run, nodes); errors.Is(err, argschema.ErrArgs) {
+	case errors.Is(err, playbook.ErrInvalid):
+		return &schedule.FieldError{Field: "params", Msg: strings.TrimPrefix(err.Error(), playbook.ErrInvalid.Error()+": ")}
+	case errors.Is(err, runs.ErrInvalid):
 		return &schedule.FieldError{Field: "params", Msg: err.Error()}
+	case errors.Is(err, runs.ErrUnresolvable), errors.Is(err, store.ErrNotFound):
+		return nil // may change before an occurrence, which then says so
 	}
-	return nil
+	return err
 }
 
 // waiting announces that sc waits for an approver (approval.waiting, as
