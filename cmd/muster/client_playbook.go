@@ -169,15 +169,24 @@ func (p *planFlags) request() (*wire.PlanRequest, error) {
 	if p.cluster == "" {
 		return nil, usageError("--cluster is required")
 	}
-	req := &wire.PlanRequest{ClusterID: p.cluster, Version: p.version, Digest: p.digest, Params: map[string]string{}}
-	for _, kv := range p.params {
+	params, err := parseParams(p.params)
+	if err != nil {
+		return nil, err
+	}
+	return &wire.PlanRequest{ClusterID: p.cluster, Version: p.version, Digest: p.digest, Params: params}, nil
+}
+
+// parseParams reads repeated --param key=value flags.
+func parseParams(kvs []string) (map[string]string, error) {
+	out := map[string]string{}
+	for _, kv := range kvs {
 		k, v, ok := strings.Cut(kv, "=")
 		if !ok || k == "" {
 			return nil, usageError("--param %q: want key=value", kv)
 		}
-		req.Params[k] = v
+		out[k] = v
 	}
-	return req, nil
+	return out, nil
 }
 
 func newPlaybookPlanCmd(f *clientFlags) *cobra.Command {

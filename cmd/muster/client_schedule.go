@@ -68,13 +68,8 @@ func newScheduleCreateCmd(f *clientFlags) *cobra.Command {
 				return usageError("--%v", err)
 			}
 			req.Version = v
-			req.Params = map[string]string{}
-			for _, kv := range params {
-				k, val, ok := strings.Cut(kv, "=")
-				if !ok || k == "" {
-					return usageError("--param %q: want key=value", kv)
-				}
-				req.Params[k] = val
+			if req.Params, err = parseParams(params); err != nil {
+				return err
 			}
 			c, err := f.core()
 			if err != nil {
