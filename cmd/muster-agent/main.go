@@ -34,6 +34,9 @@ func main() {
 // command beside check and enroll.
 func newRootCmd() *cobra.Command {
 	root := agentcmd.New("muster-agent")
+	// As muster's root: a word that is no command is refused as one (with
+	// suggestions), before --help and flags are looked at.
+	root.Args = nil
 	root.SilenceUsage = true
 	root.SilenceErrors = true
 	root.SetFlagErrorFunc(cli.FlagError)

@@ -60,6 +60,7 @@ func TestBinaryChecksAndPrintsItsVersion(t *testing.T) {
 		{"check a bad file", []string{"check", "--config", bad}, nil, 2, "colour: unknown key"},
 		{"check the environment", []string{"check", "--config", example}, []string{"MUSTER_NODE_ID=db 1"}, 2, "node_id:"},
 		{"a bad flag", []string{"--colour", "blue"}, nil, 2, "muster-agent: unknown flag: --colour (see 'muster-agent --help')"},
+		{"an unknown command", []string{"chek", "--help"}, nil, 1, "unknown command \"chek\" for \"muster-agent\"\n\nDid you mean this?\n\tcheck"},
 		{"version", []string{"version"}, nil, 0, "muster-agent "},
 		{"help", []string{"--help"}, nil, 0, "muster-agent [command]"},
 	} {

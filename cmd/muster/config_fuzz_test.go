@@ -15,7 +15,7 @@ import (
 	"github.com/musterhq/muster/shared/config"
 )
 
-// FuzzLoadConfig feeds YAML to loadConfig as `muster agent` and `muster core`
+// FuzzLoadConfig feeds YAML to cli.LoadConfig as `muster agent` and `muster core`
 // read it. Whatever the input, loading never panics; it either fails with a
 // one-line configuration error (exit code 2) or yields a struct whose
 // Validate never panics and reports one line per bad field. The seeds are

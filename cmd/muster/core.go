@@ -142,7 +142,7 @@ func checkConfigSecrets(path string) error {
 	}
 	b, err := os.ReadFile(path)
 	if err != nil {
-		return nil // loadConfig has read it; a file gone since fails later
+		return nil // cli.LoadConfig has read it; a file gone since fails later
 	}
 	var doc struct {
 		Store struct {

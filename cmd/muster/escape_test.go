@@ -189,6 +189,6 @@ func TestCLIEscapesErrorAnswers(t *testing.T) {
 	assertSafe(t, "the error line", cli.ErrorText(err), "no "+escaped, "m"+escaped)
 	// Lines of a multi-line error stay lines.
 	if got := cli.ErrorText(errors.New("invalid configuration:\n  a: " + red)); got != "invalid configuration:\n  a: \\x1b[31m" {
-		t.Fatalf("errorText = %q", got)
+		t.Fatalf("ErrorText = %q", got)
 	}
 }
