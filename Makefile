@@ -1,6 +1,8 @@
 # muster: run `make help` for the targets.
 GO        ?= go
 BIN       ?= bin/muster
+# The agent-only binary the nodes install (docs/architecture.md, "Binaries").
+AGENT_BIN ?= bin/muster-agent
 # The tests and vet run under the race detector with the same flags, so SQLite
 # (cgo, about a minute to compile) is compiled once for both. `make build`
 # makes the binary people deploy, without the race detector: one more compile
@@ -29,8 +31,9 @@ help: ## Show this help
 	@awk 'BEGIN {FS = ":.*##"} /^[a-zA-Z_-]+:.*##/ {printf "  %-10s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
 
 .PHONY: build
-build: ## Build bin/muster, the deployable binary (no race detector)
+build: ## Build bin/muster and bin/muster-agent, the deployable binaries (no race detector)
 	$(GO) build -ldflags '$(LDFLAGS)' -o $(BIN) ./cmd/muster
+	$(GO) build -ldflags '$(LDFLAGS)' -o $(AGENT_BIN) ./cmd/muster-agent
 
 # dev runs the deployable build: on a fresh clone it is the quickest to make
 # (60 s against 240 s with -race, measured on 2 busy cores) and what people
@@ -40,7 +43,7 @@ dev: build ## Start a core and three agents on loopback (temporary SQLite files)
 	$(BIN) dev --agents 3
 
 .PHONY: release
-release: ## Build dist/muster-VERSION-linux-{amd64,arm64} and dist/SHA256SUMS
+release: ## Build dist/muster{,-agent}-VERSION-linux-{amd64,arm64} and dist/SHA256SUMS
 	@command -v $(CC_arm64) >/dev/null || { \
 	  if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null; then \
 	    apt-get update -qq && apt-get install -y -qq gcc-aarch64-linux-gnu libc6-dev-arm64-cross; \
@@ -48,18 +51,23 @@ release: ## Build dist/muster-VERSION-linux-{amd64,arm64} and dist/SHA256SUMS
 	rm -rf $(DIST) && mkdir -p $(DIST)
 	for arch in amd64 arm64; do \
 	  cc=$(CC_amd64); [ $$arch = arm64 ] && cc=$(CC_arm64); \
-	  CGO_ENABLED=1 GOOS=linux GOARCH=$$arch CC=$$cc \
-	    $(GO) build -trimpath -ldflags '-s -w $(LDFLAGS)' \
-	    -o $(DIST)/muster-$(VERSION)-linux-$$arch ./cmd/muster || exit 1; \
+	  for cmd in muster muster-agent; do \
+	    CGO_ENABLED=1 GOOS=linux GOARCH=$$arch CC=$$cc \
+	      $(GO) build -trimpath -ldflags '-s -w $(LDFLAGS)' \
+	      -o $(DIST)/$$cmd-$(VERSION)-linux-$$arch ./cmd/$$cmd || exit 1; \
+	  done; \
 	done
-	cd $(DIST) && sha256sum muster-$(VERSION)-linux-* > SHA256SUMS && cat SHA256SUMS
-# package makes the .deb and .rpm of each binary `make release` built, with
+	cd $(DIST) && sha256sum muster-$(VERSION)-linux-* muster-agent-$(VERSION)-linux-* > SHA256SUMS && cat SHA256SUMS
+# package makes, for each architecture, the .deb and .rpm of the muster
+# package (the one binary, the core's unit) and of the muster-agent package
+# (the agent's binary and unit) from the binaries `make release` built, with
 # nfpm driven by ./packaging (the files, the muster user, the scripts: see
 # docs/operations.md, "Packages"), and lists every file in SHA256SUMS.
 .PHONY: package
 package: release ## Build dist/*.deb and dist/*.rpm for amd64 and arm64 (nfpm)
 	for arch in amd64 arm64; do \
-	  $(GO) run ./packaging -binary $(DIST)/muster-$(VERSION)-linux-$$arch -arch $$arch \
+	  $(GO) run ./packaging -binary $(DIST)/muster-$(VERSION)-linux-$$arch \
+	    -agent-binary $(DIST)/muster-agent-$(VERSION)-linux-$$arch -arch $$arch \
 	    -version $(VERSION) -formats deb,rpm -out $(DIST) || exit 1; \
 	done
 	cd $(DIST) && sha256sum muster* > SHA256SUMS && cat SHA256SUMS

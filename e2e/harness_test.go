@@ -1,5 +1,5 @@
-// Package e2e tests muster as a black box: it builds the muster binary,
-// starts real agent and core processes with their own data directories and
+// Package e2e tests muster as a black box: it builds the muster and
+// muster-agent binaries, starts real agent and core processes with their own data directories and
 // ports, kills them with SIGKILL, restarts them, and speaks only HTTP.
 package e2e
 
@@ -16,6 +16,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -28,7 +29,9 @@ import (
 	"github.com/musterhq/muster/shared/testwait"
 )
 
-var binary string
+// The binaries the tests run: the one binary muster, and muster-agent,
+// the agent alone that the nodes install.
+var binary, agentBinary string
 
 func TestMain(m *testing.M) {
 	dir, err := os.MkdirTemp("", "muster-e2e-bin-")
@@ -36,16 +39,18 @@ func TestMain(m *testing.M) {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(1)
 	}
-	binary = filepath.Join(dir, "muster")
-	args := []string{"build", "-o", binary}
-	if raceEnabled {
-		args = append(args, "-race")
-	}
-	cmd := exec.Command("go", append(args, "../cmd/muster")...)
-	cmd.Stdout, cmd.Stderr = os.Stdout, os.Stderr
-	if err := cmd.Run(); err != nil {
-		fmt.Fprintln(os.Stderr, "build muster:", err)
-		os.Exit(1)
+	binary, agentBinary = filepath.Join(dir, "muster"), filepath.Join(dir, "muster-agent")
+	for out, pkg := range map[string]string{binary: "../cmd/muster", agentBinary: "../cmd/muster-agent"} {
+		args := []string{"build", "-o", out}
+		if raceEnabled {
+			args = append(args, "-race")
+		}
+		cmd := exec.Command("go", append(args, pkg)...)
+		cmd.Stdout, cmd.Stderr = os.Stdout, os.Stderr
+		if err := cmd.Run(); err != nil {
+			fmt.Fprintln(os.Stderr, "build", filepath.Base(out)+":", err)
+			os.Exit(1)
+		}
 	}
 	code := pgtest.Run(m) // the replicas' PostgreSQL (ha_test.go)
 	os.RemoveAll(dir)
@@ -55,6 +60,7 @@ func TestMain(m *testing.M) {
 // proc is one running muster process.
 type proc struct {
 	t       testing.TB
+	bin     string // the binary it runs: binary when empty
 	name    string
 	args    []string
 	env     []string
@@ -110,7 +116,11 @@ func (p *proc) tryLaunch() error {
 	if err != nil {
 		return err
 	}
-	cmd := exec.Command(binary, p.args...)
+	bin := p.bin
+	if bin == "" {
+		bin = binary
+	}
+	cmd := exec.Command(bin, p.args...)
 	cmd.Env = append(os.Environ(), p.env...)
 	pr, pw := io.Pipe()
 	cmd.Stdout = logf
@@ -248,15 +258,22 @@ func agentProc(t testing.TB, node, extraYAML string) (*proc, *client.Agent, stri
 // agentProcIn is agentProc with its config, data directory and log in dir.
 func agentProcIn(t testing.TB, dir, node, extraYAML string) (*proc, *client.Agent, string) {
 	t.Helper()
+	return agentProcOf(t, binary, []string{"agent"}, dir, node, extraYAML)
+}
+
+// agentProcOf is agentProcIn with the agent started as bin cmd...:
+// `muster agent` (binary, "agent") or `muster-agent` (agentBinary, none).
+func agentProcOf(t testing.TB, bin string, cmd []string, dir, node, extraYAML string) (*proc, *client.Agent, string) {
+	t.Helper()
 	path := filepath.Join(dir, "agent.yaml")
-	p := startOnFreePort(t, dir, node, func(port int) []string {
+	p := startBinOnFreePort(t, bin, dir, node, func(port int) []string {
 		// Plaintext TCP, as in muster dev: tests that need mutual TLS write
 		// their own configuration.
 		cfg := fmt.Sprintf("node_id: %s\ncluster_id: e2e\ndata_dir: %s\napi:\n  addr: 127.0.0.1:%d\n  insecure: true\n%s", node, filepath.Join(dir, "data"), port, extraYAML)
 		if err := os.WriteFile(path, []byte(cfg), 0o600); err != nil {
 			t.Fatal(err)
 		}
-		return []string{"agent", "--config", path}
+		return append(slices.Clone(cmd), "--config", path)
 	})
 	return p, client.NewAgent(p.Addr(), &http.Client{Timeout: 10 * time.Second}), dir
 }
@@ -267,8 +284,14 @@ func agentProcIn(t testing.TB, dir, node, extraYAML string) (*proc, *client.Agen
 // started again on another port.
 func startOnFreePort(t testing.TB, dir, name string, args func(port int) []string) *proc {
 	t.Helper()
+	return startBinOnFreePort(t, binary, dir, name, args)
+}
+
+// startBinOnFreePort is startOnFreePort with the binary bin.
+func startBinOnFreePort(t testing.TB, bin, dir, name string, args func(port int) []string) *proc {
+	t.Helper()
 	for attempt := 1; ; attempt++ {
-		p := &proc{t: t, name: name, args: args(freePort(t)), logPath: filepath.Join(dir, name+".log")}
+		p := &proc{t: t, bin: bin, name: name, args: args(freePort(t)), logPath: filepath.Join(dir, name+".log")}
 		err := p.tryLaunch()
 		if err == nil {
 			t.Cleanup(func() { p.kill() })

@@ -22,13 +22,16 @@ import (
 // packageVersion is the version the test's package is built with.
 const packageVersion = "v9.8.7"
 
-// TestPackageDebInstallStartRemove builds the amd64 .deb as `make package`
-// does (with the binary the tests built), installs it with dpkg on this
-// machine, checks the files, their owners and modes, the muster user, runs
-// `muster version`, starts an agent from the installed configuration as the
-// muster user (not through systemd, which does not run here) and waits for
-// its health, then removes and purges the package and checks that nothing
-// is left. It needs root and dpkg, as CI has.
+// TestPackageDebInstallStartRemove builds the amd64 .debs as `make package`
+// does (with the binaries the tests built), installs both packages, muster
+// and muster-agent, with dpkg on this machine, checks the files, their
+// owners and modes, the muster user, runs `muster version` and
+// `muster-agent version`, starts muster-agent from the installed
+// configuration as the muster user (not through systemd, which does not
+// run here) and waits for its health. Then it removes and purges
+// muster-agent, which leaves muster, its configuration, the directories and
+// the user alone, and purges muster, after which nothing is left. It needs
+// root and dpkg, as CI has.
 func TestPackageDebInstallStartRemove(t *testing.T) {
 	t.Parallel()
 	if os.Geteuid() != 0 {
@@ -37,37 +40,43 @@ func TestPackageDebInstallStartRemove(t *testing.T) {
 	if _, err := exec.LookPath("dpkg"); err != nil {
 		t.Fatal("this test needs dpkg (a Debian machine)")
 	}
-	if exec.Command("dpkg-query", "-W", "muster").Run() == nil {
-		t.Fatal("a muster package is installed on this machine already: dpkg --purge muster first")
+	for _, name := range []string{"muster", "muster-agent"} {
+		if exec.Command("dpkg-query", "-W", name).Run() == nil {
+			t.Fatalf("a %s package is installed on this machine already: dpkg --purge %s first", name, name)
+		}
 	}
 	if _, err := user.Lookup("muster"); err == nil {
 		t.Fatal("a muster user exists on this machine already: the test would not know what to leave")
 	}
 
 	out := t.TempDir()
-	build := exec.Command("go", "run", "./packaging", "-binary", binary, "-arch", "amd64",
+	build := exec.Command("go", "run", "./packaging", "-binary", binary, "-agent-binary", agentBinary, "-arch", "amd64",
 		"-version", packageVersion, "-formats", "deb", "-out", out)
 	build.Dir = ".."
 	b, err := build.CombinedOutput()
 	if err != nil {
 		t.Fatalf("go run ./packaging: %v\n%s", err, b)
 	}
-	deb := strings.TrimSpace(string(b))
-	if filepath.Ext(deb) != ".deb" {
-		t.Fatalf("packaging printed %q, want the .deb's path", deb)
+	debs := strings.Fields(string(b))
+	if len(debs) != 2 || filepath.Base(debs[0]) != "muster_9.8.7_amd64.deb" || filepath.Base(debs[1]) != "muster-agent_9.8.7_amd64.deb" {
+		t.Fatalf("packaging printed %q, want the paths of the two .debs", debs)
 	}
 
 	t.Cleanup(func() {
 		// Whatever happened, the machine is left as it was.
-		if exec.Command("dpkg-query", "-W", "muster").Run() == nil {
-			if b, err := exec.Command("dpkg", "--purge", "muster").CombinedOutput(); err != nil {
-				t.Errorf("dpkg --purge muster: %v\n%s", err, b)
+		for _, name := range []string{"muster-agent", "muster"} {
+			if exec.Command("dpkg-query", "-W", name).Run() == nil {
+				if b, err := exec.Command("dpkg", "--purge", name).CombinedOutput(); err != nil {
+					t.Errorf("dpkg --purge %s: %v\n%s", name, err, b)
+				}
 			}
 		}
 	})
-	b = runOK(t, "dpkg", "-i", deb)
-	if !strings.Contains(string(b), "edit /etc/muster/agent.yaml") {
-		t.Errorf("the post-install note does not say what to edit:\n%s", b)
+	b = runOK(t, "dpkg", "-i", debs[0], debs[1])
+	for _, note := range []string{"edit /etc/muster/core.yaml", "Edit /etc/muster/agent.yaml"} {
+		if !strings.Contains(string(b), note) {
+			t.Errorf("the post-install notes do not say %q:\n%s", note, b)
+		}
 	}
 
 	u, err := user.Lookup("muster")
@@ -95,6 +104,7 @@ func TestPackageDebInstallStartRemove(t *testing.T) {
 		dir        bool
 	}{
 		{path: "/usr/bin/muster", mode: 0o755},
+		{path: "/usr/bin/muster-agent", mode: 0o755},
 		{path: "/usr/lib/systemd/system/muster-agent.service", mode: 0o644},
 		{path: "/usr/lib/systemd/system/muster-core.service", mode: 0o644},
 		{path: "/etc/muster", mode: 0o750, grp: gid, dir: true},
@@ -118,38 +128,57 @@ func TestPackageDebInstallStartRemove(t *testing.T) {
 			}
 		}
 	}
-	for _, unit := range []string{"muster-agent", "muster-core"} {
+	for unit, start := range map[string]string{"muster-agent": "/usr/bin/muster-agent --config", "muster-core": "/usr/bin/muster core"} {
 		text, _ := os.ReadFile("/usr/lib/systemd/system/" + unit + ".service")
-		if !strings.Contains(string(text), "ExecStart=/usr/bin/muster ") || strings.Contains(string(text), "/usr/local/bin/muster") {
-			t.Errorf("%s.service does not start /usr/bin/muster:\n%s", unit, text)
+		if !strings.Contains(string(text), "ExecStart="+start+" ") || strings.Contains(string(text), "/usr/local/bin/") {
+			t.Errorf("%s.service does not start %s:\n%s", unit, start, text)
 		}
 	}
-	conffiles := string(runOK(t, "dpkg-query", "-W", "-f=${Conffiles}", "muster"))
-	for _, f := range []string{"/etc/muster/agent.yaml", "/etc/muster/core.yaml"} {
-		if !strings.Contains(conffiles, f) {
-			t.Errorf("%s is not a configuration file of the package: %q", f, conffiles)
+	for name, conffile := range map[string]string{"muster": "/etc/muster/core.yaml", "muster-agent": "/etc/muster/agent.yaml"} {
+		if got := string(runOK(t, "dpkg-query", "-W", "-f=${Conffiles}", name)); !strings.Contains(got, conffile) {
+			t.Errorf("%s is not a configuration file of the package %s: %q", conffile, name, got)
+		}
+		if v := string(runOK(t, "dpkg-query", "-W", "-f=${Version}", name)); v != strings.TrimPrefix(packageVersion, "v") {
+			t.Errorf("%s: package version %q, want %q", name, v, strings.TrimPrefix(packageVersion, "v"))
 		}
 	}
-	if v := string(runOK(t, "dpkg-query", "-W", "-f=${Version}", "muster")); v != strings.TrimPrefix(packageVersion, "v") {
-		t.Errorf("package version %q, want %q", v, strings.TrimPrefix(packageVersion, "v"))
-	}
-	if b := runOK(t, "/usr/bin/muster", "version"); len(bytes.TrimSpace(b)) == 0 {
-		t.Error("muster version printed nothing")
+	for _, bin := range []string{"/usr/bin/muster", "/usr/bin/muster-agent"} {
+		if b := runOK(t, bin, "version"); !strings.HasPrefix(string(b), filepath.Base(bin)+" ") {
+			t.Errorf("%s version printed %q", bin, b)
+		}
 	}
 
 	startInstalledAgent(t, uint32(uid), uint32(gid))
 
-	runOK(t, "dpkg", "-r", "muster")
-	for _, gone := range []string{"/usr/bin/muster", "/usr/lib/systemd/system/muster-agent.service"} {
+	// The agent goes; the core's package, its files, the directories and
+	// the user stay.
+	runOK(t, "dpkg", "-r", "muster-agent")
+	for _, gone := range []string{"/usr/bin/muster-agent", "/usr/lib/systemd/system/muster-agent.service"} {
 		if _, err := os.Stat(gone); !os.IsNotExist(err) {
-			t.Errorf("%s is still there after dpkg -r (%v)", gone, err)
+			t.Errorf("%s is still there after dpkg -r muster-agent (%v)", gone, err)
 		}
 	}
 	if _, err := os.Stat("/etc/muster/agent.yaml"); err != nil {
 		t.Errorf("dpkg -r removed the configuration, which only a purge removes: %v", err)
 	}
+	runOK(t, "dpkg", "--purge", "muster-agent")
+	for _, gone := range []string{"/etc/muster/agent.yaml", "/var/lib/muster/agent"} {
+		if _, err := os.Stat(gone); !os.IsNotExist(err) {
+			t.Errorf("%s is still there after the purge of muster-agent (%v)", gone, err)
+		}
+	}
+	for _, kept := range []string{"/usr/bin/muster", "/usr/lib/systemd/system/muster-core.service", "/etc/muster/core.yaml", "/var/lib/muster"} {
+		if _, err := os.Stat(kept); err != nil {
+			t.Errorf("the purge of muster-agent removed %s of muster: %v", kept, err)
+		}
+	}
+	if _, err := user.Lookup("muster"); err != nil {
+		t.Errorf("the purge of muster-agent removed the muster user, which muster's files name: %v", err)
+	}
+
+	// The last package goes: nothing is left.
 	runOK(t, "dpkg", "--purge", "muster")
-	for _, gone := range []string{"/etc/muster", "/var/lib/muster"} {
+	for _, gone := range []string{"/usr/bin/muster", "/etc/muster", "/var/lib/muster"} {
 		if _, err := os.Stat(gone); !os.IsNotExist(err) {
 			t.Errorf("%s is still there after the purge (%v)", gone, err)
 		}
@@ -162,7 +191,7 @@ func TestPackageDebInstallStartRemove(t *testing.T) {
 	}
 }
 
-// startInstalledAgent runs the installed binary with the installed agent
+// startInstalledAgent runs the installed muster-agent with the installed agent
 // configuration as the muster user the package made, which owns its data
 // directory (muster-agent.service itself runs the agent as root, keeping
 // only CAP_SETUID, CAP_SETGID and CAP_KILL; the unprivileged setup is in
@@ -176,7 +205,7 @@ func startInstalledAgent(t *testing.T, uid, gid uint32) {
 		t.Fatal(err)
 	}
 	defer logFile.Close()
-	cmd := exec.Command("/usr/bin/muster", "agent", "--config", "/etc/muster/agent.yaml", "--data-dir", "/var/lib/muster/agent")
+	cmd := exec.Command("/usr/bin/muster-agent", "--config", "/etc/muster/agent.yaml", "--data-dir", "/var/lib/muster/agent")
 	cmd.Dir = "/"
 	cmd.Env = []string{"PATH=/usr/bin:/bin", "HOME=/var/lib/muster"}
 	cmd.Stdout, cmd.Stderr = logFile, logFile

@@ -11,8 +11,18 @@ import (
 	"testing"
 )
 
-// installedBinary is the path the units in configs/systemd start.
-const installedBinary = "/usr/local/bin/muster"
+// The paths of the binaries the units in configs/systemd start: the
+// agent's unit muster-agent, the core's the one binary muster.
+const (
+	installedBinary      = "/usr/local/bin/muster"
+	installedAgentBinary = "/usr/local/bin/muster-agent"
+)
+
+// unitBinary is the binary the unit name starts.
+var unitBinary = map[string]string{
+	"muster-agent.service": installedAgentBinary,
+	"muster-core.service":  installedBinary,
+}
 
 // maxExposure is the highest "overall exposure level" systemd-analyze
 // security may give a unit, in tenths (0 is locked down, 100 unprotected):
@@ -51,7 +61,8 @@ func TestSystemdUnitCheckCatchesBreakage(t *testing.T) {
 		{"bad value", "ProtectHome=yes", "ProtectHome=perhaps"},
 		{"hardening removed", "NoNewPrivileges=yes\nCapabilityBoundingSet=CAP_SETUID CAP_SETGID CAP_KILL\n", ""},
 		{"unknown flag", "--data-dir", "--data-directory"},
-		{"unknown command", "muster agent --config", "muster agnet --config"},
+		{"unknown command", "muster-agent --config", "muster-agent agnet --config"},
+		{"the one binary", "/usr/local/bin/muster-agent --config", "/usr/local/bin/muster agent --config"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
@@ -66,10 +77,11 @@ func TestSystemdUnitCheckCatchesBreakage(t *testing.T) {
 	}
 }
 
-// checkUnit returns what is wrong with the unit text. systemd-analyze needs
-// the binary of ExecStart to exist, so it checks a copy that starts the
-// binary the tests built; the command line is checked by running it with
-// --help, which fails on an unknown command or flag.
+// checkUnit returns what is wrong with the unit text: among others, an
+// ExecStart that does not start the unit's binary (unitBinary).
+// systemd-analyze needs the binary of ExecStart to exist, so it checks a
+// copy that starts the binary the tests built; the command line is checked
+// by running it with --help, which fails on an unknown command or flag.
 func checkUnit(t *testing.T, name, text string) []string {
 	t.Helper()
 	if _, err := exec.LookPath("systemd-analyze"); err != nil {
@@ -82,12 +94,14 @@ func checkUnit(t *testing.T, name, text string) []string {
 			execStart = strings.Fields(v)
 		}
 	}
-	if len(execStart) == 0 || execStart[0] != installedBinary {
-		return append(problems, fmt.Sprintf("ExecStart must run %s", installedBinary))
+	want := unitBinary[name]
+	if len(execStart) == 0 || execStart[0] != want {
+		return append(problems, fmt.Sprintf("ExecStart must run %s", want))
 	}
+	built := map[string]string{installedBinary: binary, installedAgentBinary: agentBinary}[want]
 	dir := t.TempDir()
 	path := filepath.Join(dir, name)
-	if err := os.WriteFile(path, []byte(strings.ReplaceAll(text, installedBinary, binary)), 0o644); err != nil {
+	if err := os.WriteFile(path, []byte(strings.ReplaceAll(text, want+" ", built+" ")), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	run := func(args ...string) (string, error) {
@@ -113,7 +127,7 @@ func checkUnit(t *testing.T, name, text string) []string {
 		lines := strings.Split(strings.TrimSpace(out), "\n")
 		problems = append(problems, fmt.Sprintf("systemd-analyze security (threshold %s): %v: %s", maxExposure, err, lines[len(lines)-1]))
 	}
-	help := exec.Command(binary, append(execStart[1:], "--help")...)
+	help := exec.Command(built, append(execStart[1:], "--help")...)
 	if b, err := help.CombinedOutput(); err != nil {
 		var ee *exec.ExitError
 		if !errors.As(err, &ee) {

@@ -1,11 +1,21 @@
 // Command packaging builds muster's .deb and .rpm packages with nfpm
-// (docs/operations.md, "Packages"): the binary as /usr/bin/muster, both
-// systemd units, the example configurations as configuration files under
-// /etc/muster, a muster system user and group made by the scripts in
-// scripts/, and /var/lib/muster owned by it. `make package` runs it once
-// per architecture; the e2e tests run it to install the .deb they build.
+// (docs/operations.md, "Packages"). There are two, which one machine may
+// both install:
 //
-//	go run ./packaging -binary dist/muster-linux-amd64 -arch amd64 -version v1.2.0 -out dist
+//   - muster: the one binary as /usr/bin/muster (the core, the client and
+//     every other command), muster-core.service and /etc/muster/core.yaml;
+//   - muster-agent: the agent-only binary as /usr/bin/muster-agent, the
+//     one every node installs, muster-agent.service and
+//     /etc/muster/agent.yaml.
+//
+// No file is in both. Both make the muster system user and group (the
+// shared scripts/preinstall.sh) and hold the directories /etc/muster and
+// /var/lib/muster, owned by it; their other scripts are under
+// scripts/<package>/, and a purge removes the directories and the user
+// with the last of the two. `make package` runs it once per architecture;
+// the e2e tests run it to install the .debs they build.
+//
+//	go run ./packaging -binary dist/muster-linux-amd64 -agent-binary dist/muster-agent-linux-amd64 -arch amd64 -version v1.2.0 -out dist
 //
 // It reads configs/ and packaging/scripts/ under -root (default: the
 // current directory, the repository's root for `make package`).
@@ -26,42 +36,76 @@ import (
 	_ "github.com/goreleaser/nfpm/v2/rpm" // registers the rpm packager
 )
 
-// Where the package puts things.
+// Where the packages put things.
 const (
-	binPath  = "/usr/bin/muster"
+	binDir   = "/usr/bin"
 	unitDir  = "/usr/lib/systemd/system"
 	etcDir   = "/etc/muster"
 	stateDir = "/var/lib/muster"
-	// manualBin is the path the units in configs/systemd start: the one a
-	// manual install uses (/usr/local belongs to the administrator, never
-	// to a package), rewritten to binPath in the packaged units.
-	manualBin = "/usr/local/bin/muster"
+	// manualBinDir is where the units in configs/systemd find the binaries:
+	// the directory a manual install uses (/usr/local belongs to the
+	// administrator, never to a package), rewritten to binDir in the
+	// packaged units.
+	manualBinDir = "/usr/local/bin"
 )
+
+// A pkg is one of the two packages. Its binary is installed as
+// binDir/name.
+type pkg struct {
+	name        string
+	description string
+	binary      string // the file to package, built for the architecture
+	unit        string // its unit, in configs/systemd
+	config      string // its configuration, in configs
+}
+
+// packages are the two packages of the binaries muster and muster-agent.
+func packages(binary, agentBinary string) []pkg {
+	return []pkg{
+		{
+			name:        "muster",
+			description: "Fleet operations with approvals: the core that orchestrates, the client, and every other command of muster in one binary.",
+			binary:      binary,
+			unit:        "muster-core.service",
+			config:      "core.yaml",
+		},
+		{
+			name:        "muster-agent",
+			description: "The agent of muster, one per node: a durable action queue, its runner and a local API, in a binary of its own.",
+			binary:      agentBinary,
+			unit:        "muster-agent.service",
+			config:      "agent.yaml",
+		},
+	}
+}
 
 func main() {
 	binary := flag.String("binary", "", "the muster binary to package (built for -arch)")
+	agentBinary := flag.String("agent-binary", "", "the muster-agent binary to package (built for -arch)")
 	arch := flag.String("arch", "amd64", "amd64 or arm64")
 	version := flag.String("version", "dev", "the version, such as v1.2.0 (git describe)")
 	formats := flag.String("formats", "deb,rpm", "comma list of deb and rpm")
 	out := flag.String("out", "dist", "the directory the packages are written to")
 	root := flag.String("root", ".", "the repository's root (configs/, packaging/scripts/)")
 	flag.Parse()
-	if err := run(*root, *binary, *arch, *version, strings.Split(*formats, ","), *out); err != nil {
+	if err := run(*root, *binary, *agentBinary, *arch, *version, strings.Split(*formats, ","), *out); err != nil {
 		fmt.Fprintln(os.Stderr, "packaging:", err)
 		os.Exit(1)
 	}
 }
 
-// run writes one package per format for arch, and prints their paths.
-func run(root, binary, arch, version string, formats []string, out string) error {
-	if binary == "" {
-		return errors.New("-binary is required")
+// run writes both packages in each format for arch, and prints their paths.
+func run(root, binary, agentBinary, arch, version string, formats []string, out string) error {
+	if binary == "" || agentBinary == "" {
+		return errors.New("-binary and -agent-binary are required")
 	}
 	if arch != "amd64" && arch != "arm64" {
 		return fmt.Errorf("-arch %q: amd64 or arm64", arch)
 	}
-	if _, err := os.Stat(binary); err != nil {
-		return err
+	for _, b := range []string{binary, agentBinary} {
+		if _, err := os.Stat(b); err != nil {
+			return err
+		}
 	}
 	if err := os.MkdirAll(out, 0o755); err != nil {
 		return err
@@ -71,33 +115,41 @@ func run(root, binary, arch, version string, formats []string, out string) error
 		return err
 	}
 	defer os.RemoveAll(units)
-	for _, name := range []string{"muster-agent.service", "muster-core.service"} {
-		b, err := os.ReadFile(filepath.Join(root, "configs", "systemd", name))
+	for _, p := range packages(binary, agentBinary) {
+		text, err := packagedUnit(root, p.unit)
 		if err != nil {
 			return err
 		}
-		text := strings.ReplaceAll(string(b), manualBin, binPath)
-		if err := os.WriteFile(filepath.Join(units, name), []byte(text), 0o644); err != nil {
+		if err := os.WriteFile(filepath.Join(units, p.unit), []byte(text), 0o644); err != nil {
 			return err
 		}
-	}
-	for _, format := range formats {
-		info := packageInfo(root, binary, arch, version, units)
-		p, err := nfpm.Get(format)
-		if err != nil {
-			return err
+		for _, format := range formats {
+			info := packageInfo(root, p, arch, version, units)
+			packager, err := nfpm.Get(format)
+			if err != nil {
+				return err
+			}
+			info = nfpm.WithDefaults(info)
+			if err := nfpm.PrepareForPackager(info, format); err != nil {
+				return fmt.Errorf("%s %s: %w", p.name, format, err)
+			}
+			path := filepath.Join(out, packager.ConventionalFileName(info))
+			if err := write(packager, info, path); err != nil {
+				return fmt.Errorf("%s %s: %w", p.name, format, err)
+			}
+			fmt.Println(path)
 		}
-		info = nfpm.WithDefaults(info)
-		if err := nfpm.PrepareForPackager(info, format); err != nil {
-			return fmt.Errorf("%s: %w", format, err)
-		}
-		path := filepath.Join(out, p.ConventionalFileName(info))
-		if err := write(p, info, path); err != nil {
-			return fmt.Errorf("%s: %w", format, err)
-		}
-		fmt.Println(path)
 	}
 	return nil
+}
+
+// packagedUnit is the unit configs/systemd/name with its binary in binDir.
+func packagedUnit(root, name string) (string, error) {
+	b, err := os.ReadFile(filepath.Join(root, "configs", "systemd", name))
+	if err != nil {
+		return "", err
+	}
+	return strings.ReplaceAll(string(b), manualBinDir+"/", binDir+"/"), nil
 }
 
 func write(p nfpm.Packager, info *nfpm.Info, path string) error {
@@ -126,13 +178,18 @@ func packageVersion(v string) string {
 	return "0.0.0+" + strings.Trim(clean, ".")
 }
 
-func packageInfo(root, binary, arch, version, units string) *nfpm.Info {
+// packageInfo is the package p; units is the directory of its packaged
+// unit. The directories /etc/muster and /var/lib/muster are in both
+// packages, with the same owners and modes, so that either may be
+// installed alone; every file is in one.
+func packageInfo(root string, p pkg, arch, version, units string) *nfpm.Info {
 	rootOwned := func(mode os.FileMode) *files.ContentFileInfo {
 		return &files.ContentFileInfo{Owner: "root", Group: "root", Mode: mode}
 	}
 	config := &files.ContentFileInfo{Owner: "root", Group: "muster", Mode: 0o640}
+	scripts := filepath.Join(root, "packaging", "scripts")
 	return &nfpm.Info{
-		Name:        "muster",
+		Name:        p.name,
 		Arch:        arch,
 		Platform:    "linux",
 		Version:     packageVersion(version),
@@ -141,22 +198,20 @@ func packageInfo(root, binary, arch, version, units string) *nfpm.Info {
 		Maintainer:  "muster maintainers",
 		Vendor:      "muster",
 		Homepage:    "https://github.com/musterhq/muster",
-		Description: "Fleet operations with approvals: a core that orchestrates, an agent per node with a durable action queue.",
+		Description: p.description,
 		Overridables: nfpm.Overridables{
 			Contents: files.Contents{
-				{Source: binary, Destination: binPath, FileInfo: rootOwned(0o755)},
-				{Source: filepath.Join(units, "muster-agent.service"), Destination: unitDir + "/muster-agent.service", FileInfo: rootOwned(0o644)},
-				{Source: filepath.Join(units, "muster-core.service"), Destination: unitDir + "/muster-core.service", FileInfo: rootOwned(0o644)},
+				{Source: p.binary, Destination: binDir + "/" + p.name, FileInfo: rootOwned(0o755)},
+				{Source: filepath.Join(units, p.unit), Destination: unitDir + "/" + p.unit, FileInfo: rootOwned(0o644)},
 				{Destination: etcDir, Type: files.TypeDir, FileInfo: &files.ContentFileInfo{Owner: "root", Group: "muster", Mode: 0o750}},
-				{Source: filepath.Join(root, "configs", "agent.yaml"), Destination: etcDir + "/agent.yaml", Type: files.TypeConfigNoReplace, FileInfo: config},
-				{Source: filepath.Join(root, "configs", "core.yaml"), Destination: etcDir + "/core.yaml", Type: files.TypeConfigNoReplace, FileInfo: config},
+				{Source: filepath.Join(root, "configs", p.config), Destination: etcDir + "/" + p.config, Type: files.TypeConfigNoReplace, FileInfo: config},
 				{Destination: stateDir, Type: files.TypeDir, FileInfo: &files.ContentFileInfo{Owner: "muster", Group: "muster", Mode: 0o750}},
 			},
 			Scripts: nfpm.Scripts{
-				PreInstall:  filepath.Join(root, "packaging", "scripts", "preinstall.sh"),
-				PostInstall: filepath.Join(root, "packaging", "scripts", "postinstall.sh"),
-				PreRemove:   filepath.Join(root, "packaging", "scripts", "preremove.sh"),
-				PostRemove:  filepath.Join(root, "packaging", "scripts", "postremove.sh"),
+				PreInstall:  filepath.Join(scripts, "preinstall.sh"),
+				PostInstall: filepath.Join(scripts, p.name, "postinstall.sh"),
+				PreRemove:   filepath.Join(scripts, p.name, "preremove.sh"),
+				PostRemove:  filepath.Join(scripts, p.name, "postremove.sh"),
 			},
 		},
 	}

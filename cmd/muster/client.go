@@ -18,6 +18,7 @@ import (
 	"github.com/spf13/cobra"
 	"go.yaml.in/yaml/v3"
 
+	"github.com/musterhq/muster/cmd/internal/cli"
 	"github.com/musterhq/muster/shared/client"
 	"github.com/musterhq/muster/shared/config"
 	"github.com/musterhq/muster/shared/textsafe"
@@ -63,11 +64,11 @@ func (f *clientFlags) httpClient() (*http.Client, error) {
 		return &http.Client{}, nil
 	}
 	if (cert == "") != (key == "") {
-		return nil, usageError("MUSTER_CLIENT_CERT and MUSTER_CLIENT_KEY (--client-cert, --client-key) go together")
+		return nil, cli.UsageError("MUSTER_CLIENT_CERT and MUSTER_CLIENT_KEY (--client-cert, --client-key) go together")
 	}
 	tc, err := tlsutil.ClientConfig(ca, cert, key)
 	if err != nil {
-		return nil, usageError("TLS towards the core: %v", err)
+		return nil, cli.UsageError("TLS towards the core: %v", err)
 	}
 	tr := http.DefaultTransport.(*http.Transport).Clone()
 	tr.TLSClientConfig = tc
@@ -106,32 +107,32 @@ func (f *clientFlags) apiToken() (string, error) {
 	env, file := os.Getenv("MUSTER_TOKEN"), os.Getenv("MUSTER_TOKEN_FILE")
 	switch {
 	case env != "" && file != "":
-		return "", usageError("MUSTER_TOKEN and MUSTER_TOKEN_FILE are both set: unset one")
+		return "", cli.UsageError("MUSTER_TOKEN and MUSTER_TOKEN_FILE are both set: unset one")
 	case env != "":
 		return env, nil
 	case file == "":
-		return "", usageError("no API token: set MUSTER_TOKEN or MUSTER_TOKEN_FILE (a file holding it, mode 0600)")
+		return "", cli.UsageError("no API token: set MUSTER_TOKEN or MUSTER_TOKEN_FILE (a file holding it, mode 0600)")
 	}
 	if err := config.CheckPrivateFile(file); err != nil {
-		return "", usageError("MUSTER_TOKEN_FILE: %v", err)
+		return "", cli.UsageError("MUSTER_TOKEN_FILE: %v", err)
 	}
 	fh, err := os.Open(file)
 	if err != nil {
-		return "", usageError("MUSTER_TOKEN_FILE: %v", err)
+		return "", cli.UsageError("MUSTER_TOKEN_FILE: %v", err)
 	}
 	defer fh.Close()
 	b, err := io.ReadAll(io.LimitReader(fh, maxTokenFile+1))
 	if err != nil {
-		return "", usageError("MUSTER_TOKEN_FILE: %v", err)
+		return "", cli.UsageError("MUSTER_TOKEN_FILE: %v", err)
 	}
 	token := strings.TrimSpace(string(b))
 	switch {
 	case len(b) > maxTokenFile:
-		return "", usageError("MUSTER_TOKEN_FILE: %s is larger than %d bytes: not a token", file, maxTokenFile)
+		return "", cli.UsageError("MUSTER_TOKEN_FILE: %s is larger than %d bytes: not a token", file, maxTokenFile)
 	case token == "":
-		return "", usageError("MUSTER_TOKEN_FILE: %s is empty", file)
+		return "", cli.UsageError("MUSTER_TOKEN_FILE: %s is empty", file)
 	case strings.ContainsAny(token, " \t\r\n"):
-		return "", usageError("MUSTER_TOKEN_FILE: %s holds more than one word: put only the token in it", file)
+		return "", cli.UsageError("MUSTER_TOKEN_FILE: %s holds more than one word: put only the token in it", file)
 	}
 	return token, nil
 }
@@ -150,7 +151,7 @@ var outputForms = []string{"table", "wide", "json", "yaml", "name"}
 
 func (f *clientFlags) checkOutput() error {
 	if !slices.Contains(outputForms, f.output) {
-		return usageError("-o %q: want one of %s", f.output, strings.Join(outputForms, ", "))
+		return cli.UsageError("-o %q: want one of %s", f.output, strings.Join(outputForms, ", "))
 	}
 	return nil
 }
@@ -217,7 +218,7 @@ func writeYAML(w io.Writer, v any) error {
 	if err != nil {
 		return err
 	}
-	_, err = fmt.Fprintf(w, "%s\n", safeLines(strings.TrimSuffix(string(b), "\n")))
+	_, err = fmt.Fprintf(w, "%s\n", cli.SafeLines(strings.TrimSuffix(string(b), "\n")))
 	return err
 }
 
@@ -283,28 +284,15 @@ func firstNonEmpty(vs ...string) string {
 	return ""
 }
 
-// usageError is a mistake in the command line: exit code 2.
-func usageError(format string, args ...any) error {
-	return &exitError{code: 2, err: fmt.Errorf(format, args...)}
-}
-
 // exactArgs is cobra.ExactArgs with exit code 2 and the names of the arguments.
 func exactArgs(names ...string) cobra.PositionalArgs {
 	return func(cmd *cobra.Command, args []string) error {
 		if len(args) != len(names) {
-			return usageError("%s needs %d argument(s): %s (see '%s --help')", cmd.CommandPath(), len(names),
+			return cli.UsageError("%s needs %d argument(s): %s (see '%s --help')", cmd.CommandPath(), len(names),
 				strings.Join(names, " "), cmd.CommandPath())
 		}
 		return nil
 	}
-}
-
-// noArgs is cobra.NoArgs with exit code 2.
-func noArgs(cmd *cobra.Command, args []string) error {
-	if len(args) > 0 {
-		return usageError("%s takes no arguments, got %q (see '%s --help')", cmd.CommandPath(), args[0], cmd.CommandPath())
-	}
-	return nil
 }
 
 // apiError turns a client error into one line for people.
@@ -360,17 +348,6 @@ func writeJSONLine(w io.Writer, v any) error {
 	}
 	_, err = fmt.Fprintf(w, "%s\n", textsafe.JSON(b))
 	return err
-}
-
-// safeLines is text of several lines from the core (an action's output, a
-// playbook, an error) escaped line by line: its line breaks stay line
-// breaks, any other control character becomes an escape (textsafe.Escape).
-func safeLines(s string) string {
-	lines := strings.Split(s, "\n")
-	for i, l := range lines {
-		lines[i] = textsafe.Escape(l)
-	}
-	return strings.Join(lines, "\n")
 }
 
 // table prints rows under a header, aligned in columns. Every cell is

@@ -13,6 +13,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/musterhq/muster/cmd/internal/cli"
 	"github.com/musterhq/muster/shared/action"
 	"github.com/musterhq/muster/shared/client"
 	"github.com/musterhq/muster/shared/textsafe"
@@ -53,7 +54,7 @@ func newActionListCmd(f *clientFlags) *cobra.Command {
   muster action list --run 3f0c8a52-7e4e-4a8e-9a4e-4f5a3b0f2c11
   muster action list --sort created_ts:asc --limit 10
   muster action list --all -o json`,
-		Args: noArgs,
+		Args: cli.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			c, err := f.core()
 			if err != nil {
@@ -62,7 +63,7 @@ func newActionListCmd(f *clientFlags) *cobra.Command {
 			for _, s := range states {
 				st, err := action.ParseState(strings.ToUpper(s))
 				if err != nil {
-					return usageError("--state: %v", err)
+					return cli.UsageError("--state: %v", err)
 				}
 				flt.States = append(flt.States, st)
 			}
@@ -186,7 +187,7 @@ func printAction(w io.Writer, a *action.Action) error {
 	if a.Output != "" {
 		// Line by line: a newline of the output is a line break, any other
 		// control character an escape.
-		fmt.Fprintf(w, "\nOutput:\n%s\n", safeLines(strings.TrimSuffix(a.Output, "\n")))
+		fmt.Fprintf(w, "\nOutput:\n%s\n", cli.SafeLines(strings.TrimSuffix(a.Output, "\n")))
 	}
 	if len(a.History) > 0 {
 		fmt.Fprintln(w, "\nHistory:")
@@ -215,13 +216,13 @@ func parseArgs(raw string, pairs []string) (json.RawMessage, error) {
 		dec := json.NewDecoder(strings.NewReader(raw))
 		dec.UseNumber()
 		if err := dec.Decode(&obj); err != nil || obj == nil {
-			return nil, usageError("--args must be a JSON object, like '{\"seconds\": 30}'")
+			return nil, cli.UsageError("--args must be a JSON object, like '{\"seconds\": 30}'")
 		}
 	}
 	for _, p := range pairs {
 		k, v, ok := strings.Cut(p, "=")
 		if !ok || k == "" {
-			return nil, usageError("--arg %q: want key=value", p)
+			return nil, cli.UsageError("--arg %q: want key=value", p)
 		}
 		if json.Valid([]byte(v)) {
 			obj[k] = json.RawMessage(v)
@@ -232,7 +233,7 @@ func parseArgs(raw string, pairs []string) (json.RawMessage, error) {
 	}
 	b, err := json.Marshal(obj)
 	if err != nil {
-		return nil, usageError("args: %v", err)
+		return nil, cli.UsageError("args: %v", err)
 	}
 	return b, nil
 }
@@ -270,15 +271,15 @@ func newActionCreateCmd(f *clientFlags) *cobra.Command {
 		Example: `  muster action create --cluster prod --node db-1 --kind muster.io/debug.sleep --arg seconds=30
   muster action create --cluster prod --node db-1 --kind example.com/db.backup --args '{"full": true}' --timeout 2h
   muster action create --cluster prod --node db-1 --kind example.com/pkg.upgrade --not-before 02:00`,
-		Args: noArgs,
+		Args: cli.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			for name, v := range map[string]string{"cluster": req.ClusterID, "node": req.NodeID, "kind": req.Kind} {
 				if v == "" {
-					return usageError("--%s is required (see 'muster action create --help')", name)
+					return cli.UsageError("--%s is required (see 'muster action create --help')", name)
 				}
 			}
 			if timeout < 0 || timeout%time.Second != 0 {
-				return usageError("--timeout %s: want a whole number of seconds, like 90s or 2h", timeout)
+				return cli.UsageError("--timeout %s: want a whole number of seconds, like 90s or 2h", timeout)
 			}
 			req.TimeoutS = int(timeout / time.Second)
 			nb, err := parseNotBefore(notBefore, time.Now())
@@ -346,7 +347,7 @@ func newActionVerbCmd(f *clientFlags, verb, short string) *cobra.Command {
 				msg = "Rejected action %s (%s)."
 			case "urgent":
 				if strings.TrimSpace(reason) == "" {
-					return usageError("--reason is required: say why it may not wait for the window")
+					return cli.UsageError("--reason is required: say why it may not wait for the window")
 				}
 				a, err = c.Decide(ctx, args[0], verb, reason)
 				msg = "Marked action %s urgent (%s): it passes a closed maintenance window, never a freeze."

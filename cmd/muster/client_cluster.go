@@ -9,6 +9,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/musterhq/muster/cmd/internal/cli"
 	"github.com/musterhq/muster/shared/client"
 	"github.com/musterhq/muster/shared/labels"
 	"github.com/musterhq/muster/shared/textsafe"
@@ -24,7 +25,7 @@ func newClusterCmd() *cobra.Command {
 	cmd.AddCommand(&cobra.Command{
 		Use:   "list",
 		Short: "List clusters with their status and node counts",
-		Args:  noArgs,
+		Args:  cli.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			c, err := f.core()
 			if err != nil {
@@ -117,10 +118,10 @@ func newNodeCmd() *cobra.Command {
 	list := &cobra.Command{
 		Use:   "list",
 		Short: "List nodes, of every cluster or of one",
-		Args:  noArgs,
+		Args:  cli.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if _, err := labels.ParseSelector(sel); err != nil {
-				return &exitError{code: 2, err: fmt.Errorf("--label: %v", err)}
+				return &cli.ExitError{Code: 2, Err: fmt.Errorf("--label: %v", err)}
 			}
 			c, err := f.core()
 			if err != nil {
@@ -253,7 +254,7 @@ func nodeCluster(cmd *cobra.Command, c *client.Core, given, id string) (string, 
 	case 1:
 		return in[0], nil
 	}
-	return "", usageError("node %q is in clusters %s: give --cluster", id, strings.Join(in, ", "))
+	return "", cli.UsageError("node %q is in clusters %s: give --cluster", id, strings.Join(in, ", "))
 }
 
 // nodeReason is why a node is as it is: who drained it and why, then its

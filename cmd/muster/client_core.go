@@ -7,6 +7,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/musterhq/muster/cmd/internal/cli"
 	"github.com/musterhq/muster/shared/textsafe"
 )
 
@@ -16,7 +17,7 @@ func newCoreStatusCmd() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "status",
 		Short: "Show the core replicas, their last heartbeat and the cluster leases they hold",
-		Args:  noArgs,
+		Args:  cli.NoArgs,
 	}
 	f := bindClientFlags(cmd)
 	cmd.RunE = func(cmd *cobra.Command, _ []string) error {

@@ -9,6 +9,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/musterhq/muster/cmd/internal/cli"
 	"github.com/musterhq/muster/core/store"
 	"github.com/musterhq/muster/shared/client"
 	"github.com/musterhq/muster/shared/textsafe"
@@ -31,14 +32,14 @@ each event is one JSON line; with -o yaml, one YAML document.`,
 		Example: `  muster events --cluster prod --type node.down,node.up
   muster events --run 3f0c8a52 --follow
   muster events --type 'action.*' -o json`,
-		Args: noArgs,
+		Args: cli.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if limit < 1 {
-				return usageError("--limit must be positive")
+				return cli.UsageError("--limit must be positive")
 			}
 			var err error
 			if flt.Types, err = store.ParseEventTypes(strings.Join(flt.Types, ",")); err != nil {
-				return usageError("--type: %v", err)
+				return cli.UsageError("--type: %v", err)
 			}
 			c, err := f.core()
 			if err != nil {

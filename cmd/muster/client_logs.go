@@ -9,6 +9,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/musterhq/muster/cmd/internal/cli"
 	"github.com/musterhq/muster/shared/action"
 	"github.com/musterhq/muster/shared/client"
 )
@@ -54,7 +55,7 @@ func actionLogs(ctx context.Context, c *client.Core, ref string, w io.Writer, fo
 		if add == "" {
 			return nil
 		}
-		_, err := io.WriteString(w, safeLines(add))
+		_, err := io.WriteString(w, cli.SafeLines(add))
 		return err
 	}
 	if err := show(a.Output); err != nil || !follow {

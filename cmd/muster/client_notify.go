@@ -6,6 +6,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/musterhq/muster/cmd/internal/cli"
 	"github.com/musterhq/muster/shared/textsafe"
 	"github.com/musterhq/muster/shared/wire"
 )
@@ -22,7 +23,7 @@ a test delivery, and send a dead delivery again.`,
 	list := &cobra.Command{
 		Use:   "list",
 		Short: "List the destinations: backlog, last success, last failure and why",
-		Args:  noArgs,
+		Args:  cli.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			c, err := f.core()
 			if err != nil {
@@ -118,7 +119,7 @@ a test delivery, and send a dead delivery again.`,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			id, err := strconv.ParseInt(args[0], 10, 64)
 			if err != nil || id < 1 {
-				return usageError("%q is not a delivery id (see muster notify deliveries NAME)", textsafe.Escape(args[0]))
+				return cli.UsageError("%q is not a delivery id (see muster notify deliveries NAME)", textsafe.Escape(args[0]))
 			}
 			c, err := f.core()
 			if err != nil {

@@ -14,6 +14,7 @@ import (
 
 	"go.yaml.in/yaml/v3"
 
+	"github.com/musterhq/muster/cmd/internal/cli"
 	"github.com/musterhq/muster/core/approval"
 	"github.com/musterhq/muster/shared/action"
 	"github.com/musterhq/muster/shared/testwait"
@@ -141,7 +142,7 @@ func (e *cliEnv) runRaw(args ...string) (string, string, int) {
 	root.SetOut(&out)
 	root.SetErr(&lockedBuffer{})
 	if err := root.ExecuteContext(context.Background()); err != nil {
-		return out.String(), err.Error(), exitCode(err)
+		return out.String(), err.Error(), cli.ExitCode(err)
 	}
 	return out.String(), "", 0
 }
@@ -197,7 +198,7 @@ func TestCLIErrorHints(t *testing.T) {
 	}
 	// A typo's suggestion is indented with a tab, not a printed "\t".
 	_, msg, _ := e.runRaw("acton")
-	if got := errorText(errors.New(msg)); !strings.Contains(got, "\taction") || strings.Contains(got, `\t`) {
+	if got := cli.ErrorText(errors.New(msg)); !strings.Contains(got, "\taction") || strings.Contains(got, `\t`) {
 		t.Fatalf("typo: %q", got)
 	}
 }

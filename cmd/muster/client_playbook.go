@@ -13,6 +13,7 @@ import (
 	"github.com/spf13/cobra"
 	"go.yaml.in/yaml/v3"
 
+	"github.com/musterhq/muster/cmd/internal/cli"
 	"github.com/musterhq/muster/shared/textsafe"
 	"github.com/musterhq/muster/shared/wire"
 )
@@ -32,7 +33,7 @@ func newPlaybookCmd() *cobra.Command {
 func readDoc(path string) (string, error) {
 	b, err := os.ReadFile(path)
 	if err != nil {
-		return "", usageError("%v", err)
+		return "", cli.UsageError("%v", err)
 	}
 	return string(b), nil
 }
@@ -72,7 +73,7 @@ func newPlaybookListCmd(f *clientFlags) *cobra.Command {
 	return &cobra.Command{
 		Use:   "list",
 		Short: "List playbooks with their newest version",
-		Args:  noArgs,
+		Args:  cli.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			c, err := f.core()
 			if err != nil {
@@ -113,7 +114,7 @@ func newPlaybookShowCmd(f *clientFlags) *cobra.Command {
 			if diff != "" {
 				var a, b int
 				if _, err := fmt.Sscanf(diff, "%d..%d", &a, &b); err != nil || a < 1 || b < 1 {
-					return usageError("--diff %q: want two versions like 1..3", diff)
+					return cli.UsageError("--diff %q: want two versions like 1..3", diff)
 				}
 				pa, err := c.Playbook(cmd.Context(), args[0], a)
 				if err != nil {
@@ -124,7 +125,7 @@ func newPlaybookShowCmd(f *clientFlags) *cobra.Command {
 					return apiError(c, err)
 				}
 				d := udiff.Unified(fmt.Sprintf("%s v%d", args[0], a), fmt.Sprintf("%s v%d", args[0], b), pa.Document, pb.Document)
-				_, err = io.WriteString(w, safeLines(d))
+				_, err = io.WriteString(w, cli.SafeLines(d))
 				return err
 			}
 			p, err := c.Playbook(cmd.Context(), args[0], version)
@@ -140,7 +141,7 @@ func newPlaybookShowCmd(f *clientFlags) *cobra.Command {
 				vs = append(vs, fmt.Sprint(v.Version))
 			}
 			fmt.Fprintf(w, "# versions: %s\n", strings.Join(vs, ", "))
-			_, err = io.WriteString(w, safeLines(p.Document))
+			_, err = io.WriteString(w, cli.SafeLines(p.Document))
 			return err
 		},
 	}
@@ -167,7 +168,7 @@ func (p *planFlags) bind(cmd *cobra.Command) {
 
 func (p *planFlags) request() (*wire.PlanRequest, error) {
 	if p.cluster == "" {
-		return nil, usageError("--cluster is required")
+		return nil, cli.UsageError("--cluster is required")
 	}
 	params, err := parseParams(p.params)
 	if err != nil {
@@ -182,7 +183,7 @@ func parseParams(kvs []string) (map[string]string, error) {
 	for _, kv := range kvs {
 		k, v, ok := strings.Cut(kv, "=")
 		if !ok || k == "" {
-			return nil, usageError("--param %q: want key=value", kv)
+			return nil, cli.UsageError("--param %q: want key=value", kv)
 		}
 		out[k] = v
 	}
@@ -214,7 +215,7 @@ before it is applied; NAME plans a stored playbook.`,
 					Name string `yaml:"name"`
 				}
 				if err := yaml.Unmarshal([]byte(req.Document), &head); err != nil || head.Name == "" {
-					return usageError("%s: not a playbook with a name", name)
+					return cli.UsageError("%s: not a playbook with a name", name)
 				}
 				name = head.Name
 			}
@@ -378,7 +379,7 @@ plan, nothing is created: plan it again.`,
 				return err
 			}
 			if req.Version == 0 && req.Digest == "" {
-				return usageError("give --digest (or --version) as muster playbook plan %s showed it: a start creates what was planned", args[0])
+				return cli.UsageError("give --digest (or --version) as muster playbook plan %s showed it: a start creates what was planned", args[0])
 			}
 			c, err := f.core()
 			if err != nil {

@@ -13,6 +13,7 @@ import (
 	"github.com/spf13/cobra"
 	"golang.org/x/term"
 
+	"github.com/musterhq/muster/cmd/internal/cli"
 	"github.com/musterhq/muster/shared/action"
 	"github.com/musterhq/muster/shared/client"
 	"github.com/musterhq/muster/shared/limit"
@@ -51,13 +52,13 @@ prefix of it of at least 8 characters.`,
 func parseTarget(s string) (wire.Target, error) {
 	switch {
 	case s == "":
-		return wire.Target{}, usageError("--target is required: all, node=N1,N2 or a label selector like role=replica")
+		return wire.Target{}, cli.UsageError("--target is required: all, node=N1,N2 or a label selector like role=replica")
 	case s == "all":
 		return wire.Target{All: true}, nil
 	case strings.HasPrefix(s, "node="):
 		nodes := splitComma(strings.TrimPrefix(s, "node="))
 		if len(nodes) == 0 {
-			return wire.Target{}, usageError("--target node=: name at least one node")
+			return wire.Target{}, cli.UsageError("--target node=: name at least one node")
 		}
 		return wire.Target{Nodes: nodes}, nil
 	}
@@ -65,7 +66,7 @@ func parseTarget(s string) (wire.Target, error) {
 	for _, p := range splitComma(s) {
 		k, v, ok := strings.Cut(p, "=")
 		if !ok || k == "" {
-			return wire.Target{}, usageError("--target %q: want all, node=N1,N2 or k=v[,k=v]", s)
+			return wire.Target{}, cli.UsageError("--target %q: want all, node=N1,N2 or k=v[,k=v]", s)
 		}
 		labels[k] = v
 	}
@@ -93,10 +94,10 @@ func newRunCreateCmd(f *clientFlags) *cobra.Command {
 		Short: "Create a one-stage run",
 		Example: `  muster run create --cluster prod --kind example.com/svc.restart --target role=replica --max-concurrency 2 --max-errors 10%
   muster run create --cluster prod --kind muster.io/debug.sleep --arg seconds=5 --target all --max-concurrency 25%`,
-		Args: noArgs,
+		Args: cli.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if cluster == "" || st.Kind == "" {
-				return usageError("--cluster and --kind are required (see 'muster run create --help')")
+				return cli.UsageError("--cluster and --kind are required (see 'muster run create --help')")
 			}
 			var err error
 			if st.Target, err = parseTarget(target); err != nil {
@@ -111,12 +112,12 @@ func newRunCreateCmd(f *clientFlags) *cobra.Command {
 				}
 				l, err := limit.Parse(v.s)
 				if err != nil {
-					return usageError("--%s: %v", name, err)
+					return cli.UsageError("--%s: %v", name, err)
 				}
 				*v.dst = &l
 			}
 			if timeout < 0 || timeout%time.Second != 0 {
-				return usageError("--timeout %s: want a whole number of seconds, like 90s or 2h", timeout)
+				return cli.UsageError("--timeout %s: want a whole number of seconds, like 90s or 2h", timeout)
 			}
 			st.TimeoutS = int(timeout / time.Second)
 			if st.Args, err = parseArgs(rawArgs, pairs); err != nil {
@@ -169,7 +170,7 @@ func newRunListCmd(f *clientFlags) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "list",
 		Short: "List runs, newest first",
-		Args:  noArgs,
+		Args:  cli.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			c, err := f.core()
 			if err != nil {
@@ -443,7 +444,7 @@ func newRunVerbCmd(f *clientFlags, verb, short string) *cobra.Command {
 			} else {
 				var err error
 				if verb == "urgent" && strings.TrimSpace(reason) == "" {
-					return usageError("--reason is required: say why it may not wait for the window")
+					return cli.UsageError("--reason is required: say why it may not wait for the window")
 				}
 				if r, err = c.RunVerb(cmd.Context(), args[0], verb, reason); err != nil {
 					return apiError(c, err)
@@ -651,7 +652,7 @@ func watchRun(ctx context.Context, c *client.Core, ref string, w io.Writer, asJS
 							return err
 						}
 					}
-					return &exitError{code: 3, err: fmt.Errorf("%w: %s is PAUSED%s", errRunPaused, textsafe.Escape(id), reasonText(r.StateReason))}
+					return &cli.ExitError{Code: 3, Err: fmt.Errorf("%w: %s is PAUSED%s", errRunPaused, textsafe.Escape(id), reasonText(r.StateReason))}
 				}
 				if _, err := s.Next(); err != nil {
 					since = s.LastID()

@@ -9,6 +9,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/musterhq/muster/cmd/internal/cli"
 	"github.com/musterhq/muster/shared/client"
 	"github.com/musterhq/muster/shared/textsafe"
 	"github.com/musterhq/muster/shared/wire"
@@ -60,12 +61,12 @@ func newScheduleCreateCmd(f *clientFlags) *cobra.Command {
 			req.Name = args[0]
 			for _, flag := range []string{"cluster", "playbook", "cron"} {
 				if !cmd.Flags().Changed(flag) {
-					return usageError("--%s is required", flag)
+					return cli.UsageError("--%s is required", flag)
 				}
 			}
 			v, err := wire.ParseVersionRef(version)
 			if err != nil {
-				return usageError("--%v", err)
+				return cli.UsageError("--%v", err)
 			}
 			req.Version = v
 			if req.Params, err = parseParams(params); err != nil {
@@ -121,7 +122,7 @@ func newScheduleListCmd(f *clientFlags) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "list",
 		Short: "List schedules with their state and next occurrence, by name",
-		Args:  noArgs,
+		Args:  cli.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			c, err := f.core()
 			if err != nil {

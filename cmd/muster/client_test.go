@@ -16,6 +16,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/musterhq/muster/cmd/internal/cli"
 	"github.com/musterhq/muster/core/actions"
 	"github.com/musterhq/muster/core/api"
 	"github.com/musterhq/muster/core/approval"
@@ -103,7 +104,7 @@ func (e *cliEnv) runCtx(ctx context.Context, out *lockedBuffer, who string, args
 	root.SetOut(out)
 	root.SetErr(&lockedBuffer{})
 	if err := root.ExecuteContext(ctx); err != nil {
-		return exitCode(err), err.Error()
+		return cli.ExitCode(err), err.Error()
 	}
 	return 0, ""
 }
@@ -327,7 +328,7 @@ func TestCLIReadsEnvironment(t *testing.T) {
 	t.Setenv("MUSTER_TOKEN", "")
 	root = newRootCmd()
 	root.SetArgs([]string{"cluster", "list"})
-	if err := root.ExecuteContext(context.Background()); exitCode(err) != 2 {
+	if err := root.ExecuteContext(context.Background()); cli.ExitCode(err) != 2 {
 		t.Fatalf("without a token: %v", err)
 	}
 }
@@ -608,7 +609,7 @@ func TestCLIReadsTheTokenFromMUSTER_TOKEN_FILE(t *testing.T) {
 	}
 
 	t.Setenv("MUSTER_TOKEN", e.secrets["op"])
-	if _, err := run(); exitCode(err) != 2 || !strings.Contains(err.Error(), "both set") {
+	if _, err := run(); cli.ExitCode(err) != 2 || !strings.Contains(err.Error(), "both set") {
 		t.Fatalf("with both variables: %v", err)
 	}
 	t.Setenv("MUSTER_TOKEN", "")
@@ -616,7 +617,7 @@ func TestCLIReadsTheTokenFromMUSTER_TOKEN_FILE(t *testing.T) {
 	if err := os.Chmod(file, 0o644); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := run(); exitCode(err) != 2 || !strings.Contains(err.Error(), file+" has mode 0644") {
+	if _, err := run(); cli.ExitCode(err) != 2 || !strings.Contains(err.Error(), file+" has mode 0644") {
 		t.Fatalf("with a file others may read: %v", err)
 	}
 	empty := filepath.Join(dir, "empty")
@@ -624,7 +625,7 @@ func TestCLIReadsTheTokenFromMUSTER_TOKEN_FILE(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Setenv("MUSTER_TOKEN_FILE", empty)
-	if _, err := run(); exitCode(err) != 2 || !strings.Contains(err.Error(), "is empty") {
+	if _, err := run(); cli.ExitCode(err) != 2 || !strings.Contains(err.Error(), "is empty") {
 		t.Fatalf("with an empty file: %v", err)
 	}
 

@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/musterhq/muster/cmd/internal/cli"
 	"github.com/musterhq/muster/core/api"
 	"github.com/musterhq/muster/core/approval"
 	"github.com/musterhq/muster/core/auth"
@@ -72,7 +73,7 @@ func TestCLIOverMutualTLSFromTheEnvironment(t *testing.T) {
 		root.SetErr(&lockedBuffer{})
 		root.SetArgs([]string{"cluster", "list", "-o", "json"})
 		if err := root.ExecuteContext(ctx); err != nil {
-			return out.String(), err.Error(), exitCode(err)
+			return out.String(), err.Error(), cli.ExitCode(err)
 		}
 		return out.String(), "", 0
 	}

@@ -11,6 +11,7 @@ import (
 	"github.com/google/uuid"
 	"github.com/spf13/cobra"
 
+	"github.com/musterhq/muster/cmd/internal/cli"
 	"github.com/musterhq/muster/shared/textsafe"
 	"github.com/musterhq/muster/shared/wire"
 )
@@ -47,16 +48,16 @@ the terminal. -o json never prints a secret, so it needs --secret-file.`,
   muster token create --roles enroll --ttl 24h --cluster prod --uses 50 --secret-file join.token`,
 		Args: func(cmd *cobra.Command, args []string) error {
 			if len(args) > 1 {
-				return usageError("%s takes at most one argument, NAME (see '%s --help')", cmd.CommandPath(), cmd.CommandPath())
+				return cli.UsageError("%s takes at most one argument, NAME (see '%s --help')", cmd.CommandPath(), cmd.CommandPath())
 			}
 			return nil
 		},
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if len(roles) == 0 {
-				return usageError("--role is required (viewer, operator, approver, admin or enroll)")
+				return cli.UsageError("--role is required (viewer, operator, approver, admin or enroll)")
 			}
 			if f.json() && secretFile == "" {
-				return usageError("-o %s never prints a secret: add --secret-file FILE", f.output)
+				return cli.UsageError("-o %s never prints a secret: add --secret-file FILE", f.output)
 			}
 			req := wire.CreateTokenRequest{Roles: roles, ClusterID: cluster}
 			if len(args) == 1 {
@@ -64,10 +65,10 @@ the terminal. -o json never prints a secret, so it needs --secret-file.`,
 			} else if len(roles) == 1 && roles[0] == "enroll" && cluster != "" {
 				req.Name = "join-" + cluster + "-" + uuid.NewString()[:8]
 			} else {
-				return usageError("NAME is required, except for a join token (--role enroll --cluster C)")
+				return cli.UsageError("NAME is required, except for a join token (--role enroll --cluster C)")
 			}
 			if ttl < 0 {
-				return usageError("--ttl must be positive, got %s", ttl)
+				return cli.UsageError("--ttl must be positive, got %s", ttl)
 			} else if ttl > 0 {
 				req.TTL = ttl.String()
 			}
@@ -110,7 +111,7 @@ the terminal. -o json never prints a secret, so it needs --secret-file.`,
 	list := &cobra.Command{
 		Use:   "list",
 		Short: "List tokens (never their secrets)",
-		Args:  noArgs,
+		Args:  cli.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			c, err := f.core()
 			if err != nil {

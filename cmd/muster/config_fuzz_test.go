@@ -10,11 +10,12 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/musterhq/muster/agent"
+	"github.com/musterhq/muster/cmd/internal/cli"
 	"github.com/musterhq/muster/core"
 	"github.com/musterhq/muster/shared/config"
 )
 
-// FuzzLoadConfig feeds YAML to loadConfig as `muster agent` and `muster core`
+// FuzzLoadConfig feeds YAML to cli.LoadConfig as `muster agent` and `muster core`
 // read it. Whatever the input, loading never panics; it either fails with a
 // one-line configuration error (exit code 2) or yields a struct whose
 // Validate never panics and reports one line per bad field. The seeds are
@@ -74,7 +75,7 @@ func checkLoad(t *testing.T, path string, out any, validate func() error) {
 	t.Helper()
 	var loadErr error
 	cmd := &cobra.Command{RunE: func(cmd *cobra.Command, _ []string) error {
-		loadErr = loadConfig(cmd, out, nil)
+		loadErr = cli.LoadConfig(cmd, out, nil)
 		return nil
 	}}
 	cmd.Flags().String("config", "", "")
@@ -83,14 +84,14 @@ func checkLoad(t *testing.T, path string, out any, validate func() error) {
 		t.Fatal(err)
 	}
 	if loadErr != nil {
-		if exitCode(loadErr) != 2 {
-			t.Fatalf("load error with exit code %d: %v", exitCode(loadErr), loadErr)
+		if cli.ExitCode(loadErr) != 2 {
+			t.Fatalf("load error with exit code %d: %v", cli.ExitCode(loadErr), loadErr)
 		}
 		checkReport(t, loadErr, false)
 		return
 	}
 	if err := validate(); err != nil {
-		checkReport(t, configExit(err), true)
+		checkReport(t, cli.ConfigError(err), true)
 	}
 }
 
@@ -99,8 +100,8 @@ func checkLoad(t *testing.T, path string, out any, validate func() error) {
 // line per entry, each naming its field.
 func checkReport(t *testing.T, err error, fields bool) {
 	t.Helper()
-	if exitCode(err) != 2 {
-		t.Fatalf("exit code %d for %v", exitCode(err), err)
+	if cli.ExitCode(err) != 2 {
+		t.Fatalf("exit code %d for %v", cli.ExitCode(err), err)
 	}
 	var es config.Errors
 	if !errors.As(err, &es) {

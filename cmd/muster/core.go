@@ -11,6 +11,7 @@ import (
 	"github.com/spf13/cobra"
 	"go.yaml.in/yaml/v3"
 
+	"github.com/musterhq/muster/cmd/internal/cli"
 	"github.com/musterhq/muster/core"
 	"github.com/musterhq/muster/core/store/postgres"
 	"github.com/musterhq/muster/shared/config"
@@ -42,16 +43,16 @@ Configuration comes from --config (YAML), then MUSTER_* environment variables
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			cfg := coreDefaults(cmd)
-			if err := loadValid(cmd, &cfg, coreFlagKeys, cfg.Validate); err != nil {
+			if err := cli.LoadValid(cmd, &cfg, coreFlagKeys, cfg.Validate); err != nil {
 				return err
 			}
 			if err := checkConfigSecrets(cmd.Flags().Lookup("config").Value.String()); err != nil {
-				return &exitError{code: 2, err: err}
+				return &cli.ExitError{Code: 2, Err: err}
 			}
-			log := newLogger(cfg.Log)
+			log := cli.NewLogger(cfg.Log)
 			c, err := core.New(cfg, log)
 			if err != nil {
-				return configExit(err)
+				return cli.ConfigError(err)
 			}
 			ctx, stop := context.WithCancel(cmd.Context())
 			defer stop()
@@ -60,7 +61,7 @@ Configuration comes from --config (YAML), then MUSTER_* environment variables
 					log.Error("SIGHUP: reloading certificates failed; the ones in use stay", "err", err)
 				}
 				next := coreDefaults(cmd)
-				if err := loadValid(cmd, &next, coreFlagKeys, next.Validate); err != nil {
+				if err := cli.LoadValid(cmd, &next, coreFlagKeys, next.Validate); err != nil {
 					_ = c.RejectConfig(ctx, err)
 					return
 				}
@@ -83,13 +84,13 @@ MUSTER_* environment variables, then flags) and report every unknown key, bad
 value and bad field at once. Exit status 0 when it is valid, 2 when not.
 Nothing is opened or started: the store is not contacted.`,
 		Example: `  muster core check --config /etc/muster/core.yaml`,
-		Args:    noArgs,
+		Args:    cli.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			cfg := coreDefaults(cmd)
-			if err := loadValid(cmd, &cfg, coreFlagKeys, cfg.Validate); err != nil {
+			if err := cli.LoadValid(cmd, &cfg, coreFlagKeys, cfg.Validate); err != nil {
 				return err
 			}
-			return configOK(cmd)
+			return cli.ConfigOK(cmd)
 		},
 	}
 	coreFlags(check)
@@ -141,7 +142,7 @@ func checkConfigSecrets(path string) error {
 	}
 	b, err := os.ReadFile(path)
 	if err != nil {
-		return nil // loadConfig has read it; a file gone since fails later
+		return nil // cli.LoadConfig has read it; a file gone since fails later
 	}
 	var doc struct {
 		Store struct {

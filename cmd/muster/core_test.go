@@ -3,11 +3,15 @@ package main
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
+
+	"github.com/musterhq/muster/cmd/internal/cli"
 )
 
 // Issue 17, item 7: a core config file whose store.dsn holds a password is
@@ -33,7 +37,7 @@ func TestACoreConfigHoldingAPasswordMustBePrivate(t *testing.T) {
 		root.SetOut(&bytes.Buffer{})
 		root.SetErr(&bytes.Buffer{})
 		if err := root.ExecuteContext(context.Background()); err != nil {
-			return exitCode(err), err.Error()
+			return cli.ExitCode(err), err.Error()
 		}
 		return 0, ""
 	}
@@ -46,5 +50,36 @@ func TestACoreConfigHoldingAPasswordMustBePrivate(t *testing.T) {
 	t.Logf("a private config: %s", msg)
 	if code == 0 || strings.Contains(msg, "holds a PostgreSQL password") || strings.Contains(msg, "s3cret") {
 		t.Fatalf("a 0600 config with a password: %d %s", code, msg)
+	}
+}
+
+// A bad approval glob stops `muster core` at load, exit 2, with one line
+// naming the rule, the field and the pattern.
+func TestCoreRefusesABadApprovalGlobAtLoad(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	path := filepath.Join(dir, "core.yaml")
+	yaml := "data_dir: " + dir + "\napproval:\n  rules:\n    - kind: 'example.com/{db'\n      approval: required\n"
+	if err := os.WriteFile(path, []byte(yaml), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	root := newRootCmd()
+	root.SetArgs([]string{"core", "--config", path})
+	root.SetOut(&strings.Builder{})
+	root.SetErr(&strings.Builder{})
+	// Were the glob accepted, the core would run: the deadline ends it.
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	err := root.ExecuteContext(ctx)
+	var ee *cli.ExitError
+	if !errors.As(err, &ee) || ee.Code != 2 {
+		t.Fatalf("error %v, want an exit-2 configuration error", err)
+	}
+	lines := strings.Split(err.Error(), "\n")
+	if len(lines) != 2 || !strings.Contains(lines[1], `approval.rules[0].kind: bad glob "example.com/{db"`) {
+		t.Fatalf("want one line naming the rule and the glob, got:\n%s", err)
+	}
+	if _, err := os.Stat(filepath.Join(dir, "core.db")); !os.IsNotExist(err) {
+		t.Fatalf("the refused core created its database: %v", err)
 	}
 }

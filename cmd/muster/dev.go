@@ -18,6 +18,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/musterhq/muster/agent"
+	"github.com/musterhq/muster/cmd/internal/cli"
 	"github.com/musterhq/muster/core"
 	"github.com/musterhq/muster/core/discovery"
 	"github.com/musterhq/muster/shared/client"
@@ -78,10 +79,10 @@ nothing (not with --gossip or --ha).`,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if o.ha {
 				if o.gossip {
-					return &exitError{code: 2, err: errors.New("--ha and --gossip do not go together")}
+					return &cli.ExitError{Code: 2, Err: errors.New("--ha and --gossip do not go together")}
 				}
 				if len(o.fail) > 0 {
-					return &exitError{code: 2, err: errors.New("--fail goes without --ha: the --ha agents run no example kinds")}
+					return &cli.ExitError{Code: 2, Err: errors.New("--fail goes without --ha: the --ha agents run no example kinds")}
 				}
 				return runDevHA(cmd.Context(), o, cmd.OutOrStdout())
 			}
@@ -106,13 +107,13 @@ nothing (not with --gossip or --ha).`,
 
 func runDev(ctx context.Context, o devOptions, out io.Writer) error {
 	if o.agents < 1 || o.agents > 100 {
-		return &exitError{code: 2, err: fmt.Errorf("--agents: want 1 to 100, got %d", o.agents)}
+		return &cli.ExitError{Code: 2, Err: fmt.Errorf("--agents: want 1 to 100, got %d", o.agents)}
 	}
 	logCfg := config.Log{Level: o.logLevel, Format: "text"}
 	if errs := logCfg.Validate(); len(errs) > 0 {
-		return &exitError{code: 2, err: fmt.Errorf("--log-level: %q is not debug, info, warn or error", o.logLevel)}
+		return &cli.ExitError{Code: 2, Err: fmt.Errorf("--log-level: %q is not debug, info, warn or error", o.logLevel)}
 	}
-	log := newLogger(logCfg)
+	log := cli.NewLogger(logCfg)
 	dir := o.dataDir
 	if dir == "" {
 		tmp, err := os.MkdirTemp("", "muster-dev-")
@@ -127,7 +128,7 @@ func runDev(ctx context.Context, o devOptions, out io.Writer) error {
 
 	host, _, err := net.SplitHostPort(o.coreAddr)
 	if err != nil {
-		return &exitError{code: 2, err: fmt.Errorf("--api-addr: %v", err)}
+		return &cli.ExitError{Code: 2, Err: fmt.Errorf("--api-addr: %v", err)}
 	}
 	exe, err := os.Executable()
 	if err != nil {
@@ -194,7 +195,7 @@ func runDev(ctx context.Context, o devOptions, out io.Writer) error {
 			return err
 		}
 		if ccfg, err = loadDevConfig(devFile, base, &spec); err != nil {
-			return &exitError{code: 2, err: err}
+			return &cli.ExitError{Code: 2, Err: err}
 		}
 	}
 	c, err := core.New(ccfg, log)

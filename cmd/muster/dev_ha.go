@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/musterhq/muster/agent"
+	"github.com/musterhq/muster/cmd/internal/cli"
 	"github.com/musterhq/muster/core/store/pglocal"
 	"github.com/musterhq/muster/shared/client"
 	"github.com/musterhq/muster/shared/config"
@@ -32,22 +33,22 @@ const devHALeaseTTL = 3 * time.Second
 // own (dev-1, dev-2...) so that the leases spread over the replicas.
 func runDevHA(ctx context.Context, o devOptions, out io.Writer) error {
 	if o.replicas < 1 || o.replicas > 9 {
-		return &exitError{code: 2, err: fmt.Errorf("--replicas: want 1 to 9, got %d", o.replicas)}
+		return &cli.ExitError{Code: 2, Err: fmt.Errorf("--replicas: want 1 to 9, got %d", o.replicas)}
 	}
 	logCfg := config.Log{Level: o.logLevel, Format: "text"}
 	if errs := logCfg.Validate(); len(errs) > 0 {
-		return &exitError{code: 2, err: fmt.Errorf("--log-level: %q is not debug, info, warn or error", o.logLevel)}
+		return &cli.ExitError{Code: 2, Err: fmt.Errorf("--log-level: %q is not debug, info, warn or error", o.logLevel)}
 	}
 	host, portText, err := net.SplitHostPort(o.coreAddr)
 	port, perr := strconv.Atoi(portText)
 	if err != nil || perr != nil {
-		return &exitError{code: 2, err: fmt.Errorf("--api-addr: %q is not host:port", o.coreAddr)}
+		return &cli.ExitError{Code: 2, Err: fmt.Errorf("--api-addr: %q is not host:port", o.coreAddr)}
 	}
 	self, err := os.Executable()
 	if err != nil {
 		return err
 	}
-	log := newLogger(logCfg)
+	log := cli.NewLogger(logCfg)
 	dir := o.dataDir
 	if dir == "" {
 		tmp, err := os.MkdirTemp("", "muster-dev-ha-")

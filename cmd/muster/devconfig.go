@@ -9,6 +9,7 @@ import (
 
 	"go.yaml.in/yaml/v3"
 
+	"github.com/musterhq/muster/cmd/internal/cli"
 	"github.com/musterhq/muster/core"
 	"github.com/musterhq/muster/core/discovery"
 )
@@ -90,7 +91,7 @@ func loadDevConfig(path string, base core.Config, spec *discovery.ClusterSpec) (
 	next := base
 	next.Clusters, next.Kinds, next.Notify = nil, nil, nil
 	next.Approval = core.DefaultConfig().Approval
-	err = loadValidFrom(nil, path, &next, nil, func() error {
+	err = cli.LoadValidFrom(nil, path, &next, nil, func() error {
 		if _, ok := top["clusters"]; !ok {
 			next.Clusters = slices.Clone(base.Clusters)
 		}

@@ -14,6 +14,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/musterhq/muster/agent/handlers"
+	"github.com/musterhq/muster/cmd/internal/cli"
 	"github.com/musterhq/muster/core/budget"
 )
 
@@ -98,7 +99,7 @@ func devPrepareFail(dir string, specs []string) error {
 	}
 	for _, f := range specs {
 		if err := devFail(dir, f); err != nil {
-			return &exitError{code: 2, err: err}
+			return &cli.ExitError{Code: 2, Err: err}
 		}
 	}
 	return nil
@@ -158,7 +159,7 @@ type devNodeState struct {
 // outputs the file of $MUSTER_OUTPUTS.
 func runDevKind(dir, step, node, outputs string, record io.Reader, out io.Writer) error {
 	if dir == "" || node == "" || !devStepKnown(step) {
-		return &exitError{code: 2, err: fmt.Errorf("dev kind: want --dir, $MUSTER_NODE_ID and a step among %s", devStepNames())}
+		return &cli.ExitError{Code: 2, Err: fmt.Errorf("dev kind: want --dir, $MUSTER_NODE_ID and a step among %s", devStepNames())}
 	}
 	var rec struct {
 		Args map[string]any `json:"args"`
@@ -176,7 +177,7 @@ func runDevKind(dir, step, node, outputs string, record io.Reader, out io.Writer
 		return err
 	} else if failed {
 		fmt.Fprintf(out, "%s on %s: failing on purpose (fail/%s.%s in the dev data directory)\n", step, node, step, node)
-		return &exitError{code: 3, err: fmt.Errorf("%s failed on purpose", step)}
+		return &cli.ExitError{Code: 3, Err: fmt.Errorf("%s failed on purpose", step)}
 	}
 	statePath := filepath.Join(dir, node, "example-state.json")
 	st := devNodeState{Version: devInitialVersion}
@@ -197,7 +198,7 @@ func runDevKind(dir, step, node, outputs string, record io.Reader, out io.Writer
 	case "upgrade":
 		v := arg("version")
 		if v == "" {
-			return &exitError{code: 2, err: errors.New("upgrade: args.version is required")}
+			return &cli.ExitError{Code: 2, Err: errors.New("upgrade: args.version is required")}
 		}
 		prev := st.Version
 		st.Version = v
@@ -211,7 +212,7 @@ func runDevKind(dir, step, node, outputs string, record io.Reader, out io.Writer
 	case "verify":
 		if v := arg("version"); v != "" && v != st.Version {
 			fmt.Fprintf(out, "%s runs %s, not %s\n", node, st.Version, v)
-			return &exitError{code: 1, err: errors.New("verify: wrong version")}
+			return &cli.ExitError{Code: 1, Err: errors.New("verify: wrong version")}
 		}
 		fmt.Fprintf(out, "%s healthy at %s\n", node, st.Version)
 	case "restart":

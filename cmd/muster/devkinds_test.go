@@ -11,6 +11,7 @@ import (
 	"testing"
 
 	"github.com/musterhq/muster/agent/handlers"
+	"github.com/musterhq/muster/cmd/internal/cli"
 )
 
 // The example upgrade keeps the node's version and passes on the previous
@@ -53,8 +54,8 @@ func TestDevKindFailsOnTheChosenNode(t *testing.T) {
 	}
 	for i := 0; i < 2; i++ {
 		err := runDevKind(dir, "health", "node-3", "", strings.NewReader(`{}`), &out)
-		var ee *exitError
-		if !errors.As(err, &ee) || ee.code != 3 {
+		var ee *cli.ExitError
+		if !errors.As(err, &ee) || ee.Code != 3 {
 			t.Fatalf("health on node-3, try %d: %v", i, err)
 		}
 	}
@@ -132,8 +133,8 @@ func TestDevHARefusesFail(t *testing.T) {
 	root.SetOut(io.Discard)
 	root.SetErr(io.Discard)
 	err := root.Execute()
-	var ee *exitError
-	if !errors.As(err, &ee) || ee.code != 2 || !strings.Contains(err.Error(), "--fail") {
+	var ee *cli.ExitError
+	if !errors.As(err, &ee) || ee.Code != 2 || !strings.Contains(err.Error(), "--fail") {
 		t.Fatalf("dev --ha --fail: %v, want a usage error naming --fail", err)
 	}
 }

@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/musterhq/muster/cmd/internal/cli"
 	"github.com/musterhq/muster/core/approval"
 	"github.com/musterhq/muster/core/store"
 	"github.com/musterhq/muster/shared/action"
@@ -129,7 +130,7 @@ func TestCLIEscapesControlCharacters(t *testing.T) {
 		t.Fatalf("run watch of a failed run: exit %d %s", code, msg)
 	}
 	assertSafe(t, "run watch", out, `s\x1b[31m`, "why "+escaped)
-	assertSafe(t, "the run watch error", errorText(errors.New(msg)), "why "+escaped)
+	assertSafe(t, "the run watch error", cli.ErrorText(errors.New(msg)), "why "+escaped)
 
 	// events --follow prints each event as it arrives, escaped too.
 	fctx, cancel := context.WithCancel(ctx)
@@ -185,9 +186,9 @@ func TestCLIEscapesErrorAnswers(t *testing.T) {
 	if err == nil {
 		t.Fatal("no error")
 	}
-	assertSafe(t, "the error line", errorText(err), "no "+escaped, "m"+escaped)
+	assertSafe(t, "the error line", cli.ErrorText(err), "no "+escaped, "m"+escaped)
 	// Lines of a multi-line error stay lines.
-	if got := errorText(errors.New("invalid configuration:\n  a: " + red)); got != "invalid configuration:\n  a: \\x1b[31m" {
-		t.Fatalf("errorText = %q", got)
+	if got := cli.ErrorText(errors.New("invalid configuration:\n  a: " + red)); got != "invalid configuration:\n  a: \\x1b[31m" {
+		t.Fatalf("ErrorText = %q", got)
 	}
 }

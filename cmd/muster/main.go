@@ -1,7 +1,8 @@
 // Command muster is the one binary of muster: the agent, the core, the
 // development cluster and the client. This package only wires: it reads flags,
 // environment and configuration files, builds plain config structs and hands
-// them to the agent and core packages.
+// them to the agent and core packages. The agent's command (cmd/internal/agentcmd)
+// is also the root of muster-agent, the small agent-only binary of the nodes.
 package main
 
 import (
@@ -9,8 +10,9 @@ import (
 	"fmt"
 	"os"
 	"os/signal"
-	"strings"
 	"syscall"
+
+	"github.com/musterhq/muster/cmd/internal/cli"
 )
 
 func main() {
@@ -18,18 +20,7 @@ func main() {
 	err := newRootCmd().ExecuteContext(ctx)
 	stop()
 	if err != nil {
-		fmt.Fprintln(os.Stderr, "muster:", errorText(err))
-		os.Exit(exitCode(err))
+		fmt.Fprintln(os.Stderr, "muster:", cli.ErrorText(err))
+		os.Exit(cli.ExitCode(err))
 	}
-}
-
-// errorText is how an error prints: its lines, each escaped, since an error
-// may quote what a server answered. Tabs stay tabs: cobra indents its
-// suggestions ("Did you mean this?") with one.
-func errorText(err error) string {
-	parts := strings.Split(err.Error(), "\t")
-	for i, p := range parts {
-		parts[i] = safeLines(p)
-	}
-	return strings.Join(parts, "\t")
 }

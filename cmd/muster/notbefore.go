@@ -3,6 +3,8 @@ package main
 import (
 	"fmt"
 	"time"
+
+	"github.com/musterhq/muster/cmd/internal/cli"
 )
 
 // parseNotBefore reads --not-before: an RFC 3339 time
@@ -18,7 +20,7 @@ func parseNotBefore(s string, now time.Time) (*time.Time, error) {
 	}
 	hm, err := time.Parse("15:04", s)
 	if err != nil {
-		return nil, usageError("--not-before %q: want an RFC 3339 time like 2026-12-01T02:00:00+01:00, or a local time like 02:00", s)
+		return nil, cli.UsageError("--not-before %q: want an RFC 3339 time like 2026-12-01T02:00:00+01:00, or a local time like 02:00", s)
 	}
 	now = now.In(time.Local)
 	t := time.Date(now.Year(), now.Month(), now.Day(), hm.Hour(), hm.Minute(), 0, 0, time.Local)

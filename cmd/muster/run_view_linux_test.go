@@ -14,6 +14,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/musterhq/muster/cmd/internal/cli"
 	"github.com/musterhq/muster/core/approval"
 	"github.com/musterhq/muster/core/runs"
 	"github.com/musterhq/muster/core/store"
@@ -109,8 +110,8 @@ func TestRunWatchOfAPausedRunOnAPseudoTerminal(t *testing.T) {
 	tty, reader := openPTY(t)
 	c := client.NewCore(e.url, e.secrets["op"], nil)
 	err := watchRun(ctx, c, id, tty, false, false)
-	if !errors.Is(err, errRunPaused) || exitCode(err) != 3 {
-		t.Fatalf("watch of a paused run: %v (exit %d), want errRunPaused, exit 3", err, exitCode(err))
+	if !errors.Is(err, errRunPaused) || cli.ExitCode(err) != 3 {
+		t.Fatalf("watch of a paused run: %v (exit %d), want errRunPaused, exit 3", err, cli.ExitCode(err))
 	}
 	r, err := c.Run(ctx, id)
 	if err != nil {

@@ -9,6 +9,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/musterhq/muster/cmd/internal/cli"
 	"github.com/musterhq/muster/shared/tlsutil"
 )
 
@@ -25,11 +26,11 @@ that peers check:
   spiffe://muster/client/NAME     a person or a script calling the core API
 
 Keys are ECDSA P-256, written with mode 0600. No file is ever overwritten.`,
-		Args: noArgs,
+		Args: cli.NoArgs,
 	}
-	ca := &cobra.Command{Use: "ca", Short: "The certificate authority", Args: noArgs}
+	ca := &cobra.Command{Use: "ca", Short: "The certificate authority", Args: cli.NoArgs}
 	ca.AddCommand(newTLSCACreateCmd(), newTLSCAPinCmd())
-	cert := &cobra.Command{Use: "cert", Short: "Certificates signed by the authority", Args: noArgs}
+	cert := &cobra.Command{Use: "cert", Short: "Certificates signed by the authority", Args: cli.NoArgs}
 	cert.AddCommand(newTLSCertCreateCmd())
 	cmd.AddCommand(ca, cert)
 	return cmd
@@ -50,13 +51,13 @@ It prints the CA's pin (sha256:...): agents that enroll with a join token
 check the core against it before they send the token ('muster agent enroll
 --ca-pin'). 'muster tls ca pin --dir DIR' prints it again.`,
 		Example: "  muster tls ca create --dir /etc/muster/tls",
-		Args:    noArgs,
+		Args:    cli.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if dir == "" {
-				return usageError("--dir is required")
+				return cli.UsageError("--dir is required")
 			}
 			if days < 1 {
-				return usageError("--days must be at least 1, got %d", days)
+				return cli.UsageError("--days must be at least 1, got %d", days)
 			}
 			p, err := tlsutil.CreateCA(dir, time.Now(), time.Duration(days)*24*time.Hour)
 			if err != nil {
@@ -82,10 +83,10 @@ func newTLSCAPinCmd() *cobra.Command {
 		Use:     "pin",
 		Short:   "Print the pin of the CA in DIR (what enrolling agents check the core against)",
 		Example: "  muster tls ca pin --dir /etc/muster/tls",
-		Args:    noArgs,
+		Args:    cli.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if dir == "" {
-				return usageError("--dir is required")
+				return cli.UsageError("--dir is required")
 			}
 			pin, err := caPin(filepath.Join(dir, tlsutil.CACertFile))
 			if err != nil {
@@ -132,10 +133,10 @@ certificate, not by host name; people with curl check host names.`,
 		Example: `  muster tls cert create --dir /etc/muster/tls --core --hosts core.example.com,10.0.0.2
   muster tls cert create --dir /etc/muster/tls --agent db-1 --hosts db-1.example.com,10.0.1.7
   muster tls cert create --dir /etc/muster/tls --client alice`,
-		Args: noArgs,
+		Args: cli.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if dir == "" {
-				return usageError("--dir is required")
+				return cli.UsageError("--dir is required")
 			}
 			var ids []tlsutil.Identity
 			if cmd.Flags().Changed("agent") {
@@ -148,13 +149,13 @@ certificate, not by host name; people with curl check host names.`,
 				ids = append(ids, tlsutil.Client(client))
 			}
 			if len(ids) != 1 {
-				return usageError("give exactly one of --agent NODE_ID, --core or --client NAME")
+				return cli.UsageError("give exactly one of --agent NODE_ID, --core or --client NAME")
 			}
 			if err := ids[0].Validate(); err != nil {
-				return usageError("%v", err)
+				return cli.UsageError("%v", err)
 			}
 			if days < 1 {
-				return usageError("--days must be at least 1, got %d", days)
+				return cli.UsageError("--days must be at least 1, got %d", days)
 			}
 			p, err := tlsutil.CreateCert(dir, ids[0], hosts, time.Now(), time.Duration(days)*24*time.Hour)
 			if err != nil {

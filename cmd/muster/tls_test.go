@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/musterhq/muster/cmd/internal/cli"
 	"github.com/musterhq/muster/shared/tlsutil"
 )
 
@@ -22,7 +23,7 @@ func runTLS(t *testing.T, args ...string) (string, string, int) {
 	root.SetErr(&lockedBuffer{})
 	root.SetArgs(append([]string{"tls"}, args...))
 	if err := root.ExecuteContext(context.Background()); err != nil {
-		return out.String(), err.Error(), exitCode(err)
+		return out.String(), err.Error(), cli.ExitCode(err)
 	}
 	return out.String(), "", 0
 }

@@ -1,6 +1,7 @@
 #!/bin/sh
-# Before the files are unpacked: the muster system user and group, which own
-# /var/lib/muster and may read /etc/muster. Kept on upgrades.
+# Before the files are unpacked, in both packages (muster and muster-agent):
+# the muster system user and group, which own /var/lib/muster and may read
+# /etc/muster. Kept on upgrades.
 set -e
 if ! getent group muster >/dev/null; then
 	groupadd --system muster

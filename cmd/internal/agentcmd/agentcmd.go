@@ -1,21 +1,32 @@
-package main
+// Package agentcmd is the agent's command line: run the agent, check its
+// configuration, enroll the node. Both binaries carry it: `muster agent` in
+// the one binary muster, and the small agent-only binary muster-agent, whose
+// root command it is and which links no part of the core
+// (docs/architecture.md, "Binaries").
+package agentcmd
 
 import (
 	"context"
 	"fmt"
 	"runtime/debug"
+	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
 
 	"github.com/musterhq/muster/agent"
 	"github.com/musterhq/muster/agent/enroll"
+	"github.com/musterhq/muster/cmd/internal/cli"
 	"github.com/musterhq/muster/shared/textsafe"
 )
 
-func newAgentCmd() *cobra.Command {
+// New returns the agent command whose full path is self: "muster agent"
+// under muster's root command, "muster-agent" as a root command of its own.
+// Its help names the commands by that path.
+func New(self string) *cobra.Command {
+	use := self[strings.LastIndex(self, " ")+1:]
 	cmd := &cobra.Command{
-		Use:   "agent",
+		Use:   use,
 		Short: "Run the agent of this node: its action queue, runner and local API",
 		Long: `Run the agent of this node. It keeps a durable queue of actions in
 <data_dir>/agent.db, runs them one at a time in creation order, and answers
@@ -27,12 +38,12 @@ for api.addr), then flags.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			cfg := agent.DefaultConfig()
-			if err := loadValid(cmd, &cfg, agentFlagKeys, cfg.Validate); err != nil {
+			if err := cli.LoadValid(cmd, &cfg, agentFlagKeys, cfg.Validate); err != nil {
 				return err
 			}
-			a, err := agent.New(cfg, newLogger(cfg.Log))
+			a, err := agent.New(cfg, cli.NewLogger(cfg.Log))
 			if err != nil {
-				return configExit(err)
+				return cli.ConfigError(err)
 			}
 			go returnStartupMemory(cmd.Context(), a.Ready())
 			return a.Run(cmd.Context())
@@ -42,22 +53,22 @@ for api.addr), then flags.`,
 	check := &cobra.Command{
 		Use:   "check",
 		Short: "Check an agent configuration and report every problem at once",
-		Long: `Check an agent configuration as "muster agent" would load it (the file, then
+		Long: `Check an agent configuration as "` + self + `" would load it (the file, then
 MUSTER_* environment variables, then flags) and report every unknown key, bad
 value and bad field at once. Exit status 0 when it is valid, 2 when not.
 Nothing is opened or started.`,
-		Example: `  muster agent check --config /etc/muster/agent.yaml`,
-		Args:    noArgs,
+		Example: `  ` + self + ` check --config /etc/muster/agent.yaml`,
+		Args:    cli.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			cfg := agent.DefaultConfig()
-			if err := loadValid(cmd, &cfg, agentFlagKeys, cfg.Validate); err != nil {
+			if err := cli.LoadValid(cmd, &cfg, agentFlagKeys, cfg.Validate); err != nil {
 				return err
 			}
-			return configOK(cmd)
+			return cli.ConfigOK(cmd)
 		},
 	}
 	agentFlags(check)
-	cmd.AddCommand(check, newAgentEnrollCmd())
+	cmd.AddCommand(check, newEnrollCmd(self))
 	return cmd
 }
 
@@ -74,17 +85,7 @@ func agentFlags(cmd *cobra.Command) {
 	f.String("api-addr", "", "listen address of the API (api.addr)")
 }
 
-// configOK is what a check prints for a valid configuration.
-func configOK(cmd *cobra.Command) error {
-	what := "the defaults and the environment"
-	if f := cmd.Flags().Lookup("config"); f != nil && f.Value.String() != "" {
-		what = f.Value.String()
-	}
-	_, err := fmt.Fprintf(cmd.OutOrStdout(), "Configuration is valid: %s\n", textsafe.Escape(what))
-	return err
-}
-
-func newAgentEnrollCmd() *cobra.Command {
+func newEnrollCmd(self string) *cobra.Command {
 	var (
 		core, tokenFile, pin, dir string
 		replace, force            bool
@@ -100,19 +101,19 @@ the CA whose pin --ca-pin gives (printed by 'muster tls ca create'): the core
 is never trusted on first use.
 
 The certificate, its key, the CA bundle and the gossip key are written to
-<data_dir>/tls (or --dir, enroll.dir), mode 0600. 'muster agent' then serves
+<data_dir>/tls (or --dir, enroll.dir), mode 0600. '` + self + `' then serves
 with them and renews the certificate over mutual TLS at two thirds of its
 lifetime, without a restart.
 
-The same happens at the first start of 'muster agent' when its configuration
+The same happens at the first start of '` + self + `' when its configuration
 has an enroll block (core, token_file, ca_pin).`,
-		Example: `  muster agent enroll --config /etc/muster/agent.yaml \
+		Example: `  ` + self + ` enroll --config /etc/muster/agent.yaml \
     --core https://core.example.com:7410 --token-file /etc/muster/join.token \
     --ca-pin sha256:4f1c...`,
-		Args: noArgs,
+		Args: cli.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			cfg := agent.DefaultConfig()
-			if err := loadConfig(cmd, &cfg, map[string]string{
+			if err := cli.LoadConfig(cmd, &cfg, map[string]string{
 				"data-dir": "data_dir", "node-id": "node_id", "cluster-id": "cluster_id",
 				"core": "enroll.core", "token-file": "enroll.token_file", "ca-pin": "enroll.ca_pin", "dir": "enroll.dir",
 			}); err != nil {
@@ -121,15 +122,15 @@ has an enroll block (core, token_file, ca_pin).`,
 			e := cfg.Enroll
 			switch {
 			case e.Core == "":
-				return usageError("--core is required (or enroll.core in the configuration)")
+				return cli.UsageError("--core is required (or enroll.core in the configuration)")
 			case e.TokenFile == "":
-				return usageError("--token-file is required (or enroll.token_file)")
+				return cli.UsageError("--token-file is required (or enroll.token_file)")
 			case e.CAPin == "":
-				return usageError("--ca-pin is required (or enroll.ca_pin): printed by 'muster tls ca create'; the core is never trusted on first use")
+				return cli.UsageError("--ca-pin is required (or enroll.ca_pin): printed by 'muster tls ca create'; the core is never trusted on first use")
 			case cfg.NodeID == "" || cfg.ClusterID == "":
-				return usageError("node_id and cluster_id are required (--node-id, --cluster-id or the configuration)")
+				return cli.UsageError("node_id and cluster_id are required (--node-id, --cluster-id or the configuration)")
 			case cfg.EnrollDir() == "":
-				return usageError("--data-dir or --dir is required")
+				return cli.UsageError("--data-dir or --dir is required")
 			}
 			tok, err := enroll.ReadToken(e.TokenFile)
 			if err != nil {

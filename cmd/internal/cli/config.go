@@ -1,4 +1,4 @@
-package main
+package cli
 
 import (
 	"bytes"
@@ -18,22 +18,22 @@ import (
 	"github.com/musterhq/muster/shared/config"
 )
 
-// loadConfig fills out (a pointer to a struct already holding the defaults)
+// LoadConfig fills out (a pointer to a struct already holding the defaults)
 // from, in increasing priority: the defaults, the YAML file named by --config,
 // MUSTER_* environment variables (MUSTER_API_ADDR for api.addr), and the flags
 // bound in flagKeys (flag name → config key) that the user set. Unknown keys in
 // the file are errors.
-func loadConfig(cmd *cobra.Command, out any, flagKeys map[string]string) error {
+func LoadConfig(cmd *cobra.Command, out any, flagKeys map[string]string) error {
 	path := ""
 	if f := cmd.Flags().Lookup("config"); f != nil {
 		path = f.Value.String()
 	}
-	return loadConfigFrom(cmd, path, out, flagKeys)
+	return LoadConfigFrom(cmd, path, out, flagKeys)
 }
 
-// loadConfigFrom is loadConfig with the file named by path; with a nil cmd
+// LoadConfigFrom is LoadConfig with the file named by path; with a nil cmd
 // only the defaults and the file count (no environment, no flags).
-func loadConfigFrom(cmd *cobra.Command, path string, out any, flagKeys map[string]string) error {
+func LoadConfigFrom(cmd *cobra.Command, path string, out any, flagKeys map[string]string) error {
 	v := viper.New()
 	v.SetConfigType("yaml")
 	// The defaults go in first as a YAML document, so that every key is known to
@@ -48,7 +48,7 @@ func loadConfigFrom(cmd *cobra.Command, path string, out any, flagKeys map[strin
 	if path != "" {
 		v.SetConfigFile(path)
 		if err := v.MergeInConfig(); err != nil {
-			return &exitError{code: 2, err: fmt.Errorf("config %s: %w", path, err)}
+			return &ExitError{Code: 2, Err: fmt.Errorf("config %s: %w", path, err)}
 		}
 	}
 	if cmd != nil {
@@ -73,26 +73,26 @@ func loadConfigFrom(cmd *cobra.Command, path string, out any, flagKeys map[strin
 	if err != nil {
 		errs = append(errs, decodeErrors(err)...)
 	}
-	return configExit(errs.Err())
+	return ConfigError(errs.Err())
 }
 
-// loadValid loads the configuration as loadConfig does, then validates it
+// LoadValid loads the configuration as LoadConfig does, then validates it
 // with validate, and reports every unknown key, bad value and bad field in
 // one list (config.Errors, exit code 2). A field whose value the decoder
 // refused is not validated again.
-func loadValid(cmd *cobra.Command, out any, flagKeys map[string]string, validate func() error) error {
+func LoadValid(cmd *cobra.Command, out any, flagKeys map[string]string, validate func() error) error {
 	path := ""
 	if f := cmd.Flags().Lookup("config"); f != nil {
 		path = f.Value.String()
 	}
-	return loadValidFrom(cmd, path, out, flagKeys, validate)
+	return LoadValidFrom(cmd, path, out, flagKeys, validate)
 }
 
-// loadValidFrom is loadValid with the file named by path; with a nil cmd
+// LoadValidFrom is LoadValid with the file named by path; with a nil cmd
 // only the defaults and the file count.
-func loadValidFrom(cmd *cobra.Command, path string, out any, flagKeys map[string]string, validate func() error) error {
+func LoadValidFrom(cmd *cobra.Command, path string, out any, flagKeys map[string]string, validate func() error) error {
 	var errs config.Errors
-	if err := loadConfigFrom(cmd, path, out, flagKeys); err != nil && !errors.As(err, &errs) {
+	if err := LoadConfigFrom(cmd, path, out, flagKeys); err != nil && !errors.As(err, &errs) {
 		return err // the file could not be read or parsed: nothing to validate
 	}
 	errs = slices.Clone(errs)
@@ -108,7 +108,7 @@ func loadValidFrom(cmd *cobra.Command, path string, out any, flagKeys map[string
 			}
 		}
 	}
-	return configExit(errs.Err())
+	return ConfigError(errs.Err())
 }
 
 // unknownKeys returns an "unknown key" error for every key of settings (as
@@ -198,16 +198,6 @@ func decodeErrors(err error) config.Errors {
 	}
 	walk(err)
 	return errs
-}
-
-// configExit gives a configuration error (config.Errors, however wrapped)
-// exit code 2; other errors pass unchanged.
-func configExit(err error) error {
-	var es config.Errors
-	if errors.As(err, &es) {
-		return &exitError{code: 2, err: err}
-	}
-	return err
 }
 
 // schemaTextHook refuses a schema written as a YAML mapping: configuration

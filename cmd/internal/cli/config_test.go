@@ -1,9 +1,6 @@
-package main
+package cli
 
 import (
-	"context"
-	"errors"
-	"io"
 	"os"
 	"path/filepath"
 	"slices"
@@ -17,7 +14,7 @@ import (
 	"github.com/musterhq/muster/shared/config"
 )
 
-// loadAgent runs loadConfig the way `muster agent` does, with a config file
+// loadAgent runs LoadConfig the way `muster agent` does, with a config file
 // holding yaml and the given command-line arguments.
 func loadAgent(t *testing.T, yaml string, args ...string) (agent.Config, error) {
 	t.Helper()
@@ -28,7 +25,7 @@ func loadAgent(t *testing.T, yaml string, args ...string) (agent.Config, error) 
 	cfg := agent.DefaultConfig()
 	var loadErr error
 	cmd := &cobra.Command{RunE: func(cmd *cobra.Command, _ []string) error {
-		loadErr = loadConfig(cmd, &cfg, map[string]string{"data-dir": "data_dir", "api-addr": "api.addr"})
+		loadErr = LoadConfig(cmd, &cfg, map[string]string{"data-dir": "data_dir", "api-addr": "api.addr"})
 		return nil
 	}}
 	cmd.Flags().String("config", "", "")
@@ -89,7 +86,7 @@ func TestConfigRefusesUnknownKeysAndBadValuesByField(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
 			_, err := loadAgent(t, tc.yaml)
-			if exitCode(err) != 2 {
+			if ExitCode(err) != 2 {
 				t.Fatalf("error %v, want an exit-2 configuration error", err)
 			}
 			if got := config.FieldsOf(err); !slices.Equal(got, tc.fields) {
@@ -102,7 +99,7 @@ func TestConfigRefusesUnknownKeysAndBadValuesByField(t *testing.T) {
 func TestConfigFileThatIsNotYAMLIsRefused(t *testing.T) {
 	t.Parallel()
 	_, err := loadAgent(t, "node_id: [")
-	if exitCode(err) != 2 {
+	if ExitCode(err) != 2 {
 		t.Fatalf("error %v, want an exit-2 configuration error", err)
 	}
 }
@@ -119,58 +116,6 @@ func TestConfigErrorsOneLinePerField(t *testing.T) {
 	}
 	if lines := strings.Split(err.Error(), "\n"); len(lines) != 1+len(want) {
 		t.Fatalf("want a header and one line per field, got:\n%s", err)
-	}
-}
-
-// TestAgentRefusesAnIDTheCoreRefuses starts `muster agent` the way a user
-// does: an id the core would drop stops it before it opens anything.
-func TestAgentRefusesAnIDTheCoreRefuses(t *testing.T) {
-	t.Parallel()
-	dir := t.TempDir()
-	cmd := newRootCmd()
-	cmd.SetArgs([]string{"agent", "--data-dir", dir, "--node-id", "db 1", "--cluster-id", "c1", "--api-addr", ""})
-	cmd.SetOut(io.Discard)
-	cmd.SetErr(io.Discard)
-	err := cmd.ExecuteContext(context.Background())
-	if exitCode(err) != 2 {
-		t.Fatalf("error %v, want an exit-2 configuration error", err)
-	}
-	if got := config.FieldsOf(err); !slices.Equal(got, []string{"node_id"}) {
-		t.Fatalf("fields %q, want node_id", got)
-	}
-	if entries, _ := os.ReadDir(dir); len(entries) != 0 {
-		t.Fatalf("the refused agent wrote %d entries in its data directory", len(entries))
-	}
-}
-
-// A bad approval glob stops `muster core` at load, exit 2, with one line
-// naming the rule, the field and the pattern.
-func TestCoreRefusesABadApprovalGlobAtLoad(t *testing.T) {
-	t.Parallel()
-	dir := t.TempDir()
-	path := filepath.Join(dir, "core.yaml")
-	yaml := "data_dir: " + dir + "\napproval:\n  rules:\n    - kind: 'example.com/{db'\n      approval: required\n"
-	if err := os.WriteFile(path, []byte(yaml), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	root := newRootCmd()
-	root.SetArgs([]string{"core", "--config", path})
-	root.SetOut(&strings.Builder{})
-	root.SetErr(&strings.Builder{})
-	// Were the glob accepted, the core would run: the deadline ends it.
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	err := root.ExecuteContext(ctx)
-	var ee *exitError
-	if !errors.As(err, &ee) || ee.code != 2 {
-		t.Fatalf("error %v, want an exit-2 configuration error", err)
-	}
-	lines := strings.Split(err.Error(), "\n")
-	if len(lines) != 2 || !strings.Contains(lines[1], `approval.rules[0].kind: bad glob "example.com/{db"`) {
-		t.Fatalf("want one line naming the rule and the glob, got:\n%s", err)
-	}
-	if _, err := os.Stat(filepath.Join(dir, "core.db")); !os.IsNotExist(err) {
-		t.Fatalf("the refused core created its database: %v", err)
 	}
 }
 

@@ -1,0 +1,19 @@
+#!/bin/sh
+# After the files of muster-agent are unpacked: the owners that name the
+# muster user (set here too, as the user was made in this same
+# transaction), systemd told of the unit, and what to edit next.
+set -e
+chown muster:muster /var/lib/muster
+chmod 0750 /var/lib/muster
+chown root:muster /etc/muster
+if [ -d /run/systemd/system ]; then
+	systemctl daemon-reload || true
+fi
+cat <<'NOTE'
+muster-agent is installed: /usr/bin/muster-agent, the unit muster-agent (not
+enabled), /etc/muster/agent.yaml, data in /var/lib/muster/agent.
+  Edit /etc/muster/agent.yaml: node_id, cluster_id, api.addr, and an enroll
+  block or api.tls, gossip.join and gossip.key_file;
+  then: systemctl enable --now muster-agent
+See docs/operations.md in muster's repository.
+NOTE

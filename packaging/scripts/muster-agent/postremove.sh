@@ -1,0 +1,20 @@
+#!/bin/sh
+# After the files of muster-agent went. On dpkg's purge the agent's data
+# (its queue, its enrolled certificate) goes too; /etc/muster,
+# /var/lib/muster and the muster user and group go with the last of the two
+# packages: when muster is neither installed nor removed with its
+# configuration kept. A plain remove, and rpm's erase, keep everything.
+set -e
+case "$1" in
+purge)
+	rm -rf /var/lib/muster/agent
+	if [ ! -e /usr/bin/muster ] && [ ! -e /etc/muster/core.yaml ]; then
+		rm -rf /var/lib/muster /etc/muster
+		if getent passwd muster >/dev/null; then userdel muster; fi
+		if getent group muster >/dev/null; then groupdel muster; fi
+	fi
+	;;
+esac
+if [ -d /run/systemd/system ]; then
+	systemctl daemon-reload || true
+fi

@@ -1,0 +1,21 @@
+#!/bin/sh
+# After the files of muster are unpacked: the owners that name the muster
+# user (set here too, as the user was made in this same transaction),
+# systemd told of the unit, and what to edit next.
+set -e
+chown muster:muster /var/lib/muster
+chmod 0750 /var/lib/muster
+chown root:muster /etc/muster
+if [ -d /run/systemd/system ]; then
+	systemctl daemon-reload || true
+fi
+cat <<'NOTE'
+muster is installed: /usr/bin/muster (the core, the client and every other
+command), the unit muster-core (not enabled), /etc/muster/core.yaml, data in
+/var/lib/muster.
+  On the core, edit /etc/muster/core.yaml: api.addr and api.tls, agents_tls,
+  clusters, store; then: systemctl enable --now muster-core
+  (the first admin token is written to /var/lib/muster/core/admin.token).
+  On each node, install the muster-agent package.
+See docs/operations.md in muster's repository.
+NOTE
