@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"maps"
 	"math/rand/v2"
 	"net"
 	"net/http"
@@ -94,6 +95,11 @@ type Worker struct {
 	// (and not added again): only their deliveries are made dead. A name
 	// merely unknown here may be one another replica has just added.
 	removed map[string]bool
+	// skipped is, by destination, the event its cursor was last moved
+	// to with nothing pending (skip).
+	skipped map[string]int64
+	// recent keeps the events read lately and their bodies.
+	recent *recent
 }
 
 // destLoop is the loop of one destination.
@@ -131,7 +137,7 @@ func New(cfg Config, st store.Store, log *slog.Logger, reg prometheus.Registerer
 	}
 	w := &Worker{cfg: cfg, st: st, log: log.With("component", "notify"), secrets: secrets,
 		dests: slices.Clone(cfg.Destinations), loops: map[string]*destLoop{}, ended: map[string]<-chan struct{}{},
-		allowLoopback: cfg.AllowLoopback, retireWake: make(chan struct{}, 1), removed: map[string]bool{}}
+		allowLoopback: cfg.AllowLoopback, retireWake: make(chan struct{}, 1), removed: map[string]bool{}, skipped: map[string]int64{}, recent: newRecent()}
 	for _, d := range cfg.Destinations {
 		w.loops[d.Name] = &destLoop{wake: make(chan struct{}, 1)}
 	}
@@ -433,19 +439,31 @@ const (
 // with the same webhook-id.
 func (w *Worker) step(ctx context.Context, name string) (wait time.Duration, sent int, err error) {
 	var batch []store.Delivery
+	var latest int64
 	events := map[int64]*store.Event{}
 	err = w.st.Read(ctx, func(r store.Reader) error {
 		var err error
 		if batch, err = r.PendingDeliveries(ctx, name, batchSize); err != nil {
 			return err
 		}
-		return readEvents(ctx, r, batch, events)
+		if len(batch) == 0 {
+			latest, err = r.LatestSeq(ctx)
+			return err
+		}
+		missing := w.recent.fill(batch, events)
+		read := map[int64]*store.Event{}
+		if err := readEvents(ctx, r, missing, read); err != nil {
+			return err
+		}
+		w.recent.add(read)
+		maps.Copy(events, read)
+		return nil
 	})
 	if err != nil {
 		return 0, 0, err
 	}
 	if len(batch) == 0 {
-		return w.cfg.Poll, 0, nil
+		return w.cfg.Poll, 0, w.skip(ctx, name, latest)
 	}
 	if wait := time.Until(batch[0].NextTS); wait > 0 {
 		return wait, 0, nil
@@ -518,12 +536,8 @@ func (w *Worker) step(ctx context.Context, name string) (wait time.Duration, sen
 			}
 		}
 		for status, ids := range delivered {
-			n, err := tx.MarkDelivered(rctx, ids, status, last[status])
-			if err != nil {
+			if err := tx.MarkDelivered(rctx, name, ids, status, last[status]); err != nil {
 				return err
-			}
-			if n != len(ids) {
-				return fmt.Errorf("mark %d deliveries delivered: %d found: %w", len(ids), n, store.ErrNotFound)
 			}
 		}
 		for i := range tried {
@@ -557,6 +571,32 @@ func (w *Worker) step(ctx context.Context, name string) (wait time.Duration, sen
 			"status", last.LastStatus, "err", last.LastError, "next", last.NextTS)
 	}
 	return 0, len(tried), nil
+}
+
+// skipEvery is how far behind the newest event a destination with nothing
+// pending lets its cursor lag before moving it there: its next delivery is
+// looked for among the events after its cursor.
+const skipEvery = 1024
+
+// skip moves the cursor of a destination with nothing pending up to the
+// event latest when it lags by skipEvery or more: a destination that takes
+// few events then does not look for its next among every event since its
+// last (docs/notifications.md, "Cost").
+func (w *Worker) skip(ctx context.Context, name string, latest int64) error {
+	w.mu.Lock()
+	from := w.skipped[name]
+	w.mu.Unlock()
+	if latest-from < skipEvery {
+		return nil
+	}
+	rctx := store.WithLazyCommit(ctx) // lost in a crash: done again
+	if err := w.st.Update(rctx, func(tx store.Tx) error { return tx.SkipTo(rctx, name, latest) }); err != nil {
+		return err
+	}
+	w.mu.Lock()
+	w.skipped[name] = latest
+	w.mu.Unlock()
+	return nil
 }
 
 // readEvents reads the events of a batch into events, by seq (nil: no
@@ -637,7 +677,7 @@ func (w *Worker) Send(ctx context.Context, d Destination, e *store.Event, id str
 }
 
 func (w *Worker) send(ctx context.Context, d Destination, e *store.Event, id string, now time.Time) Result {
-	body, err := Body(d.Format, w.cfg.PublicURL, e)
+	body, err := w.recent.body(d.Format, w.cfg.PublicURL, e)
 	if err != nil {
 		return Result{Err: err.Error()}
 	}

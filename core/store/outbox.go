@@ -7,9 +7,16 @@ import (
 )
 
 // Outbox chooses the notification destinations (core/notify) an event goes
-// to. A store given one with SetOutbox enqueues a Delivery per destination
-// in the same transaction as the event (AppendEvent): the outbox never
+// to. A store given one with SetOutbox writes, in the same transaction as
+// the event (AppendEvent), one outbox row naming them: the outbox never
 // disagrees with the event log, and a crash loses no delivery.
+//
+// The outbox keeps one row per event, whatever the number of its
+// destinations, and one cursor per destination: every delivery to a
+// destination of an event up to its cursor is delivered, unless a delivery
+// row of its own says otherwise. Only deliveries that needed more than one
+// try, died or were redelivered have such a row (docs/notifications.md,
+// "Cost").
 type Outbox func(e *Event) []string
 
 // OutboxLease is the lease (core/lease) of the replica that delivers the
@@ -25,6 +32,11 @@ const MaxDestinations = 1024
 // of a range of events are a range of ids (docs/notifications.md, "Cost").
 func DeliveryID(seq int64, rank int) int64 { return seq*MaxDestinations + int64(rank) }
 
+// splitDeliveryID is the event seq and the rank of a delivery id.
+func splitDeliveryID(id int64) (seq int64, rank int) {
+	return id / MaxDestinations, int(id % MaxDestinations)
+}
+
 // Delivery states.
 const (
 	DeliveryPending   = "pending"
@@ -32,7 +44,9 @@ const (
 	DeliveryDead      = "dead"
 )
 
-// Delivery is one event to send to one destination.
+// Delivery is one event to send to one destination. A delivery delivered
+// at its first try has no row of its own: it shows one try, no status,
+// and its event's time as UpdatedTS.
 type Delivery struct {
 	ID          int64     `json:"id"`
 	Destination string    `json:"destination"`
@@ -43,7 +57,8 @@ type Delivery struct {
 	// NextTS is when the next try may start (pending deliveries).
 	NextTS    time.Time `json:"next_ts"`
 	UpdatedTS time.Time `json:"updated_ts"`
-	// LastStatus is the HTTP status of the last try (0: no answer).
+	// LastStatus is the HTTP status of the last try (0: no answer, or
+	// not kept).
 	LastStatus int    `json:"last_status"`
 	LastError  string `json:"last_error,omitempty"`
 }
@@ -62,9 +77,7 @@ type DeliveryQuery struct {
 }
 
 // EventDeliveryQuery selects the deliveries of the events numbered FromSeq
-// to ToSeq whose times lie between FromTS and ToTS (both inclusive). A
-// delivery is created with its event's time, so the times bound the read
-// by the index on creation time.
+// to ToSeq whose times lie between FromTS and ToTS (both inclusive).
 type EventDeliveryQuery struct {
 	FromSeq, ToSeq int64
 	FromTS, ToTS   time.Time
@@ -84,7 +97,9 @@ type DeliveryStat struct {
 	Dead      int    `json:"dead"`
 }
 
-// OutboxReader reads the notification outbox (a part of Reader).
+// OutboxReader reads the notification outbox (a part of Reader). Both
+// stores answer it with the functions of this package (ReadDelivery and
+// the rest) over their OutboxRows.
 type OutboxReader interface {
 	// Delivery returns one delivery (ErrNotFound when there is none).
 	Delivery(ctx context.Context, id int64) (*Delivery, error)
@@ -96,22 +111,32 @@ type OutboxReader interface {
 	// PendingDeliveries lists up to limit pending deliveries of a
 	// destination, oldest first: the first is the one in flight.
 	PendingDeliveries(ctx context.Context, destination string, limit int) ([]Delivery, error)
-	// DeliveryStats sums up every destination that has deliveries, by name.
+	// DeliveryStats sums up every destination that has had deliveries,
+	// by name.
 	DeliveryStats(ctx context.Context) ([]DeliveryStat, error)
 }
 
-// OutboxTx writes the notification outbox (a part of Tx).
+// OutboxTx writes the notification outbox (a part of Tx). Both stores
+// write it with Writes.
 type OutboxTx interface {
 	// UpdateDelivery stores d's state, attempts, next_ts, last status and
-	// error (ErrNotFound when there is no such delivery). A zero UpdatedTS
-	// is set to now.
+	// error as the delivery's own row (ErrNotFound when the outbox has no
+	// such delivery). A zero UpdatedTS is set to now. A try that failed
+	// (LastError set) is also its destination's last failure.
 	UpdateDelivery(ctx context.Context, d *Delivery) error
-	// MarkDelivered records, in one statement, that the deliveries ids were
-	// each delivered by one more try answered with status at ts: state
-	// delivered, attempts one more, no error. It returns how many it found.
-	MarkDelivered(ctx context.Context, ids []int64, status int, ts time.Time) (int, error)
-	// PurgeDeliveries deletes up to limit deliveries created before t,
-	// oldest first, and returns how many it deleted.
+	// MarkDelivered records that the deliveries ids to destination, the
+	// head of its queue in order (PendingDeliveries), were each delivered
+	// by one more try answered with status at ts: the destination's
+	// cursor moves to the last, and those that had a row of their own are
+	// made delivered.
+	MarkDelivered(ctx context.Context, destination string, ids []int64, status int, ts time.Time) error
+	// SkipTo moves a destination's cursor to seq when no delivery to it
+	// is pending up to seq (a destination caught up, whose next delivery
+	// would otherwise be looked for among every event since its last).
+	SkipTo(ctx context.Context, destination string, seq int64) error
+	// PurgeDeliveries deletes the outbox rows of up to limit events
+	// created before t, oldest first, with their deliveries' rows, and
+	// returns how many events' rows it deleted.
 	PurgeDeliveries(ctx context.Context, before time.Time, limit int) (int, error)
 }
 

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
@@ -17,6 +18,9 @@ type Dialect struct {
 	// Time is a time as the store binds it (SQLite: microseconds since the
 	// epoch; PostgreSQL: a timestamptz).
 	Time func(time.Time) any
+	// Position is the function that finds a string in another
+	// (SQLite: instr; PostgreSQL: strpos).
+	Position string
 }
 
 // nullTime binds an optional time: NULL for nil.
@@ -106,8 +110,8 @@ func (w Writes) AppendEvent(ctx context.Context, e *Event) error {
 	return w.enqueue(ctx, e)
 }
 
-// enqueue writes the deliveries of e, in the transaction that appends it,
-// with one statement.
+// enqueue writes the outbox row of e, in the transaction that appends it,
+// and gives each of its destinations that has none a cursor just before it.
 func (w Writes) enqueue(ctx context.Context, e *Event) error {
 	if w.Outbox == nil {
 		return nil
@@ -116,23 +120,115 @@ func (w Writes) enqueue(ctx context.Context, e *Event) error {
 	if len(dests) == 0 {
 		return nil
 	}
-	d := w.Dialect
-	ts := d.Time(e.TS)
-	rows := make([]string, len(dests))
-	var args []any
 	if len(dests) > MaxDestinations {
 		return fmt.Errorf("enqueue deliveries of event %s: %d destinations, at most %d", e.Type, len(dests), MaxDestinations)
 	}
-	for i, dest := range dests {
-		var ps string
-		ps, _ = d.values(len(args)+1, DeliveryID(e.Seq, i), dest, e.Seq, ts, ts, ts)
-		rows[i] = "(" + ps + ")"
-		args = append(args, DeliveryID(e.Seq, i), dest, e.Seq, ts, ts, ts)
+	d := w.Dialect
+	ps, args := d.values(1, e.Seq, d.Time(e.TS), outboxList(dests))
+	if _, err := w.Exec(ctx, "enqueue deliveries of event "+e.Type,
+		`INSERT INTO notify_outbox (seq, created_ts, destinations) VALUES (`+ps+`)`, args...); err != nil {
+		return err
 	}
-	_, err := w.Exec(ctx, "enqueue deliveries of event "+e.Type,
-		`INSERT INTO notify_deliveries (id, destination, event_seq, created_ts, next_ts, updated_ts) VALUES `+strings.Join(rows, ", "),
-		args...)
+	rows := make([]string, len(dests))
+	args = args[:0]
+	for i, dest := range dests {
+		ps, _ := d.values(len(args)+1, dest, e.Seq-1)
+		rows[i] = "(" + ps + ")"
+		args = append(args, dest, e.Seq-1)
+	}
+	_, err := w.Exec(ctx, "cursors of event "+e.Type, `INSERT INTO notify_cursors (destination, seq) VALUES `+
+		strings.Join(rows, ", ")+` ON CONFLICT (destination) DO NOTHING`, args...)
 	return err
+}
+
+// UpdateDelivery is OutboxTx.UpdateDelivery of both stores.
+func (w Writes) UpdateDelivery(ctx context.Context, dv *Delivery) error {
+	d := w.Dialect
+	if dv.UpdatedTS.IsZero() {
+		dv.UpdatedTS = Now()
+	}
+	what := fmt.Sprintf("update delivery %d", dv.ID)
+	seq, _ := splitDeliveryID(dv.ID)
+	if dv.ID <= 0 || dv.EventSeq != seq || dv.Destination == "" {
+		return fmt.Errorf("%s: %w", what, ErrNotFound)
+	}
+	ps, args := d.values(1, dv.ID, dv.Destination, dv.EventSeq, dv.State, dv.Attempts, d.Time(dv.CreatedTS),
+		d.Time(dv.NextTS), d.Time(dv.UpdatedTS), dv.LastStatus, dv.LastError)
+	n, err := w.Exec(ctx, what, `INSERT INTO notify_deliveries (`+DeliveryColumns+`) SELECT `+ps+`
+		WHERE EXISTS (SELECT 1 FROM notify_outbox WHERE seq = `+d.Placeholder(len(args)+1)+` AND `+
+		d.contains("destinations", d.Placeholder(len(args)+2))+`)
+		ON CONFLICT (id) DO UPDATE SET state = excluded.state, attempts = excluded.attempts,
+		next_ts = excluded.next_ts, updated_ts = excluded.updated_ts, last_status = excluded.last_status,
+		last_error = excluded.last_error`, append(args, seq, ","+dv.Destination+",")...)
+	if err != nil {
+		return err
+	}
+	if n == 0 {
+		return fmt.Errorf("%s: %w", what, ErrNotFound)
+	}
+	switch {
+	case dv.LastError != "":
+		_, err = w.Exec(ctx, "last failure of "+dv.Destination, `UPDATE notify_cursors SET last_failure_ts = `+
+			d.Placeholder(1)+`, last_error = `+d.Placeholder(2)+` WHERE destination = `+d.Placeholder(3),
+			d.Time(dv.UpdatedTS), dv.LastError, dv.Destination)
+	case dv.State == DeliveryDelivered:
+		_, err = w.Exec(ctx, "last success of "+dv.Destination, `UPDATE notify_cursors SET last_success_ts = `+
+			d.Placeholder(1)+` WHERE destination = `+d.Placeholder(2), d.Time(dv.UpdatedTS), dv.Destination)
+	}
+	return err
+}
+
+// MarkDelivered is OutboxTx.MarkDelivered of both stores: two statements,
+// whatever the number of deliveries.
+func (w Writes) MarkDelivered(ctx context.Context, destination string, ids []int64, status int, ts time.Time) error {
+	if len(ids) == 0 {
+		return nil
+	}
+	d := w.Dialect
+	last, _ := splitDeliveryID(slices.Max(ids))
+	args := []any{d.Time(ts), status, destination}
+	in := make([]string, len(ids))
+	for i, id := range ids {
+		args = append(args, id)
+		in[i] = d.Placeholder(len(args))
+	}
+	// Those retried or redelivered have a row of their own.
+	if _, err := w.Exec(ctx, "mark deliveries delivered", `UPDATE notify_deliveries SET state = 'delivered',
+		attempts = attempts + 1, updated_ts = `+d.Placeholder(1)+`, last_status = `+d.Placeholder(2)+`, last_error = ''
+		WHERE destination = `+d.Placeholder(3)+` AND state = 'pending' AND id IN (`+strings.Join(in, ", ")+`)`, args...); err != nil {
+		return err
+	}
+	_, err := w.Exec(ctx, "move the cursor of "+destination, `UPDATE notify_cursors SET
+		seq = CASE WHEN seq < `+d.Placeholder(1)+` THEN `+d.Placeholder(2)+` ELSE seq END,
+		last_success_ts = `+d.Placeholder(3)+` WHERE destination = `+d.Placeholder(4), last, last, d.Time(ts), destination)
+	return err
+}
+
+// SkipTo is OutboxTx.SkipTo of both stores.
+func (w Writes) SkipTo(ctx context.Context, destination string, seq int64) error {
+	d := w.Dialect
+	_, err := w.Exec(ctx, "move the cursor of "+destination, `UPDATE notify_cursors SET seq = `+d.Placeholder(1)+
+		` WHERE destination = `+d.Placeholder(2)+` AND seq < `+d.Placeholder(3), seq, destination, seq)
+	return err
+}
+
+// PurgeDeliveries is OutboxTx.PurgeDeliveries of both stores: the outbox
+// rows oldest first, up to the first created at or after before (a read
+// of limit rows at most), then the delivery rows of the events gone.
+func (w Writes) PurgeDeliveries(ctx context.Context, before time.Time, limit int) (int, error) {
+	d := w.Dialect
+	n, err := w.Exec(ctx, "purge the outbox", `DELETE FROM notify_outbox WHERE seq IN (
+		SELECT seq FROM (SELECT seq FROM notify_outbox ORDER BY seq LIMIT `+d.Placeholder(1)+`) head
+		WHERE seq < COALESCE((SELECT MIN(seq) FROM (SELECT seq, created_ts FROM notify_outbox ORDER BY seq
+			LIMIT `+d.Placeholder(2)+`) h WHERE created_ts >= `+d.Placeholder(3)+`), 9223372036854775807))`,
+		limit, limit, d.Time(before))
+	if err != nil || n == 0 {
+		return int(n), err
+	}
+	_, err = w.Exec(ctx, "purge deliveries", `DELETE FROM notify_deliveries WHERE
+		NOT EXISTS (SELECT 1 FROM notify_outbox) OR id < (SELECT MIN(seq) FROM notify_outbox) * `+
+		fmt.Sprint(MaxDestinations))
+	return int(n), err
 }
 
 // actionFields are the columns of an action row after its id, in the order

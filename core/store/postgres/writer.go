@@ -116,7 +116,7 @@ func (w *writer) DeleteNode(ctx context.Context, clusterID, nodeID string) error
 }
 
 // dialect is PostgreSQL's, for the statements core/store writes for both stores.
-var dialect = store.Dialect{Placeholder: store.DollarNumbers, Time: func(t time.Time) any { return action.UTC(t) }}
+var dialect = store.Dialect{Placeholder: store.DollarNumbers, Time: func(t time.Time) any { return action.UTC(t) }, Position: "strpos"}
 
 // insertSeq takes the events lock (once a transaction), runs an INSERT ...
 // RETURNING seq of an event, remembers the seq as the newest event and

@@ -3,6 +3,7 @@ package sqlite
 import (
 	"context"
 	"database/sql"
+	"errors"
 	"fmt"
 	"path/filepath"
 	"reflect"
@@ -325,4 +326,70 @@ func migratedBefore(t *testing.T, before string) (string, *shsqlite.DB) {
 		t.Fatal(err)
 	}
 	return file, db
+}
+
+// TestMigrationMovesDeliveriesToTheOutbox: migration 023 gives each event
+// with deliveries one outbox row naming its destinations by rank, and each
+// destination a cursor before its first pending delivery; deliveries keep
+// their state, the queue its order, the stats their last success and
+// failure; an event a purge cut short is dropped whole.
+func TestMigrationMovesDeliveriesToTheOutbox(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	file, db := migratedBefore(t, "023")
+	_, err := db.W.ExecContext(ctx, `INSERT INTO events (seq, ts, type, actor) VALUES
+			(6, 0, 'run.paused', 'core'), (7, 0, 'run.paused', 'core'), (9, 0, 'run.failed', 'core');
+		INSERT INTO notify_deliveries (id, destination, event_seq, state, attempts, created_ts, next_ts, updated_ts, last_status, last_error) VALUES
+			(6*1024+1, 'b', 6, 'delivered', 1, 0, 0, 3, 200, ''),
+			(7*1024, 'a', 7, 'delivered', 1, 0, 0, 5, 204, ''),
+			(7*1024+1, 'b', 7, 'dead', 3, 0, 0, 6, 404, '404 Not Found'),
+			(9*1024, 'b', 9, 'pending', 2, 0, 0, 7, 503, '503 Service Unavailable'),
+			(9*1024+1, 'a', 9, 'pending', 0, 0, 0, 0, 0, '')`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	db.Close()
+	s, err := OpenFile(ctx, file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	err = s.Read(ctx, func(r store.Reader) error {
+		for _, want := range []struct {
+			id       int64
+			dest     string
+			state    string
+			attempts int
+		}{{store.DeliveryID(7, 0), "a", store.DeliveryDelivered, 1}, {store.DeliveryID(7, 1), "b", store.DeliveryDead, 3},
+			{store.DeliveryID(9, 0), "b", store.DeliveryPending, 2}, {store.DeliveryID(9, 1), "a", store.DeliveryPending, 0}} {
+			d, err := r.Delivery(ctx, want.id)
+			if err != nil {
+				return err
+			}
+			if d.Destination != want.dest || d.State != want.state || d.Attempts != want.attempts {
+				t.Errorf("delivery %d after the migration = %+v, want %s %s after %d tries", want.id, d, want.dest, want.state, want.attempts)
+			}
+		}
+		if _, err := r.Delivery(ctx, store.DeliveryID(6, 1)); !errors.Is(err, store.ErrNotFound) {
+			t.Errorf("event 6's delivery, cut short by a purge = %v, want ErrNotFound", err)
+		}
+		for _, dest := range []string{"a", "b"} {
+			next, err := store.NextDelivery(ctx, r, dest)
+			if err != nil || next.EventSeq != 9 {
+				t.Errorf("NextDelivery(%s) = %+v, %v, want event 9's", dest, next, err)
+			}
+		}
+		stats, err := r.DeliveryStats(ctx)
+		if err != nil {
+			return err
+		}
+		if len(stats) != 2 || stats[0].Backlog != 1 || stats[0].LastSuccess == nil || stats[1].Backlog != 1 ||
+			stats[1].Dead != 1 || stats[1].LastError != "503 Service Unavailable" {
+			t.Errorf("stats after the migration = %+v", stats)
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
 }

@@ -109,7 +109,7 @@ func (w *writer) DeleteNode(ctx context.Context, clusterID, nodeID string) error
 }
 
 // dialect is SQLite's, for the statements core/store writes for both stores.
-var dialect = store.Dialect{Placeholder: store.QuestionMarks, Time: func(t time.Time) any { return shsqlite.Micros(t) }}
+var dialect = store.Dialect{Placeholder: store.QuestionMarks, Time: func(t time.Time) any { return shsqlite.Micros(t) }, Position: "instr"}
 
 // execRows is exec as a store.Exec.
 func (w *writer) execRows(ctx context.Context, what, q string, args ...any) (int64, error) {

@@ -276,8 +276,9 @@ func testEventDeliveries(t *testing.T, db NewDB) {
 	})
 }
 
-// testMarkDelivered: the deliveries named are delivered by one more try, in
-// one statement; the others keep their state; an unknown id is not counted.
+// testMarkDelivered: the head of a destination's queue delivered in one
+// record: its cursor moves past them, those retried before get one more
+// try and the status, the others show one try; the rest stay pending.
 func testMarkDelivered(t *testing.T, db NewDB) {
 	s := setup(t, db)
 	s.SetOutbox(outboxTo)
@@ -303,46 +304,160 @@ func testMarkDelivered(t *testing.T, db NewDB) {
 	first.Attempts, first.LastStatus, first.LastError = 1, 503, "503 Service Unavailable"
 	update(t, s, func(ctx context.Context, tx store.Tx) error { return tx.UpdateDelivery(ctx, &first) })
 	at := t0.Add(time.Hour)
-	var n int
 	update(t, s, func(ctx context.Context, tx store.Tx) error {
-		var err error
-		n, err = tx.MarkDelivered(ctx, []int64{ds[0].ID, ds[1].ID, 1 << 40}, 204, at)
-		return err
+		return tx.MarkDelivered(ctx, "b", []int64{ds[0].ID, ds[1].ID}, 204, at)
 	})
-	if n != 2 {
-		t.Errorf("MarkDelivered = %d, want 2 (the unknown id not counted)", n)
-	}
 	read(t, s, func(ctx context.Context, r store.Reader) error {
 		for i, want := range []struct {
 			state    string
 			attempts int
 			status   int
-		}{{store.DeliveryDelivered, 2, 204}, {store.DeliveryDelivered, 1, 204}, {store.DeliveryPending, 0, 0}} {
+			updated  time.Time
+		}{{store.DeliveryDelivered, 2, 204, at}, {store.DeliveryDelivered, 1, 0, ds[1].CreatedTS},
+			{store.DeliveryPending, 0, 0, ds[2].CreatedTS}} {
 			d, err := r.Delivery(ctx, ds[i].ID)
 			if err != nil {
 				return err
 			}
-			if d.State != want.state || d.Attempts != want.attempts || d.LastStatus != want.status || d.LastError != "" {
-				t.Errorf("delivery %d = %+v, want %s after %d tries, status %d, no error", i, d, want.state, want.attempts, want.status)
-			}
-			if want.state == store.DeliveryDelivered && !d.UpdatedTS.Equal(at) {
-				t.Errorf("delivery %d updated at %v, want %v", i, d.UpdatedTS, at)
+			if d.State != want.state || d.Attempts != want.attempts || d.LastStatus != want.status || d.LastError != "" ||
+				!d.UpdatedTS.Equal(want.updated) {
+				t.Errorf("delivery %d = %+v, want %s after %d tries, status %d, updated %v, no error", i, d, want.state,
+					want.attempts, want.status, want.updated)
 			}
 		}
-		next, err := store.NextDelivery(ctx, r, "b")
-		if err == nil && next.ID != ds[2].ID {
-			t.Errorf("NextDelivery = %d, want the third, %d", next.ID, ds[2].ID)
+		pending, err := r.PendingDeliveries(ctx, "b", 10)
+		if err != nil {
+			return err
+		}
+		if len(pending) != 2 || pending[0].ID != ds[2].ID || pending[1].ID != ds[3].ID {
+			t.Errorf("pending after two delivered = %+v, want the third and fourth", pending)
+		}
+		delivered, err := r.Deliveries(ctx, store.DeliveryQuery{Destination: "b", State: store.DeliveryDelivered})
+		if err == nil && (len(delivered) != 2 || delivered[0].ID != ds[1].ID || delivered[1].ID != ds[0].ID) {
+			t.Errorf("delivered = %+v, want the second and first (newest first)", delivered)
+		}
+		stats, err := r.DeliveryStats(ctx)
+		if err == nil && (len(stats) != 1 || stats[0].Backlog != 2 || stats[0].LastSuccess == nil ||
+			!stats[0].LastSuccess.Equal(at) || stats[0].LastError != "503 Service Unavailable") {
+			t.Errorf("stats = %+v, want b with 2 pending, its last success and failure", stats)
+		}
+		return err
+	})
+	update(t, s, func(ctx context.Context, tx store.Tx) error { return tx.MarkDelivered(ctx, "b", nil, 204, at) })
+}
+
+// testRedeliveredComesFirst: a dead delivery made pending again (a
+// redelivery) is the head of its destination's queue, before the events
+// after the cursor, and counts in the backlog; delivered, the queue goes
+// on where it was.
+func testRedeliveredComesFirst(t *testing.T, db NewDB) {
+	s := setup(t, db)
+	s.SetOutbox(outboxTo)
+	update(t, s, func(ctx context.Context, tx store.Tx) error {
+		for i := range 3 {
+			if err := tx.AppendEvent(ctx, &store.Event{TS: t0.Add(time.Duration(i) * time.Minute), Type: "y", Actor: "core"}); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	var ds []store.Delivery
+	read(t, s, func(ctx context.Context, r store.Reader) error {
+		var err error
+		ds, err = r.PendingDeliveries(ctx, "b", 10)
+		return err
+	})
+	if len(ds) != 3 {
+		t.Fatalf("pending = %d, want 3", len(ds))
+	}
+	// The first dies, the second is delivered: the cursor is past both.
+	dead := ds[0]
+	dead.State, dead.Attempts, dead.LastStatus, dead.LastError = store.DeliveryDead, 3, 404, "404 Not Found"
+	update(t, s, func(ctx context.Context, tx store.Tx) error {
+		if err := tx.UpdateDelivery(ctx, &dead); err != nil {
+			return err
+		}
+		return tx.MarkDelivered(ctx, "b", []int64{ds[1].ID}, 200, t0.Add(time.Hour))
+	})
+	again := dead
+	again.State, again.Attempts, again.NextTS, again.LastStatus, again.LastError = store.DeliveryPending, 0, t0, 0, ""
+	update(t, s, func(ctx context.Context, tx store.Tx) error { return tx.UpdateDelivery(ctx, &again) })
+	read(t, s, func(ctx context.Context, r store.Reader) error {
+		pending, err := r.PendingDeliveries(ctx, "b", 10)
+		if err != nil {
+			return err
+		}
+		if len(pending) != 2 || pending[0].ID != ds[0].ID || pending[1].ID != ds[2].ID {
+			t.Errorf("pending = %+v, want the redelivered first, then the third", pending)
+		}
+		stats, err := r.DeliveryStats(ctx)
+		if err == nil && (len(stats) != 1 || stats[0].Backlog != 2 || stats[0].Dead != 0 ||
+			stats[0].OldestPending == nil || !stats[0].OldestPending.Equal(ds[0].CreatedTS)) {
+			t.Errorf("stats = %+v, want 2 pending since the first, none dead", stats)
 		}
 		return err
 	})
 	update(t, s, func(ctx context.Context, tx store.Tx) error {
-		var err error
-		n, err = tx.MarkDelivered(ctx, nil, 204, at)
+		return tx.MarkDelivered(ctx, "b", []int64{ds[0].ID}, 200, t0.Add(2*time.Hour))
+	})
+	read(t, s, func(ctx context.Context, r store.Reader) error {
+		pending, err := r.PendingDeliveries(ctx, "b", 10)
+		if err == nil && (len(pending) != 1 || pending[0].ID != ds[2].ID) {
+			t.Errorf("pending = %+v, want the third alone", pending)
+		}
+		d, err := r.Delivery(ctx, ds[0].ID)
+		if err == nil && (d.State != store.DeliveryDelivered || d.Attempts != 1 || d.LastStatus != 200) {
+			t.Errorf("redelivered = %+v, want delivered at its one new try", d)
+		}
 		return err
 	})
-	if n != 0 {
-		t.Errorf("MarkDelivered(none) = %d, want 0", n)
+}
+
+// testSkipToPassesTheIdle: a destination with nothing pending moved to the
+// newest event finds its next delivery after it, and only then.
+func testSkipToPassesTheIdle(t *testing.T, db NewDB) {
+	s := setup(t, db)
+	s.SetOutbox(outboxTo)
+	var seqs []int64
+	appendType := func(typ string) {
+		update(t, s, func(ctx context.Context, tx store.Tx) error {
+			e := &store.Event{Type: typ, Actor: "core"}
+			err := tx.AppendEvent(ctx, e)
+			seqs = append(seqs, e.Seq)
+			return err
+		})
 	}
+	appendType("x") // to a and b
+	var first []store.Delivery
+	read(t, s, func(ctx context.Context, r store.Reader) error {
+		var err error
+		first, err = r.PendingDeliveries(ctx, "a", 10)
+		return err
+	})
+	update(t, s, func(ctx context.Context, tx store.Tx) error {
+		return tx.MarkDelivered(ctx, "a", []int64{first[0].ID}, 200, t0)
+	})
+	for range 5 {
+		appendType("y") // to b alone
+	}
+	update(t, s, func(ctx context.Context, tx store.Tx) error {
+		if err := tx.SkipTo(ctx, "a", seqs[len(seqs)-1]); err != nil {
+			return err
+		}
+		return tx.SkipTo(ctx, "a", seqs[0]) // never backwards
+	})
+	appendType("x")
+	read(t, s, func(ctx context.Context, r store.Reader) error {
+		pending, err := r.PendingDeliveries(ctx, "a", 10)
+		if err == nil && (len(pending) != 1 || pending[0].EventSeq != seqs[len(seqs)-1]) {
+			t.Errorf("pending to a = %+v, want the newest event's alone", pending)
+		}
+		b, err := r.PendingDeliveries(ctx, "b", 10)
+		if err == nil && len(b) != 7 {
+			t.Errorf("pending to b = %d, want 7 (its cursor did not move)", len(b))
+		}
+		return err
+	})
 }
 
 // testDeliveryIDsFollowEvents: a delivery's id is store.DeliveryID of its
@@ -413,18 +528,25 @@ func testPurgeDeliveriesStopsAtTheFirstKept(t *testing.T, db NewDB) {
 		})
 		return n
 	}
-	// Two events before 1h30, two deliveries each: a limit of 3 takes three.
-	if n := purge(t0.Add(90*time.Minute), 3); n != 3 {
-		t.Errorf("PurgeDeliveries(1h30, 3) = %d, want 3", n)
+	// Two events before 1h30: a limit of 1 takes one event's row.
+	if n := purge(t0.Add(90*time.Minute), 1); n != 1 {
+		t.Errorf("PurgeDeliveries(1h30, 1) = %d, want 1", n)
 	}
 	if n := purge(t0.Add(90*time.Minute), 3); n != 1 {
-		t.Errorf("PurgeDeliveries(1h30, 3) again = %d, want the 1 left before 1h30", n)
+		t.Errorf("PurgeDeliveries(1h30, 3) = %d, want the 1 left before 1h30", n)
 	}
 	if n := purge(t0.Add(90*time.Minute), 3); n != 0 {
-		t.Errorf("PurgeDeliveries(1h30, 3) a third time = %d, want 0", n)
+		t.Errorf("PurgeDeliveries(1h30, 3) again = %d, want 0", n)
 	}
-	if n := purge(t0.Add(24*time.Hour), 100); n != 6 {
-		t.Errorf("PurgeDeliveries(all) = %d, want the 6 left", n)
+	read(t, s, func(ctx context.Context, r store.Reader) error {
+		a, err := r.Deliveries(ctx, store.DeliveryQuery{Destination: "a", Oldest: true})
+		if err == nil && (len(a) != 3 || !a[0].CreatedTS.Equal(t0.Add(2*time.Hour))) {
+			t.Errorf("deliveries to a left = %+v, want the three from 2h", a)
+		}
+		return err
+	})
+	if n := purge(t0.Add(24*time.Hour), 100); n != 3 {
+		t.Errorf("PurgeDeliveries(all) = %d, want the 3 left", n)
 	}
 	if n := purge(t0.Add(24*time.Hour), 100); n != 0 {
 		t.Errorf("PurgeDeliveries(empty) = %d, want 0", n)
@@ -446,10 +568,12 @@ func testLazyCommitKeepsWritesButNoEvent(t *testing.T, db NewDB) {
 		d, err = store.NextDelivery(ctx, r, "b")
 		return err
 	})
+	// It failed once before, so it keeps a row of its own.
+	d.Attempts, d.LastStatus, d.LastError = 1, 503, "503 Service Unavailable"
+	update(t, s, func(ctx context.Context, tx store.Tx) error { return tx.UpdateDelivery(ctx, d) })
 	ctx := store.WithLazyCommit(context.Background())
 	if err := s.Update(ctx, func(tx store.Tx) error {
-		_, err := tx.MarkDelivered(ctx, []int64{d.ID}, 204, t0)
-		return err
+		return tx.MarkDelivered(ctx, "b", []int64{d.ID}, 204, t0)
 	}); err != nil {
 		t.Fatalf("lazy Update = %v", err)
 	}
@@ -463,7 +587,8 @@ func testLazyCommitKeepsWritesButNoEvent(t *testing.T, db NewDB) {
 		return err
 	})
 	err := s.Update(ctx, func(tx store.Tx) error {
-		if _, err := tx.MarkDelivered(ctx, []int64{d.ID}, 200, t0); err != nil {
+		if err := tx.UpdateDelivery(ctx, &store.Delivery{ID: d.ID, Destination: "b", EventSeq: d.EventSeq,
+			State: store.DeliveryPending, Attempts: 5, LastStatus: 200, CreatedTS: d.CreatedTS}); err != nil {
 			return err
 		}
 		return tx.AppendEvent(ctx, &store.Event{Type: "z", Actor: "core"})

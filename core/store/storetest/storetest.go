@@ -75,6 +75,8 @@ func Run(t *testing.T, db NewDB) {
 		{"DeliveryLifecycle", testDeliveryLifecycle},
 		{"EventDeliveries", testEventDeliveries},
 		{"MarkDelivered", testMarkDelivered},
+		{"RedeliveredComesFirst", testRedeliveredComesFirst},
+		{"SkipToPassesTheIdle", testSkipToPassesTheIdle},
 		{"DeliveryIDsFollowEvents", testDeliveryIDsFollowEvents},
 		{"PurgeDeliveriesStopsAtTheFirstKept", testPurgeDeliveriesStopsAtTheFirstKept},
 		{"LazyCommitKeepsWritesButNoEvent", testLazyCommitKeepsWritesButNoEvent},

@@ -1,0 +1,473 @@
+package store
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+)
+
+// OutboxEntry is an event's row in the outbox: the destinations it goes
+// to, by rank.
+type OutboxEntry struct {
+	Seq          int64
+	CreatedTS    time.Time
+	Destinations []string
+}
+
+// rank is the rank of destination among e's destinations (-1: not one).
+func (e OutboxEntry) rank(destination string) int {
+	return slices.Index(e.Destinations, destination)
+}
+
+// Cursor is a destination's place in the outbox: every delivery to it of an
+// event up to Seq that has no row of its own is delivered.
+type Cursor struct {
+	Destination string
+	Seq         int64
+	LastSuccess *time.Time
+	LastFailure *time.Time
+	LastError   string
+}
+
+// OutboxScan selects outbox rows: events after After and up to Through (0:
+// no bound), created between FromTS and ToTS (zero: no bound), going to
+// Destination (empty: any), by seq, at most Limit (0: no limit).
+type OutboxScan struct {
+	After, Through int64
+	FromTS, ToTS   time.Time
+	Destination    string
+	Desc           bool
+	Limit          int
+}
+
+// DeliveryScan selects delivery rows (the deliveries that have one): of
+// Destination (empty: any), in State (empty: any), with ids from FromID to
+// ToID (both inclusive; ToID 0: no bound), by id, at most Limit (0: no
+// limit).
+type DeliveryScan struct {
+	Destination  string
+	State        string
+	FromID, ToID int64
+	Desc         bool
+	Limit        int
+}
+
+// DeliveryRowCount counts the delivery rows of a destination in a state,
+// of events up to its cursor or after it.
+type DeliveryRowCount struct {
+	Destination string
+	State       string
+	AfterCursor bool
+	N           int
+}
+
+// OutboxRows are the reads of the outbox's tables each store makes with the
+// statements of this file (OutboxEntriesSQL and the rest); the functions
+// below make the OutboxReader of both stores from them.
+type OutboxRows interface {
+	OutboxEntries(ctx context.Context, q OutboxScan) ([]OutboxEntry, error)
+	DeliveryRows(ctx context.Context, q DeliveryScan) ([]Delivery, error)
+	// Cursors returns the cursor of destination, or every cursor when
+	// destination is empty.
+	Cursors(ctx context.Context, destination string) ([]Cursor, error)
+	// OutboxCount counts the outbox rows after seq going to destination.
+	OutboxCount(ctx context.Context, destination string, after int64) (int, error)
+	DeliveryRowCounts(ctx context.Context) ([]DeliveryRowCount, error)
+}
+
+// outboxList is how the destinations of an outbox row are stored: their
+// names between commas, ",a,b,", so that a row going to d is one whose
+// list holds ",d," (names have no comma: names.CheckID).
+func outboxList(dests []string) string { return "," + strings.Join(dests, ",") + "," }
+
+// ParseOutboxList reads the destinations of an outbox row.
+func ParseOutboxList(s string) []string {
+	s = strings.Trim(s, ",")
+	if s == "" {
+		return nil
+	}
+	return strings.Split(s, ",")
+}
+
+// DeliveryColumns are the columns of a delivery row, in the order each
+// store scans them.
+const DeliveryColumns = `id, destination, event_seq, state, attempts, created_ts, next_ts, updated_ts, last_status, last_error`
+
+// OutboxEntriesSQL is the statement of OutboxRows.OutboxEntries: it selects
+// seq, created_ts and destinations.
+func OutboxEntriesSQL(d Dialect, q OutboxScan) (string, []any) {
+	b := &listSQL{ph: d.Placeholder}
+	b.where = append(b.where, "seq > "+b.arg(q.After))
+	if q.Through > 0 {
+		b.where = append(b.where, "seq <= "+b.arg(q.Through))
+	}
+	if !q.FromTS.IsZero() {
+		b.where = append(b.where, "created_ts >= "+b.arg(d.Time(q.FromTS)))
+	}
+	if !q.ToTS.IsZero() {
+		b.where = append(b.where, "created_ts <= "+b.arg(d.Time(q.ToTS)))
+	}
+	if q.Destination != "" {
+		b.where = append(b.where, d.contains("destinations", b.arg(","+q.Destination+",")))
+	}
+	stmt := `SELECT seq, created_ts, destinations FROM notify_outbox WHERE ` + strings.Join(b.where, " AND ") +
+		` ORDER BY seq` + desc(q.Desc)
+	if q.Limit > 0 {
+		stmt += " LIMIT " + b.arg(q.Limit)
+	}
+	return stmt, b.args
+}
+
+// DeliveryRowsSQL is the statement of OutboxRows.DeliveryRows: it selects
+// DeliveryColumns.
+func DeliveryRowsSQL(d Dialect, q DeliveryScan) (string, []any) {
+	b := &listSQL{ph: d.Placeholder}
+	b.where = append(b.where, "id >= "+b.arg(q.FromID))
+	if q.ToID > 0 {
+		b.where = append(b.where, "id <= "+b.arg(q.ToID))
+	}
+	if q.Destination != "" {
+		b.where = append(b.where, "destination = "+b.arg(q.Destination))
+	}
+	switch q.State {
+	case "":
+	case DeliveryPending, DeliveryDead:
+		// A literal, so that the partial index of the state serves the read.
+		b.where = append(b.where, "state = '"+q.State+"'")
+	default:
+		b.where = append(b.where, "state = "+b.arg(q.State))
+	}
+	stmt := `SELECT ` + DeliveryColumns + ` FROM notify_deliveries WHERE ` + strings.Join(b.where, " AND ") +
+		` ORDER BY id` + desc(q.Desc)
+	if q.Limit > 0 {
+		stmt += " LIMIT " + b.arg(q.Limit)
+	}
+	return stmt, b.args
+}
+
+// CursorsSQL is the statement of OutboxRows.Cursors: it selects
+// destination, seq, last_success_ts, last_failure_ts (both may be NULL)
+// and last_error.
+func CursorsSQL(d Dialect, destination string) (string, []any) {
+	stmt := `SELECT destination, seq, last_success_ts, last_failure_ts, last_error FROM notify_cursors`
+	if destination == "" {
+		return stmt + ` ORDER BY destination`, nil
+	}
+	return stmt + ` WHERE destination = ` + d.Placeholder(1), []any{destination}
+}
+
+// OutboxCountSQL is the statement of OutboxRows.OutboxCount.
+func OutboxCountSQL(d Dialect, destination string, after int64) (string, []any) {
+	return `SELECT COUNT(*) FROM notify_outbox WHERE seq > ` + d.Placeholder(1) + ` AND ` +
+		d.contains("destinations", d.Placeholder(2)), []any{after, "," + destination + ","}
+}
+
+// DeliveryRowCountsSQL is the statement of OutboxRows.DeliveryRowCounts: it
+// selects destination, state, after the cursor (0 or 1) and the count.
+const DeliveryRowCountsSQL = `SELECT d.destination, d.state,
+	CASE WHEN d.event_seq > COALESCE(c.seq, 0) THEN 1 ELSE 0 END, COUNT(*)
+	FROM notify_deliveries d LEFT JOIN notify_cursors c ON c.destination = d.destination
+	GROUP BY 1, 2, 3`
+
+func desc(on bool) string {
+	if on {
+		return " DESC"
+	}
+	return ""
+}
+
+// contains is the condition "column holds the string of placeholder ph".
+func (d Dialect) contains(column, ph string) string {
+	return d.Position + "(" + column + ", " + ph + ") > 0"
+}
+
+// cursorOf returns a destination's cursor (seq 0 when it has none).
+func cursorOf(ctx context.Context, r OutboxRows, destination string) (Cursor, error) {
+	cs, err := r.Cursors(ctx, destination)
+	if err != nil || len(cs) == 0 {
+		return Cursor{Destination: destination}, err
+	}
+	return cs[0], nil
+}
+
+// implied is the delivery of entry e to its rank-th destination as its
+// destination's cursor says, for a delivery without a row of its own.
+func implied(e OutboxEntry, rank int, cursor int64) Delivery {
+	d := Delivery{ID: DeliveryID(e.Seq, rank), Destination: e.Destinations[rank], EventSeq: e.Seq,
+		State: DeliveryPending, CreatedTS: e.CreatedTS, NextTS: e.CreatedTS, UpdatedTS: e.CreatedTS}
+	if e.Seq <= cursor {
+		d.State, d.Attempts = DeliveryDelivered, 1
+	}
+	return d
+}
+
+// rowsByID indexes delivery rows by id.
+func rowsByID(ds []Delivery) map[int64]Delivery {
+	m := make(map[int64]Delivery, len(ds))
+	for _, d := range ds {
+		m[d.ID] = d
+	}
+	return m
+}
+
+// ReadDelivery is OutboxReader.Delivery of both stores.
+func ReadDelivery(ctx context.Context, r OutboxRows, id int64) (*Delivery, error) {
+	notFound := fmt.Errorf("delivery %d: %w", id, ErrNotFound)
+	if id <= 0 {
+		return nil, notFound
+	}
+	rows, err := r.DeliveryRows(ctx, DeliveryScan{FromID: id, ToID: id})
+	if err != nil {
+		return nil, err
+	}
+	if len(rows) == 1 {
+		return &rows[0], nil
+	}
+	seq, rank := splitDeliveryID(id)
+	es, err := r.OutboxEntries(ctx, OutboxScan{After: seq - 1, Through: seq})
+	if err != nil {
+		return nil, err
+	}
+	if len(es) == 0 || rank >= len(es[0].Destinations) {
+		return nil, notFound
+	}
+	c, err := cursorOf(ctx, r, es[0].Destinations[rank])
+	if err != nil {
+		return nil, err
+	}
+	d := implied(es[0], rank, c.Seq)
+	return &d, nil
+}
+
+// scanPage bounds the outbox rows read at a time while looking for a
+// destination's deliveries.
+const scanPage = 1024
+
+// ListDeliveries is OutboxReader.Deliveries of both stores.
+func ListDeliveries(ctx context.Context, r OutboxRows, q DeliveryQuery) ([]Delivery, error) {
+	switch q.State {
+	case DeliveryPending:
+		if q.Oldest {
+			return ListPending(ctx, r, q.Destination, q.Limit)
+		}
+	case DeliveryDead:
+		// Every dead delivery has a row of its own.
+		scan := DeliveryScan{Destination: q.Destination, State: DeliveryDead, Desc: !q.Oldest, Limit: q.Limit}
+		if !q.Oldest && q.Before > 0 {
+			scan.ToID = q.Before - 1
+		}
+		return r.DeliveryRows(ctx, scan)
+	}
+	c, err := cursorOf(ctx, r, q.Destination)
+	if err != nil {
+		return nil, err
+	}
+	// Every delivery has its event's outbox row: walk them, a page at a
+	// time, each delivery as its own row says or else as the cursor does.
+	scan := OutboxScan{Destination: q.Destination, Desc: !q.Oldest, Limit: scanPage}
+	if !q.Oldest && q.Before > 0 {
+		seq, _ := splitDeliveryID(q.Before - 1)
+		scan.Through = seq
+	}
+	var out []Delivery
+	for {
+		es, err := r.OutboxEntries(ctx, scan)
+		if err != nil {
+			return nil, err
+		}
+		if len(es) == 0 {
+			return out, nil
+		}
+		lo, hi := es[0].Seq, es[len(es)-1].Seq
+		if lo > hi {
+			lo, hi = hi, lo
+		}
+		rows, err := r.DeliveryRows(ctx, DeliveryScan{Destination: q.Destination,
+			FromID: DeliveryID(lo, 0), ToID: DeliveryID(hi, MaxDestinations-1)})
+		if err != nil {
+			return nil, err
+		}
+		own := rowsByID(rows)
+		for _, e := range es {
+			d, ok := own[DeliveryID(e.Seq, e.rank(q.Destination))]
+			if !ok {
+				d = implied(e, e.rank(q.Destination), c.Seq)
+			}
+			if (q.State != "" && d.State != q.State) || (!q.Oldest && q.Before > 0 && d.ID >= q.Before) {
+				continue
+			}
+			out = append(out, d)
+			if q.Limit > 0 && len(out) == q.Limit {
+				return out, nil
+			}
+		}
+		if q.Oldest {
+			scan.After = es[len(es)-1].Seq
+		} else {
+			scan.Through = es[len(es)-1].Seq - 1
+			if scan.Through <= 0 {
+				return out, nil
+			}
+		}
+	}
+}
+
+// ListPending is OutboxReader.PendingDeliveries of both stores: the
+// deliveries redelivered or retried that have a row of their own, and
+// those of the events after the cursor, merged in id order.
+func ListPending(ctx context.Context, r OutboxRows, destination string, limit int) ([]Delivery, error) {
+	c, err := cursorOf(ctx, r, destination)
+	if err != nil {
+		return nil, err
+	}
+	// Pending rows of events up to the cursor (redelivered): few.
+	below, err := r.DeliveryRows(ctx, DeliveryScan{Destination: destination, State: DeliveryPending,
+		ToID: DeliveryID(c.Seq, MaxDestinations-1), Limit: limit})
+	if err != nil {
+		return nil, err
+	}
+	var after []Delivery
+	scan := OutboxScan{After: c.Seq, Destination: destination, Limit: scanPage}
+	if limit > 0 {
+		scan.Limit = min(limit, scanPage)
+	}
+	for limit <= 0 || len(after) < limit {
+		es, err := r.OutboxEntries(ctx, scan)
+		if err != nil {
+			return nil, err
+		}
+		if len(es) == 0 {
+			break
+		}
+		rows, err := r.DeliveryRows(ctx, DeliveryScan{Destination: destination,
+			FromID: DeliveryID(es[0].Seq, 0), ToID: DeliveryID(es[len(es)-1].Seq, MaxDestinations-1)})
+		if err != nil {
+			return nil, err
+		}
+		own := rowsByID(rows)
+		for _, e := range es {
+			d, ok := own[DeliveryID(e.Seq, e.rank(destination))]
+			if !ok {
+				d = implied(e, e.rank(destination), c.Seq)
+			}
+			if d.State == DeliveryPending {
+				after = append(after, d)
+			}
+		}
+		if len(es) < scan.Limit {
+			break
+		}
+		scan.After = es[len(es)-1].Seq
+	}
+	out := append(below, after...)
+	slices.SortFunc(out, func(a, b Delivery) int { return cmpInt64(a.ID, b.ID) })
+	if limit > 0 && len(out) > limit {
+		out = out[:limit]
+	}
+	return out, nil
+}
+
+func cmpInt64(a, b int64) int {
+	switch {
+	case a < b:
+		return -1
+	case a > b:
+		return 1
+	}
+	return 0
+}
+
+// ListEventDeliveries is OutboxReader.EventDeliveries of both stores.
+func ListEventDeliveries(ctx context.Context, r OutboxRows, q EventDeliveryQuery) ([]Delivery, error) {
+	if q.ToSeq < q.FromSeq || q.Limit <= 0 {
+		return nil, nil
+	}
+	es, err := r.OutboxEntries(ctx, OutboxScan{After: q.FromSeq - 1, Through: q.ToSeq, FromTS: q.FromTS, ToTS: q.ToTS,
+		Desc: true, Limit: q.Limit})
+	if err != nil || len(es) == 0 {
+		return nil, err
+	}
+	rows, err := r.DeliveryRows(ctx, DeliveryScan{FromID: DeliveryID(es[len(es)-1].Seq, 0),
+		ToID: DeliveryID(es[0].Seq, MaxDestinations-1)})
+	if err != nil {
+		return nil, err
+	}
+	own := rowsByID(rows)
+	cursors, err := r.Cursors(ctx, "")
+	if err != nil {
+		return nil, err
+	}
+	at := map[string]int64{}
+	for _, c := range cursors {
+		at[c.Destination] = c.Seq
+	}
+	var out []Delivery
+	for _, e := range es {
+		byName := slices.Clone(e.Destinations)
+		slices.Sort(byName)
+		for _, name := range byName {
+			rank := e.rank(name)
+			d, ok := own[DeliveryID(e.Seq, rank)]
+			if !ok {
+				d = implied(e, rank, at[name])
+			}
+			out = append(out, d)
+			if len(out) == q.Limit {
+				return out, nil
+			}
+		}
+	}
+	return out, nil
+}
+
+// ReadDeliveryStats is OutboxReader.DeliveryStats of both stores: every
+// destination that has a cursor, which its first delivery gives it.
+func ReadDeliveryStats(ctx context.Context, r OutboxRows) ([]DeliveryStat, error) {
+	cursors, err := r.Cursors(ctx, "")
+	if err != nil {
+		return nil, err
+	}
+	counts, err := r.DeliveryRowCounts(ctx)
+	if err != nil {
+		return nil, err
+	}
+	var out []DeliveryStat
+	for _, c := range cursors {
+		s := DeliveryStat{Destination: c.Destination, LastSuccess: c.LastSuccess, LastFailure: c.LastFailure,
+			LastError: c.LastError}
+		after, err := r.OutboxCount(ctx, c.Destination, c.Seq)
+		if err != nil {
+			return nil, err
+		}
+		s.Backlog = after
+		for _, n := range counts {
+			if n.Destination != c.Destination {
+				continue
+			}
+			switch {
+			case n.State == DeliveryDead:
+				s.Dead += n.N
+			}
+			switch {
+			case n.AfterCursor && n.State != DeliveryPending:
+				s.Backlog -= n.N // after the cursor, but done
+			case !n.AfterCursor && n.State == DeliveryPending:
+				s.Backlog += n.N // redelivered
+			}
+		}
+		if s.Backlog > 0 {
+			head, err := ListPending(ctx, r, c.Destination, 1)
+			if err != nil {
+				return nil, err
+			}
+			if len(head) == 1 {
+				ts := head[0].CreatedTS
+				s.OldestPending = &ts
+			}
+		}
+		out = append(out, s)
+	}
+	return out, nil
+}
