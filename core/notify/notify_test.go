@@ -363,10 +363,10 @@ func TestNoRedirectsAndAnswersCapped(t *testing.T) {
 		t.Fatal(err)
 	}
 	e := &store.Event{Seq: 1, Type: "x"}
-	if r := w.Send(context.Background(), Destination{Name: "r", URL: redirect.URL, Format: FormatSlack}, e, "id", time.Now()); r.OK() || r.Status != 302 || hits.Load() != 0 {
+	if r := w.send(context.Background(), sender{Destination{Name: "r", URL: redirect.URL, Format: FormatSlack}, nil, w.client}, e, "id", time.Now()); r.OK() || r.Status != 302 || hits.Load() != 0 {
 		t.Errorf("redirect: %+v, %d hits on its target; want a failed 302, none", r, hits.Load())
 	}
-	if r := w.Send(context.Background(), Destination{Name: "b", URL: big.URL, Format: FormatSlack}, e, "id", time.Now()); r.OK() || r.Err != "answer over 64 KiB" {
+	if r := w.send(context.Background(), sender{Destination{Name: "b", URL: big.URL, Format: FormatSlack}, nil, w.client}, e, "id", time.Now()); r.OK() || r.Err != "answer over 64 KiB" {
 		t.Errorf("big answer: %+v, want a failure", r)
 	}
 }

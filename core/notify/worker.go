@@ -479,7 +479,9 @@ func (w *Worker) step(ctx context.Context, name string) (wait time.Duration, sen
 			break // redelivered or retried later: its turn comes
 		}
 		ev := events[d.EventSeq]
-		dest, _, _, ok := w.dest(name)
+		// The destination, its secret and the client are read together,
+		// so that a reload between them cannot mix old and new.
+		dest, secret, client, ok := w.dest(name)
 		if !ok {
 			break // removed by a reload: its deliveries are made dead
 		}
@@ -487,7 +489,7 @@ func (w *Worker) step(ctx context.Context, name string) (wait time.Duration, sen
 		if ev == nil {
 			res = Result{Err: "the event is no longer stored"}
 		} else {
-			res = w.Send(ctx, dest, ev, MessageID(ev.Seq, name), now)
+			res = w.send(ctx, sender{dest, secret, client}, ev, MessageID(ev.Seq, name), now)
 		}
 		if ctx.Err() != nil {
 			break // stopping: this try is made again later
@@ -668,15 +670,23 @@ func (r Result) Permanent() bool {
 	return r.Status >= 400 && r.Status < 500 && r.Status != 408 && r.Status != 429
 }
 
-// Send makes one try of delivering e to d as message id, at now.
-func (w *Worker) Send(ctx context.Context, d Destination, e *store.Event, id string, now time.Time) Result {
+// sender is a destination as one try sends to it: its settings, its
+// secret (nil: unsigned) and the client, read together.
+type sender struct {
+	Destination
+	secret []byte
+	client *http.Client
+}
+
+// send makes one try of delivering e to d as message id, at now.
+func (w *Worker) send(ctx context.Context, d sender, e *store.Event, id string, now time.Time) Result {
 	start := time.Now()
-	res := w.send(ctx, d, e, id, now)
+	res := w.post(ctx, d, e, id, now)
 	res.Took = time.Since(start)
 	return res
 }
 
-func (w *Worker) send(ctx context.Context, d Destination, e *store.Event, id string, now time.Time) Result {
+func (w *Worker) post(ctx context.Context, d sender, e *store.Event, id string, now time.Time) Result {
 	body, err := w.recent.body(d.Format, w.cfg.PublicURL, e)
 	if err != nil {
 		return Result{Err: err.Error()}
@@ -687,13 +697,12 @@ func (w *Worker) send(ctx context.Context, d Destination, e *store.Event, id str
 	}
 	req.Header.Set("Content-Type", "application/json")
 	req.Header.Set("User-Agent", "muster-notify")
-	_, secret, client, _ := w.dest(d.Name)
-	if secret != nil {
-		if err := Sign(req.Header, secret, id, now, body); err != nil {
+	if d.secret != nil {
+		if err := Sign(req.Header, d.secret, id, now, body); err != nil {
 			return Result{Err: err.Error()}
 		}
 	}
-	resp, err := client.Do(req)
+	resp, err := d.client.Do(req)
 	if err != nil {
 		var ue *url.Error
 		if errors.As(err, &ue) { // its text holds the whole URL: keep the cause alone
@@ -718,13 +727,13 @@ func (w *Worker) send(ctx context.Context, d Destination, e *store.Event, id str
 // Test sends a signed test event to a destination now, outside the
 // outbox, and returns its result (ok false: no such destination).
 func (w *Worker) Test(ctx context.Context, name, actor string) (Result, bool) {
-	d, _, _, ok := w.dest(name)
+	d, secret, client, ok := w.dest(name)
 	if !ok {
 		return Result{}, false
 	}
 	now := time.Now().UTC()
 	e := &store.Event{Seq: 0, TS: now, Type: "notify.test", Actor: actor, Message: "test delivery to " + name}
-	return w.Send(ctx, d, e, fmt.Sprintf("msg_test_%d_%s", now.UnixNano(), name), now), true
+	return w.send(ctx, sender{d, secret, client}, e, fmt.Sprintf("msg_test_%d_%s", now.UnixNano(), name), now), true
 }
 
 // Destinations returns the destinations in use, in configuration order.
