@@ -93,12 +93,15 @@ a test delivery, and send a dead delivery again.`,
 			}
 			t := newTable(cmd.OutOrStdout(), "ID", "EVENT", "STATE", "TRIES", "CREATED", "NEXT", "STATUS", "ERROR")
 			for _, d := range out.Deliveries {
-				next := ""
+				next, status := "", ""
 				if d.State == "pending" {
 					next = ts(d.NextTS)
 				}
+				if d.LastStatus != 0 { // 0: no answer, or delivered at its first try (not kept)
+					status = strconv.Itoa(d.LastStatus)
+				}
 				t.row(strconv.FormatInt(d.ID, 10), strconv.FormatInt(d.EventSeq, 10), d.State, strconv.Itoa(d.Attempts),
-					ts(d.CreatedTS), next, strconv.Itoa(d.LastStatus), d.LastError)
+					ts(d.CreatedTS), next, status, d.LastError)
 			}
 			if err := t.flush(); err != nil {
 				return err
