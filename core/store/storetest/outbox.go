@@ -336,7 +336,7 @@ func testMarkDelivered(t *testing.T, db NewDB) {
 		if err != nil {
 			return err
 		}
-		if (len(delivered) != 2 || delivered[0].ID != ds[1].ID || delivered[1].ID != ds[0].ID) {
+		if len(delivered) != 2 || delivered[0].ID != ds[1].ID || delivered[1].ID != ds[0].ID {
 			t.Errorf("delivered = %+v, want the second and first (newest first)", delivered)
 		}
 		stats, err := r.DeliveryStats(ctx)
