@@ -731,3 +731,37 @@ func TestANewEventWakesADestinationAfterItsBackoff(t *testing.T) {
 		t.Errorf("received %v, want %v", seqs, want)
 	}
 }
+
+// TestADeadHeadMovesTheCursorPastIt: a delivery given up at the head of
+// its queue moves its destination's cursor past it, and stays dead.
+func TestADeadHeadMovesTheCursorPastIt(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	rc := newReceiver(t, "s3cret")
+	rc.status.Store(404)
+	s := setup(t, []Destination{{Name: "hook", URL: rc.srv.URL, Format: FormatJSON, SecretFile: writeSecret(t, "s3cret", 0o600)}})
+	seqs := appendEvents(t, s.st, 1, "run.paused")
+	var dead []store.Delivery
+	testwait.For(t, "the delivery dead", func() bool {
+		if err := s.st.Read(ctx, func(r store.Reader) error {
+			var err error
+			dead, err = r.Deliveries(ctx, store.DeliveryQuery{Destination: "hook", State: store.DeliveryDead})
+			return err
+		}); err != nil {
+			t.Fatal(err)
+		}
+		return len(dead) == 1
+	})
+	if err := s.st.Read(ctx, func(r store.Reader) error {
+		c, err := r.(store.OutboxRows).Cursors(ctx, "hook")
+		if err == nil && (len(c) != 1 || c[0].Seq < seqs[0]) {
+			t.Errorf("cursor = %+v, want at or past event %d", c, seqs[0])
+		}
+		return err
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if dead[0].EventSeq != seqs[0] || dead[0].Attempts != ClientErrorTries {
+		t.Errorf("dead = %+v, want event %d after %d tries", dead[0], seqs[0], ClientErrorTries)
+	}
+}
