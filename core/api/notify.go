@@ -45,12 +45,14 @@ func (s *Server) destination(name string) (notify.Destination, error) {
 func (s *Server) listNotify(c *echo.Context) error {
 	ctx := c.Request().Context()
 	var stats []store.DeliveryStat
-	if err := s.st.Read(ctx, func(r store.Reader) error {
-		var err error
-		stats, err = r.DeliveryStats(ctx)
-		return err
-	}); err != nil {
-		return err
+	if names := notify.Names(s.destinations()); len(names) > 0 {
+		if err := s.st.Read(ctx, func(r store.Reader) error {
+			var err error
+			stats, err = r.DeliveryStats(ctx, names...)
+			return err
+		}); err != nil {
+			return err
+		}
 	}
 	by := map[string]store.DeliveryStat{}
 	for _, st := range stats {

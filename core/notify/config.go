@@ -228,3 +228,12 @@ func wants(d Destination, typ, cluster string) bool {
 	}
 	return true
 }
+
+// Names are the names of dests, in order.
+func Names(dests []Destination) []string {
+	out := make([]string, len(dests))
+	for i, d := range dests {
+		out[i] = d.Name
+	}
+	return out
+}

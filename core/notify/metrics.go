@@ -51,10 +51,14 @@ func (b *backlog) Describe(ch chan<- *prometheus.Desc) { ch <- backlogDesc; ch <
 func (b *backlog) Collect(ch chan<- prometheus.Metric) {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 	defer cancel()
+	dests := b.w.Destinations()
+	if len(dests) == 0 {
+		return
+	}
 	var stats []store.DeliveryStat
 	if err := b.w.st.Read(ctx, func(r store.Reader) error {
 		var err error
-		stats, err = r.DeliveryStats(ctx)
+		stats, err = r.DeliveryStats(ctx, Names(dests)...)
 		return err
 	}); err != nil {
 		return
@@ -63,7 +67,7 @@ func (b *backlog) Collect(ch chan<- prometheus.Metric) {
 	for _, s := range stats {
 		by[s.Destination] = s
 	}
-	for _, d := range b.w.Destinations() {
+	for _, d := range dests {
 		s := by[d.Name]
 		age := 0.0
 		if s.OldestPending != nil {

@@ -53,13 +53,19 @@ func (c *recent) fill(batch []store.Delivery, events map[int64]*store.Event) []s
 func (c *recent) add(events map[int64]*store.Event) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	for seq, e := range events {
+	for _, e := range events {
 		if e != nil {
-			c.events[seq] = e
-			c.newest = max(c.newest, seq)
+			c.newest = max(c.newest, e.Seq)
 		}
 	}
-	if c.newest-c.pruned < recentSpan/4 {
+	for seq, e := range events {
+		// A destination catching up on old events reads them past
+		// the span: they are not kept, and the cache stays bounded.
+		if e != nil && seq > c.newest-recentSpan {
+			c.events[seq] = e
+		}
+	}
+	if c.newest-c.pruned < recentSpan/4 && len(c.events) <= recentSpan {
 		return
 	}
 	c.pruned = c.newest

@@ -51,10 +51,19 @@ func (w *Worker) retirer(ctx context.Context) {
 // retire makes dead the pending deliveries of every destination that has
 // some, was removed by a reload here and is not configured again.
 func (w *Worker) retire(ctx context.Context) error {
+	w.mu.Lock()
+	var removed []string
+	for name := range w.removed {
+		removed = append(removed, name)
+	}
+	w.mu.Unlock()
+	if len(removed) == 0 {
+		return nil
+	}
 	var stats []store.DeliveryStat
 	if err := w.st.Read(ctx, func(r store.Reader) error {
 		var err error
-		stats, err = r.DeliveryStats(ctx)
+		stats, err = r.DeliveryStats(ctx, removed...)
 		return err
 	}); err != nil {
 		return err
@@ -114,6 +123,22 @@ func (w *Worker) drop(ctx context.Context, name string) error {
 				}
 			}
 			n = len(ds)
+			// The cursor moves past what was made dead (a page is
+			// the head of the queue), and once nothing is left, to
+			// the newest event: later reads of the queue and the
+			// stats do not walk what it will never send.
+			through := int64(0)
+			if n > 0 {
+				through = ds[n-1].EventSeq
+			}
+			if n < retirePage {
+				if through, err = tx.LatestSeq(ctx); err != nil {
+					return err
+				}
+			}
+			if err := tx.SkipTo(ctx, name, through); err != nil {
+				return err
+			}
 			if n == retirePage || total+n == 0 {
 				return nil
 			}

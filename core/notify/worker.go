@@ -391,7 +391,7 @@ func (w *Worker) leased(ctx context.Context, fn func(ctx context.Context)) {
 
 func (w *Worker) loop(ctx context.Context, name string, wake <-chan struct{}) {
 	for ctx.Err() == nil {
-		wait, sent, err := w.step(ctx, name)
+		wait, sent, held, err := w.step(ctx, name)
 		if err != nil && ctx.Err() == nil {
 			w.log.Warn("delivery failed to be recorded", "destination", name, "err", err)
 			wait = w.cfg.Poll
@@ -410,10 +410,17 @@ func (w *Worker) loop(ctx context.Context, name string, wake <-chan struct{}) {
 		if wait <= 0 {
 			continue
 		}
+		woken := wake
+		if held {
+			// The head waits for its next try: new events change
+			// nothing until then, so only the timer (or a poll, for a
+			// redelivery) ends the wait.
+			woken = nil
+		}
 		t := time.NewTimer(min(wait, w.cfg.Poll))
 		select {
 		case <-ctx.Done():
-		case <-wake:
+		case <-woken:
 		case <-t.C:
 		}
 		t.Stop()
@@ -437,7 +444,9 @@ const (
 // transaction. It returns how long to wait before the next step. A
 // delivery sent but not recorded (a crash, a lost lease) is sent again:
 // with the same webhook-id.
-func (w *Worker) step(ctx context.Context, name string) (wait time.Duration, sent int, err error) {
+//
+// held reports a head waiting for its next try (wait is until then).
+func (w *Worker) step(ctx context.Context, name string) (wait time.Duration, sent int, held bool, err error) {
 	var batch []store.Delivery
 	var latest int64
 	events := map[int64]*store.Event{}
@@ -460,13 +469,13 @@ func (w *Worker) step(ctx context.Context, name string) (wait time.Duration, sen
 		return nil
 	})
 	if err != nil {
-		return 0, 0, err
+		return 0, 0, false, err
 	}
 	if len(batch) == 0 {
-		return w.cfg.Poll, 0, w.skip(ctx, name, latest)
+		return w.cfg.Poll, 0, false, w.skip(ctx, name, latest)
 	}
 	if wait := time.Until(batch[0].NextTS); wait > 0 {
-		return wait, 0, nil
+		return wait, 0, true, nil
 	}
 	var tried []store.Delivery
 	start := time.Now()
@@ -512,7 +521,7 @@ func (w *Worker) step(ctx context.Context, name string) (wait time.Duration, sen
 		}
 	}
 	if len(tried) == 0 {
-		return 0, 0, nil
+		return 0, 0, false, nil
 	}
 	// Recorded even when stopping, if the store answers soon: fewer
 	// repeats. With several replicas the context keeps the lease's fence,
@@ -527,8 +536,9 @@ func (w *Worker) step(ctx context.Context, name string) (wait time.Duration, sen
 		rctx = store.WithLazyCommit(rctx)
 	}
 	err = w.st.Update(rctx, func(tx store.Tx) error {
-		// The deliveries delivered, by answer status, one statement each
-		// (docs/notifications.md, "Cost"); a failed try, the last, alone.
+		// The deliveries delivered, by answer status, one MarkDelivered
+		// each (docs/notifications.md, "Cost"); a failed try, the last,
+		// alone.
 		delivered := map[int][]int64{}
 		last := map[int]time.Time{}
 		for _, d := range tried {
@@ -553,6 +563,12 @@ func (w *Worker) step(ctx context.Context, name string) (wait time.Duration, sen
 			if d.State != store.DeliveryDead {
 				continue
 			}
+			// Everything before it in the queue was delivered: the
+			// cursor moves past it (its own row keeps it dead), so
+			// that the next reads of the queue do not walk it again.
+			if err := tx.SkipTo(rctx, name, d.EventSeq); err != nil {
+				return err
+			}
 			if err := tx.AppendEvent(rctx, &store.Event{Type: store.EventNotifyDead, Actor: store.ActorCore,
 				ClusterID: clusterOf(events[d.EventSeq]), Message: fmt.Sprintf("gave up delivering event %d to %s after %d tries: %s",
 					d.EventSeq, name, d.Attempts, d.LastError),
@@ -563,7 +579,7 @@ func (w *Worker) step(ctx context.Context, name string) (wait time.Duration, sen
 		return nil
 	})
 	if err != nil {
-		return 0, 0, err
+		return 0, 0, false, err
 	}
 	last := tried[len(tried)-1]
 	if last.State == store.DeliveryDead {
@@ -572,7 +588,7 @@ func (w *Worker) step(ctx context.Context, name string) (wait time.Duration, sen
 		w.log.Info("delivery failed, will retry", "destination", name, "delivery", last.ID, "tries", last.Attempts,
 			"status", last.LastStatus, "err", last.LastError, "next", last.NextTS)
 	}
-	return 0, len(tried), nil
+	return 0, len(tried), false, nil
 }
 
 // skipEvery is how far behind the newest event a destination with nothing

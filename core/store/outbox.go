@@ -111,9 +111,9 @@ type OutboxReader interface {
 	// PendingDeliveries lists up to limit pending deliveries of a
 	// destination, oldest first: the first is the one in flight.
 	PendingDeliveries(ctx context.Context, destination string, limit int) ([]Delivery, error)
-	// DeliveryStats sums up every destination that has had deliveries,
-	// by name.
-	DeliveryStats(ctx context.Context) ([]DeliveryStat, error)
+	// DeliveryStats sums up the destinations named that have had
+	// deliveries (every one when none is named), by name.
+	DeliveryStats(ctx context.Context, destinations ...string) ([]DeliveryStat, error)
 }
 
 // OutboxTx writes the notification outbox (a part of Tx). Both stores

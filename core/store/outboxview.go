@@ -269,16 +269,43 @@ func ListDeliveries(ctx context.Context, r OutboxRows, q DeliveryQuery) ([]Deliv
 	scan := OutboxScan{Destination: q.Destination, Desc: !q.Oldest, Limit: scanPage}
 	if !q.Oldest && q.Before > 0 {
 		seq, _ := splitDeliveryID(q.Before - 1)
+		if seq <= 0 {
+			return nil, nil // nothing before the first event
+		}
 		scan.Through = seq
 	}
+	pendingDesc := q.State == DeliveryPending // newest first: Oldest is served above
+	if pendingDesc {
+		// Pending deliveries lie after the cursor, but for those
+		// redelivered, which have a row of their own.
+		scan.After = c.Seq
+	}
 	var out []Delivery
+	exhausted := false
 	for {
-		es, err := r.OutboxEntries(ctx, scan)
-		if err != nil {
-			return nil, err
+		var es []OutboxEntry
+		if !exhausted {
+			if es, err = r.OutboxEntries(ctx, scan); err != nil {
+				return nil, err
+			}
 		}
 		if len(es) == 0 {
-			return out, nil
+			if !pendingDesc {
+				return out, nil
+			}
+			below := DeliveryScan{Destination: q.Destination, State: DeliveryPending,
+				ToID: DeliveryID(c.Seq, MaxDestinations-1), Desc: true}
+			if q.Before > 0 {
+				below.ToID = min(below.ToID, q.Before-1)
+			}
+			if q.Limit > 0 {
+				below.Limit = q.Limit - len(out)
+				if below.Limit == 0 {
+					return out, nil
+				}
+			}
+			rows, err := r.DeliveryRows(ctx, below)
+			return append(out, rows...), err
 		}
 		lo, hi := es[0].Seq, es[len(es)-1].Seq
 		if lo > hi {
@@ -307,9 +334,7 @@ func ListDeliveries(ctx context.Context, r OutboxRows, q DeliveryQuery) ([]Deliv
 			scan.After = es[len(es)-1].Seq
 		} else {
 			scan.Through = es[len(es)-1].Seq - 1
-			if scan.Through <= 0 {
-				return out, nil
-			}
+			exhausted = scan.Through <= scan.After // Through 0 would be no bound
 		}
 	}
 }
@@ -330,9 +355,6 @@ func ListPending(ctx context.Context, r OutboxRows, destination string, limit in
 	}
 	var after []Delivery
 	scan := OutboxScan{After: c.Seq, Destination: destination, Limit: scanPage}
-	if limit > 0 {
-		scan.Limit = min(limit, scanPage)
-	}
 	for limit <= 0 || len(after) < limit {
 		es, err := r.OutboxEntries(ctx, scan)
 		if err != nil {
@@ -422,12 +444,16 @@ func ListEventDeliveries(ctx context.Context, r OutboxRows, q EventDeliveryQuery
 	return out, nil
 }
 
-// ReadDeliveryStats is OutboxReader.DeliveryStats of both stores: every
-// destination that has a cursor, which its first delivery gives it.
-func ReadDeliveryStats(ctx context.Context, r OutboxRows) ([]DeliveryStat, error) {
+// ReadDeliveryStats is OutboxReader.DeliveryStats of both stores: the
+// destinations named (all when none is) that have a cursor, which their
+// first delivery gives them.
+func ReadDeliveryStats(ctx context.Context, r OutboxRows, destinations ...string) ([]DeliveryStat, error) {
 	cursors, err := r.Cursors(ctx, "")
 	if err != nil {
 		return nil, err
+	}
+	if len(destinations) > 0 {
+		cursors = slices.DeleteFunc(cursors, func(c Cursor) bool { return !slices.Contains(destinations, c.Destination) })
 	}
 	counts, err := r.DeliveryRowCounts(ctx)
 	if err != nil {

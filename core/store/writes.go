@@ -129,15 +129,20 @@ func (w Writes) enqueue(ctx context.Context, e *Event) error {
 		`INSERT INTO notify_outbox (seq, created_ts, destinations) VALUES (`+ps+`)`, args...); err != nil {
 		return err
 	}
+	// A destination's cursor is inserted only when none is seen, so that
+	// the statement touches no row the worker updates (PostgreSQL would
+	// fail a serializable transaction whose ON CONFLICT meets a row
+	// updated since its snapshot).
 	rows := make([]string, len(dests))
 	args = args[:0]
 	for i, dest := range dests {
-		ps, _ := d.values(len(args)+1, dest, e.Seq-1)
-		rows[i] = "(" + ps + ")"
 		args = append(args, dest, e.Seq-1)
+		rows[i] = "(" + d.Placeholder(len(args)-1) + ", CAST(" + d.Placeholder(len(args)) + " AS BIGINT))"
 	}
-	_, err := w.Exec(ctx, "cursors of event "+e.Type, `INSERT INTO notify_cursors (destination, seq) VALUES `+
-		strings.Join(rows, ", ")+` ON CONFLICT (destination) DO NOTHING`, args...)
+	_, err := w.Exec(ctx, "cursors of event "+e.Type, `INSERT INTO notify_cursors (destination, seq)
+		SELECT column1, column2 FROM (VALUES `+strings.Join(rows, ", ")+`) v
+		WHERE NOT EXISTS (SELECT 1 FROM notify_cursors c WHERE c.destination = v.column1)
+		ON CONFLICT (destination) DO NOTHING`, args...)
 	return err
 }
 

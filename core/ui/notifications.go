@@ -30,7 +30,10 @@ func (s *Server) notifications(w http.ResponseWriter, r *http.Request, v *visito
 		dests = s.cfg.Notify()
 	}
 	err := s.st.Read(ctx, func(rd store.Reader) error {
-		stats, err := rd.DeliveryStats(ctx)
+		if len(dests) == 0 {
+			return nil
+		}
+		stats, err := rd.DeliveryStats(ctx, notify.Names(dests)...)
 		if err != nil {
 			return err
 		}

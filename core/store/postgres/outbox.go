@@ -26,8 +26,8 @@ func (r *reader) PendingDeliveries(ctx context.Context, destination string, limi
 	return store.ListPending(ctx, r, destination, limit)
 }
 
-func (r *reader) DeliveryStats(ctx context.Context) ([]store.DeliveryStat, error) {
-	return store.ReadDeliveryStats(ctx, r)
+func (r *reader) DeliveryStats(ctx context.Context, destinations ...string) ([]store.DeliveryStat, error) {
+	return store.ReadDeliveryStats(ctx, r, destinations...)
 }
 
 var _ store.OutboxRows = (*reader)(nil)

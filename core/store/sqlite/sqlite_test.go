@@ -338,13 +338,15 @@ func TestMigrationMovesDeliveriesToTheOutbox(t *testing.T) {
 	ctx := context.Background()
 	file, db := migratedBefore(t, "023")
 	_, err := db.W.ExecContext(ctx, `INSERT INTO events (seq, ts, type, actor) VALUES
-			(6, 0, 'run.paused', 'core'), (7, 0, 'run.paused', 'core'), (9, 0, 'run.failed', 'core');
+			(6, 0, 'run.paused', 'core'), (7, 0, 'run.paused', 'core'), (9, 0, 'run.failed', 'core'),
+			(10, 0, 'run.failed', 'core');
 		INSERT INTO notify_deliveries (id, destination, event_seq, state, attempts, created_ts, next_ts, updated_ts, last_status, last_error) VALUES
 			(6*1024+1, 'b', 6, 'delivered', 1, 0, 0, 3, 200, ''),
 			(7*1024, 'a', 7, 'delivered', 1, 0, 0, 5, 204, ''),
 			(7*1024+1, 'b', 7, 'dead', 3, 0, 0, 6, 404, '404 Not Found'),
 			(9*1024, 'b', 9, 'pending', 2, 0, 0, 7, 503, '503 Service Unavailable'),
-			(9*1024+1, 'a', 9, 'pending', 0, 0, 0, 0, 0, '')`)
+			(9*1024+1, 'a', 9, 'pending', 0, 0, 0, 0, 0, ''),
+			(10*1024, 'b', 10, 'delivered', 1, 0, 0, 8, 200, '')`)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -361,7 +363,10 @@ func TestMigrationMovesDeliveriesToTheOutbox(t *testing.T) {
 			state    string
 			attempts int
 		}{{store.DeliveryID(7, 0), "a", store.DeliveryDelivered, 1}, {store.DeliveryID(7, 1), "b", store.DeliveryDead, 3},
-			{store.DeliveryID(9, 0), "b", store.DeliveryPending, 2}, {store.DeliveryID(9, 1), "a", store.DeliveryPending, 0}} {
+			{store.DeliveryID(9, 0), "b", store.DeliveryPending, 2}, {store.DeliveryID(9, 1), "a", store.DeliveryPending, 0},
+			// Delivered after b's first pending one (a redelivery's
+			// order): it keeps its row, and so its state.
+			{store.DeliveryID(10, 0), "b", store.DeliveryDelivered, 1}} {
 			d, err := r.Delivery(ctx, want.id)
 			if err != nil {
 				return err
@@ -369,6 +374,9 @@ func TestMigrationMovesDeliveriesToTheOutbox(t *testing.T) {
 			if d.Destination != want.dest || d.State != want.state || d.Attempts != want.attempts {
 				t.Errorf("delivery %d after the migration = %+v, want %s %s after %d tries", want.id, d, want.dest, want.state, want.attempts)
 			}
+		}
+		if pending, err := r.PendingDeliveries(ctx, "b", 10); err != nil || len(pending) != 1 || pending[0].EventSeq != 9 {
+			t.Errorf("pending to b after the migration = %+v, %v, want event 9's alone", pending, err)
 		}
 		if _, err := r.Delivery(ctx, store.DeliveryID(6, 1)); !errors.Is(err, store.ErrNotFound) {
 			t.Errorf("event 6's delivery, cut short by a purge = %v, want ErrNotFound", err)

@@ -333,7 +333,10 @@ func testMarkDelivered(t *testing.T, db NewDB) {
 			t.Errorf("pending after two delivered = %+v, want the third and fourth", pending)
 		}
 		delivered, err := r.Deliveries(ctx, store.DeliveryQuery{Destination: "b", State: store.DeliveryDelivered})
-		if err == nil && (len(delivered) != 2 || delivered[0].ID != ds[1].ID || delivered[1].ID != ds[0].ID) {
+		if err != nil {
+			return err
+		}
+		if len(delivered) != 2 || delivered[0].ID != ds[1].ID || delivered[1].ID != ds[0].ID {
 			t.Errorf("delivered = %+v, want the second and first (newest first)", delivered)
 		}
 		stats, err := r.DeliveryStats(ctx)
@@ -390,6 +393,23 @@ func testRedeliveredComesFirst(t *testing.T, db NewDB) {
 		if len(pending) != 2 || pending[0].ID != ds[0].ID || pending[1].ID != ds[2].ID {
 			t.Errorf("pending = %+v, want the redelivered first, then the third", pending)
 		}
+		newest, err := r.Deliveries(ctx, store.DeliveryQuery{Destination: "b", State: store.DeliveryPending})
+		if err != nil {
+			return err
+		}
+		if len(newest) != 2 || newest[0].ID != ds[2].ID || newest[1].ID != ds[0].ID {
+			t.Errorf("pending newest first = %+v, want the third, then the redelivered", newest)
+		}
+		page, err := r.Deliveries(ctx, store.DeliveryQuery{Destination: "b", State: store.DeliveryPending, Before: ds[2].ID, Limit: 5})
+		if err != nil {
+			return err
+		}
+		if len(page) != 1 || page[0].ID != ds[0].ID {
+			t.Errorf("pending before the third = %+v, want the redelivered", page)
+		}
+		if none, err := r.Deliveries(ctx, store.DeliveryQuery{Destination: "b", Before: 5}); err != nil || len(none) != 0 {
+			t.Errorf("deliveries before id 5 = %+v, %v, want none", none, err)
+		}
 		stats, err := r.DeliveryStats(ctx)
 		if err == nil && (len(stats) != 1 || stats[0].Backlog != 2 || stats[0].Dead != 0 ||
 			stats[0].OldestPending == nil || !stats[0].OldestPending.Equal(ds[0].CreatedTS)) {
@@ -402,7 +422,10 @@ func testRedeliveredComesFirst(t *testing.T, db NewDB) {
 	})
 	read(t, s, func(ctx context.Context, r store.Reader) error {
 		pending, err := r.PendingDeliveries(ctx, "b", 10)
-		if err == nil && (len(pending) != 1 || pending[0].ID != ds[2].ID) {
+		if err != nil {
+			return err
+		}
+		if len(pending) != 1 || pending[0].ID != ds[2].ID {
 			t.Errorf("pending = %+v, want the third alone", pending)
 		}
 		d, err := r.Delivery(ctx, ds[0].ID)
@@ -449,7 +472,10 @@ func testSkipToPassesTheIdle(t *testing.T, db NewDB) {
 	appendType("x")
 	read(t, s, func(ctx context.Context, r store.Reader) error {
 		pending, err := r.PendingDeliveries(ctx, "a", 10)
-		if err == nil && (len(pending) != 1 || pending[0].EventSeq != seqs[len(seqs)-1]) {
+		if err != nil {
+			return err
+		}
+		if len(pending) != 1 || pending[0].EventSeq != seqs[len(seqs)-1] {
 			t.Errorf("pending to a = %+v, want the newest event's alone", pending)
 		}
 		b, err := r.PendingDeliveries(ctx, "b", 10)

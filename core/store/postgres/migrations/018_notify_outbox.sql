@@ -16,7 +16,7 @@ INSERT INTO notify_outbox (seq, created_ts, destinations)
     SELECT event_seq, MIN(created_ts), ',' || string_agg(destination, ',' ORDER BY id) || ','
     FROM notify_deliveries GROUP BY event_seq
     HAVING MIN(id) = event_seq * 1024 AND COUNT(*) = MAX(id) - MIN(id) + 1;
-DELETE FROM notify_deliveries WHERE event_seq NOT IN (SELECT seq FROM notify_outbox);
+DELETE FROM notify_deliveries WHERE NOT EXISTS (SELECT 1 FROM notify_outbox o WHERE o.seq = notify_deliveries.event_seq);
 INSERT INTO notify_cursors (destination, seq, last_success_ts, last_failure_ts, last_error)
     SELECT destination, COALESCE(MIN(CASE WHEN state = 'pending' THEN event_seq END) - 1, MAX(event_seq)),
         MAX(CASE WHEN state = 'delivered' THEN updated_ts END), MAX(CASE WHEN last_error <> '' THEN updated_ts END),
