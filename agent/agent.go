@@ -7,6 +7,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"net"
 	"os"
@@ -17,11 +18,11 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/prometheus/client_golang/prometheus"
-	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/VictoriaMetrics/metrics"
 
 	"github.com/musterhq/muster/agent/api"
 	"github.com/musterhq/muster/agent/enroll"
+	"github.com/musterhq/muster/agent/exposition"
 	"github.com/musterhq/muster/agent/handlers"
 	"github.com/musterhq/muster/agent/queue"
 	"github.com/musterhq/muster/agent/runner"
@@ -116,9 +117,8 @@ func (a *Agent) Run(ctx context.Context) error {
 		return err
 	}
 
-	prom := prometheus.NewRegistry()
-	prom.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
-	prom.MustRegister(newQueueCollector(q))
+	prom := exposition.NewRegistry()
+	registerQueueGauge(prom, q)
 
 	var rq runner.Queue = q
 	var note *notifier
@@ -143,7 +143,7 @@ func (a *Agent) Run(ctx context.Context) error {
 	srv := api.New(api.Config{
 		NodeID: cfg.NodeID, ClusterID: cfg.ClusterID, Version: version.Version, Labels: cfg.Labels,
 		DefaultTimeout: cfg.Actions.DefaultTimeout,
-		Queue:          q, Runner: run, Kinds: reg, Gatherer: prom, Registerer: prom, Log: a.log,
+		Queue:          q, Runner: run, Kinds: reg, Metrics: prom, Log: a.log,
 		Caller: apiCaller(cfg.API), Hosts: apiHosts(cfg), MaxWait: api.WaitBound(cfg.API.WriteTimeout),
 	})
 	// Refused TLS handshakes (no or a wrong client certificate) land in
@@ -407,27 +407,20 @@ func gossipKeyFile(g GossipConfig) string {
 	return g.KeyFile
 }
 
-// queueCollector exports the queue depth by state.
-type queueCollector struct {
-	q    *queue.Queue
-	desc *prometheus.Desc
-}
-
-func newQueueCollector(q *queue.Queue) *queueCollector {
-	return &queueCollector{q: q, desc: prometheus.NewDesc("muster_agent_queue_actions",
-		"Actions in the agent's queue, by state.", []string{"state"}, nil)}
-}
-
-func (c *queueCollector) Describe(ch chan<- *prometheus.Desc) { ch <- c.desc }
-
-func (c *queueCollector) Collect(ch chan<- prometheus.Metric) {
-	counts, err := c.q.Counts(context.Background())
-	if err != nil {
-		return
-	}
-	for _, s := range []action.State{action.New, action.Running, action.Done, action.Failed, action.Cancelled} {
-		ch <- prometheus.MustNewConstMetric(c.desc, prometheus.GaugeValue, float64(counts[s]), string(s))
-	}
+// registerQueueGauge exports the queue depth by state, counted once at
+// each scrape.
+func registerQueueGauge(reg *exposition.Registry, q *queue.Queue) {
+	reg.Family("muster_agent_queue_actions", exposition.Gauge, "Actions in the agent's queue, by state.").
+		RegisterMetricsWriter(func(w io.Writer) {
+			counts, err := q.Counts(context.Background())
+			if err != nil {
+				return
+			}
+			// In the order of their names, as the Prometheus client library lists series.
+			for _, s := range []action.State{action.Cancelled, action.Done, action.Failed, action.New, action.Running} {
+				metrics.WriteGaugeUint64(w, exposition.Series("muster_agent_queue_actions", "state", string(s)), uint64(counts[s]))
+			}
+		})
 }
 
 // newRetention is the part that purges finished records every interval.

@@ -23,9 +23,8 @@ import (
 
 	"github.com/labstack/echo/v5"
 	"github.com/labstack/echo/v5/middleware"
-	"github.com/prometheus/client_golang/prometheus"
-	"github.com/prometheus/client_golang/prometheus/promhttp"
 
+	"github.com/musterhq/muster/agent/exposition"
 	"github.com/musterhq/muster/agent/handlers"
 	"github.com/musterhq/muster/agent/queue"
 	"github.com/musterhq/muster/shared/action"
@@ -91,10 +90,10 @@ type Config struct {
 	Queue          Queue
 	Runner         Runner
 	Kinds          Kinds
-	Gatherer       prometheus.Gatherer
-	// Registerer, when set, receives the API's own metrics.
-	Registerer prometheus.Registerer
-	Log        *slog.Logger
+	// Metrics, when set, is served at /metrics and receives the API's own
+	// metrics.
+	Metrics *exposition.Registry
+	Log     *slog.Logger
 	// Caller, when set, is the only identity allowed to call the API over
 	// TCP: every such request must come over TLS with a verified client
 	// certificate naming it (403 otherwise). The agent sets it to the core's
@@ -151,7 +150,7 @@ func New(cfg Config) *Server {
 	}
 	s.echo.Logger = cfg.Log
 	s.echo.HTTPErrorHandler = s.handleError
-	s.echo.Use(newMetrics(cfg.Registerer).middleware)
+	s.echo.Use(newMetrics(cfg.Metrics).middleware)
 	s.echo.Use(middleware.Recover())
 	s.echo.Use(s.checkCaller)
 	s.echo.Use(s.refuseBrowsers)
@@ -164,8 +163,8 @@ func New(cfg Config) *Server {
 	s.echo.GET("/api/v1/actions/:id", s.show)
 	s.echo.POST("/api/v1/actions/:id/cancel", s.cancel)
 	s.echo.GET("/api/v1/openapi.json", apiserver.ServeOpenAPI(OpenAPIDocument))
-	if cfg.Gatherer != nil {
-		s.echo.GET("/metrics", echo.WrapHandler(promhttp.HandlerFor(cfg.Gatherer, promhttp.HandlerOpts{})))
+	if cfg.Metrics != nil {
+		s.echo.GET("/metrics", echo.WrapHandler(cfg.Metrics))
 	}
 	return s
 }

@@ -15,9 +15,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/prometheus/client_golang/prometheus"
 	"go.uber.org/mock/gomock"
 
+	"github.com/musterhq/muster/agent/exposition"
 	"github.com/musterhq/muster/agent/handlers"
 	"github.com/musterhq/muster/agent/queue"
 	"github.com/musterhq/muster/agent/runner"
@@ -74,12 +74,12 @@ func setupKinds(t *testing.T, external []handlers.External) *fixture {
 	if err != nil {
 		t.Fatal(err)
 	}
-	prom := prometheus.NewRegistry()
+	prom := exposition.NewRegistry()
 	run := runner.New(runner.Config{Queue: q, Handlers: reg, Actor: "n1", Idle: 20 * time.Millisecond, Metrics: runner.NewMetrics(prom)})
 	_ = run.Start(context.Background())
 	srv := New(Config{NodeID: "n1", ClusterID: "c1", Version: "test", DefaultTimeout: time.Hour,
 		Labels: map[string]string{"role": "replica", "zone": "eu-1"},
-		Queue:  q, Runner: run, Kinds: reg, Gatherer: prom, Registerer: prom})
+		Queue:  q, Runner: run, Kinds: reg, Metrics: prom})
 	f, ts := newFixture(t, srv.Handler(), q)
 	t.Cleanup(func() { ts.Close(); run.Stop(); q.Close() })
 	return f
@@ -494,7 +494,7 @@ func TestRepeatPushOfARemovedKindIsNotRefused(t *testing.T) {
 func TestOpenAPIDocumentNamesEveryRoute(t *testing.T) {
 	t.Parallel()
 	f := setup(t)
-	srv := New(Config{Gatherer: prometheus.NewRegistry()})
+	srv := New(Config{Metrics: exposition.NewRegistry()})
 	registered := map[string]bool{}
 	for _, r := range srv.echo.Router().Routes() {
 		registered[r.Method+" "+r.Path] = true

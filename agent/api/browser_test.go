@@ -11,8 +11,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/prometheus/client_golang/prometheus"
-
+	"github.com/musterhq/muster/agent/exposition"
 	"github.com/musterhq/muster/agent/handlers"
 	"github.com/musterhq/muster/agent/queue"
 	"github.com/musterhq/muster/agent/runner"
@@ -50,11 +49,11 @@ func TestAgentTCPAPIRefusesWhatABrowserSends(t *testing.T) {
 	}
 	spy := &ackSpy{Queue: q}
 	reg, _ := handlers.NewRegistry(nil, handlers.Env{NodeID: "n1", ClusterID: "c1"})
-	prom := prometheus.NewRegistry()
+	prom := exposition.NewRegistry()
 	run := runner.New(runner.Config{Queue: q, Handlers: reg, Actor: "n1", Idle: 20 * time.Millisecond, Metrics: runner.NewMetrics(prom)})
 	_ = run.Start(context.Background())
 	srv := New(Config{NodeID: "n1", ClusterID: "c1", Version: "test", DefaultTimeout: time.Hour,
-		Queue: spy, Runner: run, Kinds: reg, Gatherer: prom, Hosts: []string{"db-1.internal"}})
+		Queue: spy, Runner: run, Kinds: reg, Metrics: prom, Hosts: []string{"db-1.internal"}})
 	f, ts := newFixture(t, srv.Handler(), q)
 	t.Cleanup(func() { ts.Close(); run.Stop(); q.Close() })
 
@@ -141,7 +140,7 @@ func TestASocketUserCancelsOnlyItsOwnActions(t *testing.T) {
 		t.Fatal(err)
 	}
 	reg, _ := handlers.NewRegistry(nil, handlers.Env{NodeID: "n1", ClusterID: "c1"})
-	prom := prometheus.NewRegistry()
+	prom := exposition.NewRegistry()
 	run := runner.New(runner.Config{Queue: q, Handlers: reg, Actor: "n1", Idle: 20 * time.Millisecond, Metrics: runner.NewMetrics(prom)})
 	_ = run.Start(context.Background())
 	srv := New(Config{NodeID: "n1", ClusterID: "c1", Version: "test", DefaultTimeout: time.Hour, Queue: q, Runner: run, Kinds: reg})

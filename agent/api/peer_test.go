@@ -10,8 +10,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/prometheus/client_golang/prometheus"
-
+	"github.com/musterhq/muster/agent/exposition"
 	"github.com/musterhq/muster/agent/handlers"
 	"github.com/musterhq/muster/agent/queue"
 	"github.com/musterhq/muster/agent/runner"
@@ -31,7 +30,7 @@ func serveSocket(t *testing.T) (*http.Client, *queue.Queue) {
 	reg, _ := handlers.NewRegistry(nil, handlers.Env{NodeID: "n1", ClusterID: "c1"})
 	// Never started: actions stay NEW, which is all this test needs.
 	run := runner.New(runner.Config{Queue: q, Handlers: reg, Actor: "n1", Idle: 20 * time.Millisecond,
-		Metrics: runner.NewMetrics(prometheus.NewRegistry())})
+		Metrics: runner.NewMetrics(exposition.NewRegistry())})
 	core := tlsutil.Core()
 	srv := New(Config{NodeID: "n1", ClusterID: "c1", Version: "test", DefaultTimeout: time.Hour,
 		Queue: q, Runner: run, Kinds: reg, Caller: &core})

@@ -12,8 +12,9 @@ import (
 	"sync"
 	"time"
 
-	"github.com/prometheus/client_golang/prometheus"
+	"github.com/VictoriaMetrics/metrics"
 
+	"github.com/musterhq/muster/agent/exposition"
 	"github.com/musterhq/muster/agent/handlers"
 	"github.com/musterhq/muster/agent/queue"
 	"github.com/musterhq/muster/shared/action"
@@ -418,35 +419,33 @@ func (r *Runner) retry(id string, write func() error) error {
 
 // Metrics are the runner's Prometheus metrics.
 type Metrics struct {
-	steps    *prometheus.HistogramVec
-	finishes *prometheus.CounterVec
+	steps, finishes *metrics.Set
 }
 
+// stepBuckets are the upper bounds of muster_agent_step_duration_seconds:
+// 100 µs to 26 s, each four times the last.
+var stepBuckets = metrics.ExponentialBuckets(0.0001, 4, 10)
+
 // NewMetrics registers the runner's metrics on reg.
-func NewMetrics(reg prometheus.Registerer) *Metrics {
-	m := &Metrics{
-		steps: prometheus.NewHistogramVec(prometheus.HistogramOpts{
-			Name:    "muster_agent_step_duration_seconds",
-			Help:    "Time a handler took for one step.",
-			Buckets: prometheus.ExponentialBuckets(0.0001, 4, 10),
-		}, []string{"kind"}),
-		finishes: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "muster_agent_actions_finished_total",
-			Help: "Actions that reached a final state, by kind and state.",
-		}, []string{"kind", "state"}),
+func NewMetrics(reg *exposition.Registry) *Metrics {
+	return &Metrics{
+		steps: reg.Family("muster_agent_step_duration_seconds", exposition.Histogram,
+			"Time a handler took for one step."),
+		finishes: reg.Family("muster_agent_actions_finished_total", exposition.Counter,
+			"Actions that reached a final state, by kind and state."),
 	}
-	reg.MustRegister(m.steps, m.finishes)
-	return m
 }
 
 func (m *Metrics) observeStep(kind string, d time.Duration) {
 	if m != nil {
-		m.steps.WithLabelValues(kind).Observe(d.Seconds())
+		m.steps.GetOrCreatePrometheusHistogramExt(exposition.Series("muster_agent_step_duration_seconds", "kind", kind),
+			stepBuckets).Update(d.Seconds())
 	}
 }
 
 func (m *Metrics) finished(kind string, st action.State) {
 	if m != nil {
-		m.finishes.WithLabelValues(kind, string(st)).Inc()
+		m.finishes.GetOrCreateCounter(exposition.Series("muster_agent_actions_finished_total",
+			"kind", kind, "state", string(st))).Inc()
 	}
 }
