@@ -14,6 +14,7 @@ import (
 
 	"github.com/musterhq/muster/core/store"
 	"github.com/musterhq/muster/core/store/sqlite"
+	"github.com/musterhq/muster/shared/testwait"
 )
 
 // benchSetup is a SQLite store in b's temp dir whose outbox sends every
@@ -210,9 +211,8 @@ func writeRates(ctx context.Context, b *testing.B, deliver bool) rates {
 
 // drained waits until no delivery of st is pending.
 func drained(ctx context.Context, b *testing.B, st store.Store) {
-	deadline := time.Now().Add(time.Minute)
-	for {
-		var pending int
+	testwait.Within(b, time.Minute, "every delivery made", func() bool {
+		pending := 0
 		if err := st.Read(ctx, func(r store.Reader) error {
 			stats, err := r.DeliveryStats(ctx)
 			for _, s := range stats {
@@ -222,12 +222,6 @@ func drained(ctx context.Context, b *testing.B, st store.Store) {
 		}); err != nil {
 			b.Fatal(err)
 		}
-		if pending == 0 {
-			return
-		}
-		if time.Now().After(deadline) {
-			b.Fatalf("%d deliveries still pending after a minute", pending)
-		}
-		time.Sleep(10 * time.Millisecond) // polling the store, not synchronising a test
-	}
+		return pending == 0
+	})
 }

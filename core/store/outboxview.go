@@ -445,8 +445,8 @@ func ListEventDeliveries(ctx context.Context, r OutboxRows, q EventDeliveryQuery
 }
 
 // ReadDeliveryStats is OutboxReader.DeliveryStats of both stores: the
-// destinations named (all when none is) that have a cursor, which their
-// first delivery gives them.
+// destinations named (all when none is) that have a cursor, which the
+// first event routed to them gives them.
 func ReadDeliveryStats(ctx context.Context, r OutboxRows, destinations ...string) ([]DeliveryStat, error) {
 	cursors, err := r.Cursors(ctx, "")
 	if err != nil {
