@@ -189,6 +189,38 @@ func TestPackageDebInstallStartRemove(t *testing.T) {
 	if _, err := user.LookupGroup("muster"); err == nil {
 		t.Error("the muster group is still there after the purge")
 	}
+
+	// The other order, and dpkg's word over files: muster removed with its
+	// configuration kept (and core.yaml deleted by hand), then muster-agent
+	// purged, leaves the core's data and the user.
+	runOK(t, "dpkg", "-i", debs[0], debs[1])
+	marker := "/var/lib/muster/core/kept"
+	if err := os.MkdirAll(filepath.Dir(marker), 0o750); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(marker, []byte("the core's data\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	runOK(t, "dpkg", "-r", "muster")
+	if err := os.Remove("/etc/muster/core.yaml"); err != nil {
+		t.Fatal(err)
+	}
+	runOK(t, "dpkg", "--purge", "muster-agent")
+	if _, err := os.Stat(marker); err != nil {
+		t.Errorf("the purge of muster-agent removed the data of muster, removed but not purged: %v", err)
+	}
+	if _, err := user.Lookup("muster"); err != nil {
+		t.Errorf("the purge of muster-agent removed the muster user while muster is not purged: %v", err)
+	}
+	runOK(t, "dpkg", "--purge", "muster")
+	for _, gone := range []string{"/etc/muster", "/var/lib/muster"} {
+		if _, err := os.Stat(gone); !os.IsNotExist(err) {
+			t.Errorf("%s is still there after both purges (%v)", gone, err)
+		}
+	}
+	if _, err := user.Lookup("muster"); err == nil {
+		t.Error("the muster user is still there after both purges")
+	}
 }
 
 // startInstalledAgent runs the installed muster-agent with the installed agent

@@ -48,8 +48,9 @@ func newTLSCACreateCmd() *cobra.Command {
 the core) and ca-key.pem (keep it offline: whoever holds it can make a core).
 
 It prints the CA's pin (sha256:...): agents that enroll with a join token
-check the core against it before they send the token ('muster agent enroll
---ca-pin'). 'muster tls ca pin --dir DIR' prints it again.`,
+check the core against it before they send the token ('muster-agent enroll
+--ca-pin', or 'muster agent enroll --ca-pin'). 'muster tls ca pin --dir DIR'
+prints it again.`,
 		Example: "  muster tls ca create --dir /etc/muster/tls",
 		Args:    cli.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
@@ -68,7 +69,7 @@ check the core against it before they send the token ('muster agent enroll
 			if err != nil {
 				return err
 			}
-			fmt.Fprintf(cmd.OutOrStdout(), "CA pin (for 'muster agent enroll --ca-pin'): %s\n", pin)
+			fmt.Fprintf(cmd.OutOrStdout(), "CA pin (for 'muster-agent enroll --ca-pin'): %s\n", pin)
 			return nil
 		},
 	}
