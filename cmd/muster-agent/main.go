@@ -8,27 +8,13 @@
 package main
 
 import (
-	"context"
-	"fmt"
-	"os"
-	"os/signal"
-	"syscall"
-
 	"github.com/spf13/cobra"
 
 	"github.com/musterhq/muster/cmd/internal/agentcmd"
 	"github.com/musterhq/muster/cmd/internal/cli"
 )
 
-func main() {
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	err := newRootCmd().ExecuteContext(ctx)
-	stop()
-	if err != nil {
-		fmt.Fprintln(os.Stderr, "muster-agent:", cli.ErrorText(err))
-		os.Exit(cli.ExitCode(err))
-	}
-}
+func main() { cli.Main("muster-agent", newRootCmd()) }
 
 // newRootCmd is the agent command as a root command, with the version
 // command beside check and enroll.

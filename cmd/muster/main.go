@@ -6,21 +6,7 @@
 package main
 
 import (
-	"context"
-	"fmt"
-	"os"
-	"os/signal"
-	"syscall"
-
 	"github.com/musterhq/muster/cmd/internal/cli"
 )
 
-func main() {
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	err := newRootCmd().ExecuteContext(ctx)
-	stop()
-	if err != nil {
-		fmt.Fprintln(os.Stderr, "muster:", cli.ErrorText(err))
-		os.Exit(cli.ExitCode(err))
-	}
-}
+func main() { cli.Main("muster", newRootCmd()) }

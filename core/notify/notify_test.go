@@ -561,17 +561,7 @@ func TestSentButNotRecordedIsSentAgainWithTheSameID(t *testing.T) {
 	want := appendEvents(t, st, 5, "run.paused")
 	testwait.For(t, "the five events sent", func() bool { ids, _ := rc.got(); return len(ids) >= len(want) })
 	first.Stop()
-	pending := func() int {
-		var ds []store.Delivery
-		if err := st.Read(ctx, func(r store.Reader) error {
-			var err error
-			ds, err = r.PendingDeliveries(ctx, "hook", 100)
-			return err
-		}); err != nil {
-			t.Fatal(err)
-		}
-		return len(ds)
-	}
+	pending := func() int { return pendingTo(t, st, "hook") }
 	if n := pending(); n != len(want) {
 		t.Fatalf("%d deliveries pending after sending without recording, want %d", n, len(want))
 	}
@@ -707,17 +697,7 @@ func TestANewEventWakesADestinationAfterItsBackoff(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(w.Stop)
-	pending := func() int {
-		var ds []store.Delivery
-		if err := st.Read(ctx, func(r store.Reader) error {
-			var err error
-			ds, err = r.PendingDeliveries(ctx, "hook", 10)
-			return err
-		}); err != nil {
-			t.Fatal(err)
-		}
-		return len(ds)
-	}
+	pending := func() int { return pendingTo(t, st, "hook") }
 	want := appendEvents(t, st, 1, "run.paused")
 	testwait.For(t, "the first event, after one failed try", func() bool { return pending() == 0 })
 	// Each next event comes once the last is recorded, when the loop
@@ -764,4 +744,19 @@ func TestADeadHeadMovesTheCursorPastIt(t *testing.T) {
 	if dead[0].EventSeq != seqs[0] || dead[0].Attempts != ClientErrorTries {
 		t.Errorf("dead = %+v, want event %d after %d tries", dead[0], seqs[0], ClientErrorTries)
 	}
+}
+
+// pendingTo counts the pending deliveries to a destination (up to 1000).
+func pendingTo(t *testing.T, st store.Store, dest string) int {
+	t.Helper()
+	ctx := context.Background()
+	var ds []store.Delivery
+	if err := st.Read(ctx, func(r store.Reader) error {
+		var err error
+		ds, err = r.PendingDeliveries(ctx, dest, 1000)
+		return err
+	}); err != nil {
+		t.Fatal(err)
+	}
+	return len(ds)
 }

@@ -1,8 +1,12 @@
 package cli
 
 import (
+	"context"
 	"errors"
 	"fmt"
+	"os"
+	"os/signal"
+	"syscall"
 
 	"github.com/spf13/cobra"
 
@@ -54,4 +58,17 @@ func NoArgs(cmd *cobra.Command, args []string) error {
 // usage error (exit code 2) that says where the help is.
 func FlagError(c *cobra.Command, err error) error {
 	return &ExitError{Code: 2, Err: fmt.Errorf("%w (see '%s --help')", err, c.CommandPath())}
+}
+
+// Main runs root as the program prog does: until SIGINT or SIGTERM ends its
+// context, then its error on stderr, escaped, and the exit status ExitCode
+// gives it.
+func Main(prog string, root *cobra.Command) {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	err := root.ExecuteContext(ctx)
+	stop()
+	if err != nil {
+		fmt.Fprintln(os.Stderr, prog+":", ErrorText(err))
+		os.Exit(ExitCode(err))
+	}
 }

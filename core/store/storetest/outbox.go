@@ -280,25 +280,7 @@ func testEventDeliveries(t *testing.T, db NewDB) {
 // record: its cursor moves past them, those retried before get one more
 // try and the status, the others show one try; the rest stay pending.
 func testMarkDelivered(t *testing.T, db NewDB) {
-	s := setup(t, db)
-	s.SetOutbox(outboxTo)
-	update(t, s, func(ctx context.Context, tx store.Tx) error {
-		for i := range 4 {
-			if err := tx.AppendEvent(ctx, &store.Event{TS: t0.Add(time.Duration(i) * time.Minute), Type: "y", Actor: "core"}); err != nil {
-				return err
-			}
-		}
-		return nil
-	})
-	var ds []store.Delivery
-	read(t, s, func(ctx context.Context, r store.Reader) error {
-		var err error
-		ds, err = r.PendingDeliveries(ctx, "b", 10)
-		return err
-	})
-	if len(ds) != 4 {
-		t.Fatalf("pending = %d, want 4", len(ds))
-	}
+	s, ds := pendingToB(t, db, 4)
 	// The first failed once before.
 	first := ds[0]
 	first.Attempts, first.LastStatus, first.LastError = 1, 503, "503 Service Unavailable"
@@ -354,25 +336,7 @@ func testMarkDelivered(t *testing.T, db NewDB) {
 // after the cursor, and counts in the backlog; delivered, the queue goes
 // on where it was.
 func testRedeliveredComesFirst(t *testing.T, db NewDB) {
-	s := setup(t, db)
-	s.SetOutbox(outboxTo)
-	update(t, s, func(ctx context.Context, tx store.Tx) error {
-		for i := range 3 {
-			if err := tx.AppendEvent(ctx, &store.Event{TS: t0.Add(time.Duration(i) * time.Minute), Type: "y", Actor: "core"}); err != nil {
-				return err
-			}
-		}
-		return nil
-	})
-	var ds []store.Delivery
-	read(t, s, func(ctx context.Context, r store.Reader) error {
-		var err error
-		ds, err = r.PendingDeliveries(ctx, "b", 10)
-		return err
-	})
-	if len(ds) != 3 {
-		t.Fatalf("pending = %d, want 3", len(ds))
-	}
+	s, ds := pendingToB(t, db, 3)
 	// The first dies, the second is delivered: the cursor is past both.
 	dead := ds[0]
 	dead.State, dead.Attempts, dead.LastStatus, dead.LastError = store.DeliveryDead, 3, 404, "404 Not Found"
@@ -637,4 +601,30 @@ func testLazyCommitKeepsWritesButNoEvent(t *testing.T, db NewDB) {
 	update(t, s, func(ctx context.Context, tx store.Tx) error {
 		return tx.AppendEvent(ctx, &store.Event{Type: "z", Actor: "core"})
 	})
+}
+
+// pendingToB is a store routing events as outboxTo does, n "y" events
+// appended a minute apart from t0, and their n pending deliveries to b.
+func pendingToB(t *testing.T, db NewDB, n int) (store.Store, []store.Delivery) {
+	t.Helper()
+	s := setup(t, db)
+	s.SetOutbox(outboxTo)
+	update(t, s, func(ctx context.Context, tx store.Tx) error {
+		for i := range n {
+			if err := tx.AppendEvent(ctx, &store.Event{TS: t0.Add(time.Duration(i) * time.Minute), Type: "y", Actor: "core"}); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	var ds []store.Delivery
+	read(t, s, func(ctx context.Context, r store.Reader) error {
+		var err error
+		ds, err = r.PendingDeliveries(ctx, "b", 10)
+		return err
+	})
+	if len(ds) != n {
+		t.Fatalf("pending = %d, want %d", len(ds), n)
+	}
+	return s, ds
 }
