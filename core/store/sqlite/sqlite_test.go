@@ -342,7 +342,7 @@ func TestMigrationMovesDeliveriesToTheOutbox(t *testing.T) {
 			(10, 0, 'run.failed', 'core');
 		INSERT INTO notify_deliveries (id, destination, event_seq, state, attempts, created_ts, next_ts, updated_ts, last_status, last_error) VALUES
 			(6*1024+1, 'b', 6, 'delivered', 1, 0, 0, 3, 200, ''),
-			(7*1024, 'a', 7, 'delivered', 1, 0, 0, 5, 204, ''),
+			(7*1024, 'a', 7, 'delivered', 2, 0, 0, 5, 204, ''),
 			(7*1024+1, 'b', 7, 'dead', 3, 0, 0, 6, 404, '404 Not Found'),
 			(9*1024, 'b', 9, 'pending', 2, 0, 0, 7, 503, '503 Service Unavailable'),
 			(9*1024+1, 'a', 9, 'pending', 0, 0, 0, 0, 0, ''),
@@ -362,7 +362,7 @@ func TestMigrationMovesDeliveriesToTheOutbox(t *testing.T) {
 			dest     string
 			state    string
 			attempts int
-		}{{store.DeliveryID(7, 0), "a", store.DeliveryDelivered, 1}, {store.DeliveryID(7, 1), "b", store.DeliveryDead, 3},
+		}{{store.DeliveryID(7, 0), "a", store.DeliveryDelivered, 2}, {store.DeliveryID(7, 1), "b", store.DeliveryDead, 3},
 			{store.DeliveryID(9, 0), "b", store.DeliveryPending, 2}, {store.DeliveryID(9, 1), "a", store.DeliveryPending, 0},
 			// Delivered after b's first pending one (a redelivery's
 			// order): it keeps its row, and so its state.
