@@ -575,11 +575,17 @@ func TestSentButNotRecordedIsSentAgainWithTheSameID(t *testing.T) {
 		}
 	}
 	// The one try the first worker had in flight when it stopped may
-	// land after it stopped (at least once): what the second sent ends
-	// the list.
+	// land after it stopped, anywhere among the second's (at least once):
+	// without it, what arrived is every event again, in order.
 	again := seqs[len(sentBefore):]
-	if len(again) < len(want) || len(again) > len(want)+1 || !slices.Equal(again[len(again)-len(want):], want) {
-		t.Errorf("after the restart, sent events %v, want every one again in order, %v, at the end", again, want)
+	ok := slices.Equal(again, want)
+	for i := range again {
+		if len(again) == len(want)+1 && slices.Equal(slices.Delete(slices.Clone(again), i, i+1), want) {
+			ok = true
+		}
+	}
+	if !ok {
+		t.Errorf("after the restart, sent events %v, want every one again in order, %v (and at most one late try of the first worker)", again, want)
 	}
 }
 
