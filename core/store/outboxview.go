@@ -212,6 +212,32 @@ func rowsByID(ds []Delivery) map[int64]Delivery {
 	return m
 }
 
+// views are the deliveries to destination of the outbox rows es (which go
+// to it, in seq order either way), each as its own row says or else as the
+// cursor does: one read of the rows of their range.
+func views(ctx context.Context, r OutboxRows, destination string, es []OutboxEntry, cursor int64) ([]Delivery, error) {
+	lo, hi := es[0].Seq, es[len(es)-1].Seq
+	if lo > hi {
+		lo, hi = hi, lo
+	}
+	rows, err := r.DeliveryRows(ctx, DeliveryScan{Destination: destination,
+		FromID: DeliveryID(lo, 0), ToID: DeliveryID(hi, MaxDestinations-1)})
+	if err != nil {
+		return nil, err
+	}
+	own := rowsByID(rows)
+	out := make([]Delivery, len(es))
+	for i, e := range es {
+		rank := e.rank(destination)
+		d, ok := own[DeliveryID(e.Seq, rank)]
+		if !ok {
+			d = implied(e, rank, cursor)
+		}
+		out[i] = d
+	}
+	return out, nil
+}
+
 // ReadDelivery is OutboxReader.Delivery of both stores.
 func ReadDelivery(ctx context.Context, r OutboxRows, id int64) (*Delivery, error) {
 	notFound := fmt.Errorf("delivery %d: %w", id, ErrNotFound)
@@ -307,21 +333,11 @@ func ListDeliveries(ctx context.Context, r OutboxRows, q DeliveryQuery) ([]Deliv
 			rows, err := r.DeliveryRows(ctx, below)
 			return append(out, rows...), err
 		}
-		lo, hi := es[0].Seq, es[len(es)-1].Seq
-		if lo > hi {
-			lo, hi = hi, lo
-		}
-		rows, err := r.DeliveryRows(ctx, DeliveryScan{Destination: q.Destination,
-			FromID: DeliveryID(lo, 0), ToID: DeliveryID(hi, MaxDestinations-1)})
+		ds, err := views(ctx, r, q.Destination, es, c.Seq)
 		if err != nil {
 			return nil, err
 		}
-		own := rowsByID(rows)
-		for _, e := range es {
-			d, ok := own[DeliveryID(e.Seq, e.rank(q.Destination))]
-			if !ok {
-				d = implied(e, e.rank(q.Destination), c.Seq)
-			}
+		for _, d := range ds {
 			if (q.State != "" && d.State != q.State) || (!q.Oldest && q.Before > 0 && d.ID >= q.Before) {
 				continue
 			}
@@ -363,17 +379,11 @@ func ListPending(ctx context.Context, r OutboxRows, destination string, limit in
 		if len(es) == 0 {
 			break
 		}
-		rows, err := r.DeliveryRows(ctx, DeliveryScan{Destination: destination,
-			FromID: DeliveryID(es[0].Seq, 0), ToID: DeliveryID(es[len(es)-1].Seq, MaxDestinations-1)})
+		ds, err := views(ctx, r, destination, es, c.Seq)
 		if err != nil {
 			return nil, err
 		}
-		own := rowsByID(rows)
-		for _, e := range es {
-			d, ok := own[DeliveryID(e.Seq, e.rank(destination))]
-			if !ok {
-				d = implied(e, e.rank(destination), c.Seq)
-			}
+		for _, d := range ds {
 			if d.State == DeliveryPending {
 				after = append(after, d)
 			}
@@ -383,22 +393,12 @@ func ListPending(ctx context.Context, r OutboxRows, destination string, limit in
 		}
 		scan.After = es[len(es)-1].Seq
 	}
+	// Every id up to the cursor's event is below every id after it.
 	out := append(below, after...)
-	slices.SortFunc(out, func(a, b Delivery) int { return cmpInt64(a.ID, b.ID) })
 	if limit > 0 && len(out) > limit {
 		out = out[:limit]
 	}
 	return out, nil
-}
-
-func cmpInt64(a, b int64) int {
-	switch {
-	case a < b:
-		return -1
-	case a > b:
-		return 1
-	}
-	return 0
 }
 
 // ListEventDeliveries is OutboxReader.EventDeliveries of both stores.
@@ -472,8 +472,7 @@ func ReadDeliveryStats(ctx context.Context, r OutboxRows, destinations ...string
 			if n.Destination != c.Destination {
 				continue
 			}
-			switch {
-			case n.State == DeliveryDead:
+			if n.State == DeliveryDead {
 				s.Dead += n.N
 			}
 			switch {
