@@ -2,14 +2,13 @@ package postgres
 
 import (
 	"context"
-	"errors"
 	"path"
 	"testing"
 
 	"github.com/jackc/pgx/v5"
 
-	"github.com/musterhq/muster/core/store"
 	"github.com/musterhq/muster/core/store/pgtest"
+	"github.com/musterhq/muster/core/store/storetest"
 )
 
 // migratedBefore makes a database on the test server migrated up to, not
@@ -78,46 +77,5 @@ func TestMigrationMovesDeliveriesToTheOutbox(t *testing.T) {
 		t.Fatal(err)
 	}
 	s := open(t, dsn)
-	err = s.Read(ctx, func(r store.Reader) error {
-		for _, want := range []struct {
-			id       int64
-			dest     string
-			state    string
-			attempts int
-		}{{store.DeliveryID(7, 0), "a", store.DeliveryDelivered, 2}, {store.DeliveryID(7, 1), "b", store.DeliveryDead, 3},
-			{store.DeliveryID(9, 0), "b", store.DeliveryPending, 2}, {store.DeliveryID(9, 1), "a", store.DeliveryPending, 0},
-			{store.DeliveryID(10, 0), "b", store.DeliveryDelivered, 1}} {
-			d, err := r.Delivery(ctx, want.id)
-			if err != nil {
-				return err
-			}
-			if d.Destination != want.dest || d.State != want.state || d.Attempts != want.attempts {
-				t.Errorf("delivery %d after the migration = %+v, want %s %s after %d tries", want.id, d, want.dest, want.state, want.attempts)
-			}
-		}
-		if _, err := r.Delivery(ctx, store.DeliveryID(6, 1)); !errors.Is(err, store.ErrNotFound) {
-			t.Errorf("event 6's delivery, cut short by a purge = %v, want ErrNotFound", err)
-		}
-		for _, dest := range []string{"a", "b"} {
-			pending, err := r.PendingDeliveries(ctx, dest, 10)
-			if err != nil {
-				return err
-			}
-			if len(pending) != 1 || pending[0].EventSeq != 9 {
-				t.Errorf("pending to %s after the migration = %+v, want event 9's alone", dest, pending)
-			}
-		}
-		stats, err := r.DeliveryStats(ctx)
-		if err != nil {
-			return err
-		}
-		if len(stats) != 2 || stats[0].Backlog != 1 || stats[0].LastSuccess == nil || stats[1].Backlog != 1 ||
-			stats[1].Dead != 1 || stats[1].LastError != "503 Service Unavailable" {
-			t.Errorf("stats after the migration = %+v", stats)
-		}
-		return nil
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
+	storetest.CheckMigratedOutbox(t, s)
 }

@@ -3,7 +3,6 @@ package sqlite
 import (
 	"context"
 	"database/sql"
-	"errors"
 	"fmt"
 	"path/filepath"
 	"reflect"
@@ -249,21 +248,10 @@ func TestMigrationNumbersExistingDeliveriesByEvent(t *testing.T) {
 	}
 	defer s.Close()
 	err = s.Read(ctx, func(r store.Reader) error {
-		for _, want := range []struct {
-			id       int64
-			dest     string
-			state    string
-			attempts int
-		}{{store.DeliveryID(7, 0), "a", store.DeliveryDelivered, 1}, {store.DeliveryID(7, 1), "b", store.DeliveryDead, 3},
-			{store.DeliveryID(9, 0), "b", store.DeliveryPending, 2}, {store.DeliveryID(9, 1), "a", store.DeliveryPending, 0}} {
-			d, err := r.Delivery(ctx, want.id)
-			if err != nil {
-				return err
-			}
-			if d.Destination != want.dest || d.State != want.state || d.Attempts != want.attempts {
-				t.Errorf("delivery %d after the migration = %+v, want %s %s after %d tries", want.id, d, want.dest, want.state, want.attempts)
-			}
-		}
+		storetest.CheckDeliveries(t, ctx, r, storetest.DeliveryWant{ID: store.DeliveryID(7, 0), Dest: "a", State: store.DeliveryDelivered, Attempts: 1},
+			storetest.DeliveryWant{ID: store.DeliveryID(7, 1), Dest: "b", State: store.DeliveryDead, Attempts: 3},
+			storetest.DeliveryWant{ID: store.DeliveryID(9, 0), Dest: "b", State: store.DeliveryPending, Attempts: 2},
+			storetest.DeliveryWant{ID: store.DeliveryID(9, 1), Dest: "a", State: store.DeliveryPending, Attempts: 0})
 		next, err := store.NextDelivery(ctx, r, "a")
 		if err != nil || next.ID != store.DeliveryID(9, 1) {
 			t.Errorf("NextDelivery(a) = %+v, %v, want event 9's", next, err)
@@ -356,48 +344,5 @@ func TestMigrationMovesDeliveriesToTheOutbox(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer s.Close()
-	err = s.Read(ctx, func(r store.Reader) error {
-		for _, want := range []struct {
-			id       int64
-			dest     string
-			state    string
-			attempts int
-		}{{store.DeliveryID(7, 0), "a", store.DeliveryDelivered, 2}, {store.DeliveryID(7, 1), "b", store.DeliveryDead, 3},
-			{store.DeliveryID(9, 0), "b", store.DeliveryPending, 2}, {store.DeliveryID(9, 1), "a", store.DeliveryPending, 0},
-			// Delivered after b's first pending one (a redelivery's
-			// order): it keeps its row, and so its state.
-			{store.DeliveryID(10, 0), "b", store.DeliveryDelivered, 1}} {
-			d, err := r.Delivery(ctx, want.id)
-			if err != nil {
-				return err
-			}
-			if d.Destination != want.dest || d.State != want.state || d.Attempts != want.attempts {
-				t.Errorf("delivery %d after the migration = %+v, want %s %s after %d tries", want.id, d, want.dest, want.state, want.attempts)
-			}
-		}
-		if pending, err := r.PendingDeliveries(ctx, "b", 10); err != nil || len(pending) != 1 || pending[0].EventSeq != 9 {
-			t.Errorf("pending to b after the migration = %+v, %v, want event 9's alone", pending, err)
-		}
-		if _, err := r.Delivery(ctx, store.DeliveryID(6, 1)); !errors.Is(err, store.ErrNotFound) {
-			t.Errorf("event 6's delivery, cut short by a purge = %v, want ErrNotFound", err)
-		}
-		for _, dest := range []string{"a", "b"} {
-			next, err := store.NextDelivery(ctx, r, dest)
-			if err != nil || next.EventSeq != 9 {
-				t.Errorf("NextDelivery(%s) = %+v, %v, want event 9's", dest, next, err)
-			}
-		}
-		stats, err := r.DeliveryStats(ctx)
-		if err != nil {
-			return err
-		}
-		if len(stats) != 2 || stats[0].Backlog != 1 || stats[0].LastSuccess == nil || stats[1].Backlog != 1 ||
-			stats[1].Dead != 1 || stats[1].LastError != "503 Service Unavailable" {
-			t.Errorf("stats after the migration = %+v", stats)
-		}
-		return nil
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
+	storetest.CheckMigratedOutbox(t, s)
 }
