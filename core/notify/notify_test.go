@@ -215,15 +215,21 @@ type setupOut struct {
 
 func setup(t *testing.T, dests []Destination) setupOut {
 	t.Helper()
+	return setupWith(t, Config{Destinations: dests, PublicURL: "https://muster.example.com", AllowLoopback: true,
+		MinBackoff: 20 * time.Millisecond, MaxBackoff: 100 * time.Millisecond, Poll: 200 * time.Millisecond})
+}
+
+// setupWith is setup with a worker configured as cfg.
+func setupWith(t *testing.T, cfg Config) setupOut {
+	t.Helper()
 	ctx := context.Background()
 	st, err := sqlite.Open(ctx, t.TempDir())
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { st.Close() })
-	st.SetOutbox(Route(dests))
-	w, err := New(Config{Destinations: dests, PublicURL: "https://muster.example.com", AllowLoopback: true,
-		MinBackoff: 20 * time.Millisecond, MaxBackoff: 100 * time.Millisecond, Poll: 200 * time.Millisecond}, st, nil, nil)
+	st.SetOutbox(Route(cfg.Destinations))
+	w, err := New(cfg, st, nil, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -684,25 +690,11 @@ func TestRecentKeepsEventsAndBodiesOnce(t *testing.T) {
 // made, the next event wakes it at once, not at its next poll.
 func TestANewEventWakesADestinationAfterItsBackoff(t *testing.T) {
 	t.Parallel()
-	ctx := context.Background()
 	rc := newReceiver(t, "s3cret")
 	rc.fail.Store(1)
 	dests := []Destination{{Name: "hook", URL: rc.srv.URL, Format: FormatJSON, SecretFile: writeSecret(t, "s3cret", 0o600)}}
-	st, err := sqlite.Open(ctx, t.TempDir())
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { st.Close() })
-	st.SetOutbox(Route(dests))
-	w, err := New(Config{Destinations: dests, AllowLoopback: true, MinBackoff: 50 * time.Millisecond,
-		MaxBackoff: 100 * time.Millisecond, Poll: time.Hour, Linger: time.Millisecond}, st, nil, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := w.Start(ctx); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(w.Stop)
+	st := setupWith(t, Config{Destinations: dests, AllowLoopback: true, MinBackoff: 50 * time.Millisecond,
+		MaxBackoff: 100 * time.Millisecond, Poll: time.Hour, Linger: time.Millisecond}).st
 	pending := func() int { return pendingTo(t, st, "hook") }
 	want := appendEvents(t, st, 1, "run.paused")
 	testwait.For(t, "the first event, after one failed try", func() bool { return pending() == 0 })
