@@ -47,15 +47,7 @@ func startAgent(t *testing.T, shutdown time.Duration) (*Agent, Config, <-chan er
 func TestRunStopsEveryPartAndClosesTheQueue(t *testing.T) {
 	t.Parallel()
 	ag, cfg, done, cancel := startAgent(t, 10*time.Second)
-	cl := client.NewAgent(ag.Addr().String(), nil)
-	a, _, err := cl.Push(context.Background(), &wire.PushRequest{ID: action.NewID(), Kind: "muster.io/debug.ping"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	testwait.For(t, "the ping to finish", func() bool {
-		got, err := cl.Get(context.Background(), a.ID)
-		return err == nil && got.State == action.Done
-	})
+	id := pingDone(t, ag)
 	cancel()
 	if err := <-done; err != nil {
 		t.Fatalf("Run returned %v", err)
@@ -68,7 +60,7 @@ func TestRunStopsEveryPartAndClosesTheQueue(t *testing.T) {
 		t.Fatalf("the queue does not open again: %v", err)
 	}
 	defer q.Close()
-	if got, err := q.Get(context.Background(), a.ID); err != nil || got.State != action.Done {
+	if got, err := q.Get(context.Background(), id); err != nil || got.State != action.Done {
 		t.Fatalf("after restart: %v, %v", got, err)
 	}
 }
@@ -118,4 +110,20 @@ func holdRequest(t *testing.T, c net.Conn, token string) {
 	if err != nil || !strings.HasPrefix(line, "HTTP/1.1 100") {
 		t.Fatalf("the handler did not start reading the body: %q, %v", line, err)
 	}
+}
+
+// pingDone pushes a muster.io/debug.ping to ag, waits until it is DONE and
+// returns its id.
+func pingDone(t *testing.T, ag *Agent) string {
+	t.Helper()
+	cl := client.NewAgent(ag.Addr().String(), nil)
+	a, _, err := cl.Push(context.Background(), &wire.PushRequest{ID: action.NewID(), Kind: "muster.io/debug.ping"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	testwait.For(t, "the ping to finish", func() bool {
+		got, err := cl.Get(context.Background(), a.ID)
+		return err == nil && got.State == action.Done
+	})
+	return a.ID
 }

@@ -1,7 +1,6 @@
 package agent
 
 import (
-	"context"
 	"math"
 	"net/http"
 	"slices"
@@ -13,9 +12,7 @@ import (
 	"github.com/prometheus/common/model"
 
 	"github.com/musterhq/muster/shared/action"
-	"github.com/musterhq/muster/shared/client"
 	"github.com/musterhq/muster/shared/testwait"
-	"github.com/musterhq/muster/shared/wire"
 )
 
 // TestMetricsParseAsPrometheusText: a real agent's /metrics, after an action
@@ -25,16 +22,8 @@ import (
 func TestMetricsParseAsPrometheusText(t *testing.T) {
 	t.Parallel()
 	ag, _, _, _ := startAgent(t, 10*time.Second)
-	cl := client.NewAgent(ag.Addr().String(), nil)
-	a, _, err := cl.Push(context.Background(), &wire.PushRequest{ID: action.NewID(), Kind: "muster.io/debug.ping"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	testwait.For(t, "the ping to finish", func() bool {
-		got, err := cl.Get(context.Background(), a.ID)
-		return err == nil && got.State == action.Done
-	})
-	resp, err := http.Get("http://" + ag.Addr().String() + "/metrics")
+	pingDone(t, ag)
+	resp, err := (&http.Client{Timeout: testwait.Timeout}).Get("http://" + ag.Addr().String() + "/metrics")
 	if err != nil {
 		t.Fatal(err)
 	}

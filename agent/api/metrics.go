@@ -10,7 +10,7 @@ import (
 	"github.com/musterhq/muster/shared/apiserver"
 )
 
-// metrics are the API's own: requests by method, route and status.
+// apiMetrics are the API's own: requests by method, route and status.
 type apiMetrics struct {
 	requests *metrics.Set
 }

@@ -217,14 +217,7 @@ func FuzzLabelValueReadsBack(f *testing.F) {
 	f.Fuzz(func(t *testing.T, value string) {
 		r := NewRegistry()
 		r.Family("t_total", Counter, "T.").GetOrCreateCounter(Series("t_total", "kind", value)).Inc()
-		p := expfmt.NewTextParser(model.LegacyValidation)
-		var b bytes.Buffer
-		r.WritePrometheus(&b)
-		fams, err := p.TextToMetricFamilies(&b)
-		if err != nil {
-			t.Fatalf("value %q: %v", value, err)
-		}
-		m := fams["t_total"].GetMetric()
+		m := parse(t, write(r))["t_total"].GetMetric()
 		if len(m) != 1 || m[0].GetLabel()[0].GetValue() != strings.ToValidUTF8(value, "\uFFFD") {
 			t.Fatalf("value %q read back as %v", value, m)
 		}

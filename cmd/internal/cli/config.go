@@ -28,12 +28,12 @@ func LoadConfig(cmd *cobra.Command, out any, flagKeys map[string]string) error {
 	if f := cmd.Flags().Lookup("config"); f != nil {
 		path = f.Value.String()
 	}
-	return LoadConfigFrom(cmd, path, out, flagKeys)
+	return loadConfigFrom(cmd, path, out, flagKeys)
 }
 
-// LoadConfigFrom is LoadConfig with the file named by path; with a nil cmd
+// loadConfigFrom is LoadConfig with the file named by path; with a nil cmd
 // only the defaults and the file count (no environment, no flags).
-func LoadConfigFrom(cmd *cobra.Command, path string, out any, flagKeys map[string]string) error {
+func loadConfigFrom(cmd *cobra.Command, path string, out any, flagKeys map[string]string) error {
 	v := viper.New()
 	v.SetConfigType("yaml")
 	// The defaults go in first as a YAML document, so that every key is known to
@@ -92,7 +92,7 @@ func LoadValid(cmd *cobra.Command, out any, flagKeys map[string]string, validate
 // only the defaults and the file count.
 func LoadValidFrom(cmd *cobra.Command, path string, out any, flagKeys map[string]string, validate func() error) error {
 	var errs config.Errors
-	if err := LoadConfigFrom(cmd, path, out, flagKeys); err != nil && !errors.As(err, &errs) {
+	if err := loadConfigFrom(cmd, path, out, flagKeys); err != nil && !errors.As(err, &errs) {
 		return err // the file could not be read or parsed: nothing to validate
 	}
 	errs = slices.Clone(errs)

@@ -10,7 +10,7 @@ purge)
 	rm -rf /var/lib/muster/core
 	status=$(dpkg-query -W -f='${db:Status-Abbrev}' muster-agent 2>/dev/null || true)
 	case "$status" in
-	"" | un* | pn*)
+	"" | ?n*)
 		rm -rf /var/lib/muster /etc/muster
 		if getent passwd muster >/dev/null; then userdel muster; fi
 		if getent group muster >/dev/null; then groupdel muster; fi
