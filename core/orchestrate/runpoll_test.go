@@ -2,6 +2,7 @@ package orchestrate
 
 import (
 	"context"
+	"slices"
 	"testing"
 	"time"
 
@@ -134,4 +135,16 @@ func TestRunWatchesOnlyNodesWhoseChildIsOnItsAgent(t *testing.T) {
 	if got := h.o.watched(); len(got) != 0 {
 		t.Fatalf("a watcher that ended is still listed: %q", got)
 	}
+}
+
+// watched lists the watched nodes as "cluster/node" (tests).
+func (o *Orchestrator) watched() []string {
+	o.watch.mu.Lock()
+	defer o.watch.mu.Unlock()
+	out := make([]string, 0, len(o.watch.m))
+	for k := range o.watch.m {
+		out = append(out, k.cluster+"/"+k.node)
+	}
+	slices.Sort(out)
+	return out
 }

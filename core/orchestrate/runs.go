@@ -154,9 +154,9 @@ func (o *Orchestrator) procedures(ctx context.Context, r store.Reader, clusterID
 // runBusy reads the nodes of the cluster (every cluster when "") that hold
 // an unfinished child of a running run: cluster → node → whether the agent
 // has it (NEW or RUNNING; false: not sent yet).
-func runBusy(ctx context.Context, r store.Reader, clusterID string) (map[string]map[string]bool, error) {
+func runBusy(ctx context.Context, r store.Reader) (map[string]map[string]bool, error) {
 	busy := map[string]map[string]bool{}
-	running, err := r.RunsInState(ctx, clusterID, store.RunRunning)
+	running, err := r.RunsInState(ctx, "", store.RunRunning)
 	if err != nil || len(running) == 0 {
 		return busy, err
 	}
@@ -208,7 +208,7 @@ func (o *Orchestrator) pollRuns(ctx context.Context) {
 		var busy map[string]map[string]bool // cluster → nodes
 		err := o.st.Read(ctx, func(r store.Reader) error {
 			var err error
-			busy, err = runBusy(ctx, r, "")
+			busy, err = runBusy(ctx, r)
 			return err
 		})
 		if err != nil {

@@ -8,6 +8,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/musterhq/muster/core/runs"
 	"github.com/musterhq/muster/core/store"
 	"github.com/musterhq/muster/shared/action"
 	"github.com/musterhq/muster/shared/client"
@@ -356,8 +357,8 @@ func (o *Orchestrator) watchNode(ctx context.Context, k nodeKey, w *watcher) {
 
 // watchedNode reads node k and whether it still holds an unfinished child
 // of a run (not sent yet, NEW or RUNNING). The run's state is not read (a
-// run's record is large): the advance and pollRuns stop the watches of runs
-// that are not running.
+// run's record is large): pollRuns stops the watches of runs that are not
+// running (reconcileWatches).
 func (o *Orchestrator) watchedNode(ctx context.Context, k nodeKey) (*store.Node, bool, error) {
 	var n *store.Node
 	busy := false
@@ -377,19 +378,6 @@ func (o *Orchestrator) watchedNode(ctx context.Context, k nodeKey) (*store.Node,
 }
 
 // unfinishedChild reports whether a run's child in state s is one whose
-// end a watch waits for: not sent yet, NEW or RUNNING.
-func unfinishedChild(s action.State) bool {
-	return s == action.PendingSchedule || s == action.New || s == action.Running
-}
-
-// watched lists the watched nodes as "cluster/node" (tests).
-func (o *Orchestrator) watched() []string {
-	o.watch.mu.Lock()
-	defer o.watch.mu.Unlock()
-	out := make([]string, 0, len(o.watch.m))
-	for k := range o.watch.m {
-		out = append(out, k.cluster+"/"+k.node)
-	}
-	slices.Sort(out)
-	return out
-}
+// end a watch waits for: in flight (runs.InFlightStates: not sent yet, NEW
+// or RUNNING).
+func unfinishedChild(s action.State) bool { return slices.Contains(runs.InFlightStates, s) }

@@ -382,7 +382,7 @@ func TestSchedulePageOffersPauseResumeDeleteByRole(t *testing.T) {
 	if _, _, body := op.get(loc); !strings.Contains(body, "Schedule op-nap deleted.") || strings.Contains(body, `href="/ui/schedules/op-nap"`) {
 		t.Errorf("the list after the delete:\n%s", body)
 	}
-	// Pausing what is not active is refused with the engine's reason.
+	// A deleted schedule is gone: pausing it is refused as not found.
 	if status, _, _ := op.post("/ui/schedules/op-nap/pause", map[string][]string{"csrf": {op.csrf}}); status != http.StatusNotFound {
 		t.Errorf("pause of a deleted schedule: %d, want 404", status)
 	}

@@ -1,7 +1,8 @@
 // Package sqlite opens muster's SQLite databases one way: WAL, synchronous=FULL,
 // a busy timeout, foreign keys, immediate write transactions, one writer
 // connection beside a pool of readers, and embedded migrations applied in order.
-// Every write goes through InTx.
+// Every write goes through InTx, or InTxNoSync for a commit that may be lost
+// in a power loss (docs/notifications.md, "Cost").
 package sqlite
 
 import (
