@@ -87,17 +87,26 @@ func setupKinds(t *testing.T, external []handlers.External) *fixture {
 
 func (f *fixture) do(t *testing.T, method, path, body string) (int, []byte) {
 	t.Helper()
+	st, b, err := f.try(method, path, body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return st, b
+}
+
+// try is do for a goroutine other than the test's: it returns the error.
+func (f *fixture) try(method, path, body string) (int, []byte, error) {
 	req, _ := http.NewRequest(method, f.url+path, strings.NewReader(body))
 	if body != "" || method == http.MethodPost {
 		req.Header.Set("Content-Type", "application/json")
 	}
 	resp, err := f.client.Do(req)
 	if err != nil {
-		t.Fatal(err)
+		return 0, nil, err
 	}
 	defer resp.Body.Close()
-	b, _ := io.ReadAll(resp.Body)
-	return resp.StatusCode, b
+	b, err := io.ReadAll(resp.Body)
+	return resp.StatusCode, b, err
 }
 
 func decode[T any](t *testing.T, b []byte) T {
@@ -525,22 +534,26 @@ func TestOpenAPIDocumentNamesEveryRoute(t *testing.T) {
 }
 
 // changedSpy tells when a blocking GET of the changes is about to wait.
+// changedSpy tells on waiting each read of changes that found none: a
+// held GET waits for a change from then on.
 type changedSpy struct {
 	*queue.Queue
 	waiting chan struct{}
 }
 
-func (q *changedSpy) Changed() <-chan struct{} {
-	ch := q.Queue.Changed()
-	select {
-	case q.waiting <- struct{}{}:
-	default:
+func (q *changedSpy) Changes(ctx context.Context, since int64, limit int) ([]action.Action, int64, bool, error) {
+	acts, next, more, err := q.Queue.Changes(ctx, since, limit)
+	if err == nil && len(acts) == 0 {
+		select {
+		case q.waiting <- struct{}{}:
+		default:
+		}
 	}
-	return ch
+	return acts, next, more, err
 }
 
-// setupWait serves a queue whose Changed calls are told on the returned
-// channel, with maxWait as Config.MaxWait.
+// setupWait serves a queue whose reads of changes that found none are
+// told on the returned channel, with maxWait as Config.MaxWait.
 func setupWait(t *testing.T, maxWait time.Duration) (*fixture, *Server, chan struct{}) {
 	t.Helper()
 	q, err := queue.Open(context.Background(), t.TempDir())
@@ -571,13 +584,18 @@ func TestChangesWaitIsHeldUntilAChange(t *testing.T) {
 	}
 	got := make(chan answer, 1)
 	go func() {
-		st, b := f.do(t, "GET", "/api/v1/actions?since=0&limit=1&wait=30s", "")
+		st, b, err := f.try("GET", "/api/v1/actions?since=0&limit=1&wait=30s", "")
 		var p wire.ChangesPage
-		_ = json.Unmarshal(b, &p)
+		if err == nil {
+			err = json.Unmarshal(b, &p)
+		}
+		if err != nil {
+			st, b = 0, []byte(err.Error())
+		}
 		got <- answer{st, p, b}
 	}()
 	select {
-	case <-waiting: // the handler took the signal and reads next; the push may come before or after its read
+	case <-waiting: // the handler read nothing: only the change's wake-up can answer it now
 	case <-time.After(10 * time.Second):
 		t.Fatal("the GET never reached the queue")
 	}
@@ -597,12 +615,12 @@ func TestChangesWaitIsHeldUntilAChange(t *testing.T) {
 }
 
 // TestChangesWaitAnswersEmptyWhenItEnds: a held GET with nothing to report
-// answers an empty page at the end of its wait, cut to the server's bound,
-// and at once when the server shuts down (EndWaits); a GET with changes
-// answers at once whatever its wait.
+// answers an empty page at the end of its wait, cut to the server's bound
+// (at shutdown: TestEndWaitsAnswersHeldGETs); a GET with changes answers at
+// once whatever its wait.
 func TestChangesWaitAnswersEmptyWhenItEnds(t *testing.T) {
 	t.Parallel()
-	f, srv, _ := setupWait(t, 200*time.Millisecond)
+	f, _, _ := setupWait(t, 200*time.Millisecond)
 	if st, b := f.do(t, "POST", "/api/v1/actions", `{"kind":"muster.io/debug.sleep","args":{"seconds":60}}`); st != http.StatusCreated {
 		t.Fatalf("push: %d %s", st, b)
 	}
@@ -629,14 +647,45 @@ func TestChangesWaitAnswersEmptyWhenItEnds(t *testing.T) {
 			t.Fatalf("wait=%s: answered after %s", wait, held)
 		}
 	}
+}
+
+// TestEndWaitsAnswersHeldGETs: when the server shuts down (EndWaits), a
+// GET held for a change answers its empty page at once, and so does every
+// later one, though their waits (30 s, not cut) have far to go.
+func TestEndWaitsAnswersHeldGETs(t *testing.T) {
+	t.Parallel()
+	f, srv, waiting := setupWait(t, 0)
+	type answer struct {
+		status int
+		raw    []byte
+		err    error
+	}
+	got := make(chan answer, 1)
+	go func() {
+		st, b, err := f.try("GET", "/api/v1/actions?since=0&wait=30s", "")
+		got <- answer{st, b, err}
+	}()
+	select {
+	case <-waiting: // held: it read nothing and waits
+	case <-time.After(10 * time.Second):
+		t.Fatal("the GET never reached the queue")
+	}
 	srv.EndWaits()
 	srv.EndWaits() // idempotent
-	begin = time.Now()
-	st, b = f.do(t, "GET", fmt.Sprintf("/api/v1/actions?since=%d&wait=30s", cursor), "")
+	select {
+	case a := <-got:
+		if a.err != nil || a.status != http.StatusOK || len(decode[wire.ChangesPage](t, a.raw).Actions) != 0 {
+			t.Fatalf("the held GET answered %d %s %v, want an empty page", a.status, a.raw, a.err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("the held GET was not answered within 10s of EndWaits (its wait is 30s)")
+	}
+	begin := time.Now()
+	st, b := f.do(t, "GET", "/api/v1/actions?since=0&wait=30s", "")
 	if st != 200 || len(decode[wire.ChangesPage](t, b).Actions) != 0 {
 		t.Fatalf("after EndWaits: %d %s", st, b)
 	}
-	if held := time.Since(begin); held > 5*time.Second {
+	if held := time.Since(begin); held > 10*time.Second {
 		t.Fatalf("after EndWaits a GET was held %s", held)
 	}
 }
