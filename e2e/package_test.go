@@ -221,6 +221,28 @@ func TestPackageDebInstallStartRemove(t *testing.T) {
 	if _, err := user.Lookup("muster"); err == nil {
 		t.Error("the muster user is still there after both purges")
 	}
+
+	// The core's package purged first, the node's still installed: the
+	// node keeps its configuration, its directories and the user.
+	runOK(t, "dpkg", "-i", debs[0], debs[1])
+	runOK(t, "dpkg", "--purge", "muster")
+	if _, err := os.Stat("/etc/muster/core.yaml"); !os.IsNotExist(err) {
+		t.Errorf("/etc/muster/core.yaml is still there after the purge of muster (%v)", err)
+	}
+	for _, kept := range []string{"/usr/bin/muster-agent", "/etc/muster/agent.yaml", "/var/lib/muster"} {
+		if _, err := os.Stat(kept); err != nil {
+			t.Errorf("the purge of muster removed %s of muster-agent: %v", kept, err)
+		}
+	}
+	if _, err := user.Lookup("muster"); err != nil {
+		t.Errorf("the purge of muster removed the muster user, which muster-agent's files name: %v", err)
+	}
+	runOK(t, "dpkg", "--purge", "muster-agent")
+	for _, gone := range []string{"/etc/muster", "/var/lib/muster"} {
+		if _, err := os.Stat(gone); !os.IsNotExist(err) {
+			t.Errorf("%s is still there after both purges, muster first (%v)", gone, err)
+		}
+	}
 }
 
 // startInstalledAgent runs the installed muster-agent with the installed agent
