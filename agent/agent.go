@@ -7,7 +7,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"log/slog"
 	"net"
 	"os"
@@ -17,8 +16,6 @@ import (
 	"sync"
 	"syscall"
 	"time"
-
-	"github.com/VictoriaMetrics/metrics"
 
 	"github.com/musterhq/muster/agent/api"
 	"github.com/musterhq/muster/agent/enroll"
@@ -411,14 +408,14 @@ func gossipKeyFile(g GossipConfig) string {
 // each scrape.
 func registerQueueGauge(reg *exposition.Registry, q *queue.Queue) {
 	reg.Family("muster_agent_queue_actions", exposition.Gauge, "Actions in the agent's queue, by state.").
-		RegisterMetricsWriter(func(w io.Writer) {
+		Gauges(func(gauge func(v uint64, labels ...string)) {
 			counts, err := q.Counts(context.Background())
 			if err != nil {
 				return
 			}
 			// In the order of their names, as the Prometheus client library lists series.
 			for _, s := range []action.State{action.Cancelled, action.Done, action.Failed, action.New, action.Running} {
-				metrics.WriteGaugeUint64(w, exposition.Series("muster_agent_queue_actions", "state", string(s)), uint64(counts[s]))
+				gauge(uint64(counts[s]), "state", string(s))
 			}
 		})
 }

@@ -3,7 +3,6 @@ package api
 import (
 	"strconv"
 
-	"github.com/VictoriaMetrics/metrics"
 	"github.com/labstack/echo/v5"
 
 	"github.com/musterhq/muster/agent/exposition"
@@ -12,7 +11,7 @@ import (
 
 // apiMetrics are the API's own: requests by method, route and status.
 type apiMetrics struct {
-	requests *metrics.Set
+	requests *exposition.Family
 }
 
 // newMetrics registers the API's metrics on reg (nil: they count, unseen).
@@ -30,9 +29,8 @@ func (m *apiMetrics) middleware(next echo.HandlerFunc) echo.HandlerFunc {
 		if err != nil {
 			status = classify(err).status
 		}
-		m.requests.GetOrCreateCounter(exposition.Series("muster_agent_api_requests_total",
-			"code", strconv.Itoa(status), "method", apiserver.MethodLabel(c.Request().Method),
-			"route", apiserver.RouteLabel(c))).Inc()
+		m.requests.Counter("code", strconv.Itoa(status), "method", apiserver.MethodLabel(c.Request().Method),
+			"route", apiserver.RouteLabel(c)).Inc()
 		return err
 	}
 }

@@ -49,24 +49,48 @@ func NewRegistry() *Registry {
 	return &Registry{families: map[string]*family{}}
 }
 
-// Family adds the family name, of type typ, described by help, and returns
-// the set its series are made in: their names are name itself or
-// Series(name, labels...), and a histogram's are the library's
-// PrometheusHistogram, whose buckets are le buckets. On a nil Registry it
-// returns a set nothing writes. It panics when name is taken, as a second
-// family of one name would make /metrics invalid.
-func (r *Registry) Family(name string, typ Type, help string) *metrics.Set {
-	set := metrics.NewSet()
+// Family adds the family name, of type typ, described by help, whose
+// series are made by the returned Family's methods, each named after it. On
+// a nil Registry the family counts, unseen. It panics when name is taken, as
+// a second family of one name would make /metrics invalid.
+func (r *Registry) Family(name string, typ Type, help string) *Family {
+	f := &Family{name: name, set: metrics.NewSet()}
 	if r == nil {
-		return set
+		return f
 	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if _, ok := r.families[name]; ok {
 		panic(fmt.Sprintf("exposition: family %s registered twice", name))
 	}
-	r.families[name] = &family{name: name, help: help, typ: typ, set: set}
-	return set
+	r.families[name] = &family{name: name, help: help, typ: typ, set: f.set}
+	return f
+}
+
+// Family makes the series of one family, with the labels given as name,
+// value pairs (Series).
+type Family struct {
+	name string
+	set  *metrics.Set
+}
+
+// Counter returns the family's counter with these labels.
+func (f *Family) Counter(labels ...string) *metrics.Counter {
+	return f.set.GetOrCreateCounter(Series(f.name, labels...))
+}
+
+// Histogram returns the family's histogram with these labels and le
+// buckets (the library's PrometheusHistogram).
+func (f *Family) Histogram(buckets []float64, labels ...string) *metrics.PrometheusHistogram {
+	return f.set.GetOrCreatePrometheusHistogramExt(Series(f.name, labels...), buckets)
+}
+
+// Gauges makes the family's gauges at each scrape: write calls gauge once
+// per series, with its value and labels.
+func (f *Family) Gauges(write func(gauge func(v uint64, labels ...string))) {
+	f.set.RegisterMetricsWriter(func(w io.Writer) {
+		write(func(v uint64, labels ...string) { metrics.WriteGaugeUint64(w, Series(f.name, labels...), v) })
+	})
 }
 
 // WritePrometheus writes every family that has a series, in name order,

@@ -2,14 +2,12 @@ package exposition
 
 import (
 	"bytes"
-	"io"
 	"math"
 	"net/http"
 	"net/http/httptest"
 	"strings"
 	"testing"
 
-	"github.com/VictoriaMetrics/metrics"
 	dto "github.com/prometheus/client_model/go"
 	"github.com/prometheus/common/expfmt"
 	"github.com/prometheus/common/model"
@@ -39,12 +37,12 @@ func write(r *Registry) []byte {
 func TestWritesEachFamilyWithItsHelpAndType(t *testing.T) {
 	t.Parallel()
 	r := NewRegistry()
-	r.Family("t_requests_total", Counter, "Requests.").GetOrCreateCounter(Series("t_requests_total", "code", "200")).Add(3)
-	r.Family("t_depth", Gauge, "Depth, read at scrape.").RegisterMetricsWriter(func(w io.Writer) {
-		metrics.WriteGaugeUint64(w, Series("t_depth", "state", "NEW"), 7)
+	r.Family("t_requests_total", Counter, "Requests.").Counter("code", "200").Add(3)
+	r.Family("t_depth", Gauge, "Depth, read at scrape.").Gauges(func(gauge func(v uint64, labels ...string)) {
+		gauge(7, "state", "NEW")
 	})
 	h := r.Family("t_step_seconds", Histogram, "Steps.").
-		GetOrCreatePrometheusHistogramExt(Series("t_step_seconds", "kind", "a"), []float64{0.1, 1})
+		Histogram([]float64{0.1, 1}, "kind", "a")
 	h.Update(0.05)
 	h.Update(0.5)
 	h.Update(5)
@@ -101,7 +99,7 @@ func TestLabelValuesAreEscaped(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
 			r := NewRegistry()
-			r.Family("t_total", Counter, "T.").GetOrCreateCounter(Series("t_total", "kind", tc.value, "state", "DONE")).Inc()
+			r.Family("t_total", Counter, "T.").Counter("kind", tc.value, "state", "DONE").Inc()
 			text := write(r)
 			fams := parse(t, text)
 			if fams["fake"] != nil {
@@ -133,8 +131,8 @@ func TestFamiliesWithoutSeriesAreLeftOut(t *testing.T) {
 func TestRegistriesKeepApart(t *testing.T) {
 	t.Parallel()
 	a, b := NewRegistry(), NewRegistry()
-	a.Family("t_total", Counter, "T.").GetOrCreateCounter(Series("t_total", "node", "a")).Inc()
-	b.Family("t_total", Counter, "T.").GetOrCreateCounter(Series("t_total", "node", "b")).Add(2)
+	a.Family("t_total", Counter, "T.").Counter("node", "a").Inc()
+	b.Family("t_total", Counter, "T.").Counter("node", "b").Add(2)
 	ta, tb := string(write(a)), string(write(b))
 	if !strings.Contains(ta, `t_total{node="a"} 1`) || strings.Contains(ta, `node="b"`) {
 		t.Errorf("first registry:\n%s", ta)
@@ -163,7 +161,7 @@ func TestAFamilyNamedTwicePanics(t *testing.T) {
 func TestNilRegistryCountsUnseen(t *testing.T) {
 	t.Parallel()
 	var r *Registry
-	c := r.Family("t_total", Counter, "T.").GetOrCreateCounter(Series("t_total", "code", "200"))
+	c := r.Family("t_total", Counter, "T.").Counter("code", "200")
 	c.Inc()
 	if c.Get() != 1 {
 		t.Fatalf("count %d", c.Get())
@@ -175,7 +173,7 @@ func TestNilRegistryCountsUnseen(t *testing.T) {
 func TestServeHTTPAnswersTextFormat(t *testing.T) {
 	t.Parallel()
 	r := NewRegistry()
-	r.Family("t_total", Counter, "T.").GetOrCreateCounter("t_total").Inc()
+	r.Family("t_total", Counter, "T.").Counter().Inc()
 	rec := httptest.NewRecorder()
 	r.ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/metrics", nil))
 	if ct := rec.Header().Get("Content-Type"); ct != "text/plain; version=0.0.4; charset=utf-8" {
@@ -216,7 +214,7 @@ func FuzzLabelValueReadsBack(f *testing.F) {
 	}
 	f.Fuzz(func(t *testing.T, value string) {
 		r := NewRegistry()
-		r.Family("t_total", Counter, "T.").GetOrCreateCounter(Series("t_total", "kind", value)).Inc()
+		r.Family("t_total", Counter, "T.").Counter("kind", value).Inc()
 		m := parse(t, write(r))["t_total"].GetMetric()
 		if len(m) != 1 || m[0].GetLabel()[0].GetValue() != strings.ToValidUTF8(value, "\uFFFD") {
 			t.Fatalf("value %q read back as %v", value, m)

@@ -419,7 +419,7 @@ func (r *Runner) retry(id string, write func() error) error {
 
 // Metrics are the runner's Prometheus metrics.
 type Metrics struct {
-	steps, finishes *metrics.Set
+	steps, finishes *exposition.Family
 }
 
 // stepBuckets are the upper bounds of muster_agent_step_duration_seconds:
@@ -438,14 +438,12 @@ func NewMetrics(reg *exposition.Registry) *Metrics {
 
 func (m *Metrics) observeStep(kind string, d time.Duration) {
 	if m != nil {
-		m.steps.GetOrCreatePrometheusHistogramExt(exposition.Series("muster_agent_step_duration_seconds", "kind", kind),
-			stepBuckets).Update(d.Seconds())
+		m.steps.Histogram(stepBuckets, "kind", kind).Update(d.Seconds())
 	}
 }
 
 func (m *Metrics) finished(kind string, st action.State) {
 	if m != nil {
-		m.finishes.GetOrCreateCounter(exposition.Series("muster_agent_actions_finished_total",
-			"kind", kind, "state", string(st))).Inc()
+		m.finishes.Counter("kind", kind, "state", string(st)).Inc()
 	}
 }
