@@ -263,6 +263,15 @@ type TestSignals struct {
 	// cluster's pipeline: each talk to a node, each commit. Init leaves it
 	// alone (a test of it calls InitSteps): they are many.
 	Steps testsignal.Signal[Step]
+	// WatchPaused carries every pause of a run watcher before it asks its
+	// agent again (an error, or an answer with nothing before its wait).
+	WatchPaused testsignal.Signal[WatchPause]
+}
+
+// WatchPause is a run watcher pausing: its node and how long it waits.
+type WatchPause struct {
+	Cluster, Node string
+	For           time.Duration
 }
 
 // Step is the beginning or the end of one step of a cluster's pipeline.

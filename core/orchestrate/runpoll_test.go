@@ -81,27 +81,35 @@ func TestRunWatchDoesNotSpinOnAnAgentThatIgnoresWait(t *testing.T) {
 		_, err = engine.Approve(ctx, tx, run.ID, "", actions.Actor{Name: "bob"})
 		return err
 	})
+	h.o.TestSignals.WatchPaused.Init(t)
 	h.start()
 	ag := h.agents["n1"]
 	testwait.For(t, "the watcher's first blocking GET", func() bool { return ag.seen("wait=") > 0 })
 	if got := h.o.watched(); len(got) != 1 || got[0] != cluster+"/n1" {
 		t.Fatalf("watched %q, want n1", got)
 	}
-	// Twenty syncs of the node: a watcher asking again at once would have
-	// sent many more GETs meanwhile.
+	// One GET may return the pushed child (a change), the next one is
+	// answered at once with nothing: then the watcher pauses for RunPoll
+	// (an hour) before it asks again.
+	p := h.o.TestSignals.WatchPaused.WaitFor("the watcher's pause", func(p WatchPause) bool { return p.Node == "n1" })
+	if p.For != time.Hour {
+		t.Errorf("the watcher pauses %s, want RunPoll, an hour", p.For)
+	}
+	// Twenty syncs of the node while it pauses: a watcher asking again at
+	// once would have sent many more GETs meanwhile.
 	for range 20 {
 		if _, err := h.o.SyncNodes(context.Background(), cluster, []string{"n1"}); err != nil {
 			t.Fatal(err)
 		}
 	}
-	// One GET may return the pushed child (a change), the next one is
-	// answered at once with nothing: then the watcher waits.
 	if n := ag.seen("wait="); n > 2 {
 		t.Fatalf("%d blocking GETs to an agent that answers them at once, want at most 2", n)
 	}
-	testwait.For(t, "the watch of an agent that ignores wait to count as not live (pollRuns polls it at every tick)", func() bool {
-		return !h.o.liveWatch(nodeKey{cluster, "n1"})
-	})
+	// Paused after an answer with nothing before its wait: not live, so
+	// pollRuns polls the node at every tick.
+	if h.o.liveWatch(nodeKey{cluster, "n1"}) {
+		t.Error("the watch of an agent that ignores wait counts as live")
+	}
 	if got := h.o.watched(); len(got) != 1 || got[0] != cluster+"/n1" {
 		t.Fatalf("watched %q after the early answers, want n1 still (waiting to ask again)", got)
 	}

@@ -277,6 +277,7 @@ func (o *Orchestrator) watchNode(ctx context.Context, k nodeKey, w *watcher) {
 	}()
 	backoff := o.cfg.RunPoll
 	pause := func() bool {
+		o.TestSignals.WatchPaused.Send(WatchPause{Cluster: k.cluster, Node: k.node, For: backoff})
 		t := time.NewTimer(backoff)
 		backoff = max(backoff, min(2*backoff, runWatchWait))
 		defer t.Stop()
