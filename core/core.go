@@ -374,7 +374,12 @@ func (c *Core) ReloadTLS() error {
 // the bundle they are given and the gossip key; without, only the
 // revocation list.
 func newEnroll(cfg Config, st store.Store, log *slog.Logger) (*enroll.Service, error) {
-	ec := enroll.Config{Lifetime: cfg.AgentsCA.Lifetime}
+	ec := enroll.Config{Lifetime: cfg.AgentsCA.Lifetime, Configured: map[string]bool{}}
+	for _, cl := range cfg.Clusters {
+		for _, n := range cl.Nodes {
+			ec.Configured[cl.ID+"/"+n.ID] = n.Enroll
+		}
+	}
 	if a := cfg.AgentsCA; a.Enabled() {
 		certPEM, err := os.ReadFile(a.CertFile)
 		if err != nil {

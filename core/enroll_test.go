@@ -24,7 +24,7 @@ import (
 	"github.com/musterhq/muster/shared/wire"
 )
 
-// TestARevokedAgentIsRefusedAtOnce: a static node whose agent enrolled
+// TestARevokedAgentIsRefusedAtOnce: a static node (marked enroll: true) whose agent enrolled
 // (through the real API) is synced over mutual TLS; once revoked, the
 // core drops its kept connection and refuses the agent's certificate at
 // the next handshake: the node is DOWN with the revocation as reason right
@@ -52,7 +52,7 @@ func TestARevokedAgentIsRefusedAtOnce(t *testing.T) {
 	cfg.API.TLS = config.TLS{CertFile: file("core.pem"), KeyFile: file("core-key.pem")}
 	cfg.AgentsTLS = core.AgentsTLSConfig{CAFile: file("ca.pem"), CertFile: file("core.pem"), KeyFile: file("core-key.pem")}
 	cfg.AgentsCA = core.AgentsCAConfig{CertFile: file("ca.pem"), KeyFile: file("ca-key.pem"), Lifetime: time.Hour}
-	cfg.Clusters = []discovery.ClusterSpec{{ID: "prod", Nodes: []discovery.NodeSpec{{ID: "web-1", Addr: agentAddr}}}}
+	cfg.Clusters = []discovery.ClusterSpec{{ID: "prod", Nodes: []discovery.NodeSpec{{ID: "web-1", Addr: agentAddr, Enroll: true}}}}
 	cfg.Orchestrate.Interval = time.Hour // syncs come from nudges
 	c, err := core.New(cfg, nil)
 	if err != nil {
