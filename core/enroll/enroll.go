@@ -90,7 +90,6 @@ const RenewalGrace = time.Minute
 // retired.
 const ReasonRenewed = "renewed"
 
-
 // Service signs, renews and revokes agent certificates and keeps the
 // revocation list in memory, fresh from the store.
 type Service struct {
