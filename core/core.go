@@ -8,6 +8,7 @@ import (
 	"context"
 	"crypto/tls"
 	"crypto/x509"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -47,6 +48,7 @@ import (
 	"github.com/musterhq/muster/shared/startstop"
 	"github.com/musterhq/muster/shared/tlsutil"
 	"github.com/musterhq/muster/shared/version"
+	"github.com/musterhq/muster/shared/wire"
 )
 
 // Core is the central service.
@@ -139,7 +141,7 @@ func (c *Core) Run(ctx context.Context) error {
 	rules := &actions.Rules{Policy: policy, ScheduleTTL: cfg.Orchestrate.ScheduleTTL}
 	engine := &runs.Engine{Policy: policy, Actions: rules}
 	schedules := &recur.Service{Policy: policy}
-	ln, guard, apiPair, err := listen(cfg, enr)
+	ln, guard, apiPair, gate, err := listen(cfg, enr)
 	if err != nil {
 		return err
 	}
@@ -205,7 +207,7 @@ func (c *Core) Run(ctx context.Context) error {
 	}
 	// Refused TLS handshakes (no or a wrong client certificate) land in
 	// the error log.
-	httpSrv := apiserver.NewServer(withHSTS(handler), cfg.API.Server,
+	httpSrv := apiserver.NewServer(withHSTS(gate(handler)), cfg.API.Server,
 		slog.NewLogLogger(c.log.With("component", "api").Handler(), slog.LevelWarn))
 	httpSrv.ReadHeaderTimeout = min(cfg.API.HeaderTimeout, cfg.API.ReadTimeout)
 	guard.Attach(httpSrv)
@@ -374,7 +376,12 @@ func (c *Core) ReloadTLS() error {
 // the bundle they are given and the gossip key; without, only the
 // revocation list.
 func newEnroll(cfg Config, st store.Store, log *slog.Logger) (*enroll.Service, error) {
-	ec := enroll.Config{Lifetime: cfg.AgentsCA.Lifetime}
+	ec := enroll.Config{Lifetime: cfg.AgentsCA.Lifetime, Configured: map[string]bool{}}
+	for _, cl := range cfg.Clusters {
+		for _, n := range cl.Nodes {
+			ec.Configured[cl.ID+"/"+n.ID] = n.Enroll
+		}
+	}
 	if a := cfg.AgentsCA; a.Enabled() {
 		certPEM, err := os.ReadFile(a.CertFile)
 		if err != nil {
@@ -446,23 +453,25 @@ func openStore(ctx context.Context, cfg Config) (store.Store, coordination, erro
 // uncapped under `muster dev` alone), making room by closing the oldest
 // connection that does nothing; attach it to the server. Its certificate
 // is read from a KeyPair (ReloadTLS); with enrollment, agents'
-// certificates are asked for (renewal checks them).
-func listen(cfg Config, enr *enroll.Service) (net.Listener, *apiserver.Guard, *tlsutil.KeyPair, error) {
+// certificates are asked for (renewal checks them). With enrollment and
+// api.tls.client_ca_file, the handshake lets a caller without a
+// certificate through (an agent enrolling has none yet), and gate, to
+// wrap the handler with, refuses every request but enrollment's without a
+// verified one; otherwise gate changes nothing.
+func listen(cfg Config, enr *enroll.Service) (ln net.Listener, guard *apiserver.Guard, kp *tlsutil.KeyPair,
+	gate func(http.Handler) http.Handler, err error) {
+	gate = func(h http.Handler) http.Handler { return h }
 	c := cfg.API
-	var (
-		opts []tlsutil.ListenOption
-		kp   *tlsutil.KeyPair
-		err  error
-	)
+	var opts []tlsutil.ListenOption
 	if c.TLS.Enabled() {
 		if kp, err = tlsutil.LoadKeyPair(c.TLS.CertFile, c.TLS.KeyFile); err != nil {
-			return nil, nil, nil, fmt.Errorf("api.tls.%w", err)
+			return nil, nil, nil, nil, fmt.Errorf("api.tls.%w", err)
 		}
 		opts = append(opts, tlsutil.ServeKeyPair(kp))
 		if enr.Enabled() {
 			certs, err := tlsutil.ParseCerts(enr.Bundle())
 			if err != nil {
-				return nil, nil, nil, fmt.Errorf("agents_ca.cert_file: %w", err)
+				return nil, nil, nil, nil, fmt.Errorf("agents_ca.cert_file: %w", err)
 			}
 			pool := x509.NewCertPool()
 			for _, ca := range certs {
@@ -473,20 +482,41 @@ func listen(cfg Config, enr *enroll.Service) (net.Listener, *apiserver.Guard, *t
 	}
 	tc, err := tlsutil.ListenConfig("api", c.TLS.CertFile, c.TLS.KeyFile, c.TLS.ClientCAFile, opts...)
 	if err != nil {
-		return nil, nil, nil, err
+		return nil, nil, nil, nil, err
 	}
-	ln, err := net.Listen("tcp", c.Addr)
+	if tc != nil && tc.ClientAuth == tls.RequireAndVerifyClientCert && enr.Enabled() {
+		tc.ClientAuth = tls.VerifyClientCertIfGiven // a certificate given is still verified
+		gate = func(h http.Handler) http.Handler { return requireClientCert(h, api.WithoutClientCert) }
+	}
+	raw, err := net.Listen("tcp", c.Addr)
 	if err != nil {
-		return nil, nil, nil, fmt.Errorf("api.addr: %w", err)
+		return nil, nil, nil, nil, fmt.Errorf("api.addr: %w", err)
 	}
 	// The caps count connections before their handshake: one that never
 	// completes it goes first when room is needed.
-	guard := apiserver.NewGuard(ln, apiserver.GuardConfig{Max: c.MaxConnections,
+	guard = apiserver.NewGuard(raw, apiserver.GuardConfig{Max: c.MaxConnections,
 		PerClient: c.MaxConnectionsPerClient, ExemptLoopback: cfg.LoopbackUncapped})
 	if tc == nil {
-		return guard, guard, kp, nil
+		return guard, guard, kp, gate, nil
 	}
-	return tls.NewListener(guard, tc), guard, kp, nil
+	return tls.NewListener(guard, tc), guard, kp, gate, nil
+}
+
+// requireClientCert refuses (401) a request that came without a verified
+// client certificate, unless exempt says it may.
+func requireClientCert(h http.Handler, exempt func(*http.Request) bool) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.TLS == nil || len(r.TLS.VerifiedChains) == 0 {
+			if !exempt(r) {
+				w.Header().Set("Content-Type", "application/json")
+				w.WriteHeader(http.StatusUnauthorized)
+				_ = json.NewEncoder(w).Encode(wire.ErrorBody{Error: wire.ErrorDetail{Code: wire.CodeUnauthorized,
+					Message: "a client certificate of api.tls.client_ca_file is required"}})
+				return
+			}
+		}
+		h.ServeHTTP(w, r)
+	})
 }
 
 // hstsMaxAge is how long a browser that reached the core over TLS keeps to

@@ -2,6 +2,7 @@ package core_test
 
 import (
 	"context"
+	"encoding/json"
 	"net"
 	"net/http"
 	"os"
@@ -24,7 +25,7 @@ import (
 	"github.com/musterhq/muster/shared/wire"
 )
 
-// TestARevokedAgentIsRefusedAtOnce: a static node whose agent enrolled
+// TestARevokedAgentIsRefusedAtOnce: a static node (marked enroll: true) whose agent enrolled
 // (through the real API) is synced over mutual TLS; once revoked, the
 // core drops its kept connection and refuses the agent's certificate at
 // the next handshake: the node is DOWN with the revocation as reason right
@@ -52,7 +53,7 @@ func TestARevokedAgentIsRefusedAtOnce(t *testing.T) {
 	cfg.API.TLS = config.TLS{CertFile: file("core.pem"), KeyFile: file("core-key.pem")}
 	cfg.AgentsTLS = core.AgentsTLSConfig{CAFile: file("ca.pem"), CertFile: file("core.pem"), KeyFile: file("core-key.pem")}
 	cfg.AgentsCA = core.AgentsCAConfig{CertFile: file("ca.pem"), KeyFile: file("ca-key.pem"), Lifetime: time.Hour}
-	cfg.Clusters = []discovery.ClusterSpec{{ID: "prod", Nodes: []discovery.NodeSpec{{ID: "web-1", Addr: agentAddr}}}}
+	cfg.Clusters = []discovery.ClusterSpec{{ID: "prod", Nodes: []discovery.NodeSpec{{ID: "web-1", Addr: agentAddr, Enroll: true}}}}
 	cfg.Orchestrate.Interval = time.Hour // syncs come from nudges
 	c, err := core.New(cfg, nil)
 	if err != nil {
@@ -119,4 +120,99 @@ func TestARevokedAgentIsRefusedAtOnce(t *testing.T) {
 		n := node()
 		return n.Status == "DOWN" && n.StatusReason == orchestrate.ReasonRevoked && n.Revoked
 	})
+}
+
+// TestEnrollWorksWithClientCAFileAndOtherRoutesStillNeedACert: with
+// api.tls.client_ca_file, an agent without any certificate enrolls (the
+// handshake no longer demands one), while every other route, the public
+// ones included, still refuses a caller without a certificate of that CA
+// (401 with a JSON error), and answers one with it.
+func TestEnrollWorksWithClientCAFileAndOtherRoutesStillNeedACert(t *testing.T) {
+	t.Parallel()
+	pki := filepath.Join(t.TempDir(), "tls")
+	if _, err := tlsutil.CreateCA(pki, time.Now(), tlsutil.CAValidity); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := tlsutil.CreateCert(pki, tlsutil.Core(), nil, time.Now(), time.Hour); err != nil {
+		t.Fatal(err)
+	}
+	file := func(name string) string { return filepath.Join(pki, name) }
+	cfg := core.DefaultConfig()
+	cfg.DataDir = t.TempDir()
+	cfg.API.Addr = "127.0.0.1:0"
+	cfg.API.TLS = config.TLS{CertFile: file("core.pem"), KeyFile: file("core-key.pem"), ClientCAFile: file("ca.pem")}
+	cfg.AgentsTLS = core.AgentsTLSConfig{CAFile: file("ca.pem"), CertFile: file("core.pem"), KeyFile: file("core-key.pem")}
+	cfg.AgentsCA = core.AgentsCAConfig{CertFile: file("ca.pem"), KeyFile: file("ca-key.pem"), Lifetime: time.Hour}
+	cfg.Clusters = []discovery.ClusterSpec{{ID: "prod"}}
+	c, err := core.New(cfg, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- c.Run(ctx) }()
+	t.Cleanup(func() { cancel(); <-done })
+	select {
+	case <-c.Ready():
+	case err := <-done:
+		t.Fatalf("Run: %v", err)
+	}
+	secret, err := os.ReadFile(filepath.Join(cfg.DataDir, auth.AdminTokenFile))
+	if err != nil {
+		t.Fatal(err)
+	}
+	admin := strings.TrimSpace(string(secret))
+	url := "https://" + c.Addr().String()
+	httpClient := func(withCert bool) *http.Client {
+		certFile, keyFile := "", ""
+		if withCert {
+			certFile, keyFile = file("core.pem"), file("core-key.pem")
+		}
+		tc, err := tlsutil.ClientConfig(file("ca.pem"), certFile, keyFile)
+		if err != nil {
+			t.Fatal(err)
+		}
+		tr := &http.Transport{TLSClientConfig: tc}
+		t.Cleanup(tr.CloseIdleConnections)
+		return &http.Client{Transport: tr, Timeout: 10 * time.Second}
+	}
+	withCert, without := httpClient(true), httpClient(false)
+	cl := client.NewCore(url, admin, withCert)
+	join, err := cl.CreateTokenWith(ctx, wire.CreateTokenRequest{Name: "join", Roles: []string{"enroll"}, ClusterID: "prod"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ca, err := tlsutil.LoadCA(pki)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The agent's enrollment presents no certificate.
+	if _, err := agentenroll.Enroll(ctx, agentenroll.Options{Core: url, Token: join.Token, CAPin: tlsutil.Pin(ca.Cert),
+		NodeID: "web-1", ClusterID: "prod", Paths: agentenroll.PathsIn(filepath.Join(t.TempDir(), "tls"))}); err != nil {
+		t.Fatalf("enrollment without a client certificate: %v", err)
+	}
+	get := func(hc *http.Client, path string) (int, string) {
+		t.Helper()
+		req, _ := http.NewRequestWithContext(ctx, http.MethodGet, url+path, nil)
+		req.Header.Set("Authorization", "Bearer "+admin)
+		resp, err := hc.Do(req)
+		if err != nil {
+			t.Fatalf("GET %s: %v", path, err)
+		}
+		defer resp.Body.Close()
+		var body wire.ErrorBody
+		_ = json.NewDecoder(resp.Body).Decode(&body)
+		return resp.StatusCode, body.Error.Code
+	}
+	for _, path := range []string{"/api/v1/nodes", "/api/v1/tokens", "/health", "/metrics", "/api/v1/openapi.json", "/ui/", "/api/v1/enroll"} {
+		if status, code := get(without, path); status != http.StatusUnauthorized || code != wire.CodeUnauthorized {
+			t.Errorf("GET %s without a client certificate: %d %q, want 401 unauthorized", path, status, code)
+		}
+	}
+	if status, _ := get(without, "/api/v1/enroll/ca"); status != http.StatusOK {
+		t.Errorf("GET /api/v1/enroll/ca without a client certificate: %d, want 200", status)
+	}
+	if status, _ := get(withCert, "/api/v1/nodes"); status != http.StatusOK {
+		t.Errorf("GET /api/v1/nodes with a client certificate: %d, want 200", status)
+	}
 }

@@ -69,6 +69,20 @@ type enrollFleet struct {
 
 func newEnrollFleet(t *testing.T, lifetime time.Duration) *enrollFleet {
 	t.Helper()
+	return newEnrollFleetWith(t, lifetime, enrollFleetOptions{})
+}
+
+// enrollFleetOptions vary the core of an enrollment fleet.
+type enrollFleetOptions struct {
+	// clientCA sets api.tls.client_ca_file (the fleet's CA): the admin
+	// client and the CLI present the core's certificate.
+	clientCA bool
+	// extra is appended to the core's configuration (a clusters: list).
+	extra string
+}
+
+func newEnrollFleetWith(t *testing.T, lifetime time.Duration, o enrollFleetOptions) *enrollFleet {
+	t.Helper()
 	f := &enrollFleet{t: t, base: t.TempDir(), agents: map[string]*proc{}, coreGossip: fmt.Sprintf("127.0.0.1:%d", freePort(t))}
 	f.pki = filepath.Join(f.base, "tls")
 	out := muster(t, nil, "tls", "ca", "create", "--dir", f.pki)
@@ -85,12 +99,17 @@ func newEnrollFleet(t *testing.T, lifetime time.Duration) *enrollFleet {
 	key := writeKey(t)
 	path := filepath.Join(dir, "core.yaml")
 	hc := tlsClient(t, f.pki, "", "", nil)
+	clientCA := ""
+	if o.clientCA {
+		hc = tlsClient(t, f.pki, f.pki, "core", nil)
+		clientCA = ", client_ca_file: " + file("ca.pem")
+	}
 	f.core = startProbedRetrying(t, dir, "core", probe(hc, "https://%s/health"), func() []string {
 		f.coreGossip = fmt.Sprintf("127.0.0.1:%d", freePort(t))
 		cfg := fmt.Sprintf(`data_dir: %s
 api:
   addr: 127.0.0.1:%d
-  tls: {cert_file: %s, key_file: %s}
+  tls: {cert_file: %s, key_file: %s%s}
 agents_tls: {ca_file: %s, cert_file: %s, key_file: %s}
 agents_ca: {cert_file: %s, key_file: %s, lifetime: %s}
 orchestrate:
@@ -100,9 +119,10 @@ gossip:
   enabled: true
   bind_addr: %s
   key_file: %s
-%s`, filepath.Join(dir, "data"), freePort(t), file("core.pem"), file("core-key.pem"),
+%s
+%s`, filepath.Join(dir, "data"), freePort(t), file("core.pem"), file("core-key.pem"), clientCA,
 			file("ca.pem"), file("core.pem"), file("core-key.pem"), file("ca.pem"), file("ca-key.pem"), lifetime,
-			f.coreGossip, key, gossipTiming)
+			f.coreGossip, key, gossipTiming, o.extra)
 		if err := os.WriteFile(path, []byte(cfg), 0o600); err != nil {
 			t.Fatal(err)
 		}
@@ -115,6 +135,9 @@ gossip:
 	f.url = "https://" + f.core.Addr()
 	f.admin = client.NewCore(f.url, strings.TrimSpace(string(secret)), hc)
 	f.env = []string{"MUSTER_ADDR=" + f.url, "MUSTER_CACERT=" + file("ca.pem"), "MUSTER_TOKEN=" + strings.TrimSpace(string(secret))}
+	if o.clientCA {
+		f.env = append(f.env, "MUSTER_CLIENT_CERT="+file("core.pem"), "MUSTER_CLIENT_KEY="+file("core-key.pem"))
+	}
 	return f
 }
 

@@ -281,8 +281,8 @@ func (s *Server) routes() {
 	// pin before sending a secret); enroll authenticates its join token
 	// itself, so that refusals carry their reason and an event; renewal
 	// authenticates the agent's client certificate.
-	s.public(http.MethodGet, "/api/v1/enroll/ca", s.enrollCA)
-	s.self(http.MethodPost, "/api/v1/enroll", auth.Enroll, s.enrollAgent)
+	s.public(http.MethodGet, enrollCAPath, s.enrollCA)
+	s.self(http.MethodPost, enrollPath, auth.Enroll, s.enrollAgent)
 	s.self(http.MethodPost, "/api/v1/enroll/renew", "", s.renewAgent)
 	s.add(http.MethodPost, "/api/v1/clusters/:cluster/nodes/:node/revoke", auth.Revoke, s.revokeNode)
 

@@ -16,6 +16,30 @@ import (
 	"github.com/musterhq/muster/shared/wire"
 )
 
+// The routes an agent calls before it has a certificate.
+const (
+	enrollCAPath = "/api/v1/enroll/ca"
+	enrollPath   = "/api/v1/enroll"
+)
+
+// WithoutClientCert reports whether r is one of the two requests an agent
+// makes before it has a certificate (GET the CA bundle, POST its
+// enrollment): the only ones a listener that requires client certificates
+// (api.tls.client_ca_file) lets through without one. Only the exact
+// paths count: any other spelling needs a certificate.
+func WithoutClientCert(r *http.Request) bool {
+	if r.URL.RawPath != "" {
+		return false
+	}
+	switch r.URL.Path {
+	case enrollCAPath:
+		return r.Method == http.MethodGet
+	case enrollPath:
+		return r.Method == http.MethodPost
+	}
+	return false
+}
+
 // enrollCA serves the CA bundle (public: an enrolling agent checks it
 // against the pin it was given before it sends its join token).
 func (s *Server) enrollCA(c *echo.Context) error {

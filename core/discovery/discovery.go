@@ -50,6 +50,11 @@ type NodeSpec struct {
 	// agent's own labels win key by key (docs/architecture.md, "Labels, targets
 	// and the disruption budget").
 	Labels map[string]string `mapstructure:"labels" yaml:"labels"`
+	// Enroll lets a join token of the cluster enroll this node's id (its
+	// agent gets its certificate by enrollment). Without it, the id is
+	// held: only an admin token asking to replace may enroll it
+	// (docs/architecture.md, "Installing on a fleet").
+	Enroll bool `mapstructure:"enroll" yaml:"enroll"`
 }
 
 // Node is a node as a source sees it.

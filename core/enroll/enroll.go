@@ -5,10 +5,13 @@
 // TLS, and the revocation list that the core checks on every connection to
 // an agent and every gossip claim.
 //
-// The key of an agent never leaves its node. Each enrollment, renewal,
-// refusal and revocation is an event, written in the same transaction as
-// what it describes (a refusal in a transaction of its own, since nothing
-// else is written).
+// The key of an agent never leaves its node. Each enrollment, renewal and
+// revocation is an event, written in the same transaction as what it
+// describes. Refusals are rate-limited (refusals.go): at most one
+// node.enroll_refused event a minute per join token and one
+// node.renew_refused a minute per certificate, each counting the refusals
+// it stands for; callers with no known token or certificate get one log
+// line a minute in all.
 package enroll
 
 import (
@@ -48,8 +51,10 @@ var (
 	// ErrRefused: the token or certificate is valid but may not do this
 	// (another cluster, used up, revoked, not a join token).
 	ErrRefused = errors.New("enrollment refused")
-	// ErrHeld: a live certificate holds the node id.
-	ErrHeld = errors.New("node id held by a live certificate")
+	// ErrHeld: the node id is taken: a live certificate holds it, a
+	// configured node, or a node known without a certificate from
+	// enrollment.
+	ErrHeld = errors.New("node id taken")
 	// ErrInvalid: a malformed request.
 	ErrInvalid = errors.New("invalid enrollment request")
 	// ErrDisabled: the core has no agent CA (agents_ca).
@@ -69,7 +74,21 @@ type Config struct {
 	Lifetime time.Duration
 	// Now is the clock (time.Now when nil).
 	Now func() time.Time
+	// Configured are the nodes of the static list, keyed "cluster/node":
+	// true for those marked `enroll: true`, whose id a join token may
+	// enroll; false for the others, whose id only an admin's `replace`
+	// may take.
+	Configured map[string]bool
 }
+
+// RenewalGrace is how long a renewed certificate still authenticates
+// after its renewal, so that connections opened with it before the agent
+// loads the new one are not refused. It renews nothing more.
+const RenewalGrace = time.Minute
+
+// ReasonRenewed is the revocation reason of a certificate its renewal
+// retired.
+const ReasonRenewed = "renewed"
 
 // Service signs, renews and revokes agent certificates and keeps the
 // revocation list in memory, fresh from the store.
@@ -79,7 +98,9 @@ type Service struct {
 	log  *slog.Logger
 	pool *x509.CertPool
 
-	revoked atomic.Pointer[map[string]bool]
+	// revoked: serial → from when it is refused (later than now for a
+	// renewed certificate in its grace).
+	revoked atomic.Pointer[map[string]time.Time]
 	// nodes: "cluster/node" → reason, for nodes whose newest certificate
 	// is revoked.
 	nodes atomic.Pointer[map[string]string]
@@ -88,16 +109,9 @@ type Service struct {
 	mu       sync.Mutex
 	onChange []func()
 
-	// lastRefusal: join token name → when its last refusal event was
-	// written (refusalEvery).
-	limitMu     sync.Mutex
-	lastRefusal map[string]time.Time
+	// refusals limits refusal events and log lines (refusals.go).
+	refusals *limiter
 }
-
-// refusalEvery is how often at most a refusal of one expired or used-up
-// join token is written as an event: such tokens may be spread widely and
-// tried again and again. Every refusal is logged.
-const refusalEvery = time.Minute
 
 // New builds the service; it starts nothing (Run keeps the list fresh).
 func New(cfg Config, st store.Store, log *slog.Logger) *Service {
@@ -110,12 +124,12 @@ func New(cfg Config, st store.Store, log *slog.Logger) *Service {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	s := &Service{cfg: cfg, st: st, log: log, lastRefusal: map[string]time.Time{}}
+	s := &Service{cfg: cfg, st: st, log: log, refusals: newLimiter(refusalEvery, maxRefusalKeys)}
 	if cfg.CA != nil {
 		s.pool = x509.NewCertPool()
 		s.pool.AddCert(cfg.CA.Cert)
 	}
-	empty, none := map[string]bool{}, map[string]string{}
+	empty, none := map[string]time.Time{}, map[string]string{}
 	s.revoked.Store(&empty)
 	s.nodes.Store(&none)
 	return s
@@ -127,9 +141,13 @@ func (s *Service) Enabled() bool { return s.cfg.CA != nil }
 // Bundle is the CA bundle agents are given (nil when disabled).
 func (s *Service) Bundle() []byte { return s.cfg.Bundle }
 
-// Revoked reports whether serial (lowercase hex) is on the revocation list.
-// It never blocks: TLS handshakes call it.
-func (s *Service) Revoked(serial string) bool { return (*s.revoked.Load())[serial] }
+// Revoked reports whether serial (lowercase hex) is on the revocation list
+// now (a renewed certificate is once its RenewalGrace ended). It never
+// blocks: TLS handshakes call it.
+func (s *Service) Revoked(serial string) bool {
+	at, ok := (*s.revoked.Load())[serial]
+	return ok && !s.cfg.Now().Before(at)
+}
 
 // RevokedNode reports whether the node's newest certificate is revoked,
 // and why. It never blocks: gossip claim checks call it.
@@ -155,12 +173,12 @@ func (s *Service) OnChange(fn func()) {
 // through the store; Run calls Refresh after every commit it hears of.
 func (s *Service) Refresh(ctx context.Context) error {
 	var (
-		serials []string
-		nodes   map[string]store.AgentCert
+		certs []store.AgentCert
+		nodes map[string]store.AgentCert
 	)
 	if err := s.st.Read(ctx, func(r store.Reader) error {
 		var err error
-		if serials, err = r.RevokedSerials(ctx); err != nil {
+		if certs, err = r.AgentCerts(ctx, "", ""); err != nil {
 			return err
 		}
 		nodes, err = RevokedNodes(ctx, r, "")
@@ -168,9 +186,11 @@ func (s *Service) Refresh(ctx context.Context) error {
 	}); err != nil {
 		return err
 	}
-	next := make(map[string]bool, len(serials))
-	for _, x := range serials {
-		next[x] = true
+	next := map[string]time.Time{}
+	for _, c := range certs {
+		if c.RevokedTS != nil {
+			next[c.Serial] = *c.RevokedTS
+		}
 	}
 	nextNodes := make(map[string]string, len(nodes))
 	for k, c := range nodes {
@@ -192,8 +212,8 @@ func (s *Service) Refresh(ctx context.Context) error {
 }
 
 // Run loads the revocation list, then reloads it whenever the event log
-// (of this replica or, on PostgreSQL, of another) shows an enrollment or a
-// revocation, until ctx ends. Other commits cost one read of their events.
+// (of this replica or, on PostgreSQL, of another) shows an enrollment, a
+// renewal or a revocation, until ctx ends. Other commits cost one read of their events.
 func (s *Service) Run(ctx context.Context) {
 	ch, unsubscribe := s.st.Subscribe()
 	defer unsubscribe()
@@ -226,7 +246,7 @@ func (s *Service) Run(ctx context.Context) {
 		changed := false
 		next, err := store.EachEvent(ctx, s.st, since, 256, func(e *store.Event) error {
 			switch e.Type {
-			case store.EventNodeRevoked, store.EventNodeEnrolled:
+			case store.EventNodeRevoked, store.EventNodeEnrolled, store.EventNodeCertRenewed:
 				changed = true
 			}
 			return nil
@@ -249,18 +269,13 @@ type Caller struct {
 // Enroll checks the join token whose secret is secret and the request, and
 // signs the request's CSR for its node and cluster, taking one use of the
 // token in the same transaction as the certificate's record and its
-// node.enrolled event. Every refusal of a known token is a
-// node.enroll_refused event; one without a known token is only logged.
+// node.enrolled event. A refusal of a known token is a node.enroll_refused
+// event, at most one a minute per token; one without a known token is only
+// logged, one line a minute for all (refusals.go).
 func (s *Service) Enroll(ctx context.Context, secret string, req wire.EnrollRequest, c Caller) (*wire.EnrollResponse, error) {
 	tokName := ""
 	refuse := func(err error) (*wire.EnrollResponse, error) {
-		s.refused(ctx, store.EventNodeEnrollRefused, tokName, req.ClusterID, req.NodeID, c, err, true)
-		return nil, err
-	}
-	// refuseLimited: a refusal of a token that can no longer enroll
-	// (expired, used up) is an event at most once per token a minute.
-	refuseLimited := func(err error) (*wire.EnrollResponse, error) {
-		s.refused(ctx, store.EventNodeEnrollRefused, tokName, req.ClusterID, req.NodeID, c, err, s.refusalDue(tokName))
+		s.refused(ctx, store.EventNodeEnrollRefused, refusalKey("token", tokName), tokName, req.ClusterID, req.NodeID, c, err)
 		return nil, err
 	}
 	if !s.Enabled() {
@@ -291,11 +306,11 @@ func (s *Service) Enroll(ctx context.Context, secret string, req wire.EnrollRequ
 	case !auth.Can(tok.Roles, auth.Enroll):
 		return refuse(fmt.Errorf("%w: token %s (roles %s) is not a join token", ErrRefused, tok.Name, strings.Join(tok.Roles, ",")))
 	case tok.Expired(now):
-		return refuseLimited(fmt.Errorf("%w: join token %s expired at %s", auth.ErrUnauthenticated, tok.Name, tok.ExpiresTS.Format(time.RFC3339)))
+		return refuse(fmt.Errorf("%w: join token %s expired at %s", auth.ErrUnauthenticated, tok.Name, tok.ExpiresTS.Format(time.RFC3339)))
 	case tok.ClusterID != "" && tok.ClusterID != req.ClusterID:
 		return refuse(fmt.Errorf("%w: join token %s is for cluster %s, not %s", ErrRefused, tok.Name, tok.ClusterID, req.ClusterID))
 	case tok.UsesLeft != nil && *tok.UsesLeft <= 0:
-		return refuseLimited(fmt.Errorf("%w: join token %s is used up", ErrRefused, tok.Name))
+		return refuse(fmt.Errorf("%w: join token %s is used up", ErrRefused, tok.Name))
 	case req.Replace && !admin:
 		return refuse(fmt.Errorf("%w: replace needs an admin token; join token %s may only enroll a free node id", ErrRefused, tok.Name))
 	}
@@ -318,6 +333,11 @@ func (s *Service) Enroll(ctx context.Context, secret string, req wire.EnrollRequ
 		certs, err := tx.AgentCerts(ctx, "", req.NodeID)
 		if err != nil {
 			return err
+		}
+		if !req.Replace {
+			if err := s.heldOtherwise(ctx, tx, req.ClusterID, req.NodeID, certs); err != nil {
+				return err
+			}
 		}
 		var live []string
 		for _, lc := range certs {
@@ -368,7 +388,7 @@ func (s *Service) Enroll(ctx context.Context, secret string, req wire.EnrollRequ
 	})
 	if err != nil {
 		if errors.Is(err, errUsedUp) {
-			return refuseLimited(err)
+			return refuse(err)
 		}
 		if errors.Is(err, ErrHeld) || errors.Is(err, ErrRefused) {
 			return refuse(err)
@@ -390,9 +410,13 @@ func (s *Service) Renew(ctx context.Context, peer []*x509.Certificate, req wire.
 	// signed: only then is a refusal an event (named after that node).
 	// Anyone who reaches the listener can send the others; they are
 	// logged.
-	node, cluster := "", ""
+	node, cluster, serial := "", "", ""
 	refuse := func(err error) (*wire.EnrollResponse, error) {
-		s.refused(ctx, store.EventNodeRenewRefused, node, cluster, node, c, err, node != "")
+		key := ""
+		if node != "" {
+			key = refusalKey("serial", serial)
+		}
+		s.refused(ctx, store.EventNodeRenewRefused, key, node, cluster, node, c, err)
 		return nil, err
 	}
 	if !s.Enabled() {
@@ -402,6 +426,7 @@ func (s *Service) Renew(ctx context.Context, peer []*x509.Certificate, req wire.
 		return refuse(fmt.Errorf("%w: renewal needs the agent's certificate as client certificate (mutual TLS)", auth.ErrUnauthenticated))
 	}
 	leaf := peer[0]
+	serial = tlsutil.SerialHex(leaf)
 	now := s.cfg.Now().UTC()
 	inter := x509.NewCertPool()
 	for _, ic := range peer[1:] {
@@ -430,7 +455,6 @@ func (s *Service) Renew(ctx context.Context, peer []*x509.Certificate, req wire.
 	if node == "" {
 		return refuse(fmt.Errorf("%w: the certificate names no agent", auth.ErrUnauthenticated))
 	}
-	serial := tlsutil.SerialHex(leaf)
 	var rec *store.AgentCert
 	err := s.st.Read(ctx, func(r store.Reader) error {
 		var err error
@@ -444,9 +468,8 @@ func (s *Service) Renew(ctx context.Context, peer []*x509.Certificate, req wire.
 		return nil, err
 	}
 	cluster = rec.ClusterID
-	if rec.RevokedTS != nil {
-		return refuse(fmt.Errorf("%w: certificate %s of node %s is revoked (%s); enroll again with a new join token",
-			ErrRefused, serial, node, rec.RevokeReason))
+	if err := renewable(rec, node); err != nil {
+		return refuse(err)
 	}
 	csr, err := tlsutil.ParseAgentCSR([]byte(req.CSR), node)
 	if err != nil {
@@ -455,13 +478,20 @@ func (s *Service) Renew(ctx context.Context, peer []*x509.Certificate, req wire.
 	var out *wire.EnrollResponse
 	err = s.st.Update(ctx, func(tx store.Tx) error {
 		out = nil
-		// Read again inside the transaction: a revocation may have landed.
-		cur, err := tx.AgentCert(ctx, serial)
+		// The certificate is retired by its renewal, in one statement
+		// that a concurrent renewal or revocation (on any replica) makes
+		// fail: one renewal per certificate.
+		// (Stored to the microsecond: cut, not rounded up.)
+		retired, err := tx.RetireAgentCert(ctx, serial, now.Add(RenewalGrace).Truncate(time.Microsecond), ReasonRenewed, RenewalActor)
 		if err != nil {
 			return err
 		}
-		if cur.RevokedTS != nil {
-			return fmt.Errorf("%w: certificate %s of node %s is revoked", ErrRefused, serial, node)
+		if !retired {
+			cur, err := tx.AgentCert(ctx, serial)
+			if err != nil {
+				return err
+			}
+			return renewable(cur, node)
 		}
 		// The node's expired certificates go: they fail every handshake.
 		if _, err := tx.PruneAgentCerts(ctx, node, now); err != nil {
@@ -487,7 +517,52 @@ func (s *Service) Renew(ctx context.Context, peer []*x509.Certificate, req wire.
 		}
 		return nil, err
 	}
+	s.refreshNow(ctx)
 	return out, nil
+}
+
+// renewable refuses a certificate revoked, or retired by a renewal.
+func renewable(c *store.AgentCert, node string) error {
+	switch {
+	case c.RevokedTS == nil:
+		return nil
+	case c.RevokeReason == ReasonRenewed && c.RevokedBy == RenewalActor:
+		return fmt.Errorf("%w: certificate %s of node %s was renewed already: only its newest certificate renews (enroll again with a join token if that one is lost)",
+			ErrRefused, c.Serial, node)
+	}
+	return fmt.Errorf("%w: certificate %s of node %s is revoked (%s); enroll again with a new join token",
+		ErrRefused, c.Serial, node, c.RevokeReason)
+}
+
+// heldOtherwise refuses a node id that a node holds without a certificate
+// from enrollment: one in the static list not marked `enroll: true`, or
+// one the core knows (announced by gossip, with a hand-made certificate).
+// Once the node's id has had a certificate from enrollment in this
+// cluster (certs), enrollment manages it: the live-certificate rule
+// applies. Only an admin's replace takes a node held otherwise.
+func (s *Service) heldOtherwise(ctx context.Context, r store.Reader, cluster, node string, certs []store.AgentCert) error {
+	for _, c := range certs {
+		if c.ClusterID == cluster {
+			return nil
+		}
+	}
+	enrollable, configured := s.cfg.Configured[cluster+"/"+node]
+	switch {
+	case configured && enrollable:
+		return nil
+	case configured:
+		return fmt.Errorf("%w: node %s of cluster %s is in the core's static list without `enroll: true`; mark it so in the configuration, or enroll with --replace and an admin token",
+			ErrHeld, node, cluster)
+	}
+	_, err := r.Node(ctx, cluster, node)
+	switch {
+	case errors.Is(err, store.ErrNotFound):
+		return nil
+	case err != nil:
+		return err
+	}
+	return fmt.Errorf("%w: node %s of cluster %s is known to the core without a certificate from enrollment (a hand-made one); forget the node first, or enroll with --replace and an admin token",
+		ErrHeld, node, cluster)
 }
 
 // Revoke puts every unrevoked certificate of the node on the revocation
@@ -557,26 +632,6 @@ func (s *Service) refreshNow(ctx context.Context) {
 // errUsedUp: the join token's last use went while this request waited.
 var errUsedUp = fmt.Errorf("%w: used up", ErrRefused)
 
-// refusalDue reports whether a refusal of the token named tok may be an
-// event now (none in the last refusalEvery), and if so notes it.
-func (s *Service) refusalDue(tok string) bool {
-	now := s.cfg.Now()
-	s.limitMu.Lock()
-	defer s.limitMu.Unlock()
-	if last, ok := s.lastRefusal[tok]; ok && now.Sub(last) < refusalEvery {
-		return false
-	}
-	if len(s.lastRefusal) >= 4096 { // known tokens only; old entries go
-		for k, t := range s.lastRefusal {
-			if now.Sub(t) >= refusalEvery {
-				delete(s.lastRefusal, k)
-			}
-		}
-	}
-	s.lastRefusal[tok] = now
-	return true
-}
-
 // clusterHolding returns a cluster other than cluster whose nodes include
 // nodeID ("" when none).
 func clusterHolding(ctx context.Context, r store.Reader, nodeID, cluster string) (string, error) {
@@ -611,13 +666,29 @@ func (s *Service) sign(csr *x509.CertificateRequest, node, cluster string, now t
 		GossipKey: s.cfg.GossipKey, Serial: rec.Serial, NotAfter: rec.NotAfter}, rec, nil
 }
 
-// refused logs a refusal and, when event is set, records it as an event
-// in a transaction of its own.
-func (s *Service) refused(ctx context.Context, typ, actor, cluster, node string, c Caller, cause error, event bool) {
-	if actor == "" {
-		actor = "enroll"
+// refused writes a refusal down, at most once a minute per key (one line
+// a minute for every caller without a key together): a log line and, for
+// a known key (a join token, a certificate the agent CA signed), an event
+// in a transaction of its own, each with the count of refusals it stands
+// for. The reason is cut to maxRefusalReason bytes; no reason quotes the
+// CSR.
+func (s *Service) refused(ctx context.Context, typ, key, actor, cluster, node string, c Caller, cause error) {
+	limitKey := key
+	if limitKey == "" {
+		limitKey = "unknown " + typ
 	}
-	ev := &store.Event{Type: typ, Actor: actor, ClientAddr: c.ClientAddr, Message: cause.Error()}
+	pass, count := s.refusals.allow(limitKey, s.cfg.Now())
+	if !pass {
+		return
+	}
+	reason := shorten(cause.Error(), maxRefusalReason)
+	s.log.Warn("enroll: refused", "type", typ, "client", c.ClientAddr, "reason", reason, "count", count)
+	if key == "" {
+		// No known token was shown, nor a certificate of the agent CA:
+		// anyone who reaches the listener could send this.
+		return
+	}
+	ev := &store.Event{Type: typ, Actor: actor, ClientAddr: c.ClientAddr, Message: reason, Data: map[string]any{"count": count}}
 	// Only well-formed ids name the event's node and cluster; the
 	// message says what was asked for.
 	if names.CheckID(cluster) == nil {
@@ -626,17 +697,8 @@ func (s *Service) refused(ctx context.Context, typ, actor, cluster, node string,
 	if names.CheckID(node) == nil {
 		ev.NodeID = node
 	}
-	s.log.Warn("enroll: refused", "type", typ, "client", c.ClientAddr, "reason", cause)
-	if !event || actor == "enroll" && typ == store.EventNodeEnrollRefused {
-		// No known token was shown, or no certificate of the agent CA, or
-		// this token's refusal was recorded less than refusalEvery ago:
-		// anyone who reaches the listener could send this, so it is
-		// logged, not written to the event log.
-		return
-	}
 	ctx = context.WithoutCancel(ctx)
-	err := s.st.Update(ctx, func(tx store.Tx) error { return tx.AppendEvent(ctx, ev) })
-	if err != nil {
-		s.log.Warn("enroll: recording a refusal failed", "err", err, "refusal", cause)
+	if err := s.st.Update(ctx, func(tx store.Tx) error { return tx.AppendEvent(ctx, ev) }); err != nil {
+		s.log.Warn("enroll: recording a refusal failed", "err", err, "reason", reason)
 	}
 }

@@ -197,8 +197,15 @@ type Tx interface {
 	PruneAgentCerts(ctx context.Context, nodeID string, before time.Time) (int, error)
 	// RevokeAgentCerts marks every unrevoked certificate of a node (of any
 	// cluster when clusterID is "") revoked at at, and returns their
-	// serials (none: an empty list, no error).
+	// serials (none: an empty list, no error). A certificate retired for a
+	// time after at (RetireAgentCert) is revoked at at too.
 	RevokeAgentCerts(ctx context.Context, clusterID, nodeID string, at time.Time, reason, by string) ([]string, error)
+	// RetireAgentCert marks the unrevoked certificate serial revoked from
+	// at (which may be later than now: a grace) and reports whether it did;
+	// false when it is revoked or retired already, or unknown. The check
+	// and the mark are one statement: of two transactions retiring one
+	// certificate, one wins.
+	RetireAgentCert(ctx context.Context, serial string, at time.Time, reason, by string) (bool, error)
 	// InsertSession stores a new web UI session (ErrExists when the hash
 	// is taken).
 	InsertSession(ctx context.Context, s *Session) error

@@ -172,11 +172,9 @@ func ParseAgentCSR(csrPEM []byte, nodeID string) (*x509.CertificateRequest, erro
 	}
 	want := Agent(nodeID)
 	if len(csr.URIs) != 1 || csr.URIs[0].String() != want.URI().String() {
-		var got []string
-		for _, u := range csr.URIs {
-			got = append(got, u.String())
-		}
-		return nil, fmt.Errorf("%w: it asks for %v, want exactly %s", ErrBadCSR, got, want)
+		// What it asks for is not quoted: the requester chose it, and the
+		// reason is logged and recorded.
+		return nil, fmt.Errorf("%w: it must ask for exactly %s (it asks for %d identities, not that one alone)", ErrBadCSR, want, len(csr.URIs))
 	}
 	return csr, nil
 }

@@ -123,9 +123,16 @@ func (w *writer) PruneAgentCerts(ctx context.Context, nodeID string, before time
 	return int(n), err
 }
 
+func (w *writer) RetireAgentCert(ctx context.Context, serial string, at time.Time, reason, by string) (bool, error) {
+	n, err := w.exec(ctx, "retire agent certificate "+serial,
+		`UPDATE agent_certs SET revoked_ts = $1, revoke_reason = $2, revoked_by = $3 WHERE serial = $4 AND revoked_ts IS NULL`,
+		action.UTC(at), reason, by, serial)
+	return n == 1, err
+}
+
 func (w *writer) RevokeAgentCerts(ctx context.Context, clusterID, nodeID string, at time.Time, reason, by string) ([]string, error) {
 	rows, err := w.query(ctx, `UPDATE agent_certs SET revoked_ts = $1, revoke_reason = $2, revoked_by = $3
-		WHERE node_id = $4 AND ($5 = '' OR cluster_id = $5) AND revoked_ts IS NULL RETURNING serial`,
+		WHERE node_id = $4 AND ($5 = '' OR cluster_id = $5) AND (revoked_ts IS NULL OR revoked_ts > $1) RETURNING serial`,
 		action.UTC(at), reason, by, nodeID, clusterID)
 	if err != nil {
 		return nil, translate(err, "revoke agent certificates")

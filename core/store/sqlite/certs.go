@@ -117,8 +117,8 @@ func (w *writer) PruneAgentCerts(ctx context.Context, nodeID string, before time
 
 func (w *writer) RevokeAgentCerts(ctx context.Context, clusterID, nodeID string, at time.Time, reason, by string) ([]string, error) {
 	rows, err := w.tx.QueryContext(ctx, `UPDATE agent_certs SET revoked_ts = ?, revoke_reason = ?, revoked_by = ?
-		WHERE node_id = ? AND (? = '' OR cluster_id = ?) AND revoked_ts IS NULL RETURNING serial`,
-		shsqlite.Micros(at), reason, by, nodeID, clusterID, clusterID)
+		WHERE node_id = ? AND (? = '' OR cluster_id = ?) AND (revoked_ts IS NULL OR revoked_ts > ?) RETURNING serial`,
+		shsqlite.Micros(at), reason, by, nodeID, clusterID, clusterID, shsqlite.Micros(at))
 	if err != nil {
 		return nil, translate(err, "revoke agent certificates")
 	}
@@ -133,6 +133,13 @@ func (w *writer) RevokeAgentCerts(ctx context.Context, clusterID, nodeID string,
 	}
 	w.rows += int64(len(out))
 	return out, rows.Err()
+}
+
+func (w *writer) RetireAgentCert(ctx context.Context, serial string, at time.Time, reason, by string) (bool, error) {
+	_, n, err := w.exec(ctx, "retire agent certificate "+serial,
+		`UPDATE agent_certs SET revoked_ts = ?, revoke_reason = ?, revoked_by = ? WHERE serial = ? AND revoked_ts IS NULL`,
+		shsqlite.Micros(at), reason, by, serial)
+	return n == 1, err
 }
 
 // optMicros stores an optional time (NULL when nil).

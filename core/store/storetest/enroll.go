@@ -189,9 +189,31 @@ func testAgentCertsAndRevocation(t *testing.T, db NewDB) {
 		}
 		return nil
 	})
+	// Retiring: once, from a time that may be later (a grace); a node's
+	// revocation before that time revokes it at once.
+	later := at.Add(time.Minute)
+	update(t, s, func(ctx context.Context, tx store.Tx) error {
+		if ok, err := tx.RetireAgentCert(ctx, "0c", later, "renewed", "renewal"); err != nil || !ok {
+			t.Errorf("retiring 0c = %v, %v; want true", ok, err)
+		}
+		for _, serial := range []string{"0c", "0a", "ff"} {
+			if ok, err := tx.RetireAgentCert(ctx, serial, later, "renewed", "renewal"); err != nil || ok {
+				t.Errorf("retiring %s again, revoked or unknown = %v, %v; want false", serial, ok, err)
+			}
+		}
+		got, err := tx.RevokeAgentCerts(ctx, "prod", "db-2", at, "stolen", "admin")
+		if err != nil || !reflect.DeepEqual(got, []string{"0c"}) {
+			t.Errorf("revoking a node whose certificate is retiring = %v, %v; want 0c", got, err)
+		}
+		one, err := tx.AgentCert(ctx, "0c")
+		if err != nil || one.RevokedTS == nil || !one.RevokedTS.Equal(at) || one.RevokeReason != "stolen" {
+			t.Errorf("the retiring certificate revoked = %+v, %v; want revoked at %s", one, err, at)
+		}
+		return nil
+	})
 	read(t, replica, func(ctx context.Context, r store.Reader) error {
 		rev, err := r.RevokedSerials(ctx)
-		if err != nil || !reflect.DeepEqual(rev, []string{"0a", "0b"}) {
+		if err != nil || !reflect.DeepEqual(rev, []string{"0a", "0b", "0c"}) {
 			t.Errorf("the replica's revocation list = %v, %v", rev, err)
 		}
 		one, err := r.AgentCert(ctx, "0a")
