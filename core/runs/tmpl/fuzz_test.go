@@ -15,7 +15,7 @@ func FuzzParse(f *testing.F) {
 		`{{range 300}}{{printf "%01000000d" 0}}{{end}}`,
 		`{{ eq .steps.up.state "DONE" }}`, `{{ .steps.up.outputs.previous }}`,
 		`{{ if and (eq .node.labels.role "db") (not .x) }}true{{ else }}false{{ end }}`,
-		`{{ lower .a | upper }}`, `{{define "x"}}{{end}}`, `{{block "b" .}}{{end}}`, `{{$x := 1}}`,
+		`{{ if .a }}x{{ end }}`, `{{ lower .a | upper }}`, `{{define "x"}}{{end}}`, `{{block "b" .}}{{end}}`, `{{$x := 1}}`,
 		`{{with .a}}{{.}}{{end}}`, `{{index .a 1}}`, `{{ (.a).b }}`, `{{/* c */}}`, `{{template "x"}}`,
 		`{{ slice .a 1 }}`, `{{ call .f }}`, `{{ len .a }}`, `{{ html .a }}`, `{{ break }}`, "{{ `raw` }}",
 		`{{ 1e9 }}{{ 'a' }}{{ nil }}{{ true }}`, `{{- .a -}}`, `{{ . }}`,

@@ -79,7 +79,7 @@ func Check(t *template.Template, field func(ident []string) error) error {
 	nodes := 0
 	var walk func(n parse.Node) error
 	walk = func(n parse.Node) error {
-		if n == nil {
+		if l, ok := n.(*parse.ListNode); n == nil || ok && l == nil { // an if without an else
 			return nil
 		}
 		switch n.Type() {
@@ -91,9 +91,6 @@ func Check(t *template.Template, field func(ident []string) error) error {
 		}
 		switch n := n.(type) {
 		case *parse.ListNode:
-			if n == nil { // an if without an else
-				return nil
-			}
 			for _, c := range n.Nodes {
 				if err := walk(c); err != nil {
 					return err

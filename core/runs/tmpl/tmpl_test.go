@@ -40,7 +40,7 @@ func TestTheGrammarRefusesEveryConstructOutsideIt(t *testing.T) {
 	}
 	for _, ok := range []string{
 		`{{ .a }}`, `{{ eq .steps.x.state "DONE" }}`, `{{ if and (ne .a "b") (not .c) }}x{{ else }}y{{ end }}`,
-		`{{ lower .a | upper }}`, `{{/* a comment */}}true`, `{{ lt 1 2 }}`, `{{ . }}`,
+		`{{ if .a }}x{{ end }}`, `{{ lower .a | upper }}`, `{{/* a comment */}}true`, `{{ lt 1 2 }}`, `{{ . }}`,
 	} {
 		if _, err := Parse(ok, MissingZero, nil); err != nil {
 			t.Errorf("Parse(%q) = %v, want it accepted", ok, err)
