@@ -25,11 +25,12 @@ const (
 	// MaxNodes bounds the actions, ifs, fields, functions and literals of
 	// one template ({{ .a }} is two, an action and a field): a template
 	// does at most this much work besides copying its text.
-	MaxNodes = 200
-	// MaxTime bounds one render. The grammar keeps a render of the largest
-	// template far below it (docs/security.md); the budget is the last
-	// guard, checked at every write.
-	MaxTime = 50 * time.Millisecond
+	MaxNodes = 64
+	// MaxTime bounds one render. The grammar keeps the worst render under
+	// a millisecond (docs/security.md); the budget, checked at every write, is the
+	// last guard should a construct slip past it, and is set far above so
+	// that a loaded machine never refuses a good template.
+	MaxTime = time.Second
 )
 
 // Allowed lists what a template may call, for messages.
