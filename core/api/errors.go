@@ -167,7 +167,7 @@ func isOurs(err error) bool {
 	for _, e := range []error{ErrBadRequest, ErrForbidden, ErrWrongState, ErrAmbiguous, ErrUnprocessable,
 		ErrTooLarge, ErrTooMany, ErrBusy, ErrConflict, store.ErrNotFound, store.ErrExists, store.ErrInvalidQuery, auth.ErrUnauthenticated,
 		auth.ErrInvalid, action.ErrInvalid, jsonbody.ErrInvalid, jsonbody.ErrTooLarge, apiserver.ErrUnsupportedMediaType,
-		runs.ErrInvalid, runs.ErrUnresolvable, playbook.ErrInvalid, nodes.ErrConfigured, schedule.ErrInvalid,
+		runs.ErrInvalid, runs.ErrUnresolvable, runs.ErrReplan, playbook.ErrInvalid, nodes.ErrConfigured, schedule.ErrInvalid,
 		enroll.ErrDisabled, enroll.ErrInvalid, enroll.ErrRefused, enroll.ErrHeld, tlsutil.ErrBadCSR} {
 		if errors.Is(err, e) {
 			return true

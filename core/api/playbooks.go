@@ -1,7 +1,6 @@
 package api
 
 import (
-	"context"
 	"errors"
 	"fmt"
 	"net/http"
@@ -182,13 +181,22 @@ func (s *Server) startPlaybook(c *echo.Context) error {
 	if err := checkNotBefore(req.NotBefore); err != nil {
 		return err
 	}
-	pb, version, err := playbook.Load(c.Request().Context(), s.st, c.Param("name"), req)
+	ctx := c.Request().Context()
+	pb, version, err := playbook.Load(ctx, s.st, c.Param("name"), req)
 	if err != nil {
 		return err
 	}
-	return s.newRun(c, func(ctx context.Context, tx store.Tx) (*store.Run, error) {
-		return playbook.Start(ctx, tx, s.cfg.Runs, pb, version, req, s.who(c))
+	// Planned outside the write transaction (playbook.StartIn).
+	var counts []store.ChildCount
+	run, err := playbook.StartIn(ctx, s.st, s.cfg.Runs, pb, version, req, s.who(c), func(tx store.Tx, r *store.Run) error {
+		var err error
+		counts, err = tx.RunChildCounts(ctx, []string{r.ID})
+		return err
 	})
+	if err != nil {
+		return err
+	}
+	return s.answerNewRun(c, run, counts)
 }
 
 // playbookError maps the playbook package's errors to the API's.

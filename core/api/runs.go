@@ -72,9 +72,18 @@ func (s *Server) createRun(c *echo.Context) error {
 	if err := checkNotBefore(req.NotBefore); err != nil {
 		return err
 	}
-	return s.newRun(c, func(ctx context.Context, tx store.Tx) (*store.Run, error) {
-		return s.cfg.Runs.Create(ctx, tx, &req, s.who(c))
+	// Planned outside the write transaction (runs.Engine.CreateIn).
+	ctx := c.Request().Context()
+	var counts []store.ChildCount
+	run, err := s.cfg.Runs.CreateIn(ctx, s.st, &req, s.who(c), func(tx store.Tx, r *store.Run) error {
+		var err error
+		counts, err = tx.RunChildCounts(ctx, []string{r.ID})
+		return err
 	})
+	if err != nil {
+		return err
+	}
+	return s.answerNewRun(c, run, counts)
 }
 
 // retryRun makes a new run over the failed and skipped nodes of a finished
@@ -109,6 +118,12 @@ func (s *Server) newRun(c *echo.Context, fn func(ctx context.Context, tx store.T
 	if err != nil {
 		return err
 	}
+	return s.answerNewRun(c, run, counts)
+}
+
+// answerNewRun answers a new run (201); a run that starts at once nudges
+// a pass to push its first wave.
+func (s *Server) answerNewRun(c *echo.Context, run *store.Run, counts []store.ChildCount) error {
 	if len(counts) > 0 {
 		s.nudgeCluster(run.ClusterID)
 	}
@@ -391,6 +406,8 @@ func runError(err error) (int, string, bool) {
 		return http.StatusBadRequest, wire.CodeBadRequest, true
 	case errors.Is(err, runs.ErrUnresolvable):
 		return http.StatusUnprocessableEntity, wire.CodeUnprocessable, true
+	case errors.Is(err, runs.ErrReplan):
+		return http.StatusConflict, wire.CodeConflict, true
 	}
 	return 0, "", false
 }

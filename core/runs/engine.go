@@ -64,6 +64,9 @@ type Engine struct {
 	Actions Actions
 	// Now returns the current time (UTC, microseconds); time.Now when nil.
 	Now func() time.Time
+	// planned, for tests, is called once a run is planned, before it is
+	// stored.
+	planned func()
 }
 
 func (e *Engine) now() time.Time {
@@ -93,23 +96,68 @@ func (e *Engine) NeedsApproval(clusterID string, stages []store.RunStage) bool {
 
 // Create checks req, resolves its targets against the cluster's nodes and
 // stores the run: PENDING_APPROVE, or RUNNING with its first wave when no
-// rule over its kinds asks for approval.
+// rule over its kinds asks for approval. It plans in tx: CreateIn plans
+// outside the write transaction.
 func (e *Engine) Create(ctx context.Context, tx store.Tx, req *wire.CreateRunRequest, who actions.Actor) (*store.Run, error) {
 	if err := Check(req); err != nil {
 		return nil, err
 	}
-	if _, err := tx.Cluster(ctx, req.ClusterID); err != nil {
-		return nil, err
-	}
-	nodes, err := tx.Nodes(ctx, req.ClusterID)
+	nodes, err := ReadNodes(ctx, tx, req.ClusterID)
 	if err != nil {
 		return nil, err
 	}
+	p, err := e.planRun(req, nodes)
+	if err != nil {
+		return nil, err
+	}
+	return e.insert(ctx, tx, req.ClusterID, p.Stages, "", 0, "", req.DeadlineS, req.NotBefore, who)
+}
+
+// CreateIn is Create with the plan outside the write transaction
+// (docs/architecture.md, "Runs and playbooks"): the cluster's nodes are
+// read, the run planned against them (templates rendered, args checked
+// against each node's args_schema) with no transaction held, and the
+// transaction then only checks that the nodes are still those it was
+// planned on before it stores the run and calls after (if not nil).
+func (e *Engine) CreateIn(ctx context.Context, st store.Store, req *wire.CreateRunRequest, who actions.Actor,
+	after func(tx store.Tx, r *store.Run) error) (*store.Run, error) {
+	if err := Check(req); err != nil {
+		return nil, err
+	}
+	plan := func() (*Planned, error) {
+		var nodes []store.Node
+		err := st.Read(ctx, func(r store.Reader) error {
+			var err error
+			nodes, err = ReadNodes(ctx, r, req.ClusterID)
+			return err
+		})
+		if err != nil {
+			return nil, err
+		}
+		return e.planRun(req, nodes)
+	}
+	return Replanning(ctx, st, plan, func(tx store.Tx, p *Planned) (*store.Run, error) {
+		if err := p.Recheck(ctx, tx); err != nil {
+			return nil, err
+		}
+		r, err := e.insert(ctx, tx, req.ClusterID, p.Stages, "", 0, "", req.DeadlineS, req.NotBefore, who)
+		if err != nil || after == nil {
+			return r, err
+		}
+		return r, after(tx, r)
+	})
+}
+
+// planRun resolves a checked req against nodes.
+func (e *Engine) planRun(req *wire.CreateRunRequest, nodes []store.Node) (*Planned, error) {
 	stages, err := Resolve(req, nodes)
 	if err != nil {
 		return nil, err
 	}
-	return e.insert(ctx, tx, req.ClusterID, stages, "", 0, "", req.DeadlineS, req.NotBefore, who)
+	if e.planned != nil {
+		e.planned()
+	}
+	return &Planned{Cluster: req.ClusterID, Stages: stages, Nodes: NodesDigest(nodes)}, nil
 }
 
 // Insert stores a run over resolved stages (a playbook's plan, or Create's).

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/musterhq/muster/core/store"
@@ -58,6 +59,9 @@ type New struct {
 	RetryOf string
 	// Args are the step's args rendered for the node.
 	Args json.RawMessage
+	// render renders Args: the planner tries the args of every node it
+	// could start and renders those of the children it creates alone.
+	render func() (json.RawMessage, error)
 }
 
 // Step is what a run should do now, given its children: the children to
@@ -183,7 +187,7 @@ func retryDelay(r *store.Retry, n int) time.Duration {
 // (any order): its steps in order while none failed, then, once one failed,
 // its steps with when "always" and the stage's rollback steps. A step whose
 // when renders false is skipped; args are rendered for the child to create.
-func evalNode(st *store.RunStage, node string, kids []Child, env PlanEnv) nodeState {
+func evalNode(st *store.RunStage, ts *stepTemplates, node string, kids []Child, env PlanEnv) nodeState {
 	if len(kids) == 0 {
 		switch st.Unreachable[node].As {
 		case UnavailableFail:
@@ -215,13 +219,27 @@ func evalNode(st *store.RunStage, node string, kids []Child, env PlanEnv) nodeSt
 		}
 		return nodeState{status: nodeBusy, next: next, failed: failed, why: why}
 	}
+	// child is the child to create for step: its args are tried now and
+	// rendered once it is created (PlanWith).
+	child := func(step *store.RunStep, n New) (*New, error) {
+		if !strings.Contains(string(step.Args), "{{") {
+			n.Args = step.Args
+			return &n, nil
+		}
+		if err := ts.tryArgs(step, ctx); err != nil {
+			return nil, err
+		}
+		sp, c := *step, ctx
+		n.render = func() (json.RawMessage, error) { return ts.renderArgs(&sp, c) }
+		return &n, nil
+	}
 	walk := func(steps []store.RunStep, rollback bool) *nodeState {
 		for i := range steps {
 			step := &steps[i]
 			if failed && !rollback && step.When != WhenAlways {
 				continue
 			}
-			run, err := evalWhen(step, ctx)
+			run, err := ts.evalWhen(step, ctx)
 			if err != nil {
 				fail(err.Error())
 				ctx.set(step.Name, string(action.Failed), nil)
@@ -234,13 +252,13 @@ func evalNode(st *store.RunStage, node string, kids []Child, env PlanEnv) nodeSt
 			c, ok := latest[step.Name]
 			switch {
 			case !ok:
-				args, err := renderArgs(step, ctx)
+				next, err := child(step, New{Stage: st.Name, Node: node, Step: step.Name, Attempt: 1})
 				if err != nil {
 					fail(err.Error())
 					ctx.set(step.Name, string(action.Failed), nil)
 					continue
 				}
-				ns := busy(&New{Stage: st.Name, Node: node, Step: step.Name, Attempt: 1, Args: args})
+				ns := busy(next)
 				return &ns
 			case !c.State.Final():
 				ns := busy(nil)
@@ -251,10 +269,10 @@ func evalNode(st *store.RunStage, node string, kids []Child, env PlanEnv) nodeSt
 						ns := busy(nil) // waiting to try again
 						return &ns
 					}
-					args, err := renderArgs(step, ctx)
+					next, err := child(step, New{Stage: st.Name, Node: node, Step: step.Name, Attempt: c.attempt() + 1,
+						RetryOf: c.ID})
 					if err == nil {
-						ns := busy(&New{Stage: st.Name, Node: node, Step: step.Name, Attempt: c.attempt() + 1,
-							RetryOf: c.ID, Args: args})
+						ns := busy(next)
 						return &ns
 					}
 				}
@@ -321,8 +339,9 @@ func viewStage(st *store.RunStage, children []Child, env PlanEnv) stageView {
 		v.counts.ByState[ch.State]++
 	}
 	v.nodes = make([]nodeState, len(st.Nodes))
+	ts := newStepTemplates() // the stage's templates, parsed once for all its nodes
 	for i, n := range st.Nodes {
-		ns := evalNode(st, n, byNode[n], env)
+		ns := evalNode(st, ts, n, byNode[n], env)
 		v.nodes[i] = ns
 		switch ns.status {
 		case nodePending:
@@ -566,6 +585,21 @@ func PlanWith(r *store.Run, children []Child, env PlanEnv) Step {
 			room--
 		}
 	}
+	// The args of the children created now are rendered now. One that
+	// rendered when tried and fails now (its time budget) waits for the
+	// next step.
+	created := s.Create[:0]
+	for _, n := range s.Create {
+		if n.render != nil {
+			args, err := n.render()
+			if err != nil {
+				continue
+			}
+			n.Args, n.render = args, nil
+		}
+		created = append(created, n)
+	}
+	s.Create = created
 	return s
 }
 

@@ -2,13 +2,14 @@ package runs
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"slices"
 	"strconv"
 	"strings"
 	"text/template"
-	"text/template/parse"
 
+	"github.com/musterhq/muster/core/runs/tmpl"
 	"github.com/musterhq/muster/core/store"
 	"github.com/musterhq/muster/shared/action"
 	"github.com/musterhq/muster/shared/argschema"
@@ -28,14 +29,24 @@ const (
 	StepSkipped = "SKIPPED"
 )
 
-func newStepTemplate(s string) (*template.Template, error) {
-	return template.New("").Option("missingkey=zero").Parse(s)
+// Bounds of a step's renders: a when renders true or false, and a step's
+// args, all their strings together, must fit a child's args.
+const (
+	maxWhenRender = 1 << 10
+	maxArgsRender = action.MaxArgs
+)
+
+// newStepTemplate parses a step's template in the grammar of every
+// template of runs and playbooks (core/runs/tmpl). field, when not nil,
+// may refuse a field it reads.
+func newStepTemplate(s string, field func(ident []string) error) (*template.Template, error) {
+	return tmpl.Parse(s, tmpl.MissingZero, field)
 }
 
 // stepRefs returns the step names a template refers to as .steps.NAME.
 func stepRefs(t *template.Template) []string {
 	var out []string
-	fieldRefs(t, func(ident []string) {
+	tmpl.Fields(t, func(ident []string) {
 		if len(ident) >= 2 && ident[0] == "steps" {
 			out = append(out, ident[1])
 		} else if len(ident) == 1 && ident[0] == "steps" {
@@ -45,72 +56,28 @@ func stepRefs(t *template.Template) []string {
 	return out
 }
 
-// fieldRefs calls fn with the identifiers of every field a template reads
-// (.steps.a.outputs.b gives [steps a outputs b]).
-func fieldRefs(t *template.Template, fn func(ident []string)) {
-	var walk func(n parse.Node)
-	walk = func(n parse.Node) {
-		switch n := n.(type) {
-		case *parse.ListNode:
-			if n == nil {
-				return
-			}
-			for _, c := range n.Nodes {
-				walk(c)
-			}
-		case *parse.ActionNode:
-			walk(n.Pipe)
-		case *parse.PipeNode:
-			if n == nil {
-				return
-			}
-			for _, c := range n.Cmds {
-				walk(c)
-			}
-		case *parse.CommandNode:
-			for _, a := range n.Args {
-				walk(a)
-			}
-		case *parse.FieldNode:
-			fn(n.Ident)
-		case *parse.IfNode:
-			walk(n.Pipe)
-			walk(n.List)
-			walk(n.ElseList)
-		case *parse.RangeNode:
-			walk(n.Pipe)
-			walk(n.List)
-			walk(n.ElseList)
-		case *parse.WithNode:
-			walk(n.Pipe)
-			walk(n.List)
-			walk(n.ElseList)
-		}
-	}
-	if t.Tree != nil {
-		walk(t.Tree.Root)
-	}
-}
-
 // checkStepTemplate checks a template of a step (where names it): it
 // parses, and refers only to the steps in before by name.
 func checkStepTemplate(s, where string, before map[string]bool, all map[string]bool) error {
 	if !strings.Contains(s, "{{") {
 		return nil
 	}
-	t, err := newStepTemplate(s)
+	_, err := newStepTemplate(s, func(ident []string) error {
+		if ident[0] != "steps" {
+			return nil
+		}
+		switch {
+		case len(ident) < 2:
+			return errors.New("refer to a step as .steps.NAME")
+		case all[ident[1]] && !before[ident[1]]:
+			return fmt.Errorf("step %s comes later: only earlier steps' state and outputs are known", ident[1])
+		case !before[ident[1]]:
+			return fmt.Errorf("names no step %q", ident[1])
+		}
+		return nil
+	})
 	if err != nil {
 		return invalid("%s: %v", where, err)
-	}
-	for _, name := range stepRefs(t) {
-		switch {
-		case name == "":
-			return invalid("%s: refer to a step as .steps.NAME", where)
-		case all[name] && !before[name]:
-			return invalid("%s: step %s comes later: only earlier steps' state and outputs are known", where, name)
-		case !before[name]:
-			return invalid("%s: names no step %q", where, name)
-		}
 	}
 	return nil
 }
@@ -191,31 +158,62 @@ func (c nodeContext) set(step, state string, outputs json.RawMessage) {
 	c["steps"].(map[string]any)[step] = map[string]any{"state": state, "outputs": out}
 }
 
-func renderString(s string, c nodeContext) (string, error) {
+// stepTemplates holds the templates of a stage's steps, each parsed once
+// and its args decoded once, for the nodes the planner goes through one
+// after another.
+type stepTemplates struct {
+	parsed map[string]*template.Template
+	errs   map[string]error
+	args   map[string]any // a step's args, decoded
+}
+
+func newStepTemplates() *stepTemplates {
+	return &stepTemplates{parsed: map[string]*template.Template{}, errs: map[string]error{}, args: map[string]any{}}
+}
+
+// parse returns s's template, parsed once (nil for a string without one).
+func (ts *stepTemplates) parse(s string) (*template.Template, error) {
 	if !strings.Contains(s, "{{") {
-		return s, nil
+		return nil, nil
 	}
-	t, err := newStepTemplate(s)
-	if err != nil {
-		return "", err
+	if t, ok := ts.parsed[s]; ok {
+		return t, ts.errs[s]
 	}
-	var b strings.Builder
-	if err := t.Execute(&b, map[string]any(c)); err != nil {
-		return "", err
+	t, err := newStepTemplate(s, nil)
+	ts.parsed[s], ts.errs[s] = t, err
+	return t, err
+}
+
+// decoded returns a step's args as decoded JSON, decoded once; the caller
+// does not change it.
+func (ts *stepTemplates) decoded(args json.RawMessage) (any, error) {
+	if v, ok := ts.args[string(args)]; ok {
+		return v, nil
 	}
-	if b.Len() > MaxRunArgs {
-		return "", fmt.Errorf("renders more than %d bytes", MaxRunArgs)
+	var v any
+	if err := json.Unmarshal(args, &v); err != nil {
+		return nil, err
 	}
-	return b.String(), nil
+	ts.args[string(args)] = v
+	return v, nil
+}
+
+// render renders s for a node within max bytes and tmpl.MaxTime.
+func (ts *stepTemplates) render(s string, c nodeContext, max int) (string, error) {
+	t, err := ts.parse(s)
+	if err != nil || t == nil {
+		return s, err
+	}
+	return tmpl.NewBudget(max).Render(t, map[string]any(c))
 }
 
 // evalWhen decides a step's when: run (true) or skip (false).
-func evalWhen(sp *store.RunStep, c nodeContext) (bool, error) {
+func (ts *stepTemplates) evalWhen(sp *store.RunStep, c nodeContext) (bool, error) {
 	switch sp.When {
 	case "", WhenAlways:
 		return true, nil
 	}
-	s, err := renderString(sp.When, c)
+	s, err := ts.render(sp.When, c, maxWhenRender)
 	if err != nil {
 		return false, fmt.Errorf("step %s: when: %v", sp.Name, err)
 	}
@@ -228,31 +226,99 @@ func evalWhen(sp *store.RunStep, c nodeContext) (bool, error) {
 	return false, fmt.Errorf("step %s: when renders %q, not true or false", sp.Name, s)
 }
 
-// renderArgs renders the templates in a step's args for a node.
-func renderArgs(sp *store.RunStep, c nodeContext) (json.RawMessage, error) {
+// tryArgs tells whether renderArgs would succeed, keeping nothing: the
+// planner tries the args of every node it could start, and renders those
+// of the children it creates.
+func (ts *stepTemplates) tryArgs(sp *store.RunStep, c nodeContext) error {
+	if len(sp.Args) == 0 || !strings.Contains(string(sp.Args), "{{") {
+		return nil
+	}
+	v, err := ts.decoded(sp.Args)
+	if err != nil {
+		return err
+	}
+	b := tmpl.NewBudget(maxArgsRender)
+	var try func(v any) error
+	try = func(v any) error {
+		switch x := v.(type) {
+		case string:
+			t, err := ts.parse(x)
+			if err != nil || t == nil {
+				return err
+			}
+			return b.Try(t, map[string]any(c))
+		case map[string]any:
+			for _, e := range x {
+				if err := try(e); err != nil {
+					return err
+				}
+			}
+		case []any:
+			for _, e := range x {
+				if err := try(e); err != nil {
+					return err
+				}
+			}
+		}
+		return nil
+	}
+	if err := try(v); err != nil {
+		return fmt.Errorf("step %s: args: %v", sp.Name, err)
+	}
+	return nil
+}
+
+// renderArgs renders the templates in a step's args for a node, all
+// within maxArgsRender bytes.
+func (ts *stepTemplates) renderArgs(sp *store.RunStep, c nodeContext) (json.RawMessage, error) {
 	if len(sp.Args) == 0 || !strings.Contains(string(sp.Args), "{{") {
 		return sp.Args, nil
 	}
-	var v any
-	if err := json.Unmarshal(sp.Args, &v); err != nil {
-		return nil, err
-	}
-	var rerr error
-	v = walkArgStrings(v, func(s string) string {
-		out, err := renderString(s, c)
-		if err != nil && rerr == nil {
-			rerr = fmt.Errorf("step %s: args: %v", sp.Name, err)
-		}
-		return out
-	})
-	if rerr != nil {
-		return nil, rerr
-	}
-	b, err := json.Marshal(v)
+	v, err := ts.decoded(sp.Args)
 	if err != nil {
 		return nil, err
 	}
-	return action.NormalizeArgs(b)
+	b := tmpl.NewBudget(maxArgsRender)
+	var render func(v any) (any, error)
+	render = func(v any) (any, error) {
+		switch x := v.(type) {
+		case string:
+			t, err := ts.parse(x)
+			if err != nil || t == nil {
+				return x, err
+			}
+			return b.Render(t, map[string]any(c))
+		case map[string]any:
+			out := make(map[string]any, len(x))
+			for k, e := range x {
+				r, err := render(e)
+				if err != nil {
+					return nil, err
+				}
+				out[k] = r
+			}
+			return out, nil
+		case []any:
+			out := make([]any, len(x))
+			for i, e := range x {
+				r, err := render(e)
+				if err != nil {
+					return nil, err
+				}
+				out[i] = r
+			}
+			return out, nil
+		}
+		return v, nil
+	}
+	if v, err = render(v); err != nil {
+		return nil, fmt.Errorf("step %s: args: %v", sp.Name, err)
+	}
+	raw, err := json.Marshal(v)
+	if err != nil {
+		return nil, err
+	}
+	return action.NormalizeArgs(raw)
 }
 
 // Plan time (docs/runs-and-playbooks.md, "What is checked before a run"):
@@ -268,22 +334,22 @@ func renderArgs(sp *store.RunStep, c nodeContext) (json.RawMessage, error) {
 // are found once.
 type planner struct {
 	steps   []store.RunStep
-	tmpl    map[string]*template.Template
+	ts      *stepTemplates
 	outputs map[string][]string // step → the output keys templates read
 }
 
 func newPlanner(steps []store.RunStep) *planner {
-	p := &planner{steps: steps, tmpl: map[string]*template.Template{}, outputs: map[string][]string{}}
+	p := &planner{steps: steps, ts: newStepTemplates(), outputs: map[string][]string{}}
 	known := map[string]bool{}
 	for _, sp := range steps {
 		known[sp.Name] = true
 	}
 	read := func(s string) {
-		t, err := p.parse(s)
+		t, err := p.ts.parse(s)
 		if err != nil || t == nil {
 			return
 		}
-		fieldRefs(t, func(ident []string) {
+		tmpl.Fields(t, func(ident []string) {
 			if len(ident) >= 4 && ident[0] == "steps" && ident[2] == "outputs" && known[ident[1]] &&
 				!slices.Contains(p.outputs[ident[1]], ident[3]) {
 				p.outputs[ident[1]] = append(p.outputs[ident[1]], ident[3])
@@ -300,37 +366,6 @@ func newPlanner(steps []store.RunStep) *planner {
 		}
 	}
 	return p
-}
-
-// parse returns s's template, parsed once (nil for a string without one).
-func (p *planner) parse(s string) (*template.Template, error) {
-	if !strings.Contains(s, "{{") {
-		return nil, nil
-	}
-	if t, ok := p.tmpl[s]; ok {
-		return t, nil
-	}
-	t, err := newStepTemplate(s)
-	if err != nil {
-		return nil, err
-	}
-	p.tmpl[s] = t
-	return t, nil
-}
-
-func (p *planner) render(s string, c nodeContext) (string, error) {
-	t, err := p.parse(s)
-	if err != nil || t == nil {
-		return s, err
-	}
-	var b strings.Builder
-	if err := t.Execute(&b, map[string]any(c)); err != nil {
-		return "", err
-	}
-	if b.Len() > MaxRunArgs {
-		return "", fmt.Errorf("renders more than %d bytes", MaxRunArgs)
-	}
-	return b.String(), nil
 }
 
 // context is node's template context at plan time.
@@ -353,7 +388,7 @@ func (p *planner) when(sp *store.RunStep, c nodeContext) error {
 	if sp.When == "" || sp.When == WhenAlways {
 		return nil
 	}
-	s, err := p.render(sp.When, c)
+	s, err := p.ts.render(sp.When, c, maxWhenRender)
 	if err != nil {
 		return fmt.Errorf("step %s: when: %v", sp.Name, err)
 	}
@@ -376,18 +411,22 @@ func (p *planner) args(sp *store.RunStep, c nodeContext) (json.RawMessage, map[s
 	}
 	later := map[string]bool{}
 	var rerr error
+	budget := tmpl.NewBudget(maxArgsRender)
 	var walk func(v any, path []string) any
 	walk = func(v any, path []string) any {
 		switch x := v.(type) {
 		case string:
-			t, err := p.parse(x)
+			t, err := p.ts.parse(x)
 			if t == nil && err == nil {
 				return x
 			}
 			if t != nil && len(stepRefs(t)) > 0 {
 				later[argschema.FieldOf(path)] = true
 			}
-			out, err := p.render(x, c)
+			out := x
+			if err == nil {
+				out, err = budget.Render(t, map[string]any(c))
+			}
 			if err != nil {
 				if !later[argschema.FieldOf(path)] && rerr == nil {
 					rerr = fmt.Errorf("step %s: args: %v", displayStep(sp.Name), err)

@@ -375,16 +375,14 @@ func (s *Server) startPlaybook(w http.ResponseWriter, r *http.Request, v *visito
 		return
 	}
 	req := &wire.PlanRequest{ClusterID: f.Cluster, Params: f.Params, Digest: f.Digest}
-	var run *store.Run
+	// Planned outside the write transaction, as the API's start.
 	var counts []store.ChildCount
-	err = s.st.Update(ctx, func(tx store.Tx) error {
-		var err error
-		if run, err = playbook.Start(ctx, tx, eng, pb, version, req, actions.Actor{Name: v.tok.Name, Addr: clientAddr(r)}); err != nil {
+	run, err := playbook.StartIn(ctx, s.st, eng, pb, version, req, actions.Actor{Name: v.tok.Name, Addr: clientAddr(r)},
+		func(tx store.Tx, run *store.Run) error {
+			var err error
+			counts, err = tx.RunChildCounts(ctx, []string{run.ID})
 			return err
-		}
-		counts, err = tx.RunChildCounts(ctx, []string{run.ID})
-		return err
-	})
+		})
 	if err != nil {
 		msg, status := s.planError(err)
 		s.renderError(w, r, v, status, "Could not start: "+msg)

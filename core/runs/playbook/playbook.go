@@ -5,8 +5,8 @@
 // core/runs then checks, resolves against the cluster and plans.
 //
 // Templates: a string in a stage's args or target may use Go's text/template
-// syntax over the parameters, as {{ .name }}. Only a small set of functions
-// is allowed (see Funcs), a reference to an undefined parameter is an error
+// syntax over the parameters, as {{ .name }}, in the grammar of core/runs/tmpl
+// (fields, if, and a few functions; no loop, no printf), a reference to an undefined parameter is an error
 // when the playbook is applied, and a string that is exactly one reference
 // to an int or bool parameter takes that parameter's type in the args.
 package playbook
@@ -22,12 +22,12 @@ import (
 	"strings"
 	"sync"
 	"text/template"
-	"text/template/parse"
 	"time"
 
 	"go.yaml.in/yaml/v3"
 
 	"github.com/musterhq/muster/core/runs"
+	"github.com/musterhq/muster/core/runs/tmpl"
 	"github.com/musterhq/muster/shared/action"
 	"github.com/musterhq/muster/shared/limit"
 	"github.com/musterhq/muster/shared/wire"
@@ -142,17 +142,6 @@ func lazyRegexp(expr string) func() *regexp.Regexp {
 
 // ValidName reports whether n can name a playbook.
 func ValidName(n string) bool { return nameRE().MatchString(n) }
-
-// Funcs are the only functions a template may call, beside the comparison
-// and logic built-ins (eq, ne, lt, le, gt, ge, and, or, not). printf is not
-// one of them: its widths would let a short template build a huge string.
-var Funcs = template.FuncMap{
-	"lower": strings.ToLower,
-	"upper": strings.ToUpper,
-}
-
-var allowedBuiltins = map[string]bool{"eq": true, "ne": true, "lt": true, "le": true, "gt": true, "ge": true,
-	"and": true, "or": true, "not": true}
 
 // posError is an error at a line of the document.
 func posError(line int, field, format string, args ...any) error {
@@ -417,9 +406,10 @@ func convert(p *Param, s string) (any, error) {
 	return s, nil
 }
 
-// newTemplate parses s with the allowed functions.
-func newTemplate(s string) (*template.Template, error) {
-	return template.New("").Funcs(Funcs).Option("missingkey=error").Parse(s)
+// newTemplate parses s in the grammar of every template of runs and
+// playbooks (core/runs/tmpl); field may refuse a field it reads.
+func newTemplate(s string, field func(ident []string) error) (*template.Template, error) {
+	return tmpl.Parse(s, tmpl.MissingError, field)
 }
 
 // checkTemplate parses s and checks every name it uses, marking the
@@ -428,61 +418,18 @@ func checkTemplate(s string, params map[string]*Param, used map[string]bool) err
 	if !strings.Contains(s, "{{") {
 		return nil
 	}
-	t, err := newTemplate(s)
-	if err != nil {
-		return fmt.Errorf("template: %s", strings.TrimPrefix(err.Error(), "template: :"))
-	}
-	var bad error
-	var walk func(n parse.Node)
-	walk = func(n parse.Node) {
-		if bad != nil || n == nil {
-			return
+	_, err := newTemplate(s, func(ident []string) error {
+		ref := "." + strings.Join(ident, ".")
+		switch {
+		case len(ident) != 1:
+			return fmt.Errorf("%s: a parameter has no fields", ref)
+		case params[ident[0]] == nil:
+			return fmt.Errorf("%s refers to an undefined parameter %q", ref, ident[0])
 		}
-		switch n := n.(type) {
-		case *parse.ListNode:
-			if n == nil { // an if without an else
-				return
-			}
-			for _, c := range n.Nodes {
-				walk(c)
-			}
-		case *parse.ActionNode:
-			walk(n.Pipe)
-		case *parse.PipeNode:
-			if len(n.Decl) > 0 {
-				bad = errors.New("template: variables are not allowed")
-				return
-			}
-			for _, c := range n.Cmds {
-				walk(c)
-			}
-		case *parse.CommandNode:
-			for _, a := range n.Args {
-				walk(a)
-			}
-		case *parse.FieldNode:
-			if len(n.Ident) != 1 {
-				bad = fmt.Errorf("template: %s: a parameter has no fields", n)
-			} else if params[n.Ident[0]] == nil {
-				bad = fmt.Errorf("template: %s refers to an undefined parameter %q", n, n.Ident[0])
-			} else {
-				used[n.Ident[0]] = true
-			}
-		case *parse.IdentifierNode:
-			if Funcs[n.Ident] == nil && !allowedBuiltins[n.Ident] {
-				bad = fmt.Errorf("template: function %q is not allowed", n.Ident)
-			}
-		case *parse.IfNode:
-			walk(n.Pipe)
-			walk(n.List)
-			walk(n.ElseList)
-		case *parse.StringNode, *parse.NumberNode, *parse.BoolNode, *parse.TextNode, *parse.DotNode, *parse.NilNode:
-		default:
-			bad = fmt.Errorf("template: %s is not allowed", n)
-		}
-	}
-	walk(t.Tree.Root)
-	return bad
+		used[ident[0]] = true
+		return nil
+	})
+	return err
 }
 
 // walkStrings calls fn for every string in v (nested maps and lists).
@@ -593,60 +540,31 @@ func (p *Playbook) paramNames() string {
 // together: a template cannot make the core build more than this.
 const MaxRendered = 1 << 20
 
-// renderBudget is what a render may still write.
-type renderBudget struct{ left int }
-
-// Write counts p against the budget, refusing what goes past it.
-func (b *renderBudget) Write(p []byte) (int, error) {
-	if len(p) > b.left {
-		b.left = 0
-		return 0, fmt.Errorf("the rendered playbook is larger than %d bytes", MaxRendered)
-	}
-	b.left -= len(p)
-	return len(p), nil
-}
-
-// cappedBuilder writes into a string builder within a budget.
-type cappedBuilder struct {
-	strings.Builder
-	b *renderBudget
-}
-
-func (w *cappedBuilder) Write(p []byte) (int, error) {
-	if _, err := w.b.Write(p); err != nil {
-		return 0, err
-	}
-	return w.Builder.Write(p)
-}
-
 var wholeRef = lazyRegexp(`^\{\{\s*\.([A-Za-z_][A-Za-z0-9_]*)\s*\}\}$`)
 
 // render fills one string's template. A string that is exactly one
 // reference keeps its parameter's type (when typed is set).
-func render(s string, values map[string]any, typed bool, b *renderBudget) (any, error) {
+func render(s string, values map[string]any, typed bool, b *tmpl.Budget) (any, error) {
 	if !strings.Contains(s, "{{") || runTime(s) {
 		return s, nil // no template, or the run's own (rendered as it goes)
 	}
-	if m := wholeRef().FindStringSubmatch(s); m != nil && typed {
-		if v, ok := values[m[1]]; ok {
-			if _, err := b.Write([]byte(fmt.Sprint(v))); err != nil {
-				return nil, err
-			}
-			return v, nil
-		}
-	}
-	t, err := newTemplate(s)
+	t, err := newTemplate(s, nil)
 	if err != nil {
 		return nil, err
 	}
-	w := &cappedBuilder{b: b}
-	if err := t.Execute(w, values); err != nil {
+	out, err := b.Render(t, values)
+	if err != nil {
 		return nil, err
 	}
-	return w.String(), nil
+	if m := wholeRef().FindStringSubmatch(s); m != nil && typed {
+		if v, ok := values[m[1]]; ok {
+			return v, nil
+		}
+	}
+	return out, nil
 }
 
-func renderValue(v any, values map[string]any, b *renderBudget) (any, error) {
+func renderValue(v any, values map[string]any, b *tmpl.Budget) (any, error) {
 	switch x := v.(type) {
 	case string:
 		return render(x, values, true, b)
@@ -674,7 +592,7 @@ func renderValue(v any, values map[string]any, b *renderBudget) (any, error) {
 	return v, nil
 }
 
-func renderText(s string, values map[string]any, b *renderBudget) (string, error) {
+func renderText(s string, values map[string]any, b *tmpl.Budget) (string, error) {
 	v, err := render(s, values, false, b)
 	if err != nil {
 		return "", err
@@ -690,7 +608,7 @@ func (p *Playbook) Render(values map[string]any) ([]wire.StageSpec, error) {
 
 func (p *Playbook) stageSpecs(values map[string]any) ([]wire.StageSpec, error) {
 	var out []wire.StageSpec
-	b := &renderBudget{left: MaxRendered}
+	b := tmpl.NewBudget(MaxRendered)
 	for i := range p.Stages {
 		st := &p.Stages[i]
 		sp := wire.StageSpec{Name: st.Name, Kind: st.Kind, MaxConcurrency: st.conc, MaxErrors: st.errs,
@@ -833,7 +751,7 @@ func checkStep(sp *Step, params map[string]*Param, used map[string]bool, at func
 }
 
 // stepSpecs renders steps as written into a run's (values nil: as written).
-func stepSpecs(stage string, steps []Step, values map[string]any, b *renderBudget) ([]wire.StepSpec, error) {
+func stepSpecs(stage string, steps []Step, values map[string]any, b *tmpl.Budget) ([]wire.StepSpec, error) {
 	var out []wire.StepSpec
 	for i := range steps {
 		sp := &steps[i]

@@ -199,7 +199,7 @@ func TestRenderingIsBounded(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := p.Render(vals); err == nil || !strings.Contains(err.Error(), "larger than") {
+	if _, err := p.Render(vals); err == nil || !strings.Contains(err.Error(), fmt.Sprintf("more than %d bytes", MaxRendered)) {
 		t.Fatalf("a render of 400 × 8 KiB: %v, want it refused past %d bytes", err, MaxRendered)
 	}
 	if _, err := p.Values(map[string]string{"p": strings.Repeat("y", MaxParamValue+1)}); !errors.Is(err, ErrInvalid) {
@@ -401,5 +401,35 @@ stages:
 	specs, err := p.Render(vals)
 	if err != nil || specs[0].Target.Nodes[0] != "db-2" {
 		t.Fatalf("target %+v, %v", specs, err)
+	}
+}
+
+// TestPlaybookTemplatesRefuseLoopsDefinitionsAndPrintf: a parameter's
+// template and a step's run-time template in a playbook have one grammar,
+// and the issue's two bodies are refused in either, with the line and the
+// field.
+func TestPlaybookTemplatesRefuseLoopsDefinitionsAndPrintf(t *testing.T) {
+	t.Parallel()
+	const head = "name: x\nparams: [{name: p, type: string, default: v}]\nstages:\n  - name: a\n    target: {all: true}\n    steps:\n      - name: s\n        kind: example.com/x\n"
+	for _, tc := range []struct{ name, field, want string }{
+		{"the issue's loop as a parameter's", `when: '{{range 40000}}{{range 40000}}{{end}}{{end}}{{ .p }}'`, "range is not allowed"},
+		{"the issue's loop as the run's", `when: '{{range 40000}}{{range 40000}}{{end}}{{end}}{{ .node.id }}'`, "range is not allowed"},
+		{"the issue's printf as the run's", `args: {v: '{{range 300}}{{printf "%01000000d" 0}}{{end}}{{ .node.id }}'}`, "range is not allowed"},
+		{"printf as a parameter's", `args: {v: '{{ printf "%01000000d" .p }}'}`, `function "printf" is not allowed`},
+		{"printf as the run's", `args: {v: '{{ printf "%01000000d" .node.id }}'}`, `function "printf" is not allowed`},
+		{"with", `args: {v: '{{ with .p }}{{ end }}'}`, "with is not allowed"},
+		{"define", `args: {v: '{{ define "t" }}{{ end }}{{ .p }}'}`, "define and block are not allowed"},
+		{"template", `args: {v: '{{ template "t" }}{{ .p }}'}`, "template and block are not allowed"},
+		{"index", `args: {v: '{{ index .node.labels "a" }}'}`, `function "index" is not allowed`},
+		{"len", `args: {v: '{{ len .p }}'}`, `function "len" is not allowed`},
+		{"a variable", `args: {v: '{{ $x := .node.id }}'}`, "variables are not allowed"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			_, err := Parse([]byte(head + "        " + tc.field + "\n      - {name: t, kind: example.com/x, args: {u: '{{ .p }}'}}\n"))
+			if !errors.Is(err, ErrInvalid) || !strings.Contains(err.Error(), tc.want) || !strings.Contains(err.Error(), "step") {
+				t.Fatalf("Parse = %v\nwant ErrInvalid naming the step and %q", err, tc.want)
+			}
+		})
 	}
 }

@@ -57,6 +57,8 @@ type Planned struct {
 	Cluster string
 	Values  map[string]any
 	Stages  []store.RunStage
+	// Nodes is the runs.NodesDigest of the nodes it was planned on.
+	Nodes string
 }
 
 // Load reads the playbook a plan or a start names: the document in req when
@@ -93,32 +95,64 @@ func Load(ctx context.Context, st store.Store, name string, req *wire.PlanReques
 }
 
 // Plan renders the playbook (version, as Load gave it) with req's
-// parameters and resolves it against the cluster's nodes as a run would be.
+// parameters and resolves it against the cluster's nodes, read in r, as a
+// run would be.
 func (p *Playbook) Plan(ctx context.Context, r store.Reader, version int, req *wire.PlanRequest) (*Planned, error) {
-	values, err := p.Values(req.Params)
+	run, values, err := p.request(req)
 	if err != nil {
 		return nil, err
+	}
+	nodes, err := runs.ReadNodes(ctx, r, req.ClusterID)
+	if err != nil {
+		return nil, err
+	}
+	return p.planOn(version, run, values, nodes)
+}
+
+// PlanIn is Plan with the nodes read in a short read of st, and the
+// rendering and resolving done outside any transaction.
+func (p *Playbook) PlanIn(ctx context.Context, st store.Store, version int, req *wire.PlanRequest) (*Planned, error) {
+	run, values, err := p.request(req)
+	if err != nil {
+		return nil, err
+	}
+	var nodes []store.Node
+	err = st.Read(ctx, func(r store.Reader) error {
+		var err error
+		nodes, err = runs.ReadNodes(ctx, r, req.ClusterID)
+		return err
+	})
+	if err != nil {
+		return nil, err
+	}
+	return p.planOn(version, run, values, nodes)
+}
+
+// request renders the playbook with req's parameters into a checked run
+// request.
+func (p *Playbook) request(req *wire.PlanRequest) (*wire.CreateRunRequest, map[string]any, error) {
+	values, err := p.Values(req.Params)
+	if err != nil {
+		return nil, nil, err
 	}
 	specs, err := p.Render(values)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
-	run := wire.CreateRunRequest{ClusterID: req.ClusterID, Stages: specs}
-	if err := runs.Check(&run); err != nil {
-		return nil, err
+	run := &wire.CreateRunRequest{ClusterID: req.ClusterID, Stages: specs}
+	if err := runs.Check(run); err != nil {
+		return nil, nil, err
 	}
-	if _, err := r.Cluster(ctx, req.ClusterID); err != nil {
-		return nil, err
-	}
-	nodes, err := r.Nodes(ctx, req.ClusterID)
+	return run, values, nil
+}
+
+func (p *Playbook) planOn(version int, run *wire.CreateRunRequest, values map[string]any, nodes []store.Node) (*Planned, error) {
+	stages, err := runs.Resolve(run, nodes)
 	if err != nil {
 		return nil, err
 	}
-	stages, err := runs.Resolve(&run, nodes)
-	if err != nil {
-		return nil, err
-	}
-	return &Planned{Name: p.Name, Version: version, Cluster: req.ClusterID, Values: values, Stages: stages}, nil
+	return &Planned{Name: p.Name, Version: version, Cluster: run.ClusterID, Values: values, Stages: stages,
+		Nodes: runs.NodesDigest(nodes)}, nil
 }
 
 // Wire shows a plan: every child by stage and wave, in the order the run
@@ -168,33 +202,69 @@ var ErrMoved = errors.New("not the plan that was shown")
 // Start creates a run from exactly the plan of the stored playbook p (as
 // Load gave it, with its version). req names what the caller's plan showed
 // (wire.PlanRequest): a version that must still be the newest, or the plan's
-// digest; ErrMoved otherwise.
+// digest; ErrMoved otherwise. It plans in tx: StartIn plans outside the
+// write transaction.
 func Start(ctx context.Context, tx store.Tx, e *runs.Engine, p *Playbook, version int, req *wire.PlanRequest, who actions.Actor) (*store.Run, error) {
-	if strings.TrimSpace(req.Document) != "" || version == 0 {
-		return nil, fmt.Errorf("%w: a run starts from a stored playbook: apply the document first", ErrInvalid)
-	}
-	if req.Version == 0 && req.Digest == "" {
-		return nil, fmt.Errorf("%w: give the version or the digest that the plan showed (muster playbook plan prints both)", ErrInvalid)
-	}
-	if req.Digest == "" {
-		latest, err := tx.Playbook(ctx, p.Name, 0)
-		if err != nil {
-			return nil, err
-		}
-		if latest.Version != version {
-			return nil, fmt.Errorf("%w: playbook %s is at version %d now, not %d (applied by %s): plan it again",
-				ErrMoved, p.Name, latest.Version, version, latest.CreatedBy)
-		}
+	if err := checkStart(version, req); err != nil {
+		return nil, err
 	}
 	plan, err := p.Plan(ctx, tx, version, req)
 	if err != nil {
+		return nil, err
+	}
+	return startPlanned(ctx, tx, e, plan, req, who)
+}
+
+// StartIn is Start with the plan made outside the write transaction, as
+// runs.Engine.CreateIn does; after (if not nil) runs in the transaction
+// that stores the run.
+func StartIn(ctx context.Context, st store.Store, e *runs.Engine, p *Playbook, version int, req *wire.PlanRequest,
+	who actions.Actor, after func(tx store.Tx, r *store.Run) error) (*store.Run, error) {
+	if err := checkStart(version, req); err != nil {
+		return nil, err
+	}
+	plan := func() (*Planned, error) { return p.PlanIn(ctx, st, version, req) }
+	return runs.Replanning(ctx, st, plan, func(tx store.Tx, plan *Planned) (*store.Run, error) {
+		r, err := startPlanned(ctx, tx, e, plan, req, who)
+		if err != nil || after == nil {
+			return r, err
+		}
+		return r, after(tx, r)
+	})
+}
+
+func checkStart(version int, req *wire.PlanRequest) error {
+	if strings.TrimSpace(req.Document) != "" || version == 0 {
+		return fmt.Errorf("%w: a run starts from a stored playbook: apply the document first", ErrInvalid)
+	}
+	if req.Version == 0 && req.Digest == "" {
+		return fmt.Errorf("%w: give the version or the digest that the plan showed (muster playbook plan prints both)", ErrInvalid)
+	}
+	return nil
+}
+
+// startPlanned stores the run of plan, in the write transaction: the
+// playbook's newest version and the cluster's nodes must still be those
+// the plan was made with.
+func startPlanned(ctx context.Context, tx store.Tx, e *runs.Engine, plan *Planned, req *wire.PlanRequest, who actions.Actor) (*store.Run, error) {
+	if req.Digest == "" {
+		latest, err := tx.Playbook(ctx, plan.Name, 0)
+		if err != nil {
+			return nil, err
+		}
+		if latest.Version != plan.Version {
+			return nil, fmt.Errorf("%w: playbook %s is at version %d now, not %d (applied by %s): plan it again",
+				ErrMoved, plan.Name, latest.Version, plan.Version, latest.CreatedBy)
+		}
+	}
+	if err := (&runs.Planned{Cluster: plan.Cluster, Nodes: plan.Nodes}).Recheck(ctx, tx); err != nil {
 		return nil, err
 	}
 	if req.Digest != "" {
 		if d := runs.Digest(plan.Cluster, plan.Stages); d != req.Digest {
 			return nil, fmt.Errorf("%w: the plan changed: version %d of playbook %s, with these parameters on the cluster's nodes now, "+
 				"plans to digest %s, not %.64q: plan it again, and start it with the same parameters as the plan",
-				ErrMoved, version, p.Name, d, req.Digest)
+				ErrMoved, plan.Version, plan.Name, d, req.Digest)
 		}
 	}
 	return e.InsertAt(ctx, tx, plan.Cluster, plan.Stages, plan.Name, plan.Version, req.NotBefore, who)

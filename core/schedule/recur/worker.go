@@ -154,9 +154,14 @@ func (w *Worker) Pass(ctx context.Context) error {
 // when concurrency is forbid and its previous run is open; otherwise it
 // makes its run. Either way the occurrence is recorded as handled. An
 // occurrence handled already (by another replica) is left alone.
+//
+// The run is planned outside the write transaction, as every run is
+// (runs.Engine.CreateIn): the transaction takes the plan only when the
+// playbook version and the cluster's nodes are still those it was made
+// on, and plans again otherwise.
 func (w *Worker) Occur(ctx context.Context, name string, at time.Time, due bool) error {
 	var made *store.Run
-	err := w.st.Update(ctx, func(tx store.Tx) error {
+	occur := func(tx store.Tx, op *occurrencePlan) error {
 		made = nil
 		sc, err := tx.Schedule(ctx, name)
 		if errors.Is(err, store.ErrNotFound) {
@@ -214,12 +219,14 @@ func (w *Worker) Occur(ctx context.Context, name string, at time.Time, due bool)
 					map[string]any{"occurrence": at.UTC(), "reason": "previous run open", "run_id": last[0].ID}))
 			}
 		}
-		p, err := playbook.Parse([]byte(pb.Document))
-		var plan *playbook.Planned
+		if op == nil || op.version != pb.Version || op.digest != pb.Digest || op.cluster != sc.ClusterID || op.params != string(sc.Params) {
+			return fmt.Errorf("%w: schedule %s changed while its run was planned", runs.ErrReplan, sc.Name)
+		}
+		plan, err := op.plan, op.err
 		if err == nil {
-			var params map[string]string
-			if err = json.Unmarshal(sc.Params, &params); err == nil {
-				plan, err = p.Plan(ctx, tx, pb.Version, &wire.PlanRequest{ClusterID: sc.ClusterID, Params: params})
+			err = (&runs.Planned{Cluster: plan.Cluster, Nodes: plan.Nodes}).Recheck(ctx, tx)
+			if errors.Is(err, runs.ErrReplan) {
+				return err
 			}
 		}
 		if err != nil {
@@ -241,6 +248,11 @@ func (w *Worker) Occur(ctx context.Context, name string, at time.Time, due bool)
 			map[string]any{"occurrence": at.UTC()})
 		ev.RunID = id
 		return tx.AppendEvent(ctx, ev)
+	}
+	_, err := runs.Replanning(ctx, w.st, func() (*occurrencePlan, error) {
+		return w.planOccurrence(ctx, name, due), nil
+	}, func(tx store.Tx, op *occurrencePlan) (struct{}, error) {
+		return struct{}{}, occur(tx, op)
 	})
 	if errors.Is(err, store.ErrExists) {
 		return nil // another replica made this occurrence's run first
@@ -252,4 +264,47 @@ func (w *Worker) Occur(ctx context.Context, name string, at time.Time, due bool)
 		}
 	}
 	return err
+}
+
+// occurrencePlan is the run of a schedule's occurrence, planned outside
+// the write transaction from the playbook version, cluster and parameters
+// it names; err says why it could not be planned (the occurrence is then
+// skipped, saying so). nil: nothing to plan (not due, or gone).
+type occurrencePlan struct {
+	version         int
+	digest, cluster string
+	params          string
+	plan            *playbook.Planned
+	err             error
+}
+
+// planOccurrence plans schedule name's run as it is now, reading the
+// schedule, its playbook and the cluster's nodes in short reads.
+func (w *Worker) planOccurrence(ctx context.Context, name string, due bool) *occurrencePlan {
+	if !due {
+		return nil
+	}
+	var sc *store.Schedule
+	var pb *store.Playbook
+	err := w.st.Read(ctx, func(r store.Reader) error {
+		var err error
+		if sc, err = r.Schedule(ctx, name); err != nil {
+			return err
+		}
+		pb, err = resolve(ctx, r, sc)
+		return err
+	})
+	if err != nil {
+		return nil // the transaction finds out why, and says so
+	}
+	op := &occurrencePlan{version: pb.Version, digest: pb.Digest, cluster: sc.ClusterID, params: string(sc.Params)}
+	p, err := playbook.Parse([]byte(pb.Document))
+	if err == nil {
+		var params map[string]string
+		if err = json.Unmarshal(sc.Params, &params); err == nil {
+			op.plan, err = p.PlanIn(ctx, w.st, pb.Version, &wire.PlanRequest{ClusterID: sc.ClusterID, Params: params})
+		}
+	}
+	op.err = err
+	return op
 }

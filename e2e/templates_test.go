@@ -1,0 +1,119 @@
+package e2e
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+)
+
+// worstAcceptedRun is the costliest run the template limits let through,
+// as an operator would post it: 50 steps, each with a when of the most
+// comparisons a template may hold (core/runs/tmpl.MaxNodes) and args of a
+// long text with as many fields as are left, up to the run's 256 KiB.
+func worstAcceptedRun(cluster string) []byte {
+	when := "{{ or" + strings.Repeat(` (eq .node.labels.x "y")`, 20) + " }}"
+	args := strings.Repeat("x", 4000) + strings.Repeat("{{ .node.id }}", 31)
+	var steps []map[string]any
+	for i := range 50 {
+		steps = append(steps, map[string]any{"name": fmt.Sprintf("s%d", i), "kind": "example.com/append",
+			"when": when, "args": map[string]string{"v": args}})
+	}
+	b, _ := json.Marshal(map[string]any{"cluster_id": cluster, "stages": []any{map[string]any{
+		"name": "worst", "target": map[string]any{"all": true}, "steps": steps}}})
+	return b
+}
+
+// Issue 30, item 1, against a real core: the operator's 199-byte body
+// that held every write for 100 s is refused with a 400 at once, naming
+// range; and while an operator posts the worst run the new limits accept, an
+// admin's write answers within 1 s and the core stays under 200 MB.
+func TestStepTemplatesCannotFreezeARealCore(t *testing.T) {
+	t.Parallel()
+	f := newFleet(t, 2, "")
+	post := func(token string, body []byte) (int, string, time.Duration) {
+		req, _ := http.NewRequestWithContext(ctxT(t), http.MethodPost, "http://"+f.core.Addr()+"/api/v1/runs", bytes.NewReader(body))
+		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set("Authorization", "Bearer "+token)
+		began := time.Now()
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Error(err)
+			return 0, "", 0
+		}
+		defer resp.Body.Close()
+		out, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, string(out), time.Since(began)
+	}
+	const atOnce = time.Second // the body cost 100 s before; a refusal at parse is milliseconds
+	for _, when := range []string{`{{range 40000}}{{range 40000}}{{end}}{{end}}true`, `{{range 300}}{{printf \"%01000000d\" 0}}{{end}}`} {
+		body := `{"cluster_id":"e2e","stages":[{"name":"s","target":{"all":true},"steps":[{"name":"a","kind":"example.com/append","when":"` + when + `"}]}]}`
+		st, out, took := post(f.secrets["alice"], []byte(body))
+		if st != http.StatusBadRequest || !strings.Contains(out, "range is not allowed") || !strings.Contains(out, "step a") {
+			t.Fatalf("the issue's %d-byte body: %d %s, want 400 naming step a and range", len(body), st, out)
+		}
+		if took > atOnce {
+			t.Fatalf("the issue's body was refused after %s, want at once (under %s)", took, atOnce)
+		}
+	}
+
+	worst := worstAcceptedRun("e2e")
+	if st, out, _ := post(f.secrets["alice"], worst); st != http.StatusCreated {
+		t.Fatalf("the worst accepted run (%d bytes): %d %.300s", len(worst), st, out)
+	}
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	var posted atomic.Int64
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		for {
+			select {
+			case <-stop:
+				return
+			default:
+			}
+			if st, out, _ := post(f.secrets["alice"], worst); st != http.StatusCreated {
+				t.Errorf("the worst accepted run: %d %.300s", st, out)
+				return
+			}
+			posted.Add(1)
+		}
+	}()
+	// The issue's bounds: an admin's write within 1 s, the core under
+	// 200 MB. A core built with the race detector runs the plans 5 to 10
+	// times slower and doubles its heap with shadow memory: it is allowed
+	// five times the time and twice the memory.
+	adminBound, rssBound := time.Second, int64(200<<20)
+	if raceEnabled {
+		adminBound, rssBound = 5*time.Second, 2*rssBound
+	}
+	var slowest time.Duration
+	var rss int64
+	// Admin writes, one after another, until the operator has posted the
+	// run 10 times more.
+	for i := 0; i < 20 || posted.Load() < 10; i++ {
+		began := time.Now()
+		if _, err := f.admin.CreateToken(ctxT(t), fmt.Sprintf("t%d", i), []string{"viewer"}); err != nil {
+			t.Fatal(err)
+		}
+		slowest = max(slowest, time.Since(began))
+		rss = max(rss, vmRSSOf(t, f.core))
+	}
+	close(stop)
+	wg.Wait()
+	t.Logf("while an operator posted the worst accepted run %d times: slowest admin write %s, core RSS at most %d MB",
+		posted.Load(), slowest, rss>>20)
+	if slowest > adminBound {
+		t.Fatalf("an admin's write took %s while an operator posted the worst accepted run, want under %s", slowest, adminBound)
+	}
+	if rss > rssBound {
+		t.Fatalf("the core reached %d MB, want under %d MB", rss>>20, rssBound>>20)
+	}
+}
