@@ -204,12 +204,22 @@ func Compile(raw json.RawMessage) (*Schema, error) {
 	if err := checkNumbers(doc, 0); err != nil {
 		return nil, fmt.Errorf("%w: %v", ErrInvalid, err)
 	}
+	if err := checkObjects(doc); err != nil {
+		return nil, fmt.Errorf("%w: %w", ErrInvalid, err)
+	}
 	c := jsonschema.NewCompiler()
 	c.DefaultDraft(jsonschema.Draft2020)
 	c.UseLoader(refuseLoader{})
 	var costly error // the compiler does not wrap its engine's errors
+	sizes := map[string]int{}
 	c.UseRegexpEngine(func(expr string) (jsonschema.Regexp, error) {
 		r, err := compilePattern(expr)
+		if p, ok := r.(*pattern); ok {
+			sizes[expr] = p.size
+			if n := sum(sizes); n > MaxPatternsSize {
+				err = fmt.Errorf("%w: patterns of %d instructions in all, the limit is %d", ErrTooCostly, n, MaxPatternsSize)
+			}
+		}
 		if errors.Is(err, ErrTooCostly) && costly == nil {
 			costly = err
 		}

@@ -26,6 +26,9 @@ const (
 	// MaxPatternSize bounds the program of one pattern (instructions of
 	// Go's regexp): the work of matching it is that times the text.
 	MaxPatternSize = 1000
+	// MaxPatternsSize bounds the programs of all of a schema's patterns:
+	// the work of compiling them.
+	MaxPatternsSize = 8 * MaxPatternSize
 	// MaxWork bounds the work of one check: about a subschema applied to
 	// a value, plus a unit per 64 bytes of schema text or pattern work.
 	MaxWork = 25_000
@@ -61,6 +64,14 @@ func compilePattern(expr string) (jsonschema.Regexp, error) {
 		return nil, err
 	}
 	return &pattern{Regexp: r, size: len(prog.Inst)}, nil
+}
+
+func sum(m map[string]int) int {
+	n := 0
+	for _, v := range m {
+		n += v
+	}
+	return n
 }
 
 // shape is what checkShape learnt of each subschema: the work of the
@@ -179,6 +190,38 @@ func checkShape(root *jsonschema.Schema) (shape, error) {
 		return nil, fmt.Errorf("%w: more than %d subschemas with every $ref expanded, the limit is %d", ErrTooCostly, MaxExpansion, MaxExpansion)
 	}
 	return local, nil
+}
+
+// checkObjects refuses a decoded schema document with more objects than
+// MaxExpansion (every subschema is one): before the compiler, whose work
+// grows with the square of the subschemas.
+func checkObjects(doc any) error {
+	n := 0
+	var count func(v any) bool
+	count = func(v any) bool {
+		switch x := v.(type) {
+		case map[string]any:
+			if n++; n > MaxExpansion {
+				return false
+			}
+			for _, e := range x {
+				if !count(e) {
+					return false
+				}
+			}
+		case []any:
+			for _, e := range x {
+				if !count(e) {
+					return false
+				}
+			}
+		}
+		return true
+	}
+	if !count(doc) {
+		return fmt.Errorf("%w: more than %d objects, the limit of subschemas is %d", ErrTooCostly, MaxExpansion, MaxExpansion)
+	}
+	return nil
 }
 
 // ownWork is the work of s's keywords that compare the value with schema

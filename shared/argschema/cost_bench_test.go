@@ -81,3 +81,29 @@ func BenchmarkWorstAcceptedSchema(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkCompileLargest: compiling the largest schemas, the work of a
+// node announcing a new one.
+func BenchmarkCompileLargest(b *testing.B) {
+	props := make([]string, 0, 400)
+	for i := 0; i < MaxExpansion-2 && len(strings.Join(props, ",")) < MaxBytes-200; i++ {
+		props = append(props, fmt.Sprintf(`"p%d": {"type": "string", "pattern": "^[a-z]{1,%d}$"}`, i, i%60+1))
+	}
+	for name, text := range map[string]string{
+		"properties": `{"properties": {` + strings.Join(props, ",") + `}}`,
+		"wide":       wideSchema(MaxExpansion),
+		"issue30":    nestedRefs(21),
+	} {
+		b.Run(name, func(b *testing.B) {
+			raw, err := Decode(text)
+			if err != nil {
+				b.Fatal(err)
+			}
+			b.ReportAllocs()
+			b.SetBytes(int64(len(raw)))
+			for b.Loop() {
+				_, _ = Compile(raw)
+			}
+		})
+	}
+}

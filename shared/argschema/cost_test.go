@@ -64,6 +64,7 @@ func TestCompileRefusesSchemasPastTheShapeLimits(t *testing.T) {
 		{"a recursive ref", `{"$schema": "https://json-schema.org/draft/2019-09/schema", "$recursiveAnchor": true, "items": {"$recursiveRef": "#"}}`, "$recursiveRef"},
 		{"too many subschemas", wideSchema(MaxExpansion + 2), "subschemas"},
 		{"a pattern too large", `{"pattern": "^(?:[a-z0-9]{1,30}\\.){1,30}$"}`, "pattern"},
+		{"patterns too large in all", patterns(9), "patterns"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
@@ -81,10 +82,19 @@ func TestCompileRefusesSchemasPastTheShapeLimits(t *testing.T) {
 	}
 }
 
+// patterns is a schema of n patterns of about 900 instructions.
+func patterns(n int) string {
+	props := make([]string, n)
+	for i := range props {
+		props[i] = fmt.Sprintf(`"p%d": {"pattern": "^p%d(?:[a-z]{1,9}[0-9]{0,9}-){1,24}$"}`, i, i)
+	}
+	return `{"properties": {` + strings.Join(props, ", ") + `}}`
+}
+
 func TestCompileTakesSchemasWithinTheLimits(t *testing.T) {
 	t.Parallel()
 	within := strings.Repeat(`{"not": `, MaxNesting-1) + `{}` + strings.Repeat(`}`, MaxNesting-1)
-	for _, text := range []string{upgradeSchema, within, nestedRefs(9), wideSchema(MaxExpansion),
+	for _, text := range []string{upgradeSchema, within, patterns(8), nestedRefs(9), wideSchema(MaxExpansion),
 		`{"$defs": {"v": {"type": "string"}}, "properties": {"a": {"$ref": "#/$defs/v"}, "b": {"$ref": "#/$defs/v"}}}`,
 		`{"pattern": "^v?(0|[1-9][0-9]*)\\.(0|[1-9][0-9]*)\\.(0|[1-9][0-9]*)(-[0-9A-Za-z.-]+)?$"}`} {
 		raw, err := Decode(text)
