@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"strings"
@@ -119,5 +120,121 @@ stages:
 	}
 	if b, err := os.ReadFile(ran); err == nil && len(b) > 0 {
 		t.Fatalf("the command ran: %s", b)
+	}
+}
+
+// costlyArgsSchema is issue 30's schema: 21 levels of an anyOf of two $refs
+// to the level below (about 1.6 KB); args failing the bottom level made a
+// real core try 2^21 paths, holding its writer 34 s.
+func costlyArgsSchema() json.RawMessage {
+	defs := []string{`"l0":{"type":"string","minLength":1}`}
+	for i := 1; i < 21; i++ {
+		defs = append(defs, fmt.Sprintf(`"l%d":{"anyOf":[{"$ref":"#/$defs/l%d"},{"$ref":"#/$defs/l%d"}]}`, i, i-1, i-1))
+	}
+	return json.RawMessage(`{"$defs":{` + strings.Join(defs, ",") + `},"$ref":"#/$defs/l20"}`)
+}
+
+// hostileAgent is a plain-HTTP server answering as agent node of cluster
+// e2e that announces kind with schema (an agent a person changed: a real
+// agent refuses such a schema in its configuration).
+func hostileAgent(t testing.TB, node, kind string, schema json.RawMessage) string {
+	t.Helper()
+	ts := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		switch {
+		case r.URL.Path == "/api/v1/info":
+			_ = json.NewEncoder(w).Encode(wire.AgentInfo{NodeID: node, ClusterID: "e2e", StoreID: "hostile",
+				Kinds: []string{kind}, ArgsSchemas: map[string]json.RawMessage{kind: schema}})
+		case r.URL.Path == "/api/v1/actions" && r.Method == http.MethodGet:
+			_ = json.NewEncoder(w).Encode(wire.ChangesPage{})
+		default:
+			w.WriteHeader(http.StatusServiceUnavailable)
+		}
+	}))
+	t.Cleanup(ts.Close)
+	return strings.TrimPrefix(ts.URL, "http://")
+}
+
+// TestANodesCostlyArgsSchemaLeavesTheCoreResponsive: a node announcing
+// issue 30's schema is shown with why the core refuses it (and an event
+// says so), its kind is refused there at once, with the reason, for an
+// action and a target-all run, while the other node's same kind works,
+// and an admin's write answers within a second throughout.
+func TestANodesCostlyArgsSchemaLeavesTheCoreResponsive(t *testing.T) {
+	t.Parallel()
+	const kind = "example.com/pkg.upgrade"
+	hostile := hostileAgent(t, "node-2", kind, costlyArgsSchema())
+	actions := fmt.Sprintf("actions:\n  external:\n    - kind: %s\n      run: [/bin/true]\n      args_schema: |\n        {\"type\": \"object\"}\n", kind)
+	f := newFleetWith(t, fleetOptions{nodes: 2, actionsYAML: actions, coreAddr: func(node, addr string) string {
+		if node == "node-2" {
+			return hostile
+		}
+		return addr
+	}})
+	why := testwait.Value(t, "node-2 shown with why its schema is refused", func() (string, bool) {
+		nodes, err := f.admin.Nodes(ctxT(t), "e2e")
+		if err != nil {
+			return "", false
+		}
+		for _, n := range nodes {
+			if n.ID == "node-2" {
+				w, ok := n.ArgsSchemasRefused[kind]
+				return w, ok
+			}
+		}
+		return "", false
+	})
+	if !strings.Contains(why, "schema too costly") || !strings.Contains(why, "$ref") {
+		t.Fatalf("node-2 is refused for %q, want why its schema is too costly", why)
+	}
+	evs, err := f.admin.Events(ctxT(t), 0, 100, client.EventFilter{Node: "node-2", Types: []string{"node.args_schema_refused"}})
+	if err != nil || len(evs.Events) == 0 || !strings.Contains(evs.Events[0].Message, kind) {
+		t.Fatalf("no node.args_schema_refused event naming the kind: %v %+v", err, evs)
+	}
+
+	// The admin's write answers within a second while the kind is asked of
+	// node-2, by an action and by a run over every node.
+	timed := func(what string, call func() error) error {
+		t.Helper()
+		start := time.Now()
+		err := call()
+		if d := time.Since(start); d > time.Second {
+			t.Errorf("%s took %s, more than the 1 s bound", what, d)
+		}
+		return err
+	}
+	done := make(chan error, 1)
+	go func() {
+		c, e := limit.MustParse("2"), limit.MustParse("0")
+		done <- timed("a target-all run of the kind", func() error {
+			_, err := f.alice.CreateRun(ctxT(t), &wire.CreateRunRequest{ClusterID: "e2e", Stages: []wire.StageSpec{{
+				Name: "up", Target: wire.Target{All: true}, MaxConcurrency: &c, MaxErrors: &e,
+				Steps: []wire.StepSpec{{Name: "upgrade", Kind: kind, Args: json.RawMessage(`{}`)}}}}})
+			return err
+		})
+	}()
+	if err := timed("an admin's write", func() error {
+		_, err := f.admin.DrainNode(ctxT(t), "e2e", "node-1", "maintenance")
+		return err
+	}); err != nil {
+		t.Fatal(err)
+	}
+	var ae *client.APIError
+	if err := <-done; !errors.As(err, &ae) || ae.Status != http.StatusUnprocessableEntity ||
+		!strings.Contains(ae.Detail.Message, "node-2") || !strings.Contains(ae.Detail.Message, "schema too costly") {
+		t.Fatalf("target-all run: %v, want 422 naming node-2 and why", err)
+	}
+	err = timed("an action of the kind on node-2", func() error {
+		_, err := f.alice.CreateAction(ctxT(t), &wire.CreateActionRequest{ClusterID: "e2e", NodeID: "node-2", Kind: kind, Args: json.RawMessage(`{}`)})
+		return err
+	})
+	if !errors.As(err, &ae) || ae.Status != http.StatusUnprocessableEntity || !strings.Contains(ae.Detail.Message, "unusable") {
+		t.Fatalf("action on node-2: %v, want 422 saying the kind is unusable there", err)
+	}
+	if _, err := f.admin.UndrainNode(ctxT(t), "e2e", "node-1"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.alice.CreateAction(ctxT(t), &wire.CreateActionRequest{ClusterID: "e2e", NodeID: "node-1", Kind: kind, Args: json.RawMessage(`{}`)}); err != nil {
+		t.Fatalf("the same kind on node-1: %v", err)
 	}
 }

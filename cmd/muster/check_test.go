@@ -1,6 +1,7 @@
 package main
 
 import (
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -85,5 +86,23 @@ func TestCheckArgsSchema(t *testing.T) {
 	out, msg, code := checkRun(t, "agent", head+"      args_schema: |\n        type: object\n        required: [version]\n        properties:\n          version: {type: string, minLength: 1}\n")
 	if code != 0 || !strings.HasPrefix(out, "Configuration is valid: ") {
 		t.Fatalf("good schema: exit %d %q %s", code, out, msg)
+	}
+}
+
+// An args_schema whose check could cost the core (and the agent) too much
+// is refused by `muster agent check`, saying which bound it passes: issue
+// 30's 21 levels of an anyOf of two $refs to the level below.
+func TestCheckRefusesACostlyArgsSchema(t *testing.T) {
+	t.Parallel()
+	defs := []string{`"l0": {"type": "string", "minLength": 1}`}
+	for i := 1; i < 21; i++ {
+		defs = append(defs, fmt.Sprintf(`"l%d": {"anyOf": [{"$ref": "#/$defs/l%d"}, {"$ref": "#/$defs/l%d"}]}`, i, i-1, i-1))
+	}
+	schema := `{"$defs": {` + strings.Join(defs, ", ") + `}, "$ref": "#/$defs/l20"}`
+	const head = "node_id: db-1\ncluster_id: prod\ndata_dir: /var/lib/muster\nactions:\n  external:\n    - kind: example.com/pkg.upgrade\n      run: [/bin/true]\n"
+	_, msg, code := checkRun(t, "agent", head+"      args_schema: |\n        "+schema+"\n")
+	if code != 2 || !strings.Contains(msg, "actions.external[0].args_schema:") || !strings.Contains(msg, "schema too costly") ||
+		!strings.Contains(msg, "$ref") {
+		t.Fatalf("costly schema: exit %d %s", code, msg)
 	}
 }

@@ -3,6 +3,8 @@ package main
 import (
 	"fmt"
 	"io"
+	"maps"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -258,7 +260,8 @@ func nodeCluster(cmd *cobra.Command, c *client.Core, given, id string) (string, 
 }
 
 // nodeReason is why a node is as it is: who drained it and why, then its
-// status reason.
+// status reason, its revocation and the kinds whose args_schema the core
+// refuses.
 func nodeReason(n *wire.Node) string {
 	var parts []string
 	if n.Drained {
@@ -273,6 +276,9 @@ func nodeReason(n *wire.Node) string {
 	}
 	if n.Revoked {
 		parts = append(parts, "certificate revoked: "+n.RevokeReason)
+	}
+	for _, k := range slices.Sorted(maps.Keys(n.ArgsSchemasRefused)) {
+		parts = append(parts, k+" unusable, its args_schema refused: "+n.ArgsSchemasRefused[k])
 	}
 	return strings.Join(parts, "; ")
 }

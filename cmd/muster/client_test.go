@@ -724,3 +724,26 @@ func TestArgHintSaysHowToSendAString(t *testing.T) {
 		t.Fatalf("argHint added to a quoted value: %q", got)
 	}
 }
+
+// `muster node list` gives, in the node's reason, each kind whose
+// args_schema the core refuses and why, escaped.
+func TestCLINodeListSaysWhichKindsSchemaIsRefused(t *testing.T) {
+	t.Parallel()
+	e := setupCLI(t, approval.DefaultPolicy())
+	ctx := context.Background()
+	if err := e.st.Update(ctx, func(tx store.Tx) error {
+		n, err := tx.Node(ctx, "prod", "db-1")
+		if err != nil {
+			return err
+		}
+		n.ArgsSchemas = map[string]json.RawMessage{"muster.io/debug.sleep": json.RawMessage(`{"pattern":"(?:\u001b-x){1,300}"}`)}
+		return tx.PutNode(ctx, n)
+	}); err != nil {
+		t.Fatal(err)
+	}
+	out, _, code := e.run("op", "node", "list")
+	if code != 0 || !strings.Contains(out, "muster.io/debug.sleep unusable, its args_schema refused: ") ||
+		!strings.Contains(out, "schema too costly") || strings.Contains(out, "\x1b") {
+		t.Fatalf("node list: %d %q", code, out)
+	}
+}

@@ -26,6 +26,24 @@ func CheckArgs(node *store.Node, kind string, args json.RawMessage, ignore func(
 	return nil
 }
 
+// RefusedSchemas returns, by kind, why the core refuses the args_schema a
+// node announced (argschema.Compile: not a schema, or past its bounds of
+// cost): nil when it takes them all. A kind whose schema is refused is
+// unusable on that node (CheckArgs refuses every action of it) until the
+// node announces one the core takes; other nodes and kinds are unaffected.
+func RefusedSchemas(announced map[string]json.RawMessage) map[string]string {
+	var out map[string]string
+	for kind, raw := range announced {
+		if _, err := schemas.Get(raw); err != nil {
+			if out == nil {
+				out = map[string]string{}
+			}
+			out[kind] = err.Error()
+		}
+	}
+	return out
+}
+
 // ValidateArgs is CheckArgs's check: the schema's refusal as it is (it
 // names the fields, not the node).
 func ValidateArgs(node *store.Node, kind string, args json.RawMessage, ignore func(field string) bool) error {
@@ -35,7 +53,7 @@ func ValidateArgs(node *store.Node, kind string, args json.RawMessage, ignore fu
 	}
 	s, err := schemas.Get(raw)
 	if err != nil {
-		return fmt.Errorf("the args_schema it announces for %s cannot be used: %v", kind, err)
+		return fmt.Errorf("%s is unusable on this node until it announces an args_schema the core takes: %v", kind, err)
 	}
 	return s.Validate(args, ignore)
 }

@@ -94,6 +94,10 @@ type nodeResult struct {
 	// labels: the node's labels, the configured ones with the agent's laid
 	// over them (set when the agent answered).
 	labels map[string]string
+	// schemasRefused: why the core refuses args schemas the agent announced,
+	// by kind, when they differ from the node's as read (compiled here,
+	// outside any transaction; actions.RefusedSchemas).
+	schemasRefused map[string]string
 	// budget is the disruption budget of the sync, shared by its nodes (nil
 	// without a budget).
 	budget *budgetView
@@ -213,6 +217,9 @@ func (o *Orchestrator) syncNode(ctx context.Context, res *nodeResult, full bool)
 	res.status, res.reason, res.info = store.NodeUp, "", info
 	res.storeID, res.cursor = info.StoreID, since
 	res.labels = o.nodeLabels(n.ClusterID, n.ID, info.Labels)
+	if !sameSchemas(n.ArgsSchemas, info.ArgsSchemas) {
+		res.schemasRefused = actions.RefusedSchemas(info.ArgsSchemas)
+	}
 	res.ops = pulledOps(order, pulled)
 	res.budget.observe(n.ID, false, pulled)
 

@@ -227,6 +227,9 @@ func (o *Orchestrator) planStatus(ctx context.Context, r store.Reader, cs *clust
 		}
 		next.UpdatedTS = now
 		w.nodes = append(w.nodes, next)
+		if len(res.schemasRefused) > 0 && !sameSchemas(fresh.ArgsSchemas, next.ArgsSchemas) {
+			w.events = append(w.events, schemaRefusedEvent(&next, res.schemasRefused))
+		}
 		if fresh.Status != next.Status {
 			typ := store.EventNodeUp
 			msg := fmt.Sprintf("node %s is up", node.ID)
@@ -267,6 +270,16 @@ func (o *Orchestrator) planStatus(ctx context.Context, r store.Reader, cs *clust
 		}
 	}
 	return nil
+}
+
+// schemaRefusedEvent records that the core refuses args schemas n
+// announced (why, by kind): those kinds are unusable on n.
+func schemaRefusedEvent(n *store.Node, why map[string]string) store.Event {
+	kinds := slices.Sorted(maps.Keys(why))
+	return store.Event{Type: store.EventNodeSchemaRefused, Actor: actions.ActorCore, ClusterID: n.ClusterID, NodeID: n.ID,
+		Message: fmt.Sprintf("node %s: the core refuses the args_schema of %s, unusable on it until fixed: %s",
+			n.ID, strings.Join(kinds, ", "), why[kinds[0]]),
+		Data: map[string]any{"refused": why}}
 }
 
 // nodeNext returns the node stored as res says it should now be. write is

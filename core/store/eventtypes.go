@@ -29,7 +29,7 @@ var EventTypes = []string{
 	EventActionCreated, EventActionApproved, EventActionRejected, EventActionExpired,
 	EventActionStateChanged, EventActionCancelRequested, EventActionConflict, EventActionLost, EventActionUrgent,
 	EventNodeUp, EventNodeDown, EventNodeJoined, EventNodeLeft, EventNodeDrained, EventNodeUndrained,
-	EventNodeForgotten, EventNodeClaimRefused, EventNodeEnrolled, EventNodeEnrollRefused, EventNodeCertRenewed,
+	EventNodeForgotten, EventNodeClaimRefused, EventNodeSchemaRefused, EventNodeEnrolled, EventNodeEnrollRefused, EventNodeCertRenewed,
 	EventNodeRenewRefused, EventNodeRevoked,
 	EventClusterAlert, EventClusterHealthy,
 	EventTokenCreated, EventTokenRevoked,

@@ -477,6 +477,12 @@ const (
 // not changed by it.
 const EventNodeClaimRefused = "node.claim_refused"
 
+// EventNodeSchemaRefused: a node announced an args_schema the core refuses
+// (not a schema, or too costly to check args against); that kind is
+// unusable on the node until it announces one the core takes. Appended when
+// the node's announced schemas change, with the reason by kind.
+const EventNodeSchemaRefused = "node.args_schema_refused"
+
 // ActorCore is the core as the actor of what it decides itself, in events
 // and history lines: the one spelling (core/actions names it
 // actions.ActorCore too).

@@ -63,11 +63,14 @@ type nodeData struct {
 	Status       string
 	Revoked      bool
 	RevokeReason string
-	Actions      []action.Action
-	More         bool
-	Budget       *budgetView
-	CanDrain     bool
-	Self         string
+	// SchemasRefused: why the core refuses the args_schema of a kind, by
+	// kind (actions.RefusedSchemas).
+	SchemasRefused map[string]string
+	Actions        []action.Action
+	More           bool
+	Budget         *budgetView
+	CanDrain       bool
+	Self           string
 }
 
 // nodePath is the Node page of a node.
@@ -88,7 +91,7 @@ func (s *Server) nodePage(w http.ResponseWriter, r *http.Request, v *visitor) {
 		if err != nil {
 			return err
 		}
-		d.Node, d.Status = *n, corenodes.Status(n)
+		d.Node, d.Status, d.SchemasRefused = *n, corenodes.Status(n), actions.RefusedSchemas(n.ArgsSchemas)
 		revoked, err := enroll.RevokedNodes(ctx, rd, cid)
 		if err != nil {
 			return err

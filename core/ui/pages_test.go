@@ -2,6 +2,7 @@ package ui
 
 import (
 	"context"
+	"encoding/json"
 	"net/http"
 	"net/url"
 	"strings"
@@ -92,6 +93,36 @@ func TestNodePageShowsStatusCauseAndActions(t *testing.T) {
 		if status, _, _ := b.get(page); status != want {
 			t.Errorf("%s: %d, want %d", page, status, want)
 		}
+	}
+}
+
+// The Node page says which kinds are unusable on the node because the core
+// refuses the args_schema it announced, and why, escaped (the reason
+// quotes the schema, which the node wrote).
+func TestNodePageShowsARefusedArgsSchema(t *testing.T) {
+	t.Parallel()
+	e := setup(t)
+	e.runChange(func(ctx context.Context, tx store.Tx) error {
+		n, err := tx.Node(ctx, "prod", "db-1")
+		if err != nil {
+			return err
+		}
+		n.Kinds = []string{"example.com/pkg.upgrade"}
+		n.ArgsSchemas = map[string]json.RawMessage{n.Kinds[0]: json.RawMessage(`{"pattern":"(?:<b>x</b>){1,300}"}`)}
+		return tx.PutNode(ctx, n)
+	})
+	b := e.browser().signIn("viewer")
+	status, _, body := b.get("/ui/clusters/prod/nodes/db-1")
+	if status != http.StatusOK {
+		t.Fatalf("node page: %d\n%s", status, body)
+	}
+	for _, want := range []string{"is unusable on this node", "schema too costly", "&lt;b&gt;x&lt;/b&gt;"} {
+		if !strings.Contains(body, want) {
+			t.Errorf("the node page lacks %q", want)
+		}
+	}
+	if strings.Contains(body, "<b>x") {
+		t.Fatal("the node's schema is not escaped")
 	}
 }
 

@@ -173,7 +173,8 @@ func checkNumbers(v any, depth int) error {
 
 // Schema is a compiled schema.
 type Schema struct {
-	s *jsonschema.Schema
+	s     *jsonschema.Schema
+	local shape
 }
 
 // refuseLoader loads nothing: a schema may not reach a file or the network.
@@ -184,7 +185,9 @@ func (refuseLoader) Load(url string) (any, error) {
 }
 
 // Compile compiles a schema in canonical JSON (as Decode returns it, or as
-// an agent announced it).
+// an agent announced it). A schema past the bounds of its cost (MaxNesting,
+// MaxExpansion, MaxPatternSize) is refused with ErrInvalid and
+// ErrTooCostly, saying which.
 func Compile(raw json.RawMessage) (*Schema, error) {
 	if len(raw) > MaxBytes {
 		return nil, fmt.Errorf("%w: %d bytes, the limit is %d", ErrInvalid, len(raw), MaxBytes)
@@ -201,17 +204,42 @@ func Compile(raw json.RawMessage) (*Schema, error) {
 	if err := checkNumbers(doc, 0); err != nil {
 		return nil, fmt.Errorf("%w: %v", ErrInvalid, err)
 	}
+	if err := checkObjects(doc); err != nil {
+		return nil, fmt.Errorf("%w: %w", ErrInvalid, err)
+	}
 	c := jsonschema.NewCompiler()
 	c.DefaultDraft(jsonschema.Draft2020)
 	c.UseLoader(refuseLoader{})
+	var costly error // the compiler does not wrap its engine's errors
+	sizes := map[string]int{}
+	c.UseRegexpEngine(func(expr string) (jsonschema.Regexp, error) {
+		r, err := compilePattern(expr)
+		if p, ok := r.(*pattern); ok {
+			sizes[expr] = p.size
+			if n := sum(sizes); n > MaxPatternsSize {
+				err = fmt.Errorf("%w: patterns of %d instructions in all, the limit is %d", ErrTooCostly, n, MaxPatternsSize)
+			}
+		}
+		if errors.Is(err, ErrTooCostly) && costly == nil {
+			costly = err
+		}
+		return r, err
+	})
 	if err := c.AddResource(schemaURL, doc); err != nil {
 		return nil, fmt.Errorf("%w: %v", ErrInvalid, oneLine(err.Error()))
 	}
 	s, err := c.Compile(schemaURL)
+	if costly != nil {
+		return nil, fmt.Errorf("%w: %w", ErrInvalid, costly)
+	}
 	if err != nil {
 		return nil, fmt.Errorf("%w: %v", ErrInvalid, oneLine(err.Error()))
 	}
-	return &Schema{s: s}, nil
+	local, err := checkShape(s)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %w", ErrInvalid, err)
+	}
+	return &Schema{s: s, local: local}, nil
 }
 
 // FieldError is one field args break.
@@ -238,11 +266,26 @@ func (e *Error) Error() string {
 // Unwrap makes errors.Is(err, ErrArgs) hold.
 func (e *Error) Unwrap() error { return ErrArgs }
 
+// costlyError refuses args whose check would pass MaxWork.
+type costlyError struct{}
+
+// errCostly is the one costlyError.
+var errCostly error = costlyError{}
+
+func (costlyError) Error() string {
+	return fmt.Sprintf("%v: checking these args against the kind's args_schema takes more than %d units of work", ErrTooCostly, MaxWork)
+}
+
+// Unwrap makes errors.Is hold for ErrArgs and ErrTooCostly.
+func (costlyError) Unwrap() []error { return []error{ErrArgs, ErrTooCostly} }
+
 var printer = message.NewPrinter(language.English)
 
 // Validate checks args (a JSON object, or empty for {}) and returns nil or
 // an *Error naming the fields. ignore, when not nil, drops the errors at
-// the fields it reports true for (values not known yet).
+// the fields it reports true for (values not known yet). Args that would
+// cost more than MaxWork to check are refused unchecked, with ErrArgs and
+// ErrTooCostly.
 func (s *Schema) Validate(args json.RawMessage, ignore func(field string) bool) error {
 	if len(bytes.TrimSpace(args)) == 0 {
 		args = json.RawMessage("{}")
@@ -254,6 +297,9 @@ func (s *Schema) Validate(args json.RawMessage, ignore func(field string) bool) 
 	if err := checkNumbers(v, 0); err != nil {
 		return &Error{Fields: []FieldError{{Field: "args", Message: err.Error()}}}
 	}
+	if m := (meter{local: s.local, left: MaxWork}); !m.walk(s.s, v) {
+		return errCostly
+	}
 	err = s.s.Validate(v)
 	if err == nil {
 		return nil
@@ -262,8 +308,14 @@ func (s *Schema) Validate(args json.RawMessage, ignore func(field string) bool) 
 	if !errors.As(err, &ve) {
 		return &Error{Fields: []FieldError{{Field: "args", Message: oneLine(err.Error())}}}
 	}
-	var out []FieldError
-	seen := map[string]bool{}
+	// The leaves of the error's tree, each with its field: a refusal lists
+	// the first few fields in order, and only those few are put in words
+	// (an enum's message names all of its values).
+	type leaf struct {
+		field string
+		e     *jsonschema.ValidationError
+	}
+	var leaves []leaf
 	var walk func(e *jsonschema.ValidationError)
 	walk = func(e *jsonschema.ValidationError) {
 		if len(e.Causes) > 0 {
@@ -272,38 +324,64 @@ func (s *Schema) Validate(args json.RawMessage, ignore func(field string) bool) 
 			}
 			return
 		}
-		f := FieldError{Field: fieldName(e.InstanceLocation), Message: oneLine(e.ErrorKind.LocalizedString(printer))}
-		// A missing or unexpected property is named as the field itself.
-		switch k := e.ErrorKind.(type) {
-		case *kind.Required:
-			if len(k.Missing) > 0 {
-				f.Field = fieldName(append(slices.Clone(e.InstanceLocation), k.Missing[0]))
-				f.Message = "required"
-			}
-		case *kind.AdditionalProperties:
-			if len(k.Properties) > 0 {
-				f.Field = fieldName(append(slices.Clone(e.InstanceLocation), k.Properties[0]))
-				f.Message = "not allowed by the kind's args_schema"
-			}
-		}
 		if ignore != nil && ignore(fieldName(e.InstanceLocation)) {
 			return
 		}
-		key := f.Field + "\x00" + f.Message
-		if !seen[key] {
+		leaves = append(leaves, leaf{fieldOf(e), e})
+	}
+	walk(ve)
+	slices.SortStableFunc(leaves, func(a, b leaf) int { return strings.Compare(a.field, b.field) })
+	var out []FieldError
+	seen := map[string]bool{}
+	for i, l := range leaves {
+		if len(out) == maxErrors || i == maxWorded {
+			break
+		}
+		f := FieldError{Field: l.field, Message: wording(l.e)}
+		if key := f.Field + "\x00" + f.Message; !seen[key] {
 			seen[key] = true
 			out = append(out, f)
 		}
 	}
-	walk(ve)
 	if len(out) == 0 {
 		return nil
 	}
-	slices.SortStableFunc(out, func(a, b FieldError) int { return strings.Compare(a.Field, b.Field) })
-	if len(out) > maxErrors {
-		out = out[:maxErrors]
-	}
 	return &Error{Fields: out}
+}
+
+// maxWorded bounds the errors Validate puts in words to find the first
+// maxErrors different ones.
+const maxWorded = 64
+
+// fieldOf is the field an error names: a missing or unexpected property is
+// named as the field itself.
+func fieldOf(e *jsonschema.ValidationError) string {
+	switch k := e.ErrorKind.(type) {
+	case *kind.Required:
+		if len(k.Missing) > 0 {
+			return fieldName(append(slices.Clone(e.InstanceLocation), k.Missing[0]))
+		}
+	case *kind.AdditionalProperties:
+		if len(k.Properties) > 0 {
+			return fieldName(append(slices.Clone(e.InstanceLocation), k.Properties[0]))
+		}
+	}
+	return fieldName(e.InstanceLocation)
+}
+
+// wording puts an error in words.
+func wording(e *jsonschema.ValidationError) string {
+	switch k := e.ErrorKind.(type) {
+	case *kind.Required:
+		if len(k.Missing) > 0 {
+			return "required"
+		}
+	case *kind.AdditionalProperties:
+		if len(k.Properties) > 0 {
+			return "not allowed by the kind's args_schema"
+		}
+	}
+	return oneLine(e.ErrorKind.LocalizedString(printer))
 }
 
 // fieldName names an instance location: args, args.version, args.list[2];

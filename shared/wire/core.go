@@ -139,9 +139,13 @@ type Node struct {
 	Kinds       []string `json:"kinds"`
 	// ArgsSchemas: the args_schema of each kind that announced one.
 	ArgsSchemas map[string]json.RawMessage `json:"args_schemas,omitempty"`
-	Version     string                     `json:"version"`
-	LastContact *time.Time                 `json:"last_contact"`
-	UpdatedTS   time.Time                  `json:"updated_ts"`
+	// ArgsSchemasRefused: why the core refuses the args_schema of a kind
+	// (not a schema, or too costly to check args against), by kind; such a
+	// kind is unusable on this node until it announces one the core takes.
+	ArgsSchemasRefused map[string]string `json:"args_schemas_refused,omitempty"`
+	Version            string            `json:"version"`
+	LastContact        *time.Time        `json:"last_contact"`
+	UpdatedTS          time.Time         `json:"updated_ts"`
 	// Labels: the configured labels with the agent's own laid over them
 	// (always an object).
 	Labels map[string]string `json:"labels"`
