@@ -88,6 +88,13 @@ var (
 // unreachable server or one older than MinVersion is one clear error, which
 // names the DSN only as Describe shows it: a password never appears.
 func Open(ctx context.Context, dsn string) (*Store, error) {
+	if ambiguousURL(dsn) {
+		// pgx would cut the user info at its first @ and take the rest
+		// of the password for the host, which its errors then show
+		// ("lookup Rest0fPass@db.example"): it never sees the string.
+		return nil, errors.New("store.dsn: the URL's user info holds more than one @ " +
+			"(write an @ of the password as %40); nothing of it is shown")
+	}
 	cfg, err := pgxpool.ParseConfig(dsn)
 	if err != nil {
 		// pgx's message quotes the string, and its redaction misses a
