@@ -48,7 +48,7 @@ func TestPostgresPasswordNeverAppearsInStartupErrors(t *testing.T) {
 		})
 	}
 	for dsn, want := range map[string]string{
-		"postgres://muster:Secr3tA@Rest0fPassA@db.example/app": "",
+		"postgres://muster:Secr3tA@Rest0fPassA@db.example/app":      "",
 		"postgres://muster:s3cret-pw@db.example:6432/app":           "host=db.example port=6432 database=app user=muster",
 		"host=db.example user=muster password=s3cret-pw dbname=app": "host=db.example port=5432 database=app user=muster",
 		"host=db password='s3cret-pw":                               "",
