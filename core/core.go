@@ -138,7 +138,7 @@ func (c *Core) Run(ctx context.Context) error {
 	policy, budgets := lv.approval.Policy(), lv.budget.Policy()
 	rules := &actions.Rules{Policy: policy, ScheduleTTL: cfg.Orchestrate.ScheduleTTL}
 	engine := &runs.Engine{Policy: policy, Actions: rules}
-	schedules := &recur.Service{Policy: policy}
+	schedules := &recur.Service{Policy: policy, MinEvery: cfg.MinEvery}
 	ln, guard, apiPair, err := listen(cfg, enr)
 	if err != nil {
 		return err

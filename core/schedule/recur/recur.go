@@ -44,6 +44,8 @@ const (
 // transaction.
 type Service struct {
 	Policy approval.Policy
+	// MinEvery replaces schedule.MinEvery when set (the end-to-end tests).
+	MinEvery time.Duration
 	// Now returns the current time; time.Now when nil.
 	Now func() time.Time
 }
@@ -73,7 +75,7 @@ func resolve(ctx context.Context, r store.Reader, sc *store.Schedule) (*store.Pl
 // approval either way. The same schedule again changes nothing. Bad input
 // is a *schedule.FieldError naming the field; nothing is stored then.
 func (s *Service) Apply(ctx context.Context, tx store.Tx, req *wire.CreateScheduleRequest, who actions.Actor) (*store.Schedule, string, error) {
-	_, catchUp, err := schedule.Check(req)
+	_, catchUp, err := schedule.Check(req, s.MinEvery)
 	if err != nil {
 		return nil, "", err
 	}
