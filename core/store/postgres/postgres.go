@@ -35,6 +35,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/musterhq/muster/core/store"
+	"github.com/musterhq/muster/shared/live"
 	"github.com/musterhq/muster/shared/startstop"
 )
 
@@ -72,7 +73,7 @@ type Store struct {
 	feed *store.Feed
 	// outbox is swapped by SetOutbox at any time (a reload); each
 	// Update reads it once.
-	outbox atomic.Pointer[store.Outbox]
+	outbox live.Value[store.Outbox]
 
 	nudges chan string
 }
@@ -429,21 +430,10 @@ func (s *Store) Subscribe() (<-chan int64, func()) { return s.feed.Subscribe() }
 
 // SetOutbox makes AppendEvent enqueue notification deliveries; safe to
 // call while Updates run (each uses the outbox it started with).
-func (s *Store) SetOutbox(o store.Outbox) {
-	if o == nil {
-		s.outbox.Store(nil)
-		return
-	}
-	s.outbox.Store(&o)
-}
+func (s *Store) SetOutbox(o store.Outbox) { s.outbox.Store(o) }
 
 // Outbox returns the outbox in use (nil: none).
-func (s *Store) Outbox() store.Outbox {
-	if o := s.outbox.Load(); o != nil {
-		return *o
-	}
-	return nil
-}
+func (s *Store) Outbox() store.Outbox { return s.outbox.Load() }
 
 // RowsWritten counts the rows inserted, updated or deleted by committed
 // Updates since Open.
