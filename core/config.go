@@ -65,6 +65,10 @@ type Config struct {
 	// set it, through a hidden flag; it is never read from a
 	// configuration source.
 	MinWindow time.Duration `mapstructure:"-" yaml:"-"`
+	// MinEvery, when set, replaces the 1-minute minimum of a schedule's
+	// @every (schedule.MinEvery; never below a second, robfig's own
+	// floor). Only the end-to-end tests set it, through a hidden flag.
+	MinEvery time.Duration `mapstructure:"-" yaml:"-"`
 	// LoopbackUncapped lifts api.max_connections_per_client for loopback
 	// clients. Only `muster dev` sets it; it is never read from a
 	// configuration source.

@@ -45,6 +45,7 @@ import (
 	"github.com/musterhq/muster/shared/apiserver"
 	"github.com/musterhq/muster/shared/config"
 	"github.com/musterhq/muster/shared/gossip"
+	"github.com/musterhq/muster/shared/live"
 	"github.com/musterhq/muster/shared/startstop"
 	"github.com/musterhq/muster/shared/tlsutil"
 	"github.com/musterhq/muster/shared/version"
@@ -59,7 +60,7 @@ type Core struct {
 	mu        sync.Mutex
 	addr      net.Addr
 	ready     chan struct{}
-	live      *live // set while Run serves: what Reload changes
+	running   *reloadable // set while Run serves: what Reload changes
 	reloaders []Reloader
 	// pairs are the certificates ReloadTLS reads again.
 	pairs map[string]*tlsutil.KeyPair
@@ -131,16 +132,16 @@ func (c *Core) Run(ctx context.Context) error {
 	}
 	// One set of rules for every action change, whether the API, the
 	// orchestrator or the run engine makes it.
-	// The approval policy and the budget are read through their Live
-	// holders, which Reload replaces (SIGHUP).
-	lv := &live{approval: approval.NewLive(cfg.Approval), budget: budget.NewLive(cfg.BudgetPolicy()),
-		calendar: schedule.NewLiveCalendars(cfg.Calendars()), st: st}
-	// SIGHUP also reloads the notification destinations: the worker's and
-	// the store's outbox (see Reload).
-	policy, budgets := lv.approval.Policy(), lv.budget.Policy()
+	// The approval policy, the budgets and the calendars are read through
+	// their live.Value holders at each decision; Reload replaces them
+	// (SIGHUP). SIGHUP also reloads the notification destinations: the
+	// worker's and the store's outbox (see Reload).
+	lv := &reloadable{approval: live.New(cfg.Approval), budget: live.New(cfg.BudgetPolicy()),
+		calendar: live.New(cfg.Calendars()), st: st}
+	policy, budgets := lv.approval, lv.budget
 	rules := &actions.Rules{Policy: policy, ScheduleTTL: cfg.Orchestrate.ScheduleTTL}
 	engine := &runs.Engine{Policy: policy, Actions: rules}
-	schedules := &recur.Service{Policy: policy}
+	schedules := &recur.Service{Policy: policy, MinEvery: cfg.MinEvery}
 	ln, guard, apiPair, gate, err := listen(cfg, enr)
 	if err != nil {
 		return err
@@ -167,7 +168,6 @@ func (c *Core) Run(ctx context.Context) error {
 		MaxQueuedPerNode: cfg.Orchestrate.MaxQueuedPerNode,
 		FullSyncEvery:    cfg.Orchestrate.FullSyncEvery,
 		AgentTimeout:     cfg.Orchestrate.AgentTimeout,
-		ApprovalTTL:      cfg.Approval.TTL,
 		ScheduleTTL:      cfg.Orchestrate.ScheduleTTL,
 		RunPoll:          cfg.Orchestrate.RunPoll,
 		NoRunWatch:       !cfg.Orchestrate.RunWatch,
@@ -200,7 +200,7 @@ func (c *Core) Run(ctx context.Context) error {
 	apiSrv := api.New(api.Config{Policy: policy, Rules: rules, Budget: budgets, Calendars: lv.calendar, Gatherer: reg,
 		Registerer: reg, Runs: engine, Schedules: schedules, Replicas: repl, Streams: lim, Enroll: enr, Notify: notifier,
 		StreamWriteTimeout: cfg.API.WriteTimeout}, st, repl, c.log)
-	handler, closeUI, err := withUI(cfg, policy, apiSrv, rules, engine, schedules, repl, st, lim, lv.calendar, notifier, c.log)
+	handler, closeUI, err := withUI(cfg, policy, budgets, apiSrv, rules, engine, schedules, repl, st, lim, lv.calendar, notifier, c.log)
 	if err != nil {
 		ln.Close()
 		return err
@@ -300,11 +300,11 @@ func (c *Core) Run(ctx context.Context) error {
 	c.mu.Lock()
 	c.addr = ln.Addr()
 	lv.nudge = orch.Nudge
-	c.live = lv
+	c.running = lv
 	c.mu.Unlock()
 	defer func() {
 		c.mu.Lock()
-		c.live = nil
+		c.running = nil
 		c.mu.Unlock()
 	}()
 	close(c.ready)
@@ -326,8 +326,8 @@ var _ ui.Changer = (*actions.Rules)(nil)
 
 // withUI serves the web UI at /ui/ beside the API when it is enabled, and
 // returns the handler of both and the UI's Close.
-func withUI(cfg Config, policy approval.Policy, apiSrv *api.Server, rules *actions.Rules, engine *runs.Engine, schedules *recur.Service, n ui.Nudger, st store.Store,
-	lim *streams.Limiter, cals *schedule.LiveCalendars, notifier *notify.Worker, log *slog.Logger) (http.Handler, func(), error) {
+func withUI(cfg Config, policy *live.Value[approval.Policy], budgets *live.Value[budget.Policy], apiSrv *api.Server, rules *actions.Rules, engine *runs.Engine, schedules *recur.Service, n ui.Nudger, st store.Store,
+	lim *streams.Limiter, cals *live.Value[schedule.Calendars], notifier *notify.Worker, log *slog.Logger) (http.Handler, func(), error) {
 	if !cfg.UI.Enabled {
 		return apiSrv.Handler(), func() {}, nil
 	}
@@ -341,7 +341,7 @@ func withUI(cfg Config, policy approval.Policy, apiSrv *api.Server, rules *actio
 		Runs:                engine,
 		Schedules:           schedules,
 		Streams:             lim,
-		Budget:              cfg.BudgetPolicy(),
+		Budget:              budgets,
 		Calendars:           cals,
 		Notify:              notifier.Destinations,
 	}, st, rules, n, log)

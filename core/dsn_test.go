@@ -41,3 +41,23 @@ func TestAPostgresDSNWithoutTheDriverIsRefusedRedacted(t *testing.T) {
 	}
 	st.Close()
 }
+
+// Issue 30, item 6: with store.driver postgres, what the core says of a
+// DSN whose password holds an unescaped @ shows no part of the password.
+func TestACoreShowsNoPartOfAPasswordWithAnUnescapedAt(t *testing.T) {
+	t.Parallel()
+	cfg := DefaultConfig()
+	cfg.DataDir = t.TempDir()
+	cfg.Store.Driver, cfg.Store.DSN = DriverPostgres, "postgres://muster:Secr3tA@Rest0fPassA@127.0.0.1:1/muster?connect_timeout=1"
+	if err := cfg.Validate(); err != nil && (strings.Contains(err.Error(), "Secr3tA") || strings.Contains(err.Error(), "Rest0fPassA")) {
+		t.Fatalf("Validate shows the password: %v", err)
+	}
+	st, _, err := openStore(context.Background(), cfg)
+	if err == nil {
+		st.Close()
+		t.Fatal("opened a store")
+	}
+	if strings.Contains(err.Error(), "Secr3tA") || strings.Contains(err.Error(), "Rest0fPassA") {
+		t.Errorf("openStore = %v: shows part of the password", err)
+	}
+}

@@ -14,6 +14,7 @@ import (
 	"github.com/musterhq/muster/core/notify"
 	"github.com/musterhq/muster/core/schedule"
 	"github.com/musterhq/muster/core/store"
+	"github.com/musterhq/muster/shared/live"
 )
 
 // ErrNotRunning is a reload asked of a core that is not serving.
@@ -33,15 +34,15 @@ func (c *Core) AddReloader(r Reloader) {
 	c.reloaders = append(c.reloaders, r)
 }
 
-// live is what a reload may change in a running core: the approval policy,
-// the disruptive kinds, the clusters' budgets, windows and freezes, and the
-// notification destinations. The parts of the core read them through
-// approval.Live, budget.Live, schedule.LiveCalendars, the notify worker
-// and the store's outbox.
-type live struct {
-	approval *approval.Live
-	budget   *budget.Live
-	calendar *schedule.LiveCalendars
+// reloadable is what a reload may change in a running core: the approval
+// policy, the disruptive kinds, the clusters' budgets, windows and freezes,
+// and the notification destinations. The parts of the core read the
+// policies through one live.Value each, at each decision; the destinations
+// through the notify worker and the store's outbox.
+type reloadable struct {
+	approval *live.Value[approval.Policy]
+	budget   *live.Value[budget.Policy]
+	calendar *live.Value[schedule.Calendars]
 	notify   *notify.Worker
 	st       store.Store
 	// nudge asks for a sync of a cluster (nil before the orchestrator
@@ -62,7 +63,7 @@ func (c *Core) Reload(ctx context.Context, next Config) (string, error) {
 		return "", c.RejectConfig(ctx, err)
 	}
 	c.mu.Lock()
-	lv, old, reloaders := c.live, c.cfg, append([]Reloader(nil), c.reloaders...)
+	lv, old, reloaders := c.running, c.cfg, append([]Reloader(nil), c.reloaders...)
 	c.mu.Unlock()
 	if lv == nil {
 		return "", ErrNotRunning
@@ -141,7 +142,7 @@ func (c *Core) Reload(ctx context.Context, next Config) (string, error) {
 // It returns err.
 func (c *Core) RejectConfig(ctx context.Context, err error) error {
 	c.mu.Lock()
-	lv := c.live
+	lv := c.running
 	c.mu.Unlock()
 	msg := "configuration not reloaded, the one in use stays: " + oneLine(err)
 	c.log.Error("configuration not reloaded, the one in use stays", "err", err)

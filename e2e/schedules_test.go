@@ -63,7 +63,7 @@ func scheduleRuns(t *testing.T, c *client.Core, name string) []wire.ScheduleRun 
 // made until it is approved again.
 func TestScheduleMakesExactlyOneRunPerOccurrenceAcrossReplicasAndCrashes(t *testing.T) {
 	t.Parallel()
-	f := newFleetWith(t, fleetOptions{nodes: 1, replicas: 2})
+	f := newFleetWith(t, fleetOptions{nodes: 1, replicas: 2, coreArgs: []string{"--test-min-every", "1s"}})
 	applyPlaybook(t, f.alice, schedulePlaybook("tick", "example.com/append", "{}", "v1"))
 	created, err := f.alice.ApplySchedule(ctxT(t), &wire.CreateScheduleRequest{Name: "ticker", Cluster: "e2e",
 		Playbook: "tick", Cron: "@every 3s", Concurrency: "allow"})
@@ -143,7 +143,7 @@ func TestScheduleMakesExactlyOneRunPerOccurrenceAcrossReplicasAndCrashes(t *test
 // schedule's previous run is still open makes no run, and an event says so.
 func TestScheduleForbidSkipsAnOccurrenceWhileThePreviousRunIsOpen(t *testing.T) {
 	t.Parallel()
-	f := newFleet(t, 1, "")
+	f := newFleetWith(t, fleetOptions{nodes: 1, coreArgs: []string{"--test-min-every", "1s"}})
 	applyPlaybook(t, f.alice, schedulePlaybook("slow", "muster.io/debug.sleep", "{seconds: 8}", "v1"))
 	created, err := f.alice.ApplySchedule(ctxT(t), &wire.CreateScheduleRequest{Name: "slow", Cluster: "e2e",
 		Playbook: "slow", Version: 1, Cron: "@every 3s"})

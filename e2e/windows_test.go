@@ -26,7 +26,7 @@ import (
 func windowFleet(t *testing.T, nodes int, work, clusterYAML string) *stepFleet {
 	t.Helper()
 	return newStepFleetWith(t, work, fleetOptions{nodes: nodes, clusterYAML: clusterYAML,
-		coreArgs:  []string{"--test-min-window", "1s"},
+		coreArgs:  []string{"--test-min-window", "1s", "--test-min-every", "1s"},
 		coreExtra: "kinds:\n  - {kind: example.com/step, disruptive: true}\n"})
 }
 

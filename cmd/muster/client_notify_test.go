@@ -16,6 +16,7 @@ import (
 	"github.com/musterhq/muster/core/notify"
 	"github.com/musterhq/muster/core/store"
 	"github.com/musterhq/muster/core/store/sqlite"
+	"github.com/musterhq/muster/shared/live"
 	"github.com/musterhq/muster/shared/wire"
 )
 
@@ -37,7 +38,7 @@ func setupNotifyCLI(t *testing.T, status *atomic.Int32) *cliEnv {
 	if err != nil {
 		t.Fatal(err)
 	}
-	srv := api.New(api.Config{Policy: approval.DefaultPolicy(), Notify: w}, st, nil, slog.New(slog.DiscardHandler))
+	srv := api.New(api.Config{Policy: live.New(approval.DefaultPolicy()), Notify: w}, st, nil, slog.New(slog.DiscardHandler))
 	ts := httptest.NewServer(srv.Handler())
 	t.Cleanup(func() { srv.Close(); ts.Close() })
 	e := &cliEnv{t: t, st: st, url: ts.URL, secrets: map[string]string{}}

@@ -31,6 +31,12 @@ func TestCLIScheduleLifecycle(t *testing.T) {
 	if code == 0 || !strings.Contains(msg, "timezone") || strings.Count(strings.TrimSpace(msg), "\n") != 0 {
 		t.Fatalf("bad time zone: %d %q, want one line naming timezone", code, msg)
 	}
+	for _, cron := range []string{"0 0 30 2 *", "@every 1ns"} {
+		_, msg, code := e.run("op", "schedule", "create", "nightly", "--cluster", "prod", "--playbook", "pb", "--cron", cron)
+		if code == 0 || !strings.Contains(msg, "cron") || strings.Count(strings.TrimSpace(msg), "\n") != 0 {
+			t.Fatalf("--cron %q: %d %q, want one line naming cron", cron, code, msg)
+		}
+	}
 	out, msg, code := e.run("op", "schedule", "create", "nightly", "--cluster", "prod", "--playbook", "pb", "--cron", "0 2 * * *",
 		"--timezone", "Europe/Berlin")
 	if code != 0 || !strings.Contains(out, "Created schedule nightly: it waits for approval") {

@@ -24,6 +24,7 @@ import (
 	"github.com/musterhq/muster/core/store"
 	"github.com/musterhq/muster/core/store/sqlite"
 	"github.com/musterhq/muster/shared/action"
+	"github.com/musterhq/muster/shared/live"
 	"github.com/musterhq/muster/shared/testwait"
 	"github.com/musterhq/muster/shared/wire"
 )
@@ -63,7 +64,7 @@ func setupCLI(t *testing.T, policy approval.Policy) *cliEnv {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { st.Close() })
-	srv := api.New(api.Config{Policy: policy}, st, nil, slog.New(slog.DiscardHandler))
+	srv := api.New(api.Config{Policy: live.New(policy)}, st, nil, slog.New(slog.DiscardHandler))
 	ts := httptest.NewServer(srv.Handler())
 	t.Cleanup(func() { srv.Close(); ts.Close() })
 	now := time.Now().UTC()
@@ -650,7 +651,7 @@ func TestCLIActionListByRun(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	rules := &actions.Rules{Policy: approval.DefaultPolicy()}
+	rules := &actions.Rules{Policy: live.New(approval.DefaultPolicy())}
 	runID := action.NewID()
 	var kid *store.Record
 	if err := e.st.Update(context.Background(), func(tx store.Tx) error {

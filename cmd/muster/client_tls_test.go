@@ -15,6 +15,7 @@ import (
 	"github.com/musterhq/muster/core/auth"
 	"github.com/musterhq/muster/core/store"
 	"github.com/musterhq/muster/core/store/sqlite"
+	"github.com/musterhq/muster/shared/live"
 	"github.com/musterhq/muster/shared/tlsutil"
 	"github.com/musterhq/muster/shared/wire"
 )
@@ -55,7 +56,7 @@ func TestCLIOverMutualTLSFromTheEnvironment(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	srv := api.New(api.Config{Policy: approval.DefaultPolicy()}, st, nil, slog.New(slog.DiscardHandler))
+	srv := api.New(api.Config{Policy: live.New(approval.DefaultPolicy())}, st, nil, slog.New(slog.DiscardHandler))
 	ts := httptest.NewUnstartedServer(srv.Handler())
 	ts.TLS, err = tlsutil.ServerConfig(filepath.Join(dir, "core.pem"), filepath.Join(dir, "core-key.pem"), filepath.Join(dir, "ca.pem"))
 	if err != nil {

@@ -127,6 +127,9 @@ func coreFlags(cmd *cobra.Command) {
 	// keep the 1-minute minimum.
 	f.Duration("test-min-window", 0, "the shortest maintenance window accepted (tests only)")
 	_ = f.MarkHidden("test-min-window")
+	// And schedules of a few seconds; people keep the 1-minute minimum.
+	f.Duration("test-min-every", 0, "the shortest @every of a schedule accepted (tests only)")
+	_ = f.MarkHidden("test-min-every")
 	f.String("config", "", "YAML configuration file")
 	f.String("data-dir", "", "directory of the core database and the admin token (data_dir)")
 	f.String("api-addr", "", "listen address of the REST API (api.addr)")
@@ -165,6 +168,9 @@ func coreDefaults(cmd *cobra.Command) core.Config {
 	cfg := core.DefaultConfig()
 	if d, err := cmd.Flags().GetDuration("test-min-window"); err == nil && d > 0 {
 		cfg.MinWindow = d
+	}
+	if d, err := cmd.Flags().GetDuration("test-min-every"); err == nil && d > 0 {
+		cfg.MinEvery = d
 	}
 	return cfg
 }

@@ -16,6 +16,7 @@ import (
 	"github.com/musterhq/muster/core/store/sqlite"
 	"github.com/musterhq/muster/shared/action"
 	"github.com/musterhq/muster/shared/client"
+	"github.com/musterhq/muster/shared/live"
 	"github.com/musterhq/muster/shared/wire"
 )
 
@@ -45,10 +46,10 @@ func TestTheApprovalWindowIsOneRuleForTheAPIAndTheOrchestrator(t *testing.T) {
 	const ttl = time.Hour
 	policy := approval.DefaultPolicy()
 	policy.TTL = ttl
-	srv := api.New(api.Config{Policy: policy}, st, nil, nil)
+	srv := api.New(api.Config{Policy: live.New(policy)}, st, nil, nil)
 	ts := httptest.NewServer(srv.Handler())
 	t.Cleanup(func() { srv.Close(); ts.Close() })
-	orch, err := orchestrate.New(orchestrate.Config{ApprovalTTL: ttl}, st, nil, nil)
+	orch, err := orchestrate.New(orchestrate.Config{Rules: &actions.Rules{Policy: live.New(policy)}}, st, nil, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

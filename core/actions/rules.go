@@ -12,6 +12,7 @@ import (
 	"github.com/musterhq/muster/core/approval"
 	"github.com/musterhq/muster/core/store"
 	"github.com/musterhq/muster/shared/action"
+	"github.com/musterhq/muster/shared/live"
 )
 
 // Reasons recorded in the history.
@@ -31,8 +32,9 @@ const (
 // transaction.
 type Rules struct {
 	// Policy decides which actions need approval, whether a requester may
-	// approve their own, and how long an approval may wait (Policy.TTL).
-	Policy approval.Policy
+	// approve their own, and how long an approval may wait (Policy.TTL),
+	// as it is now: read at each decision (a reload replaces it).
+	Policy *live.Value[approval.Policy]
 	// ScheduleTTL: a PENDING_SCHEDULE action that never reached its agent
 	// this long after it was scheduled is CANCELLED (ExpireSchedules).
 	// Zero disables it.
@@ -111,7 +113,7 @@ func (r *Rules) Create(ctx context.Context, tx store.Tx, req Request, by Actor) 
 	if req.NotBefore != nil {
 		rec.NotBefore = action.TimePtr(*req.NotBefore)
 	}
-	if !r.Policy.NeedsApproval(req.Kind, req.ClusterID) {
+	if !r.Policy.Load().NeedsApproval(req.Kind, req.ClusterID) {
 		rec.State = action.PendingSchedule
 		rec.ScheduledTS = action.TimePtr(t)
 	}
@@ -171,7 +173,8 @@ func load(ctx context.Context, tx store.Tx, id string) (*store.Record, error) {
 // Policy.TTL at now: it can no longer be approved, and ExpireApprovals
 // cancels it.
 func (r *Rules) ApprovalExpired(rec *store.Record, now time.Time) bool {
-	return rec.State == action.PendingApprove && r.Policy.Window() > 0 && now.Sub(LaterOf(rec.CreatedTS, rec.NotBefore)) > r.Policy.Window()
+	ttl := r.Policy.Load().TTL
+	return rec.State == action.PendingApprove && ttl > 0 && now.Sub(LaterOf(rec.CreatedTS, rec.NotBefore)) > ttl
 }
 
 // LaterOf is t, or notBefore when it is later: the approval's time, the
@@ -197,13 +200,13 @@ func (r *Rules) Approve(ctx context.Context, tx store.Tx, id string, by Actor) (
 	if cur.State != action.PendingApprove {
 		return nil, wrongState(cur, "approve")
 	}
-	if r.Policy.MayApprove(cur.Requester, "", by.Name, true) == approval.OwnRequest {
+	if r.Policy.Load().MayApprove(cur.Requester, "", by.Name, true) == approval.OwnRequest {
 		return nil, fmt.Errorf("%w: %s requested action %s and may not approve it too", ErrForbidden, by.Name, cur.ID)
 	}
 	t := r.now()
 	if r.ApprovalExpired(cur, t) {
 		return nil, &StateError{Of: OfAction, ID: cur.ID, State: string(cur.State),
-			What: fmt.Sprintf("approve: the approval window of %s has passed", r.Policy.Window())}
+			What: fmt.Sprintf("approve: the approval window of %s has passed", r.Policy.Load().TTL)}
 	}
 	c := finish(cur, action.PendingSchedule, by, ReasonApproved, store.EventActionApproved,
 		fmt.Sprintf("%s approved %s (%s on %s/%s)", by.Name, cur.ID, cur.Kind, cur.ClusterID, cur.NodeID), t)
@@ -233,7 +236,7 @@ func (r *Rules) MarkUrgent(ctx context.Context, tx store.Tx, id string, by Actor
 	if (cur.State != action.PendingApprove && cur.State != action.PendingSchedule) || cur.PushedStoreID != "" {
 		return nil, wrongState(cur, "mark urgent")
 	}
-	if r.Policy.MayApprove(cur.Requester, "", by.Name, true) == approval.OwnRequest {
+	if r.Policy.Load().MayApprove(cur.Requester, "", by.Name, true) == approval.OwnRequest {
 		return nil, fmt.Errorf("%w: %s requested action %s and may not mark it urgent too", ErrForbidden, by.Name, cur.ID)
 	}
 	if cur.Urgent == by.Note {
@@ -359,11 +362,12 @@ func (r *Rules) Retry(ctx context.Context, tx store.Tx, id string, by Actor) (*s
 // event, every PENDING_APPROVE action whose approval window (Policy.TTL) has
 // passed, and returns them. It writes nothing when there are none.
 func (r *Rules) ExpireApprovals(ctx context.Context, tx store.Tx) ([]*store.Record, error) {
-	if r.Policy.Window() <= 0 {
+	ttl := r.Policy.Load().TTL
+	if ttl <= 0 {
 		return nil, nil
 	}
 	t := r.now()
-	recs, err := tx.ApprovalsBefore(ctx, t.Add(-r.Policy.Window()))
+	recs, err := tx.ApprovalsBefore(ctx, t.Add(-ttl))
 	if err != nil {
 		return nil, err
 	}

@@ -11,6 +11,7 @@ import (
 	"github.com/musterhq/muster/core/store"
 	"github.com/musterhq/muster/core/store/sqlite"
 	"github.com/musterhq/muster/shared/action"
+	"github.com/musterhq/muster/shared/live"
 )
 
 type env struct {
@@ -29,7 +30,7 @@ func setup(t *testing.T) *env {
 	}
 	t.Cleanup(func() { st.Close() })
 	e := &env{t: t, st: st, now: time.Date(2026, 11, 22, 10, 0, 0, 0, time.UTC)}
-	e.r = &Rules{Policy: approval.DefaultPolicy(), ScheduleTTL: time.Hour, Now: func() time.Time { return e.now }}
+	e.r = &Rules{Policy: live.New(approval.DefaultPolicy()), ScheduleTTL: time.Hour, Now: func() time.Time { return e.now }}
 	e.update(func(ctx context.Context, tx store.Tx) error {
 		if err := tx.PutCluster(ctx, &store.Cluster{ID: cluster, Status: store.ClusterHealthy}); err != nil {
 			return err

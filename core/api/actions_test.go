@@ -13,11 +13,19 @@ import (
 	"github.com/musterhq/muster/core/approval"
 	"github.com/musterhq/muster/core/store"
 	"github.com/musterhq/muster/shared/action"
+	"github.com/musterhq/muster/shared/live"
 	"github.com/musterhq/muster/shared/wire"
 )
 
-func noApproval(c *Config)   { c.Policy.Default = approval.None }
-func selfApproval(c *Config) { c.Policy.SelfApproval = true }
+func noApproval(c *Config)   { editPolicy(c, func(p *approval.Policy) { p.Default = approval.None }) }
+func selfApproval(c *Config) { editPolicy(c, func(p *approval.Policy) { p.SelfApproval = true }) }
+
+// editPolicy changes the approval policy the API starts with.
+func editPolicy(c *Config, edit func(p *approval.Policy)) {
+	p := c.Policy.Load()
+	edit(&p)
+	c.Policy = live.New(p)
+}
 
 func TestCreateNeedsApproval(t *testing.T) {
 	t.Parallel()
@@ -53,8 +61,10 @@ func TestCreateNeedsApproval(t *testing.T) {
 func TestRequiredDoubleStarRuleCoversNestedKinds(t *testing.T) {
 	t.Parallel()
 	e := setup(t, func(c *Config) {
-		c.Policy.Default = approval.None
-		c.Policy.Rules = []approval.Rule{{Kind: "example.com/**", Approval: approval.Required}}
+		editPolicy(c, func(p *approval.Policy) {
+			p.Default = approval.None
+			p.Rules = []approval.Rule{{Kind: "example.com/**", Approval: approval.Required}}
+		})
 	})
 	nested := e.create("op", wire.CreateActionRequest{ClusterID: "prod", NodeID: "db-2", Kind: "example.com/db/backup"})
 	if nested.State != action.PendingApprove {

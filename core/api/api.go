@@ -31,6 +31,7 @@ import (
 	"github.com/musterhq/muster/core/store"
 	"github.com/musterhq/muster/core/streams"
 	"github.com/musterhq/muster/shared/apiserver"
+	"github.com/musterhq/muster/shared/live"
 )
 
 // Limits of the API.
@@ -57,8 +58,9 @@ const (
 
 // Config is what the API needs beyond the store.
 type Config struct {
-	// Policy decides which actions need approval and who may approve them.
-	Policy approval.Policy
+	// Policy decides which actions need approval and who may approve them,
+	// as it is at each request (a reload replaces it); nil: the default.
+	Policy *live.Value[approval.Policy]
 	// Rules, when set, makes every action change (the core shares one with
 	// the orchestrator); nil builds one from Policy.
 	Rules *actions.Rules
@@ -81,11 +83,11 @@ type Config struct {
 	// Registerer, when set, receives the API's own metrics.
 	Registerer prometheus.Registerer
 	// Budget is the clusters' disruption budgets, shown by GET
-	// /api/v1/clusters/{c}.
-	Budget budget.Policy
+	// /api/v1/clusters/{c}, as they are at each request (nil: none).
+	Budget *live.Value[budget.Policy]
 	// Calendars are the clusters' maintenance windows and freezes, shown
 	// with each cluster; nil: none.
-	Calendars *schedule.LiveCalendars
+	Calendars *live.Value[schedule.Calendars]
 	// Streams counts the event streams together with the web UI's
 	// live-update streams (the core shares one); nil counts the API's alone,
 	// MaxStreams in all and MaxSSEPerToken per token.
@@ -153,8 +155,8 @@ func New(cfg Config, st store.Store, n Nudger, log *slog.Logger) *Server {
 	if cfg.Streams == nil {
 		cfg.Streams = streams.New(cfg.MaxStreams, cfg.MaxSSEPerToken)
 	}
-	if cfg.Policy.Default == "" {
-		cfg.Policy = approval.DefaultPolicy()
+	if cfg.Policy == nil {
+		cfg.Policy = live.New(approval.DefaultPolicy())
 	}
 	if cfg.Rules == nil {
 		cfg.Rules = &actions.Rules{Policy: cfg.Policy}

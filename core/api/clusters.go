@@ -81,18 +81,19 @@ func (s *Server) showCluster(c *echo.Context) error {
 			return err
 		}
 		out = toWireCluster(*cl, nodes)
-		if _, ok := s.cfg.Budget.Limit(id); ok {
+		pol := s.cfg.Budget.Load()
+		if _, ok := pol.Limit(id); ok {
 			open, err := r.OpenActions(ctx, id, "")
 			if err != nil {
 				return err
 			}
-			procs, err := runs.InFlight(ctx, r, id, time.Now(), s.cfg.Budget.Procedure)
+			procs, err := runs.InFlight(ctx, r, id, time.Now(), pol.Procedure)
 			if err != nil {
 				return err
 			}
-			out.Budget = toWireBudget(s.cfg.Budget, id, nodes, open, procs.InFlight)
+			out.Budget = toWireBudget(pol, id, nodes, open, procs.InFlight)
 		}
-		if cal := s.cfg.Calendars.Of(id); cal != nil {
+		if cal := s.cfg.Calendars.Load().Of(id); cal != nil {
 			open, err := r.OpenActions(ctx, id, "")
 			if err != nil {
 				return err

@@ -13,6 +13,7 @@ import (
 	"github.com/musterhq/muster/core/store"
 	"github.com/musterhq/muster/shared/action"
 	"github.com/musterhq/muster/shared/limit"
+	"github.com/musterhq/muster/shared/live"
 	"github.com/musterhq/muster/shared/wire"
 )
 
@@ -122,7 +123,7 @@ func TestHealthMetricsAndUnknownRoutes(t *testing.T) {
 func TestNewDefaults(t *testing.T) {
 	t.Parallel()
 	s := New(Config{}, nil, nil, nil)
-	if s.cfg.MaxSSEPerToken != DefaultMaxSSEPerToken || s.cfg.Policy.Default != approval.Required {
+	if s.cfg.MaxSSEPerToken != DefaultMaxSSEPerToken || s.cfg.Policy.Load().Default != approval.Required {
 		t.Fatalf("defaults %+v", s.cfg)
 	}
 }
@@ -131,8 +132,8 @@ func TestClusterShowsItsBudget(t *testing.T) {
 	t.Parallel()
 	two, _ := limit.Parse("2")
 	e := setup(t, func(c *Config) {
-		c.Budget = budget.Policy{MaxUnavailable: map[string]limit.Limit{"prod": two},
-			Kinds: []budget.KindRule{{Kind: kindSleep, Disruptive: true}}}
+		c.Budget = live.New(budget.Policy{MaxUnavailable: map[string]limit.Limit{"prod": two},
+			Kinds: []budget.KindRule{{Kind: kindSleep, Disruptive: true}}})
 	})
 	now := time.Now().UTC()
 	ctx := context.Background()

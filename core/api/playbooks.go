@@ -156,11 +156,12 @@ func (s *Server) planPlaybook(c *echo.Context) error {
 		if err != nil {
 			return err
 		}
-		procs, err := runs.InFlight(ctx, r, p.Cluster, time.Now(), s.cfg.Budget.Procedure)
+		pol := s.cfg.Budget.Load()
+		procs, err := runs.InFlight(ctx, r, p.Cluster, time.Now(), pol.Procedure)
 		if err != nil {
 			return err
 		}
-		playbook.MarkHeld(&out, s.cfg.Budget, nodes, open, procs.InFlight)
+		playbook.MarkHeld(&out, pol, nodes, open, procs.InFlight)
 		return nil
 	})
 	if err != nil {

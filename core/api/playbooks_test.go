@@ -10,6 +10,7 @@ import (
 	"github.com/musterhq/muster/core/budget"
 	"github.com/musterhq/muster/core/runs/playbook"
 	"github.com/musterhq/muster/shared/limit"
+	"github.com/musterhq/muster/shared/live"
 	"github.com/musterhq/muster/shared/wire"
 )
 
@@ -232,8 +233,8 @@ func FuzzPlaybookBodies(f *testing.F) {
 func TestPlaybookPlanShowsWhatTheBudgetHoldsBack(t *testing.T) {
 	t.Parallel()
 	e := setup(t, func(c *Config) {
-		c.Budget = budget.Policy{MaxUnavailable: map[string]limit.Limit{"prod": limit.MustParse("1")},
-			Kinds: []budget.KindRule{{Kind: "muster.io/debug.ping", Disruptive: true}}}
+		c.Budget = live.New(budget.Policy{MaxUnavailable: map[string]limit.Limit{"prod": limit.MustParse("1")},
+			Kinds: []budget.KindRule{{Kind: "muster.io/debug.ping", Disruptive: true}}})
 	})
 	// Both nodes at once: the budget of one unavailable node lets one go.
 	doc := strings.Replace(testPlaybook("pb", ""), "max_concurrency: 50%", "max_concurrency: 100%", 1)

@@ -233,7 +233,7 @@ func TestRunCallsRefuseWhatTheyDoNotTake(t *testing.T) {
 
 func TestRunWithoutApprovalRuleStartsAtOnce(t *testing.T) {
 	t.Parallel()
-	e := setup(t, func(c *Config) { c.Policy.Default = "none" })
+	e := setup(t, noApproval)
 	run := e.createRun("op", wire.CreateRunRequest{ClusterID: "prod", Stages: []wire.StageSpec{{
 		Kind: kindPing, Target: wire.Target{Nodes: []string{"db-1"}},
 	}}})

@@ -27,7 +27,7 @@ func (s *Server) applySchedule(c *echo.Context) error {
 	if err != nil {
 		return err
 	}
-	req, err := decodeSchedule(body)
+	req, err := decodeSchedule(body, s.cfg.Schedules.MinEvery)
 	if err != nil {
 		return err
 	}
@@ -57,12 +57,12 @@ func (s *Server) applySchedule(c *echo.Context) error {
 // decodeSchedule reads a schedule request strictly (no unknown field, one
 // object) and checks what needs no store: its name, cron, time zone,
 // concurrency and catch_up (a 400 naming the field).
-func decodeSchedule(body []byte) (*wire.CreateScheduleRequest, error) {
+func decodeSchedule(body []byte, minEvery time.Duration) (*wire.CreateScheduleRequest, error) {
 	var req wire.CreateScheduleRequest
 	if err := decodeStrict(body, &req); err != nil {
 		return nil, err
 	}
-	if _, _, err := schedule.Check(&req); err != nil {
+	if _, _, err := schedule.Check(&req, minEvery); err != nil {
 		return nil, err
 	}
 	return &req, nil

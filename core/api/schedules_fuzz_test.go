@@ -34,7 +34,7 @@ func FuzzScheduleDecode(f *testing.F) {
 		f.Add([]byte(seed))
 	}
 	f.Fuzz(func(t *testing.T, body []byte) {
-		req, err := decodeSchedule(body)
+		req, err := decodeSchedule(body, 0)
 		if err != nil {
 			if st, _ := classify(err); st != http.StatusBadRequest {
 				t.Fatalf("error %v answers %d, not 400", err, st)

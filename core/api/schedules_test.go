@@ -34,6 +34,12 @@ func TestScheduleBadInputIs400NamingTheFieldAndStoresNothing(t *testing.T) {
 		"cluster":     {func(r *wire.CreateScheduleRequest) { r.Cluster = "staging" }, "cluster"},
 		"params":      {func(r *wire.CreateScheduleRequest) { r.Params = map[string]string{"undeclared": "x"} }, "params"},
 		"concurrency": {func(r *wire.CreateScheduleRequest) { r.Concurrency = "replace" }, "concurrency"},
+		// Issue 30, item 6: a cron that never fires, and @every below
+		// the minimum.
+		"cron never fires":  {func(r *wire.CreateScheduleRequest) { r.Cron = "0 0 30 2 *" }, "cron"},
+		"cron @every 1ns":   {func(r *wire.CreateScheduleRequest) { r.Cron = "@every 1ns" }, "cron"},
+		"cron @every 59s":   {func(r *wire.CreateScheduleRequest) { r.Cron = "@every 59s" }, "cron"},
+		"cron never, in tz": {func(r *wire.CreateScheduleRequest) { r.Cron = "0 3 31 4,6,9,11 *" }, "cron"},
 	} {
 		r := e.scheduleFixture("bad")
 		c.mod(&r)

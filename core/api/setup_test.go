@@ -25,6 +25,7 @@ import (
 	"github.com/musterhq/muster/shared/action"
 	"github.com/musterhq/muster/shared/apicontract"
 	"github.com/musterhq/muster/shared/client"
+	"github.com/musterhq/muster/shared/live"
 	"github.com/musterhq/muster/shared/wire"
 )
 
@@ -120,7 +121,7 @@ func setup(t *testing.T, opts ...func(*Config)) *env {
 	t.Cleanup(func() { st.Close() })
 	logs := &syncBuffer{}
 	reg := prometheus.NewRegistry()
-	cfg := Config{Policy: approval.DefaultPolicy(), Gatherer: reg, Registerer: reg}
+	cfg := Config{Policy: live.New(approval.DefaultPolicy()), Gatherer: reg, Registerer: reg}
 	// One notification destination, a real receiver answering 204.
 	hook := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { w.WriteHeader(http.StatusNoContent) }))
 	t.Cleanup(hook.Close)

@@ -9,6 +9,7 @@ import (
 	"github.com/musterhq/muster/core/schedule"
 	"github.com/musterhq/muster/core/store"
 	"github.com/musterhq/muster/shared/action"
+	"github.com/musterhq/muster/shared/live"
 	"github.com/musterhq/muster/shared/wire"
 )
 
@@ -92,7 +93,7 @@ func TestClusterShowsItsCalendar(t *testing.T) {
 	t.Parallel()
 	now := time.Now()
 	cal := &schedule.Calendar{Freezes: []schedule.Freeze{{From: now.Add(-time.Hour), To: now.Add(time.Hour), Reason: "year-end"}}}
-	e := setup(t, func(c *Config) { c.Calendars = schedule.NewLiveCalendars(schedule.Calendars{"prod": cal}) })
+	e := setup(t, func(c *Config) { c.Calendars = live.New(schedule.Calendars{"prod": cal}) })
 	a := e.create("op", wire.CreateActionRequest{})
 	e.edit(a.ID, func(r *store.Record) { r.State, r.StateReason = action.PendingSchedule, "frozen until x: year-end" })
 	var cl wire.Cluster

@@ -8,7 +8,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"strings"
-	"sync/atomic"
 	"time"
 
 	"github.com/musterhq/muster/core/glob"
@@ -30,7 +29,9 @@ type Rule struct {
 	Approval string `mapstructure:"approval" yaml:"approval"`
 }
 
-// Policy is the approval configuration of the core.
+// Policy is the approval configuration of the core. A running core holds
+// it in a live.Value, which a reload replaces: read it there at each
+// decision, never from a copy kept since.
 type Policy struct {
 	// Default applies when no rule matches: "required" (the default) or "none".
 	Default string `mapstructure:"default" yaml:"default"`
@@ -39,48 +40,7 @@ type Policy struct {
 	// TTL is how long an action may wait for approval before it expires.
 	TTL   time.Duration `mapstructure:"ttl" yaml:"ttl"`
 	Rules []Rule        `mapstructure:"rules" yaml:"rules"`
-
-	// live, when set, answers instead (Live.Policy).
-	live *Live
 }
-
-// Live holds the approval policy a running core uses, replaced as a whole
-// when its configuration is reloaded (SIGHUP). A Policy from Live.Policy
-// answers NeedsApproval, MayApprove and Window from the latest one stored.
-type Live struct{ p atomic.Pointer[Policy] }
-
-// NewLive returns a Live holding p.
-func NewLive(p Policy) *Live {
-	l := &Live{}
-	l.Store(p)
-	return l
-}
-
-// Store makes p the policy every Policy of l answers from.
-func (l *Live) Store(p Policy) {
-	p.live = nil
-	l.p.Store(&p)
-}
-
-// Policy returns a Policy that follows l; its fields are those of the
-// policy stored now.
-func (l *Live) Policy() Policy {
-	p := *l.p.Load()
-	p.live = l
-	return p
-}
-
-// Current is the policy to answer from: the latest of its Live, or p.
-func (p Policy) Current() Policy {
-	if p.live != nil {
-		return *p.live.p.Load()
-	}
-	return p
-}
-
-// Window is how long an action or run may wait for approval (TTL) under
-// the current policy.
-func (p Policy) Window() time.Duration { return p.Current().TTL }
 
 // DefaultPolicy requires approval by another person within 24 hours.
 func DefaultPolicy() Policy {
@@ -112,7 +72,6 @@ func (p Policy) Validate() config.Errors {
 // NeedsApproval reports whether an action of kind on cluster must be approved.
 // The first matching rule decides; otherwise Default does.
 func (p Policy) NeedsApproval(kind, cluster string) bool {
-	p = p.Current()
 	for _, r := range p.Rules {
 		if glob.Match(r.Kind, kind) && glob.Match(r.Cluster, cluster) {
 			return r.Approval != None
@@ -148,7 +107,6 @@ const (
 // playbook version applied by applier ("" for none). Names are compared
 // with SamePerson. It does not look at the approval window.
 func (p Policy) MayApprove(requester, applier, approver string, hasRole bool) Refusal {
-	p = p.Current()
 	switch {
 	case SamePerson(requester, approver) && !p.SelfApproval:
 		return OwnRequest

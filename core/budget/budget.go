@@ -10,7 +10,6 @@ import (
 	"fmt"
 	"maps"
 	"slices"
-	"sync/atomic"
 
 	"github.com/musterhq/muster/core/glob"
 	"github.com/musterhq/muster/core/store"
@@ -28,16 +27,15 @@ type KindRule struct {
 	Disruptive bool   `mapstructure:"disruptive" yaml:"disruptive"`
 }
 
-// Policy is the budget configuration of the core.
+// Policy is the budget configuration of the core. A running core holds it
+// in a live.Value, which a reload replaces: read it there at each
+// decision (a sync pass loads it once), never from a copy kept since.
 type Policy struct {
 	// MaxUnavailable by cluster id; a cluster not listed has no budget.
 	MaxUnavailable map[string]limit.Limit
 	// Kinds in order: the first rule whose glob matches a kind decides;
 	// a kind no rule matches is not disruptive.
 	Kinds []KindRule
-
-	// live, when set, answers instead (Live.Policy).
-	live *Live
 }
 
 // ValidateKinds returns one error per bad rule, named by its key.
@@ -57,7 +55,6 @@ func ValidateKinds(rules []KindRule) config.Errors {
 
 // Disruptive reports whether actions of kind count against a budget.
 func (p Policy) Disruptive(kind string) bool {
-	p = p.cur()
 	for _, r := range p.Kinds {
 		if glob.Match(r.Kind, kind) {
 			return r.Disruptive
@@ -69,7 +66,6 @@ func (p Policy) Disruptive(kind string) bool {
 // Limit returns the cluster's max_unavailable, and false when it has none
 // (a cluster listed with 0 has a budget: no disruption at all).
 func (p Policy) Limit(clusterID string) (limit.Limit, bool) {
-	p = p.cur()
 	l, ok := p.MaxUnavailable[clusterID]
 	return l, ok
 }
@@ -131,7 +127,6 @@ func NodeReason(n *store.Node) string {
 // disruptive action NEW or RUNNING on the agent, or PENDING_SCHEDULE but
 // already pushed (its answer not seen yet: it may be running).
 func (p Policy) Holds(r *store.Record) bool {
-	p = p.cur()
 	if !p.Disruptive(r.Kind) {
 		return false
 	}
@@ -162,7 +157,6 @@ func (p Policy) Usage(clusterID string, nodes []store.Node, open []store.Record)
 // UsageWith is Usage with the nodes in flight in a stage that Procedure
 // holds (ReasonProcedure).
 func (p Policy) UsageWith(clusterID string, nodes []store.Node, open []store.Record, inFlight map[string]bool) *Usage {
-	p = p.cur()
 	l, ok := p.Limit(clusterID)
 	if !ok {
 		return nil
@@ -211,32 +205,3 @@ func (u *Usage) Nodes() []string { return slices.Sorted(maps.Keys(u.Unavailable)
 
 // HeldPrefix starts the state_reason of every action the budget holds.
 const HeldPrefix = "held by the disruption budget"
-
-// Live holds the budget policy a running core uses, replaced as a whole
-// when its configuration is reloaded (SIGHUP). A Policy from Live.Policy
-// answers every call from the latest one stored.
-type Live struct{ p atomic.Pointer[Policy] }
-
-// NewLive returns a Live holding p.
-func NewLive(p Policy) *Live {
-	l := &Live{}
-	l.Store(p)
-	return l
-}
-
-// Store makes p the policy every Policy of l answers from.
-func (l *Live) Store(p Policy) {
-	p.live = nil
-	l.p.Store(&p)
-}
-
-// Policy returns a Policy that follows l.
-func (l *Live) Policy() Policy { return Policy{live: l} }
-
-// cur is the policy to answer from: the latest of its Live, or p itself.
-func (p Policy) cur() Policy {
-	if p.live != nil {
-		return *p.live.p.Load()
-	}
-	return p
-}

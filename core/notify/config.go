@@ -9,7 +9,6 @@ package notify
 import (
 	"encoding/base64"
 	"fmt"
-	"net"
 	"net/url"
 	"os"
 	"slices"
@@ -119,8 +118,7 @@ func checkURL(raw string, allowLoopback bool) error {
 	if u.Scheme != "https" && !allowLoopback {
 		return fmt.Errorf("%s is not https (plain http only with notify_allow_loopback)", Redact(raw))
 	}
-	host := u.Hostname()
-	if ip := net.ParseIP(host); !allowLoopback && (host == "localhost" || ip != nil && gossip.InternalIP(ip)) {
+	if !allowLoopback && gossip.InternalHost(u.Hostname()) {
 		return fmt.Errorf("%s is a loopback or link-local address (allowed only with notify_allow_loopback)", Redact(raw))
 	}
 	return nil

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -757,4 +758,31 @@ func pendingTo(t *testing.T, st store.Store, dest string) int {
 		t.Fatal(err)
 	}
 	return len(ds)
+}
+
+// Issue 30, item 6: an IPv6 literal with a zone (`[::1%25lo]`,
+// `[fe80::1%25eth0]`) is loopback or link-local all the same, both when
+// the configuration is checked and when the address is dialled.
+func TestZonedIPv6LiteralsAreRefusedLikeTheirAddress(t *testing.T) {
+	t.Parallel()
+	for _, raw := range []string{"https://[::1%25lo]:8443/hook", "https://[fe80::1%25eth0]/hook"} {
+		errs := Validate([]Destination{{Name: "d", URL: raw, Format: FormatSlack}}, false, Known{Dynamic: true})
+		if len(errs) == 0 || !strings.Contains(errs[0].Error(), "loopback or link-local") {
+			t.Errorf("Validate(%s) = %v, want a loopback or link-local refusal", raw, errs)
+		}
+	}
+	ln, err := net.Listen("tcp", "[::1]:0")
+	if err != nil {
+		t.Skipf("no IPv6 loopback: %v", err)
+	}
+	t.Cleanup(func() { ln.Close() })
+	_, port, _ := net.SplitHostPort(ln.Addr().String())
+	c := NewClient(time.Second, false)
+	resp, err := c.Post("http://[::1%25lo]:"+port+"/hook", "application/json", strings.NewReader("{}"))
+	if err == nil {
+		resp.Body.Close()
+	}
+	if !errors.Is(err, gossip.ErrInternalAddr) {
+		t.Errorf("posting to [::1%%25lo]: %v, want the dial-time refusal", err)
+	}
 }

@@ -399,7 +399,7 @@ func (o *Orchestrator) pushPending(ctx context.Context, ag *client.Agent, res *n
 		// may have closed, a freeze begun or been added by a reload) right
 		// before each push. One held now is not sent, as one whose push
 		// failed: it waits, and goes when it may.
-		if why, until := res.gate.again(o.cfg.Calendars.Of(res.node.ClusterID), r, time.Now()); why != "" {
+		if why, until := res.gate.again(o.cfg.Calendars.Load().Of(res.node.ClusterID), r, time.Now()); why != "" {
 			o.wakeAt(res.node.ClusterID, res.node.ID, until)
 			log.Debug("held at its push", "action", r.ID, "why", why)
 			o.unmarkUnsent(ctx, res, batch[i:], fresh, log)

@@ -74,16 +74,17 @@ func (o *Orchestrator) newBudgetView(cs *clusterState, nodes []store.Node, open 
 	if procs != nil {
 		inFlight = procs.InFlight
 	}
-	u := o.cfg.Budget.UsageWith(cs.id, nodes, open, inFlight)
+	pol := o.cfg.Budget.Load() // the budget as it is now, for this pass
+	u := pol.UsageWith(cs.id, nodes, open, inFlight)
 	if u == nil {
 		return nil
 	}
-	v := &budgetView{id: cs.id, led: cs.ledger, policy: o.cfg.Budget, usage: u, active: map[string]map[string]bool{}, procs: procs}
+	v := &budgetView{id: cs.id, led: cs.ledger, policy: pol, usage: u, active: map[string]map[string]bool{}, procs: procs}
 	isOpen := make(map[string]bool, len(open))
 	for i := range open {
 		r := &open[i]
 		isOpen[r.ID] = true
-		if o.cfg.Budget.Holds(r) {
+		if pol.Holds(r) {
 			v.hold(r.NodeID, r.ID)
 		}
 	}

@@ -9,6 +9,7 @@ import (
 	"github.com/musterhq/muster/core/store"
 	"github.com/musterhq/muster/shared/action"
 	"github.com/musterhq/muster/shared/limit"
+	"github.com/musterhq/muster/shared/live"
 )
 
 const kindSleep = "muster.io/debug.sleep"
@@ -30,7 +31,7 @@ func budgetOf(t *testing.T, max string) budget.Policy {
 // non-disruptive actions of other nodes go.
 func TestBudgetHoldsADisruptiveActionUntilThereIsRoom(t *testing.T) {
 	t.Parallel()
-	e := setup(t, orchestrate.Config{Budget: budgetOf(t, "1")}, "n1", "n2", "n3")
+	e := setup(t, orchestrate.Config{Budget: live.New(budgetOf(t, "1"))}, "n1", "n2", "n3")
 	first := e.create("n1", kindSleep, `{"seconds":300}`)
 	e.passUntil("the first to run", func() bool { return e.record(first).State == action.Running })
 	second := e.create("n2", kindSleep, `{"seconds":0}`)
@@ -78,7 +79,7 @@ func TestBudgetHoldsADisruptiveActionUntilThereIsRoom(t *testing.T) {
 // TestBudgetCountsDownNodes: a DOWN node takes the budget's only room.
 func TestBudgetCountsDownNodes(t *testing.T) {
 	t.Parallel()
-	e := setup(t, orchestrate.Config{Budget: budgetOf(t, "1")}, "n1", "n2")
+	e := setup(t, orchestrate.Config{Budget: live.New(budgetOf(t, "1"))}, "n1", "n2")
 	e.agents["n1"].stop()
 	e.pass()
 	id := e.create("n2", kindSleep, `{"seconds":0}`)
@@ -91,7 +92,7 @@ func TestBudgetCountsDownNodes(t *testing.T) {
 // TestBudgetCountsDrainedNodes: a drained node takes the budget's only room.
 func TestBudgetCountsDrainedNodes(t *testing.T) {
 	t.Parallel()
-	e := setup(t, orchestrate.Config{Budget: budgetOf(t, "1")}, "n1", "n2")
+	e := setup(t, orchestrate.Config{Budget: live.New(budgetOf(t, "1"))}, "n1", "n2")
 	e.pass()
 	e.update(func(ctx context.Context, tx store.Tx) error {
 		n, err := tx.Node(ctx, cluster, "n1")

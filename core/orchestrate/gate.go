@@ -33,7 +33,7 @@ type pushGate struct {
 
 // newGate is the gate of one sync of a cluster.
 func (o *Orchestrator) newGate(clusterID string, procs *runs.Procedures) *pushGate {
-	return &pushGate{cal: o.cfg.Calendars.Of(clusterID), policy: o.cfg.Budget, procs: procs}
+	return &pushGate{cal: o.cfg.Calendars.Load().Of(clusterID), policy: o.cfg.Budget.Load(), procs: procs}
 }
 
 // at is the calendar's status at now, computed again only once it may

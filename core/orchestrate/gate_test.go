@@ -9,6 +9,7 @@ import (
 	"github.com/musterhq/muster/core/schedule"
 	"github.com/musterhq/muster/core/store"
 	"github.com/musterhq/muster/shared/action"
+	"github.com/musterhq/muster/shared/live"
 	"github.com/musterhq/muster/shared/testwait"
 )
 
@@ -16,11 +17,11 @@ const kindPing = "muster.io/debug.ping"
 
 // gateSetup is a cluster whose sleep kind is disruptive and whose calendar
 // the test sets through cals.
-func gateSetup(t *testing.T, nodes ...string) (*harness, *schedule.LiveCalendars) {
+func gateSetup(t *testing.T, nodes ...string) (*harness, *live.Value[schedule.Calendars]) {
 	t.Helper()
-	cals := schedule.NewLiveCalendars(nil)
+	cals := live.New[schedule.Calendars](nil)
 	h := setup(t, Config{Interval: time.Hour, Calendars: cals,
-		Budget: budget.Policy{Kinds: []budget.KindRule{{Kind: "muster.io/debug.sleep", Disruptive: true}}}}, nodes...)
+		Budget: live.New(budget.Policy{Kinds: []budget.KindRule{{Kind: "muster.io/debug.sleep", Disruptive: true}}})}, nodes...)
 	return h, cals
 }
 

@@ -14,6 +14,7 @@ import (
 	"github.com/musterhq/muster/core/store"
 	"github.com/musterhq/muster/shared/action"
 	"github.com/musterhq/muster/shared/limit"
+	"github.com/musterhq/muster/shared/live"
 	"github.com/musterhq/muster/shared/testwait"
 	"github.com/musterhq/muster/shared/wire"
 )
@@ -25,8 +26,8 @@ import (
 func TestABudgetHoldsReasonIsRefreshedWhenTheBudgetChanges(t *testing.T) {
 	t.Parallel()
 	one, _ := limit.Parse("1")
-	h := setup(t, Config{Budget: budget.Policy{MaxUnavailable: map[string]limit.Limit{cluster: one},
-		Kinds: []budget.KindRule{{Kind: "muster.io/debug.sleep", Disruptive: true}}}}, "n1", "n2", "n3")
+	h := setup(t, Config{Budget: live.New(budget.Policy{MaxUnavailable: map[string]limit.Limit{cluster: one},
+		Kinds: []budget.KindRule{{Kind: "muster.io/debug.sleep", Disruptive: true}}})}, "n1", "n2", "n3")
 	h.pass()
 	a := h.create("n1", nil)
 	h.pass()
@@ -165,9 +166,9 @@ func TestARunHeldByTheBudgetSaysSo(t *testing.T) {
 	t.Parallel()
 	one, _ := limit.Parse("1")
 	pol := approval.DefaultPolicy()
-	engine := &runs.Engine{Policy: pol, Actions: &actions.Rules{Policy: pol}}
-	h := setup(t, Config{Runs: engine, Budget: budget.Policy{MaxUnavailable: map[string]limit.Limit{cluster: one},
-		Kinds: []budget.KindRule{{Kind: "muster.io/debug.sleep", Disruptive: true}}}}, "n1", "n2", "n3")
+	engine := &runs.Engine{Policy: live.New(pol), Actions: &actions.Rules{Policy: live.New(pol)}}
+	h := setup(t, Config{Runs: engine, Budget: live.New(budget.Policy{MaxUnavailable: map[string]limit.Limit{cluster: one},
+		Kinds: []budget.KindRule{{Kind: "muster.io/debug.sleep", Disruptive: true}}})}, "n1", "n2", "n3")
 	h.pass()
 	a := h.create("n1", nil)
 	h.pass()
@@ -201,7 +202,7 @@ func TestARunHeldByTheBudgetSaysSo(t *testing.T) {
 func TestARunHeldByADrainSaysSo(t *testing.T) {
 	t.Parallel()
 	pol := approval.DefaultPolicy()
-	engine := &runs.Engine{Policy: pol, Actions: &actions.Rules{Policy: pol}}
+	engine := &runs.Engine{Policy: live.New(pol), Actions: &actions.Rules{Policy: live.New(pol)}}
 	h := setup(t, Config{Runs: engine}, "n1")
 	h.pass()
 	drain := func(on bool) {

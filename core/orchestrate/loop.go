@@ -862,7 +862,7 @@ func (o *Orchestrator) prepare(ctx context.Context, cs *clusterState, ids []stri
 		if _, err := r.Cluster(ctx, cs.id); err != nil {
 			return err
 		}
-		_, hasBudget := o.cfg.Budget.Limit(cs.id)
+		_, hasBudget := o.cfg.Budget.Load().Limit(cs.id)
 		var all []store.Node
 		var open []store.Record
 		var err error
@@ -902,7 +902,7 @@ func (o *Orchestrator) prepare(ctx context.Context, cs *clusterState, ids []stri
 		}
 		var bv *budgetView
 		var procs *runs.Procedures
-		if hasBudget || o.cfg.Calendars.Of(cs.id) != nil {
+		if hasBudget || o.cfg.Calendars.Load().Of(cs.id) != nil {
 			if procs, err = o.procedures(ctx, r, cs.id, readAt); err != nil {
 				return err
 			}

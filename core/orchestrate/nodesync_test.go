@@ -13,6 +13,7 @@ import (
 	"github.com/musterhq/muster/core/store"
 	"github.com/musterhq/muster/shared/action"
 	"github.com/musterhq/muster/shared/limit"
+	"github.com/musterhq/muster/shared/live"
 	"github.com/musterhq/muster/shared/testwait"
 )
 
@@ -97,8 +98,8 @@ func TestNudgeNodeDoesNotWaitForThePass(t *testing.T) {
 func TestConcurrentSyncsShareTheBudget(t *testing.T) {
 	t.Parallel()
 	one, _ := limit.Parse("1")
-	h := setup(t, Config{Budget: budget.Policy{MaxUnavailable: map[string]limit.Limit{cluster: one},
-		Kinds: []budget.KindRule{{Kind: "muster.io/debug.sleep", Disruptive: true}}}}, "n1", "n2")
+	h := setup(t, Config{Budget: live.New(budget.Policy{MaxUnavailable: map[string]limit.Limit{cluster: one},
+		Kinds: []budget.KindRule{{Kind: "muster.io/debug.sleep", Disruptive: true}}})}, "n1", "n2")
 	h.pass()
 	a, b := h.create("n1", nil), h.create("n2", nil)
 	var wg sync.WaitGroup
@@ -149,8 +150,8 @@ func TestAgentLabelsBeyondBoundsAreRefused(t *testing.T) {
 func TestAHeldActionGoesWhenTheNoteSaysTheOtherEnded(t *testing.T) {
 	t.Parallel()
 	one, _ := limit.Parse("1")
-	h := setup(t, Config{Interval: time.Hour, Budget: budget.Policy{MaxUnavailable: map[string]limit.Limit{cluster: one},
-		Kinds: []budget.KindRule{{Kind: "muster.io/debug.sleep", Disruptive: true}}}}, "n1", "n2")
+	h := setup(t, Config{Interval: time.Hour, Budget: live.New(budget.Policy{MaxUnavailable: map[string]limit.Limit{cluster: one},
+		Kinds: []budget.KindRule{{Kind: "muster.io/debug.sleep", Disruptive: true}}})}, "n1", "n2")
 	h.start()
 	testwait.For(t, "the first pass", func() bool { return h.node("n2").Status == store.NodeUp })
 	passes := func() int {

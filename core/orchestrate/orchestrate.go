@@ -33,6 +33,7 @@ import (
 	"github.com/musterhq/muster/core/store"
 	"github.com/musterhq/muster/shared/action"
 	"github.com/musterhq/muster/shared/gossip"
+	"github.com/musterhq/muster/shared/live"
 	"github.com/musterhq/muster/shared/startstop"
 	"github.com/musterhq/muster/shared/testsignal"
 	"github.com/musterhq/muster/shared/tlsutil"
@@ -51,16 +52,14 @@ type Config struct {
 	FullSyncEvery int
 	// AgentTimeout bounds every request to an agent.
 	AgentTimeout time.Duration
-	// ApprovalTTL: a PENDING_APPROVE action older than this is CANCELLED
-	// with reason "expired". Zero disables the sweep.
-	ApprovalTTL time.Duration
 	// ScheduleTTL: a PENDING_SCHEDULE action that never reached its agent
 	// this long after it was scheduled is CANCELLED with reason "schedule
 	// timeout". Zero disables it.
 	ScheduleTTL time.Duration
 	// Rules, when set, makes every action change (the core shares one with
-	// the API, so approval expiry is one rule); nil builds one from
-	// ApprovalTTL and ScheduleTTL, which the sweep uses either way.
+	// the API, so approval expiry is one rule, under the approval policy as
+	// it is at each sweep: Rules.Policy); nil builds one with ScheduleTTL
+	// and an approval policy without a TTL (nothing expires).
 	Rules *actions.Rules
 	// SweepEvery is the period of the expiry sweep (default Interval).
 	SweepEvery time.Duration
@@ -115,12 +114,12 @@ type Config struct {
 	// Budget is the disruption budget of every cluster and the kinds it counts
 	// (docs/architecture.md, "Labels, targets and the disruption budget"): no
 	// disruptive action is pushed past it.
-	Budget budget.Policy
+	Budget *live.Value[budget.Policy]
 	// Calendars are the clusters' maintenance windows and freezes
 	// (docs/architecture.md, "Windows, freezes and later starts"): no
 	// disruptive action is pushed outside a window or in a freeze. nil:
 	// none.
-	Calendars *schedule.LiveCalendars
+	Calendars *live.Value[schedule.Calendars]
 	// Runs, when set, moves runs on at every pass (core/runs).
 	Runs Runs
 	// RefuseInternalGossip: nodes found through gossip are never dialled at
@@ -138,7 +137,6 @@ func DefaultConfig() Config {
 		MaxQueuedPerNode: 16,
 		FullSyncEvery:    6,
 		AgentTimeout:     5 * time.Second,
-		ApprovalTTL:      24 * time.Hour,
 		ScheduleTTL:      24 * time.Hour,
 		NodeConcurrency:  16,
 		BatchSize:        256,
@@ -387,7 +385,7 @@ func New(cfg Config, st store.Store, log *slog.Logger, reg prometheus.Registerer
 	}
 	whc := &http.Client{Transport: watchTransport(hc), CheckRedirect: noRedirect}
 	if cfg.Rules == nil {
-		cfg.Rules = &actions.Rules{Policy: approval.Policy{TTL: cfg.ApprovalTTL}, ScheduleTTL: cfg.ScheduleTTL}
+		cfg.Rules = &actions.Rules{Policy: live.New(approval.Policy{Default: approval.Required}), ScheduleTTL: cfg.ScheduleTTL}
 	}
 	m, err := newMetrics(reg, st)
 	if err != nil {
@@ -738,9 +736,8 @@ func (o *Orchestrator) passContext(ctx context.Context, id string) (context.Cont
 // sweep runs ExpireApprovals, ExpireSchedules and the runs' expiry every
 // SweepEvery until ctx ends.
 func (o *Orchestrator) sweep(ctx context.Context) {
-	if o.rules.Policy.TTL <= 0 && o.rules.ScheduleTTL <= 0 && o.cfg.Runs == nil {
-		return
-	}
+	// It runs whatever the TTLs at start: a reload may give approvals
+	// one (an idle sweep only reads).
 	t := time.NewTicker(o.cfg.SweepEvery)
 	defer t.Stop()
 	for {
@@ -791,13 +788,14 @@ func (o *Orchestrator) expire(ctx context.Context, pending func(r store.Reader, 
 }
 
 // ExpireApprovals cancels, with reason "expired" and an action.expired event,
-// every PENDING_APPROVE action created more than ApprovalTTL ago
+// every PENDING_APPROVE action created more than the approval policy's TTL
+// ago (as it is now)
 // (actions.Rules.ExpireApprovals). It returns how many it expired, and
 // writes nothing when there are none.
 func (o *Orchestrator) ExpireApprovals(ctx context.Context) (int, error) {
 	out, err := o.expire(ctx, func(r store.Reader, cutoff time.Time) ([]store.Record, error) {
 		return r.ApprovalsBefore(ctx, cutoff)
-	}, o.rules.Policy.TTL, o.rules.ExpireApprovals)
+	}, o.rules.Policy.Load().TTL, o.rules.ExpireApprovals)
 	if err != nil {
 		return 0, fmt.Errorf("expire approvals: %w", err)
 	}

@@ -32,6 +32,7 @@ import (
 	"github.com/musterhq/muster/shared/client"
 	"github.com/musterhq/muster/shared/gossip"
 	"github.com/musterhq/muster/shared/limit"
+	"github.com/musterhq/muster/shared/live"
 	"github.com/musterhq/muster/shared/testwait"
 	"github.com/musterhq/muster/shared/wire"
 )
@@ -58,10 +59,10 @@ func newCoreAPI(b *testing.B, n int) *coreAPI {
 // from the default settings.
 func coreConfig() orchestrate.Config {
 	cfg := orchestrate.DefaultConfig()
-	policy := approval.DefaultPolicy()
+	policy := live.New(approval.DefaultPolicy())
 	rules := &actions.Rules{Policy: policy, ScheduleTTL: cfg.ScheduleTTL}
 	engine := &runs.Engine{Policy: policy, Actions: rules}
-	cfg.Rules, cfg.Runs, cfg.ApprovalTTL = rules, engine, policy.TTL
+	cfg.Rules, cfg.Runs = rules, engine
 	return cfg
 }
 

@@ -11,6 +11,7 @@ import (
 	"github.com/musterhq/muster/core/runs"
 	"github.com/musterhq/muster/core/store"
 	"github.com/musterhq/muster/shared/action"
+	"github.com/musterhq/muster/shared/live"
 	"github.com/musterhq/muster/shared/testwait"
 	"github.com/musterhq/muster/shared/wire"
 )
@@ -21,7 +22,7 @@ import (
 func TestARunsNextWaveDoesNotWaitForTheInterval(t *testing.T) {
 	t.Parallel()
 	pol := approval.DefaultPolicy()
-	engine := &runs.Engine{Policy: pol, Actions: &actions.Rules{Policy: pol}}
+	engine := &runs.Engine{Policy: live.New(pol), Actions: &actions.Rules{Policy: live.New(pol)}}
 	h := setup(t, Config{Interval: time.Hour, RunPoll: 50 * time.Millisecond, Runs: engine}, "n1", "n2")
 	var run *store.Run
 	h.update(func(ctx context.Context, tx store.Tx) error {
@@ -69,7 +70,7 @@ func TestARunsNextWaveDoesNotWaitForTheInterval(t *testing.T) {
 func TestRunWatchDoesNotSpinOnAnAgentThatIgnoresWait(t *testing.T) {
 	t.Parallel()
 	pol := approval.DefaultPolicy()
-	engine := &runs.Engine{Policy: pol, Actions: &actions.Rules{Policy: pol}}
+	engine := &runs.Engine{Policy: live.New(pol), Actions: &actions.Rules{Policy: live.New(pol)}}
 	h := setup(t, Config{Interval: time.Hour, RunPoll: time.Hour, Runs: engine}, "n1")
 	h.update(func(ctx context.Context, tx store.Tx) error {
 		run, err := engine.Create(ctx, tx, &wire.CreateRunRequest{ClusterID: cluster, Stages: []wire.StageSpec{{

@@ -145,10 +145,11 @@ func pausedRuns(ctx context.Context, r store.Reader, clusterID string, open []st
 // (and the windows hold at their first step), and those nodes
 // (core/runs); nil without either.
 func (o *Orchestrator) procedures(ctx context.Context, r store.Reader, clusterID string, now time.Time) (*runs.Procedures, error) {
-	if _, ok := o.cfg.Budget.Limit(clusterID); !ok && o.cfg.Calendars.Of(clusterID) == nil {
+	pol := o.cfg.Budget.Load()
+	if _, ok := pol.Limit(clusterID); !ok && o.cfg.Calendars.Load().Of(clusterID) == nil {
 		return nil, nil
 	}
-	return runs.InFlight(ctx, r, clusterID, now, o.cfg.Budget.Procedure)
+	return runs.InFlight(ctx, r, clusterID, now, pol.Procedure)
 }
 
 // runBusy reads the nodes of the cluster (every cluster when "") that hold

@@ -10,8 +10,10 @@ import (
 	"time"
 
 	"github.com/musterhq/muster/core/actions"
+	"github.com/musterhq/muster/core/approval"
 	"github.com/musterhq/muster/core/store"
 	"github.com/musterhq/muster/shared/action"
+	"github.com/musterhq/muster/shared/live"
 	"github.com/musterhq/muster/shared/testwait"
 )
 
@@ -175,7 +177,7 @@ func TestStopEndsARunningPass(t *testing.T) {
 
 func TestExpireApprovals(t *testing.T) {
 	t.Parallel()
-	h := setup(t, Config{ApprovalTTL: time.Hour}, "n1")
+	h := setup(t, Config{Rules: hourTTL()}, "n1")
 	now := time.Now()
 	old := h.create("n1", func(r *store.Record) { r.State, r.CreatedTS = action.PendingApprove, now.Add(-2*time.Hour) })
 	young := h.create("n1", func(r *store.Record) { r.State, r.CreatedTS = action.PendingApprove, now.Add(-10*time.Minute) })
@@ -202,7 +204,7 @@ func TestExpireApprovals(t *testing.T) {
 
 func TestTheSweepRunsWhileStarted(t *testing.T) {
 	t.Parallel()
-	h := setup(t, Config{Interval: time.Hour, ApprovalTTL: time.Hour, SweepEvery: 10 * time.Millisecond}, "n1")
+	h := setup(t, Config{Interval: time.Hour, Rules: hourTTL(), SweepEvery: 10 * time.Millisecond}, "n1")
 	h.start()
 	id := h.create("n1", func(r *store.Record) { r.State, r.CreatedTS = action.PendingApprove, time.Now().Add(-2*time.Hour) })
 	h.o.TestSignals.Swept.WaitFor("a sweep that expires one", func(s Swept) bool { return s.Approvals == 1 })
@@ -270,4 +272,9 @@ func TestTheSweepCancelsActionsThatNeverReachTheirAgent(t *testing.T) {
 		t.Fatalf("events %v", ev)
 	}
 	wantState(t, h.record(young), action.PendingSchedule)
+}
+
+// hourTTL is the rules of an approval policy whose TTL is an hour.
+func hourTTL() *actions.Rules {
+	return &actions.Rules{Policy: live.New(approval.Policy{Default: approval.Required, TTL: time.Hour})}
 }

@@ -11,6 +11,7 @@ import (
 	"github.com/musterhq/muster/core/runs"
 	"github.com/musterhq/muster/core/store"
 	"github.com/musterhq/muster/shared/limit"
+	"github.com/musterhq/muster/shared/live"
 	"github.com/musterhq/muster/shared/testgoroutine"
 	"github.com/musterhq/muster/shared/testwait"
 	"github.com/musterhq/muster/shared/wire"
@@ -63,7 +64,7 @@ func (e *env) runState(id string) string {
 // Not parallel: it counts the process's watcher goroutines.
 func TestRunWatchCarriesARunWithoutPollsOrGossip(t *testing.T) {
 	pol := approval.DefaultPolicy()
-	engine := &runs.Engine{Policy: pol, Actions: &actions.Rules{Policy: pol}}
+	engine := &runs.Engine{Policy: live.New(pol), Actions: &actions.Rules{Policy: live.New(pol)}}
 	e := setup(t, orchestrate.Config{Interval: time.Hour, RunPoll: time.Hour, Runs: engine}, "n1", "n2", "n3")
 	run := runOver(t, e, engine, "muster.io/debug.ping", `{}`)
 	if err := e.o.Start(context.Background()); err != nil {

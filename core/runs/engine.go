@@ -12,6 +12,7 @@ import (
 	"github.com/musterhq/muster/core/approval"
 	"github.com/musterhq/muster/core/store"
 	"github.com/musterhq/muster/shared/action"
+	"github.com/musterhq/muster/shared/live"
 	"github.com/musterhq/muster/shared/wire"
 )
 
@@ -60,7 +61,7 @@ var _ Actions = (*actions.Rules)(nil)
 
 // Engine makes every change to runs, each in the caller's transaction.
 type Engine struct {
-	Policy  approval.Policy
+	Policy  *live.Value[approval.Policy]
 	Actions Actions
 	// Now returns the current time (UTC, microseconds); time.Now when nil.
 	Now func() time.Time
@@ -86,7 +87,7 @@ func runEvent(r *store.Run, typ string, who actions.Actor, t time.Time, msg stri
 func (e *Engine) NeedsApproval(clusterID string, stages []store.RunStage) bool {
 	for i := range stages {
 		for _, sp := range stages[i].Procedure() {
-			if e.Policy.NeedsApproval(sp.Kind, clusterID) {
+			if e.Policy.Load().NeedsApproval(sp.Kind, clusterID) {
 				return true
 			}
 		}
@@ -306,21 +307,21 @@ func (e *Engine) Approve(ctx context.Context, tx store.Tx, id, digest string, wh
 		return nil, err
 	}
 	t := e.now()
-	if e.Policy.MayApprove(r.Requester, "", who.Name, true) == approval.OwnRequest {
+	if e.Policy.Load().MayApprove(r.Requester, "", who.Name, true) == approval.OwnRequest {
 		return nil, fmt.Errorf("%w: %s requested run %s and may not approve it too", ErrForbidden, who.Name, r.ID)
 	}
 	// The approval's time counts from a later start.
-	if ttl := e.Policy.Window(); ttl > 0 && t.Sub(actions.LaterOf(r.CreatedTS, r.NotBefore)) > ttl {
+	if ttl := e.Policy.Load().TTL; ttl > 0 && t.Sub(actions.LaterOf(r.CreatedTS, r.NotBefore)) > ttl {
 		return nil, wrongState(r, fmt.Sprintf("approve: the approval window of %s has passed", ttl))
 	}
-	if r.Playbook != "" && !e.Policy.SelfApproval {
+	if r.Playbook != "" && !e.Policy.Load().SelfApproval {
 		// Four eyes over the content too: whoever applied the playbook
 		// version may not approve the runs made from it.
 		pb, err := tx.Playbook(ctx, r.Playbook, r.PlaybookVersion)
 		if err != nil {
 			return nil, err
 		}
-		if e.Policy.MayApprove(r.Requester, pb.CreatedBy, who.Name, true) == approval.AppliedPlaybook {
+		if e.Policy.Load().MayApprove(r.Requester, pb.CreatedBy, who.Name, true) == approval.AppliedPlaybook {
 			return nil, fmt.Errorf("%w: %s applied playbook %s version %d and may not approve its runs", ErrForbidden,
 				who.Name, r.Playbook, r.PlaybookVersion)
 		}
@@ -537,7 +538,7 @@ func (e *Engine) resumeRule(r *store.Run, who string, mayApprove, mayOperate boo
 	if len(forgiven) == 0 && !mayOperate {
 		return nil, fmt.Errorf("%w: run %s was paused by hand: resuming it is an operator's", ErrForbidden, r.ID)
 	}
-	if len(forgiven) > 0 && e.Policy.MayApprove(r.Requester, "", who, mayApprove) != approval.MayDecide {
+	if len(forgiven) > 0 && e.Policy.Load().MayApprove(r.Requester, "", who, mayApprove) != approval.MayDecide {
 		return nil, fmt.Errorf("%w: resuming run %s forgives the errors of stage(s) %s past the max_errors its approver signed: "+
 			"that takes an approver other than %s", ErrForbidden, r.ID, strings.Join(forgiven, ", "), r.Requester)
 	}
@@ -595,7 +596,7 @@ func (e *Engine) promoteRule(r *store.Run, who string, mayApprove bool) ([]strin
 	if len(promoted) == 0 || PausedFor(r) != PauseCanary {
 		return nil, wrongState(r, "promote: it is not paused after a canary")
 	}
-	if e.Policy.MayApprove(r.Requester, "", who, mayApprove) != approval.MayDecide {
+	if e.Policy.Load().MayApprove(r.Requester, "", who, mayApprove) != approval.MayDecide {
 		return nil, fmt.Errorf("%w: promoting the canary of run %s takes an approver other than %s", ErrForbidden,
 			r.ID, r.Requester)
 	}
@@ -668,7 +669,7 @@ func (e *Engine) MarkUrgent(ctx context.Context, tx store.Tx, id string, who act
 	if who.Note == "" {
 		return nil, fmt.Errorf("%w: reason is required to mark a run urgent", actions.ErrUnprocessable)
 	}
-	if e.Policy.MayApprove(r.Requester, "", who.Name, true) == approval.OwnRequest {
+	if e.Policy.Load().MayApprove(r.Requester, "", who.Name, true) == approval.OwnRequest {
 		return nil, fmt.Errorf("%w: %s requested run %s and may not mark it urgent too", ErrForbidden, who.Name, r.ID)
 	}
 	if r.Urgent == who.Note {
@@ -699,7 +700,7 @@ func (e *Engine) MarkUrgent(ctx context.Context, tx store.Tx, id string, who act
 // Expire cancels the runs that waited for approval longer than the policy's
 // TTL. It returns how many it cancelled.
 func (e *Engine) Expire(ctx context.Context, tx store.Tx) (int, error) {
-	if e.Policy.Window() <= 0 {
+	if e.Policy.Load().TTL <= 0 {
 		return 0, nil
 	}
 	// Oldest first, and brief: a pass does not read the node lists of
@@ -713,9 +714,9 @@ func (e *Engine) Expire(ctx context.Context, tx store.Tx) (int, error) {
 			return 0, err
 		}
 		i := 0
-		for ; i < len(page) && t.Sub(page[i].CreatedTS) > e.Policy.Window(); i++ {
+		for ; i < len(page) && t.Sub(page[i].CreatedTS) > e.Policy.Load().TTL; i++ {
 			// The approval's time counts from a later start.
-			if t.Sub(actions.LaterOf(page[i].CreatedTS, page[i].NotBefore)) <= e.Policy.Window() {
+			if t.Sub(actions.LaterOf(page[i].CreatedTS, page[i].NotBefore)) <= e.Policy.Load().TTL {
 				continue
 			}
 			expired = append(expired, page[i].ID)
@@ -732,7 +733,7 @@ func (e *Engine) Expire(ctx context.Context, tx store.Tx) (int, error) {
 			return n, err
 		}
 		if err := e.finish(ctx, tx, r, store.RunCancelled, ReasonExpired, store.EventRunExpired, actions.Core,
-			fmt.Sprintf("run %s expired after waiting %s for approval", r.ID, e.Policy.Window())); err != nil {
+			fmt.Sprintf("run %s expired after waiting %s for approval", r.ID, e.Policy.Load().TTL)); err != nil {
 			return n, err
 		}
 		n++

@@ -14,6 +14,7 @@ import (
 	"github.com/musterhq/muster/core/store/sqlite"
 	"github.com/musterhq/muster/shared/action"
 	"github.com/musterhq/muster/shared/limit"
+	"github.com/musterhq/muster/shared/live"
 	"github.com/musterhq/muster/shared/wire"
 )
 
@@ -37,7 +38,7 @@ func setupEngine(t *testing.T) *engineEnv {
 	env := &engineEnv{t: t, st: st, now: time.Date(2026, 11, 23, 10, 0, 0, 0, time.UTC)}
 	pol := approval.DefaultPolicy()
 	clock := func() time.Time { return env.now }
-	env.e = &runs.Engine{Policy: pol, Actions: &actions.Rules{Policy: pol, Now: clock}, Now: clock}
+	env.e = &runs.Engine{Policy: live.New(pol), Actions: &actions.Rules{Policy: live.New(pol), Now: clock}, Now: clock}
 	env.update(func(ctx context.Context, tx store.Tx) error {
 		if err := tx.PutCluster(ctx, &store.Cluster{ID: "c", Status: store.ClusterHealthy}); err != nil {
 			return err
@@ -216,7 +217,7 @@ func TestRunsWaitingForApprovalExpire(t *testing.T) {
 			Kind: "muster.io/debug.ping", Target: wire.Target{All: true}}}}, actions.Actor{Name: "alice"})
 		return err
 	})
-	env.now = env.now.Add(env.e.Policy.TTL + time.Minute)
+	env.now = env.now.Add(env.e.Policy.Load().TTL + time.Minute)
 	var n int
 	env.update(func(ctx context.Context, tx store.Tx) error {
 		var err error
@@ -347,7 +348,7 @@ func TestRunsWaitingForApprovalExpirePageByPage(t *testing.T) {
 		})
 	}
 	create(250)
-	env.now = env.now.Add(env.e.Policy.TTL + time.Minute)
+	env.now = env.now.Add(env.e.Policy.Load().TTL + time.Minute)
 	create(30)
 	var n int
 	var left []store.Run

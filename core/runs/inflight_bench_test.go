@@ -13,6 +13,7 @@ import (
 	"github.com/musterhq/muster/core/store/sqlite"
 	"github.com/musterhq/muster/shared/action"
 	"github.com/musterhq/muster/shared/limit"
+	"github.com/musterhq/muster/shared/live"
 	"github.com/musterhq/muster/shared/wire"
 )
 
@@ -35,7 +36,7 @@ func BenchmarkInFlight(b *testing.B) {
 	}
 	b.Cleanup(func() { st.Close() })
 	pol := approval.Policy{Default: "none"}
-	e := &runs.Engine{Policy: pol, Actions: &actions.Rules{Policy: pol}}
+	e := &runs.Engine{Policy: live.New(pol), Actions: &actions.Rules{Policy: live.New(pol)}}
 	update := func(fn func(tx store.Tx) error) {
 		b.Helper()
 		if err := st.Update(ctx, fn); err != nil {

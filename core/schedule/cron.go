@@ -55,6 +55,10 @@ func ParseCron(expr, tz string) (Cron, error) {
 	c := Cron{expr: expr, loc: loc, spec: spec}
 	if d, ok := spec.(cron.ConstantDelaySchedule); ok {
 		c.every = d.Delay
+	} else if c.Next(time.Now()).IsZero() {
+		// robfig looks five years ahead: any date that exists comes
+		// round within four (29 February); "0 0 30 2 *" never does.
+		return Cron{}, fmt.Errorf("cron %q: %w: never fires (no such day in five years)", expr, ErrInvalid)
 	}
 	return c, nil
 }

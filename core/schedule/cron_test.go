@@ -2,8 +2,11 @@ package schedule
 
 import (
 	"errors"
+	"strings"
 	"testing"
 	"time"
+
+	"github.com/musterhq/muster/shared/wire"
 )
 
 func TestParseCronRefusesBadInput(t *testing.T) {
@@ -104,5 +107,40 @@ func TestCronLastOfAFrequentEveryIsTheLatest(t *testing.T) {
 	since := now.Add(-10 * time.Second)
 	if at, due := Due(c, now, MaxCatchUp, &since, nil); !due || !at.Equal(want) {
 		t.Errorf("Due with a day of catch_up, active 10s = %v, %v; want %v, true", at, due, want)
+	}
+}
+
+// Issue 30, item 6: a cron that never fires is refused when parsed (robfig
+// would answer the zero time for ever), and a schedule's @every below its
+// minimum is refused by Check, with an error naming the field.
+func TestCronsThatNeverFireAndTooFrequentSchedulesAreRefused(t *testing.T) {
+	t.Parallel()
+	for _, expr := range []string{"0 0 30 2 *", "0 0 31 4 *", "0 3 31 4,6,9,11 *", "0 0 30,31 2 *"} {
+		if _, err := ParseCron(expr, "Europe/Berlin"); !errors.Is(err, ErrInvalid) || !strings.Contains(err.Error(), "never") {
+			t.Errorf("ParseCron(%q) = %v, want an ErrInvalid saying it never fires", expr, err)
+		}
+	}
+	for _, expr := range []string{"0 0 29 2 *", "0 0 31 * *", "@yearly", "@every 1h"} {
+		if _, err := ParseCron(expr, ""); err != nil {
+			t.Errorf("ParseCron(%q) = %v", expr, err)
+		}
+	}
+	req := func(cron string) *wire.CreateScheduleRequest {
+		return &wire.CreateScheduleRequest{Name: "n", Cluster: "c", Playbook: "p", Cron: cron}
+	}
+	for _, cron := range []string{"@every 1ns", "@every 0s", "@every 1s", "@every 59s", "@every 59.9s"} {
+		_, _, err := Check(req(cron), 0)
+		var fe *FieldError
+		if !errors.As(err, &fe) || fe.Field != "cron" || !strings.Contains(fe.Msg, MinEvery.String()) {
+			t.Errorf("Check(%q) = %v, want a cron error naming the minimum", cron, err)
+		}
+	}
+	for _, cron := range []string{"@every 1m", "@every 90m", "* * * * *"} {
+		if _, _, err := Check(req(cron), 0); err != nil {
+			t.Errorf("Check(%q) = %v", cron, err)
+		}
+	}
+	if _, _, err := Check(req("@every 1s"), time.Second); err != nil {
+		t.Errorf("Check(@every 1s) with a minimum of 1s: %v", err)
 	}
 }

@@ -24,6 +24,9 @@ const (
 	MaxCatchUp = 24 * time.Hour
 	// MaxParams bounds the number of parameters.
 	MaxParams = 100
+	// MinEvery is the shortest "@every" of a schedule: as often as a
+	// five-field cron may fire (`* * * * *`), no more.
+	MinEvery = time.Minute
 )
 
 // FieldError is a bad field of a schedule: the API answers 400 naming it.
@@ -43,8 +46,11 @@ func fieldErr(field, format string, args ...any) error {
 
 // Check validates what of a schedule request does not need the store (its
 // name, cron, time zone, concurrency and catch_up), fills the defaults, and
-// returns the schedule's parsed cron and catch_up.
-func Check(req *wire.CreateScheduleRequest) (Cron, time.Duration, error) {
+// returns the schedule's parsed cron and catch_up. A cron that never fires
+// is refused (ParseCron), and so is an "@every" shorter than minEvery
+// (MinEvery when 0; only the end-to-end tests set another, never below a
+// second).
+func Check(req *wire.CreateScheduleRequest, minEvery time.Duration) (Cron, time.Duration, error) {
 	if err := names.CheckID(req.Name); err != nil {
 		return Cron{}, 0, fieldErr("name", "%v", err)
 	}
@@ -72,6 +78,13 @@ func Check(req *wire.CreateScheduleRequest) (Cron, time.Duration, error) {
 	c, err := ParseCron(req.Cron, req.Timezone)
 	if err != nil {
 		return Cron{}, 0, fieldErr("cron", "%v", err)
+	}
+	if minEvery <= 0 {
+		minEvery = MinEvery
+	}
+	if c.every > 0 && c.every < minEvery {
+		return Cron{}, 0, fieldErr("cron", "%q: a schedule fires at most every %s (@every %s or a five-field cron)",
+			req.Cron, minEvery, minEvery)
 	}
 	switch req.Concurrency {
 	case "":

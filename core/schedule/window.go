@@ -3,7 +3,6 @@ package schedule
 import (
 	"fmt"
 	"strings"
-	"sync/atomic"
 	"time"
 
 	"github.com/musterhq/muster/core/store"
@@ -253,34 +252,12 @@ func (s CalendarStatus) NextChange() time.Time {
 }
 
 // Calendars maps a cluster id to its calendar; a cluster not listed is
-// always open.
+// always open. A running core holds them in a live.Value, which a reload
+// replaces.
 type Calendars map[string]*Calendar
 
-// LiveCalendars holds the calendars of every cluster a running core uses, replaced
-// as a whole when its configuration is reloaded (SIGHUP). The zero value
-// holds none: every cluster is open.
-type LiveCalendars struct{ p atomic.Pointer[Calendars] }
-
-// NewLiveCalendars returns a LiveCalendars holding cals.
-func NewLiveCalendars(cals Calendars) *LiveCalendars {
-	l := &LiveCalendars{}
-	l.Store(cals)
-	return l
-}
-
-// Store makes cals the calendars l answers from.
-func (l *LiveCalendars) Store(cals Calendars) { l.p.Store(&cals) }
-
-// Of returns the calendar of a cluster, nil when it has none (or l is nil).
-func (l *LiveCalendars) Of(cluster string) *Calendar {
-	if l == nil {
-		return nil
-	}
-	if p := l.p.Load(); p != nil {
-		return (*p)[cluster]
-	}
-	return nil
-}
+// Of returns the calendar of a cluster, nil when it has none.
+func (c Calendars) Of(cluster string) *Calendar { return c[cluster] }
 
 // WindowSpec is one entry of a cluster's `windows:` configuration.
 type WindowSpec struct {

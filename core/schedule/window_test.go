@@ -176,20 +176,15 @@ func TestEveryWindowOpensOnTheEpochGrid(t *testing.T) {
 	}
 }
 
-func TestLiveFollowsTheLatestCalendars(t *testing.T) {
+func TestCalendarsOfACluster(t *testing.T) {
 	t.Parallel()
-	var nilLive *LiveCalendars
-	if nilLive.Of("c") != nil {
-		t.Fatal("a nil LiveCalendars has a calendar")
-	}
-	l := NewLiveCalendars(nil)
-	if l.Of("c") != nil {
-		t.Fatal("an empty LiveCalendars has a calendar")
+	var none Calendars
+	if none.Of("c") != nil {
+		t.Fatal("nil Calendars have a calendar")
 	}
 	cal := &Calendar{Freezes: []Freeze{{From: time.Unix(0, 0), To: time.Unix(10, 0)}}}
-	l.Store(Calendars{"c": cal})
-	if l.Of("c") != cal {
-		t.Fatal("Of does not return the stored calendar")
+	if (Calendars{"c": cal}).Of("c") != cal || (Calendars{"c": cal}).Of("d") != nil {
+		t.Fatal("Of does not return the cluster's calendar")
 	}
 }
 

@@ -154,7 +154,7 @@ func (s *Server) dashboard(w http.ResponseWriter, r *http.Request, v *visitor) {
 			return err
 		}
 		for _, c := range cs {
-			if _, ok := s.cfg.Budget.Limit(c.ID); !ok {
+			if _, ok := s.cfg.Budget.Load().Limit(c.ID); !ok {
 				continue
 			}
 			var nodes []store.Node
@@ -167,7 +167,7 @@ func (s *Server) dashboard(w http.ResponseWriter, r *http.Request, v *visitor) {
 			if err != nil {
 				return err
 			}
-			b, err := budgetOf(ctx, rd, s.cfg.Budget, c.ID, nodes, open)
+			b, err := budgetOf(ctx, rd, s.cfg.Budget.Load(), c.ID, nodes, open)
 			if err != nil {
 				return err
 			}

@@ -108,7 +108,7 @@ func (s *Server) nodePage(w http.ResponseWriter, r *http.Request, v *visitor) {
 		for i := range recs {
 			d.Actions = append(d.Actions, recs[i].Action)
 		}
-		if _, ok := s.cfg.Budget.Limit(cid); ok {
+		if _, ok := s.cfg.Budget.Load().Limit(cid); ok {
 			all, err := rd.Nodes(ctx, cid)
 			if err != nil {
 				return err
@@ -117,7 +117,7 @@ func (s *Server) nodePage(w http.ResponseWriter, r *http.Request, v *visitor) {
 			if err != nil {
 				return err
 			}
-			if d.Budget, err = budgetOf(ctx, rd, s.cfg.Budget, cid, all, open); err != nil {
+			if d.Budget, err = budgetOf(ctx, rd, s.cfg.Budget.Load(), cid, all, open); err != nil {
 				return err
 			}
 		}

@@ -302,7 +302,7 @@ func (s *Server) approvals(w http.ResponseWriter, r *http.Request, v *visitor) {
 	}
 	for _, rec := range recs {
 		p := pending{Action: rec.Action, Mine: approval.SamePerson(rec.Requester, v.tok.Name)}
-		if ttl := s.cfg.Policy.Window(); ttl > 0 {
+		if ttl := s.cfg.Policy.Load().TTL; ttl > 0 {
 			p.Expires = approvalEnds(rec.CreatedTS, rec.NotBefore, ttl)
 		}
 		p.Why = s.whyNot(v, "this", rec.Requester, "")
@@ -489,7 +489,7 @@ func (s *Server) actionDetail(w http.ResponseWriter, r *http.Request, v *visitor
 		return
 	}
 	d := actionData{Action: a, Mine: approval.SamePerson(a.Requester, v.tok.Name), Self: "/ui/actions/" + id}
-	if ttl := s.cfg.Policy.Window(); ttl > 0 {
+	if ttl := s.cfg.Policy.Load().TTL; ttl > 0 {
 		d.Expires = approvalEnds(a.CreatedTS, a.NotBefore, ttl)
 	}
 	if a.State == action.PendingApprove {
@@ -555,7 +555,7 @@ func (s *Server) clusters(w http.ResponseWriter, r *http.Request, v *visitor) {
 					}
 				}
 			}
-			if _, ok := s.cfg.Budget.Limit(c.ID); ok {
+			if _, ok := s.cfg.Budget.Load().Limit(c.ID); ok {
 				open, err := rd.OpenActions(ctx, c.ID, "")
 				if err != nil {
 					return err
@@ -564,11 +564,11 @@ func (s *Server) clusters(w http.ResponseWriter, r *http.Request, v *visitor) {
 				for _, n := range cv.Nodes {
 					mine = append(mine, n.Node)
 				}
-				if cv.Budget, err = budgetOf(ctx, rd, s.cfg.Budget, c.ID, mine, open); err != nil {
+				if cv.Budget, err = budgetOf(ctx, rd, s.cfg.Budget.Load(), c.ID, mine, open); err != nil {
 					return err
 				}
 			}
-			if cal := s.cfg.Calendars.Of(c.ID); cal != nil {
+			if cal := s.cfg.Calendars.Load().Of(c.ID); cal != nil {
 				open, err := rd.OpenActions(ctx, c.ID, "")
 				if err != nil {
 					return err

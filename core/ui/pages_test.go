@@ -17,14 +17,15 @@ import (
 	"github.com/musterhq/muster/core/store"
 	"github.com/musterhq/muster/shared/action"
 	"github.com/musterhq/muster/shared/limit"
+	"github.com/musterhq/muster/shared/live"
 	"github.com/musterhq/muster/shared/wire"
 )
 
 // withBudget gives cluster prod a disruption budget of one node, with
 // every kind disruptive.
 func withBudget(c *Config) {
-	c.Budget = budget.Policy{MaxUnavailable: map[string]limit.Limit{"prod": limit.MustParse("1")},
-		Kinds: []budget.KindRule{{Kind: "*", Disruptive: true}}}
+	c.Budget = live.New(budget.Policy{MaxUnavailable: map[string]limit.Limit{"prod": limit.MustParse("1")},
+		Kinds: []budget.KindRule{{Kind: "*", Disruptive: true}}})
 }
 
 func (e *env) node(id string) *store.Node {
@@ -372,7 +373,7 @@ func TestClustersPageShowsTheCalendar(t *testing.T) {
 	}
 	cal := &schedule.Calendar{Windows: []schedule.Window{w},
 		Freezes: []schedule.Freeze{{From: now.Add(-time.Hour), To: now.Add(time.Hour), Reason: "<b>year-end</b>"}}}
-	e := setup(t, func(c *Config) { c.Calendars = schedule.NewLiveCalendars(schedule.Calendars{"prod": cal}) })
+	e := setup(t, func(c *Config) { c.Calendars = live.New(schedule.Calendars{"prod": cal}) })
 	a := e.create("op", `{"seconds":1}`)
 	e.edit(a.ID, func(r *store.Record) {
 		r.State, r.StateReason = action.PendingSchedule, "frozen until 2026-12-27T00:00:00Z: <b>year-end</b>"
@@ -404,7 +405,7 @@ func TestActionPageShowsNotBeforeAndUrgent(t *testing.T) {
 	if status != http.StatusOK {
 		t.Fatalf("action: %d\n%s", status, body)
 	}
-	ends := nb.Add(approval.DefaultPolicy().Window())
+	ends := nb.Add(approval.DefaultPolicy().TTL)
 	for _, want := range []string{"<dt>Not before</dt>", "&lt;b&gt;INC-1&lt;/b&gt;", ends.UTC().Format("2006-01-02T15:04:05")} {
 		if !strings.Contains(body, want) {
 			t.Errorf("the action page lacks %q", want)

@@ -247,11 +247,11 @@ func (s *Server) plan(ctx context.Context, pb *playbook.Playbook, version int, r
 		if err != nil {
 			return err
 		}
-		procs, err := runs.InFlight(ctx, rd, p.Cluster, time.Now(), s.cfg.Budget.Procedure)
+		procs, err := runs.InFlight(ctx, rd, p.Cluster, time.Now(), s.cfg.Budget.Load().Procedure)
 		if err != nil {
 			return err
 		}
-		playbook.MarkHeld(&out, s.cfg.Budget, nodes, open, procs.InFlight)
+		playbook.MarkHeld(&out, s.cfg.Budget.Load(), nodes, open, procs.InFlight)
 		return nil
 	})
 	return &out, err

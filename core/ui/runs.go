@@ -236,7 +236,7 @@ const summaryShown = 20
 // applied the playbook version the run was made from, "" for none).
 func (s *Server) runDecisionFor(v *visitor, r *store.Run, applier string) runDecision {
 	d := runDecision{Mine: approval.SamePerson(r.Requester, v.tok.Name)}
-	if ttl := s.cfg.Policy.Window(); ttl > 0 {
+	if ttl := s.cfg.Policy.Load().TTL; ttl > 0 {
 		d.Expires = approvalEnds(r.CreatedTS, r.NotBefore, ttl)
 	}
 	d.Why = s.whyNot(v, "this run", r.Requester, applier)
@@ -248,7 +248,7 @@ func (s *Server) runDecisionFor(v *visitor, r *store.Run, applier string) runDec
 // requester, made from a playbook version applied by applier), by the one
 // rule of approval.Policy.MayApprove; "" when they may.
 func (s *Server) whyNot(v *visitor, what, requester, applier string) string {
-	switch s.cfg.Policy.MayApprove(requester, applier, v.tok.Name, v.can(auth.Approve)) {
+	switch s.cfg.Policy.Load().MayApprove(requester, applier, v.tok.Name, v.can(auth.Approve)) {
 	case approval.OwnRequest:
 		return "You asked for " + what + ": another approver must decide."
 	case approval.AppliedPlaybook:
@@ -263,7 +263,7 @@ func (s *Server) whyNot(v *visitor, what, requester, applier string) string {
 // asked for ("" when they may): the rule of actions.Rules.MarkUrgent and
 // runs.Engine.MarkUrgent.
 func (s *Server) urgentWhyNot(v *visitor, requester string) string {
-	if s.cfg.Policy.MayApprove(requester, "", v.tok.Name, v.can(auth.Approve)) == approval.OwnRequest {
+	if s.cfg.Policy.Load().MayApprove(requester, "", v.tok.Name, v.can(auth.Approve)) == approval.OwnRequest {
 		return "You asked for this: another approver may mark it urgent."
 	}
 	return ""

@@ -21,6 +21,7 @@ import (
 	"github.com/musterhq/muster/core/store/sqlite"
 	"github.com/musterhq/muster/core/streams"
 	"github.com/musterhq/muster/shared/action"
+	"github.com/musterhq/muster/shared/live"
 )
 
 // clock is a time the test moves.
@@ -98,16 +99,16 @@ func setup(t testing.TB, opts ...func(*Config)) *env {
 		}
 		e.secrets[name] = sec
 	}
-	rules := &actions.Rules{Policy: approval.DefaultPolicy()}
+	rules := &actions.Rules{Policy: live.New(approval.DefaultPolicy())}
 	// Sign-in limits that the tests signing in many times never reach; the
 	// tests of those limits set their own.
-	cfg := Config{Policy: approval.DefaultPolicy(), ErrorStatus: api.Status, Now: e.clock.now,
+	cfg := Config{Policy: live.New(approval.DefaultPolicy()), ErrorStatus: api.Status, Now: e.clock.now,
 		StreamKeepAlive: time.Second, SignInBurst: 1000, MaxSessionsPerToken: 1000, Streams: streams.New(0, 0)}
 	for _, o := range opts {
 		o(&cfg)
 	}
 	// The API counts its event streams with the UI's, as in the core.
-	apiSrv := api.New(api.Config{Policy: approval.DefaultPolicy(), Streams: cfg.Streams}, st, nil, nil)
+	apiSrv := api.New(api.Config{Policy: live.New(approval.DefaultPolicy()), Streams: cfg.Streams}, st, nil, nil)
 	e.ui, err = New(cfg, st, rules, e.nudges, nil)
 	if err != nil {
 		t.Fatal(err)

@@ -35,6 +35,7 @@ import (
 	"github.com/musterhq/muster/core/schedule/recur"
 	"github.com/musterhq/muster/core/store"
 	"github.com/musterhq/muster/core/streams"
+	"github.com/musterhq/muster/shared/live"
 )
 
 // Defaults of Config.
@@ -81,8 +82,9 @@ type Nudger interface {
 type Config struct {
 	// SessionTTL is how long a session lasts after sign-in (ui.session_ttl).
 	SessionTTL time.Duration
-	// Policy is the approval policy, to show who may approve what.
-	Policy approval.Policy
+	// Policy is the approval policy, to show who may approve what, as it
+	// is at each request (a reload replaces it); nil: the default.
+	Policy *live.Value[approval.Policy]
 	// ErrorStatus maps an error of the Changer to the HTTP status the API
 	// answers for it (api.Status); nil answers 500 for every error.
 	ErrorStatus func(error) int
@@ -117,11 +119,11 @@ type Config struct {
 	// is a service over the Policy.
 	Schedules *recur.Service
 	// Budget is the disruption budget of the clusters, to show the budget
-	// in use (the zero Policy: no cluster has one).
-	Budget budget.Policy
+	// in use, as it is at each request (nil: no cluster has one).
+	Budget *live.Value[budget.Policy]
 	// Calendars are the clusters' maintenance windows and freezes, shown on
 	// the clusters page; nil: none.
-	Calendars *schedule.LiveCalendars
+	Calendars *live.Value[schedule.Calendars]
 	// Notify returns the notification destinations in use (the
 	// Notifications page, admin); a reload may change them. nil: none.
 	Notify func() []notify.Destination
@@ -176,8 +178,8 @@ func New(cfg Config, st store.Store, ch Changer, n Nudger, log *slog.Logger) (*S
 	if cfg.StreamKeepAlive <= 0 {
 		cfg.StreamKeepAlive = DefaultStreamKeepAlive
 	}
-	if cfg.Policy.Default == "" {
-		cfg.Policy = approval.DefaultPolicy()
+	if cfg.Policy == nil {
+		cfg.Policy = live.New(approval.DefaultPolicy())
 	}
 	if cfg.ErrorStatus == nil {
 		cfg.ErrorStatus = func(error) int { return http.StatusInternalServerError }

@@ -22,6 +22,7 @@ import (
 	"github.com/musterhq/muster/core/store"
 	"github.com/musterhq/muster/core/streams"
 	"github.com/musterhq/muster/shared/action"
+	"github.com/musterhq/muster/shared/live"
 )
 
 // The callers of the role table: no session, then a session per role.
@@ -877,7 +878,7 @@ func TestActionPageShowsTheRunOfAChild(t *testing.T) {
 	var kid *store.Record
 	if err := e.st.Update(ctx, func(tx store.Tx) error {
 		var err error
-		kid, err = (&actions.Rules{Policy: approval.DefaultPolicy()}).CreateChild(ctx, tx, actions.Child{RunID: runID,
+		kid, err = (&actions.Rules{Policy: live.New(approval.DefaultPolicy())}).CreateChild(ctx, tx, actions.Child{RunID: runID,
 			Stage: "<i>canary</i>", Wave: 3, ClusterID: "prod", NodeID: "db-1", Kind: "muster.io/debug.ping",
 			Requester: "op", ApprovedBy: "appr"}, actions.Core)
 		return err

@@ -161,21 +161,43 @@ func validHostName(h string) bool {
 	return true
 }
 
-// InternalAddr reports whether the host of a host:port API address is on
-// loopback, link-local, or the unspecified address (which reaches the local
-// host), or is named localhost: addresses a gossip announcement may not
-// point a core at unless it allows them. A host name is not resolved here:
-// InternalIP checks the address actually dialled.
+// InternalAddr reports whether the host of a host:port API address is
+// InternalHost: an address a gossip announcement may not point a core at
+// unless it allows them. A host name is not resolved here: InternalIP
+// checks the address actually dialled.
 func InternalAddr(api string) bool {
 	host, _, err := net.SplitHostPort(api)
 	if err != nil {
 		return false
 	}
-	if ip := net.ParseIP(host); ip != nil {
+	return InternalHost(host)
+}
+
+// InternalHost reports whether host (an IP literal or a name, without
+// brackets) is on loopback, link-local, or the unspecified address (which
+// reaches the local host), or is named localhost. An IPv6 zone (fe80::1%eth0,
+// ::1%lo) is stripped first: it does not change what the address reaches.
+// It is the one check of every address muster refuses to reach unless told
+// (gossip announcements, notification URLs, the dialler's control).
+func InternalHost(host string) bool {
+	if ip, ok := hostIP(host); ok {
 		return InternalIP(ip)
 	}
 	h := strings.ToLower(strings.TrimSuffix(host, "."))
 	return h == "localhost" || strings.HasSuffix(h, ".localhost")
+}
+
+// hostIP reads an IP literal, with or without an IPv6 zone.
+func hostIP(host string) (net.IP, bool) {
+	if ip := net.ParseIP(host); ip != nil {
+		return ip, true
+	}
+	if addr, _, ok := strings.Cut(host, "%"); ok && strings.Contains(addr, ":") {
+		if ip := net.ParseIP(addr); ip != nil {
+			return ip, true
+		}
+	}
+	return nil, false
 }
 
 // ErrInternalAddr: an address announced through gossip resolved to a
@@ -189,7 +211,7 @@ func RefuseInternal(_, address string, _ syscall.RawConn) error {
 	if err != nil {
 		return err
 	}
-	if ip := net.ParseIP(host); ip != nil && InternalIP(ip) {
+	if ip, ok := hostIP(host); ok && InternalIP(ip) {
 		return fmt.Errorf("%w: %s", ErrInternalAddr, address)
 	}
 	return nil

@@ -134,3 +134,25 @@ func TestGossipRefusesLoopbackAddrsAfterResolution(t *testing.T) {
 		c.Close()
 	}
 }
+
+// Issue 30, item 6: a zone does not hide a loopback or link-local
+// address, whether announced or dialled.
+func TestZonedAddressesAreInternal(t *testing.T) {
+	t.Parallel()
+	for _, host := range []string{"::1%lo", "fe80::1%eth0", "fe80::1%", "127.0.0.1", "localhost", "LocalHost.", "a.localhost", "::"} {
+		if !InternalHost(host) {
+			t.Errorf("InternalHost(%q) = false", host)
+		}
+		if addr := net.JoinHostPort(host, "80"); !InternalAddr(addr) {
+			t.Errorf("InternalAddr(%q) = false", addr)
+		}
+		if err := RefuseInternal("tcp", net.JoinHostPort(host, "80"), nil); !errors.Is(err, ErrInternalAddr) && host != "localhost" && host != "LocalHost." && host != "a.localhost" {
+			t.Errorf("RefuseInternal(%q) = %v", host, err)
+		}
+	}
+	for _, host := range []string{"2001:db8::1%eth0", "192.0.2.1", "hooks.example.com", "fd00::2"} {
+		if InternalHost(host) {
+			t.Errorf("InternalHost(%q) = true", host)
+		}
+	}
+}

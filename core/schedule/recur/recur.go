@@ -22,6 +22,7 @@ import (
 	"github.com/musterhq/muster/core/store"
 	"github.com/musterhq/muster/shared/action"
 	"github.com/musterhq/muster/shared/argschema"
+	"github.com/musterhq/muster/shared/live"
 	"github.com/musterhq/muster/shared/wire"
 )
 
@@ -43,7 +44,9 @@ const (
 // Service makes every change to schedules, each in the caller's
 // transaction.
 type Service struct {
-	Policy approval.Policy
+	Policy *live.Value[approval.Policy]
+	// MinEvery replaces schedule.MinEvery when set (the end-to-end tests).
+	MinEvery time.Duration
 	// Now returns the current time; time.Now when nil.
 	Now func() time.Time
 }
@@ -73,7 +76,7 @@ func resolve(ctx context.Context, r store.Reader, sc *store.Schedule) (*store.Pl
 // approval either way. The same schedule again changes nothing. Bad input
 // is a *schedule.FieldError naming the field; nothing is stored then.
 func (s *Service) Apply(ctx context.Context, tx store.Tx, req *wire.CreateScheduleRequest, who actions.Actor) (*store.Schedule, string, error) {
-	_, catchUp, err := schedule.Check(req)
+	_, catchUp, err := schedule.Check(req, s.MinEvery)
 	if err != nil {
 		return nil, "", err
 	}
@@ -225,7 +228,7 @@ func (s *Service) Approve(ctx context.Context, tx store.Tx, name, digest string,
 	if err != nil {
 		return nil, err
 	}
-	switch s.Policy.MayApprove(sc.Requester, pb.CreatedBy, who.Name, true) {
+	switch s.Policy.Load().MayApprove(sc.Requester, pb.CreatedBy, who.Name, true) {
 	case approval.OwnRequest:
 		return nil, fmt.Errorf("%w: %s created or last changed schedule %s and may not approve it too", ErrForbidden, who.Name, sc.Name)
 	case approval.AppliedPlaybook:

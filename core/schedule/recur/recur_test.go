@@ -21,6 +21,7 @@ import (
 	"github.com/musterhq/muster/core/store/pgtest"
 	"github.com/musterhq/muster/core/store/postgres"
 	"github.com/musterhq/muster/core/store/sqlite"
+	"github.com/musterhq/muster/shared/live"
 	"github.com/musterhq/muster/shared/wire"
 )
 
@@ -70,14 +71,14 @@ func setup(t *testing.T) *env {
 // worker is a worker on st with e's clock.
 func (e *env) worker(st store.Store) *recur.Worker {
 	pol := approval.DefaultPolicy()
-	engine := &runs.Engine{Policy: pol, Actions: &actions.Rules{Policy: pol, Now: e.clock}, Now: e.clock}
+	engine := &runs.Engine{Policy: live.New(pol), Actions: &actions.Rules{Policy: live.New(pol), Now: e.clock}, Now: e.clock}
 	return recur.New(recur.Config{Runs: engine, Now: e.clock}, st, slog.New(slog.NewTextHandler(io.Discard, nil)))
 }
 
 func setupOn(t *testing.T, st store.Store) *env {
 	t.Helper()
 	e := &env{t: t, st: st, now: time.Date(2026, 11, 23, 10, 0, 0, 0, time.UTC)}
-	e.svc = &recur.Service{Policy: approval.DefaultPolicy(), Now: e.clock}
+	e.svc = &recur.Service{Policy: live.New(approval.DefaultPolicy()), Now: e.clock}
 	e.w = e.worker(st)
 	if err := e.update(func(ctx context.Context, tx store.Tx) error {
 		if err := tx.PutCluster(ctx, &store.Cluster{ID: "c", Status: store.ClusterHealthy}); err != nil {

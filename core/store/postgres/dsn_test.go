@@ -2,6 +2,8 @@ package postgres
 
 import (
 	"context"
+	"fmt"
+	"net"
 	"net/url"
 	"strings"
 	"testing"
@@ -46,6 +48,7 @@ func TestPostgresPasswordNeverAppearsInStartupErrors(t *testing.T) {
 		})
 	}
 	for dsn, want := range map[string]string{
+		"postgres://muster:Secr3tA@Rest0fPassA@db.example/app":      "",
 		"postgres://muster:s3cret-pw@db.example:6432/app":           "host=db.example port=6432 database=app user=muster",
 		"host=db.example user=muster password=s3cret-pw dbname=app": "host=db.example port=5432 database=app user=muster",
 		"host=db password='s3cret-pw":                               "",
@@ -62,5 +65,38 @@ func TestPostgresPasswordNeverAppearsInStartupErrors(t *testing.T) {
 		if got := HasPassword(dsn); got != want {
 			t.Errorf("HasPassword(%q) = %v, want %v", dsn, got, want)
 		}
+	}
+}
+
+// Issue 30, item 6: a password with an unescaped @ is not cut in two, the
+// second half shown as a host: nothing after the URL's user name reaches
+// the error, for a server that does not answer (a real connection
+// refused) as for a name that does not resolve.
+func TestNoPartOfAPasswordWithAnUnescapedAtIsShown(t *testing.T) {
+	t.Parallel()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	closed := ln.Addr().(*net.TCPAddr).Port
+	ln.Close()
+	for _, dsn := range []string{
+		"postgres://muster:Secr3tA@Rest0fPassA@127.0.0.1/muster?connect_timeout=1",
+		fmt.Sprintf("postgres://muster:Secr3tA@Rest0fPassA@127.0.0.1:%d/muster?connect_timeout=1", closed),
+		fmt.Sprintf("postgresql://muster:Secr3tA:Rest0fPassA@@localhost:%d/muster?connect_timeout=1", closed),
+		fmt.Sprintf("postgres://muster:Secr3tA%%40Rest0fPassA@127.0.0.1:%d/muster?connect_timeout=1", closed),
+		fmt.Sprintf("host=127.0.0.1 port=%d user=muster password=Secr3tA@Rest0fPassA dbname=muster connect_timeout=1", closed),
+	} {
+		s, err := Open(context.Background(), dsn)
+		if err == nil {
+			s.Close()
+			t.Fatalf("Open(%s) succeeded", dsn)
+		}
+		for _, secret := range []string{"Secr3tA", "Rest0fPassA"} {
+			if strings.Contains(err.Error(), secret) || strings.Contains(Describe(dsn), secret) {
+				t.Errorf("Open(%s) = %v: shows %s", dsn, err, secret)
+			}
+		}
+		t.Logf("%s: %v", dsn, err)
 	}
 }

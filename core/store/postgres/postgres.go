@@ -35,6 +35,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/musterhq/muster/core/store"
+	"github.com/musterhq/muster/shared/live"
 	"github.com/musterhq/muster/shared/startstop"
 )
 
@@ -72,7 +73,7 @@ type Store struct {
 	feed *store.Feed
 	// outbox is swapped by SetOutbox at any time (a reload); each
 	// Update reads it once.
-	outbox atomic.Pointer[store.Outbox]
+	outbox live.Value[store.Outbox]
 
 	nudges chan string
 }
@@ -88,6 +89,13 @@ var (
 // unreachable server or one older than MinVersion is one clear error, which
 // names the DSN only as Describe shows it: a password never appears.
 func Open(ctx context.Context, dsn string) (*Store, error) {
+	if ambiguousURL(dsn) {
+		// pgx would cut the user info at its first @ and take the rest
+		// of the password for the host, which its errors then show
+		// ("lookup Rest0fPass@db.example"): it never sees the string.
+		return nil, errors.New("store.dsn: the URL's user info holds more than one @ " +
+			"(write an @ of the password as %40); nothing of it is shown")
+	}
 	cfg, err := pgxpool.ParseConfig(dsn)
 	if err != nil {
 		// pgx's message quotes the string, and its redaction misses a
@@ -422,21 +430,10 @@ func (s *Store) Subscribe() (<-chan int64, func()) { return s.feed.Subscribe() }
 
 // SetOutbox makes AppendEvent enqueue notification deliveries; safe to
 // call while Updates run (each uses the outbox it started with).
-func (s *Store) SetOutbox(o store.Outbox) {
-	if o == nil {
-		s.outbox.Store(nil)
-		return
-	}
-	s.outbox.Store(&o)
-}
+func (s *Store) SetOutbox(o store.Outbox) { s.outbox.Store(o) }
 
 // Outbox returns the outbox in use (nil: none).
-func (s *Store) Outbox() store.Outbox {
-	if o := s.outbox.Load(); o != nil {
-		return *o
-	}
-	return nil
-}
+func (s *Store) Outbox() store.Outbox { return s.outbox.Load() }
 
 // RowsWritten counts the rows inserted, updated or deleted by committed
 // Updates since Open.

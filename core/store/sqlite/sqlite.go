@@ -17,6 +17,7 @@ import (
 	"sync/atomic"
 
 	"github.com/musterhq/muster/core/store"
+	"github.com/musterhq/muster/shared/live"
 	shsqlite "github.com/musterhq/muster/shared/sqlite"
 )
 
@@ -34,7 +35,7 @@ type Store struct {
 	feed *store.Feed
 	// outbox is swapped by SetOutbox at any time (a reload); each
 	// Update reads it once.
-	outbox atomic.Pointer[store.Outbox]
+	outbox live.Value[store.Outbox]
 }
 
 var _ store.Store = (*Store)(nil)
@@ -112,21 +113,10 @@ func (s *Store) RowsWritten() int64 { return s.rows.Load() }
 
 // SetOutbox makes AppendEvent enqueue notification deliveries; safe to
 // call while Updates run (each uses the outbox it started with).
-func (s *Store) SetOutbox(o store.Outbox) {
-	if o == nil {
-		s.outbox.Store(nil)
-		return
-	}
-	s.outbox.Store(&o)
-}
+func (s *Store) SetOutbox(o store.Outbox) { s.outbox.Store(o) }
 
 // Outbox returns the outbox in use (nil: none).
-func (s *Store) Outbox() store.Outbox {
-	if o := s.outbox.Load(); o != nil {
-		return *o
-	}
-	return nil
-}
+func (s *Store) Outbox() store.Outbox { return s.outbox.Load() }
 
 // Close closes subscriber channels and the database.
 func (s *Store) Close() error {
