@@ -18,7 +18,15 @@ import (
 
 // vmRSSOf reads a running process's resident set size, in bytes, from
 // /proc/PID/status.
-func vmRSSOf(t *testing.T, p *proc) int64 {
+func vmRSSOf(t *testing.T, p *proc) int64 { return procStatusBytes(t, p, "VmRSS") }
+
+// vmHWMOf reads a running process's peak resident set size so far (its
+// high-water mark), in bytes, from /proc/PID/status.
+func vmHWMOf(t *testing.T, p *proc) int64 { return procStatusBytes(t, p, "VmHWM") }
+
+// procStatusBytes reads field, in kB, of a running process's
+// /proc/PID/status, in bytes.
+func procStatusBytes(t *testing.T, p *proc, field string) int64 {
 	t.Helper()
 	p.mu.Lock()
 	pid := p.cmd.Process.Pid
@@ -28,15 +36,15 @@ func vmRSSOf(t *testing.T, p *proc) int64 {
 		t.Skipf("no /proc on this system: %v", err)
 	}
 	for _, l := range strings.Split(string(b), "\n") {
-		if rest, ok := strings.CutPrefix(l, "VmRSS:"); ok {
+		if rest, ok := strings.CutPrefix(l, field+":"); ok {
 			kb, err := strconv.ParseInt(strings.TrimSuffix(strings.TrimSpace(rest), " kB"), 10, 64)
 			if err != nil {
-				t.Fatalf("VmRSS line %q: %v", l, err)
+				t.Fatalf("%s line %q: %v", field, l, err)
 			}
 			return kb << 10
 		}
 	}
-	t.Fatalf("no VmRSS in /proc/%d/status", pid)
+	t.Fatalf("no %s in /proc/%d/status", field, pid)
 	return 0
 }
 
