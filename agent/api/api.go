@@ -154,7 +154,7 @@ func New(cfg Config) *Server {
 	s.echo.Use(middleware.Recover())
 	s.echo.Use(s.checkCaller)
 	s.echo.Use(s.refuseBrowsers)
-	s.echo.Use(apiserver.RequireJSONWrites)
+	s.echo.Use(requireJSON)
 	s.echo.GET("/api/v1/health", s.health)
 	s.echo.GET("/api/v1/info", s.info)
 	s.echo.GET("/api/v1/actions", s.changes)
@@ -230,6 +230,22 @@ func (s *Server) refuseBrowsers(next echo.HandlerFunc) echo.HandlerFunc {
 				fmt.Sprintf("Host %.100q is not an IP address or a name of this agent (add it to api.hosts)", r.Host))
 		}
 		return next(c)
+	}
+}
+
+// requireJSON refuses (415) a write not declared JSON. Over TCP every write
+// declares it, a body-less one included (apiserver.RequireJSONWrites): with
+// the Origin and Host checks, that is what keeps a web page from driving an
+// api.insecure agent. No browser reaches the socket, so there only a body
+// must be declared JSON (apiserver.RequireJSON), and a person on the node
+// cancels with a body-less POST.
+func requireJSON(next echo.HandlerFunc) echo.HandlerFunc {
+	tcp, socket := apiserver.RequireJSONWrites(next), apiserver.RequireJSON(next)
+	return func(c *echo.Context) error {
+		if _, onSocket, _ := peerOf(c.Request().Context()); onSocket {
+			return socket(c)
+		}
+		return tcp(c)
 	}
 }
 
