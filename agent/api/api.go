@@ -282,6 +282,7 @@ func (s *Server) info(c *echo.Context) error {
 		NodeID: s.cfg.NodeID, ClusterID: s.cfg.ClusterID, Version: s.cfg.Version,
 		StoreID: s.cfg.Queue.StoreID(), Kinds: s.cfg.Kinds.Kinds(), Queue: counts,
 		Labels: labels.Merge(nil, s.cfg.Labels), ArgsSchemas: s.cfg.Kinds.Schemas(),
+		PushFields: wire.RunPlaceFields(),
 	})
 }
 
@@ -411,6 +412,7 @@ func (s *Server) push(c *echo.Context) error {
 		// creation time that would put the action ahead of the queue.
 		a.Origin, a.Requester, a.ApprovedBy = action.OriginAgent, p.User, ""
 		a.CreatedTS = time.Time{}
+		a.RunID, a.Stage, a.Step, a.Wave, a.Attempt = "", "", "", 0, 0 // only the core makes a run's children
 	}
 	if err := s.checkKind(c.Request().Context(), a); err != nil {
 		return err
@@ -508,6 +510,10 @@ func DecodePush(body []byte, node, cluster string) (*action.Action, error) {
 	a := &action.Action{
 		ID: req.ID, ClusterID: cluster, NodeID: node, Kind: req.Kind, Args: args,
 		Origin: req.Origin, Requester: req.Requester, ApprovedBy: req.ApprovedBy, TimeoutS: req.TimeoutS,
+		RunID: req.RunID, Stage: req.Stage, Step: req.Step, Wave: req.Wave, Attempt: req.Attempt,
+	}
+	if err := action.CheckRunPlace(a); err != nil {
+		return nil, bad("%v", err)
 	}
 	if req.CreatedTS != nil {
 		a.CreatedTS = action.UTC(*req.CreatedTS)
