@@ -214,11 +214,13 @@ func (c *Core) Run(ctx context.Context) error {
 	httpSrv.RegisterOnShutdown(apiSrv.Close) // event streams end, so Shutdown can finish
 	httpSrv.RegisterOnShutdown(closeUI)
 
-	// Started in this order, stopped in the reverse one under one deadline
-	// (shutdown_timeout): the API stops taking requests, gossip leaves the
-	// pool, the discovery watch ends, replication gives up the leases, the
-	// orchestrator cancels its passes (they write nothing once cancelled),
-	// the store stops listening to other replicas; then the store closes.
+	// Started in this order (docs/architecture.md, "The core"), stopped in
+	// the reverse one under one deadline (shutdown_timeout): the API stops
+	// taking requests, gossip leaves the pool, the discovery watch ends,
+	// enrollment, schedules, notify and retention stop, replication gives
+	// up the leases, the orchestrator cancels its passes (they write
+	// nothing once cancelled), the store stops listening to other
+	// replicas; then the store closes.
 	var parts startstop.Group
 	stopAll := func() error {
 		shutCtx, cancel := context.WithTimeout(context.Background(), cfg.ShutdownTimeout)

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/musterhq/muster/shared/action"
+	"github.com/musterhq/muster/shared/client"
 	"github.com/musterhq/muster/shared/limit"
 	"github.com/musterhq/muster/shared/testwait"
 	"github.com/musterhq/muster/shared/wire"
@@ -351,5 +352,37 @@ func TestARunWaitingForADrainedNodeSaysSo(t *testing.T) {
 	}
 	if r := f.waitRun(t, run.ID, 60*time.Second, "DONE", "FAILED", "CANCELLED", "PARTIAL"); r.State != "DONE" || strings.Contains(r.StateReason, "waiting") {
 		t.Fatalf("after the undrain: %s (%s)", r.State, r.StateReason)
+	}
+}
+
+// Issue 31, item 7: an operator on the node sees which run a queued action
+// belongs to: the agent's record, listed on its socket, carries the run
+// id, stage, wave and attempt the core's record has.
+func TestARunChildSaysItsRunOnTheAgentsSocket(t *testing.T) {
+	t.Parallel()
+	f := newStepFleet(t, 1, "30", "")
+	r := f.startRun(t, stepRun("1", "0", ""))
+	var child *action.Action
+	testwait.Within(t, 20*time.Second, "the child running on node-1", func() bool {
+		got, err := f.alice.Run(ctxT(t), r.ID)
+		if err != nil || len(got.Children) != 1 || got.Children[0].State != action.Running {
+			return false
+		}
+		child, err = f.alice.Action(ctxT(t), got.Children[0].ActionID)
+		return err == nil
+	})
+	if child.RunID != r.ID || child.Stage != "roll" || child.Wave < 1 || child.Attempt != 1 {
+		t.Fatalf("the core's record of the child: run %q stage %q wave %d attempt %d", child.RunID, child.Stage, child.Wave, child.Attempt)
+	}
+	sock := client.NewAgent("http://agent", socketClient(t, filepath.Join(f.dirs["node-1"], "data", "agent.sock")))
+	page, err := sock.Changes(ctxT(t), -1, 0, false)
+	if err != nil || len(page.Actions) != 1 {
+		t.Fatalf("the agent's actions: %+v %v", page, err)
+	}
+	a := page.Actions[0]
+	if a.ID != child.ID || a.RunID != child.RunID || a.Stage != child.Stage || a.Step != child.Step ||
+		a.Wave != child.Wave || a.Attempt != child.Attempt {
+		t.Fatalf("the agent's record: id %s run %q stage %q step %q wave %d attempt %d; the core's: id %s run %q stage %q step %q wave %d attempt %d",
+			a.ID, a.RunID, a.Stage, a.Step, a.Wave, a.Attempt, child.ID, child.RunID, child.Stage, child.Step, child.Wave, child.Attempt)
 	}
 }

@@ -196,3 +196,28 @@ func TestTextPlainPostIsRefused415(t *testing.T) {
 		t.Fatalf("refused pushes queued %+v (%v)", page, err)
 	}
 }
+
+// Issue 31, item 6: a person on the node cancels with a body-less POST on
+// the socket (curl -X POST --unix-socket), without declaring JSON; over TCP,
+// which a web page may reach, the same request is still a 415.
+func TestABodylessCancelOnTheSocketNeedsNoContentType(t *testing.T) {
+	t.Parallel()
+	p, _, dir := agentProc(t, "nobody", "")
+	hc := socketClient(t, filepath.Join(dir, "data", "agent.sock"))
+	st, b := send(t, hc, http.MethodPost, "http://agent/api/v1/actions", "application/json",
+		`{"kind":"muster.io/debug.sleep","args":{"seconds":600}}`)
+	if st != http.StatusCreated {
+		t.Fatalf("push over the socket: %d %s", st, b)
+	}
+	var a action.Action
+	if err := json.Unmarshal(b, &a); err != nil {
+		t.Fatal(err)
+	}
+	tcp := &http.Client{Timeout: 10 * time.Second}
+	if st, b := send(t, tcp, http.MethodPost, "http://"+p.Addr()+"/api/v1/actions/"+a.ID+"/cancel", "", ""); st != http.StatusUnsupportedMediaType {
+		t.Fatalf("a body-less cancel over TCP without Content-Type: %d %s, want 415", st, b)
+	}
+	if st, b := send(t, hc, http.MethodPost, "http://agent/api/v1/actions/"+a.ID+"/cancel", "", ""); st != http.StatusAccepted {
+		t.Fatalf("a body-less cancel on the socket: %d %s, want 202", st, b)
+	}
+}

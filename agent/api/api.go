@@ -154,7 +154,7 @@ func New(cfg Config) *Server {
 	s.echo.Use(middleware.Recover())
 	s.echo.Use(s.checkCaller)
 	s.echo.Use(s.refuseBrowsers)
-	s.echo.Use(apiserver.RequireJSONWrites)
+	s.echo.Use(requireJSON)
 	s.echo.GET("/api/v1/health", s.health)
 	s.echo.GET("/api/v1/info", s.info)
 	s.echo.GET("/api/v1/actions", s.changes)
@@ -233,6 +233,22 @@ func (s *Server) refuseBrowsers(next echo.HandlerFunc) echo.HandlerFunc {
 	}
 }
 
+// requireJSON refuses (415) a write not declared JSON. Over TCP every write
+// declares it, a body-less one included (apiserver.RequireJSONWrites): with
+// the Origin and Host checks, that is what keeps a web page from driving an
+// api.insecure agent. No browser reaches the socket, so there only a body
+// must be declared JSON (apiserver.RequireJSON), and a person on the node
+// cancels with a body-less POST.
+func requireJSON(next echo.HandlerFunc) echo.HandlerFunc {
+	tcp, socket := apiserver.RequireJSONWrites(next), apiserver.RequireJSON(next)
+	return func(c *echo.Context) error {
+		if _, onSocket, _ := peerOf(c.Request().Context()); onSocket {
+			return socket(c)
+		}
+		return tcp(c)
+	}
+}
+
 // hostAllowed reports whether a Host header names this agent: an IP
 // literal, localhost or one of its configured names, with any port.
 func (s *Server) hostAllowed(hostport string) bool {
@@ -266,6 +282,7 @@ func (s *Server) info(c *echo.Context) error {
 		NodeID: s.cfg.NodeID, ClusterID: s.cfg.ClusterID, Version: s.cfg.Version,
 		StoreID: s.cfg.Queue.StoreID(), Kinds: s.cfg.Kinds.Kinds(), Queue: counts,
 		Labels: labels.Merge(nil, s.cfg.Labels), ArgsSchemas: s.cfg.Kinds.Schemas(),
+		PushFields: wire.RunPlaceFields(),
 	})
 }
 
@@ -395,6 +412,7 @@ func (s *Server) push(c *echo.Context) error {
 		// creation time that would put the action ahead of the queue.
 		a.Origin, a.Requester, a.ApprovedBy = action.OriginAgent, p.User, ""
 		a.CreatedTS = time.Time{}
+		a.RunID, a.Stage, a.Step, a.Wave, a.Attempt = "", "", "", 0, 0 // only the core makes a run's children
 	}
 	if err := s.checkKind(c.Request().Context(), a); err != nil {
 		return err
@@ -492,6 +510,10 @@ func DecodePush(body []byte, node, cluster string) (*action.Action, error) {
 	a := &action.Action{
 		ID: req.ID, ClusterID: cluster, NodeID: node, Kind: req.Kind, Args: args,
 		Origin: req.Origin, Requester: req.Requester, ApprovedBy: req.ApprovedBy, TimeoutS: req.TimeoutS,
+		RunID: req.RunID, Stage: req.Stage, Step: req.Step, Wave: req.Wave, Attempt: req.Attempt,
+	}
+	if err := action.CheckRunPlace(a); err != nil {
+		return nil, bad("%v", err)
 	}
 	if req.CreatedTS != nil {
 		a.CreatedTS = action.UTC(*req.CreatedTS)

@@ -403,6 +403,8 @@ func FuzzDecodePush(f *testing.F) {
 		`{"kind":"a/b","timeout_s":1e99}`, "{\"kind\":\"a/b\",\"args\":{\"\xff\":1}}",
 		`{"kind":"muster.io/debug.ping","kind":"muster.io/debug.sleep"}`, `{"KIND":"muster.io/debug.ping"}`,
 		`{"kind":"muster.io/debug.ping","Requester":"root"}`, `{"kind":"a/b","args":{"x":1,"x":2}}`,
+		`{"kind":"a/b","run_id":"3f0c8a52-7e4e-4a8e-9a4e-4f5a3b0f2c11","stage":"roll","step":"s.1","wave":2,"attempt":1}`,
+		`{"kind":"a/b","stage":"roll"}`, `{"kind":"a/b","run_id":"x","wave":-1}`,
 	} {
 		f.Add([]byte(s))
 	}
@@ -416,6 +418,9 @@ func FuzzDecodePush(f *testing.F) {
 				t.Fatalf("decode error maps to %d: %v", st, err)
 			}
 			return
+		}
+		if action.CheckRunPlace(a) != nil {
+			t.Fatalf("accepted a bad place in a run: %+v", a)
 		}
 		if !action.ValidID(a.ID) || !action.ValidKind(a.Kind) || a.NodeID != "n1" || a.ClusterID != "c1" {
 			t.Fatalf("accepted an invalid action %+v", a)

@@ -170,11 +170,17 @@ func TestImportIsAnAgentActionWhateverItClaims(t *testing.T) {
 	node := &store.Node{ClusterID: cluster, ID: "n1"}
 	for _, c := range []struct{ requester, want string }{{"carol", "n1/carol"}, {"", "n1/unknown"}} {
 		a := &action.Action{ID: "id", Kind: "a/b", Args: json.RawMessage(`{}`), State: action.New,
-			Origin: action.OriginCore, Requester: c.requester, ApprovedBy: "bob\x1b[31mFORGED", RetryOf: "x", CreatedTS: now, UpdatedTS: now}
+			Origin: action.OriginCore, Requester: c.requester, ApprovedBy: "bob\x1b[31mFORGED", RetryOf: "x", CreatedTS: now, UpdatedTS: now,
+			RunID: action.NewID(), Stage: "roll", Step: "reboot", Wave: 2, Attempt: 3}
 		ch := Import(a, node, now)
 		if ch.Rec.Origin != action.OriginAgent || ch.Rec.Requester != c.want || ch.Rec.ApprovedBy != "" || ch.Rec.RetryOf != "" {
 			t.Fatalf("imported origin %q requester %q approved_by %q retry_of %q; want agent, %q, none, none",
 				ch.Rec.Origin, ch.Rec.Requester, ch.Rec.ApprovedBy, ch.Rec.RetryOf, c.want)
+		}
+		// Agents now keep a run child's place (issue 31, item 7): an
+		// action the core never made is still the child of no run.
+		if r := ch.Rec; r.RunID != "" || r.Stage != "" || r.Step != "" || r.Wave != 0 || r.Attempt != 0 {
+			t.Fatalf("imported a place in a run: run %q stage %q step %q wave %d attempt %d", r.RunID, r.Stage, r.Step, r.Wave, r.Attempt)
 		}
 	}
 }
@@ -224,5 +230,38 @@ func TestReapproveVoidsTheUrgentMarkWithTheApproval(t *testing.T) {
 	}
 	if c.Rec.Urgent != "" || c.Rec.ApprovedBy != "" {
 		t.Fatalf("urgent %q and approver %q kept after the approval was voided", c.Rec.Urgent, c.Rec.ApprovedBy)
+	}
+}
+
+// Issue 31, item 7: agents now show a run child's place in its run. It is
+// not content: an agent record with the same kind and args but another
+// place, or none (an agent of an earlier release), is no conflict, and the
+// core keeps its own place.
+func TestAdoptKeepsTheCoresPlaceInARun(t *testing.T) {
+	t.Parallel()
+	now := action.UTC(time.Now())
+	run := action.NewID()
+	cur := &store.Record{Action: action.Action{ID: "id", ClusterID: cluster, NodeID: "n1", Kind: "a/b",
+		Args: json.RawMessage(`{"x":1}`), State: action.New, Progress: json.RawMessage(`{}`), Origin: action.OriginCore,
+		CreatedTS: now, UpdatedTS: now, RunID: run, Stage: "roll", Step: "reboot", Wave: 2, Attempt: 1}, SeenOnAgent: true}
+	for name, place := range map[string]func(a *action.Action){
+		"none":    func(a *action.Action) { a.RunID, a.Stage, a.Step, a.Wave, a.Attempt = "", "", "", 0, 0 },
+		"another": func(a *action.Action) { a.RunID, a.Stage, a.Step, a.Wave, a.Attempt = action.NewID(), "x", "y", 9, 9 },
+	} {
+		a := cur.Action
+		place(&a)
+		a.State, a.StartedTS = action.Running, &now
+		c := Adopt(cur, &a, "n1", now)
+		if c == nil {
+			t.Fatalf("%s: the agent's RUNNING was not adopted", name)
+		}
+		for _, ev := range c.Events {
+			if ev.Type == store.EventActionConflict {
+				t.Fatalf("%s: a place in a run made a conflict: %s", name, ev.Message)
+			}
+		}
+		if r := c.Rec; r.RunID != run || r.Stage != "roll" || r.Step != "reboot" || r.Wave != 2 || r.Attempt != 1 {
+			t.Fatalf("%s: the core took the agent's place: run %q stage %q step %q wave %d attempt %d", name, r.RunID, r.Stage, r.Step, r.Wave, r.Attempt)
+		}
 	}
 }

@@ -50,7 +50,7 @@ func Import(a *action.Action, node *store.Node, now time.Time) *Change {
 	rec.Origin = action.OriginAgent
 	rec.Requester = AgentRequester(node.ID, a.Requester)
 	rec.ApprovedBy, rec.RetryOf = "", ""
-	rec.RunID, rec.Stage, rec.Wave = "", "", 0 // an agent's own action belongs to no run
+	rec.RunID, rec.Stage, rec.Step, rec.Wave, rec.Attempt = "", "", "", 0, 0 // an agent's own action belongs to no run
 	rec.Output = action.ClipOutput(a.Output)
 	rec.CreatedTS = action.UTC(a.CreatedTS)
 	if rec.CreatedTS.IsZero() {

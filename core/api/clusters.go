@@ -155,6 +155,9 @@ func (s *Server) listNodes(c *echo.Context) error {
 
 // orchestrate asks for a pass of one cluster now (202); the pass runs later.
 func (s *Server) orchestrate(c *echo.Context) error {
+	if err := optionalBody(c, nil); err != nil {
+		return err
+	}
 	ctx := c.Request().Context()
 	id := c.Param("cluster")
 	err := s.st.Read(ctx, func(r store.Reader) error {
@@ -206,6 +209,9 @@ func (s *Server) drainNode(drained bool) echo.HandlerFunc {
 
 // forgetNode removes a node for good and ends its open actions: 200.
 func (s *Server) forgetNode(c *echo.Context) error {
+	if err := optionalBody(c, nil); err != nil {
+		return err
+	}
 	ctx := c.Request().Context()
 	out := wire.ForgetResult{ClusterID: c.Param("cluster"), NodeID: c.Param("node")}
 	err := s.st.Update(ctx, func(tx store.Tx) error {

@@ -78,6 +78,9 @@ func nonNil(v []string) []string {
 // testNotify answers POST /api/v1/notify/{name}/test: a signed test
 // delivery sent now, outside the outbox, and how it fared.
 func (s *Server) testNotify(c *echo.Context) error {
+	if err := optionalBody(c, nil); err != nil {
+		return err
+	}
 	name := c.Param("name")
 	if _, err := s.destination(name); err != nil {
 		return err
@@ -160,6 +163,9 @@ func toWireDelivery(d store.Delivery) wire.NotifyDelivery {
 // delivery is pending again, due now, with its tries counted from zero
 // (it goes before the newer deliveries of its destination).
 func (s *Server) redeliver(c *echo.Context) error {
+	if err := optionalBody(c, nil); err != nil {
+		return err
+	}
 	ctx := c.Request().Context()
 	id, err := decodeDeliveryID(c.Param("id"))
 	if err != nil {

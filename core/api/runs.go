@@ -290,14 +290,19 @@ func (s *Server) runNodes(c *echo.Context) error {
 }
 
 // optionalBody reads the optional body of a call (a run's change, a drain)
-// into into: nil means the call takes none, and any body is refused.
+// into into. nil means the call takes none: no body or an empty object {}
+// (what a client library that sends JSON with every write sends), and
+// anything else is refused.
 func optionalBody(c *echo.Context, into any) error {
 	body, err := readBody(c)
 	if err != nil || len(strings.TrimSpace(string(body))) == 0 {
 		return err
 	}
 	if into == nil {
-		return badRequest("this call takes no body")
+		if decodeStrict(body, &struct{}{}) != nil {
+			return badRequest("this call takes no body, or an empty object {}")
+		}
+		return nil
 	}
 	if err := decodeStrict(body, into); err != nil {
 		return err

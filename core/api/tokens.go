@@ -62,6 +62,9 @@ func (s *Server) listTokens(c *echo.Context) error {
 // revokeToken deletes a token (204). The last admin token cannot be revoked:
 // nobody could make tokens afterwards.
 func (s *Server) revokeToken(c *echo.Context) error {
+	if err := optionalBody(c, nil); err != nil {
+		return err
+	}
 	ctx := c.Request().Context()
 	name := c.Param("name")
 	err := s.st.Update(ctx, func(tx store.Tx) error {

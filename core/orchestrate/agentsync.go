@@ -393,6 +393,9 @@ func (o *Orchestrator) pushPending(ctx context.Context, ag *client.Agent, res *n
 			fresh[r.ID] = true
 		}
 	}
+	// A run's child says where it belongs in its run to an agent that
+	// keeps it; one of an earlier release would refuse the fields.
+	placed := slices.Contains(res.info.PushFields, "run_id")
 	for i, r := range batch {
 		// Pushes to one node go one after another, each allowed up to
 		// AgentTimeout: ask the cluster's calendar as it is now (a window
@@ -408,6 +411,9 @@ func (o *Orchestrator) pushPending(ctx context.Context, ag *client.Agent, res *n
 		req := &wire.PushRequest{ID: r.ID, Kind: r.Kind, Args: r.Args, TimeoutS: r.TimeoutS,
 			CreatedTS: &r.CreatedTS, Origin: r.Origin, Requester: r.Requester, ApprovedBy: r.ApprovedBy,
 			ClusterID: r.ClusterID, NodeID: r.NodeID}
+		if placed {
+			req.RunID, req.Stage, req.Step, req.Wave, req.Attempt = r.RunID, r.Stage, r.Step, r.Wave, r.Attempt
+		}
 		ctx, cancel := context.WithTimeout(ctx, o.cfg.AgentTimeout)
 		a, status, err := ag.Push(ctx, req)
 		cancel()

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
 	"net/http"
 	"net/http/httptest"
 	"slices"
@@ -40,6 +41,9 @@ type fakeAgent struct {
 	requests  []string
 	infoHook  func(ctx context.Context) // called (unlocked) at the start of GET info
 	pushHook  func(id string)           // called (unlocked) after a push is stored, before the answer
+	// pushFields are the optional push fields info lists; a push with
+	// another one is refused 400, as an agent of an earlier release does.
+	pushFields []string
 }
 
 type fakeRec struct {
@@ -119,7 +123,7 @@ func (f *fakeAgent) info(w http.ResponseWriter) {
 		q[r.a.State]++
 	}
 	writeJSON(w, http.StatusOK, wire.AgentInfo{NodeID: f.nodeID, ClusterID: f.clusterID, Version: "test",
-		StoreID: f.storeID, Kinds: f.kinds, Queue: q, Labels: f.labels})
+		StoreID: f.storeID, Kinds: f.kinds, Queue: q, Labels: f.labels, PushFields: f.pushFields})
 }
 
 func (f *fakeAgent) list(w http.ResponseWriter, r *http.Request) {
@@ -166,11 +170,26 @@ func (f *fakeAgent) ack(w http.ResponseWriter, r *http.Request) {
 
 func (f *fakeAgent) push(w http.ResponseWriter, r *http.Request) {
 	var req wire.PushRequest
-	if err := json.NewDecoder(r.Body).Decode(&req); err != nil {
+	var keys map[string]json.RawMessage
+	body, err := io.ReadAll(r.Body)
+	if err == nil {
+		err = json.Unmarshal(body, &keys)
+	}
+	if err == nil {
+		err = json.Unmarshal(body, &req)
+	}
+	if err != nil {
 		writeErr(w, http.StatusBadRequest, wire.CodeBadRequest, err.Error(), nil)
 		return
 	}
 	f.mu.Lock()
+	for _, k := range wire.RunPlaceFields() {
+		if _, ok := keys[k]; ok && !slices.Contains(f.pushFields, k) {
+			f.mu.Unlock()
+			writeErr(w, http.StatusBadRequest, wire.CodeBadRequest, "unknown field "+k, nil)
+			return
+		}
+	}
 	args, err := action.NormalizeArgs(req.Args)
 	if err != nil {
 		f.mu.Unlock()
@@ -201,7 +220,8 @@ func (f *fakeAgent) push(w http.ResponseWriter, r *http.Request) {
 	now := action.UTC(time.Now())
 	a := action.Action{ID: req.ID, ClusterID: f.clusterID, NodeID: f.nodeID, Kind: req.Kind, Args: args,
 		State: action.New, Progress: json.RawMessage(`{}`), Origin: req.Origin, Requester: req.Requester,
-		ApprovedBy: req.ApprovedBy, TimeoutS: req.TimeoutS, CreatedTS: now, ScheduledTS: &now, UpdatedTS: now}
+		ApprovedBy: req.ApprovedBy, TimeoutS: req.TimeoutS, CreatedTS: now, ScheduledTS: &now, UpdatedTS: now,
+		RunID: req.RunID, Stage: req.Stage, Step: req.Step, Wave: req.Wave, Attempt: req.Attempt}
 	if a.TimeoutS == 0 {
 		a.TimeoutS = 3600
 	}

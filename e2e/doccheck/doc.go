@@ -1,5 +1,7 @@
 // Package doccheck holds the tests of the repository's Markdown: the README
-// stays a short introduction (at most readmeMaxLines lines) and every
+// stays a short introduction (at most readmeMaxLines lines); every
 // relative link in README.md and docs/*.md leads to a file that exists and,
-// when it names one, to a heading of that file.
+// when it names one, to a heading of that file; every test, benchmark and
+// fuzz test they name exists; and the import rows of docs/architecture.md
+// are what go list says (make docs writes them).
 package doccheck

@@ -52,10 +52,13 @@ type Action struct {
 	// RetryOf links an action made by retry to the one it repeats (core only).
 	RetryOf string `json:"retry_of,omitempty"`
 	// RunID, Stage, Step, Wave and Attempt place a run's child action in
-	// its run (core only; empty for an action of its own). A run has at
-	// most one child per stage, node, step and attempt; Step is "" in a
-	// stage without steps, Attempt counts from 1 (0 in a child stored
-	// before steps existed).
+	// its run (empty for an action of its own). A run has at most one
+	// child per stage, node, step and attempt; Step is "" in a stage
+	// without steps, Attempt counts from 1 (0 in a child stored before
+	// steps existed). The core pushes them to an agent that takes them
+	// (wire.AgentInfo.PushFields), which keeps and shows them: they are
+	// not content (SameContent), and the core never takes them from an
+	// agent.
 	RunID   string `json:"run_id,omitempty"`
 	Stage   string `json:"stage,omitempty"`
 	Step    string `json:"step,omitempty"`
@@ -197,6 +200,47 @@ func depth(v any) int {
 		return 0
 	}
 	return d + 1
+}
+
+// MaxPlaceName is the longest stage or step name a run child's place may
+// carry (the core's own rules are narrower).
+const MaxPlaceName = 128
+
+// CheckRunPlace checks the place in a run that a push gives an action:
+// none, or a run id (a UUID in canonical form) with a stage and a step of
+// at most MaxPlaceName letters, digits, '-', '_' or '.', and a wave and an
+// attempt not below 0.
+func CheckRunPlace(a *Action) error {
+	if a.RunID == "" {
+		if a.Stage != "" || a.Step != "" || a.Wave != 0 || a.Attempt != 0 {
+			return fmt.Errorf("%w: stage, step, wave and attempt need a run_id", ErrInvalid)
+		}
+		return nil
+	}
+	if !ValidID(a.RunID) {
+		return fmt.Errorf("%w: run_id %.100q is not a UUID in canonical form", ErrInvalid, a.RunID)
+	}
+	for field, v := range map[string]string{"stage": a.Stage, "step": a.Step} {
+		if !placeName(v) {
+			return fmt.Errorf("%w: %s is at most %d letters, digits, '-', '_' or '.'", ErrInvalid, field, MaxPlaceName)
+		}
+	}
+	if a.Wave < 0 || a.Attempt < 0 {
+		return fmt.Errorf("%w: wave and attempt must not be negative", ErrInvalid)
+	}
+	return nil
+}
+
+func placeName(s string) bool {
+	if len(s) > MaxPlaceName {
+		return false
+	}
+	for _, r := range s {
+		if !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || r == '-' || r == '_' || r == '.') {
+			return false
+		}
+	}
+	return true
 }
 
 // SameContent reports whether two records carry the same kind and args.

@@ -61,7 +61,16 @@ type AgentInfo struct {
 	// ArgsSchemas are the JSON Schemas that kinds' args must match, by kind,
 	// for the kinds that declare one (args_schema).
 	ArgsSchemas map[string]json.RawMessage `json:"args_schemas,omitempty"`
+	// PushFields lists the optional fields of a push this agent takes
+	// beyond those of its first release (RunPlaceFields). An agent of an
+	// earlier release refuses a field it does not know, so a core sends
+	// only those listed here.
+	PushFields []string `json:"push_fields,omitempty"`
 }
+
+// RunPlaceFields are the fields of a push that place a run's child in its
+// run (action.Action's RunID, Stage, Step, Wave, Attempt).
+func RunPlaceFields() []string { return []string{"run_id", "stage", "step", "wave", "attempt"} }
 
 // PushRequest is the body of POST /api/v1/actions on the agent. Only these
 // fields may be set by a caller; any other field is refused.
@@ -76,6 +85,14 @@ type PushRequest struct {
 	ApprovedBy string          `json:"approved_by,omitempty"`
 	ClusterID  string          `json:"cluster_id,omitempty"`
 	NodeID     string          `json:"node_id,omitempty"`
+	// The place of a run's child in its run (RunPlaceFields), sent only to
+	// an agent whose info lists them; over the agent's socket they are
+	// ignored, as approved_by.
+	RunID   string `json:"run_id,omitempty"`
+	Stage   string `json:"stage,omitempty"`
+	Step    string `json:"step,omitempty"`
+	Wave    int    `json:"wave,omitempty"`
+	Attempt int    `json:"attempt,omitempty"`
 }
 
 // ChangesPage answers GET /api/v1/actions on the agent.
