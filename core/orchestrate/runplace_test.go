@@ -10,6 +10,7 @@ import (
 	"github.com/musterhq/muster/core/runs"
 	"github.com/musterhq/muster/core/store"
 	"github.com/musterhq/muster/shared/action"
+	"github.com/musterhq/muster/shared/live"
 	"github.com/musterhq/muster/shared/testwait"
 	"github.com/musterhq/muster/shared/wire"
 )
@@ -23,7 +24,7 @@ func TestAPushPlacesARunChildOnlyOnAnAgentThatTakesIt(t *testing.T) {
 	for name, fields := range map[string][]string{"takes them": wire.RunPlaceFields(), "an earlier release": nil} {
 		t.Run(name, func(t *testing.T) {
 			t.Parallel()
-			pol := approval.DefaultPolicy()
+			pol := live.New(approval.DefaultPolicy())
 			engine := &runs.Engine{Policy: pol, Actions: &actions.Rules{Policy: pol}}
 			h := setup(t, Config{Interval: time.Hour, RunPoll: 50 * time.Millisecond, Runs: engine}, "n1")
 			ag := h.agents["n1"]
