@@ -159,13 +159,15 @@ func (a *Agent) Run(ctx context.Context) error {
 		}
 	}
 	var (
-		tcp  net.Listener
-		pair *tlsutil.KeyPair
+		tcp   net.Listener
+		guard *apiserver.Guard
+		pair  *tlsutil.KeyPair
 	)
 	if cfg.API.Addr != "" {
-		if tcp, pair, err = a.listen(cfg.API); err != nil {
+		if tcp, guard, pair, err = a.listen(cfg.API); err != nil {
 			return err
 		}
+		guard.Attach(httpSrv)
 		lns = append(lns, tcp)
 		if cfg.API.Insecure {
 			a.log.Warn("api.insecure: the TCP API answers anyone who reaches it, without TLS identity checks (development only)",
@@ -177,7 +179,12 @@ func (a *Agent) Run(ctx context.Context) error {
 		closeAll()
 		return err
 	}
-	lns = append(lns, apiserver.LimitListener(sock, cfg.API.MaxConnections))
+	// On the socket, every caller has the same address: the guard caps
+	// each user (uid) instead.
+	sockGuard := apiserver.NewGuard(sock, apiserver.GuardConfig{Max: cfg.API.MaxConnections,
+		PerClient: cfg.API.MaxConnectionsPerClient, ClientOf: api.SocketClient})
+	sockGuard.Attach(httpSrv)
+	lns = append(lns, sockGuard)
 
 	// Started in this order, stopped in the reverse one under one deadline
 	// (shutdown_timeout): gossip leaves first, so the core sees a clean
@@ -255,18 +262,21 @@ func (a *Agent) Run(ctx context.Context) error {
 // listen opens the API listener, with TLS when configured. With
 // api.tls.client_ca_file, the handshake requires a client certificate of that
 // CA (and the API then requires the core's identity in it).
-// Its certificate is read from a KeyPair, which renewal reloads.
-func (a *Agent) listen(c APIConfig) (net.Listener, *tlsutil.KeyPair, error) {
+// Its certificate is read from a KeyPair, which renewal reloads. Its guard
+// (api.max_connections, api.max_connections_per_client from one address,
+// the oldest connection doing nothing closed first, before the handshake)
+// must be attached to the server.
+func (a *Agent) listen(c APIConfig) (net.Listener, *apiserver.Guard, *tlsutil.KeyPair, error) {
 	if !c.TLS.Enabled() {
-		ln, err := apiserver.Listen("api", c.API, tlsutil.OnlyTLS13)
-		return ln, nil, err
+		ln, guard, err := apiserver.Listen("api", c.API, tlsutil.OnlyTLS13)
+		return ln, guard, nil, err
 	}
 	kp, err := tlsutil.LoadKeyPair(c.TLS.CertFile, c.TLS.KeyFile)
 	if err != nil {
-		return nil, nil, fmt.Errorf("api.tls.%w", err)
+		return nil, nil, nil, fmt.Errorf("api.tls.%w", err)
 	}
-	ln, err := apiserver.Listen("api", c.API, tlsutil.OnlyTLS13, tlsutil.ServeKeyPair(kp))
-	return ln, kp, err
+	ln, guard, err := apiserver.Listen("api", c.API, tlsutil.OnlyTLS13, tlsutil.ServeKeyPair(kp))
+	return ln, guard, kp, err
 }
 
 // enrollFirst recovers an interrupted renewal of an enrolled agent, and
