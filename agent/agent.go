@@ -90,13 +90,22 @@ func (a *Agent) Ready() <-chan struct{} { return a.ready }
 // the queue.
 func (a *Agent) Run(ctx context.Context) error {
 	cfg := a.cfg
+	// Whoever owns the agent's state can swap its queue, its key or its
+	// socket under it: an agent running as root must own them alone.
+	if err := checkOwner("data_dir", cfg.DataDir); err != nil {
+		return err
+	}
 	if err := a.enrollFirst(ctx); err != nil {
 		return err
 	}
-	if err := config.CheckKeyFiles(map[string]string{
-		"api.tls.key_file": cfg.API.TLS.KeyFile, "gossip.key_file": gossipKeyFile(cfg.Gossip),
-	}); err != nil {
+	keys := map[string]string{"api.tls.key_file": cfg.API.TLS.KeyFile, "gossip.key_file": gossipKeyFile(cfg.Gossip)}
+	if err := config.CheckKeyFiles(keys); err != nil {
 		return err
+	}
+	for _, key := range []string{"api.tls.key_file", "gossip.key_file"} {
+		if err := checkOwner(key, keys[key]); err != nil {
+			return err
+		}
 	}
 	if err := os.MkdirAll(cfg.DataDir, 0o700); err != nil {
 		return fmt.Errorf("data_dir: %w", err)
@@ -394,6 +403,30 @@ func listenSocket(path, group, dataDir string) (net.Listener, error) {
 		return fail(fmt.Errorf("api.socket: %w", err))
 	}
 	return ln, nil
+}
+
+// checkOwner refuses a path (a configuration key's; "" or a missing file
+// is skipped) that another uid than the agent's owns.
+func checkOwner(key, path string) error {
+	if path == "" {
+		return nil
+	}
+	fi, err := os.Stat(path)
+	if errors.Is(err, os.ErrNotExist) {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("%s: %w", key, err)
+	}
+	st, ok := fi.Sys().(*syscall.Stat_t)
+	if !ok {
+		return nil
+	}
+	if me := os.Geteuid(); int(st.Uid) != me {
+		return fmt.Errorf("%s: %s belongs to uid %d, not to the agent's (uid %d): run chown %d %s, or the agent as uid %d",
+			key, path, st.Uid, me, me, path, st.Uid)
+	}
+	return nil
 }
 
 // apiCaller is the identity the API requires of its callers: the core's,
