@@ -90,13 +90,22 @@ func (a *Agent) Ready() <-chan struct{} { return a.ready }
 // the queue.
 func (a *Agent) Run(ctx context.Context) error {
 	cfg := a.cfg
+	// Whoever owns the agent's state can swap its queue, its key or its
+	// socket under it: an agent running as root must own them alone.
+	if err := checkOwner("data_dir", cfg.DataDir); err != nil {
+		return err
+	}
 	if err := a.enrollFirst(ctx); err != nil {
 		return err
 	}
-	if err := config.CheckKeyFiles(map[string]string{
-		"api.tls.key_file": cfg.API.TLS.KeyFile, "gossip.key_file": gossipKeyFile(cfg.Gossip),
-	}); err != nil {
+	keys := map[string]string{"api.tls.key_file": cfg.API.TLS.KeyFile, "gossip.key_file": gossipKeyFile(cfg.Gossip)}
+	if err := config.CheckKeyFiles(keys); err != nil {
 		return err
+	}
+	for _, key := range []string{"api.tls.key_file", "gossip.key_file"} {
+		if err := checkOwner(key, keys[key]); err != nil {
+			return err
+		}
 	}
 	if err := os.MkdirAll(cfg.DataDir, 0o700); err != nil {
 		return fmt.Errorf("data_dir: %w", err)
@@ -159,13 +168,15 @@ func (a *Agent) Run(ctx context.Context) error {
 		}
 	}
 	var (
-		tcp  net.Listener
-		pair *tlsutil.KeyPair
+		tcp   net.Listener
+		guard *apiserver.Guard
+		pair  *tlsutil.KeyPair
 	)
 	if cfg.API.Addr != "" {
-		if tcp, pair, err = a.listen(cfg.API); err != nil {
+		if tcp, guard, pair, err = a.listen(cfg.API); err != nil {
 			return err
 		}
+		guard.Attach(httpSrv)
 		lns = append(lns, tcp)
 		if cfg.API.Insecure {
 			a.log.Warn("api.insecure: the TCP API answers anyone who reaches it, without TLS identity checks (development only)",
@@ -177,7 +188,12 @@ func (a *Agent) Run(ctx context.Context) error {
 		closeAll()
 		return err
 	}
-	lns = append(lns, apiserver.LimitListener(sock, cfg.API.MaxConnections))
+	// On the socket, every caller has the same address: the guard caps
+	// each user (uid) instead.
+	sockGuard := apiserver.NewGuard(sock, apiserver.GuardConfig{Max: cfg.API.MaxConnections,
+		PerClient: cfg.API.MaxConnectionsPerClient, ClientOf: api.SocketClient})
+	sockGuard.Attach(httpSrv)
+	lns = append(lns, sockGuard)
 
 	// Started in this order, stopped in the reverse one under one deadline
 	// (shutdown_timeout): gossip leaves first, so the core sees a clean
@@ -255,18 +271,21 @@ func (a *Agent) Run(ctx context.Context) error {
 // listen opens the API listener, with TLS when configured. With
 // api.tls.client_ca_file, the handshake requires a client certificate of that
 // CA (and the API then requires the core's identity in it).
-// Its certificate is read from a KeyPair, which renewal reloads.
-func (a *Agent) listen(c APIConfig) (net.Listener, *tlsutil.KeyPair, error) {
+// Its certificate is read from a KeyPair, which renewal reloads. Its guard
+// (api.max_connections, api.max_connections_per_client from one address,
+// the oldest connection doing nothing closed first, before the handshake)
+// must be attached to the server.
+func (a *Agent) listen(c APIConfig) (net.Listener, *apiserver.Guard, *tlsutil.KeyPair, error) {
 	if !c.TLS.Enabled() {
-		ln, err := apiserver.Listen("api", c.API, tlsutil.OnlyTLS13)
-		return ln, nil, err
+		ln, guard, err := apiserver.Listen("api", c.API, tlsutil.OnlyTLS13)
+		return ln, guard, nil, err
 	}
 	kp, err := tlsutil.LoadKeyPair(c.TLS.CertFile, c.TLS.KeyFile)
 	if err != nil {
-		return nil, nil, fmt.Errorf("api.tls.%w", err)
+		return nil, nil, nil, fmt.Errorf("api.tls.%w", err)
 	}
-	ln, err := apiserver.Listen("api", c.API, tlsutil.OnlyTLS13, tlsutil.ServeKeyPair(kp))
-	return ln, kp, err
+	ln, guard, err := apiserver.Listen("api", c.API, tlsutil.OnlyTLS13, tlsutil.ServeKeyPair(kp))
+	return ln, guard, kp, err
 }
 
 // enrollFirst recovers an interrupted renewal of an enrolled agent, and
@@ -384,6 +403,30 @@ func listenSocket(path, group, dataDir string) (net.Listener, error) {
 		return fail(fmt.Errorf("api.socket: %w", err))
 	}
 	return ln, nil
+}
+
+// checkOwner refuses a path (a configuration key's; "" or a missing file
+// is skipped) that another uid than the agent's owns.
+func checkOwner(key, path string) error {
+	if path == "" {
+		return nil
+	}
+	fi, err := os.Stat(path)
+	if errors.Is(err, os.ErrNotExist) {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("%s: %w", key, err)
+	}
+	st, ok := fi.Sys().(*syscall.Stat_t)
+	if !ok {
+		return nil
+	}
+	if me := os.Geteuid(); int(st.Uid) != me {
+		return fmt.Errorf("%s: %s belongs to uid %d, not to the agent's (uid %d): run chown %d %s, or the agent as uid %d",
+			key, path, st.Uid, me, me, path, st.Uid)
+	}
+	return nil
 }
 
 // apiCaller is the identity the API requires of its callers: the core's,

@@ -91,11 +91,8 @@ type UIConfig struct {
 // DevLoginTTL is how long the DevLogins links work (`muster dev`).
 const DevLoginTTL = ui.DevLoginTTL
 
-// Defaults of the API's connection limits.
-const (
-	DefaultMaxConnectionsPerClient = 64
-	DefaultHeaderTimeout           = 5 * time.Second
-)
+// DefaultHeaderTimeout is api.header_timeout's default.
+const DefaultHeaderTimeout = 5 * time.Second
 
 // Store drivers.
 const (
@@ -122,10 +119,6 @@ type APIConfig struct {
 	// MaxStreamsPerToken caps the streams of one token over all its
 	// sessions, API and web UI together (429 beyond).
 	MaxStreamsPerToken int `mapstructure:"max_streams_per_token" yaml:"max_streams_per_token"`
-	// MaxConnectionsPerClient caps the connections open at once from one
-	// client address; beyond it the address's oldest connection doing
-	// nothing is closed (or, when all are serving, the new one).
-	MaxConnectionsPerClient int `mapstructure:"max_connections_per_client" yaml:"max_connections_per_client"`
 	// HeaderTimeout: a connection that has not sent a whole request's
 	// headers this long after it opened (or after it began the next
 	// request) is closed; read_timeout when that is shorter.
@@ -207,7 +200,7 @@ func DefaultConfig() Config {
 		Store: StoreConfig{Driver: DriverSQLite},
 		API: APIConfig{API: config.API{Addr: "127.0.0.1:7410", Server: config.DefaultServer()},
 			MaxEventStreams: streams.DefaultMax, MaxStreamsPerToken: streams.DefaultPerToken,
-			MaxConnectionsPerClient: DefaultMaxConnectionsPerClient, HeaderTimeout: DefaultHeaderTimeout},
+			HeaderTimeout: DefaultHeaderTimeout},
 		Clusters: []discovery.ClusterSpec{},
 		Kinds:    []budget.KindRule{},
 		Orchestrate: OrchestrateConfig{
@@ -263,10 +256,6 @@ func (c *Config) Validate() error {
 	if c.API.MaxStreamsPerToken < 1 || c.API.MaxStreamsPerToken > c.API.MaxEventStreams {
 		add("api.max_streams_per_token", "must be from 1 to api.max_event_streams (%d), got %d",
 			c.API.MaxEventStreams, c.API.MaxStreamsPerToken)
-	}
-	if c.API.MaxConnectionsPerClient < 1 || c.API.MaxConnectionsPerClient > c.API.MaxConnections {
-		add("api.max_connections_per_client", "must be from 1 to api.max_connections (%d), got %d",
-			c.API.MaxConnections, c.API.MaxConnectionsPerClient)
 	}
 	if c.API.HeaderTimeout <= 0 {
 		add("api.header_timeout", "must be a positive duration such as 5s, got %s", c.API.HeaderTimeout)

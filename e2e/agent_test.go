@@ -265,3 +265,45 @@ func TestInvalidConfigurationRefusedBeforeStart(t *testing.T) {
 		t.Fatalf("unknown key accepted: %v\n%s", err, out)
 	}
 }
+
+// Issue 30, item 7: a command that exited before its deadline is judged by
+// its exit status, even when the agent only sees the exit after the
+// deadline. The agent is frozen (SIGSTOP) while a 1.4 s command runs under a
+// 3 s timeout, and resumed once the command has exited and the deadline has
+// passed: both are ready when it wakes, and the exit decides.
+func TestFinishedCommandIsNotTimedOutByAFrozenAgent(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	started, exited := filepath.Join(dir, "started"), filepath.Join(dir, "exited")
+	script := filepath.Join(dir, "quick.sh")
+	body := fmt.Sprintf("#!/bin/sh\ntouch %q\nsleep 1.4\ntouch %q\nexit 0\n", started, exited)
+	if err := os.WriteFile(script, []byte(body), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	extra := fmt.Sprintf("actions:\n  external:\n    - kind: example.com/quick\n      run: [%q]\n", script)
+	p, ag, _ := agentProc(t, "frozen", extra)
+
+	rec, status, err := ag.Push(ctxT(t), &wire.PushRequest{ID: action.NewID(), Kind: "example.com/quick", Args: json.RawMessage(`{}`), TimeoutS: 3})
+	if err != nil || status != 201 {
+		t.Fatalf("push: status %d, %v", status, err)
+	}
+	running := waitAgentState(t, ag, rec.ID, 20*time.Second, action.Running)
+	testwait.For(t, "the command to start", func() bool { _, err := os.Stat(started); return err == nil })
+	p.freeze()
+	thawed := false
+	defer func() {
+		if !thawed {
+			p.thaw()
+		}
+	}()
+	testwait.For(t, "the command to exit", func() bool { _, err := os.Stat(exited); return err == nil })
+	deadline := running.StartedTS.Add(3 * time.Second)
+	testwait.For(t, "the action's deadline to pass", func() bool { return time.Now().After(deadline.Add(300 * time.Millisecond)) })
+	p.thaw()
+	thawed = true
+
+	got := waitAgentState(t, ag, rec.ID, 20*time.Second, action.Done, action.Failed)
+	if got.State != action.Done {
+		t.Fatalf("the command exited 0 before its deadline, yet the action ended %s (%q)", got.State, got.StateReason)
+	}
+}

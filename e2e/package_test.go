@@ -110,7 +110,9 @@ func TestPackageDebInstallStartRemove(t *testing.T) {
 		{path: "/etc/muster", mode: 0o750, grp: gid, dir: true},
 		{path: "/etc/muster/agent.yaml", mode: 0o640, grp: gid, sameAs: "../configs/agent.yaml"},
 		{path: "/etc/muster/core.yaml", mode: 0o640, grp: gid, sameAs: "../configs/core.yaml"},
-		{path: "/var/lib/muster", mode: 0o750, owner: uid, grp: gid, dir: true},
+		{path: "/var/lib/muster", mode: 0o755, dir: true},
+		{path: "/var/lib/muster/core", mode: 0o700, owner: uid, grp: gid, dir: true},
+		{path: "/var/lib/muster/agent", mode: 0o700, dir: true},
 	} {
 		fi, err := os.Stat(f.path)
 		if err != nil {
@@ -148,7 +150,8 @@ func TestPackageDebInstallStartRemove(t *testing.T) {
 		}
 	}
 
-	startInstalledAgent(t, uint32(uid), uint32(gid))
+	refuseAgentAs(t, uint32(uid), uint32(gid))
+	startInstalledAgent(t)
 
 	// The agent goes; the core's package, its files, the directories and
 	// the user stay.
@@ -245,13 +248,29 @@ func TestPackageDebInstallStartRemove(t *testing.T) {
 	}
 }
 
+// refuseAgentAs runs the installed muster-agent as the muster user, as
+// docs/production.md once told to enroll: the agent refuses at once, in one
+// line, a data directory root owns (and, as root, one the muster user
+// owns: TestAgentRefusesStateAnotherUserOwns).
+func refuseAgentAs(t *testing.T, uid, gid uint32) {
+	t.Helper()
+	cmd := exec.Command("/usr/bin/muster-agent", "--config", "/etc/muster/agent.yaml", "--data-dir", "/var/lib/muster/agent")
+	cmd.Dir = "/"
+	cmd.Env = []string{"PATH=/usr/bin:/bin", "HOME=/var/lib/muster"}
+	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: uid, Gid: gid}}
+	out, err := cmd.CombinedOutput()
+	if err == nil || !strings.Contains(string(out), "data_dir: /var/lib/muster/agent belongs to uid 0") {
+		t.Errorf("the agent run as muster on root's data directory: %v\n%s", err, out)
+	}
+}
+
 // startInstalledAgent runs the installed muster-agent with the installed agent
-// configuration as the muster user the package made, which owns its data
-// directory (muster-agent.service itself runs the agent as root, keeping
-// only CAP_SETUID, CAP_SETGID and CAP_KILL; the unprivileged setup is in
-// docs/operations.md, "Privileges"), waits for its health on its socket,
-// checks that it is the configured node, and stops it with SIGTERM.
-func startInstalledAgent(t *testing.T, uid, gid uint32) {
+// configuration as root, as muster-agent.service does (keeping only
+// CAP_SETUID, CAP_SETGID and CAP_KILL; the unprivileged setup is in
+// docs/operations.md, "Privileges"): the package made its data directory
+// root's. It waits for its health on its socket, checks that it is the
+// configured node, and stops it with SIGTERM.
+func startInstalledAgent(t *testing.T) {
 	t.Helper()
 	logPath := filepath.Join(t.TempDir(), "agent.log")
 	logFile, err := os.Create(logPath)
@@ -263,7 +282,6 @@ func startInstalledAgent(t *testing.T, uid, gid uint32) {
 	cmd.Dir = "/"
 	cmd.Env = []string{"PATH=/usr/bin:/bin", "HOME=/var/lib/muster"}
 	cmd.Stdout, cmd.Stderr = logFile, logFile
-	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: uid, Gid: gid}}
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
@@ -304,8 +322,8 @@ func startInstalledAgent(t *testing.T, uid, gid uint32) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if st := fi.Sys().(*syscall.Stat_t); st.Uid != uid {
-		t.Errorf("the agent's data directory belongs to uid %d, not muster's %d", st.Uid, uid)
+	if st := fi.Sys().(*syscall.Stat_t); st.Uid != 0 || fi.Mode().Perm() != 0o700 {
+		t.Errorf("the agent's data directory is uid %d mode %v, want root's, 0700", st.Uid, fi.Mode().Perm())
 	}
 
 	cmd.Process.Signal(syscall.SIGTERM)

@@ -1,6 +1,7 @@
 package e2e
 
 import (
+	"bufio"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -13,6 +14,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -219,5 +221,75 @@ func TestABodylessCancelOnTheSocketNeedsNoContentType(t *testing.T) {
 	}
 	if st, b := send(t, hc, http.MethodPost, "http://agent/api/v1/actions/"+a.ID+"/cancel", "", ""); st != http.StatusAccepted {
 		t.Fatalf("a body-less cancel on the socket: %d %s, want 202", st, b)
+	}
+}
+
+// Issue 30, item 6: one member of the socket's group holding 1,100 blocking
+// reads (GET /api/v1/actions?wait=) locks neither root nor anyone else out
+// of the agent's socket: held waits are capped per uid and in all, a wait
+// over the cap is answered at once (no wait_ms), and root's own wait is
+// still held. A real agent; the flood is a real process of uid 65534.
+func TestSocketWaitFloodByOneUserLeavesRootServed(t *testing.T) {
+	t.Parallel()
+	if os.Getuid() != 0 {
+		t.Skip("needs root: the flood runs as another user")
+	}
+	grp, err := user.LookupGroupId("65534")
+	if err != nil {
+		t.Skip("no group 65534 on this host")
+	}
+	dir := t.TempDir()
+	flood := filepath.Join(dir, "waitflood")
+	if out, err := exec.Command("go", "build", "-o", flood, "./testdata/waitflood").CombinedOutput(); err != nil {
+		t.Fatalf("build waitflood: %v\n%s", err, out)
+	}
+	// The other user reaches the socket through the test's directories.
+	for d := dir; d != os.TempDir() && d != "/"; d = filepath.Dir(d) {
+		if err := os.Chmod(d, 0o711); err != nil {
+			t.Fatal(err)
+		}
+	}
+	_, _, agentDir := agentProcIn(t, dir, "waited", fmt.Sprintf("  socket_group: %s\n", grp.Name))
+	sock := filepath.Join(agentDir, "data", "agent.sock")
+
+	cmd := exec.Command(flood, sock, "1100")
+	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: 65534, Gid: 65534}}
+	stdin, err := cmd.StdinPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd.Stderr = os.Stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { stdin.Close(); _ = cmd.Wait() })
+	line, err := bufio.NewReader(stdout).ReadString('\n')
+	if err != nil {
+		t.Fatalf("waitflood: %v", err)
+	}
+	t.Logf("uid 65534, 1,100 GET ?wait=30s: %s", strings.TrimSpace(line))
+	var held, answered, closed, unconnected int
+	if _, err := fmt.Sscanf(line, "held %d answered %d closed %d unconnected %d", &held, &answered, &closed, &unconnected); err != nil {
+		t.Fatalf("waitflood said %q: %v", line, err)
+	}
+
+	// Root is served, and its own wait is held.
+	hc := socketClient(t, sock)
+	begin := time.Now()
+	st, b := send(t, hc, http.MethodGet, "http://agent/api/v1/actions?since=0&wait=1s", "", "")
+	var page wire.ChangesPage
+	if st != http.StatusOK || json.Unmarshal(b, &page) != nil || page.WaitMS != 1000 {
+		t.Fatalf("root's wait under the flood: %d %s, want 200 with wait_ms 1000", st, b)
+	}
+	t.Logf("root's GET ?wait=1s under the flood answered after %s", time.Since(begin))
+	// One user holds at most 8 waits (api.MaxWaitsPerUser); the rest were
+	// answered at once or their connections closed (the socket's guard:
+	// 64 connections a user, the oldest idle first).
+	if held > 8 || held+answered+closed+unconnected != 1100 {
+		t.Fatalf("one user holds more waits than its cap: %s", line)
 	}
 }

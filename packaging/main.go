@@ -9,8 +9,11 @@
 //     /etc/muster/agent.yaml.
 //
 // No file is in both. Both make the muster system user and group (the
-// shared scripts/preinstall.sh) and hold the directories /etc/muster and
-// /var/lib/muster, owned by it; their other scripts are under
+// shared scripts/preinstall.sh) and hold the directories /etc/muster
+// (root:muster) and /var/lib/muster (root's); each holds its own state
+// directory below it, /var/lib/muster/core (the muster user's, which runs the
+// core) and /var/lib/muster/agent (root's, which runs the agent, mode 0700);
+// their other scripts are under
 // scripts/<package>/, and a purge removes the directories and the user
 // with the last of the two. `make package` runs it once per architecture;
 // the e2e tests run it to install the .debs they build.
@@ -57,6 +60,9 @@ type pkg struct {
 	binary      string // the file to package, built for the architecture
 	unit        string // its unit, in configs/systemd
 	config      string // its configuration, in configs
+	// state is its data directory (its unit's --data-dir, mode 0700),
+	// owned by stateOwner, the user its unit runs as.
+	state, stateOwner string
 }
 
 // packages are the two packages of the binaries muster and muster-agent.
@@ -68,6 +74,8 @@ func packages(binary, agentBinary string) []pkg {
 			binary:      binary,
 			unit:        "muster-core.service",
 			config:      "core.yaml",
+			state:       stateDir + "/core",
+			stateOwner:  "muster",
 		},
 		{
 			name:        "muster-agent",
@@ -75,6 +83,8 @@ func packages(binary, agentBinary string) []pkg {
 			binary:      agentBinary,
 			unit:        "muster-agent.service",
 			config:      "agent.yaml",
+			state:       stateDir + "/agent",
+			stateOwner:  "root",
 		},
 	}
 }
@@ -181,7 +191,7 @@ func packageVersion(v string) string {
 // packageInfo is the package p; units is the directory of its packaged
 // unit. The directories /etc/muster and /var/lib/muster are in both
 // packages, with the same owners and modes, so that either may be
-// installed alone; every file is in one.
+// installed alone; every file, and each state directory, is in one.
 func packageInfo(root string, p pkg, arch, version, units string) *nfpm.Info {
 	rootOwned := func(mode os.FileMode) *files.ContentFileInfo {
 		return &files.ContentFileInfo{Owner: "root", Group: "root", Mode: mode}
@@ -205,7 +215,8 @@ func packageInfo(root string, p pkg, arch, version, units string) *nfpm.Info {
 				{Source: filepath.Join(units, p.unit), Destination: unitDir + "/" + p.unit, FileInfo: rootOwned(0o644)},
 				{Destination: etcDir, Type: files.TypeDir, FileInfo: &files.ContentFileInfo{Owner: "root", Group: "muster", Mode: 0o750}},
 				{Source: filepath.Join(root, "configs", p.config), Destination: etcDir + "/" + p.config, Type: files.TypeConfigNoReplace, FileInfo: config},
-				{Destination: stateDir, Type: files.TypeDir, FileInfo: &files.ContentFileInfo{Owner: "muster", Group: "muster", Mode: 0o750}},
+				{Destination: stateDir, Type: files.TypeDir, FileInfo: rootOwned(0o755)},
+				{Destination: p.state, Type: files.TypeDir, FileInfo: &files.ContentFileInfo{Owner: p.stateOwner, Group: p.stateOwner, Mode: 0o700}},
 			},
 			Scripts: nfpm.Scripts{
 				PreInstall:  filepath.Join(scripts, "preinstall.sh"),

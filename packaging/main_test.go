@@ -1,6 +1,7 @@
 package main
 
 import (
+	"maps"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -93,8 +94,14 @@ func TestNoFileInBothPackages(t *testing.T) {
 			t.Errorf("%s holds %q, want %q", p.name, held, want)
 		}
 	}
-	if len(dirs) != 2 {
-		t.Errorf("directories %v, want %s and %s", dirs, etcDir, stateDir)
+	want := map[string]string{
+		etcDir:              "root:muster -rwxr-x---",
+		stateDir:            "root:root -rwxr-xr-x",
+		stateDir + "/core":  "muster:muster -rwx------",
+		stateDir + "/agent": "root:root -rwx------",
+	}
+	if !maps.Equal(dirs, want) {
+		t.Errorf("directories %v, want %v", dirs, want)
 	}
 }
 

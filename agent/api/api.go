@@ -78,6 +78,14 @@ const (
 	// MaxWait bounds the wait of a blocking GET /api/v1/actions: a longer
 	// wait is cut to it (and to Config.MaxWait).
 	MaxWait = 30 * time.Second
+	// MaxWaitsPerUser caps the blocking GETs one user holds over the Unix
+	// socket at once, and MaxSocketWaits those of every user but root and
+	// the agent's own (who count only against their own cap): a wait over
+	// a cap is answered at once, as without wait (no wait_ms), so that
+	// one member of the socket's group cannot take the socket from root
+	// or the others. The core's over TCP are not counted.
+	MaxWaitsPerUser = 8
+	MaxSocketWaits  = 64
 )
 
 // Config configures the API.
@@ -133,6 +141,48 @@ type Server struct {
 	maxWait time.Duration
 	endOnce sync.Once
 	ending  chan struct{}
+	// waits counts the blocking GETs held over the socket.
+	waits waitSlots
+}
+
+// waitSlots counts the blocking GETs held over the socket, per uid and in
+// all (MaxWaitsPerUser, MaxSocketWaits).
+type waitSlots struct {
+	mu    sync.Mutex
+	byUID map[int]int
+	// shared counts the waits of every uid but root's and the agent's own.
+	shared int
+}
+
+// take holds a slot for a wait of uid; ok is false when a cap is reached.
+// own is the agent's uid.
+func (w *waitSlots) take(uid, own int) bool {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	exempt := uid == 0 || uid == own
+	if w.byUID[uid] >= MaxWaitsPerUser || !exempt && w.shared >= MaxSocketWaits {
+		return false
+	}
+	if w.byUID == nil {
+		w.byUID = map[int]int{}
+	}
+	w.byUID[uid]++
+	if !exempt {
+		w.shared++
+	}
+	return true
+}
+
+// release gives back a slot take held.
+func (w *waitSlots) release(uid, own int) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.byUID[uid]--; w.byUID[uid] <= 0 {
+		delete(w.byUID, uid)
+	}
+	if uid != 0 && uid != own {
+		w.shared--
+	}
 }
 
 // New builds the API; serving it is the caller's job (Handler).
@@ -344,6 +394,13 @@ func (s *Server) changes(c *echo.Context) error {
 	q, err := parseChangesQuery(c.QueryParams(), s.maxWait)
 	if err != nil {
 		return err
+	}
+	if p, onSocket, _ := peerOf(ctx); onSocket && q.wait > 0 {
+		if !s.waits.take(p.UID, s.ownUID) {
+			q.wait = 0 // over a cap: answered at once, without wait_ms
+		} else {
+			defer s.waits.release(p.UID, s.ownUID)
+		}
 	}
 	var timeout <-chan time.Time
 	if q.wait > 0 {

@@ -41,8 +41,27 @@ func ConnContext(ctx context.Context, c net.Conn) context.Context {
 	if !ok {
 		return ctx
 	}
-	p, err := peerCred(uc)
+	var p Peer
+	uid, err := peerUID(uc)
+	if err == nil {
+		p = PeerOfUID(uid)
+	}
 	return context.WithValue(ctx, peerKey{}, peerInfo{peer: p, err: err})
+}
+
+// SocketClient names the caller of a socket connection by its uid ("uid
+// 1000"), for the socket's connection guard: a cap per user, not per
+// address (every caller has the same). "" when the kernel does not say.
+func SocketClient(c net.Conn) string {
+	uc, ok := c.(*net.UnixConn)
+	if !ok {
+		return ""
+	}
+	uid, err := peerUID(uc)
+	if err != nil {
+		return ""
+	}
+	return "uid " + strconv.Itoa(uid)
 }
 
 // peerOf returns what ConnContext recorded: ok is false for a request that

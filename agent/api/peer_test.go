@@ -104,3 +104,41 @@ func TestSocketRecordsTheCallersUserAsRequester(t *testing.T) {
 		t.Fatalf("cancel recorded actor %q, want %q", last.Actor, me)
 	}
 }
+
+// Issue 30, item 6: blocking GETs held over the socket are capped per user
+// and, for every user but root and the agent's own, in all; root's waits
+// are never refused for others'.
+func TestSocketWaitsAreCappedPerUserAndInAllButNotForRoot(t *testing.T) {
+	t.Parallel()
+	const own = 999
+	var w waitSlots
+	for i := range MaxWaitsPerUser {
+		if !w.take(1000, own) {
+			t.Fatalf("wait %d of uid 1000 refused under its cap", i+1)
+		}
+	}
+	if w.take(1000, own) {
+		t.Fatal("uid 1000 holds more than MaxWaitsPerUser waits")
+	}
+	for uid := 1001; w.shared < MaxSocketWaits; uid++ {
+		for range MaxWaitsPerUser {
+			if w.shared < MaxSocketWaits && !w.take(uid, own) {
+				t.Fatalf("uid %d refused under the caps", uid)
+			}
+		}
+	}
+	if w.take(5000, own) {
+		t.Fatal("a new user holds a wait over MaxSocketWaits")
+	}
+	for _, uid := range []int{0, own} {
+		for i := range MaxWaitsPerUser {
+			if !w.take(uid, own) {
+				t.Fatalf("uid %d's wait %d refused because others hold theirs", uid, i+1)
+			}
+		}
+	}
+	w.release(1000, own)
+	if !w.take(5000, own) {
+		t.Fatal("a released slot is not given back")
+	}
+}

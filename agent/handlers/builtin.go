@@ -28,7 +28,10 @@ type ping struct{}
 
 func (ping) Validate(args json.RawMessage) error { return decodeArgs(args, &struct{}{}) }
 
-func (ping) Step(_ context.Context, x *Exec) Result {
+func (ping) Step(ctx context.Context, x *Exec) Result {
+	if ctx.Err() != nil {
+		return Result{Status: Stopped}
+	}
 	x.Printf("pong")
 	return Result{Status: Done}
 }
@@ -61,7 +64,7 @@ func (sleep) Validate(args json.RawMessage) error {
 
 func (sleep) Step(ctx context.Context, x *Exec) Result {
 	if ctx.Err() != nil {
-		return Result{Status: Failed, Message: "stopped"}
+		return Result{Status: Stopped}
 	}
 	var p sleepProgress
 	_ = json.Unmarshal(x.Progress, &p)
@@ -92,7 +95,10 @@ type failArgs struct {
 
 func (fail) Validate(args json.RawMessage) error { return decodeArgs(args, &failArgs{}) }
 
-func (fail) Step(_ context.Context, x *Exec) Result {
+func (fail) Step(ctx context.Context, x *Exec) Result {
+	if ctx.Err() != nil {
+		return Result{Status: Stopped}
+	}
 	var a failArgs
 	_ = decodeArgs(x.Action.Args, &a)
 	if a.Message == "" {

@@ -198,7 +198,10 @@ func (h *externalHandler) Step(ctx context.Context, x *Exec) Result {
 	_ = json.Unmarshal(x.Progress, &p)
 	st, _ := x.State.(*extState)
 
-	if ctx.Err() != nil {
+	if ctx.Err() != nil && !(st != nil && st.proc != nil && st.proc.exitedFirst()) {
+		// Cancelled or past the deadline, with a command still running
+		// (or none): stop it. A command that had exited before it was
+		// stopped is judged by its exit status, below.
 		if st != nil && st.proc != nil && !st.proc.exited() {
 			st.proc.stop(h.grace())
 			return Result{Status: Running, After: pollEvery}
@@ -207,7 +210,7 @@ func (h *externalHandler) Step(ctx context.Context, x *Exec) Result {
 			st.outputs.Close()
 			st.outputs = nil
 		}
-		return Result{Status: Failed, Message: "stopped"}
+		return Result{Status: Stopped}
 	}
 
 	if st == nil {
@@ -462,6 +465,9 @@ type process struct {
 	err    error
 	termAt time.Time
 	killed bool
+	// ranOut: the command was seen exited before any stop signal, so its
+	// exit status decides its result whatever the context says.
+	ranOut bool
 }
 
 // commandEnv is the whole environment of a command: the allowed variables of
@@ -547,6 +553,19 @@ func (p *process) exited() bool {
 	default:
 		return false
 	}
+}
+
+// exitedFirst reports whether the command exited on its own before it was
+// told to stop: then its exit status decides, not a cancel or a deadline
+// that came later. It asks the kernel (hasExited) rather than only done,
+// which closes only once the goroutine waiting for the process has run: an
+// agent resumed from SIGSTOP after its command exited and its deadline
+// passed runs the runner and that goroutine in any order.
+func (p *process) exitedFirst() bool {
+	if !p.ranOut && p.termAt.IsZero() && p.hasExited() {
+		p.ranOut = true
+	}
+	return p.ranOut
 }
 
 // result returns the exit code, or an error when it did not exit normally.

@@ -24,6 +24,9 @@ const (
 	Running Status = iota // call me again after Result.After
 	Done                  // finished successfully
 	Failed                // finished unsuccessfully; Result.Message says why
+	// Stopped: the step's context ended (a cancel or the deadline) and
+	// the work stopped before it finished; the runner records why.
+	Stopped
 )
 
 // Result is what a step returns.
@@ -42,7 +45,10 @@ type Handler interface {
 	// Validate checks args before the action is queued.
 	Validate(args json.RawMessage) error
 	// Step advances the action. When ctx is done (cancel or timeout), the
-	// handler stops its work and returns a non-Running status once it has.
+	// handler stops its work and returns Stopped once it has; but work that
+	// had finished before it could be stopped (a command that had already
+	// exited) returns Done or Failed as it ended: the deadline applies only
+	// to work still running.
 	Step(ctx context.Context, x *Exec) Result
 }
 

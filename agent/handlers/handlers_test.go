@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -409,4 +410,72 @@ func TestExternalEnvValidation(t *testing.T) {
 			t.Errorf("%s: %v", name, errs)
 		}
 	}
+}
+
+// Issue 30, item 7: a command that has exited is judged by its exit status
+// even when the step that sees the exit comes after the deadline (or a
+// cancel): the deadline applies only to a command still running.
+func TestExitedCommandIsJudgedByItsExitStatusAfterTheDeadline(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name, body string
+		want       Status
+		message    string
+	}{
+		{"exit 0", "exit 0", Done, ""},
+		{"exit 3", "exit 3", Failed, "run exited with status 3"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			s := script(t, tc.body)
+			h, _ := registry(t, External{Kind: "example.com/x", Run: []string{"/bin/sh", s}}).Get("example.com/x")
+			ctx, cancel := context.WithCancelCause(context.Background())
+			x := execFor("example.com/x", `{}`)
+			for range 2 { // launching, then start
+				h.Step(ctx, x)
+			}
+			proc := x.State.(*extState).proc
+			testwait.For(t, "the command to exit", proc.exited)
+			cancel(errors.New("timeout"))
+			res := drive(t, ctx, h, x)
+			if res.Status != tc.want || res.Message != tc.message {
+				t.Fatalf("the command had exited (%s) before the deadline; result %+v", tc.body, res)
+			}
+		})
+	}
+}
+
+// The exit is seen as soon as the kernel has it, before the goroutine that
+// waits for the process has run (an agent that wakes from SIGSTOP after its
+// command exited runs its runner and that goroutine in any order).
+func TestExitSeenBeforeItsWaiterRuns(t *testing.T) {
+	t.Parallel()
+	cmd := exec.Command("/bin/sh", "-c", "exit 0")
+	cmd.SysProcAttr = procAttr()
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	p := &process{cmd: cmd, done: make(chan struct{})} // nobody waits for it yet
+	testwait.For(t, "the command to be a zombie", func() bool { return zombie(cmd.Process.Pid) })
+	if p.exited() {
+		t.Fatal("done is closed with no waiter")
+	}
+	if !p.hasExited() {
+		t.Fatal("an exited command is not seen as exited before its waiter runs")
+	}
+	_ = cmd.Wait() // the kernel's check left the exit status to the waiter
+	if cmd.ProcessState.ExitCode() != 0 {
+		t.Fatalf("exit code %d after the check", cmd.ProcessState.ExitCode())
+	}
+}
+
+// zombie reports whether pid has exited and not been waited for.
+func zombie(pid int) bool {
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	if err != nil {
+		return false
+	}
+	s := string(b)
+	i := strings.LastIndexByte(s, ')')
+	return i >= 0 && len(s) > i+2 && s[i+2] == 'Z'
 }

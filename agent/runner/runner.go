@@ -286,20 +286,8 @@ func (r *Runner) run(a *action.Action, resumed, cancelReq bool) (next *action.Ac
 		res := h.Step(ctx, x)
 		r.cfg.Metrics.observeStep(a.Kind, time.Since(t0))
 
-		step := queue.Step{State: action.Running, Progress: x.Progress, Output: x.Output()}
-		if res.Status != handlers.Running {
-			switch context.Cause(ctx) {
-			case errCancelled:
-				step.State, step.Reason = action.Cancelled, action.ReasonCancelled
-			case errTimeout:
-				step.State, step.Reason = action.Failed, action.ReasonTimeout
-			default:
-				step.State = action.Done
-				if res.Status == handlers.Failed {
-					step.State, step.Reason = action.Failed, res.Message
-				}
-			}
-		}
+		step := queue.Step{Progress: x.Progress, Output: x.Output()}
+		step.State, step.Reason = finalState(res, context.Cause(ctx))
 		if step.State.Final() {
 			step.Outputs = x.Outputs
 			next, nextCancel, err := r.finish(a.ID, step)
@@ -353,6 +341,29 @@ func (r *Runner) run(a *action.Action, resumed, cancelReq bool) (next *action.Ac
 			}
 		}
 	}
+}
+
+// finalState is the state a step's result puts the action in, with its
+// reason. Work that ended by itself is judged by how it ended, even when the
+// runner sees it only after a cancel or the deadline (an agent frozen while
+// its command exited): only work stopped by them (handlers.Stopped) takes
+// their reason.
+func finalState(res handlers.Result, cause error) (action.State, string) {
+	switch res.Status {
+	case handlers.Running:
+		return action.Running, ""
+	case handlers.Done:
+		return action.Done, ""
+	case handlers.Failed:
+		return action.Failed, res.Message
+	}
+	switch cause {
+	case errCancelled:
+		return action.Cancelled, action.ReasonCancelled
+	case errTimeout:
+		return action.Failed, action.ReasonTimeout
+	}
+	return action.Failed, "stopped"
 }
 
 // save commits a step, retrying while the store fails (a full disk, a locked

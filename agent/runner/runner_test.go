@@ -211,3 +211,32 @@ func TestStartsOnce(t *testing.T) {
 		t.Fatalf("Start after Stop: %v", err)
 	}
 }
+
+// Issue 30, item 7: a step that ended by itself keeps its own result when
+// the runner sees it after a cancel or the deadline; only a stopped step
+// takes their reason.
+func TestFinishedStepIsJudgedByHowItEnded(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name   string
+		res    handlers.Result
+		cause  error
+		state  action.State
+		reason string
+	}{
+		{"done after the deadline", handlers.Result{Status: handlers.Done}, errTimeout, action.Done, ""},
+		{"failed after the deadline", handlers.Result{Status: handlers.Failed, Message: "run exited with status 3"}, errTimeout, action.Failed, "run exited with status 3"},
+		{"done after a cancel", handlers.Result{Status: handlers.Done}, errCancelled, action.Done, ""},
+		{"stopped by the deadline", handlers.Result{Status: handlers.Stopped}, errTimeout, action.Failed, action.ReasonTimeout},
+		{"stopped by a cancel", handlers.Result{Status: handlers.Stopped}, errCancelled, action.Cancelled, action.ReasonCancelled},
+		{"running", handlers.Result{Status: handlers.Running}, errTimeout, action.Running, ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			state, reason := finalState(tc.res, tc.cause)
+			if state != tc.state || reason != tc.reason {
+				t.Fatalf("got %s %q, want %s %q", state, reason, tc.state, tc.reason)
+			}
+		})
+	}
+}

@@ -1,7 +1,7 @@
 #!/bin/sh
 # Before the files are unpacked, in both packages (muster and muster-agent):
-# the muster system user and group, which own /var/lib/muster and may read
-# /etc/muster. Kept on upgrades.
+# the muster system user and group, which own /var/lib/muster/core (the
+# core runs as muster) and may read /etc/muster. Kept on upgrades.
 set -e
 if ! getent group muster >/dev/null; then
 	groupadd --system muster

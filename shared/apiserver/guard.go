@@ -17,6 +17,10 @@ type GuardConfig struct {
 	// ExemptLoopback lifts PerClient for loopback clients (`muster dev`,
 	// where the browser, the CLI and the agents all come from 127.0.0.1).
 	ExemptLoopback bool
+	// ClientOf names the client a connection comes from, for PerClient;
+	// nil: the peer's IP address. The agent's Unix socket names its
+	// callers by uid.
+	ClientOf func(net.Conn) string
 }
 
 // Guard is a listener that holds at most Max connections open, and at most
@@ -89,7 +93,7 @@ func (g *Guard) Accept() (net.Conn, error) {
 		if err != nil {
 			return nil, err
 		}
-		client := clientOf(c.RemoteAddr())
+		client := g.clientOf(c)
 		gc, victims, ok := g.admit(c, client)
 		for _, v := range victims {
 			_ = v.Conn.Close() // the server's read fails and it lets go of v
@@ -173,8 +177,8 @@ func (g *Guard) forget(c *guardConn) {
 
 func (g *Guard) set(c net.Conn, s connState) {
 	gc := guardConnOf(c)
-	if gc == nil {
-		return
+	if gc == nil || gc.g != g {
+		return // not one of this guard's (a server may serve several)
 	}
 	g.mu.Lock()
 	defer g.mu.Unlock()
@@ -244,8 +248,16 @@ func guardConnOf(c net.Conn) *guardConn {
 	return nil
 }
 
-// clientOf is the IP of a peer address, or the address itself.
-func clientOf(a net.Addr) string {
+// clientOf names the client of c: GuardConfig.ClientOf, or its peer's IP.
+func (g *Guard) clientOf(c net.Conn) string {
+	if g.cfg.ClientOf != nil {
+		return g.cfg.ClientOf(c)
+	}
+	return addrClient(c.RemoteAddr())
+}
+
+// addrClient is the IP of a peer address, or the address itself.
+func addrClient(a net.Addr) string {
 	if ta, ok := a.(*net.TCPAddr); ok {
 		return ta.IP.String()
 	}

@@ -64,6 +64,10 @@ type Server struct {
 	IdleTimeout    time.Duration `mapstructure:"idle_timeout" yaml:"idle_timeout"`
 	MaxHeaderBytes int           `mapstructure:"max_header_bytes" yaml:"max_header_bytes"`
 	MaxConnections int           `mapstructure:"max_connections" yaml:"max_connections"`
+	// MaxConnectionsPerClient caps the connections open at once from one
+	// client address; beyond it the address's oldest connection doing
+	// nothing is closed (or, when all are serving, the new one).
+	MaxConnectionsPerClient int `mapstructure:"max_connections_per_client" yaml:"max_connections_per_client"`
 }
 
 // DefaultServer is what every API server allows unless configured.
@@ -74,6 +78,9 @@ func DefaultServer() Server {
 		IdleTimeout:    2 * time.Minute,
 		MaxHeaderBytes: 64 << 10,
 		MaxConnections: 1024,
+		// The core holds a few connections to an agent; a person a few to
+		// the core.
+		MaxConnectionsPerClient: 64,
 	}
 }
 
@@ -93,6 +100,10 @@ func (s Server) Validate(prefix string) Errors {
 	}
 	if s.MaxConnections < 1 {
 		errs.Add(prefix+".max_connections", "must be at least 1, got %d", s.MaxConnections)
+	}
+	if s.MaxConnectionsPerClient < 1 || s.MaxConnectionsPerClient > s.MaxConnections {
+		errs.Add(prefix+".max_connections_per_client", "must be from 1 to %s.max_connections (%d), got %d",
+			prefix, s.MaxConnections, s.MaxConnectionsPerClient)
 	}
 	return errs
 }

@@ -3,8 +3,14 @@
 # muster user (set here too, as the user was made in this same
 # transaction), systemd told of the unit, and what to edit next.
 set -e
-chown muster:muster /var/lib/muster
-chmod 0750 /var/lib/muster
+# /var/lib/muster is root's (earlier releases gave it to muster); below it,
+# /var/lib/muster/core is the core's (the muster user) and
+# /var/lib/muster/agent root's, which runs the agent: the agent refuses a
+# data directory another user owns.
+chown root:root /var/lib/muster
+chmod 0755 /var/lib/muster
+chown root:root /var/lib/muster/agent
+chmod 0700 /var/lib/muster/agent
 chown root:muster /etc/muster
 if [ -d /run/systemd/system ]; then
 	systemctl daemon-reload || true

@@ -3,8 +3,14 @@
 # user (set here too, as the user was made in this same transaction),
 # systemd told of the unit, and what to edit next.
 set -e
-chown muster:muster /var/lib/muster
-chmod 0750 /var/lib/muster
+# /var/lib/muster is root's (earlier releases gave it to muster); below it,
+# /var/lib/muster/core is the core's (the muster user) and
+# /var/lib/muster/agent root's, which runs the agent: the agent refuses a
+# data directory another user owns.
+chown root:root /var/lib/muster
+chmod 0755 /var/lib/muster
+chown muster:muster /var/lib/muster/core
+chmod 0700 /var/lib/muster/core
 chown root:muster /etc/muster
 if [ -d /run/systemd/system ]; then
 	systemctl daemon-reload || true
@@ -12,7 +18,7 @@ fi
 cat <<'NOTE'
 muster is installed: /usr/bin/muster (the core, the client and every other
 command), the unit muster-core (not enabled), /etc/muster/core.yaml, data in
-/var/lib/muster.
+/var/lib/muster/core.
   On the core, edit /etc/muster/core.yaml: api.addr and api.tls, agents_tls,
   clusters, store; then: systemctl enable --now muster-core
   (the first admin token is written to /var/lib/muster/core/admin.token).
