@@ -7,6 +7,8 @@ import (
 	"regexp/syntax"
 
 	"github.com/santhosh-tekuri/jsonschema/v6"
+
+	"github.com/musterhq/muster/shared/jsonbody"
 )
 
 // Bounds on what checking args against a schema may cost
@@ -230,34 +232,12 @@ func checkObjects(doc any) error {
 func ownWork(s *jsonschema.Schema) int {
 	n := 0
 	if s.Enum != nil {
-		n += textSize(s.Enum.Values)
+		n += jsonbody.TextSize(s.Enum.Values)
 	}
 	if s.Const != nil {
-		n += textSize(*s.Const)
+		n += jsonbody.TextSize(*s.Const)
 	}
 	return n / 64
-}
-
-// textSize is about the size of a decoded JSON value as text.
-func textSize(v any) int {
-	switch x := v.(type) {
-	case map[string]any:
-		n := 2
-		for k, e := range x {
-			n += len(k) + 4 + textSize(e)
-		}
-		return n
-	case []any:
-		n := 2
-		for _, e := range x {
-			n += 1 + textSize(e)
-		}
-		return n
-	case string:
-		return len(x) + 2
-	default:
-		return 8
-	}
 }
 
 // meter counts the work of one check against MaxWork.

@@ -188,3 +188,27 @@ func Describe(err error) string {
 	}
 	return "malformed JSON: " + err.Error()
 }
+
+// TextSize is about the size of a decoded JSON value (what json.Unmarshal
+// into an any gives) as text: every key and string with its quotes, and the
+// printed length of every other value. It bounds a value before work that
+// grows with its size, without encoding it.
+func TextSize(v any) int {
+	switch x := v.(type) {
+	case string:
+		return len(x) + 2
+	case map[string]any:
+		n := 2
+		for k, e := range x {
+			n += len(k) + 4 + TextSize(e)
+		}
+		return n
+	case []any:
+		n := 2
+		for _, e := range x {
+			n += 1 + TextSize(e)
+		}
+		return n
+	}
+	return len(fmt.Sprint(v))
+}

@@ -105,3 +105,19 @@ func FuzzDecode(f *testing.F) {
 		}
 	})
 }
+
+// TextSize is the length of the value's JSON encoding for strings without
+// escapes, objects and arrays (give or take a space a key), and counts
+// every other value by its printed length.
+func TestTextSizeIsAboutTheEncodedLength(t *testing.T) {
+	t.Parallel()
+	for _, text := range []string{`"abc"`, `{"a":"b","c":["d","e"]}`, `[1,true,null,"x"]`, `{"n":12345}`} {
+		var v any
+		if err := json.Unmarshal([]byte(text), &v); err != nil {
+			t.Fatal(err)
+		}
+		if got := TextSize(v); got < len(text) || got > len(text)+8 {
+			t.Errorf("TextSize(%s) = %d, want about %d", text, got, len(text))
+		}
+	}
+}

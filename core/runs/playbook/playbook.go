@@ -29,6 +29,7 @@ import (
 	"github.com/musterhq/muster/core/runs"
 	"github.com/musterhq/muster/core/runs/tmpl"
 	"github.com/musterhq/muster/shared/action"
+	"github.com/musterhq/muster/shared/jsonbody"
 	"github.com/musterhq/muster/shared/limit"
 	"github.com/musterhq/muster/shared/wire"
 )
@@ -260,7 +261,7 @@ func Parse(doc []byte) (*Playbook, error) {
 			}
 		}
 		// The args are bounded before any template in them is parsed.
-		if n := argsSize(st.Args); n > action.MaxArgs {
+		if n := jsonbody.TextSize(st.Args); n > action.MaxArgs {
 			return nil, posError(at("stages", i, "args"), field+".args", "larger than %d bytes", action.MaxArgs)
 		}
 		// Every template must parse and refer only to declared parameters.
@@ -323,28 +324,6 @@ func checkNoAliases(n *yaml.Node) error {
 		}
 	}
 	return nil
-}
-
-// argsSize is about the size of args as JSON: every key and string with its
-// quotes, and a few bytes for every other value.
-func argsSize(v any) int {
-	switch x := v.(type) {
-	case string:
-		return len(x) + 2
-	case map[string]any:
-		n := 2
-		for k, e := range x {
-			n += len(k) + 4 + argsSize(e)
-		}
-		return n
-	case []any:
-		n := 2
-		for _, e := range x {
-			n += 1 + argsSize(e)
-		}
-		return n
-	}
-	return len(fmt.Sprint(v))
 }
 
 func yamlMessage(err error) string {
@@ -724,7 +703,7 @@ func checkStep(sp *Step, params map[string]*Param, used map[string]bool, at func
 		}
 		sp.retry = wr
 	}
-	if n := argsSize(sp.Args); n > action.MaxArgs {
+	if n := jsonbody.TextSize(sp.Args); n > action.MaxArgs {
 		return posError(at("args"), field+".args", "larger than %d bytes", action.MaxArgs)
 	}
 	check := func(s string) error {
