@@ -167,6 +167,23 @@ func (a *advancing) recheck(ctx context.Context, tx store.Tx) (*store.Run, []Chi
 	return r, kids, nil
 }
 
+// idle reports whether step, decided for run r over kids in env, changes
+// nothing (apply would write nothing): then no write transaction is
+// needed, since any write that changes the run, its children or its nodes
+// asks for another pass.
+func idle(r *store.Run, kids []Child, step Step, env PlanEnv) bool {
+	if step.State != r.State || len(step.Create) > 0 || len(step.Unreachable) > 0 {
+		return false
+	}
+	for i := range r.Stages {
+		st := &r.Stages[i]
+		if step.Stages[i] != st.State || !slices.Equal(step.Failed[i], st.Failed) || !slices.Equal(step.Skipped[i], st.Skipped) {
+			return false
+		}
+	}
+	return r.State != store.RunRunning || WithWaiting(r.StateReason, Waiting(r, kids, env)) == r.StateReason
+}
+
 // AdvanceIn is AdvanceNodes with the decision made outside the write
 // transaction: the run, its children and the nodes it needs are read and
 // its next step decided (every when evaluated, the args of the children
@@ -174,12 +191,13 @@ func (a *advancing) recheck(ctx context.Context, tx store.Tx) (*store.Run, []Chi
 // then checks that they have not changed (recheck) and stores the step.
 // When they changed, the step is decided again, at most MaxReplans times;
 // then it is decided inside the write transaction, so that a run whose
-// children keep moving still advances.
+// children keep moving still advances. A step that changes nothing, the
+// common one, takes no write transaction.
 func (e *Engine) AdvanceIn(ctx context.Context, st store.Store, id string) ([]string, error) {
 	var created []string
 	for replans := 0; ; {
 		a, err := e.planAdvance(ctx, st, id)
-		if err != nil || a == nil {
+		if err != nil || a == nil || idle(a.run, a.kids, a.step, a.env) {
 			return created, err
 		}
 		var made []string
