@@ -11,6 +11,7 @@ import (
 	"github.com/musterhq/muster/core/actions"
 	"github.com/musterhq/muster/core/runs"
 	"github.com/musterhq/muster/core/store"
+	"github.com/musterhq/muster/core/store/sqlite"
 	"github.com/musterhq/muster/shared/action"
 	"github.com/musterhq/muster/shared/limit"
 	"github.com/musterhq/muster/shared/testwait"
@@ -201,5 +202,30 @@ func TestAChildEndingWhileARunAdvancesDoesNotDecideItAgain(t *testing.T) {
 	}
 	if plans != 1 || !slices.Equal(nodes, []string{"n3"}) {
 		t.Fatalf("decided %d times, created children on %v: want once, on n3", plans, nodes)
+	}
+}
+
+// countedStore counts the write transactions made through it.
+type countedStore struct {
+	*sqlite.Store
+	updates int
+}
+
+func (s *countedStore) Update(ctx context.Context, fn func(tx store.Tx) error) error {
+	s.updates++
+	return s.Store.Update(ctx, fn)
+}
+
+// TestAnAdvanceThatChangesNothingTakesNoWriteTransaction: a pass over a
+// run whose step changes nothing (its child still in flight) decides on a
+// read and takes no write transaction.
+func TestAnAdvanceThatChangesNothingTakesNoWriteTransaction(t *testing.T) {
+	t.Parallel()
+	env := setupEngine(t)
+	r := env.startReq(advanceReq())
+	st := &countedStore{Store: env.st}
+	nodes, err := env.e.AdvanceIn(context.Background(), st, r.ID)
+	if err != nil || len(nodes) != 0 || st.updates != 0 {
+		t.Fatalf("advanced: %v, %v, in %d write transaction(s); want nothing, in none", nodes, err, st.updates)
 	}
 }
