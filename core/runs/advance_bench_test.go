@@ -33,13 +33,19 @@ func (s *timedStore) Update(ctx context.Context, fn func(tx store.Tx) error) err
 }
 
 // worstWhen is the costliest when the step grammar takes from an operator
-// (core/runs/tmpl: at most 64 nodes): an or of 20 comparisons of a label,
-// the last one true.
-func worstWhen() string {
+// (core/runs/tmpl: at most 64 nodes): an or of 20 comparisons, the last
+// one true. With perNode, the last one reads the node's id, so that no
+// two nodes share a render (stepTemplates.whens).
+func worstWhen(perNode bool) string {
 	var b strings.Builder
 	b.WriteString("{{ or")
-	for i := range 20 {
+	for i := range 19 {
 		fmt.Fprintf(&b, ` (eq .node.labels.x "y%d")`, i)
+	}
+	if perNode {
+		b.WriteString(` (ne .node.id "")`)
+	} else {
+		b.WriteString(` (eq .node.labels.x "y19")`)
 	}
 	b.WriteString(" }}")
 	return b.String()
@@ -54,14 +60,18 @@ func worstWhen() string {
 // by a pass that creates nothing (write_tx_ms_idle_pass), the common one,
 // and by a pass that creates the next wave of 1,000 nodes
 // (write_tx_ms_wave_pass), for the engine's two ways: in_tx plans in the
-// caller's transaction (Advance), outside plans before it (AdvanceIn).
+// caller's transaction (Advance), outside plans before it (AdvanceIn);
+// and for a when the nodes share (shared: it reads a label they all have)
+// or not (per_node: it reads the node's id).
 func BenchmarkAdvancePass(b *testing.B) {
 	for _, mode := range []string{"in_tx", "outside"} {
-		b.Run(mode, func(b *testing.B) { benchAdvancePass(b, mode) })
+		for _, when := range []string{"shared", "per_node"} {
+			b.Run(mode+"/"+when, func(b *testing.B) { benchAdvancePass(b, mode, when == "per_node") })
+		}
 	}
 }
 
-func benchAdvancePass(b *testing.B, mode string) {
+func benchAdvancePass(b *testing.B, mode string, perNode bool) {
 	const nodes = 10000
 	ctx := context.Background()
 	sq, err := sqlite.Open(ctx, b.TempDir())
@@ -91,7 +101,7 @@ func benchAdvancePass(b *testing.B, mode string) {
 		return nil
 	})
 	mc := limit.MustParse("10%")
-	when := worstWhen()
+	when := worstWhen(perNode)
 	args := []byte(`{"msg": "{{ .node.labels.x }} on {{ .node.id }}"}`)
 	steps := []wire.StepSpec{{Name: "upgrade", Kind: "example.com/pkg.upgrade", When: when, Args: args}}
 	req := &wire.CreateRunRequest{ClusterID: "c", Stages: []wire.StageSpec{{
