@@ -25,7 +25,7 @@ func (g *gatedRuns) Active(context.Context, store.Reader, string) ([]string, err
 	return []string{"run-1"}, nil
 }
 
-func (g *gatedRuns) AdvanceNodes(context.Context, store.Tx, string) ([]string, error) {
+func (g *gatedRuns) AdvanceIn(context.Context, store.Store, string) ([]string, error) {
 	if !g.armed.Load() {
 		return nil, nil
 	}

@@ -17,16 +17,18 @@ import (
 type Runs interface {
 	// Active lists the ids of the cluster's runs that Advance may move on.
 	Active(ctx context.Context, r store.Reader, clusterID string) ([]string, error)
-	// AdvanceNodes moves one run on: it creates the child actions its
-	// limits admit now and settles its stages; it returns the node of every
-	// child it created and writes nothing when nothing changed.
-	AdvanceNodes(ctx context.Context, tx store.Tx, runID string) ([]string, error)
+	// AdvanceIn moves one run on: it creates the child actions its limits
+	// admit now and settles its stages; it returns the node of every child
+	// it created and writes nothing when nothing changed. It decides the
+	// run's next step outside the write transaction and takes one of st
+	// only to store it (under ctx's fencing epoch).
+	AdvanceIn(ctx context.Context, st store.Store, runID string) ([]string, error)
 	// Expire cancels the runs that waited for approval too long.
 	Expire(ctx context.Context, tx store.Tx) (int, error)
 }
 
 // advanceRuns moves the cluster's active runs on, each in its own
-// transaction: a run that cannot advance is logged and does not hold up the
+// transaction, decided before it (Runs.AdvanceIn): a run that cannot advance is logged and does not hold up the
 // others or the pass. It only reads when the cluster has none, so an idle
 // pass still writes nothing. It returns the nodes of the children it
 // created, without repeats.
@@ -48,19 +50,11 @@ func (o *Orchestrator) advanceRuns(ctx context.Context, clusterID string) []stri
 	}
 	var created []string
 	for _, id := range ids {
-		var nodes []string // set again if the store runs the transaction again
-		err := o.st.Update(ctx, func(tx store.Tx) error {
-			var err error
-			nodes, err = o.cfg.Runs.AdvanceNodes(ctx, tx, id)
-			return err
-		})
-		if err != nil {
-			if ctx.Err() == nil {
-				o.log.Warn("advance run", "cluster", clusterID, "run", id, "err", err)
-			}
-			continue
+		nodes, err := o.cfg.Runs.AdvanceIn(ctx, o.st, id)
+		if err != nil && ctx.Err() == nil {
+			o.log.Warn("advance run", "cluster", clusterID, "run", id, "err", err)
 		}
-		created = append(created, nodes...)
+		created = append(created, nodes...) // those of the steps stored before an error too
 	}
 	slices.Sort(created)
 	return slices.Compact(created)

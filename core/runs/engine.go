@@ -66,8 +66,10 @@ type Engine struct {
 	// Now returns the current time (UTC, microseconds); time.Now when nil.
 	Now func() time.Time
 	// planned, for tests, is called once a run is planned, before it is
-	// stored.
-	planned func()
+	// stored; advancePlanned once a run's next step is decided, before it
+	// is stored.
+	planned        func()
+	advancePlanned func()
 }
 
 func (e *Engine) now() time.Time {
@@ -789,17 +791,35 @@ func (e *Engine) AdvanceNodes(ctx context.Context, tx store.Tx, runID string) ([
 	return e.advance(ctx, tx, r, e.now())
 }
 
-// advance moves run r one step (see Advance) and returns the nodes of the
-// children it created.
+// advance moves run r one step (see Advance) in tx and returns the nodes
+// of the children it created.
 func (e *Engine) advance(ctx context.Context, tx store.Tx, r *store.Run, t time.Time) ([]string, error) {
 	kids, err := children(ctx, tx, r.ID, r.ApprovedBy)
 	if err != nil {
 		return nil, err
 	}
-	step, env, err := e.plan(ctx, tx, r, kids, t)
+	step, env, _, err := e.plan(ctx, tx, r, kids, t)
 	if err != nil {
 		return nil, err
 	}
+	if e.advancePlanned != nil {
+		e.advancePlanned()
+	}
+	created, again, err := e.apply(ctx, tx, r, kids, step, env, t)
+	if err != nil || !again {
+		return created, err
+	}
+	more, err := e.advance(ctx, tx, r, t)
+	return append(created, more...), err
+}
+
+// apply stores step, planned for run r over its children kids in env at
+// t: the run's stages and state, its events and the children to create.
+// again is true when the run should take its next step at once (nodes
+// found unavailable at their turn were decided, or children were born
+// finished).
+func (e *Engine) apply(ctx context.Context, tx store.Tx, r *store.Run, kids []Child, step Step, env PlanEnv,
+	t time.Time) (created []string, again bool, err error) {
 	who := actions.Core
 	changed := step.State != r.State
 	for i := range r.Stages {
@@ -825,16 +845,13 @@ func (e *Engine) advance(ctx context.Context, tx store.Tx, r *store.Run, t time.
 			if err := tx.AppendEvent(ctx, runEvent(r, store.EventRunNodeUnavailable, actions.Core, t,
 				fmt.Sprintf("run %s: stage %s: node %s is unavailable at its turn (%s)", r.ID, st.Name, node, u.As),
 				map[string]any{"stage": st.Name, "node": node, "as": u.As})); err != nil {
-				return nil, err
+				return nil, false, err
 			}
 		}
 	}
 	if decided {
 		r.UpdatedTS = t
-		if err := tx.UpdateRun(ctx, r); err != nil {
-			return nil, err
-		}
-		return e.advance(ctx, tx, r, t)
+		return nil, true, tx.UpdateRun(ctx, r)
 	}
 	if r.State == store.RunRunning && step.State == store.RunRunning {
 		// What holds its next nodes (with the nodes found waiting just
@@ -856,17 +873,17 @@ func (e *Engine) advance(ctx context.Context, tx store.Tx, r *store.Run, t time.
 				fmt.Sprintf("run %s: stage %s started on %d node(s)", r.ID, st.Name, len(st.Nodes)),
 				map[string]any{"stage": st.Name}))
 		case st.State == store.StageDone || st.State == store.StageFailed:
-			c := Count(st, kids)
+			errs := len(step.Failed[i]) // the stage's errors: one a failed node
 			err = tx.AppendEvent(ctx, runEvent(r, store.EventRunStageFinished, who, t,
-				fmt.Sprintf("run %s: stage %s %s (%d errors)", r.ID, st.Name, st.State, c.Errors),
-				map[string]any{"stage": st.Name, "state": st.State, "errors": c.Errors}))
+				fmt.Sprintf("run %s: stage %s %s (%d errors)", r.ID, st.Name, st.State, errs),
+				map[string]any{"stage": st.Name, "state": st.State, "errors": errs}))
 		}
 		if err != nil {
-			return nil, err
+			return nil, false, err
 		}
 	}
 	forgotten := 0
-	created := make([]string, 0, len(step.Create))
+	created = make([]string, 0, len(step.Create))
 	for _, n := range step.Create {
 		st := r.Stages[stageIndex(r, n.Stage)]
 		sp := stepOf(&st, n.Step)
@@ -879,7 +896,7 @@ func (e *Engine) advance(ctx context.Context, tx store.Tx, r *store.Run, t time.
 			ClusterID: r.ClusterID, NodeID: n.Node, Kind: sp.Kind, Args: args, TimeoutS: sp.TimeoutS,
 			Requester: r.Requester, ApprovedBy: r.ApprovedBy, NotBefore: r.NotBefore, Urgent: r.Urgent}, actions.Core)
 		if err != nil {
-			return nil, err
+			return nil, false, err
 		}
 		created = append(created, n.Node)
 		if rec.State.Final() {
@@ -893,14 +910,13 @@ func (e *Engine) advance(ctx context.Context, tx store.Tx, r *store.Run, t time.
 		if changed {
 			r.UpdatedTS = t
 			if err := tx.UpdateRun(ctx, r); err != nil {
-				return nil, err
+				return nil, false, err
 			}
 		}
-		more, err := e.advance(ctx, tx, r, t)
-		return append(created, more...), err
+		return created, true, nil
 	}
 	if !changed {
-		return created, nil
+		return created, false, nil
 	}
 	if step.State != r.State {
 		switch step.State {
@@ -909,31 +925,32 @@ func (e *Engine) advance(ctx context.Context, tx store.Tx, r *store.Run, t time.
 				// Children created but never sent do not run once their run
 				// has failed; those on their agents finish.
 				if err := e.cancelUnsent(ctx, tx, r); err != nil {
-					return nil, err
+					return nil, false, err
 				}
 			}
-			return created, e.finish(ctx, tx, r, step.State, step.Reason, store.EventRunFinished, who,
+			return created, false, e.finish(ctx, tx, r, step.State, step.Reason, store.EventRunFinished, who,
 				fmt.Sprintf("run %s %s: %s", r.ID, step.State, step.Reason))
 		case store.RunPaused:
 			r.State, r.StateReason, r.UpdatedTS = step.State, step.Reason, t
 			if err := tx.UpdateRun(ctx, r); err != nil {
-				return nil, err
+				return nil, false, err
 			}
 			if err := tx.AppendEvent(ctx, runEvent(r, store.EventRunPaused, who, t,
 				fmt.Sprintf("run %s paused: %s", r.ID, step.Reason), map[string]any{"reason": step.Reason})); err != nil {
-				return nil, err
+				return nil, false, err
 			}
-			return created, tx.AppendEvent(ctx, runEvent(r, store.EventApprovalWaiting, who, t,
+			return created, false, tx.AppendEvent(ctx, runEvent(r, store.EventApprovalWaiting, who, t,
 				fmt.Sprintf("run %s paused by errors waits for someone to resume or cancel it: %s", r.ID, step.Reason),
 				map[string]any{"reason": "paused"}))
 		}
 	}
 	r.UpdatedTS = t
-	return created, tx.UpdateRun(ctx, r)
+	return created, false, tx.UpdateRun(ctx, r)
 }
 
-// plan decides run r's next step given its children, at t, and returns it
-// with the environment it was planned in. The planner asks whether a node
+// plan decides run r's next step given its children, at t, reading the
+// nodes in rd, and returns it with the environment it was planned in and
+// what it read of the nodes. The planner asks whether a node
 // is DOWN or drained only of the nodes it would start now and of those a
 // stage waits for, so plan reads those nodes alone, one by one, rather
 // than every node of the cluster at every advance: it plans as if every
@@ -941,8 +958,9 @@ func (e *Engine) advance(ctx context.Context, tx store.Tx, r *store.Run, t time.
 // and plans again while one of them turns out unavailable. A stage whose
 // steps hold templates needs every node's labels: then every node is read
 // once.
-func (e *Engine) plan(ctx context.Context, tx store.Tx, r *store.Run, kids []Child, t time.Time) (Step, PlanEnv, error) {
+func (e *Engine) plan(ctx context.Context, rd store.Reader, r *store.Run, kids []Child, t time.Time) (Step, PlanEnv, nodesRead, error) {
 	env := PlanEnv{Now: t, Unavailable: map[string]bool{}, Drained: map[string]bool{}}
+	seen := nodesRead{marks: map[string]string{}}
 	mark := func(n *store.Node) {
 		if n.Status == store.NodeDown || n.Drained {
 			env.Unavailable[n.ID] = true
@@ -950,28 +968,29 @@ func (e *Engine) plan(ctx context.Context, tx store.Tx, r *store.Run, kids []Chi
 		if n.Drained {
 			env.Drained[n.ID] = true
 		}
+		seen.marks[n.ID] = nodeMark(n)
 	}
 	if hasAnyTemplates(r) {
-		nodes, err := tx.Nodes(ctx, r.ClusterID)
+		nodes, err := rd.Nodes(ctx, r.ClusterID)
 		if err != nil {
-			return Step{}, env, err
+			return Step{}, env, seen, err
 		}
+		seen.all = true
 		env.Labels = map[string]map[string]string{}
 		for i := range nodes {
 			mark(&nodes[i])
 			env.Labels[nodes[i].ID] = nodes[i].Labels
 		}
-		return PlanWith(r, kids, env), env, nil
+		return PlanWith(r, kids, env), env, seen, nil
 	}
-	read := map[string]bool{}
 	check := func(ids []string) (bool, error) {
 		found := false
 		for _, id := range ids {
-			if read[id] {
+			if _, ok := seen.marks[id]; ok {
 				continue
 			}
-			read[id] = true
-			n, err := tx.Node(ctx, r.ClusterID, id)
+			seen.marks[id] = ""
+			n, err := rd.Node(ctx, r.ClusterID, id)
 			if errors.Is(err, store.ErrNotFound) {
 				continue // forgotten: its child is born CANCELLED (actions.CreateChild)
 			} else if err != nil {
@@ -992,7 +1011,7 @@ func (e *Engine) plan(ctx context.Context, tx store.Tx, r *store.Run, kids []Chi
 	}
 	slices.Sort(waited)
 	if _, err := check(waited); err != nil {
-		return Step{}, env, err
+		return Step{}, env, seen, err
 	}
 	for {
 		step := PlanWith(r, kids, env)
@@ -1001,7 +1020,7 @@ func (e *Engine) plan(ctx context.Context, tx store.Tx, r *store.Run, kids []Chi
 			next = append(next, n.Node)
 		}
 		if found, err := check(next); err != nil || !found {
-			return step, env, err
+			return step, env, seen, err
 		}
 	}
 }

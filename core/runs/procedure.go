@@ -165,11 +165,63 @@ type stepTemplates struct {
 	parsed map[string]*template.Template
 	errs   map[string]error
 	args   map[string]any // a step's args, decoded
+	// whens memoizes decided whens by the values of what they read
+	// (whenKey): the nodes of a stage mostly share their labels, so a
+	// when is rendered once for each distinct set of them.
+	whens map[string]bool
+	reads map[string]reads // by template, what it reads (tmpl.Reads)
+}
+
+type reads struct {
+	fields [][]string
+	whole  bool
 }
 
 func newStepTemplates() *stepTemplates {
-	return &stepTemplates{parsed: map[string]*template.Template{}, errs: map[string]error{}, args: map[string]any{}}
+	return &stepTemplates{parsed: map[string]*template.Template{}, errs: map[string]error{}, args: map[string]any{},
+		whens: map[string]bool{}, reads: map[string]reads{}}
 }
+
+// whenKey is what decides when s renders for c: s and the value of every
+// field it reads (tmpl.Reads). ok is false when that cannot be said (s
+// reads its data whole, or a field through a value that is not a map).
+func (ts *stepTemplates) whenKey(s string, t *template.Template, c nodeContext) (key string, ok bool) {
+	r, ok := ts.reads[s]
+	if !ok {
+		r.fields, r.whole = tmpl.Reads(t)
+		ts.reads[s] = r
+	}
+	if r.whole {
+		return "", false
+	}
+	var b strings.Builder
+	b.WriteString(s)
+	for _, ident := range r.fields {
+		var v any = map[string]any(c)
+		for _, k := range ident {
+			var found bool
+			in := v
+			switch m := v.(type) {
+			case map[string]any:
+				v, found = m[k]
+			case map[string]string:
+				v, found = m[k]
+			default:
+				return "", false
+			}
+			if !found {
+				v = missingIn{fmt.Sprintf("%T", in)}
+				break
+			}
+		}
+		fmt.Fprintf(&b, "\x00%#v", v)
+	}
+	return b.String(), true
+}
+
+// missingIn stands, in a whenKey, for a field missing from a map of type
+// In.
+type missingIn struct{ In string }
 
 // parse returns s's template, parsed once (nil for a string without one).
 func (ts *stepTemplates) parse(s string) (*template.Template, error) {
@@ -213,6 +265,26 @@ func (ts *stepTemplates) evalWhen(sp *store.RunStep, c nodeContext) (bool, error
 	case "", WhenAlways:
 		return true, nil
 	}
+	t, err := ts.parse(sp.When)
+	if err != nil || t == nil {
+		return ts.decideWhen(sp, c)
+	}
+	key, ok := ts.whenKey(sp.When, t, c)
+	if !ok {
+		return ts.decideWhen(sp, c)
+	}
+	if run, hit := ts.whens[key]; hit {
+		return run, nil
+	}
+	run, err := ts.decideWhen(sp, c)
+	if err == nil { // an error (its time budget) is not kept
+		ts.whens[key] = run
+	}
+	return run, err
+}
+
+// decideWhen renders a step's when for c: true or false.
+func (ts *stepTemplates) decideWhen(sp *store.RunStep, c nodeContext) (bool, error) {
 	s, err := ts.render(sp.When, c, maxWhenRender)
 	if err != nil {
 		return false, fmt.Errorf("step %s: when: %v", sp.Name, err)

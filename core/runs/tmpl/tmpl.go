@@ -70,7 +70,10 @@ func Parse(s, missing string, field func(ident []string) error) (*template.Templ
 
 // Check walks t's parse tree and refuses every construct outside the
 // grammar (see Parse).
-func Check(t *template.Template, field func(ident []string) error) error {
+func Check(t *template.Template, field func(ident []string) error) error { return check(t, field, nil) }
+
+// check is Check, calling dot (when not nil) for every {{.}}.
+func check(t *template.Template, field func(ident []string) error, dot func()) error {
 	if len(t.Templates()) > 1 {
 		return errors.New("template: define and block are not allowed (" + Allowed + ")")
 	}
@@ -141,7 +144,11 @@ func Check(t *template.Template, field func(ident []string) error) error {
 			return errors.New("template: template and block are not allowed (" + Allowed + ")")
 		case *parse.VariableNode:
 			return errors.New("template: variables are not allowed (" + Allowed + ")")
-		case *parse.StringNode, *parse.NumberNode, *parse.BoolNode, *parse.TextNode, *parse.DotNode,
+		case *parse.DotNode:
+			if dot != nil {
+				dot()
+			}
+		case *parse.StringNode, *parse.NumberNode, *parse.BoolNode, *parse.TextNode,
 			*parse.NilNode, *parse.CommentNode:
 		default:
 			return fmt.Errorf("template: %s is not allowed (%s)", n, Allowed)
@@ -154,6 +161,22 @@ func Check(t *template.Template, field func(ident []string) error) error {
 // Fields calls fn with the identifiers of every field t reads, in order.
 func Fields(t *template.Template, fn func(ident []string)) {
 	_ = Check(t, func(ident []string) error { fn(ident); return nil })
+}
+
+// Reads returns what a template of the grammar reads of its data: the
+// fields, each once, and whether it reads the data whole ({{.}}). What t
+// renders depends on nothing else (its functions are pure), so equal
+// values of those give equal renders.
+func Reads(t *template.Template) (fields [][]string, whole bool) {
+	seen := map[string]bool{}
+	_ = check(t, func(ident []string) error {
+		if k := strings.Join(ident, "."); !seen[k] {
+			seen[k] = true
+			fields = append(fields, ident)
+		}
+		return nil
+	}, func() { whole = true })
+	return fields, whole
 }
 
 // ErrBound is a render stopped by its budget (bytes or time).

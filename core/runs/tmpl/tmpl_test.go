@@ -2,6 +2,7 @@ package tmpl
 
 import (
 	"errors"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -107,5 +108,33 @@ func TestARenderPastItsTimeStops(t *testing.T) {
 	}
 	if calls != 2 {
 		t.Fatalf("the clock was read %d times: the render went on past its deadline", calls)
+	}
+}
+
+// TestReadsListsEachFieldOnceAndTheWholeData: what a template reads, each
+// field once, and whether it reads its data whole.
+func TestReadsListsEachFieldOnceAndTheWholeData(t *testing.T) {
+	t.Parallel()
+	for _, c := range []struct {
+		s      string
+		fields []string
+		whole  bool
+	}{
+		{`{{ or (eq .node.labels.x "a") (eq .node.labels.x "b") (eq .params.p "c") }}`, []string{"node.labels.x", "params.p"}, false},
+		{`{{ if .a }}{{ . }}{{ end }}`, []string{"a"}, true},
+		{`plain`, nil, false},
+	} {
+		tp, err := Parse(c.s, MissingZero, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		fields, whole := Reads(tp)
+		var got []string
+		for _, f := range fields {
+			got = append(got, strings.Join(f, "."))
+		}
+		if !slices.Equal(got, c.fields) || whole != c.whole {
+			t.Errorf("%s reads %v (whole: %t); want %v (whole: %t)", c.s, got, whole, c.fields, c.whole)
+		}
 	}
 }
