@@ -13,13 +13,10 @@ import (
 	"path/filepath"
 	"regexp"
 	"strings"
-	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/musterhq/muster/shared/client"
-	"github.com/musterhq/muster/shared/testwait"
 )
 
 // floodCore starts a core with the default limits but for extraAPI (lines
@@ -282,43 +279,9 @@ func TestIdleConnectionFloodLeavesHealthAndAPIAnswering(t *testing.T) {
 	core, base, admin, _ := floodCore(t, "")
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	const slots, addrs = 2000, 16
-	var dials, reopened atomic.Int64
-	// Connections open at about 250 a second, each slot reopening as soon
-	// as its connection is closed.
-	pace := time.NewTicker(4 * time.Millisecond)
-	defer pace.Stop()
-	var wg sync.WaitGroup
-	defer wg.Wait()
-	defer cancel()
-	for i := range slots {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			d := net.Dialer{LocalAddr: &net.TCPAddr{IP: net.IPv4(127, 0, 3, byte(1+i%addrs))}}
-			for n := 0; ; n++ {
-				select {
-				case <-ctx.Done():
-					return
-				case <-pace.C:
-				}
-				c, err := d.DialContext(ctx, "tcp", core.Addr())
-				if err != nil {
-					continue
-				}
-				dials.Add(1)
-				if n > 0 {
-					reopened.Add(1)
-				}
-				go func() { <-ctx.Done(); c.Close() }()
-				_, _ = c.Read(make([]byte, 1)) // until the core closes it
-				c.Close()
-			}
-		}()
-	}
-	testwait.Within(t, time.Minute, "2,000 idle connections opened and 500 reopened", func() bool {
-		return dials.Load() >= slots && reopened.Load() >= 500
-	})
+	// Connections open at about 250 a second from 16 addresses.
+	const addrs = 16
+	flood := idleFlood(t, core.Addr(), 2000, 4*time.Millisecond, func(slot int) net.IP { return net.IPv4(127, 0, 3, byte(1+slot%addrs)) })
 	probe := from("127.0.0.1")
 	var worst time.Duration
 	for i := range 10 {
@@ -340,5 +303,5 @@ func TestIdleConnectionFloodLeavesHealthAndAPIAnswering(t *testing.T) {
 		worst = max(worst, d)
 	}
 	t.Logf("%d idle connections opened (%d reopened) from %d addresses: /health and GET /api/v1/clusters slowest %s",
-		dials.Load(), reopened.Load(), addrs, worst)
+		flood.dials.Load(), flood.reopened.Load(), addrs, worst)
 }

@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/musterhq/muster/shared/action"
+	"github.com/musterhq/muster/shared/names"
 	"github.com/musterhq/muster/shared/wire"
 )
 
@@ -42,7 +43,7 @@ func TestAPushKeepsTheRunChildsPlace(t *testing.T) {
 		"stage without a run": `"stage":"roll"`,
 		"negative wave":       `"run_id":"` + run + `","wave":-1`,
 		"control characters":  `"run_id":"` + run + `","step":"a\u001b[31m"`,
-		"a stage too long":    `"run_id":"` + run + `","stage":"` + strings.Repeat("s", 129) + `"`,
+		"a stage too long":    `"run_id":"` + run + `","stage":"` + strings.Repeat("s", names.MaxStep+1) + `"`,
 	} {
 		if st, b := f.do(t, http.MethodPost, "/api/v1/actions", `{"kind":"muster.io/debug.ping",`+bad+`}`); st != http.StatusBadRequest {
 			t.Errorf("%s: %d %s, want 400", name, st, b)

@@ -110,10 +110,10 @@ func TestRefusalsOfALiveJoinTokenAreOneEventAMinuteWithACount(t *testing.T) {
 	}
 }
 
-// TestRenewRefusalsAreOneEventAMinutePerSerial: a revoked certificate
+// TestRenewRefusalsAreOneEventAMinutePerNode: a revoked certificate
 // asking again and again for renewal writes one node.renew_refused event a
-// minute; another certificate has its own minute.
-func TestRenewRefusalsAreOneEventAMinutePerSerial(t *testing.T) {
+// minute; another node's certificate has its own minute.
+func TestRenewRefusalsAreOneEventAMinutePerNode(t *testing.T) {
 	t.Parallel()
 	e := setup(t)
 	clock, _ := e.clocked(enroll.Config{})
@@ -144,6 +144,56 @@ func TestRenewRefusalsAreOneEventAMinutePerSerial(t *testing.T) {
 	renew(t, ts, []byte(certs["app-1"].Certificate), keys["app-1"], "app-1")
 	if evs := e.refusalsBy(store.EventNodeRenewRefused, "app-1"); len(evs) != 2 || countOf(t, evs[1]) != 20 {
 		t.Fatalf("%d renewal refusal events a minute later, want 2, the second counting 20: %+v", len(evs), evs)
+	}
+}
+
+// TestRenewRefusalsOfOneNodeAreOneEventAMinuteWhateverTheSerial: a node
+// that renewed many times holds as many retired certificates; asking
+// renewal with each in turn, as a flood cycling serials past the
+// limiter's bound would, writes one node.renew_refused event a minute for
+// the node, not one per serial. The same once the certificates expired.
+func TestRenewRefusalsOfOneNodeAreOneEventAMinuteWhateverTheSerial(t *testing.T) {
+	t.Parallel()
+	e := setup(t)
+	clock, _ := e.clocked(enroll.Config{})
+	ts := e.tlsAPI()
+	e.joinToken("join", wire.CreateTokenRequest{ClusterID: "prod"})
+	csr, key := csrFor(t, "app-1")
+	var cur wire.EnrollResponse
+	e.call(http.MethodPost, "/api/v1/enroll", "join", wire.EnrollRequest{NodeID: "app-1", ClusterID: "prod", CSR: csr}, http.StatusCreated, &cur)
+	type pair struct{ cert, key []byte }
+	var retired []pair
+	for range 6 {
+		status, body, newKey := renew(t, ts, []byte(cur.Certificate), key, "app-1")
+		if status != http.StatusCreated {
+			t.Fatalf("renewal: %d %s", status, body)
+		}
+		retired = append(retired, pair{[]byte(cur.Certificate), key})
+		cur, key = wire.EnrollResponse{}, newKey
+		if err := json.Unmarshal(body, &cur); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for range 3 {
+		for _, p := range retired {
+			if status, body, _ := renew(t, ts, p.cert, p.key, "app-1"); status != http.StatusForbidden {
+				t.Fatalf("a retired certificate: %d %s, want 403", status, body)
+			}
+		}
+	}
+	if evs := e.refusalsBy(store.EventNodeRenewRefused, "app-1"); len(evs) != 1 {
+		t.Fatalf("%d renewal refusal events from %d retired certificates within a minute, want 1", len(evs), len(retired))
+	}
+	// Past every certificate's end: expired, still one event a minute.
+	clock.advance(enroll.DefaultLifetime + time.Hour)
+	for _, p := range append(retired, pair{[]byte(cur.Certificate), key}) {
+		if status, body, _ := renew(t, ts, p.cert, p.key, "app-1"); status != http.StatusUnauthorized && status != http.StatusForbidden {
+			t.Fatalf("an expired certificate: %d %s, want 401 or 403", status, body)
+		}
+	}
+	evs := e.refusalsBy(store.EventNodeRenewRefused, "app-1")
+	if len(evs) != 2 || countOf(t, evs[1]) != 3*len(retired) {
+		t.Fatalf("%d renewal refusal events after the certificates expired, want 2, the second counting %d: %+v", len(evs), 3*len(retired), evs)
 	}
 }
 

@@ -409,12 +409,15 @@ func (s *Service) Renew(ctx context.Context, peer []*x509.Certificate, req wire.
 	// node and cluster are set only from a certificate the agent CA
 	// signed: only then is a refusal an event (named after that node).
 	// Anyone who reaches the listener can send the others; they are
-	// logged.
+	// logged. The events are limited per node, the identity the CA
+	// vouched for, not per serial: a node that renewed n times holds n
+	// retired certificates (and as many once expired), and cycling
+	// through them would defeat a limiter keyed by serial.
 	node, cluster, serial := "", "", ""
 	refuse := func(err error) (*wire.EnrollResponse, error) {
 		key := ""
 		if node != "" {
-			key = refusalKey("serial", serial)
+			key = refusalKey("node", cluster+"/"+node)
 		}
 		s.refused(ctx, store.EventNodeRenewRefused, key, node, cluster, node, c, err)
 		return nil, err

@@ -8,7 +8,7 @@ import (
 )
 
 // refusalEvery is how often at most a refusal is written down for one key
-// (a join token, a certificate serial, or every unknown caller together):
+// (a join token, a node renewing, or every unknown caller together):
 // a refusal costs nothing to send and may be sent without end.
 const refusalEvery = time.Minute
 
@@ -76,7 +76,7 @@ func (l *limiter) size() int {
 const maxRefusalReason = 512
 
 // refusalKey is the limiter's key of a refusal by a known kind ("token",
-// "serial") and name; "" without a name (an unknown caller).
+// "node") and name; "" without a name (an unknown caller).
 func refusalKey(kind, name string) string {
 	if name == "" {
 		return ""

@@ -22,6 +22,7 @@ import (
 	"github.com/musterhq/muster/core/target"
 	"github.com/musterhq/muster/shared/action"
 	"github.com/musterhq/muster/shared/limit"
+	"github.com/musterhq/muster/shared/names"
 	"github.com/musterhq/muster/shared/wire"
 )
 
@@ -53,8 +54,6 @@ const (
 const (
 	MaxStages   = 50
 	MaxChildren = 10_000
-	// MaxStageName is the length of a stage name.
-	MaxStageName = 64
 	// MaxRunArgs bounds the args of all a run's stages together.
 	MaxRunArgs = 256 << 10
 	// MaxWaitS bounds a stage's soak and unavailable_timeout (7 days).
@@ -74,18 +73,6 @@ func sprintf(format string, args ...any) string { return fmt.Sprintf(format, arg
 
 func invalid(format string, args ...any) error {
 	return fmt.Errorf("%w: "+format, append([]any{ErrInvalid}, args...)...)
-}
-
-func validStageName(s string) bool {
-	if s == "" || len(s) > MaxStageName {
-		return false
-	}
-	for _, r := range s {
-		if !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || r == '-' || r == '_' || r == '.') {
-			return false
-		}
-	}
-	return true
 }
 
 // Check validates what does not depend on the cluster and fills the
@@ -112,8 +99,8 @@ func Check(req *wire.CreateRunRequest) error {
 			st.Name = "main"
 		}
 		where := fmt.Sprintf("stages[%d]", i)
-		if !validStageName(st.Name) {
-			return invalid("%s.name %q: letters, digits, '-', '_' and '.', at most %d", where, st.Name, MaxStageName)
+		if err := names.CheckStep(st.Name); err != nil {
+			return invalid("%s.name: %v", where, err)
 		}
 		where = fmt.Sprintf("stage %s", st.Name)
 		if seen[st.Name] {
@@ -234,8 +221,8 @@ func checkSteps(st *wire.StageSpec, where string) error {
 		if j >= len(st.Steps) {
 			at = fmt.Sprintf("%s: rollback[%d]", where, j-len(st.Steps))
 		}
-		if !validStageName(sp.Name) {
-			return invalid("%s.name %q: letters, digits, '-', '_' and '.', at most %d", at, sp.Name, MaxStageName)
+		if err := names.CheckStep(sp.Name); err != nil {
+			return invalid("%s.name: %v", at, err)
 		}
 		at = fmt.Sprintf("%s: step %s", where, sp.Name)
 		if seen[sp.Name] {

@@ -10,6 +10,8 @@ import (
 	"time"
 
 	"github.com/google/uuid"
+
+	"github.com/musterhq/muster/shared/names"
 )
 
 // Origin says where an action was created.
@@ -202,14 +204,10 @@ func depth(v any) int {
 	return d + 1
 }
 
-// MaxPlaceName is the longest stage or step name a run child's place may
-// carry (the core's own rules are narrower).
-const MaxPlaceName = 128
-
 // CheckRunPlace checks the place in a run that a push gives an action:
-// none, or a run id (a UUID in canonical form) with a stage and a step of
-// at most MaxPlaceName letters, digits, '-', '_' or '.', and a wave and an
-// attempt not below 0.
+// none, or a run id (a UUID in canonical form) with a stage and a step
+// named as names.CheckStep says (or none), and a wave and an attempt not
+// below 0.
 func CheckRunPlace(a *Action) error {
 	if a.RunID == "" {
 		if a.Stage != "" || a.Step != "" || a.Wave != 0 || a.Attempt != 0 {
@@ -221,26 +219,17 @@ func CheckRunPlace(a *Action) error {
 		return fmt.Errorf("%w: run_id %.100q is not a UUID in canonical form", ErrInvalid, a.RunID)
 	}
 	for field, v := range map[string]string{"stage": a.Stage, "step": a.Step} {
-		if !placeName(v) {
-			return fmt.Errorf("%w: %s is at most %d letters, digits, '-', '_' or '.'", ErrInvalid, field, MaxPlaceName)
+		if v == "" {
+			continue
+		}
+		if err := names.CheckStep(v); err != nil {
+			return fmt.Errorf("%w: %s: %v", ErrInvalid, field, err)
 		}
 	}
 	if a.Wave < 0 || a.Attempt < 0 {
 		return fmt.Errorf("%w: wave and attempt must not be negative", ErrInvalid)
 	}
 	return nil
-}
-
-func placeName(s string) bool {
-	if len(s) > MaxPlaceName {
-		return false
-	}
-	for _, r := range s {
-		if !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || r == '-' || r == '_' || r == '.') {
-			return false
-		}
-	}
-	return true
 }
 
 // SameContent reports whether two records carry the same kind and args.

@@ -187,12 +187,15 @@ func InternalHost(host string) bool {
 	return h == "localhost" || strings.HasSuffix(h, ".localhost")
 }
 
-// hostIP reads an IP literal, with or without an IPv6 zone.
+// hostIP reads an IP literal, with or without a zone. An IPv4 address may
+// carry one too: the dialler shows an IPv4-mapped literal with a zone
+// ([::ffff:127.0.0.1%lo]) as 127.0.0.1%lo to its control. No host name
+// holds a %.
 func hostIP(host string) (net.IP, bool) {
 	if ip := net.ParseIP(host); ip != nil {
 		return ip, true
 	}
-	if addr, _, ok := strings.Cut(host, "%"); ok && strings.Contains(addr, ":") {
+	if addr, _, ok := strings.Cut(host, "%"); ok {
 		if ip := net.ParseIP(addr); ip != nil {
 			return ip, true
 		}

@@ -139,7 +139,7 @@ func TestGossipRefusesLoopbackAddrsAfterResolution(t *testing.T) {
 // address, whether announced or dialled.
 func TestZonedAddressesAreInternal(t *testing.T) {
 	t.Parallel()
-	for _, host := range []string{"::1%lo", "fe80::1%eth0", "fe80::1%", "127.0.0.1", "localhost", "LocalHost.", "a.localhost", "::"} {
+	for _, host := range []string{"::1%lo", "fe80::1%eth0", "fe80::1%", "127.0.0.1", "127.0.0.1%lo", "::ffff:127.0.0.1%lo", "localhost", "LocalHost.", "a.localhost", "::"} {
 		if !InternalHost(host) {
 			t.Errorf("InternalHost(%q) = false", host)
 		}

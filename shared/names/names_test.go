@@ -37,6 +37,33 @@ func TestCheckID(t *testing.T) {
 	}
 }
 
+func TestCheckStep(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name string
+		ok   bool
+	}{
+		{"main", true},
+		{"roll-out_2.a", true},
+		{".", true}, // as the core always took it: a name, not a path
+		{strings.Repeat("s", MaxStep), true},
+		{"", false},
+		{"a b", false},
+		{"a/b", false},
+		{"a\x1b[31m", false},
+		{"étape", false},
+		{strings.Repeat("s", MaxStep+1), false},
+	} {
+		err := CheckStep(tc.name)
+		if (err == nil) != tc.ok {
+			t.Errorf("CheckStep(%q) = %v, want ok %v", tc.name, err, tc.ok)
+		}
+		if err != nil && !errors.Is(err, ErrInvalid) {
+			t.Errorf("CheckStep(%q): %v is not ErrInvalid", tc.name, err)
+		}
+	}
+}
+
 func TestCheckToken(t *testing.T) {
 	t.Parallel()
 	for _, tc := range []struct {

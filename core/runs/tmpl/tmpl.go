@@ -40,12 +40,11 @@ const Allowed = "fields, if/else and eq ne lt le gt ge and or not lower upper"
 var builtins = map[string]bool{"eq": true, "ne": true, "lt": true, "le": true, "gt": true, "ge": true,
 	"and": true, "or": true, "not": true}
 
-// Funcs are the functions a template may call besides the comparison and
-// logic built-ins. printf is not one: its widths let a few bytes build
-// megabytes.
-func Funcs() template.FuncMap {
-	return template.FuncMap{"lower": strings.ToLower, "upper": strings.ToUpper}
-}
+// funcs are the functions a template may call besides the comparison and
+// logic built-ins, read by Parse and by the grammar's walk alike; never
+// written (template.Funcs copies it). printf is not one: its widths let a
+// few bytes build megabytes.
+var funcs = template.FuncMap{"lower": strings.ToLower, "upper": strings.ToUpper}
 
 // Missing keys: what a field absent from the data renders as.
 const (
@@ -58,7 +57,7 @@ const (
 // may refuse it. missing is MissingZero or MissingError. Errors start with
 // "template: ".
 func Parse(s, missing string, field func(ident []string) error) (*template.Template, error) {
-	t, err := template.New("").Funcs(Funcs()).Option(missing).Parse(s)
+	t, err := template.New("").Funcs(funcs).Option(missing).Parse(s)
 	if err != nil {
 		return nil, fmt.Errorf("template: %s", strings.TrimPrefix(err.Error(), "template: :"))
 	}
@@ -127,7 +126,7 @@ func check(t *template.Template, field func(ident []string) error, dot func()) e
 				}
 			}
 		case *parse.IdentifierNode:
-			if !builtins[n.Ident] && Funcs()[n.Ident] == nil {
+			if !builtins[n.Ident] && funcs[n.Ident] == nil {
 				return fmt.Errorf("template: function %q is not allowed (%s)", n.Ident, Allowed)
 			}
 		case *parse.IfNode:

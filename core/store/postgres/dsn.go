@@ -14,8 +14,11 @@ import (
 // shows nothing of itself (an unescaped character of a password may be what
 // broke it): "" then.
 func Redact(dsn string) string {
+	if ambiguousURL(dsn) {
+		return ""
+	}
 	cfg, err := pgconn.ParseConfig(dsn)
-	if err != nil || ambiguousURL(dsn) {
+	if err != nil {
 		return ""
 	}
 	return fmt.Sprintf("host=%s port=%d database=%s user=%s", cfg.Host, cfg.Port, cfg.Database, cfg.User)
@@ -29,24 +32,34 @@ func Describe(dsn string) string {
 	return "not shown: pgx cannot read it"
 }
 
-// ambiguousURL reports a URL whose user info holds an unescaped @: pgx then
-// takes part of the password for the host, which Redact would show.
+// ambiguousURL reports a URL with an @ other than one ending its user info:
+// two in the authority, or one after the authority's end (its first /, ?
+// or #). Either is most often a password with an unescaped @, /, ? or #,
+// which pgx then cuts into a host, a port, a database or a parameter that
+// Redact and pgx's errors would show ("postgres://muster:5432/Secr3t@db"
+// reads as host muster, database "Secr3t@db"). Such a URL is refused
+// whole: an @ anywhere but in the user info is written %40.
 func ambiguousURL(dsn string) bool {
 	if !LooksLikeURL(dsn) {
 		return false
 	}
 	_, rest, _ := strings.Cut(dsn, "://")
-	authority, _, _ := strings.Cut(rest, "/")
-	authority, _, _ = strings.Cut(authority, "?")
-	return strings.Count(authority, "@") > 1
+	end := strings.IndexAny(rest, "/?#")
+	if end < 0 {
+		end = len(rest)
+	}
+	return strings.Count(rest[:end], "@") > 1 || strings.Contains(rest[end:], "@")
 }
 
 var passwordKey = regexp.MustCompile(`(?i)(^|\s)password\s*=`)
 
 // HasPassword reports whether the connection string itself holds a password
 // (a password in the URL's user info or query, or a password key), or may
-// hold one: a URL that cannot be read counts as one.
+// hold one: a URL that cannot be read, or is ambiguous, counts as one.
 func HasPassword(dsn string) bool {
+	if ambiguousURL(dsn) {
+		return true
+	}
 	if LooksLikeURL(dsn) {
 		u, err := url.Parse(dsn)
 		if err != nil {

@@ -2,6 +2,7 @@ package postgres
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net"
 	"net/url"
@@ -53,6 +54,8 @@ func TestPostgresPasswordNeverAppearsInStartupErrors(t *testing.T) {
 		"host=db.example user=muster password=s3cret-pw dbname=app": "host=db.example port=5432 database=app user=muster",
 		"host=db password='s3cret-pw":                               "",
 		"postgres://muster:s3cret@pw@db.example/app":                "",
+		"postgres://muster:5432/s3cret@db.example/app":              "",
+		"postgres://muster@db.example/app?user=s3cret@pw":           "",
 	} {
 		if got := Redact(dsn); got != want {
 			t.Errorf("Redact(%q) = %q, want %q", dsn, got, want)
@@ -61,6 +64,7 @@ func TestPostgresPasswordNeverAppearsInStartupErrors(t *testing.T) {
 	for dsn, want := range map[string]bool{
 		"postgres://muster:pw@db/app": true, "postgres://muster@db/app?password=pw": true, "postgres://muster@db/app": false,
 		"host=db password=pw": true, "host=db user=muster": false, "postgres://%zz": true,
+		"postgres://muster:5432/pw@db/app": true,
 	} {
 		if got := HasPassword(dsn); got != want {
 			t.Errorf("HasPassword(%q) = %v, want %v", dsn, got, want)
@@ -85,6 +89,12 @@ func TestNoPartOfAPasswordWithAnUnescapedAtIsShown(t *testing.T) {
 		fmt.Sprintf("postgres://muster:Secr3tA@Rest0fPassA@127.0.0.1:%d/muster?connect_timeout=1", closed),
 		fmt.Sprintf("postgresql://muster:Secr3tA:Rest0fPassA@@localhost:%d/muster?connect_timeout=1", closed),
 		fmt.Sprintf("postgres://muster:Secr3tA%%40Rest0fPassA@127.0.0.1:%d/muster?connect_timeout=1", closed),
+		// A / (or ? or #) of the password ends the authority: pgx took
+		// "muster:5432" for the host and the rest for the database.
+		"postgres://muster:5432/Secr3tA@127.0.0.1/muster?connect_timeout=1",
+		fmt.Sprintf("postgres://muster:%d/Secr3tA@Rest0fPassA@127.0.0.1/muster?connect_timeout=1", closed),
+		fmt.Sprintf("postgres://muster@127.0.0.1:%d/muster?connect_timeout=1&application_name=Secr3tA@Rest0fPassA", closed),
+		fmt.Sprintf("postgres://127.0.0.1:%d/muster?connect_timeout=1#Secr3tA@Rest0fPassA", closed),
 		fmt.Sprintf("host=127.0.0.1 port=%d user=muster password=Secr3tA@Rest0fPassA dbname=muster connect_timeout=1", closed),
 	} {
 		s, err := Open(context.Background(), dsn)
@@ -96,6 +106,9 @@ func TestNoPartOfAPasswordWithAnUnescapedAtIsShown(t *testing.T) {
 			if strings.Contains(err.Error(), secret) || strings.Contains(Describe(dsn), secret) {
 				t.Errorf("Open(%s) = %v: shows %s", dsn, err, secret)
 			}
+		}
+		if strings.HasPrefix(dsn, "postgres") && !strings.Contains(dsn, "%40") && !errors.Is(err, ErrAmbiguousURL) {
+			t.Errorf("Open(%s) = %v; want it refused before pgx reads it, saying to escape", dsn, err)
 		}
 		t.Logf("%s: %v", dsn, err)
 	}

@@ -83,6 +83,11 @@ var (
 	_ startstop.Service = (*Store)(nil)
 )
 
+// ErrAmbiguousURL is a postgres:// URL with an @ other than the one that
+// ends its user info: a password holding an unescaped @, /, ? or #.
+var ErrAmbiguousURL = errors.New("store.dsn: the URL has an @ other than the one ending its user info " +
+	"(write an @ of the password as %40, a / as %2F, a ? as %3F, a # as %23); nothing of it is shown")
+
 // Open connects to the database dsn names (a postgres:// URL or key=value
 // pairs), checks the server's version and applies the migrations. It
 // starts nothing: Start listens for other replicas' events. A bad DSN, an
@@ -90,11 +95,10 @@ var (
 // names the DSN only as Describe shows it: a password never appears.
 func Open(ctx context.Context, dsn string) (*Store, error) {
 	if ambiguousURL(dsn) {
-		// pgx would cut the user info at its first @ and take the rest
-		// of the password for the host, which its errors then show
-		// ("lookup Rest0fPass@db.example"): it never sees the string.
-		return nil, errors.New("store.dsn: the URL's user info holds more than one @ " +
-			"(write an @ of the password as %40); nothing of it is shown")
+		// pgx would cut the password at an @ or a / of it and take
+		// the rest for the host or the database, which its errors then
+		// show ("lookup Rest0fPass@db.example"): it never sees the string.
+		return nil, ErrAmbiguousURL
 	}
 	cfg, err := pgxpool.ParseConfig(dsn)
 	if err != nil {
