@@ -12,12 +12,16 @@ import (
 )
 
 // Dialect is what the statements core/store writes for both stores (the
-// appends here, the action list in list.go) need to know of one store's SQL.
+// appends here, the reads of reads.go, the action list in list.go) need to
+// know of one store's SQL.
 type Dialect struct {
 	Placeholder Placeholder
 	// Time is a time as the store binds it (SQLite: microseconds since the
 	// epoch; PostgreSQL: a timestamptz).
 	Time func(time.Time) any
+	// ReadTime reads a time column as the store's driver gives it (SQLite:
+	// microseconds since the epoch; PostgreSQL: a time.Time), in UTC.
+	ReadTime func(src any) (time.Time, error)
 	// Position is the function that finds a string in another
 	// (SQLite: instr; PostgreSQL: strpos).
 	Position string
@@ -59,7 +63,14 @@ type Writes struct {
 	// InsertSeq runs the INSERT ... RETURNING seq of an event and returns
 	// the seq (the store remembers it as the newest event of the
 	// transaction; PostgreSQL takes the events lock first).
-	InsertSeq Exec // Outbox, when set, chooses the notification destinations of each
+	InsertSeq Exec
+	// Query runs a read in the transaction.
+	Query Query
+	// Returning runs a statement that changes rows and returns them (...
+	// RETURNING) and calls each for every row; the store counts them as
+	// written. what names the write in errors.
+	Returning func(ctx context.Context, what, stmt string, args []any, each func(Row) error) error
+	// Outbox, when set, chooses the notification destinations of each
 	// event; AppendEvent writes their deliveries with it.
 	Outbox Outbox
 }

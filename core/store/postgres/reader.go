@@ -23,9 +23,33 @@ type querier interface {
 	QueryRow(ctx context.Context, sql string, args ...any) pgx.Row
 }
 
-// reader answers the store.Reader queries inside one transaction.
+// reader answers the store.Reader queries inside one transaction. The
+// reads both stores make with the same SQL are store.Reads'.
 type reader struct {
+	store.Reads
 	q querier
+}
+
+// newReader returns the reader of a transaction.
+func newReader(q querier) *reader {
+	r := &reader{q: q}
+	r.Reads = store.Reads{Dialect: dialect, Query: r.each}
+	return r
+}
+
+// each runs a statement and calls fn for every row: store.Query.
+func (r *reader) each(ctx context.Context, q string, args []any, fn func(store.Row) error) error {
+	rows, err := r.query(ctx, q, args...)
+	if err != nil {
+		return err
+	}
+	defer rows.Close()
+	for rows.Next() {
+		if err := fn(rows); err != nil {
+			return err
+		}
+	}
+	return rows.Err()
 }
 
 var _ store.Reader = (*reader)(nil)

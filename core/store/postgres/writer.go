@@ -35,7 +35,9 @@ var _ store.Tx = (*writer)(nil)
 // store.Writes'.
 func newWriter(tx pgx.Tx) *writer {
 	w := &writer{reader: reader{q: tx}}
-	w.Writes = store.Writes{Dialect: dialect, Exec: w.exec, InsertSeq: w.insertSeq}
+	w.Reads = store.Reads{Dialect: dialect, Query: w.each}
+	w.Writes = store.Writes{Dialect: dialect, Exec: w.exec, InsertSeq: w.insertSeq, Query: w.each,
+		Returning: w.returning}
 	return w
 }
 
@@ -116,7 +118,29 @@ func (w *writer) DeleteNode(ctx context.Context, clusterID, nodeID string) error
 }
 
 // dialect is PostgreSQL's, for the statements core/store writes for both stores.
-var dialect = store.Dialect{Placeholder: store.DollarNumbers, Time: func(t time.Time) any { return action.UTC(t) }, Position: "strpos"}
+var dialect = store.Dialect{Placeholder: store.DollarNumbers, Time: func(t time.Time) any { return action.UTC(t) },
+	ReadTime: readTime, Position: "strpos"}
+
+// readTime reads a timestamptz column, in UTC.
+func readTime(src any) (time.Time, error) {
+	t, ok := src.(time.Time)
+	if !ok {
+		return time.Time{}, fmt.Errorf("time column: %T, want a time", src)
+	}
+	return t.UTC(), nil
+}
+
+// returning runs a statement that changes rows and returns them, calls each
+// for every row and counts them as written.
+func (w *writer) returning(ctx context.Context, what, q string, args []any, each func(store.Row) error) error {
+	n := int64(0)
+	err := w.each(ctx, q, args, func(row store.Row) error {
+		n++
+		return each(row)
+	})
+	w.rows += n
+	return translate(err, what)
+}
 
 // insertSeq takes the events lock (once a transaction), runs an INSERT ...
 // RETURNING seq of an event, remembers the seq as the newest event and

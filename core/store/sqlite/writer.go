@@ -26,7 +26,9 @@ type writer struct {
 // the Update.
 func newWriter() *writer {
 	w := &writer{}
-	w.Writes = store.Writes{Dialect: dialect, Exec: w.execRows, InsertSeq: w.insertSeq}
+	w.Reads = store.Reads{Dialect: dialect, Query: w.each}
+	w.Writes = store.Writes{Dialect: dialect, Exec: w.execRows, InsertSeq: w.insertSeq, Query: w.each,
+		Returning: w.returning}
 	return w
 }
 
@@ -109,7 +111,17 @@ func (w *writer) DeleteNode(ctx context.Context, clusterID, nodeID string) error
 }
 
 // dialect is SQLite's, for the statements core/store writes for both stores.
-var dialect = store.Dialect{Placeholder: store.QuestionMarks, Time: func(t time.Time) any { return shsqlite.Micros(t) }, Position: "instr"}
+var dialect = store.Dialect{Placeholder: store.QuestionMarks, Time: func(t time.Time) any { return shsqlite.Micros(t) },
+	ReadTime: readMicros, Position: "instr"}
+
+// readMicros reads a time column: microseconds since the epoch.
+func readMicros(src any) (time.Time, error) {
+	v, ok := src.(int64)
+	if !ok {
+		return time.Time{}, fmt.Errorf("time column: %T, want microseconds", src)
+	}
+	return shsqlite.FromMicros(v), nil
+}
 
 // execRows is exec as a store.Exec.
 func (w *writer) execRows(ctx context.Context, what, q string, args ...any) (int64, error) {
@@ -177,4 +189,32 @@ func (w *writer) DeleteToken(ctx context.Context, name string) error {
 		err = fmt.Errorf("%s: %w", what, store.ErrNotFound)
 	}
 	return err
+}
+
+// returning runs a statement that changes rows and returns them, calls each
+// for every row and counts them as written.
+func (w *writer) returning(ctx context.Context, what, q string, args []any, each func(store.Row) error) error {
+	n := int64(0)
+	err := w.each(ctx, q, args, func(row store.Row) error {
+		n++
+		return each(row)
+	})
+	w.rows += n
+	return translate(err, what)
+}
+
+// optMicros stores an optional time (NULL when nil).
+func optMicros(t *time.Time) any {
+	if t == nil {
+		return nil
+	}
+	return shsqlite.Micros(*t)
+}
+
+// optInt stores an optional count (NULL when nil).
+func optInt(n *int) any {
+	if n == nil {
+		return nil
+	}
+	return *n
 }
