@@ -170,7 +170,7 @@ func (w Writes) UpdateDelivery(ctx context.Context, dv *Delivery) error {
 	}
 	ps, args := d.values(1, dv.ID, dv.Destination, dv.EventSeq, dv.State, dv.Attempts, d.Time(dv.CreatedTS),
 		d.Time(dv.NextTS), d.Time(dv.UpdatedTS), dv.LastStatus, dv.LastError)
-	n, err := w.Exec(ctx, what, `INSERT INTO notify_deliveries (`+DeliveryColumns+`) SELECT `+ps+`
+	n, err := w.Exec(ctx, what, `INSERT INTO notify_deliveries (`+deliveryColumns+`) SELECT `+ps+`
 		WHERE EXISTS (SELECT 1 FROM notify_outbox WHERE seq = `+d.Placeholder(len(args)+1)+` AND `+
 		d.contains("destinations", d.Placeholder(len(args)+2))+`)
 		ON CONFLICT (id) DO UPDATE SET state = excluded.state, attempts = excluded.attempts,
