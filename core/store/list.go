@@ -151,11 +151,11 @@ func after(keys []SortKey, val func(field string) string) string {
 	return "(" + strings.Join(ors, " OR ") + ")"
 }
 
-// ListRuns is Reader.ListRuns of both stores: columns and briefColumns are
+// listRuns is Reader.ListRuns of both stores: columns and briefColumns are
 // the store's run columns (whole and brief), ph its placeholder style, and
 // runs reads a statement of runs (brief ones when brief) in its
 // transaction. A marker that names no run lists nothing.
-func ListRuns(ctx context.Context, q RunQuery, columns, briefColumns string, ph Placeholder,
+func listRuns(ctx context.Context, q RunQuery, columns, briefColumns string, ph Placeholder,
 	runs func(ctx context.Context, brief bool, stmt string, args ...any) ([]Run, error)) ([]Run, error) {
 	if q.Brief {
 		columns = briefColumns

@@ -6,7 +6,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"strings"
 	"time"
 
 	"github.com/musterhq/muster/core/store"
@@ -431,9 +430,4 @@ func scanToken(s scanner) (*store.Token, error) {
 	}
 	t.CreatedTS = shsqlite.FromMicros(ts)
 	return &t, nil
-}
-
-// placeholders returns "?, ?, ?" for n values.
-func placeholders(n int) string {
-	return strings.TrimSuffix(strings.Repeat("?, ", n), ", ")
 }

@@ -205,7 +205,7 @@ func TestRunChildrenAreReadThroughTheirIndex(t *testing.T) {
 		}
 	}
 	// A run's started nodes are counted in the index alone.
-	rows, err := db.QueryContext(ctx, "EXPLAIN QUERY PLAN "+startedNodesQuery, "run-1")
+	rows, err := db.QueryContext(ctx, "EXPLAIN QUERY PLAN "+store.StartedNodesSQL(store.QuestionMarks), "run-1")
 	if err != nil {
 		t.Fatal(err)
 	}
