@@ -22,6 +22,10 @@ type Dialect struct {
 	// ReadTime reads a time column as the store's driver gives it (SQLite:
 	// microseconds since the epoch; PostgreSQL: a time.Time), in UTC.
 	ReadTime func(src any) (time.Time, error)
+	// Unindexed is the prefix of a column that keeps the planner off its
+	// index (SQLite: a unary +; PostgreSQL: none, its planner needs no
+	// hint).
+	Unindexed string
 	// Position is the function that finds a string in another
 	// (SQLite: instr; PostgreSQL: strpos).
 	Position string

@@ -112,7 +112,7 @@ func (w *writer) DeleteNode(ctx context.Context, clusterID, nodeID string) error
 
 // dialect is SQLite's, for the statements core/store writes for both stores.
 var dialect = store.Dialect{Placeholder: store.QuestionMarks, Time: func(t time.Time) any { return shsqlite.Micros(t) },
-	ReadTime: readMicros, Position: "instr"}
+	ReadTime: readMicros, Unindexed: "+", Position: "instr"}
 
 // readMicros reads a time column: microseconds since the epoch.
 func readMicros(src any) (time.Time, error) {
