@@ -151,3 +151,20 @@ func (w Writes) RevokeAgentCerts(ctx context.Context, clusterID, nodeID string, 
 	}
 	return out, nil
 }
+
+// DeleteToken is Tx.DeleteToken of both stores: it removes a token
+// (ErrNotFound when there is none) and, in the same transaction, its web UI
+// sessions.
+func (w Writes) DeleteToken(ctx context.Context, name string) error {
+	ph := w.Dialect.Placeholder
+	what := fmt.Sprintf("delete token %q", name)
+	if _, err := w.Exec(ctx, what, `DELETE FROM ui_sessions WHERE token_hash IN (SELECT hash FROM tokens WHERE name = `+
+		ph(1)+`)`, name); err != nil {
+		return err
+	}
+	n, err := w.Exec(ctx, what, `DELETE FROM tokens WHERE name = `+ph(1), name)
+	if err == nil && n == 0 {
+		err = fmt.Errorf("%s: %w", what, ErrNotFound)
+	}
+	return err
+}

@@ -308,3 +308,26 @@ func (w Writes) UpdateAction(ctx context.Context, r *Record) error {
 	}
 	return err
 }
+
+// PurgeActions is Tx.PurgeActions of both stores: it deletes up to limit
+// finished actions last changed before t, oldest first, but for the
+// children of runs still open (a run that lost them would create them
+// again); their history goes with them (ON DELETE CASCADE). The states are
+// literals so that the partial index actions_finished serves the query.
+func (w Writes) PurgeActions(ctx context.Context, before time.Time, limit int) (int, error) {
+	d := w.Dialect
+	n, err := w.Exec(ctx, "purge actions", `DELETE FROM actions WHERE seq IN (
+		SELECT seq FROM actions WHERE state IN ('DONE', 'FAILED', 'CANCELLED', 'LOST') AND updated_ts < `+d.Placeholder(1)+`
+			AND (run_id = '' OR run_id NOT IN (SELECT id FROM runs WHERE state IN ('PENDING_APPROVE', 'RUNNING', 'PAUSED')))
+		ORDER BY updated_ts, seq LIMIT `+d.Placeholder(2)+`)`, d.Time(before), limit)
+	return int(n), err
+}
+
+// PurgeEvents is Tx.PurgeEvents of both stores: it deletes up to limit
+// events older than t, oldest first.
+func (w Writes) PurgeEvents(ctx context.Context, before time.Time, limit int) (int, error) {
+	d := w.Dialect
+	n, err := w.Exec(ctx, "purge events", `DELETE FROM events WHERE seq IN (
+		SELECT seq FROM events WHERE ts < `+d.Placeholder(1)+` ORDER BY seq LIMIT `+d.Placeholder(2)+`)`, d.Time(before), limit)
+	return int(n), err
+}

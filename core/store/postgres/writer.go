@@ -61,19 +61,6 @@ func list(v []string) []string {
 	return v
 }
 
-// PutCluster creates or replaces a cluster. A zero UpdatedTS is set to now.
-func (w *writer) PutCluster(ctx context.Context, c *store.Cluster) error {
-	if c.UpdatedTS.IsZero() {
-		c.UpdatedTS = now()
-	}
-	_, err := w.exec(ctx, fmt.Sprintf("put cluster %q", c.ID),
-		`INSERT INTO clusters (id, status, status_reason, updated_ts) VALUES ($1, $2, $3, $4)
-		ON CONFLICT (id) DO UPDATE SET status = excluded.status,
-			status_reason = excluded.status_reason, updated_ts = excluded.updated_ts`,
-		c.ID, c.Status, c.StatusReason, action.UTC(c.UpdatedTS))
-	return err
-}
-
 // PutNode creates or replaces a node; its cluster must exist (ErrNotFound
 // otherwise). A zero UpdatedTS is set to now.
 func (w *writer) PutNode(ctx context.Context, n *store.Node) error {
@@ -103,16 +90,6 @@ func (w *writer) PutNode(ctx context.Context, n *store.Node) error {
 		n.Version, nullTS(n.LastContact), action.UTC(n.UpdatedTS), string(labels), n.DrainedBy, n.DrainReason)
 	if err == nil && rows == 0 {
 		err = fmt.Errorf("%s: cluster %q: %w", what, n.ClusterID, store.ErrNotFound)
-	}
-	return err
-}
-
-// DeleteNode removes a node (ErrNotFound when there is none). Its actions stay.
-func (w *writer) DeleteNode(ctx context.Context, clusterID, nodeID string) error {
-	what := fmt.Sprintf("delete node %s/%s", clusterID, nodeID)
-	n, err := w.exec(ctx, what, `DELETE FROM nodes WHERE cluster_id = $1 AND id = $2`, clusterID, nodeID)
-	if err == nil && n == 0 {
-		err = fmt.Errorf("%s: %w", what, store.ErrNotFound)
 	}
 	return err
 }
@@ -161,26 +138,6 @@ func (w *writer) insertSeq(ctx context.Context, what, q string, args ...any) (in
 	return seq, nil
 }
 
-// PurgeActions deletes up to limit finished actions last changed before t,
-// oldest first, but for the children of runs still open (a run that lost
-// them would create them again); their history goes with them (ON DELETE CASCADE). The
-// states are literals so that the partial index actions_finished serves
-// the query.
-func (w *writer) PurgeActions(ctx context.Context, before time.Time, limit int) (int, error) {
-	n, err := w.exec(ctx, "purge actions", `DELETE FROM actions WHERE seq IN (
-		SELECT seq FROM actions WHERE state IN ('DONE', 'FAILED', 'CANCELLED', 'LOST') AND updated_ts < $1
-			AND (run_id = '' OR run_id NOT IN (SELECT id FROM runs WHERE state IN ('PENDING_APPROVE', 'RUNNING', 'PAUSED')))
-		ORDER BY updated_ts, seq LIMIT $2)`, action.UTC(before), limit)
-	return int(n), err
-}
-
-// PurgeEvents deletes up to limit events older than t, oldest first.
-func (w *writer) PurgeEvents(ctx context.Context, before time.Time, limit int) (int, error) {
-	n, err := w.exec(ctx, "purge events", `DELETE FROM events WHERE seq IN (
-		SELECT seq FROM events WHERE ts < $1 ORDER BY seq LIMIT $2)`, action.UTC(before), limit)
-	return int(n), err
-}
-
 // InsertToken stores a new token (ErrExists when the hash is taken, or the
 // name is, ignoring case: migration 003). A zero CreatedTS is set to now.
 func (w *writer) InsertToken(ctx context.Context, t *store.Token) error {
@@ -194,20 +151,6 @@ func (w *writer) InsertToken(ctx context.Context, t *store.Token) error {
 		t.Name, list(t.Roles), t.Hash, action.UTC(t.CreatedTS), nullTS(t.ExpiresTS), t.ClusterID, t.UsesLeft)
 	if err == nil && n == 0 {
 		err = fmt.Errorf("%s: %w", what, store.ErrExists)
-	}
-	return err
-}
-
-// DeleteToken removes a token (ErrNotFound when there is none).
-func (w *writer) DeleteToken(ctx context.Context, name string) error {
-	what := fmt.Sprintf("delete token %q", name)
-	// Its web UI sessions go with it, in the same transaction.
-	if _, err := w.exec(ctx, what, `DELETE FROM ui_sessions WHERE token_hash IN (SELECT hash FROM tokens WHERE name = $1)`, name); err != nil {
-		return err
-	}
-	n, err := w.exec(ctx, what, `DELETE FROM tokens WHERE name = $1`, name)
-	if err == nil && n == 0 {
-		err = fmt.Errorf("%s: %w", what, store.ErrNotFound)
 	}
 	return err
 }

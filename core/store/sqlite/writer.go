@@ -58,19 +58,6 @@ func jsonList(v []string) (string, error) {
 	return string(b), err
 }
 
-// PutCluster creates or replaces a cluster. A zero UpdatedTS is set to now.
-func (w *writer) PutCluster(ctx context.Context, c *store.Cluster) error {
-	if c.UpdatedTS.IsZero() {
-		c.UpdatedTS = now()
-	}
-	_, _, err := w.exec(ctx, fmt.Sprintf("put cluster %q", c.ID),
-		`INSERT INTO clusters (id, status, status_reason, updated_ts) VALUES (?, ?, ?, ?)
-		ON CONFLICT (id) DO UPDATE SET status = excluded.status,
-			status_reason = excluded.status_reason, updated_ts = excluded.updated_ts`,
-		c.ID, c.Status, c.StatusReason, shsqlite.Micros(c.UpdatedTS))
-	return err
-}
-
 // PutNode creates or replaces a node; its cluster must exist (ErrNotFound
 // otherwise). A zero UpdatedTS is set to now.
 func (w *writer) PutNode(ctx context.Context, n *store.Node) error {
@@ -97,16 +84,6 @@ func (w *writer) PutNode(ctx context.Context, n *store.Node) error {
 			drained_by = excluded.drained_by, drain_reason = excluded.drain_reason`,
 		n.ClusterID, n.ID, n.Addr, n.Source, n.Status, n.StatusReason, n.DownCause, n.Drained, n.StoreID, n.Cursor, kinds,
 		n.Version, shsqlite.NullMicros(n.LastContact), shsqlite.Micros(n.UpdatedTS), string(lbls), n.DrainedBy, n.DrainReason)
-	return err
-}
-
-// DeleteNode removes a node (ErrNotFound when there is none). Its actions stay.
-func (w *writer) DeleteNode(ctx context.Context, clusterID, nodeID string) error {
-	what := fmt.Sprintf("delete node %s/%s", clusterID, nodeID)
-	_, n, err := w.exec(ctx, what, `DELETE FROM nodes WHERE cluster_id = ? AND id = ?`, clusterID, nodeID)
-	if err == nil && n == 0 {
-		err = fmt.Errorf("%s: %w", what, store.ErrNotFound)
-	}
 	return err
 }
 
@@ -141,26 +118,6 @@ func (w *writer) insertSeq(ctx context.Context, what, q string, args ...any) (in
 	return seq, nil
 }
 
-// PurgeActions deletes up to limit finished actions last changed before t,
-// oldest first, but for the children of runs still open (a run that lost
-// them would create them again); their history goes with them (ON DELETE CASCADE).
-func (w *writer) PurgeActions(ctx context.Context, before time.Time, limit int) (int, error) {
-	// The states are literals so that the partial index actions_finished
-	// (migration 004) serves the query.
-	_, n, err := w.exec(ctx, "purge actions", `DELETE FROM actions WHERE seq IN (
-		SELECT seq FROM actions WHERE state IN ('DONE', 'FAILED', 'CANCELLED', 'LOST') AND updated_ts < ?
-			AND (run_id = '' OR run_id NOT IN (SELECT id FROM runs WHERE state IN ('PENDING_APPROVE', 'RUNNING', 'PAUSED')))
-		ORDER BY updated_ts, seq LIMIT ?)`, shsqlite.Micros(before), limit)
-	return int(n), err
-}
-
-// PurgeEvents deletes up to limit events older than t, oldest first.
-func (w *writer) PurgeEvents(ctx context.Context, before time.Time, limit int) (int, error) {
-	_, n, err := w.exec(ctx, "purge events", `DELETE FROM events WHERE seq IN (
-		SELECT seq FROM events WHERE ts < ? ORDER BY seq LIMIT ?)`, shsqlite.Micros(before), limit)
-	return int(n), err
-}
-
 // InsertToken stores a new token (ErrExists when the hash is taken, or the
 // name is, ignoring case: migration 006). A zero CreatedTS is set to now.
 func (w *writer) InsertToken(ctx context.Context, t *store.Token) error {
@@ -174,20 +131,6 @@ func (w *writer) InsertToken(ctx context.Context, t *store.Token) error {
 	_, _, err = w.exec(ctx, fmt.Sprintf("insert token %q", t.Name),
 		`INSERT INTO tokens (name, roles, hash, created_ts, expires_ts, cluster_id, uses_left) VALUES (?, ?, ?, ?, ?, ?, ?)`,
 		t.Name, roles, t.Hash, shsqlite.Micros(t.CreatedTS), optMicros(t.ExpiresTS), t.ClusterID, optInt(t.UsesLeft))
-	return err
-}
-
-// DeleteToken removes a token (ErrNotFound when there is none).
-func (w *writer) DeleteToken(ctx context.Context, name string) error {
-	what := fmt.Sprintf("delete token %q", name)
-	// Its web UI sessions go with it, in the same transaction.
-	if _, _, err := w.exec(ctx, what, `DELETE FROM ui_sessions WHERE token_hash IN (SELECT hash FROM tokens WHERE name = ?)`, name); err != nil {
-		return err
-	}
-	_, n, err := w.exec(ctx, what, `DELETE FROM tokens WHERE name = ?`, name)
-	if err == nil && n == 0 {
-		err = fmt.Errorf("%s: %w", what, store.ErrNotFound)
-	}
 	return err
 }
 
