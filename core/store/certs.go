@@ -168,3 +168,82 @@ func (w Writes) DeleteToken(ctx context.Context, name string) error {
 	}
 	return err
 }
+
+const tokenColumns = `name, roles, hash, created_ts, expires_ts, cluster_id, uses_left`
+
+func (d Dialect) scanToken(row Row) (Token, error) {
+	var t Token
+	var uses *int64
+	if err := row.Scan(&t.Name, d.ListInto(&t.Roles), &t.Hash, d.timeInto(&t.CreatedTS), d.nullTimeInto(&t.ExpiresTS),
+		&t.ClusterID, &uses); err != nil {
+		return t, err
+	}
+	if uses != nil {
+		n := int(*uses)
+		t.UsesLeft = &n
+	}
+	if len(t.Roles) == 0 {
+		t.Roles = nil
+	}
+	return t, nil
+}
+
+// Tokens is Reader.Tokens of both stores.
+func (r Reads) Tokens(ctx context.Context) ([]Token, error) {
+	var out []Token
+	err := r.Query(ctx, `SELECT `+tokenColumns+` FROM tokens ORDER BY name`, nil, func(row Row) error {
+		t, err := r.Dialect.scanToken(row)
+		if err != nil {
+			return err
+		}
+		out = append(out, t)
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("tokens: %w", err)
+	}
+	return out, nil
+}
+
+// TokenByHash is Reader.TokenByHash of both stores.
+func (r Reads) TokenByHash(ctx context.Context, hash string) (*Token, error) {
+	var t Token
+	found, err := r.one(ctx, `SELECT `+tokenColumns+` FROM tokens WHERE hash = `+r.Dialect.Placeholder(1), []any{hash},
+		func(row Row) (err error) {
+			t, err = r.Dialect.scanToken(row)
+			return err
+		})
+	if err != nil {
+		return nil, fmt.Errorf("token: %w", err)
+	}
+	if !found {
+		return nil, fmt.Errorf("token: %w", ErrNotFound)
+	}
+	return &t, nil
+}
+
+// InsertToken is Tx.InsertToken of both stores: it stores a new token
+// (ErrExists when the hash is taken, or the name is, ignoring case, without
+// failing the transaction). A zero CreatedTS is set to now.
+func (w Writes) InsertToken(ctx context.Context, t *Token) error {
+	d := w.Dialect
+	if t.CreatedTS.IsZero() {
+		t.CreatedTS = Now()
+	}
+	what := fmt.Sprintf("insert token %q", t.Name)
+	roles, err := d.List(t.Roles)
+	if err != nil {
+		return fmt.Errorf("%s: roles: %w", what, err)
+	}
+	var uses any
+	if t.UsesLeft != nil {
+		uses = *t.UsesLeft
+	}
+	ps, args := d.values(1, t.Name, roles, t.Hash, d.Time(t.CreatedTS), d.nullTime(t.ExpiresTS), t.ClusterID, uses)
+	n, err := w.Exec(ctx, what, `INSERT INTO tokens (name, roles, hash, created_ts, expires_ts, cluster_id, uses_left)
+		VALUES (`+ps+`) ON CONFLICT DO NOTHING`, args...)
+	if err == nil && n == 0 {
+		err = fmt.Errorf("%s: %w", what, ErrExists)
+	}
+	return err
+}

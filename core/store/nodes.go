@@ -2,12 +2,13 @@ package store
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 )
 
-// The writes of clusters and nodes both stores make with the same SQL.
-// Each store reads nodes and puts them itself: their kinds are a JSON list
-// in SQLite, an array in PostgreSQL.
+// Clusters and nodes, in both stores. Each store puts a node itself (a
+// missing cluster is a failed foreign key in SQLite, no row written in
+// PostgreSQL) and lists the down ones.
 
 // PutCluster is Tx.PutCluster of both stores: it creates or replaces a
 // cluster. A zero UpdatedTS is set to now.
@@ -35,4 +36,69 @@ func (w Writes) DeleteNode(ctx context.Context, clusterID, nodeID string) error 
 		err = fmt.Errorf("%s: %w", what, ErrNotFound)
 	}
 	return err
+}
+
+// NodeColumns are the columns of a node row, in the order Reads scans
+// them and each store's PutNode writes them.
+const NodeColumns = `cluster_id, id, addr, source, status, status_reason, down_cause, drained, store_id, cursor, kinds, version, last_contact, updated_ts, labels, drained_by, drain_reason`
+
+func (d Dialect) scanNode(row Row) (Node, error) {
+	var n Node
+	var labels string
+	var kinds []string
+	err := row.Scan(&n.ClusterID, &n.ID, &n.Addr, &n.Source, &n.Status, &n.StatusReason, &n.DownCause, &n.Drained,
+		&n.StoreID, &n.Cursor, d.ListInto(&kinds), &n.Version, d.nullTimeInto(&n.LastContact), d.timeInto(&n.UpdatedTS),
+		&labels, &n.DrainedBy, &n.DrainReason)
+	if err != nil {
+		return n, err
+	}
+	n.Kinds, n.ArgsSchemas = FromKindsColumn(kinds)
+	if err := json.Unmarshal([]byte(labels), &n.Labels); err != nil {
+		return n, fmt.Errorf("node %s/%s: labels: %w", n.ClusterID, n.ID, err)
+	}
+	if len(n.Labels) == 0 {
+		n.Labels = nil
+	}
+	return n, nil
+}
+
+// Nodes is Reader.Nodes of both stores.
+func (r Reads) Nodes(ctx context.Context, clusterID string) ([]Node, error) {
+	stmt := `SELECT ` + NodeColumns + ` FROM nodes`
+	var args []any
+	if clusterID != "" {
+		stmt += ` WHERE cluster_id = ` + r.Dialect.Placeholder(1)
+		args = append(args, clusterID)
+	}
+	var out []Node
+	err := r.Query(ctx, stmt+` ORDER BY cluster_id, id`, args, func(row Row) error {
+		n, err := r.Dialect.scanNode(row)
+		if err != nil {
+			return err
+		}
+		out = append(out, n)
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("nodes: %w", err)
+	}
+	return out, nil
+}
+
+// Node is Reader.Node of both stores.
+func (r Reads) Node(ctx context.Context, clusterID, nodeID string) (*Node, error) {
+	ph := r.Dialect.Placeholder
+	var n Node
+	found, err := r.one(ctx, `SELECT `+NodeColumns+` FROM nodes WHERE cluster_id = `+ph(1)+` AND id = `+ph(2),
+		[]any{clusterID, nodeID}, func(row Row) (err error) {
+			n, err = r.Dialect.scanNode(row)
+			return err
+		})
+	if err != nil {
+		return nil, fmt.Errorf("node %s/%s: %w", clusterID, nodeID, err)
+	}
+	if !found {
+		return nil, fmt.Errorf("node %s/%s: %w", clusterID, nodeID, ErrNotFound)
+	}
+	return &n, nil
 }

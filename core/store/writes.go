@@ -22,6 +22,10 @@ type Dialect struct {
 	// ReadTime reads a time column as the store's driver gives it (SQLite:
 	// microseconds since the epoch; PostgreSQL: a time.Time), in UTC.
 	ReadTime func(src any) (time.Time, error)
+	// List binds a list of strings (SQLite: a JSON array; PostgreSQL: a
+	// text[]); ListInto is a scan destination for one, read into v.
+	List     func(v []string) (any, error)
+	ListInto func(v *[]string) any
 	// Unindexed is the prefix of a column that keeps the planner off its
 	// index (SQLite: a unary +; PostgreSQL: none, its planner needs no
 	// hint).

@@ -76,7 +76,7 @@ func (w *writer) PutNode(ctx context.Context, n *store.Node) error {
 		}
 	}
 	rows, err := w.exec(ctx, what,
-		`INSERT INTO nodes (`+nodeColumns+`)
+		`INSERT INTO nodes (`+store.NodeColumns+`)
 		SELECT $1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15::jsonb, $16, $17
 		WHERE EXISTS (SELECT 1 FROM clusters WHERE id = $1)
 		ON CONFLICT (cluster_id, id) DO UPDATE SET addr = excluded.addr, source = excluded.source,
@@ -96,7 +96,8 @@ func (w *writer) PutNode(ctx context.Context, n *store.Node) error {
 
 // dialect is PostgreSQL's, for the statements core/store writes for both stores.
 var dialect = store.Dialect{Placeholder: store.DollarNumbers, Time: func(t time.Time) any { return action.UTC(t) },
-	ReadTime: readTime, Position: "strpos"}
+	ReadTime: readTime, List: func(v []string) (any, error) { return list(v), nil },
+	ListInto: func(v *[]string) any { return v }, Position: "strpos"}
 
 // readTime reads a timestamptz column, in UTC.
 func readTime(src any) (time.Time, error) {
@@ -136,21 +137,4 @@ func (w *writer) insertSeq(ctx context.Context, what, q string, args ...any) (in
 	w.rows++
 	w.lastEvent = seq
 	return seq, nil
-}
-
-// InsertToken stores a new token (ErrExists when the hash is taken, or the
-// name is, ignoring case: migration 003). A zero CreatedTS is set to now.
-func (w *writer) InsertToken(ctx context.Context, t *store.Token) error {
-	if t.CreatedTS.IsZero() {
-		t.CreatedTS = now()
-	}
-	what := fmt.Sprintf("insert token %q", t.Name)
-	n, err := w.exec(ctx, what,
-		`INSERT INTO tokens (name, roles, hash, created_ts, expires_ts, cluster_id, uses_left)
-		VALUES ($1, $2, $3, $4, $5, $6, $7) ON CONFLICT DO NOTHING`,
-		t.Name, list(t.Roles), t.Hash, action.UTC(t.CreatedTS), nullTS(t.ExpiresTS), t.ClusterID, t.UsesLeft)
-	if err == nil && n == 0 {
-		err = fmt.Errorf("%s: %w", what, store.ErrExists)
-	}
-	return err
 }

@@ -75,7 +75,7 @@ func (w *writer) PutNode(ctx context.Context, n *store.Node) error {
 		}
 	}
 	_, _, err = w.exec(ctx, fmt.Sprintf("put node %s/%s", n.ClusterID, n.ID),
-		`INSERT INTO nodes (`+nodeColumns+`) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+		`INSERT INTO nodes (`+store.NodeColumns+`) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
 		ON CONFLICT (cluster_id, id) DO UPDATE SET addr = excluded.addr, source = excluded.source,
 			status = excluded.status, status_reason = excluded.status_reason, down_cause = excluded.down_cause, drained = excluded.drained,
 			store_id = excluded.store_id, cursor = excluded.cursor, kinds = excluded.kinds,
@@ -89,7 +89,24 @@ func (w *writer) PutNode(ctx context.Context, n *store.Node) error {
 
 // dialect is SQLite's, for the statements core/store writes for both stores.
 var dialect = store.Dialect{Placeholder: store.QuestionMarks, Time: func(t time.Time) any { return shsqlite.Micros(t) },
-	ReadTime: readMicros, Unindexed: "+", Position: "instr"}
+	ReadTime: readMicros, List: func(v []string) (any, error) { return jsonList(v) },
+	ListInto: func(v *[]string) any { return jsonListColumn{v} }, Unindexed: "+", Position: "instr"}
+
+// jsonListColumn scans a list column, a JSON array, into v.
+type jsonListColumn struct{ v *[]string }
+
+func (c jsonListColumn) Scan(src any) error {
+	switch s := src.(type) {
+	case nil:
+		*c.v = nil
+		return nil
+	case string:
+		return json.Unmarshal([]byte(s), c.v)
+	case []byte:
+		return json.Unmarshal(s, c.v)
+	}
+	return fmt.Errorf("list column: %T, want a JSON array", src)
+}
 
 // readMicros reads a time column: microseconds since the epoch.
 func readMicros(src any) (time.Time, error) {
@@ -118,22 +135,6 @@ func (w *writer) insertSeq(ctx context.Context, what, q string, args ...any) (in
 	return seq, nil
 }
 
-// InsertToken stores a new token (ErrExists when the hash is taken, or the
-// name is, ignoring case: migration 006). A zero CreatedTS is set to now.
-func (w *writer) InsertToken(ctx context.Context, t *store.Token) error {
-	if t.CreatedTS.IsZero() {
-		t.CreatedTS = now()
-	}
-	roles, err := jsonList(t.Roles)
-	if err != nil {
-		return fmt.Errorf("insert token %q: roles: %w", t.Name, err)
-	}
-	_, _, err = w.exec(ctx, fmt.Sprintf("insert token %q", t.Name),
-		`INSERT INTO tokens (name, roles, hash, created_ts, expires_ts, cluster_id, uses_left) VALUES (?, ?, ?, ?, ?, ?, ?)`,
-		t.Name, roles, t.Hash, shsqlite.Micros(t.CreatedTS), optMicros(t.ExpiresTS), t.ClusterID, optInt(t.UsesLeft))
-	return err
-}
-
 // returning runs a statement that changes rows and returns them, calls each
 // for every row and counts them as written.
 func (w *writer) returning(ctx context.Context, what, q string, args []any, each func(store.Row) error) error {
@@ -144,20 +145,4 @@ func (w *writer) returning(ctx context.Context, what, q string, args []any, each
 	})
 	w.rows += n
 	return translate(err, what)
-}
-
-// optMicros stores an optional time (NULL when nil).
-func optMicros(t *time.Time) any {
-	if t == nil {
-		return nil
-	}
-	return shsqlite.Micros(*t)
-}
-
-// optInt stores an optional count (NULL when nil).
-func optInt(n *int) any {
-	if n == nil {
-		return nil
-	}
-	return *n
 }
