@@ -9,6 +9,24 @@ import (
 // Row is one row of a result, as either store's driver gives it.
 type Row interface{ Scan(dest ...any) error }
 
+// Rows is a result as either store's driver gives it.
+type Rows interface {
+	Row
+	Next() bool
+	Err() error
+}
+
+// EachRow calls fn for every row of rows, in order, stopping at the first
+// error: the loop of each store's Query (which closes rows).
+func EachRow(rows Rows, fn func(Row) error) error {
+	for rows.Next() {
+		if err := fn(rows); err != nil {
+			return err
+		}
+	}
+	return rows.Err()
+}
+
 // Query runs a statement in a store's transaction and calls each for every
 // row of its result, in order, stopping at the first error.
 type Query func(ctx context.Context, stmt string, args []any, each func(Row) error) error

@@ -29,12 +29,7 @@ func (r *reader) each(ctx context.Context, q string, args []any, fn func(store.R
 		return err
 	}
 	defer rows.Close()
-	for rows.Next() {
-		if err := fn(rows); err != nil {
-			return err
-		}
-	}
-	return rows.Err()
+	return store.EachRow(rows, fn)
 }
 
 var _ store.Reader = (*reader)(nil)
