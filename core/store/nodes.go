@@ -8,7 +8,7 @@ import (
 
 // Clusters and nodes, in both stores. Each store puts a node itself (a
 // missing cluster is a failed foreign key in SQLite, no row written in
-// PostgreSQL) and lists the down ones.
+// PostgreSQL).
 
 // PutCluster is Tx.PutCluster of both stores: it creates or replaces a
 // cluster. A zero UpdatedTS is set to now.
@@ -101,4 +101,15 @@ func (r Reads) Node(ctx context.Context, clusterID, nodeID string) (*Node, error
 		return nil, fmt.Errorf("node %s/%s: %w", clusterID, nodeID, ErrNotFound)
 	}
 	return &n, nil
+}
+
+// DownNodes is Reader.DownNodes of both stores.
+func (r Reads) DownNodes(ctx context.Context, clusterID string) ([]string, error) {
+	ph := r.Dialect.Placeholder
+	out, err := strs(ctx, r.Query, `SELECT id FROM nodes WHERE cluster_id = `+ph(1)+` AND status = `+ph(2)+` ORDER BY id`,
+		clusterID, NodeDown)
+	if err != nil {
+		return nil, fmt.Errorf("down nodes: %w", err)
+	}
+	return out, nil
 }

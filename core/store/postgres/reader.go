@@ -85,14 +85,6 @@ func nullTS(t *time.Time) *time.Time {
 	return &v
 }
 
-func (r *reader) DownNodes(ctx context.Context, clusterID string) ([]string, error) {
-	rows, err := r.query(ctx, `SELECT id FROM nodes WHERE cluster_id = $1 AND status = $2 ORDER BY id`, clusterID, store.NodeDown)
-	if err != nil {
-		return nil, fmt.Errorf("down nodes: %w", err)
-	}
-	return pgx.CollectRows(rows, pgx.RowTo[string])
-}
-
 // ActionIDsWithPrefix returns up to max ids that start with prefix, in byte
 // order. The range lets PostgreSQL walk the unique index on id (C collation:
 // U+10FFFF sorts after every other character).

@@ -34,14 +34,6 @@ func (r *reader) each(ctx context.Context, q string, args []any, fn func(store.R
 
 var _ store.Reader = (*reader)(nil)
 
-func (r *reader) DownNodes(ctx context.Context, clusterID string) ([]string, error) {
-	rows, err := r.tx.QueryContext(ctx, `SELECT id FROM nodes WHERE cluster_id = ? AND status = ? ORDER BY id`, clusterID, store.NodeDown)
-	if err != nil {
-		return nil, fmt.Errorf("down nodes: %w", err)
-	}
-	return scanIDs(rows)
-}
-
 func (r *reader) ActionIDsWithPrefix(ctx context.Context, prefix string, max int) ([]string, error) {
 	if max <= 0 {
 		return nil, nil
