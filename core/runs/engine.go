@@ -158,7 +158,11 @@ func (e *Engine) planRun(req *wire.CreateRunRequest, nodes []store.Node) (*Plann
 	if e.planned != nil {
 		e.planned()
 	}
-	return &Planned{Cluster: req.ClusterID, Stages: stages, Nodes: NodesDigest(nodes)}, nil
+	d, err := NodesDigest(nodes)
+	if err != nil {
+		return nil, err
+	}
+	return &Planned{Cluster: req.ClusterID, Stages: stages, Nodes: d}, nil
 }
 
 // Insert stores a run over resolved stages (a playbook's plan, or Create's).

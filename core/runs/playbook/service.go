@@ -151,8 +151,12 @@ func (p *Playbook) planOn(version int, run *wire.CreateRunRequest, values map[st
 	if err != nil {
 		return nil, err
 	}
+	d, err := runs.NodesDigest(nodes)
+	if err != nil {
+		return nil, err
+	}
 	return &Planned{Name: p.Name, Version: version, Cluster: run.ClusterID, Values: values, Stages: stages,
-		Nodes: runs.NodesDigest(nodes)}, nil
+		Nodes: d}, nil
 }
 
 // Wire shows a plan: every child by stage and wave, in the order the run
