@@ -173,8 +173,19 @@ func load(ctx context.Context, tx store.Tx, id string) (*store.Record, error) {
 // Policy.TTL at now: it can no longer be approved, and ExpireApprovals
 // cancels it.
 func (r *Rules) ApprovalExpired(rec *store.Record, now time.Time) bool {
-	ttl := r.Policy.Load().TTL
-	return rec.State == action.PendingApprove && ttl > 0 && now.Sub(LaterOf(rec.CreatedTS, rec.NotBefore)) > ttl
+	return approvalExpired(rec, now, r.Policy.Load().TTL)
+}
+
+func approvalExpired(rec *store.Record, now time.Time, ttl time.Duration) bool {
+	return rec.State == action.PendingApprove && WindowPassed(ttl, rec.CreatedTS, rec.NotBefore, now)
+}
+
+// WindowPassed reports whether an approval window of ttl (0: none), counted
+// from created or a later notBefore, has passed at now: the one rule for
+// actions and runs waiting for approval. The caller loads the policy once
+// per decision and passes its TTL.
+func WindowPassed(ttl time.Duration, created time.Time, notBefore *time.Time, now time.Time) bool {
+	return ttl > 0 && now.Sub(LaterOf(created, notBefore)) > ttl
 }
 
 // LaterOf is t, or notBefore when it is later: the approval's time, the
@@ -200,13 +211,14 @@ func (r *Rules) Approve(ctx context.Context, tx store.Tx, id string, by Actor) (
 	if cur.State != action.PendingApprove {
 		return nil, wrongState(cur, "approve")
 	}
-	if r.Policy.Load().MayApprove(cur.Requester, "", by.Name, true) == approval.OwnRequest {
+	pol := r.Policy.Load()
+	if pol.MayApprove(cur.Requester, "", by.Name, true) == approval.OwnRequest {
 		return nil, fmt.Errorf("%w: %s requested action %s and may not approve it too", ErrForbidden, by.Name, cur.ID)
 	}
 	t := r.now()
-	if r.ApprovalExpired(cur, t) {
+	if approvalExpired(cur, t, pol.TTL) {
 		return nil, &StateError{Of: OfAction, ID: cur.ID, State: string(cur.State),
-			What: fmt.Sprintf("approve: the approval window of %s has passed", r.Policy.Load().TTL)}
+			What: fmt.Sprintf("approve: the approval window of %s has passed", pol.TTL)}
 	}
 	c := finish(cur, action.PendingSchedule, by, ReasonApproved, store.EventActionApproved,
 		fmt.Sprintf("%s approved %s (%s on %s/%s)", by.Name, cur.ID, cur.Kind, cur.ClusterID, cur.NodeID), t)
@@ -372,7 +384,7 @@ func (r *Rules) ExpireApprovals(ctx context.Context, tx store.Tx) ([]*store.Reco
 		return nil, err
 	}
 	return writeEach(ctx, tx, recs, func(cur *store.Record) *Change {
-		if !r.ApprovalExpired(cur, t) {
+		if !approvalExpired(cur, t, ttl) {
 			return nil
 		}
 		return finish(cur, action.Cancelled, Core, ReasonExpired, store.EventActionExpired, "", t)
