@@ -128,6 +128,17 @@ func (p *Playbook) PlanIn(ctx context.Context, st store.Store, version int, req 
 	return p.planOn(version, run, values, nodes)
 }
 
+// PlanOn is Plan on nodes, the cluster's nodes read by the caller (who
+// keeps their runs.NodesDigest to re-check, whether the plan succeeds or
+// not).
+func (p *Playbook) PlanOn(version int, req *wire.PlanRequest, nodes []store.Node) (*Planned, error) {
+	run, values, err := p.request(req)
+	if err != nil {
+		return nil, err
+	}
+	return p.planOn(version, run, values, nodes)
+}
+
 // request renders the playbook with req's parameters into a checked run
 // request.
 func (p *Playbook) request(req *wire.PlanRequest) (*wire.CreateRunRequest, map[string]any, error) {
