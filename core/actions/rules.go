@@ -41,6 +41,9 @@ type Rules struct {
 	ScheduleTTL time.Duration
 	// Now is the clock (time.Now when nil).
 	Now func() time.Time
+	// argsChecked, when set (tests), is called after each check of an
+	// action's args against its node's args_schema.
+	argsChecked func()
 }
 
 func (r *Rules) now() time.Time {
@@ -62,6 +65,54 @@ type Request struct {
 	RetryOf   string
 	// NotBefore: it is pushed no earlier (nil: at once).
 	NotBefore *time.Time
+	// ArgsCheckedAgainst is the SchemaDigest of the node's args_schema the
+	// args were checked against outside the write transaction (CreateIn);
+	// Create checks them again only when the schema is another now. ""
+	// (not checked): Create checks them.
+	ArgsCheckedAgainst string
+}
+
+// CreateIn is Create with the costly part, checking the args against the
+// node's args_schema (and compiling it), done outside the write
+// transaction (docs/architecture.md, "Runs and playbooks"): the node is
+// read in a short read of st and the args checked; the write transaction
+// of st then checks them again only when the node's schema for the kind
+// changed meanwhile.
+func (r *Rules) CreateIn(ctx context.Context, st store.Store, req Request, by Actor) (*store.Record, error) {
+	var node *store.Node
+	err := st.Read(ctx, func(rd store.Reader) error {
+		var err error
+		node, err = rd.Node(ctx, req.ClusterID, req.NodeID)
+		return err
+	})
+	if err == nil {
+		// Errors are left to Create, which says them as it always has.
+		if d, err := r.checkArgs(node, req); err == nil {
+			req.ArgsCheckedAgainst = d
+		} else if errors.Is(err, ErrUnprocessable) && (len(node.Kinds) == 0 || slices.Contains(node.Kinds, req.Kind)) {
+			return nil, err
+		}
+	}
+	var rec *store.Record
+	err = st.Update(ctx, func(tx store.Tx) error {
+		var err error
+		rec, err = r.Create(ctx, tx, req, by)
+		return err
+	})
+	return rec, err
+}
+
+// checkArgs checks req's args against node's args_schema for req's kind
+// and returns the SchemaDigest of the schema it checked them against.
+func (r *Rules) checkArgs(node *store.Node, req Request) (string, error) {
+	err := CheckArgs(node, req.Kind, req.Args, nil)
+	if r.argsChecked != nil {
+		r.argsChecked()
+	}
+	if err != nil {
+		return "", err
+	}
+	return SchemaDigest(node, req.Kind), nil
 }
 
 // Create stores a new action with its first history line and its
@@ -87,8 +138,10 @@ func (r *Rules) Create(ctx context.Context, tx store.Tx, req Request, by Actor) 
 		return nil, fmt.Errorf("%w: node %s does not know kind %s (it knows %s)", ErrUnprocessable,
 			req.NodeID, req.Kind, strings.Join(node.Kinds, ", "))
 	}
-	if err := CheckArgs(node, req.Kind, req.Args, nil); err != nil {
-		return nil, err
+	if req.ArgsCheckedAgainst == "" || req.ArgsCheckedAgainst != SchemaDigest(node, req.Kind) {
+		if _, err := r.checkArgs(node, req); err != nil {
+			return nil, err
+		}
 	}
 	id := req.ID
 	if id == "" {

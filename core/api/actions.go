@@ -192,14 +192,9 @@ func (s *Server) createAction(c *echo.Context) error {
 	if err != nil {
 		return err
 	}
-	ctx := c.Request().Context()
-	var rec *store.Record
-	err = s.st.Update(ctx, func(tx store.Tx) error {
-		var err error
-		rec, err = s.rules.Create(ctx, tx, actions.Request{ID: req.ID, ClusterID: req.ClusterID, NodeID: req.NodeID,
-			Kind: req.Kind, Args: req.Args, TimeoutS: req.TimeoutS, NotBefore: req.NotBefore}, actor(c))
-		return err
-	})
+	// Args are checked outside the write transaction (actions.Rules.CreateIn).
+	rec, err := s.rules.CreateIn(c.Request().Context(), s.st, actions.Request{ID: req.ID, ClusterID: req.ClusterID,
+		NodeID: req.NodeID, Kind: req.Kind, Args: req.Args, TimeoutS: req.TimeoutS, NotBefore: req.NotBefore}, actor(c))
 	if err != nil {
 		return err
 	}
