@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/musterhq/muster/core/store"
+	"github.com/musterhq/muster/shared/action"
 	"github.com/musterhq/muster/shared/testwait"
 )
 
@@ -22,43 +23,54 @@ func (e *env) withSchema(schema string) {
 }
 
 // TestActionArgsAreCheckedOutsideTheWriteTransaction: while an action's
-// args are checked against its node's args_schema, another write of the
-// core commits; the action is then stored.
+// args are checked against its node's args_schema, for a new action or a
+// retry, another write of the core commits; the action is then stored.
 func TestActionArgsAreCheckedOutsideTheWriteTransaction(t *testing.T) {
 	t.Parallel()
 	e := setup(t)
 	e.withSchema(`{"type":"object","properties":{"n":{"type":"integer"}}}`)
 	ctx := context.Background()
-	inCheck, release := make(chan struct{}), make(chan struct{})
-	e.r.argsChecked = func() {
-		close(inCheck)
-		<-release
-	}
-	made := make(chan error, 1)
-	go func() {
-		_, err := e.r.CreateIn(ctx, e.st, Request{ClusterID: cluster, NodeID: "n1", Kind: "muster.io/debug.ping",
-			Args: json.RawMessage(`{"n":1}`)}, alice)
-		made <- err
-	}()
-	<-inCheck
-	wrote := make(chan error, 1)
-	go func() {
-		wrote <- e.st.Update(ctx, func(tx store.Tx) error {
-			return tx.AppendEvent(ctx, &store.Event{TS: e.now, Type: store.EventActionCreated, Actor: "admin", Message: "another write"})
-		})
-	}()
-	select {
-	case err := <-wrote:
-		if err != nil {
-			t.Fatal(err)
+	req := Request{ClusterID: cluster, NodeID: "n1", Kind: "muster.io/debug.ping", Args: json.RawMessage(`{"n":1}`)}
+	var done *store.Record
+	e.update(func(ctx context.Context, tx store.Tx) error {
+		var err error
+		if done, err = e.r.Create(ctx, tx, req, alice); err != nil {
+			return err
 		}
-	case <-time.After(testwait.Timeout):
+		done.State = action.Done
+		return tx.UpdateAction(ctx, done)
+	})
+	for name, newAction := range map[string]func() error{
+		"create": func() error { _, err := e.r.CreateIn(ctx, e.st, req, alice); return err },
+		"retry":  func() error { _, err := e.r.RetryIn(ctx, e.st, done.ID, alice); return err },
+	} {
+		inCheck, release := make(chan struct{}), make(chan struct{})
+		e.r.argsChecked = func() {
+			close(inCheck)
+			<-release
+		}
+		made := make(chan error, 1)
+		go func() { made <- newAction() }()
+		<-inCheck
+		wrote := make(chan error, 1)
+		go func() {
+			wrote <- e.st.Update(ctx, func(tx store.Tx) error {
+				return tx.AppendEvent(ctx, &store.Event{TS: e.now, Type: store.EventActionCreated, Actor: "admin", Message: "another write"})
+			})
+		}()
+		select {
+		case err := <-wrote:
+			if err != nil {
+				t.Fatal(err)
+			}
+		case <-time.After(testwait.Timeout):
+			close(release)
+			t.Fatalf("%s: a write waited for an action's args being checked: the check holds the write transaction", name)
+		}
 		close(release)
-		t.Fatal("a write waited for an action's args being checked: the check holds the write transaction")
-	}
-	close(release)
-	if err := <-made; err != nil {
-		t.Fatal(err)
+		if err := <-made; err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
 	}
 }
 

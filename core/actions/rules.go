@@ -408,10 +408,57 @@ func (r *Rules) cancel(ctx context.Context, tx store.Tx, cur *store.Record, by A
 // finished one, linked to it by retry_of; it goes through approval like any
 // new action.
 func (r *Rules) Retry(ctx context.Context, tx store.Tx, id string, by Actor) (*store.Record, error) {
+	return r.retry(ctx, tx, id, by, "")
+}
+
+// RetryIn is Retry with the args checked against the node's args_schema
+// outside the write transaction, as CreateIn does.
+func (r *Rules) RetryIn(ctx context.Context, st store.Store, id string, by Actor) (*store.Record, error) {
+	var checked string
+	var req *Request
+	var node *store.Node
+	if err := st.Read(ctx, func(rd store.Reader) error {
+		old, err := rd.Action(ctx, id)
+		if err != nil {
+			return err
+		}
+		if req, err = retryRequest(old); err != nil {
+			return err
+		}
+		node, err = rd.Node(ctx, old.ClusterID, old.NodeID)
+		return err
+	}); err == nil {
+		// Errors are left to Retry, which says them as it always has.
+		if d, err := r.checkArgs(node, *req); err == nil {
+			checked = d
+		} else if errors.Is(err, ErrUnprocessable) && (len(node.Kinds) == 0 || slices.Contains(node.Kinds, req.Kind)) {
+			return nil, err
+		}
+	}
+	var rec *store.Record
+	err := st.Update(ctx, func(tx store.Tx) error {
+		var err error
+		rec, err = r.retry(ctx, tx, id, by, checked)
+		return err
+	})
+	return rec, err
+}
+
+func (r *Rules) retry(ctx context.Context, tx store.Tx, id string, by Actor, checked string) (*store.Record, error) {
 	old, err := load(ctx, tx, id)
 	if err != nil {
 		return nil, err
 	}
+	req, err := retryRequest(old)
+	if err != nil {
+		return nil, err
+	}
+	req.ArgsCheckedAgainst = checked
+	return r.Create(ctx, tx, *req, by)
+}
+
+// retryRequest is the request that retries old, a finished action.
+func retryRequest(old *store.Record) (*Request, error) {
 	if !old.State.Final() {
 		return nil, wrongState(old, "retry (only a finished action can be retried)")
 	}
@@ -419,8 +466,8 @@ func (r *Rules) Retry(ctx context.Context, tx store.Tx, id string, by Actor) (*s
 	if err != nil {
 		return nil, err
 	}
-	return r.Create(ctx, tx, Request{ClusterID: old.ClusterID, NodeID: old.NodeID, Kind: old.Kind,
-		Args: args, TimeoutS: old.TimeoutS, RetryOf: old.ID}, by)
+	return &Request{ClusterID: old.ClusterID, NodeID: old.NodeID, Kind: old.Kind,
+		Args: args, TimeoutS: old.TimeoutS, RetryOf: old.ID}, nil
 }
 
 // ExpireApprovals cancels, with reason "expired" and an action.expired

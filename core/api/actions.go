@@ -306,9 +306,20 @@ func (s *Server) cancelAction(c *echo.Context) error {
 
 // retryAction creates a new action with the content of a finished one.
 func (s *Server) retryAction(c *echo.Context) error {
-	rec, err := s.change(c, func(ctx context.Context, tx store.Tx, id string) (*store.Record, error) {
-		return s.rules.Retry(ctx, tx, id, actor(c))
+	// Args are checked outside the write transaction (actions.Rules.RetryIn).
+	ctx := c.Request().Context()
+	var id string
+	err := s.st.Read(ctx, func(r store.Reader) error {
+		cur, err := resolve(ctx, r, c.Param("id"))
+		if err == nil {
+			id = cur.ID
+		}
+		return err
 	})
+	if err != nil {
+		return err
+	}
+	rec, err := s.rules.RetryIn(ctx, s.st, id, actor(c))
 	if err != nil {
 		return err
 	}
