@@ -1,6 +1,8 @@
 package actions
 
 import (
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"fmt"
 
@@ -24,6 +26,18 @@ func CheckArgs(node *store.Node, kind string, args json.RawMessage, ignore func(
 		return fmt.Errorf("%w: node %s: %v", ErrUnprocessable, node.ID, err)
 	}
 	return nil
+}
+
+// SchemaDigest fingerprints the args_schema node announced for kind (none
+// has its own digest): args checked against a schema with the same digest
+// need no check again.
+func SchemaDigest(node *store.Node, kind string) string {
+	raw, ok := node.ArgsSchemas[kind]
+	if !ok {
+		return "none"
+	}
+	sum := sha256.Sum256(raw)
+	return hex.EncodeToString(sum[:])
 }
 
 // RefusedSchemas returns, by kind, why the core refuses the args_schema a

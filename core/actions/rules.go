@@ -41,6 +41,9 @@ type Rules struct {
 	ScheduleTTL time.Duration
 	// Now is the clock (time.Now when nil).
 	Now func() time.Time
+	// argsChecked, when set (tests), is called after each check of an
+	// action's args against its node's args_schema.
+	argsChecked func()
 }
 
 func (r *Rules) now() time.Time {
@@ -62,6 +65,54 @@ type Request struct {
 	RetryOf   string
 	// NotBefore: it is pushed no earlier (nil: at once).
 	NotBefore *time.Time
+	// ArgsCheckedAgainst is the SchemaDigest of the node's args_schema the
+	// args were checked against outside the write transaction (CreateIn);
+	// Create checks them again only when the schema is another now. ""
+	// (not checked): Create checks them.
+	ArgsCheckedAgainst string
+}
+
+// CreateIn is Create with the costly part, checking the args against the
+// node's args_schema (and compiling it), done outside the write
+// transaction (docs/architecture.md, "Runs and playbooks"): the node is
+// read in a short read of st and the args checked; the write transaction
+// of st then checks them again only when the node's schema for the kind
+// changed meanwhile.
+func (r *Rules) CreateIn(ctx context.Context, st store.Store, req Request, by Actor) (*store.Record, error) {
+	var node *store.Node
+	err := st.Read(ctx, func(rd store.Reader) error {
+		var err error
+		node, err = rd.Node(ctx, req.ClusterID, req.NodeID)
+		return err
+	})
+	if err == nil {
+		// Errors are left to Create, which says them as it always has.
+		if d, err := r.checkArgs(node, req); err == nil {
+			req.ArgsCheckedAgainst = d
+		} else if errors.Is(err, ErrUnprocessable) && (len(node.Kinds) == 0 || slices.Contains(node.Kinds, req.Kind)) {
+			return nil, err
+		}
+	}
+	var rec *store.Record
+	err = st.Update(ctx, func(tx store.Tx) error {
+		var err error
+		rec, err = r.Create(ctx, tx, req, by)
+		return err
+	})
+	return rec, err
+}
+
+// checkArgs checks req's args against node's args_schema for req's kind
+// and returns the SchemaDigest of the schema it checked them against.
+func (r *Rules) checkArgs(node *store.Node, req Request) (string, error) {
+	err := CheckArgs(node, req.Kind, req.Args, nil)
+	if r.argsChecked != nil {
+		r.argsChecked()
+	}
+	if err != nil {
+		return "", err
+	}
+	return SchemaDigest(node, req.Kind), nil
 }
 
 // Create stores a new action with its first history line and its
@@ -87,8 +138,10 @@ func (r *Rules) Create(ctx context.Context, tx store.Tx, req Request, by Actor) 
 		return nil, fmt.Errorf("%w: node %s does not know kind %s (it knows %s)", ErrUnprocessable,
 			req.NodeID, req.Kind, strings.Join(node.Kinds, ", "))
 	}
-	if err := CheckArgs(node, req.Kind, req.Args, nil); err != nil {
-		return nil, err
+	if req.ArgsCheckedAgainst == "" || req.ArgsCheckedAgainst != SchemaDigest(node, req.Kind) {
+		if _, err := r.checkArgs(node, req); err != nil {
+			return nil, err
+		}
 	}
 	id := req.ID
 	if id == "" {
@@ -173,8 +226,19 @@ func load(ctx context.Context, tx store.Tx, id string) (*store.Record, error) {
 // Policy.TTL at now: it can no longer be approved, and ExpireApprovals
 // cancels it.
 func (r *Rules) ApprovalExpired(rec *store.Record, now time.Time) bool {
-	ttl := r.Policy.Load().TTL
-	return rec.State == action.PendingApprove && ttl > 0 && now.Sub(LaterOf(rec.CreatedTS, rec.NotBefore)) > ttl
+	return approvalExpired(rec, now, r.Policy.Load().TTL)
+}
+
+func approvalExpired(rec *store.Record, now time.Time, ttl time.Duration) bool {
+	return rec.State == action.PendingApprove && WindowPassed(ttl, rec.CreatedTS, rec.NotBefore, now)
+}
+
+// WindowPassed reports whether an approval window of ttl (0: none), counted
+// from created or a later notBefore, has passed at now: the one rule for
+// actions and runs waiting for approval. The caller loads the policy once
+// per decision and passes its TTL.
+func WindowPassed(ttl time.Duration, created time.Time, notBefore *time.Time, now time.Time) bool {
+	return ttl > 0 && now.Sub(LaterOf(created, notBefore)) > ttl
 }
 
 // LaterOf is t, or notBefore when it is later: the approval's time, the
@@ -200,13 +264,14 @@ func (r *Rules) Approve(ctx context.Context, tx store.Tx, id string, by Actor) (
 	if cur.State != action.PendingApprove {
 		return nil, wrongState(cur, "approve")
 	}
-	if r.Policy.Load().MayApprove(cur.Requester, "", by.Name, true) == approval.OwnRequest {
+	pol := r.Policy.Load()
+	if pol.MayApprove(cur.Requester, "", by.Name, true) == approval.OwnRequest {
 		return nil, fmt.Errorf("%w: %s requested action %s and may not approve it too", ErrForbidden, by.Name, cur.ID)
 	}
 	t := r.now()
-	if r.ApprovalExpired(cur, t) {
+	if approvalExpired(cur, t, pol.TTL) {
 		return nil, &StateError{Of: OfAction, ID: cur.ID, State: string(cur.State),
-			What: fmt.Sprintf("approve: the approval window of %s has passed", r.Policy.Load().TTL)}
+			What: fmt.Sprintf("approve: the approval window of %s has passed", pol.TTL)}
 	}
 	c := finish(cur, action.PendingSchedule, by, ReasonApproved, store.EventActionApproved,
 		fmt.Sprintf("%s approved %s (%s on %s/%s)", by.Name, cur.ID, cur.Kind, cur.ClusterID, cur.NodeID), t)
@@ -343,10 +408,57 @@ func (r *Rules) cancel(ctx context.Context, tx store.Tx, cur *store.Record, by A
 // finished one, linked to it by retry_of; it goes through approval like any
 // new action.
 func (r *Rules) Retry(ctx context.Context, tx store.Tx, id string, by Actor) (*store.Record, error) {
+	return r.retry(ctx, tx, id, by, "")
+}
+
+// RetryIn is Retry with the args checked against the node's args_schema
+// outside the write transaction, as CreateIn does.
+func (r *Rules) RetryIn(ctx context.Context, st store.Store, id string, by Actor) (*store.Record, error) {
+	var checked string
+	var req *Request
+	var node *store.Node
+	if err := st.Read(ctx, func(rd store.Reader) error {
+		old, err := rd.Action(ctx, id)
+		if err != nil {
+			return err
+		}
+		if req, err = retryRequest(old); err != nil {
+			return err
+		}
+		node, err = rd.Node(ctx, old.ClusterID, old.NodeID)
+		return err
+	}); err == nil {
+		// Errors are left to Retry, which says them as it always has.
+		if d, err := r.checkArgs(node, *req); err == nil {
+			checked = d
+		} else if errors.Is(err, ErrUnprocessable) && (len(node.Kinds) == 0 || slices.Contains(node.Kinds, req.Kind)) {
+			return nil, err
+		}
+	}
+	var rec *store.Record
+	err := st.Update(ctx, func(tx store.Tx) error {
+		var err error
+		rec, err = r.retry(ctx, tx, id, by, checked)
+		return err
+	})
+	return rec, err
+}
+
+func (r *Rules) retry(ctx context.Context, tx store.Tx, id string, by Actor, checked string) (*store.Record, error) {
 	old, err := load(ctx, tx, id)
 	if err != nil {
 		return nil, err
 	}
+	req, err := retryRequest(old)
+	if err != nil {
+		return nil, err
+	}
+	req.ArgsCheckedAgainst = checked
+	return r.Create(ctx, tx, *req, by)
+}
+
+// retryRequest is the request that retries old, a finished action.
+func retryRequest(old *store.Record) (*Request, error) {
 	if !old.State.Final() {
 		return nil, wrongState(old, "retry (only a finished action can be retried)")
 	}
@@ -354,8 +466,8 @@ func (r *Rules) Retry(ctx context.Context, tx store.Tx, id string, by Actor) (*s
 	if err != nil {
 		return nil, err
 	}
-	return r.Create(ctx, tx, Request{ClusterID: old.ClusterID, NodeID: old.NodeID, Kind: old.Kind,
-		Args: args, TimeoutS: old.TimeoutS, RetryOf: old.ID}, by)
+	return &Request{ClusterID: old.ClusterID, NodeID: old.NodeID, Kind: old.Kind,
+		Args: args, TimeoutS: old.TimeoutS, RetryOf: old.ID}, nil
 }
 
 // ExpireApprovals cancels, with reason "expired" and an action.expired
@@ -372,7 +484,7 @@ func (r *Rules) ExpireApprovals(ctx context.Context, tx store.Tx) ([]*store.Reco
 		return nil, err
 	}
 	return writeEach(ctx, tx, recs, func(cur *store.Record) *Change {
-		if !r.ApprovalExpired(cur, t) {
+		if !approvalExpired(cur, t, ttl) {
 			return nil
 		}
 		return finish(cur, action.Cancelled, Core, ReasonExpired, store.EventActionExpired, "", t)

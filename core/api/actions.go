@@ -192,14 +192,9 @@ func (s *Server) createAction(c *echo.Context) error {
 	if err != nil {
 		return err
 	}
-	ctx := c.Request().Context()
-	var rec *store.Record
-	err = s.st.Update(ctx, func(tx store.Tx) error {
-		var err error
-		rec, err = s.rules.Create(ctx, tx, actions.Request{ID: req.ID, ClusterID: req.ClusterID, NodeID: req.NodeID,
-			Kind: req.Kind, Args: req.Args, TimeoutS: req.TimeoutS, NotBefore: req.NotBefore}, actor(c))
-		return err
-	})
+	// Args are checked outside the write transaction (actions.Rules.CreateIn).
+	rec, err := s.rules.CreateIn(c.Request().Context(), s.st, actions.Request{ID: req.ID, ClusterID: req.ClusterID,
+		NodeID: req.NodeID, Kind: req.Kind, Args: req.Args, TimeoutS: req.TimeoutS, NotBefore: req.NotBefore}, actor(c))
 	if err != nil {
 		return err
 	}
@@ -311,9 +306,20 @@ func (s *Server) cancelAction(c *echo.Context) error {
 
 // retryAction creates a new action with the content of a finished one.
 func (s *Server) retryAction(c *echo.Context) error {
-	rec, err := s.change(c, func(ctx context.Context, tx store.Tx, id string) (*store.Record, error) {
-		return s.rules.Retry(ctx, tx, id, actor(c))
+	// Args are checked outside the write transaction (actions.Rules.RetryIn).
+	ctx := c.Request().Context()
+	var id string
+	err := s.st.Read(ctx, func(r store.Reader) error {
+		cur, err := resolve(ctx, r, c.Param("id"))
+		if err == nil {
+			id = cur.ID
+		}
+		return err
 	})
+	if err != nil {
+		return err
+	}
+	rec, err := s.rules.RetryIn(ctx, s.st, id, actor(c))
 	if err != nil {
 		return err
 	}

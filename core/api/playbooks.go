@@ -189,11 +189,7 @@ func (s *Server) startPlaybook(c *echo.Context) error {
 	}
 	// Planned outside the write transaction (playbook.StartIn).
 	var counts []store.ChildCount
-	run, err := playbook.StartIn(ctx, s.st, s.cfg.Runs, pb, version, req, s.who(c), func(tx store.Tx, r *store.Run) error {
-		var err error
-		counts, err = tx.RunChildCounts(ctx, []string{r.ID})
-		return err
-	})
+	run, err := playbook.StartIn(ctx, s.st, s.cfg.Runs, pb, version, req, s.who(c), countChildren(ctx, &counts))
 	if err != nil {
 		return err
 	}

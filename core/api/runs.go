@@ -75,11 +75,7 @@ func (s *Server) createRun(c *echo.Context) error {
 	// Planned outside the write transaction (runs.Engine.CreateIn).
 	ctx := c.Request().Context()
 	var counts []store.ChildCount
-	run, err := s.cfg.Runs.CreateIn(ctx, s.st, &req, s.who(c), func(tx store.Tx, r *store.Run) error {
-		var err error
-		counts, err = tx.RunChildCounts(ctx, []string{r.ID})
-		return err
-	})
+	run, err := s.cfg.Runs.CreateIn(ctx, s.st, &req, s.who(c), countChildren(ctx, &counts))
 	if err != nil {
 		return err
 	}
@@ -112,13 +108,22 @@ func (s *Server) newRun(c *echo.Context, fn func(ctx context.Context, tx store.T
 		if run, err = fn(ctx, tx); err != nil {
 			return err
 		}
-		counts, err = tx.RunChildCounts(ctx, []string{run.ID})
-		return err
+		return countChildren(ctx, &counts)(tx, run)
 	})
 	if err != nil {
 		return err
 	}
 	return s.answerNewRun(c, run, counts)
+}
+
+// countChildren counts into *counts, in the write transaction that stored
+// or changed run r, the children r has, for its answer (answerNewRun).
+func countChildren(ctx context.Context, counts *[]store.ChildCount) func(tx store.Tx, r *store.Run) error {
+	return func(tx store.Tx, r *store.Run) error {
+		var err error
+		*counts, err = tx.RunChildCounts(ctx, []string{r.ID})
+		return err
+	}
 }
 
 // answerNewRun answers a new run (201); a run that starts at once nudges
@@ -331,8 +336,7 @@ func (s *Server) changeRun(c *echo.Context, body any, fn func(ctx context.Contex
 		if run, err = fn(ctx, tx, found.ID); err != nil {
 			return err
 		}
-		counts, err = tx.RunChildCounts(ctx, []string{run.ID})
-		return err
+		return countChildren(ctx, &counts)(tx, run)
 	})
 	if err != nil {
 		return err

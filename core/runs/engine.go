@@ -87,9 +87,10 @@ func runEvent(r *store.Run, typ string, who actions.Actor, t time.Time, msg stri
 // NeedsApproval reports whether a run over these stages must be approved:
 // the strictest rule over its kinds decides.
 func (e *Engine) NeedsApproval(clusterID string, stages []store.RunStage) bool {
+	pol := e.Policy.Load()
 	for i := range stages {
 		for _, sp := range stages[i].Procedure() {
-			if e.Policy.Load().NeedsApproval(sp.Kind, clusterID) {
+			if pol.NeedsApproval(sp.Kind, clusterID) {
 				return true
 			}
 		}
@@ -160,7 +161,11 @@ func (e *Engine) planRun(req *wire.CreateRunRequest, nodes []store.Node) (*Plann
 	if e.planned != nil {
 		e.planned()
 	}
-	return &Planned{Cluster: req.ClusterID, Stages: stages, Nodes: NodesDigest(nodes)}, nil
+	d, err := NodesDigest(nodes)
+	if err != nil {
+		return nil, err
+	}
+	return &Planned{Cluster: req.ClusterID, Stages: stages, Nodes: d}, nil
 }
 
 // Insert stores a run over resolved stages (a playbook's plan, or Create's).
@@ -309,21 +314,23 @@ func (e *Engine) Approve(ctx context.Context, tx store.Tx, id, digest string, wh
 		return nil, err
 	}
 	t := e.now()
-	if e.Policy.Load().MayApprove(r.Requester, "", who.Name, true) == approval.OwnRequest {
+	// One policy decides, whatever reload lands meanwhile.
+	pol := e.Policy.Load()
+	if pol.MayApprove(r.Requester, "", who.Name, true) == approval.OwnRequest {
 		return nil, fmt.Errorf("%w: %s requested run %s and may not approve it too", ErrForbidden, who.Name, r.ID)
 	}
 	// The approval's time counts from a later start.
-	if ttl := e.Policy.Load().TTL; ttl > 0 && t.Sub(actions.LaterOf(r.CreatedTS, r.NotBefore)) > ttl {
-		return nil, wrongState(r, fmt.Sprintf("approve: the approval window of %s has passed", ttl))
+	if actions.WindowPassed(pol.TTL, r.CreatedTS, r.NotBefore, t) {
+		return nil, wrongState(r, fmt.Sprintf("approve: the approval window of %s has passed", pol.TTL))
 	}
-	if r.Playbook != "" && !e.Policy.Load().SelfApproval {
+	if r.Playbook != "" && !pol.SelfApproval {
 		// Four eyes over the content too: whoever applied the playbook
 		// version may not approve the runs made from it.
 		pb, err := tx.Playbook(ctx, r.Playbook, r.PlaybookVersion)
 		if err != nil {
 			return nil, err
 		}
-		if e.Policy.Load().MayApprove(r.Requester, pb.CreatedBy, who.Name, true) == approval.AppliedPlaybook {
+		if pol.MayApprove(r.Requester, pb.CreatedBy, who.Name, true) == approval.AppliedPlaybook {
 			return nil, fmt.Errorf("%w: %s applied playbook %s version %d and may not approve its runs", ErrForbidden,
 				who.Name, r.Playbook, r.PlaybookVersion)
 		}
@@ -702,7 +709,9 @@ func (e *Engine) MarkUrgent(ctx context.Context, tx store.Tx, id string, who act
 // Expire cancels the runs that waited for approval longer than the policy's
 // TTL. It returns how many it cancelled.
 func (e *Engine) Expire(ctx context.Context, tx store.Tx) (int, error) {
-	if e.Policy.Load().TTL <= 0 {
+	// One TTL decides and is reported, whatever reload lands meanwhile.
+	ttl := e.Policy.Load().TTL
+	if ttl <= 0 {
 		return 0, nil
 	}
 	// Oldest first, and brief: a pass does not read the node lists of
@@ -716,9 +725,9 @@ func (e *Engine) Expire(ctx context.Context, tx store.Tx) (int, error) {
 			return 0, err
 		}
 		i := 0
-		for ; i < len(page) && t.Sub(page[i].CreatedTS) > e.Policy.Load().TTL; i++ {
+		for ; i < len(page) && t.Sub(page[i].CreatedTS) > ttl; i++ {
 			// The approval's time counts from a later start.
-			if t.Sub(actions.LaterOf(page[i].CreatedTS, page[i].NotBefore)) <= e.Policy.Load().TTL {
+			if !actions.WindowPassed(ttl, page[i].CreatedTS, page[i].NotBefore, t) {
 				continue
 			}
 			expired = append(expired, page[i].ID)
@@ -735,7 +744,7 @@ func (e *Engine) Expire(ctx context.Context, tx store.Tx) (int, error) {
 			return n, err
 		}
 		if err := e.finish(ctx, tx, r, store.RunCancelled, ReasonExpired, store.EventRunExpired, actions.Core,
-			fmt.Sprintf("run %s expired after waiting %s for approval", r.ID, e.Policy.Load().TTL)); err != nil {
+			fmt.Sprintf("run %s expired after waiting %s for approval", r.ID, ttl)); err != nil {
 			return n, err
 		}
 		n++

@@ -46,8 +46,9 @@ func ReadNodes(ctx context.Context, r store.Reader, cluster string) ([]store.Nod
 }
 
 // NodesDigest fingerprints what a plan reads of a cluster's nodes: each
-// one's id, labels, kinds and args schemas.
-func NodesDigest(nodes []store.Node) string {
+// one's id, labels, kinds and args schemas. An error (a schema that is not
+// JSON) is returned, never a digest that would match any other.
+func NodesDigest(nodes []store.Node) (string, error) {
 	type node struct {
 		ID      string
 		Labels  map[string]string          `json:",omitempty"`
@@ -59,9 +60,12 @@ func NodesDigest(nodes []store.Node) string {
 		out[i] = node{n.ID, n.Labels, n.Kinds, n.ArgsSchemas}
 	}
 	slices.SortFunc(out, func(a, b node) int { return strings.Compare(a.ID, b.ID) })
-	b, _ := json.Marshal(out)
+	b, err := json.Marshal(out)
+	if err != nil {
+		return "", fmt.Errorf("digest of the cluster's nodes: %w", err)
+	}
 	sum := sha256.Sum256(b)
-	return hex.EncodeToString(sum[:])
+	return hex.EncodeToString(sum[:]), nil
 }
 
 // Recheck reports ErrReplan when the cluster's nodes, read in r (the write
@@ -71,7 +75,11 @@ func (p *Planned) Recheck(ctx context.Context, r store.Reader) error {
 	if err != nil {
 		return err
 	}
-	if NodesDigest(nodes) != p.Nodes {
+	d, err := NodesDigest(nodes)
+	if err != nil {
+		return err
+	}
+	if d != p.Nodes {
 		return fmt.Errorf("%w: cluster %s", ErrReplan, p.Cluster)
 	}
 	return nil

@@ -300,7 +300,10 @@ func (ts *stepTemplates) decideWhen(sp *store.RunStep, c nodeContext) (bool, err
 
 // tryArgs tells whether renderArgs would succeed, keeping nothing: the
 // planner tries the args of every node it could start, and renders those
-// of the children it creates.
+// of the children it creates. The bound holds for the args encoded, and
+// encoding can grow a rendered byte to six ("<" is \u003c): args that
+// could pass it so are rendered and encoded here, and dropped, so that a
+// step whose args cannot fit fails its node rather than never starting.
 func (ts *stepTemplates) tryArgs(sp *store.RunStep, c nodeContext) error {
 	if len(sp.Args) == 0 || !strings.Contains(string(sp.Args), "{{") {
 		return nil
@@ -337,8 +340,15 @@ func (ts *stepTemplates) tryArgs(sp *store.RunStep, c nodeContext) error {
 	if err := try(v); err != nil {
 		return fmt.Errorf("step %s: args: %v", sp.Name, err)
 	}
-	return nil
+	if len(sp.Args)+maxEscape*b.Used() <= maxArgsRender {
+		return nil
+	}
+	_, err = ts.renderArgs(sp, c)
+	return err
 }
+
+// maxEscape is the most bytes JSON encodes one byte of a string into.
+const maxEscape = len(`\u003c`)
 
 // renderArgs renders the templates in a step's args for a node, all
 // within maxArgsRender bytes.
@@ -390,7 +400,11 @@ func (ts *stepTemplates) renderArgs(sp *store.RunStep, c nodeContext) (json.RawM
 	if err != nil {
 		return nil, err
 	}
-	return action.NormalizeArgs(raw)
+	out, err := action.NormalizeArgs(raw)
+	if err != nil {
+		return nil, fmt.Errorf("step %s: args: %w", sp.Name, err)
+	}
+	return out, nil
 }
 
 // Plan time (docs/runs-and-playbooks.md, "What is checked before a run"):

@@ -65,8 +65,9 @@ func (s *Server) dashboard(w http.ResponseWriter, r *http.Request, v *visitor) {
 			return err
 		}
 		d.WaitingMore = len(pend) > dashWaiting
+		pol := s.cfg.Policy.Load()
 		for _, rec := range pend[:min(len(pend), dashWaiting)] {
-			if s.whyNot(v, "this", rec.Requester, "") == "" && !approval.SamePerson(rec.Requester, v.tok.Name) {
+			if whyNot(pol, v, "this", rec.Requester, "") == "" && !approval.SamePerson(rec.Requester, v.tok.Name) {
 				d.Waiting = append(d.Waiting, rec.Action)
 			}
 		}

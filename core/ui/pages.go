@@ -302,10 +302,11 @@ func (s *Server) approvals(w http.ResponseWriter, r *http.Request, v *visitor) {
 	}
 	for _, rec := range recs {
 		p := pending{Action: rec.Action, Mine: approval.SamePerson(rec.Requester, v.tok.Name)}
-		if ttl := s.cfg.Policy.Load().TTL; ttl > 0 {
-			p.Expires = approvalEnds(rec.CreatedTS, rec.NotBefore, ttl)
+		pol := s.cfg.Policy.Load()
+		if pol.TTL > 0 {
+			p.Expires = approvalEnds(rec.CreatedTS, rec.NotBefore, pol.TTL)
 		}
-		p.Why = s.whyNot(v, "this", rec.Requester, "")
+		p.Why = whyNot(pol, v, "this", rec.Requester, "")
 		p.CanDecide = p.Why == ""
 		if p.Mine {
 			d.Mine++
@@ -489,15 +490,16 @@ func (s *Server) actionDetail(w http.ResponseWriter, r *http.Request, v *visitor
 		return
 	}
 	d := actionData{Action: a, Mine: approval.SamePerson(a.Requester, v.tok.Name), Self: "/ui/actions/" + id}
-	if ttl := s.cfg.Policy.Load().TTL; ttl > 0 {
-		d.Expires = approvalEnds(a.CreatedTS, a.NotBefore, ttl)
+	pol := s.cfg.Policy.Load()
+	if pol.TTL > 0 {
+		d.Expires = approvalEnds(a.CreatedTS, a.NotBefore, pol.TTL)
 	}
 	if a.State == action.PendingApprove {
-		d.Why = s.whyNot(v, "this", a.Requester, "")
+		d.Why = whyNot(pol, v, "this", a.Requester, "")
 		d.CanDecide = d.Why == ""
 	}
 	if (a.State == action.PendingApprove || a.State == action.PendingSchedule) && !pushed && v.can(auth.Approve) {
-		d.UrgentWhy = s.urgentWhyNot(v, a.Requester)
+		d.UrgentWhy = urgentWhyNot(pol, v, a.Requester)
 		d.CanUrgent = d.UrgentWhy == ""
 	}
 	vw := newView(v, "Action "+id[:8], "actions")

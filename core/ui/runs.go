@@ -235,20 +235,22 @@ const summaryShown = 20
 // runDecisionFor works out whether visitor v may decide run r (applier: who
 // applied the playbook version the run was made from, "" for none).
 func (s *Server) runDecisionFor(v *visitor, r *store.Run, applier string) runDecision {
+	pol := s.cfg.Policy.Load()
 	d := runDecision{Mine: approval.SamePerson(r.Requester, v.tok.Name)}
-	if ttl := s.cfg.Policy.Load().TTL; ttl > 0 {
-		d.Expires = approvalEnds(r.CreatedTS, r.NotBefore, ttl)
+	if pol.TTL > 0 {
+		d.Expires = approvalEnds(r.CreatedTS, r.NotBefore, pol.TTL)
 	}
-	d.Why = s.whyNot(v, "this run", r.Requester, applier)
+	d.Why = whyNot(pol, v, "this run", r.Requester, applier)
 	d.CanDecide = d.Why == ""
 	return d
 }
 
 // whyNot says why visitor v may not approve or reject what (requested by
 // requester, made from a playbook version applied by applier), by the one
-// rule of approval.Policy.MayApprove; "" when they may.
-func (s *Server) whyNot(v *visitor, what, requester, applier string) string {
-	switch s.cfg.Policy.Load().MayApprove(requester, applier, v.tok.Name, v.can(auth.Approve)) {
+// rule of approval.Policy.MayApprove under pol, the policy loaded once for
+// the decision shown; "" when they may.
+func whyNot(pol approval.Policy, v *visitor, what, requester, applier string) string {
+	switch pol.MayApprove(requester, applier, v.tok.Name, v.can(auth.Approve)) {
 	case approval.OwnRequest:
 		return "You asked for " + what + ": another approver must decide."
 	case approval.AppliedPlaybook:
@@ -262,8 +264,8 @@ func (s *Server) whyNot(v *visitor, what, requester, applier string) string {
 // urgentWhyNot says why an approver may not mark urgent what requester
 // asked for ("" when they may): the rule of actions.Rules.MarkUrgent and
 // runs.Engine.MarkUrgent.
-func (s *Server) urgentWhyNot(v *visitor, requester string) string {
-	if s.cfg.Policy.Load().MayApprove(requester, "", v.tok.Name, v.can(auth.Approve)) == approval.OwnRequest {
+func urgentWhyNot(pol approval.Policy, v *visitor, requester string) string {
+	if pol.MayApprove(requester, "", v.tok.Name, v.can(auth.Approve)) == approval.OwnRequest {
 		return "You asked for this: another approver may mark it urgent."
 	}
 	return ""
@@ -425,7 +427,7 @@ func (s *Server) runDetail(w http.ResponseWriter, r *http.Request, v *visitor) {
 	switch run.State {
 	case store.RunPendingApprove, store.RunRunning, store.RunPaused:
 		if v.can(auth.Approve) {
-			d.UrgentWhy = s.urgentWhyNot(v, run.Requester)
+			d.UrgentWhy = urgentWhyNot(s.cfg.Policy.Load(), v, run.Requester)
 			d.CanUrgent = d.UrgentWhy == ""
 		}
 	}

@@ -128,6 +128,17 @@ func (p *Playbook) PlanIn(ctx context.Context, st store.Store, version int, req 
 	return p.planOn(version, run, values, nodes)
 }
 
+// PlanOn is Plan on nodes, the cluster's nodes read by the caller (who
+// keeps their runs.NodesDigest to re-check, whether the plan succeeds or
+// not).
+func (p *Playbook) PlanOn(version int, req *wire.PlanRequest, nodes []store.Node) (*Planned, error) {
+	run, values, err := p.request(req)
+	if err != nil {
+		return nil, err
+	}
+	return p.planOn(version, run, values, nodes)
+}
+
 // request renders the playbook with req's parameters into a checked run
 // request.
 func (p *Playbook) request(req *wire.PlanRequest) (*wire.CreateRunRequest, map[string]any, error) {
@@ -151,8 +162,12 @@ func (p *Playbook) planOn(version int, run *wire.CreateRunRequest, values map[st
 	if err != nil {
 		return nil, err
 	}
+	d, err := runs.NodesDigest(nodes)
+	if err != nil {
+		return nil, err
+	}
 	return &Planned{Name: p.Name, Version: version, Cluster: run.ClusterID, Values: values, Stages: stages,
-		Nodes: runs.NodesDigest(nodes)}, nil
+		Nodes: d}, nil
 }
 
 // Wire shows a plan: every child by stage and wave, in the order the run

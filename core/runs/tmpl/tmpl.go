@@ -214,6 +214,9 @@ func (w *writer) Write(p []byte) (int, error) {
 	return len(p), nil
 }
 
+// Used is how many bytes the renders of the budget wrote.
+func (b *Budget) Used() int { return b.size - b.left }
+
 // Render executes t on data within the budget.
 func (b *Budget) Render(t *template.Template, data any) (string, error) {
 	var sb strings.Builder

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"log/slog"
 	"strings"
@@ -684,5 +685,50 @@ func TestAScheduleWhosePlaybookIsGoneWaitsAndTheOthersGoOn(t *testing.T) {
 	e.occurAt(time.Date(2026, 11, 23, 10, 20, 1, 0, time.UTC))
 	if n := len(e.events(store.EventScheduleUnapproved)); n != 1 {
 		t.Fatalf("%d schedule.unapproved events, want 1", n)
+	}
+}
+
+// TestAnOccurrenceWhosePlanFailedOnNodesThatChangedIsPlannedAgain: a plan
+// that failed on the cluster's nodes is re-checked against them in the
+// write transaction like one that succeeded: when a node changed while it
+// was planned, the run is planned again on the nodes as they are, rather
+// than the occurrence being skipped for what no longer holds.
+func TestAnOccurrenceWhosePlanFailedOnNodesThatChangedIsPlannedAgain(t *testing.T) {
+	t.Parallel()
+	e := setup(t)
+	r := req()
+	r.Cron, r.Timezone = "*/10 * * * *", ""
+	sc := e.active(r)
+	schema := func(max int) func(ctx context.Context, tx store.Tx) error {
+		return func(ctx context.Context, tx store.Tx) error {
+			return tx.PutNode(ctx, &store.Node{ClusterID: "c", ID: "n2", Addr: "127.0.0.1:1", Source: store.SourceStatic,
+				Status: store.NodeUp, Kinds: []string{"muster.io/debug.sleep"},
+				ArgsSchemas: map[string]json.RawMessage{"muster.io/debug.sleep": json.RawMessage(
+					fmt.Sprintf(`{"type":"object","properties":{"seconds":{"type":"integer","maximum":%d}}}`, max))}})
+		}
+	}
+	// The nodes refuse seconds 2 when the run is planned, and accept it
+	// before the plan is stored.
+	if err := e.update(schema(1)); err != nil {
+		t.Fatal(err)
+	}
+	once := false
+	recur.SetPlanned(e.w, func() {
+		if !once {
+			once = true
+			if err := e.update(schema(10)); err != nil {
+				t.Error(err)
+			}
+		}
+	})
+	e.set(time.Date(2026, 11, 23, 10, 10, 1, 0, time.UTC))
+	if err := e.w.Pass(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if sk := e.events(store.EventScheduleSkipped); len(sk) != 0 {
+		t.Fatalf("skipped: %q, from nodes that had changed", sk[0].Message)
+	}
+	if n := len(e.runsOf(sc)); n != 1 {
+		t.Fatalf("%d runs, want the occurrence's run planned again on the nodes as they are", n)
 	}
 }

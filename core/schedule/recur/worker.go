@@ -48,6 +48,9 @@ type Worker struct {
 	cfg Config
 	st  store.Store
 	log *slog.Logger
+	// planned, when set (tests), is called once an occurrence's run is
+	// planned, before the write transaction.
+	planned func()
 }
 
 // New returns a worker; it starts nothing.
@@ -222,12 +225,14 @@ func (w *Worker) Occur(ctx context.Context, name string, at time.Time, due bool)
 		if op == nil || op.version != pb.Version || op.digest != pb.Digest || op.cluster != sc.ClusterID || op.params != string(sc.Params) {
 			return fmt.Errorf("%w: schedule %s changed while its run was planned", runs.ErrReplan, sc.Name)
 		}
+		// The nodes are re-checked whether the plan succeeded or failed: a
+		// failure on nodes that changed since is planned again, not
+		// recorded.
 		plan, err := op.plan, op.err
-		if err == nil {
-			err = (&runs.Planned{Cluster: plan.Cluster, Nodes: plan.Nodes}).Recheck(ctx, tx)
-			if errors.Is(err, runs.ErrReplan) {
-				return err
-			}
+		if rerr := (&runs.Planned{Cluster: op.cluster, Nodes: op.nodes}).Recheck(ctx, tx); errors.Is(rerr, runs.ErrReplan) {
+			return rerr
+		} else if err == nil {
+			err = rerr
 		}
 		if err != nil {
 			if !errors.Is(err, runs.ErrInvalid) && !errors.Is(err, runs.ErrUnresolvable) && !errors.Is(err, playbook.ErrInvalid) &&
@@ -274,8 +279,11 @@ type occurrencePlan struct {
 	version         int
 	digest, cluster string
 	params          string
-	plan            *playbook.Planned
-	err             error
+	// nodes is the runs.NodesDigest of the cluster's nodes it was planned
+	// on, kept when planning failed too ("" when they could not be read).
+	nodes string
+	plan  *playbook.Planned
+	err   error
 }
 
 // planOccurrence plans schedule name's run as it is now, reading the
@@ -286,24 +294,37 @@ func (w *Worker) planOccurrence(ctx context.Context, name string, due bool) *occ
 	}
 	var sc *store.Schedule
 	var pb *store.Playbook
+	var nodes []store.Node
+	var nodesErr error
 	err := w.st.Read(ctx, func(r store.Reader) error {
 		var err error
 		if sc, err = r.Schedule(ctx, name); err != nil {
 			return err
 		}
-		pb, err = resolve(ctx, r, sc)
-		return err
+		if pb, err = resolve(ctx, r, sc); err != nil {
+			return err
+		}
+		nodes, nodesErr = runs.ReadNodes(ctx, r, sc.ClusterID)
+		return nil
 	})
 	if err != nil {
 		return nil // the transaction finds out why, and says so
 	}
 	op := &occurrencePlan{version: pb.Version, digest: pb.Digest, cluster: sc.ClusterID, params: string(sc.Params)}
-	p, err := playbook.Parse([]byte(pb.Document))
+	if err = nodesErr; err == nil {
+		op.nodes, err = runs.NodesDigest(nodes)
+	}
 	if err == nil {
-		var params map[string]string
-		if err = json.Unmarshal(sc.Params, &params); err == nil {
-			op.plan, err = p.PlanIn(ctx, w.st, pb.Version, &wire.PlanRequest{ClusterID: sc.ClusterID, Params: params})
+		var p *playbook.Playbook
+		if p, err = playbook.Parse([]byte(pb.Document)); err == nil {
+			var params map[string]string
+			if err = json.Unmarshal(sc.Params, &params); err == nil {
+				op.plan, err = p.PlanOn(pb.Version, &wire.PlanRequest{ClusterID: sc.ClusterID, Params: params}, nodes)
+			}
 		}
+	}
+	if w.planned != nil {
+		w.planned()
 	}
 	op.err = err
 	return op
