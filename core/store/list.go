@@ -19,11 +19,11 @@ func QuestionMarks(int) string { return "?" }
 // DollarNumbers is PostgreSQL's placeholder style: $1, $2, ...
 func DollarNumbers(n int) string { return "$" + strconv.Itoa(n) }
 
-// ListActions is Reader.ListActions of both stores: r is the store's reader,
+// listActions is Reader.ListActions of both stores: r is the store's reads,
 // columns its action columns, ph its placeholder style, and records runs a
 // statement of records in its transaction. A marker that names no action
 // is ErrNotFound.
-func ListActions(ctx context.Context, r Reader, q ListQuery, columns string, ph Placeholder,
+func listActions(ctx context.Context, r Reads, q ListQuery, columns string, ph Placeholder,
 	records func(ctx context.Context, stmt string, args ...any) ([]Record, error)) ([]Record, error) {
 	stmt, args, err := listActionsSQL(q, columns, ph)
 	if err != nil {
@@ -151,11 +151,11 @@ func after(keys []SortKey, val func(field string) string) string {
 	return "(" + strings.Join(ors, " OR ") + ")"
 }
 
-// ListRuns is Reader.ListRuns of both stores: columns and briefColumns are
+// listRuns is Reader.ListRuns of both stores: columns and briefColumns are
 // the store's run columns (whole and brief), ph its placeholder style, and
 // runs reads a statement of runs (brief ones when brief) in its
 // transaction. A marker that names no run lists nothing.
-func ListRuns(ctx context.Context, q RunQuery, columns, briefColumns string, ph Placeholder,
+func listRuns(ctx context.Context, q RunQuery, columns, briefColumns string, ph Placeholder,
 	runs func(ctx context.Context, brief bool, stmt string, args ...any) ([]Run, error)) ([]Run, error) {
 	if q.Brief {
 		columns = briefColumns

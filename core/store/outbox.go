@@ -98,8 +98,8 @@ type DeliveryStat struct {
 }
 
 // OutboxReader reads the notification outbox (a part of Reader). Both
-// stores answer it with the functions of this package (ReadDelivery and
-// the rest) over their OutboxRows.
+// stores answer it with Reads, by the functions of this package
+// (readDelivery and the rest) over its OutboxRows.
 type OutboxReader interface {
 	// Delivery returns one delivery (ErrNotFound when there is none).
 	Delivery(ctx context.Context, id int64) (*Delivery, error)

@@ -64,7 +64,7 @@ type DeliveryRowCount struct {
 }
 
 // OutboxRows are the reads of the outbox's tables each store makes with the
-// statements of this file (OutboxEntriesSQL and the rest); the functions
+// statements of this file (outboxEntriesSQL and the rest); the functions
 // below make the OutboxReader of both stores from them.
 type OutboxRows interface {
 	OutboxEntries(ctx context.Context, q OutboxScan) ([]OutboxEntry, error)
@@ -82,8 +82,8 @@ type OutboxRows interface {
 // list holds ",d," (names have no comma: names.CheckID).
 func outboxList(dests []string) string { return "," + strings.Join(dests, ",") + "," }
 
-// ParseOutboxList reads the destinations of an outbox row.
-func ParseOutboxList(s string) []string {
+// parseOutboxList reads the destinations of an outbox row.
+func parseOutboxList(s string) []string {
 	s = strings.Trim(s, ",")
 	if s == "" {
 		return nil
@@ -91,13 +91,13 @@ func ParseOutboxList(s string) []string {
 	return strings.Split(s, ",")
 }
 
-// DeliveryColumns are the columns of a delivery row, in the order each
+// deliveryColumns are the columns of a delivery row, in the order each
 // store scans them.
-const DeliveryColumns = `id, destination, event_seq, state, attempts, created_ts, next_ts, updated_ts, last_status, last_error`
+const deliveryColumns = `id, destination, event_seq, state, attempts, created_ts, next_ts, updated_ts, last_status, last_error`
 
-// OutboxEntriesSQL is the statement of OutboxRows.OutboxEntries: it selects
+// outboxEntriesSQL is the statement of OutboxRows.OutboxEntries: it selects
 // seq, created_ts and destinations.
-func OutboxEntriesSQL(d Dialect, q OutboxScan) (string, []any) {
+func outboxEntriesSQL(d Dialect, q OutboxScan) (string, []any) {
 	b := &listSQL{ph: d.Placeholder}
 	b.where = append(b.where, "seq > "+b.arg(q.After))
 	if q.Through > 0 {
@@ -120,9 +120,9 @@ func OutboxEntriesSQL(d Dialect, q OutboxScan) (string, []any) {
 	return stmt, b.args
 }
 
-// DeliveryRowsSQL is the statement of OutboxRows.DeliveryRows: it selects
-// DeliveryColumns.
-func DeliveryRowsSQL(d Dialect, q DeliveryScan) (string, []any) {
+// deliveryRowsSQL is the statement of OutboxRows.DeliveryRows: it selects
+// deliveryColumns.
+func deliveryRowsSQL(d Dialect, q DeliveryScan) (string, []any) {
 	b := &listSQL{ph: d.Placeholder}
 	b.where = append(b.where, "id >= "+b.arg(q.FromID))
 	if q.ToID > 0 {
@@ -139,7 +139,7 @@ func DeliveryRowsSQL(d Dialect, q DeliveryScan) (string, []any) {
 	default:
 		b.where = append(b.where, "state = "+b.arg(q.State))
 	}
-	stmt := `SELECT ` + DeliveryColumns + ` FROM notify_deliveries WHERE ` + strings.Join(b.where, " AND ") +
+	stmt := `SELECT ` + deliveryColumns + ` FROM notify_deliveries WHERE ` + strings.Join(b.where, " AND ") +
 		` ORDER BY id` + desc(q.Desc)
 	if q.Limit > 0 {
 		stmt += " LIMIT " + b.arg(q.Limit)
@@ -147,10 +147,10 @@ func DeliveryRowsSQL(d Dialect, q DeliveryScan) (string, []any) {
 	return stmt, b.args
 }
 
-// CursorsSQL is the statement of OutboxRows.Cursors: it selects
+// cursorsSQL is the statement of OutboxRows.Cursors: it selects
 // destination, seq, last_success_ts, last_failure_ts (both may be NULL)
 // and last_error.
-func CursorsSQL(d Dialect, destination string) (string, []any) {
+func cursorsSQL(d Dialect, destination string) (string, []any) {
 	stmt := `SELECT destination, seq, last_success_ts, last_failure_ts, last_error FROM notify_cursors`
 	if destination == "" {
 		return stmt + ` ORDER BY destination`, nil
@@ -158,18 +158,137 @@ func CursorsSQL(d Dialect, destination string) (string, []any) {
 	return stmt + ` WHERE destination = ` + d.Placeholder(1), []any{destination}
 }
 
-// OutboxCountSQL is the statement of OutboxRows.OutboxCount.
-func OutboxCountSQL(d Dialect, destination string, after int64) (string, []any) {
+// outboxCountSQL is the statement of OutboxRows.OutboxCount.
+func outboxCountSQL(d Dialect, destination string, after int64) (string, []any) {
 	return `SELECT COUNT(*) FROM notify_outbox WHERE seq > ` + d.Placeholder(1) + ` AND ` +
 		d.contains("destinations", d.Placeholder(2)), []any{after, "," + destination + ","}
 }
 
-// DeliveryRowCountsSQL is the statement of OutboxRows.DeliveryRowCounts: it
+// deliveryRowCountsSQL is the statement of OutboxRows.DeliveryRowCounts: it
 // selects destination, state, after the cursor (0 or 1) and the count.
-const DeliveryRowCountsSQL = `SELECT d.destination, d.state,
+const deliveryRowCountsSQL = `SELECT d.destination, d.state,
 	CASE WHEN d.event_seq > COALESCE(c.seq, 0) THEN 1 ELSE 0 END, COUNT(*)
 	FROM notify_deliveries d LEFT JOIN notify_cursors c ON c.destination = d.destination
 	GROUP BY 1, 2, 3`
+
+var (
+	_ OutboxRows   = Reads{}
+	_ OutboxReader = Reads{}
+)
+
+// OutboxEntries is OutboxRows.OutboxEntries of both stores.
+func (r Reads) OutboxEntries(ctx context.Context, q OutboxScan) ([]OutboxEntry, error) {
+	stmt, args := outboxEntriesSQL(r.Dialect, q)
+	var out []OutboxEntry
+	err := r.Query(ctx, stmt, args, func(row Row) error {
+		var e OutboxEntry
+		var dests string
+		if err := row.Scan(&e.Seq, r.Dialect.timeInto(&e.CreatedTS), &dests); err != nil {
+			return err
+		}
+		e.Destinations = parseOutboxList(dests)
+		out = append(out, e)
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("outbox: %w", err)
+	}
+	return out, nil
+}
+
+// DeliveryRows is OutboxRows.DeliveryRows of both stores.
+func (r Reads) DeliveryRows(ctx context.Context, q DeliveryScan) ([]Delivery, error) {
+	d := r.Dialect
+	stmt, args := deliveryRowsSQL(d, q)
+	var out []Delivery
+	err := r.Query(ctx, stmt, args, func(row Row) error {
+		var dv Delivery
+		if err := row.Scan(&dv.ID, &dv.Destination, &dv.EventSeq, &dv.State, &dv.Attempts, d.timeInto(&dv.CreatedTS),
+			d.timeInto(&dv.NextTS), d.timeInto(&dv.UpdatedTS), &dv.LastStatus, &dv.LastError); err != nil {
+			return err
+		}
+		out = append(out, dv)
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("deliveries: %w", err)
+	}
+	return out, nil
+}
+
+// Cursors is OutboxRows.Cursors of both stores.
+func (r Reads) Cursors(ctx context.Context, destination string) ([]Cursor, error) {
+	d := r.Dialect
+	stmt, args := cursorsSQL(d, destination)
+	var out []Cursor
+	err := r.Query(ctx, stmt, args, func(row Row) error {
+		var c Cursor
+		if err := row.Scan(&c.Destination, &c.Seq, d.nullTimeInto(&c.LastSuccess), d.nullTimeInto(&c.LastFailure),
+			&c.LastError); err != nil {
+			return err
+		}
+		out = append(out, c)
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("outbox cursors: %w", err)
+	}
+	return out, nil
+}
+
+// OutboxCount is OutboxRows.OutboxCount of both stores.
+func (r Reads) OutboxCount(ctx context.Context, destination string, after int64) (int, error) {
+	stmt, args := outboxCountSQL(r.Dialect, destination, after)
+	var n int
+	if _, err := r.one(ctx, stmt, args, func(row Row) error { return row.Scan(&n) }); err != nil {
+		return 0, fmt.Errorf("outbox backlog of %s: %w", destination, err)
+	}
+	return n, nil
+}
+
+// DeliveryRowCounts is OutboxRows.DeliveryRowCounts of both stores.
+func (r Reads) DeliveryRowCounts(ctx context.Context) ([]DeliveryRowCount, error) {
+	var out []DeliveryRowCount
+	err := r.Query(ctx, deliveryRowCountsSQL, nil, func(row Row) error {
+		var c DeliveryRowCount
+		var after int
+		if err := row.Scan(&c.Destination, &c.State, &after, &c.N); err != nil {
+			return err
+		}
+		c.AfterCursor = after == 1
+		out = append(out, c)
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("delivery counts: %w", err)
+	}
+	return out, nil
+}
+
+// Delivery is OutboxReader.Delivery of both stores.
+func (r Reads) Delivery(ctx context.Context, id int64) (*Delivery, error) {
+	return readDelivery(ctx, r, id)
+}
+
+// Deliveries is OutboxReader.Deliveries of both stores.
+func (r Reads) Deliveries(ctx context.Context, q DeliveryQuery) ([]Delivery, error) {
+	return listDeliveries(ctx, r, q)
+}
+
+// EventDeliveries is OutboxReader.EventDeliveries of both stores.
+func (r Reads) EventDeliveries(ctx context.Context, q EventDeliveryQuery) ([]Delivery, error) {
+	return listEventDeliveries(ctx, r, q)
+}
+
+// PendingDeliveries is OutboxReader.PendingDeliveries of both stores.
+func (r Reads) PendingDeliveries(ctx context.Context, destination string, limit int) ([]Delivery, error) {
+	return listPending(ctx, r, destination, limit)
+}
+
+// DeliveryStats is OutboxReader.DeliveryStats of both stores.
+func (r Reads) DeliveryStats(ctx context.Context, destinations ...string) ([]DeliveryStat, error) {
+	return readDeliveryStats(ctx, r, destinations...)
+}
 
 func desc(on bool) string {
 	if on {
@@ -238,8 +357,8 @@ func views(ctx context.Context, r OutboxRows, destination string, es []OutboxEnt
 	return out, nil
 }
 
-// ReadDelivery is OutboxReader.Delivery of both stores.
-func ReadDelivery(ctx context.Context, r OutboxRows, id int64) (*Delivery, error) {
+// readDelivery is OutboxReader.Delivery of both stores.
+func readDelivery(ctx context.Context, r OutboxRows, id int64) (*Delivery, error) {
 	notFound := fmt.Errorf("delivery %d: %w", id, ErrNotFound)
 	if id <= 0 {
 		return nil, notFound
@@ -271,12 +390,12 @@ func ReadDelivery(ctx context.Context, r OutboxRows, id int64) (*Delivery, error
 // destination's deliveries.
 const scanPage = 1024
 
-// ListDeliveries is OutboxReader.Deliveries of both stores.
-func ListDeliveries(ctx context.Context, r OutboxRows, q DeliveryQuery) ([]Delivery, error) {
+// listDeliveries is OutboxReader.Deliveries of both stores.
+func listDeliveries(ctx context.Context, r OutboxRows, q DeliveryQuery) ([]Delivery, error) {
 	switch q.State {
 	case DeliveryPending:
 		if q.Oldest {
-			return ListPending(ctx, r, q.Destination, q.Limit)
+			return listPending(ctx, r, q.Destination, q.Limit)
 		}
 	case DeliveryDead:
 		// Every dead delivery has a row of its own.
@@ -355,10 +474,10 @@ func ListDeliveries(ctx context.Context, r OutboxRows, q DeliveryQuery) ([]Deliv
 	}
 }
 
-// ListPending is OutboxReader.PendingDeliveries of both stores: the
+// listPending is OutboxReader.PendingDeliveries of both stores: the
 // deliveries redelivered or retried that have a row of their own, and
 // those of the events after the cursor, merged in id order.
-func ListPending(ctx context.Context, r OutboxRows, destination string, limit int) ([]Delivery, error) {
+func listPending(ctx context.Context, r OutboxRows, destination string, limit int) ([]Delivery, error) {
 	c, err := cursorOf(ctx, r, destination)
 	if err != nil {
 		return nil, err
@@ -401,8 +520,8 @@ func ListPending(ctx context.Context, r OutboxRows, destination string, limit in
 	return out, nil
 }
 
-// ListEventDeliveries is OutboxReader.EventDeliveries of both stores.
-func ListEventDeliveries(ctx context.Context, r OutboxRows, q EventDeliveryQuery) ([]Delivery, error) {
+// listEventDeliveries is OutboxReader.EventDeliveries of both stores.
+func listEventDeliveries(ctx context.Context, r OutboxRows, q EventDeliveryQuery) ([]Delivery, error) {
 	if q.ToSeq < q.FromSeq || q.Limit <= 0 {
 		return nil, nil
 	}
@@ -444,10 +563,10 @@ func ListEventDeliveries(ctx context.Context, r OutboxRows, q EventDeliveryQuery
 	return out, nil
 }
 
-// ReadDeliveryStats is OutboxReader.DeliveryStats of both stores: the
+// readDeliveryStats is OutboxReader.DeliveryStats of both stores: the
 // destinations named (all when none is) that have a cursor, which the
 // first event routed to them gives them.
-func ReadDeliveryStats(ctx context.Context, r OutboxRows, destinations ...string) ([]DeliveryStat, error) {
+func readDeliveryStats(ctx context.Context, r OutboxRows, destinations ...string) ([]DeliveryStat, error) {
 	cursors, err := r.Cursors(ctx, "")
 	if err != nil {
 		return nil, err
@@ -483,7 +602,7 @@ func ReadDeliveryStats(ctx context.Context, r OutboxRows, destinations ...string
 			}
 		}
 		if s.Backlog > 0 {
-			head, err := ListPending(ctx, r, c.Destination, 1)
+			head, err := listPending(ctx, r, c.Destination, 1)
 			if err != nil {
 				return nil, err
 			}

@@ -12,12 +12,24 @@ import (
 )
 
 // Dialect is what the statements core/store writes for both stores (the
-// appends here, the action list in list.go) need to know of one store's SQL.
+// appends here, the reads of reads.go, the action list in list.go) need to
+// know of one store's SQL.
 type Dialect struct {
 	Placeholder Placeholder
 	// Time is a time as the store binds it (SQLite: microseconds since the
 	// epoch; PostgreSQL: a timestamptz).
 	Time func(time.Time) any
+	// ReadTime reads a time column as the store's driver gives it (SQLite:
+	// microseconds since the epoch; PostgreSQL: a time.Time), in UTC.
+	ReadTime func(src any) (time.Time, error)
+	// List binds a list of strings (SQLite: a JSON array; PostgreSQL: a
+	// text[]); ListInto is a scan destination for one, read into v.
+	List     func(v []string) (any, error)
+	ListInto func(v *[]string) any
+	// Unindexed is the prefix of a column that keeps the planner off its
+	// index (SQLite: a unary +; PostgreSQL: none, its planner needs no
+	// hint).
+	Unindexed string
 	// Position is the function that finds a string in another
 	// (SQLite: instr; PostgreSQL: strpos).
 	Position string
@@ -59,7 +71,14 @@ type Writes struct {
 	// InsertSeq runs the INSERT ... RETURNING seq of an event and returns
 	// the seq (the store remembers it as the newest event of the
 	// transaction; PostgreSQL takes the events lock first).
-	InsertSeq Exec // Outbox, when set, chooses the notification destinations of each
+	InsertSeq Exec
+	// Query runs a read in the transaction.
+	Query Query
+	// Returning runs a statement that changes rows and returns them (...
+	// RETURNING) and calls each for every row; the store counts them as
+	// written. what names the write in errors.
+	Returning func(ctx context.Context, what, stmt string, args []any, each func(Row) error) error
+	// Outbox, when set, chooses the notification destinations of each
 	// event; AppendEvent writes their deliveries with it.
 	Outbox Outbox
 }
@@ -159,7 +178,7 @@ func (w Writes) UpdateDelivery(ctx context.Context, dv *Delivery) error {
 	}
 	ps, args := d.values(1, dv.ID, dv.Destination, dv.EventSeq, dv.State, dv.Attempts, d.Time(dv.CreatedTS),
 		d.Time(dv.NextTS), d.Time(dv.UpdatedTS), dv.LastStatus, dv.LastError)
-	n, err := w.Exec(ctx, what, `INSERT INTO notify_deliveries (`+DeliveryColumns+`) SELECT `+ps+`
+	n, err := w.Exec(ctx, what, `INSERT INTO notify_deliveries (`+deliveryColumns+`) SELECT `+ps+`
 		WHERE EXISTS (SELECT 1 FROM notify_outbox WHERE seq = `+d.Placeholder(len(args)+1)+` AND `+
 		d.contains("destinations", d.Placeholder(len(args)+2))+`)
 		ON CONFLICT (id) DO UPDATE SET state = excluded.state, attempts = excluded.attempts,
@@ -292,4 +311,27 @@ func (w Writes) UpdateAction(ctx context.Context, r *Record) error {
 		err = fmt.Errorf("%s: %w", what, ErrNotFound)
 	}
 	return err
+}
+
+// PurgeActions is Tx.PurgeActions of both stores: it deletes up to limit
+// finished actions last changed before t, oldest first, but for the
+// children of runs still open (a run that lost them would create them
+// again); their history goes with them (ON DELETE CASCADE). The states are
+// literals so that the partial index actions_finished serves the query.
+func (w Writes) PurgeActions(ctx context.Context, before time.Time, limit int) (int, error) {
+	d := w.Dialect
+	n, err := w.Exec(ctx, "purge actions", `DELETE FROM actions WHERE seq IN (
+		SELECT seq FROM actions WHERE state IN ('DONE', 'FAILED', 'CANCELLED', 'LOST') AND updated_ts < `+d.Placeholder(1)+`
+			AND (run_id = '' OR run_id NOT IN (SELECT id FROM runs WHERE state IN ('PENDING_APPROVE', 'RUNNING', 'PAUSED')))
+		ORDER BY updated_ts, seq LIMIT `+d.Placeholder(2)+`)`, d.Time(before), limit)
+	return int(n), err
+}
+
+// PurgeEvents is Tx.PurgeEvents of both stores: it deletes up to limit
+// events older than t, oldest first.
+func (w Writes) PurgeEvents(ctx context.Context, before time.Time, limit int) (int, error) {
+	d := w.Dialect
+	n, err := w.Exec(ctx, "purge events", `DELETE FROM events WHERE seq IN (
+		SELECT seq FROM events WHERE ts < `+d.Placeholder(1)+` ORDER BY seq LIMIT `+d.Placeholder(2)+`)`, d.Time(before), limit)
+	return int(n), err
 }

@@ -215,7 +215,7 @@ func (s *Store) Read(ctx context.Context, fn func(r store.Reader) error) error {
 		return translateConn(fmt.Errorf("begin read: %w", err))
 	}
 	defer func() { _ = tx.Rollback(context.Background()) }()
-	return translateConn(fn(&reader{q: tx}))
+	return translateConn(fn(newReader(tx)))
 }
 
 // Update runs fn in one SERIALIZABLE transaction, and runs it again (up to

@@ -35,7 +35,9 @@ var _ store.Tx = (*writer)(nil)
 // store.Writes'.
 func newWriter(tx pgx.Tx) *writer {
 	w := &writer{reader: reader{q: tx}}
-	w.Writes = store.Writes{Dialect: dialect, Exec: w.exec, InsertSeq: w.insertSeq}
+	w.Reads = store.Reads{Dialect: dialect, Query: w.each}
+	w.Writes = store.Writes{Dialect: dialect, Exec: w.exec, InsertSeq: w.insertSeq, Query: w.each,
+		Returning: w.returning}
 	return w
 }
 
@@ -59,19 +61,6 @@ func list(v []string) []string {
 	return v
 }
 
-// PutCluster creates or replaces a cluster. A zero UpdatedTS is set to now.
-func (w *writer) PutCluster(ctx context.Context, c *store.Cluster) error {
-	if c.UpdatedTS.IsZero() {
-		c.UpdatedTS = now()
-	}
-	_, err := w.exec(ctx, fmt.Sprintf("put cluster %q", c.ID),
-		`INSERT INTO clusters (id, status, status_reason, updated_ts) VALUES ($1, $2, $3, $4)
-		ON CONFLICT (id) DO UPDATE SET status = excluded.status,
-			status_reason = excluded.status_reason, updated_ts = excluded.updated_ts`,
-		c.ID, c.Status, c.StatusReason, action.UTC(c.UpdatedTS))
-	return err
-}
-
 // PutNode creates or replaces a node; its cluster must exist (ErrNotFound
 // otherwise). A zero UpdatedTS is set to now.
 func (w *writer) PutNode(ctx context.Context, n *store.Node) error {
@@ -87,7 +76,7 @@ func (w *writer) PutNode(ctx context.Context, n *store.Node) error {
 		}
 	}
 	rows, err := w.exec(ctx, what,
-		`INSERT INTO nodes (`+nodeColumns+`)
+		`INSERT INTO nodes (`+store.NodeColumns+`)
 		SELECT $1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15::jsonb, $16, $17
 		WHERE EXISTS (SELECT 1 FROM clusters WHERE id = $1)
 		ON CONFLICT (cluster_id, id) DO UPDATE SET addr = excluded.addr, source = excluded.source,
@@ -105,18 +94,31 @@ func (w *writer) PutNode(ctx context.Context, n *store.Node) error {
 	return err
 }
 
-// DeleteNode removes a node (ErrNotFound when there is none). Its actions stay.
-func (w *writer) DeleteNode(ctx context.Context, clusterID, nodeID string) error {
-	what := fmt.Sprintf("delete node %s/%s", clusterID, nodeID)
-	n, err := w.exec(ctx, what, `DELETE FROM nodes WHERE cluster_id = $1 AND id = $2`, clusterID, nodeID)
-	if err == nil && n == 0 {
-		err = fmt.Errorf("%s: %w", what, store.ErrNotFound)
+// dialect is PostgreSQL's, for the statements core/store writes for both stores.
+var dialect = store.Dialect{Placeholder: store.DollarNumbers, Time: func(t time.Time) any { return action.UTC(t) },
+	ReadTime: readTime, List: func(v []string) (any, error) { return list(v), nil },
+	ListInto: func(v *[]string) any { return v }, Position: "strpos"}
+
+// readTime reads a timestamptz column, in UTC.
+func readTime(src any) (time.Time, error) {
+	t, ok := src.(time.Time)
+	if !ok {
+		return time.Time{}, fmt.Errorf("time column: %T, want a time", src)
 	}
-	return err
+	return t.UTC(), nil
 }
 
-// dialect is PostgreSQL's, for the statements core/store writes for both stores.
-var dialect = store.Dialect{Placeholder: store.DollarNumbers, Time: func(t time.Time) any { return action.UTC(t) }, Position: "strpos"}
+// returning runs a statement that changes rows and returns them, calls each
+// for every row and counts them as written.
+func (w *writer) returning(ctx context.Context, what, q string, args []any, each func(store.Row) error) error {
+	n := int64(0)
+	err := w.each(ctx, q, args, func(row store.Row) error {
+		n++
+		return each(row)
+	})
+	w.rows += n
+	return translate(err, what)
+}
 
 // insertSeq takes the events lock (once a transaction), runs an INSERT ...
 // RETURNING seq of an event, remembers the seq as the newest event and
@@ -135,55 +137,4 @@ func (w *writer) insertSeq(ctx context.Context, what, q string, args ...any) (in
 	w.rows++
 	w.lastEvent = seq
 	return seq, nil
-}
-
-// PurgeActions deletes up to limit finished actions last changed before t,
-// oldest first, but for the children of runs still open (a run that lost
-// them would create them again); their history goes with them (ON DELETE CASCADE). The
-// states are literals so that the partial index actions_finished serves
-// the query.
-func (w *writer) PurgeActions(ctx context.Context, before time.Time, limit int) (int, error) {
-	n, err := w.exec(ctx, "purge actions", `DELETE FROM actions WHERE seq IN (
-		SELECT seq FROM actions WHERE state IN ('DONE', 'FAILED', 'CANCELLED', 'LOST') AND updated_ts < $1
-			AND (run_id = '' OR run_id NOT IN (SELECT id FROM runs WHERE state IN ('PENDING_APPROVE', 'RUNNING', 'PAUSED')))
-		ORDER BY updated_ts, seq LIMIT $2)`, action.UTC(before), limit)
-	return int(n), err
-}
-
-// PurgeEvents deletes up to limit events older than t, oldest first.
-func (w *writer) PurgeEvents(ctx context.Context, before time.Time, limit int) (int, error) {
-	n, err := w.exec(ctx, "purge events", `DELETE FROM events WHERE seq IN (
-		SELECT seq FROM events WHERE ts < $1 ORDER BY seq LIMIT $2)`, action.UTC(before), limit)
-	return int(n), err
-}
-
-// InsertToken stores a new token (ErrExists when the hash is taken, or the
-// name is, ignoring case: migration 003). A zero CreatedTS is set to now.
-func (w *writer) InsertToken(ctx context.Context, t *store.Token) error {
-	if t.CreatedTS.IsZero() {
-		t.CreatedTS = now()
-	}
-	what := fmt.Sprintf("insert token %q", t.Name)
-	n, err := w.exec(ctx, what,
-		`INSERT INTO tokens (name, roles, hash, created_ts, expires_ts, cluster_id, uses_left)
-		VALUES ($1, $2, $3, $4, $5, $6, $7) ON CONFLICT DO NOTHING`,
-		t.Name, list(t.Roles), t.Hash, action.UTC(t.CreatedTS), nullTS(t.ExpiresTS), t.ClusterID, t.UsesLeft)
-	if err == nil && n == 0 {
-		err = fmt.Errorf("%s: %w", what, store.ErrExists)
-	}
-	return err
-}
-
-// DeleteToken removes a token (ErrNotFound when there is none).
-func (w *writer) DeleteToken(ctx context.Context, name string) error {
-	what := fmt.Sprintf("delete token %q", name)
-	// Its web UI sessions go with it, in the same transaction.
-	if _, err := w.exec(ctx, what, `DELETE FROM ui_sessions WHERE token_hash IN (SELECT hash FROM tokens WHERE name = $1)`, name); err != nil {
-		return err
-	}
-	n, err := w.exec(ctx, what, `DELETE FROM tokens WHERE name = $1`, name)
-	if err == nil && n == 0 {
-		err = fmt.Errorf("%s: %w", what, store.ErrNotFound)
-	}
-	return err
 }

@@ -71,7 +71,7 @@ func (s *Store) Read(ctx context.Context, fn func(r store.Reader) error) error {
 		return fmt.Errorf("begin read: %w", err)
 	}
 	defer func() { _ = tx.Rollback() }()
-	return fn(&reader{tx: tx})
+	return fn(newReader(tx))
 }
 
 // Update runs fn in one write transaction. Subscribers are notified after the

@@ -185,8 +185,8 @@ func TestRunChildrenAreReadThroughTheirIndex(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer db.Close()
-	for _, cols := range []string{actionColumns, briefActionColumns} {
-		rows, err := db.QueryContext(ctx, "EXPLAIN QUERY PLAN "+runChildrenQuery(cols), "run-1")
+	for _, brief := range []bool{false, true} {
+		rows, err := db.QueryContext(ctx, "EXPLAIN QUERY PLAN "+store.RunChildrenSQL(store.QuestionMarks, brief), "run-1")
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -205,7 +205,7 @@ func TestRunChildrenAreReadThroughTheirIndex(t *testing.T) {
 		}
 	}
 	// A run's started nodes are counted in the index alone.
-	rows, err := db.QueryContext(ctx, "EXPLAIN QUERY PLAN "+startedNodesQuery, "run-1")
+	rows, err := db.QueryContext(ctx, "EXPLAIN QUERY PLAN "+store.StartedNodesSQL(store.QuestionMarks), "run-1")
 	if err != nil {
 		t.Fatal(err)
 	}

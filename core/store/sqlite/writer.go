@@ -26,7 +26,9 @@ type writer struct {
 // the Update.
 func newWriter() *writer {
 	w := &writer{}
-	w.Writes = store.Writes{Dialect: dialect, Exec: w.execRows, InsertSeq: w.insertSeq}
+	w.Reads = store.Reads{Dialect: dialect, Query: w.each}
+	w.Writes = store.Writes{Dialect: dialect, Exec: w.execRows, InsertSeq: w.insertSeq, Query: w.each,
+		Returning: w.returning}
 	return w
 }
 
@@ -56,19 +58,6 @@ func jsonList(v []string) (string, error) {
 	return string(b), err
 }
 
-// PutCluster creates or replaces a cluster. A zero UpdatedTS is set to now.
-func (w *writer) PutCluster(ctx context.Context, c *store.Cluster) error {
-	if c.UpdatedTS.IsZero() {
-		c.UpdatedTS = now()
-	}
-	_, _, err := w.exec(ctx, fmt.Sprintf("put cluster %q", c.ID),
-		`INSERT INTO clusters (id, status, status_reason, updated_ts) VALUES (?, ?, ?, ?)
-		ON CONFLICT (id) DO UPDATE SET status = excluded.status,
-			status_reason = excluded.status_reason, updated_ts = excluded.updated_ts`,
-		c.ID, c.Status, c.StatusReason, shsqlite.Micros(c.UpdatedTS))
-	return err
-}
-
 // PutNode creates or replaces a node; its cluster must exist (ErrNotFound
 // otherwise). A zero UpdatedTS is set to now.
 func (w *writer) PutNode(ctx context.Context, n *store.Node) error {
@@ -86,7 +75,7 @@ func (w *writer) PutNode(ctx context.Context, n *store.Node) error {
 		}
 	}
 	_, _, err = w.exec(ctx, fmt.Sprintf("put node %s/%s", n.ClusterID, n.ID),
-		`INSERT INTO nodes (`+nodeColumns+`) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+		`INSERT INTO nodes (`+store.NodeColumns+`) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
 		ON CONFLICT (cluster_id, id) DO UPDATE SET addr = excluded.addr, source = excluded.source,
 			status = excluded.status, status_reason = excluded.status_reason, down_cause = excluded.down_cause, drained = excluded.drained,
 			store_id = excluded.store_id, cursor = excluded.cursor, kinds = excluded.kinds,
@@ -98,18 +87,35 @@ func (w *writer) PutNode(ctx context.Context, n *store.Node) error {
 	return err
 }
 
-// DeleteNode removes a node (ErrNotFound when there is none). Its actions stay.
-func (w *writer) DeleteNode(ctx context.Context, clusterID, nodeID string) error {
-	what := fmt.Sprintf("delete node %s/%s", clusterID, nodeID)
-	_, n, err := w.exec(ctx, what, `DELETE FROM nodes WHERE cluster_id = ? AND id = ?`, clusterID, nodeID)
-	if err == nil && n == 0 {
-		err = fmt.Errorf("%s: %w", what, store.ErrNotFound)
+// dialect is SQLite's, for the statements core/store writes for both stores.
+var dialect = store.Dialect{Placeholder: store.QuestionMarks, Time: func(t time.Time) any { return shsqlite.Micros(t) },
+	ReadTime: readMicros, List: func(v []string) (any, error) { return jsonList(v) },
+	ListInto: func(v *[]string) any { return jsonListColumn{v} }, Unindexed: "+", Position: "instr"}
+
+// jsonListColumn scans a list column, a JSON array, into v.
+type jsonListColumn struct{ v *[]string }
+
+func (c jsonListColumn) Scan(src any) error {
+	switch s := src.(type) {
+	case nil:
+		*c.v = nil
+		return nil
+	case string:
+		return json.Unmarshal([]byte(s), c.v)
+	case []byte:
+		return json.Unmarshal(s, c.v)
 	}
-	return err
+	return fmt.Errorf("list column: %T, want a JSON array", src)
 }
 
-// dialect is SQLite's, for the statements core/store writes for both stores.
-var dialect = store.Dialect{Placeholder: store.QuestionMarks, Time: func(t time.Time) any { return shsqlite.Micros(t) }, Position: "instr"}
+// readMicros reads a time column: microseconds since the epoch.
+func readMicros(src any) (time.Time, error) {
+	v, ok := src.(int64)
+	if !ok {
+		return time.Time{}, fmt.Errorf("time column: %T, want microseconds", src)
+	}
+	return shsqlite.FromMicros(v), nil
+}
 
 // execRows is exec as a store.Exec.
 func (w *writer) execRows(ctx context.Context, what, q string, args ...any) (int64, error) {
@@ -129,52 +135,14 @@ func (w *writer) insertSeq(ctx context.Context, what, q string, args ...any) (in
 	return seq, nil
 }
 
-// PurgeActions deletes up to limit finished actions last changed before t,
-// oldest first, but for the children of runs still open (a run that lost
-// them would create them again); their history goes with them (ON DELETE CASCADE).
-func (w *writer) PurgeActions(ctx context.Context, before time.Time, limit int) (int, error) {
-	// The states are literals so that the partial index actions_finished
-	// (migration 004) serves the query.
-	_, n, err := w.exec(ctx, "purge actions", `DELETE FROM actions WHERE seq IN (
-		SELECT seq FROM actions WHERE state IN ('DONE', 'FAILED', 'CANCELLED', 'LOST') AND updated_ts < ?
-			AND (run_id = '' OR run_id NOT IN (SELECT id FROM runs WHERE state IN ('PENDING_APPROVE', 'RUNNING', 'PAUSED')))
-		ORDER BY updated_ts, seq LIMIT ?)`, shsqlite.Micros(before), limit)
-	return int(n), err
-}
-
-// PurgeEvents deletes up to limit events older than t, oldest first.
-func (w *writer) PurgeEvents(ctx context.Context, before time.Time, limit int) (int, error) {
-	_, n, err := w.exec(ctx, "purge events", `DELETE FROM events WHERE seq IN (
-		SELECT seq FROM events WHERE ts < ? ORDER BY seq LIMIT ?)`, shsqlite.Micros(before), limit)
-	return int(n), err
-}
-
-// InsertToken stores a new token (ErrExists when the hash is taken, or the
-// name is, ignoring case: migration 006). A zero CreatedTS is set to now.
-func (w *writer) InsertToken(ctx context.Context, t *store.Token) error {
-	if t.CreatedTS.IsZero() {
-		t.CreatedTS = now()
-	}
-	roles, err := jsonList(t.Roles)
-	if err != nil {
-		return fmt.Errorf("insert token %q: roles: %w", t.Name, err)
-	}
-	_, _, err = w.exec(ctx, fmt.Sprintf("insert token %q", t.Name),
-		`INSERT INTO tokens (name, roles, hash, created_ts, expires_ts, cluster_id, uses_left) VALUES (?, ?, ?, ?, ?, ?, ?)`,
-		t.Name, roles, t.Hash, shsqlite.Micros(t.CreatedTS), optMicros(t.ExpiresTS), t.ClusterID, optInt(t.UsesLeft))
-	return err
-}
-
-// DeleteToken removes a token (ErrNotFound when there is none).
-func (w *writer) DeleteToken(ctx context.Context, name string) error {
-	what := fmt.Sprintf("delete token %q", name)
-	// Its web UI sessions go with it, in the same transaction.
-	if _, _, err := w.exec(ctx, what, `DELETE FROM ui_sessions WHERE token_hash IN (SELECT hash FROM tokens WHERE name = ?)`, name); err != nil {
-		return err
-	}
-	_, n, err := w.exec(ctx, what, `DELETE FROM tokens WHERE name = ?`, name)
-	if err == nil && n == 0 {
-		err = fmt.Errorf("%s: %w", what, store.ErrNotFound)
-	}
-	return err
+// returning runs a statement that changes rows and returns them, calls each
+// for every row and counts them as written.
+func (w *writer) returning(ctx context.Context, what, q string, args []any, each func(store.Row) error) error {
+	n := int64(0)
+	err := w.each(ctx, q, args, func(row store.Row) error {
+		n++
+		return each(row)
+	})
+	w.rows += n
+	return translate(err, what)
 }
