@@ -101,10 +101,30 @@ func TestWorstTemplatesAndSchemasLeaveTheCoreAnswering(t *testing.T) {
 		}
 	}
 
+	f.answersWithinBoundsWhile(t, "worst runs and actions", 20, func() error {
+		if st, out := post("/api/v1/runs", run); st != http.StatusUnprocessableEntity {
+			return fmt.Errorf("POST /api/v1/runs: %d %.300s", st, out)
+		}
+		return nil
+	}, func() error {
+		if st, out := post("/api/v1/actions", action); st != http.StatusUnprocessableEntity {
+			return fmt.Errorf("POST /api/v1/actions: %d %.300s", st, out)
+		}
+		return nil
+	})
+}
+
+// answersWithinBoundsWhile runs each load in a loop of its own while an
+// admin makes writes, one after another, until the loads have run n times
+// in all; it fails the test when a load fails, when the slowest admin write
+// passes controlPlaneBounds' time or when the core's peak resident memory
+// passes its memory.
+func (f *fleet) answersWithinBoundsWhile(t *testing.T, what string, n int64, loads ...func() error) {
+	t.Helper()
 	stop := make(chan struct{})
 	var wg sync.WaitGroup
 	var posted atomic.Int64
-	for path, body := range map[string][]byte{"/api/v1/runs": run, "/api/v1/actions": action} {
+	for _, load := range loads {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
@@ -114,8 +134,8 @@ func TestWorstTemplatesAndSchemasLeaveTheCoreAnswering(t *testing.T) {
 					return
 				default:
 				}
-				if st, out := post(path, body); st != http.StatusUnprocessableEntity {
-					t.Errorf("POST %s: %d %.300s", path, st, out)
+				if err := load(); err != nil {
+					t.Error(err)
 					return
 				}
 				posted.Add(1)
@@ -123,14 +143,14 @@ func TestWorstTemplatesAndSchemasLeaveTheCoreAnswering(t *testing.T) {
 		}()
 	}
 	adminBound, memBound := controlPlaneBounds()
-	slowest := f.adminWritesWhile(t, &posted, 20)
+	slowest := f.adminWritesWhile(t, &posted, n)
 	close(stop)
 	wg.Wait()
 	peak := vmHWMOf(t, f.core)
-	t.Logf("while an operator posted %d worst runs and actions: slowest admin write %s, core peak RSS %d MB",
-		posted.Load(), slowest, peak>>20)
+	t.Logf("while an operator posted %s %d times: slowest admin write %s, core peak RSS %d MB",
+		what, posted.Load(), slowest, peak>>20)
 	if slowest > adminBound {
-		t.Fatalf("an admin's write took %s, want under %s", slowest, adminBound)
+		t.Fatalf("an admin's write took %s while an operator posted %s, want under %s", slowest, what, adminBound)
 	}
 	if peak > memBound {
 		t.Fatalf("the core's resident memory peaked at %d MB, want under %d MB", peak>>20, memBound>>20)
