@@ -32,6 +32,7 @@ import (
 	"github.com/musterhq/muster/core/discovery"
 	"github.com/musterhq/muster/core/enroll"
 	"github.com/musterhq/muster/core/notify"
+	"github.com/musterhq/muster/core/ops"
 	"github.com/musterhq/muster/core/orchestrate"
 	"github.com/musterhq/muster/core/retention"
 	"github.com/musterhq/muster/core/runs"
@@ -197,10 +198,13 @@ func (c *Core) Run(ctx context.Context) error {
 	// The API's event streams and the web UI's live updates share one cap
 	// per token and one in all.
 	lim := streams.New(cfg.API.MaxEventStreams, cfg.API.MaxStreamsPerToken)
-	apiSrv := api.New(api.Config{Policy: policy, Rules: rules, Budget: budgets, Calendars: lv.calendar, Gatherer: reg,
-		Registerer: reg, Runs: engine, Schedules: schedules, Replicas: repl, Streams: lim, Enroll: enr, Notify: notifier,
+	// One operations layer for the API and the web UI: every user verb.
+	op := ops.New(ops.Config{Store: st, Policy: policy, Budget: budgets, Rules: rules, Runs: engine,
+		Schedules: schedules, Enroll: enr, Notify: notifier, Nudge: repl})
+	apiSrv := api.New(api.Config{Policy: policy, Ops: op, Budget: budgets, Calendars: lv.calendar, Gatherer: reg,
+		Registerer: reg, Replicas: repl, Streams: lim, Enroll: enr, Notify: notifier,
 		StreamWriteTimeout: cfg.API.WriteTimeout}, st, repl, c.log)
-	handler, closeUI, err := withUI(cfg, policy, budgets, apiSrv, rules, engine, schedules, repl, st, lim, lv.calendar, notifier, c.log)
+	handler, closeUI, err := withUI(cfg, policy, budgets, apiSrv, op, st, lim, lv.calendar, notifier, c.log)
 	if err != nil {
 		ln.Close()
 		return err
@@ -323,12 +327,9 @@ func (c *Core) Run(ctx context.Context) error {
 	return errors.Join(runErr, stopAll()) // then the deferred Close of the store
 }
 
-// The web UI changes actions through the rules the API applies.
-var _ ui.Changer = (*actions.Rules)(nil)
-
 // withUI serves the web UI at /ui/ beside the API when it is enabled, and
 // returns the handler of both and the UI's Close.
-func withUI(cfg Config, policy *live.Value[approval.Policy], budgets *live.Value[budget.Policy], apiSrv *api.Server, rules *actions.Rules, engine *runs.Engine, schedules *recur.Service, n ui.Nudger, st store.Store,
+func withUI(cfg Config, policy *live.Value[approval.Policy], budgets *live.Value[budget.Policy], apiSrv *api.Server, op *ops.Ops, st store.Store,
 	lim *streams.Limiter, cals *live.Value[schedule.Calendars], notifier *notify.Worker, log *slog.Logger) (http.Handler, func(), error) {
 	if !cfg.UI.Enabled {
 		return apiSrv.Handler(), func() {}, nil
@@ -337,16 +338,14 @@ func withUI(cfg Config, policy *live.Value[approval.Policy], budgets *live.Value
 		SessionTTL:          cfg.UI.SessionTTL,
 		MaxSessionsPerToken: cfg.UI.MaxSessionsPerToken,
 		Policy:              policy,
-		ErrorStatus:         api.Status,
+		Ops:                 op,
 		DevLogins:           cfg.DevLogins,
 		DevLoginsExpire:     cfg.DevLoginsExpire,
-		Runs:                engine,
-		Schedules:           schedules,
 		Streams:             lim,
 		Budget:              budgets,
 		Calendars:           cals,
 		Notify:              notifier.Destinations,
-	}, st, rules, n, log)
+	}, st, log)
 	if err != nil {
 		return nil, nil, err
 	}

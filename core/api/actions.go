@@ -3,15 +3,12 @@ package api
 import (
 	"context"
 	"errors"
-	"fmt"
 	"net/http"
 	"strings"
-	"unicode"
-	"unicode/utf8"
 
 	"github.com/labstack/echo/v5"
 
-	"github.com/musterhq/muster/core/actions"
+	"github.com/musterhq/muster/core/ops"
 	"github.com/musterhq/muster/core/store"
 	"github.com/musterhq/muster/shared/action"
 	"github.com/musterhq/muster/shared/wire"
@@ -110,7 +107,7 @@ func (s *Server) listActions(c *echo.Context) error {
 		// ?run= takes a run's id or a unique prefix, as GET /runs/{id}
 		// does; what names no run lists nothing.
 		if q.RunID != "" && !action.ValidID(q.RunID) && len(q.RunID) >= action.MinPrefix {
-			run, err := resolveRun(c.Request().Context(), r, q.RunID)
+			run, err := ops.ResolveRun(c.Request().Context(), r, q.RunID)
 			switch {
 			case err == nil:
 				q.RunID = run.ID
@@ -132,36 +129,11 @@ func (s *Server) listActions(c *echo.Context) error {
 	return c.JSON(http.StatusOK, out)
 }
 
-// resolve finds the action named by an id or a unique prefix of at least
-// action.MinPrefix characters.
-func resolve(ctx context.Context, r store.Reader, ref string) (*store.Record, error) {
-	if action.ValidID(ref) {
-		return r.Action(ctx, ref)
-	}
-	if len(ref) < action.MinPrefix {
-		return nil, badRequest("id prefix %q is shorter than %d characters", ref, action.MinPrefix)
-	}
-	if strings.Trim(strings.ToLower(ref), "0123456789abcdef-") != "" || len(ref) > 36 {
-		return nil, fmt.Errorf("action %q: %w", ref, store.ErrNotFound)
-	}
-	ids, err := r.ActionIDsWithPrefix(ctx, strings.ToLower(ref), 10)
-	if err != nil {
-		return nil, err
-	}
-	switch len(ids) {
-	case 0:
-		return nil, fmt.Errorf("action %q: %w", ref, store.ErrNotFound)
-	case 1:
-		return r.Action(ctx, ids[0])
-	}
-	return nil, &ambiguousError{prefix: ref, matches: ids}
-}
-
 func (s *Server) showAction(c *echo.Context) error {
 	ctx := c.Request().Context()
 	var out action.Action
 	err := s.st.Read(ctx, func(r store.Reader) error {
-		rec, err := resolve(ctx, r, c.Param("id"))
+		rec, err := ops.ResolveAction(ctx, r, c.Param("id"))
 		if err != nil {
 			return err
 		}
@@ -178,9 +150,10 @@ func (s *Server) showAction(c *echo.Context) error {
 	return c.JSON(http.StatusOK, out)
 }
 
-// actor is the caller as the actor of a change.
-func actor(c *echo.Context) actions.Actor {
-	return actions.Actor{Name: caller(c).Name, Addr: clientAddr(c)}
+// who is the caller as the operations know it.
+func who(c *echo.Context) ops.Caller {
+	t := caller(c)
+	return ops.Caller{Name: t.Name, Roles: t.Roles, Addr: clientAddr(c)}
 }
 
 func (s *Server) createAction(c *echo.Context) error {
@@ -192,113 +165,46 @@ func (s *Server) createAction(c *echo.Context) error {
 	if err != nil {
 		return err
 	}
-	// Args are checked outside the write transaction (actions.Rules.CreateIn).
-	rec, err := s.rules.CreateIn(c.Request().Context(), s.st, actions.Request{ID: req.ID, ClusterID: req.ClusterID,
-		NodeID: req.NodeID, Kind: req.Kind, Args: req.Args, TimeoutS: req.TimeoutS, NotBefore: req.NotBefore}, actor(c))
+	rec, err := s.ops.CreateAction(c.Request().Context(), who(c), ops.ActionRequest{ID: req.ID, ClusterID: req.ClusterID,
+		NodeID: req.NodeID, Kind: req.Kind, Args: req.Args, TimeoutS: req.TimeoutS, NotBefore: req.NotBefore})
 	if err != nil {
 		return err
-	}
-	if rec.State == action.PendingSchedule {
-		s.nudgeNode(rec.ClusterID, rec.NodeID)
 	}
 	return c.JSON(http.StatusCreated, rec.Action)
 }
 
-// change resolves the action named by the path and runs fn on its id, in
-// one transaction.
-func (s *Server) change(c *echo.Context, fn func(ctx context.Context, tx store.Tx, id string) (*store.Record, error)) (*store.Record, error) {
-	ctx := c.Request().Context()
-	var rec *store.Record
-	err := s.st.Update(ctx, func(tx store.Tx) error {
-		cur, err := resolve(ctx, tx, c.Param("id"))
+// reason is the reason of an optional {"reason": "..."} body: stored in the
+// history line and the event.
+func reason(c *echo.Context) (string, error) {
+	var req wire.ReasonRequest
+	err := optionalBody(c, &req)
+	return req.Reason, err
+}
+
+// decideAction answers one decision on the action the path names: the
+// reason of the body, the operation, the action after it.
+func (s *Server) decideAction(op func(ctx context.Context, c ops.Caller, ref, reason string) (*store.Record, error)) echo.HandlerFunc {
+	return func(c *echo.Context) error {
+		why, err := reason(c)
 		if err != nil {
 			return err
 		}
-		rec, err = fn(ctx, tx, cur.ID)
-		return err
-	})
-	return rec, err
-}
-
-// decisionActor is the caller with the reason of an optional
-// {"reason": "..."} body: stored in the history line and the event.
-func decisionActor(c *echo.Context) (actions.Actor, error) {
-	var req wire.ReasonRequest
-	if err := optionalBody(c, &req); err != nil {
-		return actions.Actor{}, err
+		rec, err := op(c.Request().Context(), who(c), c.Param("id"), why)
+		if err != nil {
+			return err
+		}
+		return c.JSON(http.StatusOK, rec.Action)
 	}
-	if strings.ContainsFunc(req.Reason, unicode.IsControl) || !utf8.ValidString(req.Reason) {
-		return actions.Actor{}, badRequest("reason contains control characters")
-	}
-	by := actor(c)
-	by.Note = strings.TrimSpace(req.Reason)
-	return by, nil
-}
-
-func (s *Server) approveAction(c *echo.Context) error {
-	by, err := decisionActor(c)
-	if err != nil {
-		return err
-	}
-	rec, err := s.change(c, func(ctx context.Context, tx store.Tx, id string) (*store.Record, error) {
-		return s.rules.Approve(ctx, tx, id, by)
-	})
-	if err != nil {
-		return err
-	}
-	s.nudgeNode(rec.ClusterID, rec.NodeID)
-	return c.JSON(http.StatusOK, rec.Action)
-}
-
-// urgentAction marks an action urgent: {"reason": "..."} (required). It
-// passes its cluster's closed maintenance window, never a freeze.
-func (s *Server) urgentAction(c *echo.Context) error {
-	by, err := decisionActor(c)
-	if err != nil {
-		return err
-	}
-	if by.Note == "" {
-		return badRequest("reason is required: say why it may not wait for the window")
-	}
-	rec, err := s.change(c, func(ctx context.Context, tx store.Tx, id string) (*store.Record, error) {
-		return s.rules.MarkUrgent(ctx, tx, id, by)
-	})
-	if err != nil {
-		return err
-	}
-	s.nudgeNode(rec.ClusterID, rec.NodeID)
-	return c.JSON(http.StatusOK, rec.Action)
-}
-
-func (s *Server) rejectAction(c *echo.Context) error {
-	by, err := decisionActor(c)
-	if err != nil {
-		return err
-	}
-	rec, err := s.change(c, func(ctx context.Context, tx store.Tx, id string) (*store.Record, error) {
-		return s.rules.Reject(ctx, tx, id, by)
-	})
-	if err != nil {
-		return err
-	}
-	return c.JSON(http.StatusOK, rec.Action)
 }
 
 // cancelAction answers 200 when the action is CANCELLED at once, and 202
-// when the cancel is a request the next pass settles (actions.Cancel
-// decides which).
+// when the cancel is a request the node's next sync settles.
 func (s *Server) cancelAction(c *echo.Context) error {
-	var outcome actions.CancelOutcome
-	rec, err := s.change(c, func(ctx context.Context, tx store.Tx, id string) (*store.Record, error) {
-		rec, o, err := s.rules.Cancel(ctx, tx, id, actor(c))
-		outcome = o
-		return rec, err
-	})
+	rec, pending, err := s.ops.CancelAction(c.Request().Context(), who(c), c.Param("id"))
 	if err != nil {
 		return err
 	}
-	if outcome == actions.Requested {
-		s.nudgeNode(rec.ClusterID, rec.NodeID)
+	if pending {
 		return c.JSON(http.StatusAccepted, rec.Action)
 	}
 	return c.JSON(http.StatusOK, rec.Action)
@@ -306,40 +212,9 @@ func (s *Server) cancelAction(c *echo.Context) error {
 
 // retryAction creates a new action with the content of a finished one.
 func (s *Server) retryAction(c *echo.Context) error {
-	// Args are checked outside the write transaction (actions.Rules.RetryIn).
-	ctx := c.Request().Context()
-	var id string
-	err := s.st.Read(ctx, func(r store.Reader) error {
-		cur, err := resolve(ctx, r, c.Param("id"))
-		if err == nil {
-			id = cur.ID
-		}
-		return err
-	})
+	rec, err := s.ops.RetryAction(c.Request().Context(), who(c), c.Param("id"))
 	if err != nil {
 		return err
-	}
-	rec, err := s.rules.RetryIn(ctx, s.st, id, actor(c))
-	if err != nil {
-		return err
-	}
-	if rec.State == action.PendingSchedule {
-		s.nudgeNode(rec.ClusterID, rec.NodeID)
 	}
 	return c.JSON(http.StatusCreated, rec.Action)
-}
-
-func (s *Server) nudgeCluster(id string) {
-	if s.nudge != nil {
-		s.nudge.Nudge(id)
-	}
-}
-
-// nudgeNode asks for a sync of the node of an action that has something to push
-// or cancel: it goes at once, not after a pass under way (docs/architecture.md,
-// "Node syncs and reactive progress").
-func (s *Server) nudgeNode(clusterID, nodeID string) {
-	if s.nudge != nil {
-		s.nudge.NudgeNode(clusterID, nodeID)
-	}
 }

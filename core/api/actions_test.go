@@ -583,11 +583,8 @@ func TestApproveRejectReason(t *testing.T) {
 func TestInvalidQueryAnswers400(t *testing.T) {
 	t.Parallel()
 	err := fmt.Errorf("list actions: %w: cannot sort by %q", store.ErrInvalidQuery, "colour")
-	if st, code := classify(err); st != http.StatusBadRequest || code != wire.CodeBadRequest {
-		t.Fatalf("ErrInvalidQuery answers %d %s, want 400 %s", st, code, wire.CodeBadRequest)
-	}
-	if !isOurs(err) {
-		t.Fatal("ErrInvalidQuery's message is not shown to the caller")
+	if p := describe(err); p.Status != http.StatusBadRequest || p.Code != wire.CodeBadRequest || p.Message != err.Error() {
+		t.Fatalf("ErrInvalidQuery answers %d %s %q, want 400 %s with the store's reason", p.Status, p.Code, p.Message, wire.CodeBadRequest)
 	}
 	e := setup(t)
 	for _, bad := range []string{"sort=colour:asc", "sort=state,state:desc", "sort=id,id"} {

@@ -4,9 +4,10 @@
 // /api/v1/openapi.json (the API's contract, openapi.yaml) needs a bearer
 // token whose roles grant the route's permission (see core/auth).
 //
-// Handlers decode, call core/actions (the one home of every action change)
-// inside one store.Update, and encode: a change, its history and an event
-// naming the caller and its address commit together.
+// Handlers decode, call the operations layer (core/ops: one function per
+// user verb, which authorizes, changes the store in one transaction and
+// nudges) and encode; they read the store for what they show and never
+// write it.
 package api
 
 import (
@@ -20,14 +21,12 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
-	"github.com/musterhq/muster/core/actions"
 	"github.com/musterhq/muster/core/approval"
 	"github.com/musterhq/muster/core/auth"
 	"github.com/musterhq/muster/core/budget"
 	"github.com/musterhq/muster/core/enroll"
-	"github.com/musterhq/muster/core/runs"
+	"github.com/musterhq/muster/core/ops"
 	"github.com/musterhq/muster/core/schedule"
-	"github.com/musterhq/muster/core/schedule/recur"
 	"github.com/musterhq/muster/core/store"
 	"github.com/musterhq/muster/core/streams"
 	"github.com/musterhq/muster/shared/apiserver"
@@ -61,9 +60,9 @@ type Config struct {
 	// Policy decides which actions need approval and who may approve them,
 	// as it is at each request (a reload replaces it); nil: the default.
 	Policy *live.Value[approval.Policy]
-	// Rules, when set, makes every action change (the core shares one with
-	// the orchestrator); nil builds one from Policy.
-	Rules *actions.Rules
+	// Ops runs every user verb (the core shares one with the web UI); nil
+	// builds one from Policy, Budget, Enroll, Notify and the Nudger.
+	Ops *ops.Ops
 	// MaxSSEPerToken caps the concurrent /events/stream connections of one
 	// token (429 beyond). Zero means DefaultMaxSSEPerToken.
 	MaxSSEPerToken int
@@ -94,11 +93,6 @@ type Config struct {
 	Streams *streams.Limiter
 	// Replicas answers GET /api/v1/core/replicas; nil lists none.
 	Replicas ReplicaLister
-	// Runs makes every change to runs.
-	Runs *runs.Engine
-	// Schedules makes every change to schedules; nil builds one from
-	// Policy.
-	Schedules *recur.Service
 	// Notify sends test deliveries and lists the destinations; nil: none
 	// configured.
 	Notify Notifier
@@ -111,17 +105,14 @@ type Config struct {
 // of one node alone (which does not wait for a pass of its cluster under
 // way). It must not block: the API calls it after its transaction has
 // committed.
-type Nudger interface {
-	Nudge(clusterID string)
-	NudgeNode(clusterID, nodeID string)
-}
+type Nudger = ops.Nudger
 
 // Server is the core API. Build it with New, serve Handler, and call Close
 // when the HTTP server shuts down so that event streams end.
 type Server struct {
 	cfg   Config
 	st    store.Store
-	rules *actions.Rules
+	ops   *ops.Ops
 	nudge Nudger
 	log   *slog.Logger
 	// enroll is cfg.Enroll.
@@ -158,14 +149,15 @@ func New(cfg Config, st store.Store, n Nudger, log *slog.Logger) *Server {
 	if cfg.Policy == nil {
 		cfg.Policy = live.New(approval.DefaultPolicy())
 	}
-	if cfg.Rules == nil {
-		cfg.Rules = &actions.Rules{Policy: cfg.Policy}
+	if cfg.Budget == nil {
+		cfg.Budget = live.New(budget.Policy{})
 	}
-	if cfg.Runs == nil {
-		cfg.Runs = &runs.Engine{Policy: cfg.Policy, Actions: cfg.Rules}
-	}
-	if cfg.Schedules == nil {
-		cfg.Schedules = &recur.Service{Policy: cfg.Policy}
+	if cfg.Ops == nil {
+		oc := ops.Config{Store: st, Policy: cfg.Policy, Budget: cfg.Budget, Enroll: cfg.Enroll, Notify: cfg.Notify}
+		if n != nil {
+			oc.Nudge = n
+		}
+		cfg.Ops = ops.New(oc)
 	}
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
@@ -173,7 +165,7 @@ func New(cfg Config, st store.Store, n Nudger, log *slog.Logger) *Server {
 	s := &Server{
 		cfg:     cfg,
 		st:      st,
-		rules:   cfg.Rules,
+		ops:     cfg.Ops,
 		nudge:   n,
 		log:     log,
 		perms:   map[string]auth.Permission{},
@@ -233,9 +225,9 @@ func (s *Server) routes() {
 	s.add(http.MethodGet, "/api/v1/actions", auth.Read, onlyParams(s.listActions, actionListParams...))
 	s.add(http.MethodPost, "/api/v1/actions", auth.Create, s.createAction)
 	s.add(http.MethodGet, "/api/v1/actions/:id", auth.Read, onlyParams(s.showAction))
-	s.add(http.MethodPost, "/api/v1/actions/:id/approve", auth.Approve, s.approveAction)
-	s.add(http.MethodPost, "/api/v1/actions/:id/reject", auth.Reject, s.rejectAction)
-	s.add(http.MethodPost, "/api/v1/actions/:id/urgent", auth.Approve, s.urgentAction)
+	s.add(http.MethodPost, "/api/v1/actions/:id/approve", auth.Approve, s.decideAction(s.ops.ApproveAction))
+	s.add(http.MethodPost, "/api/v1/actions/:id/reject", auth.Reject, s.decideAction(s.ops.RejectAction))
+	s.add(http.MethodPost, "/api/v1/actions/:id/urgent", auth.Approve, s.decideAction(s.ops.MarkActionUrgent))
 	s.add(http.MethodPost, "/api/v1/actions/:id/cancel", auth.Cancel, s.cancelAction)
 	s.add(http.MethodPost, "/api/v1/actions/:id/retry", auth.Retry, s.retryAction)
 
@@ -244,13 +236,13 @@ func (s *Server) routes() {
 	s.add(http.MethodGet, "/api/v1/runs/:id", auth.Read, onlyParams(s.showRun))
 	s.add(http.MethodGet, "/api/v1/runs/:id/nodes", auth.Read, onlyParams(s.runNodes, "marker", "limit"))
 	s.add(http.MethodPost, "/api/v1/runs/:id/approve", auth.Approve, s.approveRun)
-	s.add(http.MethodPost, "/api/v1/runs/:id/reject", auth.Reject, s.rejectRun)
-	s.add(http.MethodPost, "/api/v1/runs/:id/urgent", auth.Approve, s.urgentRun)
-	s.add(http.MethodPost, "/api/v1/runs/:id/pause", auth.Cancel, s.pauseRun)
-	s.add(http.MethodPost, "/api/v1/runs/:id/resume", auth.Continue, s.resumeRun)
-	s.add(http.MethodPost, "/api/v1/runs/:id/cancel", auth.Cancel, s.cancelRun)
+	s.add(http.MethodPost, "/api/v1/runs/:id/reject", auth.Reject, s.runWithReason(s.ops.RejectRun))
+	s.add(http.MethodPost, "/api/v1/runs/:id/urgent", auth.Approve, s.runWithReason(s.ops.MarkRunUrgent))
+	s.add(http.MethodPost, "/api/v1/runs/:id/pause", auth.Cancel, s.runWithoutBody(s.ops.PauseRun))
+	s.add(http.MethodPost, "/api/v1/runs/:id/resume", auth.Continue, s.runWithoutBody(s.ops.ResumeRun))
+	s.add(http.MethodPost, "/api/v1/runs/:id/cancel", auth.Cancel, s.runWithReason(s.ops.CancelRun))
 	s.add(http.MethodPost, "/api/v1/runs/:id/retry", auth.Create, s.retryRun)
-	s.add(http.MethodPost, "/api/v1/runs/:id/promote", auth.Approve, s.promoteRun)
+	s.add(http.MethodPost, "/api/v1/runs/:id/promote", auth.Approve, s.runWithoutBody(s.ops.PromoteRun))
 
 	s.add(http.MethodPost, "/api/v1/playbooks", auth.Create, s.applyPlaybook)
 	s.add(http.MethodGet, "/api/v1/playbooks", auth.Read, onlyParams(s.listPlaybooks))
@@ -264,8 +256,8 @@ func (s *Server) routes() {
 	s.add(http.MethodDelete, "/api/v1/schedules/:name", auth.Cancel, s.deleteSchedule)
 	s.add(http.MethodPost, "/api/v1/schedules/:name/approve", auth.Approve, s.approveSchedule)
 	s.add(http.MethodPost, "/api/v1/schedules/:name/reject", auth.Reject, s.rejectSchedule)
-	s.add(http.MethodPost, "/api/v1/schedules/:name/pause", auth.Cancel, s.pauseSchedule)
-	s.add(http.MethodPost, "/api/v1/schedules/:name/resume", auth.Continue, s.resumeSchedule)
+	s.add(http.MethodPost, "/api/v1/schedules/:name/pause", auth.Cancel, s.operateSchedule(s.ops.PauseSchedule))
+	s.add(http.MethodPost, "/api/v1/schedules/:name/resume", auth.Continue, s.operateSchedule(s.ops.ResumeSchedule))
 
 	s.add(http.MethodGet, "/api/v1/events", auth.Read, onlyParams(s.listEvents, "since", "limit", "tail", "action_id", "run_id", "cluster", "node", "type"))
 	s.add(http.MethodGet, "/api/v1/events/stream", auth.Read, onlyParams(s.streamEvents, "since", "action_id", "run_id", "cluster", "node", "type"))

@@ -153,22 +153,16 @@ func (s *Server) listNodes(c *echo.Context) error {
 	return c.JSON(http.StatusOK, out)
 }
 
-// orchestrate asks for a pass of one cluster now (202); the pass runs later.
+// orchestrate asks for a full sync of one cluster now (202); it runs later.
 func (s *Server) orchestrate(c *echo.Context) error {
 	if err := optionalBody(c, nil); err != nil {
 		return err
 	}
-	ctx := c.Request().Context()
 	id := c.Param("cluster")
-	err := s.st.Read(ctx, func(r store.Reader) error {
-		_, err := r.Cluster(ctx, id)
-		return notFound(err, "cluster %q", id)
-	})
-	if err != nil {
+	if err := s.ops.SyncCluster(c.Request().Context(), who(c), id); err != nil {
 		return err
 	}
-	s.nudgeCluster(id)
-	return c.JSON(http.StatusAccepted, wire.Accepted{Status: "accepted", Message: "orchestration pass of " + id + " requested"})
+	return c.JSON(http.StatusAccepted, wire.Accepted{Status: "accepted", Message: "full sync of " + id + " requested"})
 }
 
 // drainNode drains (drained true) or undrains a node: 200 with the node.
@@ -185,23 +179,14 @@ func (s *Server) drainNode(drained bool) echo.HandlerFunc {
 		}
 		ctx := c.Request().Context()
 		var n *store.Node
-		err := s.st.Update(ctx, func(tx store.Tx) error {
-			var err error
-			if drained {
-				n, err = nodes.Drain(ctx, tx, c.Param("cluster"), c.Param("node"), req.Reason, actor(c))
-			} else {
-				n, err = nodes.Undrain(ctx, tx, c.Param("cluster"), c.Param("node"), actor(c))
-			}
-			return err
-		})
+		var err error
+		if drained {
+			n, err = s.ops.DrainNode(ctx, who(c), c.Param("cluster"), c.Param("node"), req.Reason)
+		} else {
+			n, err = s.ops.UndrainNode(ctx, who(c), c.Param("cluster"), c.Param("node"))
+		}
 		if err != nil {
 			return err
-		}
-		if drained {
-			// A sync of the node: what waits for it says why.
-			s.nudgeNode(n.ClusterID, n.ID)
-		} else {
-			s.nudgeCluster(n.ClusterID) // what waited for the node may go now
 		}
 		return c.JSON(http.StatusOK, toWireNode(*n))
 	}
@@ -212,17 +197,12 @@ func (s *Server) forgetNode(c *echo.Context) error {
 	if err := optionalBody(c, nil); err != nil {
 		return err
 	}
-	ctx := c.Request().Context()
 	out := wire.ForgetResult{ClusterID: c.Param("cluster"), NodeID: c.Param("node")}
-	err := s.st.Update(ctx, func(tx store.Tx) error {
-		var err error
-		out.ActionsEnded, err = nodes.Forget(ctx, tx, out.ClusterID, out.NodeID, actor(c))
-		return err
-	})
+	var err error
+	out.ActionsEnded, err = s.ops.ForgetNode(c.Request().Context(), who(c), out.ClusterID, out.NodeID)
 	if err != nil {
 		return err
 	}
-	s.nudgeCluster(out.ClusterID)
 	return c.JSON(http.StatusOK, out)
 }
 

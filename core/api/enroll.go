@@ -2,7 +2,6 @@ package api
 
 import (
 	"crypto/x509"
-	"errors"
 	"fmt"
 	"net/http"
 	"strings"
@@ -148,17 +147,10 @@ func (s *Server) revokeNode(c *echo.Context) error {
 			}
 		}
 	}
-	if len(req.Reason) > 512 {
-		return badRequest("reason is longer than 512 bytes")
-	}
 	cluster, node := c.Param("cluster"), c.Param("node")
-	ctx := c.Request().Context()
-	serials, err := s.enroll.Revoke(ctx, cluster, node, req.Reason, caller(c).Name, enroll.Caller{ClientAddr: clientAddr(c)})
+	serials, err := s.ops.RevokeNode(c.Request().Context(), who(c), cluster, node, req.Reason)
 	if err != nil {
 		return err
-	}
-	if s.nudge != nil {
-		s.nudge.NudgeNode(cluster, node)
 	}
 	return c.JSON(http.StatusOK, wire.RevokeResult{ClusterID: cluster, NodeID: node, Serials: serials})
 }
@@ -170,19 +162,4 @@ func withRevocations(nodes []wire.Node, revoked map[string]store.AgentCert) {
 			nodes[i].Revoked, nodes[i].RevokeReason = true, rc.RevokeReason
 		}
 	}
-}
-
-// enrollError maps the errors of enrollment to a status and a code.
-func enrollError(err error) (int, string, bool) {
-	switch {
-	case errors.Is(err, enroll.ErrDisabled):
-		return http.StatusNotFound, wire.CodeNotFound, true
-	case errors.Is(err, enroll.ErrInvalid), errors.Is(err, tlsutil.ErrBadCSR):
-		return http.StatusBadRequest, wire.CodeBadRequest, true
-	case errors.Is(err, enroll.ErrRefused):
-		return http.StatusForbidden, wire.CodeForbidden, true
-	case errors.Is(err, enroll.ErrHeld):
-		return http.StatusConflict, wire.CodeConflict, true
-	}
-	return 0, "", false
 }

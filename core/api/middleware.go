@@ -87,7 +87,7 @@ func (s *Server) logRequests(next echo.HandlerFunc) echo.HandlerFunc {
 		}
 		_, status := echo.ResolveResponseStatus(c.Response(), err)
 		if err != nil {
-			status, _ = classify(err)
+			status = Status(err)
 		}
 		actor := ""
 		if t, _ := c.Get(tokenKey).(*store.Token); t != nil {

@@ -1,44 +1,22 @@
 package api
 
 import (
-	"context"
-	"fmt"
 	"net/http"
 	"net/url"
 	"strconv"
-	"time"
 
 	"github.com/labstack/echo/v5"
 
 	"github.com/musterhq/muster/core/notify"
+	"github.com/musterhq/muster/core/ops"
 	"github.com/musterhq/muster/core/store"
 	"github.com/musterhq/muster/shared/wire"
 )
 
 // Notifier is what the API needs of the notification worker (core/notify).
-type Notifier interface {
-	Destinations() []notify.Destination
-	Test(ctx context.Context, name, actor string) (notify.Result, bool)
-	Nudge()
-}
+type Notifier = ops.Notifier
 
-var _ Notifier = (*notify.Worker)(nil)
-
-func (s *Server) destinations() []notify.Destination {
-	if s.cfg.Notify == nil {
-		return nil
-	}
-	return s.cfg.Notify.Destinations()
-}
-
-func (s *Server) destination(name string) (notify.Destination, error) {
-	for _, d := range s.destinations() {
-		if d.Name == name {
-			return d, nil
-		}
-	}
-	return notify.Destination{}, fmt.Errorf("notification destination %q: %w", name, store.ErrNotFound)
-}
+func (s *Server) destinations() []notify.Destination { return s.ops.Destinations() }
 
 // listNotify answers GET /api/v1/notify: each destination, its backlog,
 // its last success and its last failure.
@@ -82,10 +60,10 @@ func (s *Server) testNotify(c *echo.Context) error {
 		return err
 	}
 	name := c.Param("name")
-	if _, err := s.destination(name); err != nil {
+	res, err := s.ops.TestNotify(c.Request().Context(), who(c), name)
+	if err != nil {
 		return err
 	}
-	res, _ := s.cfg.Notify.Test(c.Request().Context(), name, caller(c).Name)
 	return c.JSON(http.StatusOK, wire.NotifyTestResult{Destination: name, OK: res.OK(), Status: res.Status,
 		Error: res.Err, TookMS: res.Took.Milliseconds()})
 }
@@ -97,7 +75,7 @@ const maxDeliveryPage = 500
 func (s *Server) listDeliveries(c *echo.Context) error {
 	ctx := c.Request().Context()
 	name := c.Param("name")
-	if _, err := s.destination(name); err != nil {
+	if _, err := s.ops.Destination(name); err != nil {
 		return err
 	}
 	q, err := decodeDeliveryQuery(name, c.QueryParams())
@@ -171,23 +149,9 @@ func (s *Server) redeliver(c *echo.Context) error {
 	if err != nil {
 		return err
 	}
-	var d *store.Delivery
-	err = s.st.Update(ctx, func(tx store.Tx) error {
-		var err error
-		if d, err = tx.Delivery(ctx, id); err != nil {
-			return err
-		}
-		if _, err := s.destination(d.Destination); err != nil {
-			return err
-		}
-		t := time.Now().UTC()
-		d.NextTS, d.UpdatedTS, d.LastError, d.LastStatus = t, t, "", 0
-		d.State, d.Attempts = store.DeliveryPending, 0
-		return tx.UpdateDelivery(ctx, d)
-	})
+	d, err := s.ops.Redeliver(ctx, who(c), id)
 	if err != nil {
 		return err
 	}
-	s.cfg.Notify.Nudge()
 	return c.JSON(http.StatusOK, toWireDelivery(*d))
 }

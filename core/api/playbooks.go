@@ -1,17 +1,11 @@
 package api
 
 import (
-	"errors"
-	"fmt"
 	"net/http"
 	"strconv"
-	"strings"
-	"time"
 
 	"github.com/labstack/echo/v5"
 
-	"github.com/musterhq/muster/core/auth"
-	"github.com/musterhq/muster/core/runs"
 	"github.com/musterhq/muster/core/runs/playbook"
 	"github.com/musterhq/muster/core/store"
 	"github.com/musterhq/muster/shared/wire"
@@ -33,18 +27,7 @@ func (s *Server) applyPlaybook(c *echo.Context) error {
 	if err := decodeStrict(body, &req); err != nil {
 		return err
 	}
-	parsed, err := playbook.Parse([]byte(req.Document))
-	if err != nil {
-		return err
-	}
-	ctx := c.Request().Context()
-	var p *store.Playbook
-	var changed bool
-	err = s.st.Update(ctx, func(tx store.Tx) error {
-		var err error
-		p, changed, err = playbook.Apply(ctx, tx, req.Document, parsed, caller(c).Name)
-		return err
-	})
+	p, changed, err := s.ops.ApplyPlaybook(c.Request().Context(), who(c), req.Document)
 	if err != nil {
 		return err
 	}
@@ -129,41 +112,7 @@ func (s *Server) planPlaybook(c *echo.Context) error {
 	if err != nil {
 		return err
 	}
-	// A document not stored is parsed for this request only: planning one
-	// needs the role that may apply it (docs/architecture.md, "Runs and
-	// playbooks").
-	if tok := caller(c); req.Document != "" && !auth.Can(tok.Roles, auth.Create) {
-		return fmt.Errorf("%w: token %s (roles %s) may not plan a document that is not stored: apply it first, or ask an operator",
-			ErrForbidden, tok.Name, strings.Join(tok.Roles, ","))
-	}
-	ctx := c.Request().Context()
-	pb, version, err := playbook.Load(ctx, s.st, c.Param("name"), req)
-	if err != nil {
-		return err
-	}
-	var out wire.Plan
-	err = s.st.Read(ctx, func(r store.Reader) error {
-		p, err := pb.Plan(ctx, r, version, req)
-		if err != nil {
-			return err
-		}
-		out = p.Wire()
-		nodes, err := r.Nodes(ctx, p.Cluster)
-		if err != nil {
-			return err
-		}
-		open, err := r.OpenActions(ctx, p.Cluster, "")
-		if err != nil {
-			return err
-		}
-		pol := s.cfg.Budget.Load()
-		procs, err := runs.InFlight(ctx, r, p.Cluster, time.Now(), pol.Procedure)
-		if err != nil {
-			return err
-		}
-		playbook.MarkHeld(&out, pol, nodes, open, procs.InFlight)
-		return nil
-	})
+	out, err := s.ops.PlanPlaybook(c.Request().Context(), who(c), c.Param("name"), req)
 	if err != nil {
 		return err
 	}
@@ -176,33 +125,9 @@ func (s *Server) startPlaybook(c *echo.Context) error {
 	if err != nil {
 		return err
 	}
-	if req.Document != "" {
-		return badRequest("a run starts from a stored playbook: apply the document first")
-	}
-	if err := checkNotBefore(req.NotBefore); err != nil {
-		return err
-	}
-	ctx := c.Request().Context()
-	pb, version, err := playbook.Load(ctx, s.st, c.Param("name"), req)
+	out, err := s.ops.StartPlaybook(c.Request().Context(), who(c), c.Param("name"), req)
 	if err != nil {
 		return err
 	}
-	// Planned outside the write transaction (playbook.StartIn).
-	var counts []store.ChildCount
-	run, err := playbook.StartIn(ctx, s.st, s.cfg.Runs, pb, version, req, s.who(c), countChildren(ctx, &counts))
-	if err != nil {
-		return err
-	}
-	return s.answerNewRun(c, run, counts)
-}
-
-// playbookError maps the playbook package's errors to the API's.
-func playbookError(err error) (int, string, bool) {
-	if errors.Is(err, playbook.ErrInvalid) {
-		return http.StatusBadRequest, wire.CodeBadRequest, true
-	}
-	if errors.Is(err, playbook.ErrMoved) {
-		return http.StatusConflict, wire.CodeConflict, true
-	}
-	return 0, "", false
+	return c.JSON(http.StatusCreated, out.View())
 }

@@ -3,17 +3,13 @@ package api
 import (
 	"context"
 	"errors"
-	"fmt"
 	"net/http"
 	"slices"
 	"strings"
-	"unicode"
-	"unicode/utf8"
 
 	"github.com/labstack/echo/v5"
 
-	"github.com/musterhq/muster/core/actions"
-	"github.com/musterhq/muster/core/auth"
+	"github.com/musterhq/muster/core/ops"
 	"github.com/musterhq/muster/core/runs"
 	"github.com/musterhq/muster/core/store"
 	"github.com/musterhq/muster/shared/action"
@@ -32,34 +28,6 @@ const (
 	MaxNodePageLimit = 1000
 )
 
-// resolveRun finds the run named by an id or a unique prefix.
-func resolveRun(ctx context.Context, r store.Reader, ref string) (*store.Run, error) {
-	if action.ValidID(ref) {
-		return r.Run(ctx, ref)
-	}
-	if len(ref) < action.MinPrefix {
-		return nil, badRequest("id prefix %q is shorter than %d characters", ref, action.MinPrefix)
-	}
-	if strings.Trim(strings.ToLower(ref), "0123456789abcdef-") != "" || len(ref) > 36 {
-		return nil, fmt.Errorf("run %q: %w", ref, store.ErrNotFound)
-	}
-	ids, err := r.RunIDsWithPrefix(ctx, strings.ToLower(ref), 10)
-	if err != nil {
-		return nil, err
-	}
-	switch len(ids) {
-	case 0:
-		return nil, fmt.Errorf("run %q: %w", ref, store.ErrNotFound)
-	case 1:
-		return r.Run(ctx, ids[0])
-	}
-	return nil, &ambiguousError{prefix: ref, matches: ids}
-}
-
-func (s *Server) who(c *echo.Context) actions.Actor {
-	return actions.Actor{Name: caller(c).Name, Addr: clientAddr(c)}
-}
-
 func (s *Server) createRun(c *echo.Context) error {
 	body, err := readBody(c)
 	if err != nil {
@@ -69,17 +37,11 @@ func (s *Server) createRun(c *echo.Context) error {
 	if err := decodeStrict(body, &req); err != nil {
 		return err
 	}
-	if err := checkNotBefore(req.NotBefore); err != nil {
-		return err
-	}
-	// Planned outside the write transaction (runs.Engine.CreateIn).
-	ctx := c.Request().Context()
-	var counts []store.ChildCount
-	run, err := s.cfg.Runs.CreateIn(ctx, s.st, &req, s.who(c), countChildren(ctx, &counts))
+	out, err := s.ops.CreateRun(c.Request().Context(), who(c), &req)
 	if err != nil {
 		return err
 	}
-	return s.answerNewRun(c, run, counts)
+	return c.JSON(http.StatusCreated, out.View())
 }
 
 // retryRun makes a new run over the failed and skipped nodes of a finished
@@ -88,51 +50,11 @@ func (s *Server) retryRun(c *echo.Context) error {
 	if err := optionalBody(c, nil); err != nil {
 		return err
 	}
-	return s.newRun(c, func(ctx context.Context, tx store.Tx) (*store.Run, error) {
-		found, err := resolveRun(ctx, tx, c.Param("id"))
-		if err != nil {
-			return nil, err
-		}
-		return s.cfg.Runs.Retry(ctx, tx, found.ID, s.who(c))
-	})
-}
-
-// newRun stores the run fn makes, in one transaction, and answers it (201);
-// a run that starts at once nudges a pass to push its first wave.
-func (s *Server) newRun(c *echo.Context, fn func(ctx context.Context, tx store.Tx) (*store.Run, error)) error {
-	ctx := c.Request().Context()
-	var run *store.Run
-	var counts []store.ChildCount
-	err := s.st.Update(ctx, func(tx store.Tx) error {
-		var err error
-		if run, err = fn(ctx, tx); err != nil {
-			return err
-		}
-		return countChildren(ctx, &counts)(tx, run)
-	})
+	out, err := s.ops.RetryRun(c.Request().Context(), who(c), c.Param("id"))
 	if err != nil {
 		return err
 	}
-	return s.answerNewRun(c, run, counts)
-}
-
-// countChildren counts into *counts, in the write transaction that stored
-// or changed run r, the children r has, for its answer (answerNewRun).
-func countChildren(ctx context.Context, counts *[]store.ChildCount) func(tx store.Tx, r *store.Run) error {
-	return func(tx store.Tx, r *store.Run) error {
-		var err error
-		*counts, err = tx.RunChildCounts(ctx, []string{r.ID})
-		return err
-	}
-}
-
-// answerNewRun answers a new run (201); a run that starts at once nudges
-// a pass to push its first wave.
-func (s *Server) answerNewRun(c *echo.Context, run *store.Run, counts []store.ChildCount) error {
-	if len(counts) > 0 {
-		s.nudgeCluster(run.ClusterID)
-	}
-	return c.JSON(http.StatusCreated, runs.View(run, counts))
+	return c.JSON(http.StatusCreated, out.View())
 }
 
 func (s *Server) listRuns(c *echo.Context) error {
@@ -195,7 +117,7 @@ func (s *Server) showRun(c *echo.Context) error {
 	ctx := c.Request().Context()
 	var out wire.Run
 	err := s.st.Read(ctx, func(r store.Reader) error {
-		run, err := resolveRun(ctx, r, c.Param("id"))
+		run, err := ops.ResolveRun(ctx, r, c.Param("id"))
 		if err != nil {
 			return err
 		}
@@ -259,7 +181,7 @@ func (s *Server) runNodes(c *echo.Context) error {
 	out := wire.RunNodeList{Children: []wire.RunChild{}}
 	errMarker := errors.New("marker")
 	err = s.st.Read(ctx, func(r store.Reader) error {
-		run, err := resolveRun(ctx, r, c.Param("id"))
+		run, err := ops.ResolveRun(ctx, r, c.Param("id"))
 		if err != nil {
 			return err
 		}
@@ -318,31 +240,12 @@ func optionalBody(c *echo.Context, into any) error {
 	return nil
 }
 
-// changeRun reads the call's body into body (nil: none allowed), runs one
-// engine change on the run named by the path, and answers the run as it is
-// after it, nudging a pass of its cluster.
-func (s *Server) changeRun(c *echo.Context, body any, fn func(ctx context.Context, tx store.Tx, id string) (*store.Run, error)) error {
-	if err := optionalBody(c, body); err != nil {
-		return err
-	}
-	ctx := c.Request().Context()
-	var run *store.Run
-	var counts []store.ChildCount
-	err := s.st.Update(ctx, func(tx store.Tx) error {
-		found, err := resolveRun(ctx, tx, c.Param("id"))
-		if err != nil {
-			return err
-		}
-		if run, err = fn(ctx, tx, found.ID); err != nil {
-			return err
-		}
-		return countChildren(ctx, &counts)(tx, run)
-	})
+// runAnswer answers a run as a change left it (200).
+func runAnswer(c *echo.Context, out ops.RunResult, err error) error {
 	if err != nil {
 		return err
 	}
-	s.nudgeCluster(run.ClusterID)
-	return c.JSON(http.StatusOK, runs.View(run, counts))
+	return c.JSON(http.StatusOK, out.View())
 }
 
 // approveRun approves a run. With {"digest": "..."}, the approval holds only
@@ -350,73 +253,33 @@ func (s *Server) changeRun(c *echo.Context, body any, fn func(ctx context.Contex
 // shown to them, or gets a 409.
 func (s *Server) approveRun(c *echo.Context) error {
 	var req wire.ApproveRunRequest
-	return s.changeRun(c, &req, func(ctx context.Context, tx store.Tx, id string) (*store.Run, error) {
-		return s.cfg.Runs.Approve(ctx, tx, id, req.Digest, s.who(c))
-	})
-}
-
-// urgentRun marks a run urgent: {"reason": "..."} (required). Its children
-// pass the cluster's closed maintenance window, never a freeze.
-func (s *Server) urgentRun(c *echo.Context) error {
-	var req wire.ReasonRequest
-	return s.changeRun(c, &req, func(ctx context.Context, tx store.Tx, id string) (*store.Run, error) {
-		by := s.who(c)
-		by.Note = strings.TrimSpace(req.Reason)
-		if by.Note == "" {
-			return nil, badRequest("reason is required: say why it may not wait for the window")
-		}
-		if strings.ContainsFunc(by.Note, unicode.IsControl) || !utf8.ValidString(by.Note) {
-			return nil, badRequest("reason contains control characters")
-		}
-		return s.cfg.Runs.MarkUrgent(ctx, tx, id, by)
-	})
-}
-
-func (s *Server) rejectRun(c *echo.Context) error {
-	var req wire.ReasonRequest
-	return s.changeRun(c, &req, func(ctx context.Context, tx store.Tx, id string) (*store.Run, error) {
-		return s.cfg.Runs.Reject(ctx, tx, id, s.who(c), req.Reason)
-	})
-}
-
-func (s *Server) pauseRun(c *echo.Context) error {
-	return s.changeRun(c, nil, func(ctx context.Context, tx store.Tx, id string) (*store.Run, error) {
-		return s.cfg.Runs.Pause(ctx, tx, id, s.who(c))
-	})
-}
-
-func (s *Server) resumeRun(c *echo.Context) error {
-	return s.changeRun(c, nil, func(ctx context.Context, tx store.Tx, id string) (*store.Run, error) {
-		roles := caller(c).Roles
-		return s.cfg.Runs.ResumeAs(ctx, tx, id, s.who(c), auth.Can(roles, auth.Approve), auth.Can(roles, auth.Cancel))
-	})
-}
-
-// promoteRun lets a run paused after its canary go on (an approver other
-// than the requester).
-func (s *Server) promoteRun(c *echo.Context) error {
-	return s.changeRun(c, nil, func(ctx context.Context, tx store.Tx, id string) (*store.Run, error) {
-		return s.cfg.Runs.Promote(ctx, tx, id, s.who(c), auth.Can(caller(c).Roles, auth.Approve))
-	})
-}
-
-func (s *Server) cancelRun(c *echo.Context) error {
-	var req wire.ReasonRequest
-	return s.changeRun(c, &req, func(ctx context.Context, tx store.Tx, id string) (*store.Run, error) {
-		return s.cfg.Runs.Cancel(ctx, tx, id, s.who(c), req.Reason)
-	})
-}
-
-// runError maps the run specs' errors to the API's; a run's state and
-// forbidden errors are the action rules' and map with them.
-func runError(err error) (int, string, bool) {
-	switch {
-	case errors.Is(err, runs.ErrInvalid):
-		return http.StatusBadRequest, wire.CodeBadRequest, true
-	case errors.Is(err, runs.ErrUnresolvable):
-		return http.StatusUnprocessableEntity, wire.CodeUnprocessable, true
-	case errors.Is(err, runs.ErrReplan):
-		return http.StatusConflict, wire.CodeConflict, true
+	if err := optionalBody(c, &req); err != nil {
+		return err
 	}
-	return 0, "", false
+	out, err := s.ops.ApproveRun(c.Request().Context(), who(c), c.Param("id"), req.Digest)
+	return runAnswer(c, out, err)
+}
+
+// runWithReason answers a run change whose body is an optional
+// {"reason": "..."}.
+func (s *Server) runWithReason(op func(ctx context.Context, c ops.Caller, ref, reason string) (ops.RunResult, error)) echo.HandlerFunc {
+	return func(c *echo.Context) error {
+		why, err := reason(c)
+		if err != nil {
+			return err
+		}
+		out, err := op(c.Request().Context(), who(c), c.Param("id"), why)
+		return runAnswer(c, out, err)
+	}
+}
+
+// runWithoutBody answers a run change that takes no body (or {}).
+func (s *Server) runWithoutBody(op func(ctx context.Context, c ops.Caller, ref string) (ops.RunResult, error)) echo.HandlerFunc {
+	return func(c *echo.Context) error {
+		if err := optionalBody(c, nil); err != nil {
+			return err
+		}
+		out, err := op(c.Request().Context(), who(c), c.Param("id"))
+		return runAnswer(c, out, err)
+	}
 }

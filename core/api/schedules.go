@@ -2,22 +2,21 @@ package api
 
 import (
 	"context"
-	"errors"
 	"net/http"
 	"strings"
 	"time"
 
 	"github.com/labstack/echo/v5"
 
+	"github.com/musterhq/muster/core/ops"
 	"github.com/musterhq/muster/core/schedule"
-	"github.com/musterhq/muster/core/schedule/recur"
 	"github.com/musterhq/muster/core/store"
 	"github.com/musterhq/muster/shared/names"
 	"github.com/musterhq/muster/shared/wire"
 )
 
 // NextOccurrences is how many next occurrences a schedule's answer lists.
-const NextOccurrences = 5
+const NextOccurrences = ops.NextOccurrences
 
 // applySchedule creates a schedule (201), or changes the schedule of that
 // name, which sends it back to approval (201); the same schedule again
@@ -27,28 +26,16 @@ func (s *Server) applySchedule(c *echo.Context) error {
 	if err != nil {
 		return err
 	}
-	req, err := decodeSchedule(body, s.cfg.Schedules.MinEvery)
+	req, err := decodeSchedule(body, s.ops.MinEvery())
 	if err != nil {
 		return err
 	}
-	ctx := c.Request().Context()
-	var out wire.Schedule
-	var outcome string
-	err = s.st.Update(ctx, func(tx store.Tx) error {
-		sc, o, err := s.cfg.Schedules.Apply(ctx, tx, req, s.who(c))
-		if err != nil {
-			return err
-		}
-		outcome = o
-		out, err = recur.View(ctx, tx, sc, time.Now(), NextOccurrences, false)
-		return err
-	})
+	out, err := s.ops.ApplySchedule(c.Request().Context(), who(c), req)
 	if err != nil {
 		return err
 	}
-	out.Outcome = outcome
 	status := http.StatusCreated
-	if outcome == recur.Unchanged {
+	if out.Outcome == ops.ScheduleUnchanged {
 		status = http.StatusOK
 	}
 	return c.JSON(status, out)
@@ -104,9 +91,8 @@ func (s *Server) listSchedules(c *echo.Context) error {
 			return err
 		}
 		out.NextMarker = next
-		now := time.Now()
 		for i := range list {
-			v, err := recur.View(ctx, r, &list[i], now, 1, false)
+			v, err := s.ops.ScheduleView(ctx, r, &list[i], 1, false)
 			if err != nil {
 				return err
 			}
@@ -141,7 +127,7 @@ func (s *Server) showSchedule(c *echo.Context) error {
 		if err != nil {
 			return err
 		}
-		out, err = recur.View(ctx, r, sc, time.Now(), NextOccurrences, true)
+		out, err = s.ops.ScheduleView(ctx, r, sc, NextOccurrences, true)
 		return err
 	})
 	if err != nil {
@@ -150,27 +136,8 @@ func (s *Server) showSchedule(c *echo.Context) error {
 	return c.JSON(http.StatusOK, out)
 }
 
-// changeSchedule reads the call's body into body (nil: none allowed), makes
-// one change to the schedule named by the path, and answers it as it is
-// after it.
-func (s *Server) changeSchedule(c *echo.Context, body any, fn func(ctx context.Context, tx store.Tx, name string) (*store.Schedule, error)) error {
-	name, err := scheduleName(c)
-	if err != nil {
-		return err
-	}
-	if err := optionalBody(c, body); err != nil {
-		return err
-	}
-	ctx := c.Request().Context()
-	var out wire.Schedule
-	err = s.st.Update(ctx, func(tx store.Tx) error {
-		sc, err := fn(ctx, tx, name)
-		if err != nil {
-			return err
-		}
-		out, err = recur.View(ctx, tx, sc, time.Now(), NextOccurrences, false)
-		return err
-	})
+// scheduleAnswer answers a schedule as a change left it (200).
+func scheduleAnswer(c *echo.Context, out wire.Schedule, err error) error {
 	if err != nil {
 		return err
 	}
@@ -181,29 +148,44 @@ func (s *Server) changeSchedule(c *echo.Context, body any, fn func(ctx context.C
 // created or last changed it). With {"digest": "..."}, the approval holds
 // only if it is the schedule's digest now, or it is a 409.
 func (s *Server) approveSchedule(c *echo.Context) error {
+	name, err := scheduleName(c)
+	if err != nil {
+		return err
+	}
 	var req wire.ApproveScheduleRequest
-	return s.changeSchedule(c, &req, func(ctx context.Context, tx store.Tx, name string) (*store.Schedule, error) {
-		return s.cfg.Schedules.Approve(ctx, tx, name, req.Digest, s.who(c))
-	})
+	if err := optionalBody(c, &req); err != nil {
+		return err
+	}
+	out, err := s.ops.ApproveSchedule(c.Request().Context(), who(c), name, req.Digest)
+	return scheduleAnswer(c, out, err)
 }
 
 func (s *Server) rejectSchedule(c *echo.Context) error {
-	var req wire.ReasonRequest
-	return s.changeSchedule(c, &req, func(ctx context.Context, tx store.Tx, name string) (*store.Schedule, error) {
-		return s.cfg.Schedules.Reject(ctx, tx, name, req.Reason, s.who(c))
-	})
+	name, err := scheduleName(c)
+	if err != nil {
+		return err
+	}
+	why, err := reason(c)
+	if err != nil {
+		return err
+	}
+	out, err := s.ops.RejectSchedule(c.Request().Context(), who(c), name, why)
+	return scheduleAnswer(c, out, err)
 }
 
-func (s *Server) pauseSchedule(c *echo.Context) error {
-	return s.changeSchedule(c, nil, func(ctx context.Context, tx store.Tx, name string) (*store.Schedule, error) {
-		return s.cfg.Schedules.Pause(ctx, tx, name, s.who(c))
-	})
-}
-
-func (s *Server) resumeSchedule(c *echo.Context) error {
-	return s.changeSchedule(c, nil, func(ctx context.Context, tx store.Tx, name string) (*store.Schedule, error) {
-		return s.cfg.Schedules.Resume(ctx, tx, name, s.who(c))
-	})
+// operateSchedule answers a schedule change that takes no body (or {}).
+func (s *Server) operateSchedule(op func(ctx context.Context, c ops.Caller, name string) (wire.Schedule, error)) echo.HandlerFunc {
+	return func(c *echo.Context) error {
+		name, err := scheduleName(c)
+		if err != nil {
+			return err
+		}
+		if err := optionalBody(c, nil); err != nil {
+			return err
+		}
+		out, err := op(c.Request().Context(), who(c), name)
+		return scheduleAnswer(c, out, err)
+	}
 }
 
 // deleteSchedule removes a schedule (204); its runs stay.
@@ -215,30 +197,8 @@ func (s *Server) deleteSchedule(c *echo.Context) error {
 	if err := optionalBody(c, nil); err != nil {
 		return err
 	}
-	ctx := c.Request().Context()
-	err = s.st.Update(ctx, func(tx store.Tx) error {
-		_, err := s.cfg.Schedules.Delete(ctx, tx, name, s.who(c))
-		return err
-	})
-	if err != nil {
+	if err := s.ops.DeleteSchedule(c.Request().Context(), who(c), name); err != nil {
 		return err
 	}
 	return c.NoContent(http.StatusNoContent)
-}
-
-// scheduleError maps a schedule's bad field to a 400 naming it.
-func scheduleError(err error) (int, string, bool) {
-	if errors.Is(err, schedule.ErrInvalid) {
-		return http.StatusBadRequest, wire.CodeBadRequest, true
-	}
-	return 0, "", false
-}
-
-// errorField is the field a bad request names ("" when none).
-func errorField(err error) string {
-	var fe *schedule.FieldError
-	if errors.As(err, &fe) {
-		return fe.Field
-	}
-	return ""
 }

@@ -16,10 +16,13 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/musterhq/muster/core/actions"
 	"github.com/musterhq/muster/core/approval"
 	"github.com/musterhq/muster/core/auth"
 	"github.com/musterhq/muster/core/enroll"
 	"github.com/musterhq/muster/core/notify"
+	"github.com/musterhq/muster/core/ops"
+	"github.com/musterhq/muster/core/runs"
 	"github.com/musterhq/muster/core/store"
 	"github.com/musterhq/muster/core/store/sqlite"
 	"github.com/musterhq/muster/shared/action"
@@ -102,6 +105,7 @@ type env struct {
 	srv    *Server
 	ts     *httptest.Server
 	nudges *nudges
+	engine *runs.Engine
 	logs   *syncBuffer
 	reg    *prometheus.Registry
 	// secrets by token name: viewer, op, appr, admin, and self (operator+approver).
@@ -140,6 +144,12 @@ func setup(t *testing.T, opts ...func(*Config)) *env {
 		cfg.Enroll = enroll.New(enroll.Config{CA: ca.CA, Bundle: ca.pem, GossipKey: "Z29zc2lw"}, st, nil)
 	}
 	n := &nudges{}
+	rules := &actions.Rules{Policy: cfg.Policy}
+	engine := &runs.Engine{Policy: cfg.Policy, Actions: rules}
+	if cfg.Ops == nil {
+		cfg.Ops = ops.New(ops.Config{Store: st, Policy: cfg.Policy, Budget: cfg.Budget, Rules: rules, Runs: engine,
+			Enroll: cfg.Enroll, Notify: cfg.Notify, Nudge: n})
+	}
 	srv := New(cfg, st, n, slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug})))
 	ts := httptest.NewServer(srv.Handler())
 	// Every exchange through the test server's client is checked against
@@ -153,7 +163,7 @@ func setup(t *testing.T, opts ...func(*Config)) *env {
 			t.Errorf("openapi contract: %s", p)
 		}
 	})
-	e := &env{t: t, st: st, srv: srv, ts: ts, nudges: n, logs: logs, reg: reg, secrets: map[string]string{}}
+	e := &env{t: t, st: st, srv: srv, ts: ts, nudges: n, engine: engine, logs: logs, reg: reg, secrets: map[string]string{}}
 
 	now := time.Now().UTC()
 	err = st.Update(ctx, func(tx store.Tx) error {
@@ -356,4 +366,10 @@ func (e *env) eventsOf(id string, types ...string) []store.Event {
 // client returns a typed client with the token of who.
 func (e *env) client(who string) *client.Core {
 	return client.NewCore(e.ts.URL, e.secrets[who], e.ts.Client())
+}
+
+// classify is the status and the code the API answers for err.
+func classify(err error) (int, string) {
+	p := describe(err)
+	return p.Status, p.Code
 }

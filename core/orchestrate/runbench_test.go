@@ -25,6 +25,7 @@ import (
 	"github.com/musterhq/muster/core/api"
 	"github.com/musterhq/muster/core/approval"
 	"github.com/musterhq/muster/core/auth"
+	"github.com/musterhq/muster/core/ops"
 	"github.com/musterhq/muster/core/orchestrate"
 	"github.com/musterhq/muster/core/runs"
 	"github.com/musterhq/muster/core/store"
@@ -135,7 +136,8 @@ func startCoreAPI(b *testing.B, f *benchFleet, cfg orchestrate.Config) *coreAPI 
 	if err := f.o.Start(ctx); err != nil {
 		b.Fatal(err)
 	}
-	srv := api.New(api.Config{Policy: policy, Rules: rules, Runs: engine}, f.st, f.o, nil)
+	op := ops.New(ops.Config{Store: f.st, Policy: policy, Rules: rules, Runs: engine, Nudge: f.o})
+	srv := api.New(api.Config{Policy: policy, Ops: op}, f.st, f.o, nil)
 	hs := httptest.NewServer(srv.Handler())
 	b.Cleanup(func() { srv.Close(); hs.Close() })
 	c := &coreAPI{f: f, cfg: cfg}

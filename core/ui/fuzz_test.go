@@ -1,12 +1,13 @@
 package ui
 
 import (
-	"github.com/musterhq/muster/core/runs/playbook"
 	"net/url"
 	"slices"
 	"strings"
 	"testing"
 	"unicode/utf8"
+
+	"github.com/musterhq/muster/core/runs/playbook"
 
 	"github.com/musterhq/muster/shared/action"
 	"github.com/musterhq/muster/shared/textsafe"

@@ -3,7 +3,6 @@ package ui
 import (
 	"context"
 	"errors"
-	"fmt"
 	"net/http"
 	"net/url"
 	"strings"
@@ -168,36 +167,22 @@ func (s *Server) drainNode(drained bool) handlerFunc {
 			s.renderError(w, r, v, http.StatusBadRequest, strings.TrimPrefix(err.Error(), errForm.Error()+": "))
 			return
 		}
-		by := actions.Actor{Name: v.tok.Name, Addr: clientAddr(r), Note: f.Reason}
-		err = s.st.Update(r.Context(), func(tx store.Tx) error {
-			var err error
-			if drained {
-				_, err = corenodes.Drain(r.Context(), tx, cid, nid, f.Reason, by)
-			} else {
-				_, err = corenodes.Undrain(r.Context(), tx, cid, nid, by)
-			}
-			return err
-		})
+		if drained {
+			_, err = s.ops.DrainNode(r.Context(), v.caller(r), cid, nid, f.Reason)
+		} else {
+			_, err = s.ops.UndrainNode(r.Context(), v.caller(r), cid, nid)
+		}
 		if errors.Is(err, store.ErrNotFound) {
 			s.renderError(w, r, v, http.StatusNotFound, "There is no such node.")
 			return
 		}
 		if err != nil {
-			status := s.cfg.ErrorStatus(err)
-			msg := err.Error()
-			if status >= 500 {
-				s.log.Error("drain", "cluster", cid, "node", nid, "err", err)
-				msg = "internal error"
-			}
-			s.renderError(w, r, v, status, fmt.Sprintf("Could not change the node: %s", msg))
+			s.refusedChange(w, r, v, "node", "change the node", nid, err)
 			return
 		}
 		done := "drained"
 		if !drained {
 			done = "undrained"
-			if s.nudge != nil {
-				s.nudge.Nudge(cid) // what waited for the node may go now
-			}
 		}
 		http.Redirect(w, r, nodePath(cid, nid)+"?done="+done, http.StatusSeeOther)
 	}

@@ -12,11 +12,11 @@ import (
 	"strings"
 	"time"
 
-	"github.com/musterhq/muster/core/actions"
 	"github.com/musterhq/muster/core/approval"
 	"github.com/musterhq/muster/core/auth"
 	"github.com/musterhq/muster/core/enroll"
 	corenodes "github.com/musterhq/muster/core/nodes"
+	"github.com/musterhq/muster/core/ops"
 	"github.com/musterhq/muster/core/schedule"
 	"github.com/musterhq/muster/core/store"
 	"github.com/musterhq/muster/shared/action"
@@ -41,7 +41,7 @@ type loginData struct {
 func (s *Server) loginPage(w http.ResponseWriter, r *http.Request) {
 	q := r.URL.Query()
 	if c, err := readCookie(r, sessionCookie); err == nil {
-		if sess, _, _, err := s.sessions.get(r.Context(), c.Value); err == nil && sess != nil {
+		if sess, _, _, err := s.sessions.Get(r.Context(), c.Value); err == nil && sess != nil {
 			// Signed in already: on to the page asked for.
 			next := safeNext(q.Get("next"))
 			if next == "" {
@@ -56,7 +56,7 @@ func (s *Server) loginPage(w http.ResponseWriter, r *http.Request) {
 
 // showLogin renders the sign-in form with a fresh CSRF token in its cookie.
 func (s *Server) showLogin(w http.ResponseWriter, r *http.Request, status int, d loginData, errMsg string) {
-	csrf := randomToken()
+	csrf := ops.RandomToken()
 	setCookie(w, r, loginCookie, csrf, 3600)
 	vw := newView(nil, "Sign in", "")
 	vw.CSRF = csrf
@@ -186,7 +186,7 @@ func (s *Server) devLogin(w http.ResponseWriter, r *http.Request) {
 
 // sessionError is what a person is told when no session could be started.
 func (s *Server) sessionError(err error) string {
-	if errors.Is(err, errTooManySessions) {
+	if errors.Is(err, ops.ErrTooManySessions) {
 		return "There are " + err.Error() + "."
 	}
 	s.log.Error("start session", "err", err)
@@ -194,7 +194,7 @@ func (s *Server) sessionError(err error) string {
 }
 
 func (s *Server) logout(w http.ResponseWriter, r *http.Request, v *visitor) {
-	if err := s.sessions.end(r.Context(), v.sess.Hash); err != nil {
+	if err := s.sessions.End(r.Context(), v.sess.Hash); err != nil {
 		s.storeError(w, r, v, err)
 		return
 	}
@@ -359,32 +359,16 @@ func (s *Server) decide(d decision) handlerFunc {
 			s.renderError(w, r, v, http.StatusBadRequest, strings.TrimPrefix(err.Error(), errForm.Error()+": "))
 			return
 		}
-		change, done := s.changer.Approve, "approved"
+		op, done := s.ops.ApproveAction, "approved"
 		switch d {
 		case decisionReject:
-			change, done = s.changer.Reject, "rejected"
+			op, done = s.ops.RejectAction, "rejected"
 		case decisionUrgent:
-			change, done = s.changer.MarkUrgent, "urgent"
+			op, done = s.ops.MarkActionUrgent, "urgent"
 		}
-		by := actions.Actor{Name: v.tok.Name, Addr: clientAddr(r), Note: f.Reason}
-		var rec *store.Record
-		err = s.st.Update(r.Context(), func(tx store.Tx) error {
-			var err error
-			rec, err = change(r.Context(), tx, id, by)
-			return err
-		})
-		if err != nil {
-			status := s.cfg.ErrorStatus(err)
-			msg := err.Error()
-			if status >= 500 {
-				s.log.Error("action change", "decision", d, "id", id, "err", err)
-				msg = "internal error"
-			}
-			s.renderError(w, r, v, status, fmt.Sprintf("Could not %s: %s", d, msg))
+		if _, err := op(r.Context(), v.caller(r), id, f.Reason); err != nil {
+			s.refusedChange(w, r, v, "action", string(d), id, err)
 			return
-		}
-		if d != decisionReject && s.nudge != nil {
-			s.nudge.Nudge(rec.ClusterID)
 		}
 		next := f.Next
 		if next == "" && d == decisionUrgent {
@@ -700,7 +684,7 @@ func newestEvents(r *http.Request, rd store.Reader, f eventFilter) ([]store.Even
 func (s *Server) storeError(w http.ResponseWriter, r *http.Request, v *visitor, err error) {
 	s.log.Error("store", "path", r.URL.Path, "err", err)
 	status := http.StatusInternalServerError
-	if s.cfg.ErrorStatus(err) == http.StatusServiceUnavailable {
+	if ops.Describe(err).Status == http.StatusServiceUnavailable {
 		status = http.StatusServiceUnavailable
 	}
 	s.renderError(w, r, v, status, "The store could not be reached; try again shortly.")

@@ -7,6 +7,7 @@ import (
 
 	"github.com/musterhq/muster/core/approval"
 	"github.com/musterhq/muster/core/auth"
+	"github.com/musterhq/muster/core/ops"
 	"github.com/musterhq/muster/core/runs"
 	"github.com/musterhq/muster/core/store"
 	"github.com/musterhq/muster/shared/wire"
@@ -117,16 +118,16 @@ func (s *Server) pausedRun(ctx context.Context, rd store.Reader, v *visitor, r *
 	case why == runs.PauseCanary && !v.can(auth.Approve):
 		verb, roleWhy = "promote", "do not include approving"
 	case why == runs.PauseCanary:
-		verb, mayErr = "promote", s.cfg.Runs.MayPromote(ctx, rd, r, v.tok.Name, true)
+		verb, mayErr = "promote", s.ops.MayPromote(ctx, rd, v.caller(nil), r)
 		p.CanPromote = mayErr == nil
 	case !v.can(auth.Continue):
 		roleWhy = "do not include resuming runs"
 	default:
-		mayErr = s.cfg.Runs.MayResume(ctx, rd, r, v.tok.Name, v.can(auth.Approve), v.can(auth.Cancel))
+		mayErr = s.ops.MayResume(ctx, rd, v.caller(nil), r)
 		p.CanResume = mayErr == nil
 	}
 	switch {
-	case mayErr != nil && s.cfg.ErrorStatus(mayErr) >= 500:
+	case mayErr != nil && ops.Describe(mayErr).Internal:
 		return pausedRun{}, mayErr
 	case mayErr != nil:
 		p.Why = "You may not " + verb + " this run: " + strings.TrimPrefix(mayErr.Error(), runs.ErrForbidden.Error()+": ") + "."

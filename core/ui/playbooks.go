@@ -8,13 +8,11 @@ import (
 	"net/url"
 	"strconv"
 	"strings"
-	"time"
 
 	"github.com/aymanbagabas/go-udiff"
 
-	"github.com/musterhq/muster/core/actions"
 	"github.com/musterhq/muster/core/auth"
-	"github.com/musterhq/muster/core/runs"
+	"github.com/musterhq/muster/core/ops"
 	"github.com/musterhq/muster/core/runs/playbook"
 	"github.com/musterhq/muster/core/store"
 	"github.com/musterhq/muster/shared/wire"
@@ -213,47 +211,21 @@ func (s *Server) playbookPage(w http.ResponseWriter, r *http.Request, v *visitor
 // planError is what the plan section says for an error of a plan or a
 // start, and the page's status.
 func (s *Server) planError(err error) (string, int) {
+	p := ops.Describe(err)
 	switch {
-	case errors.Is(err, playbook.ErrInvalid):
-		return err.Error(), http.StatusBadRequest
-	case errors.Is(err, playbook.ErrMoved):
-		return err.Error(), http.StatusConflict
+	case p.Internal:
+		s.log.Error("playbook plan", "err", err)
+		return "The plan could not be made; try again shortly.", p.Status
 	case errors.Is(err, store.ErrNotFound):
 		return "There is no such cluster.", http.StatusBadRequest
 	}
-	status := s.cfg.ErrorStatus(err)
-	if status >= 500 {
-		s.log.Error("playbook plan", "err", err)
-		return "The plan could not be made; try again shortly.", status
-	}
-	return err.Error(), status
+	return p.Message, p.Status
 }
 
 // plan makes the plan of a stored playbook, with the children the budget
 // would hold marked, as the API does.
 func (s *Server) plan(ctx context.Context, pb *playbook.Playbook, version int, req *wire.PlanRequest) (*wire.Plan, error) {
-	var out wire.Plan
-	err := s.st.Read(ctx, func(rd store.Reader) error {
-		p, err := pb.Plan(ctx, rd, version, req)
-		if err != nil {
-			return err
-		}
-		out = p.Wire()
-		nodes, err := rd.Nodes(ctx, p.Cluster)
-		if err != nil {
-			return err
-		}
-		open, err := rd.OpenActions(ctx, p.Cluster, "")
-		if err != nil {
-			return err
-		}
-		procs, err := runs.InFlight(ctx, rd, p.Cluster, time.Now(), s.cfg.Budget.Load().Procedure)
-		if err != nil {
-			return err
-		}
-		playbook.MarkHeld(&out, s.cfg.Budget.Load(), nodes, open, procs.InFlight)
-		return nil
-	})
+	out, err := s.ops.Plan(ctx, pb, version, req)
 	return &out, err
 }
 
@@ -369,27 +341,14 @@ func (s *Server) startPlaybook(w http.ResponseWriter, r *http.Request, v *visito
 		s.renderError(w, r, v, http.StatusBadRequest, strings.TrimPrefix(err.Error(), errForm.Error()+": "))
 		return
 	}
-	eng, ok := s.cfg.Runs.(*runs.Engine)
-	if !ok {
-		s.renderError(w, r, v, http.StatusInternalServerError, "Runs cannot be started here.")
-		return
-	}
-	req := &wire.PlanRequest{ClusterID: f.Cluster, Params: f.Params, Digest: f.Digest}
+	req := &wire.PlanRequest{ClusterID: f.Cluster, Params: f.Params, Digest: f.Digest, Version: version}
 	// Planned outside the write transaction, as the API's start.
-	var counts []store.ChildCount
-	run, err := playbook.StartIn(ctx, s.st, eng, pb, version, req, actions.Actor{Name: v.tok.Name, Addr: clientAddr(r)},
-		func(tx store.Tx, run *store.Run) error {
-			var err error
-			counts, err = tx.RunChildCounts(ctx, []string{run.ID})
-			return err
-		})
+	out, err := s.ops.StartPlaybook(ctx, v.caller(r), name, req)
 	if err != nil {
 		msg, status := s.planError(err)
 		s.renderError(w, r, v, status, "Could not start: "+msg)
 		return
 	}
-	if len(counts) > 0 && s.nudge != nil {
-		s.nudge.Nudge(run.ClusterID)
-	}
+	run := out.Run
 	http.Redirect(w, r, "/ui/runs/"+run.ID+"?done=started&run="+run.ID, http.StatusSeeOther)
 }

@@ -10,36 +10,14 @@ import (
 	"strings"
 	"time"
 
-	"github.com/musterhq/muster/core/actions"
 	"github.com/musterhq/muster/core/approval"
 	"github.com/musterhq/muster/core/auth"
+	"github.com/musterhq/muster/core/ops"
 	"github.com/musterhq/muster/core/runs"
 	"github.com/musterhq/muster/core/store"
 	"github.com/musterhq/muster/shared/action"
 	"github.com/musterhq/muster/shared/wire"
 )
-
-// RunChanger makes the run changes the Runs page offers: core/runs' engine,
-// the one the API uses, inside the UI's transaction. The UI has checked the
-// permission; the engine checks the rest (state, four-eyes, digest,
-// approval window, forgiving errors on resume) and writes the events.
-type RunChanger interface {
-	Approve(ctx context.Context, tx store.Tx, id, digest string, who actions.Actor) (*store.Run, error)
-	Reject(ctx context.Context, tx store.Tx, id string, who actions.Actor, reason string) (*store.Run, error)
-	Pause(ctx context.Context, tx store.Tx, id string, who actions.Actor) (*store.Run, error)
-	// ResumeAs and MayResume are the API's rule for resuming: errors are
-	// an approver's to forgive, a manual pause an operator's to lift.
-	ResumeAs(ctx context.Context, tx store.Tx, id string, who actions.Actor, mayApprove, mayOperate bool) (*store.Run, error)
-	MayResume(ctx context.Context, rd store.Reader, r *store.Run, who string, mayApprove, mayOperate bool) error
-	Cancel(ctx context.Context, tx store.Tx, id string, who actions.Actor, reason string) (*store.Run, error)
-	// Promote and MayPromote are the API's rule for a canary: an
-	// approver other than the requester promotes it.
-	Promote(ctx context.Context, tx store.Tx, id string, who actions.Actor, mayApprove bool) (*store.Run, error)
-	MayPromote(ctx context.Context, rd store.Reader, r *store.Run, who string, mayApprove bool) error
-	// MarkUrgent lets the run's children pass the cluster's closed window
-	// (the rule of POST /api/v1/runs/{id}/urgent).
-	MarkUrgent(ctx context.Context, tx store.Tx, id string, who actions.Actor) (*store.Run, error)
-}
 
 // runsPerPage is the size of a page of the Runs list.
 const runsPerPage = 50
@@ -324,13 +302,13 @@ func (s *Server) runDetail(w http.ResponseWriter, r *http.Request, v *visitor) {
 		}
 		if run.State == store.RunPaused && v.can(auth.Continue) {
 			if runs.PausedFor(run) == runs.PauseCanary {
-				promoteErr = s.cfg.Runs.MayPromote(ctx, rd, run, v.tok.Name, v.can(auth.Approve))
-				if promoteErr != nil && s.cfg.ErrorStatus(promoteErr) >= 500 {
+				promoteErr = s.ops.MayPromote(ctx, rd, v.caller(r), run)
+				if promoteErr != nil && ops.Describe(promoteErr).Internal {
 					return promoteErr
 				}
 			}
-			resumeErr = s.cfg.Runs.MayResume(ctx, rd, run, v.tok.Name, v.can(auth.Approve), v.can(auth.Cancel))
-			if resumeErr != nil && s.cfg.ErrorStatus(resumeErr) >= 500 {
+			resumeErr = s.ops.MayResume(ctx, rd, v.caller(r), run)
+			if resumeErr != nil && ops.Describe(resumeErr).Internal {
 				return resumeErr
 			}
 		}
@@ -487,35 +465,27 @@ func (s *Server) changeRun(c runChange) handlerFunc {
 			s.renderError(w, r, v, http.StatusBadRequest, strings.TrimPrefix(err.Error(), errForm.Error()+": "))
 			return
 		}
-		who := actions.Actor{Name: v.tok.Name, Addr: clientAddr(r)}
-		var run *store.Run
-		err = s.st.Update(r.Context(), func(tx store.Tx) error {
-			var err error
-			switch c {
-			case runApprove:
-				run, err = s.cfg.Runs.Approve(r.Context(), tx, id, f.Digest, who)
-			case runReject:
-				run, err = s.cfg.Runs.Reject(r.Context(), tx, id, who, f.Reason)
-			case runPause:
-				run, err = s.cfg.Runs.Pause(r.Context(), tx, id, who)
-			case runResume:
-				run, err = s.cfg.Runs.ResumeAs(r.Context(), tx, id, who, v.can(auth.Approve), v.can(auth.Cancel))
-			case runCancel:
-				run, err = s.cfg.Runs.Cancel(r.Context(), tx, id, who, f.Reason)
-			case runPromote:
-				run, err = s.cfg.Runs.Promote(r.Context(), tx, id, who, v.can(auth.Approve))
-			case runUrgent:
-				who.Note = f.Reason
-				run, err = s.cfg.Runs.MarkUrgent(r.Context(), tx, id, who)
-			}
-			return err
-		})
-		if err != nil {
-			s.refusedChange(w, r, v, "run", string(c), id, err)
-			return
+		ctx, by := r.Context(), v.caller(r)
+		var err2 error
+		switch c {
+		case runApprove:
+			_, err2 = s.ops.ApproveRun(ctx, by, id, f.Digest)
+		case runReject:
+			_, err2 = s.ops.RejectRun(ctx, by, id, f.Reason)
+		case runPause:
+			_, err2 = s.ops.PauseRun(ctx, by, id)
+		case runResume:
+			_, err2 = s.ops.ResumeRun(ctx, by, id)
+		case runCancel:
+			_, err2 = s.ops.CancelRun(ctx, by, id, f.Reason)
+		case runPromote:
+			_, err2 = s.ops.PromoteRun(ctx, by, id)
+		case runUrgent:
+			_, err2 = s.ops.MarkRunUrgent(ctx, by, id, f.Reason)
 		}
-		if s.nudge != nil {
-			s.nudge.Nudge(run.ClusterID)
+		if err2 != nil {
+			s.refusedChange(w, r, v, "run", string(c), id, err2)
+			return
 		}
 		next := f.Next
 		if next == "" {
@@ -569,14 +539,16 @@ func (s *Server) pendingRuns(ctx context.Context, rd store.Reader, v *visitor, m
 // engine or the store refused: the API's status for the error, and its
 // reason unless it is a 5xx (logged instead).
 func (s *Server) refusedChange(w http.ResponseWriter, r *http.Request, v *visitor, what, verb, id string, err error) {
-	status := s.cfg.ErrorStatus(err)
-	msg := err.Error()
-	if status >= 500 {
+	p := ops.Describe(err)
+	msg := p.Message
+	if p.Internal {
 		s.log.Error(what+" change", "change", verb, "id", id, "err", err)
-		msg = "internal error"
 	}
-	if status == http.StatusNotFound {
+	if p.Status == http.StatusNotFound {
 		msg = "there is no such " + what
 	}
-	s.renderError(w, r, v, status, fmt.Sprintf("Could not %s: %s", verb, msg))
+	if len(p.Allowed) > 0 {
+		msg = fmt.Sprintf("%s may not %s this %s; roles that may: %s", v.tok.Name, verb, what, strings.Join(p.Allowed, ", "))
+	}
+	s.renderError(w, r, v, p.Status, fmt.Sprintf("Could not %s: %s", verb, msg))
 }

@@ -13,7 +13,6 @@ import (
 	"time"
 
 	"github.com/musterhq/muster/core/actions"
-	"github.com/musterhq/muster/core/runs"
 	"github.com/musterhq/muster/core/store"
 	"github.com/musterhq/muster/shared/action"
 	"github.com/musterhq/muster/shared/limit"
@@ -48,7 +47,7 @@ func (e *env) createRun(requester string, stages ...wire.StageSpec) *store.Run {
 	}
 	var r *store.Run
 	e.runChange(func(ctx context.Context, tx store.Tx) (err error) {
-		r, err = e.ui.cfg.Runs.(*runs.Engine).Create(ctx, tx, &wire.CreateRunRequest{ClusterID: "prod", Stages: stages},
+		r, err = e.engine.Create(ctx, tx, &wire.CreateRunRequest{ClusterID: "prod", Stages: stages},
 			actions.Actor{Name: requester})
 		return err
 	})
@@ -68,7 +67,7 @@ func (e *env) runChange(fn func(ctx context.Context, tx store.Tx) error) {
 func (e *env) approveRun(id, who string) {
 	e.t.Helper()
 	e.runChange(func(ctx context.Context, tx store.Tx) error {
-		_, err := e.ui.cfg.Runs.Approve(ctx, tx, id, "", actions.Actor{Name: who})
+		_, err := e.engine.Approve(ctx, tx, id, "", actions.Actor{Name: who})
 		return err
 	})
 }
@@ -77,7 +76,7 @@ func (e *env) approveRun(id, who string) {
 func (e *env) pauseRun(id string) {
 	e.t.Helper()
 	e.runChange(func(ctx context.Context, tx store.Tx) error {
-		_, err := e.ui.cfg.Runs.Pause(ctx, tx, id, actions.Actor{Name: "op"})
+		_, err := e.engine.Pause(ctx, tx, id, actions.Actor{Name: "op"})
 		return err
 	})
 }
@@ -459,7 +458,7 @@ func TestRunResumeFollowsTheAPIsRule(t *testing.T) {
 	}
 	e.edit(kids[0].ID, func(rec *store.Record) { rec.State = action.Failed })
 	e.runChange(func(ctx context.Context, tx store.Tx) error {
-		_, err := e.ui.cfg.Runs.(*runs.Engine).Advance(ctx, tx, r.ID)
+		_, err := e.engine.AdvanceNodes(ctx, tx, r.ID)
 		return err
 	})
 	if got := e.run(r.ID); got.State != store.RunPaused {

@@ -9,10 +9,9 @@ import (
 	"sort"
 	"time"
 
-	"github.com/musterhq/muster/core/actions"
 	"github.com/musterhq/muster/core/approval"
 	"github.com/musterhq/muster/core/auth"
-	"github.com/musterhq/muster/core/schedule/recur"
+	"github.com/musterhq/muster/core/ops"
 	"github.com/musterhq/muster/core/store"
 	"github.com/musterhq/muster/shared/names"
 	"github.com/musterhq/muster/shared/wire"
@@ -77,9 +76,8 @@ func (s *Server) schedules(w http.ResponseWriter, r *http.Request, v *visitor) {
 			return err
 		}
 		d.NextURL = page.url(next)
-		now := time.Now()
 		for i := range list {
-			sc, err := recur.View(ctx, rd, &list[i], now, 1, false)
+			sc, err := s.ops.ScheduleView(ctx, rd, &list[i], 1, false)
 			if err != nil {
 				return err
 			}
@@ -137,7 +135,6 @@ func (s *Server) pendingSchedules(ctx context.Context, rd store.Reader, v *visit
 	}
 	sort.SliceStable(list, func(i, j int) bool { return list[i].UpdatedTS.Before(list[j].UpdatedTS) })
 	out := []pendingSchedule{}
-	now := s.now()
 	for i := range list {
 		sc := &list[i]
 		if sc.State != store.SchedulePendingApprove {
@@ -146,11 +143,11 @@ func (s *Server) pendingSchedules(ctx context.Context, rd store.Reader, v *visit
 		if len(out) == approvalsShown {
 			break
 		}
-		applier, err := recur.Applier(ctx, rd, sc)
+		applier, err := ops.ScheduleApplier(ctx, rd, sc)
 		if err != nil {
 			return nil, err
 		}
-		view, err := recur.View(ctx, rd, sc, now, 0, false)
+		view, err := s.ops.ScheduleView(ctx, rd, sc, 0, false)
 		if err != nil {
 			return nil, err
 		}
@@ -176,10 +173,10 @@ func (s *Server) schedulePage(w http.ResponseWriter, r *http.Request, v *visitor
 		if err != nil {
 			return err
 		}
-		if applier, err = recur.Applier(ctx, rd, sc); err != nil {
+		if applier, err = ops.ScheduleApplier(ctx, rd, sc); err != nil {
 			return err
 		}
-		d.Schedule, err = recur.View(ctx, rd, sc, time.Now(), scheduleNext, true)
+		d.Schedule, err = s.ops.ScheduleView(ctx, rd, sc, scheduleNext, true)
 		return err
 	})
 	if err != nil {
@@ -240,16 +237,12 @@ func (s *Server) decideSchedule(approve bool) handlerFunc {
 				return
 			}
 		}
-		who := actions.Actor{Name: v.tok.Name, Addr: clientAddr(r)}
-		err := s.st.Update(r.Context(), func(tx store.Tx) error {
-			var err error
-			if approve {
-				_, err = s.cfg.Schedules.Approve(r.Context(), tx, name, digest, who)
-			} else {
-				_, err = s.cfg.Schedules.Reject(r.Context(), tx, name, reason, who)
-			}
-			return err
-		})
+		var err error
+		if approve {
+			_, err = s.ops.ApproveSchedule(r.Context(), v.caller(r), name, digest)
+		} else {
+			_, err = s.ops.RejectSchedule(r.Context(), v.caller(r), name, reason)
+		}
 		if err != nil {
 			s.refusedChange(w, r, v, "schedule", verb, name, err)
 			return
@@ -286,20 +279,15 @@ func (s *Server) operateSchedule(op scheduleOp) handlerFunc {
 			s.renderError(w, r, v, http.StatusBadRequest, "Nothing was deleted: tick the box to confirm. Deleting a schedule ends its later occurrences; the runs it made stay.")
 			return
 		}
-		who := actions.Actor{Name: v.tok.Name, Addr: clientAddr(r)}
-		ctx := r.Context()
-		err := s.st.Update(ctx, func(tx store.Tx) error {
-			var err error
-			switch op {
-			case schedulePause:
-				_, err = s.cfg.Schedules.Pause(ctx, tx, name, who)
-			case scheduleResume:
-				_, err = s.cfg.Schedules.Resume(ctx, tx, name, who)
-			case scheduleDelete:
-				_, err = s.cfg.Schedules.Delete(ctx, tx, name, who)
-			}
-			return err
-		})
+		var err error
+		switch op {
+		case schedulePause:
+			_, err = s.ops.PauseSchedule(r.Context(), v.caller(r), name)
+		case scheduleResume:
+			_, err = s.ops.ResumeSchedule(r.Context(), v.caller(r), name)
+		case scheduleDelete:
+			err = s.ops.DeleteSchedule(r.Context(), v.caller(r), name)
+		}
 		if err != nil {
 			s.refusedChange(w, r, v, "schedule", string(op), name, err)
 			return

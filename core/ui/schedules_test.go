@@ -37,7 +37,7 @@ func (e *env) createSchedule(name, who string) *store.Schedule {
 	var out *store.Schedule
 	e.runChange(func(ctx context.Context, tx store.Tx) error {
 		var err error
-		out, _, err = e.ui.cfg.Schedules.Apply(ctx, tx, &wire.CreateScheduleRequest{Name: name, Cluster: "prod",
+		out, _, err = e.schedules.Apply(ctx, tx, &wire.CreateScheduleRequest{Name: name, Cluster: "prod",
 			Playbook: "nightly", Cron: "0 2 * * *", Timezone: "Europe/Berlin",
 			Params: map[string]string{"note": "<script>alert(1)</script>\x1b[31m"}}, actions.Actor{Name: who})
 		return err
@@ -113,7 +113,7 @@ func TestApprovalsPageDecidesSchedulesForOtherApproversOnly(t *testing.T) {
 	e.createSchedule("by-admin", "admin")
 	e.applyPlaybook(strings.Replace(schedulePlaybookDoc, "name: nightly", "name: weekly", 1), "appr")
 	e.runChange(func(ctx context.Context, tx store.Tx) error {
-		_, _, err := e.ui.cfg.Schedules.Apply(ctx, tx, &wire.CreateScheduleRequest{Name: "applied-by-appr", Cluster: "prod",
+		_, _, err := e.schedules.Apply(ctx, tx, &wire.CreateScheduleRequest{Name: "applied-by-appr", Cluster: "prod",
 			Playbook: "weekly", Cron: "@daily"}, actions.Actor{Name: "op"})
 		return err
 	})
@@ -250,7 +250,7 @@ func TestSchedulesListFiltersAndPages(t *testing.T) {
 		if sc, err = tx.Schedule(ctx, "s-007"); err != nil {
 			return err
 		}
-		_, err = e.ui.cfg.Schedules.Approve(ctx, tx, "s-007", sc.Digest, actions.Actor{Name: "appr"})
+		_, err = e.schedules.Approve(ctx, tx, "s-007", sc.Digest, actions.Actor{Name: "appr"})
 		return err
 	})
 	b := e.browser().signIn("viewer")
@@ -300,7 +300,7 @@ func (e *env) approveSchedule(name string) {
 		if err != nil {
 			return err
 		}
-		_, err = e.ui.cfg.Schedules.Approve(ctx, tx, name, sc.Digest, actions.Actor{Name: "appr"})
+		_, err = e.schedules.Approve(ctx, tx, name, sc.Digest, actions.Actor{Name: "appr"})
 		return err
 	})
 }
@@ -392,7 +392,7 @@ func TestSchedulePageOffersPauseResumeDeleteByRole(t *testing.T) {
 func (e *env) pauseSchedule(name string) {
 	e.t.Helper()
 	e.runChange(func(ctx context.Context, tx store.Tx) error {
-		_, err := e.ui.cfg.Schedules.Pause(ctx, tx, name, actions.Actor{Name: "op"})
+		_, err := e.schedules.Pause(ctx, tx, name, actions.Actor{Name: "op"})
 		return err
 	})
 }

@@ -17,6 +17,9 @@ import (
 	"github.com/musterhq/muster/core/api"
 	"github.com/musterhq/muster/core/approval"
 	"github.com/musterhq/muster/core/auth"
+	"github.com/musterhq/muster/core/ops"
+	"github.com/musterhq/muster/core/runs"
+	"github.com/musterhq/muster/core/schedule/recur"
 	"github.com/musterhq/muster/core/store"
 	"github.com/musterhq/muster/core/store/sqlite"
 	"github.com/musterhq/muster/core/streams"
@@ -42,7 +45,8 @@ func (c *clock) add(d time.Duration) {
 	c.t = c.t.Add(d)
 }
 
-// nudges remembers the clusters the UI asked a pass of.
+// nudges remembers the syncs the UI's changes asked for: a cluster's full
+// sync by its id, a node's sync as "node:CLUSTER/NODE".
 type nudges struct {
 	mu  sync.Mutex
 	ids []string
@@ -54,6 +58,12 @@ func (n *nudges) Nudge(id string) {
 	n.ids = append(n.ids, id)
 }
 
+func (n *nudges) NudgeNode(cluster, node string) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	n.ids = append(n.ids, "node:"+cluster+"/"+node)
+}
+
 func (n *nudges) list() []string {
 	n.mu.Lock()
 	defer n.mu.Unlock()
@@ -61,13 +71,15 @@ func (n *nudges) list() []string {
 }
 
 type env struct {
-	nudges  *nudges
-	t       testing.TB
-	st      *sqlite.Store
-	ui      *Server
-	ts      *httptest.Server
-	clock   *clock
-	secrets map[string]string // by token name: viewer, op, appr, admin
+	nudges    *nudges
+	engine    *runs.Engine
+	schedules *recur.Service
+	t         testing.TB
+	st        *sqlite.Store
+	ui        *Server
+	ts        *httptest.Server
+	clock     *clock
+	secrets   map[string]string // by token name: viewer, op, appr, admin
 }
 
 // setup serves the UI (with the API beside it, as the core does) on a fresh
@@ -99,17 +111,24 @@ func setup(t testing.TB, opts ...func(*Config)) *env {
 		}
 		e.secrets[name] = sec
 	}
-	rules := &actions.Rules{Policy: live.New(approval.DefaultPolicy())}
 	// Sign-in limits that the tests signing in many times never reach; the
 	// tests of those limits set their own.
-	cfg := Config{Policy: live.New(approval.DefaultPolicy()), ErrorStatus: api.Status, Now: e.clock.now,
+	cfg := Config{Policy: live.New(approval.DefaultPolicy()), Now: e.clock.now,
 		StreamKeepAlive: time.Second, SignInBurst: 1000, MaxSessionsPerToken: 1000, Streams: streams.New(0, 0)}
 	for _, o := range opts {
 		o(&cfg)
 	}
+	// The pages and the changes they make decide with one policy.
+	rules := &actions.Rules{Policy: cfg.Policy}
+	e.engine = &runs.Engine{Policy: cfg.Policy, Actions: rules}
+	e.schedules = &recur.Service{Policy: cfg.Policy}
 	// The API counts its event streams with the UI's, as in the core.
 	apiSrv := api.New(api.Config{Policy: live.New(approval.DefaultPolicy()), Streams: cfg.Streams}, st, nil, nil)
-	e.ui, err = New(cfg, st, rules, e.nudges, nil)
+	if cfg.Ops == nil {
+		cfg.Ops = ops.New(ops.Config{Store: st, Policy: cfg.Policy, Budget: cfg.Budget, Rules: rules, Runs: e.engine,
+			Schedules: e.schedules, Nudge: e.nudges, Now: e.clock.now})
+	}
+	e.ui, err = New(cfg, st, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -157,7 +157,7 @@ func (s *Server) stream(w http.ResponseWriter, r *http.Request, v *visitor) {
 		}
 		// A session ended elsewhere (signed out in another tab, or its
 		// token revoked) ends its streams too.
-		if !s.sessions.live(ctx, v.sess.Hash) {
+		if !s.sessions.Live(ctx, v.sess.Hash) {
 			_, _ = fmt.Fprint(w, "event: signed-out\ndata: {}\n\n")
 			_ = rc.Flush()
 			return

@@ -8,12 +8,11 @@
 // SameSite=Strict cookie, Secure under TLS. Every state-changing form carries
 // a synchronizer token bound to the session. Each route needs the same
 // permission as its API counterpart, checked against the token's current
-// roles on every request, and action changes go through the same code the
-// API runs (see Changer).
+// roles on every request, and every change goes through the operations
+// layer the API calls (core/ops): pages decode, call and render.
 package ui
 
 import (
-	"context"
 	"embed"
 	"errors"
 	"fmt"
@@ -25,14 +24,12 @@ import (
 	"sync"
 	"time"
 
-	"github.com/musterhq/muster/core/actions"
 	"github.com/musterhq/muster/core/approval"
 	"github.com/musterhq/muster/core/auth"
 	"github.com/musterhq/muster/core/budget"
 	"github.com/musterhq/muster/core/notify"
-	"github.com/musterhq/muster/core/runs"
+	"github.com/musterhq/muster/core/ops"
 	"github.com/musterhq/muster/core/schedule"
-	"github.com/musterhq/muster/core/schedule/recur"
 	"github.com/musterhq/muster/core/store"
 	"github.com/musterhq/muster/core/streams"
 	"github.com/musterhq/muster/shared/live"
@@ -59,35 +56,17 @@ var templateFS embed.FS
 //go:embed static
 var staticFS embed.FS
 
-// Changer makes the action changes a page offers: core/actions' rules, the
-// ones the API applies, inside the UI's transaction. The UI has checked the
-// permission; the rules check the rest (state, four-eyes, approval window)
-// and write the history line and the event. by.Note carries the reason
-// the person gave.
-type Changer interface {
-	Approve(ctx context.Context, tx store.Tx, id string, by actions.Actor) (*store.Record, error)
-	Reject(ctx context.Context, tx store.Tx, id string, by actions.Actor) (*store.Record, error)
-	// MarkUrgent lets an action pass its cluster's closed window (the
-	// rule of POST /api/v1/actions/{id}/urgent).
-	MarkUrgent(ctx context.Context, tx store.Tx, id string, by actions.Actor) (*store.Record, error)
-}
-
-// Nudger asks for a pass of a cluster now, as an approval through the API
-// does. It must not block.
-type Nudger interface {
-	Nudge(clusterID string)
-}
-
-// Config is what the UI needs beyond the store and the changer.
+// Config is what the UI needs beyond the store.
 type Config struct {
 	// SessionTTL is how long a session lasts after sign-in (ui.session_ttl).
 	SessionTTL time.Duration
 	// Policy is the approval policy, to show who may approve what, as it
 	// is at each request (a reload replaces it); nil: the default.
 	Policy *live.Value[approval.Policy]
-	// ErrorStatus maps an error of the Changer to the HTTP status the API
-	// answers for it (api.Status); nil answers 500 for every error.
-	ErrorStatus func(error) int
+	// Ops makes every change a page offers (the core shares one with the
+	// API); nil builds one over the store, Policy and Budget, which nudges
+	// nothing.
+	Ops *ops.Ops
 	// DevLogins maps one-time sign-in nonces to token names. Set only by
 	// `muster dev`: each nonce signs in once, from a loopback address.
 	DevLogins map[string]string
@@ -112,12 +91,6 @@ type Config struct {
 	// (the core shares one limiter); nil counts the UI's alone, with the
 	// default caps.
 	Streams *streams.Limiter
-	// Runs makes the run changes the Runs page offers (the core's run
-	// engine); nil is an engine over the Policy.
-	Runs RunChanger
-	// Schedules makes the schedule changes the Schedules page offers; nil
-	// is a service over the Policy.
-	Schedules *recur.Service
 	// Budget is the disruption budget of the clusters, to show the budget
 	// in use, as it is at each request (nil: no cluster has one).
 	Budget *live.Value[budget.Policy]
@@ -141,12 +114,11 @@ type route struct {
 type Server struct {
 	cfg      Config
 	st       store.Store
-	changer  Changer
-	nudge    Nudger
+	ops      *ops.Ops
 	log      *slog.Logger
 	mux      *http.ServeMux
 	pages    map[string]*template.Template
-	sessions *sessions
+	sessions *ops.Sessions
 	signIns  *signIns
 	routes   []route
 
@@ -158,8 +130,8 @@ type Server struct {
 	staticFS fs.FS
 }
 
-// New builds the UI. It starts nothing. n may be nil (no nudges).
-func New(cfg Config, st store.Store, ch Changer, n Nudger, log *slog.Logger) (*Server, error) {
+// New builds the UI. It starts nothing.
+func New(cfg Config, st store.Store, log *slog.Logger) (*Server, error) {
 	if cfg.SessionTTL <= 0 {
 		cfg.SessionTTL = DefaultSessionTTL
 	}
@@ -181,9 +153,6 @@ func New(cfg Config, st store.Store, ch Changer, n Nudger, log *slog.Logger) (*S
 	if cfg.Policy == nil {
 		cfg.Policy = live.New(approval.DefaultPolicy())
 	}
-	if cfg.ErrorStatus == nil {
-		cfg.ErrorStatus = func(error) int { return http.StatusInternalServerError }
-	}
 	if cfg.Now == nil {
 		cfg.Now = time.Now
 	}
@@ -193,11 +162,11 @@ func New(cfg Config, st store.Store, ch Changer, n Nudger, log *slog.Logger) (*S
 	if cfg.DevLoginsExpire.IsZero() {
 		cfg.DevLoginsExpire = cfg.Now().Add(DevLoginTTL)
 	}
-	if cfg.Schedules == nil {
-		cfg.Schedules = &recur.Service{Policy: cfg.Policy}
+	if cfg.Budget == nil {
+		cfg.Budget = live.New(budget.Policy{})
 	}
-	if cfg.Runs == nil {
-		cfg.Runs = &runs.Engine{Policy: cfg.Policy, Actions: &actions.Rules{Policy: cfg.Policy}}
+	if cfg.Ops == nil {
+		cfg.Ops = ops.New(ops.Config{Store: st, Policy: cfg.Policy, Budget: cfg.Budget, Now: cfg.Now})
 	}
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
@@ -213,12 +182,11 @@ func New(cfg Config, st store.Store, ch Changer, n Nudger, log *slog.Logger) (*S
 	s := &Server{
 		cfg:      cfg,
 		st:       st,
-		changer:  ch,
-		nudge:    n,
+		ops:      cfg.Ops,
 		log:      log.With("component", "ui"),
 		mux:      http.NewServeMux(),
 		pages:    pages,
-		sessions: newSessions(st, cfg.SessionTTL, cfg.MaxSessions, cfg.MaxSessionsPerToken, cfg.Now),
+		sessions: ops.NewSessions(st, cfg.SessionTTL, cfg.MaxSessions, cfg.MaxSessionsPerToken, cfg.Now),
 		signIns:  newSignIns(cfg.SignInBurst, cfg.SignInEvery),
 		devUsed:  map[string]bool{},
 		streams:  map[string]int{},
@@ -300,6 +268,16 @@ type visitor struct {
 }
 
 func (v *visitor) can(p auth.Permission) bool { return v != nil && auth.Can(v.tok.Roles, p) }
+
+// caller is the signed-in person as the operations know them; r gives the
+// peer's address (nil: none, for a decision that only reads).
+func (v *visitor) caller(r *http.Request) ops.Caller {
+	c := ops.Caller{Name: v.tok.Name, Roles: v.tok.Roles}
+	if r != nil {
+		c.Addr = clientAddr(r)
+	}
+	return c
+}
 
 func (s *Server) public(pattern string, h http.HandlerFunc) {
 	method, path, _ := strings.Cut(pattern, " ")

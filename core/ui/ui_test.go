@@ -18,6 +18,7 @@ import (
 	"github.com/musterhq/muster/core/approval"
 	"github.com/musterhq/muster/core/auth"
 	corenodes "github.com/musterhq/muster/core/nodes"
+	"github.com/musterhq/muster/core/ops"
 	"github.com/musterhq/muster/core/runs"
 	"github.com/musterhq/muster/core/store"
 	"github.com/musterhq/muster/core/streams"
@@ -326,7 +327,7 @@ func TestSessionCookieFlags(t *testing.T) {
 			_ = e.st.Read(context.Background(), func(r store.Reader) error {
 				_, err := r.Session(context.Background(), sess.Value)
 				raw = err == nil
-				_, err = r.Session(context.Background(), hashID(sess.Value))
+				_, err = r.Session(context.Background(), ops.HashSessionID(sess.Value))
 				hashed = err == nil
 				return nil
 			})
@@ -500,8 +501,10 @@ func TestApproveAndRejectWithAReason(t *testing.T) {
 	if got.State != action.PendingSchedule || got.ApprovedBy != "appr" {
 		t.Fatalf("after approve: %s by %q", got.State, got.ApprovedBy)
 	}
-	if n := e.nudges.list(); len(n) != 1 || n[0] != "prod" {
-		t.Fatalf("nudges after an approval: %v, want one of prod", n)
+	// Approving costs one sync of the action's node, not a full sync of
+	// its cluster.
+	if n := e.nudges.list(); len(n) != 1 || n[0] != "node:prod/"+a.NodeID {
+		t.Fatalf("syncs after an approval: %v, want one of node prod/%s", n, a.NodeID)
 	}
 	if last := got.History[len(got.History)-1]; last.Reason != "approved: change CH-42" || last.Actor != "appr" {
 		t.Fatalf("history line %+v", last)
@@ -911,7 +914,7 @@ func TestSessionsAreSharedThroughTheStore(t *testing.T) {
 	t.Parallel()
 	e := setup(t)
 	b := e.browser().signIn("appr")
-	other, err := New(Config{}, e.st, nil, nil, nil)
+	other, err := New(Config{}, e.st, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

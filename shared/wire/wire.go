@@ -42,9 +42,11 @@ type ErrorDetail struct {
 	// Field names the field of the request a 400 is about, when one is.
 	Field string `json:"field,omitempty"`
 	// State is the state of the action or run a call was refused for.
-	State  string          `json:"state,omitempty"`
-	Record *action.Action  `json:"record,omitempty"`
-	Extra  json.RawMessage `json:"extra,omitempty"`
+	State string `json:"state,omitempty"`
+	// AllowedRoles are the roles that may do what a 403 refused.
+	AllowedRoles []string        `json:"allowed_roles,omitempty"`
+	Record       *action.Action  `json:"record,omitempty"`
+	Extra        json.RawMessage `json:"extra,omitempty"`
 }
 
 // AgentInfo answers GET /api/v1/info on the agent.

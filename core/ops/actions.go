@@ -1,0 +1,141 @@
+package ops
+
+import (
+	"context"
+
+	"github.com/musterhq/muster/core/actions"
+	"github.com/musterhq/muster/core/auth"
+	"github.com/musterhq/muster/core/store"
+	"github.com/musterhq/muster/shared/action"
+)
+
+// ActionRequest is what a new action asks for (actions.Request without
+// what only the core sets).
+type ActionRequest = actions.Request
+
+// CreateAction creates an action. Its args are checked outside the write
+// transaction (actions.Rules.CreateIn); one that may go at once syncs its
+// node.
+func (o *Ops) CreateAction(ctx context.Context, c Caller, req ActionRequest) (*store.Record, error) {
+	if err := authorize(c, auth.Create); err != nil {
+		return nil, err
+	}
+	req.RetryOf, req.ArgsCheckedAgainst = "", ""
+	rec, err := o.cfg.Rules.CreateIn(ctx, o.st, req, c.actor(""))
+	if err != nil {
+		return nil, err
+	}
+	o.nudgeIfScheduled(rec)
+	return rec, nil
+}
+
+// RetryAction creates a new action with the content of a finished one.
+func (o *Ops) RetryAction(ctx context.Context, c Caller, ref string) (*store.Record, error) {
+	if err := authorize(c, auth.Retry); err != nil {
+		return nil, err
+	}
+	var id string
+	err := o.st.Read(ctx, func(r store.Reader) error {
+		cur, err := ResolveAction(ctx, r, ref)
+		if err == nil {
+			id = cur.ID
+		}
+		return err
+	})
+	if err != nil {
+		return nil, err
+	}
+	rec, err := o.cfg.Rules.RetryIn(ctx, o.st, id, c.actor(""))
+	if err != nil {
+		return nil, err
+	}
+	o.nudgeIfScheduled(rec)
+	return rec, nil
+}
+
+// nudgeIfScheduled syncs the node of a new action that may be pushed now.
+func (o *Ops) nudgeIfScheduled(rec *store.Record) {
+	if rec.State == action.PendingSchedule {
+		o.nudgeNode(rec.ClusterID, rec.NodeID)
+	}
+}
+
+// ApproveAction approves an action (an approver other than its requester,
+// within the approval window the policy says now) and syncs its node.
+func (o *Ops) ApproveAction(ctx context.Context, c Caller, ref, reason string) (*store.Record, error) {
+	if err := checkReason(reason, false); err != nil {
+		return nil, err
+	}
+	rec, err := o.changeAction(ctx, c, auth.Approve, ref, func(tx store.Tx, id string) (*store.Record, error) {
+		return o.cfg.Rules.Approve(ctx, tx, id, c.actor(reason))
+	})
+	if err != nil {
+		return nil, err
+	}
+	o.nudgeNode(rec.ClusterID, rec.NodeID)
+	return rec, nil
+}
+
+// RejectAction rejects an action waiting for approval; nothing is synced.
+func (o *Ops) RejectAction(ctx context.Context, c Caller, ref, reason string) (*store.Record, error) {
+	if err := checkReason(reason, false); err != nil {
+		return nil, err
+	}
+	return o.changeAction(ctx, c, auth.Reject, ref, func(tx store.Tx, id string) (*store.Record, error) {
+		return o.cfg.Rules.Reject(ctx, tx, id, c.actor(reason))
+	})
+}
+
+// MarkActionUrgent lets an action pass its cluster's closed maintenance
+// window, never a freeze; the reason is required. Its node is synced.
+func (o *Ops) MarkActionUrgent(ctx context.Context, c Caller, ref, reason string) (*store.Record, error) {
+	if err := checkReason(reason, true); err != nil {
+		return nil, err
+	}
+	rec, err := o.changeAction(ctx, c, auth.Approve, ref, func(tx store.Tx, id string) (*store.Record, error) {
+		return o.cfg.Rules.MarkUrgent(ctx, tx, id, c.actor(reason))
+	})
+	if err != nil {
+		return nil, err
+	}
+	o.nudgeNode(rec.ClusterID, rec.NodeID)
+	return rec, nil
+}
+
+// CancelAction cancels an action: at once (pending false), or as a request
+// its node's next sync settles (pending true; the node is synced now).
+func (o *Ops) CancelAction(ctx context.Context, c Caller, ref string) (rec *store.Record, pending bool, err error) {
+	var outcome actions.CancelOutcome
+	rec, err = o.changeAction(ctx, c, auth.Cancel, ref, func(tx store.Tx, id string) (*store.Record, error) {
+		r, out, err := o.cfg.Rules.Cancel(ctx, tx, id, c.actor(""))
+		outcome = out
+		return r, err
+	})
+	if err != nil {
+		return nil, false, err
+	}
+	if outcome == actions.Requested {
+		o.nudgeNode(rec.ClusterID, rec.NodeID)
+		return rec, true, nil
+	}
+	return rec, false, nil
+}
+
+// changeAction authorizes p, then resolves the action named by ref and runs
+// fn on its id, in one transaction.
+func (o *Ops) changeAction(ctx context.Context, c Caller, p auth.Permission, ref string,
+	fn func(tx store.Tx, id string) (*store.Record, error)) (*store.Record, error) {
+	if err := authorize(c, p); err != nil {
+		return nil, err
+	}
+	var rec *store.Record
+	err := o.st.Update(ctx, func(tx store.Tx) error {
+		cur, err := ResolveAction(ctx, tx, ref)
+		if err != nil {
+			return err
+		}
+		rec, err = fn(tx, cur.ID)
+		return err
+	})
+	return rec, err
+}

@@ -1,0 +1,111 @@
+package ops
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/musterhq/muster/core/auth"
+	"github.com/musterhq/muster/core/enroll"
+	"github.com/musterhq/muster/core/nodes"
+	"github.com/musterhq/muster/core/store"
+)
+
+// maxRevokeReason bounds the reason of a revocation.
+const maxRevokeReason = 512
+
+// DrainNode drains a node: nothing new starts on it. Its node is synced, so
+// that what waits for it says why.
+func (o *Ops) DrainNode(ctx context.Context, c Caller, clusterID, nodeID, reason string) (*store.Node, error) {
+	if err := authorize(c, auth.Drain); err != nil {
+		return nil, err
+	}
+	if err := checkReason(reason, false); err != nil {
+		return nil, err
+	}
+	var n *store.Node
+	err := o.st.Update(ctx, func(tx store.Tx) error {
+		var err error
+		n, err = nodes.Drain(ctx, tx, clusterID, nodeID, reason, c.actor(""))
+		return err
+	})
+	if err != nil {
+		return nil, err
+	}
+	o.nudgeNode(n.ClusterID, n.ID)
+	return n, nil
+}
+
+// UndrainNode lets a drained node take work again. Its cluster is synced:
+// what waited for the node (a run's wave, the budget) may go now.
+func (o *Ops) UndrainNode(ctx context.Context, c Caller, clusterID, nodeID string) (*store.Node, error) {
+	if err := authorize(c, auth.Drain); err != nil {
+		return nil, err
+	}
+	var n *store.Node
+	err := o.st.Update(ctx, func(tx store.Tx) error {
+		var err error
+		n, err = nodes.Undrain(ctx, tx, clusterID, nodeID, c.actor(""))
+		return err
+	})
+	if err != nil {
+		return nil, err
+	}
+	o.nudgeCluster(n.ClusterID)
+	return n, nil
+}
+
+// ForgetNode removes a node for good and ends its open actions; it
+// answers how many it ended. Its cluster is synced.
+func (o *Ops) ForgetNode(ctx context.Context, c Caller, clusterID, nodeID string) (int, error) {
+	if err := authorize(c, auth.Forget); err != nil {
+		return 0, err
+	}
+	var ended int
+	err := o.st.Update(ctx, func(tx store.Tx) error {
+		var err error
+		ended, err = nodes.Forget(ctx, tx, clusterID, nodeID, c.actor(""))
+		return err
+	})
+	if err != nil {
+		return 0, err
+	}
+	o.nudgeCluster(clusterID)
+	return ended, nil
+}
+
+// RevokeNode puts a node's certificates on the revocation list and syncs
+// the node at once, so that it shows DOWN and revoked. It answers the
+// serials revoked.
+func (o *Ops) RevokeNode(ctx context.Context, c Caller, clusterID, nodeID, reason string) ([]string, error) {
+	if err := authorize(c, auth.Revoke); err != nil {
+		return nil, err
+	}
+	if o.cfg.Enroll == nil {
+		return nil, enroll.ErrDisabled
+	}
+	if len(reason) > maxRevokeReason {
+		return nil, BadRequest("reason is longer than %d bytes", maxRevokeReason)
+	}
+	serials, err := o.cfg.Enroll.Revoke(ctx, clusterID, nodeID, reason, c.Name, enroll.Caller{ClientAddr: c.Addr})
+	if err != nil {
+		return nil, err
+	}
+	o.nudgeNode(clusterID, nodeID)
+	return serials, nil
+}
+
+// SyncCluster asks for a full sync of a cluster now; it runs later.
+func (o *Ops) SyncCluster(ctx context.Context, c Caller, clusterID string) error {
+	if err := authorize(c, auth.Orchestrate); err != nil {
+		return err
+	}
+	err := o.st.Read(ctx, func(r store.Reader) error {
+		_, err := r.Cluster(ctx, clusterID)
+		return err
+	})
+	if err != nil {
+		return fmt.Errorf("cluster %q: %w", clusterID, err)
+	}
+	o.nudgeCluster(clusterID)
+	return nil
+}

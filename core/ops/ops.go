@@ -1,0 +1,233 @@
+// Package ops is the core's operations layer (docs/architecture.md, "The
+// operations layer"): one function for every user verb, whichever transport
+// asks for it. Each one authorizes the caller against its roles as they are
+// now, reads the reloadable policy once, makes the change through the
+// domain package that owns it (core/actions, core/runs, core/schedule/recur,
+// core/nodes, core/auth, core/enroll, core/runs/playbook) in one store
+// transaction, and then nudges the narrowest scope that changed: the node
+// when one node has something to push, the cluster when what waited for a
+// node may go now. Its errors map to one Problem (Describe) that the API
+// and the web UI show alike.
+//
+// core/api and core/ui decode, call and render: neither opens a write
+// transaction (TestTransportsOpenNoWriteTransaction).
+package ops
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"time"
+	"unicode"
+	"unicode/utf8"
+
+	"github.com/musterhq/muster/core/actions"
+	"github.com/musterhq/muster/core/approval"
+	"github.com/musterhq/muster/core/auth"
+	"github.com/musterhq/muster/core/budget"
+	"github.com/musterhq/muster/core/enroll"
+	"github.com/musterhq/muster/core/notify"
+	"github.com/musterhq/muster/core/runs"
+	"github.com/musterhq/muster/core/schedule/recur"
+	"github.com/musterhq/muster/core/store"
+	"github.com/musterhq/muster/shared/action"
+	"github.com/musterhq/muster/shared/live"
+	"github.com/musterhq/muster/shared/wire"
+)
+
+// Caller is who asks for an operation: a token's name and its roles as
+// stored now (a role change or a revocation applies at once), and the
+// address of the peer.
+type Caller struct {
+	Name  string
+	Roles []string
+	Addr  string
+}
+
+// actor is the caller as the actor of a change, with the reason it gave.
+func (c Caller) actor(note string) actions.Actor {
+	return actions.Actor{Name: c.Name, Addr: c.Addr, Note: strings.TrimSpace(note)}
+}
+
+// Can reports whether the caller's roles grant p.
+func (c Caller) Can(p auth.Permission) bool { return auth.Can(c.Roles, p) }
+
+// Nudger asks the orchestrator for a full sync of one cluster now, or for a
+// sync of one node alone (which does not wait for a full sync under way).
+// It must not block: operations call it after their transaction committed.
+type Nudger interface {
+	Nudge(clusterID string)
+	NudgeNode(clusterID, nodeID string)
+}
+
+// Notifier is what the operations need of the notification worker
+// (core/notify).
+type Notifier interface {
+	Destinations() []notify.Destination
+	Test(ctx context.Context, name, actor string) (notify.Result, bool)
+	Nudge()
+}
+
+var _ Notifier = (*notify.Worker)(nil)
+
+// Config is what the operations act with. Store is required; every other
+// field has a default.
+type Config struct {
+	Store store.Store
+	// Policy decides which actions need approval and who may approve
+	// them, as it is at each call (a reload replaces it).
+	Policy *live.Value[approval.Policy]
+	// Budget is the clusters' disruption budgets (a plan marks what they
+	// hold back); nil: none.
+	Budget *live.Value[budget.Policy]
+	// Rules makes every action change (the core shares one with the
+	// orchestrator); nil builds one from Policy.
+	Rules *actions.Rules
+	// Runs makes every change to runs; nil builds one from Policy.
+	Runs *runs.Engine
+	// Schedules makes every change to schedules; nil builds one from Policy.
+	Schedules *recur.Service
+	// Enroll signs, renews and revokes agent certificates; nil: enrollment
+	// is off (enroll.ErrDisabled).
+	Enroll *enroll.Service
+	// Notify sends test deliveries and lists the destinations; nil: none.
+	Notify Notifier
+	// Nudge is told what to sync after a change; nil: nothing is nudged.
+	Nudge Nudger
+	// Now returns the time; nil is time.Now.
+	Now func() time.Time
+}
+
+// Ops runs the user verbs. Build it with New; it is safe for concurrent use.
+type Ops struct {
+	st  store.Store
+	cfg Config
+}
+
+// New builds the operations over cfg.Store.
+func New(cfg Config) *Ops {
+	if cfg.Policy == nil {
+		cfg.Policy = live.New(approval.DefaultPolicy())
+	}
+	if cfg.Budget == nil {
+		cfg.Budget = live.New(budget.Policy{})
+	}
+	if cfg.Rules == nil {
+		cfg.Rules = &actions.Rules{Policy: cfg.Policy}
+	}
+	if cfg.Runs == nil {
+		cfg.Runs = &runs.Engine{Policy: cfg.Policy, Actions: cfg.Rules}
+	}
+	if cfg.Schedules == nil {
+		cfg.Schedules = &recur.Service{Policy: cfg.Policy}
+	}
+	if cfg.Now == nil {
+		cfg.Now = time.Now
+	}
+	return &Ops{st: cfg.Store, cfg: cfg}
+}
+
+// Policy is the approval policy the operations decide with.
+func (o *Ops) Policy() *live.Value[approval.Policy] { return o.cfg.Policy }
+
+// Schedules is the schedule service (its MinEvery bounds what a request
+// may ask).
+func (o *Ops) Schedules() *recur.Service { return o.cfg.Schedules }
+
+// Enroll is the enrollment service, nil when enrollment is off.
+func (o *Ops) Enroll() *enroll.Service { return o.cfg.Enroll }
+
+// Destinations are the notification destinations in use.
+func (o *Ops) Destinations() []notify.Destination {
+	if o.cfg.Notify == nil {
+		return nil
+	}
+	return o.cfg.Notify.Destinations()
+}
+
+// authorize refuses a caller whose roles do not grant p, naming the roles
+// that would.
+func authorize(c Caller, p auth.Permission) error {
+	if c.Can(p) {
+		return nil
+	}
+	return &ForbiddenError{Caller: c.Name, Roles: c.Roles, Perm: p, Allowed: auth.Granting(p)}
+}
+
+func (o *Ops) now() time.Time { return o.cfg.Now().UTC() }
+
+// nudgeNode asks for a sync of one node: it has something to push or to
+// cancel, and it goes at once, not after a full sync under way
+// (docs/architecture.md, "Node syncs and reactive progress").
+func (o *Ops) nudgeNode(clusterID, nodeID string) {
+	if o.cfg.Nudge != nil {
+		o.cfg.Nudge.NudgeNode(clusterID, nodeID)
+	}
+}
+
+// nudgeCluster asks for a full sync of a cluster: more than one node may
+// go now (a run's wave, what waited for an undrained node).
+func (o *Ops) nudgeCluster(clusterID string) {
+	if o.cfg.Nudge != nil {
+		o.cfg.Nudge.Nudge(clusterID)
+	}
+}
+
+// checkReason refuses a reason longer than wire.MaxReason or with control
+// characters; required refuses an empty one too.
+func checkReason(reason string, required bool) error {
+	reason = strings.TrimSpace(reason)
+	switch {
+	case required && reason == "":
+		return BadRequest("reason is required: say why it may not wait for the window")
+	case len(reason) > wire.MaxReason:
+		return BadRequest("reason is longer than %d bytes", wire.MaxReason)
+	case strings.ContainsFunc(reason, unicode.IsControl) || !utf8.ValidString(reason):
+		return BadRequest("reason contains control characters")
+	}
+	return nil
+}
+
+// ResolveAction finds the action named by an id or a unique prefix of at
+// least action.MinPrefix characters.
+func ResolveAction(ctx context.Context, r store.Reader, ref string) (*store.Record, error) {
+	ids, err := resolvePrefix(ref, "action", func(p string) ([]string, error) { return r.ActionIDsWithPrefix(ctx, p, 10) })
+	if err != nil {
+		return nil, err
+	}
+	return r.Action(ctx, ids)
+}
+
+// ResolveRun finds the run named by an id or a unique prefix.
+func ResolveRun(ctx context.Context, r store.Reader, ref string) (*store.Run, error) {
+	id, err := resolvePrefix(ref, "run", func(p string) ([]string, error) { return r.RunIDsWithPrefix(ctx, p, 10) })
+	if err != nil {
+		return nil, err
+	}
+	return r.Run(ctx, id)
+}
+
+// resolvePrefix turns ref (an id, or a prefix of one) into the one id it
+// names, with find listing the ids of a prefix.
+func resolvePrefix(ref, what string, find func(prefix string) ([]string, error)) (string, error) {
+	if action.ValidID(ref) {
+		return ref, nil
+	}
+	if len(ref) < action.MinPrefix {
+		return "", BadRequest("id prefix %q is shorter than %d characters", ref, action.MinPrefix)
+	}
+	if strings.Trim(strings.ToLower(ref), "0123456789abcdef-") != "" || len(ref) > 36 {
+		return "", fmt.Errorf("%s %q: %w", what, ref, store.ErrNotFound)
+	}
+	ids, err := find(strings.ToLower(ref))
+	if err != nil {
+		return "", err
+	}
+	switch len(ids) {
+	case 0:
+		return "", fmt.Errorf("%s %q: %w", what, ref, store.ErrNotFound)
+	case 1:
+		return ids[0], nil
+	}
+	return "", &AmbiguousError{Prefix: ref, What: what + "s", Matches: ids}
+}

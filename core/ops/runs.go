@@ -1,0 +1,295 @@
+package ops
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/musterhq/muster/core/auth"
+	"github.com/musterhq/muster/core/runs"
+	"github.com/musterhq/muster/core/runs/playbook"
+	"github.com/musterhq/muster/core/schedule"
+	"github.com/musterhq/muster/core/store"
+	"github.com/musterhq/muster/shared/wire"
+)
+
+// RunResult is a run as a change left it, with the children it has (what
+// its answer shows).
+type RunResult struct {
+	Run    *store.Run
+	Counts []store.ChildCount
+}
+
+// View is the run as the API shows it.
+func (r RunResult) View() wire.Run { return runs.View(r.Run, r.Counts) }
+
+// CreateRun creates a run. It is planned outside the write transaction
+// (runs.Engine.CreateIn); one that starts at once syncs its cluster, to push
+// its first wave.
+func (o *Ops) CreateRun(ctx context.Context, c Caller, req *wire.CreateRunRequest) (RunResult, error) {
+	if err := authorize(c, auth.Create); err != nil {
+		return RunResult{}, err
+	}
+	if err := o.checkNotBefore(req.NotBefore); err != nil {
+		return RunResult{}, err
+	}
+	var out RunResult
+	run, err := o.cfg.Runs.CreateIn(ctx, o.st, req, c.actor(""), out.countChildren(ctx))
+	if err != nil {
+		return RunResult{}, err
+	}
+	out.Run = run
+	o.nudgeNewRun(out)
+	return out, nil
+}
+
+// RetryRun makes a new run over the failed and skipped nodes of a finished
+// run, waiting for approval as any run.
+func (o *Ops) RetryRun(ctx context.Context, c Caller, ref string) (RunResult, error) {
+	if err := authorize(c, auth.Create); err != nil {
+		return RunResult{}, err
+	}
+	var out RunResult
+	err := o.st.Update(ctx, func(tx store.Tx) error {
+		found, err := ResolveRun(ctx, tx, ref)
+		if err != nil {
+			return err
+		}
+		if out.Run, err = o.cfg.Runs.Retry(ctx, tx, found.ID, c.actor("")); err != nil {
+			return err
+		}
+		return out.countChildren(ctx)(tx, out.Run)
+	})
+	if err != nil {
+		return RunResult{}, err
+	}
+	o.nudgeNewRun(out)
+	return out, nil
+}
+
+// StartPlaybook creates a run from a stored playbook's plan, planned
+// outside the write transaction (playbook.StartIn).
+func (o *Ops) StartPlaybook(ctx context.Context, c Caller, name string, req *wire.PlanRequest) (RunResult, error) {
+	if err := authorize(c, auth.Create); err != nil {
+		return RunResult{}, err
+	}
+	if req.Document != "" {
+		return RunResult{}, BadRequest("a run starts from a stored playbook: apply the document first")
+	}
+	if err := o.checkNotBefore(req.NotBefore); err != nil {
+		return RunResult{}, err
+	}
+	pb, version, err := playbook.Load(ctx, o.st, name, req)
+	if err != nil {
+		return RunResult{}, err
+	}
+	var out RunResult
+	run, err := playbook.StartIn(ctx, o.st, o.cfg.Runs, pb, version, req, c.actor(""), out.countChildren(ctx))
+	if err != nil {
+		return RunResult{}, err
+	}
+	out.Run = run
+	o.nudgeNewRun(out)
+	return out, nil
+}
+
+// LoadPlaybook reads the playbook a plan or a start names: the stored
+// version asked for, or the document of the request (which only a caller
+// that may apply playbooks may plan).
+func (o *Ops) LoadPlaybook(ctx context.Context, c Caller, name string, req *wire.PlanRequest) (*playbook.Playbook, int, error) {
+	if err := authorize(c, auth.Read); err != nil {
+		return nil, 0, err
+	}
+	if req.Document != "" && !c.Can(auth.Create) {
+		return nil, 0, fmt.Errorf("%w: token %s may not plan a document that is not stored: apply it first, or ask an operator",
+			&ForbiddenError{Caller: c.Name, Roles: c.Roles, Perm: auth.Create, Allowed: auth.Granting(auth.Create)}, c.Name)
+	}
+	return playbook.Load(ctx, o.st, name, req)
+}
+
+// PlanPlaybook answers what starting the playbook would create, with the
+// nodes the cluster's disruption budget holds back marked; it writes
+// nothing.
+func (o *Ops) PlanPlaybook(ctx context.Context, c Caller, name string, req *wire.PlanRequest) (wire.Plan, error) {
+	pb, version, err := o.LoadPlaybook(ctx, c, name, req)
+	if err != nil {
+		return wire.Plan{}, err
+	}
+	return o.Plan(ctx, pb, version, req)
+}
+
+// Plan is the plan of a loaded playbook (LoadPlaybook), with the nodes the
+// cluster's disruption budget, as it is now, holds back marked.
+func (o *Ops) Plan(ctx context.Context, pb *playbook.Playbook, version int, req *wire.PlanRequest) (wire.Plan, error) {
+	var out wire.Plan
+	pol := o.cfg.Budget.Load()
+	err := o.st.Read(ctx, func(r store.Reader) error {
+		p, err := pb.Plan(ctx, r, version, req)
+		if err != nil {
+			return err
+		}
+		out = p.Wire()
+		nodes, err := r.Nodes(ctx, p.Cluster)
+		if err != nil {
+			return err
+		}
+		open, err := r.OpenActions(ctx, p.Cluster, "")
+		if err != nil {
+			return err
+		}
+		procs, err := runs.InFlight(ctx, r, p.Cluster, o.now(), pol.Procedure)
+		if err != nil {
+			return err
+		}
+		playbook.MarkHeld(&out, pol, nodes, open, procs.InFlight)
+		return nil
+	})
+	return out, err
+}
+
+// ApplyPlaybook stores a new version of a playbook; changed is false when
+// the document is the newest version already.
+func (o *Ops) ApplyPlaybook(ctx context.Context, c Caller, doc string) (p *store.Playbook, changed bool, err error) {
+	if err := authorize(c, auth.Create); err != nil {
+		return nil, false, err
+	}
+	parsed, err := playbook.Parse([]byte(doc))
+	if err != nil {
+		return nil, false, err
+	}
+	err = o.st.Update(ctx, func(tx store.Tx) error {
+		var err error
+		p, changed, err = playbook.Apply(ctx, tx, doc, parsed, c.Name)
+		return err
+	})
+	return p, changed, err
+}
+
+// nudgeNewRun syncs the cluster of a new run that starts at once, to push
+// its first wave.
+func (o *Ops) nudgeNewRun(r RunResult) {
+	if len(r.Counts) > 0 {
+		o.nudgeCluster(r.Run.ClusterID)
+	}
+}
+
+// countChildren counts into r, in the write transaction that stored or
+// changed run, the children the run has.
+func (r *RunResult) countChildren(ctx context.Context) func(tx store.Tx, run *store.Run) error {
+	return func(tx store.Tx, run *store.Run) error {
+		var err error
+		r.Counts, err = tx.RunChildCounts(ctx, []string{run.ID})
+		return err
+	}
+}
+
+// checkNotBefore refuses a not_before the schedule rules refuse (too far
+// ahead, too far back).
+func (o *Ops) checkNotBefore(t *time.Time) error {
+	if t == nil {
+		return nil
+	}
+	if err := schedule.CheckNotBefore(*t, o.now()); err != nil {
+		return BadRequest("%v", err)
+	}
+	return nil
+}
+
+// ApproveRun approves a run; with a digest, only if it is the run's digest
+// now (what the approver was shown), else a conflict.
+func (o *Ops) ApproveRun(ctx context.Context, c Caller, ref, digest string) (RunResult, error) {
+	return o.changeRun(ctx, c, auth.Approve, ref, func(tx store.Tx, id string) (*store.Run, error) {
+		return o.cfg.Runs.Approve(ctx, tx, id, digest, c.actor(""))
+	})
+}
+
+// RejectRun rejects a run waiting for approval.
+func (o *Ops) RejectRun(ctx context.Context, c Caller, ref, reason string) (RunResult, error) {
+	if err := checkReason(reason, false); err != nil {
+		return RunResult{}, err
+	}
+	return o.changeRun(ctx, c, auth.Reject, ref, func(tx store.Tx, id string) (*store.Run, error) {
+		return o.cfg.Runs.Reject(ctx, tx, id, c.actor(""), reason)
+	})
+}
+
+// PauseRun pauses a run: no new node starts.
+func (o *Ops) PauseRun(ctx context.Context, c Caller, ref string) (RunResult, error) {
+	return o.changeRun(ctx, c, auth.Cancel, ref, func(tx store.Tx, id string) (*store.Run, error) {
+		return o.cfg.Runs.Pause(ctx, tx, id, c.actor(""))
+	})
+}
+
+// ResumeRun resumes a paused run: a pause for errors is an approver's to
+// forgive, a manual pause an operator's to lift (runs.Engine.MayResume).
+func (o *Ops) ResumeRun(ctx context.Context, c Caller, ref string) (RunResult, error) {
+	return o.changeRun(ctx, c, auth.Continue, ref, func(tx store.Tx, id string) (*store.Run, error) {
+		return o.cfg.Runs.ResumeAs(ctx, tx, id, c.actor(""), c.Can(auth.Approve), c.Can(auth.Cancel))
+	})
+}
+
+// PromoteRun lets a run paused after its canary go on (an approver other
+// than the requester).
+func (o *Ops) PromoteRun(ctx context.Context, c Caller, ref string) (RunResult, error) {
+	return o.changeRun(ctx, c, auth.Approve, ref, func(tx store.Tx, id string) (*store.Run, error) {
+		return o.cfg.Runs.Promote(ctx, tx, id, c.actor(""), c.Can(auth.Approve))
+	})
+}
+
+// CancelRun cancels a run and its open children.
+func (o *Ops) CancelRun(ctx context.Context, c Caller, ref, reason string) (RunResult, error) {
+	if err := checkReason(reason, false); err != nil {
+		return RunResult{}, err
+	}
+	return o.changeRun(ctx, c, auth.Cancel, ref, func(tx store.Tx, id string) (*store.Run, error) {
+		return o.cfg.Runs.Cancel(ctx, tx, id, c.actor(""), reason)
+	})
+}
+
+// MarkRunUrgent lets a run's children pass the cluster's closed maintenance
+// window, never a freeze; the reason is required.
+func (o *Ops) MarkRunUrgent(ctx context.Context, c Caller, ref, reason string) (RunResult, error) {
+	if err := checkReason(reason, true); err != nil {
+		return RunResult{}, err
+	}
+	return o.changeRun(ctx, c, auth.Approve, ref, func(tx store.Tx, id string) (*store.Run, error) {
+		return o.cfg.Runs.MarkUrgent(ctx, tx, id, c.actor(reason))
+	})
+}
+
+// MayResume and MayPromote say, for a page that offers the buttons, whether
+// the caller may resume or promote run now (nil) or why not.
+func (o *Ops) MayResume(ctx context.Context, rd store.Reader, c Caller, run *store.Run) error {
+	return o.cfg.Runs.MayResume(ctx, rd, run, c.Name, c.Can(auth.Approve), c.Can(auth.Cancel))
+}
+
+// MayPromote: see MayResume.
+func (o *Ops) MayPromote(ctx context.Context, rd store.Reader, c Caller, run *store.Run) error {
+	return o.cfg.Runs.MayPromote(ctx, rd, run, c.Name, c.Can(auth.Approve))
+}
+
+// changeRun authorizes p, then makes one engine change on the run named by
+// ref in one transaction, and syncs the run's cluster: a run's change moves
+// a wave, not one node.
+func (o *Ops) changeRun(ctx context.Context, c Caller, p auth.Permission, ref string,
+	fn func(tx store.Tx, id string) (*store.Run, error)) (RunResult, error) {
+	if err := authorize(c, p); err != nil {
+		return RunResult{}, err
+	}
+	var out RunResult
+	err := o.st.Update(ctx, func(tx store.Tx) error {
+		found, err := ResolveRun(ctx, tx, ref)
+		if err != nil {
+			return err
+		}
+		if out.Run, err = fn(tx, found.ID); err != nil {
+			return err
+		}
+		return out.countChildren(ctx)(tx, out.Run)
+	})
+	if err != nil {
+		return RunResult{}, err
+	}
+	o.nudgeCluster(out.Run.ClusterID)
+	return out, nil
+}

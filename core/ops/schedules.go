@@ -1,0 +1,148 @@
+package ops
+
+import (
+	"time"
+
+	"context"
+
+	"github.com/musterhq/muster/core/auth"
+	"github.com/musterhq/muster/core/schedule"
+	"github.com/musterhq/muster/core/schedule/recur"
+	"github.com/musterhq/muster/core/store"
+	"github.com/musterhq/muster/shared/names"
+	"github.com/musterhq/muster/shared/wire"
+)
+
+// NextOccurrences is how many next occurrences a schedule's answer lists.
+const NextOccurrences = 5
+
+// Outcomes of ApplySchedule (recur.Service.Apply).
+const (
+	ScheduleUnchanged = recur.Unchanged
+)
+
+// CheckSchedule checks what a schedule request says that needs no store:
+// its name, cron, time zone, concurrency and catch_up (a bad field is a
+// schedule.FieldError).
+func (o *Ops) CheckSchedule(req *wire.CreateScheduleRequest) error {
+	_, _, err := schedule.Check(req, o.cfg.Schedules.MinEvery)
+	return err
+}
+
+// ApplySchedule creates a schedule, or changes the schedule of that name,
+// which sends it back to approval; the same schedule again changes nothing
+// (outcome ScheduleUnchanged).
+func (o *Ops) ApplySchedule(ctx context.Context, c Caller, req *wire.CreateScheduleRequest) (wire.Schedule, error) {
+	if err := authorize(c, auth.Create); err != nil {
+		return wire.Schedule{}, err
+	}
+	if err := o.CheckSchedule(req); err != nil {
+		return wire.Schedule{}, err
+	}
+	var out wire.Schedule
+	var outcome string
+	err := o.st.Update(ctx, func(tx store.Tx) error {
+		sc, oc, err := o.cfg.Schedules.Apply(ctx, tx, req, c.actor(""))
+		if err != nil {
+			return err
+		}
+		outcome = oc
+		out, err = recur.View(ctx, tx, sc, o.now(), NextOccurrences, false)
+		return err
+	})
+	out.Outcome = outcome
+	return out, err
+}
+
+// ApproveSchedule approves a schedule (an approver other than whoever
+// created or last changed it); with a digest, only if it is the schedule's
+// digest now, else a conflict.
+func (o *Ops) ApproveSchedule(ctx context.Context, c Caller, name, digest string) (wire.Schedule, error) {
+	return o.changeSchedule(ctx, c, auth.Approve, name, func(tx store.Tx) (*store.Schedule, error) {
+		return o.cfg.Schedules.Approve(ctx, tx, name, digest, c.actor(""))
+	})
+}
+
+// RejectSchedule rejects a schedule waiting for approval.
+func (o *Ops) RejectSchedule(ctx context.Context, c Caller, name, reason string) (wire.Schedule, error) {
+	if err := checkReason(reason, false); err != nil {
+		return wire.Schedule{}, err
+	}
+	return o.changeSchedule(ctx, c, auth.Reject, name, func(tx store.Tx) (*store.Schedule, error) {
+		return o.cfg.Schedules.Reject(ctx, tx, name, reason, c.actor(""))
+	})
+}
+
+// PauseSchedule stops a schedule's occurrences until it is resumed.
+func (o *Ops) PauseSchedule(ctx context.Context, c Caller, name string) (wire.Schedule, error) {
+	return o.changeSchedule(ctx, c, auth.Cancel, name, func(tx store.Tx) (*store.Schedule, error) {
+		return o.cfg.Schedules.Pause(ctx, tx, name, c.actor(""))
+	})
+}
+
+// ResumeSchedule lets a paused schedule's occurrences come again.
+func (o *Ops) ResumeSchedule(ctx context.Context, c Caller, name string) (wire.Schedule, error) {
+	return o.changeSchedule(ctx, c, auth.Continue, name, func(tx store.Tx) (*store.Schedule, error) {
+		return o.cfg.Schedules.Resume(ctx, tx, name, c.actor(""))
+	})
+}
+
+// DeleteSchedule removes a schedule; the runs it made stay.
+func (o *Ops) DeleteSchedule(ctx context.Context, c Caller, name string) error {
+	if err := authorize(c, auth.Cancel); err != nil {
+		return err
+	}
+	if err := checkScheduleName(name); err != nil {
+		return err
+	}
+	return o.st.Update(ctx, func(tx store.Tx) error {
+		_, err := o.cfg.Schedules.Delete(ctx, tx, name, c.actor(""))
+		return err
+	})
+}
+
+// changeSchedule authorizes p, makes one change to the schedule name in one
+// transaction, and answers it as it is after it.
+func (o *Ops) changeSchedule(ctx context.Context, c Caller, p auth.Permission, name string,
+	fn func(tx store.Tx) (*store.Schedule, error)) (wire.Schedule, error) {
+	if err := authorize(c, p); err != nil {
+		return wire.Schedule{}, err
+	}
+	if err := checkScheduleName(name); err != nil {
+		return wire.Schedule{}, err
+	}
+	var out wire.Schedule
+	err := o.st.Update(ctx, func(tx store.Tx) error {
+		sc, err := fn(tx)
+		if err != nil {
+			return err
+		}
+		out, err = recur.View(ctx, tx, sc, o.now(), NextOccurrences, false)
+		return err
+	})
+	return out, err
+}
+
+// checkScheduleName refuses what cannot be a schedule's name.
+func checkScheduleName(name string) error {
+	if err := names.CheckID(name); err != nil {
+		return BadRequest("schedule name: %v", err)
+	}
+	return nil
+}
+
+// ScheduleView is a schedule as it is shown: its next occurrences (next of
+// them) and, withRuns, the runs it made.
+func (o *Ops) ScheduleView(ctx context.Context, r store.Reader, sc *store.Schedule, next int, withRuns bool) (wire.Schedule, error) {
+	return recur.View(ctx, r, sc, o.now(), next, withRuns)
+}
+
+// MinEvery is the shortest interval a schedule may ask for.
+func (o *Ops) MinEvery() time.Duration { return o.cfg.Schedules.MinEvery }
+
+// ScheduleApplier is who applied the playbook version schedule sc runs now
+// ("" when there is none): with its requester, the person who may not
+// approve it, so that pages offer no approval that ApproveSchedule refuses.
+func ScheduleApplier(ctx context.Context, r store.Reader, sc *store.Schedule) (string, error) {
+	return recur.Applier(ctx, r, sc)
+}
