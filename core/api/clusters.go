@@ -9,10 +9,10 @@ import (
 
 	"github.com/labstack/echo/v5"
 
-	"github.com/musterhq/muster/core/actions"
 	"github.com/musterhq/muster/core/budget"
 	"github.com/musterhq/muster/core/enroll"
 	"github.com/musterhq/muster/core/nodes"
+	"github.com/musterhq/muster/core/ops"
 	"github.com/musterhq/muster/core/runs"
 	"github.com/musterhq/muster/core/schedule"
 	"github.com/musterhq/muster/core/store"
@@ -35,7 +35,7 @@ func toWireNode(n store.Node) wire.Node {
 		StatusReason: n.StatusReason, Drained: n.Drained, DrainedBy: n.DrainedBy, DrainReason: n.DrainReason,
 		StoreID: n.StoreID, Kinds: kinds, Version: n.Version,
 		LastContact: n.LastContact, UpdatedTS: n.UpdatedTS, Labels: labels.Merge(nil, n.Labels),
-		ArgsSchemas: n.ArgsSchemas, ArgsSchemasRefused: actions.RefusedSchemas(n.ArgsSchemas),
+		ArgsSchemas: n.ArgsSchemas, ArgsSchemasRefused: ops.RefusedSchemas(n.ArgsSchemas),
 	}
 }
 

@@ -2,8 +2,10 @@ package ops
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 
+	"github.com/musterhq/muster/core/actions"
 	"github.com/musterhq/muster/core/auth"
 	"github.com/musterhq/muster/core/enroll"
 	"github.com/musterhq/muster/core/nodes"
@@ -108,4 +110,10 @@ func (o *Ops) SyncCluster(ctx context.Context, c Caller, clusterID string) error
 	}
 	o.nudgeCluster(clusterID)
 	return nil
+}
+
+// RefusedSchemas returns, by kind, why the core refuses the args_schema a
+// node announced (actions.RefusedSchemas): nil when it takes them all.
+func RefusedSchemas(announced map[string]json.RawMessage) map[string]string {
+	return actions.RefusedSchemas(announced)
 }

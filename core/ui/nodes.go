@@ -8,11 +8,11 @@ import (
 	"strings"
 	"time"
 
-	"github.com/musterhq/muster/core/actions"
 	"github.com/musterhq/muster/core/auth"
 	"github.com/musterhq/muster/core/budget"
 	"github.com/musterhq/muster/core/enroll"
 	corenodes "github.com/musterhq/muster/core/nodes"
+	"github.com/musterhq/muster/core/ops"
 	"github.com/musterhq/muster/core/runs"
 	"github.com/musterhq/muster/core/store"
 	"github.com/musterhq/muster/shared/action"
@@ -63,7 +63,7 @@ type nodeData struct {
 	Revoked      bool
 	RevokeReason string
 	// SchemasRefused: why the core refuses the args_schema of a kind, by
-	// kind (actions.RefusedSchemas).
+	// kind (ops.RefusedSchemas).
 	SchemasRefused map[string]string
 	Actions        []action.Action
 	More           bool
@@ -90,7 +90,7 @@ func (s *Server) nodePage(w http.ResponseWriter, r *http.Request, v *visitor) {
 		if err != nil {
 			return err
 		}
-		d.Node, d.Status, d.SchemasRefused = *n, corenodes.Status(n), actions.RefusedSchemas(n.ArgsSchemas)
+		d.Node, d.Status, d.SchemasRefused = *n, corenodes.Status(n), ops.RefusedSchemas(n.ArgsSchemas)
 		revoked, err := enroll.RevokedNodes(ctx, rd, cid)
 		if err != nil {
 			return err

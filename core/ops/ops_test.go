@@ -1,0 +1,299 @@
+package ops_test
+
+import (
+	"context"
+	"errors"
+	"net/http"
+	"slices"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/musterhq/muster/core/approval"
+	"github.com/musterhq/muster/core/ops"
+	"github.com/musterhq/muster/core/store"
+	"github.com/musterhq/muster/core/store/sqlite"
+	"github.com/musterhq/muster/shared/action"
+	"github.com/musterhq/muster/shared/live"
+	"github.com/musterhq/muster/shared/wire"
+)
+
+const kindSleep = "muster.io/debug.sleep"
+
+// syncs records what the operations asked to sync: a cluster's full sync
+// by its id, a node's sync as "node:CLUSTER/NODE".
+type syncs struct {
+	mu  sync.Mutex
+	ids []string
+}
+
+func (s *syncs) Nudge(id string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.ids = append(s.ids, id)
+}
+
+func (s *syncs) NudgeNode(cluster, node string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.ids = append(s.ids, "node:"+cluster+"/"+node)
+}
+
+func (s *syncs) take() []string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	out := s.ids
+	s.ids = nil
+	return out
+}
+
+type env struct {
+	t      *testing.T
+	st     *sqlite.Store
+	ops    *ops.Ops
+	policy *live.Value[approval.Policy]
+	syncs  *syncs
+}
+
+// Callers of each role.
+var (
+	viewer   = ops.Caller{Name: "viewer", Roles: []string{store.RoleViewer}, Addr: "192.0.2.1"}
+	operator = ops.Caller{Name: "op", Roles: []string{store.RoleOperator}, Addr: "192.0.2.2"}
+	approver = ops.Caller{Name: "appr", Roles: []string{store.RoleApprover}, Addr: "192.0.2.3"}
+	both     = ops.Caller{Name: "self", Roles: []string{store.RoleOperator, store.RoleApprover}, Addr: "192.0.2.4"}
+)
+
+// setup makes the operations over a fresh SQLite store holding cluster prod
+// with nodes db-1 and db-2, which know the sleep kind; every action needs
+// approval.
+func setup(t *testing.T) *env {
+	t.Helper()
+	ctx := context.Background()
+	st, err := sqlite.Open(ctx, t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { st.Close() })
+	now := time.Now().UTC()
+	err = st.Update(ctx, func(tx store.Tx) error {
+		if err := tx.PutCluster(ctx, &store.Cluster{ID: "prod", Status: store.ClusterHealthy, UpdatedTS: now}); err != nil {
+			return err
+		}
+		for _, id := range []string{"db-1", "db-2"} {
+			if err := tx.PutNode(ctx, &store.Node{ClusterID: "prod", ID: id, Addr: "127.0.0.1:1", Source: store.SourceStatic,
+				Status: store.NodeUp, Kinds: []string{kindSleep}, UpdatedTS: now, LastContact: &now}); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	e := &env{t: t, st: st, policy: live.New(approval.DefaultPolicy()), syncs: &syncs{}}
+	e.ops = ops.New(ops.Config{Store: st, Policy: e.policy, Nudge: e.syncs})
+	return e
+}
+
+// create makes an action on node as who, through the operations.
+func (e *env) create(who ops.Caller, node string) *store.Record {
+	e.t.Helper()
+	rec, err := e.ops.CreateAction(context.Background(), who, ops.ActionRequest{ClusterID: "prod", NodeID: node,
+		Kind: kindSleep, Args: []byte(`{"seconds":1}`)})
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	e.syncs.take()
+	return rec
+}
+
+func (e *env) events() int {
+	e.t.Helper()
+	n := 0
+	_, err := store.EachEvent(context.Background(), e.st, 0, 500, func(*store.Event) error { n++; return nil })
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	return n
+}
+
+// TestApprovingAnActionSyncsOneNodeNotTheCluster: an approval has one
+// node's action to push, so it costs one sync of that node, whichever
+// transport asked; an undrain may let a wave go, so it syncs the cluster.
+func TestApprovingAnActionSyncsOneNodeNotTheCluster(t *testing.T) {
+	t.Parallel()
+	e := setup(t)
+	ctx := context.Background()
+	rec := e.create(operator, "db-2")
+	if rec.State != action.PendingApprove {
+		t.Fatalf("created %s, want PENDING_APPROVE", rec.State)
+	}
+	if _, err := e.ops.ApproveAction(ctx, approver, rec.ID[:8], "CH-1"); err != nil {
+		t.Fatal(err)
+	}
+	if got := e.syncs.take(); !slices.Equal(got, []string{"node:prod/db-2"}) {
+		t.Fatalf("an approval asked for syncs %v, want one of node prod/db-2", got)
+	}
+	urgent := e.create(operator, "db-1")
+	if _, err := e.ops.MarkActionUrgent(ctx, approver, urgent.ID, "outage 12"); err != nil {
+		t.Fatal(err)
+	}
+	if got := e.syncs.take(); !slices.Equal(got, []string{"node:prod/db-1"}) {
+		t.Fatalf("marking urgent asked for syncs %v, want one of node prod/db-1", got)
+	}
+	if _, err := e.ops.DrainNode(ctx, operator, "prod", "db-1", "disk"); err != nil {
+		t.Fatal(err)
+	}
+	if got := e.syncs.take(); !slices.Equal(got, []string{"node:prod/db-1"}) {
+		t.Fatalf("a drain asked for syncs %v, want one of node prod/db-1", got)
+	}
+	if _, err := e.ops.UndrainNode(ctx, operator, "prod", "db-1"); err != nil {
+		t.Fatal(err)
+	}
+	if got := e.syncs.take(); !slices.Equal(got, []string{"prod"}) {
+		t.Fatalf("an undrain asked for syncs %v, want one of cluster prod", got)
+	}
+	rej := e.create(operator, "db-1")
+	if _, err := e.ops.RejectAction(ctx, approver, rej.ID, ""); err != nil {
+		t.Fatal(err)
+	}
+	if got := e.syncs.take(); len(got) != 0 {
+		t.Fatalf("a rejection asked for syncs %v, want none", got)
+	}
+}
+
+// TestEveryVerbRefusesACallerWithoutItsRole: a viewer may change nothing;
+// each verb answers a 403 naming the roles that may, and writes nothing.
+func TestEveryVerbRefusesACallerWithoutItsRole(t *testing.T) {
+	t.Parallel()
+	e := setup(t)
+	ctx := context.Background()
+	rec := e.create(operator, "db-1")
+	before := e.events()
+	verbs := map[string]func() error{
+		"create action": func() error {
+			_, err := e.ops.CreateAction(ctx, viewer, ops.ActionRequest{ClusterID: "prod", NodeID: "db-1", Kind: kindSleep})
+			return err
+		},
+		"approve action": func() error { _, err := e.ops.ApproveAction(ctx, viewer, rec.ID, ""); return err },
+		"reject action":  func() error { _, err := e.ops.RejectAction(ctx, viewer, rec.ID, ""); return err },
+		"urgent action":  func() error { _, err := e.ops.MarkActionUrgent(ctx, viewer, rec.ID, "now"); return err },
+		"cancel action":  func() error { _, _, err := e.ops.CancelAction(ctx, viewer, rec.ID); return err },
+		"retry action":   func() error { _, err := e.ops.RetryAction(ctx, viewer, rec.ID); return err },
+		"create run": func() error {
+			_, err := e.ops.CreateRun(ctx, viewer, &wire.CreateRunRequest{ClusterID: "prod"})
+			return err
+		},
+		"approve run":      func() error { _, err := e.ops.ApproveRun(ctx, viewer, rec.ID, ""); return err },
+		"pause run":        func() error { _, err := e.ops.PauseRun(ctx, viewer, rec.ID); return err },
+		"resume run":       func() error { _, err := e.ops.ResumeRun(ctx, viewer, rec.ID); return err },
+		"promote run":      func() error { _, err := e.ops.PromoteRun(ctx, viewer, rec.ID); return err },
+		"cancel run":       func() error { _, err := e.ops.CancelRun(ctx, viewer, rec.ID, ""); return err },
+		"apply playbook":   func() error { _, _, err := e.ops.ApplyPlaybook(ctx, viewer, "name: x"); return err },
+		"drain":            func() error { _, err := e.ops.DrainNode(ctx, viewer, "prod", "db-1", ""); return err },
+		"undrain":          func() error { _, err := e.ops.UndrainNode(ctx, viewer, "prod", "db-1"); return err },
+		"forget":           func() error { _, err := e.ops.ForgetNode(ctx, viewer, "prod", "db-1"); return err },
+		"revoke":           func() error { _, err := e.ops.RevokeNode(ctx, viewer, "prod", "db-1", ""); return err },
+		"sync cluster":     func() error { return e.ops.SyncCluster(ctx, viewer, "prod") },
+		"approve schedule": func() error { _, err := e.ops.ApproveSchedule(ctx, viewer, "nightly", ""); return err },
+		"pause schedule":   func() error { _, err := e.ops.PauseSchedule(ctx, viewer, "nightly"); return err },
+		"delete schedule":  func() error { return e.ops.DeleteSchedule(ctx, viewer, "nightly") },
+		"create token": func() error {
+			_, err := e.ops.CreateToken(ctx, viewer, &wire.CreateTokenRequest{Name: "x", Roles: []string{"admin"}})
+			return err
+		},
+		"revoke token": func() error { return e.ops.RevokeToken(ctx, viewer, "admin") },
+		"redeliver":    func() error { _, err := e.ops.Redeliver(ctx, viewer, 1); return err },
+		"test notify":  func() error { _, err := e.ops.TestNotify(ctx, viewer, "hook"); return err },
+	}
+	for name, verb := range verbs {
+		err := verb()
+		var fe *ops.ForbiddenError
+		if !errors.As(err, &fe) {
+			t.Errorf("%s by a viewer: %v, want a forbidden error", name, err)
+			continue
+		}
+		p := ops.Describe(err)
+		if p.Status != http.StatusForbidden || p.Code != wire.CodeForbidden || len(p.Allowed) == 0 ||
+			slices.Contains(p.Allowed, store.RoleViewer) {
+			t.Errorf("%s by a viewer: %+v, want 403 naming the roles that may", name, p)
+		}
+	}
+	if got := e.syncs.take(); len(got) != 0 {
+		t.Fatalf("refused calls asked for syncs %v", got)
+	}
+	if after := e.events(); after != before {
+		t.Fatalf("refused calls wrote %d events", after-before)
+	}
+}
+
+// TestFourEyesHoldsWhateverTheTransport: the requester of an action may not
+// approve it, even holding the approver role; another approver may.
+func TestFourEyesHoldsWhateverTheTransport(t *testing.T) {
+	t.Parallel()
+	e := setup(t)
+	ctx := context.Background()
+	rec := e.create(both, "db-1")
+	_, err := e.ops.ApproveAction(ctx, both, rec.ID, "")
+	if p := ops.Describe(err); p.Status != http.StatusForbidden {
+		t.Fatalf("self-approval: %v (%d), want 403", err, p.Status)
+	}
+	if got := e.syncs.take(); len(got) != 0 {
+		t.Fatalf("a refused approval asked for syncs %v", got)
+	}
+	if _, err := e.ops.ApproveAction(ctx, approver, rec.ID, ""); err != nil {
+		t.Fatalf("another approver: %v", err)
+	}
+}
+
+// TestOperationsDecideWithThePolicyAsItIsNow: a reload that makes a kind
+// need no approval applies to the next call, with nothing rebuilt.
+func TestOperationsDecideWithThePolicyAsItIsNow(t *testing.T) {
+	t.Parallel()
+	e := setup(t)
+	if rec := e.create(operator, "db-1"); rec.State != action.PendingApprove {
+		t.Fatalf("before the reload: %s, want PENDING_APPROVE", rec.State)
+	}
+	p := approval.DefaultPolicy()
+	p.Rules = []approval.Rule{{Kind: kindSleep, Approval: approval.None}}
+	e.policy.Store(p)
+	if rec := e.create(operator, "db-1"); rec.State != action.PendingSchedule {
+		t.Fatalf("after the reload: %s, want PENDING_SCHEDULE", rec.State)
+	}
+}
+
+// TestBadInputChangesNothing: an unknown action, an ambiguous or short
+// prefix, a reason with control characters, an urgent mark without a
+// reason: each is a clear error of its own status, and nothing is written.
+func TestBadInputChangesNothing(t *testing.T) {
+	t.Parallel()
+	e := setup(t)
+	ctx := context.Background()
+	rec := e.create(operator, "db-1")
+	before := e.events()
+	for name, tc := range map[string]struct {
+		err    func() error
+		status int
+	}{
+		"unknown id": {func() error { _, err := e.ops.ApproveAction(ctx, approver, action.NewID(), ""); return err }, 404},
+		"short prefix": {func() error { _, err := e.ops.ApproveAction(ctx, approver, "ab", ""); return err }, 400},
+		"control characters": {func() error {
+			_, err := e.ops.ApproveAction(ctx, approver, rec.ID, "ok\x1b[2J")
+			return err
+		}, 400},
+		"urgent without a reason": {func() error { _, err := e.ops.MarkActionUrgent(ctx, approver, rec.ID, " "); return err }, 400},
+		"unknown node":            {func() error { _, err := e.ops.DrainNode(ctx, operator, "prod", "nope", ""); return err }, 404},
+		"bad schedule name":       {func() error { _, err := e.ops.PauseSchedule(ctx, operator, "../x"); return err }, 400},
+	} {
+		err := tc.err()
+		if p := ops.Describe(err); p.Status != tc.status || p.Message == "" || p.Internal {
+			t.Errorf("%s: %v answers %+v, want %d", name, err, p, tc.status)
+		}
+	}
+	if after := e.events(); after != before {
+		t.Fatalf("refused calls wrote %d events", after-before)
+	}
+	if got := e.syncs.take(); len(got) != 0 {
+		t.Fatalf("refused calls asked for syncs %v", got)
+	}
+}
