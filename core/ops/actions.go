@@ -2,6 +2,7 @@ package ops
 
 import (
 	"context"
+	"time"
 
 	"github.com/musterhq/muster/core/actions"
 	"github.com/musterhq/muster/core/auth"
@@ -138,4 +139,14 @@ func (o *Ops) changeAction(ctx context.Context, c Caller, p auth.Permission, ref
 		return err
 	})
 	return rec, err
+}
+
+// ApprovalEnds is when the approval window of ttl of what was created at
+// created (or asked for not before notBefore) passes: the rule approvals
+// are refused by (actions.WindowPassed). Zero when ttl is zero (no window).
+func ApprovalEnds(ttl time.Duration, created time.Time, notBefore *time.Time) time.Time {
+	if ttl <= 0 {
+		return time.Time{}
+	}
+	return actions.LaterOf(created, notBefore).Add(ttl)
 }

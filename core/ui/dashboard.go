@@ -65,7 +65,7 @@ func (s *Server) dashboard(w http.ResponseWriter, r *http.Request, v *visitor) {
 			return err
 		}
 		d.WaitingMore = len(pend) > dashWaiting
-		pol := s.cfg.Policy.Load()
+		pol := s.ops.Policy().Load()
 		for _, rec := range pend[:min(len(pend), dashWaiting)] {
 			if whyNot(pol, v, "this", rec.Requester, "") == "" && !approval.SamePerson(rec.Requester, v.tok.Name) {
 				d.Waiting = append(d.Waiting, rec.Action)

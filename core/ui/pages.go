@@ -302,9 +302,9 @@ func (s *Server) approvals(w http.ResponseWriter, r *http.Request, v *visitor) {
 	}
 	for _, rec := range recs {
 		p := pending{Action: rec.Action, Mine: approval.SamePerson(rec.Requester, v.tok.Name)}
-		pol := s.cfg.Policy.Load()
+		pol := s.ops.Policy().Load()
 		if pol.TTL > 0 {
-			p.Expires = approvalEnds(rec.CreatedTS, rec.NotBefore, pol.TTL)
+			p.Expires = ops.ApprovalEnds(pol.TTL, rec.CreatedTS, rec.NotBefore)
 		}
 		p.Why = whyNot(pol, v, "this", rec.Requester, "")
 		p.CanDecide = p.Why == ""
@@ -474,9 +474,9 @@ func (s *Server) actionDetail(w http.ResponseWriter, r *http.Request, v *visitor
 		return
 	}
 	d := actionData{Action: a, Mine: approval.SamePerson(a.Requester, v.tok.Name), Self: "/ui/actions/" + id}
-	pol := s.cfg.Policy.Load()
+	pol := s.ops.Policy().Load()
 	if pol.TTL > 0 {
-		d.Expires = approvalEnds(a.CreatedTS, a.NotBefore, pol.TTL)
+		d.Expires = ops.ApprovalEnds(pol.TTL, a.CreatedTS, a.NotBefore)
 	}
 	if a.State == action.PendingApprove {
 		d.Why = whyNot(pol, v, "this", a.Requester, "")
@@ -690,12 +690,3 @@ func (s *Server) storeError(w http.ResponseWriter, r *http.Request, v *visitor, 
 	s.renderError(w, r, v, status, "The store could not be reached; try again shortly.")
 }
 
-// approvalEnds is when the approval window of something created at
-// created ends: ttl after it, or after its not_before when that is later
-// (docs/runs-and-playbooks.md, "Windows, freezes and later starts").
-func approvalEnds(created time.Time, notBefore *time.Time, ttl time.Duration) time.Time {
-	if notBefore != nil && notBefore.After(created) {
-		return notBefore.Add(ttl)
-	}
-	return created.Add(ttl)
-}

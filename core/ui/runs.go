@@ -213,10 +213,10 @@ const summaryShown = 20
 // runDecisionFor works out whether visitor v may decide run r (applier: who
 // applied the playbook version the run was made from, "" for none).
 func (s *Server) runDecisionFor(v *visitor, r *store.Run, applier string) runDecision {
-	pol := s.cfg.Policy.Load()
+	pol := s.ops.Policy().Load()
 	d := runDecision{Mine: approval.SamePerson(r.Requester, v.tok.Name)}
 	if pol.TTL > 0 {
-		d.Expires = approvalEnds(r.CreatedTS, r.NotBefore, pol.TTL)
+		d.Expires = ops.ApprovalEnds(pol.TTL, r.CreatedTS, r.NotBefore)
 	}
 	d.Why = whyNot(pol, v, "this run", r.Requester, applier)
 	d.CanDecide = d.Why == ""
@@ -405,7 +405,7 @@ func (s *Server) runDetail(w http.ResponseWriter, r *http.Request, v *visitor) {
 	switch run.State {
 	case store.RunPendingApprove, store.RunRunning, store.RunPaused:
 		if v.can(auth.Approve) {
-			d.UrgentWhy = urgentWhyNot(s.cfg.Policy.Load(), v, run.Requester)
+			d.UrgentWhy = urgentWhyNot(s.ops.Policy().Load(), v, run.Requester)
 			d.CanUrgent = d.UrgentWhy == ""
 		}
 	}

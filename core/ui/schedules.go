@@ -152,7 +152,7 @@ func (s *Server) pendingSchedules(ctx context.Context, rd store.Reader, v *visit
 			return nil, err
 		}
 		p := pendingSchedule{Schedule: view, Mine: approval.SamePerson(sc.Requester, v.tok.Name)}
-		p.Why = whyNot(s.cfg.Policy.Load(), v, "this schedule", sc.Requester, applier)
+		p.Why = whyNot(s.ops.Policy().Load(), v, "this schedule", sc.Requester, applier)
 		p.CanDecide = p.Why == ""
 		out = append(out, p)
 	}
@@ -196,7 +196,7 @@ func (s *Server) schedulePage(w http.ResponseWriter, r *http.Request, v *visitor
 		d.Local = append(d.Local, n.In(loc).Format("Mon 2006-01-02 15:04 MST"))
 	}
 	if sc.State == store.SchedulePendingApprove {
-		d.Why = whyNot(s.cfg.Policy.Load(), v, "this schedule", sc.Requester, applier)
+		d.Why = whyNot(s.ops.Policy().Load(), v, "this schedule", sc.Requester, applier)
 		d.CanDecide = d.Why == ""
 	}
 	d.CanPause = sc.State == store.ScheduleActive && v.can(auth.Cancel)
