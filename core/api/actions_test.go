@@ -597,7 +597,8 @@ func TestInvalidQueryAnswers400(t *testing.T) {
 
 // TestForbiddenNamesTheRolesThatWould: a 403 for a missing permission says
 // which roles grant it, so an operator refused `run promote` or `action
-// urgent` ("may not approve") learns that it takes an approver.
+// urgent` ("may not approve") learns that it takes an approver, and a
+// client reads them from the envelope's allowed_roles.
 func TestForbiddenNamesTheRolesThatWould(t *testing.T) {
 	t.Parallel()
 	e := setup(t)
@@ -605,6 +606,9 @@ func TestForbiddenNamesTheRolesThatWould(t *testing.T) {
 	d := e.fail(http.MethodPost, "/api/v1/actions/"+a.ID+"/urgent", "op", map[string]string{"reason": "x"}, http.StatusForbidden)
 	if want := "token op (roles operator) may not approve: that takes the approver or admin role"; !strings.Contains(d.Message, want) {
 		t.Fatalf("403 message %q, want it to say %q", d.Message, want)
+	}
+	if !slices.Equal(d.AllowedRoles, []string{store.RoleApprover, store.RoleAdmin}) {
+		t.Fatalf("403 allowed_roles %v, want approver and admin", d.AllowedRoles)
 	}
 	d = e.fail(http.MethodPost, "/api/v1/tokens", "appr", map[string]any{"name": "x", "roles": []string{"viewer"}}, http.StatusForbidden)
 	if want := "may not tokens: that takes the admin role"; !strings.Contains(d.Message, want) {

@@ -9,6 +9,7 @@ import (
 	"github.com/labstack/echo/v5"
 
 	"github.com/musterhq/muster/core/auth"
+	"github.com/musterhq/muster/core/ops"
 	"github.com/musterhq/muster/core/store"
 )
 
@@ -41,26 +42,17 @@ func (s *Server) authenticate(next echo.HandlerFunc) echo.HandlerFunc {
 	}
 }
 
-// authorize refuses (403) a token whose roles do not grant p.
+// authorize refuses (403) a token whose roles do not grant p
+// (ops.Authorize, the one check of a permission).
 func (s *Server) authorize(p auth.Permission) echo.MiddlewareFunc {
 	return func(next echo.HandlerFunc) echo.HandlerFunc {
 		return func(c *echo.Context) error {
-			tok := caller(c)
-			if !auth.Can(tok.Roles, p) {
-				return fmt.Errorf("%w: token %s (roles %s) may not %s: that takes the %s role", ErrForbidden, tok.Name,
-					strings.Join(tok.Roles, ","), p, orList(auth.Granting(p)))
+			if err := ops.Authorize(who(c), p); err != nil {
+				return err
 			}
 			return next(c)
 		}
 	}
-}
-
-// orList is "a", "a or b", "a, b or c".
-func orList(xs []string) string {
-	if len(xs) < 2 {
-		return strings.Join(xs, "")
-	}
-	return strings.Join(xs[:len(xs)-1], ", ") + " or " + xs[len(xs)-1]
 }
 
 // caller returns the token of an authenticated request.

@@ -18,7 +18,7 @@ type ActionRequest = actions.Request
 // transaction (actions.Rules.CreateIn); one that may go at once syncs its
 // node.
 func (o *Ops) CreateAction(ctx context.Context, c Caller, req ActionRequest) (*store.Record, error) {
-	if err := authorize(c, auth.Create); err != nil {
+	if err := Authorize(c, auth.Create); err != nil {
 		return nil, err
 	}
 	req.RetryOf, req.ArgsCheckedAgainst = "", ""
@@ -32,7 +32,7 @@ func (o *Ops) CreateAction(ctx context.Context, c Caller, req ActionRequest) (*s
 
 // RetryAction creates a new action with the content of a finished one.
 func (o *Ops) RetryAction(ctx context.Context, c Caller, ref string) (*store.Record, error) {
-	if err := authorize(c, auth.Retry); err != nil {
+	if err := Authorize(c, auth.Retry); err != nil {
 		return nil, err
 	}
 	var id string
@@ -126,7 +126,7 @@ func (o *Ops) CancelAction(ctx context.Context, c Caller, ref string) (rec *stor
 // fn on its id, in one transaction.
 func (o *Ops) changeAction(ctx context.Context, c Caller, p auth.Permission, ref string,
 	fn func(tx store.Tx, id string) (*store.Record, error)) (*store.Record, error) {
-	if err := authorize(c, p); err != nil {
+	if err := Authorize(c, p); err != nil {
 		return nil, err
 	}
 	var rec *store.Record

@@ -62,9 +62,18 @@ type ForbiddenError struct {
 }
 
 func (e *ForbiddenError) Error() string {
-	return fmt.Sprintf("%s (roles %s) may not %s; roles that may: %s", e.Caller, strings.Join(e.Roles, ", "), e.Perm,
-		strings.Join(e.Allowed, ", "))
+	return fmt.Sprintf("token %s (roles %s) may not %s: that takes the %s role", e.Caller, strings.Join(e.Roles, ","), e.Perm,
+		orList(e.Allowed))
 }
+
+// orList is "a", "a or b", "a, b or c".
+func orList(xs []string) string {
+	if len(xs) < 2 {
+		return strings.Join(xs, "")
+	}
+	return strings.Join(xs[:len(xs)-1], ", ") + " or " + xs[len(xs)-1]
+}
+
 func (e *ForbiddenError) Unwrap() error { return ErrForbidden }
 
 // Problem is an error as every transport shows it: the HTTP status, the

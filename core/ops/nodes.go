@@ -18,7 +18,7 @@ const maxRevokeReason = 512
 // DrainNode drains a node: nothing new starts on it. Its node is synced, so
 // that what waits for it says why.
 func (o *Ops) DrainNode(ctx context.Context, c Caller, clusterID, nodeID, reason string) (*store.Node, error) {
-	if err := authorize(c, auth.Drain); err != nil {
+	if err := Authorize(c, auth.Drain); err != nil {
 		return nil, err
 	}
 	if err := checkReason(reason, false); err != nil {
@@ -40,7 +40,7 @@ func (o *Ops) DrainNode(ctx context.Context, c Caller, clusterID, nodeID, reason
 // UndrainNode lets a drained node take work again. Its cluster is synced:
 // what waited for the node (a run's wave, the budget) may go now.
 func (o *Ops) UndrainNode(ctx context.Context, c Caller, clusterID, nodeID string) (*store.Node, error) {
-	if err := authorize(c, auth.Drain); err != nil {
+	if err := Authorize(c, auth.Drain); err != nil {
 		return nil, err
 	}
 	var n *store.Node
@@ -59,7 +59,7 @@ func (o *Ops) UndrainNode(ctx context.Context, c Caller, clusterID, nodeID strin
 // ForgetNode removes a node for good and ends its open actions; it
 // answers how many it ended. Its cluster is synced.
 func (o *Ops) ForgetNode(ctx context.Context, c Caller, clusterID, nodeID string) (int, error) {
-	if err := authorize(c, auth.Forget); err != nil {
+	if err := Authorize(c, auth.Forget); err != nil {
 		return 0, err
 	}
 	var ended int
@@ -79,7 +79,7 @@ func (o *Ops) ForgetNode(ctx context.Context, c Caller, clusterID, nodeID string
 // the node at once, so that it shows DOWN and revoked. It answers the
 // serials revoked.
 func (o *Ops) RevokeNode(ctx context.Context, c Caller, clusterID, nodeID, reason string) ([]string, error) {
-	if err := authorize(c, auth.Revoke); err != nil {
+	if err := Authorize(c, auth.Revoke); err != nil {
 		return nil, err
 	}
 	if o.cfg.Enroll == nil {
@@ -98,7 +98,7 @@ func (o *Ops) RevokeNode(ctx context.Context, c Caller, clusterID, nodeID, reaso
 
 // SyncCluster asks for a full sync of a cluster now; it runs later.
 func (o *Ops) SyncCluster(ctx context.Context, c Caller, clusterID string) error {
-	if err := authorize(c, auth.Orchestrate); err != nil {
+	if err := Authorize(c, auth.Orchestrate); err != nil {
 		return err
 	}
 	err := o.st.Read(ctx, func(r store.Reader) error {

@@ -145,9 +145,10 @@ func (o *Ops) Destinations() []notify.Destination {
 	return o.cfg.Notify.Destinations()
 }
 
-// authorize refuses a caller whose roles do not grant p, naming the roles
-// that would.
-func authorize(c Caller, p auth.Permission) error {
+// Authorize refuses a caller whose roles do not grant p, naming the roles
+// that would: the one check of a permission, for the operations and for
+// the routes that only read.
+func Authorize(c Caller, p auth.Permission) error {
 	if c.Can(p) {
 		return nil
 	}

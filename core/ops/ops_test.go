@@ -275,7 +275,7 @@ func TestBadInputChangesNothing(t *testing.T) {
 		err    func() error
 		status int
 	}{
-		"unknown id": {func() error { _, err := e.ops.ApproveAction(ctx, approver, action.NewID(), ""); return err }, 404},
+		"unknown id":   {func() error { _, err := e.ops.ApproveAction(ctx, approver, action.NewID(), ""); return err }, 404},
 		"short prefix": {func() error { _, err := e.ops.ApproveAction(ctx, approver, "ab", ""); return err }, 400},
 		"control characters": {func() error {
 			_, err := e.ops.ApproveAction(ctx, approver, rec.ID, "ok\x1b[2J")

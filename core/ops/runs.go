@@ -27,7 +27,7 @@ func (r RunResult) View() wire.Run { return runs.View(r.Run, r.Counts) }
 // (runs.Engine.CreateIn); one that starts at once syncs its cluster, to push
 // its first wave.
 func (o *Ops) CreateRun(ctx context.Context, c Caller, req *wire.CreateRunRequest) (RunResult, error) {
-	if err := authorize(c, auth.Create); err != nil {
+	if err := Authorize(c, auth.Create); err != nil {
 		return RunResult{}, err
 	}
 	if err := o.checkNotBefore(req.NotBefore); err != nil {
@@ -46,7 +46,7 @@ func (o *Ops) CreateRun(ctx context.Context, c Caller, req *wire.CreateRunReques
 // RetryRun makes a new run over the failed and skipped nodes of a finished
 // run, waiting for approval as any run.
 func (o *Ops) RetryRun(ctx context.Context, c Caller, ref string) (RunResult, error) {
-	if err := authorize(c, auth.Create); err != nil {
+	if err := Authorize(c, auth.Create); err != nil {
 		return RunResult{}, err
 	}
 	var out RunResult
@@ -70,7 +70,7 @@ func (o *Ops) RetryRun(ctx context.Context, c Caller, ref string) (RunResult, er
 // StartPlaybook creates a run from a stored playbook's plan, planned
 // outside the write transaction (playbook.StartIn).
 func (o *Ops) StartPlaybook(ctx context.Context, c Caller, name string, req *wire.PlanRequest) (RunResult, error) {
-	if err := authorize(c, auth.Create); err != nil {
+	if err := Authorize(c, auth.Create); err != nil {
 		return RunResult{}, err
 	}
 	if req.Document != "" {
@@ -97,7 +97,7 @@ func (o *Ops) StartPlaybook(ctx context.Context, c Caller, name string, req *wir
 // version asked for, or the document of the request (which only a caller
 // that may apply playbooks may plan).
 func (o *Ops) LoadPlaybook(ctx context.Context, c Caller, name string, req *wire.PlanRequest) (*playbook.Playbook, int, error) {
-	if err := authorize(c, auth.Read); err != nil {
+	if err := Authorize(c, auth.Read); err != nil {
 		return nil, 0, err
 	}
 	if req.Document != "" && !c.Can(auth.Create) {
@@ -150,7 +150,7 @@ func (o *Ops) Plan(ctx context.Context, pb *playbook.Playbook, version int, req 
 // ApplyPlaybook stores a new version of a playbook; changed is false when
 // the document is the newest version already.
 func (o *Ops) ApplyPlaybook(ctx context.Context, c Caller, doc string) (p *store.Playbook, changed bool, err error) {
-	if err := authorize(c, auth.Create); err != nil {
+	if err := Authorize(c, auth.Create); err != nil {
 		return nil, false, err
 	}
 	parsed, err := playbook.Parse([]byte(doc))
@@ -273,7 +273,7 @@ func (o *Ops) MayPromote(ctx context.Context, rd store.Reader, c Caller, run *st
 // a wave, not one node.
 func (o *Ops) changeRun(ctx context.Context, c Caller, p auth.Permission, ref string,
 	fn func(tx store.Tx, id string) (*store.Run, error)) (RunResult, error) {
-	if err := authorize(c, p); err != nil {
+	if err := Authorize(c, p); err != nil {
 		return RunResult{}, err
 	}
 	var out RunResult

@@ -33,7 +33,7 @@ func (o *Ops) CheckSchedule(req *wire.CreateScheduleRequest) error {
 // which sends it back to approval; the same schedule again changes nothing
 // (outcome ScheduleUnchanged).
 func (o *Ops) ApplySchedule(ctx context.Context, c Caller, req *wire.CreateScheduleRequest) (wire.Schedule, error) {
-	if err := authorize(c, auth.Create); err != nil {
+	if err := Authorize(c, auth.Create); err != nil {
 		return wire.Schedule{}, err
 	}
 	if err := o.CheckSchedule(req); err != nil {
@@ -89,7 +89,7 @@ func (o *Ops) ResumeSchedule(ctx context.Context, c Caller, name string) (wire.S
 
 // DeleteSchedule removes a schedule; the runs it made stay.
 func (o *Ops) DeleteSchedule(ctx context.Context, c Caller, name string) error {
-	if err := authorize(c, auth.Cancel); err != nil {
+	if err := Authorize(c, auth.Cancel); err != nil {
 		return err
 	}
 	if err := checkScheduleName(name); err != nil {
@@ -105,7 +105,7 @@ func (o *Ops) DeleteSchedule(ctx context.Context, c Caller, name string) error {
 // transaction, and answers it as it is after it.
 func (o *Ops) changeSchedule(ctx context.Context, c Caller, p auth.Permission, name string,
 	fn func(tx store.Tx) (*store.Schedule, error)) (wire.Schedule, error) {
-	if err := authorize(c, p); err != nil {
+	if err := Authorize(c, p); err != nil {
 		return wire.Schedule{}, err
 	}
 	if err := checkScheduleName(name); err != nil {

@@ -547,8 +547,5 @@ func (s *Server) refusedChange(w http.ResponseWriter, r *http.Request, v *visito
 	if p.Status == http.StatusNotFound {
 		msg = "there is no such " + what
 	}
-	if len(p.Allowed) > 0 {
-		msg = fmt.Sprintf("%s may not %s this %s; roles that may: %s", v.tok.Name, verb, what, strings.Join(p.Allowed, ", "))
-	}
 	s.renderError(w, r, v, p.Status, fmt.Sprintf("Could not %s: %s", verb, msg))
 }

@@ -301,9 +301,8 @@ func (s *Server) add(pattern string, p auth.Permission, h handlerFunc) {
 				return
 			}
 		}
-		if !v.can(p) {
-			s.renderError(w, r, v, http.StatusForbidden,
-				fmt.Sprintf("%s (roles %s) may not %s.", v.tok.Name, strings.Join(v.tok.Roles, ", "), p))
+		if err := ops.Authorize(v.caller(r), p); err != nil {
+			s.renderError(w, r, v, http.StatusForbidden, err.Error()+".")
 			return
 		}
 		h(w, r, v)
