@@ -162,7 +162,7 @@ func New(cfg Config, st store.Store, n Nudger, log *slog.Logger) *Server {
 		cfg.Rules = &actions.Rules{Policy: cfg.Policy}
 	}
 	if cfg.Runs == nil {
-		cfg.Runs = &runs.Engine{Policy: cfg.Policy, Actions: cfg.Rules}
+		cfg.Runs = runs.NewEngine(cfg.Policy, cfg.Rules, nil)
 	}
 	if cfg.Schedules == nil {
 		cfg.Schedules = &recur.Service{Policy: cfg.Policy}

@@ -350,7 +350,7 @@ func (e *env) finishRunChildren(id string) {
 				}
 			}
 		}
-		_, err = e.srv.cfg.Runs.Advance(ctx, tx, id)
+		_, err = e.srv.cfg.Runs.AdvanceNodes(ctx, tx, id)
 		return err
 	}); err != nil {
 		e.t.Fatal(err)

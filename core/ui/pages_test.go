@@ -316,8 +316,8 @@ func TestResumeIsShownOnlyToWhoMayForgiveErrors(t *testing.T) {
 	e.edit(kids[0].ID, func(rec *store.Record) { rec.State, rec.StateReason = action.Failed, "exit status 1" })
 	e.runChange(func(ctx context.Context, tx store.Tx) error {
 		_, err := e.ui.cfg.Runs.(interface {
-			Advance(context.Context, store.Tx, string) (int, error)
-		}).Advance(ctx, tx, r.ID)
+			AdvanceNodes(context.Context, store.Tx, string) ([]string, error)
+		}).AdvanceNodes(ctx, tx, r.ID)
 		return err
 	})
 	if got := e.run(r.ID); got.State != store.RunPaused {

@@ -459,7 +459,7 @@ func TestRunResumeFollowsTheAPIsRule(t *testing.T) {
 	}
 	e.edit(kids[0].ID, func(rec *store.Record) { rec.State = action.Failed })
 	e.runChange(func(ctx context.Context, tx store.Tx) error {
-		_, err := e.ui.cfg.Runs.(*runs.Engine).Advance(ctx, tx, r.ID)
+		_, err := e.ui.cfg.Runs.(*runs.Engine).AdvanceNodes(ctx, tx, r.ID)
 		return err
 	})
 	if got := e.run(r.ID); got.State != store.RunPaused {

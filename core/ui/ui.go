@@ -197,7 +197,7 @@ func New(cfg Config, st store.Store, ch Changer, n Nudger, log *slog.Logger) (*S
 		cfg.Schedules = &recur.Service{Policy: cfg.Policy}
 	}
 	if cfg.Runs == nil {
-		cfg.Runs = &runs.Engine{Policy: cfg.Policy, Actions: &actions.Rules{Policy: cfg.Policy}}
+		cfg.Runs = runs.NewEngine(cfg.Policy, &actions.Rules{Policy: cfg.Policy}, nil)
 	}
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
