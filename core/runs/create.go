@@ -23,9 +23,9 @@ type Creator struct {
 	planned func()
 }
 
-// NeedsApproval reports whether a run over these stages must be approved:
+// needsApproval reports whether a run over these stages must be approved:
 // the strictest rule over its kinds decides.
-func (c *Creator) NeedsApproval(clusterID string, stages []store.RunStage) bool {
+func (c *Creator) needsApproval(clusterID string, stages []store.RunStage) bool {
 	pol := c.policy.Load()
 	for i := range stages {
 		for _, sp := range stages[i].Procedure() {
@@ -128,7 +128,7 @@ func (c *Creator) insert(ctx context.Context, tx store.Tx, clusterID string, sta
 		Playbook: playbook, PlaybookVersion: version, Digest: DigestRunAt(clusterID, stages, deadlineS, notBefore), Stages: stages,
 		CreatedTS: t, UpdatedTS: t, RetryOf: retryOf, DeadlineS: deadlineS, NotBefore: notBefore,
 	}
-	auto := !c.NeedsApproval(clusterID, stages)
+	auto := !c.needsApproval(clusterID, stages)
 	if auto {
 		r.State, r.StateReason = store.RunRunning, "approval not required"
 		startDeadline(r, t)

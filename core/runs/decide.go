@@ -456,4 +456,3 @@ func (d *Decider) Expire(ctx context.Context, tx store.Tx) (int, error) {
 	}
 	return n, nil
 }
-

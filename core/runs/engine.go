@@ -11,7 +11,6 @@ import (
 	"github.com/musterhq/muster/shared/live"
 )
 
-
 // Errors of run changes are those of the action rules, matched with
 // errors.Is: a change the run's state does not allow is an
 // *actions.StateError (Of: actions.OfRun) matching actions.ErrWrongState (a
@@ -28,7 +27,6 @@ func wrongState(r *store.Run, what string) error {
 
 // Reasons of run changes.
 const (
-	ReasonCreated   = "created"
 	ReasonApproved  = "approved"
 	ReasonRejected  = "rejected"
 	ReasonExpired   = "approval expired"

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/musterhq/muster/core/actions"
+	"github.com/musterhq/muster/core/runs"
 	"github.com/musterhq/muster/core/store"
 	"github.com/musterhq/muster/shared/action"
 	"github.com/musterhq/muster/shared/limit"
@@ -175,7 +176,7 @@ func runVerbs() []runVerb {
 				}
 				return id, err
 			},
-			changed: func(r *store.Run) bool { return r.State == store.RunCancelled && r.StateReason == "approval expired" }},
+			changed: func(r *store.Run) bool { return r.State == store.RunCancelled && r.StateReason == runs.ReasonExpired }},
 		{name: "advance to its end", setUp: done, event: store.EventRunFinished,
 			do: func(ctx context.Context, env *engineEnv, tx store.Tx, id string) (string, error) {
 				_, err := env.e.AdvanceNodes(ctx, tx, id)
