@@ -141,7 +141,7 @@ func (c *Core) Run(ctx context.Context) error {
 		calendar: live.New(cfg.Calendars()), st: st}
 	policy, budgets := lv.approval, lv.budget
 	rules := &actions.Rules{Policy: policy, ScheduleTTL: cfg.Orchestrate.ScheduleTTL}
-	engine := &runs.Engine{Policy: policy, Actions: rules}
+	engine := runs.NewEngine(policy, rules, nil)
 	schedules := &recur.Service{Policy: policy, MinEvery: cfg.MinEvery}
 	ln, guard, apiPair, gate, err := listen(cfg, enr)
 	if err != nil {

@@ -145,7 +145,7 @@ func setup(t *testing.T, opts ...func(*Config)) *env {
 	}
 	n := &nudges{}
 	rules := &actions.Rules{Policy: cfg.Policy}
-	engine := &runs.Engine{Policy: cfg.Policy, Actions: rules}
+	engine := runs.NewEngine(cfg.Policy, rules, nil)
 	if cfg.Ops == nil {
 		cfg.Ops = ops.New(ops.Config{Store: st, Policy: cfg.Policy, Budget: cfg.Budget, Rules: rules, Runs: engine,
 			Enroll: cfg.Enroll, Notify: cfg.Notify, Nudge: n})

@@ -116,7 +116,7 @@ func New(cfg Config) *Ops {
 		cfg.Rules = &actions.Rules{Policy: cfg.Policy}
 	}
 	if cfg.Runs == nil {
-		cfg.Runs = &runs.Engine{Policy: cfg.Policy, Actions: cfg.Rules}
+		cfg.Runs = runs.NewEngine(cfg.Policy, cfg.Rules, nil)
 	}
 	if cfg.Schedules == nil {
 		cfg.Schedules = &recur.Service{Policy: cfg.Policy}

@@ -166,7 +166,7 @@ func TestARunHeldByTheBudgetSaysSo(t *testing.T) {
 	t.Parallel()
 	one, _ := limit.Parse("1")
 	pol := approval.DefaultPolicy()
-	engine := &runs.Engine{Policy: live.New(pol), Actions: &actions.Rules{Policy: live.New(pol)}}
+	engine := runs.NewEngine(live.New(pol), &actions.Rules{Policy: live.New(pol)}, nil)
 	h := setup(t, Config{Runs: engine, Budget: live.New(budget.Policy{MaxUnavailable: map[string]limit.Limit{cluster: one},
 		Kinds: []budget.KindRule{{Kind: "muster.io/debug.sleep", Disruptive: true}}})}, "n1", "n2", "n3")
 	h.pass()
@@ -202,7 +202,7 @@ func TestARunHeldByTheBudgetSaysSo(t *testing.T) {
 func TestARunHeldByADrainSaysSo(t *testing.T) {
 	t.Parallel()
 	pol := approval.DefaultPolicy()
-	engine := &runs.Engine{Policy: live.New(pol), Actions: &actions.Rules{Policy: live.New(pol)}}
+	engine := runs.NewEngine(live.New(pol), &actions.Rules{Policy: live.New(pol)}, nil)
 	h := setup(t, Config{Runs: engine}, "n1")
 	h.pass()
 	drain := func(on bool) {

@@ -62,7 +62,7 @@ func coreConfig() orchestrate.Config {
 	cfg := orchestrate.DefaultConfig()
 	policy := live.New(approval.DefaultPolicy())
 	rules := &actions.Rules{Policy: policy, ScheduleTTL: cfg.ScheduleTTL}
-	engine := &runs.Engine{Policy: policy, Actions: rules}
+	engine := runs.NewEngine(policy, rules, nil)
 	cfg.Rules, cfg.Runs = rules, engine
 	return cfg
 }

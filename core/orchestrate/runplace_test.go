@@ -25,7 +25,7 @@ func TestAPushPlacesARunChildOnlyOnAnAgentThatTakesIt(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			t.Parallel()
 			pol := live.New(approval.DefaultPolicy())
-			engine := &runs.Engine{Policy: pol, Actions: &actions.Rules{Policy: pol}}
+			engine := runs.NewEngine(pol, &actions.Rules{Policy: pol}, nil)
 			h := setup(t, Config{Interval: time.Hour, RunPoll: 50 * time.Millisecond, Runs: engine}, "n1")
 			ag := h.agents["n1"]
 			ag.mu.Lock()

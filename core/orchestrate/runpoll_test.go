@@ -22,7 +22,7 @@ import (
 func TestARunsNextWaveDoesNotWaitForTheInterval(t *testing.T) {
 	t.Parallel()
 	pol := approval.DefaultPolicy()
-	engine := &runs.Engine{Policy: live.New(pol), Actions: &actions.Rules{Policy: live.New(pol)}}
+	engine := runs.NewEngine(live.New(pol), &actions.Rules{Policy: live.New(pol)}, nil)
 	h := setup(t, Config{Interval: time.Hour, RunPoll: 50 * time.Millisecond, Runs: engine}, "n1", "n2")
 	var run *store.Run
 	h.update(func(ctx context.Context, tx store.Tx) error {
@@ -70,7 +70,7 @@ func TestARunsNextWaveDoesNotWaitForTheInterval(t *testing.T) {
 func TestRunWatchDoesNotSpinOnAnAgentThatIgnoresWait(t *testing.T) {
 	t.Parallel()
 	pol := approval.DefaultPolicy()
-	engine := &runs.Engine{Policy: live.New(pol), Actions: &actions.Rules{Policy: live.New(pol)}}
+	engine := runs.NewEngine(live.New(pol), &actions.Rules{Policy: live.New(pol)}, nil)
 	h := setup(t, Config{Interval: time.Hour, RunPoll: time.Hour, Runs: engine}, "n1")
 	h.update(func(ctx context.Context, tx store.Tx) error {
 		run, err := engine.Create(ctx, tx, &wire.CreateRunRequest{ClusterID: cluster, Stages: []wire.StageSpec{{

@@ -64,7 +64,7 @@ func (e *env) runState(id string) string {
 // Not parallel: it counts the process's watcher goroutines.
 func TestRunWatchCarriesARunWithoutPollsOrGossip(t *testing.T) {
 	pol := approval.DefaultPolicy()
-	engine := &runs.Engine{Policy: live.New(pol), Actions: &actions.Rules{Policy: live.New(pol)}}
+	engine := runs.NewEngine(live.New(pol), &actions.Rules{Policy: live.New(pol)}, nil)
 	e := setup(t, orchestrate.Config{Interval: time.Hour, RunPoll: time.Hour, Runs: engine}, "n1", "n2", "n3")
 	run := runOver(t, e, engine, "muster.io/debug.ping", `{}`)
 	if err := e.o.Start(context.Background()); err != nil {

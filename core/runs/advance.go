@@ -11,8 +11,21 @@ import (
 	"strings"
 	"time"
 
+	"github.com/musterhq/muster/core/actions"
 	"github.com/musterhq/muster/core/store"
+	"github.com/musterhq/muster/shared/action"
 )
+
+// Advancer moves active runs on: each step settles a run's stages, its
+// state follows, and the children its limits admit are created, ready to
+// push. The orchestrator's advancer calls AdvanceIn for each run Active
+// lists.
+type Advancer struct {
+	*base
+	// planned, for tests, is called once a run's next step is decided,
+	// before it is stored.
+	planned func()
+}
 
 // Advancing outside the write transaction (docs/architecture.md, "Runs and
 // playbooks"): deciding a run's next step evaluates the when of every node
@@ -114,8 +127,8 @@ type advancing struct {
 
 // planAdvance reads run id and decides its next step, in one read of st;
 // nil when the run is not active.
-func (e *Engine) planAdvance(ctx context.Context, st store.Store, id string) (*advancing, error) {
-	a := &advancing{t: e.now()}
+func (a *Advancer) planAdvance(ctx context.Context, st store.Store, id string) (*advancing, error) {
+	p := &advancing{t: a.now()}
 	err := st.Read(ctx, func(rd store.Reader) error {
 		r, err := rd.Run(ctx, id)
 		if err != nil {
@@ -124,20 +137,20 @@ func (e *Engine) planAdvance(ctx context.Context, st store.Store, id string) (*a
 		if r.State != store.RunRunning && r.State != store.RunPaused {
 			return nil
 		}
-		if a.kids, err = children(ctx, rd, r.ID, r.ApprovedBy); err != nil {
+		if p.kids, err = children(ctx, rd, r.ID, r.ApprovedBy); err != nil {
 			return err
 		}
-		a.run = r
-		a.step, a.env, a.read, err = e.plan(ctx, rd, r, a.kids, a.t)
+		p.run = r
+		p.step, p.env, p.read, err = a.plan(ctx, rd, r, p.kids, p.t)
 		return err
 	})
-	if err != nil || a.run == nil {
+	if err != nil || p.run == nil {
 		return nil, err
 	}
-	if e.advancePlanned != nil {
-		e.advancePlanned()
+	if a.planned != nil {
+		a.planned()
 	}
-	return a, nil
+	return p, nil
 }
 
 // recheck reads, in the write transaction tx, what a's decision read, and
@@ -193,22 +206,22 @@ func idle(r *store.Run, kids []Child, step Step, env PlanEnv) bool {
 // then it is decided inside the write transaction, so that a run whose
 // children keep moving still advances. A step that changes nothing, the
 // common one, takes no write transaction.
-func (e *Engine) AdvanceIn(ctx context.Context, st store.Store, id string) ([]string, error) {
+func (a *Advancer) AdvanceIn(ctx context.Context, st store.Store, id string) ([]string, error) {
 	var created []string
 	for replans := 0; ; {
-		a, err := e.planAdvance(ctx, st, id)
-		if err != nil || a == nil || idle(a.run, a.kids, a.step, a.env) {
+		p, err := a.planAdvance(ctx, st, id)
+		if err != nil || p == nil || idle(p.run, p.kids, p.step, p.env) {
 			return created, err
 		}
 		var made []string
 		again := false
 		err = st.Update(ctx, func(tx store.Tx) error {
 			made, again = nil, false // set again if the store runs the transaction again
-			r, kids, err := a.recheck(ctx, tx)
+			r, kids, err := p.recheck(ctx, tx)
 			if err != nil {
 				return err
 			}
-			made, again, err = e.apply(ctx, tx, r, kids, a.step, a.env, a.t)
+			made, again, err = a.apply(ctx, tx, r, kids, p.step, p.env, p.t)
 			return err
 		})
 		if errors.Is(err, ErrReplan) {
@@ -217,7 +230,7 @@ func (e *Engine) AdvanceIn(ctx context.Context, st store.Store, id string) ([]st
 			}
 			err = st.Update(ctx, func(tx store.Tx) error {
 				var err error
-				made, err = e.AdvanceNodes(ctx, tx, id)
+				made, err = a.AdvanceNodes(ctx, tx, id)
 				return err
 			})
 			return append(created, made...), err
@@ -230,4 +243,313 @@ func (e *Engine) AdvanceIn(ctx context.Context, st store.Store, id string) ([]st
 			return created, nil
 		}
 	}
+}
+
+// Active lists the ids of a cluster's runs that AdvanceIn may move on:
+// RUNNING or PAUSED, oldest first.
+func (a *Advancer) Active(ctx context.Context, r store.Reader, clusterID string) ([]string, error) {
+	active, err := r.RunsInState(ctx, clusterID, store.RunRunning, store.RunPaused)
+	if err != nil {
+		return nil, err
+	}
+	ids := make([]string, len(active))
+	for i := range active {
+		ids[i] = active[i].ID
+	}
+	return ids, nil
+}
+
+// AdvanceNodes moves one RUNNING or PAUSED run one step in tx: its stages
+// settle, its state follows, and the children its limits admit are
+// created, ready to push. It returns the node of every child it created (a
+// node once per child), so that the caller syncs those nodes alone; a run
+// with nothing to do writes nothing, and a run that is no longer active is
+// left alone.
+func (a *Advancer) AdvanceNodes(ctx context.Context, tx store.Tx, runID string) ([]string, error) {
+	r, err := tx.Run(ctx, runID)
+	if err != nil {
+		return nil, err
+	}
+	if r.State != store.RunRunning && r.State != store.RunPaused {
+		return nil, nil
+	}
+	return a.advance(ctx, tx, r, a.now())
+}
+
+// advance moves run r one step (see AdvanceNodes) in tx and returns the nodes
+// of the children it created.
+func (a *Advancer) advance(ctx context.Context, tx store.Tx, r *store.Run, t time.Time) ([]string, error) {
+	kids, err := children(ctx, tx, r.ID, r.ApprovedBy)
+	if err != nil {
+		return nil, err
+	}
+	step, env, _, err := a.plan(ctx, tx, r, kids, t)
+	if err != nil {
+		return nil, err
+	}
+	if a.planned != nil {
+		a.planned()
+	}
+	created, again, err := a.apply(ctx, tx, r, kids, step, env, t)
+	if err != nil || !again {
+		return created, err
+	}
+	more, err := a.advance(ctx, tx, r, t)
+	return append(created, more...), err
+}
+
+// apply stores step, planned for run r over its children kids in env at
+// t: the run's stages and state, its events and the children to create.
+// again is true when the run should take its next step at once (nodes
+// found unavailable at their turn were decided, or children were born
+// finished).
+func (a *Advancer) apply(ctx context.Context, tx store.Tx, r *store.Run, kids []Child, step Step, env PlanEnv,
+	t time.Time) (created []string, again bool, err error) {
+	who := actions.Core
+	c := changeOf(r)
+	dirty := false // the row changed, its state aside
+	for i := range r.Stages {
+		st := &r.Stages[i]
+		if i < len(step.Failed) && !slices.Equal(step.Failed[i], st.Failed) {
+			st.Failed, dirty = step.Failed[i], true
+		}
+		if i < len(step.Skipped) && !slices.Equal(step.Skipped[i], st.Skipped) {
+			st.Skipped, dirty = step.Skipped[i], true
+		}
+	}
+	decided := false // a node unavailable at its turn failed or was skipped
+	for i, us := range step.Unreachable {
+		st := &r.Stages[i]
+		if st.Unreachable == nil {
+			st.Unreachable = map[string]store.Unreachable{}
+		}
+		for node, u := range us {
+			st.Unreachable[node], dirty = u, true
+			if u.As != UnavailableWait {
+				decided = true
+			}
+			c.event(store.EventRunNodeUnavailable, who, t,
+				fmt.Sprintf("run %s: stage %s: node %s is unavailable at its turn (%s)", r.ID, st.Name, node, u.As),
+				map[string]any{"stage": st.Name, "node": node, "as": u.As})
+		}
+	}
+	if decided {
+		r.UpdatedTS = t
+		return nil, true, c.save(ctx, tx)
+	}
+	if r.State == store.RunRunning && step.State == store.RunRunning {
+		// What holds its next nodes (with the nodes found waiting just
+		// now), said in its own reason.
+		if why := WithWaiting(r.StateReason, Waiting(r, kids, env)); why != r.StateReason {
+			r.StateReason, dirty = why, true
+		}
+	}
+	for i := range r.Stages {
+		st := &r.Stages[i]
+		if step.Stages[i] == st.State {
+			continue
+		}
+		from := st.State
+		st.State, dirty = step.Stages[i], true
+		switch {
+		case from == store.StagePending && st.State == store.StageRunning:
+			c.event(store.EventRunStageStarted, who, t,
+				fmt.Sprintf("run %s: stage %s started on %d node(s)", r.ID, st.Name, len(st.Nodes)),
+				map[string]any{"stage": st.Name})
+		case st.State == store.StageDone || st.State == store.StageFailed:
+			errs := len(step.Failed[i]) // the stage's errors: one a failed node
+			c.event(store.EventRunStageFinished, who, t,
+				fmt.Sprintf("run %s: stage %s %s (%d errors)", r.ID, st.Name, st.State, errs),
+				map[string]any{"stage": st.Name, "state": st.State, "errors": errs})
+		}
+	}
+	if len(c.events) > 0 && (len(step.Create) > 0 || step.State == store.RunFailed) {
+		// The run's events come before those of the children it creates
+		// or cancels.
+		r.UpdatedTS = t
+		if err := c.save(ctx, tx); err != nil {
+			return nil, false, err
+		}
+		dirty = false
+	}
+	forgotten := 0
+	created = make([]string, 0, len(step.Create))
+	for _, n := range step.Create {
+		st := r.Stages[stageIndex(r, n.Stage)]
+		sp := stepOf(&st, n.Step)
+		args := sp.Args
+		if n.Args != nil {
+			args = n.Args
+		}
+		rec, err := a.actions.CreateChild(ctx, tx, actions.Child{RunID: r.ID, Stage: n.Stage, Wave: n.Wave,
+			Step: n.Step, Attempt: n.Attempt, RetryOf: n.RetryOf,
+			ClusterID: r.ClusterID, NodeID: n.Node, Kind: sp.Kind, Args: args, TimeoutS: sp.TimeoutS,
+			Requester: r.Requester, ApprovedBy: r.ApprovedBy, NotBefore: r.NotBefore, Urgent: r.Urgent}, actions.Core)
+		if err != nil {
+			return nil, false, err
+		}
+		created = append(created, n.Node)
+		if rec.State.Final() {
+			// Born finished (its node was forgotten since the run was
+			// resolved): it counts at once.
+			forgotten++
+		}
+	}
+	if forgotten > 0 {
+		// Those children are already finished: take the next step at once.
+		if dirty {
+			r.UpdatedTS = t
+			if err := c.save(ctx, tx); err != nil {
+				return nil, false, err
+			}
+		}
+		return created, true, nil
+	}
+	switch {
+	case step.State == r.State:
+	case step.State == store.RunDone || step.State == store.RunPartial || step.State == store.RunFailed:
+		if step.State == store.RunFailed {
+			// Children created but never sent do not run once their run
+			// has failed; those on their agents finish.
+			if err := a.cancelUnsent(ctx, tx, r); err != nil {
+				return nil, false, err
+			}
+		}
+		c.finish(step.State, step.Reason, store.EventRunFinished, who,
+			fmt.Sprintf("run %s %s: %s", r.ID, step.State, step.Reason), a.now())
+		return created, false, c.save(ctx, tx)
+	case step.State == store.RunPaused:
+		r.State, r.StateReason, r.UpdatedTS = step.State, step.Reason, t
+		c.event(store.EventRunPaused, who, t, fmt.Sprintf("run %s paused: %s", r.ID, step.Reason),
+			map[string]any{"reason": step.Reason})
+		c.event(store.EventApprovalWaiting, who, t,
+			fmt.Sprintf("run %s paused by errors waits for someone to resume or cancel it: %s", r.ID, step.Reason),
+			map[string]any{"reason": "paused"})
+		return created, false, c.save(ctx, tx)
+	default:
+		// Not a state a step moves a run to: the row is stored as it is.
+		dirty = true
+	}
+	if !dirty {
+		return created, false, nil
+	}
+	r.UpdatedTS = t
+	return created, false, c.save(ctx, tx)
+}
+
+// plan decides run r's next step given its children, at t, reading the
+// nodes in rd, and returns it with the environment it was planned in and
+// what it read of the nodes. The planner asks whether a node
+// is DOWN or drained only of the nodes it would start now and of those a
+// stage waits for, so plan reads those nodes alone, one by one, rather
+// than every node of the cluster at every advance: it plans as if every
+// node were available, reads the nodes of the children it would create,
+// and plans again while one of them turns out unavailable. A stage whose
+// steps hold templates needs every node's labels: then every node is read
+// once.
+func (a *Advancer) plan(ctx context.Context, rd store.Reader, r *store.Run, kids []Child, t time.Time) (Step, PlanEnv, nodesRead, error) {
+	env := PlanEnv{Now: t, Unavailable: map[string]bool{}, Drained: map[string]bool{}}
+	seen := nodesRead{marks: map[string]string{}}
+	mark := func(n *store.Node) {
+		if n.Status == store.NodeDown || n.Drained {
+			env.Unavailable[n.ID] = true
+		}
+		if n.Drained {
+			env.Drained[n.ID] = true
+		}
+		seen.marks[n.ID] = nodeMark(n)
+	}
+	if hasAnyTemplates(r) {
+		nodes, err := rd.Nodes(ctx, r.ClusterID)
+		if err != nil {
+			return Step{}, env, seen, err
+		}
+		seen.all = true
+		env.Labels = map[string]map[string]string{}
+		for i := range nodes {
+			mark(&nodes[i])
+			env.Labels[nodes[i].ID] = nodes[i].Labels
+		}
+		return PlanWith(r, kids, env), env, seen, nil
+	}
+	check := func(ids []string) (bool, error) {
+		found := false
+		for _, id := range ids {
+			if _, ok := seen.marks[id]; ok {
+				continue
+			}
+			seen.marks[id] = ""
+			n, err := rd.Node(ctx, r.ClusterID, id)
+			if errors.Is(err, store.ErrNotFound) {
+				continue // forgotten: its child is born CANCELLED (actions.CreateChild)
+			} else if err != nil {
+				return false, err
+			}
+			mark(n)
+			found = found || env.Unavailable[id]
+		}
+		return found, nil
+	}
+	var waited []string
+	for i := range r.Stages {
+		if r.Stages[i].State == store.StageRunning {
+			for node := range r.Stages[i].Unreachable {
+				waited = append(waited, node)
+			}
+		}
+	}
+	slices.Sort(waited)
+	if _, err := check(waited); err != nil {
+		return Step{}, env, seen, err
+	}
+	for {
+		step := PlanWith(r, kids, env)
+		next := make([]string, 0, len(step.Create))
+		for _, n := range step.Create {
+			next = append(next, n.Node)
+		}
+		if found, err := check(next); err != nil || !found {
+			return step, env, seen, err
+		}
+	}
+}
+
+// hasAnyTemplates reports whether a stage of r holds a template.
+func hasAnyTemplates(r *store.Run) bool {
+	return slices.ContainsFunc(r.Stages, func(st store.RunStage) bool { return hasTemplates(&st) })
+}
+
+// stepOf is the step of st's procedure or rollback named name.
+func stepOf(st *store.RunStage, name string) store.RunStep {
+	for _, sp := range append(slices.Clone(st.Procedure()), st.Rollback...) {
+		if sp.Name == name {
+			return sp
+		}
+	}
+	return store.RunStep{Name: name, Kind: st.Kind, Args: st.Args, TimeoutS: st.TimeoutS}
+}
+
+func stageIndex(r *store.Run, name string) int {
+	for i := range r.Stages {
+		if r.Stages[i].Name == name {
+			return i
+		}
+	}
+	return -1
+}
+
+// cancelUnsent cancels the children of r that no push was attempted for.
+func (a *Advancer) cancelUnsent(ctx context.Context, tx store.Tx, r *store.Run) error {
+	recs, err := tx.RunChildren(ctx, r.ID)
+	if err != nil {
+		return err
+	}
+	for i := range recs {
+		if recs[i].State == action.PendingSchedule && recs[i].PushedStoreID == "" {
+			if _, err := a.actions.CancelChild(ctx, tx, &recs[i], actions.Core, ReasonRunEnded); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
 }

@@ -81,7 +81,7 @@ func benchAdvancePass(b *testing.B, mode string, perNode bool) {
 	b.Cleanup(func() { sq.Close() })
 	st := &timedStore{Store: sq}
 	pol := approval.Policy{Default: "none"}
-	e := &runs.Engine{Policy: live.New(pol), Actions: &actions.Rules{Policy: live.New(pol)}}
+	e := runs.NewEngine(live.New(pol), &actions.Rules{Policy: live.New(pol)}, nil)
 	update := func(fn func(tx store.Tx) error) {
 		b.Helper()
 		if err := st.Update(ctx, fn); err != nil {

@@ -21,10 +21,12 @@ import (
 // engineEnv is the run engine on a real SQLite store, with the real action
 // rules, over cluster c of nodes n1…n4.
 type engineEnv struct {
-	t   *testing.T
-	st  *sqlite.Store
-	e   *runs.Engine
-	now time.Time
+	t  *testing.T
+	st *sqlite.Store
+	e  *runs.Engine
+	// policy is the engine's approval policy.
+	policy *live.Value[approval.Policy]
+	now    time.Time
 }
 
 func setupEngine(t *testing.T) *engineEnv {
@@ -38,7 +40,8 @@ func setupEngine(t *testing.T) *engineEnv {
 	env := &engineEnv{t: t, st: st, now: time.Date(2026, 11, 23, 10, 0, 0, 0, time.UTC)}
 	pol := approval.DefaultPolicy()
 	clock := func() time.Time { return env.now }
-	env.e = &runs.Engine{Policy: live.New(pol), Actions: &actions.Rules{Policy: live.New(pol), Now: clock}, Now: clock}
+	env.policy = live.New(pol)
+	env.e = runs.NewEngine(env.policy, &actions.Rules{Policy: live.New(pol), Now: clock}, clock)
 	env.update(func(ctx context.Context, tx store.Tx) error {
 		if err := tx.PutCluster(ctx, &store.Cluster{ID: "c", Status: store.ClusterHealthy}); err != nil {
 			return err
@@ -89,7 +92,7 @@ func (env *engineEnv) advance(id string) *store.Run {
 	env.t.Helper()
 	var r *store.Run
 	env.update(func(ctx context.Context, tx store.Tx) error {
-		if _, err := env.e.Advance(ctx, tx, id); err != nil {
+		if _, err := env.e.AdvanceNodes(ctx, tx, id); err != nil {
 			return err
 		}
 		var err error
@@ -217,7 +220,7 @@ func TestRunsWaitingForApprovalExpire(t *testing.T) {
 			Kind: "muster.io/debug.ping", Target: wire.Target{All: true}}}}, actions.Actor{Name: "alice"})
 		return err
 	})
-	env.now = env.now.Add(env.e.Policy.Load().TTL + time.Minute)
+	env.now = env.now.Add(env.policy.Load().TTL + time.Minute)
 	var n int
 	env.update(func(ctx context.Context, tx store.Tx) error {
 		var err error
@@ -348,7 +351,7 @@ func TestRunsWaitingForApprovalExpirePageByPage(t *testing.T) {
 		})
 	}
 	create(250)
-	env.now = env.now.Add(env.e.Policy.Load().TTL + time.Minute)
+	env.now = env.now.Add(env.policy.Load().TTL + time.Minute)
 	create(30)
 	var n int
 	var left []store.Run

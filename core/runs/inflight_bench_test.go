@@ -36,7 +36,7 @@ func BenchmarkInFlight(b *testing.B) {
 	}
 	b.Cleanup(func() { st.Close() })
 	pol := approval.Policy{Default: "none"}
-	e := &runs.Engine{Policy: live.New(pol), Actions: &actions.Rules{Policy: live.New(pol)}}
+	e := runs.NewEngine(live.New(pol), &actions.Rules{Policy: live.New(pol)}, nil)
 	update := func(fn func(tx store.Tx) error) {
 		b.Helper()
 		if err := st.Update(ctx, fn); err != nil {
@@ -95,7 +95,7 @@ func BenchmarkInFlight(b *testing.B) {
 							return err
 						}
 					}
-					if _, err := e.Advance(ctx, tx, id); err != nil {
+					if _, err := e.AdvanceNodes(ctx, tx, id); err != nil {
 						return err
 					}
 				}

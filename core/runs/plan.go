@@ -375,12 +375,6 @@ func Wave(i, c int) int {
 	return i/c + 1
 }
 
-// Plan decides the next step of run r given its children, now: PlanAt
-// with the current time.
-func Plan(r *store.Run, children []Child) Step {
-	return PlanWith(r, children, PlanEnv{Now: time.Now()})
-}
-
 // PlanWith decides the next step of run r given its children and env. It is a pure function: the engine stores what
 // it returns. A run that is not RUNNING creates nothing; stages still settle
 // (a PAUSED run's stage may finish).

@@ -6,6 +6,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/musterhq/muster/core/store"
 	"github.com/musterhq/muster/shared/action"
@@ -67,7 +68,7 @@ func TestPlanKeepsWithinMaxConcurrencyAndCreatesEachChildOnce(t *testing.T) {
 	var children []Child
 	waves := 0
 	for r.State == store.RunRunning {
-		s := Plan(r, children)
+		s := planNow(r, children)
 		if got := len(s.Create); s.State == store.RunRunning && (got == 0 || got > 3) {
 			t.Fatalf("wave %d created %d children, want 1 to 3", waves, got)
 		}
@@ -112,9 +113,9 @@ func TestPlanStopsAfterMaxErrors(t *testing.T) {
 				Kind: "muster.io/debug.sleep", Target: wire.Target{All: true}, OnFailure: tc.onFailure,
 			}}}, nodes(3, nil))
 			var children []Child
-			apply(r, Plan(r, children), &children)
+			apply(r, planNow(r, children), &children)
 			finish(children, action.Failed, func(Child) bool { return true })
-			s := Plan(r, children)
+			s := planNow(r, children)
 			if s.State != tc.want || len(s.Create) != 0 {
 				t.Fatalf("after a failure with max_errors 0: state %s, %d created; want %s, none", s.State, len(s.Create), tc.want)
 			}
@@ -128,7 +129,7 @@ func TestPlanStopsAfterMaxErrors(t *testing.T) {
 			apply(r, s, &children)
 			r.State, r.Stages[0].Forgiven = store.RunRunning, 1
 			for r.State == store.RunRunning {
-				apply(r, Plan(r, children), &children)
+				apply(r, planNow(r, children), &children)
 				finish(children, action.Done, func(Child) bool { return true })
 			}
 			// The forgiven failure still shows: the run is PARTIAL, not DONE.
@@ -145,15 +146,15 @@ func TestPlanCountsErrorsAgainstAPercentage(t *testing.T) {
 		Kind: "muster.io/debug.sleep", Target: wire.Target{All: true}, MaxConcurrency: lim("10"), MaxErrors: lim("20%"),
 	}}}, nodes(10, nil))
 	var children []Child
-	apply(r, Plan(r, children), &children)
+	apply(r, planNow(r, children), &children)
 	finish(children, action.Failed, func(c Child) bool { return c.Node == "n01" || c.Node == "n02" })
 	finish(children, action.Lost, func(c Child) bool { return c.Node == "n03" })
 	finish(children, action.Done, func(Child) bool { return true })
-	if s := Plan(r, children); s.State != store.RunFailed {
+	if s := planNow(r, children); s.State != store.RunFailed {
 		t.Fatalf("3 errors with max_errors 20%% of 10: %s, want FAILED", s.State)
 	}
 	children[2].State = action.Done // n03 did not fail after all: 2 errors are allowed
-	s := Plan(r, children)
+	s := planNow(r, children)
 	if s.State != store.RunPartial || strings.Join(s.Failed[0], ",") != "n01,n02" {
 		t.Fatalf("2 errors with max_errors 20%% of 10: %s failing %v, want PARTIAL listing n01 and n02", s.State, s.Failed)
 	}
@@ -173,7 +174,7 @@ func TestPlanStartsAStageWhenItsDependenciesAreDone(t *testing.T) {
 		{Name: "check", Kind: "muster.io/debug.ping", Target: wire.Target{All: true}, MaxConcurrency: lim("100%"), DependsOn: []string{}},
 	}}, ns)
 	var children []Child
-	s := Plan(r, children)
+	s := planNow(r, children)
 	var stages []string
 	for _, n := range s.Create {
 		stages = append(stages, n.Stage+"/"+n.Node)
@@ -183,7 +184,7 @@ func TestPlanStartsAStageWhenItsDependenciesAreDone(t *testing.T) {
 		t.Fatalf("first step creates %v, want %v (independent stages run at once)", stages, want)
 	}
 	for r.State == store.RunRunning {
-		s := Plan(r, children)
+		s := planNow(r, children)
 		for _, n := range s.Create {
 			if n.Stage == "primary" && slices.ContainsFunc(children, func(c Child) bool {
 				return c.Stage == "replicas" && c.State != action.Done
@@ -206,7 +207,7 @@ func TestPlanCreatesNothingUnlessRunning(t *testing.T) {
 			Kind: "muster.io/debug.ping", Target: wire.Target{All: true},
 		}}}, nodes(2, nil))
 		r.State = st
-		if s := Plan(r, nil); len(s.Create) != 0 || s.State != st {
+		if s := planNow(r, nil); len(s.Create) != 0 || s.State != st {
 			t.Errorf("%s: created %d, state %s", st, len(s.Create), s.State)
 		}
 	}
@@ -353,22 +354,22 @@ func TestAPausingStageNeverFailsAndAResumeGoesOn(t *testing.T) {
 		Kind: "muster.io/debug.sleep", Target: wire.Target{All: true}, OnFailure: OnFailurePause,
 	}}}, nodes(3, nil))
 	var children []Child
-	apply(r, Plan(r, children), &children)
+	apply(r, planNow(r, children), &children)
 	finish(children, action.Failed, func(Child) bool { return true })
-	s := Plan(r, children)
+	s := planNow(r, children)
 	apply(r, s, &children)
 	if r.State != store.RunPaused || r.Stages[0].State != store.StageRunning {
 		t.Fatalf("after the failure: run %s, stage %s; want PAUSED with the stage RUNNING", r.State, r.Stages[0].State)
 	}
 	// Passes go on while it is paused: the stage must not turn FAILED.
 	for range 3 {
-		s := Plan(r, children)
+		s := planNow(r, children)
 		if s.Stages[0] != store.StageRunning || s.State != store.RunPaused || len(s.Create) != 0 {
 			t.Fatalf("a pass while paused: stage %s, run %s, %d created", s.Stages[0], s.State, len(s.Create))
 		}
 	}
 	r.State, r.Stages[0].Forgiven = store.RunRunning, 1 // what Resume stores
-	if s := Plan(r, children); s.State != store.RunRunning || len(s.Create) != 1 {
+	if s := planNow(r, children); s.State != store.RunRunning || len(s.Create) != 1 {
 		t.Fatalf("after resume: %s with %d created; want RUNNING and the next child", s.State, len(s.Create))
 	}
 }
@@ -380,9 +381,14 @@ func TestAnAbortingStageWinsOverAPausingOne(t *testing.T) {
 		{Name: "b", Kind: "muster.io/debug.ping", Target: wire.Target{Nodes: []string{"n02"}}, DependsOn: []string{}},
 	}}, nodes(2, nil))
 	var children []Child
-	apply(r, Plan(r, children), &children)
+	apply(r, planNow(r, children), &children)
 	finish(children, action.Failed, func(Child) bool { return true })
-	if s := Plan(r, children); s.State != store.RunFailed || !strings.Contains(s.Reason, "stage b") {
+	if s := planNow(r, children); s.State != store.RunFailed || !strings.Contains(s.Reason, "stage b") {
 		t.Fatalf("both stages over their errors: %s (%s), want FAILED by stage b", s.State, s.Reason)
 	}
+}
+
+// planNow decides the next step of run r given its children, now.
+func planNow(r *store.Run, children []Child) Step {
+	return PlanWith(r, children, PlanEnv{Now: time.Now()})
 }

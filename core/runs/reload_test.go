@@ -32,9 +32,9 @@ func (tx *reloadingTx) ListRuns(ctx context.Context, q store.RunQuery) ([]store.
 func TestAnExpiryIsDecidedUnderOnePolicy(t *testing.T) {
 	t.Parallel()
 	env := setupEngine(t)
-	pol := env.e.Policy.Load()
+	pol := env.policy.Load()
 	pol.TTL = time.Hour
-	env.e.Policy.Store(pol)
+	env.policy.Store(pol)
 	var r *store.Run
 	env.update(func(ctx context.Context, tx store.Tx) error {
 		var err error
@@ -48,7 +48,7 @@ func TestAnExpiryIsDecidedUnderOnePolicy(t *testing.T) {
 		reloaded := pol
 		reloaded.TTL = 0
 		var err error
-		n, err = env.e.Expire(ctx, &reloadingTx{Tx: tx, reload: func() { env.e.Policy.Store(reloaded) }})
+		n, err = env.e.Expire(ctx, &reloadingTx{Tx: tx, reload: func() { env.policy.Store(reloaded) }})
 		return err
 	})
 	if n != 1 {

@@ -1,9 +1,19 @@
 // Package runs does one approved operation across many nodes of a cluster
 // (docs/architecture.md, "Runs and playbooks"): a run's stages, resolved to
 // node lists when it is created, approved once through one digest, and executed
-// in waves of child actions within each stage's limits. The planner (Plan) is a
-// pure function of a run and its children; the engine stores what it decides,
-// creating and cancelling child actions only through core/actions.
+// in waves of child actions within each stage's limits. The planner (PlanWith)
+// is a pure function of a run and its children; the engine stores what it
+// decides, creating and cancelling child actions only through core/actions.
+//
+// The Engine is three parts that share its policy, action rules and clock:
+// the Creator makes runs (Create, CreateIn, InsertAt, InsertOccurrence), the
+// Decider makes the changes people ask for and expires runs (Approve,
+// Reject, Pause, Resume, Promote, Cancel, MarkUrgent, Retry, Expire), and
+// the Advancer moves active runs on (Active, AdvanceIn, AdvanceNodes). This
+// package is the one home of every change to a run's row: each is a
+// runChange, the row and the events it raises, stored by runChange.save in
+// the caller's transaction, as core/actions stores an action's changes with
+// actions.Write. A change of a run's state that raises no event is refused.
 package runs
 
 import (

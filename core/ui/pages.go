@@ -689,4 +689,3 @@ func (s *Server) storeError(w http.ResponseWriter, r *http.Request, v *visitor, 
 	}
 	s.renderError(w, r, v, status, "The store could not be reached; try again shortly.")
 }
-

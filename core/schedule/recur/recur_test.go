@@ -72,7 +72,7 @@ func setup(t *testing.T) *env {
 // worker is a worker on st with e's clock.
 func (e *env) worker(st store.Store) *recur.Worker {
 	pol := approval.DefaultPolicy()
-	engine := &runs.Engine{Policy: live.New(pol), Actions: &actions.Rules{Policy: live.New(pol), Now: e.clock}, Now: e.clock}
+	engine := runs.NewEngine(live.New(pol), &actions.Rules{Policy: live.New(pol), Now: e.clock}, e.clock)
 	return recur.New(recur.Config{Runs: engine, Now: e.clock}, st, slog.New(slog.NewTextHandler(io.Discard, nil)))
 }
 
