@@ -4,7 +4,6 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
-	"strings"
 	"time"
 
 	"github.com/labstack/echo/v5"
@@ -13,10 +12,8 @@ import (
 	"github.com/musterhq/muster/core/enroll"
 	"github.com/musterhq/muster/core/nodes"
 	"github.com/musterhq/muster/core/ops"
-	"github.com/musterhq/muster/core/runs"
 	"github.com/musterhq/muster/core/schedule"
 	"github.com/musterhq/muster/core/store"
-	"github.com/musterhq/muster/shared/action"
 	"github.com/musterhq/muster/shared/labels"
 	"github.com/musterhq/muster/shared/wire"
 )
@@ -87,11 +84,11 @@ func (s *Server) showCluster(c *echo.Context) error {
 			if err != nil {
 				return err
 			}
-			procs, err := runs.InFlight(ctx, r, id, time.Now(), pol.Procedure)
+			u, err := ops.BudgetUsage(ctx, r, pol, id, nodes, open)
 			if err != nil {
 				return err
 			}
-			out.Budget = toWireBudget(pol, id, nodes, open, procs.InFlight)
+			out.Budget = toWireBudget(u, open)
 		}
 		if cal := s.cfg.Calendars.Load().Of(id); cal != nil {
 			open, err := r.OpenActions(ctx, id, "")
@@ -214,18 +211,14 @@ func notFound(err error, format string, args ...any) error {
 	return err
 }
 
-// toWireBudget shows a cluster's disruption budget in use.
-func toWireBudget(p budget.Policy, clusterID string, nodes []store.Node, open []store.Record, inFlight map[string]bool) *wire.Budget {
-	u := p.UsageWith(clusterID, nodes, open, inFlight)
+// toWireBudget shows a cluster's disruption budget in use, with the open
+// actions it holds back.
+func toWireBudget(u *budget.Usage, open []store.Record) *wire.Budget {
 	out := &wire.Budget{MaxUnavailable: u.Limit.String(), Max: u.Max, Unavailable: len(u.Unavailable),
 		Nodes: []wire.UnavailableNode{}}
 	for _, id := range u.Nodes() {
 		out.Nodes = append(out.Nodes, wire.UnavailableNode{ID: id, Reason: u.Unavailable[id]})
 	}
-	for i := range open {
-		if r := &open[i]; r.State == action.PendingSchedule && strings.HasPrefix(r.StateReason, budget.HeldPrefix) {
-			out.Held++
-		}
-	}
+	out.Held = budget.Held(open)
 	return out
 }

@@ -10,7 +10,6 @@ import (
 	"github.com/labstack/echo/v5"
 
 	"github.com/musterhq/muster/core/ops"
-	"github.com/musterhq/muster/core/runs"
 	"github.com/musterhq/muster/core/store"
 	"github.com/musterhq/muster/shared/action"
 	"github.com/musterhq/muster/shared/wire"
@@ -99,7 +98,7 @@ func (s *Server) listRuns(c *echo.Context) error {
 		}
 		byRun := store.CountsByRun(counts)
 		for i := range list {
-			w := runs.View(&list[i], byRun[list[i].ID])
+			w := ops.RunView(&list[i], byRun[list[i].ID])
 			for j := range w.Stages {
 				w.Stages[j].Args = nil // in the run's own answer, not in lists
 			}
@@ -127,19 +126,19 @@ func (s *Server) showRun(c *echo.Context) error {
 		if err != nil {
 			return err
 		}
-		nodes := runs.Nodes(run)
+		nodes := ops.RunNodes(run)
 		if len(nodes) <= MaxShownNodes {
 			kids, err := r.ListActions(ctx, store.ListQuery{RunID: run.ID, NodeIDs: nodes})
 			if err != nil {
 				return err
 			}
-			out = runs.View(run, counts)
-			out.Children = runs.Grid(run, kids)
+			out = ops.RunView(run, counts)
+			out.Children = ops.RunGrid(run, kids)
 			return nil
 		}
 		// A large run: its cells in flight, and the first nodes of each
 		// stage; GET /api/v1/runs/{id}/nodes pages the rest.
-		flying, err := r.ListActions(ctx, store.ListQuery{RunID: run.ID, States: runs.InFlightStates, Limit: MaxShownNodes})
+		flying, err := r.ListActions(ctx, store.ListQuery{RunID: run.ID, States: ops.RunInFlightStates, Limit: MaxShownNodes})
 		if err != nil {
 			return err
 		}
@@ -156,10 +155,10 @@ func (s *Server) showRun(c *echo.Context) error {
 				return err
 			}
 		}
-		children := runs.GridOf(run, kids, func(stage, node string) bool { return cells[stage+"\x00"+node] })
+		children := ops.RunGridOf(run, kids, func(stage, node string) bool { return cells[stage+"\x00"+node] })
 		brief := *run
 		brief.Stages = store.Brief(run.Stages)
-		out = runs.View(&brief, counts)
+		out = ops.RunView(&brief, counts)
 		out.Children, out.NodesPaged = children, true
 		return nil
 	})
@@ -185,7 +184,7 @@ func (s *Server) runNodes(c *echo.Context) error {
 		if err != nil {
 			return err
 		}
-		page, next, ok := runs.NodePage(runs.Nodes(run), marker, limit)
+		page, next, ok := ops.RunNodePage(ops.RunNodes(run), marker, limit)
 		if !ok {
 			return errMarker
 		}
@@ -201,7 +200,7 @@ func (s *Server) runNodes(c *echo.Context) error {
 		for _, n := range page {
 			on[n] = true
 		}
-		cells := runs.GridOf(run, kids, func(_, node string) bool { return on[node] })
+		cells := ops.RunGridOf(run, kids, func(_, node string) bool { return on[node] })
 		// Node by node, each node's cells in stage order.
 		slices.SortStableFunc(cells, func(a, b wire.RunChild) int { return strings.Compare(a.NodeID, b.NodeID) })
 		out.Children = append(out.Children, cells...)

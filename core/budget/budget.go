@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"maps"
 	"slices"
+	"strings"
 
 	"github.com/musterhq/muster/core/glob"
 	"github.com/musterhq/muster/core/store"
@@ -205,3 +206,14 @@ func (u *Usage) Nodes() []string { return slices.Sorted(maps.Keys(u.Unavailable)
 
 // HeldPrefix starts the state_reason of every action the budget holds.
 const HeldPrefix = "held by the disruption budget"
+
+// Held counts the actions of open that the budget holds back now.
+func Held(open []store.Record) int {
+	n := 0
+	for i := range open {
+		if r := &open[i]; r.State == action.PendingSchedule && strings.HasPrefix(r.StateReason, HeldPrefix) {
+			n++
+		}
+	}
+	return n
+}

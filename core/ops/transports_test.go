@@ -19,6 +19,7 @@ var transports = []string{"../api", "../ui"}
 // the operations call them.
 var writers = []string{
 	"github.com/musterhq/muster/core/actions",
+	"github.com/musterhq/muster/core/runs",
 	"github.com/musterhq/muster/core/schedule/recur",
 }
 

@@ -7,7 +7,7 @@ import (
 
 	"github.com/musterhq/muster/core/approval"
 	corenodes "github.com/musterhq/muster/core/nodes"
-	"github.com/musterhq/muster/core/runs"
+	"github.com/musterhq/muster/core/ops"
 	"github.com/musterhq/muster/core/store"
 	"github.com/musterhq/muster/shared/action"
 )
@@ -205,7 +205,7 @@ func (s *Server) briefRuns(ctx context.Context, rd store.Reader, q store.RunQuer
 	}
 	var out []runRow
 	for i := range kept {
-		row := runRow{Run: runs.View(&kept[i], byRun[kept[i].ID])}
+		row := runRow{Run: ops.RunView(&kept[i], byRun[kept[i].ID])}
 		for _, st := range row.Stages {
 			row.Progress = append(row.Progress, progressOf(st))
 		}

@@ -6,14 +6,12 @@ import (
 	"net/http"
 	"net/url"
 	"strings"
-	"time"
 
 	"github.com/musterhq/muster/core/auth"
 	"github.com/musterhq/muster/core/budget"
 	"github.com/musterhq/muster/core/enroll"
 	corenodes "github.com/musterhq/muster/core/nodes"
 	"github.com/musterhq/muster/core/ops"
-	"github.com/musterhq/muster/core/runs"
 	"github.com/musterhq/muster/core/store"
 	"github.com/musterhq/muster/shared/action"
 	"github.com/musterhq/muster/shared/names"
@@ -35,25 +33,17 @@ type unavailable struct{ Node, Reason string }
 
 // budgetOf computes the budget in use of cluster c from its nodes, open
 // actions and the nodes in flight in procedures the budget holds whole
-// (runs.InFlight), as the API's cluster view does.
+// (ops.BudgetUsage), as the API's cluster view does.
 func budgetOf(ctx context.Context, rd store.Reader, p budget.Policy, clusterID string, nodes []store.Node, open []store.Record) (*budgetView, error) {
-	procs, err := runs.InFlight(ctx, rd, clusterID, time.Now(), p.Procedure)
-	if err != nil {
+	u, err := ops.BudgetUsage(ctx, rd, p, clusterID, nodes, open)
+	if err != nil || u == nil {
 		return nil, err
-	}
-	u := p.UsageWith(clusterID, nodes, open, procs.InFlight)
-	if u == nil {
-		return nil, nil
 	}
 	out := &budgetView{Limit: u.Limit.String(), Max: u.Max, InUse: len(u.Unavailable)}
 	for _, id := range u.Nodes() {
 		out.Unavailable = append(out.Unavailable, unavailable{Node: id, Reason: u.Unavailable[id]})
 	}
-	for i := range open {
-		if r := &open[i]; r.State == action.PendingSchedule && strings.HasPrefix(r.StateReason, budget.HeldPrefix) {
-			out.Held++
-		}
-	}
+	out.Held = budget.Held(open)
 	return out, nil
 }
 

@@ -8,7 +8,6 @@ import (
 	"github.com/musterhq/muster/core/approval"
 	"github.com/musterhq/muster/core/auth"
 	"github.com/musterhq/muster/core/ops"
-	"github.com/musterhq/muster/core/runs"
 	"github.com/musterhq/muster/core/store"
 	"github.com/musterhq/muster/shared/wire"
 )
@@ -23,7 +22,7 @@ const pausedShown = 20
 type pausedRun struct {
 	Run      wire.Run
 	Progress []stageProgress
-	// For is runs.PauseErrors or runs.PauseCanary.
+	// For is wire.PausedErrors or wire.PausedCanary.
 	For string
 	// Continues says, a line each, what a resume or a promote continues.
 	Continues []string
@@ -48,8 +47,8 @@ func (s *Server) pausedRuns(ctx context.Context, rd store.Reader, v *visitor) ([
 			return nil, false, err
 		}
 		for i := range list {
-			why := runs.PausedFor(&list[i])
-			if why == runs.PauseManual {
+			why := ops.RunPausedFor(&list[i])
+			if why == wire.PausedManual {
 				continue
 			}
 			if len(out) == pausedShown {
@@ -86,7 +85,7 @@ func (s *Server) pausedRun(ctx context.Context, rd store.Reader, v *visitor, r *
 	if err != nil {
 		return pausedRun{}, err
 	}
-	p := pausedRun{Run: runs.View(r, counts), For: why, Mine: approval.SamePerson(r.Requester, v.tok.Name)}
+	p := pausedRun{Run: ops.RunView(r, counts), For: why, Mine: approval.SamePerson(r.Requester, v.tok.Name)}
 	for i := range p.Run.Stages {
 		st := p.Run.Stages[i]
 		st.Nodes = st.Nodes[:min(len(st.Nodes), store.BriefNodes)]
@@ -95,15 +94,15 @@ func (s *Server) pausedRun(ctx context.Context, rd store.Reader, v *visitor, r *
 	var pending []string
 	for i := range r.Stages {
 		st := &r.Stages[i]
-		c := runs.Tally(r, st, counts, started[st.Name])
+		c := ops.RunTally(r, st, counts, started[st.Name])
 		switch {
 		case st.State == store.StagePending:
 			pending = append(pending, st.Name)
 		case st.State != store.StageRunning:
-		case why == runs.PauseCanary && st.Canary > 0 && !st.Promoted:
+		case why == wire.PausedCanary && st.Canary > 0 && !st.Promoted:
 			p.Continues = append(p.Continues, fmt.Sprintf("Promoting lets stage %s go on past its canary: %d of its %d nodes remain. "+
 				"The canary: %d node(s) done, %d failed.", st.Name, c.Pending, len(st.Nodes), c.Done, c.Errors))
-		case why == runs.PauseErrors && st.OnFailure == runs.OnFailurePause && c.Errors-st.Forgiven > st.MaxErrors.Floor(len(st.Nodes)):
+		case why == wire.PausedErrors && st.OnFailure == ops.RunOnFailurePause && c.Errors-st.Forgiven > st.MaxErrors.Floor(len(st.Nodes)):
 			p.Continues = append(p.Continues, fmt.Sprintf("Resuming forgives the %d error(s) of stage %s (max_errors %s) and goes on: "+
 				"%d of its %d nodes remain.", c.Errors-st.Forgiven, st.Name, st.MaxErrors, c.Pending, len(st.Nodes)))
 		case c.Pending > 0:
@@ -115,9 +114,9 @@ func (s *Server) pausedRun(ctx context.Context, rd store.Reader, v *visitor, r *
 	}
 	verb, roleWhy, mayErr := "resume", "", error(nil)
 	switch {
-	case why == runs.PauseCanary && !v.can(auth.Approve):
+	case why == wire.PausedCanary && !v.can(auth.Approve):
 		verb, roleWhy = "promote", "do not include approving"
-	case why == runs.PauseCanary:
+	case why == wire.PausedCanary:
 		verb, mayErr = "promote", s.ops.MayPromote(ctx, rd, v.caller(nil), r)
 		p.CanPromote = mayErr == nil
 	case !v.can(auth.Continue):
@@ -130,7 +129,7 @@ func (s *Server) pausedRun(ctx context.Context, rd store.Reader, v *visitor, r *
 	case mayErr != nil && ops.Describe(mayErr).Internal:
 		return pausedRun{}, mayErr
 	case mayErr != nil:
-		p.Why = "You may not " + verb + " this run: " + strings.TrimPrefix(mayErr.Error(), runs.ErrForbidden.Error()+": ") + "."
+		p.Why = "You may not " + verb + " this run: " + strings.TrimPrefix(mayErr.Error(), ops.ErrForbidden.Error()+": ") + "."
 	case roleWhy != "":
 		p.Why = "You may not " + verb + " this run: your roles (" + strings.Join(v.tok.Roles, ", ") + ") " + roleWhy + "."
 	}

@@ -5,7 +5,7 @@ import (
 	"slices"
 	"strings"
 
-	"github.com/musterhq/muster/core/runs"
+	"github.com/musterhq/muster/core/ops"
 	"github.com/musterhq/muster/core/store"
 	"github.com/musterhq/muster/shared/action"
 	"github.com/musterhq/muster/shared/wire"
@@ -55,9 +55,9 @@ func nodeCellOf(st *store.RunStage, index int, ch wire.RunChild, kids []store.Re
 	}
 	// A node failed once a step failed past its attempts (its always and
 	// rollback steps may still run), or at its turn, unavailable.
-	failed := slices.Contains(st.Failed, ch.NodeID) || st.Unreachable[ch.NodeID].As == runs.UnavailableFail
+	failed := slices.Contains(st.Failed, ch.NodeID) || st.Unreachable[ch.NodeID].As == ops.RunUnavailableFail
 	for i := range st.Steps {
-		if k := latest[st.Steps[i].Name]; k != nil && k.State.Final() && runs.IsError(runs.ChildOf(k, approvedBy)) &&
+		if k := latest[st.Steps[i].Name]; k != nil && ops.RunChildFailed(k, approvedBy) &&
 			max(k.Attempt, 1) >= st.Steps[i].Attempts() {
 			failed = true
 		}
@@ -65,7 +65,7 @@ func nodeCellOf(st *store.RunStage, index int, ch wire.RunChild, kids []store.Re
 	switch {
 	case failed:
 		c.Ended = "FAILED"
-	case slices.Contains(st.Skipped, ch.NodeID) || st.Unreachable[ch.NodeID].As == runs.UnavailableSkip:
+	case slices.Contains(st.Skipped, ch.NodeID) || st.Unreachable[ch.NodeID].As == ops.RunUnavailableSkip:
 		c.Ended = "SKIPPED"
 	}
 	if !c.Procedure {
@@ -76,7 +76,7 @@ func nodeCellOf(st *store.RunStage, index int, ch wire.RunChild, kids []store.Re
 		// without a child were not run, those before it skipped.
 		failedAt := len(specs)
 		for i := range specs {
-			if k := latest[specs[i].Name]; k != nil && k.State.Final() && runs.IsError(runs.ChildOf(k, approvedBy)) &&
+			if k := latest[specs[i].Name]; k != nil && ops.RunChildFailed(k, approvedBy) &&
 				max(k.Attempt, 1) >= specs[i].Attempts() {
 				failedAt = min(failedAt, i)
 			}

@@ -13,7 +13,6 @@ import (
 	"github.com/musterhq/muster/core/approval"
 	"github.com/musterhq/muster/core/auth"
 	"github.com/musterhq/muster/core/ops"
-	"github.com/musterhq/muster/core/runs"
 	"github.com/musterhq/muster/core/store"
 	"github.com/musterhq/muster/shared/action"
 	"github.com/musterhq/muster/shared/wire"
@@ -110,7 +109,7 @@ func (s *Server) runsList(w http.ResponseWriter, r *http.Request, v *visitor) {
 			return err
 		}
 		for i := range list {
-			row := runRow{Run: runs.View(&list[i], byRun[list[i].ID])}
+			row := runRow{Run: ops.RunView(&list[i], byRun[list[i].ID])}
 			for _, st := range row.Stages {
 				row.Progress = append(row.Progress, progressOf(st))
 			}
@@ -287,9 +286,9 @@ func (s *Server) runDetail(w http.ResponseWriter, r *http.Request, v *visitor) {
 		}
 		// A page of nodes, and the children of those nodes alone: the
 		// counts come from the store's counters, never from every child.
-		nodes = runs.Nodes(run)
+		nodes = ops.RunNodes(run)
 		var ok bool
-		if page, next, ok = runs.NodePage(nodes, marker, nodesPerPage); !ok {
+		if page, next, ok = ops.RunNodePage(nodes, marker, nodesPerPage); !ok {
 			return errMarker
 		}
 		if len(page) > 0 {
@@ -301,7 +300,7 @@ func (s *Server) runDetail(w http.ResponseWriter, r *http.Request, v *visitor) {
 			return err
 		}
 		if run.State == store.RunPaused && v.can(auth.Continue) {
-			if runs.PausedFor(run) == runs.PauseCanary {
+			if ops.RunPausedFor(run) == wire.PausedCanary {
 				promoteErr = s.ops.MayPromote(ctx, rd, v.caller(r), run)
 				if promoteErr != nil && ops.Describe(promoteErr).Internal {
 					return promoteErr
@@ -328,7 +327,7 @@ func (s *Server) runDetail(w http.ResponseWriter, r *http.Request, v *visitor) {
 		return
 	}
 	self := "/ui/runs/" + id
-	d := runData{Run: runs.View(run, counts), Self: self, Nodes: len(nodes)}
+	d := runData{Run: ops.RunView(run, counts), Self: self, Nodes: len(nodes)}
 	paging := listPage{path: self}
 	d.NextURL = paging.url(next)
 	if marker != "" {
@@ -360,7 +359,7 @@ func (s *Server) runDetail(w http.ResponseWriter, r *http.Request, v *visitor) {
 	for _, k := range kids {
 		byCell[k.Stage+"\x00"+k.NodeID] = append(byCell[k.Stage+"\x00"+k.NodeID], k)
 	}
-	for _, c := range runs.Grid(run, kids) {
+	for _, c := range ops.RunGrid(run, kids) {
 		if !onPage[c.NodeID] {
 			continue
 		}
@@ -376,14 +375,14 @@ func (s *Server) runDetail(w http.ResponseWriter, r *http.Request, v *visitor) {
 		if len(stored.Nodes) <= nodesPerPage {
 			byWave := map[int][]string{}
 			for j, n := range stored.Nodes {
-				byWave[runs.Wave(j, conc)] = append(byWave[runs.Wave(j, conc)], n)
+				byWave[ops.RunWave(j, conc)] = append(byWave[ops.RunWave(j, conc)], n)
 			}
 			for n, ns := range byWave {
 				sd.Waves = append(sd.Waves, wave{N: n, Nodes: ns})
 			}
 			slices.SortFunc(sd.Waves, func(a, b wave) int { return a.N - b.N })
 		} else {
-			sd.WaveCount, sd.WaveSize = runs.Wave(len(stored.Nodes)-1, conc), max(conc, 1)
+			sd.WaveCount, sd.WaveSize = ops.RunWave(len(stored.Nodes)-1, conc), max(conc, 1)
 		}
 		d.Stages = append(d.Stages, sd)
 	}
@@ -401,7 +400,7 @@ func (s *Server) runDetail(w http.ResponseWriter, r *http.Request, v *visitor) {
 	// run paused by its errors is an approver's to resume, a canary an
 	// approver's to promote, a manual pause an operator's.
 	d.CanResume = run.State == store.RunPaused && v.can(auth.Continue) && resumeErr == nil
-	d.CanPromote = run.State == store.RunPaused && v.can(auth.Approve) && runs.PausedFor(run) == runs.PauseCanary && promoteErr == nil
+	d.CanPromote = run.State == store.RunPaused && v.can(auth.Approve) && ops.RunPausedFor(run) == wire.PausedCanary && promoteErr == nil
 	switch run.State {
 	case store.RunPendingApprove, store.RunRunning, store.RunPaused:
 		if v.can(auth.Approve) {
@@ -414,14 +413,14 @@ func (s *Server) runDetail(w http.ResponseWriter, r *http.Request, v *visitor) {
 		d.CanCancel = !store.RunFinal(run.State)
 	}
 	switch {
-	case run.State == store.RunPaused && runs.PausedFor(run) == runs.PauseCanary && !d.CanPromote:
+	case run.State == store.RunPaused && ops.RunPausedFor(run) == wire.PausedCanary && !d.CanPromote:
 		why := "your roles (" + strings.Join(v.tok.Roles, ", ") + ") do not include approving"
 		if promoteErr != nil {
-			why = strings.TrimPrefix(promoteErr.Error(), runs.ErrForbidden.Error()+": ")
+			why = strings.TrimPrefix(promoteErr.Error(), ops.ErrForbidden.Error()+": ")
 		}
 		d.OpWhy = "You may not promote this run's canary: " + why + "."
 	case run.State == store.RunPaused && v.can(auth.Continue) && resumeErr != nil:
-		d.OpWhy = "You may not resume this run: " + strings.TrimPrefix(resumeErr.Error(), runs.ErrForbidden.Error()+": ") + "."
+		d.OpWhy = "You may not resume this run: " + strings.TrimPrefix(resumeErr.Error(), ops.ErrForbidden.Error()+": ") + "."
 	case !v.can(auth.Cancel) && !store.RunFinal(run.State) && !d.CanResume && !d.CanPromote:
 		d.OpWhy = "Your roles (" + strings.Join(v.tok.Roles, ", ") + ") do not include pausing, resuming or cancelling runs."
 	}
@@ -526,7 +525,7 @@ func (s *Server) pendingRuns(ctx context.Context, rd store.Reader, v *visitor, m
 		if err != nil {
 			return nil, "", err
 		}
-		p := pendingRun{Run: runs.View(&list[i], byRun[list[i].ID]), runDecision: s.runDecisionFor(v, &list[i], applier)}
+		p := pendingRun{Run: ops.RunView(&list[i], byRun[list[i].ID]), runDecision: s.runDecisionFor(v, &list[i], applier)}
 		for _, st := range p.Run.Stages {
 			p.Progress = append(p.Progress, progressOf(st))
 		}

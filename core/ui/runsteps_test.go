@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/musterhq/muster/core/ops"
 	"github.com/musterhq/muster/core/runs"
 	"github.com/musterhq/muster/core/store"
 	"github.com/musterhq/muster/shared/action"
@@ -42,7 +43,7 @@ func procedureRun(requester, state, reason string, nodes ...string) *store.Run {
 	return &store.Run{ID: action.NewID(), ClusterID: "prod", State: state, StateReason: reason, Requester: requester,
 		ApprovedBy: "appr", Digest: strings.Repeat("d", 64), CreatedTS: now, UpdatedTS: now,
 		Stages: []store.RunStage{{Name: "upgrade", Target: store.Target{All: true}, Nodes: nodes,
-			MaxConcurrency: limit.Limit{N: 1}, OnFailure: runs.OnFailurePause, DependsOn: []string{}, State: store.StageRunning,
+			MaxConcurrency: limit.Limit{N: 1}, OnFailure: ops.RunOnFailurePause, DependsOn: []string{}, State: store.StageRunning,
 			Canary: 1, Steps: []store.RunStep{
 				{Name: "drain", Kind: "example.com/node.drain", Args: json.RawMessage(`{}`)},
 				{Name: "upgrade", Kind: "example.com/pkg.upgrade", Args: json.RawMessage(`{"version":"{{ .params.version }}"}`),
