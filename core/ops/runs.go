@@ -49,16 +49,8 @@ func (o *Ops) RetryRun(ctx context.Context, c Caller, ref string) (RunResult, er
 	if err := Authorize(c, auth.Create); err != nil {
 		return RunResult{}, err
 	}
-	var out RunResult
-	err := o.st.Update(ctx, func(tx store.Tx) error {
-		found, err := ResolveRun(ctx, tx, ref)
-		if err != nil {
-			return err
-		}
-		if out.Run, err = o.cfg.Runs.Retry(ctx, tx, found.ID, c.actor("")); err != nil {
-			return err
-		}
-		return out.countChildren(ctx)(tx, out.Run)
+	out, err := o.inRun(ctx, ref, func(tx store.Tx, id string) (*store.Run, error) {
+		return o.cfg.Runs.Retry(ctx, tx, id, c.actor(""))
 	})
 	if err != nil {
 		return RunResult{}, err
@@ -276,6 +268,17 @@ func (o *Ops) changeRun(ctx context.Context, c Caller, p auth.Permission, ref st
 	if err := Authorize(c, p); err != nil {
 		return RunResult{}, err
 	}
+	out, err := o.inRun(ctx, ref, fn)
+	if err != nil {
+		return RunResult{}, err
+	}
+	o.nudgeCluster(out.Run.ClusterID)
+	return out, nil
+}
+
+// inRun runs fn on the run named by ref in one transaction, and counts
+// the children of the run fn returns there.
+func (o *Ops) inRun(ctx context.Context, ref string, fn func(tx store.Tx, id string) (*store.Run, error)) (RunResult, error) {
 	var out RunResult
 	err := o.st.Update(ctx, func(tx store.Tx) error {
 		found, err := ResolveRun(ctx, tx, ref)
@@ -287,9 +290,5 @@ func (o *Ops) changeRun(ctx context.Context, c Caller, p auth.Permission, ref st
 		}
 		return out.countChildren(ctx)(tx, out.Run)
 	})
-	if err != nil {
-		return RunResult{}, err
-	}
-	o.nudgeCluster(out.Run.ClusterID)
-	return out, nil
+	return out, err
 }
