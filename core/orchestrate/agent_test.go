@@ -103,7 +103,7 @@ func (e *env) update(fn func(ctx context.Context, tx store.Tx) error) {
 
 func (e *env) pass() orchestrate.Report {
 	e.t.Helper()
-	rep, err := e.o.Pass(context.Background(), cluster)
+	rep, err := e.o.FullSync(context.Background(), cluster)
 	if err != nil {
 		e.t.Fatal(err)
 	}
@@ -448,7 +448,7 @@ func TestAPassUnderAStaleLeaseWritesAndPushesNothing(t *testing.T) {
 	id := e.create("n1", "muster.io/debug.ping", `{}`)
 	rows := st.RowsWritten()
 	stale := store.WithFence(ctx, store.Fence{ClusterID: cluster, Holder: "a", Epoch: 1})
-	if _, err := e.o.Pass(stale, cluster); !errors.Is(err, store.ErrFenced) {
+	if _, err := e.o.FullSync(stale, cluster); !errors.Is(err, store.ErrFenced) {
 		t.Fatalf("pass under a stale lease: %v, want ErrFenced", err)
 	}
 	if n := st.RowsWritten() - rows; n != 0 {
@@ -461,7 +461,7 @@ func TestAPassUnderAStaleLeaseWritesAndPushesNothing(t *testing.T) {
 		t.Fatalf("the agent got the action from a fenced pass: %v", err)
 	}
 	current := store.WithFence(ctx, store.Fence{ClusterID: cluster, Holder: "b", Epoch: 1})
-	if _, err := e.o.Pass(current, cluster); err != nil {
+	if _, err := e.o.FullSync(current, cluster); err != nil {
 		t.Fatalf("pass under the current lease: %v", err)
 	}
 	if rec := e.record(id); rec.State == action.PendingSchedule {

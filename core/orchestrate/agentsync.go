@@ -116,13 +116,6 @@ type ackMark struct {
 	cursor  int64
 }
 
-// call runs one agent request with the agent timeout.
-func call[T any](ctx context.Context, timeout time.Duration, fn func(ctx context.Context) (T, error)) (T, error) {
-	ctx, cancel := context.WithTimeout(ctx, timeout)
-	defer cancel()
-	return fn(ctx)
-}
-
 // downReason turns an agent error into a status reason that stays the same
 // from one pass to the next while the cause does (so it is not rewritten).
 func downReason(err error) string {
@@ -354,7 +347,7 @@ func (o *Orchestrator) pushPending(ctx context.Context, ag *client.Agent, res *n
 			if r.StateReason != why {
 				res.ops = append(res.ops, op{kind: opHeld, id: r.ID, msg: why})
 			}
-			o.wakeAt(res.node.ClusterID, res.node.ID, until)
+			o.wakeups.at(res.node.ClusterID, res.node.ID, until)
 			continue
 		}
 		if room <= 0 {
@@ -403,7 +396,7 @@ func (o *Orchestrator) pushPending(ctx context.Context, ag *client.Agent, res *n
 		// before each push. One held now is not sent, as one whose push
 		// failed: it waits, and goes when it may.
 		if why, until := res.gate.again(o.cfg.Calendars.Load().Of(res.node.ClusterID), r, time.Now()); why != "" {
-			o.wakeAt(res.node.ClusterID, res.node.ID, until)
+			o.wakeups.at(res.node.ClusterID, res.node.ID, until)
 			log.Debug("held at its push", "action", r.ID, "why", why)
 			o.unmarkUnsent(ctx, res, batch[i:], fresh, log)
 			return

@@ -389,7 +389,7 @@ func newBenchFleetOn(b *testing.B, agents *agentSet, st store.Store, dbFile stri
 
 func (f *benchFleet) pass(b *testing.B, n int) orchestrate.Report {
 	b.Helper()
-	rep, err := f.o.Pass(context.Background(), benchCluster)
+	rep, err := f.o.FullSync(context.Background(), benchCluster)
 	if err != nil {
 		b.Fatal(err)
 	}

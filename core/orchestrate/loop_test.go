@@ -115,7 +115,7 @@ func TestTwoSyncsOfOneClusterNeverOverlap(t *testing.T) {
 			defer wg.Done()
 			for k := 0; ctx.Err() == nil && k < 5; k++ {
 				h.o.Nudge(cluster)
-				if _, err := h.o.Pass(ctx, cluster); err != nil && ctx.Err() == nil {
+				if _, err := h.o.FullSync(ctx, cluster); err != nil && ctx.Err() == nil {
 					t.Error(err)
 				}
 			}
@@ -200,7 +200,7 @@ func TestANudgedNodeGoesBetweenBatches(t *testing.T) {
 	entered, release := stuck(h, "slow")
 	defer close(release)
 	done := make(chan error, 1)
-	go func() { _, err := h.o.Pass(context.Background(), cluster); done <- err }()
+	go func() { _, err := h.o.FullSync(context.Background(), cluster); done <- err }()
 	<-entered
 	h.start() // its first full sync waits for the direct one
 	id := h.create("n4", nil)
@@ -231,7 +231,7 @@ func TestANudgedNodeDoesNotWaitForItsTurnInTheBatch(t *testing.T) {
 	release := sync.OnceFunc(func() { close(rel) })
 	defer release()
 	done := make(chan error, 1)
-	go func() { _, err := h.o.Pass(context.Background(), cluster); done <- err }()
+	go func() { _, err := h.o.FullSync(context.Background(), cluster); done <- err }()
 	<-entered
 	h.start()
 	id := h.create("n3", nil)

@@ -44,7 +44,7 @@ func TestSyncNodesPushesWhileAPassIsUnderWay(t *testing.T) {
 	h.pass()
 	entered, release := stuck(h, "slow")
 	passDone := make(chan error, 1)
-	go func() { _, err := h.o.Pass(context.Background(), cluster); passDone <- err }()
+	go func() { _, err := h.o.FullSync(context.Background(), cluster); passDone <- err }()
 	<-entered
 
 	id := h.create("n1", nil)
@@ -253,7 +253,7 @@ func TestPassCommitDoesNotUndoANewerNodeSync(t *testing.T) {
 	h.agents["n1"].calls("") // forget the requests so far
 	entered, release := stuck(h, "slow")
 	passDone := make(chan error, 1)
-	go func() { _, err := h.o.Pass(context.Background(), cluster); passDone <- err }()
+	go func() { _, err := h.o.FullSync(context.Background(), cluster); passDone <- err }()
 	<-entered
 	pulled := 0
 	testwait.For(t, "the pass to pull n1", func() bool {

@@ -93,7 +93,7 @@ func (h *harness) restart() {
 
 func (h *harness) pass() Report {
 	h.t.Helper()
-	rep, err := h.o.Pass(context.Background(), cluster)
+	rep, err := h.o.FullSync(context.Background(), cluster)
 	if err != nil {
 		h.t.Fatal(err)
 	}

@@ -399,7 +399,7 @@ func approveDuringPass(b *testing.B, c *coreAPI, n, samples int) {
 			default:
 			}
 			t := time.Now()
-			if _, err := f.o.Pass(ctx, benchCluster); err != nil {
+			if _, err := f.o.FullSync(ctx, benchCluster); err != nil {
 				loopErr.Store(err)
 				return
 			}

@@ -30,19 +30,19 @@ func TestStartPassesAtOnceAndNudgeIsPrompt(t *testing.T) {
 	t.Parallel()
 	h := setup(t, Config{Interval: time.Hour}, "n1")
 	h.start()
-	h.o.TestSignals.Passed.Wait() // the first pass, at once
+	h.o.TestSignals.FullSynced.Wait() // the first pass, at once
 	if n := h.node("n1"); n.Status != store.NodeUp {
 		t.Fatalf("after the first pass the node is %s", n.Status)
 	}
 	id := h.create("n1", nil)
 	h.o.Nudge(cluster)
-	if p := h.o.TestSignals.Passed.Wait(); p.Report.Pushed != 1 {
+	if p := h.o.TestSignals.FullSynced.Wait(); p.Report.Pushed != 1 {
 		t.Fatalf("the nudged pass pushed %d", p.Report.Pushed)
 	}
 	wantState(t, h.record(id), action.New)
 	h.o.Nudge("no-such-cluster") // harmless
 	h.o.Stop()
-	h.o.TestSignals.Passed.RequireEmpty()
+	h.o.TestSignals.FullSynced.RequireEmpty()
 }
 
 func TestNudgesWhileAPassRunsMakeOneMorePass(t *testing.T) {
@@ -65,17 +65,17 @@ func TestNudgesWhileAPassRunsMakeOneMorePass(t *testing.T) {
 		h.o.Nudge(cluster)
 	}
 	close(release)
-	h.o.TestSignals.Passed.Wait() // the first pass
-	h.o.TestSignals.Passed.Wait() // one pass for the 20 nudges
+	h.o.TestSignals.FullSynced.Wait() // the first pass
+	h.o.TestSignals.FullSynced.Wait() // one pass for the 20 nudges
 	// One more nudge makes exactly one more pass: had the 20 nudges made more
 	// than one, the count would pass 3.
 	h.o.Nudge(cluster)
-	h.o.TestSignals.Passed.Wait()
+	h.o.TestSignals.FullSynced.Wait()
 	h.o.Stop()
 	if n := infos.Load(); n != 3 {
 		t.Fatalf("%d passes, want 3", n)
 	}
-	h.o.TestSignals.Passed.RequireEmpty()
+	h.o.TestSignals.FullSynced.RequireEmpty()
 }
 
 func TestNeverTwoPassesOfOneClusterAtOnce(t *testing.T) {
@@ -115,7 +115,7 @@ func TestNeverTwoPassesOfOneClusterAtOnce(t *testing.T) {
 	go func() { // and direct passes
 		defer wg.Done()
 		for ctx.Err() == nil {
-			_, _ = h.o.Pass(ctx, cluster)
+			_, _ = h.o.FullSync(ctx, cluster)
 		}
 	}()
 	testwait.For(t, "30 passes", func() bool { return total.Load() >= 30 })

@@ -18,7 +18,7 @@ import (
 )
 
 // watchFn names the run watchers' goroutines (testgoroutine).
-const watchFn = "core/orchestrate.(*Orchestrator).watchNode"
+const watchFn = "core/orchestrate.(*watches).watchNode"
 
 // runOver creates and approves a run of one stage over every node of e,
 // one node at a time (a wave each), and returns it.
