@@ -61,7 +61,7 @@ func (a *advancers) run(clusterID string) {
 	defer a.wg.Done()
 	o := a.o
 	for {
-		if ctx, done, ok := o.passContext(o.runCtx(), clusterID); ok {
+		if ctx, done, ok := o.leaseContext(o.runCtx(), clusterID); ok {
 			a.advance(ctx, clusterID)
 			done()
 		}

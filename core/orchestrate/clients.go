@@ -29,7 +29,7 @@ func guard(tr *http.Transport) {
 // agentTransport is the transport of the plain client that reaches the
 // agents: about one descriptor per node (docs/architecture.md, "One loop per
 // cluster"). A cluster's loop never talks to a node twice at once, so one
-// connection per node is kept alive between passes (no bound on the total:
+// connection per node is kept alive between syncs (no bound on the total:
 // a fleet of 10,000 keeps 10,000, the reason for LimitNOFILE in the core's
 // unit), and at most two are open to a node (a request of the API beside a
 // sync) rather than one more per request. A connection idle for three
@@ -68,7 +68,7 @@ func (o *Orchestrator) agentURL(addr string) string {
 
 // noRedirect keeps the orchestrator at the address discovery gave: an
 // answer that redirects elsewhere (another host, plain HTTP, the core's own
-// loopback) is taken as the node's answer, a status the pass does not
+// loopback) is taken as the node's answer, a status the sync does not
 // accept, and is never followed.
 func noRedirect(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }
 

@@ -24,7 +24,7 @@ func (p *pipeline) stepFull(j *job) {
 	if !j.started {
 		j.started = true
 		if !j.direct {
-			ctx, done, ok := o.passContext(o.runCtx(), cs.id)
+			ctx, done, ok := o.leaseContext(o.runCtx(), cs.id)
 			if !ok {
 				j.done = true
 				for _, w := range j.waits {

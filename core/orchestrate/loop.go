@@ -19,7 +19,7 @@ import (
 // whose answers come back to it as messages, so an agent that hangs holds
 // back nothing but its own answer. It serves three kinds of request:
 //
-//   - a full sync (the interval, Nudge, Pass): every node, in batches of
+//   - a full sync (the interval, Nudge, FullSync): every node, in batches of
 //     BatchSize, the nodes with something to push first; only a full sync
 //     decides the cluster's status, at its last commit;
 //   - a sync of a few nodes (NudgeNode: an approval, a new action, a cancel,

@@ -35,14 +35,15 @@ import (
 
 // Config tunes the orchestrator. Zero fields take the DefaultConfig values.
 type Config struct {
-	// Interval between two passes of one cluster; each wait is jittered ±10%.
+	// Interval between two full syncs of one cluster; each wait is jittered ±10%.
 	Interval time.Duration
-	// Workers bounds the passes running at once, over all clusters.
+	// Workers bounds the full syncs running at once, over all clusters.
 	Workers int
 	// MaxQueuedPerNode bounds the NEW and RUNNING actions of one agent.
 	MaxQueuedPerNode int
-	// FullSyncEvery: every this many passes, a cluster's passes list every
-	// record of every agent and compare id sets (LOST detection).
+	// FullSyncEvery: every this many full syncs, a cluster's full sync
+	// lists every record of every agent and compares id sets (LOST
+	// detection).
 	FullSyncEvery int
 	// AgentTimeout bounds every request to an agent.
 	AgentTimeout time.Duration
@@ -71,7 +72,8 @@ type Config struct {
 	ContactEvery time.Duration
 	// PageSize is the limit of one GET actions page.
 	PageSize int
-	// Debounce delays a nudged pass so that a burst of nudges makes one pass.
+	// Debounce delays a nudged full sync so that a burst of nudges makes one
+	// full sync.
 	Debounce time.Duration
 	// RunPoll is how often the nodes holding an unfinished child of a
 	// running run are synced (those nodes alone), so that a run's next wave
@@ -82,14 +84,14 @@ type Config struct {
 	NoRunWatch bool
 	// HTTPClient reaches the agents (with the agents' TLS settings). Nil
 	// uses a plain client that keeps one idle connection to every node
-	// between passes and opens at most two to a node (the standard
+	// between syncs and opens at most two to a node (the standard
 	// library's default keeps 100 in all, so a larger fleet would reconnect
-	// to most nodes on every pass); requests carry their own timeouts.
+	// to most nodes on every full sync); requests carry their own timeouts.
 	HTTPClient *http.Client
 	// Scheme is put before agent addresses that have none: "http" (default)
 	// or "https". With AgentTLS it is always "https".
 	Scheme string
-	// Leases, when set, decides which clusters this replica passes (several core
+	// Leases, when set, decides which clusters this replica syncs (several core
 	// replicas on one database, docs/architecture.md, "Several core replicas");
 	// nil: all of them.
 	Leases Leases
@@ -102,7 +104,7 @@ type Config struct {
 	// anything is sent to it.
 	AgentTLS *tls.Config
 	// StaticLabels are the labels the core's configuration gives nodes, by
-	// cluster and node id; a pass lays the agent's own labels (from its
+	// cluster and node id; a sync lays the agent's own labels (from its
 	// info) over them, key by key.
 	StaticLabels map[string]map[string]map[string]string
 	// Budget is the disruption budget of every cluster and the kinds it counts
@@ -114,7 +116,8 @@ type Config struct {
 	// disruptive action is pushed outside a window or in a freeze. nil:
 	// none.
 	Calendars *live.Value[schedule.Calendars]
-	// Runs, when set, moves runs on at every pass (core/runs).
+	// Runs, when set, moves runs on at every full sync and after the commits
+	// that may let them move (core/runs).
 	Runs Runs
 	// RefuseInternalGossip: nodes found through gossip are never dialled at
 	// a loopback, link-local or unspecified IP address, whatever their host
@@ -186,14 +189,6 @@ func (c *Config) fill() {
 	if c.AgentTLS != nil {
 		c.Scheme = "https"
 	}
-}
-
-// Leases tells whether this replica holds a cluster's lease (core/lease).
-type Leases interface {
-	// PassContext returns the context of one pass of the cluster, which
-	// carries the lease's store.Fence and ends when the lease is lost, or ok
-	// false when this replica does not hold the lease.
-	PassContext(ctx context.Context, clusterID string) (pctx context.Context, done context.CancelFunc, ok bool)
 }
 
 // Errors of Start (shared/startstop's).

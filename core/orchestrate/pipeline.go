@@ -91,7 +91,7 @@ func (p *pipeline) free(n string) bool {
 // the cluster's lease.
 func (p *pipeline) startNudged(nodes []string) {
 	slices.Sort(nodes)
-	ctx, done, ok := p.o.passContext(p.o.runCtx(), p.cs.id)
+	ctx, done, ok := p.o.leaseContext(p.o.runCtx(), p.cs.id)
 	if !ok {
 		p.unsent(nodes)
 		p.o.TestSignals.NodesSynced.Send(NodesSynced{Cluster: p.cs.id, Nodes: nodes, Err: errNotLeased})

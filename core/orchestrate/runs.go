@@ -29,8 +29,8 @@ type Runs interface {
 
 // advanceRuns moves the cluster's active runs on, each in its own
 // transaction, decided before it (Runs.AdvanceIn): a run that cannot advance is logged and does not hold up the
-// others or the pass. It only reads when the cluster has none, so an idle
-// pass still writes nothing. It returns the nodes of the children it
+// others or the sync. It only reads when the cluster has none, so an idle
+// full sync still writes nothing. It returns the nodes of the children it
 // created, without repeats.
 func (o *Orchestrator) advanceRuns(ctx context.Context, clusterID string) []string {
 	if o.cfg.Runs == nil {

@@ -184,7 +184,7 @@ func (ws *watches) reconcile(busy map[string]map[string]bool, scope map[string]b
 			if _, ok := ws.m[k]; ok || !onAgent {
 				continue
 			}
-			ctx, done, ok := o.passContext(rctx, c)
+			ctx, done, ok := o.leaseContext(rctx, c)
 			if !ok {
 				continue // another replica holds the cluster
 			}
