@@ -47,9 +47,9 @@ func TestAdvanceRequestsMergeWhileOneRuns(t *testing.T) {
 	h := setup(t, Config{Runs: g, Interval: time.Hour}, "n1")
 	h.o.TestSignals.Init(t)
 	h.start()
-	h.o.TestSignals.FullSynced.Wait() // the first pass, and the advance it asked for, before arming
+	h.o.TestSignals.FullSynced.Wait() // the first full sync, and the advance it asked for, before arming
 	idle := func() bool { return !h.o.advancers.busy(cluster) }
-	testwait.For(t, "the advance the first pass asked for", idle)
+	testwait.For(t, "the advance the first full sync asked for", idle)
 	g.armed.Store(true)
 	h.o.advancers.request(cluster) // returns at once: the advance waits at the gate
 	<-g.entered

@@ -16,7 +16,7 @@ import (
 	"github.com/musterhq/muster/shared/wire"
 )
 
-// TestARunsNextWaveDoesNotWaitForTheInterval: with no gossip and passes an
+// TestARunsNextWaveDoesNotWaitForTheInterval: with no gossip and full syncs an
 // hour apart, the end of a run's child is seen by the poll of the nodes
 // holding its unfinished children, and the next wave goes out at once.
 func TestARunsNextWaveDoesNotWaitForTheInterval(t *testing.T) {
@@ -53,7 +53,7 @@ func TestARunsNextWaveDoesNotWaitForTheInterval(t *testing.T) {
 		return kids[0].ID, ok
 	})
 	h.agents["n1"].run(t, first, action.Done, nil)
-	testwait.For(t, "the second child on n2's agent, well before the hour's pass", func() bool {
+	testwait.For(t, "the second child on n2's agent, well before the hour's full sync", func() bool {
 		kids := children()
 		if len(kids) != 2 {
 			return false
