@@ -721,13 +721,13 @@ func TestPeriodicFullSyncFindsLostActions(t *testing.T) {
 	ag := h.agents["n1"]
 	id := h.create("n1", nil)
 	pending := h.create("n1", func(r *store.Record) { r.State = action.PendingApprove })
-	h.fullSync() // full sync 0 (full): pushes
+	h.fullSync() // full sync 0 (lists everything): pushes
 	wantState(t, h.record(id), action.New)
 	ag.forget(id) // gone without a change the cursor could show
-	h.fullSync()      // full sync 1
-	h.fullSync()      // full sync 2
+	h.fullSync()  // full sync 1
+	h.fullSync()  // full sync 2
 	wantState(t, h.record(id), action.New)
-	h.fullSync() // full sync 3: full
+	h.fullSync() // full sync 3: lists everything
 	wantState(t, h.record(id), action.Lost)
 	wantState(t, h.record(pending), action.PendingApprove) // never on the agent: not lost
 }

@@ -384,10 +384,10 @@ func approveDuringPass(b *testing.B, c *coreAPI, n, samples int) {
 
 	// The full syncs under way.
 	var (
-		fullSyncCount, passNanos atomic.Int64
-		loopErr              atomic.Value
-		stop                 = make(chan struct{})
-		looping              sync.WaitGroup
+		fullSyncCount, fullSyncNanos atomic.Int64
+		loopErr                      atomic.Value
+		stop                         = make(chan struct{})
+		looping                      sync.WaitGroup
 	)
 	looping.Add(1)
 	go func() {
@@ -403,13 +403,13 @@ func approveDuringPass(b *testing.B, c *coreAPI, n, samples int) {
 				loopErr.Store(err)
 				return
 			}
-			passNanos.Add(int64(time.Since(t)))
+			fullSyncNanos.Add(int64(time.Since(t)))
 			fullSyncCount.Add(1)
 		}
 	}()
 	b.Cleanup(func() { close(stop); looping.Wait() })
 	testwait.Within(b, 2*time.Minute, "a full sync of the loop", func() bool { return fullSyncCount.Load() > 0 })
-	meanPass := func() time.Duration { return time.Duration(passNanos.Load() / max(fullSyncCount.Load(), 1)) }
+	meanPass := func() time.Duration { return time.Duration(fullSyncNanos.Load() / max(fullSyncCount.Load(), 1)) }
 
 	hc := &http.Client{Timeout: 10 * time.Second}
 	b.Cleanup(hc.CloseIdleConnections)
