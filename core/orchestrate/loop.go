@@ -23,14 +23,16 @@ import (
 //     BatchSize, the nodes with something to push first; only a full sync
 //     decides the cluster's status, at its last commit;
 //   - a sync of a few nodes (NudgeNode: an approval, a new action, a cancel,
-//     an agent's change note, a run's next wave, a drain; SyncNodes). Nudges
-//     that arrive while the loop is busy merge into its next node sync,
-//     which starts between the batches of a full sync, or beside a batch
-//     held up by a slow agent;
-//   - never two conversations with one node at once: a node still talking
-//     (or whose answer is not committed yet) is synced again once its
-//     answer is committed, so every answer is planned after the previous
-//     one of its node was written, and none can undo a newer one.
+//     an agent's change note, a run's next wave, a drain; SyncNodes). Nudged
+//     nodes wait in the cluster's node queue (nodequeue), where the nudges
+//     of one node merge; the loop takes every ready node into its next node
+//     sync, which starts between the batches of a full sync, or beside a
+//     batch held up by a slow agent;
+//   - never two conversations with one node at once: every sync of a node
+//     is counted in the node queue, and a node nudged while it talks (or
+//     while its answer is not committed yet) is synced again once its answer
+//     is committed, so every answer is planned after the previous one of its
+//     node was written, and none can undo a newer one.
 
 // loopRun is one goroutine's run of a cluster's loop: it takes the
 // requests and decides which sync starts when; the syncs under way are its

@@ -5,10 +5,21 @@
 // conflict), push PENDING_SCHEDULE actions and pending cancels, and commit
 // it under the lease's fencing epoch, or nothing when nothing changed.
 //
-// The Orchestrator asks each cluster's loop for a full sync every Interval
-// (with jitter), at most Workers clusters at once, and early when a cluster
-// is nudged; a nudge of a node asks for a sync of that node. It also expires
-// approvals.
+// The Orchestrator asks each cluster's loop for a full sync (a sync of every
+// node) every Interval (with jitter), at most Workers clusters at once, and
+// early when a cluster is nudged; a nudge of a node asks for a sync of that
+// node. Beside the loops run its parts, each a shared/startstop service: the
+// wake-ups of held actions, the run watches and polls, the expiry sweep and
+// the scheduler.
+//
+// The files are split by concern, and a file calls only into files below it
+// (docs/architecture.md lists the rows, which a doc check keeps true): this
+// file builds the orchestrator and starts and stops its parts; cluster.go
+// takes the requests; loop.go decides which sync starts when; fullsync.go
+// steps the full syncs; pipeline.go sends nodes to the workers and commits
+// their answers; below them are the reads, the commit and plan, the
+// conversation with one agent, the holds, the advancer, the watches, the
+// wake-ups and the clients.
 package orchestrate
 
 import (
@@ -398,16 +409,21 @@ func (o *Orchestrator) Start(ctx context.Context) error {
 	}
 	defer done() // the parts' goroutines are theirs: Stop stops them
 	o.mu.Lock()
-	o.started, o.runCtxV = true, ctx
-	for _, cs := range o.clusters {
-		if cs.nodes.Len() > 0 { // nudged before Start
-			o.kick(cs)
-		}
-	}
+	o.runCtxV = ctx
 	o.mu.Unlock()
+	// The parts before the nudges are served: the loops' commits may start
+	// run watches and arm wake-ups.
 	for _, s := range o.services() {
 		if err := s.Start(ctx); err != nil {
 			return fmt.Errorf("orchestrator: %w", err)
+		}
+	}
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	o.started = true
+	for _, cs := range o.clusters {
+		if cs.nodes.Len() > 0 { // nudged before Start
+			o.kick(cs)
 		}
 	}
 	return nil
