@@ -120,9 +120,9 @@ bench: ## Run the benchmarks (no race detector): a table, and bench/results.json
 	$(GO) run ./e2e/benchreport -out bench/results.json
 
 .PHONY: docs
-docs: ## Rewrite the tables of docs/performance.md from bench/results.json, and the import rows of docs/architecture.md from go list
+docs: ## Rewrite the tables of docs/performance.md from bench/results.json, the import rows of docs/architecture.md from go list, and its rows of core/orchestrate's files from their calls
 	$(GO) run ./e2e/benchreport -docs docs/performance.md -results bench/results.json
-	$(GO) test -count=1 -run TestArchitectureImportRowsAreWhatGoListSays ./e2e/doccheck -update
+	$(GO) test -count=1 -run 'TestArchitectureImportRowsAreWhatGoListSays|TestOrchestrateFilesCallOnlyIntoLowerRows' ./e2e/doccheck -update
 
 # The chaos test. `make test` runs it with a fixed seed (the same choices
 # every time) twice: one core on SQLite for 50 s (TestChaos) and three core

@@ -148,7 +148,7 @@ type AgentsCAConfig struct {
 // Enabled reports whether the core enrolls agents.
 func (c AgentsCAConfig) Enabled() bool { return c.CertFile != "" || c.KeyFile != "" }
 
-// OrchestrateConfig tunes the orchestration passes.
+// OrchestrateConfig tunes the orchestrator's syncs.
 type OrchestrateConfig struct {
 	Interval         time.Duration `mapstructure:"interval" yaml:"interval"`
 	Workers          int           `mapstructure:"workers" yaml:"workers"`
@@ -186,7 +186,7 @@ type GossipConfig struct {
 // (docs/architecture.md, "Several core replicas"); it has no effect on SQLite.
 type HAConfig struct {
 	// LeaseTTL is how long a cluster lease lasts unless renewed (every
-	// third of it). A replica that cannot renew stops its passes within it;
+	// third of it). A replica that cannot renew stops its syncs within it;
 	// another takes the cluster after it.
 	LeaseTTL time.Duration `mapstructure:"lease_ttl" yaml:"lease_ttl"`
 	// ReplicaID names this replica among the others; empty: the host name

@@ -222,7 +222,7 @@ func (c *Core) Run(ctx context.Context) error {
 	// the reverse one under one deadline (shutdown_timeout): the API stops
 	// taking requests, gossip leaves the pool, the discovery watch ends,
 	// enrollment, schedules, notify and retention stop, replication gives
-	// up the leases, the orchestrator cancels its passes (they write
+	// up the leases, the orchestrator cancels its syncs (they write
 	// nothing once cancelled), the store stops listening to other
 	// replicas; then the store closes.
 	var parts startstop.Group

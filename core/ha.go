@@ -101,7 +101,7 @@ func newReplication(cfg Config, coord coordination, addr string, log *slog.Logge
 	return r, nil
 }
 
-// orchestrateLeases is what the orchestrator asks before each pass: nil on
+// orchestrateLeases is what the orchestrator asks before each sync: nil on
 // SQLite (every cluster is this core's).
 func (r *replication) orchestrateLeases() orchestrate.Leases {
 	if r.leases == nil {
@@ -134,7 +134,7 @@ func (r *replication) outboxLease(onAcquire func()) func(ctx context.Context) (c
 	}
 }
 
-// Nudge asks for a pass of the cluster now: here, and through the database
+// Nudge asks for a full sync of the cluster now: here, and through the database
 // on the replica that holds its lease. It never blocks.
 func (r *replication) Nudge(clusterID string) {
 	r.nudgeLocal(clusterID)
@@ -143,7 +143,7 @@ func (r *replication) Nudge(clusterID string) {
 	}
 	select {
 	case r.publish <- clusterID:
-	default: // a nudge is a hint; the interval brings the pass anyway
+	default: // a nudge is a hint; the interval brings the full sync anyway
 	}
 }
 
@@ -161,7 +161,7 @@ func (r *replication) NudgeNode(clusterID, nodeID string) {
 	}
 	select {
 	case r.publish <- clusterID:
-	default: // a nudge is a hint; the interval brings the pass anyway
+	default: // a nudge is a hint; the interval brings the full sync anyway
 	}
 }
 

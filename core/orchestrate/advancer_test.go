@@ -47,23 +47,14 @@ func TestAdvanceRequestsMergeWhileOneRuns(t *testing.T) {
 	h := setup(t, Config{Runs: g, Interval: time.Hour}, "n1")
 	h.o.TestSignals.Init(t)
 	h.start()
-	h.o.TestSignals.Passed.Wait() // the first pass, and the advance it asked for, before arming
-	cs := func() *clusterState {
-		h.o.mu.Lock()
-		defer h.o.mu.Unlock()
-		return h.o.clusterLocked(cluster)
-	}()
-	idle := func() bool {
-		h.o.mu.Lock()
-		defer h.o.mu.Unlock()
-		return !cs.advancing
-	}
-	testwait.For(t, "the advance the first pass asked for", idle)
+	h.o.TestSignals.FullSynced.Wait() // the first full sync, and the advance it asked for, before arming
+	idle := func() bool { return !h.o.advancers.busy(cluster) }
+	testwait.For(t, "the advance the first full sync asked for", idle)
 	g.armed.Store(true)
-	h.o.requestAdvance(cs) // returns at once: the advance waits at the gate
+	h.o.advancers.request(cluster) // returns at once: the advance waits at the gate
 	<-g.entered
 	for range 3 {
-		h.o.requestAdvance(cs)
+		h.o.advancers.request(cluster)
 	}
 	g.gate <- struct{}{}
 	<-g.entered // the one more advance the three requests made

@@ -1,6 +1,6 @@
 package orchestrate_test
 
-// These tests run passes against real agents (agent.New/Run on loopback
+// These tests run full syncs against real agents (agent.New/Run on loopback
 // ports, real SQLite queues). The fake agent of the package's own tests
 // covers the answers a real agent rarely gives.
 
@@ -101,9 +101,9 @@ func (e *env) update(fn func(ctx context.Context, tx store.Tx) error) {
 	}
 }
 
-func (e *env) pass() orchestrate.Report {
+func (e *env) fullSync() orchestrate.Report {
 	e.t.Helper()
-	rep, err := e.o.Pass(context.Background(), cluster)
+	rep, err := e.o.FullSync(context.Background(), cluster)
 	if err != nil {
 		e.t.Fatal(err)
 	}
@@ -134,18 +134,18 @@ func (e *env) record(id string) *store.Record {
 	return rec
 }
 
-// passUntil runs passes until cond holds.
-func (e *env) passUntil(what string, cond func() bool) {
+// fullSyncUntil runs full syncs until cond holds.
+func (e *env) fullSyncUntil(what string, cond func() bool) {
 	e.t.Helper()
 	testwait.For(e.t, what, func() bool {
-		e.pass()
+		e.fullSync()
 		return cond()
 	})
 }
 
-// TestRealAgentsRunActionsAndIdlePassesWriteNothing, on SQLite and on
-// PostgreSQL: the rows an idle pass writes are zero on both.
-func TestRealAgentsRunActionsAndIdlePassesWriteNothing(t *testing.T) {
+// TestRealAgentsRunActionsAndIdleFullSyncsWriteNothing, on SQLite and on
+// PostgreSQL: the rows an idle full sync writes are zero on both.
+func TestRealAgentsRunActionsAndIdleFullSyncsWriteNothing(t *testing.T) {
 	t.Parallel()
 	for _, driver := range []string{"sqlite", "postgres"} {
 		t.Run(driver, func(t *testing.T) {
@@ -172,7 +172,7 @@ func runActionsAndIdlePasses(t *testing.T, e *env) {
 		ids = append(ids, e.create(n, "muster.io/debug.ping", `{}`))
 		ids = append(ids, e.create(n, "muster.io/debug.fail", `{"message":"boom"}`))
 	}
-	e.passUntil("every action to finish", func() bool {
+	e.fullSyncUntil("every action to finish", func() bool {
 		for _, id := range ids {
 			if !e.record(id).State.Final() {
 				return false
@@ -190,13 +190,13 @@ func runActionsAndIdlePasses(t *testing.T, e *env) {
 			t.Fatalf("%s %s: %s, want %s (%+v)", rec.Kind, id, rec.State, want, rec)
 		}
 	}
-	// Once everything is mirrored, passes cost no write.
-	e.pass()
+	// Once everything is mirrored, full syncs cost no write.
+	e.fullSync()
 	for range 3 {
 		rows := e.st.RowsWritten()
-		rep := e.pass()
+		rep := e.fullSync()
 		if rep.Changes != 0 || e.st.RowsWritten() != rows {
-			t.Fatalf("idle pass over real agents wrote %d rows: %+v", e.st.RowsWritten()-rows, rep)
+			t.Fatalf("idle full sync over real agents wrote %d rows: %+v", e.st.RowsWritten()-rows, rep)
 		}
 	}
 }
@@ -205,12 +205,12 @@ func TestRealAgentCancelsARunningAction(t *testing.T) {
 	t.Parallel()
 	e := setup(t, orchestrate.Config{}, "n1")
 	id := e.create("n1", "muster.io/debug.sleep", `{"seconds":300}`)
-	e.passUntil("the action to run", func() bool { return e.record(id).State == action.Running })
+	e.fullSyncUntil("the action to run", func() bool { return e.record(id).State == action.Running })
 	// A running action whose steps change nothing costs no write either.
-	e.pass()
+	e.fullSync()
 	rows := e.st.RowsWritten()
-	if rep := e.pass(); rep.Changes != 0 || e.st.RowsWritten() != rows {
-		t.Fatalf("pass over a running sleep wrote %d rows: %+v", e.st.RowsWritten()-rows, rep)
+	if rep := e.fullSync(); rep.Changes != 0 || e.st.RowsWritten() != rows {
+		t.Fatalf("full sync over a running sleep wrote %d rows: %+v", e.st.RowsWritten()-rows, rep)
 	}
 	e.update(func(ctx context.Context, tx store.Tx) error {
 		r, err := tx.Action(ctx, id)
@@ -220,7 +220,7 @@ func TestRealAgentCancelsARunningAction(t *testing.T) {
 		r.CancelRequested = true
 		return tx.UpdateAction(ctx, r)
 	})
-	e.passUntil("the action to be cancelled", func() bool { return e.record(id).State == action.Cancelled })
+	e.fullSyncUntil("the action to be cancelled", func() bool { return e.record(id).State == action.Cancelled })
 	if rec := e.record(id); rec.CancelRequested || !rec.SeenOnAgent {
 		t.Fatalf("record %+v", rec)
 	}
@@ -230,7 +230,7 @@ func TestRealAgentRefusesAnUnknownKind(t *testing.T) {
 	t.Parallel()
 	e := setup(t, orchestrate.Config{}, "n1")
 	id := e.create("n1", "example.com/not.installed", `{}`)
-	e.pass()
+	e.fullSync()
 	rec := e.record(id)
 	if rec.State != action.Failed || !strings.Contains(rec.StateReason, "example.com/not.installed") {
 		t.Fatalf("record %s %q", rec.State, rec.StateReason)
@@ -250,20 +250,20 @@ func TestRealAgentsArgsSchemaIsStoredWithItsKinds(t *testing.T) {
 		ArgsSchema: `{"type": "object", "required": ["version"]}`}}
 	r := agenttest.Start(t, cfg)
 	e.agents["n1"] = &realAgent{addr: r.Addr, stop: r.Stop}
-	e.pass()
+	e.fullSync()
 	n := e.node("n1")
 	if got := string(n.ArgsSchemas["example.com/pkg.upgrade"]); got != `{"required":["version"],"type":"object"}` || len(n.ArgsSchemas) != 1 ||
 		!slices.Contains(n.Kinds, "example.com/pkg.upgrade") {
 		t.Fatalf("stored node: kinds %v schemas %v", n.Kinds, n.ArgsSchemas)
 	}
-	// An idle pass writes the node no more: the schema read back is the one announced.
-	e.pass()
+	// An idle full sync writes the node no more: the schema read back is the one announced.
+	e.fullSync()
 	if again := e.node("n1"); !again.UpdatedTS.Equal(n.UpdatedTS) {
-		t.Fatalf("an idle pass rewrote the node (updated %s, then %s)", n.UpdatedTS, again.UpdatedTS)
+		t.Fatalf("an idle full sync rewrote the node (updated %s, then %s)", n.UpdatedTS, again.UpdatedTS)
 	}
 	r.Stop()
 	e.agents["n1"] = runAgent(t, "n1", r.Addr, t.TempDir())
-	e.pass()
+	e.fullSync()
 	if n := e.node("n1"); n.ArgsSchemas != nil || slices.Contains(n.Kinds, "example.com/pkg.upgrade") {
 		t.Fatalf("after the kind went: kinds %v schemas %v", n.Kinds, n.ArgsSchemas)
 	}
@@ -272,14 +272,14 @@ func TestRealAgentsArgsSchemaIsStoredWithItsKinds(t *testing.T) {
 func TestRealAgentWinsAConflict(t *testing.T) {
 	t.Parallel()
 	e := setup(t, orchestrate.Config{}, "n1")
-	e.pass()
+	e.fullSync()
 	id := e.create("n1", "muster.io/debug.sleep", `{"seconds":1}`)
 	// Someone queued another action under the same id on the agent directly.
 	ag := client.NewAgent(e.agents["n1"].addr, nil)
 	if _, status, err := ag.Push(context.Background(), &wire.PushRequest{ID: id, Kind: "muster.io/debug.ping"}); err != nil || status != 201 {
 		t.Fatalf("direct push: %d %v", status, err)
 	}
-	e.pass()
+	e.fullSync()
 	rec := e.record(id)
 	if rec.Kind != "muster.io/debug.ping" || rec.State == action.PendingSchedule {
 		t.Fatalf("the agent did not win: %s %s", rec.Kind, rec.State)
@@ -304,13 +304,13 @@ func TestRealAgentWithANewDatabaseLosesItsActions(t *testing.T) {
 	t.Parallel()
 	e := setup(t, orchestrate.Config{}, "n1")
 	id := e.create("n1", "muster.io/debug.sleep", `{"seconds":300}`)
-	e.passUntil("the action to run", func() bool { return e.record(id).State == action.Running })
+	e.fullSyncUntil("the action to run", func() bool { return e.record(id).State == action.Running })
 
 	// The node's database is replaced: a new agent on the same address and an empty data directory.
 	old := e.agents["n1"]
 	old.stop()
 	e.agents["n1"] = runAgent(t, "n1", old.addr, t.TempDir())
-	e.pass()
+	e.fullSync()
 	rec := e.record(id)
 	if rec.State != action.Lost || rec.StateReason != actions.ReasonMissing {
 		t.Fatalf("record %s %q", rec.State, rec.StateReason)
@@ -349,7 +349,7 @@ func TestRealAgentSettlesCancelOfPendingSchedule(t *testing.T) {
 	ag := client.NewAgent(e.agents["n1"].addr, nil)
 	// Keep the agent's runner busy so that a delivered action stays NEW.
 	blocker := e.create("n1", "muster.io/debug.sleep", `{"seconds":300}`)
-	e.passUntil("the blocker to run", func() bool { return e.record(blocker).State == action.Running })
+	e.fullSyncUntil("the blocker to run", func() bool { return e.record(blocker).State == action.Running })
 
 	never := e.create("n1", "muster.io/debug.ping", `{}`)
 	delivered := e.create("n1", "muster.io/debug.ping", `{}`)
@@ -359,7 +359,7 @@ func TestRealAgentSettlesCancelOfPendingSchedule(t *testing.T) {
 		Origin: action.OriginCore, CreatedTS: &rec.CreatedTS}); err != nil || st != 201 {
 		t.Fatalf("push: %d %v", st, err)
 	}
-	e.update(func(ctx context.Context, tx store.Tx) error { // as the pass did before its push
+	e.update(func(ctx context.Context, tx store.Tx) error { // as the full sync did before its push
 		r, err := tx.Action(ctx, delivered)
 		if err != nil {
 			return err
@@ -369,7 +369,7 @@ func TestRealAgentSettlesCancelOfPendingSchedule(t *testing.T) {
 	})
 	requestCancel(never)
 	requestCancel(delivered)
-	e.passUntil("both cancels settled", func() bool {
+	e.fullSyncUntil("both cancels settled", func() bool {
 		return e.record(never).State == action.Cancelled && e.record(delivered).State == action.Cancelled
 	})
 	if _, err := ag.Get(context.Background(), never); client.StatusOf(err) != 404 {
@@ -396,11 +396,11 @@ func storeID(t *testing.T, ag *client.Agent) string {
 func TestRealAgentUnconfirmedPushToAReplacedDatabaseIsLost(t *testing.T) {
 	t.Parallel()
 	e := setup(t, orchestrate.Config{}, "n1")
-	e.pass() // the node is known and UP
+	e.fullSync() // the node is known and UP
 	id := e.create("n1", "muster.io/debug.ping", `{}`)
 	ag := client.NewAgent(e.agents["n1"].addr, nil)
 	rec := e.record(id)
-	e.update(func(ctx context.Context, tx store.Tx) error { // the pass records its push...
+	e.update(func(ctx context.Context, tx store.Tx) error { // the full sync records its push...
 		r, err := tx.Action(ctx, id)
 		if err != nil {
 			return err
@@ -416,23 +416,23 @@ func TestRealAgentUnconfirmedPushToAReplacedDatabaseIsLost(t *testing.T) {
 	old := e.agents["n1"]
 	old.stop()
 	e.agents["n1"] = runAgent(t, "n1", old.addr, t.TempDir())
-	e.pass()
+	e.fullSync()
 	got := e.record(id)
 	if got.State != action.Lost || got.StateReason != actions.ReasonUnconfirmed {
 		t.Fatalf("record %s %q, want LOST: %s", got.State, got.StateReason, actions.ReasonUnconfirmed)
 	}
-	e.pass()
+	e.fullSync()
 	if _, err := client.NewAgent(e.agents["n1"].addr, nil).Get(context.Background(), id); client.StatusOf(err) != 404 {
 		t.Fatalf("the action was pushed to the new database: %v", err)
 	}
 }
 
-// TestAPassUnderAStaleLeaseWritesAndPushesNothing: on PostgreSQL, a pass
+// TestAFullSyncUnderAStaleLeaseWritesAndPushesNothing: on PostgreSQL, a full sync
 // whose fence names a lease this replica does not hold (another replica
 // took it) fails with store.ErrFenced; the record of the pushes it was about
 // to send is refused, so nothing reaches the agent and nothing is written.
-// Under the current lease the same pass pushes.
-func TestAPassUnderAStaleLeaseWritesAndPushesNothing(t *testing.T) {
+// Under the current lease the same full sync pushes.
+func TestAFullSyncUnderAStaleLeaseWritesAndPushesNothing(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	st, err := postgres.Open(ctx, pgtest.NewDatabase(t))
@@ -448,23 +448,23 @@ func TestAPassUnderAStaleLeaseWritesAndPushesNothing(t *testing.T) {
 	id := e.create("n1", "muster.io/debug.ping", `{}`)
 	rows := st.RowsWritten()
 	stale := store.WithFence(ctx, store.Fence{ClusterID: cluster, Holder: "a", Epoch: 1})
-	if _, err := e.o.Pass(stale, cluster); !errors.Is(err, store.ErrFenced) {
-		t.Fatalf("pass under a stale lease: %v, want ErrFenced", err)
+	if _, err := e.o.FullSync(stale, cluster); !errors.Is(err, store.ErrFenced) {
+		t.Fatalf("full sync under a stale lease: %v, want ErrFenced", err)
 	}
 	if n := st.RowsWritten() - rows; n != 0 {
-		t.Fatalf("the fenced pass wrote %d rows", n)
+		t.Fatalf("the fenced full sync wrote %d rows", n)
 	}
 	if rec := e.record(id); rec.State != action.PendingSchedule || rec.PushedStoreID != "" {
-		t.Fatalf("record after the fenced pass: %s, pushed to %q", rec.State, rec.PushedStoreID)
+		t.Fatalf("record after the fenced full sync: %s, pushed to %q", rec.State, rec.PushedStoreID)
 	}
 	if _, err := client.NewAgent(e.agents["n1"].addr, nil).Get(ctx, id); client.StatusOf(err) != 404 {
-		t.Fatalf("the agent got the action from a fenced pass: %v", err)
+		t.Fatalf("the agent got the action from a fenced full sync: %v", err)
 	}
 	current := store.WithFence(ctx, store.Fence{ClusterID: cluster, Holder: "b", Epoch: 1})
-	if _, err := e.o.Pass(current, cluster); err != nil {
-		t.Fatalf("pass under the current lease: %v", err)
+	if _, err := e.o.FullSync(current, cluster); err != nil {
+		t.Fatalf("full sync under the current lease: %v", err)
 	}
 	if rec := e.record(id); rec.State == action.PendingSchedule {
-		t.Fatalf("the pass under the current lease did not push: %s", rec.State)
+		t.Fatalf("the full sync under the current lease did not push: %s", rec.State)
 	}
 }

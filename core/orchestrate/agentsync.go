@@ -116,15 +116,8 @@ type ackMark struct {
 	cursor  int64
 }
 
-// call runs one agent request with the agent timeout.
-func call[T any](ctx context.Context, timeout time.Duration, fn func(ctx context.Context) (T, error)) (T, error) {
-	ctx, cancel := context.WithTimeout(ctx, timeout)
-	defer cancel()
-	return fn(ctx)
-}
-
 // downReason turns an agent error into a status reason that stays the same
-// from one pass to the next while the cause does (so it is not rewritten).
+// from one sync to the next while the cause does (so it is not rewritten).
 func downReason(err error) string {
 	var (
 		ae  *client.APIError
@@ -189,7 +182,7 @@ func (o *Orchestrator) syncNode(ctx context.Context, res *nodeResult, full bool)
 	}
 
 	// Pull. A new store id means the agent's database was replaced: list
-	// everything and compare id sets. So does every FullSyncEvery-th pass.
+	// everything and compare id sets. So does every FullSyncEvery-th full sync.
 	storeChanged := n.StoreID != "" && n.StoreID != info.StoreID
 	if storeChanged {
 		log.Warn("agent database replaced: full listing", "old_store_id", n.StoreID, "store_id", info.StoreID)
@@ -242,7 +235,7 @@ func (o *Orchestrator) syncNode(ctx context.Context, res *nodeResult, full bool)
 	o.sendCancels(ctx, ag, res, log)
 
 	// What the agent accepted bumped its change sequence: pull once more so
-	// that the cursor committed by this pass covers it, and the next pass
+	// that the cursor committed by this sync covers it, and the next sync
 	// finds nothing new.
 	if res.pushed > 0 || res.cancels > 0 {
 		more, order, next, err := o.pull(ctx, ag, res.cursor, false)
@@ -269,7 +262,7 @@ func (o *Orchestrator) nodeLabels(clusterID, nodeID string, own map[string]strin
 
 // pull lists the agent's changes after since, page by page. Only the first
 // request carries ack: the caller acknowledges the cursor committed by the
-// previous pass, never one it has not stored yet. On error it returns what
+// previous sync, never one it has not stored yet. On error it returns what
 // it got so far and the cursor it did not get past.
 func (o *Orchestrator) pull(ctx context.Context, ag *client.Agent, since int64, ack bool) (map[string]*action.Action, []string, int64, error) {
 	pulled := map[string]*action.Action{}
@@ -311,9 +304,9 @@ func pulledOps(order []string, pulled map[string]*action.Action) []op {
 // as many as the agent's queue has room for.
 //
 // Before anything is sent, markPushed commits, in its own transaction and
-// apart from the pass's commit, which agent database the pushes go to. This
-// is on purpose: if the core dies after sending and before the pass
-// commits, the mark tells the next pass that the push may have arrived (the
+// apart from the sync's commit, which agent database the pushes go to. This
+// is on purpose: if the core dies after sending and before the sync
+// commits, the mark tells the next sync that the push may have arrived (the
 // action is then only settled by the agent's word, never cancelled or
 // pushed blindly), and an API cancel that commits first wins (markPushed
 // sends nothing cancelled).
@@ -354,7 +347,7 @@ func (o *Orchestrator) pushPending(ctx context.Context, ag *client.Agent, res *n
 			if r.StateReason != why {
 				res.ops = append(res.ops, op{kind: opHeld, id: r.ID, msg: why})
 			}
-			o.wakeAt(res.node.ClusterID, res.node.ID, until)
+			o.wakeups.at(res.node.ClusterID, res.node.ID, until)
 			continue
 		}
 		if room <= 0 {
@@ -382,10 +375,10 @@ func (o *Orchestrator) pushPending(ctx context.Context, ag *client.Agent, res *n
 		}
 	}
 	if err != nil {
-		log.Warn("record pushes; none sent this pass", "err", err)
+		log.Warn("record pushes; none sent this sync", "err", err)
 		return
 	}
-	// The actions this pass marked: one held at its push is then known
+	// The actions this sync marked: one held at its push is then known
 	// never sent, and its mark is taken back.
 	fresh := map[string]bool{}
 	for _, r := range admitted {
@@ -403,7 +396,7 @@ func (o *Orchestrator) pushPending(ctx context.Context, ag *client.Agent, res *n
 		// before each push. One held now is not sent, as one whose push
 		// failed: it waits, and goes when it may.
 		if why, until := res.gate.again(o.cfg.Calendars.Load().Of(res.node.ClusterID), r, time.Now()); why != "" {
-			o.wakeAt(res.node.ClusterID, res.node.ID, until)
+			o.wakeups.at(res.node.ClusterID, res.node.ID, until)
 			log.Debug("held at its push", "action", r.ID, "why", why)
 			o.unmarkUnsent(ctx, res, batch[i:], fresh, log)
 			return
@@ -436,22 +429,22 @@ func (o *Orchestrator) pushPending(ctx context.Context, ag *client.Agent, res *n
 			o.metrics.pushes.WithLabelValues("422").Inc()
 		case !client.Answered(err):
 			// The request may not have arrived: the action stays
-			// PENDING_SCHEDULE and is sent again, with the same id, next pass.
+			// PENDING_SCHEDULE and is sent again, with the same id, next sync.
 			o.metrics.pushes.WithLabelValues("error").Inc()
-			log.Debug("push failed; retried next pass", "action", r.ID, "err", err)
+			log.Debug("push failed; retried next sync", "action", r.ID, "err", err)
 			return
 		default:
 			// Any other answer (a 5xx, a proxy's 502) may hide a delivery:
 			// stop here so that no later action overtakes this one.
 			o.metrics.pushes.WithLabelValues(strconv.Itoa(client.StatusOf(err))).Inc()
-			log.Warn("push refused; retried next pass", "action", r.ID, "err", err)
+			log.Warn("push refused; retried next sync", "action", r.ID, "err", err)
 			return
 		}
 	}
 }
 
 // unmarkUnsent takes back the push mark of the actions of unsent that this
-// pass marked (fresh) and releases their budget: they were never sent.
+// sync marked (fresh) and releases their budget: they were never sent.
 func (o *Orchestrator) unmarkUnsent(ctx context.Context, res *nodeResult, unsent []*store.Record, fresh map[string]bool, log *slog.Logger) {
 	err := o.st.Update(ctx, func(tx store.Tx) error {
 		for _, r := range unsent {
@@ -520,7 +513,7 @@ func (o *Orchestrator) settleCancel(ctx context.Context, ag *client.Agent, res *
 	case errors.Is(err, client.ErrNotFound):
 		res.ops = append(res.ops, op{kind: opCancelled, id: id})
 	default:
-		log.Debug("look-up for a cancel failed; retried next pass", "action", id, "err", err)
+		log.Debug("look-up for a cancel failed; retried next sync", "action", id, "err", err)
 	}
 }
 
@@ -530,7 +523,7 @@ func (o *Orchestrator) settleCancel(ctx context.Context, ag *client.Agent, res *
 // too, until the agent's record is final. That includes a cancel the core
 // had decided for an action it only later found on the agent (a rejected
 // action someone pushed there directly): actions.Adopt keeps the request
-// standing, and the next pass sends it.
+// standing, and the next sync sends it.
 func (o *Orchestrator) sendCancels(ctx context.Context, ag *client.Agent, res *nodeResult, log *slog.Logger) {
 	agentState := func(r *store.Record) action.State {
 		for i := len(res.ops) - 1; i >= 0; i-- {
@@ -559,7 +552,7 @@ func (o *Orchestrator) sendCancels(ctx context.Context, ag *client.Agent, res *n
 			// Already final on the agent, or not there: nothing to cancel;
 			// the agent's record settles it.
 		default:
-			log.Debug("cancel failed; retried next pass", "action", id, "err", err)
+			log.Debug("cancel failed; retried next sync", "action", id, "err", err)
 		}
 	}
 }

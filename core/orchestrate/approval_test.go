@@ -27,7 +27,7 @@ func TestAPI6AnAgentConflictVoidsTheApproval(t *testing.T) {
 			t.Parallel()
 			h := setup(t, Config{}, "n1")
 			ag := h.agents["n1"]
-			h.pass()
+			h.fullSync()
 			id := h.create("n1", func(r *store.Record) {
 				r.ApprovedBy = "bob"
 				r.ApprovalDigest = approval.Digest(&r.Action)
@@ -40,7 +40,7 @@ func TestAPI6AnAgentConflictVoidsTheApproval(t *testing.T) {
 				ag.set(func(f *fakeAgent) { f.recs[id].seq = 0 })
 			}
 			h.events()
-			h.pass()
+			h.fullSync()
 			rec := h.record(id)
 			wantState(t, rec, action.New)
 			if rec.Kind != "muster.io/debug.ping" || rec.ApprovedBy != "" || rec.ApprovalDigest != "" {

@@ -1,8 +1,8 @@
 package orchestrate_test
 
-// The pass benchmarks: one core's orchestrator against N real agents (each
+// The full sync benchmarks: one core's orchestrator against N real agents (each
 // with its own HTTP listener on loopback and its own SQLite file), driven
-// pass by pass. A pass over N nodes is N node syncs.
+// full sync by full sync. A full sync over N nodes is N node syncs.
 //
 // The agents run in this process when its file-descriptor limit allows it
 // (an agent holds about six descriptors at rest: the listener and SQLite's
@@ -328,12 +328,12 @@ type benchFleet struct {
 	o      *orchestrate.Orchestrator
 	agents *agentSet
 	ref    *reference // the reference sweeps, in a process of their own
-	next   int        // the first agent of the next changing pass
+	next   int        // the first agent of the next changing full sync
 }
 
 // newBenchFleet builds the fleet over n hosted agents and a SQLite store
 // with an orchestrator of cfg (zero fields take the defaults, as in muster
-// core) and runs its first two passes.
+// core) and runs its first two full syncs.
 func newBenchFleet(b *testing.B, n int, cfg orchestrate.Config) *benchFleet {
 	b.Helper()
 	return newFleetOver(b, hostedAgents(b, n), cfg)
@@ -379,22 +379,22 @@ func newBenchFleetOn(b *testing.B, agents *agentSet, st store.Store, dbFile stri
 	}
 	b.Cleanup(o.Stop) // closes its idle connections
 	f := &benchFleet{st: st, dbFile: dbFile, o: o, agents: agents, ref: startReference(b, agents.addrs)}
-	// The first pass finds every node UP and stores its cursor; from the
+	// The first full sync finds every node UP and stores its cursor; from the
 	// second on, an unchanged fleet is idle.
 	for range 2 {
-		f.pass(b, n)
+		f.fullSync(b, n)
 	}
 	return f
 }
 
-func (f *benchFleet) pass(b *testing.B, n int) orchestrate.Report {
+func (f *benchFleet) fullSync(b *testing.B, n int) orchestrate.Report {
 	b.Helper()
-	rep, err := f.o.Pass(context.Background(), benchCluster)
+	rep, err := f.o.FullSync(context.Background(), benchCluster)
 	if err != nil {
 		b.Fatal(err)
 	}
 	if rep.Nodes != n || rep.Down != 0 {
-		b.Fatalf("pass synced %d nodes, %d down; want %d, none down", rep.Nodes, rep.Down, n)
+		b.Fatalf("full sync synced %d nodes, %d down; want %d, none down", rep.Nodes, rep.Down, n)
 	}
 	return rep
 }
@@ -415,10 +415,10 @@ func (f *benchFleet) dbBytes(b *testing.B) int64 {
 	return total
 }
 
-// infoRate is the reference of a pass: GET /api/v1/info on every node,
+// infoRate is the reference of a full sync: GET /api/v1/info on every node,
 // NodeConcurrency at once, over kept-alive connections, in calls per
 // second, measured by the reference process. A node sync is two such calls
-// (info, then the changes since the cursor), so a pass cannot beat half
+// (info, then the changes since the cursor), so a full sync cannot beat half
 // this rate.
 func (f *benchFleet) infoRate(b *testing.B) float64 {
 	b.Helper()
@@ -562,7 +562,7 @@ func sweepInfo(agents []*client.Agent) (float64, error) {
 
 // change gives the next tenth of the fleet one new action each, scheduled
 // directly on the agent (a ping), and waits until every one is DONE, so the
-// next pass has exactly that tenth of the nodes to import a change from.
+// next full sync has exactly that tenth of the nodes to import a change from.
 func (f *benchFleet) change(b *testing.B) int {
 	b.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
@@ -606,19 +606,19 @@ func cpuTime(b *testing.B) time.Duration {
 
 // BenchmarkPass measures one core's node syncs per second over N real
 // agents (in agent-host processes from hostFrom agents on): "idle" (nothing
-// changed; also the rows and bytes an idle pass writes, the goal being
+// changed; also the rows and bytes an idle full sync writes, the goal being
 // zero, and, when the agents run elsewhere, the core's CPU time per node
 // sync and its memory per 1,000 nodes), "changing" (a tenth of the nodes
-// each have one new finished action to import before every pass) and, from
-// 1,000 nodes, "approve" (approval → RUNNING while passes run back to back,
-// see approveDuringPass). Every idle sample is as many passes as make about
+// each have one new finished action to import before every full sync) and, from
+// 1,000 nodes, "approve" (approval → RUNNING while full syncs run back to back,
+// see approveDuringPass). Every idle sample is as many full syncs as make about
 // 5,000 node syncs, between two sweeps of the reference process; the ratio
 // of a sample is its syncs/s to half the mean of those two sweeps' calls/s
 // (a sync is two calls), and the figure is the median ratio of the samples,
 // with their spread (largest − smallest).
 //
 // Run it with -benchtime 1x: every sub-benchmark takes its samples per
-// iteration (refSamples reference samples; at least two changing passes;
+// iteration (refSamples reference samples; at least two changing full syncs;
 // the approvals of its size).
 func BenchmarkPass(b *testing.B) {
 	const refSamples = 3
@@ -638,7 +638,7 @@ func BenchmarkPass(b *testing.B) {
 					ref, ratios []float64
 					cpu         time.Duration
 				)
-				// Each sample's passes lie between two reference sweeps,
+				// Each sample's full syncs lie between two reference sweeps,
 				// and its reference is their mean: both see the same
 				// load on a shared machine.
 				b.StopTimer()
@@ -647,7 +647,7 @@ func BenchmarkPass(b *testing.B) {
 				for i := 0; i < b.N*refSamples; i++ {
 					c, t := cpuTime(b), time.Now()
 					for range rounds {
-						f.pass(b, n)
+						f.fullSync(b, n)
 					}
 					b.StopTimer()
 					rate := float64(n*rounds) / time.Since(t).Seconds()
@@ -676,18 +676,18 @@ func BenchmarkPass(b *testing.B) {
 				b.ReportMetric(float64(f.dbBytes(b)-bytes)/float64(b.N*rounds*refSamples), "idle_pass_bytes_written")
 			})
 			b.Run("changing", func(b *testing.B) {
-				passes := max(2, rounds) * b.N
+				fullSyncs := max(2, rounds) * b.N
 				b.ResetTimer()
-				for i := 0; i < passes; i++ {
+				for i := 0; i < fullSyncs; i++ {
 					b.StopTimer()
 					k := f.change(b)
 					b.StartTimer()
-					if rep := f.pass(b, n); rep.Changes < k {
-						b.Fatalf("pass wrote %d changes, want at least %d", rep.Changes, k)
+					if rep := f.fullSync(b, n); rep.Changes < k {
+						b.Fatalf("full sync wrote %d changes, want at least %d", rep.Changes, k)
 					}
 				}
 				b.StopTimer()
-				b.ReportMetric(float64(n*passes)/b.Elapsed().Seconds(), fmt.Sprintf("core_node_syncs_per_s_%d_changing", n))
+				b.ReportMetric(float64(n*fullSyncs)/b.Elapsed().Seconds(), fmt.Sprintf("core_node_syncs_per_s_%d_changing", n))
 			})
 			if tc.samples > 0 {
 				// Last: it starts the scheduler.
@@ -728,10 +728,10 @@ func rssMB(b *testing.B) float64 {
 	return 0
 }
 
-// BenchmarkPassPostgres is BenchmarkPass's idle and changing passes over
+// BenchmarkPassPostgres is BenchmarkPass's idle and changing full syncs over
 // 1,000 real agents with the store on PostgreSQL: the tests' local server,
 // which runs with fsync off where the SQLite file syncs, so the rows an idle
-// pass writes compare exactly and the rates as an order of magnitude.
+// full sync writes compare exactly and the rates as an order of magnitude.
 func BenchmarkPassPostgres(b *testing.B) {
 	const n = 1000
 	st, err := postgres.Open(context.Background(), pgtest.NewDatabase(b))
@@ -745,7 +745,7 @@ func BenchmarkPassPostgres(b *testing.B) {
 	b.Run("idle", func(b *testing.B) {
 		rows := f.st.RowsWritten()
 		for i := 0; i < b.N; i++ {
-			f.pass(b, n)
+			f.fullSync(b, n)
 		}
 		b.StopTimer()
 		b.ReportMetric(float64(n*b.N)/b.Elapsed().Seconds(), "pg_node_syncs_per_s_1000")
@@ -756,8 +756,8 @@ func BenchmarkPassPostgres(b *testing.B) {
 			b.StopTimer()
 			k := f.change(b)
 			b.StartTimer()
-			if rep := f.pass(b, n); rep.Changes < k {
-				b.Fatalf("pass wrote %d changes, want at least %d", rep.Changes, k)
+			if rep := f.fullSync(b, n); rep.Changes < k {
+				b.Fatalf("full sync wrote %d changes, want at least %d", rep.Changes, k)
 			}
 		}
 		b.StopTimer()

@@ -74,7 +74,7 @@ func (o *Orchestrator) newBudgetView(cs *clusterState, nodes []store.Node, open 
 	if procs != nil {
 		inFlight = procs.InFlight
 	}
-	pol := o.cfg.Budget.Load() // the budget as it is now, for this pass
+	pol := o.cfg.Budget.Load() // the budget as it is now, for this sync
 	u := pol.UsageWith(cs.id, nodes, open, inFlight)
 	if u == nil {
 		return nil
@@ -238,15 +238,16 @@ func (o *Orchestrator) refreshHeld(ctx context.Context, v *budgetView) bool {
 	return true
 }
 
-// nudgeHeld asks, once a sync has committed, for a sync of every node
-// whose disruptive action the budget held, when that sync saw a
-// disruptive action end: the held actions go at once, not at the next
-// pass. A node that is held again waits for the next end.
-func (o *Orchestrator) nudgeHeld(v *budgetView) {
+// heldToNudge returns, once a sync has committed, every node whose
+// disruptive action the budget held, when that sync saw a disruptive action
+// end: the loop syncs them, so that the held actions go at once, not at the
+// next full sync. A node that is held again waits for the next end.
+func (v *budgetView) heldToNudge() []string {
 	if v == nil {
-		return
+		return nil
 	}
 	v.led.mu.Lock()
+	defer v.led.mu.Unlock()
 	var nodes []string
 	if v.freed {
 		for n := range v.led.held {
@@ -254,10 +255,7 @@ func (o *Orchestrator) nudgeHeld(v *budgetView) {
 		}
 		clear(v.led.held)
 	}
-	v.led.mu.Unlock()
-	for _, n := range nodes {
-		o.NudgeNode(v.id, n)
-	}
+	return nodes
 }
 
 // release forgets the admission of an action whose push was not made or

@@ -26,18 +26,18 @@ func budgetOf(t *testing.T, max string) budget.Policy {
 
 // TestBudgetHoldsADisruptiveActionUntilThereIsRoom: with max_unavailable 1,
 // a disruptive action on a second node waits in PENDING_SCHEDULE, saying
-// why (written once: passes that hold it again write nothing), and goes
+// why (written once: full syncs that hold it again write nothing), and goes
 // once the first is over. A node's later actions wait behind its held one;
 // non-disruptive actions of other nodes go.
 func TestBudgetHoldsADisruptiveActionUntilThereIsRoom(t *testing.T) {
 	t.Parallel()
 	e := setup(t, orchestrate.Config{Budget: live.New(budgetOf(t, "1"))}, "n1", "n2", "n3")
 	first := e.create("n1", kindSleep, `{"seconds":300}`)
-	e.passUntil("the first to run", func() bool { return e.record(first).State == action.Running })
+	e.fullSyncUntil("the first to run", func() bool { return e.record(first).State == action.Running })
 	second := e.create("n2", kindSleep, `{"seconds":0}`)
 	behind := e.create("n2", "muster.io/debug.ping", `{}`)
 	other := e.create("n3", "muster.io/debug.ping", `{}`)
-	e.passUntil("the ping of n3", func() bool { return e.record(other).State == action.Done })
+	e.fullSyncUntil("the ping of n3", func() bool { return e.record(other).State == action.Done })
 
 	rec := e.record(second)
 	if rec.State != action.PendingSchedule || rec.StateReason != "held by the disruption budget: 1 of 1 unavailable" || rec.PushedStoreID != "" {
@@ -48,12 +48,12 @@ func TestBudgetHoldsADisruptiveActionUntilThereIsRoom(t *testing.T) {
 	}
 	rows := e.st.RowsWritten()
 	for range 3 {
-		if rep := e.pass(); rep.Changes != 0 || rep.Pushed != 0 {
-			t.Fatalf("a pass holding the action again wrote %+v", rep)
+		if rep := e.fullSync(); rep.Changes != 0 || rep.Pushed != 0 {
+			t.Fatalf("a full sync holding the action again wrote %+v", rep)
 		}
 	}
 	if e.st.RowsWritten() != rows {
-		t.Fatalf("passes holding the action again wrote %d rows", e.st.RowsWritten()-rows)
+		t.Fatalf("full syncs holding the action again wrote %d rows", e.st.RowsWritten()-rows)
 	}
 
 	e.update(func(ctx context.Context, tx store.Tx) error {
@@ -64,7 +64,7 @@ func TestBudgetHoldsADisruptiveActionUntilThereIsRoom(t *testing.T) {
 		r.CancelRequested = true
 		return tx.UpdateAction(ctx, r)
 	})
-	e.passUntil("the second and the ping behind it to finish", func() bool {
+	e.fullSyncUntil("the second and the ping behind it to finish", func() bool {
 		return e.record(second).State == action.Done && e.record(behind).State == action.Done
 	})
 	a, b := e.record(first), e.record(second)
@@ -81,9 +81,9 @@ func TestBudgetCountsDownNodes(t *testing.T) {
 	t.Parallel()
 	e := setup(t, orchestrate.Config{Budget: live.New(budgetOf(t, "1"))}, "n1", "n2")
 	e.agents["n1"].stop()
-	e.pass()
+	e.fullSync()
 	id := e.create("n2", kindSleep, `{"seconds":0}`)
-	e.pass()
+	e.fullSync()
 	if rec := e.record(id); rec.State != action.PendingSchedule || rec.StateReason != "held by the disruption budget: 1 of 1 unavailable" {
 		t.Fatalf("with n1 down: %s %q", rec.State, rec.StateReason)
 	}
@@ -93,7 +93,7 @@ func TestBudgetCountsDownNodes(t *testing.T) {
 func TestBudgetCountsDrainedNodes(t *testing.T) {
 	t.Parallel()
 	e := setup(t, orchestrate.Config{Budget: live.New(budgetOf(t, "1"))}, "n1", "n2")
-	e.pass()
+	e.fullSync()
 	e.update(func(ctx context.Context, tx store.Tx) error {
 		n, err := tx.Node(ctx, cluster, "n1")
 		if err != nil {
@@ -103,7 +103,7 @@ func TestBudgetCountsDrainedNodes(t *testing.T) {
 		return tx.PutNode(ctx, n)
 	})
 	id := e.create("n2", kindSleep, `{"seconds":0}`)
-	e.pass()
+	e.fullSync()
 	if rec := e.record(id); rec.State != action.PendingSchedule || rec.StateReason != "held by the disruption budget: 1 of 1 unavailable" {
 		t.Fatalf("with n1 drained: %s %q", rec.State, rec.StateReason)
 	}

@@ -32,12 +32,12 @@ func (f *fakeAgent) requestCount() int {
 func TestNodesHeldDownByDiscoveryAreNotContacted(t *testing.T) {
 	t.Parallel()
 	h := setup(t, Config{}, "n1", "n2")
-	h.pass()
+	h.fullSync()
 	h.events()
 	h.hold("n2", store.CauseFailed)
 	id := h.create("n2", nil)
 	before := h.agents["n2"].requestCount()
-	rep := h.pass()
+	rep := h.fullSync()
 	if got := h.agents["n2"].requestCount(); got != before {
 		t.Fatalf("a node held DOWN by discovery got %d requests", got-before)
 	}
@@ -56,7 +56,7 @@ func TestNodesHeldDownByDiscoveryAreNotContacted(t *testing.T) {
 	}
 	h.idle()
 
-	// The pool sees it again: discovery makes it UNKNOWN, the pass contacts it.
+	// The pool sees it again: discovery makes it UNKNOWN, the full sync contacts it.
 	h.update(func(ctx context.Context, tx store.Tx) error {
 		n, err := tx.Node(ctx, cluster, "n2")
 		if err != nil {
@@ -65,31 +65,31 @@ func TestNodesHeldDownByDiscoveryAreNotContacted(t *testing.T) {
 		n.Status, n.StatusReason, n.DownCause = store.NodeUnknown, "", ""
 		return tx.PutNode(ctx, n)
 	})
-	rep = h.pass()
+	rep = h.fullSync()
 	if n := h.node("n2"); n.Status != store.NodeUp || rep.Pushed != 1 {
 		t.Fatalf("n2 = %+v, report %+v", n, rep)
 	}
 	wantState(t, h.record(id), action.New)
 }
 
-func TestDiscoveryDuringAPassHasTheLastWord(t *testing.T) {
+func TestDiscoveryDuringAFullSyncHasTheLastWord(t *testing.T) {
 	t.Parallel()
 	h := setup(t, Config{}, "n1", "n2")
-	h.pass()
-	// n1 leaves while the pass talks to it.
+	h.fullSync()
+	// n1 leaves while the full sync talks to it.
 	h.agents["n1"].set(func(f *fakeAgent) {
 		f.infoHook = func(context.Context) { h.hold("n1", store.CauseLeft) }
 	})
-	h.pass()
+	h.fullSync()
 	if n := h.node("n1"); n.Status != store.NodeDown || n.StatusReason != store.ReasonLeft {
-		t.Fatalf("the pass overwrote discovery: n1 = %+v", n)
+		t.Fatalf("the full sync overwrote discovery: n1 = %+v", n)
 	}
 	if c := h.cluster(); c.Status != store.ClusterAlert || !strings.Contains(c.StatusReason, "n1") {
 		t.Fatalf("cluster = %+v", c)
 	}
 
-	// n2 is held DOWN, and comes back while the pass runs: the pass leaves
-	// it UNKNOWN for the next pass to contact.
+	// n2 is held DOWN, and comes back while the full sync runs: the full sync leaves
+	// it UNKNOWN for the next full sync to contact.
 	h.agents["n1"].set(func(f *fakeAgent) { f.infoHook = nil })
 	h.hold("n2", store.CauseFailed)
 	h.hold("n1", store.CauseFailed)
@@ -113,12 +113,12 @@ func TestDiscoveryDuringAPassHasTheLastWord(t *testing.T) {
 			})
 		}
 	})
-	h.pass()
+	h.fullSync()
 	if n := h.node("n2"); n.Status != store.NodeUnknown {
-		t.Fatalf("the pass put back what discovery lifted: n2 = %+v", n)
+		t.Fatalf("the full sync put back what discovery lifted: n2 = %+v", n)
 	}
 	h.agents["n1"].set(func(f *fakeAgent) { f.infoHook = nil })
-	h.pass()
+	h.fullSync()
 	if n := h.node("n2"); n.Status != store.NodeUp {
 		t.Fatalf("n2 = %+v", n)
 	}
@@ -130,7 +130,7 @@ func TestDiscoveryDuringAPassHasTheLastWord(t *testing.T) {
 func TestTheHoldIsTheStoredCauseNotTheReasonText(t *testing.T) {
 	t.Parallel()
 	h := setup(t, Config{}, "n1", "n2")
-	h.pass()
+	h.fullSync()
 	h.update(func(ctx context.Context, tx store.Tx) error {
 		for id, set := range map[string]func(n *store.Node){
 			"n1": func(n *store.Node) { n.Status, n.StatusReason, n.DownCause = store.NodeDown, store.ReasonFailed, "" },
@@ -150,7 +150,7 @@ func TestTheHoldIsTheStoredCauseNotTheReasonText(t *testing.T) {
 		return nil
 	})
 	before := h.agents["n2"].requestCount()
-	h.pass()
+	h.fullSync()
 	if n := h.node("n1"); n.Status != store.NodeUp {
 		t.Fatalf("a node DOWN with the text %q and no cause was not contacted: %+v", store.ReasonFailed, n)
 	}

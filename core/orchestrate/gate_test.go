@@ -50,18 +50,18 @@ func TestWindowHoldsDisruptiveActionsOnly(t *testing.T) {
 	cals.Store(schedule.Calendars{cluster: closedWindow(t)})
 	held := h.create("n1", nil)
 	ping := h.create("n1", func(r *store.Record) { r.Kind = kindPing })
-	h.pass()
+	h.fullSync()
 	rec := h.record(held)
 	wantState(t, rec, action.PendingSchedule)
 	if !strings.HasPrefix(rec.StateReason, "outside the maintenance window; next opens 20") || rec.PushedStoreID != "" {
 		t.Fatalf("held: %q, pushed to %q", rec.StateReason, rec.PushedStoreID)
 	}
 	wantState(t, h.record(ping), action.New)
-	if rep := h.pass(); rep.Changes != 0 || rep.Pushed != 0 {
-		t.Fatalf("a pass holding it again wrote %+v", rep)
+	if rep := h.fullSync(); rep.Changes != 0 || rep.Pushed != 0 {
+		t.Fatalf("a full sync holding it again wrote %+v", rep)
 	}
 	cals.Store(nil)
-	h.pass()
+	h.fullSync()
 	wantState(t, h.record(held), action.New)
 }
 
@@ -73,7 +73,7 @@ func TestFreezeHoldsEvenUrgentAndUrgentPassesAClosedWindow(t *testing.T) {
 	urgent := func(r *store.Record) { r.Urgent = "the disk fills up" }
 	cals.Store(schedule.Calendars{cluster: frozenNow("year-end")})
 	frozen := h.create("n1", urgent)
-	h.pass()
+	h.fullSync()
 	rec := h.record(frozen)
 	wantState(t, rec, action.PendingSchedule)
 	if !strings.HasPrefix(rec.StateReason, "frozen until ") || !strings.HasSuffix(rec.StateReason, ": year-end") {
@@ -82,7 +82,7 @@ func TestFreezeHoldsEvenUrgentAndUrgentPassesAClosedWindow(t *testing.T) {
 	cals.Store(schedule.Calendars{cluster: closedWindow(t)})
 	passing := h.create("n2", urgent)
 	plain := h.create("n2", nil)
-	h.pass()
+	h.fullSync()
 	wantState(t, h.record(passing), action.New)
 	wantState(t, h.record(frozen), action.New)
 	wantState(t, h.record(plain), action.PendingSchedule)
@@ -90,22 +90,22 @@ func TestFreezeHoldsEvenUrgentAndUrgentPassesAClosedWindow(t *testing.T) {
 
 // TestNotBeforeHoldsAnyActionAndAWakeUpPushesIt: an action whose
 // not_before is to come waits, whatever its kind, saying until when; the
-// wake-up armed for that moment nudges its node, with no pass between.
+// wake-up armed for that moment nudges its node, with no full sync between.
 func TestNotBeforeHoldsAnyActionAndAWakeUpPushesIt(t *testing.T) {
 	t.Parallel()
 	h, _ := gateSetup(t, "n1")
-	h.pass()
-	// Far enough ahead that the pass below ends before it even on a loaded
+	h.fullSync()
+	// Far enough ahead that the full sync below ends before it even on a loaded
 	// machine; the wake-up then pushes it about 3 s from now.
 	at := action.UTC(time.Now().Add(3 * time.Second))
 	id := h.create("n1", func(r *store.Record) { r.Kind, r.NotBefore = kindPing, &at })
-	h.pass()
+	h.fullSync()
 	rec := h.record(id)
 	wantState(t, rec, action.PendingSchedule)
 	if rec.StateReason != "not before "+at.Format(time.RFC3339) {
 		t.Fatalf("reason %q", rec.StateReason)
 	}
-	h.start() // its first pass holds it again and arms the wake-up; the interval is an hour
+	h.start() // its first full sync holds it again and arms the wake-up; the interval is an hour
 	testwait.For(t, "the wake-up to push it", func() bool { return h.record(id).State == action.New })
 	if _, ok := h.agents["n1"].get(id); !ok {
 		t.Fatal("the agent does not hold it")
@@ -128,7 +128,7 @@ func TestAFreezeThatBeginsDuringABatchStopsItsLaterPushes(t *testing.T) {
 			}
 		}
 	})
-	h.pass()
+	h.fullSync()
 	wantState(t, h.record(first), action.New)
 	if _, sent := ag.get(second); sent {
 		t.Fatal("the second push went out after the freeze began")
@@ -139,13 +139,13 @@ func TestAFreezeThatBeginsDuringABatchStopsItsLaterPushes(t *testing.T) {
 		t.Fatalf("the second keeps a push mark %q though it was never sent", m)
 	}
 	ag.set(func(f *fakeAgent) { f.pushHook = nil })
-	h.pass()
+	h.fullSync()
 	rec := h.record(second)
 	wantState(t, rec, action.PendingSchedule)
 	if !strings.HasSuffix(rec.StateReason, ": incident 42") {
 		t.Fatalf("held by the freeze: reason %q", rec.StateReason)
 	}
 	cals.Store(nil)
-	h.pass()
+	h.fullSync()
 	wantState(t, h.record(second), action.New)
 }

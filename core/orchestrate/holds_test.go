@@ -28,12 +28,12 @@ func TestABudgetHoldsReasonIsRefreshedWhenTheBudgetChanges(t *testing.T) {
 	one, _ := limit.Parse("1")
 	h := setup(t, Config{Budget: live.New(budget.Policy{MaxUnavailable: map[string]limit.Limit{cluster: one},
 		Kinds: []budget.KindRule{{Kind: "muster.io/debug.sleep", Disruptive: true}}})}, "n1", "n2", "n3")
-	h.pass()
+	h.fullSync()
 	a := h.create("n1", nil)
-	h.pass()
+	h.fullSync()
 	wantState(t, h.record(a), action.New)
 	b := h.create("n3", nil)
-	h.pass()
+	h.fullSync()
 	if r := h.record(b); r.State != action.PendingSchedule || r.StateReason != "held by the disruption budget: 1 of 1 unavailable" {
 		t.Fatalf("held: %s %q", r.State, r.StateReason)
 	}
@@ -61,7 +61,7 @@ func TestABudgetHoldsReasonIsRefreshedWhenTheBudgetChanges(t *testing.T) {
 func TestADrainedNodesActionSaysWhyItWaits(t *testing.T) {
 	t.Parallel()
 	h := setup(t, Config{}, "n1")
-	h.pass()
+	h.fullSync()
 	drain := func(on bool) {
 		h.update(func(ctx context.Context, tx store.Tx) error {
 			var err error
@@ -75,13 +75,13 @@ func TestADrainedNodesActionSaysWhyItWaits(t *testing.T) {
 	}
 	drain(true)
 	id := h.create("n1", nil)
-	h.pass()
+	h.fullSync()
 	if r := h.record(id); r.State != action.PendingSchedule || r.StateReason != actions.ReasonDrained {
 		t.Fatalf("on a drained node: %s %q", r.State, r.StateReason)
 	}
 	h.idle()
 	drain(false)
-	if rep := h.pass(); rep.Pushed != 1 {
+	if rep := h.fullSync(); rep.Pushed != 1 {
 		t.Fatalf("after the undrain: %+v", rep)
 	}
 	if r := h.record(id); r.State != action.New || r.StateReason == actions.ReasonDrained {
@@ -94,7 +94,7 @@ func TestADrainedNodesActionSaysWhyItWaits(t *testing.T) {
 func TestLastContactMovesInMemoryWithoutWrites(t *testing.T) {
 	t.Parallel()
 	h := setup(t, Config{ContactEvery: time.Hour}, "n1")
-	h.pass()
+	h.fullSync()
 	stored := h.node("n1").LastContact
 	if stored == nil {
 		t.Fatal("no last contact after the first sync")
@@ -117,11 +117,11 @@ func TestLastContactMovesInMemoryWithoutWrites(t *testing.T) {
 func TestLastContactIsStoredOnceContactEveryHasPassed(t *testing.T) {
 	t.Parallel()
 	h := setup(t, Config{ContactEvery: 20 * time.Millisecond}, "n1")
-	h.pass()
+	h.fullSync()
 	first := *h.node("n1").LastContact
 	h.events()
 	testwait.For(t, "the last contact stored again", func() bool {
-		h.pass()
+		h.fullSync()
 		return h.node("n1").LastContact.Sub(first) >= 20*time.Millisecond
 	})
 	if ev := h.events(); len(ev) != 0 {
@@ -169,12 +169,12 @@ func TestARunHeldByTheBudgetSaysSo(t *testing.T) {
 	engine := runs.NewEngine(live.New(pol), &actions.Rules{Policy: live.New(pol)}, nil)
 	h := setup(t, Config{Runs: engine, Budget: live.New(budget.Policy{MaxUnavailable: map[string]limit.Limit{cluster: one},
 		Kinds: []budget.KindRule{{Kind: "muster.io/debug.sleep", Disruptive: true}}})}, "n1", "n2", "n3")
-	h.pass()
+	h.fullSync()
 	a := h.create("n1", nil)
-	h.pass()
+	h.fullSync()
 	wantState(t, h.record(a), action.New)
 	id := h.runOn(engine, "n3")
-	h.pass()
+	h.fullSync()
 	want := runs.ReasonApproved + "; waiting: node n3 is held by the disruption budget of cluster " + cluster + " (1 of 1 unavailable)"
 	if r := h.run(id); r.State != store.RunRunning || r.StateReason != want {
 		t.Fatalf("held by the budget: %s %q, want %q", r.State, r.StateReason, want)
@@ -189,8 +189,8 @@ func TestARunHeldByTheBudgetSaysSo(t *testing.T) {
 	}
 	h.agents["n2"].set(func(f *fakeAgent) { f.down = false })
 	h.agents["n1"].run(t, a, action.Done, nil)
-	h.pass()
-	h.pass()
+	h.fullSync()
+	h.fullSync()
 	if r := h.run(id); r.State != store.RunRunning || r.StateReason != runs.ReasonApproved {
 		t.Fatalf("once its child was sent: %s %q", r.State, r.StateReason)
 	}
@@ -204,7 +204,7 @@ func TestARunHeldByADrainSaysSo(t *testing.T) {
 	pol := approval.DefaultPolicy()
 	engine := runs.NewEngine(live.New(pol), &actions.Rules{Policy: live.New(pol)}, nil)
 	h := setup(t, Config{Runs: engine}, "n1")
-	h.pass()
+	h.fullSync()
 	drain := func(on bool) {
 		h.update(func(ctx context.Context, tx store.Tx) error {
 			var err error
@@ -218,14 +218,14 @@ func TestARunHeldByADrainSaysSo(t *testing.T) {
 	}
 	id := h.runOn(engine, "n1") // its child is created at once, not yet sent
 	drain(true)
-	h.pass()
+	h.fullSync()
 	want := runs.ReasonApproved + "; waiting: node n1 is drained"
 	if r := h.run(id); r.State != store.RunRunning || r.StateReason != want {
 		t.Fatalf("on a drained node: %s %q, want %q", r.State, r.StateReason, want)
 	}
 	h.idle()
 	drain(false)
-	h.pass()
+	h.fullSync()
 	if r := h.run(id); r.State != store.RunRunning || r.StateReason != runs.ReasonApproved {
 		t.Fatalf("after the undrain: %s %q", r.State, r.StateReason)
 	}

@@ -11,10 +11,10 @@ import (
 	"github.com/musterhq/muster/core/store"
 )
 
-// TestPassLaysTheAgentsLabelsOverTheStaticOnes: a pass writes a node's
+// TestFullSyncLaysTheAgentsLabelsOverTheStaticOnes: a full sync writes a node's
 // labels as the configured ones with the agent's own laid over them, key by
-// key, and an idle pass rewrites nothing.
-func TestPassLaysTheAgentsLabelsOverTheStaticOnes(t *testing.T) {
+// key, and an idle full sync rewrites nothing.
+func TestFullSyncLaysTheAgentsLabelsOverTheStaticOnes(t *testing.T) {
 	t.Parallel()
 	e := setup(t, orchestrate.Config{StaticLabels: map[string]map[string]map[string]string{
 		cluster: {"n1": {"role": "replica", "dc": "a"}, "n2": {"dc": "b"}},
@@ -32,7 +32,7 @@ func TestPassLaysTheAgentsLabelsOverTheStaticOnes(t *testing.T) {
 				Status: store.NodeUnknown})
 		})
 	}
-	e.pass()
+	e.fullSync()
 	got := map[string]map[string]string{}
 	ctx := context.Background()
 	_ = e.st.Read(ctx, func(r store.Reader) error {
@@ -49,7 +49,7 @@ func TestPassLaysTheAgentsLabelsOverTheStaticOnes(t *testing.T) {
 		t.Errorf("n2 labels %v, want %v", got["n2"], want)
 	}
 	rows := e.st.RowsWritten()
-	if rep := e.pass(); rep.Changes != 0 || e.st.RowsWritten() != rows {
-		t.Fatalf("idle pass with labels wrote %d rows", e.st.RowsWritten()-rows)
+	if rep := e.fullSync(); rep.Changes != 0 || e.st.RowsWritten() != rows {
+		t.Fatalf("idle full sync with labels wrote %d rows", e.st.RowsWritten()-rows)
 	}
 }

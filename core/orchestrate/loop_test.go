@@ -115,7 +115,7 @@ func TestTwoSyncsOfOneClusterNeverOverlap(t *testing.T) {
 			defer wg.Done()
 			for k := 0; ctx.Err() == nil && k < 5; k++ {
 				h.o.Nudge(cluster)
-				if _, err := h.o.Pass(ctx, cluster); err != nil && ctx.Err() == nil {
+				if _, err := h.o.FullSync(ctx, cluster); err != nil && ctx.Err() == nil {
 					t.Error(err)
 				}
 			}
@@ -143,7 +143,7 @@ func TestAFullSyncGoesInBatches(t *testing.T) {
 	h := setup(t, Config{BatchSize: 2, NodeConcurrency: 1}, "n1", "n2", "n3", "n4", "n5")
 	h.o.TestSignals.InitSteps(t)
 	read := readSteps(h)
-	rep := h.pass()
+	rep := h.fullSync()
 	if rep.Nodes != 5 || rep.Changes != 5 { // five nodes UP; the cluster was healthy already
 		t.Fatalf("report %+v", rep)
 	}
@@ -174,16 +174,16 @@ func TestTheLastBatchCountsTheDownNodesOfEarlierOnes(t *testing.T) {
 	t.Parallel()
 	h := setup(t, Config{BatchSize: 2, NodeConcurrency: 1}, "n1", "n2", "n3", "n4", "n5")
 	h.agents["n1"].set(func(f *fakeAgent) { f.down = true })
-	h.pass()
+	h.fullSync()
 	if c := h.cluster(); c.Status != store.ClusterAlert || !strings.Contains(c.StatusReason, "n1") {
 		t.Fatalf("n1 down in the first batch, cluster = %+v", c)
 	}
-	h.pass() // n1 still down: still in alert
+	h.fullSync() // n1 still down: still in alert
 	if c := h.cluster(); c.Status != store.ClusterAlert || !strings.Contains(c.StatusReason, "n1") {
-		t.Fatalf("second pass, cluster = %+v", c)
+		t.Fatalf("second full sync, cluster = %+v", c)
 	}
 	h.agents["n1"].set(func(f *fakeAgent) { f.down = false })
-	h.pass()
+	h.fullSync()
 	if c := h.cluster(); c.Status != store.ClusterHealthy {
 		t.Fatalf("n1 up again, cluster = %+v", c)
 	}
@@ -196,11 +196,11 @@ func TestANudgedNodeGoesBetweenBatches(t *testing.T) {
 	t.Parallel()
 	nodes := []string{"slow", "n2", "n3", "n4"}
 	h := setup(t, Config{Interval: time.Hour, BatchSize: 2}, nodes...)
-	h.pass()
+	h.fullSync()
 	entered, release := stuck(h, "slow")
 	defer close(release)
 	done := make(chan error, 1)
-	go func() { _, err := h.o.Pass(context.Background(), cluster); done <- err }()
+	go func() { _, err := h.o.FullSync(context.Background(), cluster); done <- err }()
 	<-entered
 	h.start() // its first full sync waits for the direct one
 	id := h.create("n4", nil)
@@ -225,13 +225,13 @@ func TestANudgedNodeGoesBetweenBatches(t *testing.T) {
 func TestANudgedNodeDoesNotWaitForItsTurnInTheBatch(t *testing.T) {
 	t.Parallel()
 	h := setup(t, Config{Interval: time.Hour, NodeConcurrency: 1, AgentTimeout: time.Hour}, "n2", "n3", "slow")
-	h.pass()
+	h.fullSync()
 	h.create("slow", nil) // something to push: the full sync takes it first
 	entered, rel := stuck(h, "slow")
 	release := sync.OnceFunc(func() { close(rel) })
 	defer release()
 	done := make(chan error, 1)
-	go func() { _, err := h.o.Pass(context.Background(), cluster); done <- err }()
+	go func() { _, err := h.o.FullSync(context.Background(), cluster); done <- err }()
 	<-entered
 	h.start()
 	id := h.create("n3", nil)

@@ -10,7 +10,10 @@ import (
 
 // metrics are the orchestrator's Prometheus series.
 type metrics struct {
-	passes    *prometheus.CounterVec
+	// fullSyncs and duration count the full syncs; their metric names
+	// still say "pass", the full sync's old name, so that dashboards keep
+	// working.
+	fullSyncs *prometheus.CounterVec
 	duration  prometheus.Histogram
 	nodeSyncs *prometheus.CounterVec
 	pushes    *prometheus.CounterVec
@@ -18,20 +21,20 @@ type metrics struct {
 	expired   prometheus.Counter
 	// nudgedSyncs counts syncs of nudged nodes (SyncNodes) by result.
 	nudgedSyncs *prometheus.CounterVec
-	// latePushes: pushes of passes whose lease was lost before they could
+	// latePushes: pushes of syncs whose lease was lost before they could
 	// record them (harmless: an agent never runs an id twice).
 	latePushes prometheus.Counter
 }
 
 func newMetrics(reg prometheus.Registerer, st store.Store) (*metrics, error) {
 	m := &metrics{
-		passes: prometheus.NewCounterVec(prometheus.CounterOpts{
+		fullSyncs: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "muster_core_orchestrate_passes_total",
-			Help: "Cluster passes by result: idle (wrote nothing), wrote, or error.",
+			Help: "Full syncs of a cluster by result: idle (wrote nothing), wrote, or error.",
 		}, []string{"result"}),
 		duration: prometheus.NewHistogram(prometheus.HistogramOpts{
 			Name:    "muster_core_orchestrate_pass_duration_seconds",
-			Help:    "Duration of one cluster pass.",
+			Help:    "Duration of one full sync of a cluster.",
 			Buckets: prometheus.ExponentialBuckets(0.005, 2, 12),
 		}),
 		nodeSyncs: prometheus.NewCounterVec(prometheus.CounterOpts{
@@ -44,7 +47,7 @@ func newMetrics(reg prometheus.Registerer, st store.Store) (*metrics, error) {
 		}, []string{"status"}),
 		changes: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "muster_core_orchestrate_changes_total",
-			Help: "Records, nodes and clusters written by passes.",
+			Help: "Records, nodes and clusters written by syncs.",
 		}),
 		expired: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "muster_core_orchestrate_approvals_expired_total",
@@ -56,7 +59,7 @@ func newMetrics(reg prometheus.Registerer, st store.Store) (*metrics, error) {
 		}, []string{"result"}),
 		latePushes: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "muster_core_orchestrate_late_pushes_total",
-			Help: "Actions pushed by a pass whose cluster lease was lost before the pass could record them.",
+			Help: "Actions pushed by a sync whose cluster lease was lost before the sync could record them.",
 		}),
 	}
 	if reg == nil {
@@ -66,7 +69,7 @@ func newMetrics(reg prometheus.Registerer, st store.Store) (*metrics, error) {
 		Name: "muster_core_store_rows_written_total",
 		Help: "Rows inserted, updated or deleted in the core store since it opened.",
 	}, func() float64 { return float64(st.RowsWritten()) })
-	for _, c := range []prometheus.Collector{m.passes, m.duration, m.nodeSyncs, m.pushes, m.changes, m.expired,
+	for _, c := range []prometheus.Collector{m.fullSyncs, m.duration, m.nodeSyncs, m.pushes, m.changes, m.expired,
 		m.nudgedSyncs, m.latePushes, rows} {
 		if err := reg.Register(c); err != nil {
 			return nil, err
@@ -75,15 +78,16 @@ func newMetrics(reg prometheus.Registerer, st store.Store) (*metrics, error) {
 	return m, nil
 }
 
-func (m *metrics) observePass(d time.Duration, rep Report, err error) {
+// observeFullSync counts one full sync.
+func (m *metrics) observeFullSync(d time.Duration, rep Report, err error) {
 	m.duration.Observe(d.Seconds())
 	switch {
 	case err != nil:
-		m.passes.WithLabelValues("error").Inc()
+		m.fullSyncs.WithLabelValues("error").Inc()
 	case rep.Changes > 0:
-		m.passes.WithLabelValues("wrote").Inc()
+		m.fullSyncs.WithLabelValues("wrote").Inc()
 	default:
-		m.passes.WithLabelValues("idle").Inc()
+		m.fullSyncs.WithLabelValues("idle").Inc()
 	}
 	m.changes.Add(float64(rep.Changes))
 	m.nodeSyncs.WithLabelValues(store.NodeUp).Add(float64(rep.Nodes - rep.Down))

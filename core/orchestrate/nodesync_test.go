@@ -35,16 +35,16 @@ func stuck(h *harness, node string) (entered <-chan struct{}, release chan struc
 	return in, rel
 }
 
-// TestSyncNodesPushesWhileAPassIsUnderWay: a pass of the cluster is stuck
+// TestSyncNodesPushesWhileAFullSyncIsUnderWay: a full sync of the cluster is stuck
 // on one agent; a sync of another node pushes its new action at once, and
-// the pass then ends normally.
-func TestSyncNodesPushesWhileAPassIsUnderWay(t *testing.T) {
+// the full sync then ends normally.
+func TestSyncNodesPushesWhileAFullSyncIsUnderWay(t *testing.T) {
 	t.Parallel()
 	h := setup(t, Config{}, "n1", "slow")
-	h.pass()
+	h.fullSync()
 	entered, release := stuck(h, "slow")
 	passDone := make(chan error, 1)
-	go func() { _, err := h.o.Pass(context.Background(), cluster); passDone <- err }()
+	go func() { _, err := h.o.FullSync(context.Background(), cluster); passDone <- err }()
 	<-entered
 
 	id := h.create("n1", nil)
@@ -55,7 +55,7 @@ func TestSyncNodesPushesWhileAPassIsUnderWay(t *testing.T) {
 	wantState(t, h.record(id), action.New)
 	select {
 	case err := <-passDone:
-		t.Fatalf("the pass ended before it was released: %v", err)
+		t.Fatalf("the full sync ended before it was released: %v", err)
 	default:
 	}
 	close(release)
@@ -74,16 +74,16 @@ func TestSyncNodesPushesWhileAPassIsUnderWay(t *testing.T) {
 	}
 }
 
-// TestNudgeNodeDoesNotWaitForThePass: with the orchestrator running and a
-// pass stuck, NudgeNode gets the action pushed.
-func TestNudgeNodeDoesNotWaitForThePass(t *testing.T) {
+// TestNudgeNodeDoesNotWaitForTheFullSync: with the orchestrator running and a
+// full sync stuck, NudgeNode gets the action pushed.
+func TestNudgeNodeDoesNotWaitForTheFullSync(t *testing.T) {
 	t.Parallel()
 	h := setup(t, Config{Interval: time.Hour}, "n1", "slow")
-	h.pass()
+	h.fullSync()
 	entered, release := stuck(h, "slow")
 	defer close(release)
 	h.start()
-	<-entered // the first pass of the scheduler is stuck on "slow"
+	<-entered // the first full sync of the scheduler is stuck on "slow"
 	id := h.create("n1", nil)
 	h.o.NudgeNode(cluster, "n1")
 	if s := h.o.TestSignals.NodesSynced.Wait(); !slices.Equal(s.Nodes, []string{"n1"}) || s.Err != nil || s.Report.Pushed != 1 {
@@ -100,7 +100,7 @@ func TestConcurrentSyncsShareTheBudget(t *testing.T) {
 	one, _ := limit.Parse("1")
 	h := setup(t, Config{Budget: live.New(budget.Policy{MaxUnavailable: map[string]limit.Limit{cluster: one},
 		Kinds: []budget.KindRule{{Kind: "muster.io/debug.sleep", Disruptive: true}}})}, "n1", "n2")
-	h.pass()
+	h.fullSync()
 	a, b := h.create("n1", nil), h.create("n2", nil)
 	var wg sync.WaitGroup
 	for _, n := range []string{"n1", "n2"} {
@@ -135,7 +135,7 @@ func TestAgentLabelsBeyondBoundsAreRefused(t *testing.T) {
 	h := setup(t, Config{StaticLabels: map[string]map[string]map[string]string{cluster: {"n1": {"dc": "a"}}}}, "n1", "n2")
 	h.agents["n1"].set(func(f *fakeAgent) { f.labels = map[string]string{"role": "<script>"} })
 	h.agents["n2"].set(func(f *fakeAgent) { f.labels = map[string]string{"role": "replica"} })
-	h.pass()
+	h.fullSync()
 	if n := h.node("n1"); n.Status != store.NodeUp || len(n.Labels) != 1 || n.Labels["dc"] != "a" {
 		t.Fatalf("n1: %s %v", n.Status, n.Labels)
 	}
@@ -146,15 +146,15 @@ func TestAgentLabelsBeyondBoundsAreRefused(t *testing.T) {
 
 // TestAHeldActionGoesWhenTheNoteSaysTheOtherEnded: the sync of a node whose
 // disruptive action ended (an agent's note) nudges the node the budget held,
-// and its action is pushed at once, without a pass.
+// and its action is pushed at once, without a full sync.
 func TestAHeldActionGoesWhenTheNoteSaysTheOtherEnded(t *testing.T) {
 	t.Parallel()
 	one, _ := limit.Parse("1")
 	h := setup(t, Config{Interval: time.Hour, Budget: live.New(budget.Policy{MaxUnavailable: map[string]limit.Limit{cluster: one},
 		Kinds: []budget.KindRule{{Kind: "muster.io/debug.sleep", Disruptive: true}}})}, "n1", "n2")
 	h.start()
-	testwait.For(t, "the first pass", func() bool { return h.node("n2").Status == store.NodeUp })
-	passes := func() int {
+	testwait.For(t, "the first full sync", func() bool { return h.node("n2").Status == store.NodeUp })
+	infos := func() int {
 		h.agents["n1"].mu.Lock()
 		defer h.agents["n1"].mu.Unlock()
 		n := 0
@@ -174,12 +174,12 @@ func TestAHeldActionGoesWhenTheNoteSaysTheOtherEnded(t *testing.T) {
 
 	h.agents["n1"].run(t, a, action.Running, nil)
 	h.agents["n1"].run(t, a, action.Done, nil)
-	before := passes()
+	before := infos()
 	h.o.NudgeNode(cluster, "n1") // what the agent's note does
 	testwait.For(t, "b pushed", func() bool { return h.record(b).State == action.New })
 	wantState(t, h.record(a), action.Done)
-	if got := passes(); got != before+1 {
-		t.Fatalf("n1 was asked for its info %d times, want once (its own sync, no pass)", got-before)
+	if got := infos(); got != before+1 {
+		t.Fatalf("n1 was asked for its info %d times, want once (its own sync, no full sync)", got-before)
 	}
 }
 
@@ -213,15 +213,15 @@ func (g *gate) PassContext(ctx context.Context, clusterID string) (context.Conte
 }
 
 // TestNodeSyncsNeedTheClustersLease: with several replicas, a nudged node
-// sync runs only on the replica that holds the cluster's lease, like a pass.
+// sync runs only on the replica that holds the cluster's lease, like a full sync.
 func TestNodeSyncsNeedTheClustersLease(t *testing.T) {
 	t.Parallel()
 	g := &gate{asked: make(chan string, 100)}
 	h := setup(t, Config{Interval: time.Hour, Leases: g}, "n1")
-	h.pass() // n1 UP
+	h.fullSync() // n1 UP
 	h.start()
 	id := h.create("n1", nil)
-	<-g.asked // the scheduler's first pass, refused
+	<-g.asked // the scheduler's first full sync, refused
 	// Two refused nudges: the second is asked only once the first has ended
 	// (one sync of a cluster at a time), so the first had every chance to push.
 	for range 2 {
@@ -239,24 +239,24 @@ func TestNodeSyncsNeedTheClustersLease(t *testing.T) {
 	testwait.For(t, "the push under the lease", func() bool { return h.record(id).State == action.New })
 }
 
-// TestPassCommitDoesNotUndoANewerNodeSync: a pass talks to n1 (its action
+// TestFullSyncCommitDoesNotUndoANewerNodeSync: a full sync talks to n1 (its action
 // RUNNING) and is then held up by another node; meanwhile the action ends
-// and a sync of n1 alone commits DONE. The pass's commit must not take the
+// and a sync of n1 alone commits DONE. The full sync's commit must not take the
 // record back to RUNNING.
-func TestPassCommitDoesNotUndoANewerNodeSync(t *testing.T) {
+func TestFullSyncCommitDoesNotUndoANewerNodeSync(t *testing.T) {
 	t.Parallel()
 	h := setup(t, Config{}, "n1", "slow")
-	h.pass()
+	h.fullSync()
 	id := h.create("n1", nil)
-	h.pass()
+	h.fullSync()
 	h.agents["n1"].run(t, id, action.Running, nil)
 	h.agents["n1"].calls("") // forget the requests so far
 	entered, release := stuck(h, "slow")
 	passDone := make(chan error, 1)
-	go func() { _, err := h.o.Pass(context.Background(), cluster); passDone <- err }()
+	go func() { _, err := h.o.FullSync(context.Background(), cluster); passDone <- err }()
 	<-entered
 	pulled := 0
-	testwait.For(t, "the pass to pull n1", func() bool {
+	testwait.For(t, "the full sync to pull n1", func() bool {
 		pulled += len(h.agents["n1"].calls("GET /api/v1/actions"))
 		return pulled > 0
 	})

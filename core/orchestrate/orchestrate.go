@@ -5,22 +5,30 @@
 // conflict), push PENDING_SCHEDULE actions and pending cancels, and commit
 // it under the lease's fencing epoch, or nothing when nothing changed.
 //
-// The Orchestrator asks each cluster's loop for a full sync every Interval
-// (with jitter), at most Workers clusters at once, and early when a cluster
-// is nudged; a nudge of a node asks for a sync of that node. It also expires
-// approvals.
+// The Orchestrator asks each cluster's loop for a full sync (a sync of every
+// node) every Interval (with jitter), at most Workers clusters at once, and
+// early when a cluster is nudged; a nudge of a node asks for a sync of that
+// node. Beside the loops run its parts, each a shared/startstop service: the
+// wake-ups of held actions, the run watches and polls, the expiry sweep and
+// the scheduler.
+//
+// The files are split by concern, and a file calls only into files below it
+// (docs/architecture.md lists the rows, which a doc check keeps true): this
+// file builds the orchestrator and starts and stops its parts; cluster.go
+// takes the requests; loop.go decides which sync starts when; fullsync.go
+// steps the full syncs; pipeline.go sends nodes to the workers and commits
+// their answers; below them are the reads, the commit and plan, the
+// conversation with one agent, the holds, the advancer, the watches, the
+// wake-ups and the clients.
 package orchestrate
 
 import (
 	"context"
 	"crypto/tls"
-	"errors"
 	"fmt"
 	"log/slog"
-	"math/rand/v2"
-	"net"
 	"net/http"
-	"strings"
+	"slices"
 	"sync"
 	"time"
 
@@ -31,24 +39,22 @@ import (
 	"github.com/musterhq/muster/core/budget"
 	"github.com/musterhq/muster/core/schedule"
 	"github.com/musterhq/muster/core/store"
-	"github.com/musterhq/muster/shared/action"
-	"github.com/musterhq/muster/shared/gossip"
 	"github.com/musterhq/muster/shared/live"
 	"github.com/musterhq/muster/shared/startstop"
 	"github.com/musterhq/muster/shared/testsignal"
-	"github.com/musterhq/muster/shared/tlsutil"
 )
 
 // Config tunes the orchestrator. Zero fields take the DefaultConfig values.
 type Config struct {
-	// Interval between two passes of one cluster; each wait is jittered ±10%.
+	// Interval between two full syncs of one cluster; each wait is jittered ±10%.
 	Interval time.Duration
-	// Workers bounds the passes running at once, over all clusters.
+	// Workers bounds the full syncs running at once, over all clusters.
 	Workers int
 	// MaxQueuedPerNode bounds the NEW and RUNNING actions of one agent.
 	MaxQueuedPerNode int
-	// FullSyncEvery: every this many passes, a cluster's passes list every
-	// record of every agent and compare id sets (LOST detection).
+	// FullSyncEvery: every this many full syncs, a cluster's full sync
+	// lists every record of every agent and compares id sets (LOST
+	// detection).
 	FullSyncEvery int
 	// AgentTimeout bounds every request to an agent.
 	AgentTimeout time.Duration
@@ -77,7 +83,8 @@ type Config struct {
 	ContactEvery time.Duration
 	// PageSize is the limit of one GET actions page.
 	PageSize int
-	// Debounce delays a nudged pass so that a burst of nudges makes one pass.
+	// Debounce delays a nudged full sync so that a burst of nudges makes one
+	// full sync.
 	Debounce time.Duration
 	// RunPoll is how often the nodes holding an unfinished child of a
 	// running run are synced (those nodes alone), so that a run's next wave
@@ -88,14 +95,14 @@ type Config struct {
 	NoRunWatch bool
 	// HTTPClient reaches the agents (with the agents' TLS settings). Nil
 	// uses a plain client that keeps one idle connection to every node
-	// between passes and opens at most two to a node (the standard
+	// between syncs and opens at most two to a node (the standard
 	// library's default keeps 100 in all, so a larger fleet would reconnect
-	// to most nodes on every pass); requests carry their own timeouts.
+	// to most nodes on every full sync); requests carry their own timeouts.
 	HTTPClient *http.Client
 	// Scheme is put before agent addresses that have none: "http" (default)
 	// or "https". With AgentTLS it is always "https".
 	Scheme string
-	// Leases, when set, decides which clusters this replica passes (several core
+	// Leases, when set, decides which clusters this replica syncs (several core
 	// replicas on one database, docs/architecture.md, "Several core replicas");
 	// nil: all of them.
 	Leases Leases
@@ -108,7 +115,7 @@ type Config struct {
 	// anything is sent to it.
 	AgentTLS *tls.Config
 	// StaticLabels are the labels the core's configuration gives nodes, by
-	// cluster and node id; a pass lays the agent's own labels (from its
+	// cluster and node id; a sync lays the agent's own labels (from its
 	// info) over them, key by key.
 	StaticLabels map[string]map[string]map[string]string
 	// Budget is the disruption budget of every cluster and the kinds it counts
@@ -120,7 +127,8 @@ type Config struct {
 	// disruptive action is pushed outside a window or in a freeze. nil:
 	// none.
 	Calendars *live.Value[schedule.Calendars]
-	// Runs, when set, moves runs on at every pass (core/runs).
+	// Runs, when set, moves runs on at every full sync and after the commits
+	// that may let them move (core/runs).
 	Runs Runs
 	// RefuseInternalGossip: nodes found through gossip are never dialled at
 	// a loopback, link-local or unspecified IP address, whatever their host
@@ -194,14 +202,6 @@ func (c *Config) fill() {
 	}
 }
 
-// Leases tells whether this replica holds a cluster's lease (core/lease).
-type Leases interface {
-	// PassContext returns the context of one pass of the cluster, which
-	// carries the lease's store.Fence and ends when the lease is lost, or ok
-	// false when this replica does not hold the lease.
-	PassContext(ctx context.Context, clusterID string) (pctx context.Context, done context.CancelFunc, ok bool)
-}
-
 // Errors of Start (shared/startstop's).
 var (
 	ErrStarted = startstop.ErrStarted
@@ -209,8 +209,8 @@ var (
 )
 
 // Orchestrator runs the clusters' loops. Build it with New, run it with
-// Start, end it with Stop. Pass, SyncNodes and ExpireApprovals may also be
-// called directly.
+// Start, end it with Stop. FullSync, SyncNodes, ExpireApprovals and
+// ExpireSchedules may also be called directly.
 type Orchestrator struct {
 	cfg     Config
 	st      store.Store
@@ -218,19 +218,13 @@ type Orchestrator struct {
 	log     *slog.Logger
 	hc      *http.Client
 	guarded *http.Client // hc's twin for gossip nodes, with RefuseInternalGossip (else nil)
-	// whc and wguarded are hc and guarded for the run watches (watch.go),
-	// on a pool of their own.
-	whc, wguarded *http.Client
-	watch         watchSet
-	ownHC         bool // hc was made here: Stop closes its idle connections
-	metrics       *metrics
+	ownHC   bool         // hc was made here: Stop closes its idle connections
+	metrics *metrics
 
 	startstop.Base
 	mu       sync.Mutex
 	clusters map[string]*clusterState
 	gone     map[string]bool // clusters the store lacks: dropped when their loop parks
-	nudged   map[string]bool
-	wake     chan struct{}
 	started  bool            // Start ran: nudges are served
 	closed   bool            // Stop ran: no loop starts
 	runCtxV  context.Context // Start's context
@@ -239,8 +233,16 @@ type Orchestrator struct {
 	// direct calls.
 	stopCtx  context.Context
 	stopLoop context.CancelFunc
-	// wakeups nudge the nodes of held actions when they may go (gate.go).
-	wakeups wakeups
+
+	// advancers move the clusters' runs on beside their loops (advance.go).
+	advancers *advancers
+	// The parts beside the loops, each a shared/startstop part, in the
+	// order Start starts them (services).
+	wakeups   *wakeups   // nudge the nodes of held actions when they may go (wakeup.go)
+	watches   *watches   // the run watches (watch.go)
+	runPoller *runPoller // the run polls (runpoll.go)
+	sweeper   *sweeper   // the expiry sweep (sweep.go)
+	scheduler *scheduler // the full syncs every Interval (scheduler.go)
 
 	// TestSignals lets a test wait for the orchestrator to reach a point;
 	// they do nothing unless a test calls Init.
@@ -249,8 +251,9 @@ type Orchestrator struct {
 
 // TestSignals are the points a test can wait for.
 type TestSignals struct {
-	// Passed carries every pass the scheduler ran, once it returned.
-	Passed testsignal.Signal[Passed]
+	// FullSynced carries every full sync the scheduler ran, once it
+	// returned.
+	FullSynced testsignal.Signal[FullSynced]
 	// Swept carries what each sweep expired.
 	Swept testsignal.Signal[Swept]
 	// NodesSynced carries every sync of nudged nodes (NudgeNode) the
@@ -300,8 +303,8 @@ type NodesSynced struct {
 	Err     error
 }
 
-// Passed is one pass the scheduler ran.
-type Passed struct {
+// FullSynced is one full sync the scheduler ran.
+type FullSynced struct {
 	Report Report
 	Err    error
 }
@@ -314,49 +317,9 @@ type Swept struct {
 
 // Init readies every signal for the test tb.
 func (ts *TestSignals) Init(tb testsignal.TB) {
-	ts.Passed.Init(tb)
+	ts.FullSynced.Init(tb)
 	ts.Swept.Init(tb)
 	ts.NodesSynced.Init(tb)
-}
-
-// nodeClient is the HTTP client of one node, for the address (and the
-// source) it was made for.
-type nodeClient struct {
-	addr    string
-	guarded bool
-	hc      *http.Client
-}
-
-// guard makes tr refuse to dial internal addresses (gossip.RefuseInternal).
-func guard(tr *http.Transport) {
-	d := &net.Dialer{Timeout: 30 * time.Second, KeepAlive: 30 * time.Second, Control: gossip.RefuseInternal}
-	tr.DialContext = d.DialContext
-}
-
-// agentTransport is the transport of the plain client that reaches the
-// agents: about one descriptor per node (docs/architecture.md, "One loop per
-// cluster"). A cluster's loop never talks to a node twice at once, so one
-// connection per node is kept alive between passes (no bound on the total:
-// a fleet of 10,000 keeps 10,000, the reason for LimitNOFILE in the core's
-// unit), and at most two are open to a node (a request of the API beside a
-// sync) rather than one more per request. A connection idle for three
-// intervals is closed. A node whose run child is on its agent (NEW or
-// RUNNING) has one more, its run watcher's (watch.go, its own transport).
-func agentTransport(interval time.Duration) *http.Transport {
-	tr := http.DefaultTransport.(*http.Transport).Clone()
-	tr.MaxIdleConns = 0
-	tr.MaxIdleConnsPerHost = 1
-	tr.MaxConnsPerHost = 2
-	tr.IdleConnTimeout = max(90*time.Second, 3*interval)
-	return tr
-}
-
-// baseTransport returns a copy of the transport of hc.
-func baseTransport(hc *http.Client) *http.Transport {
-	if base, isTr := hc.Transport.(*http.Transport); isTr {
-		return base.Clone()
-	}
-	return http.DefaultTransport.(*http.Transport).Clone()
 }
 
 // New builds an orchestrator. It starts nothing. Its metrics go to reg
@@ -392,107 +355,98 @@ func New(cfg Config, st store.Store, log *slog.Logger, reg prometheus.Registerer
 		return nil, fmt.Errorf("orchestrator metrics: %w", err)
 	}
 	stopCtx, stopLoop := context.WithCancel(context.Background())
-	return &Orchestrator{
+	o := &Orchestrator{
 		cfg: cfg, st: st, log: log.With("component", "orchestrate"), hc: hc, guarded: guarded, ownHC: ownHC, metrics: m,
-		whc: whc, wguarded: wguarded, watch: watchSet{m: map[nodeKey]*watcher{}},
 		rules:    cfg.Rules,
 		clusters: map[string]*clusterState{},
 		gone:     map[string]bool{},
-		nudged:   map[string]bool{},
-		wake:     make(chan struct{}, 1),
 		stopCtx:  stopCtx, stopLoop: stopLoop,
-	}, nil
+	}
+	o.advancers = newAdvancers(o, o.NudgeNode)
+	o.wakeups = newWakeups(o.NudgeNode)
+	o.watches = &watches{o: o, nudge: o.NudgeNode, hc: whc, guarded: wguarded, m: map[nodeKey]*watcher{}}
+	o.runPoller = newRunPoller(o, o.watches, o.NudgeNode)
+	o.sweeper = newSweeper(o, o.Nudge)
+	o.scheduler = newScheduler(o)
+	return o, nil
 }
 
-// agentURL is the base URL of the agent at addr. An address with a scheme
-// (a static node's URL) keeps it only without AgentTLS: with AgentTLS every
-// node is reached over https, so that no address, whoever announced it, can
-// choose plain HTTP and skip the identity check.
-func (o *Orchestrator) agentURL(addr string) string {
-	if i := strings.Index(addr, "://"); i >= 0 {
-		if o.cfg.AgentTLS == nil {
-			return addr
-		}
-		addr = addr[i+len("://"):]
-	}
-	return o.cfg.Scheme + "://" + addr
-}
-
-// noRedirect keeps the orchestrator at the address discovery gave: an
-// answer that redirects elsewhere (another host, plain HTTP, the core's own
-// loopback) is taken as the node's answer, a status the pass does not
-// accept, and is never followed.
-func noRedirect(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }
-
-// clusterLocked returns the state of a cluster, made on first use. o.mu is held.
-func (o *Orchestrator) clusterLocked(id string) *clusterState {
-	cs, ok := o.clusters[id]
-	if !ok {
-		cs = newClusterState(id)
-		o.clusters[id] = cs
-	}
-	delete(o.gone, id)
-	return cs
-}
-
-// runCtx is the context of the loops: Start's, or one Stop ends before it.
-func (o *Orchestrator) runCtx() context.Context {
-	o.mu.Lock()
-	defer o.mu.Unlock()
-	if o.runCtxV != nil {
-		return o.runCtxV
-	}
-	return o.stopCtx
+// services are the parts beside the loops, in the order Start starts them;
+// Stop stops them in the reverse one.
+func (o *Orchestrator) services() []startstop.Service {
+	return []startstop.Service{o.wakeups, o.watches, o.runPoller, o.sweeper, o.scheduler}
 }
 
 // Nudge asks for a full sync of the cluster soon (after Debounce; nudges
 // that come while one is pending or running make one more, not one each).
 // It never blocks.
-func (o *Orchestrator) Nudge(clusterID string) {
-	o.mu.Lock()
-	o.nudged[clusterID] = true
-	o.mu.Unlock()
-	select {
-	case o.wake <- struct{}{}:
-	default:
-	}
+func (o *Orchestrator) Nudge(clusterID string) { o.scheduler.nudge(clusterID) }
+
+// ExpireApprovals cancels, with reason "expired" and an action.expired
+// event, every PENDING_APPROVE action created more than the approval
+// policy's TTL ago (as it is now) (actions.Rules.ExpireApprovals). It
+// returns how many it expired, and writes nothing when there are none.
+func (o *Orchestrator) ExpireApprovals(ctx context.Context) (int, error) {
+	return o.sweeper.expireApprovals(ctx)
 }
 
-// Start runs the scheduler and the approval sweep until ctx ends or Stop is
-// called. It returns at once.
+// ExpireSchedules ends every PENDING_SCHEDULE action that has not reached
+// its agent ScheduleTTL after it was scheduled: CANCELLED with reason
+// "schedule timeout", or a cancel request when a push was attempted
+// (actions.Rules.ExpireSchedules). It returns how many it changed, and
+// writes nothing when there are none.
+func (o *Orchestrator) ExpireSchedules(ctx context.Context) (int, error) {
+	return o.sweeper.expireSchedules(ctx)
+}
+
+// Start serves the nudges and starts the parts beside the loops (the
+// wake-ups, the run watches and polls, the expiry sweep, the scheduler)
+// until ctx ends or Stop is called. It returns at once.
 func (o *Orchestrator) Start(ctx context.Context) error {
 	ctx, done, err := o.StartInit(ctx)
 	if err != nil {
 		return err
 	}
+	defer done() // the parts' goroutines are theirs: Stop stops them
 	o.mu.Lock()
-	o.started, o.runCtxV = true, ctx
+	o.runCtxV = ctx
+	o.mu.Unlock()
+	// The parts before the nudges are served: the loops' commits may start
+	// run watches and arm wake-ups.
+	for _, s := range o.services() {
+		if err := s.Start(ctx); err != nil {
+			return fmt.Errorf("orchestrator: %w", err)
+		}
+	}
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	o.started = true
 	for _, cs := range o.clusters {
-		if len(cs.wantNodes) > 0 { // nudged before Start
+		if cs.nodes.Len() > 0 { // nudged before Start
 			o.kick(cs)
 		}
 	}
-	o.mu.Unlock()
-	var wg sync.WaitGroup
-	wg.Add(3)
-	go func() { defer wg.Done(); o.schedule(ctx) }()
-	go func() { defer wg.Done(); o.sweep(ctx) }()
-	go func() { defer wg.Done(); o.pollRuns(ctx) }()
-	go func() { wg.Wait(); done() }()
 	return nil
 }
 
-// Stop ends the scheduler, cancels the syncs under way (they write nothing
-// once cancelled) and waits for the loops. It is idempotent.
+// Stop ends the parts beside the loops, cancels the syncs under way (they
+// write nothing once cancelled) and waits for the loops and the advancers.
+// It is idempotent.
 func (o *Orchestrator) Stop() {
 	o.mu.Lock()
 	o.closed, o.started = true, false
+	for _, cs := range o.clusters {
+		cs.nodes.ShutDown()
+	}
 	o.mu.Unlock()
+	o.advancers.close()
 	o.stopLoop()
-	o.stopWakeups()
 	o.Base.Stop()
-	o.stopWatches()
+	for _, s := range slices.Backward(o.services()) {
+		s.Stop()
+	}
 	o.loops.Wait()
+	o.advancers.wait()
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	if o.ownHC {
@@ -505,354 +459,5 @@ func (o *Orchestrator) Stop() {
 		for _, c := range cs.clients {
 			c.hc.CloseIdleConnections()
 		}
-	}
-}
-
-// nodeClients gives every node of a sync its HTTP client: the shared one,
-// or with AgentTLS one per node that checks the node's identity, kept
-// between syncs while the node keeps its address. Called by the cluster's
-// loop alone.
-func (o *Orchestrator) nodeClients(cs *clusterState, nodes []*nodeResult) {
-	guarded := o.guardedNode
-	if o.cfg.AgentTLS == nil {
-		for _, res := range nodes {
-			res.hc = o.hc
-			if guarded(&res.node) {
-				res.hc = o.guarded
-			}
-		}
-		return
-	}
-	for i := range nodes {
-		n := &nodes[i].node
-		c, ok := cs.clients[n.ID]
-		if !ok || c.addr != n.Addr || c.guarded != guarded(n) {
-			if ok {
-				c.hc.CloseIdleConnections()
-			}
-			c = &nodeClient{addr: n.Addr, guarded: guarded(n), hc: o.peerClient(baseTransport(o.hc), n)}
-			cs.clients[n.ID] = c
-		}
-		nodes[i].hc = c.hc
-	}
-}
-
-// guardedNode reports whether the clients that reach node n refuse
-// internal addresses: a node gossip announced, with RefuseInternalGossip.
-func (o *Orchestrator) guardedNode(n *store.Node) bool {
-	return o.cfg.RefuseInternalGossip && n.Source == store.SourceGossip
-}
-
-// peerClient is a client of node n's own over tr (with AgentTLS): tr
-// refuses internal addresses when n is guarded, and accepts only n's
-// certificate (an enrolled certificate names its cluster: n1 of another
-// cluster is not this node).
-func (o *Orchestrator) peerClient(tr *http.Transport, n *store.Node) *http.Client {
-	if o.guardedNode(n) {
-		guard(tr)
-	}
-	tr.TLSClientConfig = tlsutil.ForPeer(tlsutil.InCluster(o.cfg.AgentTLS, n.ClusterID), tlsutil.Agent(n.ID))
-	return &http.Client{Transport: tr, CheckRedirect: noRedirect}
-}
-
-// forgetNodes drops what the loop keeps of the nodes a full sync no longer
-// lists (keep are those it lists): their clients, closed, their last
-// contact and the cursor last acknowledged to them. Called by the cluster's
-// loop alone.
-func forgetNodes(cs *clusterState, keep []string) {
-	in := make(map[string]bool, len(keep))
-	for _, id := range keep {
-		in[id] = true
-	}
-	for id, c := range cs.clients {
-		if !in[id] {
-			c.hc.CloseIdleConnections()
-			delete(cs.clients, id)
-		}
-	}
-	for id := range cs.lastContact {
-		if !in[id] {
-			delete(cs.lastContact, id)
-		}
-	}
-	for id := range cs.acked {
-		if !in[id] {
-			delete(cs.acked, id)
-		}
-	}
-}
-
-// slot is the scheduler's view of one cluster; only the scheduler goroutine
-// touches it.
-type slot struct {
-	due     time.Time
-	running bool
-	again   bool // nudged while running
-}
-
-func (o *Orchestrator) jitter() time.Duration {
-	d := o.cfg.Interval
-	return d - d/10 + time.Duration(rand.Int64N(int64(d/5)+1))
-}
-
-// schedule is the scheduler: it asks the loops of due clusters for a full
-// sync while fewer than Workers run, and sleeps until the next one is due,
-// a nudge or a full sync ends.
-func (o *Orchestrator) schedule(ctx context.Context) {
-	var passes sync.WaitGroup
-	defer passes.Wait()
-	finished := make(chan string, o.cfg.Workers) // never blocks: at most Workers run
-	slots := map[string]*slot{}
-	busy := 0
-	refresh := func(now time.Time) {
-		var ids []string
-		err := o.st.Read(ctx, func(r store.Reader) error {
-			cs, err := r.Clusters(ctx)
-			for _, c := range cs {
-				ids = append(ids, c.ID)
-			}
-			return err
-		})
-		if err != nil {
-			if ctx.Err() == nil {
-				o.log.Warn("listing clusters failed", "err", err)
-			}
-			return
-		}
-		keep := map[string]bool{}
-		for _, id := range ids {
-			keep[id] = true
-			if _, ok := slots[id]; !ok {
-				slots[id] = &slot{due: now} // a new cluster gets a pass at once
-			}
-		}
-		for id, s := range slots {
-			if !keep[id] && !s.running {
-				delete(slots, id)
-			}
-		}
-	}
-	now := time.Now()
-	refresh(now)
-	nextRefresh := now.Add(o.cfg.Interval)
-	timer := time.NewTimer(time.Hour)
-	defer timer.Stop()
-	for {
-		now = time.Now()
-		if !now.Before(nextRefresh) {
-			refresh(now)
-			nextRefresh = now.Add(o.cfg.Interval)
-		}
-		for busy < o.cfg.Workers {
-			var next string
-			for id, s := range slots {
-				if !s.running && !s.due.After(now) && (next == "" || s.due.Before(slots[next].due)) {
-					next = id
-				}
-			}
-			if next == "" {
-				break
-			}
-			slots[next].running = true
-			busy++
-			passes.Add(1)
-			go func(id string) {
-				defer passes.Done()
-				rep, ok, err := o.fullSync(ctx, id)
-				if !ok { // another replica holds the cluster's lease
-					finished <- id
-					return
-				}
-				switch {
-				case errors.Is(err, store.ErrFenced):
-					o.metrics.latePushes.Add(float64(rep.Pushed))
-					o.log.Info("pass refused: the lease was lost", "cluster", id, "pushed", rep.Pushed)
-				case err != nil && ctx.Err() == nil:
-					o.log.Warn("pass failed", "cluster", id, "err", err)
-				case rep.Changes > 0:
-					o.log.Debug("pass", "cluster", id, "nodes", rep.Nodes, "down", rep.Down,
-						"pushed", rep.Pushed, "changes", rep.Changes, "events", rep.Events)
-				}
-				o.TestSignals.Passed.Send(Passed{Report: rep, Err: err})
-				finished <- id
-			}(next)
-		}
-		wait := nextRefresh.Sub(now)
-		if busy < o.cfg.Workers {
-			for _, s := range slots {
-				if d := s.due.Sub(now); !s.running && d < wait {
-					wait = d
-				}
-			}
-		}
-		timer.Reset(max(wait, 0))
-		select {
-		case <-ctx.Done():
-			return
-		case <-timer.C:
-		case <-o.wake:
-			o.mu.Lock()
-			nudged := o.nudged
-			o.nudged = map[string]bool{}
-			o.mu.Unlock()
-			now = time.Now()
-			for id := range nudged {
-				s, ok := slots[id]
-				if !ok {
-					refresh(now)
-					if s, ok = slots[id]; !ok {
-						continue // not a cluster (yet)
-					}
-				}
-				if s.running {
-					s.again = true
-				} else if d := now.Add(o.cfg.Debounce); d.Before(s.due) {
-					s.due = d
-				}
-			}
-		case id := <-finished:
-			busy--
-			if s, ok := slots[id]; ok {
-				s.running = false
-				if s.again {
-					s.again, s.due = false, time.Now().Add(o.cfg.Debounce)
-				} else {
-					s.due = time.Now().Add(o.jitter())
-				}
-			}
-		}
-	}
-}
-
-// passContext returns the context of one pass of the cluster, or ok false
-// when another replica holds its lease.
-func (o *Orchestrator) passContext(ctx context.Context, id string) (context.Context, context.CancelFunc, bool) {
-	if o.cfg.Leases == nil {
-		return ctx, func() {}, true
-	}
-	return o.cfg.Leases.PassContext(ctx, id)
-}
-
-// sweep runs ExpireApprovals, ExpireSchedules and the runs' expiry every
-// SweepEvery until ctx ends.
-func (o *Orchestrator) sweep(ctx context.Context) {
-	// It runs whatever the TTLs at start: a reload may give approvals
-	// one (an idle sweep only reads).
-	t := time.NewTicker(o.cfg.SweepEvery)
-	defer t.Stop()
-	for {
-		var sw Swept
-		var err error
-		if sw.Approvals, err = o.ExpireApprovals(ctx); err != nil && ctx.Err() == nil {
-			o.log.Warn("approval expiry failed", "err", err)
-		}
-		if sw.Schedules, err = o.ExpireSchedules(ctx); err != nil && ctx.Err() == nil {
-			o.log.Warn("schedule expiry failed", "err", err)
-		}
-		if _, err := o.expireRuns(ctx); err != nil && ctx.Err() == nil {
-			o.log.Warn("run expiry failed", "err", err)
-		}
-		o.TestSignals.Swept.Send(sw)
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-		}
-	}
-}
-
-// expire runs fn in an Update, after a read finds that there is work for it
-// (so an idle sweep takes no write transaction), and returns how many
-// records it changed.
-func (o *Orchestrator) expire(ctx context.Context, pending func(r store.Reader, cutoff time.Time) ([]store.Record, error),
-	ttl time.Duration, fn func(ctx context.Context, tx store.Tx) ([]*store.Record, error)) ([]*store.Record, error) {
-	if ttl <= 0 {
-		return nil, nil
-	}
-	var n int
-	err := o.st.Read(ctx, func(r store.Reader) error {
-		recs, err := pending(r, action.UTC(time.Now()).Add(-ttl))
-		n = len(recs)
-		return err
-	})
-	if err != nil || n == 0 {
-		return nil, err
-	}
-	var out []*store.Record
-	err = o.st.Update(ctx, func(tx store.Tx) error {
-		var err error
-		out, err = fn(ctx, tx)
-		return err
-	})
-	return out, err
-}
-
-// ExpireApprovals cancels, with reason "expired" and an action.expired event,
-// every PENDING_APPROVE action created more than the approval policy's TTL
-// ago (as it is now)
-// (actions.Rules.ExpireApprovals). It returns how many it expired, and
-// writes nothing when there are none.
-func (o *Orchestrator) ExpireApprovals(ctx context.Context) (int, error) {
-	out, err := o.expire(ctx, func(r store.Reader, cutoff time.Time) ([]store.Record, error) {
-		return r.ApprovalsBefore(ctx, cutoff)
-	}, o.rules.Policy.Load().TTL, o.rules.ExpireApprovals)
-	if err != nil {
-		return 0, fmt.Errorf("expire approvals: %w", err)
-	}
-	o.metrics.expired.Add(float64(len(out)))
-	return len(out), nil
-}
-
-// ExpireSchedules ends every PENDING_SCHEDULE action that has not reached
-// its agent ScheduleTTL after it was scheduled: CANCELLED with reason
-// "schedule timeout", or a cancel request when a push was attempted
-// (actions.Rules.ExpireSchedules). It returns how many it changed, and
-// writes nothing when there are none.
-func (o *Orchestrator) ExpireSchedules(ctx context.Context) (int, error) {
-	out, err := o.expire(ctx, func(r store.Reader, cutoff time.Time) ([]store.Record, error) {
-		return r.ScheduledBefore(ctx, cutoff)
-	}, o.rules.ScheduleTTL, o.rules.ExpireSchedules)
-	if err != nil {
-		return 0, fmt.Errorf("expire schedules: %w", err)
-	}
-	clusters := map[string]bool{}
-	for _, r := range out {
-		if r.CancelRequested && !clusters[r.ClusterID] {
-			clusters[r.ClusterID] = true
-			o.Nudge(r.ClusterID)
-		}
-	}
-	return len(out), nil
-}
-
-// DropAgentConnections closes the kept connections to every agent and
-// forgets the per-node clients, so that the next call to any agent makes a
-// new TLS handshake. The core calls it when the revocation list changes: a
-// revoked agent is refused at once, not when its kept connection ends.
-//
-// The clients belong to the clusters' loops: a loop that runs drops its own
-// before it next talks to an agent; those of a parked loop are dropped here.
-func (o *Orchestrator) DropAgentConnections() {
-	o.mu.Lock()
-	defer o.mu.Unlock()
-	for _, cs := range o.clusters {
-		if cs.running {
-			cs.dropClients = true
-			select {
-			case cs.wake <- struct{}{}:
-			default:
-			}
-			continue
-		}
-		dropClients(cs)
-	}
-}
-
-// dropClients closes and forgets every per-node client of the cluster.
-// Called by its loop, or under o.mu while it is parked.
-func dropClients(cs *clusterState) {
-	for id, c := range cs.clients {
-		c.hc.CloseIdleConnections()
-		delete(cs.clients, id)
 	}
 }

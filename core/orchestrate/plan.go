@@ -284,7 +284,7 @@ func schemaRefusedEvent(n *store.Node, why map[string]string) store.Event {
 
 // nodeNext returns the node stored as res says it should now be. write is
 // false when discovery holds the node DOWN (it was not contacted, or
-// discovery marked it during the pass): discovery alone writes it until the
+// discovery marked it during the sync): discovery alone writes it until the
 // pool sees it again. isDown says whether the node counts as DOWN for the
 // cluster's status.
 func nodeNext(stored *store.Node, res *nodeResult) (next store.Node, write, isDown bool) {
@@ -310,7 +310,7 @@ func nodeNext(stored *store.Node, res *nodeResult) (next store.Node, write, isDo
 }
 
 // clusterNext returns the cluster's status given its DOWN nodes (sorted) and
-// the actions this pass made LOST, and whether it changed.
+// the actions this full sync made LOST, and whether it changed.
 func clusterNext(cur *store.Cluster, down []string, lost int) (store.Cluster, bool) {
 	next := *cur
 	next.Status, next.StatusReason = store.ClusterHealthy, ""

@@ -165,7 +165,7 @@ func startCoreAPI(b *testing.B, f *benchFleet, cfg orchestrate.Config) *coreAPI 
 // the core) split the time into the agents' work (each wave from its first
 // start to its last finish) and the gaps between waves (a wave's last finish to
 // the next wave's first start: what orchestration adds per wave). "gossip=off"
-// is the core without gossip, where progress comes at the next pass;
+// is the core without gossip, where progress comes at the next full sync;
 // "gossip=on" has every agent in a gossip pool with the core, telling it of its
 // changes (reactive progress, docs/architecture.md, "Node syncs and reactive
 // progress").
@@ -370,26 +370,26 @@ func waveTimes(kids []store.Record, waves int, t0 time.Time) (work, gaps, lead t
 }
 
 // approveDuringPass measures approval → RUNNING over the n real agents of
-// c while passes are under way (BenchmarkPass's "approve"): besides the
+// c while full syncs are under way (BenchmarkPass's "approve"): besides the
 // scheduler (default interval, nudged by the API's approvals), a loop runs
-// passes of the cluster back to back, so every approval lands during a
-// pass, at a random point of it. Each of the samples creates a
+// full syncs of the cluster back to back, so every approval lands during a
+// full sync, at a random point of it. Each of the samples creates a
 // muster.io/debug.ping on one node as one person and approves it as another
 // through the core API, and takes the time from the approval request to the
 // started_ts the agent records. The reference is the mean duration of a
-// pass measured by the loop in the same run: since passes of a cluster
-// never overlap, an approval waits for the end of the pass under way before
+// full sync measured by the loop in the same run: since full syncs of a cluster
+// never overlap, an approval waits for the end of the full sync under way before
 // the next one pushes it, unless its nudge syncs the node between batches.
 func approveDuringPass(b *testing.B, c *coreAPI, n, samples int) {
 	f := c.f
 	ctx := context.Background()
 
-	// The passes under way.
+	// The full syncs under way.
 	var (
-		passCount, passNanos atomic.Int64
-		loopErr              atomic.Value
-		stop                 = make(chan struct{})
-		looping              sync.WaitGroup
+		fullSyncCount, fullSyncNanos atomic.Int64
+		loopErr                      atomic.Value
+		stop                         = make(chan struct{})
+		looping                      sync.WaitGroup
 	)
 	looping.Add(1)
 	go func() {
@@ -401,17 +401,17 @@ func approveDuringPass(b *testing.B, c *coreAPI, n, samples int) {
 			default:
 			}
 			t := time.Now()
-			if _, err := f.o.Pass(ctx, benchCluster); err != nil {
+			if _, err := f.o.FullSync(ctx, benchCluster); err != nil {
 				loopErr.Store(err)
 				return
 			}
-			passNanos.Add(int64(time.Since(t)))
-			passCount.Add(1)
+			fullSyncNanos.Add(int64(time.Since(t)))
+			fullSyncCount.Add(1)
 		}
 	}()
 	b.Cleanup(func() { close(stop); looping.Wait() })
-	testwait.Within(b, 2*time.Minute, "a pass of the loop", func() bool { return passCount.Load() > 0 })
-	meanPass := func() time.Duration { return time.Duration(passNanos.Load() / max(passCount.Load(), 1)) }
+	testwait.Within(b, 2*time.Minute, "a full sync of the loop", func() bool { return fullSyncCount.Load() > 0 })
+	meanPass := func() time.Duration { return time.Duration(fullSyncNanos.Load() / max(fullSyncCount.Load(), 1)) }
 
 	hc := &http.Client{Timeout: 10 * time.Second}
 	b.Cleanup(hc.CloseIdleConnections)
@@ -421,8 +421,8 @@ func approveDuringPass(b *testing.B, c *coreAPI, n, samples int) {
 		for s := 0; s < samples; s++ {
 			b.StopTimer()
 			// A prime stride spreads the samples over the fleet; a random
-			// pause of up to a pass places each approval at a random
-			// point of the pass under way.
+			// pause of up to a full sync places each approval at a random
+			// point of the full sync under way.
 			j := (s*7919 + i) % n
 			node, ag := f.agents.nodes[j], client.NewAgent(f.agents.addrs[j], hc)
 			rec, err := c.alice.CreateAction(ctx, &wire.CreateActionRequest{ClusterID: benchCluster, NodeID: node,
@@ -442,7 +442,7 @@ func approveDuringPass(b *testing.B, c *coreAPI, n, samples int) {
 			var started time.Time
 			testwait.Within(b, time.Minute, "the agent to start "+rec.ID, func() bool {
 				if err, _ := loopErr.Load().(error); err != nil {
-					b.Fatalf("pass loop: %v", err)
+					b.Fatalf("full sync loop: %v", err)
 				}
 				got, err := ag.Get(ctx, rec.ID)
 				if err != nil || got.StartedTS == nil {

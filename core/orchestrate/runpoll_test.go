@@ -16,7 +16,7 @@ import (
 	"github.com/musterhq/muster/shared/wire"
 )
 
-// TestARunsNextWaveDoesNotWaitForTheInterval: with no gossip and passes an
+// TestARunsNextWaveDoesNotWaitForTheInterval: with no gossip and full syncs an
 // hour apart, the end of a run's child is seen by the poll of the nodes
 // holding its unfinished children, and the next wave goes out at once.
 func TestARunsNextWaveDoesNotWaitForTheInterval(t *testing.T) {
@@ -53,7 +53,7 @@ func TestARunsNextWaveDoesNotWaitForTheInterval(t *testing.T) {
 		return kids[0].ID, ok
 	})
 	h.agents["n1"].run(t, first, action.Done, nil)
-	testwait.For(t, "the second child on n2's agent, well before the hour's pass", func() bool {
+	testwait.For(t, "the second child on n2's agent, well before the hour's full sync", func() bool {
 		kids := children()
 		if len(kids) != 2 {
 			return false
@@ -108,7 +108,7 @@ func TestRunWatchDoesNotSpinOnAnAgentThatIgnoresWait(t *testing.T) {
 	}
 	// Paused after an answer with nothing before its wait: not live, so
 	// pollRuns polls the node at every tick.
-	if h.o.liveWatch(nodeKey{cluster, "n1"}) {
+	if h.o.watches.live(nodeKey{cluster, "n1"}) {
 		t.Error("the watch of an agent that ignores wait counts as live")
 	}
 	if got := h.o.watched(); len(got) != 1 || got[0] != cluster+"/n1" {
@@ -125,20 +125,20 @@ func TestRunWatchesOnlyNodesWhoseChildIsOnItsAgent(t *testing.T) {
 	t.Parallel()
 	h := setup(t, Config{Interval: time.Hour, RunPoll: time.Hour}, "n1", "n2")
 	h.start()
-	h.o.reconcileWatches(map[string]map[string]bool{cluster: {"n1": false}}, nil, time.Now())
+	h.o.watches.reconcile(map[string]map[string]bool{cluster: {"n1": false}}, nil, time.Now())
 	if got := h.o.watched(); len(got) != 0 {
 		t.Fatalf("watched %q for a node whose child is not on its agent", got)
 	}
 	k := nodeKey{cluster, "n2"}
 	w := &watcher{cancel: func() {}, begun: time.Now()}
-	h.o.watch.mu.Lock()
-	h.o.watch.m[k] = w
-	h.o.watch.mu.Unlock()
-	h.o.reconcileWatches(map[string]map[string]bool{cluster: {"n2": true}}, map[string]bool{}, time.Now())
-	if !h.o.watchOnce(k, w) {
+	h.o.watches.mu.Lock()
+	h.o.watches.m[k] = w
+	h.o.watches.mu.Unlock()
+	h.o.watches.reconcile(map[string]map[string]bool{cluster: {"n2": true}}, map[string]bool{}, time.Now())
+	if !h.o.watches.once(k, w) {
 		t.Fatal("a watcher found idle right after a commit sent its node a child ends instead of looking again")
 	}
-	if h.o.watchOnce(k, w) {
+	if h.o.watches.once(k, w) {
 		t.Fatal("a watcher found idle twice, wanted once, keeps watching")
 	}
 	if got := h.o.watched(); len(got) != 0 {
@@ -148,10 +148,10 @@ func TestRunWatchesOnlyNodesWhoseChildIsOnItsAgent(t *testing.T) {
 
 // watched lists the watched nodes as "cluster/node" (tests).
 func (o *Orchestrator) watched() []string {
-	o.watch.mu.Lock()
-	defer o.watch.mu.Unlock()
-	out := make([]string, 0, len(o.watch.m))
-	for k := range o.watch.m {
+	o.watches.mu.Lock()
+	defer o.watches.mu.Unlock()
+	out := make([]string, 0, len(o.watches.m))
+	for k := range o.watches.m {
 		out = append(out, k.cluster+"/"+k.node)
 	}
 	slices.Sort(out)

@@ -29,8 +29,8 @@ type Runs interface {
 
 // advanceRuns moves the cluster's active runs on, each in its own
 // transaction, decided before it (Runs.AdvanceIn): a run that cannot advance is logged and does not hold up the
-// others or the pass. It only reads when the cluster has none, so an idle
-// pass still writes nothing. It returns the nodes of the children it
+// others or the sync. It only reads when the cluster has none, so an idle
+// full sync still writes nothing. It returns the nodes of the children it
 // created, without repeats.
 func (o *Orchestrator) advanceRuns(ctx context.Context, clusterID string) []string {
 	if o.cfg.Runs == nil {
@@ -58,61 +58,6 @@ func (o *Orchestrator) advanceRuns(ctx context.Context, clusterID string) []stri
 	}
 	slices.Sort(created)
 	return slices.Compact(created)
-}
-
-// requestAdvance asks for the cluster's runs to be moved on soon, and the
-// nodes of the children that creates to be synced (docs/architecture.md,
-// "One loop per cluster"). The advance runs beside the loop, in its own
-// goroutine, under the lease's fencing epoch, so that a commit of the loop
-// never waits for it: requests that come while it runs merge into one more
-// advance after it, which sees every child that ended meanwhile. It never
-// blocks.
-func (o *Orchestrator) requestAdvance(cs *clusterState) {
-	if o.cfg.Runs == nil {
-		return
-	}
-	o.mu.Lock()
-	defer o.mu.Unlock()
-	if cs.advancing {
-		cs.advanceAgain = true
-		return
-	}
-	if o.closed {
-		return
-	}
-	cs.advancing = true
-	o.loops.Add(1)
-	go o.advancer(cs)
-}
-
-// advancer moves the cluster's runs on until no request waits.
-func (o *Orchestrator) advancer(cs *clusterState) {
-	defer o.loops.Done()
-	for {
-		if ctx, done, ok := o.passContext(o.runCtx(), cs.id); ok {
-			o.advanceAndNudge(ctx, cs.id)
-			done()
-		}
-		o.mu.Lock()
-		if cs.advanceAgain && !o.closed {
-			cs.advanceAgain = false
-			o.mu.Unlock()
-			continue
-		}
-		cs.advancing, cs.advanceAgain = false, false
-		o.mu.Unlock()
-		return
-	}
-}
-
-// advanceAndNudge moves the cluster's runs on and asks for a sync of the
-// nodes of the children it created; it returns them.
-func (o *Orchestrator) advanceAndNudge(ctx context.Context, clusterID string) []string {
-	nodes := o.advanceRuns(ctx, clusterID)
-	for _, n := range nodes {
-		o.NudgeNode(clusterID, n)
-	}
-	return nodes
 }
 
 // expireRuns cancels the runs waiting for approval past its TTL.
@@ -146,80 +91,7 @@ func (o *Orchestrator) procedures(ctx context.Context, r store.Reader, clusterID
 	return runs.InFlight(ctx, r, clusterID, now, pol.Procedure)
 }
 
-// runBusy reads the nodes of the cluster (every cluster when "") that hold
-// an unfinished child of a running run: cluster → node → whether the agent
-// has it (NEW or RUNNING; false: not sent yet).
-func runBusy(ctx context.Context, r store.Reader) (map[string]map[string]bool, error) {
-	busy := map[string]map[string]bool{}
-	running, err := r.RunsInState(ctx, "", store.RunRunning)
-	if err != nil || len(running) == 0 {
-		return busy, err
-	}
-	ids := map[string]bool{}
-	clusters := map[string]bool{}
-	for _, run := range running {
-		ids[run.ID], clusters[run.ClusterID] = true, true
-	}
-	for c := range clusters {
-		open, err := r.OpenActions(ctx, c, "")
-		if err != nil {
-			return nil, err
-		}
-		for i := range open {
-			a := &open[i]
-			if !ids[a.RunID] || !unfinishedChild(a.State) {
-				continue
-			}
-			if busy[c] == nil {
-				busy[c] = map[string]bool{}
-			}
-			busy[c][a.NodeID] = busy[c][a.NodeID] || a.State != action.PendingSchedule
-		}
-	}
-	return busy, nil
-}
-
-// pollRuns, every RunPoll until ctx ends, asks for a sync of each node that
-// holds an unfinished (NEW or RUNNING) child of a running run: that node
-// alone, so the end of a child is seen within RunPoll, not at the next pass,
-// whether or not gossip notes come. A node whose watcher's agent holds its
-// requests (watch.go) tells of its ends itself, and is polled only every
-// watchedPollEvery RunPolls, as a safety net. Each tick also starts and
-// stops the watchers of every cluster. A cluster with no running run costs
-// one read a tick for all clusters.
-func (o *Orchestrator) pollRuns(ctx context.Context) {
-	if o.cfg.Runs == nil {
-		return
-	}
-	t := time.NewTicker(o.cfg.RunPoll)
-	defer t.Stop()
-	for tick := 1; ; tick++ {
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-		}
-		readAt := time.Now()
-		var busy map[string]map[string]bool // cluster → nodes
-		err := o.st.Read(ctx, func(r store.Reader) error {
-			var err error
-			busy, err = runBusy(ctx, r)
-			return err
-		})
-		if err != nil {
-			if ctx.Err() == nil {
-				o.log.Warn("poll the nodes of running runs", "err", err)
-			}
-			continue
-		}
-		o.reconcileWatches(busy, nil, readAt)
-		for c, nodes := range busy {
-			for n, onAgent := range nodes {
-				if !onAgent || (tick%watchedPollEvery != 0 && o.liveWatch(nodeKey{c, n})) {
-					continue
-				}
-				o.NudgeNode(c, n)
-			}
-		}
-	}
-}
+// unfinishedChild reports whether a run's child in state s is one whose
+// end a watch waits for: in flight (runs.InFlightStates: not sent yet, NEW
+// or RUNNING).
+func unfinishedChild(s action.State) bool { return slices.Contains(runs.InFlightStates, s) }

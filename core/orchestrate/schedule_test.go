@@ -26,26 +26,26 @@ func (h *harness) start() {
 	}
 }
 
-func TestStartPassesAtOnceAndNudgeIsPrompt(t *testing.T) {
+func TestStartFullSyncsAtOnceAndNudgeIsPrompt(t *testing.T) {
 	t.Parallel()
 	h := setup(t, Config{Interval: time.Hour}, "n1")
 	h.start()
-	h.o.TestSignals.Passed.Wait() // the first pass, at once
+	h.o.TestSignals.FullSynced.Wait() // the first full sync, at once
 	if n := h.node("n1"); n.Status != store.NodeUp {
-		t.Fatalf("after the first pass the node is %s", n.Status)
+		t.Fatalf("after the first full sync the node is %s", n.Status)
 	}
 	id := h.create("n1", nil)
 	h.o.Nudge(cluster)
-	if p := h.o.TestSignals.Passed.Wait(); p.Report.Pushed != 1 {
-		t.Fatalf("the nudged pass pushed %d", p.Report.Pushed)
+	if p := h.o.TestSignals.FullSynced.Wait(); p.Report.Pushed != 1 {
+		t.Fatalf("the nudged full sync pushed %d", p.Report.Pushed)
 	}
 	wantState(t, h.record(id), action.New)
 	h.o.Nudge("no-such-cluster") // harmless
 	h.o.Stop()
-	h.o.TestSignals.Passed.RequireEmpty()
+	h.o.TestSignals.FullSynced.RequireEmpty()
 }
 
-func TestNudgesWhileAPassRunsMakeOneMorePass(t *testing.T) {
+func TestNudgesWhileAFullSyncRunsMakeOneMoreFullSync(t *testing.T) {
 	t.Parallel()
 	h := setup(t, Config{Interval: time.Hour, Debounce: time.Millisecond}, "n1")
 	var infos atomic.Int32
@@ -60,25 +60,25 @@ func TestNudgesWhileAPassRunsMakeOneMorePass(t *testing.T) {
 		}
 	})
 	h.start()
-	<-entered // the first pass is running, stuck in GET info
+	<-entered // the first full sync is running, stuck in GET info
 	for range 20 {
 		h.o.Nudge(cluster)
 	}
 	close(release)
-	h.o.TestSignals.Passed.Wait() // the first pass
-	h.o.TestSignals.Passed.Wait() // one pass for the 20 nudges
-	// One more nudge makes exactly one more pass: had the 20 nudges made more
+	h.o.TestSignals.FullSynced.Wait() // the first full sync
+	h.o.TestSignals.FullSynced.Wait() // one full sync for the 20 nudges
+	// One more nudge makes exactly one more full sync: had the 20 nudges made more
 	// than one, the count would pass 3.
 	h.o.Nudge(cluster)
-	h.o.TestSignals.Passed.Wait()
+	h.o.TestSignals.FullSynced.Wait()
 	h.o.Stop()
 	if n := infos.Load(); n != 3 {
-		t.Fatalf("%d passes, want 3", n)
+		t.Fatalf("%d full syncs, want 3", n)
 	}
-	h.o.TestSignals.Passed.RequireEmpty()
+	h.o.TestSignals.FullSynced.RequireEmpty()
 }
 
-func TestNeverTwoPassesOfOneClusterAtOnce(t *testing.T) {
+func TestNeverTwoFullSyncsOfOneClusterAtOnce(t *testing.T) {
 	t.Parallel()
 	h := setup(t, Config{Interval: 10 * time.Millisecond, Workers: 4, Debounce: time.Millisecond}, "n1")
 	var inflight, most, total atomic.Int32
@@ -86,7 +86,7 @@ func TestNeverTwoPassesOfOneClusterAtOnce(t *testing.T) {
 	h.agents["n1"].set(func(f *fakeAgent) {
 		f.infoHook = func(context.Context) {
 			n := inflight.Add(1)
-			// Once the test ends its direct passes, a cancelled pass may leave
+			// Once the test ends its direct full syncs, a cancelled full sync may leave
 			// its request behind: only overlaps before that count.
 			for ctx.Err() == nil {
 				m := most.Load()
@@ -99,7 +99,7 @@ func TestNeverTwoPassesOfOneClusterAtOnce(t *testing.T) {
 			total.Add(1)
 		}
 	})
-	// Without test signals: the passes here are too many to read.
+	// Without test signals: the full syncs here are too many to read.
 	if err := h.o.Start(context.Background()); err != nil {
 		t.Fatal(err)
 	}
@@ -112,17 +112,17 @@ func TestNeverTwoPassesOfOneClusterAtOnce(t *testing.T) {
 			time.Sleep(time.Millisecond)
 		}
 	}()
-	go func() { // and direct passes
+	go func() { // and direct full syncs
 		defer wg.Done()
 		for ctx.Err() == nil {
-			_, _ = h.o.Pass(ctx, cluster)
+			_, _ = h.o.FullSync(ctx, cluster)
 		}
 	}()
-	testwait.For(t, "30 passes", func() bool { return total.Load() >= 30 })
+	testwait.For(t, "30 full syncs", func() bool { return total.Load() >= 30 })
 	cancel()
 	wg.Wait()
 	if m := most.Load(); m != 1 {
-		t.Fatalf("%d passes of one cluster ran at once", m)
+		t.Fatalf("%d full syncs of one cluster ran at once", m)
 	}
 }
 
@@ -147,7 +147,7 @@ func TestStartAndStop(t *testing.T) {
 	}
 }
 
-func TestStopEndsARunningPass(t *testing.T) {
+func TestStopEndsARunningFullSync(t *testing.T) {
 	t.Parallel()
 	h := setup(t, Config{AgentTimeout: time.Hour}, "n1")
 	entered := make(chan struct{}, 1)
@@ -165,13 +165,13 @@ func TestStopEndsARunningPass(t *testing.T) {
 	select {
 	case <-stopped:
 	case <-time.After(10 * time.Second):
-		t.Fatal("Stop did not end a pass stuck on an agent")
+		t.Fatal("Stop did not end a full sync stuck on an agent")
 	}
 	if h.st.RowsWritten() != rows {
-		t.Fatal("a pass cut short by Stop wrote")
+		t.Fatal("a full sync cut short by Stop wrote")
 	}
 	if n := h.node("n1"); n.Status != store.NodeUnknown {
-		t.Fatalf("a pass cut short by Stop marked the node %s", n.Status)
+		t.Fatalf("a full sync cut short by Stop marked the node %s", n.Status)
 	}
 }
 
@@ -228,9 +228,9 @@ func (l *leases) PassContext(ctx context.Context, _ string) (context.Context, co
 	return ctx, cancel, true
 }
 
-// TestPassesRunOnlyUnderTheLease: while another replica holds the cluster's
-// lease, the scheduler makes no pass; once this one holds it, it does.
-func TestPassesRunOnlyUnderTheLease(t *testing.T) {
+// TestFullSyncsRunOnlyUnderTheLease: while another replica holds the cluster's
+// lease, the scheduler makes no full sync; once this one holds it, it does.
+func TestFullSyncsRunOnlyUnderTheLease(t *testing.T) {
 	t.Parallel()
 	l := &leases{}
 	h := setup(t, Config{Interval: time.Hour, Debounce: time.Millisecond, Leases: l}, "n1")
@@ -239,15 +239,15 @@ func TestPassesRunOnlyUnderTheLease(t *testing.T) {
 		f.infoHook = func(context.Context) { infos.Add(1) }
 	})
 	h.start()
-	testwait.For(t, "the first pass asked for the lease", func() bool { return l.calls.Load() >= 1 })
+	testwait.For(t, "the first full sync asked for the lease", func() bool { return l.calls.Load() >= 1 })
 	h.o.Nudge(cluster)
-	testwait.For(t, "the nudged pass asked for the lease", func() bool { return l.calls.Load() >= 2 })
+	testwait.For(t, "the nudged full sync asked for the lease", func() bool { return l.calls.Load() >= 2 })
 	l.held.Store(true)
 	h.o.Nudge(cluster)
-	testwait.For(t, "a pass under the lease", func() bool { return infos.Load() >= 1 })
+	testwait.For(t, "a full sync under the lease", func() bool { return infos.Load() >= 1 })
 	h.o.Stop()
 	if infos.Load() != 1 || l.granted.Load() != 1 {
-		t.Fatalf("%d passes, %d granted by the lease; want 1 and 1", infos.Load(), l.granted.Load())
+		t.Fatalf("%d full syncs, %d granted by the lease; want 1 and 1", infos.Load(), l.granted.Load())
 	}
 }
 

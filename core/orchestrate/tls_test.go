@@ -109,7 +109,7 @@ func TestPassOverMutualTLSChecksEachAgentsIdentity(t *testing.T) {
 
 	good := e.create("n1", "muster.io/debug.ping", `{}`)
 	stolen := e.create("n9", "muster.io/debug.ping", `{}`)
-	e.passUntil("n1's action done", func() bool { return e.record(good).State == action.Done })
+	e.fullSyncUntil("n1's action done", func() bool { return e.record(good).State == action.Done })
 
 	n9 := e.node("n9")
 	want := orchestrate.ReasonIdentityMismatch + ": the certificate at this address is spiffe://muster/agent/n1"
@@ -141,7 +141,7 @@ func TestPassWithAnotherCAMarksNodesDownWithTheReason(t *testing.T) {
 	n1 := runTLSAgent(t, "n1", "n1", dir)
 	e := setupTLS(t, other, map[string]*realAgent{"n1": n1})
 	id := e.create("n1", "muster.io/debug.ping", `{}`)
-	e.pass()
+	e.fullSync()
 	n := e.node("n1")
 	if n.Status != store.NodeDown || n.StatusReason != "tls: the agent's certificate is not signed by agents_tls.ca_file" {
 		t.Fatalf("n1: %s %q, want DOWN with a tls reason", n.Status, n.StatusReason)
@@ -175,8 +175,8 @@ func TestGossipCannotBypassAgentsTLS(t *testing.T) {
 	plain := runAgent(t, "n2", "127.0.0.1:0", t.TempDir())
 	e := setupTLS(t, dir, map[string]*realAgent{"n2": {addr: "http://" + plain.addr, stop: plain.stop}})
 	id := e.create("n2", "muster.io/debug.ping", `{}`)
-	e.pass()
-	e.pass()
+	e.fullSync()
+	e.fullSync()
 	n := e.node("n2")
 	if n.Status != store.NodeDown {
 		t.Fatalf("n2: %s %q, want DOWN", n.Status, n.StatusReason)
@@ -213,7 +213,7 @@ func TestAgentRedirectIsNotFollowed(t *testing.T) {
 		return tx.PutNode(ctx, &store.Node{ClusterID: cluster, ID: "n1", Addr: strings.TrimPrefix(redirect.URL, "http://"),
 			Source: store.SourceGossip, Status: store.NodeUnknown})
 	})
-	e.pass()
+	e.fullSync()
 	n := e.node("n1")
 	if n.Status != store.NodeDown || n.StatusReason != "agent answered 302 Found" {
 		t.Fatalf("n1: %s %q, want DOWN: agent answered 302 Found", n.Status, n.StatusReason)
@@ -237,7 +237,7 @@ func TestGossipRefusesLoopbackAddrsWhenDialling(t *testing.T) {
 			Source: store.SourceGossip, Status: store.NodeUnknown})
 	})
 	id := e.create("gossip-1", "muster.io/debug.ping", `{}`)
-	e.pass()
+	e.fullSync()
 	if n := e.node("gossip-1"); n.Status != store.NodeDown || n.StatusReason != orchestrate.ReasonInternalAddr {
 		t.Fatalf("gossip-1 at localhost: %s %q, want DOWN %q", n.Status, n.StatusReason, orchestrate.ReasonInternalAddr)
 	}
@@ -276,7 +276,7 @@ func TestClientBodyLimitMarksTheNodeDown(t *testing.T) {
 		return tx.PutNode(ctx, &store.Node{ClusterID: cluster, ID: "n1", Addr: strings.TrimPrefix(huge.URL, "http://"),
 			Source: store.SourceGossip, Status: store.NodeUnknown})
 	})
-	e.pass()
+	e.fullSync()
 	if n := e.node("n1"); n.Status != store.NodeDown || n.StatusReason != orchestrate.ReasonTooLarge {
 		t.Fatalf("n1: %s %q, want DOWN %q", n.Status, n.StatusReason, orchestrate.ReasonTooLarge)
 	}
@@ -314,7 +314,7 @@ func TestAgentCertificateOfAnotherClusterIsRefused(t *testing.T) {
 	}
 	e := setupTLS(t, dir, map[string]*realAgent{"n1": runTLSAgent(t, "n1", "n1", dir)})
 	id := e.create("n1", "muster.io/debug.ping", `{}`)
-	e.pass()
+	e.fullSync()
 	n := e.node("n1")
 	if n.Status != store.NodeDown || !strings.Contains(n.StatusReason, "cluster dev, not prod") {
 		t.Fatalf("n1: %s %q, want DOWN naming cluster dev", n.Status, n.StatusReason)

@@ -8,21 +8,22 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/musterhq/muster/core/runs"
 	"github.com/musterhq/muster/core/store"
 	"github.com/musterhq/muster/shared/action"
 	"github.com/musterhq/muster/shared/client"
+	"github.com/musterhq/muster/shared/startstop"
 	"github.com/musterhq/muster/shared/wire"
 )
 
 // Run watches (docs/architecture.md, "Node syncs and reactive progress").
 // Without gossip the core would learn that a run's child ended only at the
-// next poll of the run's busy nodes (pollRuns). Instead, for every node
+// next poll of the run's busy nodes (runpoll.go). Instead, for every node
 // whose run child is on its agent, NEW or RUNNING (from the commit that sent
-// it, watchSent, or as pollRuns finds it), one watcher holds a blocking GET of
+// it, sent, or as the polls find it), one watcher holds a blocking GET of
 // the agent's changes (GET /api/v1/actions?wait=…, as a Consul blocking
 // query) and, when it returns an action that ended, nudges a sync of the
-// node. A watcher changes nothing itself: it pulls one change
+// node. The watches are a shared/startstop part: none is started before
+// Start, and Stop ends them all. A watcher changes nothing itself: it pulls one change
 // at a time with its own cursor, never acknowledges, never commits; the
 // cluster's loop stays the only path that pulls and commits. Its requests
 // go over their own transport, so a held watch never takes a connection a
@@ -39,7 +40,7 @@ const (
 	// node.
 	watchIdleGrace = 500 * time.Millisecond
 	// watchedPollEvery: a node whose watcher's agent holds its requests
-	// (live) is polled by pollRuns every this many RunPolls, not every one:
+	// (live) is polled by the run polls every this many RunPolls, not every one:
 	// the watcher tells of the ends; the poll remains the safety net.
 	watchedPollEvery = 4
 )
@@ -47,12 +48,45 @@ const (
 // nodeKey names a node of a cluster.
 type nodeKey struct{ cluster, node string }
 
-// watchSet is the orchestrator's watchers, one per watched node.
-type watchSet struct {
+// watches are the orchestrator's watchers, one per watched node.
+type watches struct {
+	startstop.Base
+	o     *Orchestrator
+	nudge func(clusterID, nodeID string)
+	// hc and guarded reach the agents (guarded: gossip nodes, with
+	// RefuseInternalGossip, else nil), on a pool of their own.
+	hc, guarded *http.Client
+
 	mu     sync.Mutex
+	ctx    context.Context // Start's; nil before it
 	m      map[nodeKey]*watcher
 	closed bool
 	wg     sync.WaitGroup
+}
+
+var _ startstop.Service = (*watches)(nil)
+
+// Start lets watchers start, under ctx; they end when it does.
+func (ws *watches) Start(ctx context.Context) error {
+	ctx, done, err := ws.StartInit(ctx)
+	if err != nil {
+		return err
+	}
+	ws.mu.Lock()
+	ws.ctx = ctx
+	ws.mu.Unlock()
+	context.AfterFunc(ctx, func() {
+		ws.close()
+		done()
+	})
+	return nil
+}
+
+// Stop ends every watcher and waits for them. It is idempotent and works on
+// watches never started.
+func (ws *watches) Stop() {
+	ws.Base.Stop()
+	ws.close()
 }
 
 // watcher is one node's watch.
@@ -61,13 +95,13 @@ type watcher struct {
 	begun  time.Time
 	// idle: found without an unfinished run child; it is stopped unless a
 	// child comes before its grace ends. idleGen tells one grace from the
-	// next. Both guarded by watchSet.mu.
+	// next. Both guarded by watches.mu.
 	idle    bool
 	idleGen int
 	// wanted: a commit or a poll found the node busy since the watcher
 	// last checked it; a watcher that finds its node idle keeps watching
 	// once more instead of ending (a child sent meanwhile). Guarded by
-	// watchSet.mu.
+	// watches.mu.
 	wanted bool
 	// wantedAt is when a commit or a poll last found the node busy: a poll
 	// that read the store before it cannot start the watcher's grace.
@@ -87,16 +121,16 @@ func watchTransport(base *http.Client) *http.Transport {
 	return tr
 }
 
-// liveWatch reports whether the node has a watcher whose agent holds its
+// live reports whether the node has a watcher whose agent holds its
 // requests.
-func (o *Orchestrator) liveWatch(k nodeKey) bool {
-	o.watch.mu.Lock()
-	defer o.watch.mu.Unlock()
-	w := o.watch.m[k]
+func (ws *watches) live(k nodeKey) bool {
+	ws.mu.Lock()
+	defer ws.mu.Unlock()
+	w := ws.m[k]
 	return w != nil && w.live.Load()
 }
 
-// reconcileWatches makes the watchers of the clusters in busy (cluster →
+// reconcile makes the watchers of the clusters in busy (cluster →
 // node → whether an unfinished child of a running run is on its agent, read
 // at readAt) those nodes: it keeps the watchers of busy nodes, starts the
 // missing ones of nodes whose child is on its agent (one not sent yet, held
@@ -105,23 +139,17 @@ func (o *Orchestrator) liveWatch(k nodeKey) bool {
 // readAt (a child created since). Only clusters named in scope are
 // stopped (nil: every cluster; empty: none). It does nothing before Start or
 // with watches off.
-func (o *Orchestrator) reconcileWatches(busy map[string]map[string]bool, scope map[string]bool, readAt time.Time) {
+func (ws *watches) reconcile(busy map[string]map[string]bool, scope map[string]bool, readAt time.Time) {
+	o := ws.o
 	if o.cfg.NoRunWatch {
 		return
 	}
-	o.mu.Lock()
-	started := o.started
-	o.mu.Unlock()
-	if !started {
-		return
-	}
-	rctx := o.runCtx()
-	ws := &o.watch
 	ws.mu.Lock()
 	defer ws.mu.Unlock()
-	if ws.closed {
+	if ws.closed || ws.ctx == nil {
 		return
 	}
+	rctx := ws.ctx
 	// A busy node keeps its watcher, whatever the scope: a grace under way
 	// ends, and a watcher about to end watches on.
 	for c, nodes := range busy {
@@ -156,7 +184,7 @@ func (o *Orchestrator) reconcileWatches(busy map[string]map[string]bool, scope m
 			if _, ok := ws.m[k]; ok || !onAgent {
 				continue
 			}
-			ctx, done, ok := o.passContext(rctx, c)
+			ctx, done, ok := o.leaseContext(rctx, c)
 			if !ok {
 				continue // another replica holds the cluster
 			}
@@ -164,17 +192,16 @@ func (o *Orchestrator) reconcileWatches(busy map[string]map[string]bool, scope m
 			w := &watcher{cancel: func() { cancel(); done() }, begun: time.Now()}
 			ws.m[k] = w
 			ws.wg.Add(1)
-			go o.watchNode(ctx, k, w)
+			go ws.watchNode(ctx, k, w)
 		}
 	}
 }
 
-// watchOnce reports whether watcher w of node k, which found its node
+// once reports whether watcher w of node k, which found its node
 // without an unfinished run child, should look once more: a commit or a
 // poll wanted it since it last looked. If not, w leaves the set, so that
 // the next commit that sends the node a child starts a new watcher.
-func (o *Orchestrator) watchOnce(k nodeKey, w *watcher) bool {
-	ws := &o.watch
+func (ws *watches) once(k nodeKey, w *watcher) bool {
 	ws.mu.Lock()
 	defer ws.mu.Unlock()
 	if w.wanted && ws.m[k] == w {
@@ -187,11 +214,11 @@ func (o *Orchestrator) watchOnce(k nodeKey, w *watcher) bool {
 	return false
 }
 
-// watchSent starts the watches of the nodes to which the committed plan w
+// sent starts the watches of the nodes to which the committed plan w
 // sent a run's child, or on which it saw one unfinished: from then on its
 // end is told by its node's watcher.
-func (o *Orchestrator) watchSent(clusterID string, w *writePlan) {
-	if o.cfg.NoRunWatch {
+func (ws *watches) sent(clusterID string, w *writePlan) {
+	if ws.o.cfg.NoRunWatch {
 		return
 	}
 	var nodes map[string]bool
@@ -204,13 +231,12 @@ func (o *Orchestrator) watchSent(clusterID string, w *writePlan) {
 		}
 	}
 	if nodes != nil {
-		o.reconcileWatches(map[string]map[string]bool{clusterID: nodes}, map[string]bool{}, time.Now())
+		ws.reconcile(map[string]map[string]bool{clusterID: nodes}, map[string]bool{}, time.Now())
 	}
 }
 
-// stopWatches ends every watcher and waits for them (Stop).
-func (o *Orchestrator) stopWatches() {
-	ws := &o.watch
+// close ends every watcher, refuses new ones and waits for them.
+func (ws *watches) close() {
 	ws.mu.Lock()
 	ws.closed = true
 	for k, w := range ws.m {
@@ -219,15 +245,14 @@ func (o *Orchestrator) stopWatches() {
 	}
 	ws.mu.Unlock()
 	ws.wg.Wait()
-	o.whc.CloseIdleConnections()
-	if o.wguarded != nil {
-		o.wguarded.CloseIdleConnections()
+	ws.hc.CloseIdleConnections()
+	if ws.guarded != nil {
+		ws.guarded.CloseIdleConnections()
 	}
 }
 
-// dropWatcher forgets w, ending its node's watch, if it is still the node's.
-func (o *Orchestrator) dropWatcher(k nodeKey, w *watcher) {
-	ws := &o.watch
+// drop forgets w, ending its node's watch, if it is still the node's.
+func (ws *watches) drop(k nodeKey, w *watcher) {
 	ws.mu.Lock()
 	if ws.m[k] == w {
 		delete(ws.m, k)
@@ -236,32 +261,34 @@ func (o *Orchestrator) dropWatcher(k nodeKey, w *watcher) {
 	w.cancel()
 }
 
-// watchClient is the HTTP client of a watch of node n, and whether it is
+// client is the HTTP client of a watch of node n, and whether it is
 // the watch's own (to close when the watch ends): with AgentTLS, one that
 // accepts only n's certificate, as the loop's.
-func (o *Orchestrator) watchClient(n *store.Node) (*http.Client, bool) {
+func (ws *watches) client(n *store.Node) (*http.Client, bool) {
+	o := ws.o
 	if o.cfg.AgentTLS == nil {
 		if o.guardedNode(n) {
-			return o.wguarded, false
+			return ws.guarded, false
 		}
-		return o.whc, false
+		return ws.hc, false
 	}
-	return o.peerClient(watchTransport(o.whc), n), true
+	return o.peerClient(watchTransport(ws.hc), n), true
 }
 
 // watchNode is one node's watcher: blocking GETs of one change after its
 // cursor (from the node's stored cursor), a nudge of the node for every
 // change that ends an action. It ends when ctx does (Stop, the lease lost,
-// reconcileWatches), or once the node no longer holds an unfinished run
+// reconcile), or once the node no longer holds an unfinished run
 // child, which it checks after every wait that ended without a change
 // (watchIdleGrace after an end, so that the watch of a run's last child
 // ends with it) and every failure. An agent that answers an empty page long before
 // the wait ended (one of an earlier release, which ignores wait) is asked
 // again only after RunPoll, and then after twice as long each time, up to
 // runWatchWait, as is one that fails.
-func (o *Orchestrator) watchNode(ctx context.Context, k nodeKey, w *watcher) {
-	defer o.watch.wg.Done()
-	defer o.dropWatcher(k, w)
+func (ws *watches) watchNode(ctx context.Context, k nodeKey, w *watcher) {
+	o := ws.o
+	defer ws.wg.Done()
+	defer ws.drop(k, w)
 	var (
 		ag      *client.Agent
 		hc      *http.Client
@@ -293,12 +320,12 @@ func (o *Orchestrator) watchNode(ctx context.Context, k nodeKey, w *watcher) {
 	var source string
 	for ctx.Err() == nil {
 		if fresh {
-			n, busy, err := o.watchedNode(ctx, k)
+			n, busy, err := ws.watchedNode(ctx, k)
 			if err != nil {
 				return
 			}
 			if !busy {
-				if o.watchOnce(k, w) {
+				if ws.once(k, w) {
 					continue // a child was sent meanwhile: read the node again
 				}
 				return
@@ -307,7 +334,7 @@ func (o *Orchestrator) watchNode(ctx context.Context, k nodeKey, w *watcher) {
 				if own {
 					hc.CloseIdleConnections()
 				}
-				hc, own = o.watchClient(n)
+				hc, own = ws.client(n)
 				ag, addr, source = client.NewAgent(o.agentURL(n.Addr), hc), n.Addr, n.Source
 				if n.StoreID != storeID {
 					storeID, cursor = n.StoreID, n.Cursor
@@ -334,7 +361,7 @@ func (o *Orchestrator) watchNode(ctx context.Context, k nodeKey, w *watcher) {
 			cursor = page.NextCursor
 			wait = runWatchWait
 			if page.Actions[0].State.Final() {
-				o.NudgeNode(k.cluster, k.node)
+				ws.nudge(k.cluster, k.node)
 				// The node's next child, if any, comes within the
 				// grace; else the watch checks its node and ends.
 				wait = watchIdleGrace
@@ -342,7 +369,7 @@ func (o *Orchestrator) watchNode(ctx context.Context, k nodeKey, w *watcher) {
 		case page.WaitMS == 0 || time.Since(begin) < time.Duration(page.WaitMS)*time.Millisecond/2:
 			// Answered with nothing and no wait applied: an agent of an
 			// earlier release, which ignores wait; or answered early: one
-			// shutting down. pollRuns polls it at every RunPoll.
+			// shutting down. The run polls poll it at every RunPoll.
 			w.live.Store(false)
 			fresh = true
 			if !pause() {
@@ -358,9 +385,10 @@ func (o *Orchestrator) watchNode(ctx context.Context, k nodeKey, w *watcher) {
 
 // watchedNode reads node k and whether it still holds an unfinished child
 // of a run (not sent yet, NEW or RUNNING). The run's state is not read (a
-// run's record is large): pollRuns stops the watches of runs that are not
-// running (reconcileWatches).
-func (o *Orchestrator) watchedNode(ctx context.Context, k nodeKey) (*store.Node, bool, error) {
+// run's record is large): the run polls stop the watches of runs that are not
+// running (reconcile).
+func (ws *watches) watchedNode(ctx context.Context, k nodeKey) (*store.Node, bool, error) {
+	o := ws.o
 	var n *store.Node
 	busy := false
 	err := o.st.Read(ctx, func(r store.Reader) error {
@@ -377,8 +405,3 @@ func (o *Orchestrator) watchedNode(ctx context.Context, k nodeKey) (*store.Node,
 	})
 	return n, busy, err
 }
-
-// unfinishedChild reports whether a run's child in state s is one whose
-// end a watch waits for: in flight (runs.InFlightStates: not sent yet, NEW
-// or RUNNING).
-func unfinishedChild(s action.State) bool { return slices.Contains(runs.InFlightStates, s) }

@@ -18,7 +18,7 @@ import (
 )
 
 // watchFn names the run watchers' goroutines (testgoroutine).
-const watchFn = "core/orchestrate.(*Orchestrator).watchNode"
+const watchFn = "core/orchestrate.(*watches).watchNode"
 
 // runOver creates and approves a run of one stage over every node of e,
 // one node at a time (a wave each), and returns it.
@@ -55,7 +55,7 @@ func (e *env) runState(id string) string {
 	return state
 }
 
-// TestRunWatchCarriesARunWithoutPollsOrGossip: with passes and the polls of
+// TestRunWatchCarriesARunWithoutPollsOrGossip: with full syncs and the polls of
 // a run's busy nodes an hour apart and no gossip, the end of each child is
 // told by the node's watcher (a blocking GET of the agent's changes), so a
 // run of three waves over real agents finishes within seconds; once it has
@@ -72,7 +72,7 @@ func TestRunWatchCarriesARunWithoutPollsOrGossip(t *testing.T) {
 	}
 	// The first full sync (at Start) sends the first wave; every later
 	// one goes out when the watcher of the node before tells of its end.
-	testwait.Within(t, 15*time.Second, "the run to finish, without a poll or a pass", func() bool {
+	testwait.Within(t, 15*time.Second, "the run to finish, without a poll or a full sync", func() bool {
 		return store.RunFinal(e.runState(run.ID))
 	})
 	if got := e.runState(run.ID); got != store.RunDone {

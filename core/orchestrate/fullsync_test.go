@@ -35,7 +35,7 @@ type harness struct {
 
 // setup builds a store with cluster c1 and one node per name, each served by a
 // fake agent, and an orchestrator on them. FullSyncEvery defaults to a large
-// number so that only the first pass lists everything.
+// number so that only the first full sync lists everything.
 func setup(t *testing.T, cfg Config, nodes ...string) *harness {
 	t.Helper()
 	ctx := context.Background()
@@ -91,9 +91,9 @@ func (h *harness) restart() {
 	h.t.Cleanup(o.Stop)
 }
 
-func (h *harness) pass() Report {
+func (h *harness) fullSync() Report {
 	h.t.Helper()
-	rep, err := h.o.Pass(context.Background(), cluster)
+	rep, err := h.o.FullSync(context.Background(), cluster)
 	if err != nil {
 		h.t.Fatal(err)
 	}
@@ -202,21 +202,21 @@ func wantState(t *testing.T, rec *store.Record, want action.State) {
 	}
 }
 
-// idle checks that one more pass changes nothing and writes no row.
+// idle checks that one more full sync changes nothing and writes no row.
 func (h *harness) idle() {
 	h.t.Helper()
 	rows := h.st.RowsWritten()
-	rep := h.pass()
+	rep := h.fullSync()
 	if rep.Changes != 0 || rep.Events != 0 || h.st.RowsWritten() != rows {
-		h.t.Fatalf("idle pass wrote: %+v, %d rows; events %v", rep, h.st.RowsWritten()-rows, h.events())
+		h.t.Fatalf("idle full sync wrote: %+v, %d rows; events %v", rep, h.st.RowsWritten()-rows, h.events())
 	}
 }
 
-func TestPassMarksNodesUpAndDown(t *testing.T) {
+func TestFullSyncMarksNodesUpAndDown(t *testing.T) {
 	t.Parallel()
 	h := setup(t, Config{}, "n1", "n2")
 	h.agents["n2"].set(func(f *fakeAgent) { f.down = true })
-	rep := h.pass()
+	rep := h.fullSync()
 	if rep.Nodes != 2 || rep.Down != 1 {
 		t.Fatalf("report %+v", rep)
 	}
@@ -240,7 +240,7 @@ func TestPassMarksNodesUpAndDown(t *testing.T) {
 	h.idle() // still down: no new event, no write
 
 	h.agents["n2"].set(func(f *fakeAgent) { f.down = false })
-	h.pass()
+	h.fullSync()
 	if n2 := h.node("n2"); n2.Status != store.NodeUp || n2.StatusReason != "" {
 		t.Fatalf("n2 back = %+v", n2)
 	}
@@ -272,7 +272,7 @@ func TestAnAgentErrorMarksTheNodeDown(t *testing.T) {
 		n.Addr = addr
 		return tx.PutNode(ctx, n)
 	})
-	h.pass()
+	h.fullSync()
 	if n := h.node("n1"); n.Status != store.NodeDown || n.StatusReason != ReasonUnreachable {
 		t.Fatalf("node = %+v", n)
 	}
@@ -295,7 +295,7 @@ func TestIdentityMismatchPushesNothing(t *testing.T) {
 			ag := h.agents["n1"]
 			ag.set(c.edit)
 			id := h.create("n1", nil)
-			h.pass()
+			h.fullSync()
 			if n := h.node("n1"); n.Status != store.NodeDown || n.StatusReason != ReasonIdentityMismatch || n.StoreID != "" {
 				t.Fatalf("node = %+v", n)
 			}
@@ -326,7 +326,7 @@ func TestPushInCreationOrderWithinRoom(t *testing.T) {
 	other := h.create("n2", nil) // another node's action is not this node's business
 	ag.calls("")
 
-	rep := h.pass()
+	rep := h.fullSync()
 	if rep.Pushed != 2 {
 		t.Fatalf("pushed %d, want 2 (room 3 minus 1 running)", rep.Pushed)
 	}
@@ -356,8 +356,8 @@ func TestPushInCreationOrderWithinRoom(t *testing.T) {
 	// The agent finishes both: room for the rest.
 	ag.run(t, ids[0], action.Done, nil)
 	ag.run(t, ids[1], action.Done, nil)
-	if rep := h.pass(); rep.Pushed != 2 {
-		t.Fatalf("second pass pushed %d, want 2", rep.Pushed)
+	if rep := h.fullSync(); rep.Pushed != 2 {
+		t.Fatalf("second full sync pushed %d, want 2", rep.Pushed)
 	}
 	wantState(t, h.record(ids[2]), action.New)
 	wantState(t, h.record(ids[3]), action.New)
@@ -368,7 +368,7 @@ func TestNodesWithSomethingToPushAreSyncedFirst(t *testing.T) {
 	t.Parallel()
 	nodes := []string{"n1", "n2", "n3", "n4", "n5"}
 	h := setup(t, Config{NodeConcurrency: 1}, nodes...)
-	h.pass() // every node UP
+	h.fullSync() // every node UP
 	var mu sync.Mutex
 	var order []string
 	for _, n := range nodes {
@@ -377,7 +377,7 @@ func TestNodesWithSomethingToPushAreSyncedFirst(t *testing.T) {
 		})
 	}
 	id := h.create("n4", nil)
-	if rep := h.pass(); rep.Pushed != 1 {
+	if rep := h.fullSync(); rep.Pushed != 1 {
 		t.Fatalf("pushed %d, want 1", rep.Pushed)
 	}
 	wantState(t, h.record(id), action.New)
@@ -391,16 +391,16 @@ func TestPullReconcilesAndTheAgentWins(t *testing.T) {
 	h := setup(t, Config{}, "n1")
 	ag := h.agents["n1"]
 	id := h.create("n1", nil)
-	h.pass()
+	h.fullSync()
 	h.events()
 	wantState(t, h.record(id), action.New)
 
-	// Between two passes the agent runs it to the end: NEW → RUNNING → DONE.
+	// Between two full syncs the agent runs it to the end: NEW → RUNNING → DONE.
 	ag.run(t, id, action.Running, nil)
 	ag.run(t, id, action.Done, func(a *action.Action) {
 		a.Output, a.Progress, a.StateReason = "slept", json.RawMessage(`{"deadline":"x"}`), "ok"
 	})
-	h.pass()
+	h.fullSync()
 	rec := h.record(id)
 	a, _ := ag.get(id)
 	wantState(t, rec, action.Done)
@@ -423,7 +423,7 @@ func TestAgentActionsAreImported(t *testing.T) {
 	h := setup(t, Config{}, "n1")
 	ag := h.agents["n1"]
 	id := ag.add("muster.io/debug.ping", action.Running)
-	h.pass()
+	h.fullSync()
 	rec := h.record(id)
 	wantState(t, rec, action.Running)
 	if rec.Origin != action.OriginAgent || rec.ClusterID != cluster || rec.NodeID != "n1" || !rec.SeenOnAgent || rec.Requester != "n1/local" {
@@ -443,7 +443,7 @@ func TestConflictingContentTheAgentWins(t *testing.T) {
 	t.Parallel()
 	cases := []struct {
 		name  string
-		state action.State // the core's state before the pass
+		state action.State // the core's state before the full sync
 	}{
 		{"push answered 409", action.PendingSchedule},
 		{"pulled record differs", action.New},
@@ -453,14 +453,14 @@ func TestConflictingContentTheAgentWins(t *testing.T) {
 			t.Parallel()
 			h := setup(t, Config{}, "n1")
 			ag := h.agents["n1"]
-			h.pass() // first contact: the agent's store id is known from now on
+			h.fullSync() // first contact: the agent's store id is known from now on
 			id := h.create("n1", func(r *store.Record) { r.State, r.SeenOnAgent = c.state, c.state == action.New })
 			now := action.UTC(time.Now())
 			ag.put(action.Action{ID: id, ClusterID: cluster, NodeID: "n1", Kind: "muster.io/debug.ping",
 				Args: json.RawMessage(`{"other":true}`), State: action.Running, Progress: json.RawMessage(`{}`),
 				Origin: action.OriginCore, CreatedTS: now, StartedTS: &now, UpdatedTS: now})
 			h.events()
-			h.pass()
+			h.fullSync()
 			rec := h.record(id)
 			wantState(t, rec, action.Running)
 			if rec.Kind != "muster.io/debug.ping" || string(rec.Args) != `{"other":true}` {
@@ -524,13 +524,13 @@ func TestPushAnswers(t *testing.T) {
 			t.Parallel()
 			h := setup(t, Config{}, "n1")
 			ag := h.agents["n1"]
-			h.pass()
+			h.fullSync()
 			id := h.create("n1", c.edit)
 			if c.prep != nil {
 				c.prep(h, ag, id)
 			}
 			h.events()
-			h.pass()
+			h.fullSync()
 			rec := h.record(id)
 			wantState(t, rec, c.state)
 			if rec.StateReason != c.reason {
@@ -542,7 +542,7 @@ func TestPushAnswers(t *testing.T) {
 			if ev := h.events(); !slices.Contains(ev, c.event+" "+id+" by "+map[bool]string{true: "core", false: "n1"}[c.state == action.Lost]) {
 				t.Fatalf("events %v", ev)
 			}
-			h.pass() // a LOST action puts the cluster in ALERT for the pass that found it
+			h.fullSync() // a LOST action puts the cluster in ALERT for the full sync that found it
 			h.idle()
 		})
 	}
@@ -552,12 +552,12 @@ func TestPushWithoutAnswerIsSentAgain(t *testing.T) {
 	t.Parallel()
 	h := setup(t, Config{}, "n1")
 	ag := h.agents["n1"]
-	h.pass()
+	h.fullSync()
 	id := h.create("n1", nil)
 	second := h.create("n1", nil)
 	ag.set(func(f *fakeAgent) { f.dropPush = true }) // the agent stores it, the answer is lost
 	ag.calls("")
-	h.pass()
+	h.fullSync()
 	wantState(t, h.record(id), action.PendingSchedule)
 	wantState(t, h.record(second), action.PendingSchedule)
 	if posts := ag.calls("POST"); len(posts) != 1 {
@@ -565,7 +565,7 @@ func TestPushWithoutAnswerIsSentAgain(t *testing.T) {
 	}
 
 	ag.set(func(f *fakeAgent) { f.dropPush = false })
-	h.pass()
+	h.fullSync()
 	// The first one came back through the pull, the second was pushed.
 	wantState(t, h.record(id), action.New)
 	wantState(t, h.record(second), action.New)
@@ -583,7 +583,7 @@ func TestAckSendsTheCommittedCursor(t *testing.T) {
 		ag.add("muster.io/debug.ping", action.Done)
 	}
 	ag.calls("")
-	h.pass()
+	h.fullSync()
 	// First contact: a full listing, in pages, without ack.
 	pulls := ag.calls("GET /api/v1/actions")
 	if len(pulls) != 3 || strings.Contains(strings.Join(pulls, " "), "ack") || ag.acks() != 0 {
@@ -596,7 +596,7 @@ func TestAckSendsTheCommittedCursor(t *testing.T) {
 	for range 3 {
 		ag.add("muster.io/debug.ping", action.Done)
 	}
-	h.pass()
+	h.fullSync()
 	// The acknowledgement is a POST before the first page; no GET carries one.
 	pulls = ag.calls("GET /api/v1/actions")
 	if ag.acks() != 1 || len(pulls) != 2 || !strings.Contains(pulls[0], "since=5") || strings.Contains(strings.Join(pulls, " "), "ack") {
@@ -626,24 +626,24 @@ func TestAnAcknowledgedCursorIsNotSentAgain(t *testing.T) {
 	h := setup(t, Config{}, "n1")
 	ag := h.agents["n1"]
 	ag.add("muster.io/debug.ping", action.Done)
-	h.pass() // first contact: a full listing, no ack
-	h.pass() // acknowledges cursor 1
+	h.fullSync() // first contact: a full listing, no ack
+	h.fullSync() // acknowledges cursor 1
 	if n := ag.acks(); n != 1 {
-		t.Fatalf("%d acks after the second pass, want 1", n)
+		t.Fatalf("%d acks after the second full sync, want 1", n)
 	}
 	ag.calls("")
 	for range 3 {
 		h.idle()
 	}
 	if n := ag.acks(); n != 0 {
-		t.Fatalf("%d acks in three idle passes, want 0", n)
+		t.Fatalf("%d acks in three idle full syncs, want 0", n)
 	}
 	if calls := ag.calls(""); len(calls) != 6 {
-		t.Fatalf("three idle passes made %d requests %v, want 6 (info and changes each)", len(calls), calls)
+		t.Fatalf("three idle full syncs made %d requests %v, want 6 (info and changes each)", len(calls), calls)
 	}
 	ag.add("muster.io/debug.ping", action.Done)
-	h.pass() // imports cursor 2
-	h.pass() // acknowledges it
+	h.fullSync() // imports cursor 2
+	h.fullSync() // acknowledges it
 	if n := ag.acks(); n != 1 {
 		t.Fatalf("%d acks once the cursor moved, want 1", n)
 	}
@@ -656,9 +656,9 @@ func TestAnAcknowledgedCursorIsNotSentAgain(t *testing.T) {
 	// acknowledged once.
 	ag.replaceStore()
 	ag.add("muster.io/debug.ping", action.Done)
-	h.pass()
-	h.pass()
-	h.pass()
+	h.fullSync()
+	h.fullSync()
+	h.fullSync()
 	if n := ag.acks(); n != 1 {
 		t.Fatalf("%d acks after the database was replaced, want 1", n)
 	}
@@ -670,9 +670,9 @@ func TestReplacedAgentDatabase(t *testing.T) {
 	ag := h.agents["n1"]
 	a, b := h.create("n1", nil), h.create("n1", nil)
 	done := h.create("n1", nil)
-	h.pass()
+	h.fullSync()
 	ag.run(t, done, action.Done, nil)
-	h.pass()
+	h.fullSync()
 	wantState(t, h.record(a), action.New)
 	oldStore := h.node("n1").StoreID
 	h.events()
@@ -680,7 +680,7 @@ func TestReplacedAgentDatabase(t *testing.T) {
 	ag.replaceStore()
 	fresh := ag.add("muster.io/debug.ping", action.New)
 	ag.calls("")
-	h.pass()
+	h.fullSync()
 	pulls := ag.calls("GET /api/v1/actions")
 	if len(pulls) == 0 || !strings.Contains(pulls[0], "since=0") || strings.Contains(pulls[0], "ack") {
 		t.Fatalf("pulls after a store change %v: want a full listing without ack", pulls)
@@ -707,8 +707,8 @@ func TestReplacedAgentDatabase(t *testing.T) {
 	if c := h.cluster(); c.Status != store.ClusterAlert {
 		t.Fatalf("cluster %+v", c)
 	}
-	// The next pass finds no drift: healthy again, then idle.
-	h.pass()
+	// The next full sync finds no drift: healthy again, then idle.
+	h.fullSync()
 	if c := h.cluster(); c.Status != store.ClusterHealthy {
 		t.Fatalf("cluster %+v", c)
 	}
@@ -721,13 +721,13 @@ func TestPeriodicFullSyncFindsLostActions(t *testing.T) {
 	ag := h.agents["n1"]
 	id := h.create("n1", nil)
 	pending := h.create("n1", func(r *store.Record) { r.State = action.PendingApprove })
-	h.pass() // pass 0 (full): pushes
+	h.fullSync() // full sync 0 (lists everything): pushes
 	wantState(t, h.record(id), action.New)
 	ag.forget(id) // gone without a change the cursor could show
-	h.pass()      // pass 1
-	h.pass()      // pass 2
+	h.fullSync()  // full sync 1
+	h.fullSync()  // full sync 2
 	wantState(t, h.record(id), action.New)
-	h.pass() // pass 3: full
+	h.fullSync() // full sync 3: lists everything
 	wantState(t, h.record(id), action.Lost)
 	wantState(t, h.record(pending), action.PendingApprove) // never on the agent: not lost
 }
@@ -746,7 +746,7 @@ func TestApprovalDigestIsCheckedBeforePush(t *testing.T) {
 		r.Args = json.RawMessage(`{"seconds":999}`) // content changed after approval
 	})
 	none := h.create("n1", nil) // needed no approval
-	h.pass()
+	h.fullSync()
 	wantState(t, h.record(ok), action.New)
 	wantState(t, h.record(none), action.New)
 	rec := h.record(changed)
@@ -764,10 +764,10 @@ func TestCancelRequestsAreSent(t *testing.T) {
 	h := setup(t, Config{}, "n1")
 	ag := h.agents["n1"]
 	queued, running, done := h.create("n1", nil), h.create("n1", nil), h.create("n1", nil)
-	h.pass()
+	h.fullSync()
 	ag.run(t, running, action.Running, nil)
 	ag.run(t, done, action.Done, nil)
-	h.pass()
+	h.fullSync()
 	h.update(func(ctx context.Context, tx store.Tx) error {
 		for _, id := range []string{queued, running} {
 			r, err := tx.Action(ctx, id)
@@ -782,7 +782,7 @@ func TestCancelRequestsAreSent(t *testing.T) {
 		return nil
 	})
 	ag.calls("")
-	h.pass()
+	h.fullSync()
 	cancels := ag.calls("POST /api/v1/actions/")
 	if len(cancels) != 2 {
 		t.Fatalf("cancels %v", cancels)
@@ -804,10 +804,10 @@ func TestCancelRequestsAreSent(t *testing.T) {
 	}
 }
 
-// A cancel that commits after the pass marked the push (actions.MarkSending)
+// A cancel that commits after the full sync marked the push (actions.MarkSending)
 // and before the agent answers cannot be settled in the core: the push may
 // have arrived. It is a request; the agent's answer (NEW) is adopted, and
-// the next pass sends the cancel, once.
+// the next full sync sends the cancel, once.
 func TestCancelWhileThePushIsOnItsWayIsSentToTheAgent(t *testing.T) {
 	t.Parallel()
 	h := setup(t, Config{}, "n1")
@@ -824,7 +824,7 @@ func TestCancelWhileThePushIsOnItsWayIsSentToTheAgent(t *testing.T) {
 			})
 		}
 	})
-	h.pass()
+	h.fullSync()
 	if outcome != actions.Requested {
 		t.Fatalf("cancel of a push on its way: outcome %v, want a request", outcome)
 	}
@@ -833,7 +833,7 @@ func TestCancelWhileThePushIsOnItsWayIsSentToTheAgent(t *testing.T) {
 	}
 	ag.set(func(f *fakeAgent) { f.pushHook = nil })
 	ag.calls("")
-	h.pass()
+	h.fullSync()
 	if cancels := ag.calls("POST /api/v1/actions/" + id + "/cancel"); len(cancels) != 1 {
 		t.Fatalf("cancels sent: %v, want one", cancels)
 	}
@@ -858,7 +858,7 @@ func TestARejectedActionFoundOnTheAgentIsCancelledThereEvenAfterARestart(t *test
 	t.Parallel()
 	h := setup(t, Config{}, "n1")
 	ag := h.agents["n1"]
-	h.pass()
+	h.fullSync()
 	id := h.create("n1", func(r *store.Record) { r.State = action.PendingApprove })
 	now := action.UTC(time.Now())
 	ag.put(action.Action{ID: id, ClusterID: cluster, NodeID: "n1", Kind: "muster.io/debug.sleep",
@@ -870,7 +870,7 @@ func TestARejectedActionFoundOnTheAgentIsCancelledThereEvenAfterARestart(t *test
 	})
 	h.events()
 	h.restart() // the core restarts: a new orchestrator, nothing kept in memory
-	h.pass()
+	h.fullSync()
 	rec := h.record(id)
 	if rec.State != action.New || !rec.CancelRequested || string(rec.Args) != `{"seconds":2}` {
 		t.Fatalf("core record %s args %s cancel requested %v; want the agent's NEW and args, cancel standing",
@@ -881,7 +881,7 @@ func TestARejectedActionFoundOnTheAgentIsCancelledThereEvenAfterARestart(t *test
 	}
 	h.restart() // and once more: the request is in the store
 	ag.calls("")
-	h.pass()
+	h.fullSync()
 	if cancels := ag.calls("POST /api/v1/actions/" + id + "/cancel"); len(cancels) != 1 {
 		t.Fatalf("cancels sent: %v, want one", cancels)
 	}
@@ -902,7 +902,7 @@ func TestTheAgentWinsOverAFinalStateOfTheCore(t *testing.T) {
 	h := setup(t, Config{}, "n1")
 	ag := h.agents["n1"]
 	id := h.create("n1", nil)
-	h.pass()
+	h.fullSync()
 	h.update(func(ctx context.Context, tx store.Tx) error {
 		r, err := tx.Action(ctx, id)
 		if err != nil {
@@ -913,7 +913,7 @@ func TestTheAgentWinsOverAFinalStateOfTheCore(t *testing.T) {
 	})
 	h.events()
 	ag.run(t, id, action.Done, nil)
-	h.pass()
+	h.fullSync()
 	rec := h.record(id)
 	wantState(t, rec, action.Done)
 	last := rec.History[len(rec.History)-1]
@@ -926,14 +926,14 @@ func TestTheAgentWinsOverAFinalStateOfTheCore(t *testing.T) {
 	h.idle()
 }
 
-func TestIdlePassWritesNothing(t *testing.T) {
+func TestIdleFullSyncWritesNothing(t *testing.T) {
 	t.Parallel()
 	cases := []struct {
 		name string
 		cfg  Config
 	}{
-		{"incremental passes", Config{}},
-		{"every pass is full", Config{FullSyncEvery: 1}},
+		{"incremental", Config{}},
+		{"every full sync lists everything", Config{FullSyncEvery: 1}},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -942,11 +942,11 @@ func TestIdlePassWritesNothing(t *testing.T) {
 			for n, ag := range h.agents {
 				id := h.create(n, nil)
 				ag.add("muster.io/debug.ping", action.Done)
-				h.pass()
+				h.fullSync()
 				ag.run(t, id, action.Running, nil)
 			}
 			h.create("n1", func(r *store.Record) { r.State = action.PendingApprove })
-			h.pass()
+			h.fullSync()
 			for range 3 {
 				h.idle()
 			}
@@ -958,12 +958,12 @@ func TestActionOfAnotherNodeIsNotTouched(t *testing.T) {
 	t.Parallel()
 	h := setup(t, Config{}, "n1", "n2")
 	id := h.create("n1", nil)
-	h.pass()
+	h.fullSync()
 	// n2's agent reports an action with n1's action id.
 	now := action.UTC(time.Now())
 	h.agents["n2"].put(action.Action{ID: id, Kind: "muster.io/debug.sleep", Args: json.RawMessage(`{"seconds":1}`),
 		State: action.Done, Progress: json.RawMessage(`{}`), CreatedTS: now, UpdatedTS: now})
-	h.pass()
+	h.fullSync()
 	if rec := h.record(id); rec.NodeID != "n1" || rec.State != action.New {
 		t.Fatalf("record moved by another node's agent: %+v", rec)
 	}
@@ -972,8 +972,8 @@ func TestActionOfAnotherNodeIsNotTouched(t *testing.T) {
 func TestMetricsAreRegistered(t *testing.T) {
 	t.Parallel()
 	h := setup(t, Config{}, "n1")
-	h.pass()
-	h.pass()
+	h.fullSync()
+	h.fullSync()
 	mfs, err := h.reg.Gather()
 	if err != nil {
 		t.Fatal(err)
@@ -1023,7 +1023,7 @@ func TestADrainedNodeGetsNoNewPushes(t *testing.T) {
 	h := setup(t, Config{}, "n1")
 	ag := h.agents["n1"]
 	held := h.create("n1", nil)
-	h.pass()
+	h.fullSync()
 	wantState(t, h.record(held), action.New)
 	h.update(func(ctx context.Context, tx store.Tx) error {
 		_, err := nodes.Drain(ctx, tx, cluster, "n1", "", actions.Actor{Name: "alice"})
@@ -1032,19 +1032,19 @@ func TestADrainedNodeGetsNoNewPushes(t *testing.T) {
 	waiting := h.create("n1", nil)
 	ag.run(t, held, action.Done, nil)
 	ag.calls("")
-	h.pass()
+	h.fullSync()
 	if pushes := ag.calls("POST /api/v1/actions"); len(pushes) != 0 {
 		t.Fatalf("pushed to a drained node: %v", pushes)
 	}
 	wantState(t, h.record(held), action.Done)
 	wantState(t, h.record(waiting), action.PendingSchedule)
 	if n := h.node("n1"); !n.Drained || n.Status != store.NodeUp {
-		t.Fatalf("a pass changed the drain: %+v", n)
+		t.Fatalf("a full sync changed the drain: %+v", n)
 	}
 	h.update(func(ctx context.Context, tx store.Tx) error {
 		_, err := nodes.Undrain(ctx, tx, cluster, "n1", actions.Actor{Name: "alice"})
 		return err
 	})
-	h.pass()
+	h.fullSync()
 	wantState(t, h.record(waiting), action.New)
 }
