@@ -21,7 +21,7 @@ import (
 func newClusterCmd() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "cluster",
-		Short: "List clusters, show one, or ask for an orchestration pass",
+		Short: "List clusters, show one, or ask for a full sync",
 	}
 	f := bindClientFlags(cmd)
 	cmd.AddCommand(&cobra.Command{
@@ -87,7 +87,7 @@ func newClusterCmd() *cobra.Command {
 		},
 	}, &cobra.Command{
 		Use:   "orchestrate CLUSTER",
-		Short: "Ask the core for an orchestration pass of a cluster now",
+		Short: "Ask the core for a full sync of a cluster now",
 		Args:  exactArgs("CLUSTER"),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			c, err := f.core()
@@ -98,9 +98,9 @@ func newClusterCmd() *cobra.Command {
 				return apiError(c, err)
 			}
 			if f.json() {
-				return f.write(cmd.OutOrStdout(), wire.Accepted{Status: "accepted", Message: "orchestration pass of " + args[0] + " requested"})
+				return f.write(cmd.OutOrStdout(), wire.Accepted{Status: "accepted", Message: "full sync of " + args[0] + " requested"})
 			}
-			fmt.Fprintf(cmd.OutOrStdout(), "Orchestration pass of %s requested.\n", textsafe.Escape(args[0]))
+			fmt.Fprintf(cmd.OutOrStdout(), "Full sync of %s requested.\n", textsafe.Escape(args[0]))
 			return nil
 		},
 	})

@@ -28,7 +28,7 @@ const DefaultInterval = time.Second
 // Config configures a Worker.
 type Config struct {
 	Runs *runs.Engine
-	// Nudge asks for a pass of a cluster whose run was just made (nil: none).
+	// Nudge asks for a full sync of a cluster whose run was just made (nil: none).
 	Nudge func(clusterID string)
 	// Interval is how often the schedules are looked at (DefaultInterval
 	// when 0).
