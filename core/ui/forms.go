@@ -25,8 +25,24 @@ const (
 // errForm is a form or query the UI refuses (400 with the message).
 var errForm = errors.New("invalid input")
 
+// formErr is an errForm with what the person is told.
+type formErr struct{ msg string }
+
+func (e *formErr) Error() string        { return errForm.Error() + ": " + e.msg }
+func (e *formErr) Is(target error) bool { return target == errForm }
+
 func formError(format string, args ...any) error {
-	return fmt.Errorf("%w: "+format, append([]any{errForm}, args...)...)
+	return &formErr{msg: fmt.Sprintf(format, args...)}
+}
+
+// formMessage is what the person is told of a refused form or query: the
+// message of its formError, or the error's own.
+func formMessage(err error) string {
+	var fe *formErr
+	if errors.As(err, &fe) {
+		return fe.msg
+	}
+	return err.Error()
 }
 
 // safeNext returns raw when it is a path of this UI ("/ui/..." with an

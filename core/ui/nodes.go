@@ -5,7 +5,6 @@ import (
 	"errors"
 	"net/http"
 	"net/url"
-	"strings"
 
 	"github.com/musterhq/muster/core/auth"
 	"github.com/musterhq/muster/core/budget"
@@ -154,7 +153,7 @@ func (s *Server) drainNode(drained bool) handlerFunc {
 		}
 		f, err := decodeDrain(r.PostForm)
 		if err != nil {
-			s.renderError(w, r, v, http.StatusBadRequest, strings.TrimPrefix(err.Error(), errForm.Error()+": "))
+			s.renderError(w, r, v, http.StatusBadRequest, formMessage(err))
 			return
 		}
 		if drained {

@@ -9,7 +9,6 @@ import (
 	"net/http"
 	"net/url"
 	"strconv"
-	"strings"
 	"time"
 
 	"github.com/musterhq/muster/core/approval"
@@ -86,7 +85,7 @@ func (s *Server) login(w http.ResponseWriter, r *http.Request) {
 	}
 	f, err := decodeLogin(r.PostForm)
 	if err != nil {
-		s.showLogin(w, r, http.StatusBadRequest, loginData{Next: f.Next}, strings.TrimPrefix(err.Error(), errForm.Error()+": "))
+		s.showLogin(w, r, http.StatusBadRequest, loginData{Next: f.Next}, formMessage(err))
 		return
 	}
 	var tok *store.Token
@@ -356,7 +355,7 @@ func (s *Server) decide(d decision) handlerFunc {
 		}
 		f, err := decodeDecision(d, r.PostForm)
 		if err != nil {
-			s.renderError(w, r, v, http.StatusBadRequest, strings.TrimPrefix(err.Error(), errForm.Error()+": "))
+			s.renderError(w, r, v, http.StatusBadRequest, formMessage(err))
 			return
 		}
 		op, done := s.ops.ApproveAction, "approved"
@@ -629,7 +628,7 @@ func (s *Server) events(w http.ResponseWriter, r *http.Request, v *visitor) {
 	status := http.StatusOK
 	if ferr != nil {
 		status = http.StatusBadRequest
-		d.FilterErr = strings.TrimPrefix(ferr.Error(), errForm.Error()+": ")
+		d.FilterErr = formMessage(ferr)
 		f = eventFilter{}
 	}
 	d.Filter = f

@@ -3,7 +3,6 @@ package ui
 import (
 	"net/http"
 	"net/url"
-	"strings"
 )
 
 // listPage is what the UI's paged lists (Actions, Runs, the runs of
@@ -55,5 +54,5 @@ func filterStatus(ferr error) (int, string) {
 	if ferr == nil {
 		return http.StatusOK, ""
 	}
-	return http.StatusBadRequest, strings.TrimPrefix(ferr.Error(), errForm.Error()+": ")
+	return http.StatusBadRequest, formMessage(ferr)
 }

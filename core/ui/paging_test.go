@@ -1,7 +1,6 @@
 package ui
 
 import (
-	"fmt"
 	"net/http"
 	"net/url"
 	"testing"
@@ -30,7 +29,7 @@ func TestListPageAddressesAndLiveRegion(t *testing.T) {
 	if p.filter.Has("marker") || p.filter.Has("part") {
 		t.Errorf("the filter was changed: %v", p.filter)
 	}
-	if status, why := filterStatus(fmt.Errorf("%w: state: %q is not a state", errForm, "X")); status != http.StatusBadRequest || why != `state: "X" is not a state` {
+	if status, why := filterStatus(formError("state: %q is not a state", "X")); status != http.StatusBadRequest || why != `state: "X" is not a state` {
 		t.Errorf("bad filter: %d %q", status, why)
 	}
 	if status, why := filterStatus(nil); status != http.StatusOK || why != "" {

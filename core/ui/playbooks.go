@@ -176,7 +176,7 @@ func (s *Server) playbookPage(w http.ResponseWriter, r *http.Request, v *visitor
 				ferr = formError("choose a cluster")
 			}
 			if ferr != nil {
-				d.PlanErr, status = strings.TrimPrefix(ferr.Error(), errForm.Error()+": "), http.StatusBadRequest
+				d.PlanErr, status = formMessage(ferr), http.StatusBadRequest
 			} else {
 				d.Plan, err = s.plan(ctx, pb, d.Playbook.Version, &wire.PlanRequest{ClusterID: d.Cluster, Params: given})
 				if err != nil {
@@ -338,7 +338,7 @@ func (s *Server) startPlaybook(w http.ResponseWriter, r *http.Request, v *visito
 	}
 	f, err := decodeStart(r.PostForm, pb)
 	if err != nil {
-		s.renderError(w, r, v, http.StatusBadRequest, strings.TrimPrefix(err.Error(), errForm.Error()+": "))
+		s.renderError(w, r, v, http.StatusBadRequest, formMessage(err))
 		return
 	}
 	req := &wire.PlanRequest{ClusterID: f.Cluster, Params: f.Params, Digest: f.Digest, Version: version}

@@ -461,7 +461,7 @@ func (s *Server) changeRun(c runChange) handlerFunc {
 		}
 		f, err := decodeRunChange(c, r.PostForm)
 		if err != nil {
-			s.renderError(w, r, v, http.StatusBadRequest, strings.TrimPrefix(err.Error(), errForm.Error()+": "))
+			s.renderError(w, r, v, http.StatusBadRequest, formMessage(err))
 			return
 		}
 		ctx, by := r.Context(), v.caller(r)
