@@ -165,8 +165,7 @@ func (s *Server) createAction(c *echo.Context) error {
 	if err != nil {
 		return err
 	}
-	rec, err := s.ops.CreateAction(c.Request().Context(), who(c), ops.ActionRequest{ID: req.ID, ClusterID: req.ClusterID,
-		NodeID: req.NodeID, Kind: req.Kind, Args: req.Args, TimeoutS: req.TimeoutS, NotBefore: req.NotBefore})
+	rec, err := s.ops.CreateAction(c.Request().Context(), who(c), *req)
 	if err != nil {
 		return err
 	}

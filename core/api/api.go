@@ -57,12 +57,14 @@ const (
 
 // Config is what the API needs beyond the store.
 type Config struct {
-	// Policy decides which actions need approval and who may approve them,
-	// as it is at each request (a reload replaces it); nil: the default.
-	Policy *live.Value[approval.Policy]
-	// Ops runs every user verb (the core shares one with the web UI); nil
-	// builds one from Policy, Budget, Enroll, Notify and the Nudger.
+	// Ops runs every user verb and holds the policies the API shows (the
+	// core shares one with the web UI). When nil, New builds one from
+	// Policy, Budget, Enroll, Notify and its Nudger; those four are read
+	// only then.
 	Ops *ops.Ops
+	// Policy decides which actions need approval and who may approve them
+	// (nil: the default).
+	Policy *live.Value[approval.Policy]
 	// MaxSSEPerToken caps the concurrent /events/stream connections of one
 	// token (429 beyond). Zero means DefaultMaxSSEPerToken.
 	MaxSSEPerToken int
@@ -81,8 +83,7 @@ type Config struct {
 	Gatherer prometheus.Gatherer
 	// Registerer, when set, receives the API's own metrics.
 	Registerer prometheus.Registerer
-	// Budget is the clusters' disruption budgets, shown by GET
-	// /api/v1/clusters/{c}, as they are at each request (nil: none).
+	// Budget is the clusters' disruption budgets (nil: none).
 	Budget *live.Value[budget.Policy]
 	// Calendars are the clusters' maintenance windows and freezes, shown
 	// with each cluster; nil: none.
@@ -93,31 +94,26 @@ type Config struct {
 	Streams *streams.Limiter
 	// Replicas answers GET /api/v1/core/replicas; nil lists none.
 	Replicas ReplicaLister
-	// Notify sends test deliveries and lists the destinations; nil: none
-	// configured.
+	// Notify sends test deliveries and lists the destinations (nil: none).
 	Notify Notifier
 	// Enroll signs, renews and revokes agent certificates; nil answers
 	// its routes 404.
 	Enroll *enroll.Service
 }
 
-// Nudger asks the orchestrator for a pass of one cluster now, or for a sync
-// of one node alone (which does not wait for a pass of its cluster under
-// way). It must not block: the API calls it after its transaction has
-// committed.
+// Nudger asks the orchestrator for a full sync of one cluster now, or for a
+// sync of one node alone (ops.Nudger): the operations New builds when
+// Config.Ops is nil nudge it after their transaction committed.
 type Nudger = ops.Nudger
 
 // Server is the core API. Build it with New, serve Handler, and call Close
 // when the HTTP server shuts down so that event streams end.
 type Server struct {
-	cfg   Config
-	st    store.Store
-	ops   *ops.Ops
-	nudge Nudger
-	log   *slog.Logger
-	// enroll is cfg.Enroll.
-	enroll *enroll.Service
-	echo   *echo.Echo
+	cfg  Config
+	st   store.Store
+	ops  *ops.Ops
+	log  *slog.Logger
+	echo *echo.Echo
 	// perms records the permission of every authenticated route, by
 	// "METHOD path"; public routes map to "".
 	perms map[string]auth.Permission
@@ -153,11 +149,8 @@ func New(cfg Config, st store.Store, n Nudger, log *slog.Logger) *Server {
 		cfg.Budget = live.New(budget.Policy{})
 	}
 	if cfg.Ops == nil {
-		oc := ops.Config{Store: st, Policy: cfg.Policy, Budget: cfg.Budget, Enroll: cfg.Enroll, Notify: cfg.Notify}
-		if n != nil {
-			oc.Nudge = n
-		}
-		cfg.Ops = ops.New(oc)
+		cfg.Ops = ops.New(ops.Config{Store: st, Policy: cfg.Policy, Budget: cfg.Budget, Enroll: cfg.Enroll, Notify: cfg.Notify,
+			Nudge: n})
 	}
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
@@ -166,12 +159,10 @@ func New(cfg Config, st store.Store, n Nudger, log *slog.Logger) *Server {
 		cfg:     cfg,
 		st:      st,
 		ops:     cfg.Ops,
-		nudge:   n,
 		log:     log,
 		perms:   map[string]auth.Permission{},
 		done:    make(chan struct{}),
 		metrics: newMetrics(cfg.Registerer),
-		enroll:  cfg.Enroll,
 	}
 	e := echo.NewWithConfig(echo.Config{
 		Logger:                       log,

@@ -78,7 +78,7 @@ func (s *Server) showCluster(c *echo.Context) error {
 			return err
 		}
 		out = toWireCluster(*cl, nodes)
-		pol := s.cfg.Budget.Load()
+		pol := s.ops.Budget().Load()
 		if _, ok := pol.Limit(id); ok {
 			open, err := r.OpenActions(ctx, id, "")
 			if err != nil {

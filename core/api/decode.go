@@ -10,8 +10,7 @@ import (
 
 	"github.com/labstack/echo/v5"
 
-	"github.com/musterhq/muster/core/schedule"
-	"github.com/musterhq/muster/shared/action"
+	"github.com/musterhq/muster/core/ops"
 	"github.com/musterhq/muster/shared/jsonbody"
 	"github.com/musterhq/muster/shared/wire"
 )
@@ -31,59 +30,23 @@ func readBody(c *echo.Context) ([]byte, error) {
 // trailing data and an empty body are errors (jsonbody.ErrInvalid, a 400).
 func decodeStrict(body []byte, out any) error { return jsonbody.Decode(body, out) }
 
-// decodeCreate decodes and validates the body of POST /api/v1/actions. On
-// success the args are a canonical JSON object of at most action.MaxArgs
-// bytes, the kind is well formed, the id empty or a canonical UUID, and the
-// timeout within bounds. What depends on the store (does the node exist, does
-// it know the kind) is checked later.
-func decodeCreate(body []byte) (*wire.CreateActionRequest, error) {
+// decodeCreate decodes the body of POST /api/v1/actions strictly (no
+// unknown field, one object) and checks it (ops.CheckAction): on success the
+// args are a canonical JSON object of at most action.MaxArgs bytes, the
+// kind is well formed, the id empty or a canonical UUID, and the timeout
+// and not_before within bounds. What depends on the store (does the node
+// exist, does it know the kind) is checked later.
+func decodeCreate(body []byte) (*ops.ActionRequest, error) {
 	var req wire.CreateActionRequest
 	if err := decodeStrict(body, &req); err != nil {
 		return nil, err
 	}
-	if err := checkCreate(&req); err != nil {
+	out := &ops.ActionRequest{ID: req.ID, ClusterID: req.ClusterID, NodeID: req.NodeID, Kind: req.Kind, Args: req.Args,
+		TimeoutS: req.TimeoutS, NotBefore: req.NotBefore}
+	if err := ops.CheckAction(out, time.Now()); err != nil {
 		return nil, err
 	}
-	return &req, nil
-}
-
-func checkCreate(req *wire.CreateActionRequest) error {
-	if req.ClusterID == "" {
-		return badRequest("cluster_id is required")
-	}
-	if req.NodeID == "" {
-		return badRequest("node_id is required")
-	}
-	if req.ID != "" && !action.ValidID(req.ID) {
-		return badRequest("id %q is not a canonical UUID", req.ID)
-	}
-	if !action.ValidKind(req.Kind) {
-		return badRequest("kind %q is not of the form domain/name", req.Kind)
-	}
-	if err := action.CheckTimeoutS(req.TimeoutS); err != nil {
-		return badRequest("%v", err)
-	}
-	args, err := action.NormalizeArgs(req.Args)
-	if err != nil {
-		return badRequest("%v", err)
-	}
-	if len(args) > action.MaxArgs {
-		return badRequest("args larger than %d bytes", action.MaxArgs)
-	}
-	req.Args = args
-	return checkNotBefore(req.NotBefore)
-}
-
-// checkNotBefore refuses a not_before in the past or more than 90 days
-// ahead (schedule.CheckNotBefore).
-func checkNotBefore(t *time.Time) error {
-	if t == nil {
-		return nil
-	}
-	if err := schedule.CheckNotBefore(*t, time.Now()); err != nil {
-		return badRequest("%v", err)
-	}
-	return nil
+	return out, nil
 }
 
 // Caps of query strings (API4). A list parameter reaches the store as one SQL

@@ -9,7 +9,6 @@ import (
 	"github.com/labstack/echo/v5"
 
 	"github.com/musterhq/muster/core/auth"
-	"github.com/musterhq/muster/core/enroll"
 	"github.com/musterhq/muster/core/store"
 	"github.com/musterhq/muster/shared/tlsutil"
 	"github.com/musterhq/muster/shared/wire"
@@ -42,11 +41,12 @@ func WithoutClientCert(r *http.Request) bool {
 // enrollCA serves the CA bundle (public: an enrolling agent checks it
 // against the pin it was given before it sends its join token).
 func (s *Server) enrollCA(c *echo.Context) error {
-	if s.enroll == nil || !s.enroll.Enabled() {
-		return enroll.ErrDisabled
+	bundle, err := s.ops.EnrollCA()
+	if err != nil {
+		return err
 	}
-	out := wire.EnrollCA{CABundle: string(s.enroll.Bundle()), Pins: []string{}}
-	certs, err := tlsutil.ParseCerts(s.enroll.Bundle())
+	out := wire.EnrollCA{CABundle: string(bundle), Pins: []string{}}
+	certs, err := tlsutil.ParseCerts(bundle)
 	if err != nil {
 		return fmt.Errorf("agents_ca bundle: %w", err)
 	}
@@ -78,8 +78,8 @@ const maxCSR = 16 << 10
 // authenticates the token itself, so that an expired, used-up or
 // wrong-cluster token is refused with its reason and an event.
 func (s *Server) enrollAgent(c *echo.Context) error {
-	if s.enroll == nil || !s.enroll.Enabled() {
-		return enroll.ErrDisabled
+	if _, err := s.ops.EnrollCA(); err != nil {
+		return err // enrollment is off: 404 before anything is read
 	}
 	h := c.Request().Header.Get("Authorization")
 	scheme, secret, ok := strings.Cut(h, " ")
@@ -94,7 +94,7 @@ func (s *Server) enrollAgent(c *echo.Context) error {
 	if err != nil {
 		return err
 	}
-	out, err := s.enroll.Enroll(c.Request().Context(), strings.TrimSpace(secret), *req, enroll.Caller{ClientAddr: clientAddr(c)})
+	out, err := s.ops.EnrollAgent(c.Request().Context(), strings.TrimSpace(secret), *req, clientAddr(c))
 	if err != nil {
 		return err
 	}
@@ -104,8 +104,8 @@ func (s *Server) enrollAgent(c *echo.Context) error {
 // renewAgent signs a new CSR for the agent whose client certificate the
 // connection carries (201).
 func (s *Server) renewAgent(c *echo.Context) error {
-	if s.enroll == nil || !s.enroll.Enabled() {
-		return enroll.ErrDisabled
+	if _, err := s.ops.EnrollCA(); err != nil {
+		return err // enrollment is off: 404 before anything is read
 	}
 	body, err := readBody(c)
 	if err != nil {
@@ -122,7 +122,7 @@ func (s *Server) renewAgent(c *echo.Context) error {
 	if cs := c.Request().TLS; cs != nil {
 		peer = cs.PeerCertificates
 	}
-	out, err := s.enroll.Renew(c.Request().Context(), peer, req, enroll.Caller{ClientAddr: clientAddr(c)})
+	out, err := s.ops.RenewAgent(c.Request().Context(), peer, req, clientAddr(c))
 	if err != nil {
 		return err
 	}
@@ -132,9 +132,6 @@ func (s *Server) renewAgent(c *echo.Context) error {
 // revokeNode puts a node's certificates on the revocation list (200) and
 // syncs the node at once, so that it shows DOWN and revoked.
 func (s *Server) revokeNode(c *echo.Context) error {
-	if s.enroll == nil {
-		return enroll.ErrDisabled
-	}
 	var req wire.RevokeRequest
 	if c.Request().ContentLength != 0 {
 		body, err := readBody(c)

@@ -38,7 +38,7 @@ func (e *env) clocked(cfg enroll.Config) (*fakeClock, *syncBuffer) {
 	logs := &syncBuffer{}
 	ca := testCA(e.t)
 	cfg.CA, cfg.Bundle, cfg.Now = ca.CA, ca.pem, clock.Now
-	e.srv.enroll = enroll.New(cfg, e.st, slog.New(slog.NewTextHandler(logs, nil)))
+	e.useEnroll(enroll.New(cfg, e.st, slog.New(slog.NewTextHandler(logs, nil))))
 	return clock, logs
 }
 
@@ -285,13 +285,13 @@ func TestRenewalRetiresTheCertificateItReplaces(t *testing.T) {
 	if n := len(e.certs("app-1")); n != 2 {
 		t.Fatalf("%d certificates for app-1, want 2", n)
 	}
-	if e.srv.enroll.Revoked(first.Serial) {
+	if e.enroll.Revoked(first.Serial) {
 		t.Fatal("the replaced certificate is refused before its grace ends")
 	}
 	clock.advance(enroll.RenewalGrace)
-	if !e.srv.enroll.Revoked(first.Serial) || e.srv.enroll.Revoked(second.Serial) {
+	if !e.enroll.Revoked(first.Serial) || e.enroll.Revoked(second.Serial) {
 		t.Fatalf("after the grace: replaced revoked %v (want true), new revoked %v (want false)",
-			e.srv.enroll.Revoked(first.Serial), e.srv.enroll.Revoked(second.Serial))
+			e.enroll.Revoked(first.Serial), e.enroll.Revoked(second.Serial))
 	}
 	if status, body, _ := renew(t, ts, []byte(second.Certificate), key2, "app-1"); status != http.StatusCreated {
 		t.Fatalf("renewal from the new certificate: %d %s", status, body)

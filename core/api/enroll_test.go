@@ -421,7 +421,7 @@ func TestRenewOverMutualTLS(t *testing.T) {
 	if len(rr.Serials) != 3 {
 		t.Fatalf("revoked %v, want the 3 certificates of app-1", rr.Serials)
 	}
-	if !e.srv.enroll.Revoked(second.Serial) || !e.srv.enroll.Revoked(first.Serial) {
+	if !e.enroll.Revoked(second.Serial) || !e.enroll.Revoked(first.Serial) {
 		t.Fatal("the revocation list in memory does not hold the serials")
 	}
 	status, body, _ = renew(t, ts, []byte(second.Certificate), key2, "app-1")
@@ -550,7 +550,7 @@ func TestEnrollRefusalEventsPerTokenAtMostOneAMinute(t *testing.T) {
 	e := setup(t)
 	ca := testCA(t)
 	logs := &syncBuffer{}
-	e.srv.enroll = enroll.New(enroll.Config{CA: ca.CA, Bundle: ca.pem, Now: clock}, e.st, slog.New(slog.NewTextHandler(logs, nil)))
+	e.useEnroll(enroll.New(enroll.Config{CA: ca.CA, Bundle: ca.pem, Now: clock}, e.st, slog.New(slog.NewTextHandler(logs, nil))))
 	past, none := now.Add(-time.Minute).UTC(), 0
 	e.storedToken("expired", store.Token{ClusterID: "prod", ExpiresTS: &past})
 	e.storedToken("usedup", store.Token{ClusterID: "prod", UsesLeft: &none})

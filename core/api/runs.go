@@ -230,13 +230,7 @@ func optionalBody(c *echo.Context, into any) error {
 		}
 		return nil
 	}
-	if err := decodeStrict(body, into); err != nil {
-		return err
-	}
-	if r, ok := into.(*wire.ReasonRequest); ok && len(r.Reason) > wire.MaxReason {
-		return badRequest("reason is longer than %d bytes", wire.MaxReason)
-	}
-	return nil
+	return decodeStrict(body, into)
 }
 
 // runAnswer answers a run as a change left it (200).

@@ -109,10 +109,7 @@ func (s *Server) listSchedules(c *echo.Context) error {
 // scheduleName is the schedule named by the path, checked.
 func scheduleName(c *echo.Context) (string, error) {
 	name := c.Param("name")
-	if err := names.CheckID(name); err != nil {
-		return "", badRequest("schedule name: %v", err)
-	}
-	return name, nil
+	return name, ops.CheckScheduleName(name)
 }
 
 func (s *Server) showSchedule(c *echo.Context) error {

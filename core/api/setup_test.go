@@ -106,6 +106,9 @@ type env struct {
 	ts     *httptest.Server
 	nudges *nudges
 	engine *runs.Engine
+	// opsCfg built the server's operations; enroll is its enrollment.
+	opsCfg ops.Config
+	enroll *enroll.Service
 	logs   *syncBuffer
 	reg    *prometheus.Registry
 	// secrets by token name: viewer, op, appr, admin, and self (operator+approver).
@@ -146,9 +149,10 @@ func setup(t *testing.T, opts ...func(*Config)) *env {
 	n := &nudges{}
 	rules := &actions.Rules{Policy: cfg.Policy}
 	engine := runs.NewEngine(cfg.Policy, rules, nil)
+	opsCfg := ops.Config{Store: st, Policy: cfg.Policy, Budget: cfg.Budget, Rules: rules, Runs: engine,
+		Enroll: cfg.Enroll, Notify: cfg.Notify, Nudge: n}
 	if cfg.Ops == nil {
-		cfg.Ops = ops.New(ops.Config{Store: st, Policy: cfg.Policy, Budget: cfg.Budget, Rules: rules, Runs: engine,
-			Enroll: cfg.Enroll, Notify: cfg.Notify, Nudge: n})
+		cfg.Ops = ops.New(opsCfg)
 	}
 	srv := New(cfg, st, n, slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug})))
 	ts := httptest.NewServer(srv.Handler())
@@ -163,7 +167,8 @@ func setup(t *testing.T, opts ...func(*Config)) *env {
 			t.Errorf("openapi contract: %s", p)
 		}
 	})
-	e := &env{t: t, st: st, srv: srv, ts: ts, nudges: n, engine: engine, logs: logs, reg: reg, secrets: map[string]string{}}
+	e := &env{t: t, st: st, srv: srv, ts: ts, nudges: n, engine: engine, logs: logs, reg: reg, secrets: map[string]string{},
+		opsCfg: opsCfg, enroll: cfg.Enroll}
 
 	now := time.Now().UTC()
 	err = st.Update(ctx, func(tx store.Tx) error {
@@ -372,4 +377,10 @@ func (e *env) client(who string) *client.Core {
 func classify(err error) (int, string) {
 	p := describe(err)
 	return p.Status, p.Code
+}
+
+// useEnroll makes svc the enrollment the server's operations use.
+func (e *env) useEnroll(svc *enroll.Service) {
+	e.opsCfg.Enroll, e.enroll = svc, svc
+	e.srv.ops = ops.New(e.opsCfg)
 }

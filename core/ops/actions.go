@@ -14,14 +14,49 @@ import (
 // what only the core sets).
 type ActionRequest = actions.Request
 
-// CreateAction creates an action. Its args are checked outside the write
-// transaction (actions.Rules.CreateIn); one that may go at once syncs its
-// node.
+// CheckAction checks what a new action asks for that needs no store, and
+// makes its args canonical: the cluster and the node named, the id empty or
+// a canonical UUID, the kind well formed, the timeout within bounds, the
+// args a JSON object of at most action.MaxArgs bytes, a not_before neither
+// past nor too far ahead at now.
+func CheckAction(req *ActionRequest, now time.Time) error {
+	if req.ClusterID == "" {
+		return BadRequest("cluster_id is required")
+	}
+	if req.NodeID == "" {
+		return BadRequest("node_id is required")
+	}
+	if req.ID != "" && !action.ValidID(req.ID) {
+		return BadRequest("id %q is not a canonical UUID", req.ID)
+	}
+	if !action.ValidKind(req.Kind) {
+		return BadRequest("kind %q is not of the form domain/name", req.Kind)
+	}
+	if err := action.CheckTimeoutS(req.TimeoutS); err != nil {
+		return BadRequest("%v", err)
+	}
+	args, err := action.NormalizeArgs(req.Args)
+	if err != nil {
+		return BadRequest("%v", err)
+	}
+	if len(args) > action.MaxArgs {
+		return BadRequest("args larger than %d bytes", action.MaxArgs)
+	}
+	req.Args = args
+	return checkNotBefore(req.NotBefore, now)
+}
+
+// CreateAction creates an action (CheckAction). Its args are checked
+// against the node's schema outside the write transaction
+// (actions.Rules.CreateIn); one that may go at once syncs its node.
 func (o *Ops) CreateAction(ctx context.Context, c Caller, req ActionRequest) (*store.Record, error) {
 	if err := Authorize(c, auth.Create); err != nil {
 		return nil, err
 	}
 	req.RetryOf, req.ArgsCheckedAgainst = "", ""
+	if err := CheckAction(&req, o.now()); err != nil {
+		return nil, err
+	}
 	rec, err := o.cfg.Rules.CreateIn(ctx, o.st, req, c.actor(""))
 	if err != nil {
 		return nil, err
@@ -64,7 +99,7 @@ func (o *Ops) nudgeIfScheduled(rec *store.Record) {
 // ApproveAction approves an action (an approver other than its requester,
 // within the approval window the policy says now) and syncs its node.
 func (o *Ops) ApproveAction(ctx context.Context, c Caller, ref, reason string) (*store.Record, error) {
-	if err := checkReason(reason, false); err != nil {
+	if err := CheckReason(reason, false); err != nil {
 		return nil, err
 	}
 	rec, err := o.changeAction(ctx, c, auth.Approve, ref, func(tx store.Tx, id string) (*store.Record, error) {
@@ -79,7 +114,7 @@ func (o *Ops) ApproveAction(ctx context.Context, c Caller, ref, reason string) (
 
 // RejectAction rejects an action waiting for approval; nothing is synced.
 func (o *Ops) RejectAction(ctx context.Context, c Caller, ref, reason string) (*store.Record, error) {
-	if err := checkReason(reason, false); err != nil {
+	if err := CheckReason(reason, false); err != nil {
 		return nil, err
 	}
 	return o.changeAction(ctx, c, auth.Reject, ref, func(tx store.Tx, id string) (*store.Record, error) {
@@ -90,7 +125,7 @@ func (o *Ops) RejectAction(ctx context.Context, c Caller, ref, reason string) (*
 // MarkActionUrgent lets an action pass its cluster's closed maintenance
 // window, never a freeze; the reason is required. Its node is synced.
 func (o *Ops) MarkActionUrgent(ctx context.Context, c Caller, ref, reason string) (*store.Record, error) {
-	if err := checkReason(reason, true); err != nil {
+	if err := CheckReason(reason, true); err != nil {
 		return nil, err
 	}
 	rec, err := o.changeAction(ctx, c, auth.Approve, ref, func(tx store.Tx, id string) (*store.Record, error) {

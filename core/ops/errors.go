@@ -59,10 +59,16 @@ type ForbiddenError struct {
 	Roles   []string
 	Perm    auth.Permission
 	Allowed []string
+	// Doing says what was refused when it is more than Perm ("" for Perm).
+	Doing string
 }
 
 func (e *ForbiddenError) Error() string {
-	return fmt.Sprintf("token %s (roles %s) may not %s: that takes the %s role", e.Caller, strings.Join(e.Roles, ","), e.Perm,
+	doing := e.Doing
+	if doing == "" {
+		doing = string(e.Perm)
+	}
+	return fmt.Sprintf("token %s (roles %s) may not %s: that takes the %s role", e.Caller, strings.Join(e.Roles, ","), doing,
 		orList(e.Allowed))
 }
 

@@ -2,18 +2,16 @@ package ops
 
 import (
 	"context"
+	"crypto/x509"
 	"encoding/json"
-	"fmt"
 
 	"github.com/musterhq/muster/core/actions"
 	"github.com/musterhq/muster/core/auth"
 	"github.com/musterhq/muster/core/enroll"
 	"github.com/musterhq/muster/core/nodes"
 	"github.com/musterhq/muster/core/store"
+	"github.com/musterhq/muster/shared/wire"
 )
-
-// maxRevokeReason bounds the reason of a revocation.
-const maxRevokeReason = 512
 
 // DrainNode drains a node: nothing new starts on it. Its node is synced, so
 // that what waits for it says why.
@@ -21,7 +19,7 @@ func (o *Ops) DrainNode(ctx context.Context, c Caller, clusterID, nodeID, reason
 	if err := Authorize(c, auth.Drain); err != nil {
 		return nil, err
 	}
-	if err := checkReason(reason, false); err != nil {
+	if err := CheckReason(reason, false); err != nil {
 		return nil, err
 	}
 	var n *store.Node
@@ -85,8 +83,8 @@ func (o *Ops) RevokeNode(ctx context.Context, c Caller, clusterID, nodeID, reaso
 	if o.cfg.Enroll == nil {
 		return nil, enroll.ErrDisabled
 	}
-	if len(reason) > maxRevokeReason {
-		return nil, BadRequest("reason is longer than %d bytes", maxRevokeReason)
+	if err := CheckReason(reason, false); err != nil {
+		return nil, err
 	}
 	serials, err := o.cfg.Enroll.Revoke(ctx, clusterID, nodeID, reason, c.Name, enroll.Caller{ClientAddr: c.Addr})
 	if err != nil {
@@ -106,7 +104,7 @@ func (o *Ops) SyncCluster(ctx context.Context, c Caller, clusterID string) error
 		return err
 	})
 	if err != nil {
-		return fmt.Errorf("cluster %q: %w", clusterID, err)
+		return err
 	}
 	o.nudgeCluster(clusterID)
 	return nil
@@ -116,4 +114,43 @@ func (o *Ops) SyncCluster(ctx context.Context, c Caller, clusterID string) error
 // node announced (actions.RefusedSchemas): nil when it takes them all.
 func RefusedSchemas(announced map[string]json.RawMessage) map[string]string {
 	return actions.RefusedSchemas(announced)
+}
+
+// enrollment is the enrollment service, or enroll.ErrDisabled when the
+// core does not sign agent certificates.
+func (o *Ops) enrollment() (*enroll.Service, error) {
+	if o.cfg.Enroll == nil || !o.cfg.Enroll.Enabled() {
+		return nil, enroll.ErrDisabled
+	}
+	return o.cfg.Enroll, nil
+}
+
+// EnrollCA is the CA bundle enrolling agents check against their pin.
+func (o *Ops) EnrollCA() ([]byte, error) {
+	e, err := o.enrollment()
+	if err != nil {
+		return nil, err
+	}
+	return e.Bundle(), nil
+}
+
+// EnrollAgent signs an agent's CSR for a join token, which it
+// authenticates itself so that an expired, used-up or wrong-cluster token
+// is refused with its reason and an event.
+func (o *Ops) EnrollAgent(ctx context.Context, secret string, req wire.EnrollRequest, addr string) (*wire.EnrollResponse, error) {
+	e, err := o.enrollment()
+	if err != nil {
+		return nil, err
+	}
+	return e.Enroll(ctx, secret, req, enroll.Caller{ClientAddr: addr})
+}
+
+// RenewAgent signs a new CSR for the agent whose verified client
+// certificate (peer) the connection carries.
+func (o *Ops) RenewAgent(ctx context.Context, peer []*x509.Certificate, req wire.RenewRequest, addr string) (*wire.EnrollResponse, error) {
+	e, err := o.enrollment()
+	if err != nil {
+		return nil, err
+	}
+	return e.Renew(ctx, peer, req, enroll.Caller{ClientAddr: addr})
 }

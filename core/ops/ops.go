@@ -127,12 +127,13 @@ func New(cfg Config) *Ops {
 	return &Ops{st: cfg.Store, cfg: cfg}
 }
 
-// Policy is the approval policy the operations decide with.
+// Policy is the approval policy the operations decide with: the one the
+// pages show who may approve by.
 func (o *Ops) Policy() *live.Value[approval.Policy] { return o.cfg.Policy }
 
-// Schedules is the schedule service (its MinEvery bounds what a request
-// may ask).
-func (o *Ops) Schedules() *recur.Service { return o.cfg.Schedules }
+// Budget is the clusters' disruption budgets the operations plan with: the
+// one the pages show in use.
+func (o *Ops) Budget() *live.Value[budget.Policy] { return o.cfg.Budget }
 
 // Enroll is the enrollment service, nil when enrollment is off.
 func (o *Ops) Enroll() *enroll.Service { return o.cfg.Enroll }
@@ -174,16 +175,18 @@ func (o *Ops) nudgeCluster(clusterID string) {
 	}
 }
 
-// checkReason refuses a reason longer than wire.MaxReason or with control
-// characters; required refuses an empty one too.
-func checkReason(reason string, required bool) error {
-	reason = strings.TrimSpace(reason)
+// CheckReason is the one rule of a reason a person gives (an approval, a
+// rejection, a cancel, a drain, a revocation, an urgent mark): at most
+// wire.MaxReason bytes of valid UTF-8 with no control character (a newline
+// included), spaces around it aside; required refuses an empty one.
+func CheckReason(reason string, required bool) error {
+	trimmed := strings.TrimSpace(reason)
 	switch {
-	case required && reason == "":
+	case required && trimmed == "":
 		return BadRequest("reason is required: say why it may not wait for the window")
-	case len(reason) > wire.MaxReason:
+	case len(trimmed) > wire.MaxReason:
 		return BadRequest("reason is longer than %d bytes", wire.MaxReason)
-	case strings.ContainsFunc(reason, unicode.IsControl) || !utf8.ValidString(reason):
+	case strings.ContainsFunc(trimmed, unicode.IsControl) || !utf8.ValidString(reason):
 		return BadRequest("reason contains control characters")
 	}
 	return nil

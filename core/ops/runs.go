@@ -2,7 +2,6 @@ package ops
 
 import (
 	"context"
-	"fmt"
 	"time"
 
 	"github.com/musterhq/muster/core/auth"
@@ -30,7 +29,7 @@ func (o *Ops) CreateRun(ctx context.Context, c Caller, req *wire.CreateRunReques
 	if err := Authorize(c, auth.Create); err != nil {
 		return RunResult{}, err
 	}
-	if err := o.checkNotBefore(req.NotBefore); err != nil {
+	if err := checkNotBefore(req.NotBefore, o.now()); err != nil {
 		return RunResult{}, err
 	}
 	var out RunResult
@@ -68,11 +67,20 @@ func (o *Ops) StartPlaybook(ctx context.Context, c Caller, name string, req *wir
 	if req.Document != "" {
 		return RunResult{}, BadRequest("a run starts from a stored playbook: apply the document first")
 	}
-	if err := o.checkNotBefore(req.NotBefore); err != nil {
-		return RunResult{}, err
-	}
 	pb, version, err := playbook.Load(ctx, o.st, name, req)
 	if err != nil {
+		return RunResult{}, err
+	}
+	return o.StartLoaded(ctx, c, pb, version, req)
+}
+
+// StartLoaded is StartPlaybook of a playbook version already loaded
+// (LoadPlaybook), whose plan the request's digest must still be.
+func (o *Ops) StartLoaded(ctx context.Context, c Caller, pb *playbook.Playbook, version int, req *wire.PlanRequest) (RunResult, error) {
+	if err := Authorize(c, auth.Create); err != nil {
+		return RunResult{}, err
+	}
+	if err := checkNotBefore(req.NotBefore, o.now()); err != nil {
 		return RunResult{}, err
 	}
 	var out RunResult
@@ -93,8 +101,8 @@ func (o *Ops) LoadPlaybook(ctx context.Context, c Caller, name string, req *wire
 		return nil, 0, err
 	}
 	if req.Document != "" && !c.Can(auth.Create) {
-		return nil, 0, fmt.Errorf("%w: token %s may not plan a document that is not stored: apply it first, or ask an operator",
-			&ForbiddenError{Caller: c.Name, Roles: c.Roles, Perm: auth.Create, Allowed: auth.Granting(auth.Create)}, c.Name)
+		return nil, 0, &ForbiddenError{Caller: c.Name, Roles: c.Roles, Perm: auth.Create, Allowed: auth.Granting(auth.Create),
+			Doing: "plan a document that is not stored (apply it first, or ask an operator)"}
 	}
 	return playbook.Load(ctx, o.st, name, req)
 }
@@ -107,12 +115,15 @@ func (o *Ops) PlanPlaybook(ctx context.Context, c Caller, name string, req *wire
 	if err != nil {
 		return wire.Plan{}, err
 	}
-	return o.Plan(ctx, pb, version, req)
+	return o.Plan(ctx, c, pb, version, req)
 }
 
 // Plan is the plan of a loaded playbook (LoadPlaybook), with the nodes the
 // cluster's disruption budget, as it is now, holds back marked.
-func (o *Ops) Plan(ctx context.Context, pb *playbook.Playbook, version int, req *wire.PlanRequest) (wire.Plan, error) {
+func (o *Ops) Plan(ctx context.Context, c Caller, pb *playbook.Playbook, version int, req *wire.PlanRequest) (wire.Plan, error) {
+	if err := Authorize(c, auth.Read); err != nil {
+		return wire.Plan{}, err
+	}
 	var out wire.Plan
 	pol := o.cfg.Budget.Load()
 	err := o.st.Read(ctx, func(r store.Reader) error {
@@ -175,13 +186,13 @@ func (r *RunResult) countChildren(ctx context.Context) func(tx store.Tx, run *st
 	}
 }
 
-// checkNotBefore refuses a not_before the schedule rules refuse (too far
-// ahead, too far back).
-func (o *Ops) checkNotBefore(t *time.Time) error {
+// checkNotBefore refuses a not_before the schedule rules refuse at now
+// (past, or too far ahead).
+func checkNotBefore(t *time.Time, now time.Time) error {
 	if t == nil {
 		return nil
 	}
-	if err := schedule.CheckNotBefore(*t, o.now()); err != nil {
+	if err := schedule.CheckNotBefore(*t, now); err != nil {
 		return BadRequest("%v", err)
 	}
 	return nil
@@ -197,7 +208,7 @@ func (o *Ops) ApproveRun(ctx context.Context, c Caller, ref, digest string) (Run
 
 // RejectRun rejects a run waiting for approval.
 func (o *Ops) RejectRun(ctx context.Context, c Caller, ref, reason string) (RunResult, error) {
-	if err := checkReason(reason, false); err != nil {
+	if err := CheckReason(reason, false); err != nil {
 		return RunResult{}, err
 	}
 	return o.changeRun(ctx, c, auth.Reject, ref, func(tx store.Tx, id string) (*store.Run, error) {
@@ -230,7 +241,7 @@ func (o *Ops) PromoteRun(ctx context.Context, c Caller, ref string) (RunResult, 
 
 // CancelRun cancels a run and its open children.
 func (o *Ops) CancelRun(ctx context.Context, c Caller, ref, reason string) (RunResult, error) {
-	if err := checkReason(reason, false); err != nil {
+	if err := CheckReason(reason, false); err != nil {
 		return RunResult{}, err
 	}
 	return o.changeRun(ctx, c, auth.Cancel, ref, func(tx store.Tx, id string) (*store.Run, error) {
@@ -241,7 +252,7 @@ func (o *Ops) CancelRun(ctx context.Context, c Caller, ref, reason string) (RunR
 // MarkRunUrgent lets a run's children pass the cluster's closed maintenance
 // window, never a freeze; the reason is required.
 func (o *Ops) MarkRunUrgent(ctx context.Context, c Caller, ref, reason string) (RunResult, error) {
-	if err := checkReason(reason, true); err != nil {
+	if err := CheckReason(reason, true); err != nil {
 		return RunResult{}, err
 	}
 	return o.changeRun(ctx, c, auth.Approve, ref, func(tx store.Tx, id string) (*store.Run, error) {

@@ -65,7 +65,7 @@ func (o *Ops) ApproveSchedule(ctx context.Context, c Caller, name, digest string
 
 // RejectSchedule rejects a schedule waiting for approval.
 func (o *Ops) RejectSchedule(ctx context.Context, c Caller, name, reason string) (wire.Schedule, error) {
-	if err := checkReason(reason, false); err != nil {
+	if err := CheckReason(reason, false); err != nil {
 		return wire.Schedule{}, err
 	}
 	return o.changeSchedule(ctx, c, auth.Reject, name, func(tx store.Tx) (*store.Schedule, error) {
@@ -92,7 +92,7 @@ func (o *Ops) DeleteSchedule(ctx context.Context, c Caller, name string) error {
 	if err := Authorize(c, auth.Cancel); err != nil {
 		return err
 	}
-	if err := checkScheduleName(name); err != nil {
+	if err := CheckScheduleName(name); err != nil {
 		return err
 	}
 	return o.st.Update(ctx, func(tx store.Tx) error {
@@ -108,7 +108,7 @@ func (o *Ops) changeSchedule(ctx context.Context, c Caller, p auth.Permission, n
 	if err := Authorize(c, p); err != nil {
 		return wire.Schedule{}, err
 	}
-	if err := checkScheduleName(name); err != nil {
+	if err := CheckScheduleName(name); err != nil {
 		return wire.Schedule{}, err
 	}
 	var out wire.Schedule
@@ -123,8 +123,8 @@ func (o *Ops) changeSchedule(ctx context.Context, c Caller, p auth.Permission, n
 	return out, err
 }
 
-// checkScheduleName refuses what cannot be a schedule's name.
-func checkScheduleName(name string) error {
+// CheckScheduleName refuses what cannot be a schedule's name.
+func CheckScheduleName(name string) error {
 	if err := names.CheckID(name); err != nil {
 		return BadRequest("schedule name: %v", err)
 	}

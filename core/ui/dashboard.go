@@ -55,6 +55,8 @@ type dashboardData struct {
 }
 
 func (s *Server) dashboard(w http.ResponseWriter, r *http.Request, v *visitor) {
+	// The budget as it is now, loaded once for the whole page.
+	budgets := s.ops.Budget().Load()
 	ctx := r.Context()
 	var d dashboardData
 	since := s.now().Add(-failedWindow)
@@ -155,7 +157,7 @@ func (s *Server) dashboard(w http.ResponseWriter, r *http.Request, v *visitor) {
 			return err
 		}
 		for _, c := range cs {
-			if _, ok := s.cfg.Budget.Load().Limit(c.ID); !ok {
+			if _, ok := budgets.Limit(c.ID); !ok {
 				continue
 			}
 			var nodes []store.Node
@@ -168,7 +170,7 @@ func (s *Server) dashboard(w http.ResponseWriter, r *http.Request, v *visitor) {
 			if err != nil {
 				return err
 			}
-			b, err := budgetOf(ctx, rd, s.cfg.Budget.Load(), c.ID, nodes, open)
+			b, err := budgetOf(ctx, rd, budgets, c.ID, nodes, open)
 			if err != nil {
 				return err
 			}

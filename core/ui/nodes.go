@@ -67,6 +67,8 @@ func nodePath(clusterID, nodeID string) string {
 }
 
 func (s *Server) nodePage(w http.ResponseWriter, r *http.Request, v *visitor) {
+	// The budget as it is now, loaded once for the whole page.
+	budgets := s.ops.Budget().Load()
 	ctx := r.Context()
 	cid, nid := r.PathValue("cluster"), r.PathValue("node")
 	if names.CheckID(cid) != nil || names.CheckID(nid) != nil {
@@ -96,7 +98,7 @@ func (s *Server) nodePage(w http.ResponseWriter, r *http.Request, v *visitor) {
 		for i := range recs {
 			d.Actions = append(d.Actions, recs[i].Action)
 		}
-		if _, ok := s.cfg.Budget.Load().Limit(cid); ok {
+		if _, ok := budgets.Limit(cid); ok {
 			all, err := rd.Nodes(ctx, cid)
 			if err != nil {
 				return err
@@ -105,7 +107,7 @@ func (s *Server) nodePage(w http.ResponseWriter, r *http.Request, v *visitor) {
 			if err != nil {
 				return err
 			}
-			if d.Budget, err = budgetOf(ctx, rd, s.cfg.Budget.Load(), cid, all, open); err != nil {
+			if d.Budget, err = budgetOf(ctx, rd, budgets, cid, all, open); err != nil {
 				return err
 			}
 		}

@@ -299,9 +299,9 @@ func (s *Server) approvals(w http.ResponseWriter, r *http.Request, v *visitor) {
 			d.ForMe++
 		}
 	}
+	pol := s.ops.Policy().Load() // once, for every row shown
 	for _, rec := range recs {
 		p := pending{Action: rec.Action, Mine: approval.SamePerson(rec.Requester, v.tok.Name)}
-		pol := s.ops.Policy().Load()
 		if pol.TTL > 0 {
 			p.Expires = ops.ApprovalEnds(pol.TTL, rec.CreatedTS, rec.NotBefore)
 		}
@@ -513,6 +513,8 @@ type nodeRow struct {
 }
 
 func (s *Server) clusters(w http.ResponseWriter, r *http.Request, v *visitor) {
+	// The budget as it is now, loaded once for the whole page.
+	budgets := s.ops.Budget().Load()
 	ctx := r.Context()
 	var out []clusterView
 	err := s.st.Read(ctx, func(rd store.Reader) error {
@@ -540,7 +542,7 @@ func (s *Server) clusters(w http.ResponseWriter, r *http.Request, v *visitor) {
 					}
 				}
 			}
-			if _, ok := s.cfg.Budget.Load().Limit(c.ID); ok {
+			if _, ok := budgets.Limit(c.ID); ok {
 				open, err := rd.OpenActions(ctx, c.ID, "")
 				if err != nil {
 					return err
@@ -549,7 +551,7 @@ func (s *Server) clusters(w http.ResponseWriter, r *http.Request, v *visitor) {
 				for _, n := range cv.Nodes {
 					mine = append(mine, n.Node)
 				}
-				if cv.Budget, err = budgetOf(ctx, rd, s.cfg.Budget.Load(), c.ID, mine, open); err != nil {
+				if cv.Budget, err = budgetOf(ctx, rd, budgets, c.ID, mine, open); err != nil {
 					return err
 				}
 			}

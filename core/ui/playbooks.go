@@ -178,7 +178,7 @@ func (s *Server) playbookPage(w http.ResponseWriter, r *http.Request, v *visitor
 			if ferr != nil {
 				d.PlanErr, status = formMessage(ferr), http.StatusBadRequest
 			} else {
-				d.Plan, err = s.plan(ctx, pb, d.Playbook.Version, &wire.PlanRequest{ClusterID: d.Cluster, Params: given})
+				d.Plan, err = s.plan(ctx, v.caller(r), pb, d.Playbook.Version, &wire.PlanRequest{ClusterID: d.Cluster, Params: given})
 				if err != nil {
 					d.PlanErr, status = s.planError(err)
 				} else {
@@ -224,8 +224,8 @@ func (s *Server) planError(err error) (string, int) {
 
 // plan makes the plan of a stored playbook, with the children the budget
 // would hold marked, as the API does.
-func (s *Server) plan(ctx context.Context, pb *playbook.Playbook, version int, req *wire.PlanRequest) (*wire.Plan, error) {
-	out, err := s.ops.Plan(ctx, pb, version, req)
+func (s *Server) plan(ctx context.Context, c ops.Caller, pb *playbook.Playbook, version int, req *wire.PlanRequest) (*wire.Plan, error) {
+	out, err := s.ops.Plan(ctx, c, pb, version, req)
 	return &out, err
 }
 
@@ -326,7 +326,7 @@ func (s *Server) startPlaybook(w http.ResponseWriter, r *http.Request, v *visito
 		s.renderError(w, r, v, http.StatusBadRequest, "The plan's version is missing: plan again.")
 		return
 	}
-	pb, version, err := playbook.Load(ctx, s.st, name, &wire.PlanRequest{Version: version})
+	pb, version, err := s.ops.LoadPlaybook(ctx, v.caller(r), name, &wire.PlanRequest{Version: version})
 	if errors.Is(err, store.ErrNotFound) {
 		s.renderError(w, r, v, http.StatusNotFound, "There is no such playbook or version.")
 		return
@@ -343,7 +343,7 @@ func (s *Server) startPlaybook(w http.ResponseWriter, r *http.Request, v *visito
 	}
 	req := &wire.PlanRequest{ClusterID: f.Cluster, Params: f.Params, Digest: f.Digest, Version: version}
 	// Planned outside the write transaction, as the API's start.
-	out, err := s.ops.StartPlaybook(ctx, v.caller(r), name, req)
+	out, err := s.ops.StartLoaded(ctx, v.caller(r), pb, version, req)
 	if err != nil {
 		msg, status := s.planError(err)
 		s.renderError(w, r, v, status, "Could not start: "+msg)

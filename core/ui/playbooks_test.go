@@ -7,6 +7,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/musterhq/muster/core/ops"
 	"github.com/musterhq/muster/core/runs/playbook"
 	"github.com/musterhq/muster/core/store"
 	"github.com/musterhq/muster/shared/wire"
@@ -51,7 +52,7 @@ func (e *env) planDigest(name string, params map[string]string) (int, string) {
 	if err != nil {
 		e.t.Fatal(err)
 	}
-	p, err := e.ui.plan(context.Background(), pb, version, req)
+	p, err := e.ui.plan(context.Background(), ops.Caller{Name: "viewer", Roles: []string{store.RoleViewer}}, pb, version, req)
 	if err != nil {
 		e.t.Fatal(err)
 	}

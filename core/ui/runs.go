@@ -211,8 +211,7 @@ const summaryShown = 20
 
 // runDecisionFor works out whether visitor v may decide run r (applier: who
 // applied the playbook version the run was made from, "" for none).
-func (s *Server) runDecisionFor(v *visitor, r *store.Run, applier string) runDecision {
-	pol := s.ops.Policy().Load()
+func (s *Server) runDecisionFor(pol approval.Policy, v *visitor, r *store.Run, applier string) runDecision {
 	d := runDecision{Mine: approval.SamePerson(r.Requester, v.tok.Name)}
 	if pol.TTL > 0 {
 		d.Expires = ops.ApprovalEnds(pol.TTL, r.CreatedTS, r.NotBefore)
@@ -264,6 +263,7 @@ func applierOf(ctx context.Context, rd store.Reader, r *store.Run) (string, erro
 }
 
 func (s *Server) runDetail(w http.ResponseWriter, r *http.Request, v *visitor) {
+	pol := s.ops.Policy().Load() // once, for every decision the page shows
 	ctx := r.Context()
 	id := r.PathValue("id")
 	if !action.ValidID(id) {
@@ -394,7 +394,7 @@ func (s *Server) runDetail(w http.ResponseWriter, r *http.Request, v *visitor) {
 		d.Grid = append(d.Grid, row)
 	}
 	if run.State == store.RunPendingApprove {
-		d.runDecision = s.runDecisionFor(v, run, applier)
+		d.runDecision = s.runDecisionFor(pol, v, run, applier)
 	}
 	// Resume and Promote follow the API's rules (MayResume, MayPromote): a
 	// run paused by its errors is an approver's to resume, a canary an
@@ -404,7 +404,7 @@ func (s *Server) runDetail(w http.ResponseWriter, r *http.Request, v *visitor) {
 	switch run.State {
 	case store.RunPendingApprove, store.RunRunning, store.RunPaused:
 		if v.can(auth.Approve) {
-			d.UrgentWhy = urgentWhyNot(s.ops.Policy().Load(), v, run.Requester)
+			d.UrgentWhy = urgentWhyNot(pol, v, run.Requester)
 			d.CanUrgent = d.UrgentWhy == ""
 		}
 	}
@@ -511,6 +511,7 @@ type pendingRun struct {
 // next is the marker of the next page, "" when this is the last. The runs
 // are brief: each stage shows its first nodes and how many it has.
 func (s *Server) pendingRuns(ctx context.Context, rd store.Reader, v *visitor, marker string) (out []pendingRun, next string, err error) {
+	pol := s.ops.Policy().Load() // once, for every run shown
 	list, next, err := store.RunPage(ctx, rd, store.RunQuery{States: []string{store.RunPendingApprove}, Marker: marker,
 		Limit: runsPerPage, Oldest: true, Brief: true})
 	if err != nil {
@@ -525,7 +526,7 @@ func (s *Server) pendingRuns(ctx context.Context, rd store.Reader, v *visitor, m
 		if err != nil {
 			return nil, "", err
 		}
-		p := pendingRun{Run: ops.RunView(&list[i], byRun[list[i].ID]), runDecision: s.runDecisionFor(v, &list[i], applier)}
+		p := pendingRun{Run: ops.RunView(&list[i], byRun[list[i].ID]), runDecision: s.runDecisionFor(pol, v, &list[i], applier)}
 		for _, st := range p.Run.Stages {
 			p.Progress = append(p.Progress, progressOf(st))
 		}

@@ -135,6 +135,7 @@ func (s *Server) pendingSchedules(ctx context.Context, rd store.Reader, v *visit
 	}
 	sort.SliceStable(list, func(i, j int) bool { return list[i].UpdatedTS.Before(list[j].UpdatedTS) })
 	out := []pendingSchedule{}
+	pol := s.ops.Policy().Load() // once, for every schedule shown
 	for i := range list {
 		sc := &list[i]
 		if sc.State != store.SchedulePendingApprove {
@@ -152,7 +153,7 @@ func (s *Server) pendingSchedules(ctx context.Context, rd store.Reader, v *visit
 			return nil, err
 		}
 		p := pendingSchedule{Schedule: view, Mine: approval.SamePerson(sc.Requester, v.tok.Name)}
-		p.Why = whyNot(s.ops.Policy().Load(), v, "this schedule", sc.Requester, applier)
+		p.Why = whyNot(pol, v, "this schedule", sc.Requester, applier)
 		p.CanDecide = p.Why == ""
 		out = append(out, p)
 	}
