@@ -1,7 +1,6 @@
 package agent
 
 import (
-	"bufio"
 	"context"
 	"errors"
 	"net"
@@ -11,6 +10,7 @@ import (
 
 	"github.com/musterhq/muster/agent/queue"
 	"github.com/musterhq/muster/shared/action"
+	"github.com/musterhq/muster/shared/apiserver/apiservertest"
 	"github.com/musterhq/muster/shared/client"
 	"github.com/musterhq/muster/shared/testwait"
 	"github.com/musterhq/muster/shared/wire"
@@ -76,7 +76,7 @@ func TestRunReportsAPartThatDoesNotStopInTime(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer c.Close()
-	holdRequest(t, c, "")
+	apiservertest.HoldRequest(t, c, "")
 	start := time.Now()
 	cancel()
 	var runErr error
@@ -90,25 +90,6 @@ func TestRunReportsAPartThatDoesNotStopInTime(t *testing.T) {
 	}
 	if d := time.Since(start); d > 5*time.Second {
 		t.Fatalf("Run took %s to give up, with a shutdown_timeout of 300ms", d)
-	}
-}
-
-// holdRequest starts a request on c that the API's handler is left reading:
-// its headers ask for "100 Continue" before the body, which the server sends
-// once the handler reads the body, and the body never comes.
-func holdRequest(t *testing.T, c net.Conn, token string) {
-	t.Helper()
-	req := "POST /api/v1/actions HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n" +
-		"Content-Length: 100\r\nExpect: 100-continue\r\n"
-	if token != "" {
-		req += "Authorization: Bearer " + token + "\r\n"
-	}
-	if _, err := c.Write([]byte(req + "\r\n")); err != nil {
-		t.Fatal(err)
-	}
-	line, err := bufio.NewReader(c).ReadString('\n')
-	if err != nil || !strings.HasPrefix(line, "HTTP/1.1 100") {
-		t.Fatalf("the handler did not start reading the body: %q, %v", line, err)
 	}
 }
 

@@ -1,7 +1,6 @@
 package agent
 
 import (
-	"context"
 	"crypto/tls"
 	"encoding/json"
 	"os"
@@ -10,6 +9,7 @@ import (
 	"time"
 
 	"github.com/musterhq/muster/agent/enroll"
+	"github.com/musterhq/muster/shared/apiserver/apiservertest"
 	"github.com/musterhq/muster/shared/tlsutil"
 )
 
@@ -58,23 +58,7 @@ func TestStartFinishesAnInterruptedRenewal(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- ag.Run(ctx) }()
-	t.Cleanup(func() {
-		cancel()
-		if err := <-done; err != nil {
-			t.Errorf("agent: %v", err)
-		}
-	})
-	select {
-	case <-ag.Ready():
-	case err := <-done:
-		done <- nil
-		t.Fatalf("the agent did not start: %v", err)
-	case <-time.After(10 * time.Second):
-		t.Fatal("the agent did not start")
-	}
+	apiservertest.Run(t, ag)
 	conn, err := tls.Dial("tcp", ag.Addr().String(), &tls.Config{InsecureSkipVerify: true}) // only the serial is read
 	if err != nil {
 		t.Fatal(err)

@@ -1,7 +1,6 @@
 package agent
 
 import (
-	"context"
 	"net"
 	"os"
 	"os/user"
@@ -11,6 +10,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/musterhq/muster/shared/apiserver/apiservertest"
 	"github.com/musterhq/muster/shared/config"
 )
 
@@ -105,20 +105,7 @@ func TestQueueFilesArePrivateInAnExistingDataDir(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- ag.Run(ctx) }()
-	defer func() {
-		cancel()
-		if err := <-done; err != nil {
-			t.Errorf("agent: %v", err)
-		}
-	}()
-	select {
-	case <-ag.Ready():
-	case err := <-done:
-		t.Fatalf("agent did not start: %v", err)
-	}
+	apiservertest.Run(t, ag)
 	for _, f := range []string{"agent.db", "agent.db-wal", "agent.db-shm"} {
 		fi, err := os.Stat(filepath.Join(dir, f))
 		if err != nil {

@@ -14,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/musterhq/muster/shared/apiserver/apiservertest"
 	"github.com/musterhq/muster/shared/client"
 	"github.com/musterhq/muster/shared/config"
 	"github.com/musterhq/muster/shared/gossip"
@@ -106,22 +107,7 @@ func setupTLS(t *testing.T) *tlsEnv {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- ag.Run(ctx) }()
-	t.Cleanup(func() {
-		cancel()
-		if err := <-done; err != nil {
-			t.Errorf("agent: %v", err)
-		}
-	})
-	select {
-	case <-ag.Ready():
-	case err := <-done:
-		t.Fatalf("agent did not start: %v", err)
-	case <-time.After(10 * time.Second):
-		t.Fatal("agent did not start")
-	}
+	apiservertest.Run(t, ag)
 	e.ag, e.url = ag, "https://"+ag.Addr().String()
 	return e
 }

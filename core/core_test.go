@@ -1,7 +1,6 @@
 package core_test
 
 import (
-	"bufio"
 	"context"
 	"errors"
 	"fmt"
@@ -25,6 +24,7 @@ import (
 	"github.com/musterhq/muster/core/store/postgres"
 	"github.com/musterhq/muster/core/store/sqlite"
 	"github.com/musterhq/muster/shared/action"
+	"github.com/musterhq/muster/shared/apiserver/apiservertest"
 	"github.com/musterhq/muster/shared/client"
 	"github.com/musterhq/muster/shared/config"
 	"github.com/musterhq/muster/shared/gossip"
@@ -80,7 +80,7 @@ func TestRunReportsAPartThatDoesNotStopInTime(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	holdRequest(t, conn, strings.TrimSpace(string(secret)))
+	apiservertest.HoldRequest(t, conn, strings.TrimSpace(string(secret)))
 	start := time.Now()
 	cancel()
 	select {
@@ -364,25 +364,6 @@ func TestKeyFilesReadableByGroupOrOthersAreRefused(t *testing.T) {
 	}
 }
 
-// holdRequest starts a request on c that the API's handler is left reading:
-// its headers ask for "100 Continue" before the body, which the server sends
-// once the handler reads the body, and the body never comes.
-func holdRequest(t *testing.T, c net.Conn, token string) {
-	t.Helper()
-	req := "POST /api/v1/actions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n" +
-		"Content-Length: 100\r\nExpect: 100-continue\r\n"
-	if token != "" {
-		req += "Authorization: Bearer " + token + "\r\n"
-	}
-	if _, err := c.Write([]byte(req + "\r\n")); err != nil {
-		t.Fatal(err)
-	}
-	line, err := bufio.NewReader(c).ReadString('\n')
-	if err != nil || !strings.HasPrefix(line, "HTTP/1.1 100") {
-		t.Fatalf("the handler did not start reading the body: %q, %v", line, err)
-	}
-}
-
 // Item 13 of the attack review: core.db and its WAL files are 0600, also in
 // a data_dir that already existed with a looser mode, whatever the umask.
 func TestStoreFilesArePrivateInAnExistingDataDir(t *testing.T) {
@@ -397,20 +378,7 @@ func TestStoreFilesArePrivateInAnExistingDataDir(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- c.Run(ctx) }()
-	defer func() {
-		cancel()
-		if err := <-done; err != nil {
-			t.Errorf("core: %v", err)
-		}
-	}()
-	select {
-	case <-c.Ready():
-	case err := <-done:
-		t.Fatalf("core did not start: %v", err)
-	}
+	apiservertest.Run(t, c)
 	for _, f := range []string{"core.db", "core.db-wal", "core.db-shm", "admin.token"} {
 		fi, err := os.Stat(filepath.Join(dir, f))
 		if err != nil {

@@ -3,7 +3,6 @@ package core_test
 import (
 	"context"
 	"encoding/json"
-	"net"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -18,6 +17,7 @@ import (
 	"github.com/musterhq/muster/core/auth"
 	"github.com/musterhq/muster/core/discovery"
 	"github.com/musterhq/muster/core/orchestrate"
+	"github.com/musterhq/muster/shared/apiserver/apiservertest"
 	"github.com/musterhq/muster/shared/client"
 	"github.com/musterhq/muster/shared/config"
 	"github.com/musterhq/muster/shared/testwait"
@@ -32,20 +32,9 @@ import (
 // away, not when the kept connection ends.
 func TestARevokedAgentIsRefusedAtOnce(t *testing.T) {
 	t.Parallel()
-	pki := filepath.Join(t.TempDir(), "tls")
-	if _, err := tlsutil.CreateCA(pki, time.Now(), tlsutil.CAValidity); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := tlsutil.CreateCert(pki, tlsutil.Core(), nil, time.Now(), time.Hour); err != nil {
-		t.Fatal(err)
-	}
-	file := func(name string) string { return filepath.Join(pki, name) }
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	agentAddr := l.Addr().String()
-	l.Close()
+	pki := apiservertest.NewPKI(t, time.Hour, tlsutil.Core())
+	file := pki.File
+	agentAddr := apiservertest.FreeAddr(t)
 
 	cfg := core.DefaultConfig()
 	cfg.DataDir = t.TempDir()
@@ -59,33 +48,21 @@ func TestARevokedAgentIsRefusedAtOnce(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- c.Run(ctx) }()
-	t.Cleanup(func() { cancel(); <-done })
-	select {
-	case <-c.Ready():
-	case err := <-done:
-		t.Fatalf("Run: %v", err)
-	}
+	apiservertest.Run(t, c)
+	ctx := context.Background()
 	secret, err := os.ReadFile(filepath.Join(cfg.DataDir, auth.AdminTokenFile))
 	if err != nil {
 		t.Fatal(err)
 	}
-	tc, err := tlsutil.ClientConfig(file("ca.pem"), "", "")
-	if err != nil {
-		t.Fatal(err)
-	}
-	tr := &http.Transport{TLSClientConfig: tc}
-	t.Cleanup(tr.CloseIdleConnections)
+	hc := apiservertest.Client(t, file("ca.pem"), "", "")
 	url := "https://" + c.Addr().String()
-	cl := client.NewCore(url, strings.TrimSpace(string(secret)), &http.Client{Transport: tr, Timeout: 10 * time.Second})
+	cl := client.NewCore(url, strings.TrimSpace(string(secret)), hc)
 	uses := 1
 	join, err := cl.CreateTokenWith(ctx, wire.CreateTokenRequest{Name: "join", Roles: []string{"enroll"}, ClusterID: "prod", Uses: &uses})
 	if err != nil {
 		t.Fatal(err)
 	}
-	ca, err := tlsutil.LoadCA(pki)
+	ca, err := tlsutil.LoadCA(string(pki))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -129,14 +106,8 @@ func TestARevokedAgentIsRefusedAtOnce(t *testing.T) {
 // (401 with a JSON error), and answers one with it.
 func TestEnrollWorksWithClientCAFileAndOtherRoutesStillNeedACert(t *testing.T) {
 	t.Parallel()
-	pki := filepath.Join(t.TempDir(), "tls")
-	if _, err := tlsutil.CreateCA(pki, time.Now(), tlsutil.CAValidity); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := tlsutil.CreateCert(pki, tlsutil.Core(), nil, time.Now(), time.Hour); err != nil {
-		t.Fatal(err)
-	}
-	file := func(name string) string { return filepath.Join(pki, name) }
+	pki := apiservertest.NewPKI(t, time.Hour, tlsutil.Core())
+	file := pki.File
 	cfg := core.DefaultConfig()
 	cfg.DataDir = t.TempDir()
 	cfg.API.Addr = "127.0.0.1:0"
@@ -148,15 +119,8 @@ func TestEnrollWorksWithClientCAFileAndOtherRoutesStillNeedACert(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- c.Run(ctx) }()
-	t.Cleanup(func() { cancel(); <-done })
-	select {
-	case <-c.Ready():
-	case err := <-done:
-		t.Fatalf("Run: %v", err)
-	}
+	apiservertest.Run(t, c)
+	ctx := context.Background()
 	secret, err := os.ReadFile(filepath.Join(cfg.DataDir, auth.AdminTokenFile))
 	if err != nil {
 		t.Fatal(err)
@@ -182,7 +146,7 @@ func TestEnrollWorksWithClientCAFileAndOtherRoutesStillNeedACert(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ca, err := tlsutil.LoadCA(pki)
+	ca, err := tlsutil.LoadCA(string(pki))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -16,6 +16,7 @@ import (
 	"github.com/musterhq/muster/core"
 	"github.com/musterhq/muster/core/auth"
 	"github.com/musterhq/muster/core/discovery"
+	"github.com/musterhq/muster/shared/apiserver/apiservertest"
 	"github.com/musterhq/muster/shared/client"
 	"github.com/musterhq/muster/shared/config"
 	"github.com/musterhq/muster/shared/testwait"
@@ -29,16 +30,7 @@ import (
 // reach the agent below TLS 1.3 (issue 9, item 11).
 func TestCoreTLSVersionsAndSuites(t *testing.T) {
 	t.Parallel()
-	dir := filepath.Join(t.TempDir(), "tls")
-	if _, err := tlsutil.CreateCA(dir, time.Now(), tlsutil.CAValidity); err != nil {
-		t.Fatal(err)
-	}
-	for _, id := range []tlsutil.Identity{tlsutil.Core(), tlsutil.Agent("old-1")} {
-		if _, err := tlsutil.CreateCert(dir, id, nil, time.Now(), tlsutil.LeafValidity); err != nil {
-			t.Fatal(err)
-		}
-	}
-	file := func(name string) string { return filepath.Join(dir, name) }
+	file := apiservertest.NewPKI(t, tlsutil.LeafValidity, tlsutil.Core(), tlsutil.Agent("old-1")).File
 
 	// An agent stand-in that would answer the core, over TLS 1.2 at most.
 	var hits atomic.Int64
@@ -64,15 +56,8 @@ func TestCoreTLSVersionsAndSuites(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- c.Run(ctx) }()
-	t.Cleanup(func() { cancel(); <-done })
-	select {
-	case <-c.Ready():
-	case err := <-done:
-		t.Fatalf("Run: %v", err)
-	}
+	apiservertest.Run(t, c)
+	ctx := context.Background()
 
 	clientWith := func(suite uint16) *http.Client {
 		tc, err := tlsutil.ClientConfig(file("ca.pem"), "", "")
@@ -110,14 +95,8 @@ func TestCoreTLSVersionsAndSuites(t *testing.T) {
 // path /, no Domain).
 func TestCoreSendsHSTSAndHostCookiesUnderTLS(t *testing.T) {
 	t.Parallel()
-	dir := filepath.Join(t.TempDir(), "tls")
-	if _, err := tlsutil.CreateCA(dir, time.Now(), tlsutil.CAValidity); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := tlsutil.CreateCert(dir, tlsutil.Core(), nil, time.Now(), tlsutil.LeafValidity); err != nil {
-		t.Fatal(err)
-	}
-	file := func(name string) string { return filepath.Join(dir, name) }
+	dir := apiservertest.NewPKI(t, tlsutil.LeafValidity, tlsutil.Core())
+	file := dir.File
 	cfg := core.DefaultConfig()
 	cfg.DataDir = t.TempDir()
 	cfg.API.Addr = "127.0.0.1:0"
@@ -126,15 +105,7 @@ func TestCoreSendsHSTSAndHostCookiesUnderTLS(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- c.Run(ctx) }()
-	t.Cleanup(func() { cancel(); <-done })
-	select {
-	case <-c.Ready():
-	case err := <-done:
-		t.Fatalf("Run: %v", err)
-	}
+	apiservertest.Run(t, c)
 	tc, err := tlsutil.ClientConfig(file("ca.pem"), "", "")
 	if err != nil {
 		t.Fatal(err)
@@ -190,15 +161,7 @@ func TestReloadTLSServesTheNewCertificate(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- c.Run(ctx) }()
-	t.Cleanup(func() { cancel(); <-done })
-	select {
-	case <-c.Ready():
-	case err := <-done:
-		t.Fatalf("Run: %v", err)
-	}
+	apiservertest.Run(t, c)
 	served := func() string {
 		t.Helper()
 		conn, err := tls.Dial("tcp", c.Addr().String(), &tls.Config{InsecureSkipVerify: true})

@@ -105,14 +105,20 @@ func newFleetWith(t testing.TB, o fleetOptions) *fleet {
 		extra = fmt.Sprintf("actions:\n  external:\n    - kind: example.com/append\n      run: [%q]\n", script)
 	}
 	var nodes strings.Builder
-	for i := 1; i <= n; i++ {
-		id := fmt.Sprintf("node-%d", i)
+	attempts := make([]func() *proc, n)
+	for i := range n {
+		id := fmt.Sprintf("node-%d", i+1)
 		own := extra
 		if o.agentYAML != nil {
 			own += o.agentYAML(id)
 		}
-		p, c, dir := agentProcIn(t, subdir(id), id, own)
-		f.agents[id], f.agentC[id], f.dirs[id] = p, c, dir
+		f.dirs[id] = subdir(id)
+		attempts[i] = agentAttempt(t, binary, []string{"agent"}, f.dirs[id], id, own)
+	}
+	started := startAll(t, attempts...) // side by side
+	for i, p := range started {
+		id := fmt.Sprintf("node-%d", i+1)
+		f.agents[id], f.agentC[id] = p, agentClient(p)
 		addr := p.Addr()
 		if o.coreAddr != nil {
 			addr = o.coreAddr(id, addr)

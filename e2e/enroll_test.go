@@ -2,7 +2,6 @@ package e2e
 
 import (
 	"crypto/tls"
-	"errors"
 	"fmt"
 	"os"
 	"os/exec"
@@ -38,16 +37,13 @@ func musterFails(t *testing.T, env []string, args ...string) string {
 // before the process bound it.
 func startProbedRetrying(t *testing.T, dir, name string, probe func(string) bool, write func() []string) *proc {
 	t.Helper()
-	for attempt := 1; ; attempt++ {
-		p := &proc{t: t, name: name, args: write(), logPath: filepath.Join(dir, name+".log"), probe: probe}
-		err := p.tryLaunch()
-		if err == nil {
-			t.Cleanup(func() { p.kill() })
-			return p
-		}
-		if attempt == 5 || !errors.Is(err, errExited) || !strings.Contains(err.Error(), "address already in use") {
-			t.Fatal(err)
-		}
+	return startAll(t, probedAttempt(t, dir, name, probe, write))[0]
+}
+
+// probedAttempt is startProbedRetrying's process, for startAll.
+func probedAttempt(t *testing.T, dir, name string, probe func(string) bool, write func() []string) func() *proc {
+	return func() *proc {
+		return &proc{t: t, name: name, args: write(), logPath: filepath.Join(dir, name+".log"), probe: probe}
 	}
 }
 
@@ -182,15 +178,27 @@ gossip:
 // it answers the core's certificate with its enrolled one.
 func (f *enrollFleet) agent(node, tokenFile string) *proc {
 	f.t.Helper()
-	want := tlsutil.Agent(node)
-	dir := filepath.Join(f.base, node)
-	p := startProbedRetrying(f.t, dir, node, probe(tlsClient(f.t, f.pki, f.pki, "core", &want), "https://%s/api/v1/health"),
-		func() []string {
-			_, path := f.agentConfig(node, "prod", tokenFile)
-			return []string{"agent", "--config", path}
-		})
-	f.agents[node] = p
-	return p
+	return f.agentsAll(tokenFile, node)[0]
+}
+
+// agentsAll starts the agents of nodes side by side, as agent does one.
+func (f *enrollFleet) agentsAll(tokenFile string, nodes ...string) []*proc {
+	f.t.Helper()
+	attempts := make([]func() *proc, len(nodes))
+	for i, node := range nodes {
+		want := tlsutil.Agent(node)
+		attempts[i] = probedAttempt(f.t, filepath.Join(f.base, node), node,
+			probe(tlsClient(f.t, f.pki, f.pki, "core", &want), "https://%s/api/v1/health"),
+			func() []string {
+				_, path := f.agentConfig(node, "prod", tokenFile)
+				return []string{"agent", "--config", path}
+			})
+	}
+	ps := startAll(f.t, attempts...)
+	for i, node := range nodes {
+		f.agents[node] = ps[i]
+	}
+	return ps
 }
 
 func (f *enrollFleet) node(id string) (wire.Node, bool) {
@@ -237,17 +245,18 @@ func (f *enrollFleet) runPing(bob *client.Core, node string) {
 	})
 }
 
-// The scenarios, on one enrollFleet whose certificates last 30 s (so
-// that every agent renews every 20 s or so all along): three agents enroll
-// with one token of three uses, come UP through gossip and run an approved
-// action; they renew without a restart and without a failed sync; a revoked
-// node is refused at once (connections, gossip claim, renewal) and comes
-// back only by enrolling with a new token; a token for one cluster cannot
-// enroll into another; an expired token cannot enroll; the core reloads its
-// certificate on SIGHUP.
+// The scenarios, on one enrollFleet whose certificates last 15 s (so
+// that every agent renews every 10 s or so all along, 5 s before its
+// certificate expires): three agents enroll with one token of three uses,
+// come UP through gossip and run an approved action; a token for one
+// cluster cannot enroll into another; an expired token cannot enroll; the
+// agents renew without a restart and without a failed sync; a revoked node
+// is refused at once (connections, gossip claim, renewal) and comes back
+// only by enrolling with a new token; the core reloads its certificate on
+// SIGHUP. What needs no renewal is done while the renewals are due.
 func TestEnrollRenewRevoke(t *testing.T) {
 	t.Parallel()
-	f := newEnrollFleet(t, 30*time.Second)
+	f := newEnrollFleet(t, 15*time.Second)
 	tokenFile, tok := f.joinToken("join", "--ttl", "1h", "--cluster", "prod", "--uses", "3")
 	if tok.UsesLeft == nil || *tok.UsesLeft != 3 || tok.ClusterID != "prod" {
 		t.Fatalf("join token %+v", tok)
@@ -259,9 +268,7 @@ func TestEnrollRenewRevoke(t *testing.T) {
 	bob := client.NewCore(f.url, sec.Token, tlsClient(t, f.pki, "", "", nil))
 
 	// 1. Three agents enroll with the one token and come UP.
-	for _, n := range []string{"node-1", "node-2", "node-3"} {
-		f.agent(n, tokenFile)
-	}
+	f.agentsAll(tokenFile, "node-1", "node-2", "node-3")
 	testwait.Within(t, 30*time.Second, "three enrolled nodes UP", func() bool {
 		for _, n := range []string{"node-1", "node-2", "node-3"} {
 			if got, ok := f.node(n); !ok || got.Status != "UP" {
@@ -293,72 +300,12 @@ func TestEnrollRenewRevoke(t *testing.T) {
 	}
 	f.runPing(bob, "node-2")
 
-	// 2. Renewal without a restart and without a failed sync: every agent
-	// renews at least twice, starts once, and no node ever went DOWN.
-	testwait.Within(t, 90*time.Second, "two renewals of every agent", func() bool {
-		for _, n := range []string{"node-1", "node-2", "node-3"} {
-			if len(f.events("node.cert_renewed", n)) < 2 {
-				return false
-			}
-		}
-		return true
-	})
-	for n, p := range f.agents {
-		if c := strings.Count(p.logs(), "agent started"); c != 1 {
-			t.Fatalf("%s started %d times, want once:\n%s", n, c, p.logs())
-		}
-		if strings.Contains(p.logs(), "renewal failed") {
-			t.Fatalf("%s had a failed renewal:\n%s", n, p.logs())
-		}
-	}
-	if downs := f.events("node.down", ""); len(downs) != 0 {
-		t.Fatalf("nodes went DOWN across renewals: %+v", downs)
-	}
-	f.runPing(bob, "node-1") // after renewals, over the renewed certificates
-
-	// 3. Revocation: refused at once, its claim refused, no renewal, and
-	// re-enrolling needs a new token.
-	out := muster(t, f.env, "node", "revoke", "node-3", "--reason", "disk sent for repair")
-	if !strings.Contains(out, "revoked") {
-		t.Fatalf("node revoke said:\n%s", out)
-	}
-	testwait.Within(t, 10*time.Second, "node-3 DOWN and shown revoked", func() bool {
-		n, ok := f.node("node-3")
-		return ok && n.Status == "DOWN" && n.Revoked && n.RevokeReason == "disk sent for repair"
-	})
-	testwait.Within(t, 10*time.Second, "node-3's gossip claim refused", func() bool {
-		return len(f.events("node.claim_refused", "node-3")) > 0
-	})
-	if out := muster(t, f.env, "node", "list", "--cluster", "prod"); !strings.Contains(out, "REVOKED") {
-		t.Fatalf("node list does not show the revocation:\n%s", out)
-	}
-	testwait.Within(t, 40*time.Second, "node-3's renewal refused", func() bool {
-		return len(f.events("node.renew_refused", "node-3")) > 0
-	})
-	// The others are untouched.
-	f.runPing(bob, "node-1")
-	// The used-up token cannot bring it back; a new one can.
-	a3 := f.agents["node-3"]
-	a3.kill()
-	cfg3 := filepath.Join(f.base, "node-3", "agent.yaml")
-	out = musterFails(t, nil, "agent", "enroll", "--config", cfg3, "--force")
-	if !strings.Contains(out, "used up") {
-		t.Fatalf("re-enrolling with the used-up token said:\n%s", out)
-	}
-	fresh, _ := f.joinToken("again", "--cluster", "prod", "--uses", "1")
-	muster(t, nil, "agent", "enroll", "--config", cfg3, "--token-file", fresh, "--force")
-	a3.restart()
-	testwait.Within(t, 30*time.Second, "node-3 back UP, not revoked", func() bool {
-		n, ok := f.node("node-3")
-		return ok && n.Status == "UP" && !n.Revoked
-	})
-	f.runPing(bob, "node-3")
-
-	// 4. A token for cluster prod cannot enroll into staging; an expired
-	// token cannot enroll. Nothing is signed for either.
+	// 2. A token for cluster prod cannot enroll into staging; an expired
+	// token cannot enroll. Nothing is signed for either. (Checked while
+	// the agents' first renewals are due, which are waited for next.)
 	other, _ := f.joinToken("prod-only", "--cluster", "prod")
 	_, cfgB := f.agentConfig("node-b", "staging", other)
-	out = musterFails(t, nil, "agent", "enroll", "--config", cfgB)
+	out := musterFails(t, nil, "agent", "enroll", "--config", cfgB)
 	if !strings.Contains(out, "is for cluster prod, not staging") {
 		t.Fatalf("a prod token enrolling into staging said:\n%s", out)
 	}
@@ -385,6 +332,47 @@ func TestEnrollRenewRevoke(t *testing.T) {
 	}
 	if after := len(f.events("node.enroll_refused", "")); after != before {
 		t.Fatal("the token was sent to a core that did not match the pin")
+	}
+
+	// 3. Renewal without a restart and without a failed sync: every agent
+	// renews at least twice, starts once, and no node ever went DOWN.
+	testwait.Within(t, 90*time.Second, "two renewals of every agent", func() bool {
+		for _, n := range []string{"node-1", "node-2", "node-3"} {
+			if len(f.events("node.cert_renewed", n)) < 2 {
+				return false
+			}
+		}
+		return true
+	})
+	for n, p := range f.agents {
+		if c := strings.Count(p.logs(), "agent started"); c != 1 {
+			t.Fatalf("%s started %d times, want once:\n%s", n, c, p.logs())
+		}
+		if strings.Contains(p.logs(), "renewal failed") {
+			t.Fatalf("%s had a failed renewal:\n%s", n, p.logs())
+		}
+	}
+	if downs := f.events("node.down", ""); len(downs) != 0 {
+		t.Fatalf("nodes went DOWN across renewals: %+v", downs)
+	}
+	f.runPing(bob, "node-1") // after renewals, over the renewed certificates
+
+	// 4. Revocation: refused at once, its claim refused, no renewal (due
+	// within 10 s: step 5 is done meanwhile), and re-enrolling needs a new
+	// token.
+	out = muster(t, f.env, "node", "revoke", "node-3", "--reason", "disk sent for repair")
+	if !strings.Contains(out, "revoked") {
+		t.Fatalf("node revoke said:\n%s", out)
+	}
+	testwait.Within(t, 10*time.Second, "node-3 DOWN and shown revoked", func() bool {
+		n, ok := f.node("node-3")
+		return ok && n.Status == "DOWN" && n.Revoked && n.RevokeReason == "disk sent for repair"
+	})
+	testwait.Within(t, 10*time.Second, "node-3's gossip claim refused", func() bool {
+		return len(f.events("node.claim_refused", "node-3")) > 0
+	})
+	if out := muster(t, f.env, "node", "list", "--cluster", "prod"); !strings.Contains(out, "REVOKED") {
+		t.Fatalf("node list does not show the revocation:\n%s", out)
 	}
 
 	// 5. The core's certificate is replaced and reloaded on SIGHUP, with no
@@ -415,6 +403,29 @@ func TestEnrollRenewRevoke(t *testing.T) {
 		t.Fatalf("the core started %d times, want once", c)
 	}
 	f.runPing(bob, "node-2")
+
+	// 4, continued: node-3's renewal, due since, is refused.
+	testwait.Within(t, 40*time.Second, "node-3's renewal refused", func() bool {
+		return len(f.events("node.renew_refused", "node-3")) > 0
+	})
+	// The others are untouched.
+	f.runPing(bob, "node-1")
+	// The used-up token cannot bring it back; a new one can.
+	a3 := f.agents["node-3"]
+	a3.kill()
+	cfg3 := filepath.Join(f.base, "node-3", "agent.yaml")
+	out = musterFails(t, nil, "agent", "enroll", "--config", cfg3, "--force")
+	if !strings.Contains(out, "used up") {
+		t.Fatalf("re-enrolling with the used-up token said:\n%s", out)
+	}
+	fresh, _ := f.joinToken("again", "--cluster", "prod", "--uses", "1")
+	muster(t, nil, "agent", "enroll", "--config", cfg3, "--token-file", fresh, "--force")
+	a3.restart()
+	testwait.Within(t, 30*time.Second, "node-3 back UP, not revoked", func() bool {
+		n, ok := f.node("node-3")
+		return ok && n.Status == "UP" && !n.Revoked
+	})
+	f.runPing(bob, "node-3")
 }
 
 func readSerial(t *testing.T, path string) string {

@@ -70,10 +70,11 @@ type proc struct {
 	// process needs its own client).
 	probe func(addr string) bool
 
-	mu   sync.Mutex
-	cmd  *exec.Cmd
-	done chan struct{}
-	addr string // the API address it printed
+	mu     sync.Mutex
+	cmd    *exec.Cmd
+	done   chan struct{}
+	addrCh chan string // the API address printed, once (begin)
+	addr   string      // the API address it printed
 }
 
 var startedRE = regexp.MustCompile(`msg="(?:agent|core) started".* api=(\S+)`)
@@ -112,6 +113,16 @@ var errExited = errors.New("exited before it was ready")
 // tryLaunch is launch, returning what went wrong instead of failing the test.
 func (p *proc) tryLaunch() error {
 	p.t.Helper()
+	if err := p.begin(); err != nil {
+		return err
+	}
+	return p.awaitReady()
+}
+
+// begin starts the process without waiting for it to be ready: a test
+// that needs several begins them all, then awaits each (awaitReady), so
+// that they start side by side.
+func (p *proc) begin() error {
 	logf, err := os.OpenFile(p.logPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
 	if err != nil {
 		return err
@@ -126,6 +137,7 @@ func (p *proc) tryLaunch() error {
 	cmd.Stdout = logf
 	cmd.Stderr = io.MultiWriter(logf, pw)
 	if err := cmd.Start(); err != nil {
+		logf.Close()
 		return err
 	}
 	done := make(chan struct{})
@@ -148,7 +160,17 @@ func (p *proc) tryLaunch() error {
 		close(done)
 	}()
 	p.mu.Lock()
-	p.cmd, p.done = cmd, done
+	p.cmd, p.done, p.addrCh = cmd, done, addrCh
+	p.mu.Unlock()
+	return nil
+}
+
+// awaitReady waits until the process begun by begin says it started and
+// its API answers.
+func (p *proc) awaitReady() error {
+	p.t.Helper()
+	p.mu.Lock()
+	done, addrCh := p.done, p.addrCh
 	p.mu.Unlock()
 	select {
 	case a := <-addrCh:
@@ -265,17 +287,29 @@ func agentProcIn(t testing.TB, dir, node, extraYAML string) (*proc, *client.Agen
 // `muster agent` (binary, "agent") or `muster-agent` (agentBinary, none).
 func agentProcOf(t testing.TB, bin string, cmd []string, dir, node, extraYAML string) (*proc, *client.Agent, string) {
 	t.Helper()
+	p := startAll(t, agentAttempt(t, bin, cmd, dir, node, extraYAML))[0]
+	return p, agentClient(p), dir
+}
+
+// agentAttempt is agentProcOf's process, for startAll: its config file
+// written anew for a free loopback port.
+func agentAttempt(t testing.TB, bin string, cmd []string, dir, node, extraYAML string) func() *proc {
 	path := filepath.Join(dir, "agent.yaml")
-	p := startBinOnFreePort(t, bin, dir, node, func(port int) []string {
+	return func() *proc {
+		port := freePort(t)
 		// Plaintext TCP, as in muster dev: tests that need mutual TLS write
 		// their own configuration.
 		cfg := fmt.Sprintf("node_id: %s\ncluster_id: e2e\ndata_dir: %s\napi:\n  addr: 127.0.0.1:%d\n  insecure: true\n%s", node, filepath.Join(dir, "data"), port, extraYAML)
 		if err := os.WriteFile(path, []byte(cfg), 0o600); err != nil {
 			t.Fatal(err)
 		}
-		return append(slices.Clone(cmd), "--config", path)
-	})
-	return p, client.NewAgent(p.Addr(), &http.Client{Timeout: 10 * time.Second}), dir
+		return &proc{t: t, bin: bin, name: node, args: append(slices.Clone(cmd), "--config", path), logPath: filepath.Join(dir, node+".log")}
+	}
+}
+
+// agentClient is the plaintext client of an agent started by agentAttempt.
+func agentClient(p *proc) *client.Agent {
+	return client.NewAgent(p.Addr(), &http.Client{Timeout: 10 * time.Second})
 }
 
 // startOnFreePort starts a process whose arguments args makes for a free
@@ -290,17 +324,43 @@ func startOnFreePort(t testing.TB, dir, name string, args func(port int) []strin
 // startBinOnFreePort is startOnFreePort with the binary bin.
 func startBinOnFreePort(t testing.TB, bin, dir, name string, args func(port int) []string) *proc {
 	t.Helper()
-	for attempt := 1; ; attempt++ {
-		p := &proc{t: t, bin: bin, name: name, args: args(freePort(t)), logPath: filepath.Join(dir, name+".log")}
-		err := p.tryLaunch()
-		if err == nil {
-			t.Cleanup(func() { p.kill() })
-			return p
-		}
-		if attempt == 5 || !errors.Is(err, errExited) || !strings.Contains(err.Error(), "address already in use") {
+	return startAll(t, func() *proc {
+		return &proc{t: t, bin: bin, name: name, args: args(freePort(t)), logPath: filepath.Join(dir, name+".log")}
+	})[0]
+}
+
+// startAll starts the processes that each of attempts makes side by side,
+// then waits for each to be ready. A process that exits because its port,
+// found free, was taken before it bound it is started again from a fresh
+// attempt (new ports), up to five times.
+func startAll(t testing.TB, attempts ...func() *proc) []*proc {
+	t.Helper()
+	ps := make([]*proc, len(attempts))
+	begin := func(i int) {
+		t.Helper()
+		ps[i] = attempts[i]()
+		if err := ps[i].begin(); err != nil {
 			t.Fatal(err)
 		}
+		p := ps[i]
+		t.Cleanup(func() { p.kill() })
 	}
+	for i := range attempts {
+		begin(i)
+	}
+	for i := range attempts {
+		for attempt := 1; ; attempt++ {
+			err := ps[i].awaitReady()
+			if err == nil {
+				break
+			}
+			if attempt == 5 || !errors.Is(err, errExited) || !strings.Contains(err.Error(), "address already in use") {
+				t.Fatal(err)
+			}
+			begin(i)
+		}
+	}
+	return ps
 }
 
 // freePort returns a loopback port free now, below the kernel's ephemeral

@@ -40,24 +40,24 @@ func FenceOf(ctx context.Context) (Fence, bool) {
 
 // Replica is one core replica sharing the database, as its heartbeats show.
 type Replica struct {
-	ID          string    `json:"id"`
-	Addr        string    `json:"addr"`
-	Version     string    `json:"version"`
-	StartedTS   time.Time `json:"started_ts"`
-	HeartbeatTS time.Time `json:"heartbeat_ts"`
+	ID          string
+	Addr        string
+	Version     string
+	StartedTS   time.Time
+	HeartbeatTS time.Time
 	// Live: the last heartbeat is younger than the lease TTL.
-	Live bool `json:"live"`
+	Live bool
 }
 
 // Lease is the right of one replica to run a cluster's passes.
 type Lease struct {
-	ClusterID  string    `json:"cluster_id"`
-	Holder     string    `json:"holder"`
-	Epoch      int64     `json:"epoch"`
-	AcquiredTS time.Time `json:"acquired_ts"`
-	ExpiresTS  time.Time `json:"expires_ts"`
+	ClusterID  string
+	Holder     string
+	Epoch      int64
+	AcquiredTS time.Time
+	ExpiresTS  time.Time
 	// Valid: not expired.
-	Valid bool `json:"valid"`
+	Valid bool
 }
 
 // LeaseView is what one round of lease coordination sees, in one snapshot.

@@ -86,15 +86,15 @@ type EventDeliveryQuery struct {
 
 // DeliveryStat sums up the deliveries of one destination.
 type DeliveryStat struct {
-	Destination string `json:"destination"`
+	Destination string
 	// Backlog counts the pending deliveries.
-	Backlog       int        `json:"backlog"`
-	OldestPending *time.Time `json:"oldest_pending,omitempty"`
-	LastSuccess   *time.Time `json:"last_success,omitempty"`
-	LastFailure   *time.Time `json:"last_failure,omitempty"`
+	Backlog       int
+	OldestPending *time.Time
+	LastSuccess   *time.Time
+	LastFailure   *time.Time
 	// LastError is why the last failed try failed.
-	LastError string `json:"last_error,omitempty"`
-	Dead      int    `json:"dead"`
+	LastError string
+	Dead      int
 }
 
 // OutboxReader reads the notification outbox (a part of Reader). Both
