@@ -83,8 +83,9 @@ func TestCreateWithoutApprovalIsScheduledAndNudges(t *testing.T) {
 	if a.State != action.PendingSchedule || a.ScheduledTS == nil {
 		t.Fatalf("created %+v, want PENDING_SCHEDULE with scheduled_ts", a)
 	}
-	if e.nudges.count("prod") != 1 {
-		t.Fatalf("prod nudged %d times, want 1", e.nudges.count("prod"))
+	if e.nudges.count(db1Sync) != 1 || e.nudges.count("prod") != 0 {
+		t.Fatalf("node prod/db-1 synced %d times and prod %d, want the node once and not the cluster",
+			e.nudges.count(db1Sync), e.nudges.count("prod"))
 	}
 }
 
@@ -187,8 +188,8 @@ func TestApprove(t *testing.T) {
 	if len(evs) != 1 || evs[0].Actor != "appr" || evs[0].ClientAddr == "" {
 		t.Fatalf("action.approved events %+v", evs)
 	}
-	if e.nudges.count("prod") != 1 {
-		t.Fatal("approval did not nudge the cluster")
+	if e.nudges.count(db1Sync) != 1 || e.nudges.count("prod") != 0 {
+		t.Fatal("an approval did not sync the action's node alone")
 	}
 	var shown action.Action
 	e.call(http.MethodGet, "/api/v1/actions/"+a.ID, "viewer", nil, http.StatusOK, &shown)
@@ -330,7 +331,7 @@ func TestCancelPending(t *testing.T) {
 	// Once a push was attempted, only the agent knows: a request.
 	b := e2.create("op", wire.CreateActionRequest{})
 	e2.edit(b.ID, func(r *store.Record) { r.PushedStoreID = "agent-store-1" })
-	before := e2.nudges.count("prod")
+	before := e2.nudges.count(db1Sync)
 	e2.call(http.MethodPost, "/api/v1/actions/"+b.ID+"/cancel", "op", nil, http.StatusAccepted, &got)
 	if got.State != action.PendingSchedule {
 		t.Fatalf("state %s after cancelling a PENDING_SCHEDULE action, want it kept until the agent answers", got.State)
@@ -341,8 +342,8 @@ func TestCancelPending(t *testing.T) {
 	if n := len(e2.eventsOf(b.ID, "action.cancel_requested")); n != 1 {
 		t.Fatalf("%d cancel_requested events", n)
 	}
-	if e2.nudges.count("prod") <= before {
-		t.Fatal("a cancel request did not nudge the cluster")
+	if e2.nudges.count(db1Sync) <= before {
+		t.Fatal("a cancel request did not sync the action's node")
 	}
 }
 
@@ -353,7 +354,7 @@ func TestCancelRunningIsRequested(t *testing.T) {
 		t.Run(string(s), func(t *testing.T) {
 			a := e.create("op", wire.CreateActionRequest{})
 			e.setState(a.ID, s)
-			before := e.nudges.count("prod")
+			before := e.nudges.count(db1Sync)
 			var got action.Action
 			e.call(http.MethodPost, "/api/v1/actions/"+a.ID+"/cancel", "op", nil, http.StatusAccepted, &got)
 			if got.State != s {
@@ -365,8 +366,8 @@ func TestCancelRunningIsRequested(t *testing.T) {
 			if n := len(e.eventsOf(a.ID, "action.cancel_requested")); n != 1 {
 				t.Fatalf("%d cancel_requested events", n)
 			}
-			if e.nudges.count("prod") != before+1 {
-				t.Fatal("cancel request did not nudge")
+			if e.nudges.count(db1Sync) != before+1 {
+				t.Fatal("a cancel request did not sync the action's node")
 			}
 			// Asking again changes nothing and records nothing.
 			e.call(http.MethodPost, "/api/v1/actions/"+a.ID+"/cancel", "admin", nil, http.StatusAccepted, nil)

@@ -12,24 +12,18 @@ import (
 	"github.com/musterhq/muster/shared/wire"
 )
 
-// Errors of the API, matched with errors.Is: those of the operations
-// layer, which maps them (ops.Describe).
+// Errors the API raises itself, matched with errors.Is; ops.Describe maps
+// them with every error of the operations.
 var (
-	ErrBadRequest    = ops.ErrBadRequest
-	ErrForbidden     = ops.ErrForbidden
-	ErrWrongState    = ops.ErrWrongState
-	ErrAmbiguous     = ops.ErrAmbiguous
-	ErrUnprocessable = ops.ErrUnprocessable
-	ErrTooLarge      = ops.ErrTooLarge
-	ErrTooMany       = ops.ErrTooMany
-	ErrBusy          = ops.ErrBusy
-	ErrConflict      = ops.ErrConflict
+	ErrTooLarge = ops.ErrTooLarge
+	ErrTooMany  = ops.ErrTooMany
+	ErrBusy     = ops.ErrBusy
 )
 
 func badRequest(format string, args ...any) error { return ops.BadRequest(format, args...) }
 
-// Status returns the HTTP status the API answers for err.
-func Status(err error) int { return describe(err).Status }
+// statusOf returns the HTTP status the API answers for err.
+func statusOf(err error) int { return describe(err).Status }
 
 // describe maps an error to what the API answers: the operations' Problem,
 // or, for what echo itself refused (an unknown route, a wrong method), its

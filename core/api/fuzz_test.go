@@ -39,7 +39,7 @@ func FuzzCreateDecode(f *testing.F) {
 	f.Fuzz(func(t *testing.T, body []byte) {
 		req, err := decodeCreate(body)
 		if err != nil {
-			if st := Status(err); st != http.StatusBadRequest {
+			if st := statusOf(err); st != http.StatusBadRequest {
 				t.Fatalf("error %v answers %d, not 400", err, st)
 			}
 			if req != nil {
@@ -110,14 +110,14 @@ func FuzzListQuery(f *testing.F) {
 			return err
 		}, actionListParams...))(c)
 		if err != nil {
-			if st := Status(err); st != http.StatusBadRequest {
+			if st := statusOf(err); st != http.StatusBadRequest {
 				t.Fatalf("query %q: error %v answers %d, not 400", raw, err, st)
 			}
 			return
 		}
 		// The sort fields are the store's to check: a sort it refuses is a 400 too.
 		if _, err := store.SortKeys(q.Sort); err != nil {
-			if st := Status(err); st != http.StatusBadRequest {
+			if st := statusOf(err); st != http.StatusBadRequest {
 				t.Fatalf("query %q: sort error %v answers %d, not 400", raw, err, st)
 			}
 		}
@@ -150,7 +150,7 @@ func FuzzSmallBodies(f *testing.F) {
 			if err == nil {
 				return
 			}
-			if st := Status(err); st != http.StatusBadRequest {
+			if st := statusOf(err); st != http.StatusBadRequest {
 				t.Fatalf("error %v answers %d, not 400", err, st)
 			}
 		}

@@ -37,7 +37,7 @@ func (m *metrics) middleware(next echo.HandlerFunc) echo.HandlerFunc {
 		err := next(c)
 		_, status := echo.ResolveResponseStatus(c.Response(), err)
 		if err != nil {
-			status = Status(err)
+			status = statusOf(err)
 		}
 		// Labels from closed sets only: a raw method or path would let any
 		// client, before login, add a series per request.

@@ -79,7 +79,7 @@ func (s *Server) logRequests(next echo.HandlerFunc) echo.HandlerFunc {
 		}
 		_, status := echo.ResolveResponseStatus(c.Response(), err)
 		if err != nil {
-			status = Status(err)
+			status = statusOf(err)
 		}
 		actor := ""
 		if t, _ := c.Get(tokenKey).(*store.Token); t != nil {

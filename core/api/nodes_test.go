@@ -70,10 +70,11 @@ func TestDrainAndUndrain(t *testing.T) {
 func TestDrainNudgesASyncOfTheNode(t *testing.T) {
 	t.Parallel()
 	e := setup(t)
-	before := e.nudges.count("prod")
+	node, cluster := e.nudges.count(db1Sync), e.nudges.count("prod")
 	e.call(http.MethodPost, "/api/v1/clusters/prod/nodes/db-1/drain", "op", nil, http.StatusOK, nil)
-	if e.nudges.count("prod") != before+1 {
-		t.Fatalf("the drain made %d nudges, want 1", e.nudges.count("prod")-before)
+	if e.nudges.count(db1Sync) != node+1 || e.nudges.count("prod") != cluster {
+		t.Fatalf("the drain made %d syncs of the node and %d of the cluster, want one of the node",
+			e.nudges.count(db1Sync)-node, e.nudges.count("prod")-cluster)
 	}
 }
 

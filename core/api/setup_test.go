@@ -38,7 +38,8 @@ const (
 	kindSleep = "muster.io/debug.sleep"
 )
 
-// nudges is an in-memory Nudger that remembers every nudge.
+// nudges is an in-memory Nudger that remembers every nudge: a cluster's
+// full sync by the cluster's id, a node's sync as "node:CLUSTER/NODE".
 type nudges struct {
 	mu  sync.Mutex
 	ids []string
@@ -50,8 +51,12 @@ func (n *nudges) Nudge(id string) {
 	n.ids = append(n.ids, id)
 }
 
-// NudgeNode counts as a nudge of the node's cluster.
-func (n *nudges) NudgeNode(clusterID, _ string) { n.Nudge(clusterID) }
+// NudgeNode remembers a sync of one node as "node:CLUSTER/NODE", apart from
+// a full sync of its cluster.
+func (n *nudges) NudgeNode(clusterID, nodeID string) { n.Nudge("node:" + clusterID + "/" + nodeID) }
+
+// db1Sync is a sync of node prod/db-1, where e.create makes its actions.
+const db1Sync = "node:prod/db-1"
 
 func (n *nudges) count(id string) int {
 	n.mu.Lock()

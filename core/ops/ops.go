@@ -135,9 +135,6 @@ func (o *Ops) Policy() *live.Value[approval.Policy] { return o.cfg.Policy }
 // one the pages show in use.
 func (o *Ops) Budget() *live.Value[budget.Policy] { return o.cfg.Budget }
 
-// Enroll is the enrollment service, nil when enrollment is off.
-func (o *Ops) Enroll() *enroll.Service { return o.cfg.Enroll }
-
 // Destinations are the notification destinations in use.
 func (o *Ops) Destinations() []notify.Destination {
 	if o.cfg.Notify == nil {

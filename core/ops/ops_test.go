@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/musterhq/muster/core/approval"
+	"github.com/musterhq/muster/core/auth"
 	"github.com/musterhq/muster/core/ops"
 	"github.com/musterhq/muster/core/store"
 	"github.com/musterhq/muster/core/store/sqlite"
@@ -162,68 +163,104 @@ func TestApprovingAnActionSyncsOneNodeNotTheCluster(t *testing.T) {
 	}
 }
 
-// TestEveryVerbRefusesACallerWithoutItsRole: a viewer may change nothing;
-// each verb answers a 403 naming the roles that may, and writes nothing.
-func TestEveryVerbRefusesACallerWithoutItsRole(t *testing.T) {
+// TestEveryVerbTakesItsRoutesPermission: each verb refuses every role
+// that lacks the permission its API route and its web UI route take,
+// with a 403 naming the roles that may and nothing written or synced,
+// and lets every role that has it past the check.
+func TestEveryVerbTakesItsRoutesPermission(t *testing.T) {
 	t.Parallel()
 	e := setup(t)
 	ctx := context.Background()
 	rec := e.create(operator, "db-1")
-	before := e.events()
-	verbs := map[string]func() error{
-		"create action": func() error {
-			_, err := e.ops.CreateAction(ctx, viewer, ops.ActionRequest{ClusterID: "prod", NodeID: "db-1", Kind: kindSleep})
+	run := &wire.CreateRunRequest{ClusterID: "prod", Stages: []wire.StageSpec{{Name: "s", Kind: kindSleep,
+		Target: wire.Target{All: true}}}}
+	verbs := []struct {
+		name string
+		perm auth.Permission
+		call func(c ops.Caller) error
+	}{
+		{"create action", auth.Create, func(c ops.Caller) error {
+			_, err := e.ops.CreateAction(ctx, c, ops.ActionRequest{ClusterID: "prod", NodeID: "db-1", Kind: kindSleep})
 			return err
-		},
-		"approve action": func() error { _, err := e.ops.ApproveAction(ctx, viewer, rec.ID, ""); return err },
-		"reject action":  func() error { _, err := e.ops.RejectAction(ctx, viewer, rec.ID, ""); return err },
-		"urgent action":  func() error { _, err := e.ops.MarkActionUrgent(ctx, viewer, rec.ID, "now"); return err },
-		"cancel action":  func() error { _, _, err := e.ops.CancelAction(ctx, viewer, rec.ID); return err },
-		"retry action":   func() error { _, err := e.ops.RetryAction(ctx, viewer, rec.ID); return err },
-		"create run": func() error {
-			_, err := e.ops.CreateRun(ctx, viewer, &wire.CreateRunRequest{ClusterID: "prod"})
+		}},
+		{"approve action", auth.Approve, func(c ops.Caller) error { _, err := e.ops.ApproveAction(ctx, c, rec.ID, ""); return err }},
+		{"reject action", auth.Reject, func(c ops.Caller) error { _, err := e.ops.RejectAction(ctx, c, rec.ID, ""); return err }},
+		{"urgent action", auth.Approve, func(c ops.Caller) error { _, err := e.ops.MarkActionUrgent(ctx, c, rec.ID, "now"); return err }},
+		{"cancel action", auth.Cancel, func(c ops.Caller) error { _, _, err := e.ops.CancelAction(ctx, c, action.NewID()); return err }},
+		{"retry action", auth.Retry, func(c ops.Caller) error { _, err := e.ops.RetryAction(ctx, c, rec.ID); return err }},
+		{"create run", auth.Create, func(c ops.Caller) error { _, err := e.ops.CreateRun(ctx, c, run); return err }},
+		{"retry run", auth.Create, func(c ops.Caller) error { _, err := e.ops.RetryRun(ctx, c, action.NewID()); return err }},
+		{"approve run", auth.Approve, func(c ops.Caller) error { _, err := e.ops.ApproveRun(ctx, c, action.NewID(), ""); return err }},
+		{"reject run", auth.Reject, func(c ops.Caller) error { _, err := e.ops.RejectRun(ctx, c, action.NewID(), ""); return err }},
+		{"pause run", auth.Cancel, func(c ops.Caller) error { _, err := e.ops.PauseRun(ctx, c, action.NewID()); return err }},
+		{"resume run", auth.Continue, func(c ops.Caller) error { _, err := e.ops.ResumeRun(ctx, c, action.NewID()); return err }},
+		{"promote run", auth.Approve, func(c ops.Caller) error { _, err := e.ops.PromoteRun(ctx, c, action.NewID()); return err }},
+		{"cancel run", auth.Cancel, func(c ops.Caller) error { _, err := e.ops.CancelRun(ctx, c, action.NewID(), ""); return err }},
+		{"urgent run", auth.Approve, func(c ops.Caller) error { _, err := e.ops.MarkRunUrgent(ctx, c, action.NewID(), "now"); return err }},
+		{"apply playbook", auth.Create, func(c ops.Caller) error { _, _, err := e.ops.ApplyPlaybook(ctx, c, "not: yaml: ["); return err }},
+		{"plan playbook", auth.Read, func(c ops.Caller) error {
+			_, err := e.ops.PlanPlaybook(ctx, c, "nope", &wire.PlanRequest{ClusterID: "prod"})
 			return err
-		},
-		"approve run":      func() error { _, err := e.ops.ApproveRun(ctx, viewer, rec.ID, ""); return err },
-		"pause run":        func() error { _, err := e.ops.PauseRun(ctx, viewer, rec.ID); return err },
-		"resume run":       func() error { _, err := e.ops.ResumeRun(ctx, viewer, rec.ID); return err },
-		"promote run":      func() error { _, err := e.ops.PromoteRun(ctx, viewer, rec.ID); return err },
-		"cancel run":       func() error { _, err := e.ops.CancelRun(ctx, viewer, rec.ID, ""); return err },
-		"apply playbook":   func() error { _, _, err := e.ops.ApplyPlaybook(ctx, viewer, "name: x"); return err },
-		"drain":            func() error { _, err := e.ops.DrainNode(ctx, viewer, "prod", "db-1", ""); return err },
-		"undrain":          func() error { _, err := e.ops.UndrainNode(ctx, viewer, "prod", "db-1"); return err },
-		"forget":           func() error { _, err := e.ops.ForgetNode(ctx, viewer, "prod", "db-1"); return err },
-		"revoke":           func() error { _, err := e.ops.RevokeNode(ctx, viewer, "prod", "db-1", ""); return err },
-		"sync cluster":     func() error { return e.ops.SyncCluster(ctx, viewer, "prod") },
-		"approve schedule": func() error { _, err := e.ops.ApproveSchedule(ctx, viewer, "nightly", ""); return err },
-		"pause schedule":   func() error { _, err := e.ops.PauseSchedule(ctx, viewer, "nightly"); return err },
-		"delete schedule":  func() error { return e.ops.DeleteSchedule(ctx, viewer, "nightly") },
-		"create token": func() error {
-			_, err := e.ops.CreateToken(ctx, viewer, &wire.CreateTokenRequest{Name: "x", Roles: []string{"admin"}})
+		}},
+		{"plan a document", auth.Create, func(c ops.Caller) error {
+			_, err := e.ops.PlanPlaybook(ctx, c, "nope", &wire.PlanRequest{ClusterID: "prod", Document: "name: nope"})
 			return err
-		},
-		"revoke token": func() error { return e.ops.RevokeToken(ctx, viewer, "admin") },
-		"redeliver":    func() error { _, err := e.ops.Redeliver(ctx, viewer, 1); return err },
-		"test notify":  func() error { _, err := e.ops.TestNotify(ctx, viewer, "hook"); return err },
+		}},
+		{"start playbook", auth.Create, func(c ops.Caller) error {
+			_, err := e.ops.StartPlaybook(ctx, c, "nope", &wire.PlanRequest{ClusterID: "prod"})
+			return err
+		}},
+		{"drain", auth.Drain, func(c ops.Caller) error { _, err := e.ops.DrainNode(ctx, c, "prod", "gone", ""); return err }},
+		{"undrain", auth.Drain, func(c ops.Caller) error { _, err := e.ops.UndrainNode(ctx, c, "prod", "gone"); return err }},
+		{"forget", auth.Forget, func(c ops.Caller) error { _, err := e.ops.ForgetNode(ctx, c, "prod", "gone"); return err }},
+		{"revoke", auth.Revoke, func(c ops.Caller) error { _, err := e.ops.RevokeNode(ctx, c, "prod", "gone", ""); return err }},
+		{"sync cluster", auth.Orchestrate, func(c ops.Caller) error { return e.ops.SyncCluster(ctx, c, "nope") }},
+		{"apply schedule", auth.Create, func(c ops.Caller) error {
+			_, err := e.ops.ApplySchedule(ctx, c, &wire.CreateScheduleRequest{Name: "bad name"})
+			return err
+		}},
+		{"approve schedule", auth.Approve, func(c ops.Caller) error { _, err := e.ops.ApproveSchedule(ctx, c, "nope", ""); return err }},
+		{"reject schedule", auth.Reject, func(c ops.Caller) error { _, err := e.ops.RejectSchedule(ctx, c, "nope", ""); return err }},
+		{"pause schedule", auth.Cancel, func(c ops.Caller) error { _, err := e.ops.PauseSchedule(ctx, c, "nope"); return err }},
+		{"resume schedule", auth.Continue, func(c ops.Caller) error { _, err := e.ops.ResumeSchedule(ctx, c, "nope"); return err }},
+		{"delete schedule", auth.Cancel, func(c ops.Caller) error { return e.ops.DeleteSchedule(ctx, c, "nope") }},
+		{"create token", auth.Tokens, func(c ops.Caller) error {
+			_, err := e.ops.CreateToken(ctx, c, &wire.CreateTokenRequest{Name: "bad name", Roles: []string{"viewer"}})
+			return err
+		}},
+		{"revoke token", auth.Tokens, func(c ops.Caller) error { return e.ops.RevokeToken(ctx, c, "nope") }},
+		{"redeliver", auth.Notify, func(c ops.Caller) error { _, err := e.ops.Redeliver(ctx, c, 1); return err }},
+		{"test notify", auth.Notify, func(c ops.Caller) error { _, err := e.ops.TestNotify(ctx, c, "hook"); return err }},
 	}
-	for name, verb := range verbs {
-		err := verb()
-		var fe *ops.ForbiddenError
-		if !errors.As(err, &fe) {
-			t.Errorf("%s by a viewer: %v, want a forbidden error", name, err)
-			continue
+	for _, v := range verbs {
+		for _, role := range auth.Roles {
+			c := ops.Caller{Name: "someone", Roles: []string{role}, Addr: "192.0.2.9"}
+			before := e.events()
+			err := v.call(c)
+			var fe *ops.ForbiddenError
+			refused := errors.As(err, &fe)
+			if may := c.Can(v.perm); may == refused {
+				t.Errorf("%s by %s: %v; want refused %v (it takes %s)", v.name, role, err, !may, v.perm)
+				continue
+			}
+			if !refused {
+				continue
+			}
+			// Refused for the verb's permission, or for reading, which a
+			// plan of a document takes first.
+			p := ops.Describe(err)
+			if p.Status != http.StatusForbidden || p.Code != wire.CodeForbidden || (fe.Perm != v.perm && fe.Perm != auth.Read) ||
+				!slices.Equal(p.Allowed, auth.Granting(fe.Perm)) || slices.Contains(p.Allowed, role) {
+				t.Errorf("%s by %s: %+v, want 403 naming the roles that may %s", v.name, role, p, fe.Perm)
+			}
+			if after := e.events(); after != before {
+				t.Errorf("%s refused to %s wrote %d events", v.name, role, after-before)
+			}
+			if got := e.syncs.take(); len(got) != 0 {
+				t.Errorf("%s refused to %s asked for syncs %v", v.name, role, got)
+			}
 		}
-		p := ops.Describe(err)
-		if p.Status != http.StatusForbidden || p.Code != wire.CodeForbidden || len(p.Allowed) == 0 ||
-			slices.Contains(p.Allowed, store.RoleViewer) {
-			t.Errorf("%s by a viewer: %+v, want 403 naming the roles that may", name, p)
-		}
-	}
-	if got := e.syncs.take(); len(got) != 0 {
-		t.Fatalf("refused calls asked for syncs %v", got)
-	}
-	if after := e.events(); after != before {
-		t.Fatalf("refused calls wrote %d events", after-before)
+		e.syncs.take()
 	}
 }
 
@@ -270,7 +307,18 @@ func TestBadInputChangesNothing(t *testing.T) {
 	e := setup(t)
 	ctx := context.Background()
 	rec := e.create(operator, "db-1")
+	for _, id := range []string{"abcdef01-0000-4000-8000-000000000001", "abcdef01-0000-4000-8000-000000000002"} {
+		if _, err := e.ops.CreateAction(ctx, operator, ops.ActionRequest{ID: id, ClusterID: "prod", NodeID: "db-1",
+			Kind: kindSleep, Args: []byte(`{}`)}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	e.syncs.take()
 	before := e.events()
+	_, err := e.ops.ApproveAction(ctx, approver, "abcdef01", "")
+	if p := ops.Describe(err); p.Status != http.StatusConflict || len(p.Matches) != 2 {
+		t.Errorf("an ambiguous prefix: %v answers %+v, want 409 with both ids", err, p)
+	}
 	for name, tc := range map[string]struct {
 		err    func() error
 		status int

@@ -6,6 +6,7 @@ import (
 	"go/token"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -23,9 +24,21 @@ var writers = []string{
 	"github.com/musterhq/muster/core/schedule/recur",
 }
 
+// writerFuncs are the functions of the domain packages the transports may
+// import that change the store for a user verb, by package name.
+var writerFuncs = map[string][]string{
+	"auth":      {"CreateToken", "CreateTokenWith", "RevokeToken", "RevokeTokenTx", "Bootstrap"},
+	"nodes":     {"Drain", "Undrain", "Forget", "Remove", "Save", "Update"},
+	"corenodes": {"Drain", "Undrain", "Forget", "Remove", "Save", "Update"},
+	"playbook":  {"Apply", "StartIn"},
+}
+
 // TestTransportsOpenNoWriteTransaction: neither the API nor the web UI
 // opens a write transaction (Update, InTx), names a transaction
-// (store.Tx), or imports a package that changes the store for a user verb:
+// (store.Tx), hands the store to a function outside core/store (a domain
+// service that would write it), calls a domain function that writes, or
+// imports a package that changes the store for a user verb (core/actions,
+// core/runs, core/schedule/recur):
 // every change goes through the operations layer, so the two cannot drift.
 func TestTransportsOpenNoWriteTransaction(t *testing.T) {
 	t.Parallel()
@@ -68,9 +81,15 @@ func writeSites(t *testing.T, file string) []string {
 		}
 	}
 	ast.Inspect(f, func(n ast.Node) bool {
+		if call, ok := n.(*ast.CallExpr); ok {
+			out = append(out, storeHandedOut(fset, call)...)
+		}
 		sel, ok := n.(*ast.SelectorExpr)
 		if !ok {
 			return true
+		}
+		if x, ok := sel.X.(*ast.Ident); ok && slices.Contains(writerFuncs[x.Name], sel.Sel.Name) {
+			out = append(out, fset.Position(sel.Pos()).String()+": calls "+x.Name+"."+sel.Sel.Name+" (a writer)")
 		}
 		switch name := sel.Sel.Name; {
 		case name == "Update" || name == "InTx":
@@ -84,6 +103,23 @@ func writeSites(t *testing.T, file string) []string {
 		}
 		return true
 	})
+	return out
+}
+
+// storeHandedOut lists the server's store (its field st) passed to a
+// function that is neither core/store's nor the operations'.
+func storeHandedOut(fset *token.FileSet, call *ast.CallExpr) []string {
+	if sel, ok := call.Fun.(*ast.SelectorExpr); ok {
+		if x, ok := sel.X.(*ast.Ident); ok && (x.Name == "store" || x.Name == "ops") {
+			return nil // core/store's helpers read through the interface
+		}
+	}
+	var out []string
+	for _, arg := range call.Args {
+		if a, ok := arg.(*ast.SelectorExpr); ok && a.Sel.Name == "st" {
+			out = append(out, fset.Position(arg.Pos()).String()+": hands the store to a function outside core/store")
+		}
+	}
 	return out
 }
 
@@ -117,12 +153,18 @@ import (
 func approve(ctx context.Context, st store.Store, r *actions.Rules) error {
 	return st.Update(ctx, func(tx store.Tx) error { _, err := r.Approve(ctx, tx, "x", actions.Actor{}); return err })
 }
+
+func token(ctx context.Context, s *Server) error {
+	_, _, err := auth.CreateTokenWith(ctx, s.st, "x", nil, auth.Options{}, "", "")
+	return err
+}
 `
 	if err := os.WriteFile(file, []byte(src), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	got := strings.Join(writeSites(t, file), "\n")
-	for _, want := range []string{"imports github.com/musterhq/muster/core/actions", "calls .Update", "names store.Tx"} {
+	for _, want := range []string{"imports github.com/musterhq/muster/core/actions", "calls .Update", "names store.Tx",
+		"calls auth.CreateTokenWith (a writer)", "hands the store to a function outside core/store"} {
 		if !strings.Contains(got, want) {
 			t.Errorf("the check missed %q in:\n%s", want, got)
 		}

@@ -156,6 +156,9 @@ func TestDrainAndUndrainFromTheNodePage(t *testing.T) {
 	if status != http.StatusSeeOther || loc != page+"?done=drained" {
 		t.Fatalf("drain: %d %q", status, loc)
 	}
+	if n := e.nudges.list(); len(n) == 0 || n[len(n)-1] != "node:prod/db-1" {
+		t.Fatalf("syncs after a drain: %v, want the node's last", n)
+	}
 	if n := e.node("db-1"); !n.Drained || n.DrainedBy != "op" || n.DrainReason != "kernel update" {
 		t.Fatalf("after drain: %+v", n)
 	}

@@ -541,7 +541,7 @@ func (s *Server) pendingRuns(ctx context.Context, rd store.Reader, v *visitor, m
 func (s *Server) refusedChange(w http.ResponseWriter, r *http.Request, v *visitor, what, verb, id string, err error) {
 	p := ops.Describe(err)
 	msg := p.Message
-	if p.Internal {
+	if p.Status >= http.StatusInternalServerError {
 		s.log.Error(what+" change", "change", verb, "id", id, "err", err)
 	}
 	if p.Status == http.StatusNotFound {

@@ -217,6 +217,9 @@ func TestUrgentIsOfferedToOtherApproversAndMarksThroughTheAPIsRule(t *testing.T)
 	if status != http.StatusSeeOther {
 		t.Fatalf("urgent action: %d", status)
 	}
+	if n := e.nudges.list(); len(n) == 0 || n[len(n)-1] != "node:prod/"+a.NodeID {
+		t.Fatalf("syncs after marking an action urgent: %v, want its node's last", n)
+	}
 	_, _, body := appr.get(loc)
 	if !strings.Contains(body, "Marked urgent: outage &lt;b&gt;now&lt;/b&gt;") {
 		t.Errorf("the action page does not show the urgent reason escaped:\n%s", body)
