@@ -58,7 +58,6 @@ type env struct {
 
 // Callers of each role.
 var (
-	viewer   = ops.Caller{Name: "viewer", Roles: []string{store.RoleViewer}, Addr: "192.0.2.1"}
 	operator = ops.Caller{Name: "op", Roles: []string{store.RoleOperator}, Addr: "192.0.2.2"}
 	approver = ops.Caller{Name: "appr", Roles: []string{store.RoleApprover}, Addr: "192.0.2.3"}
 	both     = ops.Caller{Name: "self", Roles: []string{store.RoleOperator, store.RoleApprover}, Addr: "192.0.2.4"}

@@ -94,7 +94,9 @@ func TestNeverTwoSyncsOfOneNodeAtOnce(t *testing.T) {
 	if twice.Load() {
 		t.Fatal("a node was synced twice at once")
 	}
-	if q.Start("n0") && q.Start("n0") {
+	first := q.Start("n0")
+	second := q.Start("n0")
+	if first && second {
 		t.Fatal("Start took a node whose sync runs")
 	}
 }
