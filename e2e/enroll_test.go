@@ -245,9 +245,9 @@ func (f *enrollFleet) runPing(bob *client.Core, node string) {
 	})
 }
 
-// The scenarios, on one enrollFleet whose certificates last 15 s (so
-// that every agent renews every 10 s or so all along, 5 s before its
-// certificate expires): three agents enroll with one token of three uses,
+// The enrollment scenarios, on one enrollFleet whose certificates last
+// 21 s (so that every agent renews every 14 s or so all along, 7 s before
+// its certificate expires, a margin a loaded machine under -race keeps): three agents enroll with one token of three uses,
 // come UP through gossip and run an approved action; a token for one
 // cluster cannot enroll into another; an expired token cannot enroll; the
 // agents renew without a restart and without a failed sync; a revoked node
@@ -256,7 +256,7 @@ func (f *enrollFleet) runPing(bob *client.Core, node string) {
 // SIGHUP. What needs no renewal is done while the renewals are due.
 func TestEnrollRenewRevoke(t *testing.T) {
 	t.Parallel()
-	f := newEnrollFleet(t, 15*time.Second)
+	f := newEnrollFleet(t, 21*time.Second)
 	tokenFile, tok := f.joinToken("join", "--ttl", "1h", "--cluster", "prod", "--uses", "3")
 	if tok.UsesLeft == nil || *tok.UsesLeft != 3 || tok.ClusterID != "prod" {
 		t.Fatalf("join token %+v", tok)

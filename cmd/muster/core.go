@@ -27,7 +27,7 @@ agents, reconcile, push approved actions) and serves the REST API. On first
 start it writes an admin token to <data_dir>/admin.token.
 
 With store.driver postgres, several replicas share one database: each
-cluster's passes run on the replica holding its lease ("muster core status"
+cluster's full syncs run on the replica holding its lease ("muster core status"
 lists them).
 
 SIGHUP (systemctl reload) reloads the core's certificates (api.tls,

@@ -413,13 +413,21 @@ func (o *Orchestrator) Start(ctx context.Context) error {
 	o.mu.Unlock()
 	// The parts before the nudges are served: the loops' commits may start
 	// run watches and arm wake-ups.
-	for _, s := range o.services() {
+	parts := o.services()
+	for i, s := range parts {
 		if err := s.Start(ctx); err != nil {
+			// Nothing will call Stop: the parts already started stop here.
+			for _, started := range slices.Backward(parts[:i]) {
+				started.Stop()
+			}
 			return fmt.Errorf("orchestrator: %w", err)
 		}
 	}
 	o.mu.Lock()
 	defer o.mu.Unlock()
+	if o.closed {
+		return nil // Stop came first: it stopped the parts
+	}
 	o.started = true
 	for _, cs := range o.clusters {
 		if cs.nodes.Len() > 0 { // nudged before Start

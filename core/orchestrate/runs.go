@@ -15,7 +15,7 @@ import (
 // changed something, so each wave is created by the loop's cluster and then
 // pushed to the nodes it goes to, and expires runs nobody approved.
 type Runs interface {
-	// Active lists the ids of the cluster's runs that Advance may move on.
+	// Active lists the ids of the cluster's runs that AdvanceIn may move on.
 	Active(ctx context.Context, r store.Reader, clusterID string) ([]string, error)
 	// AdvanceIn moves one run on: it creates the child actions its limits
 	// admit now and settles its stages; it returns the node of every child

@@ -30,7 +30,7 @@ type Advancer struct {
 // Advancing outside the write transaction (docs/architecture.md, "Runs and
 // playbooks"): deciding a run's next step evaluates the when of every node
 // of its running stages and renders the args of the children it creates,
-// at every pass. AdvanceIn does it on a read, with no transaction held;
+// at every full sync. AdvanceIn does it on a read, with no transaction held;
 // the write transaction then only checks that what the decision read has
 // not changed in a way that could change it, and stores it.
 
@@ -88,7 +88,7 @@ func (s nodesRead) same(ctx context.Context, rd store.Reader, cluster string) (b
 // one as it was. A child unfinished when planned may have moved on since:
 // the plan took it as in flight, which holds its node and its stage's room
 // as they would have been had the plan been stored before it moved; the
-// commit that moved it asks for another pass.
+// commit that moved it asks for another full sync.
 func sameChildren(planned, now []Child) bool {
 	if len(planned) != len(now) {
 		return false
@@ -183,7 +183,7 @@ func (a *advancing) recheck(ctx context.Context, tx store.Tx) (*store.Run, []Chi
 // idle reports whether step, decided for run r over kids in env, changes
 // nothing (apply would write nothing): then no write transaction is
 // needed, since any write that changes the run, its children or its nodes
-// asks for another pass.
+// asks for another full sync.
 func idle(r *store.Run, kids []Child, step Step, env PlanEnv) bool {
 	if step.State != r.State || len(step.Create) > 0 || len(step.Unreachable) > 0 {
 		return false
@@ -364,8 +364,9 @@ func (a *Advancer) apply(ctx context.Context, tx store.Tx, r *store.Run, kids []
 		}
 	}
 	if len(c.events) > 0 && (len(step.Create) > 0 || step.State == store.RunFailed) {
-		// The run's events come before those of the children it creates
-		// or cancels.
+		// The stages' events come before those of the children the step
+		// creates or cancels; the run's final event (run.finished, after
+		// its unsent children are cancelled) comes after them.
 		r.UpdatedTS = t
 		if err := c.save(ctx, tx); err != nil {
 			return nil, false, err

@@ -419,7 +419,7 @@ func (d *Decider) Expire(ctx context.Context, tx store.Tx) (int, error) {
 	if ttl <= 0 {
 		return 0, nil
 	}
-	// Oldest first, and brief: a pass does not read the node lists of
+	// Oldest first, and brief: a sweep does not read the node lists of
 	// every run waiting, only of those that expire.
 	t := d.now()
 	var expired []string

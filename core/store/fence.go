@@ -49,7 +49,7 @@ type Replica struct {
 	Live bool
 }
 
-// Lease is the right of one replica to run a cluster's passes.
+// Lease is the right of one replica to run a cluster's full syncs.
 type Lease struct {
 	ClusterID  string
 	Holder     string

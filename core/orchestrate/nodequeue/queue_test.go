@@ -2,6 +2,7 @@ package nodequeue
 
 import (
 	"fmt"
+	"runtime"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -48,6 +49,9 @@ func TestNeverTwoSyncsOfOneNodeAtOnce(t *testing.T) {
 		fmt.Sscanf(n, "n%d", &i)
 		if syncing[i].Add(1) != 1 {
 			twice.Store(true)
+		}
+		for range 3 { // "sync" for a while: another worker may run meanwhile
+			runtime.Gosched()
 		}
 		syncs.Add(1)
 		syncing[i].Add(-1)

@@ -18,6 +18,9 @@ import (
 	"github.com/musterhq/muster/shared/tlsutil"
 )
 
+// ReadyTimeout bounds how long Run waits for the server to be ready.
+const ReadyTimeout = 30 * time.Second
+
 // Server is what Run runs: a core (core.Core) or an agent (agent.Agent).
 type Server interface {
 	Run(ctx context.Context) error
@@ -37,6 +40,10 @@ func Run(t testing.TB, s Server) {
 	case err := <-done:
 		cancel()
 		t.Fatalf("Run ended before the server was ready: %v", err)
+	case <-time.After(ReadyTimeout):
+		cancel()
+		<-done
+		t.Fatalf("the server was not ready within %s", ReadyTimeout)
 	}
 	t.Cleanup(func() {
 		cancel()
