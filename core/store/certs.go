@@ -227,9 +227,7 @@ func (r Reads) TokenByHash(ctx context.Context, hash string) (*Token, error) {
 // failing the transaction). A zero CreatedTS is set to now.
 func (w Writes) InsertToken(ctx context.Context, t *Token) error {
 	d := w.Dialect
-	if t.CreatedTS.IsZero() {
-		t.CreatedTS = Now()
-	}
+	stampNew(&t.CreatedTS, nil)
 	what := fmt.Sprintf("insert token %q", t.Name)
 	roles, err := d.List(t.Roles)
 	if err != nil {

@@ -76,9 +76,7 @@ func (r Reads) PlaybookVersions(ctx context.Context, name string) ([]Playbook, e
 // transaction). A zero CreatedTS is set to now.
 func (w Writes) InsertPlaybook(ctx context.Context, p *Playbook) error {
 	d := w.Dialect
-	if p.CreatedTS.IsZero() {
-		p.CreatedTS = Now()
-	}
+	stampNew(&p.CreatedTS, nil)
 	what := fmt.Sprintf("insert playbook %s version %d", p.Name, p.Version)
 	ps, args := d.values(1, p.Name, p.Version, p.Description, p.Document, p.Digest, p.CreatedBy, d.Time(p.CreatedTS))
 	n, err := w.Exec(ctx, what, `INSERT INTO playbooks (`+playbookColumns+`) VALUES (`+ps+`) ON CONFLICT DO NOTHING`, args...)

@@ -189,12 +189,7 @@ func (r Reads) RunStartedNodes(ctx context.Context, runID string) (map[string]in
 // is set to now, a zero UpdatedTS to CreatedTS.
 func (w Writes) InsertRun(ctx context.Context, r *Run) error {
 	d := w.Dialect
-	if r.CreatedTS.IsZero() {
-		r.CreatedTS = Now()
-	}
-	if r.UpdatedTS.IsZero() {
-		r.UpdatedTS = r.CreatedTS
-	}
+	stampNew(&r.CreatedTS, &r.UpdatedTS)
 	vals, err := runValues(d, r)
 	if err != nil {
 		return err

@@ -78,12 +78,7 @@ func (r Reads) Schedules(ctx context.Context) ([]Schedule, error) {
 // is set to now, a zero UpdatedTS to CreatedTS.
 func (w Writes) InsertSchedule(ctx context.Context, s *Schedule) error {
 	d := w.Dialect
-	if s.CreatedTS.IsZero() {
-		s.CreatedTS = Now()
-	}
-	if s.UpdatedTS.IsZero() {
-		s.UpdatedTS = s.CreatedTS
-	}
+	stampNew(&s.CreatedTS, &s.UpdatedTS)
 	what := fmt.Sprintf("insert schedule %q", s.Name)
 	ps, args := d.values(1, append([]any{s.ID}, scheduleValues(d, s)...)...)
 	n, err := w.Exec(ctx, what, `INSERT INTO schedules (`+scheduleColumns+`) VALUES (`+ps+`) ON CONFLICT DO NOTHING`, args...)

@@ -280,12 +280,7 @@ func actionValues(d Dialect, r *Record) []any {
 // AppendHistory does that.
 func (w Writes) InsertAction(ctx context.Context, r *Record) error {
 	d, exec := w.Dialect, w.Exec
-	if r.CreatedTS.IsZero() {
-		r.CreatedTS = Now()
-	}
-	if r.UpdatedTS.IsZero() {
-		r.UpdatedTS = r.CreatedTS
-	}
+	stampNew(&r.CreatedTS, &r.UpdatedTS)
 	what := fmt.Sprintf("insert action %q", r.ID)
 	ps, args := d.values(1, append([]any{r.ID}, actionValues(d, r)...)...)
 	n, err := exec(ctx, what, `INSERT INTO actions (id, `+strings.Join(actionFields, ", ")+`)
@@ -334,4 +329,15 @@ func (w Writes) PurgeEvents(ctx context.Context, before time.Time, limit int) (i
 	n, err := w.Exec(ctx, "purge events", `DELETE FROM events WHERE seq IN (
 		SELECT seq FROM events WHERE ts < `+d.Placeholder(1)+` ORDER BY seq LIMIT `+d.Placeholder(2)+`)`, d.Time(before), limit)
 	return int(n), err
+}
+
+// stampNew sets the times of a row inserted: a zero created to now, a zero
+// updated (when the row has one) to created.
+func stampNew(created, updated *time.Time) {
+	if created.IsZero() {
+		*created = Now()
+	}
+	if updated != nil && updated.IsZero() {
+		*updated = *created
+	}
 }
