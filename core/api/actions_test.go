@@ -51,7 +51,7 @@ func TestCreateNeedsApproval(t *testing.T) {
 	if len(shown.History) != 1 || shown.History[0].To != action.PendingApprove || shown.History[0].Actor != "op" {
 		t.Fatalf("history %+v", shown.History)
 	}
-	if e.nudges.count("prod") != 0 {
+	if e.nudges.Count("prod") != 0 {
 		t.Fatal("an action waiting for approval nudged its cluster")
 	}
 }
@@ -83,9 +83,9 @@ func TestCreateWithoutApprovalIsScheduledAndNudges(t *testing.T) {
 	if a.State != action.PendingSchedule || a.ScheduledTS == nil {
 		t.Fatalf("created %+v, want PENDING_SCHEDULE with scheduled_ts", a)
 	}
-	if e.nudges.count(db1Sync) != 1 || e.nudges.count("prod") != 0 {
+	if e.nudges.Count(db1Sync) != 1 || e.nudges.Count("prod") != 0 {
 		t.Fatalf("node prod/db-1 synced %d times and prod %d, want the node once and not the cluster",
-			e.nudges.count(db1Sync), e.nudges.count("prod"))
+			e.nudges.Count(db1Sync), e.nudges.Count("prod"))
 	}
 }
 
@@ -188,7 +188,7 @@ func TestApprove(t *testing.T) {
 	if len(evs) != 1 || evs[0].Actor != "appr" || evs[0].ClientAddr == "" {
 		t.Fatalf("action.approved events %+v", evs)
 	}
-	if e.nudges.count(db1Sync) != 1 || e.nudges.count("prod") != 0 {
+	if e.nudges.Count(db1Sync) != 1 || e.nudges.Count("prod") != 0 {
 		t.Fatal("an approval did not sync the action's node alone")
 	}
 	var shown action.Action
@@ -331,7 +331,7 @@ func TestCancelPending(t *testing.T) {
 	// Once a push was attempted, only the agent knows: a request.
 	b := e2.create("op", wire.CreateActionRequest{})
 	e2.edit(b.ID, func(r *store.Record) { r.PushedStoreID = "agent-store-1" })
-	before := e2.nudges.count(db1Sync)
+	before := e2.nudges.Count(db1Sync)
 	e2.call(http.MethodPost, "/api/v1/actions/"+b.ID+"/cancel", "op", nil, http.StatusAccepted, &got)
 	if got.State != action.PendingSchedule {
 		t.Fatalf("state %s after cancelling a PENDING_SCHEDULE action, want it kept until the agent answers", got.State)
@@ -342,7 +342,7 @@ func TestCancelPending(t *testing.T) {
 	if n := len(e2.eventsOf(b.ID, "action.cancel_requested")); n != 1 {
 		t.Fatalf("%d cancel_requested events", n)
 	}
-	if e2.nudges.count(db1Sync) <= before {
+	if e2.nudges.Count(db1Sync) <= before {
 		t.Fatal("a cancel request did not sync the action's node")
 	}
 }
@@ -354,7 +354,7 @@ func TestCancelRunningIsRequested(t *testing.T) {
 		t.Run(string(s), func(t *testing.T) {
 			a := e.create("op", wire.CreateActionRequest{})
 			e.setState(a.ID, s)
-			before := e.nudges.count(db1Sync)
+			before := e.nudges.Count(db1Sync)
 			var got action.Action
 			e.call(http.MethodPost, "/api/v1/actions/"+a.ID+"/cancel", "op", nil, http.StatusAccepted, &got)
 			if got.State != s {
@@ -366,7 +366,7 @@ func TestCancelRunningIsRequested(t *testing.T) {
 			if n := len(e.eventsOf(a.ID, "action.cancel_requested")); n != 1 {
 				t.Fatalf("%d cancel_requested events", n)
 			}
-			if e.nudges.count(db1Sync) != before+1 {
+			if e.nudges.Count(db1Sync) != before+1 {
 				t.Fatal("a cancel request did not sync the action's node")
 			}
 			// Asking again changes nothing and records nothing.

@@ -91,11 +91,11 @@ func TestOrchestrateNudges(t *testing.T) {
 	t.Parallel()
 	e := setup(t)
 	e.call(http.MethodPost, "/api/v1/clusters/stage/orchestrate", "op", nil, http.StatusAccepted, nil)
-	if e.nudges.count("stage") != 1 {
+	if e.nudges.Count("stage") != 1 {
 		t.Fatal("orchestrate did not nudge")
 	}
 	e.fail(http.MethodPost, "/api/v1/clusters/nope/orchestrate", "op", nil, http.StatusNotFound)
-	if e.nudges.count("nope") != 0 {
+	if e.nudges.Count("nope") != 0 {
 		t.Fatal("an unknown cluster was nudged")
 	}
 }

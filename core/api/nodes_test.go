@@ -53,12 +53,12 @@ func TestDrainAndUndrain(t *testing.T) {
 	if n.Status != store.NodeDown || !n.Drained {
 		t.Fatalf("drained DOWN node shows %s", n.Status)
 	}
-	before := e.nudges.count("prod")
+	before := e.nudges.Count("prod")
 	e.call(http.MethodPost, "/api/v1/clusters/prod/nodes/db-1/undrain", "op", nil, http.StatusOK, &n)
 	if n.Status != store.NodeUp || n.Drained {
 		t.Fatalf("undrained node shows %s drained %v", n.Status, n.Drained)
 	}
-	if len(e.nodeEvents(store.EventNodeUndrained)) != 1 || e.nudges.count("prod") <= before {
+	if len(e.nodeEvents(store.EventNodeUndrained)) != 1 || e.nudges.Count("prod") <= before {
 		t.Fatal("undrain recorded no event or nudged no pass")
 	}
 	e.fail(http.MethodPost, "/api/v1/clusters/prod/nodes/nope/drain", "op", nil, http.StatusNotFound)
@@ -70,11 +70,11 @@ func TestDrainAndUndrain(t *testing.T) {
 func TestDrainNudgesASyncOfTheNode(t *testing.T) {
 	t.Parallel()
 	e := setup(t)
-	node, cluster := e.nudges.count(db1Sync), e.nudges.count("prod")
+	node, cluster := e.nudges.Count(db1Sync), e.nudges.Count("prod")
 	e.call(http.MethodPost, "/api/v1/clusters/prod/nodes/db-1/drain", "op", nil, http.StatusOK, nil)
-	if e.nudges.count(db1Sync) != node+1 || e.nudges.count("prod") != cluster {
+	if e.nudges.Count(db1Sync) != node+1 || e.nudges.Count("prod") != cluster {
 		t.Fatalf("the drain made %d syncs of the node and %d of the cluster, want one of the node",
-			e.nudges.count(db1Sync)-node, e.nudges.count("prod")-cluster)
+			e.nudges.Count(db1Sync)-node, e.nudges.Count("prod")-cluster)
 	}
 }
 

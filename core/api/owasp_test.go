@@ -289,7 +289,7 @@ func TestAPI6RetryAfterAConflictNeedsAFreshApproval(t *testing.T) {
 	}); err != nil {
 		t.Fatal(err)
 	}
-	nudged := e.nudges.count("prod")
+	nudged := e.nudges.Count("prod")
 	var r action.Action
 	e.call(http.MethodPost, "/api/v1/actions/"+a.ID+"/retry", "op", nil, http.StatusCreated, &r)
 	if r.State != action.PendingApprove || r.ApprovedBy != "" || string(r.Args) != `{"evil":true}` {
@@ -298,7 +298,7 @@ func TestAPI6RetryAfterAConflictNeedsAFreshApproval(t *testing.T) {
 	if rec := e.record(r.ID); rec.ApprovalDigest != "" {
 		t.Fatalf("the retry carries a digest %q", rec.ApprovalDigest)
 	}
-	if e.nudges.count("prod") != nudged {
+	if e.nudges.Count("prod") != nudged {
 		t.Fatal("a retry waiting for approval nudged its cluster")
 	}
 	e.fail(http.MethodPost, "/api/v1/actions/"+r.ID+"/approve", "op", nil, http.StatusForbidden)

@@ -68,7 +68,7 @@ func TestRunNeedsOneApprovalFromAnotherPersonAndThenCreatesItsFirstWave(t *testi
 		k.Stage != "main" || k.Wave != 1 || k.ApprovalDigest == "" {
 		t.Fatalf("child %+v is not the approved first wave on db-1", k)
 	}
-	if e.nudges.count("prod") == 0 {
+	if e.nudges.Count("prod") == 0 {
 		t.Fatal("approving a run did not nudge its cluster")
 	}
 	var shown wire.Run

@@ -22,6 +22,7 @@ import (
 	"github.com/musterhq/muster/core/enroll"
 	"github.com/musterhq/muster/core/notify"
 	"github.com/musterhq/muster/core/ops"
+	"github.com/musterhq/muster/core/ops/opstest"
 	"github.com/musterhq/muster/core/runs"
 	"github.com/musterhq/muster/core/store"
 	"github.com/musterhq/muster/core/store/sqlite"
@@ -38,37 +39,8 @@ const (
 	kindSleep = "muster.io/debug.sleep"
 )
 
-// nudges is an in-memory Nudger that remembers every nudge: a cluster's
-// full sync by the cluster's id, a node's sync as "node:CLUSTER/NODE".
-type nudges struct {
-	mu  sync.Mutex
-	ids []string
-}
-
-func (n *nudges) Nudge(id string) {
-	n.mu.Lock()
-	defer n.mu.Unlock()
-	n.ids = append(n.ids, id)
-}
-
-// NudgeNode remembers a sync of one node as "node:CLUSTER/NODE", apart from
-// a full sync of its cluster.
-func (n *nudges) NudgeNode(clusterID, nodeID string) { n.Nudge("node:" + clusterID + "/" + nodeID) }
-
 // db1Sync is a sync of node prod/db-1, where e.create makes its actions.
-const db1Sync = "node:prod/db-1"
-
-func (n *nudges) count(id string) int {
-	n.mu.Lock()
-	defer n.mu.Unlock()
-	c := 0
-	for _, x := range n.ids {
-		if x == id {
-			c++
-		}
-	}
-	return c
-}
+var db1Sync = opstest.Node("prod", "db-1")
 
 // syncBuffer is a bytes.Buffer safe for the logger and the test to share.
 type syncBuffer struct {
@@ -109,7 +81,7 @@ type env struct {
 	st     *sqlite.Store
 	srv    *Server
 	ts     *httptest.Server
-	nudges *nudges
+	nudges *opstest.Syncs
 	engine *runs.Engine
 	// opsCfg built the server's operations; enroll is its enrollment.
 	opsCfg ops.Config
@@ -151,7 +123,7 @@ func setup(t *testing.T, opts ...func(*Config)) *env {
 		ca := testCA(t)
 		cfg.Enroll = enroll.New(enroll.Config{CA: ca.CA, Bundle: ca.pem, GossipKey: "Z29zc2lw"}, st, nil)
 	}
-	n := &nudges{}
+	n := &opstest.Syncs{}
 	rules := &actions.Rules{Policy: cfg.Policy}
 	engine := runs.NewEngine(cfg.Policy, rules, nil)
 	opsCfg := ops.Config{Store: st, Policy: cfg.Policy, Budget: cfg.Budget, Rules: rules, Runs: engine,

@@ -5,13 +5,13 @@ import (
 	"errors"
 	"net/http"
 	"slices"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/musterhq/muster/core/approval"
 	"github.com/musterhq/muster/core/auth"
 	"github.com/musterhq/muster/core/ops"
+	"github.com/musterhq/muster/core/ops/opstest"
 	"github.com/musterhq/muster/core/store"
 	"github.com/musterhq/muster/core/store/sqlite"
 	"github.com/musterhq/muster/shared/action"
@@ -21,39 +21,12 @@ import (
 
 const kindSleep = "muster.io/debug.sleep"
 
-// syncs records what the operations asked to sync: a cluster's full sync
-// by its id, a node's sync as "node:CLUSTER/NODE".
-type syncs struct {
-	mu  sync.Mutex
-	ids []string
-}
-
-func (s *syncs) Nudge(id string) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	s.ids = append(s.ids, id)
-}
-
-func (s *syncs) NudgeNode(cluster, node string) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	s.ids = append(s.ids, "node:"+cluster+"/"+node)
-}
-
-func (s *syncs) take() []string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	out := s.ids
-	s.ids = nil
-	return out
-}
-
 type env struct {
 	t      *testing.T
 	st     *sqlite.Store
 	ops    *ops.Ops
 	policy *live.Value[approval.Policy]
-	syncs  *syncs
+	syncs  *opstest.Syncs
 }
 
 // Callers of each role.
@@ -90,7 +63,7 @@ func setup(t *testing.T) *env {
 	if err != nil {
 		t.Fatal(err)
 	}
-	e := &env{t: t, st: st, policy: live.New(approval.DefaultPolicy()), syncs: &syncs{}}
+	e := &env{t: t, st: st, policy: live.New(approval.DefaultPolicy()), syncs: &opstest.Syncs{}}
 	e.ops = ops.New(ops.Config{Store: st, Policy: e.policy, Nudge: e.syncs})
 	return e
 }
@@ -103,7 +76,7 @@ func (e *env) create(who ops.Caller, node string) *store.Record {
 	if err != nil {
 		e.t.Fatal(err)
 	}
-	e.syncs.take()
+	e.syncs.Take()
 	return rec
 }
 
@@ -131,33 +104,33 @@ func TestApprovingAnActionSyncsOneNodeNotTheCluster(t *testing.T) {
 	if _, err := e.ops.ApproveAction(ctx, approver, rec.ID[:8], "CH-1"); err != nil {
 		t.Fatal(err)
 	}
-	if got := e.syncs.take(); !slices.Equal(got, []string{"node:prod/db-2"}) {
+	if got := e.syncs.Take(); !slices.Equal(got, []string{"node:prod/db-2"}) {
 		t.Fatalf("an approval asked for syncs %v, want one of node prod/db-2", got)
 	}
 	urgent := e.create(operator, "db-1")
 	if _, err := e.ops.MarkActionUrgent(ctx, approver, urgent.ID, "outage 12"); err != nil {
 		t.Fatal(err)
 	}
-	if got := e.syncs.take(); !slices.Equal(got, []string{"node:prod/db-1"}) {
+	if got := e.syncs.Take(); !slices.Equal(got, []string{"node:prod/db-1"}) {
 		t.Fatalf("marking urgent asked for syncs %v, want one of node prod/db-1", got)
 	}
 	if _, err := e.ops.DrainNode(ctx, operator, "prod", "db-1", "disk"); err != nil {
 		t.Fatal(err)
 	}
-	if got := e.syncs.take(); !slices.Equal(got, []string{"node:prod/db-1"}) {
+	if got := e.syncs.Take(); !slices.Equal(got, []string{"node:prod/db-1"}) {
 		t.Fatalf("a drain asked for syncs %v, want one of node prod/db-1", got)
 	}
 	if _, err := e.ops.UndrainNode(ctx, operator, "prod", "db-1"); err != nil {
 		t.Fatal(err)
 	}
-	if got := e.syncs.take(); !slices.Equal(got, []string{"prod"}) {
+	if got := e.syncs.Take(); !slices.Equal(got, []string{"prod"}) {
 		t.Fatalf("an undrain asked for syncs %v, want one of cluster prod", got)
 	}
 	rej := e.create(operator, "db-1")
 	if _, err := e.ops.RejectAction(ctx, approver, rej.ID, ""); err != nil {
 		t.Fatal(err)
 	}
-	if got := e.syncs.take(); len(got) != 0 {
+	if got := e.syncs.Take(); len(got) != 0 {
 		t.Fatalf("a rejection asked for syncs %v, want none", got)
 	}
 }
@@ -255,11 +228,11 @@ func TestEveryVerbTakesItsRoutesPermission(t *testing.T) {
 			if after := e.events(); after != before {
 				t.Errorf("%s refused to %s wrote %d events", v.name, role, after-before)
 			}
-			if got := e.syncs.take(); len(got) != 0 {
+			if got := e.syncs.Take(); len(got) != 0 {
 				t.Errorf("%s refused to %s asked for syncs %v", v.name, role, got)
 			}
 		}
-		e.syncs.take()
+		e.syncs.Take()
 	}
 }
 
@@ -274,7 +247,7 @@ func TestFourEyesHoldsWhateverTheTransport(t *testing.T) {
 	if p := ops.Describe(err); p.Status != http.StatusForbidden {
 		t.Fatalf("self-approval: %v (%d), want 403", err, p.Status)
 	}
-	if got := e.syncs.take(); len(got) != 0 {
+	if got := e.syncs.Take(); len(got) != 0 {
 		t.Fatalf("a refused approval asked for syncs %v", got)
 	}
 	if _, err := e.ops.ApproveAction(ctx, approver, rec.ID, ""); err != nil {
@@ -312,7 +285,7 @@ func TestBadInputChangesNothing(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	e.syncs.take()
+	e.syncs.Take()
 	before := e.events()
 	_, err := e.ops.ApproveAction(ctx, approver, "abcdef01", "")
 	if p := ops.Describe(err); p.Status != http.StatusConflict || len(p.Matches) != 2 {
@@ -340,7 +313,7 @@ func TestBadInputChangesNothing(t *testing.T) {
 	if after := e.events(); after != before {
 		t.Fatalf("refused calls wrote %d events", after-before)
 	}
-	if got := e.syncs.take(); len(got) != 0 {
+	if got := e.syncs.Take(); len(got) != 0 {
 		t.Fatalf("refused calls asked for syncs %v", got)
 	}
 }

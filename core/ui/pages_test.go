@@ -156,7 +156,7 @@ func TestDrainAndUndrainFromTheNodePage(t *testing.T) {
 	if status != http.StatusSeeOther || loc != page+"?done=drained" {
 		t.Fatalf("drain: %d %q", status, loc)
 	}
-	if n := e.nudges.list(); len(n) == 0 || n[len(n)-1] != "node:prod/db-1" {
+	if n := e.nudges.List(); len(n) == 0 || n[len(n)-1] != "node:prod/db-1" {
 		t.Fatalf("syncs after a drain: %v, want the node's last", n)
 	}
 	if n := e.node("db-1"); !n.Drained || n.DrainedBy != "op" || n.DrainReason != "kernel update" {
@@ -192,7 +192,7 @@ func TestDrainAndUndrainFromTheNodePage(t *testing.T) {
 	if n := e.node("db-1"); n.Drained || n.DrainedBy != "" {
 		t.Fatalf("after undrain: %+v", n)
 	}
-	if n := e.nudges.list(); len(n) == 0 || n[len(n)-1] != "prod" {
+	if n := e.nudges.List(); len(n) == 0 || n[len(n)-1] != "prod" {
 		t.Fatalf("no nudge after undrain: %v", n)
 	}
 }

@@ -275,7 +275,7 @@ func TestRunButtonsFollowRolesAndTheEnginesAnswers(t *testing.T) {
 	if got := e.run(r.ID); got.State != store.RunPaused {
 		t.Fatalf("after pause: %s", got.State)
 	}
-	if n := e.nudges.list(); len(n) == 0 || n[len(n)-1] != "prod" {
+	if n := e.nudges.List(); len(n) == 0 || n[len(n)-1] != "prod" {
 		t.Fatalf("nudges after a pause: %v", n)
 	}
 	_, _, body = op.get(loc)

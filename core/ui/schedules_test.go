@@ -217,7 +217,7 @@ func TestUrgentIsOfferedToOtherApproversAndMarksThroughTheAPIsRule(t *testing.T)
 	if status != http.StatusSeeOther {
 		t.Fatalf("urgent action: %d", status)
 	}
-	if n := e.nudges.list(); len(n) == 0 || n[len(n)-1] != "node:prod/"+a.NodeID {
+	if n := e.nudges.List(); len(n) == 0 || n[len(n)-1] != "node:prod/"+a.NodeID {
 		t.Fatalf("syncs after marking an action urgent: %v, want its node's last", n)
 	}
 	_, _, body := appr.get(loc)

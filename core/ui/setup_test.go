@@ -18,6 +18,7 @@ import (
 	"github.com/musterhq/muster/core/approval"
 	"github.com/musterhq/muster/core/auth"
 	"github.com/musterhq/muster/core/ops"
+	"github.com/musterhq/muster/core/ops/opstest"
 	"github.com/musterhq/muster/core/runs"
 	"github.com/musterhq/muster/core/schedule/recur"
 	"github.com/musterhq/muster/core/store"
@@ -45,33 +46,8 @@ func (c *clock) add(d time.Duration) {
 	c.t = c.t.Add(d)
 }
 
-// nudges remembers the syncs the UI's changes asked for: a cluster's full
-// sync by its id, a node's sync as "node:CLUSTER/NODE".
-type nudges struct {
-	mu  sync.Mutex
-	ids []string
-}
-
-func (n *nudges) Nudge(id string) {
-	n.mu.Lock()
-	defer n.mu.Unlock()
-	n.ids = append(n.ids, id)
-}
-
-func (n *nudges) NudgeNode(cluster, node string) {
-	n.mu.Lock()
-	defer n.mu.Unlock()
-	n.ids = append(n.ids, "node:"+cluster+"/"+node)
-}
-
-func (n *nudges) list() []string {
-	n.mu.Lock()
-	defer n.mu.Unlock()
-	return append([]string(nil), n.ids...)
-}
-
 type env struct {
-	nudges    *nudges
+	nudges    *opstest.Syncs
 	engine    *runs.Engine
 	schedules *recur.Service
 	t         testing.TB
@@ -102,7 +78,7 @@ func setup(t testing.TB, opts ...func(*Config)) *env {
 	}); err != nil {
 		t.Fatal(err)
 	}
-	e := &env{t: t, st: st, clock: &clock{t: now}, secrets: map[string]string{}, nudges: &nudges{}}
+	e := &env{t: t, st: st, clock: &clock{t: now}, secrets: map[string]string{}, nudges: &opstest.Syncs{}}
 	for name, role := range map[string]string{"viewer": store.RoleViewer, "op": store.RoleOperator,
 		"appr": store.RoleApprover, "admin": store.RoleAdmin} {
 		sec, err := auth.CreateToken(ctx, st, name, []string{role}, "test", "")

@@ -503,7 +503,7 @@ func TestApproveAndRejectWithAReason(t *testing.T) {
 	}
 	// Approving costs one sync of the action's node, not a full sync of
 	// its cluster.
-	if n := e.nudges.list(); len(n) != 1 || n[0] != "node:prod/"+a.NodeID {
+	if n := e.nudges.List(); len(n) != 1 || n[0] != "node:prod/"+a.NodeID {
 		t.Fatalf("syncs after an approval: %v, want one of node prod/%s", n, a.NodeID)
 	}
 	if last := got.History[len(got.History)-1]; last.Reason != "approved: change CH-42" || last.Actor != "appr" {
