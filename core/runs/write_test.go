@@ -113,6 +113,30 @@ func done(env *engineEnv) string {
 func runVerbs() []runVerb {
 	same := func(id string, r *store.Run, err error) (string, error) { return id, err }
 	return []runVerb{
+		// create makes a second run beside the one set up, which it leaves
+		// as it was.
+		{name: "create", setUp: created, event: store.EventRunCreated,
+			do: func(ctx context.Context, env *engineEnv, tx store.Tx, _ string) (string, error) {
+				c, e := limit.MustParse("1"), limit.MustParse("0")
+				r, err := env.e.Create(ctx, tx, &wire.CreateRunRequest{ClusterID: "c", Stages: []wire.StageSpec{{
+					Kind: "muster.io/debug.ping", Target: wire.Target{All: true}, MaxConcurrency: &c, MaxErrors: &e,
+				}}}, alice)
+				if err != nil {
+					return "", err
+				}
+				return r.ID, nil
+			},
+			changed: func(r *store.Run) bool { return r.State == store.RunPendingApprove && r.Requester == "alice" }},
+		{name: "advance to its failure", setUp: func(env *engineEnv) string {
+			id := running(env)
+			env.finishChild(env.children(id)[0].ID, action.Failed)
+			return id
+		}, event: store.EventRunFinished,
+			do: func(ctx context.Context, env *engineEnv, tx store.Tx, id string) (string, error) {
+				_, err := env.e.AdvanceNodes(ctx, tx, id)
+				return id, err
+			},
+			changed: func(r *store.Run) bool { return r.State == store.RunFailed && r.FinishedTS != nil }},
 		{name: "approve", setUp: created, event: store.EventRunApproved,
 			do: func(ctx context.Context, env *engineEnv, tx store.Tx, id string) (string, error) {
 				r, err := env.e.Approve(ctx, tx, id, "", bob)
