@@ -229,15 +229,7 @@ func TestRunServesTheUIBesideTheAPI(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			ctx, cancel := context.WithCancel(context.Background())
-			done := make(chan error, 1)
-			go func() { done <- c.Run(ctx) }()
-			t.Cleanup(func() { cancel(); <-done })
-			select {
-			case <-c.Ready():
-			case err := <-done:
-				t.Fatalf("Run: %v", err)
-			}
+			apiservertest.Run(t, c)
 			base := "http://" + c.Addr().String()
 			want := map[string]int{"/ui/login": http.StatusOK, "/health": http.StatusOK, "/api/v1/actions": http.StatusUnauthorized}
 			if !enabled {

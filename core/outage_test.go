@@ -16,6 +16,7 @@ import (
 	"github.com/musterhq/muster/core/discovery"
 	"github.com/musterhq/muster/core/store/pglocal"
 	"github.com/musterhq/muster/shared/action"
+	"github.com/musterhq/muster/shared/apiserver/apiservertest"
 	"github.com/musterhq/muster/shared/client"
 	"github.com/musterhq/muster/shared/testwait"
 	"github.com/musterhq/muster/shared/wire"
@@ -53,15 +54,7 @@ func TestPostgresOutage(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	runCtx, cancel := context.WithCancel(ctx)
-	done := make(chan error, 1)
-	go func() { done <- c.Run(runCtx) }()
-	t.Cleanup(func() { cancel(); <-done })
-	select {
-	case <-c.Ready():
-	case err := <-done:
-		t.Fatalf("Run: %v", err)
-	}
+	apiservertest.Run(t, c)
 	secret, err := os.ReadFile(filepath.Join(cfg.DataDir, auth.AdminTokenFile))
 	if err != nil {
 		t.Fatal(err)
