@@ -18,10 +18,7 @@ import (
 // kick starts the cluster's loop, or wakes it. o.mu is held.
 func (o *Orchestrator) kick(cs *clusterState) {
 	if cs.running {
-		select {
-		case cs.wake <- struct{}{}:
-		default:
-		}
+		cs.wakeLoop()
 		return
 	}
 	if o.closed {
@@ -136,10 +133,7 @@ func (o *Orchestrator) DropAgentConnections() {
 	for _, cs := range o.clusters {
 		if cs.running {
 			cs.dropClients = true
-			select {
-			case cs.wake <- struct{}{}:
-			default:
-			}
+			cs.wakeLoop()
 			continue
 		}
 		dropClients(cs)

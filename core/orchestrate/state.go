@@ -115,6 +115,12 @@ func newClusterState(id string) *clusterState {
 // to), and the loop serves it before it parks.
 func (cs *clusterState) want(node string) {
 	cs.nodes.Add(node)
+	cs.wakeLoop()
+}
+
+// wakeLoop wakes the cluster's running loop, or leaves a wake-up it has not
+// taken yet: it never blocks.
+func (cs *clusterState) wakeLoop() {
 	select {
 	case cs.wake <- struct{}{}:
 	default:
