@@ -12,6 +12,7 @@ import (
 	"net/http"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -27,10 +28,15 @@ type Server interface {
 	Ready() <-chan struct{}
 }
 
-// Run runs s until the test ends and returns once it is ready. Run ending
-// before that fails the test at once; an error from Run when the test's
-// cleanup stops it fails the test then.
-func Run(t testing.TB, s Server) {
+// Run runs s until the test ends and returns once it is ready (Start).
+func Run(t testing.TB, s Server) { Start(t, s) }
+
+// Start runs s until stop is called or the test ends, and returns once it
+// is ready. Run ending before that, or not ready within ReadyTimeout,
+// fails the test at once. stop cancels Run and waits for it to return; it
+// is idempotent, the test's cleanup calls it, and an error Run returns
+// fails the test.
+func Start(t testing.TB, s Server) (stop func()) {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
@@ -45,12 +51,17 @@ func Run(t testing.TB, s Server) {
 		<-done
 		t.Fatalf("the server was not ready within %s", ReadyTimeout)
 	}
-	t.Cleanup(func() {
-		cancel()
-		if err := <-done; err != nil {
-			t.Errorf("Run: %v", err)
-		}
-	})
+	var once sync.Once
+	stop = func() {
+		once.Do(func() {
+			cancel()
+			if err := <-done; err != nil {
+				t.Errorf("Run: %v", err)
+			}
+		})
+	}
+	t.Cleanup(stop)
+	return stop
 }
 
 // PKI is a directory made by NewPKI: a CA (ca.pem, ca-key.pem) and the
