@@ -5,11 +5,10 @@ import (
 	"encoding/json"
 	"errors"
 	"testing"
-	"time"
 
 	"github.com/musterhq/muster/core/store"
+	"github.com/musterhq/muster/core/store/storetest"
 	"github.com/musterhq/muster/shared/action"
-	"github.com/musterhq/muster/shared/testwait"
 )
 
 // withSchema announces schema for muster.io/debug.ping on n1.
@@ -52,22 +51,7 @@ func TestActionArgsAreCheckedOutsideTheWriteTransaction(t *testing.T) {
 		made := make(chan error, 1)
 		go func() { made <- newAction() }()
 		<-inCheck
-		wrote := make(chan error, 1)
-		go func() {
-			wrote <- e.st.Update(ctx, func(tx store.Tx) error {
-				return tx.AppendEvent(ctx, &store.Event{TS: e.now, Type: store.EventActionCreated, Actor: "admin", Message: "another write"})
-			})
-		}()
-		select {
-		case err := <-wrote:
-			if err != nil {
-				t.Fatal(err)
-			}
-		case <-time.After(testwait.Timeout):
-			close(release)
-			t.Fatalf("%s: a write waited for an action's args being checked: the check holds the write transaction", name)
-		}
-		close(release)
+		storetest.WriteCommitsWhile(t, e.st, release, name+": an action's args being checked")
 		if err := <-made; err != nil {
 			t.Fatalf("%s: %v", name, err)
 		}

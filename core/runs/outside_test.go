@@ -6,15 +6,14 @@ import (
 	"slices"
 	"sync"
 	"testing"
-	"time"
 
 	"github.com/musterhq/muster/core/actions"
 	"github.com/musterhq/muster/core/runs"
 	"github.com/musterhq/muster/core/store"
 	"github.com/musterhq/muster/core/store/sqlite"
+	"github.com/musterhq/muster/core/store/storetest"
 	"github.com/musterhq/muster/shared/action"
 	"github.com/musterhq/muster/shared/limit"
-	"github.com/musterhq/muster/shared/testwait"
 	"github.com/musterhq/muster/shared/wire"
 )
 
@@ -38,22 +37,7 @@ func TestRunsArePlannedOutsideTheWriteTransaction(t *testing.T) {
 		made <- err
 	}()
 	<-inPlan
-	wrote := make(chan error, 1)
-	go func() {
-		wrote <- env.st.Update(ctx, func(tx store.Tx) error {
-			return tx.AppendEvent(ctx, &store.Event{TS: env.now, Type: store.EventRunCreated, Actor: "admin", Message: "another write"})
-		})
-	}()
-	select {
-	case err := <-wrote:
-		if err != nil {
-			t.Fatal(err)
-		}
-	case <-time.After(testwait.Timeout):
-		close(release)
-		t.Fatal("a write waited for a run being planned: the plan holds the write transaction")
-	}
-	close(release)
+	storetest.WriteCommitsWhile(t, env.st, release, "a run being planned")
 	if err := <-made; err != nil {
 		t.Fatal(err)
 	}
@@ -123,22 +107,7 @@ func TestRunsAreAdvancedOutsideTheWriteTransaction(t *testing.T) {
 		advanced <- result{nodes, err}
 	}()
 	<-inPlan
-	wrote := make(chan error, 1)
-	go func() {
-		wrote <- env.st.Update(ctx, func(tx store.Tx) error {
-			return tx.AppendEvent(ctx, &store.Event{TS: env.now, Type: store.EventRunCreated, Actor: "admin", Message: "another write"})
-		})
-	}()
-	select {
-	case err := <-wrote:
-		if err != nil {
-			t.Fatal(err)
-		}
-	case <-time.After(testwait.Timeout):
-		close(release)
-		t.Fatal("a write waited for a run's next step being decided: the decision holds the write transaction")
-	}
-	close(release)
+	storetest.WriteCommitsWhile(t, env.st, release, "a run's next step being decided")
 	got := <-advanced
 	if got.err != nil || !slices.Equal(got.nodes, []string{"n2"}) {
 		t.Fatalf("advanced: %v, %v; want the child on n2", got.nodes, got.err)
