@@ -99,7 +99,7 @@ func (o *Ops) nudgeIfScheduled(rec *store.Record) {
 // ApproveAction approves an action (an approver other than its requester,
 // within the approval window the policy says now) and syncs its node.
 func (o *Ops) ApproveAction(ctx context.Context, c Caller, ref, reason string) (*store.Record, error) {
-	if err := CheckReason(reason, false); err != nil {
+	if err := checkReason(reason, false); err != nil {
 		return nil, err
 	}
 	rec, err := o.changeAction(ctx, c, auth.Approve, ref, func(tx store.Tx, id string) (*store.Record, error) {
@@ -114,7 +114,7 @@ func (o *Ops) ApproveAction(ctx context.Context, c Caller, ref, reason string) (
 
 // RejectAction rejects an action waiting for approval; nothing is synced.
 func (o *Ops) RejectAction(ctx context.Context, c Caller, ref, reason string) (*store.Record, error) {
-	if err := CheckReason(reason, false); err != nil {
+	if err := checkReason(reason, false); err != nil {
 		return nil, err
 	}
 	return o.changeAction(ctx, c, auth.Reject, ref, func(tx store.Tx, id string) (*store.Record, error) {
@@ -125,7 +125,7 @@ func (o *Ops) RejectAction(ctx context.Context, c Caller, ref, reason string) (*
 // MarkActionUrgent lets an action pass its cluster's closed maintenance
 // window, never a freeze; the reason is required. Its node is synced.
 func (o *Ops) MarkActionUrgent(ctx context.Context, c Caller, ref, reason string) (*store.Record, error) {
-	if err := CheckReason(reason, true); err != nil {
+	if err := checkReason(reason, true); err != nil {
 		return nil, err
 	}
 	rec, err := o.changeAction(ctx, c, auth.Approve, ref, func(tx store.Tx, id string) (*store.Record, error) {

@@ -40,17 +40,17 @@ func BadRequest(format string, args ...any) error {
 	return fmt.Errorf("%w: "+format, append([]any{ErrBadRequest}, args...)...)
 }
 
-// AmbiguousError is an id prefix that names more than one record.
-type AmbiguousError struct {
+// ambiguousError is an id prefix that names more than one record.
+type ambiguousError struct {
 	Prefix  string
 	What    string // "actions", "runs"
 	Matches []string
 }
 
-func (e *AmbiguousError) Error() string {
+func (e *ambiguousError) Error() string {
 	return fmt.Sprintf("id prefix %q matches %d %s", e.Prefix, len(e.Matches), e.What)
 }
-func (e *AmbiguousError) Unwrap() error { return ErrAmbiguous }
+func (e *ambiguousError) Unwrap() error { return ErrAmbiguous }
 
 // ForbiddenError is a caller whose roles do not grant what it asked: it
 // names the roles that would.
@@ -117,7 +117,7 @@ func Describe(err error) Problem {
 	if errors.As(err, &se) {
 		p.State = se.State
 	}
-	var ae *AmbiguousError
+	var ae *ambiguousError
 	if errors.As(err, &ae) {
 		p.Matches = ae.Matches
 	}

@@ -19,7 +19,7 @@ func (o *Ops) DrainNode(ctx context.Context, c Caller, clusterID, nodeID, reason
 	if err := Authorize(c, auth.Drain); err != nil {
 		return nil, err
 	}
-	if err := CheckReason(reason, false); err != nil {
+	if err := checkReason(reason, false); err != nil {
 		return nil, err
 	}
 	var n *store.Node
@@ -83,7 +83,7 @@ func (o *Ops) RevokeNode(ctx context.Context, c Caller, clusterID, nodeID, reaso
 	if o.cfg.Enroll == nil {
 		return nil, enroll.ErrDisabled
 	}
-	if err := CheckReason(reason, false); err != nil {
+	if err := checkReason(reason, false); err != nil {
 		return nil, err
 	}
 	serials, err := o.cfg.Enroll.Revoke(ctx, clusterID, nodeID, reason, c.Name, enroll.Caller{ClientAddr: c.Addr})

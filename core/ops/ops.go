@@ -172,11 +172,11 @@ func (o *Ops) nudgeCluster(clusterID string) {
 	}
 }
 
-// CheckReason is the one rule of a reason a person gives (an approval, a
+// checkReason is the one rule of a reason a person gives (an approval, a
 // rejection, a cancel, a drain, a revocation, an urgent mark): at most
 // wire.MaxReason bytes of valid UTF-8 with no control character (a newline
 // included), spaces around it aside; required refuses an empty one.
-func CheckReason(reason string, required bool) error {
+func checkReason(reason string, required bool) error {
 	trimmed := strings.TrimSpace(reason)
 	switch {
 	case required && trimmed == "":
@@ -230,5 +230,5 @@ func resolvePrefix(ref, what string, find func(prefix string) ([]string, error))
 	case 1:
 		return ids[0], nil
 	}
-	return "", &AmbiguousError{Prefix: ref, What: what + "s", Matches: ids}
+	return "", &ambiguousError{Prefix: ref, What: what + "s", Matches: ids}
 }

@@ -208,7 +208,7 @@ func (o *Ops) ApproveRun(ctx context.Context, c Caller, ref, digest string) (Run
 
 // RejectRun rejects a run waiting for approval.
 func (o *Ops) RejectRun(ctx context.Context, c Caller, ref, reason string) (RunResult, error) {
-	if err := CheckReason(reason, false); err != nil {
+	if err := checkReason(reason, false); err != nil {
 		return RunResult{}, err
 	}
 	return o.changeRun(ctx, c, auth.Reject, ref, func(tx store.Tx, id string) (*store.Run, error) {
@@ -241,7 +241,7 @@ func (o *Ops) PromoteRun(ctx context.Context, c Caller, ref string) (RunResult, 
 
 // CancelRun cancels a run and its open children.
 func (o *Ops) CancelRun(ctx context.Context, c Caller, ref, reason string) (RunResult, error) {
-	if err := CheckReason(reason, false); err != nil {
+	if err := checkReason(reason, false); err != nil {
 		return RunResult{}, err
 	}
 	return o.changeRun(ctx, c, auth.Cancel, ref, func(tx store.Tx, id string) (*store.Run, error) {
@@ -252,7 +252,7 @@ func (o *Ops) CancelRun(ctx context.Context, c Caller, ref, reason string) (RunR
 // MarkRunUrgent lets a run's children pass the cluster's closed maintenance
 // window, never a freeze; the reason is required.
 func (o *Ops) MarkRunUrgent(ctx context.Context, c Caller, ref, reason string) (RunResult, error) {
-	if err := CheckReason(reason, true); err != nil {
+	if err := checkReason(reason, true); err != nil {
 		return RunResult{}, err
 	}
 	return o.changeRun(ctx, c, auth.Approve, ref, func(tx store.Tx, id string) (*store.Run, error) {

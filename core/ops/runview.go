@@ -42,11 +42,8 @@ func RunPausedFor(r *store.Run) string { return runs.PausedFor(r) }
 // RunWave is the wave of the i-th node of a stage of concurrency c.
 func RunWave(i, c int) int { return runs.Wave(i, c) }
 
-// RunStageCounts are a stage's children counted as its progress shows them.
-type RunStageCounts = runs.StageCounts
-
 // RunTally counts stage st of run r from counts, started nodes started.
-func RunTally(r *store.Run, st *store.RunStage, counts []store.ChildCount, started int) RunStageCounts {
+func RunTally(r *store.Run, st *store.RunStage, counts []store.ChildCount, started int) runs.StageCounts {
 	return runs.Tally(r, st, counts, started)
 }
 

@@ -21,10 +21,10 @@ const (
 	ScheduleUnchanged = recur.Unchanged
 )
 
-// CheckSchedule checks what a schedule request says that needs no store:
+// checkSchedule checks what a schedule request says that needs no store:
 // its name, cron, time zone, concurrency and catch_up (a bad field is a
 // schedule.FieldError).
-func (o *Ops) CheckSchedule(req *wire.CreateScheduleRequest) error {
+func (o *Ops) checkSchedule(req *wire.CreateScheduleRequest) error {
 	_, _, err := schedule.Check(req, o.cfg.Schedules.MinEvery)
 	return err
 }
@@ -36,7 +36,7 @@ func (o *Ops) ApplySchedule(ctx context.Context, c Caller, req *wire.CreateSched
 	if err := Authorize(c, auth.Create); err != nil {
 		return wire.Schedule{}, err
 	}
-	if err := o.CheckSchedule(req); err != nil {
+	if err := o.checkSchedule(req); err != nil {
 		return wire.Schedule{}, err
 	}
 	var out wire.Schedule
@@ -65,7 +65,7 @@ func (o *Ops) ApproveSchedule(ctx context.Context, c Caller, name, digest string
 
 // RejectSchedule rejects a schedule waiting for approval.
 func (o *Ops) RejectSchedule(ctx context.Context, c Caller, name, reason string) (wire.Schedule, error) {
-	if err := CheckReason(reason, false); err != nil {
+	if err := checkReason(reason, false); err != nil {
 		return wire.Schedule{}, err
 	}
 	return o.changeSchedule(ctx, c, auth.Reject, name, func(tx store.Tx) (*store.Schedule, error) {
