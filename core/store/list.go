@@ -57,6 +57,7 @@ func listActionsSQL(q ListQuery, columns string, ph Placeholder) (string, []any,
 	if q.ClusterID != "" {
 		b.where = append(b.where, "cluster_id = "+b.arg(q.ClusterID))
 	}
+	b.within(q.ClusterIn)
 	if q.RunID != "" {
 		// run_id <> '' lets either store use the run's child index, which
 		// holds only the children of runs.
@@ -102,6 +103,18 @@ func (b *listSQL) in(col string, vals []string) {
 		ps[i] = b.arg(v)
 	}
 	b.where = append(b.where, col+" IN ("+strings.Join(ps, ", ")+")")
+}
+
+// within adds the condition "of one of these clusters" when clusters is
+// not nil (an empty list matches nothing).
+func (b *listSQL) within(clusters []string) {
+	switch {
+	case clusters == nil:
+	case len(clusters) == 0:
+		b.where = append(b.where, "1 = 0")
+	default:
+		b.in("cluster_id", clusters)
+	}
 }
 
 // statement is the SELECT of columns from table with the conditions so
@@ -177,6 +190,7 @@ func listRunsSQL(q RunQuery, columns string, ph Placeholder) (string, []any) {
 	if q.ClusterID != "" {
 		b.where = append(b.where, "cluster_id = "+b.arg(q.ClusterID))
 	}
+	b.within(q.ClusterIn)
 	if len(q.States) > 0 {
 		b.in("state", q.States)
 	}
