@@ -71,9 +71,9 @@ var Permissions = []Permission{Read, Create, Cancel, Retry, Orchestrate, Approve
 // Roles lists every role, least powerful first.
 var Roles = []string{store.RoleEnroll, store.RoleViewer, store.RoleOperator, store.RoleApprover, store.RoleAdmin}
 
-// grants is the one table of what each role may do. admin may do everything;
+// roleGrants is the one table of what each role may do. admin may do everything;
 // enroll may only enroll.
-var grants = map[string][]Permission{
+var roleGrants = map[string][]Permission{
 	store.RoleEnroll:   {Enroll},
 	store.RoleViewer:   {Read},
 	store.RoleOperator: {Read, Create, Cancel, Retry, Orchestrate, Drain, Continue},
@@ -84,7 +84,7 @@ var grants = map[string][]Permission{
 // Can reports whether a token holding roles may do p.
 func Can(roles []string, p Permission) bool {
 	for _, r := range roles {
-		if slices.Contains(grants[r], p) {
+		if slices.Contains(roleGrants[r], p) {
 			return true
 		}
 	}
@@ -96,7 +96,7 @@ func Can(roles []string, p Permission) bool {
 func Granting(p Permission) []string {
 	var out []string
 	for _, r := range Roles {
-		if slices.Contains(grants[r], p) {
+		if slices.Contains(roleGrants[r], p) {
 			out = append(out, r)
 		}
 	}
