@@ -62,11 +62,14 @@ const (
 	// manual pause, an approver's pause on errors or canary (the run
 	// engine decides which).
 	Continue Permission = "continue"
+	// Grants makes and revokes grants and changes teams (admin; on a
+	// scope its admin grant contains, auth.MayGrant).
+	Grants Permission = "grants"
 )
 
 // Permissions lists every permission.
 var Permissions = []Permission{Read, Create, Cancel, Retry, Orchestrate, Approve, Reject, Tokens, Drain, Forget, Enroll, Revoke,
-	Notify, Continue}
+	Notify, Continue, Grants}
 
 // Roles lists every role, least powerful first.
 var Roles = []string{store.RoleEnroll, store.RoleViewer, store.RoleOperator, store.RoleApprover, store.RoleAdmin}

@@ -35,13 +35,21 @@ import (
 	"github.com/musterhq/muster/shared/wire"
 )
 
-// Caller is who asks for an operation: a token's name and its roles as
-// stored now (a role change or a revocation applies at once), and the
-// address of the peer.
+// Caller is who asks for an operation: a person's name (a token's, or the
+// single sign-on claim's), a token's roles as stored now (a role change or
+// a revocation applies at once), the address of the peer, the group claims
+// of the identity provider, and the grants the person holds itself and
+// through its teams (Identify resolves them on every request).
 type Caller struct {
-	Name  string
-	Roles []string
-	Addr  string
+	Name   string
+	Roles  []string     // a token's global roles: grants on "*" (unchanged meaning)
+	Addr   string
+	Groups []string     // group claims from the identity provider (nil for tokens)
+	Grants []auth.Grant // resolved at authentication: the person's and their teams' grants
+
+	// labels are the labels of every cluster, by id, when a grant has a
+	// label selector (Identify reads them).
+	labels map[string]map[string]string
 }
 
 // actor is the caller as the actor of a change, with the reason it gave.
@@ -49,8 +57,8 @@ func (c Caller) actor(note string) actions.Actor {
 	return actions.Actor{Name: c.Name, Addr: c.Addr, Note: strings.TrimSpace(note)}
 }
 
-// Can reports whether the caller's roles grant p.
-func (c Caller) Can(p auth.Permission) bool { return auth.Can(c.Roles, p) }
+// Can reports whether one of the caller's grants gives p on some cluster.
+func (c Caller) Can(p auth.Permission) bool { return auth.Holds(c.grants(), p) }
 
 // Nudger asks the orchestrator for a full sync of one cluster now, or for a
 // sync of one node alone (which does not wait for a full sync under way).
@@ -143,14 +151,14 @@ func (o *Ops) Destinations() []notify.Destination {
 	return o.cfg.Notify.Destinations()
 }
 
-// Authorize refuses a caller whose roles do not grant p, naming the roles
-// that would: the one check of a permission, for the operations and for
-// the routes that only read.
+// Authorize refuses a caller none of whose grants gives p on any cluster,
+// naming the roles that would: the route-level check of a permission. What
+// acts on one cluster checks AuthorizeOn too.
 func Authorize(c Caller, p auth.Permission) error {
 	if c.Can(p) {
 		return nil
 	}
-	return &ForbiddenError{Caller: c.Name, Roles: c.Roles, Perm: p, Allowed: auth.Granting(p)}
+	return &ForbiddenError{Caller: c.Name, Roles: c.held(), Perm: p, Allowed: auth.Granting(p)}
 }
 
 func (o *Ops) now() time.Time { return o.cfg.Now().UTC() }

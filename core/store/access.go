@@ -239,12 +239,18 @@ func (r Reads) Grants(ctx context.Context) ([]Grant, error) { return r.grants(ct
 // teams, oldest first.
 func (r Reads) GrantsOf(ctx context.Context, person string, teams []string) ([]Grant, error) {
 	b := &listSQL{ph: r.Dialect.Placeholder}
-	cond := "person = " + b.arg(PersonKey(person))
+	var conds []string
+	if PersonKey(person) != "" {
+		conds = append(conds, "person = "+b.arg(PersonKey(person)))
+	}
 	if len(teams) > 0 {
 		b.in("team", teams)
-		cond = "(" + cond + " OR " + b.where[0] + ")"
+		conds = append(conds, b.where[0])
 	}
-	return r.grants(ctx, " WHERE "+cond, b.args...)
+	if len(conds) == 0 {
+		return nil, nil
+	}
+	return r.grants(ctx, " WHERE "+strings.Join(conds, " OR "), b.args...)
 }
 
 // Grant is Reader.Grant of both stores.
