@@ -115,7 +115,11 @@ func (s *Server) listActions(c *echo.Context) error {
 				return err
 			}
 		}
-		var err error
+		v, err := s.visible(c, r)
+		if err != nil {
+			return err
+		}
+		q.ClusterIn = v.In()
 		recs, next, err = store.ActionPage(c.Request().Context(), r, q)
 		return err
 	})
@@ -137,6 +141,9 @@ func (s *Server) showAction(c *echo.Context) error {
 		if err != nil {
 			return err
 		}
+		if err := s.hidden(c, r, "action "+c.Param("id"), rec.ClusterID); err != nil {
+			return err
+		}
 		out = rec.Action
 		out.History, err = r.History(ctx, rec.ID)
 		return err
@@ -150,8 +157,11 @@ func (s *Server) showAction(c *echo.Context) error {
 	return c.JSON(http.StatusOK, out)
 }
 
-// who is the caller as the operations know it.
+// who is the caller as the operations know it (resolved by authenticate).
 func who(c *echo.Context) ops.Caller {
+	if w, ok := c.Get(callerKey).(ops.Caller); ok {
+		return w
+	}
 	t := caller(c)
 	return ops.Caller{Name: t.Name, Roles: t.Roles, Addr: clientAddr(c)}
 }

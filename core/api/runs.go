@@ -82,6 +82,11 @@ func (s *Server) listRuns(c *echo.Context) error {
 	ctx := c.Request().Context()
 	out := wire.RunList{Runs: []wire.Run{}}
 	err = s.st.Read(ctx, func(r store.Reader) error {
+		v, err := s.visible(c, r)
+		if err != nil {
+			return err
+		}
+		q.ClusterIn = v.In()
 		list, next, err := store.RunPage(ctx, r, q)
 		if err != nil {
 			return err
@@ -118,6 +123,9 @@ func (s *Server) showRun(c *echo.Context) error {
 	err := s.st.Read(ctx, func(r store.Reader) error {
 		run, err := ops.ResolveRun(ctx, r, c.Param("id"))
 		if err != nil {
+			return err
+		}
+		if err := s.hidden(c, r, "run "+c.Param("id"), run.ClusterID); err != nil {
 			return err
 		}
 		// Counted by the store's counters; the children read are those of
@@ -182,6 +190,9 @@ func (s *Server) runNodes(c *echo.Context) error {
 	err = s.st.Read(ctx, func(r store.Reader) error {
 		run, err := ops.ResolveRun(ctx, r, c.Param("id"))
 		if err != nil {
+			return err
+		}
+		if err := s.hidden(c, r, "run "+c.Param("id"), run.ClusterID); err != nil {
 			return err
 		}
 		page, next, ok := ops.RunNodePage(ops.RunNodes(run), marker, limit)

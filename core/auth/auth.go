@@ -109,15 +109,14 @@ func Granting(p Permission) []string {
 // ValidRole reports whether r is a known role.
 func ValidRole(r string) bool { return slices.Contains(Roles, r) }
 
-// CheckToken validates a name and a set of roles, returning the roles sorted
-// and deduplicated.
+// CheckToken validates a name and a set of roles (none: the token holds
+// its person's grants alone), returning the roles sorted and deduplicated.
 func CheckToken(name string, roles []string) ([]string, error) {
 	if err := names.CheckToken(name); err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrInvalid, err)
 	}
-	if len(roles) == 0 {
-		return nil, fmt.Errorf("%w: at least one role is needed (one of %s)", ErrInvalid, strings.Join(Roles, ", "))
-	}
+	// A token without roles holds only the grants of its person and its
+	// teams (docs/architecture.md, "Access: people, teams and grants").
 	out := make([]string, 0, len(roles))
 	for _, r := range roles {
 		if !ValidRole(r) {

@@ -163,6 +163,11 @@ func MayGrant(grants []Grant, s Scope) bool {
 	return slices.ContainsFunc(grants, func(g Grant) bool { return g.Role == store.RoleAdmin && g.Scope.Contains(s) })
 }
 
+// Global reports whether p is over what belongs to no cluster (tokens,
+// notification destinations): only a grant of it on every cluster gives
+// it.
+func Global(p Permission) bool { return p == Tokens || p == Notify }
+
 // GrantRoles are the roles a grant may give (enroll is for join tokens
 // alone).
 var GrantRoles = []string{store.RoleViewer, store.RoleOperator, store.RoleApprover, store.RoleAdmin}

@@ -121,8 +121,11 @@ func AuthorizeEverywhere(c Caller, p auth.Permission) error {
 	if auth.HoldsEverywhere(c.grants(), p) {
 		return nil
 	}
-	return &ForbiddenError{Caller: c.Name, Roles: c.held(), Perm: p, Allowed: auth.Granting(p),
-		Doing: fmt.Sprintf("%s (on every cluster)", p)}
+	e := &ForbiddenError{Caller: c.Name, Roles: c.held(), Perm: p, Allowed: auth.Granting(p)}
+	if c.Can(p) { // on some clusters only
+		e.Doing = fmt.Sprintf("%s (on every cluster)", p)
+	}
+	return e
 }
 
 // Visible is the set of clusters a caller may read, computed once per

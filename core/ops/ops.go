@@ -153,8 +153,12 @@ func (o *Ops) Destinations() []notify.Destination {
 
 // Authorize refuses a caller none of whose grants gives p on any cluster,
 // naming the roles that would: the route-level check of a permission. What
-// acts on one cluster checks AuthorizeOn too.
+// acts on one cluster checks AuthorizeOn too. A permission over what is
+// global (auth.Global) needs a grant of it on every cluster.
 func Authorize(c Caller, p auth.Permission) error {
+	if auth.Global(p) {
+		return AuthorizeEverywhere(c, p)
+	}
 	if c.Can(p) {
 		return nil
 	}

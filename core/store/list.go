@@ -260,6 +260,8 @@ func cutPage[T any](list []T, limit int, id func(*T) string) ([]T, string) {
 // the schedule named Marker, at most Limit (every one when 0 or less).
 type ScheduleQuery struct {
 	ClusterID string
+	// ClusterIn, when not nil, keeps the schedules of these clusters only.
+	ClusterIn []string
 	States    []string
 	Marker    string
 	Limit     int
@@ -288,6 +290,9 @@ func SchedulePage(ctx context.Context, r Reader, q ScheduleQuery) ([]Schedule, s
 			continue
 		}
 		if q.ClusterID != "" && sc.ClusterID != q.ClusterID {
+			continue
+		}
+		if q.ClusterIn != nil && !slices.Contains(q.ClusterIn, sc.ClusterID) {
 			continue
 		}
 		if len(q.States) > 0 && !slices.Contains(q.States, sc.State) {
