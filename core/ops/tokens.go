@@ -19,6 +19,9 @@ func (o *Ops) CreateToken(ctx context.Context, c Caller, req *wire.CreateTokenRe
 	if err := AuthorizeEverywhere(c, auth.Tokens); err != nil {
 		return wire.TokenSecret{}, err
 	}
+	if req.Roles == nil {
+		return wire.TokenSecret{}, BadRequest("roles is required: a list of roles, or [] for a token that holds its person's grants alone")
+	}
 	roles, err := auth.CheckToken(req.Name, req.Roles)
 	if err != nil {
 		return wire.TokenSecret{}, err
