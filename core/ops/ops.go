@@ -42,7 +42,7 @@ import (
 // through its teams (Identify resolves them on every request).
 type Caller struct {
 	Name   string
-	Roles  []string     // a token's global roles: grants on "*" (unchanged meaning)
+	Roles  []string // a token's global roles: grants on "*" (unchanged meaning)
 	Addr   string
 	Groups []string     // group claims from the identity provider (nil for tokens)
 	Grants []auth.Grant // resolved at authentication: the person's and their teams' grants
