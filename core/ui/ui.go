@@ -311,7 +311,7 @@ func (s *Server) add(pattern string, p auth.Permission, h handlerFunc) {
 		}
 		// The pages show every cluster: a person who may not read every
 		// cluster uses the API, whose lists keep the clusters they may
-		// read (docs/ui.md, "Access").
+		// read (docs/web-ui.md, "Access").
 		if err := ops.AuthorizeEverywhere(v.caller(r), auth.Read); err != nil {
 			s.renderError(w, r, v, http.StatusForbidden, "The web UI shows every cluster, and your grants do not cover them all: use the API or the CLI, whose lists keep the clusters you may read.")
 			return
