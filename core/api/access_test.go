@@ -1,6 +1,7 @@
 package api
 
 import (
+	"context"
 	"net/http"
 	"testing"
 
@@ -83,4 +84,29 @@ func TestNobodyGrantsMoreThanTheyHold(t *testing.T) {
 	e.call(http.MethodDelete, "/api/v1/grants/stg-admin", "stg", nil, http.StatusNoContent, nil)
 	// Its only grant revoked, stg holds nothing: every route refuses it.
 	e.call(http.MethodGet, "/api/v1/clusters/stage", "stg", nil, http.StatusForbidden, nil)
+}
+
+// replicasOf is a ReplicaLister of one replica holding the leases of
+// clusters.
+type replicasOf []string
+
+func (r replicasOf) Replicas(context.Context) (*wire.CoreReplicas, error) {
+	out := &wire.CoreReplicas{Replicas: []wire.CoreReplica{{ID: "r1"}}}
+	for _, c := range r {
+		out.Replicas[0].Leases = append(out.Replicas[0].Leases, wire.ClusterLease{ClusterID: c})
+	}
+	return out, nil
+}
+
+// The replicas' leases name clusters: a scoped caller sees its own alone.
+func TestReplicasShowTheLeasesOfVisibleClusters(t *testing.T) {
+	t.Parallel()
+	e := setup(t, func(c *Config) { c.Replicas = replicasOf{"prod", "stage"} })
+	for who, want := range map[string]int{"stg": 1, "viewer": 2} {
+		var out wire.CoreReplicas
+		e.call(http.MethodGet, "/api/v1/core/replicas", who, nil, http.StatusOK, &out)
+		if len(out.Replicas) != 1 || len(out.Replicas[0].Leases) != want {
+			t.Errorf("replicas as %s = %+v, want %d leases", who, out, want)
+		}
+	}
 }
