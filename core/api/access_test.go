@@ -4,7 +4,10 @@ import (
 	"context"
 	"net/http"
 	"testing"
+	"time"
 
+	"github.com/musterhq/muster/core/store"
+	"github.com/musterhq/muster/shared/action"
 	"github.com/musterhq/muster/shared/wire"
 )
 
@@ -109,4 +112,29 @@ func TestReplicasShowTheLeasesOfVisibleClusters(t *testing.T) {
 			t.Errorf("replicas as %s = %+v, want %d leases", who, out, want)
 		}
 	}
+}
+
+// An id prefix matching actions of a cluster the caller may not read
+// names only those it may: never an ambiguity that tells the others exist.
+func TestAPrefixNamesOnlyVisibleActions(t *testing.T) {
+	t.Parallel()
+	e := setup(t)
+	e.update(func(ctx context.Context, tx store.Tx) error {
+		for i, c := range map[string]string{"prod": "db-1", "stage": "s-1"} {
+			rec := &store.Record{Action: action.Action{ID: "abcdef01-0000-4000-8000-00000000000" + map[string]string{"prod": "1", "stage": "2"}[i],
+				ClusterID: i, NodeID: c, Kind: kindPing, Args: []byte(`{}`), State: action.PendingApprove,
+				Origin: action.OriginCore, TimeoutS: 60, CreatedTS: time.Now(), UpdatedTS: time.Now(), Progress: []byte(`{}`)}}
+			if err := tx.InsertAction(ctx, rec); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	var a action.Action
+	e.call(http.MethodGet, "/api/v1/actions/abcdef01", "stg", nil, http.StatusOK, &a)
+	if a.ClusterID != "stage" {
+		t.Errorf("the prefix names %s's action for stg, want stage's", a.ClusterID)
+	}
+	e.call(http.MethodGet, "/api/v1/actions/abcdef01", "viewer", nil, http.StatusConflict, nil)
+	e.call(http.MethodPost, "/api/v1/actions/abcdef01-0000-4000-8000-000000000001/reject", "stg", nil, http.StatusNotFound, nil)
 }

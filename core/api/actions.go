@@ -107,7 +107,7 @@ func (s *Server) listActions(c *echo.Context) error {
 		// ?run= takes a run's id or a unique prefix, as GET /runs/{id}
 		// does; what names no run lists nothing.
 		if q.RunID != "" && !action.ValidID(q.RunID) && len(q.RunID) >= action.MinPrefix {
-			run, err := ops.ResolveRun(c.Request().Context(), r, q.RunID)
+			run, err := ops.ResolveRunFor(c.Request().Context(), r, who(c), q.RunID)
 			switch {
 			case err == nil:
 				q.RunID = run.ID
@@ -137,7 +137,7 @@ func (s *Server) showAction(c *echo.Context) error {
 	ctx := c.Request().Context()
 	var out action.Action
 	err := s.st.Read(ctx, func(r store.Reader) error {
-		rec, err := ops.ResolveAction(ctx, r, c.Param("id"))
+		rec, err := ops.ResolveActionFor(ctx, r, who(c), c.Param("id"))
 		if err != nil {
 			return err
 		}

@@ -121,7 +121,7 @@ func (s *Server) showRun(c *echo.Context) error {
 	ctx := c.Request().Context()
 	var out wire.Run
 	err := s.st.Read(ctx, func(r store.Reader) error {
-		run, err := ops.ResolveRun(ctx, r, c.Param("id"))
+		run, err := ops.ResolveRunFor(ctx, r, who(c), c.Param("id"))
 		if err != nil {
 			return err
 		}
@@ -188,7 +188,7 @@ func (s *Server) runNodes(c *echo.Context) error {
 	out := wire.RunNodeList{Children: []wire.RunChild{}}
 	errMarker := errors.New("marker")
 	err = s.st.Read(ctx, func(r store.Reader) error {
-		run, err := ops.ResolveRun(ctx, r, c.Param("id"))
+		run, err := ops.ResolveRunFor(ctx, r, who(c), c.Param("id"))
 		if err != nil {
 			return err
 		}

@@ -75,7 +75,7 @@ func (o *Ops) RetryAction(ctx context.Context, c Caller, ref string) (*store.Rec
 	}
 	var id string
 	err := o.st.Read(ctx, func(r store.Reader) error {
-		cur, err := ResolveAction(ctx, r, ref)
+		cur, err := ResolveActionFor(ctx, r, c, ref)
 		if err != nil {
 			return err
 		}
@@ -170,7 +170,7 @@ func (o *Ops) changeAction(ctx context.Context, c Caller, p auth.Permission, ref
 	}
 	var rec *store.Record
 	err := o.st.Update(ctx, func(tx store.Tx) error {
-		cur, err := ResolveAction(ctx, tx, ref)
+		cur, err := ResolveActionFor(ctx, tx, c, ref)
 		if err != nil {
 			return err
 		}

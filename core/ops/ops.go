@@ -211,6 +211,84 @@ func ResolveAction(ctx context.Context, r store.Reader, ref string) (*store.Reco
 	return r.Action(ctx, ids)
 }
 
+// ResolveActionFor is ResolveAction for a caller: an action of a cluster
+// it may not read does not exist for it, as an id or as a prefix's match
+// (so an ambiguous prefix never names it).
+func ResolveActionFor(ctx context.Context, r store.Reader, c Caller, ref string) (*store.Record, error) {
+	if err := c.loadLabels(ctx, r); err != nil {
+		return nil, err
+	}
+	readable := func(id string) (bool, error) {
+		rec, err := r.Action(ctx, id)
+		if err != nil {
+			return false, err
+		}
+		return AuthorizeOn(c, auth.Read, rec.ClusterID) == nil, nil
+	}
+	id, err := resolvePrefix(ref, "action", func(p string) ([]string, error) {
+		return keepIDs(r.ActionIDsWithPrefix(ctx, p, 10))(readable)
+	})
+	if err != nil {
+		return nil, err
+	}
+	rec, err := r.Action(ctx, id)
+	if err != nil {
+		return nil, err
+	}
+	if err := AuthorizeOn(c, auth.Read, rec.ClusterID); err != nil {
+		return nil, fmt.Errorf("action %q: %w", ref, store.ErrNotFound)
+	}
+	return rec, nil
+}
+
+// ResolveRunFor is ResolveActionFor of runs.
+func ResolveRunFor(ctx context.Context, r store.Reader, c Caller, ref string) (*store.Run, error) {
+	if err := c.loadLabels(ctx, r); err != nil {
+		return nil, err
+	}
+	readable := func(id string) (bool, error) {
+		run, err := r.Run(ctx, id)
+		if err != nil {
+			return false, err
+		}
+		return AuthorizeOn(c, auth.Read, run.ClusterID) == nil, nil
+	}
+	id, err := resolvePrefix(ref, "run", func(p string) ([]string, error) {
+		return keepIDs(r.RunIDsWithPrefix(ctx, p, 10))(readable)
+	})
+	if err != nil {
+		return nil, err
+	}
+	run, err := r.Run(ctx, id)
+	if err != nil {
+		return nil, err
+	}
+	if err := AuthorizeOn(c, auth.Read, run.ClusterID); err != nil {
+		return nil, fmt.Errorf("run %q: %w", ref, store.ErrNotFound)
+	}
+	return run, nil
+}
+
+// keepIDs keeps the ids a prefix matched that keep accepts.
+func keepIDs(ids []string, err error) func(keep func(id string) (bool, error)) ([]string, error) {
+	return func(keep func(id string) (bool, error)) ([]string, error) {
+		if err != nil {
+			return nil, err
+		}
+		out := ids[:0]
+		for _, id := range ids {
+			ok, err := keep(id)
+			if err != nil {
+				return nil, err
+			}
+			if ok {
+				out = append(out, id)
+			}
+		}
+		return out, nil
+	}
+}
+
 // ResolveRun finds the run named by an id or a unique prefix.
 func ResolveRun(ctx context.Context, r store.Reader, ref string) (*store.Run, error) {
 	id, err := resolvePrefix(ref, "run", func(p string) ([]string, error) { return r.RunIDsWithPrefix(ctx, p, 10) })

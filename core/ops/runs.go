@@ -303,7 +303,7 @@ func (o *Ops) inRun(ctx context.Context, c Caller, p auth.Permission, ref string
 	fn func(tx store.Tx, id string) (*store.Run, error)) (RunResult, error) {
 	var out RunResult
 	err := o.st.Update(ctx, func(tx store.Tx) error {
-		found, err := ResolveRun(ctx, tx, ref)
+		found, err := ResolveRunFor(ctx, tx, c, ref)
 		if err != nil {
 			return err
 		}
