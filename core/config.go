@@ -47,6 +47,10 @@ type Config struct {
 	// than this are purged in the background.
 	Retention time.Duration `mapstructure:"retention" yaml:"retention"`
 	Log       config.Log    `mapstructure:"log" yaml:"log"`
+	// Teams and Grants seed the store's access at start (source
+	// "config"; docs/configuration.md, "Access").
+	Teams  []TeamSpec  `mapstructure:"teams" yaml:"teams"`
+	Grants []GrantSpec `mapstructure:"grants" yaml:"grants"`
 	// Notify lists the notification destinations (docs/notifications.md).
 	Notify []notify.Destination `mapstructure:"notify" yaml:"notify"`
 	// NotifyAllowLoopback lets destinations be plain http and on loopback
@@ -284,6 +288,8 @@ func (c *Config) Validate() error {
 		}
 	}
 
+	c.validateAccess(add)
+
 	clusters := map[string]bool{}
 	for i, cl := range c.Clusters {
 		key := fmt.Sprintf("clusters[%d]", i)
@@ -296,6 +302,9 @@ func (c *Config) Validate() error {
 			add(key+".id", "cluster %q is listed twice", cl.ID)
 		}
 		clusters[cl.ID] = true
+		if err := labels.Set(cl.Labels).Validate(); err != nil {
+			add(key+".labels", "%v", err)
+		}
 		nodes := map[string]bool{}
 		for j, n := range cl.Nodes {
 			nkey := fmt.Sprintf("%s.nodes[%d]", key, j)

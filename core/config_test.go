@@ -135,6 +135,20 @@ func TestValidate(t *testing.T) {
 		{"ui sessions per token zero", func(c *Config) { c.UI.MaxSessionsPerToken = 0 }, []string{"ui.max_sessions_per_token"}},
 		{"ui session ttl", func(c *Config) { c.UI.SessionTTL = 0 }, []string{"ui.session_ttl"}},
 		{"ui off, no ttl", func(c *Config) { c.UI = UIConfig{} }, nil},
+		{"teams and grants", func(c *Config) {
+			c.Clusters[0].Labels = map[string]string{"tier": "prod"}
+			c.Teams = []TeamSpec{{Name: "db", Members: []string{"dana"}, Groups: []string{"db-oncall"}}}
+			c.Grants = []GrantSpec{{Team: "db", Role: "approver", Clusters: "prod-db-*"},
+				{Person: "dana", Role: "viewer", Labels: map[string]string{"tier": "prod"}}}
+		}, nil},
+		{"bad cluster labels", func(c *Config) { c.Clusters[0].Labels = map[string]string{"": "x"} }, []string{"clusters[0].labels"}},
+		{"bad teams", func(c *Config) {
+			c.Teams = []TeamSpec{{Name: "a b"}, {Name: "db", Members: []string{"no spaces"}, Groups: []string{" "}}, {Name: "db"}}
+		}, []string{"teams[0].name", "teams[1].groups[0]", "teams[1].members[0]", "teams[2].name"}},
+		{"bad grants", func(c *Config) {
+			c.Grants = []GrantSpec{{Role: "viewer", Clusters: "*"}, {Team: "nope", Role: "viewer", Clusters: "*"},
+				{Person: "dana", Role: "root", Clusters: "*"}, {Person: "dana", Role: "viewer"}}
+		}, []string{"grants[0]", "grants[1].team", "grants[2]", "grants[3]"}},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {

@@ -201,6 +201,10 @@ func (c *Core) Run(ctx context.Context) error {
 	// One operations layer for the API and the web UI: every user verb.
 	op := ops.New(ops.Config{Store: st, Policy: policy, Budget: budgets, Rules: rules, Runs: engine,
 		Schedules: schedules, Enroll: enr, Notify: notifier, Nudge: repl})
+	if err := seedAccess(ctx, st, op, cfg); err != nil {
+		ln.Close()
+		return err
+	}
 	apiSrv := api.New(api.Config{Policy: policy, Ops: op, Budget: budgets, Calendars: lv.calendar, Gatherer: reg,
 		Registerer: reg, Replicas: repl, Streams: lim, Enroll: enr, Notify: notifier,
 		StreamWriteTimeout: cfg.API.WriteTimeout}, st, repl, c.log)

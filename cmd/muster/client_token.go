@@ -28,6 +28,7 @@ func newTokenCmd() *cobra.Command {
 		ttl        time.Duration
 		cluster    string
 		uses       int
+		grantsOnly bool
 	)
 	create := &cobra.Command{
 		Use:   "create [NAME] --role ROLE... [--ttl D] [--cluster C --uses N]",
@@ -53,8 +54,14 @@ the terminal. -o json never prints a secret, so it needs --secret-file.`,
 			return nil
 		},
 		RunE: func(cmd *cobra.Command, args []string) error {
-			if len(roles) == 0 {
-				return cli.UsageError("--role is required (viewer, operator, approver, admin or enroll)")
+			if len(roles) == 0 && !grantsOnly {
+				return cli.UsageError("--role is required (viewer, operator, approver, admin or enroll), or --grants-only")
+			}
+			if len(roles) > 0 && grantsOnly {
+				return cli.UsageError("--grants-only takes no --role")
+			}
+			if roles == nil {
+				roles = []string{}
 			}
 			if f.json() && secretFile == "" {
 				return cli.UsageError("-o %s never prints a secret: add --secret-file FILE", f.output)
@@ -106,6 +113,7 @@ the terminal. -o json never prints a secret, so it needs --secret-file.`,
 	create.Flags().DurationVar(&ttl, "ttl", 0, "the token expires after this long (join tokens: 24h by default)")
 	create.Flags().StringVar(&cluster, "cluster", "", "the one cluster a join token may enroll into")
 	create.Flags().IntVar(&uses, "uses", 0, "how many agents a join token may enroll (default: no count)")
+	create.Flags().BoolVar(&grantsOnly, "grants-only", false, "a token without roles: it holds the grants of its person and teams alone")
 	create.Flags().StringVar(&secretFile, "secret-file", "", "write the secret to this file (mode 0600) instead of printing it")
 
 	list := &cobra.Command{

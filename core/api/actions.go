@@ -107,7 +107,7 @@ func (s *Server) listActions(c *echo.Context) error {
 		// ?run= takes a run's id or a unique prefix, as GET /runs/{id}
 		// does; what names no run lists nothing.
 		if q.RunID != "" && !action.ValidID(q.RunID) && len(q.RunID) >= action.MinPrefix {
-			run, err := ops.ResolveRun(c.Request().Context(), r, q.RunID)
+			run, err := ops.ResolveRunFor(c.Request().Context(), r, who(c), q.RunID)
 			switch {
 			case err == nil:
 				q.RunID = run.ID
@@ -115,7 +115,11 @@ func (s *Server) listActions(c *echo.Context) error {
 				return err
 			}
 		}
-		var err error
+		v, err := s.visible(c, r)
+		if err != nil {
+			return err
+		}
+		q.ClusterIn = v.In()
 		recs, next, err = store.ActionPage(c.Request().Context(), r, q)
 		return err
 	})
@@ -133,8 +137,11 @@ func (s *Server) showAction(c *echo.Context) error {
 	ctx := c.Request().Context()
 	var out action.Action
 	err := s.st.Read(ctx, func(r store.Reader) error {
-		rec, err := ops.ResolveAction(ctx, r, c.Param("id"))
+		rec, err := ops.ResolveActionFor(ctx, r, who(c), c.Param("id"))
 		if err != nil {
+			return err
+		}
+		if err := s.hidden(c, r, "action "+c.Param("id"), rec.ClusterID); err != nil {
 			return err
 		}
 		out = rec.Action
@@ -150,8 +157,11 @@ func (s *Server) showAction(c *echo.Context) error {
 	return c.JSON(http.StatusOK, out)
 }
 
-// who is the caller as the operations know it.
+// who is the caller as the operations know it (resolved by authenticate).
 func who(c *echo.Context) ops.Caller {
+	if w, ok := c.Get(callerKey).(ops.Caller); ok {
+		return w
+	}
 	t := caller(c)
 	return ops.Caller{Name: t.Name, Roles: t.Roles, Addr: clientAddr(c)}
 }

@@ -262,6 +262,18 @@ func (s *Server) routes() {
 	s.add(http.MethodGet, "/api/v1/tokens", auth.Tokens, onlyParams(s.listTokens))
 	s.add(http.MethodDelete, "/api/v1/tokens/:name", auth.Tokens, s.revokeToken)
 
+	s.add(http.MethodPost, "/api/v1/teams", auth.Grants, s.createTeam)
+	s.add(http.MethodGet, "/api/v1/teams", auth.Read, onlyParams(s.listTeams))
+	s.add(http.MethodGet, "/api/v1/teams/:name", auth.Read, onlyParams(s.showTeam))
+	s.add(http.MethodDelete, "/api/v1/teams/:name", auth.Grants, s.deleteTeam)
+	s.add(http.MethodPost, "/api/v1/teams/:name/members", auth.Grants, s.changeTeam(ops.AddMember))
+	s.add(http.MethodDelete, "/api/v1/teams/:name/members/:person", auth.Grants, s.changeTeam(ops.RemoveMember))
+	s.add(http.MethodPost, "/api/v1/teams/:name/groups", auth.Grants, s.changeTeam(ops.MapGroup))
+	s.add(http.MethodDelete, "/api/v1/teams/:name/groups/:group", auth.Grants, s.changeTeam(ops.UnmapGroup))
+	s.add(http.MethodPost, "/api/v1/grants", auth.Grants, s.createGrant)
+	s.add(http.MethodGet, "/api/v1/grants", auth.Grants, onlyParams(s.listGrants))
+	s.add(http.MethodDelete, "/api/v1/grants/:id", auth.Grants, s.revokeGrant)
+
 	// Enrollment: the CA bundle is public (an agent checks it against its
 	// pin before sending a secret); enroll authenticates its join token
 	// itself, so that refusals carry their reason and an event; renewal

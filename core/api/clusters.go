@@ -53,8 +53,14 @@ func (s *Server) listClusters(c *echo.Context) error {
 		if err != nil {
 			return err
 		}
+		v, err := s.visible(c, r)
+		if err != nil {
+			return err
+		}
 		for _, cl := range cs {
-			out.Clusters = append(out.Clusters, toWireCluster(cl, nodes))
+			if v.Has(cl.ID) {
+				out.Clusters = append(out.Clusters, toWireCluster(cl, nodes))
+			}
 		}
 		return nil
 	})
@@ -69,6 +75,9 @@ func (s *Server) showCluster(c *echo.Context) error {
 	id := c.Param("cluster")
 	var out wire.Cluster
 	err := s.st.Read(ctx, func(r store.Reader) error {
+		if err := s.hidden(c, r, "cluster "+id, id); err != nil {
+			return notFound(err, "cluster %q", id)
+		}
 		cl, err := r.Cluster(ctx, id)
 		if err != nil {
 			return notFound(err, "cluster %q", id)
@@ -123,7 +132,14 @@ func (s *Server) listNodes(c *echo.Context) error {
 	}
 	out := wire.NodeList{Nodes: []wire.Node{}}
 	err = s.st.Read(ctx, func(r store.Reader) error {
+		v, err := s.visible(c, r)
+		if err != nil {
+			return err
+		}
 		if cluster != "" {
+			if err := v.Check("cluster "+cluster, cluster); err != nil {
+				return notFound(err, "cluster %q", cluster)
+			}
 			if _, err := r.Cluster(ctx, cluster); err != nil {
 				return notFound(err, "cluster %q", cluster)
 			}
@@ -133,7 +149,7 @@ func (s *Server) listNodes(c *echo.Context) error {
 			return err
 		}
 		for _, n := range nodes {
-			if labels.Set(n.Labels).Matches(sel) {
+			if v.Has(n.ClusterID) && labels.Set(n.Labels).Matches(sel) {
 				out.Nodes = append(out.Nodes, toWireNode(n))
 			}
 		}

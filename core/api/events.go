@@ -11,6 +11,7 @@ import (
 
 	"github.com/labstack/echo/v5"
 
+	"github.com/musterhq/muster/core/ops"
 	"github.com/musterhq/muster/core/store"
 	"github.com/musterhq/muster/core/streams"
 	"github.com/musterhq/muster/shared/wire"
@@ -32,6 +33,8 @@ func toWireEvent(e store.Event) wire.Event {
 type eventFilter struct {
 	actionID, runID, clusterID, nodeID string
 	types                              []string
+	// visible are the clusters the caller may read (ops.Visible.Event).
+	visible ops.Visible
 }
 
 func newEventFilter(c *echo.Context) (eventFilter, error) {
@@ -46,7 +49,7 @@ func newEventFilter(c *echo.Context) (eventFilter, error) {
 func (f eventFilter) keep(e *store.Event) bool {
 	return (f.actionID == "" || e.ActionID == f.actionID) && (f.runID == "" || e.RunID == f.runID) &&
 		(f.clusterID == "" || e.ClusterID == f.clusterID) && (f.nodeID == "" || e.NodeID == f.nodeID) &&
-		store.MatchEventType(f.types, e.Type)
+		store.MatchEventType(f.types, e.Type) && f.visible.Event(e)
 }
 
 func parseSeq(name, v string) (int64, error) {
@@ -91,6 +94,7 @@ func (s *Server) listEvents(c *echo.Context) error {
 	ctx := c.Request().Context()
 	var evs []store.Event
 	if err := s.st.Read(ctx, func(r store.Reader) error {
+		var err error
 		if tail > 0 {
 			// The last tail events: sequence numbers have no gaps but for
 			// rolled-back appends, so this is at most tail of them.
@@ -100,7 +104,9 @@ func (s *Server) listEvents(c *echo.Context) error {
 			}
 			since = max(0, last-tail)
 		}
-		var err error
+		if f.visible, err = s.visible(c, r); err != nil {
+			return err
+		}
 		evs, err = r.Events(ctx, since, limit)
 		return err
 	}); err != nil {
@@ -224,7 +230,12 @@ func (s *Server) streamEvents(c *echo.Context) error {
 		if err := deadline(); err != nil {
 			return nil
 		}
+		// The clusters the caller may read, again at each wake: a cluster
+		// made since, or a label changed, counts from then on.
 		var err error
+		if f.visible, err = s.ops.Visibility(ctx, who(c)); err != nil {
+			return nil
+		}
 		since, err = s.sendEvents(ctx, w, f, since)
 		if err != nil {
 			// The client left, or the store failed mid-stream: the status is

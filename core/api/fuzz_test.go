@@ -2,6 +2,7 @@ package api
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"net/http"
 	"net/http/httptest"
@@ -12,7 +13,9 @@ import (
 	"github.com/labstack/echo/v5"
 
 	"github.com/musterhq/muster/core/auth"
+	"github.com/musterhq/muster/core/ops"
 	"github.com/musterhq/muster/core/store"
+	"github.com/musterhq/muster/core/store/sqlite"
 	"github.com/musterhq/muster/shared/action"
 	"github.com/musterhq/muster/shared/wire"
 )
@@ -165,5 +168,52 @@ func FuzzSmallBodies(f *testing.F) {
 		check(decodeStrict(body, &ap))
 		var rr wire.ReasonRequest
 		check(decodeStrict(body, &rr))
+	})
+}
+
+// FuzzAccessBodies decodes arbitrary bodies as the teams' and grants' calls
+// do, and checks what decodes as the operations do: a refusal is a 400
+// (or the 403 of a grant beyond the caller's scope), never a 5xx.
+func FuzzAccessBodies(f *testing.F) {
+	for _, s := range []string{`{"name":"db","members":["dana"],"groups":["db-oncall"]}`, `{"name":"a b"}`,
+		`{"team":"db","role":"approver","clusters":"prod-db-*"}`, `{"person":"dana","role":"viewer","labels":{"tier":"prod"}}`,
+		`{"person":"dana","team":"db","role":"viewer","clusters":"*"}`, `{"role":"admin","clusters":"[","labels":{"":"x"}}`,
+		`{"person":"olga"}`, `{"group":"sre"}`, `{"group":""}`, `[]`, ``, `{`} {
+		f.Add([]byte(s))
+	}
+	st, err := sqlite.Open(context.Background(), f.TempDir())
+	if err != nil {
+		f.Fatal(err)
+	}
+	f.Cleanup(func() { st.Close() })
+	o := ops.New(ops.Config{Store: st})
+	scoped := ops.Caller{Name: "stg", Grants: []auth.Grant{{Role: store.RoleAdmin, Scope: auth.Scope{Clusters: "stage*"}}}}
+	f.Fuzz(func(t *testing.T, body []byte) {
+		check := func(err error, allowed ...int) {
+			if err == nil {
+				return
+			}
+			st := statusOf(err)
+			if st != http.StatusBadRequest && !slices.Contains(allowed, st) {
+				t.Fatalf("error %v answers %d, not 400", err, st)
+			}
+		}
+		ctx := context.Background()
+		if team, err := decodeTeam(body); err == nil {
+			_, err := o.CreateTeam(ctx, scoped, team)
+			check(err, http.StatusConflict)
+		} else {
+			check(err)
+		}
+		if g, err := decodeGrant(body); err == nil {
+			_, err := o.CreateGrant(ctx, scoped, g)
+			check(err, http.StatusForbidden, http.StatusNotFound)
+		} else {
+			check(err)
+		}
+		var m wire.TeamMemberRequest
+		check(decodeStrict(body, &m))
+		var g wire.TeamGroupRequest
+		check(decodeStrict(body, &g))
 	})
 }

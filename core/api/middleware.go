@@ -13,7 +13,34 @@ import (
 	"github.com/musterhq/muster/core/store"
 )
 
-const tokenKey = "muster.token"
+const (
+	tokenKey   = "muster.token"
+	callerKey  = "muster.caller"
+	visibleKey = "muster.visible"
+)
+
+// hidden answers store.ErrNotFound for an object (what) of a cluster the
+// caller may not read: it does not exist for them.
+func (s *Server) hidden(c *echo.Context, r store.Reader, what, clusterID string) error {
+	v, err := s.visible(c, r)
+	if err != nil {
+		return err
+	}
+	return v.Check(what, clusterID)
+}
+
+// visible is the set of clusters the caller may read, computed once per
+// request with r (ops.Visibility): every list and read keeps what it holds.
+func (s *Server) visible(c *echo.Context, r store.Reader) (ops.Visible, error) {
+	if v, ok := c.Get(visibleKey).(ops.Visible); ok {
+		return v, nil
+	}
+	v, err := ops.Visibility(c.Request().Context(), r, who(c))
+	if err == nil {
+		c.Set(visibleKey, v)
+	}
+	return v, err
+}
 
 // authenticate resolves the bearer token of the request. Missing, malformed,
 // unknown and revoked tokens are all 401; the secret is never logged nor
@@ -37,7 +64,12 @@ func (s *Server) authenticate(next echo.HandlerFunc) echo.HandlerFunc {
 		if err != nil {
 			return err
 		}
+		who, err := s.ops.Identify(c.Request().Context(), tok.Name, tok.Roles, nil, clientAddr(c))
+		if err != nil {
+			return err
+		}
 		c.Set(tokenKey, tok)
+		c.Set(callerKey, who)
 		return next(c)
 	}
 }

@@ -3,6 +3,7 @@ package api
 import (
 	"context"
 	"net/http"
+	"slices"
 
 	"github.com/labstack/echo/v5"
 
@@ -23,6 +24,14 @@ func (s *Server) listReplicas(c *echo.Context) error {
 	out, err := s.cfg.Replicas.Replicas(c.Request().Context())
 	if err != nil {
 		return err
+	}
+	// The leases name clusters: only those the caller may read.
+	v, err := s.ops.Visibility(c.Request().Context(), who(c))
+	if err != nil {
+		return err
+	}
+	for i := range out.Replicas {
+		out.Replicas[i].Leases = slices.DeleteFunc(out.Replicas[i].Leases, func(l wire.ClusterLease) bool { return !v.Has(l.ClusterID) })
 	}
 	return c.JSON(http.StatusOK, out)
 }

@@ -14,73 +14,88 @@ import (
 	"github.com/musterhq/muster/shared/wire"
 )
 
-// The callers of the role table: no token, then one token per role.
-var callers = []string{"none", "viewer", "op", "appr", "admin"}
+// The callers of the role table: no token, one token per role, and stg: a
+// token without roles whose team holds admin on stage* alone (every prod
+// object is 404 to it, what is global 403).
+var callers = []string{"none", "viewer", "op", "appr", "admin", "stg"}
 
 // roleTable gives, for every route, the status each caller gets when the
 // request is otherwise valid: 401 without a token, 403 without the
 // permission, the route's success status with it. Every registered route must
 // have a line here (TestAPI5RoleTable fails otherwise).
-var roleTable = map[string][5]int{ //        none viewer  op   appr admin
-	"GET /health":                                        {200, 200, 200, 200, 200},
-	"GET /metrics":                                       {200, 200, 200, 200, 200},
-	"GET /api/v1/openapi.json":                           {200, 200, 200, 200, 200},
-	"GET /api/v1/clusters":                               {401, 200, 200, 200, 200},
-	"GET /api/v1/clusters/:cluster":                      {401, 200, 200, 200, 200},
-	"POST /api/v1/clusters/:cluster/orchestrate":         {401, 403, 202, 403, 202},
-	"GET /api/v1/nodes":                                  {401, 200, 200, 200, 200},
-	"POST /api/v1/clusters/:cluster/nodes/:node/drain":   {401, 403, 200, 403, 200},
-	"POST /api/v1/clusters/:cluster/nodes/:node/undrain": {401, 403, 200, 403, 200},
-	"POST /api/v1/clusters/:cluster/nodes/:node/forget":  {401, 403, 403, 403, 200},
-	"GET /api/v1/core/replicas":                          {401, 200, 200, 200, 200},
-	"GET /api/v1/actions":                                {401, 200, 200, 200, 200},
-	"POST /api/v1/actions":                               {401, 403, 201, 403, 201},
-	"GET /api/v1/actions/:id":                            {401, 200, 200, 200, 200},
-	"POST /api/v1/actions/:id/approve":                   {401, 403, 403, 200, 200},
-	"POST /api/v1/actions/:id/reject":                    {401, 403, 403, 200, 200},
-	"POST /api/v1/actions/:id/urgent":                    {401, 403, 403, 200, 200},
-	"POST /api/v1/actions/:id/cancel":                    {401, 403, 200, 403, 200},
-	"POST /api/v1/actions/:id/retry":                     {401, 403, 201, 403, 201},
-	"GET /api/v1/runs":                                   {401, 200, 200, 200, 200},
-	"POST /api/v1/runs":                                  {401, 403, 201, 403, 201},
-	"GET /api/v1/runs/:id":                               {401, 200, 200, 200, 200},
-	"GET /api/v1/runs/:id/nodes":                         {401, 200, 200, 200, 200},
-	"POST /api/v1/runs/:id/approve":                      {401, 403, 403, 200, 200},
-	"POST /api/v1/runs/:id/reject":                       {401, 403, 403, 200, 200},
-	"POST /api/v1/runs/:id/urgent":                       {401, 403, 403, 200, 200},
-	"POST /api/v1/runs/:id/pause":                        {401, 403, 200, 403, 200},
-	"POST /api/v1/runs/:id/resume":                       {401, 403, 200, 403, 200},
-	"POST /api/v1/runs/:id/cancel":                       {401, 403, 200, 403, 200},
-	"POST /api/v1/runs/:id/retry":                        {401, 403, 201, 403, 201},
-	"POST /api/v1/runs/:id/promote":                      {401, 403, 403, 200, 200},
-	"POST /api/v1/playbooks":                             {401, 403, 201, 403, 201},
-	"GET /api/v1/playbooks":                              {401, 200, 200, 200, 200},
-	"GET /api/v1/playbooks/:name":                        {401, 200, 200, 200, 200},
-	"POST /api/v1/playbooks/:name/plan":                  {401, 200, 200, 200, 200},
-	"POST /api/v1/playbooks/:name/runs":                  {401, 403, 201, 403, 201},
-	"POST /api/v1/schedules":                             {401, 403, 201, 403, 201},
-	"GET /api/v1/schedules":                              {401, 200, 200, 200, 200},
-	"GET /api/v1/schedules/:name":                        {401, 200, 200, 200, 200},
-	"DELETE /api/v1/schedules/:name":                     {401, 403, 204, 403, 204},
-	"POST /api/v1/schedules/:name/approve":               {401, 403, 403, 200, 200},
-	"POST /api/v1/schedules/:name/reject":                {401, 403, 403, 200, 200},
-	"POST /api/v1/schedules/:name/pause":                 {401, 403, 200, 403, 200},
-	"POST /api/v1/schedules/:name/resume":                {401, 403, 200, 200, 200},
-	"GET /api/v1/events":                                 {401, 200, 200, 200, 200},
-	"GET /api/v1/events/stream":                          {401, 200, 200, 200, 200},
-	"GET /api/v1/notify":                                 {401, 403, 403, 403, 200},
-	"POST /api/v1/notify/:name/test":                     {401, 403, 403, 403, 200},
-	"GET /api/v1/notify/:name/deliveries":                {401, 403, 403, 403, 200},
-	"POST /api/v1/notify/deliveries/:id/redeliver":       {401, 403, 403, 403, 200},
-	"POST /api/v1/tokens":                                {401, 403, 403, 403, 201},
-	"GET /api/v1/tokens":                                 {401, 403, 403, 403, 200},
-	"DELETE /api/v1/tokens/:name":                        {401, 403, 403, 403, 204},
-	"GET /api/v1/enroll/ca":                              {200, 200, 200, 200, 200},
+var roleTable = map[string][6]int{ //        none viewer  op   appr admin stg
+	"GET /health":                                        {200, 200, 200, 200, 200, 200},
+	"GET /metrics":                                       {200, 200, 200, 200, 200, 200},
+	"GET /api/v1/openapi.json":                           {200, 200, 200, 200, 200, 200},
+	"GET /api/v1/clusters":                               {401, 200, 200, 200, 200, 200},
+	"GET /api/v1/clusters/:cluster":                      {401, 200, 200, 200, 200, 404},
+	"POST /api/v1/clusters/:cluster/orchestrate":         {401, 403, 202, 403, 202, 404},
+	"GET /api/v1/nodes":                                  {401, 200, 200, 200, 200, 200},
+	"POST /api/v1/clusters/:cluster/nodes/:node/drain":   {401, 403, 200, 403, 200, 404},
+	"POST /api/v1/clusters/:cluster/nodes/:node/undrain": {401, 403, 200, 403, 200, 404},
+	"POST /api/v1/clusters/:cluster/nodes/:node/forget":  {401, 403, 403, 403, 200, 404},
+	"GET /api/v1/core/replicas":                          {401, 200, 200, 200, 200, 200},
+	"GET /api/v1/actions":                                {401, 200, 200, 200, 200, 200},
+	"POST /api/v1/actions":                               {401, 403, 201, 403, 201, 404},
+	"GET /api/v1/actions/:id":                            {401, 200, 200, 200, 200, 404},
+	"POST /api/v1/actions/:id/approve":                   {401, 403, 403, 200, 200, 404},
+	"POST /api/v1/actions/:id/reject":                    {401, 403, 403, 200, 200, 404},
+	"POST /api/v1/actions/:id/urgent":                    {401, 403, 403, 200, 200, 404},
+	"POST /api/v1/actions/:id/cancel":                    {401, 403, 200, 403, 200, 404},
+	"POST /api/v1/actions/:id/retry":                     {401, 403, 201, 403, 201, 404},
+	"GET /api/v1/runs":                                   {401, 200, 200, 200, 200, 200},
+	"POST /api/v1/runs":                                  {401, 403, 201, 403, 201, 404},
+	"GET /api/v1/runs/:id":                               {401, 200, 200, 200, 200, 404},
+	"GET /api/v1/runs/:id/nodes":                         {401, 200, 200, 200, 200, 404},
+	"POST /api/v1/runs/:id/approve":                      {401, 403, 403, 200, 200, 404},
+	"POST /api/v1/runs/:id/reject":                       {401, 403, 403, 200, 200, 404},
+	"POST /api/v1/runs/:id/urgent":                       {401, 403, 403, 200, 200, 404},
+	"POST /api/v1/runs/:id/pause":                        {401, 403, 200, 403, 200, 404},
+	"POST /api/v1/runs/:id/resume":                       {401, 403, 200, 403, 200, 404},
+	"POST /api/v1/runs/:id/cancel":                       {401, 403, 200, 403, 200, 404},
+	"POST /api/v1/runs/:id/retry":                        {401, 403, 201, 403, 201, 404},
+	"POST /api/v1/runs/:id/promote":                      {401, 403, 403, 200, 200, 404},
+	"POST /api/v1/playbooks":                             {401, 403, 201, 403, 201, 201},
+	"GET /api/v1/playbooks":                              {401, 200, 200, 200, 200, 200},
+	"GET /api/v1/playbooks/:name":                        {401, 200, 200, 200, 200, 200},
+	"POST /api/v1/playbooks/:name/plan":                  {401, 200, 200, 200, 200, 404},
+	"POST /api/v1/playbooks/:name/runs":                  {401, 403, 201, 403, 201, 404},
+	"POST /api/v1/schedules":                             {401, 403, 201, 403, 201, 404},
+	"GET /api/v1/schedules":                              {401, 200, 200, 200, 200, 200},
+	"GET /api/v1/schedules/:name":                        {401, 200, 200, 200, 200, 404},
+	"DELETE /api/v1/schedules/:name":                     {401, 403, 204, 403, 204, 404},
+	"POST /api/v1/schedules/:name/approve":               {401, 403, 403, 200, 200, 404},
+	"POST /api/v1/schedules/:name/reject":                {401, 403, 403, 200, 200, 404},
+	"POST /api/v1/schedules/:name/pause":                 {401, 403, 200, 403, 200, 404},
+	"POST /api/v1/schedules/:name/resume":                {401, 403, 200, 200, 200, 404},
+	"GET /api/v1/events":                                 {401, 200, 200, 200, 200, 200},
+	"GET /api/v1/events/stream":                          {401, 200, 200, 200, 200, 200},
+	"GET /api/v1/notify":                                 {401, 403, 403, 403, 200, 403},
+	"POST /api/v1/notify/:name/test":                     {401, 403, 403, 403, 200, 403},
+	"GET /api/v1/notify/:name/deliveries":                {401, 403, 403, 403, 200, 403},
+	"POST /api/v1/notify/deliveries/:id/redeliver":       {401, 403, 403, 403, 200, 403},
+	"POST /api/v1/tokens":                                {401, 403, 403, 403, 201, 403},
+	"GET /api/v1/tokens":                                 {401, 403, 403, 403, 200, 403},
+	"DELETE /api/v1/tokens/:name":                        {401, 403, 403, 403, 204, 403},
+	"GET /api/v1/enroll/ca":                              {200, 200, 200, 200, 200, 200},
 	// Only a join token (or an admin's) enrolls; renewal takes the agent's
 	// client certificate, never a bearer token.
-	"POST /api/v1/enroll":                               {401, 403, 403, 403, 201},
-	"POST /api/v1/enroll/renew":                         {401, 401, 401, 401, 401},
-	"POST /api/v1/clusters/:cluster/nodes/:node/revoke": {401, 403, 403, 403, 200},
+	"POST /api/v1/enroll":                               {401, 403, 403, 403, 201, 403},
+	"POST /api/v1/enroll/renew":                         {401, 401, 401, 401, 401, 401},
+	"POST /api/v1/clusters/:cluster/nodes/:node/revoke": {401, 403, 403, 403, 200, 404},
+	// Teams and grants: the fixture team holds viewer on prod, which stg
+	// may not grant, so it may not change the team either.
+	"POST /api/v1/teams":                         {401, 403, 403, 403, 201, 201},
+	"GET /api/v1/teams":                          {401, 200, 200, 200, 200, 200},
+	"GET /api/v1/teams/:name":                    {401, 200, 200, 200, 200, 200},
+	"DELETE /api/v1/teams/:name":                 {401, 403, 403, 403, 204, 403},
+	"POST /api/v1/teams/:name/members":           {401, 403, 403, 403, 200, 403},
+	"DELETE /api/v1/teams/:name/members/:person": {401, 403, 403, 403, 200, 403},
+	"POST /api/v1/teams/:name/groups":            {401, 403, 403, 403, 200, 403},
+	"DELETE /api/v1/teams/:name/groups/:group":   {401, 403, 403, 403, 200, 403},
+	"POST /api/v1/grants":                        {401, 403, 403, 403, 201, 403},
+	"GET /api/v1/grants":                         {401, 403, 403, 403, 200, 200},
+	"DELETE /api/v1/grants/:id":                  {401, 403, 403, 403, 204, 403},
 }
 
 // fixture makes what one call of a route needs (a fresh action in the right
@@ -198,6 +213,31 @@ func (e *env) fixture(route string, n int) (string, any) {
 				NotBefore: time.Now(), NotAfter: time.Now().Add(time.Hour), IssuedTS: time.Now(), IssuedBy: "join"})
 		})
 		path = strings.ReplaceAll(path, "db-1", node)
+	case "POST /api/v1/teams":
+		body = wire.CreateTeamRequest{Name: fmt.Sprintf("team-%d", n), Members: []string{"dana"}}
+	case "GET /api/v1/teams/:name", "DELETE /api/v1/teams/:name", "POST /api/v1/teams/:name/members",
+		"DELETE /api/v1/teams/:name/members/:person", "POST /api/v1/teams/:name/groups", "DELETE /api/v1/teams/:name/groups/:group":
+		name := fmt.Sprintf("team-%d", n)
+		e.call(http.MethodPost, "/api/v1/teams", "admin", wire.CreateTeamRequest{Name: name, Members: []string{"dana"},
+			Groups: []string{"db-oncall"}}, http.StatusCreated, nil)
+		e.call(http.MethodPost, "/api/v1/grants", "admin", wire.CreateGrantRequest{Team: name, Role: "viewer", Clusters: "prod"},
+			http.StatusCreated, nil)
+		path = strings.ReplaceAll(path, ":name", name)
+		path = strings.ReplaceAll(path, ":person", "dana")
+		path = strings.ReplaceAll(path, ":group", "db-oncall")
+		switch route {
+		case "POST /api/v1/teams/:name/members":
+			body = wire.TeamMemberRequest{Person: "olga"}
+		case "POST /api/v1/teams/:name/groups":
+			body = wire.TeamGroupRequest{Group: "sre"}
+		}
+	case "POST /api/v1/grants":
+		body = wire.CreateGrantRequest{Person: "olga", Role: "viewer", Clusters: "prod"}
+	case "DELETE /api/v1/grants/:id":
+		var g wire.Grant
+		e.call(http.MethodPost, "/api/v1/grants", "admin", wire.CreateGrantRequest{Person: "olga", Role: "viewer", Clusters: "prod"},
+			http.StatusCreated, &g)
+		path = strings.ReplaceAll(path, ":id", g.ID)
 	case "POST /api/v1/tokens":
 		body = wire.CreateTokenRequest{Name: fmt.Sprintf("new-%d", n), Roles: []string{"viewer"}}
 	case "DELETE /api/v1/tokens/:name":
@@ -273,7 +313,7 @@ func TestAPI5RoleTable(t *testing.T) {
 func TestPlanningAnUnstoredDocumentNeedsTheOperatorRole(t *testing.T) {
 	t.Parallel()
 	e := setup(t)
-	want := [5]int{401, 403, 200, 403, 200} // none viewer op appr admin
+	want := [6]int{401, 403, 200, 403, 200, 404} // none viewer op appr admin stg
 	for i, who := range callers {
 		if who == "none" {
 			who = ""

@@ -82,6 +82,11 @@ func (s *Server) listRuns(c *echo.Context) error {
 	ctx := c.Request().Context()
 	out := wire.RunList{Runs: []wire.Run{}}
 	err = s.st.Read(ctx, func(r store.Reader) error {
+		v, err := s.visible(c, r)
+		if err != nil {
+			return err
+		}
+		q.ClusterIn = v.In()
 		list, next, err := store.RunPage(ctx, r, q)
 		if err != nil {
 			return err
@@ -116,8 +121,11 @@ func (s *Server) showRun(c *echo.Context) error {
 	ctx := c.Request().Context()
 	var out wire.Run
 	err := s.st.Read(ctx, func(r store.Reader) error {
-		run, err := ops.ResolveRun(ctx, r, c.Param("id"))
+		run, err := ops.ResolveRunFor(ctx, r, who(c), c.Param("id"))
 		if err != nil {
+			return err
+		}
+		if err := s.hidden(c, r, "run "+c.Param("id"), run.ClusterID); err != nil {
 			return err
 		}
 		// Counted by the store's counters; the children read are those of
@@ -180,8 +188,11 @@ func (s *Server) runNodes(c *echo.Context) error {
 	out := wire.RunNodeList{Children: []wire.RunChild{}}
 	errMarker := errors.New("marker")
 	err = s.st.Read(ctx, func(r store.Reader) error {
-		run, err := ops.ResolveRun(ctx, r, c.Param("id"))
+		run, err := ops.ResolveRunFor(ctx, r, who(c), c.Param("id"))
 		if err != nil {
+			return err
+		}
+		if err := s.hidden(c, r, "run "+c.Param("id"), run.ClusterID); err != nil {
 			return err
 		}
 		page, next, ok := ops.RunNodePage(ops.RunNodes(run), marker, limit)

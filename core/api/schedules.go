@@ -86,6 +86,11 @@ func (s *Server) listSchedules(c *echo.Context) error {
 	ctx := c.Request().Context()
 	out := wire.ScheduleList{Schedules: []wire.Schedule{}}
 	err = s.st.Read(ctx, func(r store.Reader) error {
+		v, err := s.visible(c, r)
+		if err != nil {
+			return err
+		}
+		q.ClusterIn = v.In()
 		list, next, err := store.SchedulePage(ctx, r, q)
 		if err != nil {
 			return err
@@ -122,6 +127,9 @@ func (s *Server) showSchedule(c *echo.Context) error {
 	err = s.st.Read(ctx, func(r store.Reader) error {
 		sc, err := r.Schedule(ctx, name)
 		if err != nil {
+			return err
+		}
+		if err := s.hidden(c, r, "schedule "+name, sc.ClusterID); err != nil {
 			return err
 		}
 		out, err = s.ops.ScheduleView(ctx, r, sc, NextOccurrences, true)

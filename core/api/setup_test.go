@@ -181,6 +181,21 @@ func setup(t *testing.T, opts ...func(*Config)) *env {
 		}
 		e.secrets[name] = secret
 	}
+	// stg holds no role of its own: its team holds admin on stage* alone.
+	secret, err := auth.CreateToken(ctx, st, "stg", nil, "test", "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.secrets["stg"] = secret
+	err = st.Update(ctx, func(tx store.Tx) error {
+		if err := tx.InsertTeam(ctx, &store.Team{Name: "stage-admins", Members: []string{"stg"}}); err != nil {
+			return err
+		}
+		return tx.InsertGrant(ctx, &store.Grant{ID: "stg-admin", Team: "stage-admins", Role: store.RoleAdmin, Clusters: "stage*"})
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
 	t.Cleanup(func() {
 		// No secret ever reaches the log.
 		out := logs.String()

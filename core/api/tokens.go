@@ -31,7 +31,11 @@ func (s *Server) listTokens(c *echo.Context) error {
 	err := s.st.Read(ctx, func(r store.Reader) error {
 		toks, err := r.Tokens(ctx)
 		for _, t := range toks {
-			out.Tokens = append(out.Tokens, wire.Token{Name: t.Name, Roles: t.Roles, CreatedTS: t.CreatedTS,
+			roles := t.Roles
+			if roles == nil {
+				roles = []string{}
+			}
+			out.Tokens = append(out.Tokens, wire.Token{Name: t.Name, Roles: roles, CreatedTS: t.CreatedTS,
 				ExpiresTS: t.ExpiresTS, ClusterID: t.ClusterID, UsesLeft: t.UsesLeft})
 		}
 		return err

@@ -62,18 +62,21 @@ const (
 	// manual pause, an approver's pause on errors or canary (the run
 	// engine decides which).
 	Continue Permission = "continue"
+	// Grants makes and revokes grants and changes teams (admin; on a
+	// scope its admin grant contains, auth.MayGrant).
+	Grants Permission = "grants"
 )
 
 // Permissions lists every permission.
 var Permissions = []Permission{Read, Create, Cancel, Retry, Orchestrate, Approve, Reject, Tokens, Drain, Forget, Enroll, Revoke,
-	Notify, Continue}
+	Notify, Continue, Grants}
 
 // Roles lists every role, least powerful first.
 var Roles = []string{store.RoleEnroll, store.RoleViewer, store.RoleOperator, store.RoleApprover, store.RoleAdmin}
 
-// grants is the one table of what each role may do. admin may do everything;
+// roleGrants is the one table of what each role may do. admin may do everything;
 // enroll may only enroll.
-var grants = map[string][]Permission{
+var roleGrants = map[string][]Permission{
 	store.RoleEnroll:   {Enroll},
 	store.RoleViewer:   {Read},
 	store.RoleOperator: {Read, Create, Cancel, Retry, Orchestrate, Drain, Continue},
@@ -84,7 +87,7 @@ var grants = map[string][]Permission{
 // Can reports whether a token holding roles may do p.
 func Can(roles []string, p Permission) bool {
 	for _, r := range roles {
-		if slices.Contains(grants[r], p) {
+		if slices.Contains(roleGrants[r], p) {
 			return true
 		}
 	}
@@ -96,7 +99,7 @@ func Can(roles []string, p Permission) bool {
 func Granting(p Permission) []string {
 	var out []string
 	for _, r := range Roles {
-		if slices.Contains(grants[r], p) {
+		if slices.Contains(roleGrants[r], p) {
 			out = append(out, r)
 		}
 	}
@@ -106,15 +109,14 @@ func Granting(p Permission) []string {
 // ValidRole reports whether r is a known role.
 func ValidRole(r string) bool { return slices.Contains(Roles, r) }
 
-// CheckToken validates a name and a set of roles, returning the roles sorted
-// and deduplicated.
+// CheckToken validates a name and a set of roles (none: the token holds
+// its person's grants alone), returning the roles sorted and deduplicated.
 func CheckToken(name string, roles []string) ([]string, error) {
 	if err := names.CheckToken(name); err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrInvalid, err)
 	}
-	if len(roles) == 0 {
-		return nil, fmt.Errorf("%w: at least one role is needed (one of %s)", ErrInvalid, strings.Join(Roles, ", "))
-	}
+	// A token without roles holds only the grants of its person and its
+	// teams (docs/architecture.md, "Access: people, teams and grants").
 	out := make([]string, 0, len(roles))
 	for _, r := range roles {
 		if !ValidRole(r) {

@@ -81,12 +81,15 @@ func TestCheckToken(t *testing.T) {
 	if err != nil || strings.Join(roles, ",") != "approver,operator" {
 		t.Fatalf("CheckToken = %v, %v; want sorted unique roles", roles, err)
 	}
+	if roles, err := auth.CheckToken("dana", nil); err != nil || len(roles) != 0 {
+		t.Fatalf("CheckToken without roles = %v, %v; want a token that holds its person's grants alone", roles, err)
+	}
 	for _, c := range []struct {
 		name  string
 		roles []string
 	}{
 		{"", []string{"viewer"}}, {"has space", []string{"viewer"}}, {"-dash", []string{"viewer"}},
-		{strings.Repeat("x", 65), []string{"viewer"}}, {"bob", nil}, {"bob", []string{"root"}},
+		{strings.Repeat("x", 65), []string{"viewer"}}, {"bob", []string{"root"}},
 	} {
 		if _, err := auth.CheckToken(c.name, c.roles); !errors.Is(err, auth.ErrInvalid) {
 			t.Errorf("CheckToken(%q, %v) = %v, want ErrInvalid", c.name, c.roles, err)

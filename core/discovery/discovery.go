@@ -26,6 +26,9 @@ import (
 type ClusterSpec struct {
 	ID    string     `mapstructure:"id" yaml:"id"`
 	Nodes []NodeSpec `mapstructure:"nodes" yaml:"nodes"`
+	// Labels are the cluster's labels: grants' label selectors match them
+	// (docs/configuration.md, "Access").
+	Labels map[string]string `mapstructure:"labels" yaml:"labels"`
 	// Budget is the cluster's disruption budget (docs/architecture.md, "Labels,
 	// targets and the disruption budget").
 	Budget BudgetSpec `mapstructure:"budget" yaml:"budget"`

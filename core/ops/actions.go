@@ -57,6 +57,9 @@ func (o *Ops) CreateAction(ctx context.Context, c Caller, req ActionRequest) (*s
 	if err := CheckAction(&req, o.now()); err != nil {
 		return nil, err
 	}
+	if err := o.authorizeCluster(ctx, c, auth.Create, req.ClusterID); err != nil {
+		return nil, err
+	}
 	rec, err := o.cfg.Rules.CreateIn(ctx, o.st, req, c.actor(""))
 	if err != nil {
 		return nil, err
@@ -72,11 +75,12 @@ func (o *Ops) RetryAction(ctx context.Context, c Caller, ref string) (*store.Rec
 	}
 	var id string
 	err := o.st.Read(ctx, func(r store.Reader) error {
-		cur, err := ResolveAction(ctx, r, ref)
-		if err == nil {
-			id = cur.ID
+		cur, err := ResolveActionFor(ctx, r, c, ref)
+		if err != nil {
+			return err
 		}
-		return err
+		id = cur.ID
+		return authorizeIn(ctx, r, c, auth.Retry, cur.ClusterID)
 	})
 	if err != nil {
 		return nil, err
@@ -166,8 +170,11 @@ func (o *Ops) changeAction(ctx context.Context, c Caller, p auth.Permission, ref
 	}
 	var rec *store.Record
 	err := o.st.Update(ctx, func(tx store.Tx) error {
-		cur, err := ResolveAction(ctx, tx, ref)
+		cur, err := ResolveActionFor(ctx, tx, c, ref)
 		if err != nil {
+			return err
+		}
+		if err := authorizeIn(ctx, tx, c, p, cur.ClusterID); err != nil {
 			return err
 		}
 		rec, err = fn(tx, cur.ID)

@@ -68,8 +68,11 @@ func (e *ForbiddenError) Error() string {
 	if doing == "" {
 		doing = string(e.Perm)
 	}
-	return fmt.Sprintf("token %s (roles %s) may not %s: that takes the %s role", e.Caller, strings.Join(e.Roles, ","), doing,
-		orList(e.Allowed))
+	held := "no role"
+	if len(e.Roles) > 0 {
+		held = "roles " + strings.Join(e.Roles, ",")
+	}
+	return fmt.Sprintf("token %s (%s) may not %s: that takes the %s role", e.Caller, held, doing, orList(e.Allowed))
 }
 
 // orList is "a", "a or b", "a, b or c".

@@ -19,6 +19,9 @@ func (o *Ops) DrainNode(ctx context.Context, c Caller, clusterID, nodeID, reason
 	if err := Authorize(c, auth.Drain); err != nil {
 		return nil, err
 	}
+	if err := o.authorizeCluster(ctx, c, auth.Drain, clusterID); err != nil {
+		return nil, err
+	}
 	if err := checkReason(reason, false); err != nil {
 		return nil, err
 	}
@@ -41,6 +44,9 @@ func (o *Ops) UndrainNode(ctx context.Context, c Caller, clusterID, nodeID strin
 	if err := Authorize(c, auth.Drain); err != nil {
 		return nil, err
 	}
+	if err := o.authorizeCluster(ctx, c, auth.Drain, clusterID); err != nil {
+		return nil, err
+	}
 	var n *store.Node
 	err := o.st.Update(ctx, func(tx store.Tx) error {
 		var err error
@@ -58,6 +64,9 @@ func (o *Ops) UndrainNode(ctx context.Context, c Caller, clusterID, nodeID strin
 // answers how many it ended. Its cluster is synced.
 func (o *Ops) ForgetNode(ctx context.Context, c Caller, clusterID, nodeID string) (int, error) {
 	if err := Authorize(c, auth.Forget); err != nil {
+		return 0, err
+	}
+	if err := o.authorizeCluster(ctx, c, auth.Forget, clusterID); err != nil {
 		return 0, err
 	}
 	var ended int
@@ -80,6 +89,9 @@ func (o *Ops) RevokeNode(ctx context.Context, c Caller, clusterID, nodeID, reaso
 	if err := Authorize(c, auth.Revoke); err != nil {
 		return nil, err
 	}
+	if err := o.authorizeCluster(ctx, c, auth.Revoke, clusterID); err != nil {
+		return nil, err
+	}
 	if o.cfg.Enroll == nil {
 		return nil, enroll.ErrDisabled
 	}
@@ -97,6 +109,9 @@ func (o *Ops) RevokeNode(ctx context.Context, c Caller, clusterID, nodeID, reaso
 // SyncCluster asks for a full sync of a cluster now; it runs later.
 func (o *Ops) SyncCluster(ctx context.Context, c Caller, clusterID string) error {
 	if err := Authorize(c, auth.Orchestrate); err != nil {
+		return err
+	}
+	if err := o.authorizeCluster(ctx, c, auth.Orchestrate, clusterID); err != nil {
 		return err
 	}
 	err := o.st.Read(ctx, func(r store.Reader) error {

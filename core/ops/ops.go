@@ -35,13 +35,21 @@ import (
 	"github.com/musterhq/muster/shared/wire"
 )
 
-// Caller is who asks for an operation: a token's name and its roles as
-// stored now (a role change or a revocation applies at once), and the
-// address of the peer.
+// Caller is who asks for an operation: a person's name (a token's, or the
+// single sign-on claim's), a token's roles as stored now (a role change or
+// a revocation applies at once), the address of the peer, the group claims
+// of the identity provider, and the grants the person holds itself and
+// through its teams (Identify resolves them on every request).
 type Caller struct {
-	Name  string
-	Roles []string
-	Addr  string
+	Name   string
+	Roles  []string // a token's global roles: grants on "*" (unchanged meaning)
+	Addr   string
+	Groups []string     // group claims from the identity provider (nil for tokens)
+	Grants []auth.Grant // resolved at authentication: the person's and their teams' grants
+
+	// labels are the labels of every cluster, by id, when a grant has a
+	// label selector (Identify reads them).
+	labels map[string]map[string]string
 }
 
 // actor is the caller as the actor of a change, with the reason it gave.
@@ -49,8 +57,8 @@ func (c Caller) actor(note string) actions.Actor {
 	return actions.Actor{Name: c.Name, Addr: c.Addr, Note: strings.TrimSpace(note)}
 }
 
-// Can reports whether the caller's roles grant p.
-func (c Caller) Can(p auth.Permission) bool { return auth.Can(c.Roles, p) }
+// Can reports whether one of the caller's grants gives p on some cluster.
+func (c Caller) Can(p auth.Permission) bool { return auth.Holds(c.grants(), p) }
 
 // Nudger asks the orchestrator for a full sync of one cluster now, or for a
 // sync of one node alone (which does not wait for a full sync under way).
@@ -143,14 +151,18 @@ func (o *Ops) Destinations() []notify.Destination {
 	return o.cfg.Notify.Destinations()
 }
 
-// Authorize refuses a caller whose roles do not grant p, naming the roles
-// that would: the one check of a permission, for the operations and for
-// the routes that only read.
+// Authorize refuses a caller none of whose grants gives p on any cluster,
+// naming the roles that would: the route-level check of a permission. What
+// acts on one cluster checks AuthorizeOn too. A permission over what is
+// global (auth.Global) needs a grant of it on every cluster.
 func Authorize(c Caller, p auth.Permission) error {
+	if auth.Global(p) {
+		return AuthorizeEverywhere(c, p)
+	}
 	if c.Can(p) {
 		return nil
 	}
-	return &ForbiddenError{Caller: c.Name, Roles: c.Roles, Perm: p, Allowed: auth.Granting(p)}
+	return &ForbiddenError{Caller: c.Name, Roles: c.held(), Perm: p, Allowed: auth.Granting(p)}
 }
 
 func (o *Ops) now() time.Time { return o.cfg.Now().UTC() }
@@ -197,6 +209,84 @@ func ResolveAction(ctx context.Context, r store.Reader, ref string) (*store.Reco
 		return nil, err
 	}
 	return r.Action(ctx, ids)
+}
+
+// ResolveActionFor is ResolveAction for a caller: an action of a cluster
+// it may not read does not exist for it, as an id or as a prefix's match
+// (so an ambiguous prefix never names it).
+func ResolveActionFor(ctx context.Context, r store.Reader, c Caller, ref string) (*store.Record, error) {
+	if err := c.loadLabels(ctx, r); err != nil {
+		return nil, err
+	}
+	readable := func(id string) (bool, error) {
+		rec, err := r.Action(ctx, id)
+		if err != nil {
+			return false, err
+		}
+		return AuthorizeOn(c, auth.Read, rec.ClusterID) == nil, nil
+	}
+	id, err := resolvePrefix(ref, "action", func(p string) ([]string, error) {
+		return keepIDs(r.ActionIDsWithPrefix(ctx, p, 10))(readable)
+	})
+	if err != nil {
+		return nil, err
+	}
+	rec, err := r.Action(ctx, id)
+	if err != nil {
+		return nil, err
+	}
+	if err := AuthorizeOn(c, auth.Read, rec.ClusterID); err != nil {
+		return nil, fmt.Errorf("action %q: %w", ref, store.ErrNotFound)
+	}
+	return rec, nil
+}
+
+// ResolveRunFor is ResolveActionFor of runs.
+func ResolveRunFor(ctx context.Context, r store.Reader, c Caller, ref string) (*store.Run, error) {
+	if err := c.loadLabels(ctx, r); err != nil {
+		return nil, err
+	}
+	readable := func(id string) (bool, error) {
+		run, err := r.Run(ctx, id)
+		if err != nil {
+			return false, err
+		}
+		return AuthorizeOn(c, auth.Read, run.ClusterID) == nil, nil
+	}
+	id, err := resolvePrefix(ref, "run", func(p string) ([]string, error) {
+		return keepIDs(r.RunIDsWithPrefix(ctx, p, 10))(readable)
+	})
+	if err != nil {
+		return nil, err
+	}
+	run, err := r.Run(ctx, id)
+	if err != nil {
+		return nil, err
+	}
+	if err := AuthorizeOn(c, auth.Read, run.ClusterID); err != nil {
+		return nil, fmt.Errorf("run %q: %w", ref, store.ErrNotFound)
+	}
+	return run, nil
+}
+
+// keepIDs keeps the ids a prefix matched that keep accepts.
+func keepIDs(ids []string, err error) func(keep func(id string) (bool, error)) ([]string, error) {
+	return func(keep func(id string) (bool, error)) ([]string, error) {
+		if err != nil {
+			return nil, err
+		}
+		out := ids[:0]
+		for _, id := range ids {
+			ok, err := keep(id)
+			if err != nil {
+				return nil, err
+			}
+			if ok {
+				out = append(out, id)
+			}
+		}
+		return out, nil
+	}
 }
 
 // ResolveRun finds the run named by an id or a unique prefix.

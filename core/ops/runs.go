@@ -32,6 +32,9 @@ func (o *Ops) CreateRun(ctx context.Context, c Caller, req *wire.CreateRunReques
 	if err := checkNotBefore(req.NotBefore, o.now()); err != nil {
 		return RunResult{}, err
 	}
+	if err := o.authorizeCluster(ctx, c, auth.Create, req.ClusterID); err != nil {
+		return RunResult{}, err
+	}
 	var out RunResult
 	run, err := o.cfg.Runs.CreateIn(ctx, o.st, req, c.actor(""), out.countChildren(ctx))
 	if err != nil {
@@ -48,7 +51,7 @@ func (o *Ops) RetryRun(ctx context.Context, c Caller, ref string) (RunResult, er
 	if err := Authorize(c, auth.Create); err != nil {
 		return RunResult{}, err
 	}
-	out, err := o.inRun(ctx, ref, func(tx store.Tx, id string) (*store.Run, error) {
+	out, err := o.inRun(ctx, c, auth.Create, ref, func(tx store.Tx, id string) (*store.Run, error) {
 		return o.cfg.Runs.Retry(ctx, tx, id, c.actor(""))
 	})
 	if err != nil {
@@ -81,6 +84,9 @@ func (o *Ops) StartLoaded(ctx context.Context, c Caller, pb *playbook.Playbook, 
 		return RunResult{}, err
 	}
 	if err := checkNotBefore(req.NotBefore, o.now()); err != nil {
+		return RunResult{}, err
+	}
+	if err := o.authorizeCluster(ctx, c, auth.Create, req.ClusterID); err != nil {
 		return RunResult{}, err
 	}
 	var out RunResult
@@ -127,6 +133,9 @@ func (o *Ops) Plan(ctx context.Context, c Caller, pb *playbook.Playbook, version
 	var out wire.Plan
 	pol := o.cfg.Budget.Load()
 	err := o.st.Read(ctx, func(r store.Reader) error {
+		if err := authorizeIn(ctx, r, c, auth.Read, req.ClusterID); err != nil {
+			return err
+		}
 		p, err := pb.Plan(ctx, r, version, req)
 		if err != nil {
 			return err
@@ -279,7 +288,7 @@ func (o *Ops) changeRun(ctx context.Context, c Caller, p auth.Permission, ref st
 	if err := Authorize(c, p); err != nil {
 		return RunResult{}, err
 	}
-	out, err := o.inRun(ctx, ref, fn)
+	out, err := o.inRun(ctx, c, p, ref, fn)
 	if err != nil {
 		return RunResult{}, err
 	}
@@ -287,13 +296,18 @@ func (o *Ops) changeRun(ctx context.Context, c Caller, p auth.Permission, ref st
 	return out, nil
 }
 
-// inRun runs fn on the run named by ref in one transaction, and counts
-// the children of the run fn returns there.
-func (o *Ops) inRun(ctx context.Context, ref string, fn func(tx store.Tx, id string) (*store.Run, error)) (RunResult, error) {
+// inRun runs fn on the run named by ref in one transaction, when the
+// caller holds p on the run's cluster, and counts the children of the run
+// fn returns there.
+func (o *Ops) inRun(ctx context.Context, c Caller, p auth.Permission, ref string,
+	fn func(tx store.Tx, id string) (*store.Run, error)) (RunResult, error) {
 	var out RunResult
 	err := o.st.Update(ctx, func(tx store.Tx) error {
-		found, err := ResolveRun(ctx, tx, ref)
+		found, err := ResolveRunFor(ctx, tx, c, ref)
 		if err != nil {
+			return err
+		}
+		if err := authorizeIn(ctx, tx, c, p, found.ClusterID); err != nil {
 			return err
 		}
 		if out.Run, err = fn(tx, found.ID); err != nil {

@@ -1,9 +1,9 @@
 package ops
 
 import (
-	"time"
-
 	"context"
+	"errors"
+	"time"
 
 	"github.com/musterhq/muster/core/auth"
 	"github.com/musterhq/muster/core/schedule"
@@ -42,6 +42,12 @@ func (o *Ops) ApplySchedule(ctx context.Context, c Caller, req *wire.CreateSched
 	var out wire.Schedule
 	var outcome string
 	err := o.st.Update(ctx, func(tx store.Tx) error {
+		if err := o.mayChangeSchedule(ctx, tx, c, auth.Create, req.Name); err != nil {
+			return err
+		}
+		if err := authorizeIn(ctx, tx, c, auth.Create, req.Cluster); err != nil {
+			return err
+		}
 		sc, oc, err := o.cfg.Schedules.Apply(ctx, tx, req, c.actor(""))
 		if err != nil {
 			return err
@@ -96,6 +102,9 @@ func (o *Ops) DeleteSchedule(ctx context.Context, c Caller, name string) error {
 		return err
 	}
 	return o.st.Update(ctx, func(tx store.Tx) error {
+		if err := o.mayChangeSchedule(ctx, tx, c, auth.Cancel, name); err != nil {
+			return err
+		}
 		_, err := o.cfg.Schedules.Delete(ctx, tx, name, c.actor(""))
 		return err
 	})
@@ -113,6 +122,9 @@ func (o *Ops) changeSchedule(ctx context.Context, c Caller, p auth.Permission, n
 	}
 	var out wire.Schedule
 	err := o.st.Update(ctx, func(tx store.Tx) error {
+		if err := o.mayChangeSchedule(ctx, tx, c, p, name); err != nil {
+			return err
+		}
 		sc, err := fn(tx)
 		if err != nil {
 			return err
@@ -121,6 +133,20 @@ func (o *Ops) changeSchedule(ctx context.Context, c Caller, p auth.Permission, n
 		return err
 	})
 	return out, err
+}
+
+// mayChangeSchedule refuses a caller without p on the cluster of the
+// schedule name, when there is one (what does not exist is the verb's to
+// answer).
+func (o *Ops) mayChangeSchedule(ctx context.Context, tx store.Tx, c Caller, p auth.Permission, name string) error {
+	sc, err := tx.Schedule(ctx, name)
+	if errors.Is(err, store.ErrNotFound) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	return authorizeIn(ctx, tx, c, p, sc.ClusterID)
 }
 
 // CheckScheduleName refuses what cannot be a schedule's name.

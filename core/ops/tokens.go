@@ -16,8 +16,11 @@ import (
 // a cluster, with uses and a time to live). The secret is in the answer
 // only: the store keeps its hash.
 func (o *Ops) CreateToken(ctx context.Context, c Caller, req *wire.CreateTokenRequest) (wire.TokenSecret, error) {
-	if err := Authorize(c, auth.Tokens); err != nil {
+	if err := AuthorizeEverywhere(c, auth.Tokens); err != nil {
 		return wire.TokenSecret{}, err
+	}
+	if req.Roles == nil {
+		return wire.TokenSecret{}, BadRequest("roles is required: a list of roles, or [] for a token that holds its person's grants alone")
 	}
 	roles, err := auth.CheckToken(req.Name, req.Roles)
 	if err != nil {
@@ -41,7 +44,7 @@ func (o *Ops) CreateToken(ctx context.Context, c Caller, req *wire.CreateTokenRe
 // nobody could make tokens afterwards. Schedules the token approved wait
 // for approval again.
 func (o *Ops) RevokeToken(ctx context.Context, c Caller, name string) error {
-	if err := Authorize(c, auth.Tokens); err != nil {
+	if err := AuthorizeEverywhere(c, auth.Tokens); err != nil {
 		return err
 	}
 	return o.st.Update(ctx, func(tx store.Tx) error {

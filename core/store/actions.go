@@ -247,14 +247,18 @@ func (r Reads) LatestSeq(ctx context.Context) (int64, error) {
 
 func (d Dialect) scanCluster(row Row) (Cluster, error) {
 	var c Cluster
-	err := row.Scan(&c.ID, &c.Status, &c.StatusReason, d.timeInto(&c.UpdatedTS))
+	var labels string
+	err := row.Scan(&c.ID, &c.Status, &c.StatusReason, d.timeInto(&c.UpdatedTS), &labels)
+	if err == nil && labels != "" && labels != "{}" {
+		err = json.Unmarshal([]byte(labels), &c.Labels)
+	}
 	return c, err
 }
 
 // Clusters is Reader.Clusters of both stores.
 func (r Reads) Clusters(ctx context.Context) ([]Cluster, error) {
 	var out []Cluster
-	err := r.Query(ctx, `SELECT id, status, status_reason, updated_ts FROM clusters ORDER BY id`, nil, func(row Row) error {
+	err := r.Query(ctx, `SELECT id, status, status_reason, updated_ts, labels FROM clusters ORDER BY id`, nil, func(row Row) error {
 		c, err := r.Dialect.scanCluster(row)
 		if err != nil {
 			return err
@@ -271,7 +275,7 @@ func (r Reads) Clusters(ctx context.Context) ([]Cluster, error) {
 // Cluster is Reader.Cluster of both stores.
 func (r Reads) Cluster(ctx context.Context, id string) (*Cluster, error) {
 	var c Cluster
-	found, err := r.one(ctx, `SELECT id, status, status_reason, updated_ts FROM clusters WHERE id = `+r.Dialect.Placeholder(1),
+	found, err := r.one(ctx, `SELECT id, status, status_reason, updated_ts, labels FROM clusters WHERE id = `+r.Dialect.Placeholder(1),
 		[]any{id}, func(row Row) (err error) {
 			c, err = r.Dialect.scanCluster(row)
 			return err

@@ -33,6 +33,7 @@ var EventTypes = []string{
 	EventNodeRenewRefused, EventNodeRevoked,
 	EventClusterAlert, EventClusterHealthy,
 	EventTokenCreated, EventTokenRevoked,
+	EventTeamCreated, EventTeamChanged, EventTeamDeleted, EventGrantCreated, EventGrantRevoked,
 	EventRunCreated, EventRunApproved, EventRunRejected, EventRunExpired, EventRunStageStarted,
 	EventRunStageFinished, EventRunPaused, EventRunResumed, EventRunCancelled, EventRunFinished,
 	EventRunNodeUnavailable, EventRunPromoted, EventRunUrgent,

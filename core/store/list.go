@@ -57,6 +57,7 @@ func listActionsSQL(q ListQuery, columns string, ph Placeholder) (string, []any,
 	if q.ClusterID != "" {
 		b.where = append(b.where, "cluster_id = "+b.arg(q.ClusterID))
 	}
+	b.within(q.ClusterIn)
 	if q.RunID != "" {
 		// run_id <> '' lets either store use the run's child index, which
 		// holds only the children of runs.
@@ -102,6 +103,18 @@ func (b *listSQL) in(col string, vals []string) {
 		ps[i] = b.arg(v)
 	}
 	b.where = append(b.where, col+" IN ("+strings.Join(ps, ", ")+")")
+}
+
+// within adds the condition "of one of these clusters" when clusters is
+// not nil (an empty list matches nothing).
+func (b *listSQL) within(clusters []string) {
+	switch {
+	case clusters == nil:
+	case len(clusters) == 0:
+		b.where = append(b.where, "1 = 0")
+	default:
+		b.in("cluster_id", clusters)
+	}
 }
 
 // statement is the SELECT of columns from table with the conditions so
@@ -177,6 +190,7 @@ func listRunsSQL(q RunQuery, columns string, ph Placeholder) (string, []any) {
 	if q.ClusterID != "" {
 		b.where = append(b.where, "cluster_id = "+b.arg(q.ClusterID))
 	}
+	b.within(q.ClusterIn)
 	if len(q.States) > 0 {
 		b.in("state", q.States)
 	}
@@ -246,6 +260,8 @@ func cutPage[T any](list []T, limit int, id func(*T) string) ([]T, string) {
 // the schedule named Marker, at most Limit (every one when 0 or less).
 type ScheduleQuery struct {
 	ClusterID string
+	// ClusterIn, when not nil, keeps the schedules of these clusters only.
+	ClusterIn []string
 	States    []string
 	Marker    string
 	Limit     int
@@ -274,6 +290,9 @@ func SchedulePage(ctx context.Context, r Reader, q ScheduleQuery) ([]Schedule, s
 			continue
 		}
 		if q.ClusterID != "" && sc.ClusterID != q.ClusterID {
+			continue
+		}
+		if q.ClusterIn != nil && !slices.Contains(q.ClusterIn, sc.ClusterID) {
 			continue
 		}
 		if len(q.States) > 0 && !slices.Contains(q.States, sc.State) {

@@ -282,6 +282,9 @@ type Target struct {
 // RunQuery selects runs, newest first. Empty fields do not filter.
 type RunQuery struct {
 	ClusterID string
+	// ClusterIn, when not nil, keeps the runs of these clusters only
+	// (none when empty): the clusters a caller may read.
+	ClusterIn []string
 	States    []string
 	// Marker is the id of the last run of the previous page.
 	Marker string

@@ -151,6 +151,26 @@ type Reader interface {
 	// first, brief (RunQuery.Brief).
 	ScheduleRuns(ctx context.Context, scheduleID string, limit int) ([]Run, error)
 
+	// Teams lists every team with its members and groups, by name.
+	Teams(ctx context.Context) ([]Team, error)
+	// Team returns one team (ErrNotFound otherwise).
+	Team(ctx context.Context, name string) (*Team, error)
+	// TeamsOf lists the teams person belongs to (ignoring case), by
+	// membership or by a group of groups mapped to the team, sorted.
+	TeamsOf(ctx context.Context, person string, groups []string) ([]string, error)
+	// TeamMembers lists a team's members: the listed ones and the people
+	// whose last groups include one mapped to the team, lowercase, sorted
+	// (ErrNotFound when there is no such team).
+	TeamMembers(ctx context.Context, team string) ([]string, error)
+	// People lists the people seen at sign-in, by name.
+	People(ctx context.Context) ([]Person, error)
+	// Grants lists every grant, oldest first.
+	Grants(ctx context.Context) ([]Grant, error)
+	// GrantsOf lists the grants of a person (ignoring case) and of teams.
+	GrantsOf(ctx context.Context, person string, teams []string) ([]Grant, error)
+	// Grant returns one grant (ErrNotFound otherwise).
+	Grant(ctx context.Context, id string) (*Grant, error)
+
 	OutboxReader
 }
 
@@ -233,6 +253,29 @@ type Tx interface {
 	// none); its runs stay.
 	DeleteSchedule(ctx context.Context, name string) error
 
+	// PutClusterLabels sets a cluster's labels, making the cluster when
+	// there is none.
+	PutClusterLabels(ctx context.Context, id string, labels map[string]string) error
+	// InsertTeam stores a new team with its members and groups (ErrExists
+	// when the name is taken).
+	InsertTeam(ctx context.Context, t *Team) error
+	// DeleteTeam removes a team with its members, groups and grants
+	// (ErrNotFound when there is none).
+	DeleteTeam(ctx context.Context, name string) error
+	// AddTeamMember, RemoveTeamMember, AddTeamGroup and RemoveTeamGroup
+	// change one member or mapped group of a team and report whether
+	// anything changed (ErrNotFound when there is no such team).
+	AddTeamMember(ctx context.Context, team, person string) (bool, error)
+	RemoveTeamMember(ctx context.Context, team, person string) (bool, error)
+	AddTeamGroup(ctx context.Context, team, group string) (bool, error)
+	RemoveTeamGroup(ctx context.Context, team, group string) (bool, error)
+	// InsertGrant stores a new grant (ErrExists when the id is taken).
+	InsertGrant(ctx context.Context, g *Grant) error
+	// DeleteGrant removes a grant (ErrNotFound when there is none).
+	DeleteGrant(ctx context.Context, id string) error
+	// UpsertPerson records a person's source, groups and last sign-in.
+	UpsertPerson(ctx context.Context, p *Person) error
+
 	OutboxTx
 }
 
@@ -264,6 +307,10 @@ type Cluster struct {
 	Status       string    `json:"status"`
 	StatusReason string    `json:"status_reason"`
 	UpdatedTS    time.Time `json:"updated_ts"`
+	// Labels are the cluster's labels from the configuration: grants'
+	// label selectors match them (PutClusterLabels sets them; PutCluster
+	// leaves them).
+	Labels map[string]string `json:"labels,omitempty"`
 }
 
 // Node status values.
@@ -391,6 +438,9 @@ func FromKindsColumn(entries []string) ([]string, map[string]json.RawMessage) {
 // ListQuery selects and orders actions. Empty fields do not filter.
 type ListQuery struct {
 	ClusterID string
+	// ClusterIn, when not nil, keeps the actions of these clusters only
+	// (none when empty): the clusters a caller may read.
+	ClusterIn []string
 	NodeID    string
 	// RunID selects the child actions of one run.
 	RunID string

@@ -83,7 +83,13 @@ func (s *Server) signedIn(w http.ResponseWriter, r *http.Request, stream bool) (
 		}
 	}
 	if sess != nil {
-		return &visitor{sess: sess, tok: tok}, true
+		who, err := s.ops.Identify(r.Context(), tok.Name, tok.Roles, nil, clientAddr(r))
+		if err != nil {
+			s.log.Error("identify", "err", err)
+			s.renderError(w, r, nil, http.StatusInternalServerError, "The store could not be read.")
+			return nil, false
+		}
+		return &visitor{sess: sess, tok: tok, who: who}, true
 	}
 	if stream {
 		http.Error(w, "sign in again", http.StatusUnauthorized)

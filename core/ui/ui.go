@@ -265,14 +265,18 @@ type handlerFunc func(w http.ResponseWriter, r *http.Request, v *visitor)
 type visitor struct {
 	sess *store.Session
 	tok  *store.Token
+	// who is the person with its grants (ops.Identify), resolved on
+	// every request.
+	who ops.Caller
 }
 
-func (v *visitor) can(p auth.Permission) bool { return v != nil && auth.Can(v.tok.Roles, p) }
+func (v *visitor) can(p auth.Permission) bool { return v != nil && v.who.Can(p) }
 
 // caller is the signed-in person as the operations know them; r gives the
 // peer's address (nil: none, for a decision that only reads).
 func (v *visitor) caller(r *http.Request) ops.Caller {
-	c := ops.Caller{Name: v.tok.Name, Roles: v.tok.Roles}
+	c := v.who
+	c.Addr = ""
 	if r != nil {
 		c.Addr = clientAddr(r)
 	}
@@ -303,6 +307,13 @@ func (s *Server) add(pattern string, p auth.Permission, h handlerFunc) {
 		}
 		if err := ops.Authorize(v.caller(r), p); err != nil {
 			s.renderError(w, r, v, http.StatusForbidden, err.Error()+".")
+			return
+		}
+		// The pages show every cluster: a person who may not read every
+		// cluster uses the API, whose lists keep the clusters they may
+		// read (docs/web-ui.md, "Access").
+		if err := ops.AuthorizeEverywhere(v.caller(r), auth.Read); err != nil {
+			s.renderError(w, r, v, http.StatusForbidden, "The web UI shows every cluster, and your grants do not cover them all: use the API or the CLI, whose lists keep the clusters you may read.")
 			return
 		}
 		h(w, r, v)

@@ -186,6 +186,8 @@ var rows = []row{
 	{"core CPU s per 1,000 node syncs, 1 replica (PostgreSQL)", "ha_cpu_s_per_1000_syncs_r1", "ha_node_syncs_per_s_r1", "node syncs/s", nil},
 	{"… 2 replicas, relative to 1", "ha_cost_ratio_r2", "ha_node_syncs_per_s_r2", "node syncs/s", &goal{"<", 1.2}},
 	{"… 3 replicas, relative to 1", "ha_cost_ratio_r3", "ha_node_syncs_per_s_r3", "node syncs/s", &goal{"<", 1.2}},
+	{"list of 10,000 actions over 100 clusters, unscoped (ms)", "scope_list_10000_unscoped_ms", "scope_list_10000_scoped_ms", "ms scoped (a glob over every cluster)", nil},
+	{"… scope filtering: scoped ÷ unscoped, median of 3", "scope_list_10000_ratio", "scope_list_10000_ratio_spread", "spread", &goal{"<", 1.2}},
 	{"Approvals, 200 runs of 10,000 nodes waiting: median of 3 (ms)", "approvals_200_runs_10000_nodes_ms", "approvals_200_runs_10000_nodes_spread_ms", "ms spread", &goal{"<", 300}},
 	{"… its size (KB)", "approvals_200_runs_10000_nodes_kb", "", "", &goal{"<", 1024}},
 	{"GET /api/v1/runs?limit=200, 300,000 children: median of 3 (ms)", "run_list_200_runs_300k_children_ms", "run_list_200_runs_300k_children_spread_ms", "ms spread", &goal{"<", 200}},

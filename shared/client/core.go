@@ -520,3 +520,76 @@ func (s *EventStream) readLine(max int) (string, error) {
 		}
 	}
 }
+
+// Teams calls GET /api/v1/teams.
+func (c *Core) Teams(ctx context.Context) ([]wire.Team, error) {
+	var out wire.TeamList
+	_, err := c.call(ctx, http.MethodGet, "/api/v1/teams", nil, &out)
+	return out.Teams, err
+}
+
+// Team calls GET /api/v1/teams/{name}.
+func (c *Core) Team(ctx context.Context, name string) (*wire.Team, error) {
+	var out wire.Team
+	_, err := c.call(ctx, http.MethodGet, "/api/v1/teams/"+url.PathEscape(name), nil, &out)
+	return &out, err
+}
+
+// CreateTeam calls POST /api/v1/teams.
+func (c *Core) CreateTeam(ctx context.Context, req wire.CreateTeamRequest) (*wire.Team, error) {
+	var out wire.Team
+	_, err := c.call(ctx, http.MethodPost, "/api/v1/teams", req, &out)
+	return &out, err
+}
+
+// DeleteTeam calls DELETE /api/v1/teams/{name}.
+func (c *Core) DeleteTeam(ctx context.Context, name string) error {
+	_, err := c.call(ctx, http.MethodDelete, "/api/v1/teams/"+url.PathEscape(name), nil, nil)
+	return err
+}
+
+// AddTeamMember calls POST /api/v1/teams/{name}/members, or with remove
+// DELETE /api/v1/teams/{name}/members/{person}.
+func (c *Core) AddTeamMember(ctx context.Context, team, person string, remove bool) (*wire.Team, error) {
+	var out wire.Team
+	var err error
+	if remove {
+		_, err = c.call(ctx, http.MethodDelete, "/api/v1/teams/"+url.PathEscape(team)+"/members/"+url.PathEscape(person), nil, &out)
+	} else {
+		_, err = c.call(ctx, http.MethodPost, "/api/v1/teams/"+url.PathEscape(team)+"/members", wire.TeamMemberRequest{Person: person}, &out)
+	}
+	return &out, err
+}
+
+// MapTeamGroup calls POST /api/v1/teams/{name}/groups, or with remove
+// DELETE /api/v1/teams/{name}/groups/{group}.
+func (c *Core) MapTeamGroup(ctx context.Context, team, group string, remove bool) (*wire.Team, error) {
+	var out wire.Team
+	var err error
+	if remove {
+		_, err = c.call(ctx, http.MethodDelete, "/api/v1/teams/"+url.PathEscape(team)+"/groups/"+url.PathEscape(group), nil, &out)
+	} else {
+		_, err = c.call(ctx, http.MethodPost, "/api/v1/teams/"+url.PathEscape(team)+"/groups", wire.TeamGroupRequest{Group: group}, &out)
+	}
+	return &out, err
+}
+
+// Grants calls GET /api/v1/grants.
+func (c *Core) Grants(ctx context.Context) ([]wire.Grant, error) {
+	var out wire.GrantList
+	_, err := c.call(ctx, http.MethodGet, "/api/v1/grants", nil, &out)
+	return out.Grants, err
+}
+
+// CreateGrant calls POST /api/v1/grants.
+func (c *Core) CreateGrant(ctx context.Context, req wire.CreateGrantRequest) (*wire.Grant, error) {
+	var out wire.Grant
+	_, err := c.call(ctx, http.MethodPost, "/api/v1/grants", req, &out)
+	return &out, err
+}
+
+// RevokeGrant calls DELETE /api/v1/grants/{id}.
+func (c *Core) RevokeGrant(ctx context.Context, id string) error {
+	_, err := c.call(ctx, http.MethodDelete, "/api/v1/grants/"+url.PathEscape(id), nil, nil)
+	return err
+}

@@ -346,3 +346,50 @@ func TestMigrationMovesDeliveriesToTheOutbox(t *testing.T) {
 	defer s.Close()
 	storetest.CheckMigratedOutbox(t, s)
 }
+
+// TestMigrationKeepsTokensAndClusters: a store of the last release's
+// schema (before migration 024) keeps its tokens with their global roles
+// and its clusters, which have no labels and no grants.
+func TestMigrationKeepsTokensAndClusters(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	file, db := migratedBefore(t, "024")
+	_, err := db.W.ExecContext(ctx, `INSERT INTO clusters (id, status, updated_ts) VALUES ('prod', 'HEALTHY', 0);
+		INSERT INTO tokens (name, roles, hash, created_ts) VALUES ('bob', '["approver","viewer"]', 'h1', 0)`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	db.Close()
+	s, err := OpenFile(ctx, file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	err = s.Read(ctx, func(r store.Reader) error {
+		tok, err := r.TokenByHash(ctx, "h1")
+		if err != nil {
+			return err
+		}
+		if tok.Name != "bob" || len(tok.Roles) != 2 || tok.Roles[0] != "approver" {
+			t.Errorf("token after the migration = %+v", tok)
+		}
+		c, err := r.Cluster(ctx, "prod")
+		if err != nil {
+			return err
+		}
+		if c.Labels != nil {
+			t.Errorf("cluster labels after the migration = %v, want none", c.Labels)
+		}
+		gs, err := r.Grants(ctx)
+		if err != nil {
+			return err
+		}
+		if len(gs) != 0 {
+			t.Errorf("grants after the migration = %+v, want none", gs)
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+}
