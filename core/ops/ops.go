@@ -42,6 +42,10 @@ type Caller struct {
 	Name  string
 	Roles []string
 	Addr  string
+	// Groups are the group claims of the identity provider the caller
+	// signed in with (nil for a token): they may make them a member of
+	// teams.
+	Groups []string
 }
 
 // actor is the caller as the actor of a change, with the reason it gave.
@@ -92,6 +96,9 @@ type Config struct {
 	Enroll *enroll.Service
 	// Notify sends test deliveries and lists the destinations; nil: none.
 	Notify Notifier
+	// Directory says who belongs to which team, for approval levels that
+	// name teams; nil: no team (a level is met by the persons it names).
+	Directory approval.Directory
 	// Nudge is told what to sync after a change; nil: nothing is nudged.
 	Nudge Nudger
 	// Now returns the time; nil is time.Now.
