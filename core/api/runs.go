@@ -115,9 +115,13 @@ func (s *Server) listRuns(c *echo.Context) error {
 func (s *Server) showRun(c *echo.Context) error {
 	ctx := c.Request().Context()
 	var out wire.Run
+	var waits *wire.Approval
 	err := s.st.Read(ctx, func(r store.Reader) error {
 		run, err := ops.ResolveRun(ctx, r, c.Param("id"))
 		if err != nil {
+			return err
+		}
+		if waits, err = s.ops.RunApproval(ctx, r, run); err != nil {
 			return err
 		}
 		// Counted by the store's counters; the children read are those of
@@ -165,6 +169,7 @@ func (s *Server) showRun(c *echo.Context) error {
 	if err != nil {
 		return err
 	}
+	out.Approval = waits
 	return c.JSON(http.StatusOK, out)
 }
 

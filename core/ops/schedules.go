@@ -157,10 +157,7 @@ func (o *Ops) changeSchedule(ctx context.Context, c Caller, p auth.Permission, n
 		if err != nil {
 			return err
 		}
-		if out, err = recur.View(ctx, tx, sc, o.now(), NextOccurrences, false); err != nil {
-			return err
-		}
-		out.Approval, err = o.ScheduleApproval(ctx, tx, sc)
+		out, err = o.ScheduleView(ctx, tx, sc, NextOccurrences, false)
 		return err
 	})
 	return out, err
@@ -177,7 +174,12 @@ func CheckScheduleName(name string) error {
 // ScheduleView is a schedule as it is shown: its next occurrences (next of
 // them) and, withRuns, the runs it made.
 func (o *Ops) ScheduleView(ctx context.Context, r store.Reader, sc *store.Schedule, next int, withRuns bool) (wire.Schedule, error) {
-	return recur.View(ctx, r, sc, o.now(), next, withRuns)
+	out, err := recur.View(ctx, r, sc, o.now(), next, withRuns)
+	if err != nil {
+		return out, err
+	}
+	out.Approval, err = o.ScheduleApproval(ctx, r, sc)
+	return out, err
 }
 
 // MinEvery is the shortest interval a schedule may ask for.
