@@ -190,7 +190,7 @@ func (o *Ops) checkReject(ctx context.Context, rd store.Reader, c Caller, s subj
 
 // view is tally t of s as the API shows it.
 func view(s subject, t approval.Tally) *wire.Approval {
-	out := &wire.Approval{Subject: s.kind, Satisfied: t.Satisfied, Void: t.Void, Levels: make([]wire.ApprovalLevel, len(t.Levels)),
+	out := &wire.Approval{Subject: s.kind, Satisfied: t.Satisfied, Void: t.Void, Missing: t.Missing(), Levels: make([]wire.ApprovalLevel, len(t.Levels)),
 		Lines: make([]string, len(t.Levels))}
 	for i, lt := range t.Levels {
 		out.Levels[i] = wire.ApprovalLevel{Teams: nonNil(lt.Teams), Persons: nonNil(lt.Persons), Min: lt.Need(),

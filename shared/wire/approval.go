@@ -13,6 +13,9 @@ type Approval struct {
 	Satisfied bool            `json:"satisfied"`
 	// Void counts approvals of content since changed: they count for nothing.
 	Void int `json:"void,omitempty"`
+	// Missing says what the levels not met still need: "1 more from sre";
+	// "nothing more" when all are met.
+	Missing string `json:"missing"`
 	// Lines are the levels in words, one a level, as `muster … show` prints them.
 	Lines []string `json:"lines"`
 }
