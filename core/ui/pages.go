@@ -205,7 +205,9 @@ func (s *Server) logout(w http.ResponseWriter, r *http.Request, v *visitor) {
 // pending is one action waiting for approval, as the Approvals page shows it.
 type pending struct {
 	action.Action
-	Expires time.Time
+	// Approval is where its approval stands, level by level.
+	Approval *wire.Approval
+	Expires  time.Time
 	// Mine: the visitor asked for it. CanDecide: the visitor may approve
 	// or reject it here.
 	Mine, CanDecide bool
@@ -244,6 +246,7 @@ func (s *Server) approvals(w http.ResponseWriter, r *http.Request, v *visitor) {
 	var runs []pendingRun
 	var next string
 	var d approvalsData
+	var levels map[string]*wire.Approval
 	err := s.st.Read(ctx, func(rd store.Reader) error {
 		var more string
 		var err error
@@ -253,6 +256,12 @@ func (s *Server) approvals(w http.ResponseWriter, r *http.Request, v *visitor) {
 			return err
 		}
 		d.More = more != ""
+		levels = make(map[string]*wire.Approval, len(recs))
+		for i := range recs {
+			if levels[recs[i].ID], err = s.ops.ActionApproval(ctx, rd, &recs[i]); err != nil {
+				return err
+			}
+		}
 		if runs, next, err = s.pendingRuns(ctx, rd, v, marker); err != nil {
 			return err
 		}
@@ -301,7 +310,7 @@ func (s *Server) approvals(w http.ResponseWriter, r *http.Request, v *visitor) {
 	}
 	pol := s.ops.Policy().Load() // once, for every row shown
 	for _, rec := range recs {
-		p := pending{Action: rec.Action, Mine: approval.SamePerson(rec.Requester, v.tok.Name)}
+		p := pending{Action: rec.Action, Approval: levels[rec.ID], Mine: approval.SamePerson(rec.Requester, v.tok.Name)}
 		if pol.TTL > 0 {
 			p.Expires = ops.ApprovalEnds(pol.TTL, rec.CreatedTS, rec.NotBefore)
 		}

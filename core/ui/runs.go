@@ -276,6 +276,7 @@ func (s *Server) runDetail(w http.ResponseWriter, r *http.Request, v *visitor) {
 	var counts []store.ChildCount
 	var applier string
 	var resumeErr, promoteErr error
+	var waits *wire.Approval
 	var nodes, page []string
 	var next string
 	errMarker := errors.New("the page marker names no node of this run")
@@ -311,6 +312,9 @@ func (s *Server) runDetail(w http.ResponseWriter, r *http.Request, v *visitor) {
 				return resumeErr
 			}
 		}
+		if waits, err = s.ops.RunApproval(ctx, rd, run); err != nil {
+			return err
+		}
 		applier, err = applierOf(ctx, rd, run)
 		return err
 	})
@@ -328,6 +332,7 @@ func (s *Server) runDetail(w http.ResponseWriter, r *http.Request, v *visitor) {
 	}
 	self := "/ui/runs/" + id
 	d := runData{Run: ops.RunView(run, counts), Self: self, Nodes: len(nodes)}
+	d.Run.Approval = waits
 	paging := listPage{path: self}
 	d.NextURL = paging.url(next)
 	if marker != "" {
@@ -527,6 +532,9 @@ func (s *Server) pendingRuns(ctx context.Context, rd store.Reader, v *visitor, m
 			return nil, "", err
 		}
 		p := pendingRun{Run: ops.RunView(&list[i], byRun[list[i].ID]), runDecision: s.runDecisionFor(pol, v, &list[i], applier)}
+		if p.Run.Approval, err = s.ops.RunApproval(ctx, rd, &list[i]); err != nil {
+			return nil, "", err
+		}
 		for _, st := range p.Run.Stages {
 			p.Progress = append(p.Progress, progressOf(st))
 		}

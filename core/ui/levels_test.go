@@ -1,0 +1,44 @@
+package ui
+
+import (
+	"net/http"
+	"strings"
+	"testing"
+
+	"github.com/musterhq/muster/core/approval"
+	"github.com/musterhq/muster/shared/live"
+)
+
+// TestApprovalsShowLevelsAndWhoCanApprove: the Approvals page and a run's
+// page list each level, who approved and who can approve, escaped.
+func TestApprovalsShowLevelsAndWhoCanApprove(t *testing.T) {
+	t.Parallel()
+	pol := approval.DefaultPolicy()
+	pol.Rules = []approval.Rule{{Kind: "*", Cluster: "prod", Levels: []approval.Level{
+		{Persons: []string{"appr", "<b>eve</b>"}}, {Persons: []string{"admin"}}}}}
+	e := setup(t, func(c *Config) { c.Policy = live.New(pol) })
+	a := e.create("op", `{"seconds":1}`)
+	r := e.createRun("op")
+	b := e.browser()
+	b.signIn("appr")
+	status, _, body := b.get("/ui/approvals")
+	if status != http.StatusOK {
+		t.Fatalf("approvals %d", status)
+	}
+	for _, want := range []string{
+		"level 1 (appr or &lt;b&gt;eve&lt;/b&gt;): 0 of 1 — can approve: &lt;b&gt;eve&lt;/b&gt;, appr",
+		"level 2 (admin): 0 of 1 — can approve: admin",
+	} {
+		if strings.Count(body, want) != 2 { // the action's card and the run's
+			t.Errorf("approvals show %q %d times, want 2", want, strings.Count(body, want))
+		}
+	}
+	if strings.Contains(body, "<b>eve") || !strings.Contains(body, `data-action="`+a.ID+`"`) {
+		t.Fatal("a name from the configuration is not escaped, or the action is not listed")
+	}
+	status, _, body = b.get("/ui/runs/" + r.ID)
+	if status != http.StatusOK || !strings.Contains(body, "Approval levels") ||
+		!strings.Contains(body, "level 2 (admin): 0 of 1 — can approve: admin") {
+		t.Fatalf("run page %d lacks the levels:\n%s", status, body)
+	}
+}
