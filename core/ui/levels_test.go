@@ -42,3 +42,26 @@ func TestApprovalsShowLevelsAndWhoCanApprove(t *testing.T) {
 		t.Fatalf("run page %d lacks the levels:\n%s", status, body)
 	}
 }
+
+// TestApprovingOneLevelSaysItWaits: approving through the page at one
+// level of two says the approval is recorded and the action waits, not
+// that it is approved.
+func TestApprovingOneLevelSaysItWaits(t *testing.T) {
+	t.Parallel()
+	pol := approval.DefaultPolicy()
+	pol.Rules = []approval.Rule{{Kind: "*", Cluster: "prod", Levels: []approval.Level{
+		{Persons: []string{"appr"}}, {Persons: []string{"admin"}}}}}
+	e := setup(t, func(c *Config) { c.Policy = live.New(pol) })
+	a := e.create("op", `{"seconds":1}`)
+	b := e.browser()
+	b.signIn("appr")
+	status, loc, _ := b.post("/ui/actions/"+a.ID+"/approve", map[string][]string{"csrf": {b.csrf}, "next": {"/ui/approvals"}})
+	if status != http.StatusSeeOther {
+		t.Fatalf("approve: %d", status)
+	}
+	_, _, body := b.get(loc)
+	if !strings.Contains(body, "Recorded your approval of action "+a.ID+": it waits for the approvals of its other levels.") ||
+		!strings.Contains(body, "level 1 (appr): 1 of 1 — approved by appr") {
+		t.Fatalf("after one level:\n%s", body)
+	}
+}

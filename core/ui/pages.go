@@ -329,7 +329,7 @@ func (s *Server) approvals(w http.ResponseWriter, r *http.Request, v *visitor) {
 	} else if vw.Flash = runFlash(r); vw.Flash != "" {
 		vw.FlashLink = "/ui/runs/" + r.URL.Query().Get("run")
 	} else if name, done := r.URL.Query().Get("schedule"), r.URL.Query().Get("done"); names.CheckID(name) == nil &&
-		(done == "approved" || done == "rejected") {
+		(done == "approved" || done == "rejected" || done == approvalRecorded) {
 		vw.Flash, vw.FlashLink = fmt.Sprintf("Schedule %s %s.", name, done), schedulePath(name)
 	}
 	vw.Live = page.live(marker, url.Values{"type": {"action.*,run.*,schedule.*"}}, "")
@@ -347,6 +347,8 @@ func flash(r *http.Request) string {
 	switch q.Get("done") {
 	case "approved":
 		return "Approved action " + id + "."
+	case "recorded":
+		return "Recorded your approval of action " + id + ": it waits for the approvals of its other levels."
 	case "rejected":
 		return "Rejected action " + id + "."
 	case "urgent":
@@ -374,9 +376,14 @@ func (s *Server) decide(d decision) handlerFunc {
 		case decisionUrgent:
 			op, done = s.ops.MarkActionUrgent, "urgent"
 		}
-		if _, err := op(r.Context(), v.caller(r), id, f.Reason); err != nil {
+		rec, err := op(r.Context(), v.caller(r), id, f.Reason)
+		if err != nil {
 			s.refusedChange(w, r, v, "action", string(d), id, err)
 			return
+		}
+		if d == decisionApprove && rec.State == action.PendingApprove {
+			// One level of several: it waits for the others.
+			done = "recorded"
 		}
 		next := f.Next
 		if next == "" && d == decisionUrgent {

@@ -447,6 +447,8 @@ func runFlash(r *http.Request) string {
 	switch q.Get("done") {
 	case "urgent":
 		return "Marked run " + id + " urgent: its nodes pass a closed window, never a freeze."
+	case "recorded":
+		return "Recorded your approval of run " + id + ": it waits for the approvals of its other levels."
 	case "approved", "rejected", "paused", "resumed", "cancelled", "started", "promoted":
 		return strings.ToUpper(q.Get("done")[:1]) + q.Get("done")[1:] + " run " + id + "."
 	}
@@ -470,26 +472,32 @@ func (s *Server) changeRun(c runChange) handlerFunc {
 			return
 		}
 		ctx, by := r.Context(), v.caller(r)
+		var out ops.RunResult
 		var err2 error
 		switch c {
 		case runApprove:
-			_, err2 = s.ops.ApproveRun(ctx, by, id, f.Digest)
+			out, err2 = s.ops.ApproveRun(ctx, by, id, f.Digest)
 		case runReject:
 			_, err2 = s.ops.RejectRun(ctx, by, id, f.Reason)
 		case runPause:
 			_, err2 = s.ops.PauseRun(ctx, by, id)
 		case runResume:
-			_, err2 = s.ops.ResumeRun(ctx, by, id)
+			out, err2 = s.ops.ResumeRun(ctx, by, id)
 		case runCancel:
 			_, err2 = s.ops.CancelRun(ctx, by, id, f.Reason)
 		case runPromote:
-			_, err2 = s.ops.PromoteRun(ctx, by, id)
+			out, err2 = s.ops.PromoteRun(ctx, by, id)
 		case runUrgent:
 			_, err2 = s.ops.MarkRunUrgent(ctx, by, id, f.Reason)
 		}
 		if err2 != nil {
 			s.refusedChange(w, r, v, "run", string(c), id, err2)
 			return
+		}
+		done := done
+		if out.Approval != nil && !out.Approval.Satisfied && (c == runApprove || c == runResume || c == runPromote) {
+			// One level of several: it waits for the others.
+			done = "recorded"
 		}
 		next := f.Next
 		if next == "" {
