@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 
 	"github.com/musterhq/muster/core/approval"
 	"github.com/musterhq/muster/core/auth"
@@ -260,4 +261,27 @@ func (o *Ops) ScheduleApproval(ctx context.Context, rd store.Reader, sc *store.S
 		return nil, err
 	}
 	return o.viewOf(ctx, rd, s)
+}
+
+// ApprovalWhyNot says why person may not add an approval to ap, as a page
+// offering the Approve button must know ("" when they may, or when ap is
+// nil): they approved already, or no level that still needs someone may
+// count them. It reads the tally's can_approve, which names people by
+// their listed or known memberships; the approval itself decides by the
+// person's teams as they sign in (recordApproval).
+func ApprovalWhyNot(ap *wire.Approval, person string) string {
+	if ap == nil {
+		return ""
+	}
+	for _, l := range ap.Levels {
+		if slices.ContainsFunc(l.ApprovedBy, func(p string) bool { return approval.SamePerson(p, person) }) {
+			return "You approved it already; " + ap.Missing + "."
+		}
+	}
+	for _, l := range ap.Levels {
+		if l.Remaining > 0 && (l.AnyApprover || slices.ContainsFunc(l.CanApprove, func(p string) bool { return approval.SamePerson(p, person) })) {
+			return ""
+		}
+	}
+	return "Your approval counts at no level that still needs one: " + ap.Missing + "."
 }

@@ -1,11 +1,14 @@
 package ui
 
 import (
+	"context"
 	"net/http"
 	"strings"
 	"testing"
 
 	"github.com/musterhq/muster/core/approval"
+	"github.com/musterhq/muster/core/auth"
+	"github.com/musterhq/muster/core/store"
 	"github.com/musterhq/muster/shared/live"
 )
 
@@ -63,5 +66,45 @@ func TestApprovingOneLevelSaysItWaits(t *testing.T) {
 	if !strings.Contains(body, "Recorded your approval of action "+a.ID+": it waits for the approvals of its other levels.") ||
 		!strings.Contains(body, "level 1 (appr): 1 of 1 — approved by appr") {
 		t.Fatalf("after one level:\n%s", body)
+	}
+}
+
+// TestNoApproveButtonForWhomNoLevelCounts: a page offers no Approve button
+// that the approval would refuse: not to an approver of no level, nor to
+// one who approved already; both read why.
+func TestNoApproveButtonForWhomNoLevelCounts(t *testing.T) {
+	t.Parallel()
+	pol := approval.DefaultPolicy()
+	pol.Rules = []approval.Rule{{Kind: "*", Cluster: "prod", Levels: []approval.Level{
+		{Persons: []string{"appr"}}, {Persons: []string{"admin"}}}}}
+	e := setup(t, func(c *Config) { c.Policy = live.New(pol) })
+	sec, err := auth.CreateToken(context.Background(), e.st, "olga", []string{store.RoleApprover}, "test", "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.secrets["olga"] = sec
+	a := e.create("op", `{"seconds":1}`)
+	r := e.createRun("op")
+	for _, c := range []struct{ who, path, why string }{
+		{"olga", "/ui/actions/" + a.ID, "Your approval counts at no level that still needs one: 1 more from appr, 1 more from admin."},
+		{"olga", "/ui/runs/" + r.ID, "Your approval counts at no level that still needs one"},
+		{"admin", "/ui/actions/" + a.ID, ""},
+	} {
+		b := e.browser()
+		b.signIn(c.who)
+		_, _, body := b.get(c.path)
+		has := strings.Contains(body, `class="approve"`)
+		if (c.why == "") != has || !strings.Contains(body, c.why) {
+			t.Errorf("%s on %s: button %v, want reason %q", c.who, c.path, has, c.why)
+		}
+	}
+	b := e.browser()
+	b.signIn("appr")
+	if status, _, _ := b.post("/ui/actions/"+a.ID+"/approve", map[string][]string{"csrf": {b.csrf}}); status != http.StatusSeeOther {
+		t.Fatalf("appr's approval: %d", status)
+	}
+	_, _, body := b.get("/ui/actions/" + a.ID)
+	if strings.Contains(body, `class="approve"`) || !strings.Contains(body, "You approved it already; 1 more from admin.") {
+		t.Fatalf("after appr's approval, appr's page:\n%s", body)
 	}
 }

@@ -315,6 +315,9 @@ func (s *Server) approvals(w http.ResponseWriter, r *http.Request, v *visitor) {
 			p.Expires = ops.ApprovalEnds(pol.TTL, rec.CreatedTS, rec.NotBefore)
 		}
 		p.Why = whyNot(pol, v, "this", rec.Requester, "")
+		if p.Why == "" {
+			p.Why = ops.ApprovalWhyNot(p.Approval, v.tok.Name)
+		}
 		p.CanDecide = p.Why == ""
 		if p.Mine {
 			d.Mine++
@@ -449,7 +452,9 @@ func (s *Server) actions(w http.ResponseWriter, r *http.Request, v *visitor) {
 }
 
 type actionData struct {
-	Action    action.Action
+	Action action.Action
+	// Approval is where its approval stands, level by level.
+	Approval  *wire.Approval
 	Expires   time.Time
 	Mine      bool
 	CanDecide bool
@@ -471,13 +476,17 @@ func (s *Server) actionDetail(w http.ResponseWriter, r *http.Request, v *visitor
 	}
 	var a action.Action
 	var pushed bool
+	var waits *wire.Approval
 	err := s.st.Read(ctx, func(rd store.Reader) error {
 		rec, err := rd.Action(ctx, id)
 		if err != nil {
 			return err
 		}
 		a, pushed = rec.Action, rec.PushedStoreID != ""
-		a.History, err = rd.History(ctx, id)
+		if a.History, err = rd.History(ctx, id); err != nil {
+			return err
+		}
+		waits, err = s.ops.ActionApproval(ctx, rd, rec)
 		return err
 	})
 	if errors.Is(err, store.ErrNotFound) {
@@ -488,13 +497,16 @@ func (s *Server) actionDetail(w http.ResponseWriter, r *http.Request, v *visitor
 		s.storeError(w, r, v, err)
 		return
 	}
-	d := actionData{Action: a, Mine: approval.SamePerson(a.Requester, v.tok.Name), Self: "/ui/actions/" + id}
+	d := actionData{Action: a, Approval: waits, Mine: approval.SamePerson(a.Requester, v.tok.Name), Self: "/ui/actions/" + id}
 	pol := s.ops.Policy().Load()
 	if pol.TTL > 0 {
 		d.Expires = ops.ApprovalEnds(pol.TTL, a.CreatedTS, a.NotBefore)
 	}
 	if a.State == action.PendingApprove {
 		d.Why = whyNot(pol, v, "this", a.Requester, "")
+		if d.Why == "" {
+			d.Why = ops.ApprovalWhyNot(waits, v.tok.Name)
+		}
 		d.CanDecide = d.Why == ""
 	}
 	if (a.State == action.PendingApprove || a.State == action.PendingSchedule) && !pushed && v.can(auth.Approve) {

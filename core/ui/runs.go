@@ -221,6 +221,16 @@ func (s *Server) runDecisionFor(pol approval.Policy, v *visitor, r *store.Run, a
 	return d
 }
 
+// levels is d, with the Approve button taken away when no level that
+// still needs someone counts v (ops.ApprovalWhyNot).
+func (d runDecision) levels(ap *wire.Approval, v *visitor) runDecision {
+	if d.CanDecide {
+		d.Why = ops.ApprovalWhyNot(ap, v.tok.Name)
+		d.CanDecide = d.Why == ""
+	}
+	return d
+}
+
 // whyNot says why visitor v may not approve or reject what (requested by
 // requester, made from a playbook version applied by applier), by the one
 // rule of approval.Policy.MayApprove under pol, the policy loaded once for
@@ -399,7 +409,7 @@ func (s *Server) runDetail(w http.ResponseWriter, r *http.Request, v *visitor) {
 		d.Grid = append(d.Grid, row)
 	}
 	if run.State == store.RunPendingApprove {
-		d.runDecision = s.runDecisionFor(pol, v, run, applier)
+		d.runDecision = s.runDecisionFor(pol, v, run, applier).levels(waits, v)
 	}
 	// Resume and Promote follow the API's rules (MayResume, MayPromote): a
 	// run paused by its errors is an approver's to resume, a canary an
@@ -543,6 +553,7 @@ func (s *Server) pendingRuns(ctx context.Context, rd store.Reader, v *visitor, m
 		if p.Run.Approval, err = s.ops.RunApproval(ctx, rd, &list[i]); err != nil {
 			return nil, "", err
 		}
+		p.runDecision = p.runDecision.levels(p.Run.Approval, v)
 		for _, st := range p.Run.Stages {
 			p.Progress = append(p.Progress, progressOf(st))
 		}

@@ -154,6 +154,9 @@ func (s *Server) pendingSchedules(ctx context.Context, rd store.Reader, v *visit
 		}
 		p := pendingSchedule{Schedule: view, Mine: approval.SamePerson(sc.Requester, v.tok.Name)}
 		p.Why = whyNot(pol, v, "this schedule", sc.Requester, applier)
+		if p.Why == "" {
+			p.Why = ops.ApprovalWhyNot(view.Approval, v.tok.Name)
+		}
 		p.CanDecide = p.Why == ""
 		out = append(out, p)
 	}
