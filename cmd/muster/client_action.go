@@ -132,14 +132,18 @@ func newActionShowCmd(f *clientFlags) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			a, err := c.Action(cmd.Context(), args[0])
+			v, err := c.ActionView(cmd.Context(), args[0])
 			if err != nil {
 				return apiError(c, err)
 			}
 			if f.json() {
-				return f.write(cmd.OutOrStdout(), a)
+				return f.write(cmd.OutOrStdout(), v)
 			}
-			return printAction(cmd.OutOrStdout(), a)
+			if err := printAction(cmd.OutOrStdout(), &v.Action); err != nil {
+				return err
+			}
+			printLevels(cmd.OutOrStdout(), v.Approval)
+			return nil
 		},
 	}
 }
@@ -198,6 +202,21 @@ func printAction(w io.Writer, a *action.Action) error {
 		return h.flush()
 	}
 	return nil
+}
+
+// printLevels prints where an approval stands, one line a level ("level 2
+// (sre): 0 of 1 — can approve: sam, sue"); nothing when there is none.
+func printLevels(w io.Writer, ap *wire.Approval) {
+	if ap == nil {
+		return
+	}
+	fmt.Fprintln(w, "\nApproval:")
+	for _, l := range ap.Lines {
+		fmt.Fprintln(w, "  "+textsafe.Escape(l))
+	}
+	if ap.Void > 0 {
+		fmt.Fprintf(w, "  (%d approval(s) of content since changed count for nothing)\n", ap.Void)
+	}
 }
 
 func timeoutText(s int) string {
@@ -340,8 +359,14 @@ func newActionVerbCmd(f *clientFlags, verb, short string) *cobra.Command {
 			msg := ""
 			switch verb {
 			case "approve":
-				a, err = c.Decide(ctx, args[0], verb, reason)
+				var v *wire.ActionView
+				if v, err = c.DecideView(ctx, args[0], verb, reason); err == nil {
+					a = &v.Action
+				}
 				msg = "Approved action %s (%s)."
+				if err == nil && v.Approval != nil && !v.Approval.Satisfied {
+					msg = "Recorded the approval of action %s (%s): " + textsafe.Escape(v.Approval.Missing) + "."
+				}
 			case "reject":
 				a, err = c.Decide(ctx, args[0], verb, reason)
 				msg = "Rejected action %s (%s)."

@@ -282,6 +282,7 @@ func printRun(w io.Writer, r *wire.Run) error {
 	if r.State == "PAUSED" {
 		fmt.Fprintln(w, "\n"+pausedText(r, false))
 	}
+	printLevels(w, r.Approval)
 	fmt.Fprintln(w)
 	for _, st := range r.Stages {
 		fmt.Fprintln(w, stageLine(&st))
@@ -460,6 +461,11 @@ func newRunVerbCmd(f *clientFlags, verb, short string) *cobra.Command {
 			}
 			past := map[string]string{"approve": "Approved", "reject": "Rejected", "pause": "Paused",
 				"resume": "Resumed", "cancel": "Cancelled", "promote": "Promoted", "urgent": "Marked urgent"}[verb]
+			if (verb == "approve" || verb == "resume" || verb == "promote") && r.Approval != nil && !r.Approval.Satisfied {
+				fmt.Fprintf(cmd.OutOrStdout(), "Recorded the approval of run %s (%s): %s.\n", textsafe.Escape(r.ID),
+					textsafe.Escape(r.State), textsafe.Escape(r.Approval.Missing))
+				return nil
+			}
 			fmt.Fprintf(cmd.OutOrStdout(), "%s run %s (%s).\n", past, textsafe.Escape(r.ID), textsafe.Escape(r.State))
 			return nil
 		},

@@ -204,6 +204,7 @@ func printSchedule(w io.Writer, sc *wire.Schedule) error {
 	if err := t.flush(); err != nil {
 		return err
 	}
+	printLevels(w, sc.Approval)
 	if len(sc.Next) > 0 {
 		fmt.Fprintln(w, "\nNext occurrences:")
 		loc, err := time.LoadLocation(sc.Timezone)
@@ -274,6 +275,11 @@ func newScheduleApproveCmd(f *clientFlags) *cobra.Command {
 			}
 			if f.json() {
 				return f.writeSchedules(cmd.OutOrStdout(), sc, *sc)
+			}
+			if sc.Approval != nil && !sc.Approval.Satisfied {
+				fmt.Fprintf(cmd.OutOrStdout(), "Recorded the approval of schedule %s (%s): %s.\n", textsafe.Escape(sc.Name),
+					textsafe.Escape(sc.State), textsafe.Escape(sc.Approval.Missing))
+				return nil
 			}
 			fmt.Fprintf(cmd.OutOrStdout(), "Approved schedule %s (%s); next occurrence %s.\n", textsafe.Escape(sc.Name),
 				textsafe.Escape(sc.State), nextText(sc))

@@ -261,17 +261,9 @@ func (r *Rules) Approve(ctx context.Context, tx store.Tx, id string, by Actor) (
 	if err != nil {
 		return nil, err
 	}
-	if cur.State != action.PendingApprove {
-		return nil, wrongState(cur, "approve")
-	}
-	pol := r.Policy.Load()
-	if pol.MayApprove(cur.Requester, "", by.Name, true) == approval.OwnRequest {
-		return nil, fmt.Errorf("%w: %s requested action %s and may not approve it too", ErrForbidden, by.Name, cur.ID)
-	}
 	t := r.now()
-	if approvalExpired(cur, t, pol.TTL) {
-		return nil, &StateError{Of: OfAction, ID: cur.ID, State: string(cur.State),
-			What: fmt.Sprintf("approve: the approval window of %s has passed", pol.TTL)}
+	if err := r.mayApprove(cur, by.Name, t); err != nil {
+		return nil, err
 	}
 	c := finish(cur, action.PendingSchedule, by, ReasonApproved, store.EventActionApproved,
 		fmt.Sprintf("%s approved %s (%s on %s/%s)", by.Name, cur.ID, cur.Kind, cur.ClusterID, cur.NodeID), t)
@@ -282,6 +274,30 @@ func (r *Rules) Approve(ctx context.Context, tx store.Tx, id string, by Actor) (
 		return nil, err
 	}
 	return &c.Rec, nil
+}
+
+// MayApprove says whether who may approve cur now, levels aside: nil when
+// they may, the error Approve would return otherwise (its state, their own
+// request, the approval window). The operations layer checks it before it
+// records one approval of several levels (docs/runs-and-playbooks.md,
+// "Approval levels").
+func (r *Rules) MayApprove(cur *store.Record, who string) error {
+	return r.mayApprove(cur, who, r.now())
+}
+
+func (r *Rules) mayApprove(cur *store.Record, who string, t time.Time) error {
+	if cur.State != action.PendingApprove {
+		return wrongState(cur, "approve")
+	}
+	pol := r.Policy.Load()
+	if pol.MayApprove(cur.Requester, "", who, true) == approval.OwnRequest {
+		return fmt.Errorf("%w: %s requested action %s and may not approve it too", ErrForbidden, who, cur.ID)
+	}
+	if approvalExpired(cur, t, pol.TTL) {
+		return &StateError{Of: OfAction, ID: cur.ID, State: string(cur.State),
+			What: fmt.Sprintf("approve: the approval window of %s has passed", pol.TTL)}
+	}
+	return nil
 }
 
 // MarkUrgent marks an action that has not left the core urgent, with the

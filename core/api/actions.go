@@ -135,7 +135,7 @@ func (s *Server) listActions(c *echo.Context) error {
 
 func (s *Server) showAction(c *echo.Context) error {
 	ctx := c.Request().Context()
-	var out action.Action
+	var out wire.ActionView
 	err := s.st.Read(ctx, func(r store.Reader) error {
 		rec, err := ops.ResolveActionFor(ctx, r, who(c), c.Param("id"))
 		if err != nil {
@@ -144,8 +144,11 @@ func (s *Server) showAction(c *echo.Context) error {
 		if err := s.hidden(c, r, "action "+c.Param("id"), rec.ClusterID); err != nil {
 			return err
 		}
-		out = rec.Action
-		out.History, err = r.History(ctx, rec.ID)
+		out.Action = rec.Action
+		if out.History, err = r.History(ctx, rec.ID); err != nil {
+			return err
+		}
+		out.Approval, err = s.ops.ActionApproval(ctx, r, rec)
 		return err
 	})
 	if err != nil {
@@ -198,11 +201,22 @@ func (s *Server) decideAction(op func(ctx context.Context, c ops.Caller, ref, re
 		if err != nil {
 			return err
 		}
-		rec, err := op(c.Request().Context(), who(c), c.Param("id"), why)
+		ctx := c.Request().Context()
+		rec, err := op(ctx, who(c), c.Param("id"), why)
 		if err != nil {
 			return err
 		}
-		return c.JSON(http.StatusOK, rec.Action)
+		// Where its approval stands now (an approval of one level of
+		// several leaves it waiting).
+		out := wire.ActionView{Action: rec.Action}
+		err = s.st.Read(ctx, func(r store.Reader) error {
+			out.Approval, err = s.ops.ActionApproval(ctx, r, rec)
+			return err
+		})
+		if err != nil {
+			return err
+		}
+		return c.JSON(http.StatusOK, out)
 	}
 }
 

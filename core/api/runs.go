@@ -120,12 +120,16 @@ func (s *Server) listRuns(c *echo.Context) error {
 func (s *Server) showRun(c *echo.Context) error {
 	ctx := c.Request().Context()
 	var out wire.Run
+	var waits *wire.Approval
 	err := s.st.Read(ctx, func(r store.Reader) error {
 		run, err := ops.ResolveRunFor(ctx, r, who(c), c.Param("id"))
 		if err != nil {
 			return err
 		}
 		if err := s.hidden(c, r, "run "+c.Param("id"), run.ClusterID); err != nil {
+			return err
+		}
+		if waits, err = s.ops.RunApproval(ctx, r, run); err != nil {
 			return err
 		}
 		// Counted by the store's counters; the children read are those of
@@ -173,6 +177,7 @@ func (s *Server) showRun(c *echo.Context) error {
 	if err != nil {
 		return err
 	}
+	out.Approval = waits
 	return c.JSON(http.StatusOK, out)
 }
 

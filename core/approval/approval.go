@@ -22,11 +22,13 @@ const (
 )
 
 // Rule matches actions by kind glob and cluster glob ("" or "*" match all);
-// see glob for the syntax.
+// see glob for the syntax. A rule that requires approval asks for its
+// Levels, all of them; without levels, for one approver (AnyApprover).
 type Rule struct {
-	Kind     string `mapstructure:"kind" yaml:"kind"`
-	Cluster  string `mapstructure:"cluster" yaml:"cluster"`
-	Approval string `mapstructure:"approval" yaml:"approval"`
+	Kind     string  `mapstructure:"kind" yaml:"kind"`
+	Cluster  string  `mapstructure:"cluster" yaml:"cluster"`
+	Approval string  `mapstructure:"approval" yaml:"approval"`
+	Levels   []Level `mapstructure:"levels" yaml:"levels"`
 }
 
 // Policy is the approval configuration of the core. A running core holds
@@ -57,6 +59,11 @@ func (p Policy) Validate() config.Errors {
 		errs.Add("approval.ttl", "must be positive, got %s", p.TTL)
 	}
 	for i, r := range p.Rules {
+		if r.Approval == "" && len(r.Levels) > 0 {
+			// Levels say approval is required.
+			r.Approval = Required
+		}
+		validateLevels(&errs, i, r)
 		if r.Approval != Required && r.Approval != None {
 			errs.Add(fmt.Sprintf("approval.rules[%d].approval", i), "%q is not %q or %q", r.Approval, Required, None)
 		}
@@ -74,11 +81,13 @@ func (p Policy) Validate() config.Errors {
 func (p Policy) NeedsApproval(kind, cluster string) bool {
 	for _, r := range p.Rules {
 		if glob.Match(r.Kind, kind) && glob.Match(r.Cluster, cluster) {
-			return r.Approval != None
+			return r.Approval != None || len(r.Levels) > 0
 		}
 	}
 	return p.Default != None
 }
+
+func globMatch(pattern, s string) bool { return glob.Match(pattern, s) }
 
 // SamePerson reports whether a requester and an approver are the same person,
 // for four-eyes approval. Names are compared ignoring case, as token names are

@@ -100,28 +100,63 @@ func (o *Ops) nudgeIfScheduled(rec *store.Record) {
 	}
 }
 
-// ApproveAction approves an action (an approver other than its requester,
-// within the approval window the policy says now) and syncs its node.
+// ApproveAction records an approval of an action (an approver on its
+// cluster other than its requester, within the approval window the policy
+// says now) at the first level of its rule not met that the caller is
+// eligible for; once every level is met it is approved, in the same
+// transaction, and its node is synced. A refused approval (the requester,
+// approved already, eligible at no level) is a *RefusedError and changes
+// nothing.
 func (o *Ops) ApproveAction(ctx context.Context, c Caller, ref, reason string) (*store.Record, error) {
 	if err := checkReason(reason, false); err != nil {
 		return nil, err
 	}
+	approved := false
 	rec, err := o.changeAction(ctx, c, auth.Approve, ref, func(tx store.Tx, id string) (*store.Record, error) {
+		approved = false
+		cur, err := tx.Action(ctx, id)
+		if err != nil {
+			return nil, err
+		}
+		if err := AuthorizeOn(c, auth.Approve, cur.ClusterID); err != nil {
+			return nil, err
+		}
+		if err := o.cfg.Rules.MayApprove(cur, c.Name); err != nil {
+			return nil, err
+		}
+		s := o.actionSubject(cur)
+		t, err := o.recordApproval(ctx, tx, c, &s)
+		if err != nil || !t.Satisfied {
+			return cur, err
+		}
+		approved = true
 		return o.cfg.Rules.Approve(ctx, tx, id, c.actor(reason))
 	})
 	if err != nil {
 		return nil, err
 	}
-	o.nudgeNode(rec.ClusterID, rec.NodeID)
+	if approved {
+		o.nudgeNode(rec.ClusterID, rec.NodeID)
+	}
 	return rec, nil
 }
 
-// RejectAction rejects an action waiting for approval; nothing is synced.
+// RejectAction rejects an action waiting for approval (a caller eligible
+// at one of its levels); nothing is synced.
 func (o *Ops) RejectAction(ctx context.Context, c Caller, ref, reason string) (*store.Record, error) {
 	if err := checkReason(reason, false); err != nil {
 		return nil, err
 	}
 	return o.changeAction(ctx, c, auth.Reject, ref, func(tx store.Tx, id string) (*store.Record, error) {
+		cur, err := tx.Action(ctx, id)
+		if err != nil {
+			return nil, err
+		}
+		if cur.State == action.PendingApprove {
+			if err := o.checkReject(ctx, tx, c, o.actionSubject(cur)); err != nil {
+				return nil, err
+			}
+		}
 		return o.cfg.Rules.Reject(ctx, tx, id, c.actor(reason))
 	})
 }

@@ -17,10 +17,16 @@ import (
 type RunResult struct {
 	Run    *store.Run
 	Counts []store.ChildCount
+	// Approval is where the approval the run waits for stands (nil: none).
+	Approval *wire.Approval
 }
 
 // View is the run as the API shows it.
-func (r RunResult) View() wire.Run { return runs.View(r.Run, r.Counts) }
+func (r RunResult) View() wire.Run {
+	v := runs.View(r.Run, r.Counts)
+	v.Approval = r.Approval
+	return v
+}
 
 // CreateRun creates a run. It is planned outside the write transaction
 // (runs.Engine.CreateIn); one that starts at once syncs its cluster, to push
@@ -207,20 +213,71 @@ func checkNotBefore(t *time.Time, now time.Time) error {
 	return nil
 }
 
-// ApproveRun approves a run; with a digest, only if it is the run's digest
-// now (what the approver was shown), else a conflict.
+// ApproveRun records an approval of a run (an approver on its cluster
+// other than its requester and its playbook version's applier) at the
+// first level not met the caller is eligible for; once every level is met
+// it is approved and starts, in the same transaction. With a digest, only
+// if it is the run's digest now (what the approver was shown), else a
+// conflict.
 func (o *Ops) ApproveRun(ctx context.Context, c Caller, ref, digest string) (RunResult, error) {
 	return o.changeRun(ctx, c, auth.Approve, ref, func(tx store.Tx, id string) (*store.Run, error) {
-		return o.cfg.Runs.Approve(ctx, tx, id, digest, c.actor(""))
+		r, err := o.runOn(ctx, tx, c, auth.Approve, id)
+		if err != nil {
+			return nil, err
+		}
+		if err := o.cfg.Runs.MayApprove(ctx, tx, r, digest, c.Name); err != nil {
+			return nil, err
+		}
+		return o.inLevels(ctx, tx, c, r, store.SubjectRun, func() (*store.Run, error) {
+			return o.cfg.Runs.Approve(ctx, tx, id, digest, c.actor(""))
+		})
 	})
 }
 
-// RejectRun rejects a run waiting for approval.
+// runOn reads run id and checks that c holds p on its cluster.
+func (o *Ops) runOn(ctx context.Context, tx store.Tx, c Caller, p auth.Permission, id string) (*store.Run, error) {
+	r, err := tx.Run(ctx, id)
+	if err != nil {
+		return nil, err
+	}
+	return r, AuthorizeOn(c, p, r.ClusterID)
+}
+
+// inLevels records c's approval of run r's subject kind and, once every
+// level is met, makes the change (done); until then r stays as it is.
+func (o *Ops) inLevels(ctx context.Context, tx store.Tx, c Caller, r *store.Run, kind string,
+	done func() (*store.Run, error)) (*store.Run, error) {
+	s, err := o.runSubject(ctx, tx, r, kind)
+	if err != nil {
+		return nil, err
+	}
+	t, err := o.recordApproval(ctx, tx, c, &s)
+	if err != nil || !t.Satisfied {
+		return r, err
+	}
+	return done()
+}
+
+// RejectRun rejects a run waiting for approval (a caller eligible at one of
+// its levels).
 func (o *Ops) RejectRun(ctx context.Context, c Caller, ref, reason string) (RunResult, error) {
 	if err := checkReason(reason, false); err != nil {
 		return RunResult{}, err
 	}
 	return o.changeRun(ctx, c, auth.Reject, ref, func(tx store.Tx, id string) (*store.Run, error) {
+		r, err := o.runOn(ctx, tx, c, auth.Reject, id)
+		if err != nil {
+			return nil, err
+		}
+		if r.State == store.RunPendingApprove {
+			s, err := o.runSubject(ctx, tx, r, store.SubjectRun)
+			if err != nil {
+				return nil, err
+			}
+			if err := o.checkReject(ctx, tx, c, s); err != nil {
+				return nil, err
+			}
+		}
 		return o.cfg.Runs.Reject(ctx, tx, id, c.actor(""), reason)
 	})
 }
@@ -232,19 +289,44 @@ func (o *Ops) PauseRun(ctx context.Context, c Caller, ref string) (RunResult, er
 	})
 }
 
-// ResumeRun resumes a paused run: a pause for errors is an approver's to
-// forgive, a manual pause an operator's to lift (runs.Engine.MayResume).
+// ResumeRun resumes a paused run: a manual pause is an operator's to lift
+// (runs.Engine.MayResume); a pause for errors is forgiven as an approval
+// is made, in levels (an approval of the resume, SubjectResume): the run
+// goes on once every level is met.
 func (o *Ops) ResumeRun(ctx context.Context, c Caller, ref string) (RunResult, error) {
 	return o.changeRun(ctx, c, auth.Continue, ref, func(tx store.Tx, id string) (*store.Run, error) {
-		return o.cfg.Runs.ResumeAs(ctx, tx, id, c.actor(""), c.Can(auth.Approve), c.Can(auth.Cancel))
+		r, err := o.runOn(ctx, tx, c, auth.Read, id)
+		if err != nil {
+			return nil, err
+		}
+		mayApprove := AuthorizeOn(c, auth.Approve, r.ClusterID) == nil
+		if runs.PausedFor(r) != runs.PauseErrors {
+			return o.cfg.Runs.ResumeAs(ctx, tx, id, c.actor(""), mayApprove, c.Can(auth.Cancel))
+		}
+		if err := o.cfg.Runs.MayResume(ctx, tx, r, c.Name, mayApprove, c.Can(auth.Cancel)); err != nil {
+			return nil, err
+		}
+		return o.inLevels(ctx, tx, c, r, store.SubjectResume, func() (*store.Run, error) {
+			return o.cfg.Runs.ResumeAs(ctx, tx, id, c.actor(""), mayApprove, c.Can(auth.Cancel))
+		})
 	})
 }
 
-// PromoteRun lets a run paused after its canary go on (an approver other
-// than the requester).
+// PromoteRun lets a run paused after its canary go on once every level of
+// its approval is met by approvals of the promote (an approver other than
+// the requester and the applier, each).
 func (o *Ops) PromoteRun(ctx context.Context, c Caller, ref string) (RunResult, error) {
 	return o.changeRun(ctx, c, auth.Approve, ref, func(tx store.Tx, id string) (*store.Run, error) {
-		return o.cfg.Runs.Promote(ctx, tx, id, c.actor(""), c.Can(auth.Approve))
+		r, err := o.runOn(ctx, tx, c, auth.Approve, id)
+		if err != nil {
+			return nil, err
+		}
+		if err := o.cfg.Runs.MayPromote(ctx, tx, r, c.Name, true); err != nil {
+			return nil, err
+		}
+		return o.inLevels(ctx, tx, c, r, store.SubjectPromote, func() (*store.Run, error) {
+			return o.cfg.Runs.Promote(ctx, tx, id, c.actor(""), true)
+		})
 	})
 }
 
@@ -311,6 +393,9 @@ func (o *Ops) inRun(ctx context.Context, c Caller, p auth.Permission, ref string
 			return err
 		}
 		if out.Run, err = fn(tx, found.ID); err != nil {
+			return err
+		}
+		if out.Approval, err = o.RunApproval(ctx, tx, out.Run); err != nil {
 			return err
 		}
 		return out.countChildren(ctx)(tx, out.Run)

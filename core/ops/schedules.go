@@ -60,21 +60,61 @@ func (o *Ops) ApplySchedule(ctx context.Context, c Caller, req *wire.CreateSched
 	return out, err
 }
 
-// ApproveSchedule approves a schedule (an approver other than whoever
-// created or last changed it); with a digest, only if it is the schedule's
-// digest now, else a conflict.
+// ApproveSchedule records an approval of a schedule (an approver on its
+// cluster other than whoever created or last changed it and the applier of
+// its playbook version) at the first level not met the caller is eligible
+// for; once every level is met it is approved, in the same transaction.
+// With a digest, only if it is the schedule's digest now, else a conflict.
 func (o *Ops) ApproveSchedule(ctx context.Context, c Caller, name, digest string) (wire.Schedule, error) {
 	return o.changeSchedule(ctx, c, auth.Approve, name, func(tx store.Tx) (*store.Schedule, error) {
+		sc, err := o.scheduleOn(ctx, tx, c, auth.Approve, name)
+		if err != nil {
+			return nil, err
+		}
+		if _, _, err := o.cfg.Schedules.MayApprove(ctx, tx, sc, digest, c.Name); err != nil {
+			return nil, err
+		}
+		s, err := o.scheduleSubject(ctx, tx, sc)
+		if err != nil {
+			return nil, err
+		}
+		t, err := o.recordApproval(ctx, tx, c, &s)
+		if err != nil || !t.Satisfied {
+			return sc, err
+		}
 		return o.cfg.Schedules.Approve(ctx, tx, name, digest, c.actor(""))
 	})
 }
 
-// RejectSchedule rejects a schedule waiting for approval.
+// scheduleOn reads schedule name and checks that c holds p on its cluster.
+func (o *Ops) scheduleOn(ctx context.Context, tx store.Tx, c Caller, p auth.Permission, name string) (*store.Schedule, error) {
+	sc, err := tx.Schedule(ctx, name)
+	if err != nil {
+		return nil, err
+	}
+	return sc, AuthorizeOn(c, p, sc.ClusterID)
+}
+
+// RejectSchedule rejects a schedule waiting for approval (a caller eligible
+// at one of its levels).
 func (o *Ops) RejectSchedule(ctx context.Context, c Caller, name, reason string) (wire.Schedule, error) {
 	if err := checkReason(reason, false); err != nil {
 		return wire.Schedule{}, err
 	}
 	return o.changeSchedule(ctx, c, auth.Reject, name, func(tx store.Tx) (*store.Schedule, error) {
+		sc, err := o.scheduleOn(ctx, tx, c, auth.Reject, name)
+		if err != nil {
+			return nil, err
+		}
+		if sc.State == store.SchedulePendingApprove {
+			s, err := o.scheduleSubject(ctx, tx, sc)
+			if err != nil {
+				return nil, err
+			}
+			if err := o.checkReject(ctx, tx, c, s); err != nil {
+				return nil, err
+			}
+		}
 		return o.cfg.Schedules.Reject(ctx, tx, name, reason, c.actor(""))
 	})
 }
@@ -129,7 +169,7 @@ func (o *Ops) changeSchedule(ctx context.Context, c Caller, p auth.Permission, n
 		if err != nil {
 			return err
 		}
-		out, err = recur.View(ctx, tx, sc, o.now(), NextOccurrences, false)
+		out, err = o.ScheduleView(ctx, tx, sc, NextOccurrences, false)
 		return err
 	})
 	return out, err
@@ -160,7 +200,12 @@ func CheckScheduleName(name string) error {
 // ScheduleView is a schedule as it is shown: its next occurrences (next of
 // them) and, withRuns, the runs it made.
 func (o *Ops) ScheduleView(ctx context.Context, r store.Reader, sc *store.Schedule, next int, withRuns bool) (wire.Schedule, error) {
-	return recur.View(ctx, r, sc, o.now(), next, withRuns)
+	out, err := recur.View(ctx, r, sc, o.now(), next, withRuns)
+	if err != nil {
+		return out, err
+	}
+	out.Approval, err = o.ScheduleApproval(ctx, r, sc)
+	return out, err
 }
 
 // MinEvery is the shortest interval a schedule may ask for.

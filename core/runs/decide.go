@@ -2,9 +2,14 @@ package runs
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
 	"fmt"
 	"slices"
+	"strconv"
 	"strings"
+	"time"
 
 	"github.com/musterhq/muster/core/actions"
 	"github.com/musterhq/muster/core/approval"
@@ -34,32 +39,8 @@ func (d *Decider) Approve(ctx context.Context, tx store.Tx, id, digest string, w
 		return nil, err
 	}
 	t := d.now()
-	// One policy decides, whatever reload lands meanwhile.
-	pol := d.policy.Load()
-	if pol.MayApprove(r.Requester, "", who.Name, true) == approval.OwnRequest {
-		return nil, fmt.Errorf("%w: %s requested run %s and may not approve it too", ErrForbidden, who.Name, r.ID)
-	}
-	// The approval's time counts from a later start.
-	if actions.WindowPassed(pol.TTL, r.CreatedTS, r.NotBefore, t) {
-		return nil, wrongState(r, fmt.Sprintf("approve: the approval window of %s has passed", pol.TTL))
-	}
-	if r.Playbook != "" && !pol.SelfApproval {
-		// Four eyes over the content too: whoever applied the playbook
-		// version may not approve the runs made from it.
-		pb, err := tx.Playbook(ctx, r.Playbook, r.PlaybookVersion)
-		if err != nil {
-			return nil, err
-		}
-		if pol.MayApprove(r.Requester, pb.CreatedBy, who.Name, true) == approval.AppliedPlaybook {
-			return nil, fmt.Errorf("%w: %s applied playbook %s version %d and may not approve its runs", ErrForbidden,
-				who.Name, r.Playbook, r.PlaybookVersion)
-		}
-	}
-	if DigestRunAt(r.ClusterID, r.Stages, r.DeadlineS, r.NotBefore) != r.Digest {
-		return nil, wrongState(r, "approve: the run no longer matches its digest")
-	}
-	if digest != "" && digest != r.Digest {
-		return nil, wrongState(r, fmt.Sprintf("approve: digest %.12s is not the run's (%.12s): look at the run again", digest, r.Digest))
+	if err := d.mayApprove(ctx, tx, r, digest, who.Name, t); err != nil {
+		return nil, err
 	}
 	c := changeOf(r)
 	r.State, r.StateReason, r.ApprovedBy, r.UpdatedTS = store.RunRunning, ReasonApproved, who.Name, t
@@ -73,6 +54,109 @@ func (d *Decider) Approve(ctx context.Context, tx store.Tx, id, digest string, w
 		return nil, err
 	}
 	return r, nil
+}
+
+// MayApprove says whether who may approve run r now, levels aside: nil
+// when they may, the error Approve would return otherwise (its state,
+// their own request or playbook version, the approval window, a digest
+// that is not the run's). The operations layer checks it before it
+// records one approval of several levels (docs/runs-and-playbooks.md,
+// "Approval levels").
+func (d *Decider) MayApprove(ctx context.Context, rd store.Reader, r *store.Run, digest, who string) error {
+	if r.State != store.RunPendingApprove {
+		return wrongState(r, "approve")
+	}
+	return d.mayApprove(ctx, rd, r, digest, who, d.now())
+}
+
+func (d *Decider) mayApprove(ctx context.Context, rd store.Reader, r *store.Run, digest, who string, t time.Time) error {
+	// One policy decides, whatever reload lands meanwhile.
+	pol := d.policy.Load()
+	if pol.MayApprove(r.Requester, "", who, true) == approval.OwnRequest {
+		return fmt.Errorf("%w: %s requested run %s and may not approve it too", ErrForbidden, who, r.ID)
+	}
+	// The approval's time counts from a later start.
+	if actions.WindowPassed(pol.TTL, r.CreatedTS, r.NotBefore, t) {
+		return wrongState(r, fmt.Sprintf("approve: the approval window of %s has passed", pol.TTL))
+	}
+	if r.Playbook != "" && !pol.SelfApproval {
+		// Four eyes over the content too: whoever applied the playbook
+		// version may not approve the runs made from it.
+		applier, err := Applier(ctx, rd, r)
+		if err != nil {
+			return err
+		}
+		if pol.MayApprove(r.Requester, applier, who, true) == approval.AppliedPlaybook {
+			return fmt.Errorf("%w: %s applied playbook %s version %d and may not approve its runs", ErrForbidden,
+				who, r.Playbook, r.PlaybookVersion)
+		}
+	}
+	if DigestRunAt(r.ClusterID, r.Stages, r.DeadlineS, r.NotBefore) != r.Digest {
+		return wrongState(r, "approve: the run no longer matches its digest")
+	}
+	if digest != "" && digest != r.Digest {
+		return wrongState(r, fmt.Sprintf("approve: digest %.12s is not the run's (%.12s): look at the run again", digest, r.Digest))
+	}
+	return nil
+}
+
+// Applier is who applied the playbook version run r was made from ("" for
+// a run of no playbook): with its requester, the person whose approval
+// does not count.
+func Applier(ctx context.Context, rd store.Reader, r *store.Run) (string, error) {
+	if r.Playbook == "" {
+		return "", nil
+	}
+	pb, err := rd.Playbook(ctx, r.Playbook, r.PlaybookVersion)
+	if err != nil {
+		return "", err
+	}
+	return pb.CreatedBy, nil
+}
+
+// Kinds are the kinds run r's steps run, each once, in order: what the
+// approval rules match it by.
+func Kinds(r *store.Run) []string {
+	out := []string{}
+	for i := range r.Stages {
+		for _, sp := range r.Stages[i].Procedure() {
+			if !slices.Contains(out, sp.Kind) {
+				out = append(out, sp.Kind)
+			}
+		}
+	}
+	return out
+}
+
+// ResumeDigest is what an approval of resuming paused run r past its
+// errors signs: the run's content and the errors forgiven, so that an
+// approval of one pause never counts for the next.
+func ResumeDigest(r *store.Run) string {
+	fields := []string{"resume", r.Digest}
+	for i := range r.Stages {
+		st := &r.Stages[i]
+		fields = append(fields, st.Name, strconv.Itoa(st.Forgiven), strings.Join(st.Failed, ","))
+	}
+	return digestOf(fields)
+}
+
+// PromoteDigest is what an approval of promoting run r's canary signs:
+// the run's content and the stages promoted.
+func PromoteDigest(r *store.Run) string {
+	fields := []string{"promote", r.Digest}
+	for i := range r.Stages {
+		st := &r.Stages[i]
+		if st.State == store.StageRunning && st.Canary > 0 && !st.Promoted {
+			fields = append(fields, st.Name)
+		}
+	}
+	return digestOf(fields)
+}
+
+func digestOf(fields []string) string {
+	b, _ := json.Marshal(fields)
+	sum := sha256.Sum256(b)
+	return hex.EncodeToString(sum[:])
 }
 
 // Retry makes a new run with the same stages as the finished run id over

@@ -28,6 +28,7 @@ const (
 var EventTypes = []string{
 	EventActionCreated, EventActionApproved, EventActionRejected, EventActionExpired,
 	EventActionStateChanged, EventActionCancelRequested, EventActionConflict, EventActionLost, EventActionUrgent,
+	EventActionApprovalRecorded, EventRunApprovalRecorded, EventScheduleApprovalRecorded,
 	EventNodeUp, EventNodeDown, EventNodeJoined, EventNodeLeft, EventNodeDrained, EventNodeUndrained,
 	EventNodeForgotten, EventNodeClaimRefused, EventNodeSchemaRefused, EventNodeEnrolled, EventNodeEnrollRefused, EventNodeCertRenewed,
 	EventNodeRenewRefused, EventNodeRevoked,

@@ -299,16 +299,19 @@ type RunQuery struct {
 
 // Run event types (docs/architecture.md, "Runs and playbooks").
 const (
-	EventRunCreated       = "run.created"
-	EventRunApproved      = "run.approved"
-	EventRunRejected      = "run.rejected"
-	EventRunExpired       = "run.expired"
-	EventRunStageStarted  = "run.stage_started"
-	EventRunStageFinished = "run.stage_finished"
-	EventRunPaused        = "run.paused"
-	EventRunResumed       = "run.resumed"
-	EventRunCancelled     = "run.cancelled"
-	EventRunFinished      = "run.finished"
+	EventRunCreated  = "run.created"
+	EventRunApproved = "run.approved"
+	// EventRunApprovalRecorded: one approval of a run, its resume past
+	// errors or its canary's promote took, and more are needed.
+	EventRunApprovalRecorded = "run.approval_recorded"
+	EventRunRejected         = "run.rejected"
+	EventRunExpired          = "run.expired"
+	EventRunStageStarted     = "run.stage_started"
+	EventRunStageFinished    = "run.stage_finished"
+	EventRunPaused           = "run.paused"
+	EventRunResumed          = "run.resumed"
+	EventRunCancelled        = "run.cancelled"
+	EventRunFinished         = "run.finished"
 	// EventRunNodeUnavailable: a node was DOWN or drained at its turn.
 	EventRunNodeUnavailable = "run.node_unavailable"
 	// EventRunPromoted: an approver promoted a run's canary.

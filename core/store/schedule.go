@@ -68,10 +68,13 @@ const (
 	EventScheduleCreated  = "schedule.created"
 	EventScheduleChanged  = "schedule.changed"
 	EventScheduleApproved = "schedule.approved"
-	EventScheduleRejected = "schedule.rejected"
-	EventSchedulePaused   = "schedule.paused"
-	EventScheduleResumed  = "schedule.resumed"
-	EventScheduleDeleted  = "schedule.deleted"
+	// EventScheduleApprovalRecorded: one approval of a schedule took, and
+	// more are needed.
+	EventScheduleApprovalRecorded = "schedule.approval_recorded"
+	EventScheduleRejected         = "schedule.rejected"
+	EventSchedulePaused           = "schedule.paused"
+	EventScheduleResumed          = "schedule.resumed"
+	EventScheduleDeleted          = "schedule.deleted"
 	// EventScheduleUnapproved: a new version of the playbook under
 	// `latest` sent the schedule back to approval.
 	EventScheduleUnapproved = "schedule.unapproved"

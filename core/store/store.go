@@ -170,6 +170,9 @@ type Reader interface {
 	GrantsOf(ctx context.Context, person string, teams []string) ([]Grant, error)
 	// Grant returns one grant (ErrNotFound otherwise).
 	Grant(ctx context.Context, id string) (*Grant, error)
+	// Approvals lists the approvals recorded for a subject (kind one of
+	// the Subject constants), void ones included, oldest first.
+	Approvals(ctx context.Context, kind, id string) ([]Approval, error)
 
 	OutboxReader
 }
@@ -226,6 +229,10 @@ type Tx interface {
 	// and the mark are one statement: of two transactions retiring one
 	// certificate, one wins.
 	RetireAgentCert(ctx context.Context, serial string, at time.Time, reason, by string) (bool, error)
+	// InsertApproval records an approval (ErrExists when that person
+	// approved that digest of the subject already, names ignoring case); a
+	// zero DecidedTS is set to now.
+	InsertApproval(ctx context.Context, a *Approval) error
 	// InsertSession stores a new web UI session (ErrExists when the hash
 	// is taken).
 	InsertSession(ctx context.Context, s *Session) error
@@ -498,14 +505,17 @@ func SortKeys(keys []SortKey) ([]SortKey, error) {
 
 // Event types (docs/architecture.md, "The core").
 const (
-	EventActionCreated         = "action.created"
-	EventActionApproved        = "action.approved"
-	EventActionRejected        = "action.rejected"
-	EventActionExpired         = "action.expired"
-	EventActionStateChanged    = "action.state_changed"
-	EventActionCancelRequested = "action.cancel_requested"
-	EventActionConflict        = "action.conflict"
-	EventActionLost            = "action.lost"
+	EventActionCreated  = "action.created"
+	EventActionApproved = "action.approved"
+	// EventActionApprovalRecorded: one approval of several levels
+	// took; the message says what is still missing.
+	EventActionApprovalRecorded = "action.approval_recorded"
+	EventActionRejected         = "action.rejected"
+	EventActionExpired          = "action.expired"
+	EventActionStateChanged     = "action.state_changed"
+	EventActionCancelRequested  = "action.cancel_requested"
+	EventActionConflict         = "action.conflict"
+	EventActionLost             = "action.lost"
 	// EventActionUrgent: an approver marked an action urgent, with a reason:
 	// it passes a closed maintenance window, never a freeze.
 	EventActionUrgent   = "action.urgent"

@@ -205,7 +205,9 @@ func (s *Server) logout(w http.ResponseWriter, r *http.Request, v *visitor) {
 // pending is one action waiting for approval, as the Approvals page shows it.
 type pending struct {
 	action.Action
-	Expires time.Time
+	// Approval is where its approval stands, level by level.
+	Approval *wire.Approval
+	Expires  time.Time
 	// Mine: the visitor asked for it. CanDecide: the visitor may approve
 	// or reject it here.
 	Mine, CanDecide bool
@@ -244,6 +246,7 @@ func (s *Server) approvals(w http.ResponseWriter, r *http.Request, v *visitor) {
 	var runs []pendingRun
 	var next string
 	var d approvalsData
+	var levels map[string]*wire.Approval
 	err := s.st.Read(ctx, func(rd store.Reader) error {
 		var more string
 		var err error
@@ -253,6 +256,12 @@ func (s *Server) approvals(w http.ResponseWriter, r *http.Request, v *visitor) {
 			return err
 		}
 		d.More = more != ""
+		levels = make(map[string]*wire.Approval, len(recs))
+		for i := range recs {
+			if levels[recs[i].ID], err = s.ops.ActionApproval(ctx, rd, &recs[i]); err != nil {
+				return err
+			}
+		}
 		if runs, next, err = s.pendingRuns(ctx, rd, v, marker); err != nil {
 			return err
 		}
@@ -301,11 +310,14 @@ func (s *Server) approvals(w http.ResponseWriter, r *http.Request, v *visitor) {
 	}
 	pol := s.ops.Policy().Load() // once, for every row shown
 	for _, rec := range recs {
-		p := pending{Action: rec.Action, Mine: approval.SamePerson(rec.Requester, v.tok.Name)}
+		p := pending{Action: rec.Action, Approval: levels[rec.ID], Mine: approval.SamePerson(rec.Requester, v.tok.Name)}
 		if pol.TTL > 0 {
 			p.Expires = ops.ApprovalEnds(pol.TTL, rec.CreatedTS, rec.NotBefore)
 		}
 		p.Why = whyNot(pol, v, "this", rec.Requester, "")
+		if p.Why == "" {
+			p.Why = ops.ApprovalWhyNot(p.Approval, v.tok.Name)
+		}
 		p.CanDecide = p.Why == ""
 		if p.Mine {
 			d.Mine++
@@ -320,7 +332,7 @@ func (s *Server) approvals(w http.ResponseWriter, r *http.Request, v *visitor) {
 	} else if vw.Flash = runFlash(r); vw.Flash != "" {
 		vw.FlashLink = "/ui/runs/" + r.URL.Query().Get("run")
 	} else if name, done := r.URL.Query().Get("schedule"), r.URL.Query().Get("done"); names.CheckID(name) == nil &&
-		(done == "approved" || done == "rejected") {
+		(done == "approved" || done == "rejected" || done == approvalRecorded) {
 		vw.Flash, vw.FlashLink = fmt.Sprintf("Schedule %s %s.", name, done), schedulePath(name)
 	}
 	vw.Live = page.live(marker, url.Values{"type": {"action.*,run.*,schedule.*"}}, "")
@@ -338,6 +350,8 @@ func flash(r *http.Request) string {
 	switch q.Get("done") {
 	case "approved":
 		return "Approved action " + id + "."
+	case "recorded":
+		return "Recorded your approval of action " + id + ": it waits for the approvals of its other levels."
 	case "rejected":
 		return "Rejected action " + id + "."
 	case "urgent":
@@ -365,9 +379,14 @@ func (s *Server) decide(d decision) handlerFunc {
 		case decisionUrgent:
 			op, done = s.ops.MarkActionUrgent, "urgent"
 		}
-		if _, err := op(r.Context(), v.caller(r), id, f.Reason); err != nil {
+		rec, err := op(r.Context(), v.caller(r), id, f.Reason)
+		if err != nil {
 			s.refusedChange(w, r, v, "action", string(d), id, err)
 			return
+		}
+		if d == decisionApprove && rec.State == action.PendingApprove {
+			// One level of several: it waits for the others.
+			done = "recorded"
 		}
 		next := f.Next
 		if next == "" && d == decisionUrgent {
@@ -433,7 +452,9 @@ func (s *Server) actions(w http.ResponseWriter, r *http.Request, v *visitor) {
 }
 
 type actionData struct {
-	Action    action.Action
+	Action action.Action
+	// Approval is where its approval stands, level by level.
+	Approval  *wire.Approval
 	Expires   time.Time
 	Mine      bool
 	CanDecide bool
@@ -455,13 +476,17 @@ func (s *Server) actionDetail(w http.ResponseWriter, r *http.Request, v *visitor
 	}
 	var a action.Action
 	var pushed bool
+	var waits *wire.Approval
 	err := s.st.Read(ctx, func(rd store.Reader) error {
 		rec, err := rd.Action(ctx, id)
 		if err != nil {
 			return err
 		}
 		a, pushed = rec.Action, rec.PushedStoreID != ""
-		a.History, err = rd.History(ctx, id)
+		if a.History, err = rd.History(ctx, id); err != nil {
+			return err
+		}
+		waits, err = s.ops.ActionApproval(ctx, rd, rec)
 		return err
 	})
 	if errors.Is(err, store.ErrNotFound) {
@@ -472,13 +497,16 @@ func (s *Server) actionDetail(w http.ResponseWriter, r *http.Request, v *visitor
 		s.storeError(w, r, v, err)
 		return
 	}
-	d := actionData{Action: a, Mine: approval.SamePerson(a.Requester, v.tok.Name), Self: "/ui/actions/" + id}
+	d := actionData{Action: a, Approval: waits, Mine: approval.SamePerson(a.Requester, v.tok.Name), Self: "/ui/actions/" + id}
 	pol := s.ops.Policy().Load()
 	if pol.TTL > 0 {
 		d.Expires = ops.ApprovalEnds(pol.TTL, a.CreatedTS, a.NotBefore)
 	}
 	if a.State == action.PendingApprove {
 		d.Why = whyNot(pol, v, "this", a.Requester, "")
+		if d.Why == "" {
+			d.Why = ops.ApprovalWhyNot(waits, v.tok.Name)
+		}
 		d.CanDecide = d.Why == ""
 	}
 	if (a.State == action.PendingApprove || a.State == action.PendingSchedule) && !pushed && v.can(auth.Approve) {

@@ -86,6 +86,9 @@ func (s *Server) pausedRun(ctx context.Context, rd store.Reader, v *visitor, r *
 		return pausedRun{}, err
 	}
 	p := pausedRun{Run: ops.RunView(r, counts), For: why, Mine: approval.SamePerson(r.Requester, v.tok.Name)}
+	if p.Run.Approval, err = s.ops.RunApproval(ctx, rd, r); err != nil {
+		return pausedRun{}, err
+	}
 	for i := range p.Run.Stages {
 		st := p.Run.Stages[i]
 		st.Nodes = st.Nodes[:min(len(st.Nodes), store.BriefNodes)]

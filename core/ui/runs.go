@@ -221,6 +221,16 @@ func (s *Server) runDecisionFor(pol approval.Policy, v *visitor, r *store.Run, a
 	return d
 }
 
+// levels is d, with the Approve button taken away when no level that
+// still needs someone counts v (ops.ApprovalWhyNot).
+func (d runDecision) levels(ap *wire.Approval, v *visitor) runDecision {
+	if d.CanDecide {
+		d.Why = ops.ApprovalWhyNot(ap, v.tok.Name)
+		d.CanDecide = d.Why == ""
+	}
+	return d
+}
+
 // whyNot says why visitor v may not approve or reject what (requested by
 // requester, made from a playbook version applied by applier), by the one
 // rule of approval.Policy.MayApprove under pol, the policy loaded once for
@@ -276,6 +286,7 @@ func (s *Server) runDetail(w http.ResponseWriter, r *http.Request, v *visitor) {
 	var counts []store.ChildCount
 	var applier string
 	var resumeErr, promoteErr error
+	var waits *wire.Approval
 	var nodes, page []string
 	var next string
 	errMarker := errors.New("the page marker names no node of this run")
@@ -311,6 +322,9 @@ func (s *Server) runDetail(w http.ResponseWriter, r *http.Request, v *visitor) {
 				return resumeErr
 			}
 		}
+		if waits, err = s.ops.RunApproval(ctx, rd, run); err != nil {
+			return err
+		}
 		applier, err = applierOf(ctx, rd, run)
 		return err
 	})
@@ -328,6 +342,7 @@ func (s *Server) runDetail(w http.ResponseWriter, r *http.Request, v *visitor) {
 	}
 	self := "/ui/runs/" + id
 	d := runData{Run: ops.RunView(run, counts), Self: self, Nodes: len(nodes)}
+	d.Run.Approval = waits
 	paging := listPage{path: self}
 	d.NextURL = paging.url(next)
 	if marker != "" {
@@ -394,7 +409,7 @@ func (s *Server) runDetail(w http.ResponseWriter, r *http.Request, v *visitor) {
 		d.Grid = append(d.Grid, row)
 	}
 	if run.State == store.RunPendingApprove {
-		d.runDecision = s.runDecisionFor(pol, v, run, applier)
+		d.runDecision = s.runDecisionFor(pol, v, run, applier).levels(waits, v)
 	}
 	// Resume and Promote follow the API's rules (MayResume, MayPromote): a
 	// run paused by its errors is an approver's to resume, a canary an
@@ -442,6 +457,8 @@ func runFlash(r *http.Request) string {
 	switch q.Get("done") {
 	case "urgent":
 		return "Marked run " + id + " urgent: its nodes pass a closed window, never a freeze."
+	case "recorded":
+		return "Recorded your approval of run " + id + ": it waits for the approvals of its other levels."
 	case "approved", "rejected", "paused", "resumed", "cancelled", "started", "promoted":
 		return strings.ToUpper(q.Get("done")[:1]) + q.Get("done")[1:] + " run " + id + "."
 	}
@@ -465,26 +482,32 @@ func (s *Server) changeRun(c runChange) handlerFunc {
 			return
 		}
 		ctx, by := r.Context(), v.caller(r)
+		var out ops.RunResult
 		var err2 error
 		switch c {
 		case runApprove:
-			_, err2 = s.ops.ApproveRun(ctx, by, id, f.Digest)
+			out, err2 = s.ops.ApproveRun(ctx, by, id, f.Digest)
 		case runReject:
 			_, err2 = s.ops.RejectRun(ctx, by, id, f.Reason)
 		case runPause:
 			_, err2 = s.ops.PauseRun(ctx, by, id)
 		case runResume:
-			_, err2 = s.ops.ResumeRun(ctx, by, id)
+			out, err2 = s.ops.ResumeRun(ctx, by, id)
 		case runCancel:
 			_, err2 = s.ops.CancelRun(ctx, by, id, f.Reason)
 		case runPromote:
-			_, err2 = s.ops.PromoteRun(ctx, by, id)
+			out, err2 = s.ops.PromoteRun(ctx, by, id)
 		case runUrgent:
 			_, err2 = s.ops.MarkRunUrgent(ctx, by, id, f.Reason)
 		}
 		if err2 != nil {
 			s.refusedChange(w, r, v, "run", string(c), id, err2)
 			return
+		}
+		done := done
+		if out.Approval != nil && !out.Approval.Satisfied && (c == runApprove || c == runResume || c == runPromote) {
+			// One level of several: it waits for the others.
+			done = "recorded"
 		}
 		next := f.Next
 		if next == "" {
@@ -527,6 +550,10 @@ func (s *Server) pendingRuns(ctx context.Context, rd store.Reader, v *visitor, m
 			return nil, "", err
 		}
 		p := pendingRun{Run: ops.RunView(&list[i], byRun[list[i].ID]), runDecision: s.runDecisionFor(pol, v, &list[i], applier)}
+		if p.Run.Approval, err = s.ops.RunApproval(ctx, rd, &list[i]); err != nil {
+			return nil, "", err
+		}
+		p.runDecision = p.runDecision.levels(p.Run.Approval, v)
 		for _, st := range p.Run.Stages {
 			p.Progress = append(p.Progress, progressOf(st))
 		}

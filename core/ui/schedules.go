@@ -154,6 +154,9 @@ func (s *Server) pendingSchedules(ctx context.Context, rd store.Reader, v *visit
 		}
 		p := pendingSchedule{Schedule: view, Mine: approval.SamePerson(sc.Requester, v.tok.Name)}
 		p.Why = whyNot(pol, v, "this schedule", sc.Requester, applier)
+		if p.Why == "" {
+			p.Why = ops.ApprovalWhyNot(view.Approval, v.tok.Name)
+		}
 		p.CanDecide = p.Why == ""
 		out = append(out, p)
 	}
@@ -205,7 +208,8 @@ func (s *Server) schedulePage(w http.ResponseWriter, r *http.Request, v *visitor
 	d.CanDelete = v.can(auth.Cancel)
 	vw := newView(v, "Schedule "+sc.Name, "schedules")
 	vw.Data = d
-	if done := r.URL.Query().Get("done"); done == "approved" || done == "rejected" || done == "paused" || done == "resumed" {
+	if done := r.URL.Query().Get("done"); done == "approved" || done == "rejected" || done == "paused" || done == "resumed" ||
+		done == approvalRecorded {
 		vw.Flash = fmt.Sprintf("Schedule %s %s.", sc.Name, done)
 	}
 	s.render(w, r, http.StatusOK, "schedule", vw)
@@ -240,7 +244,11 @@ func (s *Server) decideSchedule(approve bool) handlerFunc {
 		}
 		var err error
 		if approve {
-			_, err = s.ops.ApproveSchedule(r.Context(), v.caller(r), name, digest)
+			var out wire.Schedule
+			out, err = s.ops.ApproveSchedule(r.Context(), v.caller(r), name, digest)
+			if err == nil && out.Approval != nil && !out.Approval.Satisfied {
+				done = approvalRecorded // one level of several
+			}
 		} else {
 			_, err = s.ops.RejectSchedule(r.Context(), v.caller(r), name, reason)
 		}
@@ -249,12 +257,16 @@ func (s *Server) decideSchedule(approve bool) handlerFunc {
 			return
 		}
 		if r.PostForm.Get("next") == "/ui/approvals" {
-			http.Redirect(w, r, "/ui/approvals?done="+done+"&schedule="+url.QueryEscape(name), http.StatusSeeOther)
+			http.Redirect(w, r, "/ui/approvals?done="+url.QueryEscape(done)+"&schedule="+url.QueryEscape(name), http.StatusSeeOther)
 			return
 		}
-		http.Redirect(w, r, schedulePath(name)+"?done="+done, http.StatusSeeOther)
+		http.Redirect(w, r, schedulePath(name)+"?done="+url.QueryEscape(done), http.StatusSeeOther)
 	}
 }
+
+// approvalRecorded is the flash of a schedule's approval that leaves
+// levels unmet.
+const approvalRecorded = "approval recorded: it waits for its other levels"
 
 // A change of an approved schedule that the schedule's page offers.
 type scheduleOp string

@@ -252,12 +252,32 @@ func (c *Core) Decide(ctx context.Context, ref, verb, reason string) (*action.Ac
 	if verb != "approve" && verb != "reject" && verb != "urgent" {
 		return nil, fmt.Errorf("decide: verb %q: want approve, reject or urgent", verb)
 	}
-	var out action.Action
+	v, err := c.DecideView(ctx, ref, verb, reason)
+	if err != nil {
+		return nil, err
+	}
+	return &v.Action, nil
+}
+
+// DecideView is Decide answering the action with where its approval
+// stands (an approval of one level of several leaves it waiting).
+func (c *Core) DecideView(ctx context.Context, ref, verb, reason string) (*wire.ActionView, error) {
+	if verb != "approve" && verb != "reject" && verb != "urgent" {
+		return nil, fmt.Errorf("decide: verb %q: want approve, reject or urgent", verb)
+	}
+	var out wire.ActionView
 	var in any
 	if reason != "" {
 		in = wire.ReasonRequest{Reason: reason}
 	}
 	_, err := c.call(ctx, http.MethodPost, "/api/v1/actions/"+url.PathEscape(ref)+"/"+verb, in, capped{&out, OneRecordLimit})
+	return &out, err
+}
+
+// ActionView is Action with where its approval stands.
+func (c *Core) ActionView(ctx context.Context, ref string) (*wire.ActionView, error) {
+	var out wire.ActionView
+	_, err := c.call(ctx, http.MethodGet, "/api/v1/actions/"+url.PathEscape(ref), nil, capped{&out, OneRecordLimit})
 	return &out, err
 }
 

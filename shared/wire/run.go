@@ -195,6 +195,10 @@ type Run struct {
 	// every cell of a run of at most 100 nodes; of a larger one (NodesPaged)
 	// only the cells of up to 100 nodes in flight.
 	Children []RunChild `json:"children,omitempty"`
+	// Approval is where the approval it waits for stands (its own, a
+	// resume past errors or a canary's promote); only in GET
+	// /api/v1/runs/{id} and the answers of its decisions.
+	Approval *Approval `json:"approval,omitempty"`
 	// NodesPaged says the run is too large to be shown whole: Children
 	// holds the cells in flight, each stage's Nodes its first nodes (with
 	// NodeCount), and GET /api/v1/runs/{id}/nodes pages every cell.

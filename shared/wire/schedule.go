@@ -121,6 +121,8 @@ type Schedule struct {
 	Outcome string `json:"outcome,omitempty"`
 	// Runs lists the schedule's newest runs, only in GET /api/v1/schedules/{name}.
 	Runs []ScheduleRun `json:"runs,omitempty"`
+	// Approval is where its approval stands while it waits for one.
+	Approval *Approval `json:"approval,omitempty"`
 }
 
 // ScheduleRun is one run of a schedule.

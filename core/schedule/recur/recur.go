@@ -215,6 +215,41 @@ func Applier(ctx context.Context, r store.Reader, sc *store.Schedule) (string, e
 	return pb.CreatedBy, nil
 }
 
+// MayApprove says whether who may approve schedule sc now, levels aside:
+// nil when they may, the error Approve would return otherwise. It returns
+// the schedule's digest now and who applied its playbook version. The
+// operations layer checks it before it records one approval of several
+// levels (docs/runs-and-playbooks.md, "Approval levels").
+func (s *Service) MayApprove(ctx context.Context, r store.Reader, sc *store.Schedule, digest, who string) (cur, applier string, err error) {
+	if sc.State != store.SchedulePendingApprove {
+		return "", "", fmt.Errorf("%w: cannot approve schedule %s: it is %s", ErrWrongState, sc.Name, sc.State)
+	}
+	pb, cur, err := s.mayApprove(ctx, r, sc, digest, who)
+	if err != nil {
+		return "", "", err
+	}
+	return cur, pb.CreatedBy, nil
+}
+
+func (s *Service) mayApprove(ctx context.Context, r store.Reader, sc *store.Schedule, digest, who string) (*store.Playbook, string, error) {
+	pb, err := resolve(ctx, r, sc)
+	if err != nil {
+		return nil, "", err
+	}
+	switch s.Policy.Load().MayApprove(sc.Requester, pb.CreatedBy, who, true) {
+	case approval.OwnRequest:
+		return nil, "", fmt.Errorf("%w: %s created or last changed schedule %s and may not approve it too", ErrForbidden, who, sc.Name)
+	case approval.AppliedPlaybook:
+		return nil, "", fmt.Errorf("%w: %s applied playbook %s version %d and may not approve schedules of it", ErrForbidden,
+			who, pb.Name, pb.Version)
+	}
+	cur := schedule.Digest(sc, pb.Version, pb.Digest)
+	if digest != "" && digest != cur {
+		return nil, "", fmt.Errorf("%w: approve: digest %.12s is not the schedule's (%.12s): look at it again", ErrWrongState, digest, cur)
+	}
+	return pb, cur, nil
+}
+
 // Approve approves schedule name as who: from now on each occurrence makes
 // a run approved by who, of the playbook version approved now. A non-empty
 // digest is what the approver was shown: the approval is refused when the
@@ -224,20 +259,9 @@ func (s *Service) Approve(ctx context.Context, tx store.Tx, name, digest string,
 	if err != nil {
 		return nil, err
 	}
-	pb, err := resolve(ctx, tx, sc)
+	pb, cur, err := s.mayApprove(ctx, tx, sc, digest, who.Name)
 	if err != nil {
 		return nil, err
-	}
-	switch s.Policy.Load().MayApprove(sc.Requester, pb.CreatedBy, who.Name, true) {
-	case approval.OwnRequest:
-		return nil, fmt.Errorf("%w: %s created or last changed schedule %s and may not approve it too", ErrForbidden, who.Name, sc.Name)
-	case approval.AppliedPlaybook:
-		return nil, fmt.Errorf("%w: %s applied playbook %s version %d and may not approve schedules of it", ErrForbidden,
-			who.Name, pb.Name, pb.Version)
-	}
-	cur := schedule.Digest(sc, pb.Version, pb.Digest)
-	if digest != "" && digest != cur {
-		return nil, fmt.Errorf("%w: approve: digest %.12s is not the schedule's (%.12s): look at it again", ErrWrongState, digest, cur)
 	}
 	t := s.now()
 	sc.State, sc.StateReason, sc.ApprovedBy, sc.ApprovedDigest, sc.ApprovedVersion = store.ScheduleActive,

@@ -41,6 +41,7 @@ func Run(t *testing.T, db NewDB) {
 		{"Tokens", testTokens},
 		{"TokenNamesAreUniqueIgnoringCase", testTokenNamesAreUniqueIgnoringCase},
 		{"Sessions", testSessions},
+		{"Approvals", testApprovals},
 		{"JoinTokenFieldsRoundTrip", testJoinTokenFieldsRoundTrip},
 		{"UseTokenCountsDownAtomically", testUseTokenCountsDownAtomically},
 		{"AgentCertsAndRevocation", testAgentCertsAndRevocation},
