@@ -107,6 +107,9 @@ type Reader interface {
 	Session(ctx context.Context, hash string) (*Session, error)
 	// SessionCount counts the sessions held, expired ones included.
 	SessionCount(ctx context.Context) (int, error)
+	// Person returns the person of this name, ignoring case (ErrNotFound
+	// when they never signed in).
+	Person(ctx context.Context, name string) (*Person, error)
 
 	// Run returns the run with exactly this id (ErrNotFound otherwise).
 	Run(ctx context.Context, id string) (*Run, error)
@@ -214,6 +217,9 @@ type Tx interface {
 	// DeleteSessionsBefore removes the sessions that expire at or before t
 	// and returns how many it removed.
 	DeleteSessionsBefore(ctx context.Context, t time.Time) (int, error)
+	// UpsertPerson records a person at sign-in: their groups and when
+	// (names compare ignoring case).
+	UpsertPerson(ctx context.Context, p *Person) error
 	// TrimSessions removes the sessions of the token with hash tokenHash
 	// but its keep newest (by created_ts) and returns how many it removed.
 	TrimSessions(ctx context.Context, tokenHash string, keep int) (int, error)
@@ -518,12 +524,35 @@ const (
 // and the token it signed in with is named by the token's hash, so that a
 // revoked token's sessions stop working at once.
 type Session struct {
-	Hash      string
+	Hash string
+	// TokenHash names the token of a token's session; a person's session
+	// (single sign-on) holds PersonKey(Person) instead, so that the
+	// sessions of one person are counted together.
 	TokenHash string
 	// CSRF is the synchronizer token the session's forms carry.
 	CSRF      string
 	CreatedTS time.Time
 	ExpiresTS time.Time
+	// Person is the person of a single sign-on session ("" for a token's),
+	// Groups the group claims of their ID token and IDExpiresTS its expiry:
+	// the session ends then at the latest.
+	Person      string
+	Groups      []string
+	IDExpiresTS *time.Time
+}
+
+// PersonKey is the TokenHash of a person's sessions: never a token's hash
+// (those are hexadecimal).
+func PersonKey(person string) string { return "person:" + strings.ToLower(person) }
+
+// Person is someone who signed in through single sign-on, as last seen:
+// the groups they signed in with.
+type Person struct {
+	Name string
+	// Source is where the person comes from ("oidc").
+	Source     string
+	Groups     []string
+	LastSeenTS time.Time
 }
 
 // Token is an API identity. Only a hash of the secret is stored.
