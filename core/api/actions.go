@@ -151,10 +151,6 @@ func (s *Server) showAction(c *echo.Context) error {
 }
 
 // who is the caller as the operations know it.
-func who(c *echo.Context) ops.Caller {
-	t := caller(c)
-	return ops.Caller{Name: t.Name, Roles: t.Roles, Addr: clientAddr(c)}
-}
 
 func (s *Server) createAction(c *echo.Context) error {
 	body, err := readBody(c)

@@ -36,12 +36,15 @@ import (
 )
 
 // Caller is who asks for an operation: a token's name and its roles as
-// stored now (a role change or a revocation applies at once), and the
-// address of the peer.
+// stored now (a role change or a revocation applies at once), or a person
+// signed in through single sign-on and their group claims, and the address
+// of the peer.
 type Caller struct {
 	Name  string
 	Roles []string
 	Addr  string
+	// Groups are the group claims of a person's ID token (nil for tokens).
+	Groups []string
 }
 
 // actor is the caller as the actor of a change, with the reason it gave.
