@@ -17,5 +17,6 @@ func (s *Server) oidcInfo(c *echo.Context) error {
 		return fmt.Errorf("single sign-on is not configured: %w", store.ErrNotFound)
 	}
 	cfg := s.cfg.SSO.Config()
-	return c.JSON(http.StatusOK, wire.OIDCInfo{Issuer: cfg.Issuer, ClientID: cfg.ClientID, Scopes: cfg.Scopes})
+	return c.JSON(http.StatusOK, wire.OIDCInfo{Issuer: cfg.Issuer, ClientID: cfg.ClientID, Scopes: cfg.Scopes,
+		UsernameClaim: cfg.UsernameClaim, GroupsClaim: cfg.GroupsClaim})
 }

@@ -374,4 +374,7 @@ type OIDCInfo struct {
 	Issuer   string   `json:"issuer"`
 	ClientID string   `json:"client_id"`
 	Scopes   []string `json:"scopes"`
+	// UsernameClaim and GroupsClaim name the claims of the person.
+	UsernameClaim string `json:"username_claim"`
+	GroupsClaim   string `json:"groups_claim"`
 }
