@@ -63,15 +63,17 @@ type ssoSetup struct {
 
 var listeningRE = regexp.MustCompile(`^listening on (http://\S+)$`)
 
-func newSSO(t *testing.T) *ssoSetup {
+// newSSO starts the provider (with extra flags) and a core that signs in
+// through it.
+func newSSO(t *testing.T, providerFlags ...string) *ssoSetup {
 	t.Helper()
 	s := &ssoSetup{t: t, dir: t.TempDir()}
 	s.users = filepath.Join(s.dir, "users.json")
 	s.setGroups("db-oncall", "<i>sre</i>")
 	port := freePort(t)
 	callback := fmt.Sprintf("http://127.0.0.1:%d/ui/oidc/callback", port)
-	cmd := exec.Command(providerBinary(t), "-users", s.users, "-client-id", "muster",
-		"-redirect", callback+",http://127.0.0.1/callback")
+	cmd := exec.Command(providerBinary(t), append([]string{"-users", s.users, "-client-id", "muster",
+		"-redirect", callback + ",http://127.0.0.1/callback"}, providerFlags...)...)
 	out, err := cmd.StdoutPipe()
 	if err != nil {
 		t.Fatal(err)
@@ -211,7 +213,9 @@ var deviceRE = regexp.MustCompile(`open (\S+) and enter the code (\S+)`)
 // API calls with the identity it got.
 func TestSSOScenario4(t *testing.T) {
 	t.Parallel()
-	s := newSSO(t)
+	// ID tokens live 20s: under the CLI's 30s margin, every later command
+	// refreshes first.
+	s := newSSO(t, "-id-token-ttl", "20s")
 	home := t.TempDir()
 	env := []string{"XDG_CONFIG_HOME=" + home}
 
@@ -269,11 +273,21 @@ func TestSSOScenario4(t *testing.T) {
 		t.Fatalf("the login file: %v, mode %v; want 0600", err, fi.Mode())
 	}
 
-	// Later commands send the ID token: the core knows dana (no grant
-	// holds her yet, so the approval is refused naming her, not 401).
+	first, err := os.ReadFile(filepath.Join(home, "muster", "login.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	// Later commands send the ID token, refreshed as it expires: the core
+	// knows dana (no grant holds her yet, so the approval is refused naming
+	// her, not 401).
 	out, err := runCLI(t, env, "run", "approve", "run-none")
 	if err == nil || !strings.Contains(out, "dana@example.com") || strings.Contains(out, "401") {
 		t.Fatalf("muster run approve as dana: %v\n%s", err, out)
+	}
+	second, err := os.ReadFile(filepath.Join(home, "muster", "login.json"))
+	if err != nil || string(second) == string(first) || !strings.Contains(string(second), `"refresh_token"`) {
+		t.Fatalf("the login was not refreshed before the call: %v", err)
 	}
 	// The automation token works unchanged beside it.
 	admin, _ := os.ReadFile(filepath.Join(s.dir, "data", "admin.token"))

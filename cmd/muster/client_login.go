@@ -12,6 +12,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"time"
 
@@ -130,7 +131,13 @@ func login(ctx context.Context, f *clientFlags, out io.Writer, flow string, noBr
 		DeviceAuthURL string `json:"device_authorization_endpoint"`
 	}
 	_ = provider.Claims(&meta)
-	oc := &oauth2.Config{ClientID: info.ClientID, Scopes: info.Scopes, Endpoint: provider.Endpoint()}
+	// offline_access asks for a refresh token: later commands refresh the
+	// ID token with it.
+	scopes := info.Scopes
+	if !slices.Contains(scopes, oidc.ScopeOfflineAccess) {
+		scopes = append(slices.Clone(scopes), oidc.ScopeOfflineAccess)
+	}
+	oc := &oauth2.Config{ClientID: info.ClientID, Scopes: scopes, Endpoint: provider.Endpoint()}
 	oc.Endpoint.DeviceAuthURL = meta.DeviceAuthURL
 	if flow == "device" && meta.DeviceAuthURL == "" {
 		return fmt.Errorf("the provider %s offers no device authorization grant: use --flow loopback", info.Issuer)
