@@ -22,7 +22,7 @@ var ErrInvalidToken = errors.New("invalid ID token")
 // Provider is the configured OpenID provider. Its discovery document and
 // keys are fetched on first use (a provider that is down does not stop the
 // core from starting) and kept once fetched; the keys are fetched again when
-// a token names an unknown one (go-oidc's remote key set).
+// a token names a key not held, at most once per MinKeyRefresh.
 type Provider struct {
 	cfg    Config
 	secret string
@@ -85,8 +85,17 @@ func (p *Provider) discover(ctx context.Context) (*oidc.Provider, *oidc.IDTokenV
 	if err != nil {
 		return nil, nil, fmt.Errorf("discover the OpenID provider %s: %w", p.cfg.Issuer, err)
 	}
+	var meta struct {
+		JWKSURL string   `json:"jwks_uri"`
+		Algs    []string `json:"id_token_signing_alg_values_supported"`
+	}
+	if err := op.Claims(&meta); err != nil || meta.JWKSURL == "" {
+		return nil, nil, fmt.Errorf("the OpenID provider %s names no keys (jwks_uri)", p.cfg.Issuer)
+	}
 	p.op = op
-	p.verifier = op.Verifier(&oidc.Config{ClientID: p.cfg.ClientID, Now: p.now})
+	keys := &keySet{url: meta.JWKSURL, hc: p.hc, now: p.now}
+	p.verifier = oidc.NewVerifier(p.cfg.Issuer, keys, &oidc.Config{ClientID: p.cfg.ClientID, Now: p.now,
+		SupportedSigningAlgs: meta.Algs})
 	return p.op, p.verifier, nil
 }
 

@@ -2,13 +2,16 @@ package sso_test
 
 import (
 	"context"
+	"encoding/base64"
 	"errors"
+	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
 	"path/filepath"
 	"reflect"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -23,6 +26,13 @@ const callback = "http://127.0.0.1:7410/ui/oidc/callback"
 // setup starts the test provider on a real listener with one person.
 func setup(t *testing.T) (issuer string) {
 	t.Helper()
+	issuer, _ = setupCounting(t)
+	return issuer
+}
+
+// setupCounting is setup that also counts the fetches of the provider's keys.
+func setupCounting(t *testing.T) (issuer string, keyFetches *atomic.Int64) {
+	t.Helper()
 	users := filepath.Join(t.TempDir(), "users.json")
 	if err := idp.WriteUsers(users, idp.Users{Users: []idp.User{
 		{Username: "dana", Password: "pw", Email: "dana@example.com", Groups: []string{"db-oncall", "<sre>"}},
@@ -35,10 +45,16 @@ func setup(t *testing.T) (issuer string) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	srv.Config.Handler = h
+	keyFetches = &atomic.Int64{}
+	srv.Config.Handler = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/keys" {
+			keyFetches.Add(1)
+		}
+		h.ServeHTTP(w, r)
+	})
 	srv.Start()
 	t.Cleanup(srv.Close)
-	return issuer
+	return issuer, keyFetches
 }
 
 // signIn plays the browser: to the provider, through its login form, back
@@ -146,5 +162,27 @@ func TestVerifyRefusesForeignAndExpiredTokens(t *testing.T) {
 	}
 	if _, err := p.Verify(ctx, raw[:len(raw)-4]+"AAAA"); !errors.Is(err, sso.ErrInvalidToken) {
 		t.Errorf("a token with a wrong signature: %v, want ErrInvalidToken", err)
+	}
+}
+
+// TestForgedTokensDoNotFloodTheProvider: tokens naming unknown keys fetch
+// the provider's keys again at most once per MinKeyRefresh.
+func TestForgedTokensDoNotFloodTheProvider(t *testing.T) {
+	t.Parallel()
+	issuer, fetches := setupCounting(t)
+	p, err := sso.New(sso.Config{Issuer: issuer, ClientID: "muster", RedirectURL: callback}, nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	payload := base64.RawURLEncoding.EncodeToString([]byte(`{"iss":"` + issuer + `","aud":"muster","sub":"x","email":"x"}`))
+	for i := range 20 {
+		header := base64.RawURLEncoding.EncodeToString([]byte(fmt.Sprintf(`{"alg":"RS256","kid":"forged-%d"}`, i)))
+		if _, err := p.Verify(ctx, header+"."+payload+".c2ln"); !errors.Is(err, sso.ErrInvalidToken) {
+			t.Fatalf("forged token %d: %v, want ErrInvalidToken", i, err)
+		}
+	}
+	if n := fetches.Load(); n < 1 || n > 1 {
+		t.Fatalf("20 forged tokens fetched the keys %d times, want once", n)
 	}
 }
