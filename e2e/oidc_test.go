@@ -289,6 +289,11 @@ func TestSSOScenario4(t *testing.T) {
 	if err != nil || string(second) == string(first) || !strings.Contains(string(second), `"refresh_token"`) {
 		t.Fatalf("the login was not refreshed before the call: %v", err)
 	}
+	// The login's ID token goes to its core only.
+	if out, err := runCLI(t, env, "--addr", "http://127.0.0.1:1", "run", "approve", "run-none"); err == nil ||
+		!strings.Contains(out, "the login is for "+s.base) {
+		t.Fatalf("muster run approve towards another core: %v\n%s", err, out)
+	}
 	// The automation token works unchanged beside it.
 	admin, _ := os.ReadFile(filepath.Join(s.dir, "data", "admin.token"))
 	if out, err := runCLI(t, []string{"MUSTER_TOKEN=" + strings.TrimSpace(string(admin)), "MUSTER_ADDR=" + s.base}, "cluster", "list"); err != nil {

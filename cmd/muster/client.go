@@ -88,8 +88,13 @@ func (f *clientFlags) core() (*client.Core, error) {
 	if err != nil {
 		return nil, err
 	}
-	// A login knows its core.
+	// A login knows its core, and its ID token goes to no other: it is a
+	// bearer that core would accept.
 	addr := firstNonEmpty(f.addr, os.Getenv("MUSTER_ADDR"), f.loginAddr, DefaultCoreAddr)
+	if f.loginAddr != "" && strings.TrimRight(addr, "/") != f.loginAddr {
+		return nil, cli.UsageError("the login is for %s, not %s: run muster login --core %s, or use an API token",
+			f.loginAddr, addr, addr)
+	}
 	hc, err := f.httpClient()
 	if err != nil {
 		return nil, err
