@@ -14,6 +14,7 @@ import (
 	"github.com/musterhq/muster/core/notify"
 	"github.com/musterhq/muster/core/retention"
 	"github.com/musterhq/muster/core/schedule"
+	"github.com/musterhq/muster/core/sso"
 	"github.com/musterhq/muster/core/streams"
 	"github.com/musterhq/muster/core/ui"
 	"github.com/musterhq/muster/shared/config"
@@ -51,6 +52,9 @@ type Config struct {
 	// "config"; docs/configuration.md, "Access").
 	Teams  []TeamSpec  `mapstructure:"teams" yaml:"teams"`
 	Grants []GrantSpec `mapstructure:"grants" yaml:"grants"`
+	// OIDC is single sign-on through an OpenID provider (off when its
+	// issuer is empty; docs/configuration.md, "oidc").
+	OIDC sso.Config `mapstructure:"oidc" yaml:"oidc"`
 	// Notify lists the notification destinations (docs/notifications.md).
 	Notify []notify.Destination `mapstructure:"notify" yaml:"notify"`
 	// NotifyAllowLoopback lets destinations be plain http and on loopback
@@ -369,6 +373,7 @@ func (c *Config) Validate() error {
 		errs = append(errs, gossip.ValidateJoin("gossip.join", g.Join)...)
 		errs = append(errs, g.Timing.Validate("gossip")...)
 	}
+	errs = append(errs, c.OIDC.Validate("oidc")...)
 	if c.UI.Enabled && c.UI.SessionTTL <= 0 {
 		add("ui.session_ttl", "must be a positive duration such as 12h, got %s", c.UI.SessionTTL)
 	}

@@ -8,6 +8,7 @@ import (
 	"github.com/musterhq/muster/core/budget"
 	"github.com/musterhq/muster/core/discovery"
 	"github.com/musterhq/muster/core/schedule"
+	"github.com/musterhq/muster/core/sso"
 	"github.com/musterhq/muster/shared/config"
 )
 
@@ -149,6 +150,14 @@ func TestValidate(t *testing.T) {
 			c.Grants = []GrantSpec{{Role: "viewer", Clusters: "*"}, {Team: "nope", Role: "viewer", Clusters: "*"},
 				{Person: "dana", Role: "root", Clusters: "*"}, {Person: "dana", Role: "viewer"}}
 		}, []string{"grants[0]", "grants[1].team", "grants[2]", "grants[3]"}},
+		// Issue 32, item 4: single sign-on is off without an issuer, and
+		// checked field by field with one.
+		{"oidc off", func(c *Config) { c.OIDC.ClientID = "muster" }, nil},
+		{"oidc", func(c *Config) {
+			c.OIDC = sso.Config{Issuer: "https://idp.example", ClientID: "muster", RedirectURL: "https://m.example/ui/oidc/callback"}
+		}, nil},
+		{"oidc half set", func(c *Config) { c.OIDC = sso.Config{Issuer: "http://idp.example"} },
+			[]string{"oidc.client_id", "oidc.issuer", "oidc.redirect_url"}},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {

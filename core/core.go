@@ -38,6 +38,7 @@ import (
 	"github.com/musterhq/muster/core/runs"
 	"github.com/musterhq/muster/core/schedule"
 	"github.com/musterhq/muster/core/schedule/recur"
+	"github.com/musterhq/muster/core/sso"
 	"github.com/musterhq/muster/core/store"
 	"github.com/musterhq/muster/core/store/postgres"
 	"github.com/musterhq/muster/core/store/sqlite"
@@ -205,10 +206,19 @@ func (c *Core) Run(ctx context.Context) error {
 		ln.Close()
 		return err
 	}
+	// Single sign-on (docs/architecture.md, "Single sign-on"): read at
+	// start, a reload keeps it.
+	var idp *sso.Provider
+	if cfg.OIDC.Enabled() {
+		if idp, err = sso.New(cfg.OIDC, nil, nil); err != nil {
+			ln.Close()
+			return err
+		}
+	}
 	apiSrv := api.New(api.Config{Policy: policy, Ops: op, Budget: budgets, Calendars: lv.calendar, Gatherer: reg,
 		Registerer: reg, Replicas: repl, Streams: lim, Enroll: enr, Notify: notifier,
-		StreamWriteTimeout: cfg.API.WriteTimeout}, st, repl, c.log)
-	handler, closeUI, err := withUI(cfg, policy, budgets, apiSrv, op, st, lim, lv.calendar, notifier, c.log)
+		StreamWriteTimeout: cfg.API.WriteTimeout, SSO: idp}, st, repl, c.log)
+	handler, closeUI, err := withUI(cfg, policy, budgets, apiSrv, op, st, lim, lv.calendar, notifier, idp, c.log)
 	if err != nil {
 		ln.Close()
 		return err
@@ -334,7 +344,7 @@ func (c *Core) Run(ctx context.Context) error {
 // withUI serves the web UI at /ui/ beside the API when it is enabled, and
 // returns the handler of both and the UI's Close.
 func withUI(cfg Config, policy *live.Value[approval.Policy], budgets *live.Value[budget.Policy], apiSrv *api.Server, op *ops.Ops, st store.Store,
-	lim *streams.Limiter, cals *live.Value[schedule.Calendars], notifier *notify.Worker, log *slog.Logger) (http.Handler, func(), error) {
+	lim *streams.Limiter, cals *live.Value[schedule.Calendars], notifier *notify.Worker, idp *sso.Provider, log *slog.Logger) (http.Handler, func(), error) {
 	if !cfg.UI.Enabled {
 		return apiSrv.Handler(), func() {}, nil
 	}
@@ -349,6 +359,7 @@ func withUI(cfg Config, policy *live.Value[approval.Policy], budgets *live.Value
 		Budget:              budgets,
 		Calendars:           cals,
 		Notify:              notifier.Destinations,
+		SSO:                 idp,
 	}, st, log)
 	if err != nil {
 		return nil, nil, err

@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"context"
 	"crypto/x509"
 	"encoding/json"
 	"errors"
@@ -37,6 +38,8 @@ type clientFlags struct {
 	// TLS towards the core: its CA, and a client certificate when the core
 	// requires one.
 	caCert, clientCert, clientKey string
+	// loginAddr is the core of muster login, when its token is used.
+	loginAddr string
 }
 
 // bindClientFlags adds --addr, --token and -o to a group of client commands.
@@ -81,10 +84,16 @@ func (f *clientFlags) core() (*client.Core, error) {
 		return nil, err
 	}
 	displayUTC.Store(f.utc)
-	addr := firstNonEmpty(f.addr, os.Getenv("MUSTER_ADDR"), DefaultCoreAddr)
 	token, err := f.apiToken()
 	if err != nil {
 		return nil, err
+	}
+	// A login knows its core, and its ID token goes to no other: it is a
+	// bearer that core would accept.
+	addr := firstNonEmpty(f.addr, os.Getenv("MUSTER_ADDR"), f.loginAddr, DefaultCoreAddr)
+	if f.loginAddr != "" && strings.TrimRight(addr, "/") != f.loginAddr {
+		return nil, cli.UsageError("the login is for %s, not %s: run muster login --core %s, or use an API token",
+			f.loginAddr, addr, addr)
 	}
 	hc, err := f.httpClient()
 	if err != nil {
@@ -111,7 +120,14 @@ func (f *clientFlags) apiToken() (string, error) {
 	case env != "":
 		return env, nil
 	case file == "":
-		return "", cli.UsageError("no API token: set MUSTER_TOKEN or MUSTER_TOKEN_FILE (a file holding it, mode 0600)")
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		tok, addr, ok, err := loginToken(ctx)
+		if err != nil || ok {
+			f.loginAddr = addr
+			return tok, err
+		}
+		return "", cli.UsageError("no API token: set MUSTER_TOKEN or MUSTER_TOKEN_FILE (a file holding it, mode 0600), or run muster login")
 	}
 	if err := config.CheckPrivateFile(file); err != nil {
 		return "", cli.UsageError("MUSTER_TOKEN_FILE: %v", err)

@@ -21,6 +21,7 @@ func newRootCmd() *cobra.Command {
 		agentcmd.New("muster agent"), newCoreCmd(), newDevCmd(),
 		// Talk to a core.
 		newActionCmd(), newRunCmd(), newPlaybookCmd(), newScheduleCmd(), newClusterCmd(), newNodeCmd(), newEventsCmd(), newTokenCmd(), newTeamCmd(), newGrantCmd(), newNotifyCmd(),
+		newLoginCmd(), newLogoutCmd(),
 		// Set-up helpers.
 		newTLSCmd(), newGossipCmd(), cli.NewVersionCmd("muster"),
 	)

@@ -160,14 +160,6 @@ func (s *Server) showAction(c *echo.Context) error {
 	return c.JSON(http.StatusOK, out)
 }
 
-// who is the caller as the operations know it (resolved by authenticate).
-func who(c *echo.Context) ops.Caller {
-	if w, ok := c.Get(callerKey).(ops.Caller); ok {
-		return w
-	}
-	t := caller(c)
-	return ops.Caller{Name: t.Name, Roles: t.Roles, Addr: clientAddr(c)}
-}
 
 func (s *Server) createAction(c *echo.Context) error {
 	body, err := readBody(c)

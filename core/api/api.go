@@ -27,6 +27,7 @@ import (
 	"github.com/musterhq/muster/core/enroll"
 	"github.com/musterhq/muster/core/ops"
 	"github.com/musterhq/muster/core/schedule"
+	"github.com/musterhq/muster/core/sso"
 	"github.com/musterhq/muster/core/store"
 	"github.com/musterhq/muster/core/streams"
 	"github.com/musterhq/muster/shared/apiserver"
@@ -99,6 +100,9 @@ type Config struct {
 	// Enroll signs, renews and revokes agent certificates; nil answers
 	// its routes 404.
 	Enroll *enroll.Service
+	// SSO verifies bearers that are ID tokens of the OpenID provider
+	// (nil: single sign-on is off, only API tokens are accepted).
+	SSO *sso.Provider
 }
 
 // Nudger asks the orchestrator for a full sync of one cluster now, or for a
@@ -203,6 +207,7 @@ func (s *Server) routes() {
 	}
 	s.public(http.MethodGet, "/metrics", echo.WrapHandler(promhttp.HandlerFor(gatherer, promhttp.HandlerOpts{})))
 	s.public(http.MethodGet, "/api/v1/openapi.json", apiserver.ServeOpenAPI(OpenAPIDocument))
+	s.public(http.MethodGet, "/api/v1/auth/oidc", onlyParams(s.oidcInfo))
 
 	s.add(http.MethodGet, "/api/v1/clusters", auth.Read, onlyParams(s.listClusters))
 	s.add(http.MethodGet, "/api/v1/clusters/:cluster", auth.Read, onlyParams(s.showCluster))

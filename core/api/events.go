@@ -171,7 +171,7 @@ func (s *Server) streamEvents(c *echo.Context) error {
 	if err != nil {
 		return err
 	}
-	release, err := s.acquireStream(caller(c).Name)
+	release, err := s.acquireStream(who(c).Name)
 	if err != nil {
 		return err
 	}

@@ -14,7 +14,6 @@ import (
 )
 
 const (
-	tokenKey   = "muster.token"
 	callerKey  = "muster.caller"
 	visibleKey = "muster.visible"
 )
@@ -42,9 +41,14 @@ func (s *Server) visible(c *echo.Context, r store.Reader) (ops.Visible, error) {
 	return v, err
 }
 
-// authenticate resolves the bearer token of the request. Missing, malformed,
-// unknown and revoked tokens are all 401; the secret is never logged nor
-// echoed back.
+// maxBearer bounds a bearer: longer is no token and no ID token.
+const maxBearer = 16 << 10
+
+// authenticate resolves the bearer of the request: an API token (mst_…),
+// or, with single sign-on on, an ID token of the configured client (a
+// person: their name and group claims; docs/architecture.md, "Single
+// sign-on"). Missing, malformed, unknown, revoked, expired and unverified
+// bearers are all 401; the secret is never logged nor echoed back.
 func (s *Server) authenticate(next echo.HandlerFunc) echo.HandlerFunc {
 	return func(c *echo.Context) error {
 		h := c.Request().Header.Get("Authorization")
@@ -55,20 +59,38 @@ func (s *Server) authenticate(next echo.HandlerFunc) echo.HandlerFunc {
 		if !ok || !strings.EqualFold(scheme, "Bearer") {
 			return fmt.Errorf("%w: malformed Authorization header, want Bearer", auth.ErrUnauthenticated)
 		}
+		secret = strings.TrimSpace(secret)
+		ctx := c.Request().Context()
+		if s.cfg.SSO != nil && !strings.HasPrefix(secret, auth.SecretPrefix) {
+			if len(secret) > maxBearer {
+				return fmt.Errorf("%w: malformed token", auth.ErrUnauthenticated)
+			}
+			in, err := s.cfg.SSO.Verify(ctx, secret)
+			if err != nil {
+				// Why is logged (never the token); the caller learns only 401.
+				s.log.Info("bearer ID token refused", "client", clientAddr(c), "err", err)
+				return fmt.Errorf("%w: invalid or expired ID token", auth.ErrUnauthenticated)
+			}
+			who, err := s.ops.Identify(ctx, in.Name, nil, in.Groups, clientAddr(c))
+			if err != nil {
+				return err
+			}
+			c.Set(callerKey, who)
+			return next(c)
+		}
 		var tok *store.Token
-		err := s.st.Read(c.Request().Context(), func(r store.Reader) error {
+		err := s.st.Read(ctx, func(r store.Reader) error {
 			var err error
-			tok, err = auth.Authenticate(c.Request().Context(), r, strings.TrimSpace(secret))
+			tok, err = auth.Authenticate(ctx, r, secret)
 			return err
 		})
 		if err != nil {
 			return err
 		}
-		who, err := s.ops.Identify(c.Request().Context(), tok.Name, tok.Roles, nil, clientAddr(c))
+		who, err := s.ops.Identify(ctx, tok.Name, tok.Roles, nil, clientAddr(c))
 		if err != nil {
 			return err
 		}
-		c.Set(tokenKey, tok)
 		c.Set(callerKey, who)
 		return next(c)
 	}
@@ -87,13 +109,12 @@ func (s *Server) authorize(p auth.Permission) echo.MiddlewareFunc {
 	}
 }
 
-// caller returns the token of an authenticated request.
-func caller(c *echo.Context) *store.Token {
-	t, _ := c.Get(tokenKey).(*store.Token)
-	if t == nil {
-		return &store.Token{}
-	}
-	return t
+// who is the caller of an authenticated request (ops.Identify at
+// authentication), with the peer's address.
+func who(c *echo.Context) ops.Caller {
+	w, _ := c.Get(callerKey).(ops.Caller)
+	w.Addr = clientAddr(c)
+	return w
 }
 
 // clientAddr is the address of the direct peer (proxy headers are not
@@ -114,8 +135,8 @@ func (s *Server) logRequests(next echo.HandlerFunc) echo.HandlerFunc {
 			status = statusOf(err)
 		}
 		actor := ""
-		if t, _ := c.Get(tokenKey).(*store.Token); t != nil {
-			actor = t.Name
+		if w, ok := c.Get(callerKey).(ops.Caller); ok {
+			actor = w.Name
 		}
 		s.log.Debug("api request", "method", c.Request().Method, "path", c.Request().URL.Path,
 			"status", status, "actor", actor, "client", clientAddr(c), "duration", time.Since(start))

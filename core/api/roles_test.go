@@ -27,6 +27,7 @@ var roleTable = map[string][6]int{ //        none viewer  op   appr admin stg
 	"GET /health":                                        {200, 200, 200, 200, 200, 200},
 	"GET /metrics":                                       {200, 200, 200, 200, 200, 200},
 	"GET /api/v1/openapi.json":                           {200, 200, 200, 200, 200, 200},
+	"GET /api/v1/auth/oidc":                              {404, 404, 404, 404, 404, 404}, // single sign-on off; on: TestOIDCInfo
 	"GET /api/v1/clusters":                               {401, 200, 200, 200, 200, 200},
 	"GET /api/v1/clusters/:cluster":                      {401, 200, 200, 200, 200, 404},
 	"POST /api/v1/clusters/:cluster/orchestrate":         {401, 403, 202, 403, 202, 404},

@@ -7,6 +7,7 @@ import (
 	"encoding/base64"
 	"encoding/hex"
 	"errors"
+	"fmt"
 	"time"
 
 	"github.com/musterhq/muster/core/store"
@@ -81,6 +82,62 @@ func (ss *Sessions) Create(ctx context.Context, tokenHash string, admin bool) (s
 	return id, nil
 }
 
+// CreateForPerson starts the session of a person who signed in through
+// single sign-on with these group claims and an ID token that expires at
+// idExpiry: the session ends then at the latest. In the same transaction
+// the person is recorded (their groups, now) and a person.signed_in event
+// names them. The person's oldest sessions go beyond the cap per token.
+func (ss *Sessions) CreateForPerson(ctx context.Context, name string, groups []string, idExpiry time.Time, addr string) (string, error) {
+	id := RandomToken()
+	now := ss.now().UTC().Truncate(time.Microsecond)
+	idExpiry = idExpiry.UTC().Truncate(time.Microsecond)
+	if !now.Before(idExpiry) {
+		return "", fmt.Errorf("%w: the ID token has expired", ErrBadRequest)
+	}
+	key := store.PersonSessionKey(name)
+	end := now.Add(ss.ttl)
+	if idExpiry.Before(end) {
+		end = idExpiry
+	}
+	sess := &store.Session{Hash: HashSessionID(id), TokenHash: key, CSRF: RandomToken(), CreatedTS: now,
+		ExpiresTS: end, Person: name, Groups: groups, IDExpiresTS: &idExpiry}
+	err := ss.st.Update(ctx, func(tx store.Tx) error {
+		if _, err := tx.DeleteSessionsBefore(ctx, now); err != nil {
+			return err
+		}
+		if _, err := tx.TrimSessions(ctx, key, ss.perToken-1); err != nil {
+			return err
+		}
+		n, err := tx.SessionCount(ctx)
+		if err != nil {
+			return err
+		}
+		if n >= ss.max {
+			return ErrTooManySessions
+		}
+		if err := tx.InsertSession(ctx, sess); err != nil {
+			return err
+		}
+		if err := tx.UpsertPerson(ctx, &store.Person{Name: name, Source: "oidc", Groups: groups, LastSeenTS: now}); err != nil {
+			return err
+		}
+		return tx.AppendEvent(ctx, &store.Event{TS: now, Type: store.EventPersonSignedIn, Actor: name, ClientAddr: addr,
+			Message: fmt.Sprintf("%s signed in through single sign-on", name), Data: map[string]any{"groups": groupList(groups)}})
+	})
+	if err != nil {
+		return "", err
+	}
+	return id, nil
+}
+
+// groupList is groups as an event's data holds it (never null).
+func groupList(groups []string) []string {
+	if groups == nil {
+		return []string{}
+	}
+	return groups
+}
+
 // Get returns the live session with this id and its token as stored now.
 // ended reports a session that existed and has expired, or whose token was
 // revoked: it is removed.
@@ -93,6 +150,9 @@ func (ss *Sessions) Get(ctx context.Context, id string) (sess *store.Session, to
 		if sess, err = r.Session(ctx, HashSessionID(id)); err != nil {
 			return err
 		}
+		if sess.Person != "" {
+			return nil // a person's session: no token
+		}
 		tok, err = r.TokenByHash(ctx, sess.TokenHash)
 		return err
 	})
@@ -103,7 +163,7 @@ func (ss *Sessions) Get(ctx context.Context, id string) (sess *store.Session, to
 		ended = true
 	case err != nil:
 		return nil, nil, false, err
-	case !ss.now().Before(sess.ExpiresTS), tok.Expired(ss.now()):
+	case !ss.now().Before(sess.ExpiresTS), tok != nil && tok.Expired(ss.now()):
 		ended = true // the session's end, or its token's (a TTL)
 	}
 	if ended {
@@ -123,6 +183,9 @@ func (ss *Sessions) Live(ctx context.Context, hash string) bool {
 			return err
 		}
 		ok = ss.now().Before(sess.ExpiresTS)
+		if sess.Person != "" {
+			return nil
+		}
 		tok, err := r.TokenByHash(ctx, sess.TokenHash)
 		if err == nil && tok.Expired(ss.now()) {
 			ok = false

@@ -21,6 +21,10 @@ const (
 	EventCoreConfigRejected = "core.config_rejected"
 )
 
+// EventPersonSignedIn: a person signed in through single sign-on (the web
+// UI); the data holds their groups.
+const EventPersonSignedIn = "person.signed_in"
+
 // EventTypes is every event type the core appends, by family: a filter on
 // types (the API's ?type=, `muster events --type`) takes these and
 // "family.*", and the notification destinations' event globs are checked
@@ -33,7 +37,7 @@ var EventTypes = []string{
 	EventNodeForgotten, EventNodeClaimRefused, EventNodeSchemaRefused, EventNodeEnrolled, EventNodeEnrollRefused, EventNodeCertRenewed,
 	EventNodeRenewRefused, EventNodeRevoked,
 	EventClusterAlert, EventClusterHealthy,
-	EventTokenCreated, EventTokenRevoked,
+	EventTokenCreated, EventTokenRevoked, EventPersonSignedIn,
 	EventTeamCreated, EventTeamChanged, EventTeamDeleted, EventGrantCreated, EventGrantRevoked,
 	EventRunCreated, EventRunApproved, EventRunRejected, EventRunExpired, EventRunStageStarted,
 	EventRunStageFinished, EventRunPaused, EventRunResumed, EventRunCancelled, EventRunFinished,

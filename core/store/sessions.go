@@ -13,15 +13,19 @@ import (
 func (r Reads) Session(ctx context.Context, hash string) (*Session, error) {
 	d := r.Dialect
 	var s Session
-	found, err := r.one(ctx, `SELECT hash, token_hash, csrf, created_ts, expires_ts FROM ui_sessions WHERE hash = `+
-		d.Placeholder(1), []any{hash}, func(row Row) error {
-		return row.Scan(&s.Hash, &s.TokenHash, &s.CSRF, d.timeInto(&s.CreatedTS), d.timeInto(&s.ExpiresTS))
+	found, err := r.one(ctx, `SELECT hash, token_hash, csrf, created_ts, expires_ts, person, groups, id_expires_ts
+		FROM ui_sessions WHERE hash = `+d.Placeholder(1), []any{hash}, func(row Row) error {
+		return row.Scan(&s.Hash, &s.TokenHash, &s.CSRF, d.timeInto(&s.CreatedTS), d.timeInto(&s.ExpiresTS),
+			&s.Person, d.ListInto(&s.Groups), d.nullTimeInto(&s.IDExpiresTS))
 	})
 	if err != nil {
 		return nil, fmt.Errorf("session: %w", err)
 	}
 	if !found {
 		return nil, fmt.Errorf("session: %w", ErrNotFound)
+	}
+	if len(s.Groups) == 0 {
+		s.Groups = nil
 	}
 	return &s, nil
 }
@@ -42,13 +46,46 @@ func (r Reads) SessionCount(ctx context.Context) (int, error) {
 func (w Writes) InsertSession(ctx context.Context, s *Session) error {
 	d := w.Dialect
 	const what = "insert session"
-	ps, args := d.values(1, s.Hash, s.TokenHash, s.CSRF, d.Time(s.CreatedTS), d.Time(s.ExpiresTS))
-	n, err := w.Exec(ctx, what, `INSERT INTO ui_sessions (hash, token_hash, csrf, created_ts, expires_ts) VALUES (`+
-		ps+`) ON CONFLICT DO NOTHING`, args...)
+	groups, err := d.List(nonNil(s.Groups))
+	if err != nil {
+		return fmt.Errorf("%s: groups: %w", what, err)
+	}
+	ps, args := d.values(1, s.Hash, s.TokenHash, s.CSRF, d.Time(s.CreatedTS), d.Time(s.ExpiresTS),
+		s.Person, groups, d.nullTime(s.IDExpiresTS))
+	n, err := w.Exec(ctx, what, `INSERT INTO ui_sessions (hash, token_hash, csrf, created_ts, expires_ts, person, groups,
+		id_expires_ts) VALUES (`+ps+`) ON CONFLICT DO NOTHING`, args...)
 	if err == nil && n == 0 {
 		err = fmt.Errorf("%s: %w", what, ErrExists)
 	}
 	return err
+}
+
+// nonNil is v, or an empty list for nil (the columns are NOT NULL).
+func nonNil(v []string) []string {
+	if v == nil {
+		return []string{}
+	}
+	return v
+}
+
+// Person is Reader.Person of both stores.
+func (r Reads) Person(ctx context.Context, name string) (*Person, error) {
+	d := r.Dialect
+	var p Person
+	found, err := r.one(ctx, `SELECT name, source, groups, last_seen_ts FROM people WHERE lower(name) = lower(`+
+		d.Placeholder(1)+`)`, []any{name}, func(row Row) error {
+		return row.Scan(&p.Name, &p.Source, d.ListInto(&p.Groups), d.timeInto(&p.LastSeenTS))
+	})
+	if err != nil {
+		return nil, fmt.Errorf("person %q: %w", name, err)
+	}
+	if !found {
+		return nil, fmt.Errorf("person %q: %w", name, ErrNotFound)
+	}
+	if len(p.Groups) == 0 {
+		p.Groups = nil
+	}
+	return &p, nil
 }
 
 // DeleteSession is Tx.DeleteSession of both stores.

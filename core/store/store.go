@@ -107,6 +107,9 @@ type Reader interface {
 	Session(ctx context.Context, hash string) (*Session, error)
 	// SessionCount counts the sessions held, expired ones included.
 	SessionCount(ctx context.Context) (int, error)
+	// Person returns the person of this name, ignoring case (ErrNotFound
+	// when they never signed in).
+	Person(ctx context.Context, name string) (*Person, error)
 
 	// Run returns the run with exactly this id (ErrNotFound otherwise).
 	Run(ctx context.Context, id string) (*Run, error)
@@ -578,13 +581,26 @@ const (
 // and the token it signed in with is named by the token's hash, so that a
 // revoked token's sessions stop working at once.
 type Session struct {
-	Hash      string
+	Hash string
+	// TokenHash names the token of a token's session; a person's session
+	// (single sign-on) holds PersonSessionKey(Person) instead, so that the
+	// sessions of one person are counted together.
 	TokenHash string
 	// CSRF is the synchronizer token the session's forms carry.
 	CSRF      string
 	CreatedTS time.Time
 	ExpiresTS time.Time
+	// Person is the person of a single sign-on session ("" for a token's),
+	// Groups the group claims of their ID token and IDExpiresTS its expiry:
+	// the session ends then at the latest.
+	Person      string
+	Groups      []string
+	IDExpiresTS *time.Time
 }
+
+// PersonSessionKey is the TokenHash of a person's sessions: never a
+// token's hash (those are hexadecimal).
+func PersonSessionKey(person string) string { return "person:" + strings.ToLower(person) }
 
 // Token is an API identity. Only a hash of the secret is stored.
 type Token struct {

@@ -35,6 +35,8 @@ const (
 type loginData struct {
 	Next    string
 	Expired bool
+	// Provider names the OpenID provider ("" when single sign-on is off).
+	Provider string
 }
 
 func (s *Server) loginPage(w http.ResponseWriter, r *http.Request) {
@@ -65,6 +67,9 @@ func (s *Server) showLogin(w http.ResponseWriter, r *http.Request, status int, d
 	}
 	if r.URL.Query().Get("signed_out") == "1" {
 		vw.Flash = "You are signed out."
+	}
+	if s.cfg.SSO != nil {
+		d.Provider = s.cfg.SSO.Name()
 	}
 	vw.Data = d
 	s.render(w, r, status, "login", vw)

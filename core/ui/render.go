@@ -117,7 +117,9 @@ type view struct {
 	Title string
 	Nav   string
 	User  *store.Token
-	CSRF  string
+	// Groups are a person's group claims (single sign-on).
+	Groups []string
+	CSRF   string
 	// CanApprove: the visitor's roles grant approve (and reject).
 	CanApprove bool
 	// CanNotify: the visitor may see the Notifications page (admin).
@@ -134,6 +136,7 @@ func newView(v *visitor, title, nav string) *view {
 	out := &view{Title: title, Nav: nav}
 	if v != nil {
 		out.User = v.tok
+		out.Groups = v.who.Groups
 		out.CSRF = v.sess.CSRF
 		out.CanApprove = v.can(auth.Approve)
 		out.CanNotify = v.can(auth.Notify)

@@ -65,6 +65,24 @@ func (s *Server) startSession(w http.ResponseWriter, r *http.Request, tok *store
 	return nil
 }
 
+// visit resolves the visitor of a live session through ops.Identify: a
+// token's name and roles, or a person's name and the groups of their
+// sign-in.
+func (s *Server) visit(r *http.Request, sess *store.Session, tok *store.Token) (*visitor, error) {
+	name, roles, groups := sess.Person, []string(nil), sess.Groups
+	if tok != nil {
+		name, roles, groups = tok.Name, tok.Roles, nil
+	}
+	who, err := s.ops.Identify(r.Context(), name, roles, groups, clientAddr(r))
+	if err != nil {
+		return nil, err
+	}
+	if tok == nil {
+		tok = &store.Token{Name: who.Name, Roles: who.Roles}
+	}
+	return &visitor{sess: sess, tok: tok, who: who}, nil
+}
+
 // signedIn returns the visitor of a request with a live session whose token
 // still exists. Otherwise it answers: a page goes to sign-in (coming back
 // afterwards), the live-update stream gets 401.
@@ -83,13 +101,13 @@ func (s *Server) signedIn(w http.ResponseWriter, r *http.Request, stream bool) (
 		}
 	}
 	if sess != nil {
-		who, err := s.ops.Identify(r.Context(), tok.Name, tok.Roles, nil, clientAddr(r))
+		v, err := s.visit(r, sess, tok)
 		if err != nil {
-			s.log.Error("identify", "err", err)
+			s.log.Error("identify the visitor", "err", err)
 			s.renderError(w, r, nil, http.StatusInternalServerError, "The store could not be read.")
 			return nil, false
 		}
-		return &visitor{sess: sess, tok: tok, who: who}, true
+		return v, true
 	}
 	if stream {
 		http.Error(w, "sign in again", http.StatusUnauthorized)

@@ -30,6 +30,7 @@ import (
 	"github.com/musterhq/muster/core/notify"
 	"github.com/musterhq/muster/core/ops"
 	"github.com/musterhq/muster/core/schedule"
+	"github.com/musterhq/muster/core/sso"
 	"github.com/musterhq/muster/core/store"
 	"github.com/musterhq/muster/core/streams"
 	"github.com/musterhq/muster/shared/live"
@@ -100,6 +101,9 @@ type Config struct {
 	// Notify returns the notification destinations in use (the
 	// Notifications page, admin); a reload may change them. nil: none.
 	Notify func() []notify.Destination
+	// SSO signs people in through the OpenID provider (nil: single
+	// sign-on is off; its routes answer 404).
+	SSO *sso.Provider
 }
 
 // route is one registered route and the permission it needs ("" for a page
@@ -215,6 +219,8 @@ func (s *Server) register() {
 	s.public("GET /ui/static/{file}", s.static)
 	s.public("GET /ui/login", s.loginPage)
 	s.public("POST /ui/login", s.login)
+	s.public("GET /ui/oidc/login", s.oidcLogin)
+	s.public("GET "+sso.CallbackPath, s.oidcCallback)
 	if len(s.cfg.DevLogins) > 0 {
 		s.public("GET /ui/dev-login", s.devLogin)
 	}
@@ -264,9 +270,10 @@ type handlerFunc func(w http.ResponseWriter, r *http.Request, v *visitor)
 // token as stored now (so a role change or a revocation applies at once).
 type visitor struct {
 	sess *store.Session
-	tok  *store.Token
-	// who is the person with its grants (ops.Identify), resolved on
-	// every request.
+	// tok is the session's token, or for a person's session (single
+	// sign-on) a token of their name and roles, never stored.
+	tok *store.Token
+	// who is the caller as ops.Identify resolved it at this request.
 	who ops.Caller
 }
 

@@ -40,6 +40,8 @@ var roleTable = map[string][5]int{ //    none viewer  op   appr admin
 	"GET /ui/login":                                    {200, 303, 303, 303, 303},
 	"POST /ui/login":                                   {303, 303, 303, 303, 303},
 	"GET /ui/dev-login":                                {303, 303, 303, 303, 303},
+	"GET /ui/oidc/login":                               {404, 404, 404, 404, 404}, // single sign-on off; on: TestOIDCSignIn
+	"GET /ui/oidc/callback":                            {404, 404, 404, 404, 404},
 	"POST /ui/logout":                                  {303, 303, 303, 303, 303},
 	"GET /ui/approvals":                                {303, 200, 200, 200, 200},
 	"GET /ui/actions":                                  {303, 200, 200, 200, 200},

@@ -367,3 +367,14 @@ type NotifyTestResult struct {
 	Error       string `json:"error,omitempty"`
 	TookMS      int64  `json:"took_ms"`
 }
+
+// OIDCInfo answers GET /api/v1/auth/oidc: where people sign in (`muster
+// login` asks it).
+type OIDCInfo struct {
+	Issuer   string   `json:"issuer"`
+	ClientID string   `json:"client_id"`
+	Scopes   []string `json:"scopes"`
+	// UsernameClaim and GroupsClaim name the claims of the person.
+	UsernameClaim string `json:"username_claim"`
+	GroupsClaim   string `json:"groups_claim"`
+}

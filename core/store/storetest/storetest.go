@@ -46,6 +46,7 @@ func Run(t *testing.T, db NewDB) {
 		{"UseTokenCountsDownAtomically", testUseTokenCountsDownAtomically},
 		{"AgentCertsAndRevocation", testAgentCertsAndRevocation},
 		{"SessionsEndWithTheirToken", testSessionsEndWithTheirToken},
+		{"PersonSessionsAndPeople", testPersonSessionsAndPeople},
 		{"RunsRoundTripAndList", testRunsRoundTripAndList},
 		{"ARunHasOneChildPerStageAndNode", testARunHasOneChildPerStageAndNode},
 		{"RunChildCountsFollowTheChildren", testRunChildCountsFollowTheChildren},
@@ -437,6 +438,43 @@ func testSessions(t *testing.T, db NewDB) {
 			if found := err == nil; found != want {
 				t.Errorf("session %s found %v, want %v (%v)", hash, found, want, err)
 			}
+		}
+		return nil
+	})
+}
+
+// testPersonSessionsAndPeople (issue 32): a single sign-on session keeps its
+// person, groups and ID token expiry; a person is one row whatever the case
+// of their name, with the groups of their last sign-in.
+func testPersonSessionsAndPeople(t *testing.T, db NewDB) {
+	open := db(t)
+	s := open(t)
+	idExp := t0.Add(30 * time.Minute)
+	p := store.Session{Hash: "sp", TokenHash: store.PersonSessionKey("Dana@Example.com"), CSRF: "c", CreatedTS: t0,
+		ExpiresTS: idExp, Person: "Dana@Example.com", Groups: []string{"db-oncall", "<sre>"}, IDExpiresTS: &idExp}
+	update(t, s, func(ctx context.Context, tx store.Tx) error {
+		if err := tx.InsertSession(ctx, &p); err != nil {
+			return err
+		}
+		if err := tx.UpsertPerson(ctx, &store.Person{Name: "Dana@Example.com", Source: "oidc",
+			Groups: []string{"db-oncall", "sre"}, LastSeenTS: t0}); err != nil {
+			return err
+		}
+		return tx.UpsertPerson(ctx, &store.Person{Name: "dana@example.com", Source: "oidc",
+			Groups: []string{"sre"}, LastSeenTS: t0.Add(time.Hour)})
+	})
+	read(t, open(t), func(ctx context.Context, r store.Reader) error {
+		got, err := r.Session(ctx, "sp")
+		if err != nil || !reflect.DeepEqual(*got, p) {
+			t.Errorf("Session = %+v, %v, want %+v", got, err, p)
+		}
+		who, err := r.Person(ctx, "DANA@example.com")
+		want := store.Person{Name: "Dana@Example.com", Source: "oidc", Groups: []string{"sre"}, LastSeenTS: t0.Add(time.Hour)}
+		if err != nil || !reflect.DeepEqual(*who, want) {
+			t.Errorf("Person = %+v, %v, want %+v (one row, the last groups)", who, err, want)
+		}
+		if _, err := r.Person(ctx, "nobody"); !errors.Is(err, store.ErrNotFound) {
+			t.Errorf("unknown person: %v, want ErrNotFound", err)
 		}
 		return nil
 	})
