@@ -468,8 +468,9 @@ func testPersonSessionsAndPeople(t *testing.T, db NewDB) {
 		if err != nil || !reflect.DeepEqual(*got, p) {
 			t.Errorf("Session = %+v, %v, want %+v", got, err, p)
 		}
+		// Names are kept lowercase (store.PersonKey).
 		who, err := r.Person(ctx, "DANA@example.com")
-		want := store.Person{Name: "Dana@Example.com", Source: "oidc", Groups: []string{"sre"}, LastSeenTS: t0.Add(time.Hour)}
+		want := store.Person{Name: "dana@example.com", Source: "oidc", Groups: []string{"sre"}, LastSeenTS: t0.Add(time.Hour)}
 		if err != nil || !reflect.DeepEqual(*who, want) {
 			t.Errorf("Person = %+v, %v, want %+v (one row, the last groups)", who, err, want)
 		}
