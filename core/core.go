@@ -39,6 +39,7 @@ import (
 	"github.com/musterhq/muster/core/schedule"
 	"github.com/musterhq/muster/core/schedule/recur"
 	"github.com/musterhq/muster/core/store"
+	"github.com/musterhq/muster/core/tracing"
 	"github.com/musterhq/muster/core/store/postgres"
 	"github.com/musterhq/muster/core/store/sqlite"
 	"github.com/musterhq/muster/core/streams"
@@ -179,6 +180,20 @@ func (c *Core) Run(ctx context.Context) error {
 		Runs:             engine,
 		Leases:           repl.orchestrateLeases(),
 	}
+	// Traces (docs/operations.md, "Tracing"): nil when off.
+	tracer, err := tracing.New(cfg.Tracing)
+	if err != nil {
+		ln.Close()
+		return err
+	}
+	defer func() {
+		shutCtx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		if err := tracer.Shutdown(shutCtx); err != nil {
+			c.log.Warn("tracing: sending the last spans", "err", err)
+		}
+	}()
+	ocfg.Tracer = tracer
 	// The rule of gossipOptions, applied to the address actually dialled.
 	ocfg.RefuseInternalGossip = cfg.Gossip.Enabled && !allowInternalGossip(cfg)
 	orch, err := orchestrate.New(ocfg, st, c.log, reg)
@@ -258,6 +273,10 @@ func (c *Core) Run(ctx context.Context) error {
 		return errors.Join(err, stopAll())
 	}
 	if err := parts.Start(ctx, "notify", notifier); err != nil {
+		ln.Close()
+		return errors.Join(err, stopAll())
+	}
+	if err := parts.Start(ctx, "tracing", tracing.NewRecorder(tracer, st, c.log, 0)); err != nil {
 		ln.Close()
 		return errors.Join(err, stopAll())
 	}
