@@ -127,7 +127,7 @@ func (r *Recorder) Event(ctx context.Context, e *store.Event) error {
 	switch {
 	case strings.HasPrefix(e.Type, "action.") && e.ActionID != "":
 		a, err := r.action(ctx, e.ActionID)
-		if err != nil || !a.State.Final() || !r.done.add("a" + a.ID) {
+		if err != nil || !a.State.Final() || !r.done.add("a"+a.ID) {
 			return nil
 		}
 		r.recordAction(a)
