@@ -31,6 +31,7 @@ import (
 	"github.com/musterhq/muster/core/budget"
 	"github.com/musterhq/muster/core/discovery"
 	"github.com/musterhq/muster/core/enroll"
+	"github.com/musterhq/muster/core/monitor"
 	"github.com/musterhq/muster/core/notify"
 	"github.com/musterhq/muster/core/ops"
 	"github.com/musterhq/muster/core/orchestrate"
@@ -119,6 +120,16 @@ func (c *Core) Run(ctx context.Context) error {
 
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	// The fleet's state at each scrape, and every write timed, for the
+	// shipped alerts and dashboard (docs/operations.md, "Monitoring").
+	if err := monitor.Register(reg, st, c.log); err != nil {
+		return err
+	}
+	timed, err := monitor.NewTimed(st, reg)
+	if err != nil {
+		return err
+	}
+	st = timed
 	atls, agentsPair, err := agentsTLS(cfg.AgentsTLS)
 	if err != nil {
 		return err
