@@ -115,7 +115,9 @@ func TestTimedStoreObservesEachWrite(t *testing.T) {
 		t.Fatal(err)
 	}
 	ctx := context.Background()
-	_ = timed.Update(ctx, func(tx store.Tx) error { return tx.PutCluster(ctx, &store.Cluster{ID: "x", Status: store.ClusterHealthy}) })
+	_ = timed.Update(ctx, func(tx store.Tx) error {
+		return tx.PutCluster(ctx, &store.Cluster{ID: "x", Status: store.ClusterHealthy})
+	})
 	_ = timed.Update(ctx, func(store.Tx) error { return errors.New("no") })
 	if got := sample(t, reg, `muster_core_store_write_duration_seconds_count{result="ok"}`); got != "1" {
 		t.Errorf("ok writes counted %s, want 1", got)
