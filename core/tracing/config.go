@@ -67,19 +67,34 @@ func (c Config) Validate() config.Errors {
 // maxHeaders bounds the lines of a headers file.
 const maxHeaders = 64
 
+// maxHeadersFile bounds the size of a headers file.
+const maxHeadersFile = 64 << 10
+
 // LoadHeaders reads a headers file: private to its owner, one "Name:
 // value" per line, blank lines and lines starting with # skipped.
 func LoadHeaders(path string) (map[string]string, error) {
 	if err := config.CheckPrivateFile(path); err != nil {
 		return nil, err
 	}
-	f, err := os.Open(path)
+	b, err := os.ReadFile(path)
 	if err != nil {
 		return nil, err
 	}
-	defer f.Close()
+	if len(b) > maxHeadersFile {
+		return nil, fmt.Errorf("%s: more than %d bytes", path, maxHeadersFile)
+	}
+	h, err := ParseHeaders(string(b))
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", path, err)
+	}
+	return h, nil
+}
+
+// ParseHeaders reads the text of a headers file.
+func ParseHeaders(text string) (map[string]string, error) {
 	out := map[string]string{}
-	sc := bufio.NewScanner(f)
+	sc := bufio.NewScanner(strings.NewReader(text))
+	sc.Buffer(make([]byte, 0, 4096), maxHeadersFile)
 	for n := 1; sc.Scan(); n++ {
 		line := strings.TrimSpace(sc.Text())
 		if line == "" || strings.HasPrefix(line, "#") {
@@ -87,18 +102,29 @@ func LoadHeaders(path string) (map[string]string, error) {
 		}
 		k, v, ok := strings.Cut(line, ":")
 		k, v = strings.TrimSpace(k), strings.TrimSpace(v)
-		if !ok || k == "" || !validHeaderName(k) || strings.ContainsAny(v, "\r\n\x00") {
-			return nil, fmt.Errorf("%s: line %d is not \"Name: value\"", path, n)
+		if !ok || k == "" || !validHeaderName(k) || !validHeaderValue(v) {
+			return nil, fmt.Errorf("line %d is not \"Name: value\"", n)
 		}
 		out[textproto.CanonicalMIMEHeaderKey(k)] = v
 		if len(out) > maxHeaders {
-			return nil, fmt.Errorf("%s: more than %d headers", path, maxHeaders)
+			return nil, fmt.Errorf("more than %d headers", maxHeaders)
 		}
 	}
 	if err := sc.Err(); err != nil {
-		return nil, fmt.Errorf("%s: %w", path, err)
+		return nil, err
 	}
 	return out, nil
+}
+
+// validHeaderValue: printable ASCII and tabs (no CR, LF, NUL or other
+// controls), as an HTTP field value.
+func validHeaderValue(v string) bool {
+	for i := 0; i < len(v); i++ {
+		if c := v[i]; c < 0x20 && c != '\t' || c == 0x7f {
+			return false
+		}
+	}
+	return true
 }
 
 func validHeaderName(k string) bool {

@@ -136,3 +136,26 @@ func TestConfigValidate(t *testing.T) {
 		t.Errorf("headers %v %v", h, err)
 	}
 }
+
+// FuzzParseHeaders checks that no headers file makes parsing panic, and
+// that what it takes are HTTP header names and values.
+func FuzzParseHeaders(f *testing.F) {
+	for _, s := range []string{"Authorization: Bearer abc\n", "# c\n\nx-a: 1\nx-b:2", "no colon", ": v", "a b: c",
+		"x: \x00", "x: a\r\nY: b", strings.Repeat("k: v\n", 100), "x-é: v", "x:\tv\t"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, text string) {
+		h, err := ParseHeaders(text)
+		if err != nil {
+			return
+		}
+		if len(h) > maxHeaders {
+			t.Fatalf("%d headers", len(h))
+		}
+		for k, v := range h {
+			if !validHeaderName(k) || k == "" || strings.ContainsAny(v, "\r\n\x00") {
+				t.Fatalf("took %q: %q", k, v)
+			}
+		}
+	})
+}
