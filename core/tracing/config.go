@@ -11,6 +11,7 @@ package tracing
 import (
 	"bufio"
 	"fmt"
+	"net"
 	"net/textproto"
 	"net/url"
 	"os"
@@ -54,6 +55,8 @@ func (c Config) Validate() config.Errors {
 			errs.Add("tracing.endpoint", "%q is not an http(s) URL with a host (such as https://collector:4318)", c.Endpoint)
 		} else if u.User != nil {
 			errs.Add("tracing.endpoint", "credentials in the URL are refused: put them in headers_file")
+		} else if u.Scheme == "http" && c.HeadersFile != "" && !loopback(u.Hostname()) {
+			errs.Add("tracing.endpoint", "%s is plain http off loopback: the headers of headers_file would travel in clear (use https)", c.Endpoint)
 		}
 	}
 	if c.HeadersFile != "" {
@@ -125,6 +128,15 @@ func validHeaderValue(v string) bool {
 		}
 	}
 	return true
+}
+
+// loopback reports a host that is localhost or a loopback address.
+func loopback(host string) bool {
+	if host == "localhost" {
+		return true
+	}
+	ip := net.ParseIP(host)
+	return ip != nil && ip.IsLoopback()
 }
 
 func validHeaderName(k string) bool {

@@ -117,6 +117,8 @@ func TestConfigValidate(t *testing.T) {
 		{"ratio above 1", Config{SampleRatio: 1.5}, "tracing.sample_ratio"},
 		{"not a URL", Config{Endpoint: "collector:4318", SampleRatio: 1}, "tracing.endpoint"},
 		{"credentials in the URL", Config{Endpoint: "https://u:p@collector", SampleRatio: 1}, "tracing.endpoint"},
+		{"headers over plain http", Config{Endpoint: "http://collector:4318", SampleRatio: 1, HeadersFile: good}, "tracing.endpoint"},
+		{"headers over plain http on loopback", Config{Endpoint: "http://localhost:4318", SampleRatio: 1, HeadersFile: good}, ""},
 		{"headers file readable by others", Config{HeadersFile: open, SampleRatio: 1}, "tracing.headers_file"},
 		{"headers file not Name: value", Config{HeadersFile: bad, SampleRatio: 1}, "tracing.headers_file"},
 	} {
