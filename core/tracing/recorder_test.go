@@ -79,7 +79,7 @@ func TestRecorderRecordsWhatEndsOnce(t *testing.T) {
 	}
 	attrs := map[string]string{}
 	for _, kv := range step.Attributes {
-		attrs[string(kv.Key)] = kv.Value.Emit()
+		attrs[string(kv.Key)] = kv.Value.String()
 	}
 	for k, v := range map[string]string{"cicd.pipeline.task.name": "roll/upgrade", "cicd.pipeline.task.run.id": done.ID,
 		"cicd.pipeline.task.run.result": "success", "muster.run.attempt": "2", "muster.node.id": "db-1"} {
