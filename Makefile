@@ -82,15 +82,17 @@ test: lint test-deps ## Run every test (unit, fuzz seeds, e2e, PostgreSQL, brows
 
 # What the tests need beside Go and a C compiler, from Debian's packages:
 # systemd-analyze (the units in configs/systemd), PostgreSQL (the store's
-# tests start a throwaway server) and Chromium (the web UI's browser tests).
+# tests start a throwaway server), Chromium (the web UI's browser tests) and
+# promtool (the prometheus package: the alert rules of configs/monitoring).
 # As root with apt-get they are installed when missing; otherwise the target
 # says what to install and stops.
 .PHONY: test-deps
-test-deps: ## Install what the tests need (systemd, postgresql, chromium) when missing
+test-deps: ## Install what the tests need (systemd, postgresql, chromium, prometheus) when missing
 	@missing=""; \
 	  command -v systemd-analyze >/dev/null || missing="$$missing systemd"; \
 	  ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1 || missing="$$missing postgresql"; \
 	  command -v chromium >/dev/null || missing="$$missing chromium"; \
+	  command -v promtool >/dev/null || missing="$$missing prometheus"; \
 	  if [ -n "$$missing" ]; then \
 	    if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null; then \
 	      echo "installing:$$missing"; \

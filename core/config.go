@@ -16,6 +16,7 @@ import (
 	"github.com/musterhq/muster/core/schedule"
 	"github.com/musterhq/muster/core/sso"
 	"github.com/musterhq/muster/core/streams"
+	"github.com/musterhq/muster/core/tracing"
 	"github.com/musterhq/muster/core/ui"
 	"github.com/musterhq/muster/shared/config"
 	"github.com/musterhq/muster/shared/gossip"
@@ -62,6 +63,10 @@ type Config struct {
 	NotifyAllowLoopback bool `mapstructure:"notify_allow_loopback" yaml:"notify_allow_loopback"`
 	// ShutdownTimeout bounds the whole stop, every part together.
 	ShutdownTimeout time.Duration `mapstructure:"shutdown_timeout" yaml:"shutdown_timeout"`
+	// Tracing sends OpenTelemetry traces of runs and actions over
+	// OTLP/HTTP; off while its endpoint is empty (docs/operations.md,
+	// "Tracing").
+	Tracing tracing.Config `mapstructure:"tracing" yaml:"tracing"`
 
 	// DevLogins maps one-time sign-in nonces to token names, for the links
 	// `muster dev` prints. It is never read from a configuration source.
@@ -230,6 +235,7 @@ func DefaultConfig() Config {
 		HA:              HAConfig{LeaseTTL: 10 * time.Second},
 		Log:             config.DefaultLog(),
 		ShutdownTimeout: config.DefaultShutdownTimeout,
+		Tracing:         tracing.DefaultConfig(),
 	}
 }
 
@@ -393,6 +399,7 @@ func (c *Config) Validate() error {
 		known.Clusters = append(known.Clusters, cl.ID)
 	}
 	errs = append(errs, notify.Validate(c.Notify, c.NotifyAllowLoopback, known)...)
+	errs = append(errs, c.Tracing.Validate()...)
 	if u := c.UI.PublicURL; u != "" {
 		if pu, err := url.Parse(u); err != nil || (pu.Scheme != "http" && pu.Scheme != "https") || pu.Host == "" {
 			add("ui.public_url", "%q is not an http(s) URL with a host", u)

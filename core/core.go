@@ -31,6 +31,7 @@ import (
 	"github.com/musterhq/muster/core/budget"
 	"github.com/musterhq/muster/core/discovery"
 	"github.com/musterhq/muster/core/enroll"
+	"github.com/musterhq/muster/core/monitor"
 	"github.com/musterhq/muster/core/notify"
 	"github.com/musterhq/muster/core/ops"
 	"github.com/musterhq/muster/core/orchestrate"
@@ -43,6 +44,7 @@ import (
 	"github.com/musterhq/muster/core/store/postgres"
 	"github.com/musterhq/muster/core/store/sqlite"
 	"github.com/musterhq/muster/core/streams"
+	"github.com/musterhq/muster/core/tracing"
 	"github.com/musterhq/muster/core/ui"
 	"github.com/musterhq/muster/shared/apiserver"
 	"github.com/musterhq/muster/shared/config"
@@ -119,6 +121,16 @@ func (c *Core) Run(ctx context.Context) error {
 
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	// The fleet's state at each scrape, and every write timed, for the
+	// shipped alerts and dashboard (docs/operations.md, "Monitoring").
+	if err := monitor.Register(reg, st, c.log); err != nil {
+		return err
+	}
+	timed, err := monitor.NewTimed(st, reg)
+	if err != nil {
+		return err
+	}
+	st = timed
 	atls, agentsPair, err := agentsTLS(cfg.AgentsTLS)
 	if err != nil {
 		return err
@@ -180,6 +192,20 @@ func (c *Core) Run(ctx context.Context) error {
 		Runs:             engine,
 		Leases:           repl.orchestrateLeases(),
 	}
+	// Traces (docs/operations.md, "Tracing"): nil when off.
+	tracer, err := tracing.New(cfg.Tracing)
+	if err != nil {
+		ln.Close()
+		return err
+	}
+	defer func() {
+		shutCtx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		if err := tracer.Shutdown(shutCtx); err != nil {
+			c.log.Warn("tracing: sending the last spans", "err", err)
+		}
+	}()
+	ocfg.Tracer = tracer
 	// The rule of gossipOptions, applied to the address actually dialled.
 	ocfg.RefuseInternalGossip = cfg.Gossip.Enabled && !allowInternalGossip(cfg)
 	orch, err := orchestrate.New(ocfg, st, c.log, reg)
@@ -272,6 +298,10 @@ func (c *Core) Run(ctx context.Context) error {
 		return errors.Join(err, stopAll())
 	}
 	if err := parts.Start(ctx, "notify", notifier); err != nil {
+		ln.Close()
+		return errors.Join(err, stopAll())
+	}
+	if err := parts.Start(ctx, "tracing", tracing.NewRecorder(tracer, st, c.log, 0)); err != nil {
 		ln.Close()
 		return errors.Join(err, stopAll())
 	}

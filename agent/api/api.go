@@ -332,7 +332,7 @@ func (s *Server) info(c *echo.Context) error {
 		NodeID: s.cfg.NodeID, ClusterID: s.cfg.ClusterID, Version: s.cfg.Version,
 		StoreID: s.cfg.Queue.StoreID(), Kinds: s.cfg.Kinds.Kinds(), Queue: counts,
 		Labels: labels.Merge(nil, s.cfg.Labels), ArgsSchemas: s.cfg.Kinds.Schemas(),
-		PushFields: wire.RunPlaceFields(),
+		PushFields: append(wire.RunPlaceFields(), wire.TraceFields()...),
 	})
 }
 
@@ -571,6 +571,12 @@ func DecodePush(body []byte, node, cluster string) (*action.Action, error) {
 	}
 	if err := action.CheckRunPlace(a); err != nil {
 		return nil, bad("%v", err)
+	}
+	if req.Traceparent != "" {
+		if !action.ValidTraceparent(req.Traceparent) {
+			return nil, bad("traceparent %.100q is not a W3C traceparent (00-<trace id>-<parent id>-<flags>)", req.Traceparent)
+		}
+		a.Traceparent = req.Traceparent
 	}
 	if req.CreatedTS != nil {
 		a.CreatedTS = action.UTC(*req.CreatedTS)

@@ -405,6 +405,9 @@ func FuzzDecodePush(f *testing.F) {
 		`{"kind":"muster.io/debug.ping","Requester":"root"}`, `{"kind":"a/b","args":{"x":1,"x":2}}`,
 		`{"kind":"a/b","run_id":"3f0c8a52-7e4e-4a8e-9a4e-4f5a3b0f2c11","stage":"roll","step":"s.1","wave":2,"attempt":1}`,
 		`{"kind":"a/b","stage":"roll"}`, `{"kind":"a/b","run_id":"x","wave":-1}`,
+		`{"kind":"a/b","traceparent":"00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01"}`,
+		`{"kind":"a/b","traceparent":"00-00000000000000000000000000000000-b7ad6b7169203331-01"}`,
+		`{"kind":"a/b","traceparent":"00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01\nX=1"}`,
 	} {
 		f.Add([]byte(s))
 	}
@@ -427,6 +430,9 @@ func FuzzDecodePush(f *testing.F) {
 		}
 		if a.TimeoutS < 0 || a.TimeoutS > action.MaxTimeoutS {
 			t.Fatalf("accepted timeout %d", a.TimeoutS)
+		}
+		if a.Traceparent != "" && !action.ValidTraceparent(a.Traceparent) {
+			t.Fatalf("accepted traceparent %q", a.Traceparent)
 		}
 		if n, err := action.NormalizeArgs(a.Args); err != nil || !bytes.Equal(n, a.Args) {
 			t.Fatalf("accepted args %s are not canonical", a.Args)

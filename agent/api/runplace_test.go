@@ -21,6 +21,7 @@ func TestAPushKeepsTheRunChildsPlace(t *testing.T) {
 	t.Parallel()
 	f := setup(t)
 	st, b := f.do(t, http.MethodGet, "/api/v1/info", "")
+	b0 := b
 	if st != http.StatusOK || !slices.Contains(decode[wire.AgentInfo](t, b).PushFields, "run_id") {
 		t.Fatalf("info: %d %s, want push_fields with run_id", st, b)
 	}
@@ -47,6 +48,27 @@ func TestAPushKeepsTheRunChildsPlace(t *testing.T) {
 	} {
 		if st, b := f.do(t, http.MethodPost, "/api/v1/actions", `{"kind":"muster.io/debug.ping",`+bad+`}`); st != http.StatusBadRequest {
 			t.Errorf("%s: %d %s, want 400", name, st, b)
+		}
+	}
+
+	// Issue 38: the trace context is kept and shown; a malformed one is a 400.
+	if !slices.Contains(decode[wire.AgentInfo](t, b0).PushFields, "traceparent") {
+		t.Fatalf("info: %s, want push_fields with traceparent", b0)
+	}
+	const tp = "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01"
+	st, b = f.do(t, http.MethodPost, "/api/v1/actions", `{"kind":"muster.io/debug.ping","traceparent":"`+tp+`"}`)
+	if st != http.StatusCreated {
+		t.Fatalf("push with a traceparent: %d %s", st, b)
+	}
+	st, b = f.do(t, http.MethodGet, "/api/v1/actions/"+decode[action.Action](t, b).ID, "")
+	if got := decode[action.Action](t, b); st != http.StatusOK || got.Traceparent != tp {
+		t.Fatalf("show: %d %s, want traceparent %s", st, b, tp)
+	}
+	for _, bad := range []string{"01-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01",
+		"00-00000000000000000000000000000000-b7ad6b7169203331-01", "00-0AF7651916CD43DD8448EB211C80319C-b7ad6b7169203331-01",
+		"00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01\nX=1", "x"} {
+		if st, b := f.do(t, http.MethodPost, "/api/v1/actions", `{"kind":"muster.io/debug.ping","traceparent":"`+bad+`"}`); st != http.StatusBadRequest {
+			t.Errorf("traceparent %q: %d %s, want 400", bad, st, b)
 		}
 	}
 

@@ -481,12 +481,18 @@ func commandEnv(x *Exec, env Env, extra []string) []string {
 		}
 	}
 	out = append(out, extra...)
-	return append(out,
+	out = append(out,
 		"MUSTER_ACTION_ID="+x.Action.ID,
 		"MUSTER_ACTION_KIND="+x.Action.Kind,
 		"MUSTER_NODE_ID="+env.NodeID,
 		"MUSTER_CLUSTER_ID="+env.ClusterID,
 	)
+	// The trace context the core pushed: a command's own spans join the
+	// action's trace (docs/architecture.md, "Traces").
+	if x.Action.Traceparent != "" {
+		out = append(out, "TRACEPARENT="+x.Action.Traceparent)
+	}
+	return out
 }
 
 // start starts one of the kind's commands, as its user when it names one.

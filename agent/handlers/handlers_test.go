@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -392,6 +393,36 @@ func TestExternalCommandEnvironmentIsAnAllowlist(t *testing.T) {
 	for k := range got {
 		if _, ok := want[k]; !ok && k != "LANG" && k != "MUSTER_OUTPUTS" {
 			t.Errorf("unexpected variable %s in the command's environment", k)
+		}
+	}
+}
+
+// Issue 38: the trace context the core pushed with an action reaches the
+// kind's command as $TRACEPARENT, so that its own spans join the trace; an
+// action pushed without one sets none.
+func TestExternalCommandGetsTheActionsTraceparent(t *testing.T) {
+	t.Parallel()
+	r := registry(t, External{Kind: "example.com/env", Run: []string{"/usr/bin/env"}})
+	h, _ := r.Get("example.com/env")
+	const tp = "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01"
+	for _, tc := range []struct{ name, traceparent string }{{"pushed with one", tp}, {"pushed without", ""}} {
+		x := execFor("example.com/env", `{}`)
+		x.Action.Traceparent = tc.traceparent
+		if res := drive(t, context.Background(), h, x); res.Status != Done {
+			t.Fatalf("%s: run: %+v output %q", tc.name, res, x.Output())
+		}
+		var got []string
+		for _, line := range strings.Split(x.Output(), "\n") {
+			if v, ok := strings.CutPrefix(line, "TRACEPARENT="); ok {
+				got = append(got, v)
+			}
+		}
+		want := []string{tc.traceparent}
+		if tc.traceparent == "" {
+			want = nil
+		}
+		if !slices.Equal(got, want) {
+			t.Errorf("%s: TRACEPARENT in the environment %q, want %q", tc.name, got, want)
 		}
 	}
 }

@@ -161,12 +161,12 @@ func (q *Queue) Enqueue(ctx context.Context, a *action.Action, actor string) (*a
 		}
 		_, err = tx.ExecContext(ctx, `INSERT INTO actions (id, cluster_id, node_id, kind, args, state, progress,
 			origin, requester, approved_by, timeout_s, created_us, scheduled_us, updated_us, change_seq,
-			run_id, stage, step, wave, attempt)
-			VALUES (?, ?, ?, ?, ?, ?, '{}', ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+			run_id, stage, step, wave, attempt, traceparent)
+			VALUES (?, ?, ?, ?, ?, ?, '{}', ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
 			rec.ID, rec.ClusterID, rec.NodeID, rec.Kind, string(rec.Args), rec.State,
 			rec.Origin, rec.Requester, rec.ApprovedBy, rec.TimeoutS,
 			sqlite.Micros(rec.CreatedTS), sqlite.NullMicros(rec.ScheduledTS), sqlite.Micros(now), seq,
-			rec.RunID, rec.Stage, rec.Step, rec.Wave, rec.Attempt)
+			rec.RunID, rec.Stage, rec.Step, rec.Wave, rec.Attempt, rec.Traceparent)
 		if err != nil {
 			return fmt.Errorf("insert action: %w", err)
 		}
@@ -530,7 +530,7 @@ func (q *Queue) Tombstoned(ctx context.Context, id string) (bool, error) {
 
 const columns = `id, cluster_id, node_id, kind, args, state, state_reason, progress, output, origin,
 	requester, approved_by, timeout_s, created_us, scheduled_us, started_us, finished_us, updated_us, change_seq,
-	outputs, run_id, stage, step, wave, attempt`
+	outputs, run_id, stage, step, wave, attempt, traceparent`
 
 type querier interface {
 	QueryRowContext(ctx context.Context, query string, args ...any) *sql.Row
@@ -552,7 +552,7 @@ func scanWith(s scanner, extra ...any) (*action.Action, int64, error) {
 	var scheduled, started, finished sql.NullInt64
 	dest := []any{&a.ID, &a.ClusterID, &a.NodeID, &a.Kind, &args, &a.State, &a.StateReason, &progress, &a.Output,
 		&a.Origin, &a.Requester, &a.ApprovedBy, &a.TimeoutS, &created, &scheduled, &started, &finished, &updated, &seq,
-		&outputs, &a.RunID, &a.Stage, &a.Step, &a.Wave, &a.Attempt}
+		&outputs, &a.RunID, &a.Stage, &a.Step, &a.Wave, &a.Attempt, &a.Traceparent}
 	if err := s.Scan(append(dest, extra...)...); err != nil {
 		if errors.Is(err, sql.ErrNoRows) {
 			return nil, 0, ErrNotFound

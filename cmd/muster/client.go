@@ -34,7 +34,9 @@ type clientFlags struct {
 	addr   string
 	token  string
 	output string
-	utc    bool
+	// moreOutputs are -o forms of one command alone (events: cloudevents).
+	moreOutputs []string
+	utc         bool
 	// TLS towards the core: its CA, and a client certificate when the core
 	// requires one.
 	caCert, clientCert, clientKey string
@@ -166,8 +168,8 @@ func (f *clientFlags) wide() bool { return f.output == "wide" }
 var outputForms = []string{"table", "wide", "json", "yaml", "name"}
 
 func (f *clientFlags) checkOutput() error {
-	if !slices.Contains(outputForms, f.output) {
-		return cli.UsageError("-o %q: want one of %s", f.output, strings.Join(outputForms, ", "))
+	if forms := append(slices.Clone(outputForms), f.moreOutputs...); !slices.Contains(forms, f.output) {
+		return cli.UsageError("-o %q: want one of %s", f.output, strings.Join(forms, ", "))
 	}
 	return nil
 }

@@ -28,10 +28,14 @@ func newEventsCmd() *cobra.Command {
 		Long: `Print the event log, the core's audit trail. Without --since it prints the
 newest --limit events; with --follow it then prints each new event as it is
 appended, until interrupted, in the same layout. With -o json and --follow,
-each event is one JSON line; with -o yaml, one YAML document.`,
+each event is one JSON line; with -o yaml, one YAML document. With -o
+cloudevents, each event is one line of the CloudEvents 1.0 JSON envelope, for
+a log shipper: its id is the event's sequence number, so --since the last id
+read resumes after it.`,
 		Example: `  muster events --cluster prod --type node.down,node.up
   muster events --run 3f0c8a52 --follow
-  muster events --type 'action.*' -o json`,
+  muster events --type 'action.*' -o json
+  muster events --follow -o cloudevents --since 1200 >> /var/log/muster/audit.jsonl`,
 		Args: cli.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if limit < 1 {
@@ -54,6 +58,14 @@ each event is one JSON line; with -o yaml, one YAML document.`,
 				return apiError(c, err)
 			}
 			w := cmd.OutOrStdout()
+			if !follow && f.output == outputCloudEvents {
+				for _, e := range page.Events {
+					if err := writeJSONLine(w, wire.ToCloudEvent(e)); err != nil {
+						return err
+					}
+				}
+				return nil
+			}
 			if !follow {
 				if f.output == "name" { // an event's name is its sequence number
 					for _, e := range page.Events {
@@ -75,6 +87,7 @@ each event is one JSON line; with -o yaml, one YAML document.`,
 		},
 	}
 	f = bindClientFlags(cmd)
+	f.moreOutputs = []string{outputCloudEvents}
 	fl := cmd.Flags()
 	fl.Int64Var(&since, "since", 0, "print the events after this sequence number")
 	fl.IntVar(&limit, "limit", 20, "how many events to print (at most 1000)")
@@ -86,6 +99,9 @@ each event is one JSON line; with -o yaml, one YAML document.`,
 	fl.StringSliceVar(&flt.Types, "type", nil, "only these event types or families, like node.down,run.* (comma list)")
 	return cmd
 }
+
+// outputCloudEvents is the -o form of events as CloudEvents, one JSON line each.
+const outputCloudEvents = "cloudevents"
 
 func dash(s string) string {
 	if s == "" {
@@ -118,6 +134,8 @@ func followEvents(ctx context.Context, c *client.Core, page *wire.EventList, flt
 		switch f.output {
 		case "json":
 			return writeJSONLine(w, e)
+		case outputCloudEvents:
+			return writeJSONLine(w, wire.ToCloudEvent(e))
 		case "yaml":
 			if _, err := fmt.Fprintln(w, "---"); err != nil {
 				return err

@@ -11,6 +11,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -397,6 +398,23 @@ func TestCLIEvents(t *testing.T) {
 	out, _, _ = e.run("op", "events", "--since", "3", "-o", "json")
 	if l := decode[wire.EventList](t, out); len(l.Events) != 2 || l.Events[0].Seq != 4 {
 		t.Fatalf("events --since 3: %s", out)
+	}
+	// Issue 38: -o cloudevents prints one CloudEvent a line, its id the
+	// event's seq (where --since resumes); other commands refuse the form.
+	out, _, code = e.run("op", "events", "--since", "3", "-o", "cloudevents")
+	ces := strings.Split(strings.TrimSpace(out), "\n")
+	if code != 0 || len(ces) != 2 {
+		t.Fatalf("events -o cloudevents: %d %s", code, out)
+	}
+	for i, line := range ces {
+		ce := decode[wire.CloudEvent](t, line)
+		if ce.SpecVersion != "1.0" || ce.ID != strconv.Itoa(4+i) || ce.Type != "io.muster."+ce.Data.Type ||
+			ce.Source != "/muster/clusters/prod" || ce.Data.Seq != int64(4+i) {
+			t.Errorf("cloudevent %d: %s", i, line)
+		}
+	}
+	if _, msg, code := e.run("op", "cluster", "list", "-o", "cloudevents"); code != 2 {
+		t.Errorf("cluster list -o cloudevents: exit %d %s, want 2", code, msg)
 	}
 
 	ctx, cancel := context.WithCancel(context.Background())

@@ -26,6 +26,9 @@ import (
 const (
 	FormatJSON  = "json"
 	FormatSlack = "slack"
+	// FormatCloudEvents posts the CloudEvents 1.0 JSON envelope
+	// (wire.CloudEvent, structured mode), signed as json is.
+	FormatCloudEvents = "cloudevents"
 )
 
 // Destination is one entry of the core's notify: list.
@@ -71,13 +74,13 @@ func Validate(dests []Destination, allowLoopback bool, known Known) config.Error
 			errs.Add(key+".url", "%v", err)
 		}
 		switch d.Format {
-		case FormatJSON, FormatSlack:
+		case FormatJSON, FormatSlack, FormatCloudEvents:
 		default:
-			errs.Add(key+".format", "%q is not %q or %q", d.Format, FormatJSON, FormatSlack)
+			errs.Add(key+".format", "%q is not %q, %q or %q", d.Format, FormatJSON, FormatCloudEvents, FormatSlack)
 		}
 		if d.SecretFile == "" {
-			if d.Format == FormatJSON {
-				errs.Add(key+".secret_file", "required with format json (the signing secret)")
+			if d.Format == FormatJSON || d.Format == FormatCloudEvents {
+				errs.Add(key+".secret_file", "required with format %s (the signing secret)", d.Format)
 			}
 		} else if _, err := LoadSecret(d.SecretFile); err != nil {
 			errs.Add(key+".secret_file", "%v", err)

@@ -52,11 +52,23 @@ func Body(format, publicURL string, e *store.Event) ([]byte, error) {
 	if format == FormatSlack {
 		return json.Marshal(map[string]string{"text": SlackText(e, link)})
 	}
-	return json.Marshal(Payload{Event: wire.Event{
+	we := wire.Event{
 		Seq: e.Seq, TS: e.TS, Type: e.Type, Actor: e.Actor, ClientAddr: e.ClientAddr,
 		ClusterID: e.ClusterID, NodeID: e.NodeID, ActionID: e.ActionID, RunID: e.RunID, Message: e.Message,
 		Data: e.Data,
-	}, URL: link})
+	}
+	if format == FormatCloudEvents {
+		return json.Marshal(wire.ToCloudEvent(we))
+	}
+	return json.Marshal(Payload{Event: we, URL: link})
+}
+
+// ContentType is the Content-Type of a delivery in format.
+func ContentType(format string) string {
+	if format == FormatCloudEvents {
+		return wire.CloudEventContentType
+	}
+	return "application/json"
 }
 
 // maxText is how much of a text from agents, commands or people a Slack

@@ -711,7 +711,7 @@ func (w *Worker) post(ctx context.Context, d sender, e *store.Event, id string, 
 	if err != nil {
 		return Result{Err: "bad url " + Redact(d.URL)}
 	}
-	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Content-Type", ContentType(d.Format))
 	req.Header.Set("User-Agent", "muster-notify")
 	if d.secret != nil {
 		if err := Sign(req.Header, d.secret, id, now, body); err != nil {

@@ -16,6 +16,7 @@ import (
 	"github.com/musterhq/muster/core/actions"
 	"github.com/musterhq/muster/core/runs"
 	"github.com/musterhq/muster/core/store"
+	"github.com/musterhq/muster/core/tracing"
 	"github.com/musterhq/muster/shared/action"
 	"github.com/musterhq/muster/shared/client"
 	"github.com/musterhq/muster/shared/gossip"
@@ -195,7 +196,11 @@ func (o *Orchestrator) syncNode(ctx context.Context, res *nodeResult, full bool)
 	if listAll {
 		since, ack = 0, false
 	}
+	pullStart := time.Now()
 	pulled, order, since, err := o.pull(ctx, ag, since, ack)
+	if !listAll {
+		o.tracePull(pulled, n, pullStart)
+	}
 	if ack && (err == nil || len(order) > 0) {
 		res.ackSent = mark // the acknowledgement went before the first page
 	}
@@ -238,7 +243,9 @@ func (o *Orchestrator) syncNode(ctx context.Context, res *nodeResult, full bool)
 	// that the cursor committed by this sync covers it, and the next sync
 	// finds nothing new.
 	if res.pushed > 0 || res.cancels > 0 {
+		pullStart := time.Now()
 		more, order, next, err := o.pull(ctx, ag, res.cursor, false)
+		o.tracePull(more, n, pullStart)
 		if err != nil {
 			log.Debug("agent pull after push failed", "err", err)
 			return
@@ -389,6 +396,7 @@ func (o *Orchestrator) pushPending(ctx context.Context, ag *client.Agent, res *n
 	// A run's child says where it belongs in its run to an agent that
 	// keeps it; one of an earlier release would refuse the fields.
 	placed := slices.Contains(res.info.PushFields, "run_id")
+	traced := o.cfg.Tracer != nil && slices.Contains(res.info.PushFields, "traceparent")
 	for i, r := range batch {
 		// Pushes to one node go one after another, each allowed up to
 		// AgentTimeout: ask the cluster's calendar as it is now (a window
@@ -407,9 +415,14 @@ func (o *Orchestrator) pushPending(ctx context.Context, ag *client.Agent, res *n
 		if placed {
 			req.RunID, req.Stage, req.Step, req.Wave, req.Attempt = r.RunID, r.Stage, r.Step, r.Wave, r.Attempt
 		}
+		if traced {
+			req.Traceparent = o.cfg.Tracer.Traceparent(tracing.Subject{RunID: r.RunID, ActionID: r.ID})
+		}
 		ctx, cancel := context.WithTimeout(ctx, o.cfg.AgentTimeout)
+		pushStart := time.Now()
 		a, status, err := ag.Push(ctx, req)
 		cancel()
+		o.tracePush(&r.Action, pushStart, status, err)
 		switch {
 		case err == nil:
 			res.ops = append(res.ops, op{kind: opAgent, id: r.ID, rec: a})
@@ -554,5 +567,22 @@ func (o *Orchestrator) sendCancels(ctx context.Context, ag *client.Agent, res *n
 		default:
 			log.Debug("cancel failed; retried next sync", "action", id, "err", err)
 		}
+	}
+}
+
+// tracePush records the span of one push (docs/architecture.md, "Traces").
+func (o *Orchestrator) tracePush(a *action.Action, start time.Time, status int, err error) {
+	o.cfg.Tracer.Push(a, start, time.Now(), status, err)
+}
+
+// tracePull records, for each action a pull brought, the span of that
+// pull under the action's.
+func (o *Orchestrator) tracePull(pulled map[string]*action.Action, n *store.Node, start time.Time) {
+	if o.cfg.Tracer == nil {
+		return
+	}
+	end := time.Now()
+	for _, a := range pulled {
+		o.cfg.Tracer.Pull(a, n.ClusterID, n.ID, start, end)
 	}
 }

@@ -39,6 +39,7 @@ import (
 	"github.com/musterhq/muster/core/budget"
 	"github.com/musterhq/muster/core/schedule"
 	"github.com/musterhq/muster/core/store"
+	"github.com/musterhq/muster/core/tracing"
 	"github.com/musterhq/muster/shared/live"
 	"github.com/musterhq/muster/shared/startstop"
 	"github.com/musterhq/muster/shared/testsignal"
@@ -135,6 +136,10 @@ type Config struct {
 	// name resolves to (the core is off loopback and gossip.insecure is not
 	// set; docs/security.md). Static nodes are not concerned.
 	RefuseInternalGossip bool
+	// Tracer, when set, gets the spans of pushes and pulls, and gives each
+	// pushed action its traceparent (docs/architecture.md, "Traces"); nil:
+	// no tracing.
+	Tracer *tracing.Tracer
 }
 
 // DefaultConfig returns the defaults (docs/architecture.md, "Configuration").

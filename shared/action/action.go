@@ -66,6 +66,11 @@ type Action struct {
 	Step    string `json:"step,omitempty"`
 	Wave    int    `json:"wave,omitempty"`
 	Attempt int    `json:"attempt,omitempty"`
+	// Traceparent is the W3C trace context the core pushed with the
+	// action (wire.TraceFields): the agent keeps it and gives it to the
+	// kind's command as $TRACEPARENT (docs/architecture.md, "Traces").
+	// Not content; empty when tracing is off.
+	Traceparent string `json:"traceparent,omitempty"`
 	// NotBefore: the core pushes the action no earlier than this (core
 	// only; docs/architecture.md, "Windows, freezes and later starts").
 	NotBefore *time.Time `json:"not_before,omitempty"`
@@ -230,6 +235,29 @@ func CheckRunPlace(a *Action) error {
 		return fmt.Errorf("%w: wave and attempt must not be negative", ErrInvalid)
 	}
 	return nil
+}
+
+// ValidTraceparent reports whether s is a W3C traceparent of version 00:
+// 00-<32 hex trace id>-<16 hex parent id>-<2 hex flags>, lowercase, ids
+// not all zero.
+func ValidTraceparent(s string) bool {
+	if len(s) != 55 || s[:3] != "00-" || s[35] != '-' || s[52] != '-' {
+		return false
+	}
+	hex := func(p string) bool {
+		zero := true
+		for _, c := range p {
+			if !('0' <= c && c <= '9' || 'a' <= c && c <= 'f') {
+				return false
+			}
+			if c != '0' {
+				zero = false
+			}
+		}
+		return !zero
+	}
+	flags := s[53:]
+	return hex(s[3:35]) && hex(s[36:52]) && (hex(flags) || flags == "00")
 }
 
 // SameContent reports whether two records carry the same kind and args.

@@ -74,6 +74,10 @@ type AgentInfo struct {
 // run (action.Action's RunID, Stage, Step, Wave, Attempt).
 func RunPlaceFields() []string { return []string{"run_id", "stage", "step", "wave", "attempt"} }
 
+// TraceFields are the fields of a push that carry its trace context
+// (action.Action's Traceparent), sent only to an agent that lists them.
+func TraceFields() []string { return []string{"traceparent"} }
+
 // PushRequest is the body of POST /api/v1/actions on the agent. Only these
 // fields may be set by a caller; any other field is refused.
 type PushRequest struct {
@@ -95,6 +99,9 @@ type PushRequest struct {
 	Step    string `json:"step,omitempty"`
 	Wave    int    `json:"wave,omitempty"`
 	Attempt int    `json:"attempt,omitempty"`
+	// Traceparent is the W3C trace context of the action (TraceFields),
+	// given to the kind's command as $TRACEPARENT.
+	Traceparent string `json:"traceparent,omitempty"`
 }
 
 // ChangesPage answers GET /api/v1/actions on the agent.
