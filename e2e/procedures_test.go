@@ -523,3 +523,34 @@ func TestProcedureSurvivesCoreSIGKILLs(t *testing.T) {
 		t.Fatalf("node-2's verify attempts %v, want 1, 2 and 3", attempts)
 	}
 }
+
+// TestProcedureSkipsANodeThatFailedAnEarlierStage is issue 34's scenario
+// 3: a two-stage run over three nodes with max_errors 1; the node whose
+// stage-a drain failed is not upgraded by stage b, and the run says so.
+func TestProcedureSkipsANodeThatFailedAnEarlierStage(t *testing.T) {
+	t.Parallel()
+	f := newProcFleet(t, 3)
+	f.failTimes(t, "drain", "node-2", 1)
+	c, e := limit.MustParse("1"), limit.MustParse("1")
+	r := f.start(t, &wire.CreateRunRequest{ClusterID: "e2e", Stages: []wire.StageSpec{
+		{Name: "a", Target: wire.Target{All: true}, MaxConcurrency: &c, MaxErrors: &e,
+			Steps: []wire.StepSpec{{Name: "drain", Kind: "example.com/drain"}}},
+		{Name: "b", Target: wire.Target{All: true}, MaxConcurrency: &c, MaxErrors: &e,
+			Steps: []wire.StepSpec{{Name: "upgrade", Kind: "example.com/upgrade"}}},
+	}})
+	end := f.waitRun(t, r.ID, 90*time.Second, "DONE", "FAILED", "PARTIAL", "CANCELLED", "PAUSED")
+	var got []string
+	for _, e := range f.executions(t) {
+		got = append(got, e.node+":"+e.step)
+	}
+	want := "node-1:drain node-2:drain node-3:drain node-1:upgrade node-3:upgrade"
+	if strings.Join(got, " ") != want {
+		t.Fatalf("executions\n%s\nwant\n%s", strings.Join(got, " "), want)
+	}
+	if end.State != "PARTIAL" || end.Summary == nil || len(end.Summary.Skipped) != 1 {
+		t.Fatalf("run ended %s (%s) summary %+v, want PARTIAL with node-2 skipped", end.State, end.StateReason, end.Summary)
+	}
+	if s := end.Summary.Skipped[0]; s.Stage != "b" || s.NodeID != "node-2" || s.Reason != "failed stage a" {
+		t.Fatalf("skipped %+v, want node-2 skipped by b for failing stage a", s)
+	}
+}

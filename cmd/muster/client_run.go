@@ -299,7 +299,11 @@ func printRun(w io.Writer, r *wire.Run) error {
 			}
 			var names []string
 			for _, n := range kv.nodes {
-				names = append(names, textsafe.Escape(n.Stage+"/"+n.NodeID))
+				name := n.Stage + "/" + n.NodeID
+				if n.Reason != "" {
+					name += " (" + n.Reason + ")"
+				}
+				names = append(names, textsafe.Escape(name))
 			}
 			fmt.Fprintf(w, "%s: %s\n", kv.what, strings.Join(names, ", "))
 		}

@@ -192,3 +192,16 @@ func TestApprovalAndShowOfAProcedureSayItsSteps(t *testing.T) {
 		t.Fatalf("printed\n%s\nwant the stage's 4 steps, 8 children and no null", out)
 	}
 }
+
+func TestShowSaysWhyANodeWasSkipped(t *testing.T) {
+	t.Parallel()
+	r := &wire.Run{ID: "r1", ClusterID: "dev", State: "PARTIAL", Stages: []wire.Stage{{Name: "b", State: "DONE"}},
+		Summary: &wire.RunSummary{Skipped: []wire.StageNode{{Stage: "b", NodeID: "n2", Reason: "failed stage a\x1b[2J"}}}}
+	var b strings.Builder
+	if err := printRun(&b, r); err != nil {
+		t.Fatal(err)
+	}
+	if out := b.String(); !strings.Contains(out, "Skipped: b/n2 (failed stage a") || strings.Contains(out, "\x1b") {
+		t.Fatalf("printed\n%s\nwant b/n2 skipped for failing stage a, escaped", out)
+	}
+}

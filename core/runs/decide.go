@@ -92,7 +92,7 @@ func (d *Decider) Retry(ctx context.Context, tx store.Tx, id string, who actions
 	kept := map[string]bool{}
 	for i := range r.Stages {
 		st := r.Stages[i]
-		v := viewStage(&st, kids, PlanEnv{})
+		v := viewStage(&st, kids, PlanEnv{}, nil)
 		var nodes []string
 		for j, ns := range v.nodes {
 			if ns.status != nodeDone {

@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"encoding/json"
 	"fmt"
+	"maps"
 	"slices"
 	"strings"
 	"time"
@@ -121,6 +122,9 @@ type StageCounts struct {
 	Unfinished int
 	Errors     int
 	Done       int
+	// Skipped counts the nodes skipped: unavailable at their turn
+	// (unavailable: skip), or failed in an earlier stage.
+	Skipped int
 }
 
 // Node states of a stage's procedure.
@@ -187,8 +191,14 @@ func retryDelay(r *store.Retry, n int) time.Duration {
 // (any order): its steps in order while none failed, then, once one failed,
 // its steps with when "always" and the stage's rollback steps. A step whose
 // when renders false is skipped; args are rendered for the child to create.
-func evalNode(st *store.RunStage, ts *stepTemplates, node string, kids []Child, env PlanEnv) nodeState {
+//
+// A node in skip (that failed an earlier stage, named by its value) and
+// not yet started here is skipped.
+func evalNode(st *store.RunStage, ts *stepTemplates, node string, kids []Child, env PlanEnv, skip map[string]string) nodeState {
 	if len(kids) == 0 {
+		if stage, ok := skip[node]; ok {
+			return nodeState{status: nodeSkipped, why: ReasonFailedStage + stage}
+		}
 		switch st.Unreachable[node].As {
 		case UnavailableFail:
 			return nodeState{status: nodeFailed, failed: true, why: ReasonNodeUnavailable}
@@ -313,6 +323,14 @@ func evalNode(st *store.RunStage, ts *stepTemplates, node string, kids []Child, 
 // ReasonNodeUnavailable is why a node DOWN or drained at its turn failed.
 const ReasonNodeUnavailable = "node unavailable"
 
+// Why a stage skipped a node: it failed an earlier stage of the run
+// (ReasonFailedStage and that stage's name), or it was unavailable at its
+// turn (unavailable: skip).
+const (
+	ReasonFailedStage     = "failed stage "
+	ReasonSkipUnavailable = "unavailable at its turn"
+)
+
 func displayStep(name string) string {
 	if name == "" {
 		return "(the stage's one step)"
@@ -324,11 +342,17 @@ func displayStep(name string) string {
 type stageView struct {
 	counts  StageCounts
 	failed  []string    // the failed nodes, in the stage's order
-	skipped []string    // the nodes skipped as unavailable
+	skipped []string    // the nodes skipped: unavailable, or failed before
 	nodes   []nodeState // in the stage's node order
+	// excluded counts the nodes skipped for failing an earlier stage:
+	// they never had a turn.
+	excluded int
 }
 
-func viewStage(st *store.RunStage, children []Child, env PlanEnv) stageView {
+// viewStage places every node of st; skip holds the nodes that failed an
+// earlier stage (by the stage they failed), which st skips unless it
+// includes them (nil: none).
+func viewStage(st *store.RunStage, children []Child, env PlanEnv, skip map[string]string) stageView {
 	v := stageView{counts: StageCounts{ByState: map[action.State]int{}}}
 	byNode := map[string][]Child{}
 	for _, ch := range children {
@@ -341,7 +365,7 @@ func viewStage(st *store.RunStage, children []Child, env PlanEnv) stageView {
 	v.nodes = make([]nodeState, len(st.Nodes))
 	ts := newStepTemplates() // the stage's templates, parsed once for all its nodes
 	for i, n := range st.Nodes {
-		ns := evalNode(st, ts, n, byNode[n], env)
+		ns := evalNode(st, ts, n, byNode[n], env, skip)
 		v.nodes[i] = ns
 		switch ns.status {
 		case nodePending:
@@ -352,6 +376,10 @@ func viewStage(st *store.RunStage, children []Child, env PlanEnv) stageView {
 			v.counts.Done++
 		case nodeSkipped:
 			v.skipped = append(v.skipped, n)
+			v.counts.Skipped++
+			if strings.HasPrefix(ns.why, ReasonFailedStage) {
+				v.excluded++
+			}
 		}
 		if ns.failed {
 			v.counts.Errors++
@@ -363,7 +391,40 @@ func viewStage(st *store.RunStage, children []Child, env PlanEnv) stageView {
 
 // Count tallies the children and nodes of stage st.
 func Count(st *store.RunStage, children []Child) StageCounts {
-	return viewStage(st, children, PlanEnv{}).counts
+	return viewStage(st, children, PlanEnv{}, nil).counts
+}
+
+// viewStages places the nodes of every stage of r: a node that failed a
+// stage is skipped by the later stages that do not include it.
+func viewStages(r *store.Run, children []Child, env PlanEnv) []stageView {
+	views := make([]stageView, len(r.Stages))
+	failedIn := map[string]string{}
+	for i := range r.Stages {
+		var skip map[string]string
+		if !r.Stages[i].IncludeFailed {
+			skip = maps.Clone(failedIn)
+		}
+		views[i] = viewStage(&r.Stages[i], children, env, skip)
+		for _, n := range views[i].failed {
+			if _, ok := failedIn[n]; !ok {
+				failedIn[n] = r.Stages[i].Name
+			}
+		}
+	}
+	return views
+}
+
+// SkipReason says why stage i of r skipped node: it failed an earlier
+// stage (ReasonFailedStage), or was unavailable at its turn.
+func SkipReason(r *store.Run, i int, node string) string {
+	if !r.Stages[i].IncludeFailed {
+		for j := range i {
+			if slices.Contains(r.Stages[j].Failed, node) {
+				return ReasonFailedStage + r.Stages[j].Name
+			}
+		}
+	}
+	return ReasonSkipUnavailable
 }
 
 // Wave is the wave of the i-th node of a stage with concurrency c: nodes
@@ -395,9 +456,8 @@ func PlanWith(r *store.Run, children []Child, env PlanEnv) Step {
 	if store.RunFinal(r.State) || r.State == store.RunPendingApprove {
 		return s
 	}
-	views := make([]stageView, len(r.Stages))
+	views := viewStages(r, children, env)
 	for i := range r.Stages {
-		views[i] = viewStage(&r.Stages[i], children, env)
 		s.Failed[i], s.Skipped[i] = views[i].failed, views[i].skipped
 	}
 	overErrors := func(i int) (bool, int) {
@@ -508,7 +568,7 @@ func PlanWith(r *store.Run, children []Child, env PlanEnv) Step {
 			continue
 		}
 		c := views[i].counts
-		if started := len(st.Nodes) - c.Pending; started >= st.Canary && c.Unfinished == 0 && c.Pending > 0 {
+		if started := len(st.Nodes) - c.Pending - views[i].excluded; started >= st.Canary && c.Unfinished == 0 && c.Pending > 0 {
 			if r.State == store.RunRunning {
 				s.State, s.Reason = store.RunPaused, sprintf(ReasonCanary, st.Name, c.Done, c.Errors)
 			}
@@ -538,7 +598,7 @@ func PlanWith(r *store.Run, children []Child, env PlanEnv) Step {
 		}
 		room := conc - views[i].counts.Unfinished
 		if st.Canary > 0 && !st.Promoted {
-			room = min(room, st.Canary-(len(st.Nodes)-views[i].counts.Pending))
+			room = min(room, st.Canary-(len(st.Nodes)-views[i].counts.Pending-views[i].excluded))
 		}
 		for j, ns := range views[i].nodes {
 			if room <= 0 {

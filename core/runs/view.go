@@ -59,13 +59,13 @@ func View(r *store.Run, counts []store.ChildCount) wire.Run {
 			DependsOn: st.DependsOn, TimeoutS: st.TimeoutS, State: state, Counts: byState, Errors: errs,
 			Steps: StepSpecs(st.Steps), Rollback: StepSpecs(st.Rollback), Failed: st.Failed, Skipped: st.Skipped,
 			Canary: st.Canary, Promoted: st.Promoted, SoakS: st.SoakS, Unavailable: st.Unavailable,
-			UnavailableTimeoutS: st.UnavailableTimeoutS,
+			UnavailableTimeoutS: st.UnavailableTimeoutS, IncludeFailed: st.IncludeFailed,
 		})
 		for _, n := range st.Failed {
 			summary.Failed = append(summary.Failed, wire.StageNode{Stage: st.Name, NodeID: n})
 		}
 		for _, n := range st.Skipped {
-			summary.Skipped = append(summary.Skipped, wire.StageNode{Stage: st.Name, NodeID: n})
+			summary.Skipped = append(summary.Skipped, wire.StageNode{Stage: st.Name, NodeID: n, Reason: SkipReason(r, i, n)})
 		}
 	}
 	if len(summary.Failed) > 0 || len(summary.Skipped) > 0 {

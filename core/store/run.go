@@ -117,6 +117,9 @@ type RunStage struct {
 	SoakS               int    `json:"soak_s,omitempty"`
 	Unavailable         string `json:"unavailable,omitempty"`
 	UnavailableTimeoutS int    `json:"unavailable_timeout_s,omitempty"`
+	// IncludeFailed runs the stage on nodes that failed an earlier stage;
+	// without it they are skipped.
+	IncludeFailed bool `json:"include_failed,omitempty"`
 	// Unreachable records, by node, what the planner decided of a node
 	// that was DOWN or drained at its turn: "fail", "skip", or when it
 	// started waiting ("wait" with Since).

@@ -324,3 +324,20 @@ func TestRunPageSaysWhichStepsOfAFailedNodeDidNotRun(t *testing.T) {
 		}
 	}
 }
+
+// TestRunPageSaysWhyANodeWasSkipped: a node that failed stage a and was
+// skipped by stage b is listed skipped with the stage it failed.
+func TestRunPageSaysWhyANodeWasSkipped(t *testing.T) {
+	t.Parallel()
+	e := setup(t)
+	r := procedureRun("op", store.RunPartial, "every stage is done", "db-1", "db-2")
+	b2 := r.Stages[0]
+	b2.Name, b2.Canary, b2.State, b2.Skipped = "later", 0, store.StageDone, []string{"db-1"}
+	r.Stages[0].State, r.Stages[0].Failed, r.Stages[0].Canary = store.StageDone, []string{"db-1"}, 0
+	r.Stages = append(r.Stages, b2)
+	e.storeRun(r)
+	status, _, body := e.browser().signIn("viewer").get("/ui/runs/" + r.ID)
+	if status != http.StatusOK || !strings.Contains(body, `id="run-skipped-nodes">Skipped: later/db-1 (failed stage upgrade)`) {
+		t.Fatalf("run page: %d, want later/db-1 skipped for failing stage upgrade\n%s", status, body)
+	}
+}

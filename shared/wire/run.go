@@ -56,6 +56,10 @@ type StageSpec struct {
 	// an error).
 	Unavailable         string `json:"unavailable,omitempty"`
 	UnavailableTimeoutS int    `json:"unavailable_timeout_s,omitempty"`
+	// IncludeFailed runs the stage on nodes that failed an earlier stage
+	// of the run too; without it they are skipped (listed with the stage
+	// they failed).
+	IncludeFailed bool `json:"include_failed,omitempty"`
 }
 
 // StepSpec is one step of a stage's procedure.
@@ -135,6 +139,7 @@ type Stage struct {
 	SoakS               int    `json:"soak_s,omitempty"`
 	Unavailable         string `json:"unavailable,omitempty"`
 	UnavailableTimeoutS int    `json:"unavailable_timeout_s,omitempty"`
+	IncludeFailed       bool   `json:"include_failed,omitempty"`
 }
 
 // Size is how many nodes the stage has (NodeCount; len(Nodes) from a core
@@ -170,10 +175,14 @@ type RunSummary struct {
 	Skipped []StageNode `json:"skipped"`
 }
 
-// StageNode names a node of a stage.
+// StageNode names a node of a stage, and why it failed or was skipped.
 type StageNode struct {
 	Stage  string `json:"stage"`
 	NodeID string `json:"node_id"`
+	// Reason: a skipped node is "failed stage NAME" (it failed an earlier
+	// stage) or "unavailable at its turn"; a failed node's reason is its
+	// failed step's (with the last lines of its output when it had some).
+	Reason string `json:"reason,omitempty"`
 }
 
 // Run is a run as the core shows it.
