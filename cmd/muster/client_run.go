@@ -42,6 +42,7 @@ prefix of it of at least 8 characters.`,
 		newRunVerbCmd(f, "resume", "Let a paused run go on (errors that paused it are forgiven)"),
 		newRunVerbCmd(f, "cancel", "Cancel a run: its unfinished children are cancelled and no more start"),
 		newRunVerbCmd(f, "promote", "Let a run paused after its canary go on (an approver other than the requester)"),
+		newRunVerbCmd(f, "abort", "Stop a paused run or a canary and roll back the nodes it started; it ends ABORTED (an approver, or the requester)"),
 		newRunVerbCmd(f, "retry", "Make a new run, waiting for approval, over the nodes a finished run did not carry through"),
 		newRunWatchCmd(f),
 	)
@@ -422,6 +423,7 @@ func stageLine(st *wire.Stage) string {
 
 func newRunVerbCmd(f *clientFlags, verb, short string) *cobra.Command {
 	var reason string
+	var rollback bool
 	cmd := &cobra.Command{
 		Use:   verb + " RUN",
 		Short: short,
@@ -450,7 +452,12 @@ func newRunVerbCmd(f *clientFlags, verb, short string) *cobra.Command {
 				if verb == "urgent" && strings.TrimSpace(reason) == "" {
 					return cli.UsageError("--reason is required: say why it may not wait for the window")
 				}
-				if r, err = c.RunVerb(cmd.Context(), args[0], verb, reason); err != nil {
+				if verb == "cancel" && rollback {
+					r, err = c.CancelRun(cmd.Context(), args[0], reason, true)
+				} else {
+					r, err = c.RunVerb(cmd.Context(), args[0], verb, reason)
+				}
+				if err != nil {
 					return apiError(c, err)
 				}
 			}
@@ -463,13 +470,22 @@ func newRunVerbCmd(f *clientFlags, verb, short string) *cobra.Command {
 				return nil
 			}
 			past := map[string]string{"approve": "Approved", "reject": "Rejected", "pause": "Paused",
-				"resume": "Resumed", "cancel": "Cancelled", "promote": "Promoted", "urgent": "Marked urgent"}[verb]
+				"resume": "Resumed", "cancel": "Cancelled", "promote": "Promoted", "urgent": "Marked urgent", "abort": "Aborted"}[verb]
+			if r.Aborting {
+				fmt.Fprintf(cmd.OutOrStdout(), "%s run %s: the nodes it started roll back, then it ends ABORTED (`muster run watch %s`).\n",
+					past, textsafe.Escape(r.ID), shortID(r.ID))
+				return nil
+			}
 			fmt.Fprintf(cmd.OutOrStdout(), "%s run %s (%s).\n", past, textsafe.Escape(r.ID), textsafe.Escape(r.State))
 			return nil
 		},
 	}
-	if verb == "reject" || verb == "cancel" || verb == "urgent" {
+	if verb == "reject" || verb == "cancel" || verb == "urgent" || verb == "abort" {
 		cmd.Flags().StringVar(&reason, "reason", "", "why, kept in the run's state and its event")
+	}
+	if verb == "cancel" {
+		cmd.Flags().BoolVar(&rollback, "rollback", false,
+			"roll back the nodes the run started, as an abort does (their rollback steps run); the run ends ABORTED")
 	}
 	return cmd
 }
@@ -596,6 +612,8 @@ func pausedText(r *wire.Run, watching bool) string {
 	default:
 		out += fmt.Sprintf("It was paused by hand: an operator may resume it with `muster run resume %s`.", id)
 	}
+	out += fmt.Sprintf(" An approver or %s may instead abort it, rolling back the nodes it started, with `muster run abort %s`.",
+		textsafe.Escape(r.Requester), id)
 	if watching {
 		out += " (`muster run watch --wait-resume " + id + "` keeps watching.)"
 	}
@@ -647,7 +665,7 @@ func watchRun(ctx context.Context, c *client.Core, ref string, w io.Writer, asJS
 				if r.State == "DONE" {
 					return nil
 				}
-				if r.State == "FAILED" || r.State == "CANCELLED" || r.State == "PARTIAL" {
+				if r.State == "FAILED" || r.State == "CANCELLED" || r.State == "PARTIAL" || r.State == "ABORTED" {
 					return fmt.Errorf("%w: %s ended %s%s", errRunNotDone, textsafe.Escape(id), textsafe.Escape(r.State), reasonText(r.StateReason))
 				}
 				if r.State == "PAUSED" && !waitResume {

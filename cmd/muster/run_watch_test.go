@@ -157,3 +157,29 @@ func TestRunWatchWaitResumeKeepsWatchingThroughAPause(t *testing.T) {
 		t.Fatalf("watch --wait-resume did not end after the run did: %q", out.String())
 	}
 }
+
+// TestRunAbortAndCancelRollback: run abort (an approver, with a reason)
+// ends a paused canary ABORTED, and watch says it ended so and exits
+// non-zero; run cancel --rollback does the same for an operator.
+func TestRunAbortAndCancelRollback(t *testing.T) {
+	t.Parallel()
+	e := setupCLI(t, approval.DefaultPolicy())
+	id := e.storePausedRun(fmt.Sprintf(runs.ReasonCanary, "restart", 1, 0))
+	out, msg, code := e.run("appr", "run", "abort", id[:8], "--reason", "p99 doubled")
+	if code != 0 || !strings.Contains(out, "Aborted run "+id+" (ABORTED).") {
+		t.Fatalf("run abort: exit %d %q\n%s", code, msg, out)
+	}
+	_, msg, code = e.run("op", "run", "watch", id)
+	if code == 0 || !strings.Contains(msg, "ended ABORTED (aborted by appr: p99 doubled)") {
+		t.Fatalf("watch of an aborted run: exit %d %q", code, msg)
+	}
+	out, _, _ = e.run("op", "run", "list", "--state", "aborted", "-o", "name")
+	if strings.TrimSpace(out) != id {
+		t.Fatalf("run list --state aborted: %q", out)
+	}
+	other := e.storePausedRun(runs.ReasonPaused + " by op")
+	out, msg, code = e.run("op", "run", "cancel", other, "--rollback")
+	if code != 0 || !strings.Contains(out, "(ABORTED)") {
+		t.Fatalf("run cancel --rollback: exit %d %q\n%s", code, msg, out)
+	}
+}

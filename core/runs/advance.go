@@ -356,7 +356,7 @@ func (a *Advancer) apply(ctx context.Context, tx store.Tx, r *store.Run, kids []
 			c.event(store.EventRunStageStarted, who, t,
 				fmt.Sprintf("run %s: stage %s started on %d node(s)", r.ID, st.Name, len(st.Nodes)),
 				map[string]any{"stage": st.Name})
-		case st.State == store.StageDone || st.State == store.StageFailed:
+		case st.State == store.StageDone || st.State == store.StageFailed || st.State == store.StageAborted:
 			errs := len(step.Failed[i]) // the stage's errors: one a failed node
 			c.event(store.EventRunStageFinished, who, t,
 				fmt.Sprintf("run %s: stage %s %s (%d errors)", r.ID, st.Name, st.State, errs),
@@ -408,7 +408,8 @@ func (a *Advancer) apply(ctx context.Context, tx store.Tx, r *store.Run, kids []
 	}
 	switch {
 	case step.State == r.State:
-	case step.State == store.RunDone || step.State == store.RunPartial || step.State == store.RunFailed:
+	case step.State == store.RunDone || step.State == store.RunPartial || step.State == store.RunFailed ||
+		step.State == store.RunAborted:
 		if step.State == store.RunFailed {
 			// Children created but never sent do not run once their run
 			// has failed; those on their agents finish.

@@ -80,7 +80,7 @@ func (d *Decider) Approve(ctx context.Context, tx store.Tx, id, digest string, w
 // linked by RetryOf and approved as any run. A run whose every node
 // succeeded has nothing to retry (a 409).
 func (d *Decider) Retry(ctx context.Context, tx store.Tx, id string, who actions.Actor) (*store.Run, error) {
-	r, err := load(ctx, tx, id, "retry", store.RunPartial, store.RunFailed, store.RunCancelled)
+	r, err := load(ctx, tx, id, "retry", store.RunPartial, store.RunFailed, store.RunCancelled, store.RunAborted)
 	if err != nil {
 		return nil, err
 	}
@@ -105,7 +105,7 @@ func (d *Decider) Retry(ctx context.Context, tx store.Tx, id string, who actions
 		st.Nodes, st.State, st.Forgiven, st.Failed, st.Skipped, st.NodeCount = nodes, store.StagePending, 0, nil, nil, 0
 		// A new run: its canary pauses it again, and nodes unavailable
 		// at their turn are decided again.
-		st.Promoted, st.Unreachable = false, nil
+		st.Promoted, st.Unreachable, st.Aborted = false, nil, false
 		stages = append(stages, st)
 		kept[st.Name] = true
 	}
@@ -146,6 +146,9 @@ func (d *Decider) Pause(ctx context.Context, tx store.Tx, id string, who actions
 	r, err := load(ctx, tx, id, "pause", store.RunRunning)
 	if err != nil {
 		return nil, err
+	}
+	if Aborting(r) {
+		return nil, wrongState(r, "pause: it is rolling back after an abort")
 	}
 	t := d.now()
 	c := changeOf(r)

@@ -105,7 +105,7 @@ func IsError(c Child) bool {
 	case action.Failed, action.Lost:
 		return true
 	case action.Cancelled:
-		return c.Reason != ReasonRunCancelled && c.Reason != ReasonRunEnded
+		return c.Reason != ReasonRunCancelled && c.Reason != ReasonRunEnded && c.Reason != ReasonRunAborted
 	}
 	return false
 }
@@ -125,16 +125,20 @@ type StageCounts struct {
 	// Skipped counts the nodes skipped: unavailable at their turn
 	// (unavailable: skip), or failed in an earlier stage.
 	Skipped int
+	// RolledBack counts the nodes of an aborted stage whose rollback
+	// ended.
+	RolledBack int
 }
 
 // Node states of a stage's procedure.
 const (
-	nodePending = iota // no child yet
-	nodeBusy           // in flight: a child unfinished, or a next one to create
-	nodeDone           // every step DONE or skipped by its when
-	nodeFailed         // a step failed past its attempts; its always and rollback steps ended
-	nodeStopped        // a child ended without error but not DONE (its run's cancel)
-	nodeSkipped        // DOWN or drained at its turn, with unavailable: skip
+	nodePending    = iota // no child yet
+	nodeBusy              // in flight: a child unfinished, or a next one to create
+	nodeDone              // every step DONE or skipped by its when
+	nodeFailed            // a step failed past its attempts; its always and rollback steps ended
+	nodeStopped           // a child ended without error but not DONE (its run's cancel)
+	nodeSkipped           // DOWN or drained at its turn, with unavailable: skip
+	nodeRolledBack        // its run was aborted: its rollback steps ended
 )
 
 // nodeState is where a node stands in its stage's procedure, and the child
@@ -206,6 +210,22 @@ func evalNode(st *store.RunStage, ts *stepTemplates, node string, kids []Child, 
 			return nodeState{status: nodeSkipped}
 		}
 	}
+	// An aborted stage (stopping) starts no node, waits for the children
+	// in flight of the nodes it started, then takes each through its
+	// when: always steps and its rollback, as a failed node's.
+	stopping := st.Aborted
+	if stopping {
+		started := false
+		for _, c := range kids {
+			if !c.State.Final() {
+				return nodeState{status: nodeBusy}
+			}
+			started = started || c.Reason != ReasonRunAborted
+		}
+		if !started {
+			return nodeState{status: nodeStopped}
+		}
+	}
 	latest := map[string]Child{}
 	for _, c := range kids {
 		if l, ok := latest[c.Step]; !ok || c.attempt() > l.attempt() {
@@ -213,6 +233,7 @@ func evalNode(st *store.RunStage, ts *stepTemplates, node string, kids []Child, 
 		}
 	}
 	procedure := st.Procedure()
+	complete := true    // stopping: every step of the procedure ended DONE or skipped
 	var ctx nodeContext // only for a stage whose steps hold templates
 	if hasTemplates(st) {
 		ctx = newNodeContext(env.Params, node, env.Labels[node], append(slices.Clone(procedure), st.Rollback...))
@@ -243,9 +264,34 @@ func evalNode(st *store.RunStage, ts *stepTemplates, node string, kids []Child, 
 		n.render = func() (json.RawMessage, error) { return ts.renderArgs(&sp, c) }
 		return &n, nil
 	}
+	// skippedByWhen: a step without a child that its when skips.
+	skippedByWhen := func(step *store.RunStep) bool {
+		run, err := ts.evalWhen(step, ctx)
+		if err == nil && !run {
+			ctx.set(step.Name, StepSkipped, nil)
+			return true
+		}
+		return false
+	}
 	walk := func(steps []store.RunStep, rollback bool) *nodeState {
 		for i := range steps {
 			step := &steps[i]
+			if stopping && !failed && !rollback && step.When != WhenAlways {
+				// What ran of it before the abort is known to later
+				// templates (a rollback's args read the outputs).
+				c, ok := latest[step.Name]
+				switch {
+				case !ok:
+					complete = complete && skippedByWhen(step)
+				case IsError(c):
+					fail(fmt.Sprintf("step %s %s", displayStep(step.Name), c.State))
+					ctx.set(step.Name, string(c.State), c.Outputs)
+				default:
+					complete = complete && c.State == action.Done
+					ctx.set(step.Name, string(c.State), c.Outputs)
+				}
+				continue
+			}
 			if failed && !rollback && step.When != WhenAlways {
 				continue
 			}
@@ -299,11 +345,19 @@ func evalNode(st *store.RunStage, ts *stepTemplates, node string, kids []Child, 
 	if ns := walk(procedure, false); ns != nil {
 		return *ns
 	}
-	if failed {
+	if failed || stopping {
 		if ns := walk(st.Rollback, true); ns != nil {
 			return *ns
 		}
-		return nodeState{status: nodeFailed, failed: true, why: why}
+		switch {
+		case failed:
+			return nodeState{status: nodeFailed, failed: true, why: why}
+		case len(st.Rollback) > 0:
+			return nodeState{status: nodeRolledBack}
+		case complete:
+			return nodeState{status: nodeDone}
+		}
+		return nodeState{status: nodeStopped}
 	}
 	if st.SoakS > 0 && !env.Now.IsZero() {
 		// In flight until soak has passed since its last step ended.
@@ -374,6 +428,8 @@ func viewStage(st *store.RunStage, children []Child, env PlanEnv, skip map[strin
 			v.counts.Unfinished++
 		case nodeDone:
 			v.counts.Done++
+		case nodeRolledBack:
+			v.counts.RolledBack++
 		case nodeSkipped:
 			v.skipped = append(v.skipped, n)
 			v.counts.Skipped++
@@ -459,6 +515,9 @@ func PlanWith(r *store.Run, children []Child, env PlanEnv) Step {
 	views := viewStages(r, children, env)
 	for i := range r.Stages {
 		s.Failed[i], s.Skipped[i] = views[i].failed, views[i].skipped
+	}
+	if Aborting(r) {
+		return planAbort(r, views, s)
 	}
 	overErrors := func(i int) (bool, int) {
 		st := &r.Stages[i]
@@ -639,9 +698,14 @@ func PlanWith(r *store.Run, children []Child, env PlanEnv) Step {
 			room--
 		}
 	}
-	// The args of the children created now are rendered now. One that
-	// rendered when tried and fails now (its time budget) waits for the
-	// next step.
+	renderCreated(&s)
+	return s
+}
+
+// renderCreated renders the args of the children s creates. One that
+// rendered when tried and fails now (its time budget) waits for the next
+// step.
+func renderCreated(s *Step) {
 	created := s.Create[:0]
 	for _, n := range s.Create {
 		if n.render != nil {
@@ -654,6 +718,57 @@ func PlanWith(r *store.Run, children []Child, env PlanEnv) Step {
 		created = append(created, n)
 	}
 	s.Create = created
+}
+
+// Aborting reports whether run r was aborted and its stages roll back.
+func Aborting(r *store.Run) bool {
+	return !store.RunFinal(r.State) && slices.ContainsFunc(r.Stages, func(st store.RunStage) bool { return st.Aborted })
+}
+
+// planAbort is the step of an aborted run r (Aborting): no stage starts,
+// fails or pauses; each aborted stage takes its started nodes through
+// their when: always and rollback steps, within its max_concurrency, and
+// ends ABORTED once none has a step to go; then the run ends ABORTED.
+func planAbort(r *store.Run, views []stageView, s Step) Step {
+	busy := false
+	for i := range r.Stages {
+		st := &r.Stages[i]
+		if !st.Aborted || s.Stages[i] != store.StageRunning {
+			continue
+		}
+		v := &views[i]
+		if v.counts.Unfinished == 0 {
+			s.Stages[i] = store.StageAborted
+			continue
+		}
+		busy = true
+		if r.State != store.RunRunning {
+			continue
+		}
+		conc := st.MaxConcurrency.Ceil(len(st.Nodes))
+		room := conc
+		for _, ns := range v.nodes {
+			if ns.status == nodeBusy && ns.next == nil {
+				room-- // a child in flight
+			}
+		}
+		for j, ns := range v.nodes {
+			if room <= 0 {
+				break
+			}
+			if ns.status == nodeBusy && ns.next != nil {
+				n := *ns.next
+				n.Wave = Wave(j, conc)
+				s.Create = append(s.Create, n)
+				room--
+			}
+		}
+	}
+	if !busy {
+		base, _, _ := strings.Cut(r.StateReason, waitingSep)
+		s.State, s.Reason = store.RunAborted, base
+	}
+	renderCreated(&s)
 	return s
 }
 
@@ -661,9 +776,11 @@ func PlanWith(r *store.Run, children []Child, env PlanEnv) Step {
 // one child: steps, or a rollback.
 func procedureLong(st *store.RunStage) bool { return len(st.Steps) > 0 || len(st.Rollback) > 0 }
 
-// State reasons of children cancelled by their run: its cancel, or its end
-// (FAILED) before they were sent. Neither counts against max_errors.
+// State reasons of children cancelled by their run: its cancel, its end
+// (FAILED) or its abort before they were sent. None counts against
+// max_errors.
 const (
 	ReasonRunCancelled = "run cancelled"
 	ReasonRunEnded     = "run failed before it was sent"
+	ReasonRunAborted   = "run aborted before it was sent"
 )

@@ -20,7 +20,7 @@ func View(r *store.Run, counts []store.ChildCount) wire.Run {
 		ApprovedBy: r.ApprovedBy, Playbook: r.Playbook, PlaybookVersion: r.PlaybookVersion, Digest: r.Digest,
 		CreatedTS: r.CreatedTS, UpdatedTS: r.UpdatedTS, FinishedTS: r.FinishedTS, Stages: []wire.Stage{},
 		RetryOf: r.RetryOf, DeadlineS: r.DeadlineS, DeadlineTS: r.DeadlineTS, PausedFor: PausedFor(r), ScheduleID: r.ScheduleID,
-		NotBefore: r.NotBefore, Urgent: r.Urgent,
+		NotBefore: r.NotBefore, Urgent: r.Urgent, Aborting: Aborting(r),
 	}
 	summary := &wire.RunSummary{Failed: []wire.StageNode{}, Skipped: []wire.StageNode{}}
 	for i := range r.Stages {

@@ -35,7 +35,7 @@ var EventTypes = []string{
 	EventTokenCreated, EventTokenRevoked,
 	EventRunCreated, EventRunApproved, EventRunRejected, EventRunExpired, EventRunStageStarted,
 	EventRunStageFinished, EventRunPaused, EventRunResumed, EventRunCancelled, EventRunFinished,
-	EventRunNodeUnavailable, EventRunPromoted, EventRunUrgent,
+	EventRunNodeUnavailable, EventRunPromoted, EventRunUrgent, EventRunAborted,
 	EventPlaybookApplied, EventApprovalWaiting, EventNotifyDead,
 	EventScheduleCreated, EventScheduleChanged, EventScheduleApproved, EventScheduleRejected, EventSchedulePaused,
 	EventScheduleResumed, EventScheduleDeleted, EventScheduleUnapproved, EventScheduleOccurrence, EventScheduleSkipped,

@@ -15,7 +15,7 @@ import (
 )
 
 // Run states (docs/architecture.md, "Runs and playbooks"): PENDING_APPROVE →
-// RUNNING ⇄ PAUSED → DONE | FAILED | CANCELLED.
+// RUNNING ⇄ PAUSED → DONE | PARTIAL | FAILED | CANCELLED | ABORTED.
 const (
 	RunPendingApprove = "PENDING_APPROVE"
 	RunRunning        = "RUNNING"
@@ -26,15 +26,21 @@ const (
 	// that failed or were skipped (listed in the stages' summary).
 	RunPartial   = "PARTIAL"
 	RunCancelled = "CANCELLED"
+	// RunAborted: someone aborted it (an approver or its requester, or an
+	// operator's cancel with rollback) and its started nodes rolled back.
+	RunAborted = "ABORTED"
 )
+
+// RunStates are the run states, in the order of their life.
+var RunStates = []string{RunPendingApprove, RunRunning, RunPaused, RunDone, RunPartial, RunFailed, RunCancelled, RunAborted}
 
 // RunFinal reports whether a run in state s can no longer change.
 func RunFinal(s string) bool {
-	return s == RunDone || s == RunFailed || s == RunCancelled || s == RunPartial
+	return s == RunDone || s == RunFailed || s == RunCancelled || s == RunPartial || s == RunAborted
 }
 
 // Stage states: PENDING until its dependencies are DONE, then RUNNING, then
-// DONE or FAILED. StagePaused is never stored: a RUNNING stage of a PAUSED
+// DONE or FAILED, or ABORTED once its run's abort rolled it back. StagePaused is never stored: a RUNNING stage of a PAUSED
 // run is shown PAUSED (runs.View), as it starts nothing new until the run
 // goes on.
 const (
@@ -43,6 +49,7 @@ const (
 	StageDone    = "DONE"
 	StageFailed  = "FAILED"
 	StagePaused  = "PAUSED"
+	StageAborted = "ABORTED"
 )
 
 // Run is a run as the core keeps it.
@@ -120,6 +127,10 @@ type RunStage struct {
 	// IncludeFailed runs the stage on nodes that failed an earlier stage;
 	// without it they are skipped.
 	IncludeFailed bool `json:"include_failed,omitempty"`
+	// Aborted: the run was aborted while the stage ran; its started
+	// nodes end their procedure as a failed node's (when: always steps,
+	// then the rollback) and the stage ends ABORTED.
+	Aborted bool `json:"aborted,omitempty"`
 	// Unreachable records, by node, what the planner decided of a node
 	// that was DOWN or drained at its turn: "fail", "skip", or when it
 	// started waiting ("wait" with Since).
@@ -313,6 +324,9 @@ const (
 	EventRunNodeUnavailable = "run.node_unavailable"
 	// EventRunPromoted: an approver promoted a run's canary.
 	EventRunPromoted = "run.promoted"
+	// EventRunAborted: someone aborted a run: its started nodes roll back,
+	// then it ends ABORTED (run.finished).
+	EventRunAborted = "run.aborted"
 	// EventRunUrgent: an approver marked a run urgent, with a reason: its
 	// children pass a closed maintenance window, never a freeze.
 	EventRunUrgent = "run.urgent"

@@ -187,6 +187,9 @@ type runData struct {
 	Grid   []gridRow
 	runDecision
 	CanPause, CanResume, CanCancel, CanPromote bool
+	// CanAbort: the visitor may abort the run (an approver, or its
+	// requester, while it is paused or its canary runs: ops.MayAbort).
+	CanAbort bool
 	// CanUrgent: the visitor may mark the run urgent (an approver other
 	// than its requester, while the run is open); UrgentWhy says why not
 	// to an approver.
@@ -401,6 +404,7 @@ func (s *Server) runDetail(w http.ResponseWriter, r *http.Request, v *visitor) {
 	// approver's to promote, a manual pause an operator's.
 	d.CanResume = run.State == store.RunPaused && v.can(auth.Continue) && resumeErr == nil
 	d.CanPromote = run.State == store.RunPaused && v.can(auth.Approve) && ops.RunPausedFor(run) == wire.PausedCanary && promoteErr == nil
+	d.CanAbort = s.ops.MayAbort(v.caller(r), run) == nil
 	switch run.State {
 	case store.RunPendingApprove, store.RunRunning, store.RunPaused:
 		if v.can(auth.Approve) {
@@ -421,7 +425,7 @@ func (s *Server) runDetail(w http.ResponseWriter, r *http.Request, v *visitor) {
 		d.OpWhy = "You may not promote this run's canary: " + why + "."
 	case run.State == store.RunPaused && v.can(auth.Continue) && resumeErr != nil:
 		d.OpWhy = "You may not resume this run: " + strings.TrimPrefix(resumeErr.Error(), ops.ErrForbidden.Error()+": ") + "."
-	case !v.can(auth.Cancel) && !store.RunFinal(run.State) && !d.CanResume && !d.CanPromote:
+	case !v.can(auth.Cancel) && !store.RunFinal(run.State) && !d.CanResume && !d.CanPromote && !d.CanAbort:
 		d.OpWhy = "Your roles (" + strings.Join(v.tok.Roles, ", ") + ") do not include pausing, resuming or cancelling runs."
 	}
 	vw := newView(v, "Run "+id[:8], "runs")
@@ -442,7 +446,7 @@ func runFlash(r *http.Request) string {
 	switch q.Get("done") {
 	case "urgent":
 		return "Marked run " + id + " urgent: its nodes pass a closed window, never a freeze."
-	case "approved", "rejected", "paused", "resumed", "cancelled", "started", "promoted":
+	case "approved", "rejected", "paused", "resumed", "cancelled", "started", "promoted", "aborted":
 		return strings.ToUpper(q.Get("done")[:1]) + q.Get("done")[1:] + " run " + id + "."
 	}
 	return ""
@@ -452,7 +456,7 @@ func runFlash(r *http.Request) string {
 // transaction, then back to the page the form came from.
 func (s *Server) changeRun(c runChange) handlerFunc {
 	done := map[runChange]string{runApprove: "approved", runReject: "rejected", runPause: "paused",
-		runResume: "resumed", runCancel: "cancelled", runPromote: "promoted", runUrgent: "urgent"}[c]
+		runResume: "resumed", runCancel: "cancelled", runPromote: "promoted", runUrgent: "urgent", runAbort: "aborted"}[c]
 	return func(w http.ResponseWriter, r *http.Request, v *visitor) {
 		id := r.PathValue("id")
 		if !action.ValidID(id) {
@@ -476,7 +480,13 @@ func (s *Server) changeRun(c runChange) handlerFunc {
 		case runResume:
 			_, err2 = s.ops.ResumeRun(ctx, by, id)
 		case runCancel:
-			_, err2 = s.ops.CancelRun(ctx, by, id, f.Reason)
+			cancel := s.ops.CancelRun
+			if f.Rollback {
+				cancel = s.ops.CancelRunRollback
+			}
+			_, err2 = cancel(ctx, by, id, f.Reason)
+		case runAbort:
+			_, err2 = s.ops.AbortRun(ctx, by, id, f.Reason)
 		case runPromote:
 			_, err2 = s.ops.PromoteRun(ctx, by, id)
 		case runUrgent:

@@ -228,6 +228,9 @@ type Run struct {
 	// other than the requester resumes, forgiving the errors) or
 	// PausedCanary (an approver other than the requester promotes).
 	PausedFor string `json:"paused_for,omitempty"`
+	// Aborting: the run was aborted and is RUNNING only to roll back the
+	// nodes it started; it ends ABORTED.
+	Aborting bool `json:"aborting,omitempty"`
 }
 
 // Why a run is PAUSED (Run.PausedFor).
@@ -258,6 +261,14 @@ const MaxReason = 1024
 // reason (reject, cancel).
 type ReasonRequest struct {
 	Reason string `json:"reason"`
+}
+
+// CancelRunRequest is the optional body of POST /api/v1/runs/{id}/cancel:
+// a reason, and Rollback, which stops the run as an abort does (its
+// started nodes roll back, and it ends ABORTED).
+type CancelRunRequest struct {
+	Reason   string `json:"reason"`
+	Rollback bool   `json:"rollback,omitempty"`
 }
 
 // ApplyPlaybookRequest is the body of POST /api/v1/playbooks.
