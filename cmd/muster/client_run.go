@@ -204,30 +204,35 @@ func newRunListCmd(f *clientFlags) *cobra.Command {
 	return cmd
 }
 
-// progress counts the finished children of a run and all it will have.
-func progress(r *wire.Run) (done, total int) {
+// progress is a run's nodes finished (done, failed, skipped or rolled
+// back) and all its nodes, every stage's summed: counted in nodes, never in
+// attempts or steps.
+func progress(r *wire.Run) (finished, total int) {
+	var p wire.NodeProgress
 	for i := range r.Stages {
-		d, t := stageProgress(&r.Stages[i])
-		done += d
-		total += t
+		p.Add(stageProgress(&r.Stages[i]))
 	}
-	return done, total
+	return p.Finished(), p.Total
 }
 
-// stageProgress is a stage's finished children and its total. A stage with
-// steps has a child per node and step at least (retries and rollbacks add
-// more), so its total is never less than what finished.
-func stageProgress(st *wire.Stage) (finished, total int) {
-	total = st.Size()
-	if n := len(st.Steps); n > 0 {
-		total *= n
+// stageProgress is where a stage's nodes stand (its Total, from a core that
+// does not send it, is the stage's size).
+func stageProgress(st *wire.Stage) wire.NodeProgress {
+	p := st.Progress
+	if p.Total == 0 {
+		p.Total, p.Waiting = st.Size(), max(st.Size()-p.Finished()-p.InFlight, 0)
 	}
-	for s, n := range st.Counts {
-		if s != "PENDING" && action.State(s).Final() {
-			finished += n
-		}
+	return p
+}
+
+// childActions is how many child actions a run makes at least: a child per
+// node and step (retries and rollbacks add more).
+func childActions(r *wire.Run) int {
+	n := 0
+	for i := range r.Stages {
+		n += r.Stages[i].Size() * max(len(r.Stages[i].Steps), 1)
 	}
-	return finished, max(total, finished)
+	return n
 }
 
 func newRunShowCmd(f *clientFlags) *cobra.Command {
@@ -400,25 +405,28 @@ func newRunNodesCmd(f *clientFlags) *cobra.Command {
 	return cmd
 }
 
-// stageOrder is the order of the states in a stage's progress line.
-var stageOrder = []string{"DONE", "RUNNING", "NEW", "PENDING_SCHEDULE", "PENDING", "FAILED", "LOST", "CANCELLED"}
-
-// stageLine is a stage's progress: a bar of finished children and counts.
+// stageLine is a stage's progress in nodes: a bar of its nodes finished,
+// and how many are done, in flight, failed, skipped, rolled back and
+// waiting (attempts and rollback steps are its nodes' own, never added).
 func stageLine(st *wire.Stage) string {
-	finished, total := stageProgress(st)
+	p := stageProgress(st)
 	const width = 20
 	fill := 0
-	if total > 0 {
-		fill = min(finished*width/total, width)
+	if p.Total > 0 {
+		fill = min(p.Finished()*width/p.Total, width)
 	}
 	var counts []string
-	for _, s := range stageOrder {
-		if n := st.Counts[s]; n > 0 {
-			counts = append(counts, fmt.Sprintf("%s %d", s, n))
+	for _, c := range []struct {
+		what string
+		n    int
+	}{{"done", p.Done}, {"in flight", p.InFlight}, {"failed", p.Failed}, {"skipped", p.Skipped},
+		{"rolled back", p.RolledBack}, {"waiting", p.Waiting}} {
+		if c.n > 0 {
+			counts = append(counts, fmt.Sprintf("%s %d", c.what, c.n))
 		}
 	}
 	return fmt.Sprintf("%-12s [%s%s] %d/%d  %s  %s", textsafe.Escape(st.Name), strings.Repeat("#", fill),
-		strings.Repeat(".", width-fill), finished, total, textsafe.Escape(st.State), strings.Join(counts, "  "))
+		strings.Repeat(".", width-fill), p.Finished(), p.Total, textsafe.Escape(st.State), strings.Join(counts, "  "))
 }
 
 func newRunVerbCmd(f *clientFlags, verb, short string) *cobra.Command {
@@ -493,7 +501,7 @@ func newRunVerbCmd(f *clientFlags, verb, short string) *cobra.Command {
 // printApproval shows what an approval covers: each stage's kind and args
 // on its nodes, or, for a stage of steps, the steps each node goes through.
 func printApproval(w io.Writer, r *wire.Run) {
-	_, total := progress(r)
+	total := childActions(r)
 	fmt.Fprintf(w, "Run %s on %s by %s: %d stage(s), %d child action(s), digest %.12s%s\n",
 		r.ID, textsafe.Escape(r.ClusterID), textsafe.Escape(r.Requester), len(r.Stages), total, r.Digest,
 		notBeforeText(r.NotBefore))

@@ -190,7 +190,8 @@ func idle(r *store.Run, kids []Child, step Step, env PlanEnv) bool {
 	}
 	for i := range r.Stages {
 		st := &r.Stages[i]
-		if step.Stages[i] != st.State || !slices.Equal(step.Failed[i], st.Failed) || !slices.Equal(step.Skipped[i], st.Skipped) {
+		if step.Stages[i] != st.State || !slices.Equal(step.Failed[i], st.Failed) || !slices.Equal(step.Skipped[i], st.Skipped) ||
+			step.Nodes[i] != nodeCounts(st) {
 			return false
 		}
 	}
@@ -316,6 +317,10 @@ func (a *Advancer) apply(ctx context.Context, tx store.Tx, r *store.Run, kids []
 		if i < len(step.Skipped) && !slices.Equal(step.Skipped[i], st.Skipped) {
 			st.Skipped, dirty = step.Skipped[i], true
 		}
+		if i < len(step.Nodes) && step.Nodes[i] != nodeCounts(st) {
+			n := step.Nodes[i]
+			st.Done, st.InFlight, st.RolledBack, dirty = n.Done, n.InFlight, n.RolledBack, true
+		}
 	}
 	decided := false // a node unavailable at its turn failed or was skipped
 	for i, us := range step.Unreachable {
@@ -417,13 +422,16 @@ func (a *Advancer) apply(ctx context.Context, tx store.Tx, r *store.Run, kids []
 				return nil, false, err
 			}
 		}
+		p := RunProgress(r)
 		c.finish(step.State, step.Reason, store.EventRunFinished, who,
-			fmt.Sprintf("run %s %s: %s", r.ID, step.State, step.Reason), a.now())
+			fmt.Sprintf("run %s %s: %s (%s)", r.ID, step.State, step.Reason, ProgressText(p)), a.now())
+		c.events[len(c.events)-1].Data["nodes"] = progressData(p)
 		return created, false, c.save(ctx, tx)
 	case step.State == store.RunPaused:
 		r.State, r.StateReason, r.UpdatedTS = step.State, step.Reason, t
-		c.event(store.EventRunPaused, who, t, fmt.Sprintf("run %s paused: %s", r.ID, step.Reason),
-			map[string]any{"reason": step.Reason})
+		p := RunProgress(r)
+		c.event(store.EventRunPaused, who, t, fmt.Sprintf("run %s paused: %s (%s)", r.ID, step.Reason, ProgressText(p)),
+			map[string]any{"reason": step.Reason, "nodes": progressData(p)})
 		c.event(store.EventApprovalWaiting, who, t,
 			fmt.Sprintf("run %s paused by errors waits for someone to resume or cancel it: %s", r.ID, step.Reason),
 			map[string]any{"reason": "paused"})

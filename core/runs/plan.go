@@ -63,6 +63,8 @@ type New struct {
 	// render renders Args: the planner tries the args of every node it
 	// could start and renders those of the children it creates alone.
 	render func() (json.RawMessage, error)
+	// starts: the child is its node's first in the stage.
+	starts bool
 }
 
 // Step is what a run should do now, given its children: the children to
@@ -75,12 +77,23 @@ type Step struct {
 	State  string
 	Reason string
 	// Failed and Skipped list, for every stage in the run's order, its
-	// failed nodes and those skipped as unavailable.
+	// failed nodes and those skipped; Nodes counts its nodes done, in
+	// flight and rolled back.
 	Failed  [][]string
 	Skipped [][]string
+	Nodes   []NodeCounts
 	// Unreachable holds, by stage index, what the planner decided now of
 	// nodes DOWN or drained at their turn: the engine records it.
 	Unreachable map[int]map[string]store.Unreachable
+}
+
+// NodeCounts counts a stage's nodes done, in flight (neither failed nor
+// skipped) and rolled back (store.RunStage keeps them).
+type NodeCounts struct{ Done, InFlight, RolledBack int }
+
+// nodeCounts is what st stores of its node counts.
+func nodeCounts(st *store.RunStage) NodeCounts {
+	return NodeCounts{Done: st.Done, InFlight: st.InFlight, RolledBack: st.RolledBack}
 }
 
 // Reasons of run state changes made by the planner.
@@ -122,6 +135,8 @@ type StageCounts struct {
 	Unfinished int
 	Errors     int
 	Done       int
+	// InFlight counts the nodes in flight that have not failed.
+	InFlight int
 	// Skipped counts the nodes skipped: unavailable at their turn
 	// (unavailable: skip), or failed in an earlier stage.
 	Skipped int
@@ -426,6 +441,9 @@ func viewStage(st *store.RunStage, children []Child, env PlanEnv, skip map[strin
 			v.counts.Pending++
 		case nodeBusy:
 			v.counts.Unfinished++
+			if !ns.failed {
+				v.counts.InFlight++
+			}
 		case nodeDone:
 			v.counts.Done++
 		case nodeRolledBack:
@@ -503,11 +521,12 @@ func Wave(i, c int) int {
 // holds the run PAUSED until a resume forgives those errors.
 func PlanWith(r *store.Run, children []Child, env PlanEnv) Step {
 	s := Step{State: r.State, Stages: make([]string, len(r.Stages)), Failed: make([][]string, len(r.Stages)),
-		Skipped: make([][]string, len(r.Stages))}
+		Skipped: make([][]string, len(r.Stages)), Nodes: make([]NodeCounts, len(r.Stages))}
 	byName := map[string]int{}
 	for i, st := range r.Stages {
 		byName[st.Name] = i
 		s.Stages[i] = st.State
+		s.Nodes[i] = nodeCounts(&st)
 	}
 	if store.RunFinal(r.State) || r.State == store.RunPendingApprove {
 		return s
@@ -515,6 +534,8 @@ func PlanWith(r *store.Run, children []Child, env PlanEnv) Step {
 	views := viewStages(r, children, env)
 	for i := range r.Stages {
 		s.Failed[i], s.Skipped[i] = views[i].failed, views[i].skipped
+		c := views[i].counts
+		s.Nodes[i] = NodeCounts{Done: c.Done, InFlight: c.InFlight, RolledBack: c.RolledBack}
 	}
 	if Aborting(r) {
 		return planAbort(r, views, s)
@@ -693,12 +714,18 @@ func PlanWith(r *store.Run, children []Child, env PlanEnv) Step {
 				continue
 			}
 			n := *ns.next
-			n.Wave = Wave(j, conc)
+			n.Wave, n.starts = Wave(j, conc), true
 			s.Create = append(s.Create, n)
 			room--
 		}
 	}
 	renderCreated(&s)
+	// The nodes started now are in flight.
+	for _, n := range s.Create {
+		if n.starts {
+			s.Nodes[byName[n.Stage]].InFlight++
+		}
+	}
 	return s
 }
 

@@ -114,9 +114,15 @@ type RunStage struct {
 	// Rollback runs on a node whose procedure failed.
 	Rollback []RunStep `json:"rollback,omitempty"`
 	// Failed and Skipped list the nodes that failed, and those skipped,
-	// once the stage has finished: the run's summary.
+	// as the run's last advance found them: the run's summary.
 	Failed  []string `json:"failed,omitempty"`
 	Skipped []string `json:"skipped,omitempty"`
+	// Done, InFlight (neither failed nor skipped) and RolledBack count the
+	// stage's nodes so, as the run's last advance found them: with Failed
+	// and Skipped, its progress in nodes.
+	Done       int `json:"done,omitempty"`
+	InFlight   int `json:"in_flight,omitempty"`
+	RolledBack int `json:"rolled_back,omitempty"`
 	// Canary, SoakS, Unavailable and UnavailableTimeoutS are the spec's
 	// (wire.StageSpec); Promoted records the canary's promotion.
 	Canary              int    `json:"canary,omitempty"`
@@ -139,7 +145,20 @@ type RunStage struct {
 	// Nodes holds only the first of them; it is 0 otherwise. Size counts
 	// them either way.
 	NodeCount int `json:"node_count,omitempty"`
+	// FailedCount and SkippedCount count Failed and Skipped in a brief
+	// run, whose lists hold only their first BriefNodes; 0 otherwise.
+	// FailedN and SkippedN count them either way.
+	FailedCount  int `json:"failed_count,omitempty"`
+	SkippedCount int `json:"skipped_count,omitempty"`
 }
+
+// FailedN is how many nodes of the stage failed, in a brief run as in a
+// full one.
+func (s *RunStage) FailedN() int { return max(s.FailedCount, len(s.Failed)) }
+
+// SkippedN is how many nodes the stage skipped, in a brief run as in a
+// full one.
+func (s *RunStage) SkippedN() int { return max(s.SkippedCount, len(s.Skipped)) }
 
 // RunStep is one step of a stage's procedure.
 type RunStep struct {
@@ -187,13 +206,16 @@ func (s *RunStage) Size() int {
 	return max(s.NodeCount, len(s.Nodes))
 }
 
-// Brief returns stages with each stage's node list cut to its first
-// BriefNodes nodes and NodeCount set: what a brief run holds.
+// Brief returns stages with each stage's node lists (its nodes, failed
+// and skipped) cut to their first BriefNodes nodes and their counts set:
+// what a brief run holds.
 func Brief(stages []RunStage) []RunStage {
 	out := make([]RunStage, len(stages))
 	for i, st := range stages {
-		st.NodeCount = st.Size()
+		st.NodeCount, st.FailedCount, st.SkippedCount = st.Size(), st.FailedN(), st.SkippedN()
 		st.Nodes = st.Nodes[:min(len(st.Nodes), BriefNodes)]
+		st.Failed = st.Failed[:min(len(st.Failed), BriefNodes)]
+		st.Skipped = st.Skipped[:min(len(st.Skipped), BriefNodes)]
 		out[i] = st
 	}
 	return out

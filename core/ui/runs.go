@@ -27,34 +27,32 @@ type stateCount struct {
 	N     int
 }
 
-// stageProgress is a stage's progress as the pages show it: the counts in
-// the order of the states, only those above zero.
+// stageProgress is a stage's progress as the pages show it, in nodes:
+// the counts of its nodes done, in flight, failed, skipped, rolled back
+// and waiting, only those above zero (a node's attempts and rollback
+// steps are shown on the node, never added here).
 type stageProgress struct {
 	wire.Stage
-	// Total counts the children the stage will have at least (a node's
-	// steps in a stage with steps), NodeTotal its nodes.
+	// Total and NodeTotal count its nodes, Finished those that will not
+	// move again.
 	Total, NodeTotal int
-	Finished         int // children in a final state
+	Finished         int
 	Counts           []stateCount
 	// More counts the nodes not listed (a brief run lists the first ones).
 	More int
 }
 
 func progressOf(st wire.Stage) stageProgress {
-	p := stageProgress{Stage: st, Total: st.Size(), NodeTotal: st.Size(), More: st.Size() - len(st.Nodes)}
-	order := append([]string{"PENDING"}, statesText()...)
-	for _, s := range order {
-		if n := st.Counts[s]; n > 0 {
-			p.Counts = append(p.Counts, stateCount{s, n})
-			if s != "PENDING" && action.State(s).Final() {
-				p.Finished += n
-			}
-		}
+	n := st.Progress
+	if n.Total == 0 {
+		n.Total, n.Waiting = st.Size(), st.Size()
 	}
-	// A stage with steps has a child per node and step at least (retries
-	// and rollbacks add more): its bar never goes past its end.
-	if n := len(st.Steps); n > 0 {
-		p.Total = max(st.Size()*n, p.Finished)
+	p := stageProgress{Stage: st, Total: n.Total, NodeTotal: st.Size(), More: st.Size() - len(st.Nodes), Finished: n.Finished()}
+	for _, c := range []stateCount{{"done", n.Done}, {"in_flight", n.InFlight}, {"failed", n.Failed}, {"skipped", n.Skipped},
+		{"rolled_back", n.RolledBack}, {"waiting", n.Waiting}} {
+		if c.N > 0 {
+			p.Counts = append(p.Counts, c)
+		}
 	}
 	return p
 }

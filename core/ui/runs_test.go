@@ -122,7 +122,7 @@ func TestRunsListShowsRunsNewestFirstWithProgressAndFilters(t *testing.T) {
 		t.Fatalf("runs not newest first (newer at %d, older at %d)", i, j)
 	}
 	row := rowOf(t, body, older.ID)
-	for _, want := range []string{"prod", "RUNNING", ">op<", ">appr<", "restart", "PENDING 1", "PENDING SCHEDULE 1",
+	for _, want := range []string{"prod", "RUNNING", ">op<", ">appr<", "restart", "in flight 1", "waiting 1",
 		`max="2" value="0"`, `href="/ui/runs/` + older.ID} {
 		if !strings.Contains(row, want) {
 			t.Errorf("the running run's row lacks %q:\n%s", want, row)

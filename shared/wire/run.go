@@ -119,8 +119,11 @@ type Stage struct {
 	TimeoutS       int         `json:"timeout_s,omitempty"`
 
 	State string `json:"state"`
-	// Counts counts the stage's children by state, and "PENDING" the nodes
-	// without a child yet.
+	// Progress counts the stage's nodes by where they stand.
+	Progress NodeProgress `json:"progress"`
+	// Counts counts the stage's children by state (every attempt and
+	// rollback step is a child: Progress counts nodes), and "PENDING" the
+	// nodes without a child yet.
 	Counts map[string]int `json:"counts"`
 	// Errors counts what counts against max_errors: the failed nodes of a
 	// stage with steps, the failed children of another.
@@ -140,6 +143,37 @@ type Stage struct {
 	Unavailable         string `json:"unavailable,omitempty"`
 	UnavailableTimeoutS int    `json:"unavailable_timeout_s,omitempty"`
 	IncludeFailed       bool   `json:"include_failed,omitempty"`
+}
+
+// NodeProgress is where a stage's nodes stand (or a run's, every stage's
+// summed), counted in nodes, never in attempts: a node whose step failed
+// five times is one failed node. Done, Failed, Skipped, InFlight (from its
+// first step until its last ended and its soak passed, a failed node's
+// rollback aside), RolledBack (an aborted stage's nodes whose rollback
+// ended) and Waiting (not started: in a final run, never started) add up
+// to Total.
+type NodeProgress struct {
+	Done       int `json:"done"`
+	Failed     int `json:"failed"`
+	Skipped    int `json:"skipped"`
+	InFlight   int `json:"in_flight"`
+	Waiting    int `json:"waiting"`
+	RolledBack int `json:"rolled_back,omitempty"`
+	Total      int `json:"total"`
+}
+
+// Finished counts the nodes that will not move again in the stage.
+func (p NodeProgress) Finished() int { return p.Done + p.Failed + p.Skipped + p.RolledBack }
+
+// Add adds q to p.
+func (p *NodeProgress) Add(q NodeProgress) {
+	p.Done += q.Done
+	p.Failed += q.Failed
+	p.Skipped += q.Skipped
+	p.InFlight += q.InFlight
+	p.Waiting += q.Waiting
+	p.RolledBack += q.RolledBack
+	p.Total += q.Total
 }
 
 // Size is how many nodes the stage has (NodeCount; len(Nodes) from a core
@@ -187,19 +221,22 @@ type StageNode struct {
 
 // Run is a run as the core shows it.
 type Run struct {
-	ID              string     `json:"id"`
-	ClusterID       string     `json:"cluster_id"`
-	State           string     `json:"state"`
-	StateReason     string     `json:"state_reason"`
-	Requester       string     `json:"requester"`
-	ApprovedBy      string     `json:"approved_by"`
-	Playbook        string     `json:"playbook,omitempty"`
-	PlaybookVersion int        `json:"playbook_version,omitempty"`
-	Digest          string     `json:"digest"`
-	Stages          []Stage    `json:"stages"`
-	CreatedTS       time.Time  `json:"created_ts"`
-	UpdatedTS       time.Time  `json:"updated_ts"`
-	FinishedTS      *time.Time `json:"finished_ts"`
+	ID              string  `json:"id"`
+	ClusterID       string  `json:"cluster_id"`
+	State           string  `json:"state"`
+	StateReason     string  `json:"state_reason"`
+	Requester       string  `json:"requester"`
+	ApprovedBy      string  `json:"approved_by"`
+	Playbook        string  `json:"playbook,omitempty"`
+	PlaybookVersion int     `json:"playbook_version,omitempty"`
+	Digest          string  `json:"digest"`
+	Stages          []Stage `json:"stages"`
+	// Progress sums the stages' progress, in nodes (a node in two stages
+	// counts in each).
+	Progress   NodeProgress `json:"progress"`
+	CreatedTS  time.Time    `json:"created_ts"`
+	UpdatedTS  time.Time    `json:"updated_ts"`
+	FinishedTS *time.Time   `json:"finished_ts"`
 	// Children is the per-node grid, filled only by GET /api/v1/runs/{id}:
 	// every cell of a run of at most 100 nodes; of a larger one (NodesPaged)
 	// only the cells of up to 100 nodes in flight.
