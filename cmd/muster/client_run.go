@@ -313,6 +313,11 @@ func printRun(w io.Writer, r *wire.Run) error {
 			}
 			fmt.Fprintf(w, "%s: %s\n", kv.what, strings.Join(names, ", "))
 		}
+		for _, n := range r.Summary.Failed {
+			if n.Output != "" {
+				fmt.Fprintf(w, "  %s/%s, its last output:\n%s", textsafe.Escape(n.Stage), textsafe.Escape(n.NodeID), outputLines(n.Output, "    "))
+			}
+		}
 	}
 	if r.NodesPaged {
 		// A large run: the core sent the cells in flight alone.
@@ -733,7 +738,27 @@ func runLines(r *wire.Run) []string {
 				step, shortID(ch.ActionID)))
 		}
 	}
+	if r.Summary != nil {
+		// Why each failed node failed, its output's last line.
+		for _, n := range r.Summary.Failed {
+			line := fmt.Sprintf("  %-20s FAILED %s", n.NodeID, n.Reason)
+			if n.Output != "" {
+				line += ": " + n.Output[strings.LastIndexByte(n.Output, '\n')+1:]
+			}
+			lines = append(lines, textsafe.Escape(line))
+		}
+	}
 	return append(lines, "run "+textsafe.Escape(shortID(r.ID))+": "+textsafe.Escape(r.State)+reasonText(r.StateReason))
+}
+
+// outputLines is a command's output, each line escaped and indented by
+// indent, each ending in a newline.
+func outputLines(out, indent string) string {
+	var b strings.Builder
+	for _, l := range strings.Split(out, "\n") {
+		b.WriteString(indent + textsafe.Escape(l) + "\n")
+	}
+	return b.String()
 }
 
 // stepAttempts is how many attempts the step named name of stage st has

@@ -183,3 +183,30 @@ func TestRunAbortAndCancelRollback(t *testing.T) {
 		t.Fatalf("run cancel --rollback: exit %d %q\n%s", code, msg, out)
 	}
 }
+
+// TestShowAndWatchSayWhyANodeFailed: run show lists a failed node with its
+// reason and the last lines of its output; run watch its last line; both
+// escaped.
+func TestShowAndWatchSayWhyANodeFailed(t *testing.T) {
+	t.Parallel()
+	r := &wire.Run{ID: "0123456789abcdef", State: "PAUSED", Stages: []wire.Stage{{Name: "upgrade", State: "RUNNING"}},
+		Summary: &wire.RunSummary{Failed: []wire.StageNode{{Stage: "upgrade", NodeID: "db-3",
+			Reason: "step upgrade FAILED (attempt 3 of 3): run exited with status 3",
+			Output: "unpacking 2.0\nE: disk full on /var\x07"}}}}
+	var b strings.Builder
+	if err := printRun(&b, r); err != nil {
+		t.Fatal(err)
+	}
+	show := b.String()
+	for _, want := range []string{"Failed: upgrade/db-3 (step upgrade FAILED (attempt 3 of 3): run exited with status 3)",
+		"    unpacking 2.0\n    E: disk full on /var\\x07\n"} {
+		if !strings.Contains(show, want) {
+			t.Errorf("run show lacks %q:\n%s", want, show)
+		}
+	}
+	lines := strings.Join(runLines(r), "\n")
+	if !strings.Contains(lines, "db-3                 FAILED step upgrade FAILED (attempt 3 of 3): run exited with status 3: E: disk full on /var\\x07") ||
+		strings.Contains(show+lines, "\x07") {
+		t.Fatalf("run watch lines:\n%s", lines)
+	}
+}

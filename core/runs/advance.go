@@ -317,6 +317,13 @@ func (a *Advancer) apply(ctx context.Context, tx store.Tx, r *store.Run, kids []
 		if i < len(step.Skipped) && !slices.Equal(step.Skipped[i], st.Skipped) {
 			st.Skipped, dirty = step.Skipped[i], true
 		}
+		if i < len(step.Why) {
+			changed, err := a.recordWhy(ctx, tx, st, step.Failed[i], step.Why[i])
+			if err != nil {
+				return nil, false, err
+			}
+			dirty = dirty || changed
+		}
 		if i < len(step.Nodes) && step.Nodes[i] != nodeCounts(st) {
 			n := step.Nodes[i]
 			st.Done, st.InFlight, st.RolledBack, dirty = n.Done, n.InFlight, n.RolledBack, true
@@ -430,8 +437,12 @@ func (a *Advancer) apply(ctx context.Context, tx store.Tx, r *store.Run, kids []
 	case step.State == store.RunPaused:
 		r.State, r.StateReason, r.UpdatedTS = step.State, step.Reason, t
 		p := RunProgress(r)
-		c.event(store.EventRunPaused, who, t, fmt.Sprintf("run %s paused: %s (%s)", r.ID, step.Reason, ProgressText(p)),
-			map[string]any{"reason": step.Reason, "nodes": progressData(p)})
+		text, failures := failuresOf(r)
+		data := map[string]any{"reason": step.Reason, "nodes": progressData(p)}
+		if len(failures) > 0 {
+			data["failed"] = failures
+		}
+		c.event(store.EventRunPaused, who, t, fmt.Sprintf("run %s paused: %s (%s)%s", r.ID, step.Reason, ProgressText(p), text), data)
 		c.event(store.EventApprovalWaiting, who, t,
 			fmt.Sprintf("run %s paused by errors waits for someone to resume or cancel it: %s", r.ID, step.Reason),
 			map[string]any{"reason": "paused"})
@@ -445,6 +456,38 @@ func (a *Advancer) apply(ctx context.Context, tx store.Tx, r *store.Run, kids []
 	}
 	r.UpdatedTS = t
 	return created, false, c.save(ctx, tx)
+}
+
+// recordWhy keeps in st why its failed nodes failed, the first
+// store.MaxWhy of them: the planner's reason, the reason of the child that
+// failed the node, and the last lines of that child's output (read once,
+// when the node is first found failed). It reports whether st changed.
+func (a *Advancer) recordWhy(ctx context.Context, tx store.Tx, st *store.RunStage, failed []string,
+	why map[string]store.NodeFailure) (bool, error) {
+	changed := false
+	for _, n := range failed {
+		if _, ok := st.Why[n]; ok || len(st.Why) >= store.MaxWhy {
+			continue
+		}
+		f := why[n]
+		if f.ActionID != "" {
+			rec, err := tx.Action(ctx, f.ActionID)
+			if err != nil && !errors.Is(err, store.ErrNotFound) {
+				return false, err
+			}
+			if err == nil {
+				if rec.StateReason != "" {
+					f.Reason += ": " + rec.StateReason
+				}
+				f.Output = LastLines(rec.Output)
+			}
+		}
+		if st.Why == nil {
+			st.Why = map[string]store.NodeFailure{}
+		}
+		st.Why[n], changed = f, true
+	}
+	return changed, nil
 }
 
 // plan decides run r's next step given its children, at t, reading the

@@ -105,7 +105,8 @@ func (d *Decider) Retry(ctx context.Context, tx store.Tx, id string, who actions
 		st.Nodes, st.State, st.Forgiven, st.Failed, st.Skipped, st.NodeCount = nodes, store.StagePending, 0, nil, nil, 0
 		// A new run: its canary pauses it again, and nodes unavailable
 		// at their turn are decided again.
-		st.Promoted, st.Unreachable, st.Aborted = false, nil, false
+		st.Promoted, st.Unreachable, st.Aborted, st.Why = false, nil, false, nil
+		st.Done, st.InFlight, st.RolledBack = 0, 0, 0
 		stages = append(stages, st)
 		kept[st.Name] = true
 	}

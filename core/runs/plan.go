@@ -82,6 +82,9 @@ type Step struct {
 	Failed  [][]string
 	Skipped [][]string
 	Nodes   []NodeCounts
+	// Why holds, by stage index and node, why each failed node failed
+	// (its reason, and the child that failed it).
+	Why []map[string]store.NodeFailure
 	// Unreachable holds, by stage index, what the planner decided now of
 	// nodes DOWN or drained at their turn: the engine records it.
 	Unreachable map[int]map[string]store.Unreachable
@@ -163,9 +166,11 @@ type nodeState struct {
 	status int
 	next   *New
 	failed bool
-	// why says why it failed without a child failing (a when or args that
-	// would not render).
+	// why says why it failed (or was skipped); by is the child whose
+	// failure failed it ("" when none did: a when or args that would not
+	// render, or the node was unavailable at its turn).
 	why string
+	by  string
 }
 
 // PlanEnv is what the planner knows besides a run and its children.
@@ -253,17 +258,24 @@ func evalNode(st *store.RunStage, ts *stepTemplates, node string, kids []Child, 
 	if hasTemplates(st) {
 		ctx = newNodeContext(env.Params, node, env.Labels[node], append(slices.Clone(procedure), st.Rollback...))
 	}
-	failed, why := false, ""
+	failed, why, by := false, "", ""
 	fail := func(reason string) {
 		if !failed {
 			failed, why = true, reason
+		}
+	}
+	// failOn fails the node on child c of step, past its attempts.
+	failOn := func(step *store.RunStep, c Child) {
+		if !failed {
+			fail(fmt.Sprintf("step %s %s (attempt %d of %d)", displayStep(step.Name), c.State, c.attempt(), step.Attempts()))
+			by = c.ID
 		}
 	}
 	busy := func(next *New) nodeState {
 		if next != nil && len(kids) == 0 {
 			return nodeState{status: nodePending, next: next}
 		}
-		return nodeState{status: nodeBusy, next: next, failed: failed, why: why}
+		return nodeState{status: nodeBusy, next: next, failed: failed, why: why, by: by}
 	}
 	// child is the child to create for step: its args are tried now and
 	// rendered once it is created (PlanWith).
@@ -299,7 +311,7 @@ func evalNode(st *store.RunStage, ts *stepTemplates, node string, kids []Child, 
 				case !ok:
 					complete = complete && skippedByWhen(step)
 				case IsError(c):
-					fail(fmt.Sprintf("step %s %s", displayStep(step.Name), c.State))
+					failOn(step, c)
 					ctx.set(step.Name, string(c.State), c.Outputs)
 				default:
 					complete = complete && c.State == action.Done
@@ -347,7 +359,7 @@ func evalNode(st *store.RunStage, ts *stepTemplates, node string, kids []Child, 
 						return &ns
 					}
 				}
-				fail(fmt.Sprintf("step %s %s", displayStep(step.Name), c.State))
+				failOn(step, c)
 				ctx.set(step.Name, string(c.State), c.Outputs)
 			case c.State != action.Done:
 				return &nodeState{status: nodeStopped}
@@ -366,7 +378,7 @@ func evalNode(st *store.RunStage, ts *stepTemplates, node string, kids []Child, 
 		}
 		switch {
 		case failed:
-			return nodeState{status: nodeFailed, failed: true, why: why}
+			return nodeState{status: nodeFailed, failed: true, why: why, by: by}
 		case len(st.Rollback) > 0:
 			return nodeState{status: nodeRolledBack}
 		case complete:
@@ -410,9 +422,10 @@ func displayStep(name string) string {
 // stageView is a stage's children by node and where each node stands.
 type stageView struct {
 	counts  StageCounts
-	failed  []string    // the failed nodes, in the stage's order
-	skipped []string    // the nodes skipped: unavailable, or failed before
-	nodes   []nodeState // in the stage's node order
+	failed  []string                     // the failed nodes, in the stage's order
+	why     map[string]store.NodeFailure // by failed node: why (and the child that failed it)
+	skipped []string                     // the nodes skipped: unavailable, or failed before
+	nodes   []nodeState                  // in the stage's node order
 	// excluded counts the nodes skipped for failing an earlier stage:
 	// they never had a turn.
 	excluded int
@@ -458,6 +471,10 @@ func viewStage(st *store.RunStage, children []Child, env PlanEnv, skip map[strin
 		if ns.failed {
 			v.counts.Errors++
 			v.failed = append(v.failed, n)
+			if v.why == nil {
+				v.why = map[string]store.NodeFailure{}
+			}
+			v.why[n] = store.NodeFailure{Reason: ns.why, ActionID: ns.by}
 		}
 	}
 	return v
@@ -521,7 +538,8 @@ func Wave(i, c int) int {
 // holds the run PAUSED until a resume forgives those errors.
 func PlanWith(r *store.Run, children []Child, env PlanEnv) Step {
 	s := Step{State: r.State, Stages: make([]string, len(r.Stages)), Failed: make([][]string, len(r.Stages)),
-		Skipped: make([][]string, len(r.Stages)), Nodes: make([]NodeCounts, len(r.Stages))}
+		Skipped: make([][]string, len(r.Stages)), Nodes: make([]NodeCounts, len(r.Stages)),
+		Why: make([]map[string]store.NodeFailure, len(r.Stages))}
 	byName := map[string]int{}
 	for i, st := range r.Stages {
 		byName[st.Name] = i
@@ -533,7 +551,7 @@ func PlanWith(r *store.Run, children []Child, env PlanEnv) Step {
 	}
 	views := viewStages(r, children, env)
 	for i := range r.Stages {
-		s.Failed[i], s.Skipped[i] = views[i].failed, views[i].skipped
+		s.Failed[i], s.Skipped[i], s.Why[i] = views[i].failed, views[i].skipped, views[i].why
 		c := views[i].counts
 		s.Nodes[i] = NodeCounts{Done: c.Done, InFlight: c.InFlight, RolledBack: c.RolledBack}
 	}

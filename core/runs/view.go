@@ -66,7 +66,9 @@ func View(r *store.Run, counts []store.ChildCount) wire.Run {
 			UnavailableTimeoutS: st.UnavailableTimeoutS, IncludeFailed: st.IncludeFailed,
 		})
 		for _, n := range st.Failed {
-			summary.Failed = append(summary.Failed, wire.StageNode{Stage: st.Name, NodeID: n})
+			w := st.Why[n]
+			summary.Failed = append(summary.Failed, wire.StageNode{Stage: st.Name, NodeID: n, Reason: w.Reason, Output: w.Output,
+				ActionID: w.ActionID})
 		}
 		for _, n := range st.Skipped {
 			summary.Skipped = append(summary.Skipped, wire.StageNode{Stage: st.Name, NodeID: n, Reason: SkipReason(r, i, n)})

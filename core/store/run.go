@@ -117,6 +117,9 @@ type RunStage struct {
 	// as the run's last advance found them: the run's summary.
 	Failed  []string `json:"failed,omitempty"`
 	Skipped []string `json:"skipped,omitempty"`
+	// Why says why a failed node failed (its first MaxWhy failed nodes):
+	// its failed step, the child's reason and the last lines of its output.
+	Why map[string]NodeFailure `json:"why,omitempty"`
 	// Done, InFlight (neither failed nor skipped) and RolledBack count the
 	// stage's nodes so, as the run's last advance found them: with Failed
 	// and Skipped, its progress in nodes.
@@ -159,6 +162,20 @@ func (s *RunStage) FailedN() int { return max(s.FailedCount, len(s.Failed)) }
 // SkippedN is how many nodes the stage skipped, in a brief run as in a
 // full one.
 func (s *RunStage) SkippedN() int { return max(s.SkippedCount, len(s.Skipped)) }
+
+// MaxWhy bounds the failed nodes of a stage whose reason a run keeps
+// (RunStage.Why).
+const MaxWhy = 20
+
+// NodeFailure is why a node failed its stage: the step and attempt, the
+// reason of the child that failed it (ActionID; none when the node failed
+// without a child, unavailable at its turn), and the last lines of that
+// child's output, bounded.
+type NodeFailure struct {
+	Reason   string `json:"reason"`
+	ActionID string `json:"action_id,omitempty"`
+	Output   string `json:"output,omitempty"`
+}
 
 // RunStep is one step of a stage's procedure.
 type RunStep struct {
@@ -216,6 +233,7 @@ func Brief(stages []RunStage) []RunStage {
 		st.Nodes = st.Nodes[:min(len(st.Nodes), BriefNodes)]
 		st.Failed = st.Failed[:min(len(st.Failed), BriefNodes)]
 		st.Skipped = st.Skipped[:min(len(st.Skipped), BriefNodes)]
+		st.Why = nil
 		out[i] = st
 	}
 	return out

@@ -400,3 +400,31 @@ func TestAbortFromTheUIRollsBackThePausedCanary(t *testing.T) {
 		t.Fatal("the run page does not say the run rolls back")
 	}
 }
+
+// TestRunPageAndApprovalsSayWhyANodeFailed: the run page and the paused
+// run's card in Approvals show a failed node's reason and the last lines
+// of its output, escaped, with a link to the child that failed it.
+func TestRunPageAndApprovalsSayWhyANodeFailed(t *testing.T) {
+	t.Parallel()
+	e := setup(t)
+	r := procedureRun("op", store.RunPaused, fmt.Sprintf(runs.ReasonStageFailed, "upgrade", 1, "0"), "db-1", "db-2")
+	up := child(r, "db-1", "upgrade", 3, action.Failed, `{}`, "")
+	r.Stages[0].Failed = []string{"db-1"}
+	r.Stages[0].Why = map[string]store.NodeFailure{"db-1": {Reason: "step upgrade FAILED (attempt 3 of 3): run exited with status 3",
+		ActionID: up.ID, Output: "unpacking\nE: disk <full> on /var\x1b]0;x"}}
+	e.storeRun(r, up)
+	b := e.browser().signIn("appr")
+	_, _, page := b.get("/ui/runs/" + r.ID)
+	_, _, approvals := b.get("/ui/approvals")
+	for name, body := range map[string]string{"run page": page, "approvals": approvals} {
+		for _, want := range []string{`<li data-failed-node="db-1"><strong>upgrade/db-1</strong>: step upgrade FAILED (attempt 3 of 3): run exited with status 3`,
+			`<a href="/ui/actions/` + up.ID + `">action</a>`, "<pre class=\"output\">unpacking\nE: disk &lt;full&gt; on /var\\x1b]0;x</pre>"} {
+			if !strings.Contains(body, want) {
+				t.Errorf("the %s lacks %q", name, want)
+			}
+		}
+		if strings.Contains(body, "\x1b") || strings.Contains(body, "<full>") {
+			t.Errorf("the %s does not escape the output", name)
+		}
+	}
+}

@@ -214,9 +214,16 @@ type StageNode struct {
 	Stage  string `json:"stage"`
 	NodeID string `json:"node_id"`
 	// Reason: a skipped node is "failed stage NAME" (it failed an earlier
-	// stage) or "unavailable at its turn"; a failed node's reason is its
-	// failed step's (with the last lines of its output when it had some).
+	// stage) or "unavailable at its turn"; a failed node's is its failed
+	// step and attempt and that child's reason ("step upgrade FAILED
+	// (attempt 3 of 3): run exited with status 3"), and Output the last
+	// lines of that child's output (at most 5 lines, 512 bytes), as printed:
+	// escape them to show them. A run keeps why for the first 20 failed
+	// nodes of a stage.
 	Reason string `json:"reason,omitempty"`
+	Output string `json:"output,omitempty"`
+	// ActionID is the child that failed the node.
+	ActionID string `json:"action_id,omitempty"`
 }
 
 // Run is a run as the core shows it.
