@@ -383,7 +383,7 @@ func TestProcedureRollsBackTheFailedNodeOnly(t *testing.T) {
 		!strings.Contains(err.Error(), "approver") {
 		t.Fatalf("the requester's resume: %v, want refused", err)
 	}
-	if _, err := f.bob.RunVerb(ctxT(t), r.ID, "resume", ""); err != nil {
+	if _, err := f.bob.RunVerb(ctxT(t), r.ID, "resume", "node-3 is known bad"); err != nil {
 		t.Fatal(err)
 	}
 	end := f.waitRun(t, r.ID, 90*time.Second, "DONE", "FAILED", "PARTIAL", "CANCELLED")
@@ -430,7 +430,7 @@ func TestProcedureCanaryWaitsForPromote(t *testing.T) {
 	if _, err := f.alice.RunVerb(ctxT(t), r.ID, "promote", ""); err == nil {
 		t.Fatal("the requester promoted her own run")
 	}
-	if _, err := f.bob.RunVerb(ctxT(t), r.ID, "promote", ""); err != nil {
+	if _, err := f.bob.RunVerb(ctxT(t), r.ID, "promote", "the canary is healthy"); err != nil {
 		t.Fatal(err)
 	}
 	end := f.waitRun(t, r.ID, 60*time.Second, "DONE", "FAILED", "PARTIAL", "CANCELLED", "PAUSED")

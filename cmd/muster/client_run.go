@@ -465,6 +465,9 @@ func newRunVerbCmd(f *clientFlags, verb, short string) *cobra.Command {
 				if verb == "urgent" && strings.TrimSpace(reason) == "" {
 					return cli.UsageError("--reason is required: say why it may not wait for the window")
 				}
+				if verb == "promote" && strings.TrimSpace(reason) == "" {
+					return cli.UsageError("--reason is required: say why the canary may go on (the run records it)")
+				}
 				if verb == "cancel" && rollback {
 					r, err = c.CancelRun(cmd.Context(), args[0], reason, true)
 				} else {
@@ -493,8 +496,13 @@ func newRunVerbCmd(f *clientFlags, verb, short string) *cobra.Command {
 			return nil
 		},
 	}
-	if verb == "reject" || verb == "cancel" || verb == "urgent" || verb == "abort" {
+	switch verb {
+	case "reject", "cancel", "urgent", "abort":
 		cmd.Flags().StringVar(&reason, "reason", "", "why, kept in the run's state and its event")
+	case "promote":
+		cmd.Flags().StringVar(&reason, "reason", "", "why the canary may go on (required; the run records it)")
+	case "resume":
+		cmd.Flags().StringVar(&reason, "reason", "", "why its errors may be forgiven (required to resume past errors; the run records it)")
 	}
 	if verb == "cancel" {
 		cmd.Flags().BoolVar(&rollback, "rollback", false,
@@ -617,10 +625,10 @@ func pausedText(r *wire.Run, watching bool) string {
 	out := "Run " + id + " is PAUSED" + reasonText(r.StateReason) + ". "
 	switch r.PausedFor {
 	case wire.PausedCanary:
-		out += fmt.Sprintf("Its canary is through: an approver other than %s may promote it with `muster run promote %s`.",
+		out += fmt.Sprintf("Its canary is through: an approver other than %s may promote it with `muster run promote %s --reason WHY`.",
 			textsafe.Escape(r.Requester), id)
 	case wire.PausedErrors:
-		out += fmt.Sprintf("Its errors passed max_errors: an approver other than %s may resume it, forgiving them, with `muster run resume %s`.",
+		out += fmt.Sprintf("Its errors passed max_errors: an approver other than %s may resume it, forgiving them, with `muster run resume %s --reason WHY`.",
 			textsafe.Escape(r.Requester), id)
 	default:
 		out += fmt.Sprintf("It was paused by hand: an operator may resume it with `muster run resume %s`.", id)

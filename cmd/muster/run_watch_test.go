@@ -72,8 +72,8 @@ func TestRunWatchOfAPausedRunSaysWhyAndWhoMayGoOn(t *testing.T) {
 	for _, c := range []struct {
 		name, reason, want string
 	}{
-		{"errors", fmt.Sprintf(runs.ReasonStageFailed, "restart", 1, "0"), "an approver other than op may resume it, forgiving them, with `muster run resume %s`"},
-		{"canary", fmt.Sprintf(runs.ReasonCanary, "restart", 1, 0), "an approver other than op may promote it with `muster run promote %s`"},
+		{"errors", fmt.Sprintf(runs.ReasonStageFailed, "restart", 1, "0"), "an approver other than op may resume it, forgiving them, with `muster run resume %s --reason WHY`"},
+		{"canary", fmt.Sprintf(runs.ReasonCanary, "restart", 1, 0), "an approver other than op may promote it with `muster run promote %s --reason WHY`"},
 		{"manual", runs.ReasonPaused + " by op", "an operator may resume it with `muster run resume %s`"},
 	} {
 		t.Run(c.name, func(t *testing.T) {

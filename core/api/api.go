@@ -230,11 +230,11 @@ func (s *Server) routes() {
 	s.add(http.MethodPost, "/api/v1/runs/:id/reject", auth.Reject, s.runWithReason(s.ops.RejectRun))
 	s.add(http.MethodPost, "/api/v1/runs/:id/urgent", auth.Approve, s.runWithReason(s.ops.MarkRunUrgent))
 	s.add(http.MethodPost, "/api/v1/runs/:id/pause", auth.Cancel, s.runWithoutBody(s.ops.PauseRun))
-	s.add(http.MethodPost, "/api/v1/runs/:id/resume", auth.Continue, s.runWithoutBody(s.ops.ResumeRun))
+	s.add(http.MethodPost, "/api/v1/runs/:id/resume", auth.Continue, s.runWithReason(s.ops.ResumeRun))
 	s.add(http.MethodPost, "/api/v1/runs/:id/cancel", auth.Cancel, s.cancelRun)
 	s.add(http.MethodPost, "/api/v1/runs/:id/abort", auth.Continue, s.runWithReason(s.ops.AbortRun))
 	s.add(http.MethodPost, "/api/v1/runs/:id/retry", auth.Create, s.retryRun)
-	s.add(http.MethodPost, "/api/v1/runs/:id/promote", auth.Approve, s.runWithoutBody(s.ops.PromoteRun))
+	s.add(http.MethodPost, "/api/v1/runs/:id/promote", auth.Approve, s.runWithReason(s.ops.PromoteRun))
 
 	s.add(http.MethodPost, "/api/v1/playbooks", auth.Create, s.applyPlaybook)
 	s.add(http.MethodGet, "/api/v1/playbooks", auth.Read, onlyParams(s.listPlaybooks))

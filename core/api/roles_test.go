@@ -134,6 +134,7 @@ func (e *env) fixture(route string, n int) (string, any) {
 		e.call(http.MethodPost, "/api/v1/runs/"+r.ID+"/pause", "op", nil, http.StatusOK, nil)
 		path = strings.ReplaceAll(path, ":id", r.ID)
 	case "POST /api/v1/runs/:id/promote", "POST /api/v1/runs/:id/abort":
+		body = wire.ReasonRequest{Reason: "the canary is healthy"}
 		e.available("db-1")
 		req := oneStageRun(kindPing)
 		req.Stages[0].Target = wire.Target{All: true}

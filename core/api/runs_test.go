@@ -381,7 +381,8 @@ func TestAPIPromoteTakesAnApproverOtherThanTheRequester(t *testing.T) {
 	// Promoted, the run goes on to db-2, which is DOWN at its turn:
 	// skipped at once, and the run ends PARTIAL naming it.
 	var promoted wire.Run
-	e.call(http.MethodPost, "/api/v1/runs/"+r.ID+"/promote", "appr", nil, http.StatusOK, &promoted)
+	e.fail(http.MethodPost, "/api/v1/runs/"+r.ID+"/promote", "appr", nil, http.StatusUnprocessableEntity)
+	e.call(http.MethodPost, "/api/v1/runs/"+r.ID+"/promote", "appr", wire.ReasonRequest{Reason: "p99 flat"}, http.StatusOK, &promoted)
 	if promoted.State != "PARTIAL" || len(e.runChildren(r.ID)) != 1 || promoted.Summary == nil ||
 		len(promoted.Summary.Skipped) != 1 || promoted.Summary.Skipped[0].NodeID != "db-2" {
 		t.Fatalf("promoted run %s (%s) with %d children, summary %+v: want PARTIAL skipping db-2", promoted.State,

@@ -224,18 +224,25 @@ func (o *Ops) PauseRun(ctx context.Context, c Caller, ref string) (RunResult, er
 }
 
 // ResumeRun resumes a paused run: a pause for errors is an approver's to
-// forgive, a manual pause an operator's to lift (runs.Engine.MayResume).
-func (o *Ops) ResumeRun(ctx context.Context, c Caller, ref string) (RunResult, error) {
+// forgive, with a reason the run records, a manual pause an operator's to
+// lift (runs.Engine.MayResume).
+func (o *Ops) ResumeRun(ctx context.Context, c Caller, ref, reason string) (RunResult, error) {
+	if err := checkReason(reason, false); err != nil {
+		return RunResult{}, err
+	}
 	return o.changeRun(ctx, c, auth.Continue, ref, func(tx store.Tx, id string) (*store.Run, error) {
-		return o.cfg.Runs.ResumeAs(ctx, tx, id, c.actor(""), c.Can(auth.Approve), c.Can(auth.Cancel))
+		return o.cfg.Runs.ResumeAs(ctx, tx, id, c.actor(reason), c.Can(auth.Approve), c.Can(auth.Cancel))
 	})
 }
 
 // PromoteRun lets a run paused after its canary go on (an approver other
-// than the requester).
-func (o *Ops) PromoteRun(ctx context.Context, c Caller, ref string) (RunResult, error) {
+// than the requester, with a reason the run records).
+func (o *Ops) PromoteRun(ctx context.Context, c Caller, ref, reason string) (RunResult, error) {
+	if err := checkReason(reason, false); err != nil {
+		return RunResult{}, err
+	}
 	return o.changeRun(ctx, c, auth.Approve, ref, func(tx store.Tx, id string) (*store.Run, error) {
-		return o.cfg.Runs.Promote(ctx, tx, id, c.actor(""), c.Can(auth.Approve))
+		return o.cfg.Runs.Promote(ctx, tx, id, c.actor(reason), c.Can(auth.Approve))
 	})
 }
 

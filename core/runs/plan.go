@@ -103,6 +103,9 @@ func nodeCounts(st *store.RunStage) NodeCounts {
 const (
 	ReasonDone    = "every stage is done"
 	ReasonPartial = "every stage is done, with %d failed node(s) within max_errors and %d skipped"
+	// ReasonPartialForgiven ends a run some of whose errors were forgiven
+	// by a resume: it says so, and who forgave them and why.
+	ReasonPartialForgiven = "every stage is done, with %d failed node(s) and %d skipped; errors past max_errors were forgiven (%s)"
 	// ReasonDeadline ends a run past its deadline.
 	ReasonDeadline = "deadline: the run's deadline passed before every node was done"
 	// ReasonCanary pauses a run after its canary nodes; promote goes on.
@@ -640,7 +643,14 @@ func PlanWith(r *store.Run, children []Child, env PlanEnv) Step {
 	}
 	if done {
 		s.State, s.Reason = store.RunDone, ReasonDone
-		if failed+skipped > 0 {
+		var forgiven []string
+		for i := range r.Stages {
+			forgiven = append(forgiven, r.Stages[i].ForgivenBy...)
+		}
+		switch {
+		case len(forgiven) > 0:
+			s.State, s.Reason = store.RunPartial, sprintf(ReasonPartialForgiven, failed, skipped, strings.Join(forgiven, "; "))
+		case failed+skipped > 0:
 			s.State, s.Reason = store.RunPartial, sprintf(ReasonPartial, failed, skipped)
 		}
 		return s

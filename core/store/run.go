@@ -108,6 +108,9 @@ type RunStage struct {
 	// Forgiven counts the errors a resume accepted after the stage paused
 	// the run on them: only errors beyond these count against MaxErrors.
 	Forgiven int `json:"forgiven,omitempty"`
+	// ForgivenBy records each resume that forgave the stage's errors:
+	// "forgiven by bob: the disk was full, cleaned".
+	ForgivenBy []string `json:"forgiven_by,omitempty"`
 	// Steps is the stage's procedure, node first; empty for a one-step
 	// stage of Kind and Args (Procedure gives the steps either way).
 	Steps []RunStep `json:"steps,omitempty"`
@@ -130,6 +133,7 @@ type RunStage struct {
 	// (wire.StageSpec); Promoted records the canary's promotion.
 	Canary              int    `json:"canary,omitempty"`
 	Promoted            bool   `json:"promoted,omitempty"`
+	PromotedBy          string `json:"promoted_by,omitempty"`
 	SoakS               int    `json:"soak_s,omitempty"`
 	Unavailable         string `json:"unavailable,omitempty"`
 	UnavailableTimeoutS int    `json:"unavailable_timeout_s,omitempty"`

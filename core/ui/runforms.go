@@ -144,7 +144,15 @@ func decodeRunChange(c runChange, v url.Values) (runChangeForm, error) {
 			return f, formError("tick the box to confirm: cancelling ends the run and its unfinished children")
 		}
 		f.Reason, f.Rollback = reason, c == runCancel && v.Get("rollback") == "yes"
-	case runPause, runResume, runPromote:
+	case runResume, runPromote:
+		// The engine says when a reason is required: to promote, and to
+		// resume past errors (it forgives them).
+		reason, err := plainField(v, "reason", maxReason)
+		if err != nil {
+			return f, err
+		}
+		f.Reason = reason
+	case runPause:
 	default:
 		return f, formError("%q is not a run change", c)
 	}

@@ -476,7 +476,7 @@ func (s *Server) changeRun(c runChange) handlerFunc {
 		case runPause:
 			_, err2 = s.ops.PauseRun(ctx, by, id)
 		case runResume:
-			_, err2 = s.ops.ResumeRun(ctx, by, id)
+			_, err2 = s.ops.ResumeRun(ctx, by, id, f.Reason)
 		case runCancel:
 			cancel := s.ops.CancelRun
 			if f.Rollback {
@@ -486,7 +486,7 @@ func (s *Server) changeRun(c runChange) handlerFunc {
 		case runAbort:
 			_, err2 = s.ops.AbortRun(ctx, by, id, f.Reason)
 		case runPromote:
-			_, err2 = s.ops.PromoteRun(ctx, by, id)
+			_, err2 = s.ops.PromoteRun(ctx, by, id, f.Reason)
 		case runUrgent:
 			_, err2 = s.ops.MarkRunUrgent(ctx, by, id, f.Reason)
 		}

@@ -291,7 +291,7 @@ func TestApprovalsShowWhatResumeAndPromoteContinue(t *testing.T) {
 	// Approvals and comes back to it.
 	for _, id := range []string{canary.ID, errs.ID} {
 		m := regexp.MustCompile(`action="(/ui/runs/` + id + `/(?:promote|resume))"`).FindStringSubmatch(card(body, id))
-		status, loc, _ := appr.post(m[1], url.Values{"csrf": {appr.csrf}, "next": {"/ui/approvals"}})
+		status, loc, _ := appr.post(m[1], url.Values{"csrf": {appr.csrf}, "next": {"/ui/approvals"}, "reason": {"looked at it"}})
 		if status != http.StatusSeeOther || !strings.HasPrefix(loc, "/ui/approvals?") {
 			t.Fatalf("%s: %d to %q, want 303 back to Approvals", m[1], status, loc)
 		}

@@ -160,6 +160,7 @@ func TestUIRoleTable(t *testing.T) {
 					form.Set("reason", "checked")
 				case "POST /ui/runs/{id}/promote", "POST /ui/runs/{id}/abort":
 					form.Set("confirm", "yes")
+					form.Set("reason", "checked")
 					r := procedureRun("someone", store.RunPaused, fmt.Sprintf(runs.ReasonCanary, "upgrade", 1, 0), "db-1", "db-2")
 					e.storeRun(r)
 					path = strings.Replace(path, "{id}", r.ID, 1)

@@ -143,6 +143,11 @@ type Stage struct {
 	Unavailable         string `json:"unavailable,omitempty"`
 	UnavailableTimeoutS int    `json:"unavailable_timeout_s,omitempty"`
 	IncludeFailed       bool   `json:"include_failed,omitempty"`
+	// ForgivenBy records each resume that forgave the stage's errors
+	// ("forgiven by bob: REASON"), PromotedBy its canary's promotion
+	// ("promoted by bob: REASON").
+	ForgivenBy []string `json:"forgiven_by,omitempty"`
+	PromotedBy string   `json:"promoted_by,omitempty"`
 }
 
 // NodeProgress is where a stage's nodes stand (or a run's, every stage's
