@@ -438,14 +438,24 @@ func (a *Advancer) apply(ctx context.Context, tx store.Tx, r *store.Run, kids []
 		r.State, r.StateReason, r.UpdatedTS = step.State, step.Reason, t
 		p := RunProgress(r)
 		text, failures := failuresOf(r)
-		data := map[string]any{"reason": step.Reason, "nodes": progressData(p)}
+		why := PausedFor(r)
+		data := map[string]any{"reason": step.Reason, "paused_for": why, "nodes": progressData(p)}
 		if len(failures) > 0 {
 			data["failed"] = failures
 		}
-		c.event(store.EventRunPaused, who, t, fmt.Sprintf("run %s paused: %s (%s)%s", r.ID, step.Reason, ProgressText(p), text), data)
-		c.event(store.EventApprovalWaiting, who, t,
-			fmt.Sprintf("run %s paused by errors waits for someone to resume or cancel it: %s", r.ID, step.Reason),
-			map[string]any{"reason": "paused"})
+		// Each pause in its own words: a canary waits for a promote, errors
+		// for someone to forgive them.
+		paused, waits := fmt.Sprintf("run %s paused by its errors", r.ID),
+			fmt.Sprintf("run %s, paused by its errors, waits for an approver other than %s to resume it, forgiving them, or to abort it",
+				r.ID, r.Requester)
+		if why == PauseCanary {
+			paused = fmt.Sprintf("run %s waits for a promote: its canary is through", r.ID)
+			waits = fmt.Sprintf("run %s's canary is through: it waits for an approver other than %s to promote it, or to abort it",
+				r.ID, r.Requester)
+		}
+		c.event(store.EventRunPaused, who, t, fmt.Sprintf("%s: %s (%s)%s", paused, step.Reason, ProgressText(p), text), data)
+		c.event(store.EventApprovalWaiting, who, t, fmt.Sprintf("%s: %s", waits, step.Reason),
+			map[string]any{"reason": "paused", "paused_for": why})
 		return created, false, c.save(ctx, tx)
 	default:
 		// Not a state a step moves a run to: the row is stored as it is.

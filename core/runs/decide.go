@@ -155,7 +155,8 @@ func (d *Decider) Pause(ctx context.Context, tx store.Tx, id string, who actions
 	t := d.now()
 	c := changeOf(r)
 	r.State, r.StateReason, r.UpdatedTS = store.RunPaused, ReasonPaused+" by "+who.Name, t
-	c.event(store.EventRunPaused, who, t, fmt.Sprintf("%s paused run %s", who.Name, r.ID), nil)
+	c.event(store.EventRunPaused, who, t, fmt.Sprintf("%s paused run %s by hand: an operator resumes it", who.Name, r.ID),
+		map[string]any{"paused_for": PauseManual})
 	return r, c.save(ctx, tx)
 }
 
