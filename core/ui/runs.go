@@ -57,14 +57,6 @@ func progressOf(st wire.Stage) stageProgress {
 	return p
 }
 
-func statesText() []string {
-	out := make([]string, len(action.States))
-	for i, s := range action.States {
-		out[i] = string(s)
-	}
-	return out
-}
-
 // runRow is one line of the Runs list.
 type runRow struct {
 	wire.Run
