@@ -221,7 +221,7 @@ func TestDevRunsEveryShippedPlaybook(t *testing.T) {
 	if _, err := d.alice.RunVerb(ctxT(t), r.ID, "promote", ""); client.StatusOf(err) != http.StatusForbidden {
 		t.Fatalf("the requester promoting her own canary: %v, want 403", err)
 	}
-	if _, err := d.bob.RunVerb(ctxT(t), r.ID, "promote", ""); err != nil {
+	if _, err := d.bob.RunVerb(ctxT(t), r.ID, "promote", "the canary is healthy"); err != nil {
 		t.Fatalf("promote as bob: %v", err)
 	}
 	if end := d.wait(t, r.ID, 60*time.Second, "DONE", "PARTIAL", "FAILED", "CANCELLED"); end.State != "DONE" {

@@ -383,7 +383,7 @@ func TestProcedureRollsBackTheFailedNodeOnly(t *testing.T) {
 		!strings.Contains(err.Error(), "approver") {
 		t.Fatalf("the requester's resume: %v, want refused", err)
 	}
-	if _, err := f.bob.RunVerb(ctxT(t), r.ID, "resume", ""); err != nil {
+	if _, err := f.bob.RunVerb(ctxT(t), r.ID, "resume", "node-3 is known bad"); err != nil {
 		t.Fatal(err)
 	}
 	end := f.waitRun(t, r.ID, 90*time.Second, "DONE", "FAILED", "PARTIAL", "CANCELLED")
@@ -430,7 +430,7 @@ func TestProcedureCanaryWaitsForPromote(t *testing.T) {
 	if _, err := f.alice.RunVerb(ctxT(t), r.ID, "promote", ""); err == nil {
 		t.Fatal("the requester promoted her own run")
 	}
-	if _, err := f.bob.RunVerb(ctxT(t), r.ID, "promote", ""); err != nil {
+	if _, err := f.bob.RunVerb(ctxT(t), r.ID, "promote", "the canary is healthy"); err != nil {
 		t.Fatal(err)
 	}
 	end := f.waitRun(t, r.ID, 60*time.Second, "DONE", "FAILED", "PARTIAL", "CANCELLED", "PAUSED")
@@ -521,5 +521,36 @@ func TestProcedureSurvivesCoreSIGKILLs(t *testing.T) {
 	}
 	if len(attempts) != 3 || !attempts[1] || !attempts[2] || !attempts[3] {
 		t.Fatalf("node-2's verify attempts %v, want 1, 2 and 3", attempts)
+	}
+}
+
+// TestProcedureSkipsANodeThatFailedAnEarlierStage is issue 34's scenario
+// 3: a two-stage run over three nodes with max_errors 1; the node whose
+// stage-a drain failed is not upgraded by stage b, and the run says so.
+func TestProcedureSkipsANodeThatFailedAnEarlierStage(t *testing.T) {
+	t.Parallel()
+	f := newProcFleet(t, 3)
+	f.failTimes(t, "drain", "node-2", 1)
+	c, e := limit.MustParse("1"), limit.MustParse("1")
+	r := f.start(t, &wire.CreateRunRequest{ClusterID: "e2e", Stages: []wire.StageSpec{
+		{Name: "a", Target: wire.Target{All: true}, MaxConcurrency: &c, MaxErrors: &e,
+			Steps: []wire.StepSpec{{Name: "drain", Kind: "example.com/drain"}}},
+		{Name: "b", Target: wire.Target{All: true}, MaxConcurrency: &c, MaxErrors: &e,
+			Steps: []wire.StepSpec{{Name: "upgrade", Kind: "example.com/upgrade"}}},
+	}})
+	end := f.waitRun(t, r.ID, 90*time.Second, "DONE", "FAILED", "PARTIAL", "CANCELLED", "PAUSED")
+	var got []string
+	for _, e := range f.executions(t) {
+		got = append(got, e.node+":"+e.step)
+	}
+	want := "node-1:drain node-2:drain node-3:drain node-1:upgrade node-3:upgrade"
+	if strings.Join(got, " ") != want {
+		t.Fatalf("executions\n%s\nwant\n%s", strings.Join(got, " "), want)
+	}
+	if end.State != "PARTIAL" || end.Summary == nil || len(end.Summary.Skipped) != 1 {
+		t.Fatalf("run ended %s (%s) summary %+v, want PARTIAL with node-2 skipped", end.State, end.StateReason, end.Summary)
+	}
+	if s := end.Summary.Skipped[0]; s.Stage != "b" || s.NodeID != "node-2" || s.Reason != "failed stage a" {
+		t.Fatalf("skipped %+v, want node-2 skipped by b for failing stage a", s)
 	}
 }

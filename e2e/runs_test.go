@@ -226,7 +226,7 @@ func TestRunStopsAtMaxErrorsOrPausesAndResumes(t *testing.T) {
 		if n := len(f.spans(t)); n != 2 {
 			t.Fatalf("%d executions while paused, want 2", n)
 		}
-		if _, err := f.admin.RunVerb(ctxT(t), r.ID, "resume", ""); err != nil {
+		if _, err := f.admin.RunVerb(ctxT(t), r.ID, "resume", "a known failure"); err != nil {
 			t.Fatal(err)
 		}
 		end := f.waitRun(t, r.ID, 60*time.Second, "DONE", "PARTIAL", "FAILED")

@@ -67,13 +67,15 @@ func TestWebUIRunSteps(t *testing.T) {
 	alice := br.tab(t, 1280, 800, "UTC")
 	signIn(t, alice, base, "/ui/approvals", f.secrets["alice"])
 	do(t, alice, chromedp.WaitVisible(chromedp.CSS(card)))
-	if n := eval[int](t, alice, `document.querySelectorAll('`+card+` form').length`); n != 0 {
-		t.Fatalf("alice, who asked, has %d forms on the paused run's card", n)
+	// Alice, who asked, may abort her run, not promote it.
+	if n := eval[int](t, alice, `document.querySelectorAll('`+card+` form:not([action$="/abort"])').length`); n != 0 {
+		t.Fatalf("alice, who asked, has %d forms besides Abort on the paused run's card", n)
 	}
 	if why := eval[string](t, alice, `document.querySelector('`+card+` .why').textContent`); !strings.Contains(why, "You may not promote this run") {
 		t.Fatalf("alice reads %q", why)
 	}
-	do(t, bob, chromedp.Click(chromedp.CSS(card+` form[action$="/promote"] button`)))
+	do(t, bob, chromedp.SendKeys(chromedp.CSS(card+` form[action$="/promote"] input[name=reason]`), "the canary is healthy"),
+		chromedp.Click(chromedp.CSS(card+` form[action$="/promote"] button`)))
 	waitLoaded(t, bob, "Approvals after the promote", `location.search.includes('done=promoted')`)
 
 	// node-3's upgrade fails: its undrain and rollback run, and the run

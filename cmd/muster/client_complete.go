@@ -191,7 +191,7 @@ func stateNames() []string {
 }
 
 // runStates are the states of a run (docs/runs-and-playbooks.md).
-var runStates = []string{"PENDING_APPROVE", "RUNNING", "PAUSED", "DONE", "PARTIAL", "FAILED", "CANCELLED"}
+var runStates = []string{"PENDING_APPROVE", "RUNNING", "PAUSED", "DONE", "PARTIAL", "FAILED", "CANCELLED", "ABORTED"}
 
 // argCompletion is what each client command's first argument completes to,
 // by command path.
@@ -203,7 +203,7 @@ var argCompletion = map[string]completer{
 	"muster run show":    completeRuns, "muster run approve": completeRuns, "muster run reject": completeRuns,
 	"muster run pause": completeRuns, "muster run resume": completeRuns, "muster run cancel": completeRuns,
 	"muster run watch": completeRuns, "muster run retry": completeRuns,
-	"muster run promote": completeRuns, "muster run urgent": completeRuns, "muster run nodes": completeRuns,
+	"muster run promote": completeRuns, "muster run abort": completeRuns, "muster run urgent": completeRuns, "muster run nodes": completeRuns,
 	"muster action urgent": completeActions,
 	"muster node revoke":   completeNodes,
 	"muster cluster show":  completeClusters, "muster cluster orchestrate": completeClusters,

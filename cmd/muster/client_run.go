@@ -42,6 +42,7 @@ prefix of it of at least 8 characters.`,
 		newRunVerbCmd(f, "resume", "Let a paused run go on (errors that paused it are forgiven)"),
 		newRunVerbCmd(f, "cancel", "Cancel a run: its unfinished children are cancelled and no more start"),
 		newRunVerbCmd(f, "promote", "Let a run paused after its canary go on (an approver other than the requester)"),
+		newRunVerbCmd(f, "abort", "Stop a paused run or a canary and roll back the nodes it started; it ends ABORTED (an approver, or the requester)"),
 		newRunVerbCmd(f, "retry", "Make a new run, waiting for approval, over the nodes a finished run did not carry through"),
 		newRunWatchCmd(f),
 	)
@@ -203,30 +204,35 @@ func newRunListCmd(f *clientFlags) *cobra.Command {
 	return cmd
 }
 
-// progress counts the finished children of a run and all it will have.
-func progress(r *wire.Run) (done, total int) {
+// progress is a run's nodes finished (done, failed, skipped or rolled
+// back) and all its nodes, every stage's summed: counted in nodes, never in
+// attempts or steps.
+func progress(r *wire.Run) (finished, total int) {
+	var p wire.NodeProgress
 	for i := range r.Stages {
-		d, t := stageProgress(&r.Stages[i])
-		done += d
-		total += t
+		p.Add(stageProgress(&r.Stages[i]))
 	}
-	return done, total
+	return p.Finished(), p.Total
 }
 
-// stageProgress is a stage's finished children and its total. A stage with
-// steps has a child per node and step at least (retries and rollbacks add
-// more), so its total is never less than what finished.
-func stageProgress(st *wire.Stage) (finished, total int) {
-	total = st.Size()
-	if n := len(st.Steps); n > 0 {
-		total *= n
+// stageProgress is where a stage's nodes stand (its Total, from a core that
+// does not send it, is the stage's size).
+func stageProgress(st *wire.Stage) wire.NodeProgress {
+	p := st.Progress
+	if p.Total == 0 {
+		p.Total, p.Waiting = st.Size(), max(st.Size()-p.Finished()-p.InFlight, 0)
 	}
-	for s, n := range st.Counts {
-		if s != "PENDING" && action.State(s).Final() {
-			finished += n
-		}
+	return p
+}
+
+// childActions is how many child actions a run makes at least: a child per
+// node and step (retries and rollbacks add more).
+func childActions(r *wire.Run) int {
+	n := 0
+	for i := range r.Stages {
+		n += r.Stages[i].Size() * max(len(r.Stages[i].Steps), 1)
 	}
-	return finished, max(total, finished)
+	return n
 }
 
 func newRunShowCmd(f *clientFlags) *cobra.Command {
@@ -300,9 +306,18 @@ func printRun(w io.Writer, r *wire.Run) error {
 			}
 			var names []string
 			for _, n := range kv.nodes {
-				names = append(names, textsafe.Escape(n.Stage+"/"+n.NodeID))
+				name := n.Stage + "/" + n.NodeID
+				if n.Reason != "" {
+					name += " (" + n.Reason + ")"
+				}
+				names = append(names, textsafe.Escape(name))
 			}
 			fmt.Fprintf(w, "%s: %s\n", kv.what, strings.Join(names, ", "))
+		}
+		for _, n := range r.Summary.Failed {
+			if n.Output != "" {
+				fmt.Fprintf(w, "  %s/%s, its last output:\n%s", textsafe.Escape(n.Stage), textsafe.Escape(n.NodeID), outputLines(n.Output, "    "))
+			}
 		}
 	}
 	if r.NodesPaged {
@@ -396,29 +411,33 @@ func newRunNodesCmd(f *clientFlags) *cobra.Command {
 	return cmd
 }
 
-// stageOrder is the order of the states in a stage's progress line.
-var stageOrder = []string{"DONE", "RUNNING", "NEW", "PENDING_SCHEDULE", "PENDING", "FAILED", "LOST", "CANCELLED"}
-
-// stageLine is a stage's progress: a bar of finished children and counts.
+// stageLine is a stage's progress in nodes: a bar of its nodes finished,
+// and how many are done, in flight, failed, skipped, rolled back and
+// waiting (attempts and rollback steps are its nodes' own, never added).
 func stageLine(st *wire.Stage) string {
-	finished, total := stageProgress(st)
+	p := stageProgress(st)
 	const width = 20
 	fill := 0
-	if total > 0 {
-		fill = min(finished*width/total, width)
+	if p.Total > 0 {
+		fill = min(p.Finished()*width/p.Total, width)
 	}
 	var counts []string
-	for _, s := range stageOrder {
-		if n := st.Counts[s]; n > 0 {
-			counts = append(counts, fmt.Sprintf("%s %d", s, n))
+	for _, c := range []struct {
+		what string
+		n    int
+	}{{"done", p.Done}, {"in flight", p.InFlight}, {"failed", p.Failed}, {"skipped", p.Skipped},
+		{"rolled back", p.RolledBack}, {"waiting", p.Waiting}} {
+		if c.n > 0 {
+			counts = append(counts, fmt.Sprintf("%s %d", c.what, c.n))
 		}
 	}
 	return fmt.Sprintf("%-12s [%s%s] %d/%d  %s  %s", textsafe.Escape(st.Name), strings.Repeat("#", fill),
-		strings.Repeat(".", width-fill), finished, total, textsafe.Escape(st.State), strings.Join(counts, "  "))
+		strings.Repeat(".", width-fill), p.Finished(), p.Total, textsafe.Escape(st.State), strings.Join(counts, "  "))
 }
 
 func newRunVerbCmd(f *clientFlags, verb, short string) *cobra.Command {
 	var reason string
+	var rollback bool
 	cmd := &cobra.Command{
 		Use:   verb + " RUN",
 		Short: short,
@@ -447,7 +466,15 @@ func newRunVerbCmd(f *clientFlags, verb, short string) *cobra.Command {
 				if verb == "urgent" && strings.TrimSpace(reason) == "" {
 					return cli.UsageError("--reason is required: say why it may not wait for the window")
 				}
-				if r, err = c.RunVerb(cmd.Context(), args[0], verb, reason); err != nil {
+				if verb == "promote" && strings.TrimSpace(reason) == "" {
+					return cli.UsageError("--reason is required: say why the canary may go on (the run records it)")
+				}
+				if verb == "cancel" && rollback {
+					r, err = c.CancelRun(cmd.Context(), args[0], reason, true)
+				} else {
+					r, err = c.RunVerb(cmd.Context(), args[0], verb, reason)
+				}
+				if err != nil {
 					return apiError(c, err)
 				}
 			}
@@ -460,18 +487,32 @@ func newRunVerbCmd(f *clientFlags, verb, short string) *cobra.Command {
 				return nil
 			}
 			past := map[string]string{"approve": "Approved", "reject": "Rejected", "pause": "Paused",
-				"resume": "Resumed", "cancel": "Cancelled", "promote": "Promoted", "urgent": "Marked urgent"}[verb]
+				"resume": "Resumed", "cancel": "Cancelled", "promote": "Promoted", "urgent": "Marked urgent", "abort": "Aborted"}[verb]
 			if (verb == "approve" || verb == "resume" || verb == "promote") && r.Approval != nil && !r.Approval.Satisfied {
 				fmt.Fprintf(cmd.OutOrStdout(), "Recorded the approval of run %s (%s): %s.\n", textsafe.Escape(r.ID),
 					textsafe.Escape(r.State), textsafe.Escape(r.Approval.Missing))
+				return nil
+			}
+			if r.Aborting {
+				fmt.Fprintf(cmd.OutOrStdout(), "%s run %s: the nodes it started roll back, then it ends ABORTED (`muster run watch %s`).\n",
+					past, textsafe.Escape(r.ID), shortID(r.ID))
 				return nil
 			}
 			fmt.Fprintf(cmd.OutOrStdout(), "%s run %s (%s).\n", past, textsafe.Escape(r.ID), textsafe.Escape(r.State))
 			return nil
 		},
 	}
-	if verb == "reject" || verb == "cancel" || verb == "urgent" {
+	switch verb {
+	case "reject", "cancel", "urgent", "abort":
 		cmd.Flags().StringVar(&reason, "reason", "", "why, kept in the run's state and its event")
+	case "promote":
+		cmd.Flags().StringVar(&reason, "reason", "", "why the canary may go on (required; the run records it)")
+	case "resume":
+		cmd.Flags().StringVar(&reason, "reason", "", "why its errors may be forgiven (required to resume past errors; the run records it)")
+	}
+	if verb == "cancel" {
+		cmd.Flags().BoolVar(&rollback, "rollback", false,
+			"roll back the nodes the run started, as an abort does (their rollback steps run); the run ends ABORTED")
 	}
 	return cmd
 }
@@ -479,7 +520,7 @@ func newRunVerbCmd(f *clientFlags, verb, short string) *cobra.Command {
 // printApproval shows what an approval covers: each stage's kind and args
 // on its nodes, or, for a stage of steps, the steps each node goes through.
 func printApproval(w io.Writer, r *wire.Run) {
-	_, total := progress(r)
+	total := childActions(r)
 	fmt.Fprintf(w, "Run %s on %s by %s: %d stage(s), %d child action(s), digest %.12s%s\n",
 		r.ID, textsafe.Escape(r.ClusterID), textsafe.Escape(r.Requester), len(r.Stages), total, r.Digest,
 		notBeforeText(r.NotBefore))
@@ -590,14 +631,16 @@ func pausedText(r *wire.Run, watching bool) string {
 	out := "Run " + id + " is PAUSED" + reasonText(r.StateReason) + ". "
 	switch r.PausedFor {
 	case wire.PausedCanary:
-		out += fmt.Sprintf("Its canary is through: an approver other than %s may promote it with `muster run promote %s`.",
+		out += fmt.Sprintf("Its canary is through: an approver other than %s may promote it with `muster run promote %s --reason WHY`.",
 			textsafe.Escape(r.Requester), id)
 	case wire.PausedErrors:
-		out += fmt.Sprintf("Its errors passed max_errors: an approver other than %s may resume it, forgiving them, with `muster run resume %s`.",
+		out += fmt.Sprintf("Its errors passed max_errors: an approver other than %s may resume it, forgiving them, with `muster run resume %s --reason WHY`.",
 			textsafe.Escape(r.Requester), id)
 	default:
 		out += fmt.Sprintf("It was paused by hand: an operator may resume it with `muster run resume %s`.", id)
 	}
+	out += fmt.Sprintf(" An approver or %s may instead abort it, rolling back the nodes it started, with `muster run abort %s`.",
+		textsafe.Escape(r.Requester), id)
 	if watching {
 		out += " (`muster run watch --wait-resume " + id + "` keeps watching.)"
 	}
@@ -649,7 +692,7 @@ func watchRun(ctx context.Context, c *client.Core, ref string, w io.Writer, asJS
 				if r.State == "DONE" {
 					return nil
 				}
-				if r.State == "FAILED" || r.State == "CANCELLED" || r.State == "PARTIAL" {
+				if r.State == "FAILED" || r.State == "CANCELLED" || r.State == "PARTIAL" || r.State == "ABORTED" {
 					return fmt.Errorf("%w: %s ended %s%s", errRunNotDone, textsafe.Escape(id), textsafe.Escape(r.State), reasonText(r.StateReason))
 				}
 				if r.State == "PAUSED" && !waitResume {
@@ -709,7 +752,27 @@ func runLines(r *wire.Run) []string {
 				step, shortID(ch.ActionID)))
 		}
 	}
+	if r.Summary != nil {
+		// Why each failed node failed, its output's last line.
+		for _, n := range r.Summary.Failed {
+			line := fmt.Sprintf("  %-20s FAILED %s", n.NodeID, n.Reason)
+			if n.Output != "" {
+				line += ": " + n.Output[strings.LastIndexByte(n.Output, '\n')+1:]
+			}
+			lines = append(lines, textsafe.Escape(line))
+		}
+	}
 	return append(lines, "run "+textsafe.Escape(shortID(r.ID))+": "+textsafe.Escape(r.State)+reasonText(r.StateReason))
+}
+
+// outputLines is a command's output, each line escaped and indented by
+// indent, each ending in a newline.
+func outputLines(out, indent string) string {
+	var b strings.Builder
+	for _, l := range strings.Split(out, "\n") {
+		b.WriteString(indent + textsafe.Escape(l) + "\n")
+	}
+	return b.String()
 }
 
 // stepAttempts is how many attempts the step named name of stage st has

@@ -16,7 +16,7 @@ import (
 
 // storeLargeRun stores a RUNNING run of cluster prod over nodes nodes
 // (n0000…): the first done have a DONE child, the next flying a RUNNING
-// one.
+// one, and the stage counts them as its last advance would have.
 func (e *cliEnv) storeLargeRun(nodes, done, flying int) string {
 	e.t.Helper()
 	ctx := context.Background()
@@ -31,7 +31,7 @@ func (e *cliEnv) storeLargeRun(nodes, done, flying int) string {
 			ApprovedBy: "appr", Digest: "d", CreatedTS: now, UpdatedTS: now,
 			Stages: []store.RunStage{{Name: "restart", Kind: "muster.io/debug.ping", Args: json.RawMessage(`{}`),
 				Nodes: names, MaxConcurrency: limit.Limit{N: 10, Percent: true}, OnFailure: "abort",
-				DependsOn: []string{}, State: store.StageRunning}}}); err != nil {
+				DependsOn: []string{}, State: store.StageRunning, Done: done, InFlight: flying}}}); err != nil {
 			return err
 		}
 		for i := range done + flying {
@@ -64,7 +64,7 @@ func TestRunShowOfALargeRunShowsItsCountsAndNodesInFlight(t *testing.T) {
 	if code != 0 {
 		t.Fatalf("run show: %d %q", code, msg)
 	}
-	for _, want := range []string{"120/150", "DONE 120", "RUNNING 2", "PENDING 28", "2 node(s) in flight shown; `muster run nodes " + id[:8] + "`",
+	for _, want := range []string{"120/150", "done 120", "in flight 2", "waiting 28", "2 node(s) in flight shown; `muster run nodes " + id[:8] + "`",
 		"Nodes in flight:", "n0120", "n0121"} {
 		if !strings.Contains(show, want) {
 			t.Errorf("run show lacks %q:\n%s", want, show)

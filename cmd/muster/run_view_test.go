@@ -123,17 +123,17 @@ func TestLiveViewFitsTheTerminal(t *testing.T) {
 // TestStageLineOfAProcedureCountsEveryStep: a stage with steps has more
 // children than nodes; its bar stays within its width and counts them all
 // (it once asked strings.Repeat for a negative count and panicked).
-func TestStageLineOfAProcedureCountsEveryStep(t *testing.T) {
+func TestStageLineCountsNodesNotAttempts(t *testing.T) {
 	t.Parallel()
-	st := &wire.Stage{Name: "upgrade", Nodes: []string{"n2", "n3"}, NodeCount: 2, State: "RUNNING",
-		Steps:  []wire.StepSpec{{Name: "drain"}, {Name: "upgrade"}},
-		Counts: map[string]int{"DONE": 3, "NEW": 1}}
-	if got := stageLine(st); !strings.Contains(got, "[###############.....] 3/4") {
-		t.Fatalf("stageLine = %q, want 3 of 4 children", got)
-	}
-	st.Counts = map[string]int{"DONE": 5, "FAILED": 1} // retries and a rollback
-	if got := stageLine(st); !strings.Contains(got, "[####################] 6/6") {
-		t.Fatalf("stageLine = %q, want a full bar of 6", got)
+	// One node failed five attempts of a step; another waits.
+	st := &wire.Stage{Name: "upgrade", Nodes: []string{"n2", "n3"}, NodeCount: 2, State: "PAUSED",
+		Steps:    []wire.StepSpec{{Name: "drain"}, {Name: "upgrade"}},
+		Counts:   map[string]int{"DONE": 3, "FAILED": 5},
+		Progress: wire.NodeProgress{Failed: 1, Waiting: 1, Total: 2}}
+	got := stageLine(st)
+	if !strings.Contains(got, "[##########..........] 1/2") || !strings.Contains(got, "failed 1  waiting 1") ||
+		strings.Contains(got, "5") {
+		t.Fatalf("stageLine = %q, want 1 of 2 nodes: one failed, one waiting", got)
 	}
 }
 
@@ -152,23 +152,24 @@ func TestNodeStateShowsAFailedNodeAsFailed(t *testing.T) {
 	}
 }
 
-// TestRunProgressOfAProcedureCountsEveryStep: run list's PROGRESS and the
-// approval header count a procedure's children as its stage bar does, never
-// more done than in all (it once printed 7/2 for two nodes of four steps).
-func TestRunProgressOfAProcedureCountsEveryStep(t *testing.T) {
+// TestRunProgressCountsNodes: run list's PROGRESS counts nodes finished:
+// a paused run with two of its four nodes done is 2/4, whatever children
+// its steps and retries made (it once printed 9/9).
+func TestRunProgressCountsNodes(t *testing.T) {
 	t.Parallel()
 	r := &wire.Run{Stages: []wire.Stage{
-		{Name: "upgrade", Nodes: []string{"n2", "n3"}, NodeCount: 2,
-			Steps:  []wire.StepSpec{{Name: "drain"}, {Name: "upgrade"}, {Name: "verify"}, {Name: "undrain"}},
-			Counts: map[string]int{"DONE": 6, "FAILED": 1}},
-		{Name: "plain", Nodes: []string{"n1"}, NodeCount: 1, Counts: map[string]int{"DONE": 1}},
+		{Name: "upgrade", Nodes: []string{"n1", "n2", "n3", "n4"}, NodeCount: 4,
+			Steps:    []wire.StepSpec{{Name: "drain"}, {Name: "upgrade"}, {Name: "verify"}, {Name: "undrain"}},
+			Counts:   map[string]int{"DONE": 8, "FAILED": 1},
+			Progress: wire.NodeProgress{Done: 2, Waiting: 2, Total: 4}},
 	}}
-	if done, total := progress(r); done != 8 || total != 9 {
-		t.Fatalf("progress = %d/%d, want 8/9", done, total)
+	if done, total := progress(r); done != 2 || total != 4 {
+		t.Fatalf("progress = %d/%d, want 2/4", done, total)
 	}
-	r.Stages[0].Counts = map[string]int{"DONE": 9, "FAILED": 1} // retries and a rollback
-	if done, total := progress(r); done != 11 || total != 11 {
-		t.Fatalf("progress = %d/%d, want 11/11", done, total)
+	// From a core that sends no progress: nothing finished, every node.
+	r.Stages[0].Progress = wire.NodeProgress{}
+	if done, total := progress(r); done != 0 || total != 4 {
+		t.Fatalf("progress = %d/%d, want 0/4", done, total)
 	}
 }
 
@@ -190,5 +191,18 @@ func TestApprovalAndShowOfAProcedureSayItsSteps(t *testing.T) {
 	if strings.Contains(out, "null") || !strings.Contains(out, "upgrade: 4 steps on n2,n3") ||
 		!strings.Contains(out, "8 child action(s)") {
 		t.Fatalf("printed\n%s\nwant the stage's 4 steps, 8 children and no null", out)
+	}
+}
+
+func TestShowSaysWhyANodeWasSkipped(t *testing.T) {
+	t.Parallel()
+	r := &wire.Run{ID: "r1", ClusterID: "dev", State: "PARTIAL", Stages: []wire.Stage{{Name: "b", State: "DONE"}},
+		Summary: &wire.RunSummary{Skipped: []wire.StageNode{{Stage: "b", NodeID: "n2", Reason: "failed stage a\x1b[2J"}}}}
+	var b strings.Builder
+	if err := printRun(&b, r); err != nil {
+		t.Fatal(err)
+	}
+	if out := b.String(); !strings.Contains(out, "Skipped: b/n2 (failed stage a") || strings.Contains(out, "\x1b") {
+		t.Fatalf("printed\n%s\nwant b/n2 skipped for failing stage a, escaped", out)
 	}
 }

@@ -72,8 +72,8 @@ func TestRunWatchOfAPausedRunSaysWhyAndWhoMayGoOn(t *testing.T) {
 	for _, c := range []struct {
 		name, reason, want string
 	}{
-		{"errors", fmt.Sprintf(runs.ReasonStageFailed, "restart", 1, "0"), "an approver other than op may resume it, forgiving them, with `muster run resume %s`"},
-		{"canary", fmt.Sprintf(runs.ReasonCanary, "restart", 1, 0), "an approver other than op may promote it with `muster run promote %s`"},
+		{"errors", fmt.Sprintf(runs.ReasonStageFailed, "restart", 1, "0"), "an approver other than op may resume it, forgiving them, with `muster run resume %s --reason WHY`"},
+		{"canary", fmt.Sprintf(runs.ReasonCanary, "restart", 1, 0), "an approver other than op may promote it with `muster run promote %s --reason WHY`"},
 		{"manual", runs.ReasonPaused + " by op", "an operator may resume it with `muster run resume %s`"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
@@ -155,5 +155,58 @@ func TestRunWatchWaitResumeKeepsWatchingThroughAPause(t *testing.T) {
 		}
 	case <-ctx.Done():
 		t.Fatalf("watch --wait-resume did not end after the run did: %q", out.String())
+	}
+}
+
+// TestRunAbortAndCancelRollback: run abort (an approver, with a reason)
+// ends a paused canary ABORTED, and watch says it ended so and exits
+// non-zero; run cancel --rollback does the same for an operator.
+func TestRunAbortAndCancelRollback(t *testing.T) {
+	t.Parallel()
+	e := setupCLI(t, approval.DefaultPolicy())
+	id := e.storePausedRun(fmt.Sprintf(runs.ReasonCanary, "restart", 1, 0))
+	out, msg, code := e.run("appr", "run", "abort", id[:8], "--reason", "p99 doubled")
+	if code != 0 || !strings.Contains(out, "Aborted run "+id+" (ABORTED).") {
+		t.Fatalf("run abort: exit %d %q\n%s", code, msg, out)
+	}
+	_, msg, code = e.run("op", "run", "watch", id)
+	if code == 0 || !strings.Contains(msg, "ended ABORTED (aborted by appr: p99 doubled)") {
+		t.Fatalf("watch of an aborted run: exit %d %q", code, msg)
+	}
+	out, _, _ = e.run("op", "run", "list", "--state", "aborted", "-o", "name")
+	if strings.TrimSpace(out) != id {
+		t.Fatalf("run list --state aborted: %q", out)
+	}
+	other := e.storePausedRun(runs.ReasonPaused + " by op")
+	out, msg, code = e.run("op", "run", "cancel", other, "--rollback")
+	if code != 0 || !strings.Contains(out, "(ABORTED)") {
+		t.Fatalf("run cancel --rollback: exit %d %q\n%s", code, msg, out)
+	}
+}
+
+// TestShowAndWatchSayWhyANodeFailed: run show lists a failed node with its
+// reason and the last lines of its output; run watch its last line; both
+// escaped.
+func TestShowAndWatchSayWhyANodeFailed(t *testing.T) {
+	t.Parallel()
+	r := &wire.Run{ID: "0123456789abcdef", State: "PAUSED", Stages: []wire.Stage{{Name: "upgrade", State: "RUNNING"}},
+		Summary: &wire.RunSummary{Failed: []wire.StageNode{{Stage: "upgrade", NodeID: "db-3",
+			Reason: "step upgrade FAILED (attempt 3 of 3): run exited with status 3",
+			Output: "unpacking 2.0\nE: disk full on /var\x07"}}}}
+	var b strings.Builder
+	if err := printRun(&b, r); err != nil {
+		t.Fatal(err)
+	}
+	show := b.String()
+	for _, want := range []string{"Failed: upgrade/db-3 (step upgrade FAILED (attempt 3 of 3): run exited with status 3)",
+		"    unpacking 2.0\n    E: disk full on /var\\x07\n"} {
+		if !strings.Contains(show, want) {
+			t.Errorf("run show lacks %q:\n%s", want, show)
+		}
+	}
+	lines := strings.Join(runLines(r), "\n")
+	if !strings.Contains(lines, "db-3                 FAILED step upgrade FAILED (attempt 3 of 3): run exited with status 3: E: disk full on /var\\x07") ||
+		strings.Contains(show+lines, "\x07") {
+		t.Fatalf("run watch lines:\n%s", lines)
 	}
 }

@@ -56,6 +56,7 @@ var roleTable = map[string][6]int{ //        none viewer  op   appr admin stg
 	"POST /api/v1/runs/:id/cancel":                       {401, 403, 200, 403, 200, 404},
 	"POST /api/v1/runs/:id/retry":                        {401, 403, 201, 403, 201, 404},
 	"POST /api/v1/runs/:id/promote":                      {401, 403, 403, 200, 200, 404},
+	"POST /api/v1/runs/:id/abort":                        {401, 403, 200, 200, 200, 404}, // op is the run's requester
 	"POST /api/v1/playbooks":                             {401, 403, 201, 403, 201, 201},
 	"GET /api/v1/playbooks":                              {401, 200, 200, 200, 200, 200},
 	"GET /api/v1/playbooks/:name":                        {401, 200, 200, 200, 200, 200},
@@ -148,7 +149,8 @@ func (e *env) fixture(route string, n int) (string, any) {
 		e.call(http.MethodPost, "/api/v1/runs/"+r.ID+"/approve", "appr", nil, http.StatusOK, nil)
 		e.call(http.MethodPost, "/api/v1/runs/"+r.ID+"/pause", "op", nil, http.StatusOK, nil)
 		path = strings.ReplaceAll(path, ":id", r.ID)
-	case "POST /api/v1/runs/:id/promote":
+	case "POST /api/v1/runs/:id/promote", "POST /api/v1/runs/:id/abort":
+		body = wire.ReasonRequest{Reason: "the canary is healthy"}
 		e.available("db-1")
 		req := oneStageRun(kindPing)
 		req.Stages[0].Target = wire.Target{All: true}

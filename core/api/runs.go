@@ -66,7 +66,7 @@ func (s *Server) listRuns(c *echo.Context) error {
 		st = strings.ToUpper(st)
 		switch st {
 		case store.RunPendingApprove, store.RunRunning, store.RunPaused, store.RunDone, store.RunPartial, store.RunFailed,
-			store.RunCancelled:
+			store.RunCancelled, store.RunAborted:
 		default:
 			return badRequest("state: %q is not a run state", st)
 		}
@@ -266,6 +266,21 @@ func (s *Server) approveRun(c *echo.Context) error {
 		return err
 	}
 	out, err := s.ops.ApproveRun(c.Request().Context(), who(c), c.Param("id"), req.Digest)
+	return runAnswer(c, out, err)
+}
+
+// cancelRun cancels a run; with {"rollback": true} its started nodes roll
+// back and it ends ABORTED.
+func (s *Server) cancelRun(c *echo.Context) error {
+	var req wire.CancelRunRequest
+	if err := optionalBody(c, &req); err != nil {
+		return err
+	}
+	cancel := s.ops.CancelRun
+	if req.Rollback {
+		cancel = s.ops.CancelRunRollback
+	}
+	out, err := cancel(c.Request().Context(), who(c), c.Param("id"), req.Reason)
 	return runAnswer(c, out, err)
 }
 

@@ -381,7 +381,8 @@ func TestAPIPromoteTakesAnApproverOtherThanTheRequester(t *testing.T) {
 	// Promoted, the run goes on to db-2, which is DOWN at its turn:
 	// skipped at once, and the run ends PARTIAL naming it.
 	var promoted wire.Run
-	e.call(http.MethodPost, "/api/v1/runs/"+r.ID+"/promote", "appr", nil, http.StatusOK, &promoted)
+	e.fail(http.MethodPost, "/api/v1/runs/"+r.ID+"/promote", "appr", nil, http.StatusUnprocessableEntity)
+	e.call(http.MethodPost, "/api/v1/runs/"+r.ID+"/promote", "appr", wire.ReasonRequest{Reason: "p99 flat"}, http.StatusOK, &promoted)
 	if promoted.State != "PARTIAL" || len(e.runChildren(r.ID)) != 1 || promoted.Summary == nil ||
 		len(promoted.Summary.Skipped) != 1 || promoted.Summary.Skipped[0].NodeID != "db-2" {
 		t.Fatalf("promoted run %s (%s) with %d children, summary %+v: want PARTIAL skipping db-2", promoted.State,
@@ -392,5 +393,66 @@ func TestAPIPromoteTakesAnApproverOtherThanTheRequester(t *testing.T) {
 	d := e.fail(http.MethodPost, "/api/v1/runs", "op", req, http.StatusBadRequest)
 	if !strings.Contains(d.Message, "canary") {
 		t.Fatalf("canary of every node: %+v", d)
+	}
+}
+
+// canaryPaused creates a canary run (db-1 then db-2) by who, approved,
+// its canary through: PAUSED for its promote.
+func (e *env) canaryPaused(who string) wire.Run {
+	e.t.Helper()
+	e.available("db-1")
+	req := oneStageRun(kindPing)
+	req.Stages[0].Target = wire.Target{All: true}
+	req.Stages[0].Canary = 1
+	req.Stages[0].Unavailable = "skip"
+	r := e.createRun(who, req)
+	e.call(http.MethodPost, "/api/v1/runs/"+r.ID+"/approve", "appr", nil, http.StatusOK, nil)
+	e.finishRunChildren(r.ID)
+	return r
+}
+
+func TestAPIAbortIsForAnApproverOrTheRequester(t *testing.T) {
+	t.Parallel()
+	e := setup(t)
+	r := e.canaryPaused("self")
+	// An operator other than the requester may not abort: cancel is theirs.
+	e.fail(http.MethodPost, "/api/v1/runs/"+r.ID+"/abort", "op", nil, http.StatusForbidden)
+	e.fail(http.MethodPost, "/api/v1/runs/"+r.ID+"/abort", "appr", wire.CancelRunRequest{Rollback: true}, http.StatusBadRequest)
+	var out wire.Run
+	e.call(http.MethodPost, "/api/v1/runs/"+r.ID+"/abort", "appr", wire.ReasonRequest{Reason: "p99 doubled"}, http.StatusOK, &out)
+	// A one-step stage has no rollback: the canary node stays as it is.
+	if out.State != "ABORTED" || out.StateReason != "aborted by appr: p99 doubled" || len(e.runChildren(r.ID)) != 1 {
+		t.Fatalf("run %s (%s), want ABORTED", out.State, out.StateReason)
+	}
+	e.fail(http.MethodPost, "/api/v1/runs/"+r.ID+"/abort", "appr", nil, http.StatusConflict)
+	var l wire.RunList
+	e.call(http.MethodGet, "/api/v1/runs?state=aborted", "viewer", nil, http.StatusOK, &l)
+	if len(l.Runs) != 1 || l.Runs[0].ID != r.ID {
+		t.Fatalf("runs ABORTED: %+v", l.Runs)
+	}
+	var evs wire.EventList
+	e.call(http.MethodGet, "/api/v1/events?run_id="+r.ID, "viewer", nil, http.StatusOK, &evs)
+	found := false
+	for _, ev := range evs.Events {
+		found = found || (ev.Type == "run.aborted" && ev.Actor == "appr")
+	}
+	if !found {
+		t.Fatalf("no run.aborted event by appr: %+v", evs.Events)
+	}
+}
+
+func TestAPICancelWithRollbackEndsTheRunAborted(t *testing.T) {
+	t.Parallel()
+	e := setup(t)
+	e.available("db-1")
+	r := e.createRun("self", oneStageRun(kindPing))
+	e.call(http.MethodPost, "/api/v1/runs/"+r.ID+"/approve", "appr", nil, http.StatusOK, nil)
+	// A running run without canary is not the approver's to abort.
+	e.fail(http.MethodPost, "/api/v1/runs/"+r.ID+"/abort", "appr", nil, http.StatusConflict)
+	e.fail(http.MethodPost, "/api/v1/runs/"+r.ID+"/cancel", "op", map[string]any{"rollback": "yes"}, http.StatusBadRequest)
+	var out wire.Run
+	e.call(http.MethodPost, "/api/v1/runs/"+r.ID+"/cancel", "op", wire.CancelRunRequest{Reason: "wrong", Rollback: true}, http.StatusOK, &out)
+	if out.State != "ABORTED" {
+		t.Fatalf("run %s (%s), want ABORTED", out.State, out.StateReason)
 	}
 }

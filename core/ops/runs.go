@@ -2,8 +2,11 @@ package ops
 
 import (
 	"context"
+	"fmt"
+	"strings"
 	"time"
 
+	"github.com/musterhq/muster/core/actions"
 	"github.com/musterhq/muster/core/auth"
 	"github.com/musterhq/muster/core/runs"
 	"github.com/musterhq/muster/core/runs/playbook"
@@ -290,10 +293,13 @@ func (o *Ops) PauseRun(ctx context.Context, c Caller, ref string) (RunResult, er
 }
 
 // ResumeRun resumes a paused run: a manual pause is an operator's to lift
-// (runs.Engine.MayResume); a pause for errors is forgiven as an approval
-// is made, in levels (an approval of the resume, SubjectResume): the run
-// goes on once every level is met.
-func (o *Ops) ResumeRun(ctx context.Context, c Caller, ref string) (RunResult, error) {
+// (runs.Engine.MayResume); a pause for errors is forgiven, with a reason
+// the run records, as an approval is made in levels (an approval of the
+// resume, SubjectResume): the run goes on once every level is met.
+func (o *Ops) ResumeRun(ctx context.Context, c Caller, ref, reason string) (RunResult, error) {
+	if err := checkReason(reason, false); err != nil {
+		return RunResult{}, err
+	}
 	return o.changeRun(ctx, c, auth.Continue, ref, func(tx store.Tx, id string) (*store.Run, error) {
 		r, err := o.runOn(ctx, tx, c, auth.Read, id)
 		if err != nil {
@@ -301,21 +307,30 @@ func (o *Ops) ResumeRun(ctx context.Context, c Caller, ref string) (RunResult, e
 		}
 		mayApprove := AuthorizeOn(c, auth.Approve, r.ClusterID) == nil
 		if runs.PausedFor(r) != runs.PauseErrors {
-			return o.cfg.Runs.ResumeAs(ctx, tx, id, c.actor(""), mayApprove, c.Can(auth.Cancel))
+			return o.cfg.Runs.ResumeAs(ctx, tx, id, c.actor(reason), mayApprove, c.Can(auth.Cancel))
 		}
 		if err := o.cfg.Runs.MayResume(ctx, tx, r, c.Name, mayApprove, c.Can(auth.Cancel)); err != nil {
 			return nil, err
 		}
+		// Every approval of a forgiveness gives its reason, not only the
+		// one that meets the last level.
+		if strings.TrimSpace(reason) == "" {
+			return nil, fmt.Errorf("%w: resuming run %s forgives its errors: a reason is required, recorded with the run",
+				actions.ErrUnprocessable, r.ID)
+		}
 		return o.inLevels(ctx, tx, c, r, store.SubjectResume, func() (*store.Run, error) {
-			return o.cfg.Runs.ResumeAs(ctx, tx, id, c.actor(""), mayApprove, c.Can(auth.Cancel))
+			return o.cfg.Runs.ResumeAs(ctx, tx, id, c.actor(reason), mayApprove, c.Can(auth.Cancel))
 		})
 	})
 }
 
 // PromoteRun lets a run paused after its canary go on once every level of
 // its approval is met by approvals of the promote (an approver other than
-// the requester and the applier, each).
-func (o *Ops) PromoteRun(ctx context.Context, c Caller, ref string) (RunResult, error) {
+// the requester and the applier, each, with a reason the run records).
+func (o *Ops) PromoteRun(ctx context.Context, c Caller, ref, reason string) (RunResult, error) {
+	if err := checkReason(reason, false); err != nil {
+		return RunResult{}, err
+	}
 	return o.changeRun(ctx, c, auth.Approve, ref, func(tx store.Tx, id string) (*store.Run, error) {
 		r, err := o.runOn(ctx, tx, c, auth.Approve, id)
 		if err != nil {
@@ -324,8 +339,12 @@ func (o *Ops) PromoteRun(ctx context.Context, c Caller, ref string) (RunResult, 
 		if err := o.cfg.Runs.MayPromote(ctx, tx, r, c.Name, true); err != nil {
 			return nil, err
 		}
+		if strings.TrimSpace(reason) == "" {
+			return nil, fmt.Errorf("%w: promoting the canary of run %s takes a reason, recorded with the run",
+				actions.ErrUnprocessable, r.ID)
+		}
 		return o.inLevels(ctx, tx, c, r, store.SubjectPromote, func() (*store.Run, error) {
-			return o.cfg.Runs.Promote(ctx, tx, id, c.actor(""), true)
+			return o.cfg.Runs.Promote(ctx, tx, id, c.actor(reason), true)
 		})
 	})
 }

@@ -190,7 +190,8 @@ func idle(r *store.Run, kids []Child, step Step, env PlanEnv) bool {
 	}
 	for i := range r.Stages {
 		st := &r.Stages[i]
-		if step.Stages[i] != st.State || !slices.Equal(step.Failed[i], st.Failed) || !slices.Equal(step.Skipped[i], st.Skipped) {
+		if step.Stages[i] != st.State || !slices.Equal(step.Failed[i], st.Failed) || !slices.Equal(step.Skipped[i], st.Skipped) ||
+			step.Nodes[i] != nodeCounts(st) {
 			return false
 		}
 	}
@@ -316,6 +317,17 @@ func (a *Advancer) apply(ctx context.Context, tx store.Tx, r *store.Run, kids []
 		if i < len(step.Skipped) && !slices.Equal(step.Skipped[i], st.Skipped) {
 			st.Skipped, dirty = step.Skipped[i], true
 		}
+		if i < len(step.Why) {
+			changed, err := a.recordWhy(ctx, tx, st, step.Failed[i], step.Why[i])
+			if err != nil {
+				return nil, false, err
+			}
+			dirty = dirty || changed
+		}
+		if i < len(step.Nodes) && step.Nodes[i] != nodeCounts(st) {
+			n := step.Nodes[i]
+			st.Done, st.InFlight, st.RolledBack, dirty = n.Done, n.InFlight, n.RolledBack, true
+		}
 	}
 	decided := false // a node unavailable at its turn failed or was skipped
 	for i, us := range step.Unreachable {
@@ -356,7 +368,7 @@ func (a *Advancer) apply(ctx context.Context, tx store.Tx, r *store.Run, kids []
 			c.event(store.EventRunStageStarted, who, t,
 				fmt.Sprintf("run %s: stage %s started on %d node(s)", r.ID, st.Name, len(st.Nodes)),
 				map[string]any{"stage": st.Name})
-		case st.State == store.StageDone || st.State == store.StageFailed:
+		case st.State == store.StageDone || st.State == store.StageFailed || st.State == store.StageAborted:
 			errs := len(step.Failed[i]) // the stage's errors: one a failed node
 			c.event(store.EventRunStageFinished, who, t,
 				fmt.Sprintf("run %s: stage %s %s (%d errors)", r.ID, st.Name, st.State, errs),
@@ -408,7 +420,8 @@ func (a *Advancer) apply(ctx context.Context, tx store.Tx, r *store.Run, kids []
 	}
 	switch {
 	case step.State == r.State:
-	case step.State == store.RunDone || step.State == store.RunPartial || step.State == store.RunFailed:
+	case step.State == store.RunDone || step.State == store.RunPartial || step.State == store.RunFailed ||
+		step.State == store.RunAborted:
 		if step.State == store.RunFailed {
 			// Children created but never sent do not run once their run
 			// has failed; those on their agents finish.
@@ -416,16 +429,33 @@ func (a *Advancer) apply(ctx context.Context, tx store.Tx, r *store.Run, kids []
 				return nil, false, err
 			}
 		}
+		p := RunProgress(r)
 		c.finish(step.State, step.Reason, store.EventRunFinished, who,
-			fmt.Sprintf("run %s %s: %s", r.ID, step.State, step.Reason), a.now())
+			fmt.Sprintf("run %s %s: %s (%s)", r.ID, step.State, step.Reason, ProgressText(p)), a.now())
+		c.events[len(c.events)-1].Data["nodes"] = progressData(p)
 		return created, false, c.save(ctx, tx)
 	case step.State == store.RunPaused:
 		r.State, r.StateReason, r.UpdatedTS = step.State, step.Reason, t
-		c.event(store.EventRunPaused, who, t, fmt.Sprintf("run %s paused: %s", r.ID, step.Reason),
-			map[string]any{"reason": step.Reason})
-		c.event(store.EventApprovalWaiting, who, t,
-			fmt.Sprintf("run %s paused by errors waits for someone to resume or cancel it: %s", r.ID, step.Reason),
-			map[string]any{"reason": "paused"})
+		p := RunProgress(r)
+		text, failures := failuresOf(r)
+		why := PausedFor(r)
+		data := map[string]any{"reason": step.Reason, "paused_for": why, "nodes": progressData(p)}
+		if len(failures) > 0 {
+			data["failed"] = failures
+		}
+		// Each pause in its own words: a canary waits for a promote, errors
+		// for someone to forgive them.
+		paused, waits := fmt.Sprintf("run %s paused by its errors", r.ID),
+			fmt.Sprintf("run %s, paused by its errors, waits for an approver other than %s to resume it, forgiving them, or to abort it",
+				r.ID, r.Requester)
+		if why == PauseCanary {
+			paused = fmt.Sprintf("run %s waits for a promote: its canary is through", r.ID)
+			waits = fmt.Sprintf("run %s's canary is through: it waits for an approver other than %s to promote it, or to abort it",
+				r.ID, r.Requester)
+		}
+		c.event(store.EventRunPaused, who, t, fmt.Sprintf("%s: %s (%s)%s", paused, step.Reason, ProgressText(p), text), data)
+		c.event(store.EventApprovalWaiting, who, t, fmt.Sprintf("%s: %s", waits, step.Reason),
+			map[string]any{"reason": "paused", "paused_for": why})
 		return created, false, c.save(ctx, tx)
 	default:
 		// Not a state a step moves a run to: the row is stored as it is.
@@ -436,6 +466,38 @@ func (a *Advancer) apply(ctx context.Context, tx store.Tx, r *store.Run, kids []
 	}
 	r.UpdatedTS = t
 	return created, false, c.save(ctx, tx)
+}
+
+// recordWhy keeps in st why its failed nodes failed, the first
+// store.MaxWhy of them: the planner's reason, the reason of the child that
+// failed the node, and the last lines of that child's output (read once,
+// when the node is first found failed). It reports whether st changed.
+func (a *Advancer) recordWhy(ctx context.Context, tx store.Tx, st *store.RunStage, failed []string,
+	why map[string]store.NodeFailure) (bool, error) {
+	changed := false
+	for _, n := range failed {
+		if _, ok := st.Why[n]; ok || len(st.Why) >= store.MaxWhy {
+			continue
+		}
+		f := why[n]
+		if f.ActionID != "" {
+			rec, err := tx.Action(ctx, f.ActionID)
+			if err != nil && !errors.Is(err, store.ErrNotFound) {
+				return false, err
+			}
+			if err == nil {
+				if rec.StateReason != "" {
+					f.Reason += ": " + rec.StateReason
+				}
+				f.Output = LastLines(rec.Output)
+			}
+		}
+		if st.Why == nil {
+			st.Why = map[string]store.NodeFailure{}
+		}
+		st.Why[n], changed = f, true
+	}
+	return changed, nil
 }
 
 // plan decides run r's next step given its children, at t, reading the

@@ -164,7 +164,7 @@ func digestOf(fields []string) string {
 // linked by RetryOf and approved as any run. A run whose every node
 // succeeded has nothing to retry (a 409).
 func (d *Decider) Retry(ctx context.Context, tx store.Tx, id string, who actions.Actor) (*store.Run, error) {
-	r, err := load(ctx, tx, id, "retry", store.RunPartial, store.RunFailed, store.RunCancelled)
+	r, err := load(ctx, tx, id, "retry", store.RunPartial, store.RunFailed, store.RunCancelled, store.RunAborted)
 	if err != nil {
 		return nil, err
 	}
@@ -176,7 +176,7 @@ func (d *Decider) Retry(ctx context.Context, tx store.Tx, id string, who actions
 	kept := map[string]bool{}
 	for i := range r.Stages {
 		st := r.Stages[i]
-		v := viewStage(&st, kids, PlanEnv{})
+		v := viewStage(&st, kids, PlanEnv{}, nil)
 		var nodes []string
 		for j, ns := range v.nodes {
 			if ns.status != nodeDone {
@@ -189,7 +189,9 @@ func (d *Decider) Retry(ctx context.Context, tx store.Tx, id string, who actions
 		st.Nodes, st.State, st.Forgiven, st.Failed, st.Skipped, st.NodeCount = nodes, store.StagePending, 0, nil, nil, 0
 		// A new run: its canary pauses it again, and nodes unavailable
 		// at their turn are decided again.
-		st.Promoted, st.Unreachable = false, nil
+		st.Promoted, st.Unreachable, st.Aborted, st.Why = false, nil, false, nil
+		st.ForgivenBy, st.PromotedBy = nil, ""
+		st.Done, st.InFlight, st.RolledBack = 0, 0, 0
 		stages = append(stages, st)
 		kept[st.Name] = true
 	}
@@ -231,10 +233,14 @@ func (d *Decider) Pause(ctx context.Context, tx store.Tx, id string, who actions
 	if err != nil {
 		return nil, err
 	}
+	if Aborting(r) {
+		return nil, wrongState(r, "pause: it is rolling back after an abort")
+	}
 	t := d.now()
 	c := changeOf(r)
 	r.State, r.StateReason, r.UpdatedTS = store.RunPaused, ReasonPaused+" by "+who.Name, t
-	c.event(store.EventRunPaused, who, t, fmt.Sprintf("%s paused run %s", who.Name, r.ID), nil)
+	c.event(store.EventRunPaused, who, t, fmt.Sprintf("%s paused run %s by hand: an operator resumes it", who.Name, r.ID),
+		map[string]any{"paused_for": PauseManual})
 	return r, c.save(ctx, tx)
 }
 
@@ -267,18 +273,28 @@ func (d *Decider) ResumeAs(ctx context.Context, tx store.Tx, id string, who acti
 	if err != nil {
 		return nil, err
 	}
+	note := strings.TrimSpace(who.Note)
+	if len(forgiven) > 0 && note == "" {
+		return nil, fmt.Errorf("%w: resuming run %s forgives the errors of stage(s) %s: a reason is required, "+
+			"recorded with the run", actions.ErrUnprocessable, r.ID, strings.Join(forgiven, ", "))
+	}
 	c := changeOf(r)
 	for i := range r.Stages {
 		if slices.Contains(forgiven, r.Stages[i].Name) {
 			r.Stages[i].Forgiven = counts[i]
+			r.Stages[i].ForgivenBy = append(r.Stages[i].ForgivenBy, forgivenBy(who.Name, note))
 		}
 	}
 	t := d.now()
-	r.State, r.StateReason, r.UpdatedTS = store.RunRunning, ReasonResumed+" by "+who.Name, t
+	r.State, r.StateReason, r.UpdatedTS = store.RunRunning, joinReason(ReasonResumed+" by "+who.Name, note), t
 	msg := fmt.Sprintf("%s resumed run %s", who.Name, r.ID)
 	data := map[string]any{}
+	if note != "" {
+		data["reason"] = note
+	}
 	if len(forgiven) > 0 {
-		msg += fmt.Sprintf(", forgiving the errors of stage(s) %s", strings.Join(forgiven, ", "))
+		r.StateReason = forgivenBy(who.Name, note)
+		msg += fmt.Sprintf(", forgiving the errors of stage(s) %s: %s", strings.Join(forgiven, ", "), note)
 		data["forgiven"] = forgiven
 	}
 	c.event(store.EventRunResumed, who, t, msg, data)
@@ -344,6 +360,9 @@ func (d *Decider) resumeRule(r *store.Run, who string, mayApprove, mayOperate bo
 	}
 	return forgiven, nil
 }
+
+// forgivenBy is what a run records of errors forgiven by who, with why.
+func forgivenBy(who, why string) string { return "forgiven by " + who + ": " + why }
 
 // Why a run is PAUSED (PausedFor).
 const (
@@ -415,17 +434,24 @@ func (d *Decider) Promote(ctx context.Context, tx store.Tx, id string, who actio
 	if err != nil {
 		return nil, err
 	}
+	note := strings.TrimSpace(who.Note)
+	if note == "" {
+		return nil, fmt.Errorf("%w: promoting the canary of run %s takes a reason, recorded with the run",
+			actions.ErrUnprocessable, r.ID)
+	}
 	c := changeOf(r)
+	why := "promoted by " + who.Name + ": " + note
 	for i := range r.Stages {
 		if slices.Contains(promoted, r.Stages[i].Name) {
 			r.Stages[i].Promoted = true
+			r.Stages[i].PromotedBy = why
 		}
 	}
 	t := d.now()
-	r.State, r.StateReason, r.UpdatedTS = store.RunRunning, "promoted by "+who.Name, t
+	r.State, r.StateReason, r.UpdatedTS = store.RunRunning, why, t
 	c.event(store.EventRunPromoted, who, t,
-		fmt.Sprintf("%s promoted the canary of stage(s) %s of run %s", who.Name, strings.Join(promoted, ", "), r.ID),
-		map[string]any{"stages": promoted})
+		fmt.Sprintf("%s promoted the canary of stage(s) %s of run %s: %s", who.Name, strings.Join(promoted, ", "), r.ID, note),
+		map[string]any{"stages": promoted, "reason": note})
 	if err := c.save(ctx, tx); err != nil {
 		return nil, err
 	}

@@ -178,7 +178,7 @@ func TestAManualPauseAndResumeDoNotLiftMaxErrors(t *testing.T) {
 		}
 	}
 	env.update(func(ctx context.Context, tx store.Tx) error {
-		_, err := env.e.Resume(ctx, tx, r.ID, actions.Actor{Name: "bob"}, true)
+		_, err := env.e.Resume(ctx, tx, r.ID, actions.Actor{Name: "bob", Note: "flaky"}, true)
 		return err
 	})
 	if kids := env.children(r.ID); len(kids) != 3 {

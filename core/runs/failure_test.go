@@ -104,7 +104,7 @@ func TestAFailedNodeRunsAlwaysStepsThenItsRollbackOnly(t *testing.T) {
 		t.Fatalf("the requester's resume: %v, want forbidden", err)
 	}
 	env.update(func(ctx context.Context, tx store.Tx) error {
-		_, err := env.e.Resume(ctx, tx, r.ID, actions.Actor{Name: "bob"}, true)
+		_, err := env.e.Resume(ctx, tx, r.ID, actions.Actor{Name: "bob", Note: "n2 is known bad"}, true)
 		return err
 	})
 	for range 8 {

@@ -129,7 +129,7 @@ func InFlight(ctx context.Context, r store.Reader, clusterID string, now time.Ti
 					p.started[run.ID+"/"+st.Name+"/"+n] = true
 				}
 			}
-			v := viewStage(st, kids, PlanEnv{Now: now, Labels: labels})
+			v := viewStage(st, kids, PlanEnv{Now: now, Labels: labels}, nil)
 			for i, ns := range v.nodes {
 				if ns.status == nodeBusy && started[st.Name+"/"+st.Nodes[i]] {
 					p.InFlight[st.Nodes[i]] = true

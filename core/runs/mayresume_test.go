@@ -68,7 +68,7 @@ func TestMayResumeDecidesAsResumeWithoutReadingChildren(t *testing.T) {
 		// ResumeAs, rolled back: the decision only.
 		errRollback := errors.New("rollback")
 		_ = env.st.Update(ctx, func(tx store.Tx) error {
-			_, resume = env.e.ResumeAs(ctx, tx, tc.r.ID, actions.Actor{Name: tc.who}, tc.mayApprove, tc.mayOperate)
+			_, resume = env.e.ResumeAs(ctx, tx, tc.r.ID, actions.Actor{Name: tc.who, Note: "checked"}, tc.mayApprove, tc.mayOperate)
 			return errRollback
 		})
 		if !errors.Is(may, tc.want) || (tc.want == nil) != (may == nil) || (may == nil) != (resume == nil) {

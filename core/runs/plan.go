@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"encoding/json"
 	"fmt"
+	"maps"
 	"slices"
 	"strings"
 	"time"
@@ -62,6 +63,8 @@ type New struct {
 	// render renders Args: the planner tries the args of every node it
 	// could start and renders those of the children it creates alone.
 	render func() (json.RawMessage, error)
+	// starts: the child is its node's first in the stage.
+	starts bool
 }
 
 // Step is what a run should do now, given its children: the children to
@@ -74,18 +77,35 @@ type Step struct {
 	State  string
 	Reason string
 	// Failed and Skipped list, for every stage in the run's order, its
-	// failed nodes and those skipped as unavailable.
+	// failed nodes and those skipped; Nodes counts its nodes done, in
+	// flight and rolled back.
 	Failed  [][]string
 	Skipped [][]string
+	Nodes   []NodeCounts
+	// Why holds, by stage index and node, why each failed node failed
+	// (its reason, and the child that failed it).
+	Why []map[string]store.NodeFailure
 	// Unreachable holds, by stage index, what the planner decided now of
 	// nodes DOWN or drained at their turn: the engine records it.
 	Unreachable map[int]map[string]store.Unreachable
+}
+
+// NodeCounts counts a stage's nodes done, in flight (neither failed nor
+// skipped) and rolled back (store.RunStage keeps them).
+type NodeCounts struct{ Done, InFlight, RolledBack int }
+
+// nodeCounts is what st stores of its node counts.
+func nodeCounts(st *store.RunStage) NodeCounts {
+	return NodeCounts{Done: st.Done, InFlight: st.InFlight, RolledBack: st.RolledBack}
 }
 
 // Reasons of run state changes made by the planner.
 const (
 	ReasonDone    = "every stage is done"
 	ReasonPartial = "every stage is done, with %d failed node(s) within max_errors and %d skipped"
+	// ReasonPartialForgiven ends a run some of whose errors were forgiven
+	// by a resume: it says so, and who forgave them and why.
+	ReasonPartialForgiven = "every stage is done, with %d failed node(s) and %d skipped; errors past max_errors were forgiven (%s)"
 	// ReasonDeadline ends a run past its deadline.
 	ReasonDeadline = "deadline: the run's deadline passed before every node was done"
 	// ReasonCanary pauses a run after its canary nodes; promote goes on.
@@ -104,7 +124,7 @@ func IsError(c Child) bool {
 	case action.Failed, action.Lost:
 		return true
 	case action.Cancelled:
-		return c.Reason != ReasonRunCancelled && c.Reason != ReasonRunEnded
+		return c.Reason != ReasonRunCancelled && c.Reason != ReasonRunEnded && c.Reason != ReasonRunAborted
 	}
 	return false
 }
@@ -121,16 +141,25 @@ type StageCounts struct {
 	Unfinished int
 	Errors     int
 	Done       int
+	// InFlight counts the nodes in flight that have not failed.
+	InFlight int
+	// Skipped counts the nodes skipped: unavailable at their turn
+	// (unavailable: skip), or failed in an earlier stage.
+	Skipped int
+	// RolledBack counts the nodes of an aborted stage whose rollback
+	// ended.
+	RolledBack int
 }
 
 // Node states of a stage's procedure.
 const (
-	nodePending = iota // no child yet
-	nodeBusy           // in flight: a child unfinished, or a next one to create
-	nodeDone           // every step DONE or skipped by its when
-	nodeFailed         // a step failed past its attempts; its always and rollback steps ended
-	nodeStopped        // a child ended without error but not DONE (its run's cancel)
-	nodeSkipped        // DOWN or drained at its turn, with unavailable: skip
+	nodePending    = iota // no child yet
+	nodeBusy              // in flight: a child unfinished, or a next one to create
+	nodeDone              // every step DONE or skipped by its when
+	nodeFailed            // a step failed past its attempts; its always and rollback steps ended
+	nodeStopped           // a child ended without error but not DONE (its run's cancel)
+	nodeSkipped           // DOWN or drained at its turn, with unavailable: skip
+	nodeRolledBack        // its run was aborted: its rollback steps ended
 )
 
 // nodeState is where a node stands in its stage's procedure, and the child
@@ -140,9 +169,11 @@ type nodeState struct {
 	status int
 	next   *New
 	failed bool
-	// why says why it failed without a child failing (a when or args that
-	// would not render).
+	// why says why it failed (or was skipped); by is the child whose
+	// failure failed it ("" when none did: a when or args that would not
+	// render, or the node was unavailable at its turn).
 	why string
+	by  string
 }
 
 // PlanEnv is what the planner knows besides a run and its children.
@@ -187,13 +218,35 @@ func retryDelay(r *store.Retry, n int) time.Duration {
 // (any order): its steps in order while none failed, then, once one failed,
 // its steps with when "always" and the stage's rollback steps. A step whose
 // when renders false is skipped; args are rendered for the child to create.
-func evalNode(st *store.RunStage, ts *stepTemplates, node string, kids []Child, env PlanEnv) nodeState {
+//
+// A node in skip (that failed an earlier stage, named by its value) and
+// not yet started here is skipped.
+func evalNode(st *store.RunStage, ts *stepTemplates, node string, kids []Child, env PlanEnv, skip map[string]string) nodeState {
 	if len(kids) == 0 {
+		if stage, ok := skip[node]; ok {
+			return nodeState{status: nodeSkipped, why: ReasonFailedStage + stage}
+		}
 		switch st.Unreachable[node].As {
 		case UnavailableFail:
 			return nodeState{status: nodeFailed, failed: true, why: ReasonNodeUnavailable}
 		case UnavailableSkip:
 			return nodeState{status: nodeSkipped}
+		}
+	}
+	// An aborted stage (stopping) starts no node, waits for the children
+	// in flight of the nodes it started, then takes each through its
+	// when: always steps and its rollback, as a failed node's.
+	stopping := st.Aborted
+	if stopping {
+		started := false
+		for _, c := range kids {
+			if !c.State.Final() {
+				return nodeState{status: nodeBusy}
+			}
+			started = started || c.Reason != ReasonRunAborted
+		}
+		if !started {
+			return nodeState{status: nodeStopped}
 		}
 	}
 	latest := map[string]Child{}
@@ -203,21 +256,29 @@ func evalNode(st *store.RunStage, ts *stepTemplates, node string, kids []Child, 
 		}
 	}
 	procedure := st.Procedure()
+	complete := true    // stopping: every step of the procedure ended DONE or skipped
 	var ctx nodeContext // only for a stage whose steps hold templates
 	if hasTemplates(st) {
 		ctx = newNodeContext(env.Params, node, env.Labels[node], append(slices.Clone(procedure), st.Rollback...))
 	}
-	failed, why := false, ""
+	failed, why, by := false, "", ""
 	fail := func(reason string) {
 		if !failed {
 			failed, why = true, reason
+		}
+	}
+	// failOn fails the node on child c of step, past its attempts.
+	failOn := func(step *store.RunStep, c Child) {
+		if !failed {
+			fail(fmt.Sprintf("step %s %s (attempt %d of %d)", displayStep(step.Name), c.State, c.attempt(), step.Attempts()))
+			by = c.ID
 		}
 	}
 	busy := func(next *New) nodeState {
 		if next != nil && len(kids) == 0 {
 			return nodeState{status: nodePending, next: next}
 		}
-		return nodeState{status: nodeBusy, next: next, failed: failed, why: why}
+		return nodeState{status: nodeBusy, next: next, failed: failed, why: why, by: by}
 	}
 	// child is the child to create for step: its args are tried now and
 	// rendered once it is created (PlanWith).
@@ -233,9 +294,34 @@ func evalNode(st *store.RunStage, ts *stepTemplates, node string, kids []Child, 
 		n.render = func() (json.RawMessage, error) { return ts.renderArgs(&sp, c) }
 		return &n, nil
 	}
+	// skippedByWhen: a step without a child that its when skips.
+	skippedByWhen := func(step *store.RunStep) bool {
+		run, err := ts.evalWhen(step, ctx)
+		if err == nil && !run {
+			ctx.set(step.Name, StepSkipped, nil)
+			return true
+		}
+		return false
+	}
 	walk := func(steps []store.RunStep, rollback bool) *nodeState {
 		for i := range steps {
 			step := &steps[i]
+			if stopping && !failed && !rollback && step.When != WhenAlways {
+				// What ran of it before the abort is known to later
+				// templates (a rollback's args read the outputs).
+				c, ok := latest[step.Name]
+				switch {
+				case !ok:
+					complete = complete && skippedByWhen(step)
+				case IsError(c):
+					failOn(step, c)
+					ctx.set(step.Name, string(c.State), c.Outputs)
+				default:
+					complete = complete && c.State == action.Done
+					ctx.set(step.Name, string(c.State), c.Outputs)
+				}
+				continue
+			}
 			if failed && !rollback && step.When != WhenAlways {
 				continue
 			}
@@ -276,7 +362,7 @@ func evalNode(st *store.RunStage, ts *stepTemplates, node string, kids []Child, 
 						return &ns
 					}
 				}
-				fail(fmt.Sprintf("step %s %s", displayStep(step.Name), c.State))
+				failOn(step, c)
 				ctx.set(step.Name, string(c.State), c.Outputs)
 			case c.State != action.Done:
 				return &nodeState{status: nodeStopped}
@@ -289,11 +375,19 @@ func evalNode(st *store.RunStage, ts *stepTemplates, node string, kids []Child, 
 	if ns := walk(procedure, false); ns != nil {
 		return *ns
 	}
-	if failed {
+	if failed || stopping {
 		if ns := walk(st.Rollback, true); ns != nil {
 			return *ns
 		}
-		return nodeState{status: nodeFailed, failed: true, why: why}
+		switch {
+		case failed:
+			return nodeState{status: nodeFailed, failed: true, why: why, by: by}
+		case len(st.Rollback) > 0:
+			return nodeState{status: nodeRolledBack}
+		case complete:
+			return nodeState{status: nodeDone}
+		}
+		return nodeState{status: nodeStopped}
 	}
 	if st.SoakS > 0 && !env.Now.IsZero() {
 		// In flight until soak has passed since its last step ended.
@@ -313,6 +407,14 @@ func evalNode(st *store.RunStage, ts *stepTemplates, node string, kids []Child, 
 // ReasonNodeUnavailable is why a node DOWN or drained at its turn failed.
 const ReasonNodeUnavailable = "node unavailable"
 
+// Why a stage skipped a node: it failed an earlier stage of the run
+// (ReasonFailedStage and that stage's name), or it was unavailable at its
+// turn (unavailable: skip).
+const (
+	ReasonFailedStage     = "failed stage "
+	ReasonSkipUnavailable = "unavailable at its turn"
+)
+
 func displayStep(name string) string {
 	if name == "" {
 		return "(the stage's one step)"
@@ -323,12 +425,19 @@ func displayStep(name string) string {
 // stageView is a stage's children by node and where each node stands.
 type stageView struct {
 	counts  StageCounts
-	failed  []string    // the failed nodes, in the stage's order
-	skipped []string    // the nodes skipped as unavailable
-	nodes   []nodeState // in the stage's node order
+	failed  []string                     // the failed nodes, in the stage's order
+	why     map[string]store.NodeFailure // by failed node: why (and the child that failed it)
+	skipped []string                     // the nodes skipped: unavailable, or failed before
+	nodes   []nodeState                  // in the stage's node order
+	// excluded counts the nodes skipped for failing an earlier stage:
+	// they never had a turn.
+	excluded int
 }
 
-func viewStage(st *store.RunStage, children []Child, env PlanEnv) stageView {
+// viewStage places every node of st; skip holds the nodes that failed an
+// earlier stage (by the stage they failed), which st skips unless it
+// includes them (nil: none).
+func viewStage(st *store.RunStage, children []Child, env PlanEnv, skip map[string]string) stageView {
 	v := stageView{counts: StageCounts{ByState: map[action.State]int{}}}
 	byNode := map[string][]Child{}
 	for _, ch := range children {
@@ -341,21 +450,34 @@ func viewStage(st *store.RunStage, children []Child, env PlanEnv) stageView {
 	v.nodes = make([]nodeState, len(st.Nodes))
 	ts := newStepTemplates() // the stage's templates, parsed once for all its nodes
 	for i, n := range st.Nodes {
-		ns := evalNode(st, ts, n, byNode[n], env)
+		ns := evalNode(st, ts, n, byNode[n], env, skip)
 		v.nodes[i] = ns
 		switch ns.status {
 		case nodePending:
 			v.counts.Pending++
 		case nodeBusy:
 			v.counts.Unfinished++
+			if !ns.failed {
+				v.counts.InFlight++
+			}
 		case nodeDone:
 			v.counts.Done++
+		case nodeRolledBack:
+			v.counts.RolledBack++
 		case nodeSkipped:
 			v.skipped = append(v.skipped, n)
+			v.counts.Skipped++
+			if strings.HasPrefix(ns.why, ReasonFailedStage) {
+				v.excluded++
+			}
 		}
 		if ns.failed {
 			v.counts.Errors++
 			v.failed = append(v.failed, n)
+			if v.why == nil {
+				v.why = map[string]store.NodeFailure{}
+			}
+			v.why[n] = store.NodeFailure{Reason: ns.why, ActionID: ns.by}
 		}
 	}
 	return v
@@ -363,7 +485,40 @@ func viewStage(st *store.RunStage, children []Child, env PlanEnv) stageView {
 
 // Count tallies the children and nodes of stage st.
 func Count(st *store.RunStage, children []Child) StageCounts {
-	return viewStage(st, children, PlanEnv{}).counts
+	return viewStage(st, children, PlanEnv{}, nil).counts
+}
+
+// viewStages places the nodes of every stage of r: a node that failed a
+// stage is skipped by the later stages that do not include it.
+func viewStages(r *store.Run, children []Child, env PlanEnv) []stageView {
+	views := make([]stageView, len(r.Stages))
+	failedIn := map[string]string{}
+	for i := range r.Stages {
+		var skip map[string]string
+		if !r.Stages[i].IncludeFailed {
+			skip = maps.Clone(failedIn)
+		}
+		views[i] = viewStage(&r.Stages[i], children, env, skip)
+		for _, n := range views[i].failed {
+			if _, ok := failedIn[n]; !ok {
+				failedIn[n] = r.Stages[i].Name
+			}
+		}
+	}
+	return views
+}
+
+// SkipReason says why stage i of r skipped node: it failed an earlier
+// stage (ReasonFailedStage), or was unavailable at its turn.
+func SkipReason(r *store.Run, i int, node string) string {
+	if !r.Stages[i].IncludeFailed {
+		for j := range i {
+			if slices.Contains(r.Stages[j].Failed, node) {
+				return ReasonFailedStage + r.Stages[j].Name
+			}
+		}
+	}
+	return ReasonSkipUnavailable
 }
 
 // Wave is the wave of the i-th node of a stage with concurrency c: nodes
@@ -386,19 +541,25 @@ func Wave(i, c int) int {
 // holds the run PAUSED until a resume forgives those errors.
 func PlanWith(r *store.Run, children []Child, env PlanEnv) Step {
 	s := Step{State: r.State, Stages: make([]string, len(r.Stages)), Failed: make([][]string, len(r.Stages)),
-		Skipped: make([][]string, len(r.Stages))}
+		Skipped: make([][]string, len(r.Stages)), Nodes: make([]NodeCounts, len(r.Stages)),
+		Why: make([]map[string]store.NodeFailure, len(r.Stages))}
 	byName := map[string]int{}
 	for i, st := range r.Stages {
 		byName[st.Name] = i
 		s.Stages[i] = st.State
+		s.Nodes[i] = nodeCounts(&st)
 	}
 	if store.RunFinal(r.State) || r.State == store.RunPendingApprove {
 		return s
 	}
-	views := make([]stageView, len(r.Stages))
+	views := viewStages(r, children, env)
 	for i := range r.Stages {
-		views[i] = viewStage(&r.Stages[i], children, env)
-		s.Failed[i], s.Skipped[i] = views[i].failed, views[i].skipped
+		s.Failed[i], s.Skipped[i], s.Why[i] = views[i].failed, views[i].skipped, views[i].why
+		c := views[i].counts
+		s.Nodes[i] = NodeCounts{Done: c.Done, InFlight: c.InFlight, RolledBack: c.RolledBack}
+	}
+	if Aborting(r) {
+		return planAbort(r, views, s)
 	}
 	overErrors := func(i int) (bool, int) {
 		st := &r.Stages[i]
@@ -482,7 +643,14 @@ func PlanWith(r *store.Run, children []Child, env PlanEnv) Step {
 	}
 	if done {
 		s.State, s.Reason = store.RunDone, ReasonDone
-		if failed+skipped > 0 {
+		var forgiven []string
+		for i := range r.Stages {
+			forgiven = append(forgiven, r.Stages[i].ForgivenBy...)
+		}
+		switch {
+		case len(forgiven) > 0:
+			s.State, s.Reason = store.RunPartial, sprintf(ReasonPartialForgiven, failed, skipped, strings.Join(forgiven, "; "))
+		case failed+skipped > 0:
 			s.State, s.Reason = store.RunPartial, sprintf(ReasonPartial, failed, skipped)
 		}
 		return s
@@ -508,7 +676,7 @@ func PlanWith(r *store.Run, children []Child, env PlanEnv) Step {
 			continue
 		}
 		c := views[i].counts
-		if started := len(st.Nodes) - c.Pending; started >= st.Canary && c.Unfinished == 0 && c.Pending > 0 {
+		if started := len(st.Nodes) - c.Pending - views[i].excluded; started >= st.Canary && c.Unfinished == 0 && c.Pending > 0 {
 			if r.State == store.RunRunning {
 				s.State, s.Reason = store.RunPaused, sprintf(ReasonCanary, st.Name, c.Done, c.Errors)
 			}
@@ -538,7 +706,7 @@ func PlanWith(r *store.Run, children []Child, env PlanEnv) Step {
 		}
 		room := conc - views[i].counts.Unfinished
 		if st.Canary > 0 && !st.Promoted {
-			room = min(room, st.Canary-(len(st.Nodes)-views[i].counts.Pending))
+			room = min(room, st.Canary-(len(st.Nodes)-views[i].counts.Pending-views[i].excluded))
 		}
 		for j, ns := range views[i].nodes {
 			if room <= 0 {
@@ -574,14 +742,25 @@ func PlanWith(r *store.Run, children []Child, env PlanEnv) Step {
 				continue
 			}
 			n := *ns.next
-			n.Wave = Wave(j, conc)
+			n.Wave, n.starts = Wave(j, conc), true
 			s.Create = append(s.Create, n)
 			room--
 		}
 	}
-	// The args of the children created now are rendered now. One that
-	// rendered when tried and fails now (its time budget) waits for the
-	// next step.
+	renderCreated(&s)
+	// The nodes started now are in flight.
+	for _, n := range s.Create {
+		if n.starts {
+			s.Nodes[byName[n.Stage]].InFlight++
+		}
+	}
+	return s
+}
+
+// renderCreated renders the args of the children s creates. One that
+// rendered when tried and fails now (its time budget) waits for the next
+// step.
+func renderCreated(s *Step) {
 	created := s.Create[:0]
 	for _, n := range s.Create {
 		if n.render != nil {
@@ -594,6 +773,57 @@ func PlanWith(r *store.Run, children []Child, env PlanEnv) Step {
 		created = append(created, n)
 	}
 	s.Create = created
+}
+
+// Aborting reports whether run r was aborted and its stages roll back.
+func Aborting(r *store.Run) bool {
+	return !store.RunFinal(r.State) && slices.ContainsFunc(r.Stages, func(st store.RunStage) bool { return st.Aborted })
+}
+
+// planAbort is the step of an aborted run r (Aborting): no stage starts,
+// fails or pauses; each aborted stage takes its started nodes through
+// their when: always and rollback steps, within its max_concurrency, and
+// ends ABORTED once none has a step to go; then the run ends ABORTED.
+func planAbort(r *store.Run, views []stageView, s Step) Step {
+	busy := false
+	for i := range r.Stages {
+		st := &r.Stages[i]
+		if !st.Aborted || s.Stages[i] != store.StageRunning {
+			continue
+		}
+		v := &views[i]
+		if v.counts.Unfinished == 0 {
+			s.Stages[i] = store.StageAborted
+			continue
+		}
+		busy = true
+		if r.State != store.RunRunning {
+			continue
+		}
+		conc := st.MaxConcurrency.Ceil(len(st.Nodes))
+		room := conc
+		for _, ns := range v.nodes {
+			if ns.status == nodeBusy && ns.next == nil {
+				room-- // a child in flight
+			}
+		}
+		for j, ns := range v.nodes {
+			if room <= 0 {
+				break
+			}
+			if ns.status == nodeBusy && ns.next != nil {
+				n := *ns.next
+				n.Wave = Wave(j, conc)
+				s.Create = append(s.Create, n)
+				room--
+			}
+		}
+	}
+	if !busy {
+		base, _, _ := strings.Cut(r.StateReason, waitingSep)
+		s.State, s.Reason = store.RunAborted, base
+	}
+	renderCreated(&s)
 	return s
 }
 
@@ -601,9 +831,11 @@ func PlanWith(r *store.Run, children []Child, env PlanEnv) Step {
 // one child: steps, or a rollback.
 func procedureLong(st *store.RunStage) bool { return len(st.Steps) > 0 || len(st.Rollback) > 0 }
 
-// State reasons of children cancelled by their run: its cancel, or its end
-// (FAILED) before they were sent. Neither counts against max_errors.
+// State reasons of children cancelled by their run: its cancel, its end
+// (FAILED) or its abort before they were sent. None counts against
+// max_errors.
 const (
 	ReasonRunCancelled = "run cancelled"
 	ReasonRunEnded     = "run failed before it was sent"
+	ReasonRunAborted   = "run aborted before it was sent"
 )

@@ -174,6 +174,9 @@ func Check(req *wire.CreateRunRequest) error {
 		if st.UnavailableTimeoutS < 0 || st.UnavailableTimeoutS > MaxWaitS {
 			return invalid("%s: unavailable_timeout_s must be between 0 (the default, 600) and %d (7 days)", where, MaxWaitS)
 		}
+		if st.IncludeFailed && i == 0 {
+			return invalid("%s: include_failed: the first stage has no earlier stage whose failed nodes it could include", where)
+		}
 		if st.DependsOn == nil {
 			st.DependsOn = []string{}
 			if i > 0 {
@@ -392,7 +395,7 @@ func Resolve(req *wire.CreateRunRequest, nodes []store.Node) ([]store.RunStage, 
 				MaxChildren, total)
 		}
 		out = append(out, store.RunStage{Steps: rs.Steps, Rollback: rs.Rollback, Canary: sp.Canary, SoakS: sp.SoakS,
-			Unavailable: sp.Unavailable, UnavailableTimeoutS: sp.UnavailableTimeoutS,
+			Unavailable: sp.Unavailable, UnavailableTimeoutS: sp.UnavailableTimeoutS, IncludeFailed: sp.IncludeFailed,
 			Name: sp.Name, Kind: sp.Kind, Args: sp.Args, Target: store.Target(sp.Target), Nodes: ids,
 			MaxConcurrency: *sp.MaxConcurrency, MaxErrors: *sp.MaxErrors, OnFailure: sp.OnFailure,
 			DependsOn: sp.DependsOn, TimeoutS: sp.TimeoutS, State: store.StagePending,
@@ -487,8 +490,8 @@ func planNodes(st *store.RunStage, ids []string, byID map[string]*store.Node) er
 
 // Digest fingerprints what an approver of the run signs off: the cluster
 // and every stage's name, kind, canonical args, resolved nodes, limits,
-// on_failure, dependencies and timeout, and its steps (each one's name,
-// kind, canonical args, timeout and retry).
+// on_failure, dependencies, timeout and include_failed, and its steps (each
+// one's name, kind, canonical args, timeout and retry).
 func Digest(clusterID string, stages []store.RunStage) string { return DigestRun(clusterID, stages, 0) }
 
 // DigestRun is Digest of a run with a deadline (deadlineS seconds; 0 for
@@ -516,6 +519,7 @@ func DigestRunAt(clusterID string, stages []store.RunStage, deadlineS int, notBe
 		// Unavailable is left out when it is the default, fail.
 		Unavailable         string `json:",omitempty"`
 		UnavailableTimeoutS int    `json:",omitempty"`
+		IncludeFailed       bool   `json:",omitempty"`
 	}
 	v := struct {
 		Cluster   string
@@ -551,7 +555,7 @@ func DigestRunAt(clusterID string, stages []store.RunStage, deadlineS int, notBe
 		}
 		v.Stages = append(v.Stages, stage{st.Name, st.Kind, args, st.Nodes, st.MaxConcurrency.String(),
 			st.MaxErrors.String(), st.OnFailure, st.DependsOn, st.TimeoutS, steps, rollback, st.Canary, st.SoakS,
-			unavailable, st.UnavailableTimeoutS})
+			unavailable, st.UnavailableTimeoutS, st.IncludeFailed})
 	}
 	b, _ := json.Marshal(v)
 	sum := sha256.Sum256(b)

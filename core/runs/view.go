@@ -1,7 +1,9 @@
 package runs
 
 import (
+	"fmt"
 	"slices"
+	"strings"
 
 	"github.com/musterhq/muster/core/store"
 	"github.com/musterhq/muster/shared/action"
@@ -20,7 +22,7 @@ func View(r *store.Run, counts []store.ChildCount) wire.Run {
 		ApprovedBy: r.ApprovedBy, Playbook: r.Playbook, PlaybookVersion: r.PlaybookVersion, Digest: r.Digest,
 		CreatedTS: r.CreatedTS, UpdatedTS: r.UpdatedTS, FinishedTS: r.FinishedTS, Stages: []wire.Stage{},
 		RetryOf: r.RetryOf, DeadlineS: r.DeadlineS, DeadlineTS: r.DeadlineTS, PausedFor: PausedFor(r), ScheduleID: r.ScheduleID,
-		NotBefore: r.NotBefore, Urgent: r.Urgent,
+		NotBefore: r.NotBefore, Urgent: r.Urgent, Aborting: Aborting(r),
 	}
 	summary := &wire.RunSummary{Failed: []wire.StageNode{}, Skipped: []wire.StageNode{}}
 	for i := range r.Stages {
@@ -45,9 +47,11 @@ func View(r *store.Run, counts []store.ChildCount) wire.Run {
 			// Children are steps and attempts: the stored failed nodes
 			// are the errors, and the nodes without a child are not known
 			// from the counts.
-			errs = len(st.Failed)
+			errs = st.FailedN()
 			delete(byState, "PENDING")
 		}
+		progress := Progress(st)
+		out.Progress.Add(progress)
 		state := st.State
 		if r.State == store.RunPaused && state == store.StageRunning {
 			// It creates nothing while its run is paused: say so.
@@ -56,22 +60,69 @@ func View(r *store.Run, counts []store.ChildCount) wire.Run {
 		out.Stages = append(out.Stages, wire.Stage{
 			Name: st.Name, Kind: st.Kind, Args: st.Args, Target: wire.Target(st.Target), Nodes: st.Nodes, NodeCount: st.Size(),
 			MaxConcurrency: st.MaxConcurrency, MaxErrors: st.MaxErrors, OnFailure: st.OnFailure,
-			DependsOn: st.DependsOn, TimeoutS: st.TimeoutS, State: state, Counts: byState, Errors: errs,
+			DependsOn: st.DependsOn, TimeoutS: st.TimeoutS, State: state, Progress: progress, Counts: byState, Errors: errs,
 			Steps: StepSpecs(st.Steps), Rollback: StepSpecs(st.Rollback), Failed: st.Failed, Skipped: st.Skipped,
 			Canary: st.Canary, Promoted: st.Promoted, SoakS: st.SoakS, Unavailable: st.Unavailable,
-			UnavailableTimeoutS: st.UnavailableTimeoutS,
+			UnavailableTimeoutS: st.UnavailableTimeoutS, IncludeFailed: st.IncludeFailed,
+			ForgivenBy: st.ForgivenBy, PromotedBy: st.PromotedBy,
 		})
 		for _, n := range st.Failed {
-			summary.Failed = append(summary.Failed, wire.StageNode{Stage: st.Name, NodeID: n})
+			w := st.Why[n]
+			summary.Failed = append(summary.Failed, wire.StageNode{Stage: st.Name, NodeID: n, Reason: w.Reason, Output: w.Output,
+				ActionID: w.ActionID})
 		}
 		for _, n := range st.Skipped {
-			summary.Skipped = append(summary.Skipped, wire.StageNode{Stage: st.Name, NodeID: n})
+			summary.Skipped = append(summary.Skipped, wire.StageNode{Stage: st.Name, NodeID: n, Reason: SkipReason(r, i, n)})
 		}
 	}
 	if len(summary.Failed) > 0 || len(summary.Skipped) > 0 {
 		out.Summary = summary
 	}
 	return out
+}
+
+// Progress is where stage st's nodes stand, in nodes, as its run's last
+// advance stored it. A DONE stage stored before the counts were kept
+// counts its nodes neither failed nor skipped done.
+func Progress(st *store.RunStage) wire.NodeProgress {
+	p := wire.NodeProgress{Done: st.Done, Failed: st.FailedN(), Skipped: st.SkippedN(), InFlight: st.InFlight,
+		RolledBack: st.RolledBack, Total: st.Size()}
+	if st.State == store.StageDone && p.Done == 0 && p.InFlight == 0 {
+		p.Done = max(p.Total-p.Failed-p.Skipped-p.RolledBack, 0)
+	}
+	p.Waiting = max(p.Total-p.Finished()-p.InFlight, 0)
+	return p
+}
+
+// RunProgress sums the progress of r's stages (Progress).
+func RunProgress(r *store.Run) wire.NodeProgress {
+	var p wire.NodeProgress
+	for i := range r.Stages {
+		p.Add(Progress(&r.Stages[i]))
+	}
+	return p
+}
+
+// ProgressText says p in words, the counts above zero: "nodes: 3 done, 1
+// failed, 2 waiting, of 6".
+func ProgressText(p wire.NodeProgress) string {
+	var parts []string
+	for _, c := range []struct {
+		what string
+		n    int
+	}{{"done", p.Done}, {"in flight", p.InFlight}, {"failed", p.Failed}, {"skipped", p.Skipped},
+		{"rolled back", p.RolledBack}, {"waiting", p.Waiting}} {
+		if c.n > 0 {
+			parts = append(parts, fmt.Sprintf("%d %s", c.n, c.what))
+		}
+	}
+	return fmt.Sprintf("nodes: %s, of %d", strings.Join(parts, ", "), p.Total)
+}
+
+// progressData is p as an event's data.
+func progressData(p wire.NodeProgress) map[string]any {
+	return map[string]any{"done": p.Done, "failed": p.Failed, "skipped": p.Skipped, "in_flight": p.InFlight,
+		"waiting": p.Waiting, "rolled_back": p.RolledBack, "total": p.Total}
 }
 
 // StepSpecs shows stored steps as the API does.

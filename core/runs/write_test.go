@@ -163,7 +163,7 @@ func runVerbs() []runVerb {
 			changed: func(r *store.Run) bool { return r.State == store.RunRunning }},
 		{name: "promote", setUp: canary, event: store.EventRunPromoted,
 			do: func(ctx context.Context, env *engineEnv, tx store.Tx, id string) (string, error) {
-				r, err := env.e.Promote(ctx, tx, id, bob, true)
+				r, err := env.e.Promote(ctx, tx, id, actions.Actor{Name: bob.Name, Note: "canary healthy"}, true)
 				return same(id, r, err)
 			},
 			changed: func(r *store.Run) bool { return r.State == store.RunRunning && r.Stages[0].Promoted }},

@@ -15,7 +15,7 @@ import (
 )
 
 // Run states (docs/architecture.md, "Runs and playbooks"): PENDING_APPROVE →
-// RUNNING ⇄ PAUSED → DONE | FAILED | CANCELLED.
+// RUNNING ⇄ PAUSED → DONE | PARTIAL | FAILED | CANCELLED | ABORTED.
 const (
 	RunPendingApprove = "PENDING_APPROVE"
 	RunRunning        = "RUNNING"
@@ -26,15 +26,21 @@ const (
 	// that failed or were skipped (listed in the stages' summary).
 	RunPartial   = "PARTIAL"
 	RunCancelled = "CANCELLED"
+	// RunAborted: someone aborted it (an approver or its requester, or an
+	// operator's cancel with rollback) and its started nodes rolled back.
+	RunAborted = "ABORTED"
 )
+
+// RunStates are the run states, in the order of their life.
+var RunStates = []string{RunPendingApprove, RunRunning, RunPaused, RunDone, RunPartial, RunFailed, RunCancelled, RunAborted}
 
 // RunFinal reports whether a run in state s can no longer change.
 func RunFinal(s string) bool {
-	return s == RunDone || s == RunFailed || s == RunCancelled || s == RunPartial
+	return s == RunDone || s == RunFailed || s == RunCancelled || s == RunPartial || s == RunAborted
 }
 
 // Stage states: PENDING until its dependencies are DONE, then RUNNING, then
-// DONE or FAILED. StagePaused is never stored: a RUNNING stage of a PAUSED
+// DONE or FAILED, or ABORTED once its run's abort rolled it back. StagePaused is never stored: a RUNNING stage of a PAUSED
 // run is shown PAUSED (runs.View), as it starts nothing new until the run
 // goes on.
 const (
@@ -43,6 +49,7 @@ const (
 	StageDone    = "DONE"
 	StageFailed  = "FAILED"
 	StagePaused  = "PAUSED"
+	StageAborted = "ABORTED"
 )
 
 // Run is a run as the core keeps it.
@@ -101,22 +108,42 @@ type RunStage struct {
 	// Forgiven counts the errors a resume accepted after the stage paused
 	// the run on them: only errors beyond these count against MaxErrors.
 	Forgiven int `json:"forgiven,omitempty"`
+	// ForgivenBy records each resume that forgave the stage's errors:
+	// "forgiven by bob: the disk was full, cleaned".
+	ForgivenBy []string `json:"forgiven_by,omitempty"`
 	// Steps is the stage's procedure, node first; empty for a one-step
 	// stage of Kind and Args (Procedure gives the steps either way).
 	Steps []RunStep `json:"steps,omitempty"`
 	// Rollback runs on a node whose procedure failed.
 	Rollback []RunStep `json:"rollback,omitempty"`
 	// Failed and Skipped list the nodes that failed, and those skipped,
-	// once the stage has finished: the run's summary.
+	// as the run's last advance found them: the run's summary.
 	Failed  []string `json:"failed,omitempty"`
 	Skipped []string `json:"skipped,omitempty"`
+	// Why says why a failed node failed (its first MaxWhy failed nodes):
+	// its failed step, the child's reason and the last lines of its output.
+	Why map[string]NodeFailure `json:"why,omitempty"`
+	// Done, InFlight (neither failed nor skipped) and RolledBack count the
+	// stage's nodes so, as the run's last advance found them: with Failed
+	// and Skipped, its progress in nodes.
+	Done       int `json:"done,omitempty"`
+	InFlight   int `json:"in_flight,omitempty"`
+	RolledBack int `json:"rolled_back,omitempty"`
 	// Canary, SoakS, Unavailable and UnavailableTimeoutS are the spec's
 	// (wire.StageSpec); Promoted records the canary's promotion.
 	Canary              int    `json:"canary,omitempty"`
 	Promoted            bool   `json:"promoted,omitempty"`
+	PromotedBy          string `json:"promoted_by,omitempty"`
 	SoakS               int    `json:"soak_s,omitempty"`
 	Unavailable         string `json:"unavailable,omitempty"`
 	UnavailableTimeoutS int    `json:"unavailable_timeout_s,omitempty"`
+	// IncludeFailed runs the stage on nodes that failed an earlier stage;
+	// without it they are skipped.
+	IncludeFailed bool `json:"include_failed,omitempty"`
+	// Aborted: the run was aborted while the stage ran; its started
+	// nodes end their procedure as a failed node's (when: always steps,
+	// then the rollback) and the stage ends ABORTED.
+	Aborted bool `json:"aborted,omitempty"`
 	// Unreachable records, by node, what the planner decided of a node
 	// that was DOWN or drained at its turn: "fail", "skip", or when it
 	// started waiting ("wait" with Since).
@@ -125,6 +152,33 @@ type RunStage struct {
 	// Nodes holds only the first of them; it is 0 otherwise. Size counts
 	// them either way.
 	NodeCount int `json:"node_count,omitempty"`
+	// FailedCount and SkippedCount count Failed and Skipped in a brief
+	// run, whose lists hold only their first BriefNodes; 0 otherwise.
+	// FailedN and SkippedN count them either way.
+	FailedCount  int `json:"failed_count,omitempty"`
+	SkippedCount int `json:"skipped_count,omitempty"`
+}
+
+// FailedN is how many nodes of the stage failed, in a brief run as in a
+// full one.
+func (s *RunStage) FailedN() int { return max(s.FailedCount, len(s.Failed)) }
+
+// SkippedN is how many nodes the stage skipped, in a brief run as in a
+// full one.
+func (s *RunStage) SkippedN() int { return max(s.SkippedCount, len(s.Skipped)) }
+
+// MaxWhy bounds the failed nodes of a stage whose reason a run keeps
+// (RunStage.Why).
+const MaxWhy = 20
+
+// NodeFailure is why a node failed its stage: the step and attempt, the
+// reason of the child that failed it (ActionID; none when the node failed
+// without a child, unavailable at its turn), and the last lines of that
+// child's output, bounded.
+type NodeFailure struct {
+	Reason   string `json:"reason"`
+	ActionID string `json:"action_id,omitempty"`
+	Output   string `json:"output,omitempty"`
 }
 
 // RunStep is one step of a stage's procedure.
@@ -173,13 +227,17 @@ func (s *RunStage) Size() int {
 	return max(s.NodeCount, len(s.Nodes))
 }
 
-// Brief returns stages with each stage's node list cut to its first
-// BriefNodes nodes and NodeCount set: what a brief run holds.
+// Brief returns stages with each stage's node lists (its nodes, failed
+// and skipped) cut to their first BriefNodes nodes and their counts set:
+// what a brief run holds.
 func Brief(stages []RunStage) []RunStage {
 	out := make([]RunStage, len(stages))
 	for i, st := range stages {
-		st.NodeCount = st.Size()
+		st.NodeCount, st.FailedCount, st.SkippedCount = st.Size(), st.FailedN(), st.SkippedN()
 		st.Nodes = st.Nodes[:min(len(st.Nodes), BriefNodes)]
+		st.Failed = st.Failed[:min(len(st.Failed), BriefNodes)]
+		st.Skipped = st.Skipped[:min(len(st.Skipped), BriefNodes)]
+		st.Why = nil
 		out[i] = st
 	}
 	return out
@@ -316,6 +374,9 @@ const (
 	EventRunNodeUnavailable = "run.node_unavailable"
 	// EventRunPromoted: an approver promoted a run's canary.
 	EventRunPromoted = "run.promoted"
+	// EventRunAborted: someone aborted a run: its started nodes roll back,
+	// then it ends ABORTED (run.finished).
+	EventRunAborted = "run.aborted"
 	// EventRunUrgent: an approver marked a run urgent, with a reason: its
 	// children pass a closed maintenance window, never a freeze.
 	EventRunUrgent = "run.urgent"

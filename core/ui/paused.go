@@ -31,6 +31,8 @@ type pausedRun struct {
 	// the visitor; Why says why not otherwise.
 	CanResume, CanPromote bool
 	Why                   string
+	// CanAbort: the visitor may abort it (an approver, or its requester).
+	CanAbort bool
 }
 
 // pausedRuns lists the oldest runs PAUSED for an approver (errors or a
@@ -115,6 +117,7 @@ func (s *Server) pausedRun(ctx context.Context, rd store.Reader, v *visitor, r *
 	if len(pending) > 0 {
 		p.Continues = append(p.Continues, "Then stage(s) "+strings.Join(pending, ", ")+".")
 	}
+	p.CanAbort = s.ops.MayAbort(v.caller(nil), r) == nil
 	verb, roleWhy, mayErr := "resume", "", error(nil)
 	switch {
 	case why == wire.PausedCanary && !v.can(auth.Approve):

@@ -12,7 +12,7 @@ import (
 // runStates are the run states, in their order (docs/architecture.md, "Runs and
 // playbooks").
 var runStates = []string{store.RunPendingApprove, store.RunRunning, store.RunPaused, store.RunDone, store.RunPartial,
-	store.RunFailed, store.RunCancelled}
+	store.RunFailed, store.RunCancelled, store.RunAborted}
 
 // listFilter is the filter of a list page by cluster and state, paged by
 // a marker: the Runs and Schedules pages.
@@ -82,14 +82,19 @@ const (
 	runResume  runChange = "resume"
 	runCancel  runChange = "cancel"
 	runPromote runChange = "promote"
+	// runAbort stops a paused run or a canary and rolls back its nodes.
+	runAbort runChange = "abort"
 	// runUrgent lets the run's children pass a closed window.
 	runUrgent runChange = "urgent"
 )
 
 // runChangeForm is the form of a run change.
 type runChangeForm struct {
-	// Reason is a rejection's (required) or a cancellation's (optional).
+	// Reason is a rejection's (required) or a cancellation's or an
+	// abort's (optional).
 	Reason string
+	// Rollback: the cancel rolls back the nodes the run started.
+	Rollback bool
 	// Digest is what the approver was shown (required to approve).
 	Digest string
 	Next   string // "" when absent or unsafe
@@ -118,6 +123,15 @@ func decodeRunChange(c runChange, v url.Values) (runChangeForm, error) {
 			return f, formError("marking urgent needs a reason: say why it may not wait for the window")
 		}
 		f.Reason = reason
+	case runAbort:
+		reason, err := plainField(v, "reason", maxReason)
+		if err != nil {
+			return f, err
+		}
+		if v.Get("confirm") != "yes" {
+			return f, formError("tick the box to confirm: aborting rolls back the nodes the run started and ends it")
+		}
+		f.Reason = reason
 	case runReject, runCancel:
 		reason, err := plainField(v, "reason", maxReason)
 		if err != nil {
@@ -129,8 +143,16 @@ func decodeRunChange(c runChange, v url.Values) (runChangeForm, error) {
 		if c == runCancel && v.Get("confirm") != "yes" {
 			return f, formError("tick the box to confirm: cancelling ends the run and its unfinished children")
 		}
+		f.Reason, f.Rollback = reason, c == runCancel && v.Get("rollback") == "yes"
+	case runResume, runPromote:
+		// The engine says when a reason is required: to promote, and to
+		// resume past errors (it forgives them).
+		reason, err := plainField(v, "reason", maxReason)
+		if err != nil {
+			return f, err
+		}
 		f.Reason = reason
-	case runPause, runResume, runPromote:
+	case runPause:
 	default:
 		return f, formError("%q is not a run change", c)
 	}

@@ -27,44 +27,34 @@ type stateCount struct {
 	N     int
 }
 
-// stageProgress is a stage's progress as the pages show it: the counts in
-// the order of the states, only those above zero.
+// stageProgress is a stage's progress as the pages show it, in nodes:
+// the counts of its nodes done, in flight, failed, skipped, rolled back
+// and waiting, only those above zero (a node's attempts and rollback
+// steps are shown on the node, never added here).
 type stageProgress struct {
 	wire.Stage
-	// Total counts the children the stage will have at least (a node's
-	// steps in a stage with steps), NodeTotal its nodes.
+	// Total and NodeTotal count its nodes, Finished those that will not
+	// move again.
 	Total, NodeTotal int
-	Finished         int // children in a final state
+	Finished         int
 	Counts           []stateCount
 	// More counts the nodes not listed (a brief run lists the first ones).
 	More int
 }
 
 func progressOf(st wire.Stage) stageProgress {
-	p := stageProgress{Stage: st, Total: st.Size(), NodeTotal: st.Size(), More: st.Size() - len(st.Nodes)}
-	order := append([]string{"PENDING"}, statesText()...)
-	for _, s := range order {
-		if n := st.Counts[s]; n > 0 {
-			p.Counts = append(p.Counts, stateCount{s, n})
-			if s != "PENDING" && action.State(s).Final() {
-				p.Finished += n
-			}
+	n := st.Progress
+	if n.Total == 0 {
+		n.Total, n.Waiting = st.Size(), st.Size()
+	}
+	p := stageProgress{Stage: st, Total: n.Total, NodeTotal: st.Size(), More: st.Size() - len(st.Nodes), Finished: n.Finished()}
+	for _, c := range []stateCount{{"done", n.Done}, {"in_flight", n.InFlight}, {"failed", n.Failed}, {"skipped", n.Skipped},
+		{"rolled_back", n.RolledBack}, {"waiting", n.Waiting}} {
+		if c.N > 0 {
+			p.Counts = append(p.Counts, c)
 		}
 	}
-	// A stage with steps has a child per node and step at least (retries
-	// and rollbacks add more): its bar never goes past its end.
-	if n := len(st.Steps); n > 0 {
-		p.Total = max(st.Size()*n, p.Finished)
-	}
 	return p
-}
-
-func statesText() []string {
-	out := make([]string, len(action.States))
-	for i, s := range action.States {
-		out[i] = string(s)
-	}
-	return out
 }
 
 // runRow is one line of the Runs list.
@@ -187,6 +177,9 @@ type runData struct {
 	Grid   []gridRow
 	runDecision
 	CanPause, CanResume, CanCancel, CanPromote bool
+	// CanAbort: the visitor may abort the run (an approver, or its
+	// requester, while it is paused or its canary runs: ops.MayAbort).
+	CanAbort bool
 	// CanUrgent: the visitor may mark the run urgent (an approver other
 	// than its requester, while the run is open); UrgentWhy says why not
 	// to an approver.
@@ -416,6 +409,7 @@ func (s *Server) runDetail(w http.ResponseWriter, r *http.Request, v *visitor) {
 	// approver's to promote, a manual pause an operator's.
 	d.CanResume = run.State == store.RunPaused && v.can(auth.Continue) && resumeErr == nil
 	d.CanPromote = run.State == store.RunPaused && v.can(auth.Approve) && ops.RunPausedFor(run) == wire.PausedCanary && promoteErr == nil
+	d.CanAbort = s.ops.MayAbort(v.caller(r), run) == nil
 	switch run.State {
 	case store.RunPendingApprove, store.RunRunning, store.RunPaused:
 		if v.can(auth.Approve) {
@@ -436,7 +430,7 @@ func (s *Server) runDetail(w http.ResponseWriter, r *http.Request, v *visitor) {
 		d.OpWhy = "You may not promote this run's canary: " + why + "."
 	case run.State == store.RunPaused && v.can(auth.Continue) && resumeErr != nil:
 		d.OpWhy = "You may not resume this run: " + strings.TrimPrefix(resumeErr.Error(), ops.ErrForbidden.Error()+": ") + "."
-	case !v.can(auth.Cancel) && !store.RunFinal(run.State) && !d.CanResume && !d.CanPromote:
+	case !v.can(auth.Cancel) && !store.RunFinal(run.State) && !d.CanResume && !d.CanPromote && !d.CanAbort:
 		d.OpWhy = "Your roles (" + strings.Join(v.tok.Roles, ", ") + ") do not include pausing, resuming or cancelling runs."
 	}
 	vw := newView(v, "Run "+id[:8], "runs")
@@ -459,7 +453,7 @@ func runFlash(r *http.Request) string {
 		return "Marked run " + id + " urgent: its nodes pass a closed window, never a freeze."
 	case "recorded":
 		return "Recorded your approval of run " + id + ": it waits for the approvals of its other levels."
-	case "approved", "rejected", "paused", "resumed", "cancelled", "started", "promoted":
+	case "approved", "rejected", "paused", "resumed", "cancelled", "started", "promoted", "aborted":
 		return strings.ToUpper(q.Get("done")[:1]) + q.Get("done")[1:] + " run " + id + "."
 	}
 	return ""
@@ -469,7 +463,7 @@ func runFlash(r *http.Request) string {
 // transaction, then back to the page the form came from.
 func (s *Server) changeRun(c runChange) handlerFunc {
 	done := map[runChange]string{runApprove: "approved", runReject: "rejected", runPause: "paused",
-		runResume: "resumed", runCancel: "cancelled", runPromote: "promoted", runUrgent: "urgent"}[c]
+		runResume: "resumed", runCancel: "cancelled", runPromote: "promoted", runUrgent: "urgent", runAbort: "aborted"}[c]
 	return func(w http.ResponseWriter, r *http.Request, v *visitor) {
 		id := r.PathValue("id")
 		if !action.ValidID(id) {
@@ -492,11 +486,17 @@ func (s *Server) changeRun(c runChange) handlerFunc {
 		case runPause:
 			_, err2 = s.ops.PauseRun(ctx, by, id)
 		case runResume:
-			out, err2 = s.ops.ResumeRun(ctx, by, id)
+			out, err2 = s.ops.ResumeRun(ctx, by, id, f.Reason)
 		case runCancel:
-			_, err2 = s.ops.CancelRun(ctx, by, id, f.Reason)
+			cancel := s.ops.CancelRun
+			if f.Rollback {
+				cancel = s.ops.CancelRunRollback
+			}
+			_, err2 = cancel(ctx, by, id, f.Reason)
+		case runAbort:
+			_, err2 = s.ops.AbortRun(ctx, by, id, f.Reason)
 		case runPromote:
-			out, err2 = s.ops.PromoteRun(ctx, by, id)
+			out, err2 = s.ops.PromoteRun(ctx, by, id, f.Reason)
 		case runUrgent:
 			_, err2 = s.ops.MarkRunUrgent(ctx, by, id, f.Reason)
 		}

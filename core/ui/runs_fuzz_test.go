@@ -44,10 +44,10 @@ func FuzzDecodeRunFilter(f *testing.F) {
 
 func FuzzDecodeRunChange(f *testing.F) {
 	digest := strings.Repeat("ab", 32)
-	for _, c := range []runChange{runApprove, runReject, runPause, runResume, runCancel, runPromote, runUrgent, "bogus"} {
+	for _, c := range []runChange{runApprove, runReject, runPause, runResume, runCancel, runPromote, runUrgent, runAbort, "bogus"} {
 		for _, s := range []string{"digest=" + digest, "digest=" + strings.ToUpper(digest), "digest=short", "reason=not+now",
 			"reason=", "reason=%1b[31m", "reason=" + strings.Repeat("r", 501), "confirm=yes&reason=done", "confirm=no",
-			"next=%2Fui%2Fapprovals", "next=//evil"} {
+			"next=%2Fui%2Fapprovals", "next=//evil", "confirm=yes&rollback=yes"} {
 			f.Add(string(c), s)
 		}
 	}
@@ -66,12 +66,16 @@ func FuzzDecodeRunChange(f *testing.F) {
 			if !validDigest(got.Digest) || got.Digest != v.Get("digest") {
 				t.Fatalf("decodeRunChange(approve, %q) accepted digest %q", body, got.Digest)
 			}
-		case runReject, runCancel, runUrgent:
-			if len(got.Reason) > maxReason || hasControl(got.Reason) || c != runCancel && got.Reason == "" {
+		case runReject, runCancel, runUrgent, runAbort:
+			optional := c == runCancel || c == runAbort
+			if len(got.Reason) > maxReason || hasControl(got.Reason) || !optional && got.Reason == "" {
 				t.Fatalf("decodeRunChange(%s, %q) accepted reason %q", c, body, got.Reason)
 			}
-			if c == runCancel && v.Get("confirm") != "yes" {
-				t.Fatalf("decodeRunChange(cancel, %q) accepted no confirmation", body)
+			if optional && v.Get("confirm") != "yes" {
+				t.Fatalf("decodeRunChange(%s, %q) accepted no confirmation", c, body)
+			}
+			if got.Rollback && (c != runCancel || v.Get("rollback") != "yes") {
+				t.Fatalf("decodeRunChange(%s, %q) rolls back", c, body)
 			}
 		case runPause, runResume, runPromote:
 		default:

@@ -122,7 +122,7 @@ func TestRunsListShowsRunsNewestFirstWithProgressAndFilters(t *testing.T) {
 		t.Fatalf("runs not newest first (newer at %d, older at %d)", i, j)
 	}
 	row := rowOf(t, body, older.ID)
-	for _, want := range []string{"prod", "RUNNING", ">op<", ">appr<", "restart", "PENDING 1", "PENDING SCHEDULE 1",
+	for _, want := range []string{"prod", "RUNNING", ">op<", ">appr<", "restart", "in flight 1", "waiting 1",
 		`max="2" value="0"`, `href="/ui/runs/` + older.ID} {
 		if !strings.Contains(row, want) {
 			t.Errorf("the running run's row lacks %q:\n%s", want, row)
@@ -476,10 +476,15 @@ func TestRunResumeFollowsTheAPIsRule(t *testing.T) {
 	if !resumable(appr, r.ID) {
 		t.Fatal("the approver is not offered to resume a run paused by its errors")
 	}
-	if status, _, body := appr.post("/ui/runs/"+r.ID+"/resume", url.Values{"csrf": {appr.csrf}}); status != http.StatusSeeOther {
+	// Forgiving takes a reason: without one, nothing changes.
+	if status, _, _ := appr.post("/ui/runs/"+r.ID+"/resume", url.Values{"csrf": {appr.csrf}}); status != http.StatusUnprocessableEntity {
+		t.Fatalf("the approver's resume without a reason: %d, want 422", status)
+	}
+	if status, _, body := appr.post("/ui/runs/"+r.ID+"/resume", url.Values{"csrf": {appr.csrf}, "reason": {"a known flake"}}); status != http.StatusSeeOther {
 		t.Fatalf("the approver's resume: %d\n%s", status, body)
 	}
-	if got := e.run(r.ID); got.State == store.RunPaused || got.Stages[0].Forgiven != 1 {
+	if got := e.run(r.ID); got.State == store.RunPaused || got.Stages[0].Forgiven != 1 ||
+		got.Stages[0].ForgivenBy[0] != "forgiven by appr: a known flake" {
 		t.Fatalf("after the approver's resume: %s (%s), forgiven %d", got.State, got.StateReason, got.Stages[0].Forgiven)
 	}
 

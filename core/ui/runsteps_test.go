@@ -251,7 +251,8 @@ func TestApprovalsShowWhatResumeAndPromoteContinue(t *testing.T) {
 			t.Errorf("the paused run's card lacks %q:\n%s", want, c)
 		}
 	}
-	// The requester (an operator) and a viewer get no button, and why.
+	// The requester (an operator) and a viewer get no Promote or Resume
+	// button, and why; the requester may abort her own run.
 	for who, want := range map[string][2]string{
 		"op":     {"You may not promote this run: your roles (operator) do not include approving.", "takes an approver other than op"},
 		"viewer": {"You may not promote this run: your roles (viewer) do not include approving.", "You may not resume this run: your roles (viewer) do not include resuming runs."},
@@ -260,8 +261,11 @@ func TestApprovalsShowWhatResumeAndPromoteContinue(t *testing.T) {
 		_, _, body := b.get("/ui/approvals")
 		for i, id := range []string{canary.ID, errs.ID} {
 			c := card(body, id)
-			if c == "" || strings.Contains(c, "<form") || !strings.Contains(c, want[i]) {
+			if c == "" || strings.Contains(c, `/promote"`) || strings.Contains(c, `/resume"`) || !strings.Contains(c, want[i]) {
 				t.Errorf("%s's card of %s: want no button and %q:\n%s", who, id, want[i], c)
+			}
+			if abort := strings.Contains(c, `action="/ui/runs/`+id+`/abort"`); abort != (who == "op") {
+				t.Errorf("%s's card of %s offers Abort: %t", who, id, abort)
 			}
 		}
 	}
@@ -287,7 +291,7 @@ func TestApprovalsShowWhatResumeAndPromoteContinue(t *testing.T) {
 	// Approvals and comes back to it.
 	for _, id := range []string{canary.ID, errs.ID} {
 		m := regexp.MustCompile(`action="(/ui/runs/` + id + `/(?:promote|resume))"`).FindStringSubmatch(card(body, id))
-		status, loc, _ := appr.post(m[1], url.Values{"csrf": {appr.csrf}, "next": {"/ui/approvals"}})
+		status, loc, _ := appr.post(m[1], url.Values{"csrf": {appr.csrf}, "next": {"/ui/approvals"}, "reason": {"looked at it"}})
 		if status != http.StatusSeeOther || !strings.HasPrefix(loc, "/ui/approvals?") {
 			t.Fatalf("%s: %d to %q, want 303 back to Approvals", m[1], status, loc)
 		}
@@ -321,6 +325,106 @@ func TestRunPageSaysWhichStepsOfAFailedNodeDidNotRun(t *testing.T) {
 	for step, want := range map[string]string{"backup": "skipped", "verify": "not run"} {
 		if !strings.Contains(body, `data-step="`+step+`" data-state=""><span class="step-name">`+step+`</span> <span class="state state-waiting">`+want+`</span>`) {
 			t.Errorf("%s is not shown %q", step, want)
+		}
+	}
+}
+
+// TestRunPageSaysWhyANodeWasSkipped: a node that failed stage a and was
+// skipped by stage b is listed skipped with the stage it failed.
+func TestRunPageSaysWhyANodeWasSkipped(t *testing.T) {
+	t.Parallel()
+	e := setup(t)
+	r := procedureRun("op", store.RunPartial, "every stage is done", "db-1", "db-2")
+	b2 := r.Stages[0]
+	b2.Name, b2.Canary, b2.State, b2.Skipped = "later", 0, store.StageDone, []string{"db-1"}
+	r.Stages[0].State, r.Stages[0].Failed, r.Stages[0].Canary = store.StageDone, []string{"db-1"}, 0
+	r.Stages = append(r.Stages, b2)
+	e.storeRun(r)
+	status, _, body := e.browser().signIn("viewer").get("/ui/runs/" + r.ID)
+	if status != http.StatusOK || !strings.Contains(body, `id="run-skipped-nodes">Skipped: later/db-1 (failed stage upgrade)`) {
+		t.Fatalf("run page: %d, want later/db-1 skipped for failing stage upgrade\n%s", status, body)
+	}
+}
+
+// TestAbortFromTheUIRollsBackThePausedCanary: an approver sees Abort on
+// the paused canary's card in Approvals and on its page; aborting it
+// rolls the canary node back (downgrade to the version its upgrade
+// reported), and the requester's operator colleague is offered nothing.
+func TestAbortFromTheUIRollsBackThePausedCanary(t *testing.T) {
+	t.Parallel()
+	e := setup(t)
+	r := procedureRun("someone", store.RunPaused, fmt.Sprintf(runs.ReasonCanary, "upgrade", 1, 0), "db-1", "db-2")
+	e.storeRun(r,
+		child(r, "db-1", "drain", 1, action.Done, `{}`, ""),
+		child(r, "db-1", "upgrade", 1, action.Done, `{"version":"2.0"}`, `{"previous":"1.9"}`),
+		child(r, "db-1", "undrain", 1, action.Done, `{}`, ""))
+	op := e.browser().signIn("op")
+	if _, _, body := op.get("/ui/runs/" + r.ID); strings.Contains(body, `action="/ui/runs/`+r.ID+`/abort"`) {
+		t.Fatal("an operator who is not the requester is offered Abort")
+	}
+	appr := e.browser().signIn("appr")
+	_, _, approvals := appr.get("/ui/approvals")
+	if !strings.Contains(approvals, `data-abort-run="`+r.ID+`"`) {
+		t.Fatal("the paused canary's card in Approvals has no Abort button")
+	}
+	_, _, page := appr.get("/ui/runs/" + r.ID)
+	if !strings.Contains(page, `action="/ui/runs/`+r.ID+`/abort"`) {
+		t.Fatal("the run page offers the approver no Abort")
+	}
+	// Without the confirmation, nothing happens.
+	if status, _, _ := appr.post("/ui/runs/"+r.ID+"/abort", url.Values{"csrf": {appr.csrf}}); status != http.StatusBadRequest {
+		t.Fatalf("abort without confirm: %d, want 400", status)
+	}
+	status, loc, _ := appr.post("/ui/runs/"+r.ID+"/abort", url.Values{"csrf": {appr.csrf}, "confirm": {"yes"},
+		"reason": {"p99 doubled"}, "next": {"/ui/approvals"}})
+	if status != http.StatusSeeOther || !strings.Contains(loc, "done=aborted") {
+		t.Fatalf("abort: %d to %s", status, loc)
+	}
+	var down *store.Record
+	for _, k := range e.children(r.ID) {
+		if k.Step == "downgrade" {
+			down = &k
+		}
+		if k.NodeID == "db-2" {
+			t.Fatalf("the abort started %s on db-2", k.Step)
+		}
+	}
+	if down == nil || down.NodeID != "db-1" || string(down.Args) != `{"version":"1.9"}` {
+		t.Fatalf("rollback %+v, want db-1's downgrade to 1.9", down)
+	}
+	got := e.run(r.ID)
+	if got.State != store.RunRunning || !strings.HasPrefix(got.StateReason, "aborted by appr: p99 doubled") {
+		t.Fatalf("run %s (%s), want RUNNING while db-1 rolls back", got.State, got.StateReason)
+	}
+	if _, _, page := appr.get("/ui/runs/" + r.ID); !strings.Contains(page, "This run was aborted and rolls back the nodes it started") {
+		t.Fatal("the run page does not say the run rolls back")
+	}
+}
+
+// TestRunPageAndApprovalsSayWhyANodeFailed: the run page and the paused
+// run's card in Approvals show a failed node's reason and the last lines
+// of its output, escaped, with a link to the child that failed it.
+func TestRunPageAndApprovalsSayWhyANodeFailed(t *testing.T) {
+	t.Parallel()
+	e := setup(t)
+	r := procedureRun("op", store.RunPaused, fmt.Sprintf(runs.ReasonStageFailed, "upgrade", 1, "0"), "db-1", "db-2")
+	up := child(r, "db-1", "upgrade", 3, action.Failed, `{}`, "")
+	r.Stages[0].Failed = []string{"db-1"}
+	r.Stages[0].Why = map[string]store.NodeFailure{"db-1": {Reason: "step upgrade FAILED (attempt 3 of 3): run exited with status 3",
+		ActionID: up.ID, Output: "unpacking\nE: disk <full> on /var\x1b]0;x"}}
+	e.storeRun(r, up)
+	b := e.browser().signIn("appr")
+	_, _, page := b.get("/ui/runs/" + r.ID)
+	_, _, approvals := b.get("/ui/approvals")
+	for name, body := range map[string]string{"run page": page, "approvals": approvals} {
+		for _, want := range []string{`<li data-failed-node="db-1"><strong>upgrade/db-1</strong>: step upgrade FAILED (attempt 3 of 3): run exited with status 3`,
+			`<a href="/ui/actions/` + up.ID + `">action</a>`, "<pre class=\"output\">unpacking\nE: disk &lt;full&gt; on /var\\x1b]0;x</pre>"} {
+			if !strings.Contains(body, want) {
+				t.Errorf("the %s lacks %q", name, want)
+			}
+		}
+		if strings.Contains(body, "\x1b") || strings.Contains(body, "<full>") {
+			t.Errorf("the %s does not escape the output", name)
 		}
 	}
 }

@@ -239,6 +239,7 @@ func (s *Server) register() {
 	s.add("POST /ui/runs/{id}/resume", auth.Continue, s.changeRun(runResume))
 	s.add("POST /ui/runs/{id}/cancel", auth.Cancel, s.changeRun(runCancel))
 	s.add("POST /ui/runs/{id}/promote", auth.Approve, s.changeRun(runPromote))
+	s.add("POST /ui/runs/{id}/abort", auth.Continue, s.changeRun(runAbort))
 	s.add("POST /ui/runs/{id}/urgent", auth.Approve, s.changeRun(runUrgent))
 	s.add("GET /ui/dashboard", auth.Read, s.dashboard)
 	s.add("GET /ui/playbooks", auth.Read, s.playbooks)

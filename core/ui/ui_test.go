@@ -57,6 +57,7 @@ var roleTable = map[string][5]int{ //    none viewer  op   appr admin
 	"POST /ui/runs/{id}/resume":                        {303, 403, 303, 403, 303}, // a manual pause: the approver's 403 is the engine's (TestRunResumeFollowsTheAPIsRule)
 	"POST /ui/runs/{id}/cancel":                        {303, 403, 303, 403, 303},
 	"POST /ui/runs/{id}/promote":                       {303, 403, 403, 303, 303}, // a canary asked by someone else
+	"POST /ui/runs/{id}/abort":                         {303, 403, 403, 303, 303}, // the same: an approver's, or the requester's
 	"POST /ui/runs/{id}/urgent":                        {303, 403, 403, 303, 303},
 	"GET /ui/dashboard":                                {303, 200, 200, 200, 200},
 	"GET /ui/playbooks":                                {303, 200, 200, 200, 200},
@@ -159,7 +160,9 @@ func TestUIRoleTable(t *testing.T) {
 					a := e.create("someone", `{"seconds":1}`)
 					path = strings.Replace(path, "{id}", a.ID, 1)
 					form.Set("reason", "checked")
-				case "POST /ui/runs/{id}/promote":
+				case "POST /ui/runs/{id}/promote", "POST /ui/runs/{id}/abort":
+					form.Set("confirm", "yes")
+					form.Set("reason", "checked")
 					r := procedureRun("someone", store.RunPaused, fmt.Sprintf(runs.ReasonCanary, "upgrade", 1, 0), "db-1", "db-2")
 					e.storeRun(r)
 					path = strings.Replace(path, "{id}", r.ID, 1)

@@ -68,6 +68,15 @@ func (c *Core) RunVerb(ctx context.Context, ref, verb, reason string) (*wire.Run
 	return &out, err
 }
 
+// CancelRun calls POST /api/v1/runs/{ref}/cancel; with rollback, the
+// nodes the run started roll back and it ends ABORTED.
+func (c *Core) CancelRun(ctx context.Context, ref, reason string, rollback bool) (*wire.Run, error) {
+	var out wire.Run
+	_, err := c.call(ctx, http.MethodPost, "/api/v1/runs/"+url.PathEscape(ref)+"/cancel",
+		wire.CancelRunRequest{Reason: reason, Rollback: rollback}, &out)
+	return &out, err
+}
+
 // ApplyPlaybook calls POST /api/v1/playbooks with a YAML document.
 func (c *Core) ApplyPlaybook(ctx context.Context, doc string) (*wire.Playbook, error) {
 	var out wire.Playbook

@@ -56,6 +56,10 @@ type StageSpec struct {
 	// an error).
 	Unavailable         string `json:"unavailable,omitempty"`
 	UnavailableTimeoutS int    `json:"unavailable_timeout_s,omitempty"`
+	// IncludeFailed runs the stage on nodes that failed an earlier stage
+	// of the run too; without it they are skipped (listed with the stage
+	// they failed).
+	IncludeFailed bool `json:"include_failed,omitempty"`
 }
 
 // StepSpec is one step of a stage's procedure.
@@ -115,8 +119,11 @@ type Stage struct {
 	TimeoutS       int         `json:"timeout_s,omitempty"`
 
 	State string `json:"state"`
-	// Counts counts the stage's children by state, and "PENDING" the nodes
-	// without a child yet.
+	// Progress counts the stage's nodes by where they stand.
+	Progress NodeProgress `json:"progress"`
+	// Counts counts the stage's children by state (every attempt and
+	// rollback step is a child: Progress counts nodes), and "PENDING" the
+	// nodes without a child yet.
 	Counts map[string]int `json:"counts"`
 	// Errors counts what counts against max_errors: the failed nodes of a
 	// stage with steps, the failed children of another.
@@ -135,6 +142,43 @@ type Stage struct {
 	SoakS               int    `json:"soak_s,omitempty"`
 	Unavailable         string `json:"unavailable,omitempty"`
 	UnavailableTimeoutS int    `json:"unavailable_timeout_s,omitempty"`
+	IncludeFailed       bool   `json:"include_failed,omitempty"`
+	// ForgivenBy records each resume that forgave the stage's errors
+	// ("forgiven by bob: REASON"), PromotedBy its canary's promotion
+	// ("promoted by bob: REASON").
+	ForgivenBy []string `json:"forgiven_by,omitempty"`
+	PromotedBy string   `json:"promoted_by,omitempty"`
+}
+
+// NodeProgress is where a stage's nodes stand (or a run's, every stage's
+// summed), counted in nodes, never in attempts: a node whose step failed
+// five times is one failed node. Done, Failed, Skipped, InFlight (from its
+// first step until its last ended and its soak passed, a failed node's
+// rollback aside), RolledBack (an aborted stage's nodes whose rollback
+// ended) and Waiting (not started: in a final run, never started) add up
+// to Total.
+type NodeProgress struct {
+	Done       int `json:"done"`
+	Failed     int `json:"failed"`
+	Skipped    int `json:"skipped"`
+	InFlight   int `json:"in_flight"`
+	Waiting    int `json:"waiting"`
+	RolledBack int `json:"rolled_back,omitempty"`
+	Total      int `json:"total"`
+}
+
+// Finished counts the nodes that will not move again in the stage.
+func (p NodeProgress) Finished() int { return p.Done + p.Failed + p.Skipped + p.RolledBack }
+
+// Add adds q to p.
+func (p *NodeProgress) Add(q NodeProgress) {
+	p.Done += q.Done
+	p.Failed += q.Failed
+	p.Skipped += q.Skipped
+	p.InFlight += q.InFlight
+	p.Waiting += q.Waiting
+	p.RolledBack += q.RolledBack
+	p.Total += q.Total
 }
 
 // Size is how many nodes the stage has (NodeCount; len(Nodes) from a core
@@ -170,27 +214,41 @@ type RunSummary struct {
 	Skipped []StageNode `json:"skipped"`
 }
 
-// StageNode names a node of a stage.
+// StageNode names a node of a stage, and why it failed or was skipped.
 type StageNode struct {
 	Stage  string `json:"stage"`
 	NodeID string `json:"node_id"`
+	// Reason: a skipped node is "failed stage NAME" (it failed an earlier
+	// stage) or "unavailable at its turn"; a failed node's is its failed
+	// step and attempt and that child's reason ("step upgrade FAILED
+	// (attempt 3 of 3): run exited with status 3"), and Output the last
+	// lines of that child's output (at most 5 lines, 512 bytes), as printed:
+	// escape them to show them. A run keeps why for the first 20 failed
+	// nodes of a stage.
+	Reason string `json:"reason,omitempty"`
+	Output string `json:"output,omitempty"`
+	// ActionID is the child that failed the node.
+	ActionID string `json:"action_id,omitempty"`
 }
 
 // Run is a run as the core shows it.
 type Run struct {
-	ID              string     `json:"id"`
-	ClusterID       string     `json:"cluster_id"`
-	State           string     `json:"state"`
-	StateReason     string     `json:"state_reason"`
-	Requester       string     `json:"requester"`
-	ApprovedBy      string     `json:"approved_by"`
-	Playbook        string     `json:"playbook,omitempty"`
-	PlaybookVersion int        `json:"playbook_version,omitempty"`
-	Digest          string     `json:"digest"`
-	Stages          []Stage    `json:"stages"`
-	CreatedTS       time.Time  `json:"created_ts"`
-	UpdatedTS       time.Time  `json:"updated_ts"`
-	FinishedTS      *time.Time `json:"finished_ts"`
+	ID              string  `json:"id"`
+	ClusterID       string  `json:"cluster_id"`
+	State           string  `json:"state"`
+	StateReason     string  `json:"state_reason"`
+	Requester       string  `json:"requester"`
+	ApprovedBy      string  `json:"approved_by"`
+	Playbook        string  `json:"playbook,omitempty"`
+	PlaybookVersion int     `json:"playbook_version,omitempty"`
+	Digest          string  `json:"digest"`
+	Stages          []Stage `json:"stages"`
+	// Progress sums the stages' progress, in nodes (a node in two stages
+	// counts in each).
+	Progress   NodeProgress `json:"progress"`
+	CreatedTS  time.Time    `json:"created_ts"`
+	UpdatedTS  time.Time    `json:"updated_ts"`
+	FinishedTS *time.Time   `json:"finished_ts"`
 	// Children is the per-node grid, filled only by GET /api/v1/runs/{id}:
 	// every cell of a run of at most 100 nodes; of a larger one (NodesPaged)
 	// only the cells of up to 100 nodes in flight.
@@ -223,6 +281,9 @@ type Run struct {
 	// other than the requester resumes, forgiving the errors) or
 	// PausedCanary (an approver other than the requester promotes).
 	PausedFor string `json:"paused_for,omitempty"`
+	// Aborting: the run was aborted and is RUNNING only to roll back the
+	// nodes it started; it ends ABORTED.
+	Aborting bool `json:"aborting,omitempty"`
 }
 
 // Why a run is PAUSED (Run.PausedFor).
@@ -253,6 +314,14 @@ const MaxReason = 1024
 // reason (reject, cancel).
 type ReasonRequest struct {
 	Reason string `json:"reason"`
+}
+
+// CancelRunRequest is the optional body of POST /api/v1/runs/{id}/cancel:
+// a reason, and Rollback, which stops the run as an abort does (its
+// started nodes roll back, and it ends ABORTED).
+type CancelRunRequest struct {
+	Reason   string `json:"reason"`
+	Rollback bool   `json:"rollback,omitempty"`
 }
 
 // ApplyPlaybookRequest is the body of POST /api/v1/playbooks.

@@ -89,6 +89,9 @@ type Stage struct {
 	Canary      int    `yaml:"canary,omitempty"`
 	Soak        string `yaml:"soak,omitempty"`
 	Unavailable string `yaml:"unavailable,omitempty"`
+	// IncludeFailed runs the stage on the nodes that failed an earlier
+	// stage too (wire.StageSpec).
+	IncludeFailed bool `yaml:"include_failed,omitempty"`
 
 	conc, errs *limit.Limit
 	// concRef, errsRef name the int parameter a limit is ("{{ .name }}").
@@ -591,7 +594,8 @@ func (p *Playbook) stageSpecs(values map[string]any) ([]wire.StageSpec, error) {
 	for i := range p.Stages {
 		st := &p.Stages[i]
 		sp := wire.StageSpec{Name: st.Name, Kind: st.Kind, MaxConcurrency: st.conc, MaxErrors: st.errs,
-			OnFailure: st.OnFailure, TimeoutS: st.timeoutS, Canary: st.Canary, SoakS: st.soakS, Unavailable: st.Unavailable}
+			OnFailure: st.OnFailure, TimeoutS: st.timeoutS, Canary: st.Canary, SoakS: st.soakS, Unavailable: st.Unavailable,
+			IncludeFailed: st.IncludeFailed}
 		var err error
 		if st.concRef != "" && values != nil {
 			if sp.MaxConcurrency, err = limitOf(st.Name, "max_concurrency", st.concRef, values); err != nil {

@@ -97,6 +97,8 @@ func TestBadDocumentsAreRefusedWithLineAndField(t *testing.T) {
 		{"bad limit", "name: x\nstages:\n  - name: a\n    kind: example.com/x\n    target: {all: true}\n    max_concurrency: 150%\n", "line 6: stages[0].max_concurrency"},
 		{"bad name", "name: Bad Name\nstages:\n  - {name: a, kind: example.com/x, target: {all: true}}\n", "line 1: name"},
 		{"no stages", "name: x\n", "at least one stage"},
+		{"include_failed first", "name: x\nstages:\n  - {name: a, kind: example.com/x, target: {all: true}, include_failed: true}\n", "stage a: include_failed: the first stage"},
+		{"include_failed not a bool", "name: x\nstages:\n  - {name: a, kind: example.com/x, target: {all: true}}\n  - {name: b, kind: example.com/x, target: {all: true}, include_failed: maybe}\n", "line 4"},
 		{"too many params", "name: x\nparams:\n" + strings.Repeat("  - {name: p, type: string, default: x}\n", MaxParams+1) + "stages:\n  - {name: a, kind: example.com/x, target: {all: true}}\n", "at most 100 parameters"},
 		{"too large", "name: x\n#" + strings.Repeat("y", MaxSize) + "\n", "over the limit"},
 	}
@@ -431,5 +433,21 @@ func TestPlaybookTemplatesRefuseLoopsDefinitionsAndPrintf(t *testing.T) {
 				t.Fatalf("Parse = %v\nwant ErrInvalid naming the step and %q", err, tc.want)
 			}
 		})
+	}
+}
+
+func TestIncludeFailedReachesTheRun(t *testing.T) {
+	t.Parallel()
+	p, err := Parse([]byte("name: x\nstages:\n  - {name: a, kind: example.com/x, target: {all: true}}\n" +
+		"  - {name: b, kind: example.com/x, target: {all: true}, include_failed: true}\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	specs, err := p.Render(map[string]any{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if specs[0].IncludeFailed || !specs[1].IncludeFailed {
+		t.Fatalf("include_failed %t %t, want false true", specs[0].IncludeFailed, specs[1].IncludeFailed)
 	}
 }
