@@ -205,7 +205,8 @@ func printAction(w io.Writer, a *action.Action) error {
 }
 
 // printLevels prints where an approval stands, one line a level ("level 2
-// (sre): 0 of 1 — can approve: sam, sue"); nothing when there is none.
+// (sre): 0 of 1 — can approve: sam, sue"), then what is still needed ("1
+// more from sre"); nothing when there is none.
 func printLevels(w io.Writer, ap *wire.Approval) {
 	if ap == nil {
 		return
@@ -213,6 +214,9 @@ func printLevels(w io.Writer, ap *wire.Approval) {
 	fmt.Fprintln(w, "\nApproval:")
 	for _, l := range ap.Lines {
 		fmt.Fprintln(w, "  "+textsafe.Escape(l))
+	}
+	if !ap.Satisfied {
+		fmt.Fprintf(w, "  Still needed: %s.\n", textsafe.Escape(ap.Missing))
 	}
 	if ap.Void > 0 {
 		fmt.Fprintf(w, "  (%d approval(s) of content since changed count for nothing)\n", ap.Void)

@@ -8,7 +8,8 @@ import (
 )
 
 // TestCLIShowsApprovalLevels: with two levels (appr, then admin), `action
-// show` prints each level with who can approve, `action approve` by appr
+// show` prints each level with who can approve and what is still needed,
+// `action approve` by appr
 // says what is still missing, and by op (the requester) fails with one
 // line and a non-zero exit.
 func TestCLIShowsApprovalLevels(t *testing.T) {
@@ -23,7 +24,8 @@ func TestCLIShowsApprovalLevels(t *testing.T) {
 	}
 	id := strings.TrimSpace(out)
 	out, _, _ = e.run("op", "action", "show", id)
-	for _, want := range []string{"Approval:", "level 1 (appr): 0 of 1 — can approve: appr", "level 2 (admin): 0 of 1 — can approve: admin"} {
+	for _, want := range []string{"Approval:", "level 1 (appr): 0 of 1 — can approve: appr", "level 2 (admin): 0 of 1 — can approve: admin",
+		"Still needed: 1 more from appr, 1 more from admin."} {
 		if !strings.Contains(out, want) {
 			t.Fatalf("show lacks %q:\n%s", want, out)
 		}

@@ -124,7 +124,7 @@ func (o *Ops) ApproveAction(ctx context.Context, c Caller, ref, reason string) (
 		if err := o.cfg.Rules.MayApprove(cur, c.Name); err != nil {
 			return nil, err
 		}
-		s := o.actionSubject(cur)
+		s := o.actionSubject(tx, cur)
 		t, err := o.recordApproval(ctx, tx, c, &s)
 		if err != nil || !t.Satisfied {
 			return cur, err
@@ -153,7 +153,7 @@ func (o *Ops) RejectAction(ctx context.Context, c Caller, ref, reason string) (*
 			return nil, err
 		}
 		if cur.State == action.PendingApprove {
-			if err := o.checkReject(ctx, tx, c, o.actionSubject(cur)); err != nil {
+			if err := o.checkReject(ctx, tx, c, o.actionSubject(tx, cur)); err != nil {
 				return nil, err
 			}
 		}

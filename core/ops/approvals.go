@@ -48,12 +48,69 @@ type subject struct {
 	work                   approval.Work
 }
 
-// directory is who belongs to which team, read in r.
-func (o *Ops) directory(r store.Reader) approval.Directory {
-	if o.cfg.Directory != nil {
-		return o.cfg.Directory
+// mayApproveOn says whether a person holds Approve on the cluster
+// clusterID through some grant, read in rd (approval.Work.MayApproveOn):
+// their own grants, their teams' (listed, or through the group claims
+// they last signed in with) and the global roles of their tokens. The
+// cluster's labels and the tokens are read once, at the first question.
+func (o *Ops) mayApproveOn(rd store.Reader, clusterID string) func(context.Context, string) (bool, error) {
+	var (
+		loaded bool
+		labels map[string]string
+		roles  map[string][]string // a token's person → its global roles
+	)
+	load := func(ctx context.Context) error {
+		cl, err := rd.Cluster(ctx, clusterID)
+		switch {
+		case errors.Is(err, store.ErrNotFound):
+		case err != nil:
+			return err
+		default:
+			labels = cl.Labels
+		}
+		toks, err := rd.Tokens(ctx)
+		if err != nil {
+			return err
+		}
+		now := o.now()
+		roles = map[string][]string{}
+		for _, t := range toks {
+			if t.ClusterID == "" && !t.Expired(now) {
+				k := store.PersonKey(t.Name)
+				roles[k] = append(roles[k], t.Roles...)
+			}
+		}
+		loaded = true
+		return nil
 	}
-	return r
+	return func(ctx context.Context, person string) (bool, error) {
+		if !loaded {
+			if err := load(ctx); err != nil {
+				return false, err
+			}
+		}
+		gs := auth.TokenGrants(roles[store.PersonKey(person)])
+		var groups []string
+		switch p, err := rd.Person(ctx, person); {
+		case errors.Is(err, store.ErrNotFound):
+		case err != nil:
+			return false, err
+		default:
+			groups = p.Groups
+		}
+		teams, err := rd.TeamsOf(ctx, person, groups)
+		if err != nil {
+			return false, err
+		}
+		stored, err := rd.GrantsOf(ctx, person, teams)
+		if err != nil {
+			return false, err
+		}
+		for _, g := range stored {
+			gs = append(gs, auth.FromStore(g))
+		}
+		return auth.HoldsOn(gs, auth.Approve, auth.Cluster{ID: clusterID, Labels: labels}), nil
+	}
 }
 
 // levelsOf are the levels work of kinds on cluster needs under pol: at
@@ -66,12 +123,13 @@ func levelsOf(pol approval.Policy, kinds []string, cluster string) []approval.Le
 	return []approval.Level{approval.AnyApprover}
 }
 
-func (o *Ops) actionSubject(rec *store.Record) subject {
+// actionSubject is the approval of action rec, read in rd.
+func (o *Ops) actionSubject(rd store.Reader, rec *store.Record) subject {
 	pol := o.cfg.Policy.Load()
 	return subject{kind: store.SubjectAction, id: rec.ID, cluster: rec.ClusterID, name: "action " + rec.ID,
 		event: store.EventActionApprovalRecorded, actionID: rec.ID,
 		work: approval.Work{Levels: levelsOf(pol, []string{rec.Kind}, rec.ClusterID), Digest: approval.Digest(&rec.Action),
-			Requester: rec.Requester, SelfApproval: pol.SelfApproval}}
+			Requester: rec.Requester, SelfApproval: pol.SelfApproval, MayApproveOn: o.mayApproveOn(rd, rec.ClusterID)}}
 }
 
 // runSubject is run r's approval (kind store.SubjectRun), the resume of its
@@ -85,7 +143,7 @@ func (o *Ops) runSubject(ctx context.Context, rd store.Reader, r *store.Run, kin
 	}
 	s := subject{kind: kind, id: r.ID, cluster: r.ClusterID, event: store.EventRunApprovalRecorded, runID: r.ID,
 		work: approval.Work{Levels: levelsOf(pol, runs.Kinds(r), r.ClusterID), Requester: r.Requester, Applier: applier,
-			SelfApproval: pol.SelfApproval}}
+			SelfApproval: pol.SelfApproval, MayApproveOn: o.mayApproveOn(rd, r.ClusterID)}}
 	switch kind {
 	case store.SubjectResume:
 		s.name, s.work.Digest = "the resume of run "+r.ID+" past its errors", runs.ResumeDigest(r)
@@ -106,7 +164,8 @@ func (o *Ops) scheduleSubject(ctx context.Context, rd store.Reader, sc *store.Sc
 	return subject{kind: store.SubjectSchedule, id: sc.ID, cluster: sc.ClusterID, name: "schedule " + sc.Name,
 		event: store.EventScheduleApprovalRecorded,
 		work: approval.Work{Levels: levelsOf(pol, nil, sc.ClusterID), Digest: schedule.Digest(sc, pb.Version, pb.Digest),
-			Requester: sc.Requester, Applier: pb.CreatedBy, SelfApproval: pol.SelfApproval}}, nil
+			Requester: sc.Requester, Applier: pb.CreatedBy, SelfApproval: pol.SelfApproval,
+			MayApproveOn: o.mayApproveOn(rd, sc.ClusterID)}}, nil
 }
 
 // tally counts the approvals recorded for s, read in rd.
@@ -119,7 +178,7 @@ func (o *Ops) tally(ctx context.Context, rd store.Reader, s *subject) (approval.
 	for i, a := range recs {
 		s.work.Approvals[i] = approval.Recorded{Person: a.Person, Level: a.Level, Digest: a.Digest}
 	}
-	return approval.Count(ctx, o.directory(rd), s.work)
+	return approval.Count(ctx, rd, s.work)
 }
 
 // recordApproval is the one write of an approval: c's approval of s goes
@@ -133,7 +192,7 @@ func (o *Ops) recordApproval(ctx context.Context, tx store.Tx, c Caller, s *subj
 	if err != nil {
 		return approval.Tally{}, err
 	}
-	teams, err := o.directory(tx).TeamsOf(ctx, c.Name, c.Groups)
+	teams, err := tx.TeamsOf(ctx, c.Name, c.Groups)
 	if err != nil {
 		return approval.Tally{}, err
 	}
@@ -155,7 +214,7 @@ func (o *Ops) recordApproval(ctx context.Context, tx store.Tx, c Caller, s *subj
 		return approval.Tally{}, err
 	}
 	s.work.Approvals = append(s.work.Approvals, approval.Recorded{Person: a.Person, Level: a.Level, Digest: a.Digest})
-	if t, err = approval.Count(ctx, o.directory(tx), s.work); err != nil || t.Satisfied {
+	if t, err = approval.Count(ctx, tx, s.work); err != nil || t.Satisfied {
 		return t, err
 	}
 	return t, tx.AppendEvent(ctx, &store.Event{TS: now, Type: s.event, Actor: c.Name, ClientAddr: c.Addr, ClusterID: s.cluster,
@@ -172,7 +231,7 @@ func (o *Ops) checkReject(ctx context.Context, rd store.Reader, c Caller, s subj
 	if err := AuthorizeOn(c, auth.Reject, s.cluster); err != nil {
 		return err
 	}
-	teams, err := o.directory(rd).TeamsOf(ctx, c.Name, c.Groups)
+	teams, err := rd.TeamsOf(ctx, c.Name, c.Groups)
 	if err != nil {
 		return err
 	}
@@ -216,7 +275,7 @@ func (o *Ops) ActionApproval(ctx context.Context, rd store.Reader, rec *store.Re
 	if rec.State != action.PendingApprove {
 		return nil, nil
 	}
-	return o.viewOf(ctx, rd, o.actionSubject(rec))
+	return o.viewOf(ctx, rd, o.actionSubject(rd, rec))
 }
 
 // RunApproval is where the approval run r waits for stands, read in rd:

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"maps"
 	"net/http"
 	"slices"
 	"strings"
@@ -20,22 +21,6 @@ import (
 	"github.com/musterhq/muster/shared/wire"
 )
 
-// teams is an in-memory approval.Directory: team → members.
-type teams map[string][]string
-
-func (d teams) TeamsOf(_ context.Context, person string, _ []string) ([]string, error) {
-	var out []string
-	for t, ms := range d {
-		if slices.ContainsFunc(ms, func(m string) bool { return approval.SamePerson(m, person) }) {
-			out = append(out, t)
-		}
-	}
-	slices.Sort(out)
-	return out, nil
-}
-
-func (d teams) TeamMembers(_ context.Context, team string) ([]string, error) { return d[team], nil }
-
 // People of the levels tests: rita requests (and may approve, by role);
 // dana is in db, sam in sre, pat in both, olga in neither.
 var (
@@ -46,8 +31,9 @@ var (
 	olga = ops.Caller{Name: "olga", Roles: []string{store.RoleApprover}}
 )
 
-// setupLevels is setup with a rule asking one approval from db and one
-// from sre for everything on prod.
+// setupLevels is setup with a rule asking one approval from team db and
+// one from team sre for everything on prod; both teams, stored, hold
+// approver on prod.
 func setupLevels(t *testing.T) *env {
 	t.Helper()
 	e := setup(t)
@@ -55,9 +41,31 @@ func setupLevels(t *testing.T) *env {
 	pol.Rules = []approval.Rule{{Kind: "*", Cluster: "prod", Levels: []approval.Level{
 		{Teams: []string{"db"}, Min: 1}, {Teams: []string{"sre"}, Min: 1}}}}
 	e.policy = live.New(pol)
-	e.ops = ops.New(ops.Config{Store: e.st, Policy: e.policy, Nudge: e.syncs,
-		Directory: teams{"db": {"dana", "pat"}, "sre": {"sam", "pat"}}})
+	e.ops = ops.New(ops.Config{Store: e.st, Policy: e.policy, Nudge: e.syncs})
+	e.teams(map[string][]string{"db": {"dana", "pat"}, "sre": {"sam", "pat"}})
+	e.grant(wire.CreateGrantRequest{Team: "db", Role: store.RoleApprover, Clusters: "prod"},
+		wire.CreateGrantRequest{Team: "sre", Role: store.RoleApprover, Clusters: "prod"})
 	return e
+}
+
+// teams makes each team with its members.
+func (e *env) teams(ts map[string][]string) {
+	e.t.Helper()
+	for _, name := range slices.Sorted(maps.Keys(ts)) {
+		if _, err := e.ops.CreateTeam(context.Background(), admin, &wire.CreateTeamRequest{Name: name, Members: ts[name]}); err != nil {
+			e.t.Fatal(err)
+		}
+	}
+}
+
+// grant makes each grant.
+func (e *env) grant(gs ...wire.CreateGrantRequest) {
+	e.t.Helper()
+	for _, g := range gs {
+		if _, err := e.ops.CreateGrant(context.Background(), admin, &g); err != nil {
+			e.t.Fatal(err)
+		}
+	}
 }
 
 // verb is one approval verb of the levels tests: make makes what it
@@ -453,5 +461,101 @@ func TestWithoutLevelsOneApproverDecides(t *testing.T) {
 	got, err := e.ops.ApproveAction(context.Background(), olga, rec.ID, "")
 	if err != nil || got.State != action.PendingSchedule {
 		t.Fatalf("one approver: %v, %v", got, err)
+	}
+}
+
+// TestCanApproveNamesOnlyApproversOfTheCluster: for each approval verb,
+// a level's can_approve names only the members who hold approve on the
+// work's cluster through some grant: their own (by glob or by the
+// cluster's labels), a team's (listed, or through a group claim they last
+// signed in with) or a token's global role. A member who is only a viewer
+// there, or an approver of other clusters, is not listed, and their
+// approval is refused (403) and changes nothing.
+func TestCanApproveNamesOnlyApproversOfTheCluster(t *testing.T) {
+	t.Parallel()
+	for _, v := range verbs {
+		t.Run(v.name, func(t *testing.T) {
+			t.Parallel()
+			e := setupLevels(t)
+			ctx := context.Background()
+			e.teams(map[string][]string{"oncall": nil})
+			for _, m := range []string{"vic", "gus", "lee", "tom", "tess"} {
+				if _, err := e.ops.ChangeTeam(ctx, admin, "sre", ops.AddMember, m); err != nil {
+					t.Fatal(err)
+				}
+			}
+			for team, g := range map[string]string{"sre": "sre-oncall", "oncall": "sre-oncall"} {
+				if _, err := e.ops.ChangeTeam(ctx, admin, team, ops.MapGroup, g); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if err := e.st.Update(ctx, func(tx store.Tx) error {
+				if err := tx.PutClusterLabels(ctx, "prod", map[string]string{"tier": "prod"}); err != nil {
+					return err
+				}
+				return tx.UpsertPerson(ctx, &store.Person{Name: "ola", Source: "oidc", Groups: []string{"sre-oncall"}, LastSeenTS: time.Now()})
+			}); err != nil {
+				t.Fatal(err)
+			}
+			// sre holds approver on prod no more: viewer everywhere.
+			var sreGrant string
+			gs, err := e.ops.Grants(ctx, admin)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, g := range gs {
+				if g.Team == "sre" {
+					sreGrant = g.ID
+				}
+			}
+			if err := e.ops.RevokeGrant(ctx, admin, sreGrant); err != nil {
+				t.Fatal(err)
+			}
+			e.grant(wire.CreateGrantRequest{Team: "sre", Role: store.RoleViewer, Clusters: "*"},
+				wire.CreateGrantRequest{Person: "sam", Role: store.RoleApprover, Clusters: "pro*"},
+				wire.CreateGrantRequest{Person: "lee", Role: store.RoleApprover, Labels: map[string]string{"tier": "prod"}},
+				wire.CreateGrantRequest{Person: "gus", Role: store.RoleApprover, Clusters: "staging-*"},
+				wire.CreateGrantRequest{Team: "oncall", Role: store.RoleApprover, Clusters: "prod"})
+			tokens := map[string][]string{"tess": {store.RoleApprover}, "vic": {}, "tom": {store.RoleViewer}}
+			for name, roles := range tokens {
+				if _, err := e.ops.CreateToken(ctx, admin, &wire.CreateTokenRequest{Name: name, Roles: roles}); err != nil {
+					t.Fatal(err)
+				}
+			}
+
+			ref := v.make(e)
+			if err := v.approve(e, dana, ref); err != nil {
+				t.Fatal(err)
+			}
+			view := v.view(e, ref)
+			if want := []string{"lee", "ola", "pat", "sam", "tess"}; view == nil || !slices.Equal(view.Levels[1].CanApprove, want) ||
+				view.Lines[1] != "level 2 (sre): 0 of 1 — can approve: lee, ola, pat, sam, tess" {
+				t.Fatalf("view %+v, want level 2's can_approve %v", view, want)
+			}
+			for _, name := range []string{"vic", "gus", "tom"} {
+				c, err := e.ops.Identify(ctx, name, tokens[name], nil, "192.0.2.20")
+				if err != nil {
+					t.Fatal(err)
+				}
+				before := e.events()
+				if err := v.approve(e, c, ref); ops.Describe(err).Status != http.StatusForbidden {
+					t.Fatalf("%s (sre, no approver grant on prod) approves: %v, want 403", name, err)
+				}
+				if e.events() != before || v.state(e, ref) != v.waiting {
+					t.Fatalf("%s's refused approval changed something", name)
+				}
+			}
+			// The people listed can approve: lee, by the label grant.
+			lee, err := e.ops.Identify(ctx, "lee", nil, nil, "192.0.2.21")
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := v.approve(e, lee, ref); err != nil {
+				t.Fatal(err)
+			}
+			if got := v.state(e, ref); got != v.done {
+				t.Fatalf("dana and lee left it %s, want %s", got, v.done)
+			}
+		})
 	}
 }

@@ -100,9 +100,6 @@ type Config struct {
 	Enroll *enroll.Service
 	// Notify sends test deliveries and lists the destinations; nil: none.
 	Notify Notifier
-	// Directory says who belongs to which team, for approval levels that
-	// name teams; nil: no team (a level is met by the persons it names).
-	Directory approval.Directory
 	// Nudge is told what to sync after a change; nil: nothing is nudged.
 	Nudge Nudger
 	// Now returns the time; nil is time.Now.
