@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"errors"
-	"github.com/spf13/cobra"
 	"net/http"
 	"net/http/httptest"
 	"regexp"
@@ -11,6 +10,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/spf13/cobra"
 
 	"go.yaml.in/yaml/v3"
 

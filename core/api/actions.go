@@ -160,7 +160,6 @@ func (s *Server) showAction(c *echo.Context) error {
 	return c.JSON(http.StatusOK, out)
 }
 
-
 func (s *Server) createAction(c *echo.Context) error {
 	body, err := readBody(c)
 	if err != nil {

@@ -20,6 +20,13 @@ func TestApprovalsShowLevelsAndWhoCanApprove(t *testing.T) {
 	pol.Rules = []approval.Rule{{Kind: "*", Cluster: "prod", Levels: []approval.Level{
 		{Persons: []string{"appr", "<b>eve</b>"}}, {Persons: []string{"admin"}}}}}
 	e := setup(t, func(c *Config) { c.Policy = live.New(pol) })
+	// Who can approve names people holding approve on the cluster: eve
+	// through a grant of her own (appr and admin by their tokens' roles).
+	if err := e.st.Update(context.Background(), func(tx store.Tx) error {
+		return tx.InsertGrant(context.Background(), &store.Grant{ID: "eve", Person: "<b>eve</b>", Role: store.RoleApprover, Clusters: "prod"})
+	}); err != nil {
+		t.Fatal(err)
+	}
 	a := e.create("op", `{"seconds":1}`)
 	r := e.createRun("op")
 	b := e.browser()
