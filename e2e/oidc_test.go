@@ -66,13 +66,6 @@ type ssoSetup struct {
 
 var listeningRE = regexp.MustCompile(`^listening on (http://\S+)$`)
 
-// newSSO starts the provider (with extra flags) and a core that signs in
-// through it.
-func newSSO(t *testing.T, providerFlags ...string) *ssoSetup {
-	t.Helper()
-	return newSSOWith(t, "", providerFlags...)
-}
-
 // dbOncallConfig is the core configuration of a fleet of one cluster,
 // prod-db-1, with the agent at addr as its node p-1: team db, mapped to the
 // group claim db-oncall, holds approver on prod-db-* (issue 32, scenario
@@ -100,7 +93,7 @@ grants:
 
 // dbOncall starts the agent of node p-1 in cluster prod-db-1 and a core
 // with single sign-on configured by dbOncallConfig (provider flags as
-// newSSO), and waits for the node to be UP; it returns the setup and a
+// newSSOWith), and waits for the node to be UP; it returns the setup and a
 // client of olga, an operator who asks for the work dana approves.
 func dbOncall(t *testing.T, providerFlags ...string) (*ssoSetup, *client.Core) {
 	t.Helper()
@@ -113,7 +106,8 @@ func dbOncall(t *testing.T, providerFlags ...string) (*ssoSetup, *client.Core) {
 	return s, clientAs(t, s.core, s.admin, "olga", "operator")
 }
 
-// newSSOWith is newSSO with extra appended to the core's configuration.
+// newSSOWith starts the provider (with extra flags) and a core that signs
+// in through it, extra appended to the core's configuration.
 func newSSOWith(t *testing.T, extra string, providerFlags ...string) *ssoSetup {
 	t.Helper()
 	s := &ssoSetup{t: t, dir: t.TempDir()}

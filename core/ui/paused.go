@@ -42,10 +42,11 @@ func (s *Server) pausedRuns(ctx context.Context, rd store.Reader, v *visitor) ([
 	if err != nil {
 		return nil, false, err
 	}
+	in := vis.In()
 	marker := ""
 	for pages := 0; pages < 5; pages++ {
 		// Brief runs to find them; the whole run of those shown.
-		list, next, err := store.RunPage(ctx, rd, store.RunQuery{States: []string{store.RunPaused}, ClusterIn: vis.In(),
+		list, next, err := store.RunPage(ctx, rd, store.RunQuery{States: []string{store.RunPaused}, ClusterIn: in,
 			Marker: marker, Limit: runsPerPage, Oldest: true, Brief: true})
 		if err != nil {
 			return nil, false, err
