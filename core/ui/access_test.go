@@ -255,3 +255,35 @@ func TestScopedApproverChangesNothingOfProd(t *testing.T) {
 		t.Fatalf("approving the staging action as stgappr: %d, %s", status, s.record(s.stgAction).State)
 	}
 }
+
+// A button is offered where its permission is held on the object's
+// cluster: a person who approves on staging-* and reads everywhere sees
+// Approve on a staging action and run, none on prod's, and reads why.
+func TestButtonsFollowTheGrantOnTheObjectsCluster(t *testing.T) {
+	t.Parallel()
+	s := setupScoped(t)
+	s.runChange(func(ctx context.Context, tx store.Tx) error {
+		return tx.InsertGrant(ctx, &store.Grant{ID: "g-read-all", Person: "stgappr", Role: store.RoleViewer, Clusters: "*"})
+	})
+	b := s.browser().signIn("stgappr")
+	for _, c := range []struct {
+		page, id string
+		approve  bool
+	}{
+		{"/ui/actions/", s.stgAction, true}, {"/ui/runs/", s.stgRun, true},
+		{"/ui/actions/", s.prodAction, false}, {"/ui/runs/", s.prodRun, false},
+	} {
+		status, _, body := b.get(c.page + c.id)
+		has := strings.Contains(body, `action="`+c.page+c.id+`/approve"`)
+		if status != http.StatusOK || has != c.approve {
+			t.Errorf("%s%s: %d, Approve offered %v, want %v", c.page, c.id, status, has, c.approve)
+		}
+		if !c.approve && !strings.Contains(body, "do not include approving on cluster prod") {
+			t.Errorf("%s%s does not say why there is no Approve", c.page, c.id)
+		}
+	}
+	_, _, body := b.get("/ui/approvals")
+	if n := strings.Count(body, `class="approve"`); n != 3 {
+		t.Errorf("Approvals offers %d Approve buttons, want 3 (the staging action, run and schedule)", n)
+	}
+}
