@@ -19,8 +19,10 @@ import (
 	"github.com/chromedp/chromedp"
 
 	"github.com/musterhq/muster/e2e/oidcprovider/idp"
+	"github.com/musterhq/muster/shared/action"
 	"github.com/musterhq/muster/shared/client"
 	"github.com/musterhq/muster/shared/testwait"
+	"github.com/musterhq/muster/shared/wire"
 )
 
 var (
@@ -58,14 +60,55 @@ type ssoSetup struct {
 	users  string
 	issuer string
 	base   string // the core's URL
+	core   *proc
 	admin  *client.Core
 }
 
 var listeningRE = regexp.MustCompile(`^listening on (http://\S+)$`)
 
-// newSSO starts the provider (with extra flags) and a core that signs in
-// through it.
-func newSSO(t *testing.T, providerFlags ...string) *ssoSetup {
+// dbOncallConfig is the core configuration of a fleet of one cluster,
+// prod-db-1, with the agent at addr as its node p-1: team db, mapped to the
+// group claim db-oncall, holds approver on prod-db-* (issue 32, scenario
+// 3), and dana herself viewer on staging-* (so that without the group she
+// still uses the pages, and sees nothing of prod-db-1).
+func dbOncallConfig(addr string) string {
+	return fmt.Sprintf(`clusters:
+  - id: prod-db-1
+    nodes:
+      - {id: p-1, addr: %q}
+orchestrate:
+  interval: 1s
+teams:
+  - name: db
+    groups: [db-oncall]
+grants:
+  - team: db
+    role: approver
+    clusters: "prod-db-*"
+  - person: dana@example.com
+    role: viewer
+    clusters: "staging-*"
+`, addr)
+}
+
+// dbOncall starts the agent of node p-1 in cluster prod-db-1 and a core
+// with single sign-on configured by dbOncallConfig (provider flags as
+// newSSOWith), and waits for the node to be UP; it returns the setup and a
+// client of olga, an operator who asks for the work dana approves.
+func dbOncall(t *testing.T, providerFlags ...string) (*ssoSetup, *client.Core) {
+	t.Helper()
+	agent := startAll(t, clusterAgent(t, "prod-db-1", "p-1"))[0]
+	s := newSSOWith(t, dbOncallConfig(agent.Addr()), providerFlags...)
+	testwait.Within(t, 30*time.Second, "node p-1 UP", func() bool {
+		ns, err := s.admin.Nodes(ctxT(t), "")
+		return err == nil && len(ns) == 1 && ns[0].Status == "UP"
+	})
+	return s, clientAs(t, s.core, s.admin, "olga", "operator")
+}
+
+// newSSOWith starts the provider (with extra flags) and a core that signs
+// in through it, extra appended to the core's configuration.
+func newSSOWith(t *testing.T, extra string, providerFlags ...string) *ssoSetup {
 	t.Helper()
 	s := &ssoSetup{t: t, dir: t.TempDir()}
 	s.users = filepath.Join(s.dir, "users.json")
@@ -98,12 +141,13 @@ func newSSO(t *testing.T, providerFlags ...string) *ssoSetup {
 		t.Fatal("the provider did not start")
 	}
 	cfg := fmt.Sprintf("data_dir: %s\napi:\n  addr: 127.0.0.1:%d\noidc:\n  issuer: %s\n  client_id: muster\n  redirect_url: %s\n  provider_name: Test IdP\n",
-		filepath.Join(s.dir, "data"), port, s.issuer, callback)
+		filepath.Join(s.dir, "data"), port, s.issuer, callback) + extra
 	path := filepath.Join(s.dir, "core.yaml")
 	if err := os.WriteFile(path, []byte(cfg), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	core := startIn(t, s.dir, "core", nil, "core", "--config", path)
+	s.core = core
 	s.base = "http://" + core.Addr()
 	admin, err := os.ReadFile(filepath.Join(s.dir, "data", "admin.token"))
 	if err != nil {
@@ -158,13 +202,16 @@ func ssoSignIn(t *testing.T, ctx context.Context, s *ssoSetup) string {
 	return eval[string](t, ctx, `document.querySelector('.who').textContent`)
 }
 
-// TestSSOScenario3 (issue 32, scenario 3, as far as this branch goes): a
-// person signs in through the real provider in Chromium; their name and
-// group claims reach the core's caller (shown escaped); removed from a group
-// at the provider, their next session has no such group.
+// TestSSOScenario3 (issue 32, scenario 3): a person signs in through the
+// real provider in Chromium; their name and group claims reach the core's
+// caller (shown escaped). Team db, mapped to their group db-oncall, holds
+// approver on prod-db-*: they see an action of prod-db-1 waiting in
+// Approvals and approve it from the page, and it runs. Removed from the
+// group at the provider, their next session sees nothing of prod-db-1 and
+// cannot approve there.
 func TestSSOScenario3(t *testing.T) {
 	t.Parallel()
-	s := newSSO(t)
+	s, olga := dbOncall(t)
 	br := newChrome(t)
 	ctx := br.tab(t, 1280, 800, "UTC")
 	who := ssoSignIn(t, ctx, s)
@@ -178,11 +225,66 @@ func TestSSOScenario3(t *testing.T) {
 		t.Fatalf("%d person.signed_in events, want 1", n)
 	}
 
+	// olga asks; dana, approver on prod-db-* through her group, approves
+	// from Approvals, and the action runs.
+	ping := func() string {
+		a, err := olga.CreateAction(ctxT(t), &wire.CreateActionRequest{ClusterID: "prod-db-1", NodeID: "p-1", Kind: "muster.io/debug.ping"})
+		if err != nil || a.State != action.PendingApprove {
+			t.Fatalf("olga's action: %+v, %v; want it waiting for approval", a, err)
+		}
+		return a.ID
+	}
+	first, second := ping(), ping()
+	item := fmt.Sprintf(`li[data-action="%s"]`, first)
+	do(t, ctx, chromedp.Navigate(s.base+"/ui/approvals"), chromedp.WaitVisible(chromedp.CSS(item+" button.approve")))
+	do(t, ctx, chromedp.Click(chromedp.CSS(item+" button.approve")), chromedp.WaitVisible(chromedp.CSS("#flash-link")))
+	if flash := eval[string](t, ctx, `document.querySelector('.flash').textContent`); !strings.Contains(flash, "Approved action "+first) {
+		t.Fatalf("after approving, the page says %q", flash)
+	}
+	testwait.Within(t, 30*time.Second, "dana's approved action DONE", func() bool {
+		a, err := s.admin.Action(ctxT(t), first)
+		return err == nil && a.State == action.Done
+	})
+	a, err := s.admin.Action(ctxT(t), first)
+	if err != nil {
+		t.Fatal(err)
+	}
+	approvedBy := ""
+	for _, h := range a.History {
+		if h.From == action.PendingApprove {
+			approvedBy = h.Actor
+		}
+	}
+	if approvedBy != "dana@example.com" {
+		t.Fatalf("the action was approved by %q, want dana", approvedBy)
+	}
+
 	s.setGroups("<i>sre</i>") // removed from db-oncall at the provider
 	next := br.tab(t, 1280, 800, "UTC")
 	who = ssoSignIn(t, next, s)
 	if strings.Contains(who, "db-oncall") || !strings.Contains(who, "dana@example.com") {
 		t.Fatalf("after the removal the next session says %q", who)
+	}
+	// Her own grant on staging-* alone holds her now: prod-db-1 and what
+	// waits there do not exist for her, and there is nothing she can
+	// approve.
+	do(t, next, chromedp.Navigate(s.base+"/ui/approvals"), chromedp.WaitVisible(chromedp.CSS("main")))
+	if title := eval[string](t, next, `document.querySelector('h1').textContent`); title != "Approvals" {
+		t.Fatalf("after the removal the Approvals page is %q", title)
+	}
+	if n := eval[int](t, next, fmt.Sprintf(`document.querySelectorAll('li[data-action="%s"], button.approve').length`, second)); n != 0 {
+		t.Fatalf("after the removal Approvals shows her %d controls or items of prod-db-1", n)
+	}
+	do(t, next, chromedp.Navigate(s.base+"/ui/clusters"), chromedp.WaitVisible(chromedp.CSS("main")))
+	if txt := eval[string](t, next, `document.querySelector('main').textContent`); strings.Contains(txt, "prod-db-1") {
+		t.Fatalf("after the removal the Clusters page shows prod-db-1:\n%s", txt)
+	}
+	do(t, next, chromedp.Navigate(s.base+"/ui/actions/"+second), chromedp.WaitVisible(chromedp.CSS("main")))
+	if txt := eval[string](t, next, `document.querySelector('main').textContent`); !strings.Contains(txt, "There is no such action.") {
+		t.Fatalf("the waiting action's page after the removal says:\n%s", txt)
+	}
+	if got, err := s.admin.Action(ctxT(t), second); err != nil || got.State != action.PendingApprove {
+		t.Fatalf("the second action: %+v, %v; want it still waiting", got, err)
 	}
 }
 
@@ -210,12 +312,26 @@ var deviceRE = regexp.MustCompile(`open (\S+) and enter the code (\S+)`)
 
 // TestSSOScenario4 (issue 32, scenario 4): muster login against the same
 // provider (the device grant, then the loopback redirect with PKCE), then
-// API calls with the identity it got.
+// API calls with the identity it got: dana, approver on prod-db-* through
+// the team her group maps to, approves a real waiting run with each login.
 func TestSSOScenario4(t *testing.T) {
 	t.Parallel()
 	// ID tokens live 20s: under the CLI's 30s margin, every later command
 	// refreshes first.
-	s := newSSO(t, "-id-token-ttl", "20s")
+	s, olga := dbOncall(t, "-id-token-ttl", "20s")
+	pendingRun := func() string {
+		r, err := olga.CreateRun(ctxT(t), &wire.CreateRunRequest{ClusterID: "prod-db-1",
+			Stages: []wire.StageSpec{{Kind: "muster.io/debug.ping", Target: wire.Target{All: true}}}})
+		if err != nil || r.State != "PENDING_APPROVE" {
+			t.Fatalf("olga's run: %+v, %v; want it waiting for approval", r, err)
+		}
+		return r.ID
+	}
+	// approved says whether run id left PENDING_APPROVE, approved by dana.
+	approved := func(id string) bool {
+		r, err := s.admin.Run(ctxT(t), id)
+		return err == nil && r.State != "PENDING_APPROVE" && r.ApprovedBy == "dana@example.com"
+	}
 	home := t.TempDir()
 	env := []string{"XDG_CONFIG_HOME=" + home}
 
@@ -228,18 +344,18 @@ func TestSSOScenario4(t *testing.T) {
 		t.Fatal(err)
 	}
 	done := make(chan error, 1)
-	go func() { done <- cmd.Wait(); pw.Close() }()
-	var output strings.Builder
+	go func(cmd *exec.Cmd, done chan<- error, pw *io.PipeWriter) { done <- cmd.Wait(); pw.Close() }(cmd, done, pw)
+	var output syncBuffer
 	code := make(chan []string, 1)
-	go func() {
+	go func(pr *io.PipeReader) {
 		sc := bufio.NewScanner(pr)
 		for sc.Scan() {
-			output.WriteString(sc.Text() + "\n")
+			fmt.Fprintln(&output, sc.Text())
 			if m := deviceRE.FindStringSubmatch(sc.Text()); m != nil {
 				code <- m
 			}
 		}
-	}()
+	}(pr)
 	var m []string
 	select {
 	case m = <-code:
@@ -279,10 +395,11 @@ func TestSSOScenario4(t *testing.T) {
 	}
 
 	// Later commands send the ID token, refreshed as it expires: the core
-	// knows dana (no grant holds her yet, so the approval is refused naming
-	// her, not 401).
-	out, err := runCLI(t, env, "run", "approve", "run-none")
-	if err == nil || !strings.Contains(out, "dana@example.com") || strings.Contains(out, "401") {
+	// knows dana and her group, and the approval of a run of prod-db-1
+	// succeeds.
+	run := pendingRun()
+	out, err := runCLI(t, env, "run", "approve", run)
+	if err != nil || !approved(run) {
 		t.Fatalf("muster run approve as dana: %v\n%s", err, out)
 	}
 	second, err := os.ReadFile(filepath.Join(home, "muster", "login.json"))
@@ -317,16 +434,16 @@ func TestSSOScenario4(t *testing.T) {
 		t.Fatal(err)
 	}
 	done = make(chan error, 1)
-	go func() { done <- cmd.Wait(); pw.Close() }()
+	go func(cmd *exec.Cmd, done chan<- error, pw *io.PipeWriter) { done <- cmd.Wait(); pw.Close() }(cmd, done, pw)
 	authURL := make(chan string, 1)
-	go func() {
+	go func(pr *io.PipeReader) {
 		sc := bufio.NewScanner(pr)
 		for sc.Scan() {
 			if strings.HasPrefix(sc.Text(), s.issuer) {
 				authURL <- sc.Text()
 			}
 		}
-	}()
+	}(pr)
 	var u string
 	select {
 	case u = <-authURL:
@@ -341,8 +458,9 @@ func TestSSOScenario4(t *testing.T) {
 	if err := <-done; err != nil {
 		t.Fatalf("muster login --flow loopback: %v", err)
 	}
-	out, err = runCLI(t, env, "run", "approve", "run-none")
-	if err == nil || !strings.Contains(out, "dana@example.com") {
+	run = pendingRun()
+	out, err = runCLI(t, env, "run", "approve", run)
+	if err != nil || !approved(run) {
 		t.Fatalf("muster run approve after the loopback login: %v\n%s", err, out)
 	}
 }

@@ -68,11 +68,13 @@ func (e *ForbiddenError) Error() string {
 	if doing == "" {
 		doing = string(e.Perm)
 	}
-	held := "no role"
-	if len(e.Roles) > 0 {
-		held = "roles " + strings.Join(e.Roles, ",")
+	if len(e.Roles) == 0 {
+		// A person signed in, or a token holding its person's grants
+		// alone: neither has a role of its own.
+		return fmt.Sprintf("%s holds no grant that lets them %s: that takes the %s role", e.Caller, doing, orList(e.Allowed))
 	}
-	return fmt.Sprintf("token %s (%s) may not %s: that takes the %s role", e.Caller, held, doing, orList(e.Allowed))
+	return fmt.Sprintf("token %s (roles %s) may not %s: that takes the %s role", e.Caller, strings.Join(e.Roles, ","), doing,
+		orList(e.Allowed))
 }
 
 // orList is "a", "a or b", "a, b or c".

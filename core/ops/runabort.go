@@ -9,13 +9,18 @@ import (
 
 // AbortRun aborts a paused run, or one whose canary is in progress: its
 // started nodes roll back and it ends ABORTED (runs.Decider.Abort). An
-// approver or the run's requester aborts; the reason is optional.
+// approver of the run's cluster or the run's requester aborts; the
+// reason is optional.
 func (o *Ops) AbortRun(ctx context.Context, c Caller, ref, reason string) (RunResult, error) {
 	if err := checkReason(reason, false); err != nil {
 		return RunResult{}, err
 	}
 	return o.changeRun(ctx, c, auth.Continue, ref, func(tx store.Tx, id string) (*store.Run, error) {
-		return o.cfg.Runs.Abort(ctx, tx, id, c.actor(""), c.Can(auth.Approve), reason)
+		r, err := o.runOn(ctx, tx, c, auth.Continue, id)
+		if err != nil {
+			return nil, err
+		}
+		return o.cfg.Runs.Abort(ctx, tx, id, c.actor(""), AuthorizeOn(c, auth.Approve, r.ClusterID) == nil, reason)
 	})
 }
 
@@ -33,8 +38,8 @@ func (o *Ops) CancelRunRollback(ctx context.Context, c Caller, ref, reason strin
 // MayAbort says, for a page that offers the button, whether the caller may
 // abort run now (nil) or why not.
 func (o *Ops) MayAbort(c Caller, run *store.Run) error {
-	if err := Authorize(c, auth.Continue); err != nil {
+	if err := AuthorizeOn(c, auth.Continue, run.ClusterID); err != nil {
 		return err
 	}
-	return o.cfg.Runs.MayAbort(run, c.Name, c.Can(auth.Approve))
+	return o.cfg.Runs.MayAbort(run, c.Name, AuthorizeOn(c, auth.Approve, run.ClusterID) == nil)
 }

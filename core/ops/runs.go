@@ -306,10 +306,11 @@ func (o *Ops) ResumeRun(ctx context.Context, c Caller, ref, reason string) (RunR
 			return nil, err
 		}
 		mayApprove := AuthorizeOn(c, auth.Approve, r.ClusterID) == nil
+		mayOperate := AuthorizeOn(c, auth.Cancel, r.ClusterID) == nil
 		if runs.PausedFor(r) != runs.PauseErrors {
-			return o.cfg.Runs.ResumeAs(ctx, tx, id, c.actor(reason), mayApprove, c.Can(auth.Cancel))
+			return o.cfg.Runs.ResumeAs(ctx, tx, id, c.actor(reason), mayApprove, mayOperate)
 		}
-		if err := o.cfg.Runs.MayResume(ctx, tx, r, c.Name, mayApprove, c.Can(auth.Cancel)); err != nil {
+		if err := o.cfg.Runs.MayResume(ctx, tx, r, c.Name, mayApprove, mayOperate); err != nil {
 			return nil, err
 		}
 		// Every approval of a forgiveness gives its reason, not only the
@@ -319,7 +320,7 @@ func (o *Ops) ResumeRun(ctx context.Context, c Caller, ref, reason string) (RunR
 				actions.ErrUnprocessable, r.ID)
 		}
 		return o.inLevels(ctx, tx, c, r, store.SubjectResume, func() (*store.Run, error) {
-			return o.cfg.Runs.ResumeAs(ctx, tx, id, c.actor(reason), mayApprove, c.Can(auth.Cancel))
+			return o.cfg.Runs.ResumeAs(ctx, tx, id, c.actor(reason), mayApprove, mayOperate)
 		})
 	})
 }
@@ -373,12 +374,13 @@ func (o *Ops) MarkRunUrgent(ctx context.Context, c Caller, ref, reason string) (
 // MayResume and MayPromote say, for a page that offers the buttons, whether
 // the caller may resume or promote run now (nil) or why not.
 func (o *Ops) MayResume(ctx context.Context, rd store.Reader, c Caller, run *store.Run) error {
-	return o.cfg.Runs.MayResume(ctx, rd, run, c.Name, c.Can(auth.Approve), c.Can(auth.Cancel))
+	return o.cfg.Runs.MayResume(ctx, rd, run, c.Name, AuthorizeOn(c, auth.Approve, run.ClusterID) == nil,
+		AuthorizeOn(c, auth.Cancel, run.ClusterID) == nil)
 }
 
 // MayPromote: see MayResume.
 func (o *Ops) MayPromote(ctx context.Context, rd store.Reader, c Caller, run *store.Run) error {
-	return o.cfg.Runs.MayPromote(ctx, rd, run, c.Name, c.Can(auth.Approve))
+	return o.cfg.Runs.MayPromote(ctx, rd, run, c.Name, AuthorizeOn(c, auth.Approve, run.ClusterID) == nil)
 }
 
 // changeRun authorizes p, then makes one engine change on the run named by

@@ -3,6 +3,7 @@ package ui
 import (
 	"context"
 	"net/http"
+	"slices"
 	"time"
 
 	"github.com/musterhq/muster/core/approval"
@@ -61,7 +62,12 @@ func (s *Server) dashboard(w http.ResponseWriter, r *http.Request, v *visitor) {
 	var d dashboardData
 	since := s.now().Add(-failedWindow)
 	err := s.st.Read(ctx, func(rd store.Reader) error {
-		pend, err := rd.ListActions(ctx, store.ListQuery{States: []action.State{action.PendingApprove},
+		vis, err := v.visible(ctx, rd)
+		if err != nil {
+			return err
+		}
+		in := vis.In()
+		pend, err := rd.ListActions(ctx, store.ListQuery{States: []action.State{action.PendingApprove}, ClusterIn: in,
 			Sort: []store.SortKey{{Field: "created_ts"}}, Limit: dashWaiting + 1})
 		if err != nil {
 			return err
@@ -69,7 +75,7 @@ func (s *Server) dashboard(w http.ResponseWriter, r *http.Request, v *visitor) {
 		d.WaitingMore = len(pend) > dashWaiting
 		pol := s.ops.Policy().Load()
 		for _, rec := range pend[:min(len(pend), dashWaiting)] {
-			if whyNot(pol, v, "this", rec.Requester, "") == "" && !approval.SamePerson(rec.Requester, v.tok.Name) {
+			if whyNot(pol, v, "this", rec.Requester, "", rec.ClusterID) == "" && !approval.SamePerson(rec.Requester, v.tok.Name) {
 				d.Waiting = append(d.Waiting, rec.Action)
 			}
 		}
@@ -102,7 +108,7 @@ func (s *Server) dashboard(w http.ResponseWriter, r *http.Request, v *visitor) {
 				d.WaitingSchedules = append(d.WaitingSchedules, p)
 			}
 		}
-		running, err := rd.ListActions(ctx, store.ListQuery{States: []action.State{action.Running},
+		running, err := rd.ListActions(ctx, store.ListQuery{States: []action.State{action.Running}, ClusterIn: in,
 			Sort: []store.SortKey{{Field: "updated_ts", Desc: true}}, Limit: dashRunning + 1})
 		if err != nil {
 			return err
@@ -112,10 +118,10 @@ func (s *Server) dashboard(w http.ResponseWriter, r *http.Request, v *visitor) {
 			d.Running = append(d.Running, rec.Action)
 		}
 		if d.RunningRuns, err = s.briefRuns(ctx, rd, store.RunQuery{States: []string{store.RunRunning, store.RunPaused},
-			Limit: dashRuns, Brief: true}, time.Time{}); err != nil {
+			ClusterIn: in, Limit: dashRuns, Brief: true}, time.Time{}); err != nil {
 			return err
 		}
-		failed, err := rd.ListActions(ctx, store.ListQuery{States: []action.State{action.Failed, action.Lost},
+		failed, err := rd.ListActions(ctx, store.ListQuery{States: []action.State{action.Failed, action.Lost}, ClusterIn: in,
 			Sort: []store.SortKey{{Field: "updated_ts", Desc: true}}, Limit: dashFailed + 1})
 		if err != nil {
 			return err
@@ -131,7 +137,7 @@ func (s *Server) dashboard(w http.ResponseWriter, r *http.Request, v *visitor) {
 			d.Failed = append(d.Failed, rec.Action)
 		}
 		if d.FailedRuns, err = s.briefRuns(ctx, rd, store.RunQuery{States: []string{store.RunFailed},
-			Limit: dashRuns, Brief: true}, since); err != nil {
+			ClusterIn: in, Limit: dashRuns, Brief: true}, since); err != nil {
 			return err
 		}
 		// Nodes are read whole, as the Clusters page does: their number is
@@ -140,6 +146,7 @@ func (s *Server) dashboard(w http.ResponseWriter, r *http.Request, v *visitor) {
 		if err != nil {
 			return err
 		}
+		all = slices.DeleteFunc(all, func(n store.Node) bool { return !vis.Has(n.ClusterID) })
 		for i := range all {
 			n := &all[i]
 			st := corenodes.Status(n)
@@ -156,7 +163,7 @@ func (s *Server) dashboard(w http.ResponseWriter, r *http.Request, v *visitor) {
 		if err != nil {
 			return err
 		}
-		for _, c := range cs {
+		for _, c := range visibleClusters(vis, cs) {
 			if _, ok := budgets.Limit(c.ID); !ok {
 				continue
 			}

@@ -75,8 +75,15 @@ func (s *Server) nodePage(w http.ResponseWriter, r *http.Request, v *visitor) {
 		s.renderError(w, r, v, http.StatusNotFound, "There is no such node.")
 		return
 	}
-	d := nodeData{CanDrain: v.can(auth.Drain), Self: nodePath(cid, nid)}
+	d := nodeData{CanDrain: v.canOn(auth.Drain, cid), Self: nodePath(cid, nid)}
 	err := s.st.Read(ctx, func(rd store.Reader) error {
+		vis, err := v.visible(ctx, rd)
+		if err != nil {
+			return err
+		}
+		if err := vis.Check("node "+nid, cid); err != nil {
+			return err
+		}
 		n, err := rd.Node(ctx, cid, nid)
 		if err != nil {
 			return err

@@ -8,6 +8,7 @@ import (
 	"net"
 	"net/http"
 	"net/url"
+	"slices"
 	"strconv"
 	"time"
 
@@ -253,10 +254,13 @@ func (s *Server) approvals(w http.ResponseWriter, r *http.Request, v *visitor) {
 	var d approvalsData
 	var levels map[string]*wire.Approval
 	err := s.st.Read(ctx, func(rd store.Reader) error {
+		vis, err := v.visible(ctx, rd)
+		if err != nil {
+			return err
+		}
 		var more string
-		var err error
 		recs, more, err = store.ActionPage(ctx, rd, store.ListQuery{States: []action.State{action.PendingApprove},
-			Sort: []store.SortKey{{Field: "created_ts"}}, Limit: approvalsShown})
+			ClusterIn: vis.In(), Sort: []store.SortKey{{Field: "created_ts"}}, Limit: approvalsShown})
 		if err != nil {
 			return err
 		}
@@ -319,7 +323,7 @@ func (s *Server) approvals(w http.ResponseWriter, r *http.Request, v *visitor) {
 		if pol.TTL > 0 {
 			p.Expires = ops.ApprovalEnds(pol.TTL, rec.CreatedTS, rec.NotBefore)
 		}
-		p.Why = whyNot(pol, v, "this", rec.Requester, "")
+		p.Why = whyNot(pol, v, "this", rec.Requester, "", rec.ClusterID)
 		if p.Why == "" {
 			p.Why = ops.ApprovalWhyNot(p.Approval, v.tok.Name)
 		}
@@ -430,12 +434,18 @@ func (s *Server) actions(w http.ResponseWriter, r *http.Request, v *visitor) {
 	page := listPage{path: "/ui/actions", filter: f.values()}
 	var recs []store.Record
 	err := s.st.Read(ctx, func(rd store.Reader) error {
-		var err error
+		vis, err := v.visible(ctx, rd)
+		if err != nil {
+			return err
+		}
 		if d.Clusters, err = rd.Clusters(ctx); err != nil {
 			return err
 		}
+		d.Clusters = visibleClusters(vis, d.Clusters)
 		var next string
-		recs, next, err = store.ActionPage(ctx, rd, f.query(actionsPerPage))
+		q := f.query(actionsPerPage)
+		q.ClusterIn = vis.In()
+		recs, next, err = store.ActionPage(ctx, rd, q)
 		d.NextURL = page.url(next)
 		return err
 	})
@@ -487,6 +497,13 @@ func (s *Server) actionDetail(w http.ResponseWriter, r *http.Request, v *visitor
 		if err != nil {
 			return err
 		}
+		vis, err := v.visible(ctx, rd)
+		if err != nil {
+			return err
+		}
+		if err := vis.Check("action "+id, rec.ClusterID); err != nil {
+			return err
+		}
 		a, pushed = rec.Action, rec.PushedStoreID != ""
 		if a.History, err = rd.History(ctx, id); err != nil {
 			return err
@@ -508,14 +525,14 @@ func (s *Server) actionDetail(w http.ResponseWriter, r *http.Request, v *visitor
 		d.Expires = ops.ApprovalEnds(pol.TTL, a.CreatedTS, a.NotBefore)
 	}
 	if a.State == action.PendingApprove {
-		d.Why = whyNot(pol, v, "this", a.Requester, "")
+		d.Why = whyNot(pol, v, "this", a.Requester, "", a.ClusterID)
 		if d.Why == "" {
 			d.Why = ops.ApprovalWhyNot(waits, v.tok.Name)
 		}
 		d.CanDecide = d.Why == ""
 	}
-	if (a.State == action.PendingApprove || a.State == action.PendingSchedule) && !pushed && v.can(auth.Approve) {
-		d.UrgentWhy = urgentWhyNot(pol, v, a.Requester)
+	if (a.State == action.PendingApprove || a.State == action.PendingSchedule) && !pushed && v.canOn(auth.Approve, a.ClusterID) {
+		d.UrgentWhy = urgentWhyNot(pol, v, a.Requester, a.ClusterID)
 		d.CanUrgent = d.UrgentWhy == ""
 	}
 	vw := newView(v, "Action "+id[:8], "actions")
@@ -551,14 +568,20 @@ func (s *Server) clusters(w http.ResponseWriter, r *http.Request, v *visitor) {
 	ctx := r.Context()
 	var out []clusterView
 	err := s.st.Read(ctx, func(rd store.Reader) error {
+		vis, err := v.visible(ctx, rd)
+		if err != nil {
+			return err
+		}
 		cs, err := rd.Clusters(ctx)
 		if err != nil {
 			return err
 		}
+		cs = visibleClusters(vis, cs)
 		all, err := rd.Nodes(ctx, "")
 		if err != nil {
 			return err
 		}
+		all = slices.DeleteFunc(all, func(n store.Node) bool { return !vis.Has(n.ClusterID) })
 		revoked, err := enroll.RevokedNodes(ctx, rd, "")
 		if err != nil {
 			return err
@@ -668,8 +691,11 @@ func (s *Server) events(w http.ResponseWriter, r *http.Request, v *visitor) {
 	}
 	d.Filter = f
 	err := s.st.Read(ctx, func(rd store.Reader) error {
-		var err error
-		if d.Events, err = newestEvents(r, rd, f); err != nil {
+		vis, err := v.visible(ctx, rd)
+		if err != nil {
+			return err
+		}
+		if d.Events, err = newestEvents(r, rd, f, vis); err != nil {
 			return err
 		}
 		d.Marks, err = eventMarks(ctx, rd, d.Events)
@@ -687,9 +713,9 @@ func (s *Server) events(w http.ResponseWriter, r *http.Request, v *visitor) {
 	s.render(w, r, status, "events", vw)
 }
 
-// newestEvents returns up to eventsShown events matching f, newest first,
-// looking back over at most eventsScanned events.
-func newestEvents(r *http.Request, rd store.Reader, f eventFilter) ([]store.Event, error) {
+// newestEvents returns up to eventsShown events matching f that vis keeps,
+// newest first, looking back over at most eventsScanned events.
+func newestEvents(r *http.Request, rd store.Reader, f eventFilter, vis ops.Visible) ([]store.Event, error) {
 	ctx := r.Context()
 	hi, err := rd.LatestSeq(ctx)
 	if err != nil {
@@ -704,7 +730,7 @@ func newestEvents(r *http.Request, rd store.Reader, f eventFilter) ([]store.Even
 			return nil, err
 		}
 		for i := len(evs) - 1; i >= 0 && len(out) < eventsShown; i-- {
-			if evs[i].Seq <= hi && f.keep(&evs[i]) {
+			if evs[i].Seq <= hi && f.keep(&evs[i]) && vis.Event(&evs[i]) {
 				out = append(out, evs[i])
 			}
 		}

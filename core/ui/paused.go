@@ -40,11 +40,16 @@ type pausedRun struct {
 // pausedShown, and says whether there are more.
 func (s *Server) pausedRuns(ctx context.Context, rd store.Reader, v *visitor) ([]pausedRun, bool, error) {
 	var out []pausedRun
+	vis, err := v.visible(ctx, rd)
+	if err != nil {
+		return nil, false, err
+	}
+	in := vis.In()
 	marker := ""
 	for pages := 0; pages < 5; pages++ {
 		// Brief runs to find them; the whole run of those shown.
-		list, next, err := store.RunPage(ctx, rd, store.RunQuery{States: []string{store.RunPaused}, Marker: marker,
-			Limit: runsPerPage, Oldest: true, Brief: true})
+		list, next, err := store.RunPage(ctx, rd, store.RunQuery{States: []string{store.RunPaused}, ClusterIn: in,
+			Marker: marker, Limit: runsPerPage, Oldest: true, Brief: true})
 		if err != nil {
 			return nil, false, err
 		}
@@ -120,12 +125,12 @@ func (s *Server) pausedRun(ctx context.Context, rd store.Reader, v *visitor, r *
 	p.CanAbort = s.ops.MayAbort(v.caller(nil), r) == nil
 	verb, roleWhy, mayErr := "resume", "", error(nil)
 	switch {
-	case why == wire.PausedCanary && !v.can(auth.Approve):
+	case why == wire.PausedCanary && !v.canOn(auth.Approve, r.ClusterID):
 		verb, roleWhy = "promote", "do not include approving"
 	case why == wire.PausedCanary:
 		verb, mayErr = "promote", s.ops.MayPromote(ctx, rd, v.caller(nil), r)
 		p.CanPromote = mayErr == nil
-	case !v.can(auth.Continue):
+	case !v.canOn(auth.Continue, r.ClusterID):
 		roleWhy = "do not include resuming runs"
 	default:
 		mayErr = s.ops.MayResume(ctx, rd, v.caller(nil), r)
@@ -137,7 +142,7 @@ func (s *Server) pausedRun(ctx context.Context, rd store.Reader, v *visitor, r *
 	case mayErr != nil:
 		p.Why = "You may not " + verb + " this run: " + strings.TrimPrefix(mayErr.Error(), ops.ErrForbidden.Error()+": ") + "."
 	case roleWhy != "":
-		p.Why = "You may not " + verb + " this run: your roles (" + strings.Join(v.tok.Roles, ", ") + ") " + roleWhy + "."
+		p.Why = "You may not " + verb + " this run: your roles (" + v.held() + ") " + roleWhy + "."
 	}
 	return p, nil
 }

@@ -143,7 +143,12 @@ func (s *Server) playbookPage(w http.ResponseWriter, r *http.Request, v *visitor
 				d.Diff = "(no difference)"
 			}
 		}
+		vis, err := v.visible(ctx, rd)
+		if err != nil {
+			return err
+		}
 		d.Clusters, err = rd.Clusters(ctx)
+		d.Clusters = visibleClusters(vis, d.Clusters)
 		return err
 	})
 	if errors.Is(err, store.ErrNotFound) {
@@ -344,6 +349,11 @@ func (s *Server) startPlaybook(w http.ResponseWriter, r *http.Request, v *visito
 	req := &wire.PlanRequest{ClusterID: f.Cluster, Params: f.Params, Digest: f.Digest, Version: version}
 	// Planned outside the write transaction, as the API's start.
 	out, err := s.ops.StartLoaded(ctx, v.caller(r), pb, version, req)
+	if errors.Is(err, store.ErrNotFound) {
+		// No such cluster, or one the visitor may not read: the same page.
+		s.renderError(w, r, v, http.StatusNotFound, "There is no such cluster.")
+		return
+	}
 	if err != nil {
 		msg, status := s.planError(err)
 		s.renderError(w, r, v, status, "Could not start: "+msg)

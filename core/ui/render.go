@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/musterhq/muster/core/auth"
+	"github.com/musterhq/muster/core/ops"
 	"github.com/musterhq/muster/core/store"
 	"github.com/musterhq/muster/shared/action"
 	"github.com/musterhq/muster/shared/textsafe"
@@ -139,7 +140,7 @@ func newView(v *visitor, title, nav string) *view {
 		out.Groups = v.who.Groups
 		out.CSRF = v.sess.CSRF
 		out.CanApprove = v.can(auth.Approve)
-		out.CanNotify = v.can(auth.Notify)
+		out.CanNotify = ops.Authorize(v.who, auth.Notify) == nil // on every cluster
 	}
 	return out
 }

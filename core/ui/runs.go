@@ -83,12 +83,16 @@ func (s *Server) runsList(w http.ResponseWriter, r *http.Request, v *visitor) {
 	d.Filter = f
 	page := listPage{path: "/ui/runs", filter: f.values()}
 	err := s.st.Read(ctx, func(rd store.Reader) error {
-		var err error
+		vis, err := v.visible(ctx, rd)
+		if err != nil {
+			return err
+		}
 		if d.Clusters, err = rd.Clusters(ctx); err != nil {
 			return err
 		}
+		d.Clusters = visibleClusters(vis, d.Clusters)
 		q := f.query(runsPerPage)
-		q.Brief = true
+		q.Brief, q.ClusterIn = true, vis.In()
 		list, next, err := store.RunPage(ctx, rd, q)
 		if err != nil {
 			return err
@@ -209,7 +213,7 @@ func (s *Server) runDecisionFor(pol approval.Policy, v *visitor, r *store.Run, a
 	if pol.TTL > 0 {
 		d.Expires = ops.ApprovalEnds(pol.TTL, r.CreatedTS, r.NotBefore)
 	}
-	d.Why = whyNot(pol, v, "this run", r.Requester, applier)
+	d.Why = whyNot(pol, v, "this run", r.Requester, applier, r.ClusterID)
 	d.CanDecide = d.Why == ""
 	return d
 }
@@ -225,17 +229,18 @@ func (d runDecision) levels(ap *wire.Approval, v *visitor) runDecision {
 }
 
 // whyNot says why visitor v may not approve or reject what (requested by
-// requester, made from a playbook version applied by applier), by the one
-// rule of approval.Policy.MayApprove under pol, the policy loaded once for
-// the decision shown; "" when they may.
-func whyNot(pol approval.Policy, v *visitor, what, requester, applier string) string {
-	switch pol.MayApprove(requester, applier, v.tok.Name, v.can(auth.Approve)) {
+// requester, made from a playbook version applied by applier, on cluster
+// clusterID), by the one rule of approval.Policy.MayApprove under pol, the
+// policy loaded once for the decision shown, with the visitor's grants on
+// that cluster; "" when they may.
+func whyNot(pol approval.Policy, v *visitor, what, requester, applier, clusterID string) string {
+	switch pol.MayApprove(requester, applier, v.tok.Name, v.canOn(auth.Approve, clusterID)) {
 	case approval.OwnRequest:
 		return "You asked for " + what + ": another approver must decide."
 	case approval.AppliedPlaybook:
 		return "You applied the playbook version of " + what + ": another approver must decide."
 	case approval.NoRole:
-		return "Your roles (" + strings.Join(v.tok.Roles, ", ") + ") do not include approving."
+		return "Your roles (" + v.held() + ") do not include approving on cluster " + clusterID + "."
 	}
 	return ""
 }
@@ -243,8 +248,8 @@ func whyNot(pol approval.Policy, v *visitor, what, requester, applier string) st
 // urgentWhyNot says why an approver may not mark urgent what requester
 // asked for ("" when they may): the rule of actions.Rules.MarkUrgent and
 // runs.Engine.MarkUrgent.
-func urgentWhyNot(pol approval.Policy, v *visitor, requester string) string {
-	if pol.MayApprove(requester, "", v.tok.Name, v.can(auth.Approve)) == approval.OwnRequest {
+func urgentWhyNot(pol approval.Policy, v *visitor, requester, clusterID string) string {
+	if pol.MayApprove(requester, "", v.tok.Name, v.canOn(auth.Approve, clusterID)) == approval.OwnRequest {
 		return "You asked for this: another approver may mark it urgent."
 	}
 	return ""
@@ -288,6 +293,13 @@ func (s *Server) runDetail(w http.ResponseWriter, r *http.Request, v *visitor) {
 		if run, err = rd.Run(ctx, id); err != nil {
 			return err
 		}
+		vis, err := v.visible(ctx, rd)
+		if err != nil {
+			return err
+		}
+		if err := vis.Check("run "+id, run.ClusterID); err != nil {
+			return err
+		}
 		// A page of nodes, and the children of those nodes alone: the
 		// counts come from the store's counters, never from every child.
 		nodes = ops.RunNodes(run)
@@ -303,7 +315,7 @@ func (s *Server) runDetail(w http.ResponseWriter, r *http.Request, v *visitor) {
 		if counts, err = rd.RunChildCounts(ctx, []string{id}); err != nil {
 			return err
 		}
-		if run.State == store.RunPaused && v.can(auth.Continue) {
+		if run.State == store.RunPaused && v.canOn(auth.Continue, run.ClusterID) {
 			if ops.RunPausedFor(run) == wire.PausedCanary {
 				promoteErr = s.ops.MayPromote(ctx, rd, v.caller(r), run)
 				if promoteErr != nil && ops.Describe(promoteErr).Internal {
@@ -407,31 +419,32 @@ func (s *Server) runDetail(w http.ResponseWriter, r *http.Request, v *visitor) {
 	// Resume and Promote follow the API's rules (MayResume, MayPromote): a
 	// run paused by its errors is an approver's to resume, a canary an
 	// approver's to promote, a manual pause an operator's.
-	d.CanResume = run.State == store.RunPaused && v.can(auth.Continue) && resumeErr == nil
-	d.CanPromote = run.State == store.RunPaused && v.can(auth.Approve) && ops.RunPausedFor(run) == wire.PausedCanary && promoteErr == nil
+	d.CanResume = run.State == store.RunPaused && v.canOn(auth.Continue, run.ClusterID) && resumeErr == nil
+	d.CanPromote = run.State == store.RunPaused && v.canOn(auth.Approve, run.ClusterID) && ops.RunPausedFor(run) == wire.PausedCanary &&
+		promoteErr == nil
 	d.CanAbort = s.ops.MayAbort(v.caller(r), run) == nil
 	switch run.State {
 	case store.RunPendingApprove, store.RunRunning, store.RunPaused:
-		if v.can(auth.Approve) {
-			d.UrgentWhy = urgentWhyNot(pol, v, run.Requester)
+		if v.canOn(auth.Approve, run.ClusterID) {
+			d.UrgentWhy = urgentWhyNot(pol, v, run.Requester, run.ClusterID)
 			d.CanUrgent = d.UrgentWhy == ""
 		}
 	}
-	if v.can(auth.Cancel) {
+	if v.canOn(auth.Cancel, run.ClusterID) {
 		d.CanPause = run.State == store.RunRunning
 		d.CanCancel = !store.RunFinal(run.State)
 	}
 	switch {
 	case run.State == store.RunPaused && ops.RunPausedFor(run) == wire.PausedCanary && !d.CanPromote:
-		why := "your roles (" + strings.Join(v.tok.Roles, ", ") + ") do not include approving"
+		why := "your roles (" + v.held() + ") do not include approving"
 		if promoteErr != nil {
 			why = strings.TrimPrefix(promoteErr.Error(), ops.ErrForbidden.Error()+": ")
 		}
 		d.OpWhy = "You may not promote this run's canary: " + why + "."
-	case run.State == store.RunPaused && v.can(auth.Continue) && resumeErr != nil:
+	case run.State == store.RunPaused && v.canOn(auth.Continue, run.ClusterID) && resumeErr != nil:
 		d.OpWhy = "You may not resume this run: " + strings.TrimPrefix(resumeErr.Error(), ops.ErrForbidden.Error()+": ") + "."
-	case !v.can(auth.Cancel) && !store.RunFinal(run.State) && !d.CanResume && !d.CanPromote && !d.CanAbort:
-		d.OpWhy = "Your roles (" + strings.Join(v.tok.Roles, ", ") + ") do not include pausing, resuming or cancelling runs."
+	case !v.canOn(auth.Cancel, run.ClusterID) && !store.RunFinal(run.State) && !d.CanResume && !d.CanPromote && !d.CanAbort:
+		d.OpWhy = "Your roles (" + v.held() + ") do not include pausing, resuming or cancelling runs."
 	}
 	vw := newView(v, "Run "+id[:8], "runs")
 	vw.Flash = runFlash(r)
@@ -535,8 +548,12 @@ type pendingRun struct {
 // are brief: each stage shows its first nodes and how many it has.
 func (s *Server) pendingRuns(ctx context.Context, rd store.Reader, v *visitor, marker string) (out []pendingRun, next string, err error) {
 	pol := s.ops.Policy().Load() // once, for every run shown
-	list, next, err := store.RunPage(ctx, rd, store.RunQuery{States: []string{store.RunPendingApprove}, Marker: marker,
-		Limit: runsPerPage, Oldest: true, Brief: true})
+	vis, err := v.visible(ctx, rd)
+	if err != nil {
+		return nil, "", err
+	}
+	list, next, err := store.RunPage(ctx, rd, store.RunQuery{States: []string{store.RunPendingApprove}, ClusterIn: vis.In(),
+		Marker: marker, Limit: runsPerPage, Oldest: true, Brief: true})
 	if err != nil {
 		return nil, "", err
 	}

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net/http"
 	"net/url"
+	"slices"
 	"sort"
 	"time"
 
@@ -67,11 +68,17 @@ func (s *Server) schedules(w http.ResponseWriter, r *http.Request, v *visitor) {
 	d.Filter = f
 	page := listPage{path: "/ui/schedules", filter: f.values()}
 	err := s.st.Read(ctx, func(rd store.Reader) error {
-		var err error
+		vis, err := v.visible(ctx, rd)
+		if err != nil {
+			return err
+		}
 		if d.Clusters, err = rd.Clusters(ctx); err != nil {
 			return err
 		}
-		list, next, err := store.SchedulePage(ctx, rd, f.query(schedulesPerPage))
+		d.Clusters = visibleClusters(vis, d.Clusters)
+		q := f.query(schedulesPerPage)
+		q.ClusterIn = vis.In()
+		list, next, err := store.SchedulePage(ctx, rd, q)
 		if err != nil {
 			return err
 		}
@@ -129,10 +136,15 @@ type pendingSchedule struct {
 // pendingSchedules lists the schedules waiting for approval, oldest change
 // first, at most approvalsShown.
 func (s *Server) pendingSchedules(ctx context.Context, rd store.Reader, v *visitor) ([]pendingSchedule, error) {
+	vis, err := v.visible(ctx, rd)
+	if err != nil {
+		return nil, err
+	}
 	list, err := rd.Schedules(ctx)
 	if err != nil {
 		return nil, err
 	}
+	list = slices.DeleteFunc(list, func(sc store.Schedule) bool { return !vis.Has(sc.ClusterID) })
 	sort.SliceStable(list, func(i, j int) bool { return list[i].UpdatedTS.Before(list[j].UpdatedTS) })
 	out := []pendingSchedule{}
 	pol := s.ops.Policy().Load() // once, for every schedule shown
@@ -153,7 +165,7 @@ func (s *Server) pendingSchedules(ctx context.Context, rd store.Reader, v *visit
 			return nil, err
 		}
 		p := pendingSchedule{Schedule: view, Mine: approval.SamePerson(sc.Requester, v.tok.Name)}
-		p.Why = whyNot(pol, v, "this schedule", sc.Requester, applier)
+		p.Why = whyNot(pol, v, "this schedule", sc.Requester, applier, sc.ClusterID)
 		if p.Why == "" {
 			p.Why = ops.ApprovalWhyNot(view.Approval, v.tok.Name)
 		}
@@ -177,12 +189,23 @@ func (s *Server) schedulePage(w http.ResponseWriter, r *http.Request, v *visitor
 		if err != nil {
 			return err
 		}
+		vis, err := v.visible(ctx, rd)
+		if err != nil {
+			return err
+		}
+		if err := vis.Check("schedule "+name, sc.ClusterID); err != nil {
+			return err
+		}
 		if applier, err = ops.ScheduleApplier(ctx, rd, sc); err != nil {
 			return err
 		}
 		d.Schedule, err = s.ops.ScheduleView(ctx, rd, sc, scheduleNext, true)
 		return err
 	})
+	if errors.Is(err, store.ErrNotFound) {
+		s.renderError(w, r, v, http.StatusNotFound, "There is no such schedule.")
+		return
+	}
 	if err != nil {
 		s.storeError(w, r, v, err)
 		return
@@ -200,12 +223,12 @@ func (s *Server) schedulePage(w http.ResponseWriter, r *http.Request, v *visitor
 		d.Local = append(d.Local, n.In(loc).Format("Mon 2006-01-02 15:04 MST"))
 	}
 	if sc.State == store.SchedulePendingApprove {
-		d.Why = whyNot(s.ops.Policy().Load(), v, "this schedule", sc.Requester, applier)
+		d.Why = whyNot(s.ops.Policy().Load(), v, "this schedule", sc.Requester, applier, sc.Cluster)
 		d.CanDecide = d.Why == ""
 	}
-	d.CanPause = sc.State == store.ScheduleActive && v.can(auth.Cancel)
-	d.CanResume = sc.State == store.SchedulePaused && v.can(auth.Continue)
-	d.CanDelete = v.can(auth.Cancel)
+	d.CanPause = sc.State == store.ScheduleActive && v.canOn(auth.Cancel, sc.Cluster)
+	d.CanResume = sc.State == store.SchedulePaused && v.canOn(auth.Continue, sc.Cluster)
+	d.CanDelete = v.canOn(auth.Cancel, sc.Cluster)
 	vw := newView(v, "Schedule "+sc.Name, "schedules")
 	vw.Data = d
 	if done := r.URL.Query().Get("done"); done == "approved" || done == "rejected" || done == "paused" || done == "resumed" ||

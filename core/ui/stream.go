@@ -9,6 +9,7 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/musterhq/muster/core/ops"
 	"github.com/musterhq/muster/core/store"
 	"github.com/musterhq/muster/core/streams"
 )
@@ -125,8 +126,16 @@ func (s *Server) stream(w http.ResponseWriter, r *http.Request, v *visitor) {
 		// Each round of writes has its own deadline, whatever the server's
 		// WriteTimeout: a browser that stops reading is let go.
 		_ = rc.SetWriteDeadline(time.Now().Add(s.cfg.StreamKeepAlive + streamWriteGrace))
+		// The clusters the visitor may read, again at each round, with
+		// their grants as they are now: a cluster made since, a grant
+		// given or taken, counts from then on.
+		vis, err := s.streamVisibility(ctx, v)
+		if err != nil {
+			s.log.Error("stream visibility", "err", err)
+			return
+		}
 		var sent int
-		since, sent, err = s.sendNotes(ctx, w, f, since)
+		since, sent, err = s.sendNotes(ctx, w, f, vis, since)
 		if err != nil || rc.Flush() != nil {
 			return
 		}
@@ -165,12 +174,22 @@ func (s *Server) stream(w http.ResponseWriter, r *http.Request, v *visitor) {
 	}
 }
 
-// sendNotes writes a note for every matching event after since and returns
-// the last seq read and how many notes it wrote.
-func (s *Server) sendNotes(ctx context.Context, w http.ResponseWriter, f eventFilter, since int64) (int64, int, error) {
+// streamVisibility is the set of clusters v may read now: the caller
+// resolved again (ops.Identify) and its visibility.
+func (s *Server) streamVisibility(ctx context.Context, v *visitor) (ops.Visible, error) {
+	who, err := s.ops.Identify(ctx, v.who.Name, v.who.Roles, v.who.Groups, v.who.Addr)
+	if err != nil {
+		return ops.Visible{}, err
+	}
+	return s.ops.Visibility(ctx, who)
+}
+
+// sendNotes writes a note for every event after since that matches f and
+// vis keeps, and returns the last seq read and how many notes it wrote.
+func (s *Server) sendNotes(ctx context.Context, w http.ResponseWriter, f eventFilter, vis ops.Visible, since int64) (int64, int, error) {
 	sent := 0
 	last, err := store.EachEvent(ctx, s.st, since, streamBatch, func(e *store.Event) error {
-		if !f.keep(e) {
+		if !f.keep(e) || !vis.Event(e) {
 			return nil
 		}
 		sent++

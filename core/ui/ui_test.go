@@ -26,66 +26,80 @@ import (
 	"github.com/musterhq/muster/shared/live"
 )
 
-// The callers of the role table: no session, then a session per role.
-var callers = []string{"none", "viewer", "op", "appr", "admin"}
+// The callers of the role table: no session, then a session per role, and
+// stg: a token without roles whose team holds admin on staging-* alone
+// (every route opens to it, every prod object is 404 to it, what is global
+// 403).
+var callers = []string{"none", "viewer", "op", "appr", "admin", "stg"}
 
 // roleTable gives, for every UI route, the status each caller gets for an
 // otherwise valid request (with the session's CSRF token on a POST): a
 // redirect to sign-in (303) without a session, 403 without the permission.
 // The permissions are the API's: see core/api/roles_test.go. Every registered
 // route must have a line here (TestUIRoleTable fails otherwise).
-var roleTable = map[string][5]int{ //    none viewer  op   appr admin
-	"GET /ui/{$}":                                      {303, 303, 303, 303, 303},
-	"GET /ui/static/{file}":                            {200, 200, 200, 200, 200},
-	"GET /ui/login":                                    {200, 303, 303, 303, 303},
-	"POST /ui/login":                                   {303, 303, 303, 303, 303},
-	"GET /ui/dev-login":                                {303, 303, 303, 303, 303},
-	"GET /ui/oidc/login":                               {404, 404, 404, 404, 404}, // single sign-on off; on: TestOIDCSignIn
-	"GET /ui/oidc/callback":                            {404, 404, 404, 404, 404},
-	"POST /ui/logout":                                  {303, 303, 303, 303, 303},
-	"GET /ui/approvals":                                {303, 200, 200, 200, 200},
-	"GET /ui/actions":                                  {303, 200, 200, 200, 200},
-	"GET /ui/actions/{id}":                             {303, 200, 200, 200, 200},
-	"POST /ui/actions/{id}/approve":                    {303, 403, 403, 303, 303},
-	"POST /ui/actions/{id}/reject":                     {303, 403, 403, 303, 303},
-	"POST /ui/actions/{id}/urgent":                     {303, 403, 403, 303, 303},
-	"GET /ui/runs":                                     {303, 200, 200, 200, 200},
-	"GET /ui/runs/{id}":                                {303, 200, 200, 200, 200},
-	"POST /ui/runs/{id}/approve":                       {303, 403, 403, 303, 303},
-	"POST /ui/runs/{id}/reject":                        {303, 403, 403, 303, 303},
-	"POST /ui/runs/{id}/pause":                         {303, 403, 303, 403, 303},
-	"POST /ui/runs/{id}/resume":                        {303, 403, 303, 403, 303}, // a manual pause: the approver's 403 is the engine's (TestRunResumeFollowsTheAPIsRule)
-	"POST /ui/runs/{id}/cancel":                        {303, 403, 303, 403, 303},
-	"POST /ui/runs/{id}/promote":                       {303, 403, 403, 303, 303}, // a canary asked by someone else
-	"POST /ui/runs/{id}/abort":                         {303, 403, 403, 303, 303}, // the same: an approver's, or the requester's
-	"POST /ui/runs/{id}/urgent":                        {303, 403, 403, 303, 303},
-	"GET /ui/dashboard":                                {303, 200, 200, 200, 200},
-	"GET /ui/playbooks":                                {303, 200, 200, 200, 200},
-	"GET /ui/playbooks/{name}":                         {303, 200, 200, 200, 200},
-	"POST /ui/playbooks/{name}/start":                  {303, 403, 303, 403, 303},
-	"GET /ui/schedules":                                {303, 200, 200, 200, 200},
-	"GET /ui/schedules/{name}":                         {303, 200, 200, 200, 200},
-	"POST /ui/schedules/{name}/approve":                {303, 403, 403, 303, 303},
-	"POST /ui/schedules/{name}/reject":                 {303, 403, 403, 303, 303},
-	"POST /ui/schedules/{name}/pause":                  {303, 403, 303, 403, 303},
-	"POST /ui/schedules/{name}/resume":                 {303, 403, 303, 303, 303},
-	"POST /ui/schedules/{name}/delete":                 {303, 403, 303, 403, 303},
-	"GET /ui/clusters":                                 {303, 200, 200, 200, 200},
-	"GET /ui/clusters/{cluster}/nodes/{node}":          {303, 200, 200, 200, 200},
-	"POST /ui/clusters/{cluster}/nodes/{node}/drain":   {303, 403, 303, 403, 303},
-	"POST /ui/clusters/{cluster}/nodes/{node}/undrain": {303, 403, 303, 403, 303},
-	"GET /ui/events":                                   {303, 200, 200, 200, 200},
-	"GET /ui/notifications":                            {303, 403, 403, 403, 200},
-	"GET /ui/stream":                                   {401, 200, 200, 200, 200},
+var roleTable = map[string][6]int{ //    none viewer  op   appr admin stg
+	"GET /ui/{$}":                                      {303, 303, 303, 303, 303, 303},
+	"GET /ui/static/{file}":                            {200, 200, 200, 200, 200, 200},
+	"GET /ui/login":                                    {200, 303, 303, 303, 303, 303},
+	"POST /ui/login":                                   {303, 303, 303, 303, 303, 303},
+	"GET /ui/dev-login":                                {303, 303, 303, 303, 303, 303},
+	"GET /ui/oidc/login":                               {404, 404, 404, 404, 404, 404}, // single sign-on off; on: TestOIDCSignIn
+	"GET /ui/oidc/callback":                            {404, 404, 404, 404, 404, 404},
+	"POST /ui/logout":                                  {303, 303, 303, 303, 303, 303},
+	"GET /ui/approvals":                                {303, 200, 200, 200, 200, 200},
+	"GET /ui/actions":                                  {303, 200, 200, 200, 200, 200},
+	"GET /ui/actions/{id}":                             {303, 200, 200, 200, 200, 404},
+	"POST /ui/actions/{id}/approve":                    {303, 403, 403, 303, 303, 404},
+	"POST /ui/actions/{id}/reject":                     {303, 403, 403, 303, 303, 404},
+	"POST /ui/actions/{id}/urgent":                     {303, 403, 403, 303, 303, 404},
+	"GET /ui/runs":                                     {303, 200, 200, 200, 200, 200},
+	"GET /ui/runs/{id}":                                {303, 200, 200, 200, 200, 404},
+	"POST /ui/runs/{id}/approve":                       {303, 403, 403, 303, 303, 404},
+	"POST /ui/runs/{id}/reject":                        {303, 403, 403, 303, 303, 404},
+	"POST /ui/runs/{id}/pause":                         {303, 403, 303, 403, 303, 404},
+	"POST /ui/runs/{id}/resume":                        {303, 403, 303, 403, 303, 404}, // a manual pause: the approver's 403 is the engine's (TestRunResumeFollowsTheAPIsRule)
+	"POST /ui/runs/{id}/cancel":                        {303, 403, 303, 403, 303, 404},
+	"POST /ui/runs/{id}/promote":                       {303, 403, 403, 303, 303, 404}, // a canary asked by someone else
+	"POST /ui/runs/{id}/abort":                         {303, 403, 403, 303, 303, 404}, // the same: an approver's, or the requester's
+	"POST /ui/runs/{id}/urgent":                        {303, 403, 403, 303, 303, 404},
+	"GET /ui/dashboard":                                {303, 200, 200, 200, 200, 200},
+	"GET /ui/playbooks":                                {303, 200, 200, 200, 200, 200},
+	"GET /ui/playbooks/{name}":                         {303, 200, 200, 200, 200, 200},
+	"POST /ui/playbooks/{name}/start":                  {303, 403, 303, 403, 303, 404},
+	"GET /ui/schedules":                                {303, 200, 200, 200, 200, 200},
+	"GET /ui/schedules/{name}":                         {303, 200, 200, 200, 200, 404},
+	"POST /ui/schedules/{name}/approve":                {303, 403, 403, 303, 303, 404},
+	"POST /ui/schedules/{name}/reject":                 {303, 403, 403, 303, 303, 404},
+	"POST /ui/schedules/{name}/pause":                  {303, 403, 303, 403, 303, 404},
+	"POST /ui/schedules/{name}/resume":                 {303, 403, 303, 303, 303, 404},
+	"POST /ui/schedules/{name}/delete":                 {303, 403, 303, 403, 303, 404},
+	"GET /ui/clusters":                                 {303, 200, 200, 200, 200, 200},
+	"GET /ui/clusters/{cluster}/nodes/{node}":          {303, 200, 200, 200, 200, 404},
+	"POST /ui/clusters/{cluster}/nodes/{node}/drain":   {303, 403, 303, 403, 303, 404},
+	"POST /ui/clusters/{cluster}/nodes/{node}/undrain": {303, 403, 303, 403, 303, 404},
+	"GET /ui/events":                                   {303, 200, 200, 200, 200, 200},
+	"GET /ui/notifications":                            {303, 403, 403, 403, 200, 403},
+	"GET /ui/stream":                                   {401, 200, 200, 200, 200, 200},
 }
 
 func TestUIRoleTable(t *testing.T) {
 	t.Parallel()
 	nonces := map[string]string{}
-	for i := range 5 {
+	for i := range callers {
 		nonces[strings.Repeat(string(rune('a'+i)), 32)] = "viewer"
 	}
 	e := setup(t, func(c *Config) { c.DevLogins = nonces })
+	sec, err := auth.CreateToken(context.Background(), e.st, "stg", nil, "test", "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.secrets["stg"] = sec
+	e.runChange(func(ctx context.Context, tx store.Tx) error {
+		if err := tx.InsertTeam(ctx, &store.Team{Name: "stg", Members: []string{"stg"}}); err != nil {
+			return err
+		}
+		return tx.InsertGrant(ctx, &store.Grant{ID: "g-stg", Team: "stg", Role: store.RoleAdmin, Clusters: "staging-*"})
+	})
 	e.applyPlaybook(sleepPlaybook, "admin")
 	e.addNodes("db-9")
 	registered := map[string]bool{}
