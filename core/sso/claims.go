@@ -56,6 +56,14 @@ func DecodeClaims(raw []byte, usernameClaim, groupsClaim string) (Identity, erro
 	if err := checkText(id.Name, MaxNameLen); err != nil {
 		return Identity{}, fmt.Errorf("%w: claim %q %v", ErrClaims, usernameClaim, err)
 	}
+	// An address the provider has not verified is whatever its user
+	// typed: it names nobody (OpenID Connect Core, 5.1: email_verified).
+	if usernameClaim == "email" {
+		var verified bool
+		if json.Unmarshal(claims["email_verified"], &verified) != nil || !verified {
+			return Identity{}, fmt.Errorf("%w: the provider has not verified the address in claim %q (email_verified)", ErrClaims, usernameClaim)
+		}
+	}
 	g, ok := claims[groupsClaim]
 	if !ok || string(g) == "null" {
 		return id, nil

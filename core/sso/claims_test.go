@@ -15,24 +15,27 @@ func TestDecodeClaims(t *testing.T) {
 		want      Identity
 		bad       bool
 	}{
-		{name: "name and groups", raw: `{"email":"dana@example.com","groups":["db-oncall","sre","sre"]}`,
+		{name: "name and groups", raw: `{"email":"dana@example.com","email_verified":true,"groups":["db-oncall","sre","sre"]}`,
 			want: Identity{Name: "dana@example.com", Groups: []string{"db-oncall", "sre"}}},
-		{name: "no groups claim", raw: `{"email":"dana"}`, want: Identity{Name: "dana"}},
-		{name: "null groups", raw: `{"email":"dana","groups":null}`, want: Identity{Name: "dana"}},
-		{name: "markup kept as text", raw: `{"email":"<b>x</b>","groups":["<script>"]}`,
+		{name: "no groups claim", raw: `{"email":"dana","email_verified":true}`, want: Identity{Name: "dana"}},
+		{name: "null groups", raw: `{"email":"dana","email_verified":true,"groups":null}`, want: Identity{Name: "dana"}},
+		{name: "markup kept as text", raw: `{"email":"<b>x</b>","email_verified":true,"groups":["<script>"]}`,
 			want: Identity{Name: "<b>x</b>", Groups: []string{"<script>"}}},
 		{name: "no name", raw: `{"groups":["a"]}`, bad: true},
+		{name: "address not verified", raw: `{"email":"alice@corp.example","email_verified":false}`, bad: true},
+		{name: "address without email_verified", raw: `{"email":"alice@corp.example"}`, bad: true},
+		{name: "email_verified not a boolean", raw: `{"email":"alice@corp.example","email_verified":"true"}`, bad: true},
 		{name: "empty name", raw: `{"email":""}`, bad: true},
 		{name: "name not a string", raw: `{"email":42}`, bad: true},
 		{name: "name with a newline", raw: `{"email":"a\nb"}`, bad: true},
 		{name: "name with spaces around", raw: `{"email":" a"}`, bad: true},
-		{name: "groups a string", raw: `{"email":"a","groups":"admins"}`, bad: true},
-		{name: "groups of numbers", raw: `{"email":"a","groups":[1,2]}`, bad: true},
-		{name: "groups an object", raw: `{"email":"a","groups":{"x":"y"}}`, bad: true},
-		{name: "a null group", raw: `{"email":"a","groups":[null]}`, bad: true},
-		{name: "an empty group", raw: `{"email":"a","groups":[""]}`, bad: true},
-		{name: "a long group", raw: `{"email":"a","groups":["` + long + `"]}`, bad: true},
-		{name: "too many groups", raw: `{"email":"a","groups":[` + strings.Repeat(`"g",`, MaxGroups) + `"h"]}`, bad: true},
+		{name: "groups a string", raw: `{"email":"a","email_verified":true,"groups":"admins"}`, bad: true},
+		{name: "groups of numbers", raw: `{"email":"a","email_verified":true,"groups":[1,2]}`, bad: true},
+		{name: "groups an object", raw: `{"email":"a","email_verified":true,"groups":{"x":"y"}}`, bad: true},
+		{name: "a null group", raw: `{"email":"a","email_verified":true,"groups":[null]}`, bad: true},
+		{name: "an empty group", raw: `{"email":"a","email_verified":true,"groups":[""]}`, bad: true},
+		{name: "a long group", raw: `{"email":"a","email_verified":true,"groups":["` + long + `"]}`, bad: true},
+		{name: "too many groups", raw: `{"email":"a","email_verified":true,"groups":[` + strings.Repeat(`"g",`, MaxGroups) + `"h"]}`, bad: true},
 		{name: "not an object", raw: `["email"]`, bad: true},
 		{name: "null", raw: `null`, bad: true},
 		{name: "trailing data", raw: `{"email":"a"} {}`, bad: true},
@@ -58,7 +61,7 @@ func TestDecodeClaims(t *testing.T) {
 // it with ErrClaims or returns a person within the bounds, printable, with
 // distinct groups.
 func FuzzDecodeClaims(f *testing.F) {
-	for _, s := range []string{`{"email":"dana@example.com","groups":["db","sre"]}`, `{"email":"a","groups":"x"}`,
+	for _, s := range []string{`{"email":"dana@example.com","email_verified":true,"groups":["db","sre"]}`, `{"email":"a","groups":"x"}`,
 		`{"email":"a\u0000"}`, `{"email":"a","groups":[1]}`, `{}`, `null`, `{"email":"a","groups":[null,"b"]}`,
 		`{"preferred_username":"x","email":"y"}`} {
 		f.Add([]byte(s))
