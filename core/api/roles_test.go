@@ -57,7 +57,7 @@ var roleTable = map[string][6]int{ //        none viewer  op   appr admin stg
 	"POST /api/v1/runs/:id/retry":                        {401, 403, 201, 403, 201, 404},
 	"POST /api/v1/runs/:id/promote":                      {401, 403, 403, 200, 200, 404},
 	"POST /api/v1/runs/:id/abort":                        {401, 403, 200, 200, 200, 404}, // op is the run's requester
-	"POST /api/v1/playbooks":                             {401, 403, 201, 403, 201, 201},
+	"POST /api/v1/playbooks":                             {401, 403, 201, 403, 201, 403}, // a playbook is no cluster's: create on every cluster
 	"GET /api/v1/playbooks":                              {401, 200, 200, 200, 200, 200},
 	"GET /api/v1/playbooks/:name":                        {401, 200, 200, 200, 200, 200},
 	"POST /api/v1/playbooks/:name/plan":                  {401, 200, 200, 200, 200, 404},

@@ -171,7 +171,10 @@ func (o *Ops) Plan(ctx context.Context, c Caller, pb *playbook.Playbook, version
 // ApplyPlaybook stores a new version of a playbook; changed is false when
 // the document is the newest version already.
 func (o *Ops) ApplyPlaybook(ctx context.Context, c Caller, doc string) (p *store.Playbook, changed bool, err error) {
-	if err := Authorize(c, auth.Create); err != nil {
+	// A playbook is no cluster's: a version applied runs wherever a run
+	// of the playbook starts, so applying one takes create on every
+	// cluster, not on some.
+	if err := AuthorizeEverywhere(c, auth.Create); err != nil {
 		return nil, false, err
 	}
 	parsed, err := playbook.Parse([]byte(doc))
