@@ -391,3 +391,22 @@ func TestAPI2MissingMalformedUnknownRevokedTokens(t *testing.T) {
 	// The valid token still works.
 	e.call(http.MethodGet, "/api/v1/actions", "op", nil, http.StatusOK, nil)
 }
+
+// A schedule is named without its cluster: one of a cluster the caller may
+// not read answers as one that does not exist, naming no cluster.
+func TestAHiddenSchedulesAnswerIsANonexistentOnes(t *testing.T) {
+	t.Parallel()
+	e := setup(t)
+	e.call(http.MethodPost, "/api/v1/schedules", "op", e.scheduleFixture("nightly"), http.StatusCreated, nil)
+	for _, verb := range []string{"", "/approve", "/pause"} {
+		method := http.MethodPost
+		if verb == "" {
+			method = http.MethodDelete
+		}
+		hidden := e.fail(method, "/api/v1/schedules/nightly"+verb, "stg", nil, http.StatusNotFound)
+		none := e.fail(method, "/api/v1/schedules/nightlz"+verb, "stg", nil, http.StatusNotFound)
+		if want := strings.Replace(none.Message, "nightlz", "nightly", 1); hidden.Message != want {
+			t.Errorf("%s %s: %q, want the words of a schedule that does not exist: %q", method, verb, hidden.Message, want)
+		}
+	}
+}

@@ -3,6 +3,7 @@ package ops
 import (
 	"context"
 	"errors"
+	"fmt"
 	"time"
 
 	"github.com/musterhq/muster/core/auth"
@@ -92,7 +93,7 @@ func (o *Ops) scheduleOn(ctx context.Context, tx store.Tx, c Caller, p auth.Perm
 	if err != nil {
 		return nil, err
 	}
-	return sc, AuthorizeOn(c, p, sc.ClusterID)
+	return sc, hideCluster("schedule", name, AuthorizeOn(c, p, sc.ClusterID))
 }
 
 // RejectSchedule rejects a schedule waiting for approval (a caller eligible
@@ -186,7 +187,17 @@ func (o *Ops) mayChangeSchedule(ctx context.Context, tx store.Tx, c Caller, p au
 	if err != nil {
 		return err
 	}
-	return authorizeIn(ctx, tx, c, p, sc.ClusterID)
+	return hideCluster("schedule", name, authorizeIn(ctx, tx, c, p, sc.ClusterID))
+}
+
+// hideCluster answers a refusal to read the cluster of an object named
+// without its cluster (a schedule by its name) as that object's own 404,
+// the same words as one that does not exist: the answer names no cluster.
+func hideCluster(what, name string, err error) error {
+	if errors.Is(err, store.ErrNotFound) {
+		return fmt.Errorf("%s %q: %w", what, name, store.ErrNotFound)
+	}
+	return err
 }
 
 // CheckScheduleName refuses what cannot be a schedule's name.
