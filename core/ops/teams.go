@@ -20,7 +20,9 @@ import (
 // grants"). Nobody grants more than they hold: a grant is made or revoked
 // by an admin whose grant's scope contains it (auth.MayGrant), and a team
 // is changed by one who may grant every grant the team holds (a member
-// added gets them all). Every change is an event naming who made it.
+// added gets them all); a team an approval level names, by one who holds
+// the grants permission on every cluster (its members count at that
+// level). Every change is an event naming who made it.
 
 // maxGroup is the longest group claim a team maps.
 const maxGroup = 256
