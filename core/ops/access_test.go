@@ -3,11 +3,15 @@ package ops_test
 import (
 	"context"
 	"errors"
+	"slices"
+	"strings"
 	"testing"
 
+	"github.com/musterhq/muster/core/approval"
 	"github.com/musterhq/muster/core/auth"
 	"github.com/musterhq/muster/core/ops"
 	"github.com/musterhq/muster/core/store"
+	"github.com/musterhq/muster/shared/live"
 	"github.com/musterhq/muster/shared/wire"
 )
 
@@ -135,6 +139,93 @@ func TestSeedIsIdempotent(t *testing.T) {
 			t.Errorf("members of db = %v, want olga", m)
 		}
 		_, err = r.Team(ctx, "api-team")
+		return err
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+}
+
+// A team an approval level names decides who counts at that level, so
+// only a caller holding the grants permission on every cluster may make,
+// delete or change it, whatever grants the team holds.
+func TestLevelTeamTakesAdminEverywhere(t *testing.T) {
+	t.Parallel()
+	e := setup(t)
+	ctx := context.Background()
+	pol := approval.DefaultPolicy()
+	pol.Rules = []approval.Rule{{Kind: "*", Cluster: "prod", Levels: []approval.Level{{Teams: []string{"DBA"}, Min: 1}}}}
+	e.ops = ops.New(ops.Config{Store: e.st, Policy: live.New(pol), Nudge: e.syncs})
+	ada := ops.Caller{Name: "ada", Grants: []auth.Grant{
+		{Role: store.RoleAdmin, Scope: auth.Scope{Clusters: "dev-*"}, Via: "person:ada"},
+		{Role: store.RoleApprover, Scope: auth.Scope{Clusters: "*"}, Via: "person:ada"}}}
+	forbidden := func(what string, err error) {
+		t.Helper()
+		var fe *ops.ForbiddenError
+		if !errors.As(err, &fe) || !strings.Contains(fe.Doing, "change team dba, which approval levels name") {
+			t.Errorf("ada %s: %v, want 403 naming the approval levels", what, err)
+		}
+	}
+	_, err := e.ops.CreateTeam(ctx, ada, &wire.CreateTeamRequest{Name: "dba", Members: []string{"ada"}})
+	forbidden("creates dba", err)
+	// A team no level names is ada's to make.
+	if _, err := e.ops.CreateTeam(ctx, ada, &wire.CreateTeamRequest{Name: "devs", Members: []string{"ada"}}); err != nil {
+		t.Errorf("ada creates devs: %v", err)
+	}
+	if _, err := e.ops.CreateTeam(ctx, admin, &wire.CreateTeamRequest{Name: "dba", Members: []string{"dana"}}); err != nil {
+		t.Fatal(err)
+	}
+	for _, ch := range [][2]string{{ops.AddMember, "ada"}, {ops.RemoveMember, "dana"}, {ops.MapGroup, "everyone"}} {
+		_, err := e.ops.ChangeTeam(ctx, ada, "dba", ch[0], ch[1])
+		forbidden(ch[0]+" "+ch[1]+" on dba", err)
+	}
+	forbidden("deletes dba", e.ops.DeleteTeam(ctx, ada, "dba"))
+	err = e.st.Read(ctx, func(r store.Reader) error {
+		m, err := r.TeamMembers(ctx, "dba")
+		if err == nil && !slices.Equal(m, []string{"dana"}) {
+			t.Errorf("members of dba = %v, want dana alone", m)
+		}
+		return err
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// A global admin may.
+	if _, err := e.ops.ChangeTeam(ctx, admin, "dba", ops.AddMember, "ada"); err != nil {
+		t.Errorf("admin adds ada to dba: %v", err)
+	}
+	if err := e.ops.DeleteTeam(ctx, admin, "dba"); err != nil {
+		t.Errorf("admin deletes dba: %v", err)
+	}
+}
+
+// A configuration team named like a team made through the API fails the
+// seed and changes nothing: the configuration's grants never reach the
+// members added through the API.
+func TestSeedRefusesATeamMadeThroughTheAPI(t *testing.T) {
+	t.Parallel()
+	e := setup(t)
+	ctx := context.Background()
+	if _, err := e.ops.CreateTeam(ctx, admin, &wire.CreateTeamRequest{Name: "t", Members: []string{"mallory"}}); err != nil {
+		t.Fatal(err)
+	}
+	err := e.ops.Seed(ctx, []store.Team{{Name: "t", Members: []string{"alice"}}},
+		[]store.Grant{{ID: "config-1", Team: "t", Role: store.RoleAdmin, Clusters: "*"}})
+	if err == nil || !strings.Contains(err.Error(), "configuration team t") {
+		t.Errorf("seed over an API team: %v, want an error naming team t", err)
+	}
+	mallory, err := e.ops.Identify(ctx, "mallory", nil, nil, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if mallory.Can(auth.Grants) || len(mallory.Grants) != 0 {
+		t.Errorf("mallory holds %+v after the seed, want nothing", mallory.Grants)
+	}
+	err = e.st.Read(ctx, func(r store.Reader) error {
+		gs, err := r.Grants(ctx)
+		if err == nil && len(gs) != 0 {
+			t.Errorf("grants = %+v, want none", gs)
+		}
 		return err
 	})
 	if err != nil {

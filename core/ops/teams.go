@@ -8,6 +8,7 @@ import (
 	"strings"
 	"unicode"
 
+	"github.com/musterhq/muster/core/approval"
 	"github.com/musterhq/muster/core/auth"
 	"github.com/musterhq/muster/core/store"
 	"github.com/musterhq/muster/shared/action"
@@ -19,7 +20,9 @@ import (
 // grants"). Nobody grants more than they hold: a grant is made or revoked
 // by an admin whose grant's scope contains it (auth.MayGrant), and a team
 // is changed by one who may grant every grant the team holds (a member
-// added gets them all). Every change is an event naming who made it.
+// added gets them all); a team an approval level names, by one who holds
+// the grants permission on every cluster (its members count at that
+// level). Every change is an event naming who made it.
 
 // maxGroup is the longest group claim a team maps.
 const maxGroup = 256
@@ -72,6 +75,37 @@ func mayChangeTeam(ctx context.Context, r store.Reader, c Caller, team string) e
 	return nil
 }
 
+// mayChangeLevelTeam refuses a caller without the grants permission on
+// every cluster when a level of the approval policy names team (ignoring
+// case): its members count at that level, whatever grants the team holds,
+// so who may change it is who may grant everywhere.
+func (o *Ops) mayChangeLevelTeam(c Caller, team string) error {
+	if !levelsName(o.cfg.Policy.Load(), team) {
+		return nil
+	}
+	if auth.HoldsEverywhere(c.grants(), auth.Grants) {
+		return nil
+	}
+	allowed := auth.Granting(auth.Grants)
+	for i, r := range allowed {
+		allowed[i] = r + " on every cluster"
+	}
+	return &ForbiddenError{Caller: c.Name, Roles: c.held(), Perm: auth.Grants, Allowed: allowed,
+		Doing: "change team " + team + ", which approval levels name"}
+}
+
+// levelsName reports whether a level of one of p's rules names team.
+func levelsName(p approval.Policy, team string) bool {
+	for _, r := range p.Rules {
+		for _, l := range r.Levels {
+			if slices.ContainsFunc(l.Teams, func(t string) bool { return strings.EqualFold(t, team) }) {
+				return true
+			}
+		}
+	}
+	return false
+}
+
 func refuseGrant(c Caller, s auth.Scope, doing string) error {
 	return &ForbiddenError{Caller: c.Name, Roles: c.held(), Perm: auth.Grants,
 		Allowed: []string{store.RoleAdmin + " on a scope that contains " + s.String()}, Doing: doing}
@@ -83,6 +117,9 @@ func (o *Ops) CreateTeam(ctx context.Context, c Caller, req *wire.CreateTeamRequ
 		return wire.Team{}, err
 	}
 	if err := checkTeamName(req.Name); err != nil {
+		return wire.Team{}, err
+	}
+	if err := o.mayChangeLevelTeam(c, req.Name); err != nil {
 		return wire.Team{}, err
 	}
 	for _, m := range req.Members {
@@ -162,6 +199,9 @@ func (o *Ops) DeleteTeam(ctx context.Context, c Caller, name string) error {
 		if _, err := tx.Team(ctx, name); err != nil {
 			return err
 		}
+		if err := o.mayChangeLevelTeam(c, name); err != nil {
+			return err
+		}
 		if err := mayChangeTeam(ctx, tx, c, name); err != nil {
 			return err
 		}
@@ -202,6 +242,9 @@ func (o *Ops) ChangeTeam(ctx context.Context, c Caller, name, change, value stri
 	var out wire.Team
 	err = o.st.Update(ctx, func(tx store.Tx) error {
 		if _, err := tx.Team(ctx, name); err != nil {
+			return err
+		}
+		if err := o.mayChangeLevelTeam(c, name); err != nil {
 			return err
 		}
 		if err := mayChangeTeam(ctx, tx, c, name); err != nil {
@@ -351,7 +394,9 @@ const ActorConfig = "config"
 // Seed makes the store's configuration-sourced teams and grants those of
 // the configuration (source "config"): teams are made or set to their
 // members and groups, grants made or revoked, each change an event by
-// ActorConfig. Teams and grants made through the API are left alone.
+// ActorConfig. Teams and grants made through the API are left alone, but
+// a configuration team named like a team made through the API is an error
+// that changes nothing (its grants would reach that team's members).
 func (o *Ops) Seed(ctx context.Context, teams []store.Team, grants []store.Grant) error {
 	return o.st.Update(ctx, func(tx store.Tx) error {
 		have, err := tx.Teams(ctx)
@@ -375,7 +420,11 @@ func (o *Ops) Seed(ctx context.Context, teams []store.Team, grants []store.Grant
 				continue
 			}
 			if cur.Source != store.SourceConfig {
-				continue
+				// The configuration's grants to this name would reach the
+				// members made through the API: refuse to start rather than
+				// take over a team someone else keeps.
+				return fmt.Errorf("configuration team %s: a team of that name was made through the API by %s; "+
+					"delete it (muster team delete %s) or rename the configuration's team", t.Name, cur.CreatedBy, t.Name)
 			}
 			if err := syncTeam(ctx, tx, cur, t); err != nil {
 				return err
