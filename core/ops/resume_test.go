@@ -111,4 +111,3 @@ func TestResumeOfHandPauseWithoutErrorsIsAnOperators(t *testing.T) {
 		t.Fatalf("run %s, %d approvals; want RUNNING, none", got.State, e.approvals(store.SubjectResume, id))
 	}
 }
-
