@@ -246,9 +246,10 @@ func (d *Decider) Pause(ctx context.Context, tx store.Tx, id string, who actions
 
 // Resume lets a paused run go on. When a stage's errors paused it
 // (on_failure: pause), the errors seen so far in that stage are forgiven:
-// only new ones count against its max_errors. A run paused by a person
-// forgives nothing, so pausing and resuming cannot lift a limit the
-// approver signed.
+// only new ones count against its max_errors. What a resume forgives is
+// counted, not read from the pause reason (Forgives): a run paused by a
+// person whose running nodes then failed past a max_errors forgives them
+// too, so pausing and resuming cannot lift a limit the approver signed.
 //
 // Forgiving errors lifts, once, a limit the approver signed, so it takes
 // what an approval takes: mayApprove (the caller holds the approver role)
