@@ -279,17 +279,25 @@ func (o *Ops) ActionApproval(ctx context.Context, rd store.Reader, rec *store.Re
 }
 
 // RunApproval is where the approval run r waits for stands, read in rd:
-// its own, a resume past errors, or its canary's promote; nil when it
-// waits for none.
+// its own, its canary's promote, or a resume that forgives errors (as
+// ResumeRun decides it, runs.Engine.Forgives, whatever paused the run);
+// nil when it waits for none.
 func (o *Ops) RunApproval(ctx context.Context, rd store.Reader, r *store.Run) (*wire.Approval, error) {
 	kind := ""
 	switch {
 	case r.State == store.RunPendingApprove:
 		kind = store.SubjectRun
-	case runs.PausedFor(r) == runs.PauseErrors:
-		kind = store.SubjectResume
 	case runs.PausedFor(r) == runs.PauseCanary:
 		kind = store.SubjectPromote
+	case r.State == store.RunPaused:
+		forgives, err := o.cfg.Runs.Forgives(ctx, rd, r)
+		if err != nil {
+			return nil, err
+		}
+		if len(forgives) == 0 {
+			return nil, nil
+		}
+		kind = store.SubjectResume
 	default:
 		return nil, nil
 	}

@@ -295,10 +295,12 @@ func (o *Ops) PauseRun(ctx context.Context, c Caller, ref string) (RunResult, er
 	})
 }
 
-// ResumeRun resumes a paused run: a manual pause is an operator's to lift
-// (runs.Engine.MayResume); a pause for errors is forgiven, with a reason
-// the run records, as an approval is made in levels (an approval of the
-// resume, SubjectResume): the run goes on once every level is met.
+// ResumeRun resumes a paused run: a resume that forgives nothing is an
+// operator's (runs.Engine.MayResume); one that forgives errors past a
+// stage's max_errors (runs.Engine.Forgives, whatever paused the run: a
+// run paused by hand whose nodes then failed forgives them too) takes a
+// reason the run records and is made in levels, as an approval of the
+// resume (SubjectResume): the run goes on once every level is met.
 func (o *Ops) ResumeRun(ctx context.Context, c Caller, ref, reason string) (RunResult, error) {
 	if err := checkReason(reason, false); err != nil {
 		return RunResult{}, err
@@ -310,10 +312,17 @@ func (o *Ops) ResumeRun(ctx context.Context, c Caller, ref, reason string) (RunR
 		}
 		mayApprove := AuthorizeOn(c, auth.Approve, r.ClusterID) == nil
 		mayOperate := AuthorizeOn(c, auth.Cancel, r.ClusterID) == nil
-		if runs.PausedFor(r) != runs.PauseErrors {
+		forgives, err := o.cfg.Runs.Forgives(ctx, tx, r)
+		if err != nil {
+			return nil, err
+		}
+		if len(forgives) == 0 {
 			return o.cfg.Runs.ResumeAs(ctx, tx, id, c.actor(reason), mayApprove, mayOperate)
 		}
 		if err := o.cfg.Runs.MayResume(ctx, tx, r, c.Name, mayApprove, mayOperate); err != nil {
+			return nil, err
+		}
+		if err := AuthorizeOn(c, auth.Approve, r.ClusterID); err != nil {
 			return nil, err
 		}
 		// Every approval of a forgiveness gives its reason, not only the

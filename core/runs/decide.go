@@ -246,9 +246,10 @@ func (d *Decider) Pause(ctx context.Context, tx store.Tx, id string, who actions
 
 // Resume lets a paused run go on. When a stage's errors paused it
 // (on_failure: pause), the errors seen so far in that stage are forgiven:
-// only new ones count against its max_errors. A run paused by a person
-// forgives nothing, so pausing and resuming cannot lift a limit the
-// approver signed.
+// only new ones count against its max_errors. What a resume forgives is
+// counted, not read from the pause reason (Forgives): a run paused by a
+// person whose running nodes then failed past a max_errors forgives them
+// too, so pausing and resuming cannot lift a limit the approver signed.
 //
 // Forgiving errors lifts, once, a limit the approver signed, so it takes
 // what an approval takes: mayApprove (the caller holds the approver role)
@@ -341,13 +342,7 @@ func stageErrors(ctx context.Context, rd store.Reader, r *store.Run) ([]int, err
 // resumeRule is MayResume's decision, given the error count of every
 // stage. It returns the stages whose errors the resume forgives.
 func (d *Decider) resumeRule(r *store.Run, who string, mayApprove, mayOperate bool, errs []int) ([]string, error) {
-	var forgiven []string
-	for i := range r.Stages {
-		st := &r.Stages[i]
-		if st.OnFailure == OnFailurePause && errs[i]-st.Forgiven > st.MaxErrors.Floor(len(st.Nodes)) {
-			forgiven = append(forgiven, st.Name)
-		}
-	}
+	forgiven := forgivable(r, errs)
 	if strings.HasPrefix(r.StateReason, "canary") {
 		return nil, wrongState(r, "resume: it waits for an approver to promote its canary (promote)")
 	}
@@ -359,6 +354,38 @@ func (d *Decider) resumeRule(r *store.Run, who string, mayApprove, mayOperate bo
 			"that takes an approver other than %s", ErrForbidden, r.ID, strings.Join(forgiven, ", "), r.Requester)
 	}
 	return forgiven, nil
+}
+
+// forgivable is the stages of r whose errors (errs, counted per stage) a
+// resume would forgive: those with on_failure pause past their max_errors,
+// not counting errors forgiven before. It is the one test of whether a
+// resume lifts a limit, whatever paused the run.
+func forgivable(r *store.Run, errs []int) []string {
+	var forgiven []string
+	for i := range r.Stages {
+		st := &r.Stages[i]
+		if st.OnFailure == OnFailurePause && errs[i]-st.Forgiven > st.MaxErrors.Floor(len(st.Nodes)) {
+			forgiven = append(forgiven, st.Name)
+		}
+	}
+	return forgiven
+}
+
+// Forgives is the stages whose errors resuming run r, paused, would
+// forgive now, counted from its children as ResumeAs counts them; none
+// when r is not paused. A run paused by hand whose running nodes then
+// failed past a max_errors has errors to forgive too: a resume that
+// forgives any takes what an approval takes, whatever the pause reason
+// says. It changes nothing.
+func (d *Decider) Forgives(ctx context.Context, rd store.Reader, r *store.Run) ([]string, error) {
+	if r.State != store.RunPaused {
+		return nil, nil
+	}
+	counts, err := stageErrors(ctx, rd, r)
+	if err != nil {
+		return nil, err
+	}
+	return forgivable(r, counts), nil
 }
 
 // forgivenBy is what a run records of errors forgiven by who, with why.

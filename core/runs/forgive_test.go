@@ -87,3 +87,54 @@ func TestPromoteTakesAReason(t *testing.T) {
 		t.Fatalf("run %s, stage promoted by %q", r.StateReason, r.Stages[0].PromotedBy)
 	}
 }
+
+// TestForgivesNamesWhatResumeForgives: Forgives, read-only, names the
+// stage a resume past its errors forgives, and changes nothing; once that
+// resume forgave them, nothing is left to forgive.
+func TestForgivesNamesWhatResumeForgives(t *testing.T) {
+	t.Parallel()
+	env := setupEngine(t)
+	ctx := context.Background()
+	r := env.startReq(upgradeRun("0", "pause"))
+	for range 20 {
+		if r.State != store.RunRunning {
+			break
+		}
+		k := env.open(r.ID)
+		state := action.Done
+		if k.NodeID == "n2" && k.Step == "upgrade" {
+			state = action.Failed
+		}
+		env.finishWith(k.ID, state, "")
+		r = env.advance(r.ID)
+	}
+	forgives := func(r *store.Run) []string {
+		t.Helper()
+		var out []string
+		if err := env.st.Read(ctx, func(rd store.Reader) (err error) { out, err = env.e.Forgives(ctx, rd, r); return err }); err != nil {
+			t.Fatal(err)
+		}
+		return out
+	}
+	_, seq := env.runAndSeq(r.ID)
+	got := forgives(r)
+	if len(got) != 1 || got[0] != r.Stages[0].Name {
+		t.Fatalf("paused past errors, Forgives says %v, want [%s]", got, r.Stages[0].Name)
+	}
+	if again, after := env.runAndSeq(r.ID); again.State != store.RunPaused || after != seq {
+		t.Fatal("Forgives changed the run")
+	}
+	if err := env.st.Update(ctx, func(tx store.Tx) (err error) {
+		r, err = env.e.Resume(ctx, tx, r.ID, actions.Actor{Name: "bob", Note: "n2 retried by hand"}, true)
+		return err
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if r.Stages[0].Forgiven != 1 {
+		t.Fatalf("resume forgave %d", r.Stages[0].Forgiven)
+	}
+	r.State = store.RunPaused // as if paused again by hand, with no new error
+	if got := forgives(r); len(got) != 0 {
+		t.Fatalf("after the errors were forgiven, Forgives says %v", got)
+	}
+}
