@@ -422,14 +422,8 @@ func stageLine(st *wire.Stage) string {
 		fill = min(p.Finished()*width/p.Total, width)
 	}
 	var counts []string
-	for _, c := range []struct {
-		what string
-		n    int
-	}{{"done", p.Done}, {"in flight", p.InFlight}, {"failed", p.Failed}, {"skipped", p.Skipped},
-		{"rolled back", p.RolledBack}, {"waiting", p.Waiting}} {
-		if c.n > 0 {
-			counts = append(counts, fmt.Sprintf("%s %d", c.what, c.n))
-		}
+	for _, c := range p.Counts() {
+		counts = append(counts, fmt.Sprintf("%s %d", c.What, c.N))
 	}
 	return fmt.Sprintf("%-12s [%s%s] %d/%d  %s  %s", textsafe.Escape(st.Name), strings.Repeat("#", fill),
 		strings.Repeat(".", width-fill), p.Finished(), p.Total, textsafe.Escape(st.State), strings.Join(counts, "  "))

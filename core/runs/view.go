@@ -107,14 +107,8 @@ func RunProgress(r *store.Run) wire.NodeProgress {
 // failed, 2 waiting, of 6".
 func ProgressText(p wire.NodeProgress) string {
 	var parts []string
-	for _, c := range []struct {
-		what string
-		n    int
-	}{{"done", p.Done}, {"in flight", p.InFlight}, {"failed", p.Failed}, {"skipped", p.Skipped},
-		{"rolled back", p.RolledBack}, {"waiting", p.Waiting}} {
-		if c.n > 0 {
-			parts = append(parts, fmt.Sprintf("%d %s", c.n, c.what))
-		}
+	for _, c := range p.Counts() {
+		parts = append(parts, fmt.Sprintf("%d %s", c.N, c.What))
 	}
 	return fmt.Sprintf("nodes: %s, of %d", strings.Join(parts, ", "), p.Total)
 }

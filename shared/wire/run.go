@@ -167,6 +167,25 @@ type NodeProgress struct {
 	Total      int `json:"total"`
 }
 
+// NodeCount is one count of a NodeProgress with its words.
+type NodeCount struct {
+	What string
+	N    int
+}
+
+// Counts lists p's counts above zero, in the order every surface says
+// them: done, in flight, failed, skipped, rolled back, waiting.
+func (p NodeProgress) Counts() []NodeCount {
+	var out []NodeCount
+	for _, c := range []NodeCount{{"done", p.Done}, {"in flight", p.InFlight}, {"failed", p.Failed},
+		{"skipped", p.Skipped}, {"rolled back", p.RolledBack}, {"waiting", p.Waiting}} {
+		if c.N > 0 {
+			out = append(out, c)
+		}
+	}
+	return out
+}
+
 // Finished counts the nodes that will not move again in the stage.
 func (p NodeProgress) Finished() int { return p.Done + p.Failed + p.Skipped + p.RolledBack }
 
