@@ -9,18 +9,20 @@ import (
 	"net/http"
 	"testing"
 	"time"
+
+	"github.com/musterhq/muster/shared/testwait"
 )
 
-// guarded serves a handler behind a Guard; /hold blocks until release is
-// closed.
-func guarded(t *testing.T, cfg GuardConfig) (addr string, release chan struct{}) {
+// guarded serves a handler behind a Guard; /hold blocks until the test
+// ends.
+func guarded(t *testing.T, cfg GuardConfig) (addr string, g *Guard) {
 	t.Helper()
 	inner, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
-	release = make(chan struct{})
-	g := NewGuard(inner, cfg)
+	release := make(chan struct{})
+	g = NewGuard(inner, cfg)
 	srv := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.URL.Path == "/hold" {
 			w.WriteHeader(http.StatusOK)
@@ -31,7 +33,25 @@ func guarded(t *testing.T, cfg GuardConfig) (addr string, release chan struct{})
 	g.Attach(srv)
 	go func() { _ = srv.Serve(g) }()
 	t.Cleanup(func() { close(release); srv.Close() })
-	return inner.Addr().String(), release
+	return inner.Addr().String(), g
+}
+
+// waitIdle waits until g counts n connections idle between requests. A
+// client reads its answer before the server marks the connection idle, so
+// a test that wants the guard to see it idle waits for that.
+func waitIdle(t *testing.T, g *Guard, n int) {
+	t.Helper()
+	testwait.For(t, fmt.Sprintf("%d connections idle between requests", n), func() bool {
+		g.mu.Lock()
+		defer g.mu.Unlock()
+		idle := 0
+		for c := range g.open {
+			if c.state == stateIdle {
+				idle++
+			}
+		}
+		return idle == n
+	})
 }
 
 func dialFrom(t *testing.T, ip, addr string) net.Conn {
@@ -98,17 +118,19 @@ func TestGuardClosesIdleConnectionsFirstPerClient(t *testing.T) {
 // between requests; connections serving requests stay.
 func TestGuardClosesIdleConnectionsFirstWhenFull(t *testing.T) {
 	t.Parallel()
-	addr, _ := guarded(t, GuardConfig{Max: 3})
+	addr, g := guarded(t, GuardConfig{Max: 3})
 	busy := dialFrom(t, "127.0.0.1", addr)
 	get(t, busy, "/hold")
 	kept := dialFrom(t, "127.0.0.1", addr)
 	get(t, kept, "/") // idle between requests now
+	waitIdle(t, g, 1)
 	silent := dialFrom(t, "127.0.0.1", addr)
 	c4 := dialFrom(t, "127.0.0.1", addr)
 	if !closedByServer(silent, 10*time.Second) {
 		t.Fatal("the connection that never sent a request was not closed first")
 	}
 	get(t, c4, "/")
+	waitIdle(t, g, 2)
 	// c4 and kept are both idle between requests now: the older goes.
 	c5 := dialFrom(t, "127.0.0.1", addr)
 	if !closedByServer(kept, 10*time.Second) {
