@@ -1,14 +1,19 @@
 package doccheck
 
 import (
+	"bytes"
+	"encoding/json"
+	"errors"
 	"fmt"
 	"go/ast"
 	"go/importer"
 	"go/parser"
 	"go/token"
 	"go/types"
+	"io"
 	"maps"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -57,6 +62,41 @@ func TestOrchestrateFilesCallOnlyIntoLowerRows(t *testing.T) {
 	t.Fatalf("the file rows of core/orchestrate in docs/architecture.md are not what its calls say; run make docs. Want:\n%s", want)
 }
 
+// exportData returns a lookup of the compiler's export data of every
+// package the package in dir depends on, as `go list -export` builds it
+// (from the build cache the tests' own build filled): type-checking the
+// dependencies from source instead takes minutes on a small machine.
+func exportData(t *testing.T, dir string) func(path string) (io.ReadCloser, error) {
+	t.Helper()
+	args := append([]string{"list", "-export", "-deps", "-json=ImportPath,Export"}, buildFlags...)
+	cmd := exec.Command("go", append(args, ".")...)
+	cmd.Dir = dir
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("go list -export: %v: %s", err, stderr.String())
+	}
+	files := map[string]string{}
+	dec := json.NewDecoder(bytes.NewReader(out))
+	for {
+		var p struct{ ImportPath, Export string }
+		if err := dec.Decode(&p); errors.Is(err, io.EOF) {
+			break
+		} else if err != nil {
+			t.Fatal(err)
+		}
+		files[p.ImportPath] = p.Export
+	}
+	return func(path string) (io.ReadCloser, error) {
+		f, ok := files[path]
+		if !ok || f == "" {
+			return nil, fmt.Errorf("no export data for %s", path)
+		}
+		return os.Open(f)
+	}
+}
+
 // fileCalls type-checks the package in dir (its non-test files) and
 // returns, for each file, the other files whose package-level functions or
 // methods it calls or names.
@@ -78,7 +118,7 @@ func fileCalls(t *testing.T, dir, path string) map[string]map[string]bool {
 		}
 		files = append(files, f)
 	}
-	conf := types.Config{Importer: importer.ForCompiler(fset, "source", nil)}
+	conf := types.Config{Importer: importer.ForCompiler(fset, "gc", exportData(t, dir))}
 	info := &types.Info{Uses: map[*ast.Ident]types.Object{}}
 	pkg, err := conf.Check(path, fset, files, info)
 	if err != nil {
