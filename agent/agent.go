@@ -328,7 +328,11 @@ func (a *Agent) newRenewer(pair *tlsutil.KeyPair) *enroll.Renewer {
 	}
 	p := enroll.PathsIn(a.cfg.EnrollDir())
 	if filepath.Clean(a.cfg.API.TLS.CertFile) != filepath.Clean(p.Cert) {
-		return nil // api.tls names other files: renewed by whoever made them
+		// api.tls names other files: renewed by whoever made them. Said
+		// loudly, since an enrolled certificate copied there expires.
+		a.log.Warn("no renewal: api.tls.cert_file is not the enrolled certificate, so muster does not renew it",
+			"cert_file", a.cfg.API.TLS.CertFile, "enrolled", p.Cert)
+		return nil
 	}
 	core := a.cfg.Enroll.Core
 	if core == "" {

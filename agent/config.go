@@ -110,15 +110,26 @@ type EnrollConfig struct {
 	// CAPin is the SHA-256 pin of the core's CA ('muster tls ca create'
 	// prints it).
 	CAPin string `mapstructure:"ca_pin" yaml:"ca_pin"`
-	// Dir holds the certificate, key, CA bundle and gossip key (default
-	// <data_dir>/tls).
+	// Dir holds the certificate, key, CA bundle and gossip key (default:
+	// the directory of api.tls.cert_file when it holds the enrollment
+	// state, else <data_dir>/tls).
 	Dir string `mapstructure:"dir" yaml:"dir"`
 }
 
-// EnrollDir is the directory of the enrolled agent's files.
+// EnrollDir is the directory of the enrolled agent's files: enroll.dir;
+// else the directory of api.tls.cert_file when that is an enrolled
+// agent.pem with the enrollment state beside it; else <data_dir>/tls.
 func (c *Config) EnrollDir() string {
 	if c.Enroll.Dir != "" {
 		return c.Enroll.Dir
+	}
+	// 'agent enroll --dir D' then api.tls naming D's files: the state is
+	// beside the certificate served, and renewal must find it.
+	if cert := c.API.TLS.CertFile; filepath.Base(cert) == "agent.pem" {
+		d := filepath.Dir(cert)
+		if _, err := os.Stat(filepath.Join(d, "enrolled.json")); err == nil {
+			return d
+		}
 	}
 	if c.DataDir == "" {
 		return ""

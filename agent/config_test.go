@@ -2,6 +2,8 @@ package agent
 
 import (
 	"fmt"
+	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -94,5 +96,38 @@ func TestEnrollmentDefaults(t *testing.T) {
 	cfg.API.TLS = config.TLS{CertFile: "/etc/x.pem", KeyFile: "/etc/x-key.pem", ClientCAFile: "/etc/ca.pem"}
 	if got := cfg.WithEnrollment(); got.API.TLS != cfg.API.TLS {
 		t.Fatalf("configured files were replaced: %+v", got.API.TLS)
+	}
+}
+
+// Issue 36, defect 0: an agent enrolled with 'agent enroll --dir D' and
+// started with api.tls naming the files in D (and no enroll.dir) is
+// enrolled in D: it finds the enrollment state beside the certificate it
+// serves, so it renews it.
+func TestEnrollDirFoundBesideTheServedCertificate(t *testing.T) {
+	t.Parallel()
+	d := t.TempDir()
+	cfg := DefaultConfig()
+	cfg.NodeID, cfg.ClusterID, cfg.DataDir = "db-1", "eu", filepath.Join(t.TempDir(), "data")
+	cfg.API.TLS = config.TLS{CertFile: filepath.Join(d, "agent.pem"), KeyFile: filepath.Join(d, "agent-key.pem"),
+		ClientCAFile: filepath.Join(d, "ca.pem")}
+	if cfg.Enrolled() {
+		t.Fatal("enrolled before any enrollment state exists")
+	}
+	if err := os.WriteFile(filepath.Join(d, "enrolled.json"), []byte(`{"core":"https://core:7410"}`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if !cfg.Enrolled() || cfg.EnrollDir() != d {
+		t.Fatalf("enrolled %v in %q, want true in %q", cfg.Enrolled(), cfg.EnrollDir(), d)
+	}
+	// A certificate of another name beside it is not the enrolled one.
+	cfg.API.TLS.CertFile = filepath.Join(d, "other.pem")
+	if cfg.EnrollDir() == d {
+		t.Fatal("a certificate that is not the enrolled one made its directory the enrollment's")
+	}
+	// enroll.dir, when set, wins.
+	cfg.API.TLS.CertFile = filepath.Join(d, "agent.pem")
+	cfg.Enroll.Dir = "/elsewhere"
+	if cfg.EnrollDir() != "/elsewhere" {
+		t.Fatalf("enroll.dir %q was not used", cfg.EnrollDir())
 	}
 }

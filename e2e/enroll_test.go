@@ -461,3 +461,80 @@ func enrolledFiles(t *testing.T, dir string) []string {
 	}
 	return out
 }
+
+// Issue 36, defect 0: 'agent enroll --dir D --data-dir X' prints the lines
+// to start with, and an agent started instead with api.tls naming the
+// files in D (no enroll block, no enroll.dir) still renews: on disk and in
+// what it serves, without a restart.
+func TestEnrolledIntoADirRenewsWhenAPITLSNamesItsFiles(t *testing.T) {
+	t.Parallel()
+	f := newEnrollFleet(t, 21*time.Second)
+	tokenFile, _ := f.joinToken("dir", "--cluster", "prod")
+	base := filepath.Join(f.base, "node-d")
+	certs, data := filepath.Join(base, "certs"), filepath.Join(base, "data")
+	out := muster(t, nil, "agent", "enroll", "--core", f.url, "--token-file", tokenFile, "--ca-pin", f.pin,
+		"--node-id", "node-d", "--cluster-id", "prod", "--dir", certs, "--data-dir", data)
+	for _, line := range []string{`node_id: "node-d"`, `data_dir: "` + data + `"`, `dir: "` + certs + `"`} {
+		if !strings.Contains(out, line) {
+			t.Fatalf("agent enroll does not print %q:\n%s", line, out)
+		}
+	}
+	cert := filepath.Join(certs, "agent.pem")
+	first := readSerial(t, cert)
+	want := tlsutil.Agent("node-d")
+	p := startAll(t, probedAttempt(t, base, "node-d",
+		probe(tlsClient(t, f.pki, f.pki, "core", &want), "https://%s/api/v1/health"),
+		func() []string {
+			cfg := fmt.Sprintf(`node_id: node-d
+cluster_id: prod
+data_dir: %s
+api:
+  addr: 127.0.0.1:%d
+  tls: {cert_file: %s, key_file: %s, client_ca_file: %s}
+gossip:
+  enabled: true
+  bind_addr: 127.0.0.1:%d
+  join: [%q]
+  key_file: %s
+%s`, data, freePort(t), cert, filepath.Join(certs, "agent-key.pem"), filepath.Join(certs, "ca.pem"),
+				freePort(t), f.coreGossip, filepath.Join(certs, "gossip.key"), gossipTiming)
+			path := filepath.Join(base, "agent.yaml")
+			if err := os.WriteFile(path, []byte(cfg), 0o600); err != nil {
+				t.Fatal(err)
+			}
+			return []string{"agent", "--config", path}
+		}))[0]
+	clientCert, err := tls.LoadX509KeyPair(filepath.Join(f.pki, "core.pem"), filepath.Join(f.pki, "core-key.pem"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	served := func() string {
+		conn, err := tls.Dial("tcp", p.Addr(), &tls.Config{InsecureSkipVerify: true, Certificates: []tls.Certificate{clientCert}})
+		if err != nil {
+			return ""
+		}
+		defer conn.Close()
+		return tlsutil.SerialHex(conn.ConnectionState().PeerCertificates[0])
+	}
+	if s := served(); s != first {
+		t.Fatalf("the agent serves %q, not its enrolled certificate %q", s, first)
+	}
+	testwait.Within(t, 60*time.Second, "node-d's certificate renewed on disk and served", func() bool {
+		b, err := os.ReadFile(cert)
+		if err != nil {
+			return false
+		}
+		certs, err := tlsutil.ParseCerts(b)
+		if err != nil || len(certs) == 0 {
+			return false // being replaced
+		}
+		onDisk := tlsutil.SerialHex(certs[0])
+		return onDisk != first && served() == onDisk
+	})
+	if n := len(f.events("node.cert_renewed", "node-d")); n == 0 {
+		t.Fatal("the core recorded no renewal of node-d")
+	}
+	if c := strings.Count(p.logs(), "agent started"); c != 1 {
+		t.Fatalf("node-d started %d times, want once:\n%s", c, p.logs())
+	}
+}

@@ -7,6 +7,7 @@ package agentcmd
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"runtime/debug"
 	"strings"
@@ -149,7 +150,8 @@ has an enroll block (core, token_file, ca_pin).`,
 			if st.Gossip {
 				fmt.Fprintf(w, " and %s", p.GossipKey)
 			}
-			fmt.Fprintf(w, " (mode 0600).\nStart the agent with the same configuration: it serves and renews with them.\n")
+			fmt.Fprintf(w, " (mode 0600).\n")
+			fmt.Fprint(w, startLines(cfg))
 			return nil
 		},
 	}
@@ -165,6 +167,29 @@ has an enroll block (core, token_file, ca_pin).`,
 	f.BoolVar(&replace, "replace", false, "take over a node id a live certificate holds (needs an admin token)")
 	f.BoolVar(&force, "force", false, "overwrite the files of an earlier enrollment")
 	return cmd
+}
+
+// startLines tells how to start the agent enrolled with cfg: the lines its
+// configuration needs, so that it serves the enrolled certificate and
+// renews it (a configuration naming the files under api.tls instead still
+// renews, as long as they stay where enrollment wrote them).
+func startLines(cfg agent.Config) string {
+	var b strings.Builder
+	b.WriteString("Start the agent with a configuration that has these lines: it serves and renews with them.\n")
+	fmt.Fprintf(&b, "  node_id: %s\n  cluster_id: %s\n", yamlString(cfg.NodeID), yamlString(cfg.ClusterID))
+	if cfg.DataDir != "" {
+		fmt.Fprintf(&b, "  data_dir: %s\n", yamlString(cfg.DataDir))
+	}
+	if cfg.Enroll.Dir != "" {
+		fmt.Fprintf(&b, "  enroll:\n    dir: %s\n", yamlString(cfg.Enroll.Dir))
+	}
+	return b.String()
+}
+
+// yamlString quotes s for a YAML line (JSON strings are YAML), escaped.
+func yamlString(s string) string {
+	q, _ := json.Marshal(s)
+	return string(q)
 }
 
 // returnStartupMemory hands the heap that start-up left behind back to the
