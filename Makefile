@@ -45,9 +45,7 @@ dev: build ## Start a core and three agents on loopback (temporary SQLite files)
 .PHONY: release
 release: ## Build dist/muster{,-agent}-VERSION-linux-{amd64,arm64} and dist/SHA256SUMS
 	@command -v $(CC_arm64) >/dev/null || { \
-	  if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null; then \
-	    apt-get update -qq && apt-get install -y -qq gcc-aarch64-linux-gnu libc6-dev-arm64-cross; \
-	  else echo "$(CC_arm64) is needed: apt-get install gcc-aarch64-linux-gnu (or set CC_arm64)"; exit 1; fi; }
+	  echo "make release needs $(CC_arm64), the arm64 cross compiler: apt-get install gcc-aarch64-linux-gnu libc6-dev-arm64-cross (or set CC_arm64)"; exit 1; }
 	rm -rf $(DIST) && mkdir -p $(DIST)
 	for arch in amd64 arm64; do \
 	  cc=$(CC_amd64); [ $$arch = arm64 ] && cc=$(CC_arm64); \
