@@ -8,7 +8,9 @@ AGENT_BIN ?= bin/muster-agent
 # makes the binary people deploy, without the race detector: one more compile
 # of SQLite the first time, cached afterwards.
 RACE      ?= -race
-PKGS      := ./...
+# ./e2e first: go test starts the packages in the order named, and the
+# end-to-end package is the longest, so it starts while the others run.
+PKGS      := ./e2e ./...
 # Expanded once: `make package` names the binaries `make release` built
 # with it, and the tree may change in between.
 ifndef VERSION
