@@ -72,6 +72,25 @@ package: release ## Build dist/*.deb and dist/*.rpm for amd64 and arm64 (nfpm)
 	done
 	cd $(DIST) && sha256sum muster* > SHA256SUMS && cat SHA256SUMS
 
+# image builds the core's container image, an OCI layout in $(DIST)/image,
+# without a Docker daemon (./packaging/image, google/go-containerregistry):
+# muster linked statically (the image holds no C library) for amd64, and
+# for arm64 when its cross compiler is there, run as an unprivileged user.
+# `skopeo copy oci:dist/image:VERSION docker://...` or `podman load` takes it.
+STATIC_TAGS  := osusergo netgo sqlite_omit_load_extension
+STATIC_FLAGS := -s -w -linkmode external -extldflags "-static" $(LDFLAGS)
+.PHONY: image
+image: ## Build dist/image, the core's OCI image (static muster, no Docker daemon)
+	mkdir -p $(DIST)
+	bins=""; for arch in amd64 arm64; do \
+	  cc=$(CC_amd64); [ $$arch = arm64 ] && cc=$(CC_arm64); \
+	  command -v $$cc >/dev/null || { [ $$arch = amd64 ] && cc=gcc || { echo "image: no $$cc, no $$arch image"; continue; }; }; \
+	  CGO_ENABLED=1 GOOS=linux GOARCH=$$arch CC=$$cc $(GO) build -trimpath -tags '$(STATIC_TAGS)' \
+	    -ldflags '$(STATIC_FLAGS)' -o $(DIST)/muster-static-$(VERSION)-linux-$$arch ./cmd/muster || exit 1; \
+	  bins="$$bins -binary $$arch=$(DIST)/muster-static-$(VERSION)-linux-$$arch"; \
+	done; \
+	$(GO) run ./packaging/image $$bins -version $(VERSION) -out $(DIST)/image
+
 .PHONY: dev-ha
 dev-ha: build ## Start PostgreSQL, three core replicas and three agents on loopback
 	$(BIN) dev --ha --replicas 3 --agents 3
