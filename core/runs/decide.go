@@ -91,7 +91,7 @@ func (d *Decider) mayApprove(ctx context.Context, rd store.Reader, r *store.Run,
 				who, r.Playbook, r.PlaybookVersion)
 		}
 	}
-	if DigestRunAt(r.ClusterID, r.Stages, r.DeadlineS, r.NotBefore) != r.Digest {
+	if DigestRunLocked(r.ClusterID, r.Stages, r.DeadlineS, r.NotBefore, r.Lock) != r.Digest {
 		return wrongState(r, "approve: the run no longer matches its digest")
 	}
 	if digest != "" && digest != r.Digest {
@@ -207,7 +207,7 @@ func (d *Decider) Retry(ctx context.Context, tx store.Tx, id string, who actions
 		}
 		stages[i].DependsOn = deps
 	}
-	return d.create.insert(ctx, tx, r.ClusterID, stages, r.Playbook, r.PlaybookVersion, r.ID, r.DeadlineS, nil, who)
+	return d.create.insert(ctx, tx, r.ClusterID, stages, r.Playbook, r.PlaybookVersion, r.ID, r.DeadlineS, nil, r.Lock, who)
 }
 
 // Reject cancels a run waiting for approval.
