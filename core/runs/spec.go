@@ -557,10 +557,10 @@ func DigestRunLocked(clusterID string, stages []store.RunStage, deadlineS int, n
 		Canary     int             `json:",omitempty"`
 		SoakS      int             `json:",omitempty"`
 		// Unavailable is left out when it is the default, fail.
-		Unavailable         string `json:",omitempty"`
-		UnavailableTimeoutS int    `json:",omitempty"`
-		IncludeFailed       bool   `json:",omitempty"`
-		Lock                *store.Lock                    `json:",omitempty"`
+		Unavailable         string                        `json:",omitempty"`
+		UnavailableTimeoutS int                           `json:",omitempty"`
+		IncludeFailed       bool                          `json:",omitempty"`
+		Lock                *store.Lock                   `json:",omitempty"`
 		Reuse               map[string][]store.ReusedStep `json:",omitempty"`
 	}
 	v := struct {
