@@ -481,8 +481,8 @@ func newRunVerbCmd(f *clientFlags, verb, short string) *cobra.Command {
 					r, err = c.CancelRun(cmd.Context(), args[0], reason, true)
 				case verb == "retry" && from != "":
 					if from != wire.RetryFromFailed {
-						return cli.UsageError(fmt.Sprintf("--from is %q or absent (from the first step), not %q",
-							wire.RetryFromFailed, textsafe.Escape(from)))
+						return cli.UsageError("--from is %q or absent (from the first step), not %q",
+							wire.RetryFromFailed, textsafe.Escape(from))
 					}
 					r, err = c.RetryRun(cmd.Context(), args[0], from)
 				default:
