@@ -104,7 +104,7 @@ type runChangeForm struct {
 	// From is where a retry starts each failed node: "" (its first step)
 	// or "failed" (its failed step).
 	From string
-	Next   string // "" when absent or unsafe
+	Next string // "" when absent or unsafe
 }
 
 // validDigest reports a run digest: 64 lowercase hex digits.
