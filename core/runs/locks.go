@@ -173,3 +173,8 @@ func withLocks(reason string, locks []string) string {
 	}
 	return base
 }
+
+// takesLocks reports whether run r, or a stage of it, takes a lock.
+func takesLocks(r *store.Run) bool {
+	return r.Lock != nil || slices.ContainsFunc(r.Stages, func(st store.RunStage) bool { return st.Lock != nil })
+}

@@ -88,6 +88,13 @@ func TestALockIsFreedByARunEndedInAnyFinalState(t *testing.T) {
 		_, err := env.e.Cancel(ctx, tx, a.ID, actions.Actor{Name: "carol"}, "wrong version")
 		return err
 	})
+	// The transaction that ended it released its lock.
+	env.update(func(ctx context.Context, tx store.Tx) error {
+		if held, err := tx.RunLocks(ctx, a.ID); err != nil || len(held) != 0 {
+			t.Errorf("the cancelled run still holds %+v (%v)", held, err)
+		}
+		return nil
+	})
 	b = env.advance(b.ID)
 	if n := len(env.children(b.ID)); n != 4 {
 		t.Fatalf("after the holder's cancel the waiter has %d children, want 4 (%s %q)", n, b.State, b.StateReason)

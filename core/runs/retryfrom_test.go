@@ -16,9 +16,10 @@ import (
 // failVerifyOn runs procedure drain → upgrade (whose output v is
 // "old-<node>") → verify (its args read it) → undrain over every node,
 // verify failing on node bad, to a PARTIAL end.
-func (env *engineEnv) failVerifyOn(bad string) *store.Run {
+func (env *engineEnv) failVerifyOn(bad string, rollback ...wire.StepSpec) *store.Run {
 	env.t.Helper()
 	req := procedure("1", "4", runs.OnFailureContinue, nil)
+	req.Stages[0].Rollback = rollback
 	req.Stages[0].Steps[2].Args = []byte(`{"was":"{{ .steps.upgrade.outputs.v }}"}`)
 	r := env.startReq(req)
 	for r.State == store.RunRunning {
@@ -107,5 +108,18 @@ func TestARetryFromAnUnknownPlaceIsRefused(t *testing.T) {
 	old := env.failVerifyOn("n1")
 	if _, err := env.retryFrom(old.ID, "verify"); !errors.Is(err, runs.ErrInvalid) {
 		t.Fatalf("retry from verify: %v, want ErrInvalid", err)
+	}
+}
+
+func TestARetryFromTheFailedStepReusesNothingOfANodeRolledBack(t *testing.T) {
+	t.Parallel()
+	env := setupEngine(t)
+	old := env.failVerifyOn("n3", wire.StepSpec{Name: "downgrade", Kind: "muster.io/debug.ping"})
+	retry, err := env.retryFrom(old.ID, wire.RetryFromFailed)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st := retry.Stages[0]; !slices.Equal(st.Nodes, []string{"n3"}) || len(st.Reuse) != 0 {
+		t.Fatalf("the retry of a node whose rollback ran: nodes %v, reuse %+v; want n3 from its first step", st.Nodes, st.Reuse)
 	}
 }
