@@ -20,7 +20,31 @@ import (
 // step of the first ended.
 func TestTwoRunsOfOneLockNeverInterleave(t *testing.T) {
 	t.Parallel()
-	f := newProcFleet(t, 3)
+	twoLockedRuns(t, newProcFleet(t, 3), nil)
+}
+
+// TestTwoRunsOfOneLockNeverInterleaveOnReplicas is scenario 4 on two core
+// replicas sharing PostgreSQL: the second run is created and approved
+// through the replica that does not hold the cluster's lease, so its
+// approval's first advance takes the lock there, in PostgreSQL, while the
+// other replica advances the holder.
+func TestTwoRunsOfOneLockNeverInterleaveOnReplicas(t *testing.T) {
+	t.Parallel()
+	f := newProcFleetWith(t, 3, fleetOptions{replicas: 2})
+	twoLockedRuns(t, f, func() {
+		h := -1
+		testwait.Within(t, 60*time.Second, "a replica holding the cluster", func() bool {
+			h = f.holder()
+			return h >= 0
+		})
+		f.use(1 - h)
+	})
+}
+
+// twoLockedRuns runs scenario 4 on f; beforeSecond, when set, runs before
+// the second run is created.
+func twoLockedRuns(t *testing.T, f *procFleet, beforeSecond func()) {
+	t.Helper()
 	locked := func(canary int) *wire.CreateRunRequest {
 		req := procRun("100%", nil)
 		req.Lock = &wire.Lock{Name: "db"}
@@ -29,6 +53,9 @@ func TestTwoRunsOfOneLockNeverInterleave(t *testing.T) {
 	}
 	first := f.start(t, locked(1))
 	f.waitRun(t, first.ID, 90*time.Second, "PAUSED")
+	if beforeSecond != nil {
+		beforeSecond()
+	}
 	second := f.start(t, locked(0))
 	want := "waiting for lock db held by run " + first.ID
 	testwait.Within(t, 60*time.Second, "the second run waiting for the lock", func() bool {
