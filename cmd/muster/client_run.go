@@ -89,7 +89,7 @@ func newRunCreateCmd(f *clientFlags) *cobra.Command {
 	var cluster, target, rawArgs, conc, errs string
 	var pairs []string
 	var timeout time.Duration
-	var notBefore string
+	var notBefore, lock string
 	cmd := &cobra.Command{
 		Use:   "create --cluster C --kind K --target T [flags]",
 		Short: "Create a one-stage run",
@@ -132,7 +132,12 @@ func newRunCreateCmd(f *clientFlags) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			r, err := c.CreateRun(cmd.Context(), &wire.CreateRunRequest{ClusterID: cluster, Stages: []wire.StageSpec{st}, NotBefore: nb})
+			req := &wire.CreateRunRequest{ClusterID: cluster, Stages: []wire.StageSpec{st}, NotBefore: nb}
+			if lock != "" {
+				name, scope, _ := strings.Cut(lock, ":")
+				req.Lock = &wire.Lock{Name: name, Scope: scope}
+			}
+			r, err := c.CreateRun(cmd.Context(), req)
 			if err != nil {
 				return argHint(apiError(c, err), pairs)
 			}
@@ -163,6 +168,7 @@ func newRunCreateCmd(f *clientFlags) *cobra.Command {
 	fl.StringVar(&st.OnFailure, "on-failure", "", "abort (default: the run ends FAILED), pause or continue")
 	fl.DurationVar(&timeout, "timeout", 0, "each child's time limit (default: the agent's)")
 	fl.StringVar(&notBefore, "not-before", "", "push no child earlier: an RFC 3339 time, or a local time like 02:00 (the next one)")
+	fl.StringVar(&lock, "lock", "", "a lock the run takes from start to end: NAME (per cluster) or NAME:global; a run taking it meanwhile waits")
 	return cmd
 }
 
@@ -272,6 +278,9 @@ func printRun(w io.Writer, r *wire.Run) error {
 		{"Not before", tsPtr(r.NotBefore)}, {"Urgent", r.Urgent}, {"Finished", tsPtr(r.FinishedTS)}} {
 		t.row(kv[0], textsafe.Escape(kv[1]))
 	}
+	if r.Lock != nil {
+		t.row("Lock", lockText(r.Lock))
+	}
 	if err := t.flush(); err != nil {
 		return err
 	}
@@ -295,7 +304,11 @@ func printRun(w io.Writer, r *wire.Run) error {
 		if len(st.Steps) > 0 {
 			fmt.Fprintf(w, "%-12s steps: %s\n", "", stepsText(&st))
 		}
+		if st.Lock != nil {
+			fmt.Fprintf(w, "%-12s lock: %s (held while the stage runs)\n", "", lockText(st.Lock))
+		}
 	}
+	printReuse(w, r)
 	if r.Summary != nil {
 		for _, kv := range []struct {
 			what  string
@@ -430,7 +443,7 @@ func stageLine(st *wire.Stage) string {
 }
 
 func newRunVerbCmd(f *clientFlags, verb, short string) *cobra.Command {
-	var reason string
+	var reason, from string
 	var rollback bool
 	cmd := &cobra.Command{
 		Use:   verb + " RUN",
@@ -463,9 +476,16 @@ func newRunVerbCmd(f *clientFlags, verb, short string) *cobra.Command {
 				if verb == "promote" && strings.TrimSpace(reason) == "" {
 					return cli.UsageError("--reason is required: say why the canary may go on (the run records it)")
 				}
-				if verb == "cancel" && rollback {
+				switch {
+				case verb == "cancel" && rollback:
 					r, err = c.CancelRun(cmd.Context(), args[0], reason, true)
-				} else {
+				case verb == "retry" && from != "":
+					if from != wire.RetryFromFailed {
+						return cli.UsageError("--from is %q or absent (from the first step), not %q",
+							wire.RetryFromFailed, textsafe.Escape(from))
+					}
+					r, err = c.RetryRun(cmd.Context(), args[0], from)
+				default:
 					r, err = c.RunVerb(cmd.Context(), args[0], verb, reason)
 				}
 				if err != nil {
@@ -478,6 +498,7 @@ func newRunVerbCmd(f *clientFlags, verb, short string) *cobra.Command {
 			if verb == "retry" {
 				fmt.Fprintf(cmd.OutOrStdout(), "Run %s retries run %s over %d node(s) (%s).\n", textsafe.Escape(r.ID),
 					textsafe.Escape(r.RetryOf), runNodes(r), textsafe.Escape(r.State))
+				printReuse(cmd.OutOrStdout(), r)
 				return nil
 			}
 			past := map[string]string{"approve": "Approved", "reject": "Rejected", "pause": "Paused",
@@ -503,6 +524,10 @@ func newRunVerbCmd(f *clientFlags, verb, short string) *cobra.Command {
 		cmd.Flags().StringVar(&reason, "reason", "", "why the canary may go on (required; the run records it)")
 	case "resume":
 		cmd.Flags().StringVar(&reason, "reason", "", "why its errors may be forgiven (required to resume past errors; the run records it)")
+	}
+	if verb == "retry" {
+		cmd.Flags().StringVar(&from, "from", "",
+			`"failed": each failed node starts at its failed step, its DONE steps and their outputs reused (default: from the first step)`)
 	}
 	if verb == "cancel" {
 		cmd.Flags().BoolVar(&rollback, "rollback", false,
@@ -885,4 +910,32 @@ func nodeState(r *wire.Run, ch wire.RunChild) string {
 		return "-"
 	}
 	return string(ch.State)
+}
+
+// printReuse shows, for a retry from the failed step, where each node
+// starts and the steps it reuses.
+func printReuse(w io.Writer, r *wire.Run) {
+	for _, st := range r.Stages {
+		for _, n := range st.Reuse {
+			fmt.Fprintf(w, "  %s: node %s starts at %s (reuses %s)\n", textsafe.Escape(st.Name), textsafe.Escape(n.NodeID),
+				textsafe.Escape(displayStepName(n.From)), textsafe.Escape(strings.Join(n.Steps, ", ")))
+		}
+	}
+}
+
+// displayStepName names a step; "" (a run whose every step is reused)
+// is its end.
+func displayStepName(s string) string {
+	if s == "" {
+		return "its end"
+	}
+	return s
+}
+
+// lockText shows a lock: "db" or "db (global)".
+func lockText(l *wire.Lock) string {
+	if l.Scope == wire.LockGlobal {
+		return textsafe.Escape(l.Name) + " (global)"
+	}
+	return textsafe.Escape(l.Name)
 }

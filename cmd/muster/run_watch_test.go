@@ -210,3 +210,32 @@ func TestShowAndWatchSayWhyANodeFailed(t *testing.T) {
 		t.Fatalf("run watch lines:\n%s", lines)
 	}
 }
+
+// TestRunRetryFromAndLocksAreShown: run retry --from takes "failed" only
+// (one line, exit 2 otherwise, nothing asked of the core); run show says
+// a run's lock, each stage's, and where a retried node starts, escaped.
+func TestRunRetryFromAndLocksAreShown(t *testing.T) {
+	t.Parallel()
+	e := setupCLI(t, approval.DefaultPolicy())
+	_, msg, code := e.run("op", "run", "retry", "0123456789abcdef", "--from", "verify")
+	if code != 2 || !strings.Contains(msg, `--from is "failed" or absent`) || strings.Count(strings.TrimSpace(msg), "\n") > 0 {
+		t.Fatalf("run retry --from verify: exit %d %q", code, msg)
+	}
+	r := &wire.Run{ID: "0123456789abcdef", State: "PENDING_APPROVE", Lock: &wire.Lock{Name: "db", Scope: wire.LockGlobal},
+		Stages: []wire.Stage{{Name: "upgrade", State: "PENDING", Lock: &wire.Lock{Name: "lb\x1b[31m", Scope: wire.LockCluster},
+			Reuse: []wire.ReusedNode{{NodeID: "db-3", Steps: []string{"drain", "upgrade"}, From: "verify"}}}}}
+	var b strings.Builder
+	if err := printRun(&b, r); err != nil {
+		t.Fatal(err)
+	}
+	show := b.String()
+	for _, want := range []string{"db (global)", `lock: lb\x1b[31m (held while the stage runs)`,
+		"upgrade: node db-3 starts at verify (reuses drain, upgrade)"} {
+		if !strings.Contains(show, want) {
+			t.Fatalf("run show lacks %q:\n%s", want, show)
+		}
+	}
+	if strings.Contains(show, "\x1b") {
+		t.Fatalf("run show prints a raw escape:\n%q", show)
+	}
+}

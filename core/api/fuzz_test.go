@@ -142,11 +142,11 @@ func FuzzListQuery(f *testing.F) {
 }
 
 // FuzzSmallBodies decodes arbitrary bodies as the token create call and the
-// run calls (approve, reject, cancel, abort) do: a refusal is a 400, never a 5xx.
+// run calls (approve, reject, cancel, abort, retry) do: a refusal is a 400, never a 5xx.
 func FuzzSmallBodies(f *testing.F) {
 	for _, s := range []string{`{"name":"bob","roles":["approver"]}`, `{"name":"","roles":null}`, `{"digest":"ab"}`,
 		`{"reason":"x"}`, `{"reason":1}`, `{"name":"x","roles":["x"],"extra":1}`, `[]`, ``, `{`,
-		`{"reason":"x","rollback":true}`, `{"rollback":"yes"}`} {
+		`{"reason":"x","rollback":true}`, `{"rollback":"yes"}`, `{"from":"failed"}`, `{"from":"verify"}`, `{"from":1}`} {
 		f.Add([]byte(s))
 	}
 	f.Fuzz(func(t *testing.T, body []byte) {
@@ -171,6 +171,8 @@ func FuzzSmallBodies(f *testing.F) {
 		check(decodeStrict(body, &rr))
 		var cr wire.CancelRunRequest
 		check(decodeStrict(body, &cr))
+		var re wire.RetryRunRequest
+		check(decodeStrict(body, &re))
 	})
 }
 

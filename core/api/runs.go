@@ -44,12 +44,14 @@ func (s *Server) createRun(c *echo.Context) error {
 }
 
 // retryRun makes a new run over the failed and skipped nodes of a finished
-// run (201), waiting for approval as any run.
+// run (201), waiting for approval as any run; {"from": "failed"} re-runs
+// each failed node from its failed step.
 func (s *Server) retryRun(c *echo.Context) error {
-	if err := optionalBody(c, nil); err != nil {
+	var req wire.RetryRunRequest
+	if err := optionalBody(c, &req); err != nil {
 		return err
 	}
-	out, err := s.ops.RetryRun(c.Request().Context(), who(c), c.Param("id"))
+	out, err := s.ops.RetryRun(c.Request().Context(), who(c), c.Param("id"), req.From)
 	if err != nil {
 		return err
 	}

@@ -161,7 +161,7 @@ func TestEveryVerbTakesItsRoutesPermission(t *testing.T) {
 		{"cancel action", auth.Cancel, func(c ops.Caller) error { _, _, err := e.ops.CancelAction(ctx, c, action.NewID()); return err }},
 		{"retry action", auth.Retry, func(c ops.Caller) error { _, err := e.ops.RetryAction(ctx, c, rec.ID); return err }},
 		{"create run", auth.Create, func(c ops.Caller) error { _, err := e.ops.CreateRun(ctx, c, run); return err }},
-		{"retry run", auth.Create, func(c ops.Caller) error { _, err := e.ops.RetryRun(ctx, c, action.NewID()); return err }},
+		{"retry run", auth.Create, func(c ops.Caller) error { _, err := e.ops.RetryRun(ctx, c, action.NewID(), ""); return err }},
 		{"approve run", auth.Approve, func(c ops.Caller) error { _, err := e.ops.ApproveRun(ctx, c, action.NewID(), ""); return err }},
 		{"reject run", auth.Reject, func(c ops.Caller) error { _, err := e.ops.RejectRun(ctx, c, action.NewID(), ""); return err }},
 		{"pause run", auth.Cancel, func(c ops.Caller) error { _, err := e.ops.PauseRun(ctx, c, action.NewID()); return err }},

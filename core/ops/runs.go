@@ -55,13 +55,15 @@ func (o *Ops) CreateRun(ctx context.Context, c Caller, req *wire.CreateRunReques
 }
 
 // RetryRun makes a new run over the failed and skipped nodes of a finished
-// run, waiting for approval as any run.
-func (o *Ops) RetryRun(ctx context.Context, c Caller, ref string) (RunResult, error) {
+// run, waiting for approval as any run: from "failed"
+// (wire.RetryFromFailed), each failed node from its failed step; from "",
+// from its first step.
+func (o *Ops) RetryRun(ctx context.Context, c Caller, ref, from string) (RunResult, error) {
 	if err := Authorize(c, auth.Create); err != nil {
 		return RunResult{}, err
 	}
 	out, err := o.inRun(ctx, c, auth.Create, ref, func(tx store.Tx, id string) (*store.Run, error) {
-		return o.cfg.Runs.Retry(ctx, tx, id, c.actor(""))
+		return o.cfg.Runs.RetryFrom(ctx, tx, id, c.actor(""), from)
 	})
 	if err != nil {
 		return RunResult{}, err

@@ -308,6 +308,21 @@ func (a *Advancer) apply(ctx context.Context, tx store.Tx, r *store.Run, kids []
 	t time.Time) (created []string, again bool, err error) {
 	who := actions.Core
 	c := changeOf(r)
+	locks, err := takeLocks(ctx, tx, r, &step, t)
+	if err != nil {
+		return nil, false, err
+	}
+	if !locks.held {
+		// Another run holds its lock: it waits, and says for what.
+		if why := withLocks(r.StateReason, locks.text); why != r.StateReason {
+			r.StateReason, r.UpdatedTS = why, t
+			return nil, false, c.save(ctx, tx)
+		}
+		return nil, false, nil
+	}
+	if err := releaseStageLocks(ctx, tx, r, &step); err != nil {
+		return nil, false, err
+	}
 	dirty := false // the row changed, its state aside
 	for i := range r.Stages {
 		st := &r.Stages[i]
@@ -352,7 +367,7 @@ func (a *Advancer) apply(ctx context.Context, tx store.Tx, r *store.Run, kids []
 	if r.State == store.RunRunning && step.State == store.RunRunning {
 		// What holds its next nodes (with the nodes found waiting just
 		// now), said in its own reason.
-		if why := WithWaiting(r.StateReason, Waiting(r, kids, env)); why != r.StateReason {
+		if why := withLocks(WithWaiting(r.StateReason, Waiting(r, kids, env)), locks.text); why != r.StateReason {
 			r.StateReason, dirty = why, true
 		}
 	}

@@ -53,7 +53,7 @@ func (c *Creator) Create(ctx context.Context, tx store.Tx, req *wire.CreateRunRe
 	if err != nil {
 		return nil, err
 	}
-	return c.insert(ctx, tx, req.ClusterID, p.Stages, "", 0, "", req.DeadlineS, req.NotBefore, who)
+	return c.insert(ctx, tx, req.ClusterID, p.Stages, "", 0, "", req.DeadlineS, req.NotBefore, storeLock(req.Lock), who)
 }
 
 // CreateIn is Create with the plan outside the write transaction
@@ -83,7 +83,7 @@ func (c *Creator) CreateIn(ctx context.Context, st store.Store, req *wire.Create
 		if err := p.Recheck(ctx, tx); err != nil {
 			return nil, err
 		}
-		r, err := c.insert(ctx, tx, req.ClusterID, p.Stages, "", 0, "", req.DeadlineS, req.NotBefore, who)
+		r, err := c.insert(ctx, tx, req.ClusterID, p.Stages, "", 0, "", req.DeadlineS, req.NotBefore, storeLock(req.Lock), who)
 		if err != nil || after == nil {
 			return r, err
 		}
@@ -108,25 +108,27 @@ func (c *Creator) planRun(req *wire.CreateRunRequest, nodes []store.Node) (*Plan
 }
 
 // InsertAt stores a run over resolved stages (a playbook's plan) that
-// starts no earlier than notBefore (nil: at once).
+// starts no earlier than notBefore (nil: at once) and takes lock from its
+// start to its end (nil: none).
 func (c *Creator) InsertAt(ctx context.Context, tx store.Tx, clusterID string, stages []store.RunStage,
-	playbook string, version int, notBefore *time.Time, who actions.Actor) (*store.Run, error) {
-	return c.insert(ctx, tx, clusterID, stages, playbook, version, "", 0, notBefore, who)
+	playbook string, version int, notBefore *time.Time, lock *store.Lock, who actions.Actor) (*store.Run, error) {
+	return c.insert(ctx, tx, clusterID, stages, playbook, version, "", 0, notBefore, lock, who)
 }
 
 // insert stores a new run over stages: PENDING_APPROVE, or RUNNING with
 // its first wave when no rule asks for approval. retryOf links a retry to
 // the run it retries.
 func (c *Creator) insert(ctx context.Context, tx store.Tx, clusterID string, stages []store.RunStage,
-	playbook string, version int, retryOf string, deadlineS int, notBefore *time.Time, who actions.Actor) (*store.Run, error) {
+	playbook string, version int, retryOf string, deadlineS int, notBefore *time.Time, lock *store.Lock,
+	who actions.Actor) (*store.Run, error) {
 	t := c.now()
 	if notBefore != nil {
 		notBefore = action.TimePtr(*notBefore)
 	}
 	r := &store.Run{
 		ID: action.NewID(), ClusterID: clusterID, State: store.RunPendingApprove, Requester: who.Name,
-		Playbook: playbook, PlaybookVersion: version, Digest: DigestRunAt(clusterID, stages, deadlineS, notBefore), Stages: stages,
-		CreatedTS: t, UpdatedTS: t, RetryOf: retryOf, DeadlineS: deadlineS, NotBefore: notBefore,
+		Playbook: playbook, PlaybookVersion: version, Digest: DigestRunLocked(clusterID, stages, deadlineS, notBefore, lock),
+		Stages: stages, CreatedTS: t, UpdatedTS: t, RetryOf: retryOf, DeadlineS: deadlineS, NotBefore: notBefore, Lock: lock,
 	}
 	auto := !c.needsApproval(clusterID, stages)
 	if auto {
@@ -174,6 +176,8 @@ type Occurrence struct {
 	At         time.Time
 	Requester  string
 	ApprovedBy string
+	// Lock is the lock the run takes from its start to its end (nil: none).
+	Lock *store.Lock
 }
 
 // InsertOccurrence stores the run of a schedule's occurrence over resolved
@@ -186,8 +190,8 @@ func (c *Creator) InsertOccurrence(ctx context.Context, tx store.Tx, o Occurrenc
 	r := &store.Run{
 		ID: o.ID, ClusterID: clusterID, State: store.RunRunning,
 		StateReason: fmt.Sprintf("approved with schedule %s", o.Schedule), Requester: o.Requester,
-		ApprovedBy: o.ApprovedBy, Playbook: playbook, PlaybookVersion: version, Digest: Digest(clusterID, stages),
-		Stages: stages, CreatedTS: t, UpdatedTS: t, ScheduleID: o.ScheduleID,
+		ApprovedBy: o.ApprovedBy, Playbook: playbook, PlaybookVersion: version, Digest: DigestRunLocked(clusterID, stages, 0, nil, o.Lock),
+		Stages: stages, CreatedTS: t, UpdatedTS: t, ScheduleID: o.ScheduleID, Lock: o.Lock,
 	}
 	children := 0
 	for _, st := range stages {

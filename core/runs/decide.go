@@ -91,7 +91,7 @@ func (d *Decider) mayApprove(ctx context.Context, rd store.Reader, r *store.Run,
 				who, r.Playbook, r.PlaybookVersion)
 		}
 	}
-	if DigestRunAt(r.ClusterID, r.Stages, r.DeadlineS, r.NotBefore) != r.Digest {
+	if DigestRunLocked(r.ClusterID, r.Stages, r.DeadlineS, r.NotBefore, r.Lock) != r.Digest {
 		return wrongState(r, "approve: the run no longer matches its digest")
 	}
 	if digest != "" && digest != r.Digest {
@@ -164,6 +164,18 @@ func digestOf(fields []string) string {
 // linked by RetryOf and approved as any run. A run whose every node
 // succeeded has nothing to retry (a 409).
 func (d *Decider) Retry(ctx context.Context, tx store.Tx, id string, who actions.Actor) (*store.Run, error) {
+	return d.RetryFrom(ctx, tx, id, who, "")
+}
+
+// RetryFrom is Retry from where each node stopped: with from
+// wire.RetryFromFailed, each node that failed a stage of steps (and ran
+// none of its rollback steps) starts at its failed step, its steps before
+// it that ended DONE taken as done with their outputs (RunStage.Reuse);
+// with "", every node starts at its first step, as Retry.
+func (d *Decider) RetryFrom(ctx context.Context, tx store.Tx, id string, who actions.Actor, from string) (*store.Run, error) {
+	if from != "" && from != wire.RetryFromFailed {
+		return nil, invalid("retry: from %q is not %q (or nothing: from the first step)", from, wire.RetryFromFailed)
+	}
 	r, err := load(ctx, tx, id, "retry", store.RunPartial, store.RunFailed, store.RunCancelled, store.RunAborted)
 	if err != nil {
 		return nil, err
@@ -178,14 +190,25 @@ func (d *Decider) Retry(ctx context.Context, tx store.Tx, id string, who actions
 		st := r.Stages[i]
 		v := viewStage(&st, kids, PlanEnv{}, nil)
 		var nodes []string
+		var reuse map[string][]store.ReusedStep
 		for j, ns := range v.nodes {
-			if ns.status != nodeDone {
-				nodes = append(nodes, st.Nodes[j])
+			if ns.status == nodeDone {
+				continue
+			}
+			nodes = append(nodes, st.Nodes[j])
+			if from == wire.RetryFromFailed && ns.status == nodeFailed {
+				if done := reusable(&st, st.Nodes[j], kids); len(done) > 0 {
+					if reuse == nil {
+						reuse = map[string][]store.ReusedStep{}
+					}
+					reuse[st.Nodes[j]] = done
+				}
 			}
 		}
 		if len(nodes) == 0 {
 			continue
 		}
+		st.Reuse = reuse
 		st.Nodes, st.State, st.Forgiven, st.Failed, st.Skipped, st.NodeCount = nodes, store.StagePending, 0, nil, nil, 0
 		// A new run: its canary pauses it again, and nodes unavailable
 		// at their turn are decided again.
@@ -207,7 +230,7 @@ func (d *Decider) Retry(ctx context.Context, tx store.Tx, id string, who actions
 		}
 		stages[i].DependsOn = deps
 	}
-	return d.create.insert(ctx, tx, r.ClusterID, stages, r.Playbook, r.PlaybookVersion, r.ID, r.DeadlineS, nil, who)
+	return d.create.insert(ctx, tx, r.ClusterID, stages, r.Playbook, r.PlaybookVersion, r.ID, r.DeadlineS, nil, r.Lock, who)
 }
 
 // Reject cancels a run waiting for approval.
@@ -592,4 +615,51 @@ func (d *Decider) Expire(ctx context.Context, tx store.Tx) (int, error) {
 		n++
 	}
 	return n, nil
+}
+
+// reusable lists the steps of node's procedure in stage st that a retry
+// from the failed step takes as done: its steps in order while their last
+// attempt ended DONE (with the run's own reuse before them, for a retry of
+// a retry). None when the node ran a rollback step: what its DONE steps
+// did was undone.
+func reusable(st *store.RunStage, node string, kids []Child) []store.ReusedStep {
+	if len(st.Steps) == 0 {
+		return nil
+	}
+	latest := map[string]Child{}
+	for _, c := range kids {
+		if c.Stage != st.Name || c.Node != node {
+			continue
+		}
+		if l, ok := latest[c.Step]; !ok || c.attempt() > l.attempt() {
+			latest[c.Step] = c
+		}
+	}
+	for _, sp := range st.Rollback {
+		if _, ok := latest[sp.Name]; ok {
+			return nil
+		}
+	}
+	before := map[string]store.ReusedStep{}
+	for _, rs := range st.Reuse[node] {
+		before[rs.Step] = rs
+	}
+	var out []store.ReusedStep
+	for _, sp := range st.Steps {
+		if c, ok := latest[sp.Name]; ok && c.State == action.Done {
+			out = append(out, store.ReusedStep{Step: sp.Name, ActionID: c.ID, Outputs: c.Outputs})
+			continue
+		}
+		if rs, ok := before[sp.Name]; ok {
+			if _, ran := latest[sp.Name]; !ran {
+				out = append(out, rs)
+				continue
+			}
+		}
+		break
+	}
+	if len(out) == len(st.Steps) {
+		return nil // nothing failed in its procedure: it runs again whole
+	}
+	return out
 }

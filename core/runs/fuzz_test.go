@@ -28,6 +28,10 @@ func FuzzCheck(f *testing.F) {
 		`{"cluster_id":"c","stages":[{"name":"u","target":{"all":true},"steps":[{"name":"a","kind":"a.io/x","args":{"v":"{{ .steps.b.outputs.x }}"}},{"name":"b","kind":"a.io/x"}]}]}`,
 		`{"cluster_id":"c","stages":[{"name":"u","target":{"all":true},"steps":[{"name":"a","kind":"a.io/x","retry":{"attempts":21}}]}]}`,
 		`{"cluster_id":"c","stages":[{"name":"u","target":{"all":true},"steps":[{"name":"a","kind":"a.io/x","when":"{{ .steps }}"}]}]}`,
+		`{"cluster_id":"c","lock":"db","stages":[{"kind":"a.io/x","target":{"all":true},"lock":{"name":"lb","scope":"global"}}]}`,
+		`{"cluster_id":"c","lock":{"name":"db","scope":"galaxy"},"stages":[{"kind":"a.io/x","target":{"all":true}}]}`,
+		`{"cluster_id":"c","lock":{"name":"db","other":1},"stages":[{"kind":"a.io/x","target":{"all":true}}]}`,
+		`{"cluster_id":"c","lock":7,"stages":[{"kind":"a.io/x","target":{"all":true},"lock":""}]}`,
 		`{"stages":null}`, `[]`, `{"cluster_id":"c","stages":[{"kind":"a.io/x","target":{"all":true},"depends_on":[]}]}`,
 	} {
 		f.Add([]byte(s))
@@ -39,6 +43,15 @@ func FuzzCheck(f *testing.F) {
 		}
 		if err := Check(&req); err != nil {
 			return
+		}
+		locks := []*wire.Lock{req.Lock}
+		for _, st := range req.Stages {
+			locks = append(locks, st.Lock)
+		}
+		for _, l := range locks {
+			if l != nil && (l.Name == "" || (l.Scope != wire.LockCluster && l.Scope != wire.LockGlobal)) {
+				t.Fatalf("accepted a lock no run can take: %+v", *l)
+			}
 		}
 		names := map[string]bool{}
 		for _, st := range req.Stages {

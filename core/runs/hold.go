@@ -157,6 +157,11 @@ const waitingSep = "; waiting: "
 // when waiting is "").
 func WithWaiting(reason, waiting string) string {
 	base, _, _ := strings.Cut(reason, waitingSep)
+	if i := strings.Index(reason, lockSep); i >= 0 && i < len(base) {
+		// The locks it waits for are said by each advance that finds
+		// them held (withLocks).
+		base = reason[:i]
+	}
 	if waiting == "" {
 		return base
 	}

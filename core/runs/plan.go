@@ -255,6 +255,14 @@ func evalNode(st *store.RunStage, ts *stepTemplates, node string, kids []Child, 
 			latest[c.Step] = c
 		}
 	}
+	// A retry from the failed step takes the steps its node ended DONE
+	// in the run retried as done here, with their outputs.
+	for _, rs := range st.Reuse[node] {
+		if _, ok := latest[rs.Step]; !ok {
+			latest[rs.Step] = Child{ID: rs.ActionID, Stage: st.Name, Node: node, Step: rs.Step, Attempt: 1,
+				State: action.Done, Outputs: rs.Outputs}
+		}
+	}
 	procedure := st.Procedure()
 	complete := true    // stopping: every step of the procedure ended DONE or skipped
 	var ctx nodeContext // only for a stage whose steps hold templates

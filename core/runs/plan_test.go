@@ -237,6 +237,9 @@ func TestCheckRefusesBadSpecs(t *testing.T) {
 			r.Stages = append(r.Stages, b, c)
 		}, "cycle: "},
 		{"args not an object", func(r *wire.CreateRunRequest) { r.Stages[0].Args = []byte(`[1]`) }, "JSON object"},
+		{"lock without a name", func(r *wire.CreateRunRequest) { r.Lock = &wire.Lock{} }, "lock: name"},
+		{"lock of no scope", func(r *wire.CreateRunRequest) { r.Lock = &wire.Lock{Name: "db", Scope: "galaxy"} }, `scope "galaxy"`},
+		{"stage lock with a bad name", func(r *wire.CreateRunRequest) { r.Stages[0].Lock = &wire.Lock{Name: "a b"} }, "stage a: lock: name"},
 		{"args over the run's bound", func(r *wire.CreateRunRequest) {
 			for i := range 5 {
 				s := ok()

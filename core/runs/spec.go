@@ -99,6 +99,9 @@ func Check(req *wire.CreateRunRequest) error {
 	if req.DeadlineS < 0 || req.DeadlineS > MaxWaitS {
 		return invalid("deadline_s must be between 0 (none) and %d (7 days)", MaxWaitS)
 	}
+	if err := checkLock(req.Lock, "lock"); err != nil {
+		return err
+	}
 	if len(req.Stages) > MaxStages {
 		return invalid("a run has at most %d stages, not %d", MaxStages, len(req.Stages))
 	}
@@ -173,6 +176,9 @@ func Check(req *wire.CreateRunRequest) error {
 		}
 		if st.UnavailableTimeoutS < 0 || st.UnavailableTimeoutS > MaxWaitS {
 			return invalid("%s: unavailable_timeout_s must be between 0 (the default, 600) and %d (7 days)", where, MaxWaitS)
+		}
+		if err := checkLock(st.Lock, where+": lock"); err != nil {
+			return err
 		}
 		if st.IncludeFailed && i == 0 {
 			return invalid("%s: include_failed: the first stage has no earlier stage whose failed nodes it could include", where)
@@ -276,6 +282,33 @@ func checkSteps(st *wire.StageSpec, where string) error {
 	copy(st.Steps, list[:len(st.Steps)])
 	copy(st.Rollback, list[len(st.Steps):])
 	return nil
+}
+
+// checkLock checks a lock of a run or a stage (nil: none) and fills its
+// scope's default, cluster.
+func checkLock(l *wire.Lock, where string) error {
+	if l == nil {
+		return nil
+	}
+	if err := names.CheckStep(l.Name); err != nil {
+		return invalid("%s: name: %v", where, err)
+	}
+	switch l.Scope {
+	case "":
+		l.Scope = wire.LockCluster
+	case wire.LockCluster, wire.LockGlobal:
+	default:
+		return invalid("%s: scope %q is not %q or %q", where, l.Scope, wire.LockCluster, wire.LockGlobal)
+	}
+	return nil
+}
+
+// storeLock is a checked wire lock as the store keeps it (nil: none).
+func storeLock(l *wire.Lock) *store.Lock {
+	if l == nil {
+		return nil
+	}
+	return &store.Lock{Name: l.Name, Scope: l.Scope}
 }
 
 // checkRetry checks a step's retry (nil: no retry).
@@ -396,7 +429,7 @@ func Resolve(req *wire.CreateRunRequest, nodes []store.Node) ([]store.RunStage, 
 		}
 		out = append(out, store.RunStage{Steps: rs.Steps, Rollback: rs.Rollback, Canary: sp.Canary, SoakS: sp.SoakS,
 			Unavailable: sp.Unavailable, UnavailableTimeoutS: sp.UnavailableTimeoutS, IncludeFailed: sp.IncludeFailed,
-			Name: sp.Name, Kind: sp.Kind, Args: sp.Args, Target: store.Target(sp.Target), Nodes: ids,
+			Lock: storeLock(sp.Lock), Name: sp.Name, Kind: sp.Kind, Args: sp.Args, Target: store.Target(sp.Target), Nodes: ids,
 			MaxConcurrency: *sp.MaxConcurrency, MaxErrors: *sp.MaxErrors, OnFailure: sp.OnFailure,
 			DependsOn: sp.DependsOn, TimeoutS: sp.TimeoutS, State: store.StagePending,
 		})
@@ -504,6 +537,13 @@ func DigestRun(clusterID string, stages []store.RunStage, deadlineS int) string 
 // approves this run, at that time (docs/architecture.md, "Windows, freezes
 // and later starts"). Without a not_before it is DigestRun.
 func DigestRunAt(clusterID string, stages []store.RunStage, deadlineS int, notBefore *time.Time) string {
+	return DigestRunLocked(clusterID, stages, deadlineS, notBefore, nil)
+}
+
+// DigestRunLocked is DigestRunAt covering the lock the run takes too
+// (nil: none, which gives DigestRunAt's). Each stage's lock, and the steps
+// a retry from the failed step reuses on each node, are in every digest.
+func DigestRunLocked(clusterID string, stages []store.RunStage, deadlineS int, notBefore *time.Time, lock *store.Lock) string {
 	type stage struct {
 		Name, Kind string
 		Args       json.RawMessage
@@ -517,16 +557,19 @@ func DigestRunAt(clusterID string, stages []store.RunStage, deadlineS int, notBe
 		Canary     int             `json:",omitempty"`
 		SoakS      int             `json:",omitempty"`
 		// Unavailable is left out when it is the default, fail.
-		Unavailable         string `json:",omitempty"`
-		UnavailableTimeoutS int    `json:",omitempty"`
-		IncludeFailed       bool   `json:",omitempty"`
+		Unavailable         string                        `json:",omitempty"`
+		UnavailableTimeoutS int                           `json:",omitempty"`
+		IncludeFailed       bool                          `json:",omitempty"`
+		Lock                *store.Lock                   `json:",omitempty"`
+		Reuse               map[string][]store.ReusedStep `json:",omitempty"`
 	}
 	v := struct {
 		Cluster   string
 		Stages    []stage
-		DeadlineS int    `json:",omitempty"`
-		NotBefore string `json:",omitempty"`
-	}{Cluster: clusterID, DeadlineS: deadlineS}
+		DeadlineS int         `json:",omitempty"`
+		NotBefore string      `json:",omitempty"`
+		Lock      *store.Lock `json:",omitempty"`
+	}{Cluster: clusterID, DeadlineS: deadlineS, Lock: lock}
 	if notBefore != nil {
 		v.NotBefore = notBefore.UTC().Format(time.RFC3339Nano)
 	}
@@ -555,9 +598,17 @@ func DigestRunAt(clusterID string, stages []store.RunStage, deadlineS int, notBe
 		}
 		v.Stages = append(v.Stages, stage{st.Name, st.Kind, args, st.Nodes, st.MaxConcurrency.String(),
 			st.MaxErrors.String(), st.OnFailure, st.DependsOn, st.TimeoutS, steps, rollback, st.Canary, st.SoakS,
-			unavailable, st.UnavailableTimeoutS, st.IncludeFailed})
+			unavailable, st.UnavailableTimeoutS, st.IncludeFailed, st.Lock, st.Reuse})
 	}
 	b, _ := json.Marshal(v)
 	sum := sha256.Sum256(b)
 	return hex.EncodeToString(sum[:])
+}
+
+// WireLock shows a stored lock (nil: none).
+func WireLock(l *store.Lock) *wire.Lock {
+	if l == nil {
+		return nil
+	}
+	return &wire.Lock{Name: l.Name, Scope: l.Scope}
 }

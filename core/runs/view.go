@@ -2,6 +2,7 @@ package runs
 
 import (
 	"fmt"
+	"maps"
 	"slices"
 	"strings"
 
@@ -22,7 +23,7 @@ func View(r *store.Run, counts []store.ChildCount) wire.Run {
 		ApprovedBy: r.ApprovedBy, Playbook: r.Playbook, PlaybookVersion: r.PlaybookVersion, Digest: r.Digest,
 		CreatedTS: r.CreatedTS, UpdatedTS: r.UpdatedTS, FinishedTS: r.FinishedTS, Stages: []wire.Stage{},
 		RetryOf: r.RetryOf, DeadlineS: r.DeadlineS, DeadlineTS: r.DeadlineTS, PausedFor: PausedFor(r), ScheduleID: r.ScheduleID,
-		NotBefore: r.NotBefore, Urgent: r.Urgent, Aborting: Aborting(r),
+		NotBefore: r.NotBefore, Urgent: r.Urgent, Aborting: Aborting(r), Lock: WireLock(r.Lock),
 	}
 	summary := &wire.RunSummary{Failed: []wire.StageNode{}, Skipped: []wire.StageNode{}}
 	for i := range r.Stages {
@@ -64,7 +65,7 @@ func View(r *store.Run, counts []store.ChildCount) wire.Run {
 			Steps: StepSpecs(st.Steps), Rollback: StepSpecs(st.Rollback), Failed: st.Failed, Skipped: st.Skipped,
 			Canary: st.Canary, Promoted: st.Promoted, SoakS: st.SoakS, Unavailable: st.Unavailable,
 			UnavailableTimeoutS: st.UnavailableTimeoutS, IncludeFailed: st.IncludeFailed,
-			ForgivenBy: st.ForgivenBy, PromotedBy: st.PromotedBy,
+			ForgivenBy: st.ForgivenBy, PromotedBy: st.PromotedBy, Lock: WireLock(st.Lock), Reuse: reusedNodes(st),
 		})
 		for _, n := range st.Failed {
 			w := st.Why[n]
@@ -237,4 +238,29 @@ func Tally(r *store.Run, st *store.RunStage, counts []store.ChildCount, started 
 		c.Done = c.ByState[action.Done]
 	}
 	return c
+}
+
+// reusedNodes lists, by node, the steps a retry from the failed step takes
+// as done on each node of st, and the first step the node runs.
+func reusedNodes(st *store.RunStage) []wire.ReusedNode {
+	if len(st.Reuse) == 0 {
+		return nil
+	}
+	var out []wire.ReusedNode
+	for _, n := range slices.Sorted(maps.Keys(st.Reuse)) {
+		rn := wire.ReusedNode{NodeID: n}
+		reused := map[string]bool{}
+		for _, s := range st.Reuse[n] {
+			rn.Steps = append(rn.Steps, s.Step)
+			reused[s.Step] = true
+		}
+		for _, sp := range st.Procedure() {
+			if !reused[sp.Name] {
+				rn.From = sp.Name
+				break
+			}
+		}
+		out = append(out, rn)
+	}
+	return out
 }

@@ -63,6 +63,12 @@ func (c *runChange) save(ctx context.Context, tx store.Tx) error {
 	if err != nil {
 		return err
 	}
+	if store.RunFinal(r.State) && !store.RunFinal(c.from) && !c.insert && takesLocks(r) {
+		// A run ends: the locks it holds go to the runs waiting for them.
+		if _, err := tx.ReleaseRunLocks(ctx, r.ID); err != nil {
+			return err
+		}
+	}
 	for i := range c.events {
 		if err := tx.AppendEvent(ctx, &c.events[i]); err != nil {
 			return err

@@ -83,6 +83,9 @@ type Run struct {
 	// ScheduleID is the schedule whose occurrence made the run ("" for
 	// a run started by a person).
 	ScheduleID string
+	// Lock is the lock the run takes for its whole life (nil: none):
+	// another run taking it waits until this one ends.
+	Lock *Lock
 	// Brief: the run was read by a list with RunQuery.Brief, and each
 	// stage's Nodes holds at most its first BriefNodes nodes (NodeCount
 	// counts them all). A brief run is for showing: it cannot be stored.
@@ -140,6 +143,11 @@ type RunStage struct {
 	// IncludeFailed runs the stage on nodes that failed an earlier stage;
 	// without it they are skipped.
 	IncludeFailed bool `json:"include_failed,omitempty"`
+	// Lock is the lock the stage takes while it runs (nil: none).
+	Lock *Lock `json:"lock,omitempty"`
+	// Reuse holds, by node, the steps a retry from the failed step takes
+	// as done (with their outputs) instead of running them again.
+	Reuse map[string][]ReusedStep `json:"reuse,omitempty"`
 	// Aborted: the run was aborted while the stage ran; its started
 	// nodes end their procedure as a failed node's (when: always steps,
 	// then the rollback) and the stage ends ABORTED.
@@ -189,6 +197,14 @@ type RunStep struct {
 	TimeoutS int             `json:"timeout_s,omitempty"`
 	Retry    *Retry          `json:"retry,omitempty"`
 	When     string          `json:"when,omitempty"`
+}
+
+// ReusedStep is a step a node of a retry from the failed step does not
+// run again: it ended DONE in the run retried (ActionID), with Outputs.
+type ReusedStep struct {
+	Step     string          `json:"step"`
+	ActionID string          `json:"action_id"`
+	Outputs  json.RawMessage `json:"outputs,omitempty"`
 }
 
 // Unreachable is what became of a node DOWN or drained at its turn.

@@ -16,16 +16,17 @@ import (
 // runValues.
 var runFields = []string{"cluster_id", "state", "state_reason", "requester", "approved_by", "playbook",
 	"playbook_version", "digest", "stages", "created_ts", "updated_ts", "finished_ts", "retry_of", "deadline_s",
-	"deadline_ts", "not_before", "urgent", "schedule_id", "stages_brief"}
+	"deadline_ts", "not_before", "urgent", "schedule_id", "stages_brief", "run_lock"}
 
 const runColumns = `id, cluster_id, state, state_reason, requester, approved_by, playbook,
-	playbook_version, digest, stages, created_ts, updated_ts, finished_ts, retry_of, deadline_s, deadline_ts, not_before, urgent, schedule_id`
+	playbook_version, digest, stages, created_ts, updated_ts, finished_ts, retry_of, deadline_s, deadline_ts, not_before, urgent, schedule_id,
+	run_lock`
 
 // briefColumns are runColumns with the brief stages in place of the stages
 // (the stages for runs stored before there were brief ones).
 const briefColumns = `id, cluster_id, state, state_reason, requester, approved_by, playbook,
 	playbook_version, digest, CASE stages_brief WHEN '' THEN stages ELSE stages_brief END,
-	created_ts, updated_ts, finished_ts, retry_of, deadline_s, deadline_ts, not_before, urgent, schedule_id`
+	created_ts, updated_ts, finished_ts, retry_of, deadline_s, deadline_ts, not_before, urgent, schedule_id, run_lock`
 
 // runValues are r's values in the order of runFields, bound as the dialect
 // binds them.
@@ -34,19 +35,27 @@ func runValues(d Dialect, r *Run) ([]any, error) {
 	if err != nil {
 		return nil, err
 	}
+	lock, err := marshalLock(r.Lock)
+	if err != nil {
+		return nil, fmt.Errorf("run %s: lock: %w", r.ID, err)
+	}
 	return []any{r.ClusterID, r.State, r.StateReason, r.Requester, r.ApprovedBy, r.Playbook,
 		r.PlaybookVersion, r.Digest, stages, d.Time(r.CreatedTS), d.Time(r.UpdatedTS), d.nullTime(r.FinishedTS),
-		r.RetryOf, r.DeadlineS, d.nullTime(r.DeadlineTS), d.nullTime(r.NotBefore), r.Urgent, r.ScheduleID, brief}, nil
+		r.RetryOf, r.DeadlineS, d.nullTime(r.DeadlineTS), d.nullTime(r.NotBefore), r.Urgent, r.ScheduleID, brief, lock}, nil
 }
 
 func (d Dialect) scanRun(row Row) (Run, error) {
 	var r Run
-	var stages string
+	var stages, lock string
 	if err := row.Scan(&r.ID, &r.ClusterID, &r.State, &r.StateReason, &r.Requester, &r.ApprovedBy,
 		&r.Playbook, &r.PlaybookVersion, &r.Digest, &stages, d.timeInto(&r.CreatedTS), d.timeInto(&r.UpdatedTS),
 		d.nullTimeInto(&r.FinishedTS), &r.RetryOf, &r.DeadlineS, d.nullTimeInto(&r.DeadlineTS),
-		d.nullTimeInto(&r.NotBefore), &r.Urgent, &r.ScheduleID); err != nil {
+		d.nullTimeInto(&r.NotBefore), &r.Urgent, &r.ScheduleID, &lock); err != nil {
 		return r, err
+	}
+	var err error
+	if r.Lock, err = unmarshalLock(lock); err != nil {
+		return r, fmt.Errorf("run %s: lock: %w", r.ID, err)
 	}
 	if err := json.Unmarshal([]byte(stages), &r.Stages); err != nil {
 		return r, fmt.Errorf("run %s: stages: %w", r.ID, err)

@@ -113,6 +113,8 @@ type Reader interface {
 
 	// Run returns the run with exactly this id (ErrNotFound otherwise).
 	Run(ctx context.Context, id string) (*Run, error)
+	// RunLocks lists the locks run runID holds, by key.
+	RunLocks(ctx context.Context, runID string) ([]RunLock, error)
 	// RunIDsWithPrefix returns up to max run ids that start with prefix.
 	RunIDsWithPrefix(ctx context.Context, prefix string, max int) ([]string, error)
 	// ListRuns lists runs, newest first (oldest first with q.Oldest), then
@@ -251,6 +253,16 @@ type Tx interface {
 	InsertRun(ctx context.Context, r *Run) error
 	// UpdateRun replaces the stored run with the same id.
 	UpdateRun(ctx context.Context, r *Run) error
+	// TakeRunLock takes lock key for run runID (and its stage, "" for
+	// the run itself) at t when nobody holds it, and returns who holds it
+	// then: of two transactions taking one free lock, one holds it.
+	TakeRunLock(ctx context.Context, key, runID, stage string, t time.Time) (RunLock, error)
+	// ReleaseRunLock releases lock key when run runID holds it and
+	// reports whether it did.
+	ReleaseRunLock(ctx context.Context, key, runID string) (bool, error)
+	// ReleaseRunLocks releases every lock run runID holds and returns how
+	// many.
+	ReleaseRunLocks(ctx context.Context, runID string) (int, error)
 	// InsertPlaybook stores a new version (ErrExists when it is taken).
 	InsertPlaybook(ctx context.Context, p *Playbook) error
 	// InsertSchedule stores a new schedule (ErrExists when its name or id

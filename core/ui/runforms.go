@@ -7,6 +7,7 @@ import (
 
 	"github.com/musterhq/muster/core/store"
 	"github.com/musterhq/muster/shared/action"
+	"github.com/musterhq/muster/shared/wire"
 )
 
 // runStates are the run states, in their order (docs/architecture.md, "Runs and
@@ -86,6 +87,9 @@ const (
 	runAbort runChange = "abort"
 	// runUrgent lets the run's children pass a closed window.
 	runUrgent runChange = "urgent"
+	// runRetry makes a new run over the nodes a finished run did not
+	// carry through; from "failed", each failed node from its failed step.
+	runRetry runChange = "retry"
 )
 
 // runChangeForm is the form of a run change.
@@ -97,7 +101,10 @@ type runChangeForm struct {
 	Rollback bool
 	// Digest is what the approver was shown (required to approve).
 	Digest string
-	Next   string // "" when absent or unsafe
+	// From is where a retry starts each failed node: "" (its first step)
+	// or "failed" (its failed step).
+	From string
+	Next string // "" when absent or unsafe
 }
 
 // validDigest reports a run digest: 64 lowercase hex digits.
@@ -152,6 +159,13 @@ func decodeRunChange(c runChange, v url.Values) (runChangeForm, error) {
 			return f, err
 		}
 		f.Reason = reason
+	case runRetry:
+		switch from := v.Get("from"); from {
+		case "", wire.RetryFromFailed:
+			f.From = from
+		default:
+			return f, formError("a retry starts from the first step or from the failed step (%q), not %q", wire.RetryFromFailed, from)
+		}
 	case runPause:
 	default:
 		return f, formError("%q is not a run change", c)

@@ -184,6 +184,10 @@ type runData struct {
 	// CanAbort: the visitor may abort the run (an approver, or its
 	// requester, while it is paused or its canary runs: ops.MayAbort).
 	CanAbort bool
+	// CanRetry: the visitor may retry the finished run over the nodes it
+	// did not carry through; CanRetryFailed, from each failed node's
+	// failed step (a stage of steps has failed nodes).
+	CanRetry, CanRetryFailed bool
 	// CanUrgent: the visitor may mark the run urgent (an approver other
 	// than its requester, while the run is open); UrgentWhy says why not
 	// to an approver.
@@ -430,6 +434,12 @@ func (s *Server) runDetail(w http.ResponseWriter, r *http.Request, v *visitor) {
 			d.CanUrgent = d.UrgentWhy == ""
 		}
 	}
+	if v.canOn(auth.Create, run.ClusterID) && store.RunFinal(run.State) && run.State != store.RunDone {
+		d.CanRetry = true
+		for _, st := range run.Stages {
+			d.CanRetryFailed = d.CanRetryFailed || (len(st.Steps) > 0 && len(st.Failed) > 0)
+		}
+	}
 	if v.canOn(auth.Cancel, run.ClusterID) {
 		d.CanPause = run.State == store.RunRunning
 		d.CanCancel = !store.RunFinal(run.State)
@@ -466,6 +476,8 @@ func runFlash(r *http.Request) string {
 		return "Marked run " + id + " urgent: its nodes pass a closed window, never a freeze."
 	case "recorded":
 		return "Recorded your approval of run " + id + ": it waits for the approvals of its other levels."
+	case "retried":
+		return "Run " + id + " retries the nodes its run did not carry through: it waits for approval."
 	case "approved", "rejected", "paused", "resumed", "cancelled", "started", "promoted", "aborted":
 		return strings.ToUpper(q.Get("done")[:1]) + q.Get("done")[1:] + " run " + id + "."
 	}
@@ -476,7 +488,8 @@ func runFlash(r *http.Request) string {
 // transaction, then back to the page the form came from.
 func (s *Server) changeRun(c runChange) handlerFunc {
 	done := map[runChange]string{runApprove: "approved", runReject: "rejected", runPause: "paused",
-		runResume: "resumed", runCancel: "cancelled", runPromote: "promoted", runUrgent: "urgent", runAbort: "aborted"}[c]
+		runResume: "resumed", runCancel: "cancelled", runPromote: "promoted", runUrgent: "urgent", runAbort: "aborted",
+		runRetry: "retried"}[c]
 	return func(w http.ResponseWriter, r *http.Request, v *visitor) {
 		id := r.PathValue("id")
 		if !action.ValidID(id) {
@@ -512,6 +525,12 @@ func (s *Server) changeRun(c runChange) handlerFunc {
 			out, err2 = s.ops.PromoteRun(ctx, by, id, f.Reason)
 		case runUrgent:
 			_, err2 = s.ops.MarkRunUrgent(ctx, by, id, f.Reason)
+		case runRetry:
+			out, err2 = s.ops.RetryRun(ctx, by, id, f.From)
+			if err2 == nil {
+				// The new run's page: it waits for approval there.
+				id, f.Next = out.Run.ID, ""
+			}
 		}
 		if err2 != nil {
 			s.refusedChange(w, r, v, "run", string(c), id, err2)

@@ -44,10 +44,10 @@ func FuzzDecodeRunFilter(f *testing.F) {
 
 func FuzzDecodeRunChange(f *testing.F) {
 	digest := strings.Repeat("ab", 32)
-	for _, c := range []runChange{runApprove, runReject, runPause, runResume, runCancel, runPromote, runUrgent, runAbort, "bogus"} {
+	for _, c := range []runChange{runApprove, runReject, runPause, runResume, runCancel, runPromote, runUrgent, runAbort, runRetry, "bogus"} {
 		for _, s := range []string{"digest=" + digest, "digest=" + strings.ToUpper(digest), "digest=short", "reason=not+now",
 			"reason=", "reason=%1b[31m", "reason=" + strings.Repeat("r", 501), "confirm=yes&reason=done", "confirm=no",
-			"next=%2Fui%2Fapprovals", "next=//evil", "confirm=yes&rollback=yes"} {
+			"next=%2Fui%2Fapprovals", "next=//evil", "confirm=yes&rollback=yes", "from=failed", "from=verify", "from="} {
 			f.Add(string(c), s)
 		}
 	}
@@ -76,6 +76,10 @@ func FuzzDecodeRunChange(f *testing.F) {
 			}
 			if got.Rollback && (c != runCancel || v.Get("rollback") != "yes") {
 				t.Fatalf("decodeRunChange(%s, %q) rolls back", c, body)
+			}
+		case runRetry:
+			if got.From != "" && got.From != "failed" {
+				t.Fatalf("decodeRunChange(retry, %q) accepted from %q", body, got.From)
 			}
 		case runPause, runResume, runPromote:
 		default:

@@ -243,6 +243,7 @@ func (s *Server) register() {
 	s.add("POST /ui/runs/{id}/promote", auth.Approve, s.changeRun(runPromote))
 	s.add("POST /ui/runs/{id}/abort", auth.Continue, s.changeRun(runAbort))
 	s.add("POST /ui/runs/{id}/urgent", auth.Approve, s.changeRun(runUrgent))
+	s.add("POST /ui/runs/{id}/retry", auth.Create, s.changeRun(runRetry))
 	s.add("GET /ui/dashboard", auth.Read, s.dashboard)
 	s.add("GET /ui/playbooks", auth.Read, s.playbooks)
 	s.add("GET /ui/playbooks/{name}", auth.Read, s.playbookPage)

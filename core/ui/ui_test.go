@@ -62,6 +62,7 @@ var roleTable = map[string][6]int{ //    none viewer  op   appr admin stg
 	"POST /ui/runs/{id}/promote":                       {303, 403, 403, 303, 303, 404}, // a canary asked by someone else
 	"POST /ui/runs/{id}/abort":                         {303, 403, 403, 303, 303, 404}, // the same: an approver's, or the requester's
 	"POST /ui/runs/{id}/urgent":                        {303, 403, 403, 303, 303, 404},
+	"POST /ui/runs/{id}/retry":                         {303, 403, 303, 403, 303, 404}, // as the API's: create
 	"GET /ui/dashboard":                                {303, 200, 200, 200, 200, 200},
 	"GET /ui/playbooks":                                {303, 200, 200, 200, 200, 200},
 	"GET /ui/playbooks/{name}":                         {303, 200, 200, 200, 200, 200},
@@ -174,6 +175,11 @@ func TestUIRoleTable(t *testing.T) {
 					a := e.create("someone", `{"seconds":1}`)
 					path = strings.Replace(path, "{id}", a.ID, 1)
 					form.Set("reason", "checked")
+				case "POST /ui/runs/{id}/retry":
+					r := procedureRun("someone", store.RunFailed, "stage upgrade failed", "db-1", "db-2")
+					e.storeRun(r)
+					path = strings.Replace(path, "{id}", r.ID, 1)
+					form.Set("from", "failed")
 				case "POST /ui/runs/{id}/promote", "POST /ui/runs/{id}/abort":
 					form.Set("confirm", "yes")
 					form.Set("reason", "checked")

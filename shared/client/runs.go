@@ -77,6 +77,18 @@ func (c *Core) CancelRun(ctx context.Context, ref, reason string, rollback bool)
 	return &out, err
 }
 
+// RetryRun calls POST /api/v1/runs/{ref}/retry; from "failed"
+// (wire.RetryFromFailed) re-runs each failed node from its failed step.
+func (c *Core) RetryRun(ctx context.Context, ref, from string) (*wire.Run, error) {
+	var in any
+	if from != "" {
+		in = wire.RetryRunRequest{From: from}
+	}
+	var out wire.Run
+	_, err := c.call(ctx, http.MethodPost, "/api/v1/runs/"+url.PathEscape(ref)+"/retry", in, &out)
+	return &out, err
+}
+
 // ApplyPlaybook calls POST /api/v1/playbooks with a YAML document.
 func (c *Core) ApplyPlaybook(ctx context.Context, doc string) (*wire.Playbook, error) {
 	var out wire.Playbook

@@ -60,6 +60,9 @@ type StageSpec struct {
 	// of the run too; without it they are skipped (listed with the stage
 	// they failed).
 	IncludeFailed bool `json:"include_failed,omitempty"`
+	// Lock is a lock the stage takes while it runs: a run taking the same
+	// lock waits until the stage ends.
+	Lock *Lock `json:"lock,omitempty"`
 }
 
 // StepSpec is one step of a stage's procedure.
@@ -98,6 +101,9 @@ type CreateRunRequest struct {
 	// NotBefore: no child of the run is pushed before it (RFC 3339; nil:
 	// at once).
 	NotBefore *time.Time `json:"not_before,omitempty"`
+	// Lock is a lock the run takes from its start to its end: another run
+	// taking the same lock waits until this one ends.
+	Lock *Lock `json:"lock,omitempty"`
 }
 
 // Stage is one stage of a run as the core shows it: its spec with the target
@@ -143,6 +149,12 @@ type Stage struct {
 	Unavailable         string `json:"unavailable,omitempty"`
 	UnavailableTimeoutS int    `json:"unavailable_timeout_s,omitempty"`
 	IncludeFailed       bool   `json:"include_failed,omitempty"`
+	// Lock is the lock the stage takes while it runs.
+	Lock *Lock `json:"lock,omitempty"`
+	// Reuse lists the nodes of a retry from the failed step that start
+	// past their first step: the steps they take as done, with the
+	// outputs of the run retried.
+	Reuse []ReusedNode `json:"reuse,omitempty"`
 	// ForgivenBy records each resume that forgave the stage's errors
 	// ("forgiven by bob: REASON"), PromotedBy its canary's promotion
 	// ("promoted by bob: REASON").
@@ -303,6 +315,30 @@ type Run struct {
 	// Aborting: the run was aborted and is RUNNING only to roll back the
 	// nodes it started; it ends ABORTED.
 	Aborting bool `json:"aborting,omitempty"`
+	// Lock is the lock the run takes from its start to its end.
+	Lock *Lock `json:"lock,omitempty"`
+}
+
+// ReusedNode is a node of a retry from the failed step: Steps ended DONE
+// in the run retried and are not run again (their outputs are kept);
+// From is the first step it runs.
+type ReusedNode struct {
+	NodeID string   `json:"node_id"`
+	Steps  []string `json:"steps"`
+	From   string   `json:"from"`
+}
+
+// Values of RetryRunRequest.From.
+const (
+	// RetryFromFailed re-runs each failed node from its failed step.
+	RetryFromFailed = "failed"
+)
+
+// RetryRunRequest is the optional body of POST /api/v1/runs/{id}/retry:
+// From "failed" re-runs each failed node from its failed step, reusing
+// its DONE steps and their outputs; "" (the default) from its first step.
+type RetryRunRequest struct {
+	From string `json:"from,omitempty"`
 }
 
 // Why a run is PAUSED (Run.PausedFor).
@@ -427,6 +463,8 @@ type Plan struct {
 	Digest   string      `json:"digest"`
 	Stages   []Stage     `json:"stages"`
 	Children []PlanChild `json:"children"`
+	// Lock is the lock the run would take from its start to its end.
+	Lock *Lock `json:"lock,omitempty"`
 }
 
 // ApproveRunRequest is the optional body of POST /api/v1/runs/{id}/approve:

@@ -92,6 +92,8 @@ type Stage struct {
 	// IncludeFailed runs the stage on the nodes that failed an earlier
 	// stage too (wire.StageSpec).
 	IncludeFailed bool `yaml:"include_failed,omitempty"`
+	// Lock is a lock the stage takes while it runs (wire.StageSpec).
+	Lock *Lock `yaml:"lock,omitempty"`
 
 	conc, errs *limit.Limit
 	// concRef, errsRef name the int parameter a limit is ("{{ .name }}").
@@ -129,6 +131,9 @@ type Playbook struct {
 	Description string  `yaml:"description"`
 	Params      []Param `yaml:"params,omitempty"`
 	Stages      []Stage `yaml:"stages"`
+	// Lock is a lock the run takes from its start to its end
+	// (wire.CreateRunRequest).
+	Lock *Lock `yaml:"lock,omitempty"`
 }
 
 // The expressions are compiled on first use, not when the program starts:
@@ -595,7 +600,7 @@ func (p *Playbook) stageSpecs(values map[string]any) ([]wire.StageSpec, error) {
 		st := &p.Stages[i]
 		sp := wire.StageSpec{Name: st.Name, Kind: st.Kind, MaxConcurrency: st.conc, MaxErrors: st.errs,
 			OnFailure: st.OnFailure, TimeoutS: st.timeoutS, Canary: st.Canary, SoakS: st.soakS, Unavailable: st.Unavailable,
-			IncludeFailed: st.IncludeFailed}
+			IncludeFailed: st.IncludeFailed, Lock: st.Lock.wire()}
 		var err error
 		if st.concRef != "" && values != nil {
 			if sp.MaxConcurrency, err = limitOf(st.Name, "max_concurrency", st.concRef, values); err != nil {

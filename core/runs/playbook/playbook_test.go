@@ -8,6 +8,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/musterhq/muster/shared/wire"
 )
 
 func TestExamplesParse(t *testing.T) {
@@ -145,6 +147,8 @@ func FuzzParse(f *testing.F) {
 	f.Add([]byte("name: x\nstages:\n  - {name: a, kind: example.com/x, target: {all: true}, depends_on: [a]}\n"))
 	f.Add([]byte("name: x\nparams: [{name: a, type: enum, values: []}]\nstages: []\n"))
 	f.Add([]byte("{{"))
+	f.Add([]byte("name: x\nlock: db\nstages:\n  - {name: a, kind: example.com/x, target: {all: true}, lock: {name: lb, scope: global}}\n"))
+	f.Add([]byte("name: x\nlock: {name: db, other: 1}\nstages:\n  - {name: a, kind: example.com/x, target: {all: true}, lock: [1]}\n"))
 	f.Add([]byte(aliasBomb(50<<10, 2000)))
 	f.Add([]byte("name: x\nstages:\n  - name: a\n    kind: example.com/x\n    target: {all: true}\n    args:\n      <<: {a: 1}\n"))
 	f.Add([]byte("name: x\nparams: [{name: p, type: bool, default: true}]\nstages:\n  - {name: a, kind: example.com/x, target: {all: true}, args: {a: '{{ if .p }}x{{ end }}'}}\n"))
@@ -449,5 +453,30 @@ func TestIncludeFailedReachesTheRun(t *testing.T) {
 	}
 	if specs[0].IncludeFailed || !specs[1].IncludeFailed {
 		t.Fatalf("include_failed %t %t, want false true", specs[0].IncludeFailed, specs[1].IncludeFailed)
+	}
+}
+
+func TestPlaybookLocksRenderAsTheRunRequestsThem(t *testing.T) {
+	t.Parallel()
+	p, err := Parse([]byte("name: x\nlock: db\nstages:\n  - {name: a, kind: example.com/x, target: {all: true}, lock: {name: lb, scope: global}}\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	run, _, err := p.request(&wire.PlanRequest{ClusterID: "c"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if run.Lock == nil || *run.Lock != (wire.Lock{Name: "db", Scope: wire.LockCluster}) ||
+		run.Stages[0].Lock == nil || *run.Stages[0].Lock != (wire.Lock{Name: "lb", Scope: wire.LockGlobal}) {
+		t.Fatalf("locks: run %+v, stage %+v", run.Lock, run.Stages[0].Lock)
+	}
+	for _, doc := range []string{
+		"name: x\nlock: {name: db, other: 1}\nstages:\n  - {name: a, kind: example.com/x, target: {all: true}}\n",
+		"name: x\nstages:\n  - {name: a, kind: example.com/x, target: {all: true}, lock: [db]}\n",
+		"name: x\nstages:\n  - {name: a, kind: example.com/x, target: {all: true}, lock: {name: db, scope: everywhere}}\n",
+	} {
+		if _, err := Parse([]byte(doc)); !errors.Is(err, ErrInvalid) {
+			t.Errorf("Parse(%q) = %v, want ErrInvalid", doc, err)
+		}
 	}
 }

@@ -59,7 +59,12 @@ type Planned struct {
 	Stages  []store.RunStage
 	// Nodes is the runs.NodesDigest of the nodes it was planned on.
 	Nodes string
+	// Lock is the lock the run takes from its start to its end (nil: none).
+	Lock *store.Lock
 }
+
+// Digest is what approving the planned run approves (runs.DigestRunLocked).
+func (p *Planned) Digest() string { return runs.DigestRunLocked(p.Cluster, p.Stages, 0, nil, p.Lock) }
 
 // Load reads the playbook a plan or a start names: the document in req when
 // it has one (version 0), else the stored version asked for (the newest
@@ -150,7 +155,7 @@ func (p *Playbook) request(req *wire.PlanRequest) (*wire.CreateRunRequest, map[s
 	if err != nil {
 		return nil, nil, err
 	}
-	run := &wire.CreateRunRequest{ClusterID: req.ClusterID, Stages: specs}
+	run := &wire.CreateRunRequest{ClusterID: req.ClusterID, Stages: specs, Lock: p.Lock.wire()}
 	if err := runs.Check(run); err != nil {
 		return nil, nil, err
 	}
@@ -166,8 +171,12 @@ func (p *Playbook) planOn(version int, run *wire.CreateRunRequest, values map[st
 	if err != nil {
 		return nil, err
 	}
+	var lock *store.Lock
+	if run.Lock != nil {
+		lock = &store.Lock{Name: run.Lock.Name, Scope: run.Lock.Scope}
+	}
 	return &Planned{Name: p.Name, Version: version, Cluster: run.ClusterID, Values: values, Stages: stages,
-		Nodes: d}, nil
+		Nodes: d, Lock: lock}, nil
 }
 
 // Wire shows a plan: every child by stage and wave, in the order the run
@@ -176,13 +185,16 @@ func (p *Playbook) planOn(version int, run *wire.CreateRunRequest, values map[st
 // nodes and where the canary pause falls.
 func (p *Planned) Wire() wire.Plan {
 	out := wire.Plan{Playbook: p.Name, Version: p.Version, ClusterID: p.Cluster, Params: p.Values,
-		Digest: runs.Digest(p.Cluster, p.Stages), Stages: []wire.Stage{}, Children: []wire.PlanChild{}}
+		Digest: p.Digest(), Stages: []wire.Stage{}, Children: []wire.PlanChild{}}
+	if p.Lock != nil {
+		out.Lock = &wire.Lock{Name: p.Lock.Name, Scope: p.Lock.Scope}
+	}
 	for _, st := range p.Stages {
 		out.Stages = append(out.Stages, wire.Stage{Name: st.Name, Kind: st.Kind, Args: st.Args, Target: wire.Target(st.Target),
 			Nodes: st.Nodes, MaxConcurrency: st.MaxConcurrency, MaxErrors: st.MaxErrors, OnFailure: st.OnFailure,
 			DependsOn: st.DependsOn, TimeoutS: st.TimeoutS, State: st.State,
 			Steps: runs.StepSpecs(st.Steps), Rollback: runs.StepSpecs(st.Rollback), Canary: st.Canary, SoakS: st.SoakS,
-			Unavailable: st.Unavailable, UnavailableTimeoutS: st.UnavailableTimeoutS})
+			Unavailable: st.Unavailable, UnavailableTimeoutS: st.UnavailableTimeoutS, Lock: runs.WireLock(st.Lock)})
 		conc := st.MaxConcurrency.Ceil(len(st.Nodes))
 		for j, n := range st.Nodes {
 			if len(st.Steps) == 0 {
@@ -276,13 +288,13 @@ func startPlanned(ctx context.Context, tx store.Tx, e *runs.Engine, plan *Planne
 		return nil, err
 	}
 	if req.Digest != "" {
-		if d := runs.Digest(plan.Cluster, plan.Stages); d != req.Digest {
+		if d := plan.Digest(); d != req.Digest {
 			return nil, fmt.Errorf("%w: the plan changed: version %d of playbook %s, with these parameters on the cluster's nodes now, "+
 				"plans to digest %s, not %.64q: plan it again, and start it with the same parameters as the plan",
 				ErrMoved, plan.Version, plan.Name, d, req.Digest)
 		}
 	}
-	return e.InsertAt(ctx, tx, plan.Cluster, plan.Stages, plan.Name, plan.Version, req.NotBefore, who)
+	return e.InsertAt(ctx, tx, plan.Cluster, plan.Stages, plan.Name, plan.Version, req.NotBefore, plan.Lock, who)
 }
 
 // MarkHeld fills, in a plan, the children the disruption budget would hold

@@ -244,7 +244,7 @@ func (w *Worker) Occur(ctx context.Context, name string, at time.Time, due bool)
 				map[string]any{"occurrence": at.UTC(), "reason": "plan failed"}))
 		}
 		made, err = w.cfg.Runs.InsertOccurrence(ctx, tx, runs.Occurrence{ID: id, ScheduleID: sc.ID, Schedule: sc.Name, At: at,
-			Requester: sc.Requester, ApprovedBy: sc.ApprovedBy}, plan.Cluster, plan.Stages, plan.Name, plan.Version)
+			Requester: sc.Requester, ApprovedBy: sc.ApprovedBy, Lock: plan.Lock}, plan.Cluster, plan.Stages, plan.Name, plan.Version)
 		if err != nil {
 			return err
 		}

@@ -41,6 +41,9 @@ func testRunsRoundTripAndList(t *testing.T, db NewDB) {
 		a.State, a.ApprovedBy, a.FinishedTS = store.RunRunning, "bob", action.TimePtr(t0.Add(time.Minute))
 		a.Stages[0].State, a.Stages[0].Forgiven = store.StageRunning, 1
 		a.NotBefore, a.Urgent = action.TimePtr(t0.Add(time.Hour)), "security fix"
+		a.Lock = &store.Lock{Name: "db", Scope: store.LockGlobal}
+		a.Stages[0].Lock = &store.Lock{Name: "lb"}
+		a.Stages[0].Reuse = map[string][]store.ReusedStep{"n1": {{Step: "drain", ActionID: "x", Outputs: []byte(`{"a":"b"}`)}}}
 		return tx.UpdateRun(ctx, a)
 	})
 	read(t, s, func(ctx context.Context, r store.Reader) error {

@@ -52,6 +52,8 @@ func Run(t *testing.T, db NewDB) {
 		{"RunChildCountsFollowTheChildren", testRunChildCountsFollowTheChildren},
 		{"RunStartedNodesCountsNodesNotChildren", testRunStartedNodesCountsNodesNotChildren},
 		{"BriefRunLists", testBriefRunLists},
+		{"RunLocksHaveOneHolder", testRunLocksHaveOneHolder},
+		{"RunLocksOneHolderAcrossStores", testRunLocksOneHolderAcrossStores},
 		{"PagesOfActionsAndRuns", testPagesOfActionsAndRuns},
 		{"PlaybookVersions", testPlaybookVersions},
 		{"SchedulesRoundTrip", testSchedulesRoundTrip},

@@ -1,0 +1,153 @@
+package runs_test
+
+import (
+	"context"
+	"strings"
+	"testing"
+
+	"github.com/musterhq/muster/core/actions"
+	"github.com/musterhq/muster/core/store"
+	"github.com/musterhq/muster/shared/action"
+	"github.com/musterhq/muster/shared/limit"
+	"github.com/musterhq/muster/shared/wire"
+)
+
+// startLocked creates, in cluster c, a run of the given stages (each over
+// every node, one node at a time, when its target is empty) taking lock
+// (nil: none), and has bob approve it.
+func (env *engineEnv) startLocked(lock *wire.Lock, stages ...wire.StageSpec) *store.Run {
+	env.t.Helper()
+	var r *store.Run
+	env.update(func(ctx context.Context, tx store.Tx) error {
+		for i := range stages {
+			if stages[i].Kind == "" && len(stages[i].Steps) == 0 {
+				stages[i].Kind = "muster.io/debug.ping"
+			}
+			if stages[i].Target.Nodes == nil && stages[i].Target.Labels == nil {
+				stages[i].Target.All = true
+			}
+			c := limit.MustParse("4")
+			stages[i].MaxConcurrency = &c
+		}
+		var err error
+		r, err = env.e.Create(ctx, tx, &wire.CreateRunRequest{ClusterID: "c", Stages: stages, Lock: lock}, actions.Actor{Name: "alice"})
+		if err != nil {
+			return err
+		}
+		r, err = env.e.Approve(ctx, tx, r.ID, "", actions.Actor{Name: "bob"})
+		return err
+	})
+	return r
+}
+
+// finishAll ends every unfinished child of run id DONE and advances it.
+func (env *engineEnv) finishAll(id string) *store.Run {
+	env.t.Helper()
+	for _, k := range env.children(id) {
+		if !k.State.Final() {
+			env.finishChild(k.ID, action.Done)
+		}
+	}
+	return env.advance(id)
+}
+
+func TestARunWaitsForTheLockAnotherRunHolds(t *testing.T) {
+	t.Parallel()
+	env := setupEngine(t)
+	a := env.startLocked(&wire.Lock{Name: "db"}, wire.StageSpec{Name: "up"})
+	if n := len(env.children(a.ID)); n != 4 {
+		t.Fatalf("the holder made %d children, want 4", n)
+	}
+	b := env.startLocked(&wire.Lock{Name: "db", Scope: wire.LockCluster}, wire.StageSpec{Name: "up"})
+	b = env.advance(b.ID)
+	want := "waiting for lock db held by run " + a.ID
+	if b.State != store.RunRunning || !strings.Contains(b.StateReason, want) || len(env.children(b.ID)) != 0 {
+		t.Fatalf("the waiter: %s %q with %d children; want RUNNING, %q, none", b.State, b.StateReason,
+			len(env.children(b.ID)), want)
+	}
+	// Another lock, or the same name in the global scope, does not wait.
+	other := env.startLocked(&wire.Lock{Name: "db", Scope: wire.LockGlobal}, wire.StageSpec{Name: "up"})
+	if n := len(env.children(other.ID)); n != 4 || strings.Contains(other.StateReason, "waiting") {
+		t.Fatalf("a run of global lock db: %d children, %q; want 4, not waiting", n, other.StateReason)
+	}
+	if a = env.finishAll(a.ID); a.State != store.RunDone {
+		t.Fatalf("the holder is %s, want DONE", a.State)
+	}
+	b = env.advance(b.ID)
+	if n := len(env.children(b.ID)); n != 4 || strings.Contains(b.StateReason, "lock") {
+		t.Fatalf("once the holder ended, the waiter has %d children and says %q; want 4, no lock", n, b.StateReason)
+	}
+}
+
+func TestALockIsFreedByARunEndedInAnyFinalState(t *testing.T) {
+	t.Parallel()
+	env := setupEngine(t)
+	a := env.startLocked(&wire.Lock{Name: "db"}, wire.StageSpec{Name: "up"})
+	b := env.startLocked(&wire.Lock{Name: "db"}, wire.StageSpec{Name: "up"})
+	env.update(func(ctx context.Context, tx store.Tx) error {
+		_, err := env.e.Cancel(ctx, tx, a.ID, actions.Actor{Name: "carol"}, "wrong version")
+		return err
+	})
+	// The transaction that ended it released its lock.
+	env.update(func(ctx context.Context, tx store.Tx) error {
+		if held, err := tx.RunLocks(ctx, a.ID); err != nil || len(held) != 0 {
+			t.Errorf("the cancelled run still holds %+v (%v)", held, err)
+		}
+		return nil
+	})
+	b = env.advance(b.ID)
+	if n := len(env.children(b.ID)); n != 4 {
+		t.Fatalf("after the holder's cancel the waiter has %d children, want 4 (%s %q)", n, b.State, b.StateReason)
+	}
+}
+
+func TestAStageLockIsHeldWhileTheStageRuns(t *testing.T) {
+	t.Parallel()
+	env := setupEngine(t)
+	// a's first stage takes db; its second does not.
+	a := env.startLocked(nil, wire.StageSpec{Name: "migrate", Lock: &wire.Lock{Name: "db"}},
+		wire.StageSpec{Name: "restart"})
+	b := env.startLocked(nil, wire.StageSpec{Name: "backup", Lock: &wire.Lock{Name: "db"}})
+	b = env.advance(b.ID)
+	if n := len(env.children(b.ID)); n != 0 || !strings.Contains(b.StateReason, "waiting for lock db held by run "+a.ID) ||
+		b.Stages[0].State != store.StagePending {
+		t.Fatalf("b while a's stage runs: %d children, %q, stage %s", n, b.StateReason, b.Stages[0].State)
+	}
+	a = env.finishAll(a.ID)
+	if a.Stages[0].State != store.StageDone || a.Stages[1].State != store.StageRunning {
+		t.Fatalf("a's stages: %s, %s", a.Stages[0].State, a.Stages[1].State)
+	}
+	b = env.advance(b.ID)
+	if n := len(env.children(b.ID)); n != 4 || b.Stages[0].State != store.StageRunning {
+		t.Fatalf("b once a's locked stage ended: %d children, stage %s, %q", n, b.Stages[0].State, b.StateReason)
+	}
+	// b holds db now: a run taking db waits for b, not for a.
+	c := env.startLocked(&wire.Lock{Name: "db"}, wire.StageSpec{Name: "up"})
+	if !strings.Contains(c.StateReason, "held by run "+b.ID) {
+		t.Fatalf("c says %q, want it waiting for b %s", c.StateReason, b.ID)
+	}
+}
+
+func TestLocksArePartOfTheDigest(t *testing.T) {
+	t.Parallel()
+	env := setupEngine(t)
+	create := func(lock *wire.Lock, stageLock *wire.Lock) string {
+		var r *store.Run
+		env.update(func(ctx context.Context, tx store.Tx) error {
+			var err error
+			r, err = env.e.Create(ctx, tx, &wire.CreateRunRequest{ClusterID: "c", Lock: lock, Stages: []wire.StageSpec{{
+				Kind: "muster.io/debug.ping", Target: wire.Target{All: true}, Lock: stageLock}}}, actions.Actor{Name: "alice"})
+			return err
+		})
+		return r.Digest
+	}
+	none := create(nil, nil)
+	seen := map[string]bool{none: true}
+	for _, d := range []string{create(&wire.Lock{Name: "db"}, nil), create(&wire.Lock{Name: "db", Scope: "global"}, nil),
+		create(nil, &wire.Lock{Name: "db"}), create(&wire.Lock{Name: "lb"}, nil)} {
+		if seen[d] {
+			t.Fatalf("two runs that lock differently have one digest %s", d)
+		}
+		seen[d] = true
+	}
+}
