@@ -333,6 +333,20 @@ func (r *Redactor) Add(name, value string) {
 	sort.SliceStable(r.pairs, func(i, j int) bool { return len(r.pairs[i].value) > len(r.pairs[j].value) })
 }
 
+// Merge makes r redact o's values too.
+func (r *Redactor) Merge(o *Redactor) {
+	if o.Empty() {
+		return
+	}
+	for _, p := range o.pairs {
+		if !slices.Contains(r.pairs, p) {
+			r.pairs = append(r.pairs, p)
+		}
+	}
+	r.max = max(r.max, o.max)
+	sort.SliceStable(r.pairs, func(i, j int) bool { return len(r.pairs[i].value) > len(r.pairs[j].value) })
+}
+
 // Empty reports whether r redacts nothing.
 func (r *Redactor) Empty() bool { return r == nil || len(r.pairs) == 0 }
 
