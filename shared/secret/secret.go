@@ -59,16 +59,17 @@ func Ref(name string) string { return `{{ secret "` + name + `" }}` }
 // candidateRE finds what looks like a reference; refRE says whether it is one.
 var (
 	candidateRE = regexp.MustCompile(`\{\{-?\s*secret\b[^}]*\}\}`)
-	refRE       = regexp.MustCompile(`^\{\{\s*secret\s+"([^"\\]*)"\s*\}\}$`)
+	refRE       = regexp.MustCompile(`^\{\{-?\s*secret\s+"([^"\\]*)"\s*-?\}\}$`)
 )
 
 // ErrBadRef is a string that looks like a reference to a secret but is not
-// one (a trim marker, a name that is not plain, no quotes).
+// one (a name that is not plain, no quotes, more than the name).
 var ErrBadRef = errors.New("bad secret reference")
 
 // Find returns the names s refers to, in order, each once. Something that
 // looks like a reference ({{ secret ... }}) but is not exactly
-// {{ secret "NAME" }} with a plain name is an error.
+// {{ secret "NAME" }} with a plain name (trim markers aside: {{- and -}}
+// are a template's, the core renders them) is an error.
 func Find(s string) ([]string, error) {
 	if !strings.Contains(s, "{{") {
 		return nil, nil
