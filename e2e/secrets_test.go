@@ -212,5 +212,5 @@ if [ "$1" = migrate ]; then printf '{"used":"%%s"}' "$pw" > "$MUSTER_OUTPUTS"; f
 	if sawStores != 3 {
 		t.Fatalf("scanned %d files with %d stores (core.db, 2 × agent.db); want the three", scanned, sawStores)
 	}
-	t.Logf("scanned %d files and %d API answers: no secret value", scanned, len(shown))
+	t.Logf("scanned %d files and %d API answers for the value", scanned, len(shown))
 }
