@@ -6,6 +6,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/musterhq/muster/core/store"
+	"github.com/musterhq/muster/shared/secret"
 	"github.com/musterhq/muster/shared/wire"
 )
 
@@ -55,5 +57,23 @@ func TestARunReferencingASecretANodeLacksIsRefused(t *testing.T) {
 	req = wire.CreateRunRequest{ClusterID: "c", Stages: []wire.StageSpec{steps(`{"dsn":"{{ secret \"../etc/shadow\" }}"}`)}}
 	if err := Check(&req); !errors.Is(err, ErrInvalid) || !strings.Contains(err.Error(), "not a plain name") {
 		t.Fatalf("Check of a bad name = %v; want ErrInvalid, not a plain name", err)
+	}
+}
+
+// A command's output that holds a reference does not become one in a later
+// step's args: only the run's author names secrets.
+func TestAnOutputNeverNamesASecret(t *testing.T) {
+	t.Parallel()
+	steps := []store.RunStep{{Name: "a", Kind: "example.com/x"},
+		{Name: "b", Kind: "example.com/x", Args: json.RawMessage(`{"v":"{{ .steps.a.outputs.x }}","w":"{{ secret \"mine\" }}"}`)}}
+	c := newNodeContext(nil, "n1", nil, steps)
+	c.set("a", "DONE", json.RawMessage(`{"x":"{{ secret \"theirs\" }}"}`))
+	args, err := newStepTemplates().renderArgs(&steps[1], c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	names, err := secret.FindArgs(args)
+	if err != nil || strings.Join(names, ",") != "mine" {
+		t.Fatalf("args %s name the secrets %v (%v); want only mine", args, names, err)
 	}
 }

@@ -62,6 +62,20 @@ var (
 	refRE       = regexp.MustCompile(`^\{\{-?\s*secret\s+"([^"\\]*)"\s*-?\}\}$`)
 )
 
+// openRE is the opening of what could be read as a reference.
+var openRE = regexp.MustCompile(`\{\{(-?\s*secret\b)`)
+
+// Defuse returns s with every opening of a reference ({{ secret) broken
+// ("{ {secret"), so that it cannot be read as one: for values that come
+// from a command (a step's outputs) and are rendered into a later step's
+// args, which must not name a secret their author did not write.
+func Defuse(s string) string {
+	if !strings.Contains(s, "{{") {
+		return s
+	}
+	return openRE.ReplaceAllString(s, "{ {$1")
+}
+
 // ErrBadRef is a string that looks like a reference to a secret but is not
 // one (a name that is not plain, no quotes, more than the name).
 var ErrBadRef = errors.New("bad secret reference")

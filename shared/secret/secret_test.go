@@ -187,3 +187,20 @@ func FuzzFind(f *testing.F) {
 		}
 	})
 }
+
+func TestDefuseLeavesNoReference(t *testing.T) {
+	t.Parallel()
+	for _, s := range []string{`{{ secret "db" }}`, `x{{secret "db"}}y`, `{{- secret "db" -}}`, `{{{{ secret "db" }}}}`} {
+		d := Defuse(s)
+		if names, err := Find(d); err != nil || len(names) > 0 {
+			t.Errorf("Defuse(%q) = %q: Find sees %v, %v", s, d, names, err)
+		}
+		args, _ := json.Marshal(map[string]string{"a": d})
+		if out, _, err := Resolve(args, func(string) (string, error) { return "VALUE", nil }); err != nil || strings.Contains(string(out), "VALUE") {
+			t.Errorf("Defuse(%q) = %q resolves to %s, %v", s, d, out, err)
+		}
+	}
+	if got := Defuse("{{ .a }} plain"); got != "{{ .a }} plain" {
+		t.Errorf("Defuse changed a string without a reference: %q", got)
+	}
+}
