@@ -154,6 +154,12 @@ if [ "$1" = migrate ]; then printf '{"used":"%%s"}' "$pw" > "$MUSTER_OUTPUTS"; f
 		b, _ := json.Marshal(rec)
 		shown = append(shown, "agent "+k.ID+": "+string(b))
 	}
+	// And what the command line prints of them.
+	env := []string{"MUSTER_ADDR=http://" + f.core.Addr(), "MUSTER_TOKEN=" + f.secrets["admin"]}
+	for _, args := range [][]string{{"run", "show", r.ID}, {"action", "show", kids[0].ID}, {"action", "show", kids[1].ID},
+		{"events", "--limit", "1000"}} {
+		shown = append(shown, strings.Join(args, " ")+": "+muster(t, env, args...))
+	}
 	for _, s := range shown {
 		if strings.Contains(s, value) {
 			t.Errorf("shown with the secret's value: %.2000s", s)
@@ -164,6 +170,9 @@ if [ "$1" = migrate ]; then printf '{"used":"%%s"}' "$pw" > "$MUSTER_OUTPUTS"; f
 	for _, k := range kids {
 		switch k.Step {
 		case "migrate":
+			if out := muster(t, env, "action", "show", k.ID); !strings.Contains(out, "[redacted:db-password]") {
+				t.Errorf("action show %s prints no redacted value:\n%s", k.ID, out)
+			}
 			if !strings.Contains(string(k.Args), `{{ secret \"db-password\" }}`) {
 				t.Errorf("migrate's args %s: want the reference", k.Args)
 			}
@@ -212,5 +221,5 @@ if [ "$1" = migrate ]; then printf '{"used":"%%s"}' "$pw" > "$MUSTER_OUTPUTS"; f
 	if sawStores != 3 {
 		t.Fatalf("scanned %d files with %d stores (core.db, 2 × agent.db); want the three", scanned, sawStores)
 	}
-	t.Logf("scanned %d files and %d API answers for the value", scanned, len(shown))
+	t.Logf("scanned %d files and %d API and CLI answers for the value", scanned, len(shown))
 }
