@@ -26,7 +26,8 @@ import (
 // prints it, on stdout and stderr, and passes it on as an output that a
 // later step reads. Nothing kept or shown holds the value: the raw bytes of
 // every file under the fleet's directory (the core's SQLite store and its
-// WAL, the agents' queues, every process's log), the API's answers (run,
+// WAL, the agents' queues, every process's log), the API's and the command
+// line's answers (run,
 // actions, events, nodes, the agent's own records) and the outputs. A run
 // over node-2 is refused, naming the node and the secret; a plain action
 // referencing a secret its node lacks fails on the agent, saying so.
