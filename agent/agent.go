@@ -118,6 +118,7 @@ func (a *Agent) Run(ctx context.Context) error {
 
 	reg, err := handlers.NewRegistry(cfg.Actions.External, handlers.Env{
 		NodeID: cfg.NodeID, ClusterID: cfg.ClusterID, Grace: cfg.Actions.KillGrace,
+		Secrets: cfg.Secrets.Read,
 	})
 	if err != nil {
 		return err
@@ -151,6 +152,7 @@ func (a *Agent) Run(ctx context.Context) error {
 		DefaultTimeout: cfg.Actions.DefaultTimeout,
 		Queue:          q, Runner: run, Kinds: reg, Metrics: prom, Log: a.log,
 		Caller: apiCaller(cfg.API), Hosts: apiHosts(cfg), MaxWait: api.WaitBound(cfg.API.WriteTimeout),
+		Secrets: cfg.Secrets.Names,
 	})
 	// Refused TLS handshakes (no or a wrong client certificate) land in
 	// the error log.

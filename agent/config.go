@@ -17,6 +17,7 @@ import (
 	"github.com/musterhq/muster/shared/gossip"
 	"github.com/musterhq/muster/shared/labels"
 	"github.com/musterhq/muster/shared/names"
+	"github.com/musterhq/muster/shared/secret"
 	"github.com/musterhq/muster/shared/wire"
 )
 
@@ -32,6 +33,10 @@ type Config struct {
 	API     APIConfig         `mapstructure:"api" yaml:"api"`
 	Actions ActionsConfig     `mapstructure:"actions" yaml:"actions"`
 	Gossip  GossipConfig      `mapstructure:"gossip" yaml:"gossip"`
+	// Secrets names the files of the secrets that args may reference as
+	// {{ secret "NAME" }}, read just before a command runs
+	// (docs/architecture.md, "Secrets").
+	Secrets secret.Config `mapstructure:"secrets" yaml:"secrets,omitempty"`
 	// Enroll, with core set, enrolls the agent at its first start (when
 	// no certificate exists) and renews its certificate after.
 	Enroll EnrollConfig `mapstructure:"enroll" yaml:"enroll"`
@@ -294,6 +299,7 @@ func (c *Config) Validate() error {
 		errs.Add("actions.external", "the kinds' args_schema come to %d bytes as JSON, more than an agent may announce (%d): the core would refuse its info",
 			schemaBytes, wire.MaxInfoSchemas)
 	}
+	errs = append(errs, c.Secrets.Validate("secrets")...)
 	if g := c.Gossip; g.Enabled {
 		if g.KeyFile == "" && !g.Insecure {
 			errs.Add("gossip.key_file", "required when gossip is enabled (or set gossip.insecure: true)")

@@ -12,6 +12,7 @@ import (
 	"github.com/musterhq/muster/agent/handlers"
 	"github.com/musterhq/muster/shared/argschema"
 	"github.com/musterhq/muster/shared/config"
+	"github.com/musterhq/muster/shared/secret"
 )
 
 func TestConfigRefusesWhatTheCoreRefuses(t *testing.T) {
@@ -42,6 +43,12 @@ func TestConfigRefusesWhatTheCoreRefuses(t *testing.T) {
 				c.Actions.External = append(c.Actions.External, handlers.External{Kind: fmt.Sprintf("example.com/k%d", i), Run: []string{"/bin/true"}, ArgsSchema: big})
 			}
 		}, []string{"actions.external"}},
+		{"secrets", func(c *Config) {
+			c.Secrets = secret.Config{Dir: "/etc/muster/secrets", Files: map[string]string{"db-password": "/run/db"}}
+		}, nil},
+		{"secrets: a relative dir, a name not plain, a relative file", func(c *Config) {
+			c.Secrets = secret.Config{Dir: "secrets", Files: map[string]string{"Db.Password": "/run/db", "ok": "run/ok"}}
+		}, []string{"secrets.dir", "secrets.files", "secrets.files.ok"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()

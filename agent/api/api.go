@@ -119,6 +119,9 @@ type Config struct {
 	// blocking GET /api/v1/actions (the agent keeps it below the server's
 	// write timeout: WaitBound).
 	MaxWait time.Duration
+	// Secrets, when set, lists the names (never the values) of the
+	// secrets the agent can resolve, announced in info.
+	Secrets func() []string
 }
 
 // WaitBound is the longest wait a server whose answers must be written
@@ -333,7 +336,19 @@ func (s *Server) info(c *echo.Context) error {
 		StoreID: s.cfg.Queue.StoreID(), Kinds: s.cfg.Kinds.Kinds(), Queue: counts,
 		Labels: labels.Merge(nil, s.cfg.Labels), ArgsSchemas: s.cfg.Kinds.Schemas(),
 		PushFields: append(wire.RunPlaceFields(), wire.TraceFields()...),
+		Secrets:    s.secretNames(),
 	})
+}
+
+// secretNames lists the names of the secrets the agent can resolve.
+func (s *Server) secretNames() []string {
+	if s.cfg.Secrets == nil {
+		return nil
+	}
+	if names := s.cfg.Secrets(); len(names) > 0 {
+		return names
+	}
+	return nil
 }
 
 // changesQuery is the query of GET /api/v1/actions.

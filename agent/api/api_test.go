@@ -756,3 +756,38 @@ func FuzzParseChangesQuery(f *testing.F) {
 		}
 	})
 }
+
+// The names of the agent's secrets, never their values, are announced in
+// info, within what the core takes; a push with a reference that is not
+// one is a 422 with nothing queued.
+func TestSecretNamesAreAnnounced(t *testing.T) {
+	t.Parallel()
+	q, err := queue.Open(context.Background(), t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	reg, err := handlers.NewRegistry([]handlers.External{{Kind: "example.com/db.migrate", Run: []string{"/bin/true"}}}, handlers.Env{NodeID: "n1", ClusterID: "c1"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	run := runner.New(runner.Config{Queue: q, Handlers: reg, Actor: "n1", Idle: 20 * time.Millisecond})
+	srv := New(Config{NodeID: "n1", ClusterID: "c1", Version: "test", DefaultTimeout: time.Hour, Queue: q, Runner: run, Kinds: reg,
+		Secrets: func() []string { return []string{"api-token", "db-password"} }})
+	f, ts := newFixture(t, srv.Handler(), q)
+	t.Cleanup(func() { ts.Close(); q.Close() })
+	st, b := f.do(t, "GET", "/api/v1/info", "")
+	info := decode[wire.AgentInfo](t, b)
+	if st != 200 || strings.Join(info.Secrets, ",") != "api-token,db-password" {
+		t.Fatalf("info: %d %s", st, b)
+	}
+	if err := info.Check(); err != nil {
+		t.Fatalf("the agent announces what the core refuses: %v", err)
+	}
+	st, b = f.do(t, "POST", "/api/v1/actions", `{"kind":"example.com/db.migrate","args":{"dsn":"{{ secret \"../etc/shadow\" }}"}}`)
+	if st != http.StatusUnprocessableEntity || !strings.Contains(string(b), "not a plain name") {
+		t.Fatalf("push of a bad reference: %d %s", st, b)
+	}
+	if n, _ := q.Counts(context.Background()); len(n) != 0 && n[action.New] != 0 {
+		t.Fatalf("queued: %v", n)
+	}
+}

@@ -18,6 +18,7 @@ import (
 	"github.com/musterhq/muster/shared/action"
 	"github.com/musterhq/muster/shared/argschema"
 	"github.com/musterhq/muster/shared/config"
+	"github.com/musterhq/muster/shared/secret"
 )
 
 // External declares a kind run by outside commands (actions.external in the
@@ -141,6 +142,14 @@ type Env struct {
 	ClusterID string
 	// Grace is how long a process has between SIGTERM and SIGKILL.
 	Grace time.Duration
+	// Secrets reads a secret's value by name, for the references in args
+	// ({{ secret "NAME" }}); nil: the agent has none.
+	Secrets secret.Reader
+}
+
+// noSecrets is the reader of an agent that names no secret.
+func noSecrets(name string) (string, error) {
+	return "", fmt.Errorf("%w %q on this node (its configuration names no secrets)", secret.ErrUnknown, name)
 }
 
 // Phases of an external action, kept in its progress.
@@ -190,10 +199,24 @@ func (h *externalHandler) Validate(args json.RawMessage) error {
 			return fmt.Errorf("%w: %v", ErrBadArgs, err)
 		}
 	}
+	if _, err := secret.FindArgs(args); err != nil {
+		return fmt.Errorf("%w: %v", ErrBadArgs, err)
+	}
 	return nil
 }
 
+// Step runs step and redacts the values of the secrets it resolved from
+// what it reports (the output is redacted as it is written: Exec.Write).
 func (h *externalHandler) Step(ctx context.Context, x *Exec) Result {
+	res := h.step(ctx, x)
+	res.Message = x.Redact(res.Message)
+	if len(x.Outputs) > 0 && !x.redact.Empty() {
+		x.Outputs = x.redact.RedactJSON(x.Outputs)
+	}
+	return res
+}
+
+func (h *externalHandler) step(ctx context.Context, x *Exec) Result {
 	var p extProgress
 	_ = json.Unmarshal(x.Progress, &p)
 	st, _ := x.State.(*extState)
@@ -511,18 +534,32 @@ func (h *externalHandler) start(argv []string, x *Exec, out interface{ Write([]b
 	if len(outputs) > 0 {
 		env = append(slices.Clone(env), "MUSTER_OUTPUTS="+outputsPath)
 	}
-	p, err := startProcess(argv, x, h.env, env, cred, out, outputs...)
+	// The command gets the record with its references to secrets resolved;
+	// the record kept is never changed, and the values read are redacted
+	// from all the action reports from now on.
+	rec := x.Action
+	read := h.env.Secrets
+	if read == nil {
+		read = noSecrets
+	}
+	args, red, err := secret.Resolve(rec.Args, read)
+	if err != nil {
+		return nil, err
+	}
+	rec.Args = args
+	x.addRedactor(red)
+	p, err := startProcess(argv, &rec, x, h.env, env, cred, out, outputs...)
 	if cred != nil && errors.Is(err, syscall.EPERM) {
 		return nil, fmt.Errorf("%w: running commands as %s needs the agent to run as root (it runs as uid %d)", err, h.spec.User, os.Geteuid())
 	}
 	return p, err
 }
 
-// startProcess starts argv with the action record on stdin and the
+// startProcess starts argv with the action record a on stdin and the
 // environment of commandEnv, as cred when not nil. stdout goes to out,
 // stderr to the output; files are its fds 3 and on.
-func startProcess(argv []string, x *Exec, env Env, extra []string, cred *syscall.Credential, out interface{ Write([]byte) (int, error) }, files ...*os.File) (*process, error) {
-	rec, err := json.Marshal(x.Action)
+func startProcess(argv []string, a *action.Action, x *Exec, env Env, extra []string, cred *syscall.Credential, out interface{ Write([]byte) (int, error) }, files ...*os.File) (*process, error) {
+	rec, err := json.Marshal(a)
 	if err != nil {
 		return nil, err
 	}

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/musterhq/muster/shared/action"
+	"github.com/musterhq/muster/shared/secret"
 )
 
 // Status is the outcome of one step.
@@ -70,6 +71,32 @@ type Exec struct {
 
 	mu  sync.Mutex
 	out []byte
+	// redact replaces the values of the secrets resolved for this run in
+	// all it reports (docs/architecture.md, "Secrets").
+	redact *secret.Redactor
+}
+
+// addRedactor makes x redact r's values too, from the output already
+// written on.
+func (x *Exec) addRedactor(r *secret.Redactor) {
+	if r.Empty() {
+		return
+	}
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	if x.redact == nil {
+		x.redact = &secret.Redactor{}
+	}
+	x.redact.Merge(r)
+	x.out = []byte(x.redact.Redact(string(x.out)))
+}
+
+// Redact returns s with the values of the secrets resolved for this run
+// replaced by [redacted:NAME].
+func (x *Exec) Redact(s string) string {
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	return x.redact.Redact(s)
 }
 
 // NewExec starts a run of a, with the output and progress it already has.
@@ -82,7 +109,14 @@ func NewExec(a *action.Action, resumed bool) *Exec {
 func (x *Exec) Write(p []byte) (int, error) {
 	x.mu.Lock()
 	defer x.mu.Unlock()
+	from := len(x.out)
 	x.out = append(x.out, p...)
+	if !x.redact.Empty() {
+		// A value cut between two writes is whole once the second is
+		// appended: look back as far as the longest value, less a byte.
+		from = max(0, from-x.redact.Longest()+1)
+		x.out = append(x.out[:from], x.redact.Redact(string(x.out[from:]))...)
+	}
 	if len(x.out) > 2*action.MaxOutput {
 		x.out = append(x.out[:0], x.out[len(x.out)-action.MaxOutput:]...)
 	}
@@ -118,6 +152,9 @@ type Registry struct {
 // NewRegistry returns the built-in kinds and the given external ones.
 func NewRegistry(external []External, env Env) (*Registry, error) {
 	r := &Registry{handlers: map[string]Handler{}, timeouts: map[string]time.Duration{}}
+	if env.Secrets == nil {
+		env.Secrets = noSecrets
+	}
 	r.handlers[KindPing] = ping{}
 	r.handlers[KindSleep] = sleep{}
 	r.handlers[KindFail] = fail{}

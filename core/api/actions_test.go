@@ -125,6 +125,7 @@ func TestAPI3CreateRefusesCallerFieldsAndBadInput(t *testing.T) {
 		{"array body", `[]`, 400},
 		{"args not an object", `{` + valid + `,"args":[1]}`, 400},
 		{"args a string", `{` + valid + `,"args":"x"}`, 400},
+		{"a secret's name not plain", `{` + valid + `,"args":{"a":"{{ secret \"../etc/shadow\" }}"}}`, 400},
 		{"args too large", `{` + valid + `,"args":{"a":"` + strings.Repeat("x", action.MaxArgs) + `"}}`, 400},
 		{"bad kind", `{"cluster_id":"prod","node_id":"db-1","kind":"ping"}`, 400},
 		{"missing node", `{"cluster_id":"prod","kind":"muster.io/debug.ping"}`, 400},

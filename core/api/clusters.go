@@ -33,6 +33,7 @@ func toWireNode(n store.Node) wire.Node {
 		StoreID: n.StoreID, Kinds: kinds, Version: n.Version,
 		LastContact: n.LastContact, UpdatedTS: n.UpdatedTS, Labels: labels.Merge(nil, n.Labels),
 		ArgsSchemas: n.ArgsSchemas, ArgsSchemasRefused: ops.RefusedSchemas(n.ArgsSchemas),
+		Secrets: n.Secrets,
 	}
 }
 

@@ -32,6 +32,8 @@ func FuzzCreateDecode(f *testing.F) {
 		`{"cluster_id":"prod","node_id":"db-1","kind":"muster.io/debug.ping","args":{"a":{"b":{"c":[{}]}}}}`,
 		`{"cluster_id":"prod","node_id":"db-1","kind":"muster.io/debug.ping"} trailing`,
 		`{"cluster_id":1}`, `{"CLUSTER_ID":"prod","node_id":"db-1","kind":"a/b"}`,
+		`{"cluster_id":"prod","node_id":"db-1","kind":"a/b","args":{"dsn":"pg://u:{{ secret \"db-password\" }}@h"}}`,
+		`{"cluster_id":"prod","node_id":"db-1","kind":"a/b","args":{"dsn":"{{ secret \"../x\" }}{{secret}}"}}`,
 		`{"cluster_id":"prod","node_id":"db-1","kind":"a/b","kind":"muster.io/debug.ping"}`,
 		`{"cluster_id":"prod","Node_ID":"db-1","kind":"a/b"}`,
 		`{"cluster_id":"prod","node_id":"db-1","kind":"a/b","args":{"x":1,"x":2}}`,

@@ -180,6 +180,12 @@ func TestRunBadInputIsRefusedAndStoresNothing(t *testing.T) {
 		{"unknown node", stage(func(s *wire.StageSpec) { s.Target.Nodes = []string{"db-9"} }), 422, "unknown node(s) db-9"},
 		{"unknown label", stage(func(s *wire.StageSpec) { s.Target = wire.Target{Labels: map[string]string{"role": "x"}} }), 422, "no node has the labels role=x"},
 		{"kind a node lacks", stage(func(s *wire.StageSpec) { s.Kind, s.Target.Nodes = "example.com/db.backup", []string{"db-1", "db-2"} }), 422, "unknown to node(s) db-1"},
+		{"a secret a node lacks", stage(func(s *wire.StageSpec) {
+			s.Kind, s.Args = kindPing, json.RawMessage(`{"pw":"{{ secret \"db-password\" }}"}`)
+		}), 422, "node db-1 has no secret db-password"},
+		{"a secret's name not plain", stage(func(s *wire.StageSpec) {
+			s.Kind, s.Args = kindPing, json.RawMessage(`{"pw":"{{ secret \"../x\" }}"}`)
+		}), 400, "not a plain name"},
 		{"percentage over 100", json.RawMessage(`{"cluster_id":"prod","stages":[{"kind":"muster.io/debug.ping","target":{"all":true},"max_concurrency":"150%"}]}`), 400, "over 100%"},
 		{"negative errors", json.RawMessage(`{"cluster_id":"prod","stages":[{"kind":"muster.io/debug.ping","target":{"all":true},"max_errors":-1}]}`), 400, "negative"},
 		{"unknown dependency", stage(func(s *wire.StageSpec) { s.DependsOn = []string{"nope"} }), 400, `no stage "nope"`},

@@ -42,7 +42,7 @@ func Update(ctx context.Context, tx store.Tx, clusterID, nodeID string, change f
 		return nil, false, err
 	}
 	before := *n
-	before.Kinds, before.Labels, before.ArgsSchemas = slices.Clone(n.Kinds), maps.Clone(n.Labels), maps.Clone(n.ArgsSchemas)
+	before.Kinds, before.Labels, before.ArgsSchemas, before.Secrets = slices.Clone(n.Kinds), maps.Clone(n.Labels), maps.Clone(n.ArgsSchemas), slices.Clone(n.Secrets)
 	change(n)
 	if reflect.DeepEqual(before, *n) {
 		return n, false, nil

@@ -8,6 +8,7 @@ import (
 	"github.com/musterhq/muster/core/auth"
 	"github.com/musterhq/muster/core/store"
 	"github.com/musterhq/muster/shared/action"
+	"github.com/musterhq/muster/shared/secret"
 )
 
 // ActionRequest is what a new action asks for (actions.Request without
@@ -41,6 +42,9 @@ func CheckAction(req *ActionRequest, now time.Time) error {
 	}
 	if len(args) > action.MaxArgs {
 		return BadRequest("args larger than %d bytes", action.MaxArgs)
+	}
+	if _, err := secret.FindArgs(args); err != nil {
+		return BadRequest("args: %v", err)
 	}
 	req.Args = args
 	return checkNotBefore(req.NotBefore, now)

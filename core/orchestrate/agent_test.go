@@ -8,6 +8,8 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -24,6 +26,7 @@ import (
 	"github.com/musterhq/muster/core/store/sqlite"
 	"github.com/musterhq/muster/shared/action"
 	"github.com/musterhq/muster/shared/client"
+	"github.com/musterhq/muster/shared/secret"
 	"github.com/musterhq/muster/shared/testwait"
 	"github.com/musterhq/muster/shared/wire"
 )
@@ -466,5 +469,40 @@ func TestAFullSyncUnderAStaleLeaseWritesAndPushesNothing(t *testing.T) {
 	}
 	if rec := e.record(id); rec.State == action.PendingSchedule {
 		t.Fatalf("the full sync under the current lease did not push: %s", rec.State)
+	}
+}
+
+// The secret names a real agent announces are kept with the node (never a
+// value), a file added to its secrets directory is seen at the next sync,
+// and an idle sync writes the node no more.
+func TestRealAgentsSecretNamesAreStored(t *testing.T) {
+	t.Parallel()
+	e := setup(t, orchestrate.Config{}, "n1")
+	old := e.agents["n1"]
+	old.stop()
+	dir := t.TempDir()
+	if err := os.WriteFile(filepath.Join(dir, "db-password"), []byte("v4lue"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	cfg := agent.DefaultConfig()
+	cfg.NodeID, cfg.ClusterID, cfg.DataDir, cfg.API.Addr, cfg.API.Insecure = "n1", cluster, t.TempDir(), old.addr, true
+	cfg.Secrets = secret.Config{Dir: dir}
+	r := agenttest.Start(t, cfg)
+	e.agents["n1"] = &realAgent{addr: r.Addr, stop: r.Stop}
+	e.fullSync()
+	n := e.node("n1")
+	if strings.Join(n.Secrets, ",") != "db-password" {
+		t.Fatalf("stored node: secrets %v", n.Secrets)
+	}
+	e.fullSync()
+	if again := e.node("n1"); !again.UpdatedTS.Equal(n.UpdatedTS) {
+		t.Fatalf("an idle full sync rewrote the node (updated %s, then %s)", n.UpdatedTS, again.UpdatedTS)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "api-token"), []byte("t"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	e.fullSync()
+	if n := e.node("n1"); strings.Join(n.Secrets, ",") != "api-token,db-password" {
+		t.Fatalf("after a new file: secrets %v", n.Secrets)
 	}
 }

@@ -301,6 +301,10 @@ func nodeNext(stored *store.Node, res *nodeResult) (next store.Node, write, isDo
 		if len(res.info.ArgsSchemas) > 0 {
 			next.ArgsSchemas = maps.Clone(res.info.ArgsSchemas)
 		}
+		next.Secrets = nil
+		if len(res.info.Secrets) > 0 {
+			next.Secrets = slices.Sorted(slices.Values(res.info.Secrets))
+		}
 		if res.storeID == stored.StoreID && res.cursor < stored.Cursor {
 			next.Cursor = stored.Cursor // a sync of this node alone committed a later one meanwhile
 		}
@@ -330,6 +334,7 @@ func clusterNext(cur *store.Cluster, down []string, lost int) (store.Cluster, bo
 func sameNode(a, b *store.Node) bool {
 	return a.Status == b.Status && a.StatusReason == b.StatusReason && a.DownCause == b.DownCause && a.StoreID == b.StoreID &&
 		a.Cursor == b.Cursor && slices.Equal(a.Kinds, b.Kinds) && a.Version == b.Version && sameSchemas(a.ArgsSchemas, b.ArgsSchemas) &&
+		slices.Equal(a.Secrets, b.Secrets) &&
 		a.Addr == b.Addr && a.Source == b.Source && labels.Equal(a.Labels, b.Labels)
 }
 

@@ -46,7 +46,7 @@ func ReadNodes(ctx context.Context, r store.Reader, cluster string) ([]store.Nod
 }
 
 // NodesDigest fingerprints what a plan reads of a cluster's nodes: each
-// one's id, labels, kinds and args schemas. An error (a schema that is not
+// one's id, labels, kinds, args schemas and secret names. An error (a schema that is not
 // JSON) is returned, never a digest that would match any other.
 func NodesDigest(nodes []store.Node) (string, error) {
 	type node struct {
@@ -54,10 +54,11 @@ func NodesDigest(nodes []store.Node) (string, error) {
 		Labels  map[string]string          `json:",omitempty"`
 		Kinds   []string                   `json:",omitempty"`
 		Schemas map[string]json.RawMessage `json:",omitempty"`
+		Secrets []string                   `json:",omitempty"`
 	}
 	out := make([]node, len(nodes))
 	for i, n := range nodes {
-		out[i] = node{n.ID, n.Labels, n.Kinds, n.ArgsSchemas}
+		out[i] = node{n.ID, n.Labels, n.Kinds, n.ArgsSchemas, n.Secrets}
 	}
 	slices.SortFunc(out, func(a, b node) int { return strings.Compare(a.ID, b.ID) })
 	b, err := json.Marshal(out)

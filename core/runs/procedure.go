@@ -13,6 +13,7 @@ import (
 	"github.com/musterhq/muster/core/store"
 	"github.com/musterhq/muster/shared/action"
 	"github.com/musterhq/muster/shared/argschema"
+	"github.com/musterhq/muster/shared/secret"
 )
 
 // Procedures (docs/architecture.md, "Runs and playbooks"): the templates of
@@ -154,6 +155,12 @@ func (c nodeContext) set(step, state string, outputs json.RawMessage) {
 	out := map[string]string{}
 	if len(outputs) > 0 {
 		_ = json.Unmarshal(outputs, &out)
+	}
+	for k, v := range out {
+		// A command's output never names a secret in a later step's
+		// args: only the run's author does (docs/runs-and-playbooks.md,
+		// "Secrets").
+		out[k] = secret.Defuse(v)
 	}
 	c["steps"].(map[string]any)[step] = map[string]any{"state": state, "outputs": out}
 }

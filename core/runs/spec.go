@@ -413,6 +413,9 @@ func Resolve(req *wire.CreateRunRequest, nodes []store.Node) ([]store.RunStage, 
 				return nil, fmt.Errorf("%w: stage %s: kind %s is unknown to node(s) %s", ErrUnresolvable,
 					sp.Name, step.Kind, strings.Join(lacking, ", "))
 			}
+			if err := checkSecrets(sp.Name, &step, ids, byID); err != nil {
+				return nil, err
+			}
 			perNode += step.Attempts()
 		}
 		if err := planNodes(&rs, ids, byID); err != nil {

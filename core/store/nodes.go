@@ -52,7 +52,7 @@ func (d Dialect) scanNode(row Row) (Node, error) {
 	if err != nil {
 		return n, err
 	}
-	n.Kinds, n.ArgsSchemas = FromKindsColumn(kinds)
+	n.Kinds, n.ArgsSchemas, n.Secrets = FromKindsColumn(kinds)
 	if err := json.Unmarshal([]byte(labels), &n.Labels); err != nil {
 		return n, fmt.Errorf("node %s/%s: labels: %w", n.ClusterID, n.ID, err)
 	}

@@ -414,6 +414,10 @@ type Node struct {
 	// ArgsSchemas are the args_schema the node announced, by kind (nil when
 	// none). They are kept in the kinds column (KindsColumn).
 	ArgsSchemas map[string]json.RawMessage `json:"args_schemas,omitempty"`
+	// Secrets are the names of the secrets the node announced it can
+	// resolve in args (nil when none), sorted; kept in the kinds column
+	// too.
+	Secrets []string `json:"secrets,omitempty"`
 	// Labels are the static labels of the configuration with the agent's
 	// own laid over them, key by key (nil when there are none).
 	Labels      map[string]string `json:"labels"`
@@ -423,30 +427,43 @@ type Node struct {
 }
 
 // KindsColumn is how a store keeps a node's kinds with their args schemas,
-// in the one kinds column both stores have: an entry per kind, "KIND" or
-// "KIND SCHEMA" (a kind never holds a space; the schema is canonical JSON).
-func KindsColumn(kinds []string, schemas map[string]json.RawMessage) []string {
-	out := make([]string, len(kinds))
+// and the names of its secrets, in the one kinds column both stores have:
+// an entry per kind, "KIND" or "KIND SCHEMA" (a kind never holds a space;
+// the schema is canonical JSON), then an entry per secret, "secret:NAME"
+// (a kind never holds a colon).
+func KindsColumn(kinds []string, schemas map[string]json.RawMessage, secrets []string) []string {
+	out := make([]string, len(kinds), len(kinds)+len(secrets))
 	for i, k := range kinds {
 		out[i] = k
 		if s, ok := schemas[k]; ok && len(s) > 0 {
 			out[i] = k + " " + string(s)
 		}
 	}
+	for _, s := range secrets {
+		out = append(out, secretEntry+s)
+	}
 	return out
 }
 
+// secretEntry starts the entry of a secret's name in the kinds column.
+const secretEntry = "secret:"
+
 // FromKindsColumn reads what KindsColumn wrote (and the plain kinds of
 // earlier releases).
-func FromKindsColumn(entries []string) ([]string, map[string]json.RawMessage) {
+func FromKindsColumn(entries []string) ([]string, map[string]json.RawMessage, []string) {
 	if len(entries) == 0 {
-		return nil, nil
+		return nil, nil, nil
 	}
-	kinds := make([]string, len(entries))
+	kinds := make([]string, 0, len(entries))
 	var schemas map[string]json.RawMessage
-	for i, e := range entries {
+	var secrets []string
+	for _, e := range entries {
+		if name, ok := strings.CutPrefix(e, secretEntry); ok {
+			secrets = append(secrets, name)
+			continue
+		}
 		k, s, ok := strings.Cut(e, " ")
-		kinds[i] = k
+		kinds = append(kinds, k)
 		if ok {
 			if schemas == nil {
 				schemas = map[string]json.RawMessage{}
@@ -454,7 +471,10 @@ func FromKindsColumn(entries []string) ([]string, map[string]json.RawMessage) {
 			schemas[k] = json.RawMessage(s)
 		}
 	}
-	return kinds, schemas
+	if len(kinds) == 0 {
+		kinds = nil
+	}
+	return kinds, schemas, secrets
 }
 
 // ListQuery selects and orders actions. Empty fields do not filter.

@@ -119,6 +119,8 @@ func TestClientBodyLimitCapsInfoLists(t *testing.T) {
 		"too many kinds":     `{"node_id":"n","kinds":[` + strings.TrimSuffix(strings.Repeat(`"k",`, wire.MaxInfoKinds+1), ",") + `]}`,
 		"a kind too long":    `{"node_id":"n","kinds":["` + strings.Repeat("k", 201) + `"]}`,
 		"a node id too long": `{"node_id":"` + strings.Repeat("n", wire.MaxInfoString+1) + `"}`,
+		"too many secrets":   `{"node_id":"n","secrets":[` + strings.TrimSuffix(strings.Repeat(`"s",`, 257), ",") + `]}`,
+		"a secret not named": `{"node_id":"n","secrets":["../etc/shadow"]}`,
 	} {
 		t.Run(name, func(t *testing.T) {
 			t.Parallel()

@@ -143,9 +143,12 @@ type Node struct {
 	// (not a schema, or too costly to check args against), by kind; such a
 	// kind is unusable on this node until it announces one the core takes.
 	ArgsSchemasRefused map[string]string `json:"args_schemas_refused,omitempty"`
-	Version            string            `json:"version"`
-	LastContact        *time.Time        `json:"last_contact"`
-	UpdatedTS          time.Time         `json:"updated_ts"`
+	// Secrets are the names of the secrets the node can resolve in args
+	// (never their values).
+	Secrets     []string   `json:"secrets,omitempty"`
+	Version     string     `json:"version"`
+	LastContact *time.Time `json:"last_contact"`
+	UpdatedTS   time.Time  `json:"updated_ts"`
 	// Labels: the configured labels with the agent's own laid over them
 	// (always an object).
 	Labels map[string]string `json:"labels"`

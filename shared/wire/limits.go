@@ -7,6 +7,7 @@ import (
 
 	"github.com/musterhq/muster/shared/action"
 	"github.com/musterhq/muster/shared/argschema"
+	"github.com/musterhq/muster/shared/secret"
 )
 
 // Bounds on what an agent's info may hold, as the core reads it: an agent
@@ -55,6 +56,14 @@ func (i *AgentInfo) Check() error {
 	}
 	if total > MaxInfoSchemas {
 		return bad("args schemas of %d bytes in all, the limit is %d", total, MaxInfoSchemas)
+	}
+	if len(i.Secrets) > secret.MaxNames {
+		return bad("%d secrets, the limit is %d", len(i.Secrets), secret.MaxNames)
+	}
+	for _, n := range i.Secrets {
+		if !secret.ValidName(n) {
+			return bad("secret name %.100q is not a plain name", n)
+		}
 	}
 	if len(i.Queue) > MaxInfoQueue {
 		return bad("%d queue states, the limit is %d", len(i.Queue), MaxInfoQueue)

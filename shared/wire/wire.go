@@ -68,6 +68,9 @@ type AgentInfo struct {
 	// earlier release refuses a field it does not know, so a core sends
 	// only those listed here.
 	PushFields []string `json:"push_fields,omitempty"`
+	// Secrets are the names (never the values) of the secrets the agent
+	// can resolve in args ({{ secret "NAME" }}), sorted.
+	Secrets []string `json:"secrets,omitempty"`
 }
 
 // RunPlaceFields are the fields of a push that place a run's child in its

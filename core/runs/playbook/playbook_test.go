@@ -480,3 +480,28 @@ func TestPlaybookLocksRenderAsTheRunRequestsThem(t *testing.T) {
 		}
 	}
 }
+
+// A secret's reference passes through a playbook's parameters unchanged,
+// beside a parameter and beside a run-time field; a bad one is refused
+// with its line.
+func TestASecretReferenceSurvivesThePlaybook(t *testing.T) {
+	t.Parallel()
+	p, err := Parse([]byte("name: x\nparams: [{name: db, type: string, default: app}]\nstages:\n  - name: a\n    target: {all: true}\n    steps:\n" +
+		"      - {name: m, kind: example.com/x, args: {dsn: 'pg://{{ .db }}:{{ secret \"db-password\" }}@h', n: '{{ secret \"tok\" }}@{{ .node.id }}'}}\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	v, _ := p.Values(nil)
+	specs, err := p.Render(v)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := `{"dsn":"pg://app:{{ secret \"db-password\" }}@h","n":"{{ secret \"tok\" }}@{{ .node.id }}"}`
+	if got := string(specs[0].Steps[0].Args); got != want {
+		t.Fatalf("Render = %s, want %s", got, want)
+	}
+	_, err = Parse([]byte("name: x\nstages:\n  - name: a\n    kind: example.com/x\n    target: {all: true}\n    args: {a: '{{ secret \"Bad/Name\" }}'}\n"))
+	if !errors.Is(err, ErrInvalid) || !strings.Contains(err.Error(), "not a plain name") || !strings.Contains(err.Error(), "line 6") {
+		t.Fatalf("Parse of a bad name = %v; want ErrInvalid at line 6, not a plain name", err)
+	}
+}

@@ -19,6 +19,7 @@ func FuzzParse(f *testing.F) {
 		`{{with .a}}{{.}}{{end}}`, `{{index .a 1}}`, `{{ (.a).b }}`, `{{/* c */}}`, `{{template "x"}}`,
 		`{{ slice .a 1 }}`, `{{ call .f }}`, `{{ len .a }}`, `{{ html .a }}`, `{{ break }}`, "{{ `raw` }}",
 		`{{ 1e9 }}{{ 'a' }}{{ nil }}{{ true }}`, `{{- .a -}}`, `{{ . }}`,
+		`{{ secret "db-password" }}`, `{{ secret "../x" }}`, `{{ upper (secret "a") }}`, `{{ secret .a }}`,
 	} {
 		f.Add(s)
 	}
@@ -59,6 +60,9 @@ func FuzzParse(f *testing.F) {
 				walk(n.List)
 				walk(n.ElseList)
 			case *parse.IdentifierNode:
+				if n.Ident == secretFunc {
+					break // checked whole by secretCall, below
+				}
 				if !builtins[n.Ident] && funcs[n.Ident] == nil {
 					t.Fatalf("accepted function %q: %q", n.Ident, s)
 				}
@@ -67,6 +71,13 @@ func FuzzParse(f *testing.F) {
 			}
 		}
 		walk(tp.Tree.Root)
+		for _, c := range tp.Tree.Root.Nodes {
+			if a, ok := c.(*parse.ActionNode); ok {
+				if _, err := secretCall(a); err != nil {
+					t.Fatalf("accepted a bad secret: %q: %v", s, err)
+				}
+			}
+		}
 		data := map[string]any{"a": "x", "steps": map[string]any{}, "node": map[string]any{"id": "n"}}
 		out, err := NewBudget(1<<16).Render(tp, data)
 		if err == nil && len(out) > 1<<16 {

@@ -1,7 +1,8 @@
 // Package tmpl is the one grammar of the templates of runs and playbooks
 // (docs/runs-and-playbooks.md, "Templates"): a playbook's parameters and a
 // step's when and args are Go text/template with fields, if/else, comments
-// and the functions eq ne lt le gt ge and or not lower upper, nothing else.
+// and the functions eq ne lt le gt ge and or not lower upper, and the
+// reference {{ secret "NAME" }} standing alone, nothing else.
 // No loop, no variable, no definition, no printf: a template's work is then
 // linear in its length, and Parse refuses anything else by walking the parse
 // tree, naming the construct.
@@ -18,6 +19,8 @@ import (
 	"text/template"
 	"text/template/parse"
 	"time"
+
+	"github.com/musterhq/muster/shared/secret"
 )
 
 // Bounds of one template.
@@ -34,7 +37,7 @@ const (
 )
 
 // Allowed lists what a template may call, for messages.
-const Allowed = "fields, if/else and eq ne lt le gt ge and or not lower upper"
+const Allowed = "fields, if/else, eq ne lt le gt ge and or not lower upper, and {{ secret \"NAME\" }}"
 
 // builtins are text/template's own functions a template may call.
 var builtins = map[string]bool{"eq": true, "ne": true, "lt": true, "le": true, "gt": true, "ge": true,
@@ -44,7 +47,40 @@ var builtins = map[string]bool{"eq": true, "ne": true, "lt": true, "le": true, "
 // logic built-ins, read by Parse and by the grammar's walk alike; never
 // written (template.Funcs copies it). printf is not one: its widths let a
 // few bytes build megabytes.
-var funcs = template.FuncMap{"lower": strings.ToLower, "upper": strings.ToUpper}
+var funcs = template.FuncMap{"lower": strings.ToLower, "upper": strings.ToUpper, secretFunc: secret.Ref}
+
+// secretFunc renders a reference to a secret as the reference itself
+// ({{ secret "NAME" }}, secret.Ref): the core never reads the value, the
+// agent resolves it just before its command runs (docs/architecture.md,
+// "Secrets"). It stands alone in its action, with a plain name
+// (secretCall), so that what it renders is never changed or compared.
+const secretFunc = "secret"
+
+// secretCall reports whether an action is {{ secret "NAME" }}, and
+// checks the name.
+func secretCall(a *parse.ActionNode) (bool, error) {
+	if a.Pipe == nil || len(a.Pipe.Decl) > 0 || len(a.Pipe.Cmds) != 1 {
+		return false, nil
+	}
+	args := a.Pipe.Cmds[0].Args
+	if len(args) == 0 {
+		return false, nil
+	}
+	if id, ok := args[0].(*parse.IdentifierNode); !ok || id.Ident != secretFunc {
+		return false, nil
+	}
+	if len(args) != 2 {
+		return true, errors.New(`template: secret takes one name: {{ secret "NAME" }}`)
+	}
+	name, ok := args[1].(*parse.StringNode)
+	if !ok {
+		return true, errors.New(`template: secret takes a name in quotes: {{ secret "NAME" }}`)
+	}
+	if err := secret.CheckName(name.Text); err != nil {
+		return true, fmt.Errorf("template: %w", err)
+	}
+	return true, nil
+}
 
 // Missing keys: what a field absent from the data renders as.
 const (
@@ -100,6 +136,10 @@ func check(t *template.Template, field func(ident []string) error, dot func()) e
 				}
 			}
 		case *parse.ActionNode:
+			if ok, err := secretCall(n); ok {
+				nodes += 2 // the function and its name
+				return err
+			}
 			return walk(n.Pipe)
 		case *parse.PipeNode:
 			if n == nil {
@@ -126,6 +166,9 @@ func check(t *template.Template, field func(ident []string) error, dot func()) e
 				}
 			}
 		case *parse.IdentifierNode:
+			if n.Ident == secretFunc {
+				return errors.New(`template: secret stands alone in its action: {{ secret "NAME" }}, never inside if, a comparison or a pipe`)
+			}
 			if !builtins[n.Ident] && funcs[n.Ident] == nil {
 				return fmt.Errorf("template: function %q is not allowed (%s)", n.Ident, Allowed)
 			}

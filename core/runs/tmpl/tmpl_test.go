@@ -138,3 +138,46 @@ func TestReadsListsEachFieldOnceAndTheWholeData(t *testing.T) {
 		}
 	}
 }
+
+// TestASecretRendersAsItsReference: {{ secret "NAME" }} renders as the
+// reference itself, whatever its spacing, so that the core never holds a
+// value; a name that is not plain, or a secret that does not stand alone,
+// is refused at parse.
+func TestASecretRendersAsItsReference(t *testing.T) {
+	t.Parallel()
+	for _, s := range []string{`{{ secret "db-password" }}`, `{{secret "db-password"}}`, `{{- secret "db-password" -}}`} {
+		tp, err := Parse("user:"+s+"@"+`{{ if .a }}{{ secret "other" }}{{ end }}`, MissingZero, nil)
+		if err != nil {
+			t.Fatalf("Parse(%s): %v", s, err)
+		}
+		got, err := NewBudget(1<<10).Render(tp, map[string]any{"a": true})
+		if want := `user:{{ secret "db-password" }}@{{ secret "other" }}`; err != nil || got != want {
+			t.Fatalf("Render(%s) = %q, %v; want %q", s, got, err, want)
+		}
+		// Rendered again (a playbook's render, then the run's), it stays.
+		tp, err = Parse(got, MissingZero, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if again, _ := NewBudget(1<<10).Render(tp, nil); again != got {
+			t.Fatalf("a second render gave %q, not %q", again, got)
+		}
+	}
+	for _, tc := range []struct{ tmpl, want string }{
+		{`{{ secret "../etc/shadow" }}`, "not a plain name"},
+		{`{{ secret "DB" }}`, "not a plain name"},
+		{`{{ secret "db.password" }}`, "not a plain name"},
+		{`{{ secret .name }}`, "a name in quotes"},
+		{`{{ secret "a" "b" }}`, "one name"},
+		{`{{ secret }}`, "one name"},
+		{`{{ "a" | secret }}`, "stands alone"},
+		{`{{ secret "a" | upper }}`, "stands alone"},
+		{`{{ upper (secret "a") }}`, "stands alone"},
+		{`{{ if eq (secret "a") "x" }}y{{ end }}`, "stands alone"},
+	} {
+		_, err := Parse(tc.tmpl, MissingZero, nil)
+		if err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("Parse(%s) = %v; want an error saying %q", tc.tmpl, err, tc.want)
+		}
+	}
+}

@@ -86,7 +86,7 @@ func (w *writer) PutNode(ctx context.Context, n *store.Node) error {
 			version = excluded.version, last_contact = excluded.last_contact,
 			updated_ts = excluded.updated_ts, labels = excluded.labels,
 			drained_by = excluded.drained_by, drain_reason = excluded.drain_reason`,
-		n.ClusterID, n.ID, n.Addr, n.Source, n.Status, n.StatusReason, n.DownCause, n.Drained, n.StoreID, n.Cursor, list(store.KindsColumn(n.Kinds, n.ArgsSchemas)),
+		n.ClusterID, n.ID, n.Addr, n.Source, n.Status, n.StatusReason, n.DownCause, n.Drained, n.StoreID, n.Cursor, list(store.KindsColumn(n.Kinds, n.ArgsSchemas, n.Secrets)),
 		n.Version, nullTS(n.LastContact), action.UTC(n.UpdatedTS), string(labels), n.DrainedBy, n.DrainReason)
 	if err == nil && rows == 0 {
 		err = fmt.Errorf("%s: cluster %q: %w", what, n.ClusterID, store.ErrNotFound)

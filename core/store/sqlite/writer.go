@@ -64,7 +64,7 @@ func (w *writer) PutNode(ctx context.Context, n *store.Node) error {
 	if n.UpdatedTS.IsZero() {
 		n.UpdatedTS = now()
 	}
-	kinds, err := jsonList(store.KindsColumn(n.Kinds, n.ArgsSchemas))
+	kinds, err := jsonList(store.KindsColumn(n.Kinds, n.ArgsSchemas, n.Secrets))
 	if err != nil {
 		return fmt.Errorf("put node %s/%s: kinds: %w", n.ClusterID, n.ID, err)
 	}
