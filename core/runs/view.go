@@ -124,7 +124,7 @@ func StepSpecs(steps []store.RunStep) []wire.StepSpec {
 	var out []wire.StepSpec
 	for _, sp := range steps {
 		out = append(out, wire.StepSpec{Name: sp.Name, Kind: sp.Kind, Args: sp.Args, TimeoutS: sp.TimeoutS,
-			Retry: (*wire.Retry)(sp.Retry), When: sp.When})
+			Retry: (*wire.Retry)(sp.Retry), When: sp.When, SoakS: sp.SoakS})
 	}
 	return out
 }

@@ -14,6 +14,7 @@ package tmpl
 import (
 	"errors"
 	"fmt"
+	"strconv"
 	"strings"
 	"text/template"
 	"text/template/parse"
@@ -34,7 +35,7 @@ const (
 )
 
 // Allowed lists what a template may call, for messages.
-const Allowed = "fields, if/else and eq ne lt le gt ge and or not lower upper"
+const Allowed = "fields, if/else and eq ne lt le gt ge and or not lower upper secret"
 
 // builtins are text/template's own functions a template may call.
 var builtins = map[string]bool{"eq": true, "ne": true, "lt": true, "le": true, "gt": true, "ge": true,
@@ -44,7 +45,13 @@ var builtins = map[string]bool{"eq": true, "ne": true, "lt": true, "le": true, "
 // logic built-ins, read by Parse and by the grammar's walk alike; never
 // written (template.Funcs copies it). printf is not one: its widths let a
 // few bytes build megabytes.
-var funcs = template.FuncMap{"lower": strings.ToLower, "upper": strings.ToUpper}
+var funcs = template.FuncMap{"lower": strings.ToLower, "upper": strings.ToUpper, "secret": SecretRef}
+
+// SecretRef is what {{ secret "name" }} renders: the reference itself,
+// never a value. Whoever runs the step (the agent, or the core for a
+// core-side step) resolves it when it runs (docs/runs-and-playbooks.md,
+// "Core-side steps").
+func SecretRef(name string) string { return "{{ secret " + strconv.Quote(name) + " }}" }
 
 // Missing keys: what a field absent from the data renders as.
 const (
