@@ -174,6 +174,8 @@ func runDev(ctx context.Context, o devOptions, out io.Writer) error {
 	ccfg.LoopbackUncapped = true
 	// Receivers tried out on this machine are on loopback.
 	ccfg.NotifyAllowLoopback = true
+	// So are the gates of its playbooks (the metric `muster dev` serves).
+	ccfg.CoreSteps.AllowLoopback = true
 	// One-time sign-in links for the web UI, accepted only from loopback,
 	// for ten minutes.
 	ccfg.DevLoginsExpire = time.Now().Add(core.DevLoginTTL)
