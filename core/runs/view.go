@@ -65,6 +65,7 @@ func View(r *store.Run, counts []store.ChildCount) wire.Run {
 			Canary: st.Canary, Promoted: st.Promoted, SoakS: st.SoakS, Unavailable: st.Unavailable,
 			UnavailableTimeoutS: st.UnavailableTimeoutS, IncludeFailed: st.IncludeFailed,
 			ForgivenBy: st.ForgivenBy, PromotedBy: st.PromotedBy,
+			AutoPromoteAfterS: st.AutoPromoteAfterS, AbortOn: st.AbortOn, CoreSteps: CoreSteps(st),
 		})
 		for _, n := range st.Failed {
 			w := st.Why[n]
@@ -237,4 +238,26 @@ func Tally(r *store.Run, st *store.RunStage, counts []store.ChildCount, started 
 		c.Done = c.ByState[action.Done]
 	}
 	return c
+}
+
+// CoreSteps are the results of stage st's gates and calls, node by node in
+// the stage's order, each step in the procedure's.
+func CoreSteps(st *store.RunStage) []wire.CoreStep {
+	if len(st.Core) == 0 {
+		return nil
+	}
+	var out []wire.CoreStep
+	order := map[string]int{}
+	for i, sp := range append(slices.Clone(st.Steps), st.Rollback...) {
+		order[sp.Name] = i
+	}
+	for _, n := range st.Nodes {
+		list := slices.Clone(st.Core[n])
+		slices.SortFunc(list, func(a, b store.CoreStep) int { return order[a.Step] - order[b.Step] })
+		for _, cs := range list {
+			out = append(out, wire.CoreStep{Node: n, Step: cs.Step, Attempt: cs.Attempt, State: cs.State, Value: cs.Value,
+				Reason: cs.Reason, Checks: cs.Checks, At: cs.At, Finished: cs.Finished})
+		}
+	}
+	return out
 }
