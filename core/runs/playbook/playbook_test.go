@@ -8,6 +8,9 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/musterhq/muster/core/runs"
+	"github.com/musterhq/muster/shared/wire"
 )
 
 func TestExamplesParse(t *testing.T) {
@@ -137,13 +140,16 @@ func TestParametersAreCheckedAgainstThePlaybook(t *testing.T) {
 
 func FuzzParse(f *testing.F) {
 	f.Add([]byte(good))
-	for _, name := range []string{"rolling-restart", "backup-all", "drain-upgrade-verify"} {
+	for _, name := range []string{"rolling-restart", "backup-all", "drain-upgrade-verify", "canary-upgrade"} {
 		if b, err := os.ReadFile("../../../configs/playbooks/" + name + ".yaml"); err == nil {
 			f.Add(b)
 		}
 	}
 	f.Add([]byte("name: x\nstages:\n  - {name: a, kind: example.com/x, target: {all: true}, depends_on: [a]}\n"))
 	f.Add([]byte("name: x\nparams: [{name: a, type: enum, values: []}]\nstages: []\n"))
+	f.Add([]byte(gated))
+	f.Add([]byte("name: x\nstages:\n  - name: a\n    target: {all: true}\n    steps:\n      - {name: g, kind: example.com/x, gate: {http: {url: 'https://x'}}}\n"))
+	f.Add([]byte("name: x\nstages:\n  - name: a\n    target: {all: true}\n    steps:\n      - {name: g, gate: {http: {url: 'https://x'}}, call: {http: {url: 'https://y'}}, soak: 1m}\n"))
 	f.Add([]byte("{{"))
 	f.Add([]byte(aliasBomb(50<<10, 2000)))
 	f.Add([]byte("name: x\nstages:\n  - name: a\n    kind: example.com/x\n    target: {all: true}\n    args:\n      <<: {a: 1}\n"))
@@ -449,5 +455,80 @@ func TestIncludeFailedReachesTheRun(t *testing.T) {
 	}
 	if specs[0].IncludeFailed || !specs[1].IncludeFailed {
 		t.Fatalf("include_failed %t %t, want false true", specs[0].IncludeFailed, specs[1].IncludeFailed)
+	}
+}
+
+// gated is a playbook whose procedure has a call, a gate with a soak, an
+// automatic promote and abort_on.
+const gated = `name: gated
+params:
+  - {name: version, type: string, required: true, description: the version}
+stages:
+  - name: roll
+    target: {all: true}
+    canary: 1
+    auto_promote_after_s: 20
+    abort_on: [healthy]
+    steps:
+      - name: lb-out
+        call:
+          http:
+            method: POST
+            url: "https://lb.example/pools/web/{{ .node.id }}/out"
+            headers: {Authorization: 'Bearer {{ secret "lb-token" }}'}
+      - name: upgrade
+        kind: example.com/upgrade
+        args: {version: "{{ .version }}"}
+      - name: healthy
+        soak: 10s
+        timeout: 5s
+        retry: {attempts: 3, delay: 2s}
+        gate:
+          prometheus:
+            url: http://prometheus.example:9090
+            query: 'error_ratio{node="{{ .node.id }}"}'
+            expect: "< 0.01"
+`
+
+func TestPlaybookGatesAndCallsBecomeCoreSteps(t *testing.T) {
+	t.Parallel()
+	p, err := Parse([]byte(gated))
+	if err != nil {
+		t.Fatal(err)
+	}
+	v, err := p.Values(map[string]string{"version": "2.0"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	specs, err := p.Render(v)
+	if err != nil {
+		t.Fatal(err)
+	}
+	req := &wire.CreateRunRequest{ClusterID: "c", Stages: specs}
+	if err := runs.Check(req); err != nil {
+		t.Fatal(err)
+	}
+	st := req.Stages[0]
+	if st.AutoPromoteAfterS != 20 || len(st.AbortOn) != 1 {
+		t.Fatalf("stage %+v", st)
+	}
+	call, gate := st.Steps[0], st.Steps[2]
+	if call.Kind != runs.KindCall || !strings.Contains(string(call.Args), `{{ secret \"lb-token\" }}`) ||
+		!strings.Contains(string(call.Args), "{{ .node.id }}") {
+		t.Fatalf("lb-out: %s %s", call.Kind, call.Args)
+	}
+	if gate.Kind != runs.KindGate || gate.SoakS != 10 || gate.TimeoutS != 5 || gate.Retry.Attempts != 3 ||
+		!strings.Contains(string(gate.Args), `"expect":"\u003c 0.01"`) && !strings.Contains(string(gate.Args), `"expect":"< 0.01"`) {
+		t.Fatalf("healthy: %+v %s", gate, gate.Args)
+	}
+	for _, bad := range []string{
+		strings.Replace(gated, "abort_on: [healthy]", "abort_on: [upgrade]", 1),
+		strings.Replace(gated, "expect: \"< 0.01\"", "expect: \"small\"", 1),
+		strings.Replace(gated, "      - name: healthy\n", "      - name: healthy\n        kind: example.com/x\n", 1),
+		strings.Replace(gated, "soak: 10s", "soak: soon", 1),
+	} {
+		if _, err := Parse([]byte(bad)); !errors.Is(err, ErrInvalid) {
+			t.Fatalf("Parse: %v, want invalid:\n%s", err, bad)
+		}
 	}
 }
