@@ -29,8 +29,8 @@ type devCluster struct {
 	// health is the nodes' health page the banner names (canary-upgrade's
 	// gate).
 	health string
-	cmd        *exec.Cmd
-	banner     string
+	cmd    *exec.Cmd
+	banner string
 }
 
 // startDev starts `muster dev` with extra arguments and reads its banner.

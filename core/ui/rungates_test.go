@@ -16,7 +16,7 @@ func TestRunPageShowsGatesTheirValuesAndWhoPromoted(t *testing.T) {
 	e := setup(t)
 	r := e.createRun("op", wire.StageSpec{Name: "roll", Target: wire.Target{Nodes: []string{"db-1"}},
 		AbortOn: []string{"healthy"},
-		Steps: []wire.StepSpec{{Name: "healthy", Gate: &wire.Gate{HTTP: &wire.HTTPGate{URL: "https://{{ .node.id }}.example/health"}}}}})
+		Steps:   []wire.StepSpec{{Name: "healthy", Gate: &wire.Gate{HTTP: &wire.HTTPGate{URL: "https://{{ .node.id }}.example/health"}}}}})
 	e.approveRun(r.ID, "appr")
 	at := time.Date(2026, 12, 2, 10, 0, 0, 0, time.UTC)
 	e.runChange(func(ctx context.Context, tx store.Tx) error {
