@@ -74,6 +74,13 @@ func (c *coreSteppers) request(clusterID string) {
 	go c.run(clusterID)
 }
 
+// busy reports whether the cluster's stepper runs.
+func (c *coreSteppers) busy(clusterID string) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.running[clusterID]
+}
+
 // run is a cluster's stepper: it runs until no request waits.
 func (c *coreSteppers) run(clusterID string) {
 	defer c.wg.Done()

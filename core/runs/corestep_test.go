@@ -278,3 +278,37 @@ func (env *engineEnv) events(id string) string {
 	}
 	return b.String()
 }
+
+func TestAGateHeldForItsSoakPassesAndOneThatBreaksInItAbortsTheRun(t *testing.T) {
+	t.Parallel()
+	for _, breaks := range []bool{false, true} {
+		env := setupEngine(t)
+		req := gatedCanary()
+		req.Stages[0].Steps[2].SoakS = 30
+		p := &fakeProber{values: map[string]string{"https://n1.example/health": "ok"}}
+		r := env.startReq(req)
+		env.runCore(p)
+		r = env.advance(r.ID)
+		env.finishWith(env.open(r.ID).ID, action.Done, "")
+		r = env.advance(r.ID)
+		env.runCore(p) // passes: its soak begins
+		r = env.advance(r.ID)
+		if cs := coreOf(r, "n1", "healthy"); cs.State != runs.CoreRunning || cs.Passed == nil {
+			t.Fatalf("healthy on n1: %+v, want RUNNING under its soak", cs)
+		}
+		if breaks {
+			p.set("https://n1.example/health", "bad")
+		}
+		env.now = env.now.Add(31 * time.Second)
+		env.runCore(p)
+		r = env.advance(r.ID)
+		cs := coreOf(r, "n1", "healthy")
+		switch {
+		case !breaks && (cs.State != string(action.Done) || cs.Checks != 2 || runs.PausedFor(r) != runs.PauseCanary):
+			t.Fatalf("held: %+v, run %s (%s); want DONE after 2 checks, paused for its promote", cs, r.State, r.StateReason)
+		case breaks && (cs.State != string(action.Failed) || !strings.Contains(cs.Reason, "failed during its soak") ||
+			!runs.Aborting(r)):
+			t.Fatalf("broken: %+v, run %s (%s); want FAILED in its soak, the run aborting", cs, r.State, r.StateReason)
+		}
+	}
+}
