@@ -204,6 +204,8 @@ func dueCore(r *store.Run, now time.Time, soon func(time.Time)) []*coreJob {
 			for _, cs := range st.Core[node] {
 				sp := stepOf(st, cs.Step)
 				switch {
+				case cs.State == CorePending && r.State != store.RunRunning:
+					continue // held while its run is paused, as unsent children are
 				case cs.State == CorePending:
 				case cs.State == CoreRunning && cs.At != nil:
 					due := cs.At.Add(coreEvery(sp.SoakS))

@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/musterhq/muster/core/actions"
 	"github.com/musterhq/muster/core/runs"
 	"github.com/musterhq/muster/core/store"
 	"github.com/musterhq/muster/shared/action"
@@ -310,5 +311,26 @@ func TestAGateHeldForItsSoakPassesAndOneThatBreaksInItAbortsTheRun(t *testing.T)
 			!runs.Aborting(r)):
 			t.Fatalf("broken: %+v, run %s (%s); want FAILED in its soak, the run aborting", cs, r.State, r.StateReason)
 		}
+	}
+}
+
+func TestAPausedRunSendsNoCallUntilResumed(t *testing.T) {
+	t.Parallel()
+	env := setupEngine(t)
+	p := &fakeProber{values: map[string]string{}}
+	r := env.startReq(gatedCanary())
+	env.update(func(ctx context.Context, tx store.Tx) error {
+		_, err := env.e.Pause(ctx, tx, r.ID, actions.Actor{Name: "op"})
+		return err
+	})
+	if env.runCore(p) || len(p.asked) != 0 {
+		t.Fatalf("a paused run's call was sent: %v", p.asked)
+	}
+	env.update(func(ctx context.Context, tx store.Tx) error {
+		_, err := env.e.Resume(ctx, tx, r.ID, actions.Actor{Name: "op"}, false)
+		return err
+	})
+	if !env.runCore(p) || len(p.asked) != 1 || !strings.HasPrefix(p.asked[0], "call POST https://lb.example/n1/out") {
+		t.Fatalf("after the resume: %v, want n1's call", p.asked)
 	}
 }
