@@ -173,7 +173,7 @@ func (p *Prober) promGate(ctx context.Context, g *wire.PrometheusGate, timeout t
 	}
 	var a promAnswer
 	if err := json.Unmarshal(body, &a); err != nil || a.Status != "success" {
-		why := a.Error
+		why := shownText(a.Error)
 		if why == "" {
 			why = fmt.Sprintf("answered %d: %s", status, shown(body))
 		}
@@ -342,13 +342,16 @@ func redact(s string, used []string) string {
 	return s
 }
 
-// shown is the start of an answer, as kept in a reason.
-func shown(b []byte) string {
-	s := strings.TrimSpace(string(b))
+// shown is the start of an answer, quoted, as kept in a reason.
+func shown(b []byte) string { return strconv.Quote(shownText(string(b))) }
+
+// shownText is the start of a text another server sent.
+func shownText(s string) string {
+	s = strings.TrimSpace(s)
 	if len(s) > maxShown {
-		s = s[:maxShown] + "…"
+		s = strings.ToValidUTF8(s[:maxShown], "") + "…"
 	}
-	return strconv.Quote(s)
+	return s
 }
 
 // errText is an error without the URL the HTTP client puts in it (its

@@ -8,6 +8,7 @@ import (
 	"strings"
 	"sync"
 	"time"
+	"unicode/utf8"
 
 	"github.com/musterhq/muster/core/actions"
 	"github.com/musterhq/muster/core/store"
@@ -121,6 +122,24 @@ type coreJob struct {
 // between 1 and 10 seconds.
 func coreEvery(s int) time.Duration {
 	return min(max(time.Duration(s)*time.Second/5, time.Second), 10*time.Second)
+}
+
+// Bounds of what a run keeps of an evaluation: the value seen and the
+// verdict's words (they come from other servers).
+const (
+	maxCoreValue  = 256
+	maxCoreReason = 512
+)
+
+// clip cuts s to at most n bytes, on a character's boundary.
+func clip(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	for n > 0 && !utf8.RuneStart(s[n]) {
+		n--
+	}
+	return s[:n] + "…"
 }
 
 // MaxCoreConcurrency bounds the evaluations RunCore makes at once.
@@ -288,6 +307,7 @@ func (e *Engine) evaluate(ctx context.Context, jobs []*coreJob) {
 			defer func() { <-sem; wg.Done() }()
 			j := js[0]
 			value, pass, reason := e.probe(ctx, j)
+			value, reason = clip(value, maxCoreValue), clip(reason, maxCoreReason)
 			at := e.Advancer.now()
 			for _, o := range js {
 				o.value, o.pass, o.reason, o.at = value, pass, reason, at

@@ -8,6 +8,7 @@ import (
 	"sync"
 	"testing"
 	"time"
+	"unicode/utf8"
 
 	"github.com/musterhq/muster/core/actions"
 	"github.com/musterhq/muster/core/runs"
@@ -332,5 +333,24 @@ func TestAPausedRunSendsNoCallUntilResumed(t *testing.T) {
 	})
 	if !env.runCore(p) || len(p.asked) != 1 || !strings.HasPrefix(p.asked[0], "call POST https://lb.example/n1/out") {
 		t.Fatalf("after the resume: %v, want n1's call", p.asked)
+	}
+}
+
+func TestWhatAnotherServerSaysIsKeptBounded(t *testing.T) {
+	t.Parallel()
+	env := setupEngine(t)
+	req := gatedCanary()
+	req.Stages[0].Canary, req.Stages[0].AutoPromoteAfterS, req.Stages[0].AbortOn = 0, 0, nil
+	p := &fakeProber{values: map[string]string{"https://n1.example/health": strings.Repeat("é", 10_000)}}
+	r := env.startReq(req)
+	env.runCore(p)
+	r = env.advance(r.ID)
+	env.finishWith(env.open(r.ID).ID, action.Done, "")
+	r = env.advance(r.ID)
+	env.runCore(p)
+	cs := coreOf(env.run(r.ID), "n1", "healthy")
+	if cs.State != string(action.Failed) || len(cs.Value) > 260 || len(cs.Reason) > 520 || !utf8.ValidString(cs.Reason) {
+		t.Fatalf("kept a value of %d bytes and a reason of %d (valid %v), state %s", len(cs.Value), len(cs.Reason),
+			utf8.ValidString(cs.Reason), cs.State)
 	}
 }
