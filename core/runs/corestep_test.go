@@ -354,3 +354,43 @@ func TestWhatAnotherServerSaysIsKeptBounded(t *testing.T) {
 			utf8.ValidString(cs.Reason), cs.State)
 	}
 }
+
+func TestAStageGateIsAskedOnceForTheNodesWaitingOnIt(t *testing.T) {
+	t.Parallel()
+	env := setupEngine(t)
+	two, zero := limit.MustParse("2"), limit.MustParse("0")
+	req := &wire.CreateRunRequest{ClusterID: "c", Stages: []wire.StageSpec{{
+		Name: "roll", Target: wire.Target{Nodes: []string{"n1", "n2"}}, MaxConcurrency: &two, MaxErrors: &zero,
+		Steps: []wire.StepSpec{{Name: "up", Kind: "muster.io/debug.ping"},
+			{Name: "fleet-ok", Gate: &wire.Gate{HTTP: &wire.HTTPGate{URL: "https://status.example/fleet"}}}},
+	}}}
+	p := &fakeProber{values: map[string]string{"https://status.example/fleet": "ok"}}
+	r := env.startReq(req)
+	for _, k := range env.children(r.ID) {
+		env.finishWith(k.ID, action.Done, "")
+	}
+	r = env.advance(r.ID)
+	env.runCore(p)
+	if len(p.asked) != 1 {
+		t.Fatalf("asked %v, want the stage's gate once for both nodes", p.asked)
+	}
+	if r = env.advance(r.ID); r.State != store.RunDone {
+		t.Fatalf("run %s (%s), want DONE", r.State, r.StateReason)
+	}
+}
+
+func TestTheDigestCoversAGate(t *testing.T) {
+	t.Parallel()
+	stage := func(expect string) []store.RunStage {
+		return []store.RunStage{{Name: "s", Nodes: []string{"n1"}, Steps: []store.RunStep{{Name: "g", Kind: runs.KindGate,
+			Args: json.RawMessage(`{"prometheus":{"url":"http://p","query":"q","expect":"` + expect + `"}}`), SoakS: 5}}}}
+	}
+	a, b := runs.Digest("c", stage("< 0.01")), runs.Digest("c", stage("< 0.1"))
+	soak := stage("< 0.01")
+	soak[0].Steps[0].SoakS = 6
+	auto := stage("< 0.01")
+	auto[0].AutoPromoteAfterS = 30
+	if a == b || a == runs.Digest("c", soak) || a == runs.Digest("c", auto) {
+		t.Fatal("the digest does not cover a gate's expect, its soak or auto_promote_after_s")
+	}
+}
