@@ -12,6 +12,7 @@ import (
 	"github.com/musterhq/muster/core/discovery"
 	"github.com/musterhq/muster/core/enroll"
 	"github.com/musterhq/muster/core/notify"
+	"github.com/musterhq/muster/core/probe"
 	"github.com/musterhq/muster/core/retention"
 	"github.com/musterhq/muster/core/schedule"
 	"github.com/musterhq/muster/core/sso"
@@ -61,6 +62,10 @@ type Config struct {
 	// NotifyAllowLoopback lets destinations be plain http and on loopback
 	// or link-local addresses (`muster dev` sets it).
 	NotifyAllowLoopback bool `mapstructure:"notify_allow_loopback" yaml:"notify_allow_loopback"`
+	// CoreSteps configures the gates and calls the core runs for runs'
+	// procedures: loopback targets, and the secrets of calls
+	// (docs/runs-and-playbooks.md, "Core-side steps").
+	CoreSteps probe.Config `mapstructure:"core_steps" yaml:"core_steps"`
 	// ShutdownTimeout bounds the whole stop, every part together.
 	ShutdownTimeout time.Duration `mapstructure:"shutdown_timeout" yaml:"shutdown_timeout"`
 	// Tracing sends OpenTelemetry traces of runs and actions over
@@ -399,6 +404,7 @@ func (c *Config) Validate() error {
 		known.Clusters = append(known.Clusters, cl.ID)
 	}
 	errs = append(errs, notify.Validate(c.Notify, c.NotifyAllowLoopback, known)...)
+	errs = append(errs, c.CoreSteps.Validate("core_steps")...)
 	errs = append(errs, c.Tracing.Validate()...)
 	if u := c.UI.PublicURL; u != "" {
 		if pu, err := url.Parse(u); err != nil || (pu.Scheme != "http" && pu.Scheme != "https") || pu.Host == "" {

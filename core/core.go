@@ -35,6 +35,7 @@ import (
 	"github.com/musterhq/muster/core/notify"
 	"github.com/musterhq/muster/core/ops"
 	"github.com/musterhq/muster/core/orchestrate"
+	"github.com/musterhq/muster/core/probe"
 	"github.com/musterhq/muster/core/retention"
 	"github.com/musterhq/muster/core/runs"
 	"github.com/musterhq/muster/core/schedule"
@@ -155,6 +156,7 @@ func (c *Core) Run(ctx context.Context) error {
 	policy, budgets := lv.approval, lv.budget
 	rules := &actions.Rules{Policy: policy, ScheduleTTL: cfg.Orchestrate.ScheduleTTL}
 	engine := runs.NewEngine(policy, rules, nil)
+	engine.SetProber(probe.New(cfg.CoreSteps))
 	schedules := &recur.Service{Policy: policy, MinEvery: cfg.MinEvery}
 	ln, guard, apiPair, gate, err := listen(cfg, enr)
 	if err != nil {

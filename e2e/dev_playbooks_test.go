@@ -26,8 +26,11 @@ import (
 type devCluster struct {
 	alice, bob *client.Core
 	dir        string
-	cmd        *exec.Cmd
-	banner     string
+	// health is the nodes' health page the banner names (canary-upgrade's
+	// gate).
+	health string
+	cmd    *exec.Cmd
+	banner string
 }
 
 // startDev starts `muster dev` with extra arguments and reads its banner.
@@ -54,7 +57,8 @@ func tryStartDev(t *testing.T, extra ...string) (*devCluster, string, string) {
 	dir := t.TempDir()
 	corePort, agentPort := freePort(t), freePort(t)
 	args := append([]string{"dev", "--interval", "500ms", "--data-dir", dir,
-		"--api-addr", "127.0.0.1:" + strconv.Itoa(corePort), "--agent-port", strconv.Itoa(agentPort)}, extra...)
+		"--api-addr", "127.0.0.1:" + strconv.Itoa(corePort), "--agent-port", strconv.Itoa(agentPort),
+		"--health-addr", "127.0.0.1:0"}, extra...)
 	cmd := exec.Command(binary, args...)
 	var stderr syncBuffer
 	cmd.Stderr = &stderr
@@ -99,8 +103,13 @@ func devFromBanner(t *testing.T, d *devCluster, text string) *devCluster {
 	if addr == nil || alice == nil || bob == nil {
 		t.Fatalf("banner lacks the export lines:\n%s", text)
 	}
+	health := regexp.MustCompile(`canary-upgrade checks: (\S+)`).FindStringSubmatch(text)
+	if health == nil {
+		t.Fatalf("banner lacks the health page:\n%s", text)
+	}
 	hc := &http.Client{Timeout: 10 * time.Second}
-	return &devCluster{alice: client.NewCore(addr[1], alice[1], hc), bob: client.NewCore(addr[1], bob[1], hc), dir: dir, cmd: cmd, banner: text}
+	return &devCluster{alice: client.NewCore(addr[1], alice[1], hc), bob: client.NewCore(addr[1], bob[1], hc), dir: dir, cmd: cmd, banner: text,
+		health: health[1]}
 }
 
 // version is a dev node's version as its example kinds keep it.
@@ -208,10 +217,12 @@ func TestDevRunsEveryShippedPlaybook(t *testing.T) {
 		t.Fatalf("rolling-restart ended %s (%s)", end.State, end.StateReason)
 	}
 
-	// canary-upgrade: after the first replica the run waits for a promote
-	// by an approver (not the requester), then the other replica follows.
-	_, r = d.start(t, "canary-upgrade", map[string]string{"version": "3.0"})
-	paused := d.wait(t, r.ID, 60*time.Second, "PAUSED", "DONE", "PARTIAL", "FAILED", "CANCELLED")
+	// canary-upgrade: after the first replica the run waits for its
+	// promote while the core watches the canary's health gate; held for
+	// auto_promote_after_s, the canary promotes itself (no person) and the
+	// other replica follows.
+	_, r = d.start(t, "canary-upgrade", map[string]string{"version": "3.0", "health_url": d.health})
+	paused := d.wait(t, r.ID, 60*time.Second, "PAUSED", "DONE", "PARTIAL", "FAILED", "CANCELLED", "ABORTED")
 	if paused.State != "PAUSED" || !strings.Contains(paused.StateReason, "canary") {
 		t.Fatalf("canary-upgrade: %s (%s), want PAUSED after its canary", paused.State, paused.StateReason)
 	}
@@ -221,11 +232,9 @@ func TestDevRunsEveryShippedPlaybook(t *testing.T) {
 	if _, err := d.alice.RunVerb(ctxT(t), r.ID, "promote", ""); client.StatusOf(err) != http.StatusForbidden {
 		t.Fatalf("the requester promoting her own canary: %v, want 403", err)
 	}
-	if _, err := d.bob.RunVerb(ctxT(t), r.ID, "promote", "the canary is healthy"); err != nil {
-		t.Fatalf("promote as bob: %v", err)
-	}
-	if end := d.wait(t, r.ID, 60*time.Second, "DONE", "PARTIAL", "FAILED", "CANCELLED"); end.State != "DONE" {
-		t.Fatalf("canary-upgrade ended %s (%s)", end.State, end.StateReason)
+	end := d.wait(t, r.ID, 90*time.Second, "DONE", "PARTIAL", "FAILED", "CANCELLED", "ABORTED")
+	if end.State != "DONE" || !strings.HasPrefix(end.Stages[0].PromotedBy, "promoted by the rule auto_promote_after_s") {
+		t.Fatalf("canary-upgrade ended %s (%s), promoted by %q", end.State, end.StateReason, end.Stages[0].PromotedBy)
 	}
 	if d.version(t, "node-3") != "3.0" || d.version(t, "node-1") != "1.0" {
 		t.Fatalf("after the promote: node-3 %s, node-1 %s", d.version(t, "node-3"), d.version(t, "node-1"))

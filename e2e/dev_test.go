@@ -24,7 +24,8 @@ func TestDevClusterWalkthrough(t *testing.T) {
 	t.Parallel()
 	corePort, agentPort := freePort(t), freePort(t)
 	cmd := exec.Command(binary, "dev", "--agents", "1", "--interval", "500ms",
-		"--api-addr", "127.0.0.1:"+strconv.Itoa(corePort), "--agent-port", strconv.Itoa(agentPort))
+		"--api-addr", "127.0.0.1:"+strconv.Itoa(corePort), "--agent-port", strconv.Itoa(agentPort),
+		"--health-addr", "127.0.0.1:0")
 	stdout, err := cmd.StdoutPipe()
 	if err != nil {
 		t.Fatal(err)

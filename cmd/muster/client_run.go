@@ -309,6 +309,9 @@ func printRun(w io.Writer, r *wire.Run) error {
 		}
 	}
 	printReuse(w, r)
+	if err := printCoreSteps(w, r); err != nil {
+		return err
+	}
 	if r.Summary != nil {
 		for _, kv := range []struct {
 			what  string
@@ -938,4 +941,29 @@ func lockText(l *wire.Lock) string {
 		return textsafe.Escape(l.Name) + " (global)"
 	}
 	return textsafe.Escape(l.Name)
+
+}
+
+// printCoreSteps lists the results of the gates and calls the core ran,
+// with the value seen, when, and the verdict; and who promoted a canary.
+func printCoreSteps(w io.Writer, r *wire.Run) error {
+	some := false
+	for _, st := range r.Stages {
+		if st.PromotedBy != "" {
+			fmt.Fprintf(w, "%s: %s\n", textsafe.Escape(st.Name), textsafe.Escape(st.PromotedBy))
+		}
+		some = some || len(st.CoreSteps) > 0
+	}
+	if !some {
+		return nil
+	}
+	fmt.Fprintln(w, "\nGates and calls (run by the core):")
+	t := newTable(w, "STAGE", "NODE", "STEP", "ATTEMPT", "STATE", "VALUE", "AT", "CHECKS", "VERDICT")
+	for _, st := range r.Stages {
+		for _, cs := range st.CoreSteps {
+			t.row(textsafe.Escape(st.Name), textsafe.Escape(cs.Node), textsafe.Escape(cs.Step), fmt.Sprint(cs.Attempt),
+				cs.State, textsafe.Escape(cs.Value), tsPtr(cs.At), fmt.Sprint(cs.Checks), textsafe.Escape(cs.Reason))
+		}
+	}
+	return t.flush()
 }

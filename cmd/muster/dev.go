@@ -44,6 +44,8 @@ type devOptions struct {
 	// fail lists STEP@NODE: that example kind fails on that node
 	// (devkinds.go).
 	fail []string
+	// healthAddr serves the nodes' health for gates (devhealth.go).
+	healthAddr string
 }
 
 func newDevCmd() *cobra.Command {
@@ -101,6 +103,7 @@ nothing (not with --gossip or --ha).`,
 	f.BoolVar(&o.ha, "ha", false, "start a local PostgreSQL and several core replicas (on --api-addr and the ports after it), one cluster per agent")
 	f.IntVar(&o.replicas, "replicas", 3, "with --ha: the number of core replicas")
 	f.StringArrayVar(&o.fail, "fail", nil, "STEP@NODE: make that example kind fail on that node (repeatable; the file fail/STEP.NODE in the data directory; not with --ha)")
+	f.StringVar(&o.healthAddr, "health-addr", "127.0.0.1:7499", "serves the nodes' health (/health) and an example metric (/metrics) for gates")
 	cmd.AddCommand(newDevKindCmd())
 	return cmd
 }
@@ -174,6 +177,8 @@ func runDev(ctx context.Context, o devOptions, out io.Writer) error {
 	ccfg.LoopbackUncapped = true
 	// Receivers tried out on this machine are on loopback.
 	ccfg.NotifyAllowLoopback = true
+	// So are the gates of its playbooks (the metric `muster dev` serves).
+	ccfg.CoreSteps.AllowLoopback = true
 	// One-time sign-in links for the web UI, accepted only from loopback,
 	// for ten minutes.
 	ccfg.DevLoginsExpire = time.Now().Add(core.DevLoginTTL)
@@ -238,6 +243,15 @@ func runDev(ctx context.Context, o devOptions, out io.Writer) error {
 	for i, a := range agents {
 		runPart(spec.Nodes[i].ID, a.Run)
 	}
+	health, err := listenDevHealth(o.healthAddr)
+	if err != nil {
+		return &cli.ExitError{Code: 2, Err: err}
+	}
+	var nodeIDs []string
+	for _, n := range spec.Nodes {
+		nodeIDs = append(nodeIDs, n.ID)
+	}
+	runPart("health", func(ctx context.Context) error { return serveDevHealth(ctx, health, devHealthHandler(dir, nodeIDs)) })
 	runPart("core", c.Run)
 	defer wg.Wait()
 
@@ -266,7 +280,7 @@ func runDev(ctx context.Context, o devOptions, out io.Writer) error {
 	for name, nonce := range links {
 		links[name] = coreURL + "/ui/dev-login?nonce=" + nonce
 	}
-	printDevBanner(out, dir, coreURL, spec, tokens, links, o.dataDir == "", devFile)
+	printDevBanner(out, dir, coreURL, spec, tokens, links, o.dataDir == "", devFile, "http://"+health.Addr().String()+"/health")
 
 	select {
 	case <-ctx.Done():
@@ -302,7 +316,7 @@ func devNonce() (string, error) {
 	return base64.RawURLEncoding.EncodeToString(b), nil
 }
 
-func printDevBanner(out io.Writer, dir, coreURL string, spec discovery.ClusterSpec, tokens, links map[string]string, temp bool, devFile string) {
+func printDevBanner(out io.Writer, dir, coreURL string, spec discovery.ClusterSpec, tokens, links map[string]string, temp bool, devFile, health string) {
 	where := dir
 	if temp {
 		where += " (removed on exit)"
@@ -366,5 +380,7 @@ In a browser on this machine (each link signs in once, within ten minutes):
 		fmt.Fprintf(out, "To try maintenance windows, freezes and notifications: edit %s\nand run kill -HUP %d (an invalid file is refused, the settings in use stay).\n\n",
 			devFile, os.Getpid())
 	}
+	fmt.Fprintf(out, "The nodes' health, which the gate of canary-upgrade checks: %s (an example metric: /metrics);\n"+
+		"a node is unhealthy while %s exists.\n\n", health, filepath.Join(dir, "fail", "health.NODE"))
 	fmt.Fprintln(out, "Stop with Ctrl-C.")
 }

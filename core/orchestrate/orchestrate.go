@@ -241,6 +241,9 @@ type Orchestrator struct {
 
 	// advancers move the clusters' runs on beside their loops (advance.go).
 	advancers *advancers
+	// coreSteps run the gates and calls of the clusters' runs beside their
+	// loops (corestep.go).
+	coreSteps *coreSteppers
 	// The parts beside the loops, each a shared/startstop part, in the
 	// order Start starts them (services).
 	wakeups   *wakeups   // nudge the nodes of held actions when they may go (wakeup.go)
@@ -368,6 +371,7 @@ func New(cfg Config, st store.Store, log *slog.Logger, reg prometheus.Registerer
 		stopCtx:  stopCtx, stopLoop: stopLoop,
 	}
 	o.advancers = newAdvancers(o, o.NudgeNode)
+	o.coreSteps = newCoreSteppers(o, o.advancers.request)
 	o.wakeups = newWakeups(o.NudgeNode)
 	o.watches = &watches{o: o, nudge: o.NudgeNode, hc: whc, guarded: wguarded, m: map[nodeKey]*watcher{}}
 	o.runPoller = newRunPoller(o, o.watches, o.NudgeNode)
@@ -453,6 +457,7 @@ func (o *Orchestrator) Stop() {
 	}
 	o.mu.Unlock()
 	o.advancers.close()
+	o.coreSteps.close()
 	o.stopLoop()
 	o.Base.Stop()
 	for _, s := range slices.Backward(o.services()) {
@@ -460,6 +465,7 @@ func (o *Orchestrator) Stop() {
 	}
 	o.loops.Wait()
 	o.advancers.wait()
+	o.coreSteps.wait()
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	if o.ownHC {

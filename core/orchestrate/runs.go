@@ -56,6 +56,9 @@ func (o *Orchestrator) advanceRuns(ctx context.Context, clusterID string) []stri
 		}
 		created = append(created, nodes...) // those of the steps stored before an error too
 	}
+	if len(ids) > 0 {
+		o.coreSteps.request(clusterID) // their gates and calls, beside the loop
+	}
 	slices.Sort(created)
 	return slices.Compact(created)
 }

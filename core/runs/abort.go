@@ -108,6 +108,13 @@ func (d *Decider) abort(ctx context.Context, tx store.Tx, r *store.Run, who acti
 			return nil, err
 		}
 	}
+	// The core's own steps not started yet are dropped as unsent children
+	// are; a failed node's go on.
+	cancelCore(r, ReasonRunAborted, func(st *store.RunStage, step string) bool {
+		return stepOf(st, step).When == WhenAlways || slices.ContainsFunc(st.Rollback, func(s store.RunStep) bool {
+			return s.Name == step
+		})
+	}, t)
 	c := changeOf(r)
 	why := joinReason(ReasonAborted+who.Name, reason)
 	msg := fmt.Sprintf("%s aborted run %s", who.Name, r.ID)

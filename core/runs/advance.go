@@ -409,6 +409,12 @@ func (a *Advancer) apply(ctx context.Context, tx store.Tx, r *store.Run, kids []
 		if n.Args != nil {
 			args = n.Args
 		}
+		if IsCoreKind(sp.Kind) {
+			// The core runs it (RunCore): nothing to push.
+			admitCore(&r.Stages[stageIndex(r, n.Stage)], n, args, t)
+			dirty = true
+			continue
+		}
 		rec, err := a.actions.CreateChild(ctx, tx, actions.Child{RunID: r.ID, Stage: n.Stage, Wave: n.Wave,
 			Step: n.Step, Attempt: n.Attempt, RetryOf: n.RetryOf,
 			ClusterID: r.ClusterID, NodeID: n.Node, Kind: sp.Kind, Args: args, TimeoutS: sp.TimeoutS,
@@ -443,6 +449,7 @@ func (a *Advancer) apply(ctx context.Context, tx store.Tx, r *store.Run, kids []
 			if err := a.cancelUnsent(ctx, tx, r); err != nil {
 				return nil, false, err
 			}
+			cancelCore(r, ReasonRunEnded, nil, t)
 		}
 		p := RunProgress(r)
 		c.finish(step.State, step.Reason, store.EventRunFinished, who,

@@ -527,6 +527,7 @@ func (d *Decider) Cancel(ctx context.Context, tx store.Tx, id string, who action
 			}
 		}
 	}
+	cancelCore(r, ReasonRunCancelled, nil, d.now())
 	return r, finishRun(ctx, tx, r, store.RunCancelled, joinReason(ReasonCancelled+" by "+who.Name, reason),
 		store.EventRunCancelled, who, fmt.Sprintf("%s cancelled run %s", who.Name, r.ID), d.now())
 }

@@ -81,6 +81,8 @@ type base struct {
 	actions Actions
 	// clock returns the current time; time.Now when nil.
 	clock func() time.Time
+	// prober evaluates gates and sends calls (RunCore); nil: none run.
+	prober Prober
 }
 
 // now is the current time, in UTC to the microsecond.

@@ -32,6 +32,14 @@ func FuzzCheck(f *testing.F) {
 		`{"cluster_id":"c","lock":{"name":"db","scope":"galaxy"},"stages":[{"kind":"a.io/x","target":{"all":true}}]}`,
 		`{"cluster_id":"c","lock":{"name":"db","other":1},"stages":[{"kind":"a.io/x","target":{"all":true}}]}`,
 		`{"cluster_id":"c","lock":7,"stages":[{"kind":"a.io/x","target":{"all":true},"lock":""}]}`,
+		`{"cluster_id":"c","stages":[{"name":"u","target":{"all":true},"canary":1,"auto_promote_after_s":30,"abort_on":["ok"],` +
+			`"steps":[{"name":"lb","call":{"http":{"method":"POST","url":"https://lb/{{ .node.id }}","headers":{"Authorization":"Bearer {{ secret \"t\" }}"}}}},` +
+			`{"name":"up","kind":"a.io/up"},{"name":"ok","gate":{"prometheus":{"url":"http://p:9090","query":"err{node=\"{{ .node.id }}\"}","expect":"< 0.01"}},"soak_s":10,"retry":{"attempts":3}}],` +
+			`"rollback":[{"name":"down","kind":"a.io/up"}]}]}`,
+		`{"cluster_id":"c","stages":[{"name":"u","target":{"all":true},"steps":[{"name":"g","gate":{"http":{"url":"https://x/health","expect_status":204,"body_contains":"ok"}}}]}]}`,
+		`{"cluster_id":"c","stages":[{"name":"u","target":{"all":true},"steps":[{"name":"g","kind":"core/gate","args":{"http":{"url":"https://x"},"prometheus":{}}}]}]}`,
+		`{"cluster_id":"c","stages":[{"name":"u","target":{"all":true},"steps":[{"name":"g","gate":{},"call":{}}]}]}`,
+		`{"cluster_id":"c","stages":[{"name":"u","target":{"all":true},"auto_promote_after_s":5,"steps":[{"name":"g","kind":"a.io/x","soak_s":3}]}]}`,
 		`{"stages":null}`, `[]`, `{"cluster_id":"c","stages":[{"kind":"a.io/x","target":{"all":true},"depends_on":[]}]}`,
 	} {
 		f.Add([]byte(s))
@@ -70,6 +78,24 @@ func FuzzCheck(f *testing.F) {
 					t.Fatalf("accepted a step the planner cannot run: %+v", sp)
 				}
 				steps[sp.Name] = true
+				if sp.Gate != nil || sp.Call != nil {
+					t.Fatalf("accepted a gate or a call not in its stored form: %+v", sp)
+				}
+				if sp.Kind == KindGate {
+					if _, err := DecodeGate(sp.Args); err != nil {
+						t.Fatalf("accepted a gate the core cannot evaluate: %v", err)
+					}
+				}
+				if sp.Kind == KindCall {
+					if _, err := DecodeCall(sp.Args); err != nil {
+						t.Fatalf("accepted a call the core cannot send: %v", err)
+					}
+				}
+			}
+			for _, g := range st.AbortOn {
+				if !slices.ContainsFunc(st.Steps, func(sp wire.StepSpec) bool { return sp.Name == g && sp.Kind == KindGate }) {
+					t.Fatalf("accepted abort_on %q, not a gate", g)
+				}
 			}
 		}
 		for _, st := range req.Stages {

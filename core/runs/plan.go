@@ -279,6 +279,9 @@ func evalNode(st *store.RunStage, ts *stepTemplates, node string, kids []Child, 
 	failOn := func(step *store.RunStep, c Child) {
 		if !failed {
 			fail(fmt.Sprintf("step %s %s (attempt %d of %d)", displayStep(step.Name), c.State, c.attempt(), step.Attempts()))
+			if c.ID == "" && c.Reason != "" {
+				why += ": " + c.Reason // a gate or a call: the core's verdict
+			}
 			by = c.ID
 		}
 	}
@@ -454,6 +457,11 @@ func viewStage(st *store.RunStage, children []Child, env PlanEnv, skip map[strin
 		}
 		byNode[ch.Node] = append(byNode[ch.Node], ch)
 		v.counts.ByState[ch.State]++
+	}
+	for node, steps := range st.Core {
+		for _, cs := range steps {
+			byNode[node] = append(byNode[node], coreChild(st.Name, node, cs))
+		}
 	}
 	v.nodes = make([]nodeState, len(st.Nodes))
 	ts := newStepTemplates() // the stage's templates, parsed once for all its nodes

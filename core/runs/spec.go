@@ -128,6 +128,9 @@ func Check(req *wire.CreateRunRequest) error {
 				return err
 			}
 		} else {
+			if IsCoreKind(st.Kind) {
+				return invalid("%s: kind %s is a step of a procedure: give it in steps", where, st.Kind)
+			}
 			if !action.ValidKind(st.Kind) {
 				return invalid("%s: kind %q is not of the form domain/name", where, st.Kind)
 			}
@@ -182,6 +185,9 @@ func Check(req *wire.CreateRunRequest) error {
 		}
 		if st.IncludeFailed && i == 0 {
 			return invalid("%s: include_failed: the first stage has no earlier stage whose failed nodes it could include", where)
+		}
+		if len(st.Steps) == 0 && (st.AutoPromoteAfterS != 0 || len(st.AbortOn) > 0) {
+			return invalid("%s: auto_promote_after_s and abort_on need steps with gates", where)
 		}
 		if st.DependsOn == nil {
 			st.DependsOn = []string{}
@@ -248,6 +254,9 @@ func checkSteps(st *wire.StageSpec, where string) error {
 			return invalid("%s: the name is used twice", at)
 		}
 		seen[sp.Name] = true
+		if err := coreStepForm(sp); err != nil {
+			return invalid("%s: %v", at, err)
+		}
 		if !action.ValidKind(sp.Kind) {
 			return invalid("%s: kind %q is not of the form domain/name", at, sp.Kind)
 		}
@@ -281,7 +290,7 @@ func checkSteps(st *wire.StageSpec, where string) error {
 	}
 	copy(st.Steps, list[:len(st.Steps)])
 	copy(st.Rollback, list[len(st.Steps):])
-	return nil
+	return checkCoreStage(st, where)
 }
 
 // checkLock checks a lock of a run or a stage (nil: none) and fills its
@@ -395,16 +404,19 @@ func Resolve(req *wire.CreateRunRequest, nodes []store.Node) ([]store.RunStage, 
 		rs := store.RunStage{Name: sp.Name, Kind: sp.Kind, Args: sp.Args, TimeoutS: sp.TimeoutS}
 		for _, step := range sp.Steps {
 			rs.Steps = append(rs.Steps, store.RunStep{Name: step.Name, Kind: step.Kind, Args: step.Args,
-				TimeoutS: step.TimeoutS, Retry: (*store.Retry)(step.Retry), When: step.When})
+				TimeoutS: step.TimeoutS, Retry: (*store.Retry)(step.Retry), When: step.When, SoakS: step.SoakS})
 		}
 		for _, step := range sp.Rollback {
 			rs.Rollback = append(rs.Rollback, store.RunStep{Name: step.Name, Kind: step.Kind, Args: step.Args,
-				TimeoutS: step.TimeoutS, Retry: (*store.Retry)(step.Retry), When: step.When})
+				TimeoutS: step.TimeoutS, Retry: (*store.Retry)(step.Retry), When: step.When, SoakS: step.SoakS})
 		}
 		perNode := 0
 		for _, step := range append(slices.Clone(rs.Procedure()), rs.Rollback...) {
 			var lacking []string
 			for _, id := range ids {
+				if IsCoreKind(step.Kind) {
+					break // the core runs it
+				}
 				if k := byID[id].Kinds; len(k) > 0 && !slices.Contains(k, step.Kind) {
 					lacking = append(lacking, id)
 				}
@@ -435,6 +447,7 @@ func Resolve(req *wire.CreateRunRequest, nodes []store.Node) ([]store.RunStage, 
 			Lock: storeLock(sp.Lock), Name: sp.Name, Kind: sp.Kind, Args: sp.Args, Target: store.Target(sp.Target), Nodes: ids,
 			MaxConcurrency: *sp.MaxConcurrency, MaxErrors: *sp.MaxErrors, OnFailure: sp.OnFailure,
 			DependsOn: sp.DependsOn, TimeoutS: sp.TimeoutS, State: store.StagePending,
+			AutoPromoteAfterS: sp.AutoPromoteAfterS, AbortOn: sp.AbortOn,
 		})
 	}
 	return out, nil
@@ -526,8 +539,10 @@ func planNodes(st *store.RunStage, ids []string, byID map[string]*store.Node) er
 
 // Digest fingerprints what an approver of the run signs off: the cluster
 // and every stage's name, kind, canonical args, resolved nodes, limits,
-// on_failure, dependencies, timeout and include_failed, and its steps (each
-// one's name, kind, canonical args, timeout and retry).
+// on_failure, dependencies, timeout, include_failed, auto_promote_after_s
+// and abort_on, and its steps (each one's name, kind, canonical args,
+// timeout, retry and soak: a gate's or a call's args are the gate or the
+// call).
 func Digest(clusterID string, stages []store.RunStage) string { return DigestRun(clusterID, stages, 0) }
 
 // DigestRun is Digest of a run with a deadline (deadlineS seconds; 0 for
@@ -565,6 +580,8 @@ func DigestRunLocked(clusterID string, stages []store.RunStage, deadlineS int, n
 		IncludeFailed       bool                          `json:",omitempty"`
 		Lock                *store.Lock                   `json:",omitempty"`
 		Reuse               map[string][]store.ReusedStep `json:",omitempty"`
+		AutoPromoteAfterS   int                           `json:",omitempty"`
+		AbortOn             []string                      `json:",omitempty"`
 	}
 	v := struct {
 		Cluster   string
@@ -601,7 +618,7 @@ func DigestRunLocked(clusterID string, stages []store.RunStage, deadlineS int, n
 		}
 		v.Stages = append(v.Stages, stage{st.Name, st.Kind, args, st.Nodes, st.MaxConcurrency.String(),
 			st.MaxErrors.String(), st.OnFailure, st.DependsOn, st.TimeoutS, steps, rollback, st.Canary, st.SoakS,
-			unavailable, st.UnavailableTimeoutS, st.IncludeFailed, st.Lock, st.Reuse})
+			unavailable, st.UnavailableTimeoutS, st.IncludeFailed, st.Lock, st.Reuse, st.AutoPromoteAfterS, st.AbortOn})
 	}
 	b, _ := json.Marshal(v)
 	sum := sha256.Sum256(b)

@@ -66,6 +66,7 @@ func View(r *store.Run, counts []store.ChildCount) wire.Run {
 			Canary: st.Canary, Promoted: st.Promoted, SoakS: st.SoakS, Unavailable: st.Unavailable,
 			UnavailableTimeoutS: st.UnavailableTimeoutS, IncludeFailed: st.IncludeFailed,
 			ForgivenBy: st.ForgivenBy, PromotedBy: st.PromotedBy, Lock: WireLock(st.Lock), Reuse: reusedNodes(st),
+			AutoPromoteAfterS: st.AutoPromoteAfterS, AbortOn: st.AbortOn, CoreSteps: CoreSteps(st),
 		})
 		for _, n := range st.Failed {
 			w := st.Why[n]
@@ -125,7 +126,7 @@ func StepSpecs(steps []store.RunStep) []wire.StepSpec {
 	var out []wire.StepSpec
 	for _, sp := range steps {
 		out = append(out, wire.StepSpec{Name: sp.Name, Kind: sp.Kind, Args: sp.Args, TimeoutS: sp.TimeoutS,
-			Retry: (*wire.Retry)(sp.Retry), When: sp.When})
+			Retry: (*wire.Retry)(sp.Retry), When: sp.When, SoakS: sp.SoakS})
 	}
 	return out
 }
@@ -261,6 +262,28 @@ func reusedNodes(st *store.RunStage) []wire.ReusedNode {
 			}
 		}
 		out = append(out, rn)
+	}
+	return out
+}
+
+// CoreSteps are the results of stage st's gates and calls, node by node in
+// the stage's order, each step in the procedure's.
+func CoreSteps(st *store.RunStage) []wire.CoreStep {
+	if len(st.Core) == 0 {
+		return nil
+	}
+	var out []wire.CoreStep
+	order := map[string]int{}
+	for i, sp := range append(slices.Clone(st.Steps), st.Rollback...) {
+		order[sp.Name] = i
+	}
+	for _, n := range st.Nodes {
+		list := slices.Clone(st.Core[n])
+		slices.SortFunc(list, func(a, b store.CoreStep) int { return order[a.Step] - order[b.Step] })
+		for _, cs := range list {
+			out = append(out, wire.CoreStep{Node: n, Step: cs.Step, Attempt: cs.Attempt, State: cs.State, Value: cs.Value,
+				Reason: cs.Reason, Checks: cs.Checks, At: cs.At, Finished: cs.Finished})
+		}
 	}
 	return out
 }

@@ -41,7 +41,7 @@ var EventTypes = []string{
 	EventTeamCreated, EventTeamChanged, EventTeamDeleted, EventGrantCreated, EventGrantRevoked,
 	EventRunCreated, EventRunApproved, EventRunRejected, EventRunExpired, EventRunStageStarted,
 	EventRunStageFinished, EventRunPaused, EventRunResumed, EventRunCancelled, EventRunFinished,
-	EventRunNodeUnavailable, EventRunPromoted, EventRunUrgent, EventRunAborted,
+	EventRunNodeUnavailable, EventRunPromoted, EventRunUrgent, EventRunAborted, EventRunCoreStep,
 	EventPlaybookApplied, EventApprovalWaiting, EventNotifyDead,
 	EventScheduleCreated, EventScheduleChanged, EventScheduleApproved, EventScheduleRejected, EventSchedulePaused,
 	EventScheduleResumed, EventScheduleDeleted, EventScheduleUnapproved, EventScheduleOccurrence, EventScheduleSkipped,

@@ -148,6 +148,16 @@ type RunStage struct {
 	// Reuse holds, by node, the steps a retry from the failed step takes
 	// as done (with their outputs) instead of running them again.
 	Reuse map[string][]ReusedStep `json:"reuse,omitempty"`
+	// AutoPromoteAfterS and AbortOn are the spec's (wire.StageSpec).
+	AutoPromoteAfterS int      `json:"auto_promote_after_s,omitempty"`
+	AbortOn           []string `json:"abort_on,omitempty"`
+	// Core holds, by node, the latest attempt of each of its gates and
+	// calls (CoreStep).
+	Core map[string][]CoreStep `json:"core,omitempty"`
+	// HeldSince is when the canary's gates were last found all passing
+	// while it waited for a promote, unbroken since (auto_promote_after_s
+	// counts from it); nil when they are not.
+	HeldSince *time.Time `json:"held_since,omitempty"`
 	// Aborted: the run was aborted while the stage ran; its started
 	// nodes end their procedure as a failed node's (when: always steps,
 	// then the rollback) and the stage ends ABORTED.
@@ -197,6 +207,34 @@ type RunStep struct {
 	TimeoutS int             `json:"timeout_s,omitempty"`
 	Retry    *Retry          `json:"retry,omitempty"`
 	When     string          `json:"when,omitempty"`
+	// SoakS keeps a gate (a step of kind core/gate) under watch this long
+	// after it first passes.
+	SoakS int `json:"soak_s,omitempty"`
+}
+
+// CoreStep is the latest attempt of a gate or a call the core runs for a
+// node (a step of kind core/gate or core/call): stored in the run's row,
+// the planner reads it as it reads a child.
+type CoreStep struct {
+	Step    string `json:"step"`
+	Attempt int    `json:"attempt"`
+	// State is PENDING (to evaluate), RUNNING (a gate under its soak),
+	// DONE or FAILED.
+	State string `json:"state"`
+	// Args are the step's args rendered for the node (secrets as
+	// references, never values).
+	Args json.RawMessage `json:"args,omitempty"`
+	// Value is what the core saw last, Reason its verdict's words.
+	Value  string `json:"value,omitempty"`
+	Reason string `json:"reason,omitempty"`
+	Checks int    `json:"checks,omitempty"`
+	// Created is when the attempt was admitted, At its last evaluation,
+	// Passed when a gate first passed (its soak counts from it), Finished
+	// when it ended.
+	Created  time.Time  `json:"created"`
+	At       *time.Time `json:"at,omitempty"`
+	Passed   *time.Time `json:"passed,omitempty"`
+	Finished *time.Time `json:"finished,omitempty"`
 }
 
 // ReusedStep is a step a node of a retry from the failed step does not
@@ -253,7 +291,7 @@ func Brief(stages []RunStage) []RunStage {
 		st.Nodes = st.Nodes[:min(len(st.Nodes), BriefNodes)]
 		st.Failed = st.Failed[:min(len(st.Failed), BriefNodes)]
 		st.Skipped = st.Skipped[:min(len(st.Skipped), BriefNodes)]
-		st.Why = nil
+		st.Why, st.Core = nil, nil
 		out[i] = st
 	}
 	return out
@@ -393,6 +431,9 @@ const (
 	// EventRunAborted: someone aborted a run: its started nodes roll back,
 	// then it ends ABORTED (run.finished).
 	EventRunAborted = "run.aborted"
+	// EventRunCoreStep: an attempt of a gate or a call the core ran for a
+	// node ended: the value seen and the verdict.
+	EventRunCoreStep = "run.core_step"
 	// EventRunUrgent: an approver marked a run urgent, with a reason: its
 	// children pass a closed maintenance window, never a freeze.
 	EventRunUrgent = "run.urgent"

@@ -63,6 +63,13 @@ type StageSpec struct {
 	// Lock is a lock the stage takes while it runs: a run taking the same
 	// lock waits until the stage ends.
 	Lock *Lock `json:"lock,omitempty"`
+	// AutoPromoteAfterS promotes a canary by itself once every canary
+	// node's gates have held this long after the canary went through (0:
+	// an approver promotes it).
+	AutoPromoteAfterS int `json:"auto_promote_after_s,omitempty"`
+	// AbortOn names gate steps of the stage whose failure during the
+	// canary, or during a gate's soak, aborts the run (rollback included).
+	AbortOn []string `json:"abort_on,omitempty"`
 }
 
 // StepSpec is one step of a stage's procedure.
@@ -78,6 +85,73 @@ type StepSpec struct {
 	// labels) and .steps.NAME (state, outputs) of the same node that
 	// renders true or false; false records the step SKIPPED, no child.
 	When string `json:"when,omitempty"`
+	// Gate, instead of a kind, is a check the core makes (not the agent);
+	// Call is a request the core sends. Either is stored as the step's
+	// kind (core/gate, core/call) and args.
+	Gate *Gate `json:"gate,omitempty"`
+	Call *Call `json:"call,omitempty"`
+	// SoakS keeps a gate under watch this long after it first passes: it
+	// passes once it has held so long.
+	SoakS int `json:"soak_s,omitempty"`
+}
+
+// Gate is a check the core makes of a node or a stage: one of HTTP or
+// Prometheus. Its strings may use the node's templates ({{ .node.id }},
+// {{ .node.labels.NAME }}).
+type Gate struct {
+	HTTP       *HTTPGate       `json:"http,omitempty"`
+	Prometheus *PrometheusGate `json:"prometheus,omitempty"`
+}
+
+// HTTPGate passes when a GET of URL answers ExpectStatus (default 200)
+// and, when given, a body containing BodyContains.
+type HTTPGate struct {
+	URL          string `json:"url"`
+	ExpectStatus int    `json:"expect_status,omitempty"`
+	BodyContains string `json:"body_contains,omitempty"`
+}
+
+// PrometheusGate passes when every sample of the instant query Query, asked
+// of the Prometheus server at URL, meets Expect ("< 0.01", ">= 1", "== 0").
+// A query without samples fails.
+type PrometheusGate struct {
+	URL    string `json:"url"`
+	Query  string `json:"query"`
+	Expect string `json:"expect"`
+}
+
+// Call is a request the core sends as a step of a node's procedure.
+type Call struct {
+	HTTP *HTTPCall `json:"http,omitempty"`
+}
+
+// HTTPCall is an HTTP request; it succeeds on a 2xx answer. Header values
+// may reference the core's secrets ({{ secret "name" }}): the reference is
+// stored and shown, the value is read when the request is sent.
+type HTTPCall struct {
+	Method  string            `json:"method,omitempty"`
+	URL     string            `json:"url"`
+	Body    string            `json:"body,omitempty"`
+	Headers map[string]string `json:"headers,omitempty"`
+}
+
+// CoreStep is the result of a gate or a call the core ran for a node: its
+// latest attempt, the value it saw, when, and its verdict.
+type CoreStep struct {
+	Node    string `json:"node"`
+	Step    string `json:"step"`
+	Attempt int    `json:"attempt"`
+	// State is PENDING (not evaluated yet), RUNNING (a gate under its
+	// soak), DONE or FAILED.
+	State string `json:"state"`
+	// Value is what the core saw: a status code, a query's value.
+	Value string `json:"value,omitempty"`
+	// Reason says why it failed, or how it passed.
+	Reason string `json:"reason,omitempty"`
+	// Checks counts its evaluations in this attempt.
+	Checks   int        `json:"checks,omitempty"`
+	At       *time.Time `json:"at,omitempty"`
+	Finished *time.Time `json:"finished,omitempty"`
 }
 
 // Retry is how a failed step is tried again: at most Attempts tries in
@@ -160,6 +234,11 @@ type Stage struct {
 	// ("promoted by bob: REASON").
 	ForgivenBy []string `json:"forgiven_by,omitempty"`
 	PromotedBy string   `json:"promoted_by,omitempty"`
+	// AutoPromoteAfterS and AbortOn are the spec's; CoreSteps are the
+	// results of its gates and calls, node by node.
+	AutoPromoteAfterS int        `json:"auto_promote_after_s,omitempty"`
+	AbortOn           []string   `json:"abort_on,omitempty"`
+	CoreSteps         []CoreStep `json:"core_steps,omitempty"`
 }
 
 // NodeProgress is where a stage's nodes stand (or a run's, every stage's

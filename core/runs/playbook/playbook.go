@@ -94,6 +94,11 @@ type Stage struct {
 	IncludeFailed bool `yaml:"include_failed,omitempty"`
 	// Lock is a lock the stage takes while it runs (wire.StageSpec).
 	Lock *Lock `yaml:"lock,omitempty"`
+	// AutoPromoteAfterS and AbortOn are the run's (wire.StageSpec): a
+	// canary that promotes itself once its gates held that long, and the
+	// gates whose failure aborts the run.
+	AutoPromoteAfterS int      `yaml:"auto_promote_after_s,omitempty"`
+	AbortOn           []string `yaml:"abort_on,omitempty"`
 
 	conc, errs *limit.Limit
 	// concRef, errsRef name the int parameter a limit is ("{{ .name }}").
@@ -112,8 +117,15 @@ type Step struct {
 	Timeout string         `yaml:"timeout,omitempty"`
 	Retry   *Retry         `yaml:"retry,omitempty"`
 	When    string         `yaml:"when,omitempty"`
+	// Gate and Call, instead of a kind and args, are a check the core
+	// makes and a request it sends (wire.Gate, wire.Call); Soak keeps a
+	// gate under watch that long after it first passes.
+	Gate map[string]any `yaml:"gate,omitempty"`
+	Call map[string]any `yaml:"call,omitempty"`
+	Soak string         `yaml:"soak,omitempty"`
 
 	timeoutS int
+	soakS    int
 	retry    *wire.Retry
 }
 
@@ -600,7 +612,7 @@ func (p *Playbook) stageSpecs(values map[string]any) ([]wire.StageSpec, error) {
 		st := &p.Stages[i]
 		sp := wire.StageSpec{Name: st.Name, Kind: st.Kind, MaxConcurrency: st.conc, MaxErrors: st.errs,
 			OnFailure: st.OnFailure, TimeoutS: st.timeoutS, Canary: st.Canary, SoakS: st.soakS, Unavailable: st.Unavailable,
-			IncludeFailed: st.IncludeFailed, Lock: st.Lock.wire()}
+			IncludeFailed: st.IncludeFailed, Lock: st.Lock.wire(), AutoPromoteAfterS: st.AutoPromoteAfterS, AbortOn: st.AbortOn}
 		var err error
 		if st.concRef != "" && values != nil {
 			if sp.MaxConcurrency, err = limitOf(st.Name, "max_concurrency", st.concRef, values); err != nil {
@@ -688,6 +700,25 @@ func checkRunTime(s string, params map[string]*Param) error {
 // checkStep checks one step as written and converts its durations; at
 // gives the line of a path below the step.
 func checkStep(sp *Step, params map[string]*Param, used map[string]bool, at func(path ...any) int, field string) error {
+	if sp.Gate != nil || sp.Call != nil {
+		// Stored as a step of the core's kind whose args are the gate or
+		// the call: its templates are checked and rendered as args are.
+		if sp.Kind != "" || sp.Args != nil || (sp.Gate != nil && sp.Call != nil) {
+			return posError(at(), field, "a step is a kind with its args, a gate, or a call: one of them")
+		}
+		sp.Kind, sp.Args = runs.KindGate, sp.Gate
+		if sp.Call != nil {
+			sp.Kind, sp.Args = runs.KindCall, sp.Call
+		}
+		sp.Gate, sp.Call = nil, nil
+	}
+	if sp.Soak != "" {
+		d, err := time.ParseDuration(sp.Soak)
+		if err != nil || d < time.Second || d%time.Second != 0 {
+			return posError(at("soak"), field+".soak", "%q is not a whole number of seconds, like 60s or 5m", sp.Soak)
+		}
+		sp.soakS = int(d / time.Second)
+	}
 	if sp.Timeout != "" {
 		d, err := time.ParseDuration(sp.Timeout)
 		if err != nil || d < time.Second || d%time.Second != 0 || d > action.MaxTimeoutS*time.Second {
@@ -743,7 +774,7 @@ func stepSpecs(stage string, steps []Step, values map[string]any, b *tmpl.Budget
 	var out []wire.StepSpec
 	for i := range steps {
 		sp := &steps[i]
-		ws := wire.StepSpec{Name: sp.Name, Kind: sp.Kind, TimeoutS: sp.timeoutS, Retry: sp.retry, When: sp.When}
+		ws := wire.StepSpec{Name: sp.Name, Kind: sp.Kind, TimeoutS: sp.timeoutS, Retry: sp.retry, When: sp.When, SoakS: sp.soakS}
 		args := any(sp.Args)
 		if values != nil {
 			var err error

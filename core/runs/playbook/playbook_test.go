@@ -9,6 +9,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/musterhq/muster/core/runs"
 	"github.com/musterhq/muster/shared/wire"
 )
 
@@ -503,5 +504,80 @@ func TestASecretReferenceSurvivesThePlaybook(t *testing.T) {
 	_, err = Parse([]byte("name: x\nstages:\n  - name: a\n    kind: example.com/x\n    target: {all: true}\n    args: {a: '{{ secret \"Bad/Name\" }}'}\n"))
 	if !errors.Is(err, ErrInvalid) || !strings.Contains(err.Error(), "not a plain name") || !strings.Contains(err.Error(), "line 6") {
 		t.Fatalf("Parse of a bad name = %v; want ErrInvalid at line 6, not a plain name", err)
+	}
+}
+
+// gated is a playbook whose procedure has a call, a gate with a soak, an
+// automatic promote and abort_on.
+const gated = `name: gated
+params:
+  - {name: version, type: string, required: true, description: the version}
+stages:
+  - name: roll
+    target: {all: true}
+    canary: 1
+    auto_promote_after_s: 20
+    abort_on: [healthy]
+    steps:
+      - name: lb-out
+        call:
+          http:
+            method: POST
+            url: "https://lb.example/pools/web/{{ .node.id }}/out"
+            headers: {Authorization: 'Bearer {{ secret "lb-token" }}'}
+      - name: upgrade
+        kind: example.com/upgrade
+        args: {version: "{{ .version }}"}
+      - name: healthy
+        soak: 10s
+        timeout: 5s
+        retry: {attempts: 3, delay: 2s}
+        gate:
+          prometheus:
+            url: http://prometheus.example:9090
+            query: 'error_ratio{node="{{ .node.id }}"}'
+            expect: "< 0.01"
+`
+
+func TestPlaybookGatesAndCallsBecomeCoreSteps(t *testing.T) {
+	t.Parallel()
+	p, err := Parse([]byte(gated))
+	if err != nil {
+		t.Fatal(err)
+	}
+	v, err := p.Values(map[string]string{"version": "2.0"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	specs, err := p.Render(v)
+	if err != nil {
+		t.Fatal(err)
+	}
+	req := &wire.CreateRunRequest{ClusterID: "c", Stages: specs}
+	if err := runs.Check(req); err != nil {
+		t.Fatal(err)
+	}
+	st := req.Stages[0]
+	if st.AutoPromoteAfterS != 20 || len(st.AbortOn) != 1 {
+		t.Fatalf("stage %+v", st)
+	}
+	call, gate := st.Steps[0], st.Steps[2]
+	if call.Kind != runs.KindCall || !strings.Contains(string(call.Args), `{{ secret \"lb-token\" }}`) ||
+		!strings.Contains(string(call.Args), "{{ .node.id }}") {
+		t.Fatalf("lb-out: %s %s", call.Kind, call.Args)
+	}
+	if gate.Kind != runs.KindGate || gate.SoakS != 10 || gate.TimeoutS != 5 || gate.Retry.Attempts != 3 ||
+		!strings.Contains(string(gate.Args), `"expect":"\u003c 0.01"`) && !strings.Contains(string(gate.Args), `"expect":"< 0.01"`) {
+		t.Fatalf("healthy: %+v %s", gate, gate.Args)
+	}
+	for _, bad := range []string{
+		strings.Replace(gated, "abort_on: [healthy]", "abort_on: [upgrade]", 1),
+		strings.Replace(gated, "expect: \"< 0.01\"", "expect: \"small\"", 1),
+		strings.Replace(gated, "      - name: healthy\n", "      - name: healthy\n        kind: example.com/x\n", 1),
+		strings.Replace(gated, "soak: 10s", "soak: soon", 1),
+	} {
+		if _, err := Parse([]byte(bad)); !errors.Is(err, ErrInvalid) {
+			t.Fatalf("Parse: %v, want invalid:\n%s", err, bad)
+		}
 	}
 }
