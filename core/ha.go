@@ -51,7 +51,7 @@ type replication struct {
 	startstop.Base
 	// drift is where this replica's configuration and the store's policy
 	// disagree (nil: nothing to say).
-	drift func() []string
+	drift  func() []string
 	self   store.Replica
 	ttl    time.Duration
 	coord  coordination   // nil on SQLite
