@@ -407,3 +407,8 @@ type OIDCInfo struct {
 	UsernameClaim string `json:"username_claim"`
 	GroupsClaim   string `json:"groups_claim"`
 }
+
+// FreezeList answers GET /api/v1/freezes.
+type FreezeList struct {
+	Freezes []Freeze `json:"freezes"`
+}
