@@ -94,3 +94,54 @@ func seedFreezes(ctx context.Context, st store.Store, cfg Config, last []string)
 	}
 	return drift, nil
 }
+
+// configFreezeIDs are the ids of the freezes cfg declares.
+func configFreezeIDs(cfg Config) map[string]string {
+	out := map[string]string{}
+	for _, cl := range cfg.Clusters {
+		for _, f := range cl.Freezes {
+			out[schedule.ConfigFreezeID(cl.ID, f)] = cl.ID
+		}
+	}
+	return out
+}
+
+// liftRemovedFreezes lifts, as the configuration, the freezes old declared
+// and next (a reload of this replica's file) no longer does: removing a
+// freeze from the file and sending SIGHUP is a change someone made. A
+// start lifts nothing: a replica started with an older file only reports
+// its drift (seedFreezes).
+func liftRemovedFreezes(ctx context.Context, st store.Store, old, next Config) error {
+	gone := configFreezeIDs(old)
+	for id := range configFreezeIDs(next) {
+		delete(gone, id)
+	}
+	if len(gone) == 0 {
+		return nil
+	}
+	now := time.Now().UTC()
+	const why = "removed from the configuration file at a reload"
+	return st.Update(ctx, func(tx store.Tx) error {
+		for id := range gone {
+			f, err := tx.Freeze(ctx, id)
+			if errors.Is(err, store.ErrNotFound) {
+				continue
+			}
+			if err != nil {
+				return err
+			}
+			if !f.Holds(now) {
+				continue
+			}
+			if _, err := tx.LiftFreeze(ctx, id, now, actorConfig, why); err != nil {
+				return err
+			}
+			if err := tx.AppendEvent(ctx, &store.Event{Type: store.EventFreezeLifted, Actor: actorConfig, ClusterID: f.ClusterID,
+				Message: fmt.Sprintf("freeze %s of cluster %s (%s) lifted by the configuration: %s", id, f.ClusterID, f.Reason, why),
+				Data:    map[string]any{"freeze": id, "reason": why, "freeze_reason": f.Reason}}); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+}

@@ -87,6 +87,9 @@ func (c *Core) Reload(ctx context.Context, next Config) (string, error) {
 	// The file's freezes seed the store (the freeze watcher then loads
 	// them on every replica); where the file and the store disagree is
 	// told again.
+	if err := liftRemovedFreezes(ctx, lv.st, old, next); err != nil {
+		c.log.Error("reload: lifting the freezes removed from the configuration", "err", err)
+	}
 	if drift, err := seedFreezes(ctx, lv.st, next, c.policyDrift()); err != nil {
 		c.log.Error("reload: seeding the configuration's freezes", "err", err)
 	} else {
