@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"unicode"
+	"unicode/utf8"
 	"time"
 
 	"github.com/musterhq/muster/core/auth"
@@ -70,8 +72,11 @@ func (o *Ops) CreateFreeze(ctx context.Context, c Caller, clusterID string, req 
 	if err := checkFreezeReason(req.Reason, "the cluster is frozen"); err != nil {
 		return wire.Freeze{}, err
 	}
+	if err := checkFileSource(req.Source); err != nil {
+		return wire.Freeze{}, err
+	}
 	f := &store.Freeze{ID: action.NewID(), ClusterID: clusterID, From: from, To: until, Reason: strings.TrimSpace(req.Reason),
-		CreatedBy: c.Name, CreatedTS: now}
+		Source: req.Source, CreatedBy: c.Name, CreatedTS: now}
 	err := o.st.Update(ctx, func(tx store.Tx) error {
 		if err := authorizeIn(ctx, tx, c, auth.Freeze, clusterID); err != nil {
 			return err
@@ -187,4 +192,22 @@ func (o *Ops) Freezes(ctx context.Context, c Caller, clusterID string, all bool)
 		return err
 	})
 	return out, err
+}
+
+// maxFileName bounds the name of a file a freeze came from.
+const maxFileName = 200
+
+// checkFileSource is the rule of a request's source: none, or "file:NAME"
+// (muster apply -f NAME) with a name of 1 to 200 bytes of valid UTF-8
+// without control characters or slashes.
+func checkFileSource(src string) error {
+	if src == "" {
+		return nil
+	}
+	name, ok := strings.CutPrefix(src, store.SourceFilePrefix)
+	if !ok || name == "" || len(name) > maxFileName || !utf8.ValidString(name) || strings.ContainsAny(name, "/\\") ||
+		strings.ContainsFunc(name, unicode.IsControl) {
+		return BadRequest("source %q: want file:NAME, a file name of 1 to %d bytes", src, maxFileName)
+	}
+	return nil
 }

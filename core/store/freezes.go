@@ -24,6 +24,10 @@ const (
 	EventCorePolicyDrift = "core.policy_drift"
 )
 
+// SourceFilePrefix begins the source of what `muster apply -f NAME` made:
+// "file:NAME".
+const SourceFilePrefix = "file:"
+
 // Freeze is a stored freeze of one cluster, from From (included) to To
 // (not included).
 type Freeze struct {

@@ -113,6 +113,9 @@ type CreateFreezeRequest struct {
 	From   *time.Time `json:"from,omitempty"`
 	Until  time.Time  `json:"until"`
 	Reason string     `json:"reason"`
+	// Source marks a freeze made by `muster apply -f NAME`: "file:NAME"
+	// (empty for one made by hand).
+	Source string `json:"source,omitempty"`
 }
 
 // LiftFreezeRequest is the body of POST /api/v1/freezes/{id}/lift.
