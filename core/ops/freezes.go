@@ -5,9 +5,9 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"time"
 	"unicode"
 	"unicode/utf8"
-	"time"
 
 	"github.com/musterhq/muster/core/auth"
 	"github.com/musterhq/muster/core/schedule"
