@@ -56,6 +56,8 @@ func TestFreezeCreateListLift(t *testing.T) {
 		"from past":   {From: ptr(time.Now().Add(-time.Hour)), Until: until, Reason: "incident"},
 		"from after":  {From: ptr(until.Add(time.Hour)), Until: until, Reason: "incident"},
 		"long reason": {Until: until, Reason: strings.Repeat("x", wire.MaxReason+1)},
+		"bad source":  {Until: until, Reason: "x", Source: "config"},
+		"path source": {Until: until, Reason: "x", Source: "file:../etc/policy.yaml"},
 	} {
 		if _, err := e.ops.CreateFreeze(ctx, olga, "prod", &req); !errors.Is(err, ops.ErrBadRequest) {
 			t.Errorf("%s: %v, want a bad request", name, err)
