@@ -142,3 +142,16 @@ func FuzzDecodePolicy(f *testing.F) {
 		}
 	})
 }
+
+// The shipped example policy file is one muster apply takes.
+func TestShippedPolicyFileDecodes(t *testing.T) {
+	t.Parallel()
+	doc, err := os.ReadFile(filepath.Join("..", "..", "configs", "policy.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	fs, err := decodePolicy(doc)
+	if err != nil || len(fs) == 0 {
+		t.Fatalf("configs/policy.yaml: %+v, %v", fs, err)
+	}
+}
