@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/musterhq/muster/core/ops"
+	"github.com/musterhq/muster/core/schedule"
 	"github.com/musterhq/muster/core/store"
 	"github.com/musterhq/muster/shared/wire"
 )
@@ -154,3 +155,23 @@ func TestFreezesOfAClusterOutOfScopeDoNotExist(t *testing.T) {
 }
 
 func ptr[T any](v T) *T { return &v }
+
+// A cluster holds at most schedule.MaxFreezes freezes in force: one more
+// is a conflict that stores nothing.
+func TestFreezesPerClusterAreBounded(t *testing.T) {
+	t.Parallel()
+	e := setup(t)
+	ctx := context.Background()
+	req := &wire.CreateFreezeRequest{Until: time.Now().Add(time.Hour), Reason: "x"}
+	for range schedule.MaxFreezes {
+		if _, err := e.ops.CreateFreeze(ctx, admin, "prod", req); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := e.ops.CreateFreeze(ctx, admin, "prod", req); !errors.Is(err, ops.ErrConflict) {
+		t.Fatalf("one freeze too many: %v, want a conflict", err)
+	}
+	if list, _ := e.ops.Freezes(ctx, admin, "prod", true); len(list) != schedule.MaxFreezes {
+		t.Fatalf("%d freezes stored, want %d", len(list), schedule.MaxFreezes)
+	}
+}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
+	"errors"
 	"log/slog"
 	"maps"
 	"reflect"
@@ -173,8 +174,8 @@ func Watch(ctx context.Context, st store.Store, h *Holder, log *slog.Logger, cha
 			return nil
 		})
 		since = next
-		if err == nil && found {
-			err = load()
+		if found || err != nil { // an event not read may have been a freeze's: load them anyway
+			err = errors.Join(err, load())
 		}
 		if err != nil && ctx.Err() == nil {
 			log.Warn("freezes: reading the stored freezes failed; the last ones stay", "err", err)
