@@ -69,6 +69,23 @@ type Core struct {
 	reloaders []Reloader
 	// pairs are the certificates ReloadTLS reads again.
 	pairs map[string]*tlsutil.KeyPair
+	// drift is where this replica's configuration and the policy in the
+	// store disagree (seedFreezes).
+	drift []string
+}
+
+func (c *Core) setDrift(d []string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.drift = d
+}
+
+// policyDrift is where this replica's configuration and the policy in the
+// store disagree, one line each (none: they agree).
+func (c *Core) policyDrift() []string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return slices.Clone(c.drift)
 }
 
 // New checks cfg and returns a core; it opens and starts nothing.
@@ -151,8 +168,21 @@ func (c *Core) Run(ctx context.Context) error {
 	// their live.Value holders at each decision; Reload replaces them
 	// (SIGHUP). SIGHUP also reloads the notification destinations: the
 	// worker's and the store's outbox (see Reload).
+	// The calendars are the configuration's windows and the store's
+	// freezes (seeded from the configuration, then followed).
+	cals := schedule.NewHolder(cfg.Calendars())
 	lv := &reloadable{approval: live.New(cfg.Approval), budget: live.New(cfg.BudgetPolicy()),
-		calendar: live.New(cfg.Calendars()), st: st}
+		calendar: cals.Value(), cals: cals, st: st}
+	drift, err := seedFreezes(ctx, st, cfg, nil)
+	if err != nil {
+		return err
+	}
+	c.setDrift(drift)
+	if fs, err := schedule.LoadFreezes(ctx, st, time.Now()); err != nil {
+		return fmt.Errorf("freezes: %w", err)
+	} else {
+		cals.SetFreezes(fs)
+	}
 	policy, budgets := lv.approval, lv.budget
 	rules := &actions.Rules{Policy: policy, ScheduleTTL: cfg.Orchestrate.ScheduleTTL}
 	engine := runs.NewEngine(policy, rules, nil)
@@ -177,6 +207,7 @@ func (c *Core) Run(ctx context.Context) error {
 		return err
 	}
 	repl.st = st // replica joins and losses are events
+	repl.drift = c.policyDrift
 	ocfg := orchestrate.Config{
 		Rules:            rules,
 		Interval:         cfg.Orchestrate.Interval,
@@ -326,6 +357,19 @@ func (c *Core) Run(ctx context.Context) error {
 	enr.OnChange(orch.DropAgentConnections)
 	if pool != nil {
 		enr.OnChange(pool.Recheck)
+	}
+	// Every replica follows the store's freezes as soon as a commit (its
+	// own or another replica's) shows one made or lifted.
+	watchFreezes := func(ctx context.Context) {
+		schedule.Watch(ctx, st, cals, c.log, func(clusters []string) {
+			for _, id := range clusters {
+				repl.nudgeLocal(id)
+			}
+		})
+	}
+	if err := parts.Start(ctx, "freezes", startstop.NewFunc(watchFreezes)); err != nil {
+		ln.Close()
+		return errors.Join(err, stopAll())
 	}
 	if err := parts.Start(ctx, "enroll", startstop.NewFunc(enr.Run)); err != nil {
 		ln.Close()

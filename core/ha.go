@@ -49,6 +49,9 @@ var _ coordination = (*postgres.Store)(nil)
 // first leases and relays nudges between replicas until Stop.
 type replication struct {
 	startstop.Base
+	// drift is where this replica's configuration and the store's policy
+	// disagree (nil: nothing to say).
+	drift  func() []string
 	self   store.Replica
 	ttl    time.Duration
 	coord  coordination   // nil on SQLite
@@ -274,8 +277,12 @@ func (r *replication) membership(live []string) {
 // Replicas answers GET /api/v1/core/replicas. A replica that stopped
 // heartbeating is listed, not live, for forgetReplicaAfter, then no more.
 func (r *replication) Replicas(ctx context.Context) (*wire.CoreReplicas, error) {
+	var drift []string
+	if r.drift != nil {
+		drift = r.drift()
+	}
 	if r.coord == nil {
-		return &wire.CoreReplicas{Store: DriverSQLite, Self: r.self.ID, Replicas: []wire.CoreReplica{{
+		return &wire.CoreReplicas{Store: DriverSQLite, Self: r.self.ID, PolicyDrift: drift, Replicas: []wire.CoreReplica{{
 			ID: r.self.ID, Addr: r.self.Addr, Version: r.self.Version, StartedTS: r.self.StartedTS,
 			HeartbeatTS: time.Now().UTC(), Live: true, Leases: []wire.ClusterLease{},
 		}}}, nil
@@ -284,7 +291,8 @@ func (r *replication) Replicas(ctx context.Context) (*wire.CoreReplicas, error) 
 	if err != nil {
 		return nil, fmt.Errorf("replicas: %w", err)
 	}
-	out := &wire.CoreReplicas{Store: DriverPostgres, Self: r.self.ID, LeaseTTLS: r.ttl.Seconds(), Replicas: []wire.CoreReplica{}}
+	out := &wire.CoreReplicas{Store: DriverPostgres, Self: r.self.ID, LeaseTTLS: r.ttl.Seconds(), PolicyDrift: drift,
+		Replicas: []wire.CoreReplica{}}
 	for _, rep := range reps {
 		if !listed(rep.Live, rep.HeartbeatTS, time.Now(), r.forgetReplicaAfter()) {
 			continue

@@ -43,6 +43,7 @@ type reloadable struct {
 	approval *live.Value[approval.Policy]
 	budget   *live.Value[budget.Policy]
 	calendar *live.Value[schedule.Calendars]
+	cals     *schedule.Holder // writes calendar: the windows of the configuration, the freezes of the store
 	notify   *notify.Worker
 	st       store.Store
 	// nudge asks for a sync of a cluster (nil before the orchestrator
@@ -82,7 +83,18 @@ func (c *Core) Reload(ctx context.Context, next Config) (string, error) {
 	}
 	lv.budget.Store(nextBudget)
 	oldCals, nextCals := calendarSpecs(old.Clusters), calendarSpecs(next.Clusters)
-	lv.calendar.Store(next.Calendars())
+	lv.cals.SetConfig(next.Calendars())
+	// The file's freezes seed the store (the freeze watcher then loads
+	// them on every replica); where the file and the store disagree is
+	// told again.
+	if err := liftRemovedFreezes(ctx, lv.st, old, next); err != nil {
+		c.log.Error("reload: lifting the freezes removed from the configuration", "err", err)
+	}
+	if drift, err := seedFreezes(ctx, lv.st, next, c.policyDrift()); err != nil {
+		c.log.Error("reload: seeding the configuration's freezes", "err", err)
+	} else {
+		c.setDrift(drift)
+	}
 	if !reflect.DeepEqual(oldCals, nextCals) {
 		changed = append(changed, "windows and freezes")
 		for _, cl := range next.Clusters {

@@ -126,7 +126,8 @@ type haFleet struct {
 	secrets map[string]string
 }
 
-func newHAFleet(t testing.TB, replicas, clusters int) *haFleet {
+// extra is appended to every replica's core.yaml.
+func newHAFleet(t testing.TB, replicas, clusters int, extra ...string) *haFleet {
 	t.Helper()
 	base := t.TempDir()
 	f := &haFleet{t: t, agents: map[string]*client.Agent{}, secrets: map[string]string{}}
@@ -173,7 +174,7 @@ clusters:
 %sorchestrate:
   interval: %s
   agent_timeout: 2s
-`, filepath.Join(dir, "data"), freePort(t), dsn, haTTL, i, spec.String(), haInterval)
+%s`, filepath.Join(dir, "data"), freePort(t), dsn, haTTL, i, spec.String(), haInterval, strings.Join(extra, ""))
 		path := filepath.Join(dir, "core.yaml")
 		if err := os.WriteFile(path, []byte(cfg), 0o600); err != nil {
 			t.Fatal(err)

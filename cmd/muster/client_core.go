@@ -55,7 +55,16 @@ func newCoreStatusCmd() *cobra.Command {
 			age := time.Since(r.HeartbeatTS).Round(100 * time.Millisecond)
 			t.row(id, r.Addr, live, age.String()+" ago", r.Version, strings.Join(leases, " "))
 		}
-		return t.flush()
+		if err := t.flush(); err != nil {
+			return err
+		}
+		if len(rs.PolicyDrift) > 0 {
+			fmt.Fprintf(w, "\nPolicy drift: the configuration of %s disagrees with the store, which it follows:\n", textsafe.Escape(rs.Self))
+			for _, d := range rs.PolicyDrift {
+				fmt.Fprintf(w, "  %s\n", textsafe.Escape(d))
+			}
+		}
+		return nil
 	}
 	return cmd
 }

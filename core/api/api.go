@@ -256,6 +256,10 @@ func (s *Server) routes() {
 	s.add(http.MethodPost, "/api/v1/schedules/:name/pause", auth.Cancel, s.operateSchedule(s.ops.PauseSchedule))
 	s.add(http.MethodPost, "/api/v1/schedules/:name/resume", auth.Continue, s.operateSchedule(s.ops.ResumeSchedule))
 
+	s.add(http.MethodGet, "/api/v1/freezes", auth.Read, onlyParams(s.listFreezes, "cluster", "all"))
+	s.add(http.MethodPost, "/api/v1/clusters/:cluster/freezes", auth.Freeze, s.createFreeze)
+	s.add(http.MethodPost, "/api/v1/freezes/:id/lift", auth.Unfreeze, s.liftFreeze)
+
 	s.add(http.MethodGet, "/api/v1/events", auth.Read, onlyParams(s.listEvents, "since", "limit", "tail", "action_id", "run_id", "cluster", "node", "type"))
 	s.add(http.MethodGet, "/api/v1/events/stream", auth.Read, onlyParams(s.streamEvents, "since", "action_id", "run_id", "cluster", "node", "type"))
 

@@ -98,6 +98,9 @@ var roleTable = map[string][6]int{ //        none viewer  op   appr admin stg
 	"POST /api/v1/grants":                        {401, 403, 403, 403, 201, 403},
 	"GET /api/v1/grants":                         {401, 403, 403, 403, 200, 200},
 	"DELETE /api/v1/grants/:id":                  {401, 403, 403, 403, 204, 403},
+	"GET /api/v1/freezes":                        {401, 200, 200, 200, 200, 200},
+	"POST /api/v1/clusters/:cluster/freezes":     {401, 403, 201, 201, 201, 404},
+	"POST /api/v1/freezes/:id/lift":              {401, 403, 403, 200, 200, 404},
 }
 
 // fixture makes what one call of a route needs (a fresh action in the right
@@ -234,6 +237,14 @@ func (e *env) fixture(route string, n int) (string, any) {
 		case "POST /api/v1/teams/:name/groups":
 			body = wire.TeamGroupRequest{Group: "sre"}
 		}
+	case "POST /api/v1/clusters/:cluster/freezes":
+		body = wire.CreateFreezeRequest{Until: time.Now().Add(time.Hour), Reason: "incident 4711"}
+	case "POST /api/v1/freezes/:id/lift":
+		var f wire.Freeze
+		e.call(http.MethodPost, "/api/v1/clusters/prod/freezes", "admin",
+			wire.CreateFreezeRequest{Until: time.Now().Add(time.Hour), Reason: "incident 4711"}, http.StatusCreated, &f)
+		path = strings.ReplaceAll(path, ":id", f.ID)
+		body = wire.LiftFreezeRequest{Reason: "resolved"}
 	case "POST /api/v1/grants":
 		body = wire.CreateGrantRequest{Person: "olga", Role: "viewer", Clusters: "prod"}
 	case "DELETE /api/v1/grants/:id":

@@ -65,11 +65,17 @@ const (
 	// Grants makes and revokes grants and changes teams (admin; on a
 	// scope its admin grant contains, auth.MayGrant).
 	Grants Permission = "grants"
+	// Freeze freezes a cluster: nothing disruptive goes to it until the
+	// freeze ends or is lifted (operator, approver).
+	Freeze Permission = "freeze"
+	// Unfreeze lifts a freeze before its end (approver): what it held
+	// goes at once.
+	Unfreeze Permission = "unfreeze"
 )
 
 // Permissions lists every permission.
 var Permissions = []Permission{Read, Create, Cancel, Retry, Orchestrate, Approve, Reject, Tokens, Drain, Forget, Enroll, Revoke,
-	Notify, Continue, Grants}
+	Notify, Continue, Grants, Freeze, Unfreeze}
 
 // Roles lists every role, least powerful first.
 var Roles = []string{store.RoleEnroll, store.RoleViewer, store.RoleOperator, store.RoleApprover, store.RoleAdmin}
@@ -79,8 +85,8 @@ var Roles = []string{store.RoleEnroll, store.RoleViewer, store.RoleOperator, sto
 var roleGrants = map[string][]Permission{
 	store.RoleEnroll:   {Enroll},
 	store.RoleViewer:   {Read},
-	store.RoleOperator: {Read, Create, Cancel, Retry, Orchestrate, Drain, Continue},
-	store.RoleApprover: {Read, Approve, Reject, Continue},
+	store.RoleOperator: {Read, Create, Cancel, Retry, Orchestrate, Drain, Continue, Freeze},
+	store.RoleApprover: {Read, Approve, Reject, Continue, Freeze, Unfreeze},
 	store.RoleAdmin:    Permissions,
 }
 

@@ -37,8 +37,8 @@ func TestCanTable(t *testing.T) {
 	want := map[string][]auth.Permission{
 		store.RoleEnroll:   {auth.Enroll},
 		store.RoleViewer:   {auth.Read},
-		store.RoleOperator: {auth.Read, auth.Create, auth.Cancel, auth.Retry, auth.Orchestrate, auth.Drain, auth.Continue},
-		store.RoleApprover: {auth.Read, auth.Approve, auth.Reject, auth.Continue},
+		store.RoleOperator: {auth.Read, auth.Create, auth.Cancel, auth.Retry, auth.Orchestrate, auth.Drain, auth.Continue, auth.Freeze},
+		store.RoleApprover: {auth.Read, auth.Approve, auth.Reject, auth.Continue, auth.Freeze, auth.Unfreeze},
 		store.RoleAdmin:    auth.Permissions,
 	}
 	for _, role := range auth.Roles {

@@ -32,6 +32,8 @@ type Window struct {
 type Freeze struct {
 	From, To time.Time
 	Reason   string
+	// ID is the stored freeze's id ("" for one built here).
+	ID string
 }
 
 // Calendar is a cluster's windows and freezes. With no windows, the
@@ -384,7 +386,7 @@ func CalendarView(cal *Calendar, now time.Time, waiting int) *wire.Calendar {
 			Timezone: w.Cron.Location().String(), DurationS: int64(w.Duration / time.Second)})
 	}
 	for _, f := range cal.Freezes {
-		out.Freezes = append(out.Freezes, wire.Freeze{From: f.From, To: f.To, Reason: f.Reason})
+		out.Freezes = append(out.Freezes, wire.Freeze{ID: f.ID, From: f.From, To: f.To, Reason: f.Reason})
 	}
 	if !st.CloseAt.IsZero() {
 		out.CloseAt = &st.CloseAt
@@ -393,7 +395,7 @@ func CalendarView(cal *Calendar, now time.Time, waiting int) *wire.Calendar {
 		out.NextOpen = &st.NextOpen
 	}
 	if st.Frozen != nil {
-		out.Frozen = &wire.Freeze{From: st.Frozen.From, To: st.FrozenUntil, Reason: st.Frozen.Reason}
+		out.Frozen = &wire.Freeze{ID: st.Frozen.ID, From: st.Frozen.From, To: st.FrozenUntil, Reason: st.Frozen.Reason}
 	}
 	return out
 }

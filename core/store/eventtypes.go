@@ -39,6 +39,7 @@ var EventTypes = []string{
 	EventClusterAlert, EventClusterHealthy,
 	EventTokenCreated, EventTokenRevoked, EventPersonSignedIn,
 	EventTeamCreated, EventTeamChanged, EventTeamDeleted, EventGrantCreated, EventGrantRevoked,
+	EventFreezeCreated, EventFreezeLifted,
 	EventRunCreated, EventRunApproved, EventRunRejected, EventRunExpired, EventRunStageStarted,
 	EventRunStageFinished, EventRunPaused, EventRunResumed, EventRunCancelled, EventRunFinished,
 	EventRunNodeUnavailable, EventRunPromoted, EventRunUrgent, EventRunAborted, EventRunCoreStep,
@@ -46,6 +47,7 @@ var EventTypes = []string{
 	EventScheduleCreated, EventScheduleChanged, EventScheduleApproved, EventScheduleRejected, EventSchedulePaused,
 	EventScheduleResumed, EventScheduleDeleted, EventScheduleUnapproved, EventScheduleOccurrence, EventScheduleSkipped,
 	EventCoreReplicaJoined, EventCoreReplicaLost, EventCoreConfigReloaded, EventCoreConfigRejected,
+	EventCorePolicyDrift,
 }
 
 // EventTypeFamilies are the families of EventTypes ("action", "node", ...).

@@ -179,6 +179,11 @@ type Reader interface {
 	// the Subject constants), void ones included, oldest first.
 	Approvals(ctx context.Context, kind, id string) ([]Approval, error)
 
+	// Freezes lists the stored freezes q selects, by start, then id.
+	Freezes(ctx context.Context, q FreezeQuery) ([]Freeze, error)
+	// Freeze returns one freeze (ErrNotFound otherwise).
+	Freeze(ctx context.Context, id string) (*Freeze, error)
+
 	OutboxReader
 }
 
@@ -297,6 +302,11 @@ type Tx interface {
 	DeleteGrant(ctx context.Context, id string) error
 	// UpsertPerson records a person's source, groups and last sign-in.
 	UpsertPerson(ctx context.Context, p *Person) error
+	// InsertFreeze stores a new freeze (ErrExists when the id is taken).
+	InsertFreeze(ctx context.Context, f *Freeze) error
+	// LiftFreeze marks a freeze lifted at at by by for reason and reports
+	// whether it did (false: lifted already; ErrNotFound: no such freeze).
+	LiftFreeze(ctx context.Context, id string, at time.Time, by, reason string) (bool, error)
 
 	OutboxTx
 }

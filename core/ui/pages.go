@@ -550,6 +550,11 @@ type clusterView struct {
 	Budget       *budgetView
 	// Calendar is the cluster's windows and freezes now; nil: none.
 	Calendar *wire.Calendar
+	// CanFreeze and CanLift: the visitor may freeze the cluster, or lift
+	// its freezes early (the Freeze and Lift buttons).
+	CanFreeze, CanLift bool
+	// CSRF is the session's, for the buttons' forms.
+	CSRF string
 }
 
 // nodeRow is a node as the clusters page shows it: Status is the status it
@@ -587,7 +592,8 @@ func (s *Server) clusters(w http.ResponseWriter, r *http.Request, v *visitor) {
 			return err
 		}
 		for _, c := range cs {
-			cv := clusterView{Cluster: c, Counts: corenodes.Counts(all, c.ID)}
+			cv := clusterView{Cluster: c, Counts: corenodes.Counts(all, c.ID), CanFreeze: v.canOn(auth.Freeze, c.ID),
+				CanLift: v.canOn(auth.Unfreeze, c.ID), CSRF: v.sess.CSRF}
 			for i := range all {
 				if n := &all[i]; n.ClusterID == c.ID {
 					rc, isRevoked := revoked[n.ClusterID+"/"+n.ID]

@@ -256,6 +256,8 @@ func (s *Server) register() {
 	s.add("POST /ui/schedules/{name}/resume", auth.Continue, s.operateSchedule(scheduleResume))
 	s.add("POST /ui/schedules/{name}/delete", auth.Cancel, s.operateSchedule(scheduleDelete))
 	s.add("GET /ui/clusters", auth.Read, s.clusters)
+	s.add("POST /ui/clusters/{cluster}/freeze", auth.Freeze, s.freezeCluster)
+	s.add("POST /ui/freezes/{id}/lift", auth.Unfreeze, s.liftFreeze)
 	s.add("GET /ui/clusters/{cluster}/nodes/{node}", auth.Read, s.nodePage)
 	s.add("POST /ui/clusters/{cluster}/nodes/{node}/drain", auth.Drain, s.drainNode(true))
 	s.add("POST /ui/clusters/{cluster}/nodes/{node}/undrain", auth.Drain, s.drainNode(false))

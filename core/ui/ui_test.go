@@ -78,6 +78,8 @@ var roleTable = map[string][6]int{ //    none viewer  op   appr admin stg
 	"GET /ui/clusters/{cluster}/nodes/{node}":          {303, 200, 200, 200, 200, 404},
 	"POST /ui/clusters/{cluster}/nodes/{node}/drain":   {303, 403, 303, 403, 303, 404},
 	"POST /ui/clusters/{cluster}/nodes/{node}/undrain": {303, 403, 303, 403, 303, 404},
+	"POST /ui/clusters/{cluster}/freeze":               {303, 403, 303, 303, 303, 404},
+	"POST /ui/freezes/{id}/lift":                       {303, 403, 403, 303, 303, 404},
 	"GET /ui/events":                                   {303, 200, 200, 200, 200, 200},
 	"GET /ui/notifications":                            {303, 403, 403, 403, 200, 403},
 	"GET /ui/stream":                                   {401, 200, 200, 200, 200, 200},
@@ -148,6 +150,18 @@ func TestUIRoleTable(t *testing.T) {
 					// A node of its own: a drained db-1 would hold the runs of
 					// the other lines.
 					path = strings.NewReplacer("{cluster}", "prod", "{node}", "db-9").Replace(path)
+					form.Set("reason", "checked")
+				case "POST /ui/clusters/{cluster}/freeze":
+					path = strings.Replace(path, "{cluster}", "prod", 1)
+					form.Set("for", "1h")
+					form.Set("reason", "checked")
+				case "POST /ui/freezes/{id}/lift":
+					id := fmt.Sprintf("frz-%d", scheduleSeq.Add(1))
+					e.runChange(func(ctx context.Context, tx store.Tx) error {
+						return tx.InsertFreeze(ctx, &store.Freeze{ID: id, ClusterID: "prod", From: time.Now(), To: time.Now().Add(time.Hour),
+							Reason: "incident", CreatedBy: "someone"})
+					})
+					path = strings.Replace(path, "{id}", id, 1)
 					form.Set("reason", "checked")
 				case "GET /ui/playbooks/{name}", "POST /ui/playbooks/{name}/start":
 					path = strings.Replace(path, "{name}", "nap", 1)

@@ -613,3 +613,36 @@ func (c *Core) RevokeGrant(ctx context.Context, id string) error {
 	_, err := c.call(ctx, http.MethodDelete, "/api/v1/grants/"+url.PathEscape(id), nil, nil)
 	return err
 }
+
+// Freezes calls GET /api/v1/freezes: of one cluster when cluster is set,
+// lifted and ended ones too with all.
+func (c *Core) Freezes(ctx context.Context, cluster string, all bool) ([]wire.Freeze, error) {
+	q := url.Values{}
+	if cluster != "" {
+		q.Set("cluster", cluster)
+	}
+	if all {
+		q.Set("all", "true")
+	}
+	path := "/api/v1/freezes"
+	if len(q) > 0 {
+		path += "?" + q.Encode()
+	}
+	var out wire.FreezeList
+	_, err := c.call(ctx, http.MethodGet, path, nil, &out)
+	return out.Freezes, err
+}
+
+// CreateFreeze calls POST /api/v1/clusters/{cluster}/freezes.
+func (c *Core) CreateFreeze(ctx context.Context, cluster string, req wire.CreateFreezeRequest) (*wire.Freeze, error) {
+	var out wire.Freeze
+	_, err := c.call(ctx, http.MethodPost, "/api/v1/clusters/"+url.PathEscape(cluster)+"/freezes", req, &out)
+	return &out, err
+}
+
+// LiftFreeze calls POST /api/v1/freezes/{id}/lift.
+func (c *Core) LiftFreeze(ctx context.Context, id, reason string) (*wire.Freeze, error) {
+	var out wire.Freeze
+	_, err := c.call(ctx, http.MethodPost, "/api/v1/freezes/"+url.PathEscape(id)+"/lift", wire.LiftFreezeRequest{Reason: reason}, &out)
+	return &out, err
+}

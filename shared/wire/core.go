@@ -88,11 +88,39 @@ type Window struct {
 	DurationS int64  `json:"duration_s"`
 }
 
-// Freeze is one freeze of a cluster, from (included) to (excluded).
+// Freeze is one freeze of a cluster, from (included) to (excluded). A
+// stored freeze (GET /api/v1/freezes) has its id, where it came from and
+// its history; a lifted one holds nothing.
 type Freeze struct {
-	From   time.Time `json:"from"`
-	To     time.Time `json:"to"`
-	Reason string    `json:"reason"`
+	ID        string    `json:"id,omitempty"`
+	ClusterID string    `json:"cluster_id,omitempty"`
+	From      time.Time `json:"from"`
+	To        time.Time `json:"to"`
+	Reason    string    `json:"reason"`
+	// Source is "" (the API or the web UI), "config" (core.yaml) or
+	// "file:NAME" (muster apply -f NAME).
+	Source     string     `json:"source,omitempty"`
+	CreatedBy  string     `json:"created_by,omitempty"`
+	CreatedTS  *time.Time `json:"created_ts,omitempty"`
+	LiftedTS   *time.Time `json:"lifted_ts,omitempty"`
+	LiftedBy   string     `json:"lifted_by,omitempty"`
+	LiftReason string     `json:"lift_reason,omitempty"`
+}
+
+// CreateFreezeRequest is the body of POST /api/v1/clusters/{id}/freezes:
+// a freeze from From (now when absent) to Until, for Reason (required).
+type CreateFreezeRequest struct {
+	From   *time.Time `json:"from,omitempty"`
+	Until  time.Time  `json:"until"`
+	Reason string     `json:"reason"`
+	// Source marks a freeze made by `muster apply -f NAME`: "file:NAME"
+	// (empty for one made by hand).
+	Source string `json:"source,omitempty"`
+}
+
+// LiftFreezeRequest is the body of POST /api/v1/freezes/{id}/lift.
+type LiftFreezeRequest struct {
+	Reason string `json:"reason"`
 }
 
 // Budget is a cluster's disruption budget in use: how many nodes are
@@ -300,6 +328,10 @@ type CoreReplicas struct {
 	// LeaseTTLS is ha.lease_ttl in seconds (0 without leases).
 	LeaseTTLS float64       `json:"lease_ttl_s"`
 	Replicas  []CoreReplica `json:"replicas"`
+	// PolicyDrift says, one line each, where the answering replica's
+	// configuration file disagrees with the policy in the store (which it
+	// follows); absent when they agree.
+	PolicyDrift []string `json:"policy_drift,omitempty"`
 }
 
 // CoreReplica is one replica and the leases it holds.
@@ -380,4 +412,9 @@ type OIDCInfo struct {
 	// UsernameClaim and GroupsClaim name the claims of the person.
 	UsernameClaim string `json:"username_claim"`
 	GroupsClaim   string `json:"groups_claim"`
+}
+
+// FreezeList answers GET /api/v1/freezes.
+type FreezeList struct {
+	Freezes []Freeze `json:"freezes"`
 }

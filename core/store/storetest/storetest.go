@@ -69,6 +69,7 @@ func Run(t *testing.T, db NewDB) {
 		{"ScheduledBefore", testScheduledBefore},
 		{"TeamsAndMembership", testTeamsAndMembership},
 		{"Grants", testGrants},
+		{"Freezes", testFreezes},
 		{"ClusterLabelsAndScopedLists", testClusterLabelsAndScopedLists},
 		{"Purge", testPurge},
 		{"PurgeKeepsChildrenOfOpenRuns", testPurgeKeepsChildrenOfOpenRuns},
