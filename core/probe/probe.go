@@ -14,8 +14,6 @@ import (
 	"io"
 	"net/http"
 	"net/url"
-	"os"
-	"regexp"
 	"sort"
 	"strconv"
 	"strings"
@@ -25,7 +23,7 @@ import (
 	"github.com/musterhq/muster/core/runs"
 	"github.com/musterhq/muster/shared/config"
 	"github.com/musterhq/muster/shared/gossip"
-	"github.com/musterhq/muster/shared/names"
+	"github.com/musterhq/muster/shared/secret"
 	"github.com/musterhq/muster/shared/wire"
 )
 
@@ -44,7 +42,7 @@ func (c Config) Validate(key string) config.Errors {
 	var errs config.Errors
 	for name, path := range c.Secrets {
 		field := key + ".secrets." + name
-		if err := names.CheckStep(name); err != nil {
+		if err := secret.CheckName(name); err != nil {
 			errs.Add(field, "the name: %v", err)
 			continue
 		}
@@ -250,16 +248,9 @@ func (p *Prober) Call(ctx context.Context, c wire.Call, timeout time.Duration) (
 	if err != nil {
 		return "", false, err.Error()
 	}
-	var used []string // the values of the secrets used, redacted from what is kept
-	resolve := func(s string) (string, error) {
-		return ResolveSecrets(s, func(name string) (string, error) {
-			v, err := p.secret(name)
-			if err == nil {
-				used = append(used, v)
-			}
-			return v, err
-		})
-	}
+	// The values of the secrets used, redacted from what is kept.
+	used := &secret.Redactor{}
+	resolve := func(s string) (string, error) { return secret.ResolveString(s, p.secret, used) }
 	body, err := resolve(h.Body)
 	if err != nil {
 		return "", false, err.Error()
@@ -281,65 +272,24 @@ func (p *Prober) Call(ctx context.Context, c wire.Call, timeout time.Duration) (
 	}
 	status, answer, err := p.do(ctx, req, timeout, maxBody)
 	if err != nil {
-		return "", false, redact(fmt.Sprintf("%s %s: %v", method, notify.Redact(h.URL), errText(err)), used)
+		return "", false, used.Redact(fmt.Sprintf("%s %s: %v", method, notify.Redact(h.URL), errText(err)))
 	}
 	value := strconv.Itoa(status)
 	if status < 200 || status > 299 {
-		return value, false, redact(fmt.Sprintf("answered %d: %s", status, shown(answer)), used)
+		return value, false, used.Redact(fmt.Sprintf("answered %d: %s", status, shown(answer)))
 	}
 	return value, true, fmt.Sprintf("answered %d", status)
 }
 
-// secretRE matches a secret reference as templates render it
-// (secret.Ref).
-var secretRE = regexp.MustCompile(`\{\{ secret ("(?:[^"\\]|\\.)*") \}\}`)
-
-// ResolveSecrets replaces every secret reference in s by the value lookup
-// gives its name.
-func ResolveSecrets(s string, lookup func(name string) (string, error)) (string, error) {
-	var rerr error
-	out := secretRE.ReplaceAllStringFunc(s, func(ref string) string {
-		m := secretRE.FindStringSubmatch(ref)
-		name, err := strconv.Unquote(m[1])
-		if err == nil {
-			var v string
-			if v, err = lookup(name); err == nil {
-				return v
-			}
-		}
-		if rerr == nil {
-			rerr = err
-		}
-		return ref
-	})
-	return out, rerr
-}
-
-// secret reads the value of secret name from its file, which must be
-// private to the core's user; surrounding blanks are dropped.
+// secret reads the value of secret name from its file
+// (core_steps.secrets), which must be the core's user's and private to it,
+// as an agent's secret files are (shared/secret).
 func (p *Prober) secret(name string) (string, error) {
 	path, ok := p.cfg.Secrets[name]
 	if !ok {
 		return "", fmt.Errorf("secret %q is not one of the core's (core_steps.secrets)", name)
 	}
-	if err := config.CheckPrivateFile(path); err != nil {
-		return "", fmt.Errorf("secret %q: %v", name, err)
-	}
-	b, err := os.ReadFile(path)
-	if err != nil {
-		return "", fmt.Errorf("secret %q: %v", name, err)
-	}
-	return strings.TrimSpace(string(b)), nil
-}
-
-// redact replaces every value of used in s.
-func redact(s string, used []string) string {
-	for _, v := range used {
-		if v != "" {
-			s = strings.ReplaceAll(s, v, "[secret]")
-		}
-	}
-	return s
+	return secret.ReadFile(name, path)
 }
 
 // shown is the start of an answer, quoted, as kept in a reason.

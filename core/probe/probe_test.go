@@ -141,7 +141,7 @@ func TestCallSendsSecretsButKeepsThemOutOfItsReason(t *testing.T) {
 		t.Fatalf("the server saw %s %q", method, got)
 	}
 	mu.Unlock()
-	if ok || value != "403" || strings.Contains(why, "s3cr3t") || !strings.Contains(why, "[secret]") {
+	if ok || value != "403" || strings.Contains(why, "s3cr3t") || !strings.Contains(why, "[redacted:lb-token]") {
 		t.Fatalf("value %q ok %v reason %q: want a failure without the secret", value, ok, why)
 	}
 	// An unknown secret, or one others may read, is not sent.

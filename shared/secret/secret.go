@@ -290,34 +290,61 @@ func Resolve(args json.RawMessage, read Reader) (json.RawMessage, *Redactor, err
 	if err != nil || len(names) == 0 {
 		return args, r, err
 	}
-	values := map[string]string{}
-	for _, n := range names {
-		v, err := read(n)
-		if err != nil {
-			return nil, r, err
-		}
-		values[n] = v
-		r.Add(n, v)
+	values, err := readAll(names, read, r)
+	if err != nil {
+		return nil, r, err
 	}
 	var v any
 	if err := json.Unmarshal(args, &v); err != nil {
 		return nil, r, err
 	}
-	v = walk(v, func(s string) string {
-		return candidateRE.ReplaceAllStringFunc(s, func(c string) string {
-			if m := refRE.FindStringSubmatch(c); m != nil {
-				if val, ok := values[m[1]]; ok {
-					return val
-				}
-			}
-			return c
-		})
-	})
+	v = walk(v, func(s string) string { return replace(s, values) })
 	out, err := json.Marshal(v)
 	if err != nil {
 		return nil, r, err
 	}
 	return out, r, nil
+}
+
+// ResolveString replaces every reference in s by the secret's value, read
+// through read, and adds the values it read to r, to redact what comes
+// back (a core-side call's headers and body, core/probe).
+func ResolveString(s string, read Reader, r *Redactor) (string, error) {
+	names, err := Find(s)
+	if err != nil || len(names) == 0 {
+		return s, err
+	}
+	values, err := readAll(names, read, r)
+	if err != nil {
+		return "", err
+	}
+	return replace(s, values), nil
+}
+
+// readAll reads the secrets of names, adding each value to r.
+func readAll(names []string, read Reader, r *Redactor) (map[string]string, error) {
+	values := map[string]string{}
+	for _, n := range names {
+		v, err := read(n)
+		if err != nil {
+			return nil, err
+		}
+		values[n] = v
+		r.Add(n, v)
+	}
+	return values, nil
+}
+
+// replace replaces every reference in s to a secret of values by its value.
+func replace(s string, values map[string]string) string {
+	return candidateRE.ReplaceAllStringFunc(s, func(c string) string {
+		if m := refRE.FindStringSubmatch(c); m != nil {
+			if v, ok := values[m[1]]; ok {
+				return v
+			}
+		}
+		return c
+	})
 }
 
 // Redactor replaces the values of secrets by [redacted:NAME]. The zero
