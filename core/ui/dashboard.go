@@ -17,12 +17,15 @@ import (
 // more, to say there are more), whatever the store holds, so that a viewer
 // cannot make the landing page expensive.
 const (
-	dashWaiting  = 20
-	dashRunning  = 20
-	dashRuns     = 10
-	dashFailed   = 20
-	dashNodes    = 50
-	failedWindow = 24 * time.Hour
+	dashWaiting = 20
+	dashRunning = 20
+	dashRuns    = 10
+	dashFailed  = 20
+	// dashFailedRead bounds the failed actions read to fill dashFailed
+	// rows, a run's node's earlier attempts included.
+	dashFailedRead = 5 * dashFailed
+	dashNodes      = 50
+	failedWindow   = 24 * time.Hour
 )
 
 type dashNode struct {
@@ -121,21 +124,32 @@ func (s *Server) dashboard(w http.ResponseWriter, r *http.Request, v *visitor) {
 			ClusterIn: in, Limit: dashRuns, Brief: true}, time.Time{}); err != nil {
 			return err
 		}
+		// A run's node is one row, its last failed attempt (the newest):
+		// its earlier attempts are read (a bounded number more) and skipped.
 		failed, err := rd.ListActions(ctx, store.ListQuery{States: []action.State{action.Failed, action.Lost}, ClusterIn: in,
-			Sort: []store.SortKey{{Field: "updated_ts", Desc: true}}, Limit: dashFailed + 1})
+			Sort: []store.SortKey{{Field: "updated_ts", Desc: true}}, Limit: dashFailedRead})
 		if err != nil {
 			return err
 		}
-		for i, rec := range failed {
+		seen := map[[2]string]bool{}
+		for _, rec := range failed {
 			if rec.UpdatedTS.Before(since) {
 				break
 			}
-			if i == dashFailed {
+			if rec.RunID != "" {
+				k := [2]string{rec.RunID, rec.NodeID}
+				if seen[k] {
+					continue
+				}
+				seen[k] = true
+			}
+			if len(d.Failed) == dashFailed {
 				d.FailedMore = true
 				break
 			}
 			d.Failed = append(d.Failed, rec.Action)
 		}
+		d.FailedMore = d.FailedMore || len(failed) == dashFailedRead && len(d.Failed) == dashFailed
 		if d.FailedRuns, err = s.briefRuns(ctx, rd, store.RunQuery{States: []string{store.RunFailed},
 			ClusterIn: in, Limit: dashRuns, Brief: true}, since); err != nil {
 			return err

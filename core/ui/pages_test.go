@@ -3,6 +3,7 @@ package ui
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"net/http"
 	"net/url"
 	"strings"
@@ -263,6 +264,44 @@ func TestDashboardShowsWhatNeedsAttention(t *testing.T) {
 	_, _, live := appr.get("/ui/dashboard?part=live")
 	if strings.Contains(live, "<html") || !strings.Contains(live, running.ID) {
 		t.Fatal("the live part is the whole page, or lacks the running action")
+	}
+}
+
+// Issue 34, defect 4: a run's node that failed several attempts is one row
+// of the Dashboard's failed list (its last attempt, with its reason),
+// linked to its run; attempts are never rows of their own.
+func TestDashboardShowsOneRowPerFailedRunNode(t *testing.T) {
+	t.Parallel()
+	e := setup(t)
+	e.addNodes("db-2")
+	run := "0b7e9a52-2c1f-4d7e-9d0a-3f6c1a2b4c5d"
+	var attempts []string
+	for i := 1; i <= 3; i++ {
+		a := e.create("op", fmt.Sprintf(`{"seconds":%d}`, i))
+		e.edit(a.ID, func(r *store.Record) {
+			r.State, r.StateReason = action.Failed, fmt.Sprintf("exit status %d", i)
+			r.RunID, r.Stage, r.Step, r.Attempt = run, "main", "upgrade", i
+			r.UpdatedTS = action.UTC(time.Now().Add(time.Duration(i) * time.Second))
+		})
+		attempts = append(attempts, a.ID)
+	}
+	other := e.create("op", `{"seconds":9}`)
+	e.edit(other.ID, func(r *store.Record) {
+		r.State, r.NodeID, r.UpdatedTS = action.Failed, "db-2", action.UTC(time.Now())
+		r.RunID, r.Stage, r.Step, r.Attempt = run, "main", "upgrade", 1
+	})
+	_, _, body := e.browser().signIn("viewer").get("/ui/dashboard")
+	i := strings.Index(body, `id="dash-failed"`)
+	failed := body[i : i+strings.Index(body[i:], "</section>")]
+	if n := strings.Count(failed, "<tr data-action="); n != 2 {
+		t.Fatalf("%d rows for two failed nodes of one run, want 2:\n%s", n, failed)
+	}
+	if !strings.Contains(failed, `data-action="`+attempts[2]+`"`) || strings.Contains(failed, attempts[0]) ||
+		strings.Contains(failed, attempts[1]) {
+		t.Fatalf("the node's row is not its last attempt:\n%s", failed)
+	}
+	if !strings.Contains(failed, "exit status 3") || !strings.Contains(failed, `href="/ui/runs/`+run+`"`) {
+		t.Fatalf("the row lacks its reason or its run's link:\n%s", failed)
 	}
 }
 
