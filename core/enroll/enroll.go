@@ -215,50 +215,14 @@ func (s *Service) Refresh(ctx context.Context) error {
 // (of this replica or, on PostgreSQL, of another) shows an enrollment, a
 // renewal or a revocation, until ctx ends. Other commits cost one read of their events.
 func (s *Service) Run(ctx context.Context) {
-	ch, unsubscribe := s.st.Subscribe()
-	defer unsubscribe()
-	var since int64
-	for {
-		err := s.st.Read(ctx, func(r store.Reader) error {
-			var err error
-			since, err = r.LatestSeq(ctx)
-			return err
-		})
-		if err == nil {
-			err = s.Refresh(ctx)
-		}
-		if err == nil {
-			break
-		}
-		s.log.Warn("enroll: reading the revocation list failed; trying again at the next commit", "err", err)
-		select {
-		case <-ctx.Done():
-			return
-		case <-ch:
-		}
-	}
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-ch:
-		}
-		changed := false
-		next, err := store.EachEvent(ctx, s.st, since, 256, func(e *store.Event) error {
-			switch e.Type {
-			case store.EventNodeRevoked, store.EventNodeEnrolled, store.EventNodeCertRenewed:
-				changed = true
+	store.Follow(ctx, s.st, []string{store.EventNodeRevoked, store.EventNodeEnrolled, store.EventNodeCertRenewed},
+		s.Refresh, func(err error, loaded bool) {
+			if loaded {
+				s.log.Warn("enroll: reading the revocation list failed; the last one stays", "err", err)
+			} else {
+				s.log.Warn("enroll: reading the revocation list failed; trying again at the next commit", "err", err)
 			}
-			return nil
 		})
-		since = next
-		if err == nil && changed {
-			err = s.Refresh(ctx)
-		}
-		if err != nil && ctx.Err() == nil {
-			s.log.Warn("enroll: reading the revocation list failed; the last one stays", "err", err)
-		}
-	}
 }
 
 // Caller is who sent a request, for the events.

@@ -4,7 +4,6 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
-	"errors"
 	"log/slog"
 	"maps"
 	"reflect"
@@ -128,9 +127,7 @@ func LoadFreezes(ctx context.Context, st store.Store, now time.Time) ([]store.Fr
 // freezes changed (to sync them now), until ctx ends. Other commits cost
 // one read of their events.
 func Watch(ctx context.Context, st store.Store, h *Holder, log *slog.Logger, changed func(clusters []string)) {
-	ch, unsubscribe := st.Subscribe()
-	defer unsubscribe()
-	load := func() error {
+	store.Follow(ctx, st, []string{store.EventFreezeCreated, store.EventFreezeLifted}, func(ctx context.Context) error {
 		fs, err := LoadFreezes(ctx, st, time.Now())
 		if err != nil {
 			return err
@@ -139,46 +136,11 @@ func Watch(ctx context.Context, st store.Store, h *Holder, log *slog.Logger, cha
 			changed(cs)
 		}
 		return nil
-	}
-	var since int64
-	for {
-		err := st.Read(ctx, func(r store.Reader) error {
-			var err error
-			since, err = r.LatestSeq(ctx)
-			return err
-		})
-		if err == nil {
-			err = load()
-		}
-		if err == nil {
-			break
-		}
-		log.Warn("freezes: reading the stored freezes failed; trying again at the next commit", "err", err)
-		select {
-		case <-ctx.Done():
-			return
-		case <-ch:
-		}
-	}
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-ch:
-		}
-		found := false
-		next, err := store.EachEvent(ctx, st, since, 256, func(e *store.Event) error {
-			if e.Type == store.EventFreezeCreated || e.Type == store.EventFreezeLifted {
-				found = true
-			}
-			return nil
-		})
-		since = next
-		if found || err != nil { // an event not read may have been a freeze's: load them anyway
-			err = errors.Join(err, load())
-		}
-		if err != nil && ctx.Err() == nil {
+	}, func(err error, loaded bool) {
+		if loaded {
 			log.Warn("freezes: reading the stored freezes failed; the last ones stay", "err", err)
+		} else {
+			log.Warn("freezes: reading the stored freezes failed; trying again at the next commit", "err", err)
 		}
-	}
+	})
 }

@@ -694,6 +694,60 @@ func (c *AgentCert) Live(now time.Time) bool {
 	return c.RevokedTS == nil && now.Before(c.NotAfter)
 }
 
+// Follow keeps something derived from the store current (the revocation
+// list, the freezes): it calls load, then again whenever the event log (of
+// this replica or, on PostgreSQL, of another) shows an event of one of
+// types, until ctx ends. Other commits cost one read of their events; when
+// that read fails, load is called anyway, since an event not read may have
+// been one of types. Until a first load succeeds, each commit tries again.
+// failed is told every error (loaded: whether a load succeeded before, so
+// that the last one stays).
+func Follow(ctx context.Context, st Store, types []string, load func(ctx context.Context) error, failed func(err error, loaded bool)) {
+	ch, unsubscribe := st.Subscribe()
+	defer unsubscribe()
+	var since int64
+	for {
+		err := st.Read(ctx, func(r Reader) error {
+			var err error
+			since, err = r.LatestSeq(ctx)
+			return err
+		})
+		if err == nil {
+			err = load(ctx)
+		}
+		if err == nil {
+			break
+		}
+		if ctx.Err() == nil {
+			failed(err, false)
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-ch:
+		}
+	}
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-ch:
+		}
+		found := false
+		next, err := EachEvent(ctx, st, since, 256, func(e *Event) error {
+			found = found || slices.Contains(types, e.Type)
+			return nil
+		})
+		since = next
+		if found || err != nil {
+			err = errors.Join(err, load(ctx))
+		}
+		if err != nil && ctx.Err() == nil {
+			failed(err, true)
+		}
+	}
+}
+
 // EachEvent calls fn for every event after since, oldest first, reading
 // batch events at a time, each batch in a read of its own (so a long stream
 // holds no snapshot open while fn writes to a slow client). It returns the
