@@ -962,7 +962,7 @@ func printCoreSteps(w io.Writer, r *wire.Run) error {
 	for _, st := range r.Stages {
 		for _, cs := range st.CoreSteps {
 			t.row(textsafe.Escape(st.Name), textsafe.Escape(cs.Node), textsafe.Escape(cs.Step), fmt.Sprint(cs.Attempt),
-				cs.State, textsafe.Escape(cs.Value), tsPtr(cs.At), fmt.Sprint(cs.Checks), textsafe.Escape(cs.Reason))
+				textsafe.Escape(cs.State), textsafe.Escape(cs.Value), tsPtr(cs.At), fmt.Sprint(cs.Checks), textsafe.Escape(cs.Reason))
 		}
 	}
 	return t.flush()

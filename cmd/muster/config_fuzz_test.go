@@ -57,6 +57,7 @@ func FuzzLoadConfig(f *testing.F) {
 		"secrets:\n  dir: relative\n  files: {Db.Password: /x, ok: rel, '../x': /y}\n",
 		"secrets:\n  dir: /etc/muster/secrets\n  files: {db-password: /run/credentials/db}\n",
 		"secrets: 7\nsecrets_files: [1]\n",
+		"core_steps:\n  allow_loopback: maybe\n  secrets:\n    lb-token: {file: /nonexistent, hosts: [lb.example.com]}\n    Bad: {file: rel, hosts: ['https://x/', '']}\n    x: /old/shape\n",
 		"clusters:\n  - id: c\n    budget: {max_unavailable: 10%}\n    nodes: [{id: n, addr: 'x:1', labels: {role: replica}}]\n",
 		"clusters:\n  - id: c\n    budget: {max_unavailable: [1]}\n",
 		"kinds: [{kind: '[', disruptive: yes}]\n",

@@ -14,6 +14,8 @@ import (
 	"io"
 	"net/http"
 	"net/url"
+	"path/filepath"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -32,26 +34,48 @@ type Config struct {
 	// AllowLoopback lets gates and calls reach loopback and link-local
 	// addresses (`muster dev` sets it).
 	AllowLoopback bool `mapstructure:"allow_loopback" yaml:"allow_loopback"`
-	// Secrets maps a secret's name to the file holding its value (mode
-	// 0600): {{ secret "name" }} in a call's headers or body.
-	Secrets map[string]string `mapstructure:"secrets" yaml:"secrets"`
+	// Secrets are the core's secrets by name: {{ secret "name" }} in a
+	// call's headers or body.
+	Secrets map[string]Secret `mapstructure:"secrets" yaml:"secrets"`
 }
 
-// Validate checks the secrets' names and files (key is the section's).
+// Secret is one of the core's secrets: the file holding its value (the
+// core's user's, mode 0600, as an agent's: shared/secret) and the hosts a
+// call may send it to. Whoever may create a run may write a call, and its
+// URL may come from templates: the hosts, not the run, say where a secret
+// may go.
+type Secret struct {
+	File  string   `mapstructure:"file" yaml:"file"`
+	Hosts []string `mapstructure:"hosts" yaml:"hosts"`
+}
+
+// Validate checks the secrets' names, files and hosts (key is the
+// section's).
 func (c Config) Validate(key string) config.Errors {
 	var errs config.Errors
-	for name, path := range c.Secrets {
+	for name, s := range c.Secrets {
 		field := key + ".secrets." + name
 		if err := secret.CheckName(name); err != nil {
 			errs.Add(field, "the name: %v", err)
 			continue
 		}
-		if path == "" {
-			errs.Add(field, "the file holding the secret is required")
-			continue
+		switch {
+		case s.File == "":
+			errs.Add(field+".file", "the file holding the secret is required")
+		case !filepath.IsAbs(s.File):
+			errs.Add(field+".file", "%q is not an absolute path", s.File)
+		default:
+			if _, err := secret.ReadFile(name, s.File); err != nil {
+				errs.Add(field+".file", "%v", err)
+			}
 		}
-		if err := config.CheckPrivateFile(path); err != nil {
-			errs.Add(field, "%v", err)
+		if len(s.Hosts) == 0 {
+			errs.Add(field+".hosts", "the hosts a call may send it to are required (host names, such as lb.example.com)")
+		}
+		for _, h := range s.Hosts {
+			if h == "" || strings.ContainsAny(h, "/:@ ") || h != strings.ToLower(h) {
+				errs.Add(field+".hosts", "%q is not a host name in lower case (no scheme, port or path)", h)
+			}
 		}
 	}
 	return errs
@@ -173,7 +197,9 @@ func (p *Prober) promGate(ctx context.Context, g *wire.PrometheusGate, timeout t
 	if err := json.Unmarshal(body, &a); err != nil || a.Status != "success" {
 		why := shownText(a.Error)
 		if why == "" {
-			why = fmt.Sprintf("answered %d: %s", status, shown(body))
+			// Not a Prometheus answer: its body is never kept, so that a
+			// gate cannot read another internal service's pages.
+			why = fmt.Sprintf("answered %d, not a Prometheus answer (%d bytes)", status, len(body))
 		}
 		return "", false, "the query failed: " + why
 	}
@@ -250,7 +276,8 @@ func (p *Prober) Call(ctx context.Context, c wire.Call, timeout time.Duration) (
 	}
 	// The values of the secrets used, redacted from what is kept.
 	used := &secret.Redactor{}
-	resolve := func(s string) (string, error) { return secret.ResolveString(s, p.secret, used) }
+	read := func(name string) (string, error) { return p.secret(name, u.Hostname()) }
+	resolve := func(s string) (string, error) { return secret.ResolveString(s, read, used) }
 	body, err := resolve(h.Body)
 	if err != nil {
 		return "", false, err.Error()
@@ -276,24 +303,25 @@ func (p *Prober) Call(ctx context.Context, c wire.Call, timeout time.Duration) (
 	}
 	value := strconv.Itoa(status)
 	if status < 200 || status > 299 {
-		return value, false, used.Redact(fmt.Sprintf("answered %d: %s", status, shown(answer)))
+		// The answer's body is never kept: a call cannot read what
+		// another internal service answers, nor a secret it echoes.
+		return value, false, fmt.Sprintf("answered %d (%d bytes)", status, len(answer))
 	}
 	return value, true, fmt.Sprintf("answered %d", status)
 }
 
-// secret reads the value of secret name from its file
-// (core_steps.secrets), which must be the core's user's and private to it,
-// as an agent's secret files are (shared/secret).
-func (p *Prober) secret(name string) (string, error) {
-	path, ok := p.cfg.Secrets[name]
+// secret reads the value of secret name from its file (core_steps.secrets)
+// for a call to host, which must be one of the secret's hosts.
+func (p *Prober) secret(name, host string) (string, error) {
+	s, ok := p.cfg.Secrets[name]
 	if !ok {
 		return "", fmt.Errorf("secret %q is not one of the core's (core_steps.secrets)", name)
 	}
-	return secret.ReadFile(name, path)
+	if !slices.Contains(s.Hosts, strings.ToLower(host)) {
+		return "", fmt.Errorf("secret %q may not be sent to %s: not one of its hosts (core_steps.secrets.%s.hosts)", name, host, name)
+	}
+	return secret.ReadFile(name, s.File)
 }
-
-// shown is the start of an answer, quoted, as kept in a reason.
-func shown(b []byte) string { return strconv.Quote(shownText(string(b))) }
 
 // shownText is the start of a text another server sent.
 func shownText(s string) string {

@@ -132,7 +132,9 @@ func TestCallSendsSecretsButKeepsThemOutOfItsReason(t *testing.T) {
 		_, _ = w.Write([]byte("bad token " + r.Header.Get("Authorization"))) // echoes it
 	}))
 	t.Cleanup(srv.Close)
-	p := probe.New(probe.Config{AllowLoopback: true, Secrets: map[string]string{"lb-token": file, "open": open}})
+	p := probe.New(probe.Config{AllowLoopback: true, Secrets: map[string]probe.Secret{
+		"lb-token": {File: file, Hosts: []string{"127.0.0.1"}}, "open": {File: open, Hosts: []string{"127.0.0.1"}},
+		"elsewhere": {File: file, Hosts: []string{"lb.example"}}}})
 	c := wire.Call{HTTP: &wire.HTTPCall{Method: "PUT", URL: srv.URL + "/out",
 		Headers: map[string]string{"Authorization": `Bearer {{ secret "lb-token" }}`}}}
 	value, ok, why := p.Call(context.Background(), c, time.Second)
@@ -141,17 +143,35 @@ func TestCallSendsSecretsButKeepsThemOutOfItsReason(t *testing.T) {
 		t.Fatalf("the server saw %s %q", method, got)
 	}
 	mu.Unlock()
-	if ok || value != "403" || strings.Contains(why, "s3cr3t") || !strings.Contains(why, "[redacted:lb-token]") {
+	if ok || value != "403" || strings.Contains(why, "s3cr3t") || why != "answered 403 (23 bytes)" {
 		t.Fatalf("value %q ok %v reason %q: want a failure without the secret", value, ok, why)
 	}
-	// An unknown secret, or one others may read, is not sent.
-	for _, name := range []string{"nope", "open"} {
+	// An unknown secret, one others may read, or one whose hosts do not
+	// hold the call's (whoever wrote the run, whatever its templates
+	// rendered) is not sent: the server sees nothing.
+	got = ""
+	for _, name := range []string{"nope", "open", "elsewhere"} {
 		c.HTTP.Headers["Authorization"] = `{{ secret "` + name + `" }}`
 		if _, ok, why := p.Call(context.Background(), c, time.Second); ok || !strings.Contains(why, "secret") {
 			t.Fatalf("call with secret %s: ok %v (%s)", name, ok, why)
 		}
 	}
-	if errs := (probe.Config{Secrets: map[string]string{"open": open}}).Validate("core_steps"); len(errs) != 1 {
-		t.Fatalf("Validate: %v, want the open file refused", errs)
+	mu.Lock()
+	if got != "" {
+		t.Fatalf("a refused secret reached the server: %q", got)
+	}
+	mu.Unlock()
+	for name, cfg := range map[string]probe.Secret{
+		"open":     {File: open, Hosts: []string{"lb.example"}},
+		"no-hosts": {File: file},
+		"relative": {File: "lb-token", Hosts: []string{"lb.example"}},
+		"bad-host": {File: file, Hosts: []string{"https://lb.example/x"}},
+	} {
+		if errs := (probe.Config{Secrets: map[string]probe.Secret{name: cfg}}).Validate("core_steps"); len(errs) != 1 {
+			t.Errorf("Validate of %s: %v, want one error", name, errs)
+		}
+	}
+	if errs := (probe.Config{Secrets: map[string]probe.Secret{"ok": {File: file, Hosts: []string{"lb.example"}}}}).Validate("core_steps"); len(errs) != 0 {
+		t.Errorf("Validate of a good secret: %v", errs)
 	}
 }

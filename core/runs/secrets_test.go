@@ -77,3 +77,25 @@ func TestAnOutputNeverNamesASecret(t *testing.T) {
 		t.Fatalf("args %s name the secrets %v (%v); want only mine", args, names, err)
 	}
 }
+
+// A core-side call's secret is the core's (core_steps.secrets), never a
+// node's: nodes that announced their kinds and secrets do not refuse it.
+func TestACallsSecretIsNotAskedOfTheNodes(t *testing.T) {
+	t.Parallel()
+	ns := nodes(2, nil)
+	for i := range ns {
+		ns[i].Kinds = []string{"example.com/x"}
+		ns[i].Secrets = []string{"other"}
+	}
+	req := wire.CreateRunRequest{ClusterID: "c", Stages: []wire.StageSpec{{Name: "up", Target: wire.Target{All: true},
+		Steps: []wire.StepSpec{
+			{Name: "lb-out", Call: &wire.Call{HTTP: &wire.HTTPCall{Method: "POST", URL: "https://lb.example/{{ .node.id }}",
+				Headers: map[string]string{"Authorization": `Bearer {{ secret "lb-token" }}`}}}},
+			{Name: "up", Kind: "example.com/x"}}}}}
+	if err := Check(&req); err != nil {
+		t.Fatalf("Check: %v", err)
+	}
+	if _, err := Resolve(&req, ns); err != nil {
+		t.Fatalf("Resolve refused a call's core secret: %v", err)
+	}
+}

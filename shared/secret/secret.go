@@ -11,6 +11,7 @@
 package secret
 
 import (
+	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -294,8 +295,8 @@ func Resolve(args json.RawMessage, read Reader) (json.RawMessage, *Redactor, err
 	if err != nil {
 		return nil, r, err
 	}
-	var v any
-	if err := json.Unmarshal(args, &v); err != nil {
+	v, err := decodeNumbers(args)
+	if err != nil {
 		return nil, r, err
 	}
 	v = walk(v, func(s string) string { return replace(s, values) })
@@ -418,14 +419,29 @@ func (r *Redactor) Redact(s string) string {
 // Redacted is what a secret's value is replaced by.
 func Redacted(name string) string { return "[redacted:" + name + "]" }
 
+// decodeNumbers decodes a JSON document keeping its numbers as written
+// (json.Number), so that what is encoded again changes only strings.
+func decodeNumbers(raw []byte) (any, error) {
+	d := json.NewDecoder(bytes.NewReader(raw))
+	d.UseNumber()
+	var v any
+	if err := d.Decode(&v); err != nil {
+		return nil, err
+	}
+	if d.More() {
+		return nil, errors.New("more than one JSON value")
+	}
+	return v, nil
+}
+
 // RedactJSON redacts every string of a JSON document (keys too), and
 // returns it compact; raw that is not JSON is redacted as text.
 func (r *Redactor) RedactJSON(raw json.RawMessage) json.RawMessage {
 	if r.Empty() || len(raw) == 0 {
 		return raw
 	}
-	var v any
-	if err := json.Unmarshal(raw, &v); err != nil {
+	v, err := decodeNumbers(raw)
+	if err != nil {
 		return json.RawMessage(r.Redact(string(raw)))
 	}
 	v = walk(v, r.Redact)

@@ -204,3 +204,20 @@ func TestDefuseLeavesNoReference(t *testing.T) {
 		t.Errorf("Defuse changed a string without a reference: %q", got)
 	}
 }
+
+// Resolving and redacting change strings only: a large integer beside a
+// reference reaches the command as written.
+func TestResolveKeepsNumbersAsWritten(t *testing.T) {
+	t.Parallel()
+	args := json.RawMessage(`{"id":9007199254740993,"f":1.50,"p":"{{ secret \"db\" }}"}`)
+	out, r, err := Resolve(args, func(string) (string, error) { return "pw", nil })
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := string(out); got != `{"f":1.50,"id":9007199254740993,"p":"pw"}` {
+		t.Fatalf("Resolve = %s", got)
+	}
+	if got := string(r.RedactJSON(out)); got != `{"f":1.50,"id":9007199254740993,"p":"[redacted:db]"}` {
+		t.Fatalf("RedactJSON = %s", got)
+	}
+}
