@@ -240,14 +240,3 @@ func coreTimeout(sp *store.RunStep) int {
 	return DefaultCoreTimeoutS
 }
 
-// isCoreStep reports whether step name of st is run by the core.
-func isCoreStep(st *store.RunStage, name string) bool {
-	for _, list := range [][]store.RunStep{st.Steps, st.Rollback} {
-		for _, sp := range list {
-			if sp.Name == name {
-				return IsCoreKind(sp.Kind)
-			}
-		}
-	}
-	return false
-}
