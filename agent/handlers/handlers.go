@@ -135,6 +135,17 @@ func (x *Exec) Output() string {
 	return action.ClipOutput(string(x.out))
 }
 
+// LiveOutput is Output while the command still runs: the bytes at its end
+// that could begin a secret's value being written in pieces are held back
+// until the next write shows whether they are one (docs/architecture.md,
+// "Secrets").
+func (x *Exec) LiveOutput() string {
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	out := string(x.out)
+	return action.ClipOutput(out[:len(out)-x.redact.Pending(out)])
+}
+
 // SetProgress stores v as the progress.
 func (x *Exec) SetProgress(v any) {
 	b, err := json.Marshal(v)

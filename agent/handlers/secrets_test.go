@@ -119,3 +119,27 @@ func TestASecretTheAgentCannotReadFailsTheAction(t *testing.T) {
 		t.Errorf("result %+v; want FAILED, the agent naming no secrets", res)
 	}
 }
+
+// Issue 34, item 11: while a command runs, what the agent saves of its
+// output (LiveOutput) never holds the first part of a secret's value
+// written in pieces: the part that could begin a value is held back until
+// the rest shows it is one (redacted) or is not (shown).
+func TestLiveOutputHoldsBackTheBeginningOfASecret(t *testing.T) {
+	t.Parallel()
+	x := NewExec(&action.Action{}, false)
+	r := &secret.Redactor{}
+	r.Add("db", "s3cr3t")
+	x.addRedactor(r)
+	_, _ = x.Write([]byte("connecting with s3c"))
+	if got := x.LiveOutput(); got != "connecting with " {
+		t.Fatalf("live output %q, want the beginning of the value held back", got)
+	}
+	_, _ = x.Write([]byte("r3t done"))
+	if got := x.LiveOutput(); got != "connecting with [redacted:db] done" {
+		t.Fatalf("live output %q once the value is whole", got)
+	}
+	_, _ = x.Write([]byte(" s3x"))
+	if got := x.LiveOutput(); got != "connecting with [redacted:db] done s3x" {
+		t.Fatalf("live output %q: what turned out not to be a value is shown", got)
+	}
+}

@@ -268,7 +268,7 @@ func (r *Runner) run(a *action.Action, resumed, cancelReq bool) (next *action.Ac
 	savedProgress, savedOutput := string(a.Progress), a.Output
 	var outputAt time.Time
 	saveRunning := func() bool {
-		step := queue.Step{State: action.Running, Progress: x.Progress, Output: x.Output()}
+		step := queue.Step{State: action.Running, Progress: x.Progress, Output: x.LiveOutput()}
 		if _, err := r.save(a.ID, step); err != nil {
 			return false
 		}
@@ -286,9 +286,10 @@ func (r *Runner) run(a *action.Action, resumed, cancelReq bool) (next *action.Ac
 		res := h.Step(ctx, x)
 		r.cfg.Metrics.observeStep(a.Kind, time.Since(t0))
 
-		step := queue.Step{Progress: x.Progress, Output: x.Output()}
+		step := queue.Step{Progress: x.Progress, Output: x.LiveOutput()}
 		step.State, step.Reason = finalState(res, context.Cause(ctx))
 		if step.State.Final() {
+			step.Output = x.Output()
 			step.Outputs = x.Outputs
 			next, nextCancel, err := r.finish(a.ID, step)
 			if err != nil {
@@ -315,7 +316,7 @@ func (r *Runner) run(a *action.Action, resumed, cancelReq bool) (next *action.Ac
 		for waiting := true; waiting; {
 			var flush <-chan time.Time
 			var ft *time.Timer
-			if x.Output() != savedOutput {
+			if x.LiveOutput() != savedOutput {
 				ft = time.NewTimer(time.Until(outputAt.Add(r.cfg.OutputEvery)))
 				flush = ft.C
 			}

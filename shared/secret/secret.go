@@ -416,6 +416,25 @@ func (r *Redactor) Redact(s string) string {
 	return s
 }
 
+// Pending returns how many bytes at the end of s could be the beginning
+// of a value r redacts: a value being written in pieces, held back from
+// what is shown while more may come.
+func (r *Redactor) Pending(s string) int {
+	if r.Empty() {
+		return 0
+	}
+	best := 0
+	for _, p := range r.pairs {
+		for i := max(0, len(s)-len(p.value)+1); i < len(s)-best; i++ {
+			if strings.HasPrefix(p.value, s[i:]) {
+				best = len(s) - i
+				break
+			}
+		}
+	}
+	return best
+}
+
 // Redacted is what a secret's value is replaced by.
 func Redacted(name string) string { return "[redacted:" + name + "]" }
 
