@@ -312,8 +312,10 @@ func (a *Advancer) apply(ctx context.Context, tx store.Tx, r *store.Run, kids []
 	if err != nil {
 		return nil, false, err
 	}
-	if !locks.held {
-		// Another run holds its lock: it waits, and says for what.
+	if !locks.held && !store.RunFinal(step.State) {
+		// Another run holds its lock: it waits, and says for what (a
+		// deadline that passes meanwhile ends it all the same: it never
+		// started, so nothing of it runs).
 		if why := withLocks(r.StateReason, locks.text); why != r.StateReason {
 			r.StateReason, r.UpdatedTS = why, t
 			return nil, false, c.save(ctx, tx)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/musterhq/muster/core/actions"
 	"github.com/musterhq/muster/core/store"
@@ -150,4 +151,37 @@ func TestLocksArePartOfTheDigest(t *testing.T) {
 		}
 		seen[d] = true
 	}
+}
+
+// A run waiting for a lock still has a deadline: past it, the waiter
+// fails (it never started), and the holder keeps its lock.
+func TestARunWaitingForALockFailsAtItsDeadline(t *testing.T) {
+	t.Parallel()
+	env := setupEngine(t)
+	a := env.startLocked(&wire.Lock{Name: "db"}, wire.StageSpec{Name: "up"})
+	var b *store.Run
+	env.update(func(ctx context.Context, tx store.Tx) error {
+		var err error
+		b, err = env.e.Create(ctx, tx, &wire.CreateRunRequest{ClusterID: "c", DeadlineS: 60, Lock: &wire.Lock{Name: "db"},
+			Stages: []wire.StageSpec{{Name: "up", Kind: "muster.io/debug.ping", Target: wire.Target{All: true}}}},
+			actions.Actor{Name: "alice"})
+		if err != nil {
+			return err
+		}
+		b, err = env.e.Approve(ctx, tx, b.ID, "", actions.Actor{Name: "bob"})
+		return err
+	})
+	if b = env.advance(b.ID); !strings.Contains(b.StateReason, "waiting for lock db") {
+		t.Fatalf("the waiter says %q", b.StateReason)
+	}
+	env.now = env.now.Add(2 * time.Minute)
+	if b = env.advance(b.ID); b.State != store.RunFailed || !strings.Contains(b.StateReason, "deadline") {
+		t.Fatalf("the waiter past its deadline: %s %q, want FAILED by its deadline", b.State, b.StateReason)
+	}
+	env.update(func(ctx context.Context, tx store.Tx) error {
+		if held, err := tx.RunLocks(ctx, a.ID); err != nil || len(held) != 1 {
+			t.Errorf("the holder holds %+v (%v), want its lock", held, err)
+		}
+		return nil
+	})
 }

@@ -240,6 +240,9 @@ func TestCheckRefusesBadSpecs(t *testing.T) {
 		{"lock without a name", func(r *wire.CreateRunRequest) { r.Lock = &wire.Lock{} }, "lock: name"},
 		{"lock of no scope", func(r *wire.CreateRunRequest) { r.Lock = &wire.Lock{Name: "db", Scope: "galaxy"} }, `scope "galaxy"`},
 		{"stage lock with a bad name", func(r *wire.CreateRunRequest) { r.Stages[0].Lock = &wire.Lock{Name: "a b"} }, "stage a: lock: name"},
+		{"a stage lock beside another run lock", func(r *wire.CreateRunRequest) {
+			r.Lock, r.Stages[0].Lock = &wire.Lock{Name: "db"}, &wire.Lock{Name: "lb"}
+		}, "a stage may take no other"},
 		{"args over the run's bound", func(r *wire.CreateRunRequest) {
 			for i := range 5 {
 				s := ok()

@@ -183,6 +183,13 @@ func Check(req *wire.CreateRunRequest) error {
 		if err := checkLock(st.Lock, where+": lock"); err != nil {
 			return err
 		}
+		// A run holding its lock for its whole life and waiting for
+		// another at a stage could wait on a run doing the reverse, for
+		// ever: with a run lock, a stage takes no other.
+		if req.Lock != nil && st.Lock != nil && *st.Lock != *req.Lock {
+			return invalid("%s: lock %s: the run holds lock %s from start to end, so a stage may take no other (two runs taking them in the opposite order would wait for each other for ever)",
+				where, st.Lock.Name, req.Lock.Name)
+		}
 		if st.IncludeFailed && i == 0 {
 			return invalid("%s: include_failed: the first stage has no earlier stage whose failed nodes it could include", where)
 		}

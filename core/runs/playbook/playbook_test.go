@@ -459,7 +459,8 @@ func TestIncludeFailedReachesTheRun(t *testing.T) {
 
 func TestPlaybookLocksRenderAsTheRunRequestsThem(t *testing.T) {
 	t.Parallel()
-	p, err := Parse([]byte("name: x\nlock: db\nstages:\n  - {name: a, kind: example.com/x, target: {all: true}, lock: {name: lb, scope: global}}\n"))
+	p, err := Parse([]byte("name: x\nlock: db\nstages:\n  - {name: a, kind: example.com/x, target: {all: true}, lock: {name: db}}\n" +
+		"  - {name: b, kind: example.com/x, target: {all: true}, lock: db}\n"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -468,8 +469,16 @@ func TestPlaybookLocksRenderAsTheRunRequestsThem(t *testing.T) {
 		t.Fatal(err)
 	}
 	if run.Lock == nil || *run.Lock != (wire.Lock{Name: "db", Scope: wire.LockCluster}) ||
-		run.Stages[0].Lock == nil || *run.Stages[0].Lock != (wire.Lock{Name: "lb", Scope: wire.LockGlobal}) {
+		run.Stages[0].Lock == nil || *run.Stages[0].Lock != (wire.Lock{Name: "db", Scope: wire.LockCluster}) {
 		t.Fatalf("locks: run %+v, stage %+v", run.Lock, run.Stages[0].Lock)
+	}
+	p, err = Parse([]byte("name: x\nstages:\n  - {name: a, kind: example.com/x, target: {all: true}, lock: {name: lb, scope: global}}\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if run, _, err = p.request(&wire.PlanRequest{ClusterID: "c"}); err != nil || run.Lock != nil ||
+		run.Stages[0].Lock == nil || *run.Stages[0].Lock != (wire.Lock{Name: "lb", Scope: wire.LockGlobal}) {
+		t.Fatalf("a stage's global lock: %v, run %+v, stage %+v", err, run.Lock, run.Stages[0].Lock)
 	}
 	for _, doc := range []string{
 		"name: x\nlock: {name: db, other: 1}\nstages:\n  - {name: a, kind: example.com/x, target: {all: true}}\n",
