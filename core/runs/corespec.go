@@ -239,4 +239,3 @@ func coreTimeout(sp *store.RunStep) int {
 	}
 	return DefaultCoreTimeoutS
 }
-
