@@ -411,7 +411,35 @@ func (ts *stepTemplates) renderArgs(sp *store.RunStep, c nodeContext) (json.RawM
 	if err != nil {
 		return nil, fmt.Errorf("step %s: args: %w", sp.Name, err)
 	}
+	if err := sameSecrets(sp, out, c); err != nil {
+		return nil, err
+	}
 	return out, nil
+}
+
+// sameSecrets refuses rendered args that reference a secret neither the
+// step's own args nor the run's params name: pieces of steps' outputs put
+// side by side can spell a reference no one approved (Defuse breaks only
+// one whole in a single output).
+func sameSecrets(sp *store.RunStep, out json.RawMessage, c nodeContext) error {
+	if !strings.Contains(string(out), "secret") {
+		return nil
+	}
+	got, err := secret.FindArgs(out)
+	if err != nil || len(got) == 0 {
+		return err
+	}
+	written, _ := secret.FindArgs(sp.Args)
+	if p, err := json.Marshal(map[string]any{"p": c["params"]}); err == nil {
+		fromParams, _ := secret.FindArgs(p)
+		written = append(written, fromParams...)
+	}
+	for _, n := range got {
+		if !slices.Contains(written, n) {
+			return fmt.Errorf("step %s: args: they reference secret %s, which neither the step's args nor the run's params write (put together from what steps output?)", sp.Name, n)
+		}
+	}
+	return nil
 }
 
 // Plan time (docs/runs-and-playbooks.md, "What is checked before a run"):

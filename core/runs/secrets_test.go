@@ -99,3 +99,24 @@ func TestACallsSecretIsNotAskedOfTheNodes(t *testing.T) {
 		t.Fatalf("Resolve refused a call's core secret: %v", err)
 	}
 }
+
+// Two outputs put side by side cannot spell a reference the step's author
+// did not write: the step fails to render, naming the secret.
+func TestOutputsPutTogetherCannotSpellASecret(t *testing.T) {
+	t.Parallel()
+	steps := []store.RunStep{{Name: "a", Kind: "example.com/x"},
+		{Name: "b", Kind: "example.com/x", Args: json.RawMessage(`{"v":"{{ .steps.a.outputs.p }}{{ .steps.a.outputs.q }}"}`)}}
+	c := newNodeContext(nil, "n1", nil, steps)
+	c.set("a", "DONE", json.RawMessage(`{"p":"{","q":"{ secret \"theirs\" }}"}`))
+	_, err := newStepTemplates().renderArgs(&steps[1], c)
+	if err == nil || !strings.Contains(err.Error(), "secret theirs") {
+		t.Fatalf("renderArgs = %v; want a refusal naming secret theirs", err)
+	}
+	// A secret the run's params name is the run's author's, as one its
+	// args write.
+	c = newNodeContext(map[string]any{"dsn": `pg://{{ secret "db" }}@h`}, "n1", nil, steps)
+	steps[1].Args = json.RawMessage(`{"v":"{{ .params.dsn }}"}`)
+	if _, err := newStepTemplates().renderArgs(&steps[1], c); err != nil {
+		t.Fatalf("a reference from the params: %v", err)
+	}
+}
