@@ -628,7 +628,13 @@ func reusable(st *store.RunStage, node string, kids []Child) []store.ReusedStep 
 		return nil
 	}
 	latest := map[string]Child{}
-	for _, c := range kids {
+	// The node's children, and its gates' and calls' results, which the
+	// core keeps in the stage and are steps as much as children are.
+	mine := slices.Clone(kids)
+	for _, cs := range st.Core[node] {
+		mine = append(mine, coreChild(st.Name, node, cs))
+	}
+	for _, c := range mine {
 		if c.Stage != st.Name || c.Node != node {
 			continue
 		}
