@@ -193,6 +193,13 @@ func (p *Prober) promGate(ctx context.Context, g *wire.PrometheusGate, timeout t
 	if err != nil {
 		return "", false, fmt.Sprintf("query %s: %v", notify.Redact(g.URL), errText(err))
 	}
+	return judgeProm(status, body, expect)
+}
+
+// judgeProm reads a Prometheus answer (status, body: what another server
+// sent) and says whether every sample meets expect: the values seen
+// (bounded), the verdict and its words.
+func judgeProm(status int, body []byte, expect runs.Expect) (string, bool, string) {
 	var a promAnswer
 	if err := json.Unmarshal(body, &a); err != nil || a.Status != "success" {
 		why := shownText(a.Error)
