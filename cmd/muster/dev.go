@@ -381,6 +381,7 @@ In a browser on this machine (each link signs in once, within ten minutes):
 			devFile, os.Getpid())
 	}
 	fmt.Fprintf(out, "The nodes' health, which the gate of canary-upgrade checks: %s (an example metric: /metrics);\n"+
-		"a node is unhealthy while %s exists.\n\n", health, filepath.Join(dir, "fail", "health.NODE"))
+		"a node is unhealthy while %s exists:\n  %s playbook start canary-upgrade --cluster dev --param version=2.0 --param health_url=%s\n\n",
+		health, filepath.Join(dir, "fail", "health.NODE"), bin, health)
 	fmt.Fprintln(out, "Stop with Ctrl-C.")
 }
