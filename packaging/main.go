@@ -134,10 +134,13 @@ func run(root, binary, agentBinary, arch, version string, formats []string, out 
 			return err
 		}
 		for _, format := range formats {
-			info := packageInfo(root, p, arch, version, units)
 			packager, err := nfpm.Get(format)
 			if err != nil {
 				return err
+			}
+			info, err := formatInfo(root, p, arch, version, units, format)
+			if err != nil {
+				return fmt.Errorf("%s %s: %w", p.name, format, err)
 			}
 			info = nfpm.WithDefaults(info)
 			if err := nfpm.PrepareForPackager(info, format); err != nil {
@@ -186,6 +189,23 @@ func packageVersion(v string) string {
 	}
 	clean := regexp.MustCompile(`[^0-9A-Za-z.]+`).ReplaceAllString(v, ".")
 	return "0.0.0+" + strings.Trim(clean, ".")
+}
+
+// formatInfo is the package p in format (deb or rpm): packageInfo with
+// the dependencies its binary's linkage computes.
+func formatInfo(root string, p pkg, arch, version, units, format string) (*nfpm.Info, error) {
+	info := packageInfo(root, p, arch, version, units)
+	l, err := readLinkage(p.binary)
+	if err != nil {
+		return nil, err
+	}
+	switch format {
+	case "deb":
+		info.Depends, err = debDepends(l)
+	case "rpm":
+		info.Depends, err = rpmRequires(l)
+	}
+	return info, err
 }
 
 // packageInfo is the package p; units is the directory of its packaged

@@ -13,13 +13,18 @@ import (
 )
 
 // standIns writes two stand-in binaries, muster and muster-agent, in a
-// temporary directory.
+// temporary directory: copies of /bin/true, an ELF binary linked against
+// glibc as the real ones are.
 func standIns(t *testing.T) (dir, binary, agentBinary string) {
 	t.Helper()
 	dir = t.TempDir()
 	binary, agentBinary = filepath.Join(dir, "muster"), filepath.Join(dir, "muster-agent")
+	elf, err := os.ReadFile("/bin/true")
+	if err != nil {
+		t.Fatal(err)
+	}
 	for _, b := range []string{binary, agentBinary} {
-		if err := os.WriteFile(b, []byte("#!/bin/sh\necho "+filepath.Base(b)+"\n"), 0o755); err != nil {
+		if err := os.WriteFile(b, elf, 0o755); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -59,6 +64,16 @@ func TestEveryArchitectureAndFormat(t *testing.T) {
 	}
 	if !slices.Equal(got, want) {
 		t.Fatalf("packages %q, want %q", got, want)
+	}
+	wantDepends := "libc6 (>= " + highestGlibc(t, "/bin/true") + ")"
+	for _, deb := range []string{"muster-agent_1.2.3_amd64.deb", "muster_1.2.3_arm64.deb"} {
+		b, err := exec.Command("dpkg-deb", "-f", filepath.Join(out, deb), "Depends").Output()
+		if err != nil {
+			t.Fatalf("dpkg-deb -f %s Depends: %v", deb, err)
+		}
+		if got := strings.TrimSpace(string(b)); got != wantDepends {
+			t.Errorf("%s: Depends: %q, want %q", deb, got, wantDepends)
+		}
 	}
 }
 
