@@ -45,6 +45,7 @@ const (
 	unitDir  = "/usr/lib/systemd/system"
 	etcDir   = "/etc/muster"
 	stateDir = "/var/lib/muster"
+	docDir   = "/usr/share/doc"
 	// manualBinDir is where the units in configs/systemd find the binaries:
 	// the directory a manual install uses (/usr/local belongs to the
 	// administrator, never to a package), rewritten to binDir in the
@@ -125,6 +126,13 @@ func run(root, binary, agentBinary, arch, version string, formats []string, out 
 		return err
 	}
 	defer os.RemoveAll(units)
+	copyright, err := copyrightFile(root)
+	if err != nil {
+		return err
+	}
+	if err := os.WriteFile(filepath.Join(units, "copyright"), []byte(copyright), 0o644); err != nil {
+		return err
+	}
 	for _, p := range packages(binary, agentBinary) {
 		text, err := packagedUnit(root, p.unit)
 		if err != nil {
@@ -209,9 +217,10 @@ func formatInfo(root string, p pkg, arch, version, units, format string) (*nfpm.
 }
 
 // packageInfo is the package p; units is the directory of its packaged
-// unit. The directories /etc/muster and /var/lib/muster are in both
-// packages, with the same owners and modes, so that either may be
-// installed alone; every file, and each state directory, is in one.
+// unit and of the copyright file. The directories /etc/muster and
+// /var/lib/muster are in both packages, with the same owners and modes, so
+// that either may be installed alone; every file, and each state
+// directory, is in one.
 func packageInfo(root string, p pkg, arch, version, units string) *nfpm.Info {
 	rootOwned := func(mode os.FileMode) *files.ContentFileInfo {
 		return &files.ContentFileInfo{Owner: "root", Group: "root", Mode: mode}
@@ -227,13 +236,14 @@ func packageInfo(root string, p pkg, arch, version, units string) *nfpm.Info {
 		Priority:    "optional",
 		Maintainer:  "muster maintainers",
 		Vendor:      "muster",
-		Homepage:    "https://github.com/musterhq/muster",
+		Homepage:    homepage,
 		Description: p.description,
 		Overridables: nfpm.Overridables{
 			Contents: files.Contents{
 				{Source: p.binary, Destination: binDir + "/" + p.name, FileInfo: rootOwned(0o755)},
 				{Source: filepath.Join(units, p.unit), Destination: unitDir + "/" + p.unit, FileInfo: rootOwned(0o644)},
 				{Destination: etcDir, Type: files.TypeDir, FileInfo: &files.ContentFileInfo{Owner: "root", Group: "muster", Mode: 0o750}},
+				{Source: filepath.Join(units, "copyright"), Destination: docDir + "/" + p.name + "/copyright", FileInfo: rootOwned(0o644)},
 				{Source: filepath.Join(root, "configs", p.config), Destination: etcDir + "/" + p.config, Type: files.TypeConfigNoReplace, FileInfo: config},
 				{Destination: stateDir, Type: files.TypeDir, FileInfo: rootOwned(0o755)},
 				{Destination: p.state, Type: files.TypeDir, FileInfo: &files.ContentFileInfo{Owner: p.stateOwner, Group: p.stateOwner, Mode: 0o700}},

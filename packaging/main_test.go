@@ -74,6 +74,14 @@ func TestEveryArchitectureAndFormat(t *testing.T) {
 		if got := strings.TrimSpace(string(b)); got != wantDepends {
 			t.Errorf("%s: Depends: %q, want %q", deb, got, wantDepends)
 		}
+		listing, err := exec.Command("dpkg-deb", "-c", filepath.Join(out, deb)).Output()
+		if err != nil {
+			t.Fatalf("dpkg-deb -c %s: %v", deb, err)
+		}
+		name, _, _ := strings.Cut(deb, "_")
+		if !strings.Contains(string(listing), " ./usr/share/doc/"+name+"/copyright\n") {
+			t.Errorf("%s holds no /usr/share/doc/%s/copyright:\n%s", deb, name, listing)
+		}
 	}
 }
 
@@ -104,7 +112,7 @@ func TestNoFileInBothPackages(t *testing.T) {
 			owner[c.Destination] = p.name
 			held = append(held, c.Destination)
 		}
-		want := []string{binDir + "/" + p.name, unitDir + "/" + p.unit, etcDir + "/" + p.config}
+		want := []string{binDir + "/" + p.name, unitDir + "/" + p.unit, etcDir + "/" + p.config, docDir + "/" + p.name + "/copyright"}
 		if slices.Sort(held); !slices.Equal(held, slices.Sorted(slices.Values(want))) {
 			t.Errorf("%s holds %q, want %q", p.name, held, want)
 		}
