@@ -46,6 +46,7 @@ const (
 	etcDir   = "/etc/muster"
 	stateDir = "/var/lib/muster"
 	docDir   = "/usr/share/doc"
+	manDir   = "/usr/share/man/man1"
 	// manualBinDir is where the units in configs/systemd find the binaries:
 	// the directory a manual install uses (/usr/local belongs to the
 	// administrator, never to a package), rewritten to binDir in the
@@ -99,14 +100,15 @@ func main() {
 	out := flag.String("out", "dist", "the directory the packages are written to")
 	root := flag.String("root", ".", "the repository's root (configs/, packaging/scripts/)")
 	flag.Parse()
-	if err := run(*root, *binary, *agentBinary, *arch, *version, strings.Split(*formats, ","), *out); err != nil {
+	if err := run(*root, *binary, *agentBinary, *arch, *version, strings.Split(*formats, ","), *out, goRunDocs(*root)); err != nil {
 		fmt.Fprintln(os.Stderr, "packaging:", err)
 		os.Exit(1)
 	}
 }
 
-// run writes both packages in each format for arch, and prints their paths.
-func run(root, binary, agentBinary, arch, version string, formats []string, out string) error {
+// run writes both packages in each format for arch, with the man pages and
+// completion scripts docs writes, and prints their paths.
+func run(root, binary, agentBinary, arch, version string, formats []string, out string, docs docsWriter) error {
 	if binary == "" || agentBinary == "" {
 		return errors.New("-binary and -agent-binary are required")
 	}
@@ -133,7 +135,11 @@ func run(root, binary, agentBinary, arch, version string, formats []string, out 
 	if err := os.WriteFile(filepath.Join(units, "copyright"), []byte(copyright), 0o644); err != nil {
 		return err
 	}
-	for _, p := range packages(binary, agentBinary) {
+	pkgs := packages(binary, agentBinary)
+	if err := writeDocs(units, pkgs, docs, version); err != nil {
+		return err
+	}
+	for _, p := range pkgs {
 		text, err := packagedUnit(root, p.unit)
 		if err != nil {
 			return err
@@ -200,9 +206,15 @@ func packageVersion(v string) string {
 }
 
 // formatInfo is the package p in format (deb or rpm): packageInfo with
-// the dependencies its binary's linkage computes.
+// the man pages and completion scripts writeDocs left in units, and the
+// dependencies its binary's linkage computes.
 func formatInfo(root string, p pkg, arch, version, units, format string) (*nfpm.Info, error) {
 	info := packageInfo(root, p, arch, version, units)
+	docs, err := docContents(units, p, format)
+	if err != nil {
+		return nil, err
+	}
+	info.Contents = append(info.Contents, docs...)
 	l, err := readLinkage(p.binary)
 	if err != nil {
 		return nil, err
