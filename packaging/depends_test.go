@@ -130,3 +130,40 @@ func TestGlibcVersion(t *testing.T) {
 		}
 	}
 }
+
+// TestFormatInfoPerFormat: the .deb and the .rpm of one binary differ in
+// their dependencies' spelling and zsh's directory, nothing else.
+func TestFormatInfoPerFormat(t *testing.T) {
+	t.Parallel()
+	dir, bin, agentBin := standIns(t)
+	staging := filepath.Join(dir, "staging")
+	pkgs := packages(bin, agentBin)
+	if err := writeDocs(staging, pkgs, fakeDocs, "v1.2.3"); err != nil {
+		t.Fatal(err)
+	}
+	glibc := highestGlibc(t, "/bin/true")
+	for format, want := range map[string]struct {
+		depends []string
+		zsh     string
+	}{
+		"deb": {[]string{"libc6 (>= " + glibc + ")"}, "/usr/share/zsh/vendor-completions/_muster-agent"},
+		"rpm": {[]string{"libc.so.6()(64bit)", "libc.so.6(GLIBC_" + glibc + ")(64bit)"}, "/usr/share/zsh/site-functions/_muster-agent"},
+	} {
+		info, err := formatInfo("..", pkgs[1], "amd64", "v1.2.3", staging, format)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !slices.Equal(info.Depends, want.depends) {
+			t.Errorf("%s: depends %q, want %q", format, info.Depends, want.depends)
+		}
+		var zsh []string
+		for _, c := range info.Contents {
+			if strings.Contains(c.Destination, "/zsh/") {
+				zsh = append(zsh, c.Destination)
+			}
+		}
+		if !slices.Equal(zsh, []string{want.zsh}) {
+			t.Errorf("%s: zsh completion at %q, want %s", format, zsh, want.zsh)
+		}
+	}
+}
