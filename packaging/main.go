@@ -15,7 +15,10 @@
 // core) and /var/lib/muster/agent (root's, which runs the agent, mode 0700);
 // their other scripts are under
 // scripts/<package>/, and a purge removes the directories and the user
-// with the last of the two. `make package` runs it once per architecture;
+// with the last of the two. Each also holds its copyright file
+// (copyright.go), its program's man pages and completion scripts
+// (docs.go), and depends on what its binary links (depends.go); its
+// postinst try-restarts its unit on an upgrade. `make package` runs it once per architecture;
 // the e2e tests run it to install the .debs they build.
 //
 //	go run ./packaging -binary dist/muster-linux-amd64 -agent-binary dist/muster-agent-linux-amd64 -arch amd64 -version v1.2.0 -out dist
