@@ -61,8 +61,10 @@ release: ## Build dist/muster{,-agent}-VERSION-linux-{amd64,arm64} and dist/SHA2
 # package makes, for each architecture, the .deb and .rpm of the muster
 # package (the one binary, the core's unit) and of the muster-agent package
 # (the agent's binary and unit) from the binaries `make release` built, with
-# nfpm driven by ./packaging (the files, the muster user, the scripts: see
-# docs/operations.md, "Packages"), and lists every file in SHA256SUMS.
+# nfpm driven by ./packaging (the files, the muster user, the scripts, the
+# dependencies read from the binaries, the man pages and completion scripts
+# of a gendocs build for this machine: see docs/operations.md, "Packages"),
+# and lists every file in SHA256SUMS.
 .PHONY: package
 package: release ## Build dist/*.deb and dist/*.rpm for amd64 and arm64 (nfpm)
 	for arch in amd64 arm64; do \

@@ -149,6 +149,13 @@ func TestPackageDebInstallStartRemove(t *testing.T) {
 			t.Errorf("%s version printed %q", bin, b)
 		}
 	}
+	checkPackageHabits(t)
+
+	// An upgrade (here to the same version: dpkg runs the postinst with
+	// "configure" and the version installed) prints no note again.
+	if b := runOK(t, "dpkg", "-i", debs[0], debs[1]); strings.Contains(string(b), "/etc/muster/") {
+		t.Errorf("the upgrade printed the post-install notes again:\n%s", b)
+	}
 
 	refuseAgentAs(t, uint32(uid), uint32(gid))
 	startInstalledAgent(t)
@@ -245,6 +252,48 @@ func TestPackageDebInstallStartRemove(t *testing.T) {
 		if _, err := os.Stat(gone); !os.IsNotExist(err) {
 			t.Errorf("%s is still there after both purges, muster first (%v)", gone, err)
 		}
+	}
+}
+
+// checkPackageHabits checks what Debian's habits ask of the installed
+// packages: Depends: on libc6 at a version, the copyright file, man pages
+// (gzipped roff, muster's own and muster-agent's) and the completion
+// scripts of both programs at Debian's paths.
+func checkPackageHabits(t *testing.T) {
+	t.Helper()
+	for _, name := range []string{"muster", "muster-agent"} {
+		if deps := string(runOK(t, "dpkg-query", "-W", "-f=${Depends}", name)); !strings.HasPrefix(deps, "libc6 (>= 2.") {
+			t.Errorf("%s: Depends: %q, want libc6 (>= 2.x)", name, deps)
+		}
+		if b, err := os.ReadFile("/usr/share/doc/" + name + "/copyright"); err != nil || !strings.HasPrefix(string(b), "Format: https://www.debian.org/doc/packaging-manuals/copyright-format/1.0/\n") {
+			t.Errorf("/usr/share/doc/%s/copyright: %v\n%s", name, err, b)
+		}
+		for _, f := range []string{
+			"/usr/share/bash-completion/completions/" + name,
+			"/usr/share/zsh/vendor-completions/_" + name,
+			"/usr/share/fish/vendor_completions.d/" + name + ".fish",
+		} {
+			if b, err := os.ReadFile(f); err != nil || !strings.Contains(string(b), name) {
+				t.Errorf("%s: %v (%d bytes)", f, err, len(b))
+			}
+		}
+	}
+	for page, title := range map[string]string{
+		"muster.1.gz":               `.TH "MUSTER" "1"`,
+		"muster-core.1.gz":          `.TH "MUSTER-CORE" "1"`,
+		"muster-action-create.1.gz": `.TH "MUSTER-ACTION-CREATE" "1"`,
+		"muster-agent.1.gz":         `.TH "MUSTER-AGENT" "1"`,
+		"muster-agent-enroll.1.gz":  `.TH "MUSTER-AGENT-ENROLL" "1"`,
+	} {
+		b, err := exec.Command("gzip", "-dc", "/usr/share/man/man1/"+page).Output()
+		if err != nil || !strings.Contains(string(b), title) || !strings.Contains(string(b), "9.8.7") {
+			t.Errorf("/usr/share/man/man1/%s: %v, not a man page of 9.8.7 titled %s:\n%.300s", page, err, title, b)
+		}
+	}
+	// The pages of `muster agent` are muster-agent's, which has the same
+	// commands and flags: the file is in one package.
+	if owner := strings.TrimSpace(string(runOK(t, "dpkg-query", "-S", "/usr/share/man/man1/muster-agent.1.gz"))); !strings.HasPrefix(owner, "muster-agent: ") {
+		t.Errorf("muster-agent.1.gz belongs to %q, want muster-agent", owner)
 	}
 }
 

@@ -15,7 +15,10 @@
 // core) and /var/lib/muster/agent (root's, which runs the agent, mode 0700);
 // their other scripts are under
 // scripts/<package>/, and a purge removes the directories and the user
-// with the last of the two. `make package` runs it once per architecture;
+// with the last of the two. Each also holds its copyright file
+// (copyright.go), its program's man pages and completion scripts
+// (docs.go), and depends on what its binary links (depends.go); its
+// postinst try-restarts its unit on an upgrade. `make package` runs it once per architecture;
 // the e2e tests run it to install the .debs they build.
 //
 //	go run ./packaging -binary dist/muster-linux-amd64 -agent-binary dist/muster-agent-linux-amd64 -arch amd64 -version v1.2.0 -out dist
@@ -45,6 +48,8 @@ const (
 	unitDir  = "/usr/lib/systemd/system"
 	etcDir   = "/etc/muster"
 	stateDir = "/var/lib/muster"
+	docDir   = "/usr/share/doc"
+	manDir   = "/usr/share/man/man1"
 	// manualBinDir is where the units in configs/systemd find the binaries:
 	// the directory a manual install uses (/usr/local belongs to the
 	// administrator, never to a package), rewritten to binDir in the
@@ -98,14 +103,15 @@ func main() {
 	out := flag.String("out", "dist", "the directory the packages are written to")
 	root := flag.String("root", ".", "the repository's root (configs/, packaging/scripts/)")
 	flag.Parse()
-	if err := run(*root, *binary, *agentBinary, *arch, *version, strings.Split(*formats, ","), *out); err != nil {
+	if err := run(*root, *binary, *agentBinary, *arch, *version, strings.Split(*formats, ","), *out, goRunDocs(*root)); err != nil {
 		fmt.Fprintln(os.Stderr, "packaging:", err)
 		os.Exit(1)
 	}
 }
 
-// run writes both packages in each format for arch, and prints their paths.
-func run(root, binary, agentBinary, arch, version string, formats []string, out string) error {
+// run writes both packages in each format for arch, with the man pages and
+// completion scripts docs writes, and prints their paths.
+func run(root, binary, agentBinary, arch, version string, formats []string, out string, docs docsWriter) error {
 	if binary == "" || agentBinary == "" {
 		return errors.New("-binary and -agent-binary are required")
 	}
@@ -125,7 +131,18 @@ func run(root, binary, agentBinary, arch, version string, formats []string, out 
 		return err
 	}
 	defer os.RemoveAll(units)
-	for _, p := range packages(binary, agentBinary) {
+	copyright, err := copyrightFile(root)
+	if err != nil {
+		return err
+	}
+	if err := os.WriteFile(filepath.Join(units, "copyright"), []byte(copyright), 0o644); err != nil {
+		return err
+	}
+	pkgs := packages(binary, agentBinary)
+	if err := writeDocs(units, pkgs, docs, version); err != nil {
+		return err
+	}
+	for _, p := range pkgs {
 		text, err := packagedUnit(root, p.unit)
 		if err != nil {
 			return err
@@ -134,10 +151,13 @@ func run(root, binary, agentBinary, arch, version string, formats []string, out 
 			return err
 		}
 		for _, format := range formats {
-			info := packageInfo(root, p, arch, version, units)
 			packager, err := nfpm.Get(format)
 			if err != nil {
 				return err
+			}
+			info, err := formatInfo(root, p, arch, version, units, format)
+			if err != nil {
+				return fmt.Errorf("%s %s: %w", p.name, format, err)
 			}
 			info = nfpm.WithDefaults(info)
 			if err := nfpm.PrepareForPackager(info, format); err != nil {
@@ -188,10 +208,34 @@ func packageVersion(v string) string {
 	return "0.0.0+" + strings.Trim(clean, ".")
 }
 
+// formatInfo is the package p in format (deb or rpm): packageInfo with
+// the man pages and completion scripts writeDocs left in units, and the
+// dependencies its binary's linkage computes.
+func formatInfo(root string, p pkg, arch, version, units, format string) (*nfpm.Info, error) {
+	info := packageInfo(root, p, arch, version, units)
+	docs, err := docContents(units, p, format)
+	if err != nil {
+		return nil, err
+	}
+	info.Contents = append(info.Contents, docs...)
+	l, err := readLinkage(p.binary)
+	if err != nil {
+		return nil, err
+	}
+	switch format {
+	case "deb":
+		info.Depends, err = debDepends(l)
+	case "rpm":
+		info.Depends, err = rpmRequires(l)
+	}
+	return info, err
+}
+
 // packageInfo is the package p; units is the directory of its packaged
-// unit. The directories /etc/muster and /var/lib/muster are in both
-// packages, with the same owners and modes, so that either may be
-// installed alone; every file, and each state directory, is in one.
+// unit and of the copyright file. The directories /etc/muster and
+// /var/lib/muster are in both packages, with the same owners and modes, so
+// that either may be installed alone; every file, and each state
+// directory, is in one.
 func packageInfo(root string, p pkg, arch, version, units string) *nfpm.Info {
 	rootOwned := func(mode os.FileMode) *files.ContentFileInfo {
 		return &files.ContentFileInfo{Owner: "root", Group: "root", Mode: mode}
@@ -207,13 +251,14 @@ func packageInfo(root string, p pkg, arch, version, units string) *nfpm.Info {
 		Priority:    "optional",
 		Maintainer:  "muster maintainers",
 		Vendor:      "muster",
-		Homepage:    "https://github.com/musterhq/muster",
+		Homepage:    homepage,
 		Description: p.description,
 		Overridables: nfpm.Overridables{
 			Contents: files.Contents{
 				{Source: p.binary, Destination: binDir + "/" + p.name, FileInfo: rootOwned(0o755)},
 				{Source: filepath.Join(units, p.unit), Destination: unitDir + "/" + p.unit, FileInfo: rootOwned(0o644)},
 				{Destination: etcDir, Type: files.TypeDir, FileInfo: &files.ContentFileInfo{Owner: "root", Group: "muster", Mode: 0o750}},
+				{Source: filepath.Join(units, "copyright"), Destination: docDir + "/" + p.name + "/copyright", FileInfo: rootOwned(0o644)},
 				{Source: filepath.Join(root, "configs", p.config), Destination: etcDir + "/" + p.config, Type: files.TypeConfigNoReplace, FileInfo: config},
 				{Destination: stateDir, Type: files.TypeDir, FileInfo: rootOwned(0o755)},
 				{Destination: p.state, Type: files.TypeDir, FileInfo: &files.ContentFileInfo{Owner: p.stateOwner, Group: p.stateOwner, Mode: 0o700}},

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"errors"
 	"maps"
 	"os"
 	"os/exec"
@@ -13,17 +14,66 @@ import (
 )
 
 // standIns writes two stand-in binaries, muster and muster-agent, in a
-// temporary directory.
+// temporary directory: copies of /bin/true, an ELF binary linked against
+// glibc as the real ones are.
 func standIns(t *testing.T) (dir, binary, agentBinary string) {
 	t.Helper()
 	dir = t.TempDir()
 	binary, agentBinary = filepath.Join(dir, "muster"), filepath.Join(dir, "muster-agent")
+	elf, err := os.ReadFile("/bin/true")
+	if err != nil {
+		t.Fatal(err)
+	}
 	for _, b := range []string{binary, agentBinary} {
-		if err := os.WriteFile(b, []byte("#!/bin/sh\necho "+filepath.Base(b)+"\n"), 0o755); err != nil {
+		if err := os.WriteFile(b, elf, 0o755); err != nil {
 			t.Fatal(err)
 		}
 	}
 	return dir, binary, agentBinary
+}
+
+// fakeDocs is a docsWriter that writes, for name, the pages name.1 and
+// name-version.1 and the three completion scripts; muster also has the
+// pages of its agent command, muster-agent.1 and muster-agent-check.1, as
+// the muster-agent program has.
+func fakeDocs(name, dir, source string) error {
+	pages := []string{name, name + "-version"}
+	if name == "muster" || name == "muster-agent" {
+		pages = append(pages, "muster-agent", "muster-agent-check")
+	}
+	for _, d := range []string{"man1", "completions"} {
+		if err := os.MkdirAll(filepath.Join(dir, d), 0o755); err != nil {
+			return err
+		}
+	}
+	for _, page := range pages {
+		if err := os.WriteFile(filepath.Join(dir, "man1", page+".1"), []byte(".TH "+page+" 1 \"\" \""+source+"\"\n"), 0o644); err != nil {
+			return err
+		}
+	}
+	for _, shell := range []string{"bash", "zsh", "fish"} {
+		if err := os.WriteFile(filepath.Join(dir, "completions", shell), []byte("# "+shell+" completion of "+name+"\n"), 0o644); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// debFiles lists the files (not the directories) of the .deb at path.
+func debFiles(t *testing.T, path string) []string {
+	t.Helper()
+	listing, err := exec.Command("dpkg-deb", "-c", path).Output()
+	if err != nil {
+		t.Fatalf("dpkg-deb -c %s: %v", path, err)
+	}
+	var held []string
+	for _, line := range strings.Split(strings.TrimSpace(string(listing)), "\n") {
+		fields := strings.Fields(line)
+		if name := strings.TrimPrefix(fields[len(fields)-1], "."); !strings.HasSuffix(name, "/") {
+			held = append(held, name)
+		}
+	}
+	return held
 }
 
 // TestEveryArchitectureAndFormat builds the eight packages `make package`
@@ -35,7 +85,7 @@ func TestEveryArchitectureAndFormat(t *testing.T) {
 	dir, bin, agentBin := standIns(t)
 	out := filepath.Join(dir, "dist")
 	for _, arch := range []string{"amd64", "arm64"} {
-		if err := run("..", bin, agentBin, arch, "v1.2.3", []string{"deb", "rpm"}, out); err != nil {
+		if err := run("..", bin, agentBin, arch, "v1.2.3", []string{"deb", "rpm"}, out, fakeDocs); err != nil {
 			t.Fatalf("%s: %v", arch, err)
 		}
 	}
@@ -59,6 +109,47 @@ func TestEveryArchitectureAndFormat(t *testing.T) {
 	}
 	if !slices.Equal(got, want) {
 		t.Fatalf("packages %q, want %q", got, want)
+	}
+	wantDepends := "libc6 (>= " + highestGlibc(t, "/bin/true") + ")"
+	for _, deb := range []string{"muster-agent_1.2.3_amd64.deb", "muster_1.2.3_arm64.deb"} {
+		b, err := exec.Command("dpkg-deb", "-f", filepath.Join(out, deb), "Depends").Output()
+		if err != nil {
+			t.Fatalf("dpkg-deb -f %s Depends: %v", deb, err)
+		}
+		if got := strings.TrimSpace(string(b)); got != wantDepends {
+			t.Errorf("%s: Depends: %q, want %q", deb, got, wantDepends)
+		}
+	}
+
+	// Each package holds its copyright, man pages and completions at
+	// Debian's paths; muster leaves the pages of its agent command to
+	// muster-agent, so that no file is in both.
+	held := map[string]string{}
+	for name, pages := range map[string][]string{
+		"muster": {"/usr/share/man/man1/muster.1.gz", "/usr/share/man/man1/muster-version.1.gz"},
+		"muster-agent": {"/usr/share/man/man1/muster-agent.1.gz", "/usr/share/man/man1/muster-agent-check.1.gz",
+			"/usr/share/man/man1/muster-agent-version.1.gz"},
+	} {
+		got := debFiles(t, filepath.Join(out, name+"_1.2.3_amd64.deb"))
+		for _, f := range got {
+			if other, ok := held[f]; ok {
+				t.Errorf("%s is in %s and %s", f, other, name)
+			}
+			held[f] = name
+		}
+		var docs []string
+		for _, f := range got {
+			if strings.HasPrefix(f, "/usr/share/") {
+				docs = append(docs, f)
+			}
+		}
+		wantDocs := append(pages, "/usr/share/doc/"+name+"/copyright",
+			"/usr/share/bash-completion/completions/"+name,
+			"/usr/share/zsh/vendor-completions/_"+name,
+			"/usr/share/fish/vendor_completions.d/"+name+".fish")
+		if slices.Sort(docs); !slices.Equal(docs, slices.Sorted(slices.Values(wantDocs))) {
+			t.Errorf("%s holds %q below /usr/share, want %q", name, docs, wantDocs)
+		}
 	}
 }
 
@@ -89,7 +180,7 @@ func TestNoFileInBothPackages(t *testing.T) {
 			owner[c.Destination] = p.name
 			held = append(held, c.Destination)
 		}
-		want := []string{binDir + "/" + p.name, unitDir + "/" + p.unit, etcDir + "/" + p.config}
+		want := []string{binDir + "/" + p.name, unitDir + "/" + p.unit, etcDir + "/" + p.config, docDir + "/" + p.name + "/copyright"}
 		if slices.Sort(held); !slices.Equal(held, slices.Sorted(slices.Values(want))) {
 			t.Errorf("%s holds %q, want %q", p.name, held, want)
 		}
@@ -151,17 +242,22 @@ func TestRunRefusesBadInput(t *testing.T) {
 	for name, tc := range map[string]struct {
 		bin, agentBin, arch string
 		formats             []string
+		docs                docsWriter
 	}{
-		"no binary":            {"", agentBin, "amd64", []string{"deb"}},
-		"no agent binary":      {bin, "", "amd64", []string{"deb"}},
-		"missing binary":       {bin + ".gone", agentBin, "amd64", []string{"deb"}},
-		"missing agent binary": {bin, agentBin + ".gone", "amd64", []string{"deb"}},
-		"unknown arch":         {bin, agentBin, "riscv64", []string{"deb"}},
-		"unknown format":       {bin, agentBin, "amd64", []string{"msi"}},
+		"no binary":            {"", agentBin, "amd64", []string{"deb"}, fakeDocs},
+		"no agent binary":      {bin, "", "amd64", []string{"deb"}, fakeDocs},
+		"missing binary":       {bin + ".gone", agentBin, "amd64", []string{"deb"}, fakeDocs},
+		"missing agent binary": {bin, agentBin + ".gone", "amd64", []string{"deb"}, fakeDocs},
+		"unknown arch":         {bin, agentBin, "riscv64", []string{"deb"}, fakeDocs},
+		"docs that fail": {bin, agentBin, "amd64", []string{"deb"}, func(string, string, string) error {
+			return errors.New("no docs")
+		}},
+		"docs without pages": {bin, agentBin, "amd64", []string{"deb"}, func(string, string, string) error { return nil }},
+		"unknown format":     {bin, agentBin, "amd64", []string{"msi"}, fakeDocs},
 	} {
 		t.Run(name, func(t *testing.T) {
 			t.Parallel()
-			if err := run("..", tc.bin, tc.agentBin, tc.arch, "v1.0.0", tc.formats, t.TempDir()); err == nil {
+			if err := run("..", tc.bin, tc.agentBin, tc.arch, "v1.0.0", tc.formats, t.TempDir(), tc.docs); err == nil {
 				t.Fatal("no error")
 			}
 		})

@@ -64,6 +64,7 @@ func FlagError(c *cobra.Command, err error) error {
 // context, then its error on stderr, escaped, and the exit status ExitCode
 // gives it.
 func Main(prog string, root *cobra.Command) {
+	addGenDocs(root)
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	err := root.ExecuteContext(ctx)
 	stop()
