@@ -50,8 +50,13 @@ func TestPackageDebInstallStartRemove(t *testing.T) {
 	}
 
 	out := t.TempDir()
-	build := exec.Command("go", "run", "./packaging", "-binary", binary, "-agent-binary", agentBinary, "-arch", "amd64",
-		"-version", packageVersion, "-formats", "deb", "-out", out)
+	args := []string{"run", "./packaging", "-binary", binary, "-agent-binary", agentBinary, "-arch", "amd64",
+		"-version", packageVersion, "-formats", "deb", "-out", out}
+	if raceEnabled {
+		// The man pages' build reuses the race build's compiled SQLite.
+		args = append(args, "-docs-build-flags", "-race")
+	}
+	build := exec.Command("go", args...)
 	build.Dir = ".."
 	b, err := build.CombinedOutput()
 	if err != nil {

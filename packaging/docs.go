@@ -20,9 +20,10 @@ type docsWriter func(name, dir, source string) error
 // hidden gendocs command, in a build for this machine with the gendocs tag
 // (cmd/internal/gendocs), so that the arm64 packages get them too and the
 // binaries packaged carry none of it.
-func goRunDocs(root string) docsWriter {
+func goRunDocs(root string, flags ...string) docsWriter {
 	return func(name, dir, source string) error {
-		cmd := exec.Command("go", "run", "-tags", "gendocs", "./cmd/"+name, "gendocs", dir, source)
+		args := append(append([]string{"run", "-tags", "gendocs"}, flags...), "./cmd/"+name, "gendocs", dir, source)
+		cmd := exec.Command("go", args...)
 		cmd.Dir = root
 		if out, err := cmd.CombinedOutput(); err != nil {
 			return fmt.Errorf("go run -tags gendocs ./cmd/%s gendocs: %w\n%s", name, err, out)

@@ -102,8 +102,10 @@ func main() {
 	formats := flag.String("formats", "deb,rpm", "comma list of deb and rpm")
 	out := flag.String("out", "dist", "the directory the packages are written to")
 	root := flag.String("root", ".", "the repository's root (configs/, packaging/scripts/)")
+	docsFlags := flag.String("docs-build-flags", "", "flags of the go run that writes the man pages and completions (-race reuses a race build's cache)")
 	flag.Parse()
-	if err := run(*root, *binary, *agentBinary, *arch, *version, strings.Split(*formats, ","), *out, goRunDocs(*root)); err != nil {
+	if err := run(*root, *binary, *agentBinary, *arch, *version, strings.Split(*formats, ","), *out,
+		goRunDocs(*root, strings.Fields(*docsFlags)...)); err != nil {
 		fmt.Fprintln(os.Stderr, "packaging:", err)
 		os.Exit(1)
 	}
