@@ -2,8 +2,10 @@ package core
 
 import (
 	"fmt"
+	"maps"
 	"net"
 	"net/url"
+	"slices"
 	"strings"
 	"time"
 
@@ -319,6 +321,10 @@ func (c *Config) Validate() error {
 		clusters[cl.ID] = true
 		if err := labels.Set(cl.Labels).Validate(); err != nil {
 			add(key+".labels", "%v", err)
+		}
+		bad := cl.Expect.Validate(names.CheckID, func(l map[string]string) error { return labels.Set(l).Validate() })
+		for _, f := range slices.Sorted(maps.Keys(bad)) {
+			add(key+".expect."+f, "%s", bad[f])
 		}
 		nodes := map[string]bool{}
 		for j, n := range cl.Nodes {
