@@ -107,13 +107,15 @@ func (m Members) Alert() string {
 	return "missing: " + strings.Join(parts, ", ")
 }
 
-// present says whether n counts as there: UP, or DOWN for less than grace
-// since it was last contacted. A node never contacted is not there.
+// present says whether n counts as there: UP, or not UP for less than
+// grace since its record last changed (the change that made it DOWN; its
+// last contact is stored only about once a minute, too coarse for a
+// grace). A node never contacted is not there.
 func present(n *store.Node, grace time.Duration, now time.Time) bool {
 	if n.Status == store.NodeUp {
 		return true
 	}
-	return n.LastContact != nil && now.Sub(*n.LastContact) < grace
+	return n.LastContact != nil && now.Sub(n.UpdatedTS) < grace
 }
 
 func absentReason(n *store.Node, grace time.Duration) string {

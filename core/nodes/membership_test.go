@@ -14,7 +14,13 @@ func TestMembershipMissingAndUnexpected(t *testing.T) {
 	now := time.Date(2026, 1, 1, 12, 0, 0, 0, time.UTC)
 	ago := func(d time.Duration) *time.Time { x := now.Add(-d); return &x }
 	node := func(id, status string, last *time.Time, l map[string]string) store.Node {
-		return store.Node{ClusterID: "c1", ID: id, Status: status, LastContact: last, Labels: l}
+		// Last contact and the last change of the record coincide here;
+		// the grace counts from the change (the last contact is coarse).
+		n := store.Node{ClusterID: "c1", ID: id, Status: status, LastContact: last, Labels: l}
+		if last != nil {
+			n.UpdatedTS = *last
+		}
+		return n
 	}
 	web := map[string]string{"role": "web"}
 	all := []store.Node{
@@ -56,6 +62,13 @@ func TestMembershipMissingAndUnexpected(t *testing.T) {
 	m, _ := Membership{"c1": {Nodes: []string{"a", "e"}, Grace: time.Minute}}.Of("c1", all, now)
 	if got := m.Alert(); got != "missing: e" {
 		t.Fatalf("alert %q", got)
+	}
+	// The grace counts from the change that made a node DOWN, not from
+	// its last contact (stored about once a minute).
+	f := node("f", store.NodeDown, ago(10*time.Minute), web)
+	f.UpdatedTS = now.Add(-time.Minute)
+	if got, _ := (Membership{"c1": {Nodes: []string{"f"}}}).Of("c1", []store.Node{f}, now); len(got.Missing) != 0 {
+		t.Fatalf("a node DOWN for a minute is missing: %+v", got)
 	}
 }
 
