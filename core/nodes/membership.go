@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/musterhq/muster/core/store"
+	"github.com/musterhq/muster/shared/labels"
 )
 
 // Declared membership (docs/architecture.md, "Declared membership"): a
@@ -166,7 +167,7 @@ func (m Membership) Of(clusterID string, all []store.Node, now time.Time) (out M
 	there := 0
 	var unexpected []string
 	for id, n := range byID {
-		if !selects(n.Labels, sel) {
+		if !labels.Set(n.Labels).Matches(sel) {
 			unexpected = append(unexpected, id)
 			continue
 		}
@@ -179,27 +180,9 @@ func (m Membership) Of(clusterID string, all []store.Node, now time.Time) (out M
 	if there < e.Count {
 		what := "nodes"
 		if len(sel) > 0 {
-			what = "nodes matching " + selectorString(sel)
+			what = "nodes matching " + labels.Set(sel).String()
 		}
 		out.Missing = []Missing{{Reason: fmt.Sprintf("%d of %d %s", e.Count-there, e.Count, what)}}
 	}
 	return out, true
-}
-
-func selects(l, sel map[string]string) bool {
-	for k, v := range sel {
-		if got, ok := l[k]; !ok || got != v {
-			return false
-		}
-	}
-	return true
-}
-
-func selectorString(sel map[string]string) string {
-	keys := slices.Sorted(maps.Keys(sel))
-	parts := make([]string, len(keys))
-	for i, k := range keys {
-		parts[i] = k + "=" + sel[k]
-	}
-	return strings.Join(parts, ",")
 }
