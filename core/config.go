@@ -2,8 +2,10 @@ package core
 
 import (
 	"fmt"
+	"maps"
 	"net"
 	"net/url"
+	"slices"
 	"strings"
 	"time"
 
@@ -11,6 +13,7 @@ import (
 	"github.com/musterhq/muster/core/budget"
 	"github.com/musterhq/muster/core/discovery"
 	"github.com/musterhq/muster/core/enroll"
+	"github.com/musterhq/muster/core/nodes"
 	"github.com/musterhq/muster/core/notify"
 	"github.com/musterhq/muster/core/probe"
 	"github.com/musterhq/muster/core/retention"
@@ -320,6 +323,10 @@ func (c *Config) Validate() error {
 		if err := labels.Set(cl.Labels).Validate(); err != nil {
 			add(key+".labels", "%v", err)
 		}
+		bad := cl.Expect.Validate(names.CheckID, func(l map[string]string) error { return labels.Set(l).Validate() })
+		for _, f := range slices.Sorted(maps.Keys(bad)) {
+			add(key+".expect."+f, "%s", bad[f])
+		}
 		nodes := map[string]bool{}
 		for j, n := range cl.Nodes {
 			nkey := fmt.Sprintf("%s.nodes[%d]", key, j)
@@ -460,6 +467,17 @@ func (c *Config) Calendars() schedule.Calendars {
 
 // BudgetPolicy is the disruption budget of every configured cluster and
 // the kinds it counts. Call it on a validated configuration.
+// Membership is every cluster's declared membership (its expect block).
+func (c *Config) Membership() nodes.Membership {
+	out := nodes.Membership{}
+	for _, cl := range c.Clusters {
+		if cl.Expect.Declared() {
+			out[cl.ID] = *cl.Expect
+		}
+	}
+	return out
+}
+
 func (c *Config) BudgetPolicy() budget.Policy {
 	p := budget.Policy{MaxUnavailable: map[string]limit.Limit{}, Kinds: c.Kinds}
 	for _, cl := range c.Clusters {

@@ -7,6 +7,7 @@ import (
 
 	"github.com/musterhq/muster/core/budget"
 	"github.com/musterhq/muster/core/discovery"
+	"github.com/musterhq/muster/core/nodes"
 	"github.com/musterhq/muster/core/schedule"
 	"github.com/musterhq/muster/core/sso"
 	"github.com/musterhq/muster/shared/config"
@@ -143,6 +144,18 @@ func TestValidate(t *testing.T) {
 				{Person: "dana", Role: "viewer", Labels: map[string]string{"tier": "prod"}}}
 		}, nil},
 		{"bad cluster labels", func(c *Config) { c.Clusters[0].Labels = map[string]string{"": "x"} }, []string{"clusters[0].labels"}},
+		{"expect declaring nothing", func(c *Config) { c.Clusters[0].Expect = &nodes.Expect{} }, []string{"clusters[0].expect.nodes"}},
+		{"expect with ids and a count", func(c *Config) { c.Clusters[0].Expect = &nodes.Expect{Nodes: []string{"db-1"}, Count: 2} },
+			[]string{"clusters[0].expect.nodes"}},
+		{"expect bad node id", func(c *Config) { c.Clusters[0].Expect = &nodes.Expect{Nodes: []string{"db 1"}} }, []string{"clusters[0].expect.nodes"}},
+		{"expect negative count and grace", func(c *Config) { c.Clusters[0].Expect = &nodes.Expect{Count: -2, Grace: -time.Second} },
+			[]string{"clusters[0].expect.count", "clusters[0].expect.grace"}},
+		{"expect bad selector", func(c *Config) {
+			c.Clusters[0].Expect = &nodes.Expect{Count: 2, Selector: map[string]string{"role": "<b>"}}
+		}, []string{"clusters[0].expect.selector"}},
+		{"expect selector without count", func(c *Config) {
+			c.Clusters[0].Expect = &nodes.Expect{Selector: map[string]string{"role": "web"}}
+		}, []string{"clusters[0].expect.count", "clusters[0].expect.nodes"}},
 		{"bad teams", func(c *Config) {
 			c.Teams = []TeamSpec{{Name: "a b"}, {Name: "db", Members: []string{"no spaces"}, Groups: []string{" "}}, {Name: "db"}}
 		}, []string{"teams[0].name", "teams[1].groups[0]", "teams[1].members[0]", "teams[2].name"}},

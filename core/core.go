@@ -171,7 +171,7 @@ func (c *Core) Run(ctx context.Context) error {
 	// The calendars are the configuration's windows and the store's
 	// freezes (seeded from the configuration, then followed).
 	cals := schedule.NewHolder(cfg.Calendars())
-	lv := &reloadable{approval: live.New(cfg.Approval), budget: live.New(cfg.BudgetPolicy()),
+	lv := &reloadable{approval: live.New(cfg.Approval), budget: live.New(cfg.BudgetPolicy()), members: live.New(cfg.Membership()),
 		calendar: cals.Value(), cals: cals, st: st}
 	drift, err := seedFreezes(ctx, st, cfg, nil)
 	if err != nil {
@@ -221,6 +221,7 @@ func (c *Core) Run(ctx context.Context) error {
 		AgentTLS:         atls,
 		StaticLabels:     discovery.StaticLabels(cfg.Clusters),
 		Budget:           budgets,
+		Members:          lv.members,
 		Calendars:        lv.calendar,
 		Runs:             engine,
 		Leases:           repl.orchestrateLeases(),
@@ -259,7 +260,7 @@ func (c *Core) Run(ctx context.Context) error {
 	// per token and one in all.
 	lim := streams.New(cfg.API.MaxEventStreams, cfg.API.MaxStreamsPerToken)
 	// One operations layer for the API and the web UI: every user verb.
-	op := ops.New(ops.Config{Store: st, Policy: policy, Budget: budgets, Rules: rules, Runs: engine,
+	op := ops.New(ops.Config{Store: st, Policy: policy, Budget: budgets, Members: lv.members, Rules: rules, Runs: engine,
 		Schedules: schedules, Enroll: enr, Notify: notifier, Nudge: repl})
 	if err := seedAccess(ctx, st, op, cfg); err != nil {
 		ln.Close()

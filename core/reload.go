@@ -11,6 +11,7 @@ import (
 	"github.com/musterhq/muster/core/approval"
 	"github.com/musterhq/muster/core/budget"
 	"github.com/musterhq/muster/core/discovery"
+	"github.com/musterhq/muster/core/nodes"
 	"github.com/musterhq/muster/core/notify"
 	"github.com/musterhq/muster/core/schedule"
 	"github.com/musterhq/muster/core/store"
@@ -42,6 +43,7 @@ func (c *Core) AddReloader(r Reloader) {
 type reloadable struct {
 	approval *live.Value[approval.Policy]
 	budget   *live.Value[budget.Policy]
+	members  *live.Value[nodes.Membership]
 	calendar *live.Value[schedule.Calendars]
 	cals     *schedule.Holder // writes calendar: the windows of the configuration, the freezes of the store
 	notify   *notify.Worker
@@ -82,6 +84,7 @@ func (c *Core) Reload(ctx context.Context, next Config) (string, error) {
 		changed = append(changed, "budgets")
 	}
 	lv.budget.Store(nextBudget)
+	lv.members.Store(next.Membership())
 	oldCals, nextCals := calendarSpecs(old.Clusters), calendarSpecs(next.Clusters)
 	lv.cals.SetConfig(next.Calendars())
 	// The file's freezes seed the store (the freeze watcher then loads
@@ -197,7 +200,7 @@ func withBudgets(clusters []discovery.ClusterSpec, next Config) []discovery.Clus
 	for i := range out {
 		for _, n := range next.Clusters {
 			if n.ID == out[i].ID {
-				out[i].Budget, out[i].Windows, out[i].Freezes = n.Budget, n.Windows, n.Freezes
+				out[i].Budget, out[i].Windows, out[i].Freezes, out[i].Expect = n.Budget, n.Windows, n.Freezes, n.Expect
 			}
 		}
 	}
@@ -217,7 +220,7 @@ func needsRestart(old, next Config) []string {
 			continue
 		}
 		x, y := a.Field(i).Interface(), b.Field(i).Interface()
-		if name == "clusters" { // budgets, windows and freezes reload; the rest does not
+		if name == "clusters" { // budgets, windows, freezes and expect reload; the rest does not
 			x, y = withoutBudgets(old.Clusters), withoutBudgets(next.Clusters)
 		}
 		if !reflect.DeepEqual(x, y) {
@@ -232,7 +235,7 @@ func withoutBudgets(cs []discovery.ClusterSpec) []discovery.ClusterSpec {
 	copy(out, cs)
 	for i := range out {
 		out[i].Budget = discovery.BudgetSpec{}
-		out[i].Windows, out[i].Freezes = nil, nil
+		out[i].Windows, out[i].Freezes, out[i].Expect = nil, nil, nil
 	}
 	return out
 }

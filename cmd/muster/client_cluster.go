@@ -82,6 +82,7 @@ func newClusterCmd() *cobra.Command {
 				}
 			}
 			printCalendar(w, cl.Calendar)
+			printMembers(w, cl.Members)
 			fmt.Fprintln(w)
 			return nodeTable(cmd, cl.Nodes, false, f.wide())
 		},
@@ -105,6 +106,33 @@ func newClusterCmd() *cobra.Command {
 		},
 	})
 	return cmd
+}
+
+// printMembers prints what a cluster's declared membership says (nothing
+// when it declares none).
+func printMembers(w io.Writer, m *wire.Members) {
+	if m == nil {
+		return
+	}
+	if len(m.Missing) == 0 {
+		fmt.Fprintln(w, "Missing:  none (every declared node is there)")
+	} else {
+		fmt.Fprintln(w, "Missing:")
+		for _, n := range m.Missing {
+			if n.ID == "" {
+				fmt.Fprintf(w, "          %s\n", textsafe.Escape(n.Reason))
+				continue
+			}
+			fmt.Fprintf(w, "          %s: %s\n", textsafe.Escape(n.ID), textsafe.Escape(n.Reason))
+		}
+	}
+	if len(m.Unexpected) > 0 {
+		ids := make([]string, len(m.Unexpected))
+		for i, id := range m.Unexpected {
+			ids[i] = textsafe.Escape(id)
+		}
+		fmt.Fprintf(w, "Unexpected: %s (seen, not declared)\n", strings.Join(ids, ", "))
+	}
 }
 
 func newNodeCmd() *cobra.Command {

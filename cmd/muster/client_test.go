@@ -57,7 +57,7 @@ type cliEnv struct {
 
 // setupCLI starts a real core API on a fresh SQLite store with cluster prod
 // (node db-1) and the tokens op (operator), appr (approver) and admin.
-func setupCLI(t *testing.T, policy approval.Policy) *cliEnv {
+func setupCLI(t *testing.T, policy approval.Policy, opts ...func(store.Store, *api.Config)) *cliEnv {
 	t.Helper()
 	ctx := context.Background()
 	st, err := sqlite.Open(ctx, t.TempDir())
@@ -65,7 +65,11 @@ func setupCLI(t *testing.T, policy approval.Policy) *cliEnv {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { st.Close() })
-	srv := api.New(api.Config{Policy: live.New(policy)}, st, nil, slog.New(slog.DiscardHandler))
+	cfg := api.Config{Policy: live.New(policy)}
+	for _, o := range opts {
+		o(st, &cfg)
+	}
+	srv := api.New(cfg, st, nil, slog.New(slog.DiscardHandler))
 	ts := httptest.NewServer(srv.Handler())
 	t.Cleanup(func() { srv.Close(); ts.Close() })
 	now := time.Now().UTC()

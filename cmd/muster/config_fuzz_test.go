@@ -63,6 +63,11 @@ func FuzzLoadConfig(f *testing.F) {
 		"kinds: [{kind: '[', disruptive: yes}]\n",
 		"clusters:\n  - id: c\n    windows: [{cron: '0 2 * * *', duration: 4h, timezone: Europe/Berlin}]\n    freezes: [{from: '2026-12-24T00:00:00+01:00', to: '2026-12-27T00:00:00+01:00', reason: x}]\n",
 		"clusters:\n  - id: c\n    windows: [{cron: '@every 0s', duration: -1h, timezone: Local}, {cron: [1]}]\n    freezes: [{from: 2026-12-24, to: 2026-12-23}, {from: {a: b}}]\n",
+		"clusters:\n  - id: c\n    expect: {nodes: [a, b], grace: 2m}\n",
+		"clusters:\n  - id: c\n    expect: {count: 3, selector: {role: web}}\n",
+		"clusters:\n  - id: c\n    expect: {nodes: ['a b', a, a], count: -1, selector: {'': '<b>'}, grace: -1s}\n",
+		"clusters:\n  - id: c\n    expect: {nodes: {a: b}, count: x, grace: [1]}\n",
+		"clusters:\n  - id: c\n    expect: 7\n",
 	} {
 		f.Add(s)
 	}

@@ -37,9 +37,9 @@ func toWireNode(n store.Node) wire.Node {
 	}
 }
 
-func toWireCluster(c store.Cluster, all []store.Node) wire.Cluster {
+func toWireCluster(c store.Cluster, all []store.Node, m nodes.Membership) wire.Cluster {
 	return wire.Cluster{ID: c.ID, Status: c.Status, StatusReason: c.StatusReason, UpdatedTS: c.UpdatedTS,
-		NodeCounts: nodes.Counts(all, c.ID)}
+		NodeCounts: nodes.Counts(all, c.ID), Members: ops.MembersOf(m, c.ID, all, time.Now())}
 }
 
 func (s *Server) listClusters(c *echo.Context) error {
@@ -60,7 +60,7 @@ func (s *Server) listClusters(c *echo.Context) error {
 		}
 		for _, cl := range cs {
 			if v.Has(cl.ID) {
-				out.Clusters = append(out.Clusters, toWireCluster(cl, nodes))
+				out.Clusters = append(out.Clusters, toWireCluster(cl, nodes, s.ops.Members().Load()))
 			}
 		}
 		return nil
@@ -87,7 +87,7 @@ func (s *Server) showCluster(c *echo.Context) error {
 		if err != nil {
 			return err
 		}
-		out = toWireCluster(*cl, nodes)
+		out = toWireCluster(*cl, nodes, s.ops.Members().Load())
 		pol := s.ops.Budget().Load()
 		if _, ok := pol.Limit(id); ok {
 			open, err := r.OpenActions(ctx, id, "")

@@ -36,6 +36,9 @@ type ClusterSpec struct {
 	// (docs/architecture.md, "Windows, freezes and later starts").
 	Windows []schedule.WindowSpec `mapstructure:"windows" yaml:"windows"`
 	Freezes []schedule.FreezeSpec `mapstructure:"freezes" yaml:"freezes"`
+	// Expect declares the nodes the cluster should have (docs/architecture.md,
+	// "Declared membership"); nil: none declared.
+	Expect *corenodes.Expect `mapstructure:"expect" yaml:"expect,omitempty"`
 }
 
 // BudgetSpec is a cluster's disruption budget as configured.

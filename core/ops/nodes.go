@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/x509"
 	"encoding/json"
+	"time"
 
 	"github.com/musterhq/muster/core/actions"
 	"github.com/musterhq/muster/core/auth"
@@ -168,4 +169,20 @@ func (o *Ops) RenewAgent(ctx context.Context, peer []*x509.Certificate, req wire
 		return nil, err
 	}
 	return e.Renew(ctx, peer, req, enroll.Caller{ClientAddr: addr})
+}
+
+// MembersOf is cluster clusterID's declared membership against all (nodes
+// of any cluster) as of now, as the API and the web UI show it; nil when
+// the cluster declares none.
+func MembersOf(m nodes.Membership, clusterID string, all []store.Node, now time.Time) *wire.Members {
+	got, ok := m.Of(clusterID, all, now)
+	if !ok {
+		return nil
+	}
+	out := &wire.Members{Missing: []wire.MissingNode{}, Unexpected: []string{}}
+	for _, x := range got.Missing {
+		out.Missing = append(out.Missing, wire.MissingNode{ID: x.ID, Reason: x.Reason})
+	}
+	out.Unexpected = append(out.Unexpected, got.Unexpected...)
+	return out
 }

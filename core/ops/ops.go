@@ -26,6 +26,7 @@ import (
 	"github.com/musterhq/muster/core/auth"
 	"github.com/musterhq/muster/core/budget"
 	"github.com/musterhq/muster/core/enroll"
+	"github.com/musterhq/muster/core/nodes"
 	"github.com/musterhq/muster/core/notify"
 	"github.com/musterhq/muster/core/runs"
 	"github.com/musterhq/muster/core/schedule/recur"
@@ -88,6 +89,9 @@ type Config struct {
 	// Budget is the clusters' disruption budgets (a plan marks what they
 	// hold back); nil: none.
 	Budget *live.Value[budget.Policy]
+	// Members is the clusters' declared membership (docs/architecture.md,
+	// "Declared membership"); nil: none declared.
+	Members *live.Value[nodes.Membership]
 	// Rules makes every action change (the core shares one with the
 	// orchestrator); nil builds one from Policy.
 	Rules *actions.Rules
@@ -120,6 +124,9 @@ func New(cfg Config) *Ops {
 	if cfg.Budget == nil {
 		cfg.Budget = live.New(budget.Policy{})
 	}
+	if cfg.Members == nil {
+		cfg.Members = live.New(nodes.Membership{})
+	}
 	if cfg.Rules == nil {
 		cfg.Rules = &actions.Rules{Policy: cfg.Policy}
 	}
@@ -142,6 +149,9 @@ func (o *Ops) Policy() *live.Value[approval.Policy] { return o.cfg.Policy }
 // Budget is the clusters' disruption budgets the operations plan with: the
 // one the pages show in use.
 func (o *Ops) Budget() *live.Value[budget.Policy] { return o.cfg.Budget }
+
+// Members is the clusters' declared membership as it is now.
+func (o *Ops) Members() *live.Value[nodes.Membership] { return o.cfg.Members }
 
 // Destinations are the notification destinations in use.
 func (o *Ops) Destinations() []notify.Destination {

@@ -37,6 +37,7 @@ import (
 	"github.com/musterhq/muster/core/actions"
 	"github.com/musterhq/muster/core/approval"
 	"github.com/musterhq/muster/core/budget"
+	"github.com/musterhq/muster/core/nodes"
 	"github.com/musterhq/muster/core/schedule"
 	"github.com/musterhq/muster/core/store"
 	"github.com/musterhq/muster/core/tracing"
@@ -128,6 +129,10 @@ type Config struct {
 	// disruptive action is pushed outside a window or in a freeze. nil:
 	// none.
 	Calendars *live.Value[schedule.Calendars]
+	// Members is the clusters' declared membership (docs/architecture.md,
+	// "Declared membership"): a full sync makes a cluster ALERT while a
+	// declared node is missing. nil: none declared.
+	Members *live.Value[nodes.Membership]
 	// Runs, when set, moves runs on at every full sync and after the commits
 	// that may let them move (core/runs).
 	Runs Runs

@@ -257,7 +257,11 @@ func (o *Orchestrator) planStatus(ctx context.Context, r store.Reader, cs *clust
 		}
 	}
 	sort.Strings(downIDs)
-	if next, changed := clusterNext(cluster, downIDs, lost); changed {
+	missing, err := o.missing(ctx, r, cs.id, w.nodes, now)
+	if err != nil {
+		return err
+	}
+	if next, changed := clusterNext(cluster, downIDs, lost, missing); changed {
 		next.UpdatedTS = now
 		w.cluster = &next
 		if next.Status != cluster.Status {
@@ -313,14 +317,44 @@ func nodeNext(stored *store.Node, res *nodeResult) (next store.Node, write, isDo
 	return next, true, res.status != store.NodeUp
 }
 
-// clusterNext returns the cluster's status given its DOWN nodes (sorted) and
-// the actions this full sync made LOST, and whether it changed.
-func clusterNext(cur *store.Cluster, down []string, lost int) (store.Cluster, bool) {
+// missing is the status reason the cluster's declared membership gives it
+// ("" when nothing is missing or nothing is declared), from its nodes as
+// stored with updated (this sync's writes) laid over them.
+func (o *Orchestrator) missing(ctx context.Context, r store.Reader, clusterID string, updated []store.Node, now time.Time) (string, error) {
+	if o.cfg.Members == nil {
+		return "", nil
+	}
+	m := o.cfg.Members.Load()
+	if _, ok := m[clusterID]; !ok {
+		return "", nil
+	}
+	all, err := r.Nodes(ctx, clusterID)
+	if err != nil {
+		return "", err
+	}
+	for _, u := range updated {
+		for i := range all {
+			if all[i].ID == u.ID {
+				all[i] = u
+			}
+		}
+	}
+	members, _ := m.Of(clusterID, all, now)
+	return members.Alert(), nil
+}
+
+// clusterNext returns the cluster's status given its DOWN nodes (sorted),
+// the actions this full sync made LOST and its missing declared nodes (a
+// status reason, "" when none), and whether it changed.
+func clusterNext(cur *store.Cluster, down []string, lost int, missing string) (store.Cluster, bool) {
 	next := *cur
 	next.Status, next.StatusReason = store.ClusterHealthy, ""
 	var why []string
 	if len(down) > 0 {
 		why = append(why, "down: "+strings.Join(down, ", "))
+	}
+	if missing != "" {
+		why = append(why, missing)
 	}
 	if lost > 0 {
 		why = append(why, fmt.Sprintf("%d action(s) lost", lost))

@@ -550,6 +550,9 @@ type clusterView struct {
 	Budget       *budgetView
 	// Calendar is the cluster's windows and freezes now; nil: none.
 	Calendar *wire.Calendar
+	// Members is what the cluster's declared membership says now
+	// (ops.MembersOf); nil: it declares none.
+	Members *wire.Members
 	// CanFreeze and CanLift: the visitor may freeze the cluster, or lift
 	// its freezes early (the Freeze and Lift buttons).
 	CanFreeze, CanLift bool
@@ -570,6 +573,7 @@ type nodeRow struct {
 func (s *Server) clusters(w http.ResponseWriter, r *http.Request, v *visitor) {
 	// The budget as it is now, loaded once for the whole page.
 	budgets := s.ops.Budget().Load()
+	members := s.ops.Members().Load()
 	ctx := r.Context()
 	var out []clusterView
 	err := s.st.Read(ctx, func(rd store.Reader) error {
@@ -593,7 +597,7 @@ func (s *Server) clusters(w http.ResponseWriter, r *http.Request, v *visitor) {
 		}
 		for _, c := range cs {
 			cv := clusterView{Cluster: c, Counts: corenodes.Counts(all, c.ID), CanFreeze: v.canOn(auth.Freeze, c.ID),
-				CanLift: v.canOn(auth.Unfreeze, c.ID), CSRF: v.sess.CSRF}
+				CanLift: v.canOn(auth.Unfreeze, c.ID), CSRF: v.sess.CSRF, Members: ops.MembersOf(members, c.ID, all, time.Now())}
 			for i := range all {
 				if n := &all[i]; n.ClusterID == c.ID {
 					rc, isRevoked := revoked[n.ClusterID+"/"+n.ID]

@@ -58,7 +58,27 @@ type Cluster struct {
 	// (docs/architecture.md, "Windows, freezes and later starts"); nil when
 	// it has none. Filled only by GET /api/v1/clusters/{c}.
 	Calendar *Calendar `json:"calendar,omitempty"`
-	Nodes    []Node    `json:"nodes,omitempty"`
+	// Members is what the cluster's declared membership says now
+	// (docs/architecture.md, "Declared membership"); nil when it declares
+	// none.
+	Members *Members `json:"members,omitempty"`
+	Nodes   []Node   `json:"nodes,omitempty"`
+}
+
+// Members is a cluster's declared membership against its nodes.
+type Members struct {
+	// Missing are the declared nodes not there (never seen, or not UP past
+	// the grace); for a count, one entry with no id says how many.
+	Missing []MissingNode `json:"missing"`
+	// Unexpected are the nodes seen that the declaration does not name (or
+	// whose labels its selector does not match).
+	Unexpected []string `json:"unexpected"`
+}
+
+// MissingNode is one missing declared node.
+type MissingNode struct {
+	ID     string `json:"id,omitempty"`
+	Reason string `json:"reason"`
 }
 
 // Calendar says when disruptive work may go to a cluster.
