@@ -48,6 +48,7 @@ var runs = []run{
 	{"./core/orchestrate", "^BenchmarkPass$", "1x"},           // 100 to 10,000 nodes: its own samples per size
 	{"./core/orchestrate", "^BenchmarkRunWaves$", "3x"},       // three runs of ten waves: the median ratio
 	{"./core/orchestrate", "^BenchmarkProcedure$", "3x"},      // three runs of ten waves of three steps
+	{"./core/orchestrate", "^BenchmarkProcedureGate$", "3x"},  // three pairs of runs: a gate on every node, and none
 	{"./e2e", "^BenchmarkCore$/^nodes=10$/^approve$", "200x"}, // one approval at a time, no pass in between
 	{"./e2e", "^BenchmarkCore$/^nodes=10$/^rss$", "5x"},       // five nudged passes
 	{"./e2e", "^BenchmarkCore$/^nodes=1000$", "20x"},
@@ -68,7 +69,7 @@ var required = []string{
 	"finished_to_visible_p50_ms", "finished_to_visible_p99_ms",
 	"run_waves_ratio", "run_waves_overhead_ms", "run_waves_ratio_gossip_100", "run_waves_overhead_ms_gossip_100",
 	"approve_busy_p99_ms_1000", "approve_busy_p99_ms_5000",
-	"procedure_ratio", "step_latency_p99_ms_gossip_100",
+	"procedure_ratio", "step_latency_p99_ms_gossip_100", "procedure_gate_ratio",
 	"core_node_syncs_per_s_10000", "core_node_syncs_per_s_10000_changing",
 	"core_ref_ratio_1000", "core_ref_ratio_5000", "core_ref_ratio_10000",
 	"core_cpu_ms_per_node_sync_10000", "core_rss_mb_per_1000_nodes_10000", "approve_busy_p99_ms_10000",
@@ -158,6 +159,11 @@ var rows = []row{
 	{"… as a ratio of the ideal: median of 3", "procedure_ratio", "procedure_ratio_spread", "spread", &goal{"<=", 1.3}},
 	{"… a slot's turnover p50 (ms): a node's last step ends → the next node's first starts", "procedure_turnover_p50_ms", "procedure_turnover_p99_ms", "ms p99", nil},
 	{"… a step's end → the node's next step started, p99 (ms)", "step_latency_p99_ms", "step_latency_p50_ms", "ms p50", nil},
+	{"procedure of 1,000 nodes × 3 steps of 1 s sleep, an HTTP gate after the first, 10% at once, no gossip: wall time (s)", "procedure_gate_wall_s", "procedure_gate_ideal_s", "s ideal (10 waves × 3 s)", nil},
+	{"… as a ratio of the ideal: median of 3", "procedure_gate_ratio", "procedure_gate_ratio_spread", "spread", &goal{"<=", 1.3}},
+	{"… the same procedure without the gate, run in turn with it: median of 3", "procedure_gate_plain_ratio", "procedure_gate_plain_ratio_spread", "spread", nil},
+	{"… a node's first step ends → its second starts, through the gate, p50 (ms)", "procedure_gate_latency_p50_ms", "procedure_gate_plain_latency_p50_ms", "ms p50 without the gate", nil},
+	{"… the gate admitted → passed, p50 (ms)", "procedure_gate_evaluated_p50_ms", "procedure_gate_admitted_p50_ms", "ms p50 from the first step's end to its admission", nil},
 	{"procedure of 100 nodes × 3 steps of 1 s sleep, 10% at once, gossip on: wall time (s)", "procedure_wall_s_gossip_100", "procedure_ideal_s_gossip_100", "s ideal (10 waves × 3 s)", nil},
 	{"… as a ratio of the ideal: median of 3", "procedure_ratio_gossip_100", "procedure_ratio_spread_gossip_100", "spread", &goal{"<=", 1.3}},
 	{"step on its agent DONE → the node's next step RUNNING p50 (ms), gossip on", "step_latency_p50_ms_gossip_100", "step_latency_seen_p50_ms_gossip_100", "ms p50 until the core stored the end", nil},
