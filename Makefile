@@ -98,8 +98,10 @@ dev-ha: build ## Start PostgreSQL, three core replicas and three agents on loopb
 	$(BIN) dev --ha --replicas 3 --agents 3
 
 .PHONY: test
+# The timeout is per package: the end-to-end package, the longest, takes
+# about 12 minutes on 2 cores, and a cold build cache adds its binaries'.
 test: lint test-deps ## Run every test (unit, fuzz seeds, e2e, PostgreSQL, browser) with the race detector
-	$(GO) test $(RACE) -count=1 -timeout 15m $(PKGS)
+	$(GO) test $(RACE) -count=1 -timeout 25m $(PKGS)
 
 # What the tests need beside Go and a C compiler, from Debian's packages:
 # systemd-analyze (the units in configs/systemd), PostgreSQL (the store's
