@@ -196,9 +196,36 @@ func (u *Usage) Admits(node string) bool {
 	return len(u.Unavailable) < u.Max
 }
 
-// HeldReason is the state_reason of an action the budget holds back.
-func (u *Usage) HeldReason() string {
-	return fmt.Sprintf("held by the disruption budget: %d of %d unavailable", len(u.Unavailable), u.Max)
+// HeldReason is the state_reason of an action the budget holds back: the
+// count, and which nodes are unavailable and why, so the reason names the
+// real cause (a drained node elsewhere, not the held node itself).
+func (u *Usage) HeldReason() string { return u.HeldReasonWith(nil) }
+
+// heldCauses is how many unavailable nodes a held reason names; the rest
+// are counted.
+const heldCauses = 3
+
+// HeldReasonWith is HeldReason counting also the nodes of earlier, whose
+// turn comes first (a plan's wave): they are named last, as "earlier in
+// this wave".
+func (u *Usage) HeldReasonWith(earlier []string) string {
+	var causes []string
+	for _, n := range u.Nodes() {
+		causes = append(causes, n+" "+u.Unavailable[n])
+	}
+	for _, n := range earlier {
+		causes = append(causes, n+" earlier in this wave")
+	}
+	more := ""
+	if len(causes) > heldCauses {
+		more = fmt.Sprintf(", and %d more", len(causes)-heldCauses)
+		causes = causes[:heldCauses]
+	}
+	total := len(u.Unavailable) + len(earlier)
+	if len(causes) == 0 {
+		return fmt.Sprintf("%s: %d of %d unavailable", HeldPrefix, total, u.Max)
+	}
+	return fmt.Sprintf("%s: %d of %d unavailable (%s%s)", HeldPrefix, total, u.Max, strings.Join(causes, ", "), more)
 }
 
 // Nodes lists the unavailable node ids, sorted.

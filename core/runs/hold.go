@@ -216,7 +216,7 @@ func Waiting(r *store.Run, kids []Child, env PlanEnv) string {
 	if len(budgeted) > 0 {
 		s := fmt.Sprintf("%s held by the disruption budget of cluster %s", nodeList(budgeted), r.ClusterID)
 		if usage != "" {
-			s += " (" + usage + ")"
+			s += ": " + usage
 		}
 		parts = append(parts, s)
 	}

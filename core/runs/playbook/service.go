@@ -328,6 +328,7 @@ func MarkHeld(p *wire.Plan, pol budget.Policy, nodes []store.Node, open []store.
 	}
 	for _, idx := range byStageWave {
 		taken := map[string]bool{}
+		var earlier []string // taken, in wave order
 		for _, i := range idx {
 			ch := &p.Children[i]
 			if taken[ch.NodeID] {
@@ -338,11 +339,11 @@ func MarkHeld(p *wire.Plan, pol budget.Policy, nodes []store.Node, open []store.
 				continue
 			}
 			if len(u.Unavailable)+len(taken) >= u.Max {
-				ch.Held = fmt.Sprintf("%s: %d of %d unavailable with this wave's earlier nodes", budget.HeldPrefix,
-					len(u.Unavailable)+len(taken), u.Max)
+				ch.Held = u.HeldReasonWith(earlier)
 				continue
 			}
 			taken[ch.NodeID] = true
+			earlier = append(earlier, ch.NodeID)
 		}
 	}
 }
