@@ -104,3 +104,50 @@ func FuzzLoadDevConfig(f *testing.F) {
 		}
 	})
 }
+
+// The notification example of dev.yaml works when uncommented as it says:
+// it names the secret muster dev wrote (private to its owner), and the core
+// accepts the destination.
+func TestDevConfigNotifyExampleWorksUncommented(t *testing.T) {
+	t.Parallel()
+	base, spec := devConfigSetup(t)
+	dir := t.TempDir()
+	path, err := writeDevConfig(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	text := string(b)
+	secret := filepath.Join(dir, devWebhookSecret)
+	if !strings.Contains(text, "muster webhook listen --addr 127.0.0.1:9000 --secret-file "+secret) {
+		t.Fatalf("dev.yaml does not say how to start the receiver:\n%s", text)
+	}
+	var lines []string
+	after := false // the lines after notify: [] are the example
+	for _, l := range strings.Split(text, "\n") {
+		switch {
+		case l == "notify: []":
+			lines, after = append(lines, "notify:"), true
+		case after && strings.HasPrefix(l, "#  "):
+			lines = append(lines, strings.TrimPrefix(l, "#"))
+		default:
+			lines = append(lines, l)
+		}
+	}
+	if err := os.WriteFile(path, []byte(strings.Join(lines, "\n")), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	cfg, err := loadDevConfig(path, base, spec)
+	if err != nil {
+		t.Fatalf("the uncommented notification example is refused: %v", err)
+	}
+	if len(cfg.Notify) != 1 || cfg.Notify[0].SecretFile != secret || cfg.Notify[0].URL != "http://127.0.0.1:9000/hook" {
+		t.Fatalf("notify: %+v", cfg.Notify)
+	}
+	if fi, err := os.Stat(secret); err != nil || fi.Mode().Perm() != 0o600 {
+		t.Fatalf("the secret: %v %v", fi, err)
+	}
+}

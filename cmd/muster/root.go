@@ -23,7 +23,7 @@ func newRootCmd() *cobra.Command {
 		newActionCmd(), newRunCmd(), newPlaybookCmd(), newScheduleCmd(), newClusterCmd(), newNodeCmd(), newEventsCmd(), newTokenCmd(), newTeamCmd(), newGrantCmd(), newFreezeCmd(), newPolicyCmd(false), newPolicyCmd(true), newNotifyCmd(),
 		newLoginCmd(), newLogoutCmd(),
 		// Set-up helpers.
-		newTLSCmd(), newGossipCmd(), cli.NewVersionCmd("muster"),
+		newTLSCmd(), newGossipCmd(), newWebhookCmd(), cli.NewVersionCmd("muster"),
 	)
 	addCompletions(root)
 	return root
