@@ -138,3 +138,23 @@ func TestWebhookListenRefusesASecretOthersCanRead(t *testing.T) {
 		t.Fatalf("got %v, want a refusal naming chmod 600", err)
 	}
 }
+
+// describeDelivery reads bodies from the network: it never panics, and what
+// it prints is one line with no control character from the body.
+func FuzzDescribeDelivery(f *testing.F) {
+	ev := &store.Event{Seq: 1, TS: time.Unix(0, 0), Type: "node.down", ClusterID: "c", NodeID: "n\x1b[2J", Message: "line\nbreak"}
+	for _, format := range []string{notify.FormatJSON, notify.FormatCloudEvents, notify.FormatSlack} {
+		b, _ := notify.Body(format, "http://x", ev)
+		f.Add(b)
+	}
+	f.Add([]byte(`{"type":"\u202e","data":"not an object"}`))
+	f.Add([]byte("\xff\xfe"))
+	f.Fuzz(func(t *testing.T, body []byte) {
+		s := describeDelivery(body)
+		for _, r := range s {
+			if r < 0x20 || r == 0x7f || (r >= 0x80 && r < 0xa0) || (r >= 0x202a && r <= 0x202e) || (r >= 0x2066 && r <= 0x2069) {
+				t.Fatalf("a control character %U in %q", r, s)
+			}
+		}
+	})
+}
