@@ -81,6 +81,8 @@ var funcs = template.FuncMap{
 	"playbookPath": playbookPath,
 	"schedulePath": schedulePath,
 	"short":        func(id string) string { return id[:min(8, len(id))] },
+	"shortDigest":  func(d string) string { return d[:min(12, len(d))] },
+	"plural":       plural,
 	"stateName":    func(s action.State) string { return strings.ReplaceAll(string(s), "_", " ") },
 	"lower":        strings.ToLower,
 	"deref":        func(t *time.Time) time.Time { return *t },
@@ -92,6 +94,14 @@ var funcs = template.FuncMap{
 	"decideArgs": func(v *view, r wire.Run, next string) map[string]any {
 		return map[string]any{"V": v, "Run": r, "Next": next}
 	},
+}
+
+// plural is n and word, with an s when n is not 1: "1 action", "2 actions".
+func plural(n int, word string) string {
+	if n == 1 {
+		return "1 " + word
+	}
+	return fmt.Sprintf("%d %ss", n, word)
 }
 
 func parsePages() (map[string]*template.Template, error) {

@@ -329,7 +329,7 @@ func TestApprovalsPageListsSchedulesWaiting(t *testing.T) {
 	if status != http.StatusOK {
 		t.Fatalf("approvals: %d\n%s", status, body)
 	}
-	if !strings.Contains(body, `href="/ui/schedules/nightly-nap"`) || !strings.Contains(body, "1 schedules waiting, 1 for you to decide") ||
+	if !strings.Contains(body, `href="/ui/schedules/nightly-nap"`) || !strings.Contains(body, "1 schedule waiting, 1 for you to decide") ||
 		strings.Contains(body, "Nothing waits for approval") {
 		t.Fatalf("the approvals page does not list the schedule waiting:\n%s", body)
 	}
