@@ -53,12 +53,12 @@ type dashboardData struct {
 	// PausedRuns wait for a person (promote, resume or abort): they are
 	// not "running now".
 	PausedRuns []runRow
-	Failed           []action.Action
-	FailedMore       bool
-	FailedRuns       []runRow
-	Nodes            []dashNode
-	NodesMore        bool
-	Budgets          []dashBudget
+	Failed     []action.Action
+	FailedMore bool
+	FailedRuns []runRow
+	Nodes      []dashNode
+	NodesMore  bool
+	Budgets    []dashBudget
 }
 
 func (s *Server) dashboard(w http.ResponseWriter, r *http.Request, v *visitor) {
