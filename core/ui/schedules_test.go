@@ -439,3 +439,42 @@ func (e *env) pauseSchedule(name string) {
 		return err
 	})
 }
+
+// The Schedules list says each cron in words and shows the schedule's last
+// run with its result, linked; a schedule that never ran says so.
+func TestSchedulesListShowsCronInWordsAndTheLastRun(t *testing.T) {
+	t.Parallel()
+	e := setup(t)
+	ran := e.createSchedule("ran", "op")
+	e.createSchedule("fresh", "op")
+	var older, newest string
+	for i, state := range []string{store.RunDone, store.RunFailed} {
+		id := seedRuns(t, e.st, 1, 1, store.RunRunning, time.Now().UTC().Add(time.Duration(i)*time.Minute))[0]
+		e.runChange(func(ctx context.Context, tx store.Tx) error {
+			r, err := tx.Run(ctx, id)
+			if err != nil {
+				return err
+			}
+			r.ScheduleID, r.State = ran.ID, state
+			return tx.UpdateRun(ctx, r)
+		})
+		older, newest = newest, id
+	}
+	b := e.browser().signIn("viewer")
+	_, _, body := b.get("/ui/schedules")
+	row := func(name string) string {
+		i := strings.Index(body, `data-schedule="`+name+`"`)
+		if i < 0 {
+			t.Fatalf("no row for %s:\n%s", name, body)
+		}
+		return body[i : i+strings.Index(body[i:], "</tr>")]
+	}
+	r := row("ran")
+	if !strings.Contains(r, "at 02:00 every day") || !strings.Contains(r, `href="/ui/runs/`+newest+`"`) || !strings.Contains(r, "FAILED") ||
+		strings.Contains(r, older) {
+		t.Errorf("the row of a schedule that ran lacks its cron in words or its newest run (FAILED %s):\n%s", newest, r)
+	}
+	if r := row("fresh"); !strings.Contains(r, "none yet") {
+		t.Errorf("the row of a schedule that never ran:\n%s", r)
+	}
+}
