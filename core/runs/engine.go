@@ -88,9 +88,9 @@ func (e *Engine) KindLocks() KindLocks { return e.Creator.kindLocks() }
 
 // base is what the parts of the engine share.
 type base struct {
-	policy  *live.Value[approval.Policy]
+	policy *live.Value[approval.Policy]
 	// kinds declares the locks of kinds (SetKindLocks); nil: none.
-	kinds *live.Value[budget.Policy]
+	kinds   *live.Value[budget.Policy]
 	actions Actions
 	// clock returns the current time; time.Now when nil.
 	clock func() time.Time
