@@ -64,6 +64,9 @@ type Engine struct {
 	*Creator
 	*Decider
 	*Advancer
+	// watchedAt holds when this core last checked each gate of a canary
+	// it watches (RunCore).
+	watchedAt watchTimes
 }
 
 // NewEngine builds the engine over the approval policy, the action rules
