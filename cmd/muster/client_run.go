@@ -948,8 +948,11 @@ func printStageLocks(w io.Writer, st *wire.Stage) {
 		fmt.Fprintf(w, "%-12s lock: %s (held while the stage runs)\n", "", lockText(st.Lock))
 	}
 	for _, k := range st.KindLocks {
-		fmt.Fprintf(w, "%-12s lock: %s (held while the stage runs: kind %s declares it)\n", "",
-			lockText(&wire.Lock{Name: k.Name, Scope: k.Scope}), textsafe.Escape(strings.Join(k.Kinds, ", ")))
+		who := "kind " + textsafe.Escape(strings.Join(k.Kinds, ", ")) + " declares it"
+		if len(k.Kinds) > 1 {
+			who = "kinds " + textsafe.Escape(strings.Join(k.Kinds, ", ")) + " declare it"
+		}
+		fmt.Fprintf(w, "%-12s lock: %s (held while the stage runs: %s)\n", "", lockText(&wire.Lock{Name: k.Name, Scope: k.Scope}), who)
 	}
 }
 
