@@ -224,7 +224,7 @@ func TestRunRetryFromAndLocksAreShown(t *testing.T) {
 	r := &wire.Run{ID: "0123456789abcdef", State: "PENDING_APPROVE", Lock: &wire.Lock{Name: "db", Scope: wire.LockGlobal},
 		Stages: []wire.Stage{{Name: "upgrade", State: "PENDING", Lock: &wire.Lock{Name: "lb\x1b[31m", Scope: wire.LockCluster},
 			KindLocks: []wire.KindLock{{Name: "schema", Scope: wire.LockGlobal, Kinds: []string{"example.com/db.migrate", "x.y/\x1b[2J"}}},
-			Reuse: []wire.ReusedNode{{NodeID: "db-3", Steps: []string{"drain", "upgrade"}, From: "verify"}}}}}
+			Reuse:     []wire.ReusedNode{{NodeID: "db-3", Steps: []string{"drain", "upgrade"}, From: "verify"}}}}}
 	var b strings.Builder
 	if err := printRun(&b, r); err != nil {
 		t.Fatal(err)
