@@ -261,6 +261,9 @@ func printPlan(w io.Writer, p *wire.Plan, given map[string]string) error {
 		v = fmt.Sprintf("version %d", p.Version)
 	}
 	fmt.Fprintf(w, "Playbook %s (%s) on cluster %s\nDigest %s\n", textsafe.Escape(p.Playbook), v, textsafe.Escape(p.ClusterID), textsafe.Escape(p.Digest))
+	if p.Lock != nil {
+		fmt.Fprintf(w, "Lock %s, held from the run's start to its end\n", lockText(p.Lock))
+	}
 	for _, st := range p.Stages {
 		deps := "none"
 		if len(st.DependsOn) > 0 {
@@ -268,6 +271,7 @@ func printPlan(w io.Writer, p *wire.Plan, given map[string]string) error {
 		}
 		fmt.Fprintf(w, "\nStage %s: %s on %d node(s), max_concurrency %s, max_errors %s, on_failure %s, after %s\n",
 			textsafe.Escape(st.Name), textsafe.Escape(st.Kind), len(st.Nodes), st.MaxConcurrency, st.MaxErrors, textsafe.Escape(st.OnFailure), textsafe.Escape(deps))
+		printStageLocks(w, &st)
 		if len(st.Steps) == 0 {
 			t := newTable(w, "WAVE", "NODE", "ARGS", "HELD")
 			for _, ch := range p.Children {

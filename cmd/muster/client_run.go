@@ -304,9 +304,7 @@ func printRun(w io.Writer, r *wire.Run) error {
 		if len(st.Steps) > 0 {
 			fmt.Fprintf(w, "%-12s steps: %s\n", "", stepsText(&st))
 		}
-		if st.Lock != nil {
-			fmt.Fprintf(w, "%-12s lock: %s (held while the stage runs)\n", "", lockText(st.Lock))
-		}
+		printStageLocks(w, &st)
 	}
 	printReuse(w, r)
 	if err := printCoreSteps(w, r); err != nil {
@@ -941,7 +939,21 @@ func lockText(l *wire.Lock) string {
 		return textsafe.Escape(l.Name) + " (global)"
 	}
 	return textsafe.Escape(l.Name)
+}
 
+// printStageLocks prints the locks stage st takes while it runs: its own,
+// and those the kinds of its steps declare.
+func printStageLocks(w io.Writer, st *wire.Stage) {
+	if st.Lock != nil {
+		fmt.Fprintf(w, "%-12s lock: %s (held while the stage runs)\n", "", lockText(st.Lock))
+	}
+	for _, k := range st.KindLocks {
+		who := "kind " + textsafe.Escape(strings.Join(k.Kinds, ", ")) + " declares it"
+		if len(k.Kinds) > 1 {
+			who = "kinds " + textsafe.Escape(strings.Join(k.Kinds, ", ")) + " declare it"
+		}
+		fmt.Fprintf(w, "%-12s lock: %s (held while the stage runs: %s)\n", "", lockText(&wire.Lock{Name: k.Name, Scope: k.Scope}), who)
+	}
 }
 
 // printCoreSteps lists the results of the gates and calls the core ran,

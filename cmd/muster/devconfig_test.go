@@ -151,3 +151,46 @@ func TestDevConfigNotifyExampleWorksUncommented(t *testing.T) {
 		t.Fatalf("the secret: %v %v", fi, err)
 	}
 }
+
+// A kind rule's lock is written as a name (per cluster) or as a mapping
+// with a scope; a bad name or scope is refused with its key named.
+func TestAKindsLockIsReadAsANameOrAMapping(t *testing.T) {
+	t.Parallel()
+	base, spec := devConfigSetup(t)
+	path := filepath.Join(t.TempDir(), devConfigFile)
+	text := "kinds:\n  - {kind: \"example.com/db.*\", lock: db}\n  - {kind: example.com/lb.drain, lock: {name: lb, scope: global}}\n" +
+		"  - {kind: \"example.com/**\", disruptive: true}\n"
+	if err := os.WriteFile(path, []byte(text), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	cfg, err := loadDevConfig(path, base, spec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pol := cfg.BudgetPolicy()
+	if l := pol.KindLock("example.com/db.migrate"); l == nil || l.Name != "db" || l.Scope != "cluster" {
+		t.Errorf("lock of db.migrate: %+v, want db per cluster", l)
+	}
+	if l := pol.KindLock("example.com/lb.drain"); l == nil || l.Name != "lb" || l.Scope != "global" {
+		t.Errorf("lock of lb.drain: %+v, want lb global", l)
+	}
+	// The first rule matching a kind still decides whether it is
+	// disruptive; the first matching rule that names a lock, its lock.
+	if l := pol.KindLock("example.com/os.reboot"); l != nil || !pol.Disruptive("example.com/os.reboot") ||
+		pol.Disruptive("example.com/db.migrate") {
+		t.Errorf("os.reboot takes %+v, want none; disruptive: os.reboot %v, db.migrate %v, want true, false",
+			l, pol.Disruptive("example.com/os.reboot"), pol.Disruptive("example.com/db.migrate"))
+	}
+	for _, tc := range []struct{ text, want string }{
+		{"kinds:\n  - {kind: a.b/c, lock: \"no spaces\"}\n", "kinds[0].lock.name"},
+		{"kinds:\n  - {kind: a.b/c, lock: {name: db, scope: region}}\n", "kinds[0].lock.scope"},
+		{"kinds:\n  - {kind: a.b/c, lock: {name: db, scop: global}}\n", "kinds[0].lock.scop"},
+	} {
+		if err := os.WriteFile(path, []byte(tc.text), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := loadDevConfig(path, base, spec); err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%q: got %v, want an error naming %s", tc.text, err, tc.want)
+		}
+	}
+}

@@ -147,7 +147,7 @@ func (o *Ops) Plan(ctx context.Context, c Caller, pb *playbook.Playbook, version
 		if err := authorizeIn(ctx, r, c, auth.Read, req.ClusterID); err != nil {
 			return err
 		}
-		p, err := pb.Plan(ctx, r, version, req)
+		p, err := pb.Plan(ctx, r, version, req, o.cfg.Runs.KindLocks())
 		if err != nil {
 			return err
 		}

@@ -30,7 +30,7 @@ func PausedRuns(ctx context.Context, r store.Reader, clusterID string, open []st
 	if len(ids) == 0 {
 		return nil, nil
 	}
-	running, err := r.RunsInState(ctx, clusterID, store.RunRunning)
+	running, err := r.RunsInStateBrief(ctx, clusterID, store.RunRunning)
 	if err != nil {
 		return nil, err
 	}

@@ -396,7 +396,14 @@ func cycle(stages []wire.StageSpec) []string {
 
 // Resolve turns a checked request's targets into sorted node lists against
 // the cluster's nodes, and checks that every node knows its stage's kind.
+// It is ResolveLocked with no kind declaring a lock.
 func Resolve(req *wire.CreateRunRequest, nodes []store.Node) ([]store.RunStage, error) {
+	return ResolveLocked(req, nodes, nil)
+}
+
+// ResolveLocked is Resolve giving each stage the locks its kinds declare
+// (locks; nil: none), as if the stage said them (lockKinds).
+func ResolveLocked(req *wire.CreateRunRequest, nodes []store.Node, locks KindLocks) ([]store.RunStage, error) {
 	byID := map[string]*store.Node{}
 	for i := range nodes {
 		byID[nodes[i].ID] = &nodes[i]
@@ -456,6 +463,9 @@ func Resolve(req *wire.CreateRunRequest, nodes []store.Node) ([]store.RunStage, 
 			DependsOn: sp.DependsOn, TimeoutS: sp.TimeoutS, State: store.StagePending,
 			AutoPromoteAfterS: sp.AutoPromoteAfterS, AbortOn: sp.AbortOn,
 		})
+	}
+	if err := lockKinds(out, storeLock(req.Lock), locks); err != nil {
+		return nil, err
 	}
 	return out, nil
 }
@@ -547,7 +557,7 @@ func planNodes(st *store.RunStage, ids []string, byID map[string]*store.Node) er
 // Digest fingerprints what an approver of the run signs off: the cluster
 // and every stage's name, kind, canonical args, resolved nodes, limits,
 // on_failure, dependencies, timeout, include_failed, auto_promote_after_s
-// and abort_on, and its steps (each one's name, kind, canonical args,
+// and abort_on, the locks its kinds declare, and its steps (each one's name, kind, canonical args,
 // timeout, retry and soak: a gate's or a call's args are the gate or the
 // call).
 func Digest(clusterID string, stages []store.RunStage) string { return DigestRun(clusterID, stages, 0) }
@@ -589,6 +599,7 @@ func DigestRunLocked(clusterID string, stages []store.RunStage, deadlineS int, n
 		Reuse               map[string][]store.ReusedStep `json:",omitempty"`
 		AutoPromoteAfterS   int                           `json:",omitempty"`
 		AbortOn             []string                      `json:",omitempty"`
+		KindLocks           []store.KindLock              `json:",omitempty"`
 	}
 	v := struct {
 		Cluster   string
@@ -625,11 +636,21 @@ func DigestRunLocked(clusterID string, stages []store.RunStage, deadlineS int, n
 		}
 		v.Stages = append(v.Stages, stage{st.Name, st.Kind, args, st.Nodes, st.MaxConcurrency.String(),
 			st.MaxErrors.String(), st.OnFailure, st.DependsOn, st.TimeoutS, steps, rollback, st.Canary, st.SoakS,
-			unavailable, st.UnavailableTimeoutS, st.IncludeFailed, st.Lock, st.Reuse, st.AutoPromoteAfterS, st.AbortOn})
+			unavailable, st.UnavailableTimeoutS, st.IncludeFailed, st.Lock, st.Reuse, st.AutoPromoteAfterS, st.AbortOn,
+			st.KindLocks})
 	}
 	b, _ := json.Marshal(v)
 	sum := sha256.Sum256(b)
 	return hex.EncodeToString(sum[:])
+}
+
+// WireKindLocks shows the locks a stage's kinds declare (nil: none).
+func WireKindLocks(st *store.RunStage) []wire.KindLock {
+	var out []wire.KindLock
+	for _, k := range st.KindLocks {
+		out = append(out, wire.KindLock{Name: k.Name, Scope: k.Scope, Kinds: k.Kinds})
+	}
+	return out
 }
 
 // WireLock shows a stored lock (nil: none).

@@ -225,6 +225,9 @@ type Stage struct {
 	IncludeFailed       bool   `json:"include_failed,omitempty"`
 	// Lock is the lock the stage takes while it runs.
 	Lock *Lock `json:"lock,omitempty"`
+	// KindLocks are the locks the kinds of its steps declare in the
+	// core's kinds: configuration, taken with Lock while the stage runs.
+	KindLocks []KindLock `json:"kind_locks,omitempty"`
 	// Reuse lists the nodes of a retry from the failed step that start
 	// past their first step: the steps they take as done, with the
 	// outputs of the run retried.

@@ -101,8 +101,9 @@ func Load(ctx context.Context, st store.Store, name string, req *wire.PlanReques
 
 // Plan renders the playbook (version, as Load gave it) with req's
 // parameters and resolves it against the cluster's nodes, read in r, as a
-// run would be.
-func (p *Playbook) Plan(ctx context.Context, r store.Reader, version int, req *wire.PlanRequest) (*Planned, error) {
+// run would be, its stages taking the locks their kinds declare (locks;
+// nil: none).
+func (p *Playbook) Plan(ctx context.Context, r store.Reader, version int, req *wire.PlanRequest, locks runs.KindLocks) (*Planned, error) {
 	run, values, err := p.request(req)
 	if err != nil {
 		return nil, err
@@ -111,12 +112,12 @@ func (p *Playbook) Plan(ctx context.Context, r store.Reader, version int, req *w
 	if err != nil {
 		return nil, err
 	}
-	return p.planOn(version, run, values, nodes)
+	return p.planOn(version, run, values, nodes, locks)
 }
 
 // PlanIn is Plan with the nodes read in a short read of st, and the
 // rendering and resolving done outside any transaction.
-func (p *Playbook) PlanIn(ctx context.Context, st store.Store, version int, req *wire.PlanRequest) (*Planned, error) {
+func (p *Playbook) PlanIn(ctx context.Context, st store.Store, version int, req *wire.PlanRequest, locks runs.KindLocks) (*Planned, error) {
 	run, values, err := p.request(req)
 	if err != nil {
 		return nil, err
@@ -130,18 +131,18 @@ func (p *Playbook) PlanIn(ctx context.Context, st store.Store, version int, req 
 	if err != nil {
 		return nil, err
 	}
-	return p.planOn(version, run, values, nodes)
+	return p.planOn(version, run, values, nodes, locks)
 }
 
 // PlanOn is Plan on nodes, the cluster's nodes read by the caller (who
 // keeps their runs.NodesDigest to re-check, whether the plan succeeds or
 // not).
-func (p *Playbook) PlanOn(version int, req *wire.PlanRequest, nodes []store.Node) (*Planned, error) {
+func (p *Playbook) PlanOn(version int, req *wire.PlanRequest, nodes []store.Node, locks runs.KindLocks) (*Planned, error) {
 	run, values, err := p.request(req)
 	if err != nil {
 		return nil, err
 	}
-	return p.planOn(version, run, values, nodes)
+	return p.planOn(version, run, values, nodes, locks)
 }
 
 // request renders the playbook with req's parameters into a checked run
@@ -162,8 +163,9 @@ func (p *Playbook) request(req *wire.PlanRequest) (*wire.CreateRunRequest, map[s
 	return run, values, nil
 }
 
-func (p *Playbook) planOn(version int, run *wire.CreateRunRequest, values map[string]any, nodes []store.Node) (*Planned, error) {
-	stages, err := runs.Resolve(run, nodes)
+func (p *Playbook) planOn(version int, run *wire.CreateRunRequest, values map[string]any, nodes []store.Node,
+	locks runs.KindLocks) (*Planned, error) {
+	stages, err := runs.ResolveLocked(run, nodes, locks)
 	if err != nil {
 		return nil, err
 	}
@@ -194,7 +196,8 @@ func (p *Planned) Wire() wire.Plan {
 			Nodes: st.Nodes, MaxConcurrency: st.MaxConcurrency, MaxErrors: st.MaxErrors, OnFailure: st.OnFailure,
 			DependsOn: st.DependsOn, TimeoutS: st.TimeoutS, State: st.State,
 			Steps: runs.StepSpecs(st.Steps), Rollback: runs.StepSpecs(st.Rollback), Canary: st.Canary, SoakS: st.SoakS,
-			Unavailable: st.Unavailable, UnavailableTimeoutS: st.UnavailableTimeoutS, Lock: runs.WireLock(st.Lock)})
+			Unavailable: st.Unavailable, UnavailableTimeoutS: st.UnavailableTimeoutS, Lock: runs.WireLock(st.Lock),
+			KindLocks: runs.WireKindLocks(&st)})
 		conc := st.MaxConcurrency.Ceil(len(st.Nodes))
 		for j, n := range st.Nodes {
 			if len(st.Steps) == 0 {
@@ -235,7 +238,7 @@ func Start(ctx context.Context, tx store.Tx, e *runs.Engine, p *Playbook, versio
 	if err := checkStart(version, req); err != nil {
 		return nil, err
 	}
-	plan, err := p.Plan(ctx, tx, version, req)
+	plan, err := p.Plan(ctx, tx, version, req, e.KindLocks())
 	if err != nil {
 		return nil, err
 	}
@@ -250,7 +253,7 @@ func StartIn(ctx context.Context, st store.Store, e *runs.Engine, p *Playbook, v
 	if err := checkStart(version, req); err != nil {
 		return nil, err
 	}
-	plan := func() (*Planned, error) { return p.PlanIn(ctx, st, version, req) }
+	plan := func() (*Planned, error) { return p.PlanIn(ctx, st, version, req, e.KindLocks()) }
 	return runs.Replanning(ctx, st, plan, func(tx store.Tx, plan *Planned) (*store.Run, error) {
 		r, err := startPlanned(ctx, tx, e, plan, req, who)
 		if err != nil || after == nil {

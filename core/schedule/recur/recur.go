@@ -163,7 +163,7 @@ func checkParams(ctx context.Context, tx store.Tx, pb *store.Playbook, cluster s
 	if err != nil {
 		return err
 	}
-	_, err = p.Plan(ctx, tx, pb.Version, &wire.PlanRequest{ClusterID: cluster, Params: params})
+	_, err = p.Plan(ctx, tx, pb.Version, &wire.PlanRequest{ClusterID: cluster, Params: params}, nil)
 	switch {
 	case err == nil:
 		return nil
