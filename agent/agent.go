@@ -118,7 +118,8 @@ func (a *Agent) Run(ctx context.Context) error {
 
 	reg, err := handlers.NewRegistry(cfg.Actions.External, handlers.Env{
 		NodeID: cfg.NodeID, ClusterID: cfg.ClusterID, Grace: cfg.Actions.KillGrace,
-		Secrets: cfg.Secrets.Read,
+		Secrets: cfg.Secrets.Read, Version: version.Version,
+		SystemdRun: cfg.Actions.SystemdRun, Systemctl: cfg.Actions.Systemctl, StateDir: cfg.DataDir,
 	})
 	if err != nil {
 		return err
