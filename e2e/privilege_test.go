@@ -28,7 +28,12 @@ import (
 // other option is accepted and ignored. Each call is logged to $0.log.
 const standInSystemdRun = `#!/bin/bash
 set -eu
-echo "$*" >> "$0.log"
+if [ "${1:-}" = --detached ]; then
+	shift
+else
+	echo "${*//$'\n'/ }" >> "$0.log"
+fi
+orig=("$@")
 caps= rw= strict= nnp= wait= umask_=0022
 names=()
 while [ $# -gt 0 ]; do
@@ -68,8 +73,7 @@ unit() {
 if [ -n "$wait" ]; then
 	unit "$@"
 else
-	unit "$@" </dev/null >/dev/null 2>&1 &
-	disown
+	setsid -f "$0" --detached --wait "${orig[@]}" </dev/null >/dev/null 2>&1
 fi
 `
 

@@ -205,6 +205,8 @@ type extState struct {
 	proc      *process
 	checkOut  *bytes.Buffer
 	nextCheck time.Time
+	// noted: a resumed restarts_agent action said it waits for its result.
+	noted bool
 }
 
 const pollEvery = 100 * time.Millisecond
@@ -239,6 +241,21 @@ func (h *externalHandler) step(ctx context.Context, x *Exec) Result {
 	var p extProgress
 	_ = json.Unmarshal(x.Progress, &p)
 	st, _ := x.State.(*extState)
+
+	if h.spec.RestartsAgent {
+		if st == nil {
+			st = &extState{}
+			x.State = st
+		}
+		if p.Phase == "" {
+			if ctx.Err() != nil {
+				return Result{Status: Stopped}
+			}
+			x.SetProgress(extProgress{Phase: phaseLaunching})
+			return Result{Status: Running}
+		}
+		return h.detachedStep(x, st, p, ctx.Err() != nil)
+	}
 
 	if ctx.Err() != nil && !(st != nil && st.proc != nil && st.proc.exitedFirst()) {
 		// Cancelled or past the deadline, with a command still running
