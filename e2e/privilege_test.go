@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/musterhq/muster/shared/action"
+	"github.com/musterhq/muster/shared/testwait"
 )
 
 // standInSystemdRun plays systemd-run for a test, where no systemd runs:
@@ -292,5 +293,43 @@ func TestOrdinaryKindCannotChown(t *testing.T) {
 	}
 	if _, err := os.Stat(sdrun + ".log"); !os.IsNotExist(err) {
 		t.Fatalf("systemd-run was called for an ordinary kind")
+	}
+}
+
+// A privileged kind's output comes back as it is written, and a cancel
+// stops its unit (systemctl stop) as well as systemd-run.
+func TestPrivilegedKindStreamsOutputAndCancelStopsItsUnit(t *testing.T) {
+	t.Parallel()
+	needRoot(t)
+	dir := t.TempDir()
+	sdrun := writeStandInSystemdRun(t, dir)
+	systemctl := filepath.Join(dir, "systemctl")
+	if err := os.WriteFile(systemctl, []byte("#!/bin/sh\necho \"$*\" >> \"$0.log\"\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	extra := fmt.Sprintf(`actions:
+  systemd_run: %q
+  systemctl: %q
+  kill_grace: 1s
+  external:
+    - kind: example.com/long
+      privileges: root
+      run: [/bin/sh, -c, "echo started; exec sleep 60"]
+`, sdrun, systemctl)
+	_, ag, _ := agentProc(t, "cancel-1", extra)
+	rec := push(t, ag, "example.com/long", `{}`)
+	testwait.Within(t, 20*time.Second, "the output while it runs", func() bool {
+		got, err := ag.Get(ctxT(t), rec.ID)
+		return err == nil && got.State == action.Running && strings.Contains(got.Output, "started")
+	})
+	if _, err := ag.Cancel(ctxT(t), rec.ID); err != nil {
+		t.Fatal(err)
+	}
+	got := waitAgentState(t, ag, rec.ID, 20*time.Second, action.Cancelled, action.Failed, action.Done)
+	if got.State != action.Cancelled {
+		t.Fatalf("%s (%s)", got.State, got.StateReason)
+	}
+	if stops := lines(systemctl + ".log"); len(stops) != 1 || stops[0] != "stop --no-block -- muster-action-"+rec.ID+".service" {
+		t.Fatalf("systemctl calls %q, want one stop of the action's unit", stops)
 	}
 }
