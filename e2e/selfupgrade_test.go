@@ -11,7 +11,9 @@ import (
 	"time"
 
 	"github.com/musterhq/muster/shared/action"
+	"github.com/musterhq/muster/shared/client"
 	"github.com/musterhq/muster/shared/testwait"
+	"github.com/musterhq/muster/shared/wire"
 )
 
 // buildAgentVersion builds muster-agent reporting version into dir.
@@ -42,10 +44,12 @@ func exited(t *testing.T, p *proc, within time.Duration) {
 	}
 }
 
-// An action of a restarts_agent kind replaces the agent's binary and
-// restarts the agent, as the agent's package's postinst does: the command,
-// launched apart from the agent, outlives it, and the new agent records
-// its result. The core sees the action DONE, and the new version.
+// The shipped playbook upgrade-muster-agent.yaml on a real agent: its
+// install step, of a restarts_agent kind, replaces the agent's binary and
+// restarts the agent as the agent's package's postinst does; the command,
+// launched apart from the agent, outlives it, and the new agent records its
+// result. The core sees the action DONE and the new version, and the
+// verify step, run by the new agent, passes on MUSTER_AGENT_VERSION.
 func TestSelfUpgradeFinishesDoneUnderTheNewAgent(t *testing.T) {
 	t.Parallel()
 	needRoot(t)
@@ -63,7 +67,7 @@ func TestSelfUpgradeFinishesDoneUnderTheNewAgent(t *testing.T) {
 	// The package's stand-in: it puts the new binary in place, then its
 	// postinst restarts the agent (SIGTERM, as systemctl try-restart sends;
 	// the test restarts it, as systemd's Restart= would).
-	script := filepath.Join(dir, "upgrade.sh")
+	upgrade := filepath.Join(dir, "upgrade.sh")
 	body := fmt.Sprintf(`#!/bin/sh
 set -e
 echo "upgrading muster-agent from $MUSTER_AGENT_VERSION"
@@ -73,18 +77,29 @@ kill -TERM "$(cat %[3]q)"
 echo "$MUSTER_ACTION_ID" >> %[4]q
 echo "installed"
 `, v2, bin, pidfile, runs)
-	if err := os.WriteFile(script, []byte(body), 0o755); err != nil {
-		t.Fatal(err)
+	// verify: the version the agent running it reports is args.version.
+	verify := filepath.Join(dir, "verify.sh")
+	vbody := `#!/bin/sh
+want=$(sed -n 's/.*"args":{"version":"\([^"]*\)"}.*/\1/p')
+echo "agent $MUSTER_AGENT_VERSION, want $want"
+[ -n "$want" ] && [ "$MUSTER_AGENT_VERSION" = "$want" ]
+`
+	for path, b := range map[string]string{upgrade: body, verify: vbody} {
+		if err := os.WriteFile(path, []byte(b), 0o755); err != nil {
+			t.Fatal(err)
+		}
 	}
 	f := newFleetWith(t, fleetOptions{nodes: 1, agentBin: bin, actionsYAML: fmt.Sprintf(`actions:
   systemd_run: %q
   systemctl: /bin/true
   external:
-    - kind: example.com/upgrade-agent
+    - kind: example.com/muster-agent.upgrade
       privileges: package-manager
       restarts_agent: true
       run: [%q]
-`, sdrun, script)})
+    - kind: example.com/muster-agent.verify
+      run: [%q]
+`, sdrun, upgrade, verify)})
 	p := f.agents["node-1"]
 	if err := os.WriteFile(pidfile, []byte(strconv.Itoa(p.cmd.Process.Pid)), 0o600); err != nil {
 		t.Fatal(err)
@@ -94,20 +109,48 @@ echo "installed"
 		t.Fatalf("info before: %+v %v", info, err)
 	}
 
-	a := f.create("node-1", "example.com/upgrade-agent", `{}`)
-	if a.State == action.PendingApprove {
-		f.approve(a.ID)
+	doc, err := os.ReadFile(filepath.Join("..", "configs", "playbooks", "upgrade-muster-agent.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.alice.ApplyPlaybook(ctxT(t), string(doc)); err != nil {
+		t.Fatal(err)
+	}
+	req := &wire.PlanRequest{ClusterID: "e2e", Params: map[string]string{"package": "muster-agent=2.0.0-e2e", "version": "2.0.0-e2e"}}
+	plan, err := f.alice.PlanPlaybook(ctxT(t), "upgrade-muster-agent", req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Digest = plan.Digest
+	run, err := f.alice.StartPlaybook(ctxT(t), "upgrade-muster-agent", req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.bob.RunVerb(ctxT(t), run.ID, "approve", ""); err != nil {
+		t.Fatal(err)
 	}
 	exited(t, p, 30*time.Second)
 	p.restart()
 
-	done := f.waitCore(a.ID, 30*time.Second, action.Done, action.Failed, action.Cancelled)
-	if done.State != action.Done {
-		t.Fatalf("core: %s (%s):\n%s\nagent log:\n%s", done.State, done.StateReason, done.Output, p.logs())
+	var end *wire.Run
+	testwait.Within(t, 40*time.Second, "the run to end", func() bool {
+		end, err = f.alice.Run(ctxT(t), run.ID)
+		return err == nil && (end.State == "DONE" || end.State == "FAILED" || end.State == "PAUSED" || end.State == "PARTIAL")
+	})
+	list, err := f.admin.Actions(ctxT(t), client.ActionFilter{Run: run.ID, Kinds: []string{"example.com/muster-agent.upgrade"}})
+	if err != nil || len(list.Actions) != 1 {
+		t.Fatalf("the run's install actions: %+v %v", list, err)
+	}
+	installed, err := f.admin.Action(ctxT(t), list.Actions[0].ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if installed.State != action.Done || end.State != "DONE" {
+		t.Fatalf("run %s (%s), install %s (%s):\n%s\nagent log:\n%s", end.State, end.StateReason, installed.State, installed.StateReason, installed.Output, p.logs())
 	}
 	for _, want := range []string{"upgrading muster-agent from 1.0.0-e2e", "installed"} {
-		if !strings.Contains(done.Output, want) {
-			t.Fatalf("no %q in the output:\n%s", want, done.Output)
+		if !strings.Contains(installed.Output, want) {
+			t.Fatalf("no %q in the output:\n%s", want, installed.Output)
 		}
 	}
 	testwait.Within(t, 20*time.Second, "the core to see the new version", func() bool {
