@@ -276,6 +276,12 @@ func (h *externalHandler) step(ctx context.Context, x *Exec) Result {
 		st = &extState{}
 		x.State = st
 		if x.Resumed && (p.Phase == phaseLaunching || p.Phase == phaseRunning) {
+			if h.spec.Privileges != "" {
+				// The unit is systemd's, not the agent's child: it did
+				// not die with the agent. Stop it first, so that it
+				// never runs beside a second copy.
+				stopUnitAndWait(h.systemctl(), UnitName(x.Action.ID))
+			}
 			if !h.spec.Idempotent {
 				x.Printf("muster: the agent stopped while the command ran; it cannot be resumed safely")
 				return Result{Status: Failed, Message: action.ReasonInterrupted}

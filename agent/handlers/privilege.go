@@ -1,9 +1,11 @@
 package handlers
 
 import (
+	"context"
 	"os/exec"
 	"slices"
 	"strings"
+	"time"
 
 	"github.com/musterhq/muster/shared/config"
 )
@@ -199,4 +201,14 @@ func stopUnit(systemctl, unit string) {
 	if err := cmd.Start(); err == nil {
 		go func() { _ = cmd.Wait() }()
 	}
+}
+
+// stopUnitAndWait stops unit and waits for it to be stopped (a unit that
+// no longer exists is stopped), for at most a minute.
+func stopUnitAndWait(systemctl, unit string) {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, systemctl, "stop", "--", unit)
+	cmd.Env = []string{"PATH=/usr/sbin:/usr/bin:/sbin:/bin"}
+	_ = cmd.Run()
 }

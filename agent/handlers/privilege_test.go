@@ -1,9 +1,15 @@
 package handlers
 
 import (
+	"context"
+	"encoding/json"
+	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
+
+	"github.com/musterhq/muster/shared/action"
 )
 
 // The unit's command line carries the profile and the names of the
@@ -34,5 +40,33 @@ func TestUnitArgvCarriesTheProfileAndNoValues(t *testing.T) {
 	argv = unitArgv("/usr/bin/systemd-run", UnitName("a1"), Profiles[ProfileRoot], nil, []string{"/bin/true"}, false)
 	if slices.Contains(argv, "--wait") || slices.Contains(argv, "--pipe") {
 		t.Fatalf("detached with --wait or --pipe: %q", argv)
+	}
+}
+
+// A privileged command's unit is systemd's: it does not die with the
+// agent. A resumed action stops it (and waits) before it fails as
+// interrupted or runs again.
+func TestResumedPrivilegedKindStopsItsUnitFirst(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	systemctl := filepath.Join(dir, "systemctl")
+	if err := os.WriteFile(systemctl, []byte("#!/bin/sh\necho \"$*\" >> \"$0.log\"\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	r, err := NewRegistry([]External{{Kind: "example.com/pkg", Run: []string{"/bin/true"}, Privileges: ProfilePackageManager}},
+		Env{NodeID: "n", ClusterID: "c", SystemdRun: "/bin/false", Systemctl: systemctl})
+	if err != nil {
+		t.Fatal(err)
+	}
+	h, _ := r.Get("example.com/pkg")
+	a := &action.Action{ID: action.NewID(), Kind: "example.com/pkg", Args: json.RawMessage(`{}`)}
+	a.Progress, _ = json.Marshal(extProgress{Phase: phaseRunning})
+	res := drive(t, context.Background(), h, NewExec(a, true))
+	if res.Status != Failed || res.Message != action.ReasonInterrupted {
+		t.Fatalf("%+v, want failed as interrupted", res)
+	}
+	b, _ := os.ReadFile(systemctl + ".log")
+	if string(b) != "stop -- "+UnitName(a.ID)+"\n" {
+		t.Fatalf("systemctl calls %q, want a stop of the action's unit", b)
 	}
 }
