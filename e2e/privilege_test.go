@@ -63,7 +63,7 @@ unit() {
 		set -e
 		strict=$1 rw=$2 umask_=$3 bset=$4 nnp=$5; shift 5
 		if [ -n "$strict" ]; then
-			for p in $rw /tmp; do [ -d "$p" ] && mount --bind "$p" "$p"; done
+			for p in $rw /tmp; do p="${p#-}"; [ -d "$p" ] && mount --bind "$p" "$p"; done
 			mount -o remount,bind,ro /
 		fi
 		umask "$umask_"

@@ -49,7 +49,8 @@ var Profiles = map[string]Profile{
 			"CAP_SETGID",
 			"CAP_KILL", // maintainer scripts stopping daemons; apt stopping its methods
 		},
-		ReadWritePaths: []string{"/usr", "/etc", "/opt", "/boot", "/var", "/run"},
+		// "-": a machine without /opt or /boot still starts the unit.
+		ReadWritePaths: []string{"/usr", "/etc", "-/opt", "-/boot", "/var", "/run"},
 		Properties: []string{
 			"ProtectSystem=strict",
 			"ProtectHome=yes",

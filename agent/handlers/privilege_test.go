@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -23,7 +24,7 @@ func TestUnitArgvCarriesTheProfileAndNoValues(t *testing.T) {
 	for _, want := range []string{
 		"--unit=muster-action-a1.service", "--wait", "--pipe", "--collect",
 		"--property=CapabilityBoundingSet=CAP_CHOWN CAP_DAC_OVERRIDE CAP_FOWNER CAP_FSETID CAP_SETFCAP CAP_SETUID CAP_SETGID CAP_KILL",
-		"--property=ReadWritePaths=/usr /etc /opt /boot /var /run",
+		"--property=ReadWritePaths=/usr /etc -/opt -/boot /var /run",
 		"--property=ProtectSystem=strict", "--setenv=PATH", "--setenv=TOKEN",
 	} {
 		if !slices.Contains(argv, want) {
@@ -68,5 +69,31 @@ func TestResumedPrivilegedKindStopsItsUnitFirst(t *testing.T) {
 	b, _ := os.ReadFile(systemctl + ".log")
 	if string(b) != "stop -- "+UnitName(a.ID)+"\n" {
 		t.Fatalf("systemctl calls %q, want a stop of the action's unit", b)
+	}
+}
+
+// Every profile's properties are ones systemd takes: a unit file made of
+// them passes systemd-analyze verify.
+func TestProfilesAreValidUnitProperties(t *testing.T) {
+	t.Parallel()
+	if _, err := exec.LookPath("systemd-analyze"); err != nil {
+		t.Skip("no systemd-analyze here (Debian package systemd)")
+	}
+	for _, name := range ProfileNames() {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			dir := t.TempDir()
+			unit := "muster-action-test.service"
+			text := "[Unit]\nDescription=test\n[Service]\nExecStart=/bin/true\n" + strings.Join(Profiles[name].properties(), "\n") + "\n"
+			if err := os.WriteFile(filepath.Join(dir, unit), []byte(text), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			cmd := exec.Command("systemd-analyze", "verify", "--man=no", unit)
+			cmd.Dir = dir
+			out, err := cmd.CombinedOutput()
+			if err != nil || strings.Contains(string(out), unit) {
+				t.Fatalf("systemd-analyze verify: %v\n%s\n%s", err, out, text)
+			}
+		})
 	}
 }
