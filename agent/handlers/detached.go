@@ -159,6 +159,15 @@ func (h *externalHandler) detachedResult(x *Exec, dir string) (Result, bool) {
 	if err != nil {
 		return Result{}, false
 	}
+	// The agent reading the output may not be the one that launched the
+	// command: it learns the secrets' values to redact again.
+	read := h.env.Secrets
+	if read == nil {
+		read = noSecrets
+	}
+	if _, red, err := secret.Resolve(x.Action.Args, read); err == nil {
+		x.addRedactor(red)
+	}
 	if f, err := os.Open(filepath.Join(dir, detachedOutput)); err == nil {
 		if fi, err := f.Stat(); err == nil && fi.Size() > action.MaxOutput {
 			_, _ = f.Seek(fi.Size()-action.MaxOutput, io.SeekStart)

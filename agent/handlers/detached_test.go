@@ -116,3 +116,33 @@ func TestCleanDetachedKeepsUnfinishedActions(t *testing.T) {
 		t.Fatal("removed the wrong directories")
 	}
 }
+
+// The agent that reads a detached command's output (maybe not the one that
+// launched it) redacts the secrets its args referenced.
+func TestDetachedOutputIsRedactedByTheNextAgent(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	id := action.NewID()
+	d := filepath.Join(dir, DetachedDir, id)
+	if err := os.MkdirAll(d, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	for name, body := range map[string]string{detachedLaunched: "", detachedOutput: "token is hunter2\n", detachedStatus: "0\n"} {
+		if err := os.WriteFile(filepath.Join(d, name), []byte(body), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	r, err := NewRegistry([]External{{Kind: "example.com/up", Run: []string{"/bin/true"}, Privileges: ProfileRoot, RestartsAgent: true}},
+		Env{StateDir: dir, Secrets: func(name string) (string, error) { return "hunter2", nil }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	h, _ := r.Get("example.com/up")
+	a := &action.Action{ID: id, Kind: "example.com/up", Args: json.RawMessage(`{"token":"{{ secret \"tok\" }}"}`)}
+	a.Progress, _ = json.Marshal(extProgress{Phase: phaseRunning})
+	x := NewExec(a, true)
+	res := drive(t, context.Background(), h, x)
+	if res.Status != Done || strings.Contains(x.Output(), "hunter2") || !strings.Contains(x.Output(), "[redacted:tok]") {
+		t.Fatalf("%+v, output:\n%s", res, x.Output())
+	}
+}
