@@ -67,7 +67,7 @@ type SchemaText string
 // AllowedEnv lists the variables of the agent's own environment that its
 // commands inherit; nothing else does (no token, no cloud credential). The
 // agent adds MUSTER_ACTION_ID, MUSTER_ACTION_KIND, MUSTER_NODE_ID,
-// MUSTER_CLUSTER_ID, and the kind's env.
+// MUSTER_CLUSTER_ID, MUSTER_AGENT_VERSION, and the kind's env.
 var AllowedEnv = []string{"PATH", "LANG", "TZ"}
 
 // Validate returns one error per bad field; i is its index in the list.
