@@ -1,6 +1,6 @@
 // Package glob is the one glob rule of the core's configuration: every
 // pattern over kinds (approval rules, the disruption budget's kinds) and over
-// cluster ids is matched here, by doublestar's syntax (docs/architecture.md,
+// cluster ids and node ids (a run's limit) is matched here, by doublestar's syntax (docs/architecture.md,
 // "Labels, targets and the disruption budget").
 package glob
 
