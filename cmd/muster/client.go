@@ -381,11 +381,7 @@ func newTable(w io.Writer, header ...string) *table {
 
 func (t *table) row(cols ...string) {
 	for i, c := range cols {
-		if c == "" {
-			cols[i] = "-"
-		} else {
-			cols[i] = textsafe.Escape(c)
-		}
+		cols[i] = cellText(c)
 	}
 	fmt.Fprintln(t.tw, strings.Join(cols, "\t"))
 }
