@@ -121,7 +121,7 @@ func (f *clientFlags) watchList(ctx context.Context, w io.Writer, interval time.
 				b.WriteString(c)
 				break
 			}
-			fmt.Fprintf(&b, "%-*s", widths[min(i, len(widths)-1)]+2, c)
+			fmt.Fprintf(&b, "%-*s", max(widths[min(i, len(widths)-1)], len(c))+2, c)
 		}
 		_, err := fmt.Fprintln(w, strings.TrimRight(b.String(), " "))
 		return err
