@@ -147,16 +147,22 @@ func actionListing(page *wire.ActionList) *listing {
 		wide: []string{"ID", "CLUSTER", "NODE", "KIND", "ARGS", "STATE", "REASON", "REQUESTER", "APPROVED BY",
 			"RUN", "STEP", "ATTEMPT", "CREATED", "UPDATED"}}
 	for _, a := range page.Actions {
-		attempt := ""
-		if a.Attempt > 0 {
-			attempt = strconv.Itoa(a.Attempt)
-		}
+		attempt := attemptText(&a)
 		l.rows = append(l.rows, listRow{key: a.ID, record: a,
 			cells: []string{shortID(a.ID), a.ClusterID, a.NodeID, a.Kind, string(a.State), a.Requester, runPlace(&a), ts(a.CreatedTS)},
 			wide: []string{a.ID, a.ClusterID, a.NodeID, a.Kind, string(a.Args), string(a.State), a.StateReason, a.Requester, a.ApprovedBy,
 				runPlace(&a), a.Step, attempt, ts(a.CreatedTS), ts(a.UpdatedTS)}})
 	}
 	return l
+}
+
+// attemptText shows a run's child's attempt ("" for an action of its own,
+// or a child stored before attempts were counted).
+func attemptText(a *action.Action) string {
+	if a.RunID == "" || a.Attempt == 0 {
+		return ""
+	}
+	return strconv.Itoa(a.Attempt)
 }
 
 // wave shows a child's wave ("" for none).
@@ -185,7 +191,8 @@ func printAction(w io.Writer, a *action.Action) error {
 	for _, kv := range [][2]string{
 		{"Cluster", a.ClusterID}, {"Node", a.NodeID}, {"Kind", a.Kind}, {"Args", string(a.Args)},
 		{"State", state}, {"Origin", a.Origin}, {"Requester", a.Requester}, {"Approved by", a.ApprovedBy},
-		{"Retry of", a.RetryOf}, {"Run", a.RunID}, {"Stage", a.Stage}, {"Wave", wave(a.Wave)},
+		{"Retry of", a.RetryOf}, {"Run", a.RunID}, {"Stage", a.Stage}, {"Step", a.Step}, {"Attempt", attemptText(a)},
+		{"Wave", wave(a.Wave)},
 		{"Timeout", timeoutText(a.TimeoutS)}, {"Created", ts(a.CreatedTS)},
 		{"Not before", tsPtr(a.NotBefore)}, {"Urgent", a.Urgent},
 		{"Scheduled", tsPtr(a.ScheduledTS)}, {"Started", tsPtr(a.StartedTS)}, {"Finished", tsPtr(a.FinishedTS)},
