@@ -48,7 +48,9 @@ func TestCLIActionLogsFollowsARunningAction(t *testing.T) {
 	c := client.NewCore(e.url, e.secrets["op"], nil)
 	var buf lockedBuffer
 	done := make(chan error, 1)
-	go func() { done <- actionLogs(context.Background(), c, a.ID, &buf, &lockedBuffer{}, true, 10*time.Millisecond) }()
+	go func() {
+		done <- actionLogs(context.Background(), c, a.ID, &buf, &lockedBuffer{}, true, 10*time.Millisecond)
+	}()
 	testwait.For(t, "the first line", func() bool { return buf.String() == "step 1\n" })
 	e.setOutput(a.ID, "step 1\nstep 2 \x1b[2J\n")
 	testwait.For(t, "the second line, escaped", func() bool { return buf.String() == "step 1\nstep 2 \\x1b[2J\n" })
