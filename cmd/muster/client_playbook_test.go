@@ -11,7 +11,6 @@ import (
 	"time"
 
 	"github.com/musterhq/muster/core/approval"
-	"github.com/musterhq/muster/core/store"
 	"github.com/musterhq/muster/shared/client"
 	"github.com/musterhq/muster/shared/wire"
 )
@@ -129,18 +128,8 @@ func TestPrintPlanEndsWithTheWholeStartLine(t *testing.T) {
 func TestPlaybookPlanLimitAndNotBeforeDigestIsTheApprovedRuns(t *testing.T) {
 	t.Parallel()
 	e := setupCLI(t, approval.DefaultPolicy())
-	ctx := context.Background()
-	if err := e.st.Update(ctx, func(tx store.Tx) error {
-		for _, id := range []string{"db-2", "web-1"} {
-			if err := tx.PutNode(ctx, &store.Node{ClusterID: "prod", ID: id, Addr: "127.0.0.1:9", Source: store.SourceStatic,
-				Status: store.NodeUp, Kinds: []string{"muster.io/debug.ping"}, UpdatedTS: time.Now()}); err != nil {
-				return err
-			}
-		}
-		return nil
-	}); err != nil {
-		t.Fatal(err)
-	}
+	e.addNode("db-2")
+	e.addNode("web-1")
 	doc := filepath.Join(t.TempDir(), "pb.yaml")
 	if err := os.WriteFile(doc, []byte(cliPlaybook), 0o600); err != nil {
 		t.Fatal(err)
@@ -197,7 +186,7 @@ func TestPlaybookPlanLimitAndNotBeforeDigestIsTheApprovedRuns(t *testing.T) {
 		t.Fatalf("refused starts created runs: %+v", runs.Runs)
 	}
 	appr := client.NewCore(e.url, e.secrets["appr"], nil)
-	if got, err := appr.ApproveRun(ctx, r.ID, dbs); err != nil || got.State == "PENDING_APPROVE" {
+	if got, err := appr.ApproveRun(context.Background(), r.ID, dbs); err != nil || got.State == "PENDING_APPROVE" {
 		t.Fatalf("approve under the plan's digest: %v %+v", err, got)
 	}
 }
