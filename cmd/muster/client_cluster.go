@@ -38,16 +38,13 @@ func newClusterCmd() *cobra.Command {
 			if err != nil {
 				return apiError(c, err)
 			}
-			if f.json() {
-				return f.write(cmd.OutOrStdout(), wire.ClusterList{Clusters: cs})
-			}
-			t := newTable(cmd.OutOrStdout(), "CLUSTER", "STATUS", "NODES", "UP", "DRAINED", "DOWN", "UNKNOWN", "REASON")
+			l := newListing(wire.ClusterList{Clusters: cs}, "CLUSTER", "STATUS", "NODES", "UP", "DRAINED", "DOWN", "UNKNOWN", "REASON")
 			for _, cl := range cs {
 				n := cl.NodeCounts
-				t.row(cl.ID, cl.Status, strconv.Itoa(n.Total), strconv.Itoa(n.Up), strconv.Itoa(n.Drained), strconv.Itoa(n.Down),
+				l.add(cl.ID, cl, cl.ID, cl.Status, strconv.Itoa(n.Total), strconv.Itoa(n.Up), strconv.Itoa(n.Drained), strconv.Itoa(n.Down),
 					strconv.Itoa(n.Unknown), cl.StatusReason)
 			}
-			return t.flush()
+			return f.printList(cmd.OutOrStdout(), l)
 		},
 	}, &cobra.Command{
 		Use:   "show CLUSTER",

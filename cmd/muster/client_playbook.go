@@ -83,14 +83,11 @@ func newPlaybookListCmd(f *clientFlags) *cobra.Command {
 			if err != nil {
 				return apiError(c, err)
 			}
-			if f.json() {
-				return f.write(cmd.OutOrStdout(), list)
-			}
-			t := newTable(cmd.OutOrStdout(), "NAME", "VERSION", "APPLIED BY", "APPLIED", "DESCRIPTION")
+			l := newListing(list, "NAME", "VERSION", "APPLIED BY", "APPLIED", "DESCRIPTION")
 			for _, p := range list {
-				t.row(textsafe.Escape(p.Name), fmt.Sprint(p.Version), textsafe.Escape(p.CreatedBy), ts(p.CreatedTS), textsafe.Escape(p.Description))
+				l.add(p.Name, p, textsafe.Escape(p.Name), fmt.Sprint(p.Version), textsafe.Escape(p.CreatedBy), ts(p.CreatedTS), textsafe.Escape(p.Description))
 			}
-			return t.flush()
+			return f.printList(cmd.OutOrStdout(), l)
 		},
 	}
 }

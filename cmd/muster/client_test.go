@@ -115,6 +115,13 @@ func (e *cliEnv) runCtx(ctx context.Context, out *lockedBuffer, who string, args
 	return 0, ""
 }
 
+// refusalLines reports whether msg is how the CLI says a 403: one line,
+// then at most one hint line saying what to run next.
+func refusalLines(msg string) bool {
+	first, hint, _ := strings.Cut(msg, "\n")
+	return first != "" && (hint == "" || strings.HasPrefix(hint, "hint: ") && !strings.Contains(hint, "\n"))
+}
+
 // advance moves an action as an orchestration pass would: the record, a
 // history line and an event in one transaction.
 func (e *cliEnv) advance(id string, to action.State, reason string) {

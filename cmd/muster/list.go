@@ -36,6 +36,17 @@ type listRow struct {
 	record any
 }
 
+// newListing is a listing of records whose table has these columns, and
+// -o wide no more.
+func newListing(records any, header ...string) *listing {
+	return &listing{records: records, header: header}
+}
+
+// add adds a row: its key, its record and its cells.
+func (l *listing) add(key string, record any, cells ...string) {
+	l.rows = append(l.rows, listRow{key: key, record: record, cells: cells})
+}
+
 func (l *listing) columns(wide bool) []string {
 	if wide && l.wide != nil {
 		return l.wide
