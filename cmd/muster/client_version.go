@@ -66,14 +66,16 @@ func printVersions(ctx context.Context, w io.Writer, f *clientFlags, clientOnly 
 	if f.json() {
 		return f.write(w, v)
 	}
-	fmt.Fprintf(w, "Client: muster %s\n", textsafe.Escape(v.Client))
+	// The client's line is what it always was ("muster VERSION", as
+	// muster-agent version prints its own); the core's follows it.
+	fmt.Fprintf(w, "muster %s\n", textsafe.Escape(v.Client))
 	switch {
 	case clientOnly:
 	case v.CoreError != "":
-		_, err := fmt.Fprintf(w, "Core:   unknown: %s\n", textsafe.Escape(v.CoreError))
+		_, err := fmt.Fprintf(w, "core   unknown: %s\n", textsafe.Escape(v.CoreError))
 		return err
 	default:
-		_, err := fmt.Fprintf(w, "Core:   muster %s (%s)\n", textsafe.Escape(v.Core), textsafe.Escape(v.CoreAddr))
+		_, err := fmt.Fprintf(w, "core   %s (%s)\n", textsafe.Escape(v.Core), textsafe.Escape(v.CoreAddr))
 		return err
 	}
 	return nil

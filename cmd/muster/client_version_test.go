@@ -18,11 +18,11 @@ func TestVersionPrintsTheClientsAndTheCoresVersion(t *testing.T) {
 	// Not parallel: muster --version reads the core from the environment.
 	e := setupCLI(t, approval.DefaultPolicy())
 	out, msg, code := e.run("viewer-less", "version")
-	if code != 0 || !strings.Contains(out, "Client: muster "+version.Version+"\n") || !strings.Contains(out, "Core:   unknown:") {
+	if code != 0 || !strings.Contains(out, "muster "+version.Version+"\n") || !strings.Contains(out, "core   unknown:") {
 		t.Fatalf("version without a token: %d %s\n%s", code, msg, out)
 	}
 	out, msg, code = e.run("op", "version")
-	if code != 0 || out != "Client: muster "+version.Version+"\nCore:   muster "+version.Version+" ("+e.url+")\n" {
+	if code != 0 || out != "muster "+version.Version+"\ncore   "+version.Version+" ("+e.url+")\n" {
 		t.Fatalf("version: %d %s\n%q", code, msg, out)
 	}
 	out, _, _ = e.run("op", "version", "-o", "json")
@@ -30,7 +30,7 @@ func TestVersionPrintsTheClientsAndTheCoresVersion(t *testing.T) {
 		t.Fatalf("version -o json: %+v", v)
 	}
 	out, _, _ = e.run("op", "version", "--client")
-	if out != "Client: muster "+version.Version+"\n" {
+	if out != "muster "+version.Version+"\n" {
 		t.Fatalf("version --client: %q", out)
 	}
 
@@ -54,7 +54,7 @@ func TestVersionPrintsTheClientsAndTheCoresVersion(t *testing.T) {
 		if err := root.ExecuteContext(context.Background()); err != nil {
 			t.Fatal(err)
 		}
-		if want := "Client: muster " + version.Version + "\nCore:   muster v9.9.9 (" + other.URL + ")\n"; b.String() != want {
+		if want := "muster " + version.Version + "\ncore   v9.9.9 (" + other.URL + ")\n"; b.String() != want {
 			t.Fatalf("muster %s: %q, want %q", args[0], b.String(), want)
 		}
 	}
@@ -63,7 +63,7 @@ func TestVersionPrintsTheClientsAndTheCoresVersion(t *testing.T) {
 	var b lockedBuffer
 	root.SetOut(&b)
 	root.SetArgs([]string{"--version"})
-	if err := root.ExecuteContext(context.Background()); err != nil || !strings.Contains(b.String(), "Core:   unknown: core at "+other.URL) {
+	if err := root.ExecuteContext(context.Background()); err != nil || !strings.Contains(b.String(), "core   unknown: core at "+other.URL) {
 		t.Fatalf("muster --version, the core down: %v\n%s", err, b.String())
 	}
 }
