@@ -396,14 +396,20 @@ func cycle(stages []wire.StageSpec) []string {
 
 // Resolve turns a checked request's targets into sorted node lists against
 // the cluster's nodes, and checks that every node knows its stage's kind.
-// It is ResolveLocked with no kind declaring a lock.
+// It is ResolveWith with no limit and no kind declaring a lock.
 func Resolve(req *wire.CreateRunRequest, nodes []store.Node) ([]store.RunStage, error) {
-	return ResolveLocked(req, nodes, nil)
+	return ResolveWith(req, nodes, nil, nil)
 }
 
-// ResolveLocked is Resolve giving each stage the locks its kinds declare
-// (locks; nil: none), as if the stage said them (lockKinds).
-func ResolveLocked(req *wire.CreateRunRequest, nodes []store.Node, locks KindLocks) ([]store.RunStage, error) {
+// ResolveWith is Resolve keeping, of each stage's nodes, those the limit
+// picks (target.Limit: node ids or globs; none: every node), and giving
+// each stage the locks its kinds declare (locks; nil: none), as if the
+// stage said them (lockKinds). Each pattern of the limit must pick a node
+// of the cluster, and each stage keep one node at least.
+func ResolveWith(req *wire.CreateRunRequest, nodes []store.Node, limit []string, locks KindLocks) ([]store.RunStage, error) {
+	if err := target.CheckLimit(limit, nodes); err != nil {
+		return nil, fmt.Errorf("%w: %v", ErrUnresolvable, err)
+	}
 	byID := map[string]*store.Node{}
 	for i := range nodes {
 		byID[nodes[i].ID] = &nodes[i]
@@ -414,6 +420,11 @@ func ResolveLocked(req *wire.CreateRunRequest, nodes []store.Node, locks KindLoc
 		ids, err := target.Resolve(sp.Target, nodes)
 		if err != nil {
 			return nil, fmt.Errorf("%w: stage %s: target: %v", ErrUnresolvable, sp.Name, err)
+		}
+		all := ids
+		if ids = target.Limit(all, limit); len(ids) == 0 {
+			return nil, fmt.Errorf("%w: stage %s: the limit %s keeps none of its node(s) %s", ErrUnresolvable, sp.Name,
+				strings.Join(limit, ","), strings.Join(all, ", "))
 		}
 		rs := store.RunStage{Name: sp.Name, Kind: sp.Kind, Args: sp.Args, TimeoutS: sp.TimeoutS}
 		for _, step := range sp.Steps {

@@ -8,11 +8,13 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"time"
 
 	"github.com/musterhq/muster/core/actions"
 	"github.com/musterhq/muster/core/budget"
 	"github.com/musterhq/muster/core/runs"
 	"github.com/musterhq/muster/core/store"
+	"github.com/musterhq/muster/shared/action"
 	"github.com/musterhq/muster/shared/wire"
 )
 
@@ -61,10 +63,18 @@ type Planned struct {
 	Nodes string
 	// Lock is the lock the run takes from its start to its end (nil: none).
 	Lock *store.Lock
+	// NotBefore is when the run would start (nil: at once), Limit the node
+	// subset it was planned on (nil: every node the targets pick).
+	NotBefore *time.Time
+	Limit     []string
 }
 
-// Digest is what approving the planned run approves (runs.DigestRunLocked).
-func (p *Planned) Digest() string { return runs.DigestRunLocked(p.Cluster, p.Stages, 0, nil, p.Lock) }
+// Digest is what approving the planned run approves (runs.DigestRunLocked):
+// its not-before, and the nodes its limit kept, are in it, as they are in
+// the digest of the run a start stores.
+func (p *Planned) Digest() string {
+	return runs.DigestRunLocked(p.Cluster, p.Stages, 0, p.NotBefore, p.Lock)
+}
 
 // Load reads the playbook a plan or a start names: the document in req when
 // it has one (version 0), else the stored version asked for (the newest
@@ -112,7 +122,7 @@ func (p *Playbook) Plan(ctx context.Context, r store.Reader, version int, req *w
 	if err != nil {
 		return nil, err
 	}
-	return p.planOn(version, run, values, nodes, locks)
+	return p.planOn(version, req, run, values, nodes, locks)
 }
 
 // PlanIn is Plan with the nodes read in a short read of st, and the
@@ -131,7 +141,7 @@ func (p *Playbook) PlanIn(ctx context.Context, st store.Store, version int, req 
 	if err != nil {
 		return nil, err
 	}
-	return p.planOn(version, run, values, nodes, locks)
+	return p.planOn(version, req, run, values, nodes, locks)
 }
 
 // PlanOn is Plan on nodes, the cluster's nodes read by the caller (who
@@ -142,7 +152,7 @@ func (p *Playbook) PlanOn(version int, req *wire.PlanRequest, nodes []store.Node
 	if err != nil {
 		return nil, err
 	}
-	return p.planOn(version, run, values, nodes, locks)
+	return p.planOn(version, req, run, values, nodes, locks)
 }
 
 // request renders the playbook with req's parameters into a checked run
@@ -163,9 +173,9 @@ func (p *Playbook) request(req *wire.PlanRequest) (*wire.CreateRunRequest, map[s
 	return run, values, nil
 }
 
-func (p *Playbook) planOn(version int, run *wire.CreateRunRequest, values map[string]any, nodes []store.Node,
-	locks runs.KindLocks) (*Planned, error) {
-	stages, err := runs.ResolveLocked(run, nodes, locks)
+func (p *Playbook) planOn(version int, req *wire.PlanRequest, run *wire.CreateRunRequest, values map[string]any,
+	nodes []store.Node, locks runs.KindLocks) (*Planned, error) {
+	stages, err := runs.ResolveWith(run, nodes, req.Limit, locks)
 	if err != nil {
 		return nil, err
 	}
@@ -177,8 +187,12 @@ func (p *Playbook) planOn(version int, run *wire.CreateRunRequest, values map[st
 	if run.Lock != nil {
 		lock = &store.Lock{Name: run.Lock.Name, Scope: run.Lock.Scope}
 	}
-	return &Planned{Name: p.Name, Version: version, Cluster: run.ClusterID, Values: values, Stages: stages,
-		Nodes: d, Lock: lock}, nil
+	out := &Planned{Name: p.Name, Version: version, Cluster: run.ClusterID, Values: values, Stages: stages,
+		Nodes: d, Lock: lock, Limit: slices.Clone(req.Limit)}
+	if req.NotBefore != nil {
+		out.NotBefore = action.TimePtr(*req.NotBefore)
+	}
+	return out, nil
 }
 
 // Wire shows a plan: every child by stage and wave, in the order the run
@@ -187,7 +201,7 @@ func (p *Playbook) planOn(version int, run *wire.CreateRunRequest, values map[st
 // nodes and where the canary pause falls.
 func (p *Planned) Wire() wire.Plan {
 	out := wire.Plan{Playbook: p.Name, Version: p.Version, ClusterID: p.Cluster, Params: p.Values,
-		Digest: p.Digest(), Stages: []wire.Stage{}, Children: []wire.PlanChild{}}
+		Digest: p.Digest(), NotBefore: p.NotBefore, Limit: p.Limit, Stages: []wire.Stage{}, Children: []wire.PlanChild{}}
 	if p.Lock != nil {
 		out.Lock = &wire.Lock{Name: p.Lock.Name, Scope: p.Lock.Scope}
 	}
@@ -297,7 +311,7 @@ func startPlanned(ctx context.Context, tx store.Tx, e *runs.Engine, plan *Planne
 				ErrMoved, plan.Version, plan.Name, d, req.Digest)
 		}
 	}
-	return e.InsertAt(ctx, tx, plan.Cluster, plan.Stages, plan.Name, plan.Version, req.NotBefore, plan.Lock, who)
+	return e.InsertAt(ctx, tx, plan.Cluster, plan.Stages, plan.Name, plan.Version, plan.NotBefore, plan.Lock, who)
 }
 
 // MarkHeld fills, in a plan, the children the disruption budget would hold
