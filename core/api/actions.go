@@ -212,9 +212,14 @@ func (s *Server) decideAction(op func(ctx context.Context, c ops.Caller, ref, re
 }
 
 // cancelAction answers 200 when the action is CANCELLED at once, and 202
-// when the cancel is a request the node's next sync settles.
+// when the cancel is a request the node's next sync settles. An optional
+// {"reason": ...} body is recorded.
 func (s *Server) cancelAction(c *echo.Context) error {
-	rec, pending, err := s.ops.CancelAction(c.Request().Context(), who(c), c.Param("id"))
+	why, err := reason(c)
+	if err != nil {
+		return err
+	}
+	rec, pending, err := s.ops.CancelAction(c.Request().Context(), who(c), c.Param("id"), why)
 	if err != nil {
 		return err
 	}
@@ -224,9 +229,14 @@ func (s *Server) cancelAction(c *echo.Context) error {
 	return c.JSON(http.StatusOK, rec.Action)
 }
 
-// retryAction creates a new action with the content of a finished one.
+// retryAction creates a new action with the content of a finished one
+// (an optional {"reason": ...} body, recorded).
 func (s *Server) retryAction(c *echo.Context) error {
-	rec, err := s.ops.RetryAction(c.Request().Context(), who(c), c.Param("id"))
+	why, err := reason(c)
+	if err != nil {
+		return err
+	}
+	rec, err := s.ops.RetryAction(c.Request().Context(), who(c), c.Param("id"), why)
 	if err != nil {
 		return err
 	}
