@@ -32,6 +32,8 @@ type schedulesData struct {
 	States    []string
 	Clusters  []store.Cluster
 	Schedules []wire.Schedule
+	// CanCreate: the visitor may create a schedule (the New schedule link).
+	CanCreate bool
 	// NextURL is the next page ("": this is the last).
 	NextURL   string
 	FilterErr string
@@ -76,6 +78,9 @@ func (s *Server) schedules(w http.ResponseWriter, r *http.Request, v *visitor) {
 			return err
 		}
 		d.Clusters = visibleClusters(vis, d.Clusters)
+		if d.CanCreate, err = canCreateSomewhere(ctx, rd, v); err != nil {
+			return err
+		}
 		q := f.query(schedulesPerPage)
 		q.ClusterIn = vis.In()
 		list, next, err := store.SchedulePage(ctx, rd, q)
@@ -234,6 +239,8 @@ func (s *Server) schedulePage(w http.ResponseWriter, r *http.Request, v *visitor
 	if done := r.URL.Query().Get("done"); done == "approved" || done == "rejected" || done == "paused" || done == "resumed" ||
 		done == approvalRecorded {
 		vw.Flash = fmt.Sprintf("Schedule %s %s.", sc.Name, done)
+	} else if msg := scheduleDone(sc.Name, done); msg != "" {
+		vw.Flash = msg
 	}
 	s.render(w, r, http.StatusOK, "schedule", vw)
 }
