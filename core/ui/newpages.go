@@ -186,7 +186,7 @@ func (s *Server) changeAction(c actionChange) handlerFunc {
 // and Retry: the states the operations take them in (a cancel asked for
 // already waits for the agent).
 func cancellable(a *action.Action, requested bool) bool { return !a.State.Final() && !requested }
-func retryable(a *action.Action) bool   { return a.State.Final() }
+func retryable(a *action.Action) bool                   { return a.State.Final() }
 
 type newScheduleData struct {
 	Clusters    []store.Cluster
