@@ -2,6 +2,7 @@ package api
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"net/http"
 	"strings"
@@ -184,6 +185,22 @@ func reason(c *echo.Context) (string, error) {
 	return req.Reason, err
 }
 
+// looseReason is the reason of the body of a call whose body was ignored
+// before it took a reason (an action's cancel and retry): {"reason": "..."}
+// is read, anything else in it, or a body that is no JSON object, is still
+// ignored.
+func looseReason(c *echo.Context) (string, error) {
+	body, err := readBody(c)
+	if err != nil || len(strings.TrimSpace(string(body))) == 0 {
+		return "", err
+	}
+	var req wire.ReasonRequest
+	if json.Unmarshal(body, &req) != nil {
+		return "", nil
+	}
+	return req.Reason, nil
+}
+
 // decideAction answers one decision on the action the path names: the
 // reason of the body, the operation, the action after it.
 func (s *Server) decideAction(op func(ctx context.Context, c ops.Caller, ref, reason string) (*store.Record, error)) echo.HandlerFunc {
@@ -215,7 +232,7 @@ func (s *Server) decideAction(op func(ctx context.Context, c ops.Caller, ref, re
 // when the cancel is a request the node's next sync settles. An optional
 // {"reason": ...} body is recorded.
 func (s *Server) cancelAction(c *echo.Context) error {
-	why, err := reason(c)
+	why, err := looseReason(c)
 	if err != nil {
 		return err
 	}
@@ -232,7 +249,7 @@ func (s *Server) cancelAction(c *echo.Context) error {
 // retryAction creates a new action with the content of a finished one
 // (an optional {"reason": ...} body, recorded).
 func (s *Server) retryAction(c *echo.Context) error {
-	why, err := reason(c)
+	why, err := looseReason(c)
 	if err != nil {
 		return err
 	}
