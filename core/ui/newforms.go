@@ -3,7 +3,6 @@ package ui
 import (
 	"encoding/json"
 	"net/url"
-	"sort"
 	"strconv"
 	"strings"
 	"time"
@@ -237,20 +236,6 @@ func parseParamLines(s string) (map[string]string, error) {
 		return nil, nil
 	}
 	return out, nil
-}
-
-// paramLines writes params as name=value lines, sorted.
-func paramLines(params map[string]string) string {
-	keys := make([]string, 0, len(params))
-	for k := range params {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
-	var b strings.Builder
-	for _, k := range keys {
-		b.WriteString(k + "=" + params[k] + "\n")
-	}
-	return b.String()
 }
 
 // cronPreview is the next n occurrences of cron in time zone tz after
