@@ -66,6 +66,7 @@ func TestWebUINewActionScheduleAndCancel(t *testing.T) {
 	})
 	base := "http://" + f.core.Addr()
 	br := newChrome(t)
+	shots := screenshotDir(t)
 	for _, size := range []struct {
 		name string
 		w, h int64
@@ -85,6 +86,7 @@ func TestWebUINewActionScheduleAndCancel(t *testing.T) {
 			t.Fatalf("the args error says %q, want the field named", msg)
 		}
 		noOverflow(t, alice, "New action with an error at "+size.name)
+		screenshot(t, alice, shots, "new-action-"+size.name)
 		list, err := f.admin.Actions(ctxT(t), client.ActionFilter{})
 		if err != nil {
 			t.Fatal(err)
@@ -128,6 +130,7 @@ func TestWebUINewActionScheduleAndCancel(t *testing.T) {
 			t.Fatal("the preview stored the schedule")
 		}
 		noOverflow(t, alice, "New schedule with its preview at "+size.name)
+		screenshot(t, alice, shots, "new-schedule-"+size.name)
 		do(t, alice, chromedp.Click(chromedp.CSS("#ns-create")))
 		waitLoaded(t, alice, "the new schedule's page", `location.search.includes('done=created')`)
 		sc, err := f.admin.Schedule(ctxT(t), name)

@@ -245,3 +245,22 @@ func (e *env) scheduleNames() []string {
 	})
 	return out
 }
+
+// TestNewActionErrorsAreShownWhenOnlyTheClusterIs: a form whose cluster
+// the visitor may not create on shows only the cluster's choice, with
+// every error above it, and makes nothing.
+func TestNewActionErrorsAreShownWhenOnlyTheClusterIs(t *testing.T) {
+	t.Parallel()
+	e := setup(t)
+	b := e.browser().signIn("op")
+	b.get("/ui/actions/new")
+	before := e.actionCount()
+	status, _, body := b.post("/ui/actions/new", url.Values{"csrf": {b.csrf}, "cluster": {"elsewhere"}, "node": {"db-1"},
+		"kind": {"muster.io/debug.sleep"}})
+	if status != http.StatusNotFound || !strings.Contains(body, `id="new-action-error"`) || !strings.Contains(body, "no such node") {
+		t.Fatalf("a cluster that does not exist: %d, want 404 with the error shown\n%s", status, body)
+	}
+	if e.actionCount() != before {
+		t.Fatal("the refused form made an action")
+	}
+}

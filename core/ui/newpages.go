@@ -79,6 +79,19 @@ func (s *Server) showNewAction(w http.ResponseWriter, r *http.Request, v *visito
 		return
 	}
 	d.Kinds = advertisedKinds(d.Nodes)
+	if d.Nodes == nil {
+		// Only the cluster's choice is shown: the errors of the other
+		// fields go above it, so that none is lost.
+		d.Errs = fieldErrs{}
+		for _, k := range []string{"", "cluster", "node", "kind", "args", "not_before", "timeout"} {
+			if msg, ok := errs[k]; ok {
+				if d.Errs[""] != "" {
+					msg = d.Errs[""] + "; " + msg
+				}
+				d.Errs[""] = msg
+			}
+		}
+	}
 	vw := newView(v, "New action", "actions")
 	vw.Data = d
 	s.render(w, r, status, "newaction", vw)
