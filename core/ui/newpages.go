@@ -137,8 +137,8 @@ func (s *Server) createAction(w http.ResponseWriter, r *http.Request, v *visitor
 		if p.Status >= http.StatusInternalServerError {
 			s.log.Error("create action", "err", err)
 		}
-		field := actionField(p.Message)
-		msg := p.Message
+		msg := strings.TrimPrefix(p.Message, ops.ErrUnprocessable.Error()+": ")
+		field := actionField(msg)
 		if errors.Is(err, store.ErrNotFound) {
 			// No such cluster or node, or one the visitor may not read.
 			field, msg = "node", "there is no such node in this cluster"
