@@ -400,13 +400,13 @@ func newActionVerbCmd(f *clientFlags, verb, short string) *cobra.Command {
 				msg = "Marked action %s urgent (%s): it passes a closed maintenance window, never a freeze."
 			case "cancel":
 				var requested bool
-				a, requested, err = c.Cancel(ctx, args[0])
+				a, requested, err = c.CancelBecause(ctx, args[0], reason)
 				msg = "Cancelled action %s (%s)."
 				if requested {
 					msg = "Cancel of action %s requested; the next pass settles it with the agent (%s)."
 				}
 			case "retry":
-				a, err = c.Retry(ctx, args[0])
+				a, err = c.RetryBecause(ctx, args[0], reason)
 				msg = "Created action %s (%s) to retry " + textsafe.Escape(args[0]) + "."
 			}
 			if err != nil {
@@ -419,9 +419,7 @@ func newActionVerbCmd(f *clientFlags, verb, short string) *cobra.Command {
 			return nil
 		},
 	}
-	if verb == "approve" || verb == "reject" || verb == "urgent" {
-		cmd.Flags().StringVar(&reason, "reason", "", "why, kept in the action's history and the event log")
-	}
+	cmd.Flags().StringVar(&reason, "reason", "", "why, kept in the action's history and the event log")
 	return cmd
 }
 

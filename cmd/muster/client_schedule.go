@@ -311,14 +311,13 @@ func newScheduleVerbCmd(f *clientFlags, verb, short string) *cobra.Command {
 			return nil
 		},
 	}
-	if verb == "reject" {
-		cmd.Flags().StringVar(&reason, "reason", "", "why, kept in the schedule's state and its event")
-	}
+	cmd.Flags().StringVar(&reason, "reason", "", "why, kept in the schedule's state and its event")
 	return cmd
 }
 
 func newScheduleDeleteCmd(f *clientFlags) *cobra.Command {
-	return &cobra.Command{
+	var reason string
+	cmd := &cobra.Command{
 		Use:   "delete NAME",
 		Short: "Delete a schedule; the runs it made stay and go on",
 		Args:  exactArgs("NAME"),
@@ -327,7 +326,7 @@ func newScheduleDeleteCmd(f *clientFlags) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			if err := c.DeleteSchedule(cmd.Context(), args[0]); err != nil {
+			if err := c.DeleteSchedule(cmd.Context(), args[0], reason); err != nil {
 				return apiError(c, err)
 			}
 			if f.output == "name" {
@@ -340,4 +339,6 @@ func newScheduleDeleteCmd(f *clientFlags) *cobra.Command {
 			return nil
 		},
 	}
+	cmd.Flags().StringVar(&reason, "reason", "", "why, kept in the event")
+	return cmd
 }

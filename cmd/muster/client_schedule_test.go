@@ -75,13 +75,16 @@ func TestCLIScheduleLifecycle(t *testing.T) {
 	if sc := decode[wire.Schedule](t, js); sc.ApprovedBy != "appr" || len(sc.Next) == 0 {
 		t.Fatalf("show -o json: %+v", sc)
 	}
-	if out, msg, code := e.run("op", "schedule", "pause", "nightly"); code != 0 || !strings.Contains(out, "Paused schedule nightly (PAUSED)") {
+	if out, msg, code := e.run("op", "schedule", "pause", "nightly", "--reason", "db migration"); code != 0 || !strings.Contains(out, "Paused schedule nightly (PAUSED)") {
 		t.Fatalf("pause: %d %s %s", code, msg, out)
+	}
+	if out, _, _ := e.run("op", "schedule", "show", "nightly", "-o", "json"); !strings.HasSuffix(decode[wire.Schedule](t, out).StateReason, ": db migration") {
+		t.Fatalf("the paused schedule does not keep the reason: %s", out)
 	}
 	if out, msg, code := e.run("op", "schedule", "resume", "nightly"); code != 0 || !strings.Contains(out, "Resumed schedule nightly (ACTIVE)") {
 		t.Fatalf("resume: %d %s %s", code, msg, out)
 	}
-	if out, msg, code := e.run("op", "schedule", "delete", "nightly"); code != 0 || !strings.Contains(out, "Deleted schedule nightly") {
+	if out, msg, code := e.run("op", "schedule", "delete", "nightly", "--reason", "replaced"); code != 0 || !strings.Contains(out, "Deleted schedule nightly") {
 		t.Fatalf("delete: %d %s %s", code, msg, out)
 	}
 	if _, msg, code := e.run("op", "schedule", "show", "nightly"); code == 0 || !strings.Contains(msg, "not found") {

@@ -251,9 +251,12 @@ func TestCLIActionLifecycle(t *testing.T) {
 		t.Fatalf("show: %s", out)
 	}
 	// Scheduled but not pushed to an agent yet (no agent runs here): cancelled at once.
-	out, _, code = e.run("op", "action", "cancel", a.ID)
+	out, _, code = e.run("op", "action", "cancel", a.ID, "--reason", "wrong node")
 	if code != 0 || out != "Cancelled action "+a.ID+" (CANCELLED).\n" {
 		t.Fatalf("cancel: %d %q", code, out)
+	}
+	if out, _, _ = e.run("op", "action", "show", a.ID); !regexp.MustCompile(`(?m)PENDING_SCHEDULE\s+CANCELLED\s+op\s+wrong node$`).MatchString(out) {
+		t.Fatalf("the cancel's reason is not in the history:\n%s", out)
 	}
 	out, _, code = e.run("appr", "action", "reject", ping)
 	if code != 0 || !strings.HasPrefix(out, "Rejected action "+ping) {

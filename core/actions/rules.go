@@ -197,6 +197,10 @@ func insert(ctx context.Context, tx store.Tx, rec *store.Record, by Actor, reaso
 	if rec.RunID != "" {
 		data["run_id"], data["stage"], data["wave"] = rec.RunID, rec.Stage, rec.Wave
 	}
+	if by.Note != "" {
+		reason, msg = reason+": "+by.Note, msg+": "+by.Note
+		data["note"] = by.Note
+	}
 	c.History = append(c.History, action.Transition{TS: t, To: rec.State, Actor: by.Name, Reason: reason})
 	c.event(store.EventActionCreated, by, t, msg, data)
 	if rec.State == action.PendingApprove {
@@ -384,7 +388,11 @@ func (r *Rules) Cancel(ctx context.Context, tx store.Tx, id string, by Actor) (*
 	if cur.State.Final() {
 		return nil, 0, wrongState(cur, "cancel")
 	}
-	return r.cancel(ctx, tx, cur, by, "")
+	// The person's reason (by.Note) is the cancel's why: in the history
+	// line and the event, once.
+	why := by.Note
+	by.Note = ""
+	return r.cancel(ctx, tx, cur, by, why)
 }
 
 // cancel applies the cancel rule to cur, an unfinished action; why, when

@@ -2,6 +2,7 @@ package api
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"net/http"
 	"strings"
@@ -184,6 +185,22 @@ func reason(c *echo.Context) (string, error) {
 	return req.Reason, err
 }
 
+// looseReason is the reason of the body of a call whose body was ignored
+// before it took a reason (an action's cancel and retry): {"reason": "..."}
+// is read, anything else in it, or a body that is no JSON object, is still
+// ignored.
+func looseReason(c *echo.Context) (string, error) {
+	body, err := readBody(c)
+	if err != nil || len(strings.TrimSpace(string(body))) == 0 {
+		return "", err
+	}
+	var req wire.ReasonRequest
+	if json.Unmarshal(body, &req) != nil {
+		return "", nil
+	}
+	return req.Reason, nil
+}
+
 // decideAction answers one decision on the action the path names: the
 // reason of the body, the operation, the action after it.
 func (s *Server) decideAction(op func(ctx context.Context, c ops.Caller, ref, reason string) (*store.Record, error)) echo.HandlerFunc {
@@ -212,9 +229,14 @@ func (s *Server) decideAction(op func(ctx context.Context, c ops.Caller, ref, re
 }
 
 // cancelAction answers 200 when the action is CANCELLED at once, and 202
-// when the cancel is a request the node's next sync settles.
+// when the cancel is a request the node's next sync settles. An optional
+// {"reason": ...} body is recorded.
 func (s *Server) cancelAction(c *echo.Context) error {
-	rec, pending, err := s.ops.CancelAction(c.Request().Context(), who(c), c.Param("id"))
+	why, err := looseReason(c)
+	if err != nil {
+		return err
+	}
+	rec, pending, err := s.ops.CancelAction(c.Request().Context(), who(c), c.Param("id"), why)
 	if err != nil {
 		return err
 	}
@@ -224,9 +246,14 @@ func (s *Server) cancelAction(c *echo.Context) error {
 	return c.JSON(http.StatusOK, rec.Action)
 }
 
-// retryAction creates a new action with the content of a finished one.
+// retryAction creates a new action with the content of a finished one
+// (an optional {"reason": ...} body, recorded).
 func (s *Server) retryAction(c *echo.Context) error {
-	rec, err := s.ops.RetryAction(c.Request().Context(), who(c), c.Param("id"))
+	why, err := looseReason(c)
+	if err != nil {
+		return err
+	}
+	rec, err := s.ops.RetryAction(c.Request().Context(), who(c), c.Param("id"), why)
 	if err != nil {
 		return err
 	}

@@ -179,16 +179,17 @@ func (s *Server) rejectSchedule(c *echo.Context) error {
 }
 
 // operateSchedule answers a schedule change that takes no body (or {}).
-func (s *Server) operateSchedule(op func(ctx context.Context, c ops.Caller, name string) (wire.Schedule, error)) echo.HandlerFunc {
+func (s *Server) operateSchedule(op func(ctx context.Context, c ops.Caller, name, reason string) (wire.Schedule, error)) echo.HandlerFunc {
 	return func(c *echo.Context) error {
 		name, err := scheduleName(c)
 		if err != nil {
 			return err
 		}
-		if err := optionalBody(c, nil); err != nil {
+		why, err := reason(c)
+		if err != nil {
 			return err
 		}
-		out, err := op(c.Request().Context(), who(c), name)
+		out, err := op(c.Request().Context(), who(c), name, why)
 		return scheduleAnswer(c, out, err)
 	}
 }
@@ -199,10 +200,11 @@ func (s *Server) deleteSchedule(c *echo.Context) error {
 	if err != nil {
 		return err
 	}
-	if err := optionalBody(c, nil); err != nil {
+	why, err := reason(c)
+	if err != nil {
 		return err
 	}
-	if err := s.ops.DeleteSchedule(c.Request().Context(), who(c), name); err != nil {
+	if err := s.ops.DeleteSchedule(c.Request().Context(), who(c), name, why); err != nil {
 		return err
 	}
 	return c.NoContent(http.StatusNoContent)

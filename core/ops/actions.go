@@ -72,9 +72,13 @@ func (o *Ops) CreateAction(ctx context.Context, c Caller, req ActionRequest) (*s
 	return rec, nil
 }
 
-// RetryAction creates a new action with the content of a finished one.
-func (o *Ops) RetryAction(ctx context.Context, c Caller, ref string) (*store.Record, error) {
+// RetryAction creates a new action with the content of a finished one; the
+// optional reason is recorded in its first history line and its event.
+func (o *Ops) RetryAction(ctx context.Context, c Caller, ref, reason string) (*store.Record, error) {
 	if err := Authorize(c, auth.Retry); err != nil {
+		return nil, err
+	}
+	if err := checkReason(reason, false); err != nil {
 		return nil, err
 	}
 	var id string
@@ -89,7 +93,7 @@ func (o *Ops) RetryAction(ctx context.Context, c Caller, ref string) (*store.Rec
 	if err != nil {
 		return nil, err
 	}
-	rec, err := o.cfg.Rules.RetryIn(ctx, o.st, id, c.actor(""))
+	rec, err := o.cfg.Rules.RetryIn(ctx, o.st, id, c.actor(reason))
 	if err != nil {
 		return nil, err
 	}
@@ -182,11 +186,15 @@ func (o *Ops) MarkActionUrgent(ctx context.Context, c Caller, ref, reason string
 }
 
 // CancelAction cancels an action: at once (pending false), or as a request
-// its node's next sync settles (pending true; the node is synced now).
-func (o *Ops) CancelAction(ctx context.Context, c Caller, ref string) (rec *store.Record, pending bool, err error) {
+// its node's next sync settles (pending true; the node is synced now). The
+// optional reason is recorded in its history and the event.
+func (o *Ops) CancelAction(ctx context.Context, c Caller, ref, reason string) (rec *store.Record, pending bool, err error) {
+	if err := checkReason(reason, false); err != nil {
+		return nil, false, err
+	}
 	var outcome actions.CancelOutcome
 	rec, err = o.changeAction(ctx, c, auth.Cancel, ref, func(tx store.Tx, id string) (*store.Record, error) {
-		r, out, err := o.cfg.Rules.Cancel(ctx, tx, id, c.actor(""))
+		r, out, err := o.cfg.Rules.Cancel(ctx, tx, id, c.actor(reason))
 		outcome = out
 		return r, err
 	})

@@ -158,8 +158,8 @@ func TestEveryVerbTakesItsRoutesPermission(t *testing.T) {
 		{"approve action", auth.Approve, func(c ops.Caller) error { _, err := e.ops.ApproveAction(ctx, c, rec.ID, ""); return err }},
 		{"reject action", auth.Reject, func(c ops.Caller) error { _, err := e.ops.RejectAction(ctx, c, rec.ID, ""); return err }},
 		{"urgent action", auth.Approve, func(c ops.Caller) error { _, err := e.ops.MarkActionUrgent(ctx, c, rec.ID, "now"); return err }},
-		{"cancel action", auth.Cancel, func(c ops.Caller) error { _, _, err := e.ops.CancelAction(ctx, c, action.NewID()); return err }},
-		{"retry action", auth.Retry, func(c ops.Caller) error { _, err := e.ops.RetryAction(ctx, c, rec.ID); return err }},
+		{"cancel action", auth.Cancel, func(c ops.Caller) error { _, _, err := e.ops.CancelAction(ctx, c, action.NewID(), ""); return err }},
+		{"retry action", auth.Retry, func(c ops.Caller) error { _, err := e.ops.RetryAction(ctx, c, rec.ID, ""); return err }},
 		{"create run", auth.Create, func(c ops.Caller) error { _, err := e.ops.CreateRun(ctx, c, run); return err }},
 		{"retry run", auth.Create, func(c ops.Caller) error { _, err := e.ops.RetryRun(ctx, c, action.NewID(), ""); return err }},
 		{"approve run", auth.Approve, func(c ops.Caller) error { _, err := e.ops.ApproveRun(ctx, c, action.NewID(), ""); return err }},
@@ -193,9 +193,9 @@ func TestEveryVerbTakesItsRoutesPermission(t *testing.T) {
 		}},
 		{"approve schedule", auth.Approve, func(c ops.Caller) error { _, err := e.ops.ApproveSchedule(ctx, c, "nope", ""); return err }},
 		{"reject schedule", auth.Reject, func(c ops.Caller) error { _, err := e.ops.RejectSchedule(ctx, c, "nope", ""); return err }},
-		{"pause schedule", auth.Cancel, func(c ops.Caller) error { _, err := e.ops.PauseSchedule(ctx, c, "nope"); return err }},
-		{"resume schedule", auth.Continue, func(c ops.Caller) error { _, err := e.ops.ResumeSchedule(ctx, c, "nope"); return err }},
-		{"delete schedule", auth.Cancel, func(c ops.Caller) error { return e.ops.DeleteSchedule(ctx, c, "nope") }},
+		{"pause schedule", auth.Cancel, func(c ops.Caller) error { _, err := e.ops.PauseSchedule(ctx, c, "nope", ""); return err }},
+		{"resume schedule", auth.Continue, func(c ops.Caller) error { _, err := e.ops.ResumeSchedule(ctx, c, "nope", ""); return err }},
+		{"delete schedule", auth.Cancel, func(c ops.Caller) error { return e.ops.DeleteSchedule(ctx, c, "nope", "") }},
 		{"create token", auth.Tokens, func(c ops.Caller) error {
 			_, err := e.ops.CreateToken(ctx, c, &wire.CreateTokenRequest{Name: "bad name", Roles: []string{"viewer"}})
 			return err
@@ -303,7 +303,7 @@ func TestBadInputChangesNothing(t *testing.T) {
 		}, 400},
 		"urgent without a reason": {func() error { _, err := e.ops.MarkActionUrgent(ctx, approver, rec.ID, " "); return err }, 400},
 		"unknown node":            {func() error { _, err := e.ops.DrainNode(ctx, operator, "prod", "nope", ""); return err }, 404},
-		"bad schedule name":       {func() error { _, err := e.ops.PauseSchedule(ctx, operator, "../x"); return err }, 400},
+		"bad schedule name":       {func() error { _, err := e.ops.PauseSchedule(ctx, operator, "../x", ""); return err }, 400},
 	} {
 		err := tc.err()
 		if p := ops.Describe(err); p.Status != tc.status || p.Message == "" || p.Internal {

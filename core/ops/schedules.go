@@ -120,23 +120,35 @@ func (o *Ops) RejectSchedule(ctx context.Context, c Caller, name, reason string)
 	})
 }
 
-// PauseSchedule stops a schedule's occurrences until it is resumed.
-func (o *Ops) PauseSchedule(ctx context.Context, c Caller, name string) (wire.Schedule, error) {
+// PauseSchedule stops a schedule's occurrences until it is resumed; the
+// optional reason is recorded in its state reason and the event.
+func (o *Ops) PauseSchedule(ctx context.Context, c Caller, name, reason string) (wire.Schedule, error) {
+	if err := checkReason(reason, false); err != nil {
+		return wire.Schedule{}, err
+	}
 	return o.changeSchedule(ctx, c, auth.Cancel, name, func(tx store.Tx) (*store.Schedule, error) {
-		return o.cfg.Schedules.Pause(ctx, tx, name, c.actor(""))
+		return o.cfg.Schedules.Pause(ctx, tx, name, c.actor(reason))
 	})
 }
 
-// ResumeSchedule lets a paused schedule's occurrences come again.
-func (o *Ops) ResumeSchedule(ctx context.Context, c Caller, name string) (wire.Schedule, error) {
+// ResumeSchedule lets a paused schedule's occurrences come again (an
+// optional reason, as PauseSchedule).
+func (o *Ops) ResumeSchedule(ctx context.Context, c Caller, name, reason string) (wire.Schedule, error) {
+	if err := checkReason(reason, false); err != nil {
+		return wire.Schedule{}, err
+	}
 	return o.changeSchedule(ctx, c, auth.Continue, name, func(tx store.Tx) (*store.Schedule, error) {
-		return o.cfg.Schedules.Resume(ctx, tx, name, c.actor(""))
+		return o.cfg.Schedules.Resume(ctx, tx, name, c.actor(reason))
 	})
 }
 
-// DeleteSchedule removes a schedule; the runs it made stay.
-func (o *Ops) DeleteSchedule(ctx context.Context, c Caller, name string) error {
+// DeleteSchedule removes a schedule; the runs it made stay. The optional
+// reason is recorded in the event.
+func (o *Ops) DeleteSchedule(ctx context.Context, c Caller, name, reason string) error {
 	if err := Authorize(c, auth.Cancel); err != nil {
+		return err
+	}
+	if err := checkReason(reason, false); err != nil {
 		return err
 	}
 	if err := CheckScheduleName(name); err != nil {
@@ -146,7 +158,7 @@ func (o *Ops) DeleteSchedule(ctx context.Context, c Caller, name string) error {
 		if err := o.mayChangeSchedule(ctx, tx, c, auth.Cancel, name); err != nil {
 			return err
 		}
-		_, err := o.cfg.Schedules.Delete(ctx, tx, name, c.actor(""))
+		_, err := o.cfg.Schedules.Delete(ctx, tx, name, c.actor(reason))
 		return err
 	})
 }

@@ -365,6 +365,14 @@ func flash(r *http.Request) string {
 		return "Rejected action " + id + "."
 	case "urgent":
 		return "Marked action " + id + " urgent: it passes a closed window, never a freeze."
+	case "created":
+		return "Created action " + id + "."
+	case "cancelled":
+		return "Cancelled action " + id + "."
+	case "cancel-requested":
+		return "Asked to cancel action " + id + ": its agent settles it at the next sync."
+	case "retried":
+		return "Created action " + id + " to retry the one it names."
 	}
 	return ""
 }
@@ -413,6 +421,8 @@ func (s *Server) decide(d decision) handlerFunc {
 }
 
 type actionsData struct {
+	// CanCreate: the visitor may create an action (the New action link).
+	CanCreate   bool
 	Filter      actionFilter
 	States      []action.State
 	Clusters    []store.Cluster
@@ -442,6 +452,9 @@ func (s *Server) actions(w http.ResponseWriter, r *http.Request, v *visitor) {
 			return err
 		}
 		d.Clusters = visibleClusters(vis, d.Clusters)
+		if d.CanCreate, err = canCreateSomewhere(ctx, rd, v); err != nil {
+			return err
+		}
 		var next string
 		q := f.query(actionsPerPage)
 		q.ClusterIn = vis.In()
@@ -480,6 +493,9 @@ type actionData struct {
 	// why not to an approver when it is not yet pushed.
 	CanUrgent bool
 	UrgentWhy string
+	// CanCancel, CanRetry: the visitor may cancel it (it is not finished)
+	// or retry it (it is).
+	CanCancel, CanRetry bool
 }
 
 func (s *Server) actionDetail(w http.ResponseWriter, r *http.Request, v *visitor) {
@@ -490,7 +506,7 @@ func (s *Server) actionDetail(w http.ResponseWriter, r *http.Request, v *visitor
 		return
 	}
 	var a action.Action
-	var pushed bool
+	var pushed, cancelAsked bool
 	var waits *wire.Approval
 	err := s.st.Read(ctx, func(rd store.Reader) error {
 		rec, err := rd.Action(ctx, id)
@@ -504,7 +520,7 @@ func (s *Server) actionDetail(w http.ResponseWriter, r *http.Request, v *visitor
 		if err := vis.Check("action "+id, rec.ClusterID); err != nil {
 			return err
 		}
-		a, pushed = rec.Action, rec.PushedStoreID != ""
+		a, pushed, cancelAsked = rec.Action, rec.PushedStoreID != "", rec.CancelRequested
 		if a.History, err = rd.History(ctx, id); err != nil {
 			return err
 		}
@@ -537,6 +553,8 @@ func (s *Server) actionDetail(w http.ResponseWriter, r *http.Request, v *visitor
 		d.UrgentWhy = urgentWhyNot(pol, v, a.Requester, a.ClusterID)
 		d.CanUrgent = d.UrgentWhy == ""
 	}
+	d.CanCancel = cancellable(&a, cancelAsked) && v.canOn(auth.Cancel, a.ClusterID)
+	d.CanRetry = retryable(&a) && v.canOn(auth.Retry, a.ClusterID)
 	vw := newView(v, "Action "+id[:8], "actions")
 	vw.Flash = flash(r)
 	vw.Live = &liveRegion{URL: "/ui/actions/" + id + "?part=live", Stream: "action=" + id}

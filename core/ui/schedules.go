@@ -32,6 +32,8 @@ type schedulesData struct {
 	States    []string
 	Clusters  []store.Cluster
 	Schedules []wire.Schedule
+	// CanCreate: the visitor may create a schedule (the New schedule link).
+	CanCreate bool
 	// NextURL is the next page ("": this is the last).
 	NextURL   string
 	FilterErr string
@@ -76,6 +78,9 @@ func (s *Server) schedules(w http.ResponseWriter, r *http.Request, v *visitor) {
 			return err
 		}
 		d.Clusters = visibleClusters(vis, d.Clusters)
+		if d.CanCreate, err = canCreateSomewhere(ctx, rd, v); err != nil {
+			return err
+		}
 		q := f.query(schedulesPerPage)
 		q.ClusterIn = vis.In()
 		list, next, err := store.SchedulePage(ctx, rd, q)
@@ -234,6 +239,8 @@ func (s *Server) schedulePage(w http.ResponseWriter, r *http.Request, v *visitor
 	if done := r.URL.Query().Get("done"); done == "approved" || done == "rejected" || done == "paused" || done == "resumed" ||
 		done == approvalRecorded {
 		vw.Flash = fmt.Sprintf("Schedule %s %s.", sc.Name, done)
+	} else if msg := scheduleDone(sc.Name, done); msg != "" {
+		vw.Flash = msg
 	}
 	s.render(w, r, http.StatusOK, "schedule", vw)
 }
@@ -302,7 +309,8 @@ const (
 
 // operateSchedule pauses, resumes or deletes a schedule through the schedule
 // service, as the API's routes do. Deleting needs the confirm box ticked: it
-// ends every later occurrence (the runs it made stay).
+// ends every later occurrence (the runs it made stay). Each takes an
+// optional reason, recorded with the change.
 func (s *Server) operateSchedule(op scheduleOp) handlerFunc {
 	done := map[scheduleOp]string{schedulePause: "paused", scheduleResume: "resumed", scheduleDelete: "deleted"}[op]
 	return func(w http.ResponseWriter, r *http.Request, v *visitor) {
@@ -315,14 +323,18 @@ func (s *Server) operateSchedule(op scheduleOp) handlerFunc {
 			s.renderError(w, r, v, http.StatusBadRequest, "Nothing was deleted: tick the box to confirm. Deleting a schedule ends its later occurrences; the runs it made stay.")
 			return
 		}
-		var err error
+		reason, err := plainField(r.PostForm, "reason", maxReason)
+		if err != nil {
+			s.renderError(w, r, v, http.StatusBadRequest, "Nothing changed: the "+formMessage(err)+".")
+			return
+		}
 		switch op {
 		case schedulePause:
-			_, err = s.ops.PauseSchedule(r.Context(), v.caller(r), name)
+			_, err = s.ops.PauseSchedule(r.Context(), v.caller(r), name, reason)
 		case scheduleResume:
-			_, err = s.ops.ResumeSchedule(r.Context(), v.caller(r), name)
+			_, err = s.ops.ResumeSchedule(r.Context(), v.caller(r), name, reason)
 		case scheduleDelete:
-			err = s.ops.DeleteSchedule(r.Context(), v.caller(r), name)
+			err = s.ops.DeleteSchedule(r.Context(), v.caller(r), name, reason)
 		}
 		if err != nil {
 			s.refusedChange(w, r, v, "schedule", string(op), name, err)

@@ -48,7 +48,11 @@ var roleTable = map[string][6]int{ //    none viewer  op   appr admin stg
 	"POST /ui/logout":                                  {303, 303, 303, 303, 303, 303},
 	"GET /ui/approvals":                                {303, 200, 200, 200, 200, 200},
 	"GET /ui/actions":                                  {303, 200, 200, 200, 200, 200},
+	"GET /ui/actions/new":                              {303, 403, 200, 403, 200, 200}, // stg: the form, with no cluster to choose
+	"POST /ui/actions/new":                             {303, 403, 303, 403, 303, 404},
 	"GET /ui/actions/{id}":                             {303, 200, 200, 200, 200, 404},
+	"POST /ui/actions/{id}/cancel":                     {303, 403, 303, 403, 303, 404},
+	"POST /ui/actions/{id}/retry":                      {303, 403, 303, 403, 303, 404},
 	"POST /ui/actions/{id}/approve":                    {303, 403, 403, 303, 303, 404},
 	"POST /ui/actions/{id}/reject":                     {303, 403, 403, 303, 303, 404},
 	"POST /ui/actions/{id}/urgent":                     {303, 403, 403, 303, 303, 404},
@@ -68,6 +72,8 @@ var roleTable = map[string][6]int{ //    none viewer  op   appr admin stg
 	"GET /ui/playbooks/{name}":                         {303, 200, 200, 200, 200, 200},
 	"POST /ui/playbooks/{name}/start":                  {303, 403, 303, 403, 303, 404},
 	"GET /ui/schedules":                                {303, 200, 200, 200, 200, 200},
+	"GET /ui/schedules/-/new":                          {303, 403, 200, 403, 200, 200},
+	"POST /ui/schedules/-/new":                         {303, 403, 303, 403, 303, 404},
 	"GET /ui/schedules/{name}":                         {303, 200, 200, 200, 200, 404},
 	"POST /ui/schedules/{name}/approve":                {303, 403, 403, 303, 303, 404},
 	"POST /ui/schedules/{name}/reject":                 {303, 403, 403, 303, 303, 404},
@@ -185,6 +191,27 @@ func TestUIRoleTable(t *testing.T) {
 					path = strings.Replace(path, "{name}", sc.Name, 1)
 					form.Set("reason", "checked")
 					form.Set("digest", sc.Digest)
+				case "POST /ui/actions/new":
+					form.Set("cluster", "prod")
+					form.Set("node", "db-1")
+					form.Set("kind", "muster.io/debug.sleep")
+					form.Set("args", `{"seconds":1}`)
+				case "POST /ui/schedules/-/new":
+					form.Set("do", "create")
+					form.Set("name", fmt.Sprintf("new-%d", scheduleSeq.Add(1)))
+					form.Set("cluster", "prod")
+					form.Set("playbook", "nap")
+					form.Set("params", "node=db-1\nloud=false")
+					form.Set("cron", "0 2 * * *")
+				case "POST /ui/actions/{id}/cancel", "POST /ui/actions/{id}/retry":
+					a := e.create("someone", `{"seconds":1}`)
+					if route == "POST /ui/actions/{id}/retry" {
+						if _, _, err := e.ui.ops.CancelAction(context.Background(), ops.Caller{Name: "admin", Roles: []string{store.RoleAdmin}}, a.ID, ""); err != nil {
+							t.Fatal(err)
+						}
+					}
+					path = strings.Replace(path, "{id}", a.ID, 1)
+					form.Set("reason", "checked")
 				case "GET /ui/actions/{id}", "POST /ui/actions/{id}/approve", "POST /ui/actions/{id}/reject", "POST /ui/actions/{id}/urgent":
 					a := e.create("someone", `{"seconds":1}`)
 					path = strings.Replace(path, "{id}", a.ID, 1)

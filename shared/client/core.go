@@ -242,8 +242,17 @@ func (c *Core) Action(ctx context.Context, ref string) (*action.Action, error) {
 }
 
 func (c *Core) actionCall(ctx context.Context, ref, verb string) (*action.Action, int, error) {
+	return c.actionCallWhy(ctx, ref, verb, "")
+}
+
+// actionCallWhy is actionCall with the person's reason ("" sends no body).
+func (c *Core) actionCallWhy(ctx context.Context, ref, verb, reason string) (*action.Action, int, error) {
 	var out action.Action
-	status, err := c.call(ctx, http.MethodPost, "/api/v1/actions/"+url.PathEscape(ref)+"/"+verb, nil, capped{&out, OneRecordLimit})
+	var in any
+	if reason != "" {
+		in = wire.ReasonRequest{Reason: reason}
+	}
+	status, err := c.call(ctx, http.MethodPost, "/api/v1/actions/"+url.PathEscape(ref)+"/"+verb, in, capped{&out, OneRecordLimit})
 	return &out, status, err
 }
 
@@ -298,13 +307,25 @@ func (c *Core) Reject(ctx context.Context, ref string) (*action.Action, error) {
 // agent holds the action and the cancel was only requested (202); false
 // when the action was cancelled at once.
 func (c *Core) Cancel(ctx context.Context, ref string) (a *action.Action, requested bool, err error) {
-	a, status, err := c.actionCall(ctx, ref, "cancel")
+	return c.CancelBecause(ctx, ref, "")
+}
+
+// CancelBecause is Cancel with the person's reason, kept in the action's
+// history and the event ("" gives none).
+func (c *Core) CancelBecause(ctx context.Context, ref, reason string) (a *action.Action, requested bool, err error) {
+	a, status, err := c.actionCallWhy(ctx, ref, "cancel", reason)
 	return a, status == http.StatusAccepted, err
 }
 
 // Retry calls POST /api/v1/actions/{id}/retry and returns the new action.
 func (c *Core) Retry(ctx context.Context, ref string) (*action.Action, error) {
-	a, _, err := c.actionCall(ctx, ref, "retry")
+	return c.RetryBecause(ctx, ref, "")
+}
+
+// RetryBecause is Retry with the person's reason, kept in the new action's
+// first history line and its event ("" gives none).
+func (c *Core) RetryBecause(ctx context.Context, ref, reason string) (*action.Action, error) {
+	a, _, err := c.actionCallWhy(ctx, ref, "retry", reason)
 	return a, err
 }
 

@@ -58,7 +58,7 @@ func (c *Core) Schedule(ctx context.Context, name string) (*wire.Schedule, error
 }
 
 // ScheduleVerb calls POST /api/v1/schedules/{name}/{verb}: reject (with an
-// optional reason), pause or resume.
+// optional reason), pause or resume (each with an optional reason).
 func (c *Core) ScheduleVerb(ctx context.Context, name, verb, reason string) (*wire.Schedule, error) {
 	var in any
 	if reason != "" {
@@ -81,8 +81,13 @@ func (c *Core) ApproveSchedule(ctx context.Context, name, digest string) (*wire.
 	return &out, err
 }
 
-// DeleteSchedule calls DELETE /api/v1/schedules/{name}.
-func (c *Core) DeleteSchedule(ctx context.Context, name string) error {
-	_, err := c.call(ctx, http.MethodDelete, "/api/v1/schedules/"+url.PathEscape(name), nil, nil)
+// DeleteSchedule calls DELETE /api/v1/schedules/{name}, with the person's
+// optional reason, kept in the event.
+func (c *Core) DeleteSchedule(ctx context.Context, name, reason string) error {
+	var in any
+	if reason != "" {
+		in = wire.ReasonRequest{Reason: reason}
+	}
+	_, err := c.call(ctx, http.MethodDelete, "/api/v1/schedules/"+url.PathEscape(name), in, nil)
 	return err
 }

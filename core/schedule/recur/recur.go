@@ -301,12 +301,12 @@ func (s *Service) Pause(ctx context.Context, tx store.Tx, name string, who actio
 		return nil, err
 	}
 	t := s.now()
-	sc.State, sc.StateReason, sc.UpdatedTS = store.SchedulePaused, "paused by "+who.Name, t
+	sc.State, sc.StateReason, sc.UpdatedTS = store.SchedulePaused, withNote("paused by "+who.Name, who), t
 	if err := tx.UpdateSchedule(ctx, sc); err != nil {
 		return nil, err
 	}
-	return sc, tx.AppendEvent(ctx, event(sc, store.EventSchedulePaused, who, t,
-		fmt.Sprintf("%s paused schedule %s", who.Name, sc.Name), nil))
+	return sc, tx.AppendEvent(ctx, noted(event(sc, store.EventSchedulePaused, who, t,
+		fmt.Sprintf("%s paused schedule %s", who.Name, sc.Name), nil), who))
 }
 
 // Resume lets a paused schedule go on from its next occurrence: those
@@ -317,12 +317,12 @@ func (s *Service) Resume(ctx context.Context, tx store.Tx, name string, who acti
 		return nil, err
 	}
 	t := s.now()
-	sc.State, sc.StateReason, sc.ActiveSince, sc.UpdatedTS = store.ScheduleActive, "resumed by "+who.Name, action.TimePtr(t), t
+	sc.State, sc.StateReason, sc.ActiveSince, sc.UpdatedTS = store.ScheduleActive, withNote("resumed by "+who.Name, who), action.TimePtr(t), t
 	if err := tx.UpdateSchedule(ctx, sc); err != nil {
 		return nil, err
 	}
-	return sc, tx.AppendEvent(ctx, event(sc, store.EventScheduleResumed, who, t,
-		fmt.Sprintf("%s resumed schedule %s", who.Name, sc.Name), nil))
+	return sc, tx.AppendEvent(ctx, noted(event(sc, store.EventScheduleResumed, who, t,
+		fmt.Sprintf("%s resumed schedule %s", who.Name, sc.Name), nil), who))
 }
 
 // Delete removes a schedule; the runs it made stay, and go on.
@@ -334,8 +334,26 @@ func (s *Service) Delete(ctx context.Context, tx store.Tx, name string, who acti
 	if err := tx.DeleteSchedule(ctx, name); err != nil {
 		return nil, err
 	}
-	return sc, tx.AppendEvent(ctx, event(sc, store.EventScheduleDeleted, who, s.now(),
-		fmt.Sprintf("%s deleted schedule %s", who.Name, sc.Name), nil))
+	return sc, tx.AppendEvent(ctx, noted(event(sc, store.EventScheduleDeleted, who, s.now(),
+		fmt.Sprintf("%s deleted schedule %s", who.Name, sc.Name), nil), who))
+}
+
+// withNote adds the person's reason (who.Note), when given, to s.
+func withNote(s string, who actions.Actor) string {
+	if who.Note == "" {
+		return s
+	}
+	return s + ": " + who.Note
+}
+
+// noted adds the person's reason (who.Note), when given, to e's message
+// and, as "reason", to its data.
+func noted(e *store.Event, who actions.Actor) *store.Event {
+	if who.Note != "" {
+		e.Message = withNote(e.Message, who)
+		e.Data["reason"] = who.Note
+	}
+	return e
 }
 
 // unapprove sends an active schedule back to approval because its playbook

@@ -1,0 +1,105 @@
+package ops_test
+
+import (
+	"context"
+	"strings"
+	"testing"
+
+	"github.com/musterhq/muster/core/ops"
+	"github.com/musterhq/muster/core/store"
+	"github.com/musterhq/muster/shared/action"
+	"github.com/musterhq/muster/shared/wire"
+)
+
+// TestCancelRetryPauseResumeDeleteRecordTheReason: the optional reason of
+// cancel, retry, pause, resume and delete is in the history line or the
+// state reason and in the event, once; a bad reason changes nothing.
+func TestCancelRetryPauseResumeDeleteRecordTheReason(t *testing.T) {
+	t.Parallel()
+	e := setup(t)
+	ctx := context.Background()
+	rec := e.create(operator, "db-1")
+	before := e.events()
+	if _, _, err := e.ops.CancelAction(ctx, operator, rec.ID, "ok\x1b[2J"); ops.Describe(err).Status != 400 {
+		t.Fatalf("a reason with control characters: %v, want 400", err)
+	}
+	if e.events() != before {
+		t.Fatal("a refused cancel wrote an event")
+	}
+	got, _, err := e.ops.CancelAction(ctx, operator, rec.ID, "wrong node")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got.State != action.Cancelled || got.StateReason != "wrong node" {
+		t.Fatalf("cancelled: %s %q, want CANCELLED for the reason", got.State, got.StateReason)
+	}
+	if ev := e.lastEvent(); !strings.HasSuffix(ev.Message, ": wrong node") || strings.Count(ev.Message, "wrong node") != 1 {
+		t.Fatalf("cancel event %q does not end with the reason once", ev.Message)
+	}
+	retry, err := e.ops.RetryAction(ctx, operator, rec.ID, "right node now")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ev := e.findEvent(store.EventActionCreated, retry.ID); ev.Data["note"] != "right node now" ||
+		!strings.Contains(ev.Message, "right node now") {
+		t.Fatalf("retry event lacks the reason: %+v", ev)
+	}
+	var hist []action.Transition
+	_ = e.st.Read(ctx, func(rd store.Reader) error { hist, err = rd.History(ctx, retry.ID); return err })
+	if len(hist) == 0 || !strings.HasSuffix(hist[0].Reason, ": right node now") {
+		t.Fatalf("retry history %+v lacks the reason", hist)
+	}
+
+	doc := "name: nightly\nstages:\n  - name: sleep\n    kind: " + kindSleep + "\n    args: {seconds: 1}\n    target: {nodes: [db-1]}\n"
+	if _, _, err := e.ops.ApplyPlaybook(ctx, operator, doc); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := e.ops.ApplySchedule(ctx, operator, &wire.CreateScheduleRequest{Name: "nightly", Cluster: "prod",
+		Playbook: "nightly", Cron: "0 2 * * *"}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := e.ops.ApproveSchedule(ctx, approver, "nightly", ""); err != nil {
+		t.Fatal(err)
+	}
+	sc, err := e.ops.PauseSchedule(ctx, operator, "nightly", "db migration tonight")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.HasSuffix(sc.StateReason, ": db migration tonight") {
+		t.Fatalf("paused schedule's reason %q lacks the reason", sc.StateReason)
+	}
+	if ev := e.lastEvent(); ev.Type != store.EventSchedulePaused || ev.Data["reason"] != "db migration tonight" {
+		t.Fatalf("pause event %+v lacks the reason", ev)
+	}
+	if _, err := e.ops.ResumeSchedule(ctx, operator, "nightly", "migration done"); err != nil {
+		t.Fatal(err)
+	}
+	if ev := e.lastEvent(); ev.Type != store.EventScheduleResumed || ev.Data["reason"] != "migration done" {
+		t.Fatalf("resume event %+v lacks the reason", ev)
+	}
+	if err := e.ops.DeleteSchedule(ctx, operator, "nightly", strings.Repeat("x", wire.MaxReason+1)); ops.Describe(err).Status != 400 {
+		t.Fatalf("a reason too long: %v, want 400", err)
+	}
+	if err := e.ops.DeleteSchedule(ctx, operator, "nightly", "replaced by weekly"); err != nil {
+		t.Fatal(err)
+	}
+	if ev := e.lastEvent(); ev.Type != store.EventScheduleDeleted || ev.Data["reason"] != "replaced by weekly" ||
+		!strings.Contains(ev.Message, "replaced by weekly") {
+		t.Fatalf("delete event %+v lacks the reason", ev)
+	}
+}
+
+// findEvent is the first event of type typ about action id.
+func (e *env) findEvent(typ, id string) store.Event {
+	e.t.Helper()
+	var out store.Event
+	if _, err := store.EachEvent(context.Background(), e.st, 0, 500, func(ev *store.Event) error {
+		if ev.Type == typ && ev.ActionID == id && out.Type == "" {
+			out = *ev
+		}
+		return nil
+	}); err != nil {
+		e.t.Fatal(err)
+	}
+	return out
+}

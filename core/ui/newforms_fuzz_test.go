@@ -1,0 +1,111 @@
+package ui
+
+import (
+	"encoding/json"
+	"net/url"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/musterhq/muster/shared/action"
+	"github.com/musterhq/muster/shared/names"
+)
+
+// FuzzDecodeNewAction: what the New action decoder accepts is what the
+// API's create accepts (ops.CheckAction ran on it): a named cluster and
+// node, a well-formed kind, args a JSON object of at most action.MaxArgs
+// bytes, no control characters, a not-before not in the past.
+func FuzzDecodeNewAction(f *testing.F) {
+	for _, s := range []string{
+		"cluster=prod&node=db-1&kind=muster.io%2Fdebug.sleep&args=%7B%22seconds%22%3A1%7D",
+		"cluster=prod&node=db-1&kind=muster.io%2Fdebug.sleep",
+		"cluster=prod&node=db-1&kind=sleep&args=%7B%7D",
+		"cluster=&node=db-1&kind=a%2Fb",
+		"cluster=prod&node=..%2Fx&kind=a%2Fb",
+		"cluster=prod&node=db-1&kind=a%2Fb&args=%5B1%5D",
+		"cluster=prod&node=db-1&kind=a%2Fb&args=null",
+		"cluster=prod&node=db-1&kind=a%2Fb&args=%7B%22a%22%3A%22%1b%5B2J%22%7D",
+		"cluster=prod&node=db-1&kind=a%2Fb&not_before=2001-01-01T00%3A00",
+		"cluster=prod&node=db-1&kind=a%2Fb&not_before=2099-01-01T00%3A00",
+		"cluster=prod&node=db-1&kind=a%2Fb&not_before=soon",
+		"cluster=prod&node=db-1&kind=a%2Fb&timeout=-1",
+		"cluster=prod&node=db-1&kind=a%2Fb&timeout=99999999999",
+		"cluster=pr%1bod&node=db-1&kind=a%2Fb",
+		"cluster=prod&node=db-1&kind=a%2Fb&args=" + strings.Repeat("%7B", 3000),
+	} {
+		f.Add(s)
+	}
+	now := time.Date(2026, 12, 3, 8, 0, 0, 0, time.UTC)
+	f.Fuzz(func(t *testing.T, body string) {
+		v, err := url.ParseQuery(body)
+		if err != nil {
+			return
+		}
+		form, req, errs := decodeNewAction(v, now)
+		for field, msg := range errs {
+			if msg == "" || hasControl(msg) && !strings.Contains(msg, "\\x") {
+				t.Fatalf("decodeNewAction(%q): field %q has message %q", body, field, msg)
+			}
+		}
+		if len(form.Args) > maxArgsField {
+			t.Fatalf("decodeNewAction(%q) keeps %d bytes of args to show", body, len(form.Args))
+		}
+		if len(errs) > 0 {
+			return
+		}
+		var obj map[string]json.RawMessage
+		if names.CheckID(req.ClusterID) != nil || names.CheckID(req.NodeID) != nil || !action.ValidKind(req.Kind) ||
+			len(req.Args) > action.MaxArgs || json.Unmarshal(req.Args, &obj) != nil || obj == nil ||
+			req.TimeoutS < 0 || req.NotBefore != nil && req.NotBefore.Before(now) {
+			t.Fatalf("decodeNewAction(%q) accepted %+v", body, req)
+		}
+	})
+}
+
+// FuzzDecodeNewSchedule: what the New schedule decoder accepts names a
+// cluster, a playbook and a cron, has params without control characters
+// or duplicate names, and a concurrency the schedule takes; every field
+// shown again has no control characters.
+func FuzzDecodeNewSchedule(f *testing.F) {
+	for _, s := range []string{
+		"name=nightly&cluster=prod&playbook=patch&cron=0+2+*+*+*&timezone=Europe%2FBerlin&concurrency=forbid",
+		"name=n&cluster=prod&playbook=p&cron=%40every+6h&params=a%3D1%0Ab%3D2&version=3",
+		"name=n&cluster=prod&playbook=p&cron=x&params=a%3D1%0Aa%3D2",
+		"name=n&cluster=prod&playbook=p&cron=x&params=just+words",
+		"name=n&cluster=prod&playbook=p&cron=x&params=a%3D%1b%5B2J",
+		"name=n&cluster=prod&playbook=p&cron=x&version=-1",
+		"name=n&cluster=prod&playbook=p&cron=x&concurrency=sometimes",
+		"name=&cluster=&playbook=&cron=",
+		"name=n%1b&cluster=prod&playbook=p&cron=x",
+		"name=n&cluster=prod&playbook=p&cron=x&params=" + strings.Repeat("a%3Db%0A", 3000),
+	} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, body string) {
+		v, err := url.ParseQuery(body)
+		if err != nil {
+			return
+		}
+		form, req, errs := decodeNewSchedule(v)
+		for _, s := range []string{form.Name, form.Cluster, form.Playbook, form.Version, form.Cron, form.Timezone, form.Concurrency, form.CatchUp} {
+			if hasControl(s) {
+				t.Fatalf("decodeNewSchedule(%q) keeps %q to show", body, s)
+			}
+		}
+		if len(form.Params) > maxParamsField {
+			t.Fatalf("decodeNewSchedule(%q) keeps %d bytes of params", body, len(form.Params))
+		}
+		if len(errs) > 0 {
+			return
+		}
+		if req.Name == "" || req.Cluster == "" || req.Playbook == "" || req.Cron == "" || req.Version < 0 ||
+			req.Concurrency != "" && req.Concurrency != "forbid" && req.Concurrency != "allow" {
+			t.Fatalf("decodeNewSchedule(%q) accepted %+v", body, req)
+		}
+		for k, val := range req.Params {
+			if k == "" || hasControl(k) || hasControl(val) || strings.Contains(k, "=") {
+				t.Fatalf("decodeNewSchedule(%q) accepted param %q=%q", body, k, val)
+			}
+		}
+	})
+}
