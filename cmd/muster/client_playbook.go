@@ -14,6 +14,7 @@ import (
 	"go.yaml.in/yaml/v3"
 
 	"github.com/musterhq/muster/cmd/internal/cli"
+	"github.com/musterhq/muster/core/target"
 	"github.com/musterhq/muster/shared/textsafe"
 	"github.com/musterhq/muster/shared/wire"
 )
@@ -188,16 +189,9 @@ func (p *planFlags) request(now time.Time) (*wire.PlanRequest, error) {
 // parseLimit reads --limit: node ids or globs, comma-separated. The core
 // checks each names a node of the cluster.
 func parseLimit(s string) ([]string, error) {
-	if strings.TrimSpace(s) == "" {
-		return nil, nil
-	}
-	var out []string
-	for _, p := range strings.Split(s, ",") {
-		p = strings.TrimSpace(p)
-		if p == "" {
-			return nil, cli.UsageError("--limit %q: an empty pattern between commas", s)
-		}
-		out = append(out, p)
+	out, err := target.SplitLimit(s)
+	if err != nil {
+		return nil, cli.UsageError("--%v", err)
 	}
 	return out, nil
 }

@@ -225,6 +225,24 @@ func String(t Target) string {
 	return labels.Set(t.Labels).String()
 }
 
+// SplitLimit reads a limit as people type it: node ids or globs,
+// comma-separated ("web-1,web-2" or "web-*"); blank is no limit. The core
+// checks each pattern against the cluster (CheckLimit).
+func SplitLimit(s string) ([]string, error) {
+	if strings.TrimSpace(s) == "" {
+		return nil, nil
+	}
+	var out []string
+	for _, p := range strings.Split(s, ",") {
+		p = strings.TrimSpace(p)
+		if p == "" {
+			return nil, fail(ErrInvalid, "limit %q: an empty pattern between commas", s)
+		}
+		out = append(out, p)
+	}
+	return out, nil
+}
+
 // MaxLimit bounds the patterns of a limit.
 const MaxLimit = 1000
 

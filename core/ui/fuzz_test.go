@@ -233,7 +233,10 @@ func FuzzDecodeStart(f *testing.F) {
 	}
 	for _, s := range []string{"cluster=prod&version=1&digest=abc&p.node=db-1", "cluster=&version=1&digest=x",
 		"cluster=prod&version=-1&digest=x", "cluster=prod&version=1&digest=x&p.bogus=1", "cluster=prod&version=1&digest=x&p.note=%1b",
-		"cluster=prod&version=1&digest=x&p.seconds=" + strings.Repeat("9", 2000), "plan=1&p.loud=true"} {
+		"cluster=prod&version=1&digest=x&p.seconds=" + strings.Repeat("9", 2000), "plan=1&p.loud=true",
+		"cluster=prod&version=1&digest=x&limit=db-*,web-1&not_before=2026-12-24T02:00", "cluster=prod&version=1&digest=x&limit=a,,b",
+		"cluster=prod&version=1&digest=x&not_before=2026-12-24T02:00:00Z", "cluster=prod&version=1&digest=x&not_before=tomorrow",
+		"cluster=prod&version=1&digest=x&limit=%1b"} {
 		f.Add(s)
 	}
 	f.Fuzz(func(t *testing.T, body string) {
@@ -251,6 +254,11 @@ func FuzzDecodeStart(f *testing.F) {
 		for k, val := range got.Params {
 			if k != "seconds" && k != "node" && k != "note" && k != "loud" || len(val) > maxParamField || hasControl(val) {
 				t.Fatalf("decodeStart(%q) accepted parameter %q=%q", body, k, val)
+			}
+		}
+		for _, p := range got.When.limit {
+			if p == "" || strings.TrimSpace(p) != p || hasControl(p) {
+				t.Fatalf("decodeStart(%q) accepted the limit pattern %q", body, p)
 			}
 		}
 	})

@@ -8,6 +8,7 @@ import (
 	"net/url"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/aymanbagabas/go-udiff"
 
@@ -15,6 +16,7 @@ import (
 	"github.com/musterhq/muster/core/ops"
 	"github.com/musterhq/muster/core/runs/playbook"
 	"github.com/musterhq/muster/core/store"
+	"github.com/musterhq/muster/core/target"
 	"github.com/musterhq/muster/shared/wire"
 )
 
@@ -74,6 +76,11 @@ type playbookData struct {
 	ParseErr     string
 	Clusters     []store.Cluster
 	Cluster      string
+	// Limit (node ids or globs, as typed) and NotBefore (as typed) are
+	// in the plan and its digest; NotBeforeAt is NotBefore read, which the
+	// start form carries (RFC 3339).
+	Limit, NotBefore string
+	NotBeforeAt      string
 	// Diff is the unified diff from version DiffFrom to the version shown.
 	Diff     string
 	DiffFrom int
@@ -167,6 +174,11 @@ func (s *Server) playbookPage(w http.ResponseWriter, r *http.Request, v *visitor
 		d.Description = pb.Description
 		given, ferr := decodeParams(q, pb)
 		d.Cluster = strings.TrimSpace(q.Get("cluster"))
+		var when planWhen
+		if ferr == nil {
+			when, ferr = decodePlanWhen(q)
+		}
+		d.Limit, d.NotBefore = when.limitText, when.notBeforeText
 		for _, p := range pb.Params {
 			f := paramField{Param: p, Field: paramPrefix + p.Name}
 			if val, ok := given[p.Name]; ok {
@@ -183,7 +195,11 @@ func (s *Server) playbookPage(w http.ResponseWriter, r *http.Request, v *visitor
 			if ferr != nil {
 				d.PlanErr, status = formMessage(ferr), http.StatusBadRequest
 			} else {
-				d.Plan, err = s.plan(ctx, v.caller(r), pb, d.Playbook.Version, &wire.PlanRequest{ClusterID: d.Cluster, Params: given})
+				d.Plan, err = s.plan(ctx, v.caller(r), pb, d.Playbook.Version, &wire.PlanRequest{ClusterID: d.Cluster, Params: given,
+					Limit: when.limit, NotBefore: when.notBefore})
+				if when.notBefore != nil {
+					d.NotBeforeAt = when.notBefore.Format(time.RFC3339)
+				}
 				if err != nil {
 					d.PlanErr, status = s.planError(err)
 				} else {
@@ -289,6 +305,38 @@ type startForm struct {
 	Version int
 	Digest  string
 	Params  map[string]string
+	When    planWhen
+}
+
+// planWhen is a plan's node subset and not-before, as typed in the plan
+// form and carried by the start form: both are in the plan's digest.
+type planWhen struct {
+	limitText, notBeforeText string
+	limit                    []string
+	notBefore                *time.Time
+}
+
+// decodePlanWhen reads the limit and not_before fields.
+func decodePlanWhen(v url.Values) (planWhen, error) {
+	var w planWhen
+	var err error
+	if w.limitText, err = plainField(v, "limit", maxFilter*5); err != nil {
+		return w, err
+	}
+	if w.limit, err = target.SplitLimit(w.limitText); err != nil {
+		return w, formError("%v", err)
+	}
+	if w.notBeforeText, err = plainField(v, "not_before", 40); err != nil {
+		return w, err
+	}
+	if w.notBeforeText != "" {
+		t, err := parseNotBefore(w.notBeforeText)
+		if err != nil {
+			return w, err
+		}
+		w.notBefore = &t
+	}
+	return w, nil
 }
 
 func decodeStart(v url.Values, pb *playbook.Playbook) (startForm, error) {
@@ -312,7 +360,10 @@ func decodeStart(v url.Values, pb *playbook.Playbook) (startForm, error) {
 	if f.Digest == "" {
 		return f, formError("the plan's digest is missing: plan again")
 	}
-	f.Params, err = decodeParams(v, pb)
+	if f.Params, err = decodeParams(v, pb); err != nil {
+		return f, err
+	}
+	f.When, err = decodePlanWhen(v)
 	return f, err
 }
 
@@ -346,7 +397,8 @@ func (s *Server) startPlaybook(w http.ResponseWriter, r *http.Request, v *visito
 		s.renderError(w, r, v, http.StatusBadRequest, formMessage(err))
 		return
 	}
-	req := &wire.PlanRequest{ClusterID: f.Cluster, Params: f.Params, Digest: f.Digest, Version: version}
+	req := &wire.PlanRequest{ClusterID: f.Cluster, Params: f.Params, Digest: f.Digest, Version: version,
+		Limit: f.When.limit, NotBefore: f.When.notBefore}
 	// Planned outside the write transaction, as the API's start.
 	out, err := s.ops.StartLoaded(ctx, v.caller(r), pb, version, req)
 	if errors.Is(err, store.ErrNotFound) {

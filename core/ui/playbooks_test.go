@@ -6,6 +6,7 @@ import (
 	"net/url"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/musterhq/muster/core/ops"
 	"github.com/musterhq/muster/core/runs/playbook"
@@ -242,5 +243,77 @@ stages:
 	}
 	if want := "1 stage, 4 actions, and 2 rollback steps made only on a node that fails"; !strings.Contains(body, want) {
 		t.Fatalf("plan page does not say %q:\n%s", want, body)
+	}
+}
+
+// allPlaybook sleeps on every node of the cluster.
+const allPlaybook = `name: all
+description: sleeps everywhere
+stages:
+  - name: sleep
+    kind: muster.io/debug.sleep
+    args: {seconds: 1}
+    target: {all: true}
+`
+
+// The plan form takes a node subset and a not-before; the plan shows only
+// those nodes, its digest is the one a start with the same limit and time
+// is approved under, and the start form carries both: a start whose limit
+// differs from the plan's starts nothing (409).
+func TestPlanAndStartALimitAndANotBeforeFromThePlaybookPage(t *testing.T) {
+	t.Parallel()
+	e := setup(t)
+	e.addNodes("db-2", "web-1")
+	e.applyPlaybook(allPlaybook, "admin")
+	notBefore := time.Now().UTC().Add(2 * time.Hour).Truncate(time.Minute)
+	typed := notBefore.Format("2006-01-02T15:04")
+	op := e.browser().signIn("op")
+	status, _, body := op.get("/ui/playbooks/all?" + url.Values{"plan": {"1"}, "version": {"1"}, "cluster": {"prod"},
+		"limit": {"db-*"}, "not_before": {typed}}.Encode())
+	if status != http.StatusOK {
+		t.Fatalf("plan: %d\n%s", status, body)
+	}
+	req := &wire.PlanRequest{ClusterID: "prod", Limit: []string{"db-*"}, NotBefore: &notBefore}
+	pb, version, err := playbook.Load(context.Background(), e.st, "all", req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, err := e.ui.plan(context.Background(), ops.Caller{Name: "viewer", Roles: []string{store.RoleViewer}}, pb, version, req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{`name="digest" value="` + p.Digest + `"`, `name="limit" value="db-*"`,
+		`name="not_before" value="` + notBefore.Format(time.RFC3339) + `"`, `value="` + typed + `"`} {
+		if !strings.Contains(body, want) {
+			t.Errorf("the plan page lacks %s", want)
+		}
+	}
+	if !strings.Contains(body, ">db-2<") || strings.Contains(body, ">web-1<") {
+		t.Error("the plan limited to db-* lacks db-2 or shows web-1")
+	}
+	form := url.Values{"csrf": {op.csrf}, "cluster": {"prod"}, "version": {"1"}, "digest": {p.Digest},
+		"limit": {"db-*"}, "not_before": {notBefore.Format(time.RFC3339)}}
+	other := url.Values{}
+	for k, v := range form {
+		other[k] = v
+	}
+	other.Set("limit", "*")
+	if status, _, _ := op.post("/ui/playbooks/all/start", other); status != http.StatusConflict {
+		t.Fatalf("a start with another limit than the plan's: %d, want 409", status)
+	}
+	other.Set("limit", "db-1,,db-2")
+	if status, _, _ := op.post("/ui/playbooks/all/start", other); status != http.StatusBadRequest {
+		t.Fatalf("a start with an empty pattern in its limit: %d, want 400", status)
+	}
+	if n := e.runCount(); n != 0 {
+		t.Fatalf("%d runs after refused starts", n)
+	}
+	status, loc, _ := op.post("/ui/playbooks/all/start", form)
+	if status != http.StatusSeeOther {
+		t.Fatalf("start: %d %q", status, loc)
+	}
+	r := e.run(strings.TrimPrefix(strings.SplitN(loc, "?", 2)[0], "/ui/runs/"))
+	if r.Digest != p.Digest || strings.Join(r.Stages[0].Nodes, ",") != "db-1,db-2" || r.NotBefore == nil || !r.NotBefore.Equal(notBefore) {
+		t.Fatalf("the run started: digest %s nodes %v not before %v", r.Digest, r.Stages[0].Nodes, r.NotBefore)
 	}
 }
