@@ -55,16 +55,10 @@ func (s *Server) showNewAction(w http.ResponseWriter, r *http.Request, v *visito
 	ctx := r.Context()
 	d := newActionData{Form: f, Errs: errs}
 	err := s.st.Read(ctx, func(rd store.Reader) error {
-		vis, err := v.visible(ctx, rd)
-		if err != nil {
+		var err error
+		if d.Clusters, err = creatableClusters(ctx, rd, v); err != nil {
 			return err
 		}
-		cs, err := rd.Clusters(ctx)
-		if err != nil {
-			return err
-		}
-		cs = visibleClusters(vis, cs)
-		d.Clusters = slices.DeleteFunc(cs, func(c store.Cluster) bool { return !v.canOn(auth.Create, c.ID) })
 		if d.Form.Cluster == "" && len(d.Clusters) == 1 {
 			d.Form.Cluster = d.Clusters[0].ID
 		}
@@ -270,16 +264,10 @@ func (s *Server) showNewSchedule(w http.ResponseWriter, r *http.Request, v *visi
 		}
 	}
 	err := s.st.Read(ctx, func(rd store.Reader) error {
-		vis, err := v.visible(ctx, rd)
-		if err != nil {
+		var err error
+		if d.Clusters, err = creatableClusters(ctx, rd, v); err != nil {
 			return err
 		}
-		cs, err := rd.Clusters(ctx)
-		if err != nil {
-			return err
-		}
-		cs = visibleClusters(vis, cs)
-		d.Clusters = slices.DeleteFunc(cs, func(c store.Cluster) bool { return !v.canOn(auth.Create, c.ID) })
 		d.Playbooks, err = rd.Playbooks(ctx)
 		return err
 	})
@@ -395,4 +383,18 @@ func canCreateSomewhere(ctx context.Context, rd store.Reader, v *visitor) (bool,
 		return false, err
 	}
 	return slices.ContainsFunc(visibleClusters(vis, cs), func(c store.Cluster) bool { return v.canOn(auth.Create, c.ID) }), nil
+}
+
+// creatableClusters are the clusters the visitor sees and may create on,
+// read in rd: the choices of the New action and New schedule forms.
+func creatableClusters(ctx context.Context, rd store.Reader, v *visitor) ([]store.Cluster, error) {
+	vis, err := v.visible(ctx, rd)
+	if err != nil {
+		return nil, err
+	}
+	cs, err := rd.Clusters(ctx)
+	if err != nil {
+		return nil, err
+	}
+	return slices.DeleteFunc(visibleClusters(vis, cs), func(c store.Cluster) bool { return !v.canOn(auth.Create, c.ID) }), nil
 }
