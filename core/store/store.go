@@ -429,11 +429,19 @@ type Node struct {
 	// too.
 	Secrets []string `json:"secrets,omitempty"`
 	// Labels are the static labels of the configuration with the agent's
-	// own laid over them, key by key (nil when there are none).
-	Labels      map[string]string `json:"labels"`
-	Version     string            `json:"version"`
-	LastContact *time.Time        `json:"last_contact"`
-	UpdatedTS   time.Time         `json:"updated_ts"`
+	// own laid over them, then CoreLabels over both, key by key (nil when
+	// there are none).
+	Labels map[string]string `json:"labels"`
+	// CoreLabels are labels the core holds for the node over the agent's
+	// own (those of the node it replaced); nil when none.
+	CoreLabels map[string]string `json:"core_labels,omitempty"`
+	// Replaces is the declared place the node took by a replace (the id
+	// of the node it replaced, or of the one that one replaced); "" when
+	// none.
+	Replaces    string     `json:"replaces,omitempty"`
+	Version     string     `json:"version"`
+	LastContact *time.Time `json:"last_contact"`
+	UpdatedTS   time.Time  `json:"updated_ts"`
 }
 
 // KindsColumn is how a store keeps a node's kinds with their args schemas,

@@ -157,6 +157,7 @@ func testClusterAndNodeRoundTrip(t *testing.T, db NewDB) {
 		Kinds: []string{"a/b", "c/d"}, Version: "1.2.3", LastContact: &contact, UpdatedTS: t0,
 		Secrets:     []string{"api-token", "db-password"},
 		Labels:      map[string]string{"role": "replica", "zone": "eu-1"},
+		CoreLabels:  map[string]string{"zone": "eu-1"}, Replaces: "n0",
 		ArgsSchemas: map[string]json.RawMessage{"c/d": json.RawMessage(`{"properties":{"a b":{"type":"string"}},"required":["a b"]}`)}}
 	n2 := store.Node{ClusterID: "c1", ID: "n2", Addr: "x:1", Source: store.SourceStatic, Status: store.NodeUnknown, UpdatedTS: t0}
 	update(t, s, func(ctx context.Context, tx store.Tx) error {
@@ -202,6 +203,7 @@ func testClusterAndNodeRoundTrip(t *testing.T, db NewDB) {
 	// Put replaces (labels too).
 	n.Cursor, n.Status, n.LastContact = 43, store.NodeUp, nil
 	n.Labels = map[string]string{"role": "primary"}
+	n.CoreLabels, n.Replaces = nil, ""
 	c.Status = store.ClusterHealthy
 	update(t, s, func(ctx context.Context, tx store.Tx) error {
 		if err := tx.PutCluster(ctx, &c); err != nil {
