@@ -571,14 +571,20 @@ const (
 	EventActionLost             = "action.lost"
 	// EventActionUrgent: an approver marked an action urgent, with a reason:
 	// it passes a closed maintenance window, never a freeze.
-	EventActionUrgent   = "action.urgent"
-	EventNodeUp         = "node.up"
-	EventNodeDown       = "node.down"
-	EventNodeJoined     = "node.joined"
-	EventNodeLeft       = "node.left"
-	EventNodeDrained    = "node.drained"
-	EventNodeUndrained  = "node.undrained"
-	EventNodeForgotten  = "node.forgotten"
+	EventActionUrgent  = "action.urgent"
+	EventNodeUp        = "node.up"
+	EventNodeDown      = "node.down"
+	EventNodeJoined    = "node.joined"
+	EventNodeLeft      = "node.left"
+	EventNodeDrained   = "node.drained"
+	EventNodeUndrained = "node.undrained"
+	EventNodeForgotten = "node.forgotten"
+	// EventNodeReplaced: a person replaced a node with another, which took
+	// its declared place and labels (muster node replace).
+	EventNodeReplaced = "node.replaced"
+	// EventNodeReaped: the core forgot a node not declared by its cluster,
+	// DOWN for longer than orchestrate.reap_after.
+	EventNodeReaped     = "node.reaped"
 	EventClusterAlert   = "cluster.alert"
 	EventClusterHealthy = "cluster.healthy"
 	EventTokenCreated   = "token.created"
