@@ -187,6 +187,11 @@ type OrchestrateConfig struct {
 	// is seen at once without gossip (docs/architecture.md, "Node syncs and
 	// reactive progress").
 	RunWatch bool `mapstructure:"run_watch" yaml:"run_watch"`
+	// ReapAfter: a node its cluster does not declare, DOWN this long, is
+	// forgotten with a node.reaped event, never below a declared count's
+	// floor (docs/architecture.md, "Declared membership"). 0: never;
+	// otherwise at least nodes.MinReapAfter.
+	ReapAfter time.Duration `mapstructure:"reap_after" yaml:"reap_after"`
 }
 
 // GossipConfig is the core's membership in the gossip pool, where agents
@@ -233,6 +238,7 @@ func DefaultConfig() Config {
 			ScheduleTTL:      24 * time.Hour,
 			RunPoll:          250 * time.Millisecond,
 			RunWatch:         true,
+			ReapAfter:        nodes.DefaultReapAfter,
 		},
 		AgentsCA:        AgentsCAConfig{Lifetime: enroll.DefaultLifetime},
 		Approval:        approval.DefaultPolicy(),
@@ -371,6 +377,9 @@ func (c *Config) Validate() error {
 		if d <= 0 {
 			add(key, "must be a positive duration such as 10s, got %s", d)
 		}
+	}
+	if r := o.ReapAfter; r < 0 || (r > 0 && r < nodes.MinReapAfter) {
+		add("orchestrate.reap_after", "must be 0 (never reap) or at least %s, got %s", nodes.MinReapAfter, r)
 	}
 	for key, n := range map[string]int{
 		"orchestrate.workers":             o.Workers,

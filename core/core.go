@@ -218,6 +218,7 @@ func (c *Core) Run(ctx context.Context) error {
 		ScheduleTTL:      cfg.Orchestrate.ScheduleTTL,
 		RunPoll:          cfg.Orchestrate.RunPoll,
 		NoRunWatch:       !cfg.Orchestrate.RunWatch,
+		ReapAfter:        cfg.Orchestrate.ReapAfter,
 		AgentTLS:         atls,
 		StaticLabels:     discovery.StaticLabels(cfg.Clusters),
 		Budget:           budgets,

@@ -155,9 +155,9 @@ func testClusterAndNodeRoundTrip(t *testing.T, db NewDB) {
 	n := store.Node{ClusterID: "c1", ID: "n1", Addr: "10.0.0.1:7420", Source: store.SourceGossip,
 		Status: store.NodeDown, StatusReason: "left", DownCause: store.CauseLeft, Drained: true, DrainedBy: "alice", DrainReason: "disk swap", StoreID: "sid", Cursor: 42,
 		Kinds: []string{"a/b", "c/d"}, Version: "1.2.3", LastContact: &contact, UpdatedTS: t0,
-		Secrets:     []string{"api-token", "db-password"},
-		Labels:      map[string]string{"role": "replica", "zone": "eu-1"},
-		CoreLabels:  map[string]string{"zone": "eu-1"}, Replaces: "n0",
+		Secrets:    []string{"api-token", "db-password"},
+		Labels:     map[string]string{"role": "replica", "zone": "eu-1"},
+		CoreLabels: map[string]string{"zone": "eu-1"}, Replaces: "n0",
 		ArgsSchemas: map[string]json.RawMessage{"c/d": json.RawMessage(`{"properties":{"a b":{"type":"string"}},"required":["a b"]}`)}}
 	n2 := store.Node{ClusterID: "c1", ID: "n2", Addr: "x:1", Source: store.SourceStatic, Status: store.NodeUnknown, UpdatedTS: t0}
 	update(t, s, func(ctx context.Context, tx store.Tx) error {
