@@ -332,6 +332,28 @@ type RevokeResult struct {
 	Serials   []string `json:"serials"`
 }
 
+// ReplaceNodeRequest is the body of POST
+// /api/v1/clusters/{c}/nodes/{old}/replace: the node that takes the old
+// one's declared place and labels.
+type ReplaceNodeRequest struct {
+	With string `json:"with"`
+}
+
+// ReplaceResult answers a replace: the node replaced (forgotten, its
+// actions readable under its id), the node that took its place, the
+// declared place it holds (the old node's id, or the place the old node had
+// taken itself), the labels it took, how many open actions of the old node
+// ended, and the old node's certificates revoked.
+type ReplaceResult struct {
+	ClusterID    string            `json:"cluster_id"`
+	NodeID       string            `json:"node_id"`
+	With         string            `json:"with"`
+	Place        string            `json:"place"`
+	Labels       map[string]string `json:"labels"`
+	ActionsEnded int               `json:"actions_ended"`
+	Serials      []string          `json:"serials"`
+}
+
 // TokenList answers GET /api/v1/tokens.
 type TokenList struct {
 	Tokens []Token `json:"tokens"`
