@@ -34,7 +34,7 @@ func toWireNode(n store.Node) wire.Node {
 		StoreID: n.StoreID, Kinds: kinds, Version: n.Version,
 		LastContact: n.LastContact, UpdatedTS: n.UpdatedTS, Labels: labels.Merge(nil, n.Labels),
 		ArgsSchemas: n.ArgsSchemas, ArgsSchemasRefused: ops.RefusedSchemas(n.ArgsSchemas),
-		Secrets: n.Secrets,
+		Secrets: n.Secrets, CoreLabels: n.CoreLabels, Replaces: n.Replaces,
 	}
 }
 

@@ -86,6 +86,17 @@ func TestReplaceRouteAnswers(t *testing.T) {
 	if out.Place != "old-1" || out.With != "new-1" || out.Labels["n"] != "old-1" {
 		t.Fatalf("answer %+v", out)
 	}
+	var list wire.NodeList
+	var n wire.Node
+	e.call(http.MethodGet, "/api/v1/nodes?cluster=prod", "viewer", nil, http.StatusOK, &list)
+	for _, x := range list.Nodes {
+		if x.ID == "new-1" {
+			n = x
+		}
+	}
+	if n.Replaces != "old-1" || n.CoreLabels["n"] != "old-1" || n.Labels["n"] != "old-1" {
+		t.Fatalf("new-1 shown as %+v", n)
+	}
 	for _, tc := range []struct {
 		name, path string
 		body       any

@@ -197,9 +197,15 @@ type Node struct {
 	Version     string     `json:"version"`
 	LastContact *time.Time `json:"last_contact"`
 	UpdatedTS   time.Time  `json:"updated_ts"`
-	// Labels: the configured labels with the agent's own laid over them
+	// Labels: the configured labels with the agent's own laid over them,
+	// then those the core holds for the node (CoreLabels) over both
 	// (always an object).
 	Labels map[string]string `json:"labels"`
+	// CoreLabels are the labels the node took from the node it replaced
+	// (muster node replace), held over the agent's own; Replaces is the
+	// declared place it took.
+	CoreLabels map[string]string `json:"core_labels,omitempty"`
+	Replaces   string            `json:"replaces,omitempty"`
 	// Revoked: the node's newest certificate is on the revocation list; the
 	// core refuses it until the node enrolls again.
 	Revoked      bool   `json:"revoked,omitempty"`
