@@ -262,7 +262,7 @@ func (o *Orchestrator) planStatus(ctx context.Context, r store.Reader, cs *clust
 		}
 	}
 	sort.Strings(downIDs)
-	reaped, err := o.reap(ctx, r, cs.id, w, now)
+	reaped, err := o.reap(ctx, r, cs.id, downIDs, w, now)
 	if err != nil {
 		return err
 	}
@@ -331,16 +331,34 @@ func nodeNext(stored *store.Node, res *nodeResult) (next store.Node, write, isDo
 
 // reap adds to w the nodes of the cluster to forget as of now (DOWN past
 // ReapAfter, not declared, above the floor: nodes.Membership.Reapable),
-// and returns their ids. It runs in the lease holder's full sync, whose
-// commit is fenced: one replica reaps. A node this sync saw UP again is
-// kept.
-func (o *Orchestrator) reap(ctx context.Context, r store.Reader, clusterID string, w *writePlan, now time.Time) ([]string, error) {
-	if o.cfg.ReapAfter <= 0 {
+// and returns their ids. down are the cluster's DOWN nodes as this sync
+// leaves them: only they are read, unless the cluster declares a count
+// (the floor counts every node matching its selector). It runs in the
+// lease holder's full sync, whose commit is fenced: one replica reaps.
+func (o *Orchestrator) reap(ctx context.Context, r store.Reader, clusterID string, down []string, w *writePlan, now time.Time) ([]string, error) {
+	if o.cfg.ReapAfter <= 0 || len(down) == 0 {
 		return nil, nil
 	}
-	all, err := r.Nodes(ctx, clusterID)
-	if err != nil {
-		return nil, err
+	var m nodes.Membership
+	if o.cfg.Members != nil {
+		m = o.cfg.Members.Load()
+	}
+	var all []store.Node
+	if m[clusterID].Count > 0 {
+		var err error
+		if all, err = r.Nodes(ctx, clusterID); err != nil {
+			return nil, err
+		}
+	} else {
+		for _, id := range down {
+			n, err := r.Node(ctx, clusterID, id)
+			if errors.Is(err, store.ErrNotFound) {
+				continue
+			} else if err != nil {
+				return nil, err
+			}
+			all = append(all, *n)
+		}
 	}
 	for _, u := range w.nodes {
 		for i := range all {
@@ -348,10 +366,6 @@ func (o *Orchestrator) reap(ctx context.Context, r store.Reader, clusterID strin
 				all[i] = u
 			}
 		}
-	}
-	var m nodes.Membership
-	if o.cfg.Members != nil {
-		m = o.cfg.Members.Load()
 	}
 	ids := m.Reapable(clusterID, all, o.cfg.ReapAfter, now)
 	if len(ids) == 0 {
