@@ -207,6 +207,10 @@ type Tx interface {
 	PurgeActions(ctx context.Context, before time.Time, limit int) (int, error)
 	// PurgeEvents deletes up to limit events older than t, oldest first,
 	// and returns how many it deleted. Sequence numbers are never reused.
+	// PurgeRuns deletes up to limit runs finished before t, oldest
+	// first, with their children, and the playbook versions no run or
+	// schedule refers to any more (each playbook's newest kept).
+	PurgeRuns(ctx context.Context, before time.Time, limit int) (int, error)
 	PurgeEvents(ctx context.Context, before time.Time, limit int) (int, error)
 	// InsertToken stores a new token (ErrExists when the hash is taken, or
 	// the name is, ignoring case: alice and Alice are one name).

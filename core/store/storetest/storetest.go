@@ -73,6 +73,7 @@ func Run(t *testing.T, db NewDB) {
 		{"ClusterLabelsAndScopedLists", testClusterLabelsAndScopedLists},
 		{"Purge", testPurge},
 		{"PurgeKeepsChildrenOfOpenRuns", testPurgeKeepsChildrenOfOpenRuns},
+		{"PurgeRuns", testPurgeRuns},
 		{"EventsSequenceAndSubscribe", testEventsSequenceAndSubscribe},
 		{"EventsAreNumberedInCommitOrder", testEventsAreNumberedInCommitOrder},
 		{"EventSequenceSurvivesReopen", testEventSequenceSurvivesReopen},
