@@ -52,7 +52,11 @@ type Config struct {
 	// Retention: finished actions (with their history) and events older
 	// than this are purged in the background.
 	Retention time.Duration `mapstructure:"retention" yaml:"retention"`
-	Log       config.Log    `mapstructure:"log" yaml:"log"`
+	// RetentionRuns: finished runs that ended longer ago are purged whole,
+	// with their stages, children and the playbook versions nothing refers
+	// to any more.
+	RetentionRuns time.Duration `mapstructure:"retention_runs" yaml:"retention_runs"`
+	Log           config.Log    `mapstructure:"log" yaml:"log"`
 	// Teams and Grants seed the store's access at start (source
 	// "config"; docs/configuration.md, "Access").
 	Teams  []TeamSpec  `mapstructure:"teams" yaml:"teams"`
@@ -243,6 +247,7 @@ func DefaultConfig() Config {
 		AgentsCA:        AgentsCAConfig{Lifetime: enroll.DefaultLifetime},
 		Approval:        approval.DefaultPolicy(),
 		Retention:       retention.DefaultConfig().Retention,
+		RetentionRuns:   retention.DefaultConfig().Retention,
 		Notify:          []notify.Destination{},
 		Gossip:          GossipConfig{BindAddr: "0.0.0.0:7946", Join: []string{}, Timing: gossip.Timing{Profile: gossip.ProfileLAN}},
 		UI:              UIConfig{Enabled: true, SessionTTL: 12 * time.Hour, MaxSessionsPerToken: ui.DefaultMaxSessionsPerToken},
@@ -373,6 +378,7 @@ func (c *Config) Validate() error {
 		"orchestrate.schedule_ttl":  o.ScheduleTTL,
 		"orchestrate.run_poll":      o.RunPoll,
 		"retention":                 c.Retention,
+		"retention_runs":            c.RetentionRuns,
 	} {
 		if d <= 0 {
 			add(key, "must be a positive duration such as 10s, got %s", d)
