@@ -54,7 +54,7 @@ type Config struct {
 	Retention time.Duration `mapstructure:"retention" yaml:"retention"`
 	// RetentionRuns: finished runs that ended longer ago are purged whole,
 	// with their stages, children and the playbook versions nothing refers
-	// to any more.
+	// to any more. 0: Retention.
 	RetentionRuns time.Duration `mapstructure:"retention_runs" yaml:"retention_runs"`
 	Log           config.Log    `mapstructure:"log" yaml:"log"`
 	// Teams and Grants seed the store's access at start (source
@@ -247,7 +247,6 @@ func DefaultConfig() Config {
 		AgentsCA:        AgentsCAConfig{Lifetime: enroll.DefaultLifetime},
 		Approval:        approval.DefaultPolicy(),
 		Retention:       retention.DefaultConfig().Retention,
-		RetentionRuns:   retention.DefaultConfig().Retention,
 		Notify:          []notify.Destination{},
 		Gossip:          GossipConfig{BindAddr: "0.0.0.0:7946", Join: []string{}, Timing: gossip.Timing{Profile: gossip.ProfileLAN}},
 		UI:              UIConfig{Enabled: true, SessionTTL: 12 * time.Hour, MaxSessionsPerToken: ui.DefaultMaxSessionsPerToken},
@@ -378,11 +377,13 @@ func (c *Config) Validate() error {
 		"orchestrate.schedule_ttl":  o.ScheduleTTL,
 		"orchestrate.run_poll":      o.RunPoll,
 		"retention":                 c.Retention,
-		"retention_runs":            c.RetentionRuns,
 	} {
 		if d <= 0 {
 			add(key, "must be a positive duration such as 10s, got %s", d)
 		}
+	}
+	if c.RetentionRuns < 0 {
+		add("retention_runs", "must not be negative (0: as retention), got %s", c.RetentionRuns)
 	}
 	if r := o.ReapAfter; r < 0 || (r > 0 && r < nodes.MinReapAfter) {
 		add("orchestrate.reap_after", "must be 0 (never reap) or at least %s, got %s", nodes.MinReapAfter, r)

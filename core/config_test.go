@@ -86,6 +86,8 @@ func TestValidate(t *testing.T) {
 			"orchestrate.agent_timeout", "orchestrate.full_sync_every", "orchestrate.interval",
 			"orchestrate.max_queued_per_node", "orchestrate.run_poll", "orchestrate.schedule_ttl", "orchestrate.workers",
 		}},
+		{"retention_runs negative", func(c *Config) { c.RetentionRuns = -time.Hour }, []string{"retention_runs"}},
+		{"retention_runs", func(c *Config) { c.RetentionRuns = 24 * time.Hour }, nil},
 		{"reap_after off", func(c *Config) { c.Orchestrate.ReapAfter = 0 }, nil},
 		{"reap_after at the floor", func(c *Config) { c.Orchestrate.ReapAfter = 10 * time.Minute }, nil},
 		{"reap_after below the floor", func(c *Config) { c.Orchestrate.ReapAfter = 9 * time.Minute }, []string{"orchestrate.reap_after"}},
