@@ -116,9 +116,18 @@ func (a *Agent) Run(ctx context.Context) error {
 	}
 	defer q.Close()
 
+	// The files of restarts_agent actions are kept until the action's end
+	// is committed: removed here, at the start after it.
+	if err := handlers.CleanDetached(cfg.DataDir, func(id string) bool {
+		rec, err := q.Get(ctx, id)
+		return errors.Is(err, queue.ErrNotFound) || err == nil && rec.State.Final()
+	}); err != nil {
+		a.log.Warn("remove the files of finished detached actions", "err", err)
+	}
 	reg, err := handlers.NewRegistry(cfg.Actions.External, handlers.Env{
 		NodeID: cfg.NodeID, ClusterID: cfg.ClusterID, Grace: cfg.Actions.KillGrace,
-		Secrets: cfg.Secrets.Read,
+		Secrets: cfg.Secrets.Read, Version: version.Version,
+		SystemdRun: cfg.Actions.SystemdRun, Systemctl: cfg.Actions.Systemctl, StateDir: cfg.DataDir,
 	})
 	if err != nil {
 		return err

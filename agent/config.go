@@ -87,6 +87,11 @@ type ActionsConfig struct {
 	// KillGrace is how long an external command has between SIGTERM and SIGKILL.
 	KillGrace time.Duration       `mapstructure:"kill_grace" yaml:"kill_grace"`
 	External  []handlers.External `mapstructure:"external" yaml:"external"`
+	// SystemdRun and Systemctl are the programs that run the commands of a
+	// kind with privileges in a transient unit, and stop it
+	// (docs/operations.md, "Privilege profiles").
+	SystemdRun string `mapstructure:"systemd_run" yaml:"systemd_run"`
+	Systemctl  string `mapstructure:"systemctl" yaml:"systemctl"`
 }
 
 // GossipConfig is the agent's membership in the gossip pool.
@@ -193,6 +198,8 @@ func DefaultConfig() Config {
 			PurgeInterval:      time.Minute,
 			KillGrace:          10 * time.Second,
 			External:           []handlers.External{},
+			SystemdRun:         handlers.DefaultSystemdRun,
+			Systemctl:          handlers.DefaultSystemctl,
 		},
 		Gossip:          GossipConfig{BindAddr: "0.0.0.0:7946", Join: []string{}, Timing: gossip.Timing{Profile: gossip.ProfileLAN}},
 		Log:             config.DefaultLog(),
@@ -285,6 +292,11 @@ func (c *Config) Validate() error {
 	}
 	if a.RetentionMax < a.Retention {
 		errs.Add("actions.retention_max", "%s is shorter than actions.retention %s", a.RetentionMax, a.Retention)
+	}
+	for key, p := range map[string]string{"actions.systemd_run": a.SystemdRun, "actions.systemctl": a.Systemctl} {
+		if p != "" && !filepath.IsAbs(p) {
+			errs.Add(key, "%q must be an absolute path (the agent's PATH is not searched)", p)
+		}
 	}
 	schemaBytes := 0
 	for i, e := range a.External {

@@ -43,6 +43,23 @@ func TestConfigRefusesWhatTheCoreRefuses(t *testing.T) {
 				c.Actions.External = append(c.Actions.External, handlers.External{Kind: fmt.Sprintf("example.com/k%d", i), Run: []string{"/bin/true"}, ArgsSchema: big})
 			}
 		}, []string{"actions.external"}},
+		{"privilege profiles", func(c *Config) {
+			c.Actions.External = []handlers.External{
+				{Kind: "example.com/pkg", Run: []string{"/usr/bin/apt-get"}, Privileges: "package-manager"},
+				{Kind: "example.com/fw", Run: []string{"/bin/true"}, Privileges: "root"},
+				{Kind: "example.com/up", Run: []string{"/bin/true"}, Privileges: "package-manager", RestartsAgent: true},
+			}
+		}, nil},
+		{"an unknown privilege profile", func(c *Config) {
+			c.Actions.External = []handlers.External{{Kind: "example.com/x", Run: []string{"/bin/true"}, Privileges: "admin"}}
+		}, []string{"actions.external[0].privileges"}},
+		{"privileges with a user", func(c *Config) {
+			c.Actions.External = []handlers.External{{Kind: "example.com/x", Run: []string{"/bin/true"}, Privileges: "root", User: "root"}}
+		}, []string{"actions.external[0].user"}},
+		{"restarts_agent without privileges, with a check, idempotent", func(c *Config) {
+			c.Actions.External = []handlers.External{{Kind: "example.com/x", Run: []string{"/bin/true"}, Check: []string{"/bin/true"}, RestartsAgent: true, Idempotent: true}}
+		}, []string{"actions.external[0].check", "actions.external[0].idempotent", "actions.external[0].restarts_agent"}},
+		{"a relative systemd-run", func(c *Config) { c.Actions.SystemdRun = "systemd-run" }, []string{"actions.systemd_run"}},
 		{"secrets", func(c *Config) {
 			c.Secrets = secret.Config{Dir: "/etc/muster/secrets", Files: map[string]string{"db-password": "/run/db"}}
 		}, nil},

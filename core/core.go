@@ -187,6 +187,7 @@ func (c *Core) Run(ctx context.Context) error {
 	rules := &actions.Rules{Policy: policy, ScheduleTTL: cfg.Orchestrate.ScheduleTTL}
 	engine := runs.NewEngine(policy, rules, nil)
 	engine.SetProber(probe.New(cfg.CoreSteps))
+	engine.SetKindLocks(budgets)
 	schedules := &recur.Service{Policy: policy, MinEvery: cfg.MinEvery}
 	ln, guard, apiPair, gate, err := listen(cfg, enr)
 	if err != nil {

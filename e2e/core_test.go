@@ -76,6 +76,9 @@ type fleetOptions struct {
 	stepKind string
 	// coreArgs are added to the core's command line.
 	coreArgs []string
+	// agentBin, when set, is the agents' binary, a muster-agent (default:
+	// `muster agent` of the one binary).
+	agentBin string
 }
 
 func newFleetWith(t testing.TB, o fleetOptions) *fleet {
@@ -113,7 +116,11 @@ func newFleetWith(t testing.TB, o fleetOptions) *fleet {
 			own += o.agentYAML(id)
 		}
 		f.dirs[id] = subdir(id)
-		attempts[i] = agentAttempt(t, binary, []string{"agent"}, f.dirs[id], id, own)
+		bin, cmd := binary, []string{"agent"}
+		if o.agentBin != "" {
+			bin, cmd = o.agentBin, nil
+		}
+		attempts[i] = agentAttempt(t, bin, cmd, f.dirs[id], id, own)
 	}
 	started := startAll(t, attempts...) // side by side
 	for i, p := range started {

@@ -173,7 +173,7 @@ func TestDevRunsEveryShippedPlaybook(t *testing.T) {
 	t.Parallel()
 	d := startDev(t, "--agents", "3")
 	files, err := filepath.Glob(filepath.Join("..", "configs", "playbooks", "*.yaml"))
-	if err != nil || len(files) != 4 {
+	if err != nil || len(files) != 5 {
 		t.Fatalf("shipped playbooks: %v, %v", files, err)
 	}
 	for _, f := range files {

@@ -7,6 +7,7 @@ import (
 	"bufio"
 	"context"
 	"errors"
+	"flag"
 	"fmt"
 	"io"
 	mrand "math/rand/v2"
@@ -33,7 +34,22 @@ import (
 // the agent alone that the nodes install.
 var binary, agentBinary string
 
+// e2eParallel is how many parallel tests run at once unless -test.parallel
+// says otherwise. The tests spend most of their time waiting on real
+// processes (timers, orchestration passes, browsers), not computing, so on
+// 2 cores four at a time finish sooner than GOMAXPROCS would.
+const e2eParallel = 4
+
 func TestMain(m *testing.M) {
+	flag.Parse()
+	explicit := false
+	flag.Visit(func(f *flag.Flag) { explicit = explicit || f.Name == "test.parallel" })
+	if !explicit {
+		if err := flag.Set("test.parallel", strconv.Itoa(e2eParallel)); err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			os.Exit(1)
+		}
+	}
 	dir, err := os.MkdirTemp("", "muster-e2e-bin-")
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)

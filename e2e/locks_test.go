@@ -1,11 +1,16 @@
 package e2e
 
 import (
+	"os"
+	"path/filepath"
+	"reflect"
 	"regexp"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
+	"github.com/musterhq/muster/shared/client"
 	"github.com/musterhq/muster/shared/limit"
 	"github.com/musterhq/muster/shared/testwait"
 	"github.com/musterhq/muster/shared/wire"
@@ -20,7 +25,16 @@ import (
 // step of the first ended.
 func TestTwoRunsOfOneLockNeverInterleave(t *testing.T) {
 	t.Parallel()
-	twoLockedRuns(t, newProcFleet(t, 3), nil)
+	twoLockedRuns(t, newProcFleet(t, 3), &wire.Lock{Name: "db"}, "Lock", nil)
+}
+
+// TestTwoRunsOfAKindDeclaringALockNeverInterleave is scenario 4 with the
+// lock declared by a kind in the core's kinds: configuration, not by the
+// runs: their stage runs example.com/upgrade, which takes lock db.
+func TestTwoRunsOfAKindDeclaringALockNeverInterleave(t *testing.T) {
+	t.Parallel()
+	f := newProcFleetWith(t, 3, fleetOptions{coreExtra: "kinds:\n  - {kind: example.com/upgrade, lock: db}\n"})
+	twoLockedRuns(t, f, nil, "lock: db (held while the stage runs: kind example.com/upgrade declares it)", nil)
 }
 
 // TestTwoRunsOfOneLockNeverInterleaveOnReplicas is scenario 4 on two core
@@ -31,7 +45,7 @@ func TestTwoRunsOfOneLockNeverInterleave(t *testing.T) {
 func TestTwoRunsOfOneLockNeverInterleaveOnReplicas(t *testing.T) {
 	t.Parallel()
 	f := newProcFleetWith(t, 3, fleetOptions{replicas: 2})
-	twoLockedRuns(t, f, func() {
+	twoLockedRuns(t, f, &wire.Lock{Name: "db"}, "Lock", func() {
 		h := -1
 		testwait.Within(t, 60*time.Second, "a replica holding the cluster", func() bool {
 			h = f.holder()
@@ -41,13 +55,15 @@ func TestTwoRunsOfOneLockNeverInterleaveOnReplicas(t *testing.T) {
 	})
 }
 
-// twoLockedRuns runs scenario 4 on f; beforeSecond, when set, runs before
-// the second run is created.
-func twoLockedRuns(t *testing.T, f *procFleet, beforeSecond func()) {
+// twoLockedRuns runs scenario 4 on f, both runs taking lock (nil: the
+// lock db comes from elsewhere, a kind), `muster run show` of the waiter
+// saying show; beforeSecond, when set, runs before the second run is
+// created.
+func twoLockedRuns(t *testing.T, f *procFleet, lock *wire.Lock, show string, beforeSecond func()) {
 	t.Helper()
 	locked := func(canary int) *wire.CreateRunRequest {
 		req := procRun("100%", nil)
-		req.Lock = &wire.Lock{Name: "db"}
+		req.Lock = lock
 		req.Stages[0].Canary = canary
 		return req
 	}
@@ -63,7 +79,7 @@ func twoLockedRuns(t *testing.T, f *procFleet, beforeSecond func()) {
 		return err == nil && r.State == "RUNNING" && strings.Contains(r.StateReason, want)
 	})
 	env := []string{"MUSTER_ADDR=http://" + f.core.Addr(), "MUSTER_TOKEN=" + f.secrets["admin"]}
-	if out := muster(t, env, "run", "show", second.ID); !strings.Contains(out, want) || !strings.Contains(out, "Lock") {
+	if out := muster(t, env, "run", "show", second.ID); !strings.Contains(out, want) || !strings.Contains(out, show) {
 		t.Fatalf("run show of the waiting run does not say why:\n%s", out)
 	}
 	if kids := f.children(t, second.ID); len(kids) != 0 {
@@ -141,5 +157,67 @@ func TestRetryFromTheFailedStepRunsOnlyVerifyAndUndrain(t *testing.T) {
 	}
 	if strings.Join(ran, " ") != "node-2:verify node-2:undrain" {
 		t.Fatalf("the retry ran %v, want node-2:verify node-2:undrain", ran)
+	}
+}
+
+// TestAKindsLockReloadedShowsInThePlanAndItsDigest: a reload of the core's
+// configuration that makes example.com/upgrade take lock db changes the
+// plan of a playbook running it: the plan (API and `muster playbook plan`)
+// shows the lock, its digest changes, and a start with the digest shown
+// before the reload is refused; started with the new digest, the run's
+// stage holds the lock.
+func TestAKindsLockReloadedShowsInThePlanAndItsDigest(t *testing.T) {
+	t.Parallel()
+	f := newProcFleet(t, 1)
+	doc := "name: locked-upgrade\nstages:\n  - name: upgrade\n    target: {all: true}\n    steps:\n" +
+		"      - {name: drain, kind: example.com/drain}\n      - {name: upgrade, kind: example.com/upgrade}\n"
+	if _, err := f.alice.ApplyPlaybook(ctxT(t), doc); err != nil {
+		t.Fatal(err)
+	}
+	req := &wire.PlanRequest{ClusterID: "e2e"}
+	before, err := f.alice.PlanPlaybook(ctxT(t), "locked-upgrade", req)
+	if err != nil || len(before.Stages) != 1 || len(before.Stages[0].KindLocks) != 0 {
+		t.Fatalf("the plan before the reload: %+v %v", before, err)
+	}
+	last, err := f.admin.Events(ctxT(t), -1, 1, client.EventFilter{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	path := filepath.Join(f.dir, "fleet", "core", "core.yaml")
+	orig, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	next := string(orig) + "kinds:\n  - {kind: example.com/upgrade, lock: db}\n"
+	if err := os.WriteFile(path, []byte(next), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	f.core.signal(syscall.SIGHUP)
+	if ev := f.coreEvent("core.config_reloaded", last.Next); !strings.Contains(ev.Message, "kinds") {
+		t.Fatalf("reload event %+v, want kinds changed", ev)
+	}
+	after, err := f.alice.PlanPlaybook(ctxT(t), "locked-upgrade", req)
+	want := []wire.KindLock{{Name: "db", Scope: wire.LockCluster, Kinds: []string{"example.com/upgrade"}}}
+	if err != nil || len(after.Stages) != 1 || !reflect.DeepEqual(after.Stages[0].KindLocks, want) {
+		t.Fatalf("the plan after the reload: %+v %v, want its stage taking %+v", after.Stages, err, want)
+	}
+	if after.Digest == before.Digest {
+		t.Fatalf("the reload left the plan's digest %s as it was", after.Digest)
+	}
+	env := []string{"MUSTER_ADDR=http://" + f.core.Addr(), "MUSTER_TOKEN=" + f.secrets["alice"]}
+	if out := muster(t, env, "playbook", "plan", "locked-upgrade", "--cluster", "e2e"); !strings.Contains(out,
+		"lock: db (held while the stage runs: kind example.com/upgrade declares it)") || !strings.Contains(out, after.Digest) {
+		t.Fatalf("muster playbook plan after the reload:\n%s", out)
+	}
+	_, err = f.alice.StartPlaybook(ctxT(t), "locked-upgrade", &wire.PlanRequest{ClusterID: "e2e", Digest: before.Digest})
+	if err == nil || !strings.Contains(err.Error(), "the plan changed") {
+		t.Fatalf("a start with the digest shown before the reload: %v, want it refused", err)
+	}
+	run, err := f.alice.StartPlaybook(ctxT(t), "locked-upgrade", &wire.PlanRequest{ClusterID: "e2e", Digest: after.Digest})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if run.Digest != after.Digest || !reflect.DeepEqual(run.Stages[0].KindLocks, want) {
+		t.Fatalf("the run started: digest %s, kind locks %+v; want %s, %+v", run.Digest, run.Stages[0].KindLocks, after.Digest, want)
 	}
 }

@@ -53,6 +53,36 @@ const brokenHeaders = `(() => {
   return bad;
 })()`
 
+// brokenCells lists the visible table cells and facts whose id, name,
+// kind or number is broken over two lines inside itself: a word may wrap
+// after a separator (- . / : _ @ = ,), never inside a run of letters, and a
+// number, a count like 2/2/2 or an address like 127.0.0.1:7421 never at all.
+// Each unit's text range must lie on one line box.
+const brokenCells = `(() => {
+  const bad = [];
+  const numeric = /^[\d.,:\/%×+-]+$/;
+  for (const cell of document.querySelectorAll('td, dd')) {
+    const box = cell.getBoundingClientRect();
+    if (box.width <= 1 || box.height <= 1) continue;
+    const w = document.createTreeWalker(cell, NodeFilter.SHOW_TEXT);
+    for (let n = w.nextNode(); n; n = w.nextNode()) {
+      if (n.parentElement.closest('pre, textarea, script, style')) continue; // output keeps its own lines
+      const words = /\S+/g;
+      for (let m = words.exec(n.data); m; m = words.exec(n.data)) {
+        const units = numeric.test(m[0]) ? [[m[0], 0]] : [...m[0].matchAll(/[^\-.\/:_@=,]+/g)].map(u => [u[0], u.index]);
+        for (const [u, at] of units) {
+          if (u.length < 2) continue;
+          const r = document.createRange();
+          r.setStart(n, m.index + at); r.setEnd(n, m.index + at + u.length);
+          const tops = new Set([...r.getClientRects()].filter(x => x.width > 0).map(x => Math.round(x.top)));
+          if (tops.size > 1) bad.push(m[0]);
+        }
+      }
+    }
+  }
+  return [...new Set(bad)];
+})()`
+
 // forbiddenLinks fetches every link of the page into the UI and lists those
 // answering 403: a person is never led to a Forbidden page.
 const forbiddenLinks = `Promise.all([...new Set([...document.querySelectorAll('a[href^="/ui/"]')].map(a => a.getAttribute('href')))]
@@ -130,10 +160,10 @@ func TestWebUIPages(t *testing.T) {
 	})
 	do(t, alice, chromedp.Navigate(base+"/ui/clusters"))
 	waitLoaded(t, alice, "the budget on the Clusters page", `document.querySelector('.budget-held') !== null`)
-	if line := eval[string](t, alice, `document.querySelector('.budget-line').textContent`); !strings.Contains(line, "1 of 1") || !strings.Contains(line, "1 action(s) held") {
+	if line := eval[string](t, alice, `document.querySelector('.budget-line').textContent`); !strings.Contains(line, "1 of 1") || !strings.Contains(line, "1 action held") {
 		t.Fatalf("the Clusters page's budget line: %q", line)
 	}
-	waitJS(t, bob, "the budget held on the Dashboard", `(document.querySelector('#dash-budgets .budget-held') || {}).textContent === '1 action(s) held'`)
+	waitJS(t, bob, "the budget held on the Dashboard", `(document.querySelector('#dash-budgets .budget-held') || {}).textContent === '1 action held'`)
 
 	// Alice undrains node-1 from its page: the held action runs, and Bob's
 	// Dashboard lists it running without a reload.
@@ -265,6 +295,9 @@ func TestWebUIPages(t *testing.T) {
 				waitJS(t, ctx, "local times", `!document.querySelector('time') || document.querySelector('time[data-local]')`)
 				if bad := eval[[]string](t, ctx, brokenHeaders); len(bad) > 0 {
 					t.Errorf("%s at %s as %s: headers broken inside a word: %q", p.name, size.name, who, bad)
+				}
+				if bad := eval[[]string](t, ctx, brokenCells); len(bad) > 0 {
+					t.Errorf("%s at %s as %s: ids, names or numbers broken inside themselves: %q", p.name, size.name, who, bad)
 				}
 				if tm := eval[[]string](t, ctx, `[...document.querySelectorAll('time[data-local]')].slice(0, 1).flatMap(e => [e.textContent, e.title])`); len(tm) == 2 &&
 					(!strings.HasSuffix(tm[0], " ago") && !strings.HasPrefix(tm[0], "in ") || !strings.Contains(tm[1], "(UTC+09:00)")) {

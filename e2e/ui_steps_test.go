@@ -61,7 +61,7 @@ func TestWebUIRunSteps(t *testing.T) {
 	card := fmt.Sprintf(`[data-paused-run="%s"]`, r.ID)
 	do(t, bob, chromedp.WaitVisible(chromedp.CSS(card)))
 	if text := eval[string](t, bob, `document.querySelector('`+card+` .continues').textContent`); !strings.Contains(text, "Promoting lets stage upgrade go on past its canary: 2 of its 3 nodes remain.") ||
-		!strings.Contains(text, "1 node(s) done, 0 failed") {
+		!strings.Contains(text, "1 node done, 0 failed") {
 		t.Fatalf("bob's card says %q", text)
 	}
 	alice := br.tab(t, 1280, 800, "UTC")
@@ -138,6 +138,9 @@ func TestWebUIRunSteps(t *testing.T) {
 			do(t, ctx, chromedp.WaitVisible(chromedp.CSS("ol.steps")))
 			if bad := eval[[]string](t, ctx, brokenHeaders); len(bad) > 0 {
 				t.Errorf("run page at %s as %s: headers broken inside a word: %q", size.name, who, bad)
+			}
+			if bad := eval[[]string](t, ctx, brokenCells); len(bad) > 0 {
+				t.Errorf("run page at %s as %s: ids, names or numbers broken inside themselves: %q", size.name, who, bad)
 			}
 			if bad := evalAwait(t, ctx, forbiddenLinks); len(bad) > 0 {
 				t.Errorf("run page as %s: links to Forbidden pages: %v", who, bad)

@@ -49,6 +49,16 @@ type External struct {
 	// agent refuses other args with 422 and announces the schema in its
 	// info, so that the core refuses them before any approval.
 	ArgsSchema SchemaText `mapstructure:"args_schema" yaml:"args_schema,omitempty"`
+	// Privileges names a privilege profile (package-manager, root): the
+	// commands run in a transient systemd unit with its capabilities and
+	// writable paths instead of under the agent's own (docs/operations.md,
+	// "Privilege profiles"). Empty: as a child of the agent.
+	Privileges string `mapstructure:"privileges" yaml:"privileges,omitempty"`
+	// RestartsAgent marks a kind whose command restarts the agent (it
+	// upgrades the agent's own package): the command runs apart from the
+	// agent, at most once, and the agent that starts next records its
+	// result (docs/operations.md, "Upgrading the agent with muster").
+	RestartsAgent bool `mapstructure:"restarts_agent" yaml:"restarts_agent,omitempty"`
 }
 
 // SchemaText is a JSON Schema written as JSON or YAML text.
@@ -57,7 +67,7 @@ type SchemaText string
 // AllowedEnv lists the variables of the agent's own environment that its
 // commands inherit; nothing else does (no token, no cloud credential). The
 // agent adds MUSTER_ACTION_ID, MUSTER_ACTION_KIND, MUSTER_NODE_ID,
-// MUSTER_CLUSTER_ID, and the kind's env.
+// MUSTER_CLUSTER_ID, MUSTER_AGENT_VERSION, and the kind's env.
 var AllowedEnv = []string{"PATH", "LANG", "TZ"}
 
 // Validate returns one error per bad field; i is its index in the list.
@@ -105,6 +115,7 @@ func (e External) Validate(i int) config.Errors {
 			errs.Add(key+".user", "%v", err)
 		}
 	}
+	e.validateProfile(key, &errs)
 	if e.CheckInterval < 0 {
 		errs.Add(key+".check_interval", "must not be negative, got %s", e.CheckInterval)
 	}
@@ -145,6 +156,14 @@ type Env struct {
 	// Secrets reads a secret's value by name, for the references in args
 	// ({{ secret "NAME" }}); nil: the agent has none.
 	Secrets secret.Reader
+	// Version is the agent's version, given to commands as
+	// MUSTER_AGENT_VERSION.
+	Version string
+	// SystemdRun and Systemctl are the programs that run a privileged
+	// kind's commands in their own unit and stop that unit.
+	SystemdRun, Systemctl string
+	// StateDir holds the files of restarts_agent actions (detached/).
+	StateDir string
 }
 
 // noSecrets is the reader of an agent that names no secret.
@@ -186,6 +205,8 @@ type extState struct {
 	proc      *process
 	checkOut  *bytes.Buffer
 	nextCheck time.Time
+	// noted: a resumed restarts_agent action said it waits for its result.
+	noted bool
 }
 
 const pollEvery = 100 * time.Millisecond
@@ -221,6 +242,21 @@ func (h *externalHandler) step(ctx context.Context, x *Exec) Result {
 	_ = json.Unmarshal(x.Progress, &p)
 	st, _ := x.State.(*extState)
 
+	if h.spec.RestartsAgent {
+		if st == nil {
+			st = &extState{}
+			x.State = st
+		}
+		if p.Phase == "" {
+			if ctx.Err() != nil {
+				return Result{Status: Stopped}
+			}
+			x.SetProgress(extProgress{Phase: phaseLaunching})
+			return Result{Status: Running}
+		}
+		return h.detachedStep(x, st, p, ctx.Err() != nil)
+	}
+
 	if ctx.Err() != nil && !(st != nil && st.proc != nil && st.proc.exitedFirst()) {
 		// Cancelled or past the deadline, with a command still running
 		// (or none): stop it. A command that had exited before it was
@@ -240,6 +276,12 @@ func (h *externalHandler) step(ctx context.Context, x *Exec) Result {
 		st = &extState{}
 		x.State = st
 		if x.Resumed && (p.Phase == phaseLaunching || p.Phase == phaseRunning) {
+			if h.spec.Privileges != "" {
+				// The unit is systemd's, not the agent's child: it did
+				// not die with the agent. Stop it first, so that it
+				// never runs beside a second copy.
+				stopUnitAndWait(h.systemctl(), UnitName(x.Action.ID))
+			}
 			if !h.spec.Idempotent {
 				x.Printf("muster: the agent stopped while the command ran; it cannot be resumed safely")
 				return Result{Status: Failed, Message: action.ReasonInterrupted}
@@ -488,6 +530,9 @@ type process struct {
 	err    error
 	termAt time.Time
 	killed bool
+	// unit, for a privileged kind, is the transient unit that runs the
+	// command, stopped with systemctl when the command is.
+	unit, systemctl string
 	// ranOut: the command was seen exited before any stop signal, so its
 	// exit status decides its result whatever the context says.
 	ranOut bool
@@ -510,6 +555,9 @@ func commandEnv(x *Exec, env Env, extra []string) []string {
 		"MUSTER_NODE_ID="+env.NodeID,
 		"MUSTER_CLUSTER_ID="+env.ClusterID,
 	)
+	if env.Version != "" {
+		out = append(out, "MUSTER_AGENT_VERSION="+env.Version)
+	}
 	// The trace context the core pushed: a command's own spans join the
 	// action's trace (docs/architecture.md, "Traces").
 	if x.Action.Traceparent != "" {
@@ -531,6 +579,13 @@ func (h *externalHandler) start(argv []string, x *Exec, out interface{ Write([]b
 		}
 	}
 	env := h.spec.Env
+	prof, privileged := Profiles[h.spec.Privileges]
+	isCheck := len(outputs) == 0 // run gets the outputs file, check none
+	if privileged {
+		// systemd-run passes on stdin, stdout and stderr, no other file:
+		// a privileged kind has no $MUSTER_OUTPUTS.
+		outputs = nil
+	}
 	if len(outputs) > 0 {
 		env = append(slices.Clone(env), "MUSTER_OUTPUTS="+outputsPath)
 	}
@@ -548,7 +603,15 @@ func (h *externalHandler) start(argv []string, x *Exec, out interface{ Write([]b
 	}
 	rec.Args = args
 	x.addRedactor(red)
+	var unit string
+	if privileged {
+		unit = unitFor(x.Action.ID, isCheck)
+		argv = unitArgv(h.systemdRun(), unit, prof, envNames(commandEnv(x, h.env, env)), argv, true)
+	}
 	p, err := startProcess(argv, &rec, x, h.env, env, cred, out, outputs...)
+	if p != nil && unit != "" {
+		p.unit, p.systemctl = unit, h.systemctl()
+	}
 	if cred != nil && errors.Is(err, syscall.EPERM) {
 		return nil, fmt.Errorf("%w: running commands as %s needs the agent to run as root (it runs as uid %d)", err, h.spec.User, os.Geteuid())
 	}
@@ -634,6 +697,9 @@ func (p *process) stop(grace time.Duration) {
 	case p.termAt.IsZero():
 		p.termAt = time.Now()
 		signalGroup(pgid, syscall.SIGTERM)
+		if p.unit != "" {
+			stopUnit(p.systemctl, p.unit)
+		}
 	case !p.killed && time.Since(p.termAt) >= grace:
 		p.killed = true
 		signalGroup(pgid, syscall.SIGKILL)

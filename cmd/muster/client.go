@@ -338,12 +338,27 @@ func apiError(c *client.Core, err error) error {
 		if ae.Detail.Code == "" {
 			return fmt.Errorf("%s (%d from %s)", msg, ae.Status, c.Addr())
 		}
+		if hint := forbiddenHint(ae); hint != "" {
+			return fmt.Errorf("%s (%d %s)\n%s", msg, ae.Status, ae.Detail.Code, hint)
+		}
 		return fmt.Errorf("%s (%d %s)", msg, ae.Status, ae.Detail.Code)
 	}
 	if err != nil && !errors.Is(err, client.ErrStreamClosed) {
 		return fmt.Errorf("core at %s: %w", c.Addr(), err)
 	}
 	return err
+}
+
+// forbiddenHint is the line a 403 adds: the roles that would be allowed
+// (the core names them), and what to run next to hold one; "" for another
+// error, or a 403 that no role lifts (four-eyes: another person must).
+func forbiddenHint(ae *client.APIError) string {
+	roles := ae.Detail.AllowedRoles
+	if ae.Status != http.StatusForbidden || len(roles) == 0 {
+		return ""
+	}
+	return fmt.Sprintf("hint: use a token or a login that holds the %s role, or ask an admin to grant it: "+
+		"muster grant create --person NAME --role %s --clusters GLOB", strings.Join(roles, " or "), roles[0])
 }
 
 // writeJSON prints v as indented JSON. encoding/json escapes C0 controls;
@@ -381,11 +396,7 @@ func newTable(w io.Writer, header ...string) *table {
 
 func (t *table) row(cols ...string) {
 	for i, c := range cols {
-		if c == "" {
-			cols[i] = "-"
-		} else {
-			cols[i] = textsafe.Escape(c)
-		}
+		cols[i] = cellText(c)
 	}
 	fmt.Fprintln(t.tw, strings.Join(cols, "\t"))
 }

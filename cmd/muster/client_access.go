@@ -69,14 +69,11 @@ func newTeamCmd() *cobra.Command {
 			if err != nil {
 				return apiError(c, err)
 			}
-			if f.json() {
-				return f.write(cmd.OutOrStdout(), wire.TeamList{Teams: ts})
-			}
-			t := newTable(cmd.OutOrStdout(), "NAME", "MEMBERS", "GROUPS", "SOURCE")
+			l := newListing(wire.TeamList{Teams: ts}, "NAME", "MEMBERS", "GROUPS", "SOURCE")
 			for _, tm := range ts {
-				t.row(textsafe.Escape(tm.Name), esc(tm.Members), esc(tm.Groups), textsafe.Escape(tm.Source))
+				l.add(tm.Name, tm, textsafe.Escape(tm.Name), esc(tm.Members), esc(tm.Groups), textsafe.Escape(tm.Source))
 			}
-			return t.flush()
+			return f.printList(cmd.OutOrStdout(), l)
 		},
 	}
 	show := &cobra.Command{
@@ -213,14 +210,11 @@ func newGrantCmd() *cobra.Command {
 			if err != nil {
 				return apiError(c, err)
 			}
-			if f.json() {
-				return f.write(cmd.OutOrStdout(), wire.GrantList{Grants: gs})
-			}
-			t := newTable(cmd.OutOrStdout(), "ID", "WHO", "ROLE", "SCOPE", "SOURCE", "BY")
+			l := newListing(wire.GrantList{Grants: gs}, "ID", "WHO", "ROLE", "SCOPE", "SOURCE", "BY")
 			for _, g := range gs {
-				t.row(g.ID, grantee(&g), textsafe.Escape(g.Role), scopeText(&g), textsafe.Escape(g.Source), textsafe.Escape(g.CreatedBy))
+				l.add(g.ID, g, g.ID, grantee(&g), textsafe.Escape(g.Role), scopeText(&g), textsafe.Escape(g.Source), textsafe.Escape(g.CreatedBy))
 			}
-			return t.flush()
+			return f.printList(cmd.OutOrStdout(), l)
 		},
 	}
 	revoke := &cobra.Command{

@@ -47,13 +47,15 @@ func newActionListCmd(f *clientFlags) *cobra.Command {
 	var flt client.ActionFilter
 	var states, kinds []string
 	var all bool
+	var watch watchFlags
 	cmd := &cobra.Command{
 		Use:   "list",
 		Short: "List actions, newest first",
 		Example: `  muster action list --cluster prod --state RUNNING,NEW
   muster action list --run 3f0c8a52-7e4e-4a8e-9a4e-4f5a3b0f2c11
   muster action list --sort created_ts:asc --limit 10
-  muster action list --all -o json`,
+  muster action list --all -o json
+  muster action list --cluster prod -w`,
 		Args: cli.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			c, err := f.core()
@@ -68,47 +70,35 @@ func newActionListCmd(f *clientFlags) *cobra.Command {
 				flt.States = append(flt.States, st)
 			}
 			flt.Kinds = kinds
-			page, err := c.Actions(cmd.Context(), flt)
-			if err != nil {
-				return apiError(c, err)
-			}
-			for all && page.NextMarker != "" {
-				flt.Marker = page.NextMarker
-				next, err := c.Actions(cmd.Context(), flt)
+			var next string
+			fetch := func(ctx context.Context) (*listing, error) {
+				flt := flt
+				page, err := c.Actions(ctx, flt)
 				if err != nil {
-					return apiError(c, err)
+					return nil, apiError(c, err)
 				}
-				page.Actions = append(page.Actions, next.Actions...)
-				page.NextMarker = next.NextMarker
+				for all && page.NextMarker != "" {
+					flt.Marker = page.NextMarker
+					more, err := c.Actions(ctx, flt)
+					if err != nil {
+						return nil, apiError(c, err)
+					}
+					page.Actions = append(page.Actions, more.Actions...)
+					page.NextMarker = more.NextMarker
+				}
+				next = page.NextMarker
+				return actionListing(page), nil
 			}
-			if f.json() {
-				return f.write(cmd.OutOrStdout(), page)
+			if err := watch.list(cmd.Context(), cmd.OutOrStdout(), f, fetch); err != nil {
+				return err
 			}
-			if f.wide() {
-				t := newTable(cmd.OutOrStdout(), "ID", "CLUSTER", "NODE", "KIND", "ARGS", "STATE", "REASON", "REQUESTER", "APPROVED BY",
-					"RUN", "CREATED", "UPDATED")
-				for _, a := range page.Actions {
-					t.row(a.ID, a.ClusterID, a.NodeID, a.Kind, string(a.Args), string(a.State), a.StateReason, a.Requester, a.ApprovedBy,
-						runPlace(&a), ts(a.CreatedTS), ts(a.UpdatedTS))
-				}
-				if err := t.flush(); err != nil {
-					return err
-				}
-			} else {
-				t := newTable(cmd.OutOrStdout(), "ID", "CLUSTER", "NODE", "KIND", "STATE", "REQUESTER", "RUN", "CREATED")
-				for _, a := range page.Actions {
-					t.row(shortID(a.ID), a.ClusterID, a.NodeID, a.Kind, string(a.State), a.Requester, runPlace(&a), ts(a.CreatedTS))
-				}
-				if err := t.flush(); err != nil {
-					return err
-				}
-			}
-			if page.NextMarker != "" {
-				fmt.Fprintf(cmd.ErrOrStderr(), "More actions follow: add --marker %s (or --all).\n", textsafe.Escape(page.NextMarker))
+			if next != "" && !watch.on {
+				fmt.Fprintf(cmd.ErrOrStderr(), "More actions follow: add --marker %s (or --all).\n", textsafe.Escape(next))
 			}
 			return nil
 		},
 	}
+	watch.bind(cmd)
 	fl := cmd.Flags()
 	fl.StringVar(&flt.Cluster, "cluster", "", "only this cluster")
 	fl.StringVar(&flt.Node, "node", "", "only this node")
@@ -148,6 +138,33 @@ func newActionShowCmd(f *clientFlags) *cobra.Command {
 	}
 }
 
+// actionListing is a page of actions as action list prints it: -o wide
+// adds the full id, the args, the reason, the approver, the child's step
+// and attempt, and when it last changed.
+func actionListing(page *wire.ActionList) *listing {
+	l := &listing{records: page,
+		header: []string{"ID", "CLUSTER", "NODE", "KIND", "STATE", "REQUESTER", "RUN", "CREATED"},
+		wide: []string{"ID", "CLUSTER", "NODE", "KIND", "ARGS", "STATE", "REASON", "REQUESTER", "APPROVED BY",
+			"RUN", "STEP", "ATTEMPT", "CREATED", "UPDATED"}}
+	for _, a := range page.Actions {
+		attempt := attemptText(&a)
+		l.rows = append(l.rows, listRow{key: a.ID, record: a,
+			cells: []string{shortID(a.ID), a.ClusterID, a.NodeID, a.Kind, string(a.State), a.Requester, runPlace(&a), ts(a.CreatedTS)},
+			wide: []string{a.ID, a.ClusterID, a.NodeID, a.Kind, string(a.Args), string(a.State), a.StateReason, a.Requester, a.ApprovedBy,
+				runPlace(&a), a.Step, attempt, ts(a.CreatedTS), ts(a.UpdatedTS)}})
+	}
+	return l
+}
+
+// attemptText shows a run's child's attempt ("" for an action of its own,
+// or a child stored before attempts were counted).
+func attemptText(a *action.Action) string {
+	if a.RunID == "" || a.Attempt == 0 {
+		return ""
+	}
+	return strconv.Itoa(a.Attempt)
+}
+
 // wave shows a child's wave ("" for none).
 func wave(n int) string {
 	if n == 0 {
@@ -174,7 +191,8 @@ func printAction(w io.Writer, a *action.Action) error {
 	for _, kv := range [][2]string{
 		{"Cluster", a.ClusterID}, {"Node", a.NodeID}, {"Kind", a.Kind}, {"Args", string(a.Args)},
 		{"State", state}, {"Origin", a.Origin}, {"Requester", a.Requester}, {"Approved by", a.ApprovedBy},
-		{"Retry of", a.RetryOf}, {"Run", a.RunID}, {"Stage", a.Stage}, {"Wave", wave(a.Wave)},
+		{"Retry of", a.RetryOf}, {"Run", a.RunID}, {"Stage", a.Stage}, {"Step", a.Step}, {"Attempt", attemptText(a)},
+		{"Wave", wave(a.Wave)},
 		{"Timeout", timeoutText(a.TimeoutS)}, {"Created", ts(a.CreatedTS)},
 		{"Not before", tsPtr(a.NotBefore)}, {"Urgent", a.Urgent},
 		{"Scheduled", tsPtr(a.ScheduledTS)}, {"Started", tsPtr(a.StartedTS)}, {"Finished", tsPtr(a.FinishedTS)},

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"fmt"
 	"io"
 	"maps"
@@ -37,16 +38,13 @@ func newClusterCmd() *cobra.Command {
 			if err != nil {
 				return apiError(c, err)
 			}
-			if f.json() {
-				return f.write(cmd.OutOrStdout(), wire.ClusterList{Clusters: cs})
-			}
-			t := newTable(cmd.OutOrStdout(), "CLUSTER", "STATUS", "NODES", "UP", "DRAINED", "DOWN", "UNKNOWN", "REASON")
+			l := newListing(wire.ClusterList{Clusters: cs}, "CLUSTER", "STATUS", "NODES", "UP", "DRAINED", "DOWN", "UNKNOWN", "REASON")
 			for _, cl := range cs {
 				n := cl.NodeCounts
-				t.row(cl.ID, cl.Status, strconv.Itoa(n.Total), strconv.Itoa(n.Up), strconv.Itoa(n.Drained), strconv.Itoa(n.Down),
+				l.add(cl.ID, cl, cl.ID, cl.Status, strconv.Itoa(n.Total), strconv.Itoa(n.Up), strconv.Itoa(n.Drained), strconv.Itoa(n.Down),
 					strconv.Itoa(n.Unknown), cl.StatusReason)
 			}
-			return t.flush()
+			return f.printList(cmd.OutOrStdout(), l)
 		},
 	}, &cobra.Command{
 		Use:   "show CLUSTER",
@@ -84,7 +82,7 @@ func newClusterCmd() *cobra.Command {
 			printCalendar(w, cl.Calendar)
 			printMembers(w, cl.Members)
 			fmt.Fprintln(w)
-			return nodeTable(cmd, cl.Nodes, false, f.wide())
+			return f.printList(cmd.OutOrStdout(), nodeListing(cl.Nodes, false))
 		},
 	}, &cobra.Command{
 		Use:   "orchestrate CLUSTER",
@@ -144,6 +142,7 @@ func newNodeCmd() *cobra.Command {
 	var (
 		cluster string
 		sel     []string
+		watch   watchFlags
 	)
 	list := &cobra.Command{
 		Use:   "list",
@@ -157,16 +156,16 @@ func newNodeCmd() *cobra.Command {
 			if err != nil {
 				return err
 			}
-			nodes, err := c.Nodes(cmd.Context(), cluster, sel...)
-			if err != nil {
-				return apiError(c, err)
-			}
-			if f.json() {
-				return f.write(cmd.OutOrStdout(), wire.NodeList{Nodes: nodes})
-			}
-			return nodeTable(cmd, nodes, true, f.wide())
+			return watch.list(cmd.Context(), cmd.OutOrStdout(), f, func(ctx context.Context) (*listing, error) {
+				nodes, err := c.Nodes(ctx, cluster, sel...)
+				if err != nil {
+					return nil, apiError(c, err)
+				}
+				return nodeListing(nodes, true), nil
+			})
 		},
 	}
+	watch.bind(list)
 	list.Flags().StringVar(&cluster, "cluster", "", "only the nodes of this cluster")
 	list.Flags().StringArrayVar(&sel, "label", nil, "only the nodes with this label, as key=value (repeatable: all must match)")
 	cmd.AddCommand(list)
@@ -357,31 +356,29 @@ func nodeReason(n *wire.Node) string {
 	return strings.Join(parts, "; ")
 }
 
-// nodeTable prints nodes; wide lists each node's kinds instead of counting
-// them.
-func nodeTable(cmd *cobra.Command, nodes []wire.Node, withCluster, wide bool) error {
+// nodeListing is nodes as node list and cluster show print them; -o wide
+// lists each node's kinds instead of counting them.
+func nodeListing(nodes []wire.Node, withCluster bool) *listing {
 	header := []string{"NODE", "STATUS", "ADDR", "SOURCE", "VERSION", "LAST CONTACT", "KINDS", "LABELS", "REASON"}
 	if withCluster {
 		header = append([]string{"CLUSTER"}, header...)
 	}
-	t := newTable(cmd.OutOrStdout(), header...)
+	l := &listing{records: wire.NodeList{Nodes: nodes}, header: header, wide: header}
 	for _, n := range nodes {
 		status := n.Status
 		if n.Revoked {
 			status = "REVOKED"
 		}
-		kinds := strconv.Itoa(len(n.Kinds))
-		if wide {
-			kinds = strings.Join(n.Kinds, ",")
-		}
-		row := []string{n.ID, status, n.Addr, n.Source, n.Version, tsPtr(n.LastContact), kinds,
+		row := []string{n.ID, status, n.Addr, n.Source, n.Version, tsPtr(n.LastContact), strconv.Itoa(len(n.Kinds)),
 			labels.Set(n.Labels).String(), nodeReason(&n)}
 		if withCluster {
 			row = append([]string{n.ClusterID}, row...)
 		}
-		t.row(row...)
+		wide := slices.Clone(row)
+		wide[len(wide)-3] = strings.Join(n.Kinds, ",")
+		l.rows = append(l.rows, listRow{key: n.ClusterID + "/" + n.ID, record: n, cells: row, wide: wide})
 	}
-	return t.flush()
+	return l
 }
 
 // printCalendar shows a cluster's maintenance windows and freezes, whether

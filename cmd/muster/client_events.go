@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"strings"
+	"time"
 
 	"github.com/spf13/cobra"
 
@@ -76,6 +77,9 @@ read resumes after it.`,
 				if f.json() {
 					return f.write(w, page)
 				}
+				if err := eventHeader(w, f.wide()); err != nil {
+					return err
+				}
 				for _, e := range page.Events {
 					if err := eventLine(w, e, f.wide()); err != nil {
 						return err
@@ -115,15 +119,36 @@ func dash(s string) string {
 // arrives: seq, time, type, actor, client address, action, message. wide
 // adds the cluster, the node and the run.
 func eventLine(w io.Writer, e wire.Event, wide bool) error {
+	esc := func(s string) string { return textsafe.Escape(dash(s)) }
 	if wide {
-		_, err := fmt.Fprintf(w, "%-7d %s  %-24s %-10s %-15s %-10s %-12s %-8s %-8s %s\n", e.Seq, ts(e.TS), textsafe.Escape(e.Type),
-			textsafe.Escape(dash(e.Actor)), textsafe.Escape(dash(e.ClientAddr)), textsafe.Escape(dash(e.ClusterID)),
-			textsafe.Escape(dash(e.NodeID)), textsafe.Escape(dash(shortID(e.ActionID))), textsafe.Escape(dash(shortID(e.RunID))),
-			textsafe.Escape(e.Message))
-		return err
+		return eventColumns(w, true, fmt.Sprint(e.Seq), ts(e.TS), esc(e.Type), esc(e.Actor), esc(e.ClientAddr), esc(e.ClusterID),
+			esc(e.NodeID), esc(shortID(e.ActionID)), esc(shortID(e.RunID)), textsafe.Escape(e.Message))
 	}
-	_, err := fmt.Fprintf(w, "%-7d %s  %-24s %-10s %-15s %-8s %s\n", e.Seq, ts(e.TS), textsafe.Escape(e.Type), textsafe.Escape(dash(e.Actor)),
-		textsafe.Escape(dash(e.ClientAddr)), textsafe.Escape(dash(shortID(e.ActionID))), textsafe.Escape(e.Message))
+	return eventColumns(w, false, fmt.Sprint(e.Seq), ts(e.TS), esc(e.Type), esc(e.Actor), esc(e.ClientAddr),
+		esc(shortID(e.ActionID)), textsafe.Escape(e.Message))
+}
+
+// eventHeader names the columns of eventLine, in its widths.
+func eventHeader(w io.Writer, wide bool) error {
+	at := fmt.Sprintf("%-*s", len(ts(time.Now())), "TIME")
+	if wide {
+		return eventColumns(w, true, "SEQ", at, "TYPE", "ACTOR", "CLIENT", "CLUSTER", "NODE", "ACTION", "RUN", "MESSAGE")
+	}
+	return eventColumns(w, false, "SEQ", at, "TYPE", "ACTOR", "CLIENT", "ACTION", "MESSAGE")
+}
+
+// eventColumns prints cells, escaped already, in the widths of the events'
+// table: the header and every line share them.
+func eventColumns(w io.Writer, wide bool, cells ...string) error {
+	format := "%-7s %s  %-24s %-10s %-15s %-8s %s\n"
+	if wide {
+		format = "%-7s %s  %-24s %-10s %-15s %-10s %-12s %-8s %-8s %s\n"
+	}
+	args := make([]any, len(cells))
+	for i, c := range cells {
+		args[i] = c
+	}
+	_, err := fmt.Fprintf(w, format, args...)
 	return err
 }
 
@@ -146,6 +171,11 @@ func followEvents(ctx context.Context, c *client.Core, page *wire.EventList, flt
 			return err
 		}
 		return eventLine(w, e, f.wide())
+	}
+	if f.output == "table" || f.wide() {
+		if err := eventHeader(w, f.wide()); err != nil {
+			return err
+		}
 	}
 	for _, e := range page.Events {
 		if err := print(e); err != nil {

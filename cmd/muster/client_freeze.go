@@ -95,10 +95,7 @@ func newFreezeCmd() *cobra.Command {
 			if err != nil {
 				return apiError(c, err)
 			}
-			if f.json() {
-				return f.write(cmd.OutOrStdout(), wire.FreezeList{Freezes: fs})
-			}
-			t := newTable(cmd.OutOrStdout(), "ID", "CLUSTER", "FROM", "UNTIL", "BY", "SOURCE", "REASON", "LIFTED")
+			l := newListing(wire.FreezeList{Freezes: fs}, "ID", "CLUSTER", "FROM", "UNTIL", "BY", "SOURCE", "REASON", "LIFTED")
 			for _, fr := range fs {
 				lifted := ""
 				if fr.LiftedTS != nil {
@@ -108,11 +105,11 @@ func newFreezeCmd() *cobra.Command {
 				if src == "" {
 					src = "api"
 				}
-				t.row(textsafe.Escape(fr.ID), textsafe.Escape(fr.ClusterID), fr.From.Local().Format(time.RFC3339),
+				l.add(fr.ID, fr, textsafe.Escape(fr.ID), textsafe.Escape(fr.ClusterID), fr.From.Local().Format(time.RFC3339),
 					fr.To.Local().Format(time.RFC3339), textsafe.Escape(fr.CreatedBy), textsafe.Escape(src),
 					textsafe.Escape(fr.Reason), textsafe.Escape(lifted))
 			}
-			return t.flush()
+			return f.printList(cmd.OutOrStdout(), l)
 		},
 	}
 	list.Flags().StringVar(&cluster, "cluster", "", "only this cluster's")

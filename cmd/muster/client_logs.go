@@ -12,6 +12,7 @@ import (
 	"github.com/musterhq/muster/cmd/internal/cli"
 	"github.com/musterhq/muster/shared/action"
 	"github.com/musterhq/muster/shared/client"
+	"github.com/musterhq/muster/shared/textsafe"
 )
 
 // logsPoll is how often `action logs -f` reads the action: the agent
@@ -27,7 +28,9 @@ func newActionLogsCmd(f *clientFlags) *cobra.Command {
 action's output is in its record as it grows (the agent commits it at most
 once a second, and the core pulls it in its next sync of the node). With
 --follow, keep printing what it adds until the action is final; the exit
-status is then 0 when it ended DONE and 1 otherwise.`,
+status is then 0 when it ended DONE and 1 otherwise. Until it runs, --follow
+says on standard error what it waits for (an approver, its not-before, a
+window, or the actions queued before it on its node), again when that changes.`,
 		Example: `  muster action logs 3f0c8a52
   muster action logs 3f0c8a52 -f`,
 		Args: exactArgs("ACTION"),
@@ -36,14 +39,16 @@ status is then 0 when it ended DONE and 1 otherwise.`,
 			if err != nil {
 				return err
 			}
-			return actionLogs(cmd.Context(), c, args[0], cmd.OutOrStdout(), follow, logsPoll)
+			return actionLogs(cmd.Context(), c, args[0], cmd.OutOrStdout(), cmd.ErrOrStderr(), follow, logsPoll)
 		},
 	}
 	cmd.Flags().BoolVarP(&follow, "follow", "f", false, "keep printing the output as it grows, until the action is final")
 	return cmd
 }
 
-func actionLogs(ctx context.Context, c *client.Core, ref string, w io.Writer, follow bool, every time.Duration) error {
+// actionLogs prints the output of action ref on w and, following it, what
+// it waits for on errW while it has not started.
+func actionLogs(ctx context.Context, c *client.Core, ref string, w, errW io.Writer, follow bool, every time.Duration) error {
 	a, err := c.Action(ctx, ref)
 	if err != nil {
 		return apiError(c, err)
@@ -59,6 +64,19 @@ func actionLogs(ctx context.Context, c *client.Core, ref string, w io.Writer, fo
 		return err
 	}
 	if err := show(a.Output); err != nil || !follow {
+		return err
+	}
+	said := ""
+	wait := func() error {
+		line := waitingFor(ctx, c, a)
+		if line == said || line == "" {
+			return nil
+		}
+		said = line
+		_, err := fmt.Fprintln(errW, textsafe.Escape(line))
+		return err
+	}
+	if err := wait(); err != nil {
 		return err
 	}
 	t := time.NewTicker(every)
@@ -78,6 +96,9 @@ func actionLogs(ctx context.Context, c *client.Core, ref string, w io.Writer, fo
 		if err := show(a.Output); err != nil {
 			return err
 		}
+		if err := wait(); err != nil {
+			return err
+		}
 	}
 	if a.State != action.Done {
 		reason := ""
@@ -87,6 +108,45 @@ func actionLogs(ctx context.Context, c *client.Core, ref string, w io.Writer, fo
 		return fmt.Errorf("%w: %s ended %s%s", errActionNotDone, a.ID, a.State, reason)
 	}
 	return nil
+}
+
+// waitingFor says what an action that has not started waits for ("" once
+// it runs): an approver, the core sending it (its not-before, a window, a
+// freeze, the disruption budget: its reason says which), or, on its node
+// already, the actions the node runs before it.
+func waitingFor(ctx context.Context, c *client.Core, a *action.Action) string {
+	head := fmt.Sprintf("waiting: action %s is %s", shortID(a.ID), a.State)
+	why := ""
+	if a.StateReason != "" {
+		why = " (" + a.StateReason + ")"
+	}
+	switch a.State {
+	case action.PendingApprove:
+		return fmt.Sprintf("%s%s: it waits for an approver (muster action approve %s)", head, why, shortID(a.ID))
+	case action.PendingSchedule:
+		line := fmt.Sprintf("%s: the core has not sent it to node %s yet", head, a.NodeID)
+		if a.NotBefore != nil && a.NotBefore.After(time.Now()) {
+			line += ", not before " + ts(*a.NotBefore)
+		}
+		return line + why
+	case action.New:
+		line := fmt.Sprintf("%s: queued on node %s", head, a.NodeID)
+		page, err := c.Actions(ctx, client.ActionFilter{Cluster: a.ClusterID, Node: a.NodeID, States: []action.State{action.Running}, Limit: 5})
+		if err != nil || len(page.Actions) == 0 {
+			return line + why
+		}
+		var ahead []string
+		for _, r := range page.Actions {
+			if r.ID != a.ID {
+				ahead = append(ahead, fmt.Sprintf("%s (%s, RUNNING)", shortID(r.ID), r.Kind))
+			}
+		}
+		if len(ahead) == 0 {
+			return line + why
+		}
+		return line + " behind " + strings.Join(ahead, ", ") + why
+	}
+	return ""
 }
 
 // newOutput returns what out, an output tail, adds to prev, the tail

@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"errors"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -47,7 +48,9 @@ func TestCLIActionLogsFollowsARunningAction(t *testing.T) {
 	c := client.NewCore(e.url, e.secrets["op"], nil)
 	var buf lockedBuffer
 	done := make(chan error, 1)
-	go func() { done <- actionLogs(context.Background(), c, a.ID, &buf, true, 10*time.Millisecond) }()
+	go func() {
+		done <- actionLogs(context.Background(), c, a.ID, &buf, &lockedBuffer{}, true, 10*time.Millisecond)
+	}()
 	testwait.For(t, "the first line", func() bool { return buf.String() == "step 1\n" })
 	e.setOutput(a.ID, "step 1\nstep 2 \x1b[2J\n")
 	testwait.For(t, "the second line, escaped", func() bool { return buf.String() == "step 1\nstep 2 \\x1b[2J\n" })
@@ -74,6 +77,71 @@ func TestNewOutputOfATail(t *testing.T) {
 	} {
 		if got := newOutput(c.prev, c.out); got != c.want {
 			t.Errorf("newOutput(%q, %q) = %q, want %q", c.prev, c.out, got, c.want)
+		}
+	}
+}
+
+// Issue 35, item 6: logs -f of an action that has not started says, on
+// standard error, what it waits for, again each time that changes, and
+// nothing on the output; once it runs, its output follows.
+func TestActionLogsFollowSaysWhatAnActionThatHasNotStartedWaitsFor(t *testing.T) {
+	t.Parallel()
+	e := setupCLI(t, approval.DefaultPolicy())
+	out, _, _ := e.run("op", "action", "create", "--cluster", "prod", "--node", "db-1", "--kind", "muster.io/debug.ping", "-o", "json")
+	a := decode[action.Action](t, out)
+	out, _, _ = e.run("op", "action", "create", "--cluster", "prod", "--node", "db-1", "--kind", "muster.io/debug.sleep", "-o", "json")
+	ahead := decode[action.Action](t, out)
+
+	c := client.NewCore(e.url, e.secrets["op"], nil)
+	var stdout, stderr lockedBuffer
+	done := make(chan error, 1)
+	go func() { done <- actionLogs(context.Background(), c, a.ID, &stdout, &stderr, true, 10*time.Millisecond) }()
+	short := shortID(a.ID)
+	testwait.For(t, "the wait for approval", func() bool {
+		return strings.Contains(stderr.String(), "waiting: action "+short+" is PENDING_APPROVE: it waits for an approver (muster action approve "+short+")")
+	})
+	if _, msg, code := e.run("appr", "action", "approve", a.ID); code != 0 {
+		t.Fatal(msg)
+	}
+	testwait.For(t, "the wait for the core", func() bool {
+		return strings.Contains(stderr.String(), "waiting: action "+short+" is PENDING_SCHEDULE: the core has not sent it to node db-1 yet")
+	})
+	e.advance(ahead.ID, action.PendingSchedule, "")
+	e.advance(ahead.ID, action.Running, "")
+	e.advance(a.ID, action.New, "")
+	testwait.For(t, "the queue", func() bool {
+		return strings.Contains(stderr.String(), "waiting: action "+short+" is NEW: queued on node db-1 behind "+shortID(ahead.ID)+
+			" (muster.io/debug.sleep, RUNNING)")
+	})
+	if stdout.String() != "" {
+		t.Fatalf("the wait went to the output: %q", stdout.String())
+	}
+	e.advance(a.ID, action.Running, "")
+	e.setOutput(a.ID, "pong\n")
+	e.advance(a.ID, action.Done, "")
+	select {
+	case err := <-done:
+		if err != nil || stdout.String() != "pong\n" || strings.Count(stderr.String(), "\n") != 3 {
+			t.Fatalf("logs -f ended with %v, printed %q, said %q", err, stdout.String(), stderr.String())
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("logs -f did not end with the action")
+	}
+}
+
+// Issue 35, item 6: action show places a run's child: its run, stage,
+// step, attempt and wave.
+func TestActionShowSaysTheRunStepAndAttemptOfAChild(t *testing.T) {
+	t.Parallel()
+	var b strings.Builder
+	a := action.Action{ID: "0f3c8a52-aaaa", ClusterID: "prod", NodeID: "db-1", Kind: "k/upgrade", State: action.Running,
+		RunID: "7d1e0b9c-bbbb", Stage: "upgrade", Step: "drain", Attempt: 2, Wave: 3}
+	if err := printAction(&b, &a); err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{`(?m)^Run\s+7d1e0b9c-bbbb$`, `(?m)^Stage\s+upgrade$`, `(?m)^Step\s+drain$`, `(?m)^Attempt\s+2$`, `(?m)^Wave\s+3$`} {
+		if !regexp.MustCompile(want).MatchString(b.String()) {
+			t.Errorf("action show lacks %s:\n%s", want, b.String())
 		}
 	}
 }

@@ -33,15 +33,12 @@ a test delivery, and send a dead delivery again.`,
 			if err != nil {
 				return apiError(c, err)
 			}
-			if f.json() {
-				return writeJSON(cmd.OutOrStdout(), wire.NotifyList{Destinations: ds})
-			}
-			t := newTable(cmd.OutOrStdout(), "NAME", "FORMAT", "URL", "BACKLOG", "DEAD", "LAST SUCCESS", "LAST FAILURE", "WHY")
+			l := newListing(wire.NotifyList{Destinations: ds}, "NAME", "FORMAT", "URL", "BACKLOG", "DEAD", "LAST SUCCESS", "LAST FAILURE", "WHY")
 			for _, d := range ds {
-				t.row(d.Name, d.Format, d.URL, strconv.Itoa(d.Backlog), strconv.Itoa(d.Dead), tsPtr(d.LastSuccess),
+				l.add(d.Name, d, d.Name, d.Format, d.URL, strconv.Itoa(d.Backlog), strconv.Itoa(d.Dead), tsPtr(d.LastSuccess),
 					tsPtr(d.LastFailure), d.LastError)
 			}
-			return t.flush()
+			return f.printList(cmd.OutOrStdout(), l)
 		},
 	}
 	test := &cobra.Command{
@@ -89,7 +86,7 @@ a test delivery, and send a dead delivery again.`,
 				return apiError(c, err)
 			}
 			if f.json() {
-				return writeJSON(cmd.OutOrStdout(), out)
+				return f.write(cmd.OutOrStdout(), out)
 			}
 			t := newTable(cmd.OutOrStdout(), "ID", "EVENT", "STATE", "TRIES", "CREATED", "NEXT", "STATUS", "ERROR")
 			for _, d := range out.Deliveries {

@@ -257,7 +257,7 @@ func TestCLIEventsFilters(t *testing.T) {
 	var buf lockedBuffer
 	done := make(chan struct{})
 	go func() { e.runCtx(ctx, &buf, "op", "events", "--type", "action.approved", "--follow"); close(done) }()
-	testwait.For(t, "the followed event", func() bool { return buf.String() != "" })
+	testwait.For(t, "the followed event", func() bool { return strings.Contains(buf.String(), "action.approved") })
 	cancel()
 	<-done
 	if buf.String() != listed {

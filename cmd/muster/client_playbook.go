@@ -83,14 +83,11 @@ func newPlaybookListCmd(f *clientFlags) *cobra.Command {
 			if err != nil {
 				return apiError(c, err)
 			}
-			if f.json() {
-				return f.write(cmd.OutOrStdout(), list)
-			}
-			t := newTable(cmd.OutOrStdout(), "NAME", "VERSION", "APPLIED BY", "APPLIED", "DESCRIPTION")
+			l := newListing(list, "NAME", "VERSION", "APPLIED BY", "APPLIED", "DESCRIPTION")
 			for _, p := range list {
-				t.row(textsafe.Escape(p.Name), fmt.Sprint(p.Version), textsafe.Escape(p.CreatedBy), ts(p.CreatedTS), textsafe.Escape(p.Description))
+				l.add(p.Name, p, textsafe.Escape(p.Name), fmt.Sprint(p.Version), textsafe.Escape(p.CreatedBy), ts(p.CreatedTS), textsafe.Escape(p.Description))
 			}
-			return t.flush()
+			return f.printList(cmd.OutOrStdout(), l)
 		},
 	}
 }
@@ -156,17 +153,21 @@ type planFlags struct {
 	params  []string
 	version int
 	digest  string
-	// notBefore is --not-before of a start.
+	// notBefore is --not-before, limit --limit: both are in the plan's
+	// digest, so a start repeats what its plan was given.
 	notBefore string
+	limit     string
 }
 
 func (p *planFlags) bind(cmd *cobra.Command) {
 	cmd.Flags().StringVar(&p.cluster, "cluster", "", "the cluster to run on (required)")
 	cmd.Flags().StringArrayVar(&p.params, "param", nil, "a parameter key=value (repeatable)")
 	cmd.Flags().IntVar(&p.version, "version", 0, "the stored version (default: the newest)")
+	cmd.Flags().StringVar(&p.notBefore, "not-before", "", "push no child earlier: an RFC 3339 time, or a local time like 02:00 (the next one)")
+	cmd.Flags().StringVar(&p.limit, "limit", "", "only these nodes of each stage: node ids or globs, comma-separated (web-1,web-2 or 'web-*')")
 }
 
-func (p *planFlags) request() (*wire.PlanRequest, error) {
+func (p *planFlags) request(now time.Time) (*wire.PlanRequest, error) {
 	if p.cluster == "" {
 		return nil, cli.UsageError("--cluster is required")
 	}
@@ -174,7 +175,31 @@ func (p *planFlags) request() (*wire.PlanRequest, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &wire.PlanRequest{ClusterID: p.cluster, Version: p.version, Digest: p.digest, Params: params}, nil
+	req := &wire.PlanRequest{ClusterID: p.cluster, Version: p.version, Digest: p.digest, Params: params}
+	if req.NotBefore, err = parseNotBefore(p.notBefore, now); err != nil {
+		return nil, err
+	}
+	if req.Limit, err = parseLimit(p.limit); err != nil {
+		return nil, err
+	}
+	return req, nil
+}
+
+// parseLimit reads --limit: node ids or globs, comma-separated. The core
+// checks each names a node of the cluster.
+func parseLimit(s string) ([]string, error) {
+	if strings.TrimSpace(s) == "" {
+		return nil, nil
+	}
+	var out []string
+	for _, p := range strings.Split(s, ",") {
+		p = strings.TrimSpace(p)
+		if p == "" {
+			return nil, cli.UsageError("--limit %q: an empty pattern between commas", s)
+		}
+		out = append(out, p)
+	}
+	return out, nil
 }
 
 // parseParams reads repeated --param key=value flags.
@@ -193,16 +218,19 @@ func parseParams(kvs []string) (map[string]string, error) {
 func newPlaybookPlanCmd(f *clientFlags) *cobra.Command {
 	var pf planFlags
 	cmd := &cobra.Command{
-		Use:   "plan FILE|NAME --cluster C [--param k=v]...",
+		Use:   "plan FILE|NAME --cluster C [--param k=v]... [--not-before T] [--limit NODES]",
 		Short: "Print every child action starting the playbook would create, by stage and wave, creating nothing",
 		Long: `Print every child action starting the playbook would create, by stage and wave,
 on which node, with the resolved args, creating nothing. FILE plans a document
-before it is applied; NAME plans a stored playbook.`,
+before it is applied; NAME plans a stored playbook. --not-before and --limit
+plan the run that starts then, on those nodes: the digest printed covers both,
+and is the one the run started with the same flags is approved under.`,
 		Example: `  muster playbook plan configs/playbooks/backup-all.yaml --cluster prod --param mode=incremental
-  muster playbook plan rolling-restart --cluster prod`,
+  muster playbook plan rolling-restart --cluster prod
+  muster playbook plan rolling-restart --cluster prod --limit 'web-*' --not-before 02:00`,
 		Args: exactArgs("FILE|NAME"),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			req, err := pf.request()
+			req, err := pf.request(time.Now())
 			if err != nil {
 				return err
 			}
@@ -260,7 +288,17 @@ func printPlan(w io.Writer, p *wire.Plan, given map[string]string) error {
 	if p.Version > 0 {
 		v = fmt.Sprintf("version %d", p.Version)
 	}
-	fmt.Fprintf(w, "Playbook %s (%s) on cluster %s\nDigest %s\n", textsafe.Escape(p.Playbook), v, textsafe.Escape(p.ClusterID), textsafe.Escape(p.Digest))
+	fmt.Fprintf(w, "Playbook %s (%s) on cluster %s\n", textsafe.Escape(p.Playbook), v, textsafe.Escape(p.ClusterID))
+	if p.NotBefore != nil {
+		fmt.Fprintf(w, "Not before %s\n", ts(*p.NotBefore))
+	}
+	if len(p.Limit) > 0 {
+		fmt.Fprintf(w, "Limited to %s\n", textsafe.Escape(strings.Join(p.Limit, ",")))
+	}
+	fmt.Fprintf(w, "Digest %s\n", textsafe.Escape(p.Digest))
+	if p.Lock != nil {
+		fmt.Fprintf(w, "Lock %s, held from the run's start to its end\n", lockText(p.Lock))
+	}
 	for _, st := range p.Stages {
 		deps := "none"
 		if len(st.DependsOn) > 0 {
@@ -268,6 +306,7 @@ func printPlan(w io.Writer, p *wire.Plan, given map[string]string) error {
 		}
 		fmt.Fprintf(w, "\nStage %s: %s on %d node(s), max_concurrency %s, max_errors %s, on_failure %s, after %s\n",
 			textsafe.Escape(st.Name), textsafe.Escape(st.Kind), len(st.Nodes), st.MaxConcurrency, st.MaxErrors, textsafe.Escape(st.OnFailure), textsafe.Escape(deps))
+		printStageLocks(w, &st)
 		if len(st.Steps) == 0 {
 			t := newTable(w, "WAVE", "NODE", "ARGS", "HELD")
 			for _, ch := range p.Children {
@@ -325,6 +364,12 @@ func printPlan(w io.Writer, p *wire.Plan, given map[string]string) error {
 		for _, k := range slices.Sorted(maps.Keys(given)) {
 			line += " --param " + shellWord(k+"="+given[k])
 		}
+		if p.NotBefore != nil {
+			line += " --not-before " + p.NotBefore.UTC().Format(time.RFC3339Nano)
+		}
+		if len(p.Limit) > 0 {
+			line += " --limit " + shellWord(strings.Join(p.Limit, ","))
+		}
 		fmt.Fprintf(w, "To start exactly this plan: %s\n", textsafe.Escape(line))
 	}
 	return nil
@@ -360,22 +405,22 @@ func printProcedure(w io.Writer, st *wire.Stage) {
 func newPlaybookStartCmd(f *clientFlags) *cobra.Command {
 	var pf planFlags
 	cmd := &cobra.Command{
-		Use:   "start NAME --cluster C (--version N | --digest D) [--param k=v]...",
+		Use:   "start NAME --cluster C (--version N | --digest D) [--param k=v]... [--not-before T] [--limit NODES]",
 		Short: "Create a run from a stored playbook's plan; it waits for approval like any run",
 		Long: `Create a run from a stored playbook's plan. Give what the plan showed: --digest,
 the plan's digest (the run is created only if its plan is still exactly that one),
 or --version, which must still be the newest. If the playbook moved since the
-plan, nothing is created: plan it again.`,
+plan, nothing is created: plan it again. Give the --param, --not-before and
+--limit the plan was given: a digest planned for other nodes or another time is
+refused.`,
 		Example: `  muster playbook plan rolling-restart --cluster prod --param service=nginx
   muster playbook start rolling-restart --cluster prod --param service=nginx --digest 3f9c...
-  muster playbook start rolling-restart --cluster prod --param service=nginx --version 4`,
+  muster playbook start rolling-restart --cluster prod --param service=nginx --version 4
+  muster playbook start rolling-restart --cluster prod --limit 'web-*' --digest 3f9c...`,
 		Args: exactArgs("NAME"),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			req, err := pf.request()
+			req, err := pf.request(time.Now())
 			if err != nil {
-				return err
-			}
-			if req.NotBefore, err = parseNotBefore(pf.notBefore, time.Now()); err != nil {
 				return err
 			}
 			if req.Version == 0 && req.Digest == "" {
@@ -402,6 +447,5 @@ plan, nothing is created: plan it again.`,
 	}
 	pf.bind(cmd)
 	cmd.Flags().StringVar(&pf.digest, "digest", "", "the digest muster playbook plan printed")
-	cmd.Flags().StringVar(&pf.notBefore, "not-before", "", "push no child earlier: an RFC 3339 time, or a local time like 02:00 (the next one)")
 	return cmd
 }

@@ -1,13 +1,17 @@
 package main
 
 import (
+	"context"
 	"os"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/musterhq/muster/core/approval"
+	"github.com/musterhq/muster/shared/client"
 	"github.com/musterhq/muster/shared/wire"
 )
 
@@ -114,5 +118,75 @@ func TestPrintPlanEndsWithTheWholeStartLine(t *testing.T) {
 	want := `To start exactly this plan: muster playbook start up --cluster prod --digest d1 --param 'service=it'\''s web' --param version=2.0` + "\n"
 	if !strings.HasSuffix(b.String(), want) {
 		t.Fatalf("plan ends\n%s\nwant it to end with\n%s", b.String(), want)
+	}
+}
+
+// Issue 35, item 6: plan takes --not-before and --limit, and the digest it
+// prints is the one the run started with the same flags is approved under;
+// another limit plans another digest, and a start by the digest of one
+// limit under another is refused, creating nothing.
+func TestPlaybookPlanLimitAndNotBeforeDigestIsTheApprovedRuns(t *testing.T) {
+	t.Parallel()
+	e := setupCLI(t, approval.DefaultPolicy())
+	e.addNode("db-2")
+	e.addNode("web-1")
+	doc := filepath.Join(t.TempDir(), "pb.yaml")
+	if err := os.WriteFile(doc, []byte(cliPlaybook), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if _, msg, code := e.run("op", "playbook", "apply", doc); code != 0 {
+		t.Fatalf("apply: %d %s", code, msg)
+	}
+	at := time.Now().Add(2 * time.Hour).UTC().Truncate(time.Second).Format(time.RFC3339)
+	digestOf := func(args ...string) string {
+		t.Helper()
+		out, msg, code := e.run("op", append([]string{"playbook", "plan", "pb", "--cluster", "prod"}, args...)...)
+		m := regexp.MustCompile(`(?m)^Digest ([0-9a-f]{64})$`).FindStringSubmatch(out)
+		if code != 0 || m == nil {
+			t.Fatalf("plan %v: %d %s\n%s", args, code, msg, out)
+		}
+		return m[1]
+	}
+	all := digestOf()
+	dbs := digestOf("--limit", "db-*", "--not-before", at)
+	dbsNow := digestOf("--limit", "db-*")
+	web := digestOf("--limit", "web-1", "--not-before", at)
+	if len(map[string]bool{all: true, dbs: true, dbsNow: true, web: true}) != 4 {
+		t.Fatalf("limit and not-before must change the digest: all %s, db-* later %s, db-* now %s, web-1 later %s", all, dbs, dbsNow, web)
+	}
+	if again := digestOf("--limit", "db-2,db-1", "--not-before", at); again != dbs {
+		t.Fatalf("the same nodes and time plan the same digest: %s, then %s", dbs, again)
+	}
+	out, _, _ := e.run("op", "playbook", "plan", "pb", "--cluster", "prod", "--limit", "db-*", "--not-before", at)
+	if want := "--not-before " + at + " --limit 'db-*'"; !strings.Contains(out, want) || !strings.Contains(out, "Limited to db-*") {
+		t.Fatalf("the plan's start line should repeat %q:\n%s", want, out)
+	}
+	if _, msg, code := e.run("op", "playbook", "plan", "pb", "--cluster", "prod", "--limit", "db-1,nosuch-*"); code != 1 ||
+		!strings.Contains(msg, "no node of the cluster matches nosuch-*") {
+		t.Fatalf("a limit naming no node: %d %s", code, msg)
+	}
+
+	// A digest approved for the db nodes does not start on web-1, nor at
+	// another time.
+	for _, args := range [][]string{{"--limit", "web-1", "--not-before", at}, {"--limit", "db-*"}} {
+		if _, msg, code := e.run("op", append([]string{"playbook", "start", "pb", "--cluster", "prod", "--digest", dbs}, args...)...); code == 0 ||
+			!strings.Contains(msg, "the plan changed") {
+			t.Fatalf("start %v by the digest planned for db-* later: %d %s", args, code, msg)
+		}
+	}
+	out, msg, code := e.run("op", "playbook", "start", "pb", "--cluster", "prod", "--limit", "db-*", "--not-before", at, "--digest", dbs, "-o", "json")
+	if code != 0 {
+		t.Fatalf("start: %d %s", code, msg)
+	}
+	r := decode[wire.Run](t, out)
+	if r.Digest != dbs || r.NotBefore == nil || r.NotBefore.Format(time.RFC3339) != at || !slices.Equal(r.Stages[0].Nodes, []string{"db-1", "db-2"}) {
+		t.Fatalf("the run is not the plan: digest %s (plan %s), not before %v, nodes %v", r.Digest, dbs, r.NotBefore, r.Stages[0].Nodes)
+	}
+	if runs := decode[wire.RunList](t, func() string { o, _, _ := e.run("op", "run", "list", "-o", "json"); return o }()); len(runs.Runs) != 1 {
+		t.Fatalf("refused starts created runs: %+v", runs.Runs)
+	}
+	appr := client.NewCore(e.url, e.secrets["appr"], nil)
+	if got, err := appr.ApproveRun(context.Background(), r.ID, dbs); err != nil || got.State == "PENDING_APPROVE" {
+		t.Fatalf("approve under the plan's digest: %v %+v", err, got)
 	}
 }

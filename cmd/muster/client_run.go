@@ -7,6 +7,7 @@ import (
 	"io"
 	"os"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -174,10 +175,13 @@ func newRunCreateCmd(f *clientFlags) *cobra.Command {
 
 func newRunListCmd(f *clientFlags) *cobra.Command {
 	var flt client.RunFilter
+	var watch watchFlags
 	cmd := &cobra.Command{
 		Use:   "list",
 		Short: "List runs, newest first",
-		Args:  cli.NoArgs,
+		Example: `  muster run list --cluster prod --state RUNNING,PAUSED
+  muster run list -o wide -w`,
+		Args: cli.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			c, err := f.core()
 			if err != nil {
@@ -186,20 +190,13 @@ func newRunListCmd(f *clientFlags) *cobra.Command {
 			for i, s := range flt.States {
 				flt.States[i] = strings.ToUpper(s)
 			}
-			list, err := c.Runs(cmd.Context(), flt)
-			if err != nil {
-				return apiError(c, err)
-			}
-			if f.json() {
-				return f.write(cmd.OutOrStdout(), list)
-			}
-			t := newTable(cmd.OutOrStdout(), "ID", "CLUSTER", "STATE", "STAGES", "PROGRESS", "REQUESTER", "CREATED")
-			for _, r := range list.Runs {
-				done, total := progress(&r)
-				t.row(shortID(r.ID), textsafe.Escape(r.ClusterID), r.State, fmt.Sprint(len(r.Stages)),
-					fmt.Sprintf("%d/%d", done, total), textsafe.Escape(r.Requester), ts(r.CreatedTS))
-			}
-			return t.flush()
+			return watch.list(cmd.Context(), cmd.OutOrStdout(), f, func(ctx context.Context) (*listing, error) {
+				list, err := c.Runs(ctx, flt)
+				if err != nil {
+					return nil, apiError(c, err)
+				}
+				return runListing(list), nil
+			})
 		},
 	}
 	fl := cmd.Flags()
@@ -207,7 +204,34 @@ func newRunListCmd(f *clientFlags) *cobra.Command {
 	fl.StringSliceVar(&flt.States, "state", nil, "only these states (comma list)")
 	fl.IntVar(&flt.Limit, "limit", 0, "runs per page (default 50, at most 200)")
 	fl.StringVar(&flt.Marker, "marker", "", "start after this run id")
+	watch.bind(cmd)
 	return cmd
+}
+
+// runListing is a page of runs as run list prints it: -o wide adds the
+// playbook and its version, the nodes failed, the schedule that made the
+// run and its not-before.
+func runListing(list *wire.RunList) *listing {
+	l := &listing{records: list,
+		header: []string{"ID", "CLUSTER", "STATE", "STAGES", "PROGRESS", "REQUESTER", "CREATED"},
+		wide: []string{"ID", "CLUSTER", "STATE", "STAGES", "PROGRESS", "REQUESTER", "CREATED",
+			"PLAYBOOK", "FAILED", "SCHEDULE", "NOT BEFORE"}}
+	for _, r := range list.Runs {
+		done, total := progress(&r)
+		var p wire.NodeProgress
+		for i := range r.Stages {
+			p.Add(stageProgress(&r.Stages[i]))
+		}
+		pb := ""
+		if r.Playbook != "" {
+			pb = fmt.Sprintf("%s v%d", r.Playbook, r.PlaybookVersion)
+		}
+		cells := []string{shortID(r.ID), r.ClusterID, r.State, fmt.Sprint(len(r.Stages)), fmt.Sprintf("%d/%d", done, total),
+			r.Requester, ts(r.CreatedTS)}
+		l.rows = append(l.rows, listRow{key: r.ID, record: r, cells: cells,
+			wide: append(slices.Clone(cells), pb, strconv.Itoa(p.Failed), r.ScheduleID, tsPtr(r.NotBefore))})
+	}
+	return l
 }
 
 // progress is a run's nodes finished (done, failed, skipped or rolled
@@ -304,9 +328,7 @@ func printRun(w io.Writer, r *wire.Run) error {
 		if len(st.Steps) > 0 {
 			fmt.Fprintf(w, "%-12s steps: %s\n", "", stepsText(&st))
 		}
-		if st.Lock != nil {
-			fmt.Fprintf(w, "%-12s lock: %s (held while the stage runs)\n", "", lockText(st.Lock))
-		}
+		printStageLocks(w, &st)
 	}
 	printReuse(w, r)
 	if err := printCoreSteps(w, r); err != nil {
@@ -941,7 +963,21 @@ func lockText(l *wire.Lock) string {
 		return textsafe.Escape(l.Name) + " (global)"
 	}
 	return textsafe.Escape(l.Name)
+}
 
+// printStageLocks prints the locks stage st takes while it runs: its own,
+// and those the kinds of its steps declare.
+func printStageLocks(w io.Writer, st *wire.Stage) {
+	if st.Lock != nil {
+		fmt.Fprintf(w, "%-12s lock: %s (held while the stage runs)\n", "", lockText(st.Lock))
+	}
+	for _, k := range st.KindLocks {
+		who := "kind " + textsafe.Escape(strings.Join(k.Kinds, ", ")) + " declares it"
+		if len(k.Kinds) > 1 {
+			who = "kinds " + textsafe.Escape(strings.Join(k.Kinds, ", ")) + " declare it"
+		}
+		fmt.Fprintf(w, "%-12s lock: %s (held while the stage runs: %s)\n", "", lockText(&wire.Lock{Name: k.Name, Scope: k.Scope}), who)
+	}
 }
 
 // printCoreSteps lists the results of the gates and calls the core ran,

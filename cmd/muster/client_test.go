@@ -115,6 +115,13 @@ func (e *cliEnv) runCtx(ctx context.Context, out *lockedBuffer, who string, args
 	return 0, ""
 }
 
+// refusalLines reports whether msg is how the CLI says a 403: one line,
+// then at most one hint line saying what to run next.
+func refusalLines(msg string) bool {
+	first, hint, _ := strings.Cut(msg, "\n")
+	return first != "" && (hint == "" || strings.HasPrefix(hint, "hint: ") && !strings.Contains(hint, "\n"))
+}
+
 // advance moves an action as an orchestration pass would: the record, a
 // history line and an event in one transaction.
 func (e *cliEnv) advance(id string, to action.State, reason string) {
@@ -299,8 +306,15 @@ func TestCLIErrors(t *testing.T) {
 		t.Run(c.name, func(t *testing.T) {
 			t.Parallel()
 			_, msg, code := e.run(c.who, c.args...)
-			if code != c.code || !strings.Contains(msg, c.msg) || strings.Contains(msg, "\n") {
+			// A 403 adds one line: what would be allowed, and what to run.
+			first, hint, _ := strings.Cut(msg, "\n")
+			if code != c.code || !strings.Contains(first, c.msg) || strings.Contains(hint, "\n") ||
+				(hint != "") != strings.Contains(c.msg, "403") {
 				t.Fatalf("exit %d, error %q; want exit %d and one line with %q", code, msg, c.code, c.msg)
+			}
+			if hint != "" && hint != "hint: use a token or a login that holds the approver or admin role, or ask an admin to grant it: "+
+				"muster grant create --person NAME --role approver --clusters GLOB" {
+				t.Fatalf("the 403's hint: %q", hint)
 			}
 		})
 	}

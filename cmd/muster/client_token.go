@@ -129,18 +129,15 @@ the terminal. -o json never prints a secret, so it needs --secret-file.`,
 			if err != nil {
 				return apiError(c, err)
 			}
-			if f.json() {
-				return f.write(cmd.OutOrStdout(), wire.TokenList{Tokens: toks})
-			}
-			t := newTable(cmd.OutOrStdout(), "NAME", "ROLES", "CREATED", "EXPIRES", "CLUSTER", "USES LEFT")
+			l := newListing(wire.TokenList{Tokens: toks}, "NAME", "ROLES", "CREATED", "EXPIRES", "CLUSTER", "USES LEFT")
 			for _, tok := range toks {
 				left := ""
 				if tok.UsesLeft != nil {
 					left = strconv.Itoa(*tok.UsesLeft)
 				}
-				t.row(tok.Name, strings.Join(tok.Roles, ","), ts(tok.CreatedTS), tsPtr(tok.ExpiresTS), tok.ClusterID, left)
+				l.add(tok.Name, tok, tok.Name, strings.Join(tok.Roles, ","), ts(tok.CreatedTS), tsPtr(tok.ExpiresTS), tok.ClusterID, left)
 			}
-			return t.flush()
+			return f.printList(cmd.OutOrStdout(), l)
 		},
 	}
 	revoke := &cobra.Command{

@@ -52,6 +52,8 @@ func FuzzLoadConfig(f *testing.F) {
 		"api:\n  max_event_streams: 0\n  max_header_bytes: 1e99\n",
 		"actions:\n  external:\n    - kind: a/b\n      run: [/bin/true]\n      env: {A: b}\n",
 		"actions:\n  external:\n    - kind: a/b\n      run: [/bin/true]\n      env: [\"MUSTER_X=1\", \"=\", \"A\"]\n",
+		"actions:\n  systemd_run: systemd-run\n  external:\n    - {kind: a/b, run: [/bin/true], privileges: admin, user: x}\n    - {kind: a/c, run: [/bin/true], restarts_agent: true, check: [/bin/true], idempotent: true}\n",
+		"actions:\n  systemctl: [1]\n  external:\n    - {kind: a/b, run: [/bin/true], privileges: [root], restarts_agent: maybe}\n",
 		"labels: {role: replica, zone: [1]}\n",
 		"labels: {'a b': c}\n",
 		"secrets:\n  dir: relative\n  files: {Db.Password: /x, ok: rel, '../x': /y}\n",

@@ -344,9 +344,9 @@ In another terminal, as alice (operator):
 
   %[5]s cluster list
   %[5]s action create --cluster dev --node node-1 --kind muster.io/debug.sleep --arg seconds=5
-  %[5]s action approve <id>     # refused: alice may not approve her own action
+  %[5]s action approve <id>     # refused: alice's role (operator) cannot approve
 
-Then as bob (approver):
+Then as bob (approver; four-eyes: nobody, an admin included, approves a request of their own):
 
   MUSTER_TOKEN=%[4]s %[5]s action approve <id>
   %[5]s action watch <id>       # PENDING_SCHEDULE → NEW → RUNNING → DONE
@@ -377,8 +377,10 @@ In a browser on this machine (each link signs in once, within ten minutes):
 `, where, coreURL, tokens["alice"], tokens["bob"], bin, filepath.Join(dir, spec.Nodes[0].ID, agent.SocketFile),
 		links["alice"], links["bob"], filepath.Join(dir, "fail", "STEP.NODE"))
 	if devFile != "" {
-		fmt.Fprintf(out, "To try maintenance windows, freezes and notifications: edit %s\nand run kill -HUP %d (an invalid file is refused, the settings in use stay).\n\n",
+		fmt.Fprintf(out, "To try maintenance windows, freezes and notifications: edit %s\nand run kill -HUP %d (an invalid file is refused, the settings in use stay).\n",
 			devFile, os.Getpid())
+		fmt.Fprintf(out, "Its notification example goes to a receiver that checks each signature and prints each delivery:\n  %s webhook listen --addr 127.0.0.1:9000 --secret-file %s\n\n",
+			bin, filepath.Join(filepath.Dir(devFile), devWebhookSecret))
 	}
 	fmt.Fprintf(out, "The nodes' health, which the gate of canary-upgrade checks: %s (an example metric: /metrics);\n"+
 		"a node is unhealthy while %s exists:\n  %s playbook start canary-upgrade --cluster dev --param version=2.0 --param health_url=%s\n\n",

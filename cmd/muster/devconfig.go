@@ -1,11 +1,14 @@
 package main
 
 import (
+	"crypto/rand"
+	"encoding/base64"
 	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 
 	"go.yaml.in/yaml/v3"
 
@@ -40,18 +43,54 @@ clusters:
     # freezes:                # nothing disruptive is pushed (RFC 3339, to excluded)
     #   - {from: "2026-12-24T00:00:00Z", to: "2027-01-02T00:00:00Z", reason: year-end freeze}
 
-# Notifications to a receiver on this machine (loopback is allowed in dev),
-# e.g. a shell running: while true; do nc -l 127.0.0.1 9000; done
+# Signed notifications to a receiver on this machine (loopback is allowed in
+# dev). In another terminal start one that checks each signature and prints
+# each delivery:
+#   muster webhook listen --addr 127.0.0.1:9000 --secret-file {{SECRET}}
+# then replace "notify: []" with the lines below, uncommented, and kill -HUP.
 notify: []
 #  - name: local
 #    url: http://127.0.0.1:9000/hook
 #    format: json
+#    secret_file: {{SECRET}}
 #    events: [approval.waiting, run.paused, run.finished, node.down, cluster.alert]
 `
 
+// devWebhookSecret is the file, in muster dev's directory, of the signing
+// secret the example notification and muster webhook listen share.
+const devWebhookSecret = "webhook.secret"
+
+// writeDevWebhookSecret writes a random secret into dir unless one is there,
+// and returns its path.
+func writeDevWebhookSecret(dir string) (string, error) {
+	path := filepath.Join(dir, devWebhookSecret)
+	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
+	if errors.Is(err, os.ErrExist) {
+		return path, nil
+	}
+	if err != nil {
+		return "", err
+	}
+	b := make([]byte, 24)
+	if _, err := rand.Read(b); err != nil {
+		f.Close()
+		return "", err
+	}
+	if _, err := f.WriteString("whsec_" + base64.StdEncoding.EncodeToString(b) + "\n"); err != nil {
+		f.Close()
+		return "", err
+	}
+	return path, f.Close()
+}
+
 // writeDevConfig writes the example dev.yaml into dir unless it exists and
-// returns its path.
+// returns its path; its notification example names the secret
+// writeDevWebhookSecret wrote.
 func writeDevConfig(dir string) (string, error) {
+	secret, err := writeDevWebhookSecret(dir)
+	if err != nil {
+		return "", err
+	}
 	path := filepath.Join(dir, devConfigFile)
 	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o644)
 	if errors.Is(err, os.ErrExist) {
@@ -60,7 +99,7 @@ func writeDevConfig(dir string) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	if _, err := f.WriteString(devConfigExample); err != nil {
+	if _, err := f.WriteString(strings.ReplaceAll(devConfigExample, "{{SECRET}}", secret)); err != nil {
 		f.Close()
 		return "", err
 	}

@@ -104,3 +104,93 @@ func FuzzLoadDevConfig(f *testing.F) {
 		}
 	})
 }
+
+// The notification example of dev.yaml works when uncommented as it says:
+// it names the secret muster dev wrote (private to its owner), and the core
+// accepts the destination.
+func TestDevConfigNotifyExampleWorksUncommented(t *testing.T) {
+	t.Parallel()
+	base, spec := devConfigSetup(t)
+	dir := t.TempDir()
+	path, err := writeDevConfig(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	text := string(b)
+	secret := filepath.Join(dir, devWebhookSecret)
+	if !strings.Contains(text, "muster webhook listen --addr 127.0.0.1:9000 --secret-file "+secret) {
+		t.Fatalf("dev.yaml does not say how to start the receiver:\n%s", text)
+	}
+	var lines []string
+	after := false // the lines after notify: [] are the example
+	for _, l := range strings.Split(text, "\n") {
+		switch {
+		case l == "notify: []":
+			lines, after = append(lines, "notify:"), true
+		case after && strings.HasPrefix(l, "#  "):
+			lines = append(lines, strings.TrimPrefix(l, "#"))
+		default:
+			lines = append(lines, l)
+		}
+	}
+	if err := os.WriteFile(path, []byte(strings.Join(lines, "\n")), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	cfg, err := loadDevConfig(path, base, spec)
+	if err != nil {
+		t.Fatalf("the uncommented notification example is refused: %v", err)
+	}
+	if len(cfg.Notify) != 1 || cfg.Notify[0].SecretFile != secret || cfg.Notify[0].URL != "http://127.0.0.1:9000/hook" {
+		t.Fatalf("notify: %+v", cfg.Notify)
+	}
+	if fi, err := os.Stat(secret); err != nil || fi.Mode().Perm() != 0o600 {
+		t.Fatalf("the secret: %v %v", fi, err)
+	}
+}
+
+// A kind rule's lock is written as a name (per cluster) or as a mapping
+// with a scope; a bad name or scope is refused with its key named.
+func TestAKindsLockIsReadAsANameOrAMapping(t *testing.T) {
+	t.Parallel()
+	base, spec := devConfigSetup(t)
+	path := filepath.Join(t.TempDir(), devConfigFile)
+	text := "kinds:\n  - {kind: \"example.com/db.*\", lock: db}\n  - {kind: example.com/lb.drain, lock: {name: lb, scope: global}}\n" +
+		"  - {kind: \"example.com/**\", disruptive: true}\n"
+	if err := os.WriteFile(path, []byte(text), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	cfg, err := loadDevConfig(path, base, spec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pol := cfg.BudgetPolicy()
+	if l := pol.KindLock("example.com/db.migrate"); l == nil || l.Name != "db" || l.Scope != "cluster" {
+		t.Errorf("lock of db.migrate: %+v, want db per cluster", l)
+	}
+	if l := pol.KindLock("example.com/lb.drain"); l == nil || l.Name != "lb" || l.Scope != "global" {
+		t.Errorf("lock of lb.drain: %+v, want lb global", l)
+	}
+	// The first rule matching a kind still decides whether it is
+	// disruptive; the first matching rule that names a lock, its lock.
+	if l := pol.KindLock("example.com/os.reboot"); l != nil || !pol.Disruptive("example.com/os.reboot") ||
+		pol.Disruptive("example.com/db.migrate") {
+		t.Errorf("os.reboot takes %+v, want none; disruptive: os.reboot %v, db.migrate %v, want true, false",
+			l, pol.Disruptive("example.com/os.reboot"), pol.Disruptive("example.com/db.migrate"))
+	}
+	for _, tc := range []struct{ text, want string }{
+		{"kinds:\n  - {kind: a.b/c, lock: \"no spaces\"}\n", "kinds[0].lock.name"},
+		{"kinds:\n  - {kind: a.b/c, lock: {name: db, scope: region}}\n", "kinds[0].lock.scope"},
+		{"kinds:\n  - {kind: a.b/c, lock: {name: db, scop: global}}\n", "kinds[0].lock.scop"},
+	} {
+		if err := os.WriteFile(path, []byte(tc.text), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := loadDevConfig(path, base, spec); err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%q: got %v, want an error naming %s", tc.text, err, tc.want)
+		}
+	}
+}

@@ -14,6 +14,14 @@ func newRootCmd() *cobra.Command {
 		SilenceUsage:  true,
 		SilenceErrors: true,
 	}
+	// muster --version is muster version: the client's and the core's.
+	showVersion := root.Flags().Bool("version", false, "print the client's version and, when the core answers, the core's")
+	root.RunE = func(cmd *cobra.Command, _ []string) error {
+		if *showVersion {
+			return printVersions(cmd.Context(), cmd.OutOrStdout(), &clientFlags{output: "table"}, false)
+		}
+		return cmd.Help()
+	}
 	root.SetFlagErrorFunc(cli.FlagError)
 	// Every command of muster, in one place (help lists them by name).
 	root.AddCommand(
@@ -23,7 +31,7 @@ func newRootCmd() *cobra.Command {
 		newActionCmd(), newRunCmd(), newPlaybookCmd(), newScheduleCmd(), newClusterCmd(), newNodeCmd(), newEventsCmd(), newTokenCmd(), newTeamCmd(), newGrantCmd(), newFreezeCmd(), newPolicyCmd(false), newPolicyCmd(true), newNotifyCmd(),
 		newLoginCmd(), newLogoutCmd(),
 		// Set-up helpers.
-		newTLSCmd(), newGossipCmd(), cli.NewVersionCmd("muster"),
+		newTLSCmd(), newGossipCmd(), newWebhookCmd(), newVersionCmd(),
 	)
 	addCompletions(root)
 	return root

@@ -223,13 +223,15 @@ func TestRunRetryFromAndLocksAreShown(t *testing.T) {
 	}
 	r := &wire.Run{ID: "0123456789abcdef", State: "PENDING_APPROVE", Lock: &wire.Lock{Name: "db", Scope: wire.LockGlobal},
 		Stages: []wire.Stage{{Name: "upgrade", State: "PENDING", Lock: &wire.Lock{Name: "lb\x1b[31m", Scope: wire.LockCluster},
-			Reuse: []wire.ReusedNode{{NodeID: "db-3", Steps: []string{"drain", "upgrade"}, From: "verify"}}}}}
+			KindLocks: []wire.KindLock{{Name: "schema", Scope: wire.LockGlobal, Kinds: []string{"example.com/db.migrate", "x.y/\x1b[2J"}}},
+			Reuse:     []wire.ReusedNode{{NodeID: "db-3", Steps: []string{"drain", "upgrade"}, From: "verify"}}}}}
 	var b strings.Builder
 	if err := printRun(&b, r); err != nil {
 		t.Fatal(err)
 	}
 	show := b.String()
 	for _, want := range []string{"db (global)", `lock: lb\x1b[31m (held while the stage runs)`,
+		`lock: schema (global) (held while the stage runs: kinds example.com/db.migrate, x.y/\x1b[2J declare it)`,
 		"upgrade: node db-3 starts at verify (reuses drain, upgrade)"} {
 		if !strings.Contains(show, want) {
 			t.Fatalf("run show lacks %q:\n%s", want, show)

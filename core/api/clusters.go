@@ -16,11 +16,18 @@ import (
 	"github.com/musterhq/muster/core/store"
 	"github.com/musterhq/muster/shared/labels"
 	"github.com/musterhq/muster/shared/names"
+	"github.com/musterhq/muster/shared/version"
 	"github.com/musterhq/muster/shared/wire"
 )
 
 func (s *Server) health(c *echo.Context) error {
 	return c.JSON(http.StatusOK, wire.Health{Status: "ok"})
+}
+
+// showVersion answers the build of this replica (any reader may ask: the
+// version says which fixes a core has, so it is not public).
+func (s *Server) showVersion(c *echo.Context) error {
+	return c.JSON(http.StatusOK, wire.Version{Version: version.Version})
 }
 
 func toWireNode(n store.Node) wire.Node {

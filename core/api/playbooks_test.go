@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/musterhq/muster/core/budget"
 	"github.com/musterhq/muster/core/runs/playbook"
@@ -157,6 +158,52 @@ func TestPlaybookStartIsTiedToWhatWasPlanned(t *testing.T) {
 	}
 }
 
+// Issue 35: a plan's limit and not-before are in its digest, which the run
+// started with the same ones is stored with; a start by the digest of
+// another limit is a 409 and creates nothing; a limit that picks no node,
+// or leaves a stage none, is a 422.
+func TestPlaybookLimitAndNotBeforeAreInTheDigest(t *testing.T) {
+	t.Parallel()
+	e := setup(t)
+	e.call(http.MethodPost, "/api/v1/playbooks", "op", wire.ApplyPlaybookRequest{Document: testPlaybook("pb", "")}, http.StatusCreated, nil)
+	at := time.Now().Add(3 * time.Hour).UTC().Truncate(time.Second)
+	plan := func(limit ...string) wire.Plan {
+		t.Helper()
+		var p wire.Plan
+		e.call(http.MethodPost, "/api/v1/playbooks/pb/plan", "viewer", wire.PlanRequest{ClusterID: "prod", Limit: limit, NotBefore: &at}, http.StatusOK, &p)
+		return p
+	}
+	one, both := plan("db-1"), plan("db-{1,2}")
+	if one.Digest == both.Digest || len(one.Stages[1].Nodes) != 1 || one.NotBefore == nil || !one.NotBefore.Equal(at) ||
+		len(one.Limit) != 1 {
+		t.Fatalf("plans of two limits: %+v and %+v", one, both)
+	}
+	var body wire.ErrorBody
+	e.call(http.MethodPost, "/api/v1/playbooks/pb/runs", "op", wire.PlanRequest{ClusterID: "prod", Digest: one.Digest, Limit: []string{"db-{1,2}"},
+		NotBefore: &at}, http.StatusConflict, &body)
+	if !strings.Contains(body.Error.Message, "the plan changed") {
+		t.Fatalf("start by another limit's digest: %q", body.Error.Message)
+	}
+	for limit, want := range map[string]string{"nosuch": "no node of the cluster matches nosuch", "db-2": "stage first: the limit db-2 keeps none"} {
+		e.call(http.MethodPost, "/api/v1/playbooks/pb/plan", "viewer", wire.PlanRequest{ClusterID: "prod", Limit: []string{limit}},
+			http.StatusUnprocessableEntity, &body)
+		if !strings.Contains(body.Error.Message, want) {
+			t.Errorf("limit %s: %q does not say %q", limit, body.Error.Message, want)
+		}
+	}
+	var runs wire.RunList
+	e.call(http.MethodGet, "/api/v1/runs", "viewer", nil, http.StatusOK, &runs)
+	if len(runs.Runs) != 0 {
+		t.Fatalf("refused starts created %d runs", len(runs.Runs))
+	}
+	var run wire.Run
+	e.call(http.MethodPost, "/api/v1/playbooks/pb/runs", "op", wire.PlanRequest{ClusterID: "prod", Digest: one.Digest, Limit: []string{"db-1"},
+		NotBefore: &at}, http.StatusCreated, &run)
+	if run.Digest != one.Digest || run.NotBefore == nil || !run.NotBefore.Equal(at) {
+		t.Fatalf("the run is not the plan: digest %s (plan %s), not before %v", run.Digest, one.Digest, run.NotBefore)
+	}
+}
+
 func TestPlaybookBadInputIsRefusedAndStoresNothing(t *testing.T) {
 	t.Parallel()
 	e := setup(t)
@@ -204,6 +251,7 @@ func FuzzPlaybookBodies(f *testing.F) {
 		`{"cluster_id":"prod"}`, `{"cluster_id":"prod","params":{"n":"2","msg":"x"}}`,
 		`{"cluster_id":"prod","version":1}`, `{"cluster_id":"prod","document":"name: pb\nstages: []\n"}`,
 		`{"cluster_id":"prod","params":{"n":1}}`, `{"reason":"x"}`, `{"document":"name: x"}`, `{}`, `[]`, ``,
+		`{"cluster_id":"prod","limit":["db-*","web-1"],"not_before":"2030-01-01T02:00:00Z"}`, `{"cluster_id":"prod","limit":"db-1"}`,
 	} {
 		f.Add([]byte(s))
 	}

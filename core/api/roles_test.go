@@ -37,6 +37,7 @@ var roleTable = map[string][6]int{ //        none viewer  op   appr admin stg
 	"POST /api/v1/clusters/:cluster/nodes/:node/forget":  {401, 403, 403, 403, 200, 404},
 	"POST /api/v1/clusters/:cluster/nodes/:node/replace": {401, 403, 403, 403, 200, 404},
 	"GET /api/v1/core/replicas":                          {401, 200, 200, 200, 200, 200},
+	"GET /api/v1/version":                                {401, 200, 200, 200, 200, 200},
 	"GET /api/v1/actions":                                {401, 200, 200, 200, 200, 200},
 	"POST /api/v1/actions":                               {401, 403, 201, 403, 201, 404},
 	"GET /api/v1/actions/:id":                            {401, 200, 200, 200, 200, 404},

@@ -15,17 +15,31 @@ import (
 	"github.com/musterhq/muster/core/glob"
 	"github.com/musterhq/muster/core/store"
 	"github.com/musterhq/muster/shared/action"
-	"github.com/musterhq/muster/shared/limit"
-
 	"github.com/musterhq/muster/shared/config"
+	"github.com/musterhq/muster/shared/limit"
+	"github.com/musterhq/muster/shared/names"
 )
 
 // KindRule marks the kinds matching a glob (glob.Match, the syntax of the
 // approval rules: "*" alone matches every kind, example.com/** every kind
-// below example.com/) as disruptive or not. It is one entry of the core's `kinds:` configuration.
+// below example.com/) as disruptive or not, and may name a lock those kinds
+// take. It is one entry of the core's `kinds:` configuration.
 type KindRule struct {
 	Kind       string `mapstructure:"kind" yaml:"kind"`
 	Disruptive bool   `mapstructure:"disruptive" yaml:"disruptive"`
+	// Lock is a lock every stage whose steps (rollback included) run a
+	// kind of the rule takes while it runs, as if the stage said it
+	// (docs/runs-and-playbooks.md, "Locks across runs"); nil: none. It
+	// is written "lock: db" (per cluster) or "lock: {name: db, scope:
+	// global}".
+	Lock *KindLock `mapstructure:"lock" yaml:"lock,omitempty"`
+}
+
+// KindLock is the lock of a kind rule: a name, and a scope ("" or
+// "cluster": per cluster; "global": across clusters).
+type KindLock struct {
+	Name  string `mapstructure:"name" yaml:"name"`
+	Scope string `mapstructure:"scope" yaml:"scope,omitempty"`
 }
 
 // Policy is the budget configuration of the core. A running core holds it
@@ -39,6 +53,12 @@ type Policy struct {
 	Kinds []KindRule
 }
 
+// UnmarshalText reads a lock written as its name alone ("lock: db").
+func (l *KindLock) UnmarshalText(b []byte) error {
+	*l = KindLock{Name: string(b)}
+	return nil
+}
+
 // ValidateKinds returns one error per bad rule, named by its key.
 func ValidateKinds(rules []KindRule) config.Errors {
 	var errs config.Errors
@@ -50,8 +70,37 @@ func ValidateKinds(rules []KindRule) config.Errors {
 		if !glob.Valid(r.Kind) {
 			errs.Add(fmt.Sprintf("kinds[%d].kind", i), "bad glob %q", r.Kind)
 		}
+		if r.Lock == nil {
+			continue
+		}
+		if err := names.CheckStep(r.Lock.Name); err != nil {
+			errs.Add(fmt.Sprintf("kinds[%d].lock.name", i), "%v", err)
+		}
+		switch r.Lock.Scope {
+		case "", store.LockCluster, store.LockGlobal:
+		default:
+			errs.Add(fmt.Sprintf("kinds[%d].lock.scope", i), "%q is not %q or %q", r.Lock.Scope, store.LockCluster, store.LockGlobal)
+		}
 	}
 	return errs
+}
+
+// KindLock is the lock actions of kind take (nil: none): that of the first
+// rule whose glob matches kind and which names a lock. A rule without a
+// lock decides nothing of locks, so a rule that only marks kinds
+// disruptive may come before or after those naming locks. The scope is
+// filled: cluster when the rule leaves it out.
+func (p Policy) KindLock(kind string) *store.Lock {
+	for _, r := range p.Kinds {
+		if r.Lock != nil && glob.Match(r.Kind, kind) {
+			l := &store.Lock{Name: r.Lock.Name, Scope: r.Lock.Scope}
+			if l.Scope == "" {
+				l.Scope = store.LockCluster
+			}
+			return l
+		}
+	}
+	return nil
 }
 
 // Disruptive reports whether actions of kind count against a budget.
@@ -196,9 +245,36 @@ func (u *Usage) Admits(node string) bool {
 	return len(u.Unavailable) < u.Max
 }
 
-// HeldReason is the state_reason of an action the budget holds back.
-func (u *Usage) HeldReason() string {
-	return fmt.Sprintf("held by the disruption budget: %d of %d unavailable", len(u.Unavailable), u.Max)
+// HeldReason is the state_reason of an action the budget holds back: the
+// count, and which nodes are unavailable and why, so the reason names the
+// real cause (a drained node elsewhere, not the held node itself).
+func (u *Usage) HeldReason() string { return u.HeldReasonWith(nil) }
+
+// heldCauses is how many unavailable nodes a held reason names; the rest
+// are counted.
+const heldCauses = 3
+
+// HeldReasonWith is HeldReason counting also the nodes of earlier, whose
+// turn comes first (a plan's wave): they are named last, as "earlier in
+// this wave".
+func (u *Usage) HeldReasonWith(earlier []string) string {
+	var causes []string
+	for _, n := range u.Nodes() {
+		causes = append(causes, n+" "+u.Unavailable[n])
+	}
+	for _, n := range earlier {
+		causes = append(causes, n+" earlier in this wave")
+	}
+	more := ""
+	if len(causes) > heldCauses {
+		more = fmt.Sprintf(", and %d more", len(causes)-heldCauses)
+		causes = causes[:heldCauses]
+	}
+	total := len(u.Unavailable) + len(earlier)
+	if len(causes) == 0 {
+		return fmt.Sprintf("%s: %d of %d unavailable", HeldPrefix, total, u.Max)
+	}
+	return fmt.Sprintf("%s: %d of %d unavailable (%s%s)", HeldPrefix, total, u.Max, strings.Join(causes, ", "), more)
 }
 
 // Nodes lists the unavailable node ids, sorted.

@@ -90,7 +90,7 @@ func TestUsageCountsDownNodesAndDisruptiveActions(t *testing.T) {
 	if !u.Admits("n1") || !u.Admits("n2") {
 		t.Fatal("a node already unavailable must admit another disruptive action")
 	}
-	if got := u.HeldReason(); got != "held by the disruption budget: 4 of 3 unavailable" {
+	if got := u.HeldReason(); got != "held by the disruption budget: 4 of 3 unavailable (n1 disruptive action, n2 down, n6 disruptive action pushed, not yet confirmed, and 1 more)" {
 		t.Fatalf("reason %q", got)
 	}
 	if p.Usage("other", nodes, open) != nil {
@@ -110,7 +110,7 @@ func TestAdmitsUpToMax(t *testing.T) {
 	if u.Admits("n2") || !u.Admits("n1") {
 		t.Fatalf("with n1 busy: admits n2 %v, n1 %v", u.Admits("n2"), u.Admits("n1"))
 	}
-	if got := u.HeldReason(); got != "held by the disruption budget: 1 of 1 unavailable" {
+	if got := u.HeldReason(); got != "held by the disruption budget: 1 of 1 unavailable (n1 disruptive action)" {
 		t.Fatalf("reason %q", got)
 	}
 	zero := Policy{MaxUnavailable: map[string]limit.Limit{"c": mustLimit(t, "0")}, Kinds: p.Kinds}

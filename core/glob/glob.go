@@ -1,7 +1,8 @@
 // Package glob is the one glob rule of the core's configuration: every
-// pattern over kinds (approval rules, the disruption budget's kinds) and over
-// cluster ids is matched here, by doublestar's syntax (docs/architecture.md,
-// "Labels, targets and the disruption budget").
+// pattern over kinds (approval rules, the disruption budget's kinds), over
+// cluster ids and over node ids (a playbook run's limit) is matched here, by
+// doublestar's syntax (docs/architecture.md, "Labels, targets and the
+// disruption budget").
 package glob
 
 import "github.com/bmatcuk/doublestar/v4"

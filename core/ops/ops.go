@@ -132,6 +132,7 @@ func New(cfg Config) *Ops {
 	}
 	if cfg.Runs == nil {
 		cfg.Runs = runs.NewEngine(cfg.Policy, cfg.Rules, nil)
+		cfg.Runs.SetKindLocks(cfg.Budget)
 	}
 	if cfg.Schedules == nil {
 		cfg.Schedules = &recur.Service{Policy: cfg.Policy}

@@ -136,9 +136,14 @@ func (o *Ops) PlanPlaybook(ctx context.Context, c Caller, name string, req *wire
 }
 
 // Plan is the plan of a loaded playbook (LoadPlaybook), with the nodes the
-// cluster's disruption budget, as it is now, holds back marked.
+// cluster's disruption budget, as it is now, holds back marked. Its digest
+// is the one a start of the same request (parameters, version, not-before
+// and limit) is approved under.
 func (o *Ops) Plan(ctx context.Context, c Caller, pb *playbook.Playbook, version int, req *wire.PlanRequest) (wire.Plan, error) {
 	if err := Authorize(c, auth.Read); err != nil {
+		return wire.Plan{}, err
+	}
+	if err := checkNotBefore(req.NotBefore, o.now()); err != nil {
 		return wire.Plan{}, err
 	}
 	var out wire.Plan
@@ -147,7 +152,7 @@ func (o *Ops) Plan(ctx context.Context, c Caller, pb *playbook.Playbook, version
 		if err := authorizeIn(ctx, r, c, auth.Read, req.ClusterID); err != nil {
 			return err
 		}
-		p, err := pb.Plan(ctx, r, version, req)
+		p, err := pb.Plan(ctx, r, version, req, o.cfg.Runs.KindLocks())
 		if err != nil {
 			return err
 		}

@@ -40,7 +40,7 @@ func TestBudgetHoldsADisruptiveActionUntilThereIsRoom(t *testing.T) {
 	e.fullSyncUntil("the ping of n3", func() bool { return e.record(other).State == action.Done })
 
 	rec := e.record(second)
-	if rec.State != action.PendingSchedule || rec.StateReason != "held by the disruption budget: 1 of 1 unavailable" || rec.PushedStoreID != "" {
+	if rec.State != action.PendingSchedule || rec.StateReason != "held by the disruption budget: 1 of 1 unavailable (n1 disruptive action)" || rec.PushedStoreID != "" {
 		t.Fatalf("second: %s %q pushed to %q", rec.State, rec.StateReason, rec.PushedStoreID)
 	}
 	if r := e.record(behind); r.State != action.PendingSchedule || r.PushedStoreID != "" {
@@ -84,7 +84,7 @@ func TestBudgetCountsDownNodes(t *testing.T) {
 	e.fullSync()
 	id := e.create("n2", kindSleep, `{"seconds":0}`)
 	e.fullSync()
-	if rec := e.record(id); rec.State != action.PendingSchedule || rec.StateReason != "held by the disruption budget: 1 of 1 unavailable" {
+	if rec := e.record(id); rec.State != action.PendingSchedule || rec.StateReason != "held by the disruption budget: 1 of 1 unavailable (n1 down)" {
 		t.Fatalf("with n1 down: %s %q", rec.State, rec.StateReason)
 	}
 }
@@ -104,7 +104,7 @@ func TestBudgetCountsDrainedNodes(t *testing.T) {
 	})
 	id := e.create("n2", kindSleep, `{"seconds":0}`)
 	e.fullSync()
-	if rec := e.record(id); rec.State != action.PendingSchedule || rec.StateReason != "held by the disruption budget: 1 of 1 unavailable" {
+	if rec := e.record(id); rec.State != action.PendingSchedule || rec.StateReason != "held by the disruption budget: 1 of 1 unavailable (n1 drained)" {
 		t.Fatalf("with n1 drained: %s %q", rec.State, rec.StateReason)
 	}
 }

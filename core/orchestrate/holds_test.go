@@ -34,7 +34,7 @@ func TestABudgetHoldsReasonIsRefreshedWhenTheBudgetChanges(t *testing.T) {
 	wantState(t, h.record(a), action.New)
 	b := h.create("n3", nil)
 	h.fullSync()
-	if r := h.record(b); r.State != action.PendingSchedule || r.StateReason != "held by the disruption budget: 1 of 1 unavailable" {
+	if r := h.record(b); r.State != action.PendingSchedule || r.StateReason != "held by the disruption budget: 1 of 1 unavailable (n1 disruptive action)" {
 		t.Fatalf("held: %s %q", r.State, r.StateReason)
 	}
 	h.agents["n3"].calls("") // forget the requests so far
@@ -42,7 +42,7 @@ func TestABudgetHoldsReasonIsRefreshedWhenTheBudgetChanges(t *testing.T) {
 	if _, err := h.o.SyncNodes(context.Background(), cluster, []string{"n2"}); err != nil {
 		t.Fatal(err)
 	}
-	if r := h.record(b); r.StateReason != "held by the disruption budget: 2 of 1 unavailable" {
+	if r := h.record(b); r.StateReason != "held by the disruption budget: 2 of 1 unavailable (n1 disruptive action, n2 down)" {
 		t.Fatalf("the held reason after n2 went down: %q", r.StateReason)
 	}
 	if calls := h.agents["n3"].calls(""); len(calls) != 0 {
@@ -175,7 +175,7 @@ func TestARunHeldByTheBudgetSaysSo(t *testing.T) {
 	wantState(t, h.record(a), action.New)
 	id := h.runOn(engine, "n3")
 	h.fullSync()
-	want := runs.ReasonApproved + "; waiting: node n3 is held by the disruption budget of cluster " + cluster + " (1 of 1 unavailable)"
+	want := runs.ReasonApproved + "; waiting: node n3 is held by the disruption budget of cluster " + cluster + ": 1 of 1 unavailable (n1 disruptive action)"
 	if r := h.run(id); r.State != store.RunRunning || r.StateReason != want {
 		t.Fatalf("held by the budget: %s %q, want %q", r.State, r.StateReason, want)
 	}
@@ -183,7 +183,7 @@ func TestARunHeldByTheBudgetSaysSo(t *testing.T) {
 	if _, err := h.o.SyncNodes(context.Background(), cluster, []string{"n2"}); err != nil {
 		t.Fatal(err)
 	}
-	want = runs.ReasonApproved + "; waiting: node n3 is held by the disruption budget of cluster " + cluster + " (2 of 1 unavailable)"
+	want = runs.ReasonApproved + "; waiting: node n3 is held by the disruption budget of cluster " + cluster + ": 2 of 1 unavailable (n1 disruptive action, n2 down)"
 	if r := h.run(id); r.StateReason != want {
 		t.Fatalf("after n2 went down: %q, want %q", r.StateReason, want)
 	}

@@ -119,7 +119,7 @@ func TestConcurrentSyncsShareTheBudget(t *testing.T) {
 		switch {
 		case r.State == action.New:
 			pushed++
-		case r.State != action.PendingSchedule || r.StateReason != "held by the disruption budget: 1 of 1 unavailable":
+		case r.State != action.PendingSchedule || !strings.HasPrefix(r.StateReason, "held by the disruption budget: 1 of 1 unavailable (n"):
 			t.Fatalf("%s: %s %q", r.NodeID, r.State, r.StateReason)
 		}
 	}
@@ -170,7 +170,9 @@ func TestAHeldActionGoesWhenTheNoteSaysTheOtherEnded(t *testing.T) {
 	testwait.For(t, "a pushed", func() bool { return h.record(a).State == action.New })
 	b := h.create("n2", nil)
 	h.o.NudgeNode(cluster, "n2")
-	testwait.For(t, "b held", func() bool { return h.record(b).StateReason == "held by the disruption budget: 1 of 1 unavailable" })
+	testwait.For(t, "b held", func() bool {
+		return strings.HasPrefix(h.record(b).StateReason, "held by the disruption budget: 1 of 1 unavailable (n1 ")
+	})
 
 	h.agents["n1"].run(t, a, action.Running, nil)
 	h.agents["n1"].run(t, a, action.Done, nil)

@@ -33,7 +33,7 @@ func newRunPoller(o *Orchestrator, w *watches, nudge func(clusterID, nodeID stri
 // has it (NEW or RUNNING; false: not sent yet).
 func runBusy(ctx context.Context, r store.Reader) (map[string]map[string]bool, error) {
 	busy := map[string]map[string]bool{}
-	running, err := r.RunsInState(ctx, "", store.RunRunning)
+	running, err := r.RunsInStateBrief(ctx, "", store.RunRunning)
 	if err != nil || len(running) == 0 {
 		return busy, err
 	}

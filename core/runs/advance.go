@@ -247,9 +247,10 @@ func (a *Advancer) AdvanceIn(ctx context.Context, st store.Store, id string) ([]
 }
 
 // Active lists the ids of a cluster's runs that AdvanceIn may move on:
-// RUNNING or PAUSED, oldest first.
+// RUNNING or PAUSED, oldest first. It reads their heads alone
+// (store.Reader.RunsInStateBrief): the loop calls it every pass.
 func (a *Advancer) Active(ctx context.Context, r store.Reader, clusterID string) ([]string, error) {
-	active, err := r.RunsInState(ctx, clusterID, store.RunRunning, store.RunPaused)
+	active, err := r.RunsInStateBrief(ctx, clusterID, store.RunRunning, store.RunPaused)
 	if err != nil {
 		return nil, err
 	}

@@ -170,6 +170,7 @@ func (e *Engine) RunCore(ctx context.Context, st store.Store, clusterID string) 
 		if err != nil {
 			return err
 		}
+		ids := map[string]bool{}
 		for i := range active {
 			r := &active[i]
 			if r.Brief {
@@ -177,8 +178,10 @@ func (e *Engine) RunCore(ctx context.Context, st store.Store, clusterID string) 
 					return err
 				}
 			}
-			jobs = append(jobs, dueCore(r, now, soon)...)
+			ids[r.ID] = true
+			jobs = append(jobs, dueCore(r, now, soon, e.watchedAt.last)...)
 		}
+		e.watchedAt.keep(clusterID, ids)
 		return nil
 	})
 	if err != nil || len(jobs) == 0 {
@@ -215,7 +218,9 @@ func (e *Engine) RunCore(ctx context.Context, st store.Store, clusterID string) 
 
 // dueCore lists the evaluations of run r due at now, and tells soon when
 // the next one not yet due will be.
-func dueCore(r *store.Run, now time.Time, soon func(time.Time)) []*coreJob {
+// A watched gate evaluated last at last(key) (nil: never here) is due
+// again coreEvery after the later of that and its stored At.
+func dueCore(r *store.Run, now time.Time, soon func(time.Time), last func(watchKey) *time.Time) []*coreJob {
 	var jobs []*coreJob
 	for i := range r.Stages {
 		st := &r.Stages[i]
@@ -252,8 +257,13 @@ func dueCore(r *store.Run, now time.Time, soon func(time.Time)) []*coreJob {
 				if sp.Kind != KindGate || cs.State != string(action.Done) {
 					continue
 				}
-				if cs.At != nil && now.Before(cs.At.Add(every)) {
-					soon(cs.At.Add(every))
+				at := cs.At
+				if seen := last(watchKey{r.ClusterID, r.ID, st.Name, node, cs.Step, cs.Attempt}); seen != nil &&
+					(at == nil || seen.After(*at)) {
+					at = seen
+				}
+				if at != nil && now.Before(at.Add(every)) {
+					soon(at.Add(every))
 					continue
 				}
 				jobs = append(jobs, &coreJob{run: r.ID, stage: st.Name, node: node, step: cs.Step, attempt: cs.Attempt,
@@ -368,8 +378,13 @@ func (e *Engine) recordCore(ctx context.Context, tx store.Tx, id string, jobs []
 			if cs.State != string(action.Done) || !watched(r, st) {
 				continue
 			}
-			cs.At, cs.Value, cs.Checks = action.TimePtr(j.at), j.value, cs.Checks+1
-			changed = true
+			// A check that sees what the run holds writes nothing: when
+			// it was made is kept here, for its next (dueCore).
+			e.watchedAt.note(watchKey{r.ClusterID, r.ID, st.Name, j.node, j.step, j.attempt}, j.at)
+			if j.value != cs.Value {
+				cs.At, cs.Value, cs.Checks = action.TimePtr(j.at), j.value, cs.Checks+1
+				changed = true
+			}
 			watch[st.Name] = append(watch[st.Name], j)
 			if !j.pass && slices.Contains(st.AbortOn, j.step) && abort == "" {
 				abort = fmt.Sprintf("gate %s failed on node %s while the canary of stage %s waited for its promote: %s",
@@ -428,8 +443,8 @@ func (e *Engine) recordCore(ctx context.Context, tx store.Tx, id string, jobs []
 		_, err := e.Decider.abort(ctx, tx, r, rule, abort)
 		return true, err
 	}
-	promoted := e.autoPromote(r, c, watch, t)
-	if !changed && !promoted {
+	promoted, held := e.autoPromote(r, c, watch, t)
+	if !changed && !promoted && !held {
 		return false, nil
 	}
 	r.UpdatedTS = t
@@ -446,9 +461,11 @@ func (e *Engine) recordCore(ctx context.Context, tx store.Tx, id string, jobs []
 // autoPromote promotes the canaries of r whose gates, just evaluated
 // (watch, by stage), all passed and have held auto_promote_after_s; it
 // notes when they began to hold, and forgets it when one fails. It
-// reports whether it promoted.
-func (e *Engine) autoPromote(r *store.Run, c *runChange, watch map[string][]*coreJob, t time.Time) bool {
+// reports whether it promoted, and whether it changed when a canary's
+// gates began to hold.
+func (e *Engine) autoPromote(r *store.Run, c *runChange, watch map[string][]*coreJob, t time.Time) (bool, bool) {
 	var promoted, values []string
+	changed := false
 	for i := range r.Stages {
 		st := &r.Stages[i]
 		js, ok := watch[st.Name]
@@ -460,11 +477,12 @@ func (e *Engine) autoPromote(r *store.Run, c *runChange, watch map[string][]*cor
 			held = held && j.pass
 		}
 		if !held {
+			changed = changed || st.HeldSince != nil
 			st.HeldSince = nil
 			continue
 		}
 		if st.HeldSince == nil {
-			st.HeldSince = action.TimePtr(t)
+			st.HeldSince, changed = action.TimePtr(t), true
 		}
 		if t.Sub(*st.HeldSince) < time.Duration(st.AutoPromoteAfterS)*time.Second {
 			continue
@@ -481,7 +499,7 @@ func (e *Engine) autoPromote(r *store.Run, c *runChange, watch map[string][]*cor
 		values = append(values, seen...)
 	}
 	if len(promoted) == 0 {
-		return false
+		return false, changed
 	}
 	why := r.Stages[stageIndex(r, promoted[0])].PromotedBy
 	r.State, r.StateReason = store.RunRunning, why
@@ -489,5 +507,53 @@ func (e *Engine) autoPromote(r *store.Run, c *runChange, watch map[string][]*cor
 		fmt.Sprintf("the rule auto_promote_after_s promoted the canary of stage(s) %s of run %s: %s",
 			strings.Join(promoted, ", "), r.ID, why),
 		map[string]any{"stages": promoted, "reason": why, "gates": values, "rule": "auto_promote_after_s"})
-	return true
+	return true, true
+}
+
+// watchKey names one attempt of a gate watched on a node of a run's
+// canary; its cluster keeps the keys of a cluster apart.
+type watchKey struct {
+	cluster, run, stage, node, step string
+	attempt                         int
+}
+
+// watchTimes holds when each watched gate was last evaluated by this
+// core, which the run's row keeps only when the value seen changed: so a
+// canary whose gates say the same writes nothing, and its checks still
+// come every coreEvery. A core that did not evaluate it yet goes by the
+// row's At.
+type watchTimes struct {
+	mu sync.Mutex
+	at map[watchKey]time.Time
+}
+
+// note records that key was evaluated at t.
+func (w *watchTimes) note(key watchKey, t time.Time) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.at == nil {
+		w.at = map[watchKey]time.Time{}
+	}
+	w.at[key] = t
+}
+
+// last is when key was last evaluated here (nil: never).
+func (w *watchTimes) last(key watchKey) *time.Time {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if t, ok := w.at[key]; ok {
+		return &t
+	}
+	return nil
+}
+
+// keep forgets the gates of cluster's runs other than active.
+func (w *watchTimes) keep(cluster string, active map[string]bool) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	for k := range w.at {
+		if k.cluster == cluster && !active[k.run] {
+			delete(w.at, k)
+		}
+	}
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"reflect"
 	"strings"
 	"sync"
 	"testing"
@@ -392,5 +393,69 @@ func TestTheDigestCoversAGate(t *testing.T) {
 	auto[0].AutoPromoteAfterS = 30
 	if a == b || a == runs.Digest("c", soak) || a == runs.Digest("c", auto) {
 		t.Fatal("the digest does not cover a gate's expect, its soak or auto_promote_after_s")
+	}
+}
+
+// A canary waiting for its promote has its gates checked every few
+// seconds; a check that sees what the run holds writes nothing (no run
+// row, no event), yet the checks go on at their pace, and the first that
+// sees something else is written.
+func TestAnUnchangedCheckOfAWatchedCanaryWritesNothing(t *testing.T) {
+	t.Parallel()
+	env := setupEngine(t)
+	p := &fakeProber{values: map[string]string{"https://n1.example/health": "ok"}}
+	req := gatedCanary()
+	req.Stages[0].AutoPromoteAfterS = 3600 // no promote during the test
+	r := env.startReq(req)
+	env.runCore(p)
+	r = env.advance(r.ID)
+	env.finishWith(env.open(r.ID).ID, action.Done, "")
+	r = env.advance(r.ID)
+	env.runCore(p)
+	r = env.advance(r.ID)
+	if runs.PausedFor(r) != runs.PauseCanary {
+		t.Fatalf("run %s (%s), want paused for its promote", r.State, r.StateReason)
+	}
+	// The first watch notes when the gates began to hold: one write.
+	env.now = env.now.Add(10 * time.Second)
+	env.runCore(p)
+	before := env.run(r.ID)
+	if before.Stages[0].HeldSince == nil {
+		t.Fatal("the first watch did not note the gates holding")
+	}
+	events := len(env.eventsSince(0))
+	asked := func() int {
+		p.mu.Lock()
+		defer p.mu.Unlock()
+		return len(p.asked)
+	}
+	for i := range 5 {
+		n := asked()
+		if env.runCore(p) || asked() != n {
+			t.Fatalf("check %d: a second check at the same time (changed, or asked %d → %d)", i, n, asked())
+		}
+		env.now = env.now.Add(10 * time.Second)
+		if env.runCore(p) {
+			t.Fatalf("check %d: RunCore reports a change, the gate said the same", i)
+		}
+		if asked() != n+1 {
+			t.Fatalf("check %d: the gate was asked %d time(s), want once", i, asked()-n)
+		}
+	}
+	after := env.run(r.ID)
+	if !after.UpdatedTS.Equal(before.UpdatedTS) || !reflect.DeepEqual(after.Stages, before.Stages) {
+		t.Fatalf("unchanged checks wrote the run: updated %s → %s", before.UpdatedTS, after.UpdatedTS)
+	}
+	if n := len(env.eventsSince(0)); n != events {
+		t.Fatalf("unchanged checks wrote %d event(s)", n-events)
+	}
+	// A value that changes is written, with when it was seen.
+	p.set("https://n1.example/health", "bad")
+	env.now = env.now.Add(10 * time.Second)
+	if !env.runCore(p) {
+		t.Fatal("a check that saw another value changed nothing")
+	}
+	if cs := coreOf(env.run(r.ID), "n1", "healthy"); cs.Value != "bad" || cs.At == nil || !cs.At.Equal(env.now) {
+		t.Fatalf("healthy on n1 after the change: %+v", cs)
 	}
 }

@@ -6,6 +6,7 @@ import (
 
 	"github.com/musterhq/muster/core/actions"
 	"github.com/musterhq/muster/core/approval"
+	"github.com/musterhq/muster/core/budget"
 	"github.com/musterhq/muster/core/store"
 	"github.com/musterhq/muster/shared/action"
 	"github.com/musterhq/muster/shared/live"
@@ -63,6 +64,9 @@ type Engine struct {
 	*Creator
 	*Decider
 	*Advancer
+	// watchedAt holds when this core last checked each gate of a canary
+	// it watches (RunCore).
+	watchedAt watchTimes
 }
 
 // NewEngine builds the engine over the approval policy, the action rules
@@ -75,14 +79,35 @@ func NewEngine(policy *live.Value[approval.Policy], acts Actions, now func() tim
 	return &Engine{Creator: create, Decider: &Decider{base: b, create: create, adv: adv}, Advancer: adv}
 }
 
+// SetKindLocks makes the engine give each stage it plans the locks the
+// kinds of its steps declare in kinds (budget.Policy.KindLock), read as
+// it is at each plan: a reload changes the next plan. Call it before the
+// engine is used.
+func (e *Engine) SetKindLocks(kinds *live.Value[budget.Policy]) { e.Creator.kinds = kinds }
+
+// KindLocks is the locks kinds declare now (nil when the engine was given
+// none): pass it to playbook plans, so that they plan as the engine does.
+func (e *Engine) KindLocks() KindLocks { return e.Creator.kindLocks() }
+
 // base is what the parts of the engine share.
 type base struct {
-	policy  *live.Value[approval.Policy]
+	policy *live.Value[approval.Policy]
+	// kinds declares the locks of kinds (SetKindLocks); nil: none.
+	kinds   *live.Value[budget.Policy]
 	actions Actions
 	// clock returns the current time; time.Now when nil.
 	clock func() time.Time
 	// prober evaluates gates and sends calls (RunCore); nil: none run.
 	prober Prober
+}
+
+// kindLocks is the locks kinds declare as the configuration is now.
+func (b *base) kindLocks() KindLocks {
+	if b.kinds == nil {
+		return nil
+	}
+	pol := b.kinds.Load()
+	return pol.KindLock
 }
 
 // now is the current time, in UTC to the microsecond.

@@ -30,7 +30,7 @@ func PausedRuns(ctx context.Context, r store.Reader, clusterID string, open []st
 	if len(ids) == 0 {
 		return nil, nil
 	}
-	running, err := r.RunsInState(ctx, clusterID, store.RunRunning)
+	running, err := r.RunsInStateBrief(ctx, clusterID, store.RunRunning)
 	if err != nil {
 		return nil, err
 	}
@@ -216,7 +216,7 @@ func Waiting(r *store.Run, kids []Child, env PlanEnv) string {
 	if len(budgeted) > 0 {
 		s := fmt.Sprintf("%s held by the disruption budget of cluster %s", nodeList(budgeted), r.ClusterID)
 		if usage != "" {
-			s += " (" + usage + ")"
+			s += ": " + usage
 		}
 		parts = append(parts, s)
 	}

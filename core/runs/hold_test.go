@@ -21,7 +21,7 @@ func TestWaitingNamesEveryHoldOfARunsNextNodes(t *testing.T) {
 		{Stage: "main", Node: "n7", State: action.Running, Reason: actions.ReasonDrained},
 	}
 	env := PlanEnv{Unavailable: map[string]bool{"n3": true, "n4": true, "n5": true, "n6": true}, Drained: map[string]bool{"n3": true, "n5": true}}
-	want := "nodes n1, n2 are held by the disruption budget of cluster c1 (2 of 2 unavailable); nodes n3, n5 are drained; node n4 is DOWN"
+	want := "nodes n1, n2 are held by the disruption budget of cluster c1: 2 of 2 unavailable; nodes n3, n5 are drained; node n4 is DOWN"
 	if got := Waiting(r, kids, env); got != want {
 		t.Fatalf("waiting: %q, want %q", got, want)
 	}

@@ -22,6 +22,45 @@ import (
 // advance. A holder that is gone or final (a run ended before locks were
 // released with it) loses the lock to the next taker.
 
+// KindLocks says which lock actions of a kind take (nil: none):
+// budget.Policy.KindLock, read from the core's kinds: configuration as it
+// is when a run is planned.
+type KindLocks func(kind string) *store.Lock
+
+// lockKinds gives each stage the locks the kinds of its steps (rollback
+// included) declare, other than its own (store.RunStage.KindLocks), in
+// the order its steps first name them. With a lock of its own for the
+// whole run (runLock), a stage takes no other (Check says why): a kind
+// declaring another is refused.
+func lockKinds(stages []store.RunStage, runLock *store.Lock, locks KindLocks) error {
+	if locks == nil {
+		return nil
+	}
+	for i := range stages {
+		st := &stages[i]
+		st.KindLocks = nil
+		for _, sp := range append(slices.Clone(st.Procedure()), st.Rollback...) {
+			l := locks(sp.Kind)
+			if l == nil || (st.Lock != nil && *l == *st.Lock) || (runLock != nil && *l == *runLock) {
+				continue
+			}
+			if runLock != nil {
+				return invalid("stage %s: kind %s takes lock %s (the core's kinds: configuration), but the run holds lock %s from start to end, so a stage may take no other (two runs taking them in the opposite order would wait for each other for ever): give the run lock %s, or none",
+					st.Name, sp.Kind, l.Name, runLock.Name, l.Name)
+			}
+			j := slices.IndexFunc(st.KindLocks, func(k store.KindLock) bool { return k.Lock == *l })
+			if j < 0 {
+				st.KindLocks = append(st.KindLocks, store.KindLock{Lock: *l})
+				j = len(st.KindLocks) - 1
+			}
+			if !slices.Contains(st.KindLocks[j].Kinds, sp.Kind) {
+				st.KindLocks[j].Kinds = append(st.KindLocks[j].Kinds, sp.Kind)
+			}
+		}
+	}
+	return nil
+}
+
 // lockSep begins, in a running run's state_reason, the locks it waits for:
 // "approved; waiting for lock db held by run 1f2e…".
 const lockSep = "; waiting for lock "
@@ -90,18 +129,37 @@ func takeLocks(ctx context.Context, tx store.Tx, r *store.Run, step *Step, t tim
 	}
 	for i := range r.Stages {
 		st := &r.Stages[i]
-		if st.Lock == nil || st.State != store.StagePending || i >= len(step.Stages) || step.Stages[i] != store.StageRunning {
+		if st.State != store.StagePending || i >= len(step.Stages) || step.Stages[i] != store.StageRunning {
 			continue
 		}
-		h, err := takeLock(ctx, tx, r, st.Lock, st.Name, t)
-		if err != nil {
-			return w, err
+		// Every lock of the stage, or none: a stage holding some while it
+		// waits for others could wait on a run doing the reverse.
+		var taken []store.Lock
+		waiting := false
+		for _, l := range st.Locks() {
+			h, err := takeLock(ctx, tx, r, &l, st.Name, t)
+			if err != nil {
+				return w, err
+			}
+			if h == r.ID {
+				taken = append(taken, l)
+				continue
+			}
+			w.text = append(w.text, lockText(&l, h))
+			waiting = true
 		}
-		if h == r.ID {
+		if !waiting {
 			continue
 		}
-		w.text = append(w.text, lockText(st.Lock, h))
 		step.Stages[i] = st.State
+		for _, l := range taken {
+			if keepsLock(r, step, i, l.Key(r.ClusterID)) {
+				continue
+			}
+			if _, err := tx.ReleaseRunLock(ctx, l.Key(r.ClusterID), r.ID); err != nil {
+				return w, err
+			}
+		}
 		step.Create = slices.DeleteFunc(step.Create, func(n New) bool { return n.Stage == st.Name })
 		if i < len(step.Failed) {
 			step.Failed[i] = st.Failed
@@ -120,33 +178,44 @@ func takeLocks(ctx context.Context, tx store.Tx, r *store.Run, step *Step, t tim
 	return w, nil
 }
 
-// releaseStageLocks releases, in tx, the lock of each stage of r that
+// keepsLock reports whether run r keeps lock key when its stage i no
+// longer needs it: r itself holds it, or another of its stages running
+// after step does.
+func keepsLock(r *store.Run, step *Step, i int, key string) bool {
+	if r.Lock != nil && r.Lock.Key(r.ClusterID) == key {
+		return true
+	}
+	for j := range r.Stages {
+		if j == i || j >= len(step.Stages) || step.Stages[j] != store.StageRunning {
+			continue
+		}
+		for _, l := range r.Stages[j].Locks() {
+			if l.Key(r.ClusterID) == key {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// releaseStageLocks releases, in tx, the locks of each stage of r that
 // ends now (its state in step is final), unless r itself, or another of
 // its stages still running, holds the same lock.
 func releaseStageLocks(ctx context.Context, tx store.Tx, r *store.Run, step *Step) error {
 	for i := range r.Stages {
 		st := &r.Stages[i]
-		if st.Lock == nil || st.State != store.StageRunning || i >= len(step.Stages) || step.Stages[i] == store.StageRunning ||
+		if st.State != store.StageRunning || i >= len(step.Stages) || step.Stages[i] == store.StageRunning ||
 			step.Stages[i] == store.StagePending {
 			continue
 		}
-		key := st.Lock.Key(r.ClusterID)
-		if r.Lock != nil && r.Lock.Key(r.ClusterID) == key {
-			continue
-		}
-		shared := false
-		for j := range r.Stages {
-			o := &r.Stages[j]
-			if j != i && o.Lock != nil && o.Lock.Key(r.ClusterID) == key && j < len(step.Stages) &&
-				step.Stages[j] == store.StageRunning {
-				shared = true
+		for _, l := range st.Locks() {
+			key := l.Key(r.ClusterID)
+			if keepsLock(r, step, i, key) {
+				continue
 			}
-		}
-		if shared {
-			continue
-		}
-		if _, err := tx.ReleaseRunLock(ctx, key, r.ID); err != nil {
-			return err
+			if _, err := tx.ReleaseRunLock(ctx, key, r.ID); err != nil {
+				return err
+			}
 		}
 	}
 	return nil
@@ -176,5 +245,5 @@ func withLocks(reason string, locks []string) string {
 
 // takesLocks reports whether run r, or a stage of it, takes a lock.
 func takesLocks(r *store.Run) bool {
-	return r.Lock != nil || slices.ContainsFunc(r.Stages, func(st store.RunStage) bool { return st.Lock != nil })
+	return r.Lock != nil || slices.ContainsFunc(r.Stages, func(st store.RunStage) bool { return len(st.Locks()) > 0 })
 }

@@ -2,14 +2,20 @@ package runs_test
 
 import (
 	"context"
+	"errors"
+	"fmt"
+	"reflect"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/musterhq/muster/core/actions"
+	"github.com/musterhq/muster/core/budget"
+	"github.com/musterhq/muster/core/runs"
 	"github.com/musterhq/muster/core/store"
 	"github.com/musterhq/muster/shared/action"
 	"github.com/musterhq/muster/shared/limit"
+	"github.com/musterhq/muster/shared/live"
 	"github.com/musterhq/muster/shared/wire"
 )
 
@@ -181,6 +187,75 @@ func TestARunWaitingForALockFailsAtItsDeadline(t *testing.T) {
 	env.update(func(ctx context.Context, tx store.Tx) error {
 		if held, err := tx.RunLocks(ctx, a.ID); err != nil || len(held) != 1 {
 			t.Errorf("the holder holds %+v (%v), want its lock", held, err)
+		}
+		return nil
+	})
+}
+
+// A stage whose steps run a kind declaring a lock in the core's kinds:
+// configuration takes that lock as if it said it: the plan shows it, a
+// second run of the kind waits for it, and the stage takes every lock it
+// needs or none, so a waiter holds nothing another run could wait for.
+func TestAKindsLockIsTakenAsIfItsStageSaidIt(t *testing.T) {
+	t.Parallel()
+	env := setupEngine(t)
+	kinds := live.New(budget.Policy{Kinds: []budget.KindRule{
+		{Kind: "example.com/db.*", Lock: &budget.KindLock{Name: "db"}},
+		{Kind: "example.com/lb.drain", Lock: &budget.KindLock{Name: "lb", Scope: "global"}},
+	}})
+	env.e.SetKindLocks(kinds)
+	steps := func(kinds ...string) []wire.StepSpec {
+		var out []wire.StepSpec
+		for i, k := range kinds {
+			out = append(out, wire.StepSpec{Name: fmt.Sprintf("s%d", i), Kind: k})
+		}
+		return out
+	}
+	a := env.startLocked(nil, wire.StageSpec{Name: "migrate", Steps: steps("muster.io/debug.ping", "example.com/db.migrate")})
+	want := []store.KindLock{{Lock: store.Lock{Name: "db", Scope: store.LockCluster}, Kinds: []string{"example.com/db.migrate"}}}
+	if !reflect.DeepEqual(a.Stages[0].KindLocks, want) || len(env.children(a.ID)) == 0 {
+		t.Fatalf("a's stage: kind locks %+v, %d children; want %+v and its children", a.Stages[0].KindLocks,
+			len(env.children(a.ID)), want)
+	}
+	// A one-kind stage of another db kind waits for a.
+	b := env.startLocked(nil, wire.StageSpec{Name: "backup", Kind: "example.com/db.backup"})
+	b = env.advance(b.ID)
+	if n := len(env.children(b.ID)); n != 0 || !strings.Contains(b.StateReason, "waiting for lock db held by run "+a.ID) {
+		t.Fatalf("b while a runs: %d children, %q; want none, waiting for db held by a", n, b.StateReason)
+	}
+	// c needs lb and db: db is a's, so c waits and holds neither; d, of
+	// lb alone, runs at once.
+	c := env.startLocked(nil, wire.StageSpec{Name: "move", Steps: steps("example.com/lb.drain", "example.com/db.migrate")})
+	c = env.advance(c.ID)
+	if n := len(env.children(c.ID)); n != 0 || !strings.Contains(c.StateReason, "db held by run "+a.ID) {
+		t.Fatalf("c while a runs: %d children, %q", n, c.StateReason)
+	}
+	env.update(func(ctx context.Context, tx store.Tx) error {
+		if held, err := tx.RunLocks(ctx, c.ID); err != nil || len(held) != 0 {
+			t.Errorf("c, waiting, holds %+v (%v), want nothing", held, err)
+		}
+		return nil
+	})
+	d := env.startLocked(nil, wire.StageSpec{Name: "drain", Kind: "example.com/lb.drain"})
+	if n := len(env.children(d.ID)); n == 0 || strings.Contains(d.StateReason, "waiting") {
+		t.Fatalf("d of lb alone: %d children, %q; want it running", n, d.StateReason)
+	}
+	for range 3 { // a step at a time
+		a = env.finishAll(a.ID)
+	}
+	if a.State != store.RunDone {
+		t.Fatalf("a is %s, want DONE", a.State)
+	}
+	if b = env.advance(b.ID); len(env.children(b.ID)) == 0 {
+		t.Fatalf("once a ended, b has no children: %q", b.StateReason)
+	}
+	// A run holding a lock of its own from start to end takes no lock a
+	// kind declares (two such runs could wait for each other for ever).
+	env.update(func(ctx context.Context, tx store.Tx) error {
+		_, err := env.e.Create(ctx, tx, &wire.CreateRunRequest{ClusterID: "c", Lock: &wire.Lock{Name: "maint"},
+			Stages: []wire.StageSpec{{Kind: "example.com/db.migrate", Target: wire.Target{All: true}}}}, actions.Actor{Name: "alice"})
+		if !errors.Is(err, runs.ErrInvalid) || !strings.Contains(err.Error(), "kind example.com/db.migrate takes lock db") {
+			t.Errorf("a run of lock maint over a kind of lock db: %v, want it refused", err)
 		}
 		return nil
 	})

@@ -396,7 +396,20 @@ func cycle(stages []wire.StageSpec) []string {
 
 // Resolve turns a checked request's targets into sorted node lists against
 // the cluster's nodes, and checks that every node knows its stage's kind.
+// It is ResolveWith with no limit and no kind declaring a lock.
 func Resolve(req *wire.CreateRunRequest, nodes []store.Node) ([]store.RunStage, error) {
+	return ResolveWith(req, nodes, nil, nil)
+}
+
+// ResolveWith is Resolve keeping, of each stage's nodes, those the limit
+// picks (target.Limit: node ids or globs; none: every node), and giving
+// each stage the locks its kinds declare (locks; nil: none), as if the
+// stage said them (lockKinds). Each pattern of the limit must pick a node
+// of the cluster, and each stage keep one node at least.
+func ResolveWith(req *wire.CreateRunRequest, nodes []store.Node, limit []string, locks KindLocks) ([]store.RunStage, error) {
+	if err := target.CheckLimit(limit, nodes); err != nil {
+		return nil, fmt.Errorf("%w: %v", ErrUnresolvable, err)
+	}
 	byID := map[string]*store.Node{}
 	for i := range nodes {
 		byID[nodes[i].ID] = &nodes[i]
@@ -407,6 +420,11 @@ func Resolve(req *wire.CreateRunRequest, nodes []store.Node) ([]store.RunStage, 
 		ids, err := target.Resolve(sp.Target, nodes)
 		if err != nil {
 			return nil, fmt.Errorf("%w: stage %s: target: %v", ErrUnresolvable, sp.Name, err)
+		}
+		all := ids
+		if ids = target.Limit(all, limit); len(ids) == 0 {
+			return nil, fmt.Errorf("%w: stage %s: the limit %s keeps none of its node(s) %s", ErrUnresolvable, sp.Name,
+				strings.Join(limit, ","), strings.Join(all, ", "))
 		}
 		rs := store.RunStage{Name: sp.Name, Kind: sp.Kind, Args: sp.Args, TimeoutS: sp.TimeoutS}
 		for _, step := range sp.Steps {
@@ -456,6 +474,9 @@ func Resolve(req *wire.CreateRunRequest, nodes []store.Node) ([]store.RunStage, 
 			DependsOn: sp.DependsOn, TimeoutS: sp.TimeoutS, State: store.StagePending,
 			AutoPromoteAfterS: sp.AutoPromoteAfterS, AbortOn: sp.AbortOn,
 		})
+	}
+	if err := lockKinds(out, storeLock(req.Lock), locks); err != nil {
+		return nil, err
 	}
 	return out, nil
 }
@@ -547,7 +568,7 @@ func planNodes(st *store.RunStage, ids []string, byID map[string]*store.Node) er
 // Digest fingerprints what an approver of the run signs off: the cluster
 // and every stage's name, kind, canonical args, resolved nodes, limits,
 // on_failure, dependencies, timeout, include_failed, auto_promote_after_s
-// and abort_on, and its steps (each one's name, kind, canonical args,
+// and abort_on, the locks its kinds declare, and its steps (each one's name, kind, canonical args,
 // timeout, retry and soak: a gate's or a call's args are the gate or the
 // call).
 func Digest(clusterID string, stages []store.RunStage) string { return DigestRun(clusterID, stages, 0) }
@@ -589,6 +610,7 @@ func DigestRunLocked(clusterID string, stages []store.RunStage, deadlineS int, n
 		Reuse               map[string][]store.ReusedStep `json:",omitempty"`
 		AutoPromoteAfterS   int                           `json:",omitempty"`
 		AbortOn             []string                      `json:",omitempty"`
+		KindLocks           []store.KindLock              `json:",omitempty"`
 	}
 	v := struct {
 		Cluster   string
@@ -625,11 +647,21 @@ func DigestRunLocked(clusterID string, stages []store.RunStage, deadlineS int, n
 		}
 		v.Stages = append(v.Stages, stage{st.Name, st.Kind, args, st.Nodes, st.MaxConcurrency.String(),
 			st.MaxErrors.String(), st.OnFailure, st.DependsOn, st.TimeoutS, steps, rollback, st.Canary, st.SoakS,
-			unavailable, st.UnavailableTimeoutS, st.IncludeFailed, st.Lock, st.Reuse, st.AutoPromoteAfterS, st.AbortOn})
+			unavailable, st.UnavailableTimeoutS, st.IncludeFailed, st.Lock, st.Reuse, st.AutoPromoteAfterS, st.AbortOn,
+			st.KindLocks})
 	}
 	b, _ := json.Marshal(v)
 	sum := sha256.Sum256(b)
 	return hex.EncodeToString(sum[:])
+}
+
+// WireKindLocks shows the locks a stage's kinds declare (nil: none).
+func WireKindLocks(st *store.RunStage) []wire.KindLock {
+	var out []wire.KindLock
+	for _, k := range st.KindLocks {
+		out = append(out, wire.KindLock{Name: k.Name, Scope: k.Scope, Kinds: k.Kinds})
+	}
+	return out
 }
 
 // WireLock shows a stored lock (nil: none).

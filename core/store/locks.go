@@ -36,6 +36,26 @@ func (l Lock) Key(clusterID string) string {
 	return "cluster/" + clusterID + "/" + l.Name
 }
 
+// KindLock is a lock a stage takes because kinds its steps run declare
+// it: the lock, and those kinds.
+type KindLock struct {
+	Lock
+	Kinds []string `json:"kinds"`
+}
+
+// Locks are the locks the stage takes while it runs: its own, then those
+// its kinds declare.
+func (s *RunStage) Locks() []Lock {
+	var out []Lock
+	if s.Lock != nil {
+		out = append(out, *s.Lock)
+	}
+	for _, k := range s.KindLocks {
+		out = append(out, k.Lock)
+	}
+	return out
+}
+
 // RunLock is who holds a lock now: the run, and its stage ("" when the
 // run itself took it).
 type RunLock struct {

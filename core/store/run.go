@@ -145,6 +145,11 @@ type RunStage struct {
 	IncludeFailed bool `json:"include_failed,omitempty"`
 	// Lock is the lock the stage takes while it runs (nil: none).
 	Lock *Lock `json:"lock,omitempty"`
+	// KindLocks are the locks the kinds of its steps declare (the core's
+	// kinds: configuration when the run was planned), each with the kinds
+	// declaring it, Lock left out: the stage takes them with Lock, all or
+	// none, while it runs (Locks).
+	KindLocks []KindLock `json:"kind_locks,omitempty"`
 	// Reuse holds, by node, the steps a retry from the failed step takes
 	// as done (with their outputs) instead of running them again.
 	Reuse map[string][]ReusedStep `json:"reuse,omitempty"`

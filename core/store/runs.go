@@ -127,6 +127,38 @@ func (r Reads) RunsInState(ctx context.Context, clusterID string, states ...stri
 	return out, nil
 }
 
+// RunHead is what picking a run to move on needs of it: its id, cluster
+// and state (Reader.RunsInStateBrief).
+type RunHead struct {
+	ID, ClusterID, State string
+}
+
+// RunsInStateBrief is Reader.RunsInStateBrief of both stores: the heads of
+// the runs in one of states, oldest first, as RunsInState orders them.
+func (r Reads) RunsInStateBrief(ctx context.Context, clusterID string, states ...string) ([]RunHead, error) {
+	if len(states) == 0 {
+		return nil, nil
+	}
+	where, args := r.Dialect.in("state", 1, states)
+	if clusterID != "" {
+		args = append(args, clusterID)
+		where += " AND cluster_id = " + r.Dialect.Placeholder(len(args))
+	}
+	var out []RunHead
+	err := r.Query(ctx, `SELECT id, cluster_id, state FROM runs WHERE `+where+` ORDER BY created_ts, seq`, args, func(row Row) error {
+		var h RunHead
+		if err := row.Scan(&h.ID, &h.ClusterID, &h.State); err != nil {
+			return err
+		}
+		out = append(out, h)
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("runs in state %v: %w", states, err)
+	}
+	return out, nil
+}
+
 // ScheduleRuns is Reader.ScheduleRuns of both stores: up to limit runs of a
 // schedule, newest first, brief.
 func (r Reads) ScheduleRuns(ctx context.Context, scheduleID string, limit int) ([]Run, error) {

@@ -123,6 +123,10 @@ type Reader interface {
 	// RunsInState lists the runs of a cluster (every cluster when "") in
 	// one of states, oldest first.
 	RunsInState(ctx context.Context, clusterID string, states ...string) ([]Run, error)
+	// RunsInStateBrief is RunsInState with only each run's RunHead: what
+	// a loop picking the runs to move on reads every tick, without their
+	// stages.
+	RunsInStateBrief(ctx context.Context, clusterID string, states ...string) ([]RunHead, error)
 	// RunChildren lists the child actions of a run, oldest first.
 	RunChildren(ctx context.Context, runID string) ([]Record, error)
 	// RunChildrenBrief is RunChildren with only what deciding a run's next

@@ -16,6 +16,7 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/musterhq/muster/core/glob"
 	"github.com/musterhq/muster/core/store"
 	"github.com/musterhq/muster/shared/labels"
 	"github.com/musterhq/muster/shared/names"
@@ -222,4 +223,48 @@ func String(t Target) string {
 		return "nodes=" + strings.Join(t.Nodes, ",")
 	}
 	return labels.Set(t.Labels).String()
+}
+
+// MaxLimit bounds the patterns of a limit.
+const MaxLimit = 1000
+
+// CheckLimit reports whether every pattern of limit (a node subset: node
+// ids or globs over them, as package glob reads them) is well formed and
+// picks at least one of the cluster's nodes: a typo in a limit is an error,
+// not a smaller run.
+func CheckLimit(limit []string, nodes []store.Node) error {
+	if len(limit) > MaxLimit {
+		return fail(ErrInvalid, "limit: more than %d patterns", MaxLimit)
+	}
+	var unknown []string
+	for _, p := range limit {
+		if p == "" {
+			return fail(ErrInvalid, "limit: an empty pattern")
+		}
+		if !glob.Valid(p) || len(p) > 2*names.MaxID {
+			return fail(ErrInvalid, "limit: %q is neither a node id nor a glob", p)
+		}
+		if !slices.ContainsFunc(nodes, func(n store.Node) bool { return glob.Match(p, n.ID) }) {
+			unknown = append(unknown, p)
+		}
+	}
+	if len(unknown) > 0 {
+		return fail(ErrUnknownNode, "limit: no node of the cluster matches %s", strings.Join(unknown, ", "))
+	}
+	return nil
+}
+
+// Limit keeps the ids (a resolved target) that some pattern of limit
+// matches; an empty limit keeps them all.
+func Limit(ids, limit []string) []string {
+	if len(limit) == 0 {
+		return ids
+	}
+	var out []string
+	for _, id := range ids {
+		if slices.ContainsFunc(limit, func(p string) bool { return glob.Match(p, id) }) {
+			out = append(out, id)
+		}
+	}
+	return out
 }

@@ -4,8 +4,11 @@ import (
 	"encoding/json"
 	"errors"
 	"reflect"
+	"slices"
+	"strings"
 	"testing"
 
+	"github.com/musterhq/muster/core/glob"
 	"github.com/musterhq/muster/core/store"
 )
 
@@ -131,6 +134,72 @@ func FuzzDecode(f *testing.F) {
 		}
 		if ids, err := Resolve(tg, cluster); err == nil && len(ids) == 0 {
 			t.Fatalf("%+v resolved to no node without an error", tg)
+		}
+	})
+}
+
+// A limit keeps the nodes some pattern picks (an id, or a glob over ids);
+// a pattern that picks no node of the cluster, or cannot be read, is an
+// error that names it.
+func TestLimit(t *testing.T) {
+	t.Parallel()
+	ids := []string{"db-1", "db-2", "db-3", "web-1"}
+	for _, c := range []struct {
+		limit []string
+		want  []string
+	}{
+		{nil, ids},
+		{[]string{"db-2"}, []string{"db-2"}},
+		{[]string{"db-*"}, []string{"db-1", "db-2", "db-3"}},
+		{[]string{"web-1", "db-{1,3}"}, []string{"db-1", "db-3", "web-1"}},
+	} {
+		if err := CheckLimit(c.limit, cluster); err != nil {
+			t.Errorf("CheckLimit(%v) = %v", c.limit, err)
+		}
+		if got := Limit(ids, c.limit); !reflect.DeepEqual(got, c.want) {
+			t.Errorf("Limit(%v) = %v, want %v", c.limit, got, c.want)
+		}
+	}
+	for _, c := range []struct {
+		limit []string
+		kind  error
+	}{
+		{[]string{"db-1", "nosuch"}, ErrUnknownNode},
+		{[]string{"cache-*"}, ErrUnknownNode},
+		{[]string{"db-[1"}, ErrInvalid},
+		{[]string{""}, ErrInvalid},
+	} {
+		if err := CheckLimit(c.limit, cluster); !errors.Is(err, c.kind) {
+			t.Errorf("CheckLimit(%q) = %v, want %v", c.limit, err, c.kind)
+		}
+	}
+}
+
+// FuzzLimit: whatever patterns a request carries, CheckLimit answers
+// without panicking, and a limit it accepts keeps, of the cluster's nodes,
+// at least one, and only nodes a pattern matches.
+func FuzzLimit(f *testing.F) {
+	for _, s := range []string{"db-1", "db-*", "web-1,db-{1,3}", "db-[1", "**", "", ",", "a\\", "{a,{b,c}}"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		limit := strings.Split(s, ",")
+		err := CheckLimit(limit, cluster)
+		if err != nil {
+			return
+		}
+		ids := make([]string, 0, len(cluster))
+		for _, n := range cluster {
+			ids = append(ids, n.ID)
+		}
+		kept := Limit(ids, limit)
+		if len(kept) == 0 {
+			t.Fatalf("CheckLimit accepted %q, which keeps no node", limit)
+		}
+		for _, id := range kept {
+			if !slices.ContainsFunc(limit, func(p string) bool { return glob.Match(p, id) }) {
+				t.Fatalf("Limit(%q) kept %s, which no pattern matches", limit, id)
+			}
 		}
 	})
 }

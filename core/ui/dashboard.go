@@ -50,12 +50,15 @@ type dashboardData struct {
 	Running          []action.Action
 	RunningMore      bool
 	RunningRuns      []runRow
-	Failed           []action.Action
-	FailedMore       bool
-	FailedRuns       []runRow
-	Nodes            []dashNode
-	NodesMore        bool
-	Budgets          []dashBudget
+	// PausedRuns wait for a person (promote, resume or abort): they are
+	// not "running now".
+	PausedRuns []runRow
+	Failed     []action.Action
+	FailedMore bool
+	FailedRuns []runRow
+	Nodes      []dashNode
+	NodesMore  bool
+	Budgets    []dashBudget
 }
 
 func (s *Server) dashboard(w http.ResponseWriter, r *http.Request, v *visitor) {
@@ -120,7 +123,11 @@ func (s *Server) dashboard(w http.ResponseWriter, r *http.Request, v *visitor) {
 		for _, rec := range running[:min(len(running), dashRunning)] {
 			d.Running = append(d.Running, rec.Action)
 		}
-		if d.RunningRuns, err = s.briefRuns(ctx, rd, store.RunQuery{States: []string{store.RunRunning, store.RunPaused},
+		if d.RunningRuns, err = s.briefRuns(ctx, rd, store.RunQuery{States: []string{store.RunRunning},
+			ClusterIn: in, Limit: dashRuns, Brief: true}, time.Time{}); err != nil {
+			return err
+		}
+		if d.PausedRuns, err = s.briefRuns(ctx, rd, store.RunQuery{States: []string{store.RunPaused},
 			ClusterIn: in, Limit: dashRuns, Brief: true}, time.Time{}); err != nil {
 			return err
 		}

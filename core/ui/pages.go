@@ -531,7 +531,9 @@ func (s *Server) actionDetail(w http.ResponseWriter, r *http.Request, v *visitor
 		}
 		d.CanDecide = d.Why == ""
 	}
-	if (a.State == action.PendingApprove || a.State == action.PendingSchedule) && !pushed && v.canOn(auth.Approve, a.ClusterID) {
+	// A window holds disruptive work only: urgent is offered where one could.
+	if (a.State == action.PendingApprove || a.State == action.PendingSchedule) && !pushed && v.canOn(auth.Approve, a.ClusterID) &&
+		s.mayHoldForWindow(a.ClusterID) && s.ops.Budget().Load().Disruptive(a.Kind) {
 		d.UrgentWhy = urgentWhyNot(pol, v, a.Requester, a.ClusterID)
 		d.CanUrgent = d.UrgentWhy == ""
 	}

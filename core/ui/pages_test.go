@@ -254,6 +254,18 @@ func TestDashboardShowsWhatNeedsAttention(t *testing.T) {
 	if strings.Contains(section(body, "dash-waiting"), running.ID) {
 		t.Error("a running action waits for approval")
 	}
+	// "Running now" lists running runs only; a paused run waits for a
+	// person in a section of its own.
+	runningRun := seedRuns(t, e.st, 1, 2, store.RunRunning, time.Now().UTC())[0]
+	pausedRun := seedRuns(t, e.st, 1, 2, store.RunPaused, time.Now().UTC())[0]
+	_, _, body = appr.get("/ui/dashboard")
+	if s := section(body, "dash-running"); !strings.Contains(s, runningRun) || strings.Contains(s, pausedRun) {
+		t.Errorf("Running now lists the running run %v and the paused one %v, want only the running one",
+			strings.Contains(s, runningRun), strings.Contains(s, pausedRun))
+	}
+	if !strings.Contains(section(body, "dash-paused"), pausedRun) {
+		t.Error("the paused run is not listed as waiting for a person")
+	}
 	// The requester is not asked to approve their own action.
 	op := e.browser().signIn("op")
 	_, _, body = op.get("/ui/dashboard")
@@ -423,7 +435,7 @@ func TestClustersPageShowsTheCalendar(t *testing.T) {
 		t.Fatalf("clusters: %d\n%s", status, body)
 	}
 	for _, want := range []string{`class="calendar-frozen">frozen until <time`, ": &lt;b&gt;year-end&lt;/b&gt;",
-		"window <code>0 2 * * *</code> for 4h0m0s (Europe/Berlin)", "1 action(s) waiting"} {
+		"window <code>0 2 * * *</code> for 4h0m0s (Europe/Berlin)", "1 action waiting"} {
 		if !strings.Contains(body, want) {
 			t.Errorf("the clusters page lacks %q", want)
 		}

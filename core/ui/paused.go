@@ -111,16 +111,20 @@ func (s *Server) pausedRun(ctx context.Context, rd store.Reader, v *visitor, r *
 		case st.State != store.StageRunning:
 		case why == wire.PausedCanary && st.Canary > 0 && !st.Promoted:
 			p.Continues = append(p.Continues, fmt.Sprintf("Promoting lets stage %s go on past its canary: %d of its %d nodes remain. "+
-				"The canary: %d node(s) done, %d failed.", st.Name, c.Pending, len(st.Nodes), c.Done, c.Errors))
+				"The canary: %s done, %d failed.", st.Name, c.Pending, len(st.Nodes), plural(c.Done, "node"), c.Errors))
 		case why == wire.PausedErrors && st.OnFailure == ops.RunOnFailurePause && c.Errors-st.Forgiven > st.MaxErrors.Floor(len(st.Nodes)):
-			p.Continues = append(p.Continues, fmt.Sprintf("Resuming forgives the %d error(s) of stage %s (max_errors %s) and goes on: "+
-				"%d of its %d nodes remain.", c.Errors-st.Forgiven, st.Name, st.MaxErrors, c.Pending, len(st.Nodes)))
+			p.Continues = append(p.Continues, fmt.Sprintf("Resuming forgives the %s of stage %s (max_errors %s) and goes on: "+
+				"%d of its %d nodes remain.", plural(c.Errors-st.Forgiven, "error"), st.Name, st.MaxErrors, c.Pending, len(st.Nodes)))
 		case c.Pending > 0:
 			p.Continues = append(p.Continues, fmt.Sprintf("Stage %s goes on too: %d of its %d nodes remain.", st.Name, c.Pending, len(st.Nodes)))
 		}
 	}
 	if len(pending) > 0 {
-		p.Continues = append(p.Continues, "Then stage(s) "+strings.Join(pending, ", ")+".")
+		word := "Then stage "
+		if len(pending) > 1 {
+			word = "Then stages "
+		}
+		p.Continues = append(p.Continues, word+strings.Join(pending, ", ")+".")
 	}
 	p.CanAbort = s.ops.MayAbort(v.caller(nil), r) == nil
 	verb, roleWhy, mayErr := "resume", "", error(nil)

@@ -240,7 +240,7 @@ stages:
 	if status != http.StatusOK {
 		t.Fatalf("plan: %d\n%s", status, body)
 	}
-	if want := "1 stage(s), 4 action(s), and 2 rollback step(s) made only on a node that fails"; !strings.Contains(body, want) {
+	if want := "1 stage, 4 actions, and 2 rollback steps made only on a node that fails"; !strings.Contains(body, want) {
 		t.Fatalf("plan page does not say %q:\n%s", want, body)
 	}
 }

@@ -81,6 +81,9 @@ var funcs = template.FuncMap{
 	"playbookPath": playbookPath,
 	"schedulePath": schedulePath,
 	"short":        func(id string) string { return id[:min(8, len(id))] },
+	"shortDigest":  func(d string) string { return d[:min(12, len(d))] },
+	"plural":       plural,
+	"wrappable":    wrappable,
 	"stateName":    func(s action.State) string { return strings.ReplaceAll(string(s), "_", " ") },
 	"lower":        strings.ToLower,
 	"deref":        func(t *time.Time) time.Time { return *t },
@@ -92,6 +95,21 @@ var funcs = template.FuncMap{
 	"decideArgs": func(v *view, r wire.Run, next string) map[string]any {
 		return map[string]any{"V": v, "Run": r, "Next": next}
 	},
+}
+
+// wrappable is printable(s), escaped for HTML, with a line break
+// opportunity after each slash: a kind (example.com/node.upgrade) wraps
+// there on a narrow screen, never inside a word.
+func wrappable(s string) template.HTML {
+	return template.HTML(strings.ReplaceAll(template.HTMLEscapeString(printable(s)), "/", "/<wbr>"))
+}
+
+// plural is n and word, with an s when n is not 1: "1 action", "2 actions".
+func plural(n int, word string) string {
+	if n == 1 {
+		return "1 " + word
+	}
+	return fmt.Sprintf("%d %ss", n, word)
 }
 
 func parsePages() (map[string]*template.Template, error) {

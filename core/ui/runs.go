@@ -252,6 +252,14 @@ func whyNot(pol approval.Policy, v *visitor, what, requester, applier, clusterID
 // urgentWhyNot says why an approver may not mark urgent what requester
 // asked for ("" when they may): the rule of actions.Rules.MarkUrgent and
 // runs.Engine.MarkUrgent.
+// mayHoldForWindow reports whether a maintenance window could hold work
+// on the cluster (it has one): urgent passes a closed window, never a
+// freeze, so it is offered only there.
+func (s *Server) mayHoldForWindow(clusterID string) bool {
+	cal := s.cfg.Calendars.Load().Of(clusterID)
+	return cal != nil && len(cal.Windows) > 0
+}
+
 func urgentWhyNot(pol approval.Policy, v *visitor, requester, clusterID string) string {
 	if pol.MayApprove(requester, "", v.tok.Name, v.canOn(auth.Approve, clusterID)) == approval.OwnRequest {
 		return "You asked for this: another approver may mark it urgent."
@@ -429,7 +437,7 @@ func (s *Server) runDetail(w http.ResponseWriter, r *http.Request, v *visitor) {
 	d.CanAbort = s.ops.MayAbort(v.caller(r), run) == nil
 	switch run.State {
 	case store.RunPendingApprove, store.RunRunning, store.RunPaused:
-		if v.canOn(auth.Approve, run.ClusterID) {
+		if v.canOn(auth.Approve, run.ClusterID) && s.mayHoldForWindow(run.ClusterID) {
 			d.UrgentWhy = urgentWhyNot(pol, v, run.Requester, run.ClusterID)
 			d.CanUrgent = d.UrgentWhy == ""
 		}

@@ -239,13 +239,13 @@ func TestApprovalsShowWhatResumeAndPromoteContinue(t *testing.T) {
 	}
 	c := card(body, canary.ID)
 	for _, want := range []string{"canary waits for promote", "Promoting lets stage upgrade go on past its canary: 2 of its 3 nodes remain.",
-		"The canary: 1 node(s) done, 0 failed.", `action="/ui/runs/` + canary.ID + `/promote"`} {
+		"The canary: 1 node done, 0 failed.", `action="/ui/runs/` + canary.ID + `/promote"`} {
 		if !strings.Contains(c, want) {
 			t.Errorf("the canary's card lacks %q:\n%s", want, c)
 		}
 	}
 	c = card(body, errs.ID)
-	for _, want := range []string{"paused by its errors", "Resuming forgives the 1 error(s) of stage upgrade (max_errors 0) and goes on: 3 of its 4 nodes remain.",
+	for _, want := range []string{"paused by its errors", "Resuming forgives the 1 error of stage upgrade (max_errors 0) and goes on: 3 of its 4 nodes remain.",
 		`action="/ui/runs/` + errs.ID + `/resume"`} {
 		if !strings.Contains(c, want) {
 			t.Errorf("the paused run's card lacks %q:\n%s", want, c)

@@ -8,9 +8,12 @@ import (
 	"strings"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/musterhq/muster/core/actions"
+	"github.com/musterhq/muster/core/schedule"
 	"github.com/musterhq/muster/core/store"
+	"github.com/musterhq/muster/shared/live"
 	"github.com/musterhq/muster/shared/wire"
 )
 
@@ -185,13 +188,50 @@ func TestApprovalsPageDecidesSchedulesForOtherApproversOnly(t *testing.T) {
 	})
 }
 
+// withWindow gives cluster prod a nightly maintenance window, and the
+// budget of withBudget (every kind disruptive): a window could hold its work.
+func withWindow(t testing.TB) func(*Config) {
+	w, err := schedule.NewWindow("0 2 * * *", 4*time.Hour, "UTC")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return func(c *Config) {
+		withBudget(c)
+		c.Calendars = live.New(schedule.Calendars{"prod": {Windows: []schedule.Window{w}}})
+	}
+}
+
+// Urgent is offered only where a maintenance window could hold the work:
+// an approver sees no urgent form on a cluster without windows, nor on an
+// action of a kind no window holds (not disruptive).
+func TestUrgentIsOfferedOnlyWhereAWindowCouldHold(t *testing.T) {
+	t.Parallel()
+	for name, opts := range map[string][]func(*Config){
+		"no window":           nil,
+		"a window, no budget": {func(c *Config) { withWindow(t)(c); c.Budget = nil }},
+	} {
+		e := setup(t, opts...)
+		a := e.create("admin", `{"seconds":1}`)
+		b := e.browser().signIn("appr")
+		if _, _, body := b.get("/ui/actions/" + a.ID); strings.Contains(body, `id="action-urgent"`) {
+			t.Errorf("%s: the action page offers urgent", name)
+		}
+		if name == "no window" {
+			r := e.createRun("admin")
+			if _, _, body := b.get("/ui/runs/" + r.ID); strings.Contains(body, `id="run-urgent"`) {
+				t.Errorf("%s: the run page offers urgent", name)
+			}
+		}
+	}
+}
+
 // Urgent on an action's and a run's page: shown to an approver other than
 // the requester only, with a reason; posting it marks the action or run
 // urgent through the rule the API applies; the requester who also holds
 // approve reads why not, and no one else sees the form.
 func TestUrgentIsOfferedToOtherApproversAndMarksThroughTheAPIsRule(t *testing.T) {
 	t.Parallel()
-	e := setup(t)
+	e := setup(t, withWindow(t))
 	a := e.create("admin", `{"seconds":1}`)
 	r := e.createRun("admin")
 	pages := map[string]string{"/ui/actions/" + a.ID: `id="action-urgent"`, "/ui/runs/" + r.ID: `id="run-urgent"`}
@@ -289,7 +329,7 @@ func TestApprovalsPageListsSchedulesWaiting(t *testing.T) {
 	if status != http.StatusOK {
 		t.Fatalf("approvals: %d\n%s", status, body)
 	}
-	if !strings.Contains(body, `href="/ui/schedules/nightly-nap"`) || !strings.Contains(body, "1 schedules waiting, 1 for you to decide") ||
+	if !strings.Contains(body, `href="/ui/schedules/nightly-nap"`) || !strings.Contains(body, "1 schedule waiting, 1 for you to decide") ||
 		strings.Contains(body, "Nothing waits for approval") {
 		t.Fatalf("the approvals page does not list the schedule waiting:\n%s", body)
 	}
@@ -398,4 +438,43 @@ func (e *env) pauseSchedule(name string) {
 		_, err := e.schedules.Pause(ctx, tx, name, actions.Actor{Name: "op"})
 		return err
 	})
+}
+
+// The Schedules list says each cron in words and shows the schedule's last
+// run with its result, linked; a schedule that never ran says so.
+func TestSchedulesListShowsCronInWordsAndTheLastRun(t *testing.T) {
+	t.Parallel()
+	e := setup(t)
+	ran := e.createSchedule("ran", "op")
+	e.createSchedule("fresh", "op")
+	var older, newest string
+	for i, state := range []string{store.RunDone, store.RunFailed} {
+		id := seedRuns(t, e.st, 1, 1, store.RunRunning, time.Now().UTC().Add(time.Duration(i)*time.Minute))[0]
+		e.runChange(func(ctx context.Context, tx store.Tx) error {
+			r, err := tx.Run(ctx, id)
+			if err != nil {
+				return err
+			}
+			r.ScheduleID, r.State = ran.ID, state
+			return tx.UpdateRun(ctx, r)
+		})
+		older, newest = newest, id
+	}
+	b := e.browser().signIn("viewer")
+	_, _, body := b.get("/ui/schedules")
+	row := func(name string) string {
+		i := strings.Index(body, `data-schedule="`+name+`"`)
+		if i < 0 {
+			t.Fatalf("no row for %s:\n%s", name, body)
+		}
+		return body[i : i+strings.Index(body[i:], "</tr>")]
+	}
+	r := row("ran")
+	if !strings.Contains(r, "at 02:00 every day") || !strings.Contains(r, `href="/ui/runs/`+newest+`"`) || !strings.Contains(r, "FAILED") ||
+		strings.Contains(r, older) {
+		t.Errorf("the row of a schedule that ran lacks its cron in words or its newest run (FAILED %s):\n%s", newest, r)
+	}
+	if r := row("fresh"); !strings.Contains(r, "none yet") {
+		t.Errorf("the row of a schedule that never ran:\n%s", r)
+	}
 }

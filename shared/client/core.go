@@ -126,6 +126,13 @@ func (c *Core) Replicas(ctx context.Context) (*wire.CoreReplicas, error) {
 	return &out, err
 }
 
+// Version calls GET /api/v1/version: the build of the core that answered.
+func (c *Core) Version(ctx context.Context) (string, error) {
+	var out wire.Version
+	_, err := c.call(ctx, http.MethodGet, "/api/v1/version", nil, &out)
+	return out.Version, err
+}
+
 // Orchestrate calls POST /api/v1/clusters/{id}/orchestrate: a pass soon.
 func (c *Core) Orchestrate(ctx context.Context, id string) error {
 	_, err := c.call(ctx, http.MethodPost, "/api/v1/clusters/"+url.PathEscape(id)+"/orchestrate", nil, nil)

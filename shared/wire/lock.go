@@ -46,3 +46,11 @@ func (l *Lock) UnmarshalJSON(b []byte) error {
 	*l = Lock(v)
 	return nil
 }
+
+// KindLock is a lock a stage takes because kinds its steps run declare it
+// (the core's kinds: configuration): the lock, and those kinds.
+type KindLock struct {
+	Name  string   `json:"name"`
+	Scope string   `json:"scope,omitempty"`
+	Kinds []string `json:"kinds"`
+}

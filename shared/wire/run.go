@@ -225,6 +225,9 @@ type Stage struct {
 	IncludeFailed       bool   `json:"include_failed,omitempty"`
 	// Lock is the lock the stage takes while it runs.
 	Lock *Lock `json:"lock,omitempty"`
+	// KindLocks are the locks the kinds of its steps declare in the
+	// core's kinds: configuration, taken with Lock while the stage runs.
+	KindLocks []KindLock `json:"kind_locks,omitempty"`
 	// Reuse lists the nodes of a retry from the failed step that start
 	// past their first step: the steps they take as done, with the
 	// outputs of the run retried.
@@ -502,8 +505,15 @@ type PlanRequest struct {
 	// newest, or Digest, the plan's digest (of Version, the newest when 0),
 	// which the run's plan must still have. Otherwise it is a 409.
 	Digest string `json:"digest,omitempty"`
-	// NotBefore (a start only): no child of the run is pushed before it.
+	// NotBefore: no child of the run is pushed before it. A plan with one
+	// plans the run that starts then: its digest covers it, so a start
+	// gives the same.
 	NotBefore *time.Time `json:"not_before,omitempty"`
+	// Limit keeps, of each stage's nodes, those some pattern picks (node
+	// ids, or globs over them); empty: every node. Each pattern must pick a
+	// node of the cluster and each stage keep one. The plan's digest covers
+	// the nodes kept, so a start gives the same limit as its plan.
+	Limit []string `json:"limit,omitempty"`
 }
 
 // PlanChild is one child action a plan would create.
@@ -539,9 +549,12 @@ type Plan struct {
 	ClusterID string         `json:"cluster_id"`
 	Params    map[string]any `json:"params"`
 	// Digest is what approving the run will approve.
-	Digest   string      `json:"digest"`
-	Stages   []Stage     `json:"stages"`
-	Children []PlanChild `json:"children"`
+	Digest string `json:"digest"`
+	// NotBefore and Limit are the request's, which the digest covers.
+	NotBefore *time.Time  `json:"not_before,omitempty"`
+	Limit     []string    `json:"limit,omitempty"`
+	Stages    []Stage     `json:"stages"`
+	Children  []PlanChild `json:"children"`
 	// Lock is the lock the run would take from its start to its end.
 	Lock *Lock `json:"lock,omitempty"`
 }

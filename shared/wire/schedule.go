@@ -90,19 +90,22 @@ type ApproveScheduleRequest struct {
 
 // Schedule is a schedule as the API shows it.
 type Schedule struct {
-	ID          string            `json:"id"`
-	Name        string            `json:"name"`
-	Cluster     string            `json:"cluster"`
-	Playbook    string            `json:"playbook"`
-	Version     VersionRef        `json:"version"`
-	Params      map[string]string `json:"params"`
-	Cron        string            `json:"cron"`
-	Timezone    string            `json:"timezone"`
-	Concurrency string            `json:"concurrency"`
-	CatchUp     string            `json:"catch_up"`
-	State       string            `json:"state"`
-	StateReason string            `json:"state_reason"`
-	Requester   string            `json:"requester"`
+	ID       string            `json:"id"`
+	Name     string            `json:"name"`
+	Cluster  string            `json:"cluster"`
+	Playbook string            `json:"playbook"`
+	Version  VersionRef        `json:"version"`
+	Params   map[string]string `json:"params"`
+	Cron     string            `json:"cron"`
+	// CronWords says Cron in words ("at 02:00 every day"), when it has a
+	// common shape.
+	CronWords   string `json:"cron_words,omitempty"`
+	Timezone    string `json:"timezone"`
+	Concurrency string `json:"concurrency"`
+	CatchUp     string `json:"catch_up"`
+	State       string `json:"state"`
+	StateReason string `json:"state_reason"`
+	Requester   string `json:"requester"`
 	// Digest covers all of the schedule and the playbook version it runs.
 	Digest string `json:"digest"`
 	// PlaybookVersion is the version the schedule resolves to now.
@@ -119,6 +122,8 @@ type Schedule struct {
 	// Outcome answers POST /api/v1/schedules: created, changed (back to
 	// approval) or unchanged.
 	Outcome string `json:"outcome,omitempty"`
+	// LastRun is the schedule's newest run and its state (none yet: nil).
+	LastRun *ScheduleRun `json:"last_run,omitempty"`
 	// Runs lists the schedule's newest runs, only in GET /api/v1/schedules/{name}.
 	Runs []ScheduleRun `json:"runs,omitempty"`
 	// Approval is where its approval stands while it waits for one.

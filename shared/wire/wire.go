@@ -126,6 +126,12 @@ type AckRequest struct {
 	Cursor int64 `json:"cursor"`
 }
 
+// Version answers GET /api/v1/version: the build of the core replica that
+// answered.
+type Version struct {
+	Version string `json:"version"`
+}
+
 // Health answers the liveness probes.
 type Health struct {
 	Status string `json:"status"`

@@ -2,6 +2,7 @@ package cli
 
 import (
 	"bytes"
+	"encoding"
 	"errors"
 	"fmt"
 	"reflect"
@@ -68,6 +69,7 @@ func loadConfigFrom(cmd *cobra.Command, path string, out any, flagKeys map[strin
 	err = v.Unmarshal(out, viper.DecodeHook(mapstructure.ComposeDecodeHookFunc(
 		durationHook,
 		schemaTextHook,
+		nameHook,
 		mapstructure.StringToSliceHookFunc(","),
 	)))
 	if err != nil {
@@ -208,6 +210,21 @@ func schemaTextHook(from, to reflect.Type, data any) (any, error) {
 		return data, nil
 	}
 	return nil, errors.New("write the schema as a block of JSON or YAML text (args_schema: | and the schema indented below), not as a mapping: configuration keys lose their case, a schema's must keep it")
+}
+
+// nameHook reads a string into a section that is also written as a name
+// alone (a kind's "lock: db" for "lock: {name: db}"): a struct whose
+// pointer is an encoding.TextUnmarshaler.
+func nameHook(from, to reflect.Type, data any) (any, error) {
+	s, ok := data.(string)
+	if !ok || to.Kind() != reflect.Struct || !reflect.PointerTo(to).Implements(reflect.TypeFor[encoding.TextUnmarshaler]()) {
+		return data, nil
+	}
+	v := reflect.New(to)
+	if err := v.Interface().(encoding.TextUnmarshaler).UnmarshalText([]byte(s)); err != nil {
+		return nil, err
+	}
+	return v.Elem().Interface(), nil
 }
 
 // durationHook accepts Go durations ("10s", "24h") and, for the defaults

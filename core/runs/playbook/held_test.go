@@ -48,6 +48,40 @@ func TestMarkHeldCountsEveryStepOfADisruptiveProcedure(t *testing.T) {
 	}
 }
 
+// A plan's HELD note names the real cause: with node-1 drained and a budget
+// of one, the first node of a wave is held because of node-1, not because of
+// "this wave's earlier nodes" (it has none); the second names both.
+func TestMarkHeldNamesTheNodesThatUseTheBudget(t *testing.T) {
+	t.Parallel()
+	pol := budget.Policy{MaxUnavailable: map[string]limit.Limit{"c": limit.MustParse("2")},
+		Kinds: []budget.KindRule{{Kind: "example.com/node.upgrade", Disruptive: true}}}
+	p := &wire.Plan{ClusterID: "c", Stages: []wire.Stage{{Name: "up", Steps: []wire.StepSpec{{Name: "upgrade", Kind: "example.com/node.upgrade"}}}}}
+	for _, n := range []string{"node-2", "node-3", "node-4"} {
+		p.Children = append(p.Children, wire.PlanChild{Stage: "up", Wave: 1, NodeID: n, Step: "upgrade", Kind: "example.com/node.upgrade"})
+	}
+	nodes := []store.Node{{ID: "node-1", ClusterID: "c", Drained: true}, {ID: "node-2", ClusterID: "c"},
+		{ID: "node-3", ClusterID: "c"}, {ID: "node-4", ClusterID: "c"}}
+	MarkHeld(p, pol, nodes, nil, nil)
+	want := map[string]string{
+		"node-2": "",
+		"node-3": "held by the disruption budget: 2 of 2 unavailable (node-1 drained, node-2 earlier in this wave)",
+		"node-4": "held by the disruption budget: 2 of 2 unavailable (node-1 drained, node-2 earlier in this wave)",
+	}
+	for _, ch := range p.Children {
+		if ch.Held != want[ch.NodeID] {
+			t.Errorf("%s held %q, want %q", ch.NodeID, ch.Held, want[ch.NodeID])
+		}
+	}
+	pol.MaxUnavailable["c"] = limit.MustParse("1")
+	for i := range p.Children {
+		p.Children[i].Held = ""
+	}
+	MarkHeld(p, pol, nodes, nil, nil)
+	if got, w := p.Children[0].Held, "held by the disruption budget: 1 of 1 unavailable (node-1 drained)"; got != w {
+		t.Errorf("first node of the wave held %q, want %q", got, w)
+	}
+}
+
 // The plan shows each node's steps in order, then the rollback steps of
 // that node, its wave, the canary nodes and where the canary pause falls;
 // the budget marks the rollback of a node it holds back as held too; and

@@ -16,7 +16,7 @@ import (
 func TestExamplesParse(t *testing.T) {
 	t.Parallel()
 	files, err := filepath.Glob("../../../configs/playbooks/*.yaml")
-	if err != nil || len(files) != 4 {
+	if err != nil || len(files) != 5 {
 		t.Fatalf("examples: %v, %v", files, err)
 	}
 	for _, f := range files {
@@ -140,7 +140,7 @@ func TestParametersAreCheckedAgainstThePlaybook(t *testing.T) {
 
 func FuzzParse(f *testing.F) {
 	f.Add([]byte(good))
-	for _, name := range []string{"rolling-restart", "backup-all", "drain-upgrade-verify"} {
+	for _, name := range []string{"rolling-restart", "backup-all", "drain-upgrade-verify", "upgrade-muster-agent"} {
 		if b, err := os.ReadFile("../../../configs/playbooks/" + name + ".yaml"); err == nil {
 			f.Add(b)
 		}

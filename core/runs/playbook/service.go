@@ -8,11 +8,13 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"time"
 
 	"github.com/musterhq/muster/core/actions"
 	"github.com/musterhq/muster/core/budget"
 	"github.com/musterhq/muster/core/runs"
 	"github.com/musterhq/muster/core/store"
+	"github.com/musterhq/muster/shared/action"
 	"github.com/musterhq/muster/shared/wire"
 )
 
@@ -61,10 +63,18 @@ type Planned struct {
 	Nodes string
 	// Lock is the lock the run takes from its start to its end (nil: none).
 	Lock *store.Lock
+	// NotBefore is when the run would start (nil: at once), Limit the node
+	// subset it was planned on (nil: every node the targets pick).
+	NotBefore *time.Time
+	Limit     []string
 }
 
-// Digest is what approving the planned run approves (runs.DigestRunLocked).
-func (p *Planned) Digest() string { return runs.DigestRunLocked(p.Cluster, p.Stages, 0, nil, p.Lock) }
+// Digest is what approving the planned run approves (runs.DigestRunLocked):
+// its not-before, and the nodes its limit kept, are in it, as they are in
+// the digest of the run a start stores.
+func (p *Planned) Digest() string {
+	return runs.DigestRunLocked(p.Cluster, p.Stages, 0, p.NotBefore, p.Lock)
+}
 
 // Load reads the playbook a plan or a start names: the document in req when
 // it has one (version 0), else the stored version asked for (the newest
@@ -101,8 +111,9 @@ func Load(ctx context.Context, st store.Store, name string, req *wire.PlanReques
 
 // Plan renders the playbook (version, as Load gave it) with req's
 // parameters and resolves it against the cluster's nodes, read in r, as a
-// run would be.
-func (p *Playbook) Plan(ctx context.Context, r store.Reader, version int, req *wire.PlanRequest) (*Planned, error) {
+// run would be, its stages taking the locks their kinds declare (locks;
+// nil: none).
+func (p *Playbook) Plan(ctx context.Context, r store.Reader, version int, req *wire.PlanRequest, locks runs.KindLocks) (*Planned, error) {
 	run, values, err := p.request(req)
 	if err != nil {
 		return nil, err
@@ -111,12 +122,12 @@ func (p *Playbook) Plan(ctx context.Context, r store.Reader, version int, req *w
 	if err != nil {
 		return nil, err
 	}
-	return p.planOn(version, run, values, nodes)
+	return p.planOn(version, req, run, values, nodes, locks)
 }
 
 // PlanIn is Plan with the nodes read in a short read of st, and the
 // rendering and resolving done outside any transaction.
-func (p *Playbook) PlanIn(ctx context.Context, st store.Store, version int, req *wire.PlanRequest) (*Planned, error) {
+func (p *Playbook) PlanIn(ctx context.Context, st store.Store, version int, req *wire.PlanRequest, locks runs.KindLocks) (*Planned, error) {
 	run, values, err := p.request(req)
 	if err != nil {
 		return nil, err
@@ -130,18 +141,18 @@ func (p *Playbook) PlanIn(ctx context.Context, st store.Store, version int, req 
 	if err != nil {
 		return nil, err
 	}
-	return p.planOn(version, run, values, nodes)
+	return p.planOn(version, req, run, values, nodes, locks)
 }
 
 // PlanOn is Plan on nodes, the cluster's nodes read by the caller (who
 // keeps their runs.NodesDigest to re-check, whether the plan succeeds or
 // not).
-func (p *Playbook) PlanOn(version int, req *wire.PlanRequest, nodes []store.Node) (*Planned, error) {
+func (p *Playbook) PlanOn(version int, req *wire.PlanRequest, nodes []store.Node, locks runs.KindLocks) (*Planned, error) {
 	run, values, err := p.request(req)
 	if err != nil {
 		return nil, err
 	}
-	return p.planOn(version, run, values, nodes)
+	return p.planOn(version, req, run, values, nodes, locks)
 }
 
 // request renders the playbook with req's parameters into a checked run
@@ -162,8 +173,9 @@ func (p *Playbook) request(req *wire.PlanRequest) (*wire.CreateRunRequest, map[s
 	return run, values, nil
 }
 
-func (p *Playbook) planOn(version int, run *wire.CreateRunRequest, values map[string]any, nodes []store.Node) (*Planned, error) {
-	stages, err := runs.Resolve(run, nodes)
+func (p *Playbook) planOn(version int, req *wire.PlanRequest, run *wire.CreateRunRequest, values map[string]any,
+	nodes []store.Node, locks runs.KindLocks) (*Planned, error) {
+	stages, err := runs.ResolveWith(run, nodes, req.Limit, locks)
 	if err != nil {
 		return nil, err
 	}
@@ -175,8 +187,12 @@ func (p *Playbook) planOn(version int, run *wire.CreateRunRequest, values map[st
 	if run.Lock != nil {
 		lock = &store.Lock{Name: run.Lock.Name, Scope: run.Lock.Scope}
 	}
-	return &Planned{Name: p.Name, Version: version, Cluster: run.ClusterID, Values: values, Stages: stages,
-		Nodes: d, Lock: lock}, nil
+	out := &Planned{Name: p.Name, Version: version, Cluster: run.ClusterID, Values: values, Stages: stages,
+		Nodes: d, Lock: lock, Limit: slices.Clone(req.Limit)}
+	if req.NotBefore != nil {
+		out.NotBefore = action.TimePtr(*req.NotBefore)
+	}
+	return out, nil
 }
 
 // Wire shows a plan: every child by stage and wave, in the order the run
@@ -185,7 +201,7 @@ func (p *Playbook) planOn(version int, run *wire.CreateRunRequest, values map[st
 // nodes and where the canary pause falls.
 func (p *Planned) Wire() wire.Plan {
 	out := wire.Plan{Playbook: p.Name, Version: p.Version, ClusterID: p.Cluster, Params: p.Values,
-		Digest: p.Digest(), Stages: []wire.Stage{}, Children: []wire.PlanChild{}}
+		Digest: p.Digest(), NotBefore: p.NotBefore, Limit: p.Limit, Stages: []wire.Stage{}, Children: []wire.PlanChild{}}
 	if p.Lock != nil {
 		out.Lock = &wire.Lock{Name: p.Lock.Name, Scope: p.Lock.Scope}
 	}
@@ -194,7 +210,8 @@ func (p *Planned) Wire() wire.Plan {
 			Nodes: st.Nodes, MaxConcurrency: st.MaxConcurrency, MaxErrors: st.MaxErrors, OnFailure: st.OnFailure,
 			DependsOn: st.DependsOn, TimeoutS: st.TimeoutS, State: st.State,
 			Steps: runs.StepSpecs(st.Steps), Rollback: runs.StepSpecs(st.Rollback), Canary: st.Canary, SoakS: st.SoakS,
-			Unavailable: st.Unavailable, UnavailableTimeoutS: st.UnavailableTimeoutS, Lock: runs.WireLock(st.Lock)})
+			Unavailable: st.Unavailable, UnavailableTimeoutS: st.UnavailableTimeoutS, Lock: runs.WireLock(st.Lock),
+			KindLocks: runs.WireKindLocks(&st)})
 		conc := st.MaxConcurrency.Ceil(len(st.Nodes))
 		for j, n := range st.Nodes {
 			if len(st.Steps) == 0 {
@@ -235,7 +252,7 @@ func Start(ctx context.Context, tx store.Tx, e *runs.Engine, p *Playbook, versio
 	if err := checkStart(version, req); err != nil {
 		return nil, err
 	}
-	plan, err := p.Plan(ctx, tx, version, req)
+	plan, err := p.Plan(ctx, tx, version, req, e.KindLocks())
 	if err != nil {
 		return nil, err
 	}
@@ -250,7 +267,7 @@ func StartIn(ctx context.Context, st store.Store, e *runs.Engine, p *Playbook, v
 	if err := checkStart(version, req); err != nil {
 		return nil, err
 	}
-	plan := func() (*Planned, error) { return p.PlanIn(ctx, st, version, req) }
+	plan := func() (*Planned, error) { return p.PlanIn(ctx, st, version, req, e.KindLocks()) }
 	return runs.Replanning(ctx, st, plan, func(tx store.Tx, plan *Planned) (*store.Run, error) {
 		r, err := startPlanned(ctx, tx, e, plan, req, who)
 		if err != nil || after == nil {
@@ -294,7 +311,7 @@ func startPlanned(ctx context.Context, tx store.Tx, e *runs.Engine, plan *Planne
 				ErrMoved, plan.Version, plan.Name, d, req.Digest)
 		}
 	}
-	return e.InsertAt(ctx, tx, plan.Cluster, plan.Stages, plan.Name, plan.Version, req.NotBefore, plan.Lock, who)
+	return e.InsertAt(ctx, tx, plan.Cluster, plan.Stages, plan.Name, plan.Version, plan.NotBefore, plan.Lock, who)
 }
 
 // MarkHeld fills, in a plan, the children the disruption budget would hold
@@ -328,6 +345,7 @@ func MarkHeld(p *wire.Plan, pol budget.Policy, nodes []store.Node, open []store.
 	}
 	for _, idx := range byStageWave {
 		taken := map[string]bool{}
+		var earlier []string // taken, in wave order
 		for _, i := range idx {
 			ch := &p.Children[i]
 			if taken[ch.NodeID] {
@@ -338,11 +356,11 @@ func MarkHeld(p *wire.Plan, pol budget.Policy, nodes []store.Node, open []store.
 				continue
 			}
 			if len(u.Unavailable)+len(taken) >= u.Max {
-				ch.Held = fmt.Sprintf("%s: %d of %d unavailable with this wave's earlier nodes", budget.HeldPrefix,
-					len(u.Unavailable)+len(taken), u.Max)
+				ch.Held = u.HeldReasonWith(earlier)
 				continue
 			}
 			taken[ch.NodeID] = true
+			earlier = append(earlier, ch.NodeID)
 		}
 	}
 }

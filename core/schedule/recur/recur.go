@@ -163,7 +163,7 @@ func checkParams(ctx context.Context, tx store.Tx, pb *store.Playbook, cluster s
 	if err != nil {
 		return err
 	}
-	_, err = p.Plan(ctx, tx, pb.Version, &wire.PlanRequest{ClusterID: cluster, Params: params})
+	_, err = p.Plan(ctx, tx, pb.Version, &wire.PlanRequest{ClusterID: cluster, Params: params}, nil)
 	switch {
 	case err == nil:
 		return nil
@@ -427,7 +427,7 @@ func Unapproved(ctx context.Context, tx store.Tx, name string, now time.Time) ([
 // active) and, when withRuns, its newest runs.
 func View(ctx context.Context, r store.Reader, sc *store.Schedule, now time.Time, n int, withRuns bool) (wire.Schedule, error) {
 	out := wire.Schedule{ID: sc.ID, Name: sc.Name, Cluster: sc.ClusterID, Playbook: sc.Playbook, Version: wire.VersionRef(sc.Version),
-		Params: map[string]string{}, Cron: sc.Cron, Timezone: zoneName(sc.Timezone), Concurrency: sc.Concurrency,
+		Params: map[string]string{}, Cron: sc.Cron, CronWords: schedule.Describe(sc.Cron), Timezone: zoneName(sc.Timezone), Concurrency: sc.Concurrency,
 		CatchUp: (time.Duration(sc.CatchUpS) * time.Second).String(), State: sc.State, StateReason: sc.StateReason,
 		Requester: sc.Requester, Digest: sc.Digest, ApprovedBy: sc.ApprovedBy, ApprovedVersion: sc.ApprovedVersion,
 		ActiveSince: sc.ActiveSince, LastOccurrence: sc.LastOccurrence, Next: []time.Time{}, CreatedTS: sc.CreatedTS,
@@ -444,14 +444,22 @@ func View(ctx context.Context, r store.Reader, sc *store.Schedule, now time.Time
 			out.Next = append(out.Next, t.UTC())
 		}
 	}
+	newest := 1
 	if withRuns {
-		list, err := r.ScheduleRuns(ctx, sc.ID, 20)
-		if err != nil {
-			return out, err
-		}
-		for _, run := range list {
-			out.Runs = append(out.Runs, wire.ScheduleRun{ID: run.ID, State: run.State, CreatedTS: run.CreatedTS})
-		}
+		newest = 20
+	}
+	list, err := r.ScheduleRuns(ctx, sc.ID, newest)
+	if err != nil {
+		return out, err
+	}
+	for _, run := range list {
+		out.Runs = append(out.Runs, wire.ScheduleRun{ID: run.ID, State: run.State, CreatedTS: run.CreatedTS})
+	}
+	if len(out.Runs) > 0 {
+		out.LastRun = &out.Runs[0]
+	}
+	if !withRuns {
+		out.Runs = nil
 	}
 	return out, nil
 }

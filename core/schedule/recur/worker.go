@@ -319,7 +319,7 @@ func (w *Worker) planOccurrence(ctx context.Context, name string, due bool) *occ
 		if p, err = playbook.Parse([]byte(pb.Document)); err == nil {
 			var params map[string]string
 			if err = json.Unmarshal(sc.Params, &params); err == nil {
-				op.plan, err = p.PlanOn(pb.Version, &wire.PlanRequest{ClusterID: sc.ClusterID, Params: params}, nodes)
+				op.plan, err = p.PlanOn(pb.Version, &wire.PlanRequest{ClusterID: sc.ClusterID, Params: params}, nodes, w.cfg.Runs.KindLocks())
 			}
 		}
 	}

@@ -43,6 +43,7 @@ func testRunsRoundTripAndList(t *testing.T, db NewDB) {
 		a.NotBefore, a.Urgent = action.TimePtr(t0.Add(time.Hour)), "security fix"
 		a.Lock = &store.Lock{Name: "db", Scope: store.LockGlobal}
 		a.Stages[0].Lock = &store.Lock{Name: "lb"}
+		a.Stages[0].KindLocks = []store.KindLock{{Lock: store.Lock{Name: "db", Scope: store.LockCluster}, Kinds: []string{"example.com/db.migrate"}}}
 		a.Stages[0].Reuse = map[string][]store.ReusedStep{"n1": {{Step: "drain", ActionID: "x", Outputs: []byte(`{"a":"b"}`)}}}
 		return tx.UpdateRun(ctx, a)
 	})
@@ -72,6 +73,52 @@ func testRunsRoundTripAndList(t *testing.T, db NewDB) {
 		}
 		if _, err := r.Run(ctx, "nope"); !errors.Is(err, store.ErrNotFound) {
 			t.Errorf("Run(nope) = %v, want ErrNotFound", err)
+		}
+		return nil
+	})
+}
+
+// RunsInStateBrief lists the heads of the runs RunsInState lists, in its
+// order, for one cluster or every one.
+func testRunsInStateBriefMatchesRunsInState(t *testing.T, db NewDB) {
+	s := setup(t, db)
+	update(t, s, func(ctx context.Context, tx store.Tx) error {
+		for i, x := range []struct{ id, cluster, state string }{
+			{"00000000-0000-4000-8000-0000000000a1", "c1", store.RunRunning},
+			{"00000000-0000-4000-8000-0000000000a2", "c1", store.RunPaused},
+			{"00000000-0000-4000-8000-0000000000a3", "c2", store.RunRunning},
+			{"00000000-0000-4000-8000-0000000000a4", "c1", store.RunDone},
+			{"00000000-0000-4000-8000-0000000000a5", "c1", store.RunRunning},
+		} {
+			r := testRun(x.id, t0.Add(time.Duration(5-i)*time.Second))
+			r.ClusterID, r.State = x.cluster, x.state
+			if err := tx.InsertRun(ctx, r); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	read(t, s, func(ctx context.Context, r store.Reader) error {
+		for _, q := range []struct {
+			cluster string
+			states  []string
+		}{{"c1", []string{store.RunRunning, store.RunPaused}}, {"", []string{store.RunRunning}}, {"c2", []string{store.RunPaused}}} {
+			full, err := r.RunsInState(ctx, q.cluster, q.states...)
+			if err != nil {
+				return err
+			}
+			var want []store.RunHead
+			for _, run := range full {
+				want = append(want, store.RunHead{ID: run.ID, ClusterID: run.ClusterID, State: run.State})
+			}
+			got, err := r.RunsInStateBrief(ctx, q.cluster, q.states...)
+			if err != nil || !reflect.DeepEqual(got, want) {
+				t.Errorf("RunsInStateBrief(%q, %v) = %+v, %v; want %+v", q.cluster, q.states, got, err, want)
+			}
+		}
+		if got, err := r.RunsInStateBrief(ctx, "c1", store.RunRunning); err != nil || len(got) != 2 ||
+			got[0].ID != "00000000-0000-4000-8000-0000000000a5" {
+			t.Errorf("RunsInStateBrief(c1, RUNNING) = %+v, %v; want a5 then a1, oldest first", got, err)
 		}
 		return nil
 	})

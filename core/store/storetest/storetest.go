@@ -48,6 +48,7 @@ func Run(t *testing.T, db NewDB) {
 		{"SessionsEndWithTheirToken", testSessionsEndWithTheirToken},
 		{"PersonSessionsAndPeople", testPersonSessionsAndPeople},
 		{"RunsRoundTripAndList", testRunsRoundTripAndList},
+		{"RunsInStateBriefMatchesRunsInState", testRunsInStateBriefMatchesRunsInState},
 		{"ARunHasOneChildPerStageAndNode", testARunHasOneChildPerStageAndNode},
 		{"RunChildCountsFollowTheChildren", testRunChildCountsFollowTheChildren},
 		{"RunStartedNodesCountsNodesNotChildren", testRunStartedNodesCountsNodesNotChildren},

@@ -1,0 +1,148 @@
+package handlers
+
+import (
+	"context"
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/musterhq/muster/shared/action"
+)
+
+// detachedSetup is a restarts_agent kind whose systemd-run stand-in starts
+// the command after -- in a session of its own (as a unit apart from the
+// agent) and logs each call; the command appends to runs.
+func detachedSetup(t *testing.T) (h Handler, stateDir, calls, runs string) {
+	t.Helper()
+	dir := t.TempDir()
+	stateDir, calls, runs = filepath.Join(dir, "state"), filepath.Join(dir, "calls"), filepath.Join(dir, "runs")
+	sdrun := filepath.Join(dir, "systemd-run")
+	if err := os.WriteFile(sdrun, []byte("#!/bin/sh\necho call >> "+calls+"\nwhile [ \"$1\" != -- ]; do shift; done; shift\nsetsid \"$@\" </dev/null >/dev/null 2>&1 &\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	cmd := script(t, `echo "ran $MUSTER_AGENT_VERSION"; echo x >> `+runs)
+	r, err := NewRegistry([]External{{Kind: "example.com/up", Run: []string{"/bin/sh", cmd}, Privileges: ProfilePackageManager, RestartsAgent: true}},
+		Env{NodeID: "n", ClusterID: "c", Version: "9.9.9", SystemdRun: sdrun, Systemctl: "/bin/true", StateDir: stateDir})
+	if err != nil {
+		t.Fatal(err)
+	}
+	h, _ = r.Get("example.com/up")
+	return h, stateDir, calls, runs
+}
+
+func lineCount(path string) int {
+	b, _ := os.ReadFile(path)
+	return strings.Count(string(b), "\n")
+}
+
+// Launched apart, the command's status and output finish the action.
+func TestDetachedRunsOnceAndReportsItsResult(t *testing.T) {
+	t.Parallel()
+	h, _, calls, runs := detachedSetup(t)
+	x := NewExec(&action.Action{ID: action.NewID(), Kind: "example.com/up", Args: json.RawMessage(`{}`)}, false)
+	res := drive(t, context.Background(), h, x)
+	if res.Status != Done || !strings.Contains(x.Output(), "ran 9.9.9") {
+		t.Fatalf("%+v, output:\n%s", res, x.Output())
+	}
+	if lineCount(calls) != 1 || lineCount(runs) != 1 {
+		t.Fatalf("systemd-run called %d times, the command ran %d times; want once each", lineCount(calls), lineCount(runs))
+	}
+}
+
+// A resumed action whose marker was claimed (launched) is never launched
+// again, whatever its committed phase; one whose marker is still pending is
+// launched once.
+func TestDetachedResumeLaunchesAtMostOnce(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name, marker, phase string
+		launches            int
+	}{
+		{"claimed, phase launching", detachedLaunched, phaseLaunching, 0},
+		{"claimed, phase running", detachedLaunched, phaseRunning, 0},
+		{"pending, phase launching", detachedPending, phaseLaunching, 1},
+		{"no marker, phase launching", "", phaseLaunching, 1},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			h, stateDir, calls, runs := detachedSetup(t)
+			a := &action.Action{ID: action.NewID(), Kind: "example.com/up", Args: json.RawMessage(`{}`)}
+			a.Progress, _ = json.Marshal(extProgress{Phase: tc.phase})
+			dir := filepath.Join(stateDir, DetachedDir, a.ID)
+			if err := os.MkdirAll(dir, 0o700); err != nil {
+				t.Fatal(err)
+			}
+			if tc.marker != "" {
+				if err := os.WriteFile(filepath.Join(dir, tc.marker), nil, 0o600); err != nil {
+					t.Fatal(err)
+				}
+			}
+			x := NewExec(a, true)
+			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+			defer cancel()
+			res := drive(t, ctx, h, x)
+			if got := lineCount(calls); got != tc.launches {
+				t.Fatalf("launched %d times, want %d", got, tc.launches)
+			}
+			if tc.launches == 0 {
+				if res.Status != Stopped || lineCount(runs) != 0 {
+					t.Fatalf("%+v, ran %d times: want stopped at the deadline, never run", res, lineCount(runs))
+				}
+				return
+			}
+			if res.Status != Done || lineCount(runs) != 1 {
+				t.Fatalf("%+v, ran %d times; output:\n%s", res, lineCount(runs), x.Output())
+			}
+		})
+	}
+}
+
+// CleanDetached removes the directories of finished actions only.
+func TestCleanDetachedKeepsUnfinishedActions(t *testing.T) {
+	t.Parallel()
+	state := t.TempDir()
+	for _, id := range []string{"done", "running"} {
+		if err := os.MkdirAll(filepath.Join(state, DetachedDir, id), 0o700); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := CleanDetached(state, func(id string) bool { return id == "done" }); err != nil {
+		t.Fatal(err)
+	}
+	if exists(filepath.Join(state, DetachedDir, "done")) || !exists(filepath.Join(state, DetachedDir, "running")) {
+		t.Fatal("removed the wrong directories")
+	}
+}
+
+// The agent that reads a detached command's output (maybe not the one that
+// launched it) redacts the secrets its args referenced.
+func TestDetachedOutputIsRedactedByTheNextAgent(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	id := action.NewID()
+	d := filepath.Join(dir, DetachedDir, id)
+	if err := os.MkdirAll(d, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	for name, body := range map[string]string{detachedLaunched: "", detachedOutput: "token is hunter2\n", detachedStatus: "0\n"} {
+		if err := os.WriteFile(filepath.Join(d, name), []byte(body), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	r, err := NewRegistry([]External{{Kind: "example.com/up", Run: []string{"/bin/true"}, Privileges: ProfileRoot, RestartsAgent: true}},
+		Env{StateDir: dir, Secrets: func(name string) (string, error) { return "hunter2", nil }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	h, _ := r.Get("example.com/up")
+	a := &action.Action{ID: id, Kind: "example.com/up", Args: json.RawMessage(`{"token":"{{ secret \"tok\" }}"}`)}
+	a.Progress, _ = json.Marshal(extProgress{Phase: phaseRunning})
+	x := NewExec(a, true)
+	res := drive(t, context.Background(), h, x)
+	if res.Status != Done || strings.Contains(x.Output(), "hunter2") || !strings.Contains(x.Output(), "[redacted:tok]") {
+		t.Fatalf("%+v, output:\n%s", res, x.Output())
+	}
+}
