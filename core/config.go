@@ -52,7 +52,11 @@ type Config struct {
 	// Retention: finished actions (with their history) and events older
 	// than this are purged in the background.
 	Retention time.Duration `mapstructure:"retention" yaml:"retention"`
-	Log       config.Log    `mapstructure:"log" yaml:"log"`
+	// RetentionRuns: finished runs that ended longer ago are purged whole,
+	// with their stages, children and the playbook versions nothing refers
+	// to any more. 0: Retention.
+	RetentionRuns time.Duration `mapstructure:"retention_runs" yaml:"retention_runs"`
+	Log           config.Log    `mapstructure:"log" yaml:"log"`
 	// Teams and Grants seed the store's access at start (source
 	// "config"; docs/configuration.md, "Access").
 	Teams  []TeamSpec  `mapstructure:"teams" yaml:"teams"`
@@ -187,6 +191,11 @@ type OrchestrateConfig struct {
 	// is seen at once without gossip (docs/architecture.md, "Node syncs and
 	// reactive progress").
 	RunWatch bool `mapstructure:"run_watch" yaml:"run_watch"`
+	// ReapAfter: a node its cluster does not declare, DOWN this long, is
+	// forgotten with a node.reaped event, never below a declared count's
+	// floor (docs/architecture.md, "Declared membership"). 0: never;
+	// otherwise at least nodes.MinReapAfter.
+	ReapAfter time.Duration `mapstructure:"reap_after" yaml:"reap_after"`
 }
 
 // GossipConfig is the core's membership in the gossip pool, where agents
@@ -233,6 +242,7 @@ func DefaultConfig() Config {
 			ScheduleTTL:      24 * time.Hour,
 			RunPoll:          250 * time.Millisecond,
 			RunWatch:         true,
+			ReapAfter:        nodes.DefaultReapAfter,
 		},
 		AgentsCA:        AgentsCAConfig{Lifetime: enroll.DefaultLifetime},
 		Approval:        approval.DefaultPolicy(),
@@ -371,6 +381,12 @@ func (c *Config) Validate() error {
 		if d <= 0 {
 			add(key, "must be a positive duration such as 10s, got %s", d)
 		}
+	}
+	if c.RetentionRuns < 0 {
+		add("retention_runs", "must not be negative (0: as retention), got %s", c.RetentionRuns)
+	}
+	if r := o.ReapAfter; r < 0 || (r > 0 && r < nodes.MinReapAfter) {
+		add("orchestrate.reap_after", "must be 0 (never reap) or at least %s, got %s", nodes.MinReapAfter, r)
 	}
 	for key, n := range map[string]int{
 		"orchestrate.workers":             o.Workers,

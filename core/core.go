@@ -219,6 +219,7 @@ func (c *Core) Run(ctx context.Context) error {
 		ScheduleTTL:      cfg.Orchestrate.ScheduleTTL,
 		RunPoll:          cfg.Orchestrate.RunPoll,
 		NoRunWatch:       !cfg.Orchestrate.RunWatch,
+		ReapAfter:        cfg.Orchestrate.ReapAfter,
 		AgentTLS:         atls,
 		StaticLabels:     discovery.StaticLabels(cfg.Clusters),
 		Budget:           budgets,
@@ -327,7 +328,7 @@ func (c *Core) Run(ctx context.Context) error {
 		ln.Close()
 		return errors.Join(err, stopAll())
 	}
-	purger := retention.New(retention.Config{Retention: cfg.Retention}, st, c.log)
+	purger := retention.New(retention.Config{Retention: cfg.Retention, Runs: cfg.RetentionRuns}, st, c.log)
 	if err := parts.Start(ctx, "retention", purger); err != nil {
 		ln.Close()
 		return errors.Join(err, stopAll())

@@ -61,6 +61,9 @@ type enrollFleet struct {
 	env        []string // the client commands' environment, as admin
 	coreGossip string
 	agents     map[string]*proc
+	// agentYAML, when set, is added to a node's agent configuration (its
+	// labels, say).
+	agentYAML map[string]string
 }
 
 func newEnrollFleet(t *testing.T, lifetime time.Duration) *enrollFleet {
@@ -75,11 +78,18 @@ type enrollFleetOptions struct {
 	clientCA bool
 	// extra is appended to the core's configuration (a clusters: list).
 	extra string
+	// orchestrate, when set, replaces the settings under orchestrate:
+	// (indented two spaces).
+	orchestrate string
 }
 
 func newEnrollFleetWith(t *testing.T, lifetime time.Duration, o enrollFleetOptions) *enrollFleet {
 	t.Helper()
 	f := &enrollFleet{t: t, base: t.TempDir(), agents: map[string]*proc{}, coreGossip: fmt.Sprintf("127.0.0.1:%d", freePort(t))}
+	orch := "  interval: 2s\n  agent_timeout: 2s\n"
+	if o.orchestrate != "" {
+		orch = o.orchestrate
+	}
 	f.pki = filepath.Join(f.base, "tls")
 	out := muster(t, nil, "tls", "ca", "create", "--dir", f.pki)
 	f.pin = pinRE.FindString(out)
@@ -109,16 +119,14 @@ api:
 agents_tls: {ca_file: %s, cert_file: %s, key_file: %s}
 agents_ca: {cert_file: %s, key_file: %s, lifetime: %s}
 orchestrate:
-  interval: 2s
-  agent_timeout: 2s
-gossip:
+%sgossip:
   enabled: true
   bind_addr: %s
   key_file: %s
 %s
 %s`, filepath.Join(dir, "data"), freePort(t), file("core.pem"), file("core-key.pem"), clientCA,
 			file("ca.pem"), file("core.pem"), file("core-key.pem"), file("ca.pem"), file("ca-key.pem"), lifetime,
-			f.coreGossip, key, gossipTiming, o.extra)
+			orch, f.coreGossip, key, gossipTiming, o.extra)
 		if err := os.WriteFile(path, []byte(cfg), 0o600); err != nil {
 			t.Fatal(err)
 		}
@@ -166,7 +174,8 @@ gossip:
   enabled: true
   bind_addr: 127.0.0.1:%d
   join: [%q]
-%s`, node, cluster, filepath.Join(dir, "data"), freePort(f.t), f.url, tokenFile, f.pin, freePort(f.t), f.coreGossip, gossipTiming)
+%s%s`, node, cluster, filepath.Join(dir, "data"), freePort(f.t), f.url, tokenFile, f.pin, freePort(f.t), f.coreGossip, gossipTiming,
+		f.agentYAML[node])
 	path := filepath.Join(dir, "agent.yaml")
 	if err := os.WriteFile(path, []byte(cfg), 0o600); err != nil {
 		f.t.Fatal(err)

@@ -219,7 +219,53 @@ func newNodeCmd() *cobra.Command {
 		}
 		cmd.AddCommand(sub)
 	}
-	cmd.AddCommand(newNodeRevokeCmd(f))
+	cmd.AddCommand(newNodeRevokeCmd(f), newNodeReplaceCmd(f))
+	return cmd
+}
+
+func newNodeReplaceCmd(f *clientFlags) *cobra.Command {
+	var in, with string
+	cmd := &cobra.Command{
+		Use:   "replace OLD --with NEW",
+		Short: "A new node takes a dead node's declared place and labels (admin role)",
+		Long: `NEW takes OLD's place in its cluster's declared membership (expect:) and
+holds OLD's labels over its agent's own from now on, at every sync. OLD is
+forgotten: its open actions end, its actions and their history stay
+readable under its id. OLD's certificates from enrollment are revoked.
+The cluster is the one NEW is in, unless --cluster says.`,
+		Example: `  muster node replace web-3 --with web-9`,
+		Args:    exactArgs("OLD"),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if with == "" {
+				return cli.UsageError("--with NEW is required: the node that takes %s's place", args[0])
+			}
+			c, err := f.core()
+			if err != nil {
+				return err
+			}
+			clusterID, err := nodeCluster(cmd, c, in, with)
+			if err != nil {
+				return err
+			}
+			out, err := c.ReplaceNode(cmd.Context(), clusterID, args[0], with)
+			if err != nil {
+				return apiError(c, err)
+			}
+			if f.json() {
+				return writeJSON(cmd.OutOrStdout(), out)
+			}
+			w := cmd.OutOrStdout()
+			fmt.Fprintf(w, "Node %s/%s replaced by %s", textsafe.Escape(clusterID), textsafe.Escape(args[0]), textsafe.Escape(with))
+			if len(out.Labels) > 0 {
+				fmt.Fprintf(w, ", which holds its labels %s", textsafe.Escape(labels.Set(out.Labels).String()))
+			}
+			fmt.Fprintf(w, ".\n%d open action(s) of %s ended; %d certificate(s) revoked.\n", out.ActionsEnded,
+				textsafe.Escape(args[0]), len(out.Serials))
+			return nil
+		},
+	}
+	cmd.Flags().StringVar(&with, "with", "", "the node that takes OLD's place (required)")
+	cmd.Flags().StringVar(&in, "cluster", "", "the cluster (needed when several clusters have a node named NEW)")
 	return cmd
 }
 

@@ -208,7 +208,7 @@ var argCompletion = map[string]completer{
 	"muster node revoke":   completeNodes,
 	"muster cluster show":  completeClusters, "muster cluster orchestrate": completeClusters,
 	"muster freeze create": completeClusters,
-	"muster node drain":    completeNodes, "muster node undrain": completeNodes, "muster node forget": completeNodes,
+	"muster node drain":    completeNodes, "muster node undrain": completeNodes, "muster node forget": completeNodes, "muster node replace": completeNodes,
 	"muster playbook show": completePlaybooks, "muster playbook start": completePlaybooks,
 	"muster schedule show": completeSchedules, "muster schedule approve": completeSchedules,
 	"muster schedule reject": completeSchedules, "muster schedule pause": completeSchedules,

@@ -216,6 +216,7 @@ func (s *Server) routes() {
 	s.add(http.MethodPost, "/api/v1/clusters/:cluster/nodes/:node/drain", auth.Drain, s.drainNode(true))
 	s.add(http.MethodPost, "/api/v1/clusters/:cluster/nodes/:node/undrain", auth.Drain, s.drainNode(false))
 	s.add(http.MethodPost, "/api/v1/clusters/:cluster/nodes/:node/forget", auth.Forget, s.forgetNode)
+	s.add(http.MethodPost, "/api/v1/clusters/:cluster/nodes/:node/replace", auth.Forget, s.replaceNode)
 	s.add(http.MethodGet, "/api/v1/core/replicas", auth.Read, onlyParams(s.listReplicas))
 	s.add(http.MethodGet, "/api/v1/version", auth.Read, onlyParams(s.showVersion))
 

@@ -15,6 +15,7 @@ import (
 	"github.com/musterhq/muster/core/schedule"
 	"github.com/musterhq/muster/core/store"
 	"github.com/musterhq/muster/shared/labels"
+	"github.com/musterhq/muster/shared/names"
 	"github.com/musterhq/muster/shared/version"
 	"github.com/musterhq/muster/shared/wire"
 )
@@ -40,7 +41,7 @@ func toWireNode(n store.Node) wire.Node {
 		StoreID: n.StoreID, Kinds: kinds, Version: n.Version,
 		LastContact: n.LastContact, UpdatedTS: n.UpdatedTS, Labels: labels.Merge(nil, n.Labels),
 		ArgsSchemas: n.ArgsSchemas, ArgsSchemasRefused: ops.RefusedSchemas(n.ArgsSchemas),
-		Secrets: n.Secrets,
+		Secrets: n.Secrets, CoreLabels: n.CoreLabels, Replaces: n.Replaces,
 	}
 }
 
@@ -223,6 +224,49 @@ func (s *Server) forgetNode(c *echo.Context) error {
 	out.ActionsEnded, err = s.ops.ForgetNode(c.Request().Context(), who(c), out.ClusterID, out.NodeID)
 	if err != nil {
 		return err
+	}
+	return c.JSON(http.StatusOK, out)
+}
+
+// decodeReplace decodes the body of a replace strictly: one object naming
+// the new node, a valid node id.
+func decodeReplace(body []byte) (*wire.ReplaceNodeRequest, error) {
+	var req wire.ReplaceNodeRequest
+	if err := decodeStrict(body, &req); err != nil {
+		return nil, err
+	}
+	if req.With == "" {
+		return nil, badRequest("with is required: the node that takes the place")
+	}
+	if err := names.CheckID(req.With); err != nil {
+		return nil, badRequest("with: %v", err)
+	}
+	return &req, nil
+}
+
+// replaceNode makes the node of the body take the path's node's declared
+// place and labels, and revokes the old node's certificates: 200.
+func (s *Server) replaceNode(c *echo.Context) error {
+	body, err := readBody(c)
+	if err != nil {
+		return err
+	}
+	req, err := decodeReplace(body)
+	if err != nil {
+		return err
+	}
+	cluster, old := c.Param("cluster"), c.Param("node")
+	rep, serials, err := s.ops.ReplaceNode(c.Request().Context(), who(c), cluster, old, req.With)
+	if err != nil {
+		return err
+	}
+	out := wire.ReplaceResult{ClusterID: cluster, NodeID: old, With: req.With, Place: rep.Place,
+		Labels: rep.New.CoreLabels, ActionsEnded: rep.Ended, Serials: serials}
+	if out.Labels == nil {
+		out.Labels = map[string]string{}
+	}
+	if out.Serials == nil {
+		out.Serials = []string{}
 	}
 	return c.JSON(http.StatusOK, out)
 }

@@ -35,6 +35,7 @@ var roleTable = map[string][6]int{ //        none viewer  op   appr admin stg
 	"POST /api/v1/clusters/:cluster/nodes/:node/drain":   {401, 403, 200, 403, 200, 404},
 	"POST /api/v1/clusters/:cluster/nodes/:node/undrain": {401, 403, 200, 403, 200, 404},
 	"POST /api/v1/clusters/:cluster/nodes/:node/forget":  {401, 403, 403, 403, 200, 404},
+	"POST /api/v1/clusters/:cluster/nodes/:node/replace": {401, 403, 403, 403, 200, 404},
 	"GET /api/v1/core/replicas":                          {401, 200, 200, 200, 200, 200},
 	"GET /api/v1/version":                                {401, 200, 200, 200, 200, 200},
 	"GET /api/v1/actions":                                {401, 200, 200, 200, 200, 200},
@@ -118,6 +119,19 @@ func (e *env) fixture(route string, n int) (string, any) {
 			return tx.PutNode(ctx, &store.Node{ClusterID: "prod", ID: node, Addr: "127.0.0.1:9", Source: store.SourceGossip, Status: store.NodeUnknown})
 		})
 		path = strings.ReplaceAll(path, "db-1", node)
+	case "POST /api/v1/clusters/:cluster/nodes/:node/replace":
+		old, nw := fmt.Sprintf("old-%d", n), fmt.Sprintf("new-%d", n)
+		e.update(func(ctx context.Context, tx store.Tx) error {
+			for _, id := range []string{old, nw} {
+				err := tx.PutNode(ctx, &store.Node{ClusterID: "prod", ID: id, Addr: "127.0.0.1:9", Source: store.SourceGossip, Status: store.NodeUnknown})
+				if err != nil {
+					return err
+				}
+			}
+			return nil
+		})
+		path = strings.ReplaceAll(path, "db-1", old)
+		body = wire.ReplaceNodeRequest{With: nw}
 	case "POST /api/v1/actions":
 		body = wire.CreateActionRequest{ClusterID: "prod", NodeID: "db-1", Kind: kindPing}
 	case "GET /api/v1/actions/:id", "POST /api/v1/actions/:id/approve",

@@ -258,6 +258,16 @@ func Sync(ctx context.Context, st store.Store, extra []string, sources ...Source
 		for _, k := range order {
 			n := want[k]
 			old, ok := stored[k]
+			if !ok && !owned[n.Source] && (n.Down == store.CauseLeft || n.Down == store.CauseFailed || n.Down == store.CauseRevoked) {
+				// A pool that only knows the node as gone (its member
+				// failed or left) or revoked does not bring back a node
+				// the store no longer holds: one forgotten, reaped or
+				// replaced.
+				continue
+			}
+			if ok {
+				n.Labels = corenodes.Labels(nil, n.Labels, old.CoreLabels)
+			}
 			switch {
 			case !ok:
 				res.Joined = append(res.Joined, n)
@@ -329,7 +339,7 @@ func Sync(ctx context.Context, st store.Store, extra []string, sources ...Source
 		}
 		for _, n := range res.Relabelled {
 			if _, _, err := corenodes.Update(ctx, tx, n.ClusterID, n.ID, func(cur *store.Node) {
-				cur.Labels = n.Labels
+				cur.Labels = corenodes.Labels(nil, n.Labels, cur.CoreLabels)
 			}); err != nil {
 				return err
 			}
@@ -440,12 +450,10 @@ func Watch(ctx context.Context, st store.Store, log *slog.Logger, nudge func(clu
 }
 
 // nodeLabels lays the agent's own labels over the static ones, key by key;
-// nil when there are none.
+// nil when there are none (the labels the core holds for a stored node go
+// over both: corenodes.Labels).
 func nodeLabels(static, own map[string]string) map[string]string {
-	if len(static)+len(own) == 0 {
-		return nil
-	}
-	return labels.Merge(static, own)
+	return corenodes.Labels(static, own, nil)
 }
 
 // StaticLabels returns the configured labels of every node, by cluster and

@@ -363,3 +363,61 @@ func TestGossipRefusesRevokedNodes(t *testing.T) {
 		t.Fatalf("web-1 = %+v after it enrolled again, want it back", n)
 	}
 }
+
+// Issue 33, items 3 and 4: a gossip node forgotten while its member is
+// gone (reaped, replaced, forgotten) does not come back at the next sync;
+// it comes back when a member announces it alive again. The labels the
+// core holds for a node go over those gossip announces.
+func TestSyncDoesNotBringBackAForgottenGoneNode(t *testing.T) {
+	t.Parallel()
+	st := setup(t)
+	ctx := context.Background()
+	g := NewGossipSource(nil)
+	sync := func() Result {
+		t.Helper()
+		res, err := Sync(ctx, st, nil, Static(specs), g)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return res
+	}
+	sync()
+	g.Handle(agentEvent(gossip.KindJoin, "a", "web", "web-2", "10.0.1.2:7420"))
+	sync()
+	g.Handle(agentEvent(gossip.KindFail, "a", "web", "web-2", "10.0.1.2:7420"))
+	sync()
+	if err := st.Update(ctx, func(tx store.Tx) error { return tx.DeleteNode(ctx, "web", "web-2") }); err != nil {
+		t.Fatal(err)
+	}
+	g.Handle(agentEvent(gossip.KindJoin, "b", "web", "web-3", "10.0.1.3:7420")) // another change
+	if res := sync(); len(res.Joined) != 1 || res.Joined[0].ID != "web-3" {
+		t.Fatalf("sync after the forget: %+v", res)
+	}
+	if _, ok := nodes(t, st)["web/web-2"]; ok {
+		t.Fatal("the forgotten gone node came back")
+	}
+	g.Handle(agentEvent(gossip.KindJoin, "a", "web", "web-2", "10.0.1.2:7420"))
+	if res := sync(); len(res.Joined) != 1 || res.Joined[0].ID != "web-2" {
+		t.Fatalf("sync after the return: %+v", res)
+	}
+
+	// web-3, never contacted, holds role=db from a replace: a relabel by
+	// gossip keeps it.
+	if err := st.Update(ctx, func(tx store.Tx) error {
+		n, err := tx.Node(ctx, "web", "web-3")
+		if err != nil {
+			return err
+		}
+		n.CoreLabels, n.Labels = map[string]string{"role": "db"}, map[string]string{"role": "db"}
+		return tx.PutNode(ctx, n)
+	}); err != nil {
+		t.Fatal(err)
+	}
+	ev := agentEvent(gossip.KindUpdate, "b", "web", "web-3", "10.0.1.3:7420")
+	ev.Meta.Labels = map[string]string{"role": "web", "zone": "a"}
+	g.Handle(ev)
+	sync()
+	if got := nodes(t, st)["web/web-3"].Labels; got["role"] != "db" || got["zone"] != "a" {
+		t.Fatalf("web-3 labels %v", got)
+	}
+}

@@ -538,9 +538,6 @@ func (s *Service) heldOtherwise(ctx context.Context, r store.Reader, cluster, no
 // certificates are all revoked already is revoked again with none.
 func (s *Service) Revoke(ctx context.Context, clusterID, nodeID, reason, actor string, c Caller) ([]string, error) {
 	now := s.cfg.Now().UTC()
-	if reason == "" {
-		reason = "revoked"
-	}
 	var serials []string
 	err := s.st.Update(ctx, func(tx store.Tx) error {
 		certs, err := tx.AgentCerts(ctx, clusterID, nodeID)
@@ -550,15 +547,8 @@ func (s *Service) Revoke(ctx context.Context, clusterID, nodeID, reason, actor s
 		if len(certs) == 0 {
 			return fmt.Errorf("node %s of cluster %s has no certificate from enrollment: %w", nodeID, clusterID, store.ErrNotFound)
 		}
-		serials, err = tx.RevokeAgentCerts(ctx, clusterID, nodeID, now, reason, actor)
-		if err != nil || len(serials) == 0 {
-			return err
-		}
-		sort.Strings(serials)
-		return tx.AppendEvent(ctx, &store.Event{TS: now, Type: store.EventNodeRevoked, Actor: actor, ClientAddr: c.ClientAddr,
-			ClusterID: clusterID, NodeID: nodeID,
-			Message: fmt.Sprintf("node %s revoked (%s): certificates %s", nodeID, reason, strings.Join(serials, ", ")),
-			Data:    map[string]any{"serials": serials, "reason": reason}})
+		serials, err = RevokeIn(ctx, tx, clusterID, nodeID, reason, actor, c, now)
+		return err
 	})
 	if err != nil {
 		return nil, err
@@ -566,6 +556,34 @@ func (s *Service) Revoke(ctx context.Context, clusterID, nodeID, reason, actor s
 	s.refreshNow(ctx)
 	return serials, nil
 }
+
+// RevokeIn is Revoke in the caller's transaction, as of now: it revokes
+// every unrevoked certificate of the node (none when it has none, and
+// then writes nothing) with a node.revoked event, and returns their
+// serials. The caller calls Refresh once it committed (a nil Service's
+// list has nothing to reload).
+func RevokeIn(ctx context.Context, tx store.Tx, clusterID, nodeID, reason, actor string, c Caller, now time.Time) ([]string, error) {
+	if reason == "" {
+		reason = "revoked"
+	}
+	serials, err := tx.RevokeAgentCerts(ctx, clusterID, nodeID, now, reason, actor)
+	if err != nil || len(serials) == 0 {
+		return nil, err
+	}
+	sort.Strings(serials)
+	return serials, tx.AppendEvent(ctx, &store.Event{TS: now, Type: store.EventNodeRevoked, Actor: actor, ClientAddr: c.ClientAddr,
+		ClusterID: clusterID, NodeID: nodeID,
+		Message: fmt.Sprintf("node %s revoked (%s): certificates %s", nodeID, reason, strings.Join(serials, ", ")),
+		Data:    map[string]any{"serials": serials, "reason": reason}})
+}
+
+// Reload reads the revocation list again after a commit of the caller's
+// that revoked certificates (RevokeIn); a failure is logged, and Run reads
+// it again after the next commit it hears of.
+func (s *Service) Reload(ctx context.Context) { s.refreshNow(ctx) }
+
+// Now is the clock the service stamps revocations with.
+func (s *Service) Now() time.Time { return s.cfg.Now() }
 
 // RevokedNodes returns, for the nodes of a cluster (every cluster when
 // ""), keyed "cluster/node", the revocation of those whose newest

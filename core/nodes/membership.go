@@ -148,10 +148,19 @@ func (m Membership) Of(clusterID string, all []store.Node, now time.Time) (out M
 		}
 	}
 	if len(e.Nodes) > 0 {
+		// A declared place is held by the node of its id, or by the node
+		// that took it by a replace (Replace): either one there fills it.
+		taken := takes(byID)
 		declared := map[string]bool{}
 		for _, id := range slices.Sorted(slices.Values(e.Nodes)) {
 			declared[id] = true
 			n := byID[id]
+			if t, ok := taken[id]; ok {
+				declared[t] = true
+				if n == nil || !present(n, grace, now) {
+					n = byID[t]
+				}
+			}
 			if n == nil || !present(n, grace, now) {
 				out.Missing = append(out.Missing, Missing{ID: id, Reason: absentReason(n, grace)})
 			}

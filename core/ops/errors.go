@@ -147,7 +147,7 @@ func classify(err error) (int, string) {
 	case errors.Is(err, ErrBadRequest), errors.Is(err, action.ErrInvalid), errors.Is(err, auth.ErrInvalid),
 		errors.Is(err, jsonbody.ErrInvalid), errors.Is(err, store.ErrInvalidQuery), errors.Is(err, runs.ErrInvalid),
 		errors.Is(err, playbook.ErrInvalid), errors.Is(err, schedule.ErrInvalid), errors.Is(err, enroll.ErrInvalid),
-		errors.Is(err, tlsutil.ErrBadCSR):
+		errors.Is(err, tlsutil.ErrBadCSR), errors.Is(err, nodes.ErrReplaceSelf):
 		return http.StatusBadRequest, wire.CodeBadRequest
 	case errors.Is(err, auth.ErrUnauthenticated):
 		return http.StatusUnauthorized, wire.CodeUnauthorized
@@ -157,7 +157,7 @@ func classify(err error) (int, string) {
 		return http.StatusNotFound, wire.CodeNotFound
 	case errors.Is(err, ErrWrongState), errors.Is(err, ErrAmbiguous), errors.Is(err, ErrConflict), errors.Is(err, nodes.ErrConfigured),
 		errors.Is(err, store.ErrExists), errors.Is(err, action.ErrTransition), errors.Is(err, runs.ErrReplan),
-		errors.Is(err, playbook.ErrMoved), errors.Is(err, enroll.ErrHeld):
+		errors.Is(err, playbook.ErrMoved), errors.Is(err, enroll.ErrHeld), errors.Is(err, nodes.ErrReplacing):
 		return http.StatusConflict, wire.CodeConflict
 	case errors.Is(err, ErrTooLarge), errors.Is(err, jsonbody.ErrTooLarge):
 		return http.StatusRequestEntityTooLarge, wire.CodeTooLarge

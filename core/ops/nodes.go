@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/x509"
 	"encoding/json"
+	"slices"
 	"time"
 
 	"github.com/musterhq/muster/core/actions"
@@ -11,6 +12,7 @@ import (
 	"github.com/musterhq/muster/core/enroll"
 	"github.com/musterhq/muster/core/nodes"
 	"github.com/musterhq/muster/core/store"
+	"github.com/musterhq/muster/shared/names"
 	"github.com/musterhq/muster/shared/wire"
 )
 
@@ -105,6 +107,58 @@ func (o *Ops) RevokeNode(ctx context.Context, c Caller, clusterID, nodeID, reaso
 	}
 	o.nudgeNode(clusterID, nodeID)
 	return serials, nil
+}
+
+// ReplaceNode makes node newID take the declared place and the labels of
+// node oldID in cluster clusterID (nodes.Replace): oldID is forgotten, its
+// actions stay readable under its id, and its certificates from
+// enrollment are revoked, all in one transaction with a node.replaced
+// event naming the caller. Admins only (forget and revoke). Refused with
+// nothing changed: newID == oldID (400), newID not a node of the cluster
+// or oldID neither a node nor declared by it (404), oldID in the core's
+// configuration, newID already replacing another node or oldID's place
+// taken (409). The cluster is synced.
+func (o *Ops) ReplaceNode(ctx context.Context, c Caller, clusterID, oldID, newID string) (*nodes.Replacement, []string, error) {
+	for _, p := range []auth.Permission{auth.Forget, auth.Revoke} {
+		if err := Authorize(c, p); err != nil {
+			return nil, nil, err
+		}
+		if err := o.authorizeCluster(ctx, c, p, clusterID); err != nil {
+			return nil, nil, err
+		}
+	}
+	if err := names.CheckID(newID); err != nil {
+		return nil, nil, BadRequest("with: %v", err)
+	}
+	declared := slices.Contains(o.cfg.Members.Load()[clusterID].Nodes, oldID)
+	now := time.Now()
+	if o.cfg.Enroll != nil {
+		now = o.cfg.Enroll.Now()
+	}
+	by := c.actor("")
+	var (
+		rep     *nodes.Replacement
+		serials []string
+	)
+	err := o.st.Update(ctx, func(tx store.Tx) error {
+		if _, err := tx.Cluster(ctx, clusterID); err != nil {
+			return err
+		}
+		var err error
+		if rep, err = nodes.Replace(ctx, tx, clusterID, oldID, newID, declared, by); err != nil {
+			return err
+		}
+		serials, err = enroll.RevokeIn(ctx, tx, clusterID, oldID, "replaced by "+newID, c.Name, enroll.Caller{ClientAddr: c.Addr}, now.UTC())
+		return err
+	})
+	if err != nil {
+		return nil, nil, err
+	}
+	if len(serials) > 0 && o.cfg.Enroll != nil {
+		o.cfg.Enroll.Reload(ctx)
+	}
+	o.nudgeCluster(clusterID)
+	return rep, serials, nil
 }
 
 // SyncCluster asks for a full sync of a cluster now; it runs later.

@@ -186,6 +186,7 @@ func TestEveryVerbTakesItsRoutesPermission(t *testing.T) {
 		{"undrain", auth.Drain, func(c ops.Caller) error { _, err := e.ops.UndrainNode(ctx, c, "prod", "gone"); return err }},
 		{"forget", auth.Forget, func(c ops.Caller) error { _, err := e.ops.ForgetNode(ctx, c, "prod", "gone"); return err }},
 		{"revoke", auth.Revoke, func(c ops.Caller) error { _, err := e.ops.RevokeNode(ctx, c, "prod", "gone", ""); return err }},
+		{"replace", auth.Forget, func(c ops.Caller) error { _, _, err := e.ops.ReplaceNode(ctx, c, "prod", "gone", "db-2"); return err }},
 		{"sync cluster", auth.Orchestrate, func(c ops.Caller) error { return e.ops.SyncCluster(ctx, c, "nope") }},
 		{"apply schedule", auth.Create, func(c ops.Caller) error {
 			_, err := e.ops.ApplySchedule(ctx, c, &wire.CreateScheduleRequest{Name: "bad name"})

@@ -16,7 +16,7 @@ import (
 // the actions the full sync's earlier commits made LOST. It returns how
 // many actions this commit made LOST.
 func (o *Orchestrator) commit(ctx context.Context, cs *clusterState, nodes []nodeResult, whole bool, lost int, rep *Report) (int, error) {
-	now := action.UTC(time.Now())
+	now := action.UTC(o.cfg.Now())
 	for _, res := range nodes {
 		if res.ackSent.storeID != "" {
 			cs.acked[res.node.ID] = res.ackSent
@@ -87,5 +87,5 @@ func (o *Orchestrator) mayWrite(ctx context.Context, cs *clusterState, nodes []n
 		}
 		return o.planStatus(ctx, r, cs, nodes, stored, lost, now, whole, w)
 	})
-	return len(w.nodes) > 0 || w.cluster != nil, err
+	return len(w.nodes) > 0 || w.cluster != nil || len(w.reaped) > 0, err
 }

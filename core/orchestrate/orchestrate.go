@@ -133,6 +133,14 @@ type Config struct {
 	// "Declared membership"): a full sync makes a cluster ALERT while a
 	// declared node is missing. nil: none declared.
 	Members *live.Value[nodes.Membership]
+	// ReapAfter is how long a node its cluster does not declare may be DOWN
+	// before the lease holder's full sync forgets it, with a node.reaped
+	// event (docs/architecture.md, "Declared membership"); never below a
+	// declared count's floor. 0: never (DefaultConfig: 72 h).
+	ReapAfter time.Duration
+	// Now is the clock of the commits (the status a node has had for how
+	// long); nil: time.Now.
+	Now func() time.Time
 	// Runs, when set, moves runs on at every full sync and after the commits
 	// that may let them move (core/runs).
 	Runs Runs
@@ -163,11 +171,15 @@ func DefaultConfig() Config {
 		Debounce:         50 * time.Millisecond,
 		RunPoll:          250 * time.Millisecond,
 		Scheme:           "http",
+		ReapAfter:        nodes.DefaultReapAfter,
 	}
 }
 
 func (c *Config) fill() {
 	d := DefaultConfig()
+	if c.Now == nil {
+		c.Now = time.Now
+	}
 	if c.Interval <= 0 {
 		c.Interval = d.Interval
 	}

@@ -34,6 +34,11 @@ type writePlan struct {
 	nodes   []store.Node
 	cluster *store.Cluster
 	events  []store.Event // node and cluster events; action events ride with their change
+	// reaped are the nodes of cluster reapIn to forget (reap), DOWN past
+	// reapAfter; written before the cluster.
+	reaped    []string
+	reapIn    string
+	reapAfter time.Duration
 	// warnings are logged once the plan is committed: a transaction the
 	// store runs again plans again, and must not log twice.
 	warnings [][]any
@@ -49,7 +54,7 @@ func newWritePlan() *writePlan {
 }
 
 func (w *writePlan) changes() int {
-	n := len(w.order) + len(w.nodes)
+	n := len(w.order) + len(w.nodes) + len(w.reaped)
 	if w.cluster != nil {
 		n++
 	}
@@ -257,6 +262,13 @@ func (o *Orchestrator) planStatus(ctx context.Context, r store.Reader, cs *clust
 		}
 	}
 	sort.Strings(downIDs)
+	reaped, err := o.reap(ctx, r, cs.id, downIDs, w, now)
+	if err != nil {
+		return err
+	}
+	if len(reaped) > 0 {
+		downIDs = slices.DeleteFunc(downIDs, func(id string) bool { return slices.Contains(reaped, id) })
+	}
 	missing, err := o.missing(ctx, r, cs.id, w.nodes, now)
 	if err != nil {
 		return err
@@ -312,9 +324,56 @@ func nodeNext(stored *store.Node, res *nodeResult) (next store.Node, write, isDo
 		if res.storeID == stored.StoreID && res.cursor < stored.Cursor {
 			next.Cursor = stored.Cursor // a sync of this node alone committed a later one meanwhile
 		}
-		next.Labels = res.labels
+		next.Labels = nodes.Labels(nil, res.labels, stored.CoreLabels)
 	}
 	return next, true, res.status != store.NodeUp
+}
+
+// reap adds to w the nodes of the cluster to forget as of now (DOWN past
+// ReapAfter, not declared, above the floor: nodes.Membership.Reapable),
+// and returns their ids. down are the cluster's DOWN nodes as this sync
+// leaves them: only they are read, unless the cluster declares a count
+// (the floor counts every node matching its selector). It runs in the
+// lease holder's full sync, whose commit is fenced: one replica reaps.
+func (o *Orchestrator) reap(ctx context.Context, r store.Reader, clusterID string, down []string, w *writePlan, now time.Time) ([]string, error) {
+	if o.cfg.ReapAfter <= 0 || len(down) == 0 {
+		return nil, nil
+	}
+	var m nodes.Membership
+	if o.cfg.Members != nil {
+		m = o.cfg.Members.Load()
+	}
+	var all []store.Node
+	if m[clusterID].Count > 0 {
+		var err error
+		if all, err = r.Nodes(ctx, clusterID); err != nil {
+			return nil, err
+		}
+	} else {
+		for _, id := range down {
+			n, err := r.Node(ctx, clusterID, id)
+			if errors.Is(err, store.ErrNotFound) {
+				continue
+			} else if err != nil {
+				return nil, err
+			}
+			all = append(all, *n)
+		}
+	}
+	for _, u := range w.nodes {
+		for i := range all {
+			if all[i].ID == u.ID {
+				all[i] = u
+			}
+		}
+	}
+	ids := m.Reapable(clusterID, all, o.cfg.ReapAfter, now)
+	if len(ids) == 0 {
+		return nil, nil
+	}
+	w.nodes = slices.DeleteFunc(w.nodes, func(n store.Node) bool { return slices.Contains(ids, n.ID) })
+	w.reaped, w.reapIn, w.reapAfter = ids, clusterID, o.cfg.ReapAfter
+	return ids, nil
 }
 
 // missing is the status reason the cluster's declared membership gives it
@@ -386,6 +445,11 @@ func (w *writePlan) apply(ctx context.Context, tx store.Tx) error {
 	}
 	for i := range w.nodes {
 		if err := nodes.Save(ctx, tx, &w.nodes[i]); err != nil {
+			return err
+		}
+	}
+	for _, id := range w.reaped {
+		if err := nodes.Reap(ctx, tx, w.reapIn, id, w.reapAfter); err != nil {
 			return err
 		}
 	}

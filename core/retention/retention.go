@@ -1,7 +1,9 @@
 // Package retention keeps the core's database bounded: in the background it
 // deletes finished actions with their history, and events, once they are
-// older than the retention period, a small batch per transaction so that
-// the writer is never held for long.
+// older than the retention period, and finished runs whole (with their
+// children and the playbook versions nothing refers to any more) once
+// they are older than the runs' retention, a small batch per transaction so
+// that the writer is never held for long.
 //
 // The core's retention must outlast the agents' (their retention_max, 30
 // days by default): an agent that still lists a record the core has purged
@@ -22,6 +24,9 @@ import (
 type Config struct {
 	// Retention is how long finished actions and events are kept.
 	Retention time.Duration
+	// Runs is how long finished runs are kept, counted from their end;
+	// zero: Retention.
+	Runs time.Duration
 	// Every is the period of the purge.
 	Every time.Duration
 	// Batch bounds the rows deleted by one transaction.
@@ -58,6 +63,9 @@ func New(cfg Config, st store.Store, log *slog.Logger) *Purger {
 	if cfg.Retention <= 0 {
 		cfg.Retention = d.Retention
 	}
+	if cfg.Runs <= 0 {
+		cfg.Runs = cfg.Retention
+	}
 	if cfg.Every <= 0 {
 		cfg.Every = d.Every
 	}
@@ -90,6 +98,11 @@ func (p *Purger) Start(ctx context.Context) error {
 			} else if a+e > 0 {
 				p.log.Info("purged", "actions", a, "events", e)
 			}
+			if r, err := p.PurgeRuns(ctx); err != nil && ctx.Err() == nil {
+				p.log.Warn("purge of runs failed", "err", err)
+			} else if r > 0 {
+				p.log.Info("purged", "runs", r)
+			}
 			select {
 			case <-ctx.Done():
 				return
@@ -98,6 +111,28 @@ func (p *Purger) Start(ctx context.Context) error {
 		}
 	}()
 	return nil
+}
+
+// PurgeRuns deletes every run finished longer than the runs' retention
+// ago, whole (store.Tx.PurgeRuns), Batch runs per transaction, and returns
+// how many it deleted.
+func (p *Purger) PurgeRuns(ctx context.Context) (int, error) {
+	before := p.cfg.Now().Add(-p.cfg.Runs)
+	total := 0
+	for {
+		var n int
+		if err := p.st.Update(ctx, func(tx store.Tx) error {
+			var err error
+			n, err = tx.PurgeRuns(ctx, before, p.cfg.Batch)
+			return err
+		}); err != nil {
+			return total, fmt.Errorf("purge runs: %w", err)
+		}
+		total += n
+		if n < p.cfg.Batch {
+			return total, nil
+		}
+	}
 }
 
 // Purge deletes every finished action (with its history) and every event

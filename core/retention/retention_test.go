@@ -197,3 +197,54 @@ func TestStartPurgesAndStopEnds(t *testing.T) {
 		t.Fatalf("Start after Stop: %v", err)
 	}
 }
+
+// Issue 33, item 7: a run that finished longer than the runs' retention
+// ago goes whole, with its children; a recent one and an open one stay.
+// The clock is injected.
+func TestPurgeRunsTakesFinishedRunsWhole(t *testing.T) {
+	t.Parallel()
+	e := setup(t)
+	ctx := context.Background()
+	mk := func(state string, finished *time.Time) (string, string) {
+		run := &store.Run{ID: action.NewID(), ClusterID: "c", State: state, Digest: "d", Stages: []store.RunStage{},
+			CreatedTS: e.now, UpdatedTS: e.now, FinishedTS: finished}
+		child := &store.Record{Action: action.Action{ID: action.NewID(), ClusterID: "c", NodeID: "n1", Kind: "a/b",
+			Args: json.RawMessage(`{}`), State: action.Done, Origin: action.OriginCore, CreatedTS: e.now, UpdatedTS: e.now}}
+		child.RunID, child.Stage = run.ID, "main"
+		if err := e.st.Update(ctx, func(tx store.Tx) error {
+			if err := tx.InsertRun(ctx, run); err != nil {
+				return err
+			}
+			return tx.InsertAction(ctx, child)
+		}); err != nil {
+			t.Fatal(err)
+		}
+		return run.ID, child.ID
+	}
+	longAgo, lately := e.now.Add(-40*24*time.Hour), e.now.Add(-time.Hour)
+	oldRun, oldChild := mk(store.RunDone, &longAgo)
+	newRun, _ := mk(store.RunFailed, &lately)
+	openRun, _ := mk(store.RunRunning, nil)
+	p := New(Config{Retention: 90 * 24 * time.Hour, Runs: 30 * 24 * time.Hour, Now: func() time.Time { return e.now }}, e.st, nil)
+	n, err := p.PurgeRuns(ctx)
+	if err != nil || n != 1 {
+		t.Fatalf("PurgeRuns = %d, %v; want 1", n, err)
+	}
+	err = e.st.Read(ctx, func(r store.Reader) error {
+		if _, err := r.Run(ctx, oldRun); !errors.Is(err, store.ErrNotFound) {
+			t.Errorf("the old run: %v", err)
+		}
+		if _, err := r.Action(ctx, oldChild); !errors.Is(err, store.ErrNotFound) {
+			t.Errorf("the old run's child: %v", err)
+		}
+		for _, id := range []string{newRun, openRun} {
+			if _, err := r.Run(ctx, id); err != nil {
+				t.Errorf("run %s: %v", id, err)
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+}

@@ -35,7 +35,7 @@ var EventTypes = []string{
 	EventActionApprovalRecorded, EventRunApprovalRecorded, EventScheduleApprovalRecorded,
 	EventNodeUp, EventNodeDown, EventNodeJoined, EventNodeLeft, EventNodeDrained, EventNodeUndrained,
 	EventNodeForgotten, EventNodeClaimRefused, EventNodeSchemaRefused, EventNodeEnrolled, EventNodeEnrollRefused, EventNodeCertRenewed,
-	EventNodeRenewRefused, EventNodeRevoked,
+	EventNodeRenewRefused, EventNodeRevoked, EventNodeReplaced, EventNodeReaped,
 	EventClusterAlert, EventClusterHealthy,
 	EventTokenCreated, EventTokenRevoked, EventPersonSignedIn,
 	EventTeamCreated, EventTeamChanged, EventTeamDeleted, EventGrantCreated, EventGrantRevoked,

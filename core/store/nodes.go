@@ -38,17 +38,27 @@ func (w Writes) DeleteNode(ctx context.Context, clusterID, nodeID string) error 
 	return err
 }
 
+// LabelsColumn is how both stores keep a set of labels: a JSON object,
+// "{}" when empty.
+func LabelsColumn(l map[string]string) (string, error) {
+	if len(l) == 0 {
+		return "{}", nil
+	}
+	b, err := json.Marshal(l)
+	return string(b), err
+}
+
 // NodeColumns are the columns of a node row, in the order Reads scans
 // them and each store's PutNode writes them.
-const NodeColumns = `cluster_id, id, addr, source, status, status_reason, down_cause, drained, store_id, cursor, kinds, version, last_contact, updated_ts, labels, drained_by, drain_reason`
+const NodeColumns = `cluster_id, id, addr, source, status, status_reason, down_cause, drained, store_id, cursor, kinds, version, last_contact, updated_ts, labels, drained_by, drain_reason, core_labels, replaces`
 
 func (d Dialect) scanNode(row Row) (Node, error) {
 	var n Node
-	var labels string
+	var labels, coreLabels string
 	var kinds []string
 	err := row.Scan(&n.ClusterID, &n.ID, &n.Addr, &n.Source, &n.Status, &n.StatusReason, &n.DownCause, &n.Drained,
 		&n.StoreID, &n.Cursor, d.ListInto(&kinds), &n.Version, d.nullTimeInto(&n.LastContact), d.timeInto(&n.UpdatedTS),
-		&labels, &n.DrainedBy, &n.DrainReason)
+		&labels, &n.DrainedBy, &n.DrainReason, &coreLabels, &n.Replaces)
 	if err != nil {
 		return n, err
 	}
@@ -58,6 +68,12 @@ func (d Dialect) scanNode(row Row) (Node, error) {
 	}
 	if len(n.Labels) == 0 {
 		n.Labels = nil
+	}
+	if err := json.Unmarshal([]byte(coreLabels), &n.CoreLabels); err != nil {
+		return n, fmt.Errorf("node %s/%s: core labels: %w", n.ClusterID, n.ID, err)
+	}
+	if len(n.CoreLabels) == 0 {
+		n.CoreLabels = nil
 	}
 	return n, nil
 }

@@ -211,6 +211,10 @@ type Tx interface {
 	PurgeActions(ctx context.Context, before time.Time, limit int) (int, error)
 	// PurgeEvents deletes up to limit events older than t, oldest first,
 	// and returns how many it deleted. Sequence numbers are never reused.
+	// PurgeRuns deletes up to limit runs finished before t, oldest
+	// first, with their children, and the playbook versions no run or
+	// schedule refers to any more (each playbook's newest kept).
+	PurgeRuns(ctx context.Context, before time.Time, limit int) (int, error)
 	PurgeEvents(ctx context.Context, before time.Time, limit int) (int, error)
 	// InsertToken stores a new token (ErrExists when the hash is taken, or
 	// the name is, ignoring case: alice and Alice are one name).
@@ -433,11 +437,19 @@ type Node struct {
 	// too.
 	Secrets []string `json:"secrets,omitempty"`
 	// Labels are the static labels of the configuration with the agent's
-	// own laid over them, key by key (nil when there are none).
-	Labels      map[string]string `json:"labels"`
-	Version     string            `json:"version"`
-	LastContact *time.Time        `json:"last_contact"`
-	UpdatedTS   time.Time         `json:"updated_ts"`
+	// own laid over them, then CoreLabels over both, key by key (nil when
+	// there are none).
+	Labels map[string]string `json:"labels"`
+	// CoreLabels are labels the core holds for the node over the agent's
+	// own (those of the node it replaced); nil when none.
+	CoreLabels map[string]string `json:"core_labels,omitempty"`
+	// Replaces is the declared place the node took by a replace (the id
+	// of the node it replaced, or of the one that one replaced); "" when
+	// none.
+	Replaces    string     `json:"replaces,omitempty"`
+	Version     string     `json:"version"`
+	LastContact *time.Time `json:"last_contact"`
+	UpdatedTS   time.Time  `json:"updated_ts"`
 }
 
 // KindsColumn is how a store keeps a node's kinds with their args schemas,
@@ -567,14 +579,20 @@ const (
 	EventActionLost             = "action.lost"
 	// EventActionUrgent: an approver marked an action urgent, with a reason:
 	// it passes a closed maintenance window, never a freeze.
-	EventActionUrgent   = "action.urgent"
-	EventNodeUp         = "node.up"
-	EventNodeDown       = "node.down"
-	EventNodeJoined     = "node.joined"
-	EventNodeLeft       = "node.left"
-	EventNodeDrained    = "node.drained"
-	EventNodeUndrained  = "node.undrained"
-	EventNodeForgotten  = "node.forgotten"
+	EventActionUrgent  = "action.urgent"
+	EventNodeUp        = "node.up"
+	EventNodeDown      = "node.down"
+	EventNodeJoined    = "node.joined"
+	EventNodeLeft      = "node.left"
+	EventNodeDrained   = "node.drained"
+	EventNodeUndrained = "node.undrained"
+	EventNodeForgotten = "node.forgotten"
+	// EventNodeReplaced: a person replaced a node with another, which took
+	// its declared place and labels (muster node replace).
+	EventNodeReplaced = "node.replaced"
+	// EventNodeReaped: the core forgot a node not declared by its cluster,
+	// DOWN for longer than orchestrate.reap_after.
+	EventNodeReaped     = "node.reaped"
 	EventClusterAlert   = "cluster.alert"
 	EventClusterHealthy = "cluster.healthy"
 	EventTokenCreated   = "token.created"

@@ -322,6 +322,57 @@ func (w Writes) PurgeActions(ctx context.Context, before time.Time, limit int) (
 	return int(n), err
 }
 
+// PurgeRuns is Tx.PurgeRuns of both stores: it deletes up to limit
+// finished runs (DONE, PARTIAL, FAILED, CANCELLED, ABORTED) that finished
+// before t, oldest first, whole: their children (with their history), the
+// counts of their children, their approvals and any lock they still name,
+// then the runs. The playbook versions then left referenced by no run and
+// no schedule go too, but for each playbook's newest version. It returns
+// how many runs it deleted.
+func (w Writes) PurgeRuns(ctx context.Context, before time.Time, limit int) (int, error) {
+	d := w.Dialect
+	var ids []string
+	err := w.Query(ctx, `SELECT id FROM runs WHERE state IN ('DONE', 'PARTIAL', 'FAILED', 'CANCELLED', 'ABORTED')
+		AND finished_ts IS NOT NULL AND finished_ts < `+d.Placeholder(1)+` ORDER BY finished_ts, seq LIMIT `+d.Placeholder(2),
+		[]any{d.Time(before), limit}, func(row Row) error {
+			var id string
+			if err := row.Scan(&id); err != nil {
+				return err
+			}
+			ids = append(ids, id)
+			return nil
+		})
+	if err != nil || len(ids) == 0 {
+		return 0, err
+	}
+	in, args := d.values(1, toAny(ids)...)
+	for _, st := range []struct{ what, stmt string }{
+		{"purge the children of runs", `DELETE FROM actions WHERE run_id IN (` + in + `)`},
+		{"purge the child counts of runs", `DELETE FROM run_child_counts WHERE run_id IN (` + in + `)`},
+		{"purge the approvals of runs", `DELETE FROM approvals WHERE subject_kind IN ('run', 'resume', 'promote') AND subject_id IN (` + in + `)`},
+		{"purge the locks of runs", `DELETE FROM run_locks WHERE run_id IN (` + in + `)`},
+		{"purge runs", `DELETE FROM runs WHERE id IN (` + in + `)`},
+	} {
+		if _, err := w.Exec(ctx, st.what, st.stmt, args...); err != nil {
+			return 0, err
+		}
+	}
+	_, err = w.Exec(ctx, "purge playbook versions", `DELETE FROM playbooks WHERE
+		version < (SELECT MAX(p.version) FROM playbooks p WHERE p.name = playbooks.name)
+		AND NOT EXISTS (SELECT 1 FROM runs r WHERE r.playbook = playbooks.name AND r.playbook_version = playbooks.version)
+		AND NOT EXISTS (SELECT 1 FROM schedules s WHERE s.playbook = playbooks.name
+			AND (s.version = playbooks.version OR s.approved_version = playbooks.version))`)
+	return len(ids), err
+}
+
+func toAny(ss []string) []any {
+	out := make([]any, len(ss))
+	for i, s := range ss {
+		out[i] = s
+	}
+	return out
+}
+
 // PurgeEvents is Tx.PurgeEvents of both stores: it deletes up to limit
 // events older than t, oldest first.
 func (w Writes) PurgeEvents(ctx context.Context, before time.Time, limit int) (int, error) {

@@ -416,6 +416,15 @@ func (c *Core) Renew(ctx context.Context, req wire.RenewRequest) (*wire.EnrollRe
 	return &out, err
 }
 
+// ReplaceNode calls POST /api/v1/clusters/{c}/nodes/{old}/replace: node
+// with takes old's declared place and labels.
+func (c *Core) ReplaceNode(ctx context.Context, cluster, old, with string) (*wire.ReplaceResult, error) {
+	var out wire.ReplaceResult
+	_, err := c.call(ctx, http.MethodPost, "/api/v1/clusters/"+url.PathEscape(cluster)+"/nodes/"+url.PathEscape(old)+"/replace",
+		wire.ReplaceNodeRequest{With: with}, &out)
+	return &out, err
+}
+
 // RevokeNode calls POST /api/v1/clusters/{c}/nodes/{n}/revoke.
 func (c *Core) RevokeNode(ctx context.Context, cluster, node, reason string) (*wire.RevokeResult, error) {
 	var out wire.RevokeResult

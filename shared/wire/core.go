@@ -197,9 +197,15 @@ type Node struct {
 	Version     string     `json:"version"`
 	LastContact *time.Time `json:"last_contact"`
 	UpdatedTS   time.Time  `json:"updated_ts"`
-	// Labels: the configured labels with the agent's own laid over them
+	// Labels: the configured labels with the agent's own laid over them,
+	// then those the core holds for the node (CoreLabels) over both
 	// (always an object).
 	Labels map[string]string `json:"labels"`
+	// CoreLabels are the labels the node took from the node it replaced
+	// (muster node replace), held over the agent's own; Replaces is the
+	// declared place it took.
+	CoreLabels map[string]string `json:"core_labels,omitempty"`
+	Replaces   string            `json:"replaces,omitempty"`
 	// Revoked: the node's newest certificate is on the revocation list; the
 	// core refuses it until the node enrolls again.
 	Revoked      bool   `json:"revoked,omitempty"`
@@ -330,6 +336,28 @@ type RevokeResult struct {
 	ClusterID string   `json:"cluster_id"`
 	NodeID    string   `json:"node_id"`
 	Serials   []string `json:"serials"`
+}
+
+// ReplaceNodeRequest is the body of POST
+// /api/v1/clusters/{c}/nodes/{old}/replace: the node that takes the old
+// one's declared place and labels.
+type ReplaceNodeRequest struct {
+	With string `json:"with"`
+}
+
+// ReplaceResult answers a replace: the node replaced (forgotten, its
+// actions readable under its id), the node that took its place, the
+// declared place it holds (the old node's id, or the place the old node had
+// taken itself), the labels it took, how many open actions of the old node
+// ended, and the old node's certificates revoked.
+type ReplaceResult struct {
+	ClusterID    string            `json:"cluster_id"`
+	NodeID       string            `json:"node_id"`
+	With         string            `json:"with"`
+	Place        string            `json:"place"`
+	Labels       map[string]string `json:"labels"`
+	ActionsEnded int               `json:"actions_ended"`
+	Serials      []string          `json:"serials"`
 }
 
 // TokenList answers GET /api/v1/tokens.

@@ -2,7 +2,6 @@ package postgres
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"time"
 
@@ -68,16 +67,17 @@ func (w *writer) PutNode(ctx context.Context, n *store.Node) error {
 		n.UpdatedTS = now()
 	}
 	what := fmt.Sprintf("put node %s/%s", n.ClusterID, n.ID)
-	labels := []byte("{}")
-	if len(n.Labels) > 0 {
-		var err error
-		if labels, err = json.Marshal(n.Labels); err != nil {
-			return fmt.Errorf("%s: labels: %w", what, err)
-		}
+	labels, err := store.LabelsColumn(n.Labels)
+	if err != nil {
+		return fmt.Errorf("%s: labels: %w", what, err)
+	}
+	held, err := store.LabelsColumn(n.CoreLabels)
+	if err != nil {
+		return fmt.Errorf("%s: core labels: %w", what, err)
 	}
 	rows, err := w.exec(ctx, what,
 		`INSERT INTO nodes (`+store.NodeColumns+`)
-		SELECT $1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15::jsonb, $16, $17
+		SELECT $1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15::jsonb, $16, $17, $18::jsonb, $19
 		WHERE EXISTS (SELECT 1 FROM clusters WHERE id = $1)
 		ON CONFLICT (cluster_id, id) DO UPDATE SET addr = excluded.addr, source = excluded.source,
 			status = excluded.status, status_reason = excluded.status_reason,
@@ -85,9 +85,10 @@ func (w *writer) PutNode(ctx context.Context, n *store.Node) error {
 			store_id = excluded.store_id, cursor = excluded.cursor, kinds = excluded.kinds,
 			version = excluded.version, last_contact = excluded.last_contact,
 			updated_ts = excluded.updated_ts, labels = excluded.labels,
-			drained_by = excluded.drained_by, drain_reason = excluded.drain_reason`,
+			drained_by = excluded.drained_by, drain_reason = excluded.drain_reason,
+			core_labels = excluded.core_labels, replaces = excluded.replaces`,
 		n.ClusterID, n.ID, n.Addr, n.Source, n.Status, n.StatusReason, n.DownCause, n.Drained, n.StoreID, n.Cursor, list(store.KindsColumn(n.Kinds, n.ArgsSchemas, n.Secrets)),
-		n.Version, nullTS(n.LastContact), action.UTC(n.UpdatedTS), string(labels), n.DrainedBy, n.DrainReason)
+		n.Version, nullTS(n.LastContact), action.UTC(n.UpdatedTS), labels, n.DrainedBy, n.DrainReason, held, n.Replaces)
 	if err == nil && rows == 0 {
 		err = fmt.Errorf("%s: cluster %q: %w", what, n.ClusterID, store.ErrNotFound)
 	}

@@ -68,22 +68,26 @@ func (w *writer) PutNode(ctx context.Context, n *store.Node) error {
 	if err != nil {
 		return fmt.Errorf("put node %s/%s: kinds: %w", n.ClusterID, n.ID, err)
 	}
-	lbls := []byte("{}")
-	if len(n.Labels) > 0 {
-		if lbls, err = json.Marshal(n.Labels); err != nil {
-			return fmt.Errorf("put node %s/%s: labels: %w", n.ClusterID, n.ID, err)
-		}
+	lbls, err := store.LabelsColumn(n.Labels)
+	if err != nil {
+		return fmt.Errorf("put node %s/%s: labels: %w", n.ClusterID, n.ID, err)
+	}
+	held, err := store.LabelsColumn(n.CoreLabels)
+	if err != nil {
+		return fmt.Errorf("put node %s/%s: core labels: %w", n.ClusterID, n.ID, err)
 	}
 	_, _, err = w.exec(ctx, fmt.Sprintf("put node %s/%s", n.ClusterID, n.ID),
-		`INSERT INTO nodes (`+store.NodeColumns+`) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+		`INSERT INTO nodes (`+store.NodeColumns+`) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
 		ON CONFLICT (cluster_id, id) DO UPDATE SET addr = excluded.addr, source = excluded.source,
 			status = excluded.status, status_reason = excluded.status_reason, down_cause = excluded.down_cause, drained = excluded.drained,
 			store_id = excluded.store_id, cursor = excluded.cursor, kinds = excluded.kinds,
 			version = excluded.version, last_contact = excluded.last_contact,
 			updated_ts = excluded.updated_ts, labels = excluded.labels,
-			drained_by = excluded.drained_by, drain_reason = excluded.drain_reason`,
+			drained_by = excluded.drained_by, drain_reason = excluded.drain_reason,
+			core_labels = excluded.core_labels, replaces = excluded.replaces`,
 		n.ClusterID, n.ID, n.Addr, n.Source, n.Status, n.StatusReason, n.DownCause, n.Drained, n.StoreID, n.Cursor, kinds,
-		n.Version, shsqlite.NullMicros(n.LastContact), shsqlite.Micros(n.UpdatedTS), string(lbls), n.DrainedBy, n.DrainReason)
+		n.Version, shsqlite.NullMicros(n.LastContact), shsqlite.Micros(n.UpdatedTS), lbls, n.DrainedBy, n.DrainReason,
+		held, n.Replaces)
 	return err
 }
 

@@ -155,3 +155,89 @@ func testPurgeKeepsChildrenOfOpenRuns(t *testing.T, db NewDB) {
 		return nil
 	})
 }
+
+// PurgeRuns deletes finished runs older than the cut whole (their
+// children, counts and approvals), oldest first in batches, never an open
+// run or a recent one; then the playbook versions no run refers to, but
+// for each playbook's newest.
+func testPurgeRuns(t *testing.T, db NewDB) {
+	s := setup(t, db)
+	finished := func(id string, state string, at time.Time, version int) *store.Run {
+		r := testRun(id, t0)
+		r.State, r.FinishedTS, r.Playbook, r.PlaybookVersion = state, &at, "pb", version
+		return r
+	}
+	old1 := finished(action.NewID(), store.RunDone, t0, 1)
+	old2 := finished(action.NewID(), store.RunAborted, t0.Add(time.Second), 1)
+	recent := finished(action.NewID(), store.RunFailed, t0.Add(2*time.Hour), 2)
+	open := testRun(action.NewID(), t0)
+	open.State = store.RunRunning
+	children := map[string]string{}
+	update(t, s, func(ctx context.Context, tx store.Tx) error {
+		for v := 1; v <= 4; v++ {
+			if err := tx.InsertPlaybook(ctx, &store.Playbook{Name: "pb", Version: v, Document: "x", Digest: "d", CreatedTS: t0}); err != nil {
+				return err
+			}
+		}
+		for _, run := range []*store.Run{old1, old2, recent, open} {
+			if err := tx.InsertRun(ctx, run); err != nil {
+				return err
+			}
+			r := record(action.NewID())
+			r.State, r.UpdatedTS, r.RunID, r.Stage = action.Done, t0, run.ID, "main"
+			if err := tx.InsertAction(ctx, r); err != nil {
+				return err
+			}
+			if err := tx.AppendHistory(ctx, r.ID, action.Transition{TS: t0, To: action.Done, Actor: "n1"}); err != nil {
+				return err
+			}
+			children[run.ID] = r.ID
+		}
+		return nil
+	})
+	before := t0.Add(time.Hour)
+	var first, second, third int
+	update(t, s, func(ctx context.Context, tx store.Tx) error {
+		var err error
+		if first, err = tx.PurgeRuns(ctx, before, 1); err != nil {
+			return err
+		}
+		if second, err = tx.PurgeRuns(ctx, before, 1); err != nil {
+			return err
+		}
+		third, err = tx.PurgeRuns(ctx, before, 1)
+		return err
+	})
+	if first != 1 || second != 1 || third != 0 {
+		t.Fatalf("purged %d, %d, %d runs, want 1, 1, 0", first, second, third)
+	}
+	read(t, s, func(ctx context.Context, r store.Reader) error {
+		for _, run := range []*store.Run{old1, old2} {
+			if _, err := r.Run(ctx, run.ID); err == nil {
+				t.Errorf("old finished run %s kept", run.ID)
+			}
+			if _, err := r.Action(ctx, children[run.ID]); err == nil {
+				t.Errorf("the child of purged run %s kept", run.ID)
+			}
+		}
+		for _, run := range []*store.Run{recent, open} {
+			if _, err := r.Run(ctx, run.ID); err != nil {
+				t.Errorf("run %s (%s): %v", run.ID, run.State, err)
+			}
+			if _, err := r.Action(ctx, children[run.ID]); err != nil {
+				t.Errorf("the child of kept run %s: %v", run.ID, err)
+			}
+		}
+		// Version 1 only the purged runs named goes; 2 (a kept run's) and
+		// 4 (the newest) stay; 3, named by none, goes.
+		vs, err := r.PlaybookVersions(ctx, "pb")
+		var got []int
+		for _, v := range vs {
+			got = append(got, v.Version)
+		}
+		if err != nil || len(got) != 2 || got[0] != 2 || got[1] != 4 {
+			t.Errorf("playbook versions left %v, %v; want 2 and 4", got, err)
+		}
+		return nil
+	})
+}

@@ -74,6 +74,7 @@ func Run(t *testing.T, db NewDB) {
 		{"ClusterLabelsAndScopedLists", testClusterLabelsAndScopedLists},
 		{"Purge", testPurge},
 		{"PurgeKeepsChildrenOfOpenRuns", testPurgeKeepsChildrenOfOpenRuns},
+		{"PurgeRuns", testPurgeRuns},
 		{"EventsSequenceAndSubscribe", testEventsSequenceAndSubscribe},
 		{"EventsAreNumberedInCommitOrder", testEventsAreNumberedInCommitOrder},
 		{"EventSequenceSurvivesReopen", testEventSequenceSurvivesReopen},
@@ -156,8 +157,9 @@ func testClusterAndNodeRoundTrip(t *testing.T, db NewDB) {
 	n := store.Node{ClusterID: "c1", ID: "n1", Addr: "10.0.0.1:7420", Source: store.SourceGossip,
 		Status: store.NodeDown, StatusReason: "left", DownCause: store.CauseLeft, Drained: true, DrainedBy: "alice", DrainReason: "disk swap", StoreID: "sid", Cursor: 42,
 		Kinds: []string{"a/b", "c/d"}, Version: "1.2.3", LastContact: &contact, UpdatedTS: t0,
-		Secrets:     []string{"api-token", "db-password"},
-		Labels:      map[string]string{"role": "replica", "zone": "eu-1"},
+		Secrets:    []string{"api-token", "db-password"},
+		Labels:     map[string]string{"role": "replica", "zone": "eu-1"},
+		CoreLabels: map[string]string{"zone": "eu-1"}, Replaces: "n0",
 		ArgsSchemas: map[string]json.RawMessage{"c/d": json.RawMessage(`{"properties":{"a b":{"type":"string"}},"required":["a b"]}`)}}
 	n2 := store.Node{ClusterID: "c1", ID: "n2", Addr: "x:1", Source: store.SourceStatic, Status: store.NodeUnknown, UpdatedTS: t0}
 	update(t, s, func(ctx context.Context, tx store.Tx) error {
@@ -203,6 +205,7 @@ func testClusterAndNodeRoundTrip(t *testing.T, db NewDB) {
 	// Put replaces (labels too).
 	n.Cursor, n.Status, n.LastContact = 43, store.NodeUp, nil
 	n.Labels = map[string]string{"role": "primary"}
+	n.CoreLabels, n.Replaces = nil, ""
 	c.Status = store.ClusterHealthy
 	update(t, s, func(ctx context.Context, tx store.Tx) error {
 		if err := tx.PutCluster(ctx, &c); err != nil {
