@@ -1,7 +1,8 @@
 // Command waitflood holds blocking reads of an agent's changes over its Unix
 // socket, as one local user could: it opens N connections, sends each a GET
-// /api/v1/actions?wait=30s, and prints, a second later, how many are held
-// (no answer yet), answered and closed by the agent, and keeps every
+// /api/v1/actions?wait=30s, and prints, ten seconds later, how many are held
+// (no answer yet: a wait of 30 s the agent holds), answered and closed by
+// the agent, and keeps every
 // connection open until its standard input closes. The end-to-end tests run
 // it as another user.
 package main
@@ -44,7 +45,10 @@ func main() {
 		go func() {
 			defer wg.Done()
 			_, _ = io.WriteString(c, "GET /api/v1/actions?since=0&wait=30s HTTP/1.1\r\nHost: agent\r\n\r\n")
-			_ = c.SetReadDeadline(time.Now().Add(time.Second))
+			// Well under the wait's 30 s, and long enough for a busy agent
+			// to answer or close every connection over its caps: a
+			// connection still silent then is a wait the agent holds.
+			_ = c.SetReadDeadline(time.Now().Add(10 * time.Second))
 			_, err := bufio.NewReader(c).ReadString('\n')
 			var ne net.Error
 			switch {
