@@ -146,3 +146,112 @@ func TestDetachedOutputIsRedactedByTheNextAgent(t *testing.T) {
 		t.Fatalf("%+v, output:\n%s", res, x.Output())
 	}
 }
+
+// detachedFiles makes an action's directory with the given files.
+func detachedFiles(t *testing.T, stateDir, id string, files map[string]string) string {
+	t.Helper()
+	d := filepath.Join(stateDir, DetachedDir, id)
+	if err := os.MkdirAll(d, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	for name, body := range files {
+		if err := os.WriteFile(filepath.Join(d, name), []byte(body), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return d
+}
+
+// The record, with the secrets its args reference resolved, is removed
+// whenever the launch fails: systemd-run missing, or exiting non-zero with
+// the unit not running.
+func TestDetachedLaunchFailureRemovesTheRecord(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	systemctl := filepath.Join(dir, "systemctl")
+	if err := os.WriteFile(systemctl, []byte("#!/bin/sh\necho inactive\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	for name, sdrun := range map[string]string{"missing": filepath.Join(dir, "nothing"), "fails": "/bin/false"} {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			state := t.TempDir()
+			r, err := NewRegistry([]External{{Kind: "example.com/up", Run: []string{"/bin/true"}, Privileges: ProfileRoot, RestartsAgent: true}},
+				Env{StateDir: state, SystemdRun: sdrun, Systemctl: systemctl, Secrets: func(string) (string, error) { return "hunter2", nil }})
+			if err != nil {
+				t.Fatal(err)
+			}
+			h, _ := r.Get("example.com/up")
+			a := &action.Action{ID: action.NewID(), Kind: "example.com/up", Args: json.RawMessage(`{"token":"{{ secret \"tok\" }}"}`)}
+			res := drive(t, context.Background(), h, NewExec(a, false))
+			if res.Status != Failed {
+				t.Fatalf("%+v, want failed", res)
+			}
+			if exists(filepath.Join(state, DetachedDir, a.ID, detachedRecord)) {
+				t.Fatal("the record (secrets resolved) is left on disk after a failed launch")
+			}
+		})
+	}
+}
+
+// The agent that reads the status removes the record the wrapper did not
+// (it never started, or stopped before its rm).
+func TestDetachedResultRemovesTheRecord(t *testing.T) {
+	t.Parallel()
+	state := t.TempDir()
+	id := action.NewID()
+	d := detachedFiles(t, state, id, map[string]string{detachedLaunched: "", detachedRecord: `{"args":{"token":"hunter2"}}`, detachedStatus: "1\n"})
+	r, err := NewRegistry([]External{{Kind: "example.com/up", Run: []string{"/bin/true"}, Privileges: ProfileRoot, RestartsAgent: true}}, Env{StateDir: state})
+	if err != nil {
+		t.Fatal(err)
+	}
+	h, _ := r.Get("example.com/up")
+	a := &action.Action{ID: id, Kind: "example.com/up", Args: json.RawMessage(`{}`)}
+	a.Progress, _ = json.Marshal(extProgress{Phase: phaseRunning})
+	if res := drive(t, context.Background(), h, NewExec(a, true)); res.Status != Failed {
+		t.Fatalf("%+v, want failed (status 1)", res)
+	}
+	if exists(filepath.Join(d, detachedRecord)) {
+		t.Fatal("the record is left after the status was read")
+	}
+}
+
+// CleanDetached removes the record of every action whose command is not
+// running: ended (a status) or never launched.
+func TestCleanDetachedRemovesRecordsOfActionsNotRunning(t *testing.T) {
+	t.Parallel()
+	state := t.TempDir()
+	ended := detachedFiles(t, state, "ended", map[string]string{detachedLaunched: "", detachedRecord: "{}", detachedStatus: "0\n"})
+	pending := detachedFiles(t, state, "pending", map[string]string{detachedPending: "", detachedRecord: "{}"})
+	running := detachedFiles(t, state, "running", map[string]string{detachedLaunched: "", detachedRecord: "{}"})
+	if err := CleanDetached(state, func(string) bool { return false }); err != nil {
+		t.Fatal(err)
+	}
+	if exists(filepath.Join(ended, detachedRecord)) || exists(filepath.Join(pending, detachedRecord)) {
+		t.Fatal("a record left for an action not running")
+	}
+	if !exists(filepath.Join(running, detachedRecord)) || !exists(filepath.Join(ended, detachedStatus)) {
+		t.Fatal("removed the record of a launch in flight, or more than the record")
+	}
+}
+
+// When the next agent cannot read a secret the args reference, it cannot
+// redact the output: it withholds it, and says why.
+func TestDetachedOutputIsWithheldWhenASecretCannotBeRead(t *testing.T) {
+	t.Parallel()
+	state := t.TempDir()
+	id := action.NewID()
+	detachedFiles(t, state, id, map[string]string{detachedLaunched: "", detachedOutput: "token is hunter2\n", detachedStatus: "0\n"})
+	r, err := NewRegistry([]External{{Kind: "example.com/up", Run: []string{"/bin/true"}, Privileges: ProfileRoot, RestartsAgent: true}}, Env{StateDir: state})
+	if err != nil {
+		t.Fatal(err)
+	}
+	h, _ := r.Get("example.com/up")
+	a := &action.Action{ID: id, Kind: "example.com/up", Args: json.RawMessage(`{"token":"{{ secret \"tok\" }}"}`)}
+	a.Progress, _ = json.Marshal(extProgress{Phase: phaseRunning})
+	x := NewExec(a, true)
+	res := drive(t, context.Background(), h, x)
+	if res.Status != Done || strings.Contains(x.Output(), "hunter2") || !strings.Contains(x.Output(), "withheld") {
+		t.Fatalf("%+v, output:\n%s", res, x.Output())
+	}
+}

@@ -18,14 +18,14 @@ import (
 // a command line).
 func TestUnitArgvCarriesTheProfileAndNoValues(t *testing.T) {
 	t.Parallel()
-	argv := unitArgv("/usr/bin/systemd-run", UnitName("a1"), Profiles[ProfilePackageManager],
+	argv := unitArgv("/usr/bin/systemd-run", UnitName("a1"), Profiles[ProfilePackageManager], []string{"TimeoutStopSec=10000ms"},
 		envNames([]string{"PATH=/usr/bin", "TOKEN=s3cret"}), []string{"/usr/bin/apt-get", "install", "-y", "x"}, true)
 	line := strings.Join(argv, "\n")
 	for _, want := range []string{
 		"--unit=muster-action-a1.service", "--wait", "--pipe", "--collect",
 		"--property=CapabilityBoundingSet=CAP_CHOWN CAP_DAC_OVERRIDE CAP_FOWNER CAP_FSETID CAP_SETFCAP CAP_SETUID CAP_SETGID CAP_KILL",
 		"--property=ReadWritePaths=/usr /etc -/opt -/boot /var /run",
-		"--property=ProtectSystem=strict", "--setenv=PATH", "--setenv=TOKEN",
+		"--property=ProtectSystem=strict", "--property=TimeoutStopSec=10000ms", "--setenv=PATH", "--setenv=TOKEN",
 	} {
 		if !slices.Contains(argv, want) {
 			t.Errorf("no %q in\n%s", want, line)
@@ -38,7 +38,7 @@ func TestUnitArgvCarriesTheProfileAndNoValues(t *testing.T) {
 		t.Fatalf("the command is not after --:\n%s", line)
 	}
 	// Without wait (restarts_agent): no --wait, no --pipe.
-	argv = unitArgv("/usr/bin/systemd-run", UnitName("a1"), Profiles[ProfileRoot], nil, []string{"/bin/true"}, false)
+	argv = unitArgv("/usr/bin/systemd-run", UnitName("a1"), Profiles[ProfileRoot], nil, nil, []string{"/bin/true"}, false)
 	if slices.Contains(argv, "--wait") || slices.Contains(argv, "--pipe") {
 		t.Fatalf("detached with --wait or --pipe: %q", argv)
 	}
