@@ -255,3 +255,81 @@ func TestDetachedOutputIsWithheldWhenASecretCannotBeRead(t *testing.T) {
 		t.Fatalf("%+v, output:\n%s", res, x.Output())
 	}
 }
+
+// systemd-run may fail with the unit started all the same: while systemctl
+// says the unit is active, the agent waits for its status.
+func TestDetachedWaitsWhenSystemdRunFailsButTheUnitRuns(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	sdrun := filepath.Join(dir, "systemd-run")
+	if err := os.WriteFile(sdrun, []byte("#!/bin/sh\nwhile [ \"$1\" != -- ]; do shift; done; shift\nsetsid \"$@\" </dev/null >/dev/null 2>&1 &\nexit 1\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	systemctl := filepath.Join(dir, "systemctl")
+	if err := os.WriteFile(systemctl, []byte("#!/bin/sh\necho \"$*\" >> \"$0.log\"\necho active\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	// The command outlives systemd-run's exit by far.
+	cmd := script(t, `sleep 1; echo upgraded`)
+	state := filepath.Join(dir, "state")
+	r, err := NewRegistry([]External{{Kind: "example.com/up", Run: []string{"/bin/sh", cmd}, Privileges: ProfileRoot, RestartsAgent: true}},
+		Env{StateDir: state, SystemdRun: sdrun, Systemctl: systemctl})
+	if err != nil {
+		t.Fatal(err)
+	}
+	h, _ := r.Get("example.com/up")
+	x := NewExec(&action.Action{ID: action.NewID(), Kind: "example.com/up", Args: json.RawMessage(`{}`)}, false)
+	res := drive(t, context.Background(), h, x)
+	if res.Status != Done || !strings.Contains(x.Output(), "upgraded") {
+		t.Fatalf("%+v, output:\n%s", res, x.Output())
+	}
+	b, _ := os.ReadFile(systemctl + ".log")
+	if !strings.Contains(string(b), "show -p ActiveState --value -- "+UnitName(x.Action.ID)) {
+		t.Fatalf("systemctl calls %q: the unit's state was not asked", b)
+	}
+}
+
+// Of two claims of one launch marker, one only succeeds, even when a
+// second pending marker was written after the first claim.
+func TestDetachedClaimSucceedsOnce(t *testing.T) {
+	t.Parallel()
+	d := detachedFiles(t, t.TempDir(), "a", map[string]string{detachedPending: ""})
+	if err := claimLaunch(d); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(d, detachedPending), nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := claimLaunch(d); err == nil {
+		t.Fatal("claimed twice")
+	}
+}
+
+// The unit of a restarts_agent kind may write its action's directory
+// (which the profile's writable paths may not include), and is stopped
+// within kill_grace.
+func TestDetachedUnitMayWriteItsDirectory(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	sdrun := filepath.Join(dir, "systemd-run")
+	if err := os.WriteFile(sdrun, []byte("#!/bin/sh\necho \"$*\" > \"$0.args\"\nwhile [ \"$1\" != -- ]; do shift; done; shift\nsetsid \"$@\" </dev/null >/dev/null 2>&1 &\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	state := filepath.Join(dir, "state")
+	r, err := NewRegistry([]External{{Kind: "example.com/up", Run: []string{"/bin/true"}, Privileges: ProfilePackageManager, RestartsAgent: true}},
+		Env{StateDir: state, SystemdRun: sdrun, Systemctl: "/bin/true", Grace: 2 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	h, _ := r.Get("example.com/up")
+	x := NewExec(&action.Action{ID: action.NewID(), Kind: "example.com/up", Args: json.RawMessage(`{}`)}, false)
+	if res := drive(t, context.Background(), h, x); res.Status != Done {
+		t.Fatalf("%+v, output:\n%s", res, x.Output())
+	}
+	b, _ := os.ReadFile(sdrun + ".args")
+	for _, want := range []string{"--property=ReadWritePaths=" + filepath.Join(state, DetachedDir, x.Action.ID) + " ", "--property=TimeoutStopSec=2000ms "} {
+		if !strings.Contains(string(b), want) {
+			t.Errorf("no %q in %s", want, b)
+		}
+	}
+}
