@@ -333,3 +333,49 @@ func TestDetachedUnitMayWriteItsDirectory(t *testing.T) {
 		}
 	}
 }
+
+// A cancelled restarts_agent action is over once its unit is stopped; its
+// record is gone by then.
+func TestCancelledDetachedActionEndsOnceItsUnitIsStopped(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	pid, ended := filepath.Join(dir, "pid"), filepath.Join(dir, "ended")
+	sdrun := filepath.Join(dir, "systemd-run")
+	if err := os.WriteFile(sdrun, []byte("#!/bin/sh\nwhile [ \"$1\" != -- ]; do shift; done; shift\nsetsid \"$@\" </dev/null >/dev/null 2>&1 &\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	systemctl := filepath.Join(dir, "systemctl")
+	if err := os.WriteFile(systemctl, []byte("#!/bin/sh\nkill -TERM $(cat "+pid+")\ncase \"$*\" in *--no-block*) exit 0;; esac\nwhile [ ! -e "+ended+" ]; do sleep 0.05; done\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	cmd := script(t, "trap 'sleep 0.5; touch "+ended+"; exit 1' TERM\necho $$ > "+pid+".tmp; mv "+pid+".tmp "+pid+"\nwhile :; do sleep 0.05; done")
+	state := filepath.Join(dir, "state")
+	r, err := NewRegistry([]External{{Kind: "example.com/up", Run: []string{"/bin/sh", cmd}, Privileges: ProfileRoot, RestartsAgent: true}},
+		Env{StateDir: state, SystemdRun: sdrun, Systemctl: systemctl, Secrets: func(string) (string, error) { return "hunter2", nil }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	h, _ := r.Get("example.com/up")
+	a := &action.Action{ID: action.NewID(), Kind: "example.com/up", Args: json.RawMessage(`{"token":"{{ secret \"tok\" }}"}`)}
+	x := NewExec(a, false)
+	ctx, cancel := context.WithCancel(context.Background())
+	deadline := time.Now().Add(10 * time.Second)
+	res := h.Step(ctx, x)
+	for res.Status == Running && time.Now().Before(deadline) {
+		if exists(pid) {
+			cancel()
+		}
+		time.Sleep(min(res.After, 20*time.Millisecond))
+		res = h.Step(ctx, x)
+	}
+	cancel()
+	if res.Status != Stopped && res.Status != Failed {
+		t.Fatalf("%+v, want stopped (or failed by its own exit status)", res)
+	}
+	if !exists(ended) {
+		t.Fatal("reported over while the unit's command still ran")
+	}
+	if exists(filepath.Join(state, DetachedDir, a.ID, detachedRecord)) {
+		t.Fatal("the record is left after the action ended")
+	}
+}
