@@ -43,7 +43,7 @@ while [ $# -gt 0 ]; do
 	--wait) wait=1 ;;
 	--setenv=*) names+=("${1#--setenv=}") ;;
 	--property=CapabilityBoundingSet=*) caps="${1#--property=CapabilityBoundingSet=}" ;;
-	--property=ReadWritePaths=*) rw="${1#--property=ReadWritePaths=}" ;;
+	--property=ReadWritePaths=*) rw="$rw ${1#--property=ReadWritePaths=}" ;; # systemd adds up its assignments
 	--property=ProtectSystem=strict) strict=1 ;;
 	--property=NoNewPrivileges=yes) nnp=--no-new-privs ;;
 	--property=UMask=*) umask_="${1#--property=UMask=}" ;;
@@ -329,7 +329,7 @@ func TestPrivilegedKindStreamsOutputAndCancelStopsItsUnit(t *testing.T) {
 	if got.State != action.Cancelled {
 		t.Fatalf("%s (%s)", got.State, got.StateReason)
 	}
-	if stops := lines(systemctl + ".log"); len(stops) != 1 || stops[0] != "stop --no-block -- muster-action-"+rec.ID+".service" {
+	if stops := lines(systemctl + ".log"); len(stops) != 1 || stops[0] != "stop -- muster-action-"+rec.ID+".service" {
 		t.Fatalf("systemctl calls %q, want one stop of the action's unit", stops)
 	}
 }

@@ -24,8 +24,10 @@ import (
 // next reads them and finishes the action.
 //
 // At most once: the agent commits the phase "launching" first, then writes
-// the marker "pending" (atomically, by rename) and, to launch, renames it to
-// "launched": only the one rename that succeeds may launch, and an agent
+// the marker "pending" (atomically, by rename) and, to launch, links it to
+// "launched" (a link fails when "launched" exists) and syncs the directory
+// before it starts systemd-run: only the one claim that succeeds may
+// launch, whatever the queue's phase says, and an agent
 // that finds "launched" never launches again, whatever happened after it
 // (the command may have started or not): it waits for the status file, up to
 // the action's deadline.
@@ -38,7 +40,7 @@ const DetachedDir = "detached"
 const (
 	detachedRecord   = "record.json" // the record on the command's stdin; removed once opened
 	detachedPending  = "pending"     // the launch marker, before the launch
-	detachedLaunched = "launched"    // the launch marker, renamed: it was (or may have been) launched
+	detachedLaunched = "launched"    // the launch marker, claimed: it was (or may have been) launched
 	detachedOutput   = "output"      // stdout and stderr of the command
 	detachedStatus   = "status"      // its exit status, written last (by rename)
 )
@@ -67,17 +69,30 @@ func (h *externalHandler) detachedStep(x *Exec, st *extState, p extProgress, sto
 	launched := exists(filepath.Join(dir, detachedLaunched))
 	if stop {
 		// Cancelled or past its deadline: stop the unit if it was
-		// launched; the command's own end, if it came first, decides.
+		// launched, and report the end only once it is stopped; the
+		// command's own end, if it came first, decides.
 		if res, ok := h.detachedResult(x, dir); ok {
 			return res
 		}
 		if launched {
-			stopUnit(h.systemctl(), UnitName(x.Action.ID))
+			if st.unitStopped == nil {
+				st.unitStopped = stopUnitAsync(h.systemctl(), UnitName(x.Action.ID), h.grace())
+			}
+			select {
+			case <-st.unitStopped:
+			default:
+				return Result{Status: Running, After: detachedPoll}
+			}
+			if res, ok := h.detachedResult(x, dir); ok {
+				return res
+			}
 		}
+		removeRecord(dir)
 		return Result{Status: Stopped}
 	}
 	if p.Phase == phaseLaunching && !launched {
 		if err := h.launchDetached(x, st, dir); err != nil {
+			removeRecord(dir)
 			x.Printf("muster: %v", err)
 			return Result{Status: Failed, Message: err.Error()}
 		}
@@ -92,25 +107,35 @@ func (h *externalHandler) detachedStep(x *Exec, st *extState, p extProgress, sto
 		return res
 	}
 	if st.proc != nil && st.proc.exited() {
-		// systemd-run returns once the unit has started; a failure means
-		// it never did.
 		code, err := st.proc.result()
 		st.proc = nil
 		if err != nil || code != 0 {
+			// systemd-run failed; the unit may have started all the
+			// same (its reply lost, systemd-run killed): while systemd
+			// says it runs, wait for its status.
+			if state := unitState(h.systemctl(), UnitName(x.Action.ID)); unitRunning(state) {
+				x.Printf("muster: systemd-run failed (%s) but the unit is %s: waiting for its result", exitMessage("launch", code, err), state)
+				return Result{Status: Running, After: detachedPoll}
+			}
 			if res, ok := h.detachedResult(x, dir); ok {
 				return res
 			}
+			removeRecord(dir)
 			return Result{Status: Failed, Message: exitMessage("launch (systemd-run)", code, err)}
 		}
 	}
 	return Result{Status: Running, After: detachedPoll}
 }
 
-// launchDetached writes the record and the marker, claims the marker by
-// rename and starts systemd-run.
+// launchDetached writes the record and the marker, claims the marker and
+// starts systemd-run.
 func (h *externalHandler) launchDetached(x *Exec, st *extState, dir string) error {
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return fmt.Errorf("detached: %v", err)
+	}
+	if strings.ContainsAny(dir, " \t\n\"'\\") {
+		// ReadWritePaths= splits on spaces and unquotes.
+		return fmt.Errorf("detached: data_dir %q holds a space, quote or backslash, which a unit's ReadWritePaths cannot name", h.env.StateDir)
 	}
 	rec := x.Action
 	read := h.env.Secrets
@@ -137,13 +162,16 @@ func (h *externalHandler) launchDetached(x *Exec, st *extState, dir string) erro
 		}
 	}
 	// The one point of no return: from here on, no agent launches it again.
-	if err := os.Rename(pending, filepath.Join(dir, detachedLaunched)); err != nil {
-		return fmt.Errorf("detached: claim the launch marker: %v", err)
+	if err := claimLaunch(dir); err != nil {
+		return err
 	}
 	prof := Profiles[h.spec.Privileges]
 	env := commandEnv(x, h.env, h.spec.Env)
 	argv := append([]string{"/bin/sh", "-c", detachedWrapper, dir}, h.spec.Run...)
-	argv = unitArgv(h.systemdRun(), UnitName(x.Action.ID), prof, envNames(env), argv, false)
+	// The wrapper writes the output and the status into dir, which the
+	// profile's writable paths may not include.
+	props := append(h.unitProps(), "ReadWritePaths="+dir)
+	argv = unitArgv(h.systemdRun(), UnitName(x.Action.ID), prof, props, envNames(env), argv, false)
 	x.Printf("muster: launching the command apart from the agent (unit %s): its result is recorded when it ends, by this agent or the next", UnitName(x.Action.ID))
 	proc, err := startProcess(argv, &rec, x, h.env, h.spec.Env, nil, x)
 	if err != nil {
@@ -151,6 +179,31 @@ func (h *externalHandler) launchDetached(x *Exec, st *extState, dir string) erro
 	}
 	st.proc = proc
 	return nil
+}
+
+// claimLaunch turns the marker pending into launched: a link, which fails
+// when launched exists (so that of two claims, one only succeeds, whatever
+// the queue says), then synced to disk with the directory before anything
+// is launched, so that a crash after the launch never forgets it.
+func claimLaunch(dir string) error {
+	pending, launched := filepath.Join(dir, detachedPending), filepath.Join(dir, detachedLaunched)
+	if err := os.Link(pending, launched); err != nil {
+		return fmt.Errorf("detached: claim the launch marker: %v", err)
+	}
+	if err := os.Remove(pending); err != nil {
+		return fmt.Errorf("detached: claim the launch marker: %v", err)
+	}
+	if err := syncDir(dir); err != nil {
+		return fmt.Errorf("detached: claim the launch marker: %v", err)
+	}
+	return nil
+}
+
+// removeRecord removes the record, which holds the args with their secrets
+// resolved: once the command has read it, or will never read it.
+func removeRecord(dir string) {
+	_ = os.Remove(filepath.Join(dir, detachedRecord))
+	_ = os.Remove(filepath.Join(dir, detachedRecord+".tmp"))
 }
 
 // detachedResult reads the status file: ok false while there is none.
@@ -165,10 +218,13 @@ func (h *externalHandler) detachedResult(x *Exec, dir string) (Result, bool) {
 	if read == nil {
 		read = noSecrets
 	}
-	if _, red, err := secret.Resolve(x.Action.Args, read); err == nil {
+	removeRecord(dir)
+	_, red, rerr := secret.Resolve(x.Action.Args, read)
+	if rerr != nil {
+		// Unredacted, the output could show a secret's value.
+		x.Printf("muster: the command's output is withheld: it cannot be redacted, as a secret its args reference cannot be read here (%v)", rerr)
+	} else if f, err := os.Open(filepath.Join(dir, detachedOutput)); err == nil {
 		x.addRedactor(red)
-	}
-	if f, err := os.Open(filepath.Join(dir, detachedOutput)); err == nil {
 		if fi, err := f.Stat(); err == nil && fi.Size() > action.MaxOutput {
 			_, _ = f.Seek(fi.Size()-action.MaxOutput, io.SeekStart)
 		}
@@ -186,7 +242,8 @@ func (h *externalHandler) detachedResult(x *Exec, dir string) (Result, bool) {
 }
 
 // CleanDetached removes the directories of detached actions that final
-// says are over (or unknown).
+// says are over (or unknown), and the record of every other action whose
+// command is not running: ended (its status is there) or never launched.
 func CleanDetached(stateDir string, final func(id string) bool) error {
 	root := filepath.Join(stateDir, DetachedDir)
 	ents, err := os.ReadDir(root)
@@ -197,22 +254,52 @@ func CleanDetached(stateDir string, final func(id string) bool) error {
 		return err
 	}
 	for _, e := range ents {
-		if e.IsDir() && final(e.Name()) {
-			if err := os.RemoveAll(filepath.Join(root, e.Name())); err != nil {
+		if !e.IsDir() {
+			continue
+		}
+		dir := filepath.Join(root, e.Name())
+		if final(e.Name()) {
+			if err := os.RemoveAll(dir); err != nil {
 				return err
 			}
+			continue
+		}
+		if exists(filepath.Join(dir, detachedStatus)) || !exists(filepath.Join(dir, detachedLaunched)) {
+			removeRecord(dir)
 		}
 	}
 	return nil
 }
 
-// writeAtomic writes b to path by way of a temporary file and a rename.
+// writeAtomic writes b to path by way of a temporary file, synced, and a
+// rename.
 func writeAtomic(path string, b []byte) error {
 	tmp := path + ".tmp"
-	if err := os.WriteFile(tmp, b, 0o600); err != nil {
+	f, err := os.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o600)
+	if err != nil {
+		return err
+	}
+	_, err = f.Write(b)
+	if err == nil {
+		err = f.Sync()
+	}
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
 		return err
 	}
 	return os.Rename(tmp, path)
+}
+
+// syncDir makes dir's entries (names made, renamed, removed) durable.
+func syncDir(dir string) error {
+	f, err := os.Open(dir)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	return f.Sync()
 }
 
 func exists(path string) bool {

@@ -146,3 +146,236 @@ func TestDetachedOutputIsRedactedByTheNextAgent(t *testing.T) {
 		t.Fatalf("%+v, output:\n%s", res, x.Output())
 	}
 }
+
+// detachedFiles makes an action's directory with the given files.
+func detachedFiles(t *testing.T, stateDir, id string, files map[string]string) string {
+	t.Helper()
+	d := filepath.Join(stateDir, DetachedDir, id)
+	if err := os.MkdirAll(d, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	for name, body := range files {
+		if err := os.WriteFile(filepath.Join(d, name), []byte(body), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return d
+}
+
+// The record, with the secrets its args reference resolved, is removed
+// whenever the launch fails: systemd-run missing, or exiting non-zero with
+// the unit not running.
+func TestDetachedLaunchFailureRemovesTheRecord(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	systemctl := filepath.Join(dir, "systemctl")
+	if err := os.WriteFile(systemctl, []byte("#!/bin/sh\necho inactive\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	for name, sdrun := range map[string]string{"missing": filepath.Join(dir, "nothing"), "fails": "/bin/false"} {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			state := t.TempDir()
+			r, err := NewRegistry([]External{{Kind: "example.com/up", Run: []string{"/bin/true"}, Privileges: ProfileRoot, RestartsAgent: true}},
+				Env{StateDir: state, SystemdRun: sdrun, Systemctl: systemctl, Secrets: func(string) (string, error) { return "hunter2", nil }})
+			if err != nil {
+				t.Fatal(err)
+			}
+			h, _ := r.Get("example.com/up")
+			a := &action.Action{ID: action.NewID(), Kind: "example.com/up", Args: json.RawMessage(`{"token":"{{ secret \"tok\" }}"}`)}
+			res := drive(t, context.Background(), h, NewExec(a, false))
+			if res.Status != Failed {
+				t.Fatalf("%+v, want failed", res)
+			}
+			if exists(filepath.Join(state, DetachedDir, a.ID, detachedRecord)) {
+				t.Fatal("the record (secrets resolved) is left on disk after a failed launch")
+			}
+		})
+	}
+}
+
+// The agent that reads the status removes the record the wrapper did not
+// (it never started, or stopped before its rm).
+func TestDetachedResultRemovesTheRecord(t *testing.T) {
+	t.Parallel()
+	state := t.TempDir()
+	id := action.NewID()
+	d := detachedFiles(t, state, id, map[string]string{detachedLaunched: "", detachedRecord: `{"args":{"token":"hunter2"}}`, detachedStatus: "1\n"})
+	r, err := NewRegistry([]External{{Kind: "example.com/up", Run: []string{"/bin/true"}, Privileges: ProfileRoot, RestartsAgent: true}}, Env{StateDir: state})
+	if err != nil {
+		t.Fatal(err)
+	}
+	h, _ := r.Get("example.com/up")
+	a := &action.Action{ID: id, Kind: "example.com/up", Args: json.RawMessage(`{}`)}
+	a.Progress, _ = json.Marshal(extProgress{Phase: phaseRunning})
+	if res := drive(t, context.Background(), h, NewExec(a, true)); res.Status != Failed {
+		t.Fatalf("%+v, want failed (status 1)", res)
+	}
+	if exists(filepath.Join(d, detachedRecord)) {
+		t.Fatal("the record is left after the status was read")
+	}
+}
+
+// CleanDetached removes the record of every action whose command is not
+// running: ended (a status) or never launched.
+func TestCleanDetachedRemovesRecordsOfActionsNotRunning(t *testing.T) {
+	t.Parallel()
+	state := t.TempDir()
+	ended := detachedFiles(t, state, "ended", map[string]string{detachedLaunched: "", detachedRecord: "{}", detachedStatus: "0\n"})
+	pending := detachedFiles(t, state, "pending", map[string]string{detachedPending: "", detachedRecord: "{}"})
+	running := detachedFiles(t, state, "running", map[string]string{detachedLaunched: "", detachedRecord: "{}"})
+	if err := CleanDetached(state, func(string) bool { return false }); err != nil {
+		t.Fatal(err)
+	}
+	if exists(filepath.Join(ended, detachedRecord)) || exists(filepath.Join(pending, detachedRecord)) {
+		t.Fatal("a record left for an action not running")
+	}
+	if !exists(filepath.Join(running, detachedRecord)) || !exists(filepath.Join(ended, detachedStatus)) {
+		t.Fatal("removed the record of a launch in flight, or more than the record")
+	}
+}
+
+// When the next agent cannot read a secret the args reference, it cannot
+// redact the output: it withholds it, and says why.
+func TestDetachedOutputIsWithheldWhenASecretCannotBeRead(t *testing.T) {
+	t.Parallel()
+	state := t.TempDir()
+	id := action.NewID()
+	detachedFiles(t, state, id, map[string]string{detachedLaunched: "", detachedOutput: "token is hunter2\n", detachedStatus: "0\n"})
+	r, err := NewRegistry([]External{{Kind: "example.com/up", Run: []string{"/bin/true"}, Privileges: ProfileRoot, RestartsAgent: true}}, Env{StateDir: state})
+	if err != nil {
+		t.Fatal(err)
+	}
+	h, _ := r.Get("example.com/up")
+	a := &action.Action{ID: id, Kind: "example.com/up", Args: json.RawMessage(`{"token":"{{ secret \"tok\" }}"}`)}
+	a.Progress, _ = json.Marshal(extProgress{Phase: phaseRunning})
+	x := NewExec(a, true)
+	res := drive(t, context.Background(), h, x)
+	if res.Status != Done || strings.Contains(x.Output(), "hunter2") || !strings.Contains(x.Output(), "withheld") {
+		t.Fatalf("%+v, output:\n%s", res, x.Output())
+	}
+}
+
+// systemd-run may fail with the unit started all the same: while systemctl
+// says the unit is active, the agent waits for its status.
+func TestDetachedWaitsWhenSystemdRunFailsButTheUnitRuns(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	sdrun := filepath.Join(dir, "systemd-run")
+	if err := os.WriteFile(sdrun, []byte("#!/bin/sh\nwhile [ \"$1\" != -- ]; do shift; done; shift\nsetsid \"$@\" </dev/null >/dev/null 2>&1 &\nexit 1\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	systemctl := filepath.Join(dir, "systemctl")
+	if err := os.WriteFile(systemctl, []byte("#!/bin/sh\necho \"$*\" >> \"$0.log\"\necho active\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	// The command outlives systemd-run's exit by far.
+	cmd := script(t, `sleep 1; echo upgraded`)
+	state := filepath.Join(dir, "state")
+	r, err := NewRegistry([]External{{Kind: "example.com/up", Run: []string{"/bin/sh", cmd}, Privileges: ProfileRoot, RestartsAgent: true}},
+		Env{StateDir: state, SystemdRun: sdrun, Systemctl: systemctl})
+	if err != nil {
+		t.Fatal(err)
+	}
+	h, _ := r.Get("example.com/up")
+	x := NewExec(&action.Action{ID: action.NewID(), Kind: "example.com/up", Args: json.RawMessage(`{}`)}, false)
+	res := drive(t, context.Background(), h, x)
+	if res.Status != Done || !strings.Contains(x.Output(), "upgraded") {
+		t.Fatalf("%+v, output:\n%s", res, x.Output())
+	}
+	b, _ := os.ReadFile(systemctl + ".log")
+	if !strings.Contains(string(b), "show -p ActiveState --value -- "+UnitName(x.Action.ID)) {
+		t.Fatalf("systemctl calls %q: the unit's state was not asked", b)
+	}
+}
+
+// Of two claims of one launch marker, one only succeeds, even when a
+// second pending marker was written after the first claim.
+func TestDetachedClaimSucceedsOnce(t *testing.T) {
+	t.Parallel()
+	d := detachedFiles(t, t.TempDir(), "a", map[string]string{detachedPending: ""})
+	if err := claimLaunch(d); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(d, detachedPending), nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := claimLaunch(d); err == nil {
+		t.Fatal("claimed twice")
+	}
+}
+
+// The unit of a restarts_agent kind may write its action's directory
+// (which the profile's writable paths may not include), and is stopped
+// within kill_grace.
+func TestDetachedUnitMayWriteItsDirectory(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	sdrun := filepath.Join(dir, "systemd-run")
+	if err := os.WriteFile(sdrun, []byte("#!/bin/sh\necho \"$*\" > \"$0.args\"\nwhile [ \"$1\" != -- ]; do shift; done; shift\nsetsid \"$@\" </dev/null >/dev/null 2>&1 &\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	state := filepath.Join(dir, "state")
+	r, err := NewRegistry([]External{{Kind: "example.com/up", Run: []string{"/bin/true"}, Privileges: ProfilePackageManager, RestartsAgent: true}},
+		Env{StateDir: state, SystemdRun: sdrun, Systemctl: "/bin/true", Grace: 2 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	h, _ := r.Get("example.com/up")
+	x := NewExec(&action.Action{ID: action.NewID(), Kind: "example.com/up", Args: json.RawMessage(`{}`)}, false)
+	if res := drive(t, context.Background(), h, x); res.Status != Done {
+		t.Fatalf("%+v, output:\n%s", res, x.Output())
+	}
+	b, _ := os.ReadFile(sdrun + ".args")
+	for _, want := range []string{"--property=ReadWritePaths=" + filepath.Join(state, DetachedDir, x.Action.ID) + " ", "--property=TimeoutStopSec=2000ms "} {
+		if !strings.Contains(string(b), want) {
+			t.Errorf("no %q in %s", want, b)
+		}
+	}
+}
+
+// A cancelled restarts_agent action is over once its unit is stopped; its
+// record is gone by then.
+func TestCancelledDetachedActionEndsOnceItsUnitIsStopped(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	pid, ended := filepath.Join(dir, "pid"), filepath.Join(dir, "ended")
+	sdrun := filepath.Join(dir, "systemd-run")
+	if err := os.WriteFile(sdrun, []byte("#!/bin/sh\nwhile [ \"$1\" != -- ]; do shift; done; shift\nsetsid \"$@\" </dev/null >/dev/null 2>&1 &\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	systemctl := filepath.Join(dir, "systemctl")
+	if err := os.WriteFile(systemctl, []byte("#!/bin/sh\nkill -TERM $(cat "+pid+")\ncase \"$*\" in *--no-block*) exit 0;; esac\nwhile [ ! -e "+ended+" ]; do sleep 0.05; done\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	cmd := script(t, "trap 'sleep 0.5; touch "+ended+"; exit 1' TERM\necho $$ > "+pid+".tmp; mv "+pid+".tmp "+pid+"\nwhile :; do sleep 0.05; done")
+	state := filepath.Join(dir, "state")
+	r, err := NewRegistry([]External{{Kind: "example.com/up", Run: []string{"/bin/sh", cmd}, Privileges: ProfileRoot, RestartsAgent: true}},
+		Env{StateDir: state, SystemdRun: sdrun, Systemctl: systemctl, Secrets: func(string) (string, error) { return "hunter2", nil }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	h, _ := r.Get("example.com/up")
+	a := &action.Action{ID: action.NewID(), Kind: "example.com/up", Args: json.RawMessage(`{"token":"{{ secret \"tok\" }}"}`)}
+	x := NewExec(a, false)
+	ctx, cancel := context.WithCancel(context.Background())
+	deadline := time.Now().Add(10 * time.Second)
+	res := h.Step(ctx, x)
+	for res.Status == Running && time.Now().Before(deadline) {
+		if exists(pid) {
+			cancel()
+		}
+		time.Sleep(min(res.After, 20*time.Millisecond))
+		res = h.Step(ctx, x)
+	}
+	cancel()
+	if res.Status != Stopped && res.Status != Failed {
+		t.Fatalf("%+v, want stopped (or failed by its own exit status)", res)
+	}
+	if !exists(ended) {
+		t.Fatal("reported over while the unit's command still ran")
+	}
+	if exists(filepath.Join(state, DetachedDir, a.ID, detachedRecord)) {
+		t.Fatal("the record is left after the action ended")
+	}
+}

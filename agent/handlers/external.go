@@ -207,6 +207,9 @@ type extState struct {
 	nextCheck time.Time
 	// noted: a resumed restarts_agent action said it waits for its result.
 	noted bool
+	// unitStopped, for a restarts_agent action being stopped, is closed
+	// once its unit is.
+	unitStopped <-chan struct{}
 }
 
 const pollEvery = 100 * time.Millisecond
@@ -261,7 +264,9 @@ func (h *externalHandler) step(ctx context.Context, x *Exec) Result {
 		// Cancelled or past the deadline, with a command still running
 		// (or none): stop it. A command that had exited before it was
 		// stopped is judged by its exit status, below.
-		if st != nil && st.proc != nil && !st.proc.exited() {
+		// A privileged command's unit is systemd's: it is over once the
+		// unit is stopped, not when systemd-run exits.
+		if st != nil && st.proc != nil && (!st.proc.exited() || !st.proc.unitStoppedOrNone()) {
 			st.proc.stop(h.grace())
 			return Result{Status: Running, After: pollEvery}
 		}
@@ -275,6 +280,11 @@ func (h *externalHandler) step(ctx context.Context, x *Exec) Result {
 	if st == nil {
 		st = &extState{}
 		x.State = st
+		if x.Resumed && p.Phase == phaseChecking && h.spec.Privileges != "" {
+			// The check's unit may outlive the agent too: stopped, so
+			// that the next check's unit, of the same name, can start.
+			stopUnitAndWait(h.systemctl(), unitFor(x.Action.ID, true))
+		}
 		if x.Resumed && (p.Phase == phaseLaunching || p.Phase == phaseRunning) {
 			if h.spec.Privileges != "" {
 				// The unit is systemd's, not the agent's child: it did
@@ -304,7 +314,7 @@ func (h *externalHandler) step(ctx context.Context, x *Exec) Result {
 			return Result{Status: Failed, Message: err.Error()}
 		}
 		st.outputs = f
-		proc, err := h.start(h.spec.Run, x, x, f)
+		proc, err := h.start(h.spec.Run, false, x, x, f)
 		if err != nil {
 			f.Close()
 			st.outputs = nil
@@ -350,7 +360,7 @@ func (h *externalHandler) check(x *Exec, st *extState, p extProgress) Result {
 			return Result{Status: Running, After: wait}
 		}
 		st.checkOut = &bytes.Buffer{}
-		proc, err := h.start(h.spec.Check, x, &cappedWriter{w: st.checkOut})
+		proc, err := h.start(h.spec.Check, true, x, &cappedWriter{w: st.checkOut})
 		if err != nil {
 			return Result{Status: Failed, Message: err.Error()}
 		}
@@ -533,6 +543,8 @@ type process struct {
 	// unit, for a privileged kind, is the transient unit that runs the
 	// command, stopped with systemctl when the command is.
 	unit, systemctl string
+	// unitStopped is closed once the stop of unit is over.
+	unitStopped <-chan struct{}
 	// ranOut: the command was seen exited before any stop signal, so its
 	// exit status decides its result whatever the context says.
 	ranOut bool
@@ -568,9 +580,10 @@ func commandEnv(x *Exec, env Env, extra []string) []string {
 
 // start starts one of the kind's commands, as its user when it names one.
 //
-// outputs, when not nil, is the file behind $MUSTER_OUTPUTS: the command
-// gets it as fd 3.
-func (h *externalHandler) start(argv []string, x *Exec, out interface{ Write([]byte) (int, error) }, outputs ...*os.File) (*process, error) {
+// isCheck says whether argv is the kind's check (its unit has a name of
+// its own). outputs, when not nil, is the file behind $MUSTER_OUTPUTS: the
+// command gets it as fd 3.
+func (h *externalHandler) start(argv []string, isCheck bool, x *Exec, out interface{ Write([]byte) (int, error) }, outputs ...*os.File) (*process, error) {
 	var cred *syscall.Credential
 	if h.spec.User != "" {
 		var err error
@@ -580,7 +593,6 @@ func (h *externalHandler) start(argv []string, x *Exec, out interface{ Write([]b
 	}
 	env := h.spec.Env
 	prof, privileged := Profiles[h.spec.Privileges]
-	isCheck := len(outputs) == 0 // run gets the outputs file, check none
 	if privileged {
 		// systemd-run passes on stdin, stdout and stderr, no other file:
 		// a privileged kind has no $MUSTER_OUTPUTS.
@@ -606,7 +618,7 @@ func (h *externalHandler) start(argv []string, x *Exec, out interface{ Write([]b
 	var unit string
 	if privileged {
 		unit = unitFor(x.Action.ID, isCheck)
-		argv = unitArgv(h.systemdRun(), unit, prof, envNames(commandEnv(x, h.env, env)), argv, true)
+		argv = unitArgv(h.systemdRun(), unit, prof, h.unitProps(), envNames(commandEnv(x, h.env, env)), argv, true)
 	}
 	p, err := startProcess(argv, &rec, x, h.env, env, cred, out, outputs...)
 	if p != nil && unit != "" {
@@ -698,10 +710,27 @@ func (p *process) stop(grace time.Duration) {
 		p.termAt = time.Now()
 		signalGroup(pgid, syscall.SIGTERM)
 		if p.unit != "" {
-			stopUnit(p.systemctl, p.unit)
+			p.unitStopped = stopUnitAsync(p.systemctl, p.unit, grace)
 		}
 	case !p.killed && time.Since(p.termAt) >= grace:
 		p.killed = true
 		signalGroup(pgid, syscall.SIGKILL)
+	}
+}
+
+// unitStoppedOrNone reports whether the process has no unit, or its unit's
+// stop is over.
+func (p *process) unitStoppedOrNone() bool {
+	if p.unit == "" {
+		return true
+	}
+	if p.unitStopped == nil {
+		return false
+	}
+	select {
+	case <-p.unitStopped:
+		return true
+	default:
+		return false
 	}
 }

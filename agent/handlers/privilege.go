@@ -2,6 +2,7 @@ package handlers
 
 import (
 	"context"
+	"fmt"
 	"os/exec"
 	"slices"
 	"strings"
@@ -116,13 +117,14 @@ func UnitName(actionID string) string {
 // stdout and stderr to it (--pipe) and exits with its status; without,
 // it returns once the unit has started, and the command lives on apart
 // from the agent (restarts_agent kinds).
-func unitArgv(systemdRun, unit string, p Profile, env, argv []string, wait bool) []string {
+// props are properties added to the profile's.
+func unitArgv(systemdRun, unit string, p Profile, props, env, argv []string, wait bool) []string {
 	out := []string{systemdRun, "--unit=" + unit, "--collect", "--quiet",
 		"--description=muster action " + strings.TrimSuffix(unit, ".service")}
 	if wait {
 		out = append(out, "--wait", "--pipe")
 	}
-	for _, prop := range p.properties() {
+	for _, prop := range append(p.properties(), props...) {
 		out = append(out, "--property="+prop)
 	}
 	for _, kv := range env {
@@ -173,6 +175,13 @@ func envNames(env []string) []string {
 	return out
 }
 
+// unitProps are the properties of every unit of the kind's: stop gives its
+// processes kill_grace between SIGTERM and SIGKILL, as the agent gives its
+// children.
+func (h *externalHandler) unitProps() []string {
+	return []string{fmt.Sprintf("TimeoutStopSec=%dms", h.grace().Milliseconds())}
+}
+
 func (h *externalHandler) systemdRun() string {
 	if h.env.SystemdRun != "" {
 		return h.env.SystemdRun
@@ -193,23 +202,53 @@ const (
 	DefaultSystemctl  = "/usr/bin/systemctl"
 )
 
-// stopUnit asks systemd to stop unit (SIGTERM to all its processes, SIGKILL
-// after its TimeoutStopSec): systemd-run, signalled, only stops waiting. It
-// does not wait for the stop; the runner sees systemd-run exit.
-func stopUnit(systemctl, unit string) {
-	cmd := exec.Command(systemctl, "stop", "--no-block", "--", unit)
-	cmd.Env = []string{"PATH=/usr/sbin:/usr/bin:/sbin:/bin"}
-	if err := cmd.Start(); err == nil {
-		go func() { _ = cmd.Wait() }()
-	}
+// stopUnitAsync stops unit (SIGTERM to all its processes, SIGKILL after its
+// TimeoutStopSec; systemd-run, signalled, only stops waiting) and closes the
+// channel it returns once the stop is over.
+func stopUnitAsync(systemctl, unit string, grace time.Duration) <-chan struct{} {
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		stopUnitWithin(systemctl, unit, grace+time.Minute)
+	}()
+	return done
 }
 
 // stopUnitAndWait stops unit and waits for it to be stopped (a unit that
 // no longer exists is stopped), for at most a minute.
 func stopUnitAndWait(systemctl, unit string) {
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	stopUnitWithin(systemctl, unit, time.Minute)
+}
+
+// stopUnitWithin runs systemctl stop, which returns once the unit is
+// stopped, for at most d.
+func stopUnitWithin(systemctl, unit string, d time.Duration) {
+	ctx, cancel := context.WithTimeout(context.Background(), d)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, systemctl, "stop", "--", unit)
 	cmd.Env = []string{"PATH=/usr/sbin:/usr/bin:/sbin:/bin"}
 	_ = cmd.Run()
+}
+
+// unitState is the unit's ActiveState as systemctl shows it ("inactive"
+// for a unit systemd does not know; "" when systemctl fails).
+func unitState(systemctl, unit string) string {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, systemctl, "show", "-p", "ActiveState", "--value", "--", unit)
+	cmd.Env = []string{"PATH=/usr/sbin:/usr/bin:/sbin:/bin"}
+	out, err := cmd.Output()
+	if err != nil {
+		return ""
+	}
+	return strings.TrimSpace(string(out))
+}
+
+// unitRunning reports whether a unit in state may still run its command.
+func unitRunning(state string) bool {
+	switch state {
+	case "active", "activating", "deactivating", "reloading", "refreshing":
+		return true
+	}
+	return false
 }
