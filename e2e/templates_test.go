@@ -31,7 +31,9 @@ func worstAcceptedRun(cluster string) []byte {
 // range; and while an operator posts the worst run the new limits accept, an
 // admin's write answers within 1 s and the core stays under 200 MB.
 func TestStepTemplatesCannotFreezeARealCore(t *testing.T) {
-	t.Parallel()
+	// Not parallel: it measures how fast an agent or the core answers under a
+	// flood, so it runs alone among the end-to-end tests (they run four at a
+	// time), as its bounds assume.
 	f := newFleet(t, 2, "")
 	post := func(token string, body []byte) (int, string, time.Duration) {
 		return f.post(token, "/api/v1/runs", body)
