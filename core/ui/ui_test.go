@@ -956,9 +956,9 @@ func TestActionPageShowsTheRunOfAChild(t *testing.T) {
 	}
 	b := e.browser().signIn("viewer")
 	_, _, body := b.get("/ui/actions/" + kid.ID)
-	want := `<a href="/ui/runs/` + runID + `"><code>` + runID[:8] + `</code></a> · stage &lt;i&gt;canary&lt;/i&gt; · wave 3`
-	if !strings.Contains(body, want) {
-		t.Fatalf("the child's page lacks %q:\n%s", want, body)
+	want := `<a href="/ui/runs/` + runID + `" class="id" title="` + runID + `"><code>` + runID[:8] + `</code></a>`
+	if !strings.Contains(body, want) || !strings.Contains(body, `data-copy="`+runID+`"`) || !strings.Contains(body, "· stage &lt;i&gt;canary&lt;/i&gt; · wave 3") {
+		t.Fatalf("the child's page lacks its run %q (whole on hover and copy), stage and wave:\n%s", want, body)
 	}
 	own := e.create("op", `{}`)
 	if _, _, body := b.get("/ui/actions/" + own.ID); strings.Contains(body, "<dt>Run</dt>") {
