@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"net/http"
 	"net/url"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -38,6 +39,40 @@ func (e *env) actionCount() int {
 		return err
 	})
 	return n
+}
+
+// TestNewActionFormTakesArgsUpToMaxArgs: args of up to action.MaxArgs
+// bytes of JSON, three times as long once URL-encoded, reach the form's
+// checks: accepted, or above MaxArgs refused with the field's own message,
+// not as an unreadable form.
+func TestNewActionFormTakesArgsUpToMaxArgs(t *testing.T) {
+	t.Parallel()
+	e := setup(t)
+	e.withSchema()
+	b := e.browser().signIn("op")
+	b.get("/ui/actions/new")
+	args := func(n int) string {
+		return `{"pad":[` + strings.Repeat("{},", n) + `{}],"seconds":1}`
+	}
+	form := url.Values{"csrf": {b.csrf}, "cluster": {"prod"}, "node": {"db-1"}, "kind": {schemaKind}, "args": {args(21000)}}
+	if n := len(form.Get("args")); n < 60<<10 || n > action.MaxArgs {
+		t.Fatalf("args of %d bytes, want about 60 KiB", n)
+	}
+	status, loc, body := b.post("/ui/actions/new", form)
+	if status != http.StatusSeeOther || !strings.HasPrefix(loc, "/ui/actions/") {
+		t.Fatalf("args of %d bytes (%d encoded): %d to %q, want the action created\n%s", len(form.Get("args")),
+			len(form.Encode()), status, loc, body)
+	}
+	before := e.actionCount()
+	form.Set("args", args(23000))
+	status, _, body = b.post("/ui/actions/new", form)
+	if status != http.StatusBadRequest || !strings.Contains(body, `id="na-args-error"`) ||
+		!strings.Contains(body, "longer than "+strconv.Itoa(action.MaxArgs)) {
+		t.Fatalf("args of %d bytes: %d, want a 400 saying so at the args field\n%s", len(form.Get("args")), status, body)
+	}
+	if e.actionCount() != before {
+		t.Fatal("args above MaxArgs made an action")
+	}
 }
 
 // TestNewActionFormCreatesThroughTheOperations: the form lists the kinds the
