@@ -268,6 +268,49 @@ func TestNewScheduleFormPreviewsAndCreates(t *testing.T) {
 	}
 }
 
+// TestNewScheduleFormRefusesATakenNameUnlessReplaceIsTicked: a schedule
+// of the same name is not quietly changed (and so sent back to approval):
+// the name is refused at its field, unless the form says to replace it.
+func TestNewScheduleFormRefusesATakenNameUnlessReplaceIsTicked(t *testing.T) {
+	t.Parallel()
+	e := setup(t)
+	e.applyPlaybook(schedulePlaybookDoc, "someone")
+	b := e.browser().signIn("op")
+	b.get("/ui/schedules/-/new")
+	form := url.Values{"csrf": {b.csrf}, "name": {"nightly-patch"}, "cluster": {"prod"}, "playbook": {"nightly"},
+		"cron": {"30 2 * * *"}, "do": {"create"}}
+	if status, loc, _ := b.post("/ui/schedules/-/new", form); status != http.StatusSeeOther || loc != "/ui/schedules/nightly-patch?done=created" {
+		t.Fatalf("create: %d to %q", status, loc)
+	}
+	digest := func() string {
+		var d string
+		_ = e.st.Read(context.Background(), func(rd store.Reader) error {
+			sc, err := rd.Schedule(context.Background(), "nightly-patch")
+			if err == nil {
+				d = sc.Digest
+			}
+			return err
+		})
+		return d
+	}
+	first := digest()
+	form.Set("cron", "0 4 * * *")
+	status, _, body := b.post("/ui/schedules/-/new", form)
+	if status != http.StatusBadRequest || !strings.Contains(body, `id="ns-name-error"`) || !strings.Contains(body, "replace it") {
+		t.Fatalf("a taken name: %d, want a 400 at the name field\n%s", status, body)
+	}
+	if digest() != first {
+		t.Fatal("a refused form changed the schedule of that name")
+	}
+	form.Set("replace", "on")
+	if status, loc, _ := b.post("/ui/schedules/-/new", form); status != http.StatusSeeOther || loc != "/ui/schedules/nightly-patch?done=changed" {
+		t.Fatalf("replace: %d to %q, want the schedule changed", status, loc)
+	}
+	if digest() == first {
+		t.Fatal("replace did not change the schedule")
+	}
+}
+
 func (e *env) scheduleNames() []string {
 	e.t.Helper()
 	var out []string
