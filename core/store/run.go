@@ -276,6 +276,17 @@ func (s *RunStage) Procedure() []RunStep {
 	return []RunStep{{Kind: s.Kind, Args: s.Args, TimeoutS: s.TimeoutS}}
 }
 
+// Kinds are the kinds of the stage's steps, its rollback included, in
+// order (budget.Policy.Procedure decides from them whether its nodes go
+// through it as one unavailability).
+func (s *RunStage) Kinds() []string {
+	var kinds []string
+	for _, sp := range append(slices.Clone(s.Procedure()), s.Rollback...) {
+		kinds = append(kinds, sp.Kind)
+	}
+	return kinds
+}
+
 // Attempts is how many times step may be tried in all (at least 1).
 func (s *RunStep) Attempts() int {
 	if s.Retry == nil || s.Retry.Attempts < 1 {
