@@ -159,6 +159,16 @@ func (p Policy) Procedure(kinds []string) bool {
 	return false
 }
 
+// WindowHolds is the one rule of which actions a maintenance window
+// holds: one of a disruptive kind, and every child of a run stage that is
+// a procedure (inProcedure: of a stage whose kinds make one). The push
+// gate passes runs.Procedures.Holds, which knows the stages running now;
+// the web UI, offering Mark urgent before the stage runs, passes whether
+// the child's stage could be one (Procedure of its kinds).
+func (p Policy) WindowHolds(kind string, inProcedure bool) bool {
+	return inProcedure || p.Disruptive(kind)
+}
+
 // NodeReason says whether a node is unavailable by its own status, and why (""
 // when it is not). It is the one place that decides it: a node is unavailable
 // while DOWN or drained (docs/architecture.md, "Labels, targets and the

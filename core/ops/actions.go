@@ -189,6 +189,10 @@ func (o *Ops) MarkActionUrgent(ctx context.Context, c Caller, ref, reason string
 // its node's next sync settles (pending true; the node is synced now). The
 // optional reason is recorded in its history and the event.
 func (o *Ops) CancelAction(ctx context.Context, c Caller, ref, reason string) (rec *store.Record, pending bool, err error) {
+	// Who may not cancel hears so (403) before anything of the reason.
+	if err := Authorize(c, auth.Cancel); err != nil {
+		return nil, false, err
+	}
 	if err := checkReason(reason, false); err != nil {
 		return nil, false, err
 	}

@@ -135,7 +135,7 @@ func New(cfg Config) *Ops {
 		cfg.Runs.SetKindLocks(cfg.Budget)
 	}
 	if cfg.Schedules == nil {
-		cfg.Schedules = &recur.Service{Policy: cfg.Policy}
+		cfg.Schedules = &recur.Service{Policy: cfg.Policy, KindLocks: cfg.Runs.KindLocks}
 	}
 	if cfg.Now == nil {
 		cfg.Now = time.Now

@@ -23,6 +23,11 @@ func TestCancelRetryPauseResumeDeleteRecordTheReason(t *testing.T) {
 	if _, _, err := e.ops.CancelAction(ctx, operator, rec.ID, "ok\x1b[2J"); ops.Describe(err).Status != 400 {
 		t.Fatalf("a reason with control characters: %v, want 400", err)
 	}
+	// A caller who may not cancel hears that first, whatever the reason.
+	viewer := ops.Caller{Name: "vera", Roles: []string{store.RoleViewer}}
+	if _, _, err := e.ops.CancelAction(ctx, viewer, rec.ID, "ok\x1b[2J"); ops.Describe(err).Status != 403 {
+		t.Fatalf("a viewer's cancel with a bad reason: %v, want 403", err)
+	}
 	if e.events() != before {
 		t.Fatal("a refused cancel wrote an event")
 	}

@@ -34,6 +34,16 @@ func (o *Ops) checkSchedule(req *wire.CreateScheduleRequest) error {
 // which sends it back to approval; the same schedule again changes nothing
 // (outcome ScheduleUnchanged).
 func (o *Ops) ApplySchedule(ctx context.Context, c Caller, req *wire.CreateScheduleRequest) (wire.Schedule, error) {
+	return o.applySchedule(ctx, c, req, true)
+}
+
+// CreateSchedule is ApplySchedule of a new schedule only: a schedule of
+// that name is a schedule.FieldError on the name, and nothing changes.
+func (o *Ops) CreateSchedule(ctx context.Context, c Caller, req *wire.CreateScheduleRequest) (wire.Schedule, error) {
+	return o.applySchedule(ctx, c, req, false)
+}
+
+func (o *Ops) applySchedule(ctx context.Context, c Caller, req *wire.CreateScheduleRequest, replace bool) (wire.Schedule, error) {
 	if err := Authorize(c, auth.Create); err != nil {
 		return wire.Schedule{}, err
 	}
@@ -48,6 +58,13 @@ func (o *Ops) ApplySchedule(ctx context.Context, c Caller, req *wire.CreateSched
 		}
 		if err := authorizeIn(ctx, tx, c, auth.Create, req.Cluster); err != nil {
 			return err
+		}
+		if !replace {
+			if _, err := tx.Schedule(ctx, req.Name); err == nil {
+				return &schedule.FieldError{Field: "name", Msg: fmt.Sprintf("a schedule named %s exists: choose another name, or replace it", req.Name)}
+			} else if !errors.Is(err, store.ErrNotFound) {
+				return err
+			}
 		}
 		sc, oc, err := o.cfg.Schedules.Apply(ctx, tx, req, c.actor(""))
 		if err != nil {

@@ -56,7 +56,7 @@ func (g *pushGate) holds(r *store.Record, now time.Time) (string, time.Time) {
 	if r.NotBefore != nil && now.Before(*r.NotBefore) {
 		return actions.NotBeforeReason(*r.NotBefore), *r.NotBefore
 	}
-	if g.cal == nil || !(g.policy.Disruptive(r.Kind) || g.procs.Holds(r)) {
+	if g.cal == nil || !g.policy.WindowHolds(r.Kind, g.procs.Holds(r)) {
 		return "", time.Time{}
 	}
 	s := g.at(now)

@@ -93,7 +93,7 @@ func (c *Creator) CreateIn(ctx context.Context, st store.Store, req *wire.Create
 
 // planRun resolves a checked req against nodes.
 func (c *Creator) planRun(req *wire.CreateRunRequest, nodes []store.Node) (*Planned, error) {
-	stages, err := ResolveWith(req, nodes, nil, c.kindLocks())
+	stages, err := Resolve(req, nodes, nil, c.kindLocks())
 	if err != nil {
 		return nil, err
 	}

@@ -92,11 +92,7 @@ func InFlight(ctx context.Context, r store.Reader, clusterID string, now time.Ti
 		loaded := false
 		for si := range run.Stages {
 			st := &run.Stages[si]
-			var kinds []string
-			for _, sp := range append(slices.Clone(st.Procedure()), st.Rollback...) {
-				kinds = append(kinds, sp.Kind)
-			}
-			if st.State != store.StageRunning || !holds(kinds) {
+			if st.State != store.StageRunning || !holds(st.Kinds()) {
 				continue
 			}
 			p.Stages[run.ID+"/"+st.Name] = true

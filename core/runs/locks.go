@@ -98,6 +98,31 @@ func takeLock(ctx context.Context, tx store.Tx, r *store.Run, l *store.Lock, sta
 	return "", fmt.Errorf("run %s: lock %s: taken again while freed", r.ID, key)
 }
 
+// heldBy returns the run other than r that holds lock l, "" when none
+// does (a holder gone or final holds nothing: takeLock frees it). It only
+// reads.
+func heldBy(ctx context.Context, tx store.Tx, r *store.Run, l *store.Lock) (string, error) {
+	h, err := tx.RunLock(ctx, l.Key(r.ClusterID))
+	switch {
+	case errors.Is(err, store.ErrNotFound):
+		return "", nil
+	case err != nil:
+		return "", err
+	case h.RunID == r.ID:
+		return "", nil
+	}
+	other, err := tx.Run(ctx, h.RunID)
+	switch {
+	case errors.Is(err, store.ErrNotFound):
+		return "", nil
+	case err != nil:
+		return "", err
+	case store.RunFinal(other.State):
+		return "", nil
+	}
+	return h.RunID, nil
+}
+
 // lockText names lock l held by run holder, as a waiter says it.
 func lockText(l *store.Lock, holder string) string {
 	s := l.Name
@@ -133,10 +158,26 @@ func takeLocks(ctx context.Context, tx store.Tx, r *store.Run, step *Step, t tim
 			continue
 		}
 		// Every lock of the stage, or none: a stage holding some while it
-		// waits for others could wait on a run doing the reverse.
+		// waits for others could wait on a run doing the reverse. Who holds
+		// them is read first, so that a waiting stage's pass writes
+		// nothing; the locks are taken only when all look free (or this
+		// run's), and given back should one be taken meanwhile.
 		var taken []store.Lock
 		waiting := false
 		for _, l := range st.Locks() {
+			h, err := heldBy(ctx, tx, r, &l)
+			if err != nil {
+				return w, err
+			}
+			if h != "" {
+				w.text = append(w.text, lockText(&l, h))
+				waiting = true
+			}
+		}
+		for _, l := range st.Locks() {
+			if waiting {
+				break
+			}
 			h, err := takeLock(ctx, tx, r, &l, st.Name, t)
 			if err != nil {
 				return w, err

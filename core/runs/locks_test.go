@@ -260,3 +260,77 @@ func TestAKindsLockIsTakenAsIfItsStageSaidIt(t *testing.T) {
 		return nil
 	})
 }
+
+// lockWrites is a transaction that counts the lock rows it writes: a lock
+// taken by the run it advances, a lock released.
+type lockWrites struct {
+	store.Tx
+	writes int
+}
+
+func (tx *lockWrites) TakeRunLock(ctx context.Context, key, runID, stage string, t time.Time) (store.RunLock, error) {
+	before, err := tx.Tx.RunLock(ctx, key)
+	if err != nil && !errors.Is(err, store.ErrNotFound) {
+		return store.RunLock{}, err
+	}
+	h, err := tx.Tx.TakeRunLock(ctx, key, runID, stage, t)
+	if err == nil && h != before {
+		tx.writes++
+	}
+	return h, err
+}
+
+func (tx *lockWrites) ReleaseRunLock(ctx context.Context, key, runID string) (bool, error) {
+	ok, err := tx.Tx.ReleaseRunLock(ctx, key, runID)
+	if ok {
+		tx.writes++
+	}
+	return ok, err
+}
+
+// A stage needing two locks, one free and one another run's, waits
+// holding neither, and its passes while it waits write no lock: it reads
+// who holds them rather than taking the free one and giving it back.
+func TestAStageWaitingForOneOfItsLocksWritesNothing(t *testing.T) {
+	t.Parallel()
+	env := setupEngine(t)
+	env.e.SetKindLocks(live.New(budget.Policy{Kinds: []budget.KindRule{
+		{Kind: "example.com/db.*", Lock: &budget.KindLock{Name: "db"}},
+		{Kind: "example.com/lb.drain", Lock: &budget.KindLock{Name: "lb", Scope: "global"}},
+	}}))
+	a := env.startLocked(nil, wire.StageSpec{Name: "migrate", Kind: "example.com/db.migrate"})
+	c := env.startLocked(nil, wire.StageSpec{Name: "move", Steps: []wire.StepSpec{
+		{Name: "drain", Kind: "example.com/lb.drain"}, {Name: "migrate", Kind: "example.com/db.migrate"}}})
+	for i := range 3 {
+		tx := &lockWrites{}
+		env.update(func(ctx context.Context, inner store.Tx) error {
+			tx.Tx = inner
+			_, err := env.e.AdvanceNodes(ctx, tx, c.ID)
+			return err
+		})
+		if tx.writes != 0 {
+			t.Fatalf("pass %d of the waiting stage wrote %d lock row(s), want none", i, tx.writes)
+		}
+	}
+	c = env.run(c.ID)
+	if n := len(env.children(c.ID)); n != 0 || !strings.Contains(c.StateReason, "db held by run "+a.ID) {
+		t.Fatalf("c while a runs: %d children, %q", n, c.StateReason)
+	}
+	// Once a ends, c takes both.
+	for range 3 {
+		a = env.finishAll(a.ID)
+	}
+	if a.State != store.RunDone {
+		t.Fatalf("a is %s, want DONE", a.State)
+	}
+	tx := &lockWrites{}
+	env.update(func(ctx context.Context, inner store.Tx) error {
+		tx.Tx = inner
+		_, err := env.e.AdvanceNodes(ctx, tx, c.ID)
+		return err
+	})
+	if tx.writes != 2 || len(env.children(c.ID)) == 0 {
+		t.Fatalf("once a ended, c wrote %d lock row(s) and has %d children; want 2 and its children", tx.writes,
+			len(env.children(c.ID)))
+	}
+}

@@ -34,7 +34,7 @@ func newRun(t *testing.T, req wire.CreateRunRequest, ns []store.Node) *store.Run
 	if err := Check(&req); err != nil {
 		t.Fatal(err)
 	}
-	stages, err := Resolve(&req, ns)
+	stages, err := Resolve(&req, ns, nil, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -289,7 +289,7 @@ func TestResolveRefusesWhatDoesNotFitTheCluster(t *testing.T) {
 			if err := Check(&req); err != nil {
 				t.Fatal(err)
 			}
-			_, err := Resolve(&req, ns)
+			_, err := Resolve(&req, ns, nil, nil)
 			if !errors.Is(err, ErrUnresolvable) || !strings.Contains(err.Error(), tc.want) {
 				t.Fatalf("Resolve = %v, want ErrUnresolvable containing %q", err, tc.want)
 			}
@@ -299,7 +299,7 @@ func TestResolveRefusesWhatDoesNotFitTheCluster(t *testing.T) {
 	if err := Check(&req); err != nil {
 		t.Fatal(err)
 	}
-	st, err := Resolve(&req, ns)
+	st, err := Resolve(&req, ns, nil, nil)
 	if err != nil || !slices.Equal(st[0].Nodes, []string{"n01", "n03"}) {
 		t.Fatalf("Resolve = %v, %v; want the sorted, deduplicated list", st, err)
 	}
@@ -315,7 +315,7 @@ func TestResolveRefusesARunOverMaxChildren(t *testing.T) {
 	if err := Check(&req); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := Resolve(&req, ns); !errors.Is(err, ErrInvalid) || !strings.Contains(err.Error(), "at most 10000") {
+	if _, err := Resolve(&req, ns, nil, nil); !errors.Is(err, ErrInvalid) || !strings.Contains(err.Error(), "at most 10000") {
 		t.Fatalf("Resolve = %v, want a refusal over %d children", err, MaxChildren)
 	}
 }

@@ -41,7 +41,7 @@ func resolve(t *testing.T, req *wire.CreateRunRequest) error {
 	if err := runs.Check(req); err != nil {
 		return err
 	}
-	_, err := runs.Resolve(req, schemaNodes())
+	_, err := runs.Resolve(req, schemaNodes(), nil, nil)
 	return err
 }
 
@@ -142,7 +142,7 @@ func BenchmarkResolveChecksArgsSchemas(b *testing.B) {
 	}
 	b.ResetTimer()
 	for range b.N {
-		if _, err := runs.Resolve(req, nodes); err != nil {
+		if _, err := runs.Resolve(req, nodes, nil, nil); err != nil {
 			b.Fatal(err)
 		}
 	}

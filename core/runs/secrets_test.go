@@ -32,13 +32,13 @@ func TestARunReferencingASecretANodeLacksIsRefused(t *testing.T) {
 	if err := Check(&req); err != nil {
 		t.Fatalf("Check: %v", err)
 	}
-	_, err := Resolve(&req, ns)
+	_, err := Resolve(&req, ns, nil, nil)
 	if !errors.Is(err, ErrUnresolvable) || !strings.Contains(err.Error(), "stage up: step migrate: node n02 has no secret db-password") ||
 		strings.Contains(err.Error(), "n01") || strings.Contains(err.Error(), "n03") {
 		t.Fatalf("Resolve = %v; want ErrUnresolvable naming n02 and db-password only", err)
 	}
 	req.Stages[0].Target = wire.Target{Nodes: []string{"n01", "n03"}}
-	st, err := Resolve(&req, ns)
+	st, err := Resolve(&req, ns, nil, nil)
 	if err != nil {
 		t.Fatalf("Resolve over the nodes that have it: %v", err)
 	}
@@ -51,7 +51,7 @@ func TestARunReferencingASecretANodeLacksIsRefused(t *testing.T) {
 	if err := Check(&req); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := Resolve(&req, ns); err == nil || !strings.Contains(err.Error(), "node n01 has no secret api-token; node n02 has no secret api-token") {
+	if _, err := Resolve(&req, ns, nil, nil); err == nil || !strings.Contains(err.Error(), "node n01 has no secret api-token; node n02 has no secret api-token") {
 		t.Fatalf("Resolve of a one-step stage = %v", err)
 	}
 	req = wire.CreateRunRequest{ClusterID: "c", Stages: []wire.StageSpec{steps(`{"dsn":"{{ secret \"../etc/shadow\" }}"}`)}}
@@ -95,7 +95,7 @@ func TestACallsSecretIsNotAskedOfTheNodes(t *testing.T) {
 	if err := Check(&req); err != nil {
 		t.Fatalf("Check: %v", err)
 	}
-	if _, err := Resolve(&req, ns); err != nil {
+	if _, err := Resolve(&req, ns, nil, nil); err != nil {
 		t.Fatalf("Resolve refused a call's core secret: %v", err)
 	}
 }

@@ -396,17 +396,12 @@ func cycle(stages []wire.StageSpec) []string {
 
 // Resolve turns a checked request's targets into sorted node lists against
 // the cluster's nodes, and checks that every node knows its stage's kind.
-// It is ResolveWith with no limit and no kind declaring a lock.
-func Resolve(req *wire.CreateRunRequest, nodes []store.Node) ([]store.RunStage, error) {
-	return ResolveWith(req, nodes, nil, nil)
-}
-
-// ResolveWith is Resolve keeping, of each stage's nodes, those the limit
-// picks (target.Limit: node ids or globs; none: every node), and giving
+// Of each stage's nodes it keeps those the limit
+// picks (target.Limit: node ids or globs; none: every node), and gives
 // each stage the locks its kinds declare (locks; nil: none), as if the
 // stage said them (lockKinds). Each pattern of the limit must pick a node
 // of the cluster, and each stage keep one node at least.
-func ResolveWith(req *wire.CreateRunRequest, nodes []store.Node, limit []string, locks KindLocks) ([]store.RunStage, error) {
+func Resolve(req *wire.CreateRunRequest, nodes []store.Node, limit []string, locks KindLocks) ([]store.RunStage, error) {
 	if err := target.CheckLimit(limit, nodes); err != nil {
 		return nil, fmt.Errorf("%w: %v", ErrUnresolvable, err)
 	}

@@ -266,7 +266,7 @@ func TestTheDigestCoversTheSteps(t *testing.T) {
 		if err := runs.Check(req); err != nil {
 			t.Fatal(err)
 		}
-		st, err := runs.Resolve(req, ns)
+		st, err := runs.Resolve(req, ns, nil, nil)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -31,7 +31,12 @@ func Describe(expr string) string {
 	if min == "*" {
 		min = "*/1"
 	}
+	// */N fires at 0, N, 2N… within each hour (each day for hours) and
+	// starts again there: "every N" holds only when N divides 60 (24).
 	if n, ok := every(min); ok && hour == "*" && dom == "*" && dow == "*" {
+		if 60%n != 0 {
+			return ""
+		}
 		if n == 1 {
 			return "every minute"
 		}
@@ -46,6 +51,9 @@ func Describe(expr string) string {
 	case hour == "*":
 		when = fmt.Sprintf("at minute %d of every hour", m)
 	case isEvery:
+		if 24%n != 0 {
+			return ""
+		}
 		when = fmt.Sprintf("every %d hours at minute %d", n, m)
 	default:
 		var times []string

@@ -16,6 +16,11 @@ func TestDescribeSaysCommonCronInWords(t *testing.T) {
 		"* * * * *":       "every minute",
 		"5 * * * *":       "at minute 5 of every hour",
 		"0 */6 * * *":     "every 6 hours at minute 0",
+		"*/7 * * * *":     "", // :00, :07 … :56, then :00 again: not every 7 minutes
+		"*/45 * * * *":    "",
+		"*/20 * * * *":    "every 20 minutes",
+		"0 */5 * * *":     "", // 00:00 … 20:00, then 00:00 again
+		"0 */8 * * *":     "every 8 hours at minute 0",
 		"0 4 1 * *":       "at 04:00 on day 1 of every month",
 		"@daily":          "at 00:00 every day",
 		"@hourly":         "every hour, on the hour",

@@ -131,6 +131,26 @@ func (w Writes) ReleaseRunLocks(ctx context.Context, runID string) (int, error) 
 	return int(n), err
 }
 
+// RunLock is Reader.RunLock of both stores: who holds lock key
+// (ErrNotFound when nobody does).
+func (r Reads) RunLock(ctx context.Context, key string) (RunLock, error) {
+	d := r.Dialect
+	var l RunLock
+	found := false
+	err := r.Query(ctx, `SELECT lock_key, run_id, stage, taken_ts FROM run_locks WHERE lock_key = `+d.Placeholder(1),
+		[]any{key}, func(row Row) error {
+			found = true
+			return row.Scan(&l.Key, &l.RunID, &l.Stage, d.timeInto(&l.TakenTS))
+		})
+	if err != nil {
+		return RunLock{}, fmt.Errorf("lock %q: %w", key, err)
+	}
+	if !found {
+		return RunLock{}, fmt.Errorf("lock %q: %w", key, ErrNotFound)
+	}
+	return l, nil
+}
+
 // RunLocks is Reader.RunLocks of both stores: the locks run runID holds,
 // by key.
 func (r Reads) RunLocks(ctx context.Context, runID string) ([]RunLock, error) {

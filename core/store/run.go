@@ -232,10 +232,13 @@ type CoreStep struct {
 	// Value is what the core saw last, Reason its verdict's words.
 	Value  string `json:"value,omitempty"`
 	Reason string `json:"reason,omitempty"`
-	Checks int    `json:"checks,omitempty"`
-	// Created is when the attempt was admitted, At its last evaluation,
-	// Passed when a gate first passed (its soak counts from it), Finished
-	// when it ended.
+	// Checks counts the evaluations until the attempt ended; a watched
+	// gate of a canary waiting for its promote counts then only those
+	// that saw another value (one that sees the same writes nothing).
+	Checks int `json:"checks,omitempty"`
+	// Created is when the attempt was admitted, At the last evaluation
+	// counted in Checks, Passed when a gate first passed (its soak counts
+	// from it), Finished when it ended.
 	Created  time.Time  `json:"created"`
 	At       *time.Time `json:"at,omitempty"`
 	Passed   *time.Time `json:"passed,omitempty"`
@@ -271,6 +274,17 @@ func (s *RunStage) Procedure() []RunStep {
 		return s.Steps
 	}
 	return []RunStep{{Kind: s.Kind, Args: s.Args, TimeoutS: s.TimeoutS}}
+}
+
+// Kinds are the kinds of the stage's steps, its rollback included, in
+// order (budget.Policy.Procedure decides from them whether its nodes go
+// through it as one unavailability).
+func (s *RunStage) Kinds() []string {
+	var kinds []string
+	for _, sp := range append(slices.Clone(s.Procedure()), s.Rollback...) {
+		kinds = append(kinds, sp.Kind)
+	}
+	return kinds
 }
 
 // Attempts is how many times step may be tried in all (at least 1).

@@ -115,6 +115,8 @@ type Reader interface {
 	Run(ctx context.Context, id string) (*Run, error)
 	// RunLocks lists the locks run runID holds, by key.
 	RunLocks(ctx context.Context, runID string) ([]RunLock, error)
+	// RunLock returns who holds lock key (ErrNotFound when nobody does).
+	RunLock(ctx context.Context, key string) (RunLock, error)
 	// RunIDsWithPrefix returns up to max run ids that start with prefix.
 	RunIDsWithPrefix(ctx context.Context, prefix string, max int) ([]string, error)
 	// ListRuns lists runs, newest first (oldest first with q.Oldest), then

@@ -147,6 +147,9 @@ func parseNotBefore(s string) (time.Time, error) {
 // newScheduleForm is the New schedule form as typed.
 type newScheduleForm struct {
 	Name, Cluster, Playbook, Version, Cron, Timezone, Params, Concurrency, CatchUp string
+	// Replace changes the schedule of the same name; without it, that name
+	// is refused.
+	Replace bool
 }
 
 // scheduleConcurrency are the concurrency choices of a schedule.
@@ -170,6 +173,7 @@ func decodeNewSchedule(v url.Values) (newScheduleForm, wire.CreateScheduleReques
 		}
 		*dst = s
 	}
+	f.Replace = v.Get("replace") == "on"
 	f.Params = strings.TrimSpace(v.Get("params"))
 	params, err := parseParamLines(f.Params)
 	if err != nil {

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"net/http"
 	"net/url"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -38,6 +39,40 @@ func (e *env) actionCount() int {
 		return err
 	})
 	return n
+}
+
+// TestNewActionFormTakesArgsUpToMaxArgs: args of up to action.MaxArgs
+// bytes of JSON, three times as long once URL-encoded, reach the form's
+// checks: accepted, or above MaxArgs refused with the field's own message,
+// not as an unreadable form.
+func TestNewActionFormTakesArgsUpToMaxArgs(t *testing.T) {
+	t.Parallel()
+	e := setup(t)
+	e.withSchema()
+	b := e.browser().signIn("op")
+	b.get("/ui/actions/new")
+	args := func(n int) string {
+		return `{"pad":[` + strings.Repeat("{},", n) + `{}],"seconds":1}`
+	}
+	form := url.Values{"csrf": {b.csrf}, "cluster": {"prod"}, "node": {"db-1"}, "kind": {schemaKind}, "args": {args(21000)}}
+	if n := len(form.Get("args")); n < 60<<10 || n > action.MaxArgs {
+		t.Fatalf("args of %d bytes, want about 60 KiB", n)
+	}
+	status, loc, body := b.post("/ui/actions/new", form)
+	if status != http.StatusSeeOther || !strings.HasPrefix(loc, "/ui/actions/") {
+		t.Fatalf("args of %d bytes (%d encoded): %d to %q, want the action created\n%s", len(form.Get("args")),
+			len(form.Encode()), status, loc, body)
+	}
+	before := e.actionCount()
+	form.Set("args", args(23000))
+	status, _, body = b.post("/ui/actions/new", form)
+	if status != http.StatusBadRequest || !strings.Contains(body, `id="na-args-error"`) ||
+		!strings.Contains(body, "longer than "+strconv.Itoa(action.MaxArgs)) {
+		t.Fatalf("args of %d bytes: %d, want a 400 saying so at the args field\n%s", len(form.Get("args")), status, body)
+	}
+	if e.actionCount() != before {
+		t.Fatal("args above MaxArgs made an action")
+	}
 }
 
 // TestNewActionFormCreatesThroughTheOperations: the form lists the kinds the
@@ -230,6 +265,49 @@ func TestNewScheduleFormPreviewsAndCreates(t *testing.T) {
 	}
 	if got := e.scheduleNames(); len(got) != 1 || got[0] != "nightly-patch" {
 		t.Fatalf("schedules %v", got)
+	}
+}
+
+// TestNewScheduleFormRefusesATakenNameUnlessReplaceIsTicked: a schedule
+// of the same name is not quietly changed (and so sent back to approval):
+// the name is refused at its field, unless the form says to replace it.
+func TestNewScheduleFormRefusesATakenNameUnlessReplaceIsTicked(t *testing.T) {
+	t.Parallel()
+	e := setup(t)
+	e.applyPlaybook(schedulePlaybookDoc, "someone")
+	b := e.browser().signIn("op")
+	b.get("/ui/schedules/-/new")
+	form := url.Values{"csrf": {b.csrf}, "name": {"nightly-patch"}, "cluster": {"prod"}, "playbook": {"nightly"},
+		"cron": {"30 2 * * *"}, "do": {"create"}}
+	if status, loc, _ := b.post("/ui/schedules/-/new", form); status != http.StatusSeeOther || loc != "/ui/schedules/nightly-patch?done=created" {
+		t.Fatalf("create: %d to %q", status, loc)
+	}
+	digest := func() string {
+		var d string
+		_ = e.st.Read(context.Background(), func(rd store.Reader) error {
+			sc, err := rd.Schedule(context.Background(), "nightly-patch")
+			if err == nil {
+				d = sc.Digest
+			}
+			return err
+		})
+		return d
+	}
+	first := digest()
+	form.Set("cron", "0 4 * * *")
+	status, _, body := b.post("/ui/schedules/-/new", form)
+	if status != http.StatusBadRequest || !strings.Contains(body, `id="ns-name-error"`) || !strings.Contains(body, "replace it") {
+		t.Fatalf("a taken name: %d, want a 400 at the name field\n%s", status, body)
+	}
+	if digest() != first {
+		t.Fatal("a refused form changed the schedule of that name")
+	}
+	form.Set("replace", "on")
+	if status, loc, _ := b.post("/ui/schedules/-/new", form); status != http.StatusSeeOther || loc != "/ui/schedules/nightly-patch?done=changed" {
+		t.Fatalf("replace: %d to %q, want the schedule changed", status, loc)
+	}
+	if digest() == first {
+		t.Fatal("replace did not change the schedule")
 	}
 }
 

@@ -308,7 +308,13 @@ func (s *Server) createSchedule(w http.ResponseWriter, r *http.Request, v *visit
 		s.showNewSchedule(w, r, v, http.StatusBadRequest, f, errs, false)
 		return
 	}
-	out, err := s.ops.ApplySchedule(r.Context(), v.caller(r), &req)
+	// A schedule of the same name is changed (and so waits for approval
+	// again) only when the form says to replace it.
+	apply := s.ops.CreateSchedule
+	if f.Replace {
+		apply = s.ops.ApplySchedule
+	}
+	out, err := apply(r.Context(), v.caller(r), &req)
 	if err != nil {
 		p := ops.Describe(err)
 		if p.Status >= http.StatusInternalServerError {

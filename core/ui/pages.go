@@ -506,7 +506,7 @@ func (s *Server) actionDetail(w http.ResponseWriter, r *http.Request, v *visitor
 		return
 	}
 	var a action.Action
-	var pushed, cancelAsked bool
+	var pushed, cancelAsked, procedure bool
 	var waits *wire.Approval
 	err := s.st.Read(ctx, func(rd store.Reader) error {
 		rec, err := rd.Action(ctx, id)
@@ -523,6 +523,19 @@ func (s *Server) actionDetail(w http.ResponseWriter, r *http.Request, v *visitor
 		a, pushed, cancelAsked = rec.Action, rec.PushedStoreID != "", rec.CancelRequested
 		if a.History, err = rd.History(ctx, id); err != nil {
 			return err
+		}
+		if rec.RunID != "" {
+			// A run's child is held with its whole stage when the stage's
+			// kinds make a procedure, whatever its own kind.
+			run, err := rd.Run(ctx, rec.RunID)
+			if err != nil && !errors.Is(err, store.ErrNotFound) {
+				return err
+			}
+			if err == nil {
+				if i := slices.IndexFunc(run.Stages, func(st store.RunStage) bool { return st.Name == rec.Stage }); i >= 0 {
+					procedure = s.ops.Budget().Load().Procedure(run.Stages[i].Kinds())
+				}
+			}
 		}
 		waits, err = s.ops.ActionApproval(ctx, rd, rec)
 		return err
@@ -547,9 +560,10 @@ func (s *Server) actionDetail(w http.ResponseWriter, r *http.Request, v *visitor
 		}
 		d.CanDecide = d.Why == ""
 	}
-	// A window holds disruptive work only: urgent is offered where one could.
+	// Urgent is offered where a window could hold the action, by the push
+	// gate's rule (budget.Policy.WindowHolds).
 	if (a.State == action.PendingApprove || a.State == action.PendingSchedule) && !pushed && v.canOn(auth.Approve, a.ClusterID) &&
-		s.mayHoldForWindow(a.ClusterID) && s.ops.Budget().Load().Disruptive(a.Kind) {
+		s.mayHoldForWindow(a.ClusterID) && s.ops.Budget().Load().WindowHolds(a.Kind, procedure) {
 		d.UrgentWhy = urgentWhyNot(pol, v, a.Requester, a.ClusterID)
 		d.CanUrgent = d.UrgentWhy == ""
 	}

@@ -2,6 +2,7 @@ package ui
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"net/http"
@@ -11,8 +12,10 @@ import (
 	"time"
 
 	"github.com/musterhq/muster/core/actions"
+	"github.com/musterhq/muster/core/budget"
 	"github.com/musterhq/muster/core/schedule"
 	"github.com/musterhq/muster/core/store"
+	"github.com/musterhq/muster/shared/limit"
 	"github.com/musterhq/muster/shared/live"
 	"github.com/musterhq/muster/shared/wire"
 )
@@ -476,5 +479,28 @@ func TestSchedulesListShowsCronInWordsAndTheLastRun(t *testing.T) {
 	}
 	if r := row("fresh"); !strings.Contains(r, "none yet") {
 		t.Errorf("the row of a schedule that never ran:\n%s", r)
+	}
+}
+
+// A run's child is held by a window with its whole stage when the stage's
+// kinds make a procedure, whatever its own kind (the push gate's rule,
+// budget.Policy.WindowHolds): its page offers urgent too.
+func TestUrgentIsOfferedOnAChildOfAProcedureStage(t *testing.T) {
+	t.Parallel()
+	e := setup(t, withWindow(t), func(c *Config) {
+		c.Budget = live.New(budget.Policy{MaxUnavailable: map[string]limit.Limit{"prod": limit.MustParse("1")},
+			Kinds: []budget.KindRule{{Kind: "muster.io/debug.sleep", Disruptive: true}}})
+	})
+	r := e.createRun("op", wire.StageSpec{Name: "proc", Target: wire.Target{Nodes: []string{"db-1"}}, Steps: []wire.StepSpec{
+		{Name: "ping", Kind: "muster.io/debug.ping"},
+		{Name: "nap", Kind: "muster.io/debug.sleep", Args: json.RawMessage(`{"seconds":1}`)}}})
+	e.approveRun(r.ID, "appr")
+	kids := e.children(r.ID)
+	if len(kids) == 0 || kids[0].Kind != "muster.io/debug.ping" {
+		t.Fatalf("children %+v, want the ping step's first", kids)
+	}
+	b := e.browser().signIn("admin")
+	if _, _, body := b.get("/ui/actions/" + kids[0].ID); !strings.Contains(body, `id="action-urgent"`) {
+		t.Fatalf("the ping child of a procedure stage (%s) offers no urgent", kids[0].State)
 	}
 }

@@ -97,7 +97,7 @@ func setup(t testing.TB, opts ...func(*Config)) *env {
 	// The pages and the changes they make decide with one policy.
 	rules := &actions.Rules{Policy: cfg.Policy}
 	e.engine = runs.NewEngine(cfg.Policy, rules, nil)
-	e.schedules = &recur.Service{Policy: cfg.Policy}
+	e.schedules = &recur.Service{Policy: cfg.Policy, KindLocks: e.engine.KindLocks}
 	// The API counts its event streams with the UI's, as in the core.
 	apiSrv := api.New(api.Config{Policy: live.New(approval.DefaultPolicy()), Streams: cfg.Streams}, st, nil, nil)
 	if cfg.Ops == nil {

@@ -49,9 +49,21 @@ const (
 	// (one per open tab); Config.Streams caps them per token, over every
 	// session and the API's event streams, and in all.
 	MaxStreamsPerSession = 16
-	// maxForm is the largest form body accepted.
+	// maxForm is the largest form body accepted (formLimit).
 	maxForm = 64 << 10
+	// maxActionForm is the largest body of the New action form: its args
+	// may be maxArgsField bytes of JSON, each of which a browser may send
+	// as three (%7B for {), beside the other fields.
+	maxActionForm = 3*maxArgsField + maxForm
 )
+
+// formLimit is the largest form body accepted on the route of path.
+func formLimit(path string) int64 {
+	if path == "/ui/actions/new" {
+		return maxActionForm
+	}
+	return maxForm
+}
 
 //go:embed templates/*.html
 var templateFS embed.FS
@@ -364,7 +376,7 @@ func (s *Server) add(pattern string, p auth.Permission, h handlerFunc) {
 			return
 		}
 		if r.Method == http.MethodPost {
-			if err := s.checkPost(w, r, v.sess); err != nil {
+			if err := s.checkPost(w, r, v.sess, formLimit(path)); err != nil {
 				s.renderError(w, r, v, http.StatusForbidden, err.Error())
 				return
 			}
@@ -399,12 +411,12 @@ var errCSRF = errors.New("this form is stale or did not come from this site (mis
 
 // checkPost accepts a form POST only from a page of this UI: the Origin
 // header, when sent, names this host, and the form carries the session's
-// CSRF token. The body is parsed, up to maxForm bytes.
-func (s *Server) checkPost(w http.ResponseWriter, r *http.Request, sess *store.Session) error {
+// CSRF token. The body is parsed, up to limit bytes (formLimit).
+func (s *Server) checkPost(w http.ResponseWriter, r *http.Request, sess *store.Session, limit int64) error {
 	if !sameOrigin(r) {
 		return errCSRF
 	}
-	r.Body = http.MaxBytesReader(w, r.Body, maxForm)
+	r.Body = http.MaxBytesReader(w, r.Body, limit)
 	if err := r.ParseForm(); err != nil {
 		return fmt.Errorf("unreadable form: %w", err)
 	}

@@ -148,7 +148,9 @@ type CoreStep struct {
 	Value string `json:"value,omitempty"`
 	// Reason says why it failed, or how it passed.
 	Reason string `json:"reason,omitempty"`
-	// Checks counts its evaluations in this attempt.
+	// Checks counts its evaluations in this attempt until it ended; after
+	// that (the gates of a canary waiting for its promote, watched) only
+	// those that saw another value. At is when the counted last was made.
 	Checks   int        `json:"checks,omitempty"`
 	At       *time.Time `json:"at,omitempty"`
 	Finished *time.Time `json:"finished,omitempty"`

@@ -126,7 +126,7 @@ stages:
 		if err := runs.Check(&req); err != nil {
 			t.Fatal(err)
 		}
-		stages, err := runs.Resolve(&req, nodes)
+		stages, err := runs.Resolve(&req, nodes, nil, nil)
 		if err != nil {
 			t.Fatal(err)
 		}

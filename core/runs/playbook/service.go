@@ -175,7 +175,7 @@ func (p *Playbook) request(req *wire.PlanRequest) (*wire.CreateRunRequest, map[s
 
 func (p *Playbook) planOn(version int, req *wire.PlanRequest, run *wire.CreateRunRequest, values map[string]any,
 	nodes []store.Node, locks runs.KindLocks) (*Planned, error) {
-	stages, err := runs.ResolveWith(run, nodes, req.Limit, locks)
+	stages, err := runs.Resolve(run, nodes, req.Limit, locks)
 	if err != nil {
 		return nil, err
 	}

@@ -49,6 +49,16 @@ type Service struct {
 	MinEvery time.Duration
 	// Now returns the current time; time.Now when nil.
 	Now func() time.Time
+	// KindLocks returns the locks kinds declare now (runs.Engine.KindLocks),
+	// so that Apply plans as each occurrence will; nil: none.
+	KindLocks func() runs.KindLocks
+}
+
+func (s *Service) kindLocks() runs.KindLocks {
+	if s.KindLocks == nil {
+		return nil
+	}
+	return s.KindLocks()
 }
 
 func (s *Service) now() time.Time {
@@ -94,7 +104,7 @@ func (s *Service) Apply(ctx context.Context, tx store.Tx, req *wire.CreateSchedu
 	} else if err != nil {
 		return nil, "", err
 	}
-	if err := checkParams(ctx, tx, pb, req.Cluster, req.Params); err != nil {
+	if err := checkParams(ctx, tx, pb, req.Cluster, req.Params, s.kindLocks()); err != nil {
 		return nil, "", err
 	}
 	params, err := json.Marshal(req.Params)
@@ -152,18 +162,19 @@ func zoneName(tz string) string {
 }
 
 // checkParams checks params against the playbook version's declared
-// parameters, and that the playbook renders with them.
+// parameters, and that the playbook renders with them and plans with the
+// locks kinds declare now (locks), as an occurrence plans.
 //
 // Args that break a kind's args_schema on the cluster's nodes as they are
 // now are refused too, as muster playbook plan refuses them: every
 // occurrence would be. Other misfits (a target no node matches yet) may
 // change before an occurrence and are left to it.
-func checkParams(ctx context.Context, tx store.Tx, pb *store.Playbook, cluster string, params map[string]string) error {
+func checkParams(ctx context.Context, tx store.Tx, pb *store.Playbook, cluster string, params map[string]string, locks runs.KindLocks) error {
 	p, err := playbook.Parse([]byte(pb.Document))
 	if err != nil {
 		return err
 	}
-	_, err = p.Plan(ctx, tx, pb.Version, &wire.PlanRequest{ClusterID: cluster, Params: params}, nil)
+	_, err = p.Plan(ctx, tx, pb.Version, &wire.PlanRequest{ClusterID: cluster, Params: params}, locks)
 	switch {
 	case err == nil:
 		return nil

@@ -14,6 +14,7 @@ import (
 
 	"github.com/musterhq/muster/core/actions"
 	"github.com/musterhq/muster/core/approval"
+	"github.com/musterhq/muster/core/budget"
 	"github.com/musterhq/muster/core/runs"
 	"github.com/musterhq/muster/core/runs/playbook"
 	"github.com/musterhq/muster/core/schedule"
@@ -649,6 +650,39 @@ func TestApplyRefusesParamsThatBreakAKindsArgsSchema(t *testing.T) {
 	r.Params = map[string]string{"seconds": "5"}
 	if _, _, err := e.create(r, "alice"); err != nil {
 		t.Fatalf("create with params the schema accepts: %v", err)
+	}
+}
+
+// TestApplyRefusesAPlaybookWhoseRunLockMeetsAKindsLock: Apply plans with
+// the locks kinds declare now, as each occurrence does, so a playbook
+// holding a lock for the whole run whose kind declares another is refused
+// at apply, not at every occurrence.
+func TestApplyRefusesAPlaybookWhoseRunLockMeetsAKindsLock(t *testing.T) {
+	t.Parallel()
+	e := setup(t)
+	pol := approval.DefaultPolicy()
+	engine := runs.NewEngine(live.New(pol), &actions.Rules{Policy: live.New(pol), Now: e.clock}, e.clock)
+	engine.SetKindLocks(live.New(budget.Policy{Kinds: []budget.KindRule{
+		{Kind: "muster.io/debug.sleep", Lock: &budget.KindLock{Name: "db"}}}}))
+	e.svc.KindLocks = engine.KindLocks
+	e.apply(strings.Replace(doc, "name: patch\n", "name: patch\nlock: maint\n", 1), "carol")
+	_, _, err := e.create(req(), "alice")
+	var fe *schedule.FieldError
+	if !errors.As(err, &fe) || fe.Field != "params" || !strings.Contains(err.Error(), "lock db") {
+		t.Fatalf("create = %v, want a FieldError on params naming lock db", err)
+	}
+	if err := e.st.Read(context.Background(), func(rd store.Reader) error {
+		if _, err := rd.Schedule(context.Background(), "nightly"); !errors.Is(err, store.ErrNotFound) {
+			t.Errorf("schedule stored though every occurrence would be refused (%v)", err)
+		}
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	// Without the run's lock the kind's lock is the stage's: accepted.
+	e.apply(doc, "carol")
+	if _, _, err := e.create(req(), "alice"); err != nil {
+		t.Fatalf("create without a run lock: %v", err)
 	}
 }
 

@@ -2,6 +2,7 @@ package storetest
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"reflect"
 	"sync"
@@ -49,6 +50,9 @@ func testRunLocksHaveOneHolder(t *testing.T, db NewDB) {
 		if err != nil || len(got) != 2 || got[0].Key != key || got[1].Key != "global/other" {
 			t.Errorf("RunLocks(a) = %+v, %v", got, err)
 		}
+		if h, err := r.RunLock(ctx, key); err != nil || h.RunID != "a" || h.Stage != "up" {
+			t.Errorf("RunLock(%s) = %+v, %v; want a's", key, h, err)
+		}
 		return nil
 	})
 	update(t, s, func(ctx context.Context, tx store.Tx) error {
@@ -69,6 +73,9 @@ func testRunLocksHaveOneHolder(t *testing.T, db NewDB) {
 	read(t, s, func(ctx context.Context, r store.Reader) error {
 		if got, err := r.RunLocks(ctx, "b"); len(got) != 0 || err != nil {
 			t.Errorf("RunLocks(b) after its release = %+v, %v", got, err)
+		}
+		if h, err := r.RunLock(ctx, key); !errors.Is(err, store.ErrNotFound) {
+			t.Errorf("RunLock(%s) of a free lock = %+v, %v; want ErrNotFound", key, h, err)
 		}
 		return nil
 	})
