@@ -8,6 +8,7 @@ import (
 	"net/http/httptest"
 	"os"
 	"strconv"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -78,7 +79,10 @@ func TestCloudEventsDeliveryIsAValidSignedEnvelope(t *testing.T) {
 	}))
 	t.Cleanup(srv.Close)
 	s := setup(t, []Destination{{Name: "siem", URL: srv.URL, Format: FormatCloudEvents, SecretFile: writeSecret(t, "s3cret", 0o600)}})
-	ts := time.Date(2026, 12, 2, 10, 0, 0, 123456789, time.UTC) // the store keeps microseconds
+	// Now, with nanoseconds the store rounds to microseconds: a fixed past
+	// date would age past GiveUpAfter and its retry would be given up.
+	ts := time.Now().UTC().Truncate(time.Second).Add(123456789)
+	wantTime := ts.Round(time.Microsecond).Format(time.RFC3339Nano)
 	events := []*store.Event{
 		{Type: store.EventActionCreated, Actor: "alice", ClusterID: "prod", NodeID: "db-1", ActionID: "3f0c8a52-7e4e-4a8e-9a4e-4f5a3b0f2c11", Message: "created", TS: ts},
 		{Type: store.EventRunFinished, Actor: "core", ClusterID: "prod", RunID: "5d1e3c9a-0b7f-4c2e-8a61-9e2f4b7d3c10", Message: "done", TS: ts},
@@ -115,7 +119,7 @@ func TestCloudEventsDeliveryIsAValidSignedEnvelope(t *testing.T) {
 		}
 		e := events[i]
 		if ce.ID != strconv.FormatInt(e.Seq, 10) || ce.Type != "io.muster."+e.Type || ce.Source != wantSource[i] ||
-			ce.Subject != wantSubject[i] || ce.Time != "2026-12-02T10:00:00.123457Z" || ce.Data.Seq != e.Seq ||
+			ce.Subject != wantSubject[i] || ce.Time != wantTime || !strings.HasSuffix(wantTime, ".123457Z") || ce.Data.Seq != e.Seq ||
 			ce.Data.Message != e.Message || ce.MusterSeq != e.Seq {
 			t.Errorf("delivery %d: %s", i, body)
 		}
