@@ -121,19 +121,20 @@ func TestCleanDetachedKeepsUnfinishedActions(t *testing.T) {
 // launched it) redacts the secrets its args referenced.
 func TestDetachedOutputIsRedactedByTheNextAgent(t *testing.T) {
 	t.Parallel()
-	dir := t.TempDir()
+	res, x := resumeSecretDetached(t, Env{StateDir: t.TempDir(), Secrets: func(name string) (string, error) { return "hunter2", nil }})
+	if res.Status != Done || strings.Contains(x.Output(), "hunter2") || !strings.Contains(x.Output(), "[redacted:tok]") {
+		t.Fatalf("%+v, output:\n%s", res, x.Output())
+	}
+}
+
+// resumeSecretDetached finishes, as an agent with env would at its start, a
+// detached action whose args reference secret tok and whose command printed
+// "token is hunter2" and exited 0.
+func resumeSecretDetached(t *testing.T, env Env) (Result, *Exec) {
+	t.Helper()
 	id := action.NewID()
-	d := filepath.Join(dir, DetachedDir, id)
-	if err := os.MkdirAll(d, 0o700); err != nil {
-		t.Fatal(err)
-	}
-	for name, body := range map[string]string{detachedLaunched: "", detachedOutput: "token is hunter2\n", detachedStatus: "0\n"} {
-		if err := os.WriteFile(filepath.Join(d, name), []byte(body), 0o600); err != nil {
-			t.Fatal(err)
-		}
-	}
-	r, err := NewRegistry([]External{{Kind: "example.com/up", Run: []string{"/bin/true"}, Privileges: ProfileRoot, RestartsAgent: true}},
-		Env{StateDir: dir, Secrets: func(name string) (string, error) { return "hunter2", nil }})
+	detachedFiles(t, env.StateDir, id, map[string]string{detachedLaunched: "", detachedOutput: "token is hunter2\n", detachedStatus: "0\n"})
+	r, err := NewRegistry([]External{{Kind: "example.com/up", Run: []string{"/bin/true"}, Privileges: ProfileRoot, RestartsAgent: true}}, env)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -141,10 +142,7 @@ func TestDetachedOutputIsRedactedByTheNextAgent(t *testing.T) {
 	a := &action.Action{ID: id, Kind: "example.com/up", Args: json.RawMessage(`{"token":"{{ secret \"tok\" }}"}`)}
 	a.Progress, _ = json.Marshal(extProgress{Phase: phaseRunning})
 	x := NewExec(a, true)
-	res := drive(t, context.Background(), h, x)
-	if res.Status != Done || strings.Contains(x.Output(), "hunter2") || !strings.Contains(x.Output(), "[redacted:tok]") {
-		t.Fatalf("%+v, output:\n%s", res, x.Output())
-	}
+	return drive(t, context.Background(), h, x), x
 }
 
 // detachedFiles makes an action's directory with the given files.
@@ -239,18 +237,7 @@ func TestCleanDetachedRemovesRecordsOfActionsNotRunning(t *testing.T) {
 // redact the output: it withholds it, and says why.
 func TestDetachedOutputIsWithheldWhenASecretCannotBeRead(t *testing.T) {
 	t.Parallel()
-	state := t.TempDir()
-	id := action.NewID()
-	detachedFiles(t, state, id, map[string]string{detachedLaunched: "", detachedOutput: "token is hunter2\n", detachedStatus: "0\n"})
-	r, err := NewRegistry([]External{{Kind: "example.com/up", Run: []string{"/bin/true"}, Privileges: ProfileRoot, RestartsAgent: true}}, Env{StateDir: state})
-	if err != nil {
-		t.Fatal(err)
-	}
-	h, _ := r.Get("example.com/up")
-	a := &action.Action{ID: id, Kind: "example.com/up", Args: json.RawMessage(`{"token":"{{ secret \"tok\" }}"}`)}
-	a.Progress, _ = json.Marshal(extProgress{Phase: phaseRunning})
-	x := NewExec(a, true)
-	res := drive(t, context.Background(), h, x)
+	res, x := resumeSecretDetached(t, Env{StateDir: t.TempDir()})
 	if res.Status != Done || strings.Contains(x.Output(), "hunter2") || !strings.Contains(x.Output(), "withheld") {
 		t.Fatalf("%+v, output:\n%s", res, x.Output())
 	}
