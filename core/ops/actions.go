@@ -75,10 +75,7 @@ func (o *Ops) CreateAction(ctx context.Context, c Caller, req ActionRequest) (*s
 // RetryAction creates a new action with the content of a finished one; the
 // optional reason is recorded in its first history line and its event.
 func (o *Ops) RetryAction(ctx context.Context, c Caller, ref, reason string) (*store.Record, error) {
-	if err := Authorize(c, auth.Retry); err != nil {
-		return nil, err
-	}
-	if err := checkReason(reason, false); err != nil {
+	if err := checkReasonAs(c, auth.Retry, reason, false); err != nil {
 		return nil, err
 	}
 	var id string
@@ -116,7 +113,7 @@ func (o *Ops) nudgeIfScheduled(rec *store.Record) {
 // approved already, eligible at no level) is a *RefusedError and changes
 // nothing.
 func (o *Ops) ApproveAction(ctx context.Context, c Caller, ref, reason string) (*store.Record, error) {
-	if err := checkReason(reason, false); err != nil {
+	if err := checkReasonAs(c, auth.Approve, reason, false); err != nil {
 		return nil, err
 	}
 	approved := false
@@ -152,7 +149,7 @@ func (o *Ops) ApproveAction(ctx context.Context, c Caller, ref, reason string) (
 // RejectAction rejects an action waiting for approval (a caller eligible
 // at one of its levels); nothing is synced.
 func (o *Ops) RejectAction(ctx context.Context, c Caller, ref, reason string) (*store.Record, error) {
-	if err := checkReason(reason, false); err != nil {
+	if err := checkReasonAs(c, auth.Reject, reason, false); err != nil {
 		return nil, err
 	}
 	return o.changeAction(ctx, c, auth.Reject, ref, func(tx store.Tx, id string) (*store.Record, error) {
@@ -172,7 +169,7 @@ func (o *Ops) RejectAction(ctx context.Context, c Caller, ref, reason string) (*
 // MarkActionUrgent lets an action pass its cluster's closed maintenance
 // window, never a freeze; the reason is required. Its node is synced.
 func (o *Ops) MarkActionUrgent(ctx context.Context, c Caller, ref, reason string) (*store.Record, error) {
-	if err := checkReason(reason, true); err != nil {
+	if err := checkReasonAs(c, auth.Approve, reason, true); err != nil {
 		return nil, err
 	}
 	rec, err := o.changeAction(ctx, c, auth.Approve, ref, func(tx store.Tx, id string) (*store.Record, error) {
@@ -190,10 +187,7 @@ func (o *Ops) MarkActionUrgent(ctx context.Context, c Caller, ref, reason string
 // optional reason is recorded in its history and the event.
 func (o *Ops) CancelAction(ctx context.Context, c Caller, ref, reason string) (rec *store.Record, pending bool, err error) {
 	// Who may not cancel hears so (403) before anything of the reason.
-	if err := Authorize(c, auth.Cancel); err != nil {
-		return nil, false, err
-	}
-	if err := checkReason(reason, false); err != nil {
+	if err := checkReasonAs(c, auth.Cancel, reason, false); err != nil {
 		return nil, false, err
 	}
 	var outcome actions.CancelOutcome

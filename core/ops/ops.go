@@ -195,6 +195,15 @@ func (o *Ops) nudgeCluster(clusterID string) {
 	}
 }
 
+// checkReasonAs is checkReason for a caller about to do a verb that needs
+// p: who holds p on no cluster hears 403 first, whatever the reason.
+func checkReasonAs(c Caller, p auth.Permission, reason string, required bool) error {
+	if err := Authorize(c, p); err != nil {
+		return err
+	}
+	return checkReason(reason, required)
+}
+
 // checkReason is the one rule of a reason a person gives (an approval, a
 // rejection, a cancel, a drain, a revocation, an urgent mark): at most
 // wire.MaxReason bytes of valid UTF-8 with no control character (a newline

@@ -108,3 +108,46 @@ func (e *env) findEvent(typ, id string) store.Event {
 	}
 	return out
 }
+
+// TestEveryVerbRefusesWhoMayNotBeforeJudgingTheReason: a caller whose roles
+// cannot do a verb hears 403 naming the role, not a 400 about the reason it
+// gave, whatever the verb (the reason is judged for callers who may).
+func TestEveryVerbRefusesWhoMayNotBeforeJudgingTheReason(t *testing.T) {
+	t.Parallel()
+	e := setup(t)
+	ctx := context.Background()
+	viewer := ops.Caller{Name: "vera", Roles: []string{store.RoleViewer}}
+	bad := "ok\x1b[2J"
+	verbs := map[string]func() error{
+		"approve action": func() error { _, err := e.ops.ApproveAction(ctx, viewer, "a-1", bad); return err },
+		"reject action":  func() error { _, err := e.ops.RejectAction(ctx, viewer, "a-1", bad); return err },
+		"urgent action":  func() error { _, err := e.ops.MarkActionUrgent(ctx, viewer, "a-1", bad); return err },
+		"retry action":   func() error { _, err := e.ops.RetryAction(ctx, viewer, "a-1", bad); return err },
+		"cancel action":  func() error { _, _, err := e.ops.CancelAction(ctx, viewer, "a-1", bad); return err },
+		"reject run":     func() error { _, err := e.ops.RejectRun(ctx, viewer, "r-1", bad); return err },
+		"resume run":     func() error { _, err := e.ops.ResumeRun(ctx, viewer, "r-1", bad); return err },
+		"promote run":    func() error { _, err := e.ops.PromoteRun(ctx, viewer, "r-1", bad); return err },
+		"cancel run":     func() error { _, err := e.ops.CancelRun(ctx, viewer, "r-1", bad); return err },
+		"urgent run":     func() error { _, err := e.ops.MarkRunUrgent(ctx, viewer, "r-1", bad); return err },
+		"abort run":      func() error { _, err := e.ops.AbortRun(ctx, viewer, "r-1", bad); return err },
+		"cancel run with rollback": func() error {
+			_, err := e.ops.CancelRunRollback(ctx, viewer, "r-1", bad)
+			return err
+		},
+		"reject schedule": func() error { _, err := e.ops.RejectSchedule(ctx, viewer, "nightly", bad); return err },
+		"pause schedule":  func() error { _, err := e.ops.PauseSchedule(ctx, viewer, "nightly", bad); return err },
+		"resume schedule": func() error { _, err := e.ops.ResumeSchedule(ctx, viewer, "nightly", bad); return err },
+		"delete schedule": func() error { return e.ops.DeleteSchedule(ctx, viewer, "nightly", bad) },
+		"drain node":      func() error { _, err := e.ops.DrainNode(ctx, viewer, "prod", "db-1", bad); return err },
+		"freeze": func() error {
+			_, err := e.ops.CreateFreeze(ctx, viewer, "prod", &wire.CreateFreezeRequest{Reason: bad})
+			return err
+		},
+		"lift freeze": func() error { _, err := e.ops.LiftFreeze(ctx, viewer, "f-1", bad); return err },
+	}
+	for name, verb := range verbs {
+		if d := ops.Describe(verb()); d.Status != 403 {
+			t.Errorf("%s by a viewer with a bad reason: %d %s, want 403", name, d.Status, d.Message)
+		}
+	}
+}

@@ -12,7 +12,7 @@ import (
 // approver of the run's cluster or the run's requester aborts; the
 // reason is optional.
 func (o *Ops) AbortRun(ctx context.Context, c Caller, ref, reason string) (RunResult, error) {
-	if err := checkReason(reason, false); err != nil {
+	if err := checkReasonAs(c, auth.Continue, reason, false); err != nil {
 		return RunResult{}, err
 	}
 	return o.changeRun(ctx, c, auth.Continue, ref, func(tx store.Tx, id string) (*store.Run, error) {
@@ -27,7 +27,7 @@ func (o *Ops) AbortRun(ctx context.Context, c Caller, ref, reason string) (RunRe
 // CancelRunRollback is an operator's cancel that rolls back: any RUNNING
 // or PAUSED run stops as an abort stops it (runs.Decider.CancelRollback).
 func (o *Ops) CancelRunRollback(ctx context.Context, c Caller, ref, reason string) (RunResult, error) {
-	if err := checkReason(reason, false); err != nil {
+	if err := checkReasonAs(c, auth.Cancel, reason, false); err != nil {
 		return RunResult{}, err
 	}
 	return o.changeRun(ctx, c, auth.Cancel, ref, func(tx store.Tx, id string) (*store.Run, error) {

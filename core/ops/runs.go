@@ -274,7 +274,7 @@ func (o *Ops) inLevels(ctx context.Context, tx store.Tx, c Caller, r *store.Run,
 // RejectRun rejects a run waiting for approval (a caller eligible at one of
 // its levels).
 func (o *Ops) RejectRun(ctx context.Context, c Caller, ref, reason string) (RunResult, error) {
-	if err := checkReason(reason, false); err != nil {
+	if err := checkReasonAs(c, auth.Reject, reason, false); err != nil {
 		return RunResult{}, err
 	}
 	return o.changeRun(ctx, c, auth.Reject, ref, func(tx store.Tx, id string) (*store.Run, error) {
@@ -309,7 +309,7 @@ func (o *Ops) PauseRun(ctx context.Context, c Caller, ref string) (RunResult, er
 // reason the run records and is made in levels, as an approval of the
 // resume (SubjectResume): the run goes on once every level is met.
 func (o *Ops) ResumeRun(ctx context.Context, c Caller, ref, reason string) (RunResult, error) {
-	if err := checkReason(reason, false); err != nil {
+	if err := checkReasonAs(c, auth.Continue, reason, false); err != nil {
 		return RunResult{}, err
 	}
 	return o.changeRun(ctx, c, auth.Continue, ref, func(tx store.Tx, id string) (*store.Run, error) {
@@ -348,7 +348,7 @@ func (o *Ops) ResumeRun(ctx context.Context, c Caller, ref, reason string) (RunR
 // its approval is met by approvals of the promote (an approver other than
 // the requester and the applier, each, with a reason the run records).
 func (o *Ops) PromoteRun(ctx context.Context, c Caller, ref, reason string) (RunResult, error) {
-	if err := checkReason(reason, false); err != nil {
+	if err := checkReasonAs(c, auth.Approve, reason, false); err != nil {
 		return RunResult{}, err
 	}
 	return o.changeRun(ctx, c, auth.Approve, ref, func(tx store.Tx, id string) (*store.Run, error) {
@@ -371,7 +371,7 @@ func (o *Ops) PromoteRun(ctx context.Context, c Caller, ref, reason string) (Run
 
 // CancelRun cancels a run and its open children.
 func (o *Ops) CancelRun(ctx context.Context, c Caller, ref, reason string) (RunResult, error) {
-	if err := checkReason(reason, false); err != nil {
+	if err := checkReasonAs(c, auth.Cancel, reason, false); err != nil {
 		return RunResult{}, err
 	}
 	return o.changeRun(ctx, c, auth.Cancel, ref, func(tx store.Tx, id string) (*store.Run, error) {
@@ -382,7 +382,7 @@ func (o *Ops) CancelRun(ctx context.Context, c Caller, ref, reason string) (RunR
 // MarkRunUrgent lets a run's children pass the cluster's closed maintenance
 // window, never a freeze; the reason is required.
 func (o *Ops) MarkRunUrgent(ctx context.Context, c Caller, ref, reason string) (RunResult, error) {
-	if err := checkReason(reason, true); err != nil {
+	if err := checkReasonAs(c, auth.Approve, reason, true); err != nil {
 		return RunResult{}, err
 	}
 	return o.changeRun(ctx, c, auth.Approve, ref, func(tx store.Tx, id string) (*store.Run, error) {

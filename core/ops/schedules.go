@@ -116,7 +116,7 @@ func (o *Ops) scheduleOn(ctx context.Context, tx store.Tx, c Caller, p auth.Perm
 // RejectSchedule rejects a schedule waiting for approval (a caller eligible
 // at one of its levels).
 func (o *Ops) RejectSchedule(ctx context.Context, c Caller, name, reason string) (wire.Schedule, error) {
-	if err := checkReason(reason, false); err != nil {
+	if err := checkReasonAs(c, auth.Reject, reason, false); err != nil {
 		return wire.Schedule{}, err
 	}
 	return o.changeSchedule(ctx, c, auth.Reject, name, func(tx store.Tx) (*store.Schedule, error) {
@@ -140,7 +140,7 @@ func (o *Ops) RejectSchedule(ctx context.Context, c Caller, name, reason string)
 // PauseSchedule stops a schedule's occurrences until it is resumed; the
 // optional reason is recorded in its state reason and the event.
 func (o *Ops) PauseSchedule(ctx context.Context, c Caller, name, reason string) (wire.Schedule, error) {
-	if err := checkReason(reason, false); err != nil {
+	if err := checkReasonAs(c, auth.Cancel, reason, false); err != nil {
 		return wire.Schedule{}, err
 	}
 	return o.changeSchedule(ctx, c, auth.Cancel, name, func(tx store.Tx) (*store.Schedule, error) {
@@ -151,7 +151,7 @@ func (o *Ops) PauseSchedule(ctx context.Context, c Caller, name, reason string) 
 // ResumeSchedule lets a paused schedule's occurrences come again (an
 // optional reason, as PauseSchedule).
 func (o *Ops) ResumeSchedule(ctx context.Context, c Caller, name, reason string) (wire.Schedule, error) {
-	if err := checkReason(reason, false); err != nil {
+	if err := checkReasonAs(c, auth.Continue, reason, false); err != nil {
 		return wire.Schedule{}, err
 	}
 	return o.changeSchedule(ctx, c, auth.Continue, name, func(tx store.Tx) (*store.Schedule, error) {
@@ -162,10 +162,7 @@ func (o *Ops) ResumeSchedule(ctx context.Context, c Caller, name, reason string)
 // DeleteSchedule removes a schedule; the runs it made stay. The optional
 // reason is recorded in the event.
 func (o *Ops) DeleteSchedule(ctx context.Context, c Caller, name, reason string) error {
-	if err := Authorize(c, auth.Cancel); err != nil {
-		return err
-	}
-	if err := checkReason(reason, false); err != nil {
+	if err := checkReasonAs(c, auth.Cancel, reason, false); err != nil {
 		return err
 	}
 	if err := CheckScheduleName(name); err != nil {
