@@ -17,6 +17,7 @@ import (
 	"github.com/musterhq/muster/core/target"
 	"github.com/musterhq/muster/shared/textsafe"
 	"github.com/musterhq/muster/shared/wire"
+	"github.com/musterhq/muster/shared/words"
 )
 
 func newPlaybookCmd() *cobra.Command {
@@ -298,8 +299,12 @@ func printPlan(w io.Writer, p *wire.Plan, given map[string]string) error {
 		if len(st.DependsOn) > 0 {
 			deps = strings.Join(st.DependsOn, ", ")
 		}
-		fmt.Fprintf(w, "\nStage %s: %s on %d node(s), max_concurrency %s, max_errors %s, on_failure %s, after %s\n",
-			textsafe.Escape(st.Name), textsafe.Escape(st.Kind), len(st.Nodes), st.MaxConcurrency, st.MaxErrors, textsafe.Escape(st.OnFailure), textsafe.Escape(deps))
+		what := textsafe.Escape(st.Kind)
+		if len(st.Steps) > 0 {
+			what = words.Count(len(st.Steps), "step")
+		}
+		fmt.Fprintf(w, "\nStage %s: %s on %s, max_concurrency %s, max_errors %s, on_failure %s, after %s\n",
+			textsafe.Escape(st.Name), what, words.Count(len(st.Nodes), "node"), st.MaxConcurrency, st.MaxErrors, textsafe.Escape(st.OnFailure), textsafe.Escape(deps))
 		printStageLocks(w, &st)
 		if len(st.Steps) == 0 {
 			t := newTable(w, "WAVE", "NODE", "ARGS", "HELD")
@@ -327,7 +332,7 @@ func printPlan(w io.Writer, p *wire.Plan, given map[string]string) error {
 					note = append(note, "canary")
 				}
 				if ch.CanaryPause {
-					note = append(note, "then the run pauses until an approver promotes it")
+					note = append(note, canaryPauseText(p.Stages, ch.Stage))
 				}
 				if ch.When != "" {
 					note = append(note, "when "+ch.When)
@@ -349,9 +354,10 @@ func printPlan(w io.Writer, p *wire.Plan, given map[string]string) error {
 		}
 	}
 	if rollback > 0 {
-		fmt.Fprintf(w, "\n%d child action(s), and %d rollback step(s) made only on a node that fails; nothing was created.\n", steps, rollback)
+		fmt.Fprintf(w, "\n%s, and %s made only on a node that fails; nothing was created.\n",
+			words.Count(steps, "child action"), words.Count(rollback, "rollback step"))
 	} else {
-		fmt.Fprintf(w, "\n%d child action(s); nothing was created.\n", steps)
+		fmt.Fprintf(w, "\n%s; nothing was created.\n", words.Count(steps, "child action"))
 	}
 	if p.Version > 0 {
 		line := fmt.Sprintf("muster playbook start %s --cluster %s --digest %s", shellWord(p.Playbook), shellWord(p.ClusterID), shellWord(p.Digest))
@@ -367,6 +373,25 @@ func printPlan(w io.Writer, p *wire.Plan, given map[string]string) error {
 		fmt.Fprintf(w, "To start exactly this plan: %s\n", textsafe.Escape(line))
 	}
 	return nil
+}
+
+// promoteText says how a stage's canary goes on once it is through: by
+// itself once its gates have held auto_promote_after_s, or by an approver.
+func promoteText(st *wire.Stage) string {
+	if st.AutoPromoteAfterS > 0 {
+		return fmt.Sprintf("it promotes itself once its gates have held %ds (an approver may promote it sooner)", st.AutoPromoteAfterS)
+	}
+	return "an approver promotes it"
+}
+
+// canaryPauseText is the plan's note on the last canary node of stage name.
+func canaryPauseText(stages []wire.Stage, name string) string {
+	for i := range stages {
+		if stages[i].Name == name {
+			return "then the run pauses: " + promoteText(&stages[i])
+		}
+	}
+	return "then the run pauses until an approver promotes it"
 }
 
 // printProcedure shows a stage's steps, with their retry and when, its
@@ -389,7 +414,7 @@ func printProcedure(w io.Writer, st *wire.Stage) {
 		line("rollback", sp)
 	}
 	if st.Canary > 0 {
-		fmt.Fprintf(w, "  canary: the run pauses after %d node(s) until an approver promotes it\n", st.Canary)
+		fmt.Fprintf(w, "  canary: the run pauses after %s; %s\n", words.Count(st.Canary, "node"), promoteText(st))
 	}
 	if st.SoakS > 0 {
 		fmt.Fprintf(w, "  soak: %ds after each node's last step\n", st.SoakS)

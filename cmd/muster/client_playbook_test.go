@@ -93,14 +93,17 @@ func TestPrintPlanShowsEachNodesRollbackAndTheCanaryPause(t *testing.T) {
 	}
 	want := []string{
 		"1 n1 upgrade example.com/node.upgrade - canary -",
-		"1 n1 downgrade example.com/node.upgrade - rollback, if the node fails; canary; then the run pauses until an approver promotes it -",
+		"1 n1 downgrade example.com/node.upgrade - rollback, if the node fails; canary; then the run pauses: an approver promotes it -",
 		"2 n2 upgrade example.com/node.upgrade - - budget: full",
 		`2 n2 downgrade example.com/node.upgrade - rollback, if the node fails; when {{ eq .steps.upgrade.state "DONE" }} budget: full`,
 	}
 	if strings.Join(rows, "\n") != strings.Join(want, "\n") {
 		t.Fatalf("rows:\n%s\nwant:\n%s\n\n%s", strings.Join(rows, "\n"), strings.Join(want, "\n"), out)
 	}
-	if !strings.Contains(out, "2 child action(s), and 2 rollback step(s) made only on a node that fails") {
+	if !strings.Contains(out, "Stage up: 1 step on 2 nodes, max_concurrency") {
+		t.Errorf("the stage line does not count its steps and nodes:\n%s", out)
+	}
+	if !strings.Contains(out, "2 child actions, and 2 rollback steps made only on a node that fails") {
 		t.Fatalf("summary line:\n%s", out)
 	}
 }
@@ -188,5 +191,22 @@ func TestPlaybookPlanLimitAndNotBeforeDigestIsTheApprovedRuns(t *testing.T) {
 	appr := client.NewCore(e.url, e.secrets["appr"], nil)
 	if got, err := appr.ApproveRun(context.Background(), r.ID, dbs); err != nil || got.State == "PENDING_APPROVE" {
 		t.Fatalf("approve under the plan's digest: %v %+v", err, got)
+	}
+}
+
+// TestPlanSaysACanaryThatPromotesItselfDoesSo: the plan of a canary stage
+// with auto_promote_after_s says the run goes on by itself once its gates
+// hold, not that it waits for an approver.
+func TestPlanSaysACanaryThatPromotesItselfDoesSo(t *testing.T) {
+	t.Parallel()
+	st := wire.Stage{Name: "replicas", Canary: 1, AutoPromoteAfterS: 15}
+	var b strings.Builder
+	printProcedure(&b, &st)
+	want := "canary: the run pauses after 1 node; it promotes itself once its gates have held 15s (an approver may promote it sooner)"
+	if !strings.Contains(b.String(), want) {
+		t.Errorf("procedure %q lacks %q", b.String(), want)
+	}
+	if got := canaryPauseText([]wire.Stage{st}, "replicas"); !strings.Contains(got, "promotes itself once its gates have held 15s") {
+		t.Errorf("the canary node's note %q does not say it promotes itself", got)
 	}
 }

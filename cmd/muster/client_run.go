@@ -20,6 +20,7 @@ import (
 	"github.com/musterhq/muster/shared/limit"
 	"github.com/musterhq/muster/shared/textsafe"
 	"github.com/musterhq/muster/shared/wire"
+	"github.com/musterhq/muster/shared/words"
 )
 
 func newRunCmd() *cobra.Command {
@@ -150,7 +151,7 @@ func newRunCreateCmd(f *clientFlags) *cobra.Command {
 			for _, s := range r.Stages {
 				n += s.Size()
 			}
-			fmt.Fprintf(w, "Created run %s (%s): %s on %d node(s).\n", textsafe.Escape(r.ID), textsafe.Escape(r.State), textsafe.Escape(st.Kind), n)
+			fmt.Fprintf(w, "Created run %s (%s): %s on %s.\n", textsafe.Escape(r.ID), textsafe.Escape(r.State), textsafe.Escape(st.Kind), words.Count(n, "node"))
 			if r.State == "PENDING_APPROVE" {
 				fmt.Fprintf(w, "It waits for approval: muster run approve %s\n", textsafe.Escape(shortID(r.ID)))
 			}
@@ -360,7 +361,7 @@ func printRun(w io.Writer, r *wire.Run) error {
 	}
 	if r.NodesPaged {
 		// A large run: the core sent the cells in flight alone.
-		fmt.Fprintf(w, "\n%d node(s) in flight shown; `muster run nodes %s` lists every node.\n", len(r.Children), shortID(r.ID))
+		fmt.Fprintf(w, "\n%s in flight shown; `muster run nodes %s` lists every node.\n", words.Count(len(r.Children), "node"), shortID(r.ID))
 	}
 	if len(r.Children) > 0 {
 		if r.NodesPaged {
@@ -565,8 +566,9 @@ func newRunVerbCmd(f *clientFlags, verb, short string) *cobra.Command {
 // on its nodes, or, for a stage of steps, the steps each node goes through.
 func printApproval(w io.Writer, r *wire.Run) {
 	total := childActions(r)
-	fmt.Fprintf(w, "Run %s on %s by %s: %d stage(s), %d child action(s), digest %.12s%s\n",
-		r.ID, textsafe.Escape(r.ClusterID), textsafe.Escape(r.Requester), len(r.Stages), total, r.Digest,
+	fmt.Fprintf(w, "Run %s on %s by %s: %s, %s, digest %.12s%s\n",
+		r.ID, textsafe.Escape(r.ClusterID), textsafe.Escape(r.Requester), words.Count(len(r.Stages), "stage"),
+		words.Count(total, "child action"), r.Digest,
 		notBeforeText(r.NotBefore))
 	for _, st := range r.Stages {
 		kind, args := stageKind(&st)
@@ -668,6 +670,21 @@ status 3; --wait-resume keeps watching through the pause instead.`,
 	return cmd
 }
 
+// autoPromoting is the stage of a run paused after its canary whose rule
+// auto_promote_after_s will promote it without anyone, or nil.
+func autoPromoting(r *wire.Run) *wire.Stage {
+	if r.State != "PAUSED" || r.PausedFor != wire.PausedCanary {
+		return nil
+	}
+	for i := range r.Stages {
+		st := &r.Stages[i]
+		if st.Canary > 0 && !st.Promoted && st.AutoPromoteAfterS > 0 && (st.State == "PAUSED" || st.State == "RUNNING") {
+			return st
+		}
+	}
+	return nil
+}
+
 // pausedText says why run r is paused and who may go on with it, and how
 // (with the watch's way to keep watching when watching).
 func pausedText(r *wire.Run, watching bool) string {
@@ -675,6 +692,11 @@ func pausedText(r *wire.Run, watching bool) string {
 	out := "Run " + id + " is PAUSED" + reasonText(r.StateReason) + ". "
 	switch r.PausedFor {
 	case wire.PausedCanary:
+		if s := autoPromoting(r); s != nil {
+			out += fmt.Sprintf("Its canary is through: it promotes itself once its gates have held %ds; an approver other than %s may promote it sooner with `muster run promote %s --reason WHY`.",
+				s.AutoPromoteAfterS, textsafe.Escape(r.Requester), id)
+			break
+		}
 		out += fmt.Sprintf("Its canary is through: an approver other than %s may promote it with `muster run promote %s --reason WHY`.",
 			textsafe.Escape(r.Requester), id)
 	case wire.PausedErrors:
@@ -718,6 +740,7 @@ func watchRun(ctx context.Context, c *client.Core, ref string, w io.Writer, asJS
 		return view.show(lines)
 	}
 	since := int64(-1)
+	toldAuto := false
 	for attempt := 0; ; {
 		s, err := c.Stream(ctx, since, client.EventFilter{RunID: id})
 		if err != nil {
@@ -739,7 +762,17 @@ func watchRun(ctx context.Context, c *client.Core, ref string, w io.Writer, asJS
 				if r.State == "FAILED" || r.State == "CANCELLED" || r.State == "PARTIAL" || r.State == "ABORTED" {
 					return fmt.Errorf("%w: %s ended %s%s", errRunNotDone, textsafe.Escape(id), textsafe.Escape(r.State), reasonText(r.StateReason))
 				}
-				if r.State == "PAUSED" && !waitResume {
+				// A canary that promotes itself goes on without anyone: the
+				// watch says so once and keeps watching.
+				if r.State == "PAUSED" && !waitResume && autoPromoting(r) != nil && !toldAuto {
+					toldAuto = true
+					if !asJSON {
+						if _, err := fmt.Fprintln(w, pausedText(r, false)); err != nil {
+							return err
+						}
+					}
+				}
+				if r.State == "PAUSED" && !waitResume && autoPromoting(r) == nil {
 					if !asJSON {
 						if _, err := fmt.Fprintln(w, pausedText(r, true)); err != nil {
 							return err

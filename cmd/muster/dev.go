@@ -382,8 +382,12 @@ In a browser on this machine (each link signs in once, within ten minutes):
 		fmt.Fprintf(out, "Its notification example goes to a receiver that checks each signature and prints each delivery:\n  %s webhook listen --addr 127.0.0.1:9000 --secret-file %s\n\n",
 			bin, filepath.Join(filepath.Dir(devFile), devWebhookSecret))
 	}
-	fmt.Fprintf(out, "The nodes' health, which the gate of canary-upgrade checks: %s (an example metric: /metrics);\n"+
-		"a node is unhealthy while %s exists:\n  %s playbook start canary-upgrade --cluster dev --param version=2.0 --param health_url=%s\n\n",
-		health, filepath.Join(dir, "fail", "health.NODE"), bin, health)
+	fmt.Fprintf(out, "A canary upgrade gated on the nodes' health, which the gate of canary-upgrade checks: %[1]s\n"+
+		"(an example metric: /metrics; a node is unhealthy while %[2]s exists).\n"+
+		"Held healthy for 15 s the canary promotes itself; unhealthy, the run aborts and rolls the canary back:\n\n"+
+		"  %[3]s playbook apply configs/playbooks/canary-upgrade.yaml\n"+
+		"  %[3]s playbook plan canary-upgrade --cluster dev --param version=2.0 --param health_url=%[1]s\n"+
+		"  # then the start line the plan prints (its digest), bob's run approve, and %[3]s run watch <id>\n\n",
+		health, filepath.Join(dir, "fail", "health.NODE"), bin)
 	fmt.Fprintln(out, "Stop with Ctrl-C.")
 }

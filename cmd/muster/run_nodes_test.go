@@ -64,7 +64,7 @@ func TestRunShowOfALargeRunShowsItsCountsAndNodesInFlight(t *testing.T) {
 	if code != 0 {
 		t.Fatalf("run show: %d %q", code, msg)
 	}
-	for _, want := range []string{"120/150", "done 120", "in flight 2", "waiting 28", "2 node(s) in flight shown; `muster run nodes " + id[:8] + "`",
+	for _, want := range []string{"120/150", "done 120", "in flight 2", "waiting 28", "2 nodes in flight shown; `muster run nodes " + id[:8] + "`",
 		"Nodes in flight:", "n0120", "n0121"} {
 		if !strings.Contains(show, want) {
 			t.Errorf("run show lacks %q:\n%s", want, show)

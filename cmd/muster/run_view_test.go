@@ -189,7 +189,7 @@ func TestApprovalAndShowOfAProcedureSayItsSteps(t *testing.T) {
 	}
 	out := b.String()
 	if strings.Contains(out, "null") || !strings.Contains(out, "upgrade: 4 steps on n2,n3") ||
-		!strings.Contains(out, "8 child action(s)") {
+		!strings.Contains(out, "8 child actions") {
 		t.Fatalf("printed\n%s\nwant the stage's 4 steps, 8 children and no null", out)
 	}
 }

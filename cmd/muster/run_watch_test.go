@@ -49,14 +49,22 @@ func TestRunLinesShowTheStepOfEachNodeInFlight(t *testing.T) {
 // PAUSED with reason, and returns its id.
 func (e *cliEnv) storePausedRun(reason string) string {
 	e.t.Helper()
+	return e.storePausedRunWith(reason, func(*store.RunStage) {})
+}
+
+// storePausedRunWith is storePausedRun with its stage changed by change.
+func (e *cliEnv) storePausedRunWith(reason string, change func(*store.RunStage)) string {
+	e.t.Helper()
 	ctx := context.Background()
 	now := time.Now().UTC()
 	id := action.NewID()
+	stages := []store.RunStage{{Name: "restart", Kind: "muster.io/debug.ping", Args: json.RawMessage(`{}`),
+		Nodes: []string{"db-1", "db-2"}, OnFailure: "pause", State: store.StageRunning, Canary: 1}}
+	change(&stages[0])
 	if err := e.st.Update(ctx, func(tx store.Tx) error {
 		return tx.InsertRun(ctx, &store.Run{ID: id, ClusterID: "prod", State: store.RunPaused, StateReason: reason,
 			Requester: "op", ApprovedBy: "appr", Digest: "d", CreatedTS: now, UpdatedTS: now,
-			Stages: []store.RunStage{{Name: "restart", Kind: "muster.io/debug.ping", Args: json.RawMessage(`{}`),
-				Nodes: []string{"db-1"}, OnFailure: "pause", State: store.StageRunning, Canary: 1}}})
+			Stages: stages})
 	}); err != nil {
 		e.t.Fatal(err)
 	}
@@ -112,12 +120,45 @@ func TestRunWatchWaitResumeKeepsWatchingThroughAPause(t *testing.T) {
 	t.Parallel()
 	e := setupCLI(t, approval.DefaultPolicy())
 	id := e.storePausedRun(runs.ReasonPaused + " by op")
+	out := watchThroughPause(t, e, id, "--wait-resume")
+	if strings.Contains(out, "is PAUSED (") {
+		t.Errorf("watch --wait-resume printed the pause's exit text: %q", out)
+	}
+}
+
+// TestRunWatchKeepsWatchingACanaryThatPromotesItself: a canary whose
+// auto_promote_after_s will promote it goes on without anyone, so watch
+// says so (and who may promote it sooner) and keeps watching, without
+// --wait-resume, until the run ends.
+func TestRunWatchKeepsWatchingACanaryThatPromotesItself(t *testing.T) {
+	t.Parallel()
+	e := setupCLI(t, approval.DefaultPolicy())
+	id := e.storePausedRunWith(fmt.Sprintf(runs.ReasonCanaryAuto, "restart", 1, 0, 15), func(st *store.RunStage) {
+		st.AutoPromoteAfterS = 15
+	})
+	out := watchThroughPause(t, e, id)
+	for _, want := range []string{"it promotes itself once its gates have held 15s",
+		"an approver other than op may promote it sooner with `muster run promote " + id} {
+		if !strings.Contains(out, want) {
+			t.Errorf("watch printed %q, lacking %q", out, want)
+		}
+	}
+	if strings.Count(out, "promotes itself once its gates have held 15s;") != 1 {
+		t.Errorf("watch did not say once that the canary promotes itself: %q", out)
+	}
+}
+
+// watchThroughPause runs run watch with args over the paused run id,
+// checks it keeps watching while the run is paused, ends the run DONE and
+// checks the watch then exits 0; it returns what the watch printed.
+func watchThroughPause(t *testing.T, e *cliEnv, id string, args ...string) string {
+	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	var out lockedBuffer
 	done := make(chan int, 1)
 	go func() {
-		code, _ := e.runCtx(ctx, &out, "op", "run", "watch", "--wait-resume", id)
+		code, _ := e.runCtx(ctx, &out, "op", append(append([]string{"run", "watch"}, args...), id)...)
 		done <- code
 	}()
 	testwait.Within(t, 20*time.Second, "watch showing the paused run", func() bool {
@@ -125,11 +166,8 @@ func TestRunWatchWaitResumeKeepsWatchingThroughAPause(t *testing.T) {
 	})
 	select {
 	case code := <-done:
-		t.Fatalf("watch --wait-resume ended (%d) while the run was paused: %q", code, out.String())
+		t.Fatalf("watch %v ended (%d) while the run was paused: %q", args, code, out.String())
 	default:
-	}
-	if strings.Contains(out.String(), "is PAUSED (") {
-		t.Errorf("watch --wait-resume printed the pause's exit text: %q", out.String())
 	}
 	// The run goes on and ends DONE, with its events.
 	bg := context.Background()
@@ -154,8 +192,9 @@ func TestRunWatchWaitResumeKeepsWatchingThroughAPause(t *testing.T) {
 			t.Fatalf("watch ended %d with %q; want 0 after DONE", code, out.String())
 		}
 	case <-ctx.Done():
-		t.Fatalf("watch --wait-resume did not end after the run did: %q", out.String())
+		t.Fatalf("watch %v did not end after the run did: %q", args, out.String())
 	}
+	return out.String()
 }
 
 // TestRunAbortAndCancelRollback: run abort (an approver, with a reason)

@@ -109,7 +109,10 @@ const (
 	// ReasonDeadline ends a run past its deadline.
 	ReasonDeadline = "deadline: the run's deadline passed before every node was done"
 	// ReasonCanary pauses a run after its canary nodes; promote goes on.
-	ReasonCanary      = "canary: stage %s paused after its first nodes (%d done, %d failed); an approver promotes it"
+	ReasonCanary = "canary: stage %s paused after its first nodes (%d done, %d failed); an approver promotes it"
+	// ReasonCanaryAuto is ReasonCanary for a stage whose rule
+	// auto_promote_after_s promotes it once its gates have held.
+	ReasonCanaryAuto  = "canary: stage %s paused after its first nodes (%d done, %d failed); it promotes itself once its gates have held %ds, or an approver promotes it sooner"
 	ReasonStageFailed = "stage %s: %d errors, more than max_errors %s"
 )
 
@@ -695,6 +698,9 @@ func PlanWith(r *store.Run, children []Child, env PlanEnv) Step {
 		if started := len(st.Nodes) - c.Pending - views[i].excluded; started >= st.Canary && c.Unfinished == 0 && c.Pending > 0 {
 			if r.State == store.RunRunning {
 				s.State, s.Reason = store.RunPaused, sprintf(ReasonCanary, st.Name, c.Done, c.Errors)
+				if st.AutoPromoteAfterS > 0 {
+					s.Reason = sprintf(ReasonCanaryAuto, st.Name, c.Done, c.Errors, st.AutoPromoteAfterS)
+				}
 			}
 			return s
 		}

@@ -10,6 +10,7 @@ import (
 	"github.com/musterhq/muster/core/ops"
 	"github.com/musterhq/muster/core/store"
 	"github.com/musterhq/muster/shared/wire"
+	"github.com/musterhq/muster/shared/words"
 )
 
 // pausedShown bounds the paused runs the Approvals page shows: each one
@@ -111,10 +112,10 @@ func (s *Server) pausedRun(ctx context.Context, rd store.Reader, v *visitor, r *
 		case st.State != store.StageRunning:
 		case why == wire.PausedCanary && st.Canary > 0 && !st.Promoted:
 			p.Continues = append(p.Continues, fmt.Sprintf("Promoting lets stage %s go on past its canary: %d of its %d nodes remain. "+
-				"The canary: %s done, %d failed.", st.Name, c.Pending, len(st.Nodes), plural(c.Done, "node"), c.Errors))
+				"The canary: %s done, %d failed.", st.Name, c.Pending, len(st.Nodes), words.Count(c.Done, "node"), c.Errors))
 		case why == wire.PausedErrors && st.OnFailure == ops.RunOnFailurePause && c.Errors-st.Forgiven > st.MaxErrors.Floor(len(st.Nodes)):
 			p.Continues = append(p.Continues, fmt.Sprintf("Resuming forgives the %s of stage %s (max_errors %s) and goes on: "+
-				"%d of its %d nodes remain.", plural(c.Errors-st.Forgiven, "error"), st.Name, st.MaxErrors, c.Pending, len(st.Nodes)))
+				"%d of its %d nodes remain.", words.Count(c.Errors-st.Forgiven, "error"), st.Name, st.MaxErrors, c.Pending, len(st.Nodes)))
 		case c.Pending > 0:
 			p.Continues = append(p.Continues, fmt.Sprintf("Stage %s goes on too: %d of its %d nodes remain.", st.Name, c.Pending, len(st.Nodes)))
 		}

@@ -317,3 +317,39 @@ func TestPlanAndStartALimitAndANotBeforeFromThePlaybookPage(t *testing.T) {
 		t.Fatalf("the run started: digest %s nodes %v not before %v", r.Digest, r.Stages[0].Nodes, r.NotBefore)
 	}
 }
+
+// TestPlanPageSaysACanaryThatPromotesItselfDoesSo: the plan of a canary
+// with auto_promote_after_s and abort_on says the run goes on by itself
+// once its gates have held, and what aborts it, not that it waits for an
+// approver.
+func TestPlanPageSaysACanaryThatPromotesItselfDoesSo(t *testing.T) {
+	t.Parallel()
+	e := setup(t)
+	e.addNodes("db-2")
+	e.applyPlaybook(`name: gated
+description: a canary gated on health
+stages:
+  - name: up
+    target: {all: true}
+    max_concurrency: 1
+    canary: 1
+    auto_promote_after_s: 15
+    abort_on: [healthy]
+    steps:
+      - {name: upgrade, kind: muster.io/debug.ping}
+      - {name: healthy, gate: {http: {url: "https://health.example.com/{{ .node.id }}", expect_status: 200}}}
+`, "admin")
+	viewer := e.browser().signIn("viewer")
+	status, _, body := viewer.get("/ui/playbooks/gated?" + url.Values{"plan": {"1"}, "version": {"1"}, "cluster": {"prod"}}.Encode())
+	if status != http.StatusOK {
+		t.Fatalf("plan: %d\n%s", status, body)
+	}
+	for _, want := range []string{"it promotes itself once its gates have held 15 s", "a failing healthy aborts it"} {
+		if !strings.Contains(body, want) {
+			t.Errorf("the plan lacks %q:\n%s", want, body)
+		}
+	}
+	if strings.Contains(body, "pauses until an approver") {
+		t.Errorf("the plan says the canary waits for an approver:\n%s", body)
+	}
+}

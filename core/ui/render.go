@@ -16,6 +16,7 @@ import (
 	"github.com/musterhq/muster/shared/action"
 	"github.com/musterhq/muster/shared/textsafe"
 	"github.com/musterhq/muster/shared/wire"
+	"github.com/musterhq/muster/shared/words"
 )
 
 // pageNames are the templates/<name>.html files; each defines "content"
@@ -82,13 +83,22 @@ var funcs = template.FuncMap{
 	"schedulePath": schedulePath,
 	"short":        func(id string) string { return id[:min(8, len(id))] },
 	"shortDigest":  func(d string) string { return d[:min(12, len(d))] },
-	"plural":       plural,
-	"wrappable":    wrappable,
-	"stateName":    func(s action.State) string { return strings.ReplaceAll(string(s), "_", " ") },
-	"lower":        strings.ToLower,
-	"deref":        func(t *time.Time) time.Time { return *t },
-	"sameText":     func(a, b any) bool { return fmt.Sprint(a) == fmt.Sprint(b) },
-	"spaced":       func(s string) string { return strings.ReplaceAll(s, "_", " ") },
+	"plural":       words.Count,
+	// stageNamed is the stage of stages called name (nil if none).
+	"stageNamed": func(stages []wire.Stage, name string) *wire.Stage {
+		for i := range stages {
+			if stages[i].Name == name {
+				return &stages[i]
+			}
+		}
+		return nil
+	},
+	"wrappable": wrappable,
+	"stateName": func(s action.State) string { return strings.ReplaceAll(string(s), "_", " ") },
+	"lower":     strings.ToLower,
+	"deref":     func(t *time.Time) time.Time { return *t },
+	"sameText":  func(a, b any) bool { return fmt.Sprint(a) == fmt.Sprint(b) },
+	"spaced":    func(s string) string { return strings.ReplaceAll(s, "_", " ") },
 	// runCard and decideArgs hand a run's templates the page's view too.
 	"shownArgs": shownArgs,
 	"runCard":   func(v *view, p any) map[string]any { return map[string]any{"V": v, "Item": p} },
@@ -102,14 +112,6 @@ var funcs = template.FuncMap{
 // there on a narrow screen, never inside a word.
 func wrappable(s string) template.HTML {
 	return template.HTML(strings.ReplaceAll(template.HTMLEscapeString(printable(s)), "/", "/<wbr>"))
-}
-
-// plural is n and word, with an s when n is not 1: "1 action", "2 actions".
-func plural(n int, word string) string {
-	if n == 1 {
-		return "1 " + word
-	}
-	return fmt.Sprintf("%d %ss", n, word)
 }
 
 func parsePages() (map[string]*template.Template, error) {
