@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/musterhq/muster/core/target"
 	"github.com/musterhq/muster/shared/action"
 	"github.com/musterhq/muster/shared/names"
 )
@@ -32,6 +33,10 @@ func FuzzDecodeNewAction(f *testing.F) {
 		"cluster=prod&node=db-1&kind=a%2Fb&timeout=99999999999",
 		"cluster=pr%1bod&node=db-1&kind=a%2Fb",
 		"cluster=prod&node=db-1&kind=a%2Fb&args=" + strings.Repeat("%7B", 3000),
+		"cluster=prod&target=role%3Ddb&kind=a%2Fb", "cluster=prod&target=all&kind=a%2Fb",
+		"cluster=prod&target=role%3Ddb%2Czone%3Da&kind=a%2Fb&args=%7B%7D",
+		"cluster=prod&node=db-1&target=role%3Ddb&kind=a%2Fb", "cluster=prod&target=nodes%3Ddb-1%2Cdb-2&kind=a%2Fb",
+		"cluster=prod&target=%3D%3D&kind=a%2Fb", "cluster=prod&target=role%3D%1b&kind=a%2Fb",
 	} {
 		f.Add(s)
 	}
@@ -41,7 +46,10 @@ func FuzzDecodeNewAction(f *testing.F) {
 		if err != nil {
 			return
 		}
-		form, req, errs := decodeNewAction(v, now)
+		form, req, tgt, errs := decodeNewAction(v, now)
+		if hasControl(form.Target) {
+			t.Fatalf("decodeNewAction(%q) keeps target %q to show", body, form.Target)
+		}
 		for field, msg := range errs {
 			if msg == "" || hasControl(msg) && !strings.Contains(msg, "\\x") {
 				t.Fatalf("decodeNewAction(%q): field %q has message %q", body, field, msg)
@@ -51,7 +59,16 @@ func FuzzDecodeNewAction(f *testing.F) {
 			t.Fatalf("decodeNewAction(%q) keeps %d bytes of args to show", body, len(form.Args))
 		}
 		if len(errs) > 0 {
+			if tgt != nil {
+				t.Fatalf("decodeNewAction(%q) refused with errors %v yet gave target %+v", body, errs, *tgt)
+			}
 			return
+		}
+		if tgt != nil {
+			if req.NodeID != "" || target.Check(*tgt) != nil {
+				t.Fatalf("decodeNewAction(%q) accepted node %q with target %+v", body, req.NodeID, *tgt)
+			}
+			req.NodeID = "target"
 		}
 		var obj map[string]json.RawMessage
 		if names.CheckID(req.ClusterID) != nil || names.CheckID(req.NodeID) != nil || !action.ValidKind(req.Kind) ||
