@@ -126,3 +126,46 @@ func FuzzDecodeNewSchedule(f *testing.F) {
 		}
 	})
 }
+
+// FuzzDecodeNewRun: what the New run decoder accepts names a cluster and
+// has a document within bounds and params without control characters;
+// every field shown again has no control characters but the document's
+// and the params' newlines and tabs, and refused ones are within bounds.
+func FuzzDecodeNewRun(f *testing.F) {
+	for _, s := range []string{
+		"cluster=prod&document=name%3A+a%0Astages%3A+%5B%5D&do=plan",
+		"cluster=prod&document=x&params=a%3D1%0Ab%3D2&limit=web-*&not_before=2099-01-01T00%3A00",
+		"cluster=prod&document=x&params=a%3D1%0Aa%3D2", "cluster=prod&document=x&limit=%2C%2C",
+		"cluster=prod&document=x&not_before=soon", "cluster=&document=", "cluster=pr%1bod&document=x",
+		"cluster=prod&document=%ff%fe", "cluster=prod&document=x&digest=" + strings.Repeat("a", 64),
+		"cluster=prod&document=" + strings.Repeat("x", maxDocumentField+1),
+	} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, body string) {
+		v, err := url.ParseQuery(body)
+		if err != nil {
+			return
+		}
+		form, req, errs := decodeNewRun(v)
+		for _, s := range []string{form.Cluster, form.Limit, form.NotBefore, form.Digest} {
+			if hasControl(s) {
+				t.Fatalf("decodeNewRun(%q) keeps %q to show", body, s)
+			}
+		}
+		if len(form.Document) > maxDocumentField || len(form.Params) > maxParamsField {
+			t.Fatalf("decodeNewRun(%q) keeps %d bytes of document, %d of params", body, len(form.Document), len(form.Params))
+		}
+		if len(errs) > 0 {
+			return
+		}
+		if req.ClusterID == "" || req.Document == "" || len(req.Document) > maxDocumentField {
+			t.Fatalf("decodeNewRun(%q) accepted %+v", body, req)
+		}
+		for k, val := range req.Params {
+			if hasControl(k) || hasControl(val) {
+				t.Fatalf("decodeNewRun(%q) accepted param %q=%q", body, k, val)
+			}
+		}
+	})
+}
