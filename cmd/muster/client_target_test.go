@@ -3,6 +3,9 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"os"
+	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -56,5 +59,33 @@ func TestActionCreateOverATarget(t *testing.T) {
 	out, _, _ = e.run("op", "action", "list", "-o", "name")
 	if n := len(strings.Fields(out)); n != 3 {
 		t.Fatalf("%d actions after the refused creates, want 3: %q", n, out)
+	}
+}
+
+// `muster playbook start FILE --digest D` starts a document that is not
+// applied as an ad-hoc run, exactly as `muster playbook plan FILE` showed
+// it; without --digest it is a usage error that starts nothing.
+func TestPlaybookStartOfADocumentAsPlanned(t *testing.T) {
+	t.Parallel()
+	e := setupCLI(t, approval.DefaultPolicy())
+	doc := filepath.Join(t.TempDir(), "hotfix.yaml")
+	if err := os.WriteFile(doc, []byte(strings.Replace(cliPlaybook, "name: pb", "name: hotfix", 1)), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	out, msg, code := e.run("op", "playbook", "plan", doc, "--cluster", "prod")
+	m := regexp.MustCompile(`Digest ([0-9a-f]{64})`).FindStringSubmatch(out)
+	if code != 0 || m == nil {
+		t.Fatalf("plan of the document: %d %s\n%s", code, msg, out)
+	}
+	if out, msg, code := e.run("op", "playbook", "start", doc, "--cluster", "prod"); code != 2 || out != "" || !strings.Contains(msg, "--digest") {
+		t.Fatalf("start without --digest: exit %d %q %q, want a usage error", code, out, msg)
+	}
+	out, msg, code = e.run("op", "playbook", "start", doc, "--cluster", "prod", "--digest", m[1])
+	if code != 0 || !strings.Contains(out, "as ad-hoc run") || !strings.Contains(out, "PENDING_APPROVE") {
+		t.Fatalf("start of the document: exit %d %q %q", code, out, msg)
+	}
+	out, _, _ = e.run("op", "run", "list", "-o", "name")
+	if n := len(strings.Fields(out)); n != 1 {
+		t.Fatalf("%d runs, want the one started: %q", n, out)
 	}
 }

@@ -79,7 +79,16 @@ func (o *Ops) StartPlaybook(ctx context.Context, c Caller, name string, req *wir
 		return RunResult{}, err
 	}
 	if req.Document != "" {
-		return RunResult{}, BadRequest("a run starts from a stored playbook: apply the document first")
+		// A document not stored starts as an ad-hoc run, exactly as its
+		// plan showed (StartDocument).
+		pb, err := ParseDocument(c, req)
+		if err != nil {
+			return RunResult{}, err
+		}
+		if pb.Name != name {
+			return RunResult{}, BadRequest("the document names playbook %q, not %q", pb.Name, name)
+		}
+		return o.startDocument(ctx, c, pb, req)
 	}
 	pb, version, err := playbook.Load(ctx, o.st, name, req)
 	if err != nil {
@@ -146,6 +155,10 @@ func (o *Ops) StartDocument(ctx context.Context, c Caller, req *wire.PlanRequest
 	if err != nil {
 		return RunResult{}, err
 	}
+	return o.startDocument(ctx, c, pb, req)
+}
+
+func (o *Ops) startDocument(ctx context.Context, c Caller, pb *playbook.Playbook, req *wire.PlanRequest) (RunResult, error) {
 	if err := checkNotBefore(req.NotBefore, o.now()); err != nil {
 		return RunResult{}, err
 	}
