@@ -23,7 +23,7 @@ import (
 // YAML, the Plan shows each stage's nodes and the digest, and Start runs
 // exactly that digest. Once bob approves, she opens node-1's cell on the
 // run page and sees its step's output follow live, escaped, as the step
-// prints more; when node-2's step fails and the run pauses, bob's card in
+// prints more (as does the step's own page); when node-2's step fails and the run pauses, bob's card in
 // Approvals shows the failing lines. No page scrolls sideways, and no
 // table cell breaks inside a word.
 func TestWebUILaunchByLabelsAndFollowARun(t *testing.T) {
@@ -68,7 +68,7 @@ func TestWebUILaunchByLabelsAndFollowARun(t *testing.T) {
 		signIn(t, alice, base, "/ui/actions/new", f.secrets["alice"])
 
 		// One action per node with role=db.
-		do(t, alice, chromedp.WaitVisible(chromedp.CSS("#new-action-form")))
+		waitLoaded(t, alice, "the New action form", `document.querySelector('#new-action-form') !== null`)
 		before := actionCount(t, f)
 		do(t, alice, chromedp.SetValue(chromedp.CSS("#na-kind"), "example.com/break"),
 			chromedp.SendKeys(chromedp.CSS("#na-target"), "role=cache"), chromedp.Click(chromedp.CSS("#na-create")))
@@ -98,8 +98,10 @@ func TestWebUILaunchByLabelsAndFollowARun(t *testing.T) {
 		}
 
 		// A run written as YAML: refused, planned, started.
-		do(t, alice, chromedp.Navigate(base+"/ui/runs"), chromedp.WaitVisible(chromedp.CSS("#new-run-link")),
-			chromedp.Click(chromedp.CSS("#new-run-link")), chromedp.WaitVisible(chromedp.CSS("#new-run-form")))
+		do(t, alice, chromedp.Navigate(base+"/ui/runs"))
+		waitLoaded(t, alice, "the Runs page's New run link", `document.querySelector('#new-run-link') !== null`)
+		do(t, alice, chromedp.Click(chromedp.CSS("#new-run-link")))
+		waitLoaded(t, alice, "the New run form", `document.querySelector('#new-run-form') !== null`)
 		do(t, alice, chromedp.SetValue(chromedp.CSS("#nr-document"), "name: hotfix\nstages: [:"), chromedp.Click(chromedp.CSS("#nr-plan")))
 		waitLoaded(t, alice, "the YAML error next to it", `document.querySelector('#nr-document-error') !== null`)
 		doc := "name: hotfix\nstages:\n  - name: drain\n    kind: example.com/talk\n    target: {nodes: [node-1]}\n" +
@@ -143,9 +145,14 @@ func TestWebUILaunchByLabelsAndFollowARun(t *testing.T) {
 			t.Fatalf("the output made %d elements: it is not shown as text", n)
 		}
 		child := eval[string](t, alice, pre+`.getAttribute('data-follow-output')`)
+		// The child's own page follows it too.
+		page := br.tab(t, size.w, size.h, "UTC")
+		signIn(t, page, base, "/ui/actions/"+child, f.secrets["alice"])
+		waitLoaded(t, page, "the first line on the action's page", `(document.querySelector('pre#action-output[data-follow-output]') || {textContent: ''}).textContent.includes('step 1: draining')`)
 		if err := os.WriteFile(filepath.Join(dir, "go-"+child), nil, 0o644); err != nil {
 			t.Fatal(err)
 		}
+		waitLoaded(t, page, "the next line on the action's page", `document.querySelector('#action-output').textContent.includes('step 2: drained')`)
 		waitLoaded(t, alice, "node-1's next line, followed without a reload",
 			`document.querySelector('pre[data-follow-output="`+child+`"]') !== null && document.querySelector('pre[data-follow-output="`+child+`"]').textContent.includes('step 2: drained')`)
 		if bad := eval[[]string](t, alice, brokenCells); len(bad) > 0 {

@@ -51,3 +51,20 @@ func TestActionOutputPartIsTextToFollow(t *testing.T) {
 		t.Fatalf("the run page's db-1 cell does not offer its current step's output")
 	}
 }
+
+// TestRunningActionPageFollowsItsOutput: a RUNNING action's page marks its
+// output to be followed (data-follow-output); a finished one's is plain.
+func TestRunningActionPageFollowsItsOutput(t *testing.T) {
+	t.Parallel()
+	e := setup(t)
+	a := e.create("op", `{}`)
+	e.edit(a.ID, func(r *store.Record) { r.State, r.Output = action.Running, "line 1\n" })
+	b := e.browser().signIn("viewer")
+	if _, _, body := b.get("/ui/actions/" + a.ID); !strings.Contains(body, `id="action-output" data-follow-output="`+a.ID+`"`) {
+		t.Fatal("a RUNNING action's output is not followed")
+	}
+	e.edit(a.ID, func(r *store.Record) { r.State = action.Done })
+	if _, _, body := b.get("/ui/actions/" + a.ID); strings.Contains(body, `data-follow-output`) || !strings.Contains(body, "line 1") {
+		t.Fatal("a DONE action's output is followed, or not shown")
+	}
+}
