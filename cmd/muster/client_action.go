@@ -305,19 +305,38 @@ func newActionCreateCmd(f *clientFlags) *cobra.Command {
 	var rawArgs string
 	var pairs []string
 	var timeout time.Duration
-	var notBefore string
+	var notBefore, tgt string
 	cmd := &cobra.Command{
-		Use:   "create --cluster C --node N --kind K [--arg key=value]... [--args JSON]",
-		Short: "Create an action on one node",
+		Use:   "create --cluster C (--node N | --target T) --kind K [--arg key=value]... [--args JSON]",
+		Short: "Create an action on one node, or one per node of a target",
+		Long: `Create an action on one node (--node), or one action per node of a target
+(--target: a label selector, node=N1,N2, or all), all or none: args that one
+node's args_schema refuses create nothing, and the error names that node.`,
 		Example: `  muster action create --cluster prod --node db-1 --kind muster.io/debug.sleep --arg seconds=30
+  muster action create --cluster prod --target role=db --kind muster.io/debug.ping
   muster action create --cluster prod --node db-1 --kind example.com/db.backup --args '{"full": true}' --timeout 2h
   muster action create --cluster prod --node db-1 --kind example.com/pkg.upgrade --not-before 02:00`,
 		Args: cli.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			for name, v := range map[string]string{"cluster": req.ClusterID, "node": req.NodeID, "kind": req.Kind} {
+			for name, v := range map[string]string{"cluster": req.ClusterID, "kind": req.Kind} {
 				if v == "" {
 					return cli.UsageError("--%s is required (see 'muster action create --help')", name)
 				}
+			}
+			switch {
+			case req.NodeID == "" && tgt == "":
+				return cli.UsageError("--node or --target is required (see 'muster action create --help')")
+			case req.NodeID != "" && tgt != "":
+				return cli.UsageError("give --node or --target, not both")
+			case tgt != "":
+				if req.ID != "" {
+					return cli.UsageError("--id names one action: a --target makes one per node, each with an id of its own")
+				}
+				t, err := parseTarget(tgt)
+				if err != nil {
+					return err
+				}
+				req.Target = &t
 			}
 			if timeout < 0 || timeout%time.Second != 0 {
 				return cli.UsageError("--timeout %s: want a whole number of seconds, like 90s or 2h", timeout)
@@ -337,6 +356,13 @@ func newActionCreateCmd(f *clientFlags) *cobra.Command {
 			if err != nil {
 				return err
 			}
+			if req.Target != nil {
+				out, err := c.CreateActions(cmd.Context(), &req)
+				if err != nil {
+					return argHint(apiError(c, err), pairs)
+				}
+				return writeCreatedActions(cmd.OutOrStdout(), f, out)
+			}
 			a, err := c.CreateAction(cmd.Context(), &req)
 			if err != nil {
 				return argHint(apiError(c, err), pairs)
@@ -354,7 +380,8 @@ func newActionCreateCmd(f *clientFlags) *cobra.Command {
 	}
 	fl := cmd.Flags()
 	fl.StringVar(&req.ClusterID, "cluster", "", "cluster of the node (required)")
-	fl.StringVar(&req.NodeID, "node", "", "node to run the action on (required)")
+	fl.StringVar(&req.NodeID, "node", "", "node to run the action on")
+	fl.StringVar(&tgt, "target", "", "instead of --node, one action per node of: a label selector like role=db, node=N1,N2, or all")
 	fl.StringVar(&req.Kind, "kind", "", "action kind, like muster.io/debug.ping (required)")
 	fl.StringArrayVar(&pairs, "arg", nil, "an argument key=value (repeatable; the value is JSON when valid, else a string)")
 	fl.StringVar(&rawArgs, "args", "", "all arguments as a JSON object (--arg values override its keys)")
@@ -362,6 +389,32 @@ func newActionCreateCmd(f *clientFlags) *cobra.Command {
 	fl.StringVar(&req.ID, "id", "", "the action id to use (a UUID; default: a new one)")
 	fl.StringVar(&notBefore, "not-before", "", "push it no earlier: an RFC 3339 time, or a local time like 02:00 (the next one)")
 	return cmd
+}
+
+// writeCreatedActions says what a create over a target made: how many
+// actions, one line each, and how to approve those that wait.
+func writeCreatedActions(w io.Writer, f *clientFlags, out *wire.CreatedActions) error {
+	if f.json() {
+		return f.write(w, out)
+	}
+	n := len(out.Actions)
+	fmt.Fprintf(w, "Created %d action%s:\n", n, map[bool]string{true: "", false: "s"}[n == 1])
+	waiting := 0
+	for _, a := range out.Actions {
+		fmt.Fprintf(w, "  %s on %s (%s)%s\n", textsafe.Escape(a.ID), textsafe.Escape(a.NodeID), textsafe.Escape(string(a.State)),
+			notBeforeText(a.NotBefore))
+		if a.State == action.PendingApprove {
+			waiting++
+		}
+	}
+	if waiting > 0 {
+		verb := "wait"
+		if waiting == 1 {
+			verb = "waits"
+		}
+		fmt.Fprintf(w, "%d %s for approval: muster action approve ID\n", waiting, verb)
+	}
+	return nil
 }
 
 // newActionVerbCmd builds approve, reject, cancel and retry.

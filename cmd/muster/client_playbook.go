@@ -231,16 +231,9 @@ and is the one the run started with the same flags is approved under.`,
 			}
 			name := args[0]
 			if _, err := os.Stat(name); err == nil {
-				if req.Document, err = readDoc(name); err != nil {
+				if name, err = readNamedDoc(name, req); err != nil {
 					return err
 				}
-				var head struct {
-					Name string `yaml:"name"`
-				}
-				if err := yaml.Unmarshal([]byte(req.Document), &head); err != nil || head.Name == "" {
-					return cli.UsageError("%s: not a playbook with a name", name)
-				}
-				name = head.Name
 			}
 			c, err := f.core()
 			if err != nil {
@@ -258,6 +251,22 @@ and is the one the run started with the same flags is approved under.`,
 	}
 	pf.bind(cmd)
 	return cmd
+}
+
+// readNamedDoc reads the playbook document of file into req and returns
+// the name it gives.
+func readNamedDoc(file string, req *wire.PlanRequest) (string, error) {
+	var err error
+	if req.Document, err = readDoc(file); err != nil {
+		return "", err
+	}
+	var head struct {
+		Name string `yaml:"name"`
+	}
+	if err := yaml.Unmarshal([]byte(req.Document), &head); err != nil || head.Name == "" {
+		return "", cli.UsageError("%s: not a playbook with a name", file)
+	}
+	return head.Name, nil
 }
 
 // shellWord quotes s for a POSIX shell when it holds anything but letters,
@@ -424,23 +433,34 @@ func printProcedure(w io.Writer, st *wire.Stage) {
 func newPlaybookStartCmd(f *clientFlags) *cobra.Command {
 	var pf planFlags
 	cmd := &cobra.Command{
-		Use:   "start NAME --cluster C (--version N | --digest D) [--param k=v]... [--not-before T] [--limit NODES]",
-		Short: "Create a run from a stored playbook's plan; it waits for approval like any run",
+		Use:   "start NAME|FILE --cluster C (--version N | --digest D) [--param k=v]... [--not-before T] [--limit NODES]",
+		Short: "Create a run from a playbook's plan; it waits for approval like any run",
 		Long: `Create a run from a stored playbook's plan. Give what the plan showed: --digest,
 the plan's digest (the run is created only if its plan is still exactly that one),
 or --version, which must still be the newest. If the playbook moved since the
 plan, nothing is created: plan it again. Give the --param, --not-before and
 --limit the plan was given: a digest planned for other nodes or another time is
-refused.`,
+refused. FILE starts a document that is not applied as an ad-hoc run, exactly as
+'muster playbook plan FILE' showed it: --digest is then required.`,
 		Example: `  muster playbook plan rolling-restart --cluster prod --param service=nginx
   muster playbook start rolling-restart --cluster prod --param service=nginx --digest 3f9c...
   muster playbook start rolling-restart --cluster prod --param service=nginx --version 4
-  muster playbook start rolling-restart --cluster prod --limit 'web-*' --digest 3f9c...`,
-		Args: exactArgs("NAME"),
+  muster playbook start rolling-restart --cluster prod --limit 'web-*' --digest 3f9c...
+  muster playbook start ./hotfix.yaml --cluster prod --digest 3f9c...`,
+		Args: exactArgs("NAME|FILE"),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			req, err := pf.request(time.Now())
 			if err != nil {
 				return err
+			}
+			name := args[0]
+			if _, err := os.Stat(name); err == nil {
+				if name, err = readNamedDoc(name, req); err != nil {
+					return err
+				}
+				if req.Digest == "" {
+					return cli.UsageError("give --digest as muster playbook plan %s showed it: a document starts only as planned", args[0])
+				}
 			}
 			if req.Version == 0 && req.Digest == "" {
 				return cli.UsageError("give --digest (or --version) as muster playbook plan %s showed it: a start creates what was planned", args[0])
@@ -449,15 +469,19 @@ refused.`,
 			if err != nil {
 				return err
 			}
-			r, err := c.StartPlaybook(cmd.Context(), args[0], req)
+			r, err := c.StartPlaybook(cmd.Context(), name, req)
 			if err != nil {
 				return apiError(c, err)
 			}
 			if f.json() {
 				return f.write(cmd.OutOrStdout(), r)
 			}
-			fmt.Fprintf(cmd.OutOrStdout(), "Started playbook %s version %d as run %s (%s).\n", textsafe.Escape(r.Playbook),
-				r.PlaybookVersion, textsafe.Escape(r.ID), textsafe.Escape(r.State))
+			if r.Playbook == "" {
+				fmt.Fprintf(cmd.OutOrStdout(), "Started %s as ad-hoc run %s (%s).\n", textsafe.Escape(args[0]), textsafe.Escape(r.ID), textsafe.Escape(r.State))
+			} else {
+				fmt.Fprintf(cmd.OutOrStdout(), "Started playbook %s version %d as run %s (%s).\n", textsafe.Escape(r.Playbook),
+					r.PlaybookVersion, textsafe.Escape(r.ID), textsafe.Escape(r.State))
+			}
 			if r.State == "PENDING_APPROVE" {
 				fmt.Fprintf(cmd.OutOrStdout(), "It waits for approval: muster run approve %s\n", textsafe.Escape(shortID(r.ID)))
 			}

@@ -102,6 +102,56 @@ func (r *Rules) CreateIn(ctx context.Context, st store.Store, req Request, by Ac
 	return rec, err
 }
 
+// CreateManyIn creates one action per request, all or none: each
+// request's args are checked against its node's args_schema outside the
+// write transaction (as CreateIn does), and the actions are stored in one
+// write transaction, so that one refused (its error names its node)
+// stores none.
+func (r *Rules) CreateManyIn(ctx context.Context, st store.Store, reqs []Request, by Actor) ([]*store.Record, error) {
+	nodes := make([]*store.Node, len(reqs))
+	err := st.Read(ctx, func(rd store.Reader) error {
+		for i := range reqs {
+			n, err := rd.Node(ctx, reqs[i].ClusterID, reqs[i].NodeID)
+			if err != nil {
+				return err
+			}
+			nodes[i] = n
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	for i := range reqs {
+		n := nodes[i]
+		if len(n.Kinds) > 0 && !slices.Contains(n.Kinds, reqs[i].Kind) {
+			return nil, fmt.Errorf("%w: node %s does not know kind %s (it knows %s)", ErrUnprocessable,
+				n.ID, reqs[i].Kind, strings.Join(n.Kinds, ", "))
+		}
+		d, err := r.checkArgs(n, reqs[i])
+		if err != nil {
+			return nil, err
+		}
+		reqs[i].ArgsCheckedAgainst = d
+	}
+	out := make([]*store.Record, 0, len(reqs))
+	err = st.Update(ctx, func(tx store.Tx) error {
+		out = out[:0]
+		for _, req := range reqs {
+			rec, err := r.Create(ctx, tx, req, by)
+			if err != nil {
+				return err
+			}
+			out = append(out, rec)
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // checkArgs checks req's args against node's args_schema for req's kind
 // and returns the SchemaDigest of the schema it checked them against.
 func (r *Rules) checkArgs(node *store.Node, req Request) (string, error) {

@@ -166,9 +166,20 @@ func (s *Server) createAction(c *echo.Context) error {
 	if err != nil {
 		return err
 	}
-	req, err := decodeCreate(body)
+	req, t, err := decodeCreate(body)
 	if err != nil {
 		return err
+	}
+	if t != nil {
+		recs, err := s.ops.CreateActions(c.Request().Context(), who(c), *req, *t)
+		if err != nil {
+			return err
+		}
+		out := wire.CreatedActions{Actions: make([]action.Action, len(recs))}
+		for i, rec := range recs {
+			out.Actions[i] = rec.Action
+		}
+		return c.JSON(http.StatusCreated, out)
 	}
 	rec, err := s.ops.CreateAction(c.Request().Context(), who(c), *req)
 	if err != nil {

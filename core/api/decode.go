@@ -11,6 +11,7 @@ import (
 	"github.com/labstack/echo/v5"
 
 	"github.com/musterhq/muster/core/ops"
+	"github.com/musterhq/muster/core/target"
 	"github.com/musterhq/muster/shared/jsonbody"
 	"github.com/musterhq/muster/shared/wire"
 )
@@ -31,22 +32,32 @@ func readBody(c *echo.Context) ([]byte, error) {
 func decodeStrict(body []byte, out any) error { return jsonbody.Decode(body, out) }
 
 // decodeCreate decodes the body of POST /api/v1/actions strictly (no
-// unknown field, one object) and checks it (ops.CheckAction): on success the
-// args are a canonical JSON object of at most action.MaxArgs bytes, the
-// kind is well formed, the id empty or a canonical UUID, and the timeout
-// and not_before within bounds. What depends on the store (does the node
-// exist, does it know the kind) is checked later.
-func decodeCreate(body []byte) (*ops.ActionRequest, error) {
+// unknown field, one object) and checks it (ops.CheckAction, or
+// ops.CheckActionTarget when it gives a target instead of a node_id): on
+// success the args are a canonical JSON object of at most action.MaxArgs
+// bytes, the kind is well formed, the id empty or a canonical UUID, the
+// timeout and not_before within bounds, and the target (nil: one node)
+// of exactly one well-formed form. What depends on the store (does the
+// node exist, does it know the kind, what the target picks) is checked
+// later.
+func decodeCreate(body []byte) (*ops.ActionRequest, *target.Target, error) {
 	var req wire.CreateActionRequest
 	if err := decodeStrict(body, &req); err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	out := &ops.ActionRequest{ID: req.ID, ClusterID: req.ClusterID, NodeID: req.NodeID, Kind: req.Kind, Args: req.Args,
 		TimeoutS: req.TimeoutS, NotBefore: req.NotBefore}
-	if err := ops.CheckAction(out, time.Now()); err != nil {
-		return nil, err
+	if req.Target != nil {
+		t := *req.Target
+		if err := ops.CheckActionTarget(out, t, time.Now()); err != nil {
+			return nil, nil, err
+		}
+		return out, &t, nil
 	}
-	return out, nil
+	if err := ops.CheckAction(out, time.Now()); err != nil {
+		return nil, nil, err
+	}
+	return out, nil, nil
 }
 
 // Caps of query strings (API4). A list parameter reaches the store as one SQL

@@ -16,6 +16,7 @@ import (
 	"github.com/musterhq/muster/core/ops"
 	"github.com/musterhq/muster/core/store"
 	"github.com/musterhq/muster/core/store/sqlite"
+	"github.com/musterhq/muster/core/target"
 	"github.com/musterhq/muster/shared/action"
 	"github.com/musterhq/muster/shared/wire"
 )
@@ -38,22 +39,35 @@ func FuzzCreateDecode(f *testing.F) {
 		`{"cluster_id":"prod","Node_ID":"db-1","kind":"a/b"}`,
 		`{"cluster_id":"prod","node_id":"db-1","kind":"a/b","args":{"x":1,"x":2}}`,
 		`[]`, `null`, ``, `{`, "\x00", `{"args":{"\ud800":1}}`,
+		`{"cluster_id":"prod","target":{"labels":{"role":"db"}},"kind":"muster.io/debug.ping"}`,
+		`{"cluster_id":"prod","target":{"all":true},"kind":"a/b","args":{"n":1}}`,
+		`{"cluster_id":"prod","target":{"nodes":["db-1","db-2"]},"kind":"a/b"}`,
+		`{"cluster_id":"prod","node_id":"db-1","target":{"all":true},"kind":"a/b"}`,
+		`{"cluster_id":"prod","target":{"labels":{"role":"db"},"all":true},"kind":"a/b"}`,
+		`{"cluster_id":"prod","target":{},"kind":"a/b"}`, `{"cluster_id":"prod","target":{"all":false},"kind":"a/b"}`,
+		`{"cluster_id":"prod","target":{"labels":{"bad key":"x"}},"kind":"a/b"}`,
+		`{"cluster_id":"prod","target":{"nodes":["../x"]},"kind":"a/b"}`, `{"cluster_id":"prod","target":null,"kind":"a/b"}`,
+		`{"cluster_id":"prod","target":{"labels":{"a":"b"},"extra":1},"kind":"a/b"}`,
+		`{"id":"3f0c8a52-7e4e-4a8e-9a4e-4f5a3b0f2c11","cluster_id":"prod","target":{"all":true},"kind":"a/b"}`,
 	} {
 		f.Add([]byte(seed))
 	}
 	f.Fuzz(func(t *testing.T, body []byte) {
-		req, err := decodeCreate(body)
+		req, tgt, err := decodeCreate(body)
 		if err != nil {
 			if st := statusOf(err); st != http.StatusBadRequest {
 				t.Fatalf("error %v answers %d, not 400", err, st)
 			}
-			if req != nil {
+			if req != nil || tgt != nil {
 				t.Fatal("a request returned with an error")
 			}
 			return
 		}
-		if req.ClusterID == "" || req.NodeID == "" || !action.ValidKind(req.Kind) {
-			t.Fatalf("accepted %+v", req)
+		if req.ClusterID == "" || (req.NodeID == "") == (tgt == nil) || !action.ValidKind(req.Kind) {
+			t.Fatalf("accepted %+v with target %v", req, tgt)
+		}
+		if tgt != nil && (req.ID != "" || target.Check(*tgt) != nil) {
+			t.Fatalf("accepted id %q with target %+v", req.ID, *tgt)
 		}
 		if req.ID != "" && !action.ValidID(req.ID) {
 			t.Fatalf("accepted id %q", req.ID)
@@ -82,7 +96,7 @@ func FuzzCreateDecode(f *testing.F) {
 		}
 		for k := range top {
 			switch strings.ToLower(k) {
-			case "id", "cluster_id", "node_id", "kind", "args", "timeout_s":
+			case "id", "cluster_id", "node_id", "kind", "args", "timeout_s", "not_before", "target":
 			default:
 				t.Fatalf("accepted a body setting %q", k)
 			}

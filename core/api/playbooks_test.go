@@ -213,13 +213,13 @@ func TestPlaybookBadInputIsRefusedAndStoresNothing(t *testing.T) {
 		body any
 		want string
 	}{
-		"not a playbook":    {"/api/v1/playbooks", wire.ApplyPlaybookRequest{Document: "hello: world\n"}, "field hello not found"},
-		"unknown field":     {"/api/v1/playbooks", wire.ApplyPlaybookRequest{Document: testPlaybook("pb2", "    retries: 2\n")}, "field retries not found"},
-		"undefined param":   {"/api/v1/playbooks", wire.ApplyPlaybookRequest{Document: strings.Replace(testPlaybook("pb3", ""), ".msg", ".mesage", 1)}, `undefined parameter "mesage"`},
-		"too large":         {"/api/v1/playbooks", wire.ApplyPlaybookRequest{Document: testPlaybook("pb4", "#"+strings.Repeat("x", 300<<10)+"\n")}, "over the limit"},
-		"wrong param type":  {"/api/v1/playbooks/pb/plan", wire.PlanRequest{ClusterID: "prod", Params: map[string]string{"n": "three"}}, `"three" is not an int`},
-		"unknown param":     {"/api/v1/playbooks/pb/runs", wire.PlanRequest{ClusterID: "prod", Version: 1, Params: map[string]string{"colour": "red"}}, "unknown parameter(s) colour"},
-		"document on start": {"/api/v1/playbooks/pb/runs", wire.PlanRequest{ClusterID: "prod", Document: testPlaybook("pb", "")}, "apply the document first"},
+		"not a playbook":               {"/api/v1/playbooks", wire.ApplyPlaybookRequest{Document: "hello: world\n"}, "field hello not found"},
+		"unknown field":                {"/api/v1/playbooks", wire.ApplyPlaybookRequest{Document: testPlaybook("pb2", "    retries: 2\n")}, "field retries not found"},
+		"undefined param":              {"/api/v1/playbooks", wire.ApplyPlaybookRequest{Document: strings.Replace(testPlaybook("pb3", ""), ".msg", ".mesage", 1)}, `undefined parameter "mesage"`},
+		"too large":                    {"/api/v1/playbooks", wire.ApplyPlaybookRequest{Document: testPlaybook("pb4", "#"+strings.Repeat("x", 300<<10)+"\n")}, "over the limit"},
+		"wrong param type":             {"/api/v1/playbooks/pb/plan", wire.PlanRequest{ClusterID: "prod", Params: map[string]string{"n": "three"}}, `"three" is not an int`},
+		"unknown param":                {"/api/v1/playbooks/pb/runs", wire.PlanRequest{ClusterID: "prod", Version: 1, Params: map[string]string{"colour": "red"}}, "unknown parameter(s) colour"},
+		"document on start, no digest": {"/api/v1/playbooks/pb/runs", wire.PlanRequest{ClusterID: "prod", Document: testPlaybook("pb", "")}, "give the digest that the plan showed"},
 	} {
 		t.Run(name, func(t *testing.T) {
 			var body wire.ErrorBody

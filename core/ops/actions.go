@@ -2,11 +2,14 @@ package ops
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"time"
 
 	"github.com/musterhq/muster/core/actions"
 	"github.com/musterhq/muster/core/auth"
 	"github.com/musterhq/muster/core/store"
+	"github.com/musterhq/muster/core/target"
 	"github.com/musterhq/muster/shared/action"
 	"github.com/musterhq/muster/shared/secret"
 )
@@ -27,6 +30,35 @@ func CheckAction(req *ActionRequest, now time.Time) error {
 	if req.NodeID == "" {
 		return BadRequest("node_id is required")
 	}
+	return checkActionBody(req, now)
+}
+
+// MaxTargetActions bounds the actions one create over a target makes.
+const MaxTargetActions = 1000
+
+// CheckActionTarget is CheckAction of a create over a target (a label
+// selector, a list of nodes, or all the cluster's nodes) instead of one
+// node: no node_id and no id (each action gets its own), a well-formed
+// target.
+func CheckActionTarget(req *ActionRequest, t target.Target, now time.Time) error {
+	if req.ClusterID == "" {
+		return BadRequest("cluster_id is required")
+	}
+	if req.NodeID != "" {
+		return BadRequest(`give node_id or target, not both`)
+	}
+	if req.ID != "" {
+		return BadRequest("id: a create over a target makes one action per node, each with an id of its own: leave id out")
+	}
+	if err := target.Check(t); err != nil {
+		return BadRequest("target: %v", err)
+	}
+	return checkActionBody(req, now)
+}
+
+// checkActionBody checks and makes canonical what any new action asks for
+// besides where it runs.
+func checkActionBody(req *ActionRequest, now time.Time) error {
 	if req.ID != "" && !action.ValidID(req.ID) {
 		return BadRequest("id %q is not a canonical UUID", req.ID)
 	}
@@ -70,6 +102,62 @@ func (o *Ops) CreateAction(ctx context.Context, c Caller, req ActionRequest) (*s
 	}
 	o.nudgeIfScheduled(rec)
 	return rec, nil
+}
+
+// CreateActions creates one action per node of the cluster that t picks
+// (CheckActionTarget), all or none: each node's args_schema checks the
+// args, and one refused names its node and creates nothing. A target that
+// picks no node, or a node the cluster does not have, is ErrUnprocessable.
+// The actions are sorted by node id; those that may go at once sync their
+// nodes.
+func (o *Ops) CreateActions(ctx context.Context, c Caller, req ActionRequest, t target.Target) ([]*store.Record, error) {
+	if err := Authorize(c, auth.Create); err != nil {
+		return nil, err
+	}
+	req.RetryOf, req.ArgsCheckedAgainst = "", ""
+	if err := CheckActionTarget(&req, t, o.now()); err != nil {
+		return nil, err
+	}
+	if err := o.authorizeCluster(ctx, c, auth.Create, req.ClusterID); err != nil {
+		return nil, err
+	}
+	var ids []string
+	err := o.st.Read(ctx, func(r store.Reader) error {
+		if _, err := r.Cluster(ctx, req.ClusterID); err != nil {
+			if errors.Is(err, store.ErrNotFound) {
+				return fmt.Errorf("cluster %q: %w", req.ClusterID, store.ErrNotFound)
+			}
+			return err
+		}
+		nodes, err := r.Nodes(ctx, req.ClusterID)
+		if err != nil {
+			return err
+		}
+		ids, err = target.Resolve(t, nodes)
+		return err
+	})
+	switch {
+	case errors.Is(err, target.ErrNoMatch), errors.Is(err, target.ErrUnknownNode):
+		return nil, fmt.Errorf("%w: cluster %s: %v", ErrUnprocessable, req.ClusterID, err)
+	case err != nil:
+		return nil, err
+	case len(ids) > MaxTargetActions:
+		return nil, BadRequest("target %s picks %d nodes; one create makes at most %d actions: narrow the selector",
+			target.String(t), len(ids), MaxTargetActions)
+	}
+	reqs := make([]actions.Request, len(ids))
+	for i, id := range ids {
+		reqs[i] = req
+		reqs[i].NodeID = id
+	}
+	recs, err := o.cfg.Rules.CreateManyIn(ctx, o.st, reqs, c.actor(""))
+	if err != nil {
+		return nil, err
+	}
+	for _, rec := range recs {
+		o.nudgeIfScheduled(rec)
+	}
+	return recs, nil
 }
 
 // RetryAction creates a new action with the content of a finished one; the

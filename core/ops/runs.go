@@ -79,7 +79,16 @@ func (o *Ops) StartPlaybook(ctx context.Context, c Caller, name string, req *wir
 		return RunResult{}, err
 	}
 	if req.Document != "" {
-		return RunResult{}, BadRequest("a run starts from a stored playbook: apply the document first")
+		// A document not stored starts as an ad-hoc run, exactly as its
+		// plan showed (StartDocument).
+		pb, err := ParseDocument(c, req)
+		if err != nil {
+			return RunResult{}, err
+		}
+		if pb.Name != name {
+			return RunResult{}, BadRequest("the document names playbook %q, not %q", pb.Name, name)
+		}
+		return o.startDocument(ctx, c, pb, req)
 	}
 	pb, version, err := playbook.Load(ctx, o.st, name, req)
 	if err != nil {
@@ -102,6 +111,62 @@ func (o *Ops) StartLoaded(ctx context.Context, c Caller, pb *playbook.Playbook, 
 	}
 	var out RunResult
 	run, err := playbook.StartIn(ctx, o.st, o.cfg.Runs, pb, version, req, c.actor(""), out.countChildren(ctx))
+	if err != nil {
+		return RunResult{}, err
+	}
+	out.Run = run
+	o.nudgeNewRun(out)
+	return out, nil
+}
+
+// ParseDocument reads the playbook document of an ad-hoc run (its stages,
+// params and lock as a playbook's), which only a caller that may create
+// may plan or start.
+func ParseDocument(c Caller, req *wire.PlanRequest) (*playbook.Playbook, error) {
+	if err := Authorize(c, auth.Create); err != nil {
+		return nil, err
+	}
+	if strings.TrimSpace(req.Document) == "" {
+		return nil, BadRequest("document: write the run's stages, as a playbook's")
+	}
+	if req.Version != 0 {
+		return nil, BadRequest("give a document or a version, not both")
+	}
+	return playbook.Parse([]byte(req.Document))
+}
+
+// PlanDocument is the plan of an ad-hoc run written as a playbook
+// document (ParseDocument), by the plan function a stored playbook's plan
+// uses (Plan): its digest is the one StartDocument needs.
+func (o *Ops) PlanDocument(ctx context.Context, c Caller, req *wire.PlanRequest) (wire.Plan, error) {
+	pb, err := ParseDocument(c, req)
+	if err != nil {
+		return wire.Plan{}, err
+	}
+	return o.Plan(ctx, c, pb, 0, req)
+}
+
+// StartDocument starts an ad-hoc run from a playbook document that is not
+// stored (ParseDocument), exactly as its plan showed: req.Digest must
+// still be the plan's (playbook.StartDocumentIn). It waits for approval as
+// any run.
+func (o *Ops) StartDocument(ctx context.Context, c Caller, req *wire.PlanRequest) (RunResult, error) {
+	pb, err := ParseDocument(c, req)
+	if err != nil {
+		return RunResult{}, err
+	}
+	return o.startDocument(ctx, c, pb, req)
+}
+
+func (o *Ops) startDocument(ctx context.Context, c Caller, pb *playbook.Playbook, req *wire.PlanRequest) (RunResult, error) {
+	if err := checkNotBefore(req.NotBefore, o.now()); err != nil {
+		return RunResult{}, err
+	}
+	if err := o.authorizeCluster(ctx, c, auth.Create, req.ClusterID); err != nil {
+		return RunResult{}, err
+	}
+	var out RunResult
+	run, err := playbook.StartDocumentIn(ctx, o.st, o.cfg.Runs, pb, req, c.actor(""), out.countChildren(ctx))
 	if err != nil {
 		return RunResult{}, err
 	}

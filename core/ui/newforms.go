@@ -11,6 +11,7 @@ import (
 	"github.com/musterhq/muster/core/ops"
 	"github.com/musterhq/muster/core/schedule"
 	"github.com/musterhq/muster/core/store"
+	"github.com/musterhq/muster/core/target"
 	"github.com/musterhq/muster/shared/action"
 	"github.com/musterhq/muster/shared/names"
 	"github.com/musterhq/muster/shared/wire"
@@ -41,19 +42,25 @@ func (e fieldErrs) set(field, msg string) {
 // errors when it is refused.
 type newActionForm struct {
 	Cluster, Node, Kind, Args, NotBefore, Timeout string
+	// Target, instead of Node: a label selector such as role=db, or all
+	// (target.Parse); one action per node it picks.
+	Target string
 }
 
 // decodeNewAction reads the New action form into the request the API's
-// create takes, checked as the API checks it (ops.CheckAction) at now.
-// Each refused field has its message in the returned fieldErrs; the
-// request is usable only when it is empty. The args are checked against
-// the node's args_schema by the create itself (ops.CreateAction).
-func decodeNewAction(v url.Values, now time.Time) (newActionForm, ops.ActionRequest, fieldErrs) {
+// create takes, checked as the API checks it (ops.CheckAction, or
+// ops.CheckActionTarget with a target) at now. Each refused field has its
+// message in the returned fieldErrs; the request is usable only when it is
+// empty, and the target is nil when it names one node. The args are
+// checked against each node's args_schema by the create itself
+// (ops.CreateAction, ops.CreateActions).
+func decodeNewAction(v url.Values, now time.Time) (newActionForm, ops.ActionRequest, *target.Target, fieldErrs) {
 	var f newActionForm
 	var req ops.ActionRequest
+	var tgt *target.Target
 	errs := fieldErrs{}
 	for name, dst := range map[string]*string{"cluster": &f.Cluster, "node": &f.Node, "kind": &f.Kind,
-		"not_before": &f.NotBefore, "timeout": &f.Timeout} {
+		"not_before": &f.NotBefore, "timeout": &f.Timeout, "target": &f.Target} {
 		s, err := plainField(v, name, maxFilter)
 		if err != nil {
 			errs.set(name, formMessage(err))
@@ -75,9 +82,19 @@ func decodeNewAction(v url.Values, now time.Time) (newActionForm, ops.ActionRequ
 	} else if names.CheckID(f.Cluster) != nil {
 		errs.set("cluster", "there is no such cluster")
 	}
-	if f.Node == "" {
-		errs.set("node", "choose a node")
-	} else if names.CheckID(f.Node) != nil {
+	switch {
+	case f.Node == "" && f.Target == "":
+		errs.set("node", "choose a node, or give labels below")
+	case f.Node != "" && f.Target != "":
+		errs.set("target", "choose a node or give labels, not both")
+	case f.Target != "":
+		t, err := target.Parse(f.Target)
+		if err != nil {
+			errs.set("target", "labels are pairs such as role=db,zone=a (every pair must match), or all")
+		} else {
+			tgt = &t
+		}
+	case names.CheckID(f.Node) != nil:
 		errs.set("node", "there is no such node")
 	}
 	if f.Kind == "" {
@@ -111,20 +128,25 @@ func decodeNewAction(v url.Values, now time.Time) (newActionForm, ops.ActionRequ
 		}
 	}
 	if len(errs) > 0 {
-		return f, req, errs
+		return f, req, nil, errs
 	}
 	req.ClusterID, req.NodeID, req.Kind, req.Args = f.Cluster, f.Node, f.Kind, json.RawMessage(args)
-	if err := ops.CheckAction(&req, now); err != nil {
-		errs.set(actionField(ops.Describe(err).Message), ops.Describe(err).Message)
+	check := func() error { return ops.CheckAction(&req, now) }
+	if tgt != nil {
+		check = func() error { return ops.CheckActionTarget(&req, *tgt, now) }
 	}
-	return f, req, errs
+	if err := check(); err != nil {
+		errs.set(actionField(ops.Describe(err).Message), ops.Describe(err).Message)
+		return f, req, nil, errs
+	}
+	return f, req, tgt, errs
 }
 
 // actionField is the form field an error of ops.CheckAction or of the
 // create is about, from its words ("" for the form).
 func actionField(msg string) string {
 	for _, c := range []struct{ word, field string }{{"args", "args"}, {"not_before", "not_before"}, {"not before", "not_before"},
-		{"timeout", "timeout"}, {"kind", "kind"}, {"node", "node"}, {"cluster", "cluster"}} {
+		{"timeout", "timeout"}, {"kind", "kind"}, {"target", "target"}, {"label", "target"}, {"node", "node"}, {"cluster", "cluster"}} {
 		if strings.Contains(msg, c.word) {
 			return c.field
 		}

@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/musterhq/muster/core/target"
 	"github.com/musterhq/muster/shared/action"
 	"github.com/musterhq/muster/shared/names"
 )
@@ -32,6 +33,10 @@ func FuzzDecodeNewAction(f *testing.F) {
 		"cluster=prod&node=db-1&kind=a%2Fb&timeout=99999999999",
 		"cluster=pr%1bod&node=db-1&kind=a%2Fb",
 		"cluster=prod&node=db-1&kind=a%2Fb&args=" + strings.Repeat("%7B", 3000),
+		"cluster=prod&target=role%3Ddb&kind=a%2Fb", "cluster=prod&target=all&kind=a%2Fb",
+		"cluster=prod&target=role%3Ddb%2Czone%3Da&kind=a%2Fb&args=%7B%7D",
+		"cluster=prod&node=db-1&target=role%3Ddb&kind=a%2Fb", "cluster=prod&target=nodes%3Ddb-1%2Cdb-2&kind=a%2Fb",
+		"cluster=prod&target=%3D%3D&kind=a%2Fb", "cluster=prod&target=role%3D%1b&kind=a%2Fb",
 	} {
 		f.Add(s)
 	}
@@ -41,7 +46,10 @@ func FuzzDecodeNewAction(f *testing.F) {
 		if err != nil {
 			return
 		}
-		form, req, errs := decodeNewAction(v, now)
+		form, req, tgt, errs := decodeNewAction(v, now)
+		if hasControl(form.Target) {
+			t.Fatalf("decodeNewAction(%q) keeps target %q to show", body, form.Target)
+		}
 		for field, msg := range errs {
 			if msg == "" || hasControl(msg) && !strings.Contains(msg, "\\x") {
 				t.Fatalf("decodeNewAction(%q): field %q has message %q", body, field, msg)
@@ -51,7 +59,16 @@ func FuzzDecodeNewAction(f *testing.F) {
 			t.Fatalf("decodeNewAction(%q) keeps %d bytes of args to show", body, len(form.Args))
 		}
 		if len(errs) > 0 {
+			if tgt != nil {
+				t.Fatalf("decodeNewAction(%q) refused with errors %v yet gave target %+v", body, errs, *tgt)
+			}
 			return
+		}
+		if tgt != nil {
+			if req.NodeID != "" || target.Check(*tgt) != nil {
+				t.Fatalf("decodeNewAction(%q) accepted node %q with target %+v", body, req.NodeID, *tgt)
+			}
+			req.NodeID = "target"
 		}
 		var obj map[string]json.RawMessage
 		if names.CheckID(req.ClusterID) != nil || names.CheckID(req.NodeID) != nil || !action.ValidKind(req.Kind) ||
@@ -105,6 +122,49 @@ func FuzzDecodeNewSchedule(f *testing.F) {
 		for k, val := range req.Params {
 			if k == "" || hasControl(k) || hasControl(val) || strings.Contains(k, "=") {
 				t.Fatalf("decodeNewSchedule(%q) accepted param %q=%q", body, k, val)
+			}
+		}
+	})
+}
+
+// FuzzDecodeNewRun: what the New run decoder accepts names a cluster and
+// has a document within bounds and params without control characters;
+// every field shown again has no control characters but the document's
+// and the params' newlines and tabs, and refused ones are within bounds.
+func FuzzDecodeNewRun(f *testing.F) {
+	for _, s := range []string{
+		"cluster=prod&document=name%3A+a%0Astages%3A+%5B%5D&do=plan",
+		"cluster=prod&document=x&params=a%3D1%0Ab%3D2&limit=web-*&not_before=2099-01-01T00%3A00",
+		"cluster=prod&document=x&params=a%3D1%0Aa%3D2", "cluster=prod&document=x&limit=%2C%2C",
+		"cluster=prod&document=x&not_before=soon", "cluster=&document=", "cluster=pr%1bod&document=x",
+		"cluster=prod&document=%ff%fe", "cluster=prod&document=x&digest=" + strings.Repeat("a", 64),
+		"cluster=prod&document=" + strings.Repeat("x", maxDocumentField+1),
+	} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, body string) {
+		v, err := url.ParseQuery(body)
+		if err != nil {
+			return
+		}
+		form, req, errs := decodeNewRun(v)
+		for _, s := range []string{form.Cluster, form.Limit, form.NotBefore, form.Digest} {
+			if hasControl(s) {
+				t.Fatalf("decodeNewRun(%q) keeps %q to show", body, s)
+			}
+		}
+		if len(form.Document) > maxDocumentField || len(form.Params) > maxParamsField {
+			t.Fatalf("decodeNewRun(%q) keeps %d bytes of document, %d of params", body, len(form.Document), len(form.Params))
+		}
+		if len(errs) > 0 {
+			return
+		}
+		if req.ClusterID == "" || req.Document == "" || len(req.Document) > maxDocumentField {
+			t.Fatalf("decodeNewRun(%q) accepted %+v", body, req)
+		}
+		for k, val := range req.Params {
+			if hasControl(k) || hasControl(val) {
+				t.Fatalf("decodeNewRun(%q) accepted param %q=%q", body, k, val)
 			}
 		}
 	})

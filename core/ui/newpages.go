@@ -12,6 +12,7 @@ import (
 	"github.com/musterhq/muster/core/auth"
 	"github.com/musterhq/muster/core/ops"
 	"github.com/musterhq/muster/core/store"
+	"github.com/musterhq/muster/core/target"
 	"github.com/musterhq/muster/shared/action"
 	"github.com/musterhq/muster/shared/names"
 )
@@ -34,6 +35,8 @@ type newActionData struct {
 	Kinds    []kindChoice
 	Form     newActionForm
 	Errs     fieldErrs
+	// Created are the actions a create over labels made, shown with links.
+	Created []action.Action
 }
 
 // newActionPage shows the New action form; ?cluster= (the only cluster
@@ -52,8 +55,18 @@ func (s *Server) newActionPage(w http.ResponseWriter, r *http.Request, v *visito
 // showNewAction renders the New action form as f with errs next to the
 // fields, with the clusters, nodes and kinds the visitor may choose.
 func (s *Server) showNewAction(w http.ResponseWriter, r *http.Request, v *visitor, status int, f newActionForm, errs fieldErrs) {
+	s.showNewActionWith(w, r, v, status, newActionData{Form: f, Errs: errs})
+}
+
+// showNewActionCreated answers a create over a target: the form again,
+// with the actions it made.
+func (s *Server) showNewActionCreated(w http.ResponseWriter, r *http.Request, v *visitor, f newActionForm, created []action.Action) {
+	s.showNewActionWith(w, r, v, http.StatusOK, newActionData{Form: f, Errs: fieldErrs{}, Created: created})
+}
+
+func (s *Server) showNewActionWith(w http.ResponseWriter, r *http.Request, v *visitor, status int, d newActionData) {
 	ctx := r.Context()
-	d := newActionData{Form: f, Errs: errs}
+	errs := d.Errs
 	err := s.st.Read(ctx, func(rd store.Reader) error {
 		var err error
 		if d.Clusters, err = creatableClusters(ctx, rd, v); err != nil {
@@ -77,7 +90,7 @@ func (s *Server) showNewAction(w http.ResponseWriter, r *http.Request, v *visito
 		// Only the cluster's choice is shown: the errors of the other
 		// fields go above it, so that none is lost.
 		d.Errs = fieldErrs{}
-		for _, k := range []string{"", "cluster", "node", "kind", "args", "not_before", "timeout"} {
+		for _, k := range []string{"", "cluster", "node", "target", "kind", "args", "not_before", "timeout"} {
 			if msg, ok := errs[k]; ok {
 				if d.Errs[""] != "" {
 					msg = d.Errs[""] + "; " + msg
@@ -119,10 +132,18 @@ func advertisedKinds(nodes []store.Node) []kindChoice {
 // operations, as the API's create does: the same checks (the args against
 // the node's args_schema among them) and the same events. A refused form
 // is shown again with the error next to its field, and nothing is made.
+//
+// With labels instead of a node, it makes one action per node they pick,
+// all or none (ops.CreateActions), and answers the form again with how
+// many were made and a link to each.
 func (s *Server) createAction(w http.ResponseWriter, r *http.Request, v *visitor) {
-	f, req, errs := decodeNewAction(r.PostForm, s.now())
+	f, req, tgt, errs := decodeNewAction(r.PostForm, s.now())
 	if len(errs) > 0 {
 		s.showNewAction(w, r, v, http.StatusBadRequest, f, errs)
+		return
+	}
+	if tgt != nil {
+		s.createActions(w, r, v, f, req, *tgt)
 		return
 	}
 	rec, err := s.ops.CreateAction(r.Context(), v.caller(r), req)
@@ -144,6 +165,35 @@ func (s *Server) createAction(w http.ResponseWriter, r *http.Request, v *visitor
 		return
 	}
 	http.Redirect(w, r, "/ui/actions/"+rec.ID+"?done=created&id="+rec.ID, http.StatusSeeOther)
+}
+
+// createActions makes the actions of the New action form over a target
+// and answers the form again, kept as typed, with the actions made.
+func (s *Server) createActions(w http.ResponseWriter, r *http.Request, v *visitor, f newActionForm, req ops.ActionRequest, t target.Target) {
+	recs, err := s.ops.CreateActions(r.Context(), v.caller(r), req, t)
+	if err != nil {
+		p := ops.Describe(err)
+		if p.Status >= http.StatusInternalServerError {
+			s.log.Error("create actions", "err", err)
+		}
+		msg := strings.TrimPrefix(p.Message, ops.ErrUnprocessable.Error()+": ")
+		field := actionField(msg)
+		switch {
+		case errors.Is(err, store.ErrNotFound):
+			field, msg = "", "there is no such cluster"
+		case strings.Contains(msg, "no node has the labels"), strings.Contains(msg, "has no nodes"), strings.Contains(msg, "narrow the selector"):
+			field = "target"
+		case errors.Is(err, ops.ErrUnprocessable) && !strings.Contains(msg, "args"):
+			field = "kind"
+		}
+		s.showNewAction(w, r, v, p.Status, f, fieldErrs{field: msg})
+		return
+	}
+	created := make([]action.Action, len(recs))
+	for i, rec := range recs {
+		created[i] = rec.Action
+	}
+	s.showNewActionCreated(w, r, v, f, created)
 }
 
 // A change of an action its page offers, beside the decisions.

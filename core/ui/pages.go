@@ -3,6 +3,7 @@ package ui
 import (
 	"context"
 	"crypto/subtle"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"net"
@@ -505,6 +506,10 @@ func (s *Server) actionDetail(w http.ResponseWriter, r *http.Request, v *visitor
 		s.renderError(w, r, v, http.StatusNotFound, "There is no such action.")
 		return
 	}
+	if r.URL.Query().Get("part") == "output" {
+		s.actionOutput(w, r, v, id)
+		return
+	}
 	var a action.Action
 	var pushed, cancelAsked, procedure bool
 	var waits *wire.Approval
@@ -574,6 +579,49 @@ func (s *Server) actionDetail(w http.ResponseWriter, r *http.Request, v *visitor
 	vw.Live = &liveRegion{URL: "/ui/actions/" + id + "?part=live", Stream: "action=" + id}
 	vw.Data = d
 	s.render(w, r, http.StatusOK, "action", vw)
+}
+
+// outputPart is what ?part=output of an action's page answers: its
+// output (the last 64 KiB, control characters made visible), which a page
+// shows as text, and its state; Final says it grows no more.
+type outputPart struct {
+	State  string `json:"state"`
+	Final  bool   `json:"final"`
+	Output string `json:"output"`
+}
+
+// actionOutput answers ?part=output: the action's output as it is now, for
+// a page that follows it (a run's node cell, the action's page) while the
+// action runs.
+func (s *Server) actionOutput(w http.ResponseWriter, r *http.Request, v *visitor, id string) {
+	ctx := r.Context()
+	var a action.Action
+	err := s.st.Read(ctx, func(rd store.Reader) error {
+		rec, err := rd.Action(ctx, id)
+		if err != nil {
+			return err
+		}
+		vis, err := v.visible(ctx, rd)
+		if err != nil {
+			return err
+		}
+		if err := vis.Check("action "+id, rec.ClusterID); err != nil {
+			return err
+		}
+		a = rec.Action
+		return nil
+	})
+	if errors.Is(err, store.ErrNotFound) {
+		s.renderError(w, r, v, http.StatusNotFound, "There is no such action.")
+		return
+	}
+	if err != nil {
+		s.storeError(w, r, v, err)
+		return
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.Header().Set("Cache-Control", "no-store")
+	_ = json.NewEncoder(w).Encode(outputPart{State: string(a.State), Final: a.State.Final(), Output: printable(a.Output)})
 }
 
 type clusterView struct {

@@ -84,22 +84,47 @@ type playbookData struct {
 	// Diff is the unified diff from version DiffFrom to the version shown.
 	Diff     string
 	DiffFrom int
-	// Plan is the plan asked for (nil: none); PlanErr why there is none.
-	Plan    *wire.Plan
-	PlanErr string
-	Held    int
-	// Actions are the children a start makes; Rollback the rollback
-	// steps made only on a node that fails.
-	Actions  int
-	Rollback int
-	More     int
-	Children []wire.PlanChild
+	PlanView
+	PlanErr  string
 	Params   []paramValue
 	CanStart bool
 	Self     string
 }
 
 type paramValue struct{ Field, Value string }
+
+// PlanView is a plan as its pages show it (template "plan-children").
+type PlanView struct {
+	// Plan is the plan asked for (nil: none).
+	Plan *wire.Plan
+	// Held counts the children the disruption budget holds now.
+	Held int
+	// Actions are the children a start makes; Rollback the rollback
+	// steps made only on a node that fails.
+	Actions  int
+	Rollback int
+	// Children are the first planChildrenShown children, More the others.
+	More     int
+	Children []wire.PlanChild
+}
+
+// newPlanView counts a plan's children for its page.
+func newPlanView(p *wire.Plan) PlanView {
+	v := PlanView{Plan: p}
+	for _, ch := range p.Children {
+		if ch.Held != "" {
+			v.Held++
+		}
+		if ch.Rollback {
+			v.Rollback++
+		} else {
+			v.Actions++
+		}
+	}
+	v.Children = p.Children[:min(len(p.Children), planChildrenShown)]
+	v.More = len(p.Children) - len(v.Children)
+	return v
+}
 
 // playbookPath is the page of a playbook.
 func playbookPath(name string) string { return "/ui/playbooks/" + url.PathEscape(name) }
@@ -195,7 +220,7 @@ func (s *Server) playbookPage(w http.ResponseWriter, r *http.Request, v *visitor
 			if ferr != nil {
 				d.PlanErr, status = formMessage(ferr), http.StatusBadRequest
 			} else {
-				d.Plan, err = s.plan(ctx, v.caller(r), pb, d.Playbook.Version, &wire.PlanRequest{ClusterID: d.Cluster, Params: given,
+				plan, err := s.plan(ctx, v.caller(r), pb, d.Playbook.Version, &wire.PlanRequest{ClusterID: d.Cluster, Params: given,
 					Limit: when.limit, NotBefore: when.notBefore})
 				if when.notBefore != nil {
 					d.NotBeforeAt = when.notBefore.Format(time.RFC3339)
@@ -203,18 +228,7 @@ func (s *Server) playbookPage(w http.ResponseWriter, r *http.Request, v *visitor
 				if err != nil {
 					d.PlanErr, status = s.planError(err)
 				} else {
-					for _, ch := range d.Plan.Children {
-						if ch.Held != "" {
-							d.Held++
-						}
-						if ch.Rollback {
-							d.Rollback++
-						} else {
-							d.Actions++
-						}
-					}
-					d.Children = d.Plan.Children[:min(len(d.Plan.Children), planChildrenShown)]
-					d.More = len(d.Plan.Children) - len(d.Children)
+					d.PlanView = newPlanView(plan)
 					for _, f := range d.Fields {
 						if val, ok := given[f.Name]; ok {
 							d.Params = append(d.Params, paramValue{Field: f.Field, Value: val})

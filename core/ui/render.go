@@ -22,7 +22,7 @@ import (
 // pageNames are the templates/<name>.html files; each defines "content"
 // and, for pages that update live, "live".
 var pageNames = []string{"login", "approvals", "actions", "action", "clusters", "events", "error", "runs", "run",
-	"notifications", "node", "dashboard", "playbooks", "playbook", "schedules", "schedule", "newaction", "newschedule"}
+	"notifications", "node", "dashboard", "playbooks", "playbook", "schedules", "schedule", "newaction", "newschedule", "newrun"}
 
 // printable returns s with every control character (but newline and tab,
 // which a page shows as they are), every bidirectional override and every

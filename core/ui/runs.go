@@ -70,6 +70,8 @@ type runsData struct {
 	Runs      []runRow
 	NextURL   string
 	FilterErr string
+	// CanCreate: the visitor may start a run (the New run link).
+	CanCreate bool
 }
 
 func (s *Server) runsList(w http.ResponseWriter, r *http.Request, v *visitor) {
@@ -91,6 +93,9 @@ func (s *Server) runsList(w http.ResponseWriter, r *http.Request, v *visitor) {
 			return err
 		}
 		d.Clusters = visibleClusters(vis, d.Clusters)
+		if d.CanCreate, err = canCreateSomewhere(ctx, rd, v); err != nil {
+			return err
+		}
 		q := f.query(runsPerPage)
 		q.Brief, q.ClusterIn = true, vis.In()
 		list, next, err := store.RunPage(ctx, rd, q)

@@ -55,12 +55,19 @@ const (
 	// may be maxArgsField bytes of JSON, each of which a browser may send
 	// as three (%7B for {), beside the other fields.
 	maxActionForm = 3*maxArgsField + maxForm
+	// maxRunForm is the largest body of the New run form: its document,
+	// twice (the Start form carries the document planned), each byte of
+	// which a browser may send as three.
+	maxRunForm = 2*3*maxDocumentField + maxForm
 )
 
 // formLimit is the largest form body accepted on the route of path.
 func formLimit(path string) int64 {
-	if path == "/ui/actions/new" {
+	switch path {
+	case "/ui/actions/new":
 		return maxActionForm
+	case newRunPath:
+		return maxRunForm
 	}
 	return maxForm
 }
@@ -250,6 +257,8 @@ func (s *Server) register() {
 	s.add("POST /ui/actions/{id}/reject", auth.Reject, s.decide(decisionReject))
 	s.add("POST /ui/actions/{id}/urgent", auth.Approve, s.decide(decisionUrgent))
 	s.add("GET /ui/runs", auth.Read, s.runsList)
+	s.add("GET "+newRunPath, auth.Create, s.newRunPage)
+	s.add("POST "+newRunPath, auth.Create, s.newRun)
 	s.add("GET /ui/runs/{id}", auth.Read, s.runDetail)
 	s.add("POST /ui/runs/{id}/approve", auth.Approve, s.changeRun(runApprove))
 	s.add("POST /ui/runs/{id}/reject", auth.Reject, s.changeRun(runReject))

@@ -57,6 +57,8 @@ var roleTable = map[string][6]int{ //    none viewer  op   appr admin stg
 	"POST /ui/actions/{id}/reject":                     {303, 403, 403, 303, 303, 404},
 	"POST /ui/actions/{id}/urgent":                     {303, 403, 403, 303, 303, 404},
 	"GET /ui/runs":                                     {303, 200, 200, 200, 200, 200},
+	"GET /ui/runs/new":                                 {303, 403, 200, 403, 200, 200}, // stg: the form, with no cluster to choose
+	"POST /ui/runs/new":                                {303, 403, 200, 403, 200, 404}, // a plan (do=plan) answers the form with it
 	"GET /ui/runs/{id}":                                {303, 200, 200, 200, 200, 404},
 	"POST /ui/runs/{id}/approve":                       {303, 403, 403, 303, 303, 404},
 	"POST /ui/runs/{id}/reject":                        {303, 403, 403, 303, 303, 404},
@@ -191,6 +193,10 @@ func TestUIRoleTable(t *testing.T) {
 					path = strings.Replace(path, "{name}", sc.Name, 1)
 					form.Set("reason", "checked")
 					form.Set("digest", sc.Digest)
+				case "POST /ui/runs/new":
+					form.Set("cluster", "prod")
+					form.Set("do", "plan")
+					form.Set("document", "name: adhoc\nstages:\n  - name: s\n    kind: muster.io/debug.sleep\n    target: {nodes: [db-1]}\n")
 				case "POST /ui/actions/new":
 					form.Set("cluster", "prod")
 					form.Set("node", "db-1")

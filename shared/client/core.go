@@ -233,6 +233,14 @@ func (c *Core) CreateAction(ctx context.Context, req *wire.CreateActionRequest) 
 	return &out, err
 }
 
+// CreateActions calls POST /api/v1/actions with req.Target set: one action
+// per node the target picks, all or none.
+func (c *Core) CreateActions(ctx context.Context, req *wire.CreateActionRequest) (*wire.CreatedActions, error) {
+	var out wire.CreatedActions
+	_, err := c.call(ctx, http.MethodPost, "/api/v1/actions", req, &out)
+	return &out, err
+}
+
 // Action calls GET /api/v1/actions/{id}: ref is an id or a unique prefix of
 // at least 8 characters. The answer carries the history.
 func (c *Core) Action(ctx context.Context, ref string) (*action.Action, error) {

@@ -22,6 +22,16 @@ type CreateActionRequest struct {
 	// NotBefore: the core pushes it no earlier (RFC 3339); an approval's
 	// time counts from it. Not in the past, at most 90 days ahead.
 	NotBefore *time.Time `json:"not_before,omitempty"`
+	// Target, given instead of NodeID, makes one action per node of the
+	// cluster it picks ({"labels": {...}}, {"nodes": [...]} or {"all":
+	// true}), all or none; the answer is then CreatedActions.
+	Target *Target `json:"target,omitempty"`
+}
+
+// CreatedActions answers POST /api/v1/actions with a target: the actions
+// made, one per node, sorted by node id.
+type CreatedActions struct {
+	Actions []action.Action `json:"actions"`
 }
 
 // ActionList answers GET /api/v1/actions on the core. NextMarker is empty on

@@ -278,6 +278,36 @@ func StartIn(ctx context.Context, st store.Store, e *runs.Engine, p *Playbook, v
 	})
 }
 
+// StartDocumentIn starts the run of a playbook document that is not
+// stored (p, parsed from req.Document) as an ad-hoc run: no playbook is
+// recorded on it. req.Digest, the digest its plan showed, is required and
+// must still be the plan's, on the cluster's nodes as they are in the
+// write transaction (else ErrMoved and nothing starts).
+func StartDocumentIn(ctx context.Context, st store.Store, e *runs.Engine, p *Playbook, req *wire.PlanRequest,
+	who actions.Actor, after func(tx store.Tx, r *store.Run) error) (*store.Run, error) {
+	if req.Version != 0 {
+		return nil, fmt.Errorf("%w: give a document or a version, not both", ErrInvalid)
+	}
+	if req.Digest == "" {
+		return nil, fmt.Errorf("%w: give the digest that the plan showed: a run of a document starts only as planned", ErrInvalid)
+	}
+	plan := func() (*Planned, error) { return p.PlanIn(ctx, st, 0, req, e.KindLocks()) }
+	return runs.Replanning(ctx, st, plan, func(tx store.Tx, plan *Planned) (*store.Run, error) {
+		if err := (&runs.Planned{Cluster: plan.Cluster, Nodes: plan.Nodes}).Recheck(ctx, tx); err != nil {
+			return nil, err
+		}
+		if d := plan.Digest(); d != req.Digest {
+			return nil, fmt.Errorf("%w: the plan changed: this document, with these parameters on the cluster's nodes now, "+
+				"plans to digest %s, not %.64q: plan it again", ErrMoved, d, req.Digest)
+		}
+		r, err := e.InsertAt(ctx, tx, plan.Cluster, plan.Stages, "", 0, plan.NotBefore, plan.Lock, who)
+		if err != nil || after == nil {
+			return r, err
+		}
+		return r, after(tx, r)
+	})
+}
+
 func checkStart(version int, req *wire.PlanRequest) error {
 	if strings.TrimSpace(req.Document) != "" || version == 0 {
 		return fmt.Errorf("%w: a run starts from a stored playbook: apply the document first", ErrInvalid)

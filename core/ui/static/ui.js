@@ -85,6 +85,52 @@
     return sel;
   }
 
+  // follow shows, in a <pre data-follow-output="ID">, the output of action
+  // ID as the server has it, again every second while the action runs and
+  // the element is shown (its <details> open): as text, never as HTML. It
+  // keeps to the end of the output unless the person scrolled up.
+  var following = {};
+  function follow(pre) {
+    var id = pre.getAttribute("data-follow-output");
+    if (!id || following[id] === pre) return;
+    following[id] = pre;
+    function shown() {
+      var d = pre.closest("details");
+      return document.body.contains(pre) && (!d || d.open);
+    }
+    function step() {
+      if (following[id] !== pre || !shown()) { if (following[id] === pre) delete following[id]; return; }
+      fetch("/ui/actions/" + encodeURIComponent(id) + "?part=output", { credentials: "same-origin", headers: { "Accept": "application/json" } }).then(function (res) {
+        if (!res.ok) throw new Error("HTTP " + res.status);
+        return res.json();
+      }).then(function (o) {
+        if (following[id] !== pre) return;
+        var atEnd = pre.scrollTop + pre.clientHeight >= pre.scrollHeight - 4;
+        pre.textContent = o.output || "(no output yet: " + o.state.toLowerCase().replace(/_/g, " ") + ")";
+        pre.setAttribute("data-state", o.state);
+        if (atEnd) pre.scrollTop = pre.scrollHeight;
+        if (o.final) { pre.setAttribute("data-final", "1"); delete following[id]; return; }
+        setTimeout(step, 1000);
+      }).catch(function () {
+        setTimeout(step, 3000);
+      });
+    }
+    step();
+  }
+  function followOutputs(root) {
+    var pres = root.querySelectorAll("[data-follow-output]");
+    for (var i = 0; i < pres.length; i++) {
+      var d = pres[i].closest("details");
+      if (!d || d.open) follow(pres[i]);
+    }
+  }
+  document.addEventListener("toggle", function (e) {
+    var d = e.target;
+    if (d.tagName !== "DETAILS" || !d.open) return;
+    var pre = d.querySelector("[data-follow-output]");
+    if (pre) follow(pre);
+  }, true);
+
   function live(main) {
     var url = main.getAttribute("data-live"), region = document.getElementById("live");
     if (!url || !region || !window.EventSource) return;
@@ -104,7 +150,21 @@
       }).then(function (html) {
         if (html === null) return;
         var key = focusKey(region);
+        // What the person opened stays open, its output kept.
+        var open = {}, kept = region.querySelectorAll("details[data-keep-open][open]");
+        for (var k = 0; k < kept.length; k++) {
+          var p = kept[k].querySelector("[data-follow-output]");
+          open[kept[k].id] = p ? { text: p.textContent, top: p.scrollTop } : {};
+        }
         region.innerHTML = html; // rendered and escaped by the server's templates
+        Object.keys(open).forEach(function (id) {
+          var d = document.getElementById(id);
+          if (!d || !region.contains(d)) return;
+          var p = d.querySelector("[data-follow-output]");
+          if (p && open[id].text !== undefined) { p.textContent = open[id].text; p.scrollTop = open[id].top; }
+          d.open = true;
+        });
+        followOutputs(region);
         localTimes(region);
         copyButtons(region);
         var again = key && region.querySelector(key);
@@ -151,6 +211,7 @@
       var boxes = document.querySelectorAll("details.filter-box");
       for (var i = 0; i < boxes.length; i++) boxes[i].open = false;
     }
+    followOutputs(document);
     var main = document.getElementById("main");
     if (main) live(main);
   }
