@@ -34,10 +34,10 @@ type BudgetSpec struct {
 // ApprovalRuleSpec is an approval rule record's spec: the rules match work
 // in the order of Position (then id); the first that matches decides.
 type ApprovalRuleSpec struct {
-	Position int             `json:"position"`
-	Kind     string          `json:"kind,omitempty"`
-	Cluster  string          `json:"cluster,omitempty"`
-	Approval string          `json:"approval,omitempty"`
+	Position int         `json:"position"`
+	Kind     string      `json:"kind,omitempty"`
+	Cluster  string      `json:"cluster,omitempty"`
+	Approval string      `json:"approval,omitempty"`
 	Levels   []RuleLevel `json:"levels,omitempty"`
 }
 
@@ -139,10 +139,10 @@ type PolicyBudget struct {
 // PolicyApprovalRule is a declared approval rule, named; the file's order
 // is the rules' order.
 type PolicyApprovalRule struct {
-	Name     string          `json:"name" yaml:"name"`
-	Kind     string          `json:"kind,omitempty" yaml:"kind"`
-	Cluster  string          `json:"cluster,omitempty" yaml:"cluster"`
-	Approval string          `json:"approval,omitempty" yaml:"approval"`
+	Name     string      `json:"name" yaml:"name"`
+	Kind     string      `json:"kind,omitempty" yaml:"kind"`
+	Cluster  string      `json:"cluster,omitempty" yaml:"cluster"`
+	Approval string      `json:"approval,omitempty" yaml:"approval"`
 	Levels   []RuleLevel `json:"levels,omitempty" yaml:"levels"`
 }
 
