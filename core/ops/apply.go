@@ -72,26 +72,32 @@ func (o *Ops) ApplyPolicy(ctx context.Context, c Caller, req *wire.ApplyPolicyRe
 		steps, err = o.planPolicy(ctx, r, c, req.Source, reason, want, now)
 		return err
 	}
+	// Every cluster the file names must exist for the caller, whether or
+	// not anything of it changes (404 otherwise, as anywhere).
+	visible := func(ctx context.Context, r store.Reader) error {
+		v, err := Visibility(ctx, r, c)
+		if err != nil {
+			return err
+		}
+		for _, id := range want.clusters() {
+			if err := v.Check("cluster", id); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
 	if req.DryRun {
 		err = o.st.Read(ctx, func(r store.Reader) error {
-			if err := plan(ctx, r); err != nil {
+			if err := visible(ctx, r); err != nil {
 				return err
 			}
-			v, err := Visibility(ctx, r, c)
-			if err != nil {
-				return err
-			}
-			for _, s := range steps {
-				if s.cluster != "" {
-					if err := v.Check("cluster", s.cluster); err != nil {
-						return err
-					}
-				}
-			}
-			return nil
+			return plan(ctx, r)
 		})
 	} else {
 		err = o.st.Update(ctx, func(tx store.Tx) error {
+			if err := visible(ctx, tx); err != nil {
+				return err
+			}
 			if err := plan(ctx, tx); err != nil {
 				return err
 			}
@@ -126,6 +132,25 @@ func (o *Ops) ApplyPolicy(ctx context.Context, c Caller, req *wire.ApplyPolicyRe
 type declared struct {
 	freezes []wire.PolicyFreeze
 	records []declaredRecord
+}
+
+// clusters are the clusters d names, each once.
+func (d declared) clusters() []string {
+	var out []string
+	seen := map[string]bool{}
+	add := func(id string) {
+		if id != "" && !seen[id] {
+			seen[id] = true
+			out = append(out, id)
+		}
+	}
+	for _, f := range d.freezes {
+		add(f.Cluster)
+	}
+	for _, r := range d.records {
+		add(r.rec.ClusterID)
+	}
+	return out
 }
 
 type declaredRecord struct {
