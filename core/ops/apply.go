@@ -284,7 +284,9 @@ func (o *Ops) planPolicy(ctx context.Context, r store.Reader, c Caller, source, 
 		steps = append(steps, planStep{cluster: f.ClusterID,
 			change: wire.PolicyPlanChange{Op: "-", Kind: "freeze", ID: f.ID, Text: fmt.Sprintf("- freeze %s of %s from %s until %s: %s (lifted: no longer in the file)",
 				f.ID, f.ClusterID, f.From.UTC().Format(time.RFC3339), f.To.UTC().Format(time.RFC3339), f.Reason)},
-			authorize: func(ctx context.Context, tx store.Reader) error { return authorizeIn(ctx, tx, c, auth.Unfreeze, f.ClusterID) },
+			authorize: func(ctx context.Context, tx store.Reader) error {
+				return authorizeIn(ctx, tx, c, auth.Unfreeze, f.ClusterID)
+			},
 			apply: func(ctx context.Context, tx store.Tx) error {
 				return liftFreeze(ctx, tx, &f, now, c.Name, c.Addr, "no longer in "+strings.TrimPrefix(source, store.SourceFilePrefix))
 			}})
@@ -351,7 +353,9 @@ func (o *Ops) planPolicy(ctx context.Context, r store.Reader, c Caller, source, 
 			steps = append(steps, planStep{cluster: p.ClusterID,
 				change: wire.PolicyPlanChange{Op: "-", Kind: kind, ID: id, Text: fmt.Sprintf("- %s %s: %s (deleted: no longer in the file)",
 					policy.Name(kind), id, policy.Describe(kind, p.Spec))},
-				authorize: func(ctx context.Context, tx store.Reader) error { return authorizeRecord(ctx, tx, c, kind, id, cur, nil) },
+				authorize: func(ctx context.Context, tx store.Reader) error {
+					return authorizeRecord(ctx, tx, c, kind, id, cur, nil)
+				},
 				apply: func(ctx context.Context, tx store.Tx) error {
 					_, err := policy.Delete(ctx, tx, kind, id, now, c.Name, c.Addr, "no longer in "+
 						strings.TrimPrefix(source, store.SourceFilePrefix))
