@@ -185,10 +185,10 @@ func newWindowCmd() *cobra.Command {
 	var name, cron, tz, reason string
 	var dur time.Duration
 	create := &cobra.Command{
-		Use:   "create CLUSTER --cron EXPR --duration D [--timezone TZ] [--name NAME] --reason TEXT",
-		Short: "Make (or, with the --name of one, change) a window: disruptive work goes to the cluster only inside its windows (a first window: operator; another: approver)",
+		Use:     "create CLUSTER --cron EXPR --duration D [--timezone TZ] [--name NAME] --reason TEXT",
+		Short:   "Make (or, with the --name of one, change) a window: disruptive work goes to the cluster only inside its windows (a first window: operator; another: approver)",
 		Example: `  muster window create prod --name prod-nightly --cron "0 2 * * *" --duration 4h --timezone Europe/Berlin --reason "change board 12"`,
-		Args: exactArgs("CLUSTER"),
+		Args:    exactArgs("CLUSTER"),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if cron == "" || dur <= 0 {
 				return cli.UsageError("--cron and --duration are required")
