@@ -71,7 +71,7 @@ func TestApplyPolicyTwiceChangesNothingThenExactlyTheChangedWindow(t *testing.T)
 			t.Fatal(err)
 		}
 		n := 0
-		for _, e := range es {
+		for _, e := range es.Events {
 			if strings.HasPrefix(e.Type, "policy.") {
 				n++
 			}
