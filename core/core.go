@@ -71,7 +71,7 @@ type Core struct {
 	// pairs are the certificates ReloadTLS reads again.
 	pairs map[string]*tlsutil.KeyPair
 	// drift is where this replica's configuration and the policy in the
-	// store disagree (seedFreezes).
+	// store disagree (seedPolicy).
 	drift []string
 }
 

@@ -16,17 +16,17 @@ import (
 	"github.com/musterhq/muster/shared/wire"
 )
 
-// Freezes are records in the store (docs/architecture.md, "Policy as
-// data"). The configuration's freezes seed it, at start and at each
-// reload: each one becomes a record (source "config", by "config") with an
-// id derived from it, made once however many replicas declare it. The
-// store is then followed: a freeze lifted through the API stays lifted
-// whatever the file says. What this replica's file and the store disagree
-// on is its drift, shown by `muster core status` and told by a
-// core.policy_drift event.
+// Freezes, windows, budgets and approval rules are records in the store
+// (docs/policy-as-data.md). The configuration's seed it, at start and at
+// each reload: each one becomes a record (source "config", by "config")
+// with an id derived from it, made once however many replicas declare it.
+// The store is then followed: a freeze lifted or a window deleted through
+// the API stays so whatever the file says. What this replica's file and
+// the store disagree on is its drift, shown by `muster core status` and
+// told by a core.policy_drift event.
 
-// actorConfig is the actor of the freezes the configuration seeds.
-const actorConfig = "config"
+// actorConfig is the actor of what the configuration seeds.
+const actorConfig = policy.ActorConfig
 
 // seedFreezes stores the configuration's freezes that the store lacks and
 // returns the drift: one line per freeze the file and the store disagree
@@ -170,7 +170,7 @@ func configFreezeIDs(cfg Config) map[string]string {
 // and next (a reload of this replica's file) no longer does: removing a
 // freeze from the file and sending SIGHUP is a change someone made. A
 // start lifts nothing: a replica started with an older file only reports
-// its drift (seedFreezes).
+// its drift (seedPolicy).
 func liftRemovedFreezes(ctx context.Context, st store.Store, old, next Config) error {
 	gone := configFreezeIDs(old)
 	for id := range configFreezeIDs(next) {
