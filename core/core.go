@@ -273,7 +273,7 @@ func (c *Core) Run(ctx context.Context) error {
 	lim := streams.New(cfg.API.MaxEventStreams, cfg.API.MaxStreamsPerToken)
 	// One operations layer for the API and the web UI: every user verb.
 	op := ops.New(ops.Config{Store: st, Policy: policy, Budget: budgets, Members: lv.members, Rules: rules, Runs: engine,
-		Schedules: schedules, Enroll: enr, Notify: notifier, Nudge: repl})
+		Schedules: schedules, Enroll: enr, Notify: notifier, Nudge: repl, MinWindow: cfg.MinWindow})
 	if err := seedAccess(ctx, st, op, cfg); err != nil {
 		ln.Close()
 		return err

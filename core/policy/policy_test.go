@@ -65,7 +65,9 @@ func TestLoosens(t *testing.T) {
 		}
 		return &r
 	}
-	b := func(m string) *policy.Record { return rec(store.PolicyBudget, "prod", wire.BudgetSpec{Cluster: "prod", MaxUnavailable: m}) }
+	b := func(m string) *policy.Record {
+		return rec(store.PolicyBudget, "prod", wire.BudgetSpec{Cluster: "prod", MaxUnavailable: m})
+	}
 	w := func(c string) *policy.Record {
 		return rec(store.PolicyWindow, "w", wire.WindowSpec{Cluster: "prod", Cron: c, Duration: "4h"})
 	}
