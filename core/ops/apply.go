@@ -203,7 +203,7 @@ func (o *Ops) checkDocument(d *wire.PolicyDocument) (declared, error) {
 	}
 	for i, b := range d.Budgets {
 		if err := add(fmt.Sprintf("budgets[%d]", i), store.PolicyBudget, b.Cluster,
-			wire.BudgetSpec{Cluster: b.Cluster, MaxUnavailable: b.MaxUnavailable}); err != nil {
+			wire.BudgetSpec(b)); err != nil {
 			return out, err
 		}
 	}
