@@ -26,7 +26,7 @@ import (
 // and only such records are deleted (freezes lifted) when a later apply of
 // a file of that name no longer declares them: a second apply of the same
 // file changes nothing and says so. Kinds applied: freezes, windows,
-// budgets and approval rules.
+// budgets, approval rules, teams and grants.
 
 // maxPolicyFile bounds a policy file.
 const maxPolicyFile = 1 << 20
@@ -38,6 +38,8 @@ type policyFile struct {
 	Windows       []wire.PolicyWindow       `yaml:"windows"`
 	Budgets       []wire.PolicyBudget       `yaml:"budgets"`
 	ApprovalRules []wire.PolicyApprovalRule `yaml:"approval_rules"`
+	Teams         []wire.PolicyTeam         `yaml:"teams"`
+	Grants        []wire.PolicyGrant        `yaml:"grants"`
 }
 
 // policyFreeze is one declared freeze.
@@ -49,7 +51,7 @@ type policyFreeze struct {
 }
 
 // policyKinds names the kinds a policy file takes, for its errors.
-const policyKinds = "freezes, windows, budgets, approval_rules"
+const policyKinds = "freezes, windows, budgets, approval_rules, teams, grants"
 
 // decodePolicy reads a policy file strictly: no unknown key, no alias, one
 // document; every freeze with a cluster, RFC 3339 times (to after from)
@@ -117,7 +119,18 @@ func decodePolicy(doc []byte) (wire.PolicyDocument, error) {
 			return out, fmt.Errorf("approval_rules[%d].name is required", i)
 		}
 	}
+	for i, tm := range pf.Teams {
+		if tm.Name == "" {
+			return out, fmt.Errorf("teams[%d].name is required", i)
+		}
+	}
+	for i, g := range pf.Grants {
+		if (g.Team == "") == (g.Person == "") || g.Role == "" {
+			return out, fmt.Errorf("grants[%d]: a role, and a team or a person (one of them), are required", i)
+		}
+	}
 	out.Windows, out.Budgets, out.ApprovalRules = pf.Windows, pf.Budgets, pf.ApprovalRules
+	out.Teams, out.Grants = pf.Teams, pf.Grants
 	return out, nil
 }
 
@@ -138,9 +151,9 @@ func oneLineErr(err error) string { return strings.ReplaceAll(err.Error(), "\n",
 // newPolicyCmd is `muster diff -f FILE` (apply false) or `muster apply -f
 // FILE` (apply true).
 func newPolicyCmd(apply bool) *cobra.Command {
-	use, short := "diff -f FILE", "Show what muster apply -f FILE would change (freezes, windows, budgets, approval rules)"
+	use, short := "diff -f FILE", "Show what muster apply -f FILE would change (freezes, windows, budgets, approval rules, teams, grants)"
 	if apply {
-		use, short = "apply -f FILE", "Make the store hold the policy of FILE (freezes, windows, budgets, approval rules): change only what differs"
+		use, short = "apply -f FILE", "Make the store hold the policy of FILE (freezes, windows, budgets, approval rules, teams, grants): change only what differs"
 	}
 	cmd := &cobra.Command{Use: use, Short: short, Args: cli.NoArgs,
 		Example: "  muster diff -f policy.yaml\n  muster apply -f policy.yaml"}

@@ -128,6 +128,8 @@ func FuzzDecodePolicy(f *testing.F) {
 		"windows:\n  - {name: nightly, cluster: prod, cron: \"0 2 * * *\", duration: 4h, timezone: Europe/Berlin}\n",
 		"budgets:\n  - {cluster: prod, max_unavailable: 10%}\n", "budgets:\n  - {max_unavailable: 1}\n",
 		"approval_rules:\n  - {name: db, cluster: prod, levels: [{teams: [db], min: 2}]}\n", "approval_rules:\n  - {kind: x}\n",
+		"teams:\n  - {name: db, members: [dana], groups: [db-oncall]}\ngrants:\n  - {team: db, role: approver, clusters: prod}\n",
+		"grants:\n  - {team: db, person: dana, role: viewer}\n", "teams:\n  - {members: [x]}\n",
 		"freezes:\n  - {cluster: prod, from: \"2026-12-27T00:00:00Z\", to: \"2026-12-24T00:00:00Z\", reason: x}\n"} {
 		f.Add([]byte(s))
 	}
@@ -157,6 +159,16 @@ func FuzzDecodePolicy(f *testing.F) {
 		for _, r := range d.ApprovalRules {
 			if r.Name == "" {
 				t.Fatalf("accepted a rule without a name: %+v", r)
+			}
+		}
+		for _, tm := range d.Teams {
+			if tm.Name == "" {
+				t.Fatalf("accepted a team without a name: %+v", tm)
+			}
+		}
+		for _, g := range d.Grants {
+			if (g.Team == "") == (g.Person == "") || g.Role == "" {
+				t.Fatalf("accepted a grant %+v", g)
 			}
 		}
 	})

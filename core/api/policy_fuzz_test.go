@@ -25,6 +25,9 @@ func FuzzPolicyBodies(f *testing.F) {
 			`"to":"2030-01-02T00:00:00Z","reason":"x"}]}}`,
 		`{"source":"file:p.yaml","document":{"windows":[{"name":"a","cluster":"prod","cron":"* * * * *","duration":"1s"}]}}`,
 		`{"source":"file:p.yaml","document":{"windows":[{"name":"a","cluster":"nope","cron":"0 2 * * *","duration":"4h"}]}}`,
+		`{"source":"file:p.yaml","document":{"teams":[{"name":"db","members":["dana"]}],"grants":[{"team":"db","role":"approver",` +
+			`"clusters":"prod"},{"person":"pat","role":"viewer","labels":{"tier":"prod"}}]}}`,
+		`{"source":"file:p.yaml","document":{"grants":[{"team":"nope","role":"viewer","clusters":"*"}]}}`,
 		`{"source":"p.yaml","document":{}}`, `{"source":"file:p.yaml","document":{"colors":[]}}`,
 		`{"spec":{"cluster":"prod","max_unavailable":"1"},"reason":"x"}`, `{"spec":{"cluster":"prod"},"reason":"x"}`,
 		`{"reason":"gone"}`, `[]`, ``, `{`, `null`,

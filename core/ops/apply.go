@@ -132,6 +132,8 @@ func (o *Ops) ApplyPolicy(ctx context.Context, c Caller, req *wire.ApplyPolicyRe
 type declared struct {
 	freezes []wire.PolicyFreeze
 	records []declaredRecord
+	teams   []store.Team
+	grants  []store.Grant
 }
 
 // clusters are the clusters d names, each once.
@@ -161,8 +163,12 @@ type declaredRecord struct {
 // checkDocument checks every entry of d: a 400 naming the first bad one.
 func (o *Ops) checkDocument(d *wire.PolicyDocument) (declared, error) {
 	var out declared
-	if n := len(d.Freezes) + len(d.Windows) + len(d.Budgets) + len(d.ApprovalRules); n > MaxPolicyItems {
+	if n := len(d.Freezes) + len(d.Windows) + len(d.Budgets) + len(d.ApprovalRules) + len(d.Teams) + len(d.Grants); n > MaxPolicyItems {
 		return out, BadRequest("the policy declares %d entries, at most %d", n, MaxPolicyItems)
+	}
+	var err error
+	if out.teams, out.grants, err = checkAccess(d); err != nil {
+		return out, err
 	}
 	for i, f := range d.Freezes {
 		at := fmt.Sprintf("freezes[%d]", i)
@@ -229,11 +235,15 @@ func sameFreeze(s store.Freeze, w wire.PolicyFreeze) bool {
 	return s.From.Equal(w.From) || (w.From.Before(s.From) && !s.From.After(s.CreatedTS.Add(time.Second)))
 }
 
-// planPolicy compares want with r and returns the changes: freezes, then
-// each kind of record in policy.Kinds' order; within each, what is made or
-// changed in the file's order, then what is deleted.
+// planPolicy compares want with r and returns the changes: teams and
+// grants (planAccess), freezes, then each kind of record in policy.Kinds'
+// order; within each, what is made or changed in the file's order, then
+// what is deleted.
 func (o *Ops) planPolicy(ctx context.Context, r store.Reader, c Caller, source, reason string, want declared, now time.Time) ([]planStep, error) {
-	var steps []planStep
+	steps, err := o.planAccess(ctx, r, c, source, want.teams, want.grants)
+	if err != nil {
+		return nil, err
+	}
 	// Freezes: made when none of this file's in force is the same; those
 	// of this file no longer declared are lifted.
 	have, err := r.Freezes(ctx, store.FreezeQuery{Live: true, EndsAfter: now})

@@ -256,3 +256,52 @@ func TestApplyPolicyIsADiffAllOrNone(t *testing.T) {
 		t.Errorf("windows after the removal = %+v", ws)
 	}
 }
+
+// Teams and grants in a policy file: made and marked with the file by an
+// admin; a second apply changes nothing; a member added changes that team;
+// a grant removed is revoked; a team removed is deleted with its grants; a
+// team made by hand is never taken over (409, nothing changed); an
+// operator may apply none of it.
+func TestApplyPolicyTeamsAndGrants(t *testing.T) {
+	t.Parallel()
+	e := setup(t)
+	ctx := context.Background()
+	doc := wire.PolicyDocument{
+		Teams: []wire.PolicyTeam{{Name: "db", Members: []string{"Dana"}, Groups: []string{"db-oncall"}}, {Name: "sre", Members: []string{"sam"}}},
+		Grants: []wire.PolicyGrant{{Team: "db", Role: store.RoleApprover, Clusters: "prod"},
+			{Team: "sre", Role: store.RoleOperator, Clusters: "*"}, {Person: "pat", Role: store.RoleViewer, Clusters: "prod"}},
+	}
+	if _, err := applyDoc(e, otto, doc, false); !errors.Is(err, ops.ErrForbidden) {
+		t.Fatalf("an operator applies teams: %v, want forbidden", err)
+	}
+	p, err := applyDoc(e, adam, doc, false)
+	if err != nil || len(p.Changes) != 5 {
+		t.Fatalf("apply = %+v, %v", p, err)
+	}
+	teams, _ := e.ops.Teams(ctx, adam)
+	grants, _ := e.ops.Grants(ctx, adam)
+	if len(teams) != 2 || teams[0].Source != "file:policy.yaml" || len(grants) != 3 || grants[0].Source != "file:policy.yaml" {
+		t.Fatalf("teams %+v, grants %+v", teams, grants)
+	}
+	if p, err := applyDoc(e, adam, doc, false); err != nil || len(p.Changes) != 0 {
+		t.Fatalf("apply again = %+v, %v", p, err)
+	}
+	doc.Teams[0].Members = append(doc.Teams[0].Members, "dora")
+	doc.Teams, doc.Grants = doc.Teams[:1], doc.Grants[:1]
+	p, err = applyDoc(e, adam, doc, false)
+	if err != nil || len(p.Changes) != 3 || p.Changes[0].Op != "~" || p.Changes[1].Text != "- grant person pat viewer on prod (revoked: no longer in the file)" ||
+		p.Changes[2].Text != "- team sre (deleted with its grants: no longer in the file)" {
+		t.Fatalf("apply with a member added, a grant and a team removed = %+v, %v", p, err)
+	}
+	if _, err := e.ops.CreateTeam(ctx, adam, &wire.CreateTeamRequest{Name: "web"}); err != nil {
+		t.Fatal(err)
+	}
+	n := len(policyEvents(t, e.st))
+	doc.Teams = append(doc.Teams, wire.PolicyTeam{Name: "web", Members: []string{"mallory"}})
+	if _, err := applyDoc(e, adam, doc, false); !errors.Is(err, ops.ErrConflict) {
+		t.Fatalf("apply over a team made by hand = %v, want a conflict", err)
+	}
+	if got, _ := e.ops.Team(ctx, adam, "web"); len(got.Members) != 0 || len(policyEvents(t, e.st)) != n {
+		t.Fatalf("a refused apply changed the team: %+v", got)
+	}
+}

@@ -111,6 +111,26 @@ type PolicyDocument struct {
 	Windows       []PolicyWindow       `json:"windows,omitempty" yaml:"windows"`
 	Budgets       []PolicyBudget       `json:"budgets,omitempty" yaml:"budgets"`
 	ApprovalRules []PolicyApprovalRule `json:"approval_rules,omitempty" yaml:"approval_rules"`
+	Teams         []PolicyTeam         `json:"teams,omitempty" yaml:"teams"`
+	Grants        []PolicyGrant        `json:"grants,omitempty" yaml:"grants"`
+}
+
+// PolicyTeam is a declared team: its members and the group claims that
+// mean membership.
+type PolicyTeam struct {
+	Name    string   `json:"name" yaml:"name"`
+	Members []string `json:"members,omitempty" yaml:"members"`
+	Groups  []string `json:"groups,omitempty" yaml:"groups"`
+}
+
+// PolicyGrant is a declared grant: a team or a person (one), a role, and a
+// cluster glob or a label selector (one).
+type PolicyGrant struct {
+	Team     string            `json:"team,omitempty" yaml:"team"`
+	Person   string            `json:"person,omitempty" yaml:"person"`
+	Role     string            `json:"role" yaml:"role"`
+	Clusters string            `json:"clusters,omitempty" yaml:"clusters"`
+	Labels   map[string]string `json:"labels,omitempty" yaml:"labels"`
 }
 
 // PolicyFreeze is a declared freeze: RFC 3339 times.
