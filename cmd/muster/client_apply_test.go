@@ -209,7 +209,7 @@ func TestShippedPolicyFileApplies(t *testing.T) {
 	path := filepath.Join("..", "..", "configs", "policy.yaml")
 	out, err := run("apply", "-f", path)
 	if err != nil || !strings.Contains(out, "+ window prod-db-nightly") || !strings.Contains(out, "+ approval rule prod-db-two-teams") ||
-		!strings.Contains(out, "+ budget prod-db") {
+		!strings.Contains(out, "+ budget prod-db") || !strings.Contains(out, "+ team db") || !strings.Contains(out, "+ grant team db approver") {
 		t.Fatalf("apply of configs/policy.yaml:\n%s%v", out, err)
 	}
 	if out, err := run("apply", "-f", path); err != nil || !strings.Contains(out, "No changes") {
