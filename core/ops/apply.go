@@ -240,9 +240,21 @@ func sameFreeze(s store.Freeze, w wire.PolicyFreeze) bool {
 // order; within each, what is made or changed in the file's order, then
 // what is deleted.
 func (o *Ops) planPolicy(ctx context.Context, r store.Reader, c Caller, source, reason string, want declared, now time.Time) ([]planStep, error) {
-	steps, err := o.planAccess(ctx, r, c, source, want.teams, want.grants)
-	if err != nil {
-		return nil, err
+	// Teams and grants are planned for a caller who may grant somewhere:
+	// the grants of a file are not for every reader to see. A file that
+	// declares some needs it; one that declares none leaves them to such a
+	// caller.
+	var steps []planStep
+	if len(want.teams)+len(want.grants) > 0 {
+		if err := Authorize(c, auth.Grants); err != nil {
+			return nil, err
+		}
+	}
+	if c.Can(auth.Grants) {
+		var err error
+		if steps, err = o.planAccess(ctx, r, c, source, want.teams, want.grants); err != nil {
+			return nil, err
+		}
 	}
 	// Freezes: made when none of this file's in force is the same; those
 	// of this file no longer declared are lifted.

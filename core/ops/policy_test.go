@@ -305,3 +305,24 @@ func TestApplyPolicyTeamsAndGrants(t *testing.T) {
 		t.Fatalf("a refused apply changed the team: %+v", got)
 	}
 }
+
+// A dry run shows the grants of a file only to who may grant: a viewer's
+// diff of a file naming teams is refused, and of one naming none shows no
+// grant.
+func TestApplyPolicyDryRunKeepsGrantsFromReaders(t *testing.T) {
+	t.Parallel()
+	e := setup(t)
+	doc := wire.PolicyDocument{Grants: []wire.PolicyGrant{{Person: "pat", Role: store.RoleViewer, Clusters: "prod"}}}
+	if _, err := applyDoc(e, adam, doc, false); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := applyDoc(e, vera, doc, true); !errors.Is(err, ops.ErrForbidden) {
+		t.Errorf("a viewer's diff of grants = %v, want forbidden", err)
+	}
+	if p, err := applyDoc(e, vera, wire.PolicyDocument{}, true); err != nil || len(p.Changes) != 0 {
+		t.Errorf("a viewer's diff of an empty file = %+v, %v; want no grant shown", p, err)
+	}
+	if p, err := applyDoc(e, adam, wire.PolicyDocument{}, true); err != nil || len(p.Changes) != 1 || p.Changes[0].Kind != "grant" {
+		t.Errorf("an admin's diff of an empty file = %+v, %v; want the grant revoked", p, err)
+	}
+}
