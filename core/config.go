@@ -15,6 +15,7 @@ import (
 	"github.com/musterhq/muster/core/enroll"
 	"github.com/musterhq/muster/core/nodes"
 	"github.com/musterhq/muster/core/notify"
+	"github.com/musterhq/muster/core/policy"
 	"github.com/musterhq/muster/core/probe"
 	"github.com/musterhq/muster/core/retention"
 	"github.com/musterhq/muster/core/schedule"
@@ -479,6 +480,12 @@ func (c *Config) Calendars() schedule.Calendars {
 		}
 	}
 	return out
+}
+
+// policySettings is what of the policies the configuration keeps: the
+// approval settings, the disruptive kinds, the least window.
+func (c *Config) policySettings() policy.Settings {
+	return policy.Settings{Approval: c.Approval, Kinds: c.Kinds, MinWindow: c.MinWindow}
 }
 
 // BudgetPolicy is the disruption budget of every configured cluster and

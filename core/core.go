@@ -35,6 +35,7 @@ import (
 	"github.com/musterhq/muster/core/notify"
 	"github.com/musterhq/muster/core/ops"
 	"github.com/musterhq/muster/core/orchestrate"
+	policyrec "github.com/musterhq/muster/core/policy"
 	"github.com/musterhq/muster/core/probe"
 	"github.com/musterhq/muster/core/retention"
 	"github.com/musterhq/muster/core/runs"
@@ -70,7 +71,7 @@ type Core struct {
 	// pairs are the certificates ReloadTLS reads again.
 	pairs map[string]*tlsutil.KeyPair
 	// drift is where this replica's configuration and the policy in the
-	// store disagree (seedFreezes).
+	// store disagree (seedPolicy).
 	drift []string
 }
 
@@ -170,14 +171,23 @@ func (c *Core) Run(ctx context.Context) error {
 	// worker's and the store's outbox (see Reload).
 	// The calendars are the configuration's windows and the store's
 	// freezes (seeded from the configuration, then followed).
-	cals := schedule.NewHolder(cfg.Calendars())
-	lv := &reloadable{approval: live.New(cfg.Approval), budget: live.New(cfg.BudgetPolicy()), members: live.New(cfg.Membership()),
-		calendar: cals.Value(), cals: cals, st: st}
-	drift, err := seedFreezes(ctx, st, cfg, nil)
+	// The windows, budgets and approval rules are records too
+	// (docs/policy-as-data.md): the configuration seeds them, and every
+	// replica composes its policies from the store's.
+	cals := schedule.NewHolder(nil)
+	pol := policyrec.NewHolder(cfg.policySettings(), cals, c.log)
+	lv := &reloadable{approval: pol.Approval(), budget: pol.Budget(), members: live.New(cfg.Membership()),
+		calendar: cals.Value(), cals: cals, pol: pol, st: st}
+	drift, err := seedPolicy(ctx, st, nil, cfg, nil)
 	if err != nil {
 		return err
 	}
 	c.setDrift(drift)
+	if recs, err := policyrec.Load(ctx, st); err != nil {
+		return fmt.Errorf("policy records: %w", err)
+	} else {
+		pol.SetRecords(recs)
+	}
 	if fs, err := schedule.LoadFreezes(ctx, st, time.Now()); err != nil {
 		return fmt.Errorf("freezes: %w", err)
 	} else {
@@ -263,7 +273,7 @@ func (c *Core) Run(ctx context.Context) error {
 	lim := streams.New(cfg.API.MaxEventStreams, cfg.API.MaxStreamsPerToken)
 	// One operations layer for the API and the web UI: every user verb.
 	op := ops.New(ops.Config{Store: st, Policy: policy, Budget: budgets, Members: lv.members, Rules: rules, Runs: engine,
-		Schedules: schedules, Enroll: enr, Notify: notifier, Nudge: repl})
+		Schedules: schedules, Enroll: enr, Notify: notifier, Nudge: repl, MinWindow: cfg.MinWindow})
 	if err := seedAccess(ctx, st, op, cfg); err != nil {
 		ln.Close()
 		return err
@@ -371,6 +381,17 @@ func (c *Core) Run(ctx context.Context) error {
 		})
 	}
 	if err := parts.Start(ctx, "freezes", startstop.NewFunc(watchFreezes)); err != nil {
+		ln.Close()
+		return errors.Join(err, stopAll())
+	}
+	watchPolicy := func(ctx context.Context) {
+		policyrec.Watch(ctx, st, pol, c.log, func(clusters []string) {
+			for _, id := range clusters {
+				repl.nudgeLocal(id)
+			}
+		})
+	}
+	if err := parts.Start(ctx, "policy", startstop.NewFunc(watchPolicy)); err != nil {
 		ln.Close()
 		return errors.Join(err, stopAll())
 	}

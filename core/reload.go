@@ -13,6 +13,7 @@ import (
 	"github.com/musterhq/muster/core/discovery"
 	"github.com/musterhq/muster/core/nodes"
 	"github.com/musterhq/muster/core/notify"
+	"github.com/musterhq/muster/core/policy"
 	"github.com/musterhq/muster/core/schedule"
 	"github.com/musterhq/muster/core/store"
 	"github.com/musterhq/muster/shared/live"
@@ -45,7 +46,8 @@ type reloadable struct {
 	budget   *live.Value[budget.Policy]
 	members  *live.Value[nodes.Membership]
 	calendar *live.Value[schedule.Calendars]
-	cals     *schedule.Holder // writes calendar: the windows of the configuration, the freezes of the store
+	cals     *schedule.Holder // writes calendar: the windows and the freezes of the store
+	pol      *policy.Holder   // writes approval, budget and the windows of cals from the store's records
 	notify   *notify.Worker
 	st       store.Store
 	// nudge asks for a sync of a cluster (nil before the orchestrator
@@ -73,7 +75,6 @@ func (c *Core) Reload(ctx context.Context, next Config) (string, error) {
 	}
 	var changed []string
 	if !reflect.DeepEqual(old.Approval, next.Approval) {
-		lv.approval.Store(next.Approval)
 		changed = append(changed, "approval")
 	}
 	oldBudget, nextBudget := old.BudgetPolicy(), next.BudgetPolicy()
@@ -83,20 +84,25 @@ func (c *Core) Reload(ctx context.Context, next Config) (string, error) {
 	if !reflect.DeepEqual(oldBudget.MaxUnavailable, nextBudget.MaxUnavailable) {
 		changed = append(changed, "budgets")
 	}
-	lv.budget.Store(nextBudget)
+	// The approval settings and the kinds stay the configuration's; its
+	// rules, budgets, windows and freezes seed the store (the watchers
+	// then load them on every replica), and where the file and the store
+	// disagree is told again.
+	lv.pol.SetSettings(next.policySettings())
 	lv.members.Store(next.Membership())
 	oldCals, nextCals := calendarSpecs(old.Clusters), calendarSpecs(next.Clusters)
-	lv.cals.SetConfig(next.Calendars())
-	// The file's freezes seed the store (the freeze watcher then loads
-	// them on every replica); where the file and the store disagree is
-	// told again.
 	if err := liftRemovedFreezes(ctx, lv.st, old, next); err != nil {
 		c.log.Error("reload: lifting the freezes removed from the configuration", "err", err)
 	}
-	if drift, err := seedFreezes(ctx, lv.st, next, c.policyDrift()); err != nil {
-		c.log.Error("reload: seeding the configuration's freezes", "err", err)
+	if drift, err := seedPolicy(ctx, lv.st, &old, next, c.policyDrift()); err != nil {
+		c.log.Error("reload: seeding the configuration's policy", "err", err)
 	} else {
 		c.setDrift(drift)
+	}
+	if recs, err := policy.Load(ctx, lv.st); err != nil {
+		c.log.Error("reload: reading the policy records", "err", err)
+	} else {
+		lv.pol.SetRecords(recs)
 	}
 	if !reflect.DeepEqual(oldCals, nextCals) {
 		changed = append(changed, "windows and freezes")

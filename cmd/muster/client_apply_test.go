@@ -107,7 +107,8 @@ func TestDiffAndApplyFreezes(t *testing.T) {
 		t.Errorf("apply touched a freeze made by hand:\n%s", listed)
 	}
 	for name, doc := range map[string]string{
-		"unknown kind": "windows: []\n", "bad time": "freezes:\n  - {cluster: prod, from: soon, to: later, reason: x}\n",
+		"unknown kind": "colors: []\n", "window without a name": "windows:\n  - {cluster: prod, cron: \"0 2 * * *\", duration: 4h}\n",
+		"bad window": "windows:\n  - {name: w, cluster: prod, cron: \"tea time\", duration: 4h}\n", "bad time": "freezes:\n  - {cluster: prod, from: soon, to: later, reason: x}\n",
 		"no reason": fmt.Sprintf("freezes:\n  - {cluster: prod, from: %q, to: %q}\n", xmas, night),
 		"two docs":  "freezes: []\n---\nfreezes: []\n",
 	} {
@@ -124,34 +125,94 @@ func TestDiffAndApplyFreezes(t *testing.T) {
 func FuzzDecodePolicy(f *testing.F) {
 	for _, s := range []string{"freezes:\n  - {cluster: prod, from: \"2026-12-24T00:00:00Z\", to: \"2026-12-27T00:00:00Z\", reason: x}\n",
 		"freezes: []\n", "windows: []\n", "freezes:\n  - &a {cluster: prod}\n  - *a\n", "freezes: [1]\n", "---\n---\n", "", "{",
+		"windows:\n  - {name: nightly, cluster: prod, cron: \"0 2 * * *\", duration: 4h, timezone: Europe/Berlin}\n",
+		"budgets:\n  - {cluster: prod, max_unavailable: 10%}\n", "budgets:\n  - {max_unavailable: 1}\n",
+		"approval_rules:\n  - {name: db, cluster: prod, levels: [{teams: [db], min: 2}]}\n", "approval_rules:\n  - {kind: x}\n",
+		"teams:\n  - {name: db, members: [dana], groups: [db-oncall]}\ngrants:\n  - {team: db, role: approver, clusters: prod}\n",
+		"grants:\n  - {team: db, person: dana, role: viewer}\n", "teams:\n  - {members: [x]}\n",
 		"freezes:\n  - {cluster: prod, from: \"2026-12-27T00:00:00Z\", to: \"2026-12-24T00:00:00Z\", reason: x}\n"} {
 		f.Add([]byte(s))
 	}
 	f.Fuzz(func(t *testing.T, doc []byte) {
-		fs, err := decodePolicy(doc)
+		d, err := decodePolicy(doc)
 		if err != nil {
 			if strings.Contains(err.Error(), "\n") {
 				t.Fatalf("an error of more than one line: %q", err)
 			}
 			return
 		}
-		for _, w := range fs {
+		for _, w := range d.Freezes {
 			if w.Cluster == "" || !w.To.After(w.From) || strings.TrimSpace(w.Reason) == "" {
 				t.Fatalf("accepted %+v", w)
+			}
+		}
+		for _, w := range d.Windows {
+			if w.Name == "" {
+				t.Fatalf("accepted a window without a name: %+v", w)
+			}
+		}
+		for _, b := range d.Budgets {
+			if b.Cluster == "" {
+				t.Fatalf("accepted a budget without a cluster: %+v", b)
+			}
+		}
+		for _, r := range d.ApprovalRules {
+			if r.Name == "" {
+				t.Fatalf("accepted a rule without a name: %+v", r)
+			}
+		}
+		for _, tm := range d.Teams {
+			if tm.Name == "" {
+				t.Fatalf("accepted a team without a name: %+v", tm)
+			}
+		}
+		for _, g := range d.Grants {
+			if (g.Team == "") == (g.Person == "") || g.Role == "" {
+				t.Fatalf("accepted a grant %+v", g)
 			}
 		}
 	})
 }
 
-// The shipped example policy file is one muster apply takes.
-func TestShippedPolicyFileDecodes(t *testing.T) {
+// The shipped example policy file is one muster apply takes: applied to a
+// real API (by an admin, on its cluster), it changes something, and a
+// second apply nothing.
+func TestShippedPolicyFileApplies(t *testing.T) {
 	t.Parallel()
-	doc, err := os.ReadFile(filepath.Join("..", "..", "configs", "policy.yaml"))
+	ctx := context.Background()
+	st, err := sqlite.Open(ctx, t.TempDir())
 	if err != nil {
 		t.Fatal(err)
 	}
-	fs, err := decodePolicy(doc)
-	if err != nil || len(fs) == 0 {
-		t.Fatalf("configs/policy.yaml: %+v, %v", fs, err)
+	t.Cleanup(func() { st.Close() })
+	if err := st.Update(ctx, func(tx store.Tx) error {
+		return tx.PutCluster(ctx, &store.Cluster{ID: "prod-db", Status: store.ClusterHealthy})
+	}); err != nil {
+		t.Fatal(err)
+	}
+	srv := api.New(api.Config{}, st, nil, slog.New(slog.DiscardHandler))
+	ts := httptest.NewServer(srv.Handler())
+	t.Cleanup(func() { srv.Close(); ts.Close() })
+	secret, err := auth.CreateToken(ctx, st, "adam", []string{"admin"}, "test", "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	run := func(args ...string) (string, error) {
+		root := newRootCmd()
+		root.SetArgs(append(args, "--addr", ts.URL, "--token", secret))
+		var out lockedBuffer
+		root.SetOut(&out)
+		root.SetErr(&lockedBuffer{})
+		err := root.ExecuteContext(ctx)
+		return out.String(), err
+	}
+	path := filepath.Join("..", "..", "configs", "policy.yaml")
+	out, err := run("apply", "-f", path)
+	if err != nil || !strings.Contains(out, "+ window prod-db-nightly") || !strings.Contains(out, "+ approval rule prod-db-two-teams") ||
+		!strings.Contains(out, "+ budget prod-db") || !strings.Contains(out, "+ team db") || !strings.Contains(out, "+ grant team db approver") {
+		t.Fatalf("apply of configs/policy.yaml:\n%s%v", out, err)
+	}
+	if out, err := run("apply", "-f", path); err != nil || !strings.Contains(out, "No changes") {
+		t.Fatalf("second apply of configs/policy.yaml:\n%s%v", out, err)
 	}
 }

@@ -11,6 +11,7 @@ import (
 	"github.com/musterhq/muster/core/store"
 	"github.com/musterhq/muster/shared/action"
 	"github.com/musterhq/muster/shared/client"
+	"github.com/musterhq/muster/shared/wire"
 )
 
 // completionTimeout bounds how long a completion waits for the core: a
@@ -190,6 +191,18 @@ func stateNames() []string {
 	return out
 }
 
+// completePolicies lists the ids of the live records of kind.
+func completePolicies(kind string) completer {
+	return func(ctx context.Context, c *client.Core, _ *cobra.Command) ([]string, error) {
+		rs, err := c.Policies(ctx, kind, "", false)
+		var out []string
+		for _, r := range rs {
+			out = append(out, r.ID)
+		}
+		return out, err
+	}
+}
+
 // runStates are the states of a run (docs/runs-and-playbooks.md).
 var runStates = []string{"PENDING_APPROVE", "RUNNING", "PAUSED", "DONE", "PARTIAL", "FAILED", "CANCELLED", "ABORTED"}
 
@@ -208,7 +221,12 @@ var argCompletion = map[string]completer{
 	"muster node revoke":   completeNodes,
 	"muster cluster show":  completeClusters, "muster cluster orchestrate": completeClusters,
 	"muster freeze create": completeClusters,
-	"muster node drain":    completeNodes, "muster node undrain": completeNodes, "muster node forget": completeNodes, "muster node replace": completeNodes,
+	"muster window create": completeClusters, "muster budget set": completeClusters, "muster budget show": completeClusters,
+	"muster budget delete": completeClusters, "muster budget history": completeClusters,
+	"muster window delete": completePolicies(wire.KindWindow), "muster window history": completePolicies(wire.KindWindow),
+	"muster approval-rule delete":  completePolicies(wire.KindApprovalRule),
+	"muster approval-rule history": completePolicies(wire.KindApprovalRule),
+	"muster node drain":            completeNodes, "muster node undrain": completeNodes, "muster node forget": completeNodes, "muster node replace": completeNodes,
 	"muster playbook show": completePlaybooks, "muster playbook start": completePlaybooks,
 	"muster schedule show": completeSchedules, "muster schedule approve": completeSchedules,
 	"muster schedule reject": completeSchedules, "muster schedule pause": completeSchedules,

@@ -28,7 +28,7 @@ func newRootCmd() *cobra.Command {
 		// Run muster.
 		agentcmd.New("muster agent"), newCoreCmd(), newDevCmd(),
 		// Talk to a core.
-		newActionCmd(), newRunCmd(), newPlaybookCmd(), newScheduleCmd(), newClusterCmd(), newNodeCmd(), newEventsCmd(), newTokenCmd(), newTeamCmd(), newGrantCmd(), newFreezeCmd(), newPolicyCmd(false), newPolicyCmd(true), newNotifyCmd(),
+		newActionCmd(), newRunCmd(), newPlaybookCmd(), newScheduleCmd(), newClusterCmd(), newNodeCmd(), newEventsCmd(), newTokenCmd(), newTeamCmd(), newGrantCmd(), newFreezeCmd(), newWindowCmd(), newBudgetCmd(), newApprovalRuleCmd(), newPolicyCmd(false), newPolicyCmd(true), newNotifyCmd(),
 		newLoginCmd(), newLogoutCmd(),
 		// Set-up helpers.
 		newTLSCmd(), newGossipCmd(), newWebhookCmd(), newVersionCmd(),

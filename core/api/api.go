@@ -261,6 +261,11 @@ func (s *Server) routes() {
 	s.add(http.MethodGet, "/api/v1/freezes", auth.Read, onlyParams(s.listFreezes, "cluster", "all"))
 	s.add(http.MethodPost, "/api/v1/clusters/:cluster/freezes", auth.Freeze, s.createFreeze)
 	s.add(http.MethodPost, "/api/v1/freezes/:id/lift", auth.Unfreeze, s.liftFreeze)
+	s.add(http.MethodGet, "/api/v1/policies", auth.Read, onlyParams(s.listPolicies, "kind", "cluster", "all"))
+	s.add(http.MethodPut, "/api/v1/policies/:kind/:id", auth.Freeze, s.putPolicy)
+	s.add(http.MethodPost, "/api/v1/policies/:kind/:id/delete", auth.Freeze, s.deletePolicy)
+	s.add(http.MethodGet, "/api/v1/policies/:kind/:id/history", auth.Read, onlyParams(s.policyHistory))
+	s.add(http.MethodPost, "/api/v1/policy/apply", auth.Read, s.applyPolicy)
 
 	s.add(http.MethodGet, "/api/v1/events", auth.Read, onlyParams(s.listEvents, "since", "limit", "tail", "action_id", "run_id", "cluster", "node", "type"))
 	s.add(http.MethodGet, "/api/v1/events/stream", auth.Read, onlyParams(s.streamEvents, "since", "action_id", "run_id", "cluster", "node", "type"))

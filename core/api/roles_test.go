@@ -103,6 +103,11 @@ var roleTable = map[string][6]int{ //        none viewer  op   appr admin stg
 	"GET /api/v1/freezes":                        {401, 200, 200, 200, 200, 200},
 	"POST /api/v1/clusters/:cluster/freezes":     {401, 403, 201, 201, 201, 404},
 	"POST /api/v1/freezes/:id/lift":              {401, 403, 403, 200, 200, 404},
+	"GET /api/v1/policies":                       {401, 200, 200, 200, 200, 200},
+	"PUT /api/v1/policies/:kind/:id":             {401, 403, 201, 201, 201, 404},
+	"POST /api/v1/policies/:kind/:id/delete":     {401, 403, 403, 200, 200, 404},
+	"GET /api/v1/policies/:kind/:id/history":     {401, 200, 200, 200, 200, 404},
+	"POST /api/v1/policy/apply":                  {401, 403, 200, 200, 200, 404},
 }
 
 // fixture makes what one call of a route needs (a fresh action in the right
@@ -260,6 +265,22 @@ func (e *env) fixture(route string, n int) (string, any) {
 			wire.CreateFreezeRequest{Until: time.Now().Add(time.Hour), Reason: "incident 4711"}, http.StatusCreated, &f)
 		path = strings.ReplaceAll(path, ":id", f.ID)
 		body = wire.LiftFreezeRequest{Reason: "resolved"}
+	case "PUT /api/v1/policies/:kind/:id", "POST /api/v1/policies/:kind/:id/delete", "GET /api/v1/policies/:kind/:id/history":
+		// The budget of prod: made afresh by an admin (or deleted, for
+		// the put: a first budget only holds work), then the call.
+		path = strings.ReplaceAll(strings.ReplaceAll(path, ":kind", "budget"), ":id", "prod")
+		put := wire.PutPolicyRequest{Spec: json.RawMessage(`{"cluster":"prod","max_unavailable":"1"}`), Reason: "fixture"}
+		e.do(http.MethodPut, "/api/v1/policies/budget/prod", "admin", put)
+		switch route {
+		case "PUT /api/v1/policies/:kind/:id":
+			e.do(http.MethodPost, "/api/v1/policies/budget/prod/delete", "admin", wire.DeletePolicyRequest{Reason: "fixture"})
+			body = put
+		case "POST /api/v1/policies/:kind/:id/delete":
+			body = wire.DeletePolicyRequest{Reason: "fixture"}
+		}
+	case "POST /api/v1/policy/apply":
+		body = wire.ApplyPolicyRequest{Source: "file:roles.yaml", Document: wire.PolicyDocument{
+			Budgets: []wire.PolicyBudget{{Cluster: "prod", MaxUnavailable: "1"}}}}
 	case "POST /api/v1/grants":
 		body = wire.CreateGrantRequest{Person: "olga", Role: "viewer", Clusters: "prod"}
 	case "DELETE /api/v1/grants/:id":

@@ -145,20 +145,29 @@ func (o *Ops) LiftFreeze(ctx context.Context, c Caller, id, reason string) (wire
 		case !f.To.After(now):
 			return fmt.Errorf("%w: freeze %s ended at %s", ErrConflict, f.ID, f.To.Format(time.RFC3339))
 		}
-		if _, err := tx.LiftFreeze(ctx, f.ID, now, c.Name, reason); err != nil {
+		if err := liftFreeze(ctx, tx, f, now, c.Name, c.Addr, reason); err != nil {
 			return err
 		}
-		f.LiftedTS, f.LiftedBy, f.LiftReason = &now, c.Name, reason
 		out = *f
-		return tx.AppendEvent(ctx, &store.Event{Type: store.EventFreezeLifted, Actor: c.Name, ClientAddr: c.Addr, ClusterID: f.ClusterID,
-			Message: fmt.Sprintf("freeze %s of cluster %s (%s) lifted by %s: %s", f.ID, f.ClusterID, f.Reason, c.Name, reason),
-			Data:    map[string]any{"freeze": f.ID, "reason": reason, "freeze_reason": f.Reason}})
+		return nil
 	})
 	if err != nil {
 		return wire.Freeze{}, err
 	}
 	o.nudgeCluster(out.ClusterID) // what the freeze held may go now
 	return FreezeView(out), nil
+}
+
+// liftFreeze lifts f at now by actor for reason, with its freeze.lifted
+// event: the one write of a lift, whoever makes it (the API, muster apply).
+func liftFreeze(ctx context.Context, tx store.Tx, f *store.Freeze, now time.Time, actor, addr, reason string) error {
+	if _, err := tx.LiftFreeze(ctx, f.ID, now, actor, reason); err != nil {
+		return err
+	}
+	f.LiftedTS, f.LiftedBy, f.LiftReason = &now, actor, reason
+	return tx.AppendEvent(ctx, &store.Event{Type: store.EventFreezeLifted, Actor: actor, ClientAddr: addr, ClusterID: f.ClusterID,
+		Message: fmt.Sprintf("freeze %s of cluster %s (%s) lifted by %s: %s", f.ID, f.ClusterID, f.Reason, actor, reason),
+		Data:    map[string]any{"freeze": f.ID, "reason": reason, "freeze_reason": f.Reason}})
 }
 
 // Freezes lists the freezes of the clusters the caller may read (of one

@@ -106,6 +106,9 @@ type Config struct {
 	Notify Notifier
 	// Nudge is told what to sync after a change; nil: nothing is nudged.
 	Nudge Nudger
+	// MinWindow, when set, replaces the least duration of a maintenance
+	// window (schedule.ParseCalendar; the end-to-end tests set it).
+	MinWindow time.Duration
 	// Now returns the time; nil is time.Now.
 	Now func() time.Time
 }

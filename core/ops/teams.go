@@ -426,7 +426,7 @@ func (o *Ops) Seed(ctx context.Context, teams []store.Team, grants []store.Grant
 				return fmt.Errorf("configuration team %s: a team of that name was made through the API by %s; "+
 					"delete it (muster team delete %s) or rename the configuration's team", t.Name, cur.CreatedBy, t.Name)
 			}
-			if err := syncTeam(ctx, tx, cur, t); err != nil {
+			if err := syncTeam(ctx, tx, cur, t, ActorConfig, "", "configuration"); err != nil {
 				return err
 			}
 		}
@@ -472,8 +472,9 @@ func (o *Ops) Seed(ctx context.Context, teams []store.Team, grants []store.Grant
 	})
 }
 
-// syncTeam sets a configuration team's members and groups to want's.
-func syncTeam(ctx context.Context, tx store.Tx, cur, want store.Team) error {
+// syncTeam sets a team's members and groups to want's, by actor from addr
+// (why says where from: "configuration", "file:NAME").
+func syncTeam(ctx context.Context, tx store.Tx, cur, want store.Team, actor, addr, why string) error {
 	wantMembers := make([]string, len(want.Members))
 	for i, m := range want.Members {
 		wantMembers[i] = store.PersonKey(m)
@@ -507,7 +508,7 @@ func syncTeam(ctx context.Context, tx store.Tx, cur, want store.Team) error {
 	if len(changes) == 0 {
 		return nil
 	}
-	return tx.AppendEvent(ctx, &store.Event{Type: store.EventTeamChanged, Actor: ActorConfig,
-		Message: fmt.Sprintf("team %s: %s (configuration)", cur.Name, strings.Join(changes, ", ")),
+	return tx.AppendEvent(ctx, &store.Event{Type: store.EventTeamChanged, Actor: actor, ClientAddr: addr,
+		Message: fmt.Sprintf("team %s: %s (%s)", cur.Name, strings.Join(changes, ", "), why),
 		Data:    map[string]any{"team": cur.Name, "changes": changes}})
 }

@@ -15,16 +15,16 @@ import (
 	"github.com/musterhq/muster/shared/live"
 )
 
-// Freezes are records in the store (docs/architecture.md, "Policy as
-// data"); windows still come from the configuration. Holder composes the
-// one Calendars value every decision reads (the orchestrator's gate, the
-// API, the web UI): the windows of the configuration and the freezes of the
-// store that still hold. Config freezes reach it only through the store
+// Freezes and windows are records in the store (docs/policy-as-data.md).
+// Holder composes the one Calendars value every decision reads (the
+// orchestrator's gate, the API, the web UI): the windows of the store's
+// records (SetConfig, called by policy.Holder) and the freezes of the store
+// that still hold. The configuration's reach it only through the store
 // (they seed it at start, ConfigFreezeID), so a freeze lifted in the store
 // is lifted on every replica, whatever its file says.
 type Holder struct {
 	mu      sync.Mutex
-	windows Calendars // from the configuration: windows only
+	windows Calendars // windows only
 	freezes map[string][]Freeze
 	out     *live.Value[Calendars]
 }
@@ -39,8 +39,8 @@ func NewHolder(config Calendars) *Holder {
 // Value is the holder every consumer reads through Load at each decision.
 func (h *Holder) Value() *live.Value[Calendars] { return h.out }
 
-// SetConfig takes the windows of config (a reload); its freezes are
-// ignored: they reach the calendars through the store.
+// SetConfig takes the windows of config (those of the store's records);
+// its freezes are ignored: they reach the calendars through SetFreezes.
 func (h *Holder) SetConfig(config Calendars) {
 	h.mu.Lock()
 	defer h.mu.Unlock()

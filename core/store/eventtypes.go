@@ -39,7 +39,7 @@ var EventTypes = []string{
 	EventClusterAlert, EventClusterHealthy,
 	EventTokenCreated, EventTokenRevoked, EventPersonSignedIn,
 	EventTeamCreated, EventTeamChanged, EventTeamDeleted, EventGrantCreated, EventGrantRevoked,
-	EventFreezeCreated, EventFreezeLifted,
+	EventFreezeCreated, EventFreezeLifted, EventPolicyCreated, EventPolicyChanged, EventPolicyDeleted,
 	EventRunCreated, EventRunApproved, EventRunRejected, EventRunExpired, EventRunStageStarted,
 	EventRunStageFinished, EventRunPaused, EventRunResumed, EventRunCancelled, EventRunFinished,
 	EventRunNodeUnavailable, EventRunPromoted, EventRunUrgent, EventRunAborted, EventRunCoreStep,

@@ -189,6 +189,13 @@ type Reader interface {
 	Freezes(ctx context.Context, q FreezeQuery) ([]Freeze, error)
 	// Freeze returns one freeze (ErrNotFound otherwise).
 	Freeze(ctx context.Context, id string) (*Freeze, error)
+	// Policies lists the policy records q selects, by kind, then id.
+	Policies(ctx context.Context, q PolicyQuery) ([]PolicyRecord, error)
+	// Policy returns one policy record, deleted or not (ErrNotFound
+	// otherwise).
+	Policy(ctx context.Context, kind, id string) (*PolicyRecord, error)
+	// PolicyHistory lists every change of one policy record, oldest first.
+	PolicyHistory(ctx context.Context, kind, id string) ([]PolicyChange, error)
 
 	OutboxReader
 }
@@ -317,6 +324,12 @@ type Tx interface {
 	// LiftFreeze marks a freeze lifted at at by by for reason and reports
 	// whether it did (false: lifted already; ErrNotFound: no such freeze).
 	LiftFreeze(ctx context.Context, id string, at time.Time, by, reason string) (bool, error)
+	// PutPolicy stores a policy record's next version with a row of
+	// history and returns PolicyOpCreated or PolicyOpChanged.
+	PutPolicy(ctx context.Context, p *PolicyRecord) (string, error)
+	// DeletePolicy marks a policy record deleted with a row of history and
+	// reports whether it did (false: deleted already; ErrNotFound: none).
+	DeletePolicy(ctx context.Context, kind, id string, at time.Time, by, reason string) (bool, error)
 
 	OutboxTx
 }

@@ -18,6 +18,7 @@ import (
 	"github.com/musterhq/muster/core/enroll"
 	corenodes "github.com/musterhq/muster/core/nodes"
 	"github.com/musterhq/muster/core/ops"
+	"github.com/musterhq/muster/core/policy"
 	"github.com/musterhq/muster/core/schedule"
 	"github.com/musterhq/muster/core/store"
 	"github.com/musterhq/muster/shared/action"
@@ -640,6 +641,15 @@ type clusterView struct {
 	CanFreeze, CanLift bool
 	// CSRF is the session's, for the buttons' forms.
 	CSRF string
+	// Policy is the cluster's windows and budget as records: who made or
+	// changed each, from where, and why (docs/policy-as-data.md).
+	Policy []policyRow
+}
+
+// policyRow is a policy record as the clusters page lists it.
+type policyRow struct {
+	store.PolicyRecord
+	Name, What string
 }
 
 // nodeRow is a node as the clusters page shows it: Status is the status it
@@ -689,6 +699,13 @@ func (s *Server) clusters(w http.ResponseWriter, r *http.Request, v *visitor) {
 						cv.DrainedNodes = append(cv.DrainedNodes, *n)
 					}
 				}
+			}
+			recs, err := rd.Policies(ctx, store.PolicyQuery{ClusterID: c.ID, Live: true})
+			if err != nil {
+				return err
+			}
+			for _, p := range recs {
+				cv.Policy = append(cv.Policy, policyRow{PolicyRecord: p, Name: policy.Name(p.Kind), What: policy.Describe(p.Kind, p.Spec)})
 			}
 			if _, ok := budgets.Limit(c.ID); ok {
 				open, err := rd.OpenActions(ctx, c.ID, "")

@@ -71,6 +71,7 @@ func Run(t *testing.T, db NewDB) {
 		{"TeamsAndMembership", testTeamsAndMembership},
 		{"Grants", testGrants},
 		{"Freezes", testFreezes},
+		{"Policies", testPolicies},
 		{"ClusterLabelsAndScopedLists", testClusterLabelsAndScopedLists},
 		{"Purge", testPurge},
 		{"PurgeKeepsChildrenOfOpenRuns", testPurgeKeepsChildrenOfOpenRuns},
