@@ -92,6 +92,14 @@ type node struct {
 type entry struct {
 	a   action.Action
 	seq int64
+	// history is every transition, shown by GET /api/v1/actions/{id}.
+	history []action.Transition
+}
+
+// move records a transition of e at now. Called with the node's mu held.
+func (e *entry) move(now time.Time, to action.State, actor, reason string) {
+	e.history = append(e.history, action.Transition{TS: now, From: e.a.State, To: to, Actor: actor, Reason: reason})
+	e.a.State, e.a.UpdatedTS = to, now
 }
 
 // NewFleet builds count nodes named prefix+first … on listeners at
@@ -245,6 +253,7 @@ func (f *Fleet) routes() http.Handler {
 		var a action.Action
 		if e != nil {
 			a = e.a
+			a.History = slices.Clone(e.history)
 		}
 		n.mu.Unlock()
 		if e == nil {
@@ -429,12 +438,17 @@ func (f *Fleet) push(n *node, w http.ResponseWriter, r *http.Request) {
 	}
 	now := action.UTC(time.Now())
 	rec := *a
-	rec.State, rec.StateReason, rec.Progress, rec.Output = action.New, "", json.RawMessage("{}"), ""
+	rec.State, rec.StateReason, rec.Progress, rec.Output = "", "", json.RawMessage("{}"), ""
 	if rec.CreatedTS.IsZero() {
 		rec.CreatedTS = now
 	}
-	rec.ScheduledTS, rec.UpdatedTS = &now, now
+	rec.ScheduledTS = &now
 	e := &entry{a: rec}
+	actor := a.Requester
+	if actor == "" {
+		actor = "api"
+	}
+	e.move(now, action.New, actor, "queued")
 	n.acts[a.ID] = e
 	n.waiting = append(n.waiting, e)
 	n.touch(e)
@@ -470,9 +484,9 @@ func (f *Fleet) runNext(n *node) {
 	e := n.waiting[0]
 	n.waiting = n.waiting[1:]
 	now := action.UTC(time.Now())
-	e.a.State, e.a.StartedTS, e.a.UpdatedTS = action.Running, &now, now
+	e.move(now, action.Running, "runner", "started")
+	e.a.StartedTS = &now
 	n.running = e
-	n.touch(e)
 	d := f.delay
 	if e.a.Kind == handlers.KindSleep {
 		var args struct {
@@ -481,7 +495,12 @@ func (f *Fleet) runNext(n *node) {
 		if json.Unmarshal(e.a.Args, &args) == nil {
 			d = time.Duration(args.Seconds * float64(time.Second))
 		}
+		// The deadline goes into progress, as the agent's sleep does.
+		e.a.Progress, _ = json.Marshal(struct {
+			Deadline time.Time `json:"deadline"`
+		}{action.UTC(now.Add(d))})
 	}
+	n.touch(e)
 	time.AfterFunc(d, func() {
 		n.mu.Lock()
 		defer n.mu.Unlock()
@@ -496,13 +515,14 @@ func (f *Fleet) finish(n *node, e *entry, st action.State, reason string) {
 		return
 	}
 	now := action.UTC(time.Now())
-	e.a.State, e.a.StateReason, e.a.FinishedTS, e.a.UpdatedTS = st, reason, &now, now
 	switch {
 	case st == action.Done && e.a.Kind == handlers.KindPing:
 		e.a.Output = "pong"
 	case e.a.Kind == handlers.KindFail && st == action.Done:
-		e.a.State, e.a.StateReason = action.Failed, "failed on purpose"
+		st, reason = action.Failed, "failed on purpose"
 	}
+	e.move(now, st, "runner", reason)
+	e.a.StateReason, e.a.FinishedTS = reason, &now
 	n.running = nil
 	n.touch(e)
 	f.runNext(n)
@@ -527,7 +547,8 @@ func (f *Fleet) cancel(n *node, w http.ResponseWriter, r *http.Request) {
 	default:
 		n.waiting = slices.DeleteFunc(n.waiting, func(x *entry) bool { return x == e })
 		now := action.UTC(time.Now())
-		e.a.State, e.a.StateReason, e.a.FinishedTS, e.a.UpdatedTS = action.Cancelled, action.ReasonCancelled, &now, now
+		e.move(now, action.Cancelled, "api", action.ReasonCancelled)
+		e.a.StateReason, e.a.FinishedTS = action.ReasonCancelled, &now
 		n.touch(e)
 		writeJSON(w, http.StatusAccepted, e.a)
 	}
