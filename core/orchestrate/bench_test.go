@@ -500,6 +500,11 @@ func serveReference(in io.Reader, out io.Writer) error {
 	for sc.Scan() && sc.Text() != "ready" {
 		addrs = append(addrs, sc.Text())
 	}
+	// A connection to every agent (50,000 simulated ones are past the
+	// usual hard limit, which root may raise).
+	if err := setNoFile(uint64(2*len(addrs) + 1000)); err != nil && len(addrs) > fdLimit()-fdReserve {
+		return err
+	}
 	tr := http.DefaultTransport.(*http.Transport).Clone()
 	tr.MaxIdleConns, tr.MaxIdleConnsPerHost = 0, 1
 	hc := &http.Client{Transport: tr}

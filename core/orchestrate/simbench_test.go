@@ -1,0 +1,387 @@
+package orchestrate_test
+
+// The large-fleet benchmarks: one core's orchestrator (as muster core wires
+// it, default settings, a real SQLite store, the core API on a real
+// listener) over simulated agents: bench/agentsim processes of up to
+// simPerProcess nodes each, every node a real HTTP endpoint at its own
+// address in 127.0.0.0/8 (docs/performance.md, "Fleets of simulated
+// agents"). The simulator is held to the real agent by e2e's
+// TestAgentSimAnswersAsAgent.
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"math/rand/v2"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"runtime/debug"
+	"slices"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/musterhq/muster/core/store"
+	"github.com/musterhq/muster/shared/action"
+	"github.com/musterhq/muster/shared/wire"
+)
+
+const (
+	// simPerProcess bounds the nodes of one simulator process (about four
+	// descriptors and a few KB each).
+	simPerProcess = 10000
+	// simIdle is one of the three idle periods measured per size; the
+	// three make 45 s, the rows of an idle minute scaled from them.
+	simIdle = 15 * time.Second
+	// simRoundActions are the approvals of one of the three rounds of
+	// approval → RUNNING and finished → visible.
+	simRoundActions = 20
+	// simDelay is how long a simulated action runs.
+	simDelay = time.Second
+)
+
+var (
+	simBuild    sync.Once
+	simBin      string
+	simBuildErr error
+)
+
+// agentsimBinary builds bench/agentsim once per test binary.
+func agentsimBinary(b *testing.B) string {
+	b.Helper()
+	simBuild.Do(func() {
+		dir, err := os.MkdirTemp("", "muster-agentsim-")
+		if err != nil {
+			simBuildErr = err
+			return
+		}
+		simBin = filepath.Join(dir, "agentsim")
+		out, err := exec.Command("go", "build", "-o", simBin, "github.com/musterhq/muster/bench/agentsim").CombinedOutput()
+		if err != nil {
+			simBuildErr = fmt.Errorf("build agentsim: %w\n%s", err, out)
+		}
+	})
+	if simBuildErr != nil {
+		b.Fatal(simBuildErr)
+	}
+	return simBin
+}
+
+// simProc is one simulator process: its input takes "mark" and "stats".
+type simProc struct {
+	in  io.WriteCloser
+	out *bufio.Scanner
+}
+
+func (p *simProc) ask(b *testing.B, req string) string {
+	b.Helper()
+	if _, err := io.WriteString(p.in, req+"\n"); err != nil {
+		b.Fatal(err)
+	}
+	if !p.out.Scan() {
+		b.Fatalf("agentsim ended: %v", p.out.Err())
+	}
+	return p.out.Text()
+}
+
+// simFleet is the simulator processes of one benchmark.
+type simFleet struct{ procs []*simProc }
+
+// mark starts a window of every process's statistics.
+func (s *simFleet) mark(b *testing.B) {
+	b.Helper()
+	for _, p := range s.procs {
+		if got := p.ask(b, "mark"); got != "ok" {
+			b.Fatalf("agentsim mark: %s", got)
+		}
+	}
+}
+
+// simStats is the fleet's statistics of the window: the requests by route,
+// the longest any node went without a sync and the nodes never synced.
+type simStats struct {
+	WindowS     float64          `json:"window_s"`
+	Requests    map[string]int64 `json:"requests"`
+	MaxSyncGapS float64          `json:"max_sync_gap_s"`
+	Unsynced    int              `json:"unsynced"`
+}
+
+func (s *simFleet) stats(b *testing.B) simStats {
+	b.Helper()
+	all := simStats{Requests: map[string]int64{}}
+	for _, p := range s.procs {
+		var st simStats
+		if err := json.Unmarshal([]byte(p.ask(b, "stats")), &st); err != nil {
+			b.Fatal(err)
+		}
+		all.WindowS = max(all.WindowS, st.WindowS)
+		all.MaxSyncGapS = max(all.MaxSyncGapS, st.MaxSyncGapS)
+		all.Unsynced += st.Unsynced
+		for k, v := range st.Requests {
+			all.Requests[k] += v
+		}
+	}
+	return all
+}
+
+// startSimFleet starts n simulated nodes node-1… in simulator processes of
+// up to simPerProcess nodes, each process on its own /16 of 127.0.0.0/8.
+func startSimFleet(b *testing.B, n int) (*agentSet, *simFleet) {
+	b.Helper()
+	bin := agentsimBinary(b)
+	began := time.Now()
+	procs := (n + simPerProcess - 1) / simPerProcess
+	sims := &simFleet{}
+	all := &agentSet{elsewhere: true, stop: func() error { return nil }}
+	var cmds []*exec.Cmd
+	var ins []io.Closer
+	b.Cleanup(func() {
+		for _, in := range ins {
+			in.Close() // the simulator stops at the end of its input
+		}
+		for _, cmd := range cmds {
+			if err := cmd.Wait(); err != nil {
+				b.Errorf("agentsim: %v", err)
+			}
+		}
+	})
+	var outs []*bufio.Scanner
+	for h := range procs {
+		first, count := 1+h*n/procs, (h+1)*n/procs-h*n/procs
+		// A second octet of its own per process and per run, so that two
+		// benchmarks on one machine do not meet.
+		ip := fmt.Sprintf("127.%d.0.1", 10+(h+rand.IntN(20)*procs)%240)
+		cmd := exec.Command(bin, "-cluster", benchCluster, "-first", fmt.Sprint(first), "-count", fmt.Sprint(count),
+			"-ip", ip, "-delay", simDelay.String())
+		cmd.Stderr = os.Stderr
+		in, err := cmd.StdinPipe()
+		if err != nil {
+			b.Fatal(err)
+		}
+		out, err := cmd.StdoutPipe()
+		if err != nil {
+			b.Fatal(err)
+		}
+		if err := cmd.Start(); err != nil {
+			b.Fatal(err)
+		}
+		cmds, ins = append(cmds, cmd), append(ins, in)
+		sc := bufio.NewScanner(out)
+		outs = append(outs, sc)
+		sims.procs = append(sims.procs, &simProc{in: in, out: sc})
+	}
+	for h, sc := range outs {
+		ready := false
+		for sc.Scan() {
+			if sc.Text() == "ready" {
+				ready = true
+				break
+			}
+			var node, addr string
+			if _, err := fmt.Sscan(sc.Text(), &node, &addr); err != nil {
+				b.Fatalf("agentsim said %q", sc.Text())
+			}
+			all.nodes, all.addrs = append(all.nodes, node), append(all.addrs, addr)
+		}
+		if !ready {
+			b.Fatalf("agentsim %d ended before it was ready", h)
+		}
+	}
+	if len(all.nodes) != n {
+		b.Fatalf("the simulators started %d nodes, want %d", len(all.nodes), n)
+	}
+	b.Logf("%d simulated nodes in %d processes, started in %v", n, procs, time.Since(began).Round(time.Millisecond))
+	return all, sims
+}
+
+// raiseNoFile raises this process's RLIMIT_NOFILE to at least want, the
+// hard limit too when the process may (as root); it fails the benchmark
+// when it cannot.
+func raiseNoFile(b *testing.B, want uint64) {
+	b.Helper()
+	if err := setNoFile(want); err != nil {
+		b.Skipf("RLIMIT_NOFILE of %d descriptors is out of reach (ulimit -Hn): %v", want, err)
+	}
+}
+
+// setNoFile is raiseNoFile for a process of the benchmark's own (the
+// reference).
+func setNoFile(want uint64) error {
+	var rl syscall.Rlimit
+	if err := syscall.Getrlimit(syscall.RLIMIT_NOFILE, &rl); err != nil {
+		return err
+	}
+	if rl.Cur >= want {
+		return nil
+	}
+	rl.Cur, rl.Max = want, max(rl.Max, want)
+	return syscall.Setrlimit(syscall.RLIMIT_NOFILE, &rl)
+}
+
+// heapMB is the heap in use after a collection, in MB.
+func heapMB() float64 {
+	runtime.GC()
+	var ms runtime.MemStats
+	runtime.ReadMemStats(&ms)
+	return float64(ms.HeapInuse) / (1 << 20)
+}
+
+// BenchmarkSimFleet measures one core over 1,000, 10,000 and 50,000
+// simulated agents, every figure the median of 3 samples with their spread
+// (largest − smallest), its key ending with the size:
+//
+//   - sim_node_syncs_per_s: node syncs per second of a full sync (called back
+//     to back, the loop not started), and its ratio to the reference process's
+//     info sweep of the same nodes between the samples (a sync is two calls);
+//   - with the loop and the scheduler started (default settings) and nothing
+//     changing, over three periods of simIdle: the core's CPU as a fraction
+//     of one core, the rows it wrote per idle minute, and (over the three
+//     periods at once, from the simulators' side) the longest any node went
+//     without a sync: every node synced within;
+//   - the core's RSS and Go heap per 1,000 nodes (this process runs only the
+//     core: the agents and the reference run elsewhere);
+//   - three rounds of simRoundActions actions, each created by one person and
+//     approved by another through the core API at a random point of an
+//     interval: approval → RUNNING on the agent p99 (its started_ts), and
+//     finished on the agent (its finished_ts, simDelay later) → DONE in the
+//     core's store p99 (polled every 20 ms), without gossip.
+//
+// Run it with -benchtime 1x.
+func BenchmarkSimFleet(b *testing.B) {
+	for _, n := range []int{1000, 10000, 50000} {
+		b.Run(fmt.Sprintf("nodes=%d", n), func(b *testing.B) { simFleetBench(b, n) })
+	}
+}
+
+func simFleetBench(b *testing.B, n int) {
+	const samples = 3
+	// The core keeps a connection to every node, may open a second one to
+	// it, and holds its store and listeners beside them.
+	raiseNoFile(b, uint64(3*n+2000))
+	debug.FreeOSMemory()
+	rss0, heap0 := rssMB(b), heapMB()
+	agents, sims := startSimFleet(b, n)
+	began := time.Now()
+	cfg := coreConfig()
+	f := newFleetOver(b, agents, cfg)
+	b.Logf("first two full syncs of %d nodes: %v", n, time.Since(began).Round(time.Millisecond))
+	key := func(name string) string { return fmt.Sprintf("sim_%s_%d", name, n) }
+	report := func(name string, v []float64) {
+		med, spread := medianSpread(v)
+		b.ReportMetric(med, key(name))
+		b.ReportMetric(spread, key(name+"_spread"))
+	}
+
+	// Node syncs per second, between reference sweeps.
+	var rates, ratios, refs []float64
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		ref := f.infoRate(b)
+		for range samples {
+			t := time.Now()
+			f.fullSync(b, n)
+			rate := float64(n) / time.Since(t).Seconds()
+			next := f.infoRate(b)
+			rates, refs = append(rates, rate), append(refs, next)
+			ratios = append(ratios, rate/((ref+next)/4))
+			ref = next
+		}
+	}
+	b.StopTimer()
+	report("node_syncs_per_s", rates)
+	report("ref_ratio", ratios)
+	b.ReportMetric(mean(refs), key("agent_info_calls_per_s"))
+
+	// Idle, the loop running.
+	c := startCoreAPI(b, f, cfg)
+	ctx := context.Background()
+	var cpu, rows []float64
+	sims.mark(b)
+	for range samples {
+		c0, r0, t0 := cpuTime(b), f.st.RowsWritten(), time.Now()
+		time.Sleep(simIdle) // a measured period, nothing awaited
+		el := time.Since(t0)
+		cpu = append(cpu, (cpuTime(b)-c0).Seconds()/el.Seconds())
+		rows = append(rows, float64(f.st.RowsWritten()-r0)*float64(time.Minute)/float64(el))
+	}
+	st := sims.stats(b)
+	report("core_cpu_idle", cpu)
+	report("idle_rows_per_min", rows)
+	b.ReportMetric(st.MaxSyncGapS, key("synced_within_s"))
+	b.ReportMetric(float64(st.Unsynced), key("unsynced_nodes"))
+	b.ReportMetric(float64(st.Requests["info"])/st.WindowS, key("idle_info_calls_per_s"))
+	rss, heap := rssMB(b), heapMB()
+	b.ReportMetric(rss, key("core_rss_mb"))
+	b.ReportMetric((rss-rss0)*1000/float64(n), key("core_rss_mb_per_1000_nodes"))
+	b.ReportMetric((heap-heap0)*1000/float64(n), key("core_heap_mb_per_1000_nodes"))
+
+	// Approval → RUNNING and finished → visible, three rounds.
+	var approveP99, approveP50, visibleP99, visibleP50 []float64
+	for round := range samples {
+		type sample struct {
+			approve, visible time.Duration
+			err              error
+		}
+		got := make([]sample, simRoundActions)
+		var wg sync.WaitGroup
+		for k := range simRoundActions {
+			j := (round*simRoundActions + k) * 7919 % n
+			rec, err := c.alice.CreateAction(ctx, &wire.CreateActionRequest{ClusterID: benchCluster,
+				NodeID: agents.nodes[j], Kind: "muster.io/debug.ping"})
+			if err != nil {
+				b.Fatal(err)
+			}
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				time.Sleep(time.Duration(rand.Int64N(int64(cfg.Interval)))) // a random point of an interval
+				t0 := time.Now()
+				if _, err := c.bob.Approve(ctx, rec.ID); err != nil {
+					got[k].err = err
+					return
+				}
+				deadline := time.Now().Add(3 * time.Minute)
+				for time.Now().Before(deadline) {
+					var r *store.Record
+					err := f.st.Read(ctx, func(tx store.Reader) error {
+						var err error
+						r, err = tx.Action(ctx, rec.ID)
+						return err
+					})
+					if err != nil {
+						got[k].err = err
+						return
+					}
+					if r.State == action.Done && r.StartedTS != nil && r.FinishedTS != nil {
+						got[k].approve, got[k].visible = r.StartedTS.Sub(t0), time.Since(*r.FinishedTS)
+						return
+					}
+					time.Sleep(20 * time.Millisecond) // the poll's resolution
+				}
+				got[k].err = fmt.Errorf("action %s not DONE in the core within 3 minutes", rec.ID)
+			}()
+		}
+		wg.Wait()
+		var ap, vis []time.Duration
+		for _, s := range got {
+			if s.err != nil {
+				b.Fatal(s.err)
+			}
+			ap, vis = append(ap, s.approve), append(vis, s.visible)
+		}
+		slices.Sort(ap)
+		slices.Sort(vis)
+		approveP99, approveP50 = append(approveP99, ms(percentile(ap, 99))), append(approveP50, ms(percentile(ap, 50)))
+		visibleP99, visibleP50 = append(visibleP99, ms(percentile(vis, 99))), append(visibleP50, ms(percentile(vis, 50)))
+	}
+	report("approve_p99_ms", approveP99)
+	report("approve_p50_ms", approveP50)
+	report("finished_visible_p99_ms", visibleP99)
+	report("finished_visible_p50_ms", visibleP50)
+	b.ReportMetric(time.Since(began).Seconds(), key("bench_s"))
+}
