@@ -44,9 +44,9 @@ func main() {
 }
 
 // fdsPerNode is what a node costs this process in descriptors: its
-// listener and the core's connection to it, one more for a request of the
-// API or a run watch beside a sync, and one spare.
-const fdsPerNode = 4
+// listener and the core's connection to it, and one more for a request of
+// the API or a run watch beside a sync.
+const fdsPerNode = 3
 
 func run(ctx context.Context, args []string, in io.Reader, out io.Writer) error {
 	fs := flag.NewFlagSet("agentsim", flag.ContinueOnError)
@@ -130,10 +130,13 @@ func RaiseNoFile(want uint64) error {
 	if rl.Cur >= want {
 		return nil
 	}
-	rl.Cur = max(rl.Cur, want)
-	rl.Max = max(rl.Max, want)
+	if want <= rl.Max {
+		rl.Cur = want
+	} else {
+		rl.Cur, rl.Max = want, want
+	}
 	if err := syscall.Setrlimit(syscall.RLIMIT_NOFILE, &rl); err != nil {
-		return errors.Join(fmt.Errorf("RLIMIT_NOFILE of %d descriptors (ulimit -n, LimitNOFILE)", want), err)
+		return errors.Join(fmt.Errorf("RLIMIT_NOFILE of %d descriptors (ulimit -Hn, LimitNOFILE): use fewer nodes per process", want), err)
 	}
 	return nil
 }

@@ -500,13 +500,10 @@ func serveReference(in io.Reader, out io.Writer) error {
 	for sc.Scan() && sc.Text() != "ready" {
 		addrs = append(addrs, sc.Text())
 	}
-	// A connection to every agent (50,000 simulated ones are past the
-	// usual hard limit, which root may raise).
-	if err := setNoFile(uint64(2*len(addrs) + 1000)); err != nil && len(addrs) > fdLimit()-fdReserve {
-		return err
-	}
 	tr := http.DefaultTransport.(*http.Transport).Clone()
-	tr.MaxIdleConns, tr.MaxIdleConnsPerHost = 0, 1
+	// One connection kept to every agent, or as many as the core keeps
+	// over a fleet past the descriptor limit (simIdleConns).
+	tr.MaxIdleConns, tr.MaxIdleConnsPerHost = simIdleConns(len(addrs)), 1
 	hc := &http.Client{Transport: tr}
 	defer hc.CloseIdleConnections()
 	agents := make([]*client.Agent, len(addrs))

@@ -26,15 +26,22 @@ import (
 	"testing"
 	"time"
 
+	"github.com/musterhq/muster/core/orchestrate"
 	"github.com/musterhq/muster/core/store"
 	"github.com/musterhq/muster/shared/action"
 	"github.com/musterhq/muster/shared/wire"
 )
 
 const (
-	// simPerProcess bounds the nodes of one simulator process (about four
-	// descriptors and a few KB each).
-	simPerProcess = 10000
+	// simPerProcess bounds the nodes of one simulator process: a node
+	// costs it a listener and the core's connection, and one more beside
+	// a sync, under the usual hard limit of 20,000 descriptors.
+	simPerProcess = 5000
+	// simPool is the core's bound on idle connections to agents
+	// (orchestrate.agent_idle_conns) for a fleet whose connections would
+	// not fit in this process's descriptors, one per node; the reference
+	// process keeps the same bound.
+	simPool = 8192
 	// simIdle is one of the three idle periods measured per size; the
 	// three make 45 s, the rows of an idle minute scaled from them.
 	simIdle = 15 * time.Second
@@ -219,7 +226,11 @@ func setNoFile(want uint64) error {
 	if rl.Cur >= want {
 		return nil
 	}
-	rl.Cur, rl.Max = want, max(rl.Max, want)
+	if want <= rl.Max {
+		rl.Cur = want
+	} else {
+		rl.Cur, rl.Max = want, want
+	}
 	return syscall.Setrlimit(syscall.RLIMIT_NOFILE, &rl)
 }
 
@@ -258,16 +269,32 @@ func BenchmarkSimFleet(b *testing.B) {
 	}
 }
 
+// simIdleConns is the core's orchestrate.agent_idle_conns over n agents:
+// 0 (one per node) when they fit in this process's descriptors, else
+// simPool.
+func simIdleConns(n int) int {
+	if n+fdReserve <= fdLimit() {
+		return 0
+	}
+	return simPool
+}
+
 func simFleetBench(b *testing.B, n int) {
 	const samples = 3
-	// The core keeps a connection to every node, may open a second one to
-	// it, and holds its store and listeners beside them.
-	raiseNoFile(b, uint64(3*n+2000))
+	// The core keeps a connection to every node (or simPool in all), may
+	// open a second one to a node, and holds its store and listeners
+	// beside them.
+	conns := n + 4*orchestrate.DefaultConfig().NodeConcurrency
+	if simIdleConns(n) > 0 {
+		conns = simIdleConns(n) + 4*orchestrate.DefaultConfig().NodeConcurrency
+	}
+	raiseNoFile(b, uint64(conns+fdReserve))
 	debug.FreeOSMemory()
 	rss0, heap0 := rssMB(b), heapMB()
 	agents, sims := startSimFleet(b, n)
 	began := time.Now()
 	cfg := coreConfig()
+	cfg.AgentIdleConns = simIdleConns(n)
 	f := newFleetOver(b, agents, cfg)
 	b.Logf("first two full syncs of %d nodes: %v", n, time.Since(began).Round(time.Millisecond))
 	key := func(name string) string { return fmt.Sprintf("sim_%s_%d", name, n) }
