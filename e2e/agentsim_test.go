@@ -160,10 +160,10 @@ func TestAgentSimAnswersAsAgent(t *testing.T) {
 	const js = "application/json"
 	ping, sleep := action.NewID(), action.NewID()
 	type step struct {
-		name                    string
-		method, path, ct, body  string
-		waitState, waitFor      string // before the request: wait until this action has this state
-		onlyIfAgentServes, skip bool
+		name                   string
+		method, path, ct, body string
+		waitState, waitFor     string // before the request: wait until this action has this state
+		onlyIfAgentServes      bool
 	}
 	steps := []step{
 		{name: "health", method: "GET", path: "/api/v1/health"},
