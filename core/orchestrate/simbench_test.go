@@ -55,31 +55,15 @@ const (
 	simDelay = time.Second
 )
 
-var (
-	simBuild    sync.Once
-	simBin      string
-	simBuildErr error
-)
-
-// agentsimBinary builds bench/agentsim once per test binary.
+// agentsimBinary builds bench/agentsim into a directory of b's.
 func agentsimBinary(b *testing.B) string {
 	b.Helper()
-	simBuild.Do(func() {
-		dir, err := os.MkdirTemp("", "muster-agentsim-")
-		if err != nil {
-			simBuildErr = err
-			return
-		}
-		simBin = filepath.Join(dir, "agentsim")
-		out, err := exec.Command("go", "build", "-o", simBin, "github.com/musterhq/muster/bench/agentsim").CombinedOutput()
-		if err != nil {
-			simBuildErr = fmt.Errorf("build agentsim: %w\n%s", err, out)
-		}
-	})
-	if simBuildErr != nil {
-		b.Fatal(simBuildErr)
+	bin := filepath.Join(b.TempDir(), "agentsim")
+	out, err := exec.Command("go", "build", "-o", bin, "github.com/musterhq/muster/bench/agentsim").CombinedOutput()
+	if err != nil {
+		b.Fatalf("build agentsim: %v\n%s", err, out)
 	}
-	return simBin
+	return bin
 }
 
 // simProc is one simulator process: its input takes "mark" and "stats".
@@ -141,9 +125,8 @@ func (s *simFleet) stats(b *testing.B) simStats {
 
 // startSimFleet starts n simulated nodes node-1… in simulator processes of
 // up to simPerProcess nodes, each process on its own /16 of 127.0.0.0/8.
-func startSimFleet(b *testing.B, n int) (*agentSet, *simFleet) {
+func startSimFleet(b *testing.B, bin string, n int) (*agentSet, *simFleet) {
 	b.Helper()
-	bin := agentsimBinary(b)
 	began := time.Now()
 	procs := (n + simPerProcess - 1) / simPerProcess
 	sims := &simFleet{}
@@ -269,8 +252,9 @@ func heapMB() float64 {
 //
 // Run it with -benchtime 1x.
 func BenchmarkSimFleet(b *testing.B) {
+	bin := agentsimBinary(b)
 	for _, n := range []int{1000, 10000, 50000} {
-		b.Run(fmt.Sprintf("nodes=%d", n), func(b *testing.B) { simFleetBench(b, n) })
+		b.Run(fmt.Sprintf("nodes=%d", n), func(b *testing.B) { simFleetBench(b, bin, n) })
 	}
 }
 
@@ -284,7 +268,7 @@ func simIdleConns(n int) int {
 	return simPool
 }
 
-func simFleetBench(b *testing.B, n int) {
+func simFleetBench(b *testing.B, bin string, n int) {
 	const samples = 3
 	// The core keeps a connection to every node (or simPool in all), may
 	// open a second one to a node, and holds its store and listeners
@@ -296,7 +280,7 @@ func simFleetBench(b *testing.B, n int) {
 	raiseNoFile(b, uint64(conns+fdReserve))
 	debug.FreeOSMemory()
 	rss0, heap0 := rssMB(b), heapMB()
-	agents, sims := startSimFleet(b, n)
+	agents, sims := startSimFleet(b, bin, n)
 	began := time.Now()
 	cfg := coreConfig()
 	cfg.AgentIdleConns = simIdleConns(n)
