@@ -197,6 +197,11 @@ type OrchestrateConfig struct {
 	// floor (docs/architecture.md, "Declared membership"). 0: never;
 	// otherwise at least nodes.MinReapAfter.
 	ReapAfter time.Duration `mapstructure:"reap_after" yaml:"reap_after"`
+	// AgentIdleConns bounds the connections to agents kept open between
+	// syncs, over all nodes (plain HTTP; with agents_tls every node has
+	// its own): 0 keeps one per node, which a fleet past the process's
+	// descriptor limit (LimitNOFILE) cannot.
+	AgentIdleConns int `mapstructure:"agent_idle_conns" yaml:"agent_idle_conns"`
 }
 
 // GossipConfig is the core's membership in the gossip pool, where agents
@@ -385,6 +390,9 @@ func (c *Config) Validate() error {
 	}
 	if c.RetentionRuns < 0 {
 		add("retention_runs", "must not be negative (0: as retention), got %s", c.RetentionRuns)
+	}
+	if o.AgentIdleConns < 0 {
+		add("orchestrate.agent_idle_conns", "must not be negative (0: one per node), got %d", o.AgentIdleConns)
 	}
 	if r := o.ReapAfter; r < 0 || (r > 0 && r < nodes.MinReapAfter) {
 		add("orchestrate.reap_after", "must be 0 (never reap) or at least %s, got %s", nodes.MinReapAfter, r)

@@ -92,6 +92,8 @@ func TestValidate(t *testing.T) {
 		{"reap_after at the floor", func(c *Config) { c.Orchestrate.ReapAfter = 10 * time.Minute }, nil},
 		{"reap_after below the floor", func(c *Config) { c.Orchestrate.ReapAfter = 9 * time.Minute }, []string{"orchestrate.reap_after"}},
 		{"reap_after negative", func(c *Config) { c.Orchestrate.ReapAfter = -time.Hour }, []string{"orchestrate.reap_after"}},
+		{"agent_idle_conns bounded", func(c *Config) { c.Orchestrate.AgentIdleConns = 16384 }, nil},
+		{"agent_idle_conns negative", func(c *Config) { c.Orchestrate.AgentIdleConns = -1 }, []string{"orchestrate.agent_idle_conns"}},
 		{"approval", func(c *Config) { c.Approval.Default = "maybe" }, []string{"approval.default"}},
 		{"node labels", func(c *Config) { c.Clusters[0].Nodes[0].Labels = map[string]string{"role": "replica"} }, nil},
 		{"bad node label", func(c *Config) { c.Clusters[0].Nodes[0].Labels = map[string]string{"role": "<b>"} }, []string{"clusters[0].nodes[0].labels"}},

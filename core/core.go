@@ -225,6 +225,7 @@ func (c *Core) Run(ctx context.Context) error {
 		Workers:          cfg.Orchestrate.Workers,
 		MaxQueuedPerNode: cfg.Orchestrate.MaxQueuedPerNode,
 		FullSyncEvery:    cfg.Orchestrate.FullSyncEvery,
+		AgentIdleConns:   cfg.Orchestrate.AgentIdleConns,
 		AgentTimeout:     cfg.Orchestrate.AgentTimeout,
 		ScheduleTTL:      cfg.Orchestrate.ScheduleTTL,
 		RunPoll:          cfg.Orchestrate.RunPoll,

@@ -664,6 +664,12 @@ type apiError struct {
 
 func (e *apiError) Error() string { return e.msg }
 
+// StatusCode and ErrorCode are the status and envelope code the API answers
+// e with: what another server of the agent API (bench/agentsim) answers
+// for DecodePush's errors.
+func (e *apiError) StatusCode() int   { return e.status }
+func (e *apiError) ErrorCode() string { return e.code }
+
 func apiErr(status int, code, msg string) error {
 	return &apiError{status: status, code: code, msg: msg}
 }

@@ -501,7 +501,9 @@ func serveReference(in io.Reader, out io.Writer) error {
 		addrs = append(addrs, sc.Text())
 	}
 	tr := http.DefaultTransport.(*http.Transport).Clone()
-	tr.MaxIdleConns, tr.MaxIdleConnsPerHost = 0, 1
+	// One connection kept to every agent, or as many as the core keeps
+	// over a fleet past the descriptor limit (simIdleConns).
+	tr.MaxIdleConns, tr.MaxIdleConnsPerHost = simIdleConns(len(addrs)), 1
 	hc := &http.Client{Transport: tr}
 	defer hc.CloseIdleConnections()
 	agents := make([]*client.Agent, len(addrs))
@@ -530,7 +532,8 @@ func serveReference(in io.Reader, out io.Writer) error {
 // sweepInfo calls GET /api/v1/info on every agent, NodeConcurrency at once,
 // and returns the calls per second.
 func sweepInfo(agents []*client.Agent) (float64, error) {
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	// Two minutes, or 10 ms a node for a larger fleet on a loaded machine.
+	ctx, cancel := context.WithTimeout(context.Background(), max(2*time.Minute, time.Duration(len(agents))*10*time.Millisecond))
 	defer cancel()
 	work := make(chan *client.Agent)
 	errs := make(chan error, len(agents))

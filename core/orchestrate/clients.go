@@ -35,9 +35,13 @@ func guard(tr *http.Transport) {
 // sync) rather than one more per request. A connection idle for three
 // intervals is closed. A node whose run child is on its agent (NEW or
 // RUNNING) has one more, its run watcher's (watch.go, its own transport).
-func agentTransport(interval time.Duration) *http.Transport {
+// With idle > 0, at most idle connections are kept in all (the least
+// recently used closed first): a fleet larger than that reconnects to most
+// nodes at each sync, a TCP handshake on each side per node sync, in
+// exchange for descriptors (configs/core.yaml, agent_idle_conns).
+func agentTransport(interval time.Duration, idle int) *http.Transport {
 	tr := http.DefaultTransport.(*http.Transport).Clone()
-	tr.MaxIdleConns = 0
+	tr.MaxIdleConns = idle
 	tr.MaxIdleConnsPerHost = 1
 	tr.MaxConnsPerHost = 2
 	tr.IdleConnTimeout = max(90*time.Second, 3*interval)

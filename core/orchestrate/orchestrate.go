@@ -95,6 +95,10 @@ type Config struct {
 	// NoRunWatch turns the run watches off (watch.go): the ends of a run's
 	// children are then seen at the polls of RunPoll alone, without gossip.
 	NoRunWatch bool
+	// AgentIdleConns bounds the idle connections the plain client (nil
+	// HTTPClient, no AgentTLS) keeps to agents between syncs, over all
+	// nodes; 0: one per node, unbounded (clients.go, agentTransport).
+	AgentIdleConns int
 	// HTTPClient reaches the agents (with the agents' TLS settings). Nil
 	// uses a plain client that keeps one idle connection to every node
 	// between syncs and opens at most two to a node (the standard
@@ -356,7 +360,7 @@ func New(cfg Config, st store.Store, log *slog.Logger, reg prometheus.Registerer
 	}
 	hc, ownHC := cfg.HTTPClient, cfg.HTTPClient == nil
 	if ownHC {
-		hc = &http.Client{Transport: agentTransport(cfg.Interval)}
+		hc = &http.Client{Transport: agentTransport(cfg.Interval, cfg.AgentIdleConns)}
 	} else {
 		c := *hc // a copy: the redirect rule below is the orchestrator's
 		hc = &c

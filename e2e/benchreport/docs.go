@@ -27,6 +27,8 @@ func tableOf(key string) string {
 		return "runs"
 	case strings.HasPrefix(key, "notify_"):
 		return "notify"
+	case strings.HasPrefix(key, "sim_"):
+		return "fleet"
 	}
 	return "core"
 }

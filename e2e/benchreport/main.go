@@ -56,6 +56,10 @@ var runs = []run{
 	{"./e2e", "^BenchmarkHAScaleOut$", "1x"},     // 1, 2 and 3 replicas over one fleet
 	{"./core/ui", "^BenchmarkLargeRuns$", "1x"},  // seeds 300,000 children once, then 3 requests of each
 	{"./core/notify", "^BenchmarkNotify$", "3x"}, // 3 × 300 events at 100/s; 3 runs of 7 rounds of writes at 0, 1, 3 destinations
+	// 1,000, 10,000 and 50,000 simulated agents (bench/agentsim), 3
+	// samples of each figure per size: about 1.5, 2.5 and 6 minutes at
+	// load average 10 (docs/performance.md, "Fleets of simulated agents").
+	{"./core/orchestrate", "^BenchmarkSimFleet$", "1x"},
 }
 
 const defaultBenchtime = "2s"
@@ -73,6 +77,50 @@ var required = []string{
 	"core_node_syncs_per_s_10000", "core_node_syncs_per_s_10000_changing",
 	"core_ref_ratio_1000", "core_ref_ratio_5000", "core_ref_ratio_10000",
 	"core_cpu_ms_per_node_sync_10000", "core_rss_mb_per_1000_nodes_10000", "approve_busy_p99_ms_10000",
+	"sim_node_syncs_per_s_50000", "sim_core_cpu_idle_50000", "sim_idle_rows_per_min_50000", "sim_approve_p99_ms_50000",
+	"sim_finished_visible_p99_ms_50000", "sim_synced_within_s_50000", "sim_core_rss_mb_per_1000_nodes_50000",
+}
+
+// simSizes are the fleets of simulated agents BenchmarkSimFleet measures.
+var simSizes = []int{1000, 10000, 50000}
+
+// simRows are the rows of the simulated fleets, figure by figure, size by
+// size; the goals (issue 37's) are the 50,000-node fleet's.
+func simRows() []row {
+	var out []row
+	for _, f := range []struct {
+		label, key, ref, refLabel string
+		goal                      *goal
+	}{
+		{"node syncs/s, %s simulated agents, idle full sync: median of 3", "node_syncs_per_s", "agent_info_calls_per_s", "reference info calls/s (a sync is 2 calls)", nil},
+		{"… ÷ (info calls/s ÷ 2), %s simulated agents: median of 3", "ref_ratio", "ref_ratio_spread", "spread", nil},
+		{"core CPU with nothing changing (fraction of one core), %s simulated agents: median of 3", "core_cpu_idle", "core_cpu_idle_spread", "spread", &goal{"<=", 0.25}},
+		{"rows written by an idle minute, %s simulated agents (75 s, scaled)", "idle_rows_per_min", "idle_rows_period_max", "rows at most in one 25 s period", &goal{"==", 0}},
+		{"every node synced within (s), %s simulated agents, measured by the agents", "synced_within_s", "unsynced_nodes", "nodes never synced in 75 s", nil},
+		{"approval → RUNNING p99 (ms), %s simulated agents, loop running: median of 3", "approve_p99_ms", "approve_p99_ms_spread", "spread", &goal{"<", 250}},
+		{"action finished on the agent → visible in the core p99 (ms), %s simulated agents, no gossip: median of 3", "finished_visible_p99_ms", "finished_visible_p99_ms_spread", "spread", &goal{"<", 1000}},
+		{"… p50 (ms), %s simulated agents", "finished_visible_p50_ms", "finished_visible_p50_ms_spread", "spread", nil},
+		{"core RSS per 1,000 nodes (MB), %s simulated agents", "core_rss_mb_per_1000_nodes", "core_heap_mb_per_1000_nodes", "MB Go heap per 1,000 nodes", &goal{"<", 20}},
+	} {
+		for _, n := range simSizes {
+			r := row{label: strings.ReplaceAll(f.label, "%s", thousands(n)), key: fmt.Sprintf("sim_%s_%d", f.key, n),
+				ref: fmt.Sprintf("sim_%s_%d", f.ref, n), refLabel: f.refLabel}
+			if n == simSizes[len(simSizes)-1] {
+				r.goal = f.goal
+			}
+			out = append(out, r)
+		}
+	}
+	return out
+}
+
+// thousands writes n with a comma between thousands: 50,000.
+func thousands(n int) string {
+	s := strconv.Itoa(n)
+	for i := len(s) - 3; i > 0; i -= 3 {
+		s = s[:i] + "," + s[i:]
+	}
+	return s
 }
 
 // goal is a target for a figure.
@@ -117,7 +165,7 @@ type row struct {
 	goal       *goal
 }
 
-var rows = []row{
+var rows = append([]row{
 	{"agent queue throughput (actions/s)", "agent_actions_per_s", "sqlite_commits_per_s", "raw SQLite commits/s", nil},
 	{"agent queue ratio (actions/s ÷ (commits/s ÷ 3))", "agent_queue_ratio", "", "", &goal{">=", 0.8}},
 	{"idle agent RSS, muster-agent (MB)", "agent_idle_rss_mb", "agent_idle_rss_onebinary_mb", "MB as `muster agent` of the one binary", &goal{"<", 20}},
@@ -200,7 +248,7 @@ var rows = []row{
 	{"… its size (KB)", "run_list_200_runs_300k_children_kb", "", "", nil},
 	{"GET /api/v1/runs/{id}, 10,000 nodes (run watch, each second): median of 3 (ms)", "run_api_10000_nodes_ms", "run_api_10000_nodes_spread_ms", "ms spread", &goal{"<", 100}},
 	{"… its size (KB)", "run_api_10000_nodes_kb", "", "", &goal{"<", 256}},
-}
+}, simRows()...)
 
 var (
 	keyRE   = regexp.MustCompile(`^[a-z][a-z0-9_]*$`)

@@ -112,3 +112,31 @@ func TestHeaderNotesTheMachineAndTheLoad(t *testing.T) {
 		}
 	}
 }
+
+func TestSimRowsCoverEverySizeAndTheLargestCarriesTheGoals(t *testing.T) {
+	t.Parallel()
+	keys := map[string]row{}
+	for _, r := range rows {
+		keys[r.key] = r
+	}
+	for _, k := range []string{"sim_core_cpu_idle_1000", "sim_core_cpu_idle_10000", "sim_core_cpu_idle_50000",
+		"sim_approve_p99_ms_50000", "sim_synced_within_s_10000", "sim_core_rss_mb_per_1000_nodes_1000"} {
+		r, ok := keys[k]
+		if !ok {
+			t.Errorf("no row shows %s", k)
+			continue
+		}
+		if tableOf(k) != "fleet" {
+			t.Errorf("%s is in table %q, want fleet", k, tableOf(k))
+		}
+		if strings.HasSuffix(k, "_50000") != (r.goal != nil) && !strings.Contains(k, "synced_within") {
+			t.Errorf("%s: goal %v; only the 50,000-node rows carry the goals", k, r.goal)
+		}
+	}
+	if got := keys["sim_core_cpu_idle_50000"]; got.goal == nil || got.goal.v != 0.25 || !strings.Contains(got.label, "50,000") {
+		t.Errorf("sim_core_cpu_idle_50000: %+v, want the ≤ 0.25 goal and the size in its label", got)
+	}
+	if thousands(1000) != "1,000" || thousands(50000) != "50,000" || thousands(100) != "100" {
+		t.Errorf("thousands: %s %s %s", thousands(1000), thousands(50000), thousands(100))
+	}
+}
