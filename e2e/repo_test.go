@@ -292,3 +292,153 @@ func TestRepoAptInstallAndUpgradeAgent(t *testing.T) {
 		t.Fatalf("the queue after the upgrade holds %v, want exactly %s, %s and %s", ids, done.ID, running.ID, queued.ID)
 	}
 }
+
+// rpmInRoot is the shell script TestRepoRpmInstallIntoTemporaryRoot runs in
+// a mount namespace of its own: a temporary root ($1) that is this
+// machine's root seen through an overlay whose writes go to a tmpfs, so
+// rpm's scriptlets, which rpm runs chrooted in the root, find a shell,
+// getent, groupadd and useradd, and nothing they do reaches the machine.
+// It imports the repository's key ($3), checks the package's signature,
+// installs the package ($2) with rpm (--nodeps: the root's rpm database
+// knows no glibc), then writes what rpm -V and rpm -q say, and a copy of
+// everything the install wrote (owners and modes kept), into $4. Then it
+// erases the package, and writes which of its paths are left, and the
+// muster user if it is, into $4.erased.
+const rpmInRoot = `set -eu
+root=$1 pkg=$2 key=$3 out=$4 w=$(mktemp -d)
+mount -t tmpfs tmpfs "$w"
+mkdir "$w/up" "$w/work"
+mount -t overlay overlay -o lowerdir=/,upperdir="$w/up",workdir="$w/work" "$root"
+mount --rbind /dev "$root/dev"
+mount --rbind /proc "$root/proc"
+db="--root $root --dbpath /var/lib/rpm"
+rpm $db --initdb
+rpm $db --import "$key"
+rpm $db -K "$pkg" > "$out.sig"
+rpm $db -i --nodeps --force-debian "$pkg" > "$out.install" 2>&1
+rpm $db -V muster-agent > "$out.verify" 2>&1 || true
+rpm $db -q --qf '%{NAME} %{VERSION}\n' muster-agent > "$out.query"
+mkdir -p "$out"
+(cd "$w/up" && tar --exclude=./var/lib/rpm -cf - .) | (cd "$out" && tar -xpf -)
+rpm $db -e --nodeps muster-agent > "$out.erase" 2>&1
+for p in /usr/bin/muster-agent /usr/lib/systemd/system/muster-agent.service /etc/muster/agent.yaml /var/lib/muster/agent; do
+	if [ -e "$root$p" ]; then echo "$p"; fi
+done > "$out.erased"
+grep '^muster:' "$root/etc/passwd" >> "$out.erased" || true
+`
+
+// TestRepoRpmInstallIntoTemporaryRoot: the .rpm of muster-agent from the
+// yum repository `make repo` builds, signed with the repository's key, is
+// installed with rpm (Debian's) into a temporary root with its scriptlets
+// run: the muster user and group made by the preinstall script, the files
+// with their owners and modes (rpm -V finds nothing amiss), the directory
+// modes the postinstall sets; erased, its binary and unit go and its
+// configuration, data directory and user stay (rpm's erase keeps them).
+//
+// What the temporary root cannot check: that the package's Requires are
+// met on an RPM distribution (rpm runs with --nodeps, as its database
+// knows nothing of this Debian machine's libraries), the scriptlets under
+// a RHEL shadow-utils and SELinux, and systemd's part (no systemd runs:
+// the postinstall's daemon-reload and try-restart are skipped as on a
+// machine without it).
+func TestRepoRpmInstallIntoTemporaryRoot(t *testing.T) {
+	t.Parallel()
+	needRepoTools(t, "rpm", "reprepro", "createrepo_c", "gpg", "make", "unshare", "tar")
+	if out, err := exec.Command("unshare", "--mount", "--propagation", "private", "--", "true").CombinedOutput(); err != nil {
+		t.Skipf("this machine forbids mount namespaces (unshare --mount: %v: %s)", err, strings.TrimSpace(string(out)))
+	}
+	dir := t.TempDir()
+	dist, repo := filepath.Join(dir, "dist"), filepath.Join(dir, "repo")
+	buildPackages(t, dist, "v1.0.0", binary, agentBinary, "rpm,deb")
+	makeRepo(t, dist, repo, filepath.Join(dir, "gnupg"))
+	pkg := filepath.Join(repo, "yum", "muster-agent-1.0.0-1.x86_64.rpm")
+	root, out := filepath.Join(dir, "root"), filepath.Join(dir, "out")
+	if err := os.Mkdir(root, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command("unshare", "--mount", "--propagation", "private", "--", "/bin/sh", "-c", rpmInRoot, "rpm-in-root",
+		root, pkg, filepath.Join(repo, "muster-archive-keyring.asc"), out)
+	if b, err := cmd.CombinedOutput(); err != nil {
+		install, _ := os.ReadFile(out + ".install")
+		t.Fatalf("rpm in a temporary root: %v\n%s\n%s", err, b, install)
+	}
+	read := func(name string) string {
+		b, err := os.ReadFile(out + name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return string(b)
+	}
+	if sig := read(".sig"); !strings.Contains(sig, "signatures OK") {
+		t.Errorf("rpm -K of the repository's package: %s", sig)
+	}
+	if q := read(".query"); q != "muster-agent 1.0.0\n" {
+		t.Errorf("rpm -q: %q", q)
+	}
+	if v := read(".verify"); v != "" {
+		t.Errorf("rpm -V finds the installed files differ from the package's:\n%s", v)
+	}
+	if inst := read(".install"); !strings.Contains(inst, "Edit /etc/muster/agent.yaml") {
+		t.Errorf("the first install printed no note:\n%s", inst)
+	}
+
+	// The user and group the preinstall script made, in the root's files.
+	uid, gid := -1, -1
+	for _, l := range strings.Split(read("/etc/passwd"), "\n") {
+		if f := strings.Split(l, ":"); len(f) == 7 && f[0] == "muster" {
+			fmt.Sscan(f[2], &uid)
+			if f[5] != "/var/lib/muster" || !strings.HasSuffix(f[6], "nologin") {
+				t.Errorf("the muster user: %s", l)
+			}
+		}
+	}
+	for _, l := range strings.Split(read("/etc/group"), "\n") {
+		if f := strings.Split(l, ":"); len(f) == 4 && f[0] == "muster" {
+			fmt.Sscan(f[2], &gid)
+		}
+	}
+	if uid < 1 || uid >= 1000 || gid < 1 {
+		t.Fatalf("the muster user is uid %d, its group gid %d: want a system user and group", uid, gid)
+	}
+	for _, f := range []struct {
+		path       string
+		mode       os.FileMode
+		owner, grp int
+		dir        bool
+	}{
+		{path: "/usr/bin/muster-agent", mode: 0o755},
+		{path: "/usr/lib/systemd/system/muster-agent.service", mode: 0o644},
+		{path: "/usr/share/doc/muster-agent/copyright", mode: 0o644},
+		{path: "/etc/muster", mode: 0o750, grp: gid, dir: true},
+		{path: "/etc/muster/agent.yaml", mode: 0o640, grp: gid},
+		{path: "/var/lib/muster", mode: 0o755, dir: true},
+		{path: "/var/lib/muster/agent", mode: 0o700, dir: true},
+	} {
+		fi, err := os.Lstat(out + f.path)
+		if err != nil {
+			t.Errorf("%s: %v", f.path, err)
+			continue
+		}
+		st := fi.Sys().(*syscall.Stat_t)
+		if fi.Mode().Perm() != f.mode || fi.IsDir() != f.dir || int(st.Uid) != f.owner || int(st.Gid) != f.grp {
+			t.Errorf("%s: %v %d:%d, want %v (dir %v) %d:%d", f.path, fi.Mode(), st.Uid, st.Gid, f.mode, f.dir, f.owner, f.grp)
+		}
+	}
+	if b, err := exec.Command(out+"/usr/bin/muster-agent", "version").Output(); err != nil || !strings.HasPrefix(string(b), "muster-agent ") {
+		t.Errorf("the installed muster-agent version: %v %q", err, b)
+	}
+
+	// rpm -e: the binary and the unit go; the configuration, the data
+	// directory and the user stay.
+	erased := read(".erased")
+	for _, gone := range []string{"/usr/bin/muster-agent\n", "/usr/lib/systemd/system/muster-agent.service\n"} {
+		if strings.Contains(erased, gone) {
+			t.Errorf("%s is still there after rpm -e:\n%s", strings.TrimSpace(gone), read(".erase"))
+		}
+	}
+	for _, kept := range []string{"/etc/muster/agent.yaml\n", "/var/lib/muster/agent\n", "\nmuster:"} {
+		if !strings.Contains(erased, kept) {
+			t.Errorf("rpm -e removed %s (left: %q)", strings.TrimSpace(kept), erased)
+		}
+	}
+}
