@@ -301,9 +301,11 @@ func TestRepoAptInstallAndUpgradeAgent(t *testing.T) {
 // It imports the repository's key ($3), checks the package's signature,
 // installs the package ($2) with rpm (--nodeps: the root's rpm database
 // knows no glibc), then writes what rpm -V and rpm -q say, and a copy of
-// everything the install wrote (owners and modes kept), into $4. Then it
-// erases the package, and writes which of its paths are left, and the
-// muster user if it is, into $4.erased.
+// everything the install wrote (owners and modes kept), into $4. Then,
+// with the configuration edited and a file in the data directory (as a
+// running agent leaves its queue), it erases the package, and writes
+// which of its paths are left, and the muster user if it is, into
+// $4.erased.
 const rpmInRoot = `set -eu
 root=$1 pkg=$2 key=$3 out=$4 w=$(mktemp -d)
 mount -t tmpfs tmpfs "$w"
@@ -316,12 +318,14 @@ rpm $db --initdb
 rpm $db --import "$key"
 rpm $db -K "$pkg" > "$out.sig"
 rpm $db -i --nodeps --force-debian "$pkg" > "$out.install" 2>&1
-rpm $db -V muster-agent > "$out.verify" 2>&1 || true
+rpm $db -V --nodeps muster-agent > "$out.verify" 2>&1 || true
 rpm $db -q --qf '%{NAME} %{VERSION}\n' muster-agent > "$out.query"
 mkdir -p "$out"
 (cd "$w/up" && tar --exclude=./var/lib/rpm -cf - .) | (cd "$out" && tar -xpf -)
+echo "# edited" >> "$root/etc/muster/agent.yaml"
+echo "the queue" > "$root/var/lib/muster/agent/queue.db"
 rpm $db -e --nodeps muster-agent > "$out.erase" 2>&1
-for p in /usr/bin/muster-agent /usr/lib/systemd/system/muster-agent.service /etc/muster/agent.yaml /var/lib/muster/agent; do
+for p in /usr/bin/muster-agent /usr/lib/systemd/system/muster-agent.service /etc/muster/agent.yaml.rpmsave /var/lib/muster/agent/queue.db; do
 	if [ -e "$root$p" ]; then echo "$p"; fi
 done > "$out.erased"
 grep '^muster:' "$root/etc/passwd" >> "$out.erased" || true
@@ -332,8 +336,9 @@ grep '^muster:' "$root/etc/passwd" >> "$out.erased" || true
 // installed with rpm (Debian's) into a temporary root with its scriptlets
 // run: the muster user and group made by the preinstall script, the files
 // with their owners and modes (rpm -V finds nothing amiss), the directory
-// modes the postinstall sets; erased, its binary and unit go and its
-// configuration, data directory and user stay (rpm's erase keeps them).
+// modes the postinstall sets; erased, its binary and unit go, while the
+// edited configuration (as agent.yaml.rpmsave), the queue in its data
+// directory and the user stay.
 //
 // What the temporary root cannot check: that the package's Requires are
 // met on an RPM distribution (rpm runs with --nodeps, as its database
@@ -428,17 +433,21 @@ func TestRepoRpmInstallIntoTemporaryRoot(t *testing.T) {
 		t.Errorf("the installed muster-agent version: %v %q", err, b)
 	}
 
-	// rpm -e: the binary and the unit go; the configuration, the data
-	// directory and the user stay.
-	erased := read(".erased")
-	for _, gone := range []string{"/usr/bin/muster-agent\n", "/usr/lib/systemd/system/muster-agent.service\n"} {
-		if strings.Contains(erased, gone) {
-			t.Errorf("%s is still there after rpm -e:\n%s", strings.TrimSpace(gone), read(".erase"))
+	// rpm -e: the binary and the unit go; the edited configuration is
+	// kept as agent.yaml.rpmsave, the data directory's queue and the user
+	// stay.
+	left := map[string]bool{}
+	for _, l := range strings.Split(read(".erased"), "\n") {
+		left[strings.SplitN(l, ":", 2)[0]] = true // a path, or the user's name
+	}
+	for _, gone := range []string{"/usr/bin/muster-agent", "/usr/lib/systemd/system/muster-agent.service"} {
+		if left[gone] {
+			t.Errorf("%s is still there after rpm -e:\n%s", gone, read(".erase"))
 		}
 	}
-	for _, kept := range []string{"/etc/muster/agent.yaml\n", "/var/lib/muster/agent\n", "\nmuster:"} {
-		if !strings.Contains(erased, kept) {
-			t.Errorf("rpm -e removed %s (left: %q)", strings.TrimSpace(kept), erased)
+	for _, kept := range []string{"/etc/muster/agent.yaml.rpmsave", "/var/lib/muster/agent/queue.db", "muster"} {
+		if !left[kept] {
+			t.Errorf("rpm -e removed %s (left: %v)\n%s", kept, left, read(".erase"))
 		}
 	}
 }
