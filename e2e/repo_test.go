@@ -142,9 +142,10 @@ func (a *installedAgent) stop(t *testing.T) {
 // and apt-get upgrades muster-agent from it while the agent runs; the
 // agent is restarted as the package's postinst asks systemd to
 // (try-restart: SIGTERM, then a start, by the test, as systemd does not
-// run here), and the new agent reports 1.0.1 and finishes its queue: the
-// running action resumed to DONE, the queued one DONE, the done one still
-// there, nothing else.
+// run here), and the new agent reports 1.0.1 on the same queue: the
+// running action resumed (same start, same deadline; cancelled by the
+// test, it stops), the queued one DONE after it, the done one still there,
+// nothing else.
 //
 // The install is into this machine's root (dpkg's maintainer scripts need
 // a whole system to run in): the test refuses to start when muster's
@@ -152,6 +153,7 @@ func (a *installedAgent) stop(t *testing.T) {
 func TestRepoAptInstallAndUpgradeAgent(t *testing.T) {
 	t.Parallel()
 	needRepoTools(t, "apt-get", "dpkg", "reprepro", "createrepo_c", "gpg", "make")
+	start := time.Now()
 	dir := t.TempDir()
 	v2agent := buildAgentVersion(t, dir, "v1.0.1")
 	dist, repo, gnupg, apt := filepath.Join(dir, "dist"), filepath.Join(dir, "repo"), filepath.Join(dir, "gnupg"), filepath.Join(dir, "apt")
@@ -160,6 +162,7 @@ func TestRepoAptInstallAndUpgradeAgent(t *testing.T) {
 	if len(old) != 2 || len(newer) != 2 || filepath.Base(newer[1]) != "muster-agent_1.0.1_amd64.deb" {
 		t.Fatalf("packaging printed %q and %q, want two .debs each", old, newer)
 	}
+	t.Logf("packages of 1.0.0 and 1.0.1 built in %s", time.Since(start).Round(time.Second))
 	makeRepo(t, dist, repo, gnupg)
 	for _, f := range []string{"apt/dists/stable/InRelease", "apt/dists/stable/Release.gpg", "apt/pool/main/m/muster-agent/muster-agent_1.0.0_amd64.deb", "yum/repodata/repomd.xml.asc", "muster-archive-keyring.gpg"} {
 		if _, err := os.Stat(filepath.Join(repo, f)); err != nil {
@@ -188,8 +191,12 @@ func TestRepoAptInstallAndUpgradeAgent(t *testing.T) {
 		t.Fatalf("apt-get update: %v\n%s", err, b)
 	}
 
+	waited := time.Now()
 	realRoot.Lock()
 	defer realRoot.Unlock()
+	t.Logf("waited %s for the other tests that install into this machine", time.Since(waited).Round(time.Second))
+	installed := time.Now()
+	defer func() { t.Logf("installed, upgraded and checked in %s", time.Since(installed).Round(time.Second)) }()
 	for _, name := range []string{"muster", "muster-agent"} {
 		if exec.Command("dpkg-query", "-W", name).Run() == nil {
 			t.Fatalf("a %s package is installed on this machine already: dpkg --purge %s first", name, name)
@@ -225,15 +232,7 @@ func TestRepoAptInstallAndUpgradeAgent(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	done := push(t, ag, "muster.io/debug.ping", `{}`)
-	waitAgentState(t, ag, done.ID, 20*time.Second, action.Done)
-	// The sleep outlasts the upgrade (its deadline is kept across the
-	// restart); the ping waits behind it.
-	running := push(t, ag, "muster.io/debug.sleep", `{"seconds": 25}`)
-	waitAgentState(t, ag, running.ID, 20*time.Second, action.Running)
-	queued := push(t, ag, "muster.io/debug.ping", `{}`)
-
-	// 1.0.1 joins the repository; apt-get upgrades the running agent.
+	// 1.0.1 joins the repository, and apt learns of it.
 	for _, p := range newer {
 		runOK(t, "cp", p, dist)
 	}
@@ -241,6 +240,16 @@ func TestRepoAptInstallAndUpgradeAgent(t *testing.T) {
 	if b, err := aptGet(t, apt, "update"); err != nil {
 		t.Fatalf("apt-get update: %v\n%s", err, b)
 	}
+
+	done := push(t, ag, "muster.io/debug.ping", `{}`)
+	waitAgentState(t, ag, done.ID, 20*time.Second, action.Done)
+	// The sleep outlasts the test (its deadline is kept across the
+	// restart); the ping waits behind it.
+	running := push(t, ag, "muster.io/debug.sleep", `{"seconds": 3600}`)
+	waitAgentState(t, ag, running.ID, 20*time.Second, action.Running)
+	queued := push(t, ag, "muster.io/debug.ping", `{}`)
+
+	// apt-get upgrades the running agent.
 	b, err = aptGet(t, apt, "install", "-y", "--only-upgrade", "muster-agent")
 	if err != nil {
 		t.Fatalf("apt-get upgrade of muster-agent: %v\n%s", err, b)
@@ -255,7 +264,7 @@ func TestRepoAptInstallAndUpgradeAgent(t *testing.T) {
 	// as it was.
 	sleeping, err := ag.Get(ctxT(t), running.ID)
 	if err != nil || sleeping.State != action.Running || sleeping.StartedTS == nil {
-		t.Fatalf("the sleep before the restart: %+v %v (the upgrade took longer than the sleep?)", sleeping, err)
+		t.Fatalf("the sleep before the restart: %+v %v", sleeping, err)
 	}
 	if got, err := ag.Get(ctxT(t), queued.ID); err != nil || got.State != action.New {
 		t.Fatalf("the queued ping before the restart: %+v %v", got, err)
@@ -273,11 +282,18 @@ func TestRepoAptInstallAndUpgradeAgent(t *testing.T) {
 		t.Fatalf("after the restart the agent is %s (store %s), before %s (store %s): want v1.0.1 on the same queue",
 			after.Version, after.StoreID, before.Version, before.StoreID)
 	}
-	got := waitAgentState(t, ag, running.ID, 40*time.Second, action.Done, action.Failed)
-	if got.State != action.Done || got.StartedTS == nil || !got.StartedTS.Equal(*sleeping.StartedTS) {
-		t.Fatalf("the sleep, running across the upgrade: %s (%s), started %v then %v\n%s",
-			got.State, got.StateReason, sleeping.StartedTS, got.StartedTS, got.Output)
+	// The new agent resumed the sleep where the old one left it (the same
+	// start, the same deadline in its progress): it stops it when asked,
+	// and then runs the ping queued behind it.
+	got, err := ag.Get(ctxT(t), running.ID)
+	if err != nil || got.State != action.Running || got.StartedTS == nil || !got.StartedTS.Equal(*sleeping.StartedTS) ||
+		string(got.Progress) != string(sleeping.Progress) {
+		t.Fatalf("the sleep after the restart: %+v %v, before %+v", got, err, sleeping)
 	}
+	if _, err := ag.Cancel(ctxT(t), running.ID); err != nil {
+		t.Fatal(err)
+	}
+	waitAgentState(t, ag, running.ID, 20*time.Second, action.Cancelled)
 	waitAgentState(t, ag, queued.ID, 20*time.Second, action.Done)
 	waitAgentState(t, ag, done.ID, time.Second, action.Done)
 	page, err := ag.Changes(ctxT(t), 0, 100, false)
