@@ -49,10 +49,8 @@ func TestHARollingUpgradeOneReplicaAtATime(t *testing.T) {
 		wg      sync.WaitGroup
 		ids     []string
 		flowErr error
-		// the longest time each cluster went without a live holder, and
-		// when it last had one
-		gap  = map[string]time.Duration{}
-		seen = map[string]time.Time{}
+		// the longest time each cluster went without a live holder
+		gap = map[string]time.Duration{}
 	)
 	up := func(n int) int {
 		if n == down {
@@ -89,10 +87,11 @@ func TestHARollingUpgradeOneReplicaAtATime(t *testing.T) {
 	}()
 	go func() { // the watch
 		defer wg.Done()
-		start := time.Now()
-		for _, c := range []string{"c1", "c2", "c3"} {
-			seen[c] = start
-		}
+		// A cluster held at some moment of one answer and again at some
+		// moment of the next was without a holder for at most the time
+		// between the first's end and the second's start (the watch's
+		// own delays, a slow answer on a busy machine, are not counted).
+		lastEnd := map[string]time.Time{}
 		tick := time.NewTicker(100 * time.Millisecond)
 		defer tick.Stop()
 		for {
@@ -102,18 +101,21 @@ func TestHARollingUpgradeOneReplicaAtATime(t *testing.T) {
 			case <-tick.C:
 			}
 			mu.RLock()
+			asked := time.Now()
 			who, _, ok := f.holders(up(0))
+			answered := time.Now()
 			mu.RUnlock()
 			if !ok {
 				continue
 			}
-			now := time.Now()
-			for c, last := range seen {
-				if _, held := who[c]; held {
-					seen[c] = now
-				} else if d := now.Sub(last); d > gap[c] {
-					gap[c] = d
+			for _, c := range []string{"c1", "c2", "c3"} {
+				if _, held := who[c]; !held {
+					continue
 				}
+				if end, seen := lastEnd[c]; seen && asked.Sub(end) > gap[c] {
+					gap[c] = asked.Sub(end)
+				}
+				lastEnd[c] = answered
 			}
 		}
 	}()
