@@ -250,8 +250,9 @@ func TestPackageDebInstallStartRemove(t *testing.T) {
 	}
 }
 
-// realRoot is held by the tests that install muster's packages into this
-// machine's root: one at a time, each starting from a machine without them.
+// realRoot is held by the tests that install packages into this machine's
+// root: one at a time (dpkg takes its lock or fails), those of muster's
+// packages each starting from a machine without them.
 var realRoot sync.Mutex
 
 // buildPackages builds the amd64 packages of muster (bin) and muster-agent
