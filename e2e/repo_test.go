@@ -370,7 +370,7 @@ func TestRepoRpmInstallIntoTemporaryRoot(t *testing.T) {
 	}
 	dir := t.TempDir()
 	dist, repo := filepath.Join(dir, "dist"), filepath.Join(dir, "repo")
-	buildPackages(t, dist, "v1.0.0", binary, agentBinary, "rpm,deb")
+	buildPackages(t, dist, "v1.0.0", binary, agentBinary, "rpm")
 	makeRepo(t, dist, repo, filepath.Join(dir, "gnupg"))
 	pkg := filepath.Join(repo, "yum", "muster-agent-1.0.0-1.x86_64.rpm")
 	root, out := filepath.Join(dir, "root"), filepath.Join(dir, "out")

@@ -6,8 +6,8 @@
 #   packaging/repo.sh DIST OUT GNUPGHOME KEY
 #
 # DIST holds the .deb and .rpm files (every version found goes in: apt and
-# yum pick the newest, and an older one stays for a downgrade); OUT is
-# rewritten from scratch:
+# yum pick the newest; either format may be missing, and its repository
+# then is); OUT is rewritten from scratch:
 #
 #   OUT/apt/     dists/stable/{InRelease,Release,Release.gpg}, pool/: the apt
 #                repository, suite "stable", component "main", amd64 and arm64
@@ -35,21 +35,35 @@ if [ -n "$missing" ]; then
 	echo "make repo needs:$missing (for example: sudo apt-get install$missing)" >&2
 	exit 1
 fi
+debs=false rpms=false
 set -- "$dist"/*.deb
-[ -e "$1" ] || { echo "no .deb in $dist: run make package first" >&2; exit 1; }
+if [ -e "$1" ]; then debs=true; fi
+set -- "$dist"/*.rpm
+if [ -e "$1" ]; then rpms=true; fi
+if [ $debs = false ] && [ $rpms = false ]; then
+	echo "no .deb or .rpm in $dist: run make package first" >&2
+	exit 1
+fi
 gpg --batch --list-secret-keys "$key" >/dev/null 2>&1 || {
 	echo "no secret key $key in $GNUPGHOME" >&2
 	exit 1
 }
 
+# OUT is replaced whole: only when it is empty or one this script wrote.
+if [ -d "$out" ] && [ -n "$(ls -A "$out")" ] && [ ! -e "$out/muster-archive-keyring.gpg" ]; then
+	echo "$out is not a repository make repo wrote: not replacing it" >&2
+	exit 1
+fi
 rm -rf "$out"
-mkdir -p "$out/apt/conf" "$out/yum"
+mkdir -p "$out"
 gpg --batch --yes --export "$key" >"$out/muster-archive-keyring.gpg"
 gpg --batch --yes --armor --export "$key" >"$out/muster-archive-keyring.asc"
 
 # apt: one suite, stable. reprepro keeps one version of a package per
 # architecture: the .debs go in oldest first, so the newest stays.
-cat >"$out/apt/conf/distributions" <<EOF
+if [ $debs = true ]; then
+	mkdir -p "$out/apt/conf"
+	cat >"$out/apt/conf/distributions" <<EOF
 Origin: muster
 Label: muster
 Suite: stable
@@ -59,21 +73,21 @@ Components: main
 Description: muster, fleet operations with approvals
 SignWith: $key
 EOF
-cat >"$out/apt/conf/options" <<EOF
-basedir $out/apt
-EOF
-for deb in $(for d in "$dist"/*.deb; do
-	printf '%s %s\n' "$(dpkg-deb -f "$d" Version)" "$d"
-done | sort -V | cut -d' ' -f2); do
-	reprepro --silent -b "$out/apt" includedeb stable "$deb"
-done
-rm -rf "$out/apt/conf" "$out/apt/db"
+	echo "basedir $out/apt" >"$out/apt/conf/options"
+	for deb in $(for d in "$dist"/*.deb; do
+		printf '%s %s\n' "$(dpkg-deb -f "$d" Version)" "$d"
+	done | sort -V | cut -d' ' -f2); do
+		reprepro --silent -b "$out/apt" includedeb stable "$deb"
+	done
+	rm -rf "$out/apt/conf" "$out/apt/db"
+	echo "$out/apt"
+fi
 
 # yum: the .rpm files signed (rpmsign, of Debian's rpm package), the
 # metadata made, repomd.xml signed beside it.
-set -- "$dist"/*.rpm
-if [ -e "$1" ]; then
-	cp "$@" "$out/yum/"
+if [ $rpms = true ]; then
+	mkdir -p "$out/yum"
+	cp "$dist"/*.rpm "$out/yum/"
 	if command -v rpmsign >/dev/null; then
 		# (rpmsign warns of a missing terminal: its output is shown on failure only)
 		if ! said=$(rpmsign --addsign --define "_gpg_name $key" --define "_gpg_path $GNUPGHOME" \
@@ -84,10 +98,9 @@ if [ -e "$1" ]; then
 	else
 		echo "repo: no rpmsign (apt-get install rpm): the .rpm files are not signed, only repomd.xml" >&2
 	fi
-fi
-createrepo_c --quiet "$out/yum"
-gpg --batch --yes --local-user "$key" --armor --detach-sign "$out/yum/repodata/repomd.xml"
-cat >"$out/yum/muster.repo" <<'EOF'
+	createrepo_c --quiet "$out/yum"
+	gpg --batch --yes --local-user "$key" --armor --detach-sign "$out/yum/repodata/repomd.xml"
+	cat >"$out/yum/muster.repo" <<'EOF'
 # /etc/yum.repos.d/muster.repo: baseurl is where OUT/yum is served.
 [muster]
 name=muster
@@ -97,4 +110,6 @@ gpgcheck=1
 repo_gpgcheck=1
 gpgkey=https://packages.example.com/muster-archive-keyring.asc
 EOF
-echo "$out/apt $out/yum $out/muster-archive-keyring.gpg"
+	echo "$out/yum"
+fi
+echo "$out/muster-archive-keyring.gpg"
