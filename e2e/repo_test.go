@@ -164,7 +164,7 @@ func TestRepoAptInstallAndUpgradeAgent(t *testing.T) {
 	}
 	t.Logf("packages of 1.0.0 and 1.0.1 built in %s", time.Since(start).Round(time.Second))
 	makeRepo(t, dist, repo, gnupg)
-	for _, f := range []string{"apt/dists/stable/InRelease", "apt/dists/stable/Release.gpg", "apt/pool/main/m/muster-agent/muster-agent_1.0.0_amd64.deb", "yum/repodata/repomd.xml.asc", "muster-archive-keyring.gpg"} {
+	for _, f := range []string{"apt/dists/stable/InRelease", "apt/dists/stable/Release.gpg", "apt/pool/main/m/muster-agent/muster-agent_1.0.0_amd64.deb", "muster-archive-keyring.gpg"} {
 		if _, err := os.Stat(filepath.Join(repo, f)); err != nil {
 			t.Fatalf("make repo wrote no %s: %v", f, err)
 		}
