@@ -74,6 +74,22 @@ package: release ## Build dist/*.deb and dist/*.rpm for amd64 and arm64 (nfpm)
 	done
 	cd $(DIST) && sha256sum muster* > SHA256SUMS && cat SHA256SUMS
 
+# repo builds, from the packages in $(DIST), a signed apt repository
+# (reprepro) and a yum repository (createrepo_c) in $(REPO), with the public
+# key beside them for apt's signed-by (packaging/repo.sh; docs/production.md
+# adds it to a machine). It signs with REPO_KEY (a fingerprint) from
+# REPO_GNUPGHOME; without REPO_KEY, with a throwaway test key made in
+# $(DIST)/repo-key (packaging/repo-key.sh, never committed). It installs
+# nothing: a missing tool is named, and it stops.
+REPO           ?= $(DIST)/repo
+REPO_GNUPGHOME ?= $(DIST)/repo-key
+REPO_KEY       ?=
+.PHONY: repo
+repo: ## Build dist/repo: signed apt and yum repositories of dist/*.deb, *.rpm (reprepro, createrepo-c, gpg)
+	@key='$(REPO_KEY)'; \
+	  if [ -z "$$key" ]; then key=$$(sh packaging/repo-key.sh '$(REPO_GNUPGHOME)') || exit 1; fi; \
+	  sh packaging/repo.sh '$(DIST)' '$(REPO)' '$(REPO_GNUPGHOME)' "$$key"
+
 # image builds the core's container image, an OCI layout in $(DIST)/image,
 # without a Docker daemon (./packaging/image, google/go-containerregistry):
 # muster linked statically (the image holds no C library) for amd64, and
@@ -106,16 +122,22 @@ test: lint test-deps ## Run every test (unit, fuzz seeds, e2e, PostgreSQL, brows
 # What the tests need beside Go and a C compiler, from Debian's packages:
 # systemd-analyze (the units in configs/systemd), PostgreSQL (the store's
 # tests start a throwaway server), Chromium (the web UI's browser tests) and
-# promtool (the prometheus package: the alert rules of configs/monitoring).
+# promtool (the prometheus package: the alert rules of configs/monitoring),
+# and the package repository's tools (reprepro, createrepo-c, gpg; rpm to
+# install the .rpm into a temporary root).
 # As root with apt-get they are installed when missing; otherwise the target
 # says what to install and stops.
 .PHONY: test-deps
-test-deps: ## Install what the tests need (systemd, postgresql, chromium, prometheus) when missing
+test-deps: ## Install what the tests need (systemd, postgresql, chromium, prometheus, reprepro, createrepo-c, gpg, rpm) when missing
 	@missing=""; \
 	  command -v systemd-analyze >/dev/null || missing="$$missing systemd"; \
 	  ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1 || missing="$$missing postgresql"; \
 	  command -v chromium >/dev/null || missing="$$missing chromium"; \
 	  command -v promtool >/dev/null || missing="$$missing prometheus"; \
+	  command -v reprepro >/dev/null || missing="$$missing reprepro"; \
+	  command -v createrepo_c >/dev/null || missing="$$missing createrepo-c"; \
+	  command -v gpg >/dev/null || missing="$$missing gpg"; \
+	  command -v rpm >/dev/null || missing="$$missing rpm"; \
 	  if [ -n "$$missing" ]; then \
 	    if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null; then \
 	      echo "installing:$$missing"; \

@@ -11,6 +11,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -40,6 +41,8 @@ func TestPackageDebInstallStartRemove(t *testing.T) {
 	if _, err := exec.LookPath("dpkg"); err != nil {
 		t.Fatal("this test needs dpkg (a Debian machine)")
 	}
+	realRoot.Lock()
+	defer realRoot.Unlock()
 	for _, name := range []string{"muster", "muster-agent"} {
 		if exec.Command("dpkg-query", "-W", name).Run() == nil {
 			t.Fatalf("a %s package is installed on this machine already: dpkg --purge %s first", name, name)
@@ -49,20 +52,7 @@ func TestPackageDebInstallStartRemove(t *testing.T) {
 		t.Fatal("a muster user exists on this machine already: the test would not know what to leave")
 	}
 
-	out := t.TempDir()
-	args := []string{"run", "./packaging", "-binary", binary, "-agent-binary", agentBinary, "-arch", "amd64",
-		"-version", packageVersion, "-formats", "deb", "-out", out}
-	if raceEnabled {
-		// The man pages' build reuses the race build's compiled SQLite.
-		args = append(args, "-docs-build-flags", "-race")
-	}
-	build := exec.Command("go", args...)
-	build.Dir = ".."
-	b, err := build.CombinedOutput()
-	if err != nil {
-		t.Fatalf("go run ./packaging: %v\n%s", err, b)
-	}
-	debs := strings.Fields(string(b))
+	debs := buildPackages(t, t.TempDir(), packageVersion, binary, agentBinary, "deb")
 	if len(debs) != 2 || filepath.Base(debs[0]) != "muster_9.8.7_amd64.deb" || filepath.Base(debs[1]) != "muster-agent_9.8.7_amd64.deb" {
 		t.Fatalf("packaging printed %q, want the paths of the two .debs", debs)
 	}
@@ -77,7 +67,7 @@ func TestPackageDebInstallStartRemove(t *testing.T) {
 			}
 		}
 	})
-	b = runOK(t, "dpkg", "-i", debs[0], debs[1])
+	b := runOK(t, "dpkg", "-i", debs[0], debs[1])
 	for _, note := range []string{"edit /etc/muster/core.yaml", "Edit /etc/muster/agent.yaml"} {
 		if !strings.Contains(string(b), note) {
 			t.Errorf("the post-install notes do not say %q:\n%s", note, b)
@@ -258,6 +248,33 @@ func TestPackageDebInstallStartRemove(t *testing.T) {
 			t.Errorf("%s is still there after both purges, muster first (%v)", gone, err)
 		}
 	}
+}
+
+// realRoot is held by the tests that install packages into this machine's
+// root: one at a time (dpkg takes its lock or fails), those of muster's
+// packages each starting from a machine without them.
+var realRoot sync.Mutex
+
+// buildPackages builds the amd64 packages of muster (bin) and muster-agent
+// (agentBin) at version in formats (deb, rpm or both) into out, as `make
+// package` does, and returns their paths: muster's first, per format.
+func buildPackages(t *testing.T, out, version, bin, agentBin, formats string) []string {
+	t.Helper()
+	args := []string{"run", "./packaging", "-binary", bin, "-agent-binary", agentBin, "-arch", "amd64",
+		"-version", version, "-formats", formats, "-out", out}
+	if raceEnabled {
+		// The man pages' build reuses the race build's compiled SQLite.
+		args = append(args, "-docs-build-flags", "-race")
+	}
+	build := exec.Command("go", args...)
+	build.Dir = ".."
+	var stderr bytes.Buffer
+	build.Stderr = &stderr
+	b, err := build.Output()
+	if err != nil {
+		t.Fatalf("go run ./packaging: %v\n%s%s", err, b, stderr.Bytes())
+	}
+	return strings.Fields(string(b))
 }
 
 // checkPackageHabits checks what Debian's habits ask of the installed

@@ -19,12 +19,19 @@ import (
 // buildAgentVersion builds muster-agent reporting version into dir.
 func buildAgentVersion(t *testing.T, dir, version string) string {
 	t.Helper()
-	out := filepath.Join(dir, "muster-agent-"+version)
+	return buildVersion(t, dir, "muster-agent", version)
+}
+
+// buildVersion builds the command name (muster or muster-agent) reporting
+// version into dir.
+func buildVersion(t *testing.T, dir, name, version string) string {
+	t.Helper()
+	out := filepath.Join(dir, name+"-"+version)
 	args := []string{"build", "-o", out, "-ldflags", "-X github.com/musterhq/muster/shared/version.Version=" + version}
 	if raceEnabled {
 		args = append(args, "-race")
 	}
-	cmd := exec.Command("go", append(args, "../cmd/muster-agent")...)
+	cmd := exec.Command("go", append(args, "../cmd/"+name)...)
 	if b, err := cmd.CombinedOutput(); err != nil {
 		t.Fatalf("build %s: %v\n%s", version, err, b)
 	}
