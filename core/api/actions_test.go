@@ -613,7 +613,7 @@ func TestForbiddenNamesTheRolesThatWould(t *testing.T) {
 		t.Fatalf("403 allowed_roles %v, want approver and admin", d.AllowedRoles)
 	}
 	d = e.fail(http.MethodPost, "/api/v1/tokens", "appr", map[string]any{"name": "x", "roles": []string{"viewer"}}, http.StatusForbidden)
-	if want := "may not tokens: that takes the admin role"; !strings.Contains(d.Message, want) {
+	if want := "may not manage tokens: that takes the admin role"; !strings.Contains(d.Message, want) {
 		t.Fatalf("403 message %q, want it to say %q", d.Message, want)
 	}
 }

@@ -73,6 +73,25 @@ const (
 	Unfreeze Permission = "unfreeze"
 )
 
+// Verb is what p lets a caller do, as a sentence says it after "may not":
+// the permission itself where it is a verb ("approve"), a phrase where it
+// is a noun ("manage tokens").
+func (p Permission) Verb() string {
+	switch p {
+	case Tokens:
+		return "manage tokens"
+	case Grants:
+		return "change grants and teams"
+	case Notify:
+		return "see and run notification destinations"
+	case Enroll:
+		return "enroll agents"
+	case Continue:
+		return "continue (resume or promote) runs"
+	}
+	return string(p)
+}
+
 // Permissions lists every permission.
 var Permissions = []Permission{Read, Create, Cancel, Retry, Orchestrate, Approve, Reject, Tokens, Drain, Forget, Enroll, Revoke,
 	Notify, Continue, Grants, Freeze, Unfreeze}

@@ -10,6 +10,7 @@ import (
 	"github.com/musterhq/muster/core/store"
 	"github.com/musterhq/muster/shared/action"
 	"github.com/musterhq/muster/shared/wire"
+	"github.com/musterhq/muster/shared/words"
 )
 
 // Teams and grants in a policy file (ApplyPolicy): a team is the declared
@@ -129,10 +130,10 @@ func (o *Ops) planAccess(ctx context.Context, r store.Reader, c Caller, source s
 		}
 		t.Source, t.CreatedBy, t.CreatedTS = source, c.Name, now
 		ch := wire.PolicyPlanChange{Op: "+", Kind: "team", ID: t.Name, Text: fmt.Sprintf("+ team %s: members %s; groups %s", t.Name,
-			strings.Join(t.Members, ","), strings.Join(t.Groups, ","))}
+			words.List(t.Members), words.List(t.Groups))}
 		if ok {
 			ch.Op, ch.Text = "~", fmt.Sprintf("~ team %s: members %s; groups %s -> members %s; groups %s", t.Name,
-				strings.Join(cur.Members, ","), strings.Join(cur.Groups, ","), strings.Join(t.Members, ","), strings.Join(t.Groups, ","))
+				words.List(cur.Members), words.List(cur.Groups), words.List(t.Members), words.List(t.Groups))
 		}
 		steps = append(steps, planStep{change: ch,
 			authorize: func(ctx context.Context, tx store.Reader) error {

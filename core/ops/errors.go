@@ -66,7 +66,7 @@ type ForbiddenError struct {
 func (e *ForbiddenError) Error() string {
 	doing := e.Doing
 	if doing == "" {
-		doing = string(e.Perm)
+		doing = e.Perm.Verb()
 	}
 	if len(e.Roles) == 0 {
 		// A person signed in, or a token holding its person's grants

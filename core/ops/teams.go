@@ -14,6 +14,7 @@ import (
 	"github.com/musterhq/muster/shared/action"
 	"github.com/musterhq/muster/shared/names"
 	"github.com/musterhq/muster/shared/wire"
+	"github.com/musterhq/muster/shared/words"
 )
 
 // Teams and grants (docs/architecture.md, "Access: people, teams and
@@ -153,8 +154,8 @@ func (o *Ops) insertTeam(ctx context.Context, tx store.Tx, t *store.Team, actor,
 	}
 	*out = TeamView(*got)
 	return tx.AppendEvent(ctx, &store.Event{Type: store.EventTeamCreated, Actor: actor, ClientAddr: addr,
-		Message: fmt.Sprintf("team %s created (members %s; groups %s)", t.Name, strings.Join(got.Members, ","),
-			strings.Join(got.Groups, ",")),
+		Message: fmt.Sprintf("team %s created (members %s; groups %s)", t.Name, words.List(got.Members),
+			words.List(got.Groups)),
 		Data: map[string]any{"team": t.Name, "members": got.Members, "groups": got.Groups, "source": t.Source}})
 }
 

@@ -9,3 +9,12 @@ func TestCountSaysOneWithoutAnSAndEveryOtherNumberWithOne(t *testing.T) {
 		}
 	}
 }
+
+func TestListSaysNoneForNothingAndJoinsTheRest(t *testing.T) {
+	if got := List(nil); got != "none" {
+		t.Errorf("List(nil) = %q, want none", got)
+	}
+	if got := List([]string{"dana", "olga"}); got != "dana,olga" {
+		t.Errorf("List(dana, olga) = %q", got)
+	}
+}
