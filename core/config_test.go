@@ -26,7 +26,7 @@ func TestDefaultConfig(t *testing.T) {
 	t.Parallel()
 	c := DefaultConfig()
 	if c.API.Addr != "127.0.0.1:7410" || c.Store.Driver != DriverSQLite || c.Orchestrate.Interval != 10*time.Second ||
-		c.Orchestrate.Workers != 8 || c.Orchestrate.MaxQueuedPerNode != 16 || c.Orchestrate.FullSyncEvery != 6 ||
+		c.Orchestrate.Workers != 8 || c.Orchestrate.MaxQueuedPerNode != 16 || c.Orchestrate.CompareIDsEvery != 6 || c.Orchestrate.FullSyncEvery != 0 ||
 		c.Orchestrate.AgentTimeout != 5*time.Second || c.Approval.TTL != 24*time.Hour {
 		t.Fatalf("defaults %+v", c)
 	}
@@ -83,7 +83,7 @@ func TestValidate(t *testing.T) {
 			c.Clusters[0].Nodes[0].Addr = "http://db-1:7420"
 		}, []string{"clusters[0].nodes[0].addr"}},
 		{"orchestrate zeros", func(c *Config) { c.Orchestrate = OrchestrateConfig{} }, []string{
-			"orchestrate.agent_timeout", "orchestrate.full_sync_every", "orchestrate.interval",
+			"orchestrate.agent_timeout", "orchestrate.compare_ids_every", "orchestrate.interval",
 			"orchestrate.max_queued_per_node", "orchestrate.run_poll", "orchestrate.schedule_ttl", "orchestrate.workers",
 		}},
 		{"retention_runs negative", func(c *Config) { c.RetentionRuns = -time.Hour }, []string{"retention_runs"}},

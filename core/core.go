@@ -209,12 +209,19 @@ func (c *Core) Run(ctx context.Context) error {
 	}
 	repl.st = st // replica joins and losses are events
 	repl.drift = c.policyDrift
+	fullEvery, compareEvery := cfg.Orchestrate.Orchestration()
+	if cfg.Orchestrate.OldFullSyncEvery() {
+		c.log.Warn("orchestrate.full_sync_every is an integer, its meaning before this release: read as "+
+			"orchestrate.compare_ids_every; full_sync_every is now a duration (0: scaled with the fleet), rename the key",
+			"full_sync_every", int64(cfg.Orchestrate.FullSyncEvery), "compare_ids_every", compareEvery)
+	}
 	ocfg := orchestrate.Config{
 		Rules:            rules,
 		Interval:         cfg.Orchestrate.Interval,
 		Workers:          cfg.Orchestrate.Workers,
 		MaxQueuedPerNode: cfg.Orchestrate.MaxQueuedPerNode,
-		FullSyncEvery:    cfg.Orchestrate.FullSyncEvery,
+		FullSyncEvery:    fullEvery,
+		CompareIDsEvery:  compareEvery,
 		AgentTimeout:     cfg.Orchestrate.AgentTimeout,
 		ScheduleTTL:      cfg.Orchestrate.ScheduleTTL,
 		RunPoll:          cfg.Orchestrate.RunPoll,

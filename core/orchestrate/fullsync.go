@@ -13,7 +13,7 @@ import (
 // directly (FullSync). It reads the cluster once, on a worker (snapshot),
 // takes the nodes with something to push or cancel first, and goes in
 // batches of BatchSize, each committed once it is all in; only its last
-// commit decides the cluster's status. Every FullSyncEvery-th full sync
+// commit decides the cluster's status. Every CompareIDsEvery-th full sync
 // also lists every record of every agent and compares id sets (LOST
 // detection: Report.ComparedIDs).
 
@@ -35,7 +35,7 @@ func (p *pipeline) stepFull(j *job) {
 			j.ctx, j.release = ctx, done
 		}
 		p.full = j
-		j.rep = Report{Cluster: cs.id, ComparedIDs: cs.fullSyncs%o.cfg.FullSyncEvery == 0}
+		j.rep = Report{Cluster: cs.id, ComparedIDs: cs.fullSyncs%o.cfg.CompareIDsEvery == 0}
 		// The runs' next waves are created first, so this sync pushes them.
 		o.advanceRuns(j.ctx, cs.id)
 		// The snapshot is read on a worker: nudged nodes go meanwhile
@@ -105,6 +105,7 @@ func (p *pipeline) snapped(m snapRead) {
 		p.finish(j)
 		return
 	}
+	j.turn, j.slices = cs.fullSyncs, o.spreadSlices(cs, len(m.order))
 	cs.fullSyncs++
 	forgetNodes(cs, m.order)
 	j.order, j.snap = m.order, m.snap
@@ -142,6 +143,11 @@ func (p *pipeline) sendBatch(j *job, ids []string) {
 			results = append(results, &res)
 		}
 		delete(j.snap, id)
+	}
+	for _, res := range results {
+		if p.o.mayAskCounter(p.cs, j, res) {
+			res.askCounter, res.seen = true, p.cs.seen[res.node.ID].changes
+		}
 	}
 	p.dispatch(j, results)
 	p.settle()

@@ -183,7 +183,9 @@ func (p *pipeline) dispatch(j *job, results []*nodeResult) {
 func (p *pipeline) work(j *job, res *nodeResult) {
 	sig := &p.o.TestSignals.Steps
 	sig.Send(Step{Cluster: p.cs.id, Kind: StepTalk, Begin: true, Nodes: []string{res.node.ID}})
-	p.o.syncNode(j.ctx, res, j.full && j.rep.ComparedIDs)
+	if !res.askCounter || !p.o.askCounter(j.ctx, res) {
+		p.o.syncNode(j.ctx, res, j.full && j.rep.ComparedIDs)
+	}
 	sig.Send(Step{Cluster: p.cs.id, Kind: StepTalk, Nodes: []string{res.node.ID}})
 	p.answers <- res
 }
@@ -329,7 +331,8 @@ func (p *pipeline) finish(j *job) {
 	err := j.err
 	// Counted before whoever waits is answered.
 	if j.full {
-		o.metrics.observeFullSync(time.Since(j.begin), j.rep, err)
+		cs.lastFull = time.Since(j.begin)
+		o.metrics.observeFullSync(cs.lastFull, j.rep, err)
 	} else {
 		o.metrics.observeNodeSync(j.rep, err)
 	}

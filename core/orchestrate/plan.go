@@ -196,8 +196,9 @@ func (o *Orchestrator) plan(ctx context.Context, r store.Reader, cs *clusterStat
 // DOWN nodes when whole. The
 // cluster's status is decided by the last commit of a full sync (whole)
 // only, from every node as it now stands. A node's last contact is stored
-// with any other change of the node, or alone once it is ContactEvery
-// older than the one the loop keeps.
+// with any other change of the node (its status going DOWN), or alone once
+// it is ContactEvery older than the one the loop keeps, when ContactEvery
+// is set (by default never: an idle fleet writes nothing).
 func (o *Orchestrator) planStatus(ctx context.Context, r store.Reader, cs *clusterState, results []nodeResult, stored map[string]*store.Node, lost int, now time.Time, whole bool, w *writePlan) error {
 	down := map[string]bool{}
 	if whole {
@@ -223,7 +224,8 @@ func (o *Orchestrator) planStatus(ctx context.Context, r store.Reader, cs *clust
 			continue
 		}
 		t, contacted := cs.lastContact[node.ID]
-		stale := contacted && (fresh.LastContact == nil || t.Sub(*fresh.LastContact) >= o.cfg.ContactEvery)
+		stale := contacted && (fresh.LastContact == nil ||
+			o.cfg.ContactEvery > 0 && t.Sub(*fresh.LastContact) >= o.cfg.ContactEvery)
 		if sameNode(fresh, &next) && !stale {
 			continue
 		}
@@ -305,6 +307,9 @@ func schemaRefusedEvent(n *store.Node, why map[string]string) store.Event {
 // cluster's status.
 func nodeNext(stored *store.Node, res *nodeResult) (next store.Node, write, isDown bool) {
 	next = *stored
+	if res.quiet {
+		return next, false, false // its change counter did not move: as stored, UP
+	}
 	if res.held || store.DownByDiscovery(stored) {
 		return next, false, stored.Status == store.NodeDown
 	}
