@@ -59,6 +59,7 @@ func (o *Orchestrator) commit(ctx context.Context, cs *clusterState, nodes []nod
 	o.watches.sent(cs.id, w)
 	rep.Changes += w.changes()
 	rep.runMoves += w.runMoves()
+	rep.moved = rep.moved.union(w.movedRuns())
 	rep.Events += len(w.events) + w.actionEvents()
 	return w.lost, nil
 }

@@ -37,7 +37,7 @@ func (p *pipeline) stepFull(j *job) {
 		p.full = j
 		j.rep = Report{Cluster: cs.id, ComparedIDs: cs.fullSyncs%o.cfg.CompareIDsEvery == 0}
 		// The runs' next waves are created first, so this sync pushes them.
-		o.advanceRuns(j.ctx, cs.id)
+		o.advanceRuns(j.ctx, cs.id, allRuns())
 		// The snapshot is read on a worker: nudged nodes go meanwhile
 		// (those they commit are read again by the batches: touched).
 		j.touched, j.reading = map[string]bool{}, true

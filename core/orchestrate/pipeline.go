@@ -264,6 +264,7 @@ func (p *pipeline) commitArrived(j *job, whole bool) {
 	}
 	sig.Send(Step{Cluster: cs.id, Kind: StepCommit, Begin: true, Nodes: ids})
 	moves := j.rep.runMoves
+	j.rep.moved = runSet{}
 	lost, err := o.commit(j.ctx, cs, vals, whole, j.lost, &j.rep)
 	sig.Send(Step{Cluster: cs.id, Kind: StepCommit, Nodes: ids})
 	j.lost += lost
@@ -296,12 +297,16 @@ func (p *pipeline) commitArrived(j *job, whole bool) {
 	// loop's own syncs leave it to the cluster's advancer (advance.go), so
 	// that the next commit does not wait for it.
 	if j.rep.runMoves > moves || refreshed {
+		moved := j.rep.moved
+		if refreshed {
+			moved = allRuns() // a budget hold any run may wait for was freed
+		}
 		if j.direct {
-			for _, n := range o.advanceRuns(j.ctx, cs.id) {
+			for _, n := range o.advanceRuns(j.ctx, cs.id, moved) {
 				cs.want(n)
 			}
 		} else {
-			o.advancers.request(cs.id)
+			o.advancers.requestRuns(cs.id, moved)
 		}
 	}
 }

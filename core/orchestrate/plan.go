@@ -32,8 +32,11 @@ type writePlan struct {
 	records map[string]*actions.Change
 	order   []string
 	nodes   []store.Node
-	cluster *store.Cluster
-	events  []store.Event // node and cluster events; action events ride with their change
+	// nodesMoved: a node changed beyond its agent's bookkeeping (cursor,
+	// store id, last contact): what a run may decide on (movedRuns).
+	nodesMoved bool
+	cluster    *store.Cluster
+	events     []store.Event // node and cluster events; action events ride with their change
 	// reaped are the nodes of cluster reapIn to forget (reap), DOWN past
 	// reapAfter; written before the cluster.
 	reaped    []string
@@ -80,6 +83,29 @@ func (w *writePlan) runMoves() int {
 		}
 	}
 	return n
+}
+
+// movedRuns names the runs this plan's changes may let move on (those of
+// runMoves): the runs of the children that changed, or every run (all)
+// when a node, the cluster or an action outside any run changed, which any
+// run may wait for.
+func (w *writePlan) movedRuns() (ids runSet) {
+	if w.nodesMoved || len(w.reaped) > 0 || w.cluster != nil {
+		return allRuns()
+	}
+	for _, c := range w.records {
+		if c.Rec.RunID == "" {
+			return allRuns()
+		}
+		started := c.Rec.State == action.Running && !c.Insert && !c.Lost
+		for _, t := range c.History {
+			started = started && t.To == action.Running
+		}
+		if !started {
+			ids = ids.with(c.Rec.RunID)
+		}
+	}
+	return ids
 }
 
 func (w *writePlan) actionEvents() int {
@@ -234,6 +260,9 @@ func (o *Orchestrator) planStatus(ctx context.Context, r store.Reader, cs *clust
 		}
 		next.UpdatedTS = now
 		w.nodes = append(w.nodes, next)
+		bookkept := *fresh // as stored, with the agent's bookkeeping of next
+		bookkept.Cursor, bookkept.StoreID = next.Cursor, next.StoreID
+		w.nodesMoved = w.nodesMoved || !sameNode(&bookkept, &next)
 		if len(res.schemasRefused) > 0 && !sameSchemas(fresh.ArgsSchemas, next.ArgsSchemas) {
 			w.events = append(w.events, schemaRefusedEvent(&next, res.schemasRefused))
 		}

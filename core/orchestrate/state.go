@@ -32,6 +32,9 @@ type Report struct {
 	// runMoves counts the changes that may let a run move on
 	// (writePlan.runMoves).
 	runMoves int
+	// moved names the runs the last commit's changes may let move on
+	// (writePlan.movedRuns).
+	moved runSet
 }
 
 // syncDone is the answer to a request that waits.
