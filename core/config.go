@@ -180,6 +180,12 @@ func (o OrchestrateConfig) OldFullSyncEvery() bool {
 	return o.FullSyncEvery > 0 && o.FullSyncEvery < time.Microsecond
 }
 
+// OldFullSyncEveryWarning is what the core says, at start and in check,
+// of an integer full_sync_every.
+const OldFullSyncEveryWarning = "orchestrate.full_sync_every is an integer, its meaning before this release " +
+	"(every Nth pass compares id sets): read as orchestrate.compare_ids_every; full_sync_every is now a duration " +
+	"(every node fully synced once per period; 0: scaled with the fleet): rename the key"
+
 // Orchestration returns the full-sync period and the compare period the
 // orchestrator runs with: an old integer full_sync_every N is read as
 // compare_ids_every N (the full-sync period then scales with the fleet).

@@ -22,6 +22,28 @@ func validConfig() Config {
 	return c
 }
 
+// TestOldFullSyncEveryIsReadAsCompareIDsEvery: an integer full_sync_every
+// (decoded as nanoseconds) keeps its meaning before: compare id sets every
+// Nth pass, the full-sync period then scaled with the fleet.
+func TestOldFullSyncEveryIsReadAsCompareIDsEvery(t *testing.T) {
+	t.Parallel()
+	for _, c := range []struct {
+		in          OrchestrateConfig
+		old         bool
+		full        time.Duration
+		compareWant int
+	}{
+		{OrchestrateConfig{FullSyncEvery: 6, CompareIDsEvery: 9}, true, 0, 6},
+		{OrchestrateConfig{FullSyncEvery: 5 * time.Minute, CompareIDsEvery: 9}, false, 5 * time.Minute, 9},
+		{OrchestrateConfig{CompareIDsEvery: 4}, false, 0, 4},
+	} {
+		full, compare := c.in.Orchestration()
+		if c.in.OldFullSyncEvery() != c.old || full != c.full || compare != c.compareWant {
+			t.Errorf("%+v: old %v, (%s, %d); want %v, (%s, %d)", c.in, c.in.OldFullSyncEvery(), full, compare, c.old, c.full, c.compareWant)
+		}
+	}
+}
+
 func TestDefaultConfig(t *testing.T) {
 	t.Parallel()
 	c := DefaultConfig()

@@ -211,9 +211,7 @@ func (c *Core) Run(ctx context.Context) error {
 	repl.drift = c.policyDrift
 	fullEvery, compareEvery := cfg.Orchestrate.Orchestration()
 	if cfg.Orchestrate.OldFullSyncEvery() {
-		c.log.Warn("orchestrate.full_sync_every is an integer, its meaning before this release: read as "+
-			"orchestrate.compare_ids_every; full_sync_every is now a duration (0: scaled with the fleet), rename the key",
-			"full_sync_every", int64(cfg.Orchestrate.FullSyncEvery), "compare_ids_every", compareEvery)
+		c.log.Warn(OldFullSyncEveryWarning, "full_sync_every", int64(cfg.Orchestrate.FullSyncEvery), "compare_ids_every", compareEvery)
 	}
 	ocfg := orchestrate.Config{
 		Rules:            rules,

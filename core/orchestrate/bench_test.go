@@ -637,6 +637,7 @@ func BenchmarkPass(b *testing.B) {
 				var (
 					ref, ratios []float64
 					cpu         time.Duration
+					quiet       int
 				)
 				// Each sample's full syncs lie between two reference sweeps,
 				// and its reference is their mean: both see the same
@@ -647,7 +648,7 @@ func BenchmarkPass(b *testing.B) {
 				for i := 0; i < b.N*refSamples; i++ {
 					c, t := cpuTime(b), time.Now()
 					for range rounds {
-						f.fullSync(b, n)
+						quiet += f.fullSync(b, n).Quiet
 					}
 					b.StopTimer()
 					rate := float64(n*rounds) / time.Since(t).Seconds()
@@ -673,6 +674,11 @@ func BenchmarkPass(b *testing.B) {
 				b.ReportMetric(ratios[len(ratios)/2], fmt.Sprintf("core_ref_ratio_%d", n))
 				b.ReportMetric(ratios[len(ratios)-1]-ratios[0], fmt.Sprintf("core_ref_ratio_spread_%d", n))
 				b.ReportMetric(float64(f.st.RowsWritten()-rows)/float64(b.N*rounds*refSamples), "idle_pass_rows_written")
+				b.ReportMetric(float64(f.st.RowsWritten()-rows)/float64(b.N*rounds*refSamples), fmt.Sprintf("idle_pass_rows_written_%d", n))
+				// A node left by its change counter is one request; one
+				// synced fully, two (info, one page of changes).
+				b.ReportMetric(float64(2*int(syncs)-quiet)/syncs, fmt.Sprintf("idle_agent_requests_per_node_%d", n))
+				b.ReportMetric(float64(quiet)/syncs, fmt.Sprintf("idle_quiet_node_share_%d", n))
 				b.ReportMetric(float64(f.dbBytes(b)-bytes)/float64(b.N*rounds*refSamples), "idle_pass_bytes_written")
 			})
 			b.Run("changing", func(b *testing.B) {
