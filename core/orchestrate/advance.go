@@ -26,43 +26,6 @@ func newAdvancers(o *Orchestrator, nudge func(clusterID, nodeID string)) *advanc
 	return &advancers{o: o, nudge: nudge, running: map[string]bool{}, pending: map[string]runSet{}}
 }
 
-// runSet names runs: some (ids), or all of a cluster's (nil ids, all set).
-// The zero runSet names none.
-type runSet struct {
-	all bool
-	ids map[string]bool
-}
-
-func allRuns() runSet { return runSet{all: true} }
-
-// with adds run id.
-func (s runSet) with(id string) runSet {
-	if s.all {
-		return s
-	}
-	if s.ids == nil {
-		s.ids = map[string]bool{}
-	}
-	s.ids[id] = true
-	return s
-}
-
-// union is s and t.
-func (s runSet) union(t runSet) runSet {
-	if s.all || t.all {
-		return allRuns()
-	}
-	for id := range t.ids {
-		s = s.with(id)
-	}
-	return s
-}
-
-func (s runSet) empty() bool { return !s.all && len(s.ids) == 0 }
-
-// has reports whether s names run id.
-func (s runSet) has(id string) bool { return s.all || s.ids[id] }
-
 // request asks for all the cluster's runs to be moved on soon, and the
 // nodes of the children that creates to be synced (requestRuns).
 func (a *advancers) request(clusterID string) { a.requestRuns(clusterID, allRuns()) }

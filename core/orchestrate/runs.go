@@ -28,6 +28,43 @@ type Runs interface {
 	Expire(ctx context.Context, tx store.Tx) (int, error)
 }
 
+// runSet names runs: some (ids), or all of a cluster's (nil ids, all set).
+// The zero runSet names none.
+type runSet struct {
+	all bool
+	ids map[string]bool
+}
+
+func allRuns() runSet { return runSet{all: true} }
+
+// with adds run id.
+func (s runSet) with(id string) runSet {
+	if s.all {
+		return s
+	}
+	if s.ids == nil {
+		s.ids = map[string]bool{}
+	}
+	s.ids[id] = true
+	return s
+}
+
+// union is s and t.
+func (s runSet) union(t runSet) runSet {
+	if s.all || t.all {
+		return allRuns()
+	}
+	for id := range t.ids {
+		s = s.with(id)
+	}
+	return s
+}
+
+func (s runSet) empty() bool { return !s.all && len(s.ids) == 0 }
+
+// has reports whether s names run id.
+func (s runSet) has(id string) bool { return s.all || s.ids[id] }
+
 // advanceRuns moves the cluster's active runs named by only on (those
 // whose children a commit changed, or all), each in its own transaction,
 // decided before it (Runs.AdvanceIn): a run that cannot advance is logged
