@@ -125,6 +125,9 @@ type Config struct {
 	// Secrets, when set, lists the names (never the values) of the
 	// secrets the agent can resolve, announced in info.
 	Secrets func() []string
+	// Renewals, when set, counts the agent's certificate renewals since it
+	// started: each moves the change counter (GET /api/v1/changes).
+	Renewals func() int64
 }
 
 // WaitBound is the longest wait a server whose answers must be written
@@ -342,7 +345,11 @@ func (s *Server) IdentityChanged() { s.identity.Add(1) }
 // counter is the change counter as of now (wire.ChangeCounter): the
 // queue's changes and the identity's, under the epoch of this start.
 func (s *Server) counter() *wire.ChangeCounter {
-	return &wire.ChangeCounter{Epoch: s.epoch, Counter: s.cfg.Queue.ChangeCount() + s.identity.Load()}
+	n := s.cfg.Queue.ChangeCount() + s.identity.Load()
+	if s.cfg.Renewals != nil {
+		n += uint64(max(s.cfg.Renewals(), 0))
+	}
+	return &wire.ChangeCounter{Epoch: s.epoch, Counter: n}
 }
 
 // changeCounter answers GET /api/v1/changes: one small answer that tells

@@ -3,6 +3,7 @@ package api
 import (
 	"encoding/json"
 	"net/http"
+	"sync/atomic"
 	"testing"
 
 	"go.uber.org/mock/gomock"
@@ -49,8 +50,27 @@ func TestChangeCounterMovesOnEveryChangeAndOnlyThen(t *testing.T) {
 		t.Fatalf("info tells the counter %+v, want %+v", info.Changes, c1)
 	}
 	srv.IdentityChanged()
-	if c := counterOf(t, f); c.Counter <= c1.Counter {
-		t.Fatalf("counter %+v after IdentityChanged, want it past %+v", c, c1)
+	c2 := counterOf(t, f)
+	if c2.Counter <= c1.Counter {
+		t.Fatalf("counter %+v after IdentityChanged, want it past %+v", c2, c1)
+	}
+}
+
+// TestChangeCounterMovesWithARenewal: a renewed certificate moves the
+// counter.
+func TestChangeCounterMovesWithARenewal(t *testing.T) {
+	t.Parallel()
+	f, _, _ := setupWait(t, 0)
+	var renewals atomic.Int64
+	reg, _ := handlers.NewRegistry(nil, handlers.Env{})
+	srv := New(Config{NodeID: "n1", ClusterID: "c1", Queue: f.q, Runner: NewMockRunner(gomock.NewController(t)), Kinds: reg,
+		Renewals: renewals.Load})
+	g, ts := newFixture(t, srv.Handler(), f.q)
+	t.Cleanup(ts.Close)
+	before := counterOf(t, g)
+	renewals.Add(1)
+	if after := counterOf(t, g); after.Counter != before.Counter+1 || after.Epoch != before.Epoch {
+		t.Fatalf("counter %+v after a renewal, want %+v moved by one", after, before)
 	}
 }
 
