@@ -3,6 +3,8 @@ package orchestrate
 import (
 	"context"
 	"fmt"
+	"slices"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -128,5 +130,50 @@ func TestARunsChildEndingReadsOnlyItsRun(t *testing.T) {
 	if got := counted.rows.Load(); got == 0 || got > 2*perRun {
 		t.Fatalf("%d run children read to advance after one child of one run ended; want at most %d (that run's), not %d (every run's)",
 			got, 2*perRun, nRuns*perRun)
+	}
+}
+
+// endingRuns is a Runs whose run "ends" leaves the active list at its
+// advance; it records the runs advanced.
+type endingRuns struct {
+	mu       sync.Mutex
+	active   []string
+	advanced []string
+}
+
+func (e *endingRuns) Active(context.Context, store.Reader, string) ([]string, error) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return slices.Clone(e.active), nil
+}
+
+func (e *endingRuns) AdvanceIn(_ context.Context, _ store.Store, id string) ([]string, error) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	e.advanced = append(e.advanced, id)
+	if id == "ends" {
+		e.active = slices.DeleteFunc(e.active, func(r string) bool { return r == id })
+	}
+	return nil, nil
+}
+
+func (e *endingRuns) Expire(context.Context, store.Tx) (int, error) { return 0, nil }
+
+// TestAdvanceOfNamedRunsReachesTheOthersOnlyWhenOneEnds: an advance asked
+// for some runs advances those alone, unless one of them ends (it may have
+// held a lock another waits for): then every other run is advanced too.
+func TestAdvanceOfNamedRunsReachesTheOthersOnlyWhenOneEnds(t *testing.T) {
+	t.Parallel()
+	e := &endingRuns{active: []string{"a", "b", "ends", "c"}}
+	h := setup(t, Config{Runs: e}, "n1")
+	ctx := context.Background()
+	h.o.advanceRuns(ctx, cluster, runSet{}.with("b"))
+	if !slices.Equal(e.advanced, []string{"b"}) {
+		t.Fatalf("advanced %q for run b, want b alone", e.advanced)
+	}
+	e.advanced = nil
+	h.o.advanceRuns(ctx, cluster, runSet{}.with("ends"))
+	if !slices.Equal(e.advanced, []string{"ends", "a", "b", "c"}) {
+		t.Fatalf("advanced %q for a run that ended, want it then every other", e.advanced)
 	}
 }

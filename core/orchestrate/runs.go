@@ -2,7 +2,6 @@ package orchestrate
 
 import (
 	"context"
-	"maps"
 	"slices"
 	"time"
 
@@ -112,8 +111,12 @@ func (o *Orchestrator) advanceRuns(ctx context.Context, clusterID string, only r
 	}
 	advance(ids, only)
 	if !only.all && len(advanced) > 0 {
-		if now := active(); slices.ContainsFunc(slices.Collect(maps.Keys(advanced)), func(id string) bool { return !slices.Contains(now, id) }) {
-			advance(now, allRuns())
+		now := active()
+		for id := range advanced {
+			if !slices.Contains(now, id) { // it ended: the others may wait for its locks
+				advance(now, allRuns())
+				break
+			}
 		}
 	}
 	if len(ids) > 0 {
