@@ -208,9 +208,9 @@ type OrchestrateConfig struct {
 	// integer with no unit, this key's meaning before, is read as
 	// compare_ids_every with a warning (OldFullSyncEvery).
 	FullSyncEvery time.Duration `mapstructure:"full_sync_every" yaml:"full_sync_every"`
-	// CompareIDsEvery: every this many passes over a cluster, every node
-	// is fully synced and its records listed and compared with the core's
-	// (LOST detection).
+	// CompareIDsEvery: every this many full turns of a node (every this
+	// many passes when every node takes its turn at every pass), its
+	// records are listed and compared with the core's (LOST detection).
 	CompareIDsEvery int           `mapstructure:"compare_ids_every" yaml:"compare_ids_every"`
 	AgentTimeout    time.Duration `mapstructure:"agent_timeout" yaml:"agent_timeout"`
 	// ScheduleTTL: an approved action that has not reached its agent this

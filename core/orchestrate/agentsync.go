@@ -110,6 +110,9 @@ type nodeResult struct {
 	// last committed (spread.go).
 	askCounter, quiet bool
 	seen              wire.ChangeCounter
+	// listAll: the sync lists every record of the agent and compares id
+	// sets (a full sync's turn of the node that compares, fullsync.go).
+	listAll bool
 	// acked is the cursor the core last acknowledged to the node's agent
 	// (set by the loop before the sync), ackSent the one this sync
 	// acknowledged, if any (kept by the loop at the commit).

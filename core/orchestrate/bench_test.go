@@ -798,7 +798,7 @@ func BenchmarkIdleCounter(b *testing.B) {
 			b.StopTimer()
 			syncs := float64(n * rounds * b.N)
 			if agents.elsewhere {
-				b.ReportMetric(float64((cpuTime(b) - c).Microseconds())/syncs, "core_cpu_us_per_node")
+				b.ReportMetric(float64((cpuTime(b)-c).Microseconds())/syncs, "core_cpu_us_per_node")
 			}
 			b.ReportMetric(float64(b.Elapsed().Nanoseconds())/syncs, "ns_per_node")
 			b.ReportMetric(float64(2*int(syncs)-quiet)/syncs, "agent_requests_per_node")

@@ -54,9 +54,10 @@ type Config struct {
 	Workers int
 	// MaxQueuedPerNode bounds the NEW and RUNNING actions of one agent.
 	MaxQueuedPerNode int
-	// CompareIDsEvery: every this many full syncs, a cluster's full sync
-	// lists every record of every agent and compares id sets (LOST
-	// detection), every node fully synced.
+	// CompareIDsEvery: every this many turns of a node in the spread
+	// (FullSyncEvery), its sync lists every record of its agent and
+	// compares id sets (LOST detection); with one slice, every node at
+	// every this many full syncs.
 	CompareIDsEvery int
 	// FullSyncEvery: every node of a cluster is fully synced (info and
 	// changes, whatever its change counter says) at least once this

@@ -184,7 +184,7 @@ func (p *pipeline) work(j *job, res *nodeResult) {
 	sig := &p.o.TestSignals.Steps
 	sig.Send(Step{Cluster: p.cs.id, Kind: StepTalk, Begin: true, Nodes: []string{res.node.ID}})
 	if !res.askCounter || !p.o.askCounter(j.ctx, res) {
-		p.o.syncNode(j.ctx, res, j.full && j.rep.ComparedIDs)
+		p.o.syncNode(j.ctx, res, res.listAll)
 	}
 	sig.Send(Step{Cluster: p.cs.id, Kind: StepTalk, Nodes: []string{res.node.ID}})
 	p.answers <- res

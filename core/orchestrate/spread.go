@@ -69,20 +69,29 @@ func sliceOf(id string, slices int) int {
 	return int(h.Sum32() % uint32(slices))
 }
 
+// inTurn reports whether it is node id's turn in the full sync j: it is
+// synced fully.
+func (j *job) inTurn(id string) bool {
+	return j.full && sliceOf(id, j.slices) == j.turn%j.slices
+}
+
+// compares reports whether the turns of the full sync j list every record
+// and compare id sets: every CompareIDsEvery-th round of the spread's
+// slices.
+func (j *job) compares() bool {
+	return (j.turn/j.slices)%j.compareEvery == 0
+}
+
 // mayAskCounter reports whether the full sync j may sync res's node by its
 // change counter alone: the node is UP as stored and was reached at this
 // address with a counter the loop committed, has nothing to push or cancel
-// and no run child in flight, and it is not its turn in the spread, nor
-// the turn of every node (a full sync that compares id sets).
+// and no run child in flight, and it is not its turn in the spread.
 func (o *Orchestrator) mayAskCounter(cs *clusterState, j *job, res *nodeResult) bool {
 	n := &res.node
-	if !j.full || j.rep.ComparedIDs || n.Status != store.NodeUp || store.DownByDiscovery(n) {
+	if !j.full || j.inTurn(n.ID) || n.Status != store.NodeUp || store.DownByDiscovery(n) {
 		return false
 	}
 	if seen, ok := cs.seen[n.ID]; !ok || seen.addr != n.Addr {
-		return false
-	}
-	if sliceOf(n.ID, j.slices) == j.turn%j.slices {
 		return false
 	}
 	for i := range res.open {

@@ -147,3 +147,33 @@ func TestIdleFleetWritesNoRowsAsTimePasses(t *testing.T) {
 		h.idle()
 	}
 }
+
+// TestSpreadTurnFindsALostActionOnAQuietNode: an action the agent lost
+// without its counter moving is found LOST in the node's turn, within one
+// period, though the other passes leave the node by its counter.
+func TestSpreadTurnFindsALostActionOnAQuietNode(t *testing.T) {
+	t.Parallel()
+	nodes := []string{"a", "b", "c", "d", "e", "f"}
+	h := setupCounted(t, Config{FullSyncEvery: 36 * time.Second, CompareIDsEvery: 1}, nodes...)
+	id := h.create("c", nil)
+	h.fullSync() // pushed
+	h.fullSync() // the counter the push moved is learnt
+	if rec := h.record(id); rec.State != action.New {
+		t.Fatalf("the action is %s, want NEW", rec.State)
+	}
+	h.agents["c"].forget(id) // no change, no tombstone: the counter stays
+	full := 0
+	for range 3 {
+		h.forgetRequests()
+		h.fullSync()
+		if h.pulled("c") {
+			full++
+		}
+	}
+	if rec := h.record(id); rec.State != action.Lost {
+		t.Fatalf("the action the agent lost is %s after a period, want LOST", rec.State)
+	}
+	if full != 1 {
+		t.Fatalf("node c synced fully %d times in a period of 3 passes, want 1 (its turn)", full)
+	}
+}

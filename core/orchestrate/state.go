@@ -113,6 +113,7 @@ type job struct {
 	// slices and turn place a full sync in the spread (spread.go): the
 	// nodes of slice turn%slices take their full turn.
 	slices, turn int
+	compareEvery int // CompareIDsEvery
 }
 
 func newClusterState(id string) *clusterState {
