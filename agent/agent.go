@@ -161,7 +161,7 @@ func (a *Agent) Run(ctx context.Context) error {
 		DefaultTimeout: cfg.Actions.DefaultTimeout,
 		Queue:          q, Runner: run, Kinds: reg, Metrics: prom, Log: a.log,
 		Caller: apiCaller(cfg.API), Hosts: apiHosts(cfg), MaxWait: api.WaitBound(cfg.API.WriteTimeout),
-		Secrets: cfg.Secrets.Names,
+		Secrets: cfg.Secrets.Names, Renewals: a.Renewals,
 	})
 	// Refused TLS handshakes (no or a wrong client certificate) land in
 	// the error log.

@@ -195,6 +195,7 @@ func TestAPI8AgentAnswersOnlyTheCoreOverMutualTLS(t *testing.T) {
 		for _, req := range []struct{ method, path, body string }{
 			{http.MethodPost, "/api/v1/actions", `{"kind":"muster.io/debug.ping"}`},
 			{http.MethodGet, "/api/v1/info", ""},
+			{http.MethodGet, "/api/v1/changes", ""},
 			{http.MethodGet, "/api/v1/actions", ""},
 			{http.MethodGet, "/metrics", ""},
 		} {

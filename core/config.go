@@ -174,13 +174,46 @@ type AgentsCAConfig struct {
 // Enabled reports whether the core enrolls agents.
 func (c AgentsCAConfig) Enabled() bool { return c.CertFile != "" || c.KeyFile != "" }
 
+// OldFullSyncEvery reports whether full_sync_every holds an integer with no
+// unit, its meaning before it became a duration (every Nth pass compared
+// id sets): read as nanoseconds, below a microsecond.
+func (o OrchestrateConfig) OldFullSyncEvery() bool {
+	return o.FullSyncEvery > 0 && o.FullSyncEvery < time.Microsecond
+}
+
+// OldFullSyncEveryWarning is what the core says, at start and in check,
+// of an integer full_sync_every.
+const OldFullSyncEveryWarning = "orchestrate.full_sync_every is an integer, its meaning before this release " +
+	"(every Nth pass compares id sets): read as orchestrate.compare_ids_every; full_sync_every is now a duration " +
+	"(every node fully synced once per period; 0: scaled with the fleet): rename the key"
+
+// Orchestration returns the full-sync period and the compare period the
+// orchestrator runs with: an old integer full_sync_every N is read as
+// compare_ids_every N (the full-sync period then scales with the fleet).
+func (o OrchestrateConfig) Orchestration() (fullSyncEvery time.Duration, compareIDsEvery int) {
+	if o.OldFullSyncEvery() {
+		return 0, int(o.FullSyncEvery)
+	}
+	return o.FullSyncEvery, o.CompareIDsEvery
+}
+
 // OrchestrateConfig tunes the orchestrator's syncs.
 type OrchestrateConfig struct {
 	Interval         time.Duration `mapstructure:"interval" yaml:"interval"`
 	Workers          int           `mapstructure:"workers" yaml:"workers"`
 	MaxQueuedPerNode int           `mapstructure:"max_queued_per_node" yaml:"max_queued_per_node"`
-	FullSyncEvery    int           `mapstructure:"full_sync_every" yaml:"full_sync_every"`
-	AgentTimeout     time.Duration `mapstructure:"agent_timeout" yaml:"agent_timeout"`
+	// FullSyncEvery: every node is fully synced at least this often, its
+	// turn spread evenly over the period; between turns a pass asks its
+	// change counter alone (DESIGN §27). 0: scaled with the cluster, 10 s
+	// at 1,000 nodes up to 5 min (orchestrate.ScaledFullSyncEvery). An
+	// integer with no unit, this key's meaning before, is read as
+	// compare_ids_every with a warning (OldFullSyncEvery).
+	FullSyncEvery time.Duration `mapstructure:"full_sync_every" yaml:"full_sync_every"`
+	// CompareIDsEvery: every this many full turns of a node (every this
+	// many passes when every node takes its turn at every pass), its
+	// records are listed and compared with the core's (LOST detection).
+	CompareIDsEvery int           `mapstructure:"compare_ids_every" yaml:"compare_ids_every"`
+	AgentTimeout    time.Duration `mapstructure:"agent_timeout" yaml:"agent_timeout"`
 	// ScheduleTTL: an approved action that has not reached its agent this
 	// long after it was scheduled is CANCELLED ("schedule timeout").
 	ScheduleTTL time.Duration `mapstructure:"schedule_ttl" yaml:"schedule_ttl"`
@@ -243,7 +276,7 @@ func DefaultConfig() Config {
 			Interval:         10 * time.Second,
 			Workers:          8,
 			MaxQueuedPerNode: 16,
-			FullSyncEvery:    6,
+			CompareIDsEvery:  6,
 			AgentTimeout:     5 * time.Second,
 			ScheduleTTL:      24 * time.Hour,
 			RunPoll:          250 * time.Millisecond,
@@ -394,13 +427,16 @@ func (c *Config) Validate() error {
 	if o.AgentIdleConns < 0 {
 		add("orchestrate.agent_idle_conns", "must not be negative (0: one per node), got %d", o.AgentIdleConns)
 	}
+	if d := o.FullSyncEvery; d < 0 || (d > 0 && !o.OldFullSyncEvery() && d < time.Second) {
+		add("orchestrate.full_sync_every", "must be 0 (scaled with the fleet) or a duration of at least 1s such as 5m, got %s", d)
+	}
 	if r := o.ReapAfter; r < 0 || (r > 0 && r < nodes.MinReapAfter) {
 		add("orchestrate.reap_after", "must be 0 (never reap) or at least %s, got %s", nodes.MinReapAfter, r)
 	}
 	for key, n := range map[string]int{
 		"orchestrate.workers":             o.Workers,
 		"orchestrate.max_queued_per_node": o.MaxQueuedPerNode,
-		"orchestrate.full_sync_every":     o.FullSyncEvery,
+		"orchestrate.compare_ids_every":   o.CompareIDsEvery,
 	} {
 		if n <= 0 {
 			add(key, "must be at least 1, got %d", n)

@@ -22,11 +22,33 @@ func validConfig() Config {
 	return c
 }
 
+// TestOldFullSyncEveryIsReadAsCompareIDsEvery: an integer full_sync_every
+// (decoded as nanoseconds) keeps its meaning before: compare id sets every
+// Nth pass, the full-sync period then scaled with the fleet.
+func TestOldFullSyncEveryIsReadAsCompareIDsEvery(t *testing.T) {
+	t.Parallel()
+	for _, c := range []struct {
+		in          OrchestrateConfig
+		old         bool
+		full        time.Duration
+		compareWant int
+	}{
+		{OrchestrateConfig{FullSyncEvery: 6, CompareIDsEvery: 9}, true, 0, 6},
+		{OrchestrateConfig{FullSyncEvery: 5 * time.Minute, CompareIDsEvery: 9}, false, 5 * time.Minute, 9},
+		{OrchestrateConfig{CompareIDsEvery: 4}, false, 0, 4},
+	} {
+		full, compare := c.in.Orchestration()
+		if c.in.OldFullSyncEvery() != c.old || full != c.full || compare != c.compareWant {
+			t.Errorf("%+v: old %v, (%s, %d); want %v, (%s, %d)", c.in, c.in.OldFullSyncEvery(), full, compare, c.old, c.full, c.compareWant)
+		}
+	}
+}
+
 func TestDefaultConfig(t *testing.T) {
 	t.Parallel()
 	c := DefaultConfig()
 	if c.API.Addr != "127.0.0.1:7410" || c.Store.Driver != DriverSQLite || c.Orchestrate.Interval != 10*time.Second ||
-		c.Orchestrate.Workers != 8 || c.Orchestrate.MaxQueuedPerNode != 16 || c.Orchestrate.FullSyncEvery != 6 ||
+		c.Orchestrate.Workers != 8 || c.Orchestrate.MaxQueuedPerNode != 16 || c.Orchestrate.CompareIDsEvery != 6 || c.Orchestrate.FullSyncEvery != 0 ||
 		c.Orchestrate.AgentTimeout != 5*time.Second || c.Approval.TTL != 24*time.Hour {
 		t.Fatalf("defaults %+v", c)
 	}
@@ -83,7 +105,7 @@ func TestValidate(t *testing.T) {
 			c.Clusters[0].Nodes[0].Addr = "http://db-1:7420"
 		}, []string{"clusters[0].nodes[0].addr"}},
 		{"orchestrate zeros", func(c *Config) { c.Orchestrate = OrchestrateConfig{} }, []string{
-			"orchestrate.agent_timeout", "orchestrate.full_sync_every", "orchestrate.interval",
+			"orchestrate.agent_timeout", "orchestrate.compare_ids_every", "orchestrate.interval",
 			"orchestrate.max_queued_per_node", "orchestrate.run_poll", "orchestrate.schedule_ttl", "orchestrate.workers",
 		}},
 		{"retention_runs negative", func(c *Config) { c.RetentionRuns = -time.Hour }, []string{"retention_runs"}},

@@ -219,12 +219,17 @@ func (c *Core) Run(ctx context.Context) error {
 	}
 	repl.st = st // replica joins and losses are events
 	repl.drift = c.policyDrift
+	fullEvery, compareEvery := cfg.Orchestrate.Orchestration()
+	if cfg.Orchestrate.OldFullSyncEvery() {
+		c.log.Warn(OldFullSyncEveryWarning, "full_sync_every", int64(cfg.Orchestrate.FullSyncEvery), "compare_ids_every", compareEvery)
+	}
 	ocfg := orchestrate.Config{
 		Rules:            rules,
 		Interval:         cfg.Orchestrate.Interval,
 		Workers:          cfg.Orchestrate.Workers,
 		MaxQueuedPerNode: cfg.Orchestrate.MaxQueuedPerNode,
-		FullSyncEvery:    cfg.Orchestrate.FullSyncEvery,
+		FullSyncEvery:    fullEvery,
+		CompareIDsEvery:  compareEvery,
 		AgentIdleConns:   cfg.Orchestrate.AgentIdleConns,
 		AgentTimeout:     cfg.Orchestrate.AgentTimeout,
 		ScheduleTTL:      cfg.Orchestrate.ScheduleTTL,

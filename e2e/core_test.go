@@ -159,7 +159,7 @@ clusters:
     nodes:
 %sorchestrate:
   interval: 1s
-  full_sync_every: 2
+  compare_ids_every: 2
   agent_timeout: 2s
 %s%s`, filepath.Join(dir, "data"), port, nodes.String(), storeYAML, o.coreExtra)
 			if err := os.WriteFile(path, []byte(cfg), 0o600); err != nil {

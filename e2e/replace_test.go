@@ -21,7 +21,7 @@ import (
 func TestNodeReplaceTakesTheDeclaredPlace(t *testing.T) {
 	t.Parallel()
 	f := newEnrollFleetWith(t, time.Hour, enrollFleetOptions{
-		orchestrate: "  interval: 1s\n  full_sync_every: 1\n  agent_timeout: 2s\n",
+		orchestrate: "  interval: 1s\n  compare_ids_every: 1\n  agent_timeout: 2s\n",
 		extra: `clusters:
   - id: prod
     expect:

@@ -19,6 +19,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/labstack/echo/v5"
@@ -47,6 +48,8 @@ type Queue interface {
 	Counts(ctx context.Context) (map[action.State]int, error)
 	Tombstoned(ctx context.Context, id string) (bool, error)
 	StoreID() string
+	// ChangeCount moves after every committed change (GET /api/v1/changes).
+	ChangeCount() uint64
 }
 
 var _ Queue = (*queue.Queue)(nil)
@@ -122,6 +125,9 @@ type Config struct {
 	// Secrets, when set, lists the names (never the values) of the
 	// secrets the agent can resolve, announced in info.
 	Secrets func() []string
+	// Renewals, when set, counts the agent's certificate renewals since it
+	// started: each moves the change counter (GET /api/v1/changes).
+	Renewals func() int64
 }
 
 // WaitBound is the longest wait a server whose answers must be written
@@ -146,6 +152,10 @@ type Server struct {
 	ending  chan struct{}
 	// waits counts the blocking GETs held over the socket.
 	waits waitSlots
+	// epoch is new at every New: the change counter's (GET
+	// /api/v1/changes); identity counts IdentityChanged calls.
+	epoch    string
+	identity atomic.Uint64
 }
 
 // waitSlots counts the blocking GETs held over the socket, per uid and in
@@ -194,7 +204,7 @@ func New(cfg Config) *Server {
 		cfg.Log = slog.New(slog.DiscardHandler)
 	}
 	s := &Server{cfg: cfg, echo: echo.New(), hosts: map[string]bool{"localhost": true}, ownUID: os.Getuid(),
-		maxWait: MaxWait, ending: make(chan struct{})}
+		maxWait: MaxWait, ending: make(chan struct{}), epoch: action.NewID()}
 	if cfg.MaxWait > 0 && cfg.MaxWait < MaxWait {
 		s.maxWait = cfg.MaxWait
 	}
@@ -210,6 +220,7 @@ func New(cfg Config) *Server {
 	s.echo.Use(requireJSON)
 	s.echo.GET("/api/v1/health", s.health)
 	s.echo.GET("/api/v1/info", s.info)
+	s.echo.GET("/api/v1/changes", s.changeCounter)
 	s.echo.GET("/api/v1/actions", s.changes)
 	s.echo.POST("/api/v1/actions", s.push)
 	s.echo.POST("/api/v1/actions/ack", s.ack)
@@ -326,7 +337,31 @@ func (s *Server) health(c *echo.Context) error {
 	return c.JSON(http.StatusOK, wire.Health{Status: "ok"})
 }
 
+// IdentityChanged moves the change counter: something info tells other
+// than the queue changed (a renewed certificate, new secrets), so the core
+// reads the node again at its next pass.
+func (s *Server) IdentityChanged() { s.identity.Add(1) }
+
+// counter is the change counter as of now (wire.ChangeCounter): the
+// queue's changes and the identity's, under the epoch of this start.
+func (s *Server) counter() *wire.ChangeCounter {
+	n := s.cfg.Queue.ChangeCount() + s.identity.Load()
+	if s.cfg.Renewals != nil {
+		n += uint64(max(s.cfg.Renewals(), 0))
+	}
+	return &wire.ChangeCounter{Epoch: s.epoch, Counter: n}
+}
+
+// changeCounter answers GET /api/v1/changes: one small answer that tells
+// the core whether anything changed since it last looked (DESIGN §27).
+func (s *Server) changeCounter(c *echo.Context) error {
+	return c.JSON(http.StatusOK, s.counter())
+}
+
 func (s *Server) info(c *echo.Context) error {
+	// Read first: a change committed while info is made moves it past
+	// what the core stores from this answer.
+	changes := s.counter()
 	counts, err := s.cfg.Queue.Counts(c.Request().Context())
 	if err != nil {
 		return err
@@ -337,6 +372,7 @@ func (s *Server) info(c *echo.Context) error {
 		Labels: labels.Merge(nil, s.cfg.Labels), ArgsSchemas: s.cfg.Kinds.Schemas(),
 		PushFields: append(wire.RunPlaceFields(), wire.TraceFields()...),
 		Secrets:    s.secretNames(),
+		Changes:    changes,
 	})
 }
 

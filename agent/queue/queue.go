@@ -15,6 +15,7 @@ import (
 	"io/fs"
 	"path/filepath"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/musterhq/muster/shared/action"
@@ -45,6 +46,8 @@ type Queue struct {
 	// (Changed).
 	changeMu sync.Mutex
 	changed  chan struct{}
+	// count is the number of notify calls since Open (ChangeCount).
+	count atomic.Uint64
 }
 
 // Open opens (creating if needed) the queue at <dataDir>/agent.db.
@@ -97,10 +100,18 @@ func (q *Queue) Changed() <-chan struct{} {
 	return q.changed
 }
 
+// ChangeCount counts the committed changes of the queue since Open: it
+// moves after every commit that may have changed a record (never before the
+// commit), so a reader that saw a count and then read the queue has seen
+// every change the count covers. It starts over at 0 with the process (the
+// agent's change epoch tells the restarts apart).
+func (q *Queue) ChangeCount() uint64 { return q.count.Load() }
+
 // notify wakes every reader waiting on Changed. It is called after a
 // commit; a call for a transaction that changed nothing only wakes the
 // readers early, and they read again.
 func (q *Queue) notify() {
+	q.count.Add(1)
 	q.changeMu.Lock()
 	defer q.changeMu.Unlock()
 	close(q.changed)

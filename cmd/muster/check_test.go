@@ -1,11 +1,14 @@
 package main
 
 import (
+	"context"
 	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/musterhq/muster/cmd/internal/cli"
 )
 
 // checkRun runs `muster <what> check --config F` with yaml in F.
@@ -104,5 +107,50 @@ func TestCheckRefusesACostlyArgsSchema(t *testing.T) {
 	if code != 2 || !strings.Contains(msg, "actions.external[0].args_schema:") || !strings.Contains(msg, "schema too costly") ||
 		!strings.Contains(msg, "$ref") {
 		t.Fatalf("costly schema: exit %d %s", code, msg)
+	}
+}
+
+// TestCheckFullSyncEvery: full_sync_every is a duration (0: scaled with the
+// fleet); the integer of its meaning before (every Nth pass compared id
+// sets) is still accepted, as compare_ids_every, with a warning; a
+// duration under a second is refused.
+func TestCheckFullSyncEvery(t *testing.T) {
+	t.Parallel()
+	const head = "data_dir: /var/lib/muster\norchestrate:\n"
+	for _, c := range []struct {
+		yaml string
+		code int
+		warn bool
+	}{
+		{"  full_sync_every: 5m\n", 0, false},
+		{"  full_sync_every: 0s\n  compare_ids_every: 3\n", 0, false},
+		{"  full_sync_every: 6\n", 0, true},
+		{"  full_sync_every: 500ms\n", 2, false},
+		{"  full_sync_every: -1m\n", 2, false},
+		{"  compare_ids_every: 0\n", 2, false},
+	} {
+		path := filepath.Join(t.TempDir(), "core.yaml")
+		if err := os.WriteFile(path, []byte(head+c.yaml), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		root := newRootCmd()
+		root.SetArgs([]string{"core", "check", "--config", path})
+		var out, errs lockedBuffer
+		root.SetOut(&out)
+		root.SetErr(&errs)
+		err := root.ExecuteContext(context.Background())
+		code := 0
+		if err != nil {
+			code = cli.ExitCode(err)
+		}
+		if code != c.code {
+			t.Errorf("%q: exit %d, want %d: %v", c.yaml, code, c.code, err)
+		}
+		if err != nil && !strings.Contains(err.Error(), "orchestrate.") {
+			t.Errorf("%q: the report names no orchestrate key: %v", c.yaml, err)
+		}
+		if got := strings.Contains(errs.String(), "warning: orchestrate.full_sync_every is an integer"); got != c.warn {
+			t.Errorf("%q: warned %v, want %v: %s", c.yaml, got, c.warn, errs.String())
+		}
 	}
 }

@@ -90,6 +90,9 @@ Nothing is opened or started: the store is not contacted.`,
 			if err := cli.LoadValid(cmd, &cfg, coreFlagKeys, cfg.Validate); err != nil {
 				return err
 			}
+			if cfg.Orchestrate.OldFullSyncEvery() {
+				fmt.Fprintln(cmd.ErrOrStderr(), "warning: "+core.OldFullSyncEveryWarning)
+			}
 			return cli.ConfigOK(cmd)
 		},
 	}

@@ -16,31 +16,33 @@ type advancers struct {
 	nudge func(clusterID, nodeID string)
 
 	mu      sync.Mutex
-	running map[string]bool // cluster → its advancer runs
-	again   map[string]bool // cluster → a request came while it ran
+	running map[string]bool   // cluster → its advancer runs
+	pending map[string]runSet // cluster → the runs asked for and not advanced yet
 	closed  bool
 	wg      sync.WaitGroup
 }
 
 func newAdvancers(o *Orchestrator, nudge func(clusterID, nodeID string)) *advancers {
-	return &advancers{o: o, nudge: nudge, running: map[string]bool{}, again: map[string]bool{}}
+	return &advancers{o: o, nudge: nudge, running: map[string]bool{}, pending: map[string]runSet{}}
 }
 
-// request asks for the cluster's runs to be moved on soon, and the nodes of
-// the children that creates to be synced. Requests that come while an
-// advance runs merge into one more advance after it, which sees every child
-// that ended meanwhile. It never blocks.
-func (a *advancers) request(clusterID string) {
-	if a.o.cfg.Runs == nil {
+// request asks for all the cluster's runs to be moved on soon, and the
+// nodes of the children that creates to be synced (requestRuns).
+func (a *advancers) request(clusterID string) { a.requestRuns(clusterID, allRuns()) }
+
+// requestRuns asks for the runs of the cluster named by runs to be moved on
+// soon: only those are read (a commit that changed the children of one run
+// does not read the others'). Requests that come while an advance runs
+// merge into one more advance after it, which sees every child that ended
+// meanwhile. It never blocks.
+func (a *advancers) requestRuns(clusterID string, runs runSet) {
+	if a.o.cfg.Runs == nil || runs.empty() {
 		return
 	}
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	if a.running[clusterID] {
-		a.again[clusterID] = true
-		return
-	}
-	if a.closed {
+	a.pending[clusterID] = a.pending[clusterID].union(runs)
+	if a.running[clusterID] || a.closed {
 		return
 	}
 	a.running[clusterID] = true
@@ -61,27 +63,26 @@ func (a *advancers) run(clusterID string) {
 	defer a.wg.Done()
 	o := a.o
 	for {
+		a.mu.Lock()
+		runs := a.pending[clusterID]
+		delete(a.pending, clusterID)
+		if runs.empty() || a.closed {
+			delete(a.running, clusterID)
+			a.mu.Unlock()
+			return
+		}
+		a.mu.Unlock()
 		if ctx, done, ok := o.leaseContext(o.runCtx(), clusterID); ok {
-			a.advance(ctx, clusterID)
+			a.advance(ctx, clusterID, runs)
 			done()
 		}
-		a.mu.Lock()
-		if a.again[clusterID] && !a.closed {
-			delete(a.again, clusterID)
-			a.mu.Unlock()
-			continue
-		}
-		delete(a.running, clusterID)
-		delete(a.again, clusterID)
-		a.mu.Unlock()
-		return
 	}
 }
 
-// advance moves the cluster's runs on and nudges the nodes of the children
-// it created.
-func (a *advancers) advance(ctx context.Context, clusterID string) {
-	for _, n := range a.o.advanceRuns(ctx, clusterID) {
+// advance moves the cluster's runs named by runs on and nudges the nodes
+// of the children it created.
+func (a *advancers) advance(ctx context.Context, clusterID string, runs runSet) {
+	for _, n := range a.o.advanceRuns(ctx, clusterID, runs) {
 		a.nudge(clusterID, n)
 	}
 }

@@ -86,8 +86,8 @@ func setupOn(t *testing.T, st store.Store, cfg orchestrate.Config, nodes ...stri
 		}
 		return nil
 	})
-	if cfg.FullSyncEvery == 0 {
-		cfg.FullSyncEvery = 1000
+	if cfg.CompareIDsEvery == 0 {
+		cfg.CompareIDsEvery = 1000
 	}
 	e.o, err = orchestrate.New(cfg, st, nil, nil)
 	if err != nil {

@@ -105,6 +105,14 @@ type nodeResult struct {
 	// gate holds what waits for its not_before, or for the cluster's
 	// window or the end of its freeze (gate.go); shared by the sync's nodes.
 	gate *pushGate
+	// askCounter: the full sync asks the agent's change counter first, and
+	// leaves the node as stored (quiet) when it is seen, the one the loop
+	// last committed (spread.go).
+	askCounter, quiet bool
+	seen              wire.ChangeCounter
+	// listAll: the sync lists every record of the agent and compares id
+	// sets (a full sync's turn of the node that compares, fullsync.go).
+	listAll bool
 	// acked is the cursor the core last acknowledged to the node's agent
 	// (set by the loop before the sync), ackSent the one this sync
 	// acknowledged, if any (kept by the loop at the commit).
@@ -183,7 +191,7 @@ func (o *Orchestrator) syncNode(ctx context.Context, res *nodeResult, full bool)
 	}
 
 	// Pull. A new store id means the agent's database was replaced: list
-	// everything and compare id sets. So does every FullSyncEvery-th full sync.
+	// everything and compare id sets. So does every CompareIDsEvery-th full sync.
 	storeChanged := n.StoreID != "" && n.StoreID != info.StoreID
 	if storeChanged {
 		log.Warn("agent database replaced: full listing", "old_store_id", n.StoreID, "store_id", info.StoreID)

@@ -640,6 +640,7 @@ func BenchmarkPass(b *testing.B) {
 				var (
 					ref, ratios []float64
 					cpu         time.Duration
+					quiet       int
 				)
 				// Each sample's full syncs lie between two reference sweeps,
 				// and its reference is their mean: both see the same
@@ -650,7 +651,7 @@ func BenchmarkPass(b *testing.B) {
 				for i := 0; i < b.N*refSamples; i++ {
 					c, t := cpuTime(b), time.Now()
 					for range rounds {
-						f.fullSync(b, n)
+						quiet += f.fullSync(b, n).Quiet
 					}
 					b.StopTimer()
 					rate := float64(n*rounds) / time.Since(t).Seconds()
@@ -676,6 +677,11 @@ func BenchmarkPass(b *testing.B) {
 				b.ReportMetric(ratios[len(ratios)/2], fmt.Sprintf("core_ref_ratio_%d", n))
 				b.ReportMetric(ratios[len(ratios)-1]-ratios[0], fmt.Sprintf("core_ref_ratio_spread_%d", n))
 				b.ReportMetric(float64(f.st.RowsWritten()-rows)/float64(b.N*rounds*refSamples), "idle_pass_rows_written")
+				b.ReportMetric(float64(f.st.RowsWritten()-rows)/float64(b.N*rounds*refSamples), fmt.Sprintf("idle_pass_rows_written_%d", n))
+				// A node left by its change counter is one request; one
+				// synced fully, two (info, one page of changes).
+				b.ReportMetric(float64(2*int(syncs)-quiet)/syncs, fmt.Sprintf("idle_agent_requests_per_node_%d", n))
+				b.ReportMetric(float64(quiet)/syncs, fmt.Sprintf("idle_quiet_node_share_%d", n))
 				b.ReportMetric(float64(f.dbBytes(b)-bytes)/float64(b.N*rounds*refSamples), "idle_pass_bytes_written")
 			})
 			b.Run("changing", func(b *testing.B) {
@@ -766,4 +772,41 @@ func BenchmarkPassPostgres(b *testing.B) {
 		b.StopTimer()
 		b.ReportMetric(float64(n*b.N)/b.Elapsed().Seconds(), "pg_node_syncs_per_s_1000_changing")
 	})
+}
+
+// BenchmarkIdleCounter measures what an idle full sync costs the core per
+// node over 1,000 real agents (in agent-host processes), with every node
+// synced fully ("full": a full_sync_every no longer than the interval, as
+// at 1,000 nodes and fewer by default) and with the nodes left by their
+// change counters but for their turn in the spread ("counter":
+// full_sync_every 5 minutes, as by default at 30,000 nodes and more):
+// core CPU time per node, agent requests per node and the rows written.
+func BenchmarkIdleCounter(b *testing.B) {
+	const n, rounds = 1000, 5
+	agents := hostedAgents(b, n)
+	for _, tc := range []struct {
+		name  string
+		every time.Duration
+	}{{"full", time.Second}, {"counter", 5 * time.Minute}} {
+		b.Run(tc.name, func(b *testing.B) {
+			cfg := coreConfig()
+			cfg.FullSyncEvery = tc.every
+			f := newFleetOver(b, agents, cfg)
+			rows, quiet := f.st.RowsWritten(), 0
+			c := cpuTime(b)
+			b.ResetTimer()
+			for range b.N * rounds {
+				quiet += f.fullSync(b, n).Quiet
+			}
+			b.StopTimer()
+			syncs := float64(n * rounds * b.N)
+			if agents.elsewhere {
+				b.ReportMetric(float64((cpuTime(b)-c).Microseconds())/syncs, "core_cpu_us_per_node")
+			}
+			b.ReportMetric(float64(b.Elapsed().Nanoseconds())/syncs, "ns_per_node")
+			b.ReportMetric(float64(2*int(syncs)-quiet)/syncs, "agent_requests_per_node")
+			b.ReportMetric(float64(quiet)/syncs, "quiet_node_share")
+			b.ReportMetric(float64(f.st.RowsWritten()-rows)/float64(b.N*rounds), "rows_per_idle_pass")
+		})
+	}
 }

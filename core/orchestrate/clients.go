@@ -148,6 +148,11 @@ func forgetNodes(cs *clusterState, keep []string) {
 			delete(cs.acked, id)
 		}
 	}
+	for id := range cs.seen {
+		if !in[id] {
+			delete(cs.seen, id)
+		}
+	}
 }
 
 // dropClients closes and forgets every per-node client of the cluster.

@@ -22,6 +22,9 @@ func (o *Orchestrator) commit(ctx context.Context, cs *clusterState, nodes []nod
 			cs.acked[res.node.ID] = res.ackSent
 		}
 		rep.Nodes++
+		if res.quiet {
+			rep.Quiet++
+		}
 		if res.status != store.NodeUp {
 			rep.Down++
 		} else if !res.held {
@@ -33,6 +36,9 @@ func (o *Orchestrator) commit(ctx context.Context, cs *clusterState, nodes []nod
 	}
 	write, err := o.mayWrite(ctx, cs, nodes, now, whole, lost)
 	if err != nil || !write {
+		if err == nil {
+			noteCounters(cs, nodes)
+		}
 		return 0, err
 	}
 	var w *writePlan
@@ -46,12 +52,14 @@ func (o *Orchestrator) commit(ctx context.Context, cs *clusterState, nodes []nod
 	if err != nil {
 		return 0, fmt.Errorf("commit: %w", err)
 	}
+	noteCounters(cs, nodes)
 	for _, wn := range w.warnings {
 		o.log.Warn(wn[0].(string), wn[1:]...)
 	}
 	o.watches.sent(cs.id, w)
 	rep.Changes += w.changes()
 	rep.runMoves += w.runMoves()
+	rep.moved = rep.moved.union(w.movedRuns())
 	rep.Events += len(w.events) + w.actionEvents()
 	return w.lost, nil
 }

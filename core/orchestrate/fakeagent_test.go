@@ -44,6 +44,12 @@ type fakeAgent struct {
 	// pushFields are the optional push fields info lists; a push with
 	// another one is refused 400, as an agent of an earlier release does.
 	pushFields []string
+	// counted: the agent keeps a change counter (GET /api/v1/changes, and
+	// in its info): seq and set calls, under an epoch new with the
+	// store. Without it, the agent is of an earlier release (404).
+	counted bool
+	epoch   string
+	sets    uint64
 }
 
 type fakeRec struct {
@@ -102,6 +108,11 @@ func (f *fakeAgent) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			hook(r.Context())
 		}
 		f.info(w)
+	case r.Method == http.MethodGet && path == "/api/v1/changes" && f.isCounted():
+		f.mu.Lock()
+		c := f.counter()
+		f.mu.Unlock()
+		writeJSON(w, http.StatusOK, c)
 	case r.Method == http.MethodGet && path == "/api/v1/actions":
 		f.list(w, r)
 	case r.Method == http.MethodPost && path == "/api/v1/actions/ack":
@@ -122,8 +133,24 @@ func (f *fakeAgent) info(w http.ResponseWriter) {
 	for _, r := range f.recs {
 		q[r.a.State]++
 	}
-	writeJSON(w, http.StatusOK, wire.AgentInfo{NodeID: f.nodeID, ClusterID: f.clusterID, Version: "test",
-		StoreID: f.storeID, Kinds: f.kinds, Queue: q, Labels: f.labels, PushFields: f.pushFields})
+	info := wire.AgentInfo{NodeID: f.nodeID, ClusterID: f.clusterID, Version: "test",
+		StoreID: f.storeID, Kinds: f.kinds, Queue: q, Labels: f.labels, PushFields: f.pushFields}
+	if f.counted {
+		info.Changes = f.counter()
+	}
+	writeJSON(w, http.StatusOK, info)
+}
+
+// isCounted reports whether the agent keeps a change counter.
+func (f *fakeAgent) isCounted() bool {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.counted
+}
+
+// counter is the agent's change counter; f.mu is held.
+func (f *fakeAgent) counter() *wire.ChangeCounter {
+	return &wire.ChangeCounter{Epoch: f.epoch + f.storeID, Counter: uint64(f.seq) + f.sets}
 }
 
 func (f *fakeAgent) list(w http.ResponseWriter, r *http.Request) {
@@ -331,6 +358,7 @@ func (f *fakeAgent) set(fn func(f *fakeAgent)) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	fn(f)
+	f.sets++
 }
 
 func (f *fakeAgent) get(id string) (action.Action, bool) {

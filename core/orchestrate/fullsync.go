@@ -13,9 +13,10 @@ import (
 // directly (FullSync). It reads the cluster once, on a worker (snapshot),
 // takes the nodes with something to push or cancel first, and goes in
 // batches of BatchSize, each committed once it is all in; only its last
-// commit decides the cluster's status. Every FullSyncEvery-th full sync
-// also lists every record of every agent and compares id sets (LOST
-// detection: Report.ComparedIDs).
+// commit decides the cluster's status. Every CompareIDsEvery-th turn of a
+// node in the spread (spread.go) also lists every record of its agent and
+// compares id sets (LOST detection); with one slice, that is every node of
+// every CompareIDsEvery-th full sync (Report.ComparedIDs).
 
 // stepFull moves the full sync j on: it starts it, or sends its next
 // batch once the last one is committed; it ends it (finish) once over.
@@ -35,9 +36,9 @@ func (p *pipeline) stepFull(j *job) {
 			j.ctx, j.release = ctx, done
 		}
 		p.full = j
-		j.rep = Report{Cluster: cs.id, ComparedIDs: cs.fullSyncs%o.cfg.FullSyncEvery == 0}
+		j.rep = Report{Cluster: cs.id}
 		// The runs' next waves are created first, so this sync pushes them.
-		o.advanceRuns(j.ctx, cs.id)
+		o.advanceRuns(j.ctx, cs.id, allRuns())
 		// The snapshot is read on a worker: nudged nodes go meanwhile
 		// (those they commit are read again by the batches: touched).
 		j.touched, j.reading = map[string]bool{}, true
@@ -105,6 +106,8 @@ func (p *pipeline) snapped(m snapRead) {
 		p.finish(j)
 		return
 	}
+	j.turn, j.slices, j.compareEvery = cs.fullSyncs, o.spreadSlices(cs, len(m.order)), o.cfg.CompareIDsEvery
+	j.rep.ComparedIDs = j.slices == 1 && j.compares()
 	cs.fullSyncs++
 	forgetNodes(cs, m.order)
 	j.order, j.snap = m.order, m.snap
@@ -142,6 +145,12 @@ func (p *pipeline) sendBatch(j *job, ids []string) {
 			results = append(results, &res)
 		}
 		delete(j.snap, id)
+	}
+	for _, res := range results {
+		res.listAll = j.inTurn(res.node.ID) && j.compares()
+		if p.o.mayAskCounter(p.cs, j, res) {
+			res.askCounter, res.seen = true, p.cs.seen[res.node.ID].changes
+		}
 	}
 	p.dispatch(j, results)
 	p.settle()

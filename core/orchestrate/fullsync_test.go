@@ -34,7 +34,7 @@ type harness struct {
 }
 
 // setup builds a store with cluster c1 and one node per name, each served by a
-// fake agent, and an orchestrator on them. FullSyncEvery defaults to a large
+// fake agent, and an orchestrator on them. CompareIDsEvery defaults to a large
 // number so that only the first full sync lists everything.
 func setup(t *testing.T, cfg Config, nodes ...string) *harness {
 	t.Helper()
@@ -64,8 +64,8 @@ func setup(t *testing.T, cfg Config, nodes ...string) *harness {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if cfg.FullSyncEvery == 0 {
-		cfg.FullSyncEvery = 1000
+	if cfg.CompareIDsEvery == 0 {
+		cfg.CompareIDsEvery = 1000
 	}
 	if cfg.AgentTimeout == 0 {
 		cfg.AgentTimeout = 5 * time.Second
@@ -83,7 +83,7 @@ func setup(t *testing.T, cfg Config, nodes ...string) *harness {
 func (h *harness) restart() {
 	h.t.Helper()
 	h.o.Stop()
-	o, err := New(Config{FullSyncEvery: 1000, AgentTimeout: 5 * time.Second}, h.st, nil, nil)
+	o, err := New(Config{CompareIDsEvery: 1000, AgentTimeout: 5 * time.Second}, h.st, nil, nil)
 	if err != nil {
 		h.t.Fatal(err)
 	}
@@ -717,7 +717,7 @@ func TestReplacedAgentDatabase(t *testing.T) {
 
 func TestPeriodicFullSyncFindsLostActions(t *testing.T) {
 	t.Parallel()
-	h := setup(t, Config{FullSyncEvery: 3}, "n1")
+	h := setup(t, Config{CompareIDsEvery: 3}, "n1")
 	ag := h.agents["n1"]
 	id := h.create("n1", nil)
 	pending := h.create("n1", func(r *store.Record) { r.State = action.PendingApprove })
@@ -933,7 +933,7 @@ func TestIdleFullSyncWritesNothing(t *testing.T) {
 		cfg  Config
 	}{
 		{"incremental", Config{}},
-		{"every full sync lists everything", Config{FullSyncEvery: 1}},
+		{"every full sync lists everything", Config{CompareIDsEvery: 1}},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {

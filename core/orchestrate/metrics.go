@@ -24,6 +24,9 @@ type metrics struct {
 	// latePushes: pushes of syncs whose lease was lost before they could
 	// record them (harmless: an agent never runs an id twice).
 	latePushes prometheus.Counter
+	// runAdvances counts the runs advanced (each a read of the run and its
+	// children).
+	runAdvances prometheus.Counter
 }
 
 func newMetrics(reg prometheus.Registerer, st store.Store) (*metrics, error) {
@@ -57,6 +60,10 @@ func newMetrics(reg prometheus.Registerer, st store.Store) (*metrics, error) {
 			Name: "muster_core_orchestrate_nudged_syncs_total",
 			Help: "Syncs of single nodes (an agent's changed note, an approval, a new action) by result: idle, wrote, or error.",
 		}, []string{"result"}),
+		runAdvances: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "muster_core_orchestrate_run_advances_total",
+			Help: "Runs advanced: each reads the run and its children; a commit advances only the runs whose children it changed.",
+		}),
 		latePushes: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "muster_core_orchestrate_late_pushes_total",
 			Help: "Actions pushed by a sync whose cluster lease was lost before the sync could record them.",
@@ -70,7 +77,7 @@ func newMetrics(reg prometheus.Registerer, st store.Store) (*metrics, error) {
 		Help: "Rows inserted, updated or deleted in the core store since it opened.",
 	}, func() float64 { return float64(st.RowsWritten()) })
 	for _, c := range []prometheus.Collector{m.fullSyncs, m.duration, m.nodeSyncs, m.pushes, m.changes, m.expired,
-		m.nudgedSyncs, m.latePushes, rows} {
+		m.nudgedSyncs, m.latePushes, m.runAdvances, rows} {
 		if err := reg.Register(c); err != nil {
 			return nil, err
 		}

@@ -54,10 +54,17 @@ type Config struct {
 	Workers int
 	// MaxQueuedPerNode bounds the NEW and RUNNING actions of one agent.
 	MaxQueuedPerNode int
-	// FullSyncEvery: every this many full syncs, a cluster's full sync
-	// lists every record of every agent and compares id sets (LOST
-	// detection).
-	FullSyncEvery int
+	// CompareIDsEvery: every this many turns of a node in the spread
+	// (FullSyncEvery), its sync lists every record of its agent and
+	// compares id sets (LOST detection); with one slice, every node at
+	// every this many full syncs.
+	CompareIDsEvery int
+	// FullSyncEvery: every node of a cluster is fully synced (info and
+	// changes, whatever its change counter says) at least once this
+	// often, its turn spread evenly over the period (spread.go); between
+	// turns a full sync only asks its change counter. 0: scaled with the
+	// cluster (ScaledFullSyncEvery).
+	FullSyncEvery time.Duration
 	// AgentTimeout bounds every request to an agent.
 	AgentTimeout time.Duration
 	// ScheduleTTL: a PENDING_SCHEDULE action that never reached its agent
@@ -79,9 +86,10 @@ type Config struct {
 	// holds up).
 	BatchSize int
 	// ContactEvery: a node's last contact (its last successful sync) is
-	// kept in memory and stored with the node at most this often, unless
-	// something else of the node is written (so that an idle sync writes
-	// nothing).
+	// kept in memory and stored with the node whenever something else of
+	// it is written (its status going DOWN), and alone at most this often
+	// when positive. 0 (the default): never alone, so that an idle fleet
+	// writes nothing.
 	ContactEvery time.Duration
 	// PageSize is the limit of one GET actions page.
 	PageSize int
@@ -165,12 +173,11 @@ func DefaultConfig() Config {
 		Interval:         10 * time.Second,
 		Workers:          8,
 		MaxQueuedPerNode: 16,
-		FullSyncEvery:    6,
+		CompareIDsEvery:  6,
 		AgentTimeout:     5 * time.Second,
 		ScheduleTTL:      24 * time.Hour,
 		NodeConcurrency:  16,
 		BatchSize:        256,
-		ContactEvery:     time.Minute,
 		PageSize:         500,
 		Debounce:         50 * time.Millisecond,
 		RunPoll:          250 * time.Millisecond,
@@ -193,8 +200,8 @@ func (c *Config) fill() {
 	if c.MaxQueuedPerNode <= 0 {
 		c.MaxQueuedPerNode = d.MaxQueuedPerNode
 	}
-	if c.FullSyncEvery <= 0 {
-		c.FullSyncEvery = d.FullSyncEvery
+	if c.CompareIDsEvery <= 0 {
+		c.CompareIDsEvery = d.CompareIDsEvery
 	}
 	if c.AgentTimeout <= 0 {
 		c.AgentTimeout = d.AgentTimeout
@@ -207,9 +214,6 @@ func (c *Config) fill() {
 	}
 	if c.BatchSize <= 0 {
 		c.BatchSize = d.BatchSize
-	}
-	if c.ContactEvery <= 0 {
-		c.ContactEvery = d.ContactEvery
 	}
 	if c.PageSize <= 0 {
 		c.PageSize = d.PageSize

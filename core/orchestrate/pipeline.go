@@ -183,7 +183,9 @@ func (p *pipeline) dispatch(j *job, results []*nodeResult) {
 func (p *pipeline) work(j *job, res *nodeResult) {
 	sig := &p.o.TestSignals.Steps
 	sig.Send(Step{Cluster: p.cs.id, Kind: StepTalk, Begin: true, Nodes: []string{res.node.ID}})
-	p.o.syncNode(j.ctx, res, j.full && j.rep.ComparedIDs)
+	if !res.askCounter || !p.o.askCounter(j.ctx, res) {
+		p.o.syncNode(j.ctx, res, res.listAll)
+	}
 	sig.Send(Step{Cluster: p.cs.id, Kind: StepTalk, Nodes: []string{res.node.ID}})
 	p.answers <- res
 }
@@ -262,6 +264,7 @@ func (p *pipeline) commitArrived(j *job, whole bool) {
 	}
 	sig.Send(Step{Cluster: cs.id, Kind: StepCommit, Begin: true, Nodes: ids})
 	moves := j.rep.runMoves
+	j.rep.moved = runSet{}
 	lost, err := o.commit(j.ctx, cs, vals, whole, j.lost, &j.rep)
 	sig.Send(Step{Cluster: cs.id, Kind: StepCommit, Nodes: ids})
 	j.lost += lost
@@ -294,12 +297,16 @@ func (p *pipeline) commitArrived(j *job, whole bool) {
 	// loop's own syncs leave it to the cluster's advancer (advance.go), so
 	// that the next commit does not wait for it.
 	if j.rep.runMoves > moves || refreshed {
+		moved := j.rep.moved
+		if refreshed {
+			moved = allRuns() // a budget hold any run may wait for was freed
+		}
 		if j.direct {
-			for _, n := range o.advanceRuns(j.ctx, cs.id) {
+			for _, n := range o.advanceRuns(j.ctx, cs.id, moved) {
 				cs.want(n)
 			}
 		} else {
-			o.advancers.request(cs.id)
+			o.advancers.requestRuns(cs.id, moved)
 		}
 	}
 }
@@ -329,7 +336,8 @@ func (p *pipeline) finish(j *job) {
 	err := j.err
 	// Counted before whoever waits is answered.
 	if j.full {
-		o.metrics.observeFullSync(time.Since(j.begin), j.rep, err)
+		cs.lastFull = time.Since(j.begin)
+		o.metrics.observeFullSync(cs.lastFull, j.rep, err)
 	} else {
 		o.metrics.observeNodeSync(j.rep, err)
 	}

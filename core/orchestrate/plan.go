@@ -32,8 +32,11 @@ type writePlan struct {
 	records map[string]*actions.Change
 	order   []string
 	nodes   []store.Node
-	cluster *store.Cluster
-	events  []store.Event // node and cluster events; action events ride with their change
+	// nodesMoved: a node changed beyond its agent's bookkeeping (cursor,
+	// store id, last contact): what a run may decide on (movedRuns).
+	nodesMoved bool
+	cluster    *store.Cluster
+	events     []store.Event // node and cluster events; action events ride with their change
 	// reaped are the nodes of cluster reapIn to forget (reap), DOWN past
 	// reapAfter; written before the cluster.
 	reaped    []string
@@ -80,6 +83,29 @@ func (w *writePlan) runMoves() int {
 		}
 	}
 	return n
+}
+
+// movedRuns names the runs this plan's changes may let move on (those of
+// runMoves): the runs of the children that changed, or every run (all)
+// when a node, the cluster or an action outside any run changed, which any
+// run may wait for.
+func (w *writePlan) movedRuns() (ids runSet) {
+	if w.nodesMoved || len(w.reaped) > 0 || w.cluster != nil {
+		return allRuns()
+	}
+	for _, c := range w.records {
+		if c.Rec.RunID == "" {
+			return allRuns()
+		}
+		started := c.Rec.State == action.Running && !c.Insert && !c.Lost
+		for _, t := range c.History {
+			started = started && t.To == action.Running
+		}
+		if !started {
+			ids = ids.with(c.Rec.RunID)
+		}
+	}
+	return ids
 }
 
 func (w *writePlan) actionEvents() int {
@@ -196,8 +222,9 @@ func (o *Orchestrator) plan(ctx context.Context, r store.Reader, cs *clusterStat
 // DOWN nodes when whole. The
 // cluster's status is decided by the last commit of a full sync (whole)
 // only, from every node as it now stands. A node's last contact is stored
-// with any other change of the node, or alone once it is ContactEvery
-// older than the one the loop keeps.
+// with any other change of the node (its status going DOWN), or alone once
+// it is ContactEvery older than the one the loop keeps, when ContactEvery
+// is set (by default never: an idle fleet writes nothing).
 func (o *Orchestrator) planStatus(ctx context.Context, r store.Reader, cs *clusterState, results []nodeResult, stored map[string]*store.Node, lost int, now time.Time, whole bool, w *writePlan) error {
 	down := map[string]bool{}
 	if whole {
@@ -223,7 +250,8 @@ func (o *Orchestrator) planStatus(ctx context.Context, r store.Reader, cs *clust
 			continue
 		}
 		t, contacted := cs.lastContact[node.ID]
-		stale := contacted && (fresh.LastContact == nil || t.Sub(*fresh.LastContact) >= o.cfg.ContactEvery)
+		stale := contacted && (fresh.LastContact == nil ||
+			o.cfg.ContactEvery > 0 && t.Sub(*fresh.LastContact) >= o.cfg.ContactEvery)
 		if sameNode(fresh, &next) && !stale {
 			continue
 		}
@@ -232,6 +260,9 @@ func (o *Orchestrator) planStatus(ctx context.Context, r store.Reader, cs *clust
 		}
 		next.UpdatedTS = now
 		w.nodes = append(w.nodes, next)
+		bookkept := *fresh // as stored, with the agent's bookkeeping of next
+		bookkept.Cursor, bookkept.StoreID = next.Cursor, next.StoreID
+		w.nodesMoved = w.nodesMoved || !sameNode(&bookkept, &next)
 		if len(res.schemasRefused) > 0 && !sameSchemas(fresh.ArgsSchemas, next.ArgsSchemas) {
 			w.events = append(w.events, schemaRefusedEvent(&next, res.schemasRefused))
 		}
@@ -305,6 +336,9 @@ func schemaRefusedEvent(n *store.Node, why map[string]string) store.Event {
 // cluster's status.
 func nodeNext(stored *store.Node, res *nodeResult) (next store.Node, write, isDown bool) {
 	next = *stored
+	if res.quiet {
+		return next, false, false // its change counter did not move: as stored, UP
+	}
 	if res.held || store.DownByDiscovery(stored) {
 		return next, false, stored.Status == store.NodeDown
 	}

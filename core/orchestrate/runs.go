@@ -27,34 +27,97 @@ type Runs interface {
 	Expire(ctx context.Context, tx store.Tx) (int, error)
 }
 
-// advanceRuns moves the cluster's active runs on, each in its own
-// transaction, decided before it (Runs.AdvanceIn): a run that cannot advance is logged and does not hold up the
-// others or the sync. It only reads when the cluster has none, so an idle
-// full sync still writes nothing. It returns the nodes of the children it
-// created, without repeats.
-func (o *Orchestrator) advanceRuns(ctx context.Context, clusterID string) []string {
+// runSet names runs: some (ids), or all of a cluster's (nil ids, all set).
+// The zero runSet names none.
+type runSet struct {
+	all bool
+	ids map[string]bool
+}
+
+func allRuns() runSet { return runSet{all: true} }
+
+// with adds run id.
+func (s runSet) with(id string) runSet {
+	if s.all {
+		return s
+	}
+	if s.ids == nil {
+		s.ids = map[string]bool{}
+	}
+	s.ids[id] = true
+	return s
+}
+
+// union is s and t.
+func (s runSet) union(t runSet) runSet {
+	if s.all || t.all {
+		return allRuns()
+	}
+	for id := range t.ids {
+		s = s.with(id)
+	}
+	return s
+}
+
+func (s runSet) empty() bool { return !s.all && len(s.ids) == 0 }
+
+// has reports whether s names run id.
+func (s runSet) has(id string) bool { return s.all || s.ids[id] }
+
+// advanceRuns moves the cluster's active runs named by only on (those
+// whose children a commit changed, or all), each in its own transaction,
+// decided before it (Runs.AdvanceIn): a run that cannot advance is logged
+// and does not hold up the others or the sync. A run is read, its children
+// with it, only when something it decides on may have changed; when one of
+// those ends, the others are advanced too (it may have held a lock they
+// wait for). It only reads when the cluster has none, so an idle full sync
+// still writes nothing. It returns the nodes of the children it created,
+// without repeats.
+func (o *Orchestrator) advanceRuns(ctx context.Context, clusterID string, only runSet) []string {
 	if o.cfg.Runs == nil {
 		return nil
 	}
-	var ids []string
-	err := o.st.Read(ctx, func(r store.Reader) error {
-		var err error
-		ids, err = o.cfg.Runs.Active(ctx, r, clusterID)
-		return err
-	})
-	if err != nil {
-		if ctx.Err() == nil {
-			o.log.Warn("list the runs to advance", "cluster", clusterID, "err", err)
+	active := func() []string {
+		var ids []string
+		err := o.st.Read(ctx, func(r store.Reader) error {
+			var err error
+			ids, err = o.cfg.Runs.Active(ctx, r, clusterID)
+			return err
+		})
+		if err != nil {
+			if ctx.Err() == nil {
+				o.log.Warn("list the runs to advance", "cluster", clusterID, "err", err)
+			}
+			return nil
 		}
-		return nil
+		return ids
 	}
+	ids := active()
 	var created []string
-	for _, id := range ids {
-		nodes, err := o.cfg.Runs.AdvanceIn(ctx, o.st, id)
-		if err != nil && ctx.Err() == nil {
-			o.log.Warn("advance run", "cluster", clusterID, "run", id, "err", err)
+	advanced := map[string]bool{}
+	advance := func(ids []string, only runSet) {
+		for _, id := range ids {
+			if !only.has(id) || advanced[id] {
+				continue
+			}
+			advanced[id] = true
+			o.metrics.runAdvances.Inc()
+			nodes, err := o.cfg.Runs.AdvanceIn(ctx, o.st, id)
+			if err != nil && ctx.Err() == nil {
+				o.log.Warn("advance run", "cluster", clusterID, "run", id, "err", err)
+			}
+			created = append(created, nodes...) // those of the steps stored before an error too
 		}
-		created = append(created, nodes...) // those of the steps stored before an error too
+	}
+	advance(ids, only)
+	if !only.all && len(advanced) > 0 {
+		now := active()
+		for id := range advanced {
+			if !slices.Contains(now, id) { // it ended: the others may wait for its locks
+				advance(now, allRuns())
+				break
+			}
+		}
 	}
 	if len(ids) > 0 {
 		o.coreSteps.request(clusterID) // their gates and calls, beside the loop

@@ -24,11 +24,17 @@ type Report struct {
 	// events appended. Both are zero when the sync wrote nothing.
 	Changes, Events int
 	// ComparedIDs is true when this sync listed every record of every
-	// agent and compared id sets (every FullSyncEvery-th full sync).
+	// agent and compared id sets (every CompareIDsEvery-th full sync).
 	ComparedIDs bool
+	// Quiet counts the nodes a full sync left as stored because their
+	// change counter had not moved (spread.go): one small request each.
+	Quiet int
 	// runMoves counts the changes that may let a run move on
 	// (writePlan.runMoves).
 	runMoves int
+	// moved names the runs the last commit's changes may let move on
+	// (writePlan.movedRuns).
+	moved runSet
 }
 
 // syncDone is the answer to a request that waits.
@@ -69,9 +75,11 @@ type clusterState struct {
 	nodes *nodequeue.Queue
 
 	// the loop's own
-	fullSyncs   int                    // full syncs started (FullSyncEvery)
+	fullSyncs   int                    // full syncs started (CompareIDsEvery)
 	lastContact map[string]time.Time   // node id → last successful sync
 	acked       map[string]ackMark     // node id → the cursor last acknowledged to its agent
+	seen        map[string]seenMark    // node id → its change counter as last committed (spread.go)
+	lastFull    time.Duration          // how long the last full sync took (spreadSlices)
 	clients     map[string]*nodeClient // node id → its HTTP client (with AgentTLS)
 	ledger      *ledger                // budget admissions, shared by the loop's workers
 }
@@ -102,11 +110,15 @@ type job struct {
 	// another sync committed since, which its batches read again.
 	snap    map[string]*nodeResult
 	touched map[string]bool
+	// slices and turn place a full sync in the spread (spread.go): the
+	// nodes of slice turn%slices take their full turn.
+	slices, turn int
+	compareEvery int // CompareIDsEvery
 }
 
 func newClusterState(id string) *clusterState {
 	return &clusterState{id: id, nodes: nodequeue.New(), wake: make(chan struct{}, 1),
-		lastContact: map[string]time.Time{}, acked: map[string]ackMark{},
+		lastContact: map[string]time.Time{}, acked: map[string]ackMark{}, seen: map[string]seenMark{},
 		clients: map[string]*nodeClient{}, ledger: newLedger()}
 }
 

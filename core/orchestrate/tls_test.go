@@ -73,7 +73,7 @@ func setupTLS(t *testing.T, caDir string, nodes map[string]*realAgent) *env {
 	if err != nil {
 		t.Fatal(err)
 	}
-	e.o, err = orchestrate.New(orchestrate.Config{AgentTLS: tc, FullSyncEvery: 1000}, st, nil, nil)
+	e.o, err = orchestrate.New(orchestrate.Config{AgentTLS: tc, CompareIDsEvery: 1000}, st, nil, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

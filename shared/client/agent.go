@@ -57,6 +57,20 @@ func (a *Agent) Info(ctx context.Context) (*wire.AgentInfo, error) {
 	return &out, nil
 }
 
+// ChangeCounter calls GET /api/v1/changes: the agent's change counter
+// (wire.ChangeCounter). An agent of an earlier release answers 404
+// (ErrNotFound).
+func (a *Agent) ChangeCounter(ctx context.Context) (*wire.ChangeCounter, error) {
+	var out wire.ChangeCounter
+	if _, err := do(ctx, a.http, http.MethodGet, a.base+"/api/v1/changes", nil, capped{&out, ChangeCounterLimit}); err != nil {
+		return nil, err
+	}
+	if err := out.Check(); err != nil {
+		return nil, fmt.Errorf("GET %s/api/v1/changes: %w", a.base, err)
+	}
+	return &out, nil
+}
+
 // Changes calls GET /api/v1/actions. since < 0 lists everything. ack first
 // tells the agent, with Ack, that everything up to since is durably stored by
 // the caller.

@@ -20,6 +20,8 @@ const (
 	DefaultLimit = 16 << 20
 	// InfoLimit bounds an agent's info and the health answers.
 	InfoLimit = 256 << 10
+	// ChangeCounterLimit bounds the answer of GET /api/v1/changes.
+	ChangeCounterLimit = 4 << 10
 	// RecordLimit bounds one action record: its output and args (64 KiB
 	// each, action.MaxOutput and action.MaxArgs) with room for JSON
 	// escapes, progress and the other fields.

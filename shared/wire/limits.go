@@ -68,5 +68,19 @@ func (i *AgentInfo) Check() error {
 	if len(i.Queue) > MaxInfoQueue {
 		return bad("%d queue states, the limit is %d", len(i.Queue), MaxInfoQueue)
 	}
+	if i.Changes != nil {
+		if err := i.Changes.Check(); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// Check reports whether the change counter stays within bounds: an epoch
+// of at most MaxInfoString bytes, never empty.
+func (c *ChangeCounter) Check() error {
+	if c.Epoch == "" || len(c.Epoch) > MaxInfoString {
+		return fmt.Errorf("%w: a change epoch of %d bytes, want 1 to %d", ErrInfoOutOfBounds, len(c.Epoch), MaxInfoString)
+	}
 	return nil
 }

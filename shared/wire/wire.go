@@ -71,6 +71,21 @@ type AgentInfo struct {
 	// Secrets are the names (never the values) of the secrets the agent
 	// can resolve in args ({{ secret "NAME" }}), sorted.
 	Secrets []string `json:"secrets,omitempty"`
+	// Changes is the agent's change counter as of this answer, read before
+	// anything else of it (GET /api/v1/changes); absent from agents of an
+	// earlier release.
+	Changes *ChangeCounter `json:"changes,omitempty"`
+}
+
+// ChangeCounter is GET /api/v1/changes (docs/agent.md, "The change
+// counter"): Counter moves on every committed change of the agent's queue
+// and of its identity, and Epoch is new at every start of the agent, so
+// that a counter that starts over is never taken for an unchanged one. The
+// core pulls a node fully only when the pair differs from the one it last
+// saw (DESIGN §27).
+type ChangeCounter struct {
+	Epoch   string `json:"epoch"`
+	Counter uint64 `json:"counter"`
 }
 
 // RunPlaceFields are the fields of a push that place a run's child in its

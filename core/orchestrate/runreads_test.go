@@ -1,0 +1,179 @@
+package orchestrate
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/musterhq/muster/core/actions"
+	"github.com/musterhq/muster/core/approval"
+	"github.com/musterhq/muster/core/runs"
+	"github.com/musterhq/muster/core/store"
+	"github.com/musterhq/muster/shared/action"
+	"github.com/musterhq/muster/shared/limit"
+	"github.com/musterhq/muster/shared/live"
+	"github.com/musterhq/muster/shared/wire"
+)
+
+// childReads is a store that counts the run children its reads and
+// transactions return (RunChildren, RunChildrenBrief).
+type childReads struct {
+	store.Store
+	rows atomic.Int64
+}
+
+type childReader struct {
+	store.Reader
+	rows *atomic.Int64
+}
+
+func (r childReader) RunChildren(ctx context.Context, id string) ([]store.Record, error) {
+	out, err := r.Reader.RunChildren(ctx, id)
+	r.rows.Add(int64(len(out)))
+	return out, err
+}
+
+func (r childReader) RunChildrenBrief(ctx context.Context, id string) ([]store.Record, error) {
+	out, err := r.Reader.RunChildrenBrief(ctx, id)
+	r.rows.Add(int64(len(out)))
+	return out, err
+}
+
+type childTx struct {
+	store.Tx
+	rows *atomic.Int64
+}
+
+func (t childTx) RunChildren(ctx context.Context, id string) ([]store.Record, error) {
+	return childReader{t.Tx, t.rows}.RunChildren(ctx, id)
+}
+
+func (t childTx) RunChildrenBrief(ctx context.Context, id string) ([]store.Record, error) {
+	return childReader{t.Tx, t.rows}.RunChildrenBrief(ctx, id)
+}
+
+func (s *childReads) Read(ctx context.Context, fn func(r store.Reader) error) error {
+	return s.Store.Read(ctx, func(r store.Reader) error { return fn(childReader{r, &s.rows}) })
+}
+
+func (s *childReads) Update(ctx context.Context, fn func(tx store.Tx) error) error {
+	return s.Store.Update(ctx, func(tx store.Tx) error { return fn(childTx{tx, &s.rows}) })
+}
+
+// TestARunsChildEndingReadsOnlyItsRun: with several runs under way in a
+// cluster, a sync that sees one run's child end advances that run alone:
+// the children read are that run's, not every run's.
+func TestARunsChildEndingReadsOnlyItsRun(t *testing.T) {
+	t.Parallel()
+	const nRuns, perRun = 5, 4
+	var nodes []string
+	for r := range nRuns {
+		for n := range perRun {
+			nodes = append(nodes, fmt.Sprintf("r%d-n%d", r, n))
+		}
+	}
+	h := setup(t, Config{}, nodes...)
+	pol := approval.DefaultPolicy()
+	engine := runs.NewEngine(live.New(pol), &actions.Rules{Policy: live.New(pol)}, nil)
+	counted := &childReads{Store: h.st}
+	h.o.Stop()
+	o, err := New(Config{CompareIDsEvery: 1000, AgentTimeout: 5 * time.Second, Interval: time.Hour, Runs: engine}, counted, nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(o.Stop)
+	h.o = o
+	all := limit.MustParse("100%")
+	runIDs := make([]string, nRuns)
+	for r := range nRuns {
+		h.update(func(ctx context.Context, tx store.Tx) error {
+			run, err := engine.Create(ctx, tx, &wire.CreateRunRequest{ClusterID: cluster, Stages: []wire.StageSpec{{
+				Kind: "muster.io/debug.ping", MaxConcurrency: &all,
+				Target: wire.Target{Nodes: nodes[r*perRun : (r+1)*perRun]}}}}, actions.Actor{Name: "alice"})
+			if err != nil {
+				return err
+			}
+			runIDs[r] = run.ID
+			_, err = engine.Approve(ctx, tx, run.ID, "", actions.Actor{Name: "bob"})
+			return err
+		})
+	}
+	h.fullSync() // creates and pushes every run's children
+	h.fullSync()
+	var child store.Record
+	h.update(func(ctx context.Context, tx store.Tx) error {
+		kids, err := tx.RunChildren(ctx, runIDs[2])
+		if err == nil && len(kids) != perRun {
+			err = fmt.Errorf("run 2 has %d children, want %d", len(kids), perRun)
+		}
+		if err == nil {
+			child = kids[0]
+		}
+		return err
+	})
+	if child.State != action.New {
+		t.Fatalf("run 2's child is %s, want NEW (on its agent)", child.State)
+	}
+	h.agents[child.NodeID].run(t, child.ID, action.Done, nil)
+	counted.rows.Store(0)
+	if _, err := h.o.SyncNodes(context.Background(), cluster, []string{child.NodeID}); err != nil {
+		t.Fatal(err)
+	}
+	if rec := h.record(child.ID); rec.State != action.Done {
+		t.Fatalf("the child is %s in the core, want DONE", rec.State)
+	}
+	// Run 2's children, read to decide and, at most, again in its write.
+	if got := counted.rows.Load(); got == 0 || got > 2*perRun {
+		t.Fatalf("%d run children read to advance after one child of one run ended; want at most %d (that run's), not %d (every run's)",
+			got, 2*perRun, nRuns*perRun)
+	}
+}
+
+// endingRuns is a Runs whose run "ends" leaves the active list at its
+// advance; it records the runs advanced.
+type endingRuns struct {
+	mu       sync.Mutex
+	active   []string
+	advanced []string
+}
+
+func (e *endingRuns) Active(context.Context, store.Reader, string) ([]string, error) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return slices.Clone(e.active), nil
+}
+
+func (e *endingRuns) AdvanceIn(_ context.Context, _ store.Store, id string) ([]string, error) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	e.advanced = append(e.advanced, id)
+	if id == "ends" {
+		e.active = slices.DeleteFunc(e.active, func(r string) bool { return r == id })
+	}
+	return nil, nil
+}
+
+func (e *endingRuns) Expire(context.Context, store.Tx) (int, error) { return 0, nil }
+
+// TestAdvanceOfNamedRunsReachesTheOthersOnlyWhenOneEnds: an advance asked
+// for some runs advances those alone, unless one of them ends (it may have
+// held a lock another waits for): then every other run is advanced too.
+func TestAdvanceOfNamedRunsReachesTheOthersOnlyWhenOneEnds(t *testing.T) {
+	t.Parallel()
+	e := &endingRuns{active: []string{"a", "b", "ends", "c"}}
+	h := setup(t, Config{Runs: e}, "n1")
+	ctx := context.Background()
+	h.o.advanceRuns(ctx, cluster, runSet{}.with("b"))
+	if !slices.Equal(e.advanced, []string{"b"}) {
+		t.Fatalf("advanced %q for run b, want b alone", e.advanced)
+	}
+	e.advanced = nil
+	h.o.advanceRuns(ctx, cluster, runSet{}.with("ends"))
+	if !slices.Equal(e.advanced, []string{"ends", "a", "b", "c"}) {
+		t.Fatalf("advanced %q for a run that ended, want it then every other", e.advanced)
+	}
+}
