@@ -81,6 +81,11 @@ func newClusterCmd() *cobra.Command {
 			}
 			printCalendar(w, cl.Calendar)
 			printMembers(w, cl.Members)
+			for _, q := range cl.ReplaceRequests {
+				fmt.Fprintf(w, "Request:  %s enrolled asking to replace %s; approve with: muster node replace %s --with %s --cluster %s\n",
+					textsafe.Escape(q.NodeID), textsafe.Escape(q.Replaces), textsafe.Escape(q.Replaces), textsafe.Escape(q.NodeID),
+					textsafe.Escape(cl.ID))
+			}
 			fmt.Fprintln(w)
 			return f.printList(cmd.OutOrStdout(), nodeListing(cl.Nodes, false))
 		},

@@ -115,6 +115,14 @@ func (s *Server) showCluster(c *echo.Context) error {
 			}
 			out.Calendar = schedule.CalendarView(cal, time.Now(), schedule.WaitingForTime(open))
 		}
+		reqs, err := r.ReplaceRequests(ctx, id)
+		if err != nil {
+			return err
+		}
+		for _, q := range reqs {
+			out.ReplaceRequests = append(out.ReplaceRequests, wire.ReplaceRequest{NodeID: q.NodeID, Replaces: q.Replaces,
+				Token: q.Token, RequestedTS: q.RequestedTS})
+		}
 		out.Nodes = []wire.Node{}
 		for _, n := range nodes {
 			out.Nodes = append(out.Nodes, toWireNode(n))

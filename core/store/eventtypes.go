@@ -35,7 +35,7 @@ var EventTypes = []string{
 	EventActionApprovalRecorded, EventRunApprovalRecorded, EventScheduleApprovalRecorded,
 	EventNodeUp, EventNodeDown, EventNodeJoined, EventNodeLeft, EventNodeDrained, EventNodeUndrained,
 	EventNodeForgotten, EventNodeClaimRefused, EventNodeSchemaRefused, EventNodeEnrolled, EventNodeEnrollRefused, EventNodeCertRenewed,
-	EventNodeRenewRefused, EventNodeRevoked, EventNodeReplaced, EventNodeReaped,
+	EventNodeRenewRefused, EventNodeRevoked, EventNodeReplaced, EventNodeReplaceRequested, EventNodeReaped,
 	EventClusterAlert, EventClusterHealthy,
 	EventTokenCreated, EventTokenRevoked, EventPersonSignedIn,
 	EventTeamCreated, EventTeamChanged, EventTeamDeleted, EventGrantCreated, EventGrantRevoked,

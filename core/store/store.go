@@ -189,6 +189,9 @@ type Reader interface {
 	Freezes(ctx context.Context, q FreezeQuery) ([]Freeze, error)
 	// Freeze returns one freeze (ErrNotFound otherwise).
 	Freeze(ctx context.Context, id string) (*Freeze, error)
+	// ReplaceRequests lists the cluster's pending replace requests, by
+	// node.
+	ReplaceRequests(ctx context.Context, clusterID string) ([]ReplaceRequest, error)
 
 	OutboxReader
 }
@@ -317,6 +320,12 @@ type Tx interface {
 	// LiftFreeze marks a freeze lifted at at by by for reason and reports
 	// whether it did (false: lifted already; ErrNotFound: no such freeze).
 	LiftFreeze(ctx context.Context, id string, at time.Time, by, reason string) (bool, error)
+	// PutReplaceRequest stores a node's request to replace another, over
+	// its earlier one.
+	PutReplaceRequest(ctx context.Context, q *ReplaceRequest) error
+	// DeleteReplaceRequest removes a node's request and returns the node
+	// it asked to replace ("" when there was none).
+	DeleteReplaceRequest(ctx context.Context, clusterID, nodeID string) (string, error)
 
 	OutboxTx
 }

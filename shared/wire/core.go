@@ -62,7 +62,20 @@ type Cluster struct {
 	// (docs/architecture.md, "Declared membership"); nil when it declares
 	// none.
 	Members *Members `json:"members,omitempty"`
-	Nodes   []Node   `json:"nodes,omitempty"`
+	// ReplaceRequests are the nodes that enrolled asking to replace
+	// another, waiting for an admin's replace. Filled only by GET
+	// /api/v1/clusters/{c}.
+	ReplaceRequests []ReplaceRequest `json:"replace_requests,omitempty"`
+	Nodes           []Node           `json:"nodes,omitempty"`
+}
+
+// ReplaceRequest is a node that enrolled with `replaces: OLD`: an admin
+// approves with `muster node replace OLD --with NODE`.
+type ReplaceRequest struct {
+	NodeID      string    `json:"node_id"`
+	Replaces    string    `json:"replaces"`
+	Token       string    `json:"token"`
+	RequestedTS time.Time `json:"requested_ts"`
 }
 
 // Members is a cluster's declared membership against its nodes.
@@ -297,6 +310,10 @@ type EnrollRequest struct {
 	ClusterID string `json:"cluster_id"`
 	CSR       string `json:"csr"`
 	Replace   bool   `json:"replace,omitempty"`
+	// Replaces names a node of the cluster this one asks to replace: the
+	// enrollment goes on, the replace waits for an admin's approval
+	// (muster node replace OLD --with NODE).
+	Replaces string `json:"replaces,omitempty"`
 }
 
 // RenewRequest is the body of POST /api/v1/enroll/renew, sent over mutual
