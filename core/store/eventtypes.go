@@ -42,7 +42,7 @@ var EventTypes = []string{
 	EventFreezeCreated, EventFreezeLifted,
 	EventRunCreated, EventRunApproved, EventRunRejected, EventRunExpired, EventRunStageStarted,
 	EventRunStageFinished, EventRunPaused, EventRunResumed, EventRunCancelled, EventRunFinished,
-	EventRunNodeUnavailable, EventRunPromoted, EventRunUrgent, EventRunAborted, EventRunCoreStep,
+	EventRunNodeUnavailable, EventRunNodeJoined, EventRunPromoted, EventRunUrgent, EventRunAborted, EventRunCoreStep,
 	EventPlaybookApplied, EventApprovalWaiting, EventNotifyDead,
 	EventScheduleCreated, EventScheduleChanged, EventScheduleApproved, EventScheduleRejected, EventSchedulePaused,
 	EventScheduleResumed, EventScheduleDeleted, EventScheduleUnapproved, EventScheduleOccurrence, EventScheduleSkipped,
