@@ -15,6 +15,7 @@ import (
 
 	"github.com/musterhq/muster/cmd/internal/cli"
 	"github.com/musterhq/muster/core/target"
+	"github.com/musterhq/muster/shared/labels"
 	"github.com/musterhq/muster/shared/textsafe"
 	"github.com/musterhq/muster/shared/wire"
 )
@@ -298,8 +299,13 @@ func printPlan(w io.Writer, p *wire.Plan, given map[string]string) error {
 		if len(st.DependsOn) > 0 {
 			deps = strings.Join(st.DependsOn, ", ")
 		}
-		fmt.Fprintf(w, "\nStage %s: %s on %d node(s), max_concurrency %s, max_errors %s, on_failure %s, after %s\n",
-			textsafe.Escape(st.Name), textsafe.Escape(st.Kind), len(st.Nodes), st.MaxConcurrency, st.MaxErrors, textsafe.Escape(st.OnFailure), textsafe.Escape(deps))
+		on := fmt.Sprintf("%d node(s)", len(st.Nodes))
+		if st.Follow {
+			on = fmt.Sprintf("the nodes matching %s (%d now, and those that join while it runs)",
+				textsafe.Escape(labels.Set(st.Target.Labels).String()), len(st.Nodes))
+		}
+		fmt.Fprintf(w, "\nStage %s: %s on %s, max_concurrency %s, max_errors %s, on_failure %s, after %s\n",
+			textsafe.Escape(st.Name), textsafe.Escape(st.Kind), on, st.MaxConcurrency, st.MaxErrors, textsafe.Escape(st.OnFailure), textsafe.Escape(deps))
 		printStageLocks(w, &st)
 		if len(st.Steps) == 0 {
 			t := newTable(w, "WAVE", "NODE", "ARGS", "HELD")
