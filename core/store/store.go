@@ -192,6 +192,9 @@ type Reader interface {
 	// ReplaceRequests lists the cluster's pending replace requests, by
 	// node.
 	ReplaceRequests(ctx context.Context, clusterID string) ([]ReplaceRequest, error)
+	// OnAlert returns the state of the cluster's on_alert playbook
+	// (ErrNotFound when it has none yet).
+	OnAlert(ctx context.Context, clusterID string) (*OnAlert, error)
 
 	OutboxReader
 }
@@ -326,6 +329,9 @@ type Tx interface {
 	// DeleteReplaceRequest removes a node's request and returns the node
 	// it asked to replace ("" when there was none).
 	DeleteReplaceRequest(ctx context.Context, clusterID, nodeID string) (string, error)
+	// PutOnAlert stores the state of a cluster's on_alert playbook over
+	// its earlier one.
+	PutOnAlert(ctx context.Context, a *OnAlert) error
 
 	OutboxTx
 }
