@@ -10,8 +10,8 @@ import (
 	"github.com/musterhq/muster/core/actions"
 	"github.com/musterhq/muster/core/nodes"
 	"github.com/musterhq/muster/core/onalert"
-	"github.com/musterhq/muster/core/runs/playbook"
 	"github.com/musterhq/muster/core/ops"
+	"github.com/musterhq/muster/core/runs/playbook"
 	"github.com/musterhq/muster/core/store"
 	"github.com/musterhq/muster/shared/live"
 )

@@ -69,7 +69,7 @@ type Cluster struct {
 	// OnAlert is the cluster's on_alert playbook and where it stands; nil
 	// when it names none. Filled only by GET /api/v1/clusters/{c}.
 	OnAlert *OnAlert `json:"on_alert,omitempty"`
-	Nodes           []Node           `json:"nodes,omitempty"`
+	Nodes   []Node   `json:"nodes,omitempty"`
 }
 
 // OnAlert is a cluster's on_alert playbook (expect.on_alert): what it is,
