@@ -71,6 +71,8 @@ func Run(t *testing.T, db NewDB) {
 		{"TeamsAndMembership", testTeamsAndMembership},
 		{"Grants", testGrants},
 		{"Freezes", testFreezes},
+		{"ReplaceRequests", testReplaceRequests},
+		{"OnAlert", testOnAlert},
 		{"ClusterLabelsAndScopedLists", testClusterLabelsAndScopedLists},
 		{"Purge", testPurge},
 		{"PurgeKeepsChildrenOfOpenRuns", testPurgeKeepsChildrenOfOpenRuns},
