@@ -205,7 +205,8 @@ func RunID(clusterID string, n int) string {
 // Check handles cluster clusterID, declaring e, in one transaction: an
 // alert that began (the cluster ALERT with missing declared nodes, none
 // handled) is counted and its run made (or why not said); an alert that
-// ended is closed; the run of the last alert, once final, is reported.
+// ended (the cluster no longer ALERT) is closed; the run of the last
+// alert, once final, is reported.
 func (w *Worker) Check(ctx context.Context, clusterID string, e nodes.Expect) error {
 	var made *store.Run
 	err := w.st.Update(ctx, func(tx store.Tx) error {
@@ -226,12 +227,14 @@ func (w *Worker) Check(ctx context.Context, clusterID string, e nodes.Expect) er
 		}
 		t := w.now()
 		members, _ := nodes.Membership{clusterID: e}.Of(clusterID, all, t)
-		alert := cl.Status == store.ClusterAlert && len(members.Missing) > 0
+		// An alert lasts while the cluster is ALERT: a missing node's
+		// record that changes (its grace counts from there) does not end
+		// it, nor make a second one.
 		changed := false
 		switch {
-		case !alert && st.AlertSince != nil:
+		case cl.Status != store.ClusterAlert && st.AlertSince != nil:
 			st.AlertSince, changed = nil, true
-		case alert && st.AlertSince == nil:
+		case cl.Status == store.ClusterAlert && len(members.Missing) > 0 && st.AlertSince == nil:
 			if made, err = w.start(ctx, tx, st, e.OnAlert, members.Missing, t); err != nil {
 				return err
 			}

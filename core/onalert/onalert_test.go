@@ -246,3 +246,28 @@ func TestOnAlertNeedsAnApprovalOfWhatItIsNow(t *testing.T) {
 		t.Fatal("a run after the playbook changed")
 	}
 }
+
+// While the cluster stays ALERT, a missing node that is briefly not
+// missing (its record changed, its grace counting again) neither ends the
+// alert nor makes a second run.
+func TestOnAlertOneAlertWhileTheClusterStaysAlert(t *testing.T) {
+	t.Parallel()
+	e := setup(t, store.ClusterAlert)
+	e.approve()
+	e.check()
+	// n2's record changes now: within its grace it is not missing.
+	e.update(func(ctx context.Context, tx store.Tx) error {
+		n, err := tx.Node(ctx, "prod", "n2")
+		if err != nil {
+			return err
+		}
+		n.StatusReason, n.UpdatedTS = "failed", e.now
+		return tx.PutNode(ctx, n)
+	})
+	e.check()
+	e.now = e.now.Add(time.Minute) // past its grace: missing again
+	e.check()
+	if list := e.runs(); len(list) != 1 {
+		t.Fatalf("%d runs while the cluster stayed ALERT, want 1", len(list))
+	}
+}
