@@ -322,7 +322,7 @@ func (a *Agent) enrollFirst(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("enroll.token_file: %w", err)
 	}
-	st, err := enroll.Enroll(ctx, enroll.Options{Core: e.Core, Token: tok, CAPin: e.CAPin,
+	st, err := enroll.Enroll(ctx, enroll.Options{Core: e.Core, Token: tok, CAPin: e.CAPin, Replaces: e.Replaces,
 		NodeID: a.cfg.NodeID, ClusterID: a.cfg.ClusterID, Paths: p})
 	if err != nil {
 		return fmt.Errorf("enroll: %w", err)

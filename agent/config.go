@@ -124,6 +124,10 @@ type EnrollConfig struct {
 	// the directory of api.tls.cert_file when it holds the enrollment
 	// state, else <data_dir>/tls).
 	Dir string `mapstructure:"dir" yaml:"dir"`
+	// Replaces names a node of the cluster this one asks to replace: it
+	// takes that node's declared place and labels once an admin approves
+	// (muster node replace OLD --with NODE).
+	Replaces string `mapstructure:"replaces" yaml:"replaces"`
 }
 
 // EnrollDir is the directory of the enrolled agent's files: enroll.dir;

@@ -178,6 +178,9 @@ func TestValidate(t *testing.T) {
 		{"expect with ids and a count", func(c *Config) { c.Clusters[0].Expect = &nodes.Expect{Nodes: []string{"db-1"}, Count: 2} },
 			[]string{"clusters[0].expect.nodes"}},
 		{"expect bad node id", func(c *Config) { c.Clusters[0].Expect = &nodes.Expect{Nodes: []string{"db 1"}} }, []string{"clusters[0].expect.nodes"}},
+		{"expect on_alert without a playbook", func(c *Config) {
+			c.Clusters[0].Expect = &nodes.Expect{Nodes: []string{"db-1"}, OnAlert: &nodes.OnAlert{Params: map[string]string{"missing": "x"}}}
+		}, []string{"clusters[0].expect.on_alert.params", "clusters[0].expect.on_alert.playbook"}},
 		{"expect negative count and grace", func(c *Config) { c.Clusters[0].Expect = &nodes.Expect{Count: -2, Grace: -time.Second} },
 			[]string{"clusters[0].expect.count", "clusters[0].expect.grace"}},
 		{"expect bad selector", func(c *Config) {

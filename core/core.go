@@ -33,6 +33,7 @@ import (
 	"github.com/musterhq/muster/core/enroll"
 	"github.com/musterhq/muster/core/monitor"
 	"github.com/musterhq/muster/core/notify"
+	"github.com/musterhq/muster/core/onalert"
 	"github.com/musterhq/muster/core/ops"
 	"github.com/musterhq/muster/core/orchestrate"
 	policyrec "github.com/musterhq/muster/core/policy"
@@ -361,6 +362,14 @@ func (c *Core) Run(ctx context.Context) error {
 	// store's to keep (docs/architecture.md, "Windows and schedules").
 	occurrences := recur.New(recur.Config{Runs: engine, Nudge: repl.Nudge}, st, c.log)
 	if err := parts.Start(ctx, "schedules", occurrences); err != nil {
+		ln.Close()
+		return errors.Join(err, stopAll())
+	}
+	// Every replica looks at the clusters' on_alert playbooks: one run per
+	// alert is the store's to keep (docs/architecture.md, "Declared
+	// membership").
+	recovery := onalert.New(onalert.Config{Runs: engine, Members: lv.members, Nudge: repl.Nudge}, st, c.log)
+	if err := parts.Start(ctx, "on_alert", recovery); err != nil {
 		ln.Close()
 		return errors.Join(err, stopAll())
 	}

@@ -64,6 +64,9 @@ type enrollFleet struct {
 	// agentYAML, when set, is added to a node's agent configuration (its
 	// labels, say).
 	agentYAML map[string]string
+	// replaces, when set, names the node a node's agent asks to replace
+	// at its enrollment (enroll.replaces).
+	replaces map[string]string
 }
 
 func newEnrollFleet(t *testing.T, lifetime time.Duration) *enrollFleet {
@@ -170,11 +173,12 @@ enroll:
   core: %s
   token_file: %s
   ca_pin: %s
+  replaces: %q
 gossip:
   enabled: true
   bind_addr: 127.0.0.1:%d
   join: [%q]
-%s%s`, node, cluster, filepath.Join(dir, "data"), freePort(f.t), f.url, tokenFile, f.pin, freePort(f.t), f.coreGossip, gossipTiming,
+%s%s`, node, cluster, filepath.Join(dir, "data"), freePort(f.t), f.url, tokenFile, f.pin, f.replaces[node], freePort(f.t), f.coreGossip, gossipTiming,
 		f.agentYAML[node])
 	path := filepath.Join(dir, "agent.yaml")
 	if err := os.WriteFile(path, []byte(cfg), 0o600); err != nil {

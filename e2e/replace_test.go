@@ -96,3 +96,74 @@ func TestNodeReplaceTakesTheDeclaredPlace(t *testing.T) {
 		t.Fatalf("node.revoked events of node-3: %+v", revoked)
 	}
 }
+
+// Issue 33, item 4, the join-token path on real processes: node-3 of a
+// cluster declaring node-1…node-3 dies; node-4 enrolls with
+// `enroll.replaces: node-3` and joins, but takes nothing: the cluster
+// stays ALERT and `muster cluster show` lists the request. An admin's
+// `muster node replace node-3 --with node-4` approves it: the cluster is
+// HEALTHY again, the request gone, the node.replaced event saying it
+// approved the request.
+func TestEnrollingWithReplacesWaitsForAnAdmin(t *testing.T) {
+	t.Parallel()
+	f := newEnrollFleetWith(t, time.Hour, enrollFleetOptions{
+		orchestrate: "  interval: 1s\n  full_sync_every: 1\n  agent_timeout: 2s\n",
+		extra: `clusters:
+  - id: prod
+    expect:
+      nodes: [node-1, node-2, node-3]
+      grace: 2s
+`})
+	f.agentYAML = map[string]string{"node-3": "labels: {role: db}\n"}
+	f.replaces = map[string]string{"node-4": "node-3"}
+	tokenFile, _ := f.joinToken("join", "--ttl", "1h", "--cluster", "prod", "--uses", "4")
+	cluster := func() *wire.Cluster {
+		c, err := f.admin.Cluster(ctxT(t), "prod")
+		if err != nil {
+			return &wire.Cluster{}
+		}
+		return c
+	}
+	f.agentsAll(tokenFile, "node-1", "node-2", "node-3")
+	testwait.Within(t, 30*time.Second, "prod HEALTHY", func() bool { return cluster().Status == "HEALTHY" })
+	f.agents["node-3"].kill()
+	testwait.Within(t, 30*time.Second, "prod ALERT with node-3 missing", func() bool {
+		c := cluster()
+		return c.Status == "ALERT" && c.Members != nil && len(c.Members.Missing) == 1 && c.Members.Missing[0].ID == "node-3"
+	})
+	f.agent("node-4", tokenFile)
+	testwait.Within(t, 30*time.Second, "node-4 UP", func() bool {
+		n, ok := f.node("node-4")
+		return ok && n.Status == "UP"
+	})
+	c := cluster()
+	if len(c.ReplaceRequests) != 1 || c.ReplaceRequests[0].NodeID != "node-4" || c.ReplaceRequests[0].Replaces != "node-3" {
+		t.Fatalf("replace requests %+v", c.ReplaceRequests)
+	}
+	// Held: node-4 counts for nothing, node-3's place stays missing (the
+	// grace counts from node-3's record's last change, so wait for it).
+	testwait.Within(t, 30*time.Second, "prod ALERT with node-3 missing while the request waits", func() bool {
+		c := cluster()
+		return c.Status == "ALERT" && c.Members != nil && len(c.Members.Missing) == 1 && c.Members.Missing[0].ID == "node-3" &&
+			len(c.ReplaceRequests) == 1
+	})
+	if n, _ := f.node("node-4"); n.Labels["role"] == "db" {
+		t.Fatalf("node-4 took node-3's labels before the approval: %+v", n.Labels)
+	}
+	if evs := f.events("node.replace_requested", "node-4"); len(evs) != 1 {
+		t.Fatalf("replace_requested events %+v", evs)
+	}
+	if out := muster(t, f.env, "cluster", "show", "prod"); !strings.Contains(out,
+		"Request:  node-4 enrolled asking to replace node-3; approve with: muster node replace node-3 --with node-4 --cluster prod") {
+		t.Fatalf("cluster show:\n%s", out)
+	}
+
+	muster(t, f.env, "node", "replace", "node-3", "--with", "node-4")
+	testwait.Within(t, 30*time.Second, "prod HEALTHY again", func() bool {
+		c := cluster()
+		return c.Status == "HEALTHY" && len(c.ReplaceRequests) == 0
+	})
+	if evs := f.events("node.replaced", "node-3"); len(evs) != 1 || !strings.Contains(evs[0].Message, "approving the request node-4 made at its enrollment") {
+		t.Fatalf("replaced events %+v", evs)
+	}
+}

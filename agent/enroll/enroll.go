@@ -95,6 +95,9 @@ type Options struct {
 	// Replace asks to enroll a node id a live certificate holds (an admin
 	// token only).
 	Replace bool
+	// Replaces names a node of the cluster this one asks to replace, once
+	// an admin approves ("": none).
+	Replaces string
 	// Force overwrites the files of an earlier enrollment.
 	Force   bool
 	Paths   Paths
@@ -155,7 +158,7 @@ func Enroll(ctx context.Context, o Options) (*State, error) {
 		TLSClientConfig: tlsutil.ForPeer(&tls.Config{RootCAs: pool, MinVersion: tlsutil.MinVersion}, tlsutil.Core()),
 	}}
 	resp, err := client.NewCore(core, o.Token, hc).Enroll(ctx, wire.EnrollRequest{
-		NodeID: o.NodeID, ClusterID: o.ClusterID, CSR: string(csrPEM), Replace: o.Replace})
+		NodeID: o.NodeID, ClusterID: o.ClusterID, CSR: string(csrPEM), Replace: o.Replace, Replaces: o.Replaces})
 	if err != nil {
 		return nil, fmt.Errorf("enroll: %w", err)
 	}

@@ -22,7 +22,7 @@ import (
 func newClusterCmd() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "cluster",
-		Short: "List clusters, show one, or ask for a full sync",
+		Short: "List clusters, show one, ask for a full sync, approve its on_alert playbook",
 	}
 	f := bindClientFlags(cmd)
 	cmd.AddCommand(&cobra.Command{
@@ -81,6 +81,12 @@ func newClusterCmd() *cobra.Command {
 			}
 			printCalendar(w, cl.Calendar)
 			printMembers(w, cl.Members)
+			printOnAlert(w, cl.OnAlert)
+			for _, q := range cl.ReplaceRequests {
+				fmt.Fprintf(w, "Request:  %s enrolled asking to replace %s; approve with: muster node replace %s --with %s --cluster %s\n",
+					textsafe.Escape(q.NodeID), textsafe.Escape(q.Replaces), textsafe.Escape(q.Replaces), textsafe.Escape(q.NodeID),
+					textsafe.Escape(cl.ID))
+			}
 			fmt.Fprintln(w)
 			return f.printList(cmd.OutOrStdout(), nodeListing(cl.Nodes, false))
 		},
@@ -102,8 +108,72 @@ func newClusterCmd() *cobra.Command {
 			fmt.Fprintf(cmd.OutOrStdout(), "Full sync of %s requested.\n", textsafe.Escape(args[0]))
 			return nil
 		},
-	})
+	}, newApproveOnAlertCmd(f))
 	return cmd
+}
+
+// newApproveOnAlertCmd is `muster cluster approve-on-alert`.
+func newApproveOnAlertCmd(f *clientFlags) *cobra.Command {
+	var digest string
+	cmd := &cobra.Command{
+		Use:   "approve-on-alert CLUSTER [--digest D]",
+		Short: "Approve the cluster's on_alert playbook as it is now (approver role)",
+		Long: `From then on the core starts the playbook the cluster's expect.on_alert
+names when missing declared nodes make the cluster ALERT, at most once per
+alert, with the missing nodes as the parameter 'missing'. A new version of
+the playbook, or other params, void the approval: approve it again.
+'muster cluster show' shows its digest; --digest approves only that one.`,
+		Example: "  muster cluster approve-on-alert prod",
+		Args:    exactArgs("CLUSTER"),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			c, err := f.core()
+			if err != nil {
+				return err
+			}
+			out, err := c.ApproveOnAlert(cmd.Context(), args[0], digest)
+			if err != nil {
+				return apiError(c, err)
+			}
+			if f.json() {
+				return f.write(cmd.OutOrStdout(), out)
+			}
+			fmt.Fprintf(cmd.OutOrStdout(), "Approved the on_alert playbook %s v%d of cluster %s (digest %.12s).\n",
+				textsafe.Escape(out.Playbook), out.PlaybookVersion, textsafe.Escape(args[0]), textsafe.Escape(out.Digest))
+			return nil
+		},
+	}
+	cmd.Flags().StringVar(&digest, "digest", "", "approve only if this is its digest now (muster cluster show)")
+	return cmd
+}
+
+// printOnAlert prints the cluster's on_alert playbook and where it
+// stands (nothing when it names none).
+func printOnAlert(w io.Writer, a *wire.OnAlert) {
+	if a == nil {
+		return
+	}
+	v := "latest"
+	if a.PlaybookVersion > 0 {
+		v = fmt.Sprintf("v%d", a.PlaybookVersion)
+	}
+	fmt.Fprintf(w, "On alert: playbook %s (%s)", textsafe.Escape(a.Playbook), v)
+	if a.Approved {
+		fmt.Fprintf(w, ", approved by %s (digest %.12s)", textsafe.Escape(a.ApprovedBy), textsafe.Escape(a.Digest))
+	}
+	fmt.Fprintln(w)
+	if a.Problem != "" {
+		fmt.Fprintf(w, "          %s\n", textsafe.Escape(a.Problem))
+	}
+	if a.AlertSince != nil {
+		fmt.Fprintf(w, "          alert since %s, missing %s\n", ts(*a.AlertSince), textsafe.Escape(strings.Join(a.Missing, ", ")))
+	}
+	if a.RunID != "" || a.Outcome != "" {
+		out := a.Outcome
+		if out == "" {
+			out = "running"
+		}
+		fmt.Fprintf(w, "          last alert (%d in all): run %s, %s\n", a.Alerts, textsafe.Escape(a.RunID), textsafe.Escape(out))
+	}
 }
 
 // printMembers prints what a cluster's declared membership says (nothing

@@ -15,6 +15,7 @@ import (
 
 	"github.com/musterhq/muster/cmd/internal/cli"
 	"github.com/musterhq/muster/core/target"
+	"github.com/musterhq/muster/shared/labels"
 	"github.com/musterhq/muster/shared/textsafe"
 	"github.com/musterhq/muster/shared/wire"
 	"github.com/musterhq/muster/shared/words"
@@ -312,8 +313,13 @@ func printPlan(w io.Writer, p *wire.Plan, given map[string]string) error {
 		if len(st.Steps) > 0 {
 			what = words.Count(len(st.Steps), "step")
 		}
+		on := words.Count(len(st.Nodes), "node")
+		if st.Follow {
+			on = fmt.Sprintf("the nodes matching %s (%d now, and those that join while it runs)",
+				textsafe.Escape(labels.Set(st.Target.Labels).String()), len(st.Nodes))
+		}
 		fmt.Fprintf(w, "\nStage %s: %s on %s, max_concurrency %s, max_errors %s, on_failure %s, after %s\n",
-			textsafe.Escape(st.Name), what, words.Count(len(st.Nodes), "node"), st.MaxConcurrency, st.MaxErrors, textsafe.Escape(st.OnFailure), textsafe.Escape(deps))
+			textsafe.Escape(st.Name), what, on, st.MaxConcurrency, st.MaxErrors, textsafe.Escape(st.OnFailure), textsafe.Escape(deps))
 		printStageLocks(w, &st)
 		if len(st.Steps) == 0 {
 			t := newTable(w, "WAVE", "NODE", "ARGS", "HELD")

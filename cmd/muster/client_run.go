@@ -17,6 +17,7 @@ import (
 	"github.com/musterhq/muster/cmd/internal/cli"
 	"github.com/musterhq/muster/shared/action"
 	"github.com/musterhq/muster/shared/client"
+	"github.com/musterhq/muster/shared/labels"
 	"github.com/musterhq/muster/shared/limit"
 	"github.com/musterhq/muster/shared/textsafe"
 	"github.com/musterhq/muster/shared/wire"
@@ -330,6 +331,7 @@ func printRun(w io.Writer, r *wire.Run) error {
 			fmt.Fprintf(w, "%-12s steps: %s\n", "", stepsText(&st))
 		}
 		printStageLocks(w, &st)
+		printStageMembers(w, &st)
 	}
 	printReuse(w, r)
 	if err := printCoreSteps(w, r); err != nil {
@@ -996,6 +998,23 @@ func lockText(l *wire.Lock) string {
 		return textsafe.Escape(l.Name) + " (global)"
 	}
 	return textsafe.Escape(l.Name)
+}
+
+// printStageMembers says whether stage st follows its labels, the nodes
+// it took as they joined, and the nodes matching its target that are not
+// in the run.
+func printStageMembers(w io.Writer, st *wire.Stage) {
+	if st.Follow {
+		fmt.Fprintf(w, "%-12s follow: the nodes matching %s, and those that join while it runs\n", "",
+			textsafe.Escape(labels.Set(st.Target.Labels).String()))
+	}
+	if len(st.Joined) > 0 {
+		fmt.Fprintf(w, "%-12s joined: %s\n", "", textsafe.Escape(strings.Join(st.Joined, ", ")))
+	}
+	if len(st.NotInRun) > 0 {
+		fmt.Fprintf(w, "%-12s not in this run: %s (match its target, joined after it was planned)\n", "",
+			textsafe.Escape(strings.Join(st.NotInRun, ", ")))
+	}
 }
 
 // printStageLocks prints the locks stage st takes while it runs: its own,

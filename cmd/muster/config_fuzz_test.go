@@ -70,6 +70,9 @@ func FuzzLoadConfig(f *testing.F) {
 		"clusters:\n  - id: c\n    expect: {nodes: ['a b', a, a], count: -1, selector: {'': '<b>'}, grace: -1s}\n",
 		"clusters:\n  - id: c\n    expect: {nodes: {a: b}, count: x, grace: [1]}\n",
 		"clusters:\n  - id: c\n    expect: 7\n",
+		"clusters:\n  - id: c\n    expect: {nodes: [a], on_alert: {playbook: heal, version: 2, params: {service: web}}}\n",
+		"clusters:\n  - id: c\n    expect: {nodes: [a], on_alert: {playbook: '<b>', version: -1, params: {missing: x}}}\n",
+		"clusters:\n  - id: c\n    expect: {nodes: [a], on_alert: [1]}\n",
 	} {
 		f.Add(s)
 	}

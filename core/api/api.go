@@ -217,6 +217,7 @@ func (s *Server) routes() {
 	s.add(http.MethodPost, "/api/v1/clusters/:cluster/nodes/:node/undrain", auth.Drain, s.drainNode(false))
 	s.add(http.MethodPost, "/api/v1/clusters/:cluster/nodes/:node/forget", auth.Forget, s.forgetNode)
 	s.add(http.MethodPost, "/api/v1/clusters/:cluster/nodes/:node/replace", auth.Forget, s.replaceNode)
+	s.add(http.MethodPost, "/api/v1/clusters/:cluster/on-alert/approve", auth.Approve, s.approveOnAlert)
 	s.add(http.MethodGet, "/api/v1/core/replicas", auth.Read, onlyParams(s.listReplicas))
 	s.add(http.MethodGet, "/api/v1/version", auth.Read, onlyParams(s.showVersion))
 

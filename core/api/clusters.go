@@ -115,6 +115,17 @@ func (s *Server) showCluster(c *echo.Context) error {
 			}
 			out.Calendar = schedule.CalendarView(cal, time.Now(), schedule.WaitingForTime(open))
 		}
+		reqs, err := r.ReplaceRequests(ctx, id)
+		if err != nil {
+			return err
+		}
+		if out.OnAlert, err = s.ops.OnAlertView(ctx, r, id); err != nil {
+			return err
+		}
+		for _, q := range reqs {
+			out.ReplaceRequests = append(out.ReplaceRequests, wire.ReplaceRequest{NodeID: q.NodeID, Replaces: q.Replaces,
+				Token: q.Token, RequestedTS: q.RequestedTS})
+		}
 		out.Nodes = []wire.Node{}
 		for _, n := range nodes {
 			out.Nodes = append(out.Nodes, toWireNode(n))
@@ -267,6 +278,20 @@ func (s *Server) replaceNode(c *echo.Context) error {
 	}
 	if out.Serials == nil {
 		out.Serials = []string{}
+	}
+	return c.JSON(http.StatusOK, out)
+}
+
+// approveOnAlert approves the cluster's on_alert playbook as it is now;
+// with {"digest": "..."}, only if that is its digest now (409 otherwise).
+func (s *Server) approveOnAlert(c *echo.Context) error {
+	var req wire.ApproveRunRequest
+	if err := optionalBody(c, &req); err != nil {
+		return err
+	}
+	out, err := s.ops.ApproveOnAlert(c.Request().Context(), who(c), c.Param("cluster"), req.Digest)
+	if err != nil {
+		return err
 	}
 	return c.JSON(http.StatusOK, out)
 }

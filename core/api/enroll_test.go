@@ -489,6 +489,7 @@ func FuzzDecodeEnroll(f *testing.F) {
 		`{}`,
 		`{"node_id":"n1","cluster_id":"prod","csr":"-----BEGIN CERTIFICATE REQUEST-----\nAAAA\n-----END CERTIFICATE REQUEST-----\n"}`,
 		`{"node_id":"n1","cluster_id":"prod","csr":"x","replace":true}`,
+		`{"node_id":"n1","cluster_id":"prod","csr":"x","replaces":"n0"}`,
 		`{"node_id":"n1","cluster_id":"prod","csr":"x","extra":1}`,
 		`{"node_id":1}`,
 		`[]`,

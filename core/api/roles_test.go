@@ -5,11 +5,14 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"maps"
 	"net/http"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/musterhq/muster/core/nodes"
+	"github.com/musterhq/muster/core/runs/playbook"
 	"github.com/musterhq/muster/core/store"
 	"github.com/musterhq/muster/shared/wire"
 )
@@ -36,6 +39,7 @@ var roleTable = map[string][6]int{ //        none viewer  op   appr admin stg
 	"POST /api/v1/clusters/:cluster/nodes/:node/undrain": {401, 403, 200, 403, 200, 404},
 	"POST /api/v1/clusters/:cluster/nodes/:node/forget":  {401, 403, 403, 403, 200, 404},
 	"POST /api/v1/clusters/:cluster/nodes/:node/replace": {401, 403, 403, 403, 200, 404},
+	"POST /api/v1/clusters/:cluster/on-alert/approve":    {401, 403, 403, 200, 200, 404},
 	"GET /api/v1/core/replicas":                          {401, 200, 200, 200, 200, 200},
 	"GET /api/v1/version":                                {401, 200, 200, 200, 200, 200},
 	"GET /api/v1/actions":                                {401, 200, 200, 200, 200, 200},
@@ -124,6 +128,16 @@ func (e *env) fixture(route string, n int) (string, any) {
 			return tx.PutNode(ctx, &store.Node{ClusterID: "prod", ID: node, Addr: "127.0.0.1:9", Source: store.SourceGossip, Status: store.NodeUnknown})
 		})
 		path = strings.ReplaceAll(path, "db-1", node)
+	case "POST /api/v1/clusters/:cluster/on-alert/approve":
+		e.onAlertOnce.Do(func() {
+			doc := "name: heal\nparams: [{name: missing, type: string}]\nstages:\n  - {name: a, kind: muster.io/debug.ping, target: {all: true}}\n"
+			e.update(func(ctx context.Context, tx store.Tx) error {
+				return tx.InsertPlaybook(ctx, &store.Playbook{Name: "heal", Version: 1, Document: doc, Digest: playbook.Digest(doc), CreatedBy: "root"})
+			})
+			m := maps.Clone(e.srv.ops.Members().Load())
+			m["prod"] = nodes.Expect{Nodes: []string{"db-1"}, OnAlert: &nodes.OnAlert{Playbook: "heal"}}
+			e.srv.ops.Members().Store(m)
+		})
 	case "POST /api/v1/clusters/:cluster/nodes/:node/replace":
 		old, nw := fmt.Sprintf("old-%d", n), fmt.Sprintf("new-%d", n)
 		e.update(func(ctx context.Context, tx store.Tx) error {

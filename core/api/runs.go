@@ -148,7 +148,7 @@ func (s *Server) showRun(c *echo.Context) error {
 			}
 			out = ops.RunView(run, counts)
 			out.Children = ops.RunGrid(run, kids)
-			return nil
+			return ops.RunNotInRun(ctx, r, run, &out)
 		}
 		// A large run: its cells in flight, and the first nodes of each
 		// stage; GET /api/v1/runs/{id}/nodes pages the rest.
@@ -174,7 +174,7 @@ func (s *Server) showRun(c *echo.Context) error {
 		brief.Stages = store.Brief(run.Stages)
 		out = ops.RunView(&brief, counts)
 		out.Children, out.NodesPaged = children, true
-		return nil
+		return ops.RunNotInRun(ctx, r, run, &out)
 	})
 	if err != nil {
 		return err

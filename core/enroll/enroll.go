@@ -264,6 +264,14 @@ func (s *Service) Enroll(ctx context.Context, secret string, req wire.EnrollRequ
 	if err := names.CheckID(req.ClusterID); err != nil {
 		return refuse(fmt.Errorf("%w: cluster_id: %w", ErrInvalid, err))
 	}
+	if req.Replaces != "" {
+		if err := names.CheckID(req.Replaces); err != nil {
+			return refuse(fmt.Errorf("%w: replaces: %w", ErrInvalid, err))
+		}
+		if req.Replaces == req.NodeID {
+			return refuse(fmt.Errorf("%w: replaces: a node cannot replace itself", ErrInvalid))
+		}
+	}
 	now := s.cfg.Now().UTC()
 	admin := auth.Can(tok.Roles, auth.Revoke)
 	switch {
@@ -347,8 +355,11 @@ func (s *Service) Enroll(ctx context.Context, secret string, req wire.EnrollRequ
 			msg += "; replaced " + strings.Join(replaced, ", ")
 		}
 		out = resp
-		return tx.AppendEvent(ctx, &store.Event{TS: now, Type: store.EventNodeEnrolled, Actor: tok.Name, ClientAddr: c.ClientAddr,
-			ClusterID: req.ClusterID, NodeID: req.NodeID, Message: msg, Data: data})
+		if err := tx.AppendEvent(ctx, &store.Event{TS: now, Type: store.EventNodeEnrolled, Actor: tok.Name, ClientAddr: c.ClientAddr,
+			ClusterID: req.ClusterID, NodeID: req.NodeID, Message: msg, Data: data}); err != nil {
+			return err
+		}
+		return requestReplace(ctx, tx, req, tok.Name, c, now)
 	})
 	if err != nil {
 		if errors.Is(err, errUsedUp) {
@@ -363,6 +374,25 @@ func (s *Service) Enroll(ctx context.Context, secret string, req wire.EnrollRequ
 		s.refreshNow(ctx)
 	}
 	return out, nil
+}
+
+// requestReplace records, when the enrollment req names a node it
+// replaces, the request an admin approves by replacing that node with
+// this one (core/ops ReplaceNode), with its node.replace_requested event.
+// Nothing of the membership changes until then.
+func requestReplace(ctx context.Context, tx store.Tx, req wire.EnrollRequest, token string, c Caller, now time.Time) error {
+	if req.Replaces == "" {
+		return nil
+	}
+	if err := tx.PutReplaceRequest(ctx, &store.ReplaceRequest{ClusterID: req.ClusterID, NodeID: req.NodeID,
+		Replaces: req.Replaces, Token: token, RequestedTS: now}); err != nil {
+		return err
+	}
+	return tx.AppendEvent(ctx, &store.Event{TS: now, Type: store.EventNodeReplaceRequested, Actor: token, ClientAddr: c.ClientAddr,
+		ClusterID: req.ClusterID, NodeID: req.NodeID,
+		Message: fmt.Sprintf("node %s enrolled into cluster %s asking to replace node %s; an admin approves with: muster node replace %s --with %s --cluster %s",
+			req.NodeID, req.ClusterID, req.Replaces, req.Replaces, req.NodeID, req.ClusterID),
+		Data: map[string]any{"replaces": req.Replaces, "token": token}})
 }
 
 // Renew signs a new CSR for the agent whose certificate peer is (the

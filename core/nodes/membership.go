@@ -30,6 +30,24 @@ type Expect struct {
 	// Grace is how long a declared node may be DOWN before it is missing;
 	// zero means DefaultGrace.
 	Grace time.Duration `mapstructure:"grace" yaml:"grace,omitempty"`
+	// OnAlert is the playbook the core starts when missing nodes make the
+	// cluster ALERT (core/onalert); nil: none.
+	OnAlert *OnAlert `mapstructure:"on_alert" yaml:"on_alert,omitempty"`
+}
+
+// OnAlertParam is the parameter an on_alert playbook gets the missing
+// nodes in, comma-separated (a count's shortfall by its reason).
+const OnAlertParam = "missing"
+
+// MaxOnAlertParams bounds an on_alert block's params.
+const MaxOnAlertParams = 100
+
+// OnAlert is a cluster's `expect.on_alert` block: a stored playbook (of
+// Version, 0: the latest) and its parameters; the core adds OnAlertParam.
+type OnAlert struct {
+	Playbook string            `mapstructure:"playbook" yaml:"playbook"`
+	Version  int               `mapstructure:"version" yaml:"version,omitempty"`
+	Params   map[string]string `mapstructure:"params" yaml:"params,omitempty"`
 }
 
 // Declared says whether the block declares anything.
@@ -71,6 +89,23 @@ func (e *Expect) Validate(checkID func(string) error, checkLabels func(map[strin
 	}
 	if e.Grace < 0 {
 		out["grace"] = fmt.Sprintf("must not be negative, got %s", e.Grace)
+	}
+	if a := e.OnAlert; a != nil {
+		switch {
+		case a.Playbook == "":
+			out["on_alert.playbook"] = "required: the stored playbook to start when nodes are missing"
+		case checkID(a.Playbook) != nil:
+			out["on_alert.playbook"] = checkID(a.Playbook).Error()
+		}
+		if a.Version < 0 {
+			out["on_alert.version"] = fmt.Sprintf("must be positive (0: the latest), got %d", a.Version)
+		}
+		if len(a.Params) > MaxOnAlertParams {
+			out["on_alert.params"] = fmt.Sprintf("at most %d", MaxOnAlertParams)
+		}
+		if _, ok := a.Params[OnAlertParam]; ok {
+			out["on_alert.params"] = fmt.Sprintf("%q is set by the core: the missing nodes", OnAlertParam)
+		}
 	}
 	return out
 }

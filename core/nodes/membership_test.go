@@ -117,3 +117,26 @@ func TestExpectValidate(t *testing.T) {
 		})
 	}
 }
+
+// An on_alert block names a playbook, a version of it or none, and
+// params that leave `missing` to the core.
+func TestExpectValidatesOnAlert(t *testing.T) {
+	t.Parallel()
+	ok := func(string) error { return nil }
+	okLabels := func(map[string]string) error { return nil }
+	for _, tc := range []struct {
+		a    OnAlert
+		want string
+	}{
+		{OnAlert{Playbook: "heal"}, ""},
+		{OnAlert{}, "on_alert.playbook"},
+		{OnAlert{Playbook: "heal", Version: -1}, "on_alert.version"},
+		{OnAlert{Playbook: "heal", Params: map[string]string{"missing": "x"}}, "on_alert.params"},
+	} {
+		e := Expect{Nodes: []string{"a"}, OnAlert: &tc.a}
+		bad := e.Validate(ok, okLabels)
+		if tc.want == "" && len(bad) > 0 || tc.want != "" && bad[tc.want] == "" {
+			t.Errorf("%+v: %v, want %q", tc.a, bad, tc.want)
+		}
+	}
+}

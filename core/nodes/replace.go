@@ -44,6 +44,9 @@ type Replacement struct {
 	Forgotten bool
 	// Ended is how many open actions of Old ended.
 	Ended int
+	// Requested is the node New asked to replace at its enrollment, the
+	// request this replace answered ("" when it had made none).
+	Requested string
 }
 
 // Replace makes node newID take the declared place and the labels of node
@@ -116,6 +119,12 @@ func Replace(ctx context.Context, tx store.Tx, clusterID, oldID, newID string, d
 		}
 		rep.Forgotten = true
 	}
+	// A request newID made at its enrollment (replaces: oldID) is
+	// answered by this replace: approved when it named oldID, overruled
+	// otherwise.
+	if rep.Requested, err = tx.DeleteReplaceRequest(ctx, clusterID, newID); err != nil {
+		return nil, err
+	}
 	msg := fmt.Sprintf("%s replaced node %s with %s", by.Name, oldID, newID)
 	if len(inherited) > 0 {
 		msg += ", which takes its labels " + labels.Set(inherited).String()
@@ -123,7 +132,17 @@ func Replace(ctx context.Context, tx store.Tx, clusterID, oldID, newID string, d
 	if rep.Forgotten {
 		msg += fmt.Sprintf("; %d open action(s) of %s ended", rep.Ended, oldID)
 	}
+	switch rep.Requested {
+	case "":
+	case oldID:
+		msg += fmt.Sprintf(", approving the request %s made at its enrollment", newID)
+	default:
+		msg += fmt.Sprintf(" (%s had asked to replace %s at its enrollment)", newID, rep.Requested)
+	}
 	data := map[string]any{"with": newID, "place": place, "actions_ended": rep.Ended}
+	if rep.Requested != "" {
+		data["requested"] = rep.Requested
+	}
 	if len(inherited) > 0 {
 		data["labels"] = inherited
 	}

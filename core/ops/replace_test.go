@@ -2,7 +2,12 @@ package ops_test
 
 import (
 	"context"
+	"github.com/musterhq/muster/core/auth"
+	"github.com/musterhq/muster/core/enroll"
+	"github.com/musterhq/muster/shared/tlsutil"
+	"github.com/musterhq/muster/shared/wire"
 	"net/http"
+	"strings"
 	"testing"
 	"time"
 
@@ -137,5 +142,114 @@ func TestReplaceNodeRefusals(t *testing.T) {
 		if got := e.syncs.Take(); len(got) != 0 {
 			t.Errorf("%s asked for syncs %v", tc.name, got)
 		}
+	}
+}
+
+// Issue 33, item 4: web-9 enrolls with a join token asking to replace
+// web-3; the enrollment goes through but web-9 takes nothing until an
+// admin approves with a replace of web-3 by web-9, which does all a
+// replace does and removes the request, the event saying it approved it.
+func TestEnrollReplacesWaitsForAnAdminsReplace(t *testing.T) {
+	t.Parallel()
+	e, _ := setupReplace(t)
+	ctx := context.Background()
+	pair, err := tlsutil.NewCA(time.Now(), time.Hour)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ca, err := tlsutil.ParseCA(pair)
+	if err != nil {
+		t.Fatal(err)
+	}
+	svc := enroll.New(enroll.Config{CA: ca, Bundle: pair.CertPEM, Lifetime: time.Hour}, e.st, nil)
+	secret, _, err := auth.CreateTokenWith(ctx, e.st, "join", []string{"enroll"}, auth.Options{ClusterID: "prod"}, "root", "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	csr, _, err := tlsutil.NewAgentCSR("web-9")
+	if err != nil {
+		t.Fatal(err)
+	}
+	req := wire.EnrollRequest{NodeID: "web-9", ClusterID: "prod", CSR: string(csr), Replaces: "web-3"}
+	if _, err := svc.Enroll(ctx, secret, req, enroll.Caller{}); err != nil {
+		t.Fatal(err)
+	}
+	// It joins, as gossip shows it.
+	now := time.Now().UTC()
+	if err := e.st.Update(ctx, func(tx store.Tx) error {
+		return tx.PutNode(ctx, &store.Node{ClusterID: "prod", ID: "web-9", Addr: "127.0.0.1:9", Source: store.SourceGossip,
+			Status: store.NodeUp, UpdatedTS: now, LastContact: &now})
+	}); err != nil {
+		t.Fatal(err)
+	}
+	requests := func() []store.ReplaceRequest {
+		var out []store.ReplaceRequest
+		if err := e.st.Read(ctx, func(r store.Reader) (err error) {
+			out, err = r.ReplaceRequests(ctx, "prod")
+			return err
+		}); err != nil {
+			t.Fatal(err)
+		}
+		return out
+	}
+	events := func(typ string) []store.Event {
+		var out []store.Event
+		if err := e.st.Read(ctx, func(r store.Reader) error {
+			evs, err := r.Events(ctx, 0, 0)
+			for _, ev := range evs {
+				if ev.Type == typ {
+					out = append(out, ev)
+				}
+			}
+			return err
+		}); err != nil {
+			t.Fatal(err)
+		}
+		return out
+	}
+	if q := requests(); len(q) != 1 || q[0].NodeID != "web-9" || q[0].Replaces != "web-3" || q[0].Token != "join" {
+		t.Fatalf("requests after the enrollment: %+v", q)
+	}
+	if evs := events(store.EventNodeReplaceRequested); len(evs) != 1 || evs[0].NodeID != "web-9" ||
+		!strings.Contains(evs[0].Message, "muster node replace web-3 --with web-9") {
+		t.Fatalf("replace_requested events %+v", evs)
+	}
+	// Held: web-3 is still missing, web-9 took nothing.
+	err = e.st.Read(ctx, func(r store.Reader) error {
+		n, err := r.Node(ctx, "prod", "web-9")
+		if err != nil {
+			return err
+		}
+		if n.Replaces != "" || n.Labels["role"] == "web" {
+			t.Errorf("web-9 before the approval: %+v", n)
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(events(store.EventNodeReplaced)) != 0 {
+		t.Fatal("replaced before any approval")
+	}
+
+	// An operator may not approve; an admin's replace does.
+	if _, _, err := e.ops.ReplaceNode(ctx, operator, "prod", "web-3", "web-9"); err == nil {
+		t.Fatal("an operator approved a replace")
+	}
+	if len(requests()) != 1 {
+		t.Fatal("a refused approval removed the request")
+	}
+	rep, serials, err := e.ops.ReplaceNode(ctx, admin, "prod", "web-3", "web-9")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rep.Requested != "web-3" || rep.Place != "web-3" || len(serials) != 1 {
+		t.Fatalf("replacement %+v, serials %v", rep, serials)
+	}
+	if q := requests(); len(q) != 0 {
+		t.Fatalf("requests after the approval: %+v", q)
+	}
+	if evs := events(store.EventNodeReplaced); len(evs) != 1 || !strings.Contains(evs[0].Message, "approving the request web-9 made") {
+		t.Fatalf("replaced events %+v", evs)
 	}
 }

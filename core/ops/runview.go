@@ -19,6 +19,28 @@ var RunInFlightStates = runs.InFlightStates
 // RunView is run r as the API shows it, with the children counts has.
 func RunView(r *store.Run, counts []store.ChildCount) wire.Run { return runs.View(r, counts) }
 
+// RunNotIn is, by stage index, the nodes of run r's cluster (read in rd)
+// that match a stage's target now but are not among its nodes
+// (runs.NotInRun): a run's views name the nodes it leaves alone.
+func RunNotIn(ctx context.Context, rd store.Reader, r *store.Run) (map[int][]string, error) {
+	nodes, err := rd.Nodes(ctx, r.ClusterID)
+	if err != nil {
+		return nil, err
+	}
+	return runs.NotInRun(r, nodes), nil
+}
+
+// RunNotInRun fills RunNotIn into v, the view of run r.
+func RunNotInRun(ctx context.Context, rd store.Reader, r *store.Run, v *wire.Run) error {
+	notIn, err := RunNotIn(ctx, rd, r)
+	for i, ids := range notIn {
+		if i < len(v.Stages) {
+			v.Stages[i].NotInRun = ids
+		}
+	}
+	return err
+}
+
 // RunGrid is the cells (stage × node) of run r's children.
 func RunGrid(r *store.Run, children []store.Record) []wire.RunChild { return runs.Grid(r, children) }
 

@@ -123,6 +123,9 @@ type advancing struct {
 	env  PlanEnv
 	read nodesRead
 	t    time.Time
+	// join: a stage with follow has nodes to take (Joining); the run
+	// takes them before its next step is decided.
+	join bool
 }
 
 // planAdvance reads run id and decides its next step, in one read of st;
@@ -141,6 +144,15 @@ func (a *Advancer) planAdvance(ctx context.Context, st store.Store, id string) (
 			return err
 		}
 		p.run = r
+		if following(r) {
+			nodes, err := rd.Nodes(ctx, r.ClusterID)
+			if err != nil {
+				return err
+			}
+			if p.join = len(Joining(r, nodes)) > 0; p.join {
+				return nil
+			}
+		}
 		p.step, p.env, p.read, err = a.plan(ctx, rd, r, p.kids, p.t)
 		return err
 	})
@@ -211,6 +223,18 @@ func (a *Advancer) AdvanceIn(ctx context.Context, st store.Store, id string) ([]
 	var created []string
 	for replans := 0; ; {
 		p, err := a.planAdvance(ctx, st, id)
+		if err == nil && p != nil && p.join {
+			// Nodes joined a stage with follow: the run takes them and
+			// decides its next step with them, in one transaction (a
+			// join is rare).
+			var made []string
+			err = st.Update(ctx, func(tx store.Tx) error {
+				var err error
+				made, err = a.AdvanceNodes(ctx, tx, id)
+				return err
+			})
+			return append(created, made...), err
+		}
 		if err != nil || p == nil || idle(p.run, p.kids, p.step, p.env) {
 			return created, err
 		}
@@ -281,6 +305,9 @@ func (a *Advancer) AdvanceNodes(ctx context.Context, tx store.Tx, runID string) 
 // advance moves run r one step (see AdvanceNodes) in tx and returns the nodes
 // of the children it created.
 func (a *Advancer) advance(ctx context.Context, tx store.Tx, r *store.Run, t time.Time) ([]string, error) {
+	if _, err := a.follow(ctx, tx, r, t); err != nil {
+		return nil, err
+	}
 	kids, err := children(ctx, tx, r.ID, r.ApprovedBy)
 	if err != nil {
 		return nil, err

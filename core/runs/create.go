@@ -178,6 +178,9 @@ type Occurrence struct {
 	ApprovedBy string
 	// Lock is the lock the run takes from its start to its end (nil: none).
 	Lock *store.Lock
+	// Origin says what made the run, in its events and state reason
+	// ("schedule NAME" when empty).
+	Origin string
 }
 
 // InsertOccurrence stores the run of a schedule's occurrence over resolved
@@ -187,9 +190,13 @@ type Occurrence struct {
 func (c *Creator) InsertOccurrence(ctx context.Context, tx store.Tx, o Occurrence, clusterID string, stages []store.RunStage,
 	playbook string, version int) (*store.Run, error) {
 	t := c.now()
+	origin := o.Origin
+	if origin == "" {
+		origin = "schedule " + o.Schedule
+	}
 	r := &store.Run{
 		ID: o.ID, ClusterID: clusterID, State: store.RunRunning,
-		StateReason: fmt.Sprintf("approved with schedule %s", o.Schedule), Requester: o.Requester,
+		StateReason: fmt.Sprintf("approved with %s", origin), Requester: o.Requester,
 		ApprovedBy: o.ApprovedBy, Playbook: playbook, PlaybookVersion: version, Digest: DigestRunLocked(clusterID, stages, 0, nil, o.Lock),
 		Stages: stages, CreatedTS: t, UpdatedTS: t, ScheduleID: o.ScheduleID, Lock: o.Lock,
 	}
@@ -199,11 +206,11 @@ func (c *Creator) InsertOccurrence(ctx context.Context, tx store.Tx, o Occurrenc
 	}
 	ch := newRunChange(r)
 	ch.event(store.EventRunCreated, actions.Core, t,
-		fmt.Sprintf("schedule %s started playbook %s v%d as run %s on %s for its occurrence at %s: %d stage(s), %d child action(s)",
-			o.Schedule, playbook, version, r.ID, clusterID, o.At.UTC().Format(time.RFC3339), len(stages), children),
+		fmt.Sprintf("%s started playbook %s v%d as run %s on %s for its occurrence at %s: %d stage(s), %d child action(s)",
+			origin, playbook, version, r.ID, clusterID, o.At.UTC().Format(time.RFC3339), len(stages), children),
 		map[string]any{"state": r.State, "digest": r.Digest, "schedule": o.Schedule, "occurrence": o.At.UTC()})
 	ch.event(store.EventRunApproved, actions.Actor{Name: o.ApprovedBy}, t,
-		fmt.Sprintf("run %s on %s approved by %s through schedule %s", r.ID, clusterID, o.ApprovedBy, o.Schedule),
+		fmt.Sprintf("run %s on %s approved by %s through %s", r.ID, clusterID, o.ApprovedBy, origin),
 		map[string]any{"digest": r.Digest, "schedule": o.Schedule})
 	if err := ch.save(ctx, tx); err != nil {
 		return nil, err

@@ -190,6 +190,9 @@ func Check(req *wire.CreateRunRequest) error {
 			return invalid("%s: lock %s: the run holds lock %s from start to end, so a stage may take no other (two runs taking them in the opposite order would wait for each other for ever)",
 				where, st.Lock.Name, req.Lock.Name)
 		}
+		if st.Follow && len(st.Target.Labels) == 0 {
+			return invalid("%s: follow needs a target of labels: it adds the nodes that join with them", where)
+		}
 		if st.IncludeFailed && i == 0 {
 			return invalid("%s: include_failed: the first stage has no earlier stage whose failed nodes it could include", where)
 		}
@@ -464,7 +467,7 @@ func Resolve(req *wire.CreateRunRequest, nodes []store.Node, limit []string, loc
 		}
 		out = append(out, store.RunStage{Steps: rs.Steps, Rollback: rs.Rollback, Canary: sp.Canary, SoakS: sp.SoakS,
 			Unavailable: sp.Unavailable, UnavailableTimeoutS: sp.UnavailableTimeoutS, IncludeFailed: sp.IncludeFailed,
-			Lock: storeLock(sp.Lock), Name: sp.Name, Kind: sp.Kind, Args: sp.Args, Target: store.Target(sp.Target), Nodes: ids,
+			Follow: sp.Follow, Lock: storeLock(sp.Lock), Name: sp.Name, Kind: sp.Kind, Args: sp.Args, Target: store.Target(sp.Target), Nodes: ids,
 			MaxConcurrency: *sp.MaxConcurrency, MaxErrors: *sp.MaxErrors, OnFailure: sp.OnFailure,
 			DependsOn: sp.DependsOn, TimeoutS: sp.TimeoutS, State: store.StagePending,
 			AutoPromoteAfterS: sp.AutoPromoteAfterS, AbortOn: sp.AbortOn,
@@ -606,6 +609,10 @@ func DigestRunLocked(clusterID string, stages []store.RunStage, deadlineS int, n
 		AutoPromoteAfterS   int                           `json:",omitempty"`
 		AbortOn             []string                      `json:",omitempty"`
 		KindLocks           []store.KindLock              `json:",omitempty"`
+		// Follow is the labels of a stage with follow, whose nodes
+		// are left out: its approval covers the nodes matching them,
+		// those that join while it runs included.
+		Follow map[string]string `json:",omitempty"`
 	}
 	v := struct {
 		Cluster   string
@@ -643,7 +650,11 @@ func DigestRunLocked(clusterID string, stages []store.RunStage, deadlineS int, n
 		v.Stages = append(v.Stages, stage{st.Name, st.Kind, args, st.Nodes, st.MaxConcurrency.String(),
 			st.MaxErrors.String(), st.OnFailure, st.DependsOn, st.TimeoutS, steps, rollback, st.Canary, st.SoakS,
 			unavailable, st.UnavailableTimeoutS, st.IncludeFailed, st.Lock, st.Reuse, st.AutoPromoteAfterS, st.AbortOn,
-			st.KindLocks})
+			st.KindLocks, nil})
+		if st.Follow {
+			s := &v.Stages[len(v.Stages)-1]
+			s.Nodes, s.Follow = nil, st.Target.Labels
+		}
 	}
 	b, _ := json.Marshal(v)
 	sum := sha256.Sum256(b)

@@ -65,6 +65,7 @@ func View(r *store.Run, counts []store.ChildCount) wire.Run {
 			Steps: StepSpecs(st.Steps), Rollback: StepSpecs(st.Rollback), Failed: st.Failed, Skipped: st.Skipped,
 			Canary: st.Canary, Promoted: st.Promoted, SoakS: st.SoakS, Unavailable: st.Unavailable,
 			UnavailableTimeoutS: st.UnavailableTimeoutS, IncludeFailed: st.IncludeFailed,
+			Follow: st.Follow, Joined: st.Joined,
 			ForgivenBy: st.ForgivenBy, PromotedBy: st.PromotedBy, Lock: WireLock(st.Lock), KindLocks: WireKindLocks(st), Reuse: reusedNodes(st),
 			AutoPromoteAfterS: st.AutoPromoteAfterS, AbortOn: st.AbortOn, CoreSteps: CoreSteps(st),
 		})

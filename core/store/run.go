@@ -143,6 +143,11 @@ type RunStage struct {
 	// IncludeFailed runs the stage on nodes that failed an earlier stage;
 	// without it they are skipped.
 	IncludeFailed bool `json:"include_failed,omitempty"`
+	// Follow: the stage targets labels and takes the nodes that join the
+	// cluster with them while it runs; Joined lists those it took, in the
+	// order they joined (they are in Nodes too).
+	Follow bool     `json:"follow,omitempty"`
+	Joined []string `json:"joined,omitempty"`
 	// Lock is the lock the stage takes while it runs (nil: none).
 	Lock *Lock `json:"lock,omitempty"`
 	// KindLocks are the locks the kinds of its steps declare (the core's
@@ -443,6 +448,9 @@ const (
 	EventRunResumed          = "run.resumed"
 	EventRunCancelled        = "run.cancelled"
 	EventRunFinished         = "run.finished"
+	// EventRunNodeJoined: a node that joined the cluster with the labels
+	// of a running stage with follow was added to it.
+	EventRunNodeJoined = "run.node_joined"
 	// EventRunNodeUnavailable: a node was DOWN or drained at its turn.
 	EventRunNodeUnavailable = "run.node_unavailable"
 	// EventRunPromoted: an approver promoted a run's canary.

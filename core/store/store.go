@@ -196,6 +196,12 @@ type Reader interface {
 	Policy(ctx context.Context, kind, id string) (*PolicyRecord, error)
 	// PolicyHistory lists every change of one policy record, oldest first.
 	PolicyHistory(ctx context.Context, kind, id string) ([]PolicyChange, error)
+	// ReplaceRequests lists the cluster's pending replace requests, by
+	// node.
+	ReplaceRequests(ctx context.Context, clusterID string) ([]ReplaceRequest, error)
+	// OnAlert returns the state of the cluster's on_alert playbook
+	// (ErrNotFound when it has none yet).
+	OnAlert(ctx context.Context, clusterID string) (*OnAlert, error)
 
 	OutboxReader
 }
@@ -330,6 +336,15 @@ type Tx interface {
 	// DeletePolicy marks a policy record deleted with a row of history and
 	// reports whether it did (false: deleted already; ErrNotFound: none).
 	DeletePolicy(ctx context.Context, kind, id string, at time.Time, by, reason string) (bool, error)
+	// PutReplaceRequest stores a node's request to replace another, over
+	// its earlier one.
+	PutReplaceRequest(ctx context.Context, q *ReplaceRequest) error
+	// DeleteReplaceRequest removes a node's request and returns the node
+	// it asked to replace ("" when there was none).
+	DeleteReplaceRequest(ctx context.Context, clusterID, nodeID string) (string, error)
+	// PutOnAlert stores the state of a cluster's on_alert playbook over
+	// its earlier one.
+	PutOnAlert(ctx context.Context, a *OnAlert) error
 
 	OutboxTx
 }

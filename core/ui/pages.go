@@ -636,6 +636,9 @@ type clusterView struct {
 	// Members is what the cluster's declared membership says now
 	// (ops.MembersOf); nil: it declares none.
 	Members *wire.Members
+	// OnAlert is the cluster's on_alert playbook and where it stands
+	// (ops.OnAlertView); nil: it names none.
+	OnAlert *wire.OnAlert
 	// CanFreeze and CanLift: the visitor may freeze the cluster, or lift
 	// its freezes early (the Freeze and Lift buttons).
 	CanFreeze, CanLift bool
@@ -690,6 +693,9 @@ func (s *Server) clusters(w http.ResponseWriter, r *http.Request, v *visitor) {
 		for _, c := range cs {
 			cv := clusterView{Cluster: c, Counts: corenodes.Counts(all, c.ID), CanFreeze: v.canOn(auth.Freeze, c.ID),
 				CanLift: v.canOn(auth.Unfreeze, c.ID), CSRF: v.sess.CSRF, Members: ops.MembersOf(members, c.ID, all, time.Now())}
+			if cv.OnAlert, err = s.ops.OnAlertView(ctx, rd, c.ID); err != nil {
+				return err
+			}
 			for i := range all {
 				if n := &all[i]; n.ClusterID == c.ID {
 					rc, isRevoked := revoked[n.ClusterID+"/"+n.ID]

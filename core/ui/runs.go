@@ -303,6 +303,7 @@ func (s *Server) runDetail(w http.ResponseWriter, r *http.Request, v *visitor) {
 	var resumeErr, promoteErr error
 	var waits *wire.Approval
 	var nodes, page []string
+	var notIn map[int][]string
 	var next string
 	errMarker := errors.New("the page marker names no node of this run")
 	err := s.st.Read(ctx, func(rd store.Reader) error {
@@ -347,7 +348,10 @@ func (s *Server) runDetail(w http.ResponseWriter, r *http.Request, v *visitor) {
 		if waits, err = s.ops.RunApproval(ctx, rd, run); err != nil {
 			return err
 		}
-		applier, err = applierOf(ctx, rd, run)
+		if applier, err = applierOf(ctx, rd, run); err != nil {
+			return err
+		}
+		notIn, err = ops.RunNotIn(ctx, rd, run)
 		return err
 	})
 	if errors.Is(err, store.ErrNotFound) {
@@ -365,6 +369,9 @@ func (s *Server) runDetail(w http.ResponseWriter, r *http.Request, v *visitor) {
 	self := "/ui/runs/" + id
 	d := runData{Run: ops.RunView(run, counts), Self: self, Nodes: len(nodes)}
 	d.Run.Approval = waits
+	for i := range d.Run.Stages {
+		d.Run.Stages[i].NotInRun = notIn[i]
+	}
 	paging := listPage{path: self}
 	d.NextURL = paging.url(next)
 	if marker != "" {

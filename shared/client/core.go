@@ -433,6 +433,18 @@ func (c *Core) ReplaceNode(ctx context.Context, cluster, old, with string) (*wir
 	return &out, err
 }
 
+// ApproveOnAlert calls POST /api/v1/clusters/{c}/on-alert/approve; with
+// a digest, only if it is the on_alert playbook's digest now.
+func (c *Core) ApproveOnAlert(ctx context.Context, cluster, digest string) (*wire.OnAlert, error) {
+	var in any
+	if digest != "" {
+		in = wire.ApproveRunRequest{Digest: digest}
+	}
+	var out wire.OnAlert
+	_, err := c.call(ctx, http.MethodPost, "/api/v1/clusters/"+url.PathEscape(cluster)+"/on-alert/approve", in, &out)
+	return &out, err
+}
+
 // RevokeNode calls POST /api/v1/clusters/{c}/nodes/{n}/revoke.
 func (c *Core) RevokeNode(ctx context.Context, cluster, node, reason string) (*wire.RevokeResult, error) {
 	var out wire.RevokeResult

@@ -72,7 +72,49 @@ type Cluster struct {
 	// (docs/architecture.md, "Declared membership"); nil when it declares
 	// none.
 	Members *Members `json:"members,omitempty"`
+	// ReplaceRequests are the nodes that enrolled asking to replace
+	// another, waiting for an admin's replace. Filled only by GET
+	// /api/v1/clusters/{c}.
+	ReplaceRequests []ReplaceRequest `json:"replace_requests,omitempty"`
+	// OnAlert is the cluster's on_alert playbook and where it stands; nil
+	// when it names none. Filled only by GET /api/v1/clusters/{c}.
+	OnAlert *OnAlert `json:"on_alert,omitempty"`
 	Nodes   []Node   `json:"nodes,omitempty"`
+}
+
+// OnAlert is a cluster's on_alert playbook (expect.on_alert): what it is,
+// the digest an approval of it signs now, whether the approval holds, and
+// the last alert it handled.
+type OnAlert struct {
+	Playbook string            `json:"playbook"`
+	Version  int               `json:"version,omitempty"`
+	Params   map[string]string `json:"params,omitempty"`
+	// PlaybookVersion and Digest are what the block resolves to now.
+	PlaybookVersion int    `json:"playbook_version,omitempty"`
+	Digest          string `json:"digest,omitempty"`
+	// Approved: ApprovedBy approved the current digest.
+	Approved   bool       `json:"approved"`
+	ApprovedBy string     `json:"approved_by,omitempty"`
+	ApprovedTS *time.Time `json:"approved_ts,omitempty"`
+	// Problem says why it would not start now ("" when it would).
+	Problem string `json:"problem,omitempty"`
+	// Alerts counts the alerts handled; AlertSince is when the current
+	// one began (absent: none now), Missing its missing nodes; RunID the
+	// run of the last one and Outcome what became of it.
+	Alerts     int        `json:"alerts"`
+	AlertSince *time.Time `json:"alert_since,omitempty"`
+	Missing    []string   `json:"missing"`
+	RunID      string     `json:"run_id,omitempty"`
+	Outcome    string     `json:"outcome,omitempty"`
+}
+
+// ReplaceRequest is a node that enrolled with `replaces: OLD`: an admin
+// approves with `muster node replace OLD --with NODE`.
+type ReplaceRequest struct {
+	NodeID      string    `json:"node_id"`
+	Replaces    string    `json:"replaces"`
+	Token       string    `json:"token"`
+	RequestedTS time.Time `json:"requested_ts"`
 }
 
 // Members is a cluster's declared membership against its nodes.
@@ -307,6 +349,10 @@ type EnrollRequest struct {
 	ClusterID string `json:"cluster_id"`
 	CSR       string `json:"csr"`
 	Replace   bool   `json:"replace,omitempty"`
+	// Replaces names a node of the cluster this one asks to replace: the
+	// enrollment goes on, the replace waits for an admin's approval
+	// (muster node replace OLD --with NODE).
+	Replaces string `json:"replaces,omitempty"`
 }
 
 // RenewRequest is the body of POST /api/v1/enroll/renew, sent over mutual

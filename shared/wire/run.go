@@ -60,6 +60,10 @@ type StageSpec struct {
 	// of the run too; without it they are skipped (listed with the stage
 	// they failed).
 	IncludeFailed bool `json:"include_failed,omitempty"`
+	// Follow, on a stage whose target is labels, adds to the stage the
+	// nodes that join the cluster with those labels while it runs: the
+	// plan and its approval cover "the nodes matching", not a list.
+	Follow bool `json:"follow,omitempty"`
 	// Lock is a lock the stage takes while it runs: a run taking the same
 	// lock waits until the stage ends.
 	Lock *Lock `json:"lock,omitempty"`
@@ -225,6 +229,15 @@ type Stage struct {
 	Unavailable         string `json:"unavailable,omitempty"`
 	UnavailableTimeoutS int    `json:"unavailable_timeout_s,omitempty"`
 	IncludeFailed       bool   `json:"include_failed,omitempty"`
+	// Follow: the stage takes the nodes that join with its labels while
+	// it runs; Joined lists those it took.
+	Follow bool     `json:"follow,omitempty"`
+	Joined []string `json:"joined,omitempty"`
+	// NotInRun lists the cluster's nodes that match the stage's target now
+	// but are not among its nodes (they joined after it was planned, or
+	// after it ended): the run does not touch them. Filled only by GET
+	// /api/v1/runs/{id} and the run's page.
+	NotInRun []string `json:"not_in_run,omitempty"`
 	// Lock is the lock the stage takes while it runs.
 	Lock *Lock `json:"lock,omitempty"`
 	// KindLocks are the locks the kinds of its steps declare in the

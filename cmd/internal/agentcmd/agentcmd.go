@@ -116,7 +116,7 @@ has an enroll block (core, token_file, ca_pin).`,
 			cfg := agent.DefaultConfig()
 			if err := cli.LoadConfig(cmd, &cfg, map[string]string{
 				"data-dir": "data_dir", "node-id": "node_id", "cluster-id": "cluster_id",
-				"core": "enroll.core", "token-file": "enroll.token_file", "ca-pin": "enroll.ca_pin", "dir": "enroll.dir",
+				"core": "enroll.core", "token-file": "enroll.token_file", "ca-pin": "enroll.ca_pin", "dir": "enroll.dir", "replaces": "enroll.replaces",
 			}); err != nil {
 				return err
 			}
@@ -138,7 +138,7 @@ has an enroll block (core, token_file, ca_pin).`,
 				return err
 			}
 			p := enroll.PathsIn(cfg.EnrollDir())
-			st, err := enroll.Enroll(cmd.Context(), enroll.Options{Core: e.Core, Token: tok, CAPin: e.CAPin,
+			st, err := enroll.Enroll(cmd.Context(), enroll.Options{Core: e.Core, Token: tok, CAPin: e.CAPin, Replaces: e.Replaces,
 				NodeID: cfg.NodeID, ClusterID: cfg.ClusterID, Replace: replace, Force: force, Paths: p})
 			if err != nil {
 				return err
@@ -164,6 +164,7 @@ has an enroll block (core, token_file, ca_pin).`,
 	f.StringVar(&tokenFile, "token-file", "", "file holding the join token (enroll.token_file)")
 	f.StringVar(&pin, "ca-pin", "", "the core CA's pin, sha256:... (enroll.ca_pin)")
 	f.StringVar(&dir, "dir", "", "where the files go (enroll.dir; default <data_dir>/tls)")
+	f.String("replaces", "", "a node of the cluster this one asks to replace, once an admin approves (enroll.replaces)")
 	f.BoolVar(&replace, "replace", false, "take over a node id a live certificate holds (needs an admin token)")
 	f.BoolVar(&force, "force", false, "overwrite the files of an earlier enrollment")
 	return cmd

@@ -92,6 +92,9 @@ type Stage struct {
 	// IncludeFailed runs the stage on the nodes that failed an earlier
 	// stage too (wire.StageSpec).
 	IncludeFailed bool `yaml:"include_failed,omitempty"`
+	// Follow adds the nodes that join with the target's labels while the
+	// stage runs (wire.StageSpec).
+	Follow bool `yaml:"follow,omitempty"`
 	// Lock is a lock the stage takes while it runs (wire.StageSpec).
 	Lock *Lock `yaml:"lock,omitempty"`
 	// AutoPromoteAfterS and AbortOn are the run's (wire.StageSpec): a
@@ -612,7 +615,7 @@ func (p *Playbook) stageSpecs(values map[string]any) ([]wire.StageSpec, error) {
 		st := &p.Stages[i]
 		sp := wire.StageSpec{Name: st.Name, Kind: st.Kind, MaxConcurrency: st.conc, MaxErrors: st.errs,
 			OnFailure: st.OnFailure, TimeoutS: st.timeoutS, Canary: st.Canary, SoakS: st.soakS, Unavailable: st.Unavailable,
-			IncludeFailed: st.IncludeFailed, Lock: st.Lock.wire(), AutoPromoteAfterS: st.AutoPromoteAfterS, AbortOn: st.AbortOn}
+			IncludeFailed: st.IncludeFailed, Follow: st.Follow, Lock: st.Lock.wire(), AutoPromoteAfterS: st.AutoPromoteAfterS, AbortOn: st.AbortOn}
 		var err error
 		if st.concRef != "" && values != nil {
 			if sp.MaxConcurrency, err = limitOf(st.Name, "max_concurrency", st.concRef, values); err != nil {

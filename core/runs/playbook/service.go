@@ -212,7 +212,7 @@ func (p *Planned) Wire() wire.Plan {
 			Steps: runs.StepSpecs(st.Steps), Rollback: runs.StepSpecs(st.Rollback), Canary: st.Canary, SoakS: st.SoakS,
 			Unavailable: st.Unavailable, UnavailableTimeoutS: st.UnavailableTimeoutS, Lock: runs.WireLock(st.Lock),
 			KindLocks: runs.WireKindLocks(&st), IncludeFailed: st.IncludeFailed, AutoPromoteAfterS: st.AutoPromoteAfterS,
-			AbortOn: st.AbortOn})
+			AbortOn: st.AbortOn, Follow: st.Follow})
 		conc := st.MaxConcurrency.Ceil(len(st.Nodes))
 		for j, n := range st.Nodes {
 			if len(st.Steps) == 0 {

@@ -72,6 +72,8 @@ func Run(t *testing.T, db NewDB) {
 		{"Grants", testGrants},
 		{"Freezes", testFreezes},
 		{"Policies", testPolicies},
+		{"ReplaceRequests", testReplaceRequests},
+		{"OnAlert", testOnAlert},
 		{"ClusterLabelsAndScopedLists", testClusterLabelsAndScopedLists},
 		{"Purge", testPurge},
 		{"PurgeKeepsChildrenOfOpenRuns", testPurgeKeepsChildrenOfOpenRuns},
