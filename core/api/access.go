@@ -13,22 +13,10 @@ import (
 // by the operations.
 
 // decodeTeam decodes the body of POST /api/v1/teams strictly.
-func decodeTeam(body []byte) (*wire.CreateTeamRequest, error) {
-	var req wire.CreateTeamRequest
-	if err := decodeStrict(body, &req); err != nil {
-		return nil, err
-	}
-	return &req, nil
-}
+var decodeTeam = decodeBody[wire.CreateTeamRequest]
 
 // decodeGrant decodes the body of POST /api/v1/grants strictly.
-func decodeGrant(body []byte) (*wire.CreateGrantRequest, error) {
-	var req wire.CreateGrantRequest
-	if err := decodeStrict(body, &req); err != nil {
-		return nil, err
-	}
-	return &req, nil
-}
+var decodeGrant = decodeBody[wire.CreateGrantRequest]
 
 func (s *Server) createTeam(c *echo.Context) error {
 	body, err := readBody(c)

@@ -31,6 +31,17 @@ func readBody(c *echo.Context) ([]byte, error) {
 // trailing data and an empty body are errors (jsonbody.ErrInvalid, a 400).
 func decodeStrict(body []byte, out any) error { return jsonbody.Decode(body, out) }
 
+// decodeBody decodes a request body strictly (decodeStrict) into a new T:
+// the decoder of every body that needs no check beyond its shape (the
+// operations check the rest).
+func decodeBody[T any](body []byte) (*T, error) {
+	var req T
+	if err := decodeStrict(body, &req); err != nil {
+		return nil, err
+	}
+	return &req, nil
+}
+
 // decodeCreate decodes the body of POST /api/v1/actions strictly (no
 // unknown field, one object) and checks it (ops.CheckAction, or
 // ops.CheckActionTarget when it gives a target instead of a node_id): on

@@ -15,23 +15,11 @@ import (
 
 // decodeFreeze decodes the body of POST /api/v1/clusters/{id}/freezes
 // strictly; the operations check its times and reason.
-func decodeFreeze(body []byte) (*wire.CreateFreezeRequest, error) {
-	var req wire.CreateFreezeRequest
-	if err := decodeStrict(body, &req); err != nil {
-		return nil, err
-	}
-	return &req, nil
-}
+var decodeFreeze = decodeBody[wire.CreateFreezeRequest]
 
 // decodeLiftFreeze decodes the body of POST /api/v1/freezes/{id}/lift
 // strictly.
-func decodeLiftFreeze(body []byte) (*wire.LiftFreezeRequest, error) {
-	var req wire.LiftFreezeRequest
-	if err := decodeStrict(body, &req); err != nil {
-		return nil, err
-	}
-	return &req, nil
-}
+var decodeLiftFreeze = decodeBody[wire.LiftFreezeRequest]
 
 func (s *Server) createFreeze(c *echo.Context) error {
 	body, err := readBody(c)

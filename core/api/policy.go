@@ -15,34 +15,16 @@ import (
 
 // decodePutPolicy decodes the body of PUT /api/v1/policies/{kind}/{id}
 // strictly; the operations check the spec and the reason.
-func decodePutPolicy(body []byte) (*wire.PutPolicyRequest, error) {
-	var req wire.PutPolicyRequest
-	if err := decodeStrict(body, &req); err != nil {
-		return nil, err
-	}
-	return &req, nil
-}
+var decodePutPolicy = decodeBody[wire.PutPolicyRequest]
 
 // decodeDeletePolicy decodes the body of POST
 // /api/v1/policies/{kind}/{id}/delete strictly.
-func decodeDeletePolicy(body []byte) (*wire.DeletePolicyRequest, error) {
-	var req wire.DeletePolicyRequest
-	if err := decodeStrict(body, &req); err != nil {
-		return nil, err
-	}
-	return &req, nil
-}
+var decodeDeletePolicy = decodeBody[wire.DeletePolicyRequest]
 
 // decodeApplyPolicy decodes the body of POST /api/v1/policy/apply
 // strictly: a whole policy document, no unknown field at any depth; the
 // operations check every entry.
-func decodeApplyPolicy(body []byte) (*wire.ApplyPolicyRequest, error) {
-	var req wire.ApplyPolicyRequest
-	if err := decodeStrict(body, &req); err != nil {
-		return nil, err
-	}
-	return &req, nil
-}
+var decodeApplyPolicy = decodeBody[wire.ApplyPolicyRequest]
 
 func (s *Server) putPolicy(c *echo.Context) error {
 	body, err := readBody(c)
