@@ -245,13 +245,20 @@ func (o *Ops) planPolicy(ctx context.Context, r store.Reader, c Caller, source, 
 	// declares some needs it; one that declares none leaves them to such a
 	// caller.
 	var steps []planStep
+	// Only what the caller may read is planned: a record or freeze of
+	// this file in another cluster is neither shown, nor changed, nor
+	// deleted (another person's apply of the file owns it there).
+	v, err := Visibility(ctx, r, c)
+	if err != nil {
+		return nil, err
+	}
+	seen := func(cluster string) bool { return cluster == "" || v.Has(cluster) }
 	if len(want.teams)+len(want.grants) > 0 {
 		if err := Authorize(c, auth.Grants); err != nil {
 			return nil, err
 		}
 	}
 	if c.Can(auth.Grants) {
-		var err error
 		if steps, err = o.planAccess(ctx, r, c, source, want.teams, want.grants); err != nil {
 			return nil, err
 		}
@@ -264,7 +271,7 @@ func (o *Ops) planPolicy(ctx context.Context, r store.Reader, c Caller, source, 
 	}
 	var mine []store.Freeze
 	for _, f := range have {
-		if f.Source == source {
+		if f.Source == source && seen(f.ClusterID) {
 			mine = append(mine, f)
 		}
 	}
@@ -328,6 +335,11 @@ func (o *Ops) planPolicy(ctx context.Context, r store.Reader, c Caller, source, 
 			if cur != nil && cur.Spec == d.rec.Spec && cur.Source == source {
 				continue
 			}
+			if cur != nil && !seen(cur.ClusterID) {
+				// The name is another cluster's, which the caller cannot
+				// read: refused, without saying what it holds.
+				return nil, fmt.Errorf("%w: %s %s: the name is taken; name it otherwise", ErrConflict, policy.Name(kind), d.id)
+			}
 			next := d.rec
 			rec := &store.PolicyRecord{Kind: kind, ID: d.id, ClusterID: next.ClusterID, Spec: next.Spec, Source: source, Reason: reason,
 				UpdatedTS: now}
@@ -367,7 +379,7 @@ func (o *Ops) planPolicy(ctx context.Context, r store.Reader, c Caller, source, 
 			return nil, err
 		}
 		for _, p := range stored {
-			if p.Source != source || declaredIDs[p.ID] {
+			if p.Source != source || declaredIDs[p.ID] || !seen(p.ClusterID) {
 				continue
 			}
 			kind, id := kind, p.ID

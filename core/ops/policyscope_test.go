@@ -1,0 +1,85 @@
+package ops_test
+
+import (
+	"context"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/musterhq/muster/core/ops"
+	"github.com/musterhq/muster/core/store"
+	"github.com/musterhq/muster/shared/wire"
+)
+
+// scoped adds the cluster stage to e and returns a caller granted role on
+// prod only.
+func scoped(t *testing.T, e *env, name, role string) ops.Caller {
+	t.Helper()
+	ctx := context.Background()
+	if err := e.st.Update(ctx, func(tx store.Tx) error {
+		return tx.PutCluster(ctx, &store.Cluster{ID: "stage", Status: store.ClusterHealthy, UpdatedTS: time.Now().UTC()})
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := e.ops.CreateGrant(ctx, admin, &wire.CreateGrantRequest{Person: name, Role: role, Clusters: "prod"}); err != nil {
+		t.Fatal(err)
+	}
+	c, err := e.ops.Identify(ctx, name, nil, nil, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c
+}
+
+func changesText(p wire.PolicyPlan) string {
+	var b strings.Builder
+	for _, c := range p.Changes {
+		b.WriteString(c.Text + "\n")
+	}
+	return b.String()
+}
+
+// Apply by a caller who reads prod only plans prod only: the same file's
+// windows and freezes of stage are neither shown nor deleted, and a
+// refusal never quotes them.
+func TestApplyPolicyLeavesClustersOutOfScopeAlone(t *testing.T) {
+	t.Parallel()
+	e := setup(t)
+	ctx := context.Background()
+	pia := scoped(t, e, "pia", store.RoleApprover)
+	until := time.Now().Add(48 * time.Hour).UTC().Truncate(time.Second)
+	full := wire.PolicyDocument{
+		Freezes: []wire.PolicyFreeze{{Cluster: "stage", From: until.Add(-time.Hour), To: until, Reason: "stage year-end"}},
+		Windows: []wire.PolicyWindow{{Name: "stage-nightly", Cluster: "stage", Cron: "0 5 * * *", Duration: "1h"},
+			{Name: "prod-nightly", Cluster: "prod", Cron: "0 2 * * *", Duration: "4h"}},
+	}
+	if _, err := applyDoc(e, adam, full, false); err != nil {
+		t.Fatal(err)
+	}
+	mine := wire.PolicyDocument{Windows: []wire.PolicyWindow{{Name: "prod-nightly", Cluster: "prod", Cron: "0 3 * * *", Duration: "4h"}}}
+	p, err := applyDoc(e, pia, mine, true)
+	if err != nil || len(p.Changes) != 1 || strings.Contains(changesText(p), "stage") {
+		t.Fatalf("pia's dry run = %q, %v; want the prod window only", changesText(p), err)
+	}
+	if p, err = applyDoc(e, pia, mine, false); err != nil || len(p.Changes) != 1 {
+		t.Fatalf("pia's apply = %q, %v", changesText(p), err)
+	}
+	if ws, _ := e.ops.Policies(ctx, adam, store.PolicyWindow, "stage", false); len(ws) != 1 {
+		t.Errorf("stage's windows after pia's apply: %+v", ws)
+	}
+	if fs, _ := e.ops.Freezes(ctx, adam, "stage", false); len(fs) != 1 {
+		t.Errorf("stage's freezes after pia's apply: %+v", fs)
+	}
+	// A window of pia's file under the name of stage's: refused, without
+	// stage's window in the message.
+	clash := wire.PolicyDocument{Windows: []wire.PolicyWindow{{Name: "stage-nightly", Cluster: "prod", Cron: "0 4 * * *", Duration: "1h"}}}
+	for _, dry := range []bool{true, false} {
+		p, err := applyDoc(e, pia, clash, dry)
+		if strings.Contains(changesText(p), "stage") || (err != nil && (strings.Contains(err.Error(), "0 5 * * *") || strings.Contains(err.Error(), "cluster stage"))) {
+			t.Errorf("dry %v: %q, %v: shows stage's window", dry, changesText(p), err)
+		}
+		if !dry && err == nil {
+			t.Errorf("pia took stage's window over")
+		}
+	}
+}
