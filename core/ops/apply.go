@@ -359,6 +359,11 @@ func (o *Ops) planPolicy(ctx context.Context, r store.Reader, c Caller, source, 
 			kind, id := kind, d.id
 			steps = append(steps, planStep{cluster: next.ClusterID, change: ch,
 				authorize: func(ctx context.Context, tx store.Reader) error {
+					if curRec == nil {
+						if err := mayReuse(ctx, tx, c, kind, id, next.ClusterID); err != nil {
+							return err
+						}
+					}
 					if curRec != nil && curRec.Spec == next.Spec {
 						return authorizeIn(ctx, tx, c, auth.Read, next.ClusterID)
 					}

@@ -83,3 +83,48 @@ func TestApplyPolicyLeavesClustersOutOfScopeAlone(t *testing.T) {
 		}
 	}
 }
+
+// A deleted window's name reused in another cluster keeps its history:
+// a caller who reads prod only sees the rows of prod, and may not bring
+// back a name whose last cluster they may not change.
+func TestPolicyHistoryKeepsOtherClustersRows(t *testing.T) {
+	t.Parallel()
+	e := setup(t)
+	ctx := context.Background()
+	pia := scoped(t, e, "pia", store.RoleApprover)
+	put := func(who ops.Caller, cluster, cron string) error {
+		_, err := e.ops.PutPolicy(ctx, who, store.PolicyWindow, "w", &wire.PutPolicyRequest{
+			Spec: spec(wire.WindowSpec{Cluster: cluster, Cron: cron, Duration: "1h"}), Reason: "x"})
+		return err
+	}
+	if err := put(adam, "stage", "0 5 * * *"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := e.ops.DeletePolicy(ctx, adam, store.PolicyWindow, "w", "gone"); err != nil {
+		t.Fatal(err)
+	}
+	if err := put(pia, "prod", "0 2 * * *"); err == nil {
+		t.Errorf("pia brought back stage's deleted window in prod")
+	}
+	for _, dry := range []bool{true, false} {
+		if _, err := applyDoc(e, pia, wire.PolicyDocument{Windows: []wire.PolicyWindow{{Name: "w", Cluster: "prod", Cron: "0 2 * * *",
+			Duration: "1h"}}}, dry); err == nil && !dry {
+			t.Errorf("pia's apply brought back stage's deleted window in prod")
+		}
+	}
+	if err := put(adam, "prod", "0 2 * * *"); err != nil {
+		t.Fatal(err)
+	}
+	hs, err := e.ops.PolicyHistory(ctx, pia, store.PolicyWindow, "w")
+	if err != nil || len(hs) != 1 {
+		t.Fatalf("pia's history = %+v, %v; want prod's one row", hs, err)
+	}
+	for _, h := range hs {
+		if strings.Contains(string(h.Spec), "stage") {
+			t.Errorf("pia sees stage's row %+v", h)
+		}
+	}
+	if hs, _ := e.ops.PolicyHistory(ctx, adam, store.PolicyWindow, "w"); len(hs) != 3 {
+		t.Errorf("adam's history = %+v, want 3 rows", hs)
+	}
+}
