@@ -364,9 +364,9 @@ func (o *Ops) planPolicy(ctx context.Context, r store.Reader, c Caller, source, 
 							return err
 						}
 					}
-					if curRec != nil && curRec.Spec == next.Spec {
-						return authorizeIn(ctx, tx, c, auth.Read, next.ClusterID)
-					}
+					// A takeover (only the source changes) takes what a
+					// change by hand takes: the file may later change or
+					// delete what it owns.
 					return authorizeRecord(ctx, tx, c, kind, id, curRec, &next)
 				},
 				apply: func(ctx context.Context, tx store.Tx) error {

@@ -2,6 +2,7 @@ package ops_test
 
 import (
 	"context"
+	"errors"
 	"strings"
 	"testing"
 	"time"
@@ -126,5 +127,45 @@ func TestPolicyHistoryKeepsOtherClustersRows(t *testing.T) {
 	}
 	if hs, _ := e.ops.PolicyHistory(ctx, adam, store.PolicyWindow, "w"); len(hs) != 3 {
 		t.Errorf("adam's history = %+v, want 3 rows", hs)
+	}
+}
+
+// Taking a record over by naming it in a file (only its source changes)
+// takes what changing it by hand takes: an operator may not re-source an
+// admin's approval rule, nor one who only reads prod its window.
+func TestApplyPolicyTakeoverNeedsTheChangeGrant(t *testing.T) {
+	t.Parallel()
+	e := setup(t)
+	ctx := context.Background()
+	olga := scoped(t, e, "olga", store.RoleViewer)
+	if _, err := e.ops.CreateGrant(ctx, admin, &wire.CreateGrantRequest{Person: "olga", Role: store.RoleOperator, Clusters: "stage"}); err != nil {
+		t.Fatal(err)
+	}
+	olga, err := e.ops.Identify(ctx, "olga", nil, nil, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := e.ops.PutPolicy(ctx, adam, store.PolicyApprovalRule, "gate", &wire.PutPolicyRequest{
+		Spec: spec(wire.ApprovalRuleSpec{Kind: "noop", Approval: "required"}), Reason: "x"}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := e.ops.PutPolicy(ctx, adam, store.PolicyWindow, "nightly", &wire.PutPolicyRequest{
+		Spec: spec(wire.WindowSpec{Cluster: "prod", Cron: "0 2 * * *", Duration: "4h"}), Reason: "x"}); err != nil {
+		t.Fatal(err)
+	}
+	n := len(policyEvents(t, e.st))
+	rule := wire.PolicyDocument{ApprovalRules: []wire.PolicyApprovalRule{{Name: "gate", Kind: "noop", Approval: "required"}}}
+	if _, err := applyDoc(e, otto, rule, false); !errors.Is(err, ops.ErrForbidden) {
+		t.Errorf("an operator takes over an approval rule: %v, want forbidden", err)
+	}
+	win := wire.PolicyDocument{Windows: []wire.PolicyWindow{{Name: "nightly", Cluster: "prod", Cron: "0 2 * * *", Duration: "4h"}}}
+	if _, err := applyDoc(e, olga, win, false); !errors.Is(err, ops.ErrForbidden) {
+		t.Errorf("a reader of prod takes over its window: %v, want forbidden", err)
+	}
+	if got := len(policyEvents(t, e.st)); got != n {
+		t.Errorf("refused takeovers made %d events", got-n)
+	}
+	if _, err := applyDoc(e, adam, rule, false); err != nil {
+		t.Errorf("an admin takes over the rule: %v", err)
 	}
 }
