@@ -169,3 +169,35 @@ func TestApplyPolicyTakeoverNeedsTheChangeGrant(t *testing.T) {
 		t.Errorf("an admin takes over the rule: %v", err)
 	}
 }
+
+// An admin of prod only neither sees nor revokes the file's grants on
+// other clusters: a dry run of the file without them shows prod's revoke
+// only, and apply leaves stage's grant.
+func TestApplyPolicyGrantsOutOfScopeAreLeftAlone(t *testing.T) {
+	t.Parallel()
+	e := setup(t)
+	ctx := context.Background()
+	dana := scoped(t, e, "dana", store.RoleAdmin)
+	doc := wire.PolicyDocument{Grants: []wire.PolicyGrant{{Person: "pat", Role: store.RoleViewer, Clusters: "prod"},
+		{Person: "pat", Role: store.RoleViewer, Clusters: "stage"}}}
+	if _, err := applyDoc(e, adam, doc, false); err != nil {
+		t.Fatal(err)
+	}
+	p, err := applyDoc(e, dana, wire.PolicyDocument{}, true)
+	if err != nil || len(p.Changes) != 1 || strings.Contains(changesText(p), "stage") {
+		t.Fatalf("dana's dry run = %q, %v; want prod's grant revoked only", changesText(p), err)
+	}
+	if _, err := applyDoc(e, dana, wire.PolicyDocument{}, false); err != nil {
+		t.Fatalf("dana's apply: %v", err)
+	}
+	gs, _ := e.ops.Grants(ctx, adam)
+	var pats []string
+	for _, g := range gs {
+		if g.Person == "pat" {
+			pats = append(pats, g.Clusters)
+		}
+	}
+	if len(pats) != 1 || pats[0] != "stage" {
+		t.Errorf("pat's grants after dana's apply: %v, want stage's", pats)
+	}
+}
