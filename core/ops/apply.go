@@ -36,6 +36,9 @@ type planStep struct {
 	authorize func(ctx context.Context, tx store.Reader) error
 	apply     func(ctx context.Context, tx store.Tx) error
 	cluster   string
+	// loosens: the step may let held work go (policy.Loosens, a delete,
+	// a freeze lifted); an apply with one needs a reason of its own.
+	loosens bool
 }
 
 // ApplyPolicy makes the store hold req's document (or, with DryRun, only
@@ -55,6 +58,7 @@ func (o *Ops) ApplyPolicy(ctx context.Context, c Caller, req *wire.ApplyPolicyRe
 		return wire.PolicyPlan{}, err
 	}
 	reason := strings.TrimSpace(req.Reason)
+	explicit := reason != ""
 	if reason == "" {
 		reason = "applied from " + strings.TrimPrefix(req.Source, store.SourceFilePrefix)
 	}
@@ -100,6 +104,14 @@ func (o *Ops) ApplyPolicy(ctx context.Context, c Caller, req *wire.ApplyPolicyRe
 			}
 			if err := plan(ctx, tx); err != nil {
 				return err
+			}
+			if !explicit {
+				for _, s := range steps {
+					if s.loosens {
+						return BadRequest("%s: this may let held work go; say why with a reason (muster apply --reason, API field reason)",
+							s.change.Text)
+					}
+				}
 			}
 			for _, s := range steps {
 				if err := s.authorize(ctx, tx); err != nil {
@@ -310,7 +322,7 @@ func (o *Ops) planPolicy(ctx context.Context, r store.Reader, c Caller, source, 
 			continue
 		}
 		f := mine[j]
-		steps = append(steps, planStep{cluster: f.ClusterID,
+		steps = append(steps, planStep{cluster: f.ClusterID, loosens: true,
 			change: wire.PolicyPlanChange{Op: "-", Kind: "freeze", ID: f.ID, Text: fmt.Sprintf("- freeze %s of %s from %s until %s: %s (lifted: no longer in the file)",
 				f.ID, f.ClusterID, f.From.UTC().Format(time.RFC3339), f.To.UTC().Format(time.RFC3339), f.Reason)},
 			authorize: func(ctx context.Context, tx store.Reader) error {
@@ -357,7 +369,19 @@ func (o *Ops) planPolicy(ctx context.Context, r store.Reader, c Caller, source, 
 				}
 			}
 			kind, id := kind, d.id
-			steps = append(steps, planStep{cluster: next.ClusterID, change: ch,
+			others := 0
+			if kind == store.PolicyWindow {
+				ws, err := r.Policies(ctx, store.PolicyQuery{Kind: kind, ClusterID: next.ClusterID, Live: true})
+				if err != nil {
+					return nil, err
+				}
+				for _, w := range ws {
+					if w.ID != id {
+						others++
+					}
+				}
+			}
+			steps = append(steps, planStep{cluster: next.ClusterID, change: ch, loosens: policy.Loosens(kind, curRec, &next, others),
 				authorize: func(ctx context.Context, tx store.Reader) error {
 					if curRec == nil {
 						if err := mayReuse(ctx, tx, c, kind, id, next.ClusterID); err != nil {
@@ -389,7 +413,7 @@ func (o *Ops) planPolicy(ctx context.Context, r store.Reader, c Caller, source, 
 			}
 			kind, id := kind, p.ID
 			cur := &policy.Record{ClusterID: p.ClusterID, Spec: p.Spec}
-			steps = append(steps, planStep{cluster: p.ClusterID,
+			steps = append(steps, planStep{cluster: p.ClusterID, loosens: true,
 				change: wire.PolicyPlanChange{Op: "-", Kind: kind, ID: id, Text: fmt.Sprintf("- %s %s: %s (deleted: no longer in the file)",
 					policy.Name(kind), id, policy.Describe(kind, p.Spec))},
 				authorize: func(ctx context.Context, tx store.Reader) error {

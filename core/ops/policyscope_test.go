@@ -201,3 +201,51 @@ func TestApplyPolicyGrantsOutOfScopeAreLeftAlone(t *testing.T) {
 		t.Errorf("pat's grants after dana's apply: %v, want stage's", pats)
 	}
 }
+
+// An apply that loosens the policy (a rule, a window moved, a budget
+// widened, a record deleted, a freeze lifted) needs a reason of its own;
+// one that only holds work does not. The diff needs none.
+func TestApplyPolicyLooseningNeedsAReason(t *testing.T) {
+	t.Parallel()
+	e := setup(t)
+	ctx := context.Background()
+	apply := func(doc wire.PolicyDocument, dry bool, reason string) (wire.PolicyPlan, error) {
+		return e.ops.ApplyPolicy(ctx, adam, &wire.ApplyPolicyRequest{Source: "file:policy.yaml", DryRun: dry, Document: doc, Reason: reason})
+	}
+	until := time.Now().Add(48 * time.Hour).UTC().Truncate(time.Second)
+	hold := wire.PolicyDocument{Windows: []wire.PolicyWindow{{Name: "nightly", Cluster: "prod", Cron: "0 2 * * *", Duration: "4h"}},
+		Budgets: []wire.PolicyBudget{{Cluster: "prod", MaxUnavailable: "1"}},
+		Freezes: []wire.PolicyFreeze{{Cluster: "prod", From: until.Add(-time.Hour), To: until, Reason: "year-end"}}}
+	if _, err := apply(hold, false, ""); err != nil {
+		t.Fatalf("an apply that only holds work, without a reason: %v", err)
+	}
+	moved := hold
+	moved.Windows = []wire.PolicyWindow{{Name: "nightly", Cluster: "prod", Cron: "0 3 * * *", Duration: "4h"}}
+	wider := hold
+	wider.Budgets = []wire.PolicyBudget{{Cluster: "prod", MaxUnavailable: "3"}}
+	rule := hold
+	rule.ApprovalRules = []wire.PolicyApprovalRule{{Name: "free", Kind: "noop", Approval: "none"}}
+	lifted := hold
+	lifted.Freezes = nil
+	deleted := hold
+	deleted.Budgets = nil
+	n := len(policyEvents(t, e.st))
+	for name, doc := range map[string]wire.PolicyDocument{"window moved": moved, "budget widened": wider, "rule": rule,
+		"freeze lifted": lifted, "budget deleted": deleted} {
+		if _, err := apply(doc, false, " "); !errors.Is(err, ops.ErrBadRequest) || !strings.Contains(err.Error(), "reason") {
+			t.Errorf("%s without a reason: %v, want a bad request asking for one", name, err)
+		}
+		if p, err := apply(doc, true, ""); err != nil || len(p.Changes) == 0 {
+			t.Errorf("%s: diff without a reason = %+v, %v", name, p, err)
+		}
+	}
+	if got := len(policyEvents(t, e.st)); got != n {
+		t.Fatalf("refused applies made %d events", got-n)
+	}
+	if _, err := apply(moved, false, "nights moved"); err != nil {
+		t.Fatal(err)
+	}
+	if ws, _ := e.ops.Policies(ctx, adam, store.PolicyWindow, "prod", false); len(ws) != 1 || ws[0].Reason != "nights moved" {
+		t.Errorf("windows = %+v, want the reason given", ws)
+	}
+}
