@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"maps"
 	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -118,6 +119,20 @@ func (h *Holder) tell() {
 	}
 }
 
+// sourceRank orders approval rules at one position by where they come
+// from: core.yaml's first, then those made by hand, then a policy file's.
+// Both files number their rules 0, 1, ...: without it a file's rule would
+// come before a configured one at its position only for its name.
+func sourceRank(source string) int {
+	switch {
+	case source == store.SourceConfig:
+		return 0
+	case strings.HasPrefix(source, store.SourceFilePrefix):
+		return 2
+	}
+	return 1
+}
+
 // publish composes and stores the policies; h.mu is held. A record that
 // does not read (a spec of another version, a window shorter than the
 // least window of a reloaded configuration) is never dropped silently:
@@ -127,6 +142,7 @@ func (h *Holder) tell() {
 func (h *Holder) publish() []string {
 	type rule struct {
 		id   string
+		rank int // sourceRank
 		spec wire.ApprovalRuleSpec
 	}
 	var (
@@ -163,7 +179,7 @@ func (h *Holder) publish() []string {
 		case store.PolicyApprovalRule:
 			var s wire.ApprovalRuleSpec
 			if _, ok := pick(r, func(spec string) error { s = wire.ApprovalRuleSpec{}; return json.Unmarshal([]byte(spec), &s) }); ok {
-				rules = append(rules, rule{id: r.ID, spec: s})
+				rules = append(rules, rule{id: r.ID, rank: sourceRank(r.Source), spec: s})
 			}
 		case store.PolicyBudget:
 			var l limit.Limit
@@ -216,7 +232,7 @@ func (h *Holder) publish() []string {
 	}
 	h.good = good
 	slices.SortStableFunc(rules, func(a, b rule) int {
-		return cmp.Or(cmp.Compare(a.spec.Position, b.spec.Position), cmp.Compare(a.id, b.id))
+		return cmp.Or(cmp.Compare(a.spec.Position, b.spec.Position), cmp.Compare(a.rank, b.rank), cmp.Compare(a.id, b.id))
 	})
 	ap := h.set.Approval
 	ap.Rules = nil

@@ -200,3 +200,31 @@ func TestHolderKeepsWhatReadsAndFailsClosed(t *testing.T) {
 		t.Errorf("reported %q, want the rule and the budget", last)
 	}
 }
+
+// Approval rules of core.yaml and of a policy file both take positions
+// 0, 1, ...: at the same position the configuration's comes first,
+// whatever the ids, so a file's rule cannot shadow it by its name.
+func TestHolderOrdersConfigRulesFirstAtAPosition(t *testing.T) {
+	t.Parallel()
+	h := policy.NewHolder(policy.Settings{Approval: approval.Policy{Default: approval.None, TTL: 1}}, nil, nil)
+	rec := func(id, source string, s wire.ApprovalRuleSpec) store.PolicyRecord {
+		r, err := policy.Check(store.PolicyApprovalRule, id, js(s), 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return store.PolicyRecord{Kind: store.PolicyApprovalRule, ID: id, Spec: r.Spec, Source: source}
+	}
+	h.SetRecords([]store.PolicyRecord{
+		rec("aaa-free", "file:policy.yaml", wire.ApprovalRuleSpec{Position: 0, Kind: "file", Approval: "none"}),
+		rec("cfg-r-0123456789ab", store.SourceConfig, wire.ApprovalRuleSpec{Position: 0, Kind: "config", Approval: "required"}),
+		rec("by-hand", "", wire.ApprovalRuleSpec{Position: 0, Kind: "hand", Approval: "none"}),
+		rec("cfg-r-ba9876543210", store.SourceConfig, wire.ApprovalRuleSpec{Position: 1, Kind: "config1", Approval: "required"}),
+	})
+	var kinds []string
+	for _, r := range h.Approval().Load().Rules {
+		kinds = append(kinds, r.Kind)
+	}
+	if got := strings.Join(kinds, ","); got != "config,hand,file,config1" {
+		t.Errorf("rules in order %s, want config,hand,file,config1", got)
+	}
+}
