@@ -57,6 +57,17 @@ func TestApplyPolicyLeavesClustersOutOfScopeAlone(t *testing.T) {
 	if _, err := applyDoc(e, adam, full, false); err != nil {
 		t.Fatal(err)
 	}
+	// The lists: pia reads prod's records, and stage's do not exist for her.
+	if rs, err := e.ops.Policies(ctx, pia, "", "", true); err != nil || len(rs) != 1 || rs[0].ClusterID != "prod" {
+		t.Errorf("pia's records = %+v, %v; want prod's window only", rs, err)
+	}
+	if _, err := e.ops.Policies(ctx, pia, store.PolicyWindow, "stage", false); !errors.Is(err, store.ErrNotFound) {
+		t.Errorf("pia lists stage's windows: %v, want not found", err)
+	}
+	if _, err := e.ops.PolicyHistory(ctx, pia, store.PolicyWindow, "stage-nightly"); !errors.Is(err, store.ErrNotFound) ||
+		strings.Contains(err.Error(), "stage\"") {
+		t.Errorf("pia reads the history of stage's window: %v, want not found", err)
+	}
 	mine := wire.PolicyDocument{Windows: []wire.PolicyWindow{{Name: "prod-nightly", Cluster: "prod", Cron: "0 3 * * *", Duration: "4h"}}}
 	p, err := applyDoc(e, pia, mine, true)
 	if err != nil || len(p.Changes) != 1 || strings.Contains(changesText(p), "stage") {
