@@ -148,7 +148,7 @@ func TestApplyPolicyTakeoverNeedsTheChangeGrant(t *testing.T) {
 	t.Parallel()
 	e := setup(t)
 	ctx := context.Background()
-	olga := scoped(t, e, "olga", store.RoleViewer)
+	scoped(t, e, "olga", store.RoleViewer)
 	if _, err := e.ops.CreateGrant(ctx, admin, &wire.CreateGrantRequest{Person: "olga", Role: store.RoleOperator, Clusters: "stage"}); err != nil {
 		t.Fatal(err)
 	}
