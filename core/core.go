@@ -177,6 +177,18 @@ func (c *Core) Run(ctx context.Context) error {
 	// replica composes its policies from the store's.
 	cals := schedule.NewHolder(nil)
 	pol := policyrec.NewHolder(cfg.policySettings(), cals, c.log)
+	// A stored record this replica cannot read is an event, not only a
+	// log line: what is kept instead (its last good version, a cluster
+	// closed) is a decision people must see.
+	pol.OnUnreadable(func(problems []string) {
+		if len(problems) == 0 {
+			return
+		}
+		msg := "policy records this replica cannot read: " + strings.Join(problems, "; ")
+		if err := appendCoreEvent(ctx, st, store.EventCorePolicyUnreadable, msg, map[string]any{"problems": problems}); err != nil {
+			c.log.Error("policy: recording the unreadable records", "err", err)
+		}
+	})
 	lv := &reloadable{approval: pol.Approval(), budget: pol.Budget(), members: live.New(cfg.Membership()),
 		calendar: cals.Value(), cals: cals, pol: pol, st: st}
 	drift, err := seedPolicy(ctx, st, nil, cfg, nil)

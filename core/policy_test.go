@@ -2,6 +2,7 @@ package core
 
 import (
 	"context"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -187,5 +188,48 @@ func TestConfigPolicySeedsRecordsAndTheStoreIsFollowed(t *testing.T) {
 	})
 	if len(ws) != 1 || !strings.Contains(ws[0].Spec, "0 3 * * *") {
 		t.Fatalf("windows after the reload: %+v", ws)
+	}
+
+	// A reload that reverts the file (A -> B -> A) brings back what the
+	// configuration deleted at the first: the window and the approval
+	// rule are live again, not left deleted (always open, no approval).
+	bare := next
+	bare.Approval.Rules = nil
+	if _, err := seedPolicy(ctx, st, &next, bare, drift); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := seedPolicy(ctx, st, &bare, cfg, drift); err != nil {
+		t.Fatal(err)
+	}
+	recs, _ = policy.Load(ctx, st)
+	kinds := map[string][]string{}
+	for _, r := range recs {
+		kinds[r.Kind] = append(kinds[r.Kind], r.Spec)
+	}
+	if ws := kinds[store.PolicyWindow]; len(ws) != 1 || !strings.Contains(ws[0], "0 2 * * *") {
+		t.Errorf("windows after the revert: %v, want the file's 0 2 * * * live", ws)
+	}
+	if rs := kinds[store.PolicyApprovalRule]; len(rs) != 1 || !strings.Contains(rs[0], "noop") {
+		t.Errorf("approval rules after the revert: %v, want noop live", rs)
+	}
+	// What a person deleted stays deleted: drift, not undone by a reload.
+	if err := st.Update(ctx, func(tx store.Tx) error {
+		for _, r := range recs {
+			if r.Kind == store.PolicyApprovalRule {
+				if _, err := policy.Delete(ctx, tx, r.Kind, r.ID, time.Now(), "ann", "", "not wanted"); err != nil {
+					return err
+				}
+			}
+		}
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	drift, err = seedPolicy(ctx, st, &cfg, cfg, nil)
+	if err != nil || !slices.ContainsFunc(drift, func(d string) bool { return strings.Contains(d, "deleted by ann") }) {
+		t.Errorf("drift after a person's delete: %v, %v", drift, err)
+	}
+	if recs, _ = policy.Load(ctx, st); slices.ContainsFunc(recs, func(r store.PolicyRecord) bool { return r.Kind == store.PolicyApprovalRule }) {
+		t.Errorf("a reload brought back the rule a person deleted")
 	}
 }

@@ -43,7 +43,7 @@ func TestApplyPolicyTwiceChangesNothingThenExactlyTheChangedWindow(t *testing.T)
 	if strings.Count(out, "\n") != 4 || !strings.Contains(out, "+ window nightly") || !strings.Contains(out, "+ budget c1") {
 		t.Fatalf("diff:\n%s", out)
 	}
-	out = muster(t, env(0, "admin"), "apply", "-f", path)
+	out = muster(t, env(0, "admin"), "apply", "-f", path, "--reason", "change board 12")
 	if !strings.Contains(out, "Applied 4 change(s) from policy.yaml") {
 		t.Fatalf("apply:\n%s", out)
 	}
@@ -94,7 +94,7 @@ func TestApplyPolicyTwiceChangesNothingThenExactlyTheChangedWindow(t *testing.T)
 		!strings.Contains(out, `"0 3 * * *"`) {
 		t.Fatalf("diff with one window changed:\n%s", out)
 	}
-	out = muster(t, env(1, "admin"), "apply", "-f", path)
+	out = muster(t, env(1, "admin"), "apply", "-f", path, "--reason", "nights move an hour")
 	if !strings.Contains(out, "Applied 1 change(s)") {
 		t.Fatalf("apply with one window changed:\n%s", out)
 	}

@@ -161,7 +161,7 @@ func newPolicyCmd(apply bool) *cobra.Command {
 	var file, reason string
 	cmd.Flags().StringVarP(&file, "file", "f", "", "the policy file (YAML; see configs/policy.yaml)")
 	if apply {
-		cmd.Flags().StringVar(&reason, "reason", "", "why, for every change's event (default: applied from the file's name)")
+		cmd.Flags().StringVar(&reason, "reason", "", "why, for every change's event; required when the file loosens the policy (a window added beside others, moved or deleted, a budget widened or deleted, an approval rule, a freeze lifted)")
 	}
 	cmd.RunE = func(cmd *cobra.Command, _ []string) error {
 		if file == "" {

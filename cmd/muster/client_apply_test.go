@@ -95,7 +95,11 @@ func TestDiffAndApplyFreezes(t *testing.T) {
 		}
 	}
 	write("year-end freeze")
-	out, err = run("apply", "-f", path)
+	// Lifting the old freeze may let held work go: a reason is required.
+	if _, err := run("apply", "-f", path); err == nil || !strings.Contains(err.Error(), "--reason") || strings.Contains(err.Error(), "\n") {
+		t.Fatalf("apply lifting a freeze without --reason: %v, want a one-line error asking for one", err)
+	}
+	out, err = run("apply", "-f", path, "--reason", "the freeze is renamed")
 	if err != nil || strings.Count(out, "\n") != 3 || !strings.Contains(out, "+ freeze prod from "+xmas+" until "+night+": year-end freeze") ||
 		!strings.Contains(out, ": year-end (lifted: no longer in the file)") {
 		t.Fatalf("apply with one freeze changed:\n%s%v", out, err)
@@ -207,7 +211,7 @@ func TestShippedPolicyFileApplies(t *testing.T) {
 		return out.String(), err
 	}
 	path := filepath.Join("..", "..", "configs", "policy.yaml")
-	out, err := run("apply", "-f", path)
+	out, err := run("apply", "-f", path, "--reason", "first policy")
 	if err != nil || !strings.Contains(out, "+ window prod-db-nightly") || !strings.Contains(out, "+ approval rule prod-db-two-teams") ||
 		!strings.Contains(out, "+ budget prod-db") || !strings.Contains(out, "+ team db") || !strings.Contains(out, "+ grant team db approver") {
 		t.Fatalf("apply of configs/policy.yaml:\n%s%v", out, err)

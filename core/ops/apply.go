@@ -36,6 +36,9 @@ type planStep struct {
 	authorize func(ctx context.Context, tx store.Reader) error
 	apply     func(ctx context.Context, tx store.Tx) error
 	cluster   string
+	// loosens: the step may let held work go (policy.Loosens, a delete,
+	// a freeze lifted); an apply with one needs a reason of its own.
+	loosens bool
 }
 
 // ApplyPolicy makes the store hold req's document (or, with DryRun, only
@@ -55,6 +58,7 @@ func (o *Ops) ApplyPolicy(ctx context.Context, c Caller, req *wire.ApplyPolicyRe
 		return wire.PolicyPlan{}, err
 	}
 	reason := strings.TrimSpace(req.Reason)
+	explicit := reason != ""
 	if reason == "" {
 		reason = "applied from " + strings.TrimPrefix(req.Source, store.SourceFilePrefix)
 	}
@@ -100,6 +104,14 @@ func (o *Ops) ApplyPolicy(ctx context.Context, c Caller, req *wire.ApplyPolicyRe
 			}
 			if err := plan(ctx, tx); err != nil {
 				return err
+			}
+			if !explicit {
+				for _, s := range steps {
+					if s.loosens {
+						return BadRequest("%s: this may let held work go; say why with a reason (muster apply --reason, API field reason)",
+							s.change.Text)
+					}
+				}
 			}
 			for _, s := range steps {
 				if err := s.authorize(ctx, tx); err != nil {
@@ -245,13 +257,20 @@ func (o *Ops) planPolicy(ctx context.Context, r store.Reader, c Caller, source, 
 	// declares some needs it; one that declares none leaves them to such a
 	// caller.
 	var steps []planStep
+	// Only what the caller may read is planned: a record or freeze of
+	// this file in another cluster is neither shown, nor changed, nor
+	// deleted (another person's apply of the file owns it there).
+	v, err := Visibility(ctx, r, c)
+	if err != nil {
+		return nil, err
+	}
+	seen := func(cluster string) bool { return cluster == "" || v.Has(cluster) }
 	if len(want.teams)+len(want.grants) > 0 {
 		if err := Authorize(c, auth.Grants); err != nil {
 			return nil, err
 		}
 	}
 	if c.Can(auth.Grants) {
-		var err error
 		if steps, err = o.planAccess(ctx, r, c, source, want.teams, want.grants); err != nil {
 			return nil, err
 		}
@@ -264,7 +283,7 @@ func (o *Ops) planPolicy(ctx context.Context, r store.Reader, c Caller, source, 
 	}
 	var mine []store.Freeze
 	for _, f := range have {
-		if f.Source == source {
+		if f.Source == source && seen(f.ClusterID) {
 			mine = append(mine, f)
 		}
 	}
@@ -303,7 +322,7 @@ func (o *Ops) planPolicy(ctx context.Context, r store.Reader, c Caller, source, 
 			continue
 		}
 		f := mine[j]
-		steps = append(steps, planStep{cluster: f.ClusterID,
+		steps = append(steps, planStep{cluster: f.ClusterID, loosens: true,
 			change: wire.PolicyPlanChange{Op: "-", Kind: "freeze", ID: f.ID, Text: fmt.Sprintf("- freeze %s of %s from %s until %s: %s (lifted: no longer in the file)",
 				f.ID, f.ClusterID, f.From.UTC().Format(time.RFC3339), f.To.UTC().Format(time.RFC3339), f.Reason)},
 			authorize: func(ctx context.Context, tx store.Reader) error {
@@ -328,6 +347,11 @@ func (o *Ops) planPolicy(ctx context.Context, r store.Reader, c Caller, source, 
 			if cur != nil && cur.Spec == d.rec.Spec && cur.Source == source {
 				continue
 			}
+			if cur != nil && !seen(cur.ClusterID) {
+				// The name is another cluster's, which the caller cannot
+				// read: refused, without saying what it holds.
+				return nil, fmt.Errorf("%w: %s %s: the name is taken; name it otherwise", ErrConflict, policy.Name(kind), d.id)
+			}
 			next := d.rec
 			rec := &store.PolicyRecord{Kind: kind, ID: d.id, ClusterID: next.ClusterID, Spec: next.Spec, Source: source, Reason: reason,
 				UpdatedTS: now}
@@ -345,11 +369,28 @@ func (o *Ops) planPolicy(ctx context.Context, r store.Reader, c Caller, source, 
 				}
 			}
 			kind, id := kind, d.id
-			steps = append(steps, planStep{cluster: next.ClusterID, change: ch,
-				authorize: func(ctx context.Context, tx store.Reader) error {
-					if curRec != nil && curRec.Spec == next.Spec {
-						return authorizeIn(ctx, tx, c, auth.Read, next.ClusterID)
+			others := 0
+			if kind == store.PolicyWindow {
+				ws, err := r.Policies(ctx, store.PolicyQuery{Kind: kind, ClusterID: next.ClusterID, Live: true})
+				if err != nil {
+					return nil, err
+				}
+				for _, w := range ws {
+					if w.ID != id {
+						others++
 					}
+				}
+			}
+			steps = append(steps, planStep{cluster: next.ClusterID, change: ch, loosens: policy.Loosens(kind, curRec, &next, others),
+				authorize: func(ctx context.Context, tx store.Reader) error {
+					if curRec == nil {
+						if err := mayReuse(ctx, tx, c, kind, id, next.ClusterID); err != nil {
+							return err
+						}
+					}
+					// A takeover (only the source changes) takes what a
+					// change by hand takes: the file may later change or
+					// delete what it owns.
 					return authorizeRecord(ctx, tx, c, kind, id, curRec, &next)
 				},
 				apply: func(ctx context.Context, tx store.Tx) error {
@@ -367,12 +408,12 @@ func (o *Ops) planPolicy(ctx context.Context, r store.Reader, c Caller, source, 
 			return nil, err
 		}
 		for _, p := range stored {
-			if p.Source != source || declaredIDs[p.ID] {
+			if p.Source != source || declaredIDs[p.ID] || !seen(p.ClusterID) {
 				continue
 			}
 			kind, id := kind, p.ID
 			cur := &policy.Record{ClusterID: p.ClusterID, Spec: p.Spec}
-			steps = append(steps, planStep{cluster: p.ClusterID,
+			steps = append(steps, planStep{cluster: p.ClusterID, loosens: true,
 				change: wire.PolicyPlanChange{Op: "-", Kind: kind, ID: id, Text: fmt.Sprintf("- %s %s: %s (deleted: no longer in the file)",
 					policy.Name(kind), id, policy.Describe(kind, p.Spec))},
 				authorize: func(ctx context.Context, tx store.Reader) error {

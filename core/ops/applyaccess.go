@@ -197,6 +197,9 @@ func (o *Ops) planAccess(ctx context.Context, r store.Reader, c Caller, source s
 			continue // a grant of a team this file deletes goes with the team
 		}
 		scope := auth.FromStore(g).Scope
+		if !auth.MayGrant(c.grants(), scope) {
+			continue // outside the caller's scope: neither shown nor revoked, as Grants
+		}
 		steps = append(steps, planStep{change: wire.PolicyPlanChange{Op: "-", Kind: "grant", ID: g.ID,
 			Text: "- grant " + k + " (revoked: no longer in the file)"},
 			authorize: func(ctx context.Context, tx store.Reader) error {

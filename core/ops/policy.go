@@ -108,6 +108,31 @@ func liveRecord(ctx context.Context, r store.Reader, kind, id string) (*store.Po
 	return cur, &policy.Record{ClusterID: cur.ClusterID, Spec: cur.Spec}, nil
 }
 
+// mayReuse checks that c may make kind/id, which has no live record,
+// again: a deleted one keeps its history under the name, so bringing it
+// back in another cluster takes auth.Unfreeze on the cluster it was last
+// in, as moving a live one does; a cluster c cannot read refuses it
+// without naming the cluster or what the record held.
+func mayReuse(ctx context.Context, r store.Reader, c Caller, kind, id, cluster string) error {
+	old, err := r.Policy(ctx, kind, id)
+	if errors.Is(err, store.ErrNotFound) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	if old.ClusterID == "" || old.ClusterID == cluster {
+		return nil
+	}
+	if err := authorizeIn(ctx, r, c, auth.Unfreeze, old.ClusterID); err != nil {
+		if errors.Is(err, store.ErrNotFound) {
+			return fmt.Errorf("%w: %s %s: the name is taken; name it otherwise", ErrConflict, policy.Name(kind), id)
+		}
+		return err
+	}
+	return nil
+}
+
 // countRules refuses an approval rule beyond policy.MaxRules.
 func countRules(ctx context.Context, tx store.Reader, adding int) error {
 	rs, err := tx.Policies(ctx, store.PolicyQuery{Kind: store.PolicyApprovalRule, Live: true})
@@ -148,6 +173,11 @@ func (o *Ops) PutPolicy(ctx context.Context, c Caller, kind, id string, req *wir
 		}
 		if err := authorizeRecord(ctx, tx, c, kind, id, cur, &next); err != nil {
 			return err
+		}
+		if cur == nil {
+			if err := mayReuse(ctx, tx, c, kind, id, next.ClusterID); err != nil {
+				return err
+			}
 		}
 		if kind == store.PolicyApprovalRule && cur == nil {
 			if err := countRules(ctx, tx, 1); err != nil {
@@ -251,17 +281,20 @@ func (o *Ops) PolicyHistory(ctx context.Context, c Caller, kind, id string) ([]w
 		if err != nil {
 			return err
 		}
-		if p.ClusterID != "" {
-			v, err := Visibility(ctx, r, c)
-			if err != nil {
-				return err
-			}
-			if !v.Has(p.ClusterID) {
-				return fmt.Errorf("%s %q: %w", policy.Name(kind), id, store.ErrNotFound)
-			}
+		v, err := Visibility(ctx, r, c)
+		if err != nil {
+			return err
 		}
+		if p.ClusterID != "" && !v.Has(p.ClusterID) {
+			return fmt.Errorf("%s %q: %w", policy.Name(kind), id, store.ErrNotFound)
+		}
+		// A name deleted and made again elsewhere keeps the rows of the
+		// cluster it was in: each row is shown only to who reads its.
 		hs, err := r.PolicyHistory(ctx, kind, id)
 		for _, h := range hs {
+			if cl := policy.ClusterOf(kind, id, h.Spec); cl != "" && !v.Has(cl) {
+				continue
+			}
 			out = append(out, wire.PolicyChange{Version: h.Version, Op: h.Op, Spec: json.RawMessage(h.Spec), Source: h.Source,
 				Actor: h.Actor, Reason: h.Reason, TS: h.TS})
 		}

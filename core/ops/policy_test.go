@@ -172,7 +172,8 @@ func TestPolicyRecordsAreGatedLikeFreezes(t *testing.T) {
 }
 
 func applyDoc(e *env, who ops.Caller, doc wire.PolicyDocument, dry bool) (wire.PolicyPlan, error) {
-	return e.ops.ApplyPolicy(context.Background(), who, &wire.ApplyPolicyRequest{Source: "file:policy.yaml", DryRun: dry, Document: doc})
+	return e.ops.ApplyPolicy(context.Background(), who, &wire.ApplyPolicyRequest{Source: "file:policy.yaml", DryRun: dry, Document: doc,
+		Reason: "policy review"})
 }
 
 // ApplyPolicy makes the store hold a whole document: a dry run says what

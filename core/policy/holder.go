@@ -4,9 +4,11 @@ import (
 	"cmp"
 	"context"
 	"encoding/json"
+	"fmt"
 	"log/slog"
 	"maps"
 	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -44,6 +46,13 @@ type Holder struct {
 	// last is each cluster's windows and budget as last published, to
 	// tell which changed.
 	last map[string]string
+	// good is the last spec of each record (kind/id) that read.
+	good map[string]string
+	// bad is the records that do not read, badChanged whether that
+	// changed at the last publish; onBad is told (OnUnreadable).
+	bad        []string
+	badChanged bool
+	onBad      func(problems []string)
 }
 
 // NewHolder holds set and no record yet; the windows go to cals.
@@ -52,11 +61,27 @@ func NewHolder(set Settings, cals *schedule.Holder, log *slog.Logger) *Holder {
 		log = slog.New(slog.DiscardHandler)
 	}
 	h := &Holder{set: set, appr: live.New(set.Approval), bud: live.New(budget.Policy{Kinds: set.Kinds}), cals: cals, log: log,
-		last: map[string]string{}}
+		last: map[string]string{}, good: map[string]string{}}
 	h.mu.Lock()
 	h.publish()
 	h.mu.Unlock()
 	return h
+}
+
+// OnUnreadable calls f with the records that do not read (one line each,
+// what is kept instead) whenever that set changes; empty when every record
+// reads again. f runs outside the holder's lock.
+func (h *Holder) OnUnreadable(f func(problems []string)) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.onBad = f
+}
+
+// Unreadable is the records that do not read now, one line each.
+func (h *Holder) Unreadable() []string {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return slices.Clone(h.bad)
 }
 
 // Approval is the approval policy as it is now.
@@ -68,89 +93,170 @@ func (h *Holder) Budget() *live.Value[budget.Policy] { return h.bud }
 // SetSettings takes the settings of a reloaded configuration.
 func (h *Holder) SetSettings(set Settings) {
 	h.mu.Lock()
-	defer h.mu.Unlock()
 	h.set = set
 	h.publish()
+	h.tell()
 }
 
 // SetRecords makes recs (the live records of the store) the records of
 // the policies and returns the clusters whose windows or budget changed.
 func (h *Holder) SetRecords(recs []store.PolicyRecord) []string {
 	h.mu.Lock()
-	defer h.mu.Unlock()
 	h.recs = slices.Clone(recs)
-	return h.publish()
+	changed := h.publish()
+	h.tell()
+	return changed
 }
 
-// publish composes and stores the policies; h.mu is held.
+// tell unlocks h.mu and, when the unreadable records changed at the last
+// publish, calls the OnUnreadable function.
+func (h *Holder) tell() {
+	f, bad, changed := h.onBad, slices.Clone(h.bad), h.badChanged
+	h.badChanged = false
+	h.mu.Unlock()
+	if changed && f != nil {
+		f(bad)
+	}
+}
+
+// sourceRank orders approval rules at one position by where they come
+// from: core.yaml's first, then those made by hand, then a policy file's.
+// Both files number their rules 0, 1, ...: without it a file's rule would
+// come before a configured one at its position only for its name.
+func sourceRank(source string) int {
+	switch {
+	case source == store.SourceConfig:
+		return 0
+	case strings.HasPrefix(source, store.SourceFilePrefix):
+		return 2
+	}
+	return 1
+}
+
+// publish composes and stores the policies; h.mu is held. A record that
+// does not read (a spec of another version, a window shorter than the
+// least window of a reloaded configuration) is never dropped silently:
+// its last good version is kept when there is one; a cluster none of
+// whose windows reads is kept closed; each is logged and reported
+// (OnUnreadable).
 func (h *Holder) publish() []string {
-	var rules []store.PolicyRecord
+	type rule struct {
+		id   string
+		rank int // sourceRank
+		spec wire.ApprovalRuleSpec
+	}
+	var (
+		rules    []rule
+		problems []string
+	)
 	bud := budget.Policy{MaxUnavailable: map[string]limit.Limit{}, Kinds: h.set.Kinds}
-	windows := map[string][]schedule.WindowSpec{}
+	windows := map[string][]schedule.Window{}
+	closed := map[string]string{}
+	broken := map[string]bool{}
 	seen := map[string]string{}
+	good := map[string]string{}
+	// pick reads r's spec with read, or else its last good one.
+	pick := func(r store.PolicyRecord, read func(spec string) error) (string, bool) {
+		k := r.Kind + "/" + r.ID
+		err := read(r.Spec)
+		if err == nil {
+			good[k] = r.Spec
+			return r.Spec, true
+		}
+		if last, ok := h.good[k]; ok && last != r.Spec && read(last) == nil {
+			good[k] = last
+			problems = append(problems, fmt.Sprintf("%s %s does not read (%v): its last good version is kept", Name(r.Kind), r.ID, err))
+			return last, true
+		}
+		problems = append(problems, fmt.Sprintf("%s %s does not read (%v): it is left out", Name(r.Kind), r.ID, err))
+		return "", false
+	}
 	for _, r := range h.recs {
 		if r.DeletedTS != nil {
 			continue
 		}
 		switch r.Kind {
 		case store.PolicyApprovalRule:
-			rules = append(rules, r)
+			var s wire.ApprovalRuleSpec
+			if _, ok := pick(r, func(spec string) error { s = wire.ApprovalRuleSpec{}; return json.Unmarshal([]byte(spec), &s) }); ok {
+				rules = append(rules, rule{id: r.ID, rank: sourceRank(r.Source), spec: s})
+			}
 		case store.PolicyBudget:
-			var b wire.BudgetSpec
-			if err := json.Unmarshal([]byte(r.Spec), &b); err != nil {
-				h.log.Warn("policy: a stored budget does not read; it is left out", "id", r.ID, "err", err)
-				continue
+			var l limit.Limit
+			if _, ok := pick(r, func(spec string) error {
+				var b wire.BudgetSpec
+				if err := json.Unmarshal([]byte(spec), &b); err != nil {
+					return err
+				}
+				var err error
+				l, err = limit.Parse(b.MaxUnavailable)
+				return err
+			}); ok {
+				bud.MaxUnavailable[r.ClusterID] = l
+				seen[r.ClusterID] += "b" + l.String() + ";"
 			}
-			l, err := limit.Parse(b.MaxUnavailable)
-			if err != nil {
-				h.log.Warn("policy: a stored budget does not read; it is left out", "id", r.ID, "err", err)
-				continue
-			}
-			bud.MaxUnavailable[r.ClusterID] = l
-			seen[r.ClusterID] += "b" + l.String() + ";"
 		case store.PolicyWindow:
-			var w wire.WindowSpec
-			if err := json.Unmarshal([]byte(r.Spec), &w); err != nil {
-				h.log.Warn("policy: a stored window does not read; it is left out", "id", r.ID, "err", err)
+			var win schedule.Window
+			spec, ok := pick(r, func(spec string) error {
+				var w wire.WindowSpec
+				if err := json.Unmarshal([]byte(spec), &w); err != nil {
+					return err
+				}
+				d, _ := time.ParseDuration(w.Duration)
+				cal, bad := schedule.ParseCalendar([]schedule.WindowSpec{{Cron: w.Cron, Duration: d, Timezone: w.Timezone}}, nil,
+					h.set.MinWindow)
+				if len(bad) > 0 {
+					return bad[0].Err
+				}
+				win = cal.Windows[0]
+				return nil
+			})
+			if !ok {
+				broken[r.ClusterID] = true
 				continue
 			}
-			d, _ := time.ParseDuration(w.Duration)
-			windows[r.ClusterID] = append(windows[r.ClusterID], schedule.WindowSpec{Cron: w.Cron, Duration: d, Timezone: w.Timezone})
-			seen[r.ClusterID] += "w" + r.Spec + ";"
+			if len(windows[r.ClusterID]) < schedule.MaxWindows {
+				windows[r.ClusterID] = append(windows[r.ClusterID], win)
+			}
+			seen[r.ClusterID] += "w" + spec + ";"
 		}
 	}
-	slices.SortStableFunc(rules, func(a, b store.PolicyRecord) int {
-		var x, y wire.ApprovalRuleSpec
-		_ = json.Unmarshal([]byte(a.Spec), &x)
-		_ = json.Unmarshal([]byte(b.Spec), &y)
-		return cmp.Or(cmp.Compare(x.Position, y.Position), cmp.Compare(a.ID, b.ID))
+	for id := range broken {
+		if len(windows[id]) == 0 {
+			// Closed, not open at any time as a cluster without
+			// windows is.
+			closed[id] = "none of the cluster's windows reads"
+			seen[id] += "closed;"
+			problems = append(problems, fmt.Sprintf("cluster %s: none of its windows reads: it is kept closed", id))
+		}
+	}
+	h.good = good
+	slices.SortStableFunc(rules, func(a, b rule) int {
+		return cmp.Or(cmp.Compare(a.spec.Position, b.spec.Position), cmp.Compare(a.rank, b.rank), cmp.Compare(a.id, b.id))
 	})
 	ap := h.set.Approval
 	ap.Rules = nil
 	for _, r := range rules {
-		var s wire.ApprovalRuleSpec
-		if err := json.Unmarshal([]byte(r.Spec), &s); err != nil {
-			h.log.Warn("policy: a stored approval rule does not read; it is left out", "id", r.ID, "err", err)
-			continue
-		}
-		ap.Rules = append(ap.Rules, ToRule(s))
+		ap.Rules = append(ap.Rules, ToRule(r.spec))
 	}
 	cals := schedule.Calendars{}
 	for id, ws := range windows {
-		if len(ws) > schedule.MaxWindows {
-			ws = ws[:schedule.MaxWindows]
-		}
-		cal, bad := schedule.ParseCalendar(ws, nil, h.set.MinWindow)
-		if len(bad) > 0 {
-			h.log.Warn("policy: stored windows do not read; the cluster's windows are left out", "cluster", id, "err", bad[0].Err)
-			continue
-		}
-		cals[id] = cal
+		cals[id] = &schedule.Calendar{Windows: ws}
+	}
+	for id, why := range closed {
+		cals[id] = &schedule.Calendar{Closed: why}
 	}
 	h.appr.Store(ap)
 	h.bud.Store(bud)
 	if h.cals != nil {
 		h.cals.SetConfig(cals)
+	}
+	slices.Sort(problems)
+	if !slices.Equal(problems, h.bad) {
+		for _, p := range problems {
+			h.log.Warn("policy: a stored record does not read", "problem", p)
+		}
+		h.bad, h.badChanged = problems, true
 	}
 	var changed []string
 	for id := range maps.Keys(seen) {

@@ -229,6 +229,22 @@ func Loosens(kind string, cur, next *Record, windows int) bool {
 	return true
 }
 
+// ClusterOf is the cluster of a stored spec of kind: a window's cluster
+// field, a budget's id; "" for an approval rule (it governs by glob).
+func ClusterOf(kind, id, spec string) string {
+	switch kind {
+	case store.PolicyBudget:
+		return id
+	case store.PolicyWindow:
+		var w struct {
+			Cluster string `json:"cluster"`
+		}
+		_ = json.Unmarshal([]byte(spec), &w)
+		return w.Cluster
+	}
+	return ""
+}
+
 // Describe is a record's spec in a line, for plans and events.
 func Describe(kind, spec string) string {
 	switch kind {

@@ -3,7 +3,9 @@ package policy_test
 import (
 	"encoding/json"
 	"errors"
+	"strings"
 	"testing"
+	"time"
 
 	"github.com/musterhq/muster/core/approval"
 	"github.com/musterhq/muster/core/policy"
@@ -141,5 +143,88 @@ func TestHolderComposesTheRecords(t *testing.T) {
 	}
 	if got := h.SetRecords(recs[:3]); len(got) != 1 {
 		t.Errorf("records without prod's changed %v, want [prod]", got)
+	}
+}
+
+// A stored record that does not read (a window shorter than a raised
+// least window, a spec of another version) is never dropped silently: the
+// cluster's other windows stay, a cluster none of whose windows reads is
+// kept closed, a budget or rule keeps its last good version, and each is
+// reported.
+func TestHolderKeepsWhatReadsAndFailsClosed(t *testing.T) {
+	t.Parallel()
+	cals := schedule.NewHolder(nil)
+	var reported [][]string
+	h := policy.NewHolder(policy.Settings{Approval: approval.Policy{Default: approval.None, TTL: 1}}, cals, nil)
+	h.OnUnreadable(func(p []string) { reported = append(reported, p) })
+	put := func(kind, id string, v any) store.PolicyRecord {
+		r, err := policy.Check(kind, id, js(v), 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return store.PolicyRecord{Kind: kind, ID: id, ClusterID: r.ClusterID, Spec: r.Spec}
+	}
+	rule := put(store.PolicyApprovalRule, "gate", wire.ApprovalRuleSpec{Kind: "noop", Approval: "required"})
+	bud := put(store.PolicyBudget, "prod", wire.BudgetSpec{Cluster: "prod", MaxUnavailable: "1"})
+	long := put(store.PolicyWindow, "long", wire.WindowSpec{Cluster: "prod", Cron: "0 2 * * *", Duration: "4h"})
+	short := put(store.PolicyWindow, "short", wire.WindowSpec{Cluster: "prod", Cron: "0 9 * * *", Duration: "10m"})
+	stage := put(store.PolicyWindow, "stage", wire.WindowSpec{Cluster: "stage", Cron: "0 9 * * *", Duration: "10m"})
+	h.SetRecords([]store.PolicyRecord{rule, bud, long, short, stage})
+	if len(reported) != 0 {
+		t.Fatalf("reported with every record readable: %v", reported)
+	}
+	// The least window is raised to 1h: short and stage no longer read.
+	h.SetSettings(policy.Settings{Approval: approval.Policy{Default: approval.None, TTL: 1}, MinWindow: time.Hour})
+	c := cals.Value().Load()
+	if p := c.Of("prod"); p == nil || len(p.Windows) != 1 {
+		t.Errorf("prod's calendar = %+v, want its one window that reads", p)
+	}
+	if s := c.Of("stage"); s == nil || s.At(time.Now()).InWindow && s.At(time.Now()).Frozen == nil {
+		t.Errorf("stage, none of whose windows reads, is open: %+v", s)
+	}
+	if len(reported) != 1 || !strings.Contains(strings.Join(reported[0], "\n"), "short") ||
+		!strings.Contains(strings.Join(reported[0], "\n"), "stage") {
+		t.Fatalf("reported %v, want short and stage", reported)
+	}
+	// A rule and a budget that no longer read keep their last good version.
+	badRule, badBud := rule, bud
+	badRule.Spec, badBud.Spec = `{"position":"x"}`, `{"max_unavailable":"lots"}`
+	h.SetRecords([]store.PolicyRecord{badRule, badBud, long})
+	if rs := h.Approval().Load().Rules; len(rs) != 1 || rs[0].Approval != approval.Required {
+		t.Errorf("rules = %+v, want the last good gate", rs)
+	}
+	if l := h.Budget().Load().MaxUnavailable["prod"]; l.String() != "1" {
+		t.Errorf("budget of prod = %v, want the last good 1", l)
+	}
+	if last := strings.Join(reported[len(reported)-1], "\n"); !strings.Contains(last, "gate") || !strings.Contains(last, "budget prod") {
+		t.Errorf("reported %q, want the rule and the budget", last)
+	}
+}
+
+// Approval rules of core.yaml and of a policy file both take positions
+// 0, 1, ...: at the same position the configuration's comes first,
+// whatever the ids, so a file's rule cannot shadow it by its name.
+func TestHolderOrdersConfigRulesFirstAtAPosition(t *testing.T) {
+	t.Parallel()
+	h := policy.NewHolder(policy.Settings{Approval: approval.Policy{Default: approval.None, TTL: 1}}, nil, nil)
+	rec := func(id, source string, s wire.ApprovalRuleSpec) store.PolicyRecord {
+		r, err := policy.Check(store.PolicyApprovalRule, id, js(s), 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return store.PolicyRecord{Kind: store.PolicyApprovalRule, ID: id, Spec: r.Spec, Source: source}
+	}
+	h.SetRecords([]store.PolicyRecord{
+		rec("aaa-free", "file:policy.yaml", wire.ApprovalRuleSpec{Position: 0, Kind: "file", Approval: "none"}),
+		rec("cfg-r-0123456789ab", store.SourceConfig, wire.ApprovalRuleSpec{Position: 0, Kind: "config", Approval: "required"}),
+		rec("by-hand", "", wire.ApprovalRuleSpec{Position: 0, Kind: "hand", Approval: "none"}),
+		rec("cfg-r-ba9876543210", store.SourceConfig, wire.ApprovalRuleSpec{Position: 1, Kind: "config1", Approval: "required"}),
+	})
+	var kinds []string
+	for _, r := range h.Approval().Load().Rules {
+		kinds = append(kinds, r.Kind)
+	}
+	if got := strings.Join(kinds, ","); got != "config,hand,file,config1" {
+		t.Errorf("rules in order %s, want config,hand,file,config1", got)
 	}
 }

@@ -66,7 +66,10 @@ func Delete(ctx context.Context, tx store.Tx, kind, id string, at time.Time, act
 // they say, Check'ed). A record the store lacks is made. At a reload (old:
 // the records of the file before), a record the file changed or removed
 // that the store still holds as the file had it is changed or deleted:
-// editing the file and sending SIGHUP is a change someone made. Anything
+// editing the file and sending SIGHUP is a change someone made. A record
+// of the file that a reload deleted (DeletedBy ActorConfig) is made again
+// (a reverted file brings it back); one a person deleted stays deleted,
+// as drift. Anything
 // else the file and the store disagree on is drift, returned one line
 // each: the store is followed, whatever the file says.
 func Seed(ctx context.Context, tx store.Tx, old, next []store.PolicyRecord, now time.Time) ([]string, error) {
@@ -91,6 +94,17 @@ func Seed(ctx context.Context, tx store.Tx, old, next []store.PolicyRecord, now 
 			continue
 		case err != nil:
 			return nil, err
+		}
+		if cur.DeletedTS != nil && cur.DeletedBy == ActorConfig {
+			// Deleted by a reload that removed it from the file, not by
+			// a person: the file declares it again, so it is made again
+			// (a revert A -> B -> A leaves what A declares live).
+			rec := r
+			rec.Source, rec.UpdatedTS, rec.Reason = store.SourceConfig, now, "declared in the configuration again"
+			if _, err := Put(ctx, tx, &rec, ActorConfig, ""); err != nil {
+				return nil, err
+			}
+			continue
 		}
 		o, inOld := was[k]
 		if inOld && o.Spec != r.Spec && cur.DeletedTS == nil && cur.Spec == o.Spec && cur.Source == store.SourceConfig {

@@ -46,8 +46,8 @@ func (h *Holder) SetConfig(config Calendars) {
 	defer h.mu.Unlock()
 	h.windows = Calendars{}
 	for id, c := range config {
-		if c != nil && len(c.Windows) > 0 {
-			h.windows[id] = &Calendar{Windows: c.Windows}
+		if c != nil && (len(c.Windows) > 0 || c.Closed != "") {
+			h.windows[id] = &Calendar{Windows: c.Windows, Closed: c.Closed}
 		}
 	}
 	h.publish()
@@ -86,7 +86,7 @@ func (h *Holder) SetFreezes(fs []store.Freeze) []string {
 func (h *Holder) publish() {
 	out := Calendars{}
 	for id, c := range h.windows {
-		out[id] = &Calendar{Windows: c.Windows}
+		out[id] = &Calendar{Windows: c.Windows, Closed: c.Closed}
 	}
 	for id, fs := range h.freezes {
 		if len(fs) > MaxFreezes { // each question walks them all: keep those ending last

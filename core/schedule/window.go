@@ -41,6 +41,9 @@ type Freeze struct {
 type Calendar struct {
 	Windows []Window
 	Freezes []Freeze
+	// Closed, when set, says why no window is open at any time: the
+	// cluster has windows but none of them reads (fail closed, not open).
+	Closed string
 }
 
 // NewWindow is a window opening at expr in zone tz for d. Its bounds are
@@ -70,7 +73,9 @@ func NewFreeze(from, to, reason string) (Freeze, error) {
 }
 
 // Empty reports whether the calendar restricts nothing.
-func (c *Calendar) Empty() bool { return c == nil || len(c.Windows) == 0 && len(c.Freezes) == 0 }
+func (c *Calendar) Empty() bool {
+	return c == nil || len(c.Windows) == 0 && len(c.Freezes) == 0 && c.Closed == ""
+}
 
 // CalendarStatus is what a calendar says at one instant.
 type CalendarStatus struct {
@@ -131,8 +136,10 @@ func (c *Calendar) At(t time.Time) CalendarStatus {
 	if c == nil {
 		return s
 	}
-	s.Windowed = len(c.Windows) > 0
-	if s.Windowed {
+	s.Windowed = len(c.Windows) > 0 || c.Closed != ""
+	if c.Closed != "" {
+		s.InWindow = false
+	} else if s.Windowed {
 		end, open := c.windowEnd(t)
 		s.InWindow = open
 		if open {

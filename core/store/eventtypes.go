@@ -48,7 +48,7 @@ var EventTypes = []string{
 	EventScheduleCreated, EventScheduleChanged, EventScheduleApproved, EventScheduleRejected, EventSchedulePaused,
 	EventScheduleResumed, EventScheduleDeleted, EventScheduleUnapproved, EventScheduleOccurrence, EventScheduleSkipped,
 	EventCoreReplicaJoined, EventCoreReplicaLost, EventCoreConfigReloaded, EventCoreConfigRejected,
-	EventCorePolicyDrift,
+	EventCorePolicyDrift, EventCorePolicyUnreadable,
 }
 
 // EventTypeFamilies are the families of EventTypes ("action", "node", ...).

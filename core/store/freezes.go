@@ -22,6 +22,10 @@ const (
 	// policy the store does not hold (or holds lifted); the replica follows
 	// the store, and the message says what differs.
 	EventCorePolicyDrift = "core.policy_drift"
+	// EventCorePolicyUnreadable: a replica cannot read stored policy
+	// records (a spec of another version, a window shorter than its least
+	// window); the message says each and what is kept instead.
+	EventCorePolicyUnreadable = "core.policy_unreadable"
 )
 
 // SourceFilePrefix begins the source of what `muster apply -f NAME` made:
