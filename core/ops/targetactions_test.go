@@ -67,7 +67,7 @@ func TestCreateActionsOverALabelTarget(t *testing.T) {
 	ctx := context.Background()
 	req := ops.ActionRequest{ClusterID: "prod", Kind: kindSleep, Args: []byte(`{"seconds":3}`)}
 
-	recs, err := e.ops.CreateActions(ctx, operator, req, target.Labels(map[string]string{"role": "db"}))
+	recs, _, err := e.ops.CreateActions(ctx, operator, req, target.Labels(map[string]string{"role": "db"}))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -87,7 +87,7 @@ func TestCreateActionsOverALabelTarget(t *testing.T) {
 
 	// All or none: db-2's schema refuses 30 seconds, db-1 has none.
 	req.Args = []byte(`{"seconds":30}`)
-	_, err = e.ops.CreateActions(ctx, operator, req, target.Labels(map[string]string{"role": "db"}))
+	_, _, err = e.ops.CreateActions(ctx, operator, req, target.Labels(map[string]string{"role": "db"}))
 	if p := ops.Describe(err); p.Status != http.StatusUnprocessableEntity || !strings.Contains(p.Message, "node db-2") {
 		t.Fatalf("args db-2 refuses: %d %q, want 422 naming node db-2", p.Status, p.Message)
 	}
@@ -95,20 +95,20 @@ func TestCreateActionsOverALabelTarget(t *testing.T) {
 		t.Fatalf("%d actions stored after a refused create, want still 2", n)
 	}
 
-	_, err = e.ops.CreateActions(ctx, operator, req, target.Labels(map[string]string{"role": "cache"}))
+	_, _, err = e.ops.CreateActions(ctx, operator, req, target.Labels(map[string]string{"role": "cache"}))
 	if p := ops.Describe(err); p.Status != http.StatusUnprocessableEntity || !strings.Contains(p.Message, "role=cache") {
 		t.Fatalf("a selector matching nothing: %d %q, want 422 naming it", p.Status, p.Message)
 	}
-	_, err = e.ops.CreateActions(ctx, operator, req, target.Nodes("db-1", "db-9"))
+	_, _, err = e.ops.CreateActions(ctx, operator, req, target.Nodes("db-1", "db-9"))
 	if p := ops.Describe(err); p.Status != http.StatusUnprocessableEntity || !strings.Contains(p.Message, "db-9") {
 		t.Fatalf("an unknown node: %d %q, want 422 naming it", p.Status, p.Message)
 	}
 	req.NodeID = "db-1"
-	if _, err := e.ops.CreateActions(ctx, operator, req, target.All()); !errors.Is(err, ops.ErrBadRequest) {
+	if _, _, err := e.ops.CreateActions(ctx, operator, req, target.All()); !errors.Is(err, ops.ErrBadRequest) {
 		t.Fatalf("node_id and a target: %v, want a bad request", err)
 	}
 	req.NodeID = ""
-	if _, err := e.ops.CreateActions(ctx, approver, req, target.All()); !errors.Is(err, ops.ErrForbidden) {
+	if _, _, err := e.ops.CreateActions(ctx, approver, req, target.All()); !errors.Is(err, ops.ErrForbidden) {
 		t.Fatalf("an approver creating: %v, want forbidden", err)
 	}
 	if n := e.actionCount(); n != 2 {
