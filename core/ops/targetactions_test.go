@@ -13,6 +13,7 @@ import (
 	"github.com/musterhq/muster/core/ops"
 	"github.com/musterhq/muster/core/store"
 	"github.com/musterhq/muster/core/target"
+	"github.com/musterhq/muster/shared/wire"
 )
 
 // labelNodes gives prod's nodes labels (db-1 and db-2 role=db, db-3
@@ -113,5 +114,40 @@ func TestCreateActionsOverALabelTarget(t *testing.T) {
 	}
 	if n := e.actionCount(); n != 2 {
 		t.Fatalf("%d actions stored after refused creates, want still 2", n)
+	}
+}
+
+// A caller granted create on one cluster only neither creates over a
+// target on another (not found: the other cluster does not exist for them,
+// with or without a request_id) nor learns its actions' ids; nothing is
+// made.
+func TestCreateActionsOverATargetOnAnotherClusterIsRefused(t *testing.T) {
+	t.Parallel()
+	e := setup(t)
+	e.labelNodes()
+	ctx := context.Background()
+	err := e.st.Update(ctx, func(tx store.Tx) error {
+		return tx.PutCluster(ctx, &store.Cluster{ID: "staging", Status: store.ClusterHealthy, UpdatedTS: time.Now().UTC()})
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.grant(wire.CreateGrantRequest{Person: "sam", Role: store.RoleOperator, Clusters: "staging"})
+	sam, err := e.ops.Identify(ctx, "sam", nil, nil, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, rid := range []string{"", "sam-1"} {
+		req := ops.ActionRequest{ClusterID: "prod", Kind: kindSleep, Args: json.RawMessage(`{}`), RequestID: rid}
+		recs, _, err := e.ops.CreateActions(ctx, sam, req, target.Labels(map[string]string{"role": "db"}))
+		if !errors.Is(err, store.ErrNotFound) && !errors.Is(err, ops.ErrForbidden) {
+			t.Errorf("request_id %q: sam creates on prod: %v, want not found or forbidden", rid, err)
+		}
+		if recs != nil {
+			t.Errorf("request_id %q: answered %d actions", rid, len(recs))
+		}
+	}
+	if n := e.actionCount(); n != 0 {
+		t.Fatalf("a refused create made %d actions", n)
 	}
 }
