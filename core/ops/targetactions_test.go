@@ -151,3 +151,36 @@ func TestCreateActionsOverATargetOnAnotherClusterIsRefused(t *testing.T) {
 		t.Fatalf("a refused create made %d actions", n)
 	}
 }
+
+// A create over a target with a request_id is made once: the same call
+// again returns its actions (existing) and makes nothing; the same
+// request_id once the target picks other nodes, or from another caller, is
+// a conflict that makes nothing.
+func TestCreateActionsWithARequestIDIsMadeOnce(t *testing.T) {
+	t.Parallel()
+	e := setup(t)
+	e.labelNodes()
+	ctx := context.Background()
+	req := ops.ActionRequest{ClusterID: "prod", Kind: kindSleep, Args: []byte(`{"seconds":3}`), RequestID: "deploy-42"}
+	db := target.Labels(map[string]string{"role": "db"})
+	first, existing, err := e.ops.CreateActions(ctx, operator, req, db)
+	if err != nil || existing || len(first) != 2 {
+		t.Fatalf("first create: %d actions, existing %v, %v", len(first), existing, err)
+	}
+	if first[0].ID != ops.RequestActionID("deploy-42", "prod", "db-1") {
+		t.Fatalf("id %s is not derived from the request_id", first[0].ID)
+	}
+	again, existing, err := e.ops.CreateActions(ctx, operator, req, db)
+	if err != nil || !existing || len(again) != 2 || again[0].ID != first[0].ID || again[1].ID != first[1].ID {
+		t.Fatalf("the same create again: %+v, existing %v, %v", again, existing, err)
+	}
+	if _, _, err := e.ops.CreateActions(ctx, operator, req, target.All()); !errors.Is(err, ops.ErrConflict) {
+		t.Errorf("the same request_id over other nodes: %v, want a conflict", err)
+	}
+	if _, _, err := e.ops.CreateActions(ctx, admin, req, db); !errors.Is(err, ops.ErrConflict) {
+		t.Errorf("the same request_id from another caller: %v, want a conflict", err)
+	}
+	if n := e.actionCount(); n != 2 {
+		t.Fatalf("%d actions, want the 2 of the first create", n)
+	}
+}
