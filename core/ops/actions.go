@@ -263,7 +263,7 @@ func sameRequest(rec *store.Record, q actions.Request, requester string) bool {
 		if t == nil {
 			return ""
 		}
-		return t.UTC().Format(time.RFC3339Nano)
+		return action.UTC(*t).Format(time.RFC3339Nano) // stored to the microsecond
 	}
 	return rec.ID == q.ID && rec.ClusterID == q.ClusterID && rec.NodeID == q.NodeID && rec.Kind == q.Kind &&
 		bytes.Equal(rec.Args, q.Args) && rec.TimeoutS == q.TimeoutS && nb(rec.NotBefore) == nb(q.NotBefore) &&

@@ -161,7 +161,8 @@ func TestCreateActionsWithARequestIDIsMadeOnce(t *testing.T) {
 	e := setup(t)
 	e.labelNodes()
 	ctx := context.Background()
-	req := ops.ActionRequest{ClusterID: "prod", Kind: kindSleep, Args: []byte(`{"seconds":3}`), RequestID: "deploy-42"}
+	nb := time.Now().Add(time.Hour).Truncate(time.Microsecond).Add(123 * time.Nanosecond) // stored to the microsecond
+	req := ops.ActionRequest{ClusterID: "prod", Kind: kindSleep, Args: []byte(`{"seconds":3}`), RequestID: "deploy-42", NotBefore: &nb}
 	db := target.Labels(map[string]string{"role": "db"})
 	first, existing, err := e.ops.CreateActions(ctx, operator, req, db)
 	if err != nil || existing || len(first) != 2 {
