@@ -23,7 +23,8 @@ import (
 // YAML, the Plan shows each stage's nodes and the digest, and Start runs
 // exactly that digest. Once bob approves, she opens node-1's cell on the
 // run page and sees its step's output follow live, escaped, as the step
-// prints more (as does the step's own page); when node-2's step fails and the run pauses, bob's card in
+// prints more (as does the step's own page, where the output of an action
+// gone stops being asked for at its first 404); when node-2's step fails and the run pauses, bob's card in
 // Approvals shows the failing lines. No page scrolls sideways, and no
 // table cell breaks inside a word.
 func TestWebUILaunchByLabelsAndFollowARun(t *testing.T) {
@@ -149,10 +150,33 @@ func TestWebUILaunchByLabelsAndFollowARun(t *testing.T) {
 		page := br.tab(t, size.w, size.h, "UTC")
 		signIn(t, page, base, "/ui/actions/"+child, f.secrets["alice"])
 		waitLoaded(t, page, "the first line on the action's page", `(document.querySelector('pre#action-output[data-follow-output]') || {textContent: ''}).textContent.includes('step 1: draining')`)
+		// The output of an action the person may not see, or that is gone,
+		// answers 404: the page asks once, says so in the box and asks no
+		// more (the count is read again once the step has finished below).
+		gone := "00000000-0000-4000-8000-000000000000"
+		eval[bool](t, page, `(function () {
+			window.goneAsks = 0;
+			var f = window.fetch;
+			window.fetch = function (u) { if (String(u).indexOf('`+gone+`') >= 0) window.goneAsks++; return f.apply(this, arguments); };
+			var d = document.createElement('details'), p = document.createElement('pre');
+			d.id = 'gone-output';
+			p.setAttribute('data-follow-output', '`+gone+`');
+			d.appendChild(p);
+			document.body.appendChild(d);
+			d.open = true;
+			return true;
+		})()`)
+		waitJS(t, page, "the following of an action gone to stop", `document.querySelector('#gone-output pre[data-stopped]') !== null`)
+		if msg := eval[string](t, page, `document.querySelector('#gone-output pre').textContent`); !strings.Contains(msg, "not available") {
+			t.Fatalf("the box of an action gone says %q", msg)
+		}
 		if err := os.WriteFile(filepath.Join(dir, "go-"+child), nil, 0o644); err != nil {
 			t.Fatal(err)
 		}
 		waitLoaded(t, page, "the next line on the action's page", `document.querySelector('#action-output').textContent.includes('step 2: drained')`)
+		if n := eval[int](t, page, `window.goneAsks`); n != 1 {
+			t.Fatalf("the output of an action gone was asked for %d times, want once", n)
+		}
 		waitLoaded(t, alice, "node-1's next line, followed without a reload",
 			`document.querySelector('pre[data-follow-output="`+child+`"]') !== null && document.querySelector('pre[data-follow-output="`+child+`"]').textContent.includes('step 2: drained')`)
 		if bad := eval[[]string](t, alice, brokenCells); len(bad) > 0 {

@@ -357,6 +357,9 @@ node's args_schema refuses create nothing, and the error names that node.`,
 				return err
 			}
 			if req.Target != nil {
+				// One request_id per invocation: a retry of this create
+				// (after a timeout) makes nothing new.
+				req.RequestID = action.NewID()
 				out, err := c.CreateActions(cmd.Context(), &req)
 				if err != nil {
 					return argHint(apiError(c, err), pairs)

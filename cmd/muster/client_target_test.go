@@ -10,6 +10,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/google/uuid"
+
 	"github.com/musterhq/muster/core/approval"
 	"github.com/musterhq/muster/core/store"
 	"github.com/musterhq/muster/shared/wire"
@@ -18,7 +20,9 @@ import (
 // `muster action create --target` makes one action per node of the target
 // and says how many, one line each; args a node's schema refuses, a
 // selector matching nothing, and --node with --target are one-line errors
-// with a non-zero exit that create nothing.
+// with a non-zero exit that create nothing. Each invocation sends its own
+// request_id, so a retry of its call makes nothing new and a second
+// invocation makes new actions.
 func TestActionCreateOverATarget(t *testing.T) {
 	t.Parallel()
 	e := setupCLI(t, approval.DefaultPolicy())
@@ -41,6 +45,11 @@ func TestActionCreateOverATarget(t *testing.T) {
 	var created wire.CreatedActions
 	if code != 0 || json.Unmarshal([]byte(out), &created) != nil || len(created.Actions) != 1 || created.Actions[0].NodeID != "db-1" {
 		t.Fatalf("-o json: exit %d %q", code, out)
+	}
+	// Each invocation sends a request_id of its own (a retry of it would
+	// make nothing new): the ids are derived from it, UUIDv5.
+	if u, err := uuid.Parse(created.Actions[0].ID); err != nil || u.Version() != 5 {
+		t.Fatalf("action id %s is not derived from a request_id (%v)", created.Actions[0].ID, err)
 	}
 	for name, args := range map[string][]string{
 		"args db-2 refuses": {"--target", "role=replica", "--kind", "muster.io/debug.sleep", "--arg", "seconds=9"},

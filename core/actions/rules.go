@@ -70,6 +70,10 @@ type Request struct {
 	// Create checks them again only when the schema is another now. ""
 	// (not checked): Create checks them.
 	ArgsCheckedAgainst string
+	// RequestID names a create over a target so that a retry of it makes
+	// nothing new: only ops.CreateActions reads it (each action's id is
+	// derived from it).
+	RequestID string
 }
 
 // CreateIn is Create with the costly part, checking the args against the

@@ -171,13 +171,17 @@ func (s *Server) createAction(c *echo.Context) error {
 		return err
 	}
 	if t != nil {
-		recs, err := s.ops.CreateActions(c.Request().Context(), who(c), *req, *t)
+		recs, existing, err := s.ops.CreateActions(c.Request().Context(), who(c), *req, *t)
 		if err != nil {
 			return err
 		}
 		out := wire.CreatedActions{Actions: make([]action.Action, len(recs))}
 		for i, rec := range recs {
 			out.Actions[i] = rec.Action
+		}
+		if existing {
+			// A retry of a create with its request_id: made already.
+			return c.JSON(http.StatusOK, out)
 		}
 		return c.JSON(http.StatusCreated, out)
 	}

@@ -57,13 +57,16 @@ func decodeCreate(body []byte) (*ops.ActionRequest, *target.Target, error) {
 		return nil, nil, err
 	}
 	out := &ops.ActionRequest{ID: req.ID, ClusterID: req.ClusterID, NodeID: req.NodeID, Kind: req.Kind, Args: req.Args,
-		TimeoutS: req.TimeoutS, NotBefore: req.NotBefore}
+		TimeoutS: req.TimeoutS, NotBefore: req.NotBefore, RequestID: req.RequestID}
 	if req.Target != nil {
 		t := *req.Target
 		if err := ops.CheckActionTarget(out, t, time.Now()); err != nil {
 			return nil, nil, err
 		}
 		return out, &t, nil
+	}
+	if req.RequestID != "" {
+		return nil, nil, badRequest("request_id goes with a target; a single create is made idempotent by its id")
 	}
 	if err := ops.CheckAction(out, time.Now()); err != nil {
 		return nil, nil, err

@@ -49,6 +49,12 @@ func FuzzCreateDecode(f *testing.F) {
 		`{"cluster_id":"prod","target":{"nodes":["../x"]},"kind":"a/b"}`, `{"cluster_id":"prod","target":null,"kind":"a/b"}`,
 		`{"cluster_id":"prod","target":{"labels":{"a":"b"},"extra":1},"kind":"a/b"}`,
 		`{"id":"3f0c8a52-7e4e-4a8e-9a4e-4f5a3b0f2c11","cluster_id":"prod","target":{"all":true},"kind":"a/b"}`,
+		`{"cluster_id":"prod","target":{"all":true},"kind":"a/b","request_id":"cli-7f3a"}`,
+		`{"cluster_id":"prod","node_id":"db-1","kind":"a/b","request_id":"cli-7f3a"}`,
+		`{"cluster_id":"prod","target":{"all":true},"kind":"a/b","request_id":"a b"}`,
+		`{"cluster_id":"prod","target":{"all":true},"kind":"a/b","request_id":"\u00e9\n"}`,
+		`{"cluster_id":"prod","target":{"all":true},"kind":"a/b","request_id":1}`,
+		`{"cluster_id":"prod","target":{"all":true},"kind":"a/b","request_id":"` + strings.Repeat("r", 129) + `"}`,
 	} {
 		f.Add([]byte(seed))
 	}
@@ -71,6 +77,9 @@ func FuzzCreateDecode(f *testing.F) {
 		}
 		if req.ID != "" && !action.ValidID(req.ID) {
 			t.Fatalf("accepted id %q", req.ID)
+		}
+		if req.RequestID != "" && (tgt == nil || ops.CheckRequestID(req.RequestID) != nil) {
+			t.Fatalf("accepted request_id %q with target %v", req.RequestID, tgt)
 		}
 		if req.TimeoutS < 0 || req.TimeoutS > action.MaxTimeoutS {
 			t.Fatalf("accepted timeout %d", req.TimeoutS)
@@ -96,7 +105,7 @@ func FuzzCreateDecode(f *testing.F) {
 		}
 		for k := range top {
 			switch strings.ToLower(k) {
-			case "id", "cluster_id", "node_id", "kind", "args", "timeout_s", "not_before", "target":
+			case "id", "cluster_id", "node_id", "kind", "args", "timeout_s", "not_before", "target", "request_id":
 			default:
 				t.Fatalf("accepted a body setting %q", k)
 			}

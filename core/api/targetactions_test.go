@@ -69,3 +69,42 @@ func TestCreateActionsOverATarget(t *testing.T) {
 	}
 	e.fail(http.MethodPost, "/api/v1/actions", "viewer", wire.CreateActionRequest{ClusterID: "prod", Target: zoneA, Kind: kindSleep}, http.StatusForbidden)
 }
+
+// A create over a target with a request_id is idempotent: a retry with the
+// same request_id and content answers 200 with the actions the first made
+// (same ids) and stores nothing new; the same request_id with other content
+// is a 409 that stores nothing; another request_id makes new actions.
+func TestCreateActionsOverATargetRetriedWithItsRequestID(t *testing.T) {
+	t.Parallel()
+	e := setup(t)
+	zoneA := &wire.Target{Labels: map[string]string{"zone": "a"}}
+	body := wire.CreateActionRequest{ClusterID: "prod", Target: zoneA, Kind: kindSleep,
+		Args: json.RawMessage(`{"seconds":2}`), RequestID: "req-1"}
+	var first, again wire.CreatedActions
+	e.call(http.MethodPost, "/api/v1/actions", "op", body, http.StatusCreated, &first)
+	e.call(http.MethodPost, "/api/v1/actions", "op", body, http.StatusOK, &again)
+	if len(first.Actions) != 2 || len(again.Actions) != 2 ||
+		first.Actions[0].ID != again.Actions[0].ID || first.Actions[1].ID != again.Actions[1].ID {
+		t.Fatalf("retry answered %+v, want the actions of the first create %+v", again.Actions, first.Actions)
+	}
+	other := body
+	other.Args = json.RawMessage(`{"seconds":3}`)
+	if d := e.fail(http.MethodPost, "/api/v1/actions", "op", other, http.StatusConflict); !strings.Contains(d.Message, "req-1") {
+		t.Fatalf("other content under the same request_id: %+v, want it named", d)
+	}
+	e.fail(http.MethodPost, "/api/v1/actions", "admin", body, http.StatusConflict)
+	var acts wire.ActionList
+	e.call(http.MethodGet, "/api/v1/actions", "viewer", nil, http.StatusOK, &acts)
+	if len(acts.Actions) != 2 {
+		t.Fatalf("%d actions stored, want the 2 of the first create only", len(acts.Actions))
+	}
+	body.RequestID = "req-2"
+	e.call(http.MethodPost, "/api/v1/actions", "op", body, http.StatusCreated, &again)
+	if again.Actions[0].ID == first.Actions[0].ID {
+		t.Fatal("another request_id reused the ids of the first")
+	}
+	single := `{"cluster_id":"prod","node_id":"db-1","kind":"` + kindSleep + `","request_id":"req-3"}`
+	if st, b := e.do(http.MethodPost, "/api/v1/actions", "op", json.RawMessage(single)); st != http.StatusBadRequest {
+		t.Fatalf("request_id without a target: %d %s, want 400", st, b)
+	}
+}

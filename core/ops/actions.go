@@ -1,11 +1,13 @@
 package ops
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
 	"time"
 
+	"github.com/google/uuid"
 	"github.com/musterhq/muster/core/actions"
 	"github.com/musterhq/muster/core/auth"
 	"github.com/musterhq/muster/core/store"
@@ -48,12 +50,42 @@ func CheckActionTarget(req *ActionRequest, t target.Target, now time.Time) error
 		return BadRequest(`give node_id or target, not both`)
 	}
 	if req.ID != "" {
-		return BadRequest("id: a create over a target makes one action per node, each with an id of its own: leave id out")
+		return BadRequest("id: a create over a target makes one action per node, each with an id of its own: leave id out (give request_id to make a retry create nothing new)")
+	}
+	if err := CheckRequestID(req.RequestID); err != nil {
+		return err
 	}
 	if err := target.Check(t); err != nil {
 		return BadRequest("target: %v", err)
 	}
 	return checkActionBody(req, now)
+}
+
+// MaxRequestID bounds the length of a request_id.
+const MaxRequestID = 128
+
+// CheckRequestID checks the optional request_id of a create over a target:
+// at most MaxRequestID printable ASCII characters.
+func CheckRequestID(id string) error {
+	if len(id) > MaxRequestID {
+		return BadRequest("request_id longer than %d characters", MaxRequestID)
+	}
+	for _, r := range id {
+		if r <= ' ' || r > '~' {
+			return BadRequest("request_id: only printable ASCII characters without spaces")
+		}
+	}
+	return nil
+}
+
+// requestNamespace is the UUIDv5 namespace of the ids of actions made by a
+// create over a target with a request_id.
+var requestNamespace = uuid.MustParse("6f1c3a52-8f0e-4d1b-9a57-3e1f5b0c2d7a")
+
+// RequestActionID is the id of the action on node of cluster made by the
+// create over a target named requestID: the same for a retry of it.
+func RequestActionID(requestID, cluster, node string) string {
+	return uuid.NewSHA1(requestNamespace, []byte(requestID+"\x00"+cluster+"\x00"+node)).String()
 }
 
 // checkActionBody checks and makes canonical what any new action asks for
@@ -110,17 +142,46 @@ func (o *Ops) CreateAction(ctx context.Context, c Caller, req ActionRequest) (*s
 // picks no node, or a node the cluster does not have, is ErrUnprocessable.
 // The actions are sorted by node id; those that may go at once sync their
 // nodes.
-func (o *Ops) CreateActions(ctx context.Context, c Caller, req ActionRequest, t target.Target) ([]*store.Record, error) {
+//
+// With a RequestID each action's id is RequestActionID of it, its cluster
+// and its node: a retry of the same create (same request_id, caller and
+// content) creates nothing and returns the actions made (existing true);
+// one whose actions differ (another kind, args, timeout, not_before or
+// requester, or a target that now picks other nodes) is ErrConflict.
+func (o *Ops) CreateActions(ctx context.Context, c Caller, req ActionRequest, t target.Target) (recs []*store.Record, existing bool, err error) {
 	if err := Authorize(c, auth.Create); err != nil {
-		return nil, err
+		return nil, false, err
 	}
 	req.RetryOf, req.ArgsCheckedAgainst = "", ""
 	if err := CheckActionTarget(&req, t, o.now()); err != nil {
-		return nil, err
+		return nil, false, err
 	}
 	if err := o.authorizeCluster(ctx, c, auth.Create, req.ClusterID); err != nil {
-		return nil, err
+		return nil, false, err
 	}
+	recs, err = o.createActions(ctx, c, req, t)
+	if req.RequestID != "" && errors.Is(err, store.ErrExists) {
+		// A retry that came while the first was being stored, or after it.
+		recs, err = o.createActions(ctx, c, req, t)
+	}
+	if errors.Is(err, errMade) {
+		return recs, true, nil
+	}
+	if err != nil {
+		return nil, false, err
+	}
+	for _, rec := range recs {
+		o.nudgeIfScheduled(rec)
+	}
+	return recs, false, nil
+}
+
+// errMade is createActions' answer when a create with a request_id was
+// made already: recs are the actions it made.
+var errMade = errors.New("made already")
+
+// createActions is CreateActions once authorized.
+func (o *Ops) createActions(ctx context.Context, c Caller, req ActionRequest, t target.Target) ([]*store.Record, error) {
 	var ids []string
 	err := o.st.Read(ctx, func(r store.Reader) error {
 		if _, err := r.Cluster(ctx, req.ClusterID); err != nil {
@@ -149,15 +210,64 @@ func (o *Ops) CreateActions(ctx context.Context, c Caller, req ActionRequest, t 
 	for i, id := range ids {
 		reqs[i] = req
 		reqs[i].NodeID = id
+		if req.RequestID != "" {
+			reqs[i].ID = RequestActionID(req.RequestID, req.ClusterID, id)
+		}
 	}
-	recs, err := o.cfg.Rules.CreateManyIn(ctx, o.st, reqs, c.actor(""))
-	if err != nil {
+	if req.RequestID != "" {
+		made, err := o.madeActions(ctx, c, reqs)
+		if err != nil || made != nil {
+			return made, err
+		}
+	}
+	return o.cfg.Rules.CreateManyIn(ctx, o.st, reqs, c.actor(""))
+}
+
+// madeActions looks for the actions of reqs (ids derived from a
+// request_id): none there is nil; all there, each with the content its
+// request asks for, is them with errMade; anything else is ErrConflict.
+func (o *Ops) madeActions(ctx context.Context, c Caller, reqs []actions.Request) ([]*store.Record, error) {
+	var made []*store.Record
+	err := o.st.Read(ctx, func(r store.Reader) error {
+		for _, q := range reqs {
+			rec, err := r.Action(ctx, q.ID)
+			if errors.Is(err, store.ErrNotFound) {
+				continue
+			}
+			if err != nil {
+				return err
+			}
+			if !sameRequest(rec, q, c.Name) {
+				return fmt.Errorf("%w: request_id %q was used by another create (action %s on %s/%s differs): use a new request_id",
+					ErrConflict, q.RequestID, rec.ID, rec.ClusterID, rec.NodeID)
+			}
+			made = append(made, rec)
+		}
+		return nil
+	})
+	switch {
+	case err != nil:
 		return nil, err
+	case len(made) == 0:
+		return nil, nil
+	case len(made) != len(reqs):
+		return nil, fmt.Errorf("%w: request_id %q made %d actions and its target now picks %d nodes: use a new request_id",
+			ErrConflict, reqs[0].RequestID, len(made), len(reqs))
 	}
-	for _, rec := range recs {
-		o.nudgeIfScheduled(rec)
+	return made, errMade
+}
+
+// sameRequest tells whether rec is the action q, asked by requester, makes.
+func sameRequest(rec *store.Record, q actions.Request, requester string) bool {
+	nb := func(t *time.Time) string {
+		if t == nil {
+			return ""
+		}
+		return action.UTC(*t).Format(time.RFC3339Nano) // stored to the microsecond
 	}
-	return recs, nil
+	return rec.ID == q.ID && rec.ClusterID == q.ClusterID && rec.NodeID == q.NodeID && rec.Kind == q.Kind &&
+		bytes.Equal(rec.Args, q.Args) && rec.TimeoutS == q.TimeoutS && nb(rec.NotBefore) == nb(q.NotBefore) &&
+		rec.Requester == requester && rec.RunID == "" && rec.RetryOf == ""
 }
 
 // RetryAction creates a new action with the content of a finished one; the

@@ -13,6 +13,7 @@ import (
 	"github.com/musterhq/muster/core/ops"
 	"github.com/musterhq/muster/core/store"
 	"github.com/musterhq/muster/core/target"
+	"github.com/musterhq/muster/shared/wire"
 )
 
 // labelNodes gives prod's nodes labels (db-1 and db-2 role=db, db-3
@@ -67,7 +68,7 @@ func TestCreateActionsOverALabelTarget(t *testing.T) {
 	ctx := context.Background()
 	req := ops.ActionRequest{ClusterID: "prod", Kind: kindSleep, Args: []byte(`{"seconds":3}`)}
 
-	recs, err := e.ops.CreateActions(ctx, operator, req, target.Labels(map[string]string{"role": "db"}))
+	recs, _, err := e.ops.CreateActions(ctx, operator, req, target.Labels(map[string]string{"role": "db"}))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -87,7 +88,7 @@ func TestCreateActionsOverALabelTarget(t *testing.T) {
 
 	// All or none: db-2's schema refuses 30 seconds, db-1 has none.
 	req.Args = []byte(`{"seconds":30}`)
-	_, err = e.ops.CreateActions(ctx, operator, req, target.Labels(map[string]string{"role": "db"}))
+	_, _, err = e.ops.CreateActions(ctx, operator, req, target.Labels(map[string]string{"role": "db"}))
 	if p := ops.Describe(err); p.Status != http.StatusUnprocessableEntity || !strings.Contains(p.Message, "node db-2") {
 		t.Fatalf("args db-2 refuses: %d %q, want 422 naming node db-2", p.Status, p.Message)
 	}
@@ -95,23 +96,92 @@ func TestCreateActionsOverALabelTarget(t *testing.T) {
 		t.Fatalf("%d actions stored after a refused create, want still 2", n)
 	}
 
-	_, err = e.ops.CreateActions(ctx, operator, req, target.Labels(map[string]string{"role": "cache"}))
+	_, _, err = e.ops.CreateActions(ctx, operator, req, target.Labels(map[string]string{"role": "cache"}))
 	if p := ops.Describe(err); p.Status != http.StatusUnprocessableEntity || !strings.Contains(p.Message, "role=cache") {
 		t.Fatalf("a selector matching nothing: %d %q, want 422 naming it", p.Status, p.Message)
 	}
-	_, err = e.ops.CreateActions(ctx, operator, req, target.Nodes("db-1", "db-9"))
+	_, _, err = e.ops.CreateActions(ctx, operator, req, target.Nodes("db-1", "db-9"))
 	if p := ops.Describe(err); p.Status != http.StatusUnprocessableEntity || !strings.Contains(p.Message, "db-9") {
 		t.Fatalf("an unknown node: %d %q, want 422 naming it", p.Status, p.Message)
 	}
 	req.NodeID = "db-1"
-	if _, err := e.ops.CreateActions(ctx, operator, req, target.All()); !errors.Is(err, ops.ErrBadRequest) {
+	if _, _, err := e.ops.CreateActions(ctx, operator, req, target.All()); !errors.Is(err, ops.ErrBadRequest) {
 		t.Fatalf("node_id and a target: %v, want a bad request", err)
 	}
 	req.NodeID = ""
-	if _, err := e.ops.CreateActions(ctx, approver, req, target.All()); !errors.Is(err, ops.ErrForbidden) {
+	if _, _, err := e.ops.CreateActions(ctx, approver, req, target.All()); !errors.Is(err, ops.ErrForbidden) {
 		t.Fatalf("an approver creating: %v, want forbidden", err)
 	}
 	if n := e.actionCount(); n != 2 {
 		t.Fatalf("%d actions stored after refused creates, want still 2", n)
+	}
+}
+
+// A caller granted create on one cluster only neither creates over a
+// target on another (not found: the other cluster does not exist for them,
+// with or without a request_id) nor learns its actions' ids; nothing is
+// made.
+func TestCreateActionsOverATargetOnAnotherClusterIsRefused(t *testing.T) {
+	t.Parallel()
+	e := setup(t)
+	e.labelNodes()
+	ctx := context.Background()
+	err := e.st.Update(ctx, func(tx store.Tx) error {
+		return tx.PutCluster(ctx, &store.Cluster{ID: "staging", Status: store.ClusterHealthy, UpdatedTS: time.Now().UTC()})
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.grant(wire.CreateGrantRequest{Person: "sam", Role: store.RoleOperator, Clusters: "staging"})
+	sam, err := e.ops.Identify(ctx, "sam", nil, nil, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, rid := range []string{"", "sam-1"} {
+		req := ops.ActionRequest{ClusterID: "prod", Kind: kindSleep, Args: json.RawMessage(`{}`), RequestID: rid}
+		recs, _, err := e.ops.CreateActions(ctx, sam, req, target.Labels(map[string]string{"role": "db"}))
+		if !errors.Is(err, store.ErrNotFound) && !errors.Is(err, ops.ErrForbidden) {
+			t.Errorf("request_id %q: sam creates on prod: %v, want not found or forbidden", rid, err)
+		}
+		if recs != nil {
+			t.Errorf("request_id %q: answered %d actions", rid, len(recs))
+		}
+	}
+	if n := e.actionCount(); n != 0 {
+		t.Fatalf("a refused create made %d actions", n)
+	}
+}
+
+// A create over a target with a request_id is made once: the same call
+// again returns its actions (existing) and makes nothing; the same
+// request_id once the target picks other nodes, or from another caller, is
+// a conflict that makes nothing.
+func TestCreateActionsWithARequestIDIsMadeOnce(t *testing.T) {
+	t.Parallel()
+	e := setup(t)
+	e.labelNodes()
+	ctx := context.Background()
+	nb := time.Now().Add(time.Hour).Truncate(time.Microsecond).Add(123 * time.Nanosecond) // stored to the microsecond
+	req := ops.ActionRequest{ClusterID: "prod", Kind: kindSleep, Args: []byte(`{"seconds":3}`), RequestID: "deploy-42", NotBefore: &nb}
+	db := target.Labels(map[string]string{"role": "db"})
+	first, existing, err := e.ops.CreateActions(ctx, operator, req, db)
+	if err != nil || existing || len(first) != 2 {
+		t.Fatalf("first create: %d actions, existing %v, %v", len(first), existing, err)
+	}
+	if first[0].ID != ops.RequestActionID("deploy-42", "prod", "db-1") {
+		t.Fatalf("id %s is not derived from the request_id", first[0].ID)
+	}
+	again, existing, err := e.ops.CreateActions(ctx, operator, req, db)
+	if err != nil || !existing || len(again) != 2 || again[0].ID != first[0].ID || again[1].ID != first[1].ID {
+		t.Fatalf("the same create again: %+v, existing %v, %v", again, existing, err)
+	}
+	if _, _, err := e.ops.CreateActions(ctx, operator, req, target.All()); !errors.Is(err, ops.ErrConflict) {
+		t.Errorf("the same request_id over other nodes: %v, want a conflict", err)
+	}
+	if _, _, err := e.ops.CreateActions(ctx, admin, req, db); !errors.Is(err, ops.ErrConflict) {
+		t.Errorf("the same request_id from another caller: %v, want a conflict", err)
+	}
+	if n := e.actionCount(); n != 2 {
+		t.Fatalf("%d actions, want the 2 of the first create", n)
 	}
 }

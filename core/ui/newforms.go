@@ -45,6 +45,10 @@ type newActionForm struct {
 	// Target, instead of Node: a label selector such as role=db, or all
 	// (target.Parse); one action per node it picks.
 	Target string
+	// RequestID names one submission of the form: a create over labels
+	// made with it (ops.CreateActions) makes nothing new when the same
+	// form is posted again (a refresh of the answer).
+	RequestID string
 }
 
 // decodeNewAction reads the New action form into the request the API's
@@ -67,6 +71,11 @@ func decodeNewAction(v url.Values, now time.Time) (newActionForm, ops.ActionRequ
 			continue
 		}
 		*dst = s
+	}
+	f.RequestID = v.Get("request_id")
+	if ops.CheckRequestID(f.RequestID) != nil {
+		errs.set("", "the form is damaged: load it again")
+		f.RequestID = ""
 	}
 	f.Args = strings.TrimSpace(v.Get("args"))
 	switch {
@@ -133,6 +142,7 @@ func decodeNewAction(v url.Values, now time.Time) (newActionForm, ops.ActionRequ
 	req.ClusterID, req.NodeID, req.Kind, req.Args = f.Cluster, f.Node, f.Kind, json.RawMessage(args)
 	check := func() error { return ops.CheckAction(&req, now) }
 	if tgt != nil {
+		req.RequestID = f.RequestID
 		check = func() error { return ops.CheckActionTarget(&req, *tgt, now) }
 	}
 	if err := check(); err != nil {

@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/musterhq/muster/core/ops"
 	"github.com/musterhq/muster/core/target"
 	"github.com/musterhq/muster/shared/action"
 	"github.com/musterhq/muster/shared/names"
@@ -37,6 +38,10 @@ func FuzzDecodeNewAction(f *testing.F) {
 		"cluster=prod&target=role%3Ddb%2Czone%3Da&kind=a%2Fb&args=%7B%7D",
 		"cluster=prod&node=db-1&target=role%3Ddb&kind=a%2Fb", "cluster=prod&target=nodes%3Ddb-1%2Cdb-2&kind=a%2Fb",
 		"cluster=prod&target=%3D%3D&kind=a%2Fb", "cluster=prod&target=role%3D%1b&kind=a%2Fb",
+		"cluster=prod&target=role%3Ddb&kind=a%2Fb&request_id=3f0c8a52-7e4e-4a8e-9a4e-4f5a3b0f2c11",
+		"cluster=prod&target=role%3Ddb&kind=a%2Fb&request_id=a%20b", "cluster=prod&target=all&kind=a%2Fb&request_id=%1b%22",
+		"cluster=prod&target=all&kind=a%2Fb&request_id=" + strings.Repeat("r", 129),
+		"cluster=prod&node=db-1&kind=a%2Fb&request_id=x",
 	} {
 		f.Add(s)
 	}
@@ -49,6 +54,9 @@ func FuzzDecodeNewAction(f *testing.F) {
 		form, req, tgt, errs := decodeNewAction(v, now)
 		if hasControl(form.Target) {
 			t.Fatalf("decodeNewAction(%q) keeps target %q to show", body, form.Target)
+		}
+		if ops.CheckRequestID(form.RequestID) != nil || req.RequestID != "" && (req.RequestID != form.RequestID || tgt == nil) {
+			t.Fatalf("decodeNewAction(%q) keeps request_id %q (form %q)", body, req.RequestID, form.RequestID)
 		}
 		for field, msg := range errs {
 			if msg == "" || hasControl(msg) && !strings.Contains(msg, "\\x") {

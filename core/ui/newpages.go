@@ -66,6 +66,11 @@ func (s *Server) showNewActionCreated(w http.ResponseWriter, r *http.Request, v 
 
 func (s *Server) showNewActionWith(w http.ResponseWriter, r *http.Request, v *visitor, status int, d newActionData) {
 	ctx := r.Context()
+	if d.Form.RequestID == "" || d.Created != nil {
+		// A new submission of the form (a re-post of one answered already
+		// carries the old id, and makes nothing new).
+		d.Form.RequestID = action.NewID()
+	}
 	errs := d.Errs
 	err := s.st.Read(ctx, func(rd store.Reader) error {
 		var err error
@@ -168,9 +173,11 @@ func (s *Server) createAction(w http.ResponseWriter, r *http.Request, v *visitor
 }
 
 // createActions makes the actions of the New action form over a target
-// and answers the form again, kept as typed, with the actions made.
+// and answers the form again, kept as typed, with the actions made. The
+// form's request_id makes a re-post of it (a refresh of this answer) create
+// nothing new: it answers with the actions the first post made.
 func (s *Server) createActions(w http.ResponseWriter, r *http.Request, v *visitor, f newActionForm, req ops.ActionRequest, t target.Target) {
-	recs, err := s.ops.CreateActions(r.Context(), v.caller(r), req, t)
+	recs, _, err := s.ops.CreateActions(r.Context(), v.caller(r), req, t)
 	if err != nil {
 		p := ops.Describe(err)
 		if p.Status >= http.StatusInternalServerError {

@@ -91,3 +91,50 @@ func TestNewActionFormOverLabels(t *testing.T) {
 		}
 	}
 }
+
+// TestNewActionFormOverLabelsRepostedMakesNothingNew: the form carries a
+// request_id of its own, so posting it again (a refresh of the answer, or
+// a double click) answers the actions the first post made and creates none;
+// the answer's form carries a new one, so that a deliberate second submit
+// makes a new batch.
+func TestNewActionFormOverLabelsRepostedMakesNothingNew(t *testing.T) {
+	t.Parallel()
+	e := setup(t)
+	e.withLabelledNodes()
+	b := e.browser().signIn("op")
+	_, _, page := b.get("/ui/actions/new?cluster=prod")
+	rid := hiddenValue(t, page, "request_id")
+	form := url.Values{"csrf": {b.csrf}, "cluster": {"prod"}, "kind": {schemaKind}, "args": {`{"seconds":2}`},
+		"target": {"role=db"}, "request_id": {rid}}
+	status, _, first := b.post("/ui/actions/new", form)
+	if status != http.StatusOK || !strings.Contains(first, "2 actions created") {
+		t.Fatalf("create over role=db: %d\n%s", status, first)
+	}
+	status, _, again := b.post("/ui/actions/new", form)
+	if status != http.StatusOK || !strings.Contains(again, "2 actions created") {
+		t.Fatalf("the same form posted again: %d\n%s", status, again)
+	}
+	if n := e.actionCount(); n != 2 {
+		t.Fatalf("posting the form twice made %d actions, want 2", n)
+	}
+	next := hiddenValue(t, first, "request_id")
+	if next == rid || next == "" {
+		t.Fatalf("the answer's form carries request_id %q, want a new one (was %q)", next, rid)
+	}
+	form.Set("request_id", next)
+	if status, _, _ := b.post("/ui/actions/new", form); status != http.StatusOK || e.actionCount() != 4 {
+		t.Fatalf("a second submit: %d, %d actions, want 4", status, e.actionCount())
+	}
+}
+
+// hiddenValue is the value of the hidden input name of page.
+func hiddenValue(t *testing.T, page, name string) string {
+	t.Helper()
+	k := `name="` + name + `" value="`
+	i := strings.Index(page, k)
+	if i < 0 {
+		t.Fatalf("no hidden %s in the page", name)
+	}
+	v := page[i+len(k):]
+	return v[:strings.IndexByte(v, '"')]
+}

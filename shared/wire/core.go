@@ -26,6 +26,12 @@ type CreateActionRequest struct {
 	// cluster it picks ({"labels": {...}}, {"nodes": [...]} or {"all":
 	// true}), all or none; the answer is then CreatedActions.
 	Target *Target `json:"target,omitempty"`
+	// RequestID, with a target only, names the create so that a retry of
+	// it (after a timeout) makes nothing new: each action's id is derived
+	// from it, its cluster and its node. The same request_id and content
+	// answers 200 with the actions made; other content is a 409. At most
+	// 128 printable ASCII characters.
+	RequestID string `json:"request_id,omitempty"`
 }
 
 // CreatedActions answers POST /api/v1/actions with a target: the actions

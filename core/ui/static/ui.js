@@ -88,8 +88,19 @@
   // follow shows, in a <pre data-follow-output="ID">, the output of action
   // ID as the server has it, again every second while the action runs and
   // the element is shown (its <details> open): as text, never as HTML. It
-  // keeps to the end of the output unless the person scrolled up.
-  var following = {};
+  // keeps to the end of the output unless the person scrolled up. It pauses
+  // while the tab is hidden, retries a server error or a lost connection
+  // every 3 s, and stops for good, saying why in the box, on any 4xx (the
+  // action gone, or no longer the person's to see) or an answer that is no
+  // JSON (a session that ended and was sent to the sign-in page).
+  var following = {}, paused = [];
+  document.addEventListener("visibilitychange", function () {
+    if (document.hidden) return;
+    var again = paused;
+    paused = [];
+    for (var i = 0; i < again.length; i++) again[i]();
+  });
+  function Stop(msg) { this.msg = msg; }
   function follow(pre) {
     var id = pre.getAttribute("data-follow-output");
     if (!id || following[id] === pre) return;
@@ -98,11 +109,23 @@
       var d = pre.closest("details");
       return document.body.contains(pre) && (!d || d.open);
     }
+    function stop(msg) {
+      if (following[id] !== pre) return;
+      delete following[id];
+      pre.textContent = (pre.textContent ? pre.textContent + "\n\n" : "") + msg;
+      pre.setAttribute("data-stopped", "1");
+    }
     function step() {
       if (following[id] !== pre || !shown()) { if (following[id] === pre) delete following[id]; return; }
+      if (document.hidden) { paused.push(step); return; }
       fetch("/ui/actions/" + encodeURIComponent(id) + "?part=output", { credentials: "same-origin", headers: { "Accept": "application/json" } }).then(function (res) {
+        if (res.redirected && res.url.indexOf("/ui/login") >= 0) throw new Stop("(your session ended: reload the page to sign in again)");
+        if (res.status >= 400 && res.status < 500) {
+          throw new Stop(res.status === 404 || res.status === 403 ? "(this action's output is not available to you any more)" : "(the output could not be loaded: HTTP " + res.status + ")");
+        }
         if (!res.ok) throw new Error("HTTP " + res.status);
-        return res.json();
+        if ((res.headers.get("Content-Type") || "").indexOf("application/json") !== 0) throw new Stop("(the output could not be read: reload the page)");
+        return res.json().catch(function () { throw new Stop("(the output could not be read: reload the page)"); });
       }).then(function (o) {
         if (following[id] !== pre) return;
         var atEnd = pre.scrollTop + pre.clientHeight >= pre.scrollHeight - 4;
@@ -111,7 +134,8 @@
         if (atEnd) pre.scrollTop = pre.scrollHeight;
         if (o.final) { pre.setAttribute("data-final", "1"); delete following[id]; return; }
         setTimeout(step, 1000);
-      }).catch(function () {
+      }).catch(function (err) {
+        if (err instanceof Stop) { stop(err.msg); return; }
         setTimeout(step, 3000);
       });
     }
