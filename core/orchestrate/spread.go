@@ -82,7 +82,7 @@ func (o *Orchestrator) spreadPeriod(n int) time.Duration {
 // spread and moves the cluster's spread position on.
 func (o *Orchestrator) placeSpread(cs *clusterState, j *job, n int, now time.Time) {
 	period := o.spreadPeriod(n)
-	from, to := cs.spread, cs.spread+revolution
+	from, to := cs.spread, uint64(0)
 	if !cs.spreadAt.IsZero() && now.Sub(cs.spreadAt) < period {
 		hi, lo := bits.Mul64(uint64(max(0, now.Sub(cs.spreadAt))), revolution)
 		moved, _ := bits.Div64(hi, lo, uint64(period)) // hi < period: the gap is under it

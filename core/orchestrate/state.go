@@ -80,7 +80,6 @@ type clusterState struct {
 	lastContact map[string]time.Time   // node id → last successful sync
 	acked       map[string]ackMark     // node id → the cursor last acknowledged to its agent
 	seen        map[string]seenMark    // node id → its change counter as last committed (spread.go)
-	lastFull    time.Duration          // how long the last full sync took (metrics)
 	clients     map[string]*nodeClient // node id → its HTTP client (with AgentTLS)
 	ledger      *ledger                // budget admissions, shared by the loop's workers
 }
