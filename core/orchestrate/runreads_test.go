@@ -176,6 +176,13 @@ func TestAdvanceOfNamedRunsReachesTheOthersOnlyWhenOneEnds(t *testing.T) {
 	if !slices.Equal(e.advanced, []string{"ends", "a", "b", "c"}) {
 		t.Fatalf("advanced %q for a run that ended, want it then every other", e.advanced)
 	}
+	// A run made final elsewhere (a cancel through the API) is named by
+	// its children's sync but no longer active: the others are advanced.
+	e.advanced = nil
+	h.o.advanceRuns(ctx, cluster, runSet{}.with("cancelled"))
+	if !slices.Equal(e.advanced, []string{"a", "b", "c"}) {
+		t.Fatalf("advanced %q for a run final elsewhere, want every active run", e.advanced)
+	}
 }
 
 // TestAStageLockReleaseWakesTheWaitingRun: a run whose stage ends and
