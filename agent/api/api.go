@@ -16,6 +16,7 @@ import (
 	"net/http"
 	"net/url"
 	"os"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -153,9 +154,14 @@ type Server struct {
 	// waits counts the blocking GETs held over the socket.
 	waits waitSlots
 	// epoch is new at every New: the change counter's (GET
-	// /api/v1/changes); identity counts IdentityChanged calls.
+	// /api/v1/changes); identity counts IdentityChanged calls and the
+	// changes of the secret names (secretsMoved).
 	epoch    string
 	identity atomic.Uint64
+	// secretsMu guards secrets: the secret names the counter last saw.
+	secretsMu sync.Mutex
+	secrets   []string
+	secretsOK bool
 }
 
 // waitSlots counts the blocking GETs held over the socket, per uid and in
@@ -345,11 +351,29 @@ func (s *Server) IdentityChanged() { s.identity.Add(1) }
 // counter is the change counter as of now (wire.ChangeCounter): the
 // queue's changes and the identity's, under the epoch of this start.
 func (s *Server) counter() *wire.ChangeCounter {
+	s.secretsMoved()
 	n := s.cfg.Queue.ChangeCount() + s.identity.Load()
 	if s.cfg.Renewals != nil {
 		n += uint64(max(s.cfg.Renewals(), 0))
 	}
 	return &wire.ChangeCounter{Epoch: s.epoch, Counter: n}
+}
+
+// secretsMoved moves the identity part of the counter when the names of
+// the secrets the agent can resolve (read live from its secrets directory,
+// and told in info) differ from those it last saw.
+func (s *Server) secretsMoved() {
+	if s.cfg.Secrets == nil {
+		return
+	}
+	names := slices.Clone(s.secretNames())
+	slices.Sort(names)
+	s.secretsMu.Lock()
+	defer s.secretsMu.Unlock()
+	if s.secretsOK && !slices.Equal(names, s.secrets) {
+		s.identity.Add(1)
+	}
+	s.secrets, s.secretsOK = names, true
 }
 
 // changeCounter answers GET /api/v1/changes: one small answer that tells

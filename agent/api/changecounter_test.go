@@ -3,6 +3,8 @@ package api
 import (
 	"encoding/json"
 	"net/http"
+	"slices"
+	"sync"
 	"sync/atomic"
 	"testing"
 
@@ -87,5 +89,43 @@ func TestChangeCounterEpochIsNewAtEveryStart(t *testing.T) {
 	t.Cleanup(ts.Close)
 	if second := counterOf(t, f2); second.Epoch == first.Epoch {
 		t.Fatalf("epoch %q again after a restart", second.Epoch)
+	}
+}
+
+// TestChangeCounterMovesWhenTheSecretNamesChange: the names of the secrets
+// the agent can resolve are read live (info tells them); a secret added to
+// or removed from its directory moves the counter, and reading them again
+// unchanged does not.
+func TestChangeCounterMovesWhenTheSecretNamesChange(t *testing.T) {
+	t.Parallel()
+	f, _, _ := setupWait(t, 0)
+	var mu sync.Mutex
+	names := []string{"db"}
+	secrets := func() []string {
+		mu.Lock()
+		defer mu.Unlock()
+		return slices.Clone(names)
+	}
+	reg, _ := handlers.NewRegistry(nil, handlers.Env{})
+	srv := New(Config{NodeID: "n1", ClusterID: "c1", Queue: f.q, Runner: NewMockRunner(gomock.NewController(t)), Kinds: reg,
+		Secrets: secrets})
+	g, ts := newFixture(t, srv.Handler(), f.q)
+	t.Cleanup(ts.Close)
+	before := counterOf(t, g)
+	if again := counterOf(t, g); again != before {
+		t.Fatalf("counter %+v with the same secrets, want %+v", again, before)
+	}
+	mu.Lock()
+	names = []string{"api-token", "db"}
+	mu.Unlock()
+	added := counterOf(t, g)
+	if added.Counter <= before.Counter || added.Epoch != before.Epoch {
+		t.Fatalf("counter %+v after a secret was added, want it past %+v", added, before)
+	}
+	mu.Lock()
+	names = []string{"api-token"}
+	mu.Unlock()
+	if removed := counterOf(t, g); removed.Counter <= added.Counter {
+		t.Fatalf("counter %+v after a secret was removed, want it past %+v", removed, added)
 	}
 }

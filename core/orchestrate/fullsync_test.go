@@ -717,16 +717,22 @@ func TestReplacedAgentDatabase(t *testing.T) {
 
 func TestPeriodicFullSyncFindsLostActions(t *testing.T) {
 	t.Parallel()
-	h := setup(t, Config{CompareIDsEvery: 3}, "n1")
+	// Full syncs a period (10 s for one node) apart: each one gives the
+	// node its turn, every third one lists everything.
+	clock := newFakeClock()
+	h := setup(t, Config{CompareIDsEvery: 3, Now: clock.now}, "n1")
 	ag := h.agents["n1"]
 	id := h.create("n1", nil)
 	pending := h.create("n1", func(r *store.Record) { r.State = action.PendingApprove })
 	h.fullSync() // full sync 0 (lists everything): pushes
 	wantState(t, h.record(id), action.New)
 	ag.forget(id) // gone without a change the cursor could show
-	h.fullSync()  // full sync 1
-	h.fullSync()  // full sync 2
+	clock.add(11 * time.Second)
+	h.fullSync() // full sync 1
+	clock.add(11 * time.Second)
+	h.fullSync() // full sync 2
 	wantState(t, h.record(id), action.New)
+	clock.add(11 * time.Second)
 	h.fullSync() // full sync 3: lists everything
 	wantState(t, h.record(id), action.Lost)
 	wantState(t, h.record(pending), action.PendingApprove) // never on the agent: not lost

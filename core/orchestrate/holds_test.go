@@ -230,3 +230,33 @@ func TestARunHeldByADrainSaysSo(t *testing.T) {
 		t.Fatalf("after the undrain: %s %q", r.State, r.StateReason)
 	}
 }
+
+// TestANodeDownAfterALeaseChangeIsDownSinceTheTransition: a loop that never
+// reached a node (a restart, a lease taken over) and finds it DOWN stores
+// the transition's time as its last contact, not the stored one, which is
+// the node's last change and may be days old.
+func TestANodeDownAfterALeaseChangeIsDownSinceTheTransition(t *testing.T) {
+	t.Parallel()
+	h := setup(t, Config{ContactEvery: time.Hour}, "n1")
+	h.fullSync()
+	old := time.Now().Add(-72 * time.Hour).UTC()
+	h.update(func(ctx context.Context, tx store.Tx) error {
+		n, err := tx.Node(ctx, cluster, "n1")
+		if err != nil {
+			return err
+		}
+		n.LastContact = &old // stored with its last change, three days ago
+		return tx.PutNode(ctx, n)
+	})
+	h.restart()
+	h.agents["n1"].set(func(f *fakeAgent) { f.down = true })
+	before := time.Now()
+	testwait.For(t, "n1 DOWN", func() bool {
+		h.o.FullSync(context.Background(), cluster)
+		return h.node("n1").Status == store.NodeDown
+	})
+	if got := h.node("n1").LastContact; got == nil || got.Before(before.Add(-time.Second)) {
+		t.Fatalf("a node found DOWN after a restart has last contact %v, want the transition's time (after %v), not the stale %v",
+			got, before, old)
+	}
+}

@@ -336,8 +336,7 @@ func (p *pipeline) finish(j *job) {
 	err := j.err
 	// Counted before whoever waits is answered.
 	if j.full {
-		cs.lastFull = time.Since(j.begin)
-		o.metrics.observeFullSync(cs.lastFull, j.rep, err)
+		o.metrics.observeFullSync(time.Since(j.begin), j.rep, err)
 	} else {
 		o.metrics.observeNodeSync(j.rep, err)
 	}

@@ -255,8 +255,15 @@ func (o *Orchestrator) planStatus(ctx context.Context, r store.Reader, cs *clust
 		if sameNode(fresh, &next) && !stale {
 			continue
 		}
-		if contacted {
+		switch {
+		case contacted:
 			next.LastContact = &t
+		case next.Status == store.NodeDown && fresh.Status != store.NodeDown:
+			// No contact since this loop began (a restart, a lease
+			// taken over): the stored one is the node's last change, maybe
+			// days old, not its last contact. Its DOWN time is the
+			// transition's (muster_core_node_down_since_timestamp_seconds).
+			next.LastContact = &now
 		}
 		next.UpdatedTS = now
 		w.nodes = append(w.nodes, next)

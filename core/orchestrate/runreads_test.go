@@ -176,4 +176,72 @@ func TestAdvanceOfNamedRunsReachesTheOthersOnlyWhenOneEnds(t *testing.T) {
 	if !slices.Equal(e.advanced, []string{"ends", "a", "b", "c"}) {
 		t.Fatalf("advanced %q for a run that ended, want it then every other", e.advanced)
 	}
+	// A run made final elsewhere (a cancel through the API) is named by
+	// its children's sync but no longer active: the others are advanced.
+	e.advanced = nil
+	h.o.advanceRuns(ctx, cluster, runSet{}.with("cancelled"))
+	if !slices.Equal(e.advanced, []string{"a", "b", "c"}) {
+		t.Fatalf("advanced %q for a run final elsewhere, want every active run", e.advanced)
+	}
+}
+
+// TestAStageLockReleaseWakesTheWaitingRun: a run whose stage ends and
+// releases a lock, while the run goes on, wakes the run waiting for that
+// lock in the same sync: its child is created without a full sync.
+func TestAStageLockReleaseWakesTheWaitingRun(t *testing.T) {
+	t.Parallel()
+	h := setup(t, Config{}, "n1", "n2", "n3")
+	pol := approval.DefaultPolicy()
+	engine := runs.NewEngine(live.New(pol), &actions.Rules{Policy: live.New(pol)}, nil)
+	h.o.Stop()
+	o, err := New(Config{CompareIDsEvery: 1000, AgentTimeout: 5 * time.Second, Interval: time.Hour, Runs: engine}, h.st, nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(o.Stop)
+	h.o = o
+	start := func(stages ...wire.StageSpec) string {
+		var id string
+		h.update(func(ctx context.Context, tx store.Tx) error {
+			run, err := engine.Create(ctx, tx, &wire.CreateRunRequest{ClusterID: cluster, Stages: stages}, actions.Actor{Name: "alice"})
+			if err != nil {
+				return err
+			}
+			id = run.ID
+			_, err = engine.Approve(ctx, tx, run.ID, "", actions.Actor{Name: "bob"})
+			return err
+		})
+		return id
+	}
+	children := func(run string) []store.Record {
+		var kids []store.Record
+		h.update(func(ctx context.Context, tx store.Tx) error {
+			var err error
+			kids, err = tx.RunChildren(ctx, run)
+			return err
+		})
+		return kids
+	}
+	a := start(wire.StageSpec{Name: "migrate", Kind: "muster.io/debug.ping", Lock: &wire.Lock{Name: "db"}, Target: wire.Target{Nodes: []string{"n1"}}},
+		wire.StageSpec{Name: "after", Kind: "muster.io/debug.ping", Target: wire.Target{Nodes: []string{"n2"}}})
+	b := start(wire.StageSpec{Name: "backup", Kind: "muster.io/debug.ping", Lock: &wire.Lock{Name: "db"}, Target: wire.Target{Nodes: []string{"n3"}}})
+	h.fullSync() // a takes the lock and pushes its child; b waits for it
+	h.fullSync()
+	kids := children(a)
+	if len(kids) != 1 || kids[0].State != action.New {
+		t.Fatalf("run a's children %+v, want one NEW", kids)
+	}
+	if got := children(b); len(got) != 0 {
+		t.Fatalf("run b has %d children while a holds the lock, want 0", len(got))
+	}
+	h.agents["n1"].run(t, kids[0].ID, action.Done, nil)
+	if _, err := h.o.SyncNodes(context.Background(), cluster, []string{"n1"}); err != nil {
+		t.Fatal(err)
+	}
+	if got := children(a); len(got) != 2 {
+		t.Fatalf("run a has %d children after its first stage, want 2 (it goes on)", len(got))
+	}
+	if got := children(b); len(got) != 1 {
+		t.Fatalf("run b has %d children after a released the lock, want 1 without a full sync", len(got))
+	}
 }

@@ -69,8 +69,9 @@ func (s runSet) has(id string) bool { return s.all || s.ids[id] }
 // decided before it (Runs.AdvanceIn): a run that cannot advance is logged
 // and does not hold up the others or the sync. A run is read, its children
 // with it, only when something it decides on may have changed; when one of
-// those ends, the others are advanced too (it may have held a lock they
-// wait for). It only reads when the cluster has none, so an idle full sync
+// those ends (here or through any other path: a cancel, an expiry) or
+// releases a lock at the end of a stage, the others are advanced too (they
+// may wait for its locks). It only reads when the cluster has none, so an idle full sync
 // still writes nothing. It returns the nodes of the children it created,
 // without repeats.
 func (o *Orchestrator) advanceRuns(ctx context.Context, clusterID string, only runSet) []string {
@@ -95,6 +96,14 @@ func (o *Orchestrator) advanceRuns(ctx context.Context, clusterID string, only r
 	ids := active()
 	var created []string
 	advanced := map[string]bool{}
+	// freed: a named run released a lock (a stage of it ended), or ended:
+	// the others may wait for its locks.
+	freed := false
+	for id := range only.ids {
+		if !slices.Contains(ids, id) {
+			freed = true // it became final elsewhere (a cancel, an expiry)
+		}
+	}
 	advance := func(ids []string, only runSet) {
 		for _, id := range ids {
 			if !only.has(id) || advanced[id] {
@@ -102,21 +111,35 @@ func (o *Orchestrator) advanceRuns(ctx context.Context, clusterID string, only r
 			}
 			advanced[id] = true
 			o.metrics.runAdvances.Inc()
+			var held []string
+			if !only.all {
+				held = o.runLocks(ctx, id)
+			}
 			nodes, err := o.cfg.Runs.AdvanceIn(ctx, o.st, id)
 			if err != nil && ctx.Err() == nil {
 				o.log.Warn("advance run", "cluster", clusterID, "run", id, "err", err)
+			}
+			if len(held) > 0 {
+				now := o.runLocks(ctx, id)
+				for _, k := range held {
+					if !slices.Contains(now, k) {
+						freed = true
+					}
+				}
 			}
 			created = append(created, nodes...) // those of the steps stored before an error too
 		}
 	}
 	advance(ids, only)
-	if !only.all && len(advanced) > 0 {
+	if !only.all && (freed || len(advanced) > 0) {
 		now := active()
 		for id := range advanced {
-			if !slices.Contains(now, id) { // it ended: the others may wait for its locks
-				advance(now, allRuns())
-				break
+			if !slices.Contains(now, id) { // it ended
+				freed = true
 			}
+		}
+		if freed {
+			advance(now, allRuns())
 		}
 	}
 	if len(ids) > 0 {
@@ -124,6 +147,21 @@ func (o *Orchestrator) advanceRuns(ctx context.Context, clusterID string, only r
 	}
 	slices.Sort(created)
 	return slices.Compact(created)
+}
+
+// runLocks lists the keys of the locks run id holds (none when they cannot
+// be read: then no release is seen, and the next full sync wakes the
+// waiters).
+func (o *Orchestrator) runLocks(ctx context.Context, id string) []string {
+	var keys []string
+	_ = o.st.Read(ctx, func(r store.Reader) error {
+		locks, err := r.RunLocks(ctx, id)
+		for _, l := range locks {
+			keys = append(keys, l.Key)
+		}
+		return err
+	})
+	return keys
 }
 
 // expireRuns cancels the runs waiting for approval past its TTL.

@@ -2,6 +2,8 @@ package orchestrate
 
 import (
 	"context"
+	"fmt"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -36,15 +38,17 @@ func (h *harness) pulled(node string) bool {
 	return a.seen("GET /api/v1/info") > 0 || a.seen("GET /api/v1/actions") > 0
 }
 
-// turnOf is the spread slice whose turn the next full sync of h is, and
-// the slices, as the loop computes them (no full sync runs meanwhile).
-func (h *harness) spreadTurn(n int) (turn, slices int) {
-	h.o.mu.Lock()
-	cs := h.o.clusters[cluster]
-	h.o.mu.Unlock()
-	s := h.o.spreadSlices(cs, n)
-	return cs.fullSyncs % s, s
+// fakeClock is a clock the test moves (Config.Now).
+type fakeClock struct{ ns atomic.Int64 }
+
+func newFakeClock() *fakeClock {
+	c := &fakeClock{}
+	c.ns.Store(time.Date(2026, 12, 1, 10, 0, 0, 0, time.UTC).UnixNano())
+	return c
 }
+
+func (c *fakeClock) now() time.Time      { return time.Unix(0, c.ns.Load()).UTC() }
+func (c *fakeClock) add(d time.Duration) { c.ns.Add(int64(d)) }
 
 // TestOnlyNodesWhoseCounterMovedArePulled: a full sync asks every node's
 // change counter; only the node whose counter moved (and a node whose turn
@@ -52,20 +56,24 @@ func (h *harness) spreadTurn(n int) (turn, slices int) {
 func TestOnlyNodesWhoseCounterMovedArePulled(t *testing.T) {
 	t.Parallel()
 	nodes := []string{"n1", "n2", "n3", "n4", "n5", "n6"}
-	h := setupCounted(t, Config{FullSyncEvery: time.Hour}, nodes...)
+	clock := newFakeClock()
+	h := setupCounted(t, Config{FullSyncEvery: time.Hour, Now: clock.now}, nodes...)
 	h.forgetRequests()
-	turn, slices := h.spreadTurn(len(nodes))
-	if slices < 100 {
-		t.Fatalf("%d spread slices for an hour at the default interval, want hundreds", slices)
-	}
+	clock.add(10 * time.Minute) // a sixth of the period: a node of six may take its turn
+	j := &job{full: true, spreadFrom: h.o.clusters[cluster].spread}
+	j.spreadTo = j.spreadFrom + revolution/6
 	id := h.agents["n3"].add("muster.io/debug.ping", action.Done)
 	rep := h.fullSync()
 	for _, n := range nodes {
 		a := h.agents[n]
-		if a.seen("GET /api/v1/changes") != 1 {
-			t.Errorf("%s: %d counter requests, want 1", n, a.seen("GET /api/v1/changes"))
+		asks := 1
+		if j.inTurn(n) {
+			asks = 0 // its turn: synced fully without asking
 		}
-		want := n == "n3" || sliceOf(n, slices) == turn
+		if a.seen("GET /api/v1/changes") != asks {
+			t.Errorf("%s: %d counter requests, want %d", n, a.seen("GET /api/v1/changes"), asks)
+		}
+		want := n == "n3" || j.inTurn(n)
 		if got := h.pulled(n); got != want {
 			t.Errorf("%s pulled: %v, want %v (requests %v)", n, got, want, a.calls(""))
 		}
@@ -111,13 +119,11 @@ func TestNodesWithWorkArePulledWhateverTheirCounter(t *testing.T) {
 func TestSpreadSyncsEveryNodeFullyOncePerPeriod(t *testing.T) {
 	t.Parallel()
 	nodes := []string{"a", "b", "c", "d", "e", "f", "g", "h", "i", "j", "k", "l"}
-	// Three full syncs, an interval (10 s, +10%) apart, fit in 36 s.
-	h := setupCounted(t, Config{FullSyncEvery: 36 * time.Second}, nodes...)
-	if _, slices := h.spreadTurn(len(nodes)); slices != 3 {
-		t.Fatalf("%d slices, want 3", slices)
-	}
+	clock := newFakeClock()
+	h := setupCounted(t, Config{FullSyncEvery: 36 * time.Second, Now: clock.now}, nodes...)
 	full := map[string]int{}
-	for range 3 {
+	for range 3 { // three full syncs 12 s apart: one period
+		clock.add(12 * time.Second)
 		h.forgetRequests()
 		h.idle()
 		for _, n := range nodes {
@@ -154,7 +160,8 @@ func TestIdleFleetWritesNoRowsAsTimePasses(t *testing.T) {
 func TestSpreadTurnFindsALostActionOnAQuietNode(t *testing.T) {
 	t.Parallel()
 	nodes := []string{"a", "b", "c", "d", "e", "f"}
-	h := setupCounted(t, Config{FullSyncEvery: 36 * time.Second, CompareIDsEvery: 1}, nodes...)
+	clock := newFakeClock()
+	h := setupCounted(t, Config{FullSyncEvery: 36 * time.Second, CompareIDsEvery: 1, Now: clock.now}, nodes...)
 	id := h.create("c", nil)
 	h.fullSync() // pushed
 	h.fullSync() // the counter the push moved is learnt
@@ -164,6 +171,7 @@ func TestSpreadTurnFindsALostActionOnAQuietNode(t *testing.T) {
 	h.agents["c"].forget(id) // no change, no tombstone: the counter stays
 	full := 0
 	for range 3 {
+		clock.add(12 * time.Second)
 		h.forgetRequests()
 		h.fullSync()
 		if h.pulled("c") {
@@ -175,5 +183,42 @@ func TestSpreadTurnFindsALostActionOnAQuietNode(t *testing.T) {
 	}
 	if full != 1 {
 		t.Fatalf("node c synced fully %d times in a period of 3 passes, want 1 (its turn)", full)
+	}
+}
+
+// TestSpreadTurnsEveryNodeWithinThePeriodWhateverThePassLengths: with full
+// syncs irregularly apart (short and long passes, as a fleet whose pass
+// length or node count changes sees), no node waits longer than
+// FullSyncEvery plus the longest gap between two full syncs for its full
+// turn, and every node takes one in every period.
+func TestSpreadTurnsEveryNodeWithinThePeriodWhateverThePassLengths(t *testing.T) {
+	t.Parallel()
+	var nodes []string
+	for i := range 24 {
+		nodes = append(nodes, fmt.Sprintf("node-%02d", i))
+	}
+	const period = time.Minute
+	clock := newFakeClock()
+	h := setupCounted(t, Config{FullSyncEvery: period, Now: clock.now}, nodes...)
+	last := map[string]time.Time{}
+	for _, n := range nodes {
+		last[n] = clock.now()
+	}
+	gaps := []time.Duration{25 * time.Second, 30 * time.Second, 28 * time.Second, 40 * time.Second,
+		2 * time.Second, 27 * time.Second, 30 * time.Second, time.Second, 29 * time.Second}
+	var longest time.Duration
+	for i := range 60 {
+		gap := gaps[i%len(gaps)]
+		longest = max(longest, gap)
+		clock.add(gap)
+		h.forgetRequests()
+		h.fullSync()
+		for _, n := range nodes {
+			if h.pulled(n) {
+				last[n] = clock.now()
+			} else if waited := clock.now().Sub(last[n]); waited > period+longest {
+				t.Fatalf("pass %d: %s not fully synced for %s, want at most %s", i, n, waited, period+longest)
+			}
+		}
 	}
 }
