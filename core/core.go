@@ -199,6 +199,7 @@ func (c *Core) Run(ctx context.Context) error {
 	engine := runs.NewEngine(policy, rules, nil)
 	engine.SetProber(probe.New(cfg.CoreSteps))
 	engine.SetKindLocks(budgets)
+	engine.SetStaticLabels(discovery.StaticLabels(cfg.Clusters))
 	schedules := &recur.Service{Policy: policy, MinEvery: cfg.MinEvery, KindLocks: engine.KindLocks}
 	ln, guard, apiPair, gate, err := listen(cfg, enr)
 	if err != nil {

@@ -149,7 +149,7 @@ func (a *Advancer) planAdvance(ctx context.Context, st store.Store, id string) (
 			if err != nil {
 				return err
 			}
-			if p.join = len(Joining(r, nodes)) > 0; p.join {
+			if p.join = len(Joining(r, nodes, a.staticLabels[r.ClusterID])) > 0; p.join {
 				return nil
 			}
 		}

@@ -40,12 +40,41 @@ func (env *engineEnv) startWeb(follow bool) *store.Run {
 	return r
 }
 
-// join adds node n5 with role=web, UP, as discovery would.
+// join adds node n5, UP, with role=web among the labels the core holds
+// for it (as a replace stores them).
 func (env *engineEnv) join() {
 	env.update(func(ctx context.Context, tx store.Tx) error {
 		return tx.PutNode(ctx, &store.Node{ClusterID: "c", ID: "n5", Addr: "127.0.0.1:1", Source: store.SourceGossip,
+			Status: store.NodeUp, Labels: map[string]string{"role": "web"}, CoreLabels: map[string]string{"role": "web"}})
+	})
+}
+
+// A follow stage's approval covered "the nodes matching": a node whose
+// agent announces the stage's labels itself (anyone with a join token can)
+// does not join it; one the core holds the labels of (its configuration,
+// or a replace) does.
+func TestAFollowStageTakesOnlyNodesByTheLabelsTheCoreHolds(t *testing.T) {
+	t.Parallel()
+	env := setupEngine(t)
+	env.e.SetStaticLabels(map[string]map[string]map[string]string{"c": {"n7": {"role": "web"}}})
+	r := env.startWeb(true)
+	env.update(func(ctx context.Context, tx store.Tx) error {
+		return tx.PutNode(ctx, &store.Node{ClusterID: "c", ID: "n6", Addr: "127.0.0.1:1", Source: store.SourceGossip,
 			Status: store.NodeUp, Labels: map[string]string{"role": "web"}})
 	})
+	r = env.advance(r.ID)
+	if st := r.Stages[0]; slices.Contains(st.Nodes, "n6") || len(st.Joined) > 0 {
+		t.Fatalf("a node announcing role=web itself joined: nodes %v, joined %v", st.Nodes, st.Joined)
+	}
+	env.update(func(ctx context.Context, tx store.Tx) error {
+		return tx.PutNode(ctx, &store.Node{ClusterID: "c", ID: "n7", Addr: "127.0.0.1:1", Source: store.SourceGossip,
+			Status: store.NodeUp, Labels: map[string]string{"role": "web"}})
+	})
+	env.join()
+	r = env.advance(r.ID)
+	if st := r.Stages[0]; !slices.Equal(st.Joined, []string{"n5", "n7"}) || slices.Contains(st.Nodes, "n6") {
+		t.Fatalf("after n5 (core label) and n7 (configured) joined: nodes %v, joined %v", st.Nodes, st.Joined)
+	}
 }
 
 // drain finishes every open child DONE and advances, until the run ends.
