@@ -102,7 +102,7 @@ type base struct {
 	// staticLabels are the configured labels of nodes, by cluster and
 	// node id (SetStaticLabels).
 	staticLabels map[string]map[string]map[string]string
-	policy *live.Value[approval.Policy]
+	policy       *live.Value[approval.Policy]
 	// kinds declares the locks of kinds (SetKindLocks); nil: none.
 	kinds   *live.Value[budget.Policy]
 	actions Actions
