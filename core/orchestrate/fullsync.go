@@ -13,10 +13,11 @@ import (
 // directly (FullSync). It reads the cluster once, on a worker (snapshot),
 // takes the nodes with something to push or cancel first, and goes in
 // batches of BatchSize, each committed once it is all in; only its last
-// commit decides the cluster's status. Every CompareIDsEvery-th turn of a
-// node in the spread (spread.go) also lists every record of its agent and
-// compares id sets (LOST detection); with one slice, that is every node of
-// every CompareIDsEvery-th full sync (Report.ComparedIDs).
+// commit decides the cluster's status. A node's turn in every
+// CompareIDsEvery-th revolution of the spread (spread.go) also lists every
+// record of its agent and compares id sets (LOST detection); a full sync
+// that takes a whole revolution in turn does it for every node
+// (Report.ComparedIDs).
 
 // stepFull moves the full sync j on: it starts it, or sends its next
 // batch once the last one is committed; it ends it (finish) once over.
@@ -106,9 +107,9 @@ func (p *pipeline) snapped(m snapRead) {
 		p.finish(j)
 		return
 	}
-	j.turn, j.slices, j.compareEvery = cs.fullSyncs, o.spreadSlices(cs, len(m.order)), o.cfg.CompareIDsEvery
-	j.rep.ComparedIDs = j.slices == 1 && j.compares()
-	cs.fullSyncs++
+	j.compareEvery = o.cfg.CompareIDsEvery
+	o.placeSpread(cs, j, len(m.order), o.cfg.Now())
+	j.rep.ComparedIDs = j.wholeTurn && (j.spreadFrom/revolution)%uint64(max(1, j.compareEvery)) == 0
 	forgetNodes(cs, m.order)
 	j.order, j.snap = m.order, m.snap
 	j.sem = make(chan struct{}, o.cfg.NodeConcurrency)
@@ -147,7 +148,7 @@ func (p *pipeline) sendBatch(j *job, ids []string) {
 		delete(j.snap, id)
 	}
 	for _, res := range results {
-		res.listAll = j.inTurn(res.node.ID) && j.compares()
+		res.listAll = j.compares(res.node.ID)
 		if p.o.mayAskCounter(p.cs, j, res) {
 			res.askCounter, res.seen = true, p.cs.seen[res.node.ID].changes
 		}

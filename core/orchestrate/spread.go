@@ -3,6 +3,7 @@ package orchestrate
 import (
 	"context"
 	"hash/fnv"
+	"math/bits"
 	"time"
 
 	"github.com/musterhq/muster/core/store"
@@ -18,8 +19,8 @@ import (
 // changes, pushes) only when it moved since the sync the loop last
 // committed for that node, when the node has something to push or cancel,
 // when a run's child is in flight there, or when it is the node's turn in
-// the spread: every node takes a full turn once per FullSyncEvery, the
-// nodes split evenly over the full syncs of that period. A node that
+// the spread: every node takes a full turn once per FullSyncEvery (plus
+// one full sync's gap), whatever the lengths of the passes. A node that
 // answered the same counter is left as stored: nothing is read from it,
 // nothing is written.
 
@@ -45,41 +46,79 @@ func ScaledFullSyncEvery(n int) time.Duration {
 	return min(max(time.Duration(n)*fullSyncPerNode, minFullSyncEvery), maxFullSyncEvery)
 }
 
-// spreadSlices is how many slices the nodes of a cluster of n nodes are
-// split into: so many full syncs, each Interval (+10% jitter) and the last
-// full sync's length apart, fit in FullSyncEvery. At least 1: every node
-// takes its full turn at every full sync.
-func (o *Orchestrator) spreadSlices(cs *clusterState, n int) int {
-	period := o.cfg.FullSyncEvery
-	if period <= 0 {
-		period = ScaledFullSyncEvery(n)
-	}
-	apart := o.cfg.Interval + o.cfg.Interval/10 + cs.lastFull
-	return max(1, int(period/apart))
+// The spread turns by time. A node's place on the spread is the 32-bit
+// hash of its id (nodeMark), a fraction of a revolution; the cluster's
+// spread position (clusterState.spread, in 2^-32 revolutions) moves on at
+// every full sync by the time since the last one over FullSyncEvery, and a
+// full sync takes the turn of the nodes whose place it moved over. The
+// windows of successive full syncs are contiguous whatever their lengths,
+// the node count or FullSyncEvery do meanwhile: every node takes its turn
+// once a revolution, so within FullSyncEvery plus one full sync's gap.
+// A gap of a whole period or more (and the first full sync) is a whole
+// revolution from the next revolution's start: every node in turn, once.
+const revolution = uint64(1) << 32
+
+// nodeMark is node id's place on the spread (a stable hash: a node keeps
+// its place whatever nodes come and go). FNV-1a alone keeps ids that
+// differ in their last bytes close together; the mix spreads them.
+func nodeMark(id string) uint64 {
+	h := fnv.New64a()
+	h.Write([]byte(id))
+	x := h.Sum64()
+	x = (x ^ x>>30) * 0xbf58476d1ce4e5b9
+	x = (x ^ x>>27) * 0x94d049bb133111eb
+	return (x ^ x>>31) >> 32
 }
 
-// sliceOf is the slice of node id among slices (a stable hash: a node keeps
-// its slice from one full sync to the next, whatever nodes come and go).
-func sliceOf(id string, slices int) int {
-	if slices <= 1 {
-		return 0
+// spreadPeriod is the cluster's FullSyncEvery for n nodes.
+func (o *Orchestrator) spreadPeriod(n int) time.Duration {
+	if o.cfg.FullSyncEvery > 0 {
+		return o.cfg.FullSyncEvery
 	}
-	h := fnv.New32a()
-	h.Write([]byte(id))
-	return int(h.Sum32() % uint32(slices))
+	return ScaledFullSyncEvery(n)
+}
+
+// placeSpread places the full sync j, of n nodes starting at now, on the
+// spread and moves the cluster's spread position on.
+func (o *Orchestrator) placeSpread(cs *clusterState, j *job, n int, now time.Time) {
+	period := o.spreadPeriod(n)
+	from, to := cs.spread, cs.spread+revolution
+	if !cs.spreadAt.IsZero() && now.Sub(cs.spreadAt) < period {
+		hi, lo := bits.Mul64(uint64(max(0, now.Sub(cs.spreadAt))), revolution)
+		moved, _ := bits.Div64(hi, lo, uint64(period)) // hi < period: the gap is under it
+		to = from + moved
+	} else {
+		from = (cs.spread + revolution - 1) &^ (revolution - 1)
+		to = from + revolution
+		j.wholeTurn = true
+	}
+	j.spreadFrom, j.spreadTo = from, to
+	cs.spread, cs.spreadAt = to, now
+}
+
+// turnMark is where node id's turn falls in the full sync j's window, if it
+// does.
+func (j *job) turnMark(id string) (uint64, bool) {
+	p := j.spreadFrom&^(revolution-1) | nodeMark(id)
+	if p < j.spreadFrom {
+		p += revolution
+	}
+	return p, j.full && p < j.spreadTo
 }
 
 // inTurn reports whether it is node id's turn in the full sync j: it is
 // synced fully.
 func (j *job) inTurn(id string) bool {
-	return j.full && sliceOf(id, j.slices) == j.turn%j.slices
+	_, ok := j.turnMark(id)
+	return ok
 }
 
-// compares reports whether the turns of the full sync j list every record
-// and compare id sets: every CompareIDsEvery-th round of the spread's
-// slices.
-func (j *job) compares() bool {
-	return (j.turn/j.slices)%j.compareEvery == 0
+// compares reports whether node id's turn in the full sync j lists every
+// record and compares id sets: its turn of every CompareIDsEvery-th
+// revolution of the spread.
+func (j *job) compares(id string) bool {
+	p, ok := j.turnMark(id)
+	return ok && (p/revolution)%uint64(max(1, j.compareEvery)) == 0
 }
 
 // mayAskCounter reports whether the full sync j may sync res's node by its

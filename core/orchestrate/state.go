@@ -75,11 +75,12 @@ type clusterState struct {
 	nodes *nodequeue.Queue
 
 	// the loop's own
-	fullSyncs   int                    // full syncs started (CompareIDsEvery)
+	spread      uint64                 // the spread's position, in 2^-32 revolutions (spread.go)
+	spreadAt    time.Time              // when the last full sync moved it
 	lastContact map[string]time.Time   // node id → last successful sync
 	acked       map[string]ackMark     // node id → the cursor last acknowledged to its agent
 	seen        map[string]seenMark    // node id → its change counter as last committed (spread.go)
-	lastFull    time.Duration          // how long the last full sync took (spreadSlices)
+	lastFull    time.Duration          // how long the last full sync took (metrics)
 	clients     map[string]*nodeClient // node id → its HTTP client (with AgentTLS)
 	ledger      *ledger                // budget admissions, shared by the loop's workers
 }
@@ -110,10 +111,12 @@ type job struct {
 	// another sync committed since, which its batches read again.
 	snap    map[string]*nodeResult
 	touched map[string]bool
-	// slices and turn place a full sync in the spread (spread.go): the
-	// nodes of slice turn%slices take their full turn.
-	slices, turn int
-	compareEvery int // CompareIDsEvery
+	// spreadFrom and spreadTo place a full sync on the spread (spread.go):
+	// the nodes whose place falls in [spreadFrom, spreadTo) take their
+	// full turn; wholeTurn: that is a whole revolution, every node.
+	spreadFrom, spreadTo uint64
+	wholeTurn            bool
+	compareEvery         int // CompareIDsEvery
 }
 
 func newClusterState(id string) *clusterState {
