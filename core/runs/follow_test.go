@@ -222,3 +222,52 @@ func TestADigestWithoutFollowIsUnchanged(t *testing.T) {
 		t.Fatalf("digest %s, want %s", got, want)
 	}
 }
+
+// A retry of a run with a follow stage is over the nodes listed: it
+// does not follow (nor keep the old Joined), so a node that succeeded,
+// which still matches, is never taken back.
+func TestARetryOfAFollowStageDoesNotTakeBackNodesThatSucceeded(t *testing.T) {
+	t.Parallel()
+	env := setupEngine(t)
+	r := env.startWeb(true)
+	env.update(func(ctx context.Context, tx store.Tx) error {
+		for _, id := range []string{"n1", "n2", "n3", "n4"} {
+			n, err := tx.Node(ctx, "c", id)
+			if err != nil {
+				return err
+			}
+			n.CoreLabels = map[string]string{"role": "web"}
+			if err := tx.PutNode(ctx, n); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	env.join()
+	r = env.advance(r.ID)
+	for _, want := range []action.State{action.Done, action.Failed} {
+		kids := env.children(r.ID)
+		env.finishChild(kids[len(kids)-1].ID, want)
+		r = env.advance(r.ID)
+	}
+	if !store.RunFinal(r.State) {
+		t.Fatalf("run %s after a failure with max_errors 0", r.State)
+	}
+	var retry *store.Run
+	env.update(func(ctx context.Context, tx store.Tx) error {
+		var err error
+		if retry, err = env.e.Retry(ctx, tx, r.ID, actions.Actor{Name: "alice"}); err != nil {
+			return err
+		}
+		retry, err = env.e.Approve(ctx, tx, retry.ID, "", actions.Actor{Name: "bob"})
+		return err
+	})
+	st := retry.Stages[0]
+	if st.Follow || len(st.Joined) > 0 || slices.Contains(st.Nodes, "n1") {
+		t.Fatalf("retry stage: follow %t, joined %v, nodes %v", st.Follow, st.Joined, st.Nodes)
+	}
+	retry = env.advance(retry.ID)
+	if st := retry.Stages[0]; slices.Contains(st.Nodes, "n1") || len(st.Joined) > 0 {
+		t.Fatalf("the retry took back n1: nodes %v, joined %v", st.Nodes, st.Joined)
+	}
+}
