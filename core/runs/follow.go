@@ -117,15 +117,27 @@ func (a *Advancer) follow(ctx context.Context, tx store.Tx, r *store.Run, t time
 	return true, c.save(ctx, tx)
 }
 
+// byLabels says whether stage st's target is by labels: only then can a
+// node match it without being among its nodes.
+func byLabels(st *store.RunStage) bool { return len(st.Target.Nodes) == 0 && len(st.Target.Labels) > 0 }
+
+// NeedsNodes says whether NotInRun needs the cluster's nodes for r: only
+// when a stage's target is by labels (a run of listed nodes, the common
+// run of a page, reads none).
+func NeedsNodes(r *store.Run) bool {
+	return slices.ContainsFunc(r.Stages, func(st store.RunStage) bool { return byLabels(&st) })
+}
+
 // NotInRun returns, by stage index, the nodes among nodes (of r's
-// cluster) that match a stage's target now but are not among its nodes:
-// joined after the stage was planned (or, with follow, after it ended, or
-// not yet taken). The run does not touch them; its views say so.
+// cluster) that match a stage's target of labels now but are not among
+// its nodes: joined after the stage was planned (or, with follow, after it
+// ended, or not yet taken), or left out at the plan (DOWN, beyond a limit,
+// without its kinds). The run does not touch them; its views say so.
 func NotInRun(r *store.Run, nodes []store.Node) map[int][]string {
 	var out map[int][]string
 	for i := range r.Stages {
 		st := &r.Stages[i]
-		if len(st.Target.Nodes) > 0 {
+		if !byLabels(st) {
 			continue
 		}
 		ids, err := target.Resolve(wire.Target(st.Target), nodes)
