@@ -27,6 +27,7 @@ import (
 	"github.com/musterhq/muster/core/nodes"
 	"github.com/musterhq/muster/core/runs"
 	"github.com/musterhq/muster/core/runs/playbook"
+	"github.com/musterhq/muster/core/schedule/recur"
 	"github.com/musterhq/muster/core/store"
 	"github.com/musterhq/muster/shared/action"
 	"github.com/musterhq/muster/shared/live"
@@ -388,6 +389,13 @@ func (w *Worker) start(ctx context.Context, tx store.Tx, st *store.OnAlert, a *n
 		return skip("nobody approved it (muster cluster approve-on-alert " + st.ClusterID + ")")
 	case st.Digest != cur:
 		return skip(fmt.Sprintf("the approval by %s is void: the playbook or its params changed since (approve it again)", st.ApprovedBy))
+	}
+	// As at a schedule's occurrence: an approver who may no longer
+	// approve (token expired, revoked, role gone) starts nothing.
+	if why, err := recur.ApproverGone(ctx, tx, st.ApprovedBy, t); err != nil {
+		return nil, err
+	} else if why != "" {
+		return skip(why)
 	}
 	all, err := runs.ReadNodes(ctx, tx, st.ClusterID)
 	if err != nil {

@@ -9,6 +9,7 @@ import (
 
 	"github.com/musterhq/muster/core/actions"
 	"github.com/musterhq/muster/core/approval"
+	"github.com/musterhq/muster/core/auth"
 	"github.com/musterhq/muster/core/nodes"
 	"github.com/musterhq/muster/core/onalert"
 	"github.com/musterhq/muster/core/runs"
@@ -70,6 +71,9 @@ func setup(t *testing.T, status string) *env {
 		}
 		return tx.InsertPlaybook(ctx, &store.Playbook{Name: "restart-missing", Version: 1, Document: doc, Digest: playbook.Digest(doc), CreatedBy: "root"})
 	})
+	if _, _, err := auth.CreateTokenWith(ctx, st, "bob", []string{store.RoleApprover}, auth.Options{}, "root", ""); err != nil {
+		t.Fatal(err)
+	}
 	return e
 }
 
@@ -333,5 +337,21 @@ func TestOnAlertOneAlertWhileTheClusterStaysAlert(t *testing.T) {
 	e.check()
 	if list := e.runs(); len(list) != 1 {
 		t.Fatalf("%d runs while the cluster stayed ALERT, want 1", len(list))
+	}
+}
+
+// As a schedule's: an alert starts nothing once its approver may no
+// longer approve (their token revoked); the event says why.
+func TestOnAlertStartsNothingOnceItsApproverIsGone(t *testing.T) {
+	t.Parallel()
+	e := setup(t, store.ClusterAlert)
+	e.approve()
+	e.update(func(ctx context.Context, tx store.Tx) error { return tx.DeleteToken(ctx, "bob") })
+	e.check()
+	if n := len(e.runs()); n != 0 {
+		t.Fatalf("%d runs on the approval of a revoked approver", n)
+	}
+	if evs := e.events(store.EventOnAlertSkipped); len(evs) != 1 || !strings.Contains(evs[0].Message, "revoked") {
+		t.Fatalf("skipped events %+v", evs)
 	}
 }
