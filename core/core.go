@@ -211,6 +211,7 @@ func (c *Core) Run(ctx context.Context) error {
 	engine := runs.NewEngine(policy, rules, nil)
 	engine.SetProber(probe.New(cfg.CoreSteps))
 	engine.SetKindLocks(budgets)
+	engine.SetStaticLabels(discovery.StaticLabels(cfg.Clusters))
 	schedules := &recur.Service{Policy: policy, MinEvery: cfg.MinEvery, KindLocks: engine.KindLocks}
 	ln, guard, apiPair, gate, err := listen(cfg, enr)
 	if err != nil {
@@ -519,7 +520,9 @@ func (c *Core) ReloadTLS() error {
 // the bundle they are given and the gossip key; without, only the
 // revocation list.
 func newEnroll(cfg Config, st store.Store, log *slog.Logger) (*enroll.Service, error) {
-	ec := enroll.Config{Lifetime: cfg.AgentsCA.Lifetime, Configured: map[string]bool{}}
+	members := cfg.Membership()
+	ec := enroll.Config{Lifetime: cfg.AgentsCA.Lifetime, Configured: map[string]bool{},
+		Declared: func(clusterID, nodeID string) bool { return slices.Contains(members[clusterID].Nodes, nodeID) }}
 	for _, cl := range cfg.Clusters {
 		for _, n := range cl.Nodes {
 			ec.Configured[cl.ID+"/"+n.ID] = n.Enroll

@@ -1012,7 +1012,7 @@ func printStageMembers(w io.Writer, st *wire.Stage) {
 		fmt.Fprintf(w, "%-12s joined: %s\n", "", textsafe.Escape(strings.Join(st.Joined, ", ")))
 	}
 	if len(st.NotInRun) > 0 {
-		fmt.Fprintf(w, "%-12s not in this run: %s (match its target, joined after it was planned)\n", "",
+		fmt.Fprintf(w, "%-12s not in this run: %s (match its target now, not among its nodes: joined later, or left out when it was planned)\n", "",
 			textsafe.Escape(strings.Join(st.NotInRun, ", ")))
 	}
 }

@@ -129,15 +129,16 @@ func (e *env) fixture(route string, n int) (string, any) {
 		})
 		path = strings.ReplaceAll(path, "db-1", node)
 	case "POST /api/v1/clusters/:cluster/on-alert/approve":
-		e.onAlertOnce.Do(func() {
-			doc := "name: heal\nparams: [{name: missing, type: string}]\nstages:\n  - {name: a, kind: muster.io/debug.ping, target: {all: true}}\n"
-			e.update(func(ctx context.Context, tx store.Tx) error {
-				return tx.InsertPlaybook(ctx, &store.Playbook{Name: "heal", Version: 1, Document: doc, Digest: playbook.Digest(doc), CreatedBy: "root"})
-			})
-			m := maps.Clone(e.srv.ops.Members().Load())
-			m["prod"] = nodes.Expect{Nodes: []string{"db-1"}, OnAlert: &nodes.OnAlert{Playbook: "heal"}}
-			e.srv.ops.Members().Store(m)
+		// A playbook of its own for each call: an earlier caller's
+		// approval has met the levels of the one before.
+		name := fmt.Sprintf("heal-%d", n)
+		doc := "name: " + name + "\nparams: [{name: missing, type: string}]\nstages:\n  - {name: a, kind: muster.io/debug.ping, target: {all: true}}\n"
+		e.update(func(ctx context.Context, tx store.Tx) error {
+			return tx.InsertPlaybook(ctx, &store.Playbook{Name: name, Version: 1, Document: doc, Digest: playbook.Digest(doc), CreatedBy: "root"})
 		})
+		m := maps.Clone(e.srv.ops.Members().Load())
+		m["prod"] = nodes.Expect{Nodes: []string{"db-1"}, OnAlert: &nodes.OnAlert{Playbook: name}}
+		e.srv.ops.Members().Store(m)
 	case "POST /api/v1/clusters/:cluster/nodes/:node/replace":
 		old, nw := fmt.Sprintf("old-%d", n), fmt.Sprintf("new-%d", n)
 		e.update(func(ctx context.Context, tx store.Tx) error {

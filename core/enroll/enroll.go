@@ -79,6 +79,9 @@ type Config struct {
 	// enroll; false for the others, whose id only an admin's `replace`
 	// may take.
 	Configured map[string]bool
+	// Declared says whether a cluster's membership declares a node
+	// (expect: nodes), as it is now; nil: none does.
+	Declared func(clusterID, nodeID string) bool
 }
 
 // RenewalGrace is how long a renewed certificate still authenticates
@@ -359,7 +362,7 @@ func (s *Service) Enroll(ctx context.Context, secret string, req wire.EnrollRequ
 			ClusterID: req.ClusterID, NodeID: req.NodeID, Message: msg, Data: data}); err != nil {
 			return err
 		}
-		return requestReplace(ctx, tx, req, tok.Name, c, now)
+		return s.requestReplace(ctx, tx, req, tok.Name, c, now)
 	})
 	if err != nil {
 		if errors.Is(err, errUsedUp) {
@@ -378,11 +381,21 @@ func (s *Service) Enroll(ctx context.Context, secret string, req wire.EnrollRequ
 
 // requestReplace records, when the enrollment req names a node it
 // replaces, the request an admin approves by replacing that node with
-// this one (core/ops ReplaceNode), with its node.replace_requested event.
-// Nothing of the membership changes until then.
-func requestReplace(ctx context.Context, tx store.Tx, req wire.EnrollRequest, token string, c Caller, now time.Time) error {
+// this one (core/ops ReplaceNode), with its node.replace_requested event;
+// the node it names must be a node or a declared place of the cluster
+// (an ErrInvalid otherwise). An enrollment naming none removes the node's
+// earlier request. Nothing of the membership changes until then.
+func (s *Service) requestReplace(ctx context.Context, tx store.Tx, req wire.EnrollRequest, token string, c Caller, now time.Time) error {
 	if req.Replaces == "" {
-		return nil
+		_, err := tx.DeleteReplaceRequest(ctx, req.ClusterID, req.NodeID)
+		return err
+	}
+	ok, err := s.isPlace(ctx, tx, req.ClusterID, req.Replaces)
+	if err != nil {
+		return err
+	}
+	if !ok {
+		return fmt.Errorf("%w: replaces: %s is neither a node nor a declared place of cluster %s", ErrInvalid, req.Replaces, req.ClusterID)
 	}
 	if err := tx.PutReplaceRequest(ctx, &store.ReplaceRequest{ClusterID: req.ClusterID, NodeID: req.NodeID,
 		Replaces: req.Replaces, Token: token, RequestedTS: now}); err != nil {
@@ -393,6 +406,23 @@ func requestReplace(ctx context.Context, tx store.Tx, req wire.EnrollRequest, to
 		Message: fmt.Sprintf("node %s enrolled into cluster %s asking to replace node %s; an admin approves with: muster node replace %s --with %s --cluster %s",
 			req.NodeID, req.ClusterID, req.Replaces, req.Replaces, req.NodeID, req.ClusterID),
 		Data: map[string]any{"replaces": req.Replaces, "token": token}})
+}
+
+// isPlace says whether id is a node of cluster clusterID (stored, or in
+// the configuration's list), a node its membership declares, or a place
+// a node took by a replace.
+func (s *Service) isPlace(ctx context.Context, rd store.Reader, clusterID, id string) (bool, error) {
+	if _, ok := s.cfg.Configured[clusterID+"/"+id]; ok {
+		return true, nil
+	}
+	if s.cfg.Declared != nil && s.cfg.Declared(clusterID, id) {
+		return true, nil
+	}
+	all, err := rd.Nodes(ctx, clusterID)
+	if err != nil {
+		return false, err
+	}
+	return slices.ContainsFunc(all, func(n store.Node) bool { return n.ID == id || n.Replaces == id }), nil
 }
 
 // Renew signs a new CSR for the agent whose certificate peer is (the
@@ -595,6 +625,10 @@ func (s *Service) Revoke(ctx context.Context, clusterID, nodeID, reason, actor s
 func RevokeIn(ctx context.Context, tx store.Tx, clusterID, nodeID, reason, actor string, c Caller, now time.Time) ([]string, error) {
 	if reason == "" {
 		reason = "revoked"
+	}
+	// A revoked node's request to replace another goes with it.
+	if _, err := tx.DeleteReplaceRequest(ctx, clusterID, nodeID); err != nil {
+		return nil, err
 	}
 	serials, err := tx.RevokeAgentCerts(ctx, clusterID, nodeID, now, reason, actor)
 	if err != nil || len(serials) == 0 {

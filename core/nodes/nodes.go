@@ -157,7 +157,8 @@ func Forget(ctx context.Context, tx store.Tx, clusterID, nodeID string, by actio
 		Data:    map[string]any{"actions_ended": ended}})
 }
 
-// Remove deletes a node and ends its open actions (actions.ForgetNode),
+// Remove deletes a node, its request to replace another (if any), and
+// ends its open actions (actions.ForgetNode),
 // without an event of its own: discovery uses it for a node its source no
 // longer lists, and records node.left.
 func Remove(ctx context.Context, tx store.Tx, clusterID, nodeID string, by actions.Actor) (int, error) {
@@ -166,6 +167,10 @@ func Remove(ctx context.Context, tx store.Tx, clusterID, nodeID string, by actio
 		return 0, err
 	}
 	if err := tx.DeleteNode(ctx, clusterID, nodeID); err != nil {
+		return 0, err
+	}
+	// Its request to replace another node goes with it.
+	if _, err := tx.DeleteReplaceRequest(ctx, clusterID, nodeID); err != nil {
 		return 0, err
 	}
 	return len(ended), nil

@@ -27,6 +27,7 @@ import (
 	"github.com/musterhq/muster/core/nodes"
 	"github.com/musterhq/muster/core/runs"
 	"github.com/musterhq/muster/core/runs/playbook"
+	"github.com/musterhq/muster/core/schedule/recur"
 	"github.com/musterhq/muster/core/store"
 	"github.com/musterhq/muster/shared/action"
 	"github.com/musterhq/muster/shared/live"
@@ -202,70 +203,43 @@ func RunID(clusterID string, n int) string {
 	return uuid.NewSHA1(runSpace, []byte(fmt.Sprintf("%s#%d", clusterID, n))).String()
 }
 
-// Check handles cluster clusterID, declaring e, in one transaction: an
-// alert that began (the cluster ALERT with missing declared nodes, none
-// handled) is counted and its run made (or why not said); an alert that
-// ended (the cluster no longer ALERT) is closed; the run of the last
-// alert, once final, is reported.
+// Check handles cluster clusterID, declaring e: an alert that began (the
+// cluster ALERT with missing declared nodes, none handled) is counted and
+// its run made (or why not said); an alert that ended (the cluster no
+// longer ALERT) is closed; the run of the last alert, once final, is
+// reported. It looks in a read first and opens a write transaction only
+// when one of these is due, so that a cluster that stays as it is costs
+// each replica no write at each look; the write decides again on what it
+// reads.
 func (w *Worker) Check(ctx context.Context, clusterID string, e nodes.Expect) error {
-	var made *store.Run
-	err := w.st.Update(ctx, func(tx store.Tx) error {
-		made = nil
-		cl, err := tx.Cluster(ctx, clusterID)
-		if errors.Is(err, store.ErrNotFound) {
-			return nil
-		} else if err != nil {
-			return err
-		}
-		st, err := State(ctx, tx, clusterID)
-		if err != nil {
-			return err
-		}
-		all, err := tx.Nodes(ctx, clusterID)
-		if err != nil {
-			return err
-		}
-		t := w.now()
-		members, _ := nodes.Membership{clusterID: e}.Of(clusterID, all, t)
-		// An alert lasts while the cluster is ALERT: a missing node's
-		// record that changes (its grace counts from there) does not end
-		// it, nor make a second one.
-		changed := false
-		switch {
-		case cl.Status != store.ClusterAlert && st.AlertSince != nil:
-			st.AlertSince, changed = nil, true
-		case cl.Status == store.ClusterAlert && len(members.Missing) > 0 && st.AlertSince == nil:
-			if made, err = w.start(ctx, tx, st, e.OnAlert, members.Missing, t); err != nil {
-				return err
-			}
-			changed = true
-		}
-		if st.RunID != "" && st.Outcome == "" {
-			r, err := tx.Run(ctx, st.RunID)
-			if err != nil && !errors.Is(err, store.ErrNotFound) {
-				return err
-			}
-			if r != nil && store.RunFinal(r.State) {
-				st.Outcome, changed = r.State, true
-				msg := fmt.Sprintf("the on_alert run %s of cluster %s ended %s", r.ID, clusterID, r.State)
-				if r.State != store.RunDone {
-					msg += fmt.Sprintf(" (%s): the cluster stays %s", r.StateReason, cl.Status)
-				}
-				if err := tx.AppendEvent(ctx, &store.Event{TS: t, Type: store.EventOnAlertFinished, Actor: store.ActorCore,
-					ClusterID: clusterID, RunID: r.ID, Message: msg,
-					Data: map[string]any{"state": r.State, "cluster_status": cl.Status}}); err != nil {
-					return err
-				}
-			}
-		}
-		if !changed {
-			return nil
-		}
-		st.UpdatedTS = t
-		return tx.PutOnAlert(ctx, st)
+	due := false
+	err := w.st.Read(ctx, func(rd store.Reader) error {
+		var err error
+		due, err = w.step(ctx, rd, nil, clusterID, e, w.now(), nil)
+		return err
 	})
-	if errors.Is(err, store.ErrExists) {
-		return nil // another replica made this alert's run first
+	if err != nil || !due {
+		return err
+	}
+	var made *store.Run
+	var tried string
+	err = w.st.Update(ctx, func(tx store.Tx) error {
+		made, tried = nil, ""
+		_, err := w.step(ctx, tx, tx, clusterID, e, w.now(), func(r *store.Run, id string) { made, tried = r, id })
+		return err
+	})
+	if errors.Is(err, store.ErrExists) && tried != "" {
+		// Another replica made this alert's run first, unless the id
+		// was taken otherwise: say so.
+		if rerr := w.st.Read(ctx, func(rd store.Reader) error {
+			_, err := rd.Run(ctx, tried)
+			return err
+		}); rerr != nil {
+			w.log.Warn("on_alert could not make its run: its id is taken but no run has it", "cluster", clusterID,
+				"run", tried, "err", err, "read", rerr)
+			return err
+		}
+		return nil
 	}
 	if err == nil && made != nil {
 		w.log.Info("on_alert made a run", "cluster", clusterID, "run", made.ID)
@@ -276,21 +250,127 @@ func (w *Worker) Check(ctx context.Context, clusterID string, e nodes.Expect) er
 	return err
 }
 
+// step is Check's one decision, read in rd. With tx nil it only reports
+// whether something is due; with tx (rd itself) it does it, calling made
+// with the run it made (or the id it tried). While the run of an earlier
+// alert is not final, a new alert starts nothing: it is counted, with one
+// cluster.on_alert_skipped event saying so, and the earlier run's end is
+// still reported.
+func (w *Worker) step(ctx context.Context, rd store.Reader, tx store.Tx, clusterID string, e nodes.Expect, t time.Time,
+	made func(*store.Run, string)) (bool, error) {
+	cl, err := rd.Cluster(ctx, clusterID)
+	if errors.Is(err, store.ErrNotFound) {
+		return false, nil
+	} else if err != nil {
+		return false, err
+	}
+	st, err := State(ctx, rd, clusterID)
+	if err != nil {
+		return false, err
+	}
+	var running, ended *store.Run
+	if st.RunID != "" && st.Outcome == "" {
+		r, err := rd.Run(ctx, st.RunID)
+		if err != nil && !errors.Is(err, store.ErrNotFound) {
+			return false, err
+		}
+		switch {
+		case r != nil && store.RunFinal(r.State):
+			ended = r
+		case r != nil:
+			running = r
+		}
+	}
+	// An alert lasts while the cluster is ALERT: a missing node's record
+	// that changes (its grace counts from there) does not end it, nor
+	// make a second one.
+	ends := cl.Status != store.ClusterAlert && st.AlertSince != nil
+	var missing []nodes.Missing
+	if cl.Status == store.ClusterAlert && st.AlertSince == nil {
+		all, err := rd.Nodes(ctx, clusterID)
+		if err != nil {
+			return false, err
+		}
+		members, _ := nodes.Membership{clusterID: e}.Of(clusterID, all, t)
+		missing = members.Missing
+	}
+	begins := len(missing) > 0
+	if !ends && !begins && ended == nil {
+		return false, nil
+	}
+	if tx == nil {
+		return true, nil
+	}
+	if ended != nil {
+		st.Outcome = ended.State
+		msg := fmt.Sprintf("the on_alert run %s of cluster %s ended %s", ended.ID, clusterID, ended.State)
+		if ended.State != store.RunDone {
+			msg += fmt.Sprintf(" (%s): the cluster stays %s", ended.StateReason, cl.Status)
+		}
+		if err := tx.AppendEvent(ctx, &store.Event{TS: t, Type: store.EventOnAlertFinished, Actor: store.ActorCore,
+			ClusterID: clusterID, RunID: ended.ID, Message: msg,
+			Data: map[string]any{"state": ended.State, "cluster_status": cl.Status}}); err != nil {
+			return false, err
+		}
+	}
+	switch {
+	case ends:
+		st.AlertSince = nil
+	case begins && running != nil:
+		if err := w.busy(ctx, tx, st, e.OnAlert, missing, running, t); err != nil {
+			return false, err
+		}
+	case begins:
+		r, err := w.start(ctx, tx, st, e.OnAlert, missing, t, func(id string) { made(nil, id) })
+		if err != nil {
+			return false, err
+		}
+		if r != nil {
+			made(r, r.ID)
+		}
+	}
+	st.UpdatedTS = t
+	return true, tx.PutOnAlert(ctx, st)
+}
+
+// busy counts a new alert of the cluster of st, missing missing, while
+// run, the earlier alert's, is not final: it starts nothing, and says so
+// once (the alert is counted, so the next look finds it handled); st keeps
+// the earlier run, whose end is reported still.
+func (w *Worker) busy(ctx context.Context, tx store.Tx, st *store.OnAlert, a *nodes.OnAlert, missing []nodes.Missing,
+	run *store.Run, t time.Time) error {
+	st.Alerts++
+	st.AlertSince = action.TimePtr(t)
+	st.Missing = missingOf(missing)
+	why := "previous recovery still running (run " + run.ID + ")"
+	return tx.AppendEvent(ctx, &store.Event{TS: t, Type: store.EventOnAlertSkipped, Actor: store.ActorCore,
+		ClusterID: st.ClusterID, RunID: run.ID,
+		Message: fmt.Sprintf("cluster %s is ALERT (missing: %s) but its on_alert playbook %s was not started: %s",
+			st.ClusterID, strings.Join(st.Missing, ", "), a.Playbook, why),
+		Data: map[string]any{"playbook": a.Playbook, "missing": st.Missing, "reason": why}})
+}
+
+// missingOf is how st.Missing holds missing: ids, or a count's reason.
+func missingOf(missing []nodes.Missing) []string {
+	var out []string
+	for _, m := range missing {
+		if m.ID != "" {
+			out = append(out, m.ID)
+		} else {
+			out = append(out, m.Reason)
+		}
+	}
+	return out
+}
+
 // start counts a new alert of the cluster of st, missing missing, and
 // makes its run from a when its approval holds; otherwise it says why
 // not (a cluster.on_alert_skipped event). It returns the run made.
 func (w *Worker) start(ctx context.Context, tx store.Tx, st *store.OnAlert, a *nodes.OnAlert, missing []nodes.Missing,
-	t time.Time) (*store.Run, error) {
+	t time.Time, trying func(id string)) (*store.Run, error) {
 	st.Alerts++
 	st.AlertSince, st.RunID, st.Outcome = action.TimePtr(t), "", ""
-	st.Missing = nil
-	for _, m := range missing {
-		if m.ID != "" {
-			st.Missing = append(st.Missing, m.ID)
-		} else {
-			st.Missing = append(st.Missing, m.Reason)
-		}
-	}
+	st.Missing = missingOf(missing)
 	skip := func(why string) (*store.Run, error) {
 		st.Outcome = "not started: " + why
 		return nil, tx.AppendEvent(ctx, &store.Event{TS: t, Type: store.EventOnAlertSkipped, Actor: store.ActorCore,
@@ -310,6 +390,13 @@ func (w *Worker) start(ctx context.Context, tx store.Tx, st *store.OnAlert, a *n
 	case st.Digest != cur:
 		return skip(fmt.Sprintf("the approval by %s is void: the playbook or its params changed since (approve it again)", st.ApprovedBy))
 	}
+	// As at a schedule's occurrence: an approver who may no longer
+	// approve (token expired, revoked, role gone) starts nothing.
+	if why, err := recur.ApproverGone(ctx, tx, st.ApprovedBy, t); err != nil {
+		return nil, err
+	} else if why != "" {
+		return skip(why)
+	}
 	all, err := runs.ReadNodes(ctx, tx, st.ClusterID)
 	if err != nil {
 		return nil, err
@@ -328,6 +415,7 @@ func (w *Worker) start(ctx context.Context, tx store.Tx, st *store.OnAlert, a *n
 		return skip("its plan failed: " + err.Error())
 	}
 	id := RunID(st.ClusterID, st.Alerts)
+	trying(id)
 	origin := "on_alert of cluster " + st.ClusterID
 	r, err := w.cfg.Runs.InsertOccurrence(ctx, tx, runs.Occurrence{ID: id, Schedule: origin, Origin: origin, At: t,
 		Requester: store.ActorCore, ApprovedBy: st.ApprovedBy, Lock: plan.Lock}, plan.Cluster, plan.Stages, plan.Name, plan.Version)

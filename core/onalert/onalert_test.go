@@ -3,11 +3,13 @@ package onalert_test
 import (
 	"context"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/musterhq/muster/core/actions"
 	"github.com/musterhq/muster/core/approval"
+	"github.com/musterhq/muster/core/auth"
 	"github.com/musterhq/muster/core/nodes"
 	"github.com/musterhq/muster/core/onalert"
 	"github.com/musterhq/muster/core/runs"
@@ -69,6 +71,9 @@ func setup(t *testing.T, status string) *env {
 		}
 		return tx.InsertPlaybook(ctx, &store.Playbook{Name: "restart-missing", Version: 1, Document: doc, Digest: playbook.Digest(doc), CreatedBy: "root"})
 	})
+	if _, _, err := auth.CreateTokenWith(ctx, st, "bob", []string{store.RoleApprover}, auth.Options{}, "root", ""); err != nil {
+		t.Fatal(err)
+	}
 	return e
 }
 
@@ -160,14 +165,77 @@ func TestOnAlertStartsOncePerAlert(t *testing.T) {
 	if evs := e.events(store.EventOnAlertStarted); len(evs) != 1 || evs[0].RunID != r.ID {
 		t.Fatalf("started events %+v", evs)
 	}
-	// The alert ends, another begins: a second run.
+	// The alert ends, another begins while the first run goes: no second
+	// run, one event saying why, and the first run's end is reported.
+	e.setStatus(store.ClusterHealthy)
+	e.check()
+	e.setStatus(store.ClusterAlert)
+	e.check()
+	e.check()
+	if list := e.runs(); len(list) != 1 {
+		t.Fatalf("%d runs for an alert while the first run goes, want 1", len(list))
+	}
+	if evs := e.events(store.EventOnAlertSkipped); len(evs) != 1 || !strings.Contains(evs[0].Message, "previous recovery still running") {
+		t.Fatalf("skipped events %+v, want one: previous recovery still running", evs)
+	}
+	e.update(func(ctx context.Context, tx store.Tx) error {
+		r, err := tx.Run(ctx, r.ID)
+		if err != nil {
+			return err
+		}
+		r.State = store.RunDone
+		return tx.UpdateRun(ctx, r)
+	})
+	e.check()
+	if evs := e.events(store.EventOnAlertFinished); len(evs) != 1 || evs[0].RunID != r.ID {
+		t.Fatalf("finished events %+v, want the first run's", evs)
+	}
+	// Once it ended, a new alert starts a second run.
 	e.setStatus(store.ClusterHealthy)
 	e.check()
 	e.setStatus(store.ClusterAlert)
 	e.check()
 	e.check()
 	if list := e.runs(); len(list) != 2 {
-		t.Fatalf("%d runs after a second alert, want 2", len(list))
+		t.Fatalf("%d runs after a new alert, want 2", len(list))
+	}
+}
+
+// writes counts the write transactions of a store.
+type writes struct {
+	store.Store
+	n atomic.Int32
+}
+
+func (w *writes) Update(ctx context.Context, fn func(store.Tx) error) error {
+	w.n.Add(1)
+	return w.Store.Update(ctx, fn)
+}
+
+// A cluster that stays as it is, ALERT with its run going or HEALTHY,
+// costs a look no write transaction.
+func TestOnAlertUnchangedClusterWritesNothing(t *testing.T) {
+	t.Parallel()
+	for _, status := range []string{store.ClusterAlert, store.ClusterHealthy} {
+		e := setup(t, status)
+		e.approve()
+		st := &writes{Store: e.st}
+		pol := approval.DefaultPolicy()
+		clock := func() time.Time { return e.now }
+		w := onalert.New(onalert.Config{Runs: runs.NewEngine(live.New(pol), &actions.Rules{Policy: live.New(pol), Now: clock}, clock),
+			Members: e.members, Now: clock}, st, nil)
+		if err := w.Pass(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+		st.n.Store(0)
+		for range 3 {
+			if err := w.Pass(context.Background()); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if n := st.n.Load(); n != 0 {
+			t.Fatalf("cluster %s unchanged: %d write transactions in 3 looks, want 0", status, n)
+		}
 	}
 }
 
@@ -269,5 +337,21 @@ func TestOnAlertOneAlertWhileTheClusterStaysAlert(t *testing.T) {
 	e.check()
 	if list := e.runs(); len(list) != 1 {
 		t.Fatalf("%d runs while the cluster stayed ALERT, want 1", len(list))
+	}
+}
+
+// As a schedule's: an alert starts nothing once its approver may no
+// longer approve (their token revoked); the event says why.
+func TestOnAlertStartsNothingOnceItsApproverIsGone(t *testing.T) {
+	t.Parallel()
+	e := setup(t, store.ClusterAlert)
+	e.approve()
+	e.update(func(ctx context.Context, tx store.Tx) error { return tx.DeleteToken(ctx, "bob") })
+	e.check()
+	if n := len(e.runs()); n != 0 {
+		t.Fatalf("%d runs on the approval of a revoked approver", n)
+	}
+	if evs := e.events(store.EventOnAlertSkipped); len(evs) != 1 || !strings.Contains(evs[0].Message, "revoked") {
+		t.Fatalf("skipped events %+v", evs)
 	}
 }

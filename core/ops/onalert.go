@@ -6,7 +6,9 @@ import (
 	"fmt"
 	"strings"
 
+	"github.com/musterhq/muster/core/approval"
 	"github.com/musterhq/muster/core/auth"
+	"github.com/musterhq/muster/core/nodes"
 	"github.com/musterhq/muster/core/onalert"
 	"github.com/musterhq/muster/core/store"
 	"github.com/musterhq/muster/shared/wire"
@@ -33,7 +35,15 @@ func (o *Ops) ApproveOnAlert(ctx context.Context, c Caller, clusterID, digest st
 		if _, err := tx.Cluster(ctx, clusterID); err != nil {
 			return err
 		}
-		_, err := onalert.Approve(ctx, tx, clusterID, e.OnAlert, digest, c.actor(""), o.now())
+		satisfied, err := o.onAlertApproval(ctx, tx, c, clusterID, e.OnAlert, digest)
+		if err != nil {
+			return err
+		}
+		if !satisfied {
+			out, err = o.OnAlertView(ctx, tx, clusterID)
+			return err
+		}
+		_, err = onalert.Approve(ctx, tx, clusterID, e.OnAlert, digest, c.actor(""), o.now())
 		if errors.Is(err, onalert.ErrMoved) {
 			return fmt.Errorf("%w: %w", ErrConflict, err)
 		}
@@ -47,6 +57,37 @@ func (o *Ops) ApproveOnAlert(ctx context.Context, c Caller, clusterID, digest st
 		return err
 	})
 	return out, err
+}
+
+// onAlertApproval checks and records c's approval of the on_alert
+// playbook a of cluster clusterID as schedules' are (ApproveSchedule): not
+// by the person who applied its playbook version (approval.Policy.
+// MayApprove, four eyes over the content), at the first approval level not
+// met c is eligible for (recordApproval). It reports whether every level
+// is met.
+func (o *Ops) onAlertApproval(ctx context.Context, tx store.Tx, c Caller, clusterID string, a *nodes.OnAlert, digest string) (bool, error) {
+	pb, cur, err := onalert.Current(ctx, tx, clusterID, a)
+	if errors.Is(err, store.ErrNotFound) {
+		return false, fmt.Errorf("the on_alert playbook of cluster %s: %w", clusterID, err)
+	}
+	if err != nil {
+		return false, err
+	}
+	if digest != "" && digest != cur {
+		return false, fmt.Errorf("%w: %w: digest %.12s is not the on_alert playbook's now (%.12s): look at it again",
+			ErrConflict, onalert.ErrMoved, digest, cur)
+	}
+	pol := o.cfg.Policy.Load()
+	if pol.MayApprove("", pb.CreatedBy, c.Name, true) == approval.AppliedPlaybook {
+		return false, fmt.Errorf("%w: %s applied playbook %s version %d and may not approve it as cluster %s's on_alert playbook",
+			ErrForbidden, c.Name, pb.Name, pb.Version, clusterID)
+	}
+	s := subject{kind: store.SubjectOnAlert, id: clusterID, cluster: clusterID,
+		name: "the on_alert playbook of cluster " + clusterID, event: store.EventOnAlertApprovalRecorded,
+		work: approval.Work{Levels: levelsOf(pol, nil, clusterID), Digest: cur, Applier: pb.CreatedBy,
+			SelfApproval: pol.SelfApproval, MayApproveOn: o.mayApproveOn(tx, clusterID)}}
+	t, err := o.recordApproval(ctx, tx, c, &s)
+	return t.Satisfied, err
 }
 
 // OnAlertView is the on_alert playbook of a cluster as it stands (nil

@@ -253,3 +253,91 @@ func TestEnrollReplacesWaitsForAnAdminsReplace(t *testing.T) {
 		t.Fatalf("replaced events %+v", evs)
 	}
 }
+
+// A replace request names a node or a declared place of the cluster (a
+// 400 otherwise, nothing stored), and goes with its node: an enrollment
+// again without replaces, a revoke, a forget each remove it.
+func TestEnrollReplaceRequestsAreCheckedAndCleanedUp(t *testing.T) {
+	t.Parallel()
+	e, _ := setupReplace(t)
+	ctx := context.Background()
+	pair, err := tlsutil.NewCA(time.Now(), time.Hour)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ca, err := tlsutil.ParseCA(pair)
+	if err != nil {
+		t.Fatal(err)
+	}
+	svc := enroll.New(enroll.Config{CA: ca, Bundle: pair.CertPEM, Lifetime: time.Hour}, e.st, nil)
+	secret, _, err := auth.CreateTokenWith(ctx, e.st, "join", []string{"enroll"}, auth.Options{ClusterID: "prod"}, "root", "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	boss, _, err := auth.CreateTokenWith(ctx, e.st, "boss", []string{store.RoleAdmin}, auth.Options{}, "root", "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	enrollWith := func(secret, replaces string, replace bool) error {
+		csr, _, err := tlsutil.NewAgentCSR("web-9")
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, err = svc.Enroll(ctx, secret, wire.EnrollRequest{NodeID: "web-9", ClusterID: "prod", CSR: string(csr), Replaces: replaces,
+			Replace: replace}, enroll.Caller{})
+		return err
+	}
+	enrollAs := func(replaces string) error { return enrollWith(secret, replaces, false) }
+	requests := func() int {
+		var out []store.ReplaceRequest
+		if err := e.st.Read(ctx, func(r store.Reader) (err error) {
+			out, err = r.ReplaceRequests(ctx, "prod")
+			return err
+		}); err != nil {
+			t.Fatal(err)
+		}
+		return len(out)
+	}
+	if err := enrollAs("nope"); ops.Describe(err).Status != http.StatusBadRequest {
+		t.Fatalf("replaces naming no node: %v, want a 400", err)
+	}
+	if n := requests(); n != 0 {
+		t.Fatalf("%d requests after a refused enrollment", n)
+	}
+	for _, tc := range []struct {
+		name string
+		end  func() error
+	}{
+		{"enrolled again without replaces", func() error { return enrollWith(boss, "", true) }},
+		{"revoked", func() error {
+			return e.st.Update(ctx, func(tx store.Tx) error {
+				_, err := enroll.RevokeIn(ctx, tx, "prod", "web-9", "lost", "root", enroll.Caller{}, time.Now())
+				return err
+			})
+		}},
+		{"forgotten", func() error {
+			now := time.Now().UTC()
+			if err := e.st.Update(ctx, func(tx store.Tx) error {
+				return tx.PutNode(ctx, &store.Node{ClusterID: "prod", ID: "web-9", Addr: "127.0.0.1:9", Source: store.SourceGossip,
+					Status: store.NodeUp, UpdatedTS: now, LastContact: &now})
+			}); err != nil {
+				return err
+			}
+			_, err := e.ops.ForgetNode(ctx, admin, "prod", "web-9")
+			return err
+		}},
+	} {
+		if err := enrollWith(boss, "web-3", true); err != nil {
+			t.Fatalf("before %s: %v", tc.name, err)
+		}
+		if n := requests(); n != 1 {
+			t.Fatalf("before %s: %d requests, want 1", tc.name, n)
+		}
+		if err := tc.end(); err != nil {
+			t.Fatalf("%s: %v", tc.name, err)
+		}
+		if n := requests(); n != 0 {
+			t.Fatalf("%s: %d requests left, want 0", tc.name, n)
+		}
+	}
+}

@@ -23,6 +23,9 @@ func RunView(r *store.Run, counts []store.ChildCount) wire.Run { return runs.Vie
 // that match a stage's target now but are not among its nodes
 // (runs.NotInRun): a run's views name the nodes it leaves alone.
 func RunNotIn(ctx context.Context, rd store.Reader, r *store.Run) (map[int][]string, error) {
+	if !runs.NeedsNodes(r) {
+		return nil, nil
+	}
 	nodes, err := rd.Nodes(ctx, r.ClusterID)
 	if err != nil {
 		return nil, err

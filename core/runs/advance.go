@@ -132,7 +132,8 @@ type advancing struct {
 // nil when the run is not active.
 func (a *Advancer) planAdvance(ctx context.Context, st store.Store, id string) (*advancing, error) {
 	p := &advancing{t: a.now()}
-	err := st.Read(ctx, func(rd store.Reader) error {
+	err := st.Read(ctx, func(whole store.Reader) error {
+		rd := &nodesOnce{Reader: whole}
 		r, err := rd.Run(ctx, id)
 		if err != nil {
 			return err
@@ -149,7 +150,7 @@ func (a *Advancer) planAdvance(ctx context.Context, st store.Store, id string) (
 			if err != nil {
 				return err
 			}
-			if p.join = len(Joining(r, nodes)) > 0; p.join {
+			if p.join = len(Joining(r, nodes, a.staticLabels[r.ClusterID])) > 0; p.join {
 				return nil
 			}
 		}
@@ -304,7 +305,8 @@ func (a *Advancer) AdvanceNodes(ctx context.Context, tx store.Tx, runID string) 
 
 // advance moves run r one step (see AdvanceNodes) in tx and returns the nodes
 // of the children it created.
-func (a *Advancer) advance(ctx context.Context, tx store.Tx, r *store.Run, t time.Time) ([]string, error) {
+func (a *Advancer) advance(ctx context.Context, whole store.Tx, r *store.Run, t time.Time) ([]string, error) {
+	tx := &nodesOnceTx{Tx: whole}
 	if _, err := a.follow(ctx, tx, r, t); err != nil {
 		return nil, err
 	}
@@ -667,4 +669,38 @@ func (a *Advancer) cancelUnsent(ctx context.Context, tx store.Tx, r *store.Run) 
 		}
 	}
 	return nil
+}
+
+// nodesOnce reads the cluster's every node once for one decision: a
+// following run's joins (Joining) and a plan with templates both need
+// them, and nothing in between changes them.
+type nodesOnce struct {
+	store.Reader
+	cluster string
+	nodes   []store.Node
+}
+
+func (r *nodesOnce) Nodes(ctx context.Context, clusterID string) ([]store.Node, error) {
+	if r.nodes != nil && r.cluster == clusterID {
+		return r.nodes, nil
+	}
+	nodes, err := r.Reader.Nodes(ctx, clusterID)
+	if err == nil {
+		r.cluster, r.nodes = clusterID, nodes
+	}
+	return nodes, err
+}
+
+// nodesOnceTx is nodesOnce in a write transaction, in which the advance
+// changes runs and actions, never nodes.
+type nodesOnceTx struct {
+	store.Tx
+	once nodesOnce
+}
+
+func (t *nodesOnceTx) Nodes(ctx context.Context, clusterID string) ([]store.Node, error) {
+	if t.once.Reader == nil {
+		t.once.Reader = t.Tx
+	}
+	return t.once.Nodes(ctx, clusterID)
 }

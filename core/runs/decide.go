@@ -215,6 +215,10 @@ func (d *Decider) RetryFrom(ctx context.Context, tx store.Tx, id string, who act
 		st.Promoted, st.Unreachable, st.Aborted, st.Why = false, nil, false, nil
 		st.ForgivenBy, st.PromotedBy = nil, ""
 		st.Done, st.InFlight, st.RolledBack = 0, 0, 0
+		// Its nodes are those listed, not "the nodes matching": with
+		// follow, it would take back the nodes that succeeded (and its
+		// digest would not cover the list).
+		st.Follow, st.Joined = false, nil
 		stages = append(stages, st)
 		kept[st.Name] = true
 	}

@@ -89,9 +89,20 @@ func (e *Engine) SetKindLocks(kinds *live.Value[budget.Policy]) { e.Creator.kind
 // none): pass it to playbook plans, so that they plan as the engine does.
 func (e *Engine) KindLocks() KindLocks { return e.Creator.kindLocks() }
 
+// SetStaticLabels gives the engine the labels the configuration gives
+// nodes, by cluster and node id: with the labels the core holds for a
+// node, the only ones by which a stage with follow takes it (Joining).
+// Call it before the engine is used.
+func (e *Engine) SetStaticLabels(static map[string]map[string]map[string]string) {
+	e.Advancer.staticLabels = static
+}
+
 // base is what the parts of the engine share.
 type base struct {
-	policy *live.Value[approval.Policy]
+	// staticLabels are the configured labels of nodes, by cluster and
+	// node id (SetStaticLabels).
+	staticLabels map[string]map[string]map[string]string
+	policy       *live.Value[approval.Policy]
 	// kinds declares the locks of kinds (SetKindLocks); nil: none.
 	kinds   *live.Value[budget.Policy]
 	actions Actions

@@ -32,11 +32,23 @@ func following(r *store.Run) bool {
 	})
 }
 
+// HeldLabels are the labels the core holds for a node: those its
+// configuration gives it (static, by node id), with the labels it holds
+// for the node (Node.CoreLabels, those of a node it replaced) over them.
+// The labels an agent reports about itself are not among them.
+func HeldLabels(static map[string]map[string]string, n *store.Node) labels.Set {
+	return labels.Set(labels.Merge(static[n.ID], n.CoreLabels))
+}
+
 // Joining returns, by stage index, the nodes among nodes (of r's cluster)
 // that a RUNNING stage of r with follow takes now: UP, not drained, with
-// the stage's labels and, when they announced kinds, every kind of its
-// steps, and not among its nodes yet; in the order of nodes' ids.
-func Joining(r *store.Run, nodes []store.Node) map[int][]string {
+// the stage's labels among the labels the core holds for them (HeldLabels
+// over static, the configured labels of r's cluster by node id: never the
+// labels an agent reports about itself, which anyone holding a join token
+// chooses, while the approval covered "the nodes matching") and, when they
+// announced kinds, every kind of its steps, and not among its nodes yet;
+// in the order of nodes' ids.
+func Joining(r *store.Run, nodes []store.Node, static map[string]map[string]string) map[int][]string {
 	if !following(r) {
 		return nil
 	}
@@ -55,7 +67,7 @@ func Joining(r *store.Run, nodes []store.Node) map[int][]string {
 		for j := range nodes {
 			n := &nodes[j]
 			if n.Status != store.NodeUp || n.Drained || slices.Contains(st.Nodes, n.ID) ||
-				!labels.Set(n.Labels).Matches(st.Target.Labels) {
+				!HeldLabels(static, n).Matches(st.Target.Labels) {
 				continue
 			}
 			if len(n.Kinds) > 0 && slices.ContainsFunc(kinds, func(k string) bool { return !slices.Contains(n.Kinds, k) }) {
@@ -83,7 +95,7 @@ func (a *Advancer) follow(ctx context.Context, tx store.Tx, r *store.Run, t time
 	if err != nil {
 		return false, err
 	}
-	join := Joining(r, nodes)
+	join := Joining(r, nodes, a.staticLabels[r.ClusterID])
 	if len(join) == 0 {
 		return false, nil
 	}
@@ -105,15 +117,27 @@ func (a *Advancer) follow(ctx context.Context, tx store.Tx, r *store.Run, t time
 	return true, c.save(ctx, tx)
 }
 
+// byLabels says whether stage st's target is by labels: only then can a
+// node match it without being among its nodes.
+func byLabels(st *store.RunStage) bool { return len(st.Target.Nodes) == 0 && len(st.Target.Labels) > 0 }
+
+// NeedsNodes says whether NotInRun needs the cluster's nodes for r: only
+// when a stage's target is by labels (a run of listed nodes, the common
+// run of a page, reads none).
+func NeedsNodes(r *store.Run) bool {
+	return slices.ContainsFunc(r.Stages, func(st store.RunStage) bool { return byLabels(&st) })
+}
+
 // NotInRun returns, by stage index, the nodes among nodes (of r's
-// cluster) that match a stage's target now but are not among its nodes:
-// joined after the stage was planned (or, with follow, after it ended, or
-// not yet taken). The run does not touch them; its views say so.
+// cluster) that match a stage's target of labels now but are not among
+// its nodes: joined after the stage was planned (or, with follow, after it
+// ended, or not yet taken), or left out at the plan (DOWN, beyond a limit,
+// without its kinds). The run does not touch them; its views say so.
 func NotInRun(r *store.Run, nodes []store.Node) map[int][]string {
 	var out map[int][]string
 	for i := range r.Stages {
 		st := &r.Stages[i]
-		if len(st.Target.Nodes) > 0 {
+		if !byLabels(st) {
 			continue
 		}
 		ids, err := target.Resolve(wire.Target(st.Target), nodes)

@@ -40,12 +40,41 @@ func (env *engineEnv) startWeb(follow bool) *store.Run {
 	return r
 }
 
-// join adds node n5 with role=web, UP, as discovery would.
+// join adds node n5, UP, with role=web among the labels the core holds
+// for it (as a replace stores them).
 func (env *engineEnv) join() {
 	env.update(func(ctx context.Context, tx store.Tx) error {
 		return tx.PutNode(ctx, &store.Node{ClusterID: "c", ID: "n5", Addr: "127.0.0.1:1", Source: store.SourceGossip,
+			Status: store.NodeUp, Labels: map[string]string{"role": "web"}, CoreLabels: map[string]string{"role": "web"}})
+	})
+}
+
+// A follow stage's approval covered "the nodes matching": a node whose
+// agent announces the stage's labels itself (anyone with a join token can)
+// does not join it; one the core holds the labels of (its configuration,
+// or a replace) does.
+func TestAFollowStageTakesOnlyNodesByTheLabelsTheCoreHolds(t *testing.T) {
+	t.Parallel()
+	env := setupEngine(t)
+	env.e.SetStaticLabels(map[string]map[string]map[string]string{"c": {"n7": {"role": "web"}}})
+	r := env.startWeb(true)
+	env.update(func(ctx context.Context, tx store.Tx) error {
+		return tx.PutNode(ctx, &store.Node{ClusterID: "c", ID: "n6", Addr: "127.0.0.1:1", Source: store.SourceGossip,
 			Status: store.NodeUp, Labels: map[string]string{"role": "web"}})
 	})
+	r = env.advance(r.ID)
+	if st := r.Stages[0]; slices.Contains(st.Nodes, "n6") || len(st.Joined) > 0 {
+		t.Fatalf("a node announcing role=web itself joined: nodes %v, joined %v", st.Nodes, st.Joined)
+	}
+	env.update(func(ctx context.Context, tx store.Tx) error {
+		return tx.PutNode(ctx, &store.Node{ClusterID: "c", ID: "n7", Addr: "127.0.0.1:1", Source: store.SourceGossip,
+			Status: store.NodeUp, Labels: map[string]string{"role": "web"}})
+	})
+	env.join()
+	r = env.advance(r.ID)
+	if st := r.Stages[0]; !slices.Equal(st.Joined, []string{"n5", "n7"}) || slices.Contains(st.Nodes, "n6") {
+		t.Fatalf("after n5 (core label) and n7 (configured) joined: nodes %v, joined %v", st.Nodes, st.Joined)
+	}
 }
 
 // drain finishes every open child DONE and advances, until the run ends.
@@ -191,5 +220,54 @@ func TestADigestWithoutFollowIsUnchanged(t *testing.T) {
 	const want = "c1e2441e5dad64685c43f8f5f9db354ec97ec19c302d8f6f51bc45c4ef1390e0"
 	if got := runs.DigestRunLocked("c", []store.RunStage{st}, 0, nil, nil); got != want {
 		t.Fatalf("digest %s, want %s", got, want)
+	}
+}
+
+// A retry of a run with a follow stage is over the nodes listed: it
+// does not follow (nor keep the old Joined), so a node that succeeded,
+// which still matches, is never taken back.
+func TestARetryOfAFollowStageDoesNotTakeBackNodesThatSucceeded(t *testing.T) {
+	t.Parallel()
+	env := setupEngine(t)
+	r := env.startWeb(true)
+	env.update(func(ctx context.Context, tx store.Tx) error {
+		for _, id := range []string{"n1", "n2", "n3", "n4"} {
+			n, err := tx.Node(ctx, "c", id)
+			if err != nil {
+				return err
+			}
+			n.CoreLabels = map[string]string{"role": "web"}
+			if err := tx.PutNode(ctx, n); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	env.join()
+	r = env.advance(r.ID)
+	for _, want := range []action.State{action.Done, action.Failed} {
+		kids := env.children(r.ID)
+		env.finishChild(kids[len(kids)-1].ID, want)
+		r = env.advance(r.ID)
+	}
+	if !store.RunFinal(r.State) {
+		t.Fatalf("run %s after a failure with max_errors 0", r.State)
+	}
+	var retry *store.Run
+	env.update(func(ctx context.Context, tx store.Tx) error {
+		var err error
+		if retry, err = env.e.Retry(ctx, tx, r.ID, actions.Actor{Name: "alice"}); err != nil {
+			return err
+		}
+		retry, err = env.e.Approve(ctx, tx, retry.ID, "", actions.Actor{Name: "bob"})
+		return err
+	})
+	st := retry.Stages[0]
+	if st.Follow || len(st.Joined) > 0 || slices.Contains(st.Nodes, "n1") {
+		t.Fatalf("retry stage: follow %t, joined %v, nodes %v", st.Follow, st.Joined, st.Nodes)
+	}
+	retry = env.advance(retry.ID)
+	if st := retry.Stages[0]; slices.Contains(st.Nodes, "n1") || len(st.Joined) > 0 {
+		t.Fatalf("the retry took back n1: nodes %v, joined %v", st.Nodes, st.Joined)
 	}
 }

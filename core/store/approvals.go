@@ -18,6 +18,8 @@ const (
 	SubjectResume = "resume"
 	// SubjectPromote is the promote of a run's canary.
 	SubjectPromote = "promote"
+	// SubjectOnAlert is the on_alert playbook of a cluster (its id).
+	SubjectOnAlert = "on_alert"
 )
 
 // Approval is one person's approval of a subject at one level, bound to

@@ -17,6 +17,9 @@ const (
 	// EventOnAlertApproved: a person approved a cluster's on_alert
 	// playbook as it is now (its digest).
 	EventOnAlertApproved = "cluster.on_alert_approved"
+	// EventOnAlertApprovalRecorded: an approval of a cluster's on_alert
+	// playbook that leaves levels unmet.
+	EventOnAlertApprovalRecorded = "cluster.on_alert_approval_recorded"
 	// EventOnAlertStarted: the cluster went ALERT and the core made the
 	// on_alert run.
 	EventOnAlertStarted = "cluster.on_alert_started"

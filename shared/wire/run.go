@@ -234,8 +234,9 @@ type Stage struct {
 	Follow bool     `json:"follow,omitempty"`
 	Joined []string `json:"joined,omitempty"`
 	// NotInRun lists the cluster's nodes that match the stage's target now
-	// but are not among its nodes (they joined after it was planned, or
-	// after it ended): the run does not touch them. Filled only by GET
+	// but are not among its nodes (they joined after it was planned or
+	// after it ended, or were left out when it was planned: DOWN, beyond
+	// a limit, without its kinds): the run does not touch them. Filled only by GET
 	// /api/v1/runs/{id} and the run's page.
 	NotInRun []string `json:"not_in_run,omitempty"`
 	// Lock is the lock the stage takes while it runs.
