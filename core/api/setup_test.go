@@ -88,9 +88,6 @@ type env struct {
 	enroll *enroll.Service
 	logs   *syncBuffer
 	reg    *prometheus.Registry
-	// onAlertOnce stores an on_alert playbook for prod once (the role
-	// table's fixture).
-	onAlertOnce sync.Once
 	// secrets by token name: viewer, op, appr, admin, and self (operator+approver).
 	secrets map[string]string
 }
