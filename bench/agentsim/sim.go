@@ -24,14 +24,6 @@ import (
 // Version is what a simulated node's info says it runs.
 const Version = "agentsim"
 
-// ChangeCounter is the answer of GET /api/v1/changes: a counter over the
-// node's queue and identity, and the epoch it counts in (a new one each
-// start, so a counter that went back to 0 is not taken for an old value).
-type ChangeCounter struct {
-	Epoch   string `json:"epoch"`
-	Counter uint64 `json:"counter"`
-}
-
 // Fleet is the simulated nodes of one process: each has its own listener
 // and queue; one HTTP server serves them all and tells them apart by the
 // local address of each connection.
@@ -240,7 +232,7 @@ func (f *Fleet) routes() http.Handler {
 	handle("GET /api/v1/info", routeInfo, f.info)
 	handle("GET /api/v1/changes", routeChanges, func(n *node, w http.ResponseWriter, _ *http.Request) {
 		n.mu.Lock()
-		c := ChangeCounter{Epoch: n.epoch, Counter: n.counter}
+		c := wire.ChangeCounter{Epoch: n.epoch, Counter: n.counter}
 		n.mu.Unlock()
 		writeJSON(w, http.StatusOK, c)
 	})
@@ -283,6 +275,8 @@ func (f *Fleet) info(n *node, w http.ResponseWriter, _ *http.Request) {
 		counts[s] = 0
 	}
 	n.mu.Lock()
+	// The counter is read before the rest, as the agent reads it.
+	changes := &wire.ChangeCounter{Epoch: n.epoch, Counter: n.counter}
 	if n.lastInfo != 0 {
 		n.maxGap = max(n.maxGap, now-max(n.lastInfo, f.markNanos.Load()))
 	}
@@ -295,7 +289,7 @@ func (f *Fleet) info(n *node, w http.ResponseWriter, _ *http.Request) {
 	writeJSON(w, http.StatusOK, wire.AgentInfo{
 		NodeID: n.id, ClusterID: f.cluster, Version: Version, StoreID: n.storeID,
 		Kinds: f.kinds.Kinds(), Queue: counts, Labels: map[string]string{},
-		PushFields: append(wire.RunPlaceFields(), wire.TraceFields()...),
+		PushFields: append(wire.RunPlaceFields(), wire.TraceFields()...), Changes: changes,
 	})
 }
 

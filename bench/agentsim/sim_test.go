@@ -44,9 +44,9 @@ func serve(f *Fleet, n *node, method, target, body string) *httptest.ResponseRec
 func TestChangeCounterMovesWithTheQueue(t *testing.T) {
 	t.Parallel()
 	f, n := setup(t)
-	counter := func() ChangeCounter {
+	counter := func() wire.ChangeCounter {
 		t.Helper()
-		var c ChangeCounter
+		var c wire.ChangeCounter
 		if err := json.Unmarshal(serve(f, n, "GET", "/api/v1/changes", "").Body.Bytes(), &c); err != nil {
 			t.Fatal(err)
 		}
