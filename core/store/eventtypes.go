@@ -37,7 +37,7 @@ var EventTypes = []string{
 	EventNodeForgotten, EventNodeClaimRefused, EventNodeSchemaRefused, EventNodeEnrolled, EventNodeEnrollRefused, EventNodeCertRenewed,
 	EventNodeRenewRefused, EventNodeRevoked, EventNodeReplaced, EventNodeReplaceRequested, EventNodeReaped,
 	EventClusterAlert, EventClusterHealthy,
-	EventOnAlertApproved, EventOnAlertStarted, EventOnAlertSkipped, EventOnAlertFinished,
+	EventOnAlertApproved, EventOnAlertApprovalRecorded, EventOnAlertStarted, EventOnAlertSkipped, EventOnAlertFinished,
 	EventTokenCreated, EventTokenRevoked, EventPersonSignedIn,
 	EventTeamCreated, EventTeamChanged, EventTeamDeleted, EventGrantCreated, EventGrantRevoked,
 	EventFreezeCreated, EventFreezeLifted, EventPolicyCreated, EventPolicyChanged, EventPolicyDeleted,
