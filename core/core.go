@@ -32,6 +32,7 @@ import (
 	"github.com/musterhq/muster/core/discovery"
 	"github.com/musterhq/muster/core/enroll"
 	"github.com/musterhq/muster/core/monitor"
+	"github.com/musterhq/muster/core/nodes"
 	"github.com/musterhq/muster/core/notify"
 	"github.com/musterhq/muster/core/onalert"
 	"github.com/musterhq/muster/core/ops"
@@ -155,7 +156,10 @@ func (c *Core) Run(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	enr, err := newEnroll(cfg, st, c.log)
+	// Declared membership reloads (SIGHUP): enrollment and the loop read
+	// it through this one holder at each decision.
+	members := live.New(cfg.Membership())
+	enr, err := newEnroll(cfg, members, st, c.log)
 	if err != nil {
 		return err
 	}
@@ -189,7 +193,7 @@ func (c *Core) Run(ctx context.Context) error {
 			c.log.Error("policy: recording the unreadable records", "err", err)
 		}
 	})
-	lv := &reloadable{approval: pol.Approval(), budget: pol.Budget(), members: live.New(cfg.Membership()),
+	lv := &reloadable{approval: pol.Approval(), budget: pol.Budget(), members: members,
 		calendar: cals.Value(), cals: cals, pol: pol, st: st}
 	drift, err := seedPolicy(ctx, st, nil, cfg, nil)
 	if err != nil {
@@ -516,13 +520,13 @@ func (c *Core) ReloadTLS() error {
 	return errors.Join(errs...)
 }
 
-// newEnroll builds enrollment: with agents_ca, the CA that signs agents,
+// newEnroll builds enrollment (declared places read through members, as
+// reloaded): with agents_ca, the CA that signs agents,
 // the bundle they are given and the gossip key; without, only the
 // revocation list.
-func newEnroll(cfg Config, st store.Store, log *slog.Logger) (*enroll.Service, error) {
-	members := cfg.Membership()
+func newEnroll(cfg Config, members *live.Value[nodes.Membership], st store.Store, log *slog.Logger) (*enroll.Service, error) {
 	ec := enroll.Config{Lifetime: cfg.AgentsCA.Lifetime, Configured: map[string]bool{},
-		Declared: func(clusterID, nodeID string) bool { return slices.Contains(members[clusterID].Nodes, nodeID) }}
+		Declared: func(clusterID, nodeID string) bool { return slices.Contains(members.Load()[clusterID].Nodes, nodeID) }}
 	for _, cl := range cfg.Clusters {
 		for _, n := range cl.Nodes {
 			ec.Configured[cl.ID+"/"+n.ID] = n.Enroll
