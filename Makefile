@@ -131,6 +131,7 @@ test: lint test-deps ## Run every test (unit, fuzz seeds, e2e, PostgreSQL, brows
 test-deps: ## Install what the tests need (systemd, postgresql, chromium, prometheus, reprepro, createrepo-c, gpg, rpm) when missing
 	@missing=""; \
 	  command -v systemd-analyze >/dev/null || missing="$$missing systemd"; \
+	  command -v dbus-daemon >/dev/null || missing="$$missing dbus"; \
 	  ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1 || missing="$$missing postgresql"; \
 	  command -v chromium >/dev/null || missing="$$missing chromium"; \
 	  command -v promtool >/dev/null || missing="$$missing prometheus"; \
