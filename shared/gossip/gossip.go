@@ -82,6 +82,10 @@ type Event struct {
 	Addr string // its gossip address, host:port
 	Meta Meta
 	TS   time.Time // when memberlist reported it
+	// left: memberlist was told by the member itself that it left (its
+	// own leave message), not by the pool that it failed. Only such a
+	// disappearance waits for the leave intent (leaveGrace).
+	left bool
 }
 
 // Member is a live member, copied out of memberlist.
@@ -394,9 +398,12 @@ func (s *Service) send(ml *memberlist.Memberlist, role string, msg []byte) int {
 }
 
 // leaveGrace is how long a member's disappearance without a leave intent
-// is held before it is told as a failure: the intent travels over TCP while
-// memberlist's own leave message travels over UDP, and the latter can be
-// processed first.
+// is held before it is told as a failure, when memberlist was told of it by
+// the member's own leave message: the intent travels over TCP while that
+// message travels over UDP, and the latter can be processed first. A
+// member the pool declared dead (its suspicion ran out, seconds after it
+// stopped answering) is told at once: an intent it sent would have come
+// long before.
 const leaveGrace = 500 * time.Millisecond
 
 // loop delivers events to the handler, in order (a held failure is
@@ -448,12 +455,12 @@ func (s *Service) loop(ctx context.Context, d *delegate) {
 				delete(pending, ev.Name)
 				emit(h.ev)
 			}
-			if ev.Kind == KindFail && !d.said(ev.Name) {
+			switch {
+			case ev.Kind == KindFail && d.said(ev.Name):
+				ev.Kind = KindLeave
+			case ev.Kind == KindFail && ev.left:
 				pending[ev.Name] = heldFail{ev: ev, until: time.Now().Add(leaveGrace)}
 				continue
-			}
-			if ev.Kind == KindFail {
-				ev.Kind = KindLeave
 			}
 			emit(ev)
 		}
@@ -658,7 +665,7 @@ func (d *delegate) NotifyConflict(existing, other *memberlist.Node) {
 
 // push copies what the event needs out of n; n belongs to memberlist.
 func (d *delegate) push(k Kind, n *memberlist.Node) {
-	ev := Event{Kind: k, Name: n.Name, Addr: n.Address(), TS: time.Now()}
+	ev := Event{Kind: k, Name: n.Name, Addr: n.Address(), TS: time.Now(), left: n.State == memberlist.StateLeft}
 	m, err := DecodeMeta(n.Meta)
 	if err != nil {
 		d.log.Warn("gossip: member with unreadable metadata ignored", "name", n.Name, "addr", ev.Addr, "err", err)

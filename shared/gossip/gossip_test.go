@@ -351,15 +351,55 @@ func TestLeaveIntentArrivingAfterTheDisappearance(t *testing.T) {
 		b, _ := json.Marshal(meta)
 		d.NotifyJoin(&memberlist.Node{Name: name, Meta: b})
 	}
-	s.q.push(Event{Kind: KindFail, Name: "late", Meta: meta})
+	s.q.push(Event{Kind: KindFail, Name: "late", Meta: meta, left: true})
 	intent, _ := EncodeNote(Note{Leaving: "late", Proof: base64.RawURLEncoding.EncodeToString(secret)})
 	d.NotifyMsg(intent)
 	testwait.Within(t, 5*time.Second, "late's leave", func() bool { return rec.has(KindLeave, "late") })
 
-	s.q.push(Event{Kind: KindFail, Name: "crashed", Meta: meta})
+	s.q.push(Event{Kind: KindFail, Name: "crashed", Meta: meta, left: true})
 	testwait.Within(t, 5*time.Second, "crashed's failure", func() bool { return rec.has(KindFail, "crashed") })
 	if rec.has(KindFail, "late") || rec.has(KindLeave, "crashed") {
 		t.Fatalf("a leave told as a failure or the reverse: %+v", rec.evs)
+	}
+}
+
+// A member the pool declared dead (memberlist's StateDead: its suspicion
+// ran out) is told as a failure at once, not held for a leave intent that
+// would have come seconds before: its failure comes before an event pushed
+// after it about another member, which a held failure would follow.
+func TestDeadMemberIsToldWithoutTheLeaveGrace(t *testing.T) {
+	t.Parallel()
+	var rec recorder
+	s := &Service{cfg: Config{Name: "core", Handler: rec.handle}, q: newFIFO(),
+		log: slog.New(slog.DiscardHandler)}
+	d := &delegate{q: s.q, log: s.log}
+	meta := Meta{V: 1, Role: RoleAgent, Cluster: "c", Node: "n"}
+	b, _ := json.Marshal(meta)
+	for _, name := range []string{"dead", "left"} {
+		d.NotifyJoin(&memberlist.Node{Name: name, Meta: b})
+	}
+	// As memberlist reports them: the dead one by the pool, the one that
+	// left by its own message, then another member joining.
+	d.NotifyLeave(&memberlist.Node{Name: "dead", Meta: b, State: memberlist.StateDead})
+	d.NotifyLeave(&memberlist.Node{Name: "left", Meta: b, State: memberlist.StateLeft})
+	d.NotifyJoin(&memberlist.Node{Name: "other", Meta: b})
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { defer close(done); s.loop(ctx, d) }()
+	defer func() { cancel(); <-done }()
+	testwait.Within(t, 5*time.Second, "both disappearances told", func() bool {
+		return rec.has(KindFail, "dead") && rec.has(KindFail, "left")
+	})
+	rec.mu.Lock()
+	defer rec.mu.Unlock()
+	var order []string
+	for _, ev := range rec.evs {
+		if ev.Kind != KindJoin || ev.Name == "other" {
+			order = append(order, ev.Kind.String()+" "+ev.Name)
+		}
+	}
+	if want := []string{"fail dead", "join other", "fail left"}; !slices.Equal(order, want) {
+		t.Fatalf("told %q, want %q: only the member that left by its own message waits for its intent", order, want)
 	}
 }
 
