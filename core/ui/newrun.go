@@ -240,7 +240,7 @@ func (s *Server) newRunFromBuilder(w http.ResponseWriter, r *http.Request, v *vi
 		s.storeError(w, r, v, err)
 		return
 	}
-	doc, docErrs := buildRunDocument(b, offeredKinds(nodes))
+	doc, docErrs := buildRunDocument(b, nodes)
 	for k, msg := range docErrs {
 		d.Errs.set(k, msg)
 	}

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/url"
+	"slices"
 	"strconv"
 	"strings"
 	"unicode/utf8"
@@ -134,28 +135,6 @@ func decodeRunBuilder(v url.Values) (runBuilder, fieldErrs) {
 	return b, errs
 }
 
-// offeredKind is a kind the cluster's nodes offer, with a node announcing
-// an args_schema for it (nil if none does): the builder checks args
-// against that schema, the one the page shows; the plan checks each
-// node's.
-type offeredKind struct{ schemaNode *store.Node }
-
-// offeredKinds are the kinds nodes offer, by name.
-func offeredKinds(nodes []store.Node) map[string]offeredKind {
-	out := map[string]offeredKind{}
-	for i := range nodes {
-		n := &nodes[i]
-		for _, k := range n.Kinds {
-			o := out[k]
-			if _, ok := n.ArgsSchemas[k]; ok && o.schemaNode == nil {
-				o.schemaNode = n
-			}
-			out[k] = o
-		}
-	}
-	return out
-}
-
 func (st *builderStage) blank() bool {
 	if st.Name != "" || st.Target != "" || st.MaxConcurrency != "" || st.MaxErrors != "" || st.Canary != "" || st.AutoPromote != "" {
 		return false
@@ -171,12 +150,21 @@ func (st *builderStage) blank() bool {
 func (sp *builderStep) blank() bool { return sp.Name == "" && sp.Kind == "" && sp.Args == "" }
 
 // buildRunDocument is the playbook document of the builder as typed, over
-// the kinds the cluster's nodes offer: blank stages and steps are left
-// out, a step without a name is called step-N. Each refused field has its
-// message in the returned fieldErrs (a run without a stage under
-// "stages"); the document is usable only when it is empty.
-func buildRunDocument(b runBuilder, kinds map[string]offeredKind) (string, fieldErrs) {
+// the cluster's nodes: blank stages and steps are left out, a step without
+// a name is called step-N, a step's kind must be one the nodes offer and
+// its args must fit the args_schema each node of the stage's target
+// announces for it (as the plan checks them, here to say it next to the
+// field). Each refused field has its message in the returned fieldErrs (a
+// run without a stage under "stages"); the document is usable only when
+// it is empty.
+func buildRunDocument(b runBuilder, nodes []store.Node) (string, fieldErrs) {
 	errs := fieldErrs{}
+	kinds := map[string]bool{}
+	for _, n := range nodes {
+		for _, k := range n.Kinds {
+			kinds[k] = true
+		}
+	}
 	pb := &playbook.Playbook{Name: b.Name}
 	if !playbook.ValidName(b.Name) {
 		errs.set("run_name", "a name is lower-case letters, digits, '.', '_' and '-', at most 64")
@@ -189,6 +177,7 @@ func buildRunDocument(b runBuilder, kinds map[string]offeredKind) (string, field
 		}
 		field := func(name string) string { return builderField(i, -1, name) }
 		ps := playbook.Stage{Name: st.Name}
+		var picked []*store.Node // the nodes of the target, when it picks some
 		switch {
 		case st.Name == "":
 			errs.set(field("name"), "name the stage")
@@ -204,6 +193,12 @@ func buildRunDocument(b runBuilder, kinds map[string]offeredKind) (string, field
 			errs.set(field("target"), strings.TrimPrefix(err.Error(), target.ErrInvalid.Error()+": "))
 		} else {
 			ps.Target = playbook.Target{Nodes: t.Nodes, Labels: t.Labels, All: t.All}
+			ids, _ := target.Resolve(t, nodes)
+			for i := range nodes {
+				if slices.Contains(ids, nodes[i].ID) {
+					picked = append(picked, &nodes[i])
+				}
+			}
 		}
 		for _, l := range []struct{ text, name string }{{st.MaxConcurrency, "max_concurrency"}, {st.MaxErrors, "max_errors"}} {
 			if _, err := limit.Parse(l.text); l.text != "" && err != nil {
@@ -243,16 +238,23 @@ func buildRunDocument(b runBuilder, kinds map[string]offeredKind) (string, field
 				errs.set(field("name"), "another step of this stage has this name")
 			}
 			stepNames[name] = true
-			o, offered := kinds[sp.Kind]
 			switch {
 			case sp.Kind == "":
 				errs.set(field("kind"), "choose a kind")
-			case sp.Kind != gateStep && !offered:
+			case sp.Kind != gateStep && !kinds[sp.Kind]:
 				errs.set(field("kind"), fmt.Sprintf("no node of the cluster offers the kind %q", sp.Kind))
 			}
+			var schemas []*store.Node // a node of the target for each schema it announces
+			seen := map[string]bool{}
+			for _, n := range picked {
+				if raw, ok := n.ArgsSchemas[sp.Kind]; ok && !seen[string(raw)] {
+					seen[string(raw)] = true
+					schemas = append(schemas, n)
+				}
+			}
 			var schema []byte
-			if o.schemaNode != nil {
-				schema = o.schemaNode.ArgsSchemas[sp.Kind]
+			if len(schemas) > 0 {
+				schema = schemas[0].ArgsSchemas[sp.Kind]
 			}
 			args, err := parseArgsText(sp.Args, schema)
 			if err != nil {
@@ -267,12 +269,14 @@ func buildRunDocument(b runBuilder, kinds map[string]offeredKind) (string, field
 				ps.Steps[len(ps.Steps)-1] = playbook.Step{Name: name, Gate: args}
 				continue
 			}
-			if o.schemaNode == nil || hasTemplate(args) {
+			if hasTemplate(args) {
 				continue
 			}
 			raw, _ := json.Marshal(args)
-			if err := actions.ValidateArgs(o.schemaNode, sp.Kind, raw, nil); err != nil {
-				errs.set(field("args"), fmt.Sprintf("the args_schema of %s (as node %s announces it): %v", sp.Kind, o.schemaNode.ID, err))
+			for _, n := range schemas {
+				if err := actions.ValidateArgs(n, sp.Kind, raw, nil); err != nil {
+					errs.set(field("args"), fmt.Sprintf("node %s's args_schema for %s: %v", n.ID, sp.Kind, err))
+				}
 			}
 		}
 		if len(ps.Steps) == 0 {
