@@ -235,9 +235,16 @@ func (s *Server) newRunFromBuilder(w http.ResponseWriter, r *http.Request, v *vi
 		s.showNewRun(w, r, v, http.StatusOK, d)
 		return
 	}
-	_, nodes, err := s.newRunClusters(r.Context(), v, f.Cluster)
+	clusters, nodes, err := s.newRunClusters(r.Context(), v, f.Cluster)
 	if err != nil {
 		s.storeError(w, r, v, err)
+		return
+	}
+	if f.Cluster != "" && !slices.ContainsFunc(clusters, func(c store.Cluster) bool { return c.ID == f.Cluster }) {
+		// As the YAML path answers (newRunError): a cluster the visitor
+		// may not create on is none.
+		d.Errs.set("cluster", "there is no such cluster")
+		s.showNewRun(w, r, v, http.StatusNotFound, d)
 		return
 	}
 	doc, docErrs := buildRunDocument(b, nodes)

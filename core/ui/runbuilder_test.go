@@ -151,4 +151,20 @@ func TestNewRunBuilderPlansTheYAMLItShows(t *testing.T) {
 	if len(runs) != 1 || runs[0].Digest != dm[1] || runs[0].State != store.RunPendingApprove || !strings.Contains(loc, runs[0].ID) {
 		t.Fatalf("started %+v, want the run of digest %s waiting for approval", runs, dm[1])
 	}
+
+	// A viewer may not use the builder; a cluster one may not create on is
+	// none, as in the YAML tab.
+	vb := e.browser().signIn("viewer")
+	if status, _, _ := vb.get("/ui/runs/new?tab=form"); status != http.StatusForbidden {
+		t.Fatalf("a viewer's form tab: %d, want 403", status)
+	}
+	vform := builderForm(vb.csrf)
+	vform.Set("do", "yaml")
+	if status, _, _ := vb.post("/ui/runs/new", vform); status != http.StatusForbidden {
+		t.Fatalf("a viewer's Show as YAML: %d, want 403", status)
+	}
+	form.Set("cluster", "nowhere")
+	if status, _, body := b.post("/ui/runs/new", form); status != http.StatusNotFound || !strings.Contains(body, `id="rb-cluster-error"`) {
+		t.Fatalf("a plan on no cluster: %d, want 404 next to the cluster\n%s", status, body)
+	}
 }
