@@ -112,6 +112,12 @@ func TestNewRunBuilderPlansTheYAMLItShows(t *testing.T) {
 		t.Fatalf("show as YAML: %d\n%s", status, body)
 	}
 	shownYAML := html.UnescapeString(m[1])
+	// The YAML tab takes the form back as typed.
+	for _, kept := range []string{`name="s0.target" value="nodes=db-1"`, `name="s1.p0.args" value="{&#34;seconds&#34;: 2}"`, `name="stages" value="2"`} {
+		if !strings.Contains(body, kept) || !strings.Contains(body, `id="nr-edit-form"`) {
+			t.Fatalf("the YAML tab cannot go back to the form as typed: no %s\n%s", kept, body)
+		}
+	}
 	for _, want := range []string{"name: adhoc", "- name: first", "- db-1", "role: db", "max_concurrency: 50%", "max_errors: 1", "- name: step-1", "seconds: 2", "kind: " + schemaKind} {
 		if !strings.Contains(shownYAML, want) {
 			t.Errorf("the YAML lacks %q:\n%s", want, shownYAML)
