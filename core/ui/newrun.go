@@ -1,9 +1,11 @@
 package ui
 
 import (
+	"context"
 	"errors"
 	"net/http"
 	"net/url"
+	"slices"
 	"strings"
 	"time"
 	"unicode/utf8"
@@ -94,6 +96,11 @@ type newRunData struct {
 	Clusters []store.Cluster
 	Form     newRunForm
 	Errs     fieldErrs
+	// Tab is the page's tab: "yaml" (the document) or "form" (the
+	// builder, with the kinds the chosen cluster's nodes offer).
+	Tab     string
+	Builder runBuilder
+	Kinds   []kindChoice
 	PlanView
 	// NotBeforeAt is the plan's not-before (RFC 3339), which Start carries.
 	NotBeforeAt string
@@ -105,24 +112,49 @@ func (s *Server) newRunPage(w http.ResponseWriter, r *http.Request, v *visitor) 
 	if c, err := plainField(r.URL.Query(), "cluster", maxFilter); err == nil {
 		f.Cluster = c
 	}
-	s.showNewRun(w, r, v, http.StatusOK, newRunData{Form: f, Errs: fieldErrs{}})
+	d := newRunData{Form: f, Errs: fieldErrs{}, Tab: "yaml"}
+	if r.URL.Query().Get("tab") == "form" {
+		d.Tab, d.Builder = "form", emptyBuilder()
+	}
+	s.showNewRun(w, r, v, http.StatusOK, d)
+}
+
+// newRunClusters are the clusters the visitor may create on, and the
+// nodes of cluster when it is one of them.
+func (s *Server) newRunClusters(ctx context.Context, v *visitor, cluster string) ([]store.Cluster, []store.Node, error) {
+	var clusters []store.Cluster
+	var nodes []store.Node
+	err := s.st.Read(ctx, func(rd store.Reader) error {
+		var err error
+		if clusters, err = creatableClusters(ctx, rd, v); err != nil {
+			return err
+		}
+		if cluster == "" && len(clusters) == 1 {
+			cluster = clusters[0].ID
+		}
+		if !slices.ContainsFunc(clusters, func(c store.Cluster) bool { return c.ID == cluster }) {
+			return nil
+		}
+		nodes, err = rd.Nodes(ctx, cluster)
+		return err
+	})
+	return clusters, nodes, err
 }
 
 // showNewRun renders the New run form with the clusters the visitor may
 // create on.
 func (s *Server) showNewRun(w http.ResponseWriter, r *http.Request, v *visitor, status int, d newRunData) {
-	ctx := r.Context()
-	err := s.st.Read(ctx, func(rd store.Reader) error {
-		var err error
-		d.Clusters, err = creatableClusters(ctx, rd, v)
-		return err
-	})
+	clusters, nodes, err := s.newRunClusters(r.Context(), v, d.Form.Cluster)
 	if err != nil {
 		s.storeError(w, r, v, err)
 		return
 	}
+	d.Clusters = clusters
 	if d.Form.Cluster == "" && len(d.Clusters) == 1 {
 		d.Form.Cluster = d.Clusters[0].ID
+	}
+	if d.Tab == "form" {
+		d.Kinds = advertisedKinds(nodes)
 	}
 	vw := newView(v, "New run", "runs")
 	vw.Data = d
@@ -136,8 +168,12 @@ func (s *Server) showNewRun(w http.ResponseWriter, r *http.Request, v *visitor, 
 // exactly what was shown. A refused form is shown again with the error
 // next to its field, and nothing is made.
 func (s *Server) newRun(w http.ResponseWriter, r *http.Request, v *visitor) {
+	if r.PostForm.Get("builder") != "" {
+		s.newRunFromBuilder(w, r, v)
+		return
+	}
 	f, req, errs := decodeNewRun(r.PostForm)
-	d := newRunData{Form: f, Errs: errs}
+	d := newRunData{Form: f, Errs: errs, Tab: "yaml"}
 	start := r.PostForm.Get("do") == "start"
 	if start && f.Digest == "" {
 		errs.set("", "plan the run first: Start carries the digest of the plan shown")
@@ -158,19 +194,85 @@ func (s *Server) newRun(w http.ResponseWriter, r *http.Request, v *visitor) {
 		s.showNewRun(w, r, v, status, d)
 		return
 	}
+	s.showNewRun(w, r, v, s.planNewRun(r, v, req, &d), d)
+}
+
+// planNewRun plans req (ops.PlanDocument) into d: the plan, or the error
+// next to its field; it returns the page's status.
+func (s *Server) planNewRun(r *http.Request, v *visitor, req *wire.PlanRequest, d *newRunData) int {
 	req.Digest = ""
-	plan, err := s.ops.PlanDocument(ctx, v.caller(r), req)
+	plan, err := s.ops.PlanDocument(r.Context(), v.caller(r), req)
 	if err != nil {
 		msg, status := s.newRunError(err)
 		d.Errs.set(newRunField(err, msg), msg)
-		s.showNewRun(w, r, v, status, d)
-		return
+		return status
 	}
 	d.PlanView = newPlanView(&plan)
 	if req.NotBefore != nil {
 		d.NotBeforeAt = req.NotBefore.Format(time.RFC3339)
 	}
-	s.showNewRun(w, r, v, http.StatusOK, d)
+	return http.StatusOK
+}
+
+// newRunFromBuilder answers the form builder: "Add stage" and "Add step"
+// show it again with one more row; "Show as YAML" shows the document it
+// builds (buildRunDocument) in the YAML tab; Plan plans that document as
+// the YAML tab does (decodeNewRun, planNewRun), and the plan's Start is
+// the YAML tab's, with the document. A refused form is shown again with
+// the error next to its field, and nothing is made.
+func (s *Server) newRunFromBuilder(w http.ResponseWriter, r *http.Request, v *visitor) {
+	b, errs := decodeRunBuilder(r.PostForm)
+	do := r.PostForm.Get("do")
+	vals := url.Values{}
+	for _, k := range []string{"cluster", "limit", "not_before"} {
+		vals[k] = r.PostForm[k]
+	}
+	f, req, planErrs := decodeNewRun(vals)
+	f.Document = ""
+	d := newRunData{Form: f, Errs: errs, Tab: "form", Builder: b}
+	if do != "plan" && do != "yaml" {
+		// Add stage, Add step, or the kinds of another cluster.
+		s.showNewRun(w, r, v, http.StatusOK, d)
+		return
+	}
+	clusters, nodes, err := s.newRunClusters(r.Context(), v, f.Cluster)
+	if err != nil {
+		s.storeError(w, r, v, err)
+		return
+	}
+	if f.Cluster != "" && !slices.ContainsFunc(clusters, func(c store.Cluster) bool { return c.ID == f.Cluster }) {
+		// As the YAML path answers (newRunError): a cluster the visitor
+		// may not create on is none.
+		d.Errs.set("cluster", "there is no such cluster")
+		s.showNewRun(w, r, v, http.StatusNotFound, d)
+		return
+	}
+	doc, docErrs := buildRunDocument(b, nodes)
+	for k, msg := range docErrs {
+		d.Errs.set(k, msg)
+	}
+	for k, msg := range planErrs {
+		if k != "document" && k != "params" {
+			d.Errs.set(k, msg)
+		}
+	}
+	if len(d.Errs) > 0 {
+		s.showNewRun(w, r, v, http.StatusBadRequest, d)
+		return
+	}
+	d.Form.Document, req.Document = doc, doc
+	if do == "yaml" {
+		d.Tab = "yaml"
+		s.showNewRun(w, r, v, http.StatusOK, d)
+		return
+	}
+	status := s.planNewRun(r, v, req, &d)
+	if msg, ok := d.Errs["document"]; ok {
+		// The plan's refusal of the document is the stages'.
+		delete(d.Errs, "document")
+		d.Errs.set("stages", msg)
+	}
+	s.showNewRun(w, r, v, status, d)
 }
 
 // newRunError is what the New run form says for an error of a plan or a

@@ -94,6 +94,14 @@ var funcs = template.FuncMap{
 		return nil
 	},
 	"wrappable": wrappable,
+	// rbName and rbID are the New run builder's field names (s0.name,
+	// s0.p1.kind; step -1 for a stage's) and element ids (rb-s0-name).
+	"rbName": builderField,
+	"add1":   func(i int) int { return i + 1 },
+	"rbInput": func(errs fieldErrs, name, label, value, hint string) map[string]any {
+		return map[string]any{"N": name, "L": label, "V": value, "H": hint, "E": errs}
+	},
+	"rbID":      func(name string) string { return "rb-" + strings.NewReplacer(".", "-", "_", "-").Replace(name) },
 	"stateName": func(s action.State) string { return strings.ReplaceAll(string(s), "_", " ") },
 	"lower":     strings.ToLower,
 	"deref":     func(t *time.Time) time.Time { return *t },
