@@ -149,13 +149,17 @@ type view struct {
 	FlashLink string // a page the flash message points to
 	Error     string
 	Live      *liveRegion
-	Data      any
+	// Since is the newest event when the page began to read (-1: none
+	// read): its live stream starts after it.
+	Since int64
+	Data  any
 }
 
 // newView fills the common part of a page for v (nil before sign-in).
 func newView(v *visitor, title, nav string) *view {
-	out := &view{Title: title, Nav: nav}
+	out := &view{Title: title, Nav: nav, Since: -1}
 	if v != nil {
+		out.Since = v.since
 		out.User = v.tok
 		out.Groups = v.who.Groups
 		out.CSRF = v.sess.CSRF

@@ -208,7 +208,11 @@
     region.addEventListener("focusout", function () { if (pending) schedule(); });
     region.addEventListener("input", function () { /* refresh waits while typing */ });
 
-    var q = main.getAttribute("data-stream");
+    // The stream starts after the last event the page was rendered from:
+    // what was committed since (before the stream opened) makes the first
+    // refresh, so nothing is missed.
+    var q = main.getAttribute("data-stream") || "", since = main.getAttribute("data-since");
+    if (since) q += (q ? "&" : "") + "since=" + encodeURIComponent(since);
     var es = new EventSource("/ui/stream" + (q ? "?" + q : ""));
     es.onopen = function () { main.setAttribute("data-live-open", "1"); status(""); };
     es.onmessage = schedule;
