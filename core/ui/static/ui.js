@@ -59,14 +59,16 @@
   }
 
   // busy reports whether the person is typing in the live region: a refresh
-  // then waits, so that nothing they wrote is lost.
+  // then waits, so that nothing they wrote is lost. A field still holding
+  // what the page filled in (a default such as a freeze's 2h) is nobody's
+  // typing.
   function busy(region) {
     var a = document.activeElement;
     if (a && region.contains(a) && (a.tagName === "INPUT" || a.tagName === "TEXTAREA" || a.tagName === "SELECT")) return true;
     var fields = region.querySelectorAll("input:not([type=hidden]), textarea");
     for (var i = 0; i < fields.length; i++) {
       var f = fields[i];
-      if (f.type === "checkbox" || f.type === "radio" ? f.checked : f.value !== "") return true;
+      if (f.type === "checkbox" || f.type === "radio" ? f.checked !== f.defaultChecked : f.value !== f.defaultValue) return true;
     }
     return false;
   }
