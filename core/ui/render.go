@@ -93,12 +93,13 @@ var funcs = template.FuncMap{
 		}
 		return nil
 	},
-	"wrappable": wrappable,
-	"stateName": func(s action.State) string { return strings.ReplaceAll(string(s), "_", " ") },
-	"lower":     strings.ToLower,
-	"deref":     func(t *time.Time) time.Time { return *t },
-	"sameText":  func(a, b any) bool { return fmt.Sprint(a) == fmt.Sprint(b) },
-	"spaced":    func(s string) string { return strings.ReplaceAll(s, "_", " ") },
+	"wrappable":  wrappable,
+	"sourceName": sourceName,
+	"stateName":  func(s action.State) string { return strings.ReplaceAll(string(s), "_", " ") },
+	"lower":      strings.ToLower,
+	"deref":      func(t *time.Time) time.Time { return *t },
+	"sameText":   func(a, b any) bool { return fmt.Sprint(a) == fmt.Sprint(b) },
+	"spaced":     func(s string) string { return strings.ReplaceAll(s, "_", " ") },
 	// runCard and decideArgs hand a run's templates the page's view too.
 	"shownArgs": shownArgs,
 	"runCard":   func(v *view, p any) map[string]any { return map[string]any{"V": v, "Item": p} },
