@@ -87,7 +87,7 @@ func TestClustersPageWindowAndBudgetForms(t *testing.T) {
 		t.Error("the operator is offered another window or a removal")
 	}
 	for path, form := range map[string]url.Values{
-		"/ui/clusters/prod/windows": {"name": {"second"}, "cron": {"0 3 * * *"}, "duration": {"1h"}, "reason": {"more"}},
+		"/ui/clusters/prod/windows":  {"name": {"second"}, "cron": {"0 3 * * *"}, "duration": {"1h"}, "reason": {"more"}},
 		"/ui/windows/nightly/remove": {"reason": {"not needed"}},
 	} {
 		form.Set("csrf", op.csrf)
