@@ -117,7 +117,7 @@ func TestWebUIWindowsBudgetsAndOnAlert(t *testing.T) {
 	}
 	waitLoaded(t, desk, "the budget shown", `(document.querySelector('.budget-max') || {}).textContent === '2'`)
 	pageFits(t, desk, "1280×800")
-	screenshot(t, desk, dir, "clusters-policy-1280")
+	screenshot(t, desk, dir, "ui-clusters")
 	fillAndSubmit(t, desk, "", `form[data-window="nightly"]`, map[string]string{"reason": "not needed"}, "window-removed")
 	if ws := clusterWindows(t, f); len(ws) != 0 {
 		t.Fatalf("windows after the removal: %v", ws)
