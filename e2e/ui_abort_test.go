@@ -64,11 +64,10 @@ func TestWebUIApproverAbortsAPausedCanary(t *testing.T) {
 			t.Fatalf("the rollback ran with %s, want the version node-1's upgrade reported", k.Args)
 		}
 	}
-	// The page opened before the run ended: its live stream may have
-	// started after the run's last event (a page is not refreshed for
-	// what happened between its render and its stream's start), so the
-	// page is opened again to read what it says of the ended run.
-	do(t, bob, chromedp.Navigate(base+"/ui/runs/"+r.ID))
+	// The page shown after the abort was rendered before the run ended;
+	// its live stream starts after the event it was rendered from, so it
+	// says ABORTED without being opened again, even when the run ended
+	// before the stream opened.
 	waitLoaded(t, bob, "the page saying ABORTED", `(document.querySelector('#run-state') || {}).textContent === 'ABORTED'`)
 	if why := eval[string](t, bob, `(document.querySelector('#run-why') || {}).textContent || ''`); !strings.Contains(why, "aborted") ||
 		!strings.Contains(why, "p99 latency doubled on node-1") {

@@ -18,7 +18,6 @@ import (
 	"github.com/musterhq/muster/core/enroll"
 	corenodes "github.com/musterhq/muster/core/nodes"
 	"github.com/musterhq/muster/core/ops"
-	"github.com/musterhq/muster/core/policy"
 	"github.com/musterhq/muster/core/schedule"
 	"github.com/musterhq/muster/core/store"
 	"github.com/musterhq/muster/shared/action"
@@ -644,15 +643,41 @@ type clusterView struct {
 	CanFreeze, CanLift bool
 	// CSRF is the session's, for the buttons' forms.
 	CSRF string
-	// Policy is the cluster's windows and budget as records: who made or
-	// changed each, from where, and why (docs/policy-as-data.md).
-	Policy []policyRow
+	// Windows and BudgetRecord are the cluster's window and budget
+	// records: what each says, who made or changed it, from where, and why
+	// (docs/policy-as-data.md); BudgetRecord nil: none stored.
+	Windows      []windowRow
+	BudgetRecord *budgetRow
+	// CanAddWindow, CanRemoveWindow and CanSetBudget: the visitor may make
+	// the change as the operations decide who may (ops.PutPolicy): a first
+	// window takes freeze, another or a removal unfreeze, a budget freeze
+	// (one wider than the budget takes unfreeze: the operations refuse it
+	// with a 403 naming what is missing).
+	CanAddWindow, CanRemoveWindow, CanSetBudget bool
+	// CanApproveOnAlert: the visitor may approve the on_alert playbook on
+	// this cluster, and it has a digest to approve.
+	CanApproveOnAlert bool
 }
 
-// policyRow is a policy record as the clusters page lists it.
-type policyRow struct {
+// windowRow is a window record as the clusters page lists it.
+type windowRow struct {
 	store.PolicyRecord
-	Name, What string
+	wire.WindowSpec
+}
+
+// budgetRow is a budget record as the clusters page shows it.
+type budgetRow struct {
+	store.PolicyRecord
+	wire.BudgetSpec
+}
+
+// sourceName is where a record came from, as the CLI says it: "api" for
+// a change by hand.
+func sourceName(src string) string {
+	if src == "" {
+		return "api"
+	}
+	return src
 }
 
 // nodeRow is a node as the clusters page shows it: Status is the status it
@@ -711,8 +736,24 @@ func (s *Server) clusters(w http.ResponseWriter, r *http.Request, v *visitor) {
 				return err
 			}
 			for _, p := range recs {
-				cv.Policy = append(cv.Policy, policyRow{PolicyRecord: p, Name: policy.Name(p.Kind), What: policy.Describe(p.Kind, p.Spec)})
+				switch p.Kind {
+				case store.PolicyWindow:
+					row := windowRow{PolicyRecord: p}
+					_ = json.Unmarshal([]byte(p.Spec), &row.WindowSpec)
+					if row.Timezone == "" {
+						row.Timezone = "UTC"
+					}
+					cv.Windows = append(cv.Windows, row)
+				case store.PolicyBudget:
+					row := budgetRow{PolicyRecord: p}
+					_ = json.Unmarshal([]byte(p.Spec), &row.BudgetSpec)
+					cv.BudgetRecord = &row
+				}
 			}
+			cv.CanRemoveWindow = v.canOn(auth.Unfreeze, c.ID)
+			cv.CanAddWindow = v.canOn(auth.Freeze, c.ID) && (len(cv.Windows) == 0 || cv.CanRemoveWindow)
+			cv.CanSetBudget = v.canOn(auth.Freeze, c.ID)
+			cv.CanApproveOnAlert = cv.OnAlert != nil && cv.OnAlert.Digest != "" && !cv.OnAlert.Approved && v.canOn(auth.Approve, c.ID)
 			if _, ok := budgets.Limit(c.ID); ok {
 				open, err := rd.OpenActions(ctx, c.ID, "")
 				if err != nil {
@@ -742,6 +783,7 @@ func (s *Server) clusters(w http.ResponseWriter, r *http.Request, v *visitor) {
 		return
 	}
 	vw := newView(v, "Clusters", "clusters")
+	vw.Flash = clusterFlash(r.URL.Query().Get("done"))
 	vw.Live = &liveRegion{URL: "/ui/clusters?part=live", Stream: ""}
 	vw.Data = out
 	s.render(w, r, http.StatusOK, "clusters", vw)

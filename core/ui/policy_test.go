@@ -48,9 +48,10 @@ func TestClustersPageListsPolicyRecordsWithWhoAndWhy(t *testing.T) {
 	if status != http.StatusOK {
 		t.Fatalf("clusters: %d\n%s", status, body)
 	}
-	for _, want := range []string{`window <code>nightly</code>: cluster prod at &#34;0 2 * * *&#34; for 4h0m0s (Europe/Berlin)`,
-		`(by ann from file:policy.yaml, `, `: change &lt;b&gt;board&lt;/b&gt;)`,
-		`budget <code>prod</code>: cluster prod max_unavailable 2`, `(by olga, `, `: more replicas)`} {
+	for _, want := range []string{`<td data-label="Name"><code>nightly</code></td>`, `<code class="cron">0 2 * * *</code>`,
+		`<td data-label="Duration">4h0m0s</td>`, `<td data-label="Time zone">Europe/Berlin</td>`,
+		`<td data-label="Source">file:policy.yaml</td>`, `by ann, <time`, `: change &lt;b&gt;board&lt;/b&gt;</span>`,
+		`max_unavailable <strong class="budget-max">2</strong>`, `(source api, by olga, `, `: more replicas)`} {
 		if !strings.Contains(body, want) {
 			t.Errorf("the clusters page lacks %q", want)
 		}

@@ -93,7 +93,8 @@ var funcs = template.FuncMap{
 		}
 		return nil
 	},
-	"wrappable": wrappable,
+	"wrappable":  wrappable,
+	"sourceName": sourceName,
 	// rbName and rbID are the New run builder's field names (s0.name,
 	// s0.p1.kind; step -1 for a stage's) and element ids (rb-s0-name).
 	"rbName": builderField,
@@ -157,13 +158,17 @@ type view struct {
 	FlashLink string // a page the flash message points to
 	Error     string
 	Live      *liveRegion
-	Data      any
+	// Since is the newest event when the page began to read (-1: none
+	// read): its live stream starts after it.
+	Since int64
+	Data  any
 }
 
 // newView fills the common part of a page for v (nil before sign-in).
 func newView(v *visitor, title, nav string) *view {
-	out := &view{Title: title, Nav: nav}
+	out := &view{Title: title, Nav: nav, Since: -1}
 	if v != nil {
+		out.Since = v.since
 		out.User = v.tok
 		out.Groups = v.who.Groups
 		out.CSRF = v.sess.CSRF

@@ -12,6 +12,7 @@ import (
 	"github.com/musterhq/muster/core/ops"
 	"github.com/musterhq/muster/core/store"
 	"github.com/musterhq/muster/core/streams"
+	"github.com/musterhq/muster/shared/textsafe"
 )
 
 const (
@@ -70,8 +71,10 @@ func (s *Server) acquireStream(v *visitor) (release func(), status int, msg stri
 // stream answers GET /ui/stream with Server-Sent Events: one message per
 // event of the log matching the filter (?type=, ?cluster=, ?node=,
 // ?action=, ?run=), starting after Last-Event-ID when a reconnecting EventSource
-// sends it, else with what is appended from now on. It ends when the
-// browser leaves, the session expires, or the UI closes.
+// sends it, else after ?since= (the last event the page was rendered from,
+// so that what was committed between the render and the stream's start
+// makes the first refresh), else with what is appended from now on. It ends
+// when the browser leaves, the session expires, or the UI closes.
 func (s *Server) stream(w http.ResponseWriter, r *http.Request, v *visitor) {
 	ctx := r.Context()
 	f, err := decodeEventFilter(r.URL.Query())
@@ -79,14 +82,10 @@ func (s *Server) stream(w http.ResponseWriter, r *http.Request, v *visitor) {
 		http.Error(w, err.Error(), http.StatusBadRequest)
 		return
 	}
-	var since int64 = -1
-	if h := r.Header.Get("Last-Event-ID"); h != "" {
-		n, err := strconv.ParseInt(h, 10, 64)
-		if err != nil || n < 0 {
-			http.Error(w, "Last-Event-ID is not an event sequence number", http.StatusBadRequest)
-			return
-		}
-		since = n
+	since, err := streamStart(r)
+	if err != nil {
+		http.Error(w, err.Error(), http.StatusBadRequest)
+		return
 	}
 	release, status, msg := s.acquireStream(v)
 	if release == nil {
@@ -96,16 +95,20 @@ func (s *Server) stream(w http.ResponseWriter, r *http.Request, v *visitor) {
 	defer release()
 	notify, unsubscribe := s.st.Subscribe()
 	defer unsubscribe()
-	if since < 0 {
-		if err := s.st.Read(ctx, func(rd store.Reader) error {
-			var err error
-			since, err = rd.LatestSeq(ctx)
-			return err
-		}); err != nil {
-			s.log.Error("stream start", "err", err)
-			http.Error(w, "internal error", http.StatusInternalServerError)
-			return
+	// From now on when the page named no event; a number past the newest
+	// event (a restored store) counts as now, so that nothing after it is
+	// skipped. A number older than the oldest event kept starts at the
+	// oldest kept.
+	if err := s.st.Read(ctx, func(rd store.Reader) error {
+		latest, err := rd.LatestSeq(ctx)
+		if since < 0 || since > latest {
+			since = latest
 		}
+		return err
+	}); err != nil {
+		s.log.Error("stream start", "err", err)
+		http.Error(w, "internal error", http.StatusInternalServerError)
+		return
 	}
 	h := w.Header()
 	h.Set("Content-Type", "text/event-stream")
@@ -172,6 +175,32 @@ func (s *Server) stream(w http.ResponseWriter, r *http.Request, v *visitor) {
 			return
 		}
 	}
+}
+
+// streamStart is the event number a stream starts after: Last-Event-ID
+// when a reconnecting EventSource sends it, else the page's ?since=, else
+// -1 (from now on). A value that is no event number is an error meant for
+// the visitor.
+func streamStart(r *http.Request) (int64, error) {
+	if h := r.Header.Get("Last-Event-ID"); h != "" {
+		n, err := strconv.ParseInt(h, 10, 64)
+		if err != nil || n < 0 {
+			return 0, errors.New("Last-Event-ID is not an event sequence number")
+		}
+		return n, nil
+	}
+	raw, ok := r.URL.Query()["since"]
+	if !ok {
+		return -1, nil
+	}
+	if len(raw) != 1 {
+		return 0, errors.New("since: give it once, the number of the last event the page was rendered from")
+	}
+	n, err := strconv.ParseInt(raw[0], 10, 64)
+	if err != nil || n < 0 {
+		return 0, fmt.Errorf("since %q: want the number of the last event the page was rendered from (0 or more)", textsafe.Escape(clip(raw[0], 40)))
+	}
+	return n, nil
 }
 
 // streamVisibility is the set of clusters v may read now: the caller

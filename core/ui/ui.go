@@ -285,6 +285,10 @@ func (s *Server) register() {
 	s.add("GET /ui/clusters", auth.Read, s.clusters)
 	s.add("POST /ui/clusters/{cluster}/freeze", auth.Freeze, s.freezeCluster)
 	s.add("POST /ui/freezes/{id}/lift", auth.Unfreeze, s.liftFreeze)
+	s.add("POST /ui/clusters/{cluster}/windows", auth.Freeze, s.addWindow)
+	s.add("POST /ui/windows/{id}/remove", auth.Freeze, s.removeWindow)
+	s.add("POST /ui/clusters/{cluster}/budget", auth.Freeze, s.setBudget)
+	s.add("POST /ui/clusters/{cluster}/on-alert/approve", auth.Approve, s.approveOnAlert)
 	s.add("GET /ui/clusters/{cluster}/nodes/{node}", auth.Read, s.nodePage)
 	s.add("POST /ui/clusters/{cluster}/nodes/{node}/drain", auth.Drain, s.drainNode(true))
 	s.add("POST /ui/clusters/{cluster}/nodes/{node}/undrain", auth.Drain, s.drainNode(false))
@@ -311,6 +315,24 @@ type visitor struct {
 	// vis is the set of clusters who may read, computed once per request
 	// at its first use (visible).
 	vis *ops.Visible
+	// since is the newest event when a page's request began (-1: not
+	// read): the page's live stream starts after it.
+	since int64
+}
+
+// latestSeq is the newest event's number, or -1 when it cannot be read
+// (the page's stream then starts from its own start, as before).
+func (s *Server) latestSeq(ctx context.Context) int64 {
+	var n int64 = -1
+	if err := s.st.Read(ctx, func(rd store.Reader) error {
+		var err error
+		n, err = rd.LatestSeq(ctx)
+		return err
+	}); err != nil {
+		s.log.Warn("read the newest event for a page", "err", err)
+		return -1
+	}
+	return n
 }
 
 // can reports whether the visitor holds p on some cluster (a route's
@@ -397,6 +419,14 @@ func (s *Server) add(pattern string, p auth.Permission, h handlerFunc) {
 		if err := ops.Authorize(v.caller(r), p); err != nil {
 			s.renderError(w, r, v, http.StatusForbidden, err.Error()+".")
 			return
+		}
+		// A whole page notes the newest event before it reads anything:
+		// its live stream starts after it (Server.stream, ?since=), so
+		// that a change committed between the render and the stream's
+		// start still refreshes it.
+		v.since = -1
+		if r.Method == http.MethodGet && path != "/ui/stream" && r.URL.Query().Get("part") == "" {
+			v.since = s.latestSeq(r.Context())
 		}
 		h(w, r, v)
 	})

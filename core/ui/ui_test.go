@@ -19,11 +19,14 @@ import (
 	"github.com/musterhq/muster/core/auth"
 	corenodes "github.com/musterhq/muster/core/nodes"
 	"github.com/musterhq/muster/core/ops"
+	"github.com/musterhq/muster/core/policy"
 	"github.com/musterhq/muster/core/runs"
+	"github.com/musterhq/muster/core/runs/playbook"
 	"github.com/musterhq/muster/core/store"
 	"github.com/musterhq/muster/core/streams"
 	"github.com/musterhq/muster/shared/action"
 	"github.com/musterhq/muster/shared/live"
+	"github.com/musterhq/muster/shared/wire"
 )
 
 // The callers of the role table: no session, then a session per role, and
@@ -88,6 +91,10 @@ var roleTable = map[string][6]int{ //    none viewer  op   appr admin stg
 	"POST /ui/clusters/{cluster}/nodes/{node}/undrain": {303, 403, 303, 403, 303, 404},
 	"POST /ui/clusters/{cluster}/freeze":               {303, 403, 303, 303, 303, 404},
 	"POST /ui/freezes/{id}/lift":                       {303, 403, 403, 303, 303, 404},
+	"POST /ui/clusters/{cluster}/windows":              {303, 403, 303, 303, 303, 404}, // a first window; another: TestClustersPageWindowAndBudgetForms
+	"POST /ui/windows/{id}/remove":                     {303, 403, 403, 303, 303, 404},
+	"POST /ui/clusters/{cluster}/budget":               {303, 403, 303, 303, 303, 404}, // not wider; wider: TestClustersPageWindowAndBudgetForms
+	"POST /ui/clusters/{cluster}/on-alert/approve":     {303, 403, 403, 303, 303, 404},
 	"GET /ui/events":                                   {303, 200, 200, 200, 200, 200},
 	"GET /ui/notifications":                            {303, 403, 403, 403, 200, 403},
 	"GET /ui/stream":                                   {401, 200, 200, 200, 200, 200},
@@ -113,6 +120,7 @@ func TestUIRoleTable(t *testing.T) {
 	})
 	e.applyPlaybook(sleepPlaybook, "admin")
 	e.addNodes("db-9")
+	e.ui.ops.Members().Store(corenodes.Membership{"prod": {OnAlert: &corenodes.OnAlert{Playbook: "heal"}}})
 	registered := map[string]bool{}
 	for _, r := range e.ui.routes {
 		key := r.Method + " " + r.Pattern
@@ -163,6 +171,57 @@ func TestUIRoleTable(t *testing.T) {
 					path = strings.Replace(path, "{cluster}", "prod", 1)
 					form.Set("for", "1h")
 					form.Set("reason", "checked")
+				case "POST /ui/clusters/{cluster}/windows", "POST /ui/windows/{id}/remove", "POST /ui/clusters/{cluster}/budget":
+					// A cluster of their own, with no window but the one
+					// to remove: each line makes the change its role may.
+					id := fmt.Sprintf("w-%d", scheduleSeq.Add(1))
+					e.runChange(func(ctx context.Context, tx store.Tx) error {
+						if err := tx.PutCluster(ctx, &store.Cluster{ID: "roles", Status: store.ClusterHealthy, UpdatedTS: time.Now()}); err != nil {
+							return err
+						}
+						ws, err := tx.Policies(ctx, store.PolicyQuery{Kind: store.PolicyWindow, ClusterID: "roles", Live: true})
+						if err != nil {
+							return err
+						}
+						for _, w := range ws {
+							if _, err := policy.Delete(ctx, tx, store.PolicyWindow, w.ID, store.Now(), "someone", "", "clean"); err != nil {
+								return err
+							}
+						}
+						if route != "POST /ui/windows/{id}/remove" {
+							return nil
+						}
+						rec, err := policy.CheckWindow(wire.WindowSpec{Cluster: "roles", Cron: "0 2 * * *", Duration: "4h"}, 0)
+						if err != nil {
+							return err
+						}
+						_, err = policy.Put(ctx, tx, &store.PolicyRecord{Kind: store.PolicyWindow, ID: id, ClusterID: "roles", Spec: rec.Spec,
+							Reason: "x"}, "someone", "")
+						return err
+					})
+					path = strings.NewReplacer("{cluster}", "roles", "{id}", id).Replace(path)
+					form.Set("cron", "0 2 * * *")
+					form.Set("duration", "4h")
+					form.Set("max_unavailable", "1")
+					form.Set("reason", "checked")
+				case "POST /ui/clusters/{cluster}/on-alert/approve":
+					// A new version of the playbook each time: any
+					// approval before is void.
+					n := scheduleSeq.Add(1)
+					doc := fmt.Sprintf("name: heal\ndescription: v%d\nparams: [{name: missing, type: string}]\nstages:\n  - {name: a, kind: muster.io/debug.ping, target: {all: true}}\n", n)
+					e.runChange(func(ctx context.Context, tx store.Tx) error {
+						return tx.InsertPlaybook(ctx, &store.Playbook{Name: "heal", Version: int(n), Document: doc, Digest: playbook.Digest(doc), CreatedBy: "root"})
+					})
+					if err := e.st.Read(context.Background(), func(r store.Reader) error {
+						v, err := e.ui.ops.OnAlertView(context.Background(), r, "prod")
+						if err == nil {
+							form.Set("digest", v.Digest)
+						}
+						return err
+					}); err != nil {
+						t.Fatal(err)
+					}
+					path = strings.Replace(path, "{cluster}", "prod", 1)
 				case "POST /ui/freezes/{id}/lift":
 					id := fmt.Sprintf("frz-%d", scheduleSeq.Add(1))
 					e.runChange(func(ctx context.Context, tx store.Tx) error {

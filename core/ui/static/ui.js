@@ -59,14 +59,16 @@
   }
 
   // busy reports whether the person is typing in the live region: a refresh
-  // then waits, so that nothing they wrote is lost.
+  // then waits, so that nothing they wrote is lost. A field still holding
+  // what the page filled in (a default such as a freeze's 2h) is nobody's
+  // typing.
   function busy(region) {
     var a = document.activeElement;
     if (a && region.contains(a) && (a.tagName === "INPUT" || a.tagName === "TEXTAREA" || a.tagName === "SELECT")) return true;
     var fields = region.querySelectorAll("input:not([type=hidden]), textarea");
     for (var i = 0; i < fields.length; i++) {
       var f = fields[i];
-      if (f.type === "checkbox" || f.type === "radio" ? f.checked : f.value !== "") return true;
+      if (f.type === "checkbox" || f.type === "radio" ? f.checked !== f.defaultChecked : f.value !== f.defaultValue) return true;
     }
     return false;
   }
@@ -208,7 +210,11 @@
     region.addEventListener("focusout", function () { if (pending) schedule(); });
     region.addEventListener("input", function () { /* refresh waits while typing */ });
 
-    var q = main.getAttribute("data-stream");
+    // The stream starts after the last event the page was rendered from:
+    // what was committed since (before the stream opened) makes the first
+    // refresh, so nothing is missed.
+    var q = main.getAttribute("data-stream") || "", since = main.getAttribute("data-since");
+    if (since) q += (q ? "&" : "") + "since=" + encodeURIComponent(since);
     var es = new EventSource("/ui/stream" + (q ? "?" + q : ""));
     es.onopen = function () { main.setAttribute("data-live-open", "1"); status(""); };
     es.onmessage = schedule;
