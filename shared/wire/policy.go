@@ -113,7 +113,21 @@ type PolicyDocument struct {
 	ApprovalRules []PolicyApprovalRule `json:"approval_rules,omitempty" yaml:"approval_rules"`
 	Teams         []PolicyTeam         `json:"teams,omitempty" yaml:"teams"`
 	Grants        []PolicyGrant        `json:"grants,omitempty" yaml:"grants"`
+	Playbooks     []PolicyPlaybook     `json:"playbooks,omitempty" yaml:"-"`
+	Schedules     []PolicySchedule     `json:"schedules,omitempty" yaml:"-"`
 }
+
+// PolicyPlaybook is a declared playbook: its name and its document (the
+// YAML muster playbook apply takes; a file's playbook named by path is
+// read by the CLI and sent here).
+type PolicyPlaybook struct {
+	Name     string `json:"name"`
+	Document string `json:"document"`
+}
+
+// PolicySchedule is a declared schedule: what POST /api/v1/schedules
+// takes.
+type PolicySchedule = CreateScheduleRequest
 
 // PolicyTeam is a declared team: its members and the group claims that
 // mean membership.
@@ -190,4 +204,7 @@ type PolicyPlanChange struct {
 type PolicyPlan struct {
 	Changes []PolicyPlanChange `json:"changes"`
 	Applied bool               `json:"applied"`
+	// Kept are what the file no longer declares and apply leaves as it
+	// is, each with a line saying why (Op "="): a playbook's versions.
+	Kept []PolicyPlanChange `json:"kept,omitempty"`
 }
