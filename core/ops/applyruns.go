@@ -232,7 +232,7 @@ func describeSchedule(req wire.CreateScheduleRequest) string {
 		}
 		s += ", params " + strings.Join(kv, " ")
 	}
-	if req.Concurrency != "" {
+	if req.Concurrency != "" && req.Concurrency != "forbid" { // forbid: the default
 		s += ", concurrency " + req.Concurrency
 	}
 	return s
