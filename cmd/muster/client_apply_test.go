@@ -134,11 +134,17 @@ func FuzzDecodePolicy(f *testing.F) {
 		"approval_rules:\n  - {name: db, cluster: prod, levels: [{teams: [db], min: 2}]}\n", "approval_rules:\n  - {kind: x}\n",
 		"teams:\n  - {name: db, members: [dana], groups: [db-oncall]}\ngrants:\n  - {team: db, role: approver, clusters: prod}\n",
 		"grants:\n  - {team: db, person: dana, role: viewer}\n", "teams:\n  - {members: [x]}\n",
-		"freezes:\n  - {cluster: prod, from: \"2026-12-27T00:00:00Z\", to: \"2026-12-24T00:00:00Z\", reason: x}\n"} {
+		"freezes:\n  - {cluster: prod, from: \"2026-12-27T00:00:00Z\", to: \"2026-12-24T00:00:00Z\", reason: x}\n",
+		"playbooks:\n  - {name: nap, document: {name: nap, stages: [{name: s, kind: k, target: {nodes: [a]}}]}}\n",
+		"playbooks:\n  - name: nap\n    document: |\n      name: nap\n      stages: []\n", "playbooks:\n  - {name: nap, file: nap.yaml}\n",
+		"playbooks:\n  - {name: nap}\n", "playbooks:\n  - {name: nap, document: 7}\n", "playbooks:\n  - {document: {name: x}}\n",
+		"schedules:\n  - {name: s, cluster: prod, playbook: nap, version: 2, cron: \"0 2 * * *\", params: {a: b}, concurrency: allow, catch_up: 0s}\n",
+		"schedules:\n  - {name: s, cluster: prod, playbook: nap, version: latest, cron: \"0 2 * * *\", timezone: Europe/Berlin}\n",
+		"schedules:\n  - {name: s, cluster: prod, playbook: nap, version: -1}\n", "schedules:\n  - {cluster: prod}\n"} {
 		f.Add([]byte(s))
 	}
 	f.Fuzz(func(t *testing.T, doc []byte) {
-		d, err := decodePolicy(doc)
+		d, err := decodePolicy(doc, nil)
 		if err != nil {
 			if strings.Contains(err.Error(), "\n") {
 				t.Fatalf("an error of more than one line: %q", err)
@@ -173,6 +179,16 @@ func FuzzDecodePolicy(f *testing.F) {
 		for _, g := range d.Grants {
 			if (g.Team == "") == (g.Person == "") || g.Role == "" {
 				t.Fatalf("accepted a grant %+v", g)
+			}
+		}
+		for _, p := range d.Playbooks {
+			if p.Name == "" {
+				t.Fatalf("accepted a playbook without a name: %+v", p)
+			}
+		}
+		for _, sc := range d.Schedules {
+			if sc.Name == "" || sc.Cluster == "" || sc.Playbook == "" || sc.Version < 0 {
+				t.Fatalf("accepted a schedule %+v", sc)
 			}
 		}
 	})
@@ -218,5 +234,132 @@ func TestShippedPolicyFileApplies(t *testing.T) {
 	}
 	if out, err := run("apply", "-f", path); err != nil || !strings.Contains(out, "No changes") {
 		t.Fatalf("second apply of configs/policy.yaml:\n%s%v", out, err)
+	}
+}
+
+// Playbooks and schedules through muster diff and apply -f: a playbook
+// read from a file beside the policy file and one inline, a schedule of
+// each; the diff shows them, apply makes them, a second apply changes
+// nothing; a schedule changed is exactly one line; a playbook removed from
+// the file is kept and the diff says so; a missing playbook file is one
+// line and changes nothing.
+func TestDiffAndApplyPlaybooksAndSchedules(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	st, err := sqlite.Open(ctx, t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { st.Close() })
+	if err := st.Update(ctx, func(tx store.Tx) error {
+		return tx.PutCluster(ctx, &store.Cluster{ID: "prod", Status: store.ClusterHealthy})
+	}); err != nil {
+		t.Fatal(err)
+	}
+	srv := api.New(api.Config{}, st, nil, slog.New(slog.DiscardHandler))
+	ts := httptest.NewServer(srv.Handler())
+	t.Cleanup(func() { srv.Close(); ts.Close() })
+	secret, err := auth.CreateToken(ctx, st, "adam", []string{"admin"}, "test", "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	run := func(args ...string) (string, error) {
+		t.Helper()
+		root := newRootCmd()
+		root.SetArgs(append(args, "--addr", ts.URL, "--token", secret))
+		var out lockedBuffer
+		root.SetOut(&out)
+		root.SetErr(&lockedBuffer{})
+		err := root.ExecuteContext(ctx)
+		return out.String(), err
+	}
+	dir := t.TempDir()
+	if err := os.MkdirAll(filepath.Join(dir, "playbooks"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	nap := "name: nap\ndescription: a short nap\nstages:\n  - name: sleep\n    kind: muster.io/debug.sleep\n    args: {seconds: 1}\n    target: {labels: {role: db}}\n"
+	if err := os.WriteFile(filepath.Join(dir, "playbooks", "nap.yaml"), []byte(nap), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	path := filepath.Join(dir, "policy.yaml")
+	write := func(doc string) {
+		t.Helper()
+		if err := os.WriteFile(path, []byte(doc), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	const inline = `  - name: doze
+    document:
+      name: doze
+      description: a longer nap
+      stages:
+        - name: sleep
+          kind: muster.io/debug.sleep
+          args: {seconds: 2}
+          target: {labels: {role: db}}
+`
+	doc := func(cron string, withDoze bool) string {
+		s := "playbooks:\n  - {name: nap, file: playbooks/nap.yaml}\n"
+		if withDoze {
+			s += inline
+		}
+		return s + "schedules:\n  - {name: nap-nightly, cluster: prod, playbook: nap, version: latest, cron: \"" + cron +
+			"\", timezone: Europe/Berlin}\n"
+	}
+	write(doc("0 2 * * *", true))
+	out, err := run("diff", "-f", path)
+	if err != nil || !strings.Contains(out, "+ playbook nap version 1: a short nap\n") || !strings.Contains(out, "+ playbook doze version 1: a longer nap\n") ||
+		!strings.Contains(out, `+ schedule nap-nightly: playbook nap latest on prod at "0 2 * * *" (Europe/Berlin) (waits for approval)`) {
+		t.Fatalf("diff:\n%s%v", out, err)
+	}
+	out, err = run("apply", "-f", path)
+	if err != nil || !strings.Contains(out, "Applied 3 change(s) from policy.yaml") {
+		t.Fatalf("apply:\n%s%v", out, err)
+	}
+	if listed, _ := run("schedule", "show", "nap-nightly"); !strings.Contains(listed, "PENDING_APPROVE") {
+		t.Errorf("schedule show after apply:\n%s", listed)
+	}
+	for _, cmd := range []string{"apply", "diff"} {
+		if out, err := run(cmd, "-f", path); err != nil || out != "No changes: the store holds what policy.yaml declares.\n" {
+			t.Errorf("%s again:\n%s%v", cmd, out, err)
+		}
+	}
+	// One schedule changed, and the inline playbook removed: exactly that
+	// schedule changes, and the playbook is kept.
+	write(doc("0 3 * * *", false))
+	out, err = run("diff", "-f", path)
+	want := `~ schedule nap-nightly: playbook nap latest on prod at "0 2 * * *" (Europe/Berlin) -> playbook nap latest on prod at "0 3 * * *" (Europe/Berlin) (waits for approval again)
+= playbook doze kept: no longer in the file, but its versions stay (runs and schedules refer to them); version 1 is the newest
+`
+	if err != nil || out != want {
+		t.Fatalf("diff with one schedule changed:\n%s%v\nwant:\n%s", out, err, want)
+	}
+	if out, err := run("apply", "-f", path); err != nil || !strings.Contains(out, "Applied 1 change(s)") {
+		t.Fatalf("apply with one schedule changed:\n%s%v", out, err)
+	}
+	if out, err := run("apply", "-f", path); err != nil || !strings.Contains(out, "= playbook doze kept") || !strings.Contains(out, "No changes") {
+		t.Fatalf("apply again:\n%s%v", out, err)
+	}
+	if listed, _ := run("playbook", "show", "doze"); !strings.Contains(listed, "doze") {
+		t.Errorf("the removed playbook is gone:\n%s", listed)
+	}
+	for name, bad := range map[string]string{
+		"missing file":       "playbooks:\n  - {name: nap, file: playbooks/none.yaml}\n",
+		"both":               "playbooks:\n  - {name: nap, file: playbooks/nap.yaml, document: {name: nap}}\n",
+		"bad version":        "schedules:\n  - {name: s, cluster: prod, playbook: nap, version: newest, cron: \"0 2 * * *\"}\n",
+		"schedule, no name":  "schedules:\n  - {cluster: prod, playbook: nap, cron: \"0 2 * * *\"}\n",
+		"unknown field":      "schedules:\n  - {name: s, cluster: prod, playbook: nap, cron: \"0 2 * * *\", color: red}\n",
+		"bad playbook":       "playbooks:\n  - {name: nap, document: \"stages: 1\"}\n",
+		"misnamed playbook":  "playbooks:\n  - {name: other, file: playbooks/nap.yaml}\n",
+		"schedule, bad cron": "schedules:\n  - {name: s, cluster: prod, playbook: nap, cron: \"tea time\"}\n",
+	} {
+		write(bad)
+		if _, err := run("apply", "-f", path); err == nil || strings.Contains(err.Error(), "\n") {
+			t.Errorf("%s: %v, want one line and a non-zero exit", name, err)
+		}
+	}
+	write(doc("0 3 * * *", false))
+	if out, _ := run("diff", "-f", path); !strings.Contains(out, "No changes") {
+		t.Errorf("a refused apply changed something:\n%s", out)
 	}
 }
