@@ -329,7 +329,10 @@ func TestDiffAndApplyPlaybooksAndSchedules(t *testing.T) {
 	if err != nil || !strings.Contains(out, "Applied 3 change(s) from policy.yaml") {
 		t.Fatalf("apply:\n%s%v", out, err)
 	}
-	if listed, _ := run("schedule", "show", "nap-nightly"); !strings.Contains(listed, "PENDING_APPROVE") {
+	if shown, _ := run("playbook", "show", "nap"); !strings.Contains(shown, "# nap version 1, applied by adam from file:policy.yaml at ") {
+		t.Errorf("playbook show after apply:\n%s", shown)
+	}
+	if listed, _ := run("schedule", "show", "nap-nightly"); !strings.Contains(listed, "PENDING_APPROVE") || !strings.Contains(listed, "file:policy.yaml") {
 		t.Errorf("schedule show after apply:\n%s", listed)
 	}
 	for _, cmd := range []string{"apply", "diff"} {

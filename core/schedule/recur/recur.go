@@ -496,7 +496,7 @@ func View(ctx context.Context, r store.Reader, sc *store.Schedule, now time.Time
 		CatchUp: (time.Duration(sc.CatchUpS) * time.Second).String(), State: sc.State, StateReason: sc.StateReason,
 		Requester: sc.Requester, Digest: sc.Digest, ApprovedBy: sc.ApprovedBy, ApprovedVersion: sc.ApprovedVersion,
 		ActiveSince: sc.ActiveSince, LastOccurrence: sc.LastOccurrence, Next: []time.Time{}, CreatedTS: sc.CreatedTS,
-		UpdatedTS: sc.UpdatedTS}
+		UpdatedTS: sc.UpdatedTS, Source: sc.Source}
 	_ = json.Unmarshal(sc.Params, &out.Params)
 	if pb, err := resolve(ctx, r, sc); err == nil {
 		out.PlaybookVersion = pb.Version
