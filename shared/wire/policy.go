@@ -105,7 +105,9 @@ type PolicyHistory struct {
 
 // PolicyDocument is a policy file (muster apply -f): what it declares of
 // each kind. A kind left out declares none: the records a former apply of
-// the same file made of it are deleted (freezes lifted).
+// the same file made of it are deleted (freezes lifted), but for playbooks,
+// whose versions are kept. Playbooks and schedules are read from a file by
+// the CLI's own decoder (a playbook's document may be a file's path there).
 type PolicyDocument struct {
 	Freezes       []PolicyFreeze       `json:"freezes,omitempty" yaml:"freezes"`
 	Windows       []PolicyWindow       `json:"windows,omitempty" yaml:"windows"`
