@@ -26,6 +26,8 @@ import (
 type devCluster struct {
 	alice, bob *client.Core
 	dir        string
+	// addr is the core's address the banner exports.
+	addr string
 	// health is the nodes' health page the banner names (canary-upgrade's
 	// gate).
 	health string
@@ -109,7 +111,7 @@ func devFromBanner(t *testing.T, d *devCluster, text string) *devCluster {
 	}
 	hc := &http.Client{Timeout: 10 * time.Second}
 	return &devCluster{alice: client.NewCore(addr[1], alice[1], hc), bob: client.NewCore(addr[1], bob[1], hc), dir: dir, cmd: cmd, banner: text,
-		health: health[1]}
+		health: health[1], addr: addr[1]}
 }
 
 // version is a dev node's version as its example kinds keep it.

@@ -14,11 +14,12 @@ import (
 
 // Issue 33, scenario 2 (docs/policy-as-data.md): two replicas on
 // PostgreSQL. `muster apply -f` of a policy file through one replica makes
-// its windows, budget and approval rule, marked with the file; the other
-// replica's cluster shows the windows from the store, without SIGHUP; a
-// second apply changes nothing; with one window changed, the diff shows
-// exactly that window, apply changes exactly it, and the other replica
-// follows. A rule of core.yaml deleted through the API is drift that the
+// its windows, budget and approval rule, playbook and schedule, marked
+// with the file; the other replica's cluster shows the windows from the
+// store, without SIGHUP; a second apply changes nothing; with one window
+// changed, the diff shows exactly that window, apply changes exactly it,
+// and the other replica follows; with the approved schedule changed,
+// exactly it changes and it waits for approval again. A rule of core.yaml deleted through the API is drift that the
 // replica reports in `muster core status` after a SIGHUP.
 func TestApplyPolicyTwiceChangesNothingThenExactlyTheChangedWindow(t *testing.T) {
 	t.Parallel()
@@ -28,8 +29,15 @@ func TestApplyPolicyTwiceChangesNothingThenExactlyTheChangedWindow(t *testing.T)
 	}
 	dir := t.TempDir()
 	path := filepath.Join(dir, "policy.yaml")
+	if err := os.WriteFile(filepath.Join(dir, "nap.yaml"), []byte("name: nap\nstages:\n  - name: sleep\n    kind: muster.io/debug.sleep\n"+
+		"    args: {seconds: 1}\n    target: {nodes: [node-1]}\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	napCron := "0 4 * * *"
 	write := func(nightly string) {
-		doc := "windows:\n" +
+		doc := "playbooks:\n  - {name: nap, file: nap.yaml}\n" +
+			"schedules:\n  - {name: c1-nap, cluster: c1, playbook: nap, version: latest, cron: \"" + napCron + "\"}\n" +
+			"windows:\n" +
 			"  - {name: nightly, cluster: c1, cron: \"" + nightly + "\", duration: 4h, timezone: Europe/Berlin}\n" +
 			"  - {name: sunday, cluster: c1, cron: \"0 10 * * 0\", duration: 2h}\n" +
 			"budgets:\n  - {cluster: c1, max_unavailable: 1}\n" +
@@ -40,11 +48,12 @@ func TestApplyPolicyTwiceChangesNothingThenExactlyTheChangedWindow(t *testing.T)
 	}
 	write("0 2 * * *")
 	out := muster(t, env(0, "admin"), "diff", "-f", path)
-	if strings.Count(out, "\n") != 4 || !strings.Contains(out, "+ window nightly") || !strings.Contains(out, "+ budget c1") {
+	if strings.Count(out, "\n") != 6 || !strings.Contains(out, "+ window nightly") || !strings.Contains(out, "+ budget c1") ||
+		!strings.Contains(out, "+ playbook nap version 1") || !strings.Contains(out, "+ schedule c1-nap") {
 		t.Fatalf("diff:\n%s", out)
 	}
 	out = muster(t, env(0, "admin"), "apply", "-f", path, "--reason", "change board 12")
-	if !strings.Contains(out, "Applied 4 change(s) from policy.yaml") {
+	if !strings.Contains(out, "Applied 6 change(s) from policy.yaml") {
 		t.Fatalf("apply:\n%s", out)
 	}
 	windows := func(i int) []string {
@@ -107,6 +116,25 @@ func TestApplyPolicyTwiceChangesNothingThenExactlyTheChangedWindow(t *testing.T)
 	})
 	if out := muster(t, env(0, "alice"), "window", "history", "nightly"); !strings.Contains(out, "changed") {
 		t.Fatalf("window history:\n%s", out)
+	}
+
+	// The schedule, approved, then changed in the file: exactly it
+	// changes, and it waits for approval again.
+	muster(t, env(0, "bob"), "schedule", "approve", "c1-nap")
+	if out := muster(t, env(1, "alice"), "schedule", "show", "c1-nap"); !strings.Contains(out, "ACTIVE") {
+		t.Fatalf("schedule show after approval:\n%s", out)
+	}
+	napCron = "0 5 * * *"
+	write("0 3 * * *")
+	out = muster(t, env(0, "admin"), "diff", "-f", path)
+	if strings.Count(out, "\n") != 1 || !strings.HasPrefix(out, "~ schedule c1-nap:") || !strings.Contains(out, "waits for approval again") {
+		t.Fatalf("diff with the schedule changed:\n%s", out)
+	}
+	if out := muster(t, env(0, "admin"), "apply", "-f", path); !strings.Contains(out, "Applied 1 change(s)") {
+		t.Fatalf("apply with the schedule changed:\n%s", out)
+	}
+	if out := muster(t, env(1, "alice"), "schedule", "show", "c1-nap"); !strings.Contains(out, "PENDING_APPROVE") || !strings.Contains(out, "0 5 * * *") {
+		t.Fatalf("schedule show after the change:\n%s", out)
 	}
 
 	// The rule core.yaml seeded, deleted through the API: a reloaded

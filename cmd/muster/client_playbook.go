@@ -135,7 +135,11 @@ func newPlaybookShowCmd(f *clientFlags) *cobra.Command {
 			if f.json() {
 				return f.write(w, p)
 			}
-			fmt.Fprintf(w, "# %s version %d, applied by %s at %s\n", textsafe.Escape(p.Name), p.Version, textsafe.Escape(p.CreatedBy), ts(p.CreatedTS))
+			from := ""
+			if p.Source != "" {
+				from = " from " + textsafe.Escape(p.Source)
+			}
+			fmt.Fprintf(w, "# %s version %d, applied by %s%s at %s\n", textsafe.Escape(p.Name), p.Version, textsafe.Escape(p.CreatedBy), from, ts(p.CreatedTS))
 			var vs []string
 			for _, v := range p.Versions {
 				vs = append(vs, fmt.Sprint(v.Version))

@@ -201,6 +201,9 @@ func printSchedule(w io.Writer, sc *wire.Schedule) error {
 		{"Created", ts(sc.CreatedTS)}} {
 		t.row(kv[0], textsafe.Escape(kv[1]))
 	}
+	if sc.Source != "" {
+		t.row("Source", textsafe.Escape(sc.Source))
+	}
 	if err := t.flush(); err != nil {
 		return err
 	}

@@ -108,6 +108,36 @@ nothing (not with --gossip or --ha).`,
 	return cmd
 }
 
+// devClusterSpec is muster dev's cluster, before its agents' nodes are
+// added.
+func devClusterSpec() discovery.ClusterSpec {
+	return discovery.ClusterSpec{ID: "dev", Budget: discovery.BudgetSpec{MaxUnavailable: "1"}}
+}
+
+// devCoreConfig is the configuration of muster dev's core, before dev.yaml
+// (loadDevConfig): its data under dir, cluster spec (none with --gossip:
+// the pool brings it), the dev kinds, and loopback allowed where muster dev
+// needs it.
+func devCoreConfig(o devOptions, dir string, spec discovery.ClusterSpec) core.Config {
+	ccfg := core.DefaultConfig()
+	ccfg.DataDir = filepath.Join(dir, "core")
+	ccfg.API.Addr = o.coreAddr
+	ccfg.Clusters = []discovery.ClusterSpec{spec}
+	if o.gossip {
+		ccfg.Clusters = nil
+		ccfg.Gossip = core.GossipConfig{Enabled: true, Insecure: true, BindAddr: o.gossipAddr, Timing: devGossipTiming}
+	}
+	ccfg.Orchestrate.Interval = o.interval
+	ccfg.Kinds = devKindRules()
+	// The browser, the CLI and the agents all come from loopback.
+	ccfg.LoopbackUncapped = true
+	// Receivers tried out on this machine are on loopback.
+	ccfg.NotifyAllowLoopback = true
+	// So are the gates of its playbooks (the metric `muster dev` serves).
+	ccfg.CoreSteps.AllowLoopback = true
+	return ccfg
+}
+
 func runDev(ctx context.Context, o devOptions, out io.Writer) error {
 	if o.agents < 1 || o.agents > 100 {
 		return &cli.ExitError{Code: 2, Err: fmt.Errorf("--agents: want 1 to 100, got %d", o.agents)}
@@ -141,7 +171,7 @@ func runDev(ctx context.Context, o devOptions, out io.Writer) error {
 		return err
 	}
 	var agents []*agent.Agent
-	spec := discovery.ClusterSpec{ID: "dev", Budget: discovery.BudgetSpec{MaxUnavailable: "1"}}
+	spec := devClusterSpec()
 	for i := 1; i <= o.agents; i++ {
 		cfg := agent.DefaultConfig()
 		cfg.NodeID = "node-" + strconv.Itoa(i)
@@ -163,22 +193,7 @@ func runDev(ctx context.Context, o devOptions, out io.Writer) error {
 		agents = append(agents, a)
 		spec.Nodes = append(spec.Nodes, discovery.NodeSpec{ID: cfg.NodeID, Addr: cfg.API.Addr})
 	}
-	ccfg := core.DefaultConfig()
-	ccfg.DataDir = filepath.Join(dir, "core")
-	ccfg.API.Addr = o.coreAddr
-	ccfg.Clusters = []discovery.ClusterSpec{spec}
-	if o.gossip {
-		ccfg.Clusters = nil
-		ccfg.Gossip = core.GossipConfig{Enabled: true, Insecure: true, BindAddr: o.gossipAddr, Timing: devGossipTiming}
-	}
-	ccfg.Orchestrate.Interval = o.interval
-	ccfg.Kinds = devKindRules()
-	// The browser, the CLI and the agents all come from loopback.
-	ccfg.LoopbackUncapped = true
-	// Receivers tried out on this machine are on loopback.
-	ccfg.NotifyAllowLoopback = true
-	// So are the gates of its playbooks (the metric `muster dev` serves).
-	ccfg.CoreSteps.AllowLoopback = true
+	ccfg := devCoreConfig(o, dir, spec)
 	// One-time sign-in links for the web UI, accepted only from loopback,
 	// for ten minutes.
 	ccfg.DevLoginsExpire = time.Now().Add(core.DevLoginTTL)

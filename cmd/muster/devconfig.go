@@ -42,6 +42,10 @@ clusters:
     #   - {cron: "0 2 * * *", duration: 4h, timezone: UTC}
     # freezes:                # nothing disruptive is pushed (RFC 3339, to excluded)
     #   - {from: "2026-12-24T00:00:00Z", to: "2027-01-02T00:00:00Z", reason: year-end freeze}
+  # A cluster without nodes, the one the example policy file names, so that
+  # muster apply -f configs/policy.yaml works here as shipped (its freeze,
+  # windows and approval rule then hold prod-db, not dev).
+  - id: prod-db
 
 # Signed notifications to a receiver on this machine (loopback is allowed in
 # dev). In another terminal start one that checks each signature and prints

@@ -36,7 +36,9 @@ func TestDevConfigExampleLoadsAndIsKept(t *testing.T) {
 	if err != nil {
 		t.Fatalf("the example dev.yaml is refused: %v", err)
 	}
-	if len(cfg.Clusters) != 1 || len(cfg.Clusters[0].Nodes) != 1 || cfg.Clusters[0].Budget.MaxUnavailable != "1" {
+	// dev with its nodes, and prod-db (configs/policy.yaml's) with none.
+	if len(cfg.Clusters) != 2 || cfg.Clusters[0].ID != "dev" || len(cfg.Clusters[0].Nodes) != 1 || cfg.Clusters[0].Budget.MaxUnavailable != "1" ||
+		cfg.Clusters[1].ID != "prod-db" || len(cfg.Clusters[1].Nodes) != 0 {
 		t.Fatalf("clusters from the example: %+v", cfg.Clusters)
 	}
 	if len(cfg.Kinds) != len(base.Kinds) {

@@ -13,7 +13,7 @@ import (
 
 func playbookVersion(p *store.Playbook) wire.PlaybookVersion {
 	return wire.PlaybookVersion{Name: p.Name, Version: p.Version, Description: p.Description, Digest: p.Digest,
-		CreatedBy: p.CreatedBy, CreatedTS: p.CreatedTS}
+		CreatedBy: p.CreatedBy, CreatedTS: p.CreatedTS, Source: p.Source}
 }
 
 // applyPlaybook stores a new version of a playbook: 201, or 200 with

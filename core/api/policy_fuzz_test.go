@@ -31,6 +31,12 @@ func FuzzPolicyBodies(f *testing.F) {
 		`{"source":"p.yaml","document":{}}`, `{"source":"file:p.yaml","document":{"colors":[]}}`,
 		`{"spec":{"cluster":"prod","max_unavailable":"1"},"reason":"x"}`, `{"spec":{"cluster":"prod"},"reason":"x"}`,
 		`{"reason":"gone"}`, `[]`, ``, `{`, `null`,
+		`{"source":"file:p.yaml","document":{"playbooks":[{"name":"nap","document":"name: nap\nstages:\n  - {name: s, kind: muster.io/debug.sleep, args: {seconds: 1}, target: {nodes: [db-1]}}\n"}],` +
+			`"schedules":[{"name":"nap","cluster":"prod","playbook":"nap","version":"latest","cron":"0 2 * * *","params":{"a":"b"}}]}}`,
+		`{"source":"file:p.yaml","document":{"schedules":[{"name":"nap","cluster":"prod","playbook":"none","cron":"0 2 * * *"}]}}`,
+		`{"source":"file:p.yaml","document":{"schedules":[{"name":"nap","cluster":"prod","playbook":"nap","version":3,"cron":"0 2 * * *"}]}}`,
+		`{"source":"file:p.yaml","document":{"playbooks":[{"name":"nap","document":"stages: 1"}]}}`,
+		`{"source":"file:p.yaml","document":{"playbooks":[{"name":"x","document":"name: y\nstages: []\n"}]}}`,
 	} {
 		f.Add([]byte(s))
 	}

@@ -71,9 +71,10 @@ func (o *Ops) ApplyPolicy(ctx context.Context, c Caller, req *wire.ApplyPolicyRe
 	}
 	now := o.now()
 	var steps []planStep
+	var kept []wire.PolicyPlanChange
 	plan := func(ctx context.Context, r store.Reader) error {
 		var err error
-		steps, err = o.planPolicy(ctx, r, c, req.Source, reason, want, now)
+		steps, kept, err = o.planPolicy(ctx, r, c, req.Source, reason, want, now)
 		return err
 	}
 	// Every cluster the file names must exist for the caller, whether or
@@ -127,7 +128,7 @@ func (o *Ops) ApplyPolicy(ctx context.Context, c Caller, req *wire.ApplyPolicyRe
 	if err != nil {
 		return wire.PolicyPlan{}, err
 	}
-	out := wire.PolicyPlan{Changes: []wire.PolicyPlanChange{}, Applied: !req.DryRun && len(steps) > 0}
+	out := wire.PolicyPlan{Changes: []wire.PolicyPlanChange{}, Applied: !req.DryRun && len(steps) > 0, Kept: kept}
 	nudged := map[string]bool{}
 	for _, s := range steps {
 		out.Changes = append(out.Changes, s.change)
@@ -146,6 +147,9 @@ type declared struct {
 	records []declaredRecord
 	teams   []store.Team
 	grants  []store.Grant
+	// playbooks and schedules: checkRunsOf.
+	playbooks []declaredPlaybook
+	schedules []wire.CreateScheduleRequest
 }
 
 // clusters are the clusters d names, each once.
@@ -164,6 +168,9 @@ func (d declared) clusters() []string {
 	for _, r := range d.records {
 		add(r.rec.ClusterID)
 	}
+	for _, s := range d.schedules {
+		add(s.Cluster)
+	}
 	return out
 }
 
@@ -175,11 +182,15 @@ type declaredRecord struct {
 // checkDocument checks every entry of d: a 400 naming the first bad one.
 func (o *Ops) checkDocument(d *wire.PolicyDocument) (declared, error) {
 	var out declared
-	if n := len(d.Freezes) + len(d.Windows) + len(d.Budgets) + len(d.ApprovalRules) + len(d.Teams) + len(d.Grants); n > MaxPolicyItems {
+	if n := len(d.Freezes) + len(d.Windows) + len(d.Budgets) + len(d.ApprovalRules) + len(d.Teams) + len(d.Grants) +
+		len(d.Playbooks) + len(d.Schedules); n > MaxPolicyItems {
 		return out, BadRequest("the policy declares %d entries, at most %d", n, MaxPolicyItems)
 	}
 	var err error
 	if out.teams, out.grants, err = checkAccess(d); err != nil {
+		return out, err
+	}
+	if err := o.checkRunsOf(d, &out); err != nil {
 		return out, err
 	}
 	for i, f := range d.Freezes {
@@ -249,9 +260,32 @@ func sameFreeze(s store.Freeze, w wire.PolicyFreeze) bool {
 
 // planPolicy compares want with r and returns the changes: teams and
 // grants (planAccess), freezes, then each kind of record in policy.Kinds'
-// order; within each, what is made or changed in the file's order, then
-// what is deleted.
-func (o *Ops) planPolicy(ctx context.Context, r store.Reader, c Caller, source, reason string, want declared, now time.Time) ([]planStep, error) {
+// order, then playbooks and schedules (planPlaybooks, planSchedules);
+// within each, what is made or changed in the file's order, then what is
+// deleted. kept are what the file no longer declares and apply keeps.
+func (o *Ops) planPolicy(ctx context.Context, r store.Reader, c Caller, source, reason string, want declared, now time.Time) ([]planStep, []wire.PolicyPlanChange, error) {
+	steps, err := o.planPolicyRecords(ctx, r, c, source, reason, want, now)
+	if err != nil {
+		return nil, nil, err
+	}
+	// Playbooks, then the schedules that may run them.
+	v, err := Visibility(ctx, r, c)
+	if err != nil {
+		return nil, nil, err
+	}
+	pbs, kept, err := o.planPlaybooks(ctx, r, c, source, want.playbooks)
+	if err != nil {
+		return nil, nil, err
+	}
+	scs, err := o.planSchedules(ctx, r, c, source, want.schedules, func(cluster string) bool { return cluster == "" || v.Has(cluster) })
+	if err != nil {
+		return nil, nil, err
+	}
+	return append(append(steps, pbs...), scs...), kept, nil
+}
+
+// planPolicyRecords plans teams and grants, freezes and policy records.
+func (o *Ops) planPolicyRecords(ctx context.Context, r store.Reader, c Caller, source, reason string, want declared, now time.Time) ([]planStep, error) {
 	// Teams and grants are planned for a caller who may grant somewhere:
 	// the grants of a file are not for every reader to see. A file that
 	// declares some needs it; one that declares none leaves them to such a

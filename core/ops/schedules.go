@@ -53,20 +53,17 @@ func (o *Ops) applySchedule(ctx context.Context, c Caller, req *wire.CreateSched
 	var out wire.Schedule
 	var outcome string
 	err := o.st.Update(ctx, func(tx store.Tx) error {
-		if err := o.mayChangeSchedule(ctx, tx, c, auth.Create, req.Name); err != nil {
-			return err
-		}
-		if err := authorizeIn(ctx, tx, c, auth.Create, req.Cluster); err != nil {
-			return err
-		}
 		if !replace {
 			if _, err := tx.Schedule(ctx, req.Name); err == nil {
+				if err := o.mayChangeSchedule(ctx, tx, c, auth.Create, req.Name); err != nil {
+					return err
+				}
 				return &schedule.FieldError{Field: "name", Msg: fmt.Sprintf("a schedule named %s exists: choose another name, or replace it", req.Name)}
 			} else if !errors.Is(err, store.ErrNotFound) {
 				return err
 			}
 		}
-		sc, oc, err := o.cfg.Schedules.Apply(ctx, tx, req, c.actor(""))
+		sc, oc, err := o.putSchedule(ctx, tx, c, req, "")
 		if err != nil {
 			return err
 		}
@@ -76,6 +73,32 @@ func (o *Ops) applySchedule(ctx context.Context, c Caller, req *wire.CreateSched
 	})
 	out.Outcome = outcome
 	return out, err
+}
+
+// authorizeSchedule refuses a caller who may not put req: create on the
+// cluster of the schedule of that name, when there is one, and on req's.
+func (o *Ops) authorizeSchedule(ctx context.Context, tx store.Reader, c Caller, req *wire.CreateScheduleRequest) error {
+	sc, err := tx.Schedule(ctx, req.Name)
+	switch {
+	case err == nil:
+		if err := hideCluster("schedule", req.Name, authorizeIn(ctx, tx, c, auth.Create, sc.ClusterID)); err != nil {
+			return err
+		}
+	case !errors.Is(err, store.ErrNotFound):
+		return err
+	}
+	return authorizeIn(ctx, tx, c, auth.Create, req.Cluster)
+}
+
+// putSchedule is a schedule made or changed, by hand (source "") or by
+// muster apply (source "file:NAME"), in tx: what the caller must hold, and
+// the change, which sends a changed schedule back to approval. One rule for
+// both.
+func (o *Ops) putSchedule(ctx context.Context, tx store.Tx, c Caller, req *wire.CreateScheduleRequest, source string) (*store.Schedule, string, error) {
+	if err := o.authorizeSchedule(ctx, tx, c, req); err != nil {
+		return nil, "", err
+	}
+	return o.cfg.Schedules.ApplyFrom(ctx, tx, req, c.actor(""), source)
 }
 
 // ApproveSchedule records an approval of a schedule (an approver on its

@@ -7,11 +7,11 @@ import (
 
 // Playbooks, in both stores.
 
-const playbookColumns = `name, version, description, document, digest, created_by, created_ts`
+const playbookColumns = `name, version, description, document, digest, created_by, created_ts, source`
 
 func (d Dialect) scanPlaybook(row Row) (Playbook, error) {
 	var p Playbook
-	err := row.Scan(&p.Name, &p.Version, &p.Description, &p.Document, &p.Digest, &p.CreatedBy, d.timeInto(&p.CreatedTS))
+	err := row.Scan(&p.Name, &p.Version, &p.Description, &p.Document, &p.Digest, &p.CreatedBy, d.timeInto(&p.CreatedTS), &p.Source)
 	return p, err
 }
 
@@ -78,7 +78,7 @@ func (w Writes) InsertPlaybook(ctx context.Context, p *Playbook) error {
 	d := w.Dialect
 	stampNew(&p.CreatedTS, nil)
 	what := fmt.Sprintf("insert playbook %s version %d", p.Name, p.Version)
-	ps, args := d.values(1, p.Name, p.Version, p.Description, p.Document, p.Digest, p.CreatedBy, d.Time(p.CreatedTS))
+	ps, args := d.values(1, p.Name, p.Version, p.Description, p.Document, p.Digest, p.CreatedBy, d.Time(p.CreatedTS), p.Source)
 	n, err := w.Exec(ctx, what, `INSERT INTO playbooks (`+playbookColumns+`) VALUES (`+ps+`) ON CONFLICT DO NOTHING`, args...)
 	if err == nil && n == 0 {
 		err = fmt.Errorf("%s: %w", what, ErrExists)

@@ -476,6 +476,9 @@ type Playbook struct {
 	Digest    string
 	CreatedBy string
 	CreatedTS time.Time
+	// Source is "file:NAME" for a version muster apply -f NAME made, ""
+	// for one applied by hand.
+	Source string
 }
 
 // Playbook event types.

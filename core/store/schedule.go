@@ -61,6 +61,9 @@ type Schedule struct {
 	LastOccurrence *time.Time
 	CreatedTS      time.Time
 	UpdatedTS      time.Time
+	// Source is "file:NAME" for a schedule muster apply -f NAME made or
+	// last changed, "" for one made or changed by hand.
+	Source string
 }
 
 // Schedule event types.

@@ -12,7 +12,7 @@ import (
 // order of scheduleValues.
 var scheduleFields = []string{"name", "cluster_id", "playbook", "version", "params", "cron", "timezone", "concurrency",
 	"catch_up_s", "state", "state_reason", "requester", "digest", "approved_by", "approved_digest", "approved_version",
-	"active_since_ts", "last_occurrence_ts", "created_ts", "updated_ts"}
+	"active_since_ts", "last_occurrence_ts", "created_ts", "updated_ts", "source"}
 
 var scheduleColumns = "id, " + strings.Join(scheduleFields, ", ")
 
@@ -25,7 +25,7 @@ func scheduleValues(d Dialect, s *Schedule) []any {
 	}
 	return []any{s.Name, s.ClusterID, s.Playbook, s.Version, params, s.Cron, s.Timezone, s.Concurrency, s.CatchUpS,
 		s.State, s.StateReason, s.Requester, s.Digest, s.ApprovedBy, s.ApprovedDigest, s.ApprovedVersion,
-		d.nullTime(s.ActiveSince), d.nullTime(s.LastOccurrence), d.Time(s.CreatedTS), d.Time(s.UpdatedTS)}
+		d.nullTime(s.ActiveSince), d.nullTime(s.LastOccurrence), d.Time(s.CreatedTS), d.Time(s.UpdatedTS), s.Source}
 }
 
 func (d Dialect) scanSchedule(row Row) (Schedule, error) {
@@ -34,7 +34,7 @@ func (d Dialect) scanSchedule(row Row) (Schedule, error) {
 	err := row.Scan(&sc.ID, &sc.Name, &sc.ClusterID, &sc.Playbook, &sc.Version, &params, &sc.Cron, &sc.Timezone,
 		&sc.Concurrency, &sc.CatchUpS, &sc.State, &sc.StateReason, &sc.Requester, &sc.Digest, &sc.ApprovedBy,
 		&sc.ApprovedDigest, &sc.ApprovedVersion, d.nullTimeInto(&sc.ActiveSince), d.nullTimeInto(&sc.LastOccurrence),
-		d.timeInto(&sc.CreatedTS), d.timeInto(&sc.UpdatedTS))
+		d.timeInto(&sc.CreatedTS), d.timeInto(&sc.UpdatedTS), &sc.Source)
 	sc.Params = []byte(params)
 	return sc, err
 }

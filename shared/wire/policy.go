@@ -105,7 +105,9 @@ type PolicyHistory struct {
 
 // PolicyDocument is a policy file (muster apply -f): what it declares of
 // each kind. A kind left out declares none: the records a former apply of
-// the same file made of it are deleted (freezes lifted).
+// the same file made of it are deleted (freezes lifted), but for playbooks,
+// whose versions are kept. Playbooks and schedules are read from a file by
+// the CLI's own decoder (a playbook's document may be a file's path there).
 type PolicyDocument struct {
 	Freezes       []PolicyFreeze       `json:"freezes,omitempty" yaml:"freezes"`
 	Windows       []PolicyWindow       `json:"windows,omitempty" yaml:"windows"`
@@ -113,7 +115,21 @@ type PolicyDocument struct {
 	ApprovalRules []PolicyApprovalRule `json:"approval_rules,omitempty" yaml:"approval_rules"`
 	Teams         []PolicyTeam         `json:"teams,omitempty" yaml:"teams"`
 	Grants        []PolicyGrant        `json:"grants,omitempty" yaml:"grants"`
+	Playbooks     []PolicyPlaybook     `json:"playbooks,omitempty" yaml:"-"`
+	Schedules     []PolicySchedule     `json:"schedules,omitempty" yaml:"-"`
 }
+
+// PolicyPlaybook is a declared playbook: its name and its document (the
+// YAML muster playbook apply takes; a file's playbook named by path is
+// read by the CLI and sent here).
+type PolicyPlaybook struct {
+	Name     string `json:"name"`
+	Document string `json:"document"`
+}
+
+// PolicySchedule is a declared schedule: what POST /api/v1/schedules
+// takes.
+type PolicySchedule = CreateScheduleRequest
 
 // PolicyTeam is a declared team: its members and the group claims that
 // mean membership.
@@ -190,4 +206,7 @@ type PolicyPlanChange struct {
 type PolicyPlan struct {
 	Changes []PolicyPlanChange `json:"changes"`
 	Applied bool               `json:"applied"`
+	// Kept are what the file no longer declares and apply leaves as it
+	// is, each with a line saying why (Op "="): a playbook's versions.
+	Kept []PolicyPlanChange `json:"kept,omitempty"`
 }

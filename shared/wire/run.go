@@ -491,6 +491,9 @@ type PlaybookVersion struct {
 	Digest      string    `json:"digest"`
 	CreatedBy   string    `json:"created_by"`
 	CreatedTS   time.Time `json:"created_ts"`
+	// Source is "file:NAME" for a version muster apply -f NAME published,
+	// absent for one applied by hand.
+	Source string `json:"source,omitempty"`
 }
 
 // Playbook answers GET /api/v1/playbooks/{name} and POST /api/v1/playbooks:

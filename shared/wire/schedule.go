@@ -119,6 +119,9 @@ type Schedule struct {
 	Next      []time.Time `json:"next"`
 	CreatedTS time.Time   `json:"created_ts"`
 	UpdatedTS time.Time   `json:"updated_ts"`
+	// Source is "file:NAME" for a schedule muster apply -f NAME made or
+	// last changed, absent for one made or changed by hand.
+	Source string `json:"source,omitempty"`
 	// Outcome answers POST /api/v1/schedules: created, changed (back to
 	// approval) or unchanged.
 	Outcome string `json:"outcome,omitempty"`

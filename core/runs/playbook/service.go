@@ -28,6 +28,12 @@ func Digest(doc string) string {
 // is the costly part), as a new version of its playbook, unless it is the
 // newest version already (changed is false then, and nothing is written).
 func Apply(ctx context.Context, tx store.Tx, doc string, p *Playbook, who string) (*store.Playbook, bool, error) {
+	return ApplyFrom(ctx, tx, doc, p, who, "")
+}
+
+// ApplyFrom is Apply marking the new version with source ("file:NAME" when
+// muster apply -f NAME publishes it, "" by hand).
+func ApplyFrom(ctx context.Context, tx store.Tx, doc string, p *Playbook, who, source string) (*store.Playbook, bool, error) {
 	latest, err := tx.Playbook(ctx, p.Name, 0)
 	switch {
 	case errors.Is(err, store.ErrNotFound):
@@ -39,7 +45,8 @@ func Apply(ctx context.Context, tx store.Tx, doc string, p *Playbook, who string
 	if latest != nil && latest.Digest == digest {
 		return latest, false, nil
 	}
-	v := &store.Playbook{Name: p.Name, Version: 1, Description: p.Description, Document: doc, Digest: digest, CreatedBy: who}
+	v := &store.Playbook{Name: p.Name, Version: 1, Description: p.Description, Document: doc, Digest: digest, CreatedBy: who,
+		Source: source}
 	if latest != nil {
 		v.Version = latest.Version + 1
 	}
@@ -48,7 +55,7 @@ func Apply(ctx context.Context, tx store.Tx, doc string, p *Playbook, who string
 	}
 	err = tx.AppendEvent(ctx, &store.Event{TS: v.CreatedTS, Type: store.EventPlaybookApplied, Actor: who,
 		Message: fmt.Sprintf("%s applied playbook %s version %d", who, v.Name, v.Version),
-		Data:    map[string]any{"playbook": v.Name, "version": v.Version, "digest": digest}})
+		Data:    map[string]any{"playbook": v.Name, "version": v.Version, "digest": digest, "source": source}})
 	return v, true, err
 }
 

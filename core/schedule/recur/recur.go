@@ -86,7 +86,48 @@ func resolve(ctx context.Context, r store.Reader, sc *store.Schedule) (*store.Pl
 // approval either way. The same schedule again changes nothing. Bad input
 // is a *schedule.FieldError naming the field; nothing is stored then.
 func (s *Service) Apply(ctx context.Context, tx store.Tx, req *wire.CreateScheduleRequest, who actions.Actor) (*store.Schedule, string, error) {
+	return s.ApplyFrom(ctx, tx, req, who, "")
+}
+
+// fields are what req stores of a schedule: its name, cluster, playbook,
+// version, params, cron, time zone, concurrency and catch-up (checked as
+// Apply checks them), nothing of its state.
+func (s *Service) fields(req *wire.CreateScheduleRequest) (*store.Schedule, error) {
 	_, catchUp, err := schedule.Check(req, s.MinEvery)
+	if err != nil {
+		return nil, err
+	}
+	params, err := json.Marshal(req.Params)
+	if err != nil {
+		return nil, err
+	}
+	if req.Params == nil {
+		params = []byte("{}")
+	}
+	return &store.Schedule{Name: req.Name, ClusterID: req.Cluster, Playbook: req.Playbook, Version: int(req.Version),
+		Params: params, Cron: req.Cron, Timezone: req.Timezone, Concurrency: req.Concurrency,
+		CatchUpS: int(catchUp / time.Second)}, nil
+}
+
+// Differs reports whether applying req would change schedule sc (any field
+// fields covers; its state, approval and source aside). A bad req is a
+// *schedule.FieldError.
+func (s *Service) Differs(sc *store.Schedule, req *wire.CreateScheduleRequest) (bool, error) {
+	f, err := s.fields(req)
+	if err != nil {
+		return false, err
+	}
+	return f.Name != sc.Name || f.ClusterID != sc.ClusterID || f.Playbook != sc.Playbook || f.Version != sc.Version ||
+		string(f.Params) != string(sc.Params) || f.Cron != sc.Cron || f.Timezone != sc.Timezone ||
+		f.Concurrency != sc.Concurrency || f.CatchUpS != sc.CatchUpS, nil
+}
+
+// ApplyFrom is Apply marking what it stores with source ("file:NAME" from
+// muster apply -f NAME, "" by hand). The same schedule again changes
+// nothing but, from a file, its source: the file then owns it (no new
+// approval, as nothing it runs changed); by hand it keeps its source.
+func (s *Service) ApplyFrom(ctx context.Context, tx store.Tx, req *wire.CreateScheduleRequest, who actions.Actor, source string) (*store.Schedule, string, error) {
+	next, err := s.fields(req)
 	if err != nil {
 		return nil, "", err
 	}
@@ -107,20 +148,9 @@ func (s *Service) Apply(ctx context.Context, tx store.Tx, req *wire.CreateSchedu
 	if err := checkParams(ctx, tx, pb, req.Cluster, req.Params, s.kindLocks()); err != nil {
 		return nil, "", err
 	}
-	params, err := json.Marshal(req.Params)
-	if err != nil {
-		return nil, "", err
-	}
-	if req.Params == nil {
-		params = []byte("{}")
-	}
 	t := s.now()
-	next := &store.Schedule{
-		ID: action.NewID(), Name: req.Name, ClusterID: req.Cluster, Playbook: req.Playbook, Version: int(req.Version),
-		Params: params, Cron: req.Cron, Timezone: req.Timezone, Concurrency: req.Concurrency,
-		CatchUpS: int(catchUp / time.Second), State: store.SchedulePendingApprove, Requester: who.Name,
-		CreatedTS: t, UpdatedTS: t,
-	}
+	next.ID, next.State, next.Requester, next.CreatedTS, next.UpdatedTS = action.NewID(), store.SchedulePendingApprove, who.Name, t, t
+	next.Source = source
 	next.Digest = schedule.Digest(next, pb.Version, pb.Digest)
 	old, err := tx.Schedule(ctx, req.Name)
 	switch {
@@ -139,6 +169,12 @@ func (s *Service) Apply(ctx context.Context, tx store.Tx, req *wire.CreateSchedu
 		return nil, "", err
 	}
 	if old.Digest == next.Digest && old.State != store.ScheduleRejected {
+		if source != "" && old.Source != source {
+			old.Source = source
+			if err := tx.UpdateSchedule(ctx, old); err != nil {
+				return nil, "", err
+			}
+		}
 		return old, Unchanged, nil
 	}
 	next.ID, next.CreatedTS, next.LastOccurrence = old.ID, old.CreatedTS, old.LastOccurrence
@@ -460,7 +496,7 @@ func View(ctx context.Context, r store.Reader, sc *store.Schedule, now time.Time
 		CatchUp: (time.Duration(sc.CatchUpS) * time.Second).String(), State: sc.State, StateReason: sc.StateReason,
 		Requester: sc.Requester, Digest: sc.Digest, ApprovedBy: sc.ApprovedBy, ApprovedVersion: sc.ApprovedVersion,
 		ActiveSince: sc.ActiveSince, LastOccurrence: sc.LastOccurrence, Next: []time.Time{}, CreatedTS: sc.CreatedTS,
-		UpdatedTS: sc.UpdatedTS}
+		UpdatedTS: sc.UpdatedTS, Source: sc.Source}
 	_ = json.Unmarshal(sc.Params, &out.Params)
 	if pb, err := resolve(ctx, r, sc); err == nil {
 		out.PlaybookVersion = pb.Version

@@ -179,7 +179,7 @@ func testPlaybookVersions(t *testing.T, db NewDB) {
 	update(t, s, func(ctx context.Context, tx store.Tx) error {
 		for _, p := range []store.Playbook{
 			{Name: "b", Version: 1, Document: "v1", Digest: "1"},
-			{Name: "b", Version: 2, Document: "v2", Digest: "2"},
+			{Name: "b", Version: 2, Document: "v2", Digest: "2", Source: "file:policy.yaml"},
 			{Name: "a", Version: 1, Document: "a1", Digest: "a"},
 		} {
 			if err := tx.InsertPlaybook(ctx, &p); err != nil {
@@ -193,11 +193,11 @@ func testPlaybookVersions(t *testing.T, db NewDB) {
 	})
 	read(t, s, func(ctx context.Context, r store.Reader) error {
 		latest, err := r.Playbook(ctx, "b", 0)
-		if err != nil || latest.Version != 2 || latest.Document != "v2" {
+		if err != nil || latest.Version != 2 || latest.Document != "v2" || latest.Source != "file:policy.yaml" {
 			t.Errorf("newest b = %+v, %v", latest, err)
 		}
 		v1, err := r.Playbook(ctx, "b", 1)
-		if err != nil || v1.Document != "v1" {
+		if err != nil || v1.Document != "v1" || v1.Source != "" {
 			t.Errorf("b v1 = %+v, %v", v1, err)
 		}
 		if _, err := r.Playbook(ctx, "b", 3); !errors.Is(err, store.ErrNotFound) {

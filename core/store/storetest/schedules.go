@@ -17,7 +17,7 @@ func testSchedule(id, name string) *store.Schedule {
 		ID: id, Name: name, ClusterID: "c1", Playbook: "patch", Version: 0, Params: json.RawMessage(`{"reboot":true}`),
 		Cron: "0 2 * * *", Timezone: "Europe/Berlin", Concurrency: store.ConcurrencyForbid, CatchUpS: 600,
 		State: store.SchedulePendingApprove, StateReason: "created", Requester: "alice", Digest: "d1",
-		CreatedTS: t0, UpdatedTS: t0,
+		CreatedTS: t0, UpdatedTS: t0, Source: "file:policy.yaml",
 	}
 }
 
@@ -42,7 +42,7 @@ func testSchedulesRoundTrip(t *testing.T, db NewDB) {
 		}
 		a.State, a.ApprovedBy, a.ApprovedDigest, a.ApprovedVersion = store.ScheduleActive, "bob", "d1", 3
 		a.ActiveSince, a.LastOccurrence = action.TimePtr(t0.Add(time.Minute)), action.TimePtr(t0.Add(time.Hour))
-		a.UpdatedTS = t0.Add(time.Minute)
+		a.UpdatedTS, a.Source = t0.Add(time.Minute), ""
 		return tx.UpdateSchedule(ctx, a)
 	})
 	read(t, s, func(ctx context.Context, r store.Reader) error {
@@ -54,7 +54,7 @@ func testSchedulesRoundTrip(t *testing.T, db NewDB) {
 			t.Errorf("Schedule = %+v\nwant %+v", got, a)
 		}
 		list, err := r.Schedules(ctx)
-		if err != nil || len(list) != 2 || list[0].Name != "nightly" || list[1].Name != "weekly" {
+		if err != nil || len(list) != 2 || list[0].Name != "nightly" || list[1].Name != "weekly" || list[1].Source != "file:policy.yaml" {
 			t.Errorf("Schedules = %v, %v; want nightly, weekly", list, err)
 		}
 		if _, err := r.Schedule(ctx, "nope"); !errors.Is(err, store.ErrNotFound) {
