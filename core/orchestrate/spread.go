@@ -124,7 +124,7 @@ func (j *job) compares(id string) bool {
 // mayAskCounter reports whether the full sync j may sync res's node by its
 // change counter alone: the node is UP as stored and was reached at this
 // address with a counter the loop committed, has nothing to push or cancel
-// and no run child in flight, and it is not its turn in the spread.
+// and no action in flight, and it is not its turn in the spread.
 func (o *Orchestrator) mayAskCounter(cs *clusterState, j *job, res *nodeResult) bool {
 	n := &res.node
 	if !j.full || j.inTurn(n.ID) || n.Status != store.NodeUp || store.DownByDiscovery(n) {
@@ -142,10 +142,10 @@ func (o *Orchestrator) mayAskCounter(cs *clusterState, j *job, res *nodeResult) 
 }
 
 // due reports whether an open action calls for a full sync of its node:
-// one to push or cancel, or a run's child the agent may be running (its
-// end moves its run on).
+// one to push or cancel, or one in flight on the agent (its end is what
+// the node's next sync brings; its watcher tells it first, watch.go).
 func due(r *store.Record) bool {
-	return r.State == action.PendingSchedule || r.CancelRequested || (r.RunID != "" && unfinishedChild(r.State))
+	return r.State == action.PendingSchedule || r.CancelRequested || onAgent(r.State)
 }
 
 // askCounter asks the node's agent for its change counter; it reports
