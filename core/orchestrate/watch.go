@@ -9,7 +9,6 @@ import (
 	"time"
 
 	"github.com/musterhq/muster/core/store"
-	"github.com/musterhq/muster/shared/action"
 	"github.com/musterhq/muster/shared/client"
 	"github.com/musterhq/muster/shared/startstop"
 	"github.com/musterhq/muster/shared/wire"
@@ -255,10 +254,6 @@ func (ws *watches) sent(clusterID string, nodes []nodeResult, w *writePlan) {
 		ws.reconcile(map[string]map[string]bool{clusterID: busy}, map[string]bool{}, time.Now())
 	}
 }
-
-// onAgent reports whether an action in state s is in flight on its agent:
-// pushed, not finished.
-func onAgent(s action.State) bool { return s == action.New || s == action.Running }
 
 // inFlight reads a node's open actions: busy when an action is in flight
 // on its agent or a run's child is not finished (its watch goes on through
