@@ -3,7 +3,6 @@ package orchestrate
 import (
 	"context"
 	"net/http"
-	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -178,7 +177,7 @@ func (ws *watches) reconcile(busy map[string]map[string]bool, scope map[string]b
 			time.AfterFunc(watchIdleGrace, func() {
 				ws.mu.Lock()
 				defer ws.mu.Unlock()
-				if ws.m[k] == w && w.idle && w.idleGen == gen {
+				if ws.m[k] == w && w.idle && w.idleGen == gen && !w.own.Load() {
 					w.cancel()
 					delete(ws.m, k)
 				}
@@ -230,28 +229,47 @@ func (ws *watches) sent(clusterID string, nodes []nodeResult, w *writePlan) {
 	if ws.o.cfg.NoRunWatch {
 		return
 	}
-	var busy map[string]bool
-	add := func(node string) {
+	// busy: the nodes to watch; own: those with an action in flight
+	// outside any run.
+	var busy, own map[string]bool
+	add := func(r *store.Record) {
 		if busy == nil {
-			busy = map[string]bool{}
+			busy, own = map[string]bool{}, map[string]bool{}
 		}
-		busy[node] = true
+		busy[r.NodeID] = true
+		own[r.NodeID] = own[r.NodeID] || r.RunID == ""
 	}
 	if w != nil {
-		for _, c := range w.records {
-			if onAgent(c.Rec.State) {
-				add(c.Rec.NodeID)
+		for i := range w.records {
+			if r := &w.records[i].Rec; onAgent(r.State) {
+				add(r)
 			}
 		}
 	}
 	for i := range nodes {
 		res := &nodes[i]
-		if res.status == store.NodeUp && !busy[res.node.ID] && slices.ContainsFunc(res.open, func(r store.Record) bool { return onAgent(r.State) }) {
-			add(res.node.ID)
+		if res.status != store.NodeUp {
+			continue
+		}
+		for j := range res.open {
+			if onAgent(res.open[j].State) {
+				add(&res.open[j])
+			}
 		}
 	}
-	if busy != nil {
-		ws.reconcile(map[string]map[string]bool{clusterID: busy}, map[string]bool{}, time.Now())
+	if busy == nil {
+		return
+	}
+	ws.reconcile(map[string]map[string]bool{clusterID: busy}, map[string]bool{}, time.Now())
+	// From the start, the run polls leave the watch of an action outside
+	// any run alone (own), before its watcher has read its node.
+	ws.mu.Lock()
+	defer ws.mu.Unlock()
+	for n := range own {
+		if wt := ws.m[nodeKey{clusterID, n}]; wt != nil && own[n] {
+			wt.own.Store(true)
+			wt.idle = false
+		}
 	}
 }
 
@@ -361,6 +379,11 @@ func (ws *watches) watchNode(ctx context.Context, k nodeKey, w *watcher) {
 				return
 			}
 			w.own.Store(standalone)
+			if standalone {
+				ws.mu.Lock()
+				w.idle = false // a grace a run poll started ends
+				ws.mu.Unlock()
+			}
 			if !busy {
 				if ws.once(k, w) {
 					continue // a child was sent meanwhile: read the node again

@@ -102,7 +102,11 @@ func TestRunWatchCarriesARunWithoutPollsOrGossip(t *testing.T) {
 //
 // Not parallel: it counts the process's watcher goroutines.
 func TestStandaloneActionEndIsSeenWithoutAPassOrGossip(t *testing.T) {
-	e := setup(t, orchestrate.Config{Interval: time.Hour, RunPoll: time.Hour}, "n1", "n2")
+	// The run polls run, often, with no run: they must leave the watches
+	// of actions outside any run alone.
+	pol := approval.DefaultPolicy()
+	engine := runs.NewEngine(live.New(pol), &actions.Rules{Policy: live.New(pol)}, nil)
+	e := setup(t, orchestrate.Config{Interval: time.Hour, RunPoll: 2 * time.Millisecond, Runs: engine}, "n1", "n2")
 	if err := e.o.Start(context.Background()); err != nil {
 		t.Fatal(err)
 	}
@@ -121,9 +125,11 @@ func TestStandaloneActionEndIsSeenWithoutAPassOrGossip(t *testing.T) {
 	}
 
 	// Pushed by the core: the commit that sends it starts the watch.
-	pushed := e.create("n1", "muster.io/debug.sleep", `{"seconds":1}`)
-	e.o.NudgeNode(cluster, "n1")
-	visibleWithin(pushed)
+	for range 3 {
+		pushed := e.create("n1", "muster.io/debug.sleep", `{"seconds":1}`)
+		e.o.NudgeNode(cluster, "n1")
+		visibleWithin(pushed)
+	}
 
 	// Created on the agent's own API: the sync that finds it in flight
 	// starts the watch.
