@@ -209,6 +209,12 @@ type OrchestrateConfig struct {
 	// integer with no unit, this key's meaning before, is read as
 	// compare_ids_every with a warning (OldFullSyncEvery).
 	FullSyncEvery time.Duration `mapstructure:"full_sync_every" yaml:"full_sync_every"`
+	// CounterEvery: between its full turns, a node's change counter is
+	// asked once this often, the asks spread evenly; a node with work in
+	// flight or due is synced at every pass, a nudged one at once. 0:
+	// scaled with the cluster, the interval or 1 ms a node when longer
+	// (orchestrate.ScaledCounterEvery): about 1,000 asks a second at most.
+	CounterEvery time.Duration `mapstructure:"counter_every" yaml:"counter_every"`
 	// CompareIDsEvery: every this many full turns of a node (every this
 	// many passes when every node takes its turn at every pass), its
 	// records are listed and compared with the core's (LOST detection).
@@ -429,6 +435,9 @@ func (c *Config) Validate() error {
 	}
 	if d := o.FullSyncEvery; d < 0 || (d > 0 && !o.OldFullSyncEvery() && d < time.Second) {
 		add("orchestrate.full_sync_every", "must be 0 (scaled with the fleet) or a duration of at least 1s such as 5m, got %s", d)
+	}
+	if d := o.CounterEvery; d < 0 || (d > 0 && d < time.Second) {
+		add("orchestrate.counter_every", "must be 0 (scaled with the fleet) or a duration of at least 1s such as 30s, got %s", d)
 	}
 	if r := o.ReapAfter; r < 0 || (r > 0 && r < nodes.MinReapAfter) {
 		add("orchestrate.reap_after", "must be 0 (never reap) or at least %s, got %s", nodes.MinReapAfter, r)

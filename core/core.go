@@ -247,6 +247,7 @@ func (c *Core) Run(ctx context.Context) error {
 		Workers:          cfg.Orchestrate.Workers,
 		MaxQueuedPerNode: cfg.Orchestrate.MaxQueuedPerNode,
 		FullSyncEvery:    fullEvery,
+		CounterEvery:     cfg.Orchestrate.CounterEvery,
 		CompareIDsEvery:  compareEvery,
 		AgentIdleConns:   cfg.Orchestrate.AgentIdleConns,
 		AgentTimeout:     cfg.Orchestrate.AgentTimeout,

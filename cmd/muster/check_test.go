@@ -113,7 +113,7 @@ func TestCheckRefusesACostlyArgsSchema(t *testing.T) {
 // TestCheckFullSyncEvery: full_sync_every is a duration (0: scaled with the
 // fleet); the integer of its meaning before (every Nth pass compared id
 // sets) is still accepted, as compare_ids_every, with a warning; a
-// duration under a second is refused.
+// duration under a second is refused, as is a counter_every under a second.
 func TestCheckFullSyncEvery(t *testing.T) {
 	t.Parallel()
 	const head = "data_dir: /var/lib/muster\norchestrate:\n"
@@ -128,6 +128,10 @@ func TestCheckFullSyncEvery(t *testing.T) {
 		{"  full_sync_every: 500ms\n", 2, false},
 		{"  full_sync_every: -1m\n", 2, false},
 		{"  compare_ids_every: 0\n", 2, false},
+		{"  counter_every: 30s\n", 0, false},
+		{"  counter_every: 0s\n", 0, false},
+		{"  counter_every: 100ms\n", 2, false},
+		{"  counter_every: -5s\n", 2, false},
 	} {
 		path := filepath.Join(t.TempDir(), "core.yaml")
 		if err := os.WriteFile(path, []byte(head+c.yaml), 0o600); err != nil {

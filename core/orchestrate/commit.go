@@ -38,6 +38,7 @@ func (o *Orchestrator) commit(ctx context.Context, cs *clusterState, nodes []nod
 	if err != nil || !write {
 		if err == nil {
 			noteCounters(cs, nodes)
+			o.watches.sent(cs.id, nodes, nil)
 		}
 		return 0, err
 	}
@@ -56,7 +57,7 @@ func (o *Orchestrator) commit(ctx context.Context, cs *clusterState, nodes []nod
 	for _, wn := range w.warnings {
 		o.log.Warn(wn[0].(string), wn[1:]...)
 	}
-	o.watches.sent(cs.id, w)
+	o.watches.sent(cs.id, nodes, w)
 	rep.Changes += w.changes()
 	rep.runMoves += w.runMoves()
 	rep.moved = rep.moved.union(w.movedRuns())

@@ -111,8 +111,28 @@ func (p *pipeline) snapped(m snapRead) {
 	o.placeSpread(cs, j, len(m.order), o.cfg.Now())
 	j.rep.ComparedIDs = j.wholeTurn && (j.spreadFrom/revolution)%uint64(max(1, j.compareEvery)) == 0
 	forgetNodes(cs, m.order)
-	j.order, j.snap = m.order, m.snap
+	j.order, j.snap = o.restNodes(cs, j, m.order, m.snap), m.snap
 	j.sem = make(chan struct{}, o.cfg.NodeConcurrency)
+}
+
+// restNodes takes out of the full sync j's order (and snapshot) the nodes
+// that rest in it: those it could leave by their change counter
+// (mayAskCounter) whose counter's turn it is not (counterTurn). A rested
+// node is sent nothing and written nothing; it counts in Report.Rested.
+func (o *Orchestrator) restNodes(cs *clusterState, j *job, order []string, snap map[string]*nodeResult) []string {
+	if j.allCounters {
+		return order
+	}
+	kept := order[:0]
+	for _, id := range order {
+		if res := snap[id]; res != nil && !j.counterTurn(id) && o.mayAskCounter(cs, j, res) {
+			delete(snap, id)
+			j.rep.Rested++
+			continue
+		}
+		kept = append(kept, id)
+	}
+	return kept
 }
 
 // sendBatch reads the nodes of a batch and sends them to the workers.

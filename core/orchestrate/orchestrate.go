@@ -65,6 +65,13 @@ type Config struct {
 	// turns a full sync only asks its change counter. 0: scaled with the
 	// cluster (ScaledFullSyncEvery).
 	FullSyncEvery time.Duration
+	// CounterEvery: between its full turns, a node's change counter is
+	// asked once this often, the asks spread evenly over the period
+	// (spread.go); a full sync leaves the others that have no work (to push,
+	// to cancel, in flight) as stored, without a request. 0: scaled with the
+	// cluster (ScaledCounterEvery): Interval, or 1 ms a node when longer.
+	// A direct FullSync asks every node's.
+	CounterEvery time.Duration
 	// AgentTimeout bounds every request to an agent.
 	AgentTimeout time.Duration
 	// ScheduleTTL: a PENDING_SCHEDULE action that never reached its agent

@@ -195,6 +195,10 @@ func (o *Orchestrator) procedures(ctx context.Context, r store.Reader, clusterID
 	return runs.InFlight(ctx, r, clusterID, now, pol.Procedure)
 }
 
+// onAgent reports whether an action in state s is in flight on its agent:
+// pushed, not finished.
+func onAgent(s action.State) bool { return s == action.New || s == action.Running }
+
 // unfinishedChild reports whether a run's child in state s is one whose
 // end a watch waits for: in flight (runs.InFlightStates: not sent yet, NEW
 // or RUNNING).

@@ -46,6 +46,19 @@ func ScaledFullSyncEvery(n int) time.Duration {
 	return min(max(time.Duration(n)*fullSyncPerNode, minFullSyncEvery), maxFullSyncEvery)
 }
 
+// counterPerNode is what each node adds to the scaled CounterEvery: a
+// cluster asks about 1,000 counters a second at most, whatever its size.
+const counterPerNode = time.Millisecond
+
+// ScaledCounterEvery is the default CounterEvery of a cluster of n nodes
+// whose full syncs come every interval and whose every node is fully synced
+// every fullEvery: the interval, or 1 ms a node when longer (10 s at 10,000
+// nodes with the default interval, 50 s at 50,000), never longer than
+// fullEvery (a node's full turn reads it anyway).
+func ScaledCounterEvery(n int, interval, fullEvery time.Duration) time.Duration {
+	return min(max(interval, time.Duration(n)*counterPerNode), fullEvery)
+}
+
 // The spread turns by time. A node's place on the spread is the 32-bit
 // hash of its id (nodeMark), a fraction of a revolution; the cluster's
 // spread position (clusterState.spread, in 2^-32 revolutions) moves on at
@@ -78,32 +91,81 @@ func (o *Orchestrator) spreadPeriod(n int) time.Duration {
 	return ScaledFullSyncEvery(n)
 }
 
+// counterPeriod is the cluster's CounterEvery for n nodes.
+func (o *Orchestrator) counterPeriod(n int) time.Duration {
+	if o.cfg.CounterEvery > 0 {
+		return o.cfg.CounterEvery
+	}
+	return ScaledCounterEvery(n, o.cfg.Interval, o.spreadPeriod(n))
+}
+
 // placeSpread places the full sync j, of n nodes starting at now, on the
-// spread and moves the cluster's spread position on.
+// spread and on the counters' turns, and moves the cluster's positions
+// on. A direct full sync (FullSync) asks every node's counter, and leaves
+// the counters' position where it was.
 func (o *Orchestrator) placeSpread(cs *clusterState, j *job, n int, now time.Time) {
-	period := o.spreadPeriod(n)
-	from, to := cs.spread, uint64(0)
-	if !cs.spreadAt.IsZero() && now.Sub(cs.spreadAt) < period {
-		hi, lo := bits.Mul64(uint64(max(0, now.Sub(cs.spreadAt))), revolution)
+	j.spreadFrom, j.spreadTo, j.wholeTurn = cs.spread.move(o.spreadPeriod(n), now)
+	if j.direct {
+		j.allCounters = true
+		return
+	}
+	j.counterFrom, j.counterTo, j.allCounters = cs.counters.move(o.counterPeriod(n), now)
+}
+
+// turning is a position on a revolution that turns by time, once per
+// period (the spread, the counters' turns).
+type turning struct {
+	pos uint64    // in 2^-32 revolutions
+	at  time.Time // when it last moved
+}
+
+// move moves t on to now, over period, and returns the window it moved
+// over, [from, to); whole when that is a whole revolution, from the next
+// revolution's start: the first move, or one after a gap of a period or
+// more.
+func (t *turning) move(period time.Duration, now time.Time) (from, to uint64, whole bool) {
+	from = t.pos
+	if !t.at.IsZero() && now.Sub(t.at) < period {
+		hi, lo := bits.Mul64(uint64(max(0, now.Sub(t.at))), revolution)
 		moved, _ := bits.Div64(hi, lo, uint64(period)) // hi < period: the gap is under it
 		to = from + moved
 	} else {
-		from = (cs.spread + revolution - 1) &^ (revolution - 1)
+		from = (t.pos + revolution - 1) &^ (revolution - 1)
 		to = from + revolution
-		j.wholeTurn = true
+		whole = true
 	}
-	j.spreadFrom, j.spreadTo = from, to
-	cs.spread, cs.spreadAt = to, now
+	t.pos, t.at = to, now
+	return from, to, whole
+}
+
+// inWindow is where node id's place falls in the window [from, to) of a
+// revolution, if it does.
+func inWindow(from, to uint64, id string) (uint64, bool) {
+	p := from&^(revolution-1) | nodeMark(id)
+	if p < from {
+		p += revolution
+	}
+	return p, p < to
 }
 
 // turnMark is where node id's turn falls in the full sync j's window, if it
 // does.
 func (j *job) turnMark(id string) (uint64, bool) {
-	p := j.spreadFrom&^(revolution-1) | nodeMark(id)
-	if p < j.spreadFrom {
-		p += revolution
+	p, ok := inWindow(j.spreadFrom, j.spreadTo, id)
+	return p, j.full && ok
+}
+
+// counterTurn reports whether node id's change counter is asked in the full
+// sync j, if the node may be left by it (mayAskCounter): every node once
+// per CounterEvery, spread evenly over the full syncs of that period (the
+// full sync's window of the counters' turns); every node in a direct one.
+// The others rest: the full sync sends them nothing.
+func (j *job) counterTurn(id string) bool {
+	if j.allCounters {
+		return true
 	}
-	return p, j.full && p < j.spreadTo
+	_, ok := inWindow(j.counterFrom, j.counterTo, id)
+	return ok
 }
 
 // inTurn reports whether it is node id's turn in the full sync j: it is
@@ -124,7 +186,7 @@ func (j *job) compares(id string) bool {
 // mayAskCounter reports whether the full sync j may sync res's node by its
 // change counter alone: the node is UP as stored and was reached at this
 // address with a counter the loop committed, has nothing to push or cancel
-// and no run child in flight, and it is not its turn in the spread.
+// and no action in flight, and it is not its turn in the spread.
 func (o *Orchestrator) mayAskCounter(cs *clusterState, j *job, res *nodeResult) bool {
 	n := &res.node
 	if !j.full || j.inTurn(n.ID) || n.Status != store.NodeUp || store.DownByDiscovery(n) {
@@ -142,10 +204,10 @@ func (o *Orchestrator) mayAskCounter(cs *clusterState, j *job, res *nodeResult) 
 }
 
 // due reports whether an open action calls for a full sync of its node:
-// one to push or cancel, or a run's child the agent may be running (its
-// end moves its run on).
+// one to push or cancel, or one in flight on the agent (its end is what
+// the node's next sync brings; its watcher tells it first, watch.go).
 func due(r *store.Record) bool {
-	return r.State == action.PendingSchedule || r.CancelRequested || (r.RunID != "" && unfinishedChild(r.State))
+	return r.State == action.PendingSchedule || r.CancelRequested || onAgent(r.State)
 }
 
 // askCounter asks the node's agent for its change counter; it reports

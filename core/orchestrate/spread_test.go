@@ -60,7 +60,7 @@ func TestOnlyNodesWhoseCounterMovedArePulled(t *testing.T) {
 	h := setupCounted(t, Config{FullSyncEvery: time.Hour, Now: clock.now}, nodes...)
 	h.forgetRequests()
 	clock.add(10 * time.Minute) // a sixth of the period: a node of six may take its turn
-	j := &job{full: true, spreadFrom: h.o.clusters[cluster].spread}
+	j := &job{full: true, spreadFrom: h.o.clusters[cluster].spread.pos}
 	j.spreadTo = j.spreadFrom + revolution/6
 	id := h.agents["n3"].add("muster.io/debug.ping", action.Done)
 	rep := h.fullSync()
@@ -156,7 +156,9 @@ func TestIdleFleetWritesNoRowsAsTimePasses(t *testing.T) {
 
 // TestSpreadTurnFindsALostActionOnAQuietNode: an action the agent lost
 // without its counter moving is found LOST in the node's turn, within one
-// period, though the other passes leave the node by its counter.
+// period; the node, with an action in flight as the core sees it, is
+// synced fully at every pass meanwhile (work in flight is never left by its
+// counter).
 func TestSpreadTurnFindsALostActionOnAQuietNode(t *testing.T) {
 	t.Parallel()
 	nodes := []string{"a", "b", "c", "d", "e", "f"}
@@ -169,20 +171,17 @@ func TestSpreadTurnFindsALostActionOnAQuietNode(t *testing.T) {
 		t.Fatalf("the action is %s, want NEW", rec.State)
 	}
 	h.agents["c"].forget(id) // no change, no tombstone: the counter stays
-	full := 0
-	for range 3 {
+	for pass := range 3 {
 		clock.add(12 * time.Second)
 		h.forgetRequests()
+		inFlight := h.record(id).State == action.New
 		h.fullSync()
-		if h.pulled("c") {
-			full++
+		if inFlight && !h.pulled("c") {
+			t.Fatalf("pass %d left node c by its counter with an action in flight", pass)
 		}
 	}
 	if rec := h.record(id); rec.State != action.Lost {
 		t.Fatalf("the action the agent lost is %s after a period, want LOST", rec.State)
-	}
-	if full != 1 {
-		t.Fatalf("node c synced fully %d times in a period of 3 passes, want 1 (its turn)", full)
 	}
 }
 
@@ -219,6 +218,101 @@ func TestSpreadTurnsEveryNodeWithinThePeriodWhateverThePassLengths(t *testing.T)
 			} else if waited := clock.now().Sub(last[n]); waited > period+longest {
 				t.Fatalf("pass %d: %s not fully synced for %s, want at most %s", i, n, waited, period+longest)
 			}
+		}
+	}
+}
+
+// scheduled runs a full sync as the scheduler asks for one (not a direct
+// FullSync, which asks every counter).
+func (h *harness) scheduled() Report {
+	h.t.Helper()
+	rep, ok, err := h.o.scheduledFullSync(context.Background(), cluster)
+	if err != nil || !ok {
+		h.t.Fatalf("scheduled full sync: ok %v, %v", ok, err)
+	}
+	return rep
+}
+
+// TestCounterAsksSpreadOverCounterEvery: the scheduler's full syncs ask each
+// idle node's change counter once per CounterEvery, not at every pass, the
+// asks spread over the passes of that period; the nodes whose turn it is not
+// are sent nothing and written nothing; a node with an action to push is
+// synced at its first pass whatever its turn, and so is a node with an
+// action in flight at every pass.
+func TestCounterAsksSpreadOverCounterEvery(t *testing.T) {
+	t.Parallel()
+	var nodes []string
+	for i := range 24 {
+		nodes = append(nodes, fmt.Sprintf("node-%02d", i))
+	}
+	clock := newFakeClock()
+	h := setupCounted(t, Config{FullSyncEvery: 1000 * time.Hour, CounterEvery: 36 * time.Second, Now: clock.now}, nodes...)
+	clock.add(time.Hour) // the first scheduled pass asks all: its window is a whole turn
+	h.scheduled()
+	asked := map[string]int{}
+	rested := 0
+	for pass := range 6 { // six passes 12 s apart: two periods
+		clock.add(12 * time.Second)
+		h.forgetRequests()
+		rows := h.st.RowsWritten()
+		rep := h.scheduled()
+		if rep.Changes != 0 || h.st.RowsWritten() != rows {
+			t.Fatalf("pass %d wrote %d rows: %+v", pass, h.st.RowsWritten()-rows, rep)
+		}
+		rested += rep.Rested
+		for _, n := range nodes {
+			for _, c := range h.agents[n].calls("") {
+				if c != "GET /api/v1/changes" {
+					t.Errorf("pass %d: idle %s sent %s", pass, n, c)
+				}
+				asked[n]++
+			}
+		}
+	}
+	for _, n := range nodes {
+		if asked[n] != 2 {
+			t.Errorf("%s: counter asked %d times in two periods, want 2", n, asked[n])
+		}
+	}
+	if rested != 6*len(nodes)-2*len(nodes) {
+		t.Errorf("%d nodes rested over the passes, want %d", rested, 4*len(nodes))
+	}
+
+	// A push due: synced at the next pass, whatever its counter's turn, and
+	// with the action in flight at every pass after.
+	clock.add(12 * time.Second)
+	h.scheduled()
+	id := h.create("node-07", nil)
+	for pass := range 3 {
+		clock.add(12 * time.Second)
+		h.forgetRequests()
+		h.scheduled()
+		if !h.pulled("node-07") {
+			t.Fatalf("pass %d: node-07 with work not synced", pass)
+		}
+	}
+	if rec := h.record(id); rec.State != action.New {
+		t.Fatalf("the action is %s, want NEW (pushed)", rec.State)
+	}
+}
+
+// TestScaledCounterEvery: the interval up to 10,000 nodes, 1 ms a node
+// beyond, never past the full sync period.
+func TestScaledCounterEvery(t *testing.T) {
+	t.Parallel()
+	for _, c := range []struct {
+		n              int
+		interval, full time.Duration
+		want           time.Duration
+	}{
+		{1000, 10 * time.Second, 10 * time.Second, 10 * time.Second},
+		{10000, 10 * time.Second, 100 * time.Second, 10 * time.Second},
+		{50000, 10 * time.Second, 5 * time.Minute, 50 * time.Second},
+		{500000, 10 * time.Second, 5 * time.Minute, 5 * time.Minute},
+		{100, time.Minute, 10 * time.Second, 10 * time.Second},
+	} {
+		if got := ScaledCounterEvery(c.n, c.interval, c.full); got != c.want {
+			t.Errorf("ScaledCounterEvery(%d, %v, %v) = %v, want %v", c.n, c.interval, c.full, got, c.want)
 		}
 	}
 }

@@ -28,7 +28,9 @@ type Report struct {
 	ComparedIDs bool
 	// Quiet counts the nodes a full sync left as stored because their
 	// change counter had not moved (spread.go): one small request each.
-	Quiet int
+	// Rested counts those it left as stored without a request: their
+	// counter was asked within CounterEvery.
+	Quiet, Rested int
 	// runMoves counts the changes that may let a run move on
 	// (writePlan.runMoves).
 	runMoves int
@@ -75,8 +77,8 @@ type clusterState struct {
 	nodes *nodequeue.Queue
 
 	// the loop's own
-	spread      uint64                 // the spread's position, in 2^-32 revolutions (spread.go)
-	spreadAt    time.Time              // when the last full sync moved it
+	spread      turning                // the spread's position (spread.go)
+	counters    turning                // the counters' turns' position (spread.go)
 	lastContact map[string]time.Time   // node id → last successful sync
 	acked       map[string]ackMark     // node id → the cursor last acknowledged to its agent
 	seen        map[string]seenMark    // node id → its change counter as last committed (spread.go)
@@ -116,6 +118,12 @@ type job struct {
 	spreadFrom, spreadTo uint64
 	wholeTurn            bool
 	compareEvery         int // CompareIDsEvery
+	// counterFrom and counterTo place a full sync on the counters' turns
+	// (spread.go): the nodes whose place falls in [counterFrom, counterTo)
+	// have their change counter asked, the others that may be left by it
+	// rest; allCounters: every node's is asked.
+	counterFrom, counterTo uint64
+	allCounters            bool
 }
 
 func newClusterState(id string) *clusterState {

@@ -3,38 +3,39 @@ package orchestrate
 import (
 	"context"
 	"net/http"
-	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
 
 	"github.com/musterhq/muster/core/store"
-	"github.com/musterhq/muster/shared/action"
 	"github.com/musterhq/muster/shared/client"
 	"github.com/musterhq/muster/shared/startstop"
 	"github.com/musterhq/muster/shared/wire"
 )
 
-// Run watches (docs/architecture.md, "Node syncs and reactive progress").
-// Without gossip the core would learn that a run's child ended only at the
-// next poll of the run's busy nodes (runpoll.go). Instead, for every node
-// whose run child is on its agent, NEW or RUNNING (from the commit that sent
-// it, sent, or as the polls find it), one watcher holds a blocking GET of
-// the agent's changes (GET /api/v1/actions?wait=…, as a Consul blocking
-// query) and, when it returns an action that ended, nudges a sync of the
-// node. The watches are a shared/startstop part: none is started before
-// Start, and Stop ends them all. A watcher changes nothing itself: it pulls one change
-// at a time with its own cursor, never acknowledges, never commits; the
-// cluster's loop stays the only path that pulls and commits. Its requests
-// go over their own transport, so a held watch never takes a connection a
-// sync needs.
+// Watches (docs/architecture.md, "Node syncs and reactive progress").
+// Without gossip the core would learn that an action ended only at the next
+// sync of its node: a poll of a run's busy nodes (runpoll.go) or the next
+// ask of the node's change counter (spread.go). Instead, for every node with
+// work in flight on its agent, an action NEW or RUNNING there, run child or
+// not, or a run's child not sent yet (from the commit that sent it or found
+// it, sent, or as the polls find it), one watcher holds a blocking GET of the
+// agent's changes (GET /api/v1/actions?wait=…, as a Consul blocking query)
+// and, when it returns an action that ended, nudges a sync of the node. So
+// the watches held are at most one per node with work in flight: a node
+// whose last action ended is left within watchIdleGrace. The watches are a
+// shared/startstop part: none is started before Start, and Stop ends them
+// all. A watcher changes nothing itself: it pulls one change at a time with
+// its own cursor, never acknowledges, never commits; the cluster's loop
+// stays the only path that pulls and commits. Its requests go over their
+// own transport, so a held watch never takes a connection a sync needs.
 
 const (
 	// runWatchWait is the wait of one blocking GET (the agent cuts it to its
 	// own bound, 30 s at most).
 	runWatchWait = 20 * time.Second
-	// watchIdleGrace: a watcher whose node is found without an unfinished
-	// run child is stopped only if no new child comes within this time (a
+	// watchIdleGrace: a watcher whose node is found without work in
+	// flight is stopped only if no new work comes within this time (a
 	// node's next step is created a moment after its last one ended); after
 	// an end, the watcher's next GET waits this long, then it checks its
 	// node.
@@ -93,8 +94,8 @@ func (ws *watches) Stop() {
 type watcher struct {
 	cancel context.CancelFunc
 	begun  time.Time
-	// idle: found without an unfinished run child; it is stopped unless a
-	// child comes before its grace ends. idleGen tells one grace from the
+	// idle: found without work in flight; it is stopped unless work comes
+	// before its grace ends. idleGen tells one grace from the
 	// next. Both guarded by watches.mu.
 	idle    bool
 	idleGen int
@@ -109,6 +110,10 @@ type watcher struct {
 	// live: the agent held the watcher's last GET, or answered it with a
 	// change (an agent of an earlier release answers at once).
 	live atomic.Bool
+	// own: the node held, when last read, an action in flight outside any
+	// run; the run polls, which read only runs' children, leave its
+	// watcher to itself.
+	own atomic.Bool
 }
 
 // watchTransport is the transport of the watches: the agents' transport's
@@ -131,14 +136,15 @@ func (ws *watches) live(k nodeKey) bool {
 }
 
 // reconcile makes the watchers of the clusters in busy (cluster →
-// node → whether an unfinished child of a running run is on its agent, read
-// at readAt) those nodes: it keeps the watchers of busy nodes, starts the
-// missing ones of nodes whose child is on its agent (one not sent yet, held
-// by a window or the budget, needs no held connection), and stops those of
+// node → whether work is in flight on its agent, read at readAt) those
+// nodes: it keeps the watchers of busy nodes, starts the missing ones of
+// nodes with work on their agents (a run's child not sent yet, held by a
+// window or the budget, needs no held connection), and stops those of
 // nodes no longer busy, after watchIdleGrace and unless started after
-// readAt (a child created since). Only clusters named in scope are
-// stopped (nil: every cluster; empty: none). It does nothing before Start or
-// with watches off.
+// readAt (work created since) or last found with an action in flight
+// outside any run (own: the run polls' busy nodes are runs' alone). Only
+// clusters named in scope are stopped (nil: every cluster; empty: none). It
+// does nothing before Start or with watches off.
 func (ws *watches) reconcile(busy map[string]map[string]bool, scope map[string]bool, readAt time.Time) {
 	o := ws.o
 	if o.cfg.NoRunWatch {
@@ -161,7 +167,7 @@ func (ws *watches) reconcile(busy map[string]map[string]bool, scope map[string]b
 	}
 	if scope == nil || len(scope) > 0 {
 		for k, w := range ws.m {
-			if (scope != nil && !scope[k.cluster]) || busy[k.cluster][k.node] || w.idle ||
+			if (scope != nil && !scope[k.cluster]) || busy[k.cluster][k.node] || w.idle || w.own.Load() ||
 				!w.begun.Before(readAt) || !w.wantedAt.Before(readAt) {
 				continue
 			}
@@ -171,7 +177,7 @@ func (ws *watches) reconcile(busy map[string]map[string]bool, scope map[string]b
 			time.AfterFunc(watchIdleGrace, func() {
 				ws.mu.Lock()
 				defer ws.mu.Unlock()
-				if ws.m[k] == w && w.idle && w.idleGen == gen {
+				if ws.m[k] == w && w.idle && w.idleGen == gen && !w.own.Load() {
 					w.cancel()
 					delete(ws.m, k)
 				}
@@ -198,7 +204,7 @@ func (ws *watches) reconcile(busy map[string]map[string]bool, scope map[string]b
 }
 
 // once reports whether watcher w of node k, which found its node
-// without an unfinished run child, should look once more: a commit or a
+// without work in flight, should look once more: a commit or a
 // poll wanted it since it last looked. If not, w leaves the set, so that
 // the next commit that sends the node a child starts a new watcher.
 func (ws *watches) once(k nodeKey, w *watcher) bool {
@@ -214,25 +220,73 @@ func (ws *watches) once(k nodeKey, w *watcher) bool {
 	return false
 }
 
-// sent starts the watches of the nodes to which the committed plan w
-// sent a run's child, or on which it saw one unfinished: from then on its
-// end is told by its node's watcher.
-func (ws *watches) sent(clusterID string, w *writePlan) {
+// sent starts the watches of the nodes to which the committed answers of
+// nodes (with their plan w, nil when nothing was written) sent an action, or
+// on which they saw one in flight: from then on its end is told by its
+// node's watcher. A node whose action ended meanwhile has its watcher read
+// it idle at once, and end.
+func (ws *watches) sent(clusterID string, nodes []nodeResult, w *writePlan) {
 	if ws.o.cfg.NoRunWatch {
 		return
 	}
-	var nodes map[string]bool
-	for _, c := range w.records {
-		if c.Rec.RunID != "" && (c.Rec.State == action.New || c.Rec.State == action.Running) {
-			if nodes == nil {
-				nodes = map[string]bool{}
+	// busy: the nodes to watch; own: those with an action in flight
+	// outside any run.
+	var busy, own map[string]bool
+	add := func(r *store.Record) {
+		if busy == nil {
+			busy, own = map[string]bool{}, map[string]bool{}
+		}
+		busy[r.NodeID] = true
+		own[r.NodeID] = own[r.NodeID] || r.RunID == ""
+	}
+	if w != nil {
+		for i := range w.records {
+			if r := &w.records[i].Rec; onAgent(r.State) {
+				add(r)
 			}
-			nodes[c.Rec.NodeID] = true
 		}
 	}
-	if nodes != nil {
-		ws.reconcile(map[string]map[string]bool{clusterID: nodes}, map[string]bool{}, time.Now())
+	for i := range nodes {
+		res := &nodes[i]
+		if res.status != store.NodeUp {
+			continue
+		}
+		for j := range res.open {
+			if onAgent(res.open[j].State) {
+				add(&res.open[j])
+			}
+		}
 	}
+	if busy == nil {
+		return
+	}
+	ws.reconcile(map[string]map[string]bool{clusterID: busy}, map[string]bool{}, time.Now())
+	// From the start, the run polls leave the watch of an action outside
+	// any run alone (own), before its watcher has read its node.
+	ws.mu.Lock()
+	defer ws.mu.Unlock()
+	for n := range own {
+		if wt := ws.m[nodeKey{clusterID, n}]; wt != nil && own[n] {
+			wt.own.Store(true)
+			wt.idle = false
+		}
+	}
+}
+
+// inFlight reads a node's open actions: busy when an action is in flight
+// on its agent or a run's child is not finished (its watch goes on through
+// the run's waves), own when an action in flight there is outside any run.
+func inFlight(open []store.Record) (busy, own bool) {
+	for i := range open {
+		r := &open[i]
+		switch {
+		case r.RunID == "" && onAgent(r.State):
+			return true, true
+		case r.RunID != "" && unfinishedChild(r.State):
+			busy = true
+		}
+	}
+	return busy, false
 }
 
 // close ends every watcher, refuses new ones and waits for them.
@@ -278,8 +332,8 @@ func (ws *watches) client(n *store.Node) (*http.Client, bool) {
 // watchNode is one node's watcher: blocking GETs of one change after its
 // cursor (from the node's stored cursor), a nudge of the node for every
 // change that ends an action. It ends when ctx does (Stop, the lease lost,
-// reconcile), or once the node no longer holds an unfinished run
-// child, which it checks after every wait that ended without a change
+// reconcile), or once the node no longer holds work in flight
+// (inFlight), which it checks after every wait that ended without a change
 // (watchIdleGrace after an end, so that the watch of a run's last child
 // ends with it) and every failure. An agent that answers an empty page long before
 // the wait ended (one of an earlier release, which ignores wait) is asked
@@ -320,9 +374,15 @@ func (ws *watches) watchNode(ctx context.Context, k nodeKey, w *watcher) {
 	var source string
 	for ctx.Err() == nil {
 		if fresh {
-			n, busy, err := ws.watchedNode(ctx, k)
+			n, busy, standalone, err := ws.watchedNode(ctx, k)
 			if err != nil {
 				return
+			}
+			w.own.Store(standalone)
+			if standalone {
+				ws.mu.Lock()
+				w.idle = false // a grace a run poll started ends
+				ws.mu.Unlock()
 			}
 			if !busy {
 				if ws.once(k, w) {
@@ -383,15 +443,13 @@ func (ws *watches) watchNode(ctx context.Context, k nodeKey, w *watcher) {
 	}
 }
 
-// watchedNode reads node k and whether it still holds an unfinished child
-// of a run (not sent yet, NEW or RUNNING). The run's state is not read (a
-// run's record is large): the run polls stop the watches of runs that are not
-// running (reconcile).
-func (ws *watches) watchedNode(ctx context.Context, k nodeKey) (*store.Node, bool, error) {
+// watchedNode reads node k and whether work is still in flight there
+// (inFlight): busy, and own when outside any run. The run's state is not
+// read (a run's record is large): the run polls stop the watches of runs
+// that are not running (reconcile).
+func (ws *watches) watchedNode(ctx context.Context, k nodeKey) (n *store.Node, busy, own bool, err error) {
 	o := ws.o
-	var n *store.Node
-	busy := false
-	err := o.st.Read(ctx, func(r store.Reader) error {
+	err = o.st.Read(ctx, func(r store.Reader) error {
 		var err error
 		if n, err = r.Node(ctx, k.cluster, k.node); err != nil {
 			return err
@@ -400,8 +458,8 @@ func (ws *watches) watchedNode(ctx context.Context, k nodeKey) (*store.Node, boo
 		if err != nil {
 			return err
 		}
-		busy = slices.ContainsFunc(open, func(a store.Record) bool { return a.RunID != "" && unfinishedChild(a.State) })
+		busy, own = inFlight(open)
 		return nil
 	})
-	return n, busy, err
+	return n, busy, own, err
 }

@@ -10,6 +10,8 @@ import (
 	"github.com/musterhq/muster/core/orchestrate"
 	"github.com/musterhq/muster/core/runs"
 	"github.com/musterhq/muster/core/store"
+	"github.com/musterhq/muster/shared/action"
+	"github.com/musterhq/muster/shared/client"
 	"github.com/musterhq/muster/shared/limit"
 	"github.com/musterhq/muster/shared/live"
 	"github.com/musterhq/muster/shared/testgoroutine"
@@ -89,4 +91,71 @@ func TestRunWatchCarriesARunWithoutPollsOrGossip(t *testing.T) {
 	if got := e.runState(long.ID); got != store.RunRunning {
 		t.Fatalf("long run is %s, want %s", got, store.RunRunning)
 	}
+}
+
+// TestStandaloneActionEndIsSeenWithoutAPassOrGossip: with full syncs an hour
+// apart, no run and no gossip, the end of an action outside any run is told
+// by its node's watcher: one the core pushed, and one created on the agent's
+// own API that a sync of the node found there, are DONE in the core within
+// seconds of their ends, not at the next full sync; and no watcher is left
+// once nothing is in flight.
+//
+// Not parallel: it counts the process's watcher goroutines.
+func TestStandaloneActionEndIsSeenWithoutAPassOrGossip(t *testing.T) {
+	// The run polls run, often, with no run: they must leave the watches
+	// of actions outside any run alone.
+	pol := approval.DefaultPolicy()
+	engine := runs.NewEngine(live.New(pol), &actions.Rules{Policy: live.New(pol)}, nil)
+	e := setup(t, orchestrate.Config{Interval: time.Hour, RunPoll: 2 * time.Millisecond, Runs: engine}, "n1", "n2")
+	if err := e.o.Start(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(e.o.Stop)
+	testwait.For(t, "the first full sync to mark n1 up", func() bool { return e.node("n1").Status == store.NodeUp })
+	// visibleWithin waits for id to be DONE in the core and checks it was
+	// seen within a few seconds of its end on the agent.
+	visibleWithin := func(id string) {
+		t.Helper()
+		testwait.Within(t, 20*time.Second, "the action "+id+" DONE in the core, without a full sync", func() bool {
+			return e.record(id).State == action.Done
+		})
+		if rec := e.record(id); rec.FinishedTS == nil || time.Since(*rec.FinishedTS) > 10*time.Second {
+			t.Fatalf("action %s finished at %v, seen DONE only at %v", id, rec.FinishedTS, time.Now())
+		}
+	}
+
+	// Pushed by the core: the commit that sends it starts the watch.
+	for range 3 {
+		pushed := e.create("n1", "muster.io/debug.sleep", `{"seconds":1}`)
+		e.o.NudgeNode(cluster, "n1")
+		visibleWithin(pushed)
+	}
+
+	// Created on the agent's own API: the sync that finds it in flight
+	// starts the watch.
+	local := action.NewID()
+	ag := client.NewAgent("http://"+e.agents["n2"].addr, nil)
+	if _, _, err := ag.Push(context.Background(), &wire.PushRequest{ID: local, Kind: "muster.io/debug.sleep",
+		Args: []byte(`{"seconds":2}`), Origin: action.OriginAgent, Requester: "root"}); err != nil {
+		t.Fatal(err)
+	}
+	e.o.NudgeNode(cluster, "n2") // one sync finds it, as a counter ask would
+	testwait.For(t, "the agent's own action imported", func() bool {
+		rec, err := e.recordMaybe(local)
+		return err == nil && !rec.State.Final()
+	})
+	visibleWithin(local)
+	testwait.Within(t, 10*time.Second, "the watchers to stop once nothing is in flight", func() bool { return !testgoroutine.Running(watchFn) })
+}
+
+// recordMaybe reads the action id, which may not be in the store yet.
+func (e *env) recordMaybe(id string) (*store.Record, error) {
+	var rec *store.Record
+	ctx := context.Background()
+	err := e.st.Read(ctx, func(r store.Reader) error {
+		var err error
+		rec, err = r.Action(ctx, id)
+		return err
+	})
+	return rec, err
 }
