@@ -748,6 +748,19 @@ type AgentCert struct {
 	Labels map[string]string `json:"labels,omitempty"`
 }
 
+// EnrolledLabels returns the labels the node's newest certificate of
+// cluster clusterID among certs (newest first, as AgentCerts lists them)
+// was issued with: those of the join token that last enrolled it, which
+// the core holds for the node (nil when none).
+func EnrolledLabels(certs []AgentCert, clusterID string) map[string]string {
+	for _, c := range certs {
+		if c.ClusterID == clusterID {
+			return c.Labels
+		}
+	}
+	return nil
+}
+
 // Live reports whether the certificate is unrevoked and unexpired at now.
 func (c *AgentCert) Live(now time.Time) bool {
 	return c.RevokedTS == nil && now.Before(c.NotAfter)
