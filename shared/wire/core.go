@@ -330,8 +330,8 @@ type CreateTokenRequest struct {
 // TokenSecret answers POST /api/v1/tokens: the only answer that ever carries
 // a token's secret.
 type TokenSecret struct {
-	Name      string     `json:"name"`
-	Roles     []string   `json:"roles"`
+	Name      string            `json:"name"`
+	Roles     []string          `json:"roles"`
 	Token     string            `json:"token"`
 	ExpiresTS *time.Time        `json:"expires_ts,omitempty"`
 	ClusterID string            `json:"cluster_id,omitempty"`
@@ -341,8 +341,8 @@ type TokenSecret struct {
 
 // Token is a token as listed: never its secret, nor its hash.
 type Token struct {
-	Name      string     `json:"name"`
-	Roles     []string   `json:"roles"`
+	Name      string            `json:"name"`
+	Roles     []string          `json:"roles"`
 	CreatedTS time.Time         `json:"created_ts"`
 	ExpiresTS *time.Time        `json:"expires_ts,omitempty"`
 	ClusterID string            `json:"cluster_id,omitempty"`
