@@ -527,7 +527,8 @@ func (c *Core) ReloadTLS() error {
 // revocation list.
 func newEnroll(cfg Config, members *live.Value[nodes.Membership], st store.Store, log *slog.Logger) (*enroll.Service, error) {
 	ec := enroll.Config{Lifetime: cfg.AgentsCA.Lifetime, Configured: map[string]bool{},
-		Declared: func(clusterID, nodeID string) bool { return slices.Contains(members.Load()[clusterID].Nodes, nodeID) }}
+		Declared:   func(clusterID, nodeID string) bool { return slices.Contains(members.Load()[clusterID].Nodes, nodeID) },
+		HoldLabels: nodes.Enrolled}
 	for _, cl := range cfg.Clusters {
 		for _, n := range cl.Nodes {
 			ec.Configured[cl.ID+"/"+n.ID] = n.Enroll

@@ -24,6 +24,94 @@ import (
 func TestAFollowingUpgradeTakesNoNodeByItsAgentsLabels(t *testing.T) {
 	t.Parallel()
 	start := time.Now()
+	sc := followScenario(t, nil)
+	f := sc.f
+
+	r, err := f.admin.Run(ctxT(t), sc.following)
+	if err != nil {
+		t.Fatal(err)
+	}
+	st := r.Stages[0]
+	if !st.Follow || slices.Contains(st.Nodes, "node-5") || len(st.Joined) != 0 || !slices.Equal(st.NotInRun, []string{"node-5"}) {
+		t.Fatalf("the following run's stage: %+v", st)
+	}
+	for _, c := range r.Children {
+		if c.NodeID == "node-5" {
+			t.Fatalf("node-5 joined the following run by the labels its agent announced: %+v", c)
+		}
+	}
+	if evs := f.events("run.node_joined", ""); len(evs) != 0 {
+		t.Fatalf("run.node_joined events %+v", evs)
+	}
+	if out := muster(t, f.env, "run", "show", sc.following); !strings.Contains(out, "not in this run: node-5") ||
+		!strings.Contains(out, "follow: the nodes matching role=web") {
+		t.Fatalf("run show of the following run:\n%s", out)
+	}
+	sc.fixedLeavesNode5(t)
+	t.Logf("scenario 4 took %s", time.Since(start).Round(time.Millisecond))
+}
+
+// Issue 33, scenario 4 on real processes: the same two rolling upgrades
+// of role=web over four agents; the fifth enrolls with a join token that
+// carries role=web (`muster token create … --labels role=web`), its agent
+// announcing no labels at all: the core holds role=web for it, so the
+// upgrade with follow takes it (a run.node_joined event, its child DONE,
+// `run show` says it joined), and the one without follow shows it "not in
+// this run".
+func TestAFollowingUpgradeTakesANodeEnrolledWithItsTokensLabels(t *testing.T) {
+	t.Parallel()
+	start := time.Now()
+	sc := followScenario(t, []string{"--labels", "role=web"})
+	f := sc.f
+
+	r, err := f.admin.Run(ctxT(t), sc.following)
+	if err != nil {
+		t.Fatal(err)
+	}
+	st := r.Stages[0]
+	if !st.Follow || !slices.Contains(st.Nodes, "node-5") || !slices.Equal(st.Joined, []string{"node-5"}) || len(st.NotInRun) != 0 {
+		t.Fatalf("the following run's stage: %+v", st)
+	}
+	upgraded := false
+	for _, c := range r.Children {
+		if c.NodeID == "node-5" {
+			if c.State != "DONE" {
+				t.Fatalf("node-5's child: %+v", c)
+			}
+			upgraded = true
+		}
+	}
+	if !upgraded {
+		t.Fatalf("node-5 has no child in the following run: %+v", r.Children)
+	}
+	if evs := f.events("run.node_joined", ""); len(evs) != 1 || evs[0].RunID != sc.following {
+		t.Fatalf("run.node_joined events %+v", evs)
+	}
+	if out := muster(t, f.env, "run", "show", sc.following); !strings.Contains(out, "joined: node-5") ||
+		strings.Contains(out, "not in this run") {
+		t.Fatalf("run show of the following run:\n%s", out)
+	}
+	if evs := f.events("node.enrolled", "node-5"); len(evs) != 1 || !strings.Contains(evs[0].Message, "role=web") {
+		t.Fatalf("node-5's node.enrolled events %+v", evs)
+	}
+	sc.fixedLeavesNode5(t)
+	t.Logf("scenario 4 took %s", time.Since(start).Round(time.Millisecond))
+}
+
+// followRuns is scenario 4 after its two runs ended.
+type followRuns struct {
+	f                *enrollFleet
+	following, fixed string
+}
+
+// followScenario runs scenario 4 up to the end of both runs: four agents
+// that announce role=web enrolled with a plain join token; two rolling
+// upgrades of role=web, with and without follow, each held after its
+// canary; a fifth agent, announcing role=web unless node5Token (the
+// arguments of its own join token) is given, enrolls meanwhile with its
+// own join token; both runs promoted and DONE.
+func followScenario(t *testing.T, node5Token []string) *followRuns {
+	t.Helper()
 	f := newEnrollFleetWith(t, time.Hour, enrollFleetOptions{
 		orchestrate: "  interval: 1s\n  full_sync_every: 1\n  agent_timeout: 2s\n"})
 	f.agentYAML = map[string]string{}
@@ -31,6 +119,15 @@ func TestAFollowingUpgradeTakesNoNodeByItsAgentsLabels(t *testing.T) {
 		f.agentYAML[n] = "labels: {role: web}\n"
 	}
 	tokenFile, _ := f.joinToken("join", "--ttl", "1h", "--cluster", "prod", "--uses", "5")
+	node5File := tokenFile
+	if node5Token != nil {
+		delete(f.agentYAML, "node-5")
+		var tok wire.Token
+		node5File, tok = f.joinToken("join-5", append([]string{"--ttl", "1h", "--cluster", "prod", "--uses", "1"}, node5Token...)...)
+		if len(tok.Labels) == 0 {
+			t.Fatalf("node-5's join token: %+v", tok)
+		}
+	}
 	sec, err := f.admin.CreateToken(ctxT(t), "bob", []string{"approver"})
 	if err != nil {
 		t.Fatal(err)
@@ -62,19 +159,20 @@ func TestAFollowingUpgradeTakesNoNodeByItsAgentsLabels(t *testing.T) {
 		}
 		return r.ID
 	}
-	following, fixed := upgrade(true), upgrade(false)
+	sc := &followRuns{f: f}
+	sc.following, sc.fixed = upgrade(true), upgrade(false)
 	paused := func(id string) func() bool {
 		return func() bool {
 			r, err := f.admin.Run(ctxT(t), id)
 			return err == nil && r.State == "PAUSED"
 		}
 	}
-	testwait.Within(t, 20*time.Second, "the following run held after its canary", paused(following))
-	testwait.Within(t, 20*time.Second, "the fixed run held after its canary", paused(fixed))
+	testwait.Within(t, 20*time.Second, "the following run held after its canary", paused(sc.following))
+	testwait.Within(t, 20*time.Second, "the fixed run held after its canary", paused(sc.fixed))
 
-	f.agent("node-5", tokenFile)
+	f.agent("node-5", node5File)
 	testwait.Within(t, 30*time.Second, "node-5 UP with role=web", up("node-5"))
-	for _, id := range []string{following, fixed} {
+	for _, id := range []string{sc.following, sc.fixed} {
 		if _, err := bob.RunVerb(ctxT(t), id, "promote", "canary fine"); err != nil {
 			t.Fatal(err)
 		}
@@ -85,31 +183,16 @@ func TestAFollowingUpgradeTakesNoNodeByItsAgentsLabels(t *testing.T) {
 			return err == nil && r.State == "DONE"
 		}
 	}
-	testwait.Within(t, 30*time.Second, "the following run DONE", done(following))
-	testwait.Within(t, 30*time.Second, "the fixed run DONE", done(fixed))
+	testwait.Within(t, 30*time.Second, "the following run DONE", done(sc.following))
+	testwait.Within(t, 30*time.Second, "the fixed run DONE", done(sc.fixed))
+	return sc
+}
 
-	r, err := f.admin.Run(ctxT(t), following)
-	if err != nil {
-		t.Fatal(err)
-	}
-	st := r.Stages[0]
-	if !st.Follow || slices.Contains(st.Nodes, "node-5") || len(st.Joined) != 0 || !slices.Equal(st.NotInRun, []string{"node-5"}) {
-		t.Fatalf("the following run's stage: %+v", st)
-	}
-	for _, c := range r.Children {
-		if c.NodeID == "node-5" {
-			t.Fatalf("node-5 joined the following run by the labels its agent announced: %+v", c)
-		}
-	}
-	if evs := f.events("run.node_joined", ""); len(evs) != 0 {
-		t.Fatalf("run.node_joined events %+v", evs)
-	}
-	if out := muster(t, f.env, "run", "show", following); !strings.Contains(out, "not in this run: node-5") ||
-		!strings.Contains(out, "follow: the nodes matching role=web") {
-		t.Fatalf("run show of the following run:\n%s", out)
-	}
-
-	r, err = f.admin.Run(ctxT(t), fixed)
+// fixedLeavesNode5 checks the run without follow: node-5 is not among its
+// nodes, has no child in it, and the run shows it "not in this run".
+func (sc *followRuns) fixedLeavesNode5(t *testing.T) {
+	t.Helper()
+	r, err := sc.f.admin.Run(ctxT(t), sc.fixed)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -121,8 +204,7 @@ func TestAFollowingUpgradeTakesNoNodeByItsAgentsLabels(t *testing.T) {
 			t.Fatalf("node-5 has a child in the run without follow: %+v", c)
 		}
 	}
-	if out := muster(t, f.env, "run", "show", fixed); !strings.Contains(out, "not in this run: node-5") {
+	if out := muster(t, sc.f.env, "run", "show", sc.fixed); !strings.Contains(out, "not in this run: node-5") {
 		t.Fatalf("run show of the fixed run:\n%s", out)
 	}
-	t.Logf("scenario 4 took %s", time.Since(start).Round(time.Millisecond))
 }

@@ -734,7 +734,7 @@ func TestCLIJoinTokens(t *testing.T) {
 		t.Fatalf("join token create: %d %s %s", code, out, msg)
 	}
 	out, _, code = e.run("admin", "token", "list")
-	if code != 0 || !regexp.MustCompile(`(?m)^join-prod-\S+\s+enroll\s+\S+ \S+ \S+\s+\S+ \S+ \S+\s+prod\s+50$`).MatchString(out) {
+	if code != 0 || !regexp.MustCompile(`(?m)^join-prod-\S+\s+enroll\s+\S+ \S+ \S+\s+\S+ \S+ \S+\s+prod\s+50\s+-$`).MatchString(out) {
 		t.Fatalf("token list: %s", out)
 	}
 	if _, msg, code := e.run("admin", "token", "create", "--role", "viewer"); code != 2 || !strings.Contains(msg, "NAME is required") {
@@ -742,6 +742,36 @@ func TestCLIJoinTokens(t *testing.T) {
 	}
 	if _, msg, code := e.run("admin", "token", "create", "ci", "--role", "operator", "--uses", "3"); code != 1 || !strings.Contains(msg, "join tokens") {
 		t.Fatalf("uses on an operator token: %d %q", code, msg)
+	}
+}
+
+// TestCLIJoinTokenLabels: --labels gives a join token the labels the core
+// holds for the nodes it enrolls; create and list show them; a bad label
+// is a one-line usage error that creates nothing, and labels on a token
+// that is not a join token are refused by the core.
+func TestCLIJoinTokenLabels(t *testing.T) {
+	t.Parallel()
+	e := setupCLI(t, approval.DefaultPolicy())
+	file := filepath.Join(t.TempDir(), "join.token")
+	out, msg, code := e.run("admin", "token", "create", "web-join", "--roles", "enroll", "--cluster", "prod",
+		"--labels", "role=web,zone=a", "--secret-file", file, "-o", "json")
+	if tok := decode[wire.Token](t, out); code != 0 || tok.Labels["role"] != "web" || tok.Labels["zone"] != "a" || len(tok.Labels) != 2 {
+		t.Fatalf("join token create: %d %s %s", code, out, msg)
+	}
+	out, _, code = e.run("admin", "token", "list")
+	if code != 0 || !regexp.MustCompile(`(?m)^web-join\s+enroll\s.*\sprod\s+-\s+role=web,zone=a$`).MatchString(out) {
+		t.Fatalf("token list: %s", out)
+	}
+	out, msg, code = e.run("admin", "token", "create", "bad-join", "--roles", "enroll", "--cluster", "prod", "--labels", "role=we b")
+	if code != 2 || !strings.Contains(msg, "--labels") || strings.Count(strings.TrimSpace(msg), "\n") != 0 {
+		t.Fatalf("a bad label: %d %q %q", code, out, msg)
+	}
+	if _, msg, code := e.run("admin", "token", "create", "ci", "--role", "operator", "--labels", "role=web"); code != 1 || !strings.Contains(msg, "join tokens") {
+		t.Fatalf("labels on an operator token: %d %q", code, msg)
+	}
+	out, _, _ = e.run("admin", "token", "list")
+	if strings.Contains(out, "bad-join") || strings.Contains(out, "ci ") {
+		t.Fatalf("a refused token was created: %s", out)
 	}
 }
 

@@ -12,6 +12,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/musterhq/muster/cmd/internal/cli"
+	"github.com/musterhq/muster/shared/labels"
 	"github.com/musterhq/muster/shared/textsafe"
 	"github.com/musterhq/muster/shared/wire"
 )
@@ -29,9 +30,10 @@ func newTokenCmd() *cobra.Command {
 		cluster    string
 		uses       int
 		grantsOnly bool
+		tokLabels  []string
 	)
 	create := &cobra.Command{
-		Use:   "create [NAME] --role ROLE... [--ttl D] [--cluster C --uses N]",
+		Use:   "create [NAME] --role ROLE... [--ttl D] [--cluster C --uses N --labels K=V,...]",
 		Short: "Create a token and print its secret, once",
 		Long: `Create a token. Its secret is shown once and stored nowhere: the core keeps
 only a hash. Roles: viewer (read), operator (read, create, cancel, retry,
@@ -42,11 +44,19 @@ A join token (--role enroll) is for one cluster (--cluster), lasts --ttl
 (24h by default) and may allow a number of enrollments (--uses); its name
 is made up when none is given. Any token may take --ttl.
 
+--labels gives a join token labels that the core holds for every node it
+enrolls, over those its agent announces: a stage with follow: true takes a
+node that joins while it runs by these (and the configuration's), never by
+an agent's own. Only the core sets them; the node keeps them through its
+certificate's renewals, and enrolling it again with another join token
+gives it that token's labels instead.
+
 With --secret-file the secret is written to that file (mode 0600) instead of
 the terminal. -o json never prints a secret, so it needs --secret-file.`,
 		Example: `  muster token create bob --role approver
   muster token create ci --role operator --secret-file ci.token -o json
-  muster token create --roles enroll --ttl 24h --cluster prod --uses 50 --secret-file join.token`,
+  muster token create --roles enroll --ttl 24h --cluster prod --uses 50 --secret-file join.token
+  muster token create --roles enroll --cluster prod --labels role=web,zone=a --secret-file web.token`,
 		Args: func(cmd *cobra.Command, args []string) error {
 			if len(args) > 1 {
 				return cli.UsageError("%s takes at most one argument, NAME (see '%s --help')", cmd.CommandPath(), cmd.CommandPath())
@@ -82,6 +92,13 @@ the terminal. -o json never prints a secret, so it needs --secret-file.`,
 			if cmd.Flags().Changed("uses") {
 				req.Uses = &uses
 			}
+			if len(tokLabels) > 0 {
+				set, err := labels.ParseSelector(tokLabels)
+				if err != nil {
+					return cli.UsageError("--labels: %s", textsafe.Escape(err.Error()))
+				}
+				req.Labels = set
+			}
 			c, err := f.core()
 			if err != nil {
 				return err
@@ -97,9 +114,14 @@ the terminal. -o json never prints a secret, so it needs --secret-file.`,
 				}
 			}
 			if f.json() {
-				return f.write(w, wire.Token{Name: tok.Name, Roles: tok.Roles, ExpiresTS: tok.ExpiresTS, ClusterID: tok.ClusterID, UsesLeft: tok.UsesLeft})
+				return f.write(w, wire.Token{Name: tok.Name, Roles: tok.Roles, ExpiresTS: tok.ExpiresTS, ClusterID: tok.ClusterID,
+					UsesLeft: tok.UsesLeft, Labels: tok.Labels})
 			}
-			fmt.Fprintf(w, "Created token %s (roles %s%s).\n", textsafe.Escape(tok.Name), textsafe.Escape(strings.Join(tok.Roles, ", ")), tokenScope(tok.ClusterID, tok.UsesLeft, tok.ExpiresTS))
+			scope := tokenScope(tok.ClusterID, tok.UsesLeft, tok.ExpiresTS)
+			if len(tok.Labels) > 0 {
+				scope += ", labels " + textsafe.Escape(labels.Set(tok.Labels).String())
+			}
+			fmt.Fprintf(w, "Created token %s (roles %s%s).\n", textsafe.Escape(tok.Name), textsafe.Escape(strings.Join(tok.Roles, ", ")), scope)
 			if secretFile != "" {
 				fmt.Fprintf(w, "Its secret is in %s.\n", secretFile)
 				return nil
@@ -113,6 +135,7 @@ the terminal. -o json never prints a secret, so it needs --secret-file.`,
 	create.Flags().DurationVar(&ttl, "ttl", 0, "the token expires after this long (join tokens: 24h by default)")
 	create.Flags().StringVar(&cluster, "cluster", "", "the one cluster a join token may enroll into")
 	create.Flags().IntVar(&uses, "uses", 0, "how many agents a join token may enroll (default: no count)")
+	create.Flags().StringSliceVar(&tokLabels, "labels", nil, "labels the core holds for each node a join token enrolls (k=v, repeatable or a comma list)")
 	create.Flags().BoolVar(&grantsOnly, "grants-only", false, "a token without roles: it holds the grants of its person and teams alone")
 	create.Flags().StringVar(&secretFile, "secret-file", "", "write the secret to this file (mode 0600) instead of printing it")
 
@@ -129,13 +152,13 @@ the terminal. -o json never prints a secret, so it needs --secret-file.`,
 			if err != nil {
 				return apiError(c, err)
 			}
-			l := newListing(wire.TokenList{Tokens: toks}, "NAME", "ROLES", "CREATED", "EXPIRES", "CLUSTER", "USES LEFT")
+			l := newListing(wire.TokenList{Tokens: toks}, "NAME", "ROLES", "CREATED", "EXPIRES", "CLUSTER", "USES LEFT", "LABELS")
 			for _, tok := range toks {
 				left := ""
 				if tok.UsesLeft != nil {
 					left = strconv.Itoa(*tok.UsesLeft)
 				}
-				l.add(tok.Name, tok, tok.Name, strings.Join(tok.Roles, ","), ts(tok.CreatedTS), tsPtr(tok.ExpiresTS), tok.ClusterID, left)
+				l.add(tok.Name, tok, tok.Name, strings.Join(tok.Roles, ","), ts(tok.CreatedTS), tsPtr(tok.ExpiresTS), tok.ClusterID, left, labels.Set(tok.Labels).String())
 			}
 			return f.printList(cmd.OutOrStdout(), l)
 		},

@@ -171,7 +171,10 @@ func FuzzListQuery(f *testing.F) {
 func FuzzSmallBodies(f *testing.F) {
 	for _, s := range []string{`{"name":"bob","roles":["approver"]}`, `{"name":"","roles":null}`, `{"digest":"ab"}`,
 		`{"reason":"x"}`, `{"reason":1}`, `{"name":"x","roles":["x"],"extra":1}`, `[]`, ``, `{`,
-		`{"reason":"x","rollback":true}`, `{"rollback":"yes"}`, `{"from":"failed"}`, `{"from":"verify"}`, `{"from":1}`} {
+		`{"reason":"x","rollback":true}`, `{"rollback":"yes"}`, `{"from":"failed"}`, `{"from":"verify"}`, `{"from":1}`,
+		`{"name":"j","roles":["enroll"],"cluster_id":"prod","labels":{"role":"web","zone":"a"}}`,
+		`{"name":"j","roles":["enroll"],"cluster_id":"prod","labels":{"ro le":""}}`, `{"name":"j","roles":["enroll"],"labels":[]}`,
+		`{"name":"v","roles":["viewer"],"labels":{"role":"web"}}`, `{"name":"j","roles":["enroll"],"cluster_id":"prod","labels":{"role":1}}`} {
 		f.Add([]byte(s))
 	}
 	f.Fuzz(func(t *testing.T, body []byte) {
@@ -185,8 +188,12 @@ func FuzzSmallBodies(f *testing.F) {
 		}
 		var tok wire.CreateTokenRequest
 		if err := decodeStrict(body, &tok); err == nil {
-			_, err := auth.CheckToken(tok.Name, tok.Roles)
+			roles, err := auth.CheckToken(tok.Name, tok.Roles)
 			check(err)
+			if err == nil {
+				_, err = auth.CheckOptions(roles, auth.Options{ClusterID: tok.ClusterID, Uses: tok.Uses, Labels: tok.Labels})
+				check(err)
+			}
 		} else {
 			check(err)
 		}

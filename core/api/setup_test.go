@@ -20,6 +20,7 @@ import (
 	"github.com/musterhq/muster/core/approval"
 	"github.com/musterhq/muster/core/auth"
 	"github.com/musterhq/muster/core/enroll"
+	"github.com/musterhq/muster/core/nodes"
 	"github.com/musterhq/muster/core/notify"
 	"github.com/musterhq/muster/core/ops"
 	"github.com/musterhq/muster/core/ops/opstest"
@@ -121,7 +122,7 @@ func setup(t *testing.T, opts ...func(*Config)) *env {
 	}
 	if cfg.Enroll == nil {
 		ca := testCA(t)
-		cfg.Enroll = enroll.New(enroll.Config{CA: ca.CA, Bundle: ca.pem, GossipKey: "Z29zc2lw"}, st, nil)
+		cfg.Enroll = enroll.New(enroll.Config{CA: ca.CA, Bundle: ca.pem, GossipKey: "Z29zc2lw", HoldLabels: nodes.Enrolled}, st, nil)
 	}
 	n := &opstest.Syncs{}
 	rules := &actions.Rules{Policy: cfg.Policy}

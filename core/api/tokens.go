@@ -36,7 +36,7 @@ func (s *Server) listTokens(c *echo.Context) error {
 				roles = []string{}
 			}
 			out.Tokens = append(out.Tokens, wire.Token{Name: t.Name, Roles: roles, CreatedTS: t.CreatedTS,
-				ExpiresTS: t.ExpiresTS, ClusterID: t.ClusterID, UsesLeft: t.UsesLeft})
+				ExpiresTS: t.ExpiresTS, ClusterID: t.ClusterID, UsesLeft: t.UsesLeft, Labels: t.Labels})
 		}
 		return err
 	})

@@ -12,11 +12,13 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
 	"strings"
 	"time"
 
 	"github.com/musterhq/muster/core/store"
+	"github.com/musterhq/muster/shared/labels"
 	"github.com/musterhq/muster/shared/names"
 )
 
@@ -219,6 +221,9 @@ type Options struct {
 	ClusterID string
 	// Uses is the number of enrollments allowed (nil: no count).
 	Uses *int
+	// Labels, on a join token, are the labels the core holds for each
+	// node it enrolls.
+	Labels map[string]string
 }
 
 // CheckOptions validates o against roles (checked by CheckToken) and
@@ -229,8 +234,8 @@ func CheckOptions(roles []string, o Options) (Options, error) {
 		return o, fmt.Errorf("%w: ttl %s is negative", ErrInvalid, o.TTL)
 	}
 	if !join {
-		if o.ClusterID != "" || o.Uses != nil {
-			return o, fmt.Errorf("%w: cluster and uses are for join tokens (role %s)", ErrInvalid, store.RoleEnroll)
+		if o.ClusterID != "" || o.Uses != nil || len(o.Labels) > 0 {
+			return o, fmt.Errorf("%w: cluster, uses and labels are for join tokens (role %s)", ErrInvalid, store.RoleEnroll)
 		}
 		return o, nil
 	}
@@ -245,6 +250,12 @@ func CheckOptions(roles []string, o Options) (Options, error) {
 	}
 	if o.Uses != nil && *o.Uses < 1 {
 		return o, fmt.Errorf("%w: uses must be at least 1, got %d", ErrInvalid, *o.Uses)
+	}
+	if err := labels.Set(o.Labels).Validate(); err != nil {
+		return o, fmt.Errorf("%w: labels: %w", ErrInvalid, err)
+	}
+	if len(o.Labels) == 0 {
+		o.Labels = nil
 	}
 	if o.TTL == 0 {
 		o.TTL = DefaultJoinTTL
@@ -288,7 +299,8 @@ func CreateTokenWith(ctx context.Context, st store.Store, name string, roles []s
 
 func insertToken(ctx context.Context, tx store.Tx, name string, roles []string, o Options, secret, actor, clientAddr string) (*store.Token, error) {
 	now := time.Now().UTC().Round(time.Microsecond)
-	t := &store.Token{Name: name, Roles: roles, Hash: Hash(secret), CreatedTS: now, ClusterID: o.ClusterID}
+	t := &store.Token{Name: name, Roles: roles, Hash: Hash(secret), CreatedTS: now, ClusterID: o.ClusterID,
+		Labels: maps.Clone(o.Labels)}
 	if o.TTL > 0 {
 		exp := now.Add(o.TTL).Round(time.Microsecond)
 		t.ExpiresTS = &exp
@@ -306,6 +318,10 @@ func insertToken(ctx context.Context, tx store.Tx, name string, roles []string, 
 	if t.UsesLeft != nil {
 		data["uses"] = *t.UsesLeft
 		msg += fmt.Sprintf(", %d uses", *t.UsesLeft)
+	}
+	if len(t.Labels) > 0 {
+		data["labels"] = t.Labels
+		msg += ", labels " + labels.Set(t.Labels).String()
 	}
 	if t.ExpiresTS != nil {
 		data["expires_ts"] = t.ExpiresTS.Format(time.RFC3339)

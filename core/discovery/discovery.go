@@ -319,8 +319,15 @@ func Sync(ctx context.Context, st store.Store, extra []string, sources ...Source
 			}
 		}
 		for _, n := range res.Joined {
-			err := corenodes.Save(ctx, tx, &store.Node{ClusterID: n.ClusterID, ID: n.ID, Addr: n.Addr,
-				Source: n.Source, Status: store.NodeUnknown, Labels: n.Labels})
+			// A node enrolled with a join token that carries labels: the
+			// core holds them for it (its agent's announcement cannot
+			// change them).
+			held, err := corenodes.Joined(ctx, tx, n.ClusterID, n.ID)
+			if err != nil {
+				return err
+			}
+			err = corenodes.Save(ctx, tx, &store.Node{ClusterID: n.ClusterID, ID: n.ID, Addr: n.Addr,
+				Source: n.Source, Status: store.NodeUnknown, Labels: corenodes.Labels(nil, n.Labels, held), CoreLabels: held})
 			if err != nil {
 				return err
 			}

@@ -397,3 +397,52 @@ func TestWatcherFollowsStartStop(t *testing.T) {
 	testgoroutine.None(t, "core/discovery.NewWatcher")
 	testgoroutine.None(t, "core/discovery.Watch")
 }
+
+// TestAJoiningNodeHoldsItsJoinTokensLabels: a node the gossip pool
+// announces for the first time, enrolled with a join token that carries
+// labels (its newest certificate records them), holds them as labels the
+// core holds for it, over those its agent announces; a node enrolled with
+// a plain token holds none, whatever its agent says.
+func TestAJoiningNodeHoldsItsJoinTokensLabels(t *testing.T) {
+	t.Parallel()
+	st := setup(t)
+	ctx := context.Background()
+	t0 := time.Now().UTC().Truncate(time.Second)
+	cert := func(serial, node string, issued time.Time, l map[string]string) store.AgentCert {
+		return store.AgentCert{Serial: serial, ClusterID: "web", NodeID: node, NotBefore: issued, NotAfter: issued.Add(time.Hour),
+			IssuedTS: issued, IssuedBy: "join", Labels: l}
+	}
+	err := st.Update(ctx, func(tx store.Tx) error {
+		for _, c := range []store.AgentCert{
+			cert("01", "web-5", t0, map[string]string{"role": "db"}),
+			cert("02", "web-5", t0.Add(time.Minute), map[string]string{"role": "web", "zone": "a"}),
+			cert("03", "web-6", t0, nil),
+		} {
+			if err := tx.InsertAgentCert(ctx, &c); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	pool := &fakeSource{name: store.SourceGossip, list: []Node{
+		{ClusterID: "web", ID: "web-5", Addr: "10.0.0.5:7420", Labels: map[string]string{"role": "cache", "os": "linux"}},
+		{ClusterID: "web", ID: "web-6", Addr: "10.0.0.6:7420", Labels: map[string]string{"role": "web"}},
+	}}
+	if _, err := Sync(ctx, st, nil, pool); err != nil {
+		t.Fatal(err)
+	}
+	got := nodes(t, st)
+	if n := got["web/web-5"]; !maps.Equal(n.CoreLabels, map[string]string{"role": "web", "zone": "a"}) ||
+		!maps.Equal(n.Labels, map[string]string{"role": "web", "zone": "a", "os": "linux"}) {
+		t.Errorf("web-5: core labels %v, labels %v", n.CoreLabels, n.Labels)
+	}
+	if n := got["web/web-6"]; n.CoreLabels != nil || !maps.Equal(n.Labels, map[string]string{"role": "web"}) {
+		t.Errorf("web-6: core labels %v, labels %v", n.CoreLabels, n.Labels)
+	}
+	if res, err := Sync(ctx, st, nil, pool); err != nil || !res.Empty() {
+		t.Fatalf("a second sync changed %+v, %v", res, err)
+	}
+}

@@ -30,6 +30,7 @@ import (
 
 	"github.com/musterhq/muster/core/auth"
 	"github.com/musterhq/muster/core/store"
+	"github.com/musterhq/muster/shared/labels"
 	"github.com/musterhq/muster/shared/names"
 	"github.com/musterhq/muster/shared/tlsutil"
 	"github.com/musterhq/muster/shared/wire"
@@ -82,6 +83,13 @@ type Config struct {
 	// Declared says whether a cluster's membership declares a node
 	// (expect: nodes), as it is now; nil: none does.
 	Declared func(clusterID, nodeID string) bool
+	// HoldLabels, in the enrollment's transaction, gives a node that is
+	// stored already the labels of its new join token (next) as labels
+	// the core holds for it, instead of those of the join token that
+	// enrolled it before (prev); core/nodes.Enrolled. A node not stored
+	// yet takes them when it joins (core/discovery). Nil: stored nodes
+	// keep the labels they hold until they join again.
+	HoldLabels func(ctx context.Context, tx store.Tx, clusterID, nodeID string, prev, next map[string]string) error
 }
 
 // RenewalGrace is how long a renewed certificate still authenticates
@@ -343,12 +351,25 @@ func (s *Service) Enroll(ctx context.Context, secret string, req wire.EnrollRequ
 		if err != nil {
 			return err
 		}
+		// The certificate carries its join token's labels: the core
+		// holds them for the node (its agent cannot change them), and a
+		// renewal keeps them.
+		rec.Labels = maps.Clone(tok.Labels)
 		if err := tx.InsertAgentCert(ctx, rec); err != nil {
 			return err
+		}
+		if prev := store.EnrolledLabels(certs, req.ClusterID); s.cfg.HoldLabels != nil && len(prev)+len(rec.Labels) > 0 {
+			if err := s.cfg.HoldLabels(ctx, tx, req.ClusterID, req.NodeID, prev, rec.Labels); err != nil {
+				return err
+			}
 		}
 		data := map[string]any{"token": tok.Name, "serial": rec.Serial, "not_after": rec.NotAfter.Format(time.RFC3339)}
 		msg := fmt.Sprintf("node %s enrolled into cluster %s with join token %s (certificate %s until %s)",
 			req.NodeID, req.ClusterID, tok.Name, rec.Serial, rec.NotAfter.Format(time.RFC3339))
+		if len(rec.Labels) > 0 {
+			data["labels"] = rec.Labels
+			msg += "; the core holds its labels " + labels.Set(rec.Labels).String()
+		}
 		if left >= 0 {
 			data["uses_left"] = left
 			msg += fmt.Sprintf("; %d uses left", left)
@@ -528,6 +549,7 @@ func (s *Service) Renew(ctx context.Context, peer []*x509.Certificate, req wire.
 		if err != nil {
 			return err
 		}
+		nrec.Labels = rec.Labels // the join token's, kept
 		if err := tx.InsertAgentCert(ctx, nrec); err != nil {
 			return err
 		}

@@ -26,7 +26,7 @@ func (o *Ops) CreateToken(ctx context.Context, c Caller, req *wire.CreateTokenRe
 	if err != nil {
 		return wire.TokenSecret{}, err
 	}
-	opt := auth.Options{ClusterID: req.ClusterID, Uses: req.Uses}
+	opt := auth.Options{ClusterID: req.ClusterID, Uses: req.Uses, Labels: req.Labels}
 	if req.TTL != "" {
 		if opt.TTL, err = time.ParseDuration(req.TTL); err != nil || opt.TTL <= 0 {
 			return wire.TokenSecret{}, BadRequest("ttl %q is not a positive Go duration such as 24h", req.TTL)
@@ -37,7 +37,7 @@ func (o *Ops) CreateToken(ctx context.Context, c Caller, req *wire.CreateTokenRe
 		return wire.TokenSecret{}, err
 	}
 	return wire.TokenSecret{Name: req.Name, Roles: roles, Token: secret, ExpiresTS: tok.ExpiresTS,
-		ClusterID: tok.ClusterID, UsesLeft: tok.UsesLeft}, nil
+		ClusterID: tok.ClusterID, UsesLeft: tok.UsesLeft, Labels: tok.Labels}, nil
 }
 
 // RevokeToken deletes a token. The last admin token cannot be revoked:

@@ -2,6 +2,7 @@ package store
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"time"
 )
@@ -10,13 +11,33 @@ import (
 // 017, PostgreSQL migration 012). On PostgreSQL they are shared by every
 // replica: the revocation list each of them checks is read from here.
 
-const certColumns = `serial, cluster_id, node_id, not_before, not_after, issued_ts, issued_by, revoked_ts, revoke_reason, revoked_by`
+const certColumns = `serial, cluster_id, node_id, not_before, not_after, issued_ts, issued_by, revoked_ts, revoke_reason, revoked_by, labels`
 
 func (d Dialect) scanCert(row Row) (AgentCert, error) {
 	var c AgentCert
-	err := row.Scan(&c.Serial, &c.ClusterID, &c.NodeID, d.timeInto(&c.NotBefore), d.timeInto(&c.NotAfter),
-		d.timeInto(&c.IssuedTS), &c.IssuedBy, d.nullTimeInto(&c.RevokedTS), &c.RevokeReason, &c.RevokedBy)
-	return c, err
+	var held string
+	if err := row.Scan(&c.Serial, &c.ClusterID, &c.NodeID, d.timeInto(&c.NotBefore), d.timeInto(&c.NotAfter),
+		d.timeInto(&c.IssuedTS), &c.IssuedBy, d.nullTimeInto(&c.RevokedTS), &c.RevokeReason, &c.RevokedBy, &held); err != nil {
+		return c, err
+	}
+	var err error
+	c.Labels, err = labelsOfColumn(held)
+	if err != nil {
+		return c, fmt.Errorf("agent certificate %s: labels: %w", c.Serial, err)
+	}
+	return c, nil
+}
+
+// labelsOfColumn reads a column LabelsColumn wrote (nil for none).
+func labelsOfColumn(col string) (map[string]string, error) {
+	var out map[string]string
+	if err := json.Unmarshal([]byte(col), &out); err != nil {
+		return nil, err
+	}
+	if len(out) == 0 {
+		return nil, nil
+	}
+	return out, nil
 }
 
 // AgentCerts is Reader.AgentCerts of both stores.
@@ -104,8 +125,12 @@ func (w Writes) UseToken(ctx context.Context, hash string) (int, error) {
 func (w Writes) InsertAgentCert(ctx context.Context, c *AgentCert) error {
 	d := w.Dialect
 	what := fmt.Sprintf("insert agent certificate %s", c.Serial)
+	held, err := LabelsColumn(c.Labels)
+	if err != nil {
+		return fmt.Errorf("%s: labels: %w", what, err)
+	}
 	ps, args := d.values(1, c.Serial, c.ClusterID, c.NodeID, d.Time(c.NotBefore), d.Time(c.NotAfter), d.Time(c.IssuedTS),
-		c.IssuedBy, d.nullTime(c.RevokedTS), c.RevokeReason, c.RevokedBy)
+		c.IssuedBy, d.nullTime(c.RevokedTS), c.RevokeReason, c.RevokedBy, held)
 	n, err := w.Exec(ctx, what, `INSERT INTO agent_certs (`+certColumns+`) VALUES (`+ps+`) ON CONFLICT DO NOTHING`, args...)
 	if err == nil && n == 0 {
 		err = fmt.Errorf("%s: %w", what, ErrExists)
@@ -169,14 +194,19 @@ func (w Writes) DeleteToken(ctx context.Context, name string) error {
 	return err
 }
 
-const tokenColumns = `name, roles, hash, created_ts, expires_ts, cluster_id, uses_left`
+const tokenColumns = `name, roles, hash, created_ts, expires_ts, cluster_id, uses_left, labels`
 
 func (d Dialect) scanToken(row Row) (Token, error) {
 	var t Token
 	var uses *int64
+	var held string
 	if err := row.Scan(&t.Name, d.ListInto(&t.Roles), &t.Hash, d.timeInto(&t.CreatedTS), d.nullTimeInto(&t.ExpiresTS),
-		&t.ClusterID, &uses); err != nil {
+		&t.ClusterID, &uses, &held); err != nil {
 		return t, err
+	}
+	var err error
+	if t.Labels, err = labelsOfColumn(held); err != nil {
+		return t, fmt.Errorf("token %s: labels: %w", t.Name, err)
 	}
 	if uses != nil {
 		n := int(*uses)
@@ -237,8 +267,12 @@ func (w Writes) InsertToken(ctx context.Context, t *Token) error {
 	if t.UsesLeft != nil {
 		uses = *t.UsesLeft
 	}
-	ps, args := d.values(1, t.Name, roles, t.Hash, d.Time(t.CreatedTS), d.nullTime(t.ExpiresTS), t.ClusterID, uses)
-	n, err := w.Exec(ctx, what, `INSERT INTO tokens (name, roles, hash, created_ts, expires_ts, cluster_id, uses_left)
+	held, err := LabelsColumn(t.Labels)
+	if err != nil {
+		return fmt.Errorf("%s: labels: %w", what, err)
+	}
+	ps, args := d.values(1, t.Name, roles, t.Hash, d.Time(t.CreatedTS), d.nullTime(t.ExpiresTS), t.ClusterID, uses, held)
+	n, err := w.Exec(ctx, what, `INSERT INTO tokens (`+tokenColumns+`)
 		VALUES (`+ps+`) ON CONFLICT DO NOTHING`, args...)
 	if err == nil && n == 0 {
 		err = fmt.Errorf("%s: %w", what, ErrExists)

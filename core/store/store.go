@@ -709,6 +709,10 @@ type Token struct {
 	// UsesLeft counts the enrollments a join token still allows (nil:
 	// no count).
 	UsesLeft *int `json:"uses_left,omitempty"`
+	// Labels, on a join token, are the labels the core holds for each
+	// node enrolled with it (Node.CoreLabels, under any other the core
+	// holds for it); nil for other tokens.
+	Labels map[string]string `json:"labels,omitempty"`
 }
 
 // Expired reports whether the token has expired at now.
@@ -739,6 +743,22 @@ type AgentCert struct {
 	RevokedTS    *time.Time `json:"revoked_ts,omitempty"`
 	RevokeReason string     `json:"revoke_reason,omitempty"`
 	RevokedBy    string     `json:"revoked_by,omitempty"`
+	// Labels are those of the join token that enrolled the node (a
+	// renewal keeps them): the core holds them for the node.
+	Labels map[string]string `json:"labels,omitempty"`
+}
+
+// EnrolledLabels returns the labels the node's newest certificate of
+// cluster clusterID among certs (newest first, as AgentCerts lists them)
+// was issued with: those of the join token that last enrolled it, which
+// the core holds for the node (nil when none).
+func EnrolledLabels(certs []AgentCert, clusterID string) map[string]string {
+	for _, c := range certs {
+		if c.ClusterID == clusterID {
+			return c.Labels
+		}
+	}
+	return nil
 }
 
 // Live reports whether the certificate is unrevoked and unexpired at now.

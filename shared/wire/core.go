@@ -315,35 +315,39 @@ type EventList struct {
 }
 
 // CreateTokenRequest is the body of POST /api/v1/tokens. A join token
-// (role enroll) takes a cluster and, optionally, a use count; any token may
-// take a TTL (a Go duration such as 24h).
+// (role enroll) takes a cluster and, optionally, a use count and labels
+// (the core holds them for every node it enrolls); any token may take a
+// TTL (a Go duration such as 24h).
 type CreateTokenRequest struct {
-	Name      string   `json:"name"`
-	Roles     []string `json:"roles"`
-	TTL       string   `json:"ttl,omitempty"`
-	ClusterID string   `json:"cluster_id,omitempty"`
-	Uses      *int     `json:"uses,omitempty"`
+	Name      string            `json:"name"`
+	Roles     []string          `json:"roles"`
+	TTL       string            `json:"ttl,omitempty"`
+	ClusterID string            `json:"cluster_id,omitempty"`
+	Uses      *int              `json:"uses,omitempty"`
+	Labels    map[string]string `json:"labels,omitempty"`
 }
 
 // TokenSecret answers POST /api/v1/tokens: the only answer that ever carries
 // a token's secret.
 type TokenSecret struct {
-	Name      string     `json:"name"`
-	Roles     []string   `json:"roles"`
-	Token     string     `json:"token"`
-	ExpiresTS *time.Time `json:"expires_ts,omitempty"`
-	ClusterID string     `json:"cluster_id,omitempty"`
-	UsesLeft  *int       `json:"uses_left,omitempty"`
+	Name      string            `json:"name"`
+	Roles     []string          `json:"roles"`
+	Token     string            `json:"token"`
+	ExpiresTS *time.Time        `json:"expires_ts,omitempty"`
+	ClusterID string            `json:"cluster_id,omitempty"`
+	UsesLeft  *int              `json:"uses_left,omitempty"`
+	Labels    map[string]string `json:"labels,omitempty"`
 }
 
 // Token is a token as listed: never its secret, nor its hash.
 type Token struct {
-	Name      string     `json:"name"`
-	Roles     []string   `json:"roles"`
-	CreatedTS time.Time  `json:"created_ts"`
-	ExpiresTS *time.Time `json:"expires_ts,omitempty"`
-	ClusterID string     `json:"cluster_id,omitempty"`
-	UsesLeft  *int       `json:"uses_left,omitempty"`
+	Name      string            `json:"name"`
+	Roles     []string          `json:"roles"`
+	CreatedTS time.Time         `json:"created_ts"`
+	ExpiresTS *time.Time        `json:"expires_ts,omitempty"`
+	ClusterID string            `json:"cluster_id,omitempty"`
+	UsesLeft  *int              `json:"uses_left,omitempty"`
+	Labels    map[string]string `json:"labels,omitempty"`
 }
 
 // EnrollRequest is the body of POST /api/v1/enroll, sent with a join token:

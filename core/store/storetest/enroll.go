@@ -12,13 +12,13 @@ import (
 	"github.com/musterhq/muster/core/store"
 )
 
-// testJoinTokenFieldsRoundTrip: a join token's cluster, expiry and use
-// count come back as stored; an ordinary token has none.
+// testJoinTokenFieldsRoundTrip: a join token's cluster, expiry, use
+// count and labels come back as stored; an ordinary token has none.
 func testJoinTokenFieldsRoundTrip(t *testing.T, db NewDB) {
 	s := setup(t, db)
 	exp, uses := t0.Add(24*time.Hour), 50
 	join := store.Token{Name: "join-prod", Roles: []string{store.RoleEnroll}, Hash: "hj", CreatedTS: t0,
-		ExpiresTS: &exp, ClusterID: "prod", UsesLeft: &uses}
+		ExpiresTS: &exp, ClusterID: "prod", UsesLeft: &uses, Labels: map[string]string{"role": "web", "zone": "a"}}
 	plain := store.Token{Name: "alice", Roles: []string{store.RoleViewer}, Hash: "ha", CreatedTS: t0}
 	update(t, s, func(ctx context.Context, tx store.Tx) error {
 		if err := tx.InsertToken(ctx, &join); err != nil {
@@ -135,6 +135,7 @@ func testAgentCertsAndRevocation(t *testing.T, db NewDB) {
 			NotAfter: issued.Add(30 * 24 * time.Hour), IssuedTS: issued, IssuedBy: "join"}
 	}
 	a1 := cert("0a", "prod", "db-1", t0)
+	a1.Labels = map[string]string{"role": "db"}
 	a2 := cert("0b", "prod", "db-1", t0.Add(time.Hour))
 	b1 := cert("0c", "prod", "db-2", t0)
 	c1 := cert("0d", "staging", "db-1", t0)
