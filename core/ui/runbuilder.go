@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/url"
-	"slices"
 	"strconv"
 	"strings"
 	"unicode/utf8"
@@ -178,6 +177,9 @@ func buildRunDocument(b runBuilder, nodes []store.Node) (string, fieldErrs) {
 		field := func(name string) string { return builderField(i, -1, name) }
 		ps := playbook.Stage{Name: st.Name}
 		var picked []*store.Node // the nodes of the target, when it picks some
+		// kindSchemas: per kind, a node of the target for each schema it
+		// announces, found once per stage (one pass over its nodes).
+		kindSchemas := map[string][]*store.Node{}
 		switch {
 		case st.Name == "":
 			errs.set(field("name"), "name the stage")
@@ -194,8 +196,12 @@ func buildRunDocument(b runBuilder, nodes []store.Node) (string, fieldErrs) {
 		} else {
 			ps.Target = playbook.Target{Nodes: t.Nodes, Labels: t.Labels, All: t.All}
 			ids, _ := target.Resolve(t, nodes)
+			in := make(map[string]bool, len(ids))
+			for _, id := range ids {
+				in[id] = true
+			}
 			for i := range nodes {
-				if slices.Contains(ids, nodes[i].ID) {
+				if in[nodes[i].ID] {
 					picked = append(picked, &nodes[i])
 				}
 			}
@@ -244,13 +250,16 @@ func buildRunDocument(b runBuilder, nodes []store.Node) (string, fieldErrs) {
 			case sp.Kind != gateStep && !kinds[sp.Kind]:
 				errs.set(field("kind"), fmt.Sprintf("no node of the cluster offers the kind %q", sp.Kind))
 			}
-			var schemas []*store.Node // a node of the target for each schema it announces
-			seen := map[string]bool{}
-			for _, n := range picked {
-				if raw, ok := n.ArgsSchemas[sp.Kind]; ok && !seen[string(raw)] {
-					seen[string(raw)] = true
-					schemas = append(schemas, n)
+			schemas, ok := kindSchemas[sp.Kind] // a node of the target for each schema it announces
+			if !ok {
+				seen := map[string]bool{}
+				for _, n := range picked {
+					if raw, ok := n.ArgsSchemas[sp.Kind]; ok && !seen[string(raw)] {
+						seen[string(raw)] = true
+						schemas = append(schemas, n)
+					}
 				}
+				kindSchemas[sp.Kind] = schemas
 			}
 			var schema []byte
 			if len(schemas) > 0 {

@@ -3,6 +3,7 @@ package ui
 import (
 	"encoding/json"
 	"net/url"
+	"strconv"
 	"strings"
 	"testing"
 	"unicode/utf8"
@@ -88,4 +89,30 @@ func FuzzRunBuilder(f *testing.F) {
 			t.Fatalf("buildRunDocument(%q): %d stages read back, %d typed\n%s", body, len(pb.Stages), n, doc)
 		}
 	})
+}
+
+// BenchmarkRunBuilderLargeCluster: the builder over a 20,000-node cluster,
+// 50 stages on every node, each of 4 steps of one kind: its work is a pass
+// over the nodes per stage (a set of the target's ids, the schemas of a
+// kind found once a stage), not the nodes times the picked ones.
+func BenchmarkRunBuilderLargeCluster(b *testing.B) {
+	nodes := make([]store.Node, 20000)
+	for i := range nodes {
+		nodes[i] = store.Node{ID: "n-" + strings.Repeat("x", i%7) + string(rune('a'+i%26)) + strconv.Itoa(i), Kinds: []string{schemaKind},
+			ArgsSchemas: map[string]json.RawMessage{schemaKind: json.RawMessage(`{"type":"object"}`)}}
+	}
+	rb := runBuilder{Name: "adhoc"}
+	for i := 0; i < runs.MaxStages; i++ {
+		st := builderStage{Name: "s" + strconv.Itoa(i), Target: "all"}
+		for j := 0; j < 4; j++ {
+			st.Steps = append(st.Steps, builderStep{Name: "p" + strconv.Itoa(j), Kind: schemaKind, Args: "seconds=1"})
+		}
+		rb.Stages = append(rb.Stages, st)
+	}
+	b.ResetTimer()
+	for b.Loop() {
+		if _, errs := buildRunDocument(rb, nodes); len(errs) > 0 {
+			b.Fatalf("refused: %v", errs)
+		}
+	}
 }
