@@ -123,12 +123,12 @@ test: lint test-deps ## Run every test (unit, fuzz seeds, e2e, PostgreSQL, brows
 # systemd-analyze (the units in configs/systemd), PostgreSQL (the store's
 # tests start a throwaway server), Chromium (the web UI's browser tests) and
 # promtool (the prometheus package: the alert rules of configs/monitoring),
-# and the package repository's tools (reprepro, createrepo-c, gpg; rpm to
-# install the .rpm into a temporary root).
+# the package repository's tools (reprepro, createrepo-c, gpg; rpm to
+# install the .rpm into a temporary root), and lintian (the .debs' checks).
 # As root with apt-get they are installed when missing; otherwise the target
 # says what to install and stops.
 .PHONY: test-deps
-test-deps: ## Install what the tests need (systemd, postgresql, chromium, prometheus, reprepro, createrepo-c, gpg, rpm) when missing
+test-deps: ## Install what the tests need (systemd, postgresql, chromium, prometheus, reprepro, createrepo-c, gpg, rpm, lintian) when missing
 	@missing=""; \
 	  command -v systemd-analyze >/dev/null || missing="$$missing systemd"; \
 	  ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1 || missing="$$missing postgresql"; \
@@ -138,6 +138,7 @@ test-deps: ## Install what the tests need (systemd, postgresql, chromium, promet
 	  command -v createrepo_c >/dev/null || missing="$$missing createrepo-c"; \
 	  command -v gpg >/dev/null || missing="$$missing gpg"; \
 	  command -v rpm >/dev/null || missing="$$missing rpm"; \
+	  command -v lintian >/dev/null || missing="$$missing lintian"; \
 	  if [ -n "$$missing" ]; then \
 	    if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null; then \
 	      echo "installing:$$missing"; \
