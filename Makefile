@@ -44,6 +44,9 @@ build: ## Build bin/muster and bin/muster-agent, the deployable binaries (no rac
 dev: build ## Start a core and three agents on loopback (temporary SQLite files)
 	$(BIN) dev --agents 3
 
+# The released binaries are position-independent (-buildmode=pie), as
+# Debian builds its programs (lintian's hardening-no-pie), stripped
+# (-s -w) and with no build paths (-trimpath).
 .PHONY: release
 release: ## Build dist/muster{,-agent}-VERSION-linux-{amd64,arm64} and dist/SHA256SUMS
 	@command -v $(CC_arm64) >/dev/null || { \
@@ -53,7 +56,7 @@ release: ## Build dist/muster{,-agent}-VERSION-linux-{amd64,arm64} and dist/SHA2
 	  cc=$(CC_amd64); [ $$arch = arm64 ] && cc=$(CC_arm64); \
 	  for cmd in muster muster-agent; do \
 	    CGO_ENABLED=1 GOOS=linux GOARCH=$$arch CC=$$cc \
-	      $(GO) build -trimpath -ldflags '-s -w $(LDFLAGS)' \
+	      $(GO) build -trimpath -buildmode=pie -ldflags '-s -w $(LDFLAGS)' \
 	      -o $(DIST)/$$cmd-$(VERSION)-linux-$$arch ./cmd/$$cmd || exit 1; \
 	  done; \
 	done
