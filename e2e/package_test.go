@@ -260,8 +260,19 @@ var realRoot sync.Mutex
 // package` does, and returns their paths: muster's first, per format.
 func buildPackages(t *testing.T, out, version, bin, agentBin, formats string) []string {
 	t.Helper()
+	return buildPackagesFrom(t, "", out, version, bin, agentBin, formats)
+}
+
+// buildPackagesFrom is buildPackages with the configuration files, the
+// scripts and the license read from root (packaging's -root) instead of
+// the repository: a release whose configuration changed.
+func buildPackagesFrom(t *testing.T, root, out, version, bin, agentBin, formats string) []string {
+	t.Helper()
 	args := []string{"run", "./packaging", "-binary", bin, "-agent-binary", agentBin, "-arch", "amd64",
 		"-version", version, "-formats", formats, "-out", out}
+	if root != "" {
+		args = append(args, "-root", root)
+	}
 	if raceEnabled {
 		// The man pages' build reuses the race build's compiled SQLite.
 		args = append(args, "-docs-build-flags", "-race")

@@ -23,8 +23,10 @@
 //
 //	go run ./packaging -binary dist/muster-linux-amd64 -agent-binary dist/muster-agent-linux-amd64 -arch amd64 -version v1.2.0 -out dist
 //
-// It reads configs/ and packaging/scripts/ under -root (default: the
-// current directory, the repository's root for `make package`).
+// It reads configs/, packaging/scripts/ and LICENSE under -root (default:
+// the current directory, the repository's root for `make package`); the
+// man pages and completions are those of the programs of the module it
+// runs in (its current directory: `go run ./packaging` from the root).
 package main
 
 import (
@@ -120,11 +122,11 @@ func main() {
 	version := flag.String("version", "dev", "the version, such as v1.2.0 (git describe)")
 	formats := flag.String("formats", "deb,rpm", "comma list of deb and rpm")
 	out := flag.String("out", "dist", "the directory the packages are written to")
-	root := flag.String("root", ".", "the repository's root (configs/, packaging/scripts/)")
+	root := flag.String("root", ".", "the directory of configs/, packaging/scripts/ and LICENSE (the repository's root)")
 	docsFlags := flag.String("docs-build-flags", "", "flags of the go run that writes the man pages and completions (-race reuses a race build's cache)")
 	flag.Parse()
 	if err := run(*root, *binary, *agentBinary, *arch, *version, strings.Split(*formats, ","), *out,
-		goRunDocs(*root, strings.Fields(*docsFlags)...)); err != nil {
+		goRunDocs(".", strings.Fields(*docsFlags)...)); err != nil {
 		fmt.Fprintln(os.Stderr, "packaging:", err)
 		os.Exit(1)
 	}
