@@ -488,6 +488,9 @@ mount -t overlay overlay -o lowerdir=/,upperdir="$w/up",workdir="$w/work" "$root
 mount --rbind /dev "$root/dev"
 mount --rbind /proc "$root/proc"
 mkdir -p "$root/run/systemd/system"
+# man-db's trigger would rebuild the root's whole manual index for the
+# pages the packages hold: minutes, and not what is tested.
+rm -f "$root/var/lib/man-db/auto-update"
 for d in /usr/bin /usr/sbin /bin /sbin; do
 	if [ -d "$root$d" ] && [ ! -L "$root$d" ]; then
 		rm -f "$root$d/systemctl"
@@ -502,7 +505,11 @@ rpm)
 	rpm $db -i --nodeps --force-debian "$old" > "$out.install" 2>&1
 	;;
 dpkg)
-	dpkg --root "$root" --force-confold -i "$old" > "$out.install" 2>&1
+	# chrooted, not dpkg --root: dpkg resolves the owners the package
+	# names (root:muster) with the root's own users and groups.
+	cp "$old" "$root/tmp/old.deb"
+	cp "$new" "$root/tmp/new.deb"
+	chroot "$root" dpkg --force-confold -i /tmp/old.deb > "$out.install" 2>&1
 	;;
 esac
 cp "$root/etc/passwd" "$out.passwd"
@@ -516,12 +523,12 @@ rpm)
 	rpm $db -V --nodeps muster-agent > "$out.verify" 2>&1 || true
 	;;
 dpkg)
-	dpkg --root "$root" --force-confold -i "$new" > "$out.upgrade" 2>&1
-	dpkg-query --root "$root" -W -f '${Package} ${Version}\n' muster-agent > "$out.query"
+	chroot "$root" dpkg --force-confold -i /tmp/new.deb > "$out.upgrade" 2>&1
+	chroot "$root" dpkg-query -W -f '${Package} ${Version}\n' muster-agent > "$out.query"
 	;;
 esac
 mkdir -p "$out"
-(cd "$w/up" && tar --exclude=./var/lib/rpm --exclude=./var/lib/dpkg -cf - .) | (cd "$out" && tar -xpf -)
+(cd "$w/up" && tar --exclude=./var/lib/rpm --exclude=./var/lib/dpkg --exclude=./tmp -cf - .) | (cd "$out" && tar -xpf -)
 `
 
 // upgradeAgentPackage builds muster-agent's packages of 1.0.0 and of
@@ -696,7 +703,7 @@ func TestRepoRpmUpgradeKeepsConfigAndTryRestarts(t *testing.T) {
 }
 
 // TestPackageDebUpgradeTryRestarts is TestRepoRpmUpgradeKeepsConfigAndTryRestarts
-// for the .deb, with dpkg --root into the temporary root (--force-confold,
+// for the .deb, with dpkg chrooted into the temporary root (--force-confold,
 // as apt-get in TestRepoAptInstallAndUpgradeAgent, where systemd does not
 // run): the edited conffile stays, 1.0.1's lands as agent.yaml.dpkg-dist,
 // and systemctl is asked for a daemon-reload by 1.0.0's postrm upgrade,
