@@ -44,6 +44,9 @@ build: ## Build bin/muster and bin/muster-agent, the deployable binaries (no rac
 dev: build ## Start a core and three agents on loopback (temporary SQLite files)
 	$(BIN) dev --agents 3
 
+# The released binaries are position-independent (-buildmode=pie), as
+# Debian builds its programs (lintian's hardening-no-pie), stripped
+# (-s -w) and with no build paths (-trimpath).
 .PHONY: release
 release: ## Build dist/muster{,-agent}-VERSION-linux-{amd64,arm64} and dist/SHA256SUMS
 	@command -v $(CC_arm64) >/dev/null || { \
@@ -53,7 +56,7 @@ release: ## Build dist/muster{,-agent}-VERSION-linux-{amd64,arm64} and dist/SHA2
 	  cc=$(CC_amd64); [ $$arch = arm64 ] && cc=$(CC_arm64); \
 	  for cmd in muster muster-agent; do \
 	    CGO_ENABLED=1 GOOS=linux GOARCH=$$arch CC=$$cc \
-	      $(GO) build -trimpath -ldflags '-s -w $(LDFLAGS)' \
+	      $(GO) build -trimpath -buildmode=pie -ldflags '-s -w $(LDFLAGS)' \
 	      -o $(DIST)/$$cmd-$(VERSION)-linux-$$arch ./cmd/$$cmd || exit 1; \
 	  done; \
 	done
@@ -123,12 +126,12 @@ test: lint test-deps ## Run every test (unit, fuzz seeds, e2e, PostgreSQL, brows
 # systemd-analyze (the units in configs/systemd), PostgreSQL (the store's
 # tests start a throwaway server), Chromium (the web UI's browser tests) and
 # promtool (the prometheus package: the alert rules of configs/monitoring),
-# and the package repository's tools (reprepro, createrepo-c, gpg; rpm to
-# install the .rpm into a temporary root).
+# the package repository's tools (reprepro, createrepo-c, gpg; rpm to
+# install the .rpm into a temporary root), and lintian (the .debs' checks).
 # As root with apt-get they are installed when missing; otherwise the target
 # says what to install and stops.
 .PHONY: test-deps
-test-deps: ## Install what the tests need (systemd, postgresql, chromium, prometheus, reprepro, createrepo-c, gpg, rpm) when missing
+test-deps: ## Install what the tests need (systemd, postgresql, chromium, prometheus, reprepro, createrepo-c, gpg, rpm, lintian) when missing
 	@missing=""; \
 	  command -v systemd-analyze >/dev/null || missing="$$missing systemd"; \
 	  command -v dbus-daemon >/dev/null || missing="$$missing dbus"; \
@@ -139,6 +142,7 @@ test-deps: ## Install what the tests need (systemd, postgresql, chromium, promet
 	  command -v createrepo_c >/dev/null || missing="$$missing createrepo-c"; \
 	  command -v gpg >/dev/null || missing="$$missing gpg"; \
 	  command -v rpm >/dev/null || missing="$$missing rpm"; \
+	  command -v lintian >/dev/null || missing="$$missing lintian"; \
 	  if [ -n "$$missing" ]; then \
 	    if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null; then \
 	      echo "installing:$$missing"; \

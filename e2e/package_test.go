@@ -260,8 +260,19 @@ var realRoot sync.Mutex
 // package` does, and returns their paths: muster's first, per format.
 func buildPackages(t *testing.T, out, version, bin, agentBin, formats string) []string {
 	t.Helper()
+	return buildPackagesFrom(t, "", out, version, bin, agentBin, formats)
+}
+
+// buildPackagesFrom is buildPackages with the configuration files, the
+// scripts and the license read from root (packaging's -root) instead of
+// the repository: a release whose configuration changed.
+func buildPackagesFrom(t *testing.T, root, out, version, bin, agentBin, formats string) []string {
+	t.Helper()
 	args := []string{"run", "./packaging", "-binary", bin, "-agent-binary", agentBin, "-arch", "amd64",
 		"-version", version, "-formats", formats, "-out", out}
+	if root != "" {
+		args = append(args, "-root", root)
+	}
 	if raceEnabled {
 		// The man pages' build reuses the race build's compiled SQLite.
 		args = append(args, "-docs-build-flags", "-race")
@@ -422,4 +433,87 @@ func runOK(t *testing.T, name string, args ...string) []byte {
 		t.Fatalf("%s %s: %v\n%s%s", name, strings.Join(args, " "), err, out, stderr.String())
 	}
 	return out
+}
+
+// releaseFlags are the go build flags `make release` builds the packaged
+// binaries with (besides its -X of the version): the test checks that the
+// Makefile still says so.
+const releaseFlags = "-trimpath -buildmode=pie -ldflags '-s -w $(LDFLAGS)'"
+
+// buildRelease builds muster and muster-agent for this machine at version
+// into dir as `make release` does (releaseFlags), and returns their paths.
+func buildRelease(t *testing.T, dir, version string) (bin, agentBin string) {
+	t.Helper()
+	mk, err := os.ReadFile("../Makefile")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(string(mk), "$(GO) build "+releaseFlags+" \\") {
+		t.Fatalf("the Makefile's release target no longer builds with %s: update releaseFlags", releaseFlags)
+	}
+	for _, name := range []string{"muster", "muster-agent"} {
+		out := filepath.Join(dir, name+"-"+version)
+		cmd := exec.Command("go", "build", "-trimpath", "-buildmode=pie",
+			"-ldflags", "-s -w -X github.com/musterhq/muster/shared/version.Version="+version, "-o", out, "../cmd/"+name)
+		cmd.Env = append(os.Environ(), "CGO_ENABLED=1")
+		if b, err := cmd.CombinedOutput(); err != nil {
+			t.Fatalf("build %s %s: %v\n%s", name, version, err, b)
+		}
+		if name == "muster" {
+			bin = out
+		} else {
+			agentBin = out
+		}
+	}
+	return bin, agentBin
+}
+
+// TestPackageDebsAreLintianClean builds the amd64 .debs as `make package`
+// does (binaries built as `make release` builds them) and runs Debian's
+// lintian on each: no error and no warning, overridden or not reported.
+// What is overridden is in each package's
+// /usr/share/lintian/overrides/<package>, each with its reason above it.
+// It needs lintian (make test-deps installs it), not root.
+func TestPackageDebsAreLintianClean(t *testing.T) {
+	t.Parallel()
+	lintian, err := exec.LookPath("lintian")
+	if err != nil {
+		t.Fatal("no lintian here: make test-deps installs what the tests need (apt-get install lintian)")
+	}
+	dir := t.TempDir()
+	bin, agentBin := buildRelease(t, dir, packageVersion)
+	debs := buildPackages(t, filepath.Join(dir, "dist"), packageVersion, bin, agentBin, "deb")
+	if len(debs) != 2 {
+		t.Fatalf("packaging printed %q, want two .debs", debs)
+	}
+	for _, deb := range debs {
+		// --fail-on none: the tags are read from the output, where
+		// every error and warning is named (and, with -I, an override
+		// that no longer matches anything).
+		cmd := exec.Command(lintian, "-I", "--tag-display-limit", "0", "--fail-on", "none", deb)
+		cmd.Env = append(os.Environ(), "LC_ALL=C.UTF-8")
+		out, err := cmd.CombinedOutput()
+		if err != nil {
+			t.Fatalf("lintian %s: %v\n%s", filepath.Base(deb), err, out)
+		}
+		var tags []string
+		for _, line := range strings.Split(string(out), "\n") {
+			if strings.HasPrefix(line, "E: ") || strings.HasPrefix(line, "W: ") || strings.Contains(line, " unused-override ") {
+				tags = append(tags, line)
+			}
+		}
+		if len(tags) > 0 {
+			t.Errorf("lintian %s:\n%s", filepath.Base(deb), strings.Join(tags, "\n"))
+		}
+		// Each override says why, on the comment line above it.
+		name := strings.SplitN(filepath.Base(deb), "_", 2)[0]
+		text := string(runOK(t, "sh", "-c", `dpkg-deb --fsys-tarfile "$1" | tar -xOf - "./usr/share/lintian/overrides/$2"`, "sh", deb, name))
+		prev := ""
+		for _, line := range strings.Split(strings.TrimSpace(text), "\n") {
+			if !strings.HasPrefix(line, "#") && !strings.HasPrefix(prev, "#") {
+				t.Errorf("%s's override %q has no reason above it:\n%s", name, line, text)
+			}
+			prev = line
+		}
+	}
 }

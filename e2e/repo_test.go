@@ -6,6 +6,7 @@ import (
 	"os/exec"
 	"os/user"
 	"path/filepath"
+	"slices"
 	"strings"
 	"syscall"
 	"testing"
@@ -466,4 +467,252 @@ func TestRepoRpmInstallIntoTemporaryRoot(t *testing.T) {
 			t.Errorf("rpm -e removed %s (left: %v)\n%s", kept, left, read(".erase"))
 		}
 	}
+}
+
+// upgradeInRoot is the shell script the upgrade tests run in a mount
+// namespace of their own, in a temporary root ($1) made as rpmInRoot makes
+// it (this machine's root through an overlay whose writes go to a tmpfs).
+// systemd runs there as far as the scripts can tell (/run/systemd/system
+// is a directory), and systemctl is a stand-in that appends its arguments
+// to /systemctl.calls. With rpm or dpkg ($2) it installs the package $3,
+// saves the root's passwd and group as $5.passwd and $5.group, edits the
+// configuration, forgets the calls so far, and upgrades to $4 (rpm -U, or
+// dpkg -i of the newer .deb, keeping the edited configuration), its output
+// in $5.upgrade; then it copies everything written (owners and modes
+// kept) into $5.
+const upgradeInRoot = `set -eu
+root=$1 tool=$2 old=$3 new=$4 out=$5 w=$(mktemp -d)
+mount -t tmpfs tmpfs "$w"
+mkdir "$w/up" "$w/work"
+mount -t overlay overlay -o lowerdir=/,upperdir="$w/up",workdir="$w/work" "$root"
+mount --rbind /dev "$root/dev"
+mount --rbind /proc "$root/proc"
+mkdir -p "$root/run/systemd/system"
+# man-db's trigger would rebuild the root's whole manual index for the
+# pages the packages hold: minutes, and not what is tested.
+rm -f "$root/var/lib/man-db/auto-update"
+for d in /usr/bin /usr/sbin /bin /sbin; do
+	if [ -d "$root$d" ] && [ ! -L "$root$d" ]; then
+		rm -f "$root$d/systemctl"
+		printf '#!/bin/sh\necho "$*" >> /systemctl.calls\n' > "$root$d/systemctl"
+		chmod 0755 "$root$d/systemctl"
+	fi
+done
+case $tool in
+rpm)
+	db="--root $root --dbpath /var/lib/rpm"
+	rpm $db --initdb
+	rpm $db -i --nodeps --force-debian "$old" > "$out.install" 2>&1
+	;;
+dpkg)
+	# chrooted, not dpkg --root: dpkg resolves the owners the package
+	# names (root:muster) with the root's own users and groups.
+	cp "$old" "$root/tmp/old.deb"
+	cp "$new" "$root/tmp/new.deb"
+	chroot "$root" dpkg --force-confold -i /tmp/old.deb > "$out.install" 2>&1
+	;;
+esac
+cp "$root/etc/passwd" "$out.passwd"
+cp "$root/etc/group" "$out.group"
+echo "# edited" >> "$root/etc/muster/agent.yaml"
+rm -f "$root/systemctl.calls"
+case $tool in
+rpm)
+	rpm $db -U --nodeps --force-debian "$new" > "$out.upgrade" 2>&1
+	rpm $db -q --qf '%{NAME} %{VERSION}\n' muster-agent > "$out.query"
+	rpm $db -V --nodeps muster-agent > "$out.verify" 2>&1 || true
+	;;
+dpkg)
+	chroot "$root" dpkg --force-confold -i /tmp/new.deb > "$out.upgrade" 2>&1
+	chroot "$root" dpkg-query -W -f '${Package} ${Version}\n' muster-agent > "$out.query"
+	;;
+esac
+mkdir -p "$out"
+(cd "$w/up" && tar --exclude=./var/lib/rpm --exclude=./var/lib/dpkg --exclude=./tmp -cf - .) | (cd "$out" && tar -xpf -)
+`
+
+// upgradeAgentPackage builds muster-agent's packages of 1.0.0 and of
+// 1.0.1 (with a newer binary and a changed agent.yaml) in format (deb or
+// rpm), and runs upgradeInRoot with tool on them; it returns where the
+// script wrote and the changed configuration's text.
+func upgradeAgentPackage(t *testing.T, format, tool string) (out, newConfig string) {
+	t.Helper()
+	needRepoTools(t, tool, "unshare", "tar")
+	if b, err := exec.Command("unshare", "--mount", "--propagation", "private", "--", "true").CombinedOutput(); err != nil {
+		t.Skipf("this machine forbids mount namespaces (unshare --mount: %v: %s)", err, strings.TrimSpace(string(b)))
+	}
+	dir := t.TempDir()
+	// 1.0.1's tree: the repository's configuration, scripts and license,
+	// with a line added to agent.yaml.
+	tree := filepath.Join(dir, "tree")
+	runOK(t, "mkdir", "-p", filepath.Join(tree, "packaging"))
+	runOK(t, "cp", "-a", "../configs", tree)
+	runOK(t, "cp", "-a", "../packaging/scripts", filepath.Join(tree, "packaging"))
+	if _, err := os.Stat("../LICENSE"); err == nil {
+		runOK(t, "cp", "../LICENSE", tree)
+	}
+	b, err := os.ReadFile("../configs/agent.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	newConfig = string(b) + "# a setting 1.0.1 documents\n"
+	if err := os.WriteFile(filepath.Join(tree, "configs", "agent.yaml"), []byte(newConfig), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	old := buildPackages(t, filepath.Join(dir, "dist"), "v1.0.0", binary, agentBinary, format)
+	newer := buildPackagesFrom(t, tree, filepath.Join(dir, "dist2"), "v1.0.1", binary,
+		buildAgentVersion(t, dir, "v1.0.1"), format)
+	if len(old) != 2 || len(newer) != 2 {
+		t.Fatalf("packaging printed %q and %q, want two packages each", old, newer)
+	}
+	root, out := filepath.Join(dir, "root"), filepath.Join(dir, "out")
+	if err := os.Mkdir(root, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	// The overlay shows this machine's root as it is: none of the tests
+	// that install muster into it may be halfway.
+	realRoot.Lock()
+	defer realRoot.Unlock()
+	cmd := exec.Command("unshare", "--mount", "--propagation", "private", "--", "/bin/sh", "-c", upgradeInRoot, "upgrade-in-root",
+		root, tool, old[1], newer[1], out)
+	if b, err := cmd.CombinedOutput(); err != nil {
+		install, _ := os.ReadFile(out + ".install")
+		upgrade, _ := os.ReadFile(out + ".upgrade")
+		t.Fatalf("%s in a temporary root: %v\n%s\ninstall:\n%s\nupgrade:\n%s", tool, err, b, install, upgrade)
+	}
+	return out, newConfig
+}
+
+// readOut reads the file out+name the upgrade script wrote.
+func readOut(t *testing.T, out, name string) string {
+	t.Helper()
+	b, err := os.ReadFile(out + name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(b)
+}
+
+// checkUpgraded checks the root after an upgrade of muster-agent from
+// 1.0.0 to 1.0.1 whose agent.yaml changed: the scripts ran without error;
+// the user and group are there once each, as the install made them; the
+// edited configuration is kept and the new one is beside it as
+// agent.yaml+newSuffix; the files have their owners and modes and the
+// binary is 1.0.1's; and the scripts asked systemd for exactly calls
+// (try-restart, never a start of a stopped unit).
+func checkUpgraded(t *testing.T, out, newConfig, newSuffix string, calls []string) {
+	t.Helper()
+	upgrade := readOut(t, out, ".upgrade")
+	for _, bad := range []string{"scriptlet failed", "error", "warning: %", "subprocess"} {
+		if strings.Contains(upgrade, bad) {
+			t.Errorf("the upgrade said %q:\n%s", bad, upgrade)
+		}
+	}
+	if strings.Contains(upgrade, "Edit /etc/muster/agent.yaml") {
+		t.Errorf("the upgrade printed the first install's note:\n%s", upgrade)
+	}
+	if q := strings.TrimSpace(readOut(t, out, ".query")); q != "muster-agent 1.0.1" {
+		t.Errorf("after the upgrade the package database says %q", q)
+	}
+	// The user and group: once each, as the install made them.
+	count := func(text, name string) (n int, line string) {
+		for _, l := range strings.Split(text, "\n") {
+			if strings.HasPrefix(l, name+":") {
+				n, line = n+1, l
+			}
+		}
+		return n, line
+	}
+	for _, f := range []string{"/etc/passwd", "/etc/group"} {
+		before := readOut(t, out, "."+filepath.Base(f))
+		after := readOut(t, out, f)
+		nb, lb := count(before, "muster")
+		na, la := count(after, "muster")
+		if nb != 1 || na != 1 || la != lb {
+			t.Errorf("%s: muster %d time(s) after the install (%q), %d after the upgrade (%q): want once, unchanged", f, nb, lb, na, la)
+		}
+	}
+	gid := -1
+	for _, l := range strings.Split(readOut(t, out, "/etc/group"), "\n") {
+		if f := strings.Split(l, ":"); len(f) == 4 && f[0] == "muster" {
+			fmt.Sscan(f[2], &gid)
+		}
+	}
+	// The edited configuration stays; the new one is beside it.
+	if conf := readOut(t, out, "/etc/muster/agent.yaml"); !strings.HasSuffix(conf, "# edited\n") {
+		t.Errorf("the edited agent.yaml was replaced by the upgrade:\n%s", conf)
+	}
+	if got := readOut(t, out, "/etc/muster/agent.yaml"+newSuffix); got != newConfig {
+		t.Errorf("agent.yaml%s is not 1.0.1's configuration:\n%s", newSuffix, got)
+	}
+	for _, f := range []struct {
+		path       string
+		mode       os.FileMode
+		owner, grp int
+		dir        bool
+	}{
+		{path: "/usr/bin/muster-agent", mode: 0o755},
+		{path: "/usr/lib/systemd/system/muster-agent.service", mode: 0o644},
+		{path: "/usr/share/doc/muster-agent/copyright", mode: 0o644},
+		{path: "/etc/muster", mode: 0o750, grp: gid, dir: true},
+		{path: "/etc/muster/agent.yaml", mode: 0o640, grp: gid},
+		{path: "/var/lib/muster", mode: 0o755, dir: true},
+		{path: "/var/lib/muster/agent", mode: 0o700, dir: true},
+	} {
+		fi, err := os.Lstat(out + f.path)
+		if err != nil {
+			t.Errorf("%s: %v", f.path, err)
+			continue
+		}
+		st := fi.Sys().(*syscall.Stat_t)
+		if fi.Mode().Perm() != f.mode || fi.IsDir() != f.dir || int(st.Uid) != f.owner || int(st.Gid) != f.grp {
+			t.Errorf("%s: %v %d:%d, want %v (dir %v) %d:%d", f.path, fi.Mode(), st.Uid, st.Gid, f.mode, f.dir, f.owner, f.grp)
+		}
+	}
+	if b, err := exec.Command(out+"/usr/bin/muster-agent", "version").Output(); err != nil || !strings.Contains(string(b), "v1.0.1") {
+		t.Errorf("the upgraded muster-agent version: %v %q", err, b)
+	}
+	got := strings.Split(strings.TrimSpace(readOut(t, out, "/systemctl.calls")), "\n")
+	if !slices.Equal(got, calls) {
+		t.Errorf("the upgrade's scripts called systemctl %q, want %q", got, calls)
+	}
+}
+
+// TestRepoRpmUpgradeKeepsConfigAndTryRestarts: muster-agent's .rpm of
+// 1.0.0 installed into a temporary root (as
+// TestRepoRpmInstallIntoTemporaryRoot does), its configuration edited, is
+// upgraded with rpm -U to 1.0.1, whose agent.yaml changed, with systemd
+// running as far as the scriptlets can tell and a systemctl that records
+// its calls. The scriptlets run without error; the muster user and group
+// are not made twice; the edited agent.yaml stays (%config(noreplace)) and
+// 1.0.1's lands as agent.yaml.rpmnew, which rpm -V then reports as the
+// only change; the files keep their owners and modes and the binary is
+// 1.0.1's; and systemctl is asked for a daemon-reload and a try-restart of
+// muster-agent.service by the new %post, and a daemon-reload by the old
+// %postun: never a start.
+func TestRepoRpmUpgradeKeepsConfigAndTryRestarts(t *testing.T) {
+	t.Parallel()
+	out, newConfig := upgradeAgentPackage(t, "rpm", "rpm")
+	checkUpgraded(t, out, newConfig, ".rpmnew", []string{
+		"daemon-reload", "try-restart muster-agent.service", // 1.0.1's %post 2
+		"daemon-reload", // 1.0.0's %postun 1
+	})
+	if v := strings.TrimSpace(readOut(t, out, ".verify")); !strings.HasSuffix(v, " c /etc/muster/agent.yaml") || strings.Contains(v, "\n") {
+		t.Errorf("rpm -V after the upgrade, want only the edited configuration:\n%s", v)
+	}
+}
+
+// TestPackageDebUpgradeTryRestarts is TestRepoRpmUpgradeKeepsConfigAndTryRestarts
+// for the .deb, with dpkg chrooted into the temporary root (--force-confold,
+// as apt-get in TestRepoAptInstallAndUpgradeAgent, where systemd does not
+// run): the edited conffile stays, 1.0.1's lands as agent.yaml.dpkg-dist,
+// and systemctl is asked for a daemon-reload by 1.0.0's postrm upgrade,
+// then a daemon-reload and a try-restart by 1.0.1's postinst configure.
+func TestPackageDebUpgradeTryRestarts(t *testing.T) {
+	t.Parallel()
+	out, newConfig := upgradeAgentPackage(t, "deb", "dpkg")
+	checkUpgraded(t, out, newConfig, ".dpkg-dist", []string{
+		"daemon-reload",                                     // 1.0.0's postrm upgrade
+		"daemon-reload", "try-restart muster-agent.service", // 1.0.1's postinst configure 1.0.0
+	})
 }

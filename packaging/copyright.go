@@ -11,6 +11,11 @@ import (
 // copyright file.
 const homepage = "https://github.com/musterhq/muster"
 
+// copyrightYear is the year muster was first published, the year of its
+// copyright notice (Debian's copyright files carry one: lintian's
+// copyright-without-copyright-notice).
+const copyrightYear = "2026"
+
 // copyrightFile is /usr/share/doc/<package>/copyright in Debian's
 // machine-readable format (copyright-format 1.0) for the repository at
 // root: its LICENSE file's text when there is one; when there is none, it
@@ -21,7 +26,7 @@ func copyrightFile(root string) (string, error) {
 	b.WriteString("Upstream-Name: muster\n")
 	b.WriteString("Source: " + homepage + "\n\n")
 	b.WriteString("Files: *\n")
-	b.WriteString("Copyright: the muster authors\n")
+	b.WriteString("Copyright: " + copyrightYear + " the muster authors\n")
 	text, err := os.ReadFile(filepath.Join(root, "LICENSE"))
 	switch {
 	case os.IsNotExist(err):

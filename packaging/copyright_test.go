@@ -58,7 +58,7 @@ func TestCopyrightWithoutLicense(t *testing.T) {
 	if ps[0]["Format"] != "https://www.debian.org/doc/packaging-manuals/copyright-format/1.0/" || ps[0]["Upstream-Name"] != "muster" || ps[0]["Source"] != homepage {
 		t.Errorf("header %q", ps[0])
 	}
-	if ps[1]["Files"] != "*" || !strings.HasPrefix(ps[1]["License"], "none\n") || !strings.Contains(ps[1]["License"], "no LICENSE file") {
+	if ps[1]["Files"] != "*" || ps[1]["Copyright"] != copyrightYear+" the muster authors" || !strings.HasPrefix(ps[1]["License"], "none\n") || !strings.Contains(ps[1]["License"], "no LICENSE file") {
 		t.Errorf("files paragraph %q", ps[1])
 	}
 }

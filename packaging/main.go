@@ -23,8 +23,10 @@
 //
 //	go run ./packaging -binary dist/muster-linux-amd64 -agent-binary dist/muster-agent-linux-amd64 -arch amd64 -version v1.2.0 -out dist
 //
-// It reads configs/ and packaging/scripts/ under -root (default: the
-// current directory, the repository's root for `make package`).
+// It reads configs/, packaging/scripts/ and LICENSE under -root (default:
+// the current directory, the repository's root for `make package`); the
+// man pages and completions are those of the programs of the module it
+// runs in (its current directory: `go run ./packaging` from the root).
 package main
 
 import (
@@ -50,6 +52,8 @@ const (
 	stateDir = "/var/lib/muster"
 	docDir   = "/usr/share/doc"
 	manDir   = "/usr/share/man/man1"
+	// lintianDir holds each .deb's lintian overrides (lintian.go).
+	lintianDir = "/usr/share/lintian/overrides"
 	// manualBinDir is where the units in configs/systemd find the binaries:
 	// the directory a manual install uses (/usr/local belongs to the
 	// administrator, never to a package), rewritten to binDir in the
@@ -57,10 +61,19 @@ const (
 	manualBinDir = "/usr/local/bin"
 )
 
+// maintainer is the packages' Maintainer: a name and an address, as
+// Debian's control files require (lintian's malformed-contact). The
+// project publishes no mail address: the address is in the reserved
+// .invalid domain, and the Homepage, its repository, is where to write.
+const maintainer = "muster maintainers <maintainers@musterhq.invalid>"
+
 // A pkg is one of the two packages. Its binary is installed as
 // binDir/name.
 type pkg struct {
-	name        string
+	name string
+	// description is its synopsis (the first line: short, no leading
+	// article, as Debian's control files have it; rpm's Summary) and its
+	// extended description (the lines after it).
 	description string
 	binary      string // the file to package, built for the architecture
 	unit        string // its unit, in configs/systemd
@@ -74,22 +87,30 @@ type pkg struct {
 func packages(binary, agentBinary string) []pkg {
 	return []pkg{
 		{
-			name:        "muster",
-			description: "Fleet operations with approvals: the core that orchestrates, the client, and every other command of muster in one binary.",
-			binary:      binary,
-			unit:        "muster-core.service",
-			config:      "core.yaml",
-			state:       stateDir + "/core",
-			stateOwner:  "muster",
+			name: "muster",
+			description: "fleet operations with approvals: core, client and commands\n" +
+				"muster runs actions on a fleet of nodes with approvals, playbooks and\n" +
+				"audit. This package holds the one binary muster: the core that\n" +
+				"orchestrates (muster-core.service), the client, and every other command.\n" +
+				"Each node installs the muster-agent package.",
+			binary:     binary,
+			unit:       "muster-core.service",
+			config:     "core.yaml",
+			state:      stateDir + "/core",
+			stateOwner: "muster",
 		},
 		{
-			name:        "muster-agent",
-			description: "The agent of muster, one per node: a durable action queue, its runner and a local API, in a binary of its own.",
-			binary:      agentBinary,
-			unit:        "muster-agent.service",
-			config:      "agent.yaml",
-			state:       stateDir + "/agent",
-			stateOwner:  "root",
+			name: "muster-agent",
+			description: "agent of muster, one per node of the fleet\n" +
+				"muster runs actions on a fleet of nodes with approvals, playbooks and\n" +
+				"audit. This package holds its agent, muster-agent\n" +
+				"(muster-agent.service): a durable action queue, its runner and a local\n" +
+				"API, in a binary of its own.",
+			binary:     agentBinary,
+			unit:       "muster-agent.service",
+			config:     "agent.yaml",
+			state:      stateDir + "/agent",
+			stateOwner: "root",
 		},
 	}
 }
@@ -101,11 +122,11 @@ func main() {
 	version := flag.String("version", "dev", "the version, such as v1.2.0 (git describe)")
 	formats := flag.String("formats", "deb,rpm", "comma list of deb and rpm")
 	out := flag.String("out", "dist", "the directory the packages are written to")
-	root := flag.String("root", ".", "the repository's root (configs/, packaging/scripts/)")
+	root := flag.String("root", ".", "the directory of configs/, packaging/scripts/ and LICENSE (the repository's root)")
 	docsFlags := flag.String("docs-build-flags", "", "flags of the go run that writes the man pages and completions (-race reuses a race build's cache)")
 	flag.Parse()
 	if err := run(*root, *binary, *agentBinary, *arch, *version, strings.Split(*formats, ","), *out,
-		goRunDocs(*root, strings.Fields(*docsFlags)...)); err != nil {
+		goRunDocs(".", strings.Fields(*docsFlags)...)); err != nil {
 		fmt.Fprintln(os.Stderr, "packaging:", err)
 		os.Exit(1)
 	}
@@ -145,6 +166,9 @@ func run(root, binary, agentBinary, arch, version string, formats []string, out 
 		return err
 	}
 	for _, p := range pkgs {
+		if err := os.WriteFile(filepath.Join(units, p.name+".lintian-overrides"), []byte(lintianOverrides(p)), 0o644); err != nil {
+			return err
+		}
 		text, err := packagedUnit(root, p.unit)
 		if err != nil {
 			return err
@@ -251,7 +275,7 @@ func packageInfo(root string, p pkg, arch, version, units string) *nfpm.Info {
 		Version:     packageVersion(version),
 		Section:     "admin",
 		Priority:    "optional",
-		Maintainer:  "muster maintainers",
+		Maintainer:  maintainer,
 		Vendor:      "muster",
 		Homepage:    homepage,
 		Description: p.description,
@@ -261,6 +285,7 @@ func packageInfo(root string, p pkg, arch, version, units string) *nfpm.Info {
 				{Source: filepath.Join(units, p.unit), Destination: unitDir + "/" + p.unit, FileInfo: rootOwned(0o644)},
 				{Destination: etcDir, Type: files.TypeDir, FileInfo: &files.ContentFileInfo{Owner: "root", Group: "muster", Mode: 0o750}},
 				{Source: filepath.Join(units, "copyright"), Destination: docDir + "/" + p.name + "/copyright", FileInfo: rootOwned(0o644)},
+				{Source: filepath.Join(units, p.name+".lintian-overrides"), Destination: lintianDir + "/" + p.name, Packager: "deb", FileInfo: rootOwned(0o644)},
 				{Source: filepath.Join(root, "configs", p.config), Destination: etcDir + "/" + p.config, Type: files.TypeConfigNoReplace, FileInfo: config},
 				{Destination: stateDir, Type: files.TypeDir, FileInfo: rootOwned(0o755)},
 				{Destination: p.state, Type: files.TypeDir, FileInfo: &files.ContentFileInfo{Owner: p.stateOwner, Group: p.stateOwner, Mode: 0o700}},

@@ -121,8 +121,15 @@ func TestEveryArchitectureAndFormat(t *testing.T) {
 		}
 	}
 
-	// Each package holds its copyright, man pages and completions at
-	// Debian's paths; muster leaves the pages of its agent command to
+	// The lintian overrides are the .deb's only.
+	if _, err := exec.LookPath("rpm"); err == nil {
+		list, err := exec.Command("rpm", "-qlp", filepath.Join(out, "muster-agent-1.2.3-1.x86_64.rpm")).Output()
+		if err != nil || !strings.Contains(string(list), "/usr/bin/muster-agent") || strings.Contains(string(list), "lintian") {
+			t.Errorf("rpm -qlp of muster-agent's .rpm: %v\n%s", err, list)
+		}
+	}
+	// Each package holds its copyright, lintian overrides, man pages and
+	// completions at Debian's paths; muster leaves the pages of its agent command to
 	// muster-agent, so that no file is in both.
 	held := map[string]string{}
 	for name, pages := range map[string][]string{
@@ -143,7 +150,7 @@ func TestEveryArchitectureAndFormat(t *testing.T) {
 				docs = append(docs, f)
 			}
 		}
-		wantDocs := append(pages, "/usr/share/doc/"+name+"/copyright",
+		wantDocs := append(pages, "/usr/share/doc/"+name+"/copyright", "/usr/share/lintian/overrides/"+name,
 			"/usr/share/bash-completion/completions/"+name,
 			"/usr/share/zsh/vendor-completions/_"+name,
 			"/usr/share/fish/vendor_completions.d/"+name+".fish")
@@ -180,7 +187,8 @@ func TestNoFileInBothPackages(t *testing.T) {
 			owner[c.Destination] = p.name
 			held = append(held, c.Destination)
 		}
-		want := []string{binDir + "/" + p.name, unitDir + "/" + p.unit, etcDir + "/" + p.config, docDir + "/" + p.name + "/copyright"}
+		want := []string{binDir + "/" + p.name, unitDir + "/" + p.unit, etcDir + "/" + p.config, docDir + "/" + p.name + "/copyright",
+			lintianDir + "/" + p.name} // the .deb's only
 		if slices.Sort(held); !slices.Equal(held, slices.Sorted(slices.Values(want))) {
 			t.Errorf("%s holds %q, want %q", p.name, held, want)
 		}
