@@ -21,7 +21,12 @@ import (
 // machine's root seen through an overlay whose writes go to a tmpfs, binds
 // the test's directory ($2) into it, and starts systemd there as the
 // namespace's first process. Nothing systemd, dpkg or the agent write
-// there reaches the machine: only the test's directory is shared.
+// there reaches the machine: only the test's directory is shared. The
+// kernel's settings (/proc/sys, /sys but its cgroup hierarchies, which
+// systemd needs) are read-only in there, and the host name and IPC are the
+// namespace's own (unshare --uts --ipc), so systemd's start changes none of
+// the machine's. /dev is the machine's: the masked units are those that
+// would act on devices.
 //
 // systemd boots a target of its own, muster-e2e.target, with no unit of
 // this machine's boot: every unit that sysinit, sockets, timers, paths and
@@ -39,7 +44,14 @@ r=$w/root
 mount -t overlay overlay -o lowerdir=/,upperdir="$w/up",workdir="$w/work" "$r"
 mount --rbind /dev "$r/dev"
 mount -t proc proc "$r/proc"
+mount --bind "$r/proc/sys" "$r/proc/sys"
+mount -o remount,bind,ro "$r/proc/sys"
+if [ -e "$r/proc/sysrq-trigger" ]; then
+	mount --bind "$r/proc/sysrq-trigger" "$r/proc/sysrq-trigger"
+	mount -o remount,bind,ro "$r/proc/sysrq-trigger"
+fi
 mount --rbind /sys "$r/sys"
+mount -o remount,bind,ro "$r/sys"
 mount -t tmpfs tmpfs "$r/run"
 mount --bind "$share" "$r$share"
 u=$r/run/systemd/system
@@ -96,7 +108,12 @@ func bootSystemdIn(t *testing.T, dir string) *bootedSystemd {
 		t.Fatal(err)
 	}
 	defer f.Close()
-	cmd := exec.Command("unshare", "--pid", "--fork", "--mount", "--propagation", "private", "--", "/bin/sh", "-c", bootSystemd, "boot", w, dir)
+	// --kill-child and the parent-death signal: if the test process dies
+	// without its cleanup (a timeout, a crash), the namespace's systemd,
+	// and with it every process of the namespace, dies too.
+	cmd := exec.Command("unshare", "--pid", "--fork", "--kill-child", "--mount", "--uts", "--ipc", "--propagation", "private",
+		"--", "/bin/sh", "-c", bootSystemd, "boot", w, dir)
+	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 	cmd.Stdout, cmd.Stderr = f, f
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)

@@ -3,10 +3,9 @@ package ui
 import (
 	"encoding/json"
 	"errors"
+	"fmt"
 	"net/http"
 	"net/url"
-	"strconv"
-	"time"
 
 	"github.com/musterhq/muster/core/store"
 	"github.com/musterhq/muster/shared/names"
@@ -128,9 +127,23 @@ func (s *Server) addWindow(w http.ResponseWriter, r *http.Request, v *visitor) {
 		s.renderError(w, r, v, http.StatusBadRequest, formMessage(err))
 		return
 	}
+	// Add makes a window, never replaces one: a name the cluster's windows
+	// have is refused (muster window create changes one on purpose). No
+	// name: the operation names it.
 	id := f.Name
-	if id == "" {
-		id = cid + "-" + strconv.FormatInt(time.Now().UnixNano()%1_000_000_000, 36)
+	if id != "" {
+		ws, err := s.ops.Policies(r.Context(), v.caller(r), wire.KindWindow, cid, false)
+		if err != nil {
+			s.refusedChange(w, r, v, "cluster", "add the window", cid, err)
+			return
+		}
+		for _, p := range ws {
+			if p.ID == id {
+				s.renderError(w, r, v, http.StatusConflict, fmt.Sprintf(
+					"Could not add the window: the cluster has a window named %s already; remove it first, or change it with muster window create %s --name %s", id, cid, id))
+				return
+			}
+		}
 	}
 	spec, err := json.Marshal(wire.WindowSpec{Cluster: cid, Cron: f.Cron, Duration: f.Duration, Timezone: f.Timezone})
 	if err != nil {

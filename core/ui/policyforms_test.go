@@ -117,6 +117,16 @@ func TestClustersPageWindowAndBudgetForms(t *testing.T) {
 			t.Errorf("add window %v: %d, want 400 naming %q\n%s", c.form, status, c.want, body)
 		}
 	}
+	// Add never replaces: the approver's Add with the name the cluster's
+	// window has is a 409 and the window stays as it was.
+	status, _, body = appr.post("/ui/clusters/prod/windows", url.Values{"csrf": {appr.csrf}, "name": {"nightly"},
+		"cron": {"0 5 * * *"}, "duration": {"1h"}, "reason": {"again"}})
+	if status != http.StatusConflict || !strings.Contains(body, "has a window named nightly already") {
+		t.Errorf("add a window of a taken name: %d, want 409\n%s", status, body)
+	}
+	if again := e.policies(t, wire.KindWindow)["nightly"]; again.Version != w.Version || string(again.Spec) != string(w.Spec) {
+		t.Errorf("the window after a refused Add: %+v, was %+v", again, w)
+	}
 	// The approver removes the window, with a reason.
 	_, _, body = appr.get("/ui/clusters")
 	if !strings.Contains(body, `action="/ui/windows/nightly/remove"`) || !strings.Contains(body, addForm) {
