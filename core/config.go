@@ -231,6 +231,10 @@ type OrchestrateConfig struct {
 	// is seen at once without gossip (docs/architecture.md, "Node syncs and
 	// reactive progress").
 	RunWatch bool `mapstructure:"run_watch" yaml:"run_watch"`
+	// MaxWatches bounds the watches held at once (a goroutine and a
+	// connection each); nodes beyond it are synced at every pass instead.
+	// 0: orchestrate.DefaultMaxWatches.
+	MaxWatches int `mapstructure:"max_watches" yaml:"max_watches"`
 	// ReapAfter: a node its cluster does not declare, DOWN this long, is
 	// forgotten with a node.reaped event, never below a declared count's
 	// floor (docs/architecture.md, "Declared membership"). 0: never;
@@ -429,6 +433,9 @@ func (c *Config) Validate() error {
 	}
 	if c.RetentionRuns < 0 {
 		add("retention_runs", "must not be negative (0: as retention), got %s", c.RetentionRuns)
+	}
+	if o.MaxWatches < 0 {
+		add("orchestrate.max_watches", "must not be negative (0: 4096), got %d", o.MaxWatches)
 	}
 	if o.AgentIdleConns < 0 {
 		add("orchestrate.agent_idle_conns", "must not be negative (0: one per node), got %d", o.AgentIdleConns)

@@ -254,6 +254,7 @@ func (c *Core) Run(ctx context.Context) error {
 		ScheduleTTL:      cfg.Orchestrate.ScheduleTTL,
 		RunPoll:          cfg.Orchestrate.RunPoll,
 		NoRunWatch:       !cfg.Orchestrate.RunWatch,
+		MaxWatches:       cfg.Orchestrate.MaxWatches,
 		ReapAfter:        cfg.Orchestrate.ReapAfter,
 		AgentTLS:         atls,
 		StaticLabels:     discovery.StaticLabels(cfg.Clusters),

@@ -110,6 +110,10 @@ type Config struct {
 	// NoRunWatch turns the run watches off (watch.go): the ends of a run's
 	// children are then seen at the polls of RunPoll alone, without gossip.
 	NoRunWatch bool
+	// MaxWatches bounds the watches held at once (0: DefaultMaxWatches):
+	// each is a goroutine and a connection. A node with work in flight
+	// beyond it is synced at every pass and by the run polls instead.
+	MaxWatches int
 	// AgentIdleConns bounds the idle connections the plain client (nil
 	// HTTPClient, no AgentTLS) keeps to agents between syncs, over all
 	// nodes; 0: one per node, unbounded (clients.go, agentTransport).
@@ -230,6 +234,9 @@ func (c *Config) fill() {
 	}
 	if c.RunPoll <= 0 {
 		c.RunPoll = d.RunPoll
+	}
+	if c.MaxWatches <= 0 {
+		c.MaxWatches = DefaultMaxWatches
 	}
 	if c.Scheme == "" {
 		c.Scheme = d.Scheme

@@ -44,6 +44,11 @@ const (
 	// (live) is polled by the run polls every this many RunPolls, not every one:
 	// the watcher tells of the ends; the poll remains the safety net.
 	watchedPollEvery = 4
+	// DefaultMaxWatches is Config.MaxWatches' default: the watches held at
+	// once, over every cluster. An action created on every node of a
+	// 50,000-node cluster would otherwise hold 50,000 goroutines and
+	// connections (and TLS handshakes) at once.
+	DefaultMaxWatches = 4096
 )
 
 // nodeKey names a node of a cluster.
@@ -189,6 +194,9 @@ func (ws *watches) reconcile(busy map[string]map[string]bool, scope map[string]b
 			k := nodeKey{c, n}
 			if _, ok := ws.m[k]; ok || !onAgent {
 				continue
+			}
+			if len(ws.m) >= o.cfg.MaxWatches {
+				continue // synced at every pass and by the run polls instead
 			}
 			ctx, done, ok := o.leaseContext(rctx, c)
 			if !ok {

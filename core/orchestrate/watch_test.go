@@ -159,3 +159,39 @@ func (e *env) recordMaybe(id string) (*store.Record, error) {
 	})
 	return rec, err
 }
+
+// TestWatchesStopAtMaxWatches: with MaxWatches 2 and a long action in
+// flight on each of four nodes, two watches are held, and no more while
+// passes go on over the four; none is left after Stop.
+//
+// Not parallel: it counts the process's watcher goroutines.
+func TestWatchesStopAtMaxWatches(t *testing.T) {
+	pol := approval.DefaultPolicy()
+	engine := runs.NewEngine(live.New(pol), &actions.Rules{Policy: live.New(pol)}, nil)
+	e := setup(t, orchestrate.Config{Interval: 200 * time.Millisecond, MaxWatches: 2, Runs: engine}, "n1", "n2", "n3", "n4")
+	long := map[string]string{}
+	for _, n := range []string{"n1", "n2", "n3", "n4"} {
+		long[n] = e.create(n, "muster.io/debug.sleep", `{"seconds":3600}`)
+	}
+	if err := e.o.Start(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	testwait.Within(t, 20*time.Second, "every long action RUNNING in the core", func() bool {
+		for _, id := range long {
+			if e.record(id).State != action.Running {
+				return false
+			}
+		}
+		return true
+	})
+	testwait.For(t, "two watches held", func() bool { return testgoroutine.Count(watchFn) == 2 })
+	// Passes go on with every node in flight: the cap holds.
+	for range 5 {
+		e.o.Nudge(cluster)
+		if n := testgoroutine.Count(watchFn); n > 2 {
+			t.Fatalf("%d watches held, MaxWatches is 2", n)
+		}
+	}
+	testgoroutine.Returns(t, 10*time.Second, "Stop with held watches", e.o.Stop)
+	testgoroutine.None(t, watchFn)
+}

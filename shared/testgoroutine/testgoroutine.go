@@ -22,7 +22,11 @@ type TB interface {
 // created by, a function whose qualified name contains fn (for example
 // "muster/shared/gossip.(*Service)": its methods and the goroutines they
 // start, which name their creator from the first instant).
-func Running(fn string) bool {
+func Running(fn string) bool { return Count(fn) > 0 }
+
+// Count is how many goroutines other than the caller's run, or were
+// created by, a function whose qualified name contains fn.
+func Count(fn string) int {
 	buf := make([]byte, 1<<16)
 	for {
 		n := runtime.Stack(buf, true)
@@ -33,12 +37,13 @@ func Running(fn string) bool {
 		buf = make([]byte, 2*len(buf))
 	}
 	stacks := bytes.Split(buf, []byte("\n\n"))
+	n := 0
 	for _, s := range stacks[1:] { // the first is the caller's own
 		if bytes.Contains(s, []byte(fn)) {
-			return true
+			n++
 		}
 	}
-	return false
+	return n
 }
 
 // None fails the test when a goroutine runs code of fn and still does
