@@ -507,3 +507,16 @@ func (o *Ops) inRun(ctx context.Context, c Caller, p auth.Permission, ref string
 	})
 	return out, err
 }
+
+// The bounds of a run's shape (core/runs), for the transports' forms.
+const (
+	MaxStages = runs.MaxStages
+	MaxSteps  = runs.MaxSteps
+)
+
+// CheckNodeArgs checks args of kind against node's args_schema for it (no
+// schema: nil), as creating the action will (core/actions): for a form
+// that shows the refusal beside its field before anything is planned.
+func CheckNodeArgs(node *store.Node, kind string, args []byte) error {
+	return actions.ValidateArgs(node, kind, args, nil)
+}

@@ -9,8 +9,7 @@ import (
 	"strings"
 	"unicode/utf8"
 
-	"github.com/musterhq/muster/core/actions"
-	"github.com/musterhq/muster/core/runs"
+	"github.com/musterhq/muster/core/ops"
 	"github.com/musterhq/muster/core/runs/playbook"
 	"github.com/musterhq/muster/core/store"
 	"github.com/musterhq/muster/core/target"
@@ -86,7 +85,7 @@ func decodeRunBuilder(v url.Values) (runBuilder, fieldErrs) {
 		return s
 	}
 	b.Name = text("run_name", maxFilter)
-	n := rowCount(v, "stages", runs.MaxStages)
+	n := rowCount(v, "stages", ops.MaxStages)
 	for i := range n {
 		st := builderStage{Name: text(builderField(i, -1, "name"), maxFilter),
 			Target:         text(builderField(i, -1, "target"), maxTargetField),
@@ -94,7 +93,7 @@ func decodeRunBuilder(v url.Values) (runBuilder, fieldErrs) {
 			MaxErrors:      text(builderField(i, -1, "max_errors"), maxFilter),
 			Canary:         text(builderField(i, -1, "canary"), maxFilter),
 			AutoPromote:    text(builderField(i, -1, "auto_promote_after_s"), maxFilter)}
-		m := rowCount(v, builderField(i, -1, "steps"), runs.MaxSteps)
+		m := rowCount(v, builderField(i, -1, "steps"), ops.MaxSteps)
 		for j := range m {
 			sp := builderStep{Name: text(builderField(i, j, "name"), maxFilter), Kind: text(builderField(i, j, "kind"), maxFilter)}
 			name := builderField(i, j, "args")
@@ -114,8 +113,8 @@ func decodeRunBuilder(v url.Values) (runBuilder, fieldErrs) {
 	do := v.Get("do")
 	switch {
 	case do == "add_stage":
-		if len(b.Stages) >= runs.MaxStages {
-			errs.set("stages", fmt.Sprintf("a run has at most %d stages", runs.MaxStages))
+		if len(b.Stages) >= ops.MaxStages {
+			errs.set("stages", fmt.Sprintf("a run has at most %d stages", ops.MaxStages))
 			break
 		}
 		b.Stages = append(b.Stages, builderStage{Steps: []builderStep{{}}})
@@ -125,8 +124,8 @@ func decodeRunBuilder(v url.Values) (runBuilder, fieldErrs) {
 			errs.set("", "the form is damaged: load it again")
 			break
 		}
-		if len(b.Stages[i].Steps) >= runs.MaxSteps {
-			errs.set(builderField(i, -1, "steps"), fmt.Sprintf("a stage has at most %d steps", runs.MaxSteps))
+		if len(b.Stages[i].Steps) >= ops.MaxSteps {
+			errs.set(builderField(i, -1, "steps"), fmt.Sprintf("a stage has at most %d steps", ops.MaxSteps))
 			break
 		}
 		b.Stages[i].Steps = append(b.Stages[i].Steps, builderStep{})
@@ -283,7 +282,7 @@ func buildRunDocument(b runBuilder, nodes []store.Node) (string, fieldErrs) {
 			}
 			raw, _ := json.Marshal(args)
 			for _, n := range schemas {
-				if err := actions.ValidateArgs(n, sp.Kind, raw, nil); err != nil {
+				if err := ops.CheckNodeArgs(n, sp.Kind, raw); err != nil {
 					errs.set(field("args"), fmt.Sprintf("node %s's args_schema for %s: %v", n.ID, sp.Kind, err))
 				}
 			}
