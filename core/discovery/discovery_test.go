@@ -417,12 +417,16 @@ func TestAJoiningNodeHoldsItsJoinTokensLabels(t *testing.T) {
 			cert("01", "web-5", t0, map[string]string{"role": "db"}),
 			cert("02", "web-5", t0.Add(time.Minute), map[string]string{"role": "web", "zone": "a"}),
 			cert("03", "web-6", t0, nil),
+			cert("04", "web-7", t0, map[string]string{"role": "web"}),
 		} {
 			if err := tx.InsertAgentCert(ctx, &c); err != nil {
 				return err
 			}
 		}
-		return nil
+		// web-7's certificate was revoked (not renewed): its token's
+		// labels went with it.
+		_, err := tx.RevokeAgentCerts(ctx, "web", "web-7", t0.Add(time.Minute), "compromised", "admin")
+		return err
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -430,6 +434,7 @@ func TestAJoiningNodeHoldsItsJoinTokensLabels(t *testing.T) {
 	pool := &fakeSource{name: store.SourceGossip, list: []Node{
 		{ClusterID: "web", ID: "web-5", Addr: "10.0.0.5:7420", Labels: map[string]string{"role": "cache", "os": "linux"}},
 		{ClusterID: "web", ID: "web-6", Addr: "10.0.0.6:7420", Labels: map[string]string{"role": "web"}},
+		{ClusterID: "web", ID: "web-7", Addr: "10.0.0.7:7420", Labels: map[string]string{"os": "linux"}},
 	}}
 	if _, err := Sync(ctx, st, nil, pool); err != nil {
 		t.Fatal(err)
@@ -441,6 +446,9 @@ func TestAJoiningNodeHoldsItsJoinTokensLabels(t *testing.T) {
 	}
 	if n := got["web/web-6"]; n.CoreLabels != nil || !maps.Equal(n.Labels, map[string]string{"role": "web"}) {
 		t.Errorf("web-6: core labels %v, labels %v", n.CoreLabels, n.Labels)
+	}
+	if n := got["web/web-7"]; n.CoreLabels != nil || !maps.Equal(n.Labels, map[string]string{"os": "linux"}) {
+		t.Errorf("web-7, whose certificate was revoked: core labels %v, labels %v", n.CoreLabels, n.Labels)
 	}
 	if res, err := Sync(ctx, st, nil, pool); err != nil || !res.Empty() {
 		t.Fatalf("a second sync changed %+v, %v", res, err)

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"maps"
 
+	"github.com/musterhq/muster/core/enroll"
 	"github.com/musterhq/muster/core/store"
 	"github.com/musterhq/muster/shared/labels"
 )
@@ -44,11 +45,23 @@ func Enrolled(ctx context.Context, tx store.Tx, clusterID, nodeID string, prev, 
 
 // Joined returns the labels the core holds for a node that joins cluster
 // clusterID and is not stored: those its newest certificate from
-// enrollment there was issued with (its join token's; nil for none).
+// enrollment there was issued with (its join token's; nil for none). A
+// newest certificate revoked for anything but its renewal gives none: the
+// labels went with it (a node revoked, then seen again some other way,
+// holds no token's labels).
 func Joined(ctx context.Context, r store.Reader, clusterID, nodeID string) (map[string]string, error) {
 	certs, err := r.AgentCerts(ctx, clusterID, nodeID)
 	if err != nil {
 		return nil, err
+	}
+	for _, c := range certs {
+		if c.ClusterID != clusterID {
+			continue
+		}
+		if c.RevokedTS != nil && c.RevokeReason != enroll.ReasonRenewed {
+			return nil, nil
+		}
+		break
 	}
 	return store.EnrolledLabels(certs, clusterID), nil
 }
