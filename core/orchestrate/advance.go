@@ -75,11 +75,6 @@ func (a *advancers) run(clusterID string) {
 		if ctx, done, ok := o.leaseContext(o.runCtx(), clusterID); ok {
 			a.advance(ctx, clusterID, runs)
 			done()
-		} else if f, ok := o.cfg.Runs.(childForgetter); ok {
-			// Another replica moves the cluster's runs on: what this
-			// one kept of their children is read again whole once it
-			// takes the lease.
-			f.ForgetChildren(clusterID)
 		}
 	}
 }
@@ -91,10 +86,6 @@ func (a *advancers) advance(ctx context.Context, clusterID string, runs runSet) 
 		a.nudge(clusterID, n)
 	}
 }
-
-// childForgetter is a Runs that keeps the children of the runs it
-// advances (core/runs' Advancer): ForgetChildren drops a cluster's.
-type childForgetter interface{ ForgetChildren(clusterID string) }
 
 // close refuses new advances: an advancer that runs ends after its advance.
 func (a *advancers) close() {

@@ -2,7 +2,6 @@ package orchestrate
 
 import (
 	"context"
-	"slices"
 	"sync"
 	"time"
 
@@ -22,19 +21,15 @@ import (
 // core-side steps (core/runs' Engine); a Runs without it has none.
 type CoreRunner interface {
 	// RunCore evaluates what is due of the cluster's gates and calls and
-	// records the verdicts, each advancing its run in the same write:
-	// whether it changed a run, the nodes of the children those advances
-	// created (to push), and when something is next due (zero: nothing
-	// waits).
-	RunCore(ctx context.Context, st store.Store, clusterID string) (changed bool, created []string, next time.Time, err error)
+	// records the verdicts: whether it changed a run, and when something
+	// is next due (zero: nothing waits).
+	RunCore(ctx context.Context, st store.Store, clusterID string) (changed bool, next time.Time, err error)
 }
 
 type coreSteppers struct {
 	o *Orchestrator
 	// advance asks for the cluster's runs to advance (advancers.request).
 	advance func(clusterID string)
-	// nudge syncs a node (to push the children a verdict's advance created).
-	nudge func(clusterID, nodeID string)
 
 	mu      sync.Mutex
 	running map[string]bool
@@ -49,8 +44,8 @@ type coreTimer struct {
 	t  *time.Timer
 }
 
-func newCoreSteppers(o *Orchestrator, advance func(clusterID string), nudge func(clusterID, nodeID string)) *coreSteppers {
-	return &coreSteppers{o: o, advance: advance, nudge: nudge, running: map[string]bool{}, again: map[string]bool{}, timers: map[string]coreTimer{}}
+func newCoreSteppers(o *Orchestrator, advance func(clusterID string)) *coreSteppers {
+	return &coreSteppers{o: o, advance: advance, running: map[string]bool{}, again: map[string]bool{}, timers: map[string]coreTimer{}}
 }
 
 // runner is the engine's CoreRunner, or nil.
@@ -92,14 +87,10 @@ func (c *coreSteppers) run(clusterID string) {
 	o := c.o
 	for {
 		if ctx, done, ok := o.leaseContext(o.runCtx(), clusterID); ok {
-			changed, created, next, err := c.runner().RunCore(ctx, o.st, clusterID)
+			changed, next, err := c.runner().RunCore(ctx, o.st, clusterID)
 			done()
 			if err != nil && ctx.Err() == nil {
 				o.log.Warn("run the core's steps", "cluster", clusterID, "err", err)
-			}
-			slices.Sort(created)
-			for _, n := range slices.Compact(created) {
-				c.nudge(clusterID, n)
 			}
 			if changed {
 				c.advance(clusterID)

@@ -24,9 +24,9 @@ func (c *coreRuns) AdvanceIn(context.Context, store.Store, string) ([]string, er
 	return nil, nil
 }
 
-func (c *coreRuns) RunCore(context.Context, store.Store, string) (bool, []string, time.Time, error) {
+func (c *coreRuns) RunCore(context.Context, store.Store, string) (bool, time.Time, error) {
 	c.steps.Add(1)
-	return c.changed.CompareAndSwap(true, false), nil, time.Time{}, nil
+	return c.changed.CompareAndSwap(true, false), time.Time{}, nil
 }
 
 // TestCoreStepsRunOnlyUnderTheLeaseAndAdvanceTheRuns: the core's gates and

@@ -410,7 +410,7 @@ func New(cfg Config, st store.Store, log *slog.Logger, reg prometheus.Registerer
 		stopCtx:  stopCtx, stopLoop: stopLoop,
 	}
 	o.advancers = newAdvancers(o, o.NudgeNode)
-	o.coreSteps = newCoreSteppers(o, o.advancers.request, o.NudgeNode)
+	o.coreSteps = newCoreSteppers(o, o.advancers.request)
 	o.wakeups = newWakeups(o.NudgeNode)
 	o.watches = &watches{o: o, nudge: o.NudgeNode, hc: whc, guarded: wguarded, m: map[nodeKey]*watcher{}}
 	o.runPoller = newRunPoller(o, o.watches, o.NudgeNode)

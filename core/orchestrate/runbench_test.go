@@ -63,7 +63,6 @@ func coreConfig() orchestrate.Config {
 	policy := live.New(approval.DefaultPolicy())
 	rules := &actions.Rules{Policy: policy, ScheduleTTL: cfg.ScheduleTTL}
 	engine := runs.NewEngine(policy, rules, nil)
-	engine.CheckChildReads(false) // as in muster core: the benchmarks measure it
 	cfg.Rules, cfg.Runs = rules, engine
 	return cfg
 }
@@ -286,20 +285,7 @@ func timeRun(b *testing.B, c *coreAPI, spec wire.StageSpec) (elapsed time.Durati
 	elapsed = time.Since(t0)
 	b.StopTimer()
 	if state != store.RunDone {
-		why := ""
-		_ = f.st.Read(ctx, func(r store.Reader) error {
-			if whole, err := r.Run(ctx, run.ID); err == nil {
-				why = whole.StateReason
-				for _, st := range whole.Stages {
-					for n, f := range st.Why {
-						why += fmt.Sprintf("; stage %s node %s: %+v", st.Name, n, f)
-						break
-					}
-				}
-			}
-			return nil
-		})
-		b.Fatalf("run %s ended %s, want %s: %s", run.ID, state, store.RunDone, why)
+		b.Fatalf("run %s ended %s, want %s", run.ID, state, store.RunDone)
 	}
 	if err := f.st.Read(ctx, func(r store.Reader) error {
 		var err error

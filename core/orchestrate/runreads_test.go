@@ -43,12 +43,6 @@ func (r childReader) RunChildrenBrief(ctx context.Context, id string) ([]store.R
 	return out, err
 }
 
-func (r childReader) RunChildrenSince(ctx context.Context, id string, seq int64) ([]store.Record, error) {
-	out, err := r.Reader.RunChildrenSince(ctx, id, seq)
-	r.rows.Add(int64(len(out)))
-	return out, err
-}
-
 type childTx struct {
 	store.Tx
 	rows *atomic.Int64
@@ -60,10 +54,6 @@ func (t childTx) RunChildren(ctx context.Context, id string) ([]store.Record, er
 
 func (t childTx) RunChildrenBrief(ctx context.Context, id string) ([]store.Record, error) {
 	return childReader{t.Tx, t.rows}.RunChildrenBrief(ctx, id)
-}
-
-func (t childTx) RunChildrenSince(ctx context.Context, id string, seq int64) ([]store.Record, error) {
-	return childReader{t.Tx, t.rows}.RunChildrenSince(ctx, id, seq)
 }
 
 func (s *childReads) Read(ctx context.Context, fn func(r store.Reader) error) error {
@@ -89,7 +79,6 @@ func TestARunsChildEndingReadsOnlyItsRun(t *testing.T) {
 	h := setup(t, Config{}, nodes...)
 	pol := approval.DefaultPolicy()
 	engine := runs.NewEngine(live.New(pol), &actions.Rules{Policy: live.New(pol)}, nil)
-	engine.CheckChildReads(false) // its full reads would be counted
 	counted := &childReads{Store: h.st}
 	h.o.Stop()
 	o, err := New(Config{CompareIDsEvery: 1000, AgentTimeout: 5 * time.Second, Interval: time.Hour, Runs: engine}, counted, nil, nil)
@@ -141,133 +130,6 @@ func TestARunsChildEndingReadsOnlyItsRun(t *testing.T) {
 	if got := counted.rows.Load(); got == 0 || got > 2*perRun {
 		t.Fatalf("%d run children read to advance after one child of one run ended; want at most %d (that run's), not %d (every run's)",
 			got, 2*perRun, nRuns*perRun)
-	}
-}
-
-// TestRunAdvancesReadOnlyTheChildrenThatChanged: with 20 runs under way,
-// each with many children, the advances that follow some children's ends
-// read those children and the ones they create, not every child of their
-// runs (the runs' change sequences, RunChildrenSince); and what they
-// decide is what a full read decides (the engine of a test binary
-// compares every incremental read with a full one, and fails the advance
-// when they differ).
-func TestRunAdvancesReadOnlyTheChildrenThatChanged(t *testing.T) {
-	t.Parallel()
-	const nRuns, perRun = 20, 8
-	var nodes []string
-	for r := range nRuns {
-		for n := range perRun {
-			nodes = append(nodes, fmt.Sprintf("r%d-n%d", r, n))
-		}
-	}
-	h := setup(t, Config{}, nodes...)
-	pol := approval.DefaultPolicy()
-	for _, check := range []bool{false, true} {
-		engine := runs.NewEngine(live.New(pol), &actions.Rules{Policy: live.New(pol)}, nil)
-		engine.CheckChildReads(check)
-		h.o.Stop()
-		o, err := New(Config{CompareIDsEvery: 1000, AgentTimeout: 5 * time.Second, Interval: time.Hour, Runs: engine}, h.st, nil, nil)
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(o.Stop)
-		h.o = o
-		all := limit.MustParse("100%")
-		runIDs := make([]string, nRuns)
-		for r := range nRuns {
-			h.update(func(ctx context.Context, tx store.Tx) error {
-				run, err := engine.Create(ctx, tx, &wire.CreateRunRequest{ClusterID: cluster, Stages: []wire.StageSpec{{
-					MaxConcurrency: &all, Target: wire.Target{Nodes: nodes[r*perRun : (r+1)*perRun]},
-					Steps: []wire.StepSpec{{Name: "one", Kind: "muster.io/debug.ping"}, {Name: "two", Kind: "muster.io/debug.ping"},
-						{Name: "three", Kind: "muster.io/debug.ping"}}}}}, actions.Actor{Name: "alice"})
-				if err != nil {
-					return err
-				}
-				runIDs[r] = run.ID
-				_, err = engine.Approve(ctx, tx, run.ID, "", actions.Actor{Name: "bob"})
-				return err
-			})
-		}
-		h.fullSync() // creates and pushes every run's first children
-		h.fullSync()
-		open := func() map[string]store.Record { // each node's unfinished child
-			out := map[string]store.Record{}
-			h.update(func(ctx context.Context, tx store.Tx) error {
-				for _, id := range runIDs {
-					kids, err := tx.RunChildren(ctx, id)
-					if err != nil {
-						return err
-					}
-					for _, k := range kids {
-						if !k.State.Final() {
-							out[k.NodeID] = k
-						}
-					}
-				}
-				return nil
-			})
-			return out
-		}
-		// Every node's steps, one node of each run at a time: each sync ends
-		// one child per run and creates the next.
-		for step := range 3 {
-			before := engine.ChildRowsRead()
-			for n := range perRun {
-				// Each node's child is on its agent: the advances that
-				// created them are through, and their pushes.
-				kids := open()
-				for try := 0; ; try++ {
-					pushed := true
-					for r := range nRuns {
-						if k, ok := kids[nodes[r*perRun+n]]; ok && k.State != action.New {
-							pushed = false
-						}
-					}
-					if pushed {
-						break
-					}
-					if try == 5 {
-						t.Fatalf("step %d: the children of node %d of each run were not pushed", step, n)
-					}
-					h.fullSync()
-					kids = open()
-				}
-				var synced []string
-				for r := range nRuns {
-					node := nodes[r*perRun+n]
-					k, ok := kids[node]
-					if !ok {
-						t.Fatalf("step %d: node %s has no unfinished child", step, node)
-					}
-					h.agents[node].run(t, k.ID, action.Done, nil)
-					synced = append(synced, node)
-				}
-				if _, err := h.o.SyncNodes(context.Background(), cluster, synced); err != nil {
-					t.Fatal(err)
-				}
-			}
-			if check {
-				continue
-			}
-			// perRun syncs, each ending one child of every run and creating
-			// its next: a few rows read a changed child (it ended, its next
-			// was created, then pushed). Whole reads at every advance read
-			// over 20 a changed child here, and more as the runs grow.
-			read, changed := engine.ChildRowsRead()-before, int64(nRuns*perRun)
-			if read > 4*changed {
-				t.Errorf("step %d: %d children read for %d that changed, want at most %d", step, read, changed, 4*changed)
-			}
-		}
-		for _, id := range runIDs {
-			h.update(func(ctx context.Context, tx store.Tx) error {
-				r, err := tx.Run(ctx, id)
-				if err == nil && r.State != store.RunDone {
-					err = fmt.Errorf("run %s is %s (%s), want DONE", id, r.State, r.StateReason)
-				}
-				return err
-			})
-		}
-		nodes = slices.Clone(nodes) // the next round runs over the same nodes
 	}
 }
 

@@ -25,8 +25,6 @@ type Advancer struct {
 	// planned, for tests, is called once a run's next step is decided,
 	// before it is stored.
 	planned func()
-	// views keeps the children of the runs it moves on (runChildren).
-	views childViews
 }
 
 // Advancing outside the write transaction (docs/architecture.md, "Runs and
@@ -130,8 +128,7 @@ type advancing struct {
 	join bool
 }
 
-// planAdvance reads run id and decides its next step, in one read of st
-// (the run's children from what changed since its last: runChildren);
+// planAdvance reads run id and decides its next step, in one read of st;
 // nil when the run is not active.
 func (a *Advancer) planAdvance(ctx context.Context, st store.Store, id string) (*advancing, error) {
 	p := &advancing{t: a.now()}
@@ -142,10 +139,9 @@ func (a *Advancer) planAdvance(ctx context.Context, st store.Store, id string) (
 			return err
 		}
 		if r.State != store.RunRunning && r.State != store.RunPaused {
-			a.views.forget(r.ID)
 			return nil
 		}
-		if p.kids, err = a.runChildren(ctx, rd, r, true); err != nil {
+		if p.kids, err = children(ctx, rd, r.ID, r.ApprovedBy); err != nil {
 			return err
 		}
 		p.run = r
@@ -174,7 +170,7 @@ func (a *Advancer) planAdvance(ctx context.Context, st store.Store, id string) (
 // returns the run and its children as they are now, or ErrReplan when the
 // decision may no longer hold: the run changed, a child appeared or a
 // finished one changed, or a node it read changed.
-func (a *advancing) recheck(ctx context.Context, adv *Advancer, tx store.Tx) (*store.Run, []Child, error) {
+func (a *advancing) recheck(ctx context.Context, tx store.Tx) (*store.Run, []Child, error) {
 	r, err := tx.Run(ctx, a.run.ID)
 	if err != nil {
 		return nil, nil, err
@@ -182,7 +178,7 @@ func (a *advancing) recheck(ctx context.Context, adv *Advancer, tx store.Tx) (*s
 	if !reflect.DeepEqual(r, a.run) {
 		return nil, nil, fmt.Errorf("%w: run %s changed", ErrReplan, r.ID)
 	}
-	kids, err := adv.runChildren(ctx, tx, r, false)
+	kids, err := children(ctx, tx, r.ID, r.ApprovedBy)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -225,14 +221,6 @@ func idle(r *store.Run, kids []Child, step Step, env PlanEnv) bool {
 // children keep moving still advances. A step that changes nothing, the
 // common one, takes no write transaction.
 func (a *Advancer) AdvanceIn(ctx context.Context, st store.Store, id string) ([]string, error) {
-	created, err := a.advanceIn(ctx, st, id)
-	if err != nil {
-		a.views.forget(id) // read its children whole at its next advance
-	}
-	return created, err
-}
-
-func (a *Advancer) advanceIn(ctx context.Context, st store.Store, id string) ([]string, error) {
 	var created []string
 	for replans := 0; ; {
 		p, err := a.planAdvance(ctx, st, id)
@@ -255,7 +243,7 @@ func (a *Advancer) advanceIn(ctx context.Context, st store.Store, id string) ([]
 		again := false
 		err = st.Update(ctx, func(tx store.Tx) error {
 			made, again = nil, false // set again if the store runs the transaction again
-			r, kids, err := p.recheck(ctx, a, tx)
+			r, kids, err := p.recheck(ctx, tx)
 			if err != nil {
 				return err
 			}
@@ -295,7 +283,6 @@ func (a *Advancer) Active(ctx context.Context, r store.Reader, clusterID string)
 	for i := range active {
 		ids[i] = active[i].ID
 	}
-	a.views.keep(clusterID, ids)
 	return ids, nil
 }
 
@@ -323,7 +310,7 @@ func (a *Advancer) advance(ctx context.Context, whole store.Tx, r *store.Run, t 
 	if _, err := a.follow(ctx, tx, r, t); err != nil {
 		return nil, err
 	}
-	kids, err := a.runChildren(ctx, tx, r, false)
+	kids, err := children(ctx, tx, r.ID, r.ApprovedBy)
 	if err != nil {
 		return nil, err
 	}

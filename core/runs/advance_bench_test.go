@@ -82,7 +82,6 @@ func benchAdvancePass(b *testing.B, mode string, perNode bool) {
 	st := &timedStore{Store: sq}
 	pol := approval.Policy{Default: "none"}
 	e := runs.NewEngine(live.New(pol), &actions.Rules{Policy: live.New(pol)}, nil)
-	e.CheckChildReads(false) // as in muster core
 	update := func(fn func(tx store.Tx) error) {
 		b.Helper()
 		if err := st.Update(ctx, fn); err != nil {

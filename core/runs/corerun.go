@@ -151,13 +151,12 @@ func (e *Engine) SetProber(p Prober) { e.Advancer.prober = p }
 
 // RunCore evaluates what is due of the core-side steps of clusterID's
 // active runs and records the verdicts, each run in its own transaction
-// of st (under ctx's fencing epoch), which also advances the run on them
-// (recordCore). It reports whether it changed a run (the cluster's runs
-// should advance), the nodes of the children those advances created (to
-// push), and when something will next be due (zero: nothing waits).
-func (e *Engine) RunCore(ctx context.Context, st store.Store, clusterID string) (changed bool, created []string, next time.Time, err error) {
+// of st (under ctx's fencing epoch). It reports whether it changed a run
+// (the cluster's runs should advance), and when something will next be
+// due (zero: nothing waits).
+func (e *Engine) RunCore(ctx context.Context, st store.Store, clusterID string) (changed bool, next time.Time, err error) {
 	if e.Advancer.prober == nil {
-		return false, nil, time.Time{}, nil
+		return false, time.Time{}, nil
 	}
 	now := e.Advancer.now()
 	var jobs []*coreJob
@@ -186,7 +185,7 @@ func (e *Engine) RunCore(ctx context.Context, st store.Store, clusterID string) 
 		return nil
 	})
 	if err != nil || len(jobs) == 0 {
-		return false, nil, next, err
+		return false, next, err
 	}
 	e.evaluate(ctx, jobs)
 	byRun := map[string][]*coreJob{}
@@ -199,25 +198,22 @@ func (e *Engine) RunCore(ctx context.Context, st store.Store, clusterID string) 
 	}
 	for _, id := range order {
 		var did bool
-		var made []string
 		err := st.Update(ctx, func(tx store.Tx) error {
 			var err error
-			did, made, err = e.recordCore(ctx, tx, id, byRun[id])
+			did, err = e.recordCore(ctx, tx, id, byRun[id])
 			return err
 		})
 		if err != nil {
-			e.Advancer.views.forget(id)
-			return changed, created, next, err
+			return changed, next, err
 		}
 		changed = changed || did
-		created = append(created, made...)
 	}
 	// What was just evaluated is due again (a soak, a watch, a retry):
 	// the caller calls again by then.
 	for _, j := range jobs {
 		soon(j.at.Add(time.Second))
 	}
-	return changed, created, next, nil
+	return changed, next, nil
 }
 
 // dueCore lists the evaluations of run r due at now, and tells soon when
@@ -350,24 +346,19 @@ func (e *Engine) probe(ctx context.Context, j *coreJob) (string, bool, string) {
 // recordCore stores the verdicts of jobs, all of run id, in tx, if the
 // steps they evaluated are still where they were; it aborts the run when
 // an abort_on gate failed during its canary or its soak, and promotes a
-// canary whose gates held auto_promote_after_s. A verdict (a gate passed
-// or failed, a call answered) or a promote advances the run in the same
-// transaction: the node's next child is created, or the node fails, by
-// the write that decided it, not by a later advance (so a gate adds one
-// pass to its node's way, not two). It reports whether the run changed,
-// and the nodes of the children that advance created.
-func (e *Engine) recordCore(ctx context.Context, tx store.Tx, id string, jobs []*coreJob) (bool, []string, error) {
+// canary whose gates held auto_promote_after_s. It reports whether the
+// run changed.
+func (e *Engine) recordCore(ctx context.Context, tx store.Tx, id string, jobs []*coreJob) (bool, error) {
 	r, err := tx.Run(ctx, id)
 	if err != nil {
-		return false, nil, err
+		return false, err
 	}
 	if r.State != store.RunRunning && r.State != store.RunPaused {
-		return false, nil, nil
+		return false, nil
 	}
 	c := changeOf(r)
 	t := e.Advancer.now()
 	changed := false
-	verdict := false // a step finished: the run moves on at once
 	var abort string // why an abort_on gate aborts the run
 	watch := map[string][]*coreJob{}
 	for _, j := range jobs {
@@ -431,7 +422,6 @@ func (e *Engine) recordCore(ctx context.Context, tx store.Tx, id string, jobs []
 			}
 		}
 		cs.Finished = action.TimePtr(j.at)
-		verdict = true
 		what := "gate"
 		if sp.Kind == KindCall {
 			what = "call"
@@ -445,27 +435,27 @@ func (e *Engine) recordCore(ctx context.Context, tx store.Tx, id string, jobs []
 	rule := actions.Actor{Name: ActorRule}
 	if abort != "" {
 		if err := c.save(ctx, tx); err != nil {
-			return false, nil, err
+			return false, err
 		}
 		if Aborting(r) {
-			return true, nil, nil
+			return true, nil
 		}
 		_, err := e.Decider.abort(ctx, tx, r, rule, abort)
-		return true, nil, err
+		return true, err
 	}
 	promoted, held := e.autoPromote(r, c, watch, t)
 	if !changed && !promoted && !held {
-		return false, nil, nil
+		return false, nil
 	}
 	r.UpdatedTS = t
 	if err := c.save(ctx, tx); err != nil {
-		return false, nil, err
+		return false, err
 	}
-	if promoted || verdict {
-		created, err := e.Advancer.advance(ctx, tx, r, t)
-		return true, created, err
+	if promoted {
+		_, err := e.Advancer.advance(ctx, tx, r, t)
+		return true, err
 	}
-	return true, nil, nil
+	return true, nil
 }
 
 // autoPromote promotes the canaries of r whose gates, just evaluated

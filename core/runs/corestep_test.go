@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"reflect"
-	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -58,7 +57,7 @@ func (p *fakeProber) Call(_ context.Context, c wire.Call, _ time.Duration) (stri
 func (env *engineEnv) runCore(p *fakeProber) bool {
 	env.t.Helper()
 	env.e.SetProber(p)
-	changed, _, _, err := env.e.RunCore(context.Background(), env.st, "c")
+	changed, _, err := env.e.RunCore(context.Background(), env.st, "c")
 	if err != nil {
 		env.t.Fatal(err)
 	}
@@ -164,61 +163,6 @@ func TestGatesAndCallsAreRunByTheCoreAndTheCanaryPromotesItself(t *testing.T) {
 	}
 	if strings.Contains(evs, "s3cr3t") {
 		t.Fatal("a secret's value reached the events")
-	}
-}
-
-// TestAVerdictAdvancesItsRunInTheSameWrite: the write that records a
-// core step's verdict also moves its run on: a call or a gate that passed
-// has its node's next step created, a gate that failed its last attempt
-// fails its node, with no advance in between.
-func TestAVerdictAdvancesItsRunInTheSameWrite(t *testing.T) {
-	t.Parallel()
-	env := setupEngine(t)
-	req := gatedCanary()
-	req.Stages[0].Canary, req.Stages[0].AutoPromoteAfterS, req.Stages[0].AbortOn = 0, 0, nil
-	req.Stages[0].Steps[2].Retry = nil
-	p := &fakeProber{values: map[string]string{"https://n1.example/health": "ok", "https://n2.example/health": "down"}}
-	r := env.startReq(req)
-	var created []string
-	runCore := func() {
-		t.Helper()
-		env.e.SetProber(p)
-		var err error
-		if _, created, _, err = env.e.RunCore(context.Background(), env.st, "c"); err != nil {
-			t.Fatal(err)
-		}
-	}
-	runCore()
-	// lb-out passed on n1: its upgrade exists, created by that write.
-	up := env.open(r.ID)
-	if up.Step != "upgrade" || up.NodeID != "n1" || !slices.Equal(created, []string{"n1"}) {
-		t.Fatalf("after the call's verdict: child %s on %s, created %v; want n1's upgrade", up.Step, up.NodeID, created)
-	}
-	env.finishWith(up.ID, action.Done, "")
-	r = env.advance(r.ID) // admits the gate, as the loop's advance does
-	if cs := coreOf(r, "n1", "healthy"); cs.State != runs.CorePending {
-		t.Fatalf("healthy on n1: %+v, want PENDING", cs)
-	}
-	runCore()
-	// The gate passed: n1 is done and n2's lb-out admitted, in that write.
-	r = env.run(r.ID)
-	if cs := coreOf(r, "n1", "healthy"); cs.State != string(action.Done) {
-		t.Fatalf("healthy on n1: %+v, want DONE", cs)
-	}
-	if cs := coreOf(r, "n2", "lb-out"); cs.State != runs.CorePending {
-		t.Fatalf("lb-out on n2: %+v, want PENDING once n1's gate passed", cs)
-	}
-	runCore()
-	up = env.open(r.ID)
-	if up.NodeID != "n2" || !slices.Equal(created, []string{"n2"}) {
-		t.Fatalf("child on %s, created %v; want n2's upgrade", up.NodeID, created)
-	}
-	env.finishWith(up.ID, action.Done, "")
-	env.advance(r.ID)
-	runCore()
-	// n2's gate failed its only attempt: n2 failed in the verdict's write.
-	if r = env.run(r.ID); !slices.Contains(r.Stages[0].Failed, "n2") {
-		t.Fatalf("run %s, stage failed %v: want n2 failed", r.State, r.Stages[0].Failed)
 	}
 }
 
@@ -398,7 +342,6 @@ func TestWhatAnotherServerSaysIsKeptBounded(t *testing.T) {
 	env := setupEngine(t)
 	req := gatedCanary()
 	req.Stages[0].Canary, req.Stages[0].AutoPromoteAfterS, req.Stages[0].AbortOn = 0, 0, nil
-	req.Stages[0].Steps[2].Retry = nil // its one attempt stays, failed
 	p := &fakeProber{values: map[string]string{"https://n1.example/health": strings.Repeat("é", 10_000)}}
 	r := env.startReq(req)
 	env.runCore(p)

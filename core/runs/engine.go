@@ -2,7 +2,6 @@ package runs
 
 import (
 	"context"
-	"testing"
 	"time"
 
 	"github.com/musterhq/muster/core/actions"
@@ -76,9 +75,6 @@ type Engine struct {
 func NewEngine(policy *live.Value[approval.Policy], acts Actions, now func() time.Time) *Engine {
 	b := &base{policy: policy, actions: acts, clock: now}
 	adv := &Advancer{base: b}
-	// In tests every incremental read of a run's children is checked
-	// against a full read.
-	adv.views.check = testing.Testing()
 	create := &Creator{base: b, adv: adv}
 	return &Engine{Creator: create, Decider: &Decider{base: b, create: create, adv: adv}, Advancer: adv}
 }

@@ -37,7 +37,6 @@ func BenchmarkInFlight(b *testing.B) {
 	b.Cleanup(func() { st.Close() })
 	pol := approval.Policy{Default: "none"}
 	e := runs.NewEngine(live.New(pol), &actions.Rules{Policy: live.New(pol)}, nil)
-	e.CheckChildReads(false) // as in muster core
 	update := func(fn func(tx store.Tx) error) {
 		b.Helper()
 		if err := st.Update(ctx, fn); err != nil {

@@ -20,8 +20,8 @@ const actionColumns = `id, cluster_id, node_id, kind, args, state, state_reason,
 
 // briefActionColumns are the columns of a brief child (RunChildrenBrief),
 // read by scanBrief.
-const briefActionColumns = `id, cluster_id, node_id, state, state_reason, approved_by, created_ts, finished_ts,
-	pushed_store_id, run_id, stage, step, attempt, outputs, run_seq`
+const briefActionColumns = `id, cluster_id, node_id, state, state_reason, approved_by, finished_ts,
+	pushed_store_id, run_id, stage, step, attempt, outputs`
 
 func rawOrNil(s string) json.RawMessage {
 	if s == "" {
@@ -34,8 +34,7 @@ func (d Dialect) scanBrief(row Row) (Record, error) {
 	var rec Record
 	var state, outputs string
 	err := row.Scan(&rec.ID, &rec.ClusterID, &rec.NodeID, &state, &rec.StateReason, &rec.ApprovedBy,
-		d.timeInto(&rec.CreatedTS), d.nullTimeInto(&rec.FinishedTS), &rec.PushedStoreID, &rec.RunID, &rec.Stage, &rec.Step,
-		&rec.Attempt, &outputs, &rec.RunSeq)
+		d.nullTimeInto(&rec.FinishedTS), &rec.PushedStoreID, &rec.RunID, &rec.Stage, &rec.Step, &rec.Attempt, &outputs)
 	rec.State = action.State(state)
 	rec.Outputs = rawOrNil(outputs)
 	return rec, err
@@ -179,22 +178,6 @@ func RunChildrenSQL(ph Placeholder, brief bool) string {
 		columns = briefActionColumns
 	}
 	return `SELECT ` + columns + ` FROM actions WHERE run_id = ` + ph(1) + ` AND run_id != '' ORDER BY created_ts, seq`
-}
-
-// RunChildrenSinceSQL is the statement of RunChildrenSince, in the
-// placeholder style ph; the index actions_run_seq serves it.
-func RunChildrenSinceSQL(ph Placeholder) string {
-	return `SELECT ` + briefActionColumns + ` FROM actions WHERE run_id = ` + ph(1) + ` AND run_id != '' AND run_seq > ` +
-		ph(2) + ` ORDER BY run_seq`
-}
-
-// RunChildrenSince is Reader.RunChildrenSince of both stores.
-func (r Reads) RunChildrenSince(ctx context.Context, runID string, seq int64) ([]Record, error) {
-	out, err := r.recordsWith(ctx, r.Dialect.scanBrief, RunChildrenSinceSQL(r.Dialect.Placeholder), runID, seq)
-	if err != nil {
-		return nil, fmt.Errorf("children of run %s since %d: %w", runID, seq, err)
-	}
-	return out, nil
 }
 
 // RunChildren is Reader.RunChildren of both stores: a run's child actions,

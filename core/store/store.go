@@ -133,18 +133,9 @@ type Reader interface {
 	RunChildren(ctx context.Context, runID string) ([]Record, error)
 	// RunChildrenBrief is RunChildren with only what deciding a run's next
 	// step needs: each child's ID, ClusterID, NodeID, RunID, Stage, Step,
-	// Attempt, State, StateReason, ApprovedBy, CreatedTS, FinishedTS,
-	// PushedStoreID, Outputs and RunSeq; the other fields are left zero,
-	// unread.
+	// Attempt, State, StateReason, ApprovedBy, FinishedTS, PushedStoreID
+	// and Outputs; the other fields are left zero, unread.
 	RunChildrenBrief(ctx context.Context, runID string) ([]Record, error)
-	// RunChildrenSince is RunChildrenBrief of only the children of run runID
-	// written after the run's change sequence reached seq (RunSeq > seq),
-	// in the order of their numbers: what changed since a read that saw
-	// the children up to seq. Every write of a child takes the next number
-	// of its run in its own transaction, so a read sees the numbers of a
-	// run without a gap: a reader that keeps the children it read and the
-	// highest RunSeq among them reads only what moved.
-	RunChildrenSince(ctx context.Context, runID string, seq int64) ([]Record, error)
 	// RunChildCounts counts the children of the given runs (CountChildren
 	// of their RunChildren, without reading them), ordered by run, stage,
 	// state, approver and reason. It reads counters kept with the children,
@@ -372,11 +363,6 @@ type Record struct {
 	// PushedStoreID is the store_id of the agent database a push was last
 	// attempted to, written before the push is sent. Empty: never pushed.
 	PushedStoreID string
-	// RunSeq is, for a run's child, the number its last write took in its
-	// run's change sequence (Reader.RunChildrenSince); 0 for a child not
-	// written since that sequence began. Only the brief reads of children
-	// (RunChildrenBrief, RunChildrenSince) fill it.
-	RunSeq int64
 }
 
 // Cluster status values.

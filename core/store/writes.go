@@ -282,12 +282,8 @@ func (w Writes) InsertAction(ctx context.Context, r *Record) error {
 	d, exec := w.Dialect, w.Exec
 	stampNew(&r.CreatedTS, &r.UpdatedTS)
 	what := fmt.Sprintf("insert action %q", r.ID)
-	seq, err := w.nextChildSeq(ctx, r.RunID)
-	if err != nil {
-		return err
-	}
-	ps, args := d.values(1, append(append([]any{r.ID}, actionValues(d, r)...), seq)...)
-	n, err := exec(ctx, what, `INSERT INTO actions (id, `+strings.Join(actionFields, ", ")+`, run_seq)
+	ps, args := d.values(1, append([]any{r.ID}, actionValues(d, r)...)...)
+	n, err := exec(ctx, what, `INSERT INTO actions (id, `+strings.Join(actionFields, ", ")+`)
 		VALUES (`+ps+`) ON CONFLICT DO NOTHING`, args...)
 	if err == nil && n == 0 {
 		err = fmt.Errorf("%s: %w", what, ErrExists)
@@ -300,37 +296,16 @@ func (w Writes) InsertAction(ctx context.Context, r *Record) error {
 func (w Writes) UpdateAction(ctx context.Context, r *Record) error {
 	d, exec := w.Dialect, w.Exec
 	what := fmt.Sprintf("update action %q", r.ID)
-	seq, err := w.nextChildSeq(ctx, r.RunID)
-	if err != nil {
-		return err
-	}
-	sets := make([]string, len(actionFields), len(actionFields)+1)
+	sets := make([]string, len(actionFields))
 	for i, f := range actionFields {
 		sets[i] = f + " = " + d.Placeholder(i+1)
 	}
-	sets = append(sets, "run_seq = "+d.Placeholder(len(actionFields)+1))
-	args := append(actionValues(d, r), seq, r.ID)
+	args := append(actionValues(d, r), r.ID)
 	n, err := exec(ctx, what, `UPDATE actions SET `+strings.Join(sets, ", ")+` WHERE id = `+d.Placeholder(len(args)), args...)
 	if err == nil && n == 0 {
 		err = fmt.Errorf("%s: %w", what, ErrNotFound)
 	}
 	return err
-}
-
-// nextChildSeq takes the next number of run runID's change sequence for a
-// write of one of its children (0 for an action of no run, or of a run not
-// stored). It updates the run's row, so the writers of one run's children
-// wait for each other there and their numbers commit in order, on
-// PostgreSQL too: a reader never sees a number before a smaller one
-// (Reader.RunChildrenSince).
-func (w Writes) nextChildSeq(ctx context.Context, runID string) (int64, error) {
-	if runID == "" {
-		return 0, nil
-	}
-	var seq int64
-	err := w.Returning(ctx, "number a child of run "+runID, `UPDATE runs SET child_seq = child_seq + 1 WHERE id = `+
-		w.Dialect.Placeholder(1)+` RETURNING child_seq`, []any{runID}, func(row Row) error { return row.Scan(&seq) })
-	return seq, err
 }
 
 // PurgeActions is Tx.PurgeActions of both stores: it deletes up to limit

@@ -4,9 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"fmt"
 	"reflect"
-	"slices"
 	"testing"
 	"time"
 
@@ -166,8 +164,7 @@ func testARunHasOneChildPerStageAndNode(t *testing.T, db NewDB) {
 			k := kids[i]
 			want := store.Record{Action: action.Action{ID: k.ID, ClusterID: k.ClusterID, NodeID: k.NodeID,
 				RunID: k.RunID, Stage: k.Stage, Step: k.Step, Attempt: k.Attempt, State: k.State,
-				StateReason: k.StateReason, ApprovedBy: k.ApprovedBy, CreatedTS: k.CreatedTS, FinishedTS: k.FinishedTS,
-				Outputs: k.Outputs},
+				StateReason: k.StateReason, ApprovedBy: k.ApprovedBy, FinishedTS: k.FinishedTS, Outputs: k.Outputs},
 				PushedStoreID: k.PushedStoreID}
 			if !reflect.DeepEqual(brief[i], want) {
 				t.Errorf("RunChildrenBrief[%d] =\n  %+v\nwant\n  %+v", i, brief[i], want)
@@ -303,129 +300,4 @@ func testPagesOfActionsAndRuns(t *testing.T, db NewDB) {
 		}
 		return nil
 	})
-}
-
-// testRunChildrenSince: every write of a run's child takes the next number
-// of its run, and RunChildrenSince returns the children written after a
-// number, in their numbers' order; the children of another run, and
-// actions of none, take none of its numbers. Kept with what a full read
-// returns, the children read since the last number seen are the run's
-// children as a full read sees them.
-func testRunChildrenSince(t *testing.T, db NewDB) {
-	s := setup(t, db)
-	const run, other = "00000000-0000-4000-8000-0000000000c1", "00000000-0000-4000-8000-0000000000c2"
-	child := func(id, runID, node string) *store.Record {
-		r := record(id)
-		r.NodeID, r.RunID, r.Stage, r.Wave, r.Step, r.Attempt = node, runID, "main", 1, "upgrade", 1
-		return r
-	}
-	ids := []string{"00000000-0000-4000-8000-0000000000d1", "00000000-0000-4000-8000-0000000000d2",
-		"00000000-0000-4000-8000-0000000000d3"}
-	update(t, s, func(ctx context.Context, tx store.Tx) error {
-		for _, id := range []string{run, other} {
-			if err := tx.InsertRun(ctx, testRun(id, t0)); err != nil {
-				return err
-			}
-		}
-		for i, id := range ids {
-			if err := tx.InsertAction(ctx, child(id, run, fmt.Sprintf("n%d", i))); err != nil {
-				return err
-			}
-		}
-		if err := tx.InsertAction(ctx, child("00000000-0000-4000-8000-0000000000e1", other, "n1")); err != nil {
-			return err
-		}
-		return tx.InsertAction(ctx, record("00000000-0000-4000-8000-0000000000e2"))
-	})
-	// known is what an incremental reader keeps: the children, and the
-	// highest number seen.
-	var known []store.Record
-	var last int64
-	catchUp := func(wantIDs ...string) {
-		t.Helper()
-		read(t, s, func(ctx context.Context, r store.Reader) error {
-			since, err := r.RunChildrenSince(ctx, run, last)
-			if err != nil {
-				return err
-			}
-			var got []string
-			for _, k := range since {
-				got = append(got, k.ID)
-				if k.RunSeq <= last {
-					t.Errorf("RunChildrenSince(%d) returned %s numbered %d", last, k.ID, k.RunSeq)
-				}
-				last = k.RunSeq
-				if i := slices.IndexFunc(known, func(c store.Record) bool { return c.ID == k.ID }); i >= 0 {
-					known[i] = k
-				} else {
-					known = append(known, k)
-				}
-			}
-			if !slices.Equal(got, wantIDs) {
-				t.Errorf("RunChildrenSince = %v, want %v", got, wantIDs)
-			}
-			full, err := r.RunChildrenBrief(ctx, run)
-			if err != nil {
-				return err
-			}
-			if !reflect.DeepEqual(known, full) {
-				t.Errorf("children kept from the changes =\n  %+v\nfull read =\n  %+v", known, full)
-			}
-			return nil
-		})
-	}
-	catchUp(ids...)
-	if last != 3 {
-		t.Errorf("three children written: last number %d, want 3", last)
-	}
-	catchUp()
-	update(t, s, func(ctx context.Context, tx store.Tx) error {
-		k, err := tx.Action(ctx, ids[0])
-		if err != nil {
-			return err
-		}
-		k.State, k.FinishedTS = action.Done, action.TimePtr(t0.Add(time.Minute))
-		if err := tx.UpdateAction(ctx, k); err != nil {
-			return err
-		}
-		o, err := tx.Action(ctx, "00000000-0000-4000-8000-0000000000e1")
-		if err != nil {
-			return err
-		}
-		o.State = action.Running
-		return tx.UpdateAction(ctx, o)
-	})
-	catchUp(ids[0])
-	update(t, s, func(ctx context.Context, tx store.Tx) error {
-		if err := tx.InsertAction(ctx, child("00000000-0000-4000-8000-0000000000d4", run, "n9")); err != nil {
-			return err
-		}
-		k, err := tx.Action(ctx, ids[1])
-		if err != nil {
-			return err
-		}
-		k.State = action.Running
-		return tx.UpdateAction(ctx, k)
-	})
-	catchUp("00000000-0000-4000-8000-0000000000d4", ids[1])
-	// A transaction that rolls back leaves no number behind it.
-	before := last
-	err := s.Update(context.Background(), func(tx store.Tx) error {
-		k, err := tx.Action(context.Background(), ids[2])
-		if err != nil {
-			return err
-		}
-		k.State = action.Failed
-		if err := tx.UpdateAction(context.Background(), k); err != nil {
-			return err
-		}
-		return errors.New("roll back")
-	})
-	if err == nil {
-		t.Fatal("the update did not fail")
-	}
-	catchUp()
-	if last != before {
-		t.Errorf("last number %d after a rollback, want %d", last, before)
-	}
 }

@@ -83,7 +83,6 @@ func Run(t *testing.T, db NewDB) {
 		{"EventSequenceSurvivesReopen", testEventSequenceSurvivesReopen},
 		{"LatestSeq", testLatestSeq},
 		{"RowsWritten", testRowsWritten},
-		{"RunChildrenSince", testRunChildrenSince},
 		{"ReadIsASnapshot", testReadIsASnapshot},
 		{"OutboxEnqueuesWithTheEvent", testOutboxEnqueuesWithTheEvent},
 		{"DeliveryLifecycle", testDeliveryLifecycle},
