@@ -422,30 +422,7 @@ func TestRepoRpmInstallIntoTemporaryRoot(t *testing.T) {
 	if uid < 1 || uid >= 1000 || gid < 1 {
 		t.Fatalf("the muster user is uid %d, its group gid %d: want a system user and group", uid, gid)
 	}
-	for _, f := range []struct {
-		path       string
-		mode       os.FileMode
-		owner, grp int
-		dir        bool
-	}{
-		{path: "/usr/bin/muster-agent", mode: 0o755},
-		{path: "/usr/lib/systemd/system/muster-agent.service", mode: 0o644},
-		{path: "/usr/share/doc/muster-agent/copyright", mode: 0o644},
-		{path: "/etc/muster", mode: 0o750, grp: gid, dir: true},
-		{path: "/etc/muster/agent.yaml", mode: 0o640, grp: gid},
-		{path: "/var/lib/muster", mode: 0o755, dir: true},
-		{path: "/var/lib/muster/agent", mode: 0o700, dir: true},
-	} {
-		fi, err := os.Lstat(out + f.path)
-		if err != nil {
-			t.Errorf("%s: %v", f.path, err)
-			continue
-		}
-		st := fi.Sys().(*syscall.Stat_t)
-		if fi.Mode().Perm() != f.mode || fi.IsDir() != f.dir || int(st.Uid) != f.owner || int(st.Gid) != f.grp {
-			t.Errorf("%s: %v %d:%d, want %v (dir %v) %d:%d", f.path, fi.Mode(), st.Uid, st.Gid, f.mode, f.dir, f.owner, f.grp)
-		}
-	}
+	checkAgentFiles(t, out, gid)
 	if b, err := exec.Command(out+"/usr/bin/muster-agent", "version").Output(); err != nil || !strings.HasPrefix(string(b), "muster-agent ") {
 		t.Errorf("the installed muster-agent version: %v %q", err, b)
 	}
@@ -645,30 +622,7 @@ func checkUpgraded(t *testing.T, out, newConfig, newSuffix string, calls []strin
 	if got := readOut(t, out, "/etc/muster/agent.yaml"+newSuffix); got != newConfig {
 		t.Errorf("agent.yaml%s is not 1.0.1's configuration:\n%s", newSuffix, got)
 	}
-	for _, f := range []struct {
-		path       string
-		mode       os.FileMode
-		owner, grp int
-		dir        bool
-	}{
-		{path: "/usr/bin/muster-agent", mode: 0o755},
-		{path: "/usr/lib/systemd/system/muster-agent.service", mode: 0o644},
-		{path: "/usr/share/doc/muster-agent/copyright", mode: 0o644},
-		{path: "/etc/muster", mode: 0o750, grp: gid, dir: true},
-		{path: "/etc/muster/agent.yaml", mode: 0o640, grp: gid},
-		{path: "/var/lib/muster", mode: 0o755, dir: true},
-		{path: "/var/lib/muster/agent", mode: 0o700, dir: true},
-	} {
-		fi, err := os.Lstat(out + f.path)
-		if err != nil {
-			t.Errorf("%s: %v", f.path, err)
-			continue
-		}
-		st := fi.Sys().(*syscall.Stat_t)
-		if fi.Mode().Perm() != f.mode || fi.IsDir() != f.dir || int(st.Uid) != f.owner || int(st.Gid) != f.grp {
-			t.Errorf("%s: %v %d:%d, want %v (dir %v) %d:%d", f.path, fi.Mode(), st.Uid, st.Gid, f.mode, f.dir, f.owner, f.grp)
-		}
-	}
+	checkAgentFiles(t, out, gid)
 	if b, err := exec.Command(out+"/usr/bin/muster-agent", "version").Output(); err != nil || !strings.Contains(string(b), "v1.0.1") {
 		t.Errorf("the upgraded muster-agent version: %v %q", err, b)
 	}
@@ -715,4 +669,35 @@ func TestPackageDebUpgradeTryRestarts(t *testing.T) {
 		"daemon-reload",                                     // 1.0.0's postrm upgrade
 		"daemon-reload", "try-restart muster-agent.service", // 1.0.1's postinst configure 1.0.0
 	})
+}
+
+// checkAgentFiles checks the owners and modes of muster-agent's files as
+// an rpm install left them in the copy out of a temporary root (gid: the
+// muster group's).
+func checkAgentFiles(t *testing.T, out string, gid int) {
+	t.Helper()
+	for _, f := range []struct {
+		path       string
+		mode       os.FileMode
+		owner, grp int
+		dir        bool
+	}{
+		{path: "/usr/bin/muster-agent", mode: 0o755},
+		{path: "/usr/lib/systemd/system/muster-agent.service", mode: 0o644},
+		{path: "/usr/share/doc/muster-agent/copyright", mode: 0o644},
+		{path: "/etc/muster", mode: 0o750, grp: gid, dir: true},
+		{path: "/etc/muster/agent.yaml", mode: 0o640, grp: gid},
+		{path: "/var/lib/muster", mode: 0o755, dir: true},
+		{path: "/var/lib/muster/agent", mode: 0o700, dir: true},
+	} {
+		fi, err := os.Lstat(out + f.path)
+		if err != nil {
+			t.Errorf("%s: %v", f.path, err)
+			continue
+		}
+		st := fi.Sys().(*syscall.Stat_t)
+		if fi.Mode().Perm() != f.mode || fi.IsDir() != f.dir || int(st.Uid) != f.owner || int(st.Gid) != f.grp {
+			t.Errorf("%s: %v %d:%d, want %v (dir %v) %d:%d", f.path, fi.Mode(), st.Uid, st.Gid, f.mode, f.dir, f.owner, f.grp)
+		}
+	}
 }
