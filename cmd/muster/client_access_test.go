@@ -1,15 +1,8 @@
 package main
 
 import (
-	"context"
-	"log/slog"
-	"net/http/httptest"
 	"strings"
 	"testing"
-
-	"github.com/musterhq/muster/core/api"
-	"github.com/musterhq/muster/core/auth"
-	"github.com/musterhq/muster/core/store/sqlite"
 )
 
 // The team and grant commands against a real API: made, listed, shown,
@@ -17,28 +10,10 @@ import (
 // a non-zero exit; bad usage is refused before any call.
 func TestTeamAndGrantCommands(t *testing.T) {
 	t.Parallel()
-	ctx := context.Background()
-	st, err := sqlite.Open(ctx, t.TempDir())
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { st.Close() })
-	srv := api.New(api.Config{}, st, nil, slog.New(slog.DiscardHandler))
-	ts := httptest.NewServer(srv.Handler())
-	t.Cleanup(func() { srv.Close(); ts.Close() })
-	secret, err := auth.CreateToken(ctx, st, "root", []string{"admin"}, "test", "")
-	if err != nil {
-		t.Fatal(err)
-	}
+	a := newCLIAPI(t, map[string]string{"root": "admin"})
 	run := func(args ...string) (string, error) {
 		t.Helper()
-		root := newRootCmd()
-		root.SetArgs(append(args, "--addr", ts.URL, "--token", secret))
-		var out lockedBuffer
-		root.SetOut(&out)
-		root.SetErr(&lockedBuffer{})
-		err := root.ExecuteContext(ctx)
-		return out.String(), err
+		return a.run(t, "root", args...)
 	}
 	must := func(want string, args ...string) {
 		t.Helper()

@@ -3,8 +3,6 @@ package main
 import (
 	"context"
 	"fmt"
-	"log/slog"
-	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"strings"
@@ -12,11 +10,8 @@ import (
 	"time"
 
 	"github.com/musterhq/muster/core"
-	"github.com/musterhq/muster/core/api"
 	"github.com/musterhq/muster/core/auth"
 	"github.com/musterhq/muster/core/discovery"
-	"github.com/musterhq/muster/core/store"
-	"github.com/musterhq/muster/core/store/sqlite"
 	"github.com/musterhq/muster/shared/apiserver/apiservertest"
 )
 
@@ -27,38 +22,10 @@ import (
 // made); a freeze made by hand is never touched; a bad file is one line.
 func TestDiffAndApplyFreezes(t *testing.T) {
 	t.Parallel()
-	ctx := context.Background()
-	st, err := sqlite.Open(ctx, t.TempDir())
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { st.Close() })
-	if err := st.Update(ctx, func(tx store.Tx) error {
-		for _, id := range []string{"prod", "stage"} {
-			if err := tx.PutCluster(ctx, &store.Cluster{ID: id, Status: store.ClusterHealthy}); err != nil {
-				return err
-			}
-		}
-		return nil
-	}); err != nil {
-		t.Fatal(err)
-	}
-	srv := api.New(api.Config{}, st, nil, slog.New(slog.DiscardHandler))
-	ts := httptest.NewServer(srv.Handler())
-	t.Cleanup(func() { srv.Close(); ts.Close() })
-	secret, err := auth.CreateToken(ctx, st, "ann", []string{"approver"}, "test", "")
-	if err != nil {
-		t.Fatal(err)
-	}
+	a := newCLIAPI(t, map[string]string{"ann": "approver"}, "prod", "stage")
 	run := func(args ...string) (string, error) {
 		t.Helper()
-		root := newRootCmd()
-		root.SetArgs(append(args, "--addr", ts.URL, "--token", secret))
-		var out lockedBuffer
-		root.SetOut(&out)
-		root.SetErr(&lockedBuffer{})
-		err := root.ExecuteContext(ctx)
-		return out.String(), err
+		return a.run(t, "ann", args...)
 	}
 	dir := t.TempDir()
 	path := filepath.Join(dir, "policy.yaml")
@@ -258,33 +225,10 @@ func TestShippedPolicyFileAppliesOnDev(t *testing.T) {
 // line and changes nothing.
 func TestDiffAndApplyPlaybooksAndSchedules(t *testing.T) {
 	t.Parallel()
-	ctx := context.Background()
-	st, err := sqlite.Open(ctx, t.TempDir())
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { st.Close() })
-	if err := st.Update(ctx, func(tx store.Tx) error {
-		return tx.PutCluster(ctx, &store.Cluster{ID: "prod", Status: store.ClusterHealthy})
-	}); err != nil {
-		t.Fatal(err)
-	}
-	srv := api.New(api.Config{}, st, nil, slog.New(slog.DiscardHandler))
-	ts := httptest.NewServer(srv.Handler())
-	t.Cleanup(func() { srv.Close(); ts.Close() })
-	secret, err := auth.CreateToken(ctx, st, "adam", []string{"admin"}, "test", "")
-	if err != nil {
-		t.Fatal(err)
-	}
+	a := newCLIAPI(t, map[string]string{"adam": "admin"}, "prod")
 	run := func(args ...string) (string, error) {
 		t.Helper()
-		root := newRootCmd()
-		root.SetArgs(append(args, "--addr", ts.URL, "--token", secret))
-		var out lockedBuffer
-		root.SetOut(&out)
-		root.SetErr(&lockedBuffer{})
-		err := root.ExecuteContext(ctx)
-		return out.String(), err
+		return a.run(t, "adam", args...)
 	}
 	dir := t.TempDir()
 	if err := os.MkdirAll(filepath.Join(dir, "playbooks"), 0o755); err != nil {

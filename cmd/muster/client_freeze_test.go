@@ -1,16 +1,8 @@
 package main
 
 import (
-	"context"
-	"log/slog"
-	"net/http/httptest"
 	"strings"
 	"testing"
-
-	"github.com/musterhq/muster/core/api"
-	"github.com/musterhq/muster/core/auth"
-	"github.com/musterhq/muster/core/store"
-	"github.com/musterhq/muster/core/store/sqlite"
 )
 
 // The freeze commands against a real API: an operator freezes with
@@ -19,37 +11,10 @@ import (
 // usage is one line and a non-zero exit before any call.
 func TestFreezeCommands(t *testing.T) {
 	t.Parallel()
-	ctx := context.Background()
-	st, err := sqlite.Open(ctx, t.TempDir())
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { st.Close() })
-	if err := st.Update(ctx, func(tx store.Tx) error {
-		return tx.PutCluster(ctx, &store.Cluster{ID: "prod", Status: store.ClusterHealthy})
-	}); err != nil {
-		t.Fatal(err)
-	}
-	srv := api.New(api.Config{}, st, nil, slog.New(slog.DiscardHandler))
-	ts := httptest.NewServer(srv.Handler())
-	t.Cleanup(func() { srv.Close(); ts.Close() })
-	secrets := map[string]string{}
-	for name, role := range map[string]string{"olga": "operator", "ann": "approver"} {
-		s, err := auth.CreateToken(ctx, st, name, []string{role}, "test", "")
-		if err != nil {
-			t.Fatal(err)
-		}
-		secrets[name] = s
-	}
+	a := newCLIAPI(t, map[string]string{"olga": "operator", "ann": "approver"}, "prod")
 	run := func(who string, args ...string) (string, error) {
 		t.Helper()
-		root := newRootCmd()
-		root.SetArgs(append(args, "--addr", ts.URL, "--token", secrets[who]))
-		var out lockedBuffer
-		root.SetOut(&out)
-		root.SetErr(&lockedBuffer{})
-		err := root.ExecuteContext(ctx)
-		return out.String(), err
+		return a.run(t, who, args...)
 	}
 	out, err := run("olga", "freeze", "create", "prod", "--for", "2h", "--reason", "incident 4711")
 	if err != nil || !strings.Contains(out, "Created freeze ") || !strings.Contains(out, "of cluster prod until") ||
