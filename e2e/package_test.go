@@ -42,7 +42,7 @@ func TestPackageDebInstallStartRemove(t *testing.T) {
 		t.Fatal("this test needs dpkg (a Debian machine)")
 	}
 	realRoot.Lock()
-	defer realRoot.Unlock()
+	t.Cleanup(realRoot.Unlock) // after the cleanups registered below, which purge what the test installed
 	for _, name := range []string{"muster", "muster-agent"} {
 		if exec.Command("dpkg-query", "-W", name).Run() == nil {
 			t.Fatalf("a %s package is installed on this machine already: dpkg --purge %s first", name, name)
@@ -252,7 +252,10 @@ func TestPackageDebInstallStartRemove(t *testing.T) {
 
 // realRoot is held by the tests that install packages into this machine's
 // root: one at a time (dpkg takes its lock or fails), those of muster's
-// packages each starting from a machine without them.
+// packages each starting from a machine without them. A test releases it
+// with t.Cleanup, registered before the cleanups that purge what it
+// installed, so that it is released after them (a deferred Unlock ran
+// before them, and the next test found muster-agent still installed).
 var realRoot sync.Mutex
 
 // buildPackages builds the amd64 packages of muster (bin) and muster-agent

@@ -173,7 +173,7 @@ func TestPackageManagerProfileInstallsUpgradesAndRemovesADeb(t *testing.T) {
 	t.Parallel()
 	needRoot(t, "dpkg-deb", "dpkg", "apt-get")
 	realRoot.Lock() // dpkg's lock: one test installs into this machine at a time
-	defer realRoot.Unlock()
+	t.Cleanup(realRoot.Unlock) // after the cleanups registered below, which purge what the test installed
 	dir := t.TempDir()
 	if err := os.Chmod(dir, 0o755); err != nil { // apt's _apt reads the .deb
 		t.Fatal(err)

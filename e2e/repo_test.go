@@ -194,7 +194,7 @@ func TestRepoAptInstallAndUpgradeAgent(t *testing.T) {
 
 	waited := time.Now()
 	realRoot.Lock()
-	defer realRoot.Unlock()
+	t.Cleanup(realRoot.Unlock) // after the cleanups registered below, which purge what the test installed
 	t.Logf("waited %s for the other tests that install into this machine", time.Since(waited).Round(time.Second))
 	installed := time.Now()
 	defer func() { t.Logf("installed, upgraded and checked in %s", time.Since(installed).Round(time.Second)) }()
@@ -549,7 +549,7 @@ func upgradeAgentPackage(t *testing.T, format, tool string) (out, newConfig stri
 	// The overlay shows this machine's root as it is: none of the tests
 	// that install muster into it may be halfway.
 	realRoot.Lock()
-	defer realRoot.Unlock()
+	t.Cleanup(realRoot.Unlock) // after the cleanups registered below, which purge what the test installed
 	cmd := exec.Command("unshare", "--mount", "--propagation", "private", "--", "/bin/sh", "-c", upgradeInRoot, "upgrade-in-root",
 		root, tool, old[1], newer[1], out)
 	if b, err := cmd.CombinedOutput(); err != nil {
