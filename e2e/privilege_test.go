@@ -172,7 +172,7 @@ func installedVersion(name string) string {
 func TestPackageManagerProfileInstallsUpgradesAndRemovesADeb(t *testing.T) {
 	t.Parallel()
 	needRoot(t, "dpkg-deb", "dpkg", "apt-get")
-	realRoot.Lock() // dpkg's lock: one test installs into this machine at a time
+	realRoot.Lock()            // dpkg's lock: one test installs into this machine at a time
 	t.Cleanup(realRoot.Unlock) // after the cleanups registered below, which purge what the test installed
 	dir := t.TempDir()
 	if err := os.Chmod(dir, 0o755); err != nil { // apt's _apt reads the .deb
